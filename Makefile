@@ -1,0 +1,42 @@
+# neuron-mlir developer entry points. `make help` lists them.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# Both cores by default; PYTEST_WORKERS=0 runs in-process (easier debugging).
+PYTEST_WORKERS ?= 2
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test pytest lit lint demo coverage bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch is pinned exactly (pyproject.toml) so pip takes the CPU wheel, never a CUDA build.
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+venv: $(STAMP)  ## create .venv and install neuron-mlir with its test tools
+
+test: pytest lit  ## everything CI runs: pytest, then lit/FileCheck
+
+pytest: $(STAMP)  ## the pytest suite (unit, numeric end-to-end, models)
+	@# pytest exits 5 when it collects nothing: that is a broken suite, never a pass.
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) test; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
+	$(VENV)/bin/lit -sv test/lit
+
+lint: $(STAMP)  ## ruff
+	$(VENV)/bin/ruff check .
+
+demo: $(STAMP)  ## compile and train a small model on the simulated NeuronCore
+	$(PY) examples/train_mlp.py
+
+clean:  ## remove the virtual environment and caches
+	rm -rf $(VENV) build *.egg-info .pytest_cache

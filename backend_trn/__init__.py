@@ -1,0 +1,1 @@
+"""From allocated, synchronised neuron IR to a bundle file the runtime executes."""

@@ -1,0 +1,1 @@
+"""From PyTorch to the torch dialect: the torch.compile backend and the FX importer."""

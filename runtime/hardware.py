@@ -1,0 +1,219 @@
+"""The NeuronCore generations we target: every hardware limit and cost constant, in one table.
+
+Each number names its source with the keys of `shared/reference/neuroncore.md` section 0 (A2 = NKI architecture
+guide for NeuronCore-v2, A3/A4 the v3/v4 deltas, ISA = nki.isa docstrings, ISA-old = the docstrings that still
+had cost sections, DMABW/DMAOV = the DMA guides, PERF = the performance guide). `[I]` marks a value we inferred
+from the sourced ones; such values are the first to revisit when better data appears.
+
+Everything else in the project (dialect verifiers, the allocator, the cost model, the bundle validator) reads
+its limits from here, so a target is described in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Memory(str, Enum):
+    """The three address spaces a NeuronCore instruction can touch."""
+
+    HBM = "hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+
+class Engine(str, Enum):
+    """The instruction queues of one NeuronCore (A2 section "core organisation").
+
+    Four compute engines with their own sequencers, the sync engine that triggers DMAs, and the DMA queues
+    (one `Engine.DMA` value; the queue number is an attribute of the instruction).
+    """
+
+    TENSOR = "tensor"
+    VECTOR = "vector"
+    SCALAR = "scalar"
+    GPSIMD = "gpsimd"
+    SYNC = "sync"
+    DMA = "dma"
+
+
+# Which engine may read / write which memory (A2, MEM): TensorE reads SBUF and writes PSUM; VectorE and
+# ScalarE read and write SBUF and PSUM; GpSimdE only SBUF; DMA moves between HBM and SBUF (and HBM<->HBM,
+# SBUF<->SBUF). Compute engines never touch HBM.
+ENGINE_READS: dict[Engine, frozenset[Memory]] = {
+    Engine.TENSOR: frozenset({Memory.SBUF}),
+    Engine.VECTOR: frozenset({Memory.SBUF, Memory.PSUM}),
+    Engine.SCALAR: frozenset({Memory.SBUF, Memory.PSUM}),
+    Engine.GPSIMD: frozenset({Memory.SBUF}),
+    Engine.SYNC: frozenset(),
+    Engine.DMA: frozenset({Memory.HBM, Memory.SBUF}),
+}
+ENGINE_WRITES: dict[Engine, frozenset[Memory]] = {
+    Engine.TENSOR: frozenset({Memory.PSUM}),
+    Engine.VECTOR: frozenset({Memory.SBUF, Memory.PSUM}),
+    Engine.SCALAR: frozenset({Memory.SBUF, Memory.PSUM}),
+    Engine.GPSIMD: frozenset({Memory.SBUF}),
+    Engine.SYNC: frozenset(),
+    Engine.DMA: frozenset({Memory.HBM, Memory.SBUF}),
+}
+
+KIB = 1024
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Target:
+    """One NeuronCore generation: limits (verifiers, allocator) and cost constants (simulator)."""
+
+    name: str
+    core_version: str
+
+    # --- structure -------------------------------------------------------------------------------------------
+    partitions: int  # SBUF/PSUM partitions and PE-array rows (A2/A3/A4)
+    sbuf_bytes_per_partition: int  # A2: 192 KiB (24 MiB), A3: 224 KiB (28 MiB), A4: 32 MiB / 128 [I]
+    psum_bytes_per_partition: int  # 16 KiB on all three (A2/A3/A4)
+    psum_banks: int  # 8 banks of 2 KiB per partition (A2/A3/A4)
+    hbm_bytes: int  # per-core share of device HBM that the simulator models [I: chip capacity / cores]
+    dma_queues: int  # 16 DMA engines (rings) per core (A2, A3, A4, DMAOV)
+    max_free_dims: int  # up to 4-D free-axis access patterns (A2 section 2.3)
+    # TensorE tile limits (A2/A3/A4, TS): K and M at most 128, moving free size at most one PSUM bank of fp32.
+    matmul_max_k: int
+    matmul_max_stationary_free: int
+    matmul_max_moving_free: int
+
+    # --- clocks (GHz; A2/A3/A4 numbers table) -----------------------------------------------------------------
+    clock_ghz: dict[Engine, float] = field(default_factory=dict)
+
+    # --- throughput (PE-array peak, used for MFU and the roofline) --------------------------------------------
+    tensor_peak_tflops: dict[str, float] = field(default_factory=dict)  # per input dtype family
+    hbm_bandwidth_gbps: float = 0.0  # per-core HBM bandwidth, GB/s [I: chip / cores]
+    dma_bytes_per_ns: float = 0.0  # aggregate DMA rate of one core's 16 engines (DMABW table)
+
+    # --- per-instruction cost rules (section 5 of the reference) ---------------------------------------------
+    matmul_min_cycles: int = 64  # MM II about max(N, 64) cycles (A2, PERF)
+    matmul_fp32_factor: int = 4  # fp32 is quarter rate (A2, PERF)
+    vector_min_cycles: int = 64  # VectorE MIN_II about 64 cycles (ISA-old)
+    scalar_min_cycles: int = 64  # ScalarE activation max(64, N) (ISA-old)
+    gpsimd_startup_cycles: int = 150  # GpSimd kernels: about 150 cycles of startup (A2, ISA-old)
+    access_bubble_cycles: int = 60  # static overhead to start a tensor access (A2: "about 60 cycles")
+    dependent_op_penalty_cycles: int = 100  # extra when an op reads the op just before it (A2: "about 100")
+    dma_fixed_latency_ns: float = 2000.0  # per DMA: descriptor + semaphore cost, "about 1300 ns" across
+    #   engines (DMAOV) up to ~2 us observed (DMABW: 1416 ns for 32 KiB on one engine)
+    dma_full_rate_bytes_per_partition: int = 4096  # >= 4 KiB per partition saturates (DMABW, PERF)
+    dma_min_efficient_bytes_per_partition: int = 256  # below 256 B per partition overhead-bound (DMABW)
+
+    @property
+    def sbuf_bytes(self) -> int:
+        return self.partitions * self.sbuf_bytes_per_partition
+
+    @property
+    def psum_bank_bytes(self) -> int:
+        return self.psum_bytes_per_partition // self.psum_banks
+
+    def clock_hz(self, engine: Engine) -> float:
+        return self.clock_ghz[engine] * 1e9
+
+    def peak_flops(self, dtype_family: str) -> float:
+        """TensorE peak FLOP/s for matmul inputs of `dtype_family` ('fp32', 'bf16', 'fp8')."""
+        return self.tensor_peak_tflops[dtype_family] * 1e12
+
+
+def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[Engine, float]:
+    # The sync engine and the DMA queues have no published clock; they are timed in nanoseconds, and we give
+    # them ScalarE's clock [I] so that any cycle-denominated overhead on them stays comparable.
+    return {
+        Engine.TENSOR: tensor,
+        Engine.VECTOR: vector,
+        Engine.SCALAR: scalar,
+        Engine.GPSIMD: gpsimd,
+        Engine.SYNC: scalar,
+        Engine.DMA: scalar,
+    }
+
+
+TRN1 = Target(
+    name="trn1",
+    core_version="NeuronCore-v2",
+    partitions=128,
+    sbuf_bytes_per_partition=192 * KIB,
+    psum_bytes_per_partition=16 * KIB,
+    psum_banks=8,
+    hbm_bytes=16 * GIB,  # 32 GiB per chip, 2 cores (A2, CHIP1)
+    dma_queues=16,
+    max_free_dims=4,
+    matmul_max_k=128,
+    matmul_max_stationary_free=128,
+    matmul_max_moving_free=512,
+    clock_ghz=_clocks(tensor=2.8, vector=1.12, scalar=1.4, gpsimd=1.4),
+    # A2: 92 TFLOPS bf16/fp16/tf32 (128x128x2x2.8 GHz = 91.75), fp8 same rate (cFP8), fp32 at 1/4.
+    tensor_peak_tflops={"bf16": 91.75, "fp8": 91.75, "fp32": 91.75 / 4},
+    hbm_bandwidth_gbps=410.0,  # 820 GB/s per chip / 2 cores [I]
+    dma_bytes_per_ns=17.0,  # DMABW table: 17 B/ns per core
+)
+
+TRN2 = Target(
+    name="trn2",
+    core_version="NeuronCore-v3",
+    partitions=128,
+    sbuf_bytes_per_partition=224 * KIB,
+    psum_bytes_per_partition=16 * KIB,
+    psum_banks=8,
+    hbm_bytes=12 * GIB,  # 96 GiB per chip, 8 cores (A3, LNC)
+    dma_queues=16,
+    max_free_dims=4,
+    matmul_max_k=128,
+    matmul_max_stationary_free=128,
+    matmul_max_moving_free=512,
+    clock_ghz=_clocks(tensor=2.4, vector=0.96, scalar=1.2, gpsimd=1.2),
+    # A3: 79 TFLOPS bf16 dense (128x128x2x2.4 GHz = 78.64), fp8 158 with double_row, fp32 20 (1/4 rate).
+    tensor_peak_tflops={"bf16": 78.64, "fp8": 157.29, "fp32": 78.64 / 4},
+    hbm_bandwidth_gbps=362.5,  # 2.9 TB/s per chip / 8 cores [I]
+    dma_bytes_per_ns=23.0,  # DMABW table: 23 B/ns per core; measured 23.1 B/ns (section 7 item 4)
+)
+
+TRN3 = Target(
+    name="trn3",
+    core_version="NeuronCore-v4",
+    partitions=128,
+    sbuf_bytes_per_partition=256 * KIB,  # 32 MiB / 128 partitions [I]
+    psum_bytes_per_partition=16 * KIB,
+    psum_banks=8,
+    hbm_bytes=18 * GIB,  # 144 GiB per chip, 8 cores (A4)
+    dma_queues=16,
+    max_free_dims=4,
+    matmul_max_k=128,
+    matmul_max_stationary_free=128,
+    # A4 allows moving free sizes up to 4096 (fp32 dst) across all 8 banks; we keep one bank per matmul
+    # until the lowering learns multi-bank accumulation.
+    matmul_max_moving_free=512,
+    clock_ghz=_clocks(tensor=2.4, vector=1.2, scalar=1.2, gpsimd=1.2),
+    tensor_peak_tflops={"bf16": 78.64, "fp8": 314.6, "fp32": 78.64 / 4},  # A4: 79 dense, 315 MXFP8
+    hbm_bandwidth_gbps=612.5,  # 4.9 TB/s per chip / 8 cores [I]
+    dma_bytes_per_ns=33.0,  # DMABW table: 33 B/ns per core
+)
+
+TARGETS: dict[str, Target] = {t.name: t for t in (TRN1, TRN2, TRN3)}
+DEFAULT_TARGET = "trn2"
+
+
+def get_target(name: str) -> Target:
+    """The target called `name`; a clear error names the known ones."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        known = ", ".join(TARGETS)
+        raise ValueError(f"unknown target '{name}' (known targets: {known})") from None
+
+
+def allowed_partition_starts(partitions: int) -> tuple[int, ...]:
+    """Start partitions the hardware allows for an access of `partitions` lanes (A2 section 2.3).
+
+    65-128 lanes start at 0; 33-64 at 0 or 64; 1-32 at 0, 32, 64 or 96.
+    """
+    if partitions > 64:
+        return (0,)
+    if partitions > 32:
+        return (0, 64)
+    return (0, 32, 64, 96)

@@ -1,0 +1,1 @@
+"""Command-line entry points: neuron-opt, neuron-run, and the torch dialect generator."""
