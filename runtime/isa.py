@@ -223,3 +223,6 @@ OPCODES: dict[str, OpcodeSpec] = {
         ),
     )
 }
+
+# The comparison subset of ALU_OPS (affine_select's predicate).
+COMPARISON_OPS: frozenset[str] = frozenset({"is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt"})

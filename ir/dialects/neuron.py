@@ -1,0 +1,1106 @@
+"""The neuron dialect: one op is one NeuronCore instruction on explicit SBUF, PSUM and HBM buffers.
+
+Buffers are builtin memrefs whose memory space is `#neuron.mem<hbm|sbuf|psum>`. An SBUF or PSUM memref is
+`memref<P x F... x T>`: its first dimension is the partition axis (at most 128), the rest is laid out row-major
+inside each partition. HBM memrefs are ordinary row-major arrays (the function's arguments and results, and
+`neuron.alloc`ated scratch).
+
+Every instruction names its operands by role (`dst`, `src`, `stationary`, ...), each an access into a buffer:
+
+    %buf[0:128, 0, [[1, 512]]]             SBUF/PSUM: partitions 0..127, element offset 0, free pattern
+    %x[%off + 300, [[300, 37], [1, 300]]]  HBM: dynamic + static element offset, then (step, num) per dimension
+
+Steps and offsets count elements of the buffer's type; `runtime/program.py` defines the addressing exactly,
+and `runtime/isa.py` each opcode's semantics. The op set, roles and attributes mirror that table one to one, so
+the neuron dialect's reference semantics are the runtime's (`ir/semantics/neuron.py`).
+
+Verifiers state the hardware's rules for the module's target (`neuron.target = #neuron.target<trn2>` on the
+module; trn2 when absent), with limits from `runtime/hardware.py`: partition counts and start partitions, which
+engine may read or write which memory, matmul tile limits, PSUM banks, dtypes.
+
+After `neuron-allocate-memory` every `neuron.alloc` carries its `address`; after `neuron-insert-sync` every
+instruction has an `id` and the `waits` that order it after producers on other queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import MemoryAllocEffect
+from xdsl.utils.exceptions import VerifyException
+
+from neuron_mlir.runtime import hardware, isa
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+
+# ----------------------------------------------------------------------------------------------------------------
+# Attributes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class MemorySpaceAttr(ParametrizedAttribute):
+    """The memory a buffer lives in: `#neuron.mem<hbm>`, `#neuron.mem<sbuf>` or `#neuron.mem<psum>`."""
+
+    name = "neuron.mem"
+
+    space: StringAttr
+
+    def __init__(self, memory: Memory | str) -> None:
+        super().__init__(StringAttr(Memory(memory).value))
+
+    @property
+    def memory(self) -> Memory:
+        return Memory(self.space.data)
+
+    def verify(self) -> None:
+        if self.space.data not in {m.value for m in Memory}:
+            raise VerifyException(f"unknown memory space '{self.space.data}' (expected hbm, sbuf or psum)")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            word = parser.parse_identifier(context_msg=" memory space (hbm, sbuf or psum)")
+        return (StringAttr(word),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.space.data)
+
+
+@irdl_attr_definition
+class EngineAttr(ParametrizedAttribute):
+    """The queue an instruction is issued to: `#neuron.engine<vector>` (tensor, vector, scalar, gpsimd, dma)."""
+
+    name = "neuron.engine"
+
+    engine_name: StringAttr
+
+    def __init__(self, engine: Engine | str) -> None:
+        super().__init__(StringAttr(Engine(engine).value))
+
+    @property
+    def engine(self) -> Engine:
+        return Engine(self.engine_name.data)
+
+    def verify(self) -> None:
+        if self.engine_name.data not in {e.value for e in Engine}:
+            raise VerifyException(f"unknown engine '{self.engine_name.data}'")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            word = parser.parse_identifier(context_msg=" engine name")
+        return (StringAttr(word),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.engine_name.data)
+
+
+@irdl_attr_definition
+class TargetAttr(ParametrizedAttribute):
+    """The NeuronCore generation a module is compiled for: `#neuron.target<trn2>` (trn1, trn2, trn3)."""
+
+    name = "neuron.target"
+
+    target_name: StringAttr
+
+    def __init__(self, name: str) -> None:
+        super().__init__(StringAttr(name))
+
+    @property
+    def target(self) -> Target:
+        return hardware.get_target(self.target_name.data)
+
+    def verify(self) -> None:
+        if self.target_name.data not in hardware.TARGETS:
+            known = ", ".join(hardware.TARGETS)
+            raise VerifyException(f"unknown target '{self.target_name.data}' (known: {known})")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            word = parser.parse_identifier(context_msg=" target name")
+        return (StringAttr(word),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.target_name.data)
+
+
+@irdl_attr_definition
+class AccessPatternAttr(ParametrizedAttribute):
+    """The static part of an access: partitions (SBUF/PSUM only), element offset and (step, num) per dim.
+
+    `#neuron.ap<0:128, 0, [[1, 512]]>` is partitions 0..127, offset 0, 512 contiguous elements each;
+    `#neuron.ap<300, [[300, 37], [1, 300]]>` is an HBM access (no partition part). A dynamic offset, when an
+    instruction has one, is an SSA `index` operand added to `offset`.
+    """
+
+    name = "neuron.ap"
+
+    partition_start: IntAttr
+    partitions: IntAttr  # 0 for HBM accesses
+    offset: IntAttr
+    pattern: ArrayAttr[ArrayAttr[IntAttr]]
+
+    def __init__(
+        self,
+        pattern: Sequence[tuple[int, int]],
+        offset: int = 0,
+        partition_start: int = 0,
+        partitions: int = 0,
+    ) -> None:
+        super().__init__(
+            IntAttr(partition_start),
+            IntAttr(partitions),
+            IntAttr(offset),
+            ArrayAttr([ArrayAttr([IntAttr(step), IntAttr(num)]) for step, num in pattern]),
+        )
+
+    @property
+    def dims(self) -> tuple[tuple[int, int], ...]:
+        return tuple((pair.data[0].data, pair.data[1].data) for pair in self.pattern.data)
+
+    @property
+    def is_on_chip(self) -> bool:
+        return self.partitions.data > 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        free = tuple(num for _, num in self.dims)
+        return (self.partitions.data, *free) if self.is_on_chip else free
+
+    @property
+    def num_elements(self) -> int:
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        return count
+
+    def verify(self) -> None:
+        if self.partition_start.data < 0 or self.partitions.data < 0:
+            raise VerifyException("access partitions must be non-negative")
+        if self.offset.data < 0:
+            raise VerifyException(f"access offset {self.offset.data} is negative")
+        for pair in self.pattern.data:
+            if len(pair.data) != 2:
+                raise VerifyException("each access-pattern dimension is a [step, num] pair")
+            if pair.data[1].data <= 0:
+                raise VerifyException(f"access-pattern dimension has non-positive size {pair.data[1].data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            start, count, offset, pattern = _parse_pattern_body(parser, allow_dynamic=False)[1:]
+        return AccessPatternAttr(pattern, offset, start, count).parameters
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(_format_pattern_body(self))
+
+
+def _parse_pattern_body(
+    parser: AttrParser, allow_dynamic: bool
+) -> tuple[UnresolvedOperand | None, int, int, int, list[tuple[int, int]]]:
+    """Parse `[p0:p1,] [%off +] offset, [[step, num], ...]` (the inside of an access)."""
+    start = count = 0
+    dynamic: UnresolvedOperand | None = None
+    if allow_dynamic and isinstance(parser, Parser):
+        dynamic = parser.parse_optional_unresolved_operand()
+    if dynamic is not None:
+        parser.parse_punctuation("+")
+        offset = parser.parse_integer(allow_negative=False)
+    else:
+        first = parser.parse_integer(allow_negative=False)
+        if parser.parse_optional_punctuation(":") is not None:
+            start = first
+            count = parser.parse_integer(allow_negative=False) - first
+            parser.parse_punctuation(",")
+            if allow_dynamic and isinstance(parser, Parser):
+                dynamic = parser.parse_optional_unresolved_operand()
+            if dynamic is not None:
+                parser.parse_punctuation("+")
+            offset = parser.parse_integer(allow_negative=False)
+        else:
+            offset = first
+    parser.parse_punctuation(",")
+
+    def parse_pair() -> tuple[int, int]:
+        step, num = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_negative=True)
+        )
+        return step, num
+
+    pattern = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parse_pair)
+    return dynamic, start, count, offset, pattern
+
+
+def _format_pattern_body(ap: AccessPatternAttr) -> str:
+    parts = []
+    if ap.is_on_chip:
+        parts.append(f"{ap.partition_start.data}:{ap.partition_start.data + ap.partitions.data}")
+    parts.append(str(ap.offset.data))
+    parts.append("[" + ", ".join(f"[{step}, {num}]" for step, num in ap.dims) + "]")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers shared by the verifiers
+# ----------------------------------------------------------------------------------------------------------------
+
+TARGET_ATTR_NAME = "neuron.target"
+
+
+def target_of(op: Operation) -> Target:
+    """The target of the module enclosing `op` (trn2 when the module does not say)."""
+    current: Operation | None = op
+    while current is not None:
+        if isinstance(current, ModuleOp) and isinstance(attr := current.attributes.get(TARGET_ATTR_NAME), TargetAttr):
+            return attr.target
+        current = current.parent_op()
+    return hardware.get_target(hardware.DEFAULT_TARGET)
+
+
+def memory_of(buffer_type: Attribute) -> Memory:
+    """The memory of a buffer type; memrefs without a `#neuron.mem` space are HBM."""
+    if isinstance(buffer_type, MemRefType) and isinstance(buffer_type.memory_space, MemorySpaceAttr):
+        return buffer_type.memory_space.memory
+    return Memory.HBM
+
+
+def buffer_type(shape: Sequence[int], element_type: Attribute, memory: Memory) -> MemRefType:
+    """`memref<shape x element_type, #neuron.mem<memory>>`."""
+    return MemRefType(element_type, shape, memory_space=MemorySpaceAttr(memory))
+
+
+def element_type_name(element_type: Attribute) -> str:
+    """The runtime's name of an xDSL element type ('f32', 'bf16', 'i32', ...)."""
+    from neuron_mlir.ir.types import runtime_dtype_name
+
+    return runtime_dtype_name(element_type)
+
+
+def location_text(op: Operation) -> str:
+    """The op's source location as text for diagnostics ('' when unknown)."""
+    from neuron_mlir.ir.locations import describe_location
+
+    return describe_location(op.location)
+
+
+def _error(op: Operation, message: str) -> VerifyException:
+    where = location_text(op)
+    suffix = f" (at {where})" if where else ""
+    return VerifyException(f"{op.name}: {message}{suffix}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Buffers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """Allocate a buffer in SBUF, PSUM or HBM.
+
+    Before `neuron-allocate-memory` the buffer has no address; afterwards `address` is its byte offset (within
+    each partition for SBUF and PSUM, absolute for HBM). An SBUF/PSUM buffer's first dimension is its partition
+    count (at most 128); its row is the product of the other dimensions times the element size.
+
+    ```mlir
+    %t = neuron.alloc {address = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>
+    ```
+    """
+
+    name = "neuron.alloc"
+
+    buffer = result_def(MemRefType)
+    address = opt_prop_def(IntegerAttr)
+
+    traits = traits_def(MemoryAllocEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($buffer)"
+
+    def __init__(self, result_type: MemRefType, address: int | None = None, name_hint: str | None = None):
+        props = {"address": IntegerAttr(address, i64)} if address is not None else {}
+        super().__init__(result_types=[result_type], properties=props)
+        if name_hint:
+            self.buffer.name_hint = name_hint
+
+    @property
+    def memory(self) -> Memory:
+        return memory_of(self.buffer.type)
+
+    def row_bytes(self) -> int:
+        """Bytes per partition (SBUF/PSUM) or in total (HBM)."""
+        memref_type = self.buffer.type
+        assert isinstance(memref_type, MemRefType)
+        shape = memref_type.get_shape()
+        dims = shape if self.memory is Memory.HBM else shape[1:]
+        count = 1
+        for extent in dims:
+            count *= extent
+        from neuron_mlir.runtime.dtypes import itemsize
+
+        return count * itemsize(element_type_name(memref_type.element_type))
+
+    def verify_(self) -> None:
+        memref_type = self.buffer.type
+        assert isinstance(memref_type, MemRefType)
+        if not isinstance(memref_type.memory_space, MemorySpaceAttr):
+            raise _error(self, "buffer type needs a #neuron.mem<...> memory space")
+        shape = memref_type.get_shape()
+        if any(extent <= 0 for extent in shape):
+            raise _error(self, f"buffer shape {shape} has a non-positive dimension")
+        target = target_of(self)
+        if self.memory is not Memory.HBM:
+            if len(shape) < 2:
+                raise _error(self, f"on-chip buffer needs [partitions, free...] dimensions, got {shape}")
+            if shape[0] > target.partitions:
+                raise _error(self, f"{shape[0]} partitions exceed the {target.partitions} of {target.name}")
+            capacity = (
+                target.sbuf_bytes_per_partition if self.memory is Memory.SBUF else target.psum_bytes_per_partition
+            )
+            if self.row_bytes() > capacity:
+                raise _error(
+                    self,
+                    f"{self.row_bytes()} bytes per partition exceed {self.memory.value.upper()} capacity of "
+                    f"{capacity} bytes per partition on {target.name}",
+                )
+            if self.address is not None:
+                address = self.address.value.data
+                if address < 0 or address + self.row_bytes() > capacity:
+                    raise _error(
+                        self,
+                        f"buffer at address {address} with {self.row_bytes()} bytes per partition does not fit "
+                        f"in {self.memory.value.upper()} ({capacity} bytes per partition on {target.name})",
+                    )
+        elif self.address is not None and self.address.value.data < 0:
+            raise _error(self, f"negative HBM address {self.address.value.data}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Instructions
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class InstructionOp(IRDLOperation):
+    """Base of every instruction op: the shared syntax, access decoding and the generic hardware checks.
+
+    Subclasses declare, for each role `r` of their opcode in `runtime.isa.OPCODES`, an operand `r` (the
+    buffer), an optional operand `r_offset` (dynamic element offset, `index`) and a property `r_ap`.
+    """
+
+    OPCODE: ClassVar[str]
+    # attributes that may be given at run time by an i1/index operand named `<attr>_dynamic`
+    DYNAMIC_ATTRS: ClassVar[tuple[str, ...]] = ()
+
+    engine = prop_def(EngineAttr)
+    queue = opt_prop_def(IntegerAttr)
+    instruction_id = opt_prop_def(IntegerAttr, prop_name="id")
+    waits = opt_prop_def(DenseArrayBase)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+    # ---- structure -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def spec(cls) -> isa.OpcodeSpec:
+        return isa.OPCODES[cls.OPCODE]
+
+    @classmethod
+    def roles(cls) -> tuple[str, ...]:
+        spec = cls.spec()
+        return spec.writes + spec.optional_writes + spec.reads + spec.optional_reads
+
+    def access(self, role: str) -> tuple[SSAValue, AccessPatternAttr, SSAValue | None] | None:
+        """(buffer, static pattern, dynamic offset) of `role`, or None when an optional role is absent."""
+        buffer = getattr(self, role)
+        if buffer is None:
+            return None
+        pattern = self.properties.get(f"{role}_ap")
+        assert isinstance(pattern, AccessPatternAttr)
+        return buffer, pattern, getattr(self, f"{role}_offset")
+
+    def present_roles(self) -> list[str]:
+        return [role for role in self.roles() if getattr(self, role) is not None]
+
+    @property
+    def engine_kind(self) -> Engine:
+        return self.engine.engine
+
+    @classmethod
+    def build_instruction(
+        cls,
+        engine: Engine,
+        accesses: dict[str, tuple[SSAValue, AccessPatternAttr, SSAValue | None]],
+        properties: dict[str, Attribute] | None = None,
+        dynamic: dict[str, SSAValue] | None = None,
+    ) -> InstructionOp:
+        """Create an instruction from its role accesses (buffer, pattern, dynamic offset or None)."""
+        operands: list[SSAValue | None] = []
+        props: dict[str, Attribute] = {"engine": EngineAttr(engine)}
+        props.update(properties or {})
+        for role in cls.roles():
+            entry = accesses.get(role)
+            if entry is None:
+                operands += [None, None]
+                continue
+            buffer, pattern, offset = entry
+            operands += [buffer, offset]
+            props[f"{role}_ap"] = pattern
+        for name in cls.DYNAMIC_ATTRS:
+            operands.append((dynamic or {}).get(name))
+        return cls.build(operands=operands, properties=props)
+
+    # ---- verification ----------------------------------------------------------------------------------------
+
+    def verify_(self) -> None:
+        target = target_of(self)
+        spec = self.spec()
+        engine = self.engine_kind
+        if engine not in spec.engines:
+            allowed = ", ".join(sorted(e.value for e in spec.engines))
+            raise _error(self, f"cannot run on the {engine.value} engine (allowed: {allowed})")
+        if engine is Engine.DMA:
+            if self.queue is None:
+                raise _error(self, "a DMA instruction needs a `queue`")
+            queue = self.queue.value.data
+            if not 0 <= queue < target.dma_queues:
+                raise _error(self, f"DMA queue {queue} is outside 0..{target.dma_queues - 1}")
+        elif self.queue is not None:
+            raise _error(self, f"only DMA instructions have a queue (engine is {engine.value})")
+        if self.waits is not None and self.instruction_id is None:
+            raise _error(self, "an instruction with `waits` needs an `id`")
+        written = set(spec.writes + spec.optional_writes)
+        for role in self.present_roles():
+            access = self.access(role)
+            assert access is not None
+            buffer, pattern, _ = access
+            memory = memory_of(buffer.type)
+            allowed = hardware.ENGINE_WRITES[engine] if role in written else hardware.ENGINE_READS[engine]
+            if memory not in allowed:
+                verb = "write" if role in written else "read"
+                raise _error(self, f"the {engine.value} engine cannot {verb} {memory.value.upper()} ({role})")
+            self._verify_access(role, buffer.type, pattern, target, engine)
+        self.verify_instruction(target)
+
+    def _verify_access(
+        self, role: str, memref_type: Attribute, pattern: AccessPatternAttr, target: Target, engine: Engine
+    ) -> None:
+        assert isinstance(memref_type, MemRefType)
+        memory = memory_of(memref_type)
+        shape = memref_type.get_shape()
+        if memory is Memory.HBM:
+            if pattern.is_on_chip:
+                raise _error(self, f"{role}: an HBM access has no partition range")
+            row = 1
+            for extent in shape:
+                row *= extent
+        else:
+            if not pattern.is_on_chip:
+                raise _error(self, f"{role}: an {memory.value.upper()} access needs a partition range")
+            start, count = pattern.partition_start.data, pattern.partitions.data
+            if start + count > shape[0]:
+                raise _error(
+                    self, f"{role}: partitions {start}:{start + count} exceed the buffer's {shape[0]} partitions"
+                )
+            if engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
+                allowed = ", ".join(map(str, hardware.allowed_partition_starts(count)))
+                raise _error(
+                    self,
+                    f"{role}: an access of {count} partitions cannot start at partition {start} (allowed: {allowed})",
+                )
+            if len(pattern.dims) > target.max_free_dims:
+                raise _error(
+                    self, f"{role}: {len(pattern.dims)} free dimensions exceed the hardware's {target.max_free_dims}"
+                )
+            row = 1
+            for extent in shape[1:]:
+                row *= extent
+        low = high = pattern.offset.data
+        for step, num in pattern.dims:
+            reach = step * (num - 1)
+            low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+        if low < 0 or high >= row:
+            raise _error(
+                self,
+                f"{role}: elements {low}..{high} of the access lie outside the buffer's {row} elements"
+                + (" per partition" if memory is not Memory.HBM else ""),
+            )
+
+    def verify_instruction(self, target: Target) -> None:
+        """Opcode-specific rules; subclasses override."""
+
+    def shape_of(self, role: str) -> tuple[int, ...]:
+        access = self.access(role)
+        assert access is not None
+        return access[1].shape
+
+    def dtype_of(self, role: str) -> str:
+        access = self.access(role)
+        assert access is not None
+        memref_type = access[0].type
+        assert isinstance(memref_type, MemRefType)
+        return element_type_name(memref_type.element_type)
+
+    def memory_of_role(self, role: str) -> Memory:
+        access = self.access(role)
+        assert access is not None
+        return memory_of(access[0].type)
+
+    # ---- syntax ----------------------------------------------------------------------------------------------
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.engine_kind.value}")
+        types: list[Attribute] = []
+        for position, role in enumerate(self.present_roles()):
+            access = self.access(role)
+            assert access is not None
+            buffer, pattern, dynamic = access
+            types.append(buffer.type)
+            printer.print_string(f"{' ' if position == 0 else ', '}{role} ")
+            printer.print_operand(buffer)
+            printer.print_string("[")
+            if pattern.is_on_chip:
+                start = pattern.partition_start.data
+                printer.print_string(f"{start}:{start + pattern.partitions.data}, ")
+            if dynamic is not None:
+                printer.print_operand(dynamic)
+                printer.print_string(" + ")
+            dims = ", ".join(f"[{step}, {num}]" for step, num in pattern.dims)
+            printer.print_string(f"{pattern.offset.data}, [{dims}]]")
+        for name in self.DYNAMIC_ATTRS:
+            value = getattr(self, f"{name}_dynamic")
+            if value is not None:
+                printer.print_string(f", {name} ")
+                printer.print_operand(value)
+        reserved = {f"{role}_ap" for role in self.roles()} | {"engine", "operandSegmentSizes"}
+        shown = {name: attr for name, attr in self.properties.items() if name not in reserved}
+        shown.update(self.attributes)
+        printer.print_op_attributes(shown)
+        printer.print_string(" : ")
+        printer.print_list(types, printer.print_attribute)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> InstructionOp:
+        engine = Engine(parser.parse_identifier(context_msg=" engine name"))
+        parsed: dict[str, tuple[UnresolvedOperand, AccessPatternAttr, UnresolvedOperand | None]] = {}
+        dynamic_attrs: dict[str, UnresolvedOperand] = {}
+        roles = cls.roles()
+
+        def parse_item() -> None:
+            word = parser.parse_identifier(context_msg=" operand role")
+            if word in cls.DYNAMIC_ATTRS:
+                dynamic_attrs[word] = parser.parse_unresolved_operand()
+                return
+            if word not in roles:
+                parser.raise_error(f"{cls.name} has no operand role '{word}' (roles: {', '.join(roles)})")
+            buffer = parser.parse_unresolved_operand()
+            parser.parse_punctuation("[")
+            dynamic, start, count, offset, pattern = _parse_pattern_body(parser, allow_dynamic=True)
+            parser.parse_punctuation("]")
+            parsed[word] = (buffer, AccessPatternAttr(pattern, offset, start, count), dynamic)
+
+        parser.parse_comma_separated_list(parser.Delimiter.NONE, parse_item)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        order = [role for role in roles if role in parsed]
+        if len(types) != len(order):
+            parser.raise_error(f"expected {len(order)} buffer types, got {len(types)}")
+        index = IndexType()
+        accesses = {}
+        for role, memref_type in zip(order, types, strict=True):
+            buffer, pattern, dynamic = parsed[role]
+            offset_value = parser.resolve_operand(dynamic, index) if dynamic is not None else None
+            accesses[role] = (parser.resolve_operand(buffer, memref_type), pattern, offset_value)
+        dynamic_values = {
+            name: parser.resolve_operand(value, cls.dynamic_attr_type(name)) for name, value in dynamic_attrs.items()
+        }
+        op_def = cls.get_irdl_definition()
+        properties = {name: attr for name, attr in attrs.items() if name in op_def.properties}
+        discardable = {name: attr for name, attr in attrs.items() if name not in op_def.properties}
+        op = cls.build_instruction(engine, accesses, properties, dynamic_values)
+        op.attributes.update(discardable)
+        return op
+
+    @classmethod
+    def dynamic_attr_type(cls, name: str) -> Attribute:
+        return i1
+
+
+def _string_prop(op: InstructionOp, name: str) -> str:
+    attr = op.properties.get(name)
+    assert isinstance(attr, StringAttr)
+    return attr.data
+
+
+def _check_choice(op: InstructionOp, what: str, value: str, choices: frozenset[str]) -> None:
+    if value not in choices:
+        raise _error(op, f"unknown {what} '{value}' (known: {', '.join(sorted(choices))})")
+
+
+def _free_size(shape: tuple[int, ...]) -> int:
+    count = 1
+    for extent in shape[1:]:
+        count *= extent
+    return count
+
+
+@irdl_op_definition
+class MatmulOp(InstructionOp):
+    """TensorE matrix multiply: `dst[M, N] (=|+=) stationary[K, M]^T @ moving[K, N]` into PSUM.
+
+    K is the partition axis of both inputs (K <= 128); the stationary free size M becomes the output's
+    partitions (M <= 128) and the moving free size N its free size (N <= 512 on trn1/trn2: one 2 KiB PSUM bank
+    of fp32). `accumulate` (static, or the i1 operand `accumulate`) adds into dst instead of overwriting, which
+    is how K larger than 128 is reduced. Inputs are both fp32 or both 16/8-bit; dst is fp32. With
+    `is_transpose` the stationary is an identity and dst receives moving^T in moving's dtype (v3+).
+
+    ```mlir
+    neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 520]]], stationary %w[0:128, 0, [[1, 37]]],
+        moving %x[0:128, 0, [[1, 520]]], accumulate %first : memref<...>, memref<...>, memref<...>
+    ```
+    """
+
+    name = "neuron.nc_matmul"
+    OPCODE: ClassVar[str] = "nc_matmul"
+    DYNAMIC_ATTRS: ClassVar[tuple[str, ...]] = ("accumulate",)
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    stationary = operand_def(MemRefType)
+    stationary_offset = opt_operand_def(IndexType)
+    moving = operand_def(MemRefType)
+    moving_offset = opt_operand_def(IndexType)
+    accumulate_dynamic = opt_operand_def(IntegerType(1))
+    dst_ap = prop_def(AccessPatternAttr)
+    stationary_ap = prop_def(AccessPatternAttr)
+    moving_ap = prop_def(AccessPatternAttr)
+    accumulate = opt_prop_def(IntegerAttr)
+    is_transpose = opt_prop_def(IntegerAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        stationary, moving, dst = self.shape_of("stationary"), self.shape_of("moving"), self.shape_of("dst")
+        k, m, n = stationary[0], _free_size(stationary), _free_size(moving)
+        if moving[0] != k:
+            raise _error(self, f"stationary and moving contract over different partition counts ({k} vs {moving[0]})")
+        if k > target.matmul_max_k:
+            raise _error(self, f"contraction size {k} exceeds {target.matmul_max_k}")
+        if m > target.matmul_max_stationary_free:
+            raise _error(self, f"stationary free size {m} exceeds {target.matmul_max_stationary_free} on {target.name}")
+        if n > target.matmul_max_moving_free:
+            raise _error(self, f"moving free size {n} exceeds {target.matmul_max_moving_free} on {target.name}")
+        if dst[0] != m or _free_size(dst) != n:
+            raise _error(self, f"dst shape {dst} does not match the product [{m}, {n}]")
+        transpose = self.is_transpose is not None and bool(self.is_transpose.value.data)
+        in_types = (self.dtype_of("stationary"), self.dtype_of("moving"))
+        if not transpose and (in_types[0] == "f32") != (in_types[1] == "f32"):
+            raise _error(self, f"inputs must both be f32 or both narrower, got {in_types[0]} and {in_types[1]}")
+        dst_type = self.dtype_of("dst")
+        if not transpose and dst_type != "f32":
+            raise _error(self, f"PSUM accumulation is fp32 only, dst is {dst_type}")
+        if self.memory_of_role("dst") is not Memory.PSUM:
+            raise _error(self, "dst must be in PSUM")
+        access = self.access("dst")
+        assert access is not None
+        bank = target.psum_bank_bytes
+        first_byte = access[1].offset.data * 4
+        last_byte = first_byte + n * 4 - 1
+        if access[2] is None and first_byte // bank != last_byte // bank:
+            raise _error(self, f"dst bytes {first_byte}..{last_byte} cross a {bank}-byte PSUM bank boundary")
+
+
+def _unary_shapes_match(op: InstructionOp, first: str, second: str) -> None:
+    a, b = op.shape_of(first), op.shape_of(second)
+    if a[0] != b[0] or _free_size(a) != _free_size(b):
+        raise _error(op, f"{first} shape {a} and {second} shape {b} differ")
+
+
+def _check_column(op: InstructionOp, role: str, partitions: int) -> None:
+    if getattr(op, role) is None:
+        return
+    shape = op.shape_of(role)
+    if shape[0] != partitions or _free_size(shape) != 1:
+        raise _error(op, f"{role} must be a [{partitions}, 1] per-partition column, got {shape}")
+
+
+@irdl_op_definition
+class ActivationOp(InstructionOp):
+    """ScalarE activation: `dst = func(src * scale + bias)`, optionally summing dst into `accumulate_dst`.
+
+    `scale` is an immediate or the per-partition [P, 1] operand `scale_vector`; bias is the [P, 1] operand
+    `bias` or the immediate `bias_value`. Scale and bias cost nothing extra. Functions: runtime.isa's table.
+
+    ```mlir
+    neuron.activation scalar dst %y[0:37, 0, [[1, 520]]], src %p[0:37, 0, [[1, 520]]] {func = "relu"} : ...
+    ```
+    """
+
+    name = "neuron.activation"
+    OPCODE: ClassVar[str] = "activation"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    accumulate_dst = opt_operand_def(MemRefType)
+    accumulate_dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
+    bias_offset = opt_operand_def(IndexType)
+    scale_vector = opt_operand_def(MemRefType)
+    scale_vector_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    accumulate_dst_ap = opt_prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+    bias_ap = opt_prop_def(AccessPatternAttr)
+    scale_vector_ap = opt_prop_def(AccessPatternAttr)
+    func = prop_def(StringAttr)
+    scale = opt_prop_def(FloatAttr)
+    bias_value = opt_prop_def(FloatAttr)
+    alpha = opt_prop_def(FloatAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "activation function", self.func.data, isa.ACTIVATION_FUNCTIONS)
+        _unary_shapes_match(self, "dst", "src")
+        partitions = self.shape_of("dst")[0]
+        for role in ("bias", "scale_vector", "accumulate_dst"):
+            _check_column(self, role, partitions)
+
+
+@irdl_op_definition
+class TensorTensorOp(InstructionOp):
+    """Elementwise binary ALU op: `dst = in0 <op> in1` (VectorE, or GpSimdE for integer work).
+
+    All three accesses have the same shape; at most one input may be in PSUM. Comparisons give 1.0 / 0.0.
+
+    ```mlir
+    neuron.tensor_tensor vector dst %c[0:128, 0, [[1, 512]]], in0 %a[...], in1 %b[...] {op = "add"} : ...
+    ```
+    """
+
+    name = "neuron.tensor_tensor"
+    OPCODE: ClassVar[str] = "tensor_tensor"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    in0 = operand_def(MemRefType)
+    in0_offset = opt_operand_def(IndexType)
+    in1 = operand_def(MemRefType)
+    in1_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    in0_ap = prop_def(AccessPatternAttr)
+    in1_ap = prop_def(AccessPatternAttr)
+    op = prop_def(StringAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "ALU operator", self.op.data, isa.ALU_OPS)
+        _unary_shapes_match(self, "dst", "in0")
+        _unary_shapes_match(self, "dst", "in1")
+        if self.memory_of_role("in0") is Memory.PSUM and self.memory_of_role("in1") is Memory.PSUM:
+            raise _error(self, "at most one input may be in PSUM")
+
+
+@irdl_op_definition
+class TensorScalarOp(InstructionOp):
+    """`dst = (src <op0> s0) <op1> s1` with per-partition or immediate scalars.
+
+    s0 is the [P, 1] operand `operand0` broadcast along the free axes when given, else the immediate `scalar0`
+    (likewise s1); `reverse0`/`reverse1` swap an op's operands; without `op1` the second step is skipped.
+
+    ```mlir
+    neuron.tensor_scalar vector dst %y[0:37, 0, [[1, 520]]], src %x[...] {op0 = "max", scalar0 = 0.0 : f64} : ...
+    ```
+    """
+
+    name = "neuron.tensor_scalar"
+    OPCODE: ClassVar[str] = "tensor_scalar"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    operand0 = opt_operand_def(MemRefType)
+    operand0_offset = opt_operand_def(IndexType)
+    operand1 = opt_operand_def(MemRefType)
+    operand1_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+    operand0_ap = opt_prop_def(AccessPatternAttr)
+    operand1_ap = opt_prop_def(AccessPatternAttr)
+    op0 = prop_def(StringAttr)
+    scalar0 = opt_prop_def(FloatAttr)
+    reverse0 = opt_prop_def(IntegerAttr)
+    op1 = opt_prop_def(StringAttr)
+    scalar1 = opt_prop_def(FloatAttr)
+    reverse1 = opt_prop_def(IntegerAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "ALU operator", self.op0.data, isa.ALU_OPS)
+        if self.op1 is not None:
+            _check_choice(self, "ALU operator", self.op1.data, isa.ALU_OPS)
+        _unary_shapes_match(self, "dst", "src")
+        partitions = self.shape_of("dst")[0]
+        for role in ("operand0", "operand1"):
+            _check_column(self, role, partitions)
+
+
+@irdl_op_definition
+class TensorReduceOp(InstructionOp):
+    """Reduce the `axes` innermost free axes of src with `op` (never across partitions; VectorE).
+
+    ```mlir
+    neuron.tensor_reduce vector dst %s[0:130, 0, [[1, 1]]], src %x[0:130, 0, [[1, 37]]] {op = "add"} : ...
+    ```
+    """
+
+    name = "neuron.tensor_reduce"
+    OPCODE: ClassVar[str] = "tensor_reduce"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+    op = prop_def(StringAttr)
+    axes = opt_prop_def(IntegerAttr)
+    negate = opt_prop_def(IntegerAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "reduction", self.op.data, isa.REDUCE_OPS)
+        src, dst = self.shape_of("src"), self.shape_of("dst")
+        axes = self.axes.value.data if self.axes is not None else 1
+        if not 1 <= axes <= len(src) - 1:
+            raise _error(self, f"cannot reduce {axes} free axes of a {len(src) - 1}-d free pattern")
+        kept = 1
+        for extent in src[1 : len(src) - axes]:
+            kept *= extent
+        if dst[0] != src[0] or _free_size(dst) != kept:
+            raise _error(self, f"dst shape {dst} does not match src {src} reduced over {axes} axes")
+
+
+@irdl_op_definition
+class TensorCopyOp(InstructionOp):
+    """`dst = src`, converting the element type (bit exact when types match). VectorE, ScalarE or GpSimdE.
+
+    Evacuating PSUM to SBUF is the common use.
+
+    ```mlir
+    neuron.tensor_copy vector dst %y[0:37, 0, [[1, 512]]], src %p[0:37, 0, [[1, 512]]] : ...
+    ```
+    """
+
+    name = "neuron.tensor_copy"
+    OPCODE: ClassVar[str] = "tensor_copy"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _unary_shapes_match(self, "dst", "src")
+
+
+@irdl_op_definition
+class SelectOp(InstructionOp):
+    """`dst = predicate != 0 ? on_true : on_false`, elementwise over one shape (VectorE or GpSimdE).
+
+    ```mlir
+    neuron.select vector dst %d[...], predicate %m[...], on_true %a[...], on_false %b[...] : ...
+    ```
+    """
+
+    name = "neuron.select"
+    OPCODE: ClassVar[str] = "select"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    predicate = operand_def(MemRefType)
+    predicate_offset = opt_operand_def(IndexType)
+    on_true = operand_def(MemRefType)
+    on_true_offset = opt_operand_def(IndexType)
+    on_false = operand_def(MemRefType)
+    on_false_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    predicate_ap = prop_def(AccessPatternAttr)
+    on_true_ap = prop_def(AccessPatternAttr)
+    on_false_ap = prop_def(AccessPatternAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        for role in ("predicate", "on_true", "on_false"):
+            _unary_shapes_match(self, "dst", role)
+
+
+@irdl_op_definition
+class MemsetOp(InstructionOp):
+    """Fill dst with the immediate `value` (VectorE or GpSimdE).
+
+    ```mlir
+    neuron.memset vector dst %ones[0:128, 0, [[1, 1]]] {value = 1.0 : f64} : ...
+    ```
+    """
+
+    name = "neuron.memset"
+    OPCODE: ClassVar[str] = "memset"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    value = prop_def(FloatAttr)
+
+
+def _pattern_pairs(attr: DenseArrayBase) -> tuple[tuple[int, int], ...]:
+    values = tuple(int(v) for v in attr.get_values())
+    return tuple(zip(values[0::2], values[1::2], strict=True))
+
+
+@irdl_op_definition
+class IotaOp(InstructionOp):
+    """GpSimdE iota: `dst[p, i...] = base + p * channel_multiplier + sum(i_d * step_d)` in int32.
+
+    `pattern` is the flattened (step, num) list of the free axes and must match dst's free shape.
+
+    ```mlir
+    neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]] {pattern = array<i64: 1, 128>} : ...
+    ```
+    """
+
+    name = "neuron.iota"
+    OPCODE: ClassVar[str] = "iota"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    base = opt_prop_def(IntegerAttr)
+    channel_multiplier = opt_prop_def(IntegerAttr)
+    pattern = prop_def(DenseArrayBase)
+
+    def verify_instruction(self, target: Target) -> None:
+        if len(self.pattern.get_values()) % 2:
+            raise _error(self, "pattern must hold (step, num) pairs")
+        free = tuple(num for _, num in _pattern_pairs(self.pattern))
+        if free != self.shape_of("dst")[1:]:
+            raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")
+
+
+@irdl_op_definition
+class AffineSelectOp(InstructionOp):
+    """GpSimdE affine select: `dst = (base + p*channel_multiplier + sum(i_d*step_d)) <cmp> 0 ? on_true : fill`.
+
+    Builds masks such as identities and causal masks without reading a predicate from memory.
+
+    ```mlir
+    neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %ones[0:128, 0, [[1, 128]]]
+        {cmp = "is_equal", channel_multiplier = 1 : i64, pattern = array<i64: -1, 128>,
+         on_false_value = 0.0 : f64} : ...
+    ```
+    """
+
+    name = "neuron.affine_select"
+    OPCODE: ClassVar[str] = "affine_select"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    on_true = operand_def(MemRefType)
+    on_true_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    on_true_ap = prop_def(AccessPatternAttr)
+    cmp = prop_def(StringAttr)
+    base = opt_prop_def(IntegerAttr)
+    channel_multiplier = opt_prop_def(IntegerAttr)
+    pattern = prop_def(DenseArrayBase)
+    on_false_value = prop_def(FloatAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "comparison", self.cmp.data, frozenset(isa.COMPARISON_OPS))
+        _unary_shapes_match(self, "dst", "on_true")
+        free = tuple(num for _, num in _pattern_pairs(self.pattern))
+        if free != self.shape_of("dst")[1:]:
+            raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")
+
+
+@irdl_op_definition
+class DmaCopyOp(InstructionOp):
+    """DMA: copy src to dst element by element in row-major order (same count), converting the dtype.
+
+    Either side is HBM or SBUF; the HBM side's pattern may be any strided view (transposes, broadcasts with
+    step 0), which is how views fold into data movement instead of copies.
+
+    ```mlir
+    neuron.dma_copy dma dst %x_tile[0:37, 0, [[1, 300]]], src %x[0, [[300, 37], [1, 300]]] {queue = 0 : i64} : ...
+    ```
+    """
+
+    name = "neuron.dma_copy"
+    OPCODE: ClassVar[str] = "dma_copy"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        count_dst = self.access("dst")[1].num_elements  # type: ignore[index]
+        count_src = self.access("src")[1].num_elements  # type: ignore[index]
+        if count_dst != count_src:
+            raise _error(self, f"dst has {count_dst} elements but src has {count_src}")
+
+
+INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
+    MatmulOp,
+    ActivationOp,
+    TensorTensorOp,
+    TensorScalarOp,
+    TensorReduceOp,
+    TensorCopyOp,
+    SelectOp,
+    MemsetOp,
+    IotaOp,
+    AffineSelectOp,
+    DmaCopyOp,
+)
+OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCTION_OPS}
+
+Neuron = Dialect(
+    "neuron",
+    [AllocOp, *INSTRUCTION_OPS],
+    [MemorySpaceAttr, EngineAttr, TargetAttr, AccessPatternAttr],
+)

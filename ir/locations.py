@@ -1,0 +1,81 @@
+"""Source locations: how an op remembers the user's Python line and module path through every pass.
+
+The importer gives each op `loc("model.layers.0.mlp"("/path/model.py":42:17))`: a name location holding the
+module path around a file:line:col location. Lowering patterns copy the location of the op they replace onto
+every op they create (`copy_location`), so diagnostics, bundles and profiles all point at the user's line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.dialects.builtin import (
+    CallSiteLoc,
+    FileLineColLoc,
+    FusedLoc,
+    IntAttr,
+    LocationAttr,
+    NameLoc,
+    StringAttr,
+    UnknownLoc,
+)
+from xdsl.ir import Attribute, Operation
+
+
+def source_location(filename: str, line: int, column: int = 0, module_path: str | None = None) -> LocationAttr:
+    """A location for a Python source line, optionally named by the module path that ran it."""
+    file_location = FileLineColLoc(StringAttr(filename), IntAttr(line), IntAttr(column))
+    if module_path:
+        return NameLoc(StringAttr(module_path), file_location)
+    return file_location
+
+
+def describe_location(location: Attribute) -> str:
+    """'file.py:42 (model.layers.0.mlp)', 'file.py:42', 'model.l1' or '' for an unknown location."""
+    file_line = _file_line(location)
+    name = _name(location)
+    if file_line and name:
+        return f"{file_line} ({name})"
+    return file_line or name or ""
+
+
+def module_path_of(location: Attribute) -> str:
+    """The module path recorded in a location ('' if none)."""
+    return _name(location) or ""
+
+
+def _file_line(location: Attribute) -> str | None:
+    if isinstance(location, FileLineColLoc):
+        return f"{location.filename.data}:{location.line.data}"
+    if isinstance(location, NameLoc):
+        return _file_line(location.location)
+    if isinstance(location, CallSiteLoc):
+        return _file_line(location.callee)
+    if isinstance(location, FusedLoc):
+        for inner in location.locations.data:
+            if found := _file_line(inner):
+                return found
+    return None
+
+
+def _name(location: Attribute) -> str | None:
+    if isinstance(location, NameLoc):
+        return location.desc.data
+    if isinstance(location, CallSiteLoc):
+        return _name(location.callee)
+    if isinstance(location, FusedLoc):
+        for inner in location.locations.data:
+            if found := _name(inner):
+                return found
+    return None
+
+
+def copy_location(source: Operation, created: Iterable[Operation]) -> None:
+    """Give every op in `created` (and the ops nested in them) `source`'s location where they have none."""
+    location = source.location
+    if isinstance(location, UnknownLoc):
+        return
+    for op in created:
+        for nested in op.walk():
+            if isinstance(nested.location, UnknownLoc):
+                nested.location = location

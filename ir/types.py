@@ -1,0 +1,68 @@
+"""Element types shared by all levels: xDSL types <-> the runtime's dtype names.
+
+The torch dialect uses builtin types as PyTorch does (f32, bf16, i64, i1, ...); on chip the same names map to
+the runtime's storage types (`runtime/dtypes.py`).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    Signedness,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i8,
+    i16,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute
+
+_BY_NAME: dict[str, Attribute] = {
+    "f32": f32,
+    "bf16": bf16,
+    "f16": f16,
+    "f64": f64,
+    "i64": i64,
+    "i32": i32,
+    "i16": i16,
+    "i8": i8,
+    "i1": i1,
+    "u8": IntegerType(8, Signedness.UNSIGNED),
+    "u16": IntegerType(16, Signedness.UNSIGNED),
+    "u32": IntegerType(32, Signedness.UNSIGNED),
+}
+
+
+def runtime_dtype_name(element_type: Attribute) -> str:
+    """'f32', 'bf16', 'i32', ... for an xDSL element type; a clear error for types the core cannot hold."""
+    if isinstance(element_type, Float32Type):
+        return "f32"
+    if isinstance(element_type, BFloat16Type):
+        return "bf16"
+    if isinstance(element_type, Float16Type):
+        return "f16"
+    if isinstance(element_type, Float64Type):
+        return "f64"
+    if isinstance(element_type, IntegerType):
+        width = element_type.width.data
+        unsigned = element_type.signedness.data == Signedness.UNSIGNED
+        if width == 1:
+            return "i1"
+        return f"{'u' if unsigned else 'i'}{width}"
+    raise ValueError(f"element type {element_type} has no NeuronCore storage type")
+
+
+def element_type_for(name: str) -> Attribute:
+    """The xDSL element type for a runtime dtype name."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown element type name '{name}'") from None
