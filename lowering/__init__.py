@@ -9,4 +9,48 @@ from collections.abc import Callable
 
 from xdsl.passes import ModulePass
 
-ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {}
+
+def _convert_torch_to_tile() -> type[ModulePass]:
+    from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
+
+    return ConvertTorchToTilePass
+
+
+def _convert_tile_to_neuron() -> type[ModulePass]:
+    from neuron_mlir.lowering.convert_tile_to_neuron import ConvertTileToNeuronPass
+
+    return ConvertTileToNeuronPass
+
+
+def _neuron_allocate_memory() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_allocate_memory import NeuronAllocateMemoryPass
+
+    return NeuronAllocateMemoryPass
+
+
+def _neuron_insert_sync() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_insert_sync import NeuronInsertSyncPass
+
+    return NeuronInsertSyncPass
+
+
+def _verify_stage_contract() -> type[ModulePass]:
+    from neuron_mlir.lowering.verify_stage_contract import VerifyStageContractPass
+
+    return VerifyStageContractPass
+
+
+def _neuron_pipeline() -> type[ModulePass]:
+    from neuron_mlir.lowering.pipelines import NeuronPipelinePass
+
+    return NeuronPipelinePass
+
+
+ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "convert-torch-to-tile": _convert_torch_to_tile,
+    "convert-tile-to-neuron": _convert_tile_to_neuron,
+    "neuron-allocate-memory": _neuron_allocate_memory,
+    "neuron-insert-sync": _neuron_insert_sync,
+    "verify-stage-contract": _verify_stage_contract,
+    "neuron-pipeline": _neuron_pipeline,
+}

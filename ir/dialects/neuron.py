@@ -57,7 +57,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
-from xdsl.traits import MemoryAllocEffect
+from xdsl.traits import MemoryAllocEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.runtime import hardware, isa
@@ -408,6 +408,36 @@ class AllocOp(IRDLOperation):
                     )
         elif self.address is not None and self.address.value.data < 0:
             raise _error(self, f"negative HBM address {self.address.value.data}")
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A strided view of an HBM buffer, for a tensor that leaves the program as a view of another.
+
+    Instructions address HBM through their access patterns, so views never appear as their operands; a
+    function result that is a transpose or reshape of an argument, say, is returned as a `neuron.view`. The
+    result type's strided layout is relative to the source buffer's start.
+
+    ```mlir
+    %t = neuron.view %w : memref<520x300xf32, #neuron.mem<hbm>>
+                     to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+    ```
+    """
+
+    name = "neuron.view"
+
+    source = operand_def(MemRefType)
+    result = result_def(MemRefType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$source attr-dict `:` type($source) `to` type($result)"
+
+    def __init__(self, source: SSAValue, result_type: MemRefType):
+        super().__init__(operands=[source], result_types=[result_type])
+
+    def verify_(self) -> None:
+        if memory_of(self.source.type) is not Memory.HBM or memory_of(self.result.type) is not Memory.HBM:
+            raise _error(self, "views are of HBM buffers")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1101,6 +1131,6 @@ OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCT
 
 Neuron = Dialect(
     "neuron",
-    [AllocOp, *INSTRUCTION_OPS],
+    [AllocOp, ViewOp, *INSTRUCTION_OPS],
     [MemorySpaceAttr, EngineAttr, TargetAttr, AccessPatternAttr],
 )

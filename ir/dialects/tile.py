@@ -1,0 +1,712 @@
+"""The tile dialect: where layout and tiling are decided and visible, still with value semantics.
+
+Values of type `!tile.tile<P x F... x T, sbuf|psum>` are on-chip tiles: the first dimension is the partition
+axis (P <= 128), the rest the free axes. Tiles are loaded from and stored to HBM tensors, which are memrefs in
+`#neuron.mem<hbm>`, usually inside `scf.for` loops over tile offsets. A tile op is one of the compute families
+the engines offer (TensorE matmul into PSUM, elementwise with per-partition or immediate scalars, free-axis
+reductions, transposes, fills, casts); which instruction and engine implement it is decided when converting to
+the neuron dialect. There are no buffers yet: a tile is a value, and PSUM accumulation across a K loop is a
+loop-carried `tile.matmul ... acc`.
+
+HBM views (transposes, reshapes, broadcasts, slices) are `tile.view`s: the result memref's strided layout
+describes the view relative to the underlying allocation, so a view costs nothing and a load through it becomes
+a strided DMA.
+
+Reference semantics: NumPy (`ir/semantics/tile.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    StridedLayoutAttr,
+    StringAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from neuron_mlir.ir.dialects.neuron import MemorySpaceAttr, location_text, memory_of, target_of
+from neuron_mlir.runtime import isa
+from neuron_mlir.runtime.hardware import Memory
+
+
+@irdl_attr_definition
+class TileType(ParametrizedAttribute, TypeAttribute):
+    """An on-chip tile: `!tile.tile<128x512xf32, sbuf>`; the first dimension is the partition axis."""
+
+    name = "tile.tile"
+
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+    memory_space: MemorySpaceAttr
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute, memory: Memory = Memory.SBUF) -> None:
+        super().__init__(ArrayAttr([IntAttr(d) for d in shape]), element_type, MemorySpaceAttr(memory))
+
+    def get_shape(self) -> tuple[int, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def memory(self) -> Memory:
+        return self.memory_space.memory
+
+    @property
+    def partitions(self) -> int:
+        return self.get_shape()[0]
+
+    @property
+    def free_size(self) -> int:
+        size = 1
+        for extent in self.get_shape()[1:]:
+            size *= extent
+        return size
+
+    def with_memory(self, memory: Memory) -> TileType:
+        return TileType(self.get_shape(), self.element_type, memory)
+
+    def verify(self) -> None:
+        shape = self.get_shape()
+        if len(shape) < 2:
+            raise VerifyException(f"a tile has a partition axis and at least one free axis, got shape {shape}")
+        if any(extent <= 0 for extent in shape):
+            raise VerifyException(f"tile shape {shape} has a non-positive dimension")
+        if self.memory_space.memory is Memory.HBM:
+            raise VerifyException("a tile lives in sbuf or psum, not hbm")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            shape, element_type = parser.parse_ranked_shape()
+            parser.parse_punctuation(",")
+            memory = parser.parse_identifier(context_msg=" tile memory (sbuf or psum)")
+        if memory not in (Memory.SBUF.value, Memory.PSUM.value):
+            parser.raise_error(f"tile memory must be sbuf or psum, got '{memory}'")
+        return TileType(shape, element_type, Memory(memory)).parameters
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string("x".join(str(d) for d in self.get_shape()) + "x")
+            printer.print_attribute(self.element_type)
+            printer.print_string(f", {self.memory.value}")
+
+
+def _error(op: Operation, message: str) -> VerifyException:
+    where = location_text(op)
+    return VerifyException(f"{op.name}: {message}" + (f" (at {where})" if where else ""))
+
+
+def _tile(value: SSAValue) -> TileType:
+    assert isinstance(value.type, TileType)
+    return value.type
+
+
+def _check_partitions(op: Operation, tile_type: TileType, what: str) -> None:
+    limit = target_of(op).partitions
+    if tile_type.partitions > limit:
+        raise _error(op, f"{what} has {tile_type.partitions} partitions, more than the {limit} the hardware has")
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a dense row-major array of `shape`."""
+    strides: list[int] = []
+    running = 1
+    for extent in reversed(shape):
+        strides.append(running)
+        running *= extent
+    return tuple(reversed(strides))
+
+
+def memref_strides(memref_type: MemRefType) -> tuple[tuple[int, ...], int]:
+    """(strides, offset) in elements of a memref relative to its underlying allocation."""
+    layout = memref_type.layout
+    if isinstance(layout, StridedLayoutAttr):
+        strides = tuple(int(s.data) for s in layout.strides.data)  # type: ignore[union-attr]
+        offset = layout.offset.data if isinstance(layout.offset, IntAttr) else 0
+        return strides, offset
+    return row_major_strides(memref_type.get_shape()), 0
+
+
+def hbm_type(
+    shape: Sequence[int], element_type: Attribute, strides: Sequence[int] | None = None, offset: int = 0
+) -> MemRefType:
+    """An HBM memref; strided when `strides` (elements) differ from row-major or `offset` is non-zero."""
+    layout: Attribute = NoneAttr()
+    if strides is not None and (tuple(strides) != row_major_strides(shape) or offset != 0):
+        layout = StridedLayoutAttr(list(strides), offset)
+    return MemRefType(element_type, shape, layout, MemorySpaceAttr(Memory.HBM))  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# HBM views and data movement
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A view of an HBM tensor: the result type's strided layout says where its elements are.
+
+    Offsets and strides of the result are in elements relative to the allocation underneath `source` (as in
+    MLIR's strided layouts), so chains of views compose by construction and cost nothing at run time.
+
+    ```mlir
+    %wt = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>>
+                      to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+    ```
+    """
+
+    name = "tile.view"
+
+    source = operand_def(MemRefType)
+    result = result_def(MemRefType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$source attr-dict `:` type($source) `to` type($result)"
+
+    def __init__(self, source: SSAValue, result_type: MemRefType):
+        super().__init__(operands=[source], result_types=[result_type])
+
+    def verify_(self) -> None:
+        source, result = self.source.type, self.result.type
+        assert isinstance(source, MemRefType)
+        assert isinstance(result, MemRefType)
+        if source.element_type != result.element_type:
+            raise _error(self, f"a view keeps the element type ({source.element_type} vs {result.element_type})")
+        if memory_of(source) is not Memory.HBM or memory_of(result) is not Memory.HBM:
+            raise _error(self, "views are of HBM tensors")
+
+
+class _TileTransferOp(IRDLOperation):
+    """Shared checks of tile.load / tile.store: index count, `dims` mapping and static bounds."""
+
+    dims = opt_prop_def(DenseArrayBase)
+
+    def memref_type(self) -> MemRefType:
+        raise NotImplementedError
+
+    def tile_type(self) -> TileType:
+        raise NotImplementedError
+
+    def index_values(self) -> Sequence[SSAValue]:
+        raise NotImplementedError
+
+    def mapped_dims(self) -> tuple[int, ...]:
+        """For each tile dimension, the memref dimension it walks (default: the memref's last dims in order)."""
+        if self.dims is not None:
+            return tuple(int(d) for d in self.dims.get_values())
+        rank = len(self.memref_type().get_shape())
+        tile_rank = len(self.tile_type().get_shape())
+        return tuple(range(rank - tile_rank, rank))
+
+    def verify_(self) -> None:
+        memref_type, tile_type = self.memref_type(), self.tile_type()
+        rank = len(memref_type.get_shape())
+        if len(self.index_values()) != rank:
+            raise _error(self, f"expected {rank} indices for a rank-{rank} tensor, got {len(self.index_values())}")
+        dims = self.mapped_dims()
+        if len(dims) != len(tile_type.get_shape()):
+            raise _error(self, f"dims {list(dims)} must name one tensor dimension per tile dimension")
+        if len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
+            raise _error(self, f"dims {list(dims)} must be distinct dimensions of the rank-{rank} tensor")
+        for tile_dim, (dim, extent) in enumerate(zip(dims, tile_type.get_shape(), strict=True)):
+            if extent > memref_type.get_shape()[dim]:
+                raise _error(
+                    self,
+                    f"tile dimension {tile_dim} ({extent}) is larger than tensor dimension {dim} "
+                    f"({memref_type.get_shape()[dim]})",
+                )
+        _check_partitions(self, tile_type, "the tile")
+        if memory_of(memref_type) is not Memory.HBM:
+            raise _error(self, "tiles move between HBM tensors and on-chip memory")
+
+
+@irdl_op_definition
+class LoadOp(_TileTransferOp):
+    """Load a tile from an HBM tensor starting at `indices`; `dims[i]` is the tensor dimension tile dim i walks.
+
+    Tensor dimensions not in `dims` are fixed at their index. A `dims` that is not increasing loads a
+    transposed tile; the element type may differ from the tensor's (the DMA converts).
+
+    ```mlir
+    %t = tile.load %x[%i, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+    %xt = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x300xf32, #neuron.mem<hbm>>
+                                                          -> !tile.tile<128x37xf32, sbuf>
+    ```
+    """
+
+    name = "tile.load"
+
+    source = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    result = result_def(TileType)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(
+        self, source: SSAValue, indices: Sequence[SSAValue], result_type: TileType, dims: Sequence[int] | None = None
+    ):
+        props = {"dims": DenseArrayBase.from_list(i64, list(dims))} if dims is not None else {}
+        super().__init__(operands=[source, indices], result_types=[result_type], properties=props)
+
+    def memref_type(self) -> MemRefType:
+        assert isinstance(self.source.type, MemRefType)
+        return self.source.type
+
+    def tile_type(self) -> TileType:
+        return _tile(self.result)
+
+    def index_values(self) -> Sequence[SSAValue]:
+        return self.indices
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.tile_type().memory is not Memory.SBUF:
+            raise _error(self, "tiles are loaded into SBUF")
+
+
+@irdl_op_definition
+class StoreOp(_TileTransferOp):
+    """Store an SBUF tile into an HBM tensor at `indices` (the inverse of `tile.load`, same `dims`).
+
+    ```mlir
+    tile.store %t, %y[%i, %c0] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #neuron.mem<hbm>>
+    ```
+    """
+
+    name = "tile.store"
+
+    value = operand_def(TileType)
+    dest = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+
+    traits = traits_def(MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
+
+    def __init__(self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], dims: Sequence[int] | None = None):
+        props = {"dims": DenseArrayBase.from_list(i64, list(dims))} if dims is not None else {}
+        super().__init__(operands=[value, dest, indices], properties=props)
+
+    def memref_type(self) -> MemRefType:
+        assert isinstance(self.dest.type, MemRefType)
+        return self.dest.type
+
+    def tile_type(self) -> TileType:
+        return _tile(self.value)
+
+    def index_values(self) -> Sequence[SSAValue]:
+        return self.indices
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.tile_type().memory is not Memory.SBUF:
+            raise _error(self, "tiles are stored from SBUF (copy PSUM tiles to SBUF first)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Compute
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """TensorE matmul: `result[M, N] = stationary[K, M]^T @ moving[K, N] (+ acc)`, in PSUM, fp32.
+
+    K (the partition axis of both inputs) <= 128, M <= 128 and N <= 512 on trn1/trn2. With `acc` the product
+    is added to it: inside an `scf.for` over K tiles, with `acc` carried by the loop, this is PSUM accumulation.
+
+    ```mlir
+    %p = tile.matmul %xt, %w acc %acc : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>,
+                                         !tile.tile<37x512xf32, psum>) -> !tile.tile<37x512xf32, psum>
+    ```
+    """
+
+    name = "tile.matmul"
+
+    stationary = operand_def(TileType)
+    moving = operand_def(TileType)
+    acc = opt_operand_def(TileType)
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$stationary `,` $moving (`acc` $acc^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, stationary: SSAValue, moving: SSAValue, result_type: TileType, acc: SSAValue | None = None):
+        super().__init__(operands=[stationary, moving, acc], result_types=[result_type])
+
+    def verify_(self) -> None:
+        target = target_of(self)
+        stationary, moving, result = _tile(self.stationary), _tile(self.moving), _tile(self.result)
+        k, m, n = stationary.partitions, stationary.free_size, moving.free_size
+        if moving.partitions != k:
+            raise _error(self, f"stationary and moving contract over different sizes ({k} vs {moving.partitions})")
+        if k > target.matmul_max_k or m > target.matmul_max_stationary_free or n > target.matmul_max_moving_free:
+            raise _error(
+                self,
+                f"matmul of K={k}, M={m}, N={n} exceeds {target.name}'s limits (K <= {target.matmul_max_k}, "
+                f"M <= {target.matmul_max_stationary_free}, N <= {target.matmul_max_moving_free})",
+            )
+        if result.get_shape() != (m, n) or result.memory is not Memory.PSUM:
+            raise _error(self, f"result must be !tile.tile<{m}x{n}xf32, psum>, got {result}")
+        if self.acc is not None and self.acc.type != result:
+            raise _error(self, f"accumulator type {self.acc.type} differs from the result type {result}")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """Transpose a 2-d tile on TensorE (matmul against an identity): `[P, F]` -> `[F, P]` in PSUM.
+
+    ```mlir
+    %t = tile.transpose %x : !tile.tile<37x128xf32, sbuf> -> !tile.tile<128x37xf32, psum>
+    ```
+    """
+
+    name = "tile.transpose"
+
+    input = operand_def(TileType)
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, value: SSAValue):
+        source = _tile(value)
+        p, f = source.get_shape()
+        super().__init__(operands=[value], result_types=[TileType((f, p), source.element_type, Memory.PSUM)])
+
+    def verify_(self) -> None:
+        source, result = _tile(self.input), _tile(self.result)
+        if len(source.get_shape()) != 2:
+            raise _error(self, f"only 2-d tiles transpose, got {source.get_shape()}")
+        p, f = source.get_shape()
+        if result.get_shape() != (f, p) or result.memory is not Memory.PSUM:
+            raise _error(self, f"result must be [{f}, {p}] in psum, got {result}")
+        if f > target_of(self).partitions or p > target_of(self).matmul_max_moving_free:
+            raise _error(self, f"a [{p}, {f}] tile is too large to transpose in one pass")
+
+
+class _ElementwiseOp(IRDLOperation):
+    """Elementwise ops: every tile operand and the result share one shape (element types may differ)."""
+
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ()
+
+    def verify_(self) -> None:
+        result = _tile(self.results[0])
+        _check_partitions(self, result, "the result")
+        for name in self.TILE_OPERANDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if _tile(value).get_shape() != result.get_shape():
+                raise _error(
+                    self, f"operand '{name}' has shape {_tile(value).get_shape()}, result has {result.get_shape()}"
+                )
+        self.verify_elementwise()
+
+    def verify_elementwise(self) -> None:
+        pass
+
+
+def _check_column(op: Operation, column: SSAValue | None, partitions: int, what: str) -> None:
+    if column is None:
+        return
+    shape = _tile(column).get_shape()
+    if shape[0] != partitions or any(extent != 1 for extent in shape[1:]):
+        raise _error(op, f"{what} must be a [{partitions}, 1] per-partition column, got {shape}")
+
+
+@irdl_op_definition
+class UnaryOp(_ElementwiseOp):
+    """`result = fn(input * scale + bias)` with a ScalarE activation function (`runtime.isa` table).
+
+    `bias` is an optional per-partition [P, 1] column, else the immediate `bias_value`.
+
+    ```mlir
+    %r = tile.unary %x {fn = "relu"} : (!tile.tile<37x512xf32, psum>) -> !tile.tile<37x512xf32, sbuf>
+    ```
+    """
+
+    name = "tile.unary"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
+
+    input = operand_def(TileType)
+    bias = opt_operand_def(TileType)
+    result = result_def(TileType)
+    fn = prop_def(StringAttr)
+    scale = opt_prop_def(FloatAttr)
+    bias_value = opt_prop_def(FloatAttr)
+    alpha = opt_prop_def(FloatAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input (`bias` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        value: SSAValue,
+        fn: str,
+        result_type: TileType,
+        scale: float = 1.0,
+        bias_value: float = 0.0,
+        bias: SSAValue | None = None,
+    ):
+        props: dict[str, Attribute] = {"fn": StringAttr(fn)}
+        if scale != 1.0:
+            props["scale"] = FloatAttr(scale, f64)
+        if bias_value != 0.0:
+            props["bias_value"] = FloatAttr(bias_value, f64)
+        super().__init__(operands=[value, bias], result_types=[result_type], properties=props)
+
+    def verify_elementwise(self) -> None:
+        if self.fn.data not in isa.ACTIVATION_FUNCTIONS:
+            raise _error(self, f"unknown activation function '{self.fn.data}'")
+        _check_column(self, self.bias, _tile(self.result).partitions, "bias")
+
+
+@irdl_op_definition
+class BinaryOp(_ElementwiseOp):
+    """`result = lhs <op> rhs` elementwise on equal shapes (an ALU operator of `runtime.isa`).
+
+    ```mlir
+    %s = tile.binary %a, %b {op = "add"} : (!tile.tile<37x512xf32, sbuf>, !tile.tile<37x512xf32, sbuf>)
+                                            -> !tile.tile<37x512xf32, sbuf>
+    ```
+    """
+
+    name = "tile.binary"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs")
+
+    lhs = operand_def(TileType)
+    rhs = operand_def(TileType)
+    result = result_def(TileType)
+    op = prop_def(StringAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, op: str, result_type: TileType):
+        super().__init__(operands=[lhs, rhs], result_types=[result_type], properties={"op": StringAttr(op)})
+
+    def verify_elementwise(self) -> None:
+        if self.op.data not in isa.ALU_OPS:
+            raise _error(self, f"unknown ALU operator '{self.op.data}'")
+        if _tile(self.lhs).memory is Memory.PSUM and _tile(self.rhs).memory is Memory.PSUM:
+            raise _error(self, "at most one operand may be in PSUM")
+
+
+@irdl_op_definition
+class BinaryScalarOp(_ElementwiseOp):
+    """`result = input <op> scalar` (or `scalar <op> input` with `reverse`), scalar an immediate or a column.
+
+    With a `column` operand ([P, 1]) the scalar varies per partition and broadcasts along the free axes.
+
+    ```mlir
+    %y = tile.binary_scalar %x {op = "multiply", scalar = 0.5 : f64} : (...) -> !tile.tile<37x512xf32, sbuf>
+    %z = tile.binary_scalar %x column %b {op = "add"} : (...) -> !tile.tile<130x37xf32, sbuf>
+    ```
+    """
+
+    name = "tile.binary_scalar"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
+
+    input = operand_def(TileType)
+    column = opt_operand_def(TileType)
+    result = result_def(TileType)
+    op = prop_def(StringAttr)
+    scalar = opt_prop_def(FloatAttr)
+    reverse = opt_prop_def(IntegerAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input (`column` $column^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        value: SSAValue,
+        op: str,
+        result_type: TileType,
+        scalar: float | None = None,
+        column: SSAValue | None = None,
+        reverse: bool = False,
+    ):
+        props: dict[str, Attribute] = {"op": StringAttr(op)}
+        if scalar is not None:
+            props["scalar"] = FloatAttr(float(scalar), f64)
+        if reverse:
+            props["reverse"] = IntegerAttr(1, 1)
+        super().__init__(operands=[value, column], result_types=[result_type], properties=props)
+
+    @property
+    def is_reversed(self) -> bool:
+        return self.reverse is not None and bool(self.reverse.value.data)
+
+    def verify_elementwise(self) -> None:
+        if self.op.data not in isa.ALU_OPS:
+            raise _error(self, f"unknown ALU operator '{self.op.data}'")
+        if (self.scalar is None) == (self.column is None):
+            raise _error(self, "give exactly one of an immediate `scalar` or a `column` operand")
+        _check_column(self, self.column, _tile(self.result).partitions, "column")
+
+
+@irdl_op_definition
+class SelectOp(_ElementwiseOp):
+    """`result = predicate != 0 ? on_true : on_false` elementwise.
+
+    ```mlir
+    %r = tile.select %p, %a, %b : (!tile.tile<37x130xi1, sbuf>, ...) -> !tile.tile<37x130xf32, sbuf>
+    ```
+    """
+
+    name = "tile.select"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("predicate", "on_true", "on_false")
+
+    predicate = operand_def(TileType)
+    on_true = operand_def(TileType)
+    on_false = operand_def(TileType)
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$predicate `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, predicate: SSAValue, on_true: SSAValue, on_false: SSAValue, result_type: TileType):
+        super().__init__(operands=[predicate, on_true, on_false], result_types=[result_type])
+
+
+@irdl_op_definition
+class CopyOp(_ElementwiseOp):
+    """Copy a tile, changing its memory (PSUM -> SBUF evacuation) and/or element type.
+
+    ```mlir
+    %s = tile.copy %p : (!tile.tile<37x512xf32, psum>) -> !tile.tile<37x512xf32, sbuf>
+    ```
+    """
+
+    name = "tile.copy"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
+
+    input = operand_def(TileType)
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, value: SSAValue, result_type: TileType):
+        super().__init__(operands=[value], result_types=[result_type])
+
+
+@irdl_op_definition
+class FillOp(IRDLOperation):
+    """A tile with every element equal to `value`.
+
+    ```mlir
+    %ones = tile.fill {value = 1.0 : f64} : !tile.tile<128x1xf32, sbuf>
+    ```
+    """
+
+    name = "tile.fill"
+
+    result = result_def(TileType)
+    value = prop_def(FloatAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, value: float, result_type: TileType):
+        super().__init__(result_types=[result_type], properties={"value": FloatAttr(float(value), f64)})
+
+    def verify_(self) -> None:
+        _check_partitions(self, _tile(self.result), "the tile")
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """Reduce the `axes` innermost free axes of a tile with `op` (add, max, min, multiply, abs_max).
+
+    The result keeps the partition axis; reducing every free axis gives a [P, 1] column.
+
+    ```mlir
+    %s = tile.reduce %x {op = "add"} : (!tile.tile<130x37xf32, sbuf>) -> !tile.tile<130x1xf32, sbuf>
+    ```
+    """
+
+    name = "tile.reduce"
+
+    input = operand_def(TileType)
+    result = result_def(TileType)
+    op = prop_def(StringAttr)
+    axes = opt_prop_def(IntegerAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, value: SSAValue, op: str, result_type: TileType, axes: int = 1):
+        props: dict[str, Attribute] = {"op": StringAttr(op)}
+        if axes != 1:
+            props["axes"] = IntegerAttr(axes, i64)
+        super().__init__(operands=[value], result_types=[result_type], properties=props)
+
+    @property
+    def reduced_axes(self) -> int:
+        return self.axes.value.data if self.axes is not None else 1
+
+    def verify_(self) -> None:
+        if self.op.data not in isa.REDUCE_OPS:
+            raise _error(self, f"unknown reduction '{self.op.data}'")
+        source, result = _tile(self.input).get_shape(), _tile(self.result).get_shape()
+        axes = self.reduced_axes
+        if not 1 <= axes <= len(source) - 1:
+            raise _error(self, f"cannot reduce {axes} free axes of a tile of shape {source}")
+        kept = source[: len(source) - axes]
+        expected = kept if len(kept) > 1 else (*kept, 1)
+        if result != expected:
+            raise _error(self, f"result shape {result} should be {expected}")
+
+
+TILE_OPS: tuple[type[IRDLOperation], ...] = (
+    ViewOp,
+    LoadOp,
+    StoreOp,
+    MatmulOp,
+    TransposeOp,
+    UnaryOp,
+    BinaryOp,
+    BinaryScalarOp,
+    SelectOp,
+    CopyOp,
+    FillOp,
+    ReduceOp,
+)
+
+Tile = Dialect("tile", list(TILE_OPS), [TileType])

@@ -1,0 +1,338 @@
+"""Reference semantics of the neuron dialect: the runtime program it denotes, run on the simulated core.
+
+`build_program` turns a neuron-level function into a `runtime.program.Program`: buffers become the memory
+plan, `scf.for` loops become `Loop` nodes, index arithmetic becomes `ScalarOp`s on registers (folded when
+static), and each instruction op becomes the `Instruction` of the same opcode. The bundle writer uses the same
+function, so what `neuron-opt --check-semantics` executes and what a bundle runs are one definition.
+
+IR that has not been through `neuron-allocate-memory` still runs: buffers without an address get fresh,
+non-overlapping ones, and the simulated memories grow to fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import neuron, tile
+from neuron_mlir.ir.dialects.neuron import InstructionOp
+from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
+from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.runtime.dtypes import itemsize
+from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.program import (
+    Access,
+    AttrValue,
+    BufferDecl,
+    Instruction,
+    Loop,
+    Node,
+    Program,
+    Reg,
+    Scalar,
+    ScalarOp,
+    TensorBinding,
+)
+
+_HBM_ALIGNMENT = 64
+
+_SCALAR_OPS: dict[type[Operation], str] = {
+    arith.AddiOp: "add",
+    arith.SubiOp: "sub",
+    arith.MuliOp: "mul",
+    arith.FloorDivSIOp: "floordiv",
+    arith.RemSIOp: "rem",
+    arith.MinSIOp: "min",
+    arith.MaxSIOp: "max",
+}
+_CMPI_OPS = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge"}
+
+
+class ProgramBuildError(InterpretationError):
+    """The IR is not a neuron-level program (an op with no instruction, a dynamic shape, ...)."""
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+@dataclass
+class _Builder:
+    require_allocated: bool
+    buffers: list[BufferDecl] = field(default_factory=list)
+    buffer_index: dict[SSAValue, int] = field(default_factory=dict)
+    scalars: dict[SSAValue, Scalar] = field(default_factory=dict)
+    registers: int = 0
+    locations: list[str] = field(default_factory=list)
+    location_index: dict[str, int] = field(default_factory=dict)
+    next_id: int = 0
+    fresh_address: dict[Memory, int] = field(default_factory=dict)
+
+    def register(self) -> Reg:
+        self.registers += 1
+        return Reg(self.registers - 1)
+
+    def location(self, op: Operation) -> int:
+        text = describe_location(op.location)
+        if not text:
+            return -1
+        if text not in self.location_index:
+            self.location_index[text] = len(self.locations)
+            self.locations.append(text)
+        return self.location_index[text]
+
+    def scalar(self, value: SSAValue) -> Scalar:
+        if value not in self.scalars:
+            raise ProgramBuildError(f"index value {value.name_hint or value} is not computed by index arithmetic")
+        return self.scalars[value]
+
+    # ---- buffers -----------------------------------------------------------------------------------------------
+
+    def add_buffer(self, value: SSAValue, name: str, address: int | None) -> int:
+        memref_type = value.type
+        assert isinstance(memref_type, MemRefType)
+        memory = neuron.memory_of(memref_type)
+        dtype = runtime_dtype_name(memref_type.element_type)
+        shape = memref_type.get_shape()
+        if address is None:
+            if self.require_allocated and memory is not Memory.HBM:
+                raise ProgramBuildError(f"buffer {name} has no address: run neuron-allocate-memory first")
+            row = int(np.prod(shape if memory is Memory.HBM else shape[1:], dtype=np.int64)) * itemsize(dtype)
+            address = self.fresh_address.get(memory, 0)
+            self.fresh_address[memory] = _align(address + row, _HBM_ALIGNMENT)
+        self.buffers.append(BufferDecl(name, memory, address, shape, dtype))
+        self.buffer_index[value] = len(self.buffers) - 1
+        return len(self.buffers) - 1
+
+    def root(self, value: SSAValue) -> SSAValue:
+        owner = value.owner
+        while isinstance(owner, neuron.ViewOp | tile.ViewOp):
+            value = owner.source
+            owner = value.owner
+        return value
+
+    # ---- nodes -------------------------------------------------------------------------------------------------
+
+    def nodes(self, ops: Sequence[Operation]) -> list[Node]:
+        result: list[Node] = []
+        for op in ops:
+            node = self.node(op)
+            if node is not None:
+                result.append(node)
+        return result
+
+    def node(self, op: Operation) -> Node | None:
+        if isinstance(op, neuron.AllocOp | neuron.ViewOp | func.ReturnOp | scf.YieldOp):
+            return None
+        if isinstance(op, arith.ConstantOp):
+            if not isinstance(op.value, IntegerAttr):
+                raise ProgramBuildError(f"arith.constant of {op.value} has no meaning at the neuron level")
+            self.scalars[op.result] = op.value.value.data
+            return None
+        if isinstance(op, arith.IndexCastOp):
+            self.scalars[op.result] = self.scalar(op.input)
+            return None
+        if (name := _SCALAR_OPS.get(type(op))) is not None or isinstance(op, arith.CmpiOp):
+            if isinstance(op, arith.CmpiOp):
+                name = _CMPI_OPS[op.predicate.value.data]
+            assert name is not None
+            lhs, rhs = self.scalar(op.operands[0]), self.scalar(op.operands[1])
+            if isinstance(lhs, int) and isinstance(rhs, int):
+                self.scalars[op.results[0]] = _fold(name, lhs, rhs)
+                return None
+            dest = self.register()
+            self.scalars[op.results[0]] = dest
+            return ScalarOp(dest, name, lhs, rhs)
+        if isinstance(op, scf.ForOp):
+            return self.loop(op)
+        if isinstance(op, InstructionOp):
+            return self.instruction(op)
+        where = describe_location(op.location)
+        raise ProgramBuildError(f"{op.name} is not a neuron instruction" + (f" (at {where})" if where else ""))
+
+    def loop(self, op: scf.ForOp) -> Loop:
+        if op.iter_args:
+            raise ProgramBuildError("loops at the neuron level carry no values (run convert-tile-to-neuron)")
+        step = self.scalar(op.step)
+        if not isinstance(step, int) or step <= 0:
+            raise ProgramBuildError("loop steps must be positive constants")
+        induction = self.register()
+        self.scalars[op.body.block.args[0]] = induction
+        lower, upper = self.scalar(op.lb), self.scalar(op.ub)
+        return Loop(induction, lower, upper, step, tuple(self.nodes(list(op.body.block.ops))))
+
+    def access(self, op: InstructionOp, role: str) -> Access:
+        entry = op.access(role)
+        assert entry is not None
+        buffer, pattern, dynamic = entry
+        root = self.root(buffer)
+        if root not in self.buffer_index:
+            raise ProgramBuildError(f"{op.name}: operand {role} is not a function argument or neuron.alloc")
+        offset_reg = None
+        offset = pattern.offset.data
+        if dynamic is not None:
+            value = self.scalar(dynamic)
+            if isinstance(value, int):
+                offset += value
+            else:
+                offset_reg = value
+        return Access(
+            buffer=self.buffer_index[root],
+            pattern=pattern.dims,
+            offset=offset,
+            offset_reg=offset_reg,
+            partition_start=pattern.partition_start.data,
+            partitions=pattern.partitions.data,
+        )
+
+    def instruction(self, op: InstructionOp) -> Instruction:
+        spec = op.spec()
+        operands = {role: self.access(op, role) for role in op.present_roles()}
+        attrs: dict[str, AttrValue] = {}
+        for name in spec.attrs:
+            dynamic = getattr(op, f"{name}_dynamic", None) if name in op.DYNAMIC_ATTRS else None
+            if dynamic is not None:
+                attrs[name] = self.scalar(dynamic)
+                continue
+            value = op.properties.get(name)
+            if value is not None:
+                attrs[name] = _python_value(name, value)
+        if op.instruction_id is not None:
+            instruction_id = op.instruction_id.value.data
+        else:
+            instruction_id = self.next_id
+        self.next_id = max(self.next_id, instruction_id) + 1
+        waits = tuple(int(w) for w in op.waits.get_values()) if op.waits is not None else ()
+        return Instruction(
+            id=instruction_id,
+            opcode=op.OPCODE,
+            engine=op.engine_kind,
+            operands=operands,
+            attrs=attrs,
+            queue=op.queue.value.data if op.queue is not None else 0,
+            waits=waits,
+            location=self.location(op),
+        )
+
+
+def _fold(name: str, lhs: int, rhs: int) -> int:
+    return {
+        "add": lambda: lhs + rhs,
+        "sub": lambda: lhs - rhs,
+        "mul": lambda: lhs * rhs,
+        "floordiv": lambda: lhs // rhs,
+        "rem": lambda: lhs % rhs,
+        "min": lambda: min(lhs, rhs),
+        "max": lambda: max(lhs, rhs),
+        "eq": lambda: int(lhs == rhs),
+        "ne": lambda: int(lhs != rhs),
+        "lt": lambda: int(lhs < rhs),
+        "le": lambda: int(lhs <= rhs),
+        "gt": lambda: int(lhs > rhs),
+        "ge": lambda: int(lhs >= rhs),
+    }[name]()
+
+
+def _python_value(name: str, attr: Attribute) -> AttrValue:
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return bool(value) if attr.type.width.data == 1 else value  # type: ignore[union-attr]
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, DenseArrayBase):
+        values = tuple(int(v) for v in attr.get_values())
+        if name == "pattern":
+            return tuple(zip(values[0::2], values[1::2], strict=True))  # type: ignore[return-value]
+        return values
+    raise ProgramBuildError(f"attribute {name} = {attr} has no instruction encoding")
+
+
+def build_program(
+    module: ModuleOp, entry: str = "main", require_allocated: bool = False, compiler_version: str = ""
+) -> Program:
+    """The runtime program a neuron-level function denotes (see the module docstring)."""
+    function = find_function(module, entry)
+    target = neuron.target_of(module)
+    builder = _Builder(require_allocated)
+    body_ops = list(function.body.block.ops)
+    for op in function.body.walk():
+        if isinstance(op, neuron.AllocOp):
+            name = op.buffer.name_hint or f"buffer{len(builder.buffers)}"
+            address = op.address.value.data if op.address is not None else None
+            builder.add_buffer(op.buffer, name, address)
+    # arguments live in HBM after the program's own scratch
+    hbm_end = builder.fresh_address.get(Memory.HBM, 0)
+    for decl in builder.buffers:
+        if decl.memory is Memory.HBM:
+            size = int(np.prod(decl.shape, dtype=np.int64)) * itemsize(decl.dtype)
+            hbm_end = max(hbm_end, decl.address + size)
+    builder.fresh_address[Memory.HBM] = _align(hbm_end, _HBM_ALIGNMENT)
+    inputs = []
+    for index, arg in enumerate(function.body.block.args):
+        name = arg.name_hint or f"arg{index}"
+        buffer = builder.add_buffer(arg, name, None)
+        shape = builder.buffers[buffer].shape
+        inputs.append(TensorBinding(name, buffer, shape, tile.row_major_strides(shape), 0))
+    body = builder.nodes(body_ops)
+    terminator = function.body.block.last_op
+    outputs = []
+    if isinstance(terminator, func.ReturnOp):
+        for index, value in enumerate(terminator.operands):
+            memref_type = value.type
+            assert isinstance(memref_type, MemRefType)
+            strides, offset = tile.memref_strides(memref_type)
+            root = builder.root(value)
+            outputs.append(
+                TensorBinding(f"out{index}", builder.buffer_index[root], memref_type.get_shape(), strides, offset)
+            )
+    return Program(
+        target=target.name,
+        buffers=builder.buffers,
+        inputs=inputs,
+        outputs=outputs,
+        body=body,
+        num_registers=builder.registers,
+        locations=builder.locations,
+        entry=function.sym_name.data,
+        compiler_version=compiler_version,
+    )
+
+
+def needs_larger_memories(program: Program) -> bool:
+    """Whether the program's on-chip buffers reach past the target's real capacity (unallocated IR)."""
+    from neuron_mlir.runtime.hardware import get_target
+
+    target = get_target(program.target)
+    for decl in program.buffers:
+        if decl.memory is Memory.HBM:
+            continue
+        capacity = target.sbuf_bytes_per_partition if decl.memory is Memory.SBUF else target.psum_bytes_per_partition
+        row = int(np.prod(decl.shape[1:], dtype=np.int64)) * itemsize(decl.dtype)
+        if decl.address + row > capacity:
+            return True
+    return False
+
+
+def run_neuron_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
+    """Execute a neuron-level function on the simulator (no race checks for unsynchronised IR)."""
+    from neuron_mlir.runtime.simulator import run_program
+
+    program = build_program(module, entry)
+    synchronised = any(i.waits for i in program.instructions())
+    outputs, _ = run_program(program, list(inputs), check_races=synchronised, allow_oversized_memories=True)
+    return outputs

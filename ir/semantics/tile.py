@@ -1,0 +1,197 @@
+"""Reference semantics of the tile dialect (and the HBM memrefs around it) in NumPy.
+
+HBM memrefs are strided views of flat NumPy buffers, exactly as their layouts say; tiles are NumPy arrays.
+Engines compute in fp32, so every compute op evaluates in float32 (or exactly, for integer results) and casts
+to its result's element type, rounding to nearest even.
+
+    outputs = run_tile_function(module, [x, w])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Attribute, Operation
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.semantics.structured import Handler, StructuredInterpreter
+from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.runtime import alu
+from neuron_mlir.runtime.dtypes import numpy_dtype
+
+
+@dataclass
+class HbmTensor:
+    """A memref value: a strided view (element units) of a flat buffer."""
+
+    root: np.ndarray  # 1-D
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    def array(self) -> np.ndarray:
+        itemsize = self.root.itemsize
+        return np.lib.stride_tricks.as_strided(
+            self.root[self.offset :], self.shape, tuple(s * itemsize for s in self.strides)
+        )
+
+
+def numpy_type(element_type: Attribute) -> np.dtype:
+    return numpy_dtype(runtime_dtype_name(element_type))
+
+
+def _tile_type(op: Operation) -> tile.TileType:
+    result_type = op.results[0].type
+    assert isinstance(result_type, tile.TileType)
+    return result_type
+
+
+def _cast(values: np.ndarray, op: Operation) -> np.ndarray:
+    return alu.cast(values, numpy_type(_tile_type(op).element_type))
+
+
+def _alloc(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    memref_type = op.results[0].type
+    assert isinstance(memref_type, MemRefType)
+    shape = memref_type.get_shape()
+    dtype = numpy_type(memref_type.element_type)
+    root = alu.uninitialised(int(np.prod(shape, dtype=np.int64)), dtype)
+    return [HbmTensor(root, shape, tile.row_major_strides(shape), 0)]
+
+
+def _view(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ViewOp)
+    source: HbmTensor = args[0]
+    result_type = op.result.type
+    assert isinstance(result_type, MemRefType)
+    strides, offset = tile.memref_strides(result_type)
+    return [HbmTensor(source.root, result_type.get_shape(), strides, offset)]
+
+
+def _box(transfer: tile.LoadOp | tile.StoreOp, tensor: HbmTensor, indices: Sequence[int]) -> np.ndarray:
+    """The region of `tensor` a load/store touches, with axes in tile order."""
+    tile_shape = transfer.tile_type().get_shape()
+    dims = transfer.mapped_dims()
+    selection: list[slice | int] = list(indices)
+    for dim, extent in zip(dims, tile_shape, strict=True):
+        selection[dim] = slice(indices[dim], indices[dim] + extent)
+    region = tensor.array()[tuple(selection)]
+    # after integer indexing, the remaining axes are the mapped dims in increasing order
+    remaining = sorted(dims)
+    return np.transpose(region, [remaining.index(d) for d in dims])
+
+
+def _load(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.LoadOp)
+    tensor, *indices = args
+    region = _box(op, tensor, indices)
+    if region.shape != op.tile_type().get_shape():
+        raise IndexError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
+    return [alu.cast(region, numpy_type(op.tile_type().element_type))]
+
+
+def _store(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.StoreOp)
+    value, tensor, *indices = args
+    region = _box(op, tensor, indices)
+    if region.shape != value.shape:
+        raise IndexError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
+    region[...] = alu.cast(value, tensor.root.dtype)
+    return []
+
+
+def _matmul(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    stationary, moving, *acc = args
+    k = stationary.shape[0]
+    product = stationary.reshape(k, -1).astype(np.float32).T @ moving.reshape(k, -1).astype(np.float32)
+    if acc:
+        product = acc[0] + product
+    return [product.astype(np.float32)]
+
+
+def _transpose(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    return [np.ascontiguousarray(args[0].T)]
+
+
+def _unary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.UnaryOp)
+    value = args[0].astype(np.float32)
+    scale = op.scale.value.data if op.scale is not None else 1.0
+    bias: Any = op.bias_value.value.data if op.bias_value is not None else 0.0
+    if op.bias is not None:
+        bias = args[1].astype(np.float32).reshape(-1, *([1] * (value.ndim - 1)))
+    alpha = op.alpha.value.data if op.alpha is not None else 0.0
+    return [_cast(alu.activation(op.fn.data, value * np.float32(scale) + bias, alpha), op)]
+
+
+def _binary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.BinaryOp)
+    return [_cast(alu.binary(op.op.data, args[0], args[1]), op)]
+
+
+def _binary_scalar(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.BinaryScalarOp)
+    value = args[0]
+    if op.column is not None:
+        scalar: Any = args[1].reshape(-1, *([1] * (value.ndim - 1)))
+    else:
+        assert op.scalar is not None
+        scalar = np.float32(op.scalar.value.data)
+    lhs, rhs = (scalar, value) if op.is_reversed else (value, scalar)
+    return [_cast(alu.binary(op.op.data, lhs, rhs), op)]
+
+
+def _select(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    predicate, on_true, on_false = args
+    return [_cast(np.where(predicate != 0, on_true, on_false), op)]
+
+
+def _copy(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    return [_cast(args[0], op)]
+
+
+def _fill(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.FillOp)
+    result_type = _tile_type(op)
+    return [_cast(np.full(result_type.get_shape(), op.value.value.data, np.float32), op)]
+
+
+def _reduce(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ReduceOp)
+    value = args[0]
+    axes = tuple(range(value.ndim - op.reduced_axes, value.ndim))
+    reduced = alu.reduce(op.op.data, value, axes)
+    return [_cast(reduced.reshape(_tile_type(op).get_shape()), op)]
+
+
+TILE_HANDLERS: dict[type[Operation], Handler] = {
+    memref.AllocOp: _alloc,
+    tile.ViewOp: _view,
+    tile.LoadOp: _load,
+    tile.StoreOp: _store,
+    tile.MatmulOp: _matmul,
+    tile.TransposeOp: _transpose,
+    tile.UnaryOp: _unary,
+    tile.BinaryOp: _binary,
+    tile.BinaryScalarOp: _binary_scalar,
+    tile.SelectOp: _select,
+    tile.CopyOp: _copy,
+    tile.FillOp: _fill,
+    tile.ReduceOp: _reduce,
+}
+
+
+def run_tile_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
+    """Run a tile-level function on NumPy inputs; returns its results as fresh arrays."""
+    tensors = []
+    for value in inputs:
+        flat = np.ascontiguousarray(value).reshape(-1).copy()
+        shape = tuple(np.shape(value))
+        tensors.append(HbmTensor(flat, shape, tile.row_major_strides(shape), 0))
+    results = StructuredInterpreter(TILE_HANDLERS).run_function(module, tensors, entry)
+    return [np.array(result.array()) for result in results]

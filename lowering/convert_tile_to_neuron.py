@@ -1,0 +1,396 @@
+"""convert-tile-to-neuron: tile values become on-chip buffers, tile ops become engine instructions.
+
+Input contract: the output of convert-torch-to-tile: functions over HBM memrefs whose bodies hold
+`memref.alloc`, `tile` ops, `scf.for` (tile values may be loop-carried) and index `arith`.
+
+Output guarantee: no tile op, tile type or loop-carried value remains. Every tile value lives in a
+`neuron.alloc`ed SBUF or PSUM buffer of the tile's shape, allocated where the value was defined; HBM tensors are
+`neuron.alloc`s in HBM; views are folded into the DMA access patterns that read and write through them (a view
+that leaves the function becomes a `neuron.view`). Each tile op becomes one instruction on the engine the
+hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues, matmuls are
+`nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
+ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE. Loop-carried tiles stay in
+the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
+back before the next iteration. Locations are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, i1, i64
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from neuron_mlir.ir.dialects import neuron, tile
+from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.runtime.hardware import Engine
+
+Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
+
+
+def _diagnostic(op: Operation, reason: str) -> PassFailedException:
+    where = describe_location(op.location)
+    return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
+
+
+def full_access(buffer: SSAValue) -> Access:
+    """The whole of an on-chip buffer: all its partitions, its free dims row-major."""
+    memref_type = buffer.type
+    assert isinstance(memref_type, MemRefType)
+    shape = memref_type.get_shape()
+    free = shape[1:]
+    strides = tile.row_major_strides(free)
+    return buffer, AccessPatternAttr(list(zip(strides, free, strict=True)), 0, 0, shape[0]), None
+
+
+@dataclass
+class _FunctionConversion:
+    function: func.FuncOp
+    constants: dict[int, SSAValue] = field(default_factory=dict)
+    buffers: dict[SSAValue, SSAValue] = field(default_factory=dict)  # tile value -> on-chip buffer
+    roots: dict[SSAValue, SSAValue] = field(default_factory=dict)  # HBM memref -> the buffer underneath
+    next_queue: int = 0
+    dma_queues: int = 16
+    replaced: list[Operation] = field(default_factory=list)
+
+    @property
+    def entry(self) -> Block:
+        return self.function.body.block
+
+    def emitter(self, op: Operation) -> Emitter:
+        block = op.parent_block()
+        assert block is not None
+        return Emitter(block, op, op.location, self.constants, self.entry)
+
+    # ---- values ----------------------------------------------------------------------------------------------
+
+    def buffer(self, value: SSAValue) -> SSAValue:
+        return self.buffers[value]
+
+    def root(self, value: SSAValue) -> SSAValue:
+        return self.roots.get(value, value)
+
+    def new_buffer(self, em: Emitter, tile_type: TileType, hint: str | None) -> SSAValue:
+        buffer_type = neuron.buffer_type(tile_type.get_shape(), tile_type.element_type, tile_type.memory)
+        return em.insert(neuron.AllocOp(buffer_type, name_hint=hint)).buffer
+
+    def result_buffer(self, em: Emitter, op: Operation) -> SSAValue:
+        result = op.results[0]
+        assert isinstance(result.type, TileType)
+        buffer = self.new_buffer(em, result.type, result.name_hint)
+        self.buffers[result] = buffer
+        return buffer
+
+    def queue(self) -> int:
+        chosen = self.next_queue
+        self.next_queue = (self.next_queue + 1) % self.dma_queues
+        return chosen
+
+    # ---- walking ---------------------------------------------------------------------------------------------
+
+    def convert_block(self, block: Block) -> None:
+        for op in list(block.ops):
+            self.convert_op(op)
+
+    def convert_op(self, op: Operation) -> None:
+        if isinstance(op, scf.ForOp):
+            self.convert_for(op)
+            return
+        if isinstance(op, memref.AllocOp):
+            self.convert_hbm_alloc(op)
+            return
+        handler = _HANDLERS.get(type(op))
+        if handler is not None:
+            handler(self, op)
+            self.replaced.append(op)
+        elif op.dialect_name() == "tile":
+            raise _diagnostic(op, "no lowering to neuron instructions yet")
+
+    def convert_hbm_alloc(self, op: memref.AllocOp) -> None:
+        memref_type = op.memref.type
+        em = self.emitter(op)
+        alloc = em.insert(neuron.AllocOp(memref_type, name_hint=op.memref.name_hint))
+        op.memref.replace_all_uses_with(alloc.buffer)
+        op.detach()
+        op.erase()
+
+    def convert_for(self, loop: scf.ForOp) -> None:
+        body = loop.body.block
+        carried = list(loop.iter_args)
+        for block_arg, init in zip(body.args[1:], carried, strict=True):
+            if not isinstance(init.type, TileType):
+                raise _diagnostic(loop, f"loop-carried value of type {init.type} is not a tile")
+            self.buffers[block_arg] = self.buffer(init)
+        self.convert_block(body)
+        terminator = body.last_op
+        assert isinstance(terminator, scf.YieldOp)
+        for block_arg, yielded in zip(body.args[1:], terminator.operands, strict=True):
+            source, destination = self.buffer(yielded), self.buffer(block_arg)
+            if source is not destination:
+                em = self.emitter(terminator)
+                self.emit(
+                    em,
+                    neuron.TensorCopyOp,
+                    Engine.VECTOR,
+                    {"dst": full_access(destination), "src": full_access(source)},
+                )
+        for result, init in zip(loop.results, carried, strict=True):
+            self.buffers[result] = self.buffer(init)
+        # rebuild the loop without iter_args: the carried tiles now live in buffers
+        new_body = Block(arg_types=[IndexType()])
+        new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, [], new_body)
+        new_loop.location = loop.location
+        body.args[0].replace_all_uses_with(new_body.args[0])
+        for op in list(body.ops):
+            op.detach()
+            if isinstance(op, scf.YieldOp):
+                op.erase(safe_erase=False)
+                continue
+            new_body.add_op(op)
+        new_body.add_op(scf.YieldOp())
+        parent = loop.parent_block()
+        assert parent is not None
+        parent.insert_op_before(new_loop, loop)
+        self.replaced.append(loop)
+
+    def emit(
+        self,
+        em: Emitter,
+        op_class: type[InstructionOp],
+        engine: Engine,
+        accesses: dict[str, Access],
+        properties: dict[str, Attribute] | None = None,
+    ) -> InstructionOp:
+        props = dict(properties or {})
+        if engine is Engine.DMA:
+            props["queue"] = IntegerAttr(self.queue(), i64)
+        return em.insert(op_class.build_instruction(engine, accesses, props))
+
+    # ---- HBM accesses ----------------------------------------------------------------------------------------
+
+    def hbm_access(
+        self, em: Emitter, tensor: SSAValue, indices: Sequence[SSAValue], dims: Sequence[int], shape: Sequence[int]
+    ) -> Access:
+        """The DMA side of a tile transfer: root buffer, offset of `indices`, one (stride, extent) per tile dim."""
+        memref_type = tensor.type
+        assert isinstance(memref_type, MemRefType)
+        strides, offset = tile.memref_strides(memref_type)
+        static = offset
+        dynamic: Index = 0
+        for index, stride in zip(indices, strides, strict=True):
+            constant = _constant_index(index)
+            if constant is not None:
+                static += constant * stride
+            else:
+                dynamic = em.add(dynamic, em.mul(index, stride))
+        pattern = [(strides[d], extent) for d, extent in zip(dims, shape, strict=True)]
+        dynamic_value = em.index(dynamic) if isinstance(dynamic, SSAValue) else None
+        if isinstance(dynamic, int):
+            static += dynamic
+        return self.root(tensor), AccessPatternAttr(pattern, static), dynamic_value
+
+
+def _constant_index(value: SSAValue) -> int | None:
+    from xdsl.dialects import arith
+
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+# ---- one handler per tile op ---------------------------------------------------------------------------------
+
+
+def _view(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.ViewOp)
+    conv.roots[op.result] = conv.root(op.source)
+    escaping = [use.operation for use in op.result.uses if isinstance(use.operation, func.ReturnOp)]
+    if escaping:
+        em = conv.emitter(op)
+        result_type = op.result.type
+        assert isinstance(result_type, MemRefType)
+        neuron_view = em.insert(neuron.ViewOp(conv.root(op.source), result_type))
+        op.result.replace_uses_with_if(neuron_view.result, lambda use: isinstance(use.operation, func.ReturnOp))
+
+
+def _load(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.LoadOp)
+    em = conv.emitter(op)
+    tile_type = op.tile_type()
+    buffer = conv.result_buffer(em, op)
+    source = conv.hbm_access(em, op.source, op.indices, op.mapped_dims(), tile_type.get_shape())
+    conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": full_access(buffer), "src": source})
+
+
+def _store(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.StoreOp)
+    em = conv.emitter(op)
+    tile_type = op.tile_type()
+    destination = conv.hbm_access(em, op.dest, op.indices, op.mapped_dims(), tile_type.get_shape())
+    conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": destination, "src": full_access(conv.buffer(op.value))})
+
+
+def _matmul(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.MatmulOp)
+    em = conv.emitter(op)
+    props: dict[str, Attribute] = {}
+    if op.acc is not None:
+        if not op.acc.has_one_use():
+            raise _diagnostic(op, "the accumulator of a matmul must have no other use (it is updated in place)")
+        buffer = conv.buffer(op.acc)
+        conv.buffers[op.result] = buffer
+        props["accumulate"] = IntegerAttr(1, i1)
+    else:
+        buffer = conv.result_buffer(em, op)
+    accesses = {
+        "dst": full_access(buffer),
+        "stationary": full_access(conv.buffer(op.stationary)),
+        "moving": full_access(conv.buffer(op.moving)),
+    }
+    conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, props)
+
+
+def _unary(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.UnaryOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    if op.bias is not None:
+        accesses["bias"] = full_access(conv.buffer(op.bias))
+    props: dict[str, Attribute] = {"func": StringAttr(op.fn.data)}
+    for name in ("scale", "bias_value", "alpha"):
+        value = getattr(op, name)
+        if value is not None:
+            props[name] = value
+    conv.emit(em, neuron.ActivationOp, Engine.SCALAR, accesses, props)
+
+
+def _in_place_target(conv: _FunctionConversion, op: Operation, candidates: Sequence[SSAValue]) -> SSAValue | None:
+    """A loop-carried operand whose buffer the op may overwrite: the op's result only feeds the loop's yield."""
+    result = op.results[0]
+    if not result.has_one_use() or not isinstance(next(iter(result.uses)).operation, scf.YieldOp):
+        return None
+    for candidate in candidates:
+        if candidate.owner is op.parent_block() and candidate.has_one_use():
+            return conv.buffer(candidate)
+    return None
+
+
+def _binary(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.BinaryOp)
+    em = conv.emitter(op)
+    in_place = _in_place_target(conv, op, [op.lhs, op.rhs])
+    if in_place is not None:
+        conv.buffers[op.result] = in_place
+        buffer = in_place
+    else:
+        buffer = conv.result_buffer(em, op)
+    accesses = {
+        "dst": full_access(buffer),
+        "in0": full_access(conv.buffer(op.lhs)),
+        "in1": full_access(conv.buffer(op.rhs)),
+    }
+    conv.emit(em, neuron.TensorTensorOp, Engine.VECTOR, accesses, {"op": StringAttr(op.op.data)})
+
+
+def _binary_scalar(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.BinaryScalarOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    props: dict[str, Attribute] = {"op0": StringAttr(op.op.data)}
+    if op.column is not None:
+        accesses["operand0"] = full_access(conv.buffer(op.column))
+    else:
+        assert op.scalar is not None
+        props["scalar0"] = op.scalar
+    if op.is_reversed:
+        props["reverse0"] = IntegerAttr(1, i1)
+    conv.emit(em, neuron.TensorScalarOp, Engine.VECTOR, accesses, props)
+
+
+def _select(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.SelectOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {
+        "dst": full_access(buffer),
+        "predicate": full_access(conv.buffer(op.predicate)),
+        "on_true": full_access(conv.buffer(op.on_true)),
+        "on_false": full_access(conv.buffer(op.on_false)),
+    }
+    conv.emit(em, neuron.SelectOp, Engine.VECTOR, accesses)
+
+
+def _copy(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.CopyOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, accesses)
+
+
+def _fill(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.FillOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    conv.emit(em, neuron.MemsetOp, Engine.VECTOR, {"dst": full_access(buffer)}, {"value": op.value})
+
+
+def _reduce(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.ReduceOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    source = op.input.type
+    assert isinstance(source, TileType)
+    result = op.result.type
+    assert isinstance(result, TileType)
+    # the destination drops the reduced axes: view the [P, 1] column as the kept shape
+    kept = source.get_shape()[1 : len(source.get_shape()) - op.reduced_axes] or (1,)
+    dst_buffer, _, _ = full_access(buffer)
+    dst_pattern = AccessPatternAttr(list(zip(tile.row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
+    accesses = {"dst": (dst_buffer, dst_pattern, None), "src": full_access(conv.buffer(op.input))}
+    props: dict[str, Attribute] = {"op": StringAttr(op.op.data)}
+    if op.reduced_axes != 1:
+        props["axes"] = IntegerAttr(op.reduced_axes, i64)
+    conv.emit(em, neuron.TensorReduceOp, Engine.VECTOR, accesses, props)
+
+
+_HANDLERS = {
+    tile.ViewOp: _view,
+    tile.LoadOp: _load,
+    tile.StoreOp: _store,
+    tile.MatmulOp: _matmul,
+    tile.UnaryOp: _unary,
+    tile.BinaryOp: _binary,
+    tile.BinaryScalarOp: _binary_scalar,
+    tile.SelectOp: _select,
+    tile.CopyOp: _copy,
+    tile.FillOp: _fill,
+    tile.ReduceOp: _reduce,
+}
+
+
+@dataclass(frozen=True)
+class ConvertTileToNeuronPass(ModulePass):
+    name = "convert-tile-to-neuron"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target = neuron.target_of(op)
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if function.is_declaration:
+                continue
+            conversion = _FunctionConversion(function, dma_queues=target.dma_queues)
+            conversion.convert_block(function.body.block)
+            for replaced in reversed(conversion.replaced):
+                replaced.detach()
+                replaced.erase(safe_erase=False)

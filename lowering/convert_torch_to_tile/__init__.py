@@ -1,0 +1,131 @@
+"""convert-torch-to-tile: torch-dialect graphs become tile loop nests over HBM tensors.
+
+Input contract: `func.func`s whose bodies are flat lists of torch ops on statically shaped `tensor<...>` values
+(as the FX importer produces), ending in `func.return`.
+
+Output guarantee: no torch op and no `tensor` type remains. Function arguments are row-major HBM memrefs
+(`#neuron.mem<hbm>`); each torch op became either a `tile.view` of its input (view ops) or a `memref.alloc`ed
+HBM tensor filled by one loop nest of `tile` ops; results may be views of other tensors. Every created op carries
+the location of the torch op it came from. An op without a lowering fails the pass with a diagnostic naming the
+op, the reason and the user's source line.
+
+Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
+matmul.py, reduction.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
+from neuron_mlir.lowering.emitter import Emitter
+from neuron_mlir.runtime.dtypes import DTYPES
+
+LOWERINGS: dict[str, Lowering] = {
+    **VIEW_LOWERINGS,
+    **ELEMENTWISE_LOWERINGS,
+    **MATMUL_LOWERINGS,
+    **REDUCTION_LOWERINGS,
+}
+
+
+def is_lowerable(op_name: str) -> bool:
+    """Whether convert-torch-to-tile has a lowering for the torch op called `op_name`."""
+    return op_name in LOWERINGS
+
+
+@dataclass(frozen=True)
+class ConvertTorchToTilePass(ModulePass):
+    name = "convert-torch-to-tile"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if not function.is_declaration:
+                _convert_function(function)
+
+
+def _diagnostic(op: Operation, reason: str) -> PassFailedException:
+    where = describe_location(op.location)
+    return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
+
+
+def _hbm_for(value: SSAValue, op: Operation) -> tile.MemRefType:
+    tensor_type = value.type
+    assert isinstance(tensor_type, TensorType)
+    try:
+        name = runtime_dtype_name(tensor_type.element_type)
+    except ValueError:
+        name = str(tensor_type.element_type)
+    if name not in DTYPES:
+        raise _diagnostic(op, f"element type {tensor_type.element_type} has no NeuronCore storage type")
+    return tile.hbm_type(tensor_type.get_shape(), tensor_type.element_type)
+
+
+def _convert_function(function: func.FuncOp) -> None:
+    block: Block = function.body.block
+    mapping: dict[SSAValue, SSAValue] = {}
+    old_args = [arg for arg in block.args if isinstance(arg.type, TensorType)]
+    for arg in old_args:
+        new_arg = block.insert_arg(_hbm_for(arg, function), len(block.args))
+        new_arg.name_hint = arg.name_hint
+        mapping[arg] = new_arg
+
+    def mapped(value: Any) -> Any:
+        if isinstance(value, SSAValue):
+            return mapping.get(value, value)
+        if isinstance(value, list | tuple):
+            return [mapped(v) for v in value]
+        return value
+
+    constants: dict[int, SSAValue] = {}
+    lowered: list[Operation] = []
+    for op in list(block.ops):
+        if isinstance(op, func.ReturnOp):
+            new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
+            new_return.location = op.location
+            block.insert_op_before(new_return, op)
+            op.detach()
+            op.erase()
+            continue
+        if not op.name.startswith("torch."):
+            continue
+        lowering = LOWERINGS.get(op.name)
+        if lowering is None:
+            raise _diagnostic(op, "no lowering to the tile dialect yet")
+        for result in op.results:
+            _hbm_for(result, op)
+        arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
+        emitter = Emitter(block, op, op.location, constants, block)
+        try:
+            results = lowering(emitter, op, arguments)
+        except (ValueError, IndexError) as error:
+            raise _diagnostic(op, str(error)) from error
+        for old, new in zip(op.results, results, strict=True):
+            if old.name_hint and new.name_hint is None:
+                new.name_hint = old.name_hint
+            mapping[old] = new
+        lowered.append(op)
+
+    for op in reversed(lowered):
+        op.detach()
+        op.erase(safe_erase=False)
+    for arg in old_args:
+        block.erase_arg(arg, safe_erase=False)
+    terminator = block.last_op
+    outputs = [v.type for v in terminator.operands] if isinstance(terminator, func.ReturnOp) else []
+    function.properties["function_type"] = FunctionType.from_lists([a.type for a in block.args], outputs)

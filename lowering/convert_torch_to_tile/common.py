@@ -1,0 +1,113 @@
+"""What every torch-to-tile lowering shares: HBM tensors with layouts, views, allocation, tile sizes.
+
+A tensor at this level is an HBM memref whose type carries its layout relative to its allocation; views
+(`tile.view`) re-describe the same memory, so transposes, reshapes and broadcasts cost nothing until a load
+walks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.runtime.hardware import Memory
+
+# Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
+# (8 KiB per partition each in fp32) comfortably inside SBUF while amortising the fixed cost per instruction.
+PARTITION_TILE = 128
+FREE_TILE = 2048
+# TensorE limits (trn1/trn2): contraction and stationary free size 128, moving free size one PSUM bank.
+MATMUL_K_TILE = 128
+MATMUL_M_TILE = 128
+MATMUL_N_TILE = 512
+
+
+def memref_type_of(value: SSAValue) -> MemRefType:
+    assert isinstance(value.type, MemRefType), f"expected an HBM memref, got {value.type}"
+    return value.type
+
+
+def layout_of(value: SSAValue) -> Layout:
+    memref_type = memref_type_of(value)
+    strides, offset = tile.memref_strides(memref_type)
+    return Layout(memref_type.get_shape(), strides, offset)
+
+
+def element_type_of(value: SSAValue) -> Attribute:
+    return memref_type_of(value).element_type
+
+
+def view(em: Emitter, value: SSAValue, layout: Layout) -> SSAValue:
+    """`value` re-described with `layout` (relative to the same allocation); no op when nothing changes."""
+    if layout == layout_of(value):
+        return value
+    result_type = tile.hbm_type(layout.shape, element_type_of(value), layout.strides, layout.offset)
+    if result_type == value.type:
+        return value
+    return em.insert(tile.ViewOp(value, result_type)).result
+
+
+def alloc(em: Emitter, shape: Sequence[int], element_type: Attribute) -> SSAValue:
+    """A fresh row-major HBM tensor."""
+    return em.insert(memref.AllocOp([], [], tile.hbm_type(tuple(shape), element_type))).memref
+
+
+def load(
+    em: Emitter,
+    tensor: SSAValue,
+    indices: Sequence[Index],
+    shape: Sequence[int],
+    element_type: Attribute | None = None,
+    dims: Sequence[int] | None = None,
+) -> SSAValue:
+    """Load a `shape` tile (SBUF) from `tensor` at `indices`; `dims` maps tile dims to tensor dims."""
+    tile_type = TileType(tuple(shape), element_type or element_type_of(tensor), Memory.SBUF)
+    rank = len(memref_type_of(tensor).get_shape())
+    default_dims = tuple(range(rank - len(shape), rank))
+    mapping = None if dims is None or tuple(dims) == default_dims else dims
+    return em.insert(tile.LoadOp(tensor, [em.index(i) for i in indices], tile_type, mapping)).result
+
+
+def store(em: Emitter, value: SSAValue, tensor: SSAValue, indices: Sequence[Index]) -> None:
+    em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in indices]))
+
+
+def to_sbuf(em: Emitter, value: SSAValue, element_type: Attribute | None = None) -> SSAValue:
+    """A tile in SBUF with `element_type` (a copy only when memory or type differ)."""
+    source = value.type
+    assert isinstance(source, TileType)
+    wanted = TileType(source.get_shape(), element_type or source.element_type, Memory.SBUF)
+    if wanted == source:
+        return value
+    return em.insert(tile.CopyOp(value, wanted)).result
+
+
+def refuse(em: Emitter, op_name: str, reason: str) -> PassFailedException:
+    """The diagnostic for an input this lowering does not handle: names the op, the rule and the source line."""
+    return PassFailedException(f"{op_name}: {reason}{em.where()}")
+
+
+# A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one
+# memref per result.
+Lowering = Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]
+
+
+def result_shape(op: Operation, index: int = 0) -> tuple[int, ...]:
+    result_type = op.results[index].type
+    assert isinstance(result_type, TensorType)
+    return result_type.get_shape()
+
+
+def result_element_type(op: Operation, index: int = 0) -> Attribute:
+    result_type = op.results[index].type
+    assert isinstance(result_type, TensorType)
+    return result_type.element_type

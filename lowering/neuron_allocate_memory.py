@@ -1,0 +1,131 @@
+"""neuron-allocate-memory: give every buffer an address, reusing on-chip memory between disjoint lifetimes.
+
+Input contract: neuron-level functions (no tile ops); `neuron.alloc`s may lack addresses.
+
+Output guarantee: every `neuron.alloc` has an `address`. SBUF and PSUM buffers whose live ranges overlap get
+disjoint byte ranges and everything fits the target's capacity (SBUF bytes per partition; PSUM banks, each
+buffer starting on a 2 KiB bank boundary so no matmul output crosses a bank). A live range runs in program
+order from the alloc to its last use, extended to the end of any loop that uses the buffer but does not
+allocate it (the buffer is read again in the next iteration). A buffer allocated inside a loop body is reused
+by every iteration; the synchronisation pass orders those reuses. HBM scratch is placed after the previous one
+(no reuse: HBM is large). When on-chip memory runs out the pass fails, naming the buffer, its source line and
+what was live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.runtime.hardware import Memory, Target
+
+SBUF_ALIGNMENT = 64  # bytes; keeps every buffer start friendly to DMA descriptors and 16-bit perf modes
+HBM_ALIGNMENT = 64
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+@dataclass
+class _Interval:
+    alloc: neuron.AllocOp
+    start: int
+    end: int
+    size: int
+
+
+def live_intervals(function: func.FuncOp) -> list[_Interval]:
+    """Program-order live ranges of the on-chip allocations of a function."""
+    position: dict[Operation, int] = {}
+    loop_end: dict[Operation, int] = {}
+    counter = 0
+
+    def number(op: Operation) -> None:
+        nonlocal counter
+        position[op] = counter
+        counter += 1
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.ops:
+                    number(inner)
+        if isinstance(op, scf.ForOp):
+            loop_end[op] = counter
+            counter += 1
+
+    for op in function.body.block.ops:
+        number(op)
+
+    intervals = []
+    for op in function.body.walk():
+        if not isinstance(op, neuron.AllocOp) or op.memory is Memory.HBM:
+            continue
+        end = position[op]
+        for use in op.buffer.uses:
+            user = use.operation
+            point = position[user]
+            # a use inside a loop the alloc is not inside keeps the buffer alive to that loop's end
+            ancestor = user.parent_op()
+            while ancestor is not None and not ancestor.is_ancestor(op):
+                if isinstance(ancestor, scf.ForOp):
+                    point = max(point, loop_end[ancestor])
+                ancestor = ancestor.parent_op()
+            end = max(end, point)
+        intervals.append(_Interval(op, position[op], end, op.row_bytes()))
+    return intervals
+
+
+def _where(op: Operation) -> str:
+    text = describe_location(op.location)
+    return f" (at {text})" if text else ""
+
+
+def _place(intervals: list[_Interval], capacity: int, alignment: int, memory: Memory, target: Target) -> None:
+    """First fit over live intervals, in order of start."""
+    active: list[tuple[int, int, _Interval]] = []  # (address, size, interval)
+    for interval in sorted(intervals, key=lambda i: (i.start, -i.size)):
+        active = [entry for entry in active if entry[2].end >= interval.start]
+        size = _align(interval.size, alignment)
+        address = 0
+        for taken_address, taken_size, _ in sorted(active, key=lambda entry: entry[0]):
+            if address + size <= taken_address:
+                break
+            address = max(address, _align(taken_address + taken_size, alignment))
+        if address + size > capacity:
+            live = sum(_align(entry[1], alignment) for entry in active)
+            raise PassFailedException(
+                f"neuron.alloc: out of {memory.value.upper()} on {target.name}: a buffer of {interval.size} bytes per "
+                f"partition does not fit next to {len(active)} live buffers ({live} of {capacity} bytes per "
+                f"partition in use){_where(interval.alloc)}"
+            )
+        active.append((address, size, interval))
+        interval.alloc.properties["address"] = IntegerAttr(address, i64)
+
+
+@dataclass(frozen=True)
+class NeuronAllocateMemoryPass(ModulePass):
+    name = "neuron-allocate-memory"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target = neuron.target_of(op)
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if function.is_declaration:
+                continue
+            intervals = live_intervals(function)
+            sbuf = [i for i in intervals if i.alloc.memory is Memory.SBUF]
+            psum = [i for i in intervals if i.alloc.memory is Memory.PSUM]
+            _place(sbuf, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, Memory.SBUF, target)
+            _place(psum, target.psum_bytes_per_partition, target.psum_bank_bytes, Memory.PSUM, target)
+            next_hbm = 0
+            for alloc in function.body.walk():
+                if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:
+                    alloc.properties["address"] = IntegerAttr(next_hbm, i64)
+                    next_hbm = _align(next_hbm + alloc.row_bytes(), HBM_ALIGNMENT)

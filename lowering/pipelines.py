@@ -1,0 +1,67 @@
+"""The named pipelines: ordered stages of passes, each ending with its contract check.
+
+`neuron-pipeline` runs the default one as a single pass, so
+`neuron-opt model.mlir -p neuron-pipeline` takes torch-dialect IR to allocated, synchronised neuron
+instructions, and `neuron-pipeline{until=tile}` stops after a stage (to save or inspect its IR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
+
+# (stage name, passes) in order; the stage name is also the contract checked at its end
+DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tile", ("convert-torch-to-tile",)),
+    ("neuron", ("convert-tile-to-neuron",)),
+    ("allocated", ("neuron-allocate-memory",)),
+    ("synchronised", ("neuron-insert-sync",)),
+)
+
+StageCallback = Callable[[str, ModuleOp], None]
+
+
+def run_pipeline(
+    ctx: Context,
+    module: ModuleOp,
+    until: str | None = None,
+    after_stage: StageCallback | None = None,
+    timings: dict[str, float] | None = None,
+) -> None:
+    """Run the default pipeline on `module` in place, checking each stage's contract and the IR's validity."""
+    import time
+
+    from neuron_mlir.lowering import ALL_PASSES
+
+    names = [stage for stage, _ in DEFAULT_PIPELINE]
+    if until is not None and until not in names:
+        raise PassFailedException(f"unknown stage '{until}' (stages: {', '.join(names)})")
+    for stage, passes in DEFAULT_PIPELINE:
+        for pass_name in passes:
+            started = time.perf_counter()
+            ALL_PASSES[pass_name]()().apply(ctx, module)
+            if timings is not None:
+                timings[pass_name] = timings.get(pass_name, 0.0) + time.perf_counter() - started
+        module.verify()
+        check_stage_contract(module, stage)
+        if after_stage is not None:
+            after_stage(stage, module)
+        if stage == until:
+            return
+
+
+@dataclass(frozen=True)
+class NeuronPipelinePass(ModulePass):
+    name = "neuron-pipeline"
+
+    until: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        run_pipeline(ctx, op, self.until)
