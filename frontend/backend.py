@@ -1,0 +1,103 @@
+"""The `neuron-mlir` torch.compile backend: AOTAutograd graphs compiled to bundles, run on the simulated core.
+
+    model = torch.compile(model, backend="neuron-mlir", options={"target": "trn2"})
+
+Dynamo hands over an FX graph; AOTAutograd traces its forward and backward with core-ATen decompositions, and
+each of those graphs is imported into the torch dialect, lowered by the default pipeline, packed into a program
+and wrapped in a callable that runs it on the simulator. A graph with an op that cannot be lowered yet runs
+eagerly on the CPU (with one warning per op) unless strict mode asks for an error.
+
+Options (`options={...}` of torch.compile, each also settable by environment variable):
+    target     "trn1" | "trn2" | "trn3"        (NEURON_MLIR_TARGET, default trn2)
+    strict     bool: a fallback is an error     (NEURON_MLIR_STRICT=1)
+    debug_dir  dump FX graph, IR per stage, bundle and trace per graph   (NEURON_MLIR_DEBUG_DIR)
+    check_races  bool: verify synchronisation on every run (default True)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from neuron_mlir.frontend.compile_graph import compile_graph
+
+logger = logging.getLogger("neuron_mlir")
+
+_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast"}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "trn2"
+    strict: bool = False
+    debug_dir: str | None = None
+    check_races: bool = True
+
+    @staticmethod
+    def from_user(options: dict[str, Any] | None) -> CompileOptions:
+        options = dict(options or {})
+        unknown = set(options) - _OPTION_NAMES
+        if unknown:
+            known = ", ".join(sorted(_OPTION_NAMES))
+            raise ValueError(f"neuron-mlir: unknown option(s) {', '.join(sorted(unknown))} (known: {known})")
+        if options.get("auto_cast") not in (None, False, "none"):
+            raise ValueError("neuron-mlir: auto_cast is not implemented yet; results use the model's dtypes")
+        from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
+
+        target = str(options.get("target", os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
+        get_target(target)  # a clear error for unknown targets
+        strict = bool(options.get("strict", os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")))
+        debug_dir = options.get("debug_dir", os.environ.get("NEURON_MLIR_DEBUG_DIR") or None)
+        return CompileOptions(
+            target=target,
+            strict=strict,
+            debug_dir=str(debug_dir) if debug_dir else None,
+            check_races=bool(options.get("check_races", True)),
+        )
+
+
+def decompositions() -> dict[Any, Any]:
+    """Core-ATen decompositions, minus the ones known to be wrong for training.
+
+    `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
+    (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
+    attention path is traced instead.
+    """
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
+
+
+def neuron_mlir_backend(
+    graph_module: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any] | None = None,
+    **_: Any,
+) -> Any:
+    """The backend registered as `neuron-mlir` (entry point `torch_dynamo_backends`)."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    config = CompileOptions.from_user(options)
+
+    def compiler(kind: str):
+        def compile_fn(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Any:
+            return make_boxed_func(compile_graph(gm, inputs, config, kind))
+
+        return compile_fn
+
+    return aot_module_simplified(
+        graph_module,
+        list(example_inputs),
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=decompositions(),
+    )

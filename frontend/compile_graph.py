@@ -1,0 +1,209 @@
+"""Compile one AOTAutograd graph: import, lower, pack into a program, and wrap it as a callable.
+
+The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
+torch tensors in the graph's output order (None where the graph returns None). The profile of its latest run
+is kept for `neuron_mlir.profiles()`. With a debug directory, each graph writes `fx_graph.py`, the IR after
+every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neuron-opt` command in
+`reproduce.sh`), `program.bundle` and, after each run, `trace.json`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from io import StringIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.fx_importer import GraphSignature, describe_node, import_fx_graph, node_location
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy
+from neuron_mlir.ir.locations import describe_location
+
+if TYPE_CHECKING:
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.runtime.program import Program
+
+logger = logging.getLogger("neuron_mlir")
+_graph_counter = itertools.count()
+
+
+class NeuronCompileError(RuntimeError):
+    """A compile failure: names the stage, the op and the user's source line, and how to reproduce it."""
+
+
+def ir_text(module: ModuleOp) -> str:
+    """The module in custom syntax with source locations (so a dump re-parses with its locations)."""
+    stream = StringIO()
+    Printer(stream=stream, print_debuginfo=True).print_op(module)
+    return stream.getvalue() + "\n"
+
+
+def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes whose ATen op has no lowering yet."""
+    import operator
+
+    from neuron_mlir.ir.dialects.torch import op_class_for
+    from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
+
+    found = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        op_class = op_class_for(str(node.target))
+        if op_class is None or not is_lowerable(op_class.name):
+            found.append(node)
+    return found
+
+
+def compile_graph(
+    graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
+) -> Callable[[list[Any]], list[Any]]:
+    name = f"graph{next(_graph_counter)}_{kind}"
+    started = time.perf_counter()
+    debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
+    if debug_dir is not None:
+        debug_dir.mkdir(parents=True, exist_ok=True)
+        (debug_dir / "fx_graph.py").write_text(graph_module.print_readable(print_output=False))
+
+    missing = unsupported_nodes(graph_module)
+    if missing:
+        return _fall_back(graph_module, missing, options, name)
+
+    module, signature = import_fx_graph(graph_module, options.target)
+    program = _lower(module, name, debug_dir)
+    compiled = CompiledGraph(name, program, signature, options, debug_dir)
+    nodes = sum(1 for n in graph_module.graph.nodes if n.op == "call_function")
+    stats_module.record_compile(nodes, time.perf_counter() - started)
+    logger.info("compiled %s: %d nodes in %.2f s", name, nodes, time.perf_counter() - started)
+    return compiled
+
+
+def _lower(module: ModuleOp, name: str, debug_dir: Path | None) -> Program:
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from neuron_mlir import __version__
+    from neuron_mlir.ir.semantics.neuron import build_program
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
+
+    ctx = Context()
+    stages = ["torch", *[stage for stage, _ in DEFAULT_PIPELINE]]
+    files: list[Path] = []
+    last_stage = {"name": "torch"}
+
+    def dump(stage: str, current: ModuleOp) -> None:
+        last_stage["name"] = stage
+        if debug_dir is not None:
+            path = debug_dir / f"{stages.index(stage)}_{stage}.mlir"
+            path.write_text(ir_text(current))
+            files.append(path)
+
+    dump("torch", module)
+    try:
+        module.verify()
+        run_pipeline(ctx, module, after_stage=dump)
+        program = build_program(module, require_allocated=True, compiler_version=__version__)
+    except DiagnosticException as error:
+        failed_after = last_stage["name"]
+        raise NeuronCompileError(_failure_message(name, failed_after, stages, error, debug_dir)) from error
+    if debug_dir is not None:
+        from neuron_mlir.backend_trn.emit_bundle import write_bundle
+
+        write_bundle(program, debug_dir / "program.bundle")
+        _write_reproducer(debug_dir, stages)
+    return program
+
+
+def _failure_message(name: str, after: str, stages: list[str], error: Exception, debug_dir: Path | None) -> str:
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
+
+    index = stages.index(after)
+    next_stage = DEFAULT_PIPELINE[index] if index < len(DEFAULT_PIPELINE) else None
+    message = f"neuron-mlir: compiling {name} failed"
+    if next_stage is not None:
+        message += f" in stage '{next_stage[0]}' ({', '.join(next_stage[1])})"
+    message += f":\n  {error}"
+    if debug_dir is not None and next_stage is not None:
+        source = debug_dir / f"{index}_{after}.mlir"
+        message += f"\nreproduce with:\n  neuron-opt {source} -p {','.join(next_stage[1])}"
+    else:
+        message += "\nset NEURON_MLIR_DEBUG_DIR=<dir> to dump the IR and a reproducing neuron-opt command"
+    return message
+
+
+def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
+
+    lines = ["#!/bin/sh", "# Re-run each stage of the pipeline on the IR saved before it.", 'cd "$(dirname "$0")"']
+    for index, (stage, passes) in enumerate(DEFAULT_PIPELINE):
+        source = f"{index}_{stages[index]}.mlir"
+        lines.append(f"neuron-opt {source} -p {','.join(passes)} > {index + 1}_{stage}.reproduced.mlir")
+    (debug_dir / "reproduce.sh").write_text("\n".join(lines) + "\n")
+
+
+def _fall_back(
+    graph_module: torch.fx.GraphModule, missing: list[torch.fx.Node], options: CompileOptions, name: str
+) -> Callable[[list[Any]], list[Any]]:
+    lines = [describe_node(node) for node in missing]
+    if options.strict:
+        raise NeuronCompileError(
+            f"neuron-mlir (strict): {len(missing)} node(s) of {name} have no NeuronCore lowering:\n  "
+            + "\n  ".join(lines)
+        )
+    for node in missing:
+        op_name = str(node.target)
+        if stats_module.record_fallback(op_name):
+            where = describe_location(node_location(node))
+            warnings.warn(
+                f"neuron-mlir: {op_name} has no NeuronCore lowering yet; its graph runs eagerly on the CPU"
+                + (f" (first seen at {where})" if where else ""),
+                stacklevel=2,
+            )
+    stats_module.record_fallback_graph(sum(1 for n in graph_module.graph.nodes if n.op == "call_function"))
+
+    def run_eagerly(args: list[Any]) -> list[Any]:
+        result = graph_module(*args)
+        return list(result) if isinstance(result, list | tuple) else [result]
+
+    return run_eagerly
+
+
+class CompiledGraph:
+    """A compiled graph: call with the graph's inputs (a list, boxed), get its outputs as torch tensors."""
+
+    def __init__(
+        self,
+        name: str,
+        program: Program,
+        signature: GraphSignature,
+        options: CompileOptions,
+        debug_dir: Path | None,
+    ):
+        self.name = name
+        self.program = program
+        self.signature = signature
+        self.options = options
+        self.debug_dir = debug_dir
+        self.constants = [to_numpy(c) for c in signature.constants]
+        self.last_profile: Any = None
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        from neuron_mlir.runtime.simulator import run_program
+
+        inputs = [to_numpy(a) for a in args[: self.signature.num_inputs]] + self.constants
+        args.clear()  # boxed calling convention: let the inputs be freed early
+        outputs, profile = run_program(self.program, inputs, check_races=self.options.check_races)
+        self.last_profile = profile
+        stats_module.record_run(self.name, profile)
+        if self.debug_dir is not None:
+            profile.write_chrome_trace(self.debug_dir / "trace.json")
+        return [None if index is None else from_numpy(outputs[index]) for index in self.signature.outputs]
+

@@ -1,0 +1,64 @@
+"""Counters behind `neuron_mlir.stats()`: what was compiled, what fell back to the CPU, and how long it took."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Stats:
+    graphs_compiled: int = 0
+    nodes_compiled: int = 0
+    graphs_fallen_back: int = 0
+    nodes_fallen_back: int = 0
+    fallback_ops: Counter[str] = field(default_factory=Counter)
+    compile_seconds: float = 0.0
+    runs: int = 0
+    latest_profiles: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "graphs_compiled": self.graphs_compiled,
+            "nodes_compiled": self.nodes_compiled,
+            "graphs_fallen_back": self.graphs_fallen_back,
+            "nodes_fallen_back": self.nodes_fallen_back,
+            "fallback_ops": dict(self.fallback_ops),
+            "compile_seconds": self.compile_seconds,
+            "runs": self.runs,
+        }
+
+
+STATS = Stats()
+_warned_ops: set[str] = set()
+
+
+def record_compile(nodes: int, seconds: float) -> None:
+    STATS.graphs_compiled += 1
+    STATS.nodes_compiled += nodes
+    STATS.compile_seconds += seconds
+
+
+def record_fallback(op_name: str) -> bool:
+    """Count a fallen-back node; True the first time this op falls back (time to warn)."""
+    STATS.fallback_ops[op_name] += 1
+    STATS.nodes_fallen_back += 1
+    first = op_name not in _warned_ops
+    _warned_ops.add(op_name)
+    return first
+
+
+def record_fallback_graph(nodes: int) -> None:
+    STATS.graphs_fallen_back += 1
+
+
+def record_run(graph: str, profile: Any) -> None:
+    STATS.runs += 1
+    STATS.latest_profiles[graph] = profile
+
+
+def reset() -> None:
+    global STATS
+    STATS.__init__()  # type: ignore[misc]
+    _warned_ops.clear()

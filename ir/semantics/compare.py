@@ -1,0 +1,64 @@
+"""How close is close enough: one tolerance per dtype, used by every numeric comparison in the project.
+
+Results are compared elementwise with `|actual - expected| <= atol * scale + rtol * |expected|`, where `scale` is
+the largest magnitude in `expected` (at least 1): rounding errors of a reduction grow with the size of what is
+summed, not with the size of each result, so cancellation to near zero must not count as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# (rtol, atol) per dtype name, set by each format's precision: fp32 has 24 significant bits, but sums of a few
+# thousand terms in a different order differ in the last ~10 bits; bf16 has 8 bits, fp16 11.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-7, 1e-7),
+    "bfloat16": (2e-2, 2e-2),
+    "float16": (2e-3, 2e-3),
+    "float8_e4m3fn": (1.5e-1, 1.5e-1),
+    "float8_e5m2": (2.5e-1, 2.5e-1),
+}
+
+
+def tolerance(dtype: np.dtype | str) -> tuple[float, float]:
+    """(rtol, atol) for values of `dtype`; integers and booleans must match exactly."""
+    name = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    name = name.removeprefix("torch.")
+    return TOLERANCES.get(name, (0.0, 0.0))
+
+
+def mismatch(actual: np.ndarray, expected: np.ndarray) -> str | None:
+    """None when `actual` matches `expected` within the dtype's tolerance, else a one-line description."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} differs from expected {expected.shape}"
+    rtol, atol = tolerance(expected.dtype)
+    got, want = actual.astype(np.float64), expected.astype(np.float64)
+    both_nan = np.isnan(got) & np.isnan(want)
+    finite = np.isfinite(want)
+    scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
+    error = np.abs(got - want)
+    bad = ~both_nan & ~(error <= atol * scale + rtol * np.abs(want))
+    bad &= ~(np.isinf(want) & (got == want))
+    if not bad.any():
+        return None
+    index = np.unravel_index(int(np.argmax(np.where(bad, error, -1))), bad.shape) if bad.ndim else ()
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ (rtol={rtol}, atol={atol} x scale {scale:g}); "
+        f"worst at {tuple(int(i) for i in index)}: got {got[index]!r}, expected {want[index]!r}"
+    )
+
+
+def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> list[str]:
+    """One description per output that does not match (empty when all do)."""
+    if len(actual) != len(expected):
+        return [f"{len(actual)} outputs, expected {len(expected)}"]
+    problems = []
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        problem = mismatch(got, want)
+        if problem is not None:
+            problems.append(f"output {index}: {problem}")
+    return problems
