@@ -82,14 +82,13 @@ def neuron_mlir_backend(
     **_: Any,
 ) -> Any:
     """The backend registered as `neuron-mlir` (entry point `torch_dynamo_backends`)."""
-    from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
 
     def compiler(kind: str):
         def compile_fn(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Any:
-            return make_boxed_func(compile_graph(gm, inputs, config, kind))
+            return compile_graph(gm, inputs, config, kind)
 
         return compile_fn
 

@@ -173,11 +173,15 @@ def _fall_back(
         result = graph_module(*args)
         return list(result) if isinstance(result, list | tuple) else [result]
 
+    run_eagerly._boxed_call = True  # type: ignore[attr-defined]
     return run_eagerly
 
 
 class CompiledGraph:
     """A compiled graph: call with the graph's inputs (a list, boxed), get its outputs as torch tensors."""
+
+    # AOTAutograd's boxed calling convention: one list argument, which the callee may clear
+    _boxed_call = True
 
     def __init__(
         self,

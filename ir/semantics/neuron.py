@@ -48,6 +48,7 @@ from neuron_mlir.runtime.program import (
 )
 
 _HBM_ALIGNMENT = 64
+_PSUM_BANK_BYTES = 2048
 
 _SCALAR_OPS: dict[type[Operation], str] = {
     arith.AddiOp: "add",
@@ -111,8 +112,10 @@ class _Builder:
             if self.require_allocated and memory is not Memory.HBM:
                 raise ProgramBuildError(f"buffer {name} has no address: run neuron-allocate-memory first")
             row = int(np.prod(shape if memory is Memory.HBM else shape[1:], dtype=np.int64)) * itemsize(dtype)
-            address = self.fresh_address.get(memory, 0)
-            self.fresh_address[memory] = _align(address + row, _HBM_ALIGNMENT)
+            # PSUM buffers start on a bank so that no matmul output straddles two banks
+            alignment = _PSUM_BANK_BYTES if memory is Memory.PSUM else _HBM_ALIGNMENT
+            address = _align(self.fresh_address.get(memory, 0), alignment)
+            self.fresh_address[memory] = address + row
         self.buffers.append(BufferDecl(name, memory, address, shape, dtype))
         self.buffer_index[value] = len(self.buffers) - 1
         return len(self.buffers) - 1
@@ -283,8 +286,11 @@ def build_program(
             hbm_end = max(hbm_end, decl.address + size)
     builder.fresh_address[Memory.HBM] = _align(hbm_end, _HBM_ALIGNMENT)
     inputs = []
+    taken: set[str] = set()
     for index, arg in enumerate(function.body.block.args):
         name = arg.name_hint or f"arg{index}"
+        name = name if name not in taken else f"{name}_{index}"
+        taken.add(name)
         buffer = builder.add_buffer(arg, name, None)
         shape = builder.buffers[buffer].shape
         inputs.append(TensorBinding(name, buffer, shape, tile.row_major_strides(shape), 0))
@@ -313,26 +319,31 @@ def build_program(
     )
 
 
-def needs_larger_memories(program: Program) -> bool:
-    """Whether the program's on-chip buffers reach past the target's real capacity (unallocated IR)."""
+def memory_sizes_needed(program: Program) -> dict[str, int] | None:
+    """Per-partition SBUF/PSUM sizes covering every buffer, when they exceed the target's (unallocated IR)."""
     from neuron_mlir.runtime.hardware import get_target
 
     target = get_target(program.target)
+    needed = {"sbuf": target.sbuf_bytes_per_partition, "psum": target.psum_bytes_per_partition}
     for decl in program.buffers:
         if decl.memory is Memory.HBM:
             continue
-        capacity = target.sbuf_bytes_per_partition if decl.memory is Memory.SBUF else target.psum_bytes_per_partition
         row = int(np.prod(decl.shape[1:], dtype=np.int64)) * itemsize(decl.dtype)
-        if decl.address + row > capacity:
-            return True
-    return False
+        needed[decl.memory.value] = max(needed[decl.memory.value], _align(decl.address + row, _HBM_ALIGNMENT))
+    if needed["sbuf"] == target.sbuf_bytes_per_partition and needed["psum"] == target.psum_bytes_per_partition:
+        return None
+    return needed
 
 
 def run_neuron_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
-    """Execute a neuron-level function on the simulator (no race checks for unsynchronised IR)."""
+    """Execute a neuron-level function on the simulator; races are checked once the IR is synchronised."""
     from neuron_mlir.runtime.simulator import run_program
 
     program = build_program(module, entry)
-    synchronised = any(i.waits for i in program.instructions())
-    outputs, _ = run_program(program, list(inputs), check_races=synchronised, allow_oversized_memories=True)
+    synchronised = all(i.waits or i.id >= 0 for i in program.instructions()) and any(
+        i.waits for i in program.instructions()
+    )
+    outputs, _ = run_program(
+        program, list(inputs), check_races=synchronised, memory_sizes_override=memory_sizes_needed(program)
+    )
     return outputs
