@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
-class Memory(str, Enum):
+class Memory(str, Enum):  # noqa: UP042  (a StrEnum would change str() of members others may format)
     """The three address spaces a NeuronCore instruction can touch."""
 
     HBM = "hbm"
@@ -23,7 +23,7 @@ class Memory(str, Enum):
     PSUM = "psum"
 
 
-class Engine(str, Enum):
+class Engine(str, Enum):  # noqa: UP042  (see Memory)
     """The instruction queues of one NeuronCore (A2 section "core organisation").
 
     Four compute engines with their own sequencers, the sync engine that triggers DMAs, and the DMA queues
@@ -89,7 +89,10 @@ class Target:
     # --- throughput (PE-array peak, used for MFU and the roofline) --------------------------------------------
     tensor_peak_tflops: dict[str, float] = field(default_factory=dict)  # per input dtype family
     hbm_bandwidth_gbps: float = 0.0  # per-core HBM bandwidth, GB/s [I: chip / cores]
-    dma_bytes_per_ns: float = 0.0  # aggregate DMA rate of one core's 16 engines (DMABW table)
+    # Rate of ONE DMA engine (DMABW/DMAOV table "17/23/33 B/ns per engine"; x16 engines = 272/368/528 GB/s per
+    # core; a measured trn2 transfer of 32 KiB on one engine took 1416 ns = 23.1 B/ns). The core's aggregate DMA
+    # rate is `dma_aggregate_bytes_per_ns`.
+    dma_bytes_per_ns: float = 0.0
 
     # --- per-instruction cost rules (section 5 of the reference) ---------------------------------------------
     matmul_min_cycles: int = 64  # MM II about max(N, 64) cycles (A2, PERF)
@@ -103,6 +106,30 @@ class Target:
     #   engines (DMAOV) up to ~2 us observed (DMABW: 1416 ns for 32 KiB on one engine)
     dma_full_rate_bytes_per_partition: int = 4096  # >= 4 KiB per partition saturates (DMABW, PERF)
     dma_min_efficient_bytes_per_partition: int = 256  # below 256 B per partition overhead-bound (DMABW)
+    # Efficiency of a transfer whose contiguous chunks are exactly `dma_min_efficient_bytes_per_partition` long
+    # [I]: DMABW calls that size the edge of the overhead-bound region, so half the bytes/ns of a saturating one.
+    dma_efficiency_at_min_bytes: float = 0.5
+    dma_partitions_per_engine: int = 8  # one DMA engine serves 8 partitions; 128 partitions use all 16 (PERF)
+    # is_transpose matmuls: bit-exact pass-through, "2x faster for FP32" than an fp32 matmul on v3+ (A3); on v2 the
+    # transpose goes through the array arithmetic at the fp32 rate.
+    matmul_transpose_fp32_factor: int = 4
+    scalar_accumulate_cycles: int = 64  # activation with a free-axis reduce: max(64, N) + 64 (ISA-old)
+    # VectorE performance modes (A3, chosen by hardware on v3+): 4x for tensor_copy/tensor_scalar with all
+    # operands 16-bit, in SBUF and contiguous; 2x for other all-16-bit cases (tensor_tensor only for bf16 in
+    # SBUF). v4 keeps the v3 datapath widths (A4), so the same modes [I].
+    vector_16bit_copy_speedup: int = 1
+    vector_16bit_speedup: int = 1
+    vector_reduce_16bit_speedup: int = 2  # tensor_reduce N/2 cycles for bf16 add/max (ISA-old)
+    scalar_16bit_speedup: int = 1  # v4 ScalarE: tensor_scalar/tensor_copy up to 2x for 16-bit (A4)
+    # is_transpose is a bit-exact pass-through from v3 on (A3); on v2 it goes through the array arithmetic, so
+    # NaN/Inf spread and the output is fp32 (A2, nc_transpose docs).
+    matmul_transpose_bit_exact: bool = True
+    matmul_bf16_psum_output: bool = False  # v4 TensorE may write BF16 to PSUM (A4); v2/v3 FP32 only
+
+    @property
+    def dma_aggregate_bytes_per_ns(self) -> float:
+        """All DMA engines of the core together (DMABW: 16 engines x the per-engine rate)."""
+        return self.dma_queues * self.dma_bytes_per_ns
 
     @property
     def sbuf_bytes(self) -> int:
@@ -150,7 +177,8 @@ TRN1 = Target(
     # A2: 92 TFLOPS bf16/fp16/tf32 (128x128x2x2.8 GHz = 91.75), fp8 same rate (cFP8), fp32 at 1/4.
     tensor_peak_tflops={"bf16": 91.75, "fp8": 91.75, "fp32": 91.75 / 4},
     hbm_bandwidth_gbps=410.0,  # 820 GB/s per chip / 2 cores [I]
-    dma_bytes_per_ns=17.0,  # DMABW table: 17 B/ns per core
+    dma_bytes_per_ns=17.0,  # DMABW table: 17 B/ns per engine (272 GB/s per core)
+    matmul_transpose_bit_exact=False,
 )
 
 TRN2 = Target(
@@ -170,7 +198,10 @@ TRN2 = Target(
     # A3: 79 TFLOPS bf16 dense (128x128x2x2.4 GHz = 78.64), fp8 158 with double_row, fp32 20 (1/4 rate).
     tensor_peak_tflops={"bf16": 78.64, "fp8": 157.29, "fp32": 78.64 / 4},
     hbm_bandwidth_gbps=362.5,  # 2.9 TB/s per chip / 8 cores [I]
-    dma_bytes_per_ns=23.0,  # DMABW table: 23 B/ns per core; measured 23.1 B/ns (section 7 item 4)
+    dma_bytes_per_ns=23.0,  # DMABW table: 23 B/ns per engine (368 GB/s per core); measured 23.1 B/ns
+    matmul_transpose_fp32_factor=2,
+    vector_16bit_copy_speedup=4,
+    vector_16bit_speedup=2,
 )
 
 TRN3 = Target(
@@ -191,7 +222,12 @@ TRN3 = Target(
     clock_ghz=_clocks(tensor=2.4, vector=1.2, scalar=1.2, gpsimd=1.2),
     tensor_peak_tflops={"bf16": 78.64, "fp8": 314.6, "fp32": 78.64 / 4},  # A4: 79 dense, 315 MXFP8
     hbm_bandwidth_gbps=612.5,  # 4.9 TB/s per chip / 8 cores [I]
-    dma_bytes_per_ns=33.0,  # DMABW table: 33 B/ns per core
+    dma_bytes_per_ns=33.0,  # DMABW table: 33 B/ns per engine (528 GB/s per core)
+    matmul_transpose_fp32_factor=2,
+    vector_16bit_copy_speedup=4,
+    vector_16bit_speedup=2,
+    scalar_16bit_speedup=2,
+    matmul_bf16_psum_output=True,
 )
 
 TARGETS: dict[str, Target] = {t.name: t for t in (TRN1, TRN2, TRN3)}

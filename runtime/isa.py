@@ -226,3 +226,10 @@ OPCODES: dict[str, OpcodeSpec] = {
 
 # The comparison subset of ALU_OPS (affine_select's predicate).
 COMPARISON_OPS: frozenset[str] = frozenset({"is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt"})
+
+# Bit-vector operators of ALU_OPS: they act on 32-bit integer values (float operands are first converted to
+# int32, truncating toward zero and saturating), never on fp32.
+BITVEC_OPS: frozenset[str] = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
+
+# Attributes that may be a scalar register (`program.Reg`) read when the instruction issues, per opcode.
+REGISTER_ATTRS: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"accumulate"})}

@@ -29,7 +29,6 @@ This module only describes; `runtime.bundle` owns the on-disk encoding and valid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -44,9 +43,9 @@ class Reg:
 
 
 # A scalar operand: an immediate integer or a register.
-Scalar = Union[int, Reg]
+Scalar = int | Reg
 # An instruction attribute: immediates of the usual kinds, a register (dynamic flags/values) or a list.
-AttrValue = Union[bool, int, float, str, Reg, tuple["AttrValue", ...], None]
+AttrValue = bool | int | float | str | Reg | tuple["AttrValue", ...] | None
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ class Loop:
     body: tuple[Node, ...]
 
 
-Node = Union[Instruction, ScalarOp, Loop]
+Node = Instruction | ScalarOp | Loop
 
 
 @dataclass(frozen=True)
