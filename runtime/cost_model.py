@@ -1,0 +1,226 @@
+"""How long each instruction takes on a target: the published cost rules, computed from `runtime.hardware`.
+
+The rules follow `shared/reference/neuroncore.md` section 5 (source keys as in `hardware.py`). Cycle counts are
+average initiation intervals at the engine's own clock, so back-to-back instructions of one queue pipeline as
+the published numbers describe. `N` is the number of free elements per partition an instruction streams (lanes
+are partitions: fewer than 128 partitions cost the same, A2/PERF).
+
+* TensorE `nc_matmul`: `max(N_moving, 64)` cycles, x4 when the inputs are fp32 (A2, PERF). The stationary load
+  runs in the background under the previous multiply (A2), so it costs nothing. `is_transpose`: the same
+  streaming cost, x`matmul_transpose_fp32_factor` for fp32 data (A3: bit-exact transposes are 2x faster than
+  an fp32 matmul on v3+).
+* VectorE: about N cycles per streamed input (2N for two inputs), at least 64 (A2, ISA-old). On v3+ the
+  hardware's performance modes divide that for all-16-bit operands: 4x for tensor_copy/tensor_scalar in SBUF
+  with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) (A3). tensor_reduce of bf16 with
+  add/max streams at N/2 (ISA-old).
+* ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` (ISA-old); v4 runs
+  16-bit tensor_scalar/tensor_copy 2x (A4).
+* GpSimdE: `150 + N` (ISA-old's iota/affine_select rule, the only published GpSimd numbers).
+* DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors, semaphores, "about 1300 ns" to ~2 us, DMABW/DMAOV)
+  then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine per 8 partitions (PERF)
+  and an efficiency that grows with the contiguous bytes per chunk: poor below 256 B, full at 4 KiB (DMABW).
+  Concurrent transfers share the core's DMA engines and HBM bandwidth; the simulator arbitrates (see
+  `simulator.py`), this module gives each transfer's demands.
+
+The simulator adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
+wrote pays `dependent_op_penalty_cycles` (A2: "about 100 cycles" when each instruction depends on the previous).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_mlir.runtime import dtypes
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import Access, BufferDecl, Instruction
+
+_SIXTEEN_BIT = frozenset({"bf16", "f16"})
+
+
+@dataclass(frozen=True)
+class OperandShape:
+    """What the cost rules need to know about one operand."""
+
+    memory: Memory
+    dtype: str
+    partitions: int  # 0 in HBM
+    free_shape: tuple[int, ...]
+    steps: tuple[int, ...]  # element steps of the free dimensions, outermost first
+
+    @property
+    def free_count(self) -> int:
+        return math.prod(self.free_shape)
+
+    @property
+    def itemsize(self) -> int:
+        return dtypes.itemsize(self.dtype)
+
+    @property
+    def elements(self) -> int:
+        return max(self.partitions, 1) * self.free_count
+
+    def contiguous_bytes(self) -> int:
+        """Bytes of the longest run of consecutive elements the pattern visits (within one partition)."""
+        run = 1
+        for step, num in zip(reversed(self.steps), reversed(self.free_shape), strict=True):
+            if num == 1:
+                continue
+            if step != run:
+                break
+            run *= num
+        return run * self.itemsize
+
+
+def operand_shape(access: Access, buffer: BufferDecl) -> OperandShape:
+    return OperandShape(
+        buffer.memory,
+        buffer.dtype,
+        access.partitions,
+        tuple(num for _, num in access.pattern),
+        tuple(step for step, _ in access.pattern),
+    )
+
+
+@dataclass(frozen=True)
+class DmaCost:
+    """The demands of one DMA transfer; the simulator turns them into time under contention."""
+
+    fixed_ns: float  # latency before data moves
+    bytes: int  # bytes the DMA engines move (the larger side, when the dtype converts)
+    hbm_bytes: int  # bytes read from plus written to HBM
+    engines: int  # DMA engines the transfer spreads over (one per 8 partitions)
+    chunk_bytes: int  # contiguous bytes per descriptor chunk (the smaller side's run)
+    efficiency: float  # fraction of the engines' rate achieved with such chunks
+
+    def engine_rate(self, target: Target) -> float:
+        """Bytes/ns of DMA-engine time this transfer may occupy at most."""
+        return self.engines * target.dma_bytes_per_ns
+
+    def alone_ns(self, target: Target) -> float:
+        """Duration with nothing else moving: latency + bytes at the best rate the engines and HBM allow."""
+        rate = self.engine_rate(target) * self.efficiency
+        if self.hbm_bytes:
+            rate = min(rate, target.hbm_bandwidth_gbps * self.bytes / self.hbm_bytes)
+        return self.fixed_ns + self.bytes / rate
+
+
+def dma_efficiency(chunk_bytes: int, target: Target) -> float:
+    """Payload efficiency by contiguous chunk size [I: a curve through DMABW's anchors].
+
+    Full rate from `dma_full_rate_bytes_per_partition` (4 KiB) up; from `dma_min_efficient_bytes_per_partition`
+    (256 B, efficiency `dma_efficiency_at_min_bytes`) to 4 KiB linear in log2 of the size (2 KiB: 0.875); below
+    256 B each chunk costs as much as a 256 B one (overhead-bound).
+    """
+    full, low, at_low = (
+        target.dma_full_rate_bytes_per_partition,
+        target.dma_min_efficient_bytes_per_partition,
+        target.dma_efficiency_at_min_bytes,
+    )
+    if chunk_bytes >= full:
+        return 1.0
+    if chunk_bytes >= low:
+        return at_low + (1.0 - at_low) * math.log2(chunk_bytes / low) / math.log2(full / low)
+    return at_low * chunk_bytes / low
+
+
+def dma_cost(src: OperandShape, dst: OperandShape, target: Target) -> DmaCost:
+    src_bytes, dst_bytes = src.elements * src.itemsize, dst.elements * dst.itemsize
+    moved = max(src_bytes, dst_bytes)
+    hbm = (src_bytes if src.memory is Memory.HBM else 0) + (dst_bytes if dst.memory is Memory.HBM else 0)
+    chunk = min(src.contiguous_bytes(), dst.contiguous_bytes(), moved)
+    on_chip = [side.partitions for side in (src, dst) if side.memory is not Memory.HBM]
+    # HBM to HBM has no partitions: split it into full-rate chunks across engines [I].
+    rows = max(on_chip) if on_chip else math.ceil(moved / target.dma_full_rate_bytes_per_partition)
+    engines = min(target.dma_queues, max(1, math.ceil(rows / target.dma_partitions_per_engine)))
+    return DmaCost(target.dma_fixed_latency_ns, moved, hbm, engines, chunk, dma_efficiency(chunk, target))
+
+
+def _all_16bit(shapes: list[OperandShape]) -> bool:
+    return all(shape.dtype in _SIXTEEN_BIT for shape in shapes)
+
+
+# Operand roles that stream a full tile through the engine (per-partition [P, 1] scalars do not).
+_STREAMED_READS: dict[str, tuple[str, ...]] = {
+    "activation": ("src",),
+    "tensor_tensor": ("in0", "in1"),
+    "tensor_scalar": ("src",),
+    "tensor_reduce": ("src",),
+    "tensor_copy": ("src",),
+    "select": ("predicate", "on_true", "on_false"),
+    "memset": (),
+    "iota": (),
+    "affine_select": ("on_true",),
+}
+
+
+def compute_cycles(
+    opcode: str, engine: Engine, ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target
+) -> float:
+    """Engine cycles of one compute instruction (the rules in the module docstring)."""
+    if opcode == "nc_matmul":
+        moving = ops["moving"]
+        cycles = max(moving.free_count, target.matmul_min_cycles)
+        if moving.dtype == "f32":
+            transpose = bool(attrs.get("is_transpose"))
+            cycles *= target.matmul_transpose_fp32_factor if transpose else target.matmul_fp32_factor
+        return float(cycles)
+    streamed = [ops[role] for role in _STREAMED_READS[opcode] if role in ops]
+    n = max([shape.free_count for shape in streamed] + [ops["dst"].free_count])
+    if engine is Engine.GPSIMD:
+        return float(target.gpsimd_startup_cycles + n)
+    involved = [*streamed, ops["dst"]]
+    if engine is Engine.SCALAR:
+        speedup = 1
+        if opcode in ("tensor_scalar", "tensor_copy") and _all_16bit(involved):
+            speedup = target.scalar_16bit_speedup
+        cycles = max(float(target.scalar_min_cycles), n / speedup)
+        if opcode == "activation" and "accumulate_dst" in ops:
+            cycles += target.scalar_accumulate_cycles
+        return cycles
+    # VectorE
+    streams = n * max(1, len(streamed))
+    speedup = 1
+    if _all_16bit(involved):
+        in_sbuf = all(shape.memory is Memory.SBUF for shape in involved)
+        contiguous = all(not shape.steps or shape.steps[-1] == 1 for shape in involved)
+        if opcode in ("tensor_copy", "tensor_scalar") and in_sbuf and contiguous:
+            speedup = target.vector_16bit_copy_speedup
+        elif opcode == "tensor_tensor":
+            if in_sbuf and all(shape.dtype == "bf16" for shape in streamed):
+                speedup = target.vector_16bit_speedup
+        else:
+            speedup = target.vector_16bit_speedup
+    if opcode == "tensor_reduce" and ops["src"].dtype == "bf16" and attrs.get("op") in ("add", "max"):
+        speedup = max(speedup, target.vector_reduce_16bit_speedup)
+    return max(float(target.vector_min_cycles), streams / speedup)
+
+
+def compute_ns(
+    opcode: str, engine: Engine, ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target
+) -> float:
+    return compute_cycles(opcode, engine, ops, attrs, target) / target.clock_ghz[engine]
+
+
+def instruction_cost(inst: Instruction, buffers: list[BufferDecl], target: Target) -> float | DmaCost:
+    """The cost of one instruction: nanoseconds for a compute engine, a `DmaCost` for a DMA.
+
+    Register-valued attributes do not change any cost, so the cost is a property of the static instruction.
+    """
+    ops = {role: operand_shape(access, buffers[access.buffer]) for role, access in inst.operands.items()}
+    if inst.engine is Engine.DMA:
+        return dma_cost(ops["src"], ops["dst"], target)
+    return compute_ns(inst.opcode, inst.engine, ops, inst.attrs, target)
+
+
+def matmul_flops(inst: Instruction) -> int:
+    """2*K*M*N for a multiply, 0 for a transpose (it moves data, the PE array does no useful math)."""
+    if inst.opcode != "nc_matmul" or inst.attrs.get("is_transpose"):
+        return 0
+    stationary, moving = inst.operands["stationary"], inst.operands["moving"]
+    k = stationary.partitions
+    m = math.prod(num for _, num in stationary.pattern)
+    n = math.prod(num for _, num in moving.pattern)
+    return 2 * k * m * n

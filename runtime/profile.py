@@ -1,0 +1,248 @@
+"""What a simulated run measured: time, engine busy time, bytes, FLOPs, MFU, roofline, and a trace.
+
+A `Profile` is built by the simulator at the end of a run. Definitions:
+
+* `total_ns`: completion time of the last instruction (the run starts at 0).
+* `busy_ns[queue]`: sum of the durations of the instructions issued to that queue (tensor, vector, scalar,
+  gpsimd, sync, dma0..dma15). A DMA's duration includes its fixed latency.
+* `flops`: 2*K*M*N summed over non-transpose `nc_matmul` instances (TensorE work only: the peak it is compared
+  with is TensorE's).
+* `compute_bound_ns`: sum over dtype families of FLOPs / the target's peak for that family (`peak_flops`);
+  `hbm_bound_ns`: HBM bytes / HBM bandwidth; `roofline_ns` is the larger. No schedule can beat it.
+* `mfu`: `compute_bound_ns / total_ns`, which is FLOPs / (time * peak) when one dtype family is used.
+* `location_ns`: busy time per source location (`Program.locations`), so time can be pinned on the user's lines.
+
+`write_chrome_trace(path)` writes Chrome/Perfetto JSON: one track (tid) per queue with a `thread_name` metadata
+event, and one complete ("X") event per instruction instance named after its opcode, whose args hold the
+instruction id and source location.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from dataclasses import dataclass, field
+
+QUEUE_NAMES: tuple[str, ...] = (
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "sync",
+    *(f"dma{q}" for q in range(16)),
+)
+_TRACK_LABELS = {
+    "tensor": "TensorE",
+    "vector": "VectorE",
+    "scalar": "ScalarE",
+    "gpsimd": "GpSimdE",
+    "sync": "SyncE",
+}
+
+
+@dataclass
+class InstructionStats:
+    """Totals for one static instruction over all its issued instances."""
+
+    id: int
+    opcode: str
+    queue: str
+    location: str
+    count: int = 0
+    busy_ns: float = 0.0
+    flops: int = 0
+
+
+@dataclass
+class TraceEvents:
+    """Every issued instance, in issue order: queue index, start, end and static instruction index."""
+
+    queue: array = field(default_factory=lambda: array("b"))
+    start: array = field(default_factory=lambda: array("d"))
+    end: array = field(default_factory=lambda: array("d"))
+    instruction: array = field(default_factory=lambda: array("l"))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class Profile:
+    target: str
+    core_version: str
+    total_ns: float
+    busy_ns: dict[str, float]
+    opcode_counts: dict[str, int]
+    dma_bytes: int
+    hbm_bytes: int
+    flops: int
+    flops_by_family: dict[str, int]
+    peak_flops_by_family: dict[str, float]
+    hbm_bandwidth_bytes_per_ns: float
+    instructions: list[InstructionStats]
+    events: TraceEvents
+    location_ns: dict[str, float] = field(default_factory=dict)
+    location_counts: dict[str, int] = field(default_factory=dict)
+
+    # ---- derived numbers ------------------------------------------------------------------------------------
+
+    @property
+    def total_us(self) -> float:
+        return self.total_ns / 1e3
+
+    @property
+    def compute_bound_ns(self) -> float:
+        return sum(
+            flops / self.peak_flops_by_family[family] * 1e9 for family, flops in self.flops_by_family.items()
+        )
+
+    @property
+    def hbm_bound_ns(self) -> float:
+        return self.hbm_bytes / self.hbm_bandwidth_bytes_per_ns
+
+    @property
+    def roofline_ns(self) -> float:
+        return max(self.compute_bound_ns, self.hbm_bound_ns)
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation of TensorE against the target's peak for the matmul dtypes used."""
+        return self.compute_bound_ns / self.total_ns if self.total_ns > 0 else 0.0
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        return self.flops / (self.total_ns * 1e-9) if self.total_ns > 0 else 0.0
+
+    @property
+    def instruction_count(self) -> int:
+        return sum(self.opcode_counts.values())
+
+    def utilisation(self, queue: str) -> float:
+        return self.busy_ns.get(queue, 0.0) / self.total_ns if self.total_ns > 0 else 0.0
+
+    def dma_active_ns(self) -> float:
+        """Time during which at least one DMA queue was busy."""
+        intervals = sorted(
+            (s, e)
+            for q, s, e in zip(self.events.queue, self.events.start, self.events.end, strict=True)
+            if QUEUE_NAMES[q].startswith("dma")
+        )
+        covered, reach = 0.0, float("-inf")
+        for start, end in intervals:
+            if end <= reach:
+                continue
+            covered += end - max(start, reach)
+            reach = end
+        return covered
+
+    # ---- reports --------------------------------------------------------------------------------------------
+
+    def summary(self, top_locations: int = 10) -> str:
+        """A readable table of the run."""
+        lines = [f"simulated {self.target} ({self.core_version})"]
+        total = self.total_ns
+        lines.append(f"  total time        {_us(total):>12}")
+        roofline = self.roofline_ns
+        share = f"{roofline / total:6.1%} of roofline" if total > 0 else ""
+        lines.append(
+            f"  roofline bound    {_us(roofline):>12}   (compute {_us(self.compute_bound_ns)}, "
+            f"HBM {_us(self.hbm_bound_ns)})  {share}"
+        )
+        if self.flops:
+            families = ", ".join(
+                f"{family} {self.peak_flops_by_family[family] / 1e12:.1f}"
+                for family in sorted(self.flops_by_family)
+            )
+            lines.append(
+                f"  matmul FLOPs      {self.flops / 1e9:>9.3f} G   achieved {self.achieved_flops_per_s / 1e12:.2f} "
+                f"TFLOP/s   MFU {self.mfu:.1%}   (peak TFLOP/s: {families})"
+            )
+        hbm_rate = self.hbm_bytes / total if total > 0 else 0.0
+        lines.append(
+            f"  DMA bytes         {_bytes(self.dma_bytes):>12}   HBM bytes {_bytes(self.hbm_bytes)} "
+            f"({hbm_rate:.1f} GB/s, {hbm_rate / self.hbm_bandwidth_bytes_per_ns:.1%} of HBM bandwidth)"
+        )
+        lines.append("")
+        lines.append(f"  {'queue':<8} {'busy':>12} {'util':>7} {'instructions':>13}")
+        counts: dict[str, int] = {}
+        for stats in self.instructions:
+            counts[stats.queue] = counts.get(stats.queue, 0) + stats.count
+        for queue in QUEUE_NAMES:
+            if queue in self.busy_ns or queue in ("tensor", "vector", "scalar", "gpsimd"):
+                busy = self.busy_ns.get(queue, 0.0)
+                lines.append(
+                    f"  {queue:<8} {_us(busy):>12} {self.utilisation(queue):>7.1%} {counts.get(queue, 0):>13}"
+                )
+        if any(q.startswith("dma") for q in self.busy_ns):
+            active = self.dma_active_ns()
+            lines.append(f"  {'dma any':<8} {_us(active):>12} {active / total if total else 0:>7.1%}")
+        lines.append("")
+        lines.append(f"  {'opcode':<16} {'count':>10}")
+        for opcode, count in sorted(self.opcode_counts.items(), key=lambda item: -item[1]):
+            lines.append(f"  {opcode:<16} {count:>10}")
+        if self.location_ns:
+            lines.append("")
+            lines.append(f"  {'busy':>12} {'count':>8}  source location")
+            ranked = sorted(self.location_ns.items(), key=lambda item: -item[1])[:top_locations]
+            for location, busy in ranked:
+                lines.append(f"  {_us(busy):>12} {self.location_counts.get(location, 0):>8}  {location}")
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict:
+        """The trace as a Chrome/Perfetto JSON object (timestamps in microseconds)."""
+        used = sorted(set(self.events.queue))
+        events: list[dict] = [
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": 0,
+                "tid": 0,
+                "args": {"name": f"NeuronCore ({self.target})"},
+            }
+        ]
+        for queue in used:
+            name = QUEUE_NAMES[queue]
+            label = _TRACK_LABELS.get(name, f"DMA queue {name[3:]}")
+            events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": queue, "args": {"name": label}})
+            events.append(
+                {
+                    "name": "thread_sort_index",
+                    "ph": "M",
+                    "pid": 0,
+                    "tid": queue,
+                    "args": {"sort_index": queue},
+                }
+            )
+        table = self.instructions
+        for queue, start, end, index in zip(
+            self.events.queue, self.events.start, self.events.end, self.events.instruction, strict=True
+        ):
+            stats = table[index]
+            events.append(
+                {
+                    "name": stats.opcode,
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": queue,
+                    "ts": start / 1e3,
+                    "dur": (end - start) / 1e3,
+                    "args": {"id": stats.id, "location": stats.location},
+                }
+            )
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+    def write_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(self.chrome_trace(), handle)
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.3f} us"
+
+
+def _bytes(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count} B"

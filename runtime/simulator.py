@@ -1,0 +1,552 @@
+"""Runs a `Program` on a simulated NeuronCore: results bit for bit, time by the cost model, races checked.
+
+`run_program` validates the program (`runtime.validate`, the same checks a bundle gets), lays out its memory
+plan (`runtime.machine`), writes constants and inputs to HBM, executes, and returns copies of the outputs and
+a `Profile`.
+
+Function and time are separate. Instructions execute strictly in program order (loops iterate, ScalarOps update
+registers), each as `runtime.semantics` defines, so results never depend on timing. Timing follows
+`runtime.cost_model`:
+
+* Each queue (tensor, vector, scalar, gpsimd, sync and the 16 DMA queues) is in order: an instance starts when
+  its queue is free and the most recent issued instance of every id in its `waits` has completed (an id with no
+  issued instance yet imposes no wait).
+* Compute instances take their cost-model duration, plus the dependency penalty when they read what the
+  previous instance of their queue wrote.
+* A DMA instance first waits its fixed latency, then moves its bytes through two shared resources: the core's
+  DMA engines (16 x the per-engine rate, each transfer limited to the engines its partitions use and slowed by
+  its chunk efficiency) and HBM bandwidth. Bandwidth is granted in program order: a transfer gets whatever
+  earlier transfers leave free at each moment, so queues never add up to more than the core has and simulated
+  time can never beat the HBM roofline.
+* ScalarOps and loop bookkeeping take no time.
+
+With `check_races` (the default), `runtime.races` verifies that every conflicting pair of accesses from
+different queues is ordered by waits, raising `RaceError` naming both instructions otherwise.
+
+The per-instruction work is planned once per static instruction (views of static accesses, strides, costs,
+resolved waits), so an instance costs one semantics call plus a few list operations. A later optimisation can
+batch a loop of independent instances into one NumPy call as long as results and timeline stay the same.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_mlir.runtime import cost_model, dtypes, isa, semantics
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.machine import Machine
+from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
+from neuron_mlir.runtime.program import Access, Instruction, Loop, Node, Program, Reg, ScalarOp
+from neuron_mlir.runtime.races import AccessSite, InstanceInfo, RaceChecker, RaceError, SimulationError
+from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
+
+__all__ = ["RaceError", "SimulationError", "run_program", "run_validated"]
+
+_ENGINE_QUEUE = {Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4}
+_DMA_QUEUE_BASE = 5
+
+
+def queue_index(inst: Instruction) -> int:
+    """The simulator's queue number of an instruction (index into `profile.QUEUE_NAMES`)."""
+    if inst.engine is Engine.DMA:
+        return _DMA_QUEUE_BASE + int(inst.queue)
+    return _ENGINE_QUEUE[inst.engine]
+
+
+def run_program(
+    program: Program,
+    inputs: Sequence[np.ndarray],
+    *,
+    check_races: bool = True,
+    memory_sizes_override: Mapping[Any, int] | None = None,
+) -> tuple[list[np.ndarray], Profile]:
+    """Validate and run `program` on `inputs` (in `program.inputs` order); return (outputs, profile).
+
+    Inputs must have exactly the bindings' shapes and dtypes. Outputs are fresh arrays read through
+    `program.outputs`, in order. `memory_sizes_override` maps 'sbuf'/'psum' to bytes per partition and 'hbm' to
+    bytes, replacing the target's sizes (for programs whose buffers are not yet placed within capacity).
+    Raises `BundleError` for an invalid program, `ValueError` for bad inputs, `RaceError` for a data race.
+    """
+    validated = validate_program(program, memory_sizes_override)
+    return run_validated(validated, inputs, check_races=check_races)
+
+
+def run_validated(
+    validated: ValidatedProgram, inputs: Sequence[np.ndarray], *, check_races: bool = True
+) -> tuple[list[np.ndarray], Profile]:
+    """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`)."""
+    simulator = _Simulator(validated, check_races)
+    simulator.load(inputs)
+    simulator.execute()
+    return simulator.outputs(), simulator.profile()
+
+
+# ---- per-instruction plans ------------------------------------------------------------------------------------
+
+
+class _Operand:
+    """One operand of one static instruction: how to view it and which bytes it touches."""
+
+    __slots__ = ("register", "role", "site", "static_view", "view_args")
+
+    def __init__(
+        self, machine: Machine, role: str, access: Access, is_write: bool, memory_names: list[str]
+    ) -> None:
+        self.role = role
+        home = machine.homes[access.buffer]
+        itemsize = home.dtype.itemsize
+        self.register = access.offset_reg.index if access.offset_reg is not None else -1
+        shape = [num for _, num in access.pattern]
+        strides = [step * itemsize for step, _ in access.pattern]
+        start = home.base + int(access.offset) * itemsize
+        on_chip = home.memory is not Memory.HBM
+        if on_chip:
+            shape.insert(0, access.partitions)
+            strides.insert(0, home.partition_stride)
+            array_start = start + access.partition_start * home.partition_stride
+        else:
+            array_start = start
+        self.view_args = (tuple(shape), home.dtype, home.array, array_start, tuple(strides), itemsize)
+        self.static_view = self.view(0) if self.register < 0 else None
+        low = sum(min(0, step * (num - 1)) for step, num in access.pattern) * itemsize
+        high = (sum(max(0, step * (num - 1)) for step, num in access.pattern) + 1) * itemsize
+        self.site = AccessSite(
+            role=role,
+            is_write=is_write,
+            buffer=access.buffer,
+            memory_id=home.memory_id,
+            memory_name=memory_names[home.memory_id],
+            partition_start=access.partition_start if on_chip else 0,
+            partition_end=access.partition_start + access.partitions if on_chip else 1,
+            base=start,
+            itemsize=itemsize,
+            pattern=tuple((int(step), int(num)) for step, num in access.pattern),
+            low=low,
+            high=high,
+            register=self.register,
+        )
+
+    def view(self, register_value: int) -> np.ndarray:
+        shape, dtype, array, start, strides, itemsize = self.view_args
+        return np.ndarray(
+            shape, dtype, buffer=array, offset=start + register_value * itemsize, strides=strides
+        )
+
+
+@dataclass
+class _Plan:
+    index: int
+    inst: Instruction
+    queue: int
+    execute: Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Engine, Target], None]
+    attrs: dict[str, Any]
+    register_attrs: list[tuple[str, int]]
+    operands: list[_Operand]
+    reads: list[_Operand]
+    writes: list[_Operand]
+    dynamic: bool
+    static_views: dict[str, np.ndarray]
+    waits: list[int]
+    duration_ns: float  # compute instructions
+    dma: cost_model.DmaCost | None
+    penalty_ns: float
+    flops: int
+    family: str
+    info: InstructionStats
+
+
+class _Bandwidth:
+    """Arbitrates the core's DMA engines and HBM bandwidth among overlapping transfers, in program order.
+
+    Usage of both resources is a step function of time, kept as breakpoints; each transfer takes, at every
+    moment, the largest rate that fits under both capacities and its own limit, and adds its usage.
+    """
+
+    def __init__(self, engine_capacity: float, hbm_capacity: float) -> None:
+        self.engine_capacity = engine_capacity
+        self.hbm_capacity = hbm_capacity
+        self.times: list[float] = [0.0]
+        self.engine_used: list[float] = [0.0]
+        self.hbm_used: list[float] = [0.0]
+
+    def _split(self, t: float) -> int:
+        index = bisect.bisect_right(self.times, t) - 1
+        if self.times[index] == t:
+            return index
+        self.times.insert(index + 1, t)
+        self.engine_used.insert(index + 1, self.engine_used[index])
+        self.hbm_used.insert(index + 1, self.hbm_used[index])
+        return index + 1
+
+    def transfer(
+        self, start: float, nbytes: float, max_engine_rate: float, efficiency: float, hbm_per_byte: float
+    ) -> float:
+        """Move `nbytes` from `start` on; return the completion time."""
+        times, engine_used, hbm_used = self.times, self.engine_used, self.hbm_used
+        index = self._split(start)
+        remaining = float(nbytes)
+        now = start
+        grants: list[tuple[int, float]] = []
+        while True:
+            segment_end = times[index + 1] if index + 1 < len(times) else math.inf
+            rate = min(max_engine_rate, self.engine_capacity - engine_used[index]) * efficiency
+            if hbm_per_byte:
+                rate = min(rate, (self.hbm_capacity - hbm_used[index]) / hbm_per_byte)
+            if rate > 1e-9:
+                if rate * (segment_end - now) >= remaining:
+                    end = now + remaining / rate
+                    grants.append((index, rate))
+                    break
+                remaining -= rate * (segment_end - now)
+                grants.append((index, rate))
+            now = segment_end
+            index += 1
+        self._split(end)
+        for index, rate in grants:
+            engine_used[index] += rate / efficiency
+            hbm_used[index] += rate * hbm_per_byte
+        return end
+
+    def forget_before(self, t: float) -> None:
+        """Drop history no future transfer can reach (all future starts are at or after `t`)."""
+        index = bisect.bisect_right(self.times, t) - 1
+        if index > 0:
+            del self.times[:index], self.engine_used[:index], self.hbm_used[:index]
+
+
+# ---- the simulator --------------------------------------------------------------------------------------------
+
+_SCALAR_FUNCTIONS: dict[str, Callable[[int, int], int]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b,
+    "rem": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+    "eq": lambda a, b: int(a == b),
+    "ne": lambda a, b: int(a != b),
+    "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b),
+    "ge": lambda a, b: int(a >= b),
+}
+
+
+def _wrap32(value: int) -> int:
+    return ((value + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+class _Simulator:
+    def __init__(self, validated: ValidatedProgram, check_races: bool) -> None:
+        self.validated = validated
+        self.program = program = validated.program
+        self.target = target = validated.target
+        self.machine = Machine(program.buffers, validated.sizes)
+        self.regs = [0] * program.num_registers
+        memory_names = ["SBUF", "PSUM"] + ["HBM"] * len(self.machine.hbm_ranges)
+        self.plans = [
+            self._plan(index, inst, memory_names) for index, inst in enumerate(validated.instructions)
+        ]
+        self.body = self._compile(program.body)
+        self.queue_free = [0.0] * len(QUEUE_NAMES)
+        self.done = [0.0] * len(self.plans)
+        self.previous_writes: list[list[tuple[int, int, int, int, int]]] = [[] for _ in QUEUE_NAMES]
+        self.bandwidth = _Bandwidth(target.dma_aggregate_bytes_per_ns, target.hbm_bandwidth_gbps)
+        self.events = TraceEvents()
+        self.dma_bytes = 0
+        self.hbm_bytes = 0
+        self.dma_queues_used = sorted({p.queue for p in self.plans if p.dma is not None})
+        self.races = self._race_checker() if check_races else None
+        self.live_after = self._live_queues()
+        self._current_live: list[int] = list(range(len(QUEUE_NAMES)))
+        self._issued_since_forget = 0
+
+    # ---- planning ---------------------------------------------------------------------------------------------
+
+    def _plan(self, index: int, inst: Instruction, memory_names: list[str]) -> _Plan:
+        spec = isa.OPCODES[inst.opcode]
+        spec_writes = set(spec.writes + spec.optional_writes)
+        operands = [
+            _Operand(self.machine, role, access, role in spec_writes, memory_names)
+            for role, access in inst.operands.items()
+        ]
+        attrs = semantics.with_defaults(
+            inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)}
+        )
+        register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
+        cost = cost_model.instruction_cost(inst, self.program.buffers, self.target)
+        location = self.program.locations[inst.location] if inst.location >= 0 else ""
+        queue = queue_index(inst)
+        flops = cost_model.matmul_flops(inst)
+        family = ""
+        if flops:
+            family = dtypes.matmul_family(self.program.buffers[inst.operands["moving"].buffer].dtype)
+        penalty = 0.0
+        if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
+            penalty = self.target.dependent_op_penalty_cycles / self.target.clock_ghz[inst.engine]
+        return _Plan(
+            index=index,
+            inst=inst,
+            queue=queue,
+            execute=semantics.SEMANTICS[inst.opcode],
+            attrs=attrs,
+            register_attrs=register_attrs,
+            operands=operands,
+            reads=[op for op in operands if not op.site.is_write],
+            writes=[op for op in operands if op.site.is_write],
+            dynamic=any(op.register >= 0 for op in operands),
+            static_views={op.role: op.static_view for op in operands if op.static_view is not None},
+            waits=[self.validated.index_of_id[w] for w in inst.waits],
+            duration_ns=cost if isinstance(cost, float) else 0.0,
+            dma=cost if isinstance(cost, cost_model.DmaCost) else None,
+            penalty_ns=penalty,
+            flops=flops,
+            family=family,
+            info=InstructionStats(inst.id, inst.opcode, QUEUE_NAMES[queue], location),
+        )
+
+    def _compile(self, nodes: Sequence[Node]) -> list[tuple]:
+        index_of = {id(plan.inst): plan for plan in self.plans}
+        compiled: list[tuple] = []
+        for node in nodes:
+            if isinstance(node, Instruction):
+                compiled.append((0, index_of[id(node)]))
+            elif isinstance(node, ScalarOp):
+                compiled.append(
+                    (1, node.dest.index, _SCALAR_FUNCTIONS[node.op], _operand(node.lhs), _operand(node.rhs))
+                )
+            else:
+                assert isinstance(node, Loop)
+                compiled.append(
+                    (
+                        2,
+                        node.induction.index,
+                        _operand(node.lower),
+                        _operand(node.upper),
+                        int(node.step),
+                        self._compile(node.body),
+                    )
+                )
+        return compiled
+
+    def _live_queues(self) -> list[list[int]]:
+        """For each top-level node, the queues that node and the ones after it may still issue to."""
+        suffix: list[list[int]] = []
+        seen: set[int] = set()
+        for node in reversed(self.program.body):
+            seen |= {queue_index(inst) for inst in _instructions_in(node)}
+            suffix.append(sorted(seen))
+        suffix.reverse()
+        return suffix
+
+    def _race_checker(self) -> RaceChecker:
+        buffers = self.program.buffers
+        homes = self.machine.homes
+        extents = []
+        for index, buffer in enumerate(buffers):
+            row = buffer.elements_per_row * dtypes.itemsize(buffer.dtype)
+            extents.append((homes[index].memory_id, homes[index].base, homes[index].base + row))
+        aliases: list[list[int]] = []
+        for memory_id, start, end in extents:
+            aliases.append(
+                [other for other, (m, s, e) in enumerate(extents) if m == memory_id and s < end and start < e]
+            )
+        directly_written = [False] * len(buffers)
+        for plan in self.plans:
+            for op in plan.writes:
+                directly_written[op.site.buffer] = True
+        written = [any(directly_written[other] for other in aliases[index]) for index in range(len(buffers))]
+        return RaceChecker(len(QUEUE_NAMES), aliases, written)
+
+    # ---- running ----------------------------------------------------------------------------------------------
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        program = self.program
+        if len(inputs) != len(program.inputs):
+            raise ValueError(f"{program.entry} takes {len(program.inputs)} inputs, got {len(inputs)}")
+        for index, array in program.constants.items():
+            buffer = program.buffers[index]
+            self.machine.buffer_view(index, buffer.shape)[...] = array
+        for position, (binding, value) in enumerate(zip(program.inputs, inputs, strict=True)):
+            expected = dtypes.numpy_dtype(program.buffers[binding.buffer].dtype)
+            array = np.asarray(value)
+            if array.shape != binding.shape or array.dtype != expected:
+                raise ValueError(
+                    f"input {position} ('{binding.name}'): expected {dtypes.dtype_name(expected)}"
+                    f"{list(binding.shape)}, got {array.dtype}{list(array.shape)}"
+                )
+            self.machine.binding_view(binding)[...] = array
+
+    def outputs(self) -> list[np.ndarray]:
+        return [np.array(self.machine.binding_view(binding), copy=True) for binding in self.program.outputs]
+
+    def execute(self) -> None:
+        for position, node in enumerate(self.body):
+            if self.races is not None:
+                self.races.live_queues = self.live_after[position]
+            self._current_live = self.live_after[position]
+            self._run((node,))
+
+    def _run(self, nodes: Sequence[tuple]) -> None:
+        regs = self.regs
+        for node in nodes:
+            kind = node[0]
+            if kind == 0:
+                self._issue(node[1])
+            elif kind == 1:
+                _, dest, function, lhs, rhs = node
+                a = regs[lhs[1]] if lhs[0] else lhs[1]
+                b = regs[rhs[1]] if rhs[0] else rhs[1]
+                try:
+                    regs[dest] = _wrap32(function(a, b))
+                except ZeroDivisionError:
+                    raise SimulationError(f"scalar division by zero ({a} by {b})") from None
+            else:
+                _, induction, lower, upper, step, body = node
+                start = regs[lower[1]] if lower[0] else lower[1]
+                stop = regs[upper[1]] if upper[0] else upper[1]
+                for value in range(start, stop, step):
+                    regs[induction] = value
+                    self._run(body)
+
+    def _issue(self, plan: _Plan) -> None:
+        regs = self.regs
+        if plan.dynamic:
+            views = dict(plan.static_views)
+            for op in plan.operands:
+                if op.register >= 0:
+                    views[op.role] = op.view(regs[op.register])
+        else:
+            views = plan.static_views
+        attrs = plan.attrs
+        if plan.register_attrs:
+            attrs = dict(attrs)
+            for name, register in plan.register_attrs:
+                attrs[name] = regs[register] != 0
+        plan.execute(views, attrs, plan.inst.engine, self.target)
+
+        queue = plan.queue
+        start = self.queue_free[queue]
+        done = self.done
+        for wait in plan.waits:
+            if done[wait] > start:
+                start = done[wait]
+        if plan.dma is not None:
+            dma = plan.dma
+            end = self.bandwidth.transfer(
+                start + dma.fixed_ns,
+                dma.bytes,
+                dma.engine_rate(self.target),
+                dma.efficiency,
+                dma.hbm_bytes / dma.bytes,
+            )
+            self.dma_bytes += dma.bytes
+            self.hbm_bytes += dma.hbm_bytes
+            self._issued_since_forget += 1
+            if self._issued_since_forget >= 64:
+                self._forget_bandwidth_history()
+        else:
+            duration = plan.duration_ns
+            if plan.penalty_ns and self._reads_previous_write(plan, queue):
+                duration += plan.penalty_ns
+            end = start + duration
+            if plan.penalty_ns:
+                self.previous_writes[queue] = [self._footprint(op) for op in plan.writes]
+        self.queue_free[queue] = end
+        done[plan.index] = end
+        info = plan.info
+        info.count += 1
+        info.busy_ns += end - start
+        info.flops += plan.flops
+        events = self.events
+        events.queue.append(queue)
+        events.start.append(start)
+        events.end.append(end)
+        events.instruction.append(plan.index)
+        if self.races is not None:
+            shifts = [regs[op.register] * op.site.itemsize if op.register >= 0 else 0 for op in plan.operands]
+            instance = InstanceInfo(info.id, info.opcode, queue, info.location, start, end)
+            self.races.issue(
+                plan.index, queue, plan.waits, [op.site for op in plan.operands], shifts, instance
+            )
+
+    def _footprint(self, op: _Operand) -> tuple[int, int, int, int, int]:
+        site = op.site
+        shift = self.regs[op.register] * site.itemsize if op.register >= 0 else 0
+        lo = site.base + shift + site.low
+        return (site.memory_id, site.partition_start, site.partition_end, lo, lo - site.low + site.high)
+
+    def _reads_previous_write(self, plan: _Plan, queue: int) -> bool:
+        previous = self.previous_writes[queue]
+        if not previous:
+            return False
+        for op in plan.reads:
+            memory, p0, p1, lo, hi = self._footprint(op)
+            for other_memory, q0, q1, other_lo, other_hi in previous:
+                if memory == other_memory and p0 < q1 and q0 < p1 and lo < other_hi and other_lo < hi:
+                    return True
+        return False
+
+    def _forget_bandwidth_history(self) -> None:
+        self._issued_since_forget = 0
+        live = [q for q in self._current_live if q >= _DMA_QUEUE_BASE]
+        if live:
+            self.bandwidth.forget_before(min(self.queue_free[q] for q in live))
+
+    # ---- results ----------------------------------------------------------------------------------------------
+
+    def profile(self) -> Profile:
+        target = self.target
+        busy: dict[str, float] = {}
+        opcode_counts: dict[str, int] = {}
+        flops_by_family: dict[str, int] = {}
+        location_ns: dict[str, float] = {}
+        location_counts: dict[str, int] = {}
+        for plan in self.plans:
+            info = plan.info
+            if not info.count:
+                continue
+            busy[info.queue] = busy.get(info.queue, 0.0) + info.busy_ns
+            opcode_counts[info.opcode] = opcode_counts.get(info.opcode, 0) + info.count
+            if info.flops:
+                flops_by_family[plan.family] = flops_by_family.get(plan.family, 0) + info.flops
+            location = info.location or "<unknown location>"
+            location_ns[location] = location_ns.get(location, 0.0) + info.busy_ns
+            location_counts[location] = location_counts.get(location, 0) + info.count
+        total = max(self.done, default=0.0)
+        return Profile(
+            target=target.name,
+            core_version=target.core_version,
+            total_ns=total,
+            busy_ns=busy,
+            opcode_counts=opcode_counts,
+            dma_bytes=self.dma_bytes,
+            hbm_bytes=self.hbm_bytes,
+            flops=sum(flops_by_family.values()),
+            flops_by_family=flops_by_family,
+            peak_flops_by_family={family: target.peak_flops(family) for family in ("fp32", "bf16", "fp8")},
+            hbm_bandwidth_bytes_per_ns=target.hbm_bandwidth_gbps,
+            instructions=[plan.info for plan in self.plans],
+            events=self.events,
+            location_ns=location_ns,
+            location_counts=location_counts,
+        )
+
+
+def _operand(value: int | Reg) -> tuple[bool, int]:
+    return (True, value.index) if isinstance(value, Reg) else (False, int(value))
+
+
+def _instructions_in(node: Node) -> list[Instruction]:
+    if isinstance(node, Instruction):
+        return [node]
+    if isinstance(node, Loop):
+        return [inst for child in node.body for inst in _instructions_in(child)]
+    return []

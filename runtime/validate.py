@@ -1,0 +1,1107 @@
+"""Checks that a `Program` is safe and meaningful to run, before any instruction runs.
+
+`validate_program` is the single gate in front of the simulator: `bundle.read_bundle` calls it on every decoded
+bundle and `simulator.run_program` on every in-memory program. It checks, and on the first violation raises one
+`BundleError` naming the instruction id and operand role (or the buffer, binding or loop) at fault:
+
+* types and ranges of every field (a hand-built or decoded Program may hold anything);
+* the memory plan: known dtypes, buffers inside SBUF/PSUM rows and HBM capacity (this also rejects sizes that
+  would allocate absurd amounts of host memory), constants matching their buffers, bindings inside theirs;
+* each instruction against `runtime.isa` and `runtime.hardware`: known opcode, engine allowed for it, DMA queue
+  range, operand roles, attribute names, types and values, which engine may read or write which memory,
+  partition counts and start partitions, free-pattern limits, per-opcode shapes and dtypes, matmul tile limits,
+  a matmul's PSUM destination inside one bank;
+* ids unique, waits naming existing ids, register numbers in range, loop steps non-zero;
+* with an abstract interpretation of the register program (strided intervals: every register value lies in
+  `{lo + k * stride} ∩ [lo, hi]`), every access inside its buffer for every value its offset register can take,
+  loop trip counts bounded, no divisor that can be zero, and no two matmul accumulation groups writing
+  overlapping-but-different PSUM regions while both may be in flight (neither yet read by another engine).
+
+Registers are 32-bit: they start at 0, ScalarOps wrap to int32, and a loop sets its induction register to
+`lower + k * step` at the start of each iteration (bounds are read once, at loop entry).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_mlir.runtime import dtypes, hardware, isa
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import (
+    Access,
+    BufferDecl,
+    Instruction,
+    Loop,
+    Node,
+    Program,
+    Reg,
+    ScalarOp,
+    TensorBinding,
+)
+
+
+class BundleError(ValueError):
+    """A bundle or program that must not run: the message says what is wrong and where."""
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+MAX_BUFFERS = 1 << 16
+MAX_REGISTERS = 1 << 16
+MAX_INSTRUCTIONS = 1 << 20
+MAX_LOCATIONS = 1 << 20
+MAX_NESTING = 32
+MAX_BINDING_RANK = 16
+MAX_HBM_DIMS = 8
+# Engine access patterns: sizes are uint16 and steps int16, in elements (A2 section "access patterns").
+ENGINE_MAX_NUM = 2**16 - 1
+ENGINE_STEP_RANGE = (-(2**15), 2**15 - 1)
+# Loops whose trip count is at most this are analysed iteration by iteration; longer ones are widened.
+_EXACT_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    """The memories a program is checked against and simulated with."""
+
+    partitions: int
+    sbuf_bytes_per_partition: int
+    psum_bytes_per_partition: int
+    hbm_bytes: int
+
+    def row_bytes(self, memory: Memory) -> int:
+        if memory is Memory.SBUF:
+            return self.sbuf_bytes_per_partition
+        if memory is Memory.PSUM:
+            return self.psum_bytes_per_partition
+        return self.hbm_bytes
+
+
+# The simulator holds SBUF and PSUM in host memory whatever their size; an override past this is a mistake.
+MAX_OVERRIDE_ROW_BYTES = 64 * hardware.MIB
+
+
+def memory_sizes(target: Target, override: Mapping[Any, int] | None = None) -> MemorySizes:
+    """The target's memory sizes, optionally replaced per memory.
+
+    `override` maps a `Memory` (or its name 'sbuf', 'psum', 'hbm') to bytes per partition for SBUF and PSUM and
+    to total bytes for HBM. The IR's reference interpreter uses it to run programs whose buffers were not yet
+    placed within the target's capacity.
+    """
+    sizes = {
+        Memory.SBUF: target.sbuf_bytes_per_partition,
+        Memory.PSUM: target.psum_bytes_per_partition,
+        Memory.HBM: target.hbm_bytes,
+    }
+    for key, value in (override or {}).items():
+        try:
+            memory = Memory(key)
+        except ValueError:
+            raise BundleError(
+                f"memory_sizes_override: unknown memory {key!r} (expected sbuf, psum or hbm)"
+            ) from None
+        if not _is_int(value) or value <= 0:
+            raise BundleError(
+                f"memory_sizes_override[{memory.value}]: expected a positive integer, got {value!r}"
+            )
+        if memory is not Memory.HBM and value > MAX_OVERRIDE_ROW_BYTES:
+            raise BundleError(
+                f"memory_sizes_override[{memory.value}]: {value} bytes per partition is more than the simulator "
+                f"holds ({MAX_OVERRIDE_ROW_BYTES})"
+            )
+        sizes[memory] = int(value)
+    return MemorySizes(target.partitions, sizes[Memory.SBUF], sizes[Memory.PSUM], sizes[Memory.HBM])
+
+
+@dataclass
+class ValidatedProgram:
+    """A program that passed `validate_program`, with the facts the simulator needs."""
+
+    program: Program
+    target: Target
+    sizes: MemorySizes
+    instructions: list[Instruction]  # static instructions in program order
+    index_of_id: dict[int, int]  # instruction id -> position in `instructions`
+
+
+# ---- small type predicates ------------------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _where(inst: Instruction, role: str | None = None) -> str:
+    text = f"instruction {inst.id} ({inst.opcode})"
+    return f"{text}, operand '{role}'" if role else text
+
+
+# ---- strided intervals ----------------------------------------------------------------------------------------
+# A span (lo, hi, stride) stands for {lo + k * stride | k >= 0} ∩ [lo, hi]; stride 0 iff lo == hi, and
+# (hi - lo) % stride == 0 otherwise.
+
+Span = tuple[int, int, int]
+TOP: Span = (INT32_MIN, INT32_MAX, 1)
+
+
+def _span(lo: int, hi: int, stride: int) -> Span:
+    if lo < INT32_MIN or hi > INT32_MAX:
+        return TOP  # the register wraps: any value
+    if lo == hi:
+        return (lo, lo, 0)
+    stride = abs(stride) or 1
+    return (lo, lo + (hi - lo) // stride * stride, stride)
+
+
+def _const(value: int) -> Span:
+    return (value, value, 0)
+
+
+def _join(a: Span, b: Span) -> Span:
+    return _span(min(a[0], b[0]), max(a[1], b[1]), math.gcd(a[2], b[2], abs(a[0] - b[0])))
+
+
+def _corners(a: Span, b: Span, fn: Any) -> tuple[int, int]:
+    values = [fn(x, y) for x in (a[0], a[1]) for y in (b[0], b[1])]
+    return min(values), max(values)
+
+
+def _scalar_span(op: str, a: Span, b: Span) -> Span:
+    """Transfer function of a ScalarOp (the caller has ruled out a zero divisor)."""
+    if op == "add":
+        return _span(a[0] + b[0], a[1] + b[1], math.gcd(a[2], b[2]))
+    if op == "sub":
+        return _span(a[0] - b[1], a[1] - b[0], math.gcd(a[2], b[2]))
+    if op == "mul":
+        lo, hi = _corners(a, b, lambda x, y: x * y)
+        return _span(lo, hi, math.gcd(a[0] * b[2], b[0] * a[2], a[2] * b[2]))
+    if op == "floordiv":
+        lo, hi = _corners(a, b, lambda x, y: x // y)
+        stride = abs(a[2] // b[0]) if b[2] == 0 and a[2] % b[0] == 0 else 1
+        return _span(lo, hi, stride)
+    if op == "rem":
+        return _rem_span(a, b)
+    if op in ("min", "max"):
+        pick = min if op == "min" else max
+        return _span(pick(a[0], b[0]), pick(a[1], b[1]), math.gcd(a[2], b[2], abs(a[0] - b[0])))
+    decided = _decide_comparison(op, a, b)
+    return _const(decided) if decided is not None else (0, 1, 1)
+
+
+def _rem_span(a: Span, b: Span) -> Span:
+    """Floor remainder: the sign follows the divisor."""
+    if b[2] == 0:
+        divisor = b[0]
+        if a[2] % divisor == 0:
+            return _const(a[0] % divisor)
+        if divisor > 0 and a[0] >= 0 and a[1] < divisor:
+            return a
+        if divisor > 0:
+            step = math.gcd(a[2], divisor)
+            phase = a[0] % step
+            return _span(phase, phase + (divisor - 1 - phase) // step * step, step)
+        return _span(divisor + 1, 0, 1)
+    if b[0] > 0:
+        top = b[1] - 1 if a[0] < 0 else min(a[1], b[1] - 1)
+        return _span(0, top, 1)
+    return _span(b[0] + 1, 0, 1)
+
+
+def _decide_comparison(op: str, a: Span, b: Span) -> int | None:
+    if op == "lt":
+        return 1 if a[1] < b[0] else 0 if a[0] >= b[1] else None
+    if op == "le":
+        return 1 if a[1] <= b[0] else 0 if a[0] > b[1] else None
+    if op == "gt":
+        return _decide_comparison("lt", b, a)
+    if op == "ge":
+        return _decide_comparison("le", b, a)
+    if a[0] == a[1] == b[0] == b[1]:
+        return 1 if op == "eq" else 0
+    if a[1] < b[0] or b[1] < a[0]:
+        return 0 if op == "eq" else 1
+    return None
+
+
+def _families_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Can [x, x + width) for some x in span a overlap [y, y + width) for some y in span b?
+
+    Each argument is (lo, hi, stride, width). Exact for the hulls, conservative (ignores the ends) for the phases.
+    """
+    a_lo, a_hi, a_stride, a_width = a
+    b_lo, b_hi, b_stride, b_width = b
+    if a_hi + a_width <= b_lo or b_hi + b_width <= a_lo:
+        return False
+    step = math.gcd(a_stride, b_stride)
+    if step == 0:
+        return True
+    phase = (b_lo - a_lo) % step
+    return phase < a_width or step - phase < b_width
+
+
+# ---- the validator --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Operand:
+    """Static facts of one access, derived once."""
+
+    role: str
+    access: Access
+    buffer: BufferDecl
+    dtype: np.dtype
+    memory: Memory
+    partitions: int  # 0 in HBM
+    free_shape: tuple[int, ...]
+    low: int  # lowest element of the pattern relative to offset (+ register)
+    high: int  # highest
+
+    @property
+    def free_count(self) -> int:
+        return math.prod(self.free_shape)
+
+
+class _Validator:
+    def __init__(self, program: Program, override: Mapping[Any, int] | None) -> None:
+        self.program = program
+        if not isinstance(program, Program):
+            raise BundleError(f"expected a Program, got {type(program).__name__}")
+        if not isinstance(program.target, str) or program.target not in hardware.TARGETS:
+            known = ", ".join(hardware.TARGETS)
+            raise BundleError(f"unknown target {program.target!r} (known targets: {known})")
+        self.target = hardware.TARGETS[program.target]
+        self.sizes = memory_sizes(self.target, override)
+        self.instructions: list[Instruction] = []
+        self.index_of_id: dict[int, int] = {}
+        self.operands: dict[int, dict[str, _Operand]] = {}  # keyed by id(instruction)
+
+    # ---- program-level fields ---------------------------------------------------------------------------------
+
+    def run(self) -> ValidatedProgram:
+        program = self.program
+        for name in ("entry", "compiler_version"):
+            if not isinstance(getattr(program, name), str):
+                raise BundleError(f"program {name} must be a string")
+        if not _is_int(program.num_registers) or not 0 <= program.num_registers <= MAX_REGISTERS:
+            raise BundleError(
+                f"num_registers must be an integer in 0..{MAX_REGISTERS}, got {program.num_registers!r}"
+            )
+        if not isinstance(program.locations, list) or len(program.locations) > MAX_LOCATIONS:
+            raise BundleError("locations must be a list of strings")
+        for index, text in enumerate(program.locations):
+            if not isinstance(text, str):
+                raise BundleError(f"location {index} must be a string, got {type(text).__name__}")
+        self.check_buffers()
+        self.check_constants()
+        self.check_bindings("input", program.inputs)
+        self.check_bindings("output", program.outputs)
+        if not isinstance(program.body, (list, tuple)):
+            raise BundleError("program body must be a list of nodes")
+        self.check_nodes(program.body, "body", depth=0)
+        for inst in self.instructions:
+            for wait in inst.waits:
+                if wait not in self.index_of_id:
+                    raise BundleError(f"{_where(inst)}: waits on instruction {wait}, which does not exist")
+        _Interpreter(self).run(program.body)
+        return ValidatedProgram(program, self.target, self.sizes, self.instructions, self.index_of_id)
+
+    def check_buffers(self) -> None:
+        buffers = self.program.buffers
+        if not isinstance(buffers, list) or len(buffers) > MAX_BUFFERS:
+            raise BundleError(f"buffers must be a list of at most {MAX_BUFFERS} BufferDecl")
+        for index, buffer in enumerate(buffers):
+            where = f"buffer {index}"
+            if not isinstance(buffer, BufferDecl):
+                raise BundleError(f"{where}: expected a BufferDecl, got {type(buffer).__name__}")
+            if not isinstance(buffer.name, str):
+                raise BundleError(f"{where}: name must be a string")
+            where = f"buffer {index} ('{buffer.name}')"
+            if not isinstance(buffer.memory, Memory):
+                raise BundleError(f"{where}: memory must be hbm, sbuf or psum, got {buffer.memory!r}")
+            if not isinstance(buffer.dtype, str) or buffer.dtype not in dtypes.DTYPES:
+                raise BundleError(
+                    f"{where}: unknown dtype {buffer.dtype!r} (known: {', '.join(dtypes.DTYPES)})"
+                )
+            if not _is_int(buffer.address) or buffer.address < 0:
+                raise BundleError(f"{where}: address must be a non-negative integer, got {buffer.address!r}")
+            shape = buffer.shape
+            if (
+                not isinstance(shape, tuple)
+                or not all(_is_int(d) and d >= 1 for d in shape)
+                or len(shape) > 16
+            ):
+                raise BundleError(f"{where}: shape must be a tuple of positive integers, got {shape!r}")
+            itemsize = dtypes.itemsize(buffer.dtype)
+            if buffer.memory is Memory.HBM:
+                limit = self.sizes.hbm_bytes
+                nbytes = math.prod(shape) * itemsize
+                if buffer.address + nbytes > limit:
+                    raise BundleError(
+                        f"{where}: bytes {buffer.address}..{buffer.address + nbytes} exceed the HBM capacity "
+                        f"of {limit} bytes on {self.target.name}"
+                    )
+                continue
+            if not shape:
+                raise BundleError(f"{where}: an on-chip buffer needs a partition dimension")
+            if shape[0] > self.sizes.partitions:
+                raise BundleError(
+                    f"{where}: {shape[0]} partitions exceed the {self.sizes.partitions} of the core"
+                )
+            row = math.prod(shape[1:]) * itemsize
+            limit = self.sizes.row_bytes(buffer.memory)
+            if buffer.address + row > limit:
+                raise BundleError(
+                    f"{where}: bytes {buffer.address}..{buffer.address + row} of each partition exceed the "
+                    f"{limit} bytes per partition of {buffer.memory.value.upper()}"
+                )
+
+    def check_constants(self) -> None:
+        constants = self.program.constants
+        if not isinstance(constants, dict):
+            raise BundleError("constants must be a dict from buffer index to array")
+        for index, array in constants.items():
+            if not _is_int(index) or not 0 <= index < len(self.program.buffers):
+                raise BundleError(f"constant for buffer {index!r}: no such buffer")
+            buffer = self.program.buffers[index]
+            where = f"constant for buffer {index} ('{buffer.name}')"
+            if buffer.memory is not Memory.HBM:
+                raise BundleError(
+                    f"{where}: constants live in HBM, the buffer is in {buffer.memory.value.upper()}"
+                )
+            if not isinstance(array, np.ndarray):
+                raise BundleError(f"{where}: expected a NumPy array, got {type(array).__name__}")
+            if array.dtype != dtypes.numpy_dtype(buffer.dtype) or array.shape != buffer.shape:
+                raise BundleError(
+                    f"{where}: array {array.dtype}{list(array.shape)} does not match the buffer "
+                    f"{buffer.dtype}{list(buffer.shape)}"
+                )
+
+    def check_bindings(self, kind: str, bindings: object) -> None:
+        if not isinstance(bindings, list):
+            raise BundleError(f"{kind}s must be a list of TensorBinding")
+        names = set()
+        for index, binding in enumerate(bindings):
+            where = f"{kind} {index}"
+            if not isinstance(binding, TensorBinding):
+                raise BundleError(f"{where}: expected a TensorBinding, got {type(binding).__name__}")
+            if not isinstance(binding.name, str):
+                raise BundleError(f"{where}: name must be a string")
+            where = f"{kind} {index} ('{binding.name}')"
+            if binding.name in names:
+                raise BundleError(f"{where}: duplicate {kind} name")
+            names.add(binding.name)
+            if not _is_int(binding.buffer) or not 0 <= binding.buffer < len(self.program.buffers):
+                raise BundleError(f"{where}: buffer {binding.buffer!r} does not exist")
+            buffer = self.program.buffers[binding.buffer]
+            if buffer.memory is not Memory.HBM:
+                raise BundleError(f"{where}: entry tensors live in HBM, buffer '{buffer.name}' is not")
+            shape, strides = binding.shape, binding.strides
+            if not isinstance(shape, tuple) or not all(_is_int(d) and d >= 0 for d in shape):
+                raise BundleError(f"{where}: shape must be a tuple of non-negative integers, got {shape!r}")
+            if (
+                not isinstance(strides, tuple)
+                or not all(_is_int(s) for s in strides)
+                or len(strides) != len(shape)
+            ):
+                raise BundleError(f"{where}: strides must be a tuple of integers, one per dimension")
+            if len(shape) > MAX_BINDING_RANK:
+                raise BundleError(f"{where}: rank {len(shape)} exceeds {MAX_BINDING_RANK}")
+            if not _is_int(binding.offset) or binding.offset < 0:
+                raise BundleError(f"{where}: offset must be a non-negative integer")
+            if kind == "input" and binding.buffer in self.program.constants:
+                raise BundleError(f"{where}: buffer '{buffer.name}' holds a constant")
+            if math.prod(shape) == 0:
+                continue
+            low = binding.offset + sum(min(0, s * (d - 1)) for s, d in zip(strides, shape, strict=True))
+            high = binding.offset + sum(max(0, s * (d - 1)) for s, d in zip(strides, shape, strict=True))
+            if low < 0 or high >= buffer.elements_per_row:
+                raise BundleError(
+                    f"{where}: elements {low}..{high} lie outside buffer '{buffer.name}' of "
+                    f"{buffer.elements_per_row} elements"
+                )
+            if kind == "input" and not _injective(tuple(zip(strides, shape, strict=True))):
+                raise BundleError(f"{where}: strides {strides} make elements overlap")
+
+    # ---- structure --------------------------------------------------------------------------------------------
+
+    def check_reg(self, reg: object, where: str) -> None:
+        if not isinstance(reg, Reg) or not _is_int(reg.index):
+            raise BundleError(f"{where}: expected a register, got {reg!r}")
+        if not 0 <= reg.index < self.program.num_registers:
+            raise BundleError(
+                f"{where}: register r{reg.index} is outside the program's {self.program.num_registers} registers"
+            )
+
+    def check_scalar(self, value: object, where: str) -> None:
+        if isinstance(value, Reg):
+            self.check_reg(value, where)
+        elif not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
+            raise BundleError(f"{where}: expected a 32-bit integer or a register, got {value!r}")
+
+    def check_nodes(self, nodes: Sequence[Node], where: str, depth: int) -> None:
+        if depth > MAX_NESTING:
+            raise BundleError(f"{where}: loops nest deeper than {MAX_NESTING}")
+        for position, node in enumerate(nodes):
+            here = f"{where}[{position}]"
+            if isinstance(node, Instruction):
+                self.check_instruction(node)
+            elif isinstance(node, ScalarOp):
+                self.check_reg(node.dest, f"{here} (scalar op), dest")
+                if not isinstance(node.op, str) or node.op not in isa.SCALAR_OPS:
+                    raise BundleError(
+                        f"{here}: unknown scalar op {node.op!r} (known: {', '.join(sorted(isa.SCALAR_OPS))})"
+                    )
+                self.check_scalar(node.lhs, f"{here} (scalar op {node.op}), lhs")
+                self.check_scalar(node.rhs, f"{here} (scalar op {node.op}), rhs")
+            elif isinstance(node, Loop):
+                self.check_reg(node.induction, f"{here} (loop), induction")
+                self.check_scalar(node.lower, f"{here} (loop), lower bound")
+                self.check_scalar(node.upper, f"{here} (loop), upper bound")
+                if not _is_int(node.step) or node.step == 0 or not INT32_MIN <= node.step <= INT32_MAX:
+                    raise BundleError(
+                        f"{here} (loop): step must be a non-zero 32-bit integer, got {node.step!r}"
+                    )
+                if not isinstance(node.body, (tuple, list)):
+                    raise BundleError(f"{here} (loop): body must be a sequence of nodes")
+                self.check_nodes(node.body, f"{here}.body", depth + 1)
+            else:
+                raise BundleError(
+                    f"{here}: expected an Instruction, ScalarOp or Loop, got {type(node).__name__}"
+                )
+
+    def check_instruction(self, inst: Instruction) -> None:
+        if not _is_int(inst.id) or not 0 <= inst.id <= INT32_MAX:
+            raise BundleError(f"instruction id must be a non-negative 32-bit integer, got {inst.id!r}")
+        if inst.id in self.index_of_id:
+            raise BundleError(f"instruction id {inst.id} is used twice")
+        if len(self.instructions) >= MAX_INSTRUCTIONS:
+            raise BundleError(f"more than {MAX_INSTRUCTIONS} instructions")
+        if not isinstance(inst.opcode, str) or inst.opcode not in isa.OPCODES:
+            raise BundleError(
+                f"instruction {inst.id}: unknown opcode {inst.opcode!r} (known: {', '.join(sorted(isa.OPCODES))})"
+            )
+        self.index_of_id[inst.id] = len(self.instructions)
+        self.instructions.append(inst)
+        spec = isa.OPCODES[inst.opcode]
+        where = _where(inst)
+        if not isinstance(inst.engine, Engine):
+            raise BundleError(f"{where}: unknown engine {inst.engine!r}")
+        if inst.engine not in spec.engines:
+            allowed = ", ".join(sorted(e.value for e in spec.engines))
+            raise BundleError(f"{where}: cannot run on the {inst.engine.value} engine (allowed: {allowed})")
+        if not _is_int(inst.queue):
+            raise BundleError(f"{where}: queue must be an integer")
+        if inst.engine is Engine.DMA and not 0 <= inst.queue < self.target.dma_queues:
+            raise BundleError(f"{where}: DMA queue {inst.queue} is outside 0..{self.target.dma_queues - 1}")
+        if inst.engine is not Engine.DMA and inst.queue != 0:
+            raise BundleError(f"{where}: only DMA instructions have a queue (engine is {inst.engine.value})")
+        if not isinstance(inst.waits, tuple) or not all(_is_int(w) for w in inst.waits):
+            raise BundleError(f"{where}: waits must be a tuple of instruction ids")
+        if len(inst.waits) > 1024:
+            raise BundleError(f"{where}: more than 1024 waits")
+        if not _is_int(inst.location) or not -1 <= inst.location < len(self.program.locations):
+            raise BundleError(f"{where}: location {inst.location!r} is not an index into the location table")
+        self.check_attrs(inst, spec)
+        self.check_operands(inst, spec)
+        _OPCODE_CHECKS[inst.opcode](self, inst, self.operands[id(inst)])
+
+    def check_attrs(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
+        if not isinstance(inst.attrs, dict):
+            raise BundleError(f"{_where(inst)}: attrs must be a dict")
+        for name, default in spec.attrs.items():
+            if default is isa.REQUIRED and name not in inst.attrs:
+                raise BundleError(f"{_where(inst)}: missing required attribute '{name}'")
+        for name, value in inst.attrs.items():
+            where = f"{_where(inst)}, attribute '{name}'"
+            if name not in spec.attrs:
+                known = ", ".join(spec.attrs) or "none"
+                raise BundleError(f"{where}: unknown attribute (known: {known})")
+            if isinstance(value, Reg):
+                if name not in isa.REGISTER_ATTRS.get(inst.opcode, frozenset()):
+                    raise BundleError(f"{where}: cannot be a register")
+                self.check_reg(value, where)
+                continue
+            _check_attr_value(_ATTR_KINDS[(inst.opcode, name)], value, where, self.target)
+
+    def check_operands(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
+        if not isinstance(inst.operands, dict):
+            raise BundleError(f"{_where(inst)}: operands must be a dict from role to Access")
+        for role in spec.reads + spec.writes:
+            if role not in inst.operands:
+                raise BundleError(f"{_where(inst)}: missing operand '{role}'")
+        written = set(spec.writes + spec.optional_writes)
+        infos: dict[str, _Operand] = {}
+        for role, access in inst.operands.items():
+            if role not in spec.roles:
+                raise BundleError(
+                    f"{_where(inst)}: unknown operand role {role!r} (roles: {', '.join(spec.roles)})"
+                )
+            infos[role] = self.check_access(inst, role, access, role in written)
+        self.operands[id(inst)] = infos
+
+    def check_access(self, inst: Instruction, role: str, access: object, is_write: bool) -> _Operand:
+        where = _where(inst, role)
+        if not isinstance(access, Access):
+            raise BundleError(f"{where}: expected an Access, got {type(access).__name__}")
+        if not _is_int(access.buffer) or not 0 <= access.buffer < len(self.program.buffers):
+            raise BundleError(f"{where}: buffer {access.buffer!r} does not exist")
+        buffer = self.program.buffers[access.buffer]
+        memory = buffer.memory
+        allowed = (hardware.ENGINE_WRITES if is_write else hardware.ENGINE_READS)[inst.engine]
+        if memory not in allowed:
+            verb = "write" if is_write else "read"
+            raise BundleError(f"{where}: the {inst.engine.value} engine cannot {verb} {memory.value.upper()}")
+        if access.offset_reg is not None:
+            self.check_reg(access.offset_reg, f"{where}, offset register")
+        if not _is_int(access.offset) or abs(access.offset) > 2**40:
+            raise BundleError(f"{where}: offset must be an integer, got {access.offset!r}")
+        for name in ("partition_start", "partitions"):
+            if not _is_int(getattr(access, name)):
+                raise BundleError(f"{where}: {name} must be an integer")
+        pattern = access.pattern
+        if not isinstance(pattern, tuple) or not pattern:
+            raise BundleError(f"{where}: pattern must be a non-empty tuple of (step, num) pairs")
+        engine_pattern = memory is not Memory.HBM and inst.engine is not Engine.DMA
+        max_dims = self.target.max_free_dims if memory is not Memory.HBM else MAX_HBM_DIMS
+        if len(pattern) > max_dims:
+            raise BundleError(f"{where}: {len(pattern)} free dimensions exceed the hardware's {max_dims}")
+        for dim in pattern:
+            if not (isinstance(dim, tuple) and len(dim) == 2 and _is_int(dim[0]) and _is_int(dim[1])):
+                raise BundleError(f"{where}: pattern entries must be (step, num) integer pairs, got {dim!r}")
+            step, num = dim
+            if num < 1 or num > INT32_MAX or abs(step) > INT32_MAX:
+                raise BundleError(f"{where}: pattern entry (step {step}, num {num}) is out of range")
+            if engine_pattern and (
+                num > ENGINE_MAX_NUM or not ENGINE_STEP_RANGE[0] <= step <= ENGINE_STEP_RANGE[1]
+            ):
+                raise BundleError(
+                    f"{where}: (step {step}, num {num}) does not fit an engine access pattern "
+                    f"(num at most {ENGINE_MAX_NUM}, step within int16)"
+                )
+        if is_write and not _injective(pattern):
+            raise BundleError(f"{where}: the written pattern {list(pattern)} touches some elements twice")
+        if memory is Memory.HBM:
+            if access.partitions != 0 or access.partition_start != 0:
+                raise BundleError(f"{where}: an HBM access has no partition range (partitions must be 0)")
+        else:
+            count, start = access.partitions, access.partition_start
+            if not 1 <= count <= self.sizes.partitions:
+                raise BundleError(
+                    f"{where}: {count} partitions; an on-chip access covers 1..{self.sizes.partitions}"
+                )
+            if start < 0 or start + count > buffer.partitions:
+                raise BundleError(
+                    f"{where}: partitions {start}..{start + count - 1} exceed buffer '{buffer.name}' "
+                    f"({buffer.partitions} partitions)"
+                )
+            if inst.engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
+                allowed_starts = ", ".join(map(str, hardware.allowed_partition_starts(count)))
+                raise BundleError(
+                    f"{where}: an access of {count} partitions cannot start at partition {start} "
+                    f"(allowed: {allowed_starts})"
+                )
+        low = sum(min(0, step * (num - 1)) for step, num in pattern)
+        high = sum(max(0, step * (num - 1)) for step, num in pattern)
+        free_shape = tuple(num for _, num in pattern)
+        return _Operand(
+            role,
+            access,
+            buffer,
+            dtypes.numpy_dtype(buffer.dtype),
+            memory,
+            access.partitions,
+            free_shape,
+            low,
+            high,
+        )
+
+
+def _injective(pattern: tuple[tuple[int, int], ...]) -> bool:
+    """A sufficient test that a (step, num) pattern never maps two indices to one element."""
+    span = 0
+    for step, num in sorted((d for d in pattern if d[1] > 1), key=lambda d: abs(d[0])):
+        if abs(step) <= span:
+            return False
+        span += abs(step) * (num - 1)
+    return True
+
+
+# ---- attributes -----------------------------------------------------------------------------------------------
+
+_ATTR_KINDS: dict[tuple[str, str], str] = {
+    ("nc_matmul", "accumulate"): "bool",
+    ("nc_matmul", "is_transpose"): "bool",
+    ("activation", "func"): "activation",
+    ("activation", "scale"): "number",
+    ("activation", "bias_value"): "number",
+    ("activation", "alpha"): "number",
+    ("tensor_tensor", "op"): "alu",
+    ("tensor_scalar", "op0"): "alu",
+    ("tensor_scalar", "scalar0"): "number",
+    ("tensor_scalar", "reverse0"): "bool",
+    ("tensor_scalar", "op1"): "alu_or_none",
+    ("tensor_scalar", "scalar1"): "number",
+    ("tensor_scalar", "reverse1"): "bool",
+    ("tensor_reduce", "op"): "reduce",
+    ("tensor_reduce", "axes"): "int",
+    ("tensor_reduce", "negate"): "bool",
+    ("memset", "value"): "number",
+    ("iota", "base"): "int",
+    ("iota", "channel_multiplier"): "int",
+    ("iota", "pattern"): "pattern",
+    ("affine_select", "cmp"): "cmp",
+    ("affine_select", "base"): "int",
+    ("affine_select", "channel_multiplier"): "int",
+    ("affine_select", "pattern"): "pattern",
+    ("affine_select", "on_false_value"): "number",
+}
+_NAMED_CHOICES: dict[str, frozenset[str]] = {
+    "activation": isa.ACTIVATION_FUNCTIONS,
+    "alu": isa.ALU_OPS,
+    "alu_or_none": isa.ALU_OPS,
+    "reduce": isa.REDUCE_OPS,
+    "cmp": isa.COMPARISON_OPS,
+}
+
+
+def _check_attr_value(kind: str, value: object, where: str, target: Target) -> None:
+    if kind == "bool":
+        if not _is_bool(value):
+            raise BundleError(f"{where}: expected true or false, got {value!r}")
+    elif kind == "number":
+        if not _is_number(value) or (_is_int(value) and abs(value) >= 2**63):
+            raise BundleError(f"{where}: expected a number, got {value!r}")
+    elif kind == "int":
+        if not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
+            raise BundleError(f"{where}: expected a 32-bit integer, got {value!r}")
+    elif kind == "pattern":
+        if not isinstance(value, tuple) or not 1 <= len(value) <= target.max_free_dims:
+            raise BundleError(
+                f"{where}: expected 1 to {target.max_free_dims} (step, num) pairs, got {value!r}"
+            )
+        for dim in value:
+            if not (isinstance(dim, tuple) and len(dim) == 2 and all(_is_int(v) for v in dim)):
+                raise BundleError(f"{where}: expected (step, num) integer pairs, got {dim!r}")
+            if not 1 <= dim[1] <= ENGINE_MAX_NUM or not INT32_MIN <= dim[0] <= INT32_MAX:
+                raise BundleError(f"{where}: pattern entry {dim!r} is out of range")
+    else:
+        if kind == "alu_or_none" and value is None:
+            return
+        choices = _NAMED_CHOICES[kind]
+        if not isinstance(value, str) or value not in choices:
+            raise BundleError(f"{where}: unknown value {value!r} (known: {', '.join(sorted(choices))})")
+
+
+# ---- per-opcode shape and dtype rules -------------------------------------------------------------------------
+
+
+def _same_elements(inst: Instruction, first: _Operand, second: _Operand) -> None:
+    if first.partitions != second.partitions or first.free_count != second.free_count:
+        raise BundleError(
+            f"{_where(inst)}: '{first.role}' is [{first.partitions}, {first.free_count}] but '{second.role}' is "
+            f"[{second.partitions}, {second.free_count}] (partitions, elements per partition)"
+        )
+
+
+def _column(inst: Instruction, ops: dict[str, _Operand], role: str, partitions: int) -> None:
+    if role in ops and (ops[role].partitions != partitions or ops[role].free_count != 1):
+        raise BundleError(
+            f"{_where(inst, role)}: must be a per-partition column [{partitions}, 1], got "
+            f"[{ops[role].partitions}, {ops[role].free_count}]"
+        )
+
+
+def _check_matmul(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    target = v.target
+    stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
+    if dst.memory is not Memory.PSUM:
+        raise BundleError(f"{_where(inst, 'dst')}: a matmul writes PSUM")
+    for operand in (stationary, moving):
+        if operand.buffer.dtype not in dtypes.FLOAT_DTYPES:
+            raise BundleError(
+                f"{_where(inst, operand.role)}: TensorE reads float inputs, got {operand.buffer.dtype}"
+            )
+    k = stationary.partitions
+    m, n = stationary.free_count, moving.free_count
+    if moving.partitions != k:
+        raise BundleError(
+            f"{_where(inst)}: stationary and moving contract over different partition counts ({k} vs "
+            f"{moving.partitions})"
+        )
+    if k > target.matmul_max_k:
+        raise BundleError(f"{_where(inst)}: contraction size {k} exceeds {target.matmul_max_k}")
+    if m > target.matmul_max_stationary_free:
+        raise BundleError(
+            f"{_where(inst, 'stationary')}: free size {m} exceeds {target.matmul_max_stationary_free} on "
+            f"{target.name}"
+        )
+    if n > target.matmul_max_moving_free:
+        raise BundleError(
+            f"{_where(inst, 'moving')}: free size {n} exceeds {target.matmul_max_moving_free} on {target.name}"
+        )
+    if bool(inst.attrs.get("is_transpose", False)):
+        if m != k:
+            raise BundleError(
+                f"{_where(inst, 'stationary')}: a transpose needs a square identity, got [{k}, {m}]"
+            )
+        if dst.partitions != n or dst.free_count != k:
+            raise BundleError(
+                f"{_where(inst, 'dst')}: the transpose of moving [{k}, {n}] is [{n}, {k}], dst is "
+                f"[{dst.partitions}, {dst.free_count}]"
+            )
+        expected = moving.buffer.dtype if target.matmul_transpose_bit_exact else "f32"
+        if dst.buffer.dtype != expected:
+            raise BundleError(
+                f"{_where(inst, 'dst')}: a transpose on {target.name} writes {expected}, dst is "
+                f"{dst.buffer.dtype}"
+            )
+        accumulate = inst.attrs.get("accumulate", False)
+        if isinstance(accumulate, Reg) or bool(accumulate):
+            raise BundleError(f"{_where(inst)}: a transpose cannot accumulate")
+        return
+    if (stationary.buffer.dtype == "f32") != (moving.buffer.dtype == "f32"):
+        raise BundleError(
+            f"{_where(inst)}: inputs must both be f32 or both narrower, got {stationary.buffer.dtype} and "
+            f"{moving.buffer.dtype}"
+        )
+    if dst.partitions != m or dst.free_count != n:
+        raise BundleError(
+            f"{_where(inst, 'dst')}: is [{dst.partitions}, {dst.free_count}] but the product is [{m}, {n}]"
+        )
+    allowed = ("f32", "bf16") if target.matmul_bf16_psum_output else ("f32",)
+    if dst.buffer.dtype not in allowed:
+        raise BundleError(
+            f"{_where(inst, 'dst')}: PSUM accumulation on {target.name} writes {' or '.join(allowed)}, dst is "
+            f"{dst.buffer.dtype}"
+        )
+
+
+def _check_activation(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["src"])
+    for role in ("bias", "scale_vector", "accumulate_dst"):
+        _column(inst, ops, role, ops["dst"].partitions)
+
+
+def _check_tensor_tensor(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["in0"])
+    _same_elements(inst, ops["dst"], ops["in1"])
+    if ops["in0"].memory is Memory.PSUM and ops["in1"].memory is Memory.PSUM:
+        raise BundleError(f"{_where(inst)}: at most one input may be in PSUM")
+
+
+def _check_tensor_scalar(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["src"])
+    for role in ("operand0", "operand1"):
+        _column(inst, ops, role, ops["dst"].partitions)
+    if "operand1" in ops and inst.attrs.get("op1") is None:
+        raise BundleError(f"{_where(inst, 'operand1')}: given without op1")
+
+
+def _check_tensor_reduce(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    src, dst = ops["src"], ops["dst"]
+    axes = inst.attrs.get("axes", 1)
+    if not 1 <= axes <= len(src.free_shape):
+        raise BundleError(
+            f"{_where(inst)}, attribute 'axes': cannot reduce {axes} axes of a {len(src.free_shape)}-d free pattern"
+        )
+    kept = math.prod(src.free_shape[: len(src.free_shape) - axes])
+    if dst.partitions != src.partitions or dst.free_count != kept:
+        raise BundleError(
+            f"{_where(inst, 'dst')}: is [{dst.partitions}, {dst.free_count}] but src reduced over {axes} axes is "
+            f"[{src.partitions}, {kept}]"
+        )
+
+
+def _check_unary(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["src"])
+
+
+def _check_select(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    for role in ("predicate", "on_true", "on_false"):
+        _same_elements(inst, ops["dst"], ops[role])
+
+
+def _check_memset(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    pass
+
+
+def _check_pattern_fits(inst: Instruction, ops: dict[str, _Operand]) -> None:
+    count = math.prod(num for _, num in inst.attrs["pattern"])
+    if count != ops["dst"].free_count:
+        raise BundleError(
+            f"{_where(inst)}, attribute 'pattern': covers {count} elements, dst has {ops['dst'].free_count} per "
+            "partition"
+        )
+
+
+def _check_iota(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _check_pattern_fits(inst, ops)
+
+
+def _check_affine_select(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["on_true"])
+    _check_pattern_fits(inst, ops)
+
+
+def _check_dma(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    src, dst = ops["src"], ops["dst"]
+    src_count = max(src.partitions, 1) * src.free_count
+    dst_count = max(dst.partitions, 1) * dst.free_count
+    if src_count != dst_count:
+        raise BundleError(f"{_where(inst)}: dst has {dst_count} elements but src has {src_count}")
+
+
+_OPCODE_CHECKS = {
+    "nc_matmul": _check_matmul,
+    "activation": _check_activation,
+    "tensor_tensor": _check_tensor_tensor,
+    "tensor_scalar": _check_tensor_scalar,
+    "tensor_reduce": _check_tensor_reduce,
+    "tensor_copy": _check_unary,
+    "select": _check_select,
+    "memset": _check_memset,
+    "iota": _check_iota,
+    "affine_select": _check_affine_select,
+    "dma_copy": _check_dma,
+}
+
+
+# ---- abstract interpretation of the register program ----------------------------------------------------------
+
+# An open accumulation group: PSUM partitions [p0, p1) and the byte family (lo, hi, stride, width) it may write.
+_Group = tuple[int, int, tuple[int, int, int, int], int]  # (p0, p1, family, instruction id)
+
+
+@dataclass
+class _State:
+    regs: list[Span]
+    groups: dict[tuple[Any, ...], _Group]
+
+    def copy(self) -> _State:
+        return _State(list(self.regs), dict(self.groups))
+
+    def join(self, other: _State) -> _State:
+        regs = [a if a == b else _join(a, b) for a, b in zip(self.regs, other.regs, strict=True)]
+        groups = dict(self.groups)
+        for key, group in other.groups.items():
+            mine = groups.get(key)
+            if mine is None or mine == group:
+                groups[key] = group
+                continue
+            lo_family, hi_family = mine[2], group[2]
+            joined = _join(lo_family[:3], hi_family[:3])
+            groups[key] = (mine[0], mine[1], (*joined, max(lo_family[3], hi_family[3])), mine[3])
+        return _State(regs, groups)
+
+
+class _Interpreter:
+    """Walks the program once per loop round with register spans, checking every access against them."""
+
+    def __init__(self, validator: _Validator) -> None:
+        self.v = validator
+        self.bank = validator.target.psum_bank_bytes
+
+    def run(self, body: Sequence[Node]) -> None:
+        state = _State([_const(0)] * self.v.program.num_registers, {})
+        self.nodes(body, state, "body")
+
+    def value(self, scalar: int | Reg, state: _State) -> Span:
+        return state.regs[scalar.index] if isinstance(scalar, Reg) else _const(int(scalar))
+
+    def nodes(self, nodes: Sequence[Node], state: _State, where: str) -> _State:
+        for position, node in enumerate(nodes):
+            here = f"{where}[{position}]"
+            if isinstance(node, Instruction):
+                self.instruction(node, state)
+            elif isinstance(node, ScalarOp):
+                lhs, rhs = self.value(node.lhs, state), self.value(node.rhs, state)
+                if (
+                    node.op in ("floordiv", "rem")
+                    and rhs[0] <= 0 <= rhs[1]
+                    and (rhs[2] == 0 or rhs[0] % rhs[2] == 0)
+                ):
+                    raise BundleError(
+                        f"{here} (scalar op {node.op}): the divisor may be zero (range {rhs[0]}..{rhs[1]})"
+                    )
+                state.regs[node.dest.index] = _scalar_span(node.op, lhs, rhs)
+            else:
+                assert isinstance(node, Loop)
+                state = self.loop(node, state, here)
+        return state
+
+    def loop(self, loop: Loop, entry: _State, where: str) -> _State:
+        lower, upper, step = self.value(loop.lower, entry), self.value(loop.upper, entry), int(loop.step)
+        if step > 0:
+            max_trips = max(0, -((lower[0] - upper[1]) // step))
+            min_trips = max(0, -((lower[1] - upper[0]) // step))
+        else:
+            max_trips = max(0, -((upper[0] - lower[1]) // -step))
+            min_trips = max(0, -((upper[1] - lower[0]) // -step))
+        if max_trips > INT32_MAX:
+            raise BundleError(f"{where} (loop): up to {max_trips} iterations, more than a 32-bit count")
+        if max_trips == 0:
+            return entry  # never runs: its instructions were checked structurally, their addresses are moot
+        stride = math.gcd(lower[2], step)
+        if step > 0:
+            lo = lower[0]
+            hi = min(upper[1] - 1, lower[1] + (max_trips - 1) * step)
+            hi = lo + (hi - lo) // stride * stride if stride else lo
+        else:
+            hi = lower[1]
+            lo = max(upper[0] + 1, lower[0] - (max_trips - 1) * -step)
+            lo = hi - (hi - lo) // stride * stride if stride else hi
+        induction = _span(lo, hi, stride)
+        current = entry
+        rounds = 0
+        while True:
+            state = current.copy()
+            state.regs[loop.induction.index] = induction
+            out = self.nodes(loop.body, state, f"{where}.body")
+            rounds += 1
+            following = entry.join(out)
+            if rounds >= max_trips or following == current:
+                break
+            if rounds >= _EXACT_ROUNDS:
+                # Registers still growing after many rounds may take any 32-bit value.
+                following.regs = [
+                    r if r == c else TOP for r, c in zip(following.regs, current.regs, strict=True)
+                ]
+                if rounds >= _EXACT_ROUNDS + 2:
+                    break
+            current = following
+        return entry.join(out) if min_trips == 0 else out
+
+    def instruction(self, inst: Instruction, state: _State) -> None:
+        ops = self.v.operands[id(inst)]
+        for operand in ops.values():
+            self.check_bounds(inst, operand, state)
+        if inst.opcode == "nc_matmul":
+            self.matmul_dst(inst, ops["dst"], state)
+            return
+        for operand in ops.values():
+            if operand.memory is Memory.PSUM:
+                self.close_groups(operand, state)
+
+    def offset_span(self, operand: _Operand, state: _State) -> Span:
+        access = operand.access
+        base = int(access.offset)
+        if access.offset_reg is None:
+            return _const(base)
+        reg = state.regs[access.offset_reg.index]
+        return (reg[0] + base, reg[1] + base, reg[2])
+
+    def check_bounds(self, inst: Instruction, operand: _Operand, state: _State) -> None:
+        offsets = self.offset_span(operand, state)
+        low, high = offsets[0] + operand.low, offsets[1] + operand.high
+        size = operand.buffer.elements_per_row
+        if low >= 0 and high < size:
+            return
+        access = operand.access
+        unit = "elements per partition" if operand.memory is not Memory.HBM else "elements"
+        detail = ""
+        if access.offset_reg is not None:
+            reg = state.regs[access.offset_reg.index]
+            detail = f" (offset {access.offset} + register r{access.offset_reg.index} in {reg[0]}..{reg[1]})"
+        raise BundleError(
+            f"{_where(inst, operand.role)}: elements {low}..{high}{detail} lie outside buffer "
+            f"'{operand.buffer.name}' of {size} {unit}"
+        )
+
+    def family(self, operand: _Operand, state: _State) -> tuple[int, int, int, int]:
+        """The byte family within a partition row that the access may touch: (lo, hi, stride, width)."""
+        itemsize = operand.dtype.itemsize
+        offsets = self.offset_span(operand, state)
+        first = operand.buffer.address + (offsets[0] + operand.low) * itemsize
+        last = operand.buffer.address + (offsets[1] + operand.low) * itemsize
+        width = (operand.high - operand.low + 1) * itemsize
+        return (first, last, offsets[2] * itemsize, width)
+
+    def matmul_dst(self, inst: Instruction, dst: _Operand, state: _State) -> None:
+        family = self.family(dst, state)
+        self.check_bank(inst, family)
+        access = dst.access
+        p0, p1 = access.partition_start, access.partition_start + access.partitions
+        key = (
+            access.buffer,
+            p0,
+            p1,
+            access.offset,
+            access.offset_reg.index if access.offset_reg is not None else None,
+            tuple(d for d in access.pattern if d[1] > 1),
+        )
+        for other_key, (q0, q1, other_family, other_id) in state.groups.items():
+            if other_key == key or q1 <= p0 or p1 <= q0:
+                continue
+            if _families_overlap(family, other_family):
+                raise BundleError(
+                    f"{_where(inst, 'dst')}: writes PSUM bytes overlapping the accumulation region of instruction "
+                    f"{other_id}, whose group may still be in flight (no other engine has read it since); "
+                    "different accumulation groups need disjoint PSUM regions"
+                )
+        previous = state.groups.get(key)
+        if previous is not None and previous[2] != family:
+            joined = _join(previous[2][:3], family[:3])
+            family = (*joined, max(previous[2][3], family[3]))
+        state.groups[key] = (p0, p1, family, inst.id)
+
+    def check_bank(self, inst: Instruction, family: tuple[int, int, int, int]) -> None:
+        lo, hi, stride, width = family
+        bank = self.bank
+        if stride == 0 or stride % bank == 0:
+            starts: Sequence[int] = (lo,)
+        elif (hi - lo) // stride < 4096:
+            starts = range(lo, hi + 1, stride)
+        else:
+            raise BundleError(
+                f"{_where(inst, 'dst')}: cannot prove the PSUM destination stays inside one bank"
+            )
+        for start in starts:
+            if start // bank != (start + width - 1) // bank:
+                raise BundleError(
+                    f"{_where(inst, 'dst')}: bytes {start}..{start + width - 1} of each partition cross a "
+                    f"{bank}-byte PSUM bank boundary"
+                )
+
+    def close_groups(self, operand: _Operand, state: _State) -> None:
+        if not state.groups:
+            return
+        family = self.family(operand, state)
+        access = operand.access
+        p0, p1 = access.partition_start, access.partition_start + access.partitions
+        for key, (q0, q1, other_family, _) in list(state.groups.items()):
+            if q1 > p0 and p1 > q0 and _families_overlap(family, other_family):
+                del state.groups[key]
+
+
+def validate_program(
+    program: Program, memory_sizes_override: Mapping[Any, int] | None = None
+) -> ValidatedProgram:
+    """Check everything about `program` (see the module docstring); raise `BundleError` on the first problem."""
+    try:
+        return _Validator(program, memory_sizes_override).run()
+    except BundleError:
+        raise
+    except (
+        TypeError,
+        AttributeError,
+        ValueError,
+        OverflowError,
+        RecursionError,
+        KeyError,
+        IndexError,
+    ) as error:
+        # A field of an unexpected kind that slipped past the type checks: still one clear error.
+        raise BundleError(f"malformed program: {type(error).__name__}: {error}") from None
