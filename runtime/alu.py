@@ -1,164 +1,277 @@
 """The engines' arithmetic: ALU operators, activation functions, reductions and dtype conversion, in NumPy.
 
-One definition serves the simulator's instruction semantics and the tile dialect's reference semantics, so
-that "what `add` means" is written once. Floating-point work is fp32 as in the engines (A2: all arithmetic is
-FP32 with free casting on input and output); integer operands of bitwise ops are handled as 32-bit integers.
+One definition serves the simulator's instruction semantics (`runtime.semantics`) and the tile dialect's
+reference semantics, so "what `add` means" is written once. The rules, as the hardware's engines apply them
+(A2: all arithmetic is FP32, with free casting on input and output):
+
+* Arithmetic runs in fp32: inputs are widened to fp32 (integers rounding to nearest even) and results narrowed
+  by `cast` with round to nearest even (ml_dtypes for bf16/fp8, NumPy for f16; fp8 e4m3 overflow gives NaN).
+* `cast` from float to an integer type truncates toward zero (as C and torch casts do), saturates, and maps NaN
+  to 0; to bool it is `!= 0`; between integer types it wraps.
+* Integer mode (`binary(..., integer=True)`, GpSimdE's native 32-bit integer math): exact, wrapping to 32 bits.
+* Bit-vector operators (`isa.BITVEC_OPS`) always act on 32-bit integers, float operands first cast as above.
+  Shifts by less than 0 or more than 31 give 0; `right_shift` is logical (SH: no arithmetic shift right).
+* Comparisons and logical operators give 1 / 0. NaN propagates through max/min/relu, as in torch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-_F32 = np.float32
+from neuron_mlir.runtime import isa
+
+F32 = np.dtype(np.float32)
+_INT64 = np.dtype(np.int64)
 
 
-def _f32(x: np.ndarray | float) -> np.ndarray:
-    return np.asarray(x, dtype=_F32)
+# ---- conversions -------------------------------------------------------------------------------------------
 
 
-def _as_int32(x: np.ndarray | float) -> np.ndarray:
-    values = np.asarray(x)
-    if values.dtype.kind == "f":
-        values = np.nan_to_num(values.astype(np.float64), nan=0.0)
-        values = np.clip(np.trunc(values), -(2.0**31), 2.0**31 - 1)
-    return values.astype(np.int64).astype(np.int32)
+def is_integer_dtype(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind in "iub"
 
 
-def _flag(x: np.ndarray) -> np.ndarray:
-    return x.astype(_F32)
+def to_f32(values: Any) -> np.ndarray:
+    """Widen to fp32 the way the engines' input converters do."""
+    return np.asarray(values).astype(F32, copy=False)
 
 
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": lambda a, b: _f32(a) + _f32(b),
-    "subtract": lambda a, b: _f32(a) - _f32(b),
-    "multiply": lambda a, b: _f32(a) * _f32(b),
-    "max": lambda a, b: np.maximum(_f32(a), _f32(b)),
-    "min": lambda a, b: np.minimum(_f32(a), _f32(b)),
-    "abs_max": lambda a, b: np.maximum(np.abs(_f32(a)), np.abs(_f32(b))),
-    "abs_min": lambda a, b: np.minimum(np.abs(_f32(a)), np.abs(_f32(b))),
-    "power": lambda a, b: np.power(_f32(a), _f32(b)),
-    "is_equal": lambda a, b: _flag(_f32(a) == _f32(b)),
-    "not_equal": lambda a, b: _flag(_f32(a) != _f32(b)),
-    "is_ge": lambda a, b: _flag(_f32(a) >= _f32(b)),
-    "is_gt": lambda a, b: _flag(_f32(a) > _f32(b)),
-    "is_le": lambda a, b: _flag(_f32(a) <= _f32(b)),
-    "is_lt": lambda a, b: _flag(_f32(a) < _f32(b)),
-    "logical_and": lambda a, b: _flag((_f32(a) != 0) & (_f32(b) != 0)),
-    "logical_or": lambda a, b: _flag((_f32(a) != 0) | (_f32(b) != 0)),
-    "logical_xor": lambda a, b: _flag((_f32(a) != 0) ^ (_f32(b) != 0)),
-    "bitwise_and": lambda a, b: _as_int32(a) & _as_int32(b),
-    "bitwise_or": lambda a, b: _as_int32(a) | _as_int32(b),
-    "bitwise_xor": lambda a, b: _as_int32(a) ^ _as_int32(b),
-    "left_shift": lambda a, b: _as_int32(a) << (_as_int32(b) & 31),
-    # the hardware has no arithmetic shift right: shift the 32-bit pattern as unsigned
-    "right_shift": lambda a, b: (_as_int32(a).view(np.uint32) >> (_as_int32(b) & 31).astype(np.uint32)).view(
-        np.int32
-    ),
-}
-
-
-def binary(op: str, lhs: np.ndarray | float, rhs: np.ndarray | float) -> np.ndarray:
-    """`lhs <op> rhs` for an ALU operator of `runtime.isa.ALU_OPS` (comparisons give 1.0 / 0.0)."""
-    with np.errstate(all="ignore"):
-        return _BINARY[op](lhs, rhs)  # type: ignore[arg-type]
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    # Abramowitz & Stegun 7.1.26 in float64: absolute error below 1.5e-7, under fp32's resolution near 1.
-    z = np.abs(x.astype(np.float64))
-    t = 1.0 / (1.0 + 0.3275911 * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    result = 1.0 - poly * np.exp(-z * z)
-    return (np.sign(x) * result).astype(_F32)
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return (0.5 * x * (1.0 + _erf(x / np.sqrt(_F32(2.0))))).astype(_F32)
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    inner = np.sqrt(_F32(2.0 / np.pi)) * (x + _F32(0.044715) * x * x * x)
-    return (0.5 * x * (1.0 + np.tanh(inner))).astype(_F32)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-x))).astype(_F32)
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    return (np.logaddexp(_F32(0.0), x)).astype(_F32)
-
-
-_ACTIVATIONS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
-    "copy": lambda x, a: x,
-    "exp": lambda x, a: np.exp(x),
-    "log": lambda x, a: np.log(x),
-    "sqrt": lambda x, a: np.sqrt(x),
-    "rsqrt": lambda x, a: 1.0 / np.sqrt(x),
-    "reciprocal": lambda x, a: 1.0 / x,
-    "relu": lambda x, a: np.where(x > 0, x, _F32(0.0)),
-    "sigmoid": lambda x, a: _sigmoid(x),
-    "tanh": lambda x, a: np.tanh(x),
-    "gelu": lambda x, a: _gelu(x),
-    "gelu_apprx_tanh": lambda x, a: _gelu_tanh(x),
-    "silu": lambda x, a: x * _sigmoid(x),
-    "erf": lambda x, a: _erf(x),
-    "softplus": lambda x, a: _softplus(x),
-    "mish": lambda x, a: x * np.tanh(_softplus(x)),
-    "sin": lambda x, a: np.sin(x),
-    "arctan": lambda x, a: np.arctan(x),
-    "sign": lambda x, a: np.sign(x),
-    "abs": lambda x, a: np.abs(x),
-    "square": lambda x, a: x * x,
-}
-
-
-def activation(func: str, x: np.ndarray, alpha: float = 0.0) -> np.ndarray:
-    """A ScalarE activation function applied to fp32 `x` (already scaled and biased)."""
-    with np.errstate(all="ignore"):
-        return _f32(_ACTIVATIONS[func](_f32(x), alpha))
-
-
-_REDUCE: dict[str, Callable[..., np.ndarray]] = {
-    "add": np.sum,
-    "max": np.max,
-    "min": np.min,
-    "multiply": np.prod,
-}
-
-
-def reduce(op: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """Reduce fp32 `x` over `axes` with a reduction of `runtime.isa.REDUCE_OPS`."""
-    values = _f32(x)
-    with np.errstate(all="ignore"):
-        if op == "abs_max":
-            return np.max(np.abs(values), axis=axes).astype(_F32)
-        return _REDUCE[op](values, axis=axes).astype(_F32)
-
-
-def cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Convert to `dtype` as an engine's output converter does.
-
-    Floats round to nearest even (ml_dtypes for bf16/fp8); to integers, floats truncate toward zero and
-    saturate, NaN becoming 0; to bool, any non-zero value is true.
-    """
+def to_int(values: Any) -> np.ndarray:
+    """Integer values as int64: integers exactly, floats truncated toward zero and saturated to int32."""
     values = np.asarray(values)
-    target = np.dtype(dtype)
-    if values.dtype == target:
+    if is_integer_dtype(values.dtype):
+        return values.astype(_INT64, copy=False)
+    with np.errstate(invalid="ignore"):
+        truncated = np.trunc(to_f32(values).astype(np.float64))
+        truncated = np.nan_to_num(truncated, nan=0.0, posinf=2**31 - 1, neginf=-(2**31))
+    return np.clip(truncated, -(2**31), 2**31 - 1).astype(_INT64)
+
+
+def wrap32(values: Any) -> np.ndarray:
+    """Two's-complement wrap of integer values to 32 bits (GpSimdE's integer lanes)."""
+    return ((np.asarray(values, dtype=_INT64) + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def cast(values: Any, dtype: np.dtype) -> np.ndarray:
+    """Convert to `dtype` as an engine's output converter does (see the module docstring)."""
+    values = np.asarray(values)
+    dtype = np.dtype(dtype)
+    if values.dtype == dtype:
         return values
-    if target == np.bool_:
+    if dtype == np.bool_:
         return values != 0
-    if target.kind in "iu" and values.dtype.kind == "f":
-        info = np.iinfo(target)
-        wide = np.nan_to_num(values.astype(np.float64), nan=0.0)
-        return np.clip(np.trunc(wide), info.min, info.max).astype(target)
-    if values.dtype.kind in "V" or target.kind == "V":
-        return values.astype(_F32).astype(target)
-    return values.astype(target)
+    if is_integer_dtype(dtype):
+        if is_integer_dtype(values.dtype):
+            return values.astype(dtype)
+        info = np.iinfo(dtype)
+        with np.errstate(invalid="ignore"):
+            truncated = np.nan_to_num(np.trunc(values.astype(np.float64)), nan=0.0)
+        return np.clip(truncated, info.min, info.max).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if is_integer_dtype(values.dtype):
+            values = values.astype(F32)
+        return values.astype(dtype)
 
 
 def uninitialised(count: int, dtype: np.dtype) -> np.ndarray:
     """A fresh buffer of `count` elements, all bytes 0xFF: floats read as NaN, integers as -1 (or max)."""
     return np.full(count * np.dtype(dtype).itemsize, 0xFF, dtype=np.uint8).view(dtype)
+
+
+# ---- activation functions ----------------------------------------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+# Numerical Recipes' Chebyshev fit of erfc(z) = t * exp(-z^2 + poly(t)), t = 1 / (1 + z/2): relative error below
+# 1.2e-7 for z >= 0, i.e. within fp32 rounding; below |x| = 0.5 a Taylor series keeps erf's relative accuracy.
+_ERFC_COEFFS = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+
+
+def erf(x: Any) -> np.ndarray:
+    """The error function in fp32 (NumPy has none; accurate to about one fp32 ulp)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    z = np.abs(x64)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = np.zeros_like(t)
+    for coefficient in reversed(_ERFC_COEFFS):
+        poly = poly * t + coefficient
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        erfc = t * np.exp(-z * z + poly)
+    large = np.sign(x64) * (1.0 - erfc)
+    x2 = x64 * x64
+    series = x64 * (1 + x2 * (-1 / 3 + x2 * (1 / 10 + x2 * (-1 / 42 + x2 * (1 / 216 + x2 * (-1 / 1320))))))
+    return np.where(z < 0.5, _TWO_OVER_SQRT_PI * series, large).astype(F32)
+
+
+_ONE = np.float32(1)
+_HALF = np.float32(0.5)
+_SQRT_HALF = np.float32(1 / math.sqrt(2.0))
+_SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return _ONE / (_ONE + np.exp(-x))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(np.float32(0), x)
+
+
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "copy": lambda x: x,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: _ONE / np.sqrt(x),
+    "reciprocal": lambda x: _ONE / x,
+    "relu": lambda x: np.maximum(x, np.float32(0)),
+    "sigmoid": _sigmoid,
+    "tanh": np.tanh,
+    "gelu": lambda x: _HALF * x * (_ONE + erf(x * _SQRT_HALF)),
+    "gelu_apprx_tanh": lambda x: (
+        _HALF * x * (_ONE + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x**3)))
+    ),
+    "silu": lambda x: x * _sigmoid(x),
+    "erf": erf,
+    "softplus": _softplus,
+    "mish": lambda x: x * np.tanh(_softplus(x)),
+    "sin": np.sin,
+    "arctan": np.arctan,
+    "sign": np.sign,
+    "abs": np.abs,
+    "square": np.square,
+}
+
+
+def activation(func: str, x: Any, alpha: float = 0.0) -> np.ndarray:
+    """A ScalarE activation function applied to `x` (already scaled and biased), in fp32.
+
+    `alpha` is accepted for the functions that take a parameter; none of the current table does.
+    """
+    with np.errstate(all="ignore"):
+        return ACTIVATIONS[func](to_f32(x)).astype(F32, copy=False)
+
+
+# ---- binary operators --------------------------------------------------------------------------------------
+
+
+def _flag(values: np.ndarray) -> np.ndarray:
+    return values.astype(F32)
+
+
+_FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+    "power": np.power,
+    "is_equal": lambda a, b: _flag(a == b),
+    "not_equal": lambda a, b: _flag(a != b),
+    "is_ge": lambda a, b: _flag(a >= b),
+    "is_gt": lambda a, b: _flag(a > b),
+    "is_le": lambda a, b: _flag(a <= b),
+    "is_lt": lambda a, b: _flag(a < b),
+    "logical_and": lambda a, b: _flag((a != 0) & (b != 0)),
+    "logical_or": lambda a, b: _flag((a != 0) | (b != 0)),
+    "logical_xor": lambda a, b: _flag((a != 0) ^ (b != 0)),
+}
+
+
+def _int_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    result = np.zeros(a.shape, _INT64)
+    nonnegative = b >= 0
+    # Square-and-multiply on wrapped 32-bit values keeps every intermediate inside int64.
+    base, exponent = wrap32(a[nonnegative]), b[nonnegative].copy()
+    acc = np.ones(base.shape, _INT64)
+    while exponent.size and exponent.max() > 0:
+        odd = (exponent & 1) == 1
+        acc[odd] = wrap32(acc[odd] * base[odd])
+        base = wrap32(base * base)
+        exponent >>= 1
+    result[nonnegative] = acc
+    # Negative exponents: only 1 and -1 have integral powers.
+    negative = ~nonnegative
+    result[negative & (a == 1)] = 1
+    minus_one = negative & (a == -1)
+    result[minus_one] = np.where(b[minus_one] % 2 == 0, 1, -1)
+    return result
+
+
+def _shift_left(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    valid = (b >= 0) & (b <= 31)
+    return np.where(valid, (a & 0xFFFFFFFF) << np.where(valid, b, 0), 0)
+
+
+def _shift_right(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    valid = (b >= 0) & (b <= 31)
+    return np.where(valid, (a & 0xFFFFFFFF) >> np.where(valid, b, 0), 0)
+
+
+_INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": lambda a, b: wrap32(a) * wrap32(b),
+    "max": np.maximum,
+    "min": np.minimum,
+    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+    "power": _int_power,
+    "is_equal": lambda a, b: (a == b).astype(_INT64),
+    "not_equal": lambda a, b: (a != b).astype(_INT64),
+    "is_ge": lambda a, b: (a >= b).astype(_INT64),
+    "is_gt": lambda a, b: (a > b).astype(_INT64),
+    "is_le": lambda a, b: (a <= b).astype(_INT64),
+    "is_lt": lambda a, b: (a < b).astype(_INT64),
+    "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(_INT64),
+    "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(_INT64),
+    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(_INT64),
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "left_shift": _shift_left,
+    "right_shift": _shift_right,
+}
+
+
+def binary(op: str, lhs: Any, rhs: Any, integer: bool = False) -> np.ndarray:
+    """`lhs <op> rhs` for an operator of `isa.ALU_OPS`: fp32, or exact 32-bit integers (int32 result) when
+    `integer` is set or `op` is a bit-vector operator."""
+    if integer or op in isa.BITVEC_OPS:
+        return wrap32(_INT_OPS[op](to_int(lhs), to_int(rhs))).astype(np.int32)
+    with np.errstate(all="ignore"):
+        return _FLOAT_OPS[op](to_f32(lhs), to_f32(rhs))
+
+
+# ---- reductions --------------------------------------------------------------------------------------------
+
+_REDUCE: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
+    "add": lambda x, axes: x.sum(axis=axes, dtype=F32),
+    "max": lambda x, axes: x.max(axis=axes),
+    "min": lambda x, axes: x.min(axis=axes),
+    "multiply": lambda x, axes: x.prod(axis=axes, dtype=F32),
+    "abs_max": lambda x, axes: np.abs(x).max(axis=axes),
+}
+
+
+def reduce(op: str, x: Any, axes: tuple[int, ...]) -> np.ndarray:
+    """Reduce `x` over `axes` in fp32 with an operator of `isa.REDUCE_OPS` (summation order unspecified)."""
+    with np.errstate(all="ignore"):
+        return _REDUCE[op](to_f32(x), axes).astype(F32, copy=False)

@@ -89,7 +89,7 @@ class ProgramBuilder:
         self._stack: list[_Frame] = []
         self._body: list[Any] = []
 
-    # ---- memory plan ------------------------------------------------------------------------------------------
+    # ---- memory plan ---------------------------------------------------------------------------------------
 
     def buffer(
         self, name: str, memory: Memory | str, shape: Sequence[int], dtype: str, address: int | None = None
@@ -163,7 +163,7 @@ class ProgramBuilder:
             partitions if on_chip else 0,  # type: ignore[arg-type]
         )
 
-    # ---- instructions -----------------------------------------------------------------------------------------
+    # ---- instructions --------------------------------------------------------------------------------------
 
     def reg(self) -> Reg:
         self.num_registers += 1
@@ -228,7 +228,7 @@ class ProgramBuilder:
             self._stack.pop()
         self._emit(frame)
 
-    # ---- result -----------------------------------------------------------------------------------------------
+    # ---- result --------------------------------------------------------------------------------------------
 
     def build(self) -> Program:
         if self._stack:

@@ -77,7 +77,7 @@ def _require_little_endian() -> None:
         raise BundleError("bundles store little-endian arrays; this host is big-endian")
 
 
-# ---- container ------------------------------------------------------------------------------------------------
+# ---- container ---------------------------------------------------------------------------------------------
 
 
 def pack(manifest: dict[str, Any], data: bytes) -> bytes:
@@ -163,7 +163,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-# ---- writing --------------------------------------------------------------------------------------------------
+# ---- writing -----------------------------------------------------------------------------------------------
 
 
 def encode_bundle(program: Program) -> bytes:
@@ -293,7 +293,7 @@ def _encode_node(node: Node) -> dict[str, Any]:
     }
 
 
-# ---- reading --------------------------------------------------------------------------------------------------
+# ---- reading -----------------------------------------------------------------------------------------------
 
 
 def read_bundle(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Program:
@@ -337,7 +337,7 @@ class _Decoder:
     def __init__(self, data: bytes) -> None:
         self.data = data
 
-    # ---- typed field access -----------------------------------------------------------------------------------
+    # ---- typed field access --------------------------------------------------------------------------------
 
     @staticmethod
     def obj(
@@ -385,7 +385,7 @@ class _Decoder:
         fields = self.obj(value, where, ("reg",))
         return Reg(self.int(fields["reg"], f"{where}.reg"))
 
-    # ---- sections ---------------------------------------------------------------------------------------------
+    # ---- sections ------------------------------------------------------------------------------------------
 
     def program(self, manifest: dict[str, Any]) -> Program:
         fields = self.obj(
@@ -625,7 +625,7 @@ def _json_kind(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-# ---- comparing ------------------------------------------------------------------------------------------------
+# ---- comparing ---------------------------------------------------------------------------------------------
 
 
 def programs_equal(a: Program, b: Program) -> bool:

@@ -85,7 +85,7 @@ class Profile:
     location_ns: dict[str, float] = field(default_factory=dict)
     location_counts: dict[str, int] = field(default_factory=dict)
 
-    # ---- derived numbers ------------------------------------------------------------------------------------
+    # ---- derived numbers -----------------------------------------------------------------------------------
 
     @property
     def total_us(self) -> float:
@@ -136,7 +136,7 @@ class Profile:
             reach = end
         return covered
 
-    # ---- reports --------------------------------------------------------------------------------------------
+    # ---- reports -------------------------------------------------------------------------------------------
 
     def summary(self, top_locations: int = 10) -> str:
         """A readable table of the run."""

@@ -6,19 +6,15 @@ strided views of its memories, so a write lands in simulated SBUF/PSUM/HBM; the 
 interpreter may pass ordinary arrays. Operands are paired element by element in row-major order within each
 partition, so a destination may have a different free shape than its sources as long as the counts agree.
 
-Numerics, as the hardware does them (A2: "all arithmetic is done in FP32, with free casting on input and
-output"):
+Numerics are `runtime.alu`'s (shared with the tile dialect's reference semantics): fp32 arithmetic, results
+narrowed to the destination dtype with round to nearest even, float-to-integer truncating and saturating. On
+top of that, per instruction:
 
-* Inputs are widened to fp32 and the arithmetic runs in fp32. Results are narrowed to the destination dtype
-  with round to nearest even (ml_dtypes for bf16/fp8, NumPy for f16); fp8 e4m3 overflow gives NaN as in
-  ml_dtypes. fp32 to integer truncates toward zero (as C and torch casts do), saturates to the integer range
-  and maps NaN to 0; to `i1` it is `!= 0`.
 * Exact integers: an instruction on GpSimdE (native 32-bit integer math, A2) whose tensor operands are all of
   integer types and whose immediates are integral computes on integers, wrapping to 32 bits.
-* Bit-vector operators (`isa.BITVEC_OPS`) always act on 32-bit integers; float operands are first converted as
-  above (truncated). Shifts by less than 0 or more than 31 give 0; `right_shift` is logical (SH: no arithmetic shift).
-* Copies between equal dtypes (tensor_copy, dma_copy, select's chosen values, is_transpose) are bit exact.
+* Copies between equal dtypes (tensor_copy, dma_copy, select's chosen values, is_transpose on v3+) are bit exact.
 * Reductions (tensor_reduce, activation's accumulate) sum in fp32; their order is unspecified, as on hardware.
+* nc_matmul: products and sums in fp32 (PSUM accumulation is fp32), whatever the input dtypes.
 """
 
 from __future__ import annotations
@@ -29,64 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import isa
+from neuron_mlir.runtime import alu, isa
 from neuron_mlir.runtime.hardware import Engine, Target
 
-F32 = np.dtype(np.float32)
+F32 = alu.F32
 _INT64 = np.dtype(np.int64)
 
 
-# ---- conversions ----------------------------------------------------------------------------------------------
-
-
-def is_integer_dtype(dtype: np.dtype) -> bool:
-    return dtype.kind in "iub"
-
-
-def to_f32(values: np.ndarray) -> np.ndarray:
-    """Widen to fp32 the way the engines' input converters do (integers round to nearest even)."""
-    return np.asarray(values).astype(F32, copy=False)
-
-
-def to_int(values: np.ndarray) -> np.ndarray:
-    """Integer values as int64: integers exactly, floats truncated toward zero and saturated to int32."""
-    values = np.asarray(values)
-    if is_integer_dtype(values.dtype):
-        return values.astype(_INT64, copy=False)
-    with np.errstate(invalid="ignore"):
-        truncated = np.trunc(to_f32(values).astype(np.float64))
-        truncated = np.nan_to_num(truncated, nan=0.0, posinf=2**31 - 1, neginf=-(2**31))
-    return np.clip(truncated, -(2**31), 2**31 - 1).astype(_INT64)
-
-
-def wrap32(values: np.ndarray) -> np.ndarray:
-    """Two's-complement wrap of int64 values to 32 bits (GpSimdE's integer lanes)."""
-    return ((values + 2**31) & 0xFFFFFFFF) - 2**31
-
-
-def convert(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """`values` (fp32 from the arithmetic, or int64 from integer math) as `dtype`, per the module rules."""
-    values = np.asarray(values)
-    if values.dtype == dtype:
-        return values
-    if dtype == np.bool_:
-        return values != 0
-    if is_integer_dtype(dtype):
-        if is_integer_dtype(values.dtype):
-            return values.astype(dtype)  # wraps, as integer stores do
-        info = np.iinfo(dtype)
-        with np.errstate(invalid="ignore"):
-            truncated = np.nan_to_num(np.trunc(values.astype(np.float64)), nan=0.0)
-        return np.clip(truncated, info.min, info.max).astype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if is_integer_dtype(values.dtype):
-            values = values.astype(F32)
-        return values.astype(dtype)
+# ---- helpers -----------------------------------------------------------------------------------------------
 
 
 def store(dst: np.ndarray, values: np.ndarray) -> None:
     """Write `values` (any shape with dst's element count) into dst in row-major order, converting."""
-    dst[...] = convert(values, dst.dtype).reshape(dst.shape)
+    dst[...] = alu.cast(values, dst.dtype).reshape(dst.shape)
 
 
 def _rows(array: np.ndarray) -> np.ndarray:
@@ -97,174 +48,12 @@ def _rows(array: np.ndarray) -> np.ndarray:
 def _integer_domain(engine: Engine, tensors: list[np.ndarray], immediates: list[object]) -> bool:
     if engine is not Engine.GPSIMD:
         return False
-    if not all(is_integer_dtype(t.dtype) for t in tensors):
+    if not all(alu.is_integer_dtype(t.dtype) for t in tensors):
         return False
     return all(float(v).is_integer() for v in immediates if v is not None)
 
 
-# ---- elementwise functions ------------------------------------------------------------------------------------
-
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-# Numerical Recipes' Chebyshev fit of erfc(z) = t * exp(-z^2 + poly(t)), t = 1 / (1 + z/2): relative error below
-# 1.2e-7 for z >= 0, i.e. within fp32 rounding; below |x| = 0.5 a Taylor series keeps erf's relative accuracy.
-_ERFC_COEFFS = (
-    -1.26551223,
-    1.00002368,
-    0.37409196,
-    0.09678418,
-    -0.18628806,
-    0.27886807,
-    -1.13520398,
-    1.48851587,
-    -0.82215223,
-    0.17087277,
-)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function in fp32 (NumPy has none; accurate to about one fp32 ulp)."""
-    x64 = np.asarray(x, dtype=np.float64)
-    z = np.abs(x64)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = np.zeros_like(t)
-    for coefficient in reversed(_ERFC_COEFFS):
-        poly = poly * t + coefficient
-    with np.errstate(over="ignore", under="ignore"):
-        erfc = t * np.exp(-z * z + poly)
-    large = np.sign(x64) * (1.0 - erfc)
-    x2 = x64 * x64
-    series = x64 * (1 + x2 * (-1 / 3 + x2 * (1 / 10 + x2 * (-1 / 42 + x2 * (1 / 216 + x2 * (-1 / 1320))))))
-    small = _TWO_OVER_SQRT_PI * series
-    return np.where(z < 0.5, small, large).astype(F32)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.float32(1) / (np.float32(1) + np.exp(-x))
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(np.float32(0), x)
-
-
-_SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
-_HALF = np.float32(0.5)
-
-ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "copy": lambda x: x,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
-    "reciprocal": lambda x: np.float32(1) / x,
-    "relu": lambda x: np.maximum(x, np.float32(0)),
-    "sigmoid": _sigmoid,
-    "tanh": np.tanh,
-    "gelu": lambda x: _HALF * x * (np.float32(1) + erf(x * np.float32(1 / math.sqrt(2.0)))),
-    "gelu_apprx_tanh": lambda x: (
-        _HALF * x * (np.float32(1) + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
-    ),
-    "silu": lambda x: x * _sigmoid(x),
-    "erf": erf,
-    "softplus": _softplus,
-    "mish": lambda x: x * np.tanh(_softplus(x)),
-    "sin": np.sin,
-    "arctan": np.arctan,
-    "sign": np.sign,
-    "abs": np.abs,
-    "square": np.square,
-}
-
-
-def _flag(values: np.ndarray) -> np.ndarray:
-    return values.astype(F32)
-
-
-_FLOAT_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
-    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
-    "power": np.power,
-    "is_equal": lambda a, b: _flag(a == b),
-    "not_equal": lambda a, b: _flag(a != b),
-    "is_ge": lambda a, b: _flag(a >= b),
-    "is_gt": lambda a, b: _flag(a > b),
-    "is_le": lambda a, b: _flag(a <= b),
-    "is_lt": lambda a, b: _flag(a < b),
-    "logical_and": lambda a, b: _flag((a != 0) & (b != 0)),
-    "logical_or": lambda a, b: _flag((a != 0) | (b != 0)),
-    "logical_xor": lambda a, b: _flag((a != 0) ^ (b != 0)),
-}
-
-
-def _int_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = np.broadcast_arrays(a, b)
-    result = np.zeros(a.shape, _INT64)
-    nonnegative = b >= 0
-    # Repeated squaring on wrapped 32-bit values keeps every intermediate inside int64.
-    base, exponent = wrap32(a[nonnegative]), b[nonnegative].copy()
-    acc = np.ones(base.shape, _INT64)
-    while exponent.size and exponent.max() > 0:
-        odd = (exponent & 1) == 1
-        acc[odd] = wrap32(acc[odd] * base[odd])
-        base = wrap32(base * base)
-        exponent >>= 1
-    result[nonnegative] = acc
-    # Negative exponents: only 1 and -1 have integral results.
-    negative = ~nonnegative
-    result[negative & (a == 1)] = 1
-    result[negative & (a == -1)] = np.where(b[negative & (a == -1)] % 2 == 0, 1, -1)
-    return result
-
-
-def _shift_left(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    valid = (b >= 0) & (b <= 31)
-    return np.where(valid, (a & 0xFFFFFFFF) << np.where(valid, b, 0), 0)
-
-
-def _shift_right(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    valid = (b >= 0) & (b <= 31)
-    return np.where(valid, (a & 0xFFFFFFFF) >> np.where(valid, b, 0), 0)
-
-
-_INT_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": lambda a, b: wrap32(a) * wrap32(b),
-    "max": np.maximum,
-    "min": np.minimum,
-    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
-    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
-    "power": _int_power,
-    "is_equal": lambda a, b: (a == b).astype(_INT64),
-    "not_equal": lambda a, b: (a != b).astype(_INT64),
-    "is_ge": lambda a, b: (a >= b).astype(_INT64),
-    "is_gt": lambda a, b: (a > b).astype(_INT64),
-    "is_le": lambda a, b: (a <= b).astype(_INT64),
-    "is_lt": lambda a, b: (a < b).astype(_INT64),
-    "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(_INT64),
-    "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(_INT64),
-    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(_INT64),
-    "bitwise_and": np.bitwise_and,
-    "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
-    "left_shift": _shift_left,
-    "right_shift": _shift_right,
-}
-
-
-def alu(op: str, a: Any, b: Any, integer: bool) -> np.ndarray:
-    """`a <op> b` in fp32, or on 32-bit integers when `integer` or when `op` is a bit-vector operator."""
-    if integer or op in isa.BITVEC_OPS:
-        return wrap32(_INT_ALU[op](to_int(a), to_int(b)))
-    with np.errstate(all="ignore"):
-        return _FLOAT_ALU[op](to_f32(a), to_f32(b))
-
-
-# ---- instructions ---------------------------------------------------------------------------------------------
+# ---- instructions ------------------------------------------------------------------------------------------
 
 Operands = Mapping[str, np.ndarray]
 Attrs = Mapping[str, Any]
@@ -275,7 +64,7 @@ def _is_identity(matrix: np.ndarray) -> bool:
     if rows != cols:
         return False
     with np.errstate(invalid="ignore"):
-        return bool(np.array_equal(to_f32(matrix), np.eye(rows, dtype=F32)))
+        return bool(np.array_equal(alu.to_f32(matrix), np.eye(rows, dtype=F32)))
 
 
 def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -289,23 +78,25 @@ def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> No
             return
         # A transpose through the array arithmetic (v2, or a stationary that is not an identity).
         with np.errstate(all="ignore"):
-            store(dst, to_f32(moving2).T @ to_f32(stationary2))
+            store(dst, alu.to_f32(moving2).T @ alu.to_f32(stationary2))
         return
     with np.errstate(all="ignore"):
-        product = to_f32(stationary2).T @ to_f32(moving2)
+        product = alu.to_f32(stationary2).T @ alu.to_f32(moving2)
         if attrs.get("accumulate"):
-            product = to_f32(_rows(dst)) + product
+            product = alu.to_f32(_rows(dst)) + product
     store(dst, product)
 
 
 def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
-    x = to_f32(_rows(src))
+    x = alu.to_f32(_rows(src))
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
-    scale = to_f32(_rows(scale_vector)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
-    shift = to_f32(_rows(bias)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
+    scale = (
+        alu.to_f32(_rows(scale_vector)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
+    )
+    shift = alu.to_f32(_rows(bias)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
     with np.errstate(all="ignore"):
-        y = ACTIVATIONS[attrs["func"]](x * scale + shift).astype(F32, copy=False)
+        y = alu.activation(attrs["func"], x * scale + shift, attrs.get("alpha", 0.0))
         store(dst, y)
         accumulate_dst = ops.get("accumulate_dst")
         if accumulate_dst is not None:
@@ -315,7 +106,7 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> N
 def tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     integer = _integer_domain(engine, [in0, in1], [])
-    store(dst, alu(attrs["op"], _rows(in0), _rows(in1), integer))
+    store(dst, alu.binary(attrs["op"], _rows(in0), _rows(in1), integer))
 
 
 def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -332,19 +123,10 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
         vector = ops.get(role)
         scalar: Any = _rows(vector) if vector is not None else attrs.get(scalar_name, 0.0)
         if not integer and vector is not None:
-            scalar = to_f32(scalar)  # per-partition scalars are read as fp32 (ISA)
+            scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 (ISA)
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
-        values = alu(op, a, b, integer)
+        values = alu.binary(op, a, b, integer)
     store(dst, values)
-
-
-_REDUCERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "add": lambda x: x.sum(axis=-1, dtype=F32),
-    "max": lambda x: x.max(axis=-1),
-    "min": lambda x: x.min(axis=-1),
-    "multiply": lambda x: x.prod(axis=-1, dtype=F32),
-    "abs_max": lambda x: np.abs(x).max(axis=-1),
-}
 
 
 def tensor_reduce(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -352,20 +134,18 @@ def tensor_reduce(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
     axes = int(attrs.get("axes", 1))
     free = src.shape[1:]
     reduced = math.prod(free[len(free) - axes :])
-    x = to_f32(src).reshape(src.shape[0], -1, reduced)
-    with np.errstate(all="ignore"):
-        result = _REDUCERS[attrs["op"]](x)
-        if attrs.get("negate"):
-            result = -result
+    result = alu.reduce(attrs["op"], src.reshape(src.shape[0], -1, reduced), (2,))
+    if attrs.get("negate"):
+        result = -result
     store(dst, result)
 
 
 def _same_type_or_converted(values: np.ndarray, dtype: np.dtype, engine: Engine) -> np.ndarray:
     if values.dtype == dtype:
         return values
-    if engine is Engine.GPSIMD and is_integer_dtype(values.dtype) and is_integer_dtype(dtype):
-        return convert(wrap32(to_int(values)), dtype)
-    return convert(to_f32(values), dtype)
+    if engine is Engine.GPSIMD and alu.is_integer_dtype(values.dtype) and alu.is_integer_dtype(dtype):
+        return alu.cast(alu.wrap32(alu.to_int(values)), dtype)
+    return alu.cast(alu.to_f32(values), dtype)
 
 
 def tensor_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -382,9 +162,11 @@ def select(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
 
 
 def _immediate_as(value: Any, dtype: np.dtype) -> np.ndarray:
-    if isinstance(value, int) and is_integer_dtype(dtype):
-        return convert(wrap32(np.array(value, _INT64)) if dtype.itemsize <= 4 else np.array(value), dtype)
-    return convert(np.array(value, F32), dtype)
+    if isinstance(value, int) and alu.is_integer_dtype(dtype):
+        return alu.cast(
+            alu.wrap32(np.array(value, _INT64)) if dtype.itemsize <= 4 else np.array(value), dtype
+        )
+    return alu.cast(np.array(value, F32), dtype)
 
 
 def memset(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -398,7 +180,7 @@ def affine_values(partitions: int, attrs: Attrs) -> np.ndarray:
     for step, num in attrs["pattern"]:
         free = (free[:, None] + int(step) * np.arange(int(num), dtype=_INT64)[None, :]).reshape(-1)
     lanes = int(attrs.get("channel_multiplier", 0)) * np.arange(partitions, dtype=_INT64)
-    return wrap32(int(attrs.get("base", 0)) + lanes[:, None] + free[None, :])
+    return alu.wrap32(int(attrs.get("base", 0)) + lanes[:, None] + free[None, :])
 
 
 def iota(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -429,7 +211,7 @@ def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> Non
     if src.dtype == dst.dtype:
         dst[...] = src.reshape(dst.shape)
     else:
-        store(dst, to_f32(src))
+        store(dst, alu.to_f32(src))
 
 
 SEMANTICS: dict[str, Callable[[Operands, Attrs, Engine, Target], None]] = {

@@ -87,7 +87,7 @@ def run_validated(
     return simulator.outputs(), simulator.profile()
 
 
-# ---- per-instruction plans ------------------------------------------------------------------------------------
+# ---- per-instruction plans ---------------------------------------------------------------------------------
 
 
 class _Operand:
@@ -220,7 +220,7 @@ class _Bandwidth:
             del self.times[:index], self.engine_used[:index], self.hbm_used[:index]
 
 
-# ---- the simulator --------------------------------------------------------------------------------------------
+# ---- the simulator -----------------------------------------------------------------------------------------
 
 _SCALAR_FUNCTIONS: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b,
@@ -268,7 +268,7 @@ class _Simulator:
         self._current_live: list[int] = list(range(len(QUEUE_NAMES)))
         self._issued_since_forget = 0
 
-    # ---- planning ---------------------------------------------------------------------------------------------
+    # ---- planning ------------------------------------------------------------------------------------------
 
     def _plan(self, index: int, inst: Instruction, memory_names: list[str]) -> _Plan:
         spec = isa.OPCODES[inst.opcode]
@@ -365,7 +365,7 @@ class _Simulator:
         written = [any(directly_written[other] for other in aliases[index]) for index in range(len(buffers))]
         return RaceChecker(len(QUEUE_NAMES), aliases, written)
 
-    # ---- running ----------------------------------------------------------------------------------------------
+    # ---- running -------------------------------------------------------------------------------------------
 
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         program = self.program
@@ -500,7 +500,7 @@ class _Simulator:
         if live:
             self.bandwidth.forget_before(min(self.queue_free[q] for q in live))
 
-    # ---- results ----------------------------------------------------------------------------------------------
+    # ---- results -------------------------------------------------------------------------------------------
 
     def profile(self) -> Profile:
         target = self.target

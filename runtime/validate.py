@@ -129,7 +129,7 @@ class ValidatedProgram:
     index_of_id: dict[int, int]  # instruction id -> position in `instructions`
 
 
-# ---- small type predicates ------------------------------------------------------------------------------------
+# ---- small type predicates ---------------------------------------------------------------------------------
 
 
 def _is_int(value: object) -> bool:
@@ -149,7 +149,7 @@ def _where(inst: Instruction, role: str | None = None) -> str:
     return f"{text}, operand '{role}'" if role else text
 
 
-# ---- strided intervals ----------------------------------------------------------------------------------------
+# ---- strided intervals -------------------------------------------------------------------------------------
 # A span (lo, hi, stride) stands for {lo + k * stride | k >= 0} ∩ [lo, hi]; stride 0 iff lo == hi, and
 # (hi - lo) % stride == 0 otherwise.
 
@@ -252,7 +252,7 @@ def _families_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]
     return phase < a_width or step - phase < b_width
 
 
-# ---- the validator --------------------------------------------------------------------------------------------
+# ---- the validator -----------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -288,7 +288,7 @@ class _Validator:
         self.index_of_id: dict[int, int] = {}
         self.operands: dict[int, dict[str, _Operand]] = {}  # keyed by id(instruction)
 
-    # ---- program-level fields ---------------------------------------------------------------------------------
+    # ---- program-level fields ------------------------------------------------------------------------------
 
     def run(self) -> ValidatedProgram:
         program = self.program
@@ -435,7 +435,7 @@ class _Validator:
             if kind == "input" and not _injective(tuple(zip(strides, shape, strict=True))):
                 raise BundleError(f"{where}: strides {strides} make elements overlap")
 
-    # ---- structure --------------------------------------------------------------------------------------------
+    # ---- structure -----------------------------------------------------------------------------------------
 
     def check_reg(self, reg: object, where: str) -> None:
         if not isinstance(reg, Reg) or not _is_int(reg.index):
@@ -639,7 +639,7 @@ def _injective(pattern: tuple[tuple[int, int], ...]) -> bool:
     return True
 
 
-# ---- attributes -----------------------------------------------------------------------------------------------
+# ---- attributes --------------------------------------------------------------------------------------------
 
 _ATTR_KINDS: dict[tuple[str, str], str] = {
     ("nc_matmul", "accumulate"): "bool",
@@ -705,7 +705,7 @@ def _check_attr_value(kind: str, value: object, where: str, target: Target) -> N
             raise BundleError(f"{where}: unknown value {value!r} (known: {', '.join(sorted(choices))})")
 
 
-# ---- per-opcode shape and dtype rules -------------------------------------------------------------------------
+# ---- per-opcode shape and dtype rules ----------------------------------------------------------------------
 
 
 def _same_elements(inst: Instruction, first: _Operand, second: _Operand) -> None:
@@ -879,7 +879,7 @@ _OPCODE_CHECKS = {
 }
 
 
-# ---- abstract interpretation of the register program ----------------------------------------------------------
+# ---- abstract interpretation of the register program -------------------------------------------------------
 
 # An open accumulation group: PSUM partitions [p0, p1) and the byte family (lo, hi, stride, width) it may write.
 _Group = tuple[int, int, tuple[int, int, int, int], int]  # (p0, p1, family, instruction id)
