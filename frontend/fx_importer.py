@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, UnknownLoc
+from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
@@ -50,7 +50,7 @@ def node_location(node: torch.fx.Node) -> Attribute:
     frames = _FRAME.findall(trace)
     module_path = _module_path(node)
     if not frames:
-        return source_location("<unknown>", 0, 0, module_path) if module_path else UnknownLoc()
+        return NameLoc(StringAttr(module_path), UnknownLoc()) if module_path else UnknownLoc()
     filename, line = frames[-1]
     return source_location(filename, int(line), 0, module_path)
 
@@ -162,15 +162,11 @@ class FxImporter:
             return
         if not isinstance(node.target, torch._ops.OpOverload):
             raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported")
-        op_class = op_class_for(str(node.target))
+        target, raw_arguments = _with_scalar_overload(node.target, _named_arguments(node))
+        op_class = op_class_for(str(target))
         if op_class is None:
-            raise GraphImportError(f"{describe_node(node)}: the torch dialect has no op for {node.target}")
-        schema = node.target._schema
-        arguments: dict[str, Any] = {}
-        for argument_schema, value in zip(schema.arguments, node.args, strict=False):
-            arguments[argument_schema.name] = self._value(value)
-        for key, value in node.kwargs.items():
-            arguments[key] = self._value(value)
+            raise GraphImportError(f"{describe_node(node)}: the torch dialect has no op for {target}")
+        arguments = {name: self._value(value) for name, value in raw_arguments.items()}
         try:
             op = op_class.from_args(arguments, _result_types(node))
         except (ValueError, TypeError, AssertionError) as error:
@@ -202,6 +198,39 @@ class FxImporter:
             signature.output_names.append(output.name)
             results.append(value)
         return results
+
+
+def _named_arguments(node: torch.fx.Node) -> dict[str, Any]:
+    schema = node.target._schema  # type: ignore[union-attr]
+    arguments = {spec.name: value for spec, value in zip(schema.arguments, node.args, strict=False)}
+    arguments.update(node.kwargs)
+    return arguments
+
+
+def _with_scalar_overload(target: torch._ops.OpOverload, arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Python numbers in Tensor positions (FX's wrapped numbers) select the op's Scalar overload.
+
+    `aten.mul.Tensor(x, 2.0)` is `aten.mul.Scalar(x, 2.0)`: PyTorch promotes wrapped numbers exactly as scalars.
+    """
+    schema = target._schema
+    wrapped = {
+        spec.name
+        for spec in schema.arguments
+        if isinstance(arguments.get(spec.name), int | float | bool) and str(spec.type) == "Tensor"
+    }
+    if not wrapped:
+        return target, arguments
+    packet = target.overloadpacket
+    for overload_name in packet.overloads():
+        candidate = getattr(packet, overload_name)
+        specs = {spec.name: str(spec.type) for spec in candidate._schema.arguments}
+        if set(specs) != {spec.name for spec in schema.arguments}:
+            continue
+        if all(specs[name] in ("Scalar", "number") for name in wrapped) and all(
+            specs[spec.name] == str(spec.type) for spec in schema.arguments if spec.name not in wrapped
+        ):
+            return candidate, arguments
+    return target, arguments
 
 
 def _ssa_name(name: str) -> str | None:

@@ -4,7 +4,32 @@
 
 The backend is found through the `torch_dynamo_backends` entry point, so no import is needed. This module is
 the public Python API; the compiler itself lives in the subpackages (ir, frontend, lowering, backend_trn,
-runtime, tools), see README.md.
+runtime, tools), see README.md. Importing it stays cheap: torch and xDSL load only when a function needs them.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def stats() -> dict[str, Any]:
+    """Counts so far: graphs and nodes compiled, nodes that fell back to the CPU (by op), compile time, runs."""
+    from neuron_mlir.frontend.stats import STATS
+
+    return STATS.as_dict()
+
+
+def profiles() -> dict[str, Any]:
+    """The profile of the latest run of each compiled graph, by graph name (e.g. 'graph0_forward')."""
+    from neuron_mlir.frontend.stats import STATS
+
+    return dict(STATS.latest_profiles)
+
+
+def reset() -> None:
+    """Forget stats and profiles (compiled graphs stay cached by torch.compile; see torch._dynamo.reset)."""
+    from neuron_mlir.frontend.stats import reset as reset_stats
+
+    reset_stats()

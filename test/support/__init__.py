@@ -1,0 +1,65 @@
+"""Helpers shared by the tests (not collected: no test_ prefix)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from neuron_mlir.ir.semantics.compare import mismatch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def assert_close_to_torch(actual, expected, what: str = "result") -> None:
+    """Compare a compiled result with eager PyTorch's, with the tolerance of the expected dtype.
+
+    The one place numeric tests compare numbers: the tolerances live in `neuron_mlir.ir.semantics.compare`.
+    """
+    import torch
+
+    if isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+        assert len(actual) == len(expected), f"{what}: {len(actual)} values, expected {len(expected)}"
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_close_to_torch(a, e, f"{what}[{index}]")
+        return
+    if expected is None:
+        assert actual is None, f"{what}: expected None"
+        return
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, expected {expected.dtype}"
+    from neuron_mlir.frontend.tensors import to_numpy
+
+    problem = mismatch(to_numpy(actual), to_numpy(expected))
+    assert problem is None, f"{what}: {problem}"
+
+
+def numpy_close(actual: np.ndarray, expected: np.ndarray, what: str = "result") -> None:
+    problem = mismatch(actual, expected)
+    assert problem is None, f"{what}: {problem}"
+
+
+def capture_aten_graphs(module, *inputs, backward: bool = False):
+    """The ATen graphs (forward, and backward when asked) that the neuron-mlir backend would compile."""
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from neuron_mlir.frontend.backend import decompositions
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=backend)
+    out = compiled(*inputs)
+    if backward:
+        outputs = out if isinstance(out, tuple) else (out,)
+        sum(o.float().sum() for o in outputs if o.requires_grad).backward()
+    torch._dynamo.reset()
+    return graphs
