@@ -1,0 +1,821 @@
+"""The torch dialect: one op per ATen overload, on builtin `tensor<...>` types with value semantics.
+
+The op classes are generated from the ATen schemas into `torch_ops.py` by `tools/gen_torch_dialect.py`
+(`python -m neuron_mlir.tools.gen_torch_dialect`). This module holds what they share: the base class `TorchOp`
+with the one custom syntax, the verifier, the schema metadata, the conversion between ATen argument values and
+properties, `op_class_for` and the `Torch` dialect object. Nothing here imports torch.
+
+Naming follows torch-mlir: `aten::mm` is `torch.aten.mm` (class `AtenMmOp`), `aten::add.Tensor` is
+`torch.aten.add.Tensor` (`AtenAddTensorOp`). Each class's docstring is its ATen schema.
+
+ATen arguments, in schema order:
+    Tensor       an operand                     Tensor?     an optional operand, printed `none` when absent
+    Tensor[]     a variadic operand `[%a, %b]`  Tensor?[]   a variadic operand `[%a, none]`, plus the property
+                                                            `<name>_none_positions` (array<i64>) saying where
+    anything else is a property of the argument's name:
+        int, SymInt -> i64 IntegerAttr      float -> f64 FloatAttr     bool -> i1 IntegerAttr (`true`)
+        Scalar -> i64, f64 or i1 attr       int[] -> array<i64: ...>   float[] -> array<f64: ...>
+        bool[] -> array<i1: ...>            str -> StringAttr          ScalarType -> the element type (`f32`)
+        Layout, Device, MemoryFormat -> StringAttr (`"strided"`, `"cpu"`, `"contiguous_format"`)
+        X? -> absent when None (when the schema's default is not None, an explicit None is the type `none`)
+    SymInt arguments are static i64 properties for now.
+ATen results: Tensor -> a tensor result, Tensor[] -> variadic results, SymInt -> `index`, Scalar -> i64/f64/i1.
+
+One syntax for every op: tensor arguments in schema order, then the properties that differ from their schema
+default (defaults are elided when printing and filled in when parsing), then discardable attributes, then the
+functional type of the operands actually present:
+
+    %3 = torch.aten.addmm %b, %x, %w : (tensor<520xf32>, tensor<37x300xf32>, tensor<300x520xf32>) -> tensor<37x520xf32>
+    %4 = torch.aten.convolution %x, %w, none {stride = array<i64: 2, 2>, ...} : (...) -> tensor<1x8x4x4xf32>
+    %5 = torch.aten.cat [%a, %b] {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+
+Interface for the FX importer and the reference semantics:
+
+    cls = op_class_for("aten::add.Tensor")    # also "aten.add.Tensor"; "aten::mm" / "aten.mm.default"
+    cls.SCHEMA.args                            # ArgSpec(name, kind, prop, optional, default, kwarg_only, length)
+    op = cls.from_args({"self": x, "other": y, "alpha": 2}, [result_type])    # or cls.create(args, types)
+    op = cls.from_args(cls.SCHEMA.bind(node_args, node_kwargs), [result_type])  # from an FX node's call
+    op.arguments()                             # {"self": x, "other": y, "alpha": 2}
+    args, kwargs = op.call_arguments(values)   # the ATen call, with `values` in place of op.operands
+
+Builders take tensor arguments as SSAValues (a list for Tensor[], entries may be None for Tensor?[], None for
+an absent Tensor?) and the others as plain Python values (int, float, bool, str, lists of those; a torch dtype,
+layout, memory format or device works too, read through its name) or ready-made attributes.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from functools import cached_property
+from typing import Any, ClassVar, Self
+
+from xdsl.dialects.builtin import (
+    I1,
+    I64,
+    AnyFloatConstr,
+    BFloat16Type,
+    ComplexType,
+    DenseArrayBase,
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    NoneType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    f64,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    AttrConstraint,
+    IRDLOperation,
+    base,
+    eq,
+    irdl_to_attr_constraint,
+    opt_prop_def,
+    prop_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+# --------------------------------------------------------------------------------------------------------------
+# Schema metadata
+
+
+class ArgKind(StrEnum):
+    """How an ATen argument appears on the op."""
+
+    TENSOR = "Tensor"
+    OPTIONAL_TENSOR = "Tensor?"
+    TENSOR_LIST = "Tensor[]"
+    OPTIONAL_TENSOR_LIST = "Tensor?[]"
+    PROPERTY = "property"
+
+
+class PropKind(StrEnum):
+    """The ATen type of a property argument (SymInt is `int`; `X?` is `ArgSpec.optional`)."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    SCALAR = "Scalar"
+    STR = "str"
+    SCALAR_TYPE = "ScalarType"
+    LAYOUT = "Layout"
+    DEVICE = "Device"
+    MEMORY_FORMAT = "MemoryFormat"
+    INT_LIST = "int[]"
+    FLOAT_LIST = "float[]"
+    BOOL_LIST = "bool[]"
+
+
+class ResultKind(StrEnum):
+    """The ATen type of a result."""
+
+    TENSOR = "Tensor"
+    TENSOR_LIST = "Tensor[]"
+    SYM_INT = "SymInt"
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    SCALAR = "Scalar"
+
+
+class ShapeRule(StrEnum):
+    """Result shape rules the verifier checks for the simple op families."""
+
+    SAME = "same"
+    """Every tensor result has the shape of the first tensor operand (unary elementwise, Tensor-Scalar ops)."""
+    BROADCAST = "broadcast"
+    """The tensor result has the broadcast shape of all tensor operands (Tensor-Tensor elementwise)."""
+
+
+class _NoDefault(Enum):
+    NO_DEFAULT = "NO_DEFAULT"
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT = _NoDefault.NO_DEFAULT
+"""`ArgSpec.default` of an argument the schema gives no default."""
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One ATen argument: `name` is the schema's (and the property's) name."""
+
+    name: str
+    kind: ArgKind
+    prop: PropKind | None = None
+    """The property's ATen type, for `kind == PROPERTY`."""
+    optional: bool = False
+    """`X?`: the property may be None (absent)."""
+    default: object = NO_DEFAULT
+    """The schema default as a Python value (lists as tuples, ScalarType as its name such as "int64")."""
+    kwarg_only: bool = False
+    length: int | None = None
+    """The fixed length of a list argument such as `int[2]`."""
+    mutable: bool = False
+    """ATen writes to this tensor (`Tensor(a!)`); the op itself has value semantics and does not."""
+    field: str = ""
+    """The Python accessor on the op class; the name itself unless that is a keyword or taken."""
+
+    def __post_init__(self) -> None:
+        if not self.field:
+            object.__setattr__(self, "field", self.name)
+
+    @property
+    def none_positions_name(self) -> str:
+        """For a Tensor?[] argument: the property listing the positions that are None."""
+        return f"{self.name}_none_positions"
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    """One ATen result; `name` is the schema's, or `result` / `result<i>` when the schema has none."""
+
+    name: str
+    kind: ResultKind
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """Everything an op class knows about its ATen overload."""
+
+    signature: str
+    """The ATen schema, e.g. `aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`."""
+    args: tuple[ArgSpec, ...]
+    results: tuple[ResultSpec, ...]
+    shape_rule: ShapeRule | None = None
+    result_element_types: tuple[tuple[int, Attribute], ...] = ()
+    """(result index, element type) pairs fixed by the op's nature, e.g. i1 for comparisons."""
+    dtype_sets_result: bool = False
+    """The `dtype` argument, when given, is the element type of the (single) tensor result."""
+
+    @cached_property
+    def overload_name(self) -> str:
+        """`aten::add.Tensor`, or `aten::mm` for a default overload."""
+        return self.signature.split("(", 1)[0]
+
+    @cached_property
+    def operand_args(self) -> tuple[ArgSpec, ...]:
+        return tuple(a for a in self.args if a.kind is not ArgKind.PROPERTY)
+
+    @cached_property
+    def property_args(self) -> tuple[ArgSpec, ...]:
+        return tuple(a for a in self.args if a.kind is ArgKind.PROPERTY)
+
+    @cached_property
+    def arg_names(self) -> frozenset[str]:
+        return frozenset(a.name for a in self.args)
+
+    @cached_property
+    def property_names(self) -> frozenset[str]:
+        """Properties that the custom syntax prints in the attribute dictionary."""
+        return frozenset(a.name for a in self.property_args)
+
+    def bind(self, args: Sequence[object], kwargs: Mapping[str, object]) -> dict[str, object]:
+        """Name the values of an ATen call (an FX node's `args` and `kwargs`), as `from_args` takes them."""
+        positional = [a for a in self.args if not a.kwarg_only]
+        if len(args) > len(positional):
+            raise ValueError(f"{self.overload_name} takes {len(positional)} positional arguments, got {len(args)}")
+        named = {spec.name: value for spec, value in zip(positional, args, strict=False)}
+        for name, value in kwargs.items():
+            if name not in self.arg_names or name in named:
+                raise ValueError(f"{self.overload_name}: unexpected or repeated argument '{name}'")
+            named[name] = value
+        return named
+
+    @cached_property
+    def default_attributes(self) -> Mapping[str, Attribute]:
+        """Property name -> the attribute of its schema default (None defaults are absent properties)."""
+        defaults: dict[str, Attribute] = {}
+        for spec in self.property_args:
+            if spec.default is not NO_DEFAULT and spec.default is not None:
+                assert spec.prop is not None
+                defaults[spec.name] = to_attribute(spec.prop, spec.default, spec.length)
+        return defaults
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Python values <-> attributes
+
+_DTYPES: dict[str, Attribute] = {
+    "bool": i1,
+    "uint8": IntegerType(8, Signedness.UNSIGNED),
+    "int8": IntegerType(8),
+    "int16": IntegerType(16),
+    "int32": IntegerType(32),
+    "int64": i64,
+    "float16": Float16Type(),
+    "bfloat16": BFloat16Type(),
+    "float32": Float32Type(),
+    "float64": Float64Type(),
+    "complex64": ComplexType(Float32Type()),
+    "complex128": ComplexType(Float64Type()),
+    "float8_e4m3fn": Float8E4M3FNType(),
+    "float8_e5m2": Float8E5M2Type(),
+}
+_DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32"}
+_DTYPE_NAMES: dict[Attribute, str] = {attr: name for name, attr in _DTYPES.items()}
+
+
+def element_type_for_dtype(dtype: object) -> Attribute:
+    """The element type of a torch dtype, given as the dtype itself or its name ("float32", "torch.int64")."""
+    name = str(dtype).removeprefix("torch.")
+    name = _DTYPE_ALIASES.get(name, name)
+    if name not in _DTYPES:
+        raise ValueError(f"no element type for dtype {dtype!r}")
+    return _DTYPES[name]
+
+
+def dtype_name_for(element_type: Attribute) -> str:
+    """The torch dtype name of an element type: `f32` -> "float32" (so `getattr(torch, name)` is the dtype)."""
+    if element_type not in _DTYPE_NAMES:
+        raise ValueError(f"no torch dtype for element type {element_type}")
+    return _DTYPE_NAMES[element_type]
+
+
+def _int_list(value: object, length: int | None) -> list[int]:
+    if isinstance(value, numbers.Integral):
+        return [int(value)] * (length or 1)
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"expected an int or a list of ints, got {value!r}")
+    return [operator.index(v) for v in value]
+
+
+def to_attribute(kind: PropKind, value: object, length: int | None = None) -> Attribute:
+    """The property attribute for a Python argument value (an Attribute is taken as it is).
+
+    A plain int given for a list argument is repeated `length` times (once for `int[]`), as ATen does.
+    """
+    if isinstance(value, Attribute):
+        return value
+    match kind:
+        case PropKind.INT:
+            return IntegerAttr(operator.index(value), i64)  # pyright: ignore[reportArgumentType]
+        case PropKind.FLOAT:
+            return FloatAttr(float(value), f64)  # pyright: ignore[reportArgumentType]
+        case PropKind.BOOL:
+            return IntegerAttr(int(bool(value)), i1)
+        case PropKind.SCALAR:
+            if isinstance(value, bool):
+                return IntegerAttr(int(value), i1)
+            if isinstance(value, numbers.Integral):
+                return IntegerAttr(int(value), i64)
+            if isinstance(value, numbers.Real):
+                return FloatAttr(float(value), f64)
+            raise ValueError(f"unsupported Scalar value {value!r}: expected bool, int or float")
+        case PropKind.INT_LIST:
+            return DenseArrayBase.from_list(i64, _int_list(value, length))
+        case PropKind.BOOL_LIST:
+            items = [value] * (length or 1) if isinstance(value, bool) else list(value)  # pyright: ignore
+            return DenseArrayBase.from_list(i1, [int(bool(v)) for v in items])
+        case PropKind.FLOAT_LIST:
+            items = [value] * (length or 1) if isinstance(value, numbers.Real) else list(value)  # pyright: ignore
+            return DenseArrayBase.from_list(f64, [float(v) for v in items])
+        case PropKind.STR:
+            if not isinstance(value, str):
+                raise ValueError(f"expected a str, got {value!r}")
+            return StringAttr(value)
+        case PropKind.SCALAR_TYPE:
+            return element_type_for_dtype(value)
+        case PropKind.LAYOUT | PropKind.MEMORY_FORMAT:
+            return StringAttr(str(value).removeprefix("torch."))
+        case PropKind.DEVICE:
+            return StringAttr(str(value))
+
+
+def from_attribute(kind: PropKind, attr: Attribute) -> object:
+    """The Python value of a property: the inverse of `to_attribute` (ScalarType stays the element type)."""
+    if isinstance(attr, NoneType):
+        return None
+    match kind:
+        case PropKind.INT | PropKind.FLOAT:
+            assert isinstance(attr, IntegerAttr | FloatAttr)
+            return attr.value.data
+        case PropKind.BOOL:
+            assert isinstance(attr, IntegerAttr)
+            return bool(attr.value.data)
+        case PropKind.SCALAR:
+            assert isinstance(attr, IntegerAttr | FloatAttr)
+            if attr.type == i1:
+                return bool(attr.value.data)
+            return attr.value.data
+        case PropKind.INT_LIST | PropKind.FLOAT_LIST:
+            assert isinstance(attr, DenseArrayBase)
+            return list(attr.get_values())
+        case PropKind.BOOL_LIST:
+            assert isinstance(attr, DenseArrayBase)
+            return [bool(v) for v in attr.get_values()]
+        case PropKind.STR | PropKind.LAYOUT | PropKind.MEMORY_FORMAT | PropKind.DEVICE:
+            assert isinstance(attr, StringAttr)
+            return attr.data
+        case PropKind.SCALAR_TYPE:
+            return attr
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Field definitions used by the generated classes
+
+ELEMENT_TYPE: AttrConstraint = base(IntegerType) | AnyFloatConstr | base(ComplexType)
+"""Element types a ScalarType property may hold."""
+
+_PROPERTY_CONSTRAINTS: dict[PropKind, AttrConstraint] = {
+    PropKind.INT: irdl_to_attr_constraint(IntegerAttr[I64]),
+    PropKind.FLOAT: irdl_to_attr_constraint(FloatAttr[Float64Type]),
+    PropKind.BOOL: irdl_to_attr_constraint(IntegerAttr[I1]),
+    PropKind.SCALAR: irdl_to_attr_constraint(IntegerAttr[I64] | IntegerAttr[I1] | FloatAttr[Float64Type]),
+    PropKind.STR: base(StringAttr),
+    PropKind.SCALAR_TYPE: ELEMENT_TYPE,
+    PropKind.LAYOUT: base(StringAttr),
+    PropKind.DEVICE: base(StringAttr),
+    PropKind.MEMORY_FORMAT: base(StringAttr),
+    PropKind.INT_LIST: irdl_to_attr_constraint(DenseArrayBase[I64]),
+    PropKind.FLOAT_LIST: irdl_to_attr_constraint(DenseArrayBase[Float64Type]),
+    PropKind.BOOL_LIST: irdl_to_attr_constraint(DenseArrayBase[I1]),
+}
+
+RESULT_CONSTRAINTS: dict[ResultKind, AttrConstraint] = {
+    ResultKind.TENSOR: base(TensorType),
+    ResultKind.TENSOR_LIST: base(TensorType),
+    ResultKind.SYM_INT: base(IndexType),
+    ResultKind.INT: eq(i64),
+    ResultKind.FLOAT: eq(f64),
+    ResultKind.BOOL: eq(i1),
+    ResultKind.SCALAR: eq(i64) | eq(f64) | eq(i1),
+}
+"""The type each kind of result must have."""
+
+
+def property_def(
+    kind: PropKind,
+    *,
+    default: object = NO_DEFAULT,
+    optional: bool = False,
+    length: int | None = None,
+    prop_name: str | None = None,
+) -> Any:
+    """The IRDL property of an argument: schema defaults become `default_value`, `X?` an optional property."""
+    constraint = _PROPERTY_CONSTRAINTS[kind]
+    if default is NO_DEFAULT or default is None:
+        if optional:
+            return opt_prop_def(constraint, prop_name=prop_name)
+        return prop_def(constraint, prop_name=prop_name)
+    default_value = to_attribute(kind, default, length)
+    if optional:  # `X? x=<not None>`: absent means the default, so None needs a spelling of its own
+        return prop_def(constraint | base(NoneType), default_value, prop_name=prop_name)
+    return prop_def(constraint, default_value, prop_name=prop_name)
+
+
+def none_positions_def() -> Any:
+    """The property of a Tensor?[] argument listing which positions of the list are None."""
+    return prop_def(irdl_to_attr_constraint(DenseArrayBase[I64]), DenseArrayBase.from_list(i64, []))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The base class
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    dims = ", ".join("?" if d < 0 else str(d) for d in shape)
+    return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
+def _broadcast_shapes(shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """NumPy broadcasting; -1 (dynamic) matches anything. None when the shapes do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    result: list[int] = []
+    for axis in range(rank):
+        dims = {s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0} - {1}
+        static = dims - {-1}
+        if len(static) > 1:
+            return None
+        result.append(static.pop() if static else (-1 if -1 in dims else 1))
+    return tuple(result)
+
+
+def _shapes_match(expected: Sequence[int], found: Sequence[int]) -> bool:
+    return len(expected) == len(found) and all(e == f or e < 0 or f < 0 for e, f in zip(expected, found, strict=True))
+
+
+def _list_text(values: Sequence[object]) -> str:
+    return "[" + ", ".join(map(str, values)) + "]"
+
+
+def _ssa_value(op_name: str, arg: str, value: object) -> SSAValue:
+    if not isinstance(value, SSAValue):
+        raise TypeError(f"{op_name}: argument '{arg}' must be an SSAValue, got {type(value).__name__}")
+    return value
+
+
+def _ssa_list(op_name: str, arg: str, value: object) -> list[SSAValue | None]:
+    """A Tensor[] / Tensor?[] argument's entries (None entries are checked by the caller)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(f"{op_name}: argument '{arg}' must be a list of SSAValues, got {type(value).__name__}")
+    return [None if v is None else _ssa_value(op_name, arg, v) for v in value]
+
+
+class TorchOp(IRDLOperation):
+    """Base of every generated torch-dialect op: shared syntax, verifier and ATen-argument conversion."""
+
+    SCHEMA: ClassVar[OpSchema]
+
+    # -- building ----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_args(
+        cls,
+        args: Mapping[str, object],
+        result_types: Sequence[Attribute],
+        attributes: Mapping[str, Attribute] | None = None,
+    ) -> Self:
+        """Build the op from ATen arguments by name (see the module docstring for the value conventions).
+
+        Arguments left out take their schema default; a left-out optional argument is None.
+        """
+        schema = cls.SCHEMA
+        if unknown := sorted(set(args) - schema.arg_names):
+            raise ValueError(f"{cls.name}: unknown argument(s) {', '.join(unknown)}; schema: {schema.signature}")
+        operands: list[SSAValue | Sequence[SSAValue] | None] = []
+        properties: dict[str, Attribute] = {}
+        for spec in schema.args:
+            if spec.name not in args:
+                if spec.default is NO_DEFAULT and not (spec.optional or spec.kind is ArgKind.OPTIONAL_TENSOR):
+                    raise ValueError(f"{cls.name}: missing argument '{spec.name}'; schema: {schema.signature}")
+                if spec.kind is ArgKind.OPTIONAL_TENSOR:
+                    operands.append(None)
+                continue
+            value = args[spec.name]
+            match spec.kind:
+                case ArgKind.TENSOR:
+                    operands.append(_ssa_value(cls.name, spec.name, value))
+                case ArgKind.OPTIONAL_TENSOR:
+                    operands.append(None if value is None else _ssa_value(cls.name, spec.name, value))
+                case ArgKind.TENSOR_LIST:
+                    entries = _ssa_list(cls.name, spec.name, value)
+                    if None in entries:
+                        raise TypeError(f"{cls.name}: argument '{spec.name}' (Tensor[]) may not hold None")
+                    operands.append([v for v in entries if v is not None])
+                case ArgKind.OPTIONAL_TENSOR_LIST:
+                    entries = _ssa_list(cls.name, spec.name, value)
+                    operands.append([v for v in entries if v is not None])
+                    nones = [i for i, v in enumerate(entries) if v is None]
+                    properties[spec.none_positions_name] = DenseArrayBase.from_list(i64, nones)
+                case ArgKind.PROPERTY:
+                    assert spec.prop is not None
+                    if value is None:
+                        if not spec.optional:
+                            raise ValueError(f"{cls.name}: argument '{spec.name}' may not be None")
+                        if spec.default is not None and spec.default is not NO_DEFAULT:
+                            properties[spec.name] = NoneType()
+                        continue
+                    try:
+                        properties[spec.name] = to_attribute(spec.prop, value, spec.length)
+                    except (TypeError, ValueError) as error:
+                        raise ValueError(f"{cls.name}: argument '{spec.name}': {error}") from error
+        return cls(
+            operands=operands,
+            result_types=cls._grouped_result_types(result_types),
+            properties=properties,
+            attributes=attributes,
+        )
+
+    @classmethod
+    def create(  # pyright: ignore[reportIncompatibleMethodOverride]
+        cls, args: Mapping[str, object] | None = None, result_types: Sequence[Attribute] = (), **generic: Any
+    ) -> Self:
+        """`from_args(args, result_types)` when given ATen arguments; xDSL's generic `create(operands=...)`
+        (used by the generic parser and `clone`) otherwise."""
+        if args is None:
+            return super().create(result_types=result_types, **generic)
+        if set(generic) - {"attributes"}:
+            raise TypeError(f"{cls.name}.create: with ATen arguments, only `attributes` may be given too")
+        return cls.from_args(args, result_types, generic.get("attributes"))
+
+    @classmethod
+    def _grouped_result_types(cls, result_types: Sequence[Attribute]) -> list[Attribute | list[Attribute]]:
+        """Flat result types grouped as the result definitions expect (a list for the Tensor[] result)."""
+        results = cls.SCHEMA.results
+        if all(r.kind is not ResultKind.TENSOR_LIST for r in results):
+            return list(result_types)
+        variadic = len(result_types) - (len(results) - 1)
+        grouped: list[Attribute | list[Attribute]] = []
+        position = 0
+        for result in results:
+            if result.kind is ResultKind.TENSOR_LIST:
+                grouped.append(list(result_types[position : position + variadic]))
+                position += variadic
+            else:
+                grouped.append(result_types[position])
+                position += 1
+        return grouped
+
+    # -- reading arguments back --------------------------------------------------------------------------------
+
+    def _argument_values(self, values: Sequence[object]) -> Iterator[tuple[ArgSpec, object]]:
+        """(spec, value) per schema argument; tensor arguments take their value from `values`, which runs
+        parallel to `self.operands`."""
+        flat = iter(values)
+        for spec in self.SCHEMA.args:
+            match spec.kind:
+                case ArgKind.TENSOR:
+                    yield spec, next(flat)
+                case ArgKind.OPTIONAL_TENSOR:
+                    yield spec, None if getattr(self, spec.field) is None else next(flat)
+                case ArgKind.TENSOR_LIST:
+                    yield spec, [next(flat) for _ in getattr(self, spec.field)]
+                case ArgKind.OPTIONAL_TENSOR_LIST:
+                    present = [next(flat) for _ in getattr(self, spec.field)]
+                    yield spec, self._with_nones(spec, present)
+                case ArgKind.PROPERTY:
+                    assert spec.prop is not None
+                    attr = self.properties.get(spec.name)
+                    yield spec, None if attr is None else from_attribute(spec.prop, attr)
+
+    def _with_nones(self, spec: ArgSpec, present: Sequence[Any]) -> list[Any]:
+        """A Tensor?[] argument's full list: the present entries with None where the property says."""
+        nones = set(self._none_positions(spec))
+        entries = iter(present)
+        return [None if i in nones else next(entries) for i in range(len(present) + len(nones))]
+
+    def _none_positions(self, spec: ArgSpec) -> tuple[int, ...]:
+        attr = self.properties.get(spec.none_positions_name)
+        return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else ()  # pyright: ignore
+
+    def arguments(self) -> dict[str, object]:
+        """Schema argument name -> SSAValue (lists for Tensor[], None entries for Tensor?[]) or Python value."""
+        return {spec.name: value for spec, value in self._argument_values(self.operands)}
+
+    def call_arguments(
+        self, values: Sequence[object], convert: Callable[[ArgSpec, object], object] | None = None
+    ) -> tuple[list[object], dict[str, object]]:
+        """The ATen call `(args, kwargs)` with `values` (parallel to `self.operands`) in place of the operands.
+
+        `convert(spec, value)` maps each non-None property value, e.g. an element type to a torch dtype.
+        """
+        args: list[object] = []
+        kwargs: dict[str, object] = {}
+        for spec, value in self._argument_values(values):
+            if convert is not None and spec.kind is ArgKind.PROPERTY and value is not None:
+                value = convert(spec, value)
+            if spec.kwarg_only:
+                kwargs[spec.name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    # -- syntax ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        schema = cls.SCHEMA
+        items: list[UnresolvedOperand | list[UnresolvedOperand | None] | None] = []
+        for index, spec in enumerate(schema.operand_args):
+            if index:
+                parser.parse_punctuation(",", f" between the tensor arguments of {cls.name}")
+            items.append(_parse_operand_item(parser, spec))
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        start = parser.pos
+        function_type = parser.parse_function_type()
+        unresolved = [
+            u for item in items for u in (item if isinstance(item, list) else [item]) if u is not None
+        ]
+        operand_types = function_type.inputs.data
+        if len(operand_types) != len(unresolved):
+            parser.raise_error(
+                f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types", start, parser.pos
+            )
+        resolved = iter(parser.resolve_operands(unresolved, operand_types, start))
+        operands: list[SSAValue | Sequence[SSAValue] | None] = []
+        properties = {k: v for k, v in attributes.items() if k in schema.property_names}
+        discardable = {k: v for k, v in attributes.items() if k not in schema.property_names}
+        for spec, item in zip(schema.operand_args, items, strict=True):
+            if isinstance(item, list):
+                operands.append([next(resolved) for u in item if u is not None])
+                if spec.kind is ArgKind.OPTIONAL_TENSOR_LIST:
+                    nones = [i for i, u in enumerate(item) if u is None]
+                    properties[spec.none_positions_name] = DenseArrayBase.from_list(i64, nones)
+            else:
+                operands.append(None if item is None else next(resolved))
+        return cls(
+            operands=operands,
+            result_types=cls._grouped_result_types(function_type.outputs.data),
+            properties=properties,
+            attributes=discardable,
+        )
+
+    def print(self, printer: Printer) -> None:
+        schema = self.SCHEMA
+        for index, spec in enumerate(schema.operand_args):
+            printer.print_string(", " if index else " ")
+            value = getattr(self, spec.field)
+            match spec.kind:
+                case ArgKind.TENSOR:
+                    printer.print_operand(value)
+                case ArgKind.OPTIONAL_TENSOR:
+                    _print_optional_operand(printer, value)
+                case ArgKind.TENSOR_LIST | ArgKind.OPTIONAL_TENSOR_LIST:
+                    entries = self._with_nones(spec, value) if spec.kind is ArgKind.OPTIONAL_TENSOR_LIST else value
+                    with printer.in_square_brackets():
+                        printer.print_list(entries, lambda v: _print_optional_operand(printer, v))
+        printed: dict[str, Attribute] = {}
+        for spec in schema.property_args:
+            attr = self.properties.get(spec.name)
+            if attr is not None and attr != schema.default_attributes.get(spec.name):
+                printed[spec.name] = attr
+        printed.update(self.attributes)
+        printer.print_op_attributes(printed)
+        printer.print_string(" : ")
+        printer.print_function_type(self.operand_types, self.result_types)
+
+    # -- verification ------------------------------------------------------------------------------------------
+
+    def verify_(self) -> None:
+        schema = self.SCHEMA
+        for spec in schema.args:
+            if spec.kind is ArgKind.OPTIONAL_TENSOR_LIST:
+                self._verify_none_positions(spec)
+            elif spec.length is not None:
+                self._verify_list_length(spec)
+        for index, element_type in schema.result_element_types:
+            result = self.results[index]
+            found = result.type.get_element_type() if isinstance(result.type, TensorType) else result.type
+            if found != element_type:
+                raise VerifyException(
+                    f"{self.name}: result '{schema.results[index].name}' element type must be {element_type}, "
+                    f"found {found}"
+                )
+        if schema.dtype_sets_result:
+            self._verify_dtype_result()
+        if schema.shape_rule is not None:
+            self._verify_shape_rule(schema.shape_rule)
+
+    def _verify_none_positions(self, spec: ArgSpec) -> None:
+        positions = self._none_positions(spec)
+        size = len(getattr(self, spec.field)) + len(positions)
+        if any(not 0 <= p < size for p in positions) or list(positions) != sorted(set(positions)):
+            raise VerifyException(
+                f"{self.name}: '{spec.none_positions_name}' must hold increasing positions below {size} "
+                f"(the length of '{spec.name}'), found {_list_text(positions)}"
+            )
+
+    def _verify_list_length(self, spec: ArgSpec) -> None:
+        attr = self.properties.get(spec.name)
+        if not isinstance(attr, DenseArrayBase):
+            return
+        found = len(attr)
+        empty_default = spec.default == ()  # `int[2] stride=[]`: empty means "the kernel size"
+        if found != spec.length and not (found == 0 and empty_default):
+            raise VerifyException(f"{self.name}: '{spec.name}' must have {spec.length} elements, found {found}")
+
+    def _verify_dtype_result(self) -> None:
+        dtype = self.properties.get("dtype")
+        if dtype is None or isinstance(dtype, NoneType):
+            return
+        result_type = self.results[0].type
+        if isinstance(result_type, TensorType) and result_type.get_element_type() != dtype:
+            raise VerifyException(
+                f"{self.name}: result element type must be {dtype} as 'dtype' says, "
+                f"found {result_type.get_element_type()}"
+            )
+
+    def _verify_shape_rule(self, rule: ShapeRule) -> None:
+        shapes = [v.type.get_shape() for v in self.operands if isinstance(v.type, TensorType)]
+        tensor_results = [r for r in self.results if isinstance(r.type, TensorType)]
+        if not shapes or not tensor_results:
+            return
+        if rule is ShapeRule.SAME:
+            for result in tensor_results:
+                if not _shapes_match(shapes[0], result.type.get_shape()):
+                    raise VerifyException(
+                        f"{self.name}: result shape {_shape_text(result.type.get_shape())} is not the operand "
+                        f"shape {_shape_text(shapes[0])}"
+                    )
+            return
+        expected = _broadcast_shapes(shapes)
+        found = tensor_results[0].type.get_shape()
+        if expected is None or not _shapes_match(expected, found):
+            texts = [_shape_text(s) for s in shapes]
+            listed = ", ".join(texts[:-1]) + " and " + texts[-1] if len(texts) > 1 else texts[0]
+            raise VerifyException(
+                f"{self.name}: result shape {_shape_text(found)} is not the broadcast of operand shapes {listed}"
+            )
+
+
+def _print_optional_operand(printer: Printer, value: SSAValue | None) -> None:
+    if value is None:
+        printer.print_string("none")
+    else:
+        printer.print_operand(value)
+
+
+def _parse_operand_item(parser: Parser, spec: ArgSpec) -> UnresolvedOperand | list[UnresolvedOperand | None] | None:
+    """One tensor argument in the custom syntax: `%x`, `none` (Tensor?), `[%a, %b]` or `[%a, none]` (Tensor?[])."""
+
+    def optional_operand() -> UnresolvedOperand | None:
+        if parser.parse_optional_keyword("none") is not None:
+            return None
+        return parser.parse_unresolved_operand()
+
+    match spec.kind:
+        case ArgKind.TENSOR:
+            return parser.parse_unresolved_operand(f"operand expected for '{spec.name}'")
+        case ArgKind.OPTIONAL_TENSOR:
+            return optional_operand()
+        case ArgKind.TENSOR_LIST:
+            return list(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_unresolved_operand))
+        case _:
+            return parser.parse_comma_separated_list(parser.Delimiter.SQUARE, optional_operand)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Registry
+
+_OP_CLASSES: list[type[Operation]] = []
+_BY_NAME: dict[str, type[TorchOp]] = {}
+
+
+def register_op_classes(classes: Sequence[type[TorchOp]]) -> None:
+    """Called once by the generated `torch_ops` module with its classes."""
+    _OP_CLASSES.extend(classes)
+    _BY_NAME.update((cls.name, cls) for cls in classes)
+
+
+def op_class_for(overload: str) -> type[TorchOp] | None:
+    """The op class of an ATen overload: "aten::add.Tensor", "aten.add.Tensor", "aten::mm", "aten.mm.default"
+    (`str(torch.ops.aten.mm.default)` works too). None when the dialect has no such op."""
+    text = str(overload).strip()
+    namespace, separator, rest = text.partition("::")
+    if not separator:
+        namespace, _, rest = text.partition(".")
+    if namespace != "aten" or not rest:
+        return None
+    return _BY_NAME.get("torch.aten." + rest.removesuffix(".default"))
+
+
+def all_op_classes() -> tuple[type[TorchOp], ...]:
+    """Every op class of the dialect, sorted by op name."""
+    return tuple(sorted(_BY_NAME.values(), key=lambda cls: cls.name))
+
+
+# The generated module subclasses TorchOp and registers its classes above. `Torch` holds `_OP_CLASSES` itself,
+# so the dialect is complete even when `torch_ops` is imported first and this module finishes before it does.
+import neuron_mlir.ir.dialects.torch_ops  # noqa: E402, F401
+
+Torch = Dialect("torch", _OP_CLASSES, [])

@@ -1,0 +1,83 @@
+// RUN: neuron-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// One case per verifier message of the torch dialect (ir/dialects/torch.py, TorchOp.verify_).
+
+func.func @broadcast_result(%x: tensor<37x520xf32>, %b: tensor<10xf32>) -> tensor<37x520xf32> {
+  %0 = torch.aten.add.Tensor %x, %b : (tensor<37x520xf32>, tensor<10xf32>) -> tensor<37x520xf32>
+  func.return %0 : tensor<37x520xf32>
+}
+// CHECK: torch.aten.add.Tensor: result shape (37, 520) is not the broadcast of operand shapes (37, 520) and (10,)
+
+// -----
+
+func.func @same_shape_result(%x: tensor<4x3xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.relu %x : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: torch.aten.relu: result shape (3, 4) is not the operand shape (4, 3)
+
+// -----
+
+func.func @comparison_result_type(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.aten.eq.Tensor %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten.eq.Tensor: result 'result' element type must be i1, found f32
+
+// -----
+
+func.func @indices_result_type(%x: tensor<4x8xf32>) -> tensor<4xi32> {
+  %0:2 = torch.aten.max.dim %x {dim = 1 : i64} : (tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xi32>)
+  func.return %0#1 : tensor<4xi32>
+}
+// CHECK: torch.aten.max.dim: result 'indices' element type must be i64, found i32
+
+// -----
+
+func.func @dtype_result_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.aten._to_copy %x {dtype = f16} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten._to_copy: result element type must be f16 as 'dtype' says, found f32
+
+// -----
+
+func.func @fixed_length_list(%x: tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2, 2>} : (tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32>
+  func.return %0 : tensor<1x3x4x4xf32>
+}
+// CHECK: torch.aten.avg_pool2d: 'kernel_size' must have 2 elements, found 3
+
+// -----
+
+func.func @none_positions(%x: tensor<4x6xf32>, %i: tensor<3xi64>) -> tensor<4x3xf32> {
+  %0 = "torch.aten.index.Tensor"(%x, %i) <{indices_none_positions = array<i64: 0, 5>}> : (tensor<4x6xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK: torch.aten.index.Tensor: 'indices_none_positions' must hold increasing positions below 3 (the length of 'indices'), found [0, 5]
+
+// -----
+
+// The schema's own constraints come from the IRDL definitions: property kinds, required properties, result kinds.
+
+func.func @property_kind(%x: tensor<4x3xf32>) -> tensor<4xf32> {
+  %0 = torch.aten.sum.dim_IntList %x {dim = 1 : i64} : (tensor<4x3xf32>) -> tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: 1 : i64 should be of base attribute array
+
+// -----
+
+func.func @missing_property(%x: tensor<4x3xf32>) -> index {
+  %0 = torch.aten.sym_size.int %x : (tensor<4x3xf32>) -> index
+  func.return %0 : index
+}
+// CHECK: property 'dim' expected in operation 'torch.aten.sym_size.int'
+
+// -----
+
+func.func @symint_result(%x: tensor<4x3xf32>) -> i64 {
+  %0 = torch.aten.sym_size.int %x {dim = 0 : i64} : (tensor<4x3xf32>) -> i64
+  func.return %0 : i64
+}
+// CHECK: i64 should be of base attribute index
