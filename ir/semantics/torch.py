@@ -1,0 +1,212 @@
+"""Reference semantics of the torch dialect: each op calls its ATen overload (`torch.ops.aten.<name>.<overload>`).
+
+    outputs = run_torch_function(module, [x, w])           # NumPy in, NumPy out
+
+The entry `func.func` may hold torch ops, `arith.constant` (dense tensor or scalar values) and `func.return`.
+Arguments of each call are rebuilt from the op's operands and properties (`TorchOp.call_arguments`). Each
+result is checked against its IR type, so an op whose type disagrees with what ATen computes is an error here
+rather than a silent difference later. bfloat16 (and fp8) arrays are ml_dtypes NumPy arrays.
+
+torch is imported inside the functions: loading this module (or `neuron-opt`) never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    ComplexType,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects.torch import ArgSpec, PropKind, ResultKind, TorchOp, dtype_name_for
+
+
+class TorchInterpretationError(RuntimeError):
+    """The function cannot be run: an unsupported op, or an op whose result disagrees with its type."""
+
+
+_NUMPY_DTYPES: dict[str, Any] = {
+    "bool": np.bool_,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "float32": np.float32,
+    "float64": np.float64,
+    "complex64": np.complex64,
+    "complex128": np.complex128,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+}
+_ML_DTYPES = {"bfloat16": np.int16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
+"""Types NumPy itself lacks, and the same-width integer type they cross the NumPy/torch border as."""
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """The NumPy dtype of a builtin element type (ml_dtypes for bf16 and fp8)."""
+    return np.dtype(_NUMPY_DTYPES[dtype_name_for(element_type)])
+
+
+def to_torch(array: np.ndarray) -> Any:
+    """A NumPy array as a torch tensor (a copy); ml_dtypes arrays go through a same-width integer view."""
+    import torch  # noqa: TID251
+
+    array = np.array(array, copy=True, order="C")
+    for name, carrier in _ML_DTYPES.items():
+        if array.dtype == np.dtype(_NUMPY_DTYPES[name]):
+            return torch.from_numpy(array.view(carrier)).view(getattr(torch, name))
+    return torch.from_numpy(array)
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    """A torch tensor as a NumPy array (a copy), bf16 and fp8 as ml_dtypes arrays."""
+    import torch  # noqa: TID251
+
+    tensor = tensor.detach().cpu().contiguous()
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name in _ML_DTYPES:
+        carrier = {np.int16: torch.int16, np.uint8: torch.uint8}[_ML_DTYPES[name]]
+        return tensor.view(carrier).numpy().view(_NUMPY_DTYPES[name]).copy()
+    return tensor.numpy().copy()
+
+
+def _torch_value(spec: ArgSpec, value: object) -> object:
+    """A property's Python value as ATen expects it (dtypes, layouts, memory formats, devices)."""
+    import torch  # noqa: TID251
+
+    match spec.prop:
+        case PropKind.SCALAR_TYPE:
+            assert isinstance(value, Attribute)
+            return getattr(torch, dtype_name_for(value))
+        case PropKind.LAYOUT | PropKind.MEMORY_FORMAT:
+            return getattr(torch, str(value))
+        case PropKind.DEVICE:
+            return torch.device(str(value))
+        case _:
+            return value
+
+
+def _constant(op: arith.ConstantOp) -> Any:
+    value = op.value
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        element_type = value.get_element_type()
+        values = np.array(value.get_values())
+        if isinstance(element_type, ComplexType):
+            values = values[..., 0] + 1j * values[..., 1]
+        array = values.astype(numpy_dtype(element_type)).reshape(value.get_shape())
+        return to_torch(array)
+    if isinstance(value, IntegerAttr | FloatAttr):
+        return value.value.data
+    raise TorchInterpretationError(f"arith.constant: unsupported value {value}")
+
+
+def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
+    """Run one torch op by calling its ATen overload; returns one value per result."""
+    import torch  # noqa: TID251
+
+    schema = op.SCHEMA
+    packet_name, _, overload = schema.overload_name.removeprefix("aten::").partition(".")
+    aten_op = getattr(getattr(torch.ops.aten, packet_name), overload or "default")
+    args, kwargs = op.call_arguments(operand_values, _torch_value)
+    # Value semantics: an argument ATen writes to (`Tensor(a!)`) gets a copy, so the SSA value stays unchanged.
+    for position, spec in enumerate(a for a in schema.args if not a.kwarg_only):
+        if spec.mutable and isinstance(args[position], torch.Tensor):
+            args[position] = args[position].clone()
+    for spec in schema.args:
+        if spec.mutable and spec.kwarg_only and isinstance(kwargs[spec.name], torch.Tensor):
+            kwargs[spec.name] = kwargs[spec.name].clone()
+    returned = aten_op(*args, **kwargs)
+    if len(schema.results) == 1 and schema.results[0].kind is not ResultKind.TENSOR_LIST:
+        returned = [returned]
+    elif len(schema.results) == 1:
+        returned = list(returned)
+    else:
+        returned = [v for r, group in zip(schema.results, returned, strict=True) for v in _flatten(r.kind, group)]
+    if len(returned) != len(op.results):
+        raise TorchInterpretationError(f"{op.name}: ATen returned {len(returned)} values for {len(op.results)} results")
+    for result, value in zip(op.results, returned, strict=True):
+        _check_result(op, result, value)
+    return returned
+
+
+def _flatten(kind: ResultKind, value: Any) -> list[Any]:
+    return list(value) if kind is ResultKind.TENSOR_LIST else [value]
+
+
+def _check_result(op: Operation, result: SSAValue, value: Any) -> None:
+    import torch  # noqa: TID251
+
+    result_type = result.type
+    if not isinstance(result_type, TensorType) or value is None:
+        return  # None: ATen's undefined tensor for a result it did not compute (e.g. an RNN workspace in eval)
+    if not isinstance(value, torch.Tensor):
+        raise TorchInterpretationError(f"{op.name}: ATen returned {type(value).__name__} for a tensor result")
+    expected_dtype = getattr(torch, dtype_name_for(result_type.get_element_type()))
+    shape = tuple(result_type.get_shape())
+    matches = len(shape) == value.dim() and all(e < 0 or e == f for e, f in zip(shape, value.shape, strict=True))
+    if value.dtype != expected_dtype or not matches:
+        raise TorchInterpretationError(
+            f"{op.name}: ATen computed {tuple(value.shape)} {value.dtype}, the IR says {result_type}"
+        )
+
+
+def _output(value: Any, result_type: Attribute) -> np.ndarray:
+    import torch  # noqa: TID251
+
+    if isinstance(value, torch.Tensor):
+        return to_numpy(value)
+    if isinstance(result_type, IndexType):
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(result_type, TensorType):
+        raise TorchInterpretationError(f"a {result_type} result holds {type(value).__name__}, not a tensor")
+    return np.asarray(value, dtype=numpy_dtype(result_type))
+
+
+def run_torch_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
+    """Run `func.func @<entry>` of `module` on NumPy inputs by calling each op's ATen overload."""
+    function = next(
+        (op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == entry),
+        None,
+    )
+    if function is None:
+        raise TorchInterpretationError(f"no func.func @{entry} in the module")
+    block = function.body.block
+    if len(inputs) != len(block.args):
+        raise TorchInterpretationError(f"@{entry} takes {len(block.args)} arguments, got {len(inputs)}")
+    values: dict[SSAValue, Any] = {}
+    for index, (argument, array) in enumerate(zip(block.args, inputs, strict=True)):
+        array = np.asarray(array)
+        if isinstance(argument.type, TensorType):
+            expected = numpy_dtype(argument.type.get_element_type())
+            shape = argument.type.get_shape()
+            fits = len(shape) == array.ndim and all(e < 0 or e == f for e, f in zip(shape, array.shape, strict=True))
+            if array.dtype != expected or not fits:
+                raise TorchInterpretationError(
+                    f"@{entry} argument {index} is {argument.type}, got a {array.shape} {array.dtype} array"
+                )
+        values[argument] = to_torch(array)
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            return [_output(values[v], v.type) for v in op.arguments]
+        if isinstance(op, arith.ConstantOp):
+            values[op.result] = _constant(op)
+        elif isinstance(op, TorchOp):
+            results = _call(op, [values[v] for v in op.operands])
+            values.update(zip(op.results, results, strict=True))
+        else:
+            raise TorchInterpretationError(f"{op.name} has no torch-level semantics")
+    raise TorchInterpretationError(f"@{entry} does not end with func.return")
