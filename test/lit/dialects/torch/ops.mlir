@@ -175,3 +175,15 @@ func.func @locations_and_discardable_attributes(%x: tensor<4x8xf32>) -> tensor<4
   %1 = torch.aten.add.Scalar %0 {other = 1 : i64, neuron.module = "layer1.act"} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(fused["model.py":13:4, "layer1.act"])
   func.return %1 : tensor<4x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @mutating_overloads_have_value_semantics
+func.func @mutating_overloads_have_value_semantics(%x: tensor<3xf32>, %y: tensor<3xf32>, %out: tensor<3xf32>) -> (tensor<3xf32>, i1) {
+  // `Tensor(a!) out` is an ordinary operand; a SymBool result is i1.
+  // CHECK: torch.aten.atan2.out %x, %y, %out : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %0 = torch.aten.atan2.out %x, %y, %out : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  // CHECK: torch.aten.sym_is_contiguous %[[V:.*]] : (tensor<3xf32>) -> i1
+  %1 = torch.aten.sym_is_contiguous %0 : (tensor<3xf32>) -> i1
+  func.return %0, %1 : tensor<3xf32>, i1
+}
