@@ -1,0 +1,15 @@
+builtin.module attributes {neuron.target = #neuron.target<trn2>, neuron.source = "fx"} {
+  func.func @main(%primals1: tensor<520x300xf32> loc(unknown), %primals2: tensor<520xf32> loc(unknown), %primals3: tensor<37x300xf32> loc(unknown), %primals4: tensor<130x520xf32> loc(unknown), %primals5: tensor<130xf32> loc(unknown), %primals6: tensor<10x130xf32> loc(unknown), %primals7: tensor<10xf32> loc(unknown)) -> (tensor<37x10xf32>, tensor<37x300xf32>, tensor<37x520xf32>, tensor<37x520xf32>, tensor<520x130xf32>, tensor<37x130xf32>, tensor<37x130xf32>, tensor<130x10xf32>) {
+    %permute = torch.aten.permute %primals1 {dims = array<i64: 1, 0>} : (tensor<520x300xf32>) -> tensor<300x520xf32> loc("model.layers.0"("examples/mlp.py":14:0))
+    %addmm = torch.aten.addmm %primals2, %primals3, %permute : (tensor<520xf32>, tensor<37x300xf32>, tensor<300x520xf32>) -> tensor<37x520xf32> loc("model.layers.0"("examples/mlp.py":14:0))
+    %relu = torch.aten.relu %addmm : (tensor<37x520xf32>) -> tensor<37x520xf32> loc("examples/mlp.py":14:0)
+    %alias = torch.aten.alias %relu : (tensor<37x520xf32>) -> tensor<37x520xf32> loc("examples/mlp.py":14:0)
+    %permute1 = torch.aten.permute %primals4 {dims = array<i64: 1, 0>} : (tensor<130x520xf32>) -> tensor<520x130xf32> loc("model.layers.1"("examples/mlp.py":14:0))
+    %addmm1 = torch.aten.addmm %primals5, %relu, %permute1 : (tensor<130xf32>, tensor<37x520xf32>, tensor<520x130xf32>) -> tensor<37x130xf32> loc("model.layers.1"("examples/mlp.py":14:0))
+    %relu1 = torch.aten.relu %addmm1 : (tensor<37x130xf32>) -> tensor<37x130xf32> loc("examples/mlp.py":14:0)
+    %alias1 = torch.aten.alias %relu1 : (tensor<37x130xf32>) -> tensor<37x130xf32> loc("examples/mlp.py":14:0)
+    %permute2 = torch.aten.permute %primals6 {dims = array<i64: 1, 0>} : (tensor<10x130xf32>) -> tensor<130x10xf32> loc("model.layers.2"("examples/mlp.py":15:0))
+    %addmm2 = torch.aten.addmm %primals7, %relu1, %permute2 : (tensor<10xf32>, tensor<37x130xf32>, tensor<130x10xf32>) -> tensor<37x10xf32> loc("model.layers.2"("examples/mlp.py":15:0))
+    func.return %addmm2, %primals3, %relu, %alias, %permute1, %relu1, %alias1, %permute2 : tensor<37x10xf32>, tensor<37x300xf32>, tensor<37x520xf32>, tensor<37x520xf32>, tensor<520x130xf32>, tensor<37x130xf32>, tensor<37x130xf32>, tensor<130x10xf32> loc(unknown)
+  } loc(unknown)
+} loc(unknown)

@@ -1,0 +1,85 @@
+// RUN: neuron-opt %S/Inputs/mlp_forward.tile.mlir -p convert-tile-to-neuron | filecheck %s
+// RUN: neuron-opt %S/Inputs/mlp_backward.tile.mlir -p convert-tile-to-neuron | filecheck %s --check-prefix=BACKWARD
+// RUN: neuron-opt %S/Inputs/mlp_forward.tile.mlir -p convert-tile-to-neuron --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %S/Inputs/mlp_backward.tile.mlir -p convert-tile-to-neuron --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s --split-input-file -p convert-tile-to-neuron | filecheck %s --check-prefix=CASES
+
+// A loop-carried tile updated by an elementwise op is updated in place; one that is not gets copied back
+// into the carried buffer before the next iteration.
+// CASES-LABEL: func.func @carried_in_place
+func.func @carried_in_place(%x: memref<4x1024xf32, #neuron.mem<hbm>>, %y: memref<4x1xf32, #neuron.mem<hbm>>) -> memref<4x1xf32, #neuron.mem<hbm>> {
+  %c0 = arith.constant 0 : index
+  %c256 = arith.constant 256 : index
+  %c1024 = arith.constant 1024 : index
+  %first = tile.load %x[%c0, %c0] : memref<4x1024xf32, #neuron.mem<hbm>> -> !tile.tile<4x256xf32, sbuf>
+  %init = tile.reduce %first {op = "max"} : (!tile.tile<4x256xf32, sbuf>) -> !tile.tile<4x1xf32, sbuf>
+  %r = scf.for %i = %c256 to %c1024 step %c256 iter_args(%acc = %init) -> (!tile.tile<4x1xf32, sbuf>) {
+    %chunk = tile.load %x[%c0, %i] : memref<4x1024xf32, #neuron.mem<hbm>> -> !tile.tile<4x256xf32, sbuf>
+    %part = tile.reduce %chunk {op = "max"} : (!tile.tile<4x256xf32, sbuf>) -> !tile.tile<4x1xf32, sbuf>
+    %next = tile.binary %acc, %part {op = "max"} : (!tile.tile<4x1xf32, sbuf>, !tile.tile<4x1xf32, sbuf>) -> !tile.tile<4x1xf32, sbuf>
+    scf.yield %next : !tile.tile<4x1xf32, sbuf>
+  }
+  tile.store %r, %y[%c0, %c0] : !tile.tile<4x1xf32, sbuf>, memref<4x1xf32, #neuron.mem<hbm>>
+  func.return %y : memref<4x1xf32, #neuron.mem<hbm>>
+}
+// CASES:       %[[ACC:.*]] = neuron.alloc : memref<4x1xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.tensor_reduce vector dst %[[ACC]][0:4, 0, [[1, 1]]]
+// The loop keeps its bounds and loses its iter_args: the accumulator lives in its buffer.
+// CASES:       scf.for %[[I:.*]] = %c256 to %c1024 step %c256 {
+// The dynamic column offset of the load is the loop index times the stride (1).
+// CASES:         neuron.dma_copy dma dst %{{.*}}[0:4, 0, [[1, 256]]], src %x[%[[I]] + 0, [[1024, 4], [1, 256]]]
+// CASES:         neuron.tensor_tensor vector dst %[[ACC]][0:4, 0, [[1, 1]]], in0 %[[ACC]][0:4, 0, [[1, 1]]], in1 %{{.*}} {op = "max"}
+// CASES-NOT:     neuron.tensor_copy
+// CASES:       neuron.dma_copy dma dst %y[0, [[1, 4], [1, 1]]], src %[[ACC]][0:4, 0, [[1, 1]]]
+
+// -----
+
+// CASES-LABEL: func.func @carried_copied_back
+func.func @carried_copied_back(%x: memref<4x512xf32, #neuron.mem<hbm>>, %y: memref<4x256xf32, #neuron.mem<hbm>>) -> memref<4x256xf32, #neuron.mem<hbm>> {
+  %c0 = arith.constant 0 : index
+  %c256 = arith.constant 256 : index
+  %c512 = arith.constant 512 : index
+  %init = tile.load %x[%c0, %c0] : memref<4x512xf32, #neuron.mem<hbm>> -> !tile.tile<4x256xf32, sbuf>
+  %r = scf.for %i = %c256 to %c512 step %c256 iter_args(%acc = %init) -> (!tile.tile<4x256xf32, sbuf>) {
+    %next = tile.binary_scalar %acc {op = "multiply", scalar = 2.0 : f64} : (!tile.tile<4x256xf32, sbuf>) -> !tile.tile<4x256xf32, sbuf>
+    scf.yield %next : !tile.tile<4x256xf32, sbuf>
+  }
+  tile.store %r, %y[%c0, %c0] : !tile.tile<4x256xf32, sbuf>, memref<4x256xf32, #neuron.mem<hbm>>
+  func.return %y : memref<4x256xf32, #neuron.mem<hbm>>
+}
+// CASES:       %[[ACC:.*]] = neuron.alloc : memref<4x256xf32, #neuron.mem<sbuf>>
+// CASES:       scf.for
+// CASES:         %[[NEXT:.*]] = neuron.alloc : memref<4x256xf32, #neuron.mem<sbuf>>
+// CASES:         neuron.tensor_scalar vector dst %[[NEXT]]{{.*}}, src %[[ACC]]
+// CASES:         neuron.tensor_copy vector dst %[[ACC]][0:4, 0, [[1, 256]]], src %[[NEXT]][0:4, 0, [[1, 256]]]
+
+// The MLP forward graph at the tile level.
+// CHECK-LABEL: func.func @main
+// Loads through views become strided DMAs: the activations transposed (K on partitions) ...
+// CHECK:       %[[XT:.*]] = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+// CHECK:       neuron.dma_copy dma dst %[[XT]][0:128, 0, [[1, 37]]], src %primals3[0, [[1, 128], [300, 37]]] {queue = 0 : i64}
+// ... and the transposed weight, read through the view of %primals1 (the view itself is gone).
+// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 512]]], src %primals1[0, [[1, 128], [300, 512]]] {queue = 1 : i64}
+// CHECK:       %[[ACC:.*]] = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], stationary %[[XT]][0:128, 0, [[1, 37]]]
+// Later K tiles accumulate in place into the same PSUM buffer.
+// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], {{.*}} {accumulate = true}
+// The broadcast bias is a DMA with a stride-0 partition step; the add reads PSUM directly (evacuation).
+// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:37, 0, [[1, 512]]], src %primals2[0, [[0, 37], [1, 512]]]
+// CHECK:       neuron.tensor_tensor vector dst %{{.*}}, in0 %[[ACC]][0:37, 0, [[1, 512]]], in1 %{{.*}} {op = "add"}
+// Activations run on ScalarE.
+// CHECK:       neuron.activation scalar dst %{{.*}}[0:104, 0, [[1, 185]]], src %{{.*}}[0:104, 0, [[1, 185]]] {func = "relu"}
+// A transposed weight returned for the backward pass leaves as a view of the argument.
+// CHECK:       %[[VIEW:.*]] = neuron.view %primals4 : memref<130x520xf32, #neuron.mem<hbm>> to memref<520x130xf32, strided<[1, 520]>, #neuron.mem<hbm>>
+// CHECK:       scf.for %{{.*}} = %c128 to %c512 step %c128 {
+// CHECK:       func.return {{.*}}%[[VIEW]]
+// CHECK-NOT:   tile.
+
+// BACKWARD-LABEL: func.func @main
+// PSUM results that leave the matmul unchanged are evacuated to SBUF on VectorE.
+// BACKWARD:       neuron.tensor_copy vector dst %{{.*}}, src %{{.*}} : memref<37x130xf32, #neuron.mem<sbuf>>, memref<37x130xf32, #neuron.mem<psum>>
+// BACKWARD:       neuron.tensor_reduce vector dst %{{.*}}[0:10, 0, [[1, 1]]], src %{{.*}}[0:10, 0, [[1, 37]]] {op = "add"}
+// BACKWARD:       neuron.select vector
+// BACKWARD-NOT:   tile.
+
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match

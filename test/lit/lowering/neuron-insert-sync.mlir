@@ -1,0 +1,57 @@
+// RUN: neuron-opt %S/Inputs/mlp_forward.allocated.mlir -p neuron-insert-sync | filecheck %s
+// The simulator's race checker runs on synchronised IR: check-semantics also proves the waits sufficient.
+// RUN: neuron-opt %S/Inputs/mlp_backward.allocated.mlir -p neuron-insert-sync --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s --split-input-file -p neuron-insert-sync | filecheck %s --check-prefix=CASES
+
+// Read after write across queues waits; the same queue runs in order and never waits on itself.
+// CASES-LABEL: func.func @producer_consumer
+func.func @producer_consumer(%x: memref<128x64xf32, #neuron.mem<hbm>>, %y: memref<128x64xf32, #neuron.mem<hbm>>) {
+  %a = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
+  %b = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<hbm>>
+  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %a[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %b[0:128, 0, [[1, 64]]] {func = "relu"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %b[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CASES:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 0 : i64}
+// CASES:       neuron.activation {{.*}} {func = "exp", id = 1 : i64, waits = array<i64: 0>}
+// CASES:       neuron.activation {{.*}} {func = "relu", id = 2 : i64}
+// only the latest producer on the scalar queue is named
+// CASES:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 3 : i64, waits = array<i64: 2>}
+
+// -----
+
+// A buffer reused by every loop iteration: the next iteration's load must wait until this iteration's
+// consumer has read it (write after read), found by analysing the body twice.
+// CASES-LABEL: func.func @loop_carried_reuse
+func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #neuron.mem<hbm>>, %y: memref<128x64xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c8192 = arith.constant 8192 : index
+  %acc = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %acc[0:128, 0, [[1, 64]]] {value = 0.0 : f64} : memref<128x64xf32, #neuron.mem<sbuf>>
+  scf.for %i = %c0 to %c8 step %c1 {
+    %t = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
+    %offset = arith.muli %i, %c8192 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<8x128x64xf32, #neuron.mem<hbm>>
+    neuron.tensor_tensor vector dst %acc[0:128, 0, [[1, 64]]], in0 %acc[0:128, 0, [[1, 64]]], in1 %t[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  }
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %acc[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CASES:       neuron.memset {{.*}} {value = 0.000000e+00 : f64, id = 0 : i64}
+// the load waits for the add of the previous iteration (id 2), which reads the buffer it overwrites
+// CASES:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 1 : i64, waits = array<i64: 2>}
+// CASES:       neuron.tensor_tensor {{.*}} {op = "add", id = 2 : i64, waits = array<i64: 1>}
+// CASES:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 3 : i64, waits = array<i64: 2>}
+
+// The MLP forward graph: every instruction gets an id in program order.
+// CHECK-LABEL: func.func @main
+// CHECK:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 0 : i64}
+// CHECK:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 1 : i64}
+// the first matmul waits for both loads of its operands
+// CHECK:       neuron.nc_matmul tensor {{.*}} {id = 2 : i64, waits = array<i64: 0, 1>}
+
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
