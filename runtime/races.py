@@ -95,8 +95,15 @@ class RaceChecker:
 
     _PRUNE_EVERY = 64
 
-    def __init__(self, queues: int, aliases: Sequence[Sequence[int]], written: Sequence[bool]) -> None:
+    def __init__(
+        self,
+        queues: int,
+        aliases: Sequence[Sequence[int]],
+        written: Sequence[bool],
+        buffer_names: Sequence[str] = (),
+    ) -> None:
         self.queues = queues
+        self.buffer_names = buffer_names
         self.aliases = aliases  # buffer -> buffers sharing bytes with it (itself included)
         self.written = written  # buffer -> can any instruction write bytes it shares
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
@@ -157,6 +164,8 @@ class RaceChecker:
         where = f"{site.memory_name} bytes {overlap[0]}..{overlap[1] - 1}"
         if site.memory_name != "HBM":
             where += f" of partition {partitions}"
+        if site.buffer < len(self.buffer_names):
+            where += f" (buffer '{self.buffer_names[site.buffer]}')"
         verb = "writes" if site.is_write else "reads"
         other_verb = "wrote" if other_site.is_write else "read"
         raise RaceError(

@@ -363,7 +363,7 @@ class _Simulator:
             for op in plan.writes:
                 directly_written[op.site.buffer] = True
         written = [any(directly_written[other] for other in aliases[index]) for index in range(len(buffers))]
-        return RaceChecker(len(QUEUE_NAMES), aliases, written)
+        return RaceChecker(len(QUEUE_NAMES), aliases, written, [buffer.name for buffer in buffers])
 
     # ---- running -------------------------------------------------------------------------------------------
 

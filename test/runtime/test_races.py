@@ -1,0 +1,150 @@
+"""The race checker: it catches a missing wait, accepts a correct one, and names both instructions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.simulator import RaceError, run_program
+
+
+def load_compute_store(wait_for_load: bool, wait_for_compute: bool):
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (128, 64), "f32"), b.output("y", (128, 64), "f32")
+    t, u = b.sbuf("t", (128, 64), "f32"), b.sbuf("u", (128, 64), "f32")
+    load = b.dma(b.ap(t), b.ap(x), queue=2, location="model.py:10 (net.load)")
+    compute = b.inst(
+        "activation",
+        "scalar",
+        {"dst": b.ap(u), "src": b.ap(t)},
+        {"func": "exp"},
+        waits=[load] if wait_for_load else [],
+        location="model.py:11 (net.act)",
+    )
+    b.dma(b.ap(y), b.ap(u), queue=3, waits=[compute] if wait_for_compute else [])
+    return b.build()
+
+
+def test_correct_waits_pass():
+    x = np.zeros((128, 64), np.float32)
+    (y,), _ = run_program(load_compute_store(True, True), [x])
+    np.testing.assert_array_equal(y, 1.0)
+
+
+def test_missing_wait_is_reported_with_both_instructions():
+    with pytest.raises(RaceError) as caught:
+        run_program(load_compute_store(False, True), [np.zeros((128, 64), np.float32)])
+    message = str(caught.value)
+    assert "instruction 1 (activation, scalar queue at model.py:11 (net.act))" in message
+    assert "instruction 0 (dma_copy, dma2 queue at model.py:10 (net.load))" in message
+    assert "SBUF" in message
+    assert "no chain of waits" in message
+
+
+def test_missing_wait_before_the_store_is_reported():
+    with pytest.raises(RaceError, match=r"instruction 2 \(dma_copy, dma3 queue\)"):
+        run_program(load_compute_store(True, False), [np.zeros((128, 64), np.float32)])
+
+
+def test_race_checking_can_be_turned_off():
+    run_program(load_compute_store(False, False), [np.zeros((128, 64), np.float32)], check_races=False)
+
+
+def double_buffered(wait_for_reader: bool):
+    """A loop loads tile i into buffer i % 2 while ScalarE works on the other one."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (128, 4 * 64), "f32"), b.output("y", (128, 4 * 64), "f32")
+    t = b.sbuf("t", (128, 2 * 64), "f32")
+    u = b.sbuf("u", (128, 4 * 64), "f32")
+    with b.loop(0, 4) as i:
+        slot = b.scalar(b.reg(), "rem", i, 2)
+        slot_offset = b.scalar(b.reg(), "mul", slot, 64)
+        column = b.scalar(b.reg(), "mul", i, 64)
+        load = b.dma(
+            b.ap(t, [(1, 64)], reg=slot_offset),
+            b.ap(x, [(256, 128), (1, 64)], reg=column),
+            waits=[50] if wait_for_reader else [],
+        )
+        b.inst("activation", "scalar", {"dst": b.ap(u, [(1, 64)], reg=column), "src": b.ap(t, [(1, 64)],
+               reg=slot_offset)}, {"func": "copy"}, waits=[load], id=50)
+    b.dma(b.ap(y), b.ap(u), queue=1, waits=[50])
+    return b.build()
+
+
+def test_write_after_read_across_loop_iterations():
+    data = np.arange(128 * 256, dtype=np.float32).reshape(128, 256)
+    (y,), _ = run_program(double_buffered(True), [data])
+    np.testing.assert_array_equal(y, data)
+    with pytest.raises(RaceError, match=r"instruction \d+ \(dma_copy, dma0 queue\) writes .* instruction 50 "
+                                        r"\(activation, scalar queue\) read"):
+        run_program(double_buffered(False), [data])
+
+
+def test_ordering_through_a_chain_of_waits():
+    """DMA -> VectorE -> ScalarE: ScalarE reads the DMA's bytes, ordered through VectorE."""
+    b = ProgramBuilder("trn2")
+    x = b.input("x", (128, 8), "f32")
+    t, u, v = (b.sbuf(name, (128, 8), "f32") for name in "tuv")
+    load = b.dma(b.ap(t), b.ap(x))
+    middle = b.inst("tensor_copy", "vector", {"dst": b.ap(u), "src": b.ap(t)}, waits=[load])
+    b.inst("tensor_tensor", "gpsimd", {"dst": b.ap(v), "in0": b.ap(t), "in1": b.ap(u)}, {"op": "add"},
+           waits=[middle])
+    run_program(b.build(), [np.ones((128, 8), np.float32)])
+
+
+def test_disjoint_bytes_of_one_buffer_need_no_wait():
+    """Two queues write interleaved columns of one tile: the hulls overlap, the bytes do not."""
+    b = ProgramBuilder("trn2")
+    x = b.input("x", (128, 64), "f32")
+    t = b.sbuf("t", (128, 64), "f32")
+    b.dma(b.ap(t, [(2, 32)]), b.ap(x, [(64, 128), (2, 32)]), queue=0)
+    b.dma(b.ap(t, [(2, 32)], offset=1), b.ap(x, [(64, 128), (2, 32)], offset=1), queue=1)
+    b.inst("memset", "gpsimd", {"dst": b.ap(t, partitions=32, partition_start=96)}, {"value": 0.0})
+    with pytest.raises(RaceError):
+        run_program(b.build(), [np.zeros((128, 64), np.float32)])
+    # without the overlapping memset (partitions 96..127 overlap both DMAs) there is no race
+    b2 = ProgramBuilder("trn2")
+    x = b2.input("x", (128, 64), "f32")
+    t = b2.sbuf("t", (128, 64), "f32")
+    b2.dma(b2.ap(t, [(2, 32)]), b2.ap(x, [(64, 128), (2, 32)]), queue=0)
+    b2.dma(b2.ap(t, [(2, 32)], offset=1), b2.ap(x, [(64, 128), (2, 32)], offset=1), queue=1)
+    run_program(b2.build(), [np.zeros((128, 64), np.float32)])
+
+
+def test_concurrent_reads_do_not_race():
+    b = ProgramBuilder("trn2")
+    x = b.input("x", (128, 8), "f32")
+    t, u, v = (b.sbuf(name, (128, 8), "f32") for name in "tuv")
+    load = b.dma(b.ap(t), b.ap(x))
+    b.inst("tensor_copy", "vector", {"dst": b.ap(u), "src": b.ap(t)}, waits=[load])
+    b.inst("activation", "scalar", {"dst": b.ap(v), "src": b.ap(t)}, {"func": "copy"}, waits=[load])
+    run_program(b.build(), [np.ones((128, 8), np.float32)])
+
+
+def test_aliasing_buffers_are_checked():
+    """Two buffers the allocator placed on the same bytes conflict like one."""
+    b = ProgramBuilder("trn2")
+    first = b.sbuf("first", (128, 16), "f32", address=1024)
+    second = b.sbuf("second", (128, 8), "bf16", address=1024 + 32)
+    b.inst("memset", "vector", {"dst": b.ap(first)}, {"value": 1.0})
+    b.inst("memset", "gpsimd", {"dst": b.ap(second)}, {"value": 2.0})
+    with pytest.raises(RaceError, match=r"instruction 1 .* writes .* instruction 0"):
+        run_program(b.build(), [])
+
+
+def test_matmul_group_evicted_after_wait():
+    """TensorE accumulates; VectorE evicts after waiting on the last matmul of the group."""
+    b = ProgramBuilder("trn2")
+    s = b.sbuf("s", (128, 64), "bf16")
+    m = b.sbuf("m", (128, 128), "bf16")
+    p = b.psum("p", (64, 128))
+    o = b.sbuf("o", (64, 128), "f32")
+    init_s = b.inst("memset", "vector", {"dst": b.ap(s)}, {"value": 1.0})
+    init_m = b.inst("memset", "gpsimd", {"dst": b.ap(m)}, {"value": 0.5})
+    with b.loop(0, 3) as k:
+        flag = b.scalar(b.reg(), "ne", k, 0)
+        mm = b.inst("nc_matmul", "tensor", {"dst": b.ap(p), "stationary": b.ap(s), "moving": b.ap(m)},
+                    {"accumulate": flag}, waits=[init_s, init_m])
+    b.inst("tensor_copy", "vector", {"dst": b.ap(o), "src": b.ap(p)}, waits=[mm])
+    run_program(b.build(), [])

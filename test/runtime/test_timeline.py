@@ -1,0 +1,151 @@
+"""The timeline: in-order queues, waits on the latest instance, overlap across engines, shared DMA bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.hardware import TARGETS
+from neuron_mlir.runtime.simulator import run_program
+
+TRN2 = TARGETS["trn2"]
+COPY_NS = 512 / 0.96  # tensor_copy of 512 f32 per partition on VectorE
+ACT_NS = 512 / 1.2  # activation of 512 elements on ScalarE
+
+
+def intervals(profile) -> dict[int, list[tuple[float, float]]]:
+    """Instruction id -> [(start, end)] of each instance, in issue order."""
+    found: dict[int, list[tuple[float, float]]] = {}
+    for start, end, index in zip(profile.events.start, profile.events.end, profile.events.instruction, strict=True):
+        found.setdefault(profile.instructions[index].id, []).append((start, end))
+    return found
+
+
+def tiles(b: ProgramBuilder, count: int, free: int = 512, dtype: str = "f32") -> list[int]:
+    return [b.sbuf(f"t{i}", (128, free), dtype) for i in range(count)]
+
+
+def test_independent_engines_overlap():
+    b = ProgramBuilder("trn2")
+    t = tiles(b, 4)
+    vector = b.inst("tensor_copy", "vector", {"dst": b.ap(t[0]), "src": b.ap(t[1])})
+    scalar = b.inst("activation", "scalar", {"dst": b.ap(t[2]), "src": b.ap(t[3])}, {"func": "exp"})
+    _, profile = run_program(b.build(), [])
+    spans = intervals(profile)
+    assert spans[vector] == [(0.0, pytest.approx(COPY_NS))]
+    assert spans[scalar] == [(0.0, pytest.approx(ACT_NS))]
+    assert profile.total_ns == pytest.approx(max(COPY_NS, ACT_NS))
+
+
+def test_a_wait_serialises():
+    b = ProgramBuilder("trn2")
+    t = tiles(b, 3)
+    vector = b.inst("tensor_copy", "vector", {"dst": b.ap(t[0]), "src": b.ap(t[1])})
+    scalar = b.inst("activation", "scalar", {"dst": b.ap(t[2]), "src": b.ap(t[0])}, {"func": "exp"}, waits=[vector])
+    _, profile = run_program(b.build(), [])
+    spans = intervals(profile)
+    assert spans[scalar][0][0] == pytest.approx(COPY_NS)
+    assert profile.total_ns == pytest.approx(COPY_NS + ACT_NS)
+
+
+def test_one_queue_runs_in_order():
+    b = ProgramBuilder("trn2")
+    t = tiles(b, 4)
+    first = b.inst("tensor_copy", "vector", {"dst": b.ap(t[0]), "src": b.ap(t[1])})
+    second = b.inst("tensor_copy", "vector", {"dst": b.ap(t[2]), "src": b.ap(t[3])})
+    _, profile = run_program(b.build(), [])
+    spans = intervals(profile)
+    assert spans[second][0][0] == pytest.approx(spans[first][0][1])
+
+
+def test_a_wait_on_an_instruction_not_yet_issued_does_not_wait():
+    b = ProgramBuilder("trn2")
+    t = tiles(b, 4)
+    early = b.inst("activation", "scalar", {"dst": b.ap(t[0]), "src": b.ap(t[1])}, {"func": "exp"}, waits=[99])
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t[2]), "src": b.ap(t[3])}, id=99)
+    _, profile = run_program(b.build(), [])
+    assert intervals(profile)[early][0][0] == 0.0
+
+
+def test_waits_use_the_most_recent_instance():
+    """Iteration i's ScalarE op waits on iteration i's VectorE op; its first instance cannot see a later one."""
+    b = ProgramBuilder("trn2")
+    t = tiles(b, 4)
+    with b.loop(0, 3):
+        vector = b.inst("tensor_copy", "vector", {"dst": b.ap(t[0]), "src": b.ap(t[1])}, waits=[101])
+        scalar = b.inst("activation", "scalar", {"dst": b.ap(t[2]), "src": b.ap(t[0])}, {"func": "exp"},
+                        waits=[vector], id=101)
+    _, profile = run_program(b.build(), [])
+    spans = intervals(profile)
+    for i in range(3):
+        assert spans[scalar][i][0] == pytest.approx(spans[vector][i][1])
+    # the copy of iteration i+1 waits for the activation of iteration i (a loop-carried dependence)
+    for i in range(2):
+        assert spans[vector][i + 1][0] == pytest.approx(spans[scalar][i][1])
+    assert spans[vector][0][0] == 0.0
+
+
+def dma_job(b: ProgramBuilder, queue: int, partitions: int = 128, free: int = 4096):
+    """An HBM -> SBUF load of [partitions, free] f32 on `queue`."""
+    source = b.hbm(f"x{queue}", (partitions, free), "f32")
+    tile = b.sbuf(f"t{queue}", (partitions, free), "f32")
+    return b.dma(b.ap(tile), b.ap(source), queue=queue)
+
+
+def test_dma_queues_share_the_cores_bandwidth():
+    nbytes = 128 * 4096 * 4  # 2 MiB each: 4 KiB rows, all 16 engines
+    alone = TRN2.dma_fixed_latency_ns + nbytes / TRN2.hbm_bandwidth_gbps
+
+    b = ProgramBuilder("trn2")
+    dma_job(b, 0)
+    _, one = run_program(b.build(), [])
+    assert one.total_ns == pytest.approx(alone)
+
+    b = ProgramBuilder("trn2")
+    first, second = dma_job(b, 0), dma_job(b, 1)
+    _, two = run_program(b.build(), [])
+    spans = intervals(two)
+    # Both start together; the first keeps its full rate, the second gets what is left, then finishes after it.
+    assert spans[first][0] == (0.0, pytest.approx(alone))
+    assert spans[second][0][1] == pytest.approx(TRN2.dma_fixed_latency_ns + 2 * nbytes / TRN2.hbm_bandwidth_gbps)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_sixteen_queues_never_beat_the_hbm_roofline(target):
+    b = ProgramBuilder(target)
+    for queue in range(16):
+        dma_job(b, queue, partitions=16, free=2048)
+    _, profile = run_program(b.build(), [])
+    hw = TARGETS[target]
+    assert profile.hbm_bytes == 16 * 16 * 2048 * 4
+    assert profile.total_ns >= profile.hbm_bound_ns
+    # and the DMA engines' aggregate rate bounds it too (16 x the per-engine rate)
+    engine_bound = profile.dma_bytes / hw.dma_aggregate_bytes_per_ns
+    assert profile.total_ns >= hw.dma_fixed_latency_ns + engine_bound * (1 - 1e-9)
+
+
+def test_small_partition_transfers_run_side_by_side():
+    """Two 8-partition transfers each use one engine: together they take as long as one."""
+    b = ProgramBuilder("trn2")
+    first, second = dma_job(b, 0, partitions=8, free=1024), dma_job(b, 1, partitions=8, free=1024)
+    _, profile = run_program(b.build(), [])
+    spans = intervals(profile)
+    expected = TRN2.dma_fixed_latency_ns + 8 * 4096 / TRN2.dma_bytes_per_ns
+    assert spans[first][0][1] == pytest.approx(expected)
+    assert spans[second][0][1] == pytest.approx(expected)
+
+
+def test_results_do_not_depend_on_timing():
+    """Functional execution is in program order whatever the queues' timing (here: no waits at all)."""
+    import numpy as np
+
+    b = ProgramBuilder("trn2")
+    x = b.input("x", (128, 512), "f32")
+    y = b.output("y", (128, 512), "f32")
+    t = b.sbuf("t", (128, 512), "f32")
+    b.dma(b.ap(t), b.ap(x), queue=0)
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(t)}, {"op0": "add", "scalar0": 1.0})
+    b.dma(b.ap(y), b.ap(t), queue=5)
+    data = np.ones((128, 512), np.float32)
+    (out,), _ = run_program(b.build(), [data], check_races=False)
+    np.testing.assert_array_equal(out, 2.0)
