@@ -49,8 +49,10 @@ def capture_aten_graphs(module, *inputs, backward: bool = False):
     graphs = []
 
     def keep(gm, example_inputs):
+        from functorch.compile import make_boxed_func
+
         graphs.append(gm)
-        return gm
+        return make_boxed_func(gm)
 
     def backend(gm, example_inputs):
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
