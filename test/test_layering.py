@@ -111,3 +111,15 @@ def neuron_mlir_version() -> str:
     import neuron_mlir
 
     return neuron_mlir.__version__
+
+
+def test_neuron_opt_on_neuron_level_ir_leaves_torch_out(tmp_path):
+    source = REPO / "test" / "lit" / "lowering" / "Inputs" / "mlp_forward.neuron.mlir"
+    code = (
+        "import sys, contextlib, io\n"
+        "from neuron_mlir.tools.neuron_opt import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main([{str(source)!r}, '-p', 'neuron-allocate-memory,neuron-insert-sync'])\n"
+        "print('torch' in sys.modules)"
+    )
+    assert _run_outside_repo(code, tmp_path) == "False"

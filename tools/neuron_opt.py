@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from neuron_mlir import __version__
@@ -53,6 +53,19 @@ class NeuronOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--check-semantics-seed", type=int, default=0, help="seed of the random inputs of --check-semantics"
         )
+
+    def run(self) -> None:
+        """xDSL's driver, but a malformed input or a failing pass is a diagnostic and exit code 1, not a traceback."""
+        try:
+            super().run()
+        except ParseError as error:
+            print(error, file=sys.stderr)
+            sys.exit(1)
+        except DiagnosticException as error:
+            print(error, file=sys.stderr)
+            for note in getattr(error, "__notes__", []):
+                print(note, file=sys.stderr)
+            sys.exit(1)
 
     def apply_passes(self, prog: ModuleOp) -> None:
         if not self.args.check_semantics:
