@@ -64,6 +64,12 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]
     return found
 
 
+def reset_graph_names() -> None:
+    """Start numbering graphs from 0 again (after torch._dynamo.reset(), names cannot clash)."""
+    global _graph_counter
+    _graph_counter = itertools.count()
+
+
 def compile_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
 ) -> Callable[[list[Any]], list[Any]]:

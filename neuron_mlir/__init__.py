@@ -29,7 +29,12 @@ def profiles() -> dict[str, Any]:
 
 
 def reset() -> None:
-    """Forget stats and profiles (compiled graphs stay cached by torch.compile; see torch._dynamo.reset)."""
+    """Forget stats and profiles and number graphs from 0 again.
+
+    Call it together with `torch._dynamo.reset()`, which drops the compiled graphs themselves.
+    """
+    from neuron_mlir.frontend.compile_graph import reset_graph_names
     from neuron_mlir.frontend.stats import reset as reset_stats
 
     reset_stats()
+    reset_graph_names()

@@ -1,0 +1,109 @@
+"""The torch.compile backend: options, fallback and strict mode, debug dumps, and the trace of a run."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from support import REPO, assert_close_to_torch
+
+import neuron_mlir
+
+sys.path.insert(0, str(REPO / "examples"))
+from mlp import MLP
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _mlp_run(options=None):
+    torch.manual_seed(0)
+    model = MLP((30, 40, 5))
+    compiled = torch.compile(model, backend="neuron-mlir", options=options or {})
+    x = torch.randn(3, 30)
+    out = compiled(x)
+    out.sum().backward()
+    return model, x, out
+
+
+def test_target_option_reaches_the_compiler():
+    _mlp_run({"target": "trn1"})
+    profiles = neuron_mlir.profiles()
+    assert {p.target for p in profiles.values()} == {"trn1"}
+
+
+def test_unknown_options_are_refused_by_name():
+    model = torch.compile(torch.nn.Linear(2, 2), backend="neuron-mlir", options={"tagret": "trn2"})
+    with pytest.raises(Exception, match=r"unknown option.*tagret"):
+        model(torch.randn(1, 2))
+
+
+class WithCumsum(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x * 2.0, dim=1) + 1.0
+
+
+def test_unsupported_op_runs_eagerly_with_one_warning_and_is_counted():
+    x = torch.randn(4, 5)
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir")
+    with pytest.warns(UserWarning, match=r"aten.cumsum.default has no NeuronCore lowering.*test_backend.py"):
+        out = compiled(x)
+    assert_close_to_torch(out, WithCumsum()(x))
+    stats = neuron_mlir.stats()
+    assert stats["fallback_ops"] == {"aten.cumsum.default": 1}
+    assert stats["nodes_fallen_back"] == 1
+
+
+def test_strict_mode_turns_a_fallback_into_an_error_naming_op_and_line():
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"strict": True})
+    with pytest.raises(Exception, match=r"(?s)strict.*cumsum.*test_backend.py:\d+"):
+        compiled(torch.randn(4, 5))
+
+
+def test_strict_mode_from_the_environment(monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir")
+    with pytest.raises(Exception, match="strict"):
+        compiled(torch.randn(4, 5))
+
+
+def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_DEBUG_DIR", str(tmp_path))
+    model, x, out = _mlp_run()
+    forward = tmp_path / "graph0_forward"
+    names = {p.name for p in forward.iterdir()}
+    assert {"fx_graph.py", "0_torch.mlir", "1_tile.mlir", "2_neuron.mlir", "3_allocated.mlir"} <= names
+    assert {"4_synchronised.mlir", "program.bundle", "trace.json", "reproduce.sh"} <= names
+    # each stage's IR carries source locations and reproduces the next stage with neuron-opt
+    assert "mlp.py" in (forward / "2_neuron.mlir").read_text()
+    neuron_opt = str(REPO / ".venv" / "bin" / "neuron-opt") if (REPO / ".venv").exists() else "neuron-opt"
+    run = subprocess.run(
+        [neuron_opt, str(forward / "0_torch.mlir"), "-p", "neuron-pipeline"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    # the bundle on disk runs and gives the same forward output
+    from neuron_mlir.runtime.bundle import read_bundle
+    from neuron_mlir.runtime.simulator import run_program
+
+    program = read_bundle(forward / "program.bundle")
+    params = [p.detach().numpy() for p in model.parameters()]
+    inputs = {"primals1": params[0], "primals2": params[1], "primals3": x.numpy(), "primals4": params[2],
+              "primals5": params[3]}
+    outputs, _ = run_program(program, [inputs[b.name] for b in program.inputs])
+    assert_close_to_torch(torch.from_numpy(outputs[0]), out.detach())
+
+
+def test_trace_has_one_track_per_engine_and_events_name_the_source_line():
+    _mlp_run()
+    for profile in neuron_mlir.profiles().values():
+        trace = json.loads(json.dumps(profile.chrome_trace()))  # valid JSON, round trip
+        events = trace["traceEvents"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+        assert len(set(tracks.values())) == len(tracks), "one named track per queue"
+        work = [e for e in events if e.get("ph") == "X"]
+        assert work
+        assert {e["tid"] for e in work} <= set(tracks)
+        assert {"TensorE", "VectorE"} <= {name.split(" ")[0] for name in tracks.values()}
+        located = [e for e in work if "mlp.py:" in e["args"].get("location", "")]
+        assert len(located) == len(work), "every instruction names the user's source line"
+        assert all(e["dur"] > 0 for e in work)
