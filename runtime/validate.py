@@ -61,8 +61,11 @@ MAX_HBM_DIMS = 8
 # Engine access patterns: sizes are uint16 and steps int16, in elements (A2 section "access patterns").
 ENGINE_MAX_NUM = 2**16 - 1
 ENGINE_STEP_RANGE = (-(2**15), 2**15 - 1)
-# Loops whose trip count is at most this are analysed iteration by iteration; longer ones are widened.
-_EXACT_ROUNDS = 8
+# A loop is analysed round by round (round k covers its first k iterations) until its register ranges stop
+# growing or every iteration is covered; registers still growing after this many rounds, or once the whole
+# analysis has visited this many nodes, are widened to any 32-bit value.
+_MAX_EXACT_ROUNDS = 1024
+_VISIT_BUDGET = 300_000
 
 
 @dataclass(frozen=True)
@@ -913,6 +916,7 @@ class _Interpreter:
     def __init__(self, validator: _Validator) -> None:
         self.v = validator
         self.bank = validator.target.psum_bank_bytes
+        self.visits = 0
 
     def run(self, body: Sequence[Node]) -> None:
         state = _State([_const(0)] * self.v.program.num_registers, {})
@@ -922,6 +926,7 @@ class _Interpreter:
         return state.regs[scalar.index] if isinstance(scalar, Reg) else _const(int(scalar))
 
     def nodes(self, nodes: Sequence[Node], state: _State, where: str) -> _State:
+        self.visits += len(nodes)
         for position, node in enumerate(nodes):
             here = f"{where}[{position}]"
             if isinstance(node, Instruction):
@@ -966,6 +971,7 @@ class _Interpreter:
         induction = _span(lo, hi, stride)
         current = entry
         rounds = 0
+        widened_at = None
         while True:
             state = current.copy()
             state.regs[loop.induction.index] = induction
@@ -974,12 +980,14 @@ class _Interpreter:
             following = entry.join(out)
             if rounds >= max_trips or following == current:
                 break
-            if rounds >= _EXACT_ROUNDS:
-                # Registers still growing after many rounds may take any 32-bit value.
+            if widened_at is None and (rounds >= _MAX_EXACT_ROUNDS or self.visits >= _VISIT_BUDGET):
+                widened_at = rounds
+            if widened_at is not None:
+                # Registers still growing may take any 32-bit value.
                 following.regs = [
                     r if r == c else TOP for r, c in zip(following.regs, current.regs, strict=True)
                 ]
-                if rounds >= _EXACT_ROUNDS + 2:
+                if rounds >= widened_at + 2:
                     break
             current = following
         return entry.join(out) if min_trips == 0 else out
