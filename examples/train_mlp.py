@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from mlp import MLP  # noqa: E402
+from mlp import MLP
 
-import neuron_mlir  # noqa: E402
+import neuron_mlir
 
 
 def max_difference(a: torch.Tensor, b: torch.Tensor) -> float:
