@@ -192,6 +192,9 @@ def _scalar_span(op: str, a: Span, b: Span) -> Span:
         lo, hi = _corners(a, b, lambda x, y: x * y)
         return _span(lo, hi, math.gcd(a[0] * b[2], b[0] * a[2], a[2] * b[2]))
     if op == "floordiv":
+        if b[0] < 0 < b[1]:  # a divisor set around (not through) zero: |x // y| <= |x|
+            bound = max(abs(a[0]), abs(a[1]))
+            return _span(-bound, bound, 1)
         lo, hi = _corners(a, b, lambda x, y: x // y)
         stride = abs(a[2] // b[0]) if b[2] == 0 and a[2] % b[0] == 0 else 1
         return _span(lo, hi, stride)
@@ -220,7 +223,9 @@ def _rem_span(a: Span, b: Span) -> Span:
     if b[0] > 0:
         top = b[1] - 1 if a[0] < 0 else min(a[1], b[1] - 1)
         return _span(0, top, 1)
-    return _span(b[0] + 1, 0, 1)
+    if b[1] < 0:
+        return _span(b[0] + 1, 0, 1)
+    return _span(b[0] + 1, b[1] - 1, 1)  # divisors of both signs: |x % y| < |y|, either sign
 
 
 def _decide_comparison(op: str, a: Span, b: Span) -> int | None:
