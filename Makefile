@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint demo coverage bench clean
+.PHONY: help venv test pytest lit lint demo bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ lint: $(STAMP)  ## ruff
 
 demo: $(STAMP)  ## compile and train a small model on the simulated NeuronCore
 	$(PY) examples/train_mlp.py
+
+bench: $(STAMP)  ## speed of the simulator and of the generated code, as ratios (bench/)
+	$(PY) bench/bench_simulator.py
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -44,6 +44,11 @@ class Matmuls(torch.nn.Module):
         return a @ b, torch.addmm(bias, a, b, beta=0.5, alpha=2.0), torch.bmm(c, c.transpose(1, 2))
 
 
+class Softmaxes(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.softmax(x, -1), torch.log_softmax(x, 1), torch.softmax(y, 0)
+
+
 CASES = {
     "mlp": (lambda: MLP(), lambda: (torch.randn(37, 300),), True),
     "broadcasting": (Broadcasting, lambda: (torch.randn(5, 130), torch.randn(130), torch.randn(5, 1)), False),
@@ -53,6 +58,12 @@ CASES = {
         Matmuls,
         lambda: (torch.randn(130, 200), torch.randn(200, 600), torch.randn(2, 9, 140), torch.randn(600)),
         False,
+    ),
+    "softmax": (Softmaxes, lambda: (torch.randn(3, 2100, 4) * 4, torch.randn(130, 5)), False),
+    "softmax_training": (
+        lambda: torch.nn.Sequential(torch.nn.Linear(20, 33), torch.nn.Softmax(-1)),
+        lambda: (torch.randn(5, 20),),
+        True,
     ),
     "linear_training": (
         lambda: torch.nn.Sequential(torch.nn.Linear(65, 129), torch.nn.ReLU(), torch.nn.Linear(129, 3)),

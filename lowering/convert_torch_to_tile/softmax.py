@@ -1,0 +1,156 @@
+"""Softmax and log-softmax, kept on chip: one pass over HBM for rows that fit a tile.
+
+Rows go on partitions and the softmax dimension on the free axis (any other dimension is first viewed there:
+the DMA reads it strided). For a row tile `x` of [P, N]:
+
+    m = max(x)                    VectorE reduce            -> [P, 1]
+    e = exp(x - m)                ScalarE, -m as the per-partition bias: one instruction
+    s = sum(e)                    VectorE reduce
+    softmax     = e * (1 / s)     ScalarE reciprocal, VectorE multiply by the column
+    log_softmax = x - (m + log s)
+
+Rows longer than one free tile (2048 elements) are folded in chunks: a pass for the maximum, a pass for the
+sum of exponentials, and a pass that writes the result, each reading the row again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
+    PARTITION_TILE,
+    Lowering,
+    alloc,
+    layout_of,
+    load,
+    result_element_type,
+    store,
+    view,
+)
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.runtime.hardware import Memory
+
+
+def _column(p: int) -> TileType:
+    return TileType((p, 1), f32, Memory.SBUF)
+
+
+def _row(p: int, n: int) -> TileType:
+    return TileType((p, n), f32, Memory.SBUF)
+
+
+def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
+    layout = layout_of(source)
+    if layout.rank == 0:
+        layout = Layout((1,), (0,), layout.offset)
+    dim = normalize_dim(dim, layout.rank)
+    out = alloc(em, layout_of(source).shape, out_element_type)
+    out_layout = layout_of(out)
+    if out_layout.rank == 0:
+        out_layout = Layout((1,), (0,), out_layout.offset)
+    others = [d for d in range(layout.rank) if d != dim]
+    # rows: every dimension but `dim`, merged where contiguous in both input and output; then the softmax dim
+    row_shape = tuple(layout.shape[d] for d in others)
+    row_dims, (in_rows, out_rows) = collapse(
+        row_shape, [tuple(layout.strides[d] for d in others), tuple(out_layout.strides[d] for d in others)]
+    )
+    if not row_dims:
+        row_dims, in_rows, out_rows = (1,), (0,), (0,)
+    length = layout.shape[dim]
+    source_view = view(em, source, Layout((*row_dims, length), (*in_rows, layout.strides[dim]), layout.offset))
+    out_view = view(em, out, Layout((*row_dims, length), (*out_rows, out_layout.strides[dim]), out_layout.offset))
+
+    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+        indices = [*prefix, p0]
+
+        def chunk(e2: Emitter, f0: Index, size: int) -> SSAValue:
+            return load(e2, source_view, [*indices, f0], (p, size), f32)
+
+        def reduce(e2: Emitter, value: SSAValue, op: str) -> SSAValue:
+            return e2.insert(tile.ReduceOp(value, op, _column(p))).result
+
+        def combine(e2: Emitter, a: SSAValue, b: SSAValue, op: str) -> SSAValue:
+            return e2.insert(tile.BinaryOp(a, b, op, _column(p))).result
+
+        def shifted_exp(e2: Emitter, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
+            return e2.insert(tile.UnaryOp(value, "exp", _row(p, size), bias=negative_max)).result
+
+        single = length <= FREE_TILE
+        whole = chunk(e, 0, length) if single else None
+        row_max = (
+            reduce(e, whole, "max")
+            if whole is not None
+            else e.accumulate_tiles(
+                length,
+                FREE_TILE,
+                lambda e2, f0, size: reduce(e2, chunk(e2, f0, size), "max"),
+                lambda e2, f0, size, acc: combine(e2, acc, reduce(e2, chunk(e2, f0, size), "max"), "max"),
+            )
+        )
+        negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
+        exponentials = shifted_exp(e, whole, negative_max, length) if whole is not None else None
+        total = (
+            reduce(e, exponentials, "add")
+            if exponentials is not None
+            else e.accumulate_tiles(
+                length,
+                FREE_TILE,
+                lambda e2, f0, size: reduce(e2, shifted_exp(e2, chunk(e2, f0, size), negative_max, size), "add"),
+                lambda e2, f0, size, acc: combine(
+                    e2, acc, reduce(e2, shifted_exp(e2, chunk(e2, f0, size), negative_max, size), "add"), "add"
+                ),
+            )
+        )
+        if log:
+            log_total = e.insert(tile.UnaryOp(total, "log", _column(p))).result
+            shift = combine(e, row_max, log_total, "add")
+        else:
+            scale = e.insert(tile.UnaryOp(total, "reciprocal", _column(p))).result
+
+        def write(e2: Emitter, f0: Index, size: int) -> None:
+            result_type = TileType((p, size), out_element_type, Memory.SBUF)
+            if log:
+                value = whole if whole is not None else chunk(e2, f0, size)
+                result = e2.insert(tile.BinaryScalarOp(value, "subtract", result_type, column=shift)).result
+            else:
+                exps = (
+                    exponentials
+                    if exponentials is not None
+                    else shifted_exp(e2, chunk(e2, f0, size), negative_max, size)
+                )
+                result = e2.insert(tile.BinaryScalarOp(exps, "multiply", result_type, column=scale)).result
+            store(e2, result, out_view, [*indices, f0])
+
+        if single:
+            write(e, 0, length)
+        else:
+            e.for_tiles(length, FREE_TILE, write)
+
+    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    rows(em, tuple(row_dims), [])
+    return out
+
+
+def _softmax(log: bool) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        return [emit_softmax(em, args["self"], int(args["dim"]), log, result_element_type(op))]
+
+    return lower
+
+
+SOFTMAX_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten._softmax": _softmax(log=False),
+    "torch.aten._log_softmax": _softmax(log=True),
+}
