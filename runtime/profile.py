@@ -118,6 +118,14 @@ class Profile:
     def instruction_count(self) -> int:
         return sum(self.opcode_counts.values())
 
+    def engine_busy_ns(self) -> dict[str, float]:
+        """Busy time per engine: the compute engines and SyncE as their queues, `dma` summed over its queues."""
+        busy: dict[str, float] = {}
+        for queue, ns in self.busy_ns.items():
+            engine = "dma" if queue.startswith("dma") else queue
+            busy[engine] = busy.get(engine, 0.0) + ns
+        return busy
+
     def utilisation(self, queue: str) -> float:
         return self.busy_ns.get(queue, 0.0) / self.total_ns if self.total_ns > 0 else 0.0
 

@@ -177,6 +177,11 @@ class _Bandwidth:
 
     def _split(self, t: float) -> int:
         index = bisect.bisect_right(self.times, t) - 1
+        if index < 0:  # before the forgotten history: nothing else can be moving then
+            self.times.insert(0, t)
+            self.engine_used.insert(0, 0.0)
+            self.hbm_used.insert(0, 0.0)
+            return 0
         if self.times[index] == t:
             return index
         self.times.insert(index + 1, t)
@@ -377,7 +382,7 @@ class _Simulator:
         for position, (binding, value) in enumerate(zip(program.inputs, inputs, strict=True)):
             expected = dtypes.numpy_dtype(program.buffers[binding.buffer].dtype)
             array = np.asarray(value)
-            if array.shape != binding.shape or array.dtype != expected:
+            if array.shape != tuple(binding.shape) or array.dtype != expected:
                 raise ValueError(
                     f"input {position} ('{binding.name}'): expected {dtypes.dtype_name(expected)}"
                     f"{list(binding.shape)}, got {array.dtype}{list(array.shape)}"

@@ -347,7 +347,7 @@ class _Validator:
                 raise BundleError(f"{where}: address must be a non-negative integer, got {buffer.address!r}")
             shape = buffer.shape
             if (
-                not isinstance(shape, tuple)
+                not isinstance(shape, (tuple, list))
                 or not all(_is_int(d) and d >= 1 for d in shape)
                 or len(shape) > 16
             ):
@@ -391,7 +391,7 @@ class _Validator:
                 )
             if not isinstance(array, np.ndarray):
                 raise BundleError(f"{where}: expected a NumPy array, got {type(array).__name__}")
-            if array.dtype != dtypes.numpy_dtype(buffer.dtype) or array.shape != buffer.shape:
+            if array.dtype != dtypes.numpy_dtype(buffer.dtype) or array.shape != tuple(buffer.shape):
                 raise BundleError(
                     f"{where}: array {array.dtype}{list(array.shape)} does not match the buffer "
                     f"{buffer.dtype}{list(buffer.shape)}"
@@ -417,10 +417,10 @@ class _Validator:
             if buffer.memory is not Memory.HBM:
                 raise BundleError(f"{where}: entry tensors live in HBM, buffer '{buffer.name}' is not")
             shape, strides = binding.shape, binding.strides
-            if not isinstance(shape, tuple) or not all(_is_int(d) and d >= 0 for d in shape):
+            if not isinstance(shape, (tuple, list)) or not all(_is_int(d) and d >= 0 for d in shape):
                 raise BundleError(f"{where}: shape must be a tuple of non-negative integers, got {shape!r}")
             if (
-                not isinstance(strides, tuple)
+                not isinstance(strides, (tuple, list))
                 or not all(_is_int(s) for s in strides)
                 or len(strides) != len(shape)
             ):
@@ -516,8 +516,8 @@ class _Validator:
             raise BundleError(f"{where}: DMA queue {inst.queue} is outside 0..{self.target.dma_queues - 1}")
         if inst.engine is not Engine.DMA and inst.queue != 0:
             raise BundleError(f"{where}: only DMA instructions have a queue (engine is {inst.engine.value})")
-        if not isinstance(inst.waits, tuple) or not all(_is_int(w) for w in inst.waits):
-            raise BundleError(f"{where}: waits must be a tuple of instruction ids")
+        if not isinstance(inst.waits, (tuple, list)) or not all(_is_int(w) for w in inst.waits):
+            raise BundleError(f"{where}: waits must be a sequence of instruction ids")
         if len(inst.waits) > 1024:
             raise BundleError(f"{where}: more than 1024 waits")
         if not _is_int(inst.location) or not -1 <= inst.location < len(self.program.locations):
@@ -580,14 +580,14 @@ class _Validator:
             if not _is_int(getattr(access, name)):
                 raise BundleError(f"{where}: {name} must be an integer")
         pattern = access.pattern
-        if not isinstance(pattern, tuple) or not pattern:
+        if not isinstance(pattern, (tuple, list)) or not pattern:
             raise BundleError(f"{where}: pattern must be a non-empty tuple of (step, num) pairs")
         engine_pattern = memory is not Memory.HBM and inst.engine is not Engine.DMA
         max_dims = self.target.max_free_dims if memory is not Memory.HBM else MAX_HBM_DIMS
         if len(pattern) > max_dims:
             raise BundleError(f"{where}: {len(pattern)} free dimensions exceed the hardware's {max_dims}")
         for dim in pattern:
-            if not (isinstance(dim, tuple) and len(dim) == 2 and _is_int(dim[0]) and _is_int(dim[1])):
+            if not (isinstance(dim, (tuple, list)) and len(dim) == 2 and _is_int(dim[0]) and _is_int(dim[1])):
                 raise BundleError(f"{where}: pattern entries must be (step, num) integer pairs, got {dim!r}")
             step, num = dim
             if num < 1 or num > INT32_MAX or abs(step) > INT32_MAX:
