@@ -42,8 +42,9 @@ def run_kernel(
 
     arrays = []
     for role, array in inputs.items():
-        tiles[role] = b.buffer(f"{role}_tile", "psum" if role in psum else "sbuf", array.shape,
-                               dtypes.dtype_name(array.dtype))
+        tiles[role] = b.buffer(
+            f"{role}_tile", "psum" if role in psum else "sbuf", array.shape, dtypes.dtype_name(array.dtype)
+        )
         stage_in(role, array, tiles[role], role in psum)
         arrays.append(array)
     for role, (shape, dtype) in outputs.items():
@@ -95,14 +96,30 @@ def build_rich_program(tiles: int = 2, target: str = "trn2"):
         b.dma(b.ap(x_tile), b.ap(x, [(512, 128), (1, 512)], reg=row), queue=0, location="model.py:2 (load)")
         b.inst("tensor_copy", "vector", {"dst": b.ap(x_bf16), "src": b.ap(x_tile)})
         first = b.scalar(b.reg(), "ge", t, 0)
-        b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(w_tile), "moving": b.ap(x_bf16)},
-               {"accumulate": b.scalar(b.reg(), "eq", first, 0)}, location="model.py:3 (mm)")
-        b.inst("activation", "scalar", {"dst": b.ap(out), "src": b.ap(acc), "bias": b.ap(bias)},
-               {"func": "gelu", "scale": 1.0}, location="model.py:4 (gelu)")
+        b.inst(
+            "nc_matmul",
+            "tensor",
+            {"dst": b.ap(acc), "stationary": b.ap(w_tile), "moving": b.ap(x_bf16)},
+            {"accumulate": b.scalar(b.reg(), "eq", first, 0)},
+            location="model.py:3 (mm)",
+        )
+        b.inst(
+            "activation",
+            "scalar",
+            {"dst": b.ap(out), "src": b.ap(acc), "bias": b.ap(bias)},
+            {"func": "gelu", "scale": 1.0},
+            location="model.py:4 (gelu)",
+        )
         b.dma(b.ap(y, [(512, 128), (1, 512)], reg=row), b.ap(out), queue=3)
-    b.inst("affine_select", "gpsimd", {"dst": b.ap(mask), "on_true": b.ap(x_tile)},
-           {"cmp": "is_ge", "channel_multiplier": 1, "pattern": ((-1, 512),), "on_false_value": -np.inf})
-    b.inst("tensor_tensor", "vector", {"dst": b.ap(mask), "in0": b.ap(mask), "in1": b.ap(x_tile)}, {"op": "max"})
+    b.inst(
+        "affine_select",
+        "gpsimd",
+        {"dst": b.ap(mask), "on_true": b.ap(x_tile)},
+        {"cmp": "is_ge", "channel_multiplier": 1, "pattern": ((-1, 512),), "on_false_value": -np.inf},
+    )
+    b.inst(
+        "tensor_tensor", "vector", {"dst": b.ap(mask), "in0": b.ap(mask), "in1": b.ap(x_tile)}, {"op": "max"}
+    )
     b.dma(b.ap(z), b.ap(mask), queue=4)
     return b.build()
 

@@ -51,8 +51,14 @@ def test_layout(raw):
     assert raw[64:96] == hashlib.sha256(raw[:64] + raw[128:]).digest()
     manifest, data = bundle.unpack(raw)
     assert manifest["target"] == "trn2"
-    assert manifest["entry"]["inputs"][0] == {"name": "x", "buffer": 0, "shape": [256, 512], "strides": [512, 1],
-                                              "offset": 0, "dtype": "f32"}
+    assert manifest["entry"]["inputs"][0] == {
+        "name": "x",
+        "buffer": 0,
+        "shape": [256, 512],
+        "strides": [512, 1],
+        "offset": 0,
+        "dtype": "f32",
+    }
     for constant in manifest["constants"]:
         assert constant["offset"] % 64 == 0
     assert len(data) == data_length
@@ -72,7 +78,7 @@ def test_invalid_program_is_never_written(program):
         bundle.encode_bundle(program)
 
 
-# ---- malformed bundles ----------------------------------------------------------------------------------------
+# ---- malformed bundles -------------------------------------------------------------------------------------
 
 
 def remanifest(raw: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
@@ -116,7 +122,9 @@ def set_field(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
-def edit_instruction(opcode: str, change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+def edit_instruction(
+    opcode: str, change: Callable[[dict[str, Any]], None]
+) -> Callable[[dict[str, Any]], None]:
     return lambda manifest: change(first(manifest, opcode))
 
 
@@ -125,8 +133,7 @@ def overlapping_psum_groups(manifest):
     loop = loop_of(manifest)
     matmul = first(manifest, "nc_matmul")
     second = {**matmul, "id": 900, "operands": {**matmul["operands"]}}
-    second["operands"]["dst"] = {**matmul["operands"]["dst"], "offset": 256,
-                                 "pattern": [[1, 256]]}
+    second["operands"]["dst"] = {**matmul["operands"]["dst"], "offset": 256, "pattern": [[1, 256]]}
     second["operands"]["moving"] = {**matmul["operands"]["moving"], "pattern": [[1, 256]]}
     position = loop["body"].index(matmul)
     loop["body"].insert(position + 1, second)
@@ -156,8 +163,10 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"instruction \d+ \(dma_copy\), operand 'src': elements 0..196607 \(offset 0 \+ register r\d+ in "
         r"0..131072\) lie outside buffer 'x' of 131072 elements",
     ),
-    "unknown dtype": (lambda raw: remanifest(raw, set_field("memory_plan.0.dtype", "f64")),
-                      r"memory_plan\[0\].dtype: unknown dtype 'f64'"),
+    "unknown dtype": (
+        lambda raw: remanifest(raw, set_field("memory_plan.0.dtype", "f64")),
+        r"memory_plan\[0\].dtype: unknown dtype 'f64'",
+    ),
     "unknown opcode": (
         lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i.update(opcode="conv2d"))),
         r"instruction \d+: unknown opcode 'conv2d'",
@@ -167,22 +176,30 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"instruction \d+ \(nc_matmul\): cannot run on the vector engine \(allowed: tensor\)",
     ),
     "engine reading a memory it cannot": (
-        lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i.update(engine="gpsimd",
-                                                                                     opcode="tensor_copy",
-                                                                                     attrs={},
-                                                                                     operands={
-                                                                                         "dst": i["operands"]["dst"],
-                                                                                         "src": i["operands"]["src"]
-                                                                                     }))),
+        lambda raw: remanifest(
+            raw,
+            edit_instruction(
+                "activation",
+                lambda i: i.update(
+                    engine="gpsimd",
+                    opcode="tensor_copy",
+                    attrs={},
+                    operands={"dst": i["operands"]["dst"], "src": i["operands"]["src"]},
+                ),
+            ),
+        ),
         r"operand 'src': the gpsimd engine cannot read PSUM",
     ),
     "dma writing psum": (
-        lambda raw: remanifest(raw, edit_instruction("dma_copy", lambda i: i["operands"]["dst"].update(buffer=9,
-                                                                                                   partitions=128))),
+        lambda raw: remanifest(
+            raw, edit_instruction("dma_copy", lambda i: i["operands"]["dst"].update(buffer=9, partitions=128))
+        ),
         r"operand 'dst': the dma engine cannot write PSUM",
     ),
-    "huge sizes": (lambda raw: remanifest(raw, set_field("memory_plan.0.shape", [2**40, 2**20])),
-                   "exceed the HBM capacity"),
+    "huge sizes": (
+        lambda raw: remanifest(raw, set_field("memory_plan.0.shape", [2**40, 2**20])),
+        "exceed the HBM capacity",
+    ),
     "bad wait id": (
         lambda raw: remanifest(raw, edit_instruction("nc_matmul", lambda i: i.update(waits=[12345]))),
         r"waits on instruction 12345, which does not exist",
@@ -197,11 +214,15 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         "instruction id 0 is used twice",
     ),
     "unknown ALU operator": (
-        lambda raw: remanifest(raw, edit_instruction("tensor_tensor", lambda i: i["attrs"].update(op="divide"))),
+        lambda raw: remanifest(
+            raw, edit_instruction("tensor_tensor", lambda i: i["attrs"].update(op="divide"))
+        ),
         r"attribute 'op': unknown value 'divide'",
     ),
     "unknown activation function": (
-        lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i["attrs"].update(func="swish"))),
+        lambda raw: remanifest(
+            raw, edit_instruction("activation", lambda i: i["attrs"].update(func="swish"))
+        ),
         r"attribute 'func': unknown value 'swish'",
     ),
     "unknown attribute": (
@@ -213,12 +234,15 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"attribute 'scale': expected a number, got '2'",
     ),
     "register attribute not allowed": (
-        lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i["attrs"].update(scale={"reg": 0}))),
+        lambda raw: remanifest(
+            raw, edit_instruction("activation", lambda i: i["attrs"].update(scale={"reg": 0}))
+        ),
         r"attribute 'scale': cannot be a register",
     ),
     "unknown operand role": (
-        lambda raw: remanifest(raw, edit_instruction("tensor_copy", lambda i: i["operands"].update(
-            bias=i["operands"]["src"]))),
+        lambda raw: remanifest(
+            raw, edit_instruction("tensor_copy", lambda i: i["operands"].update(bias=i["operands"]["src"]))
+        ),
         r"unknown operand role 'bias'",
     ),
     "missing operand": (
@@ -226,64 +250,112 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"missing operand 'in1'",
     ),
     "register out of range": (
-        lambda raw: remanifest(raw, edit_instruction("dma_copy", lambda i: i["operands"]["src"].update(
-            offset_reg=77))),
+        lambda raw: remanifest(
+            raw, edit_instruction("dma_copy", lambda i: i["operands"]["src"].update(offset_reg=77))
+        ),
         r"register r77 is outside the program's \d+ registers",
     ),
-    "loop step zero": (lambda raw: remanifest(raw, lambda m: loop_of(m).update(step=0)),
-                       "step must be a non-zero 32-bit integer"),
+    "loop step zero": (
+        lambda raw: remanifest(raw, lambda m: loop_of(m).update(step=0)),
+        "step must be a non-zero 32-bit integer",
+    ),
     "start partition not allowed": (
-        lambda raw: remanifest(raw, edit_instruction("tensor_copy", lambda i: [
-            i["operands"][r].update(partition_start=16, partitions=32) for r in ("dst", "src")])),
+        lambda raw: remanifest(
+            raw,
+            edit_instruction(
+                "tensor_copy",
+                lambda i: [
+                    i["operands"][r].update(partition_start=16, partitions=32) for r in ("dst", "src")
+                ],
+            ),
+        ),
         r"an access of 32 partitions cannot start at partition 16 \(allowed: 0, 32, 64, 96\)",
     ),
     "too many partitions": (
-        lambda raw: remanifest(raw, edit_instruction("tensor_copy", lambda i: i["operands"]["src"].update(
-            partitions=129))),
+        lambda raw: remanifest(
+            raw, edit_instruction("tensor_copy", lambda i: i["operands"]["src"].update(partitions=129))
+        ),
         "129 partitions; an on-chip access covers 1..128",
     ),
     "matmul moving free size": (
-        lambda raw: remanifest(raw, edit_instruction("nc_matmul", lambda i: i["operands"]["moving"].update(
-            pattern=[[1, 513]]))),
+        lambda raw: remanifest(
+            raw, edit_instruction("nc_matmul", lambda i: i["operands"]["moving"].update(pattern=[[1, 513]]))
+        ),
         r"operand 'moving': free size 513 exceeds 512 on trn2",
     ),
     "psum bank crossing": (
-        lambda raw: remanifest(raw, lambda m: set_field("memory_plan.9.shape", [128, 1024])(m) or edit_instruction(
-            "nc_matmul", lambda i: [
-            i["operands"]["dst"].update(pattern=[[1, 256]], offset=384),
-            i["operands"]["moving"].update(pattern=[[1, 256]])])(m)),
+        lambda raw: remanifest(
+            raw,
+            lambda m: (
+                set_field("memory_plan.9.shape", [128, 1024])(m)
+                or edit_instruction(
+                    "nc_matmul",
+                    lambda i: [
+                        i["operands"]["dst"].update(pattern=[[1, 256]], offset=384),
+                        i["operands"]["moving"].update(pattern=[[1, 256]]),
+                    ],
+                )(m)
+            ),
+        ),
         r"bytes 1536..2559 of each partition cross a 2048-byte PSUM bank boundary",
     ),
     "constant outside the data section": (
         lambda raw: remanifest(raw, set_field("constants.0.offset", 1 << 30)),
         r"constants\[0\]: bytes \d+..\d+ are not a 64-byte aligned range",
     ),
-    "constant size mismatch": (lambda raw: remanifest(raw, set_field("constants.0.nbytes", 64)),
-                               r"constants\[0\]: 64 bytes for buffer 'w'"),
-    "binding out of bounds": (lambda raw: remanifest(raw, set_field("entry.outputs.1.offset", 1)),
-                              r"output 1 \('z'\): elements 1..65536 lie outside buffer 'z'"),
-    "binding dtype mismatch": (lambda raw: remanifest(raw, set_field("entry.inputs.0.dtype", "bf16")),
-                               r"entry.inputs\[0\].dtype: 'bf16' differs from its buffer's 'f32'"),
-    "missing field": (lambda raw: remanifest(raw, lambda m: m.pop("num_registers")),
-                      "manifest: missing field 'num_registers'"),
-    "unknown field": (lambda raw: remanifest(raw, lambda m: m.update(extra=1)), "manifest: unknown field 'extra'"),
-    "wrong field type": (lambda raw: remanifest(raw, set_field("num_registers", "7")),
-                         "manifest.num_registers: expected an integer, got a string"),
-    "boolean for an integer": (lambda raw: remanifest(raw, set_field("memory_plan.0.address", True)),
-                               r"memory_plan\[0\].address: expected an integer, got a boolean"),
-    "unknown node kind": (lambda raw: remanifest(raw, lambda m: m["body"].append({"kind": "call"})),
-                          "unknown node kind 'call'"),
+    "constant size mismatch": (
+        lambda raw: remanifest(raw, set_field("constants.0.nbytes", 64)),
+        r"constants\[0\]: 64 bytes for buffer 'w'",
+    ),
+    "binding out of bounds": (
+        lambda raw: remanifest(raw, set_field("entry.outputs.1.offset", 1)),
+        r"output 1 \('z'\): elements 1..65536 lie outside buffer 'z'",
+    ),
+    "binding dtype mismatch": (
+        lambda raw: remanifest(raw, set_field("entry.inputs.0.dtype", "bf16")),
+        r"entry.inputs\[0\].dtype: 'bf16' differs from its buffer's 'f32'",
+    ),
+    "missing field": (
+        lambda raw: remanifest(raw, lambda m: m.pop("num_registers")),
+        "manifest: missing field 'num_registers'",
+    ),
+    "unknown field": (
+        lambda raw: remanifest(raw, lambda m: m.update(extra=1)),
+        "manifest: unknown field 'extra'",
+    ),
+    "wrong field type": (
+        lambda raw: remanifest(raw, set_field("num_registers", "7")),
+        "manifest.num_registers: expected an integer, got a string",
+    ),
+    "boolean for an integer": (
+        lambda raw: remanifest(raw, set_field("memory_plan.0.address", True)),
+        r"memory_plan\[0\].address: expected an integer, got a boolean",
+    ),
+    "unknown node kind": (
+        lambda raw: remanifest(raw, lambda m: m["body"].append({"kind": "call"})),
+        "unknown node kind 'call'",
+    ),
     "unknown target": (lambda raw: remanifest(raw, set_field("target", "trn9")), "unknown target 'trn9'"),
-    "manifest version mismatch": (lambda raw: remanifest(raw, set_field("format_version", 2)),
-                                  "manifest format version 2 does not match"),
+    "manifest version mismatch": (
+        lambda raw: remanifest(raw, set_field("format_version", 2)),
+        "manifest format version 2 does not match",
+    ),
     "possible division by zero": (
-        lambda raw: remanifest(raw, lambda m: loop_of(m)["body"].insert(0, {"kind": "scalar", "dest": 1, "op": "rem",
-                                                                           "lhs": 5, "rhs": {"reg": 1}})),
+        lambda raw: remanifest(
+            raw,
+            lambda m: loop_of(m)["body"].insert(
+                0, {"kind": "scalar", "dest": 1, "op": "rem", "lhs": 5, "rhs": {"reg": 1}}
+            ),
+        ),
         r"scalar op rem\): the divisor may be zero",
     ),
     "loop bound register unbounded": (
-        lambda raw: remanifest(raw, lambda m: m["body"].insert(3, {"kind": "scalar", "dest": 0, "op": "mul",
-                                                                  "lhs": {"reg": 0}, "rhs": 1 << 20})),
+        lambda raw: remanifest(
+            raw,
+            lambda m: m["body"].insert(
+                3, {"kind": "scalar", "dest": 0, "op": "mul", "lhs": {"reg": 0}, "rhs": 1 << 20}
+            ),
+        ),
         r"lie outside buffer 'x'",
     ),
 }
@@ -310,12 +382,21 @@ def test_raw_manifest_json_errors(raw):
 
     def rebuild(text: bytes) -> bytes:
         data_offset = -(-(128 + len(text)) // 64) * 64
-        header = struct.pack("<8sIIQQQQQ8x", bundle.MAGIC, 1, 128, 128, len(text), data_offset, len(data),
-                             data_offset + len(data))
+        header = struct.pack(
+            "<8sIIQQQQQ8x",
+            bundle.MAGIC,
+            1,
+            128,
+            128,
+            len(text),
+            data_offset,
+            len(data),
+            data_offset + len(data),
+        )
         body = text + b" " * (data_offset - 128 - len(text)) + data
         return header + hashlib.sha256(header + body).digest() + bytes(32) + body
 
-    text = good[text_start: text_start + text_length]
+    text = good[text_start : text_start + text_length]
     with pytest.raises(BundleError, match="not valid JSON"):
         bundle.read_bundle(rebuild(text[:-1]))
     with pytest.raises(BundleError, match="duplicate key 'target'"):
@@ -342,7 +423,9 @@ def test_run_program_validates_in_memory_programs(program, monkeypatch):
 
 
 def test_input_checks(program):
-    with pytest.raises(ValueError, match=r"input 0 \('x'\): expected f32\[256, 512\], got float64\[256, 512\]"):
+    with pytest.raises(
+        ValueError, match=r"input 0 \('x'\): expected f32\[256, 512\], got float64\[256, 512\]"
+    ):
         run_program(program, [np.zeros((256, 512))])
     with pytest.raises(ValueError, match="takes 1 inputs, got 0"):
         run_program(program, [])

@@ -27,10 +27,62 @@ from neuron_mlir.runtime.simulator import RaceError, run_program
 CASES_PER_CHUNK = 200
 CHUNKS = {"bits": 4, "text": 4, "manifest": 8}  # 3,200 cases in all
 
-NAMES = [*isa.OPCODES, *dtypes.DTYPES, "sbuf", "psum", "hbm", "tensor", "vector", "scalar", "gpsimd", "dma",
-         "sync", "dst", "src", "in0", "moving", "add", "exp", "reg", "float", "nan", "-inf", "", "x" * 300]
-INTERESTING_INTS = [0, 1, -1, 2, 3, 7, 31, 32, 64, 96, 127, 128, 129, 511, 512, 513, 2047, 2048, 4096, 65535, 65536,
-                    2**31 - 1, 2**31, -(2**31), 2**32, 2**40, 2**63, -(2**63), 10**30]
+NAMES = [
+    *isa.OPCODES,
+    *dtypes.DTYPES,
+    "sbuf",
+    "psum",
+    "hbm",
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "dma",
+    "sync",
+    "dst",
+    "src",
+    "in0",
+    "moving",
+    "add",
+    "exp",
+    "reg",
+    "float",
+    "nan",
+    "-inf",
+    "",
+    "x" * 300,
+]
+INTERESTING_INTS = [
+    0,
+    1,
+    -1,
+    2,
+    3,
+    7,
+    31,
+    32,
+    64,
+    96,
+    127,
+    128,
+    129,
+    511,
+    512,
+    513,
+    2047,
+    2048,
+    4096,
+    65535,
+    65536,
+    2**31 - 1,
+    2**31,
+    -(2**31),
+    2**32,
+    2**40,
+    2**63,
+    -(2**63),
+    10**30,
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +95,13 @@ def seeds(request) -> list[bytes]:
     assert spec.loader is not None
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
-    return [bundle.encode_bundle(module.build_rich_program()),
-            bundle.encode_bundle(module.build_rich_program(tiles=1, target="trn3"))]
+    return [
+        bundle.encode_bundle(module.build_rich_program()),
+        bundle.encode_bundle(module.build_rich_program(tiles=1, target="trn3")),
+    ]
 
 
-# ---- mutators -------------------------------------------------------------------------------------------------
+# ---- mutators ----------------------------------------------------------------------------------------------
 
 
 def flip_bits(raw: bytes, rng: random.Random) -> bytes:
@@ -68,8 +122,17 @@ def reseal(text: bytes, data: bytes) -> bytes:
     """A bundle with a correct header and checksum around any manifest bytes."""
     manifest_length = len(text)
     data_offset = -(-(128 + manifest_length) // 64) * 64
-    header = struct.pack("<8sIIQQQQQ8x", bundle.MAGIC, bundle.FORMAT_VERSION, 128, 128, manifest_length,
-                         data_offset, len(data), data_offset + len(data))
+    header = struct.pack(
+        "<8sIIQQQQQ8x",
+        bundle.MAGIC,
+        bundle.FORMAT_VERSION,
+        128,
+        128,
+        manifest_length,
+        data_offset,
+        len(data),
+        data_offset + len(data),
+    )
     body = text + b" " * (data_offset - 128 - manifest_length) + data
     return header + hashlib.sha256(header + body).digest() + bytes(32) + body
 
@@ -166,17 +229,28 @@ def mutate_manifest(raw: bytes, rng: random.Random) -> bytes:
 MUTATORS = {"bits": flip_bits, "text": flip_text, "manifest": mutate_manifest}
 
 
-# ---- running what loads ---------------------------------------------------------------------------------------
+# ---- running what loads ------------------------------------------------------------------------------------
 
 
 def instances(program: Program, limit: int) -> int:
     """How many instruction instances the program issues, counting no further than `limit`."""
     regs = [0] * program.num_registers
     count = 0
-    operations = {"add": int.__add__, "sub": int.__sub__, "mul": int.__mul__, "min": min, "max": max,
-                  "floordiv": lambda a, b: a // b, "rem": lambda a, b: a % b,
-                  "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
-                  "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b)}
+    operations = {
+        "add": int.__add__,
+        "sub": int.__sub__,
+        "mul": int.__mul__,
+        "min": min,
+        "max": max,
+        "floordiv": lambda a, b: a // b,
+        "rem": lambda a, b: a % b,
+        "eq": lambda a, b: int(a == b),
+        "ne": lambda a, b: int(a != b),
+        "lt": lambda a, b: int(a < b),
+        "le": lambda a, b: int(a <= b),
+        "gt": lambda a, b: int(a > b),
+        "ge": lambda a, b: int(a >= b),
+    }
 
     def value(scalar) -> int:
         return regs[scalar.index] if isinstance(scalar, Reg) else scalar
@@ -216,7 +290,9 @@ def run_loaded(program: Program, rng: np.random.Generator) -> None:
         run_program(program, inputs)
 
 
-@pytest.mark.parametrize(("kind", "chunk"), [(kind, chunk) for kind, n in CHUNKS.items() for chunk in range(n)])
+@pytest.mark.parametrize(
+    ("kind", "chunk"), [(kind, chunk) for kind, n in CHUNKS.items() for chunk in range(n)]
+)
 def test_mutants_raise_only_bundle_errors(seeds, kind, chunk):
     rng = random.Random(f"{kind}-{chunk}")
     run_rng = np.random.default_rng(chunk)

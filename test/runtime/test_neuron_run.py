@@ -23,8 +23,17 @@ def test_runs_with_given_inputs_and_writes_a_trace(bundle_path, tmp_path, capsys
     np.save(tmp_path / "x.npy", x)
     trace = tmp_path / "trace.json"
     saved = tmp_path / "out"
-    code = main([str(bundle_path), "--input", f"x={tmp_path / 'x.npy'}", "--trace", str(trace),
-                 "--save-outputs", str(saved)])
+    code = main(
+        [
+            str(bundle_path),
+            "--input",
+            f"x={tmp_path / 'x.npy'}",
+            "--trace",
+            str(trace),
+            "--save-outputs",
+            str(saved),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "y: shape [256, 512] dtype f32 min" in out

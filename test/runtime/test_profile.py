@@ -30,18 +30,33 @@ def tiled_matmul(target: str, dtype: str, m: int, k: int, n: int):
             b_row = b.scalar(b.reg(), "mul", ki, 128 * n)
             b_col = b.scalar(b.reg(), "mul", ni, 512)
             b_offset = b.scalar(b.reg(), "add", b_row, b_col)
-            b.dma(b.ap(a_tile), b.ap(a_hbm, [(m, 128), (1, 128)], reg=a_offset), queue=0,
-                  location="model.py:3 (load_a)")
-            b.dma(b.ap(b_tile), b.ap(b_hbm, [(n, 128), (1, 512)], reg=b_offset), queue=1,
-                  location="model.py:4 (load_b)")
+            b.dma(
+                b.ap(a_tile),
+                b.ap(a_hbm, [(m, 128), (1, 128)], reg=a_offset),
+                queue=0,
+                location="model.py:3 (load_a)",
+            )
+            b.dma(
+                b.ap(b_tile),
+                b.ap(b_hbm, [(n, 128), (1, 512)], reg=b_offset),
+                queue=1,
+                location="model.py:4 (load_b)",
+            )
             flag = b.scalar(b.reg(), "ne", ki, 0)
-            b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(a_tile), "moving": b.ap(b_tile)},
-                   {"accumulate": flag}, location="model.py:5 (mm)")
+            b.inst(
+                "nc_matmul",
+                "tensor",
+                {"dst": b.ap(acc), "stationary": b.ap(a_tile), "moving": b.ap(b_tile)},
+                {"accumulate": flag},
+                location="model.py:5 (mm)",
+            )
         b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc)}, location="model.py:6 (evict)")
         c_row = b.scalar(b.reg(), "mul", mi, 128 * n)
         c_col = b.scalar(b.reg(), "mul", ni, 512)
         c_offset = b.scalar(b.reg(), "add", c_row, c_col)
-        b.dma(b.ap(c_hbm, [(n, 128), (1, 512)], reg=c_offset), b.ap(out), queue=2, location="model.py:7 (store)")
+        b.dma(
+            b.ap(c_hbm, [(n, 128), (1, 512)], reg=c_offset), b.ap(out), queue=2, location="model.py:7 (store)"
+        )
     return b.build()
 
 
@@ -80,10 +95,15 @@ def test_busy_times_and_counts(matmul_run):
     *_, profile, (m, k, n) = matmul_run
     hw = TARGETS["trn2"]
     matmuls = (m // 128) * (n // 512) * (k // 128)
-    assert profile.opcode_counts == {"nc_matmul": matmuls, "dma_copy": 2 * matmuls + matmuls // (k // 128),
-                                     "tensor_copy": matmuls // (k // 128)}
+    assert profile.opcode_counts == {
+        "nc_matmul": matmuls,
+        "dma_copy": 2 * matmuls + matmuls // (k // 128),
+        "tensor_copy": matmuls // (k // 128),
+    }
     assert profile.busy_ns["tensor"] == pytest.approx(matmuls * 4 * 512 / hw.clock_ghz[Engine.TENSOR])
-    assert profile.busy_ns["vector"] == pytest.approx(matmuls // (k // 128) * 512 / hw.clock_ghz[Engine.VECTOR])
+    assert profile.busy_ns["vector"] == pytest.approx(
+        matmuls // (k // 128) * 512 / hw.clock_ghz[Engine.VECTOR]
+    )
     assert set(profile.busy_ns) == {"tensor", "vector", "dma0", "dma1", "dma2"}
     per_queue = {}
     for queue, start, end in zip(profile.events.queue, profile.events.start, profile.events.end, strict=True):
@@ -103,8 +123,17 @@ def test_per_location_totals(matmul_run):
 def test_summary_table(matmul_run):
     *_, profile, _ = matmul_run
     text = profile.summary()
-    for expected in ("trn2", "total time", "roofline", "MFU", "HBM bytes", "tensor", "dma0", "nc_matmul",
-                     "model.py:5 (mm)"):
+    for expected in (
+        "trn2",
+        "total time",
+        "roofline",
+        "MFU",
+        "HBM bytes",
+        "tensor",
+        "dma0",
+        "nc_matmul",
+        "model.py:5 (mm)",
+    ):
         assert expected in text
 
 
@@ -121,7 +150,9 @@ def test_chrome_trace(matmul_run, tmp_path):
     assert {e["tid"] for e in complete} == set(names)
     matmuls = [e for e in complete if e["name"] == "nc_matmul"]
     assert len(matmuls) == profile.opcode_counts["nc_matmul"]
-    assert all(e["args"]["location"] == "model.py:5 (mm)" and isinstance(e["args"]["id"], int) for e in matmuls)
+    assert all(
+        e["args"]["location"] == "model.py:5 (mm)" and isinstance(e["args"]["id"], int) for e in matmuls
+    )
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in complete)
     # one track per queue: events on a track never overlap
     for tid in names:

@@ -66,8 +66,14 @@ def double_buffered(wait_for_reader: bool):
             b.ap(x, [(256, 128), (1, 64)], reg=column),
             waits=[50] if wait_for_reader else [],
         )
-        b.inst("activation", "scalar", {"dst": b.ap(u, [(1, 64)], reg=column), "src": b.ap(t, [(1, 64)],
-               reg=slot_offset)}, {"func": "copy"}, waits=[load], id=50)
+        b.inst(
+            "activation",
+            "scalar",
+            {"dst": b.ap(u, [(1, 64)], reg=column), "src": b.ap(t, [(1, 64)], reg=slot_offset)},
+            {"func": "copy"},
+            waits=[load],
+            id=50,
+        )
     b.dma(b.ap(y), b.ap(u), queue=1, waits=[50])
     return b.build()
 
@@ -76,8 +82,11 @@ def test_write_after_read_across_loop_iterations():
     data = np.arange(128 * 256, dtype=np.float32).reshape(128, 256)
     (y,), _ = run_program(double_buffered(True), [data])
     np.testing.assert_array_equal(y, data)
-    with pytest.raises(RaceError, match=r"instruction \d+ \(dma_copy, dma0 queue\) writes .* instruction 50 "
-                                        r"\(activation, scalar queue\) read"):
+    with pytest.raises(
+        RaceError,
+        match=r"instruction \d+ \(dma_copy, dma0 queue\) writes .* instruction 50 "
+        r"\(activation, scalar queue\) read",
+    ):
         run_program(double_buffered(False), [data])
 
 
@@ -88,8 +97,13 @@ def test_ordering_through_a_chain_of_waits():
     t, u, v = (b.sbuf(name, (128, 8), "f32") for name in "tuv")
     load = b.dma(b.ap(t), b.ap(x))
     middle = b.inst("tensor_copy", "vector", {"dst": b.ap(u), "src": b.ap(t)}, waits=[load])
-    b.inst("tensor_tensor", "gpsimd", {"dst": b.ap(v), "in0": b.ap(t), "in1": b.ap(u)}, {"op": "add"},
-           waits=[middle])
+    b.inst(
+        "tensor_tensor",
+        "gpsimd",
+        {"dst": b.ap(v), "in0": b.ap(t), "in1": b.ap(u)},
+        {"op": "add"},
+        waits=[middle],
+    )
     run_program(b.build(), [np.ones((128, 8), np.float32)])
 
 
@@ -144,7 +158,12 @@ def test_matmul_group_evicted_after_wait():
     init_m = b.inst("memset", "gpsimd", {"dst": b.ap(m)}, {"value": 0.5})
     with b.loop(0, 3) as k:
         flag = b.scalar(b.reg(), "ne", k, 0)
-        mm = b.inst("nc_matmul", "tensor", {"dst": b.ap(p), "stationary": b.ap(s), "moving": b.ap(m)},
-                    {"accumulate": flag}, waits=[init_s, init_m])
+        mm = b.inst(
+            "nc_matmul",
+            "tensor",
+            {"dst": b.ap(p), "stationary": b.ap(s), "moving": b.ap(m)},
+            {"accumulate": flag},
+            waits=[init_s, init_m],
+        )
     b.inst("tensor_copy", "vector", {"dst": b.ap(o), "src": b.ap(p)}, waits=[mm])
     run_program(b.build(), [])

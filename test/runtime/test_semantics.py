@@ -34,7 +34,7 @@ def assert_close(actual, expected, dtype, rtol=None):
     )
 
 
-# ---- activation -----------------------------------------------------------------------------------------------
+# ---- activation --------------------------------------------------------------------------------------------
 
 REFERENCE_FUNCTIONS = {
     "copy": lambda x: x,
@@ -106,10 +106,12 @@ def test_activation_scale_vector_bias_value_and_accumulate(kernel):
     )
     expected = np.exp(x.reshape(64, -1) * scale - 1).reshape(x.shape)
     np.testing.assert_allclose(results["dst"], expected, rtol=2e-6)
-    np.testing.assert_allclose(results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(
+        results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5
+    )
 
 
-# ---- tensor_tensor --------------------------------------------------------------------------------------------
+# ---- tensor_tensor -----------------------------------------------------------------------------------------
 
 FLOAT_ALU = {
     "add": np.add,
@@ -141,7 +143,9 @@ def test_tensor_tensor_ops_f32(kernel, op):
     a[:, 5:8] = 0
     if op == "power":
         a = np.abs(a)
-    out = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": (a.shape, "f32")}, {"op": op})["dst"]
+    out = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": (a.shape, "f32")}, {"op": op})[
+        "dst"
+    ]
     with np.errstate(divide="ignore"):
         expected = FLOAT_ALU[op](a, b)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
@@ -162,17 +166,27 @@ def test_tensor_tensor_dtypes_and_shapes(kernel, dtype, shape):
 def test_tensor_tensor_one_input_in_psum(kernel):
     rng = np.random.default_rng(6)
     a, b = rand((128, 16), np.float32, rng), rand((128, 16), np.float32, rng)
-    out = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": ((128, 16), "f32")}, {"op": "add"},
-                 psum=("in0",))
+    out = kernel(
+        "tensor_tensor",
+        "vector",
+        {"in0": a, "in1": b},
+        {"dst": ((128, 16), "f32")},
+        {"op": "add"},
+        psum=("in0",),
+    )
     np.testing.assert_array_equal(out["dst"], a + b)
 
 
 def test_integer_ops_exact_on_gpsimd_and_fp32_on_vector(kernel):
     a = np.array([[2**24 + 1, -7, 2**31 - 1, 5]], dtype=np.int32)
     b = np.array([[1, 2, 1, 3]], dtype=np.int32)
-    exact = kernel("tensor_tensor", "gpsimd", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})["dst"]
+    exact = kernel("tensor_tensor", "gpsimd", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})[
+        "dst"
+    ]
     np.testing.assert_array_equal(exact, [[2**24 + 2, -5, -(2**31), 8]])  # 32-bit wrap
-    rounded = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})["dst"]
+    rounded = kernel(
+        "tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"}
+    )["dst"]
     # VectorE widens to fp32: 2^24 + 1 is not representable, and the saturating cast caps 2^31
     assert rounded[0, 0] == 2**24 + 2 or rounded[0, 0] == 2**24
     assert rounded[0, 2] == 2**31 - 1
@@ -194,7 +208,9 @@ BITVEC_B = np.array([[0b1010, 0, 3, 40]], dtype=np.int32)
 )
 @pytest.mark.parametrize("engine", ["vector", "gpsimd"])
 def test_bitvec_ops_on_int32(kernel, op, expected, engine):
-    out = kernel("tensor_tensor", engine, {"in0": BITVEC_A, "in1": BITVEC_B}, {"dst": ((1, 4), "i32")}, {"op": op})
+    out = kernel(
+        "tensor_tensor", engine, {"in0": BITVEC_A, "in1": BITVEC_B}, {"dst": ((1, 4), "i32")}, {"op": op}
+    )
     np.testing.assert_array_equal(out["dst"][0], expected)
 
 
@@ -203,7 +219,7 @@ def test_right_shift_is_logical():
     assert values[0] == (2**32 - 8) >> 1  # no sign extension
 
 
-# ---- tensor_scalar --------------------------------------------------------------------------------------------
+# ---- tensor_scalar -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", sorted(FLOAT_DTYPES))
@@ -241,13 +257,16 @@ def test_tensor_scalar_per_partition_operands(kernel, engine):
 def test_tensor_scalar_integer_on_gpsimd(kernel):
     x = np.arange(-5, 11, dtype=np.int32).reshape(2, 8)
     out = kernel(
-        "tensor_scalar", "gpsimd", {"src": x}, {"dst": (x.shape, "i32")}, {"op0": "multiply", "scalar0": 3,
-                                                                            "op1": "max", "scalar1": 0}
+        "tensor_scalar",
+        "gpsimd",
+        {"src": x},
+        {"dst": (x.shape, "i32")},
+        {"op0": "multiply", "scalar0": 3, "op1": "max", "scalar1": 0},
     )["dst"]
     np.testing.assert_array_equal(out, np.maximum(x * 3, 0))
 
 
-# ---- tensor_reduce --------------------------------------------------------------------------------------------
+# ---- tensor_reduce -----------------------------------------------------------------------------------------
 
 REDUCERS = {
     "add": lambda x, axes: x.sum(axis=axes),
@@ -264,7 +283,9 @@ def test_tensor_reduce(kernel, op, axes):
     rng = np.random.default_rng(9)
     x = rand((128, 6, 7), np.float32, rng, 0.9)
     kept = (128, 6) if axes == 1 else (128, 1)
-    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": (kept, "f32")}, {"op": op, "axes": axes})["dst"]
+    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": (kept, "f32")}, {"op": op, "axes": axes})[
+        "dst"
+    ]
     expected = REDUCERS[op](x.astype(np.float64), tuple(range(3 - axes, 3))).reshape(kept)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
@@ -272,11 +293,13 @@ def test_tensor_reduce(kernel, op, axes):
 def test_tensor_reduce_negate_bf16(kernel):
     rng = np.random.default_rng(10)
     x = rand((1, 513), BF16, rng)
-    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": ((1, 1), "bf16")}, {"op": "max", "negate": True})
+    out = kernel(
+        "tensor_reduce", "vector", {"src": x}, {"dst": ((1, 1), "bf16")}, {"op": "max", "negate": True}
+    )
     assert out["dst"][0, 0] == (-x.astype(np.float32).max()).astype(BF16)
 
 
-# ---- tensor_copy and conversions ------------------------------------------------------------------------------
+# ---- tensor_copy and conversions ---------------------------------------------------------------------------
 
 
 def test_bf16_rounds_to_nearest_even(kernel):
@@ -306,7 +329,7 @@ def test_copy_pairs_elements_row_major_across_free_shapes(kernel):
     np.testing.assert_array_equal(out, x.reshape(2, 12).astype(np.float16))
 
 
-# ---- select, memset, iota, affine_select ----------------------------------------------------------------------
+# ---- select, memset, iota, affine_select -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("engine", ["vector", "gpsimd"])
@@ -373,7 +396,7 @@ def test_affine_select_identity(kernel):
     np.testing.assert_array_equal(out.astype(np.float32), np.eye(128))
 
 
-# ---- matmul ---------------------------------------------------------------------------------------------------
+# ---- matmul ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
@@ -383,7 +406,11 @@ def test_matmul(kernel, dtype, k, m, n):
     np_dtype = FLOAT_DTYPES[dtype]
     stationary, moving = rand((k, m), np_dtype, rng), rand((k, n), np_dtype, rng)
     out = kernel(
-        "nc_matmul", "tensor", {"stationary": stationary, "moving": moving}, {"dst": ((m, n), "f32")}, psum=("dst",)
+        "nc_matmul",
+        "tensor",
+        {"stationary": stationary, "moving": moving},
+        {"dst": ((m, n), "f32")},
+        psum=("dst",),
     )["dst"]
     expected = stationary.astype(np.float64).T @ moving.astype(np.float64)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * math.sqrt(k))
@@ -393,7 +420,11 @@ def test_matmul_multi_dim_free_patterns(kernel):
     rng = np.random.default_rng(14)
     stationary, moving = rand((64, 4, 8), np.float32, rng), rand((64, 2, 256), np.float32, rng)
     out = kernel(
-        "nc_matmul", "tensor", {"stationary": stationary, "moving": moving}, {"dst": ((32, 512), "f32")}, psum=("dst",)
+        "nc_matmul",
+        "tensor",
+        {"stationary": stationary, "moving": moving},
+        {"dst": ((32, 512), "f32")},
+        psum=("dst",),
     )["dst"]
     expected = stationary.reshape(64, 32).T.astype(np.float64) @ moving.reshape(64, 512)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
@@ -433,8 +464,12 @@ def test_psum_accumulation_with_register_flag():
         b.dma(b.ap(a_tile), b.ap(a_hbm, [(m, 128), (1, m)], reg=a_offset), queue=0)
         b.dma(b.ap(b_tile), b.ap(b_hbm, [(n, 128), (1, n)], reg=b_offset), queue=1)
         flag = b.scalar(b.reg(), "ne", k, 0)
-        b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(a_tile), "moving": b.ap(b_tile)},
-               {"accumulate": flag})
+        b.inst(
+            "nc_matmul",
+            "tensor",
+            {"dst": b.ap(acc), "stationary": b.ap(a_tile), "moving": b.ap(b_tile)},
+            {"accumulate": flag},
+        )
     b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc)})
     b.dma(b.ap(c_hbm), b.ap(out), queue=2)
     (c,), _ = run_program(b.build(), [a, b_matrix])
@@ -478,7 +513,7 @@ def test_transpose_on_trn1_goes_through_the_array_arithmetic(kernel):
     np.testing.assert_array_equal(out[finite], moving.T[finite])
 
 
-# ---- dma_copy -------------------------------------------------------------------------------------------------
+# ---- dma_copy ----------------------------------------------------------------------------------------------
 
 
 def test_dma_converts_and_transposes_through_strided_hbm_views():
@@ -507,8 +542,10 @@ def test_offset_and_partition_start_accesses():
     b.inst(
         "tensor_scalar",
         "vector",
-        {"dst": b.ap(half, partitions=32, partition_start=64), "src": b.ap(tile, [(5, 10)], offset=7, partitions=32,
-                                                                          partition_start=64)},
+        {
+            "dst": b.ap(half, partitions=32, partition_start=64),
+            "src": b.ap(tile, [(5, 10)], offset=7, partitions=32, partition_start=64),
+        },
         {"op0": "multiply", "scalar0": 2.0},
     )
     b.dma(b.ap(y_hbm), b.ap(half, partitions=32, partition_start=64))
@@ -526,8 +563,12 @@ def test_dynamic_offset_registers_in_loops():
     with b.loop(0, 8) as i:
         offset = b.scalar(b.reg(), "mul", i, 16)
         mirrored = b.scalar(b.reg(), "sub", 112, offset)
-        b.inst("activation", "scalar", {"dst": b.ap(result, [(1, 16)], reg=mirrored),
-                                        "src": b.ap(tile, [(1, 16)], reg=offset)}, {"func": "square"})
+        b.inst(
+            "activation",
+            "scalar",
+            {"dst": b.ap(result, [(1, 16)], reg=mirrored), "src": b.ap(tile, [(1, 16)], reg=offset)},
+            {"func": "square"},
+        )
     b.dma(b.ap(y_hbm), b.ap(result))
     (y,), _ = run_program(b.build(), [x])
     expected = (x.reshape(4, 8, 16)[:, ::-1, :] ** 2).reshape(4, 128)

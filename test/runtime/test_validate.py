@@ -15,7 +15,7 @@ from neuron_mlir.runtime.program import Access, BufferDecl, Instruction, Program
 from neuron_mlir.runtime.simulator import run_program
 from neuron_mlir.runtime.validate import BundleError, validate_program
 
-# ---- the strided-interval domain is sound ---------------------------------------------------------------------
+# ---- the strided-interval domain is sound ------------------------------------------------------------------
 
 
 def members(span: tuple[int, int, int]) -> list[int]:
@@ -28,8 +28,12 @@ def contains(span: tuple[int, int, int], value: int) -> bool:
     return lo <= value <= hi and (value == lo if stride == 0 else (value - lo) % stride == 0)
 
 
-SPANS = [validate._span(lo, lo + stride * count, stride) for lo in range(-7, 8, 3) for stride in (0, 1, 2, 3, 5)
-         for count in (0, 1, 3)]
+SPANS = [
+    validate._span(lo, lo + stride * count, stride)
+    for lo in range(-7, 8, 3)
+    for stride in (0, 1, 2, 3, 5)
+    for count in (0, 1, 3)
+]
 CONCRETE = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -68,8 +72,12 @@ def test_family_overlap_never_misses_a_real_overlap():
     for _ in range(3000):
         families = []
         for _ in range(2):
-            lo, stride, count, width = rng.randrange(0, 64), rng.choice([0, 4, 8, 16, 32]), rng.randrange(1, 5), \
-                rng.choice([4, 8, 16, 24])
+            lo, stride, count, width = (
+                rng.randrange(0, 64),
+                rng.choice([0, 4, 8, 16, 32]),
+                rng.randrange(1, 5),
+                rng.choice([4, 8, 16, 24]),
+            )
             families.append((lo, lo + stride * (count - 1) if stride else lo, stride, width))
         a, b = families
         real = any(x < y + b[3] and y < x + a[3] for x in members(a[:3]) for y in members(b[:3]))
@@ -77,7 +85,7 @@ def test_family_overlap_never_misses_a_real_overlap():
             assert validate._families_overlap(a, b)
 
 
-# ---- register-addressed programs ------------------------------------------------------------------------------
+# ---- register-addressed programs ---------------------------------------------------------------------------
 
 
 def pointer_loop(trips: int, tile_columns: int):
@@ -144,13 +152,31 @@ def double_buffered_matmuls(second_bank_offset: int):
         slot = b.scalar(b.reg(), "rem", i, 2)
         first = b.scalar(b.reg(), "mul", slot, 1024)  # banks 0 and 2
         second = b.scalar(b.reg(), "add", first, second_bank_offset)
-        a = b.inst("nc_matmul", "tensor", {"dst": b.ap(acc, [(1, 256)], reg=first), "stationary": b.ap(s),
-                                           "moving": b.ap(m)}, waits=[100, 101, 200, 201])
-        c = b.inst("nc_matmul", "tensor", {"dst": b.ap(acc, [(1, 256)], reg=second), "stationary": b.ap(s),
-                                           "moving": b.ap(m)})
-        b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc, [(1, 256)], reg=first)}, waits=[a], id=200)
-        b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc, [(1, 256)], reg=second)}, waits=[c],
-               id=201)
+        a = b.inst(
+            "nc_matmul",
+            "tensor",
+            {"dst": b.ap(acc, [(1, 256)], reg=first), "stationary": b.ap(s), "moving": b.ap(m)},
+            waits=[100, 101, 200, 201],
+        )
+        c = b.inst(
+            "nc_matmul",
+            "tensor",
+            {"dst": b.ap(acc, [(1, 256)], reg=second), "stationary": b.ap(s), "moving": b.ap(m)},
+        )
+        b.inst(
+            "tensor_copy",
+            "vector",
+            {"dst": b.ap(out), "src": b.ap(acc, [(1, 256)], reg=first)},
+            waits=[a],
+            id=200,
+        )
+        b.inst(
+            "tensor_copy",
+            "vector",
+            {"dst": b.ap(out), "src": b.ap(acc, [(1, 256)], reg=second)},
+            waits=[c],
+            id=201,
+        )
     return b.build()
 
 
@@ -172,8 +198,11 @@ def test_a_psum_region_can_be_reused_after_eviction():
     out = b.sbuf("out", (128, 512), "f32")
     b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(s), "moving": b.ap(m)})
     b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc)})
-    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc, [(1, 256)], offset=128), "stationary": b.ap(s),
-                                   "moving": b.ap(m, [(1, 256)])})
+    b.inst(
+        "nc_matmul",
+        "tensor",
+        {"dst": b.ap(acc, [(1, 256)], offset=128), "stationary": b.ap(s), "moving": b.ap(m, [(1, 256)])},
+    )
     validate_program(b.build())
 
 
@@ -192,8 +221,11 @@ def test_memory_sizes_override():
 def bare_program(*instructions: Instruction, buffers: list[BufferDecl] | None = None) -> Program:
     return Program(
         target="trn2",
-        buffers=buffers or [BufferDecl("t", Memory.SBUF, 0, (128, 64), "f32"), BufferDecl("u", Memory.SBUF, 256,
-                                                                                             (128, 64), "f32")],
+        buffers=buffers
+        or [
+            BufferDecl("t", Memory.SBUF, 0, (128, 64), "f32"),
+            BufferDecl("u", Memory.SBUF, 256, (128, 64), "f32"),
+        ],
         inputs=[],
         outputs=[],
         body=list(instructions),
@@ -208,38 +240,96 @@ def access(buffer: int = 0, **fields) -> Access:
 @pytest.mark.parametrize(
     ("inst", "message"),
     [
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access(offset=1.5)}, {"value": 0.0}),
-         "offset must be an integer, got 1.5"),
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access(pattern=((0, 64),))}, {"value": 0.0}),
-         "touches some elements twice"),
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access(pattern=((1, 2), (1, 32)))}, {"value": 0.0}),
-         "touches some elements twice"),
-        (Instruction(0, "tensor_copy", Engine.VECTOR, {"dst": access(pattern=((1, 1),)),
-                                                       "src": access(1, pattern=((40000, 1),))}),
-         "does not fit an engine access pattern"),
-        (Instruction(0, "tensor_scalar", Engine.VECTOR, {"dst": access(), "src": access(1),
-                                                         "operand1": access(1, pattern=((1, 1),))}, {"op0": "add"}),
-         "operand1': given without op1"),
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": True}), "expected a number, got True"),
+        (
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access(offset=1.5)}, {"value": 0.0}),
+            "offset must be an integer, got 1.5",
+        ),
+        (
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access(pattern=((0, 64),))}, {"value": 0.0}),
+            "touches some elements twice",
+        ),
+        (
+            Instruction(
+                0, "memset", Engine.VECTOR, {"dst": access(pattern=((1, 2), (1, 32)))}, {"value": 0.0}
+            ),
+            "touches some elements twice",
+        ),
+        (
+            Instruction(
+                0,
+                "tensor_copy",
+                Engine.VECTOR,
+                {"dst": access(pattern=((1, 1),)), "src": access(1, pattern=((40000, 1),))},
+            ),
+            "does not fit an engine access pattern",
+        ),
+        (
+            Instruction(
+                0,
+                "tensor_scalar",
+                Engine.VECTOR,
+                {"dst": access(), "src": access(1), "operand1": access(1, pattern=((1, 1),))},
+                {"op0": "add"},
+            ),
+            "operand1': given without op1",
+        ),
+        (
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": True}),
+            "expected a number, got True",
+        ),
         (Instruction(0, "memset", "vector", {"dst": access()}, {"value": 0.0}), "unknown engine 'vector'"),  # type: ignore[arg-type]
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": 0.0}, queue=3),
-         "only DMA instructions have a queue"),
-        (Instruction(0, "dma_copy", Engine.DMA, {"dst": access(), "src": access(1)}, queue=16),
-         r"DMA queue 16 is outside 0..15"),
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": 0.0}, location=4),
-         "location 4 is not an index"),
-        (Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 63),)}),
-         "covers 63 elements, dst has 64 per partition"),
-        (Instruction(0, "tensor_reduce", Engine.VECTOR, {"dst": access(pattern=((1, 1),)), "src": access(1)},
-                     {"op": "add", "axes": 2}), "cannot reduce 2 axes of a 1-d free pattern"),
-        (Instruction(0, "activation", Engine.SCALAR, {"dst": access(), "src": access(1),
-                                                      "bias": access(1, pattern=((1, 2),))}, {"func": "exp"}),
-         r"operand 'bias': must be a per-partition column \[128, 1\], got \[128, 2\]"),
-        (Instruction(0, "tensor_tensor", Engine.VECTOR, {"dst": access(), "in0": access(1),
-                                                         "in1": access(1, pattern=((1, 32),))}, {"op": "add"}),
-         r"'dst' is \[128, 64\] but 'in1' is \[128, 32\]"),
-        (Instruction(0, "memset", Engine.VECTOR, {"dst": access(partitions=64, partition_start=32)},
-                     {"value": 0.0}), r"cannot start at partition 32 \(allowed: 0, 64\)"),
+        (
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": 0.0}, queue=3),
+            "only DMA instructions have a queue",
+        ),
+        (
+            Instruction(0, "dma_copy", Engine.DMA, {"dst": access(), "src": access(1)}, queue=16),
+            r"DMA queue 16 is outside 0..15",
+        ),
+        (
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access()}, {"value": 0.0}, location=4),
+            "location 4 is not an index",
+        ),
+        (
+            Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 63),)}),
+            "covers 63 elements, dst has 64 per partition",
+        ),
+        (
+            Instruction(
+                0,
+                "tensor_reduce",
+                Engine.VECTOR,
+                {"dst": access(pattern=((1, 1),)), "src": access(1)},
+                {"op": "add", "axes": 2},
+            ),
+            "cannot reduce 2 axes of a 1-d free pattern",
+        ),
+        (
+            Instruction(
+                0,
+                "activation",
+                Engine.SCALAR,
+                {"dst": access(), "src": access(1), "bias": access(1, pattern=((1, 2),))},
+                {"func": "exp"},
+            ),
+            r"operand 'bias': must be a per-partition column \[128, 1\], got \[128, 2\]",
+        ),
+        (
+            Instruction(
+                0,
+                "tensor_tensor",
+                Engine.VECTOR,
+                {"dst": access(), "in0": access(1), "in1": access(1, pattern=((1, 32),))},
+                {"op": "add"},
+            ),
+            r"'dst' is \[128, 64\] but 'in1' is \[128, 32\]",
+        ),
+        (
+            Instruction(
+                0, "memset", Engine.VECTOR, {"dst": access(partitions=64, partition_start=32)}, {"value": 0.0}
+            ),
+            r"cannot start at partition 32 \(allowed: 0, 64\)",
+        ),
     ],
 )
 def test_instruction_rules(inst, message):
@@ -248,7 +338,9 @@ def test_instruction_rules(inst, message):
 
 
 def test_numpy_integers_are_accepted_in_memory():
-    inst = Instruction(np.int64(0), "memset", Engine.VECTOR, {"dst": access(offset=np.int32(0))}, {"value": 0.0})
+    inst = Instruction(
+        np.int64(0), "memset", Engine.VECTOR, {"dst": access(offset=np.int32(0))}, {"value": 0.0}
+    )
     validate_program(bare_program(inst))
 
 
@@ -258,9 +350,16 @@ def test_matmul_rules():
         BufferDecl("m", Memory.SBUF, 512, (128, 512), "bf16"),
         BufferDecl("p", Memory.PSUM, 0, (128, 512), "f32"),
     ]
-    mixed = Instruction(0, "nc_matmul", Engine.TENSOR, {"dst": access(2, pattern=((1, 512),)),
-                                                        "stationary": access(0, pattern=((1, 128),)),
-                                                        "moving": access(1, pattern=((1, 512),))})
+    mixed = Instruction(
+        0,
+        "nc_matmul",
+        Engine.TENSOR,
+        {
+            "dst": access(2, pattern=((1, 512),)),
+            "stationary": access(0, pattern=((1, 128),)),
+            "moving": access(1, pattern=((1, 512),)),
+        },
+    )
     with pytest.raises(BundleError, match="inputs must both be f32 or both narrower, got f32 and bf16"):
         validate_program(bare_program(mixed, buffers=buffers))
     buffers[1] = BufferDecl("m", Memory.SBUF, 512, (128, 512), "i32")
