@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import cost_model, dtypes, isa, semantics
+from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.machine import Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
@@ -83,7 +83,8 @@ def run_validated(
     """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`)."""
     simulator = _Simulator(validated, check_races)
     simulator.load(inputs)
-    simulator.execute()
+    with blas.single_threaded():
+        simulator.execute()
     return simulator.outputs(), simulator.profile()
 
 
