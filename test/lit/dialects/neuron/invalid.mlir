@@ -1,0 +1,532 @@
+// RUN: neuron-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// One case per diagnostic of the neuron dialect (ir/dialects/neuron.py): attribute verifiers, buffers, the
+// checks every instruction shares (engine, queue, memories, accesses) and each opcode's own rules.
+
+// ---- attributes -----------------------------------------------------------------------------------------------
+
+func.func @unknown_memory_space(%x: memref<4xf32, #neuron.mem<dram>>) {
+  func.return
+}
+// CHECK: unknown memory space 'dram' (expected hbm, sbuf or psum)
+
+// -----
+
+// The custom instruction syntax cannot spell an unknown engine; the generic form can.
+func.func @unknown_engine() {
+  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  "neuron.memset"(%a) <{engine = #neuron.engine<vectr>, dst_ap = #neuron.ap<0:128, 0, [[1, 1]]>, value = 1.0 : f64, operandSegmentSizes = array<i32: 1, 0>}> : (memref<128x1xf32, #neuron.mem<sbuf>>) -> ()
+  func.return
+}
+// CHECK: unknown engine 'vectr'
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn9>} {
+}
+// CHECK: unknown target 'trn9' (known: trn1, trn2, trn3)
+
+// -----
+
+func.func @access_negative_partition_count() {
+  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[64:32, 0, [[1, 1]]] {value = 1.0 : f64} : memref<128x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: access partitions must be non-negative
+
+// -----
+
+func.func @access_empty_dimension() {
+  %a = neuron.alloc : memref<128x4xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 0]]] {value = 1.0 : f64} : memref<128x4xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: access-pattern dimension has non-positive size 0
+
+// -----
+
+// ---- neuron.alloc ---------------------------------------------------------------------------------------------
+
+func.func @alloc_no_memory_space() {
+  %a = neuron.alloc : memref<128x4xf32> loc("model.l1"("model.py":12:0))
+  func.return
+}
+// CHECK: neuron.alloc: buffer type needs a #neuron.mem<...> memory space (at model.py:12 (model.l1))
+
+// -----
+
+func.func @alloc_empty_dimension() {
+  %a = neuron.alloc : memref<128x0xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.alloc: buffer shape (128, 0) has a non-positive dimension
+
+// -----
+
+func.func @alloc_on_chip_rank_1() {
+  %a = neuron.alloc : memref<128xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.alloc: on-chip buffer needs [partitions, free...] dimensions, got (128,)
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @alloc_too_many_partitions() {
+    %a = neuron.alloc : memref<129x4xf32, #neuron.mem<psum>>
+    func.return
+  }
+}
+// CHECK: neuron.alloc: 129 partitions exceed the 128 of trn2
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @alloc_over_sbuf_capacity() {
+    // 224 KiB + 4 bytes per partition.
+    %a = neuron.alloc : memref<128x57345xf32, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.alloc: 229380 bytes per partition exceed SBUF capacity of 229376 bytes per partition on trn2
+
+// -----
+
+// 200 KiB per partition fits trn2's 224 KiB but not trn1's 192 KiB.
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @alloc_over_sbuf_capacity_trn1() {
+    %a = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.alloc: 204800 bytes per partition exceed SBUF capacity of 196608 bytes per partition on trn1
+
+// -----
+
+func.func @alloc_over_psum_capacity() {
+  %a = neuron.alloc : memref<128x8x1025xbf16, #neuron.mem<psum>>
+  func.return
+}
+// CHECK: neuron.alloc: 16400 bytes per partition exceed PSUM capacity of 16384 bytes per partition on trn2
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @alloc_address_out_of_range() {
+    %a = neuron.alloc {address = 229120 : i64} : memref<128x128xf32, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.alloc: buffer at address 229120 with 512 bytes per partition does not fit in SBUF (229376 bytes per partition on trn2)
+
+// -----
+
+func.func @alloc_negative_hbm_address() {
+  %a = neuron.alloc {address = -64 : i64} : memref<520xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.alloc: negative HBM address -64
+
+// -----
+
+// ---- neuron.view ----------------------------------------------------------------------------------------------
+
+func.func @view_of_sbuf() {
+  %a = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  %v = neuron.view %a : memref<128x64xf32, #neuron.mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.view: views are of HBM buffers
+
+// -----
+
+// ---- checks shared by every instruction -----------------------------------------------------------------------
+
+func.func @engine_not_allowed() {
+  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  neuron.memset scalar dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64} : memref<128x1xf32, #neuron.mem<sbuf>> loc("model.l1"("model.py":12:0))
+  func.return
+}
+// CHECK: neuron.memset: cannot run on the scalar engine (allowed: gpsimd, vector) (at model.py:12 (model.l1))
+
+// -----
+
+func.func @dma_without_queue(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0, [[300, 37], [1, 300]]] : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: a DMA instruction needs a `queue`
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @dma_queue_out_of_range(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+    %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0, [[300, 37], [1, 300]]] {queue = 16 : i64} : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+    func.return
+  }
+}
+// CHECK: neuron.dma_copy: DMA queue 16 is outside 0..15
+
+// -----
+
+func.func @queue_on_compute_engine() {
+  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64, queue = 0 : i64} : memref<128x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: only DMA instructions have a queue (engine is vector)
+
+// -----
+
+func.func @waits_without_id() {
+  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64, waits = array<i64: 0>} : memref<128x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: an instruction with `waits` needs an `id`
+
+// -----
+
+// TensorE writes only PSUM: a matmul into SBUF fails here, before nc_matmul's own "dst must be in PSUM" check.
+func.func @engine_cannot_write() {
+  %d = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %d[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: the tensor engine cannot write SBUF (dst)
+
+// -----
+
+func.func @engine_cannot_read() {
+  %d = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  neuron.tensor_copy gpsimd dst %d[0:37, 0, [[1, 512]]], src %p[0:37, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<psum>>
+  func.return
+}
+// CHECK: neuron.tensor_copy: the gpsimd engine cannot read PSUM (src)
+
+// -----
+
+func.func @hbm_access_with_partitions(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0:37, 0, [[1, 300]]] {queue = 0 : i64} : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: src: an HBM access has no partition range
+
+// -----
+
+func.func @sbuf_access_without_partitions(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0, [[300, 37], [1, 300]]], src %x[0, [[300, 37], [1, 300]]] {queue = 0 : i64} : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: dst: an SBUF access needs a partition range
+
+// -----
+
+func.func @partitions_beyond_buffer() {
+  %a = neuron.alloc : memref<64x4xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 4]]] {value = 0.0 : f64} : memref<64x4xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: partitions 0:128 exceed the buffer's 64 partitions
+
+// -----
+
+func.func @disallowed_start_partition() {
+  %a = neuron.alloc : memref<128x4xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[32:96, 0, [[1, 4]]] {value = 0.0 : f64} : memref<128x4xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: an access of 64 partitions cannot start at partition 32 (allowed: 0, 64)
+
+// -----
+
+func.func @too_many_free_dims() {
+  %a = neuron.alloc : memref<128x2x2x2x2x2xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[16, 2], [8, 2], [4, 2], [2, 2], [1, 2]]] {value = 0.0 : f64} : memref<128x2x2x2x2x2xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: 5 free dimensions exceed the hardware's 4
+
+// -----
+
+func.func @access_outside_on_chip_buffer() {
+  %a = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 256, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: elements 256..767 of the access lie outside the buffer's 512 elements per partition
+
+// -----
+
+func.func @access_outside_hbm_buffer(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+  // A negative step walking back from element 0.
+  neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0, [[300, 37], [-1, 300]]] {queue = 0 : i64} : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: src: elements -299..10800 of the access lie outside the buffer's 11100 elements{{$}}
+
+// -----
+
+// ---- nc_matmul ------------------------------------------------------------------------------------------------
+
+func.func @matmul_contraction_mismatch() {
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<64x512xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:64, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<64x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: stationary and moving contract over different partition counts (128 vs 64)
+
+// -----
+
+// An on-chip buffer of more than 128 partitions can only come in as an argument (neuron.alloc refuses it).
+func.func @matmul_contraction_too_large(%s: memref<256x37xf32, #neuron.mem<sbuf>>, %m: memref<256x512xf32, #neuron.mem<sbuf>>) {
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:256, 0, [[1, 37]]], moving %m[0:256, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<256x37xf32, #neuron.mem<sbuf>>, memref<256x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: contraction size 256 exceeds 128
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_stationary_too_wide() {
+    %p = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
+    %s = neuron.alloc : memref<128x256xf32, #neuron.mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 256]]], moving %m[0:128, 0, [[1, 512]]] : memref<128x512xf32, #neuron.mem<psum>>, memref<128x256xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: stationary free size 256 exceeds 128 on trn2
+
+// -----
+
+// trn3 keeps N <= 512 (one PSUM bank) until multi-bank accumulation is lowered.
+builtin.module attributes {neuron.target = #neuron.target<trn3>} {
+  func.func @matmul_moving_too_wide() {
+    %p = neuron.alloc : memref<37x1024xf32, #neuron.mem<psum>>
+    %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+    %m = neuron.alloc : memref<128x1024xf32, #neuron.mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 1024]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 1024]]] : memref<37x1024xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x1024xf32, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: moving free size 1024 exceeds 512 on trn3
+
+// -----
+
+func.func @matmul_dst_shape() {
+  %p = neuron.alloc : memref<64x512xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<64x512xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: dst shape (64, 512) does not match the product [37, 512]
+
+// -----
+
+func.func @matmul_mixed_f32_bf16() {
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: inputs must both be f32 or both narrower, got f32 and bf16
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @matmul_dst_dtype() {
+    %p = neuron.alloc : memref<37x512xbf16, #neuron.mem<psum>>
+    %s = neuron.alloc : memref<128x37xbf16, #neuron.mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
+    neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xbf16, #neuron.mem<psum>>, memref<128x37xbf16, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<sbuf>>
+    func.return
+  }
+}
+// CHECK: neuron.nc_matmul: PSUM accumulation is fp32 only, dst is bf16
+
+// -----
+
+func.func @matmul_psum_bank_crossing() {
+  %p = neuron.alloc : memref<37x1024xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:37, 256, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x1024xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: dst bytes 1024..3071 cross a 2048-byte PSUM bank boundary
+
+// -----
+
+// ---- activation -----------------------------------------------------------------------------------------------
+
+func.func @activation_unknown_function() {
+  %y = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]] {func = "softmax"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.activation: unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, tanh)
+
+// -----
+
+func.func @activation_shape_mismatch() {
+  %y = neuron.alloc : memref<37x520xf32, #neuron.mem<sbuf>>
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  neuron.activation scalar dst %y[0:37, 0, [[1, 520]]], src %p[0:37, 0, [[1, 512]]] {func = "relu"} : memref<37x520xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<psum>>
+  func.return
+}
+// CHECK: neuron.activation: dst shape (37, 520) and src shape (37, 512) differ
+
+// -----
+
+func.func @activation_column_operand() {
+  %y = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  %b = neuron.alloc : memref<37x2xf32, #neuron.mem<sbuf>>
+  neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]], scale_vector %b[0:37, 0, [[1, 2]]] {func = "relu"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x2xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.activation: scale_vector must be a [37, 1] per-partition column, got (37, 2)
+
+// -----
+
+// ---- tensor_tensor / tensor_scalar ----------------------------------------------------------------------------
+
+func.func @tensor_tensor_unknown_operator() {
+  %a = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  neuron.tensor_tensor vector dst %a[0:37, 0, [[1, 512]]], in0 %a[0:37, 0, [[1, 512]]], in1 %a[0:37, 0, [[1, 512]]] {op = "divide"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_tensor: unknown ALU operator 'divide' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
+
+// -----
+
+func.func @tensor_tensor_shape_mismatch() {
+  %a = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  neuron.tensor_tensor vector dst %a[0:37, 0, [[1, 512]]], in0 %a[0:37, 0, [[1, 512]]], in1 %a[0:32, 0, [[1, 512]]] {op = "add"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_tensor: dst shape (37, 512) and in1 shape (32, 512) differ
+
+// -----
+
+func.func @tensor_tensor_two_psum_inputs() {
+  %d = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  neuron.tensor_tensor vector dst %d[0:37, 0, [[1, 512]]], in0 %p[0:37, 0, [[1, 512]]], in1 %p[0:37, 0, [[1, 512]]] {op = "add"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<psum>>, memref<37x512xf32, #neuron.mem<psum>>
+  func.return
+}
+// CHECK: neuron.tensor_tensor: at most one input may be in PSUM
+
+// -----
+
+func.func @tensor_scalar_unknown_second_operator() {
+  %a = neuron.alloc : memref<37x512xf32, #neuron.mem<sbuf>>
+  neuron.tensor_scalar vector dst %a[0:37, 0, [[1, 512]]], src %a[0:37, 0, [[1, 512]]] {op0 = "add", scalar0 = 1.0 : f64, op1 = "modulo", scalar1 = 2.0 : f64} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_scalar: unknown ALU operator 'modulo' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
+
+// -----
+
+func.func @tensor_scalar_column_operand() {
+  %a = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %c = neuron.alloc : memref<64x1xf32, #neuron.mem<sbuf>>
+  neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], operand0 %c[0:64, 0, [[1, 1]]] {op0 = "add"} : memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_scalar: operand0 must be a [128, 1] per-partition column, got (64, 1)
+
+// -----
+
+// ---- tensor_reduce --------------------------------------------------------------------------------------------
+
+func.func @tensor_reduce_unknown_reduction() {
+  %s = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  %x = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  neuron.tensor_reduce vector dst %s[0:128, 0, [[1, 1]]], src %x[0:128, 0, [[1, 37]]] {op = "mean"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_reduce: unknown reduction 'mean' (known: abs_max, add, max, min, multiply)
+
+// -----
+
+func.func @tensor_reduce_too_many_axes() {
+  %s = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  %x = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  neuron.tensor_reduce vector dst %s[0:128, 0, [[1, 1]]], src %x[0:128, 0, [[1, 37]]] {op = "add", axes = 2 : i64} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_reduce: cannot reduce 2 free axes of a 1-d free pattern
+
+// -----
+
+func.func @tensor_reduce_dst_shape() {
+  %s = neuron.alloc : memref<64x8xf32, #neuron.mem<sbuf>>
+  %x = neuron.alloc : memref<64x4x8xf32, #neuron.mem<sbuf>>
+  neuron.tensor_reduce vector dst %s[0:64, 0, [[1, 8]]], src %x[0:64, 0, [[8, 4], [1, 8]]] {op = "add"} : memref<64x8xf32, #neuron.mem<sbuf>>, memref<64x4x8xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_reduce: dst shape (64, 8) does not match src (64, 4, 8) reduced over 1 axes
+
+// -----
+
+// ---- iota / affine_select -------------------------------------------------------------------------------------
+
+func.func @iota_pattern_not_pairs() {
+  %i = neuron.alloc : memref<128x128xi32, #neuron.mem<sbuf>>
+  neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]] {pattern = array<i64: 1, 128, 1>} : memref<128x128xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.iota: pattern must hold (step, num) pairs
+
+// -----
+
+func.func @iota_pattern_shape() {
+  %i = neuron.alloc : memref<128x128xi32, #neuron.mem<sbuf>>
+  neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]] {pattern = array<i64: 16, 8, 1, 16>} : memref<128x128xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.iota: pattern shape (8, 16) does not match dst free shape (128,)
+
+// -----
+
+func.func @affine_select_unknown_comparison() {
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %eye[0:128, 0, [[1, 128]]] {cmp = "add", pattern = array<i64: -1, 128>, on_false_value = 0.0 : f64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.affine_select: unknown comparison 'add' (known: is_equal, is_ge, is_gt, is_le, is_lt, not_equal)
+
+// -----
+
+func.func @affine_select_pattern_shape() {
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %eye[0:128, 0, [[1, 128]]] {cmp = "is_equal", pattern = array<i64: -1, 64>, on_false_value = 0.0 : f64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.affine_select: pattern shape (64,) does not match dst free shape (128,)
+
+// -----
+
+// ---- dma_copy -------------------------------------------------------------------------------------------------
+
+func.func @dma_element_count(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<37x300xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0, [[300, 36], [1, 300]]] {queue = 0 : i64} : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: dst has 11100 elements but src has 10800

@@ -1,0 +1,298 @@
+// RUN: neuron-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// One case per diagnostic of the tile dialect's verifiers (ir/dialects/tile.py: TileType.verify and the ops'
+// verify_). Ops whose custom syntax would make the parser reject the input are written in generic form.
+
+// ---- !tile.tile -----------------------------------------------------------------------------------------------
+
+func.func @tile_type_rank_1(%t: !tile.tile<128xf32, sbuf>) {
+  func.return
+}
+// CHECK: a tile has a partition axis and at least one free axis, got shape (128,)
+
+// -----
+
+func.func @tile_type_zero_extent(%t: !tile.tile<128x0xf32, sbuf>) {
+  func.return
+}
+// CHECK: tile shape (128, 0) has a non-positive dimension
+
+// -----
+
+// ---- tile.view ------------------------------------------------------------------------------------------------
+
+func.func @view_element_type(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xbf16, strided<[1, 300]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.view: a view keeps the element type (f32 vs bf16)
+
+// -----
+
+func.func @view_on_chip(%w: memref<128x64xf32, #neuron.mem<sbuf>>) {
+  %0 = tile.view %w : memref<128x64xf32, #neuron.mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.view: views are of HBM tensors
+
+// -----
+
+// ---- tile.load / tile.store -----------------------------------------------------------------------------------
+
+func.func @load_index_count(%x: memref<4x37x300xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<4x37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf> loc("model.l1"("model.py":12:0))
+  func.return
+}
+// CHECK: tile.load: expected 3 indices for a rank-3 tensor, got 2 (at model.py:12 (model.l1))
+
+// -----
+
+func.func @load_dims_count(%x: memref<4x37x300xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0, %c0] {dims = array<i64: 2>} : memref<4x37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load: dims [2] must name one tensor dimension per tile dimension
+
+// -----
+
+func.func @load_dims_repeated(%x: memref<300x300xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] {dims = array<i64: 1, 1>} : memref<300x300xf32, #neuron.mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load: dims [1, 1] must be distinct dimensions of the rank-2 tensor
+
+// -----
+
+func.func @store_dims_out_of_range(%t: !tile.tile<37x300xf32, sbuf>, %y: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  tile.store %t, %y[%c0, %c0] {dims = array<i64: 0, 2>} : !tile.tile<37x300xf32, sbuf>, memref<37x300xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.store: dims [0, 2] must be distinct dimensions of the rank-2 tensor
+
+// -----
+
+func.func @load_tile_larger_than_tensor(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<64x300xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load: tile dimension 0 (64) is larger than tensor dimension 0 (37)
+
+// -----
+
+func.func @load_too_many_partitions(%x: memref<256x4xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<256x4xf32, #neuron.mem<hbm>> -> !tile.tile<129x4xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load: the tile has 129 partitions, more than the 128 the hardware has
+
+// -----
+
+func.func @load_from_sbuf(%x: memref<128x64xf32, #neuron.mem<sbuf>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #neuron.mem<sbuf>> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.load: tiles move between HBM tensors and on-chip memory
+
+// -----
+
+func.func @load_into_psum(%x: memref<128x64xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #neuron.mem<hbm>> -> !tile.tile<128x64xf32, psum>
+  func.return
+}
+// CHECK: tile.load: tiles are loaded into SBUF
+
+// -----
+
+func.func @store_from_psum(%t: !tile.tile<37x512xf32, psum>, %y: memref<37x512xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  tile.store %t, %y[%c0, %c0] : !tile.tile<37x512xf32, psum>, memref<37x512xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.store: tiles are stored from SBUF (copy PSUM tiles to SBUF first)
+
+// -----
+
+// ---- tile.matmul ----------------------------------------------------------------------------------------------
+
+func.func @matmul_contraction_mismatch(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<64x512xf32, sbuf>) {
+  %p = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<64x512xf32, sbuf>) -> !tile.tile<37x512xf32, psum>
+  func.return
+}
+// CHECK: tile.matmul: stationary and moving contract over different sizes (128 vs 64)
+
+// -----
+
+func.func @matmul_moving_too_wide(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x1024xf32, sbuf>) {
+  %p = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x1024xf32, sbuf>) -> !tile.tile<37x1024xf32, psum>
+  func.return
+}
+// CHECK: tile.matmul: matmul of K=128, M=37, N=1024 exceeds trn2's limits (K <= 128, M <= 128, N <= 512)
+
+// -----
+
+// The limits are the module's target's (trn3 keeps N <= 512 until multi-bank accumulation is lowered).
+builtin.module attributes {neuron.target = #neuron.target<trn3>} {
+  func.func @matmul_stationary_too_wide(%s: !tile.tile<128x256xf32, sbuf>, %m: !tile.tile<128x512xf32, sbuf>) {
+    %p = tile.matmul %s, %m : (!tile.tile<128x256xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<256x512xf32, psum>
+    func.return
+  }
+}
+// CHECK: tile.matmul: matmul of K=128, M=256, N=512 exceeds trn3's limits (K <= 128, M <= 128, N <= 512)
+
+// -----
+
+func.func @matmul_result_in_sbuf(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x512xf32, sbuf>) {
+  %p = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.matmul: result must be !tile.tile<37x512xf32, psum>, got !tile.tile<37x512xf32, sbuf>
+
+// -----
+
+func.func @matmul_acc_type(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x512xf32, sbuf>, %acc: !tile.tile<37x256xf32, psum>) {
+  %p = tile.matmul %s, %m acc %acc : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>, !tile.tile<37x256xf32, psum>) -> !tile.tile<37x512xf32, psum>
+  func.return
+}
+// CHECK: tile.matmul: accumulator type !tile.tile<37x256xf32, psum> differs from the result type !tile.tile<37x512xf32, psum>
+
+// -----
+
+// ---- tile.transpose -------------------------------------------------------------------------------------------
+
+func.func @transpose_rank_3(%x: !tile.tile<4x8x16xf32, sbuf>) {
+  %t = tile.transpose %x : !tile.tile<4x8x16xf32, sbuf> -> !tile.tile<128x4xf32, psum>
+  func.return
+}
+// CHECK: tile.transpose: only 2-d tiles transpose, got (4, 8, 16)
+
+// -----
+
+func.func @transpose_result_shape(%x: !tile.tile<37x128xf32, sbuf>) {
+  %t = tile.transpose %x : !tile.tile<37x128xf32, sbuf> -> !tile.tile<37x128xf32, psum>
+  func.return
+}
+// CHECK: tile.transpose: result must be [128, 37] in psum, got !tile.tile<37x128xf32, psum>
+
+// -----
+
+func.func @transpose_too_large(%x: !tile.tile<37x256xf32, sbuf>) {
+  %t = tile.transpose %x : !tile.tile<37x256xf32, sbuf> -> !tile.tile<256x37xf32, psum>
+  func.return
+}
+// CHECK: tile.transpose: a [37, 256] tile is too large to transpose in one pass
+
+// -----
+
+// ---- elementwise ----------------------------------------------------------------------------------------------
+
+func.func @elementwise_too_many_partitions(%x: !tile.tile<129x4xf32, sbuf>) {
+  %r = tile.copy %x : (!tile.tile<129x4xf32, sbuf>) -> !tile.tile<129x4xf32, sbuf>
+  func.return
+}
+// CHECK: tile.copy: the result has 129 partitions, more than the 128 the hardware has
+
+// -----
+
+func.func @elementwise_shape_mismatch(%a: !tile.tile<37x512xf32, sbuf>, %b: !tile.tile<37x256xf32, sbuf>) {
+  %s = tile.binary %a, %b {op = "add"} : (!tile.tile<37x512xf32, sbuf>, !tile.tile<37x256xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf> loc("model.l1"("model.py":12:0))
+  func.return
+}
+// CHECK: tile.binary: operand 'rhs' has shape (37, 256), result has (37, 512) (at model.py:12 (model.l1))
+
+// -----
+
+func.func @unary_unknown_function(%x: !tile.tile<37x512xf32, sbuf>) {
+  %r = tile.unary %x {fn = "softmax"} : (!tile.tile<37x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.unary: unknown activation function 'softmax'
+
+// -----
+
+func.func @unary_bias_not_column(%x: !tile.tile<37x512xf32, sbuf>, %b: !tile.tile<37x2xf32, sbuf>) {
+  %r = tile.unary %x bias %b {fn = "relu"} : (!tile.tile<37x512xf32, sbuf>, !tile.tile<37x2xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.unary: bias must be a [37, 1] per-partition column, got (37, 2)
+
+// -----
+
+func.func @binary_unknown_operator(%a: !tile.tile<37x512xf32, sbuf>, %b: !tile.tile<37x512xf32, sbuf>) {
+  %s = tile.binary %a, %b {op = "divide"} : (!tile.tile<37x512xf32, sbuf>, !tile.tile<37x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary: unknown ALU operator 'divide'
+
+// -----
+
+func.func @binary_two_psum_operands(%a: !tile.tile<37x512xf32, psum>, %b: !tile.tile<37x512xf32, psum>) {
+  %s = tile.binary %a, %b {op = "add"} : (!tile.tile<37x512xf32, psum>, !tile.tile<37x512xf32, psum>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary: at most one operand may be in PSUM
+
+// -----
+
+func.func @binary_scalar_unknown_operator(%x: !tile.tile<37x512xf32, sbuf>) {
+  %y = tile.binary_scalar %x {op = "divide", scalar = 2.0 : f64} : (!tile.tile<37x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary_scalar: unknown ALU operator 'divide'
+
+// -----
+
+func.func @binary_scalar_neither_scalar_nor_column(%x: !tile.tile<37x512xf32, sbuf>) {
+  %y = tile.binary_scalar %x {op = "add"} : (!tile.tile<37x512xf32, sbuf>) -> !tile.tile<37x512xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary_scalar: give exactly one of an immediate `scalar` or a `column` operand
+
+// -----
+
+func.func @binary_scalar_column_not_column(%x: !tile.tile<128x37xf32, sbuf>, %c: !tile.tile<64x1xf32, sbuf>) {
+  %z = tile.binary_scalar %x column %c {op = "add"} : (!tile.tile<128x37xf32, sbuf>, !tile.tile<64x1xf32, sbuf>) -> !tile.tile<128x37xf32, sbuf>
+  func.return
+}
+// CHECK: tile.binary_scalar: column must be a [128, 1] per-partition column, got (64, 1)
+
+// -----
+
+// ---- tile.fill / tile.reduce ----------------------------------------------------------------------------------
+
+func.func @fill_too_many_partitions() {
+  %ones = tile.fill {value = 1.0 : f64} : !tile.tile<256x1xf32, sbuf>
+  func.return
+}
+// CHECK: tile.fill: the tile has 256 partitions, more than the 128 the hardware has
+
+// -----
+
+func.func @reduce_unknown_operator(%x: !tile.tile<128x37xf32, sbuf>) {
+  %s = tile.reduce %x {op = "mean"} : (!tile.tile<128x37xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+  func.return
+}
+// CHECK: tile.reduce: unknown reduction 'mean'
+
+// -----
+
+func.func @reduce_too_many_axes(%x: !tile.tile<128x37xf32, sbuf>) {
+  %s = tile.reduce %x {op = "add", axes = 2 : i64} : (!tile.tile<128x37xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+  func.return
+}
+// CHECK: tile.reduce: cannot reduce 2 free axes of a tile of shape (128, 37)
+
+// -----
+
+func.func @reduce_result_shape(%x: !tile.tile<64x4x8xf32, sbuf>) {
+  %s = tile.reduce %x {op = "max"} : (!tile.tile<64x4x8xf32, sbuf>) -> !tile.tile<64x1xf32, sbuf>
+  func.return
+}
+// CHECK: tile.reduce: result shape (64, 1) should be (64, 4)
