@@ -1,0 +1,31 @@
+// RUN: neuron-opt %s --split-input-file -p convert-tile-to-neuron --verify-diagnostics | filecheck %s
+
+// Inputs convert-tile-to-neuron refuses (lowering/convert_tile_to_neuron.py).
+
+// Only tiles may be loop-carried: they get a buffer; an index has nowhere to live.
+func.func @loop_carried_index(%x: memref<4x128xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %n = scf.for %i = %c0 to %c4 step %c1 iter_args(%count = %c0) -> (index) {
+    %next = arith.addi %count, %c1 : index
+    scf.yield %next : index
+  } loc("model.l2"("model.py":14:0))
+  func.return
+}
+// CHECK: scf.for: loop-carried value of type index is not a tile (at model.py:14 (model.l2))
+
+// -----
+
+// PSUM accumulation updates the accumulator's buffer in place, so the accumulator may not be read afterwards.
+func.func @accumulator_used_twice(%x: memref<128x37xf32, #neuron.mem<hbm>>, %w: memref<128x64xf32, #neuron.mem<hbm>>, %y: memref<37x64xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %s = tile.load %x[%c0, %c0] : memref<128x37xf32, #neuron.mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
+  %m = tile.load %w[%c0, %c0] : memref<128x64xf32, #neuron.mem<hbm>> -> !tile.tile<128x64xf32, sbuf>
+  %p0 = tile.matmul %s, %m : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x64xf32, sbuf>) -> !tile.tile<37x64xf32, psum>
+  %p1 = tile.matmul %s, %m acc %p0 : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x64xf32, sbuf>, !tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, psum> loc("model.l3"("model.py":16:0))
+  %first = tile.copy %p0 : (!tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, sbuf>
+  tile.store %first, %y[%c0, %c0] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.matmul: the accumulator of a matmul must have no other use (it is updated in place) (at model.py:16 (model.l3))

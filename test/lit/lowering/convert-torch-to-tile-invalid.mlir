@@ -1,0 +1,53 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --verify-diagnostics | filecheck %s
+
+// Inputs convert-torch-to-tile refuses (lowering/convert_torch_to_tile): each diagnostic names the op, the rule
+// and, when the op has one, its source location.
+
+func.func @no_lowering(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.aten.cumsum %x {dim = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32> loc("model.l1"("model.py":12:0))
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten.cumsum: no lowering to the tile dialect yet (at model.py:12 (model.l1))
+
+// -----
+
+// f64 has no on-chip storage type: an argument of the function ...
+func.func @argument_element_type(%x: tensor<4xf64>) -> tensor<4xf64> {
+  func.return %x : tensor<4xf64>
+} loc("model.py":3:0)
+// CHECK: func.func: element type f64 has no NeuronCore storage type (at model.py:3)
+
+// -----
+
+// ... or the result of an op.
+func.func @result_element_type(%x: tensor<4xf32>) -> tensor<4xf64> {
+  %0 = torch.aten._to_copy %x {dtype = f64} : (tensor<4xf32>) -> tensor<4xf64> loc("model.cast"("model.py":20:0))
+  func.return %0 : tensor<4xf64>
+}
+// CHECK: torch.aten._to_copy: element type f64 has no NeuronCore storage type (at model.py:20 (model.cast))
+
+// -----
+
+// Layout errors of view lowerings (ValueError) become diagnostics naming the op ...
+func.func @expand_non_unit_dimension(%x: tensor<3x4xf32>) -> tensor<5x4xf32> {
+  %0 = torch.aten.expand %x {size = array<i64: 5, 4>} : (tensor<3x4xf32>) -> tensor<5x4xf32> loc("model.l2"("model.py":14:0))
+  func.return %0 : tensor<5x4xf32>
+}
+// CHECK: torch.aten.expand: cannot expand dimension of size 3 to 5 (at model.py:14 (model.l2))
+
+// -----
+
+func.func @view_element_count(%x: tensor<3x4xf32>) -> tensor<5xf32> {
+  %0 = torch.aten.view %x {size = array<i64: 5>} : (tensor<3x4xf32>) -> tensor<5xf32>
+  func.return %0 : tensor<5xf32>
+}
+// CHECK: torch.aten.view: shape (5,) does not hold 12 elements
+
+// -----
+
+// ... and so do dimension errors (IndexError).
+func.func @reduce_dimension_out_of_range(%x: tensor<3x4xf32>) -> tensor<3xf32> {
+  %0 = torch.aten.sum.dim_IntList %x {dim = array<i64: 9>} : (tensor<3x4xf32>) -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
+// CHECK: torch.aten.sum.dim_IntList: dimension 9 is out of range for rank 2
