@@ -1,9 +1,12 @@
 """The state of one simulated NeuronCore: HBM, SBUF and PSUM as NumPy byte arrays.
 
 SBUF is `partitions x sbuf_bytes_per_partition` bytes and PSUM `partitions x psum_bytes_per_partition` (8 banks
-of 2 KiB per partition), both two-dimensional as in hardware: a buffer at `address` occupies the same byte range
-of every partition it covers. HBM is flat; the machine holds only the byte ranges the memory plan uses (the
-buffers' extents, merged where they overlap), so a buffer at a high address costs no host memory below it.
+of 2 KiB per partition), both two-dimensional as in hardware: a buffer at `address` occupies the same byte
+range of every partition it covers. HBM is flat. Every access lies inside a buffer of the memory plan (the
+validator proves it), so the machine holds host memory only for the byte ranges the plan's buffers cover,
+merged where buffers overlap: a buffer at a high address costs nothing below it, and an enlarged memory (the
+`memory_sizes_override` of programs not yet placed within capacity) costs only what is used. Buffers that
+share bytes share host memory, as they share the hardware's.
 
 Fresh memory is filled with 0xFF bytes: every float type reads it as NaN and integers as -1, so a read of
 memory nobody wrote shows in the results.
@@ -26,20 +29,25 @@ from neuron_mlir.runtime.validate import MemorySizes
 
 FILL_BYTE = 0xFF
 
-# Memory ids for footprints: SBUF, PSUM, then one per merged HBM range.
+# Memory ids of footprints (race checking, dependency tracking), whose byte coordinates are the hardware's
+# addresses: within a partition row on chip, absolute in HBM.
 SBUF_ID = 0
 PSUM_ID = 1
+HBM_ID = 2
+MEMORY_IDS = {Memory.SBUF: SBUF_ID, Memory.PSUM: PSUM_ID, Memory.HBM: HBM_ID}
+MEMORY_NAMES = ("SBUF", "PSUM", "HBM")
 
 
 @dataclass(frozen=True)
 class Home:
-    """Where a buffer lives: a flat byte array, the buffer's first byte in it, and the partition stride."""
+    """Where a buffer lives: its host byte array, where its element 0 is in it, and its hardware address."""
 
     memory: Memory
     memory_id: int
-    array: np.ndarray  # 1-D uint8
-    base: int  # byte offset of the buffer's element 0 (of partition 0 on chip)
-    partition_stride: int  # bytes between partitions; 0 in HBM
+    array: np.ndarray  # 1-D uint8: one merged range (on chip: partitions x range length, row-major)
+    base: int  # byte offset in `array` of the buffer's element 0 (of partition 0 on chip)
+    partition_stride: int  # bytes between partitions in `array`; 0 in HBM
+    address: int  # the buffer's address: bytes within a partition row on chip, absolute in HBM
     dtype: np.dtype
 
 
@@ -48,47 +56,44 @@ class Machine:
 
     def __init__(self, buffers: list[BufferDecl], sizes: MemorySizes) -> None:
         self.sizes = sizes
-        self.sbuf = np.full((sizes.partitions, sizes.sbuf_bytes_per_partition), FILL_BYTE, np.uint8)
-        self.psum = np.full((sizes.partitions, sizes.psum_bytes_per_partition), FILL_BYTE, np.uint8)
-        self.hbm_ranges: list[tuple[int, int]] = []  # merged [start, end) byte ranges
-        self.hbm_arrays: list[np.ndarray] = []
-        self._place_hbm(buffers)
+        self.ranges: dict[Memory, list[tuple[int, int]]] = {}  # merged [start, end) byte ranges per memory
+        self.arrays: dict[Memory, list[np.ndarray]] = {}
+        for memory in Memory:
+            self._place(memory, [b for b in buffers if b.memory is memory])
         self.homes: list[Home] = [self._home(buffer) for buffer in buffers]
 
-    def _place_hbm(self, buffers: list[BufferDecl]) -> None:
-        extents = sorted(
-            (b.address, b.address + b.elements_per_row * dtypes.itemsize(b.dtype))
-            for b in buffers
-            if b.memory is Memory.HBM
-        )
-        for start, end in extents:
-            if self.hbm_ranges and start < self.hbm_ranges[-1][1]:
-                last_start, last_end = self.hbm_ranges[-1]
-                self.hbm_ranges[-1] = (last_start, max(last_end, end))
+    def _place(self, memory: Memory, buffers: list[BufferDecl]) -> None:
+        ranges: list[tuple[int, int]] = []
+        for start, end in sorted((b.address, b.address + _row_bytes(b)) for b in buffers):
+            if ranges and start < ranges[-1][1]:
+                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
             else:
-                self.hbm_ranges.append((start, end))
-        self.hbm_arrays = [np.full(end - start, FILL_BYTE, np.uint8) for start, end in self.hbm_ranges]
+                ranges.append((start, end))
+        rows = 1 if memory is Memory.HBM else self.sizes.partitions
+        self.ranges[memory] = ranges
+        self.arrays[memory] = [np.full(rows * (end - start), FILL_BYTE, np.uint8) for start, end in ranges]
 
     def _home(self, buffer: BufferDecl) -> Home:
         dtype = dtypes.numpy_dtype(buffer.dtype)
-        if buffer.memory is Memory.SBUF:
-            return Home(
-                buffer.memory, SBUF_ID, self.sbuf.reshape(-1), buffer.address, self.sbuf.shape[1], dtype
-            )
-        if buffer.memory is Memory.PSUM:
-            return Home(
-                buffer.memory, PSUM_ID, self.psum.reshape(-1), buffer.address, self.psum.shape[1], dtype
-            )
-        for index, (start, end) in enumerate(self.hbm_ranges):
+        for index, (start, end) in enumerate(self.ranges[buffer.memory]):
             if start <= buffer.address < end:
+                stride = 0 if buffer.memory is Memory.HBM else end - start
+                array = self.arrays[buffer.memory][index]
                 return Home(
-                    buffer.memory, 2 + index, self.hbm_arrays[index], buffer.address - start, 0, dtype
+                    buffer.memory,
+                    MEMORY_IDS[buffer.memory],
+                    array,
+                    buffer.address - start,
+                    stride,
+                    buffer.address,
+                    dtype,
                 )
-        raise AssertionError(f"HBM buffer '{buffer.name}' has no placed range")
+        raise AssertionError(f"buffer '{buffer.name}' has no placed range")
 
     @property
-    def hbm_bytes_held(self) -> int:
-        return sum(array.size for array in self.hbm_arrays)
+    def bytes_held(self) -> int:
+        """Host bytes the simulated memories occupy."""
+        return sum(array.size for arrays in self.arrays.values() for array in arrays)
 
     def view(self, buffer: int, access: Access, dynamic_offset: int = 0) -> np.ndarray:
         """The elements `access` covers, as a writable strided view of shape `access.shape`."""
@@ -130,3 +135,8 @@ class Machine:
             offset=home.base + binding.offset * itemsize,
             strides=tuple(s * itemsize for s in binding.strides),
         )
+
+
+def _row_bytes(buffer: BufferDecl) -> int:
+    """Bytes of one partition row (on chip) or of the whole buffer (HBM)."""
+    return buffer.elements_per_row * dtypes.itemsize(buffer.dtype)

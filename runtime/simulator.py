@@ -40,7 +40,7 @@ import numpy as np
 
 from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
-from neuron_mlir.runtime.machine import Machine
+from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Access, Instruction, Loop, Node, Program, Reg, ScalarOp
 from neuron_mlir.runtime.races import AccessSite, InstanceInfo, RaceChecker, RaceError, SimulationError
@@ -106,6 +106,7 @@ class _Operand:
         shape = [num for _, num in access.pattern]
         strides = [step * itemsize for step, _ in access.pattern]
         start = home.base + int(access.offset) * itemsize
+        address = home.address + int(access.offset) * itemsize
         on_chip = home.memory is not Memory.HBM
         if on_chip:
             shape.insert(0, access.partitions)
@@ -125,7 +126,7 @@ class _Operand:
             memory_name=memory_names[home.memory_id],
             partition_start=access.partition_start if on_chip else 0,
             partition_end=access.partition_start + access.partitions if on_chip else 1,
-            base=start,
+            base=address,
             itemsize=itemsize,
             pattern=tuple((int(step), int(num)) for step, num in access.pattern),
             low=low,
@@ -256,7 +257,7 @@ class _Simulator:
         self.target = target = validated.target
         self.machine = Machine(program.buffers, validated.sizes)
         self.regs = [0] * program.num_registers
-        memory_names = ["SBUF", "PSUM"] + ["HBM"] * len(self.machine.hbm_ranges)
+        memory_names = list(MEMORY_NAMES)
         self.plans = [
             self._plan(index, inst, memory_names) for index, inst in enumerate(validated.instructions)
         ]
@@ -358,7 +359,7 @@ class _Simulator:
         extents = []
         for index, buffer in enumerate(buffers):
             row = buffer.elements_per_row * dtypes.itemsize(buffer.dtype)
-            extents.append((homes[index].memory_id, homes[index].base, homes[index].base + row))
+            extents.append((homes[index].memory_id, homes[index].address, homes[index].address + row))
         aliases: list[list[int]] = []
         for memory_id, start, end in extents:
             aliases.append(

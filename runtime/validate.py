@@ -86,7 +86,7 @@ class MemorySizes:
 
 
 # The simulator holds SBUF and PSUM in host memory whatever their size; an override past this is a mistake.
-MAX_OVERRIDE_ROW_BYTES = 64 * hardware.MIB
+MAX_OVERRIDE_ROW_BYTES = 256 * hardware.MIB
 
 
 def memory_sizes(target: Target, override: Mapping[Any, int] | None = None) -> MemorySizes:
