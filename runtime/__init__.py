@@ -1,4 +1,10 @@
 """The simulated NeuronCore: bundle format, instruction semantics, cost model, profile and trace.
 
 This package stands alone on NumPy and ml_dtypes: a bundle plus this package is a complete executor.
+
+Contracts shared with the compiler: `hardware` (targets, limits, cost constants), `dtypes`, `isa` (opcodes,
+roles, attributes), `program` (the in-memory program). The executor: `validate` (every check before a run),
+`machine` (memories), `alu` and `semantics` (what instructions compute), `cost_model` (how long they take),
+`simulator` (`run_program`), `races` (the race checker), `profile` (numbers, summary, Chrome trace), `bundle`
+(the on-disk format), `builder` (hand-written programs), `blas` (single-threaded BLAS during runs).
 """
