@@ -21,7 +21,18 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, i1, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    f64,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -31,7 +42,7 @@ from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.lowering.emitter import Emitter, Index
-from neuron_mlir.runtime.hardware import Engine
+from neuron_mlir.runtime.hardware import Engine, Memory
 
 Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
 
@@ -60,6 +71,8 @@ class _FunctionConversion:
     next_queue: int = 0
     dma_queues: int = 16
     replaced: list[Operation] = field(default_factory=list)
+    identities: dict[Attribute, SSAValue] = field(default_factory=dict)  # element type -> 128x128 identity
+    partitions: int = 128
 
     @property
     def entry(self) -> Block:
@@ -88,6 +101,32 @@ class _FunctionConversion:
         buffer = self.new_buffer(em, result.type, result.name_hint)
         self.buffers[result] = buffer
         return buffer
+
+    def identity(self, element_type: Attribute, location: Attribute) -> SSAValue:
+        """A [128, 128] identity in SBUF (TensorE transposes multiply by it), built once per function.
+
+        GpSimdE fills it at the top of the function: ones everywhere, then `affine_select` keeps the ones where
+        partition - column == 0.
+        """
+        if element_type in self.identities:
+            return self.identities[element_type]
+        first = self.entry.first_op
+        em = Emitter(self.entry, first, location, self.constants, self.entry)
+        size = self.partitions
+        buffer_type = neuron.buffer_type((size, size), element_type, Memory.SBUF)
+        ones = em.insert(neuron.AllocOp(buffer_type, name_hint="ones")).buffer
+        eye = em.insert(neuron.AllocOp(buffer_type, name_hint="identity")).buffer
+        self.emit(em, neuron.MemsetOp, Engine.GPSIMD, {"dst": full_access(ones)}, {"value": FloatAttr(1.0, f64)})
+        props: dict[str, Attribute] = {
+            "cmp": StringAttr("is_equal"),
+            "channel_multiplier": IntegerAttr(1, i64),
+            "pattern": DenseArrayBase.from_list(i64, [-1, size]),
+            "on_false_value": FloatAttr(0.0, f64),
+        }
+        accesses = {"dst": full_access(eye), "on_true": full_access(ones)}
+        self.emit(em, neuron.AffineSelectOp, Engine.GPSIMD, accesses, props)
+        self.identities[element_type] = eye
+        return eye
 
     def queue(self) -> int:
         chosen = self.next_queue
@@ -259,6 +298,24 @@ def _matmul(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, props)
 
 
+def _transpose(conv: _FunctionConversion, op: Operation) -> None:
+    """A TensorE transpose: nc_matmul in transpose mode against the identity, into PSUM."""
+    assert isinstance(op, tile.TransposeOp)
+    source = op.input.type
+    assert isinstance(source, TileType)
+    eye = conv.identity(source.element_type, op.location)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    k = source.partitions
+    square = AccessPatternAttr([(1, k)], 0, 0, k)
+    accesses = {
+        "dst": full_access(buffer),
+        "stationary": (eye, square, None),
+        "moving": full_access(conv.buffer(op.input)),
+    }
+    conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, {"is_transpose": IntegerAttr(1, i1)})
+
+
 def _unary(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.UnaryOp)
     em = conv.emitter(op)
@@ -370,6 +427,7 @@ _HANDLERS = {
     tile.LoadOp: _load,
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
+    tile.TransposeOp: _transpose,
     tile.UnaryOp: _unary,
     tile.BinaryOp: _binary,
     tile.BinaryScalarOp: _binary_scalar,
@@ -389,7 +447,7 @@ class ConvertTileToNeuronPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            conversion = _FunctionConversion(function, dma_queues=target.dma_queues)
+            conversion = _FunctionConversion(function, dma_queues=target.dma_queues, partitions=target.partitions)
             conversion.convert_block(function.body.block)
             for replaced in reversed(conversion.replaced):
                 replaced.detach()

@@ -742,6 +742,10 @@ class MatmulOp(InstructionOp):
     accumulate = opt_prop_def(IntegerAttr)
     is_transpose = opt_prop_def(IntegerAttr)
 
+    @property
+    def transposes(self) -> bool:
+        return self.is_transpose is not None and bool(self.is_transpose.value.data)
+
     def verify_instruction(self, target: Target) -> None:
         stationary, moving, dst = self.shape_of("stationary"), self.shape_of("moving"), self.shape_of("dst")
         k, m, n = stationary[0], _free_size(stationary), _free_size(moving)
@@ -749,26 +753,50 @@ class MatmulOp(InstructionOp):
             raise _error(self, f"stationary and moving contract over different partition counts ({k} vs {moving[0]})")
         if k > target.matmul_max_k:
             raise _error(self, f"contraction size {k} exceeds {target.matmul_max_k}")
+        if self.memory_of_role("dst") is not Memory.PSUM:
+            raise _error(self, "dst must be in PSUM")
+        if self.transposes:
+            self._verify_transpose(target, k, m, n, dst)
+            return
         if m > target.matmul_max_stationary_free:
             raise _error(self, f"stationary free size {m} exceeds {target.matmul_max_stationary_free} on {target.name}")
         if n > target.matmul_max_moving_free:
             raise _error(self, f"moving free size {n} exceeds {target.matmul_max_moving_free} on {target.name}")
         if dst[0] != m or _free_size(dst) != n:
             raise _error(self, f"dst shape {dst} does not match the product [{m}, {n}]")
-        transpose = self.is_transpose is not None and bool(self.is_transpose.value.data)
         in_types = (self.dtype_of("stationary"), self.dtype_of("moving"))
-        if not transpose and (in_types[0] == "f32") != (in_types[1] == "f32"):
+        if (in_types[0] == "f32") != (in_types[1] == "f32"):
             raise _error(self, f"inputs must both be f32 or both narrower, got {in_types[0]} and {in_types[1]}")
         dst_type = self.dtype_of("dst")
-        if not transpose and dst_type != "f32":
+        if dst_type != "f32":
             raise _error(self, f"PSUM accumulation is fp32 only, dst is {dst_type}")
-        if self.memory_of_role("dst") is not Memory.PSUM:
-            raise _error(self, "dst must be in PSUM")
+        self._verify_bank(target, n * 4)
+
+    def _verify_transpose(self, target: Target, k: int, m: int, n: int, dst: tuple[int, ...]) -> None:
+        """Transpose mode: the stationary is a [K, K] identity and dst receives moving^T ([N, K])."""
+        if m != k:
+            raise _error(self, f"a transpose needs a square identity as stationary, got [{k}, {m}]")
+        if dst[0] != n or _free_size(dst) != k:
+            raise _error(self, f"the transpose of moving [{k}, {n}] is [{n}, {k}], dst is {dst}")
+        if n > target.partitions:
+            raise _error(self, f"a transpose writes {n} partitions, more than {target.partitions}")
+        expected = self.dtype_of("moving") if target.matmul_transpose_bit_exact else "f32"
+        if self.dtype_of("dst") != expected:
+            raise _error(self, f"a transpose on {target.name} writes {expected}, dst is {self.dtype_of('dst')}")
+        if self.accumulate is not None and bool(self.accumulate.value.data):
+            raise _error(self, "a transpose cannot accumulate")
+        from neuron_mlir.runtime.dtypes import itemsize
+
+        self._verify_bank(target, k * itemsize(expected))
+
+    def _verify_bank(self, target: Target, row_bytes: int) -> None:
         access = self.access("dst")
         assert access is not None
+        from neuron_mlir.runtime.dtypes import itemsize
+
         bank = target.psum_bank_bytes
-        first_byte = access[1].offset.data * 4
-        last_byte = first_byte + n * 4 - 1
+        first_byte = access[1].offset.data * itemsize(self.dtype_of("dst"))
+        last_byte = first_byte + row_bytes - 1
         if access[2] is None and first_byte // bank != last_byte // bank:
             raise _error(self, f"dst bytes {first_byte}..{last_byte} cross a {bank}-byte PSUM bank boundary")
 

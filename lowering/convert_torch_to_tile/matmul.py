@@ -54,6 +54,7 @@ def emit_matmul(
     m, k = lhs_layout.shape[-2:]
     n = rhs_layout.shape[-1]
     out = alloc(em, (*batch_shape, m, n), out_element_type)
+    n_tile = moving_tile(rhs_layout.strides, rhs_layout.shape)
     finish = epilogue or _evacuate
 
     def output_tile(inner: Emitter, batch: list[Index], m0: Index, m_size: int, n0: Index, n_size: int) -> None:
@@ -75,12 +76,50 @@ def emit_matmul(
             m,
             MATMUL_M_TILE,
             lambda em_m, m0, m_size: em_m.for_tiles(
-                n, MATMUL_N_TILE, lambda em_n, n0, n_size: output_tile(em_n, batch, m0, m_size, n0, n_size)
+                n, n_tile, lambda em_n, n0, n_size: output_tile(em_n, batch, m0, m_size, n0, n_size)
             ),
         )
 
     batches(em, batch_shape, [])
     return out
+
+
+def moving_tile(rhs_strides: tuple[int, ...], rhs_shape: tuple[int, ...]) -> int:
+    """N per matmul: one PSUM bank (512 fp32), or 128 when each moving tile is transposed on TensorE first."""
+    rank = len(rhs_shape)
+    return MATMUL_M_TILE if _k_contiguous(rhs_strides, rhs_shape, rank - 2, rank - 1) else MATMUL_N_TILE
+
+
+def _k_contiguous(layout_strides: tuple[int, ...], shape: tuple[int, ...], k_dim: int, other_dim: int) -> bool:
+    """Whether K is the contiguous axis (and the other is not): such tiles load row-wise and transpose on TensorE."""
+    return layout_strides[k_dim] == 1 and shape[other_dim] > 1 and layout_strides[other_dim] != 1
+
+
+def _k_on_partitions(
+    em: Emitter,
+    tensor: SSAValue,
+    batch: list[Index],
+    k0: Index,
+    k_size: int,
+    other0: Index,
+    other_size: int,
+    k_dim: int,
+    other_dim: int,
+) -> SSAValue:
+    """The [K, other] SBUF tile of `tensor` with K on partitions, loaded the cheapest way its layout allows.
+
+    When K is the tensor's contiguous axis, a DMA with K on partitions would move one element per descriptor;
+    instead the tile is loaded row-wise ([other, K], contiguous rows) and transposed on TensorE, then copied
+    out of PSUM.
+    """
+    layout = layout_of(tensor)
+    indices: list[Index] = [*batch, 0, 0]
+    indices[k_dim], indices[other_dim] = k0, other0
+    if _k_contiguous(layout.strides, layout.shape, k_dim, other_dim):
+        rows = load(em, tensor, indices, (other_size, k_size), dims=(other_dim, k_dim))
+        transposed = em.insert(tile.TransposeOp(rows)).result
+        return to_sbuf(em, transposed)
+    return load(em, tensor, indices, (k_size, other_size), dims=(k_dim, other_dim))
 
 
 def _product(
@@ -97,9 +136,9 @@ def _product(
     acc: SSAValue | None,
 ) -> SSAValue:
     rank = len(batch) + 2
-    # stationary: A[m0:m0+m, k0:k0+k] loaded transposed, so K is on the partition axis
-    stationary = load(em, lhs, [*batch, m0, k0], (k_size, m_size), dims=(rank - 1, rank - 2))
-    moving = load(em, rhs, [*batch, k0, n0], (k_size, n_size))
+    # stationary: A[m0:m0+m, k0:k0+k] with K on the partition axis; moving: B[k0:k0+k, n0:n0+n], likewise
+    stationary = _k_on_partitions(em, lhs, batch, k0, k_size, m0, m_size, rank - 1, rank - 2)
+    moving = _k_on_partitions(em, rhs, batch, k0, k_size, n0, n_size, rank - 2, rank - 1)
     result_type = TileType((m_size, n_size), f32, Memory.PSUM)
     return em.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
 

@@ -55,29 +55,38 @@ func.func @carried_copied_back(%x: memref<4x512xf32, #neuron.mem<hbm>>, %y: memr
 
 // The MLP forward graph at the tile level.
 // CHECK-LABEL: func.func @main
-// Loads through views become strided DMAs: the activations transposed (K on partitions) ...
-// CHECK:       %[[XT:.*]] = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
-// CHECK:       neuron.dma_copy dma dst %[[XT]][0:128, 0, [[1, 37]]], src %primals3[0, [[1, 128], [300, 37]]] {queue = 0 : i64}
-// ... and the transposed weight, read through the view of %primals1 (the view itself is gone).
-// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 512]]], src %primals1[0, [[1, 128], [300, 512]]] {queue = 1 : i64}
-// CHECK:       %[[ACC:.*]] = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
-// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], stationary %[[XT]][0:128, 0, [[1, 37]]]
+// TensorE transposes multiply by an identity that GpSimdE builds once, at the top of the function.
+// CHECK:       %[[ONES:.*]] = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+// CHECK:       %[[EYE:.*]] = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+// CHECK:       neuron.memset gpsimd dst %[[ONES]][0:128, 0, [[1, 128]]] {value = 1.000000e+00 : f64}
+// CHECK:       neuron.affine_select gpsimd dst %[[EYE]][0:128, 0, [[1, 128]]], on_true %[[ONES]][0:128, 0, [[1, 128]]] {cmp = "is_equal", channel_multiplier = 1 : i64, pattern = array<i64: -1, 128>, on_false_value = 0.000000e+00 : f64}
+// CHECK:       scf.for %[[N:.*]] = %c0 to %c512 step %c128 {
+// Loads read whole rows (contiguous DMA); the transpose is an nc_matmul in transpose mode.
+// CHECK:         %[[X:.*]] = neuron.alloc : memref<37x128xf32, #neuron.mem<sbuf>>
+// CHECK:         neuron.dma_copy dma dst %[[X]][0:37, 0, [[1, 128]]], src %primals3[0, [[300, 37], [1, 128]]] {queue = 0 : i64}
+// CHECK:         %[[XT:.*]] = neuron.alloc : memref<128x37xf32, #neuron.mem<psum>>
+// CHECK:         neuron.nc_matmul tensor dst %[[XT]][0:128, 0, [[1, 37]]], stationary %[[EYE]][0:37, 0, [[1, 37]]], moving %[[X]][0:37, 0, [[1, 128]]] {is_transpose = true}
+// CHECK:         neuron.tensor_copy vector dst %{{.*}}[0:128, 0, [[1, 37]]], src %[[XT]][0:128, 0, [[1, 37]]]
+// The weight tile's address moves with the loop index: a dynamic offset computed on the sequencer.
+// CHECK:         %[[OFFSET:.*]] = arith.muli %[[N]], %c300 : index
+// CHECK:         neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 128]]], src %primals1[%[[OFFSET]] + 0, [[300, 128], [1, 128]]]
+// CHECK:         %[[ACC:.*]] = neuron.alloc : memref<37x128xf32, #neuron.mem<psum>>
+// CHECK:         neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 128]]], stationary %{{.*}}, moving %{{.*}} :
 // Later K tiles accumulate in place into the same PSUM buffer.
-// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], {{.*}} {accumulate = true}
+// CHECK:         neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 128]]], {{.*}} {accumulate = true}
 // The broadcast bias is a DMA with a stride-0 partition step; the add reads PSUM directly (evacuation).
-// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:37, 0, [[1, 512]]], src %primals2[0, [[0, 37], [1, 512]]]
-// CHECK:       neuron.tensor_tensor vector dst %{{.*}}, in0 %[[ACC]][0:37, 0, [[1, 512]]], in1 %{{.*}} {op = "add"}
+// CHECK:         neuron.dma_copy dma dst %{{.*}}[0:37, 0, [[1, 128]]], src %primals2[%{{.*}} + 0, [[0, 37], [1, 128]]]
+// CHECK:         neuron.tensor_tensor vector dst %{{.*}}, in0 %[[ACC]][0:37, 0, [[1, 128]]], in1 %{{.*}} {op = "add"}
 // Activations run on ScalarE.
 // CHECK:       neuron.activation scalar dst %{{.*}}[0:104, 0, [[1, 185]]], src %{{.*}}[0:104, 0, [[1, 185]]] {func = "relu"}
 // A transposed weight returned for the backward pass leaves as a view of the argument.
 // CHECK:       %[[VIEW:.*]] = neuron.view %primals4 : memref<130x520xf32, #neuron.mem<hbm>> to memref<520x130xf32, strided<[1, 520]>, #neuron.mem<hbm>>
-// CHECK:       scf.for %{{.*}} = %c128 to %c512 step %c128 {
 // CHECK:       func.return {{.*}}%[[VIEW]]
 // CHECK-NOT:   tile.
 
 // BACKWARD-LABEL: func.func @main
 // PSUM results that leave the matmul unchanged are evacuated to SBUF on VectorE.
-// BACKWARD:       neuron.tensor_copy vector dst %{{.*}}, src %{{.*}} : memref<37x130xf32, #neuron.mem<sbuf>>, memref<37x130xf32, #neuron.mem<psum>>
+// BACKWARD:       neuron.tensor_copy vector dst %{{.*}}, src %{{.*}} : memref<{{.*}}, #neuron.mem<sbuf>>, memref<{{.*}}, #neuron.mem<psum>>
 // BACKWARD:       neuron.tensor_reduce vector dst %{{.*}}[0:10, 0, [[1, 1]]], src %{{.*}}[0:10, 0, [[1, 37]]] {op = "add"}
 // BACKWARD:       neuron.select vector
 // BACKWARD-NOT:   tile.

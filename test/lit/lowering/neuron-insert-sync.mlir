@@ -49,9 +49,13 @@ func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #neuron.mem<hbm>>, %y: me
 
 // The MLP forward graph: every instruction gets an id in program order.
 // CHECK-LABEL: func.func @main
-// CHECK:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 0 : i64}
-// CHECK:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 1 : i64}
-// the first matmul waits for both loads of its operands
-// CHECK:       neuron.nc_matmul tensor {{.*}} {id = 2 : i64, waits = array<i64: 0, 1>}
+// CHECK:       neuron.memset gpsimd {{.*}} id = 0 : i64}
+// the identity is built on GpSimdE in order: no wait between the two
+// CHECK:       neuron.affine_select gpsimd {{.*}} id = 1 : i64}
+// inside the loop, the load waits for this iteration's identity and for the previous iteration's last
+// readers of the SBUF bytes it overwrites
+// CHECK:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 2 : i64, waits = array<i64: 1, {{.*}}>}
+// the transpose waits for the identity and for its operand's load
+// CHECK:       neuron.nc_matmul tensor {{.*}} {is_transpose = true, id = 3 : i64, waits = array<i64: 1, 2{{.*}}>}
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
