@@ -86,6 +86,10 @@ class _FunctionConversion:
     # ---- values ----------------------------------------------------------------------------------------------
 
     def buffer(self, value: SSAValue) -> SSAValue:
+        if value not in self.buffers:
+            user = next(iter(value.uses)).operation if value.uses else self.function
+            name = f"%{value.name_hint} " if value.name_hint else ""
+            raise _diagnostic(user, f"tile operand {name}is not produced by a tile op in this function")
         return self.buffers[value]
 
     def root(self, value: SSAValue) -> SSAValue:

@@ -158,6 +158,8 @@ class Layout:
         return Layout(shape, strides, self.offset + first * self.strides[dim])
 
     def unsqueeze(self, dim: int) -> Layout:
+        if not -self.rank - 1 <= dim <= self.rank:
+            raise IndexError(f"dimension {dim} is out of range for unsqueezing a rank-{self.rank} tensor")
         dim = dim + self.rank + 1 if dim < 0 else dim
         stride = self.strides[dim] * self.shape[dim] if dim < self.rank else 1
         return Layout(

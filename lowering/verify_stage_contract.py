@@ -35,9 +35,16 @@ def check_stage_contract(module: ModuleOp, stage: str) -> None:
     if stage not in STAGES:
         raise PassFailedException(f"unknown stage '{stage}' (stages: {', '.join(STAGES)})")
     level = STAGES.index(stage)
+    # a leftover torch op is the most telling violation: report it before its tensors
     for op in module.walk():
         if op.dialect_name() == "torch":
             raise _violation(op, "torch op remains", stage)
+    for op in module.walk():
+        block_args = [arg for region in op.regions for block in region.blocks for arg in block.args]
+        if any(isinstance(arg.type, TensorType) for arg in block_args):
+            raise _violation(op, "tensor argument remains", stage)
+        if level >= 1 and any(arg.type.name == "tile.tile" for arg in block_args):  # type: ignore[attr-defined]
+            raise _violation(op, "tile argument remains", stage)
         if any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results)):
             raise _violation(op, "tensor value remains", stage)
         if level < 1:

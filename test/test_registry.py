@@ -53,3 +53,11 @@ def test_every_invalid_chunk_checks_something():
         for index, chunk in enumerate(path.read_text().split("// -----")):
             if re.search(r"^\s*(func\.func|builtin\.module|\"|%|[a-z_]+\.[a-z_.]+ )", chunk, re.M):
                 assert re.search(r"//\s*[A-Z]*CHECK", chunk), f"{path.name}: chunk {index} has no CHECK"
+
+
+def test_every_lowering_names_a_torch_op():
+    from neuron_mlir.ir.dialects.torch import all_op_classes
+    from neuron_mlir.lowering.convert_torch_to_tile import LOWERINGS
+
+    names = {op.name for op in all_op_classes()}
+    assert sorted(set(LOWERINGS) - names) == []

@@ -258,10 +258,12 @@ def _parse_pattern_body(
     parser.parse_punctuation(",")
 
     def parse_pair() -> tuple[int, int]:
-        step, num = parser.parse_comma_separated_list(
+        pair = parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_negative=True)
         )
-        return step, num
+        if len(pair) != 2:
+            parser.raise_error(f"an access-pattern dimension is a [step, num] pair, got {len(pair)} numbers")
+        return pair[0], pair[1]
 
     pattern = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parse_pair)
     return dynamic, start, count, offset, pattern
@@ -380,6 +382,14 @@ class AllocOp(IRDLOperation):
         assert isinstance(memref_type, MemRefType)
         if not isinstance(memref_type.memory_space, MemorySpaceAttr):
             raise _error(self, "buffer type needs a #neuron.mem<...> memory space")
+        from neuron_mlir.runtime.dtypes import DTYPES
+
+        try:
+            storable = element_type_name(memref_type.element_type) in DTYPES
+        except ValueError:
+            storable = False
+        if not storable:
+            raise _error(self, f"element type {memref_type.element_type} has no NeuronCore storage type")
         shape = memref_type.get_shape()
         if any(extent <= 0 for extent in shape):
             raise _error(self, f"buffer shape {shape} has a non-positive dimension")
@@ -645,7 +655,11 @@ class InstructionOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> InstructionOp:
-        engine = Engine(parser.parse_identifier(context_msg=" engine name"))
+        engine_name = parser.parse_identifier(context_msg=" engine name")
+        if engine_name not in {e.value for e in Engine}:
+            allowed = ", ".join(sorted(e.value for e in cls.spec().engines))
+            parser.raise_error(f"unknown engine '{engine_name}' ({cls.name} runs on: {allowed})")
+        engine = Engine(engine_name)
         parsed: dict[str, tuple[UnresolvedOperand, AccessPatternAttr, UnresolvedOperand | None]] = {}
         dynamic_attrs: dict[str, UnresolvedOperand] = {}
         roles = cls.roles()
@@ -657,6 +671,8 @@ class InstructionOp(IRDLOperation):
                 return
             if word not in roles:
                 parser.raise_error(f"{cls.name} has no operand role '{word}' (roles: {', '.join(roles)})")
+            if word in parsed:
+                parser.raise_error(f"operand role '{word}' given twice")
             buffer = parser.parse_unresolved_operand()
             parser.parse_punctuation("[")
             dynamic, start, count, offset, pattern = _parse_pattern_body(parser, allow_dynamic=True)
@@ -667,7 +683,7 @@ class InstructionOp(IRDLOperation):
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        order = [role for role in roles if role in parsed]
+        order = list(parsed)  # types follow the operands in the order written
         if len(types) != len(order):
             parser.raise_error(f"expected {len(order)} buffer types, got {len(types)}")
         index = IndexType()
@@ -768,9 +784,12 @@ class MatmulOp(InstructionOp):
         if (in_types[0] == "f32") != (in_types[1] == "f32"):
             raise _error(self, f"inputs must both be f32 or both narrower, got {in_types[0]} and {in_types[1]}")
         dst_type = self.dtype_of("dst")
-        if dst_type != "f32":
-            raise _error(self, f"PSUM accumulation is fp32 only, dst is {dst_type}")
-        self._verify_bank(target, n * 4)
+        allowed = ("f32", "bf16") if target.matmul_bf16_psum_output else ("f32",)
+        if dst_type not in allowed:
+            raise _error(self, f"TensorE writes {' or '.join(allowed)} to PSUM on {target.name}, dst is {dst_type}")
+        from neuron_mlir.runtime.dtypes import itemsize
+
+        self._verify_bank(target, n * itemsize(dst_type))
 
     def _verify_transpose(self, target: Target, k: int, m: int, n: int, dst: tuple[int, ...]) -> None:
         """Transpose mode: the stationary is a [K, K] identity and dst receives moving^T ([N, K])."""
@@ -1108,6 +1127,8 @@ class AffineSelectOp(InstructionOp):
     def verify_instruction(self, target: Target) -> None:
         _check_choice(self, "comparison", self.cmp.data, frozenset(isa.COMPARISON_OPS))
         _unary_shapes_match(self, "dst", "on_true")
+        if len(self.pattern.get_values()) % 2:
+            raise _error(self, "pattern must hold (step, num) pairs")
         free = tuple(num for _, num in _pattern_pairs(self.pattern))
         if free != self.shape_of("dst")[1:]:
             raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")

@@ -25,7 +25,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     element_type_of,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
     store,
@@ -170,9 +169,6 @@ def _scalar_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False)
 
 
 def _div_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    if args.get("rounding_mode") is not None:
-        raise refuse(em, op.name, f"rounding_mode='{args['rounding_mode']}' is not lowered yet")
-
     # VectorE has no divide: multiply by the ScalarE reciprocal
     def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
         inverse = _unary(e, "reciprocal", tiles[1], _sbuf(result, f32))
@@ -182,8 +178,6 @@ def _div_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
 
 
 def _div_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    if args.get("rounding_mode") is not None:
-        raise refuse(em, op.name, f"rounding_mode='{args['rounding_mode']}' is not lowered yet")
     inverse = 1.0 / float(args["other"])
 
     def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:

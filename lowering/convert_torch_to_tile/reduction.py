@@ -153,7 +153,6 @@ def _reduce(op_name: str, mean: bool = False) -> Lowering:
 
 REDUCTION_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.sum.dim_IntList": _reduce("add"),
-    "torch.aten.sum": _reduce("add"),
     "torch.aten.mean.dim": _reduce("add", mean=True),
     "torch.aten.mean": _reduce("add", mean=True),
     "torch.aten.amax": _reduce("max"),

@@ -29,3 +29,14 @@ func.func @accumulator_used_twice(%x: memref<128x37xf32, #neuron.mem<hbm>>, %w: 
   func.return
 }
 // CHECK: tile.matmul: the accumulator of a matmul must have no other use (it is updated in place) (at model.py:16 (model.l3))
+
+// -----
+
+// Tiles are born inside the function (loads, fills, compute): a tile argument has no buffer.
+func.func @tile_argument(%t: !tile.tile<128x4xf32, sbuf>, %y: memref<128x4xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %s = tile.copy %t : (!tile.tile<128x4xf32, sbuf>) -> !tile.tile<128x4xf32, sbuf> loc("model.py":3:0)
+  tile.store %s, %y[%c0, %c0] : !tile.tile<128x4xf32, sbuf>, memref<128x4xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.copy: tile operand %t is not produced by a tile op in this function (at model.py:3)

@@ -51,3 +51,11 @@ func.func @reduce_dimension_out_of_range(%x: tensor<3x4xf32>) -> tensor<3xf32> {
   func.return %0 : tensor<3xf32>
 }
 // CHECK: torch.aten.sum.dim_IntList: dimension 9 is out of range for rank 2
+
+// -----
+
+func.func @unsqueeze_out_of_range(%x: tensor<4x5xf32>) -> tensor<4x5x1xf32> {
+  %y = torch.aten.unsqueeze %x {dim = 7 : i64} : (tensor<4x5xf32>) -> tensor<4x5x1xf32> loc("model.py":9:0)
+  func.return %y : tensor<4x5x1xf32>
+}
+// CHECK: torch.aten.unsqueeze: dimension 7 is out of range for unsqueezing a rank-2 tensor (at model.py:9)

@@ -20,6 +20,25 @@ func.func @torch_op_remains(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @tensor_argument_remains(%x: tensor<4xf32>) {
+  func.return
+}
+// CHECK-TILE: func.func: tensor argument remains after the 'tile' stage
+// CHECK-NEURON: func.func: tensor argument remains after the 'neuron' stage
+// CHECK-ALLOCATED: func.func: tensor argument remains after the 'allocated' stage
+// CHECK-SYNCHRONISED: func.func: tensor argument remains after the 'synchronised' stage
+
+// -----
+
+func.func @tile_argument_remains(%t: !tile.tile<4x4xf32, sbuf>) {
+  func.return
+}
+// CHECK-NEURON: func.func: tile argument remains after the 'neuron' stage
+// CHECK-ALLOCATED: func.func: tile argument remains after the 'allocated' stage
+// CHECK-SYNCHRONISED: func.func: tile argument remains after the 'synchronised' stage
+
+// -----
+
 func.func @tensor_value_remains() {
   %c = arith.constant dense<1.0> : tensor<4xf32> loc("model.py":14:0)
   func.return

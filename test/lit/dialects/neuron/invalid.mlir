@@ -357,7 +357,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 }
-// CHECK: neuron.nc_matmul: PSUM accumulation is fp32 only, dst is bf16
+// CHECK: neuron.nc_matmul: TensorE writes f32 to PSUM on trn2, dst is bf16
 
 // -----
 
@@ -530,3 +530,77 @@ func.func @dma_element_count(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
   func.return
 }
 // CHECK: neuron.dma_copy: dst has 11100 elements but src has 10800
+
+// -----
+
+func.func @affine_select_odd_pattern() {
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %eye[0:128, 0, [[1, 128]]] {cmp = "is_equal", pattern = array<i64: -1, 128, 5>, on_false_value = 0.0 : f64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.affine_select: pattern must hold (step, num) pairs
+
+// -----
+
+func.func @alloc_unstorable_dtype() {
+  %t = neuron.alloc : memref<128x4xf64, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.alloc: element type f64 has no NeuronCore storage type
+
+// -----
+
+// ---- nc_matmul in transpose mode: the stationary is a [K, K] identity, dst receives moving^T ----------------
+
+func.func @transpose_not_square() {
+  %p = neuron.alloc : memref<64x128xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 64]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: a transpose needs a square identity as stationary, got [128, 64]
+
+// -----
+
+func.func @transpose_dst_shape() {
+  %p = neuron.alloc : memref<128x64xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 64]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<128x64xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: the transpose of moving [128, 64] is [64, 128], dst is (128, 64)
+
+// -----
+
+func.func @transpose_dtype() {
+  %p = neuron.alloc : memref<64x128xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xbf16, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: a transpose on trn2 writes bf16, dst is f32
+
+// -----
+
+func.func @transpose_accumulates() {
+  %p = neuron.alloc : memref<64x128xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true, accumulate = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: a transpose cannot accumulate
+
+// -----
+
+func.func @transpose_too_many_partitions() {
+  %p = neuron.alloc : memref<128x128xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x256xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {is_transpose = true} : memref<128x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x256xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: the transpose of moving [128, 256] is [256, 128], dst is (128, 128)

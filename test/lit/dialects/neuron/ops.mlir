@@ -277,6 +277,17 @@ builtin.module attributes {neuron.target = #neuron.target<trn3>} {
     %big = neuron.alloc {address = 0 : i64} : memref<128x61440xf32, #neuron.mem<sbuf>>
     func.return
   }
+
+  // trn3's TensorE may write bf16 to PSUM (trn1/trn2: fp32 only).
+  // CHECK-LABEL: func.func @matmul_bf16_psum_trn3
+  func.func @matmul_bf16_psum_trn3() {
+    %p = neuron.alloc : memref<37x512xbf16, #neuron.mem<psum>>
+    %s = neuron.alloc : memref<128x37xbf16, #neuron.mem<sbuf>>
+    %m = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
+    // CHECK: neuron.nc_matmul tensor dst %{{.*}}[0:37, 0, [[1, 512]]], {{.*}} : memref<37x512xbf16, #neuron.mem<psum>>
+    neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xbf16, #neuron.mem<psum>>, memref<128x37xbf16, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<sbuf>>
+    func.return
+  }
 }
 
 // -----
