@@ -5,7 +5,9 @@
 Inputs come from `.npy` files (`--input name=path`, loaded without pickle) or, for any input not given, from a
 seeded random generator (normal floats, small integers, random booleans). The target is the bundle's own. Every
 output's shape, dtype, min, max and mean are printed, then the profile summary; `--save-outputs DIR` writes
-them as `.npy` files and `--trace` writes a Chrome/Perfetto trace. A `.mlir` input is not supported yet.
+them as `.npy` files and `--trace` writes a Chrome/Perfetto trace. A neuron-level `.mlir` file runs too (the program
+it denotes, see `ir/semantics/neuron.py`); IR not yet through `neuron-allocate-memory` runs in memories grown to
+fit, and IR not yet through `neuron-insert-sync` runs without the race checker.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neuron-run", description="Run a neuron-mlir bundle on the simulated NeuronCore."
     )
-    parser.add_argument("program", help="a bundle file written by the neuron-mlir backend")
+    parser.add_argument("program", help="a bundle file written by the neuron-mlir backend, or neuron-level .mlir")
     parser.add_argument(
         "--input",
         action="append",
@@ -90,18 +92,45 @@ def _describe(name: str, array: np.ndarray) -> str:
     )
 
 
+def _program_from_mlir(path: Path) -> tuple[Program, dict[str, int] | None, bool]:
+    """The program of a neuron-level .mlir file, the memory sizes it needs, and whether it is synchronised."""
+    from xdsl.parser import Parser
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    from neuron_mlir.ir.context import make_context
+    from neuron_mlir.ir.semantics import level_of
+    from neuron_mlir.ir.semantics.neuron import build_program, memory_sizes_needed
+
+    try:
+        module = Parser(make_context(), path.read_text(), str(path)).parse_module()
+        module.verify()
+    except (ParseError, DiagnosticException) as error:
+        raise ValueError(str(error)) from error
+    level = level_of(module)
+    if level != "neuron":
+        raise ValueError(
+            f"{path} holds {level}-level IR; lower it first: neuron-opt {path} -p neuron-pipeline -o lowered.mlir"
+        )
+    program = build_program(module)
+    synchronised = all(i.id >= 0 for i in program.instructions()) and any(i.waits for i in program.instructions())
+    return program, memory_sizes_needed(program), synchronised
+
+
 def main(args: Sequence[str] | None = None) -> int:
     options = _parser().parse_args(args)
     path = Path(options.program)
-    if path.suffix == ".mlir":
-        print(
-            "neuron-run: running .mlir files is not supported yet; compile to a bundle first", file=sys.stderr
-        )
-        return 2
+    check_races = not options.no_race_check
+    memory_sizes = None
     try:
-        program = bundle.read_bundle(path)
+        if path.suffix == ".mlir":
+            program, memory_sizes, synchronised = _program_from_mlir(path)
+            check_races = check_races and synchronised
+        else:
+            program = bundle.read_bundle(path)
         inputs = _load_inputs(program, options.input, options.seed)
-        outputs, profile = run_program(program, inputs, check_races=not options.no_race_check)
+        outputs, profile = run_program(
+            program, inputs, check_races=check_races, memory_sizes_override=memory_sizes
+        )
     except (bundle.BundleError, ValueError, OSError, SimulationError) as error:
         print(f"neuron-run: {error}", file=sys.stderr)
         return 1
