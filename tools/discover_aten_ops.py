@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch  # noqa: TID251  (a developer tool, like the generator)
-import torch.nn.functional as F  # noqa: TID251
-from torch import nn  # noqa: TID251
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 GraphHook = Callable[[torch.fx.GraphModule, list[Any], str], None]
 """Called with each forward/backward graph, its first real inputs and the model tag."""
@@ -32,7 +32,7 @@ def _aot_recording_backend(
     seen: dict[str, set[str]], model_name: str, decompositions: dict, on_graph: GraphHook | None = None
 ) -> Callable:
     """A torch.compile backend that records the ATen targets of the forward and backward graphs."""
-    from torch._functorch.aot_autograd import aot_module_simplified  # noqa: TID251
+    from torch._functorch.aot_autograd import aot_module_simplified
 
     def record(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         for node in gm.graph.nodes:
@@ -205,7 +205,7 @@ def discover(drop_flash_attention_decomposition: bool = True, on_graph: GraphHoo
     DESIGN.md section 6), so by default discovery does too and sees the fused attention pair. `on_graph` is
     called once per graph with its first real inputs (the example inputs at compile time are fake).
     """
-    from torch._decomp import core_aten_decompositions  # noqa: TID251
+    from torch._decomp import core_aten_decompositions
 
     decompositions = dict(core_aten_decompositions())
     if drop_flash_attention_decomposition:
