@@ -157,6 +157,29 @@ class Layout:
         strides = (*self.strides[:dim], self.strides[dim] * step, *self.strides[dim + 1 :])
         return Layout(shape, strides, self.offset + first * self.strides[dim])
 
+    def flip(self, dims: Sequence[int]) -> Layout:
+        """Reverse `dims`: negative strides, the offset moved to each flipped dimension's last element."""
+        strides, offset = list(self.strides), self.offset
+        for dim in {normalize_dim(d, self.rank) for d in dims}:
+            if self.shape[dim] > 1:
+                offset += (self.shape[dim] - 1) * strides[dim]
+                strides[dim] = -strides[dim]
+        return Layout(self.shape, tuple(strides), offset)
+
+    def diagonal(self, offset: int, dim1: int, dim2: int) -> Layout:
+        """The diagonal of (dim1, dim2) shifted by `offset` as a new last dimension (stride s1 + s2)."""
+        a, b = normalize_dim(dim1, self.rank), normalize_dim(dim2, self.rank)
+        if a == b:
+            raise ValueError(f"diagonal dimensions must differ, got {dim1} and {dim2}")
+        start = self.offset + (offset * self.strides[b] if offset >= 0 else -offset * self.strides[a])
+        length = max(0, min(self.shape[a] + min(offset, 0), self.shape[b] - max(offset, 0)))
+        if length == 0:
+            start = self.offset
+        keep = [i for i in range(self.rank) if i not in (a, b)]
+        shape = (*(self.shape[i] for i in keep), length)
+        strides = (*(self.strides[i] for i in keep), self.strides[a] + self.strides[b])
+        return Layout(shape, strides, start)
+
     def unsqueeze(self, dim: int) -> Layout:
         if not -self.rank - 1 <= dim <= self.rank:
             raise IndexError(f"dimension {dim} is out of range for unsqueezing a rank-{self.rank} tensor")

@@ -10,7 +10,7 @@ the location of the torch op it came from. An op without a lowering fails the pa
 op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
-matmul.py, reduction.py, softmax.py.
+matmul.py, reduction.py, softmax.py, movement.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
@@ -43,6 +44,7 @@ LOWERINGS: dict[str, Lowering] = {
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
+    **MOVEMENT_LOWERINGS,
 }
 
 

@@ -1,0 +1,185 @@
+"""Data-movement lowerings: ops that rearrange elements without computing on them.
+
+Whatever the strided view algebra can say stays a view (`diagonal`, `as_strided`, `flip` with negative strides,
+`split_with_sizes` as slices). The rest writes a fresh tensor through views of it, so the DMA access patterns do
+the rearranging: `cat` copies each input into its slice of the output, `repeat` copies one stride-0 (broadcast)
+view of the input into the output viewed as (repeat, size) pairs, `constant_pad_nd` fills the border and copies
+the (possibly cropped) input into the interior, `slice_scatter` copies `self` and then `src` into its slice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    Lowering,
+    alloc,
+    element_type_of,
+    layout_of,
+    refuse,
+    result_element_type,
+    result_shape,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to, emit_elementwise
+from neuron_mlir.lowering.emitter import Emitter
+from neuron_mlir.lowering.layout import Layout, normalize_dim, row_major
+
+
+def fill_into(em: Emitter, out: SSAValue, value: float) -> None:
+    """Fill every element of the HBM view `out` with `value`."""
+    layout = layout_of(out)
+    if layout.num_elements == 0:
+        return
+    fill = lambda e, tiles, result: e.insert(tile.FillOp(float(value), result)).result  # noqa: E731
+    emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out)
+
+
+def copy_into(em: Emitter, source: SSAValue, out: SSAValue) -> None:
+    """Copy `source` (any layout; broadcast to `out`'s shape) into the HBM view `out`, converting the dtype."""
+    shape = layout_of(out).shape
+    if layout_of(out).num_elements == 0:
+        return
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        if tiles[0].type == result:
+            return tiles[0]
+        return e.insert(tile.CopyOp(tiles[0], result)).result
+
+    emit_elementwise(em, shape, element_type_of(out), [source], compute, out)
+
+
+def _diagonal(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    layout = layout_of(args["self"]).diagonal(args.get("offset", 0), args.get("dim1", 0), args.get("dim2", 1))
+    return [view(em, args["self"], layout)]
+
+
+def _as_strided(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """A view with the given sizes and strides over the input's allocation (PyTorch: over its storage)."""
+    source = args["self"]
+    layout = layout_of(source)
+    offset = args.get("storage_offset")
+    size, stride = tuple(args["size"]), tuple(args["stride"])
+    if any(s < 0 for s in stride):
+        raise refuse(em, op.name, f"negative strides {list(stride)} are not valid for as_strided")
+    if not layout.is_contiguous():
+        # the strides count elements of the storage underneath; give the input a storage of its own first
+        source = copy_to(em, source)
+        layout = layout_of(source)
+    start = layout.offset if offset is None else layout_of(source).offset + int(offset)
+    reach = start + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else start
+    if reach >= layout.offset + max(layout.num_elements, 1):
+        raise refuse(
+            em, op.name, f"sizes {list(size)} and strides {list(stride)} reach past the {layout.num_elements} "
+            "elements of the input"
+        )
+    return [view(em, source, Layout(size, stride, start))]
+
+
+def _flip(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return [view(em, args["self"], layout_of(args["self"]).flip(args["dims"]))]
+
+
+def _split_with_sizes(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    layout = layout_of(args["self"])
+    dim = normalize_dim(args.get("dim", 0), layout.rank)
+    results, start = [], 0
+    for size in args["split_sizes"]:
+        results.append(view(em, args["self"], layout.slice(dim, start, start + size)))
+        start += size
+    return results
+
+
+def _cat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    shape = result_shape(op)
+    out = alloc(em, shape, result_element_type(op))
+    out_layout = layout_of(out)
+    dim = normalize_dim(args.get("dim", 0), len(shape))
+    start = 0
+    for tensor in args["tensors"]:
+        part = layout_of(tensor)
+        if part.num_elements == 0:
+            continue  # PyTorch skips empty inputs (including legacy 1-d empties of another rank)
+        size = part.shape[dim]
+        copy_into(em, tensor, view(em, out, out_layout.slice(dim, start, start + size)))
+        start += size
+    return [out]
+
+
+def _repeat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """Out viewed as (repeat_0, size_0, repeat_1, size_1, ...) receives the input broadcast along the repeats."""
+    repeats = list(args["repeats"])
+    source = layout_of(args["self"])
+    lead = len(repeats) - source.rank
+    sizes = [1] * lead + list(source.shape)
+    strides = [0] * lead + list(source.strides)
+    pair_shape = tuple(x for r, n in zip(repeats, sizes, strict=True) for x in (r, n))
+    pair_strides = tuple(x for s in strides for x in (0, s))
+    out = alloc(em, result_shape(op), result_element_type(op))
+    out_pairs = Layout(pair_shape, row_major(pair_shape), 0)
+    copy_into(em, view(em, args["self"], Layout(pair_shape, pair_strides, source.offset)), view(em, out, out_pairs))
+    return [out]
+
+
+def _constant_pad_nd(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """Fill the border with `value`, copy the input (cropped where a pad is negative) into the interior."""
+    pads = list(args["pad"])
+    source = layout_of(args["self"])
+    shape = result_shape(op)
+    out = alloc(em, shape, result_element_type(op))
+    inner, outer = source, layout_of(out)
+    for i in range(len(pads) // 2):
+        dim = source.rank - 1 - i
+        low, high = pads[2 * i], pads[2 * i + 1]
+        inner = inner.slice(dim, max(0, -low), source.shape[dim] - max(0, -high))
+        outer = outer.slice(dim, max(0, low), shape[dim] - max(0, high))
+    if any(p > 0 for p in pads):
+        fill_into(em, out, float(args.get("value", 0)))
+    copy_into(em, view(em, args["self"], inner), view(em, out, outer))
+    return [out]
+
+
+def _slice_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    out = copy_to(em, args["self"])
+    layout = layout_of(out)
+    step = args.get("step", 1)
+    sliced = layout.slice(args.get("dim", 0), args.get("start"), args.get("end"), step)
+    copy_into(em, args["src"], view(em, out, sliced))
+    return [out]
+
+
+def _select_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    out = copy_to(em, args["self"])
+    copy_into(em, args["src"], view(em, out, layout_of(out).select(args["dim"], args["index"])))
+    return [out]
+
+
+def _copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """`copy(self, src)` as a value: src broadcast to self's shape, in self's dtype."""
+    out = alloc(em, result_shape(op), result_element_type(op))
+    copy_into(em, args["src"], out)
+    return [out]
+
+
+def _empty(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return [alloc(em, result_shape(op), result_element_type(op))]
+
+
+MOVEMENT_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.diagonal": _diagonal,
+    "torch.aten.as_strided": _as_strided,
+    "torch.aten.flip": _flip,
+    "torch.aten.split_with_sizes": _split_with_sizes,
+    "torch.aten.cat": _cat,
+    "torch.aten.repeat": _repeat,
+    "torch.aten.constant_pad_nd": _constant_pad_nd,
+    "torch.aten.slice_scatter": _slice_scatter,
+    "torch.aten.select_scatter": _select_scatter,
+    "torch.aten.copy": _copy,
+    "torch.aten.empty.memory_format": _empty,
+    "torch.aten.empty_strided": _empty,
+}
