@@ -10,7 +10,8 @@ the location of the torch op it came from. An op without a lowering fails the pa
 op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
-matmul.py, reduction.py, softmax.py, movement.py.
+matmul.py, reduction.py, softmax.py, movement.py,
+convolution.py.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
+from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
@@ -45,6 +47,7 @@ LOWERINGS: dict[str, Lowering] = {
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
     **MOVEMENT_LOWERINGS,
+    **CONVOLUTION_LOWERINGS,
 }
 
 
