@@ -407,6 +407,22 @@ def _fill(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.MemsetOp, Engine.VECTOR, {"dst": full_access(buffer)}, {"value": op.value})
 
 
+def _iota(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.IotaOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    result = op.result.type
+    assert isinstance(result, TileType)
+    shape = result.get_shape()
+    pattern = [v for step, num in zip(op.step_values(), shape[1:], strict=True) for v in (step, num)]
+    props: dict[str, Attribute] = {"pattern": DenseArrayBase.from_list(i64, pattern)}
+    if op.base is not None:
+        props["base"] = op.base
+    if op.channel_multiplier is not None:
+        props["channel_multiplier"] = op.channel_multiplier
+    conv.emit(em, neuron.IotaOp, Engine.GPSIMD, {"dst": full_access(buffer)}, props)
+
+
 def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.ReduceOp)
     em = conv.emitter(op)
@@ -438,6 +454,7 @@ _HANDLERS = {
     tile.SelectOp: _select,
     tile.CopyOp: _copy,
     tile.FillOp: _fill,
+    tile.IotaOp: _iota,
     tile.ReduceOp: _reduce,
 }
 

@@ -650,6 +650,58 @@ class FillOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IotaOp(IRDLOperation):
+    """A tile of affine integers: `result[p, i...] = base + p * channel_multiplier + sum(i_d * step_d)`.
+
+    `steps` has one step per free axis of the result. Values are computed exactly in int32 (GpSimdE iota) and
+    cast to the result's element type (exact in fp32 up to 2^24): index maps for argmax-style selections.
+
+    ```mlir
+    %i = tile.iota {base = -1 : i64, channel_multiplier = 7 : i64, steps = array<i64: 2>}
+         : !tile.tile<5x3xf32, sbuf>
+    ```
+    """
+
+    name = "tile.iota"
+
+    result = result_def(TileType)
+    base = opt_prop_def(IntegerAttr)
+    channel_multiplier = opt_prop_def(IntegerAttr)
+    steps = prop_def(DenseArrayBase)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, result_type: TileType, steps: Sequence[int], base: int = 0, channel_multiplier: int = 0):
+        props: dict[str, Attribute] = {"steps": DenseArrayBase.from_list(i64, list(steps))}
+        if base:
+            props["base"] = IntegerAttr(base, i64)
+        if channel_multiplier:
+            props["channel_multiplier"] = IntegerAttr(channel_multiplier, i64)
+        super().__init__(result_types=[result_type], properties=props)
+
+    def step_values(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.steps.get_values())
+
+    def base_value(self) -> int:
+        return self.base.value.data if self.base is not None else 0
+
+    def multiplier_value(self) -> int:
+        return self.channel_multiplier.value.data if self.channel_multiplier is not None else 0
+
+    def verify_(self) -> None:
+        result = _tile(self.result)
+        _check_partitions(self, result, "the tile")
+        if len(self.step_values()) != len(result.get_shape()) - 1:
+            raise _error(
+                self, f"steps {list(self.step_values())} must give one step per free axis of {result.get_shape()}"
+            )
+        if result.memory is not Memory.SBUF:
+            raise _error(self, "iota writes SBUF (GpSimdE)")
+
+
+@irdl_op_definition
 class ReduceOp(IRDLOperation):
     """Reduce the `axes` innermost free axes of a tile with `op` (add, max, min, multiply, abs_max).
 
@@ -707,6 +759,7 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     CopyOp,
     FillOp,
     ReduceOp,
+    IotaOp,
 )
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

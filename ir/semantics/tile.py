@@ -169,6 +169,16 @@ def _reduce(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
     return [_cast(reduced.reshape(_tile_type(op).get_shape()), op)]
 
 
+def _iota(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.IotaOp)
+    shape = _tile_type(op).get_shape()
+    grids = np.indices(shape, dtype=np.int64)
+    values = op.base_value() + grids[0] * op.multiplier_value()
+    for axis, step in enumerate(op.step_values(), start=1):
+        values = values + grids[axis] * step
+    return [_cast(values.astype(np.int32), op)]
+
+
 TILE_HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: _alloc,
     tile.ViewOp: _view,
@@ -182,6 +192,7 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.SelectOp: _select,
     tile.CopyOp: _copy,
     tile.FillOp: _fill,
+    tile.IotaOp: _iota,
     tile.ReduceOp: _reduce,
 }
 

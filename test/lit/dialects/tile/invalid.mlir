@@ -296,3 +296,29 @@ func.func @reduce_result_shape(%x: !tile.tile<64x4x8xf32, sbuf>) {
   func.return
 }
 // CHECK: tile.reduce: result shape (64, 1) should be (64, 4)
+
+// -----
+
+// ---- tile.iota --------------------------------------------------------------------------------------------------
+
+func.func @iota_steps_per_free_axis() {
+  %i = tile.iota {steps = array<i64: 1>} : !tile.tile<5x3x2xf32, sbuf>
+  func.return
+}
+// CHECK: tile.iota: steps [1] must give one step per free axis of (5, 3, 2)
+
+// -----
+
+func.func @iota_in_psum() {
+  %i = tile.iota {steps = array<i64: 1>} : !tile.tile<5x3xf32, psum>
+  func.return
+}
+// CHECK: tile.iota: iota writes SBUF (GpSimdE)
+
+// -----
+
+func.func @iota_too_many_partitions() {
+  %i = tile.iota {steps = array<i64: 1>} : !tile.tile<256x3xf32, sbuf>
+  func.return
+}
+// CHECK: tile.iota: the tile has 256 partitions, more than the 128 the hardware has

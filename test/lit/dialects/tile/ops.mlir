@@ -245,3 +245,13 @@ func.func @matmul_acc_loop_carried(%x: memref<37x512xf32, #neuron.mem<hbm>>, %w:
   tile.store %out, %y[%c0, %c0] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #neuron.mem<hbm>>
   func.return
 }
+
+// ---- tile.iota --------------------------------------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @iota_index_map
+func.func @iota_index_map() -> !tile.tile<5x3x2xf32, sbuf> {
+  // CHECK: %[[I:.*]] = tile.iota {base = -1 : i64, channel_multiplier = 7 : i64, steps = array<i64: 2, 1>} : !tile.tile<5x3x2xf32, sbuf>
+  %i = tile.iota {base = -1 : i64, channel_multiplier = 7 : i64, steps = array<i64: 2, 1>} : !tile.tile<5x3x2xf32, sbuf>
+  // CHECK: func.return %[[I]]
+  func.return %i : !tile.tile<5x3x2xf32, sbuf>
+}
