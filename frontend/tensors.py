@@ -29,7 +29,8 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 def from_numpy(array: np.ndarray) -> torch.Tensor:
     """A torch tensor owning a copy-free view of `array` (which the caller does not reuse)."""
-    array = np.ascontiguousarray(array)
+    # np.ascontiguousarray turns 0-d arrays into 1-d ones: keep the shape
+    array = np.ascontiguousarray(array).reshape(np.shape(array))
     if array.dtype in _FROM_ML_DTYPES:
         storage, dtype = _FROM_ML_DTYPES[array.dtype]
         bits = np.dtype({torch.int16: np.int16, torch.uint8: np.uint8}[storage])
