@@ -28,6 +28,12 @@ def _neuron_allocate_memory() -> type[ModulePass]:
     return NeuronAllocateMemoryPass
 
 
+def _neuron_unroll_loops() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_unroll_loops import NeuronUnrollLoopsPass
+
+    return NeuronUnrollLoopsPass
+
+
 def _neuron_insert_sync() -> type[ModulePass]:
     from neuron_mlir.lowering.neuron_insert_sync import NeuronInsertSyncPass
 
@@ -49,6 +55,7 @@ def _neuron_pipeline() -> type[ModulePass]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "convert-torch-to-tile": _convert_torch_to_tile,
     "convert-tile-to-neuron": _convert_tile_to_neuron,
+    "neuron-unroll-loops": _neuron_unroll_loops,
     "neuron-allocate-memory": _neuron_allocate_memory,
     "neuron-insert-sync": _neuron_insert_sync,
     "verify-stage-contract": _verify_stage_contract,

@@ -3,13 +3,20 @@
 Input contract: neuron-level functions (no tile ops); `neuron.alloc`s may lack addresses.
 
 Output guarantee: every `neuron.alloc` has an `address`. SBUF and PSUM buffers whose live ranges overlap get
-disjoint byte ranges and everything fits the target's capacity (SBUF bytes per partition; PSUM banks, each
-buffer starting on a 2 KiB bank boundary so no matmul output crosses a bank). A live range runs in program
+disjoint byte ranges and everything fits the target's capacity: SBUF bytes per partition; PSUM in 2 KiB banks,
+where a matmul's accumulator gets a bank of its own (each bank holds one accumulation group) and other PSUM
+buffers, such as transposes, share banks without straddling two. A live range runs in program
 order from the alloc to its last use, extended to the end of any loop that uses the buffer but does not
-allocate it (the buffer is read again in the next iteration). A buffer allocated inside a loop body is reused
-by every iteration; the synchronisation pass orders those reuses. HBM scratch is placed after the previous one
-(no reuse: HBM is large). When on-chip memory runs out the pass fails, naming the buffer, its source line and
-what was live.
+allocate it (the buffer is read again in the next iteration). A buffer allocated inside a loop body lives for
+the whole body: the engines run ahead of each other, so the next iteration's first instructions may execute
+while this iteration's last ones still use their buffers, and buffers of one body must not share bytes. Every
+iteration reuses the same buffers; the synchronisation pass orders those reuses (unrolled loops,
+`neuron-unroll-loops`, get one set of buffers per copy: double buffering).
+
+Placement is next-fit: each buffer goes at the first free range after the previous one, wrapping around, so
+memory just freed is reused as late as possible and the waits that reuse creates stay rare. HBM scratch is
+placed after the previous one (no reuse: HBM is large). When on-chip memory runs out the pass fails, naming
+the buffer, its source line and what was live.
 """
 
 from __future__ import annotations
@@ -43,10 +50,19 @@ class _Interval:
     size: int
 
 
-def live_intervals(function: func.FuncOp) -> list[_Interval]:
+def _accumulates(alloc: neuron.AllocOp) -> bool:
+    """Whether a PSUM buffer is the destination of a (non-transpose) matmul: an accumulation group."""
+    for use in alloc.buffer.uses:
+        user = use.operation
+        if isinstance(user, neuron.MatmulOp) and user.dst is alloc.buffer and not user.transposes:
+            return True
+    return False
+
+
+def live_intervals(function: func.FuncOp, bank_bytes: int = 2048) -> list[_Interval]:
     """Program-order live ranges of the on-chip allocations of a function."""
     position: dict[Operation, int] = {}
-    loop_end: dict[Operation, int] = {}
+    loop_end: dict[Operation, int] = {}  # a loop's last position (its start is its own position)
     counter = 0
 
     def number(op: Operation) -> None:
@@ -79,7 +95,14 @@ def live_intervals(function: func.FuncOp) -> list[_Interval]:
                     point = max(point, loop_end[ancestor])
                 ancestor = ancestor.parent_op()
             end = max(end, point)
-        intervals.append(_Interval(op, position[op], end, op.row_bytes()))
+        start = position[op]
+        enclosing = op.parent_op()
+        if isinstance(enclosing, scf.ForOp):
+            start, end = min(start, position[enclosing]), max(end, loop_end[enclosing])
+        size = op.row_bytes()
+        if op.memory is Memory.PSUM and _accumulates(op):
+            size = _align(size, bank_bytes)  # one accumulation group per bank (A2: 8 banks, 8 groups in flight)
+        intervals.append(_Interval(op, start, end, size))
     return intervals
 
 
@@ -88,17 +111,50 @@ def _where(op: Operation) -> str:
     return f" (at {text})" if text else ""
 
 
-def _place(intervals: list[_Interval], capacity: int, alignment: int, memory: Memory, target: Target) -> None:
-    """First fit over live intervals, in order of start."""
+def _first_gap(
+    active: list[tuple[int, int, _Interval]], start: int, size: int, alignment: int, bank: int | None = None
+) -> int:
+    """The lowest aligned address >= start where `size` bytes overlap no active buffer.
+
+    With `bank`, a buffer no larger than a bank never straddles two (a matmul writes within one PSUM bank) and
+    a larger one starts on a bank boundary.
+    """
+
+    def legal(address: int) -> int:
+        address = _align(address, alignment)
+        if bank is not None:
+            crosses = size <= bank and address // bank != (address + size - 1) // bank
+            if crosses or (size > bank and address % bank):
+                address = _align(address, bank)
+        return address
+
+    address = legal(start)
+    for taken_address, taken_size, _ in sorted(active, key=lambda entry: entry[0]):
+        if taken_address + taken_size <= address:
+            continue
+        if address + size <= taken_address:
+            break
+        address = legal(taken_address + taken_size)
+    return address
+
+
+def _place(
+    intervals: list[_Interval],
+    capacity: int,
+    alignment: int,
+    memory: Memory,
+    target: Target,
+    bank: int | None = None,
+) -> None:
+    """Next fit over live intervals, in order of start (see the module docstring)."""
     active: list[tuple[int, int, _Interval]] = []  # (address, size, interval)
+    cursor = 0
     for interval in sorted(intervals, key=lambda i: (i.start, -i.size)):
         active = [entry for entry in active if entry[2].end >= interval.start]
         size = _align(interval.size, alignment)
-        address = 0
-        for taken_address, taken_size, _ in sorted(active, key=lambda entry: entry[0]):
-            if address + size <= taken_address:
-                break
-            address = max(address, _align(taken_address + taken_size, alignment))
+        address = _first_gap(active, cursor, size, alignment, bank)
+        if address + size > capacity:
+            address = _first_gap(active, 0, size, alignment, bank)
         if address + size > capacity:
             live = sum(_align(entry[1], alignment) for entry in active)
             raise PassFailedException(
@@ -108,6 +164,7 @@ def _place(intervals: list[_Interval], capacity: int, alignment: int, memory: Me
             )
         active.append((address, size, interval))
         interval.alloc.properties["address"] = IntegerAttr(address, i64)
+        cursor = address + size
 
 
 @dataclass(frozen=True)
@@ -119,11 +176,11 @@ class NeuronAllocateMemoryPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            intervals = live_intervals(function)
+            intervals = live_intervals(function, target.psum_bank_bytes)
             sbuf = [i for i in intervals if i.alloc.memory is Memory.SBUF]
             psum = [i for i in intervals if i.alloc.memory is Memory.PSUM]
             _place(sbuf, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, Memory.SBUF, target)
-            _place(psum, target.psum_bytes_per_partition, target.psum_bank_bytes, Memory.PSUM, target)
+            _place(psum, target.psum_bytes_per_partition, SBUF_ALIGNMENT, Memory.PSUM, target, target.psum_bank_bytes)
             next_hbm = 0
             for alloc in function.body.walk():
                 if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:

@@ -20,7 +20,7 @@ from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
 # (stage name, passes) in order; the stage name is also the contract checked at its end
 DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tile", ("convert-torch-to-tile",)),
-    ("neuron", ("convert-tile-to-neuron",)),
+    ("neuron", ("convert-tile-to-neuron", "neuron-unroll-loops")),
     ("allocated", ("neuron-allocate-memory",)),
     ("synchronised", ("neuron-insert-sync",)),
 )

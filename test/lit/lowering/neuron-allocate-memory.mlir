@@ -2,7 +2,8 @@
 // RUN: neuron-opt %S/Inputs/mlp_backward.neuron.mlir -p neuron-allocate-memory,verify-stage-contract{stage=allocated} --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 // RUN: neuron-opt %s --split-input-file -p neuron-allocate-memory | filecheck %s --check-prefix=CASES
 
-// Buffers whose lifetimes overlap get disjoint addresses; a buffer dead before another is born shares its bytes.
+// Buffers whose lifetimes overlap get disjoint addresses. Placement is next-fit: a new buffer goes after the
+// previous one even when earlier bytes are free, so freed memory is reused as late as possible.
 // CASES-LABEL: func.func @reuse
 func.func @reuse(%x: memref<128x512xf32, #neuron.mem<hbm>>) {
   %a = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
@@ -16,12 +17,31 @@ func.func @reuse(%x: memref<128x512xf32, #neuron.mem<hbm>>) {
 // CASES:       neuron.alloc {address = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>
 // %b follows %a, 64-byte aligned
 // CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #neuron.mem<sbuf>>
-// %a is dead when %c is born: %c reuses its bytes
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x16xf32, #neuron.mem<sbuf>>
+// %a is dead when %c is born, but %c still goes after %b (2048 + 400, rounded up to 64 bytes)
+// CASES:       neuron.alloc {address = 2496 : i64} : memref<128x16xf32, #neuron.mem<sbuf>>
 
 // -----
 
-// A buffer used inside a loop it was not allocated in stays live until the loop ends.
+// When the space after the previous buffer runs out, placement wraps around to the freed bytes at the start.
+// CASES-LABEL: func.func @wrap_around
+func.func @wrap_around(%x: memref<128x40000xf32, #neuron.mem<hbm>>) {
+  %a = neuron.alloc : memref<128x40000xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 40000]]], src %x[0, [[40000, 128], [1, 40000]]] {queue = 0 : i64} : memref<128x40000xf32, #neuron.mem<sbuf>>, memref<128x40000xf32, #neuron.mem<hbm>>
+  %b = neuron.alloc : memref<128x16000xf32, #neuron.mem<sbuf>>
+  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 16000]]], src %a[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #neuron.mem<sbuf>>, memref<128x40000xf32, #neuron.mem<sbuf>>
+  %c = neuron.alloc : memref<128x16000xf32, #neuron.mem<sbuf>>
+  neuron.tensor_copy vector dst %c[0:128, 0, [[1, 16000]]], src %b[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #neuron.mem<sbuf>>, memref<128x16000xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// 160000 + 64000 bytes fill the 229376 of a trn2 partition; %c (64000) no longer fits after %b and wraps to 0
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x40000xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 160000 : i64} : memref<128x16000xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x16000xf32, #neuron.mem<sbuf>>
+
+// -----
+
+// A buffer used inside a loop it was not allocated in stays live until the loop ends; buffers allocated in a loop
+// body live for the whole body, so two of them never share bytes (the next iteration may start early).
 // CASES-LABEL: func.func @live_across_loop
 func.func @live_across_loop(%x: memref<4x512xf32, #neuron.mem<hbm>>) {
   %c0 = arith.constant 0 : index
@@ -42,7 +62,7 @@ func.func @live_across_loop(%x: memref<4x512xf32, #neuron.mem<hbm>>) {
 
 // -----
 
-// PSUM buffers start on 2 KiB banks, so no matmul output straddles two banks.
+// A matmul accumulator gets a PSUM bank (2 KiB) of its own: one accumulation group per bank.
 // CASES-LABEL: func.func @psum_banks
 func.func @psum_banks(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
   %a = neuron.alloc : memref<128x100xf32, #neuron.mem<psum>>
@@ -57,6 +77,38 @@ func.func @psum_banks(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
 }
 // CASES:       neuron.alloc {address = 0 : i64} : memref<128x100xf32, #neuron.mem<psum>>
 // CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #neuron.mem<psum>>
+
+// -----
+
+// Transposes do not accumulate: their PSUM buffers share a bank, but none straddles two.
+// CASES-LABEL: func.func @psum_transposes
+func.func @psum_transposes(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %x = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %x[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<hbm>>
+  %t0 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
+  %t1 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
+  %t2 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
+  %t3 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
+  %t4 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
+  neuron.nc_matmul tensor dst %t0[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %t1[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %t2[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %t3[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %t4[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t0[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t1[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t2[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t3[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t4[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+  func.return
+}
+// four 512-byte transposes fill bank 0; the fifth starts bank 1
+// CASES:       neuron.alloc {address = 0 : i64} : memref<100x128xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 512 : i64} : memref<100x128xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 1024 : i64} : memref<100x128xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 1536 : i64} : memref<100x128xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 2048 : i64} : memref<100x128xf32, #neuron.mem<psum>>
 
 // The MLP forward graph: every buffer gets an address; HBM scratch is laid out one after another.
 // CHECK-LABEL: func.func @main
