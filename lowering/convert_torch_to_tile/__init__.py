@@ -11,7 +11,7 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py.
+convolution.py, pooling.py.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_L
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
@@ -48,6 +49,7 @@ LOWERINGS: dict[str, Lowering] = {
     **SOFTMAX_LOWERINGS,
     **MOVEMENT_LOWERINGS,
     **CONVOLUTION_LOWERINGS,
+    **POOLING_LOWERINGS,
 }
 
 

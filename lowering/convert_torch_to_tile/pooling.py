@@ -1,0 +1,560 @@
+"""Pooling (average, max with indices, adaptive average; 2-d and 3-d) and their backward on VectorE.
+
+Every plane (all leading dims merged: batch x channels) is one partition; output positions lie along the free
+axes in tiles of [rows, columns]. A pooling window is a set of kernel offsets: for offset k the input elements
+of all output positions form a strided *window view* (positions o*s + k*d), so each offset is one DMA'd tile
+and one VectorE max/add into the running result. Padding is a prepared copy of the input with a border of the
+pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mode`'s last partial windows.
+
+- avg_pool: the window sum times 1/count, where count (which depends on the position only: padding and ceil
+  mode cut windows short) comes from the same window sum over a plane of ones, or is the kernel volume, or the
+  divisor override.
+- max_pool_with_indices: kernel offsets are unrolled; a strict `>` keeps the first maximum (PyTorch's order),
+  a select carries the winning offset's flat displacement, and adding a per-position map of window origins
+  (built once by GpSimdE iota) gives PyTorch's flat input index.
+- adaptive average pooling: regular windows when every size divides, else one reduction per output position.
+- backward: per kernel offset (or output position), read-modify-write of the zero-initialised padded gradient
+  through the same window views; max pooling's mask compares the saved indices with each offset's index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
+    PARTITION_TILE,
+    Lowering,
+    alloc,
+    element_type_of,
+    layout_of,
+    load,
+    refuse,
+    result_element_type,
+    result_shape,
+    to_sbuf,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.convolution import fold_nest
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout, row_major
+from neuron_mlir.runtime.hardware import Memory
+
+NEG_INF = float("-inf")
+
+
+def _param(values: Sequence[int] | int | None, rank: int, default: Sequence[int]) -> list[int]:
+    if values is None or (isinstance(values, Sequence) and len(values) == 0):
+        return list(default)
+    if isinstance(values, int):
+        return [values] * rank
+    values = list(values)
+    return values * rank if len(values) == 1 else values
+
+
+def planes(em: Emitter, x: SSAValue, rank: int) -> SSAValue:
+    """x[..., S...] viewed as [P, S...] (all leading dims merged; a contiguous copy when strides can't say it)."""
+    layout = layout_of(x)
+    shape = (math.prod(layout.shape[: layout.rank - rank]), *layout.shape[layout.rank - rank :])
+    merged = layout.reshape(shape)
+    if merged is None:
+        x = copy_to(em, x)
+        merged = layout_of(x).reshape(shape)
+        assert merged is not None
+    return view(em, x, merged)
+
+
+def pad_planes(em: Emitter, x: SSAValue, low: Sequence[int], high: Sequence[int], value: float) -> SSAValue:
+    """x[P, S...] with `low`/`high` elements of `value` around each spatial dim (x itself when no padding)."""
+    if not any(low) and not any(high):
+        return x
+    layout = layout_of(x)
+    spatial = layout.shape[1:]
+    padded = alloc(em, (layout.shape[0], *(s + lo + hi for s, lo, hi in zip(spatial, low, high, strict=True))),
+                   element_type_of(x))  # fmt: skip
+    fill_into(em, padded, value)
+    inner = layout_of(padded)
+    for i, (s, lo) in enumerate(zip(spatial, low, strict=True)):
+        inner = inner.slice(1 + i, lo, lo + s)
+    copy_into(em, x, view(em, padded, inner))
+    return padded
+
+
+def windows(
+    em: Emitter, xp: SSAValue, kernel: Sequence[int], out: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> SSAValue:
+    """The window view [P, K..., O...] of xp[P, S...]: element [p, k, o] = xp[p, o*s + k*d]."""
+    layout = layout_of(xp)
+    spatial = layout.strides[1:]
+    strides = (
+        layout.strides[0],
+        *(st * d for st, d in zip(spatial, dilation, strict=True)),
+        *(st * s for st, s in zip(spatial, stride, strict=True)),
+    )
+    return view(em, xp, Layout((layout.shape[0], *kernel, *out), strides, layout.offset))
+
+
+class PositionTiles:
+    """Tiles of [partitions, rows, columns] over an output [P, O...]; loads/stores through views shaped like it."""
+
+    def __init__(self, partitions: int, out: Sequence[int]):
+        self.partitions, self.out, self.rank = partitions, tuple(out), len(out)
+        self.columns = min(out[-1], FREE_TILE)
+        self.rows = 1
+        if self.rank >= 2 and self.columns == out[-1]:
+            self.rows = max(1, min(out[-2], FREE_TILE // out[-1]))
+
+    def shape(self, ps: int, rs: int, cs: int) -> tuple[int, ...]:
+        return (ps, rs, cs) if self.rank >= 2 else (ps, cs)
+
+    def run(self, em: Emitter, body: Callable[[Emitter, Index, int, list[Index], int, int], None]) -> None:
+        """body(emitter, p0, partitions, position indices (lead..., r0, c0 or c0), rows, columns)."""
+
+        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+            def lead(e2: Emitter, done: list[Index], left: Sequence[int]) -> None:
+                if left:
+                    e2.for_each(left[0], lambda e3, i: lead(e3, [*done, i], left[1:]))
+                    return
+                if self.rank >= 2:
+                    e2.for_tiles(
+                        self.out[-2],
+                        self.rows,
+                        lambda e3, r0, rs: e3.for_tiles(
+                            self.out[-1], self.columns, lambda e4, c0, cs: body(e4, p0, ps, [*done, r0, c0], rs, cs)
+                        ),
+                    )
+                else:
+                    e2.for_tiles(self.out[-1], self.columns, lambda e3, c0, cs: body(e3, p0, ps, [c0], 1, cs))
+
+            lead(e, [], self.out[:-2] if self.rank >= 2 else ())
+
+        em.for_tiles(self.partitions, PARTITION_TILE, per_partition)
+
+    def load(
+        self, em: Emitter, tensor: SSAValue, p0: Index, pos: list[Index], size: tuple[int, int, int],
+        extra: Sequence[Index] = (), element_type: Attribute | None = None,
+    ) -> SSAValue:  # fmt: skip
+        """The tile at (p0, pos) of `tensor` [P, extra..., O...] (`extra` indexes dims between P and O)."""
+        rank = layout_of(tensor).rank
+        dims = (0, rank - 2, rank - 1) if self.rank >= 2 else (0, rank - 1)
+        return load(em, tensor, [p0, *extra, *pos], self.shape(*size), element_type, dims=dims)
+
+    def store(self, em: Emitter, value: SSAValue, tensor: SSAValue, p0: Index, pos: list[Index]) -> None:
+        rank = layout_of(tensor).rank
+        dims = (0, rank - 2, rank - 1) if self.rank >= 2 else (0, rank - 1)
+        default = tuple(range(rank - len(dims), rank))
+        em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in [p0, *pos]], None if dims == default else dims))
+
+
+def _binary(em: Emitter, op: str, lhs: SSAValue, rhs: SSAValue, element_type: Attribute = f32) -> SSAValue:
+    result = TileType(tile_shape(lhs), element_type, Memory.SBUF)
+    return em.insert(tile.BinaryOp(lhs, rhs, op, result)).result
+
+
+def _scalar(em: Emitter, op: str, value: SSAValue, scalar: float, element_type: Attribute = f32) -> SSAValue:
+    result = TileType(tile_shape(value), element_type, Memory.SBUF)
+    return em.insert(tile.BinaryScalarOp(value, op, result, scalar=scalar)).result
+
+
+def tile_shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TileType)
+    return value.type.get_shape()
+
+
+def _broadcast_planes(em: Emitter, value: SSAValue, partitions: int, planar: bool = False) -> SSAValue:
+    """value[O...] (or value[1, O...] when `planar`) viewed as [partitions, O...], stride 0 on the plane axis."""
+    layout = layout_of(value)
+    if planar:
+        layout = layout.squeeze([0])
+    return view(em, value, Layout((partitions, *layout.shape), (0, *layout.strides), layout.offset))
+
+
+# ---- geometry ------------------------------------------------------------------------------------------------
+
+
+class Geometry:
+    """Kernel, stride, padding and dilation of one pooling, and the padding its output needs."""
+
+    def __init__(self, spatial, out, kernel, stride, padding, dilation):  # type: ignore[no-untyped-def]
+        self.spatial, self.out, self.kernel = tuple(spatial), tuple(out), tuple(kernel)
+        self.stride, self.padding, self.dilation = tuple(stride), tuple(padding), tuple(dilation)
+        # ceil mode's last window may reach past the padded input: pad the high side far enough
+        self.high = tuple(
+            max(p, (o - 1) * s + d * (k - 1) + 1 - n - p)
+            for n, o, k, s, p, d in zip(spatial, out, kernel, stride, padding, dilation, strict=True)
+        )
+
+    @property
+    def offsets(self) -> list[tuple[int, ...]]:
+        return list(itertools.product(*(range(k) for k in self.kernel)))
+
+    def displacement(self, offset: Sequence[int]) -> int:
+        """The flat input-index displacement of a kernel offset (row-major over the unpadded input)."""
+        strides = row_major(self.spatial)
+        return sum(k * d * st for k, d, st in zip(offset, self.dilation, strides, strict=True))
+
+
+def _counts(em: Emitter, g: Geometry, include_pad: bool) -> SSAValue | None:
+    """[1, O...] window element counts (None when every window counts the kernel volume)."""
+    padded = tuple(n + p + h for n, p, h in zip(g.spatial, g.padding, g.high, strict=True))
+    extent = [n + 2 * p if include_pad else n for n, p in zip(g.spatial, g.padding, strict=True)]
+    start = [0 if include_pad else p for p in g.padding]
+    covered = all(st == 0 and e == n for st, e, n in zip(start, extent, padded, strict=True))
+    if covered:
+        return None
+    ones = alloc(em, (1, *padded), f32)
+    fill_into(em, ones, 0.0)
+    region = layout_of(ones)
+    for i, (st, e) in enumerate(zip(start, extent, strict=True)):
+        region = region.slice(1 + i, st, st + e)
+    fill_into(em, view(em, ones, region), 1.0)
+    return _window_sum(em, windows(em, ones, g.kernel, g.out, g.stride, g.dilation), g, 1)
+
+
+def _window_sum(em: Emitter, wins: SSAValue, g: Geometry, partitions: int, scale: SSAValue | float | None = None,
+                out_element_type: Attribute = f32) -> SSAValue:  # fmt: skip
+    """out[P, O...] = sum over kernel offsets of wins[P, K..., O...] (times `scale`: a [.., O...] map or a float)."""
+    out = alloc(em, (partitions, *g.out), out_element_type)
+    tiles = PositionTiles(partitions, g.out)
+
+    def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
+        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            value = tiles.load(e2, wins, p0, pos, (ps, rs, cs), offsets, f32)
+            return value if acc is None else _binary(e2, "add", acc, value)
+
+        total = fold_nest(e, [(k, 1) for k in g.kernel], step)
+        if isinstance(scale, float):
+            total = _scalar(e, "multiply", total, scale)
+        elif scale is not None:
+            counts = tiles.load(e, _broadcast_planes(e, scale, partitions, True), p0, pos, (ps, rs, cs), (), f32)
+            inverse = e.insert(tile.UnaryOp(counts, "reciprocal", TileType(tile_shape(counts), f32))).result
+            total = _binary(e, "multiply", total, inverse)
+        tiles.store(e, to_sbuf(e, total, out_element_type), out, p0, pos)
+
+    tiles.run(em, body)
+    return out
+
+
+# ---- forward ops ---------------------------------------------------------------------------------------------
+
+
+def _avg_pool(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = planes(em, args["self"], rank)
+        spatial = layout_of(x).shape[1:]
+        kernel = _param(args["kernel_size"], rank, [])
+        g = Geometry(spatial, result_shape(op)[-rank:], kernel, _param(args.get("stride"), rank, kernel),
+                     _param(args.get("padding", 0), rank, [0] * rank), [1] * rank)  # fmt: skip
+        xp = pad_planes(em, x, g.padding, g.high, 0.0)
+        divisor = args.get("divisor_override")
+        scale: SSAValue | float | None
+        if divisor is not None:
+            scale = 1.0 / float(divisor)
+        else:
+            counts = _counts(em, g, bool(args.get("count_include_pad", True)))
+            scale = 1.0 / math.prod(kernel) if counts is None else counts
+        partitions = layout_of(x).shape[0]
+        wins = windows(em, xp, g.kernel, g.out, g.stride, g.dilation)
+        out = _window_sum(em, wins, g, partitions, scale, result_element_type(op))
+        return [view(em, out, Layout.contiguous(result_shape(op)))]
+
+    return lower
+
+
+def _index_map(em: Emitter, g: Geometry) -> SSAValue:
+    """[O...] f32: the flat input index of each output position's window origin, (o*s - p) row-major."""
+    strides = row_major(g.spatial)
+    out = alloc(em, g.out, f32)
+    rank = len(g.out)
+    if rank == 1:
+        rows_view = view(em, out, Layout((1, g.out[0]), (0, 1), 0))
+        lead_extents: tuple[int, ...] = ()
+        row_count, row_step = 1, 0
+    else:
+        rows_view = out
+        lead_extents = g.out[:-2]
+        row_count, row_step = g.out[-2], g.stride[-2] * strides[-2]
+    columns = g.out[-1]
+    for lead in itertools.product(*(range(n) for n in lead_extents)):
+        lead_base = sum((o * s - p) * st for o, s, p, st in zip(lead, g.stride, g.padding, strides, strict=False))
+        for r0 in range(0, row_count, PARTITION_TILE):
+            rs = min(PARTITION_TILE, row_count - r0)
+            for c0 in range(0, columns, FREE_TILE):
+                cs = min(FREE_TILE, columns - c0)
+                base = lead_base + (c0 * g.stride[-1] - g.padding[-1]) * strides[-1]
+                if rank >= 2:
+                    base += (r0 * g.stride[-2] - g.padding[-2]) * strides[-2]
+                result = TileType((rs, cs), f32, Memory.SBUF)
+                value = em.insert(tile.IotaOp(result, [g.stride[-1] * strides[-1]], base, row_step)).result
+                em.insert(tile.StoreOp(value, rows_view, [em.index(i) for i in (*lead, r0, c0)]))
+    return out
+
+
+def _max_pool_with_indices(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = planes(em, args["self"], rank)
+        spatial = layout_of(x).shape[1:]
+        kernel = _param(args["kernel_size"], rank, [])
+        stride = _param(args.get("stride"), rank, kernel)
+        padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
+        g = Geometry(spatial, result_shape(op)[-rank:], kernel, stride, padding, dilation)
+        partitions = layout_of(x).shape[0]
+        xp = pad_planes(em, x, g.padding, g.high, NEG_INF)
+        wins = windows(em, xp, g.kernel, g.out, g.stride, g.dilation)
+        origins = _broadcast_planes(em, _index_map(em, g), partitions)
+        values = alloc(em, (partitions, *g.out), result_element_type(op, 0))
+        indices = alloc(em, (partitions, *g.out), result_element_type(op, 1))
+        tiles = PositionTiles(partitions, g.out)
+
+        def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
+            best: SSAValue | None = None
+            where: SSAValue | None = None
+            shape = tiles.shape(ps, rs, cs)
+            for offset in g.offsets:
+                value = tiles.load(e, wins, p0, pos, (ps, rs, cs), list(offset), f32)
+                here = e.insert(tile.FillOp(float(g.displacement(offset)), TileType(shape, f32))).result
+                if best is None or where is None:
+                    best, where = value, here
+                    continue
+                better = _binary(e, "is_gt", value, best)
+                best = e.insert(tile.SelectOp(better, value, best, TileType(shape, f32))).result
+                where = e.insert(tile.SelectOp(better, here, where, TileType(shape, f32))).result
+            assert best is not None
+            assert where is not None
+            origin = tiles.load(e, origins, p0, pos, (ps, rs, cs))
+            flat = _binary(e, "add", where, origin)
+            tiles.store(e, to_sbuf(e, best, result_element_type(op, 0)), values, p0, pos)
+            tiles.store(e, to_sbuf(e, flat, result_element_type(op, 1)), indices, p0, pos)
+
+        tiles.run(em, body)
+        shape = result_shape(op)
+        return [view(em, values, Layout.contiguous(shape)), view(em, indices, Layout.contiguous(shape))]
+
+    return lower
+
+
+def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    return [((o * size) // out, -((-(o + 1) * size) // out)) for o in range(out)]
+
+
+def _adaptive_avg_pool(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = planes(em, args["self"], rank)
+        spatial = layout_of(x).shape[1:]
+        out_spatial = result_shape(op)[-rank:]
+        partitions = layout_of(x).shape[0]
+        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
+            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
+            g = Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank)
+            wins = windows(em, x, g.kernel, g.out, g.stride, g.dilation)
+            out = _window_sum(em, wins, g, partitions, 1.0 / math.prod(kernel), result_element_type(op))
+            return [view(em, out, Layout.contiguous(result_shape(op)))]
+        out = alloc(em, (partitions, math.prod(out_spatial)), result_element_type(op))
+        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
+
+        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+            for flat, window in enumerate(itertools.product(*ranges)):
+                sizes = [hi - lo for lo, hi in window]
+                region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
+                total = e.insert(tile.ReduceOp(region, "add", TileType((ps, 1), f32), axes=rank)).result
+                mean = _scalar(e, "multiply", total, 1.0 / math.prod(sizes), result_element_type(op))
+                e.insert(tile.StoreOp(mean, out, [e.index(p0), e.index(flat)]))
+
+        em.for_tiles(partitions, PARTITION_TILE, per_partition)
+        return [view(em, out, Layout.contiguous(result_shape(op)))]
+
+    return lower
+
+
+# ---- backward ops --------------------------------------------------------------------------------------------
+
+
+def _scatter_windows(
+    em: Emitter,
+    grad_out: SSAValue,
+    g: Geometry,
+    partitions: int,
+    contribution: Callable[[Emitter, SSAValue, tuple[int, ...], Index, list[Index], tuple[int, int, int]], SSAValue],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """grad_input[P, S...]: for each kernel offset, add contribution(grad tile) into the offset's window view."""
+    padded_shape = (partitions, *(n + p + h for n, p, h in zip(g.spatial, g.padding, g.high, strict=True)))
+    gp = alloc(em, padded_shape, f32)
+    fill_into(em, gp, 0.0)
+    wins = windows(em, gp, g.kernel, g.out, g.stride, g.dilation)
+    tiles = PositionTiles(partitions, g.out)
+    for offset in g.offsets:
+
+        def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k=offset) -> None:
+            go = tiles.load(e, grad_out, p0, pos, (ps, rs, cs), (), f32)
+            added = contribution(e, go, k, p0, pos, (ps, rs, cs))
+            current = tiles.load(e, wins, p0, pos, (ps, rs, cs), list(k), f32)
+            rank = layout_of(wins).rank
+            e.insert(
+                tile.StoreOp(
+                    _binary(e, "add", current, added),
+                    wins,
+                    [e.index(i) for i in [p0, *k, *pos]],
+                    (0, rank - 2, rank - 1) if len(g.out) >= 2 else (0, rank - 1),
+                )
+            )
+
+        tiles.run(em, body)
+    interior = layout_of(gp)
+    for i, (n, p) in enumerate(zip(g.spatial, g.padding, strict=True)):
+        interior = interior.slice(1 + i, p, p + n)
+    result = view(em, gp, interior)
+    if out_element_type != f32:
+        result = copy_to_type(em, result, out_element_type)
+    return result
+
+
+def copy_to_type(em: Emitter, source: SSAValue, element_type: Attribute) -> SSAValue:
+    out = alloc(em, layout_of(source).shape, element_type)
+    copy_into(em, source, out)
+    return out
+
+
+def _avg_pool_backward(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = layout_of(args["self"])
+        grad_out = planes(em, args["grad_output"], rank)
+        spatial = x.shape[-rank:]
+        partitions = layout_of(grad_out).shape[0]
+        kernel = _param(args["kernel_size"], rank, [])
+        g = Geometry(spatial, layout_of(grad_out).shape[1:], kernel, _param(args.get("stride"), rank, kernel),
+                     _param(args.get("padding", 0), rank, [0] * rank), [1] * rank)  # fmt: skip
+        divisor = args.get("divisor_override")
+        counts = None
+        if divisor is None:
+            counts = _counts(em, g, bool(args.get("count_include_pad", True)))
+        inverse_counts = None
+        if counts is not None:
+            inverse_counts = _broadcast_planes(em, counts, partitions, True)
+        scale = 1.0 / float(divisor) if divisor is not None else 1.0 / math.prod(kernel)
+        tiles = PositionTiles(partitions, g.out)
+
+        def contribution(e: Emitter, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
+            if inverse_counts is None:
+                return _scalar(e, "multiply", go, scale)
+            count = tiles.load(e, inverse_counts, p0, pos, size, (), f32)
+            inverse = e.insert(tile.UnaryOp(count, "reciprocal", TileType(tile_shape(count), f32))).result
+            return _binary(e, "multiply", go, inverse)
+
+        grad = _scatter_windows(em, grad_out, g, partitions, contribution, result_element_type(op))
+        return [_reshaped(em, grad, result_shape(op))]
+
+    return lower
+
+
+def _reshaped(em: Emitter, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    layout = layout_of(value).reshape(shape)
+    if layout is None:
+        value = copy_to(em, value)
+        layout = layout_of(value).reshape(shape)
+        assert layout is not None
+    return view(em, value, layout)
+
+
+def _max_pool_backward(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = layout_of(args["self"])
+        grad_out = planes(em, args["grad_output"], rank)
+        indices = planes(em, args["indices"], rank)
+        spatial = x.shape[-rank:]
+        partitions = layout_of(grad_out).shape[0]
+        kernel = _param(args["kernel_size"], rank, [])
+        stride = _param(args.get("stride"), rank, kernel)
+        padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
+        g = Geometry(spatial, layout_of(grad_out).shape[1:], kernel, stride, padding, dilation)
+        origins = _broadcast_planes(em, _index_map(em, g), partitions)
+        tiles = PositionTiles(partitions, g.out)
+
+        def contribution(e: Emitter, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
+            chosen = tiles.load(e, indices, p0, pos, size, (), f32)
+            origin = tiles.load(e, origins, p0, pos, size, (), f32)
+            displacement = _binary(e, "subtract", chosen, origin)
+            mask = _scalar(e, "is_equal", displacement, float(g.displacement(k)))
+            return _binary(e, "multiply", go, mask)
+
+        grad = _scatter_windows(em, grad_out, g, partitions, contribution, result_element_type(op))
+        return [_reshaped(em, grad, result_shape(op))]
+
+    return lower
+
+
+def _adaptive_avg_pool_backward(rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        spatial = layout_of(args["self"]).shape[-rank:]
+        grad_out = planes(em, args["grad_output"], rank)
+        out_spatial = layout_of(grad_out).shape[1:]
+        partitions = layout_of(grad_out).shape[0]
+        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
+            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
+            g = Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank)
+            scale = 1.0 / math.prod(kernel)
+            grad = _scatter_windows(
+                em, grad_out, g, partitions, lambda e, go, *_: _scalar(e, "multiply", go, scale),
+                result_element_type(op),
+            )  # fmt: skip
+            return [_reshaped(em, grad, result_shape(op))]
+        gp = alloc(em, (partitions, *spatial), f32)
+        fill_into(em, gp, 0.0)
+        flat_grad = _reshaped(em, grad_out, (partitions, math.prod(out_spatial)))
+        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
+
+        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+            for flat, window in enumerate(itertools.product(*ranges)):
+                sizes = [hi - lo for lo, hi in window]
+                column = load(e, flat_grad, [p0, flat], (ps, 1), f32)
+                share = _scalar(e, "multiply", column, 1.0 / math.prod(sizes))
+                at = [p0, *(lo for lo, _ in window)]
+                region = load(e, gp, at, (ps, *sizes), f32)
+                added = e.insert(
+                    tile.BinaryScalarOp(region, "add", TileType(tile_shape(region), f32), column=share)
+                ).result
+                e.insert(tile.StoreOp(added, gp, [e.index(i) for i in at]))
+
+        em.for_tiles(partitions, PARTITION_TILE, per_partition)
+        result: SSAValue = gp
+        if result_element_type(op) != f32:
+            result = copy_to_type(em, gp, result_element_type(op))
+        return [_reshaped(em, result, result_shape(op))]
+
+    return lower
+
+
+def _refuse_unbatched(lowering: Lowering, rank: int) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        source = args.get("self")
+        if source is not None and layout_of(source).rank < rank + 1:
+            raise refuse(em, op.name, f"the input needs a channel dimension and {rank} spatial dimensions")
+        return lowering(em, op, args)
+
+    return lower
+
+
+POOLING_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.avg_pool2d": _refuse_unbatched(_avg_pool(2), 2),
+    "torch.aten.avg_pool3d": _refuse_unbatched(_avg_pool(3), 3),
+    "torch.aten.avg_pool2d_backward": _refuse_unbatched(_avg_pool_backward(2), 2),
+    "torch.aten.avg_pool3d_backward": _refuse_unbatched(_avg_pool_backward(3), 3),
+    "torch.aten.max_pool2d_with_indices": _refuse_unbatched(_max_pool_with_indices(2), 2),
+    "torch.aten.max_pool3d_with_indices": _refuse_unbatched(_max_pool_with_indices(3), 3),
+    "torch.aten.max_pool2d_with_indices_backward": _refuse_unbatched(_max_pool_backward(2), 2),
+    "torch.aten.max_pool3d_with_indices_backward": _refuse_unbatched(_max_pool_backward(3), 3),
+    "torch.aten._adaptive_avg_pool2d": _refuse_unbatched(_adaptive_avg_pool(2), 2),
+    "torch.aten._adaptive_avg_pool3d": _refuse_unbatched(_adaptive_avg_pool(3), 3),
+    "torch.aten._adaptive_avg_pool2d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(2), 2),
+    "torch.aten._adaptive_avg_pool3d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(3), 3),
+}
