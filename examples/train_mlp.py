@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
 import time
 from pathlib import Path
@@ -75,18 +74,13 @@ def main() -> int:
           f"{stats['compile_seconds']:.2f} s; nodes run on the CPU instead: {stats['nodes_fallen_back']}; "
           f"{args.steps} training steps took {wall:.2f} s of wall time")
 
-    traces = []
     for name, profile in neuron_mlir.profiles().items():
         print(f"\n=== {name} ===")
         print(profile.summary(top_locations=6))
-        trace = profile.chrome_trace()
-        for event in trace["traceEvents"]:
-            event["pid"] = len(traces)
-            if event["name"] == "process_name":
-                event["args"]["name"] = f"{name} on {args.target}"
-        traces.append(trace["traceEvents"])
-    Path(args.trace).write_text(json.dumps({"traceEvents": [e for t in traces for e in t]}))
-    print(f"\ntrace written to {args.trace} (one process per graph, one track per engine)")
+    print()
+    print(neuron_mlir.report())
+    neuron_mlir.write_trace(args.trace)
+    print(f"\ntrace written to {args.trace} (https://ui.perfetto.dev: a process per graph, a track per engine)")
     return 0 if stats["nodes_fallen_back"] == 0 else 1
 
 

@@ -28,6 +28,23 @@ def profiles() -> dict[str, Any]:
     return dict(STATS.latest_profiles)
 
 
+def report(max_depth: int | None = None) -> str:
+    """Simulated time of the latest runs by module path (`model.layers.0.mlp`) and forward/backward phase."""
+    from neuron_mlir.frontend.report import module_report
+
+    return module_report(profiles(), max_depth)
+
+
+def write_trace(path: str) -> None:
+    """Write one Chrome/Perfetto trace of the latest run of every compiled graph (a process per graph)."""
+    import json
+
+    from neuron_mlir.frontend.report import combined_trace
+
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(combined_trace(profiles()), handle)
+
+
 def reset() -> None:
     """Forget stats and profiles and number graphs from 0 again.
 
