@@ -260,6 +260,95 @@ def binary(op: str, lhs: Any, rhs: Any, integer: bool = False) -> np.ndarray:
         return _FLOAT_OPS[op](to_f32(lhs), to_f32(rhs))
 
 
+# ---- GpSimdE kernels ---------------------------------------------------------------------------------------
+
+
+def _floor_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's floor division of floats (`div_floor_floating`), step by step in the operands' precision."""
+    with np.errstate(all="ignore"):
+        quotient = a / b
+        mod = np.fmod(a, b)
+        div = (a - mod) / b
+        div = np.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+        floored = np.floor(div)
+        floored = np.where(div - floored > 0.5, floored + 1, floored)
+        result = np.where(div != 0, floored, np.copysign(np.zeros_like(div), quotient))
+        return np.where(b == 0, quotient, result).astype(a.dtype, copy=False)
+
+
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's remainder of floats: fmod, moved by one divisor when the signs of the two differ."""
+    with np.errstate(all="ignore"):
+        mod = np.fmod(a, b)
+        return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).astype(a.dtype, copy=False)
+
+
+def _int_divide(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    safe = np.where(b == 0, 1, b)
+    if op == "divide_floor":
+        result = a // safe
+    elif op == "divide_trunc":
+        result = np.sign(a) * np.sign(safe) * (np.abs(a) // np.abs(safe))
+    elif op == "fmod":
+        result = np.fmod(a, safe)
+    else:
+        result = np.remainder(a, safe)
+    return np.where(b == 0, 0, result)
+
+
+_PHILOX_M0, _PHILOX_M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_PHILOX_W0, _PHILOX_W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def philox(counter: Any, key: Any) -> tuple[np.ndarray, ...]:
+    """Philox-4x32-10 (Salmon et al., SC'11) of the block (counter, 0, 0, 0) under the key (key, 0): four
+    uint32 words per element, as uint64 arrays."""
+    c0 = np.asarray(counter).astype(np.int64).astype(np.uint64) & _LOW32
+    k0 = np.broadcast_to(np.asarray(key).astype(np.int64).astype(np.uint64) & _LOW32, c0.shape).copy()
+    k1 = np.zeros_like(c0)
+    c1, c2, c3 = np.zeros_like(c0), np.zeros_like(c0), np.zeros_like(c0)
+    for _ in range(10):
+        p0, p1 = _PHILOX_M0 * c0, _PHILOX_M1 * c2
+        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _LOW32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _LOW32
+        k0, k1 = (k0 + _PHILOX_W0) & _LOW32, (k1 + _PHILOX_W1) & _LOW32
+    return c0, c1, c2, c3
+
+
+def _unit(word: np.ndarray) -> np.ndarray:
+    """The top 24 bits of a 32-bit word as an fp32 in [0, 1) (every value exactly representable)."""
+    return ((word >> np.uint64(8)).astype(np.float64) * 2.0**-24).astype(F32)
+
+
+def _normal(counter: Any, key: Any) -> np.ndarray:
+    words = philox(counter, key)
+    u1 = np.float32(1) - _unit(words[0])  # in (0, 1]: the logarithm stays finite
+    u2 = _unit(words[1])
+    with np.errstate(all="ignore"):
+        return (np.sqrt(np.float32(-2) * np.log(u1)) * np.cos(np.float32(2 * math.pi) * u2)).astype(F32)
+
+
+def gpsimd_kernel(name: str, in0: Any, in1: Any, integer: bool = False) -> np.ndarray:
+    """A kernel of `isa.GPSIMD_KERNELS` on (broadcastable) operands: int32 results in integer mode, else fp32."""
+    if name == "uniform":
+        return _unit(philox(in0, in1)[0])
+    if name == "normal":
+        return _normal(in0, in1)
+    if integer and name != "divide":
+        return wrap32(_int_divide(name, to_int(in0), to_int(in1))).astype(np.int32)
+    a, b = np.broadcast_arrays(to_f32(in0), to_f32(in1))
+    with np.errstate(all="ignore"):
+        if name == "divide":
+            return a / b
+        if name == "divide_trunc":
+            return np.trunc(a / b)
+        if name == "divide_floor":
+            return _floor_divide(a, b)
+        if name == "fmod":
+            return np.fmod(a, b)
+        return _remainder(a, b)
+
+
 # ---- reductions --------------------------------------------------------------------------------------------
 
 _REDUCE: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {

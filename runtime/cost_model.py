@@ -15,7 +15,8 @@ are partitions: fewer than 128 partitions cost the same, A2/PERF).
   add/max streams at N/2 (ISA-old).
 * ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` (ISA-old); v4 runs
   16-bit tensor_scalar/tensor_copy 2x (A4).
-* GpSimdE: `150 + N` (ISA-old's iota/affine_select rule, the only published GpSimd numbers).
+* GpSimdE: `150 + N` (ISA-old's iota/affine_select rule, the only published GpSimd numbers); a `gpsimd_kernel`
+  streams at `GPSIMD_KERNEL_CYCLES_PER_ELEMENT[kernel]` cycles per element instead of 1 [I].
 * DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors, semaphores, "about 1300 ns" to ~2 us, DMABW/DMAOV)
   then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine per 8 partitions (PERF)
   and an efficiency that grows with the contiguous bytes per chunk: poor below 256 B, full at 4 KiB (DMABW).
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_mlir.runtime import dtypes
-from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.hardware import GPSIMD_KERNEL_CYCLES_PER_ELEMENT, Engine, Memory, Target
 from neuron_mlir.runtime.program import Access, BufferDecl, Instruction
 
 _SIXTEEN_BIT = frozenset({"bf16", "f16"})
@@ -153,6 +154,7 @@ _STREAMED_READS: dict[str, tuple[str, ...]] = {
     "memset": (),
     "iota": (),
     "affine_select": ("on_true",),
+    "gpsimd_kernel": ("in0",),
 }
 
 
@@ -170,7 +172,8 @@ def compute_cycles(
     streamed = [ops[role] for role in _STREAMED_READS[opcode] if role in ops]
     n = max([shape.free_count for shape in streamed] + [ops["dst"].free_count])
     if engine is Engine.GPSIMD:
-        return float(target.gpsimd_startup_cycles + n)
+        per_element = GPSIMD_KERNEL_CYCLES_PER_ELEMENT[attrs["kernel"]] if opcode == "gpsimd_kernel" else 1
+        return float(target.gpsimd_startup_cycles + n * per_element)
     involved = [*streamed, ops["dst"]]
     if engine is Engine.SCALAR:
         speedup = 1

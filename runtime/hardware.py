@@ -146,6 +146,20 @@ class Target:
         """TensorE peak FLOP/s for matmul inputs of `dtype_family` ('fp32', 'bf16', 'fp8')."""
         return self.tensor_peak_tflops[dtype_family] * 1e12
 
+# GpSimdE kernels (`isa.GPSIMD_KERNELS`): cycles per element per partition after the startup [I]. No public
+# number exists; each lane runs a software routine of about this many SIMD instructions per element: a divide
+# is a reciprocal estimate refined by Newton steps plus the rounding fix-up (~6), Philox-4x32-10 is 10 rounds
+# of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos.
+GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
+    "divide": 6,
+    "divide_trunc": 6,
+    "divide_floor": 8,
+    "fmod": 8,
+    "remainder": 8,
+    "uniform": 8,
+    "normal": 24,
+}
+
 
 def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[Engine, float]:
     # The sync engine and the DMA queues have no published clock; they are timed in nanoseconds, and we give

@@ -69,6 +69,27 @@ ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
     }
 )
 
+# Functions GpSimdE runs as hand-written vector kernels (its eight cores are general-purpose C/C++ processors
+# with 512-bit SIMD, A2): only what no VectorE/ScalarE ALU operator or activation function offers. Name -> number
+# of tensor inputs. Semantics in `runtime.alu.gpsimd_kernel`, cost per element in `runtime.hardware`.
+#   divide        in0 / in1, IEEE fp32 division rounded to nearest (the ALU has no divide, SH)
+#   divide_trunc  in0 / in1 rounded toward zero; exact on integers
+#   divide_floor  in0 / in1 rounded toward -inf (PyTorch's floor division); exact on integers
+#   fmod          in0 - trunc(in0 / in1) * in1, exactly (the sign of in0, C's fmod); exact on integers
+#   remainder     in0 - floor(in0 / in1) * in1, exactly (the sign of in1, Python's %); exact on integers
+#   uniform       fp32 in [0, 1) from Philox-4x32-10 of counter in0 under key in1 (counter-based: each element's
+#                 value depends only on its counter and the key, never on the order of evaluation)
+#   normal        fp32 standard normal, Box-Muller on two words of the same Philox output
+GPSIMD_KERNELS: dict[str, int] = {
+    "divide": 2,
+    "divide_trunc": 2,
+    "divide_floor": 2,
+    "fmod": 2,
+    "remainder": 2,
+    "uniform": 2,
+    "normal": 2,
+}
+
 # Free-axis reduction operators of tensor_reduce and of activation's accumulate.
 REDUCE_OPS: frozenset[str] = frozenset({"add", "max", "min", "multiply", "abs_max"})
 
@@ -212,6 +233,18 @@ OPCODES: dict[str, OpcodeSpec] = {
             doc="v = base + p * channel_multiplier + sum(i_d * step_d); dst = (v <cmp> 0) ? on_true : "
             "on_false_value. cmp is one of is_equal, not_equal, is_ge, is_gt, is_le, is_lt. Builds masks "
             "(causal, identity) without reading memory for the predicate.",
+        ),
+        OpcodeSpec(
+            "gpsimd_kernel",
+            frozenset({Engine.GPSIMD}),
+            reads=("in0",),
+            writes=("dst",),
+            optional_reads=("in1",),
+            attrs={"kernel": REQUIRED},
+            doc="dst = kernel(in0, in1) elementwise for a function of GPSIMD_KERNELS (its docstring there). in1 "
+            "has in0's shape or is a [P, 1] column broadcast along the free axes. With all tensors integer "
+            "the division kernels compute exactly on 32-bit integers (integer division by zero gives 0); "
+            "otherwise in fp32.",
         ),
         OpcodeSpec(
             "dma_copy",

@@ -206,6 +206,15 @@ def affine_select(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
     dst[...] = np.where(chosen, on_true, on_false).reshape(dst.shape)
 
 
+def gpsimd_kernel(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+    """dst = kernel(in0, in1); in1 may be a [P, 1] column (see isa.GPSIMD_KERNELS)."""
+    in0, dst, in1 = ops["in0"], ops["dst"], ops.get("in1")
+    tensors = [in0] if in1 is None else [in0, in1]
+    integer = all(alu.is_integer_dtype(t.dtype) for t in [*tensors, dst])
+    second = _rows(in1) if in1 is not None else np.zeros((1, 1), np.int32)
+    store(dst, alu.gpsimd_kernel(attrs["kernel"], _rows(in0), second, integer))
+
+
 def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
     if src.dtype == dst.dtype:
@@ -225,6 +234,7 @@ SEMANTICS: dict[str, Callable[[Operands, Attrs, Engine, Target], None]] = {
     "memset": memset,
     "iota": iota,
     "affine_select": affine_select,
+    "gpsimd_kernel": gpsimd_kernel,
     "dma_copy": dma_copy,
 }
 

@@ -675,6 +675,7 @@ _ATTR_KINDS: dict[tuple[str, str], str] = {
     ("affine_select", "channel_multiplier"): "int",
     ("affine_select", "pattern"): "pattern",
     ("affine_select", "on_false_value"): "number",
+    ("gpsimd_kernel", "kernel"): "kernel",
 }
 _NAMED_CHOICES: dict[str, frozenset[str]] = {
     "activation": isa.ACTIVATION_FUNCTIONS,
@@ -682,6 +683,7 @@ _NAMED_CHOICES: dict[str, frozenset[str]] = {
     "alu_or_none": isa.ALU_OPS,
     "reduce": isa.REDUCE_OPS,
     "cmp": isa.COMPARISON_OPS,
+    "kernel": frozenset(isa.GPSIMD_KERNELS),
 }
 
 
@@ -864,6 +866,19 @@ def _check_affine_select(v: _Validator, inst: Instruction, ops: dict[str, _Opera
     _check_pattern_fits(inst, ops)
 
 
+def _check_gpsimd_kernel(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
+    _same_elements(inst, ops["dst"], ops["in0"])
+    if "in1" in ops:
+        # in1 is in0's size, or a per-partition column broadcast along the free axes
+        if ops["in1"].free_count == 1:
+            _column(inst, ops, "in1", ops["dst"].partitions)
+        else:
+            _same_elements(inst, ops["dst"], ops["in1"])
+    arity = isa.GPSIMD_KERNELS[inst.attrs["kernel"]]
+    if arity != 1 + ("in1" in ops):
+        raise BundleError(f"{_where(inst)}: kernel {inst.attrs['kernel']!r} takes {arity} input(s)")
+
+
 def _check_dma(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
     src, dst = ops["src"], ops["dst"]
     src_count = max(src.partitions, 1) * src.free_count
@@ -883,6 +898,7 @@ _OPCODE_CHECKS = {
     "memset": _check_memset,
     "iota": _check_iota,
     "affine_select": _check_affine_select,
+    "gpsimd_kernel": _check_gpsimd_kernel,
     "dma_copy": _check_dma,
 }
 

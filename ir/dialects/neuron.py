@@ -1135,6 +1135,45 @@ class AffineSelectOp(InstructionOp):
 
 
 @irdl_op_definition
+class GpsimdKernelOp(InstructionOp):
+    """GpSimdE kernel: `dst = kernel(in0, in1)` elementwise for a function of `runtime.isa.GPSIMD_KERNELS`.
+
+    The division family (exact on integers) and the counter-based random generators: what no VectorE ALU
+    operator or ScalarE activation offers. `in1` has in0's shape or is a [P, 1] column. SBUF only.
+
+    ```mlir
+    neuron.gpsimd_kernel gpsimd dst %q[0:128, 0, [[1, 64]]], in0 %a[...], in1 %b[...] {kernel = "divide_floor"} : ...
+    ```
+    """
+
+    name = "neuron.gpsimd_kernel"
+    OPCODE: ClassVar[str] = "gpsimd_kernel"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    in0 = operand_def(MemRefType)
+    in0_offset = opt_operand_def(IndexType)
+    in1 = opt_operand_def(MemRefType)
+    in1_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    in0_ap = prop_def(AccessPatternAttr)
+    in1_ap = opt_prop_def(AccessPatternAttr)
+    kernel = prop_def(StringAttr)
+
+    def verify_instruction(self, target: Target) -> None:
+        _check_choice(self, "GpSimd kernel", self.kernel.data, frozenset(isa.GPSIMD_KERNELS))
+        _unary_shapes_match(self, "dst", "in0")
+        arity = isa.GPSIMD_KERNELS[self.kernel.data]
+        if arity != 1 + (self.in1 is not None):
+            raise _error(self, f"kernel '{self.kernel.data}' takes {arity} input(s)")
+        if self.in1 is not None:
+            if _free_size(self.shape_of("in1")) == 1:
+                _check_column(self, "in1", self.shape_of("dst")[0])
+            else:
+                _unary_shapes_match(self, "dst", "in1")
+
+
+@irdl_op_definition
 class DmaCopyOp(InstructionOp):
     """DMA: copy src to dst element by element in row-major order (same count), converting the dtype.
 
@@ -1174,6 +1213,7 @@ INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     MemsetOp,
     IotaOp,
     AffineSelectOp,
+    GpsimdKernelOp,
     DmaCopyOp,
 )
 OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCTION_OPS}

@@ -6,7 +6,7 @@ import pytest
 
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.builder import ProgramBuilder
-from neuron_mlir.runtime.hardware import TARGETS, Engine
+from neuron_mlir.runtime.hardware import GPSIMD_KERNEL_CYCLES_PER_ELEMENT, TARGETS, Engine
 from neuron_mlir.runtime.simulator import run_program
 
 
@@ -126,6 +126,15 @@ def test_gpsimd_150_plus_n(target):
     assert single_instruction_ns(b, inst) == pytest.approx((150 + 100) / clock)
     b, inst = vector_program(target, "tensor_tensor", "i32", 1000, engine="gpsimd", op="add")
     assert single_instruction_ns(b, inst) == pytest.approx((150 + 1000) / clock)
+
+
+@pytest.mark.parametrize("name", ["divide_floor", "normal"])
+def test_gpsimd_kernel_startup_plus_cycles_per_element(name):
+    b = ProgramBuilder("trn2")
+    a, c, d = b.sbuf("a", (128, 300), "f32"), b.sbuf("c", (128, 300), "f32"), b.sbuf("d", (128, 300), "f32")
+    inst = b.inst("gpsimd_kernel", "gpsimd", {"dst": b.ap(d), "in0": b.ap(a), "in1": b.ap(c)}, {"kernel": name})
+    per_element = GPSIMD_KERNEL_CYCLES_PER_ELEMENT[name]
+    assert single_instruction_ns(b, inst) == pytest.approx((150 + 300 * per_element) / 1.2)
 
 
 def test_dependent_instruction_penalty():

@@ -596,3 +596,90 @@ def test_erf_accuracy():
     x = np.linspace(-6, 6, 10001, dtype=np.float32)
     reference = np.vectorize(math.erf)(x.astype(np.float64))
     np.testing.assert_allclose(alu.erf(x), reference, rtol=3e-7, atol=1e-9)
+
+
+# ---- gpsimd_kernel -----------------------------------------------------------------------------------------
+
+
+def _torch_like_floor_divide(a, b):
+    """Python's float floor division, which is what PyTorch's div(rounding_mode='floor') computes."""
+    return np.array([x // y if y != 0 else (x / y if x != 0 else math.nan) for x, y in zip(a.ravel(), b.ravel())])
+
+
+@pytest.mark.parametrize("name", ["divide", "divide_trunc", "divide_floor", "fmod", "remainder"])
+def test_gpsimd_division_kernels_f32(kernel, name):
+    rng = np.random.default_rng(11)
+    a = rand((64, 37), np.float32, rng, 20.0)
+    b = rand((64, 37), np.float32, rng, 3.0)
+    b[0, :5] = [0.0, -0.0, 1.0, -1.0, 0.5]
+    a[0, 2:5] = [6.0, -6.0, 7.25]
+    out = kernel("gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "f32")}, {"kernel": name})["dst"]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        fmod = np.fmod(a64, b64)  # exact in any precision
+        expected = {
+            "divide": a / b,  # fp32 IEEE division: correctly rounded
+            "divide_trunc": np.trunc(a / b),
+            "divide_floor": _torch_like_floor_divide(a64, b64).reshape(a.shape),
+            "fmod": fmod,
+            # Python's %: fmod moved by one divisor when the signs differ (exact for these magnitudes)
+            "remainder": np.where((fmod != 0) & ((b64 < 0) != (fmod < 0)), fmod + b64, fmod),
+        }[name]
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["divide_trunc", "divide_floor", "fmod", "remainder"])
+def test_gpsimd_division_kernels_exact_on_int32(kernel, name):
+    a = np.array([[7, -7, 7, -7, 2**31 - 1, -(2**31), 5, 0]], np.int32)
+    b = np.array([[2, 2, -2, -2, 3, 7, 0, 3]], np.int32)
+    out = kernel("gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i32")}, {"kernel": name})["dst"]
+    a64, b64 = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
+    expected = {
+        "divide_trunc": np.sign(a64) * np.sign(b64) * (np.abs(a64) // np.abs(b64)),
+        "divide_floor": a64 // b64,
+        "fmod": np.fmod(a64, b64),
+        "remainder": a64 % b64,
+    }[name]
+    expected[b == 0] = 0  # integer division by zero gives 0 (PyTorch raises)
+    np.testing.assert_array_equal(out, expected.astype(np.int32))
+
+
+def test_gpsimd_kernel_column_operand(kernel):
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    b = np.array([[2], [3], [5]], np.int32)
+    out = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i32")}, {"kernel": "remainder"}
+    )["dst"]
+    np.testing.assert_array_equal(out, a % b)
+
+
+def test_philox_known_answer():
+    """Philox-4x32-10 of counter (0, 0, 0, 0) under key (0, 0): the Random123 known-answer vector."""
+    words = alu.philox(np.array([0]), np.array([0]))
+    assert [int(w[0]) for w in words] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+
+
+def test_random_kernels_are_counter_based_and_well_distributed(kernel):
+    counters = np.arange(128 * 512, dtype=np.int32).reshape(128, 512)
+    key = np.full((128, 1), 1234, np.int32)
+    uniform = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key}, {"dst": (counters.shape, "f32")}, {"kernel": "uniform"}
+    )["dst"]
+    assert uniform.min() >= 0 and uniform.max() < 1
+    assert abs(uniform.mean() - 0.5) < 0.01 and abs(uniform.var() - 1 / 12) < 0.005
+    # the value of an element depends only on its counter: a permuted evaluation gives the same numbers
+    shuffled = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": counters[::-1].copy(), "in1": key}, {"dst": (counters.shape, "f32")},
+        {"kernel": "uniform"},
+    )["dst"]
+    np.testing.assert_array_equal(shuffled, uniform[::-1])
+    normal = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key}, {"dst": (counters.shape, "f32")}, {"kernel": "normal"}
+    )["dst"]
+    assert np.isfinite(normal).all()
+    assert abs(normal.mean()) < 0.02 and abs(normal.std() - 1) < 0.02
+    other_key = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key + 1}, {"dst": (counters.shape, "f32")},
+        {"kernel": "uniform"},
+    )["dst"]
+    assert np.mean(other_key == uniform) < 0.001

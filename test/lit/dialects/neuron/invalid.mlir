@@ -604,3 +604,42 @@ func.func @transpose_too_many_partitions() {
   func.return
 }
 // CHECK: neuron.nc_matmul: the transpose of moving [128, 256] is [256, 128], dst is (128, 128)
+
+// -----
+
+// ---- gpsimd_kernel ----------------------------------------------------------------------------------------------
+
+func.func @gpsimd_kernel_unknown() {
+  %a = neuron.alloc : memref<4x8xf32, #neuron.mem<sbuf>>
+  neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %a[0:4, 0, [[1, 8]]] {kernel = "cosh"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.gpsimd_kernel: unknown GpSimd kernel 'cosh' (known: divide, divide_floor, divide_trunc, fmod, normal, remainder, uniform)
+
+// -----
+
+func.func @gpsimd_kernel_arity() {
+  %a = neuron.alloc : memref<4x8xf32, #neuron.mem<sbuf>>
+  neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]] {kernel = "divide"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.gpsimd_kernel: kernel 'divide' takes 2 input(s)
+
+// -----
+
+func.func @gpsimd_kernel_second_input_shape() {
+  %a = neuron.alloc : memref<4x8xf32, #neuron.mem<sbuf>>
+  %b = neuron.alloc : memref<4x2xf32, #neuron.mem<sbuf>>
+  neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %b[0:4, 0, [[1, 2]]] {kernel = "fmod"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x2xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.gpsimd_kernel: dst shape (4, 8) and in1 shape (4, 2) differ
+
+// -----
+
+func.func @gpsimd_kernel_on_vector() {
+  %a = neuron.alloc : memref<4x8xf32, #neuron.mem<sbuf>>
+  neuron.gpsimd_kernel vector dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %a[0:4, 0, [[1, 8]]] {kernel = "fmod"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.gpsimd_kernel: cannot run on the vector engine (allowed: gpsimd)

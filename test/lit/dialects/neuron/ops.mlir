@@ -228,6 +228,21 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // CHECK-LABEL: func.func @gpsimd_kernel_binary_and_column
+  func.func @gpsimd_kernel_binary_and_column() {
+    // CHECK: %[[A:.*]] = neuron.alloc
+    %a = neuron.alloc : memref<64x37xi32, #neuron.mem<sbuf>>
+    // CHECK: %[[K:.*]] = neuron.alloc
+    %k = neuron.alloc : memref<64x1xi32, #neuron.mem<sbuf>>
+    // CHECK: %[[Q:.*]] = neuron.alloc
+    %q = neuron.alloc : memref<64x37xf32, #neuron.mem<sbuf>>
+    // CHECK: neuron.gpsimd_kernel gpsimd dst %[[Q]][0:64, 0, [[1, 37]]], in0 %[[A]][0:64, 0, [[1, 37]]], in1 %[[A]][0:64, 0, [[1, 37]]] {kernel = "divide_floor"} : memref<64x37xf32, #neuron.mem<sbuf>>, memref<64x37xi32, #neuron.mem<sbuf>>, memref<64x37xi32, #neuron.mem<sbuf>>
+    neuron.gpsimd_kernel gpsimd dst %q[0:64, 0, [[1, 37]]], in0 %a[0:64, 0, [[1, 37]]], in1 %a[0:64, 0, [[1, 37]]] {kernel = "divide_floor"} : memref<64x37xf32, #neuron.mem<sbuf>>, memref<64x37xi32, #neuron.mem<sbuf>>, memref<64x37xi32, #neuron.mem<sbuf>>
+    // CHECK: neuron.gpsimd_kernel gpsimd dst %[[Q]][0:64, 0, [[1, 37]]], in0 %[[A]][0:64, 0, [[1, 37]]], in1 %[[K]][0:64, 0, [[1, 1]]] {kernel = "uniform"}
+    neuron.gpsimd_kernel gpsimd dst %q[0:64, 0, [[1, 37]]], in0 %a[0:64, 0, [[1, 37]]], in1 %k[0:64, 0, [[1, 1]]] {kernel = "uniform"} : memref<64x37xf32, #neuron.mem<sbuf>>, memref<64x37xi32, #neuron.mem<sbuf>>, memref<64x1xi32, #neuron.mem<sbuf>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @affine_select_identity
   func.func @affine_select_identity() {
     // CHECK: %[[EYE:.*]] = neuron.alloc
