@@ -127,6 +127,29 @@ def dma_efficiency(chunk_bytes: int, target: Target) -> float:
     return at_low * chunk_bytes / low
 
 
+def indirect_dma_cost(ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target) -> DmaCost:
+    """An indirect (software-DGE) DMA: one descriptor per row, written by GpSimdE before the data moves.
+
+    The indexed HBM side's pattern spans every row an offset may pick; only the chosen rows move: the SBUF side's
+    bytes. The fixed part adds GpSimdE's startup and per-descriptor time to the DMA latency; chunks are rows,
+    so short rows are overhead-bound (DMABW). An accumulating scatter reads and writes each HBM row.
+    """
+    indexed = attrs["indirect"]
+    table, other = ops[indexed], ops["dst" if indexed == "src" else "src"]
+    rows = ops["offsets"].elements
+    row_shape = OperandShape(table.memory, table.dtype, 0, table.free_shape[1:] or (1,), table.steps[1:] or (1,))
+    moved = max(other.elements * other.itemsize, other.elements * table.itemsize)
+    hbm = other.elements * table.itemsize * (2 if attrs.get("accumulate") else 1)
+    chunk = min(row_shape.contiguous_bytes(), other.contiguous_bytes(), moved)
+    engines = min(target.dma_queues, max(1, math.ceil(other.partitions / target.dma_partitions_per_engine)))
+    descriptors_ns = (target.gpsimd_startup_cycles + rows * target.swdge_cycles_per_descriptor) / target.clock_ghz[
+        Engine.GPSIMD
+    ]
+    return DmaCost(
+        target.dma_fixed_latency_ns + descriptors_ns, moved, hbm, engines, chunk, dma_efficiency(chunk, target)
+    )
+
+
 def dma_cost(src: OperandShape, dst: OperandShape, target: Target) -> DmaCost:
     src_bytes, dst_bytes = src.elements * src.itemsize, dst.elements * dst.itemsize
     moved = max(src_bytes, dst_bytes)
@@ -214,6 +237,8 @@ def instruction_cost(inst: Instruction, buffers: list[BufferDecl], target: Targe
     """
     ops = {role: operand_shape(access, buffers[access.buffer]) for role, access in inst.operands.items()}
     if inst.engine is Engine.DMA:
+        if inst.attrs.get("indirect"):
+            return indirect_dma_cost(ops, inst.attrs, target)
         return dma_cost(ops["src"], ops["dst"], target)
     return compute_ns(inst.opcode, inst.engine, ops, inst.attrs, target)
 

@@ -125,6 +125,10 @@ class Target:
     # NaN/Inf spread and the output is fp32 (A2, nc_transpose docs).
     matmul_transpose_bit_exact: bool = True
     matmul_bf16_psum_output: bool = False  # v4 TensorE may write BF16 to PSUM (A4); v2/v3 FP32 only
+    # Indirect DMA goes through the software DGE: GpSimdE writes one descriptor per gathered/scattered row before
+    # the transfer starts (ISA: dma_copy dge_mode swdge). Cycles per descriptor [I: a few 512-bit stores of
+    # address arithmetic per row on a GpSimd core; no published number], after `gpsimd_startup_cycles`.
+    swdge_cycles_per_descriptor: int = 16
 
     @property
     def dma_aggregate_bytes_per_ns(self) -> float:

@@ -251,8 +251,18 @@ OPCODES: dict[str, OpcodeSpec] = {
             frozenset({Engine.DMA}),
             reads=("src",),
             writes=("dst",),
+            optional_reads=("offsets",),
+            attrs={"indirect": "", "accumulate": False},
             doc="Copy src to dst element by element in row-major order of their logical shapes (same element "
-            "count), converting the dtype through fp32 when they differ. src and dst are in HBM or SBUF.",
+            "count), converting the dtype through fp32 when they differ. src and dst are in HBM or SBUF. "
+            "Indirect (`indirect` = 'src': gather, 'dst': scatter; software DGE, descriptors written by GpSimdE): "
+            "`offsets` is an int32 SBUF tile [P, R] and the named side is in HBM with pattern [(step, bound), "
+            "row...]: its first dimension is the indexed one. The other side holds P x R rows in order; row "
+            "(p, r) is the HBM row offsets[p, r] (element offset offsets[p, r] * step). Every offset must lie in "
+            "[0, bound): any other value stops the run with an error naming the instruction, the partition and "
+            "the value (nothing is clamped or skipped). Scatters with duplicate offsets write in row-major "
+            "(p, r) order, the last one wins; with `accumulate` the DMA reads, adds in fp32 and writes each row "
+            "in that order, so every duplicate contribution is summed.",
         ),
     )
 }

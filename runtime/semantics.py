@@ -27,6 +27,7 @@ import numpy as np
 
 from neuron_mlir.runtime import alu, isa
 from neuron_mlir.runtime.hardware import Engine, Target
+from neuron_mlir.runtime.races import SimulationError
 
 F32 = alu.F32
 _INT64 = np.dtype(np.int64)
@@ -217,10 +218,40 @@ def gpsimd_kernel(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
 
 def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
+    if attrs.get("indirect"):
+        _dma_indirect(src, dst, ops["offsets"], attrs)
+        return
     if src.dtype == dst.dtype:
         dst[...] = src.reshape(dst.shape)
     else:
         store(dst, alu.to_f32(src))
+
+
+def _dma_indirect(src: np.ndarray, dst: np.ndarray, offsets: np.ndarray, attrs: Attrs) -> None:
+    """Gather (indirect src) or scatter (indirect dst) of rows chosen by `offsets` (see isa.py's dma_copy)."""
+    table = src if attrs["indirect"] == "src" else dst
+    bound = table.shape[0]
+    rows = offsets.reshape(-1).astype(np.int64)
+    bad = np.flatnonzero((rows < 0) | (rows >= bound))
+    if bad.size:
+        first = int(bad[0])
+        per_partition = max(1, rows.size // max(1, offsets.shape[0]))
+        raise SimulationError(
+            f"dma_copy: indirect offset {int(rows[first])} at partition {first // per_partition} is outside "
+            f"[0, {bound})"
+        )
+    row_shape = table.shape[1:]
+    if attrs["indirect"] == "src":
+        store(dst, table[rows] if src.dtype == dst.dtype else alu.to_f32(table[rows]))
+        return
+    values = src.reshape(rows.size, *row_shape)
+    if attrs.get("accumulate"):
+        total = alu.to_f32(table[...])
+        np.add.at(total, rows, alu.to_f32(values))
+        store(table, total)
+        return
+    for index, row in enumerate(rows):  # in order: the last duplicate wins, as the DMA writes them
+        table[row] = alu.cast(values[index] if values.dtype == table.dtype else alu.to_f32(values[index]), table.dtype)
 
 
 SEMANTICS: dict[str, Callable[[Operands, Attrs, Engine, Target], None]] = {

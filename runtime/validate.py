@@ -675,6 +675,8 @@ _ATTR_KINDS: dict[tuple[str, str], str] = {
     ("affine_select", "channel_multiplier"): "int",
     ("affine_select", "pattern"): "pattern",
     ("affine_select", "on_false_value"): "number",
+    ("dma_copy", "indirect"): "indirect",
+    ("dma_copy", "accumulate"): "bool",
     ("gpsimd_kernel", "kernel"): "kernel",
 }
 _NAMED_CHOICES: dict[str, frozenset[str]] = {
@@ -683,6 +685,7 @@ _NAMED_CHOICES: dict[str, frozenset[str]] = {
     "alu_or_none": isa.ALU_OPS,
     "reduce": isa.REDUCE_OPS,
     "cmp": isa.COMPARISON_OPS,
+    "indirect": frozenset({"", "src", "dst"}),
     "kernel": frozenset(isa.GPSIMD_KERNELS),
 }
 
@@ -881,10 +884,48 @@ def _check_gpsimd_kernel(v: _Validator, inst: Instruction, ops: dict[str, _Opera
 
 def _check_dma(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
     src, dst = ops["src"], ops["dst"]
+    if inst.attrs.get("indirect", "") or "offsets" in ops:
+        _check_indirect_dma(inst, ops)
+        return
+    if inst.attrs.get("accumulate", False):
+        raise BundleError(f"{_where(inst)}: accumulate needs an indirect (scatter) dma_copy")
     src_count = max(src.partitions, 1) * src.free_count
     dst_count = max(dst.partitions, 1) * dst.free_count
     if src_count != dst_count:
         raise BundleError(f"{_where(inst)}: dst has {dst_count} elements but src has {src_count}")
+
+
+def _check_indirect_dma(inst: Instruction, ops: dict[str, _Operand]) -> None:
+    """Indirect DMA: int32 SBUF offsets [P, R]; the indexed HBM side [(step, bound), row...]; the other in SBUF.
+
+    The indexed side's pattern covers every row an offset may choose, so the bounds, overlap and race checks
+    that reason about patterns stay sound; the offsets themselves are checked when the instruction runs.
+    """
+    indirect = inst.attrs.get("indirect", "")
+    if indirect not in ("src", "dst"):
+        raise BundleError(f"{_where(inst)}: an 'offsets' operand needs indirect = 'src' or 'dst'")
+    if "offsets" not in ops:
+        raise BundleError(f"{_where(inst)}: an indirect dma_copy needs an 'offsets' operand")
+    table, other, offsets = ops[indirect], ops["dst" if indirect == "src" else "src"], ops["offsets"]
+    if inst.attrs.get("accumulate", False) and indirect != "dst":
+        raise BundleError(f"{_where(inst)}: accumulate needs indirect = 'dst' (a scatter)")
+    if table.memory is not Memory.HBM or other.memory is not Memory.SBUF or offsets.memory is not Memory.SBUF:
+        raise BundleError(
+            f"{_where(inst)}: the indexed side '{table.role}' must be in HBM, '{other.role}' and 'offsets' in SBUF"
+        )
+    if offsets.dtype != np.dtype(np.int32):
+        raise BundleError(f"{_where(inst, 'offsets')}: offsets must be int32, got {offsets.dtype}")
+    if offsets.partitions != other.partitions:
+        raise BundleError(
+            f"{_where(inst, 'offsets')}: {offsets.partitions} partitions of offsets for {other.partitions} of "
+            f"'{other.role}'"
+        )
+    row = math.prod(table.free_shape[1:])
+    if other.free_count != offsets.free_count * row:
+        raise BundleError(
+            f"{_where(inst)}: '{other.role}' holds {other.free_count} elements per partition, but "
+            f"{offsets.free_count} offsets per partition of {row}-element rows make {offsets.free_count * row}"
+        )
 
 
 _OPCODE_CHECKS = {
