@@ -105,7 +105,7 @@ def test_plain_scatter_keeps_the_last_duplicate():
 
 def _with_attrs(b: ProgramBuilder, **changes):
     program = b.build()
-    inst = [i for i in program.instructions() if "offsets" in i.operands][0]
+    inst = next(i for i in program.instructions() if "offsets" in i.operands)
     inst.attrs.update(changes)
     return program
 
@@ -148,7 +148,7 @@ def test_validation_of_shapes_and_dtypes():
 def test_indirect_cost_counts_descriptors_and_rows_only():
     hw = TARGETS["trn2"]
     program = _gather_program(64, 1000, 32).build()
-    inst = [i for i in program.instructions() if "offsets" in i.operands][0]
+    inst = next(i for i in program.instructions() if "offsets" in i.operands)
     cost = cost_model.instruction_cost(inst, program.buffers, hw)
     assert isinstance(cost, cost_model.DmaCost)
     descriptors = (hw.gpsimd_startup_cycles + 64 * hw.swdge_cycles_per_descriptor) / hw.clock_ghz[Engine.GPSIMD]
@@ -157,5 +157,5 @@ def test_indirect_cost_counts_descriptors_and_rows_only():
     assert (cost.bytes, cost.hbm_bytes, cost.chunk_bytes, cost.engines) == (64 * 128, 64 * 128, 128, 8)
     assert cost.efficiency == pytest.approx(cost_model.dma_efficiency(128, hw))
     scatter = _scatter_program(64, 100, 32, accumulate=True).build()
-    inst = [i for i in scatter.instructions() if "offsets" in i.operands][0]
+    inst = next(i for i in scatter.instructions() if "offsets" in i.operands)
     assert cost_model.instruction_cost(inst, scatter.buffers, hw).hbm_bytes == 2 * 64 * 128
