@@ -62,6 +62,12 @@ def test_errors_are_reported_cleanly(bundle_path, tmp_path, capsys):
     assert "unknown input 'w' (inputs: x)" in capsys.readouterr().err
 
 
-def test_mlir_is_not_supported_yet(tmp_path, capsys):
-    assert main([str(tmp_path / "model.mlir")]) == 2
-    assert "not supported yet" in capsys.readouterr().err
+def test_mlir_above_the_neuron_level_is_refused_with_the_command_that_lowers_it(tmp_path, capsys):
+    source = tmp_path / "model.mlir"
+    source.write_text(
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %y = torch.aten.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n"
+        "  func.return %y : tensor<4xf32>\n}\n"
+    )
+    assert main([str(source)]) == 1
+    assert "holds torch-level IR; lower it first: neuron-opt" in capsys.readouterr().err
