@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
     i1,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
@@ -1192,14 +1193,55 @@ class DmaCopyOp(InstructionOp):
     dst_offset = opt_operand_def(IndexType)
     src = operand_def(MemRefType)
     src_offset = opt_operand_def(IndexType)
+    offsets = opt_operand_def(MemRefType)
+    offsets_offset = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
     src_ap = prop_def(AccessPatternAttr)
+    offsets_ap = opt_prop_def(AccessPatternAttr)
+    indirect = opt_prop_def(StringAttr)
+    accumulate = opt_prop_def(IntegerAttr)
 
     def verify_instruction(self, target: Target) -> None:
+        indirect = self.indirect.data if self.indirect is not None else ""
+        if indirect or self.offsets is not None:
+            self._verify_indirect(indirect)
+            return
+        if self.accumulate is not None and self.accumulate.value.data:
+            raise _error(self, "accumulate needs an indirect (scatter) dma_copy")
         count_dst = self.access("dst")[1].num_elements  # type: ignore[index]
         count_src = self.access("src")[1].num_elements  # type: ignore[index]
         if count_dst != count_src:
             raise _error(self, f"dst has {count_dst} elements but src has {count_src}")
+
+    def _verify_indirect(self, indirect: str) -> None:
+        """Indirect: int32 SBUF offsets [P, R]; the indexed HBM side [(step, bound), row...]; P x R rows."""
+        if indirect not in ("src", "dst"):
+            raise _error(self, f"indirect must be 'src' or 'dst', got '{indirect}'")
+        if self.offsets is None:
+            raise _error(self, "an indirect dma_copy needs an offsets operand")
+        other = "dst" if indirect == "src" else "src"
+        if self.accumulate is not None and self.accumulate.value.data and indirect != "dst":
+            raise _error(self, "accumulate needs indirect = 'dst' (a scatter)")
+        table, rows_side, offsets = self.access(indirect), self.access(other), self.access("offsets")
+        assert table is not None
+        assert rows_side is not None
+        assert offsets is not None
+        if memory_of(table[0].type) is not Memory.HBM or memory_of(rows_side[0].type) is not Memory.SBUF:
+            raise _error(self, f"the indexed side ({indirect}) must be in HBM and {other} in SBUF")
+        offsets_type = offsets[0].type
+        assert isinstance(offsets_type, MemRefType)
+        if memory_of(offsets_type) is not Memory.SBUF or offsets_type.element_type != i32:
+            raise _error(self, f"offsets must be an i32 SBUF buffer, got {offsets_type}")
+        row = 1
+        for _, num in table[1].dims[1:]:
+            row *= num
+        rows = offsets[1].num_elements
+        if rows_side[1].num_elements != rows * row:
+            raise _error(
+                self, f"{other} has {rows_side[1].num_elements} elements for {rows} rows of {row} elements"
+            )
+        if offsets[1].partitions.data != rows_side[1].partitions.data:
+            raise _error(self, f"offsets and {other} have different partition counts")
 
 
 INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (

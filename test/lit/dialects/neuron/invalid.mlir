@@ -643,3 +643,83 @@ func.func @gpsimd_kernel_on_vector() {
   func.return
 }
 // CHECK: neuron.gpsimd_kernel: cannot run on the vector engine (allowed: gpsimd)
+
+// -----
+
+// ---- indirect dma_copy ---------------------------------------------------------------------------------------
+
+func.func @indirect_bad_side(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<128x1xi32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "both"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: indirect must be 'src' or 'dst', got 'both'
+
+// -----
+
+func.func @indirect_without_offsets(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: an indirect dma_copy needs an offsets operand
+
+// -----
+
+func.func @accumulating_gather(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<128x1xi32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "src", accumulate = true} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: accumulate needs indirect = 'dst' (a scatter)
+
+// -----
+
+func.func @accumulate_without_indirect(%table: memref<128x64xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %table[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 2 : i64, accumulate = true} : memref<128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: accumulate needs an indirect (scatter) dma_copy
+
+// -----
+
+func.func @indirect_table_in_sbuf(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<128x1xi32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "dst"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: the indexed side (dst) must be in HBM and src in SBUF
+
+// -----
+
+func.func @indirect_float_offsets(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: offsets must be an i32 SBUF buffer, got memref<128x1xf32, #neuron.mem<sbuf>>
+
+// -----
+
+func.func @indirect_row_count(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<128x2xi32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 2]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x2xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: dst has 8192 elements for 256 rows of 64 elements
+
+// -----
+
+func.func @indirect_partitions(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+  %o = neuron.alloc : memref<64x2xi32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:64, 0, [[1, 2]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<64x2xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: offsets and dst have different partition counts

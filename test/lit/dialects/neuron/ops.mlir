@@ -270,6 +270,18 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // Indirect DMA: a gather of 128 rows chosen by per-partition offsets, and an accumulating scatter back.
+  // CHECK-LABEL: func.func @dma_copy_indirect
+  func.func @dma_copy_indirect(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
+    %o = neuron.alloc : memref<128x1xi32, #neuron.mem<sbuf>>
+    %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+    // CHECK: neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 64]]], src %{{.*}}[0, [[64, 1000], [1, 64]]], offsets %{{.*}}[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "src"}
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
+    // CHECK: neuron.dma_copy dma dst %{{.*}}[0, [[64, 1000], [1, 64]]], src %{{.*}}[0:128, 0, [[1, 64]]], offsets %{{.*}}[0:128, 0, [[1, 1]]] {queue = 3 : i64, indirect = "dst", accumulate = true}
+    neuron.dma_copy dma dst %table[0, [[64, 1000], [1, 64]]], src %t[0:128, 0, [[1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 3 : i64, indirect = "dst", accumulate = true} : memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x1xi32, #neuron.mem<sbuf>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @generic_form_prints_custom
   func.func @generic_form_prints_custom() {
     // CHECK: %[[A:.*]] = neuron.alloc
