@@ -1,0 +1,92 @@
+"""The compile cache: a graph compiled once is not compiled again, in this process or the next.
+
+The key is a SHA-256 of everything that decides the program: the imported torch-dialect IR (with source
+locations, which the profile reports), the compile options that affect code, the target and the compiler
+version. Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default
+`~/.cache/neuron-mlir`; `NEURON_MLIR_CACHE_DIR=off` keeps the cache in memory only). A bundle read back is
+validated like any other; a corrupt or stale file is ignored, removed and recompiled, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from neuron_mlir.runtime import bundle
+from neuron_mlir.runtime.program import Program
+
+logger = logging.getLogger("neuron_mlir")
+
+
+def default_directory() -> Path | None:
+    setting = os.environ.get("NEURON_MLIR_CACHE_DIR")
+    if setting is not None and setting.strip().lower() in ("", "0", "off", "none"):
+        return None
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuron-mlir"
+
+
+def cache_key(ir_text: str, *parts: str) -> str:
+    digest = hashlib.sha256(ir_text.encode())
+    for part in parts:
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()
+
+
+class CompileCache:
+    def __init__(self, directory: Path | None):
+        self.directory = directory
+        self.memory: dict[str, Program] = {}
+
+    def _path(self, key: str) -> Path | None:
+        return self.directory / f"{key}.bundle" if self.directory is not None else None
+
+    def get(self, key: str) -> Program | None:
+        if key in self.memory:
+            return self.memory[key]
+        path = self._path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            program = bundle.read_bundle(path)
+        except (bundle.BundleError, OSError) as error:
+            logger.warning("neuron-mlir: ignoring unreadable cache entry %s: %s", path, error)
+            path.unlink(missing_ok=True)
+            return None
+        self.memory[key] = program
+        return program
+
+    def put(self, key: str, program: Program) -> None:
+        self.memory[key] = program
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # write then rename, so a concurrent reader never sees half a bundle
+            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as handle:
+                handle.write(bundle.encode_bundle(program))
+            os.replace(handle.name, path)
+        except OSError as error:
+            logger.warning("neuron-mlir: could not write the compile cache at %s: %s", path, error)
+
+
+_CACHES: dict[Path | None, CompileCache] = {}
+
+
+def compile_cache() -> CompileCache:
+    """The process-wide cache for the current cache directory setting."""
+    directory = default_directory()
+    if directory not in _CACHES:
+        _CACHES[directory] = CompileCache(directory)
+    return _CACHES[directory]
+
+
+def clear_memory() -> None:
+    """Forget in-memory entries (the disk stays): the next lookup behaves as in a new process."""
+    for cache in _CACHES.values():
+        cache.memory.clear()
