@@ -31,7 +31,9 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StridedLayoutAttr,
     StringAttr,
+    UnitAttr,
     f64,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
@@ -746,6 +748,178 @@ class ReduceOp(IRDLOperation):
             raise _error(self, f"result shape {result} should be {expected}")
 
 
+class _IndirectOp(IRDLOperation):
+    """Shared rules of tile.gather / tile.scatter: one index per tensor dim, offsets [P, R] of i32, row shape."""
+
+    dim = prop_def(IntegerAttr)
+    dims = opt_prop_def(DenseArrayBase)
+
+    def memref_type(self) -> MemRefType:
+        raise NotImplementedError
+
+    def rows_type(self) -> TileType:
+        raise NotImplementedError
+
+    def index_values(self) -> Sequence[SSAValue]:
+        raise NotImplementedError
+
+    def offsets_type(self) -> TileType:
+        raise NotImplementedError
+
+    @property
+    def indexed_dim(self) -> int:
+        return self.dim.value.data
+
+    def row_dims(self) -> tuple[int, ...]:
+        """The tensor dimensions one row walks (empty: one element per offset)."""
+        return tuple(int(d) for d in self.dims.get_values()) if self.dims is not None else ()
+
+    def verify_(self) -> None:
+        memref_type, rows, offsets = self.memref_type(), self.rows_type(), self.offsets_type()
+        shape = memref_type.get_shape()
+        rank = len(shape)
+        if len(self.index_values()) != rank:
+            raise _error(self, f"expected {rank} indices for a rank-{rank} tensor, got {len(self.index_values())}")
+        if not 0 <= self.indexed_dim < rank:
+            raise _error(self, f"dim {self.indexed_dim} is not a dimension of the rank-{rank} tensor")
+        if memory_of(memref_type) is not Memory.HBM:
+            raise _error(self, "the indexed tensor is in HBM")
+        if offsets.memory is not Memory.SBUF or offsets.element_type != i32 or len(offsets.get_shape()) != 2:
+            raise _error(self, f"offsets must be a [P, R] i32 SBUF tile, got {offsets}")
+        if rows.memory is not Memory.SBUF or rows.partitions != offsets.partitions:
+            raise _error(self, f"the rows tile must be in SBUF with the {offsets.partitions} partitions of offsets")
+        _check_partitions(self, rows, "the rows tile")
+        dims, per_partition = self.row_dims(), offsets.get_shape()[1]
+        if len(set(dims)) != len(dims) or any(not 0 <= d < rank or d == self.indexed_dim for d in dims):
+            raise _error(self, f"dims {list(dims)} must be distinct dimensions other than dim {self.indexed_dim}")
+        if per_partition == 1:
+            extents = rows.get_shape()[1:]
+            if (len(extents) != len(dims)) if dims else (extents != (1,)):
+                raise _error(self, f"rows of shape {extents} do not walk dims {list(dims)} (one extent each)")
+            for d, extent in zip(dims, extents, strict=True):
+                if extent > shape[d]:
+                    raise _error(self, f"a row of {extent} along dimension {d} exceeds its size {shape[d]}")
+        elif dims or rows.get_shape() != offsets.get_shape():
+            raise _error(
+                self, f"with {per_partition} offsets per partition each row is one element: rows must be "
+                f"{offsets.get_shape()} with no dims"
+            )
+
+
+@irdl_op_definition
+class GatherOp(_IndirectOp):
+    """Rows of an HBM tensor chosen by offsets (an indirect DMA): one row per offset.
+
+    For partition p and offset r, the row is the tensor at `indices` with dimension `dim` replaced by
+    `indices[dim] + offsets[p, r]`, walking `dims` from their indices. With one offset per partition the result is
+    [P, row extents...]; with R offsets per partition each row is one element (no `dims`) and the result is [P, R].
+    Offsets outside [0, size of `dim` - indices[dim]) are an error when the program runs.
+
+    ```mlir
+    %rows = tile.gather %w[%c0, %c0], %ids {dim = 0 : i64, dims = array<i64: 1>}
+            : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+    ```
+    """
+
+    name = "tile.gather"
+
+    source = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = operand_def(TileType)
+    result = result_def(TileType)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$source `[` $indices `]` `,` $offsets attr-dict `:` type($source) `,` type($offsets) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        source: SSAValue,
+        indices: Sequence[SSAValue],
+        offsets: SSAValue,
+        dim: int,
+        result_type: TileType,
+        dims: Sequence[int] = (),
+    ):
+        props: dict[str, Attribute] = {"dim": IntegerAttr(dim, i64)}
+        if dims:
+            props["dims"] = DenseArrayBase.from_list(i64, list(dims))
+        super().__init__(operands=[source, indices, offsets], result_types=[result_type], properties=props)
+
+    def memref_type(self) -> MemRefType:
+        assert isinstance(self.source.type, MemRefType)
+        return self.source.type
+
+    def rows_type(self) -> TileType:
+        return _tile(self.result)
+
+    def index_values(self) -> Sequence[SSAValue]:
+        return self.indices
+
+    def offsets_type(self) -> TileType:
+        return _tile(self.offsets)
+
+
+@irdl_op_definition
+class ScatterOp(_IndirectOp):
+    """Write (or with `accumulate`, add) the rows of a tile into an HBM tensor at offsets: tile.gather's inverse.
+
+    Rows are written in row-major (p, r) order: with duplicate offsets the last row wins, or with `accumulate`
+    every row is added (fp32 read-modify-write, in that order).
+
+    ```mlir
+    tile.scatter %g, %dw[%c0, %c0], %ids {dim = 0 : i64, dims = array<i64: 1>, accumulate}
+        : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+    ```
+    """
+
+    name = "tile.scatter"
+
+    value = operand_def(TileType)
+    dest = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = operand_def(TileType)
+    accumulate = opt_prop_def(UnitAttr)
+
+    traits = traits_def(MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$value `,` $dest `[` $indices `]` `,` $offsets attr-dict `:` type($value) `,` type($dest) `,` type($offsets)"
+    )
+
+    def __init__(
+        self,
+        value: SSAValue,
+        dest: SSAValue,
+        indices: Sequence[SSAValue],
+        offsets: SSAValue,
+        dim: int,
+        dims: Sequence[int] = (),
+        accumulate: bool = False,
+    ):
+        props: dict[str, Attribute] = {"dim": IntegerAttr(dim, i64)}
+        if dims:
+            props["dims"] = DenseArrayBase.from_list(i64, list(dims))
+        if accumulate:
+            props["accumulate"] = UnitAttr()
+        super().__init__(operands=[value, dest, indices, offsets], properties=props)
+
+    def memref_type(self) -> MemRefType:
+        assert isinstance(self.dest.type, MemRefType)
+        return self.dest.type
+
+    def rows_type(self) -> TileType:
+        return _tile(self.value)
+
+    def index_values(self) -> Sequence[SSAValue]:
+        return self.indices
+
+    def offsets_type(self) -> TileType:
+        return _tile(self.offsets)
+
+
 TILE_OPS: tuple[type[IRDLOperation], ...] = (
     ViewOp,
     LoadOp,
@@ -760,6 +934,8 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     FillOp,
     ReduceOp,
     IotaOp,
+    GatherOp,
+    ScatterOp,
 )
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

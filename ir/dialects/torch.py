@@ -17,9 +17,11 @@ ATen arguments, in schema order:
         Scalar -> i64, f64 or i1 attr       int[] -> array<i64: ...>   float[] -> array<f64: ...>
         bool[] -> array<i1: ...>            str -> StringAttr          ScalarType -> the element type (`f32`)
         Layout, Device, MemoryFormat -> StringAttr (`"strided"`, `"cpu"`, `"contiguous_format"`)
+        Generator? -> always absent: graphs pass None (the default generator); an explicit generator is refused
         X? -> absent when None (when the schema's default is not None, an explicit None is the type `none`)
-    SymInt arguments are static i64 properties for now.
+    SymInt arguments are static i64 properties: the FX importer specialises symbolic sizes to their hints.
 ATen results: Tensor -> a tensor result, Tensor[] -> variadic results, SymInt -> `index`, Scalar -> i64/f64/i1.
+A Tensor result ATen leaves undefined (`convolution_backward` with `output_mask` false) has the type `none`.
 
 One syntax for every op: tensor arguments in schema order, then the properties that differ from their schema
 default (defaults are elided when printing and filled in when parsing), then discardable attributes, then the
@@ -120,6 +122,8 @@ class PropKind(StrEnum):
     INT_LIST = "int[]"
     FLOAT_LIST = "float[]"
     BOOL_LIST = "bool[]"
+    GENERATOR = "Generator"
+    """Only None: graphs never hold a generator object, so the property is always absent."""
 
 
 class ResultKind(StrEnum):
@@ -257,6 +261,9 @@ class OpSchema:
 _DTYPES: dict[str, Attribute] = {
     "bool": i1,
     "uint8": IntegerType(8, Signedness.UNSIGNED),
+    "uint16": IntegerType(16, Signedness.UNSIGNED),
+    "uint32": IntegerType(32, Signedness.UNSIGNED),
+    "uint64": IntegerType(64, Signedness.UNSIGNED),
     "int8": IntegerType(8),
     "int16": IntegerType(16),
     "int32": IntegerType(32),
@@ -265,6 +272,7 @@ _DTYPES: dict[str, Attribute] = {
     "bfloat16": BFloat16Type(),
     "float32": Float32Type(),
     "float64": Float64Type(),
+    "complex32": ComplexType(Float16Type()),
     "complex64": ComplexType(Float32Type()),
     "complex128": ComplexType(Float64Type()),
     "float8_e4m3fn": Float8E4M3FNType(),
@@ -338,6 +346,8 @@ def to_attribute(kind: PropKind, value: object, length: int | None = None) -> At
             return StringAttr(str(value).removeprefix("torch."))
         case PropKind.DEVICE:
             return StringAttr(str(value))
+        case PropKind.GENERATOR:
+            raise ValueError(f"a torch.Generator cannot be a property (only None, the default), got {value!r}")
 
 
 def from_attribute(kind: PropKind, attr: Attribute) -> object:
@@ -365,7 +375,7 @@ def from_attribute(kind: PropKind, attr: Attribute) -> object:
         case PropKind.STR | PropKind.LAYOUT | PropKind.MEMORY_FORMAT | PropKind.DEVICE:
             assert isinstance(attr, StringAttr)
             return attr.data
-        case PropKind.SCALAR_TYPE:
+        case PropKind.SCALAR_TYPE | PropKind.GENERATOR:
             return attr
 
 
@@ -388,10 +398,14 @@ _PROPERTY_CONSTRAINTS: dict[PropKind, AttrConstraint] = {
     PropKind.INT_LIST: irdl_to_attr_constraint(DenseArrayBase[I64]),
     PropKind.FLOAT_LIST: irdl_to_attr_constraint(DenseArrayBase[Float64Type]),
     PropKind.BOOL_LIST: irdl_to_attr_constraint(DenseArrayBase[I1]),
+    PropKind.GENERATOR: base(NoneType),
 }
 
+TENSOR_RESULT: AttrConstraint = base(TensorType) | base(NoneType)
+"""A Tensor result: a tensor, or `none` where ATen leaves it undefined (an output mask said not to compute it)."""
+
 RESULT_CONSTRAINTS: dict[ResultKind, AttrConstraint] = {
-    ResultKind.TENSOR: base(TensorType),
+    ResultKind.TENSOR: TENSOR_RESULT,
     ResultKind.TENSOR_LIST: base(TensorType),
     ResultKind.SYM_INT: base(IndexType),
     ResultKind.INT: eq(i64),

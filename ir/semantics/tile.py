@@ -179,6 +179,48 @@ def _iota(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
     return [_cast(values.astype(np.int32), op)]
 
 
+def _indirect_rows(op: tile.GatherOp | tile.ScatterOp, tensor: HbmTensor, indices: Sequence[int], offsets: np.ndarray):
+    """For each offset in row-major (p, r) order: the view of its row in `tensor`, shape (1, row extents...)."""
+    array = tensor.array()
+    dim, dims = op.indexed_dim, op.row_dims()
+    extents = op.rows_type().get_shape()[1:] if dims else ()
+    bound = array.shape[dim] - indices[dim]
+    views = []
+    for p, r in np.ndindex(*offsets.shape):
+        offset = int(offsets[p, r])
+        if not 0 <= offset < bound:
+            raise IndexError(f"{op.name}: offset {offset} at partition {p} is outside [0, {bound})")
+        selection: list[slice | int] = list(indices)
+        selection[dim] = slice(indices[dim] + offset, indices[dim] + offset + 1)
+        for d, extent in zip(dims, extents, strict=True):
+            selection[d] = slice(indices[d], indices[d] + extent)
+        region = array[tuple(selection)]
+        # after integer indexing the remaining axes are dim and dims in increasing order: put dim first (size 1)
+        remaining = sorted([dim, *dims])
+        views.append(np.transpose(region, [remaining.index(d) for d in (dim, *dims)]))
+    return views
+
+
+def _gather(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.GatherOp)
+    tensor, *indices, offsets = args
+    rows = [np.array(view) for view in _indirect_rows(op, tensor, indices, offsets)]
+    return [_cast(np.stack(rows).reshape(op.rows_type().get_shape()), op)]
+
+
+def _scatter(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ScatterOp)
+    value, tensor, *indices, offsets = args
+    views = _indirect_rows(op, tensor, indices, offsets)
+    flat = value.reshape(len(views), -1)
+    for view, row in zip(views, flat, strict=True):
+        row = row.reshape(view.shape)
+        if op.accumulate is not None:
+            row = alu.to_f32(view) + alu.to_f32(row)
+        view[...] = alu.cast(row, tensor.root.dtype)
+    return []
+
+
 TILE_HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: _alloc,
     tile.ViewOp: _view,
@@ -193,6 +235,8 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.CopyOp: _copy,
     tile.FillOp: _fill,
     tile.IotaOp: _iota,
+    tile.GatherOp: _gather,
+    tile.ScatterOp: _scatter,
     tile.ReduceOp: _reduce,
 }
 

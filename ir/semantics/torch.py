@@ -130,6 +130,8 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
         if spec.mutable and spec.kwarg_only and isinstance(kwargs[spec.name], torch.Tensor):
             kwargs[spec.name] = kwargs[spec.name].clone()
     returned = aten_op(*args, **kwargs)
+    if not schema.results:
+        return []  # an op run for its effect (an assertion)
     if len(schema.results) == 1 and schema.results[0].kind is not ResultKind.TENSOR_LIST:
         returned = [returned]
     elif len(schema.results) == 1:
