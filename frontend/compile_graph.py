@@ -24,7 +24,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
 from neuron_mlir.frontend import stats as stats_module
-from neuron_mlir.frontend.fx_importer import GraphSignature, describe_node, import_fx_graph, node_location
+from neuron_mlir.frontend.fx_importer import (
+    GraphSignature,
+    describe_node,
+    import_fx_graph,
+    is_shape_arithmetic,
+    node_location,
+)
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
 
@@ -56,7 +62,7 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]
 
     found = []
     for node in graph_module.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
+        if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
         op_class = op_class_for(str(node.target))
         if op_class is None or not is_lowerable(op_class.name):
@@ -208,12 +214,13 @@ class CompiledGraph:
     def __call__(self, args: list[Any]) -> list[Any]:
         from neuron_mlir.runtime.simulator import run_program
 
-        inputs = [to_numpy(a) for a in args[: self.signature.num_inputs]] + self.constants
+        self.signature.check_guards(args)
+        inputs = [to_numpy(a) for a in self.signature.arguments(args)] + self.constants
         args.clear()  # boxed calling convention: let the inputs be freed early
         outputs, profile = run_program(self.program, inputs, check_races=self.options.check_races)
         self.last_profile = profile
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
-        return [None if index is None else from_numpy(outputs[index]) for index in self.signature.outputs]
+        return self.signature.results([from_numpy(o) for o in outputs])
 

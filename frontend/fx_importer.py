@@ -1,29 +1,89 @@
 """The FX importer: an ATen-level `torch.fx.GraphModule` becomes a torch-dialect `func.func @main`.
 
-Placeholders become function arguments, tensor constants (`get_attr`) become extra trailing arguments whose
-values the caller supplies, each `call_function` on an ATen overload becomes the torch op of that overload, and
-the output becomes `func.return`. Shapes and dtypes come from each node's fake-tensor metadata (`meta["val"]`).
-Each op is located at the user's source line (the last frame of the node's `stack_trace`) and named by the
-module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model's code.
+Node by node:
+    placeholder      a function argument (tensors), or a specialised Python value (SymInt, numbers: see below)
+    get_attr         a tensor constant (`_tensor_constant0`, or a parameter/buffer of a symbolically traced
+                     module): all elements equal -> an `aten.full` op in the IR; otherwise an extra trailing
+                     argument whose value the caller supplies (`GraphSignature.constants`)
+    call_function    an ATen overload -> the torch op of that overload (`op_class_for` + `from_args`);
+                     `operator.getitem` picks an element of a multi-result op; shape arithmetic on SymInts
+                     (`aten.sym_size.int`, `operator.mul`, ...) folds to its concrete value
+    output           `func.return` of the tensor leaves; nested tuples/lists are flattened (`output_spec`)
 
-Errors name the FX node, its ATen op and the user's source line.
+Types. Every result's shape and dtype come from the node's fake-tensor metadata (`meta["val"]`), and each op is
+verified as it is built: a mismatch with the op's verifier is an importer bug, reported with the node, its
+ATen op and its source line like every other error here (`GraphImportError`). Tensor results ATen leaves
+undefined (an output mask) have the type `none`; SymInt results `index`, Scalar results i64/f64/i1.
+
+Arguments. Python numbers in Tensor positions (FX's wrapped numbers) select the op's `.Scalar` overload when
+there is one and otherwise become a 0-d `aten.full` with the dtype PyTorch's promotion gives a wrapped number.
+dtypes, devices, layouts and memory formats become properties (see `neuron_mlir.ir.dialects.torch`).
+
+Symbolic sizes. The dialect's sizes and size arguments are static. A graph with SymInts (dynamic shapes from
+Dynamo) is imported *specialised*: to the sizes of the `inputs` it is given (`import_fx_graph(..., inputs=)`),
+otherwise to the sizes it was traced with (each backed symbol takes its hint). SymInt
+placeholders become no argument at all, and `GraphSignature.guards` records the shape or value each
+symbolic placeholder was specialised for; `GraphSignature.check_guards` refuses a call with other sizes
+(re-specialising per shape is the caller's job). Data-dependent sizes (unbacked symbols, e.g. after `nonzero`)
+have no hint: they become dynamic dimensions (`tensor<?x2xi64>`), and using one as a static argument is an
+error naming the node.
+
+Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace`) and
+named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    IndexType,
+    ModuleOp,
+    NameLoc,
+    NoneType,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+    f64,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
-from neuron_mlir.ir.dialects.torch import element_type_for_dtype, op_class_for
+from neuron_mlir.ir.dialects.torch import ResultKind, TorchOp, element_type_for_dtype, op_class_for
 from neuron_mlir.ir.locations import describe_location, source_location
+
+SymbolicNumber = torch.SymInt | torch.SymFloat | torch.SymBool
+"""Symbolic values a node's metadata may hold."""
+
+
+SIZE_ASSERTIONS = frozenset(
+    {
+        "aten._assert_scalar.default",
+        "aten.sym_constrain_range.default",
+        "aten.sym_constrain_range_for_size.default",
+        "aten._assert_tensor_metadata.default",
+    }
+)
+"""Runtime checks on sizes the tracer inserts; with sizes specialised they hold by construction (or involve a
+data-dependent size the IR keeps dynamic), so the importer drops them."""
+
+
+@dataclass(frozen=True)
+class DataDependent:
+    """The value of a size that depends on data (an unbacked symbol such as `u0`): usable only as a `?` dim."""
+
+    symbol: str
 
 
 class GraphImportError(RuntimeError):
@@ -34,11 +94,43 @@ class GraphImportError(RuntimeError):
 class GraphSignature:
     """How the imported function's arguments and results map to the FX graph's inputs and outputs."""
 
-    num_inputs: int  # FX placeholders, in order, are the first arguments
-    constants: list[torch.Tensor] = field(default_factory=list)  # then these, as trailing arguments
-    # per FX output: the index of the function result that carries it, or None for a None output
+    num_inputs: int
+    """FX placeholders, in order."""
+    inputs: list[int | None] = field(default_factory=list)
+    """Per FX placeholder: the function argument it is, or None (a specialised SymInt or number)."""
+    constants: list[torch.Tensor] = field(default_factory=list)
+    """Values of the trailing arguments that follow the placeholders' (tensor constants)."""
     outputs: list[int | None] = field(default_factory=list)
+    """Per flattened FX output: the index of the function result that carries it, or None (see `output_values`)."""
+    output_values: dict[int, object] = field(default_factory=dict)
+    """Flattened FX outputs that are Python values rather than results (None, specialised SymInts)."""
     output_names: list[str] = field(default_factory=list)
+    output_spec: Any = None
+    """The pytree spec of the FX output (how the flat outputs nest), None for a flat tuple."""
+    guards: dict[int, tuple[int, ...] | int | float | bool] = field(default_factory=dict)
+    """FX placeholder index -> the shape (tensor) or value (SymInt) a symbolic placeholder was specialised for."""
+
+    def arguments(self, inputs: list[Any]) -> list[Any]:
+        """The function's leading arguments for a call with the FX graph's `inputs`; `constants` follow them."""
+        return [value for value, index in zip(inputs, self.inputs, strict=True) if index is not None]
+
+    def check_guards(self, inputs: list[Any]) -> None:
+        """Raise ValueError when `inputs` differ from the sizes a symbolic graph was specialised for."""
+        for position, expected in self.guards.items():
+            value = inputs[position]
+            found = tuple(value.shape) if isinstance(value, torch.Tensor) else value
+            if found != expected:
+                raise ValueError(
+                    f"input {position} is {found}, but the graph was specialised for {expected}: "
+                    "recompile for these sizes"
+                )
+
+    def results(self, values: list[Any]) -> list[Any]:
+        """The flat FX outputs from the function's results (`values`), Python values filled in."""
+        return [
+            self.output_values.get(position) if index is None else values[index]
+            for position, index in enumerate(self.outputs)
+        ]
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -67,143 +159,400 @@ def _module_path(node: torch.fx.Node) -> str | None:
     return path
 
 
+def _target_name(node: torch.fx.Node) -> str:
+    if isinstance(node.target, torch._ops.OpOverload):
+        return str(node.target)  # aten.add.Tensor
+    return getattr(node.target, "__name__", str(node.target))
+
+
 def describe_node(node: torch.fx.Node) -> str:
+    """`FX node 'add' (aten.add.Tensor) at model.py:12 (model.layers.0)`: how every error names a node."""
     where = describe_location(node_location(node))
-    target = getattr(node.target, "__name__", str(node.target))
-    return f"FX node '{node.name}' ({target})" + (f" at {where}" if where else "")
+    return f"FX node '{node.name}' ({_target_name(node)})" + (f" at {where}" if where else "")
 
 
-def tensor_type(value: Any, node: torch.fx.Node) -> TensorType:
+def concrete(value: Any, bindings: dict[Any, int] | None = None) -> Any:
+    """A symbolic number's value: from `bindings` (symbol -> size) when they determine it, else its hint (the
+    value it was traced with); other values unchanged. None when unbacked (data-dependent)."""
+    if not isinstance(value, SymbolicNumber):
+        return value
+    python_type = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)]
+    if bindings:
+        bound = value.node.expr
+        bound = bound.xreplace(bindings) if hasattr(bound, "xreplace") else bound
+        if not getattr(bound, "free_symbols", None):
+            return python_type(bound)
+    if not value.node.has_hint():
+        return None
+    return python_type(value.node.hint)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | bool | SymbolicNumber)
+
+
+def tensor_type(value: Any, node: torch.fx.Node, bindings: dict[Any, int] | None = None) -> TensorType:
+    """The builtin tensor type of a (fake) tensor; symbolic sizes are specialised (`concrete`), unbacked ones
+    are `?`."""
     if not isinstance(value, torch.Tensor):
         raise GraphImportError(f"{describe_node(node)}: expected a tensor value, got {type(value).__name__}")
     shape = []
     for extent in value.shape:
-        if not isinstance(extent, int):
-            raise GraphImportError(f"{describe_node(node)}: symbolic size {extent} is not supported yet")
-        shape.append(extent)
-    return TensorType(element_type_for_dtype(value.dtype), shape)
+        size = concrete(extent, bindings)
+        shape.append(DYNAMIC_INDEX if size is None else int(size))
+    try:
+        element_type = element_type_for_dtype(value.dtype)
+    except ValueError as error:
+        raise GraphImportError(f"{describe_node(node)}: {error}") from error
+    return TensorType(element_type, shape)
 
 
-def _result_types(node: torch.fx.Node) -> list[Attribute]:
-    value = node.meta.get("val")
-    if value is None:
-        raise GraphImportError(f"{describe_node(node)}: the node has no fake-tensor metadata (meta['val'])")
-    if isinstance(value, list | tuple):
-        return [tensor_type(v, node) for v in value]
-    return [tensor_type(value, node)]
+def _scalar_type(value: Any, kind: ResultKind, node: torch.fx.Node) -> Attribute:
+    if kind is ResultKind.SYM_INT:
+        return IndexType()
+    if kind is ResultKind.INT:
+        return i64
+    if kind is ResultKind.FLOAT:
+        return f64
+    if kind is ResultKind.BOOL:
+        return i1
+    if isinstance(value, bool | torch.SymBool):
+        return i1
+    if isinstance(value, int | torch.SymInt):
+        return i64
+    if isinstance(value, float | torch.SymFloat):
+        return f64
+    raise GraphImportError(f"{describe_node(node)}: a Scalar result holding {type(value).__name__}")
 
 
 class FxImporter:
-    def __init__(self, graph_module: torch.fx.GraphModule, target: str = "trn2", name: str = "main"):
+    def __init__(
+        self,
+        graph_module: torch.fx.GraphModule,
+        target: str = "trn2",
+        name: str = "main",
+        inputs: list[Any] | None = None,
+    ):
         self.graph_module = graph_module
         self.target = target
         self.name = name
-        self.values: dict[torch.fx.Node, SSAValue | list[SSAValue]] = {}
+        self.inputs = inputs
+        # symbol -> the size it takes: from `inputs` when given (else symbols take their hints)
+        self.bindings: dict[Any, int] = {}
+        # FX node -> an SSA value, a list of them (multi-result ops), or a Python value (specialised SymInts)
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.block = Block()
 
     def import_graph(self) -> tuple[ModuleOp, GraphSignature]:
         graph = self.graph_module.graph
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        signature = GraphSignature(num_inputs=len(placeholders))
+        if self.inputs is not None and len(self.inputs) != len(placeholders):
+            raise GraphImportError(f"the graph has {len(placeholders)} inputs, {len(self.inputs)} values were given")
+        for position, node in enumerate(placeholders):
+            if self.inputs is not None:
+                self._bind(node.meta.get("val"), self.inputs[position])
+            self._placeholder(node, position, signature)
         constants = [n for n in graph.nodes if n.op == "get_attr"]
-        arg_types = [self._placeholder_type(n) for n in placeholders]
-        constant_values = [self._constant(n) for n in constants]
-        arg_types += [tensor_type(t, n) for t, n in zip(constant_values, constants, strict=True)]
-        block = Block(arg_types=arg_types)
-        for node, arg in zip([*placeholders, *constants], block.args, strict=True):
-            arg.name_hint = _ssa_name(node.name)
-            self.values[node] = arg
-        signature = GraphSignature(num_inputs=len(placeholders), constants=constant_values)
+        for node in constants:
+            self._get_attr(node, signature)
         results: list[SSAValue] = []
         for node in graph.nodes:
             if node.op == "call_function":
-                self._call_function(node, block)
+                self._call_function(node)
             elif node.op == "output":
                 results = self._output(node, signature)
             elif node.op not in ("placeholder", "get_attr"):
                 raise GraphImportError(f"{describe_node(node)}: FX '{node.op}' nodes are not supported")
+        block = self.block
         return_op = func.ReturnOp(*results)
         block.add_op(return_op)
-        function = func.FuncOp(
-            self.name, ([a.type for a in block.args], [r.type for r in results]), Region(block)
-        )
+        function = func.FuncOp(self.name, ([a.type for a in block.args], [r.type for r in results]), Region(block))
         module = ModuleOp([function])
         module.attributes[TARGET_ATTR_NAME] = TargetAttr(self.target)
         module.attributes["neuron.source"] = StringAttr("fx")
         return module, signature
 
-    def _placeholder_type(self, node: torch.fx.Node) -> TensorType:
-        value = node.meta.get("val")
+    # -- inputs ------------------------------------------------------------------------------------------------
+
+    def _placeholder(self, node: torch.fx.Node, position: int, signature: GraphSignature) -> None:
+        value = node.meta["val"] if "val" in node.meta else node.meta.get("example_value")
         if value is None:
-            value = node.meta.get("example_value")
-        return tensor_type(value, node)
+            signature.inputs.append(None)  # an input that is always None
+            self.values[node] = None
+            return
+        if _is_number(value):
+            number = concrete(value, self.bindings)
+            if number is None:
+                raise GraphImportError(f"{describe_node(node)}: an input symbol without a hint cannot be specialised")
+            if isinstance(value, SymbolicNumber):
+                signature.guards[position] = number
+            signature.inputs.append(None)
+            self.values[node] = number
+            return
+        arg_type = tensor_type(value, node, self.bindings)
+        if any(isinstance(extent, torch.SymInt) for extent in value.shape):
+            signature.guards[position] = tuple(arg_type.get_shape())
+        signature.inputs.append(len(self.block.args))
+        self.values[node] = self._add_argument(arg_type, node)
 
-    def _constant(self, node: torch.fx.Node) -> torch.Tensor:
-        value = getattr(self.graph_module, str(node.target))
+    def _bind(self, value: Any, real: Any) -> None:
+        """Bind the symbols of a placeholder's sizes to the sizes of the value it is called with."""
+        pairs = [(value, real)] if isinstance(value, torch.SymInt) else []
+        if isinstance(value, torch.Tensor) and isinstance(real, torch.Tensor) and value.dim() == real.dim():
+            pairs = list(zip(value.shape, real.shape, strict=True))
+        for symbolic, size in pairs:
+            if isinstance(symbolic, torch.SymInt) and symbolic.node.expr.is_Symbol:
+                self.bindings[symbolic.node.expr] = int(size)
+
+    def _add_argument(self, arg_type: Attribute, node: torch.fx.Node) -> SSAValue:
+        argument = self.block.insert_arg(arg_type, len(self.block.args))
+        argument.name_hint = _ssa_name(node.name)
+        return argument
+
+    def _get_attr(self, node: torch.fx.Node, signature: GraphSignature) -> None:
+        try:
+            value = operator.attrgetter(str(node.target))(self.graph_module)
+        except AttributeError as error:
+            raise GraphImportError(f"{describe_node(node)}: the graph module has no attribute {node.target}") from error
         if not isinstance(value, torch.Tensor):
-            raise GraphImportError(f"{describe_node(node)}: constant of type {type(value).__name__}")
-        return value.detach()
+            raise GraphImportError(
+                f"{describe_node(node)}: get_attr of a {type(value).__name__} (only tensor constants are imported)"
+            )
+        value = value.detach()
+        fill = _splat_value(value)
+        if fill is not None:
+            user = next(iter(node.users), node)
+            self.values[node] = self._full(list(value.shape), fill, value.dtype, user, _ssa_name(node.name))
+            return
+        signature.constants.append(value)
+        self.values[node] = self._add_argument(tensor_type(value, node), node)
 
-    def _value(self, argument: Any) -> Any:
+    def _full(
+        self, shape: list[int], fill: object, dtype: torch.dtype, node: torch.fx.Node, name: str | None
+    ) -> SSAValue:
+        """An `aten.full` of `fill`: how the IR spells a constant whose elements are all equal."""
+        op_class = op_class_for("aten::full")
+        assert op_class is not None
+        result_type = TensorType(element_type_for_dtype(dtype), shape)
+        op = op_class.from_args({"size": shape, "fill_value": fill, "dtype": dtype}, [result_type])
+        op.location = node_location(node)
+        self.block.add_op(op)
+        op.results[0].name_hint = name
+        return op.results[0]
+
+    # -- operations --------------------------------------------------------------------------------------------
+
+    def _value(self, argument: Any, node: torch.fx.Node) -> Any:
         if isinstance(argument, torch.fx.Node):
             if argument not in self.values:
                 raise GraphImportError(f"{describe_node(argument)} is used before it is defined")
-            return self.values[argument]
+            value = self.values[argument]
+            if isinstance(value, DataDependent):
+                raise GraphImportError(
+                    f"{describe_node(node)}: the data-dependent size {value.symbol} cannot be a static argument"
+                )
+            return value
         if isinstance(argument, list | tuple):
-            return [self._value(a) for a in argument]
+            return [self._value(a, node) for a in argument]
+        if isinstance(argument, SymbolicNumber):
+            number = concrete(argument, self.bindings)
+            if number is None:
+                raise GraphImportError(f"{describe_node(node)}: data-dependent value {argument} as an argument")
+            return number
         return argument
 
-    def _call_function(self, node: torch.fx.Node, block: Block) -> None:
-        import operator
-
+    def _call_function(self, node: torch.fx.Node) -> None:
+        value = node.meta.get("val")
         if node.target is operator.getitem:
             source, index = node.args
             values = self.values[source]  # type: ignore[index]
-            assert isinstance(values, list)
+            if not isinstance(values, list | tuple):
+                raise GraphImportError(f"{describe_node(node)}: indexing a value that is not a list of results")
             self.values[node] = values[index]  # type: ignore[index]
+            return
+        if is_shape_arithmetic(node):
+            number = concrete(value, self.bindings)
+            self.values[node] = DataDependent(str(value)) if number is None else number
+            return
+        if str(node.target) in SIZE_ASSERTIONS:
+            return  # checked by the tracer on the sizes the graph is specialised for; nothing to run
+        if node.target is torch.ops.higher_order.with_effects:
+            # an effectful op threaded through a token: the op itself, with the token passed through
+            token, inner, *inner_args = node.args
+            inner_value = value[1] if len(value) == 2 else tuple(value[1:])
+            result = self._import_overload(node, inner, _named_arguments(inner, inner_args, node.kwargs), inner_value)
+            self.values[node] = [self._value(token, node), result]
             return
         if not isinstance(node.target, torch._ops.OpOverload):
             raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported")
-        target, raw_arguments = _with_scalar_overload(node.target, _named_arguments(node))
+        arguments = _named_arguments(node.target, node.args, node.kwargs)
+        self.values[node] = self._import_overload(node, node.target, arguments, value)
+
+    def _import_overload(self, node: torch.fx.Node, overload: Any, raw: dict[str, Any], value: Any) -> Any:
+        """Import one ATen call whose results the metadata `value` describes; returns what later nodes see."""
+        if not isinstance(overload, torch._ops.OpOverload):
+            raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported, got {overload}")
+        target, raw_arguments = _with_scalar_overload(overload, raw)
         op_class = op_class_for(str(target))
         if op_class is None:
             raise GraphImportError(f"{describe_node(node)}: the torch dialect has no op for {target}")
-        arguments = {name: self._value(value) for name, value in raw_arguments.items()}
+        arguments = {name: self._value(v, node) for name, v in raw_arguments.items()}
+        self._materialise_wrapped_numbers(op_class, arguments, node)
         try:
-            op = op_class.from_args(arguments, _result_types(node))
+            op = op_class.from_args(arguments, self._result_types(op_class, node, value))
         except (ValueError, TypeError, AssertionError) as error:
             raise GraphImportError(f"{describe_node(node)}: {error}") from error
         op.location = node_location(node)
-        block.add_op(op)
-        if len(op.results) == 1 and not isinstance(node.meta.get("val"), list | tuple):
-            op.results[0].name_hint = _ssa_name(node.name)
-            self.values[node] = op.results[0]
-        else:
-            self.values[node] = list(op.results)
+        try:
+            op.verify()
+        except VerifyException as error:
+            raise GraphImportError(
+                f"{describe_node(node)}: the imported op does not verify (an importer bug: the node's metadata and "
+                f"the op disagree): {error}"
+            ) from error
+        self.block.add_op(op)
+        return self._node_value(op, node)
+
+    def _materialise_wrapped_numbers(self, op_class: type[TorchOp], arguments: dict[str, Any], node: torch.fx.Node):
+        """Numbers left in Tensor positions (no Scalar overload took them) become 0-d `aten.full` constants."""
+        tensor_args = [spec for spec in op_class.SCHEMA.operand_args if spec.name in arguments]
+        others = [arguments[s.name] for s in tensor_args if isinstance(arguments[s.name], SSAValue)]
+        for spec in tensor_args:
+            number = arguments[spec.name]
+            if isinstance(number, int | float | bool):
+                dtype = _wrapped_number_dtype(number, [v.type for v in others])
+                arguments[spec.name] = self._full([], number, dtype, node, None)
+
+    def _result_types(self, op_class: type[TorchOp], node: torch.fx.Node, value: Any) -> list[Attribute]:
+        specs = op_class.SCHEMA.results
+        if specs and value is None and "val" not in node.meta:
+            raise GraphImportError(f"{describe_node(node)}: the node has no fake-tensor metadata (meta['val'])")
+        values = list(value) if len(specs) > 1 else [value] if specs else []
+        if len(values) != len(specs):
+            raise GraphImportError(
+                f"{describe_node(node)}: {len(values)} values in the metadata for {len(specs)} results"
+            )
+        types: list[Attribute] = []
+        for spec, item in zip(specs, values, strict=True):
+            if spec.kind is ResultKind.TENSOR_LIST:
+                types.extend(tensor_type(v, node, self.bindings) for v in item)
+            elif spec.kind is ResultKind.TENSOR:
+                types.append(NoneType() if item is None else tensor_type(item, node, self.bindings))
+            else:
+                types.append(_scalar_type(item, spec.kind, node))
+        return types
+
+    def _node_value(self, op: TorchOp, node: torch.fx.Node) -> Any:
+        """What later nodes see: the single result, or the results grouped as the metadata nests them."""
+        specs = op.SCHEMA.results
+        results = list(op.results)
+        if not specs:
+            return None
+        if len(specs) == 1 and specs[0].kind is not ResultKind.TENSOR_LIST:
+            results[0].name_hint = _ssa_name(node.name)
+            return results[0]
+        if len(specs) == 1:
+            return results
+        grouped: list[Any] = []
+        flat = iter(results)
+        variadic = len(results) - (len(specs) - 1)
+        for spec in specs:
+            grouped.append([next(flat) for _ in range(variadic)] if spec.kind is ResultKind.TENSOR_LIST else next(flat))
+        return grouped
+
+    # -- outputs -----------------------------------------------------------------------------------------------
 
     def _output(self, node: torch.fx.Node, signature: GraphSignature) -> list[SSAValue]:
         (outputs,) = node.args
-        if not isinstance(outputs, list | tuple):
-            outputs = (outputs,)
+        structure = pytree.tree_map(self._output_structure, outputs)
+        leaves, spec = pytree.tree_flatten(structure)
+        if not (isinstance(outputs, tuple | list) and all(not isinstance(o, list | tuple) for o in outputs)):
+            signature.output_spec = spec
+        names = pytree.tree_leaves(pytree.tree_map(self._output_names, outputs))
         results: list[SSAValue] = []
-        for output in outputs:
-            if output is None:
+        for position, leaf in enumerate(leaves):
+            signature.output_names.append(names[position])
+            if isinstance(leaf, SSAValue):
+                signature.outputs.append(len(results))
+                results.append(leaf)
+            else:
                 signature.outputs.append(None)
-                signature.output_names.append("None")
-                continue
-            if not isinstance(output, torch.fx.Node):
-                raise GraphImportError(f"{describe_node(node)}: output {output!r} is not a tensor")
-            value = self.values[output]
-            if isinstance(value, list):
-                raise GraphImportError(f"{describe_node(output)}: returning a tuple-valued node is not supported")
-            signature.outputs.append(len(results))
-            signature.output_names.append(output.name)
-            results.append(value)
+                if leaf is not None:
+                    signature.output_values[position] = leaf
         return results
 
+    def _output_names(self, output: Any) -> Any:
+        """Names parallel to `_output_structure`: the node's, `name[i]` for the elements of a tuple-valued node."""
+        if not isinstance(output, torch.fx.Node):
+            return str(output)
+        value = self.values[output]
+        if isinstance(value, list | tuple):
+            return _indexed_names(output.name, value)
+        return output.name
 
-def _named_arguments(node: torch.fx.Node) -> dict[str, Any]:
-    schema = node.target._schema  # type: ignore[union-attr]
-    arguments = {spec.name: value for spec, value in zip(schema.arguments, node.args, strict=False)}
-    arguments.update(node.kwargs)
+    def _output_structure(self, output: Any) -> Any:
+        if isinstance(output, torch.fx.Node):
+            return self.values[output]
+        if isinstance(output, SymbolicNumber):
+            return concrete(output, self.bindings)
+        return output
+
+
+def _indexed_names(name: str, value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_indexed_names(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    return name
+
+
+def is_shape_arithmetic(node: torch.fx.Node) -> bool:
+    """A node computing a number from sizes only (`sym_size`, `operator.mul` on SymInts, ...): the importer
+    specialises it to its traced value, so it needs no op (and no lowering)."""
+    if node.op != "call_function" or not _is_number(node.meta.get("val")):
+        return False
+    tensor_operands = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    return not tensor_operands or str(node.target).startswith("aten.sym_")
+
+
+def _splat_value(value: torch.Tensor) -> object | None:
+    """The one value all elements of a real (non-complex) tensor share, else None."""
+    if value.is_complex() or value.is_sparse or value.numel() == 0:
+        return None
+    try:
+        element_type_for_dtype(value.dtype)
+    except ValueError:
+        return None
+    flat = value.reshape(-1)
+    first = flat[0]
+    same = bool(torch.all((flat == first) | (torch.isnan(flat) & torch.isnan(first))))
+    return first.item() if same else None
+
+
+_CATEGORY = {bool: 0, int: 1, float: 2}
+
+
+def _wrapped_number_dtype(number: int | float | bool, others: list[Attribute]) -> torch.dtype:
+    """The dtype PyTorch gives a wrapped number: the other tensor's, unless the number's kind is higher."""
+    category = _CATEGORY[type(number)]
+    for other in others:
+        if not isinstance(other, TensorType):
+            continue
+        dtype = _torch_dtype(other.get_element_type())
+        kind = 0 if dtype == torch.bool else 2 if (dtype.is_floating_point or dtype.is_complex) else 1
+        if kind >= category:
+            return dtype
+    return {0: torch.bool, 1: torch.int64, 2: torch.get_default_dtype()}[category]
+
+
+def _torch_dtype(element_type: Attribute) -> torch.dtype:
+    from neuron_mlir.ir.dialects.torch import dtype_name_for
+
+    return getattr(torch, dtype_name_for(element_type))
+
+
+def _named_arguments(target: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    arguments = {spec.name: value for spec, value in zip(target._schema.arguments, args, strict=False)}
+    arguments.update(kwargs)
     return arguments
 
 
@@ -226,9 +575,9 @@ def _with_scalar_overload(target: torch._ops.OpOverload, arguments: dict[str, An
         specs = {spec.name: str(spec.type) for spec in candidate._schema.arguments}
         if set(specs) != {spec.name for spec in schema.arguments}:
             continue
-        if all(specs[name] in ("Scalar", "number") for name in wrapped) and all(
-            specs[spec.name] == str(spec.type) for spec in schema.arguments if spec.name not in wrapped
-        ):
+        takes_scalars = all(specs[name] in ("Scalar", "number") for name in wrapped)
+        rest_same = all(specs[spec.name] == str(spec.type) for spec in schema.arguments if spec.name not in wrapped)
+        if takes_scalars and rest_same and op_class_for(str(candidate)) is not None:
             return candidate, arguments
     return target, arguments
 
@@ -242,7 +591,9 @@ def _ssa_name(name: str) -> str | None:
 
 
 def import_fx_graph(
-    graph_module: torch.fx.GraphModule, target: str = "trn2", name: str = "main"
+    graph_module: torch.fx.GraphModule, target: str = "trn2", name: str = "main", inputs: list[Any] | None = None
 ) -> tuple[ModuleOp, GraphSignature]:
-    """Import an ATen-level FX graph (see the module docstring)."""
-    return FxImporter(graph_module, target, name).import_graph()
+    """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
+    `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with."""
+    return FxImporter(graph_module, target, name, inputs).import_graph()
+

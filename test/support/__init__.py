@@ -65,3 +65,37 @@ def capture_aten_graphs(module, *inputs, backward: bool = False):
         sum(o.float().sum() for o in outputs if o.requires_grad).backward()
     torch._dynamo.reset()
     return graphs
+
+
+def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
+    """Like `capture_aten_graphs`, as (graph, real inputs of its first call) pairs, in the order they ran."""
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from neuron_mlir.frontend.backend import decompositions
+
+    captured = []
+
+    def keep(gm, example_inputs):
+        entry = [gm, None]
+        captured.append(entry)
+
+        def run(args):
+            if entry[1] is None:
+                entry[1] = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+            return gm(*args)
+
+        run._boxed_call = True
+        return run
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=backend)
+    out = compiled(*inputs)
+    if backward:
+        outputs = out if isinstance(out, tuple) else (out,)
+        sum(o.float().sum() for o in outputs if o.requires_grad).backward()
+    torch._dynamo.reset()
+    return [(gm, args) for gm, args in captured if args is not None]
