@@ -423,6 +423,48 @@ def _iota(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.IotaOp, Engine.GPSIMD, {"dst": full_access(buffer)}, props)
 
 
+def _indirect_access(conv: _FunctionConversion, em: Emitter, op: tile.GatherOp | tile.ScatterOp) -> Access:
+    """The indexed HBM side of an indirect DMA: [(stride of dim, rows an offset may reach), row pattern...]."""
+    memref_type = op.memref_type()
+    dims = op.row_dims()
+    extents = op.rows_type().get_shape()[1:] if dims else ()
+    tensor = op.source if isinstance(op, tile.GatherOp) else op.dest
+    buffer, pattern, dynamic = conv.hbm_access(em, tensor, op.index_values(), dims, extents)
+    start = _constant_index(op.index_values()[op.indexed_dim])
+    if start is None:
+        raise _diagnostic(op, f"the index of the indexed dimension {op.indexed_dim} must be a constant")
+    strides, _ = tile.memref_strides(memref_type)
+    bound = memref_type.get_shape()[op.indexed_dim] - start
+    indexed = [(strides[op.indexed_dim], bound), *pattern.dims]
+    return buffer, AccessPatternAttr(indexed, pattern.offset.data), dynamic
+
+
+def _gather(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.GatherOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {
+        "dst": full_access(buffer),
+        "src": _indirect_access(conv, em, op),
+        "offsets": full_access(conv.buffer(op.offsets)),
+    }
+    conv.emit(em, neuron.DmaCopyOp, Engine.DMA, accesses, {"indirect": StringAttr("src")})
+
+
+def _scatter(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.ScatterOp)
+    em = conv.emitter(op)
+    accesses = {
+        "dst": _indirect_access(conv, em, op),
+        "src": full_access(conv.buffer(op.value)),
+        "offsets": full_access(conv.buffer(op.offsets)),
+    }
+    props: dict[str, Attribute] = {"indirect": StringAttr("dst")}
+    if op.accumulate is not None:
+        props["accumulate"] = IntegerAttr(1, i1)
+    conv.emit(em, neuron.DmaCopyOp, Engine.DMA, accesses, props)
+
+
 def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.ReduceOp)
     em = conv.emitter(op)
@@ -455,6 +497,8 @@ _HANDLERS = {
     tile.CopyOp: _copy,
     tile.FillOp: _fill,
     tile.IotaOp: _iota,
+    tile.GatherOp: _gather,
+    tile.ScatterOp: _scatter,
     tile.ReduceOp: _reduce,
 }
 

@@ -1,0 +1,1 @@
+"""Small real-architecture models for tests and benchmarks: see `zoo.py`."""
