@@ -40,3 +40,14 @@ func.func @tile_argument(%t: !tile.tile<128x4xf32, sbuf>, %y: memref<128x4xf32, 
   func.return
 }
 // CHECK: tile.copy: tile operand %t is not produced by a tile op in this function (at model.py:3)
+
+// -----
+
+// An indirect DMA's indexed dimension needs a static start: the rows its offsets may reach must be known.
+func.func @gather_dynamic_start(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %ids: memref<128x1xi32, #neuron.mem<hbm>>, %s: index) {
+  %c0 = arith.constant 0 : index
+  %i = tile.load %ids[%c0, %c0] : memref<128x1xi32, #neuron.mem<hbm>> -> !tile.tile<128x1xi32, sbuf>
+  %rows = tile.gather %w[%s, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf> loc("model.embed"("model.py":7:0))
+  func.return
+}
+// CHECK: tile.gather: the index of the indexed dimension 0 must be a constant (at model.py:7 (model.embed))

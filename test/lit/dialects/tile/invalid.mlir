@@ -322,3 +322,86 @@ func.func @iota_too_many_partitions() {
   func.return
 }
 // CHECK: tile.iota: the tile has 256 partitions, more than the 128 the hardware has
+
+// -----
+
+// ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
+
+func.func @gather_float_offsets(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xf32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xf32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: offsets must be a [P, R] i32 SBUF tile, got !tile.tile<128x1xf32, sbuf>
+
+// -----
+
+func.func @gather_index_count(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: expected 2 indices for a rank-2 tensor, got 1
+
+// -----
+
+func.func @gather_bad_dim(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 2 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: dim 2 is not a dimension of the rank-2 tensor
+
+// -----
+
+func.func @gather_partitions(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<64x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<64x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: the rows tile must be in SBUF with the 64 partitions of offsets
+
+// -----
+
+func.func @gather_row_dims(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 0>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: dims [0] must be distinct dimensions other than dim 0
+
+// -----
+
+func.func @gather_row_shape(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x8x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: rows of shape (8, 8) do not walk dims [1] (one extent each)
+
+// -----
+
+func.func @gather_row_too_long(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x65xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: a row of 65 along dimension 1 exceeds its size 64
+
+// -----
+
+func.func @gather_elements_with_dims(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x2xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x2xi32, sbuf> -> !tile.tile<128x2xf32, sbuf>
+  func.return
+}
+// CHECK: tile.gather: with 2 offsets per partition each row is one element: rows must be (128, 2) with no dims
+
+// -----
+
+func.func @scatter_into_sbuf(%w: memref<1000x64xf32, #neuron.mem<sbuf>>, %v: !tile.tile<128x64xf32, sbuf>, %i: !tile.tile<128x1xi32, sbuf>) {
+  %c0 = arith.constant 0 : index
+  tile.scatter %v, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<sbuf>>, !tile.tile<128x1xi32, sbuf>
+  func.return
+}
+// CHECK: tile.scatter: the indexed tensor is in HBM

@@ -255,3 +255,23 @@ func.func @iota_index_map() -> !tile.tile<5x3x2xf32, sbuf> {
   // CHECK: func.return %[[I]]
   func.return %i : !tile.tile<5x3x2xf32, sbuf>
 }
+
+// ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @gather_scatter_rows
+func.func @gather_scatter_rows(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) -> !tile.tile<128x64xf32, sbuf> {
+  %c0 = arith.constant 0 : index
+  // CHECK: %[[R:.*]] = tile.gather %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  // CHECK: tile.scatter %[[R]], %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+  tile.scatter %rows, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+  func.return %rows : !tile.tile<128x64xf32, sbuf>
+}
+
+// CHECK-LABEL: func.func @gather_elements
+func.func @gather_elements(%x: memref<4096xf32, #neuron.mem<hbm>>, %i: !tile.tile<64x7xi32, sbuf>) -> !tile.tile<64x7xf32, sbuf> {
+  %c0 = arith.constant 0 : index
+  // CHECK: tile.gather %{{.*}}[%{{.*}}], %{{.*}} {dim = 0 : i64} : memref<4096xf32, #neuron.mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
+  %e = tile.gather %x[%c0], %i {dim = 0 : i64} : memref<4096xf32, #neuron.mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
+  func.return %e : !tile.tile<64x7xf32, sbuf>
+}
