@@ -599,7 +599,8 @@ class _Validator:
                     f"{where}: (step {step}, num {num}) does not fit an engine access pattern "
                     f"(num at most {ENGINE_MAX_NUM}, step within int16)"
                 )
-        if is_write and not _injective(pattern):
+        # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
+        if is_write and not _injective(pattern) and inst.attrs.get("indirect") != role:
             raise BundleError(f"{where}: the written pattern {list(pattern)} touches some elements twice")
         if memory is Memory.HBM:
             if access.partitions != 0 or access.partition_start != 0:
