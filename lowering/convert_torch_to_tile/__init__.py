@@ -11,7 +11,7 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py.
+convolution.py, pooling.py, indexing.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
@@ -50,6 +51,7 @@ LOWERINGS: dict[str, Lowering] = {
     **MOVEMENT_LOWERINGS,
     **CONVOLUTION_LOWERINGS,
     **POOLING_LOWERINGS,
+    **INDEXING_LOWERINGS,
 }
 
 

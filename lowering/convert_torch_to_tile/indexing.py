@@ -1,0 +1,483 @@
+"""Gathers and scatters through indirect DMA: embedding, index_select, gather, index.Tensor and the scatter family.
+
+Every op here is an *indexed affine access*: output (or update) element `o` reads (or writes) the source element
+
+    offset(o) = sum_k o_k * A_k + sum_j index_j[o] * B_j        (elements, relative to the source's origin)
+
+with per-dimension coefficients A (the source's strides on the dimensions the output keeps, 0 elsewhere) and
+index tensors broadcast to the output's shape, each scaled by the stride of the dimension it indexes (negative
+indices wrap where PyTorch wraps them). One routine computes such offsets tile by tile on the engines (GpSimdE
+iota for the affine part, VectorE for the indexed part, fp32 exact below 2^24) and moves the data with
+`tile.gather` / `tile.scatter`:
+
+- rows: when the output's last dimension is independent of every index (embedding, index_select on an outer
+  dimension, index.Tensor on leading dims), one offset per partition moves a whole row of it;
+- elements: otherwise one offset per element ([P, F] offsets, one descriptor each).
+
+The table of each indirect DMA starts at the tile's own origin (a dynamic DMA offset) and spans exactly the
+elements the tile's offsets can reach, so the bound the hardware checks is static and tight.
+
+Scatters copy `self` first and then write (scatter, index_put) or add with an accumulating indirect DMA
+(scatter_add, index_put with accumulate, scatter_reduce sum/mean, embedding_dense_backward). The DMA processes
+rows in order and adds each one in fp32, so duplicate indices accumulate every contribution exactly as a
+sequential CPU loop would. (The alternative, a one-hot [tokens x vocabulary] matmul on TensorE, is exact only
+while the products and sums stay exact in fp32 and costs vocabulary-proportional work per token; the accumulating
+DMA costs a descriptor per row and no arithmetic beyond the adds.) Out-of-range indices are not checked against
+each dimension: an offset outside the table stops the run (the DMA's bound check), one inside reads another
+element, where PyTorch would raise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects.builtin import f32, i32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
+    PARTITION_TILE,
+    Lowering,
+    alloc,
+    element_type_of,
+    layout_of,
+    load,
+    refuse,
+    result_element_type,
+    result_shape,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout, normalize_dim
+from neuron_mlir.runtime.hardware import Memory
+
+# Offsets are computed in fp32 (VectorE): exact for integers below 2^24.
+EXACT_OFFSETS = 1 << 24
+# Element gathers move one element per descriptor: keep each DMA at 128 x 512 descriptors.
+ELEMENT_TILE = 512
+
+
+@dataclass(frozen=True)
+class IndexTerm:
+    """An index tensor viewed with the output's shape (stride 0 where it broadcasts), scaled by `coefficient`;
+    `wrap` is the size of the indexed dimension when negative indices count from its end."""
+
+    index: SSAValue
+    coefficient: int
+    extent: int
+    wrap: bool = False
+
+
+def _source_without_negative_strides(em: Emitter, source: SSAValue) -> SSAValue:
+    if any(s < 0 for s in layout_of(source).strides):
+        return copy_to(em, source)
+    return source
+
+
+def _tiling(shape: Sequence[int]) -> tuple[tuple[int, ...], int, int]:
+    """The output as (leading dims looped, partition extent, free extent)."""
+    if len(shape) == 0:
+        return (), 1, 1
+    if len(shape) == 1:
+        return (), 1, shape[0]
+    return tuple(shape[:-2]), shape[-2], shape[-1]
+
+
+def _as_rank2(shape: Sequence[int], values: Sequence[int]) -> tuple[int, ...]:
+    """Per-dim values of `shape` padded to at least 2 dims (a unit partition or free dim gets 0)."""
+    values = tuple(values)
+    return (0,) * max(0, 2 - len(shape)) + values
+
+
+def _views_rank2(em: Emitter, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    layout = layout_of(value)
+    pad = max(0, 2 - len(shape))
+    return view(em, value, Layout((1,) * pad + tuple(layout.shape), (0,) * pad + tuple(layout.strides), layout.offset))
+
+
+class IndexedAccess:
+    """Offsets of an indexed affine access over an output shape, tile by tile."""
+
+    def __init__(self, shape: Sequence[int], coefficients: Sequence[int], terms: Sequence[IndexTerm]):
+        self.shape = tuple(shape)
+        self.coefficients = _as_rank2(shape, coefficients)
+        self.terms = list(terms)
+        self.lead, self.partitions, self.free = _tiling(self.shape if len(self.shape) >= 2 else (1, *self.shape))
+        if len(self.shape) == 0:
+            self.lead, self.partitions, self.free = (), 1, 1
+        # rows: the last dim is walked by the DMA when no index depends on it and it has a positive stride
+        last_free = all(layout_of(t.index).strides[-1] == 0 for t in self.terms) if self.terms else True
+        self.rows = len(self.shape) >= 2 and last_free and self.coefficients[-1] > 0 and self.free > 1
+
+    def reach(self, ps: int, fs: int) -> int:
+        """The largest offset a tile of [ps, fs] can produce relative to its origin (+1: the table's bound)."""
+        a = self.coefficients
+        total = (ps - 1) * a[-2] + (0 if self.rows else (fs - 1) * a[-1])
+        total += sum((t.extent - 1) * t.coefficient for t in self.terms)
+        return total + 1
+
+    def origin(self, em: Emitter, lead: Sequence[Index], p0: Index, f0: Index) -> Index:
+        a = self.coefficients
+        value: Index = 0
+        for index, coefficient in zip([*lead, p0], a[:-1], strict=True):
+            value = em.add(value, em.mul(index, coefficient))
+        if not self.rows:
+            value = em.add(value, em.mul(f0, a[-1]))
+        return value
+
+    def offsets(self, em: Emitter, lead: Sequence[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+        """The [ps, 1] (rows) or [ps, fs] (elements) i32 offsets of a tile, relative to its origin."""
+        width = 1 if self.rows else fs
+        a = self.coefficients
+        shape = (ps, width)
+        total = em.insert(tile.IotaOp(TileType(shape, f32), [0 if self.rows else a[-1]], 0, a[-2])).result
+        for term in self.terms:
+            indices = [*lead, p0, f0]
+            index_view = _views_rank2(em, term.index, self.shape)
+            value = load(em, index_view, indices, shape, f32)
+            if term.wrap:
+                negative = em.insert(tile.BinaryScalarOp(value, "is_lt", TileType(shape, f32), scalar=0.0)).result
+                shift = em.insert(
+                    tile.BinaryScalarOp(negative, "multiply", TileType(shape, f32), scalar=float(term.extent))
+                ).result
+                value = em.insert(tile.BinaryOp(value, shift, "add", TileType(shape, f32))).result
+            scaled = em.insert(
+                tile.BinaryScalarOp(value, "multiply", TileType(shape, f32), scalar=float(term.coefficient))
+            ).result
+            total = em.insert(tile.BinaryOp(total, scaled, "add", TileType(shape, f32))).result
+        return em.insert(tile.CopyOp(total, TileType(shape, i32))).result
+
+    def run(self, em: Emitter, body: Callable[[Emitter, list[Index], Index, int, Index, int], None]) -> None:
+        """body(emitter, lead indices, p0, ps, f0, fs) over every tile of the output."""
+        free_tile = FREE_TILE if self.rows else ELEMENT_TILE
+
+        def level(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+            if left:
+                e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
+                return
+            e.for_tiles(
+                self.partitions,
+                PARTITION_TILE,
+                lambda e2, p0, ps: e2.for_tiles(
+                    self.free, free_tile, lambda e3, f0, fs: body(e3, done, p0, ps, f0, fs)
+                ),
+            )
+
+        level(em, [], self.lead)
+
+    def table(
+        self, em: Emitter, source: SSAValue, origin: Index, ps: int, fs: int
+    ) -> tuple[SSAValue, list[Index], int]:
+        """A view of `source`'s allocation for one tile: (view, gather indices, indexed dim).
+
+        Elements: [Q, bound] with element [q, j] at source origin + q + j; rows: [Q, bound, fs] with the row's
+        stride last. The tile's origin indexes Q (a dynamic DMA offset); offsets index `bound`.
+        """
+        layout = layout_of(source)
+        span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.strides, strict=True))
+        bound = self.reach(ps, fs)
+        if self.rows:
+            # the row's start along the last dim is the gather index f0 of the view's third dim
+            row = (self.free - 1) * self.coefficients[-1]
+            starts = max(1, span - row - bound + 1)
+            shape, strides = (starts, bound, self.free), (1, 1, self.coefficients[-1])
+        else:
+            starts = max(1, span - bound + 1)
+            shape, strides = (starts, bound), (1, 1)
+        return view(em, source, Layout(shape, strides, layout.offset)), [origin, 0, *([0] if self.rows else [])], 1
+
+
+def _check_exact(em: Emitter, op_name: str, source: SSAValue) -> None:
+    layout = layout_of(source)
+    span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.strides, strict=True))
+    if span >= EXACT_OFFSETS:
+        raise refuse(em, op_name, f"indexing a tensor of {span} elements: offsets are exact only below 2^24")
+
+
+def emit_gather(
+    em: Emitter, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
+) -> SSAValue:
+    """out[shape] with out[o] = source element at offset(o)."""
+    _check_exact(em, op_name, source)
+    out = alloc(em, access.shape, out_element_type)
+    out_view = _views_rank2(em, out, access.shape)
+    if math.prod(access.shape) == 0:
+        return out
+
+    def body(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
+        offsets = access.offsets(e, lead, p0, ps, f0, fs)
+        table, indices, dim = access.table(e, source, access.origin(e, lead, p0, f0), ps, fs)
+        if access.rows:
+            indices[-1] = f0
+        result_type = TileType((ps, fs), out_element_type, Memory.SBUF)
+        rows = e.insert(
+            tile.GatherOp(table, [e.index(i) for i in indices], offsets, dim, result_type, (2,) if access.rows else ())
+        ).result
+        e.insert(tile.StoreOp(rows, out_view, [e.index(i) for i in [*lead, p0, f0]]))
+
+    access.run(em, body)
+    return out
+
+
+def emit_scatter(
+    em: Emitter,
+    op_name: str,
+    dest: SSAValue,
+    access: IndexedAccess,
+    values: Callable[[Emitter, list[Index], Index, int, Index, int], SSAValue],
+    accumulate: bool,
+) -> None:
+    """dest element at offset(o) = (or +=) values(o) for every o of the access's shape."""
+    _check_exact(em, op_name, dest)
+    if math.prod(access.shape) == 0:
+        return
+
+    def body(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
+        offsets = access.offsets(e, lead, p0, ps, f0, fs)
+        table, indices, dim = access.table(e, dest, access.origin(e, lead, p0, f0), ps, fs)
+        if access.rows:
+            indices[-1] = f0
+        rows = values(e, lead, p0, ps, f0, fs)
+        e.insert(
+            tile.ScatterOp(
+                rows, table, [e.index(i) for i in indices], offsets, dim, (2,) if access.rows else (), accumulate
+            )
+        )
+
+    access.run(em, body)
+
+
+def _load_values(source: SSAValue, shape: Sequence[int], element_type: Attribute):  # type: ignore[no-untyped-def]
+    """A `values` callback reading `source` (viewed with `shape`) at the tile's positions."""
+
+    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+        return load(e, _views_rank2(e, source, shape), [*lead, p0, f0], (ps, fs), element_type)
+
+    return values
+
+
+def _fill_values(value: float, element_type: Attribute):  # type: ignore[no-untyped-def]
+    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+        return e.insert(tile.FillOp(value, TileType((ps, fs), element_type, Memory.SBUF))).result
+
+    return values
+
+
+# ---- building accesses -------------------------------------------------------------------------------------
+
+
+def _broadcast_index(em: Emitter, index: SSAValue, shape: Sequence[int], placement: Sequence[int]) -> SSAValue:
+    """`index` viewed with `shape`: its dims land on `placement` (right-aligned broadcasting), stride 0 elsewhere."""
+    layout = layout_of(index)
+    strides = [0] * len(shape)
+    for dim, (extent, stride) in zip(placement, zip(layout.shape, layout.strides, strict=True), strict=True):
+        strides[dim] = stride if extent != 1 else 0
+    return view(em, index, Layout(tuple(shape), tuple(strides), layout.offset))
+
+
+def along_dim_access(em: Emitter, source: SSAValue, dim: int, index: SSAValue, wrap: bool) -> IndexedAccess:
+    """gather/scatter's access: the output has the index's shape; dimension `dim` comes from the index."""
+    src = layout_of(source)
+    idx = layout_of(index)
+    shape = idx.shape if idx.rank else ()
+    coefficients = [0 if k == dim else src.strides[k] for k in range(len(shape))]
+    term = IndexTerm(view(em, index, Layout(idx.shape, idx.strides, idx.offset)), src.strides[dim] if src.rank else 0,
+                     src.shape[dim] if src.rank else 1, wrap)  # fmt: skip
+    return IndexedAccess(shape, coefficients, [term])
+
+
+def advanced_access(em: Emitter, op_name: str, source: SSAValue, indices: Sequence[SSAValue | None]) -> IndexedAccess:
+    """index.Tensor's access: PyTorch's advanced indexing with integer index tensors (None keeps a dimension)."""
+    src = layout_of(source)
+    indexed = [d for d, index in enumerate(indices) if index is not None]
+    if not indexed:
+        raise refuse(em, op_name, "indexing without any index tensor")
+    for d in indexed:
+        if str(element_type_of(indices[d])) in ("i1", "ui8", "i8"):  # type: ignore[arg-type]
+            raise refuse(em, op_name, "boolean mask indices select a data-dependent number of elements")
+    index_layouts = [layout_of(indices[d]) for d in indexed]  # type: ignore[arg-type]
+    rank = max(layout.rank for layout in index_layouts)
+    broadcast: list[int] = []
+    for position in range(rank):
+        sizes = {
+            layout.shape[position - (rank - layout.rank)]
+            for layout in index_layouts
+            if position - (rank - layout.rank) >= 0
+        }
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise refuse(em, op_name, f"index shapes {[layout.shape for layout in index_layouts]} do not broadcast")
+        broadcast.append(sizes.pop() if sizes else 1)
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    kept = [d for d in range(src.rank) if d not in indexed]
+    if adjacent:
+        before, after = [d for d in kept if d < indexed[0]], [d for d in kept if d > indexed[-1]]
+        shape = [src.shape[d] for d in before] + broadcast + [src.shape[d] for d in after]
+        coefficients = [src.strides[d] for d in before] + [0] * rank + [src.strides[d] for d in after]
+        first = len(before)
+    else:
+        shape = broadcast + [src.shape[d] for d in kept]
+        coefficients = [0] * rank + [src.strides[d] for d in kept]
+        first = 0
+    terms = []
+    for d, layout in zip(indexed, index_layouts, strict=True):
+        placement = [first + rank - layout.rank + i for i in range(layout.rank)]
+        index_view = _broadcast_index(em, indices[d], shape, placement)  # type: ignore[arg-type]
+        terms.append(IndexTerm(index_view, src.strides[d], src.shape[d], wrap=True))
+    return IndexedAccess(shape, coefficients, terms)
+
+
+# ---- ATen ops ------------------------------------------------------------------------------------------------
+
+
+def _embedding(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    weight, indices = args["weight"], args["indices"]
+    w, idx = layout_of(weight), layout_of(indices)
+    shape = (*idx.shape, w.shape[1])
+    term = IndexTerm(view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), w.strides[0], w.shape[0])
+    access = IndexedAccess(shape, [0] * idx.rank + [w.strides[1]], [term])
+    return [emit_gather(em, op.name, _source_without_negative_strides(em, weight), access, result_element_type(op))]
+
+
+def _index_select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    source = _source_without_negative_strides(em, args["self"])
+    src, idx = layout_of(source), layout_of(args["index"])
+    if src.rank == 0:
+        return [copy_to(em, source)]
+    dim = normalize_dim(args["dim"], src.rank)
+    count = idx.shape[0] if idx.rank else 1
+    shape = list(src.shape)
+    shape[dim] = count
+    strides = [0] * src.rank
+    strides[dim] = idx.strides[0] if idx.rank else 0
+    term = IndexTerm(view(em, args["index"], Layout(tuple(shape), tuple(strides), idx.offset)), src.strides[dim],
+                     src.shape[dim])  # fmt: skip
+    coefficients = [0 if k == dim else src.strides[k] for k in range(src.rank)]
+    access = IndexedAccess(shape, coefficients, [term])
+    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+
+
+def _gather(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    source = _source_without_negative_strides(em, args["self"])
+    rank = layout_of(source).rank
+    dim = normalize_dim(args["dim"], rank) if rank else 0
+    access = along_dim_access(em, source, dim, args["index"], wrap=False)
+    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+
+
+def _index_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    source = _source_without_negative_strides(em, args["self"])
+    access = advanced_access(em, op.name, source, list(args["indices"]))
+    if access.shape != result_shape(op):
+        raise refuse(em, op.name, f"computed shape {access.shape} differs from the result's {result_shape(op)}")
+    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+
+
+def _scatter(mode: str) -> Lowering:
+    """scatter.src / scatter.value / scatter_add: copy self, then write or add at the indexed positions."""
+
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        out = copy_to(em, args["self"])
+        rank = layout_of(out).rank
+        dim = normalize_dim(args["dim"], rank) if rank else 0
+        access = along_dim_access(em, out, dim, args["index"], wrap=False)
+        element_type = result_element_type(op)
+        if mode == "value":
+            values = _fill_values(float(args["value"]), element_type)
+        else:
+            values = _load_values(args["src"], access.shape, element_type)
+        emit_scatter(em, op.name, out, access, values, accumulate=mode == "add")
+        return [out]
+
+    return lower
+
+
+def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    reduce, include_self = str(args["reduce"]), bool(args.get("include_self", True))
+    if reduce not in ("sum", "mean"):
+        raise refuse(em, op.name, f"reduce='{reduce}' needs a read-modify-write other than the DMA's add")
+    element_type = result_element_type(op)
+    out = copy_to(em, args["self"])
+    rank = layout_of(out).rank
+    dim = normalize_dim(args["dim"], rank) if rank else 0
+    access = along_dim_access(em, out, dim, args["index"], wrap=False)
+    if not include_self:
+        emit_scatter(em, op.name, out, access, _fill_values(0.0, element_type), accumulate=False)
+    emit_scatter(em, op.name, out, access, _load_values(args["src"], access.shape, element_type), accumulate=True)
+    if reduce == "sum":
+        return [out]
+    counts = alloc(em, layout_of(out).shape, f32)
+    fill_into(em, counts, 1.0 if include_self else 0.0)
+    count_access = along_dim_access(em, counts, dim, args["index"], wrap=False)
+    emit_scatter(em, op.name, counts, count_access, _fill_values(1.0, f32), accumulate=True)
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    def mean(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        total, count = tiles
+        shape = result.get_shape()
+        at_least_one = e.insert(tile.BinaryScalarOp(count, "max", TileType(shape, f32), scalar=1.0)).result
+        inverse = e.insert(tile.UnaryOp(at_least_one, "reciprocal", TileType(shape, f32))).result
+        quotient = e.insert(tile.BinaryOp(total, inverse, "multiply", TileType(shape, f32))).result
+        return e.insert(tile.CopyOp(quotient, result)).result
+
+    return [emit_elementwise(em, layout_of(out).shape, element_type, [out, counts], mean)]
+
+
+def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    out = copy_to(em, args["self"])
+    access = advanced_access(em, op.name, out, list(args["indices"]))
+    element_type = result_element_type(op)
+    values_layout = layout_of(args["values"]).broadcast_to(access.shape)
+    values = view(em, args["values"], values_layout)
+    emit_scatter(em, op.name, out, access, _load_values(values, access.shape, element_type), bool(args["accumulate"]))
+    return [out]
+
+
+def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    if args.get("scale_grad_by_freq"):
+        raise refuse(em, op.name, "scale_grad_by_freq needs per-index counts (not lowered)")
+    grad, indices = args["grad_output"], args["indices"]
+    g, idx = layout_of(grad), layout_of(indices)
+    width = g.shape[-1]
+    out = alloc(em, result_shape(op), result_element_type(op))
+    fill_into(em, out, 0.0)
+    shape = (*idx.shape, width)
+    term = IndexTerm(view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), width, result_shape(op)[0])
+    access = IndexedAccess(shape, [0] * idx.rank + [1], [term])
+    if g.shape != shape:
+        raise refuse(em, op.name, f"grad_output of shape {g.shape} does not match indices x {width}")
+    padding = int(args.get("padding_idx", -1))
+
+    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+        rows = load(e, _views_rank2(e, grad, shape), [*lead, p0, f0], (ps, fs), f32)
+        if padding < 0:
+            return rows
+        ids = load(e, _views_rank2(e, term.index, shape), [*lead, p0, 0], (ps, 1), f32)
+        keep = e.insert(tile.BinaryScalarOp(ids, "not_equal", TileType((ps, 1), f32), scalar=float(padding))).result
+        return e.insert(tile.BinaryScalarOp(rows, "multiply", TileType((ps, fs), f32), column=keep)).result
+
+    emit_scatter(em, op.name, out, access, values, accumulate=True)
+    return [out]
+
+
+INDEXING_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.embedding": _embedding,
+    "torch.aten.index_select": _index_select,
+    "torch.aten.gather": _gather,
+    "torch.aten.index.Tensor": _index_tensor,
+    "torch.aten._unsafe_index.Tensor": _index_tensor,
+    "torch.aten.scatter.src": _scatter("src"),
+    "torch.aten.scatter.value": _scatter("value"),
+    "torch.aten.scatter_add": _scatter("add"),
+    "torch.aten.scatter_reduce.two": _scatter_reduce,
+    "torch.aten.index_put": _index_put,
+    "torch.aten._unsafe_index_put": _index_put,
+    "torch.aten.embedding_dense_backward": _embedding_dense_backward,
+}
