@@ -30,7 +30,6 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
@@ -45,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
 from neuron_mlir.lowering.emitter import Emitter, Index
@@ -73,12 +73,6 @@ def fold_nest(em: Emitter, dims: Sequence[tuple[int, int]], body: FoldBody, acc:
     return em.accumulate_tiles(
         extent, size, lambda e, o, s: level(e, o, s, acc), lambda e, o, s, carried: level(e, o, s, carried)
     )
-
-
-def _limits(em: Emitter) -> tuple[int, int, int]:
-    """(K, M, N) tile limits of the target's TensorE: contraction, stationary free, moving free (one PSUM bank)."""
-    target = target_of(em.anchor) if em.anchor is not None else target_of(em.block.parent_op())  # type: ignore[arg-type]
-    return target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free
 
 
 def _nest(em: Emitter, extents: Sequence[int], body: Callable[[Emitter, list[Index]], None]) -> None:
@@ -191,7 +185,7 @@ def emit_direct_convolution(
     out_element_type: Attribute,
 ) -> SSAValue:
     """out[N, Cout, O...] of the unpadded convolution of xp[N, Cin, S...] with wt[K..., Cin/g, Cout]."""
-    k_tile, m_tile, n_tile = _limits(em)
+    k_tile, m_tile, n_tile = matmul_limits(em)
     x_layout, w_layout = layout_of(xp), layout_of(wt)
     rank = x_layout.rank - 2
     batch = x_layout.shape[0]
@@ -359,7 +353,7 @@ def emit_weight_gradient(
     out_element_type: Attribute,
 ) -> SSAValue:
     """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d] (direct convolution's)."""
-    k_tile, m_tile, n_tile = _limits(em)
+    k_tile, m_tile, n_tile = matmul_limits(em)
     rank = len(kernel)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     x_layout, g_layout = layout_of(xp), layout_of(grad_out)

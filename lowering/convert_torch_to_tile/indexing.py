@@ -430,7 +430,58 @@ def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     return [emit_elementwise(em, layout_of(out).shape, element_type, [out, counts], mean)]
 
 
+def _is_mask(value: SSAValue | None) -> bool:
+    return value is not None and str(element_type_of(value)) in ("i1", "ui8")
+
+
+def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue] | None:
+    """index_put with one boolean mask whose values do not depend on how many elements it selects.
+
+    Then it is elementwise: `where(mask, values, self)` (or `self + mask * values` when accumulating), with the
+    mask and the values broadcast over self; None when the values have one row per selected element.
+    """
+    indices = list(args["indices"])
+    positions = [d for d, index in enumerate(indices) if index is not None]
+    if len(positions) != 1 or not _is_mask(indices[positions[0]]):
+        return None
+    first, mask = positions[0], indices[positions[0]]
+    src, m, v = layout_of(args["self"]), layout_of(mask), layout_of(args["values"])
+    rest = src.shape[first + m.rank :]
+    if (
+        src.shape[first : first + m.rank] != m.shape
+        or v.rank > 1 + len(rest)
+        or (v.rank > len(rest) and v.shape[0] != 1)
+    ):
+        return None
+    mask_strides = [0] * src.rank
+    mask_strides[first : first + m.rank] = m.strides
+    mask_view = view(em, mask, Layout(src.shape, tuple(mask_strides), m.offset))
+    trailing = v.shape[max(0, v.rank - len(rest)) :]
+    try:
+        values_rest = Layout(trailing, v.strides[max(0, v.rank - len(rest)) :], v.offset).expand(rest)
+    except ValueError:
+        return None
+    value_strides = [0] * (first + m.rank) + list(values_rest.strides)
+    values_view = view(em, args["values"], Layout(src.shape, tuple(value_strides), v.offset))
+    accumulate = bool(args.get("accumulate", False))
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    def put(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        current, chosen, value = tiles
+        if not accumulate:
+            return e.insert(tile.SelectOp(chosen, value, current, result)).result
+        work = TileType(result.get_shape(), f32, Memory.SBUF)
+        scaled = e.insert(tile.BinaryOp(chosen, value, "multiply", work)).result
+        return e.insert(tile.BinaryOp(current, scaled, "add", result)).result
+
+    out = emit_elementwise(em, src.shape, result_element_type(op), [args["self"], mask_view, values_view], put)
+    return [out]
+
+
 def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    masked = _masked_put(em, op, args)
+    if masked is not None:
+        return masked
     out = copy_to(em, args["self"])
     access = advanced_access(em, op.name, out, list(args["indices"]))
     element_type = result_element_type(op)

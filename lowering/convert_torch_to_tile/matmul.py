@@ -15,9 +15,9 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
-    MATMUL_K_TILE,
     MATMUL_M_TILE,
     MATMUL_N_TILE,
     Lowering,
@@ -31,7 +31,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.emitter import Emitter, Index
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
 Epilogue = Callable[[Emitter, SSAValue, list[Index], TileType], SSAValue]
@@ -39,6 +39,13 @@ Epilogue = Callable[[Emitter, SSAValue, list[Index], TileType], SSAValue]
 
 def _evacuate(em: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
     return to_sbuf(em, product, result_type.element_type)
+
+
+def matmul_limits(em: Emitter) -> tuple[int, int, int]:
+    """(K, M, N) tile limits of the target's TensorE: contraction, stationary free, moving free (one PSUM bank)."""
+    anchor = em.anchor if em.anchor is not None else em.block.parent_op()
+    target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+    return target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free
 
 
 def emit_matmul(
@@ -54,7 +61,8 @@ def emit_matmul(
     m, k = lhs_layout.shape[-2:]
     n = rhs_layout.shape[-1]
     out = alloc(em, (*batch_shape, m, n), out_element_type)
-    n_tile = moving_tile(rhs_layout.strides, rhs_layout.shape)
+    k_tile, m_tile, n_limit = matmul_limits(em)
+    n_tile = moving_tile(rhs_layout.strides, rhs_layout.shape, m_tile, n_limit)
     finish = epilogue or _evacuate
 
     def output_tile(inner: Emitter, batch: list[Index], m0: Index, m_size: int, n0: Index, n_size: int) -> None:
@@ -64,7 +72,10 @@ def emit_matmul(
         def step(e: Emitter, k0: Index, k_size: int, acc: SSAValue) -> SSAValue:
             return _product(e, lhs, rhs, batch, m0, m_size, n0, n_size, k0, k_size, acc)
 
-        product = inner.accumulate_tiles(k, MATMUL_K_TILE, first, step)
+        if k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
+            product = inner.insert(tile.FillOp(0.0, TileType((m_size, n_size), f32, Memory.SBUF))).result
+        else:
+            product = inner.accumulate_tiles(k, k_tile, first, step)
         result_type = TileType((m_size, n_size), out_element_type, Memory.SBUF)
         store(inner, finish(inner, product, [*batch, m0, n0], result_type), out, [*batch, m0, n0])
 
@@ -74,7 +85,7 @@ def emit_matmul(
             return
         inner.for_tiles(
             m,
-            MATMUL_M_TILE,
+            m_tile,
             lambda em_m, m0, m_size: em_m.for_tiles(
                 n, n_tile, lambda em_n, n0, n_size: output_tile(em_n, batch, m0, m_size, n0, n_size)
             ),
@@ -84,10 +95,15 @@ def emit_matmul(
     return out
 
 
-def moving_tile(rhs_strides: tuple[int, ...], rhs_shape: tuple[int, ...]) -> int:
+def moving_tile(
+    rhs_strides: tuple[int, ...],
+    rhs_shape: tuple[int, ...],
+    transpose_limit: int = MATMUL_M_TILE,
+    bank_limit: int = MATMUL_N_TILE,
+) -> int:
     """N per matmul: one PSUM bank (512 fp32), or 128 when each moving tile is transposed on TensorE first."""
     rank = len(rhs_shape)
-    return MATMUL_M_TILE if _k_contiguous(rhs_strides, rhs_shape, rank - 2, rank - 1) else MATMUL_N_TILE
+    return transpose_limit if _k_contiguous(rhs_strides, rhs_shape, rank - 2, rank - 1) else bank_limit
 
 
 def _k_contiguous(layout_strides: tuple[int, ...], shape: tuple[int, ...], k_dim: int, other_dim: int) -> bool:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
+    PARTITION_TILE,
     Lowering,
     alloc,
     element_type_of,
@@ -169,7 +172,33 @@ def _empty(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [alloc(em, result_shape(op), result_element_type(op))]
 
 
+def _arange(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """out[i] = start + i * step: GpSimdE iota counts i (int32, exact), VectorE scales and shifts in fp32.
+
+    Tiles are [128, up to 2048] blocks of the flat output at static positions, so each iota's base is a constant.
+    """
+    start, step = float(args.get("start", 0)), float(args.get("step", 1))
+    (count,) = result_shape(op)
+    out = alloc(em, (count,), result_element_type(op))
+    block = PARTITION_TILE * FREE_TILE
+    for first in range(0, count, block):
+        size = min(block, count - first)
+        columns = min(FREE_TILE, size)
+        rows = size // columns
+        for base, (p, f) in ((first, (rows, columns)), (first + rows * columns, (1, size - rows * columns))):
+            if p == 0 or f == 0:
+                continue
+            target = view(em, out, Layout((p, f), (f, 1), base))
+            counter = em.insert(tile.IotaOp(TileType((p, f), f32), [1], base, f)).result
+            value = em.insert(tile.BinaryScalarOp(counter, "multiply", TileType((p, f), f32), scalar=step)).result
+            value = em.insert(tile.BinaryScalarOp(value, "add", TileType((p, f), f32), scalar=start)).result
+            em.insert(tile.StoreOp(em.insert(tile.CopyOp(value, TileType((p, f), result_element_type(op)))).result,
+                                   target, [em.index(0), em.index(0)]))  # fmt: skip
+    return [out]
+
+
 MOVEMENT_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.arange.start_step": _arange,
     "torch.aten.diagonal": _diagonal,
     "torch.aten.as_strided": _as_strided,
     "torch.aten.flip": _flip,
