@@ -796,7 +796,7 @@ class _IndirectOp(IRDLOperation):
             extents = rows.get_shape()[1:]
             if (len(extents) != len(dims)) if dims else (extents != (1,)):
                 raise _error(self, f"rows of shape {extents} do not walk dims {list(dims)} (one extent each)")
-            for d, extent in zip(dims, extents, strict=True):
+            for d, extent in zip(dims, extents if dims else (), strict=True):
                 if extent > shape[d]:
                     raise _error(self, f"a row of {extent} along dimension {d} exceeds its size {shape[d]}")
         elif dims or rows.get_shape() != offsets.get_shape():
