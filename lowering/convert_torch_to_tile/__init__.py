@@ -11,7 +11,7 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py.
+convolution.py, pooling.py, indexing.py, distance.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
@@ -52,6 +53,7 @@ LOWERINGS: dict[str, Lowering] = {
     **CONVOLUTION_LOWERINGS,
     **POOLING_LOWERINGS,
     **INDEXING_LOWERINGS,
+    **DISTANCE_LOWERINGS,
 }
 
 
