@@ -380,6 +380,21 @@ def _index_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAV
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
+def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """scatter.reduce: reduce='add' accumulates like scatter_add, 'multiply' multiplies into self."""
+    reduce = str(args["reduce"])
+    if reduce == "add":
+        return _scatter("add")(em, op, args)
+    if reduce != "multiply":
+        raise refuse(em, op.name, f"unknown reduction '{reduce}' (add or multiply)")
+    rank = layout_of(args["self"]).rank
+    dim = normalize_dim(args["dim"], rank) if rank else 0
+    out = emit_dense_scatter_reduce(
+        em, op.name, args["self"], dim, args["index"], args["src"], "prod", True, result_element_type(op)
+    )
+    return [out]
+
+
 def _scatter(mode: str) -> Lowering:
     """scatter.src / scatter.value / scatter_add: copy self, then write or add at the indexed positions."""
 
@@ -399,10 +414,101 @@ def _scatter(mode: str) -> Lowering:
     return lower
 
 
+_DENSE_REDUCE = {"amax": ("max", float("-inf")), "amin": ("min", float("inf")), "prod": ("multiply", 1.0)}
+
+
+def emit_dense_scatter_reduce(
+    em: Emitter, op_name: str, source: SSAValue, dim: int, index: SSAValue, src: SSAValue, reduce: str,
+    include_self: bool, element_type: Attribute,
+) -> SSAValue:  # fmt: skip
+    """scatter_reduce for reductions the DMA cannot accumulate (max, min, product): compare and select.
+
+    For each target slot t of `dim` and each position r of the other dims, reduce the `src` values whose index
+    equals t: a [rows, T, J] tile compares the index (broadcast along T) with an iota of t, selects src or the
+    reduction's identity, and reduces over J on VectorE. Exact (no arithmetic beyond the reduction itself) and
+    deterministic; the work grows with T x J per position, so it suits the small index dimensions this is used
+    for.
+    """
+    alu_op, identity = _DENSE_REDUCE[reduce]
+    out = copy_to(em, source)
+    out_layout, idx = layout_of(out), layout_of(index)
+    rank = idx.rank
+    if rank == 0:
+        raise refuse(em, op_name, "a 0-d scatter_reduce has no dimension to reduce over")
+    order = [d for d in range(rank) if d != dim] + [dim]
+    targets = out_layout.shape[dim]
+    rest = tuple(idx.shape[d] for d in order[:-1])
+    width = idx.shape[dim]
+    src_view = layout_of(src)
+    for d in range(rank):
+        src_view = src_view.slice(d, 0, idx.shape[d])
+
+    # [rest..., T, J] views: the index and src broadcast along T, out along J is not needed
+    def spread(layout: Layout) -> Layout:
+        permuted = layout.permute(order)
+        return Layout((*permuted.shape[:-1], targets, width), (*permuted.strides[:-1], 0, permuted.strides[-1]),
+                      permuted.offset)  # fmt: skip
+
+    index_spread = view(em, index, spread(idx))
+    src_spread = view(em, src, spread(src_view))
+    out_rows = out_layout.permute(order)
+    for d in range(rank - 1):
+        out_rows = out_rows.slice(d, 0, rest[d])
+    out_view = view(em, out, out_rows)
+    lead, partitions = (rest[:-1], rest[-1]) if rest else ((), 1)
+    if not rest:
+        index_spread = view(em, index_spread, _unit_first(layout_of(index_spread)))
+        src_spread = view(em, src_spread, _unit_first(layout_of(src_spread)))
+        out_view = view(em, out_view, _unit_first(layout_of(out_view)))
+    t_tile = max(1, min(targets, FREE_TILE // max(1, width)))
+
+    def body(e: Emitter, done: list[Index], p0: Index, ps: int) -> None:
+        for t0 in range(0, targets, t_tile):
+            ts = min(t_tile, targets - t0)
+            shape = (ps, ts, width)
+            at = [*done, p0, t0, 0]
+            ids = load(e, index_spread, at, shape, f32)
+            values = load(e, src_spread, at, shape, f32)
+            slots = e.insert(tile.IotaOp(TileType(shape, f32), [1, 0], t0)).result
+            hit = e.insert(tile.BinaryOp(ids, slots, "is_equal", TileType(shape, f32))).result
+            fill = e.insert(tile.FillOp(identity, TileType(shape, f32))).result
+            chosen = e.insert(tile.SelectOp(hit, values, fill, TileType(shape, f32))).result
+            reduced = e.insert(tile.ReduceOp(chosen, alu_op, TileType((ps, ts), f32))).result
+            current = load(e, out_view, [*done, p0, t0], (ps, ts), f32)
+            if include_self:
+                result = e.insert(tile.BinaryOp(current, reduced, alu_op, TileType((ps, ts), f32))).result
+            else:
+                any_hit = e.insert(tile.ReduceOp(hit, "max", TileType((ps, ts), f32))).result
+                result = e.insert(tile.SelectOp(any_hit, reduced, current, TileType((ps, ts), f32))).result
+            stored = e.insert(tile.CopyOp(result, TileType((ps, ts), element_type))).result
+            e.insert(tile.StoreOp(stored, out_view, [e.index(i) for i in [*done, p0, t0]]))
+
+    def level(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+        if left:
+            e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
+            return
+        e.for_tiles(partitions, PARTITION_TILE, lambda e2, p0, ps: body(e2, done, p0, ps))
+
+    if width > 0 and math.prod(rest) > 0:
+        level(em, [], lead)
+    return out
+
+
+def _unit_first(layout: Layout) -> Layout:
+    return Layout((1, *layout.shape), (0, *layout.strides), layout.offset)
+
+
 def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     reduce, include_self = str(args["reduce"]), bool(args.get("include_self", True))
+    if reduce in _DENSE_REDUCE:
+        rank = layout_of(args["self"]).rank
+        dim = normalize_dim(args["dim"], rank) if rank else 0
+        out = emit_dense_scatter_reduce(
+            em, op.name, args["self"], dim, args["index"], args["src"], reduce, include_self, result_element_type(op)
+        )
+        return [out]
     if reduce not in ("sum", "mean"):
-        raise refuse(em, op.name, f"reduce='{reduce}' needs a read-modify-write other than the DMA's add")
+        raise refuse(em, op.name, f"unknown reduction '{reduce}'")
     element_type = result_element_type(op)
     out = copy_to(em, args["self"])
     rank = layout_of(out).rank
@@ -527,6 +633,7 @@ INDEXING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.scatter.src": _scatter("src"),
     "torch.aten.scatter.value": _scatter("value"),
     "torch.aten.scatter_add": _scatter("add"),
+    "torch.aten.scatter.reduce": _scatter_with_reduce,
     "torch.aten.scatter_reduce.two": _scatter_reduce,
     "torch.aten.index_put": _index_put,
     "torch.aten._unsafe_index_put": _index_put,
