@@ -88,6 +88,40 @@ def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> No
     store(dst, product)
 
 
+# Activation functions that are one NumPy ufunc, applied in place to the fresh pre-activation array.
+_IN_PLACE_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "copy": lambda x: x,
+    "exp": lambda x: np.exp(x, out=x),
+    "log": lambda x: np.log(x, out=x),
+    "sqrt": lambda x: np.sqrt(x, out=x),
+    "relu": lambda x: np.maximum(x, np.float32(0), out=x),
+    "tanh": lambda x: np.tanh(x, out=x),
+    "sin": lambda x: np.sin(x, out=x),
+    "arctan": lambda x: np.arctan(x, out=x),
+    "sign": lambda x: np.sign(x, out=x),
+    "abs": lambda x: np.abs(x, out=x),
+    "square": lambda x: np.square(x, out=x),
+}
+
+
+def activation_values(func: str, x: np.ndarray, scale: Any, shift: Any, alpha: float = 0.0) -> np.ndarray:
+    """`func(x * scale + shift)` in fp32, for fp32 `x` and fp32 (or fp32-array) `scale` and `shift`.
+
+    A scale of exactly 1 skips the multiply: `x * 1 + shift` and `x + shift` agree bit for bit (the add
+    quiets a signalling NaN either way, and -0 * 1 is -0). Single-ufunc functions then run in place on the
+    fresh array `x + shift`; the values are those of `alu.activation`.
+    """
+    with np.errstate(all="ignore"):
+        if isinstance(scale, np.float32) and scale == 1:
+            pre = x + shift
+        else:
+            pre = x * scale + shift
+        in_place = _IN_PLACE_ACTIVATIONS.get(func)
+        if in_place is not None and isinstance(pre, np.ndarray) and pre.dtype == F32:
+            return in_place(pre)
+    return alu.activation(func, pre, alpha)
+
+
 def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
     x = alu.to_f32(_rows(src))
@@ -97,7 +131,7 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> N
     )
     shift = alu.to_f32(_rows(bias)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
     with np.errstate(all="ignore"):
-        y = alu.activation(attrs["func"], x * scale + shift, attrs.get("alpha", 0.0))
+        y = activation_values(attrs["func"], x, scale, shift, attrs.get("alpha", 0.0))
         store(dst, y)
         accumulate_dst = ops.get("accumulate_dst")
         if accumulate_dst is not None:
