@@ -90,6 +90,12 @@ class Machine:
                 )
         raise AssertionError(f"buffer '{buffer.name}' has no placed range")
 
+    def clear(self) -> None:
+        """Every byte back to `FILL_BYTE`, as a fresh machine has them (for the next run of the same plan)."""
+        for arrays in self.arrays.values():
+            for array in arrays:
+                array.fill(FILL_BYTE)
+
     @property
     def bytes_held(self) -> int:
         """Host bytes the simulated memories occupy."""

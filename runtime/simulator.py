@@ -24,21 +24,30 @@ With `check_races` (the default), `runtime.races` verifies that every conflictin
 different queues is ordered by waits, raising `RaceError` naming both instructions otherwise.
 
 The per-instruction work is planned once per static instruction (views of static accesses, strides, costs,
-resolved waits), so an instance costs one semantics call plus a few list operations. A later optimisation can
-batch a loop of independent instances into one NumPy call as long as results and timeline stay the same.
+resolved waits), so an instance costs one semantics call plus a few list operations. The plans, the memories and
+the loop analysis are kept with the `ValidatedProgram` and reused by later runs of it; `run_program` also
+remembers the validation of a `Program` object as long as the object is alive and unchanged.
+
+With `vectorize` (the default), timing, race checking and registers still advance instance by instance in
+program order, but the data work of loops whose iterations are independent runs as whole NumPy operations over
+all iterations at once (`runtime.vectorize`), giving the same bits. `vectorize=False` runs the reference path,
+where every instance executes its semantics as it issues.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
+import pickle
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics
+from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics, vectorize
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
@@ -65,27 +74,108 @@ def run_program(
     *,
     check_races: bool = True,
     memory_sizes_override: Mapping[Any, int] | None = None,
+    vectorize: bool = True,
 ) -> tuple[list[np.ndarray], Profile]:
     """Validate and run `program` on `inputs` (in `program.inputs` order); return (outputs, profile).
 
     Inputs must have exactly the bindings' shapes and dtypes. Outputs are fresh arrays read through
     `program.outputs`, in order. `memory_sizes_override` maps 'sbuf'/'psum' to bytes per partition and 'hbm' to
     bytes, replacing the target's sizes (for programs whose buffers are not yet placed within capacity).
+    `vectorize=False` runs every instance one by one (the reference; results and profile are the same).
     Raises `BundleError` for an invalid program, `ValueError` for bad inputs, `RaceError` for a data race.
     """
-    validated = validate_program(program, memory_sizes_override)
-    return run_validated(validated, inputs, check_races=check_races)
+    validated = _validated(program, memory_sizes_override)
+    return run_validated(validated, inputs, check_races=check_races, vectorize=vectorize)
 
 
 def run_validated(
-    validated: ValidatedProgram, inputs: Sequence[np.ndarray], *, check_races: bool = True
+    validated: ValidatedProgram,
+    inputs: Sequence[np.ndarray],
+    *,
+    check_races: bool = True,
+    vectorize: bool = True,
 ) -> tuple[list[np.ndarray], Profile]:
-    """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`)."""
-    simulator = _Simulator(validated, check_races)
-    simulator.load(inputs)
-    with blas.single_threaded():
-        simulator.execute()
-    return simulator.outputs(), simulator.profile()
+    """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`).
+
+    Runs of the same `ValidatedProgram` share their preparation; the program must not change after validation.
+    """
+    pool: list[_Simulator] = validated.cache.setdefault("simulators", [])
+    try:
+        simulator = pool.pop()
+    except IndexError:
+        simulator = _Simulator(validated)
+    try:
+        simulator.reset(check_races, vectorize)
+        simulator.load(inputs)
+        with blas.single_threaded():
+            simulator.execute()
+        return simulator.outputs(), simulator.profile()
+    finally:
+        simulator.finish()
+        if simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
+            pool.append(simulator)
+
+
+# A simulator keeps its memories for the next run of the same program up to this size.
+_POOLED_MACHINE_BYTES = 1 << 30
+
+# run_program's memory of validated programs: id(program) -> (weak reference, override, snapshot, validated).
+# The ValidatedProgram holds a private copy of the program (the snapshot), never the caller's object, so the
+# entry goes away with the caller's program.
+_VALIDATED: dict[int, tuple[weakref.ref, Any, tuple, ValidatedProgram]] = {}
+
+
+def _fields(program: Program) -> tuple:
+    constants = tuple(
+        (index, type(array), getattr(array, "dtype", None), getattr(array, "shape", None))
+        for index, array in program.constants.items()
+    ) if isinstance(program.constants, dict) else program.constants
+    return (
+        type(program),
+        program.target,
+        program.buffers,
+        program.inputs,
+        program.outputs,
+        program.body,
+        constants,
+        program.num_registers,
+        program.locations,
+        program.entry,
+        program.compiler_version,
+    )
+
+
+def _validated(program: Program, override: Mapping[Any, int] | None) -> ValidatedProgram:
+    """`validate_program`, remembered while `program` is alive and compares equal to what was validated."""
+    key = id(program)
+    override_key = tuple(sorted((str(k), repr(v)) for k, v in override.items())) if override else ()
+    entry = _VALIDATED.get(key)
+    if entry is not None:
+        reference, entry_override, snapshot, validated = entry
+        if reference() is program and entry_override == override_key:
+            try:
+                if _fields(program) == snapshot:
+                    return validated
+            except Exception:
+                pass
+    validated = validate_program(program, override)
+    try:
+        fields = {f.name: getattr(program, f.name) for f in dataclasses.fields(Program) if f.name != "constants"}
+        copied = pickle.loads(pickle.dumps(fields))
+        reference = weakref.ref(program, lambda _, key=key: _VALIDATED.pop(key, None))
+    except Exception:
+        return validated
+    copy = Program(**copied, constants=program.constants)
+    snapshot = _fields(copy)
+    validated = ValidatedProgram(
+        copy,
+        validated.target,
+        validated.sizes,
+        copy.instructions(),
+        validated.index_of_id,
+    )
+    _VALIDATED[key] = (reference, override_key, snapshot, validated)
+    return validated
 
 
 # ---- per-instruction plans ---------------------------------------------------------------------------------
@@ -161,6 +251,13 @@ class _Plan:
     flops: int
     family: str
     info: InstructionStats
+    # Registers a recorded instance keeps (runtime.vectorize): operand offset registers, then register attrs.
+    record_regs: list[int]
+    record_columns: dict[tuple[str, Any], int]
+    attr_is_flag: dict[str, bool]  # register attributes read as `register != 0` (boolean ones), else as values
+    # Footprints of static operands for the dependency penalty (None for register-addressed ones).
+    read_footprints: list[tuple[int, int, int, int, int]] | None
+    write_footprints: list[tuple[int, int, int, int, int]] | None
 
 
 class _Bandwidth:
@@ -251,29 +348,54 @@ def _wrap32(value: int) -> int:
 
 
 class _Simulator:
-    def __init__(self, validated: ValidatedProgram, check_races: bool) -> None:
+    """The prepared program (plans, memories, loop analysis), reused run after run; `reset` starts a run."""
+
+    def __init__(self, validated: ValidatedProgram) -> None:
         self.validated = validated
         self.program = program = validated.program
         self.target = target = validated.target
         self.machine = Machine(program.buffers, validated.sizes)
-        self.regs = [0] * program.num_registers
+        self._fresh_memory = True
         memory_names = list(MEMORY_NAMES)
         self.plans = [
             self._plan(index, inst, memory_names) for index, inst in enumerate(validated.instructions)
         ]
+        self.nests = vectorize.find_nests(program.body, self.plans, self.machine.homes)
         self.body = self._compile(program.body)
+        self.dma_queues_used = sorted({p.queue for p in self.plans if p.dma is not None})
+        self.live_after = self._live_queues()
+        self._race_facts = self._race_checker_facts()
+        self.engine_rates = {id(p): p.dma.engine_rate(target) for p in self.plans if p.dma is not None}
+        self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (runtime.vectorize)
+        self.recording: vectorize.Recording | None = None
+
+    def reset(self, check_races: bool, vectorize: bool) -> None:
+        """Fresh state for one run: memories filled again, registers, timeline and statistics at zero."""
+        if not self._fresh_memory:
+            self.machine.clear()
+        self._fresh_memory = False
+        self.vectorize = vectorize
+        self.regs = [0] * self.program.num_registers
         self.queue_free = [0.0] * len(QUEUE_NAMES)
         self.done = [0.0] * len(self.plans)
         self.previous_writes: list[list[tuple[int, int, int, int, int]]] = [[] for _ in QUEUE_NAMES]
+        target = self.target
         self.bandwidth = _Bandwidth(target.dma_aggregate_bytes_per_ns, target.hbm_bandwidth_gbps)
         self.events = TraceEvents()
         self.dma_bytes = 0
         self.hbm_bytes = 0
-        self.dma_queues_used = sorted({p.queue for p in self.plans if p.dma is not None})
-        self.races = self._race_checker() if check_races else None
-        self.live_after = self._live_queues()
+        self.races = RaceChecker(len(QUEUE_NAMES), *self._race_facts) if check_races else None
         self._current_live: list[int] = list(range(len(QUEUE_NAMES)))
         self._issued_since_forget = 0
+        self.recording = None
+        for plan in self.plans:
+            old = plan.info
+            plan.info = InstructionStats(old.id, old.opcode, old.queue, old.location)
+
+    def finish(self) -> None:
+        """Drop what a run left that the next one does not need."""
+        self.races = None
+        self.recording = None
 
     # ---- planning ------------------------------------------------------------------------------------------
 
@@ -298,6 +420,18 @@ class _Simulator:
         penalty = 0.0
         if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
             penalty = self.target.dependent_op_penalty_cycles / self.target.clock_ghz[inst.engine]
+        record_regs: list[int] = []
+        record_columns: dict[tuple[str, Any], int] = {}
+        for op in operands:
+            if op.register >= 0 and ("reg", op.register) not in record_columns:
+                record_columns[("reg", op.register)] = len(record_regs)
+                record_regs.append(op.register)
+        for name, register in register_attrs:
+            record_columns[("attr", name)] = len(record_regs)
+            record_regs.append(register)
+        reads = [op for op in operands if not op.site.is_write]
+        writes = [op for op in operands if op.site.is_write]
+        static = all(op.register < 0 for op in operands)
         return _Plan(
             index=index,
             inst=inst,
@@ -306,8 +440,8 @@ class _Simulator:
             attrs=attrs,
             register_attrs=register_attrs,
             operands=operands,
-            reads=[op for op in operands if not op.site.is_write],
-            writes=[op for op in operands if op.site.is_write],
+            reads=reads,
+            writes=writes,
             dynamic=any(op.register >= 0 for op in operands),
             static_views={op.role: op.static_view for op in operands if op.static_view is not None},
             waits=[self.validated.index_of_id[w] for w in inst.waits],
@@ -317,6 +451,11 @@ class _Simulator:
             flops=flops,
             family=family,
             info=InstructionStats(inst.id, inst.opcode, QUEUE_NAMES[queue], location),
+            record_regs=record_regs,
+            record_columns=record_columns,
+            attr_is_flag={name: isinstance(spec.attrs.get(name), bool) for name, _ in register_attrs},
+            read_footprints=[_static_footprint(op) for op in reads] if static else None,
+            write_footprints=[_static_footprint(op) for op in writes] if static else None,
         )
 
     def _compile(self, nodes: Sequence[Node]) -> list[tuple]:
@@ -339,6 +478,8 @@ class _Simulator:
                         _operand(node.upper),
                         int(node.step),
                         self._compile(node.body),
+                        self.nests.get(id(node)),
+                        id(node),
                     )
                 )
         return compiled
@@ -353,24 +494,36 @@ class _Simulator:
         suffix.reverse()
         return suffix
 
-    def _race_checker(self) -> RaceChecker:
+    def _race_checker_facts(self) -> tuple[list[list[int]], list[bool], list[str]]:
+        """The race checker's static inputs: buffers sharing bytes, buffers any instruction writes, names."""
         buffers = self.program.buffers
         homes = self.machine.homes
         extents = []
         for index, buffer in enumerate(buffers):
             row = buffer.elements_per_row * dtypes.itemsize(buffer.dtype)
             extents.append((homes[index].memory_id, homes[index].address, homes[index].address + row))
-        aliases: list[list[int]] = []
-        for memory_id, start, end in extents:
-            aliases.append(
-                [other for other, (m, s, e) in enumerate(extents) if m == memory_id and s < end and start < e]
-            )
+        aliases: list[list[int]] = [[] for _ in extents]
+        by_memory: dict[int, list[int]] = {}
+        for index, (memory_id, _, _) in enumerate(extents):
+            by_memory.setdefault(memory_id, []).append(index)
+        for members in by_memory.values():
+            ordered = sorted(members, key=lambda i: extents[i][1])
+            for position, index in enumerate(ordered):
+                _, start, end = extents[index]
+                for other in ordered[position:]:
+                    if extents[other][1] >= end:
+                        break
+                    if extents[other][2] > start:
+                        aliases[index].append(other)
+                        if other != index:
+                            aliases[other].append(index)
+        aliases = [sorted(set(found)) for found in aliases]
         directly_written = [False] * len(buffers)
         for plan in self.plans:
             for op in plan.writes:
                 directly_written[op.site.buffer] = True
         written = [any(directly_written[other] for other in aliases[index]) for index in range(len(buffers))]
-        return RaceChecker(len(QUEUE_NAMES), aliases, written, [buffer.name for buffer in buffers])
+        return aliases, written, [buffer.name for buffer in buffers]
 
     # ---- running -------------------------------------------------------------------------------------------
 
@@ -395,11 +548,14 @@ class _Simulator:
         return [np.array(self.machine.binding_view(binding), copy=True) for binding in self.program.outputs]
 
     def execute(self) -> None:
+        walk = self._walk if self.vectorize else self._run
         for position, node in enumerate(self.body):
             if self.races is not None:
                 self.races.live_queues = self.live_after[position]
             self._current_live = self.live_after[position]
-            self._run((node,))
+            walk((node,))
+
+    # ---- the reference path: every instance executes as it issues ------------------------------------------
 
     def _run(self, nodes: Sequence[tuple]) -> None:
         regs = self.regs
@@ -416,7 +572,7 @@ class _Simulator:
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:
-                _, induction, lower, upper, step, body = node
+                _, induction, lower, upper, step, body = node[:6]
                 start = regs[lower[1]] if lower[0] else lower[1]
                 stop = regs[upper[1]] if upper[0] else upper[1]
                 for value in range(start, stop, step):
@@ -436,7 +592,7 @@ class _Simulator:
         if plan.register_attrs:
             attrs = dict(attrs)
             for name, register in plan.register_attrs:
-                attrs[name] = regs[register] != 0
+                attrs[name] = regs[register] != 0 if plan.attr_is_flag[name] else regs[register]
         plan.execute(views, attrs, plan.inst.engine, self.target)
 
         queue = plan.queue
@@ -478,6 +634,164 @@ class _Simulator:
         events.end.append(end)
         events.instruction.append(plan.index)
         if self.races is not None:
+            shifts = [regs[op.register] * op.site.itemsize if op.register >= 0 else 0 for op in plan.operands]
+            instance = InstanceInfo(info.id, info.opcode, queue, info.location, start, end)
+            self.races.issue(
+                plan.index, queue, plan.waits, [op.site for op in plan.operands], shifts, instance
+            )
+
+    # ---- the vectorising path: timing in program order, data now, or batched per loop nest ------------------
+
+    def _walk(self, nodes: Sequence[tuple]) -> None:
+        regs = self.regs
+        for node in nodes:
+            kind = node[0]
+            if kind == 0:
+                plan = node[1]
+                recording = self.recording
+                if recording is None:
+                    self._execute_now(plan)
+                else:
+                    recording.sequence.append(plan.index)
+                    if plan.record_regs:
+                        recording.values[plan.index].append(tuple([regs[r] for r in plan.record_regs]))
+                self._time(plan)
+            elif kind == 1:
+                _, dest, function, lhs, rhs = node
+                a = regs[lhs[1]] if lhs[0] else lhs[1]
+                b = regs[rhs[1]] if rhs[0] else rhs[1]
+                try:
+                    regs[dest] = _wrap32(function(a, b))
+                except ZeroDivisionError:
+                    raise SimulationError(f"scalar division by zero ({a} by {b})") from None
+            else:
+                _, induction, lower, upper, step, body, nest, key = node
+                start = regs[lower[1]] if lower[0] else lower[1]
+                stop = regs[upper[1]] if upper[0] else upper[1]
+                recording = self.recording
+                if recording is None:
+                    if nest is not None and not nest.failed:
+                        trips = len(range(start, stop, step))
+                        if trips:
+                            self._run_nest(nest, induction, range(start, stop, step), body, trips)
+                            continue
+                else:
+                    level = recording.nest.chain_keys.get(key)
+                    if level is not None:
+                        recording.trips[level - 1].append(len(range(start, stop, step)))
+                for value in range(start, stop, step):
+                    regs[induction] = value
+                    self._walk(body)
+
+    def _run_nest(
+        self, nest: vectorize.Nest, induction: int, values: range, body: Sequence[tuple], trips: int
+    ) -> None:
+        """Walk a loop nest for timing while recording its instances, then do its data work."""
+        recording = vectorize.Recording(nest, trips)
+        for index in nest.plans:
+            if self.plans[index].record_regs:
+                recording.values[index] = []
+        self.recording = recording
+        regs = self.regs
+        try:
+            for value in values:
+                regs[induction] = value
+                self._walk(body)
+        finally:
+            self.recording = None
+        if not vectorize.run_nest(self, recording):
+            self._replay(recording)
+
+    def _replay(self, recording: vectorize.Recording) -> None:
+        """The recorded instances' data work, one by one in order: what the reference path does."""
+        plans, target = self.plans, self.target
+        pending = {index: iter(values) for index, values in recording.values.items()}
+        for index in recording.sequence:
+            plan = plans[index]
+            if not plan.record_regs:
+                plan.execute(plan.static_views, plan.attrs, plan.inst.engine, target)
+                continue
+            values = next(pending[index])
+            columns = plan.record_columns
+            views = plan.static_views
+            if plan.dynamic:
+                views = dict(views)
+                for op in plan.operands:
+                    if op.register >= 0:
+                        views[op.role] = op.view(values[columns[("reg", op.register)]])
+            attrs = plan.attrs
+            if plan.register_attrs:
+                attrs = dict(attrs)
+                for name, _ in plan.register_attrs:
+                    value = values[columns[("attr", name)]]
+                    attrs[name] = value != 0 if plan.attr_is_flag[name] else value
+            plan.execute(views, attrs, plan.inst.engine, target)
+
+    def _execute_now(self, plan: _Plan) -> None:
+        regs = self.regs
+        if plan.dynamic:
+            views = dict(plan.static_views)
+            for op in plan.operands:
+                if op.register >= 0:
+                    views[op.role] = op.view(regs[op.register])
+        else:
+            views = plan.static_views
+        attrs = plan.attrs
+        if plan.register_attrs:
+            attrs = dict(attrs)
+            for name, register in plan.register_attrs:
+                attrs[name] = regs[register] != 0 if plan.attr_is_flag[name] else regs[register]
+        plan.execute(views, attrs, plan.inst.engine, self.target)
+
+    def _time(self, plan: _Plan) -> None:
+        """One instance on the timeline (and through the race checker), without its data work."""
+        queue = plan.queue
+        start = self.queue_free[queue]
+        done = self.done
+        for wait in plan.waits:
+            if done[wait] > start:
+                start = done[wait]
+        dma = plan.dma
+        if dma is not None:
+            end = self.bandwidth.transfer(
+                start + dma.fixed_ns,
+                dma.bytes,
+                self.engine_rates[id(plan)],
+                dma.efficiency,
+                dma.hbm_bytes / dma.bytes,
+            )
+            self.dma_bytes += dma.bytes
+            self.hbm_bytes += dma.hbm_bytes
+            self._issued_since_forget += 1
+            if self._issued_since_forget >= 64:
+                self._forget_bandwidth_history()
+        elif plan.penalty_ns:
+            duration = plan.duration_ns
+            previous = self.previous_writes[queue]
+            if previous:
+                reads = plan.read_footprints
+                if reads is None:
+                    reads = [self._footprint(op) for op in plan.reads]
+                if _overlaps_any(reads, previous):
+                    duration += plan.penalty_ns
+            end = start + duration
+            writes = plan.write_footprints
+            self.previous_writes[queue] = writes if writes is not None else [self._footprint(op) for op in plan.writes]
+        else:
+            end = start + plan.duration_ns
+        self.queue_free[queue] = end
+        done[plan.index] = end
+        info = plan.info
+        info.count += 1
+        info.busy_ns += end - start
+        info.flops += plan.flops
+        events = self.events
+        events.queue.append(queue)
+        events.start.append(start)
+        events.end.append(end)
+        events.instruction.append(plan.index)
+        if self.races is not None:
+            regs = self.regs
             shifts = [regs[op.register] * op.site.itemsize if op.register >= 0 else 0 for op in plan.operands]
             instance = InstanceInfo(info.id, info.opcode, queue, info.location, start, end)
             self.races.issue(
@@ -545,6 +859,22 @@ class _Simulator:
             location_ns=location_ns,
             location_counts=location_counts,
         )
+
+
+def _static_footprint(op: _Operand) -> tuple[int, int, int, int, int]:
+    site = op.site
+    lo = site.base + site.low
+    return (site.memory_id, site.partition_start, site.partition_end, lo, lo - site.low + site.high)
+
+
+def _overlaps_any(
+    reads: list[tuple[int, int, int, int, int]], previous: list[tuple[int, int, int, int, int]]
+) -> bool:
+    for memory, p0, p1, lo, hi in reads:
+        for other_memory, q0, q1, other_lo, other_hi in previous:
+            if memory == other_memory and p0 < q1 and q0 < p1 and lo < other_hi and other_lo < hi:
+                return True
+    return False
 
 
 def _operand(value: int | Reg) -> tuple[bool, int]:

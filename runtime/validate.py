@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -130,6 +130,8 @@ class ValidatedProgram:
     sizes: MemorySizes
     instructions: list[Instruction]  # static instructions in program order
     index_of_id: dict[int, int]  # instruction id -> position in `instructions`
+    # The simulator's reusable preparation for this program (plans, memories), filled by `runtime.simulator`.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 # ---- small type predicates ---------------------------------------------------------------------------------

@@ -1,0 +1,766 @@
+"""Loops of independent iterations run as whole NumPy operations, with results and timeline unchanged.
+
+The simulator (`runtime.simulator`) always walks the program in order for timing, race checking and registers;
+what this module changes is only how the *data* work of a loop nest is done. When the walk reaches a loop that
+may qualify (a `Nest`), it records each instruction instance of the nest (which instruction, the values of the
+registers it uses) instead of executing it, and afterwards `run_nest` executes the recorded instances: all
+iterations at once, one batched NumPy call per instruction of one iteration (`runtime.batched`), when that is
+provably the same as running them one after another; otherwise instance by instance in recorded order, exactly
+as the sequential simulator would.
+
+**Lanes.** A nest is a loop together with the loops perfectly nested in it (bodies of only ScalarOps and one
+loop); each iteration of its innermost loop is one *lane*. Lanes may run as one batch when, for every lane:
+
+* **Same control flow.** Every lane issues the same instructions in the same order (checked on the recording:
+  same trip counts, same instance sequence), so one lane's sequence describes all.
+* **Private on-chip memory.** SBUF/PSUM bytes written by a statically addressed instruction of the nest are
+  *private*: every read of them in a lane must come after a write of the same bytes in the same lane (checked
+  exactly, byte by byte, along the lane's instance sequence, matmul accumulation reading its destination).
+  Each lane then gets its own copy of these bytes (a shadow array, one slice per lane); afterwards the real
+  memory receives the last lane's copy, which is what sequential execution leaves there.
+* **Direct accesses do not conflict across lanes.** Everything else (HBM, register-addressed SBUF/PSUM, and
+  reads of on-chip bytes the nest does not write) reads and writes the real memories through strided views with
+  one stride per lane dimension, which needs each operand's offsets to be affine in the lane indices. No byte
+  written by one lane may be read or written by another: checked per pair of operands on the recorded offsets,
+  exactly for one operand against itself (its offsets over lanes and repetitions, with its pattern, must be
+  injective) and by per-lane byte hulls between different operands (sound, possibly failing on interleavings,
+  which then run sequentially). Register-addressed on-chip accesses must also stay off the private bytes.
+
+Within one lane the instances keep their order, and lanes do not share a byte that any of them writes, so
+running them interleaved (instruction by instruction across lanes) gives every lane the values sequential
+execution gives it. Register attributes that differ between lanes run that instruction lane by lane.
+
+Loops that fail a check run sequentially (and are not tried again, leaving inner loops their chance).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from neuron_mlir.runtime import batched
+from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
+from neuron_mlir.runtime.validate import _injective
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_mlir.runtime.simulator import _Operand, _Plan, _Simulator
+
+# A nest runs batched only with at least this many lanes: below, recording costs more than it saves.
+MIN_LANES = 2
+# Lanes run in chunks whose private bytes stay about this size, so that what one instruction of a chunk writes is
+# still in cache when the next one reads it (batching more lanes than fit only adds cache misses).
+CHUNK_BYTES = 2 << 20
+# Independent lanes are split across up to this many threads (NumPy releases the GIL in its loops and BLAS)
+# when the batch touches at least PARALLEL_BYTES.
+MAX_WORKERS = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
+PARALLEL_BYTES = 16 << 20
+# Byte masks of private on-chip memory larger than this are not built: the loop runs sequentially.
+MAX_MASK_CELLS = 1 << 25
+# Patterns with more contiguous runs than this are marked byte by byte.
+_MAX_RUNS = 64
+
+
+# ---- static analysis ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Footprint:
+    """The bytes a statically addressed on-chip operand touches: partitions [p0, p1) x byte runs."""
+
+    memory_id: int
+    p0: int
+    p1: int
+    runs: list[tuple[int, int]] | None  # [start, end) relative to the mask origin, or None: use `index`
+    index: np.ndarray | None
+
+    def covered(self, mask: np.ndarray) -> bool:
+        rows = mask[self.p0 : self.p1]
+        if self.runs is not None:
+            return all(rows[:, start:end].all() for start, end in self.runs)
+        return bool(rows[:, self.index].all())
+
+    def any_in(self, mask: np.ndarray) -> bool:
+        rows = mask[self.p0 : self.p1]
+        if self.runs is not None:
+            return any(rows[:, start:end].any() for start, end in self.runs)
+        return bool(rows[:, self.index].any())
+
+    def mark(self, mask: np.ndarray) -> None:
+        if self.runs is not None:
+            for start, end in self.runs:
+                mask[self.p0 : self.p1, start:end] = True
+        else:
+            mask[self.p0 : self.p1, self.index] = True
+
+
+@dataclass
+class _Private:
+    """A private operand: its view into the lane shadow of its host array."""
+
+    shadow: int  # index into Nest.shadows
+    offset: int  # bytes from the lane's shadow start to element 0 of partition partition_start
+    shape: tuple[int, ...]  # [P, F...]
+    free_strides: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass
+class _Shadow:
+    array: np.ndarray  # the host array (a machine range) whose bytes it privatises
+    lo: int  # host row byte range [lo, hi) it covers
+    hi: int
+    rows: int  # partitions 0..rows-1
+
+    @property
+    def lane_bytes(self) -> int:
+        return self.rows * (self.hi - self.lo)
+
+
+@dataclass
+class Nest:
+    """A loop nest that may run batched: the static facts; `run_nest` checks the dynamic ones."""
+
+    chain: list[Loop]  # chain[0] is the nest's loop; chain[k + 1] is the only loop in chain[k]'s body
+    chain_keys: dict[int, int]  # id(loop) -> its level in the chain, for the inner chain loops
+    plans: list[int]  # plan indices of every instruction in the innermost body (any depth)
+    private: dict[tuple[int, str], _Private]
+    reads_private: dict[int, list[tuple[str, _Footprint]]]  # plan -> private operands it reads
+    writes_private: dict[int, list[tuple[str, _Footprint]]]  # plan -> private operands it writes
+    accumulate_reg: dict[int, int]  # plan -> column of its register-valued `accumulate` (dst is read then)
+    masks: dict[int, tuple[int, int, int]]  # memory id -> (origin byte, rows, width) of the private masks
+    private_masks: dict[int, np.ndarray]  # memory id -> every private byte
+    shadows: list[_Shadow]
+    failed: bool = False
+    coverage: dict[Any, bool] = field(default_factory=dict)  # lane sequence (+ flags) -> passes
+
+    @property
+    def lane_bytes(self) -> int:
+        return sum(shadow.lane_bytes for shadow in self.shadows)
+
+
+def find_nests(body: Sequence[Node], plans: Sequence[_Plan], homes: Sequence[Any]) -> dict[int, Nest]:
+    """Every loop that may run batched, by id(loop) (outer and inner loops alike)."""
+    plan_of = {id(plan.inst): plan for plan in plans}
+    found: dict[int, Nest] = {}
+
+    def visit(nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            if isinstance(node, Loop):
+                nest = _analyse(node, plan_of, homes)
+                if nest is not None:
+                    found[id(node)] = nest
+                visit(node.body)
+
+    visit(body)
+    return found
+
+
+def _chain(loop: Loop) -> list[Loop]:
+    chain = [loop]
+    while True:
+        body = chain[-1].body
+        loops = [node for node in body if isinstance(node, Loop)]
+        if len(loops) != 1 or any(isinstance(node, Instruction) for node in body):
+            return chain
+        chain.append(loops[0])
+
+
+def _instructions(nodes: Sequence[Node]) -> list[Instruction]:
+    found: list[Instruction] = []
+    for node in nodes:
+        if isinstance(node, Instruction):
+            found.append(node)
+        elif isinstance(node, Loop):
+            found.extend(_instructions(node.body))
+    return found
+
+
+def _unrolled(nodes: Sequence[Node]) -> list[Instruction]:
+    """One iteration's instructions in order, inner loops taken twice (a cheap stand-in for the real order)."""
+    found: list[Instruction] = []
+    for node in nodes:
+        if isinstance(node, Instruction):
+            found.append(node)
+        elif isinstance(node, Loop):
+            inner = _unrolled(node.body)
+            found.extend(inner + inner)
+    return found
+
+
+def _data_dependent(inst: Instruction) -> bool:
+    """Does what the instruction touches, or whether it fails, depend on data (indirect DMA), or is it unknown?"""
+    return inst.opcode not in batched.BATCHED or "offsets" in inst.operands or bool(inst.attrs.get("indirect"))
+
+
+def _reads_dst(inst: Instruction) -> bool | None:
+    """Does the instruction read its destination? None: it depends on a register."""
+    if inst.opcode != "nc_matmul":
+        return False
+    accumulate = inst.attrs.get("accumulate")
+    if isinstance(accumulate, Reg):
+        return None
+    return bool(accumulate) and not inst.attrs.get("is_transpose")
+
+
+def _runs(starts: np.ndarray, itemsize: int) -> list[tuple[int, int]] | None:
+    """Merge sorted element start bytes into [start, end) byte runs (None when there are too many)."""
+    if starts.size == 0:
+        return []
+    breaks = np.nonzero(starts[1:] > starts[:-1] + itemsize)[0]
+    if breaks.size >= _MAX_RUNS:
+        return None
+    first = np.concatenate(([0], breaks + 1))
+    last = np.concatenate((breaks, [starts.size - 1]))
+    return [(int(starts[a]), int(starts[b]) + itemsize) for a, b in zip(first, last, strict=True)]
+
+
+def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest | None:
+    chain = _chain(loop)
+    body = chain[-1].body
+    instructions = _instructions(body)
+    if not instructions or any(_data_dependent(inst) for inst in instructions):
+        return None
+    plans = [plan_of[id(inst)] for inst in instructions]
+
+    # Statically addressed on-chip operands: their bytes, in hardware row addresses per memory.
+    static_ops: list[tuple[_Plan, _Operand]] = []
+    for plan in plans:
+        for op in plan.operands:
+            if op.site.memory_id != _HBM_ID and op.register < 0:
+                static_ops.append((plan, op))
+    bounds: dict[int, list[int]] = {}
+    for _, op in static_ops:
+        site = op.site
+        entry = bounds.setdefault(site.memory_id, [site.base + site.low, site.base + site.high, site.partition_end])
+        entry[0] = min(entry[0], site.base + site.low)
+        entry[1] = max(entry[1], site.base + site.high)
+        entry[2] = max(entry[2], site.partition_end)
+    masks: dict[int, tuple[int, int, int]] = {}
+    for memory_id, (lo, hi, rows) in bounds.items():
+        if rows * (hi - lo) > MAX_MASK_CELLS:
+            return None
+        masks[memory_id] = (lo, rows, hi - lo)
+    footprints: dict[tuple[int, str], _Footprint] = {}
+    for plan, op in static_ops:
+        site = op.site
+        origin = masks[site.memory_id][0]
+        starts = site.byte_offsets(0) - origin
+        runs = _runs(starts, site.itemsize)
+        index = None
+        if runs is None:
+            index = (starts[:, None] + np.arange(site.itemsize)[None, :]).reshape(-1)
+        footprints[(plan.index, op.role)] = _Footprint(
+            site.memory_id, site.partition_start, site.partition_end, runs, index
+        )
+
+    # Private bytes: everything a static on-chip write touches.
+    private_masks = {m: np.zeros((rows, width), bool) for m, (_, rows, width) in masks.items()}
+    for plan, op in static_ops:
+        if op.site.is_write:
+            footprints[(plan.index, op.role)].mark(private_masks[op.site.memory_id])
+
+    private: dict[tuple[int, str], _Private] = {}
+    reads_private: dict[int, list[tuple[str, _Footprint]]] = {}
+    writes_private: dict[int, list[tuple[str, _Footprint]]] = {}
+    accumulate_reg: dict[int, int] = {}
+    shadow_of: dict[int, _Shadow] = {}
+    layout: list[tuple[_Plan, _Operand, int]] = []
+    for plan, op in static_ops:
+        footprint = footprints[(plan.index, op.role)]
+        mask = private_masks[op.site.memory_id]
+        if not footprint.any_in(mask):
+            continue  # a read of bytes the nest never writes: direct
+        if not footprint.covered(mask):
+            return None  # partly private: not supported
+        access = plan.inst.operands[op.role]
+        home = homes[access.buffer]
+        row_offset = home.base + int(access.offset) * home.dtype.itemsize
+        shadow = shadow_of.get(id(home.array))
+        lo, hi = row_offset + op.site.low, row_offset + op.site.high
+        if shadow is None:
+            shadow = shadow_of[id(home.array)] = _Shadow(home.array, lo, hi, op.site.partition_end)
+        shadow.lo, shadow.hi = min(shadow.lo, lo), max(shadow.hi, hi)
+        shadow.rows = max(shadow.rows, op.site.partition_end)
+        layout.append((plan, op, row_offset))
+        if op.site.is_write:
+            writes_private.setdefault(plan.index, []).append((op.role, footprint))
+            reads = _reads_dst(plan.inst) if op.role == "dst" else False
+            if reads:
+                reads_private.setdefault(plan.index, []).append((op.role, footprint))
+            elif reads is None:
+                accumulate_reg[plan.index] = plan.record_columns[("attr", "accumulate")]
+        else:
+            reads_private.setdefault(plan.index, []).append((op.role, footprint))
+    # A register-addressed on-chip accumulate may read its destination: only as a direct operand.
+    shadows = list(shadow_of.values())
+    index_of_shadow = {id(shadow.array): position for position, shadow in enumerate(shadows)}
+    for plan, op, row_offset in layout:
+        shadow = shadows[index_of_shadow[id(op.view_args[2])]]
+        span = shadow.hi - shadow.lo
+        shape, dtype, _, _, strides, _ = op.view_args
+        private[(plan.index, op.role)] = _Private(
+            index_of_shadow[id(op.view_args[2])],
+            row_offset - shadow.lo + op.site.partition_start * span,
+            shape,
+            strides[1:],
+            dtype,
+        )
+
+    nest = Nest(
+        chain=chain,
+        chain_keys={id(inner): level for level, inner in enumerate(chain) if level > 0},
+        plans=sorted({plan.index for plan in plans}),
+        private=private,
+        reads_private=reads_private,
+        writes_private=writes_private,
+        accumulate_reg=accumulate_reg,
+        masks=masks,
+        private_masks=private_masks,
+        shadows=shadows,
+    )
+    # A cheap static filter: one iteration (inner loops twice, register accumulates as plain writes) must
+    # already read private bytes only after writing them.
+    if not _covers(nest, [plan_of[id(inst)].index for inst in _unrolled(body)], {}):
+        return None
+    return nest
+
+
+def _covers(nest: Nest, sequence: Sequence[int], reads_dst: dict[tuple[int, int], bool]) -> bool:
+    """Does every private read along one lane's instance sequence come after a write of its bytes?"""
+    written = {m: np.zeros((rows, width), bool) for m, (_, rows, width) in nest.masks.items()}
+    seen: dict[int, int] = {}
+    for index in sequence:
+        occurrence = seen.get(index, 0)
+        seen[index] = occurrence + 1
+        for _, footprint in nest.reads_private.get(index, ()):
+            if not footprint.covered(written[footprint.memory_id]):
+                return False
+        if reads_dst.get((index, occurrence)):
+            for role, footprint in nest.writes_private.get(index, ()):
+                if role == "dst" and not footprint.covered(written[footprint.memory_id]):
+                    return False
+        for _, footprint in nest.writes_private.get(index, ()):
+            footprint.mark(written[footprint.memory_id])
+    return True
+
+
+_HBM_ID = 2  # machine.HBM_ID (imported lazily by the simulator; kept literal to avoid an import cycle)
+
+
+# ---- recording ---------------------------------------------------------------------------------------------
+
+
+class Recording:
+    """What the simulator's walk of one execution of a nest leaves for `run_nest`."""
+
+    __slots__ = ("lanes0", "nest", "sequence", "trips", "values")
+
+    def __init__(self, nest: Nest, trips0: int) -> None:
+        self.nest = nest
+        self.lanes0 = trips0
+        self.sequence: list[int] = []  # plan index of every instance, in order
+        self.values: dict[int, list[tuple[int, ...]]] = {}  # plan -> recorded register values per instance
+        self.trips: list[list[int]] = [[] for _ in nest.chain[1:]]  # trip counts of inner chain loops
+
+
+# ---- running -----------------------------------------------------------------------------------------------
+
+
+class _Fallback(Exception):
+    """The recorded execution cannot run batched."""
+
+
+def run_nest(sim: _Simulator, rec: Recording) -> bool:
+    """Execute the data work of a recorded nest; False when it must be replayed instance by instance."""
+    nest = rec.nest
+    try:
+        batch = _Batch(sim, rec)
+    except _Fallback:
+        nest.failed = True
+        return False
+    batch.run()
+    return True
+
+
+class _Direct:
+    """A direct operand's offsets: element `base[j] + sum(lane_d * delta_d)` (register part) for lane, rep j."""
+
+    __slots__ = ("base", "deltas", "op", "plan", "regs")
+
+    def __init__(self, plan: _Plan, op: _Operand, regs: np.ndarray, deltas: tuple[int, ...]) -> None:
+        self.plan, self.op, self.regs, self.deltas = plan, op, regs, deltas
+        self.base = regs.reshape(-1, regs.shape[-1])[0]
+
+
+class _Batch:
+    def __init__(self, sim: _Simulator, rec: Recording) -> None:
+        self.sim = sim
+        self.nest = nest = rec.nest
+        levels = [rec.lanes0]
+        for trips in rec.trips:
+            if not trips or any(t != trips[0] for t in trips):
+                raise _Fallback
+            levels.append(trips[0])
+        self.lanes = lanes = tuple(levels)
+        count = int(np.prod(lanes))
+        if count < MIN_LANES or len(rec.sequence) % count:
+            raise _Fallback
+        per_lane = len(rec.sequence) // count
+        sequence = np.asarray(rec.sequence, dtype=np.int64).reshape(count, per_lane)
+        if not (sequence == sequence[0]).all():
+            raise _Fallback
+        self.sequence = [int(i) for i in sequence[0]]
+        plans = sim.plans
+        occurrences: dict[int, int] = {}
+        for index in self.sequence:
+            occurrences[index] = occurrences.get(index, 0) + 1
+        self.occurrences = occurrences
+        # Recorded register values: plan -> int64 [*lanes, reps, columns].
+        self.values: dict[int, np.ndarray] = {}
+        for index, rows in rec.values.items():
+            values = np.asarray(rows, dtype=np.int64)
+            self.values[index] = values.reshape((*lanes, occurrences[index], values.shape[-1]))
+        # Register attributes: per (plan, rep) one value, or per lane when they differ.
+        self.attrs: dict[tuple[int, int], dict[str, Any]] = {}
+        reads_dst: dict[tuple[int, int], bool] = {}
+        for index in occurrences:
+            plan = plans[index]
+            if not plan.register_attrs:
+                continue
+            values = self.values[index]
+            for rep in range(occurrences[index]):
+                resolved: dict[str, Any] = {}
+                for name, _ in plan.register_attrs:
+                    column = values[..., rep, plan.record_columns[("attr", name)]]
+                    if plan.attr_is_flag[name]:
+                        column = column != 0
+                    first = column.reshape(-1)[0].item()
+                    resolved[name] = first if (column == first).all() else column
+                    if name == "accumulate" and index in nest.accumulate_reg:
+                        reads_dst[(index, rep)] = bool(np.any(column))
+                self.attrs[(index, rep)] = resolved
+        key = (tuple(self.sequence), tuple(sorted(reads_dst.items())))
+        passes = nest.coverage.get(key)
+        if passes is None:
+            passes = nest.coverage[key] = _covers(nest, self.sequence, reads_dst)
+        if not passes:
+            raise _Fallback
+        self.direct = self._direct_operands()
+        self._check_conflicts()
+
+    # ---- direct operands and their conflicts ---------------------------------------------------------------
+
+    def _direct_operands(self) -> dict[tuple[int, str], _Direct]:
+        lanes = self.lanes
+        direct: dict[tuple[int, str], _Direct] = {}
+        for index, reps in self.occurrences.items():
+            plan = self.sim.plans[index]
+            for op in plan.operands:
+                if (index, op.role) in self.nest.private:
+                    continue
+                if op.register < 0:
+                    regs = np.zeros((*lanes, reps), np.int64)
+                    deltas = (0,) * len(lanes)
+                else:
+                    regs = self.values[index][..., plan.record_columns[("reg", op.register)]]
+                    deltas = _affine(regs, lanes)
+                direct[(index, op.role)] = _Direct(plan, op, regs, deltas)
+        return direct
+
+    def _check_conflicts(self) -> None:
+        """No byte written by one lane is touched by another (see the module docstring)."""
+        by_memory: dict[int, list[_Direct]] = {}
+        for group in self.direct.values():
+            by_memory.setdefault(group.op.site.memory_id, []).append(group)
+        for memory_id, groups in by_memory.items():
+            if memory_id != _HBM_ID:
+                mask = self.nest.private_masks.get(memory_id)
+                if mask is not None:
+                    origin = self.nest.masks[memory_id][0]
+                    for group in groups:
+                        if group.op.register >= 0 and _touches_mask(group, mask, origin):
+                            raise _Fallback
+            if not any(g.op.site.is_write for g in groups):
+                continue
+            # Operands of one shape (element size, pattern, partitions, lane strides) form a family: its members
+            # differ only in their base offsets, so one injectivity test covers them all, exactly.
+            families: dict[tuple, list[_Direct]] = {}
+            for group in groups:
+                site = group.op.site
+                key = (site.itemsize, site.pattern, site.partition_start, site.partition_end, group.deltas)
+                families.setdefault(key, []).append(group)
+            # Members that cannot meet (disjoint hulls over all lanes and reps) need not share a test.
+            members = [part for family in families.values() for part in _components(family)]
+            hulls = [_lane_hulls(family) for family in members]
+            for position, family in enumerate(members):
+                writes = any(g.op.site.is_write for g in family)
+                if writes:
+                    _check_family(family)
+                for other in range(position + 1, len(members)):
+                    if writes or any(g.op.site.is_write for g in members[other]):
+                        _check_pair(family[0].op.site, members[other][0].op.site, hulls[position], hulls[other])
+
+    # ---- execution ---------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        nest, lanes = self.nest, self.lanes
+        inner = int(np.prod(lanes[1:]))
+        chunk = max(1, min(lanes[0], CHUNK_BYTES // max(1, nest.lane_bytes * inner)))
+        workers = _workers(lanes[0], chunk, self.work_bytes(), nest.lane_bytes * inner * chunk)
+        # Worker w runs the lanes [bounds[w], bounds[w + 1]) of the first lane dimension, chunk by chunk.
+        per_worker = -(-lanes[0] // workers)
+        bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
+        scratch = [self._shadows(w, chunk * inner) for w in range(workers)]
+
+        def part(w: int) -> None:
+            for start in range(bounds[w], bounds[w + 1], chunk):
+                stop = min(bounds[w + 1], start + chunk)
+                self._run_chunk(start, stop, (stop - start, *lanes[1:]), scratch[w])
+
+        if workers == 1:
+            part(0)
+        else:
+            futures = [_pool().submit(part, w) for w in range(1, workers)]
+            try:
+                part(0)
+            finally:
+                for future in futures:
+                    future.result()
+        # Real memory gets the last lane's private bytes, as sequential execution leaves them there.
+        last_worker = max(w for w in range(workers) if bounds[w] < bounds[w + 1])
+        last_start = bounds[last_worker] + (bounds[last_worker + 1] - 1 - bounds[last_worker]) // chunk * chunk
+        last = (bounds[last_worker + 1] - last_start, *lanes[1:])
+        final = tuple(extent - 1 for extent in last)
+        shadows = scratch[last_worker]
+        done: set[tuple[int, str]] = set()
+        for index in self.occurrences:
+            for role, _ in nest.writes_private.get(index, ()):
+                if (index, role) not in done:
+                    done.add((index, role))
+                    view = _private_view(nest.private[(index, role)], shadows, last)[final]
+                    self.sim.plans[index].static_views[role][...] = view
+
+    def work_bytes(self) -> int:
+        """Bytes the batch's instances touch (an estimate of its data work)."""
+        plans = self.sim.plans
+        per_lane = sum(
+            op.site.itemsize * int(np.prod(op.view_args[0])) for index in self.sequence for op in plans[index].operands
+        )
+        return per_lane * int(np.prod(self.lanes))
+
+    def _shadows(self, worker: int, lanes: int) -> list[np.ndarray]:
+        """One [lanes, rows, span] byte array per shadow, carved from the simulator's scratch for `worker`."""
+        sizes = [lanes * shadow.lane_bytes for shadow in self.nest.shadows]
+        total = sum(-(-size // 64) * 64 for size in sizes)
+        scratch = self.sim.scratch
+        while len(scratch) <= worker:
+            scratch.append(np.empty(0, np.uint8))
+        if scratch[worker].size < total:
+            scratch[worker] = np.empty(total, np.uint8)
+        arrays, offset = [], 0
+        for shadow, size in zip(self.nest.shadows, sizes, strict=True):
+            flat = scratch[worker][offset : offset + size]
+            arrays.append(flat.reshape(lanes, shadow.rows, shadow.hi - shadow.lo))
+            offset += -(-size // 64) * 64
+        return arrays
+
+    def _run_chunk(self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]) -> None:
+        sim, nest = self.sim, self.nest
+        plans, target = sim.plans, sim.target
+        private_views: dict[tuple[int, str], np.ndarray] = {}
+        for key, info in nest.private.items():
+            if key[0] in self.occurrences:
+                private_views[key] = _private_view(info, shadows, lanes)
+        nl = len(lanes)
+        seen: dict[int, int] = {}
+        for index in self.sequence:
+            rep = seen.get(index, 0)
+            seen[index] = rep + 1
+            plan = plans[index]
+            views: dict[str, np.ndarray] = {}
+            for op in plan.operands:
+                key = (index, op.role)
+                view = private_views.get(key)
+                if view is None:
+                    view = self._direct_view(self.direct[key], rep, start, lanes)
+                views[op.role] = view
+            attrs = plan.attrs
+            per_lane = False
+            resolved = self.attrs.get((index, rep))
+            if resolved:
+                attrs = dict(attrs)
+                for name, value in resolved.items():
+                    if isinstance(value, np.ndarray):
+                        value = value[start:stop]
+                        per_lane = True
+                    attrs[name] = value
+            engine = plan.inst.engine
+            if per_lane:
+                batched.lanewise(plan.inst.opcode, views, attrs, engine, target, nl)
+            else:
+                batched.BATCHED[plan.inst.opcode](views, attrs, engine, target, nl)
+
+    def _direct_view(self, group: _Direct, rep: int, start: int, lanes: tuple[int, ...]) -> np.ndarray:
+        shape, dtype, array, array_start, strides, itemsize = group.op.view_args
+        offset = array_start + (int(group.base[rep]) + start * group.deltas[0]) * itemsize
+        return np.ndarray(
+            lanes + shape,
+            dtype,
+            buffer=array,
+            offset=offset,
+            strides=tuple(d * itemsize for d in group.deltas) + strides,
+        )
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="neuron-sim-lanes")
+        return _POOL
+
+
+def _workers(first_lanes: int, chunk: int, work_bytes: int, chunk_bytes: int) -> int:
+    """How many threads share the lanes: one unless there is enough work for each to have a chunk of it."""
+    if MAX_WORKERS <= 1 or work_bytes < PARALLEL_BYTES:
+        return 1
+    return max(1, min(MAX_WORKERS, -(-first_lanes // chunk) if chunk < first_lanes else first_lanes))
+
+
+def _private_view(info: _Private, shadows: list[np.ndarray], lanes: tuple[int, ...]) -> np.ndarray:
+    """A private operand over lanes: [*lanes, P, F...] in its shadow (lanes row-major over the shadow's lanes)."""
+    shadow = shadows[info.shadow]
+    span = shadow.shape[2]
+    lane_strides = []
+    stride = shadow.shape[1] * span
+    for extent in reversed(lanes):
+        lane_strides.append(stride)
+        stride *= extent
+    lane_strides.reverse()
+    return np.ndarray(
+        lanes + info.shape,
+        info.dtype,
+        buffer=shadow,
+        offset=info.offset,
+        strides=(*lane_strides, span, *info.free_strides),
+    )
+
+
+def _affine(regs: np.ndarray, lanes: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-lane-dimension deltas of values [*lanes, reps] that are affine in the lane indices, else _Fallback."""
+    origin = regs[(0,) * len(lanes)]
+    deltas = []
+    expected = np.broadcast_to(origin, regs.shape).copy()
+    for dim, extent in enumerate(lanes):
+        if extent == 1:
+            deltas.append(0)
+            continue
+        step = [0] * len(lanes)
+        step[dim] = 1
+        delta = regs[tuple(step)] - origin
+        if not (delta == delta[0]).all():
+            raise _Fallback
+        deltas.append(int(delta[0]))
+        shape = [1] * len(lanes) + [1]
+        shape[dim] = extent
+        expected += (np.arange(extent, dtype=np.int64) * int(delta[0])).reshape(shape)
+    if not np.array_equal(expected, regs):
+        raise _Fallback
+    return tuple(deltas)
+
+
+def _addresses(group: _Direct) -> np.ndarray:
+    """Hardware byte address of element 0 per lane and rep: [*lanes, reps]."""
+    site = group.op.site
+    return site.base + group.regs * site.itemsize
+
+
+def _lane_hulls(family: list[_Direct]) -> tuple[np.ndarray, np.ndarray]:
+    """Per lane (flattened), the byte hull [lo, hi) of a family's accesses over all their reps."""
+    los, his = [], []
+    for group in family:
+        site = group.op.site
+        addresses = _addresses(group)
+        flat = addresses.reshape(-1, addresses.shape[-1])
+        los.append(flat.min(axis=1) + site.low)
+        his.append(flat.max(axis=1) + site.high)
+    return np.min(los, axis=0), np.max(his, axis=0)
+
+
+def _components(family: list[_Direct]) -> list[list[_Direct]]:
+    """Split a family into groups of members whose byte hulls (over all lanes and reps) overlap transitively."""
+    spans = []
+    for group in family:
+        addresses = _addresses(group)
+        spans.append((int(addresses.min()) + group.op.site.low, int(addresses.max()) + group.op.site.high, group))
+    spans.sort(key=lambda span: span[0])
+    parts: list[list[_Direct]] = []
+    reach = None
+    for lo, hi, group in spans:
+        if reach is None or lo >= reach:
+            parts.append([])
+            reach = hi
+        parts[-1].append(group)
+        reach = max(reach, hi)
+    return parts
+
+
+def _touches_mask(group: _Direct, mask: np.ndarray, origin: int) -> bool:
+    site = group.op.site
+    addresses = _addresses(group)
+    lo = int(addresses.min()) + site.low - origin
+    hi = int(addresses.max()) + site.high - origin
+    lo, hi = max(lo, 0), min(hi, mask.shape[1])
+    if lo >= hi:
+        return False
+    return bool(mask[site.partition_start : min(site.partition_end, mask.shape[0]), lo:hi].any())
+
+
+def _check_family(family: list[_Direct]) -> None:
+    """Operands of one shape, one of them written: lanes x bases x pattern must never reach one element twice.
+
+    Their element offsets are `base + sum(lane_d * delta_d) + pattern`, with `base` ranging over every member's
+    offset in every rep (lane 0's); a sufficient test is that these bases form an arithmetic progression (or one
+    value) and that the pattern (lane dimensions, the progression, the access's own dimensions) is injective.
+    """
+    first = family[0]
+    site = first.op.site
+    lanes = first.regs.shape[:-1]
+    if any((g.op.site.base - site.base) % site.itemsize for g in family):
+        raise _Fallback  # members not aligned to each other's elements
+    bases = np.unique(np.concatenate([(g.op.site.base - site.base) // site.itemsize + g.base for g in family]))
+    dims = [(delta, extent) for delta, extent in zip(first.deltas, lanes, strict=True) if extent > 1]
+    if bases.size > 1:
+        steps = np.diff(bases)
+        if not (steps == steps[0]).all():
+            raise _Fallback
+        dims.append((int(steps[0]), int(bases.size)))
+    dims.extend(site.pattern)
+    if not _injective(tuple(dims)):
+        raise _Fallback
+
+
+def _check_pair(a: Any, b: Any, a_hulls: tuple[np.ndarray, np.ndarray], b_hulls: tuple[np.ndarray, np.ndarray]) -> None:
+    """Two families of different shapes, one writing: no lane's hull may meet another lane's (sound, not exact)."""
+    if a.partition_end <= b.partition_start or b.partition_end <= a.partition_start:
+        return
+    a_lo, a_hi = a_hulls
+    b_lo, b_hi = b_hulls
+    if a_hi.max() <= b_lo.min() or b_hi.max() <= a_lo.min():
+        return
+    if a_lo.size > 4096:
+        raise _Fallback
+    overlap = (a_lo[:, None] < b_hi[None, :]) & (b_lo[None, :] < a_hi[:, None])
+    np.fill_diagonal(overlap, False)
+    if overlap.any():
+        raise _Fallback
