@@ -9,7 +9,8 @@ Output guarantee: no tile op, tile type or loop-carried value remains. Every til
 that leaves the function becomes a `neuron.view`). Each tile op becomes one instruction on the engine the
 hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues, matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
-ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE. Loop-carried tiles stay in
+ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
+arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE. Loop-carried tiles stay in
 the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
 back before the next iteration. Locations are kept.
 """
@@ -41,6 +42,7 @@ from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -346,6 +348,16 @@ def _in_place_target(conv: _FunctionConversion, op: Operation, candidates: Seque
     return None
 
 
+def _arithmetic_engine(op: Operation) -> Engine:
+    """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (SH: power runs on GpSimd),
+    when every operand is in SBUF (GpSimdE cannot reach PSUM)."""
+    in_sbuf = all(
+        value.type.memory is Memory.SBUF for value in op.operands if isinstance(value.type, TileType)
+    )
+    wants_gpsimd = is_integer_op(op) or op.properties.get("op") == StringAttr("power")
+    return Engine.GPSIMD if wants_gpsimd and in_sbuf else Engine.VECTOR
+
+
 def _binary(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.BinaryOp)
     em = conv.emitter(op)
@@ -360,7 +372,7 @@ def _binary(conv: _FunctionConversion, op: Operation) -> None:
         "in0": full_access(conv.buffer(op.lhs)),
         "in1": full_access(conv.buffer(op.rhs)),
     }
-    conv.emit(em, neuron.TensorTensorOp, Engine.VECTOR, accesses, {"op": StringAttr(op.op.data)})
+    conv.emit(em, neuron.TensorTensorOp, _arithmetic_engine(op), accesses, {"op": StringAttr(op.op.data)})
 
 
 def _binary_scalar(conv: _FunctionConversion, op: Operation) -> None:
@@ -376,7 +388,7 @@ def _binary_scalar(conv: _FunctionConversion, op: Operation) -> None:
         props["scalar0"] = op.scalar
     if op.is_reversed:
         props["reverse0"] = IntegerAttr(1, i1)
-    conv.emit(em, neuron.TensorScalarOp, Engine.VECTOR, accesses, props)
+    conv.emit(em, neuron.TensorScalarOp, _arithmetic_engine(op), accesses, props)
 
 
 def _select(conv: _FunctionConversion, op: Operation) -> None:
@@ -389,7 +401,7 @@ def _select(conv: _FunctionConversion, op: Operation) -> None:
         "on_true": full_access(conv.buffer(op.on_true)),
         "on_false": full_access(conv.buffer(op.on_false)),
     }
-    conv.emit(em, neuron.SelectOp, Engine.VECTOR, accesses)
+    conv.emit(em, neuron.SelectOp, _arithmetic_engine(op), accesses)
 
 
 def _copy(conv: _FunctionConversion, op: Operation) -> None:
@@ -397,7 +409,8 @@ def _copy(conv: _FunctionConversion, op: Operation) -> None:
     em = conv.emitter(op)
     buffer = conv.result_buffer(em, op)
     accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
-    conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, accesses)
+    # integer to integer conversions are exact on GpSimdE; VectorE would round through fp32
+    conv.emit(em, neuron.TensorCopyOp, _arithmetic_engine(op), accesses)
 
 
 def _fill(conv: _FunctionConversion, op: Operation) -> None:
@@ -416,11 +429,28 @@ def _iota(conv: _FunctionConversion, op: Operation) -> None:
     shape = result.get_shape()
     pattern = [v for step, num in zip(op.step_values(), shape[1:], strict=True) for v in (step, num)]
     props: dict[str, Attribute] = {"pattern": DenseArrayBase.from_list(i64, pattern)}
-    if op.base is not None:
-        props["base"] = op.base
     if op.channel_multiplier is not None:
         props["channel_multiplier"] = op.channel_multiplier
-    conv.emit(em, neuron.IotaOp, Engine.GPSIMD, {"dst": full_access(buffer)}, props)
+    dynamic: dict[str, SSAValue] = {}
+    if op.offset is not None:
+        # a run-time base: the static base plus the offset, in a scalar register
+        base = em.add(op.offset, op.base_value())
+        dynamic["base"] = em.index(base)
+    elif op.base is not None:
+        props["base"] = op.base
+    em.insert(
+        neuron.IotaOp.build_instruction(Engine.GPSIMD, {"dst": full_access(buffer)}, props, dynamic)
+    )
+
+
+def _kernel(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.KernelOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    accesses = {"dst": full_access(buffer), "in0": full_access(conv.buffer(op.input))}
+    if op.other is not None:
+        accesses["in1"] = full_access(conv.buffer(op.other))
+    conv.emit(em, neuron.GpsimdKernelOp, Engine.GPSIMD, accesses, {"kernel": op.kernel})
 
 
 def _indirect_access(conv: _FunctionConversion, em: Emitter, op: tile.GatherOp | tile.ScatterOp) -> Access:
@@ -499,6 +529,7 @@ _HANDLERS = {
     tile.IotaOp: _iota,
     tile.GatherOp: _gather,
     tile.ScatterOp: _scatter,
+    tile.KernelOp: _kernel,
     tile.ReduceOp: _reduce,
 }
 

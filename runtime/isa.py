@@ -275,4 +275,4 @@ COMPARISON_OPS: frozenset[str] = frozenset({"is_equal", "not_equal", "is_ge", "i
 BITVEC_OPS: frozenset[str] = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
 
 # Attributes that may be a scalar register (`program.Reg`) read when the instruction issues, per opcode.
-REGISTER_ATTRS: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"accumulate"})}
+REGISTER_ATTRS: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"accumulate"}), "iota": frozenset({"base"})}

@@ -1072,18 +1072,22 @@ def _pattern_pairs(attr: DenseArrayBase) -> tuple[tuple[int, int], ...]:
 class IotaOp(InstructionOp):
     """GpSimdE iota: `dst[p, i...] = base + p * channel_multiplier + sum(i_d * step_d)` in int32.
 
-    `pattern` is the flattened (step, num) list of the free axes and must match dst's free shape.
+    `pattern` is the flattened (step, num) list of the free axes and must match dst's free shape. `base` may be
+    a scalar register (an `index` operand), e.g. a loop's offset into the tensor being generated.
 
     ```mlir
     neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]] {pattern = array<i64: 1, 128>} : ...
+    neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]], base %off {pattern = array<i64: 1, 128>} : ...
     ```
     """
 
     name = "neuron.iota"
     OPCODE: ClassVar[str] = "iota"
+    DYNAMIC_ATTRS: ClassVar[tuple[str, ...]] = ("base",)
 
     dst = operand_def(MemRefType)
     dst_offset = opt_operand_def(IndexType)
+    base_dynamic = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
     base = opt_prop_def(IntegerAttr)
     channel_multiplier = opt_prop_def(IntegerAttr)
@@ -1095,6 +1099,12 @@ class IotaOp(InstructionOp):
         free = tuple(num for _, num in _pattern_pairs(self.pattern))
         if free != self.shape_of("dst")[1:]:
             raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")
+        if self.base_dynamic is not None and self.base is not None:
+            raise _error(self, "give base as an immediate or as a register, not both")
+
+    @classmethod
+    def dynamic_attr_type(cls, name: str) -> Attribute:
+        return IndexType()
 
 
 @irdl_op_definition

@@ -656,16 +656,19 @@ class IotaOp(IRDLOperation):
     """A tile of affine integers: `result[p, i...] = base + p * channel_multiplier + sum(i_d * step_d)`.
 
     `steps` has one step per free axis of the result. Values are computed exactly in int32 (GpSimdE iota) and
-    cast to the result's element type (exact in fp32 up to 2^24): index maps for argmax-style selections.
+    cast to the result's element type (exact in fp32 up to 2^24): index maps for argmax-style selections. The
+    optional index operand `offset` adds a value known only at run time (a loop index) to `base`.
 
     ```mlir
     %i = tile.iota {base = -1 : i64, channel_multiplier = 7 : i64, steps = array<i64: 2>}
          : !tile.tile<5x3xf32, sbuf>
+    %j = tile.iota %f0 {steps = array<i64: 1>} : !tile.tile<128x512xi32, sbuf>
     ```
     """
 
     name = "tile.iota"
 
+    offset = opt_operand_def(IndexType)
     result = result_def(TileType)
     base = opt_prop_def(IntegerAttr)
     channel_multiplier = opt_prop_def(IntegerAttr)
@@ -673,15 +676,22 @@ class IotaOp(IRDLOperation):
 
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict `:` type($result)"
+    assembly_format = "($offset^)? attr-dict `:` type($result)"
 
-    def __init__(self, result_type: TileType, steps: Sequence[int], base: int = 0, channel_multiplier: int = 0):
+    def __init__(
+        self,
+        result_type: TileType,
+        steps: Sequence[int],
+        base: int = 0,
+        channel_multiplier: int = 0,
+        offset: SSAValue | None = None,
+    ):
         props: dict[str, Attribute] = {"steps": DenseArrayBase.from_list(i64, list(steps))}
         if base:
             props["base"] = IntegerAttr(base, i64)
         if channel_multiplier:
             props["channel_multiplier"] = IntegerAttr(channel_multiplier, i64)
-        super().__init__(result_types=[result_type], properties=props)
+        super().__init__(operands=[offset], result_types=[result_type], properties=props)
 
     def step_values(self) -> tuple[int, ...]:
         return tuple(int(v) for v in self.steps.get_values())
@@ -746,6 +756,49 @@ class ReduceOp(IRDLOperation):
         expected = kept if len(kept) > 1 else (*kept, 1)
         if result != expected:
             raise _error(self, f"result shape {result} should be {expected}")
+
+
+@irdl_op_definition
+class KernelOp(_ElementwiseOp):
+    """`result = kernel(input, other)` with a GpSimdE kernel function (`runtime.isa.GPSIMD_KERNELS`).
+
+    The division family (`divide`, `divide_trunc`, `divide_floor`, `fmod`, `remainder`: exact on integer tiles)
+    and the counter-based generators (`uniform`, `normal`: `input` holds int32 counters, `other` the key).
+    `other` has the result's shape or is a [P, 1] column; both inputs are in SBUF (GpSimdE cannot read PSUM).
+
+    ```mlir
+    %q = tile.kernel %a, %b {kernel = "divide_floor"} : (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xi32, sbuf>)
+                                                        -> !tile.tile<37x64xi32, sbuf>
+    ```
+    """
+
+    name = "tile.kernel"
+    TILE_OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
+
+    input = operand_def(TileType)
+    other = opt_operand_def(TileType)
+    result = result_def(TileType)
+    kernel = prop_def(StringAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input (`,` $other^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, value: SSAValue, kernel: str, result_type: TileType, other: SSAValue | None = None):
+        super().__init__(operands=[value, other], result_types=[result_type], properties={"kernel": StringAttr(kernel)})
+
+    def verify_elementwise(self) -> None:
+        if self.kernel.data not in isa.GPSIMD_KERNELS:
+            raise _error(self, f"unknown GpSimd kernel '{self.kernel.data}'")
+        arity = isa.GPSIMD_KERNELS[self.kernel.data]
+        if arity != 1 + (self.other is not None):
+            raise _error(self, f"kernel '{self.kernel.data}' takes {arity} input(s)")
+        result = _tile(self.result)
+        if self.other is not None and _tile(self.other).get_shape() != result.get_shape():
+            _check_column(self, self.other, result.partitions, "other")
+        for value in (self.input, self.other):
+            if value is not None and _tile(value).memory is not Memory.SBUF:
+                raise _error(self, "GpSimd kernels read SBUF tiles")
 
 
 class _IndirectOp(IRDLOperation):
@@ -936,6 +989,7 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     IotaOp,
     GatherOp,
     ScatterOp,
+    KernelOp,
 )
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

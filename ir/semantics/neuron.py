@@ -108,6 +108,8 @@ class _Builder:
         memory = neuron.memory_of(memref_type)
         dtype = runtime_dtype_name(memref_type.element_type)
         shape = memref_type.get_shape()
+        if 0 in shape:  # a tensor without elements (an empty argument): its binding reads and writes nothing
+            shape = (1,)
         if address is None:
             if self.require_allocated and memory is not Memory.HBM:
                 raise ProgramBuildError(f"buffer {name} has no address: run neuron-allocate-memory first")
@@ -292,7 +294,8 @@ def build_program(
         name = name if name not in taken else f"{name}_{index}"
         taken.add(name)
         buffer = builder.add_buffer(arg, name, None)
-        shape = builder.buffers[buffer].shape
+        assert isinstance(arg.type, MemRefType)
+        shape = arg.type.get_shape()
         inputs.append(TensorBinding(name, buffer, shape, tile.row_major_strides(shape), 0))
     body = builder.nodes(body_ops)
     terminator = function.body.block.last_op

@@ -129,21 +129,41 @@ def _unary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
     return [_cast(alu.activation(op.fn.data, value * np.float32(scale) + bias, alpha), op)]
 
 
+def is_integer_op(op: Operation) -> bool:
+    """Whether a tile op computes exactly on integers: every tile operand and the result are integers (and an
+    immediate scalar is integral). Such ops run on GpSimdE's 32-bit integer lanes, wrapping to 32 bits."""
+    types = [value.type for value in (*op.operands, *op.results) if isinstance(value.type, tile.TileType)]
+    if not all(alu.is_integer_dtype(numpy_type(t.element_type)) for t in types):
+        return False
+    scalar = op.properties.get("scalar")
+    return scalar is None or float(scalar.value.data).is_integer()  # type: ignore[attr-defined]
+
+
 def _binary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.BinaryOp)
-    return [_cast(alu.binary(op.op.data, args[0], args[1]), op)]
+    return [_cast(alu.binary(op.op.data, args[0], args[1], is_integer_op(op)), op)]
 
 
 def _binary_scalar(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.BinaryScalarOp)
     value = args[0]
+    integer = is_integer_op(op)
     if op.column is not None:
         scalar: Any = args[1].reshape(-1, *([1] * (value.ndim - 1)))
     else:
         assert op.scalar is not None
-        scalar = np.float32(op.scalar.value.data)
+        scalar = int(op.scalar.value.data) if integer else np.float32(op.scalar.value.data)
     lhs, rhs = (scalar, value) if op.is_reversed else (value, scalar)
-    return [_cast(alu.binary(op.op.data, lhs, rhs), op)]
+    return [_cast(alu.binary(op.op.data, lhs, rhs, integer), op)]
+
+
+def _kernel(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.KernelOp)
+    value = args[0]
+    other = args[1] if len(args) > 1 else np.zeros((1,), np.int32)
+    if other.shape != value.shape:  # a [P, 1] column
+        other = other.reshape(-1, *([1] * (value.ndim - 1)))
+    return [_cast(alu.gpsimd_kernel(op.kernel.data, value, other, is_integer_op(op)), op)]
 
 
 def _select(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -173,7 +193,8 @@ def _iota(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
     assert isinstance(op, tile.IotaOp)
     shape = _tile_type(op).get_shape()
     grids = np.indices(shape, dtype=np.int64)
-    values = op.base_value() + grids[0] * op.multiplier_value()
+    offset = int(args[0]) if args else 0
+    values = op.base_value() + offset + grids[0] * op.multiplier_value()
     for axis, step in enumerate(op.step_values(), start=1):
         values = values + grids[axis] * step
     return [_cast(values.astype(np.int32), op)]
@@ -238,6 +259,7 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.GatherOp: _gather,
     tile.ScatterOp: _scatter,
     tile.ReduceOp: _reduce,
+    tile.KernelOp: _kernel,
 }
 
 

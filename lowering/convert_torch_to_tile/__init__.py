@@ -11,7 +11,8 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py.
+convolution.py, pooling.py, indexing.py, distance.py, activations.py. An op whose results all hold no element
+lowers to views of a one-element allocation, whatever its family.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from xdsl.utils.exceptions import PassFailedException
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
+from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, empty_tensor
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
@@ -46,6 +48,7 @@ from neuron_mlir.runtime.dtypes import DTYPES
 LOWERINGS: dict[str, Lowering] = {
     **VIEW_LOWERINGS,
     **ELEMENTWISE_LOWERINGS,
+    **ACTIVATION_LOWERINGS,
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
@@ -120,15 +123,24 @@ def _convert_function(function: func.FuncOp) -> None:
         lowering = LOWERINGS.get(op.name)
         if lowering is None:
             raise _diagnostic(op, "no lowering to the tile dialect yet")
-        for result in op.results:
+        tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
+        for result in tensor_results:
             _hbm_for(result, op)
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
         emitter = Emitter(block, op, op.location, constants, block)
         try:
-            results = lowering(emitter, op, arguments)
+            if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
+                # nothing to compute: every result holds no element
+                results = [
+                    empty_tensor(emitter, r.type) if isinstance(r.type, TensorType) else None for r in op.results
+                ]
+            else:
+                results = lowering(emitter, op, arguments)
         except (ValueError, IndexError) as error:
             raise _diagnostic(op, str(error)) from error
         for old, new in zip(op.results, results, strict=True):
+            if new is None:  # a result ATen leaves undefined (type `none`)
+                continue
             if old.name_hint and new.name_hint is None:
                 new.name_hint = old.name_hint
             mapping[old] = new

@@ -61,6 +61,13 @@ def alloc(em: Emitter, shape: Sequence[int], element_type: Attribute) -> SSAValu
     return em.insert(memref.AllocOp([], [], tile.hbm_type(tuple(shape), element_type))).memref
 
 
+def empty_tensor(em: Emitter, tensor_type: TensorType) -> SSAValue:
+    """An HBM tensor of a shape with a zero extent: a zero-stride view of a one-element allocation."""
+    shape = tensor_type.get_shape()
+    base = alloc(em, (1,), tensor_type.element_type)
+    return em.insert(tile.ViewOp(base, tile.hbm_type(shape, tensor_type.element_type, [0] * len(shape), 0))).result
+
+
 def load(
     em: Emitter,
     tensor: SSAValue,
@@ -97,7 +104,7 @@ def refuse(em: Emitter, op_name: str, reason: str) -> PassFailedException:
 
 
 # A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one
-# memref per result.
+# memref per result (None for a result of type `none`, which ATen leaves undefined).
 Lowering = Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]
 
 

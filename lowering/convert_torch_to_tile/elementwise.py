@@ -5,14 +5,23 @@ contiguous in all of them are merged, the second-to-last dimension becomes the p
 the last the free axis (tiles of 2048), and any leading dimensions become loops. A 1-d space is split into
 [P, n / P] when n has a divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their
 views, so broadcasting never copies.
+
+Each ATen op is a small computation on the loaded tiles (`TileMath`), with the engine each step naturally runs
+on: ScalarE activations (with their free scale and bias) for transcendental functions, VectorE for arithmetic,
+comparisons and selects, GpSimdE for exact integer arithmetic and the division family (`tile.kernel`).
+Dtypes follow PyTorch: the importer gives every result its promoted type; float intermediates are fp32 and only
+the last step rounds to the result type; when the result and every operand are integers (or bools) the
+arithmetic is exact 32-bit integer arithmetic on GpSimdE (int64 tensors compute in 32-bit lanes: exact while
+values fit in int32, see docs/coverage.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import IntegerType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -25,6 +34,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     element_type_of,
     layout_of,
     load,
+    refuse,
     result_element_type,
     result_shape,
     store,
@@ -91,15 +101,16 @@ def emit_elementwise(
 
         inner.for_tiles(partitions, PARTITION_TILE, partition_body)
 
-    _nest(em, list(leading), [], tile_body)
+    nest(em, list(leading), [], tile_body)
     return out
 
 
-def _nest(em: Emitter, extents: list[int], indices: list[Index], body: Callable[[Emitter, list[Index]], None]) -> None:
+def nest(em: Emitter, extents: list[int], indices: list[Index], body: Callable[[Emitter, list[Index]], None]) -> None:
+    """`body(emitter, indices)` inside one `scf.for` per extent (straight-line code for extents of 1)."""
     if not extents:
         body(em, indices)
         return
-    em.for_each(extents[0], lambda inner, i: _nest(inner, extents[1:], [*indices, i], body))
+    em.for_each(extents[0], lambda inner, i: nest(inner, extents[1:], [*indices, i], body))
 
 
 def copy_to(em: Emitter, source: SSAValue, out: SSAValue | None = None) -> SSAValue:
@@ -108,169 +119,457 @@ def copy_to(em: Emitter, source: SSAValue, out: SSAValue | None = None) -> SSAVa
     return emit_elementwise(em, shape, element_type_of(source), [source], lambda e, tiles, t: tiles[0], out)
 
 
-# ---- ATen elementwise ops ----------------------------------------------------------------------------------
+# ---- tile arithmetic -----------------------------------------------------------------------------------------
+
+
+def is_integer_type(element_type: Attribute) -> bool:
+    return isinstance(element_type, IntegerType)
+
+
+def tile_is_integer(value: SSAValue) -> bool:
+    assert isinstance(value.type, TileType)
+    return is_integer_type(value.type.element_type)
+
+
+class TileMath:
+    """Tile arithmetic inside one compute callback, on tiles shaped like `result`.
+
+    Intermediates are fp32 SBUF tiles (`exact` switches them to the result's integer type); each helper takes
+    an optional `out` type, given for the step that produces the final result.
+    """
+
+    def __init__(self, em: Emitter, result: TileType, exact: bool = False):
+        self.em = em
+        self.result = result
+        self.inner = TileType(result.get_shape(), result.element_type if exact else f32, Memory.SBUF)
+
+    def _type(self, out: TileType | None) -> TileType:
+        return out if out is not None else self.inner
+
+    def act(self, fn: str, x: SSAValue, scale: float = 1.0, bias: float = 0.0, out: TileType | None = None) -> SSAValue:
+        """ScalarE: `fn(x * scale + bias)` in one instruction."""
+        return self.em.insert(tile.UnaryOp(x, fn, self._type(out), scale=scale, bias_value=bias)).result
+
+    def bin(self, op: str, a: SSAValue, b: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.em.insert(tile.BinaryOp(a, b, op, self._type(out))).result
+
+    def sc(self, op: str, x: SSAValue, scalar: float, out: TileType | None = None, reverse: bool = False) -> SSAValue:
+        """`x <op> scalar` (or `scalar <op> x`) with an immediate."""
+        value = float(scalar)
+        return self.em.insert(tile.BinaryScalarOp(x, op, self._type(out), scalar=value, reverse=reverse)).result
+
+    def select(self, predicate: SSAValue, a: SSAValue, b: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.em.insert(tile.SelectOp(predicate, a, b, self._type(out))).result
+
+    def fill(self, value: float, out: TileType | None = None) -> SSAValue:
+        return self.em.insert(tile.FillOp(float(value), self._type(out))).result
+
+    def copy(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.em.insert(tile.CopyOp(x, self._type(out))).result
+
+    def kernel(self, name: str, a: SSAValue, b: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.em.insert(tile.KernelOp(a, name, self._type(out), b)).result
+
+    def column(self, value: float, element_type: Attribute) -> SSAValue:
+        """A [P, 1] column holding `value` (the per-partition scalar operand of GpSimdE kernels)."""
+        shape = (self.result.partitions, 1)
+        return self.em.insert(tile.FillOp(float(value), TileType(shape, element_type, Memory.SBUF))).result
+
+    # compositions shared by several ops
+
+    def isnan(self, x: SSAValue) -> SSAValue:
+        """1 where x is NaN (the only value unequal to itself)."""
+        return self.bin("not_equal", x, x)
+
+    def where_nan(self, x: SSAValue, then: SSAValue, otherwise: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.select(self.isnan(x), then, otherwise, out)
+
+    def round_half_even(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        """Round to the nearest integer, ties to even: adding and removing 1.5 * 2^23 leaves fp32 no fraction
+        bits, so the add rounds exactly as IEEE does; |x| >= 2^22 (already integral), inf and NaN pass through."""
+        shifted = self.sc("subtract", self.sc("add", x, _MAGIC), _MAGIC)
+        small = self.sc("is_lt", self.act("abs", x), _INTEGRAL_FROM)
+        return self.select(small, shifted, x, out)
+
+    def floor(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        rounded = self.round_half_even(x)
+        return self.bin("subtract", rounded, self.bin("is_gt", rounded, x), out)
+
+    def ceil(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        rounded = self.round_half_even(x)
+        return self.bin("add", rounded, self.bin("is_lt", rounded, x), out)
+
+    def trunc(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        return self.select(self.sc("is_lt", x, 0.0), self.ceil(x), self.floor(x), out)
+
+    def sign(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
+        """-1, 0 or 1 (0 for NaN and both zeros, as torch.sign)."""
+        return self.bin("subtract", self.sc("is_gt", x, 0.0), self.sc("is_lt", x, 0.0), out)
+
+    def divide(self, a: SSAValue, b: SSAValue, out: TileType | None = None) -> SSAValue:
+        """a / b as a times the ScalarE reciprocal of b (VectorE has no divide; within 2 ulp of IEEE)."""
+        return self.bin("multiply", a, self.act("reciprocal", b), out)
+
+
+_MAGIC = 12582912.0  # 1.5 * 2^23
+_INTEGRAL_FROM = 4194304.0  # 2^22: every fp32 of this magnitude or more is an integer (or inf/NaN)
+
+
+# ---- lowering helpers ----------------------------------------------------------------------------------------
 
 
 def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
     return TileType(result.get_shape(), element_type or result.element_type, Memory.SBUF)
 
 
-def _binary(em: Emitter, alu_op: str, lhs: SSAValue, rhs: SSAValue, result: TileType) -> SSAValue:
-    return em.insert(tile.BinaryOp(lhs, rhs, alu_op, result)).result
+def elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: Sequence[str], compute: TileCompute):
+    """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
+    values = [args[name] for name in operands if args.get(name) is not None]
+    return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
 
 
-def _scalar(em: Emitter, alu_op: str, value: SSAValue, scalar: float, result: TileType, reverse=False) -> SSAValue:
-    return em.insert(tile.BinaryScalarOp(value, alu_op, result, scalar=float(scalar), reverse=reverse)).result
+def _exact(tiles: Sequence[SSAValue], result: TileType) -> bool:
+    """Integer result from integer operands: compute exactly (GpSimdE)."""
+    return is_integer_type(result.element_type) and all(tile_is_integer(t) for t in tiles)
 
 
-def _unary(em: Emitter, fn: str, value: SSAValue, result: TileType, scale: float = 1.0) -> SSAValue:
-    return em.insert(tile.UnaryOp(value, fn, result, scale=scale)).result
+def _integral(value: object) -> bool:
+    return isinstance(value, bool | int) or (isinstance(value, float) and value.is_integer())
 
 
-def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
-    return em.insert(tile.FillOp(float(value), result)).result
+def _number(value: object) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    return float(value)  # type: ignore[arg-type]
 
 
-def _scaled(em: Emitter, value: SSAValue, alpha: object, like: TileType) -> SSAValue:
+def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
     if alpha is None or alpha == 1:
         return value
-    return _scalar(em, "multiply", value, float(alpha), _sbuf(like, f32))  # type: ignore[arg-type]
+    return m.sc("multiply", value, _number(alpha))
 
 
-def _elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: list[str], compute: TileCompute):
-    values = [args[name] for name in operands]
-    out = emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)
-    return [out]
+# ---- arithmetic ------------------------------------------------------------------------------------------------
 
 
-def _tensor_binary(alu_op: str, with_alpha: bool = False) -> Lowering:
+def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False) -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
-            rhs = _scaled(e, tiles[1], args.get("alpha"), result) if with_alpha else tiles[1]
-            return _binary(e, alu_op, tiles[0], rhs, result)
+            m = TileMath(e, result, _exact(tiles, result))
+            lhs, rhs = (tiles[1], tiles[0]) if reverse else (tiles[0], tiles[1])
+            rhs = _alpha_scaled(m, rhs, args.get("alpha")) if with_alpha else rhs
+            return m.bin(alu_op, lhs, rhs, result)
 
-        return _elementwise(op, args, em, ["self", "other"], compute)
+        return elementwise(op, args, em, ["self", "other"], compute)
 
     return lower
 
 
-def _scalar_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False) -> Lowering:
+def _scalar_binary(alu_op: str, argument: str = "other", with_alpha: bool = False, reverse: bool = False) -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        scalar = float(args["other"])
+        scalar = _number(args[argument])
         if with_alpha and args.get("alpha") not in (None, 1):
-            scalar *= float(args["alpha"])
+            scalar *= _number(args["alpha"])
 
         def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
-            return _scalar(e, alu_op, tiles[0], scalar, result, reverse)
+            m = TileMath(e, result)
+            return m.sc(alu_op, tiles[0], scalar, result, reverse)
 
-        return _elementwise(op, args, em, ["self"], compute)
+        return elementwise(op, args, em, ["self"], compute)
 
     return lower
 
 
 def _div_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    # VectorE has no divide: multiply by the ScalarE reciprocal
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
-        inverse = _unary(e, "reciprocal", tiles[1], _sbuf(result, f32))
-        return _binary(e, "multiply", tiles[0], inverse, result)
-
-    return _elementwise(op, args, em, ["self", "other"], compute)
+    return elementwise(op, args, em, ["self", "other"], lambda e, t, r: TileMath(e, r).divide(t[0], t[1], r))
 
 
 def _div_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    inverse = 1.0 / float(args["other"])
-
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
-        return _scalar(e, "multiply", tiles[0], inverse, result)
-
-    return _elementwise(op, args, em, ["self"], compute)
+    other = _number(args["other"])
+    # x / 0 is +-inf (NaN for 0 and NaN): multiplying by a signed infinity gives exactly that
+    inverse = 1.0 / other if other != 0 else math.copysign(math.inf, other)
+    return elementwise(op, args, em, ["self"], lambda e, t, r: TileMath(e, r).sc("multiply", t[0], inverse, r))
 
 
-def _activation(fn: str, scale: float = 1.0) -> Lowering:
+_ROUNDING_KERNELS = {None: "divide", "trunc": "divide_trunc", "floor": "divide_floor"}
+
+
+def _division_kernel(name_of: Callable[[dict[str, Any]], str], scalar: bool) -> Lowering:
+    """Ops of the division family on GpSimdE: a tensor or (as a [P, 1] column) a scalar divisor."""
+
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        return _elementwise(op, args, em, ["self"], lambda e, tiles, result: _unary(e, fn, tiles[0], result, scale))
+        name = name_of(args)
+        if name == "divide" and not scalar:
+            return _div_tensor(em, op, args)
+
+        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            m = TileMath(e, result)
+            numerator = tiles[0]
+            if scalar:
+                value = args["other"]
+                integer = _exact(tiles, result) and _integral(value)
+                divisor = m.column(_number(value), result.element_type if integer else f32)
+                if not integer and tile_is_integer(numerator):
+                    numerator = m.copy(numerator)
+            else:
+                divisor = tiles[1]
+                if not _exact(tiles, result):  # mixed operands divide in fp32
+                    numerator = numerator if not tile_is_integer(numerator) else m.copy(numerator)
+                    divisor = divisor if not tile_is_integer(divisor) else m.copy(divisor)
+            return m.kernel(name, numerator, divisor, result)
+
+        return elementwise(op, args, em, ["self"] if scalar else ["self", "other"], compute)
 
     return lower
 
 
-def _neg(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    return _elementwise(op, args, em, ["self"], lambda e, t, result: _scalar(e, "multiply", t[0], -1.0, result))
+def _rounding_mode(args: dict[str, Any]) -> str:
+    mode = args.get("rounding_mode")
+    if mode not in _ROUNDING_KERNELS:
+        raise ValueError(f"unknown rounding_mode {mode!r}")
+    return _ROUNDING_KERNELS[mode]
+
+
+def _pow_tensor_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    exponent = args["exponent"]
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        exact = _exact(tiles, result) and _integral(exponent)
+        m = TileMath(e, result, exact)
+        x = tiles[0]
+        value = _number(exponent)
+        if exact:
+            return m.sc("power", x, value, result)
+        if value == 1:
+            return m.copy(x, result)
+        if value == 2:
+            return m.act("square", x, out=result)
+        if value == 0.5:
+            return m.act("sqrt", x, out=result)
+        if value == -1:
+            return m.act("reciprocal", x, out=result)
+        if value == -0.5:
+            return m.act("rsqrt", x, out=result)
+        if value == 3:
+            return m.bin("multiply", m.act("square", x), x, result)
+        return m.sc("power", x, value, result)
+
+    return elementwise(op, args, em, ["self"], compute)
+
+
+def _pow_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    base = _number(args["self"])
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        exact = _exact(tiles, result) and _integral(args["self"])
+        m = TileMath(e, result, exact)
+        if base > 0 and not exact:
+            # base^x = exp(x * ln(base)): one ScalarE instruction with the free scale
+            return m.act("exp", tiles[0], scale=math.log(base), out=result)
+        return m.sc("power", tiles[0], base, result, reverse=True)
+
+    return elementwise(op, args, em, ["exponent"], compute)
+
+
+def _float_max_min(alu_op: str) -> Lowering:
+    """fmax/fmin: the maximum/minimum ignoring a NaN operand (NaN only when both are NaN)."""
+
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            a, b = tiles
+            if _exact(tiles, result):
+                return TileMath(e, result, True).bin(alu_op, a, b, result)
+            m = TileMath(e, result)
+            chosen = m.where_nan(a, b, m.bin(alu_op, a, b))
+            return m.where_nan(b, a, chosen, result)
+
+        return elementwise(op, args, em, ["self", "other"], compute)
+
+    return lower
+
+
+def _clamp_scalar(min_arg: str, max_arg: str) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        low, high = args.get(min_arg), args.get(max_arg)
+
+        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            exact = _exact(tiles, result) and all(v is None or _integral(v) for v in (low, high))
+            m = TileMath(e, result, exact)
+            value = tiles[0]
+            steps = [("max", low), ("min", high)]
+            steps = [(name, bound) for name, bound in steps if bound is not None]
+            if not steps:
+                return m.copy(value, result)
+            for index, (name, bound) in enumerate(steps):
+                value = m.sc(name, value, _number(bound), result if index == len(steps) - 1 else None)
+            return value
+
+        return elementwise(op, args, em, ["self"], compute)
+
+    return lower
+
+
+def _clamp_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    names = [name for name in ("min", "max") if args.get(name) is not None]
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result, _exact(tiles, result))
+        value = tiles[0]
+        if not names:
+            return m.copy(value, result)
+        for index, (name, bound) in enumerate(zip(names, tiles[1:], strict=True)):
+            value = m.bin("max" if name == "min" else "min", value, bound, result if index == len(names) - 1 else None)
+        return value
+
+    return elementwise(op, args, em, ["self", *names], compute)
 
 
 def _where(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.SelectOp(tiles[0], tiles[1], tiles[2], result)).result
 
-    return _elementwise(op, args, em, ["condition", "self", "other"], compute)
+    return elementwise(op, args, em, ["condition", "self", "other"], compute)
+
+
+def _unary_exact_or_float(
+    exact_compute: Callable[[TileMath, SSAValue, TileType], SSAValue],
+    float_compute: Callable[[TileMath, SSAValue, TileType], SSAValue],
+) -> Lowering:
+    """One computation for integer tensors (exact, GpSimdE) and one for floats."""
+
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            if _exact(tiles, result):
+                return exact_compute(TileMath(e, result, True), tiles[0], result)
+            return float_compute(TileMath(e, result), tiles[0], result)
+
+        return elementwise(op, args, em, ["self"], compute)
+
+    return lower
+
+
+def _unary(compute: Callable[[TileMath, SSAValue, TileType], SSAValue]) -> Lowering:
+    return _unary_exact_or_float(compute, compute)
 
 
 def _threshold_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    threshold = float(args["threshold"])
+    threshold = _number(args["threshold"])
 
     def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
         grad, value = tiles
-        keep = _scalar(e, "is_gt", value, threshold, _sbuf(result, f32))
-        zeros = _fill(e, 0.0, _sbuf(result, f32))
-        return e.insert(tile.SelectOp(keep, grad, zeros, result)).result
+        return m.select(m.sc("is_gt", value, threshold), grad, m.fill(0.0), result)
 
-    return _elementwise(op, args, em, ["grad_output", "self"], compute)
+    return elementwise(op, args, em, ["grad_output", "self"], compute)
 
 
-def _constant_fill(value_arg: str, operands: Sequence[str] = ()) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        value = float(args[value_arg])
-        out = emit_elementwise(em, result_shape(op), result_element_type(op), [], lambda e, t, r: _fill(e, value, r))
-        return [out]
+# ---- logical and bitwise -------------------------------------------------------------------------------------
 
-    return lower
+
+def _logical_not(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return elementwise(op, args, em, ["self"], lambda e, t, r: TileMath(e, r).sc("is_equal", t[0], 0.0, r))
+
+
+def _bitwise_not(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result, True)
+        if result.element_type == IntegerType(1):
+            return m.sc("is_equal", tiles[0], 0.0, result)
+        return m.sc("bitwise_xor", tiles[0], -1.0, result)
+
+    return elementwise(op, args, em, ["self"], compute)
+
+
+# ---- casts and creation ----------------------------------------------------------------------------------------
 
 
 def _to_copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
-    return _elementwise(op, args, em, ["self"], compute)
+    return elementwise(op, args, em, ["self"], compute)
+
+
+def _constant_fill(value_arg: str) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        value = _number(args[value_arg])
+        out = emit_elementwise(em, result_shape(op), result_element_type(op), [], lambda e, t, r: _fill(e, value, r))
+        return [out]
+
+    return lower
+
+
+def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
+    return em.insert(tile.FillOp(float(value), result)).result
+
+
+def _check_float_result(em: Emitter, op: Operation) -> None:
+    if is_integer_type(result_element_type(op)):
+        raise refuse(em, op.name, f"needs a floating-point result, got {result_element_type(op)}")
 
 
 ELEMENTWISE_LOWERINGS: dict[str, Lowering] = {
+    # arithmetic
     "torch.aten.add.Tensor": _tensor_binary("add", with_alpha=True),
     "torch.aten.sub.Tensor": _tensor_binary("subtract", with_alpha=True),
     "torch.aten.mul.Tensor": _tensor_binary("multiply"),
+    "torch.aten.add.Scalar": _scalar_binary("add", with_alpha=True),
+    "torch.aten.sub.Scalar": _scalar_binary("subtract", with_alpha=True),
+    "torch.aten.mul.Scalar": _scalar_binary("multiply"),
     "torch.aten.div.Tensor": _div_tensor,
+    "torch.aten.div.Scalar": _div_scalar,
+    "torch.aten.div.Tensor_mode": _division_kernel(_rounding_mode, scalar=False),
+    "torch.aten.div.Scalar_mode": _division_kernel(_rounding_mode, scalar=True),
+    "torch.aten.remainder.Tensor": _division_kernel(lambda a: "remainder", scalar=False),
+    "torch.aten.remainder.Scalar": _division_kernel(lambda a: "remainder", scalar=True),
+    "torch.aten.fmod.Tensor": _division_kernel(lambda a: "fmod", scalar=False),
+    "torch.aten.fmod.Scalar": _division_kernel(lambda a: "fmod", scalar=True),
+    "torch.aten.pow.Tensor_Tensor": _tensor_binary("power"),
+    "torch.aten.pow.Tensor_Scalar": _pow_tensor_scalar,
+    "torch.aten.pow.Scalar": _pow_scalar,
     "torch.aten.maximum": _tensor_binary("max"),
     "torch.aten.minimum": _tensor_binary("min"),
+    "torch.aten.fmax": _float_max_min("max"),
+    "torch.aten.fmin": _float_max_min("min"),
+    "torch.aten.clamp": _clamp_scalar("min", "max"),
+    "torch.aten.clamp.Tensor": _clamp_tensor,
+    "torch.aten.hardtanh": _clamp_scalar("min_val", "max_val"),
+    "torch.aten.where.self": _where,
+    "torch.aten.neg": _unary(lambda m, x, r: m.sc("multiply", x, -1.0, r)),
+    "torch.aten.abs": _unary_exact_or_float(
+        lambda m, x, r: m.sc("abs_max", x, 0.0, r), lambda m, x, r: m.act("abs", x, out=r)
+    ),
+    "torch.aten.sign": _unary(lambda m, x, r: m.sign(x, r)),
+    "torch.aten.threshold_backward": _threshold_backward,
+    # comparisons
     "torch.aten.eq.Tensor": _tensor_binary("is_equal"),
     "torch.aten.ne.Tensor": _tensor_binary("not_equal"),
     "torch.aten.lt.Tensor": _tensor_binary("is_lt"),
     "torch.aten.le.Tensor": _tensor_binary("is_le"),
     "torch.aten.gt.Tensor": _tensor_binary("is_gt"),
     "torch.aten.ge.Tensor": _tensor_binary("is_ge"),
-    "torch.aten.add.Scalar": _scalar_binary("add", with_alpha=True),
-    "torch.aten.sub.Scalar": _scalar_binary("subtract", with_alpha=True),
-    "torch.aten.mul.Scalar": _scalar_binary("multiply"),
-    "torch.aten.div.Scalar": _div_scalar,
     "torch.aten.eq.Scalar": _scalar_binary("is_equal"),
     "torch.aten.ne.Scalar": _scalar_binary("not_equal"),
     "torch.aten.lt.Scalar": _scalar_binary("is_lt"),
     "torch.aten.le.Scalar": _scalar_binary("is_le"),
     "torch.aten.gt.Scalar": _scalar_binary("is_gt"),
     "torch.aten.ge.Scalar": _scalar_binary("is_ge"),
-    "torch.aten.relu": _activation("relu"),
-    "torch.aten.exp": _activation("exp"),
-    "torch.aten.log": _activation("log"),
-    "torch.aten.sqrt": _activation("sqrt"),
-    "torch.aten.rsqrt": _activation("rsqrt"),
-    "torch.aten.reciprocal": _activation("reciprocal"),
-    "torch.aten.sigmoid": _activation("sigmoid"),
-    "torch.aten.tanh": _activation("tanh"),
-    "torch.aten.abs": _activation("abs"),
-    "torch.aten.sin": _activation("sin"),
-    "torch.aten.neg": _neg,
-    "torch.aten.where.self": _where,
-    "torch.aten.threshold_backward": _threshold_backward,
+    # logical and bitwise
+    "torch.aten.logical_and": _tensor_binary("logical_and"),
+    "torch.aten.logical_or": _tensor_binary("logical_or"),
+    "torch.aten.logical_xor": _tensor_binary("logical_xor"),
+    "torch.aten.logical_not": _logical_not,
+    "torch.aten.bitwise_and.Tensor": _tensor_binary("bitwise_and"),
+    "torch.aten.bitwise_or.Tensor": _tensor_binary("bitwise_or"),
+    "torch.aten.bitwise_xor.Tensor": _tensor_binary("bitwise_xor"),
+    "torch.aten.bitwise_and.Scalar": _scalar_binary("bitwise_and"),
+    "torch.aten.bitwise_or.Scalar": _scalar_binary("bitwise_or"),
+    "torch.aten.bitwise_xor.Scalar": _scalar_binary("bitwise_xor"),
+    "torch.aten.bitwise_not": _bitwise_not,
+    # casts and creation
+    "torch.aten._to_copy": _to_copy,
     "torch.aten.scalar_tensor": _constant_fill("s"),
     "torch.aten.full": _constant_fill("fill_value"),
     "torch.aten.full_like": _constant_fill("fill_value"),
     "torch.aten.fill.Scalar": _constant_fill("value"),
-    "torch.aten._to_copy": _to_copy,
 }

@@ -4,16 +4,33 @@ The input is viewed with its kept dimensions first and its reduced ones last (a 
 each group merged where contiguous. The last kept dimension is tiled over partitions, the reduced elements are
 folded tile by tile on VectorE (`tile.reduce` per chunk of 2048, combined into a [P, 1] fp32 column), and the
 column is stored into the output. Reducing along what was the partition axis of the data therefore reads it
-transposed through the DMA access pattern rather than moving it across partitions.
+transposed through the DMA access pattern rather than moving it across partitions; reducing every dimension
+uses one lane per chunk row.
+
+On top of the fold (`emit_reduce`, with an optional per-chunk transform such as `x != 0` for `any` or
+`(x - mean)^2` for variances):
+
+* arg-reductions (`argmax`/`argmin`, `max.dim`/`min.dim`) carry a (value, index) pair of columns: within a
+  chunk the index is the smallest position (a GpSimdE iota) whose value equals the chunk's extreme, across
+  chunks a later chunk wins only when strictly better, so the first extreme wins as in PyTorch; NaN counts as
+  the extreme.
+* variances are two passes: the mean, then the sum of squared deviations from it, divided by N - correction.
+
+Reductions over no element give the identity (0 for sums, 1 for products, NaN for means, False for any).
+Integer sums and products accumulate in fp32 (exact while partial results stay below 2^24).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import IndexType, i64
+from xdsl.dialects.builtin import f32 as F32
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
@@ -29,12 +46,15 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
 
 # how partial results of each reduction combine
 _COMBINE = {"add": "add", "max": "max", "min": "min", "multiply": "multiply"}
+# the result of reducing no element
+_IDENTITY = {"add": 0.0, "multiply": 1.0, "max": -math.inf, "min": math.inf}
 
 
 def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> tuple[int, ...]:
@@ -42,6 +62,90 @@ def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> t
     if keepdim:
         return tuple(1 if i in chosen else extent for i, extent in enumerate(shape))
     return tuple(extent for i, extent in enumerate(shape) if i not in chosen)
+
+
+def _column(p: int) -> TileType:
+    return TileType((p, 1), F32, Memory.SBUF)
+
+
+@dataclass
+class RowTile:
+    """Where a fold is: the kept-dims indices of a tile of `partitions` rows (for loading per-row columns)."""
+
+    indices: list[Index]
+    partitions: int
+
+
+# transform(emitter, chunk [P, size] tile, row tile) -> the [P, size] tile to fold
+ChunkTransform = Callable[[Emitter, SSAValue, RowTile], SSAValue]
+
+
+class ReductionSpace:
+    """`source` viewed as [kept..., reduced...] and a kept-shaped tensor viewed as [kept..., 1]."""
+
+    def __init__(self, em: Emitter, source: SSAValue, dims: Sequence[int]):
+        layout = layout_of(source)
+        if layout.rank == 0:
+            layout = Layout((1,), (0,), layout.offset)
+        rank = layout.rank
+        chosen = sorted({normalize_dim(d, rank) for d in dims}) if dims else list(range(rank))
+        self.kept = [d for d in range(rank) if d not in chosen]
+        self.chosen = chosen
+        permuted = layout.permute(self.kept + chosen)
+        self.kept_shape = permuted.shape[: len(self.kept)]
+        # kept dims merge where contiguous in the source and in a contiguous result alike
+        kept_dims, (kept_strides, _) = collapse(
+            self.kept_shape, [permuted.strides[: len(self.kept)], Layout.contiguous(self.kept_shape).strides]
+        )
+        reduced_dims, (reduced_strides,) = collapse(
+            permuted.shape[len(self.kept) :], [permuted.strides[len(self.kept) :]]
+        )
+        if not kept_dims:
+            kept_dims, kept_strides = (1,), (0,)
+        if not reduced_dims:
+            reduced_dims, reduced_strides = (1,), (0,)
+        self.kept_dims, self.reduced_dims = tuple(kept_dims), tuple(reduced_dims)
+        self.count = math.prod(permuted.shape[len(self.kept) :])
+        self.source_view = view(
+            em, source, Layout((*kept_dims, *reduced_dims), (*kept_strides, *reduced_strides), layout.offset)
+        )
+
+    def kept_view(self, em: Emitter, tensor: SSAValue) -> SSAValue:
+        """A contiguous tensor holding one value per kept index (a keepdim or a plain reduction result) as
+        [kept..., 1] in this space: the kept dims were merged only where a contiguous tensor merges them too."""
+        layout = layout_of(tensor)
+        if not layout.is_contiguous() or layout.num_elements != math.prod(self.kept_dims):
+            raise ValueError(f"a reduction result of shape {layout.shape} is not a contiguous kept-shaped tensor")
+        strides = Layout.contiguous(self.kept_dims).strides
+        return view(em, tensor, Layout((*self.kept_dims, 1), (*strides, 1), layout.offset))
+
+    @property
+    def leading(self) -> tuple[int, ...]:
+        return self.kept_dims[:-1]
+
+    @property
+    def partitions(self) -> int:
+        return self.kept_dims[-1]
+
+    def load_chunk(self, e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
+        free_dim = len(self.kept_dims) + len(self.reduced_dims) - 1
+        return load(
+            e,
+            self.source_view,
+            [*row.indices, *reduced_index, f0],
+            (row.partitions, size),
+            F32,
+            dims=(len(self.kept_dims) - 1, free_dim),
+        )
+
+    def for_rows(self, em: Emitter, body: Callable[[Emitter, RowTile], None]) -> None:
+        def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+            if not extents:
+                e.for_tiles(self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p)))
+                return
+            e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
+
+        loops(em, self.leading, [])
 
 
 def emit_reduce(
@@ -52,75 +156,165 @@ def emit_reduce(
     op: str,
     out_element_type: Attribute,
     scale: float | None = None,
+    transform: ChunkTransform | None = None,
 ) -> SSAValue:
-    """Reduce `source` over `dims` (all dims when empty) with `op`; `scale` multiplies the result (means)."""
-    layout = layout_of(source)
-    if layout.rank == 0:
-        layout = Layout((1,), (0,), layout.offset)
-    rank = layout.rank
-    chosen = sorted({normalize_dim(d, rank) for d in dims}) if dims else list(range(rank))
-    kept = [d for d in range(rank) if d not in chosen]
+    """Reduce `source` over `dims` (all dims when empty) with `op`; `scale` multiplies the result (means) and
+    `transform` maps each loaded chunk before it is folded."""
+    space = ReductionSpace(em, source, dims)
     out_shape = reduced_shape(layout_of(source).shape, dims, keepdim)
     out = alloc(em, out_shape, out_element_type)
-
-    permuted = layout.permute(kept + chosen)
-    kept_shape = permuted.shape[: len(kept)]
-    kept_out_strides = Layout.contiguous(kept_shape).strides
-    kept_dims, (kept_in_strides, kept_out) = collapse(kept_shape, [permuted.strides[: len(kept)], kept_out_strides])
-    reduced_dims, (reduced_strides,) = collapse(permuted.shape[len(kept) :], [permuted.strides[len(kept) :]])
-    if not kept_dims:
-        kept_dims, kept_in_strides, kept_out = (1,), (0,), (0,)
-    if not reduced_dims:
-        reduced_dims, reduced_strides = (1,), (0,)
-
-    source_view = view(
-        em, source, Layout((*kept_dims, *reduced_dims), (*kept_in_strides, *reduced_strides), layout.offset)
-    )
-    out_view = view(em, out, Layout((*kept_dims, 1), (*kept_out, 1), layout_of(out).offset))
-    leading, partitions = kept_dims[:-1], kept_dims[-1]
+    if space.count == 0:
+        value = _IDENTITY[op] if scale is None or op != "add" else math.nan
+        return emit_elementwise(em, out_shape, out_element_type, [], lambda e, t, r: _fill(e, value, r), out)
+    out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
 
-    def partial(e: Emitter, prefix: list[Index], reduced_index: list[Index], f0: Index, size: int, p_size: int):
-        free_dim = len(kept_dims) + len(reduced_dims) - 1
-        chunk = load(e, source_view, [*prefix, *reduced_index, f0], (p_size, size), dims=(len(kept_dims) - 1, free_dim))
-        column = TileType((p_size, 1), f32, Memory.SBUF)
-        return e.insert(tile.ReduceOp(chunk, op, column)).result
+    def partial(e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
+        chunk = space.load_chunk(e, row, reduced_index, f0, size)
+        if transform is not None:
+            chunk = transform(e, chunk, row)
+        return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions))).result
 
     def fold(e: Emitter, acc: SSAValue, value: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, value, combine, acc.type)).result  # type: ignore[arg-type]
 
-    def over(e: Emitter, prefix: list[Index], remaining: tuple[int, ...], reduced_index: list[Index], p_size: int):
+    def over(e: Emitter, row: RowTile, remaining: tuple[int, ...], reduced_index: list[Index]) -> SSAValue:
         if len(remaining) == 1:
             return e.accumulate_tiles(
                 remaining[0],
                 FREE_TILE,
-                lambda e2, f0, size: partial(e2, prefix, reduced_index, f0, size, p_size),
-                lambda e2, f0, size, acc: fold(e2, acc, partial(e2, prefix, reduced_index, f0, size, p_size)),
+                lambda e2, f0, size: partial(e2, row, reduced_index, f0, size),
+                lambda e2, f0, size, acc: fold(e2, acc, partial(e2, row, reduced_index, f0, size)),
             )
         return e.accumulate_each(
             remaining[0],
-            lambda e2, i: over(e2, prefix, remaining[1:], [*reduced_index, i], p_size),
-            lambda e2, i, acc: fold(e2, acc, over(e2, prefix, remaining[1:], [*reduced_index, i], p_size)),
+            lambda e2, i: over(e2, row, remaining[1:], [*reduced_index, i]),
+            lambda e2, i, acc: fold(e2, acc, over(e2, row, remaining[1:], [*reduced_index, i])),
         )
 
-    def rows(e: Emitter, prefix: list[Index]) -> None:
-        def partition_tile(e2: Emitter, p0: Index, p_size: int) -> None:
-            result = over(e2, [*prefix, p0], reduced_dims, [], p_size)
-            if scale is not None:
-                scaled = TileType((p_size, 1), f32, Memory.SBUF)
-                result = e2.insert(tile.BinaryScalarOp(result, "multiply", scaled, scalar=scale)).result
-            store(e2, to_sbuf(e2, result, out_element_type), out_view, [*prefix, p0, 0])
+    def row_tile(e: Emitter, row: RowTile) -> None:
+        result = over(e, row, space.reduced_dims, [])
+        if scale is not None:
+            result = e.insert(tile.BinaryScalarOp(result, "multiply", _column(row.partitions), scalar=scale)).result
+        store(e, to_sbuf(e, result, out_element_type), out_view, [*row.indices, 0])
 
-        e.for_tiles(partitions, PARTITION_TILE, partition_tile)
-
-    def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if not extents:
-            rows(e, prefix)
-            return
-        e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
-
-    loops(em, tuple(leading), [])
+    space.for_rows(em, row_tile)
     return out
+
+
+def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
+    return em.insert(tile.FillOp(value, result)).result
+
+
+# ---- folds carrying several values -----------------------------------------------------------------------------
+
+
+def fold_tiles(
+    em: Emitter,
+    extent: int,
+    size: int,
+    first: Callable[[Emitter, Index, int], list[SSAValue]],
+    step: Callable[[Emitter, Index, int, list[SSAValue]], list[SSAValue]],
+) -> list[SSAValue]:
+    """`Emitter.accumulate_tiles` for a list of carried tiles (the first tile peeled, an `scf.for` carrying
+    them over the other full tiles, then the remainder)."""
+    full, remainder = divmod(extent, size)
+    if full == 0:
+        return first(em, 0, remainder)
+    values = first(em, 0, size)
+    if full == 2:
+        values = step(em, size, size, values)
+    elif full > 2:
+        block = Block(arg_types=[IndexType(), *(v.type for v in values)])
+        loop = em.insert(scf.ForOp(em.index(size), em.index(full * size), em.index(size), values, block))
+        inner = em.nested(block)
+        inner.insert(scf.YieldOp(*step(inner, block.args[0], size, list(block.args[1:]))))
+        values = list(loop.results)
+    if remainder:
+        values = step(em, full * size, remainder, values)
+    return values
+
+
+def _positions(em: Emitter, tile_type: TileType, f0: Index) -> SSAValue:
+    """Each element's position along the free axis, starting at `f0` (a GpSimdE iota)."""
+    if isinstance(f0, int):
+        return em.insert(tile.IotaOp(tile_type, [1], base=f0)).result
+    return em.insert(tile.IotaOp(tile_type, [1], offset=f0)).result
+
+
+def emit_arg_reduce(
+    em: Emitter, source: SSAValue, dim: int | None, keepdim: bool, op: str, value_type: Attribute | None
+) -> tuple[SSAValue | None, SSAValue]:
+    """(values, int64 indices) of the first maximum (`op` = "max") or minimum along `dim` (None: flattened)."""
+    shape = layout_of(source).shape
+    if dim is None:
+        flat = Layout.contiguous(shape).reshape([max(1, math.prod(shape))])
+        layout = layout_of(source)
+        if not layout.is_contiguous():
+            raise ValueError("a flattened arg-reduction needs a contiguous input")
+        assert flat is not None
+        source = view(em, source, Layout(flat.shape, flat.strides, layout.offset))
+        dims: list[int] = [0]
+    else:
+        dims = [dim]
+    space = ReductionSpace(em, source, dims)
+    if dim is None:
+        out_shape: tuple[int, ...] = tuple(1 for _ in shape) if keepdim else ()
+    else:
+        out_shape = reduced_shape(shape, dims, keepdim)
+    indices = alloc(em, out_shape, i64)
+    values = alloc(em, out_shape, value_type) if value_type is not None else None
+    index_view = space.kept_view(em, indices)
+    value_view = space.kept_view(em, values) if values is not None else None
+    better = "is_gt" if op == "max" else "is_lt"
+
+    def chunk_extreme(e: Emitter, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
+        p = row.partitions
+        x = space.load_chunk(e, row, [], f0, size)
+        whole = TileType((p, size), F32, Memory.SBUF)
+        extreme = e.insert(tile.ReduceOp(x, op, _column(p))).result
+        hit = e.insert(tile.BinaryScalarOp(x, "is_equal", whole, column=extreme)).result
+        is_nan = e.insert(tile.BinaryOp(x, x, "not_equal", whole)).result
+        hit = e.insert(tile.BinaryOp(hit, is_nan, "logical_or", whole)).result
+        position = _positions(e, whole, f0)
+        never = e.insert(tile.FillOp(float(2**24), whole)).result
+        candidates = e.insert(tile.SelectOp(hit, position, never, whole)).result
+        index = e.insert(tile.ReduceOp(candidates, "min", _column(p))).result
+        return [extreme, index]
+
+    def combine(e: Emitter, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
+        p = row.partitions
+        extreme, index = chunk_extreme(e, row, f0, size)
+        best, best_index = acc
+        column = _column(p)
+        # a later chunk wins only when strictly better, or NaN over a number (NaN is the extreme)
+        wins = e.insert(tile.BinaryOp(extreme, best, better, column)).result
+        new_nan = e.insert(tile.BinaryOp(extreme, extreme, "not_equal", column)).result
+        old_number = e.insert(tile.BinaryOp(best, best, "is_equal", column)).result
+        nan_wins = e.insert(tile.BinaryOp(new_nan, old_number, "logical_and", column)).result
+        wins = e.insert(tile.BinaryOp(wins, nan_wins, "logical_or", column)).result
+        best = e.insert(tile.SelectOp(wins, extreme, best, column)).result
+        best_index = e.insert(tile.SelectOp(wins, index, best_index, column)).result
+        return [best, best_index]
+
+    length = space.reduced_dims[-1] if len(space.reduced_dims) == 1 else math.prod(space.reduced_dims)
+    if len(space.reduced_dims) != 1:
+        raise ValueError("arg-reductions reduce one dimension")
+
+    def row_tile(e: Emitter, row: RowTile) -> None:
+        best, best_index = fold_tiles(
+            e,
+            length,
+            FREE_TILE,
+            lambda e2, f0, size: chunk_extreme(e2, row, f0, size),
+            lambda e2, f0, size, acc: combine(e2, row, f0, size, acc),
+        )
+        store(e, to_sbuf(e, best_index, i64), index_view, [*row.indices, 0])
+        if value_view is not None and value_type is not None:
+            store(e, to_sbuf(e, best, value_type), value_view, [*row.indices, 0])
+
+    space.for_rows(em, row_tile)
+    return values, indices
 
 
 # ---- ATen ops ------------------------------------------------------------------------------------------------
@@ -133,22 +327,113 @@ def _dims(args: dict[str, Any]) -> list[int]:
     return [dims] if isinstance(dims, int) else list(dims)
 
 
+def _count(shape: Sequence[int], dims: Sequence[int]) -> int:
+    chosen = {normalize_dim(d, len(shape)) for d in dims} if dims else set(range(len(shape)))
+    return math.prod(shape[d] for d in chosen) if shape else 1
+
+
 def _reduce(op_name: str, mean: bool = False) -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         source = args["self"]
         dims = _dims(args)
-        shape = layout_of(source).shape
         scale = None
         if mean:
-            chosen = {normalize_dim(d, len(shape)) for d in dims} if dims else set(range(len(shape)))
-            count = 1
-            for d in chosen:
-                count *= shape[d] if shape else 1
-            scale = 1.0 / count if count else float("nan")
+            count = _count(layout_of(source).shape, dims)
+            scale = 1.0 / count if count else math.nan
         keepdim = bool(args.get("keepdim", False))
         return [emit_reduce(em, source, dims, keepdim, op_name, result_element_type(op), scale)]
 
     return lower
+
+
+def _nonzero(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+    return e.insert(tile.BinaryScalarOp(chunk, "not_equal", chunk.type, scalar=0.0)).result  # type: ignore[arg-type]
+
+
+def _any(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
+    return [emit_reduce(em, source, dims, keepdim, "max", result_element_type(op), transform=_nonzero)]
+
+
+def _full_reduce(op_name: str) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        return [emit_reduce(em, args["self"], [], False, op_name, result_element_type(op))]
+
+    return lower
+
+
+def _arg_reduce(op_name: str) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        dim = args.get("dim")
+        _, indices = emit_arg_reduce(em, args["self"], dim, bool(args.get("keepdim", False)), op_name, None)
+        return [indices]
+
+    return lower
+
+
+def _max_min_dim(op_name: str) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        keepdim = bool(args.get("keepdim", False))
+        values, indices = emit_arg_reduce(em, args["self"], int(args["dim"]), keepdim, op_name, result_element_type(op))
+        assert values is not None
+        return [values, indices]
+
+    return lower
+
+
+def emit_variance(
+    em: Emitter, source: SSAValue, dims: Sequence[int], keepdim: bool, correction: float, out_type: Attribute
+) -> tuple[SSAValue, SSAValue]:
+    """(variance, mean) over `dims`: the mean first, then the sum of squared deviations / (N - correction)."""
+    count = _count(layout_of(source).shape, dims)
+    mean = emit_reduce(em, source, dims, True, "add", F32, 1.0 / count if count else math.nan)
+    mean_view = ReductionSpace(em, source, dims).kept_view(em, mean)
+
+    def squared_deviation(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+        chunk_type = chunk.type
+        assert isinstance(chunk_type, TileType)
+        column = load(e, mean_view, [*row.indices, 0], (row.partitions, 1), F32)
+        deviation = e.insert(tile.BinaryScalarOp(chunk, "subtract", chunk_type, column=column)).result
+        return e.insert(tile.UnaryOp(deviation, "square", chunk_type)).result
+
+    divisor = count - correction
+    scale = 1.0 / divisor if divisor > 0 else math.inf
+    variance = emit_reduce(em, source, dims, keepdim, "add", out_type, scale, squared_deviation)
+    if keepdim:
+        mean_out = mean
+    else:
+        mean_out = view(em, mean, _squeezed(layout_of(mean), reduced_shape(layout_of(source).shape, dims, False)))
+    return variance, mean_out
+
+
+def _squeezed(layout: Layout, shape: tuple[int, ...]) -> Layout:
+    squeezed = layout.reshape(list(shape))
+    assert squeezed is not None
+    return squeezed
+
+
+def _correction(args: dict[str, Any]) -> float:
+    if "unbiased" in args:
+        return 1.0 if args.get("unbiased", True) else 0.0
+    correction = args.get("correction")
+    return 1.0 if correction is None else float(correction)
+
+
+def _var(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    variance, _ = emit_variance(
+        em, args["self"], _dims(args), bool(args.get("keepdim", False)), _correction(args), result_element_type(op)
+    )
+    return [variance]
+
+
+def _var_mean(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    out_type = result_element_type(op)
+    variance, mean = emit_variance(
+        em, args["self"], _dims(args), bool(args.get("keepdim", False)), _correction(args), out_type
+    )
+    if out_type != F32:
+        mean = emit_elementwise(em, layout_of(mean).shape, out_type, [mean], lambda e, t, r: to_sbuf(e, t[0], out_type))
+    return [variance, mean]
 
 
 REDUCTION_LOWERINGS: dict[str, Lowering] = {
@@ -158,4 +443,17 @@ REDUCTION_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.amax": _reduce("max"),
     "torch.aten.amin": _reduce("min"),
     "torch.aten.prod": _reduce("multiply"),
+    "torch.aten.prod.dim_int": _reduce("multiply"),
+    "torch.aten.max": _full_reduce("max"),
+    "torch.aten.min": _full_reduce("min"),
+    "torch.aten.any": _any,
+    "torch.aten.any.dim": _any,
+    "torch.aten.any.dims": _any,
+    "torch.aten.argmax": _arg_reduce("max"),
+    "torch.aten.argmin": _arg_reduce("min"),
+    "torch.aten.max.dim": _max_min_dim("max"),
+    "torch.aten.min.dim": _max_min_dim("min"),
+    "torch.aten.var.correction": _var,
+    "torch.aten.var.dim": _var,
+    "torch.aten.var_mean.correction": _var_mean,
 }

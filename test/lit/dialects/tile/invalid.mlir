@@ -325,6 +325,40 @@ func.func @iota_too_many_partitions() {
 
 // -----
 
+// ---- tile.kernel ------------------------------------------------------------------------------------------------
+
+func.func @kernel_unknown(%a: !tile.tile<4x8xf32, sbuf>) {
+  %q = tile.kernel %a, %a {kernel = "tan"} : (!tile.tile<4x8xf32, sbuf>, !tile.tile<4x8xf32, sbuf>) -> !tile.tile<4x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.kernel: unknown GpSimd kernel 'tan'
+
+// -----
+
+func.func @kernel_arity(%a: !tile.tile<4x8xf32, sbuf>) {
+  %q = tile.kernel %a {kernel = "fmod"} : (!tile.tile<4x8xf32, sbuf>) -> !tile.tile<4x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.kernel: kernel 'fmod' takes 2 input(s)
+
+// -----
+
+func.func @kernel_other_shape(%a: !tile.tile<4x8xf32, sbuf>, %b: !tile.tile<4x2xf32, sbuf>) {
+  %q = tile.kernel %a, %b {kernel = "fmod"} : (!tile.tile<4x8xf32, sbuf>, !tile.tile<4x2xf32, sbuf>) -> !tile.tile<4x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.kernel: other must be a [4, 1] per-partition column, got (4, 2)
+
+// -----
+
+func.func @kernel_reads_psum(%a: !tile.tile<4x8xf32, psum>) {
+  %q = tile.kernel %a, %a {kernel = "fmod"} : (!tile.tile<4x8xf32, psum>, !tile.tile<4x8xf32, psum>) -> !tile.tile<4x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.kernel: GpSimd kernels read SBUF tiles
+
+// -----
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 func.func @gather_float_offsets(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xf32, sbuf>) {

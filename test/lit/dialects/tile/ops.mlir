@@ -256,6 +256,17 @@ func.func @iota_index_map() -> !tile.tile<5x3x2xf32, sbuf> {
   func.return %i : !tile.tile<5x3x2xf32, sbuf>
 }
 
+// ---- tile.kernel ------------------------------------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @kernel_tile_and_column
+func.func @kernel_tile_and_column(%a: !tile.tile<37x64xi32, sbuf>, %k: !tile.tile<37x1xi32, sbuf>) -> (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xf32, sbuf>) {
+  // CHECK: %[[Q:.*]] = tile.kernel %a, %a {kernel = "divide_floor"} : (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xi32, sbuf>) -> !tile.tile<37x64xi32, sbuf>
+  %q = tile.kernel %a, %a {kernel = "divide_floor"} : (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xi32, sbuf>) -> !tile.tile<37x64xi32, sbuf>
+  // CHECK: %[[U:.*]] = tile.kernel %a, %k {kernel = "uniform"} : (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x1xi32, sbuf>) -> !tile.tile<37x64xf32, sbuf>
+  %u = tile.kernel %a, %k {kernel = "uniform"} : (!tile.tile<37x64xi32, sbuf>, !tile.tile<37x1xi32, sbuf>) -> !tile.tile<37x64xf32, sbuf>
+  func.return %q, %u : !tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xf32, sbuf>
+}
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows
