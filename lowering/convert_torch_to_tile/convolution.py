@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -393,7 +393,14 @@ def emit_weight_gradient(
     return gw
 
 
-def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _unused(em: Emitter, op: Operation, index: int) -> SSAValue | None:
+    """A result output_mask leaves out: None when ATen leaves it undefined, else an (unwritten) tensor."""
+    if not isinstance(op.results[index].type, TensorType):
+        return None
+    return alloc(em, result_shape(op, index), result_element_type(op, index))
+
+
+def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     grad_out, x, w = args["grad_output"], args["input"], args["weight"]
     rank = layout_of(x).rank - 2
     if rank < 1 or rank > 3:
@@ -403,7 +410,7 @@ def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> l
     groups, transposed = int(args["groups"]), bool(args["transposed"])
     mask = list(args["output_mask"])
     kernel = layout_of(w).shape[2:]
-    results: list[SSAValue] = []
+    results: list[SSAValue | None] = []
     if mask[0]:
         in_spatial = layout_of(x).shape[2:]
         go_spatial = layout_of(grad_out).shape[2:]
@@ -444,7 +451,7 @@ def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> l
             )
         results.append(grad_in)
     else:
-        results.append(alloc(em, result_shape(op, 0), result_element_type(op, 0)))
+        results.append(_unused(em, op, 0))
     if mask[1]:
         if transposed:
             # w[Cin, Cout/g, K] of a transposed convolution: the roles of input and grad_output swap
@@ -457,12 +464,12 @@ def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> l
             )
         results.append(gw)
     else:
-        results.append(alloc(em, result_shape(op, 1), result_element_type(op, 1)))
+        results.append(_unused(em, op, 1))
     if mask[2]:
         dims = [0, *range(2, rank + 2)]
         results.append(emit_reduce(em, grad_out, dims, False, "add", result_element_type(op, 2)))
     else:
-        results.append(alloc(em, result_shape(op, 2), result_element_type(op, 2)))
+        results.append(_unused(em, op, 2))
     return results
 
 

@@ -1,0 +1,84 @@
+"""Matmuls and convolutions compiled for the simulated NeuronCore against eager, forward and backward.
+
+Shapes avoid multiples of the tile sizes (128 partitions, 512-wide PSUM banks), batches are 1 and odd, and
+channel counts 1, 3 and 130 (more than one partition tile).
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from support import assert_close_to_torch
+
+import neuron_mlir
+
+
+def _compiled_matches_eager(fn, *inputs, grads: bool = False):
+    inputs = [None if x is None else x.detach().clone().requires_grad_(grads and x.is_floating_point()) for x in inputs]
+    mirror = [None if x is None else x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    out = torch.compile(fn, backend="neuron-mlir")(*inputs)
+    expected = fn(*mirror)
+    assert_close_to_torch(out, expected, "forward")
+    if grads:
+        seed = torch.randn_like(expected)
+        out.backward(seed)
+        expected.backward(seed)
+        for index, (a, b) in enumerate(zip(inputs, mirror, strict=True)):
+            if b is not None and b.requires_grad:
+                assert_close_to_torch(a.grad, b.grad, f"grad of input {index}")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
+MATMULS = [
+    ("mm_k_tiles", lambda a, b: a @ b, [(1, 257), (257, 130)]),
+    ("mm_n_tiles", lambda a, b: a @ b, [(37, 3), (3, 513)]),
+    ("mm_k_contiguous_rhs", lambda a, b: a @ b.t(), [(5, 130), (129, 130)]),
+    ("bmm_batch_1", torch.bmm, [(1, 130, 7), (1, 7, 3)]),
+    ("bmm_batch_3", torch.bmm, [(3, 5, 129), (3, 129, 1)]),
+    ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), [(130,), (3, 131), (131, 130)]),
+    ("mm_empty_k", lambda a, b: a @ b, [(5, 0), (0, 7)]),
+]
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("name", "fn", "shapes"), MATMULS, ids=[case[0] for case in MATMULS])
+def test_matmul(name, fn, shapes):
+    torch.manual_seed(0)
+    _compiled_matches_eager(fn, *[torch.randn(s) for s in shapes], grads=name in ("mm_k_tiles", "bmm_batch_3"))
+
+
+CONVOLUTIONS = [
+    # name, function, input shape, weight shape, bias size (None: no bias)
+    ("conv2d_batch1_c1_to_c3", lambda x, w, b: F.conv2d(x, w, b, padding=1), (1, 1, 9, 11), (3, 1, 3, 3), 3),
+    ("conv2d_batch3_c3_to_c130_strided", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=(1, 2)),
+     (3, 3, 10, 13), (130, 3, 3, 2), 130),
+    ("conv2d_c130_to_c1_dilated", lambda x, w, b: F.conv2d(x, w, b, dilation=2), (1, 130, 7, 8), (1, 130, 2, 3), 1),
+    ("conv2d_grouped", lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), groups=3), (3, 6, 5, 9), (9, 2, 3, 3), None),
+    ("conv2d_wide_rows", lambda x, w, b: F.conv2d(x, w, b), (1, 1, 4, 600), (3, 1, 2, 2), 3),
+    ("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=3, padding=2), (3, 3, 37), (130, 3, 5), 130),
+    ("conv3d", lambda x, w, b: F.conv3d(x, w, b, padding=1, stride=(1, 2, 1)), (1, 3, 4, 5, 6), (3, 3, 3, 3, 2), 3),
+    ("conv_transpose2d", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+     (3, 3, 5, 4), (3, 130, 3, 3), 130),
+    ("conv_transpose1d_grouped", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, groups=3, dilation=2),
+     (1, 3, 7), (3, 1, 3), None),
+]  # fmt: skip
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("name", "fn", "x_shape", "w_shape", "bias"), CONVOLUTIONS, ids=[c[0] for c in CONVOLUTIONS])
+def test_convolution_forward(name, fn, x_shape, w_shape, bias):
+    torch.manual_seed(1)
+    _compiled_matches_eager(fn, torch.randn(x_shape), torch.randn(w_shape), None if bias is None else torch.randn(bias))
+
+
+BACKWARD = [c for c in CONVOLUTIONS if c[0] in ("conv2d_batch3_c3_to_c130_strided", "conv2d_grouped", "conv1d",
+                                                 "conv3d", "conv_transpose2d")]  # fmt: skip
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("name", "fn", "x_shape", "w_shape", "bias"), BACKWARD, ids=[c[0] for c in BACKWARD])
+def test_convolution_backward(name, fn, x_shape, w_shape, bias):
+    """convolution_backward: grad_input (transposed convolution), grad_weight (correlation), grad_bias."""
+    torch.manual_seed(2)
+    b = None if bias is None else torch.randn(bias)
+    _compiled_matches_eager(fn, torch.randn(x_shape), torch.randn(w_shape), b, grads=True)
