@@ -65,9 +65,22 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
         op_class = op_class_for(str(node.target))
-        if op_class is None or not is_lowerable(op_class.name):
+        if op_class is None or not is_lowerable(op_class.name) or not _storable(node):
             found.append(node)
     return found
+
+
+# dtypes a NeuronCore has no storage type for (the engines compute in fp32; f64 and complex stay on the CPU)
+_UNSTORABLE = {torch.float64, torch.complex64, torch.complex128, torch.complex32}
+
+
+def _storable(node: torch.fx.Node) -> bool:
+    """Whether every tensor the node reads or produces has a NeuronCore element type."""
+    import torch.utils._pytree as pytree
+
+    values = [node.meta.get("val")] + [arg.meta.get("val") for arg in node.all_input_nodes]
+    tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
+    return all(t.dtype not in _UNSTORABLE for t in tensors)
 
 
 def reset_graph_names() -> None:
