@@ -1,0 +1,83 @@
+"""Gathers, scatters and distances compiled for the simulated NeuronCore (indirect DMA) against eager."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from support import assert_close_to_torch
+
+import neuron_mlir
+
+
+def _compiled_matches_eager(fn, *inputs, grad_of: int | None = None):
+    inputs = [x.detach().clone() for x in inputs]
+    mirror = [x.detach().clone() for x in inputs]
+    if grad_of is not None:
+        inputs[grad_of].requires_grad_(True)
+        mirror[grad_of].requires_grad_(True)
+    out = torch.compile(fn, backend="neuron-mlir")(*inputs)
+    expected = fn(*mirror)
+    assert_close_to_torch(out, expected, "forward")
+    if grad_of is not None:
+        seed = torch.randn_like(expected)
+        out.backward(seed)
+        expected.backward(seed)
+        assert_close_to_torch(inputs[grad_of].grad, mirror[grad_of].grad, "grad")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
+def _ints(high, shape, low=0):
+    return torch.randint(low, high, shape)
+
+
+CASES = [
+    # rows of 130 (more than a partition tile of tokens: 3 x 50), duplicate tokens
+    ("embedding", lambda w, i: F.embedding(i, w), lambda: (torch.randn(37, 130), _ints(37, (3, 50)))),
+    ("index_select_rows", lambda x, i: torch.index_select(x, 0, i), lambda: (torch.randn(9, 5, 4), torch.tensor([3, 0, 8, 3]))),
+    ("index_select_inner", lambda x, i: torch.index_select(x, 2, i), lambda: (torch.randn(3, 5, 7), torch.tensor([6, 0, 1]))),
+    ("gather", lambda x, i: torch.gather(x, 1, i), lambda: (torch.randn(4, 6, 3), _ints(6, (4, 2, 3)))),
+    ("gather_transposed_source", lambda x, i: torch.gather(x.t(), 0, i), lambda: (torch.randn(5, 7), _ints(7, (3, 5)))),
+    ("index_negative", lambda x, i, j: x[i, :, j], lambda: (torch.randn(5, 6, 7), _ints(5, (3, 4), -5), _ints(7, (4,)))),
+    ("index_separated", lambda x, i, j: x[i, :, j], lambda: (torch.randn(5, 6, 7), _ints(5, (2,)), _ints(7, (2,)))),
+    ("index_middle", lambda x, i: x[:, i], lambda: (torch.randn(5, 6, 130), _ints(6, (2, 3), -6))),
+    ("scatter", lambda x, i, s: x.scatter(1, i, s), lambda: (torch.randn(4, 6), torch.tensor([[0, 2], [1, 5], [5, 3], [4, 0]]),
+                                                             torch.randn(4, 2))),
+    ("scatter_value", lambda x, i: x.scatter(0, i, 2.5), lambda: (torch.randn(4, 3), torch.tensor([[3, 0, 1]]))),
+    ("scatter_add_duplicates", lambda x, i, s: x.scatter_add(0, i, s), lambda: (torch.randn(3, 5), _ints(3, (6, 5)), torch.randn(6, 5))),
+    ("scatter_reduce_mean", lambda x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
+     lambda: (torch.randn(3, 5), _ints(3, (6, 5)), torch.randn(6, 5))),
+    ("scatter_reduce_amax", lambda x, i, s: x.scatter_reduce(1, i, s, "amax"), lambda: (torch.randn(3, 4), _ints(4, (3, 7)), torch.randn(3, 7))),
+    ("scatter_reduce_prod_no_self", lambda x, i, s: x.scatter_reduce(0, i, s, "prod", include_self=False),
+     lambda: (torch.randn(5), _ints(5, (8,)), torch.randn(8))),
+    ("index_put_accumulate", lambda x, i, v: x.index_put((i,), v, accumulate=True),
+     lambda: (torch.randn(5, 3), torch.tensor([0, 4, 0, 2, 0]), torch.randn(5, 3))),
+    ("index_put_mask", lambda x, m, v: x.index_put((m,), v), lambda: (torch.randn(5, 3), torch.tensor([True, False, True, True, False]),
+                                                                      torch.randn(3))),
+    ("cdist_direct_p1", lambda a, b: torch.cdist(a, b, p=1), lambda: (torch.randn(3, 5, 4), torch.randn(3, 7, 4))),
+    ("cdist_p_inf", lambda a, b: torch.cdist(a, b, p=float("inf")), lambda: (torch.randn(5, 3), torch.randn(7, 3))),
+    ("cdist_p_1_5", lambda a, b: torch.cdist(a, b, p=1.5), lambda: (torch.randn(5, 3), torch.randn(7, 3))),
+    ("cdist_matmul", lambda a, b: torch.cdist(a, b), lambda: (torch.randn(130, 3), torch.randn(7, 3))),
+    ("pdist", lambda a: torch.pdist(a), lambda: (torch.randn(7, 5),)),
+    ("pdist_p0", lambda a: torch.pdist(a.round(), p=0), lambda: (torch.randn(6, 3),)),
+]  # fmt: skip
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("name", "fn", "make"), CASES, ids=[case[0] for case in CASES])
+def test_indexing(name, fn, make):
+    torch.manual_seed(0)
+    _compiled_matches_eager(fn, *make())
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_embedding_backward_accumulates_duplicates_and_skips_padding():
+    """embedding_dense_backward: every duplicate token's gradient row is added (an accumulating scatter)."""
+    torch.manual_seed(1)
+    tokens = torch.tensor([[1, 4, 1, 0, 1], [4, 4, 2, 0, 3]])
+    _compiled_matches_eager(lambda w, i: F.embedding(i, w, padding_idx=0) * 1.5, torch.randn(6, 130), tokens, grad_of=0)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_gather_backward_is_a_scatter_add():
+    torch.manual_seed(2)
+    _compiled_matches_eager(lambda x, i: torch.gather(x, 1, i).sin(), torch.randn(3, 5), _ints(5, (3, 8)), grad_of=0)
