@@ -120,9 +120,9 @@ def _lower(module: ModuleOp, name: str, debug_dir: Path | None) -> Program:
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
 
     ctx = Context()
-    stages = ["torch", *[stage for stage, _ in DEFAULT_PIPELINE]]
+    stages = ["imported", *[stage for stage, _ in DEFAULT_PIPELINE]]
     files: list[Path] = []
-    last_stage = {"name": "torch"}
+    last_stage = {"name": "imported"}
 
     def dump(stage: str, current: ModuleOp) -> None:
         last_stage["name"] = stage
@@ -131,7 +131,7 @@ def _lower(module: ModuleOp, name: str, debug_dir: Path | None) -> Program:
             path.write_text(ir_text(current))
             files.append(path)
 
-    dump("torch", module)
+    dump("imported", module)
     try:
         module.verify()
         run_pipeline(ctx, module, after_stage=dump)

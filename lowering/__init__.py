@@ -10,6 +10,18 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _torch_canonicalize() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_canonicalize import TorchCanonicalizePass
+
+    return TorchCanonicalizePass
+
+
+def _torch_fold_constants() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fold_constants import TorchFoldConstantsPass
+
+    return TorchFoldConstantsPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -53,6 +65,8 @@ def _neuron_pipeline() -> type[ModulePass]:
 
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "torch-canonicalize": _torch_canonicalize,
+    "torch-fold-constants": _torch_fold_constants,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "convert-tile-to-neuron": _convert_tile_to_neuron,
     "neuron-unroll-loops": _neuron_unroll_loops,

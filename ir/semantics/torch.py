@@ -114,6 +114,9 @@ def _constant(op: arith.ConstantOp) -> Any:
     raise TorchInterpretationError(f"arith.constant: unsupported value {value}")
 
 
+_RESHAPING_VIEWS = frozenset({"aten::view", "aten::_unsafe_view"})
+
+
 def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     """Run one torch op by calling its ATen overload; returns one value per result."""
     import torch  # noqa: TID251
@@ -121,6 +124,10 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     schema = op.SCHEMA
     packet_name, _, overload = schema.overload_name.removeprefix("aten::").partition(".")
     aten_op = getattr(getattr(torch.ops.aten, packet_name), overload or "default")
+    if schema.overload_name in _RESHAPING_VIEWS:
+        # Value semantics: strides are not part of a value, so a view of what ATen left strided (once a copy
+        # before it was folded away) means the reshape it is; other ops see ATen's own layouts, bit for bit.
+        operand_values = [v.contiguous() if isinstance(v, torch.Tensor) else v for v in operand_values]
     args, kwargs = op.call_arguments(operand_values, _torch_value)
     # Value semantics: an argument ATen writes to (`Tensor(a!)`) gets a copy, so the SSA value stays unchanged.
     for position, spec in enumerate(a for a in schema.args if not a.kwarg_only):
@@ -143,6 +150,12 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     for result, value in zip(op.results, returned, strict=True):
         _check_result(op, result, value)
     return returned
+
+
+def evaluate_op(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
+    """One op's results (torch values) on torch operand values, by calling its ATen overload; each result is
+    checked against its IR type. Constant folding uses this."""
+    return _call(op, operand_values)
 
 
 def _flatten(kind: ResultKind, value: Any) -> list[Any]:

@@ -72,13 +72,13 @@ def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
     model, x, out = _mlp_run()
     forward = tmp_path / "graph0_forward"
     names = {p.name for p in forward.iterdir()}
-    assert {"fx_graph.py", "0_torch.mlir", "1_tile.mlir", "2_neuron.mlir", "3_allocated.mlir"} <= names
-    assert {"4_synchronised.mlir", "program.bundle", "trace.json", "reproduce.sh"} <= names
+    assert {"fx_graph.py", "0_imported.mlir", "1_torch.mlir", "2_tile.mlir", "3_neuron.mlir"} <= names
+    assert {"4_allocated.mlir", "5_synchronised.mlir", "program.bundle", "trace.json", "reproduce.sh"} <= names
     # each stage's IR carries source locations and reproduces the next stage with neuron-opt
-    assert "mlp.py" in (forward / "2_neuron.mlir").read_text()
+    assert "mlp.py" in (forward / "3_neuron.mlir").read_text()
     neuron_opt = str(REPO / ".venv" / "bin" / "neuron-opt") if (REPO / ".venv").exists() else "neuron-opt"
     run = subprocess.run(
-        [neuron_opt, str(forward / "0_torch.mlir"), "-p", "neuron-pipeline"], capture_output=True, text=True
+        [neuron_opt, str(forward / "0_imported.mlir"), "-p", "neuron-pipeline"], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
     # the bundle on disk runs and gives the same forward output

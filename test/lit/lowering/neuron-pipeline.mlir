@@ -20,4 +20,10 @@
 // UNTIL:      tile.matmul
 // UNTIL-NOT:  neuron.alloc
 
-// BAD:        unknown stage 'bogus' (stages: tile, neuron, allocated, synchronised)
+// The torch stage alone, on GPT-2's forward: same results, fewer ops, module paths kept.
+// RUN: neuron-opt %S/Inputs/gpt2_forward.torch.mlir -p 'neuron-pipeline{until=torch}' --check-semantics --print-debuginfo 2>&1 | filecheck %s --check-prefix=TORCH
+// TORCH:      check-semantics: {{[0-9]+}} inputs, all outputs match
+// TORCH-NOT:  torch.aten.clone
+// TORCH:      loc("model.transformer.h.1.mlp.c_fc"(
+
+// BAD:        unknown stage 'bogus' (stages: torch, tile, neuron, allocated, synchronised)

@@ -1,0 +1,163 @@
+"""torch-canonicalize: drop the torch ops that compute nothing, and cancel view pairs.
+
+Input contract: torch-dialect functions as the FX importer produces them (value semantics: no op writes to an
+existing value, so a copy is the value itself).
+
+Output guarantee: the same results from fewer ops, every remaining op with its location. Removed:
+- copies and aliases: `alias`, `detach`, `clone`, `lift_fresh_copy`, and `_to_copy` to the same type;
+- views and reshapes that change nothing: `view`, `_unsafe_view`, `expand`, `squeeze*`, `slice` (step 1) whose
+  result type is their operand's; `permute` by the identity; `transpose` of a dimension with itself; `t` of a
+  rank <= 1 tensor; `cat` of one tensor;
+- arithmetic identities with the operand's type: `mul`/`div` by 1, `add`/`sub` of 0 (`.Scalar` overloads), `pow`
+  by 1;
+- view pairs that cancel: `permute` of `permute` (composed, or dropped when the identity), `transpose` of the
+  same `transpose`, `t` of `t`, `view`-like of `view`-like back to the original shape, `squeeze.dim` of
+  `unsqueeze` on the same dimension; `expand` of `expand` becomes one `expand`.
+Results that become unused are erased (the ops are Pure). The pass never fails: what it does not recognise it
+leaves alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from neuron_mlir.ir.dialects.torch import TorchOp, op_class_for
+
+COPIES = frozenset({"torch.aten.alias", "torch.aten.detach", "torch.aten.clone", "torch.aten.lift_fresh_copy"})
+"""Under value semantics these are their operand."""
+
+SAME_TYPE_IDENTITIES = frozenset(
+    {
+        "torch.aten._to_copy",
+        "torch.aten.view",
+        "torch.aten._unsafe_view",
+        "torch.aten.expand",
+        "torch.aten.squeeze",
+        "torch.aten.squeeze.dim",
+        "torch.aten.squeeze.dims",
+        "torch.aten.unsqueeze",
+    }
+)
+"""Identities whenever the result has the operand's type (same shape and dtype)."""
+
+RESHAPES = frozenset({"torch.aten.view", "torch.aten._unsafe_view"})
+
+_NEUTRAL_SCALARS = {
+    "torch.aten.mul.Scalar": ("other", 1),
+    "torch.aten.div.Scalar": ("other", 1),
+    "torch.aten.add.Scalar": ("other", 0),
+    "torch.aten.sub.Scalar": ("other", 0),
+    "torch.aten.pow.Tensor_Scalar": ("exponent", 1),
+}
+
+
+def _rank(value: SSAValue) -> int:
+    assert isinstance(value.type, TensorType)
+    return value.type.get_num_dims()
+
+
+def _normalised(dims: list[int], rank: int) -> list[int]:
+    return [d % rank if rank else 0 for d in dims]
+
+
+def _is_identity(op: TorchOp) -> bool:
+    """Whether `op`'s (single) result equals its first operand."""
+    if len(op.results) != 1 or not op.operands or op.results[0].type != op.operands[0].type:
+        return False
+    args = op.arguments()
+    name = op.name
+    if name in COPIES or name in SAME_TYPE_IDENTITIES:
+        return True
+    source = op.operands[0]
+    match name:
+        case "torch.aten.permute":
+            return _normalised(list(args["dims"]), _rank(source)) == list(range(_rank(source)))  # pyright: ignore
+        case "torch.aten.transpose.int":
+            dim0, dim1 = _normalised([args["dim0"], args["dim1"]], _rank(source))  # pyright: ignore
+            return dim0 == dim1
+        case "torch.aten.t":
+            return _rank(source) <= 1
+        case "torch.aten.slice.Tensor":
+            return args.get("step", 1) == 1
+        case "torch.aten.cat":
+            return len(op.operands) == 1
+    if name in _NEUTRAL_SCALARS:
+        arg, neutral = _NEUTRAL_SCALARS[name]
+        value = args.get(arg)
+        return not isinstance(value, bool) and value == neutral
+    return False
+
+
+class DropIdentity(RewritePattern):
+    """An op whose result is its operand is replaced by the operand."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, TorchOp) and _is_identity(op):
+            rewriter.replace(op, [], [op.operands[0]])
+
+
+class CancelViewPairs(RewritePattern):
+    """A view of a view that undoes it, or two views that compose into one."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, TorchOp) or len(op.results) != 1 or not op.operands:
+            return
+        inner = op.operands[0].owner
+        if not isinstance(inner, TorchOp) or not inner.operands:
+            return
+        source = inner.operands[0]
+        outer_args, inner_args = op.arguments(), inner.arguments()
+        if op.name in RESHAPES and inner.name in RESHAPES and op.results[0].type == source.type:
+            rewriter.replace(op, [], [source])
+            return
+        match (op.name, inner.name):
+            case ("torch.aten.t", "torch.aten.t"):
+                rewriter.replace(op, [], [source])
+            case ("torch.aten.transpose.int", "torch.aten.transpose.int"):
+                rank = _rank(source)
+                outer_pair = sorted(_normalised([outer_args["dim0"], outer_args["dim1"]], rank))  # pyright: ignore
+                inner_pair = sorted(_normalised([inner_args["dim0"], inner_args["dim1"]], rank))  # pyright: ignore
+                if outer_pair == inner_pair:
+                    rewriter.replace(op, [], [source])
+            case ("torch.aten.squeeze.dim", "torch.aten.unsqueeze"):
+                if op.results[0].type == source.type:
+                    rewriter.replace(op, [], [source])
+            case ("torch.aten.permute", "torch.aten.permute"):
+                rank = _rank(source)
+                first = _normalised(list(inner_args["dims"]), rank)  # pyright: ignore
+                second = _normalised(list(outer_args["dims"]), rank)  # pyright: ignore
+                composed = [first[d] for d in second]
+                self._replace_with(op, rewriter, source, {"dims": composed})
+            case ("torch.aten.expand", "torch.aten.expand"):
+                self._replace_with(op, rewriter, source, {"size": list(outer_args["size"])})  # pyright: ignore
+
+    @staticmethod
+    def _replace_with(op: TorchOp, rewriter: PatternRewriter, source: SSAValue, arguments: dict[str, object]) -> None:
+        op_class = op_class_for(op.name.removeprefix("torch.").replace("aten.", "aten::", 1))
+        assert op_class is not None
+        new = op_class.from_args({"self": source, **arguments}, [op.results[0].type])
+        new.location = op.location
+        rewriter.replace(op, new)
+
+
+def canonicalize_patterns() -> list[RewritePattern]:
+    return [DropIdentity(), CancelViewPairs()]
+
+
+@dataclass(frozen=True)
+class TorchCanonicalizePass(ModulePass):
+    name = "torch-canonicalize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier(canonicalize_patterns())).rewrite_module(op)

@@ -1,0 +1,98 @@
+// RUN: neuron-opt %s -p torch-canonicalize --split-input-file | filecheck %s
+// A real graph (GPT-2's forward) computes the same after the pass, and its module paths survive it.
+// RUN: neuron-opt %S/Inputs/gpt2_forward.torch.mlir -p torch-canonicalize --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %S/Inputs/gpt2_forward.torch.mlir -p torch-canonicalize --print-debuginfo | filecheck %s --check-prefix=LOC
+
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+// LOC-LABEL: func.func @main
+// LOC:       torch.aten.addmm {{.*}} loc("model.transformer.h.0.attn.c_attn"("transformers/pytorch_utils.py":{{[0-9]+}}:0))
+// LOC:       torch.aten._scaled_dot_product_flash_attention_for_cpu {{.*}} loc("model.transformer.h.0.attn"(
+
+// CHECK-LABEL: func.func @copies_are_their_operand
+// CHECK-NEXT:    func.return %x, %x, %x, %x, %x : tensor<2x3xf32>
+func.func @copies_are_their_operand(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %a = torch.aten.clone %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %b = torch.aten.alias %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %c = torch.aten.detach %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %d = torch.aten.lift_fresh_copy %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e = torch.aten._to_copy %x {dtype = f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %a, %b, %c, %d, %e : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @conversions_and_reshapes_that_change_something_stay
+// CHECK-NEXT:    %[[HALF:.*]] = torch.aten._to_copy %x {dtype = f16}
+// CHECK-NEXT:    %[[FLAT:.*]] = torch.aten.view %x {size = array<i64: 6>}
+// CHECK-NEXT:    func.return %[[HALF]], %[[FLAT]]
+func.func @conversions_and_reshapes_that_change_something_stay(%x: tensor<2x3xf32>) -> (tensor<2x3xf16>, tensor<6xf32>) {
+  %h = torch.aten._to_copy %x {dtype = f16} : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  %v = torch.aten.view %x {size = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
+  func.return %h, %v : tensor<2x3xf16>, tensor<6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @views_that_change_nothing
+// CHECK-NEXT:    func.return %x, %x, %x, %x, %x : tensor<2x3xf32>
+func.func @views_that_change_nothing(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %v = torch.aten.view %x {size = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %p = torch.aten.permute %x {dims = array<i64: 0, -1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %t = torch.aten.squeeze.dim %x {dim = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %s = torch.aten.slice.Tensor %x {dim = 1 : i64, start = 0 : i64, end = 9223372036854775807 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e = torch.aten.expand %x {size = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %v, %p, %t, %s, %e : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @arithmetic_identities
+// CHECK-NEXT:    %[[TWICE:.*]] = torch.aten.mul.Scalar %x {other = 2 : i64}
+// CHECK-NEXT:    func.return %x, %x, %x, %[[TWICE]]
+func.func @arithmetic_identities(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %m = torch.aten.mul.Scalar %x {other = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %a = torch.aten.add.Scalar %x {other = 0.000000e+00 : f64, alpha = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %p = torch.aten.pow.Tensor_Scalar %x {exponent = 1.000000e+00 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %k = torch.aten.mul.Scalar %x {other = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %m, %a, %p, %k : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// An integer tensor times 1.0 is a float tensor: not an identity.
+// CHECK-LABEL: func.func @identity_only_when_the_type_is_kept
+// CHECK-NEXT:    torch.aten.mul.Scalar %x {other = 1.000000e+00 : f64} : (tensor<4xi64>) -> tensor<4xf32>
+func.func @identity_only_when_the_type_is_kept(%x: tensor<4xi64>) -> tensor<4xf32> {
+  %m = torch.aten.mul.Scalar %x {other = 1.000000e+00 : f64} : (tensor<4xi64>) -> tensor<4xf32>
+  func.return %m : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @view_pairs_cancel
+// CHECK-NEXT:    func.return %x, %x, %x, %x : tensor<2x3xf32>
+func.func @view_pairs_cancel(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %t1 = torch.aten.t %x : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %t2 = torch.aten.t %t1 : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %a = torch.aten.permute %x {dims = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %b = torch.aten.permute %a {dims = array<i64: -1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %f = torch.aten.view %x {size = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
+  %g = torch.aten._unsafe_view %f {size = array<i64: 2, 3>} : (tensor<6xf32>) -> tensor<2x3xf32>
+  %u = torch.aten.unsqueeze %x {dim = 0 : i64} : (tensor<2x3xf32>) -> tensor<1x2x3xf32>
+  %s = torch.aten.squeeze.dim %u {dim = 0 : i64} : (tensor<1x2x3xf32>) -> tensor<2x3xf32>
+  func.return %t2, %b, %g, %s : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @views_compose
+// CHECK-NEXT:    %[[P:.*]] = torch.aten.permute %x {dims = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT:    %[[E:.*]] = torch.aten.expand %y {size = array<i64: 5, 2, 3>} : (tensor<1x3xf32>) -> tensor<5x2x3xf32>
+// CHECK-NEXT:    func.return %[[P]], %[[E]]
+func.func @views_compose(%x: tensor<2x3x4xf32>, %y: tensor<1x3xf32>) -> (tensor<4x2x3xf32>, tensor<5x2x3xf32>) {
+  %p1 = torch.aten.permute %x {dims = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %p2 = torch.aten.permute %p1 {dims = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  %e1 = torch.aten.expand %y {size = array<i64: 2, 3>} : (tensor<1x3xf32>) -> tensor<2x3xf32>
+  %e2 = torch.aten.expand %e1 {size = array<i64: 5, 2, 3>} : (tensor<2x3xf32>) -> tensor<5x2x3xf32>
+  func.return %p2, %e2 : tensor<4x2x3xf32>, tensor<5x2x3xf32>
+}
