@@ -11,8 +11,8 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py, activations.py. An op whose results all hold no element
-lowers to views of a one-element allocation, whatever its family.
+convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py. An op whose results
+all hold no element lowers to views of a one-element allocation, whatever its family.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_L
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
@@ -49,6 +50,7 @@ LOWERINGS: dict[str, Lowering] = {
     **VIEW_LOWERINGS,
     **ELEMENTWISE_LOWERINGS,
     **ACTIVATION_LOWERINGS,
+    **NORMALIZATION_LOWERINGS,
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,

@@ -252,7 +252,7 @@ def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
 # ---- arithmetic ------------------------------------------------------------------------------------------------
 
 
-def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False) -> Lowering:
+def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False, second: str = "other") -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result, _exact(tiles, result))
@@ -260,7 +260,7 @@ def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False)
             rhs = _alpha_scaled(m, rhs, args.get("alpha")) if with_alpha else rhs
             return m.bin(alu_op, lhs, rhs, result)
 
-        return elementwise(op, args, em, ["self", "other"], compute)
+        return elementwise(op, args, em, ["self", second], compute)
 
     return lower
 
@@ -524,7 +524,7 @@ ELEMENTWISE_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.remainder.Scalar": _division_kernel(lambda a: "remainder", scalar=True),
     "torch.aten.fmod.Tensor": _division_kernel(lambda a: "fmod", scalar=False),
     "torch.aten.fmod.Scalar": _division_kernel(lambda a: "fmod", scalar=True),
-    "torch.aten.pow.Tensor_Tensor": _tensor_binary("power"),
+    "torch.aten.pow.Tensor_Tensor": _tensor_binary("power", second="exponent"),
     "torch.aten.pow.Tensor_Scalar": _pow_tensor_scalar,
     "torch.aten.pow.Scalar": _pow_scalar,
     "torch.aten.maximum": _tensor_binary("max"),

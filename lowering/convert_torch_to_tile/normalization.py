@@ -1,0 +1,408 @@
+"""Layer, group and batch normalization, forward and backward, from reductions and elementwise loop nests.
+
+Each normalization is a mean and a variance over its statistics dims (`reduction.emit_variance`: VectorE folds
+with rows on partitions), `rstd = rsqrt(var + eps)` (one ScalarE instruction, eps as the free bias), and one
+elementwise pass `(x - mean) * rstd * weight + bias` whose statistics and affine parameters are stride-0
+broadcast views, so nothing is copied to line them up:
+
+    layer norm   statistics over the trailing `normalized_shape` dims, one row per leading index
+    group norm   x viewed as [N, G, C/G, HxW]: statistics over the last two, weight viewed as [G, C/G, 1]
+    batch norm   statistics over every dim but the channel (dim 1), weight viewed as [C, 1, ...]; in training
+                 the running statistics update to (1 - momentum) * running + momentum * batch (unbiased var)
+
+Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
+
+    grad_input  = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    grad_weight = sum(grad_out * xhat),  grad_bias = sum(grad_out)   over the dims the parameter broadcasts on
+
+(batch norm in eval mode: grad_input = grad_out * weight * rstd of the running variance). Results the
+`output_mask` does not ask for are not computed. Statistics and intermediates are fp32; results round to their
+ATen dtypes once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    Lowering,
+    element_type_of,
+    layout_of,
+    result_element_type,
+    result_shape,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
+from neuron_mlir.lowering.emitter import Emitter
+from neuron_mlir.lowering.layout import Layout
+
+
+def _reshaped(em: Emitter, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
+    """`tensor` viewed with `shape` (same elements, row-major); a contiguous copy first when no view can say it."""
+    layout = layout_of(tensor)
+    reshaped = layout.reshape(list(shape))
+    if reshaped is None:
+        copy = emit_elementwise(em, layout.shape, element_type_of(tensor), [tensor], lambda e, t, r: t[0])
+        reshaped = layout_of(copy).reshape(list(shape))
+        assert reshaped is not None
+        return view(em, copy, reshaped)
+    return view(em, tensor, reshaped)
+
+
+def _channel_view(em: Emitter, vector: SSAValue, rank: int, dim: int) -> SSAValue:
+    """A 1-d tensor viewed as rank-`rank` with its extent at `dim` and size 1 elsewhere (for broadcasting)."""
+    layout = layout_of(vector)
+    shape = [1] * rank
+    shape[dim] = layout.shape[0]
+    strides = [0] * rank
+    strides[dim] = layout.strides[0]
+    return view(em, vector, Layout(tuple(shape), tuple(strides), layout.offset))
+
+
+def _rstd(em: Emitter, variance: SSAValue, eps: float) -> SSAValue:
+    shape = layout_of(variance).shape
+    return emit_elementwise(
+        em, shape, f32, [variance], lambda e, t, r: TileMath(e, r).act("rsqrt", t[0], bias=eps, out=r)
+    )
+
+
+def _cast(em: Emitter, tensor: SSAValue, element_type: Attribute, shape: Sequence[int] | None = None) -> SSAValue:
+    """`tensor` (viewed with `shape`) in `element_type`: itself when nothing changes."""
+    if shape is not None and tuple(shape) != layout_of(tensor).shape:
+        tensor = _reshaped(em, tensor, shape)
+    if element_type_of(tensor) == element_type:
+        return tensor
+    shape = layout_of(tensor).shape
+    return emit_elementwise(em, shape, element_type, [tensor], lambda e, t, r: TileMath(e, r).copy(t[0], r))
+
+
+def _normalize(
+    em: Emitter,
+    x: SSAValue,
+    mean: SSAValue,
+    rstd: SSAValue,
+    weight: SSAValue | None,
+    bias: SSAValue | None,
+    out_type: Attribute,
+) -> SSAValue:
+    """(x - mean) * rstd * weight + bias over x's shape (every other operand broadcasts to it)."""
+    operands = [x, mean, rstd] + [v for v in (weight, bias) if v is not None]
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        value, centre, scale, *affine = tiles
+        last = weight is None and bias is None
+        value = m.bin("multiply", m.bin("subtract", value, centre), scale, result if last else None)
+        if weight is not None:
+            value = m.bin("multiply", value, affine.pop(0), result if bias is None else None)
+        if bias is not None:
+            value = m.bin("add", value, affine.pop(0), result)
+        return value
+
+    return emit_elementwise(em, layout_of(x).shape, out_type, operands, compute)
+
+
+def _mask(args: dict[str, Any]) -> list[bool]:
+    mask = args.get("output_mask")
+    return [True, True, True] if mask is None else [bool(v) for v in mask]
+
+
+def _normalize_backward(
+    em: Emitter,
+    x: SSAValue,
+    grad: SSAValue,
+    mean: SSAValue,
+    rstd: SSAValue,
+    weight: SSAValue | None,
+    stat_dims: Sequence[int],
+    param_dims: Sequence[int],
+    mask: list[bool],
+    types: Sequence[Attribute],
+) -> list[SSAValue | None]:
+    """(grad_input, grad_weight, grad_bias) of a normalization (the formulas in the module docstring) in the
+    shape of x; grad_weight and grad_bias reduced over `param_dims` (without keepdim)."""
+    shape = layout_of(x).shape
+    count = math.prod(shape[d] for d in stat_dims)
+    results: list[SSAValue | None] = [None, None, None]
+    xhat = _normalize(em, x, mean, rstd, None, None, f32)
+    if mask[0]:
+        g = grad
+        if weight is not None:
+            g = emit_elementwise(em, shape, f32, [grad, weight], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+        scale = 1.0 / count if count else math.nan
+        mean_g = emit_reduce(em, g, stat_dims, True, "add", f32, scale)
+        g_xhat = emit_elementwise(em, shape, f32, [g, xhat], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+        mean_g_xhat = emit_reduce(em, g_xhat, stat_dims, True, "add", f32, scale)
+
+        def grad_input(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            m = TileMath(e, result)
+            inv, g_tile, a, xh, b = tiles
+            centred = m.bin("subtract", m.bin("subtract", g_tile, a), m.bin("multiply", xh, b))
+            return m.bin("multiply", centred, inv, result)
+
+        results[0] = emit_elementwise(em, shape, types[0], [rstd, g, mean_g, xhat, mean_g_xhat], grad_input)
+    if mask[1]:
+        dy_xhat = emit_elementwise(em, shape, f32, [grad, xhat], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+        results[1] = _sum_over(em, dy_xhat, param_dims, types[1])
+    if mask[2]:
+        results[2] = _sum_over(em, grad, param_dims, types[2])
+    return results
+
+
+def _sum_over(em: Emitter, tensor: SSAValue, dims: Sequence[int], element_type: Attribute) -> SSAValue:
+    """The sum over `dims`; with no dims, the tensor itself (in `element_type`)."""
+    if not list(dims):
+        return _cast_copy(em, tensor, element_type)
+    return emit_reduce(em, tensor, list(dims), False, "add", element_type)
+
+
+# ---- layer norm ------------------------------------------------------------------------------------------------
+
+
+def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    x = args["input"]
+    shape = layout_of(x).shape
+    axis = len(shape) - len(args["normalized_shape"])
+    dims = list(range(axis, len(shape)))
+    variance, mean = emit_variance(em, x, dims, True, 0.0, f32)
+    rstd = _rstd(em, variance, float(args["eps"]))
+    out = _normalize(em, x, mean, rstd, args.get("weight"), args.get("bias"), result_element_type(op, 0))
+    stats_shape = result_shape(op, 1)
+    return [
+        out,
+        _cast(em, mean, result_element_type(op, 1), stats_shape),
+        _cast(em, rstd, result_element_type(op, 2), stats_shape),
+    ]
+
+
+def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+    x, grad = args["input"], args["grad_out"]
+    shape = layout_of(x).shape
+    axis = len(shape) - len(args["normalized_shape"])
+    types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
+    mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
+    return _normalize_backward(
+        em, x, grad, args["mean"], args["rstd"], args.get("weight"), range(axis, len(shape)), range(axis), mask, types
+    )
+
+
+def _is_tensor(op: Operation, index: int) -> bool:
+    from xdsl.dialects.builtin import TensorType
+
+    return isinstance(op.results[index].type, TensorType)
+
+
+# ---- group norm ------------------------------------------------------------------------------------------------
+
+
+def _grouped(em: Emitter, x: SSAValue, n: int, c: int, groups: int) -> SSAValue:
+    """x ([N, C, *]) viewed as [N, G, C/G, HxW]."""
+    hw = layout_of(x).num_elements // max(1, n * c)
+    return _reshaped(em, x, [n, groups, c // groups, hw])
+
+
+def _group_params(em: Emitter, vector: SSAValue | None, c: int, groups: int) -> SSAValue | None:
+    """A [C] parameter viewed as [G, C/G, 1] (broadcasting over N and HxW)."""
+    if vector is None:
+        return None
+    layout = layout_of(vector)
+    stride = layout.strides[0]
+    return view(em, vector, Layout((groups, c // groups, 1), (stride * (c // groups), stride, 0), layout.offset))
+
+
+def _group_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    x = args["input"]
+    n, c, groups = int(args["N"]), int(args["C"]), int(args["group"])
+    grouped = _grouped(em, x, n, c, groups)
+    variance, mean = emit_variance(em, grouped, [2, 3], True, 0.0, f32)
+    rstd = _rstd(em, variance, float(args["eps"]))
+    weight = _group_params(em, args.get("weight"), c, groups)
+    bias = _group_params(em, args.get("bias"), c, groups)
+    out = _normalize(em, grouped, mean, rstd, weight, bias, result_element_type(op, 0))
+    out = _reshaped(em, out, layout_of(x).shape)
+    stats = result_shape(op, 1)
+    return [out, _cast(em, mean, result_element_type(op, 1), stats), _cast(em, rstd, result_element_type(op, 2), stats)]
+
+
+def _group_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+    x, grad = args["input"], args["grad_out"]
+    n, c, groups = int(args["N"]), int(args["C"]), int(args["group"])
+    grouped_x, grouped_grad = _grouped(em, x, n, c, groups), _grouped(em, grad, n, c, groups)
+    stats_shape = (n, groups, 1, 1)
+    mean, rstd = _reshaped(em, args["mean"], stats_shape), _reshaped(em, args["rstd"], stats_shape)
+    weight = _group_params(em, args.get("weight"), c, groups)
+    types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
+    mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
+    results = _normalize_backward(em, grouped_x, grouped_grad, mean, rstd, weight, [2, 3], [0, 3], mask, types)
+    shapes = [layout_of(x).shape, (c,), (c,)]
+    return [None if r is None else _reshaped(em, r, s) for r, s in zip(results, shapes, strict=True)]
+
+
+# ---- batch norm ------------------------------------------------------------------------------------------------
+
+
+def _batch_dims(x: SSAValue) -> list[int]:
+    return [d for d in range(len(layout_of(x).shape)) if d != 1]
+
+
+def _running_update(
+    em: Emitter, running: SSAValue, batch: SSAValue, momentum: float, factor: float, out_type: Attribute
+) -> SSAValue:
+    """(1 - momentum) * running + momentum * factor * batch."""
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        old = m.sc("multiply", tiles[0], 1.0 - momentum)
+        return m.bin("add", old, m.sc("multiply", tiles[1], momentum * factor), result)
+
+    return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
+
+
+def _batch_norm(em: Emitter, op: Operation, args: dict[str, Any], training: bool, outputs: str) -> list[SSAValue]:
+    """outputs: the results after `out`, in order: m(ean) r(std) R(eserve) u(pdated running mean and var)."""
+    x = args["input"]
+    shape = layout_of(x).shape
+    rank = len(shape)
+    eps = float(args["eps"])
+    momentum = float(args.get("momentum") or 0.0)
+    running_mean, running_var = args.get("running_mean"), args.get("running_var")
+    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
+    bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
+    results: list[SSAValue] = []
+    if training:
+        dims = _batch_dims(x)
+        variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
+        rstd = _rstd(em, variance, eps)
+        out = _normalize(
+            em,
+            x,
+            _channel_view(em, mean, rank, 1),
+            _channel_view(em, rstd, rank, 1),
+            weight,
+            bias,
+            result_element_type(op, 0),
+        )
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch norm in eval mode needs running statistics")
+        rstd = _rstd(em, running_var, eps)
+        out = _normalize(
+            em,
+            x,
+            _channel_view(em, running_mean, rank, 1),
+            _channel_view(em, rstd, rank, 1),
+            weight,
+            bias,
+            result_element_type(op, 0),
+        )
+    results.append(out)
+    index = 1
+    for kind in outputs:
+        out_type = result_element_type(op, index)
+        if kind in "mr":
+            if training:
+                results.append(_cast(em, mean if kind == "m" else rstd, out_type))
+            else:
+                results.append(_empty(em, op, index))
+        elif kind == "R":
+            results.append(_empty(em, op, index))
+        elif kind == "u":
+            if running_mean is None or running_var is None:
+                raise ValueError("the running statistics to update are missing")
+            if training:
+                count = math.prod(shape[d] for d in _batch_dims(x))
+                unbiased = count / (count - 1) if count > 1 else math.inf
+                results.append(_running_update(em, running_mean, mean, momentum, 1.0, out_type))
+                results.append(
+                    _running_update(em, running_var, variance, momentum, unbiased, result_element_type(op, index + 1))
+                )
+            else:
+                results.append(_cast_copy(em, running_mean, out_type))
+                results.append(_cast_copy(em, running_var, result_element_type(op, index + 1)))
+            index += 1
+        index += 1
+    return results
+
+
+def _cast_copy(em: Emitter, tensor: SSAValue, element_type: Attribute) -> SSAValue:
+    shape = layout_of(tensor).shape
+    return emit_elementwise(em, shape, element_type, [tensor], lambda e, t, r: TileMath(e, r).copy(t[0], r))
+
+
+def _empty(em: Emitter, op: Operation, index: int) -> SSAValue:
+    from xdsl.dialects.builtin import TensorType
+
+    from neuron_mlir.lowering.convert_torch_to_tile.common import empty_tensor
+
+    result_type = op.results[index].type
+    assert isinstance(result_type, TensorType)
+    if 0 in result_type.get_shape():
+        return empty_tensor(em, result_type)
+    raise ValueError(f"result {index} has shape {result_type.get_shape()}, expected an empty tensor")
+
+
+def _batch_norm_functional(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return _batch_norm(em, op, args, bool(args["training"]), "mru")
+
+
+def _batch_norm_no_training(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return _batch_norm(em, op, args, False, "mr")
+
+
+def _batch_norm_with_update(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return _batch_norm(em, op, args, True, "mrRu")
+
+
+def _batch_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+    x, grad = args["input"], args["grad_out"]
+    rank = len(layout_of(x).shape)
+    dims = _batch_dims(x)
+    types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
+    mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
+    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
+    if args.get("train"):
+        mean, rstd = args["save_mean"], args["save_invstd"]
+        return _normalize_backward(
+            em,
+            x,
+            grad,
+            _channel_view(em, mean, rank, 1),
+            _channel_view(em, rstd, rank, 1),
+            weight,
+            dims,
+            dims,
+            mask,
+            types,
+        )
+    rstd = _channel_view(em, _rstd(em, args["running_var"], float(args["eps"])), rank, 1)
+    mean = _channel_view(em, args["running_mean"], rank, 1)
+    results = _normalize_backward(em, x, grad, mean, rstd, weight, dims, dims, [False, *mask[1:]], types)
+    if mask[0]:
+        operands = [grad, rstd] + ([weight] if weight is not None else [])
+
+        def grad_input(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+            m = TileMath(e, result)
+            value = m.bin("multiply", tiles[0], tiles[1], result if weight is None else None)
+            return value if weight is None else m.bin("multiply", value, tiles[2], result)
+
+        results[0] = emit_elementwise(em, layout_of(x).shape, types[0], operands, grad_input)
+    return results
+
+
+NORMALIZATION_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.native_layer_norm": _layer_norm,
+    "torch.aten.native_layer_norm_backward": _layer_norm_backward,  # type: ignore[dict-item]
+    "torch.aten.native_group_norm": _group_norm,
+    "torch.aten.native_group_norm_backward": _group_norm_backward,  # type: ignore[dict-item]
+    "torch.aten._native_batch_norm_legit_functional": _batch_norm_functional,
+    "torch.aten._native_batch_norm_legit_no_training": _batch_norm_no_training,
+    "torch.aten._batch_norm_with_update_functional": _batch_norm_with_update,
+    "torch.aten.native_batch_norm_backward": _batch_norm_backward,  # type: ignore[dict-item]
+}
