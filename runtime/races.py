@@ -108,7 +108,7 @@ class RaceChecker:
         self.written = written  # buffer -> can any instruction write bytes it shares
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
         self.sequence = [0] * queues
-        self.instance_clock: dict[int, list[int]] = {}
+        self.instance_clock: dict[int, tuple[list[int], int]] = {}  # latest instance of each id: (clock, queue)
         # per buffer: records [queue, seq, is_write, p0, p1, lo, hi, key, site, shift, info]
         self.records: list[list[list]] = [[] for _ in aliases]
         self.live_queues: Sequence[int] = range(queues)
@@ -122,26 +122,39 @@ class RaceChecker:
         waits: Sequence[int],
         sites: Sequence[AccessSite],
         shifts: Sequence[int],
-        info: InstanceInfo,
+        info: InstanceInfo | tuple,
     ) -> None:
-        clock = list(self.last_clock[queue])
+        """One instance issues: `info` is an InstanceInfo or the tuple of its fields (built only for a report)."""
+        clock = self.last_clock[queue]
+        merged = False
+        instance_clock = self.instance_clock
         for wait in waits:
-            other = self.instance_clock.get(wait)
-            if other is not None:
-                clock = [x if x >= y else y for x, y in zip(clock, other, strict=True)]
-        self.sequence[queue] += 1
-        clock[queue] = self.sequence[queue]
+            known = instance_clock.get(wait)
+            if known is None:
+                continue
+            other, other_queue = known
+            if clock[other_queue] >= other[other_queue]:
+                # Already after that instance: clocks of one queue only grow, so whoever passed on its sequence
+                # number passed on everything it had seen too, and the merge would change nothing.
+                continue
+            clock = [x if x >= y else y for x, y in zip(clock, other, strict=False)]
+            merged = True
+        if not merged:
+            clock = list(clock)
+        sequence = self.sequence[queue] + 1
+        self.sequence[queue] = sequence
+        clock[queue] = sequence
         self.last_clock[queue] = clock
-        self.instance_clock[plan_index] = clock
-        for site, shift in zip(sites, shifts, strict=True):
+        instance_clock[plan_index] = (clock, queue)
+        for site, shift in zip(sites, shifts, strict=False):
             self._check(site, shift, queue, clock, info)
-        for site, shift in zip(sites, shifts, strict=True):
+        for site, shift in zip(sites, shifts, strict=False):
             self._record(site, shift, queue, clock, info)
         self._since_prune += 1
         if self._since_prune >= self._PRUNE_EVERY:
             self._prune()
 
-    def _check(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo) -> None:
+    def _check(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple) -> None:
         p0, p1 = site.partition_start, site.partition_end
         lo, hi = site.base + shift + site.low, site.base + shift + site.high
         for buffer in self.aliases[site.buffer]:
@@ -169,9 +182,10 @@ class RaceChecker:
         found = self._overlaps[key]
         return None if found is None else (found[0] + a_shift, found[1] + a_shift)
 
-    def _report(self, site: AccessSite, info: InstanceInfo, record: list, overlap: tuple[int, int]) -> None:
+    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: list, overlap: tuple[int, int]) -> None:
         other_site: AccessSite = record[8]
-        other: InstanceInfo = record[10]
+        other = record[10] if isinstance(record[10], InstanceInfo) else InstanceInfo(*record[10])
+        info = info if isinstance(info, InstanceInfo) else InstanceInfo(*info)
         partitions = max(site.partition_start, other_site.partition_start)
         where = f"{site.memory_name} bytes {overlap[0]}..{overlap[1] - 1}"
         if site.memory_name != "HBM":
@@ -187,7 +201,9 @@ class RaceChecker:
             f"ns); add a wait on instruction {other.instruction_id} to instruction {info.instruction_id}"
         )
 
-    def _record(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo) -> None:
+    def _record(
+        self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple
+    ) -> None:
         if not site.is_write and not self.written[site.buffer]:
             return  # nobody writes these bytes: reads of them can never race
         key = (id(site), shift)

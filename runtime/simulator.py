@@ -99,21 +99,54 @@ def run_validated(
 
     Runs of the same `ValidatedProgram` share their preparation; the program must not change after validation.
     """
-    pool: list[_Simulator] = validated.cache.setdefault("simulators", [])
+    cache = validated.cache
+    pool: list[_Simulator] = cache.setdefault("simulators", [])
     try:
         simulator = pool.pop()
     except IndexError:
         simulator = _Simulator(validated)
+    # Nothing on the timeline or in the race check depends on data (registers come from immediates and loop
+    # counters only), so after one complete run the profile is known and, once a run checked races, so is
+    # their absence: later vectorised runs only do the data work.
+    template: Profile | None = cache.get("profile") if vectorize else None
+    data_only = template is not None and (not check_races or cache.get("race_free", False))
     try:
-        simulator.reset(check_races, vectorize)
+        simulator.reset(check_races and not data_only, vectorize)
         simulator.load(inputs)
         with blas.single_threaded():
-            simulator.execute()
-        return simulator.outputs(), simulator.profile()
+            if data_only:
+                simulator.execute_data()
+            else:
+                simulator.execute()
+        outputs = simulator.outputs()
+        if data_only:
+            assert template is not None
+            return outputs, _copy_profile(template)
+        profile = simulator.profile()
+        if vectorize:
+            cache["profile"] = _copy_profile(profile)
+            if check_races:
+                cache["race_free"] = True
+        return outputs, profile
     finally:
         simulator.finish()
         if simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
             pool.append(simulator)
+
+
+def _copy_profile(profile: Profile) -> Profile:
+    events = profile.events
+    return dataclasses.replace(
+        profile,
+        busy_ns=dict(profile.busy_ns),
+        opcode_counts=dict(profile.opcode_counts),
+        flops_by_family=dict(profile.flops_by_family),
+        peak_flops_by_family=dict(profile.peak_flops_by_family),
+        instructions=[dataclasses.replace(stats) for stats in profile.instructions],
+        events=TraceEvents(events.queue[:], events.start[:], events.end[:], events.instruction[:]),
+        location_ns=dict(profile.location_ns),
+        location_counts=dict(profile.location_counts),
+    )
 
 
 # A simulator keeps its memories for the next run of the same program up to this size.
@@ -255,6 +288,9 @@ class _Plan:
     record_regs: list[int]
     record_columns: dict[tuple[str, Any], int]
     attr_is_flag: dict[str, bool]  # register attributes read as `register != 0` (boolean ones), else as values
+    work_bytes: int  # bytes the instruction's operands cover (an estimate of its data work)
+    sites: list[AccessSite]  # the operands' race-checker sites
+    no_shifts: list[int]  # zeros, one per operand
     # Footprints of static operands for the dependency penalty (None for register-addressed ones).
     read_footprints: list[tuple[int, int, int, int, int]] | None
     write_footprints: list[tuple[int, int, int, int, int]] | None
@@ -454,6 +490,10 @@ class _Simulator:
             record_regs=record_regs,
             record_columns=record_columns,
             attr_is_flag={name: isinstance(spec.attrs.get(name), bool) for name, _ in register_attrs},
+            work_bytes=sum(access.num_elements * dtypes.itemsize(self.program.buffers[access.buffer].dtype)
+                           for access in inst.operands.values()),
+            sites=[op.site for op in operands],
+            no_shifts=[0] * len(operands),
             read_footprints=[_static_footprint(op) for op in reads] if static else None,
             write_footprints=[_static_footprint(op) for op in writes] if static else None,
         )
@@ -555,6 +595,50 @@ class _Simulator:
             self._current_live = self.live_after[position]
             walk((node,))
 
+    def execute_data(self) -> None:
+        """Only the data work, in program order (for a program whose timeline is already known)."""
+        self._walk_data(self.body)
+
+    def _walk_data(self, nodes: Sequence[tuple]) -> None:
+        regs = self.regs
+        for node in nodes:
+            kind = node[0]
+            if kind == 0:
+                plan = node[1]
+                recording = self.recording
+                if recording is None:
+                    self._execute_now(plan)
+                else:
+                    recording.sequence.append(plan.index)
+                    if plan.record_regs:
+                        recording.values[plan.index].append(tuple([regs[r] for r in plan.record_regs]))
+            elif kind == 1:
+                _, dest, function, lhs, rhs = node
+                a = regs[lhs[1]] if lhs[0] else lhs[1]
+                b = regs[rhs[1]] if rhs[0] else rhs[1]
+                try:
+                    regs[dest] = _wrap32(function(a, b))
+                except ZeroDivisionError:
+                    raise SimulationError(f"scalar division by zero ({a} by {b})") from None
+            else:
+                _, induction, lower, upper, step, body, nest, key = node
+                start = regs[lower[1]] if lower[0] else lower[1]
+                stop = regs[upper[1]] if upper[0] else upper[1]
+                recording = self.recording
+                if recording is None:
+                    if nest is not None and not nest.failed:
+                        trips = len(range(start, stop, step))
+                        if trips:
+                            self._run_nest(nest, induction, range(start, stop, step), body, trips, self._walk_data)
+                            continue
+                else:
+                    level = recording.nest.chain_keys.get(key)
+                    if level is not None:
+                        recording.trips[level - 1].append(len(range(start, stop, step)))
+                for value in range(start, stop, step):
+                    regs[induction] = value
+                    self._walk_data(body)
+
     # ---- the reference path: every instance executes as it issues ------------------------------------------
 
     def _run(self, nodes: Sequence[tuple]) -> None:
@@ -651,7 +735,7 @@ class _Simulator:
                 recording = self.recording
                 if recording is None:
                     self._execute_now(plan)
-                else:
+                elif recording is not vectorize.DEFERRED:
                     recording.sequence.append(plan.index)
                     if plan.record_regs:
                         recording.values[plan.index].append(tuple([regs[r] for r in plan.record_regs]))
@@ -675,7 +759,7 @@ class _Simulator:
                         if trips:
                             self._run_nest(nest, induction, range(start, stop, step), body, trips)
                             continue
-                else:
+                elif recording is not vectorize.DEFERRED:
                     level = recording.nest.chain_keys.get(key)
                     if level is not None:
                         recording.trips[level - 1].append(len(range(start, stop, step)))
@@ -684,23 +768,54 @@ class _Simulator:
                     self._walk(body)
 
     def _run_nest(
-        self, nest: vectorize.Nest, induction: int, values: range, body: Sequence[tuple], trips: int
+        self,
+        nest: vectorize.Nest,
+        induction: int,
+        values: range,
+        body: Sequence[tuple],
+        trips: int,
+        walk: Callable[[Sequence[tuple]], None] | None = None,
     ) -> None:
-        """Walk a loop nest for timing while recording its instances, then do its data work."""
+        """Run a loop nest: walk it (with `walk`: `_walk` for timing, `_walk_data` for nothing else) while
+        recording its instances, then do its data work batched. A nest entered again with the same registers
+        reuses its batch: the timing walk then records nothing, and the data-only walk skips the nest, setting the
+        registers it leaves behind."""
+        regs = self.regs
+        entry = tuple(regs)
+        known = nest.batches.get(entry)
+        if known is not None:
+            batch, exit_registers = known
+            if walk is None:
+                self.recording = vectorize.DEFERRED
+                try:
+                    for value in values:
+                        regs[induction] = value
+                        self._walk(body)
+                finally:
+                    self.recording = None
+            else:
+                regs[:] = exit_registers
+            batch.run()
+            return
         recording = vectorize.Recording(nest, trips)
         for index in nest.plans:
             if self.plans[index].record_regs:
                 recording.values[index] = []
         self.recording = recording
-        regs = self.regs
+        step = walk or self._walk
         try:
             for value in values:
                 regs[induction] = value
-                self._walk(body)
+                step(body)
         finally:
             self.recording = None
-        if not vectorize.run_nest(self, recording):
+        batch = vectorize.run_nest(self, recording)
+        if batch is None:
             self._replay(recording)
+            return
+        if len(nest.batches) >= vectorize.MAX_BATCHES:
+            nest.batches.pop(next(iter(nest.batches)))
+        nest.batches[entry] = (batch, list(regs))
 
     def _replay(self, recording: vectorize.Recording) -> None:
         """The recorded instances' data work, one by one in order: what the reference path does."""
@@ -791,12 +906,13 @@ class _Simulator:
         events.end.append(end)
         events.instruction.append(plan.index)
         if self.races is not None:
-            regs = self.regs
-            shifts = [regs[op.register] * op.site.itemsize if op.register >= 0 else 0 for op in plan.operands]
-            instance = InstanceInfo(info.id, info.opcode, queue, info.location, start, end)
-            self.races.issue(
-                plan.index, queue, plan.waits, [op.site for op in plan.operands], shifts, instance
-            )
+            if plan.dynamic:
+                regs = self.regs
+                shifts = [regs[op.register] * op.site.itemsize if op.register >= 0 else 0 for op in plan.operands]
+            else:
+                shifts = plan.no_shifts
+            instance = (info.id, info.opcode, queue, info.location, start, end)
+            self.races.issue(plan.index, queue, plan.waits, plan.sites, shifts, instance)
 
     def _footprint(self, op: _Operand) -> tuple[int, int, int, int, int]:
         site = op.site

@@ -138,6 +138,9 @@ class Nest:
     shadows: list[_Shadow]
     failed: bool = False
     coverage: dict[Any, bool] = field(default_factory=dict)  # lane sequence (+ flags) -> passes
+    # Registers at entry -> the batch built for them: registers never depend on data, so a nest entered with the
+    # same registers issues the same instances and the batch can run again without recording (see simulator).
+    batches: dict[tuple[int, ...], Any] = field(default_factory=dict)
 
     @property
     def lane_bytes(self) -> int:
@@ -356,6 +359,13 @@ _HBM_ID = 2  # machine.HBM_ID (imported lazily by the simulator; kept literal to
 # ---- recording ---------------------------------------------------------------------------------------------
 
 
+# How many entry register states a nest remembers batches for.
+MAX_BATCHES = 16
+
+# The simulator's walk of a nest whose batch is already built: timing only, no data work and no recording.
+DEFERRED = object()
+
+
 class Recording:
     """What the simulator's walk of one execution of a nest leaves for `run_nest`."""
 
@@ -376,16 +386,16 @@ class _Fallback(Exception):
     """The recorded execution cannot run batched."""
 
 
-def run_nest(sim: _Simulator, rec: Recording) -> bool:
-    """Execute the data work of a recorded nest; False when it must be replayed instance by instance."""
-    nest = rec.nest
+def run_nest(sim: _Simulator, rec: Recording) -> Batch | None:
+    """Execute the data work of a recorded nest as a batch and return the batch (which can run again whenever
+    the nest is entered with the same registers); None when it must be replayed instance by instance."""
     try:
-        batch = _Batch(sim, rec)
+        batch = Batch(sim, rec)
     except _Fallback:
-        nest.failed = True
-        return False
+        rec.nest.failed = True
+        return None
     batch.run()
-    return True
+    return batch
 
 
 class _Direct:
@@ -398,7 +408,9 @@ class _Direct:
         self.base = regs.reshape(-1, regs.shape[-1])[0]
 
 
-class _Batch:
+class Batch:
+    """A recorded nest execution, checked and turned into batched steps (see the module docstring)."""
+
     def __init__(self, sim: _Simulator, rec: Recording) -> None:
         self.sim = sim
         self.nest = nest = rec.nest
@@ -453,6 +465,7 @@ class _Batch:
             raise _Fallback
         self.direct = self._direct_operands()
         self._check_conflicts()
+        self._prepare()
 
     # ---- direct operands and their conflicts ---------------------------------------------------------------
 
@@ -508,76 +521,49 @@ class _Batch:
 
     # ---- execution ---------------------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        nest, lanes = self.nest, self.lanes
+    def _prepare(self) -> None:
+        """Split the lanes into chunks and workers and build every step's views once."""
+        nest, lanes, sim = self.nest, self.lanes, self.sim
         inner = int(np.prod(lanes[1:]))
         chunk = max(1, min(lanes[0], CHUNK_BYTES // max(1, nest.lane_bytes * inner)))
-        workers = _workers(lanes[0], chunk, self.work_bytes(), nest.lane_bytes * inner * chunk)
+        work = sum(sim.plans[index].work_bytes for index in self.sequence) * int(np.prod(lanes))
+        workers = _workers(lanes[0], chunk, work)
         # Worker w runs the lanes [bounds[w], bounds[w + 1]) of the first lane dimension, chunk by chunk.
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
-        scratch = [self._shadows(w, chunk * inner) for w in range(workers)]
-
-        def part(w: int) -> None:
-            for start in range(bounds[w], bounds[w + 1], chunk):
-                stop = min(bounds[w + 1], start + chunk)
-                self._run_chunk(start, stop, (stop - start, *lanes[1:]), scratch[w])
-
-        if workers == 1:
-            part(0)
-        else:
-            futures = [_pool().submit(part, w) for w in range(1, workers)]
-            try:
-                part(0)
-            finally:
-                for future in futures:
-                    future.result()
+        self.parts: list[list[tuple]] = []
+        for worker in range(workers):
+            shadows = _shadows(sim, nest, worker, chunk * inner)
+            steps: list[tuple] = []
+            for start in range(bounds[worker], bounds[worker + 1], chunk):
+                stop = min(bounds[worker + 1], start + chunk)
+                chunk_lanes = (stop - start, *lanes[1:])
+                steps.extend(self._steps(start, stop, chunk_lanes, shadows))
+                if stop == lanes[0]:
+                    last, final_shadows = chunk_lanes, shadows
+            self.parts.append(steps)
         # Real memory gets the last lane's private bytes, as sequential execution leaves them there.
-        last_worker = max(w for w in range(workers) if bounds[w] < bounds[w + 1])
-        last_start = bounds[last_worker] + (bounds[last_worker + 1] - 1 - bounds[last_worker]) // chunk * chunk
-        last = (bounds[last_worker + 1] - last_start, *lanes[1:])
         final = tuple(extent - 1 for extent in last)
-        shadows = scratch[last_worker]
+        self.write_back: list[tuple[np.ndarray, np.ndarray]] = []
         done: set[tuple[int, str]] = set()
         for index in self.occurrences:
             for role, _ in nest.writes_private.get(index, ()):
                 if (index, role) not in done:
                     done.add((index, role))
-                    view = _private_view(nest.private[(index, role)], shadows, last)[final]
-                    self.sim.plans[index].static_views[role][...] = view
+                    view = _private_view(nest.private[(index, role)], final_shadows, last)[final]
+                    self.write_back.append((sim.plans[index].static_views[role], view))
 
-    def work_bytes(self) -> int:
-        """Bytes the batch's instances touch (an estimate of its data work)."""
-        plans = self.sim.plans
-        per_lane = sum(
-            op.site.itemsize * int(np.prod(op.view_args[0])) for index in self.sequence for op in plans[index].operands
-        )
-        return per_lane * int(np.prod(self.lanes))
-
-    def _shadows(self, worker: int, lanes: int) -> list[np.ndarray]:
-        """One [lanes, rows, span] byte array per shadow, carved from the simulator's scratch for `worker`."""
-        sizes = [lanes * shadow.lane_bytes for shadow in self.nest.shadows]
-        total = sum(-(-size // 64) * 64 for size in sizes)
-        scratch = self.sim.scratch
-        while len(scratch) <= worker:
-            scratch.append(np.empty(0, np.uint8))
-        if scratch[worker].size < total:
-            scratch[worker] = np.empty(total, np.uint8)
-        arrays, offset = [], 0
-        for shadow, size in zip(self.nest.shadows, sizes, strict=True):
-            flat = scratch[worker][offset : offset + size]
-            arrays.append(flat.reshape(lanes, shadow.rows, shadow.hi - shadow.lo))
-            offset += -(-size // 64) * 64
-        return arrays
-
-    def _run_chunk(self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]) -> None:
-        sim, nest = self.sim, self.nest
-        plans, target = sim.plans, sim.target
+    def _steps(
+        self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
+    ) -> list[tuple]:
+        """(function, operand views, attrs, lane dimensions or opcode) per instruction of one chunk."""
+        nest, plans, target = self.nest, self.sim.plans, self.sim.target
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
                 private_views[key] = _private_view(info, shadows, lanes)
         nl = len(lanes)
+        steps: list[tuple] = []
         seen: dict[int, int] = {}
         for index in self.sequence:
             rep = seen.get(index, 0)
@@ -602,9 +588,25 @@ class _Batch:
                     attrs[name] = value
             engine = plan.inst.engine
             if per_lane:
-                batched.lanewise(plan.inst.opcode, views, attrs, engine, target, nl)
+                steps.append((_lanewise, views, attrs, engine, target, (plan.inst.opcode, nl)))
             else:
-                batched.BATCHED[plan.inst.opcode](views, attrs, engine, target, nl)
+                steps.append((batched.BATCHED[plan.inst.opcode], views, attrs, engine, target, nl))
+        return steps
+
+    def run(self) -> None:
+        """The data work of the nest: every step of every worker, then the write-back."""
+        parts = self.parts
+        if len(parts) == 1:
+            _run_steps(parts[0])
+        else:
+            futures = [_pool().submit(_run_steps, part) for part in parts[1:]]
+            try:
+                _run_steps(parts[0])
+            finally:
+                for future in futures:
+                    future.result()
+        for real, shadow in self.write_back:
+            real[...] = shadow
 
     def _direct_view(self, group: _Direct, rep: int, start: int, lanes: tuple[int, ...]) -> np.ndarray:
         shape, dtype, array, array_start, strides, itemsize = group.op.view_args
@@ -616,6 +618,35 @@ class _Batch:
             offset=offset,
             strides=tuple(d * itemsize for d in group.deltas) + strides,
         )
+
+
+def _run_steps(steps: list[tuple]) -> None:
+    for function, views, attrs, engine, target, lanes in steps:
+        function(views, attrs, engine, target, lanes)
+
+
+def _lanewise(views: dict, attrs: dict, engine: Any, target: Any, how: tuple[str, int]) -> None:
+    batched.lanewise(how[0], views, attrs, engine, target, how[1])
+
+
+def _shadows(sim: _Simulator, nest: Nest, worker: int, lanes: int) -> list[np.ndarray]:
+    """One [lanes, rows, span] byte array per shadow, carved from the simulator's scratch for `worker`.
+
+    A batch keeps views of the scratch array it was built with; a later batch needing more gets a new, larger
+    array (the old one lives on with the batches that use it). Batches of one simulator never run at once."""
+    sizes = [lanes * shadow.lane_bytes for shadow in nest.shadows]
+    total = sum(-(-size // 64) * 64 for size in sizes)
+    scratch = sim.scratch
+    while len(scratch) <= worker:
+        scratch.append(np.empty(0, np.uint8))
+    if scratch[worker].size < total:
+        scratch[worker] = np.empty(max(total, 2 * scratch[worker].size), np.uint8)
+    arrays, offset = [], 0
+    for shadow, size in zip(nest.shadows, sizes, strict=True):
+        flat = scratch[worker][offset : offset + size]
+        arrays.append(flat.reshape(lanes, shadow.rows, shadow.hi - shadow.lo))
+        offset += -(-size // 64) * 64
+    return arrays
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -630,7 +661,7 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def _workers(first_lanes: int, chunk: int, work_bytes: int, chunk_bytes: int) -> int:
+def _workers(first_lanes: int, chunk: int, work_bytes: int) -> int:
     """How many threads share the lanes: one unless there is enough work for each to have a chunk of it."""
     if MAX_WORKERS <= 1 or work_bytes < PARALLEL_BYTES:
         return 1

@@ -32,9 +32,9 @@ def nest_outcomes() -> Iterator[list[bool]]:
     original = vectorize.run_nest
 
     def recording(sim, rec):  # type: ignore[no-untyped-def]
-        batched = original(sim, rec)
-        outcomes.append(batched)
-        return batched
+        batch = original(sim, rec)
+        outcomes.append(batch is not None)
+        return batch
 
     vectorize.run_nest = recording
     try:
@@ -531,3 +531,64 @@ def test_compiled_programs_match(name):
     """Programs torch.compile produced (data/regenerate.py saves them as bundles)."""
     program = read_bundle(Path(__file__).with_name("data") / f"{name}.neuronb")
     assert True in assert_same(program, rng_inputs(program, seed=4))
+
+
+# ---- repeated runs: what is reused and what is not --------------------------------------------------------
+
+
+def test_a_run_without_race_checking_does_not_vouch_for_later_checked_runs():
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (128, 4 * 32), "f32"), b.output("y", (128, 4 * 32), "f32")
+    t, u = b.sbuf("t", (128, 32), "f32"), b.sbuf("u", (128, 32), "f32")
+    with b.loop(0, 4) as i:
+        column = b.scalar(b.reg(), "mul", i, 32)
+        b.dma(b.ap(t), b.ap(x, [(128, 128), (1, 32)], reg=column), waits=[1], id=0)
+        b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(t)}, {"func": "exp"}, waits=[2], id=1)
+        b.dma(b.ap(y, [(128, 128), (1, 32)], reg=column), b.ap(u), queue=1, waits=[1], id=2)
+    program = b.build()
+    inputs = rng_inputs(program)
+    run_program(program, inputs, check_races=False)
+    run_program(program, inputs, check_races=False)
+    with pytest.raises(RaceError):
+        run_program(program, inputs)
+    with pytest.raises(RaceError):
+        run_program(program, inputs)
+
+
+def test_repeated_runs_take_new_inputs_and_return_independent_profiles():
+    program = tiled_activation(5)
+    first, second = rng_inputs(program, seed=1), rng_inputs(program, seed=2)
+    (a,), profile_a = run_program(program, first)
+    (b,), profile_b = run_program(program, second)
+    (c,), profile_c = run_program(program, first)
+    (expected,), reference = run_program(program, second, vectorize=False)
+    assert b.tobytes() == expected.tobytes()
+    assert a.tobytes() == c.tobytes()
+    assert not np.array_equal(a, b)
+    assert profile_a == profile_b == profile_c == reference
+    profile_b.events.start[0] = -1.0
+    profile_b.busy_ns.clear()
+    profile_b.instructions[0].count = 0
+    (_,), profile_d = run_program(program, first)
+    assert profile_d == reference
+
+
+def test_registers_a_batched_nest_leaves_are_those_of_its_last_iteration(lane_settings):
+    """After the loop, a DMA addresses HBM through a register the loop computed (runs skip the nest's walk)."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 7 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    column = b.reg()
+    with b.loop(0, 6) as i:
+        b.scalar(column, "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
+        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+        b.dma(b.ap(y, [(112, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    b.scalar(column, "add", column, 16)
+    b.dma(b.ap(y, [(112, 128), (1, 16)], reg=column), b.ap(t), queue=2)
+    program = b.build()
+    (x,) = rng_inputs(program)
+    for _ in range(3):
+        (out,), _ = run_program(program, [x])
+        np.testing.assert_array_equal(out[:, 96:], np.square(x[:, 80:]))
+    assert assert_same(program, [x]) == []  # prepared and batched by the runs above: no recording now
