@@ -1,0 +1,53 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Gathers and scatters (indexing.py): one case per branch. Random index inputs would be out of range, so these
+// are checked by execution in test/e2e/test_indexing.py rather than with --check-semantics here.
+
+// Embedding: the last dim does not depend on the index, so one offset per partition gathers a whole row.
+// CHECK-LABEL: func.func @main
+func.func @main(%w: tensor<10x6xf32>, %i: tensor<3x4xi64>) -> tensor<3x4x6xf32> {
+  %0 = torch.aten.embedding %w, %i : (tensor<10x6xf32>, tensor<3x4xi64>) -> tensor<3x4x6xf32>
+  func.return %0 : tensor<3x4x6xf32>
+}
+// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64, dims = array<i64: 2>} : memref<1x55x6xf32, strided<[1, 1, 1]>, #neuron.mem<hbm>>, !tile.tile<4x1xi32, sbuf> -> !tile.tile<4x6xf32, sbuf>
+
+// -----
+// gather: every element has its own index: [P, F] offsets, one element each.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<4x5xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
+  %0 = torch.aten.gather %x, %i {dim = 1 : i64} : (tensor<4x5xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK:       tile.iota {steps = array<i64: 0>, channel_multiplier = 5 : i64} : !tile.tile<4x3xf32, sbuf>
+// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64} : memref<1x20xf32, strided<[1, 1]>, #neuron.mem<hbm>>, !tile.tile<4x3xi32, sbuf> -> !tile.tile<4x3xf32, sbuf>
+
+// -----
+// index.Tensor: negative indices wrap (index + size where index < 0).
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<5x3xf32>, %i: tensor<4xi64>) -> tensor<4x3xf32> {
+  %0 = torch.aten.index.Tensor %x, [%i] : (tensor<5x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_lt", scalar = 0.000000e+00 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e+00 : f64}
+// CHECK:       tile.gather
+
+// -----
+// scatter_add: a copy of self, then an accumulating scatter (duplicates add up).
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.scatter_add %x, %i, %s {dim = 0 : i64} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK:       tile.scatter {{.*}} {dim = 1 : i64, accumulate}
+
+// -----
+// scatter_reduce amax: compare-and-select over the index dim, no scatter.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.scatter_reduce.two %x, %i, %s {dim = 0 : i64, reduce = "amax"} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK-NOT:   tile.scatter
+// CHECK:       tile.iota {steps = array<i64: 1, 0>} : !tile.tile<4x3x5xf32, sbuf>
+// CHECK:       tile.reduce %{{.*}} {op = "max"}

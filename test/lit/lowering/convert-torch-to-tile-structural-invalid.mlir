@@ -1,0 +1,153 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --verify-diagnostics | filecheck %s
+
+// Inputs the structural lowerings refuse (convolution.py, pooling.py, indexing.py, movement.py, distance.py):
+// each diagnostic names the op, the rule and the source line.
+
+// Convolutions need a batch and a channel dim around 1 to 3 spatial dims.
+func.func @convolution_unbatched(%x: tensor<3x5xf32>, %w: tensor<2x3x3xf32>) -> tensor<2x3xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 1>, padding = array<i64: 0>, dilation = array<i64: 1>, transposed = false, output_padding = array<i64: 0>, groups = 1 : i64} : (tensor<3x5xf32>, tensor<2x3x3xf32>) -> tensor<2x3xf32> loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<2x3xf32>
+}
+// CHECK: torch.aten.convolution: only batched 1-d, 2-d and 3-d convolutions lower (input rank 2) (at model.py:4 (model.conv))
+
+// -----
+
+func.func @convolution_backward_unbatched(%g: tensor<2x3xf32>, %x: tensor<3x5xf32>, %w: tensor<2x3x3xf32>) -> tensor<3x5xf32> {
+  %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 1>, padding = array<i64: 0>, dilation = array<i64: 1>, transposed = false, output_padding = array<i64: 0>, groups = 1 : i64, output_mask = array<i1: true, false, false>} : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<2x3x3xf32>) -> (tensor<3x5xf32>, none, none) loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<3x5xf32>
+}
+// CHECK: torch.aten.convolution_backward: only batched 1-d, 2-d and 3-d convolutions lower (input rank 2) (at model.py:4 (model.conv))
+
+// -----
+
+// The result type must be the shape the convolution's parameters give.
+func.func @convolution_wrong_result(%x: tensor<1x3x5xf32>, %w: tensor<2x3x3xf32>) -> tensor<1x2x4xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 1>, padding = array<i64: 0>, dilation = array<i64: 1>, transposed = false, output_padding = array<i64: 0>, groups = 1 : i64} : (tensor<1x3x5xf32>, tensor<2x3x3xf32>) -> tensor<1x2x4xf32> loc("model.conv"("model.py":4:0))
+  func.return %0 : tensor<1x2x4xf32>
+}
+// CHECK: torch.aten.convolution: computed shape (1, 2, 3) differs from (1, 2, 4) (at model.py:4 (model.conv))
+
+// -----
+
+// Pooling needs a channel dim in front of its spatial dims.
+func.func @pool_without_channels(%x: tensor<6x6xf32>) -> tensor<3x3xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<6x6xf32>) -> tensor<3x3xf32> loc("model.pool"("model.py":9:0))
+  func.return %0 : tensor<3x3xf32>
+}
+// CHECK: torch.aten.avg_pool2d: the input needs a channel dimension and 2 spatial dimensions (at model.py:9 (model.pool))
+
+// -----
+
+// as_strided's strides count storage elements: negative ones are invalid ...
+func.func @as_strided_negative(%x: tensor<12xf32>) -> tensor<3x2xf32> {
+  %0 = torch.aten.as_strided %x {size = array<i64: 3, 2>, stride = array<i64: -2, 1>} : (tensor<12xf32>) -> tensor<3x2xf32> loc("model.py":11:0)
+  func.return %0 : tensor<3x2xf32>
+}
+// CHECK: torch.aten.as_strided: negative strides [-2, 1] are not valid for as_strided (at model.py:11)
+
+// -----
+
+// ... and the view must stay inside the input's storage.
+func.func @as_strided_too_far(%x: tensor<12xf32>) -> tensor<4x3xf32> {
+  %0 = torch.aten.as_strided %x {size = array<i64: 4, 3>, stride = array<i64: 3, 2>} : (tensor<12xf32>) -> tensor<4x3xf32> loc("model.py":11:0)
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK: torch.aten.as_strided: sizes [4, 3] and strides [3, 2] reach past the 12 elements of the input (at model.py:11)
+
+// -----
+
+// Offsets are computed in fp32: tensors of 2^24 elements or more are out of reach.
+func.func @gather_too_large(%w: tensor<4097x4096xf32>, %i: tensor<3xi64>) -> tensor<3x4096xf32> {
+  %0 = torch.aten.embedding %w, %i : (tensor<4097x4096xf32>, tensor<3xi64>) -> tensor<3x4096xf32> loc("model.embed"("model.py":2:0))
+  func.return %0 : tensor<3x4096xf32>
+}
+// CHECK: torch.aten.embedding: indexing a tensor of 16781312 elements: offsets are exact only below 2^24 (at model.py:2 (model.embed))
+
+// -----
+
+// A boolean mask selects a data-dependent number of elements.
+func.func @index_with_mask(%x: tensor<5x3xf32>, %m: tensor<5xi1>) -> tensor<2x3xf32> {
+  %0 = torch.aten.index.Tensor %x, [%m] : (tensor<5x3xf32>, tensor<5xi1>) -> tensor<2x3xf32> loc("model.py":6:0)
+  func.return %0 : tensor<2x3xf32>
+}
+// CHECK: torch.aten.index.Tensor: boolean mask indices select a data-dependent number of elements (at model.py:6)
+
+// -----
+
+func.func @index_shapes_do_not_broadcast(%x: tensor<5x3xf32>, %i: tensor<4xi64>, %j: tensor<2xi64>) -> tensor<4xf32> {
+  %0 = torch.aten.index.Tensor %x, [%i, %j] : (tensor<5x3xf32>, tensor<4xi64>, tensor<2xi64>) -> tensor<4xf32> loc("model.py":6:0)
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten.index.Tensor: index shapes [(4,), (2,)] do not broadcast (at model.py:6)
+
+// -----
+
+func.func @index_wrong_result(%x: tensor<5x3xf32>, %i: tensor<4xi64>) -> tensor<3x4xf32> {
+  %0 = torch.aten.index.Tensor %x, [%i] : (tensor<5x3xf32>, tensor<4xi64>) -> tensor<3x4xf32> loc("model.py":6:0)
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: torch.aten.index.Tensor: computed shape (4, 3) differs from the result's (3, 4) (at model.py:6)
+
+// -----
+
+func.func @scatter_reduce_unknown(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.scatter_reduce.two %x, %i, %s {dim = 0 : i64, reduce = "median"} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32> loc("model.py":8:0)
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: torch.aten.scatter_reduce.two: unknown reduction 'median' (at model.py:8)
+
+// -----
+
+func.func @scatter_unknown_reduce(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.scatter.reduce %x, %i, %s {dim = 0 : i64, reduce = "max"} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32> loc("model.py":8:0)
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: torch.aten.scatter.reduce: unknown reduction 'max' (add or multiply) (at model.py:8)
+
+// -----
+
+func.func @scatter_reduce_0d(%x: tensor<f32>, %i: tensor<i64>, %s: tensor<f32>) -> tensor<f32> {
+  %0 = torch.aten.scatter_reduce.two %x, %i, %s {dim = 0 : i64, reduce = "amax"} : (tensor<f32>, tensor<i64>, tensor<f32>) -> tensor<f32> loc("model.py":8:0)
+  func.return %0 : tensor<f32>
+}
+// CHECK: torch.aten.scatter_reduce.two: a 0-d scatter_reduce has no dimension to reduce over (at model.py:8)
+
+// -----
+
+func.func @embedding_backward_by_frequency(%g: tensor<3x6xf32>, %i: tensor<3xi64>) -> tensor<10x6xf32> {
+  %0 = torch.aten.embedding_dense_backward %g, %i {num_weights = 10 : i64, padding_idx = -1 : i64, scale_grad_by_freq = true} : (tensor<3x6xf32>, tensor<3xi64>) -> tensor<10x6xf32> loc("model.embed"("model.py":2:0))
+  func.return %0 : tensor<10x6xf32>
+}
+// CHECK: torch.aten.embedding_dense_backward: scale_grad_by_freq needs per-index counts (not lowered) (at model.py:2 (model.embed))
+
+// -----
+
+func.func @embedding_backward_shapes(%g: tensor<4x6xf32>, %i: tensor<3xi64>) -> tensor<10x6xf32> {
+  %0 = torch.aten.embedding_dense_backward %g, %i {num_weights = 10 : i64, padding_idx = -1 : i64, scale_grad_by_freq = false} : (tensor<4x6xf32>, tensor<3xi64>) -> tensor<10x6xf32> loc("model.embed"("model.py":2:0))
+  func.return %0 : tensor<10x6xf32>
+}
+// CHECK: torch.aten.embedding_dense_backward: grad_output of shape (4, 6) does not match indices x 6 (at model.py:2 (model.embed))
+
+// -----
+
+func.func @cdist_batches_differ(%a: tensor<2x5x3xf32>, %b: tensor<3x4x3xf32>) -> tensor<2x5x4xf32> {
+  %0 = torch.aten._cdist_forward %a, %b {p = 1.000000e+00 : f64} : (tensor<2x5x3xf32>, tensor<3x4x3xf32>) -> tensor<2x5x4xf32> loc("model.py":5:0)
+  func.return %0 : tensor<2x5x4xf32>
+}
+// CHECK: torch.aten._cdist_forward: batch shapes (2,) and (3,) differ (broadcast them first) (at model.py:5)
+
+// -----
+
+func.func @pdist_rank(%a: tensor<2x4x3xf32>) -> tensor<6xf32> {
+  %0 = torch.aten._pdist_forward %a : (tensor<2x4x3xf32>) -> tensor<6xf32> loc("model.py":5:0)
+  func.return %0 : tensor<6xf32>
+}
+// CHECK: torch.aten._pdist_forward: pdist takes a 2-d input, got rank 3 (at model.py:5)
+
+// -----
+
+func.func @index_without_tensors(%x: tensor<5x3xf32>) -> tensor<5x3xf32> {
+  %0 = torch.aten.index.Tensor %x, [none] : (tensor<5x3xf32>) -> tensor<5x3xf32> loc("model.py":6:0)
+  func.return %0 : tensor<5x3xf32>
+}
+// CHECK: torch.aten.index.Tensor: indexing without any index tensor (at model.py:6)

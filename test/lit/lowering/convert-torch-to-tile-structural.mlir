@@ -1,0 +1,197 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// The structural lowerings (convolution.py, pooling.py, indexing.py, movement.py, distance.py, matmul.py): one
+// case per branch, each also checked by execution against the torch-level semantics on random inputs.
+
+// Padded, strided, grouped 2-d convolution with a bias: the input is zero-padded once into a fresh tensor, the
+// weight re-laid out as [K..., Cin/g, Cout], groups are a loop, PSUM accumulates over kernel offsets (loops over
+// the window view's kernel dims) and the bias joins as a per-partition column when PSUM is evacuated.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x4x7x9xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x4x5xf32> {
+  %0 = torch.aten.convolution %x, %w, %b {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 2 : i64} : (tensor<1x4x7x9xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x5xf32>
+  func.return %0 : tensor<1x6x4x5xf32>
+}
+// CHECK:       memref.alloc() : memref<3x3x2x6xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x4x9x11xf32, #neuron.mem<hbm>>
+// CHECK:       tile.fill {value = 0.000000e+00 : f64}
+// CHECK:       tile.view %{{.*}} to memref<1x4x3x3x4x5xf32, strided<[396, 99, 11, 1, 22, 2]>, #neuron.mem<hbm>>
+// CHECK:       scf.for
+// CHECK:         tile.matmul
+// CHECK:         scf.for {{.*}} iter_args
+// CHECK:           scf.for {{.*}} iter_args
+// CHECK:             tile.matmul %{{.*}}, %{{.*}} acc
+// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "add"}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Rows longer than one PSUM bank: the output is tiled by 512 columns instead of merging whole rows; no padding,
+// no bias: PSUM is copied out.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<3x1x600xf32>, %w: tensor<2x1x3xf32>) -> tensor<3x2x598xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 1>, padding = array<i64: 0>, dilation = array<i64: 1>, transposed = false, output_padding = array<i64: 0>, groups = 1 : i64} : (tensor<3x1x600xf32>, tensor<2x1x3xf32>) -> tensor<3x2x598xf32>
+  func.return %0 : tensor<3x2x598xf32>
+}
+// CHECK-NOT:   tile.fill
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<2x512xf32, psum>
+// CHECK:       tile.copy {{.*}}!tile.tile<2x512xf32, psum>
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<2x86xf32, psum>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// A transposed convolution: zeros inserted between input elements (a strided copy into a zero-filled tensor)
+// and the flipped, channel-swapped weight make it a stride-1 direct convolution.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x2x3x4xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x5x7xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = true, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<1x2x3x4xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x5x7xf32>
+  func.return %0 : tensor<1x3x5x7xf32>
+}
+// CHECK:       tile.view %w {{.*}} to memref<3x3x2x1x3xf32, strided<[-3, -1, 27, 54, 9], offset: 8>, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x2x7x9xf32, #neuron.mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<1x2x3x4xf32, strided<[126, 63, 18, 2], offset: 10>, #neuron.mem<hbm>>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// convolution_backward: grad_input is a transposed convolution, grad_weight contracts (batch x positions) on
+// the partition axis; the bias gradient is masked out and stays undefined.
+// CHECK-LABEL: func.func @main
+func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) {
+  %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x3x2x2xf32>, tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>, none)
+  func.return %0, %1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>
+}
+// CHECK:       memref.alloc() : memref<1x3x7x7xf32, #neuron.mem<hbm>>
+// CHECK:       tile.matmul
+// CHECK:       memref.alloc() : memref<3x2x3x3xf32, #neuron.mem<hbm>>
+// CHECK:       tile.load %g{{.*}} {dims = array<i64: 3, 1>}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Average pooling that excludes the padding: the counts per position come from pooling a plane of ones.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x7x7xf32>) -> tensor<1x3x4x4xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x3x7x7xf32>) -> tensor<1x3x4x4xf32>
+  func.return %0 : tensor<1x3x4x4xf32>
+}
+// CHECK:       memref.alloc() : memref<1x9x9xf32, #neuron.mem<hbm>>
+// CHECK:       tile.fill {value = 1.000000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Without padding every window counts the kernel volume: one immediate scale, no count plane.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x6x6xf32>) -> tensor<1x3x3x3xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<1x3x6x6xf32>) -> tensor<1x3x3x3xf32>
+  func.return %0 : tensor<1x3x3x3xf32>
+}
+// CHECK-NOT:   tile.unary
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 2.500000e-01 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Max pooling with indices: kernel offsets unrolled, strict `>` keeps the first maximum, the winning offset's
+// displacement is selected alongside and added to an iota map of window origins.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>) {
+  %0, %1 = torch.aten.max_pool2d_with_indices %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>} : (tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>)
+  func.return %0, %1 : tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>
+}
+// CHECK:       tile.iota {steps = array<i64: 2>, channel_multiplier = 10 : i64}
+// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "is_gt"}
+// CHECK:       tile.select
+// CHECK:       tile.fill {value = 6.000000e+00 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Max-pool backward: per kernel offset, a mask of the saved indices is added into the window view (RMW).
+// (The indices come from the forward op so that the execution check sees valid ones.)
+// CHECK-LABEL: func.func @main
+func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x4x5xf32> {
+  %v, %i = torch.aten.max_pool2d_with_indices %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>} : (tensor<1x3x4x5xf32>) -> (tensor<1x3x3x4xf32>, tensor<1x3x3x4xi64>)
+  %0 = torch.aten.max_pool2d_with_indices_backward %g, %x, %i {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x3x4xf32>, tensor<1x3x4x5xf32>, tensor<1x3x3x4xi64>) -> tensor<1x3x4x5xf32>
+  func.return %0 : tensor<1x3x4x5xf32>
+}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 6.000000e+00 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Adaptive pooling whose sizes do not divide: one reduction per output position over its own window.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x5x7xf32>) -> tensor<1x3x2x3xf32> {
+  %0 = torch.aten._adaptive_avg_pool2d %x {output_size = array<i64: 2, 3>} : (tensor<1x3x5x7xf32>) -> tensor<1x3x2x3xf32>
+  func.return %0 : tensor<1x3x2x3xf32>
+}
+// CHECK:       tile.reduce %{{.*}} {op = "add", axes = 2 : i64} : (!tile.tile<3x3x3xf32, sbuf>)
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// cat writes each input into its slice of the output; flip is a negative-stride view; a pad that only crops on
+// one side and pads on the other fills before copying.
+// CHECK-LABEL: func.func @main
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) -> tensor<2x7xf32> {
+  %flip = torch.aten.flip %b {dims = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %cat = torch.aten.cat [%a, %flip] {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x7xf32>
+  %pad = torch.aten.constant_pad_nd %cat {pad = array<i64: 1, -1>, value = 0.000000e+00 : f64} : (tensor<2x7xf32>) -> tensor<2x7xf32>
+  func.return %pad : tensor<2x7xf32>
+}
+// CHECK:       tile.view %b : memref<2x4xf32, #neuron.mem<hbm>> to memref<2x4xf32, strided<[4, -1], offset: 3>, #neuron.mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<2x4xf32, strided<[7, 1], offset: 3>, #neuron.mem<hbm>>
+// CHECK:       tile.fill {value = 0.000000e+00 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// cdist with p = 1 and few rows: ATen computes it directly, and so does the lowering (abs, add-reduce).
+// CHECK-LABEL: func.func @main
+func.func @main(%a: tensor<5x3xf32>, %b: tensor<4x3xf32>) -> tensor<5x4xf32> {
+  %0 = torch.aten._cdist_forward %a, %b {p = 1.000000e+00 : f64} : (tensor<5x3xf32>, tensor<4x3xf32>) -> tensor<5x4xf32>
+  func.return %0 : tensor<5x4xf32>
+}
+// CHECK-NOT:   tile.matmul
+// CHECK:       tile.unary %{{.*}} {fn = "abs"}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// cdist p = 2 with compute_mode 1 (use_mm_for_euclid_dist): the augmented matmul, sqrt(max(., 0)) on evacuation.
+// CHECK-LABEL: func.func @main
+func.func @main(%a: tensor<5x3xf32>, %b: tensor<4x3xf32>) -> tensor<5x4xf32> {
+  %0 = torch.aten._cdist_forward %a, %b {p = 2.000000e+00 : f64, compute_mode = 1 : i64} : (tensor<5x3xf32>, tensor<4x3xf32>) -> tensor<5x4xf32>
+  func.return %0 : tensor<5x4xf32>
+}
+// CHECK:       tile.matmul
+// CHECK:       tile.binary_scalar %{{.*}} {op = "max", scalar = 0.000000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} {fn = "sqrt"}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// pdist writes row i's distances to rows i+1.. into the condensed output.
+// CHECK-LABEL: func.func @main
+func.func @main(%a: tensor<4x3xf32>) -> tensor<6xf32> {
+  %0 = torch.aten._pdist_forward %a : (tensor<4x3xf32>) -> tensor<6xf32>
+  func.return %0 : tensor<6xf32>
+}
+// CHECK-COUNT-3: tile.reduce
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// An empty contraction: the product is a zero tile, nothing is loaded.
+// CHECK-LABEL: func.func @main
+func.func @main(%a: tensor<5x0xf32>, %b: tensor<0x7xf32>) -> tensor<5x7xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<5x0xf32>, tensor<0x7xf32>) -> tensor<5x7xf32>
+  func.return %0 : tensor<5x7xf32>
+}
+// CHECK-NOT:   tile.matmul
+// CHECK:       tile.fill {value = 0.000000e+00 : f64} : !tile.tile<5x7xf32, sbuf>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
