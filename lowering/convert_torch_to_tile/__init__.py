@@ -11,8 +11,8 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py, scan.py. An op whose results
-all hold no element lowers to views of a one-element allocation, whatever its family.
+convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py, scan.py, sort.py.
+An op whose results all hold no element lowers to views of a one-element allocation, whatever its family.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.scan import SCAN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.sort import SORT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.runtime.dtypes import DTYPES
@@ -53,6 +54,7 @@ LOWERINGS: dict[str, Lowering] = {
     **ACTIVATION_LOWERINGS,
     **NORMALIZATION_LOWERINGS,
     **SCAN_LOWERINGS,
+    **SORT_LOWERINGS,
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
