@@ -56,7 +56,7 @@ def _identity_lanes(matrix: np.ndarray, nl: int) -> np.ndarray:
         first = matrix[(0,) * nl] if nl else matrix
         return np.full(lanes, semantics._is_identity(first))
     with np.errstate(invalid="ignore"):
-        return (alu.to_f32(matrix) == np.eye(rows, dtype=F32)).all(axis=(-2, -1))
+        return (alu.to_f32(matrix) == semantics.identity_matrix(rows)).all(axis=(-2, -1))
 
 
 def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int) -> None:
@@ -75,11 +75,7 @@ def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: i
         with np.errstate(all="ignore"):
             _store(dst, _t(alu.to_f32(moving2)) @ alu.to_f32(stationary2))
         return
-    with np.errstate(all="ignore"):
-        product = _t(alu.to_f32(stationary2)) @ alu.to_f32(moving2)
-        if attrs.get("accumulate"):
-            product = alu.to_f32(_rows(dst, nl)) + product
-    _store(dst, product)
+    semantics.matmul_into(dst, stationary2, moving2, bool(attrs.get("accumulate")), nl)
 
 
 def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int) -> None:
@@ -92,10 +88,13 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: 
         else np.float32(attrs.get("scale", 1.0))
     )
     shift = alu.to_f32(_rows(bias, nl)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
+    accumulate_dst = ops.get("accumulate_dst")
+    vectors = [v for v in (scale_vector, bias) if v is not None]
+    if accumulate_dst is None and semantics.activation_into(dst, attrs["func"], x, scale, shift, vectors, nl):
+        return
     with np.errstate(all="ignore"):
         y = semantics.activation_values(attrs["func"], x, scale, shift, attrs.get("alpha", 0.0))
         _store(dst, y)
-        accumulate_dst = ops.get("accumulate_dst")
         if accumulate_dst is not None:
             _store(accumulate_dst, y.sum(axis=-1, dtype=F32))
 
@@ -103,6 +102,8 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: 
 def tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int) -> None:
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     integer = semantics._integer_domain(engine, [in0, in1], [])
+    if semantics.binary_into(dst, attrs["op"], _rows(in0, nl), _rows(in1, nl), integer, nl):
+        return
     _store(dst, alu.binary(attrs["op"], _rows(in0, nl), _rows(in1, nl), integer))
 
 
@@ -113,6 +114,7 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     integer = semantics._integer_domain(engine, tensors, immediates)
     values: Any = _rows(src, nl)
+    last = "op1" if attrs.get("op1") is not None else "op0"
     for op_name, role, scalar_name, reverse_name in steps:
         op = attrs.get(op_name)
         if op is None:
@@ -122,6 +124,8 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
         if not integer and vector is not None:
             scalar = alu.to_f32(scalar)
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
+        if op_name == last and semantics.binary_into(dst, op, a, b, integer, nl):
+            return
         values = alu.binary(op, a, b, integer)
     _store(dst, values)
 

@@ -60,12 +60,69 @@ Operands = Mapping[str, np.ndarray]
 Attrs = Mapping[str, Any]
 
 
+_EYES: dict[int, np.ndarray] = {}
+
+
+def identity_matrix(size: int) -> np.ndarray:
+    """The fp32 identity of `size` (shared, read-only)."""
+    eye = _EYES.get(size)
+    if eye is None:
+        eye = np.eye(size, dtype=F32)
+        eye.flags.writeable = False
+        _EYES[size] = eye
+    return eye
+
+
 def _is_identity(matrix: np.ndarray) -> bool:
     rows, cols = matrix.shape
     if rows != cols:
         return False
     with np.errstate(invalid="ignore"):
-        return bool(np.array_equal(alu.to_f32(matrix), np.eye(rows, dtype=F32)))
+        return bool((alu.to_f32(matrix) == identity_matrix(rows)).all())
+
+
+def writable_rows(dst: np.ndarray, nl: int = 0) -> np.ndarray | None:
+    """`dst` as fp32 [*lanes, P, elements] sharing its memory, or None.
+
+    Only when no copy is needed, each row is contiguous and no two elements share bytes: then computing a
+    result straight into it gives the same bits as computing it into a fresh array and storing that.
+    """
+    if dst.dtype != F32:
+        return None
+    rows = dst.view()
+    try:
+        rows.shape = (*dst.shape[: nl + 1], -1)
+    except AttributeError:
+        return None
+    itemsize = F32.itemsize
+    if rows.shape[-1] > 1 and rows.strides[-1] != itemsize:
+        return None
+    span = rows.shape[-1] * itemsize
+    for extent, stride in sorted(zip(rows.shape[:-1], rows.strides[:-1], strict=True), key=lambda d: abs(d[1])):
+        if extent > 1:
+            if abs(stride) < span:
+                return None
+            span += abs(stride) * (extent - 1)
+    return rows
+
+
+def matmul_into(dst: np.ndarray, stationary2: np.ndarray, moving2: np.ndarray, accumulate: bool, nl: int) -> None:
+    """dst (=|+=) stationary2^T @ moving2 in fp32 ([*lanes, K, M] and [*lanes, K, N] operands)."""
+    with np.errstate(all="ignore"):
+        lhs = np.swapaxes(alu.to_f32(stationary2), -1, -2)
+        rhs = alu.to_f32(moving2)
+        rows = writable_rows(dst, nl)
+        shape = (*lhs.shape[:-1], rhs.shape[-1])
+        if rows is not None and rows.shape == shape:
+            if accumulate:
+                np.add(rows, lhs @ rhs, out=rows)  # the same sum as rows + product, stored
+            else:
+                np.matmul(lhs, rhs, out=rows)  # BLAS writes the product straight into PSUM
+            return
+        product = lhs @ rhs
+        if accumulate:
+            product = alu.to_f32(dst.reshape((*dst.shape[: nl + 1], -1))) + product
+    store(dst, product)
 
 
 def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
@@ -81,11 +138,7 @@ def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> No
         with np.errstate(all="ignore"):
             store(dst, alu.to_f32(moving2).T @ alu.to_f32(stationary2))
         return
-    with np.errstate(all="ignore"):
-        product = alu.to_f32(stationary2).T @ alu.to_f32(moving2)
-        if attrs.get("accumulate"):
-            product = alu.to_f32(_rows(dst)) + product
-    store(dst, product)
+    matmul_into(dst, stationary2, moving2, bool(attrs.get("accumulate")), 0)
 
 
 # Activation functions that are one NumPy ufunc, applied in place to the fresh pre-activation array.
@@ -122,6 +175,31 @@ def activation_values(func: str, x: np.ndarray, scale: Any, shift: Any, alpha: f
     return alu.activation(func, pre, alpha)
 
 
+def activation_into(
+    dst: np.ndarray, func: str, x: np.ndarray, scale: Any, shift: Any, vectors: list[np.ndarray], nl: int
+) -> bool:
+    """`activation_values` computed straight into dst when that gives the same bits; False if it cannot.
+
+    Its steps read `scale` and `shift` after writing dst, so neither may share memory with dst (x may: the
+    first step is one ufunc call, which NumPy evaluates as if its operands did not overlap)."""
+    in_place = _IN_PLACE_ACTIVATIONS.get(func)
+    if in_place is None:
+        return False
+    rows = writable_rows(dst, nl)
+    if rows is None or rows.shape != np.broadcast_shapes(x.shape, np.shape(scale), np.shape(shift)):
+        return False
+    if any(np.may_share_memory(rows, vector) for vector in vectors):
+        return False
+    with np.errstate(all="ignore"):
+        if isinstance(scale, np.float32) and scale == 1:
+            np.add(x, shift, out=rows)
+        else:
+            np.multiply(x, scale, out=rows)
+            np.add(rows, shift, out=rows)
+        in_place(rows)
+    return True
+
+
 def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
     x = alu.to_f32(_rows(src))
@@ -130,6 +208,10 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> N
         alu.to_f32(_rows(scale_vector)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
     )
     shift = alu.to_f32(_rows(bias)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
+    accumulate_dst = ops.get("accumulate_dst")
+    vectors = [v for v in (scale_vector, bias) if v is not None]
+    if accumulate_dst is None and activation_into(dst, attrs["func"], x, scale, shift, vectors, 0):
+        return
     with np.errstate(all="ignore"):
         y = activation_values(attrs["func"], x, scale, shift, attrs.get("alpha", 0.0))
         store(dst, y)
@@ -138,9 +220,38 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> N
             store(accumulate_dst, y.sum(axis=1, dtype=F32))
 
 
+# ALU operators that are one NumPy ufunc on fp32 operands (alu's float operators), for results computed in place.
+_FLOAT_UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def binary_into(dst: np.ndarray, op: str, lhs: Any, rhs: Any, integer: bool, nl: int) -> bool:
+    """`store(dst, alu.binary(op, lhs, rhs, integer))` as one ufunc call writing dst, when that is the same
+    (fp32 operator, fp32 destination viewable as rows; NumPy evaluates one call as if nothing overlapped)."""
+    ufunc = _FLOAT_UFUNCS.get(op)
+    if ufunc is None or integer:
+        return False
+    rows = writable_rows(dst, nl)
+    if rows is None:
+        return False
+    lhs, rhs = alu.to_f32(lhs), alu.to_f32(rhs)
+    if rows.shape != np.broadcast_shapes(lhs.shape, rhs.shape):
+        return False
+    with np.errstate(all="ignore"):
+        ufunc(lhs, rhs, out=rows)
+    return True
+
+
 def tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     integer = _integer_domain(engine, [in0, in1], [])
+    if binary_into(dst, attrs["op"], _rows(in0), _rows(in1), integer, 0):
+        return
     store(dst, alu.binary(attrs["op"], _rows(in0), _rows(in1), integer))
 
 
@@ -151,6 +262,7 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     integer = _integer_domain(engine, tensors, immediates)
     values: Any = _rows(src)
+    last = "op1" if attrs.get("op1") is not None else "op0"
     for op_name, role, scalar_name, reverse_name in steps:
         op = attrs.get(op_name)
         if op is None:
@@ -160,6 +272,8 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -
         if not integer and vector is not None:
             scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 (ISA)
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
+        if op_name == last and binary_into(dst, op, a, b, integer, 0):
+            return
         values = alu.binary(op, a, b, integer)
     store(dst, values)
 
