@@ -18,6 +18,7 @@ validator (`runtime.validate`) proves every access in bounds before a program ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,11 +91,24 @@ class Machine:
                 )
         raise AssertionError(f"buffer '{buffer.name}' has no placed range")
 
-    def clear(self) -> None:
-        """Every byte back to `FILL_BYTE`, as a fresh machine has them (for the next run of the same plan)."""
-        for arrays in self.arrays.values():
-            for array in arrays:
-                array.fill(FILL_BYTE)
+    def clear(self, overwritten: Sequence[tuple[Memory, int, int]] = ()) -> None:
+        """Every byte back to `FILL_BYTE`, as a fresh machine has them (for the next run of the same plan),
+        except the [start, end) address ranges of `overwritten` (HBM: bytes the caller rewrites before any use)."""
+        for memory, arrays in self.arrays.items():
+            skip = sorted((start, end) for m, start, end in overwritten if m is memory and memory is Memory.HBM)
+            for (range_start, range_end), array in zip(self.ranges[memory], arrays, strict=True):
+                position = range_start
+                for start, end in skip:
+                    start, end = max(start, range_start), min(end, range_end)
+                    if start >= end:
+                        continue
+                    if start > position:
+                        array[position - range_start : start - range_start] = FILL_BYTE
+                    position = max(position, end)
+                if position == range_start:
+                    array.fill(FILL_BYTE)
+                elif position < range_end:
+                    array[position - range_start :] = FILL_BYTE
 
     @property
     def bytes_held(self) -> int:

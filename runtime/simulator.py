@@ -142,7 +142,10 @@ def _copy_profile(profile: Profile) -> Profile:
         opcode_counts=dict(profile.opcode_counts),
         flops_by_family=dict(profile.flops_by_family),
         peak_flops_by_family=dict(profile.peak_flops_by_family),
-        instructions=[dataclasses.replace(stats) for stats in profile.instructions],
+        instructions=[
+            InstructionStats(s.id, s.opcode, s.queue, s.location, s.count, s.busy_ns, s.flops)
+            for s in profile.instructions
+        ],
         events=TraceEvents(events.queue[:], events.start[:], events.end[:], events.instruction[:]),
         location_ns=dict(profile.location_ns),
         location_counts=dict(profile.location_counts),
@@ -392,6 +395,7 @@ class _Simulator:
         self.target = target = validated.target
         self.machine = Machine(program.buffers, validated.sizes)
         self._fresh_memory = True
+        self._loaded_ranges = self._ranges_load_overwrites()
         memory_names = list(MEMORY_NAMES)
         self.plans = [
             self._plan(index, inst, memory_names) for index, inst in enumerate(validated.instructions)
@@ -408,7 +412,7 @@ class _Simulator:
     def reset(self, check_races: bool, vectorize: bool) -> None:
         """Fresh state for one run: memories filled again, registers, timeline and statistics at zero."""
         if not self._fresh_memory:
-            self.machine.clear()
+            self.machine.clear(self._loaded_ranges)
         self._fresh_memory = False
         self.vectorize = vectorize
         self.regs = [0] * self.program.num_registers
@@ -566,6 +570,27 @@ class _Simulator:
         return aliases, written, [buffer.name for buffer in buffers]
 
     # ---- running -------------------------------------------------------------------------------------------
+
+    def _ranges_load_overwrites(self) -> list[tuple[Memory, int, int]]:
+        """HBM address ranges `load` writes completely: constants, and inputs bound to all of their buffer."""
+        program = self.program
+        covered = set(program.constants)
+        for binding in program.inputs:
+            buffer = program.buffers[binding.buffer]
+            full = tuple(binding.shape) == tuple(buffer.shape) and binding.offset == 0
+            strides = tuple(binding.strides)
+            expected, step = [], 1
+            for extent in reversed(buffer.shape):
+                expected.append(step)
+                step *= extent
+            if full and strides == tuple(reversed(expected)):
+                covered.add(binding.buffer)
+        ranges = []
+        for index in covered:
+            buffer = program.buffers[index]
+            size = buffer.elements_per_row * dtypes.itemsize(buffer.dtype)
+            ranges.append((buffer.memory, buffer.address, buffer.address + size))
+        return ranges
 
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         program = self.program
