@@ -13,8 +13,9 @@ pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mo
   a select carries the winning offset's flat displacement, and adding a per-position map of window origins
   (built once by GpSimdE iota) gives PyTorch's flat input index.
 - adaptive average pooling: regular windows when every size divides, else one reduction per output position.
-- backward: per kernel offset (or output position), read-modify-write of the zero-initialised padded gradient
-  through the same window views; max pooling's mask compares the saved indices with each offset's index.
+- backward: average pooling reads, adds and writes the zero-initialised padded gradient through the same window
+  views, one kernel offset (or adaptive output position) at a time; max pooling scatters grad_output to the saved
+  indices with an accumulating indirect DMA (indexing.py), exact for any in-range index.
 """
 
 from __future__ import annotations
@@ -467,28 +468,34 @@ def _reshaped(em: Emitter, value: SSAValue, shape: Sequence[int]) -> SSAValue:
 
 
 def _max_pool_backward(rank: int) -> Lowering:
+    """grad_input[plane, indices[plane, o]] += grad_output[plane, o]: an accumulating scatter (indirect DMA).
+
+    Exact for any in-range indices, in PyTorch's order of output positions within a plane, so duplicates (windows
+    that overlap on their maximum) add in the same order as the CPU kernel.
+    """
+
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        x = layout_of(args["self"])
-        grad_out = planes(em, args["grad_output"], rank)
-        indices = planes(em, args["indices"], rank)
-        spatial = x.shape[-rank:]
-        partitions = layout_of(grad_out).shape[0]
-        kernel = _param(args["kernel_size"], rank, [])
-        stride = _param(args.get("stride"), rank, kernel)
-        padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
-        g = Geometry(spatial, layout_of(grad_out).shape[1:], kernel, stride, padding, dilation)
-        origins = _broadcast_planes(em, _index_map(em, g), partitions)
-        tiles = PositionTiles(partitions, g.out)
+        from neuron_mlir.lowering.convert_torch_to_tile.indexing import IndexedAccess, IndexTerm, emit_scatter
 
-        def contribution(e: Emitter, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
-            chosen = tiles.load(e, indices, p0, pos, size, (), f32)
-            origin = tiles.load(e, origins, p0, pos, size, (), f32)
-            displacement = _binary(e, "subtract", chosen, origin)
-            mask = _scalar(e, "is_equal", displacement, float(g.displacement(k)))
-            return _binary(e, "multiply", go, mask)
+        spatial = layout_of(args["self"]).shape[-rank:]
+        grad_out = _reshaped(
+            em, planes(em, args["grad_output"], rank), (-1, math.prod(layout_of(args["grad_output"]).shape[-rank:]))
+        )
+        indices = _reshaped(em, planes(em, args["indices"], rank), layout_of(grad_out).shape)
+        partitions, positions = layout_of(grad_out).shape
+        area = math.prod(spatial)
+        grad = alloc(em, (partitions, area), f32)
+        fill_into(em, grad, 0.0)
+        access = IndexedAccess((partitions, positions), (area, 0), [IndexTerm(indices, 1, area)])
 
-        grad = _scatter_windows(em, grad_out, g, partitions, contribution, result_element_type(op))
-        return [_reshaped(em, grad, result_shape(op))]
+        def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+            return load(e, grad_out, [p0, f0], (ps, fs), f32)
+
+        emit_scatter(em, op.name, grad, access, values, accumulate=True)
+        result: SSAValue = grad
+        if result_element_type(op) != f32:
+            result = copy_to_type(em, grad, result_element_type(op))
+        return [_reshaped(em, result, result_shape(op))]
 
     return lower
 

@@ -110,7 +110,7 @@ func.func @main(%x: tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2
 
 // -----
 
-// Max-pool backward: per kernel offset, a mask of the saved indices is added into the window view (RMW).
+// Max-pool backward: an accumulating scatter of grad_output to plane * area + saved index (indirect DMA).
 // (The indices come from the forward op so that the execution check sees valid ones.)
 // CHECK-LABEL: func.func @main
 func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x4x5xf32> {
@@ -118,7 +118,8 @@ func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x
   %0 = torch.aten.max_pool2d_with_indices_backward %g, %x, %i {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x3x4xf32>, tensor<1x3x4x5xf32>, tensor<1x3x3x4xi64>) -> tensor<1x3x4x5xf32>
   func.return %0 : tensor<1x3x4x5xf32>
 }
-// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 6.000000e+00 : f64}
+// CHECK:       tile.iota {steps = array<i64: 0>, channel_multiplier = 20 : i64} : !tile.tile<3x12xf32, sbuf>
+// CHECK:       tile.scatter {{.*}} {dim = 1 : i64, accumulate} : !tile.tile<3x12xf32, sbuf>, memref<1x60xf32, strided<[1, 1]>, #neuron.mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
