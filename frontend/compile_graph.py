@@ -229,6 +229,11 @@ class CompiledGraph:
 
         self.signature.check_guards(args)
         inputs = [to_numpy(a) for a in self.signature.arguments(args)] + self.constants
+        if self.program.inputs and self.program.inputs[-1].name == "rng_seed":
+            # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
+            # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
+            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
+            inputs.append(seed.numpy().astype("int32"))
         args.clear()  # boxed calling convention: let the inputs be freed early
         outputs, profile = run_program(self.program, inputs, check_races=self.options.check_races)
         self.last_profile = profile

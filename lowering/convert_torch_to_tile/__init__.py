@@ -11,8 +11,9 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py, scan.py, sort.py.
-An op whose results all hold no element lowers to views of a one-element allocation, whatever its family.
+convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py, scan.py, sort.py,
+random.py. An op whose results all hold no element lowers to views of a one-element allocation, whatever its
+family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.scan import SCAN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
@@ -55,6 +57,7 @@ LOWERINGS: dict[str, Lowering] = {
     **NORMALIZATION_LOWERINGS,
     **SCAN_LOWERINGS,
     **SORT_LOWERINGS,
+    **RANDOM_LOWERINGS,
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,

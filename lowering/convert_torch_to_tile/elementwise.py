@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import IntegerType, f32
@@ -48,6 +49,30 @@ from neuron_mlir.runtime.hardware import Memory
 TileCompute = Callable[[Emitter, list[SSAValue], TileType], SSAValue]
 
 
+@dataclass(frozen=True)
+class TilePosition:
+    """Where a tile of the iteration space lies: its indices ([loops..., p0, f0]) and the output's strides."""
+
+    indices: list[Index]
+    strides: tuple[int, ...]
+
+    def element_offsets(self, em: Emitter, result: TileType, element_type: Attribute) -> SSAValue:
+        """Each element's offset in the output (its flat index when the output is a fresh tensor): an iota
+        whose base is the tile's offset, known at run time inside loops."""
+        base: Index = 0
+        for index, stride in zip(self.indices, self.strides, strict=True):
+            base = em.add(base, em.mul(index, stride))
+        tile_type = TileType(result.get_shape(), element_type, Memory.SBUF)
+        steps, multiplier = [self.strides[-1]], self.strides[-2]
+        if isinstance(base, int):
+            return em.insert(tile.IotaOp(tile_type, steps, base=base, channel_multiplier=multiplier)).result
+        return em.insert(tile.IotaOp(tile_type, steps, channel_multiplier=multiplier, offset=base)).result
+
+
+# compute_at(emitter, operand tiles, result tile type, position) -> result tile (SBUF)
+PositionedCompute = Callable[[Emitter, list[SSAValue], TileType, TilePosition], SSAValue]
+
+
 def _lane_split(extent: int) -> int:
     """The largest divisor of `extent` that fits the partition axis."""
     for candidate in range(min(PARTITION_TILE, extent), 0, -1):
@@ -75,10 +100,12 @@ def emit_elementwise(
     out_shape: Sequence[int],
     out_element_type: Attribute,
     operands: Sequence[SSAValue],
-    compute: TileCompute,
+    compute: TileCompute | None,
     out: SSAValue | None = None,
+    compute_at: PositionedCompute | None = None,
 ) -> SSAValue:
-    """Allocate (or use) `out`, and fill it with `compute` applied tile by tile to the broadcast operands."""
+    """Allocate (or use) `out`, and fill it with `compute` applied tile by tile to the broadcast operands
+    (or `compute_at`, which also learns where each tile lies)."""
     out_shape = tuple(out_shape)
     if out is None:
         out = alloc(em, out_shape, out_element_type)
@@ -95,7 +122,12 @@ def emit_elementwise(
                 indices = [*loop_indices, p0, f0]
                 tiles = [load(em_f, v, indices, (p_size, f_size)) for v in operand_views]
                 result_type = TileType((p_size, f_size), out_element_type, Memory.SBUF)
-                store(em_f, compute(em_f, tiles, result_type), out_view, indices)
+                if compute_at is not None:
+                    value = compute_at(em_f, tiles, result_type, TilePosition(indices, canonical[0].strides))
+                else:
+                    assert compute is not None
+                    value = compute(em_f, tiles, result_type)
+                store(em_f, value, out_view, indices)
 
             em_p.for_tiles(free, FREE_TILE, free_body)
 
