@@ -2,7 +2,8 @@
 
 The corpus is real imported graphs (forward and backward): the MLP of the end-to-end test and small modules
 exercising each lowering family's branches (broadcasting, scalars, reductions over each axis, views that fold
-and views that copy, matmul shapes that are not multiples of the tile sizes, batched matmul).
+and views that copy, matmul shapes that are not multiples of the tile sizes, batched matmul, convolution and
+pooling forward and backward, data movement, gathers and scatters).
 """
 
 import sys
@@ -48,6 +49,40 @@ class Softmaxes(torch.nn.Module):
         return torch.softmax(x, -1), torch.log_softmax(x, 1), torch.softmax(y, 0)
 
 
+class SmallCNN(torch.nn.Module):
+    """Convolution (padded, strided, grouped), pooling (max with indices, average, adaptive) and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, stride=2, padding=1)
+        self.grouped = torch.nn.Conv2d(6, 6, 3, padding=1, groups=3, bias=False)
+        self.head = torch.nn.Linear(6 * 2 * 2, 5)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2, 2, ceil_mode=True)
+        y = torch.nn.functional.avg_pool2d(self.grouped(y), 3, 1, 1, count_include_pad=False)
+        return self.head(torch.nn.functional.adaptive_avg_pool2d(y, 2).flatten(1))
+
+
+class Movement(torch.nn.Module):
+    def forward(self, x, y):
+        padded = torch.nn.functional.pad(x, (1, 2, -1, 1), value=0.5)
+        reflected = torch.nn.functional.pad(x.unsqueeze(0), (2, 1), mode="reflect")
+        parts = torch.split(torch.cat([x, y.flip(1)], 1), [2, 5], dim=1)
+        return padded, reflected, parts[1] * 2, y.repeat(2, 1, 2), torch.diagonal(x, 1) + 1
+
+
+class Gathers(torch.nn.Module):
+    """Indices derived in the graph (arange), so that random inputs stay in range."""
+
+    def forward(self, table, x):
+        rows = torch.arange(0, 9, 2)
+        taken = torch.nn.functional.embedding(rows.flip(0), table)
+        picked = torch.index_select(x, 1, torch.arange(3, 0, -1)) + x[torch.arange(-2, 0)].sum()
+        spread = torch.zeros(5, 4).scatter_add(0, rows.remainder(5).unsqueeze(1).expand(5, 4), taken[:, :4])
+        return taken * 2, picked, torch.gather(x, 1, torch.arange(4).unsqueeze(0).expand(3, 4).flip(1)), spread
+
+
 def _llama_mlp():
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaMLP
@@ -71,6 +106,9 @@ CASES = {
         lambda: (torch.randn(5, 20),),
         True,
     ),
+    "small_cnn_training": (SmallCNN, lambda: (torch.randn(3, 3, 9, 9),), True),
+    "movement": (Movement, lambda: (torch.randn(3, 4), torch.randn(3, 3)), False),
+    "gathers": (Gathers, lambda: (torch.randn(10, 6), torch.randn(3, 5)), False),
     # a transformers module that lowers whole (SiLU-gated MLP), forward and backward
     "llama_mlp": (_llama_mlp, lambda: (torch.randn(2, 8, 32),), True),
     "linear_training": (
