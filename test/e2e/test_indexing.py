@@ -81,3 +81,21 @@ def test_embedding_backward_accumulates_duplicates_and_skips_padding():
 def test_gather_backward_is_a_scatter_add():
     torch.manual_seed(2)
     _compiled_matches_eager(lambda x, i: torch.gather(x, 1, i).sin(), torch.randn(3, 5), _ints(5, (3, 8)), grad_of=0)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_nonzero_breaks_the_graph_and_the_pieces_compile():
+    """nonzero's output size depends on the data: Dynamo runs it between two compiled graphs (a graph break),
+    and the results are exact."""
+
+    def fn(x):
+        found = torch.nonzero(x * 2 > 1)
+        return found.float().sum(0) + x.sum(), found
+
+    x = torch.randn(5, 7)
+    got, expected = torch.compile(fn, backend="neuron-mlir")(x), fn(x)
+    assert_close_to_torch(got[0], expected[0], "sum")
+    assert torch.equal(got[1], expected[1])
+    stats = neuron_mlir.stats()
+    assert stats["graphs_compiled"] == 2
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
