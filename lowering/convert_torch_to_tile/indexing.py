@@ -53,7 +53,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
+from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
@@ -624,7 +624,64 @@ def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) 
     return [out]
 
 
+def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """out[i] = mask[i] ? source[count of true mask elements before i] : self[i], in row-major order.
+
+    The flat mask is viewed as [R, L]. Exclusive prefix counts come from TensorE: within rows, mask @ U with U
+    strictly upper triangular ([L, L] ones where k < j); across rows, a strictly triangular [R, R] times the row
+    totals. Counts are exact in fp32 (at most R * L = 16384). The source is then gathered at those counts
+    (clamped into range where the mask is false) and selected where the mask is true.
+    """
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    target = layout_of(args["self"])
+    count = target.num_elements
+    source = args["source"]
+    available = layout_of(source).num_elements
+    if count == 0 or available == 0:
+        return [copy_to(em, args["self"])]
+    width = next(d for d in range(min(PARTITION_TILE, count), 0, -1) if count % d == 0)
+    rows = count // width
+    if rows > PARTITION_TILE:
+        raise refuse(em, op.name, f"{count} elements need {rows} rows of prefix counts, more than one tile of 128")
+    mask = alloc(em, (rows, width), f32)
+    copy_into(
+        em,
+        view(em, args["mask"], layout_of(args["mask"]).broadcast_to(target.shape)),
+        view(em, mask, Layout.contiguous(target.shape)),
+    )
+    values = load(em, mask, [0, 0], (rows, width))
+    transposed = load(em, mask, [0, 0], (width, rows), dims=(1, 0))
+    within = em.insert(tile.IotaOp(TileType((width, width), f32), [1], 0, -1)).result
+    within = em.insert(tile.BinaryScalarOp(within, "is_gt", TileType((width, width), f32), scalar=0.0)).result
+    prefix = em.insert(tile.MatmulOp(transposed, within, TileType((rows, width), f32, Memory.PSUM))).result
+    totals = em.insert(tile.ReduceOp(values, "add", TileType((rows, 1), f32))).result
+    before = em.insert(tile.IotaOp(TileType((rows, rows), f32), [1], 0, -1)).result
+    before = em.insert(tile.BinaryScalarOp(before, "is_gt", TileType((rows, rows), f32), scalar=0.0)).result
+    carried = em.insert(tile.MatmulOp(before, totals, TileType((rows, 1), f32, Memory.PSUM))).result
+    carried = em.insert(tile.CopyOp(carried, TileType((rows, 1), f32))).result
+    counts = em.insert(tile.BinaryScalarOp(prefix, "add", TileType((rows, width), f32), column=carried)).result
+    counts = em.insert(
+        tile.BinaryScalarOp(counts, "min", TileType((rows, width), f32), scalar=float(available - 1))
+    ).result
+    positions = alloc(em, (rows, width), f32)
+    em.insert(tile.StoreOp(counts, positions, [em.index(0), em.index(0)]))
+    flat_source = copy_to(em, source) if not layout_of(source).is_contiguous() else source
+    flat_source = view(em, flat_source, Layout((available,), (1,), layout_of(flat_source).offset))
+    access = IndexedAccess((rows, width), (0, 0), [IndexTerm(positions, 1, available)])
+    gathered = emit_gather(em, op.name, flat_source, access, result_element_type(op))
+    gathered = view(em, gathered, Layout.contiguous(target.shape))
+    mask_view = view(em, mask, Layout.contiguous(target.shape))
+
+    def choose(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        chosen, taken, kept = tiles
+        return e.insert(tile.SelectOp(chosen, taken, kept, result)).result
+
+    return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, args["self"]], choose)]
+
+
 INDEXING_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.masked_scatter": _masked_scatter,
     "torch.aten.embedding": _embedding,
     "torch.aten.index_select": _index_select,
     "torch.aten.gather": _gather,

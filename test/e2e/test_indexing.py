@@ -53,6 +53,8 @@ CASES = [
      lambda: (torch.randn(5, 3), torch.tensor([0, 4, 0, 2, 0]), torch.randn(5, 3))),
     ("index_put_mask", lambda x, m, v: x.index_put((m,), v), lambda: (torch.randn(5, 3), torch.tensor([True, False, True, True, False]),
                                                                       torch.randn(3))),
+    ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), lambda: (torch.randn(3, 130), torch.rand(130) > 0.4,
+                                                                       torch.randn(400))),
     ("cdist_direct_p1", lambda a, b: torch.cdist(a, b, p=1), lambda: (torch.randn(3, 5, 4), torch.randn(3, 7, 4))),
     ("cdist_p_inf", lambda a, b: torch.cdist(a, b, p=float("inf")), lambda: (torch.randn(5, 3), torch.randn(7, 3))),
     ("cdist_p_1_5", lambda a, b: torch.cdist(a, b, p=1.5), lambda: (torch.randn(5, 3), torch.randn(7, 3))),

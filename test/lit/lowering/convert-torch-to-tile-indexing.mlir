@@ -51,3 +51,18 @@ func.func @main(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -
 // CHECK-NOT:   tile.scatter
 // CHECK:       tile.iota {steps = array<i64: 1, 0>} : !tile.tile<4x3x5xf32, sbuf>
 // CHECK:       tile.reduce %{{.*}} {op = "max"}
+
+// -----
+
+// masked_scatter: exclusive prefix counts of the mask on TensorE (within rows against a strictly triangular
+// matrix, across rows against the row totals), then a gather of the source at those counts and a select.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<5x5xf32>, %m: tensor<5x5xi1>, %s: tensor<30xf32>) -> tensor<5x5xf32> {
+  %0 = torch.aten.masked_scatter %x, %m, %s : (tensor<5x5xf32>, tensor<5x5xi1>, tensor<30xf32>) -> tensor<5x5xf32>
+  func.return %0 : tensor<5x5xf32>
+}
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<25x1xf32, sbuf>, !tile.tile<25x25xf32, sbuf>) -> !tile.tile<1x25xf32, psum>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<1x1xf32, sbuf>, !tile.tile<1x1xf32, sbuf>) -> !tile.tile<1x1xf32, psum>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "min", scalar = 2.900000e+01 : f64}
+// CHECK:       tile.gather
+// CHECK:       tile.select

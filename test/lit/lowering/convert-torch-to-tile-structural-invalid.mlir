@@ -151,3 +151,12 @@ func.func @index_without_tensors(%x: tensor<5x3xf32>) -> tensor<5x3xf32> {
   func.return %0 : tensor<5x3xf32>
 }
 // CHECK: torch.aten.index.Tensor: indexing without any index tensor (at model.py:6)
+
+// -----
+
+// masked_scatter's prefix counts use one tile of at most 128 rows.
+func.func @masked_scatter_too_large(%x: tensor<16899xf32>, %m: tensor<16899xi1>, %s: tensor<16899xf32>) -> tensor<16899xf32> {
+  %0 = torch.aten.masked_scatter %x, %m, %s : (tensor<16899xf32>, tensor<16899xi1>, tensor<16899xf32>) -> tensor<16899xf32> loc("model.py":3:0)
+  func.return %0 : tensor<16899xf32>
+}
+// CHECK: torch.aten.masked_scatter: 16899 elements need 393 rows of prefix counts, more than one tile of 128 (at model.py:3)
