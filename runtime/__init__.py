@@ -5,6 +5,7 @@ This package stands alone on NumPy and ml_dtypes: a bundle plus this package is 
 Contracts shared with the compiler: `hardware` (targets, limits, cost constants), `dtypes`, `isa` (opcodes,
 roles, attributes), `program` (the in-memory program). The executor: `validate` (every check before a run),
 `machine` (memories), `alu` and `semantics` (what instructions compute), `cost_model` (how long they take),
-`simulator` (`run_program`), `races` (the race checker), `profile` (numbers, summary, Chrome trace), `bundle`
-(the on-disk format), `builder` (hand-written programs), `blas` (single-threaded BLAS during runs).
+`simulator` (`run_program`), `vectorize` and `batched` (loops of independent iterations as whole NumPy
+operations), `races` (the race checker), `profile` (numbers, summary, Chrome trace), `bundle` (the on-disk
+format), `builder` (hand-written programs), `blas` (single-threaded BLAS during runs).
 """

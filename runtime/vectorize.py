@@ -28,7 +28,14 @@ loop); each iteration of its innermost loop is one *lane*. Lanes may run as one 
 
 Within one lane the instances keep their order, and lanes do not share a byte that any of them writes, so
 running them interleaved (instruction by instruction across lanes) gives every lane the values sequential
-execution gives it. Register attributes that differ between lanes run that instruction lane by lane.
+execution gives it. Register attributes that differ between lanes run that instruction lane by lane; indirect
+DMA (rows chosen by data) keeps its loop sequential.
+
+**Running.** Lanes run in chunks whose private bytes fit in a core's cache (more lanes per NumPy call would
+only add cache misses: a lane's tiles are read right after they are written), and when there is enough work,
+disjoint ranges of lanes run on several threads (NumPy releases the GIL in its loops and BLAS), each with its
+own shadows. A `Batch` holds every step's views, ready to run again: registers never depend on data, so a nest
+entered with the same registers records the same instances, and the simulator keeps the batch per entry state.
 
 Loops that fail a check run sequentially (and are not tried again, leaving inner loops their chance).
 """
@@ -386,11 +393,17 @@ class _Fallback(Exception):
     """The recorded execution cannot run batched."""
 
 
+class _TooFewLanes(_Fallback):
+    """Batching would not pay this time (the nest may still batch when entered with more lanes)."""
+
+
 def run_nest(sim: _Simulator, rec: Recording) -> Batch | None:
     """Execute the data work of a recorded nest as a batch and return the batch (which can run again whenever
     the nest is entered with the same registers); None when it must be replayed instance by instance."""
     try:
         batch = Batch(sim, rec)
+    except _TooFewLanes:
+        return None
     except _Fallback:
         rec.nest.failed = True
         return None
@@ -421,7 +434,9 @@ class Batch:
             levels.append(trips[0])
         self.lanes = lanes = tuple(levels)
         count = int(np.prod(lanes))
-        if count < MIN_LANES or len(rec.sequence) % count:
+        if count < MIN_LANES:
+            raise _TooFewLanes
+        if len(rec.sequence) % count:
             raise _Fallback
         per_lane = len(rec.sequence) // count
         sequence = np.asarray(rec.sequence, dtype=np.int64).reshape(count, per_lane)

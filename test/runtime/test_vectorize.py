@@ -20,7 +20,8 @@ from neuron_mlir.runtime import vectorize
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import read_bundle
 from neuron_mlir.runtime.program import Program
-from neuron_mlir.runtime.simulator import RaceError, run_program
+from neuron_mlir.runtime.simulator import RaceError, _Simulator, run_program
+from neuron_mlir.runtime.validate import validate_program
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -472,6 +473,7 @@ def test_a_race_inside_a_vectorised_loop_is_still_reported():
         b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(t)}, {"func": "exp"}, waits=[2], id=1)
         b.dma(b.ap(y, [(128, 128), (1, 32)], reg=column), b.ap(u), queue=1, waits=[1], id=2)
     program = b.build()
+    assert len(_Simulator(validate_program(program)).nests) == 1  # the loop is one the vectoriser takes
     inputs = rng_inputs(program)
     with pytest.raises(RaceError) as sequential:
         run_program(program, inputs, vectorize=False)
@@ -613,3 +615,28 @@ def test_repeated_runs_start_from_fresh_memory_except_what_loading_overwrites():
         (out,), _ = run_program(program, [x_in])
         np.testing.assert_array_equal(out[:, :32], x_in * 2)
         assert np.isnan(out[:, 32:]).all()
+
+
+def test_a_nest_entered_once_with_one_lane_still_batches_later():
+    """The inner loop runs 1 trip, then 4: the outer loop (trip counts differ per lane) runs sequentially, and
+    from the next run on, the inner loop batches its second entry although its first had too few lanes."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 5 * 16), "f32"), b.output("y", (128, 5 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    with b.loop(0, 2) as outer:
+        upper = b.scalar(b.reg(), "mul", outer, 4)
+        b.scalar(upper, "add", upper, 1)
+        with b.loop(outer, upper) as i:
+            column = b.scalar(b.reg(), "mul", i, 16)
+            b.dma(b.ap(t), b.ap(x, [(80, 128), (1, 16)], reg=column))
+            b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "abs"})
+            b.dma(b.ap(y, [(80, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    program = b.build()
+    inputs = rng_inputs(program)
+    (expected,), reference = run_program(program, inputs, vectorize=False)
+    for outcome in ([False], [False, True], [False]):  # the 4-lane entry is cached from the second run on
+        with nest_outcomes() as outcomes:
+            (out,), profile = run_program(program, inputs)
+        assert outcomes == outcome
+        assert out.tobytes() == expected.tobytes()
+        assert profile == reference
