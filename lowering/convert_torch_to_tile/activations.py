@@ -4,7 +4,7 @@ ScalarE's activation table (`runtime.isa.ACTIVATION_FUNCTIONS`) computes `f(x * 
 instruction, scale and bias for free; what the table lacks is composed, each step on its natural engine:
 
     cos(x)   = sin(x + pi/2)                          bias
-    tan(x)   = sin(x) / cos(x)                        two sines, ScalarE reciprocal, VectorE multiply
+    tan(x)   = tan(d) or -cot(d), d = x - n pi/2       Cody-Waite reduction, then sines over each other
     exp2(x)  = exp(x * ln 2)                          scale
     expm1    = exp(x) - 1;   log1p = log(x + 1)       bias
     log2/10  = log(x) / ln 2 (ln 10)
@@ -73,24 +73,27 @@ def _cos(m: TileMath, x: SSAValue, out: TileType | None = None) -> SSAValue:
     return m.act("sin", x, bias=_HALF_PI, out=out)
 
 
-# pi in three fp32 parts (Cody-Waite): the first has 8 significant bits, so k * _PI_1 is exact for |k| < 2^16
-_PI_1, _PI_2, _PI_3 = 3.140625, 0.0009676535846665502, 5.126565838509123e-12
-# pi/2 as the nearest fp32 and the rest
-_HALF_PI_1, _HALF_PI_2 = 1.5707963705062866, -4.371138828673793e-08
+# pi/2 in three fp32 parts (Cody-Waite, Cephes' sinf constants): the first two have few significant bits, so
+# their products with the quadrant number are exact and x - n * pi/2 keeps every bit of the small remainder
+_HALF_PI_1, _HALF_PI_2, _HALF_PI_3 = 1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8
 
 
 def _tan(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
-    """sin(x) / cos(x) after reducing x by the nearest multiple of pi (tan has period pi).
+    """tan(x) from the remainder d = x - n * pi/2 (|d| <= pi/4): tan(d) for even n, -cot(d) for odd n.
 
-    Near a pole cos(x) is tiny and sin(x + pi/2) would lose its relative precision to the rounding of the
-    argument; reduced, cos(r) = sin(pi/2 - |r|) where pi/2 - |r| is exact (Sterbenz) before the low part.
+    Near a pole of tan, d is tiny and known to nearly every bit, so -cos(d)/sin(d) keeps the relative precision
+    that sin(x)/cos(x) loses to the rounding of x near an odd multiple of pi/2.
     """
-    k = m.round_half_even(m.sc("multiply", x, 1.0 / math.pi))
-    reduced = m.bin("subtract", x, m.sc("multiply", k, _PI_1))
-    reduced = m.bin("subtract", reduced, m.sc("multiply", k, _PI_2))
-    reduced = m.bin("subtract", reduced, m.sc("multiply", k, _PI_3))
-    complement = m.sc("add", m.sc("subtract", m.act("abs", reduced), _HALF_PI_1, reverse=True), _HALF_PI_2)
-    return m.bin("multiply", m.act("sin", reduced), m.act("reciprocal", m.act("sin", complement)), r)
+    n = m.round_half_even(m.sc("multiply", x, 2.0 / math.pi))
+    d = m.bin("subtract", x, m.sc("multiply", n, _HALF_PI_1))
+    d = m.bin("subtract", d, m.sc("multiply", n, _HALF_PI_2))
+    d = m.bin("subtract", d, m.sc("multiply", n, _HALF_PI_3))
+    sine = m.act("sin", d)
+    cosine = m.act("sin", m.act("abs", d), scale=-1.0, bias=_HALF_PI)  # cos(d) = sin(pi/2 - |d|)
+    odd = m.sc("is_equal", m.act("abs", m.kernel("fmod", n, m.column(2.0, f32))), 1.0)
+    numerator = m.select(odd, m.sc("multiply", cosine, -1.0), sine)
+    denominator = m.select(odd, sine, cosine)
+    return m.divide(numerator, denominator, r)
 
 
 def _half_exponentials(m: TileMath, x: SSAValue) -> tuple[SSAValue, SSAValue]:
@@ -239,8 +242,10 @@ def _isnan(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
 
 
 def _signbit(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
-    # x < 0 misses -0.0; 1 / x keeps the sign of zeros (and of everything else but infinities)
-    return m.bin("logical_or", m.sc("is_lt", x, 0.0), m.sc("is_lt", m.act("reciprocal", x), 0.0), r)
+    # x < 0 misses -0.0, and no ALU op tells -0.0 from 0.0 (ScalarE's x * scale + bias even turns it into
+    # 0.0); IEEE division does: 1 / -0.0 = -inf (GpSimdE). Infinities have 1 / x = +-0, hence both tests.
+    reciprocal = m.kernel("divide", m.fill(1.0), x)
+    return m.bin("logical_or", m.sc("is_lt", x, 0.0), m.sc("is_lt", reciprocal, 0.0), r)
 
 
 def _classify(compute: Any, integer_value: float) -> Lowering:

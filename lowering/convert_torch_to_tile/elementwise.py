@@ -22,11 +22,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects.builtin import IntegerType, f32
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, MemRefType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -35,7 +37,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     element_type_of,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
     store,
@@ -43,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse
+from neuron_mlir.runtime.dtypes import numpy_dtype
 from neuron_mlir.runtime.hardware import Memory
 
 # compute(emitter, operand tiles, result tile type) -> result tile (SBUF)
@@ -275,6 +277,17 @@ def _number(value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
+def in_tensor_dtype(value: object, tensor: SSAValue) -> float:
+    """A Python scalar as PyTorch uses it against a float tensor: cast to the tensor's dtype (a bf16 or f16
+    tensor compares with, adds and clamps to the scalar rounded to bf16/f16; fp32 immediates round anyway)."""
+    number = _number(value)
+    element_type = tensor.type.element_type if isinstance(tensor.type, TileType | MemRefType) else None
+    if element_type is None or is_integer_type(element_type) or element_type == f32:
+        return number
+    dtype = numpy_dtype(runtime_dtype_name(element_type))
+    return float(np.array(number, dtype=np.float64).astype(np.float32).astype(dtype))
+
+
 def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
     if alpha is None or alpha == 1:
         return value
@@ -299,9 +312,9 @@ def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False,
 
 def _scalar_binary(alu_op: str, argument: str = "other", with_alpha: bool = False, reverse: bool = False) -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        scalar = _number(args[argument])
+        scalar = in_tensor_dtype(args[argument], args["self"])
         if with_alpha and args.get("alpha") not in (None, 1):
-            scalar *= _number(args["alpha"])
+            scalar = in_tensor_dtype(scalar * _number(args["alpha"]), args["self"])
 
         def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
@@ -317,7 +330,7 @@ def _div_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
 
 
 def _div_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    other = _number(args["other"])
+    other = in_tensor_dtype(args["other"], args["self"])
     # x / 0 is +-inf (NaN for 0 and NaN): multiplying by a signed infinity gives exactly that
     inverse = 1.0 / other if other != 0 else math.copysign(math.inf, other)
     return elementwise(op, args, em, ["self"], lambda e, t, r: TileMath(e, r).sc("multiply", t[0], inverse, r))
@@ -340,7 +353,7 @@ def _division_kernel(name_of: Callable[[dict[str, Any]], str], scalar: bool) -> 
             if scalar:
                 value = args["other"]
                 integer = _exact(tiles, result) and _integral(value)
-                divisor = m.column(_number(value), result.element_type if integer else f32)
+                divisor = m.column(in_tensor_dtype(value, numerator), result.element_type if integer else f32)
                 if not integer and tile_is_integer(numerator):
                     numerator = m.copy(numerator)
             else:
@@ -433,7 +446,8 @@ def _clamp_scalar(min_arg: str, max_arg: str) -> Lowering:
             if not steps:
                 return m.copy(value, result)
             for index, (name, bound) in enumerate(steps):
-                value = m.sc(name, value, _number(bound), result if index == len(steps) - 1 else None)
+                bound_value = in_tensor_dtype(bound, tiles[0])
+                value = m.sc(name, value, bound_value, result if index == len(steps) - 1 else None)
             return value
 
         return elementwise(op, args, em, ["self"], compute)
@@ -533,11 +547,6 @@ def _constant_fill(value_arg: str) -> Lowering:
 
 def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(float(value), result)).result
-
-
-def _check_float_result(em: Emitter, op: Operation) -> None:
-    if is_integer_type(result_element_type(op)):
-        raise refuse(em, op.name, f"needs a floating-point result, got {result_element_type(op)}")
 
 
 ELEMENTWISE_LOWERINGS: dict[str, Lowering] = {

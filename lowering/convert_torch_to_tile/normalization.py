@@ -290,8 +290,9 @@ def _batch_norm(em: Emitter, op: Operation, args: dict[str, Any], training: bool
             result_element_type(op, 0),
         )
     else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch norm in eval mode needs running statistics")
+        # the schemas of the eval-mode ops have no optional running statistics
+        assert running_mean is not None
+        assert running_var is not None
         rstd = _rstd(em, running_var, eps)
         out = _normalize(
             em,
@@ -314,8 +315,8 @@ def _batch_norm(em: Emitter, op: Operation, args: dict[str, Any], training: bool
         elif kind == "R":
             results.append(_empty(em, op, index))
         elif kind == "u":
-            if running_mean is None or running_var is None:
-                raise ValueError("the running statistics to update are missing")
+            assert running_mean is not None  # not optional in these schemas
+            assert running_var is not None
             if training:
                 count = math.prod(shape[d] for d in _batch_dims(x))
                 unbiased = count / (count - 1) if count > 1 else math.inf
@@ -345,7 +346,9 @@ def _empty(em: Emitter, op: Operation, index: int) -> SSAValue:
     assert isinstance(result_type, TensorType)
     if 0 in result_type.get_shape():
         return empty_tensor(em, result_type)
-    raise ValueError(f"result {index} has shape {result_type.get_shape()}, expected an empty tensor")
+    raise ValueError(
+        f"result {index} has shape {result_type.get_shape()}, but batch norm saves no statistics here (shape (0,))"
+    )
 
 
 def _batch_norm_functional(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

@@ -39,6 +39,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
@@ -114,8 +115,8 @@ class ReductionSpace:
         """A contiguous tensor holding one value per kept index (a keepdim or a plain reduction result) as
         [kept..., 1] in this space: the kept dims were merged only where a contiguous tensor merges them too."""
         layout = layout_of(tensor)
-        if not layout.is_contiguous() or layout.num_elements != math.prod(self.kept_dims):
-            raise ValueError(f"a reduction result of shape {layout.shape} is not a contiguous kept-shaped tensor")
+        assert layout.is_contiguous(), f"a reduction result must be contiguous, got {layout}"
+        assert layout.num_elements == math.prod(self.kept_dims), f"{layout.shape} does not hold {self.kept_dims}"
         strides = Layout.contiguous(self.kept_dims).strides
         return view(em, tensor, Layout((*self.kept_dims, 1), (*strides, 1), layout.offset))
 
@@ -248,12 +249,11 @@ def emit_arg_reduce(
     """(values, int64 indices) of the first maximum (`op` = "max") or minimum along `dim` (None: flattened)."""
     shape = layout_of(source).shape
     if dim is None:
-        flat = Layout.contiguous(shape).reshape([max(1, math.prod(shape))])
+        # the flattened tensor: a view when the input is contiguous, else a contiguous copy first
+        if not layout_of(source).is_contiguous():
+            source = emit_elementwise(em, shape, element_type_of(source), [source], lambda e, t, r: t[0])
         layout = layout_of(source)
-        if not layout.is_contiguous():
-            raise ValueError("a flattened arg-reduction needs a contiguous input")
-        assert flat is not None
-        source = view(em, source, Layout(flat.shape, flat.strides, layout.offset))
+        source = view(em, source, Layout((max(1, math.prod(shape)),), (1,), layout.offset))
         dims: list[int] = [0]
     else:
         dims = [dim]
@@ -297,9 +297,8 @@ def emit_arg_reduce(
         best_index = e.insert(tile.SelectOp(wins, index, best_index, column)).result
         return [best, best_index]
 
-    length = space.reduced_dims[-1] if len(space.reduced_dims) == 1 else math.prod(space.reduced_dims)
-    if len(space.reduced_dims) != 1:
-        raise ValueError("arg-reductions reduce one dimension")
+    # one reduced dimension: the space merged nothing into it
+    (length,) = space.reduced_dims
 
     def row_tile(e: Emitter, row: RowTile) -> None:
         best, best_index = fold_tiles(

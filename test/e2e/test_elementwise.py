@@ -1,0 +1,171 @@
+"""Elementwise ops through torch.compile(backend="neuron-mlir") against eager: transcendental functions and
+activations, arithmetic with broadcasting and type promotion, exact integer arithmetic, rounding, comparisons,
+logical and bitwise ops, casts and creation ops; 0-d, one and 128+ partitions, odd sizes."""
+
+import math
+
+import pytest
+import torch
+from support.compiled import check_compiled
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+SHAPES = {"0d": (), "one": (1,), "128x7": (128, 7), "odd": (3, 130, 5)}
+
+
+def _math(x):
+    positive = x.abs() + 0.5
+    unit = torch.tanh(x) * 0.99
+    return (
+        torch.exp(x), torch.expm1(x), torch.exp2(x), torch.log(positive), torch.log1p(positive), torch.log2(positive),
+        torch.log10(positive), torch.sqrt(positive), torch.rsqrt(positive), torch.reciprocal(positive),
+        torch.sin(x), torch.cos(x), torch.tan(x), torch.atan(x), torch.asin(unit), torch.acos(unit),
+        torch.sinh(x), torch.cosh(x), torch.tanh(x), torch.asinh(x), torch.acosh(positive + 1), torch.atanh(unit),
+        torch.sigmoid(x), torch.erf(x), torch.erfc(x),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape", list(SHAPES.values()), ids=list(SHAPES))
+def test_transcendental_functions(dtype, shape):
+    torch.manual_seed(0)
+    check_compiled(_math, (torch.randn(shape) * 2).to(dtype))
+
+
+def _activations(x):
+    f = torch.nn.functional
+    return (
+        f.relu(x), f.gelu(x), f.gelu(x, approximate="tanh"), f.elu(x), f.elu(x, alpha=0.5), f.selu(x), f.celu(x, 2.0),
+        f.leaky_relu(x, 0.1), f.hardtanh(x, -0.5, 0.7), f.relu6(x * 4), f.silu(x), f.mish(x), f.softplus(x, 2.0),
+        f.hardsigmoid(x), f.hardswish(x), f.logsigmoid(x), f.softsign(x), f.tanhshrink(x), f.hardshrink(x, 0.3),
+        f.softshrink(x, 0.3), f.threshold(x, 0.1, -2.0),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_activations(dtype):
+    torch.manual_seed(1)
+    check_compiled(_activations, (torch.randn(37, 130) * 3).to(dtype))
+
+
+def test_tan_near_its_poles_and_atan2_in_every_quadrant():
+    poles = torch.tensor([math.pi / 2, -math.pi / 2, 3 * math.pi / 2, 4.71238, 7.85398, -1.5707, 100.0])
+    y, x = torch.randn(5, 64), torch.randn(5, 64)
+    y[0, :4], x[0, :4] = torch.tensor([0.0, 1.0, -1.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, -1.0])
+    check_compiled(lambda p, a, b: (torch.tan(p), torch.atan2(a, b)), poles, y, x)
+
+
+def _rounding(x):
+    return torch.round(x), torch.floor(x), torch.ceil(x), torch.trunc(x), torch.round(x, decimals=2), torch.sign(x)
+
+
+def test_rounding_is_exact_with_ties_to_even_and_special_values():
+    halves = torch.arange(-6, 6, dtype=torch.float32) + 0.5
+    special = torch.tensor([0.0, -0.0, 1e10, -3e7, float("inf"), -float("inf"), float("nan"), 4194303.5, 2.5e-8])
+    check_compiled(_rounding, torch.cat([halves, special, torch.randn(300) * 1000]))
+
+
+def _arithmetic(a, b, s):
+    return (
+        a + b, a - b * 2, torch.add(a, b, alpha=-3), a * b, a / b, torch.div(a, b, rounding_mode="trunc"),
+        torch.div(a, b, rounding_mode="floor"), a % b, torch.fmod(a, b), torch.pow(a.abs(), b), a ** 2, a ** 3,
+        a ** 0.5, 2.0 ** b, torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b),
+        torch.clamp(a, -0.5, 0.5), torch.clamp(a, min=b), torch.where(a > b, a, b), a + s, a * s, a / s, s - a,
+        a // 0.7, a % -0.7, torch.hypot(a, b), torch.copysign(a, b),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape_a", "shape_b"), [((), ()), ((128, 7), (7,)), ((3, 1, 5), (4, 1)), ((2, 300), (2, 1))], ids=str
+)
+def test_arithmetic_with_broadcasting(shape_a, shape_b):
+    torch.manual_seed(2)
+    b = torch.randn(shape_b) * 3
+    b = torch.where(b.abs() < 0.1, torch.ones_like(b), b)
+    check_compiled(_arithmetic, torch.randn(shape_a) * 5, b, torch.tensor(1.7))
+
+
+def test_nan_handling_of_minimum_maximum_fmax_and_clamp():
+    a = torch.tensor([1.0, float("nan"), 3.0, float("nan"), -1.0])
+    b = torch.tensor([float("nan"), 2.0, 1.0, float("nan"), -2.0])
+    check_compiled(
+        lambda x, y: (torch.maximum(x, y), torch.fmax(x, y), torch.fmin(x, y), torch.clamp(x, 0, 2), torch.sign(x)),
+        a,
+        b,
+    )
+
+
+def _integers(a, b):
+    return (
+        a + b, a - b, a * b, a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc"), -a, a.abs(),
+        a.sign(), torch.maximum(a, b), torch.clamp(a, -1000, 1000), a * 3 + 7, a // -4, a % 5, a ** 2, a == b,
+        a < b, a >= 3, a / b, a & b, a | b, a ^ b, ~a, torch.where(a > 0, a, b),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("dtype", "magnitude"), [(torch.int32, 2**30), (torch.int64, 2**15)], ids=["i32", "i64"])
+def test_integer_arithmetic_is_exact(dtype, magnitude):
+    """int32 magnitudes far beyond fp32's 24 bits (any rounding through fp32 shows, and products wrap as in
+    PyTorch); int64 computes in 32-bit lanes, exact while results fit in int32."""
+    torch.manual_seed(3)
+    a = torch.randint(-magnitude, magnitude, (37, 65), dtype=dtype)
+    a[0, :4] = torch.tensor([magnitude - 1, -magnitude, 7, -7], dtype=dtype)
+    b = torch.randint(1, 2**10, (37, 65), dtype=dtype) * torch.where(torch.rand(37, 65) > 0.5, 1, -1).to(dtype)
+    check_compiled(_integers, a, b)
+
+
+def test_int32_arithmetic_wraps_like_pytorch():
+    a = torch.tensor([2**31 - 1, -(2**31), 2**20], dtype=torch.int32)
+    check_compiled(lambda x: (x + 1, x - 1, x * 4096), a)
+
+
+def test_mixed_type_promotion():
+    i = torch.randint(-50, 50, (5, 9), dtype=torch.int32)
+    f = torch.randn(5, 9)
+    h = torch.randn(5, 9).to(torch.bfloat16)
+    check_compiled(lambda x, y, z: (x + y, x * 2.5, x / 3, y + z, z * x, x > y, (x > 0) + x), i, f, h)
+
+
+def _logical(a, b):
+    return (
+        a == b, a != b, a < b, a <= b, a > b, a >= b, a > 0.5, a <= -0.5, torch.logical_and(a > 0, b > 0),
+        torch.logical_or(a > 0, b > 0), torch.logical_xor(a > 0, b > 0), torch.logical_not(a > 0),
+        torch.isinf(a / b), torch.isnan(torch.sqrt(a)), torch.isfinite(a / b), torch.signbit(a), (a > 0) & (b > 0),
+        (a > 0) | (b > 0), ~(a > 0),
+    )  # fmt: skip
+
+
+def test_comparisons_logical_and_classification():
+    torch.manual_seed(4)
+    a, b = torch.randn(130, 33), torch.randn(130, 33)
+    b[0, :3] = 0.0
+    a[1, 0] = -0.0
+    check_compiled(_logical, a, b)
+
+
+@pytest.mark.parametrize("target", [torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool], ids=str)
+def test_casts_from_float32(target):
+    x = torch.randn(64, 33) * 100
+    x[0, :4] = torch.tensor([0.0, -0.0, 2.5, -2.5])
+    check_compiled(lambda t: (t.to(target), t.to(target).to(torch.float32)), x)
+
+
+@pytest.mark.parametrize("source", [torch.bfloat16, torch.int32, torch.int64, torch.bool], ids=str)
+def test_casts_to_float32_and_between_integers(source):
+    x = (torch.randn(64, 33) * 1000).to(source)
+    check_compiled(lambda t: (t.float(), t.to(torch.int32), t.to(torch.int64), t.bool()), x)
+
+
+def test_creation_ops():
+    x = torch.randn(5, 7)
+    check_compiled(
+        lambda t: (
+            torch.full((3, 130), 2.5), torch.full_like(t, -1), torch.zeros_like(t, dtype=torch.int64),
+            torch.ones(4, dtype=torch.bool), torch.scalar_tensor(3.0) + t, t.fill_(7.0), torch.arange(5) * 2,
+        ),
+        x,
+    )  # fmt: skip
+
+
+def test_empty_tensors():
+    check_compiled(lambda t: (torch.exp(t), t + 1, t.sum(0)), torch.randn(0, 3))
