@@ -303,13 +303,17 @@ def _int_list(value: object, length: int | None) -> list[int]:
         return [int(value)] * (length or 1)
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise TypeError(f"expected an int or a list of ints, got {value!r}")
-    return [operator.index(v) for v in value]
+    values = [operator.index(v) for v in value]
+    if length is not None and len(values) == 1:
+        return values * length  # `int[2] padding=[1]`: ATen's kernels read one entry as every one
+    return values
 
 
 def to_attribute(kind: PropKind, value: object, length: int | None = None) -> Attribute:
     """The property attribute for a Python argument value (an Attribute is taken as it is).
 
-    A plain int given for a list argument is repeated `length` times (once for `int[]`), as ATen does.
+    A plain int (or a one-element list) given for a list argument of fixed length is repeated `length` times
+    (a plain int for `int[]` is a one-element list), as ATen's kernels do.
     """
     if isinstance(value, Attribute):
         return value

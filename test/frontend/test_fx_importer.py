@@ -93,6 +93,12 @@ def test_list_arguments():
     assert "size = array<i64: 2, 6>" in text
 
 
+def test_a_one_element_list_for_a_fixed_length_argument_is_repeated_as_the_kernel_reads_it():
+    function = lambda x: torch.ops.aten.avg_pool2d(x, [2, 2], [2, 2], [1])  # noqa: E731
+    text, _ = checked(function, torch.randn(1, 2, 6, 6))
+    assert "padding = array<i64: 1, 1>" in text
+
+
 def test_none_arguments_and_optional_tensor_lists():
     def function(x, index, value):
         y = torch.clamp(x, max=1.0)  # min is None
