@@ -180,6 +180,16 @@ class Layout:
         strides = (*(self.strides[i] for i in keep), self.strides[a] + self.strides[b])
         return Layout(shape, strides, start)
 
+    def unfold(self, dim: int, size: int, step: int) -> Layout:
+        """Windows of `size` every `step` along `dim`: that dim counts windows, a new last dim walks one."""
+        if self.rank == 0:
+            return Layout((size,), (1,), self.offset)
+        dim = normalize_dim(dim, self.rank)
+        count = (self.shape[dim] - size) // step + 1
+        shape = (*self.shape[:dim], count, *self.shape[dim + 1 :], size)
+        strides = (*self.strides[:dim], self.strides[dim] * step, *self.strides[dim + 1 :], self.strides[dim])
+        return Layout(shape, strides, self.offset)
+
     def unsqueeze(self, dim: int) -> Layout:
         if not -self.rank - 1 <= dim <= self.rank:
             raise IndexError(f"dimension {dim} is out of range for unsqueezing a rank-{self.rank} tensor")

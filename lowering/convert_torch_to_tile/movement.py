@@ -161,6 +161,48 @@ def _select_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     return [out]
 
 
+def _diagonal_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    out = copy_to(em, args["self"])
+    diagonal = layout_of(out).diagonal(args.get("offset", 0), args.get("dim1", 0), args.get("dim2", 1))
+    copy_into(em, args["src"], view(em, out, diagonal))
+    return [out]
+
+
+def _as_strided_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """A copy of self with `src` written through as_strided(size, stride, storage_offset) of the copy."""
+    out = copy_to(em, args["self"])
+    offset = args.get("storage_offset")
+    size, stride = tuple(args["size"]), tuple(args["stride"])
+    start = layout_of(out).offset + (int(offset) if offset is not None else 0)
+    target = Layout(size, stride, start)
+    if not _injective(target):
+        raise refuse(em, op.name, f"sizes {list(size)} and strides {list(stride)} write some elements twice")
+    copy_into(em, args["src"], view(em, out, target))
+    return [out]
+
+
+def _injective(layout: Layout) -> bool:
+    """Whether no two indices of `layout` reach the same element (strides sorted, each past the previous span)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), n) for n, s in zip(layout.shape, layout.strides, strict=True) if n > 1):
+        if stride <= reach:
+            return False
+        reach += stride * (extent - 1)
+    return True
+
+
+def _narrow_copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    start, length = int(args["start"]), int(args["length"])
+    layout = layout_of(args["self"])
+    dim = normalize_dim(args["dim"], layout.rank)
+    start = start + layout.shape[dim] if start < 0 else start
+    return [copy_to(em, view(em, args["self"], layout.slice(dim, start, start + length)))]
+
+
+def _unfold(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return [view(em, args["self"], layout_of(args["self"]).unfold(args["dimension"], args["size"], args["step"]))]
+
+
 def _copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`copy(self, src)` as a value: src broadcast to self's shape, in self's dtype."""
     out = alloc(em, result_shape(op), result_element_type(op))
@@ -208,6 +250,10 @@ MOVEMENT_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.constant_pad_nd": _constant_pad_nd,
     "torch.aten.slice_scatter": _slice_scatter,
     "torch.aten.select_scatter": _select_scatter,
+    "torch.aten.diagonal_scatter": _diagonal_scatter,
+    "torch.aten.as_strided_scatter": _as_strided_scatter,
+    "torch.aten.narrow_copy": _narrow_copy,
+    "torch.aten.unfold": _unfold,
     "torch.aten.copy": _copy,
     "torch.aten.empty.memory_format": _empty,
     "torch.aten.empty_strided": _empty,

@@ -160,3 +160,12 @@ func.func @masked_scatter_too_large(%x: tensor<16899xf32>, %m: tensor<16899xi1>,
   func.return %0 : tensor<16899xf32>
 }
 // CHECK: torch.aten.masked_scatter: 16899 elements need 393 rows of prefix counts, more than one tile of 128 (at model.py:3)
+
+// -----
+
+// as_strided_scatter writes through its view: a view that reaches an element twice has no defined result.
+func.func @as_strided_scatter_overlapping(%x: tensor<12xf32>, %s: tensor<3x3xf32>) -> tensor<12xf32> {
+  %0 = torch.aten.as_strided_scatter %x, %s {size = array<i64: 3, 3>, stride = array<i64: 2, 1>} : (tensor<12xf32>, tensor<3x3xf32>) -> tensor<12xf32> loc("model.py":11:0)
+  func.return %0 : tensor<12xf32>
+}
+// CHECK: torch.aten.as_strided_scatter: sizes [3, 3] and strides [2, 1] write some elements twice (at model.py:11)
