@@ -158,14 +158,17 @@ def emit_reduce(
     out_element_type: Attribute,
     scale: float | None = None,
     transform: ChunkTransform | None = None,
+    empty_value: float | None = None,
 ) -> SSAValue:
-    """Reduce `source` over `dims` (all dims when empty) with `op`; `scale` multiplies the result (means) and
-    `transform` maps each loaded chunk before it is folded."""
+    """Reduce `source` over `dims` (all dims when empty) with `op`; `scale` multiplies the result (means),
+    `transform` maps each loaded chunk before it is folded and `empty_value` is the result over no element
+    (default: the identity of `op`, NaN for a scaled sum)."""
     space = ReductionSpace(em, source, dims)
     out_shape = reduced_shape(layout_of(source).shape, dims, keepdim)
     out = alloc(em, out_shape, out_element_type)
     if space.count == 0:
         value = _IDENTITY[op] if scale is None or op != "add" else math.nan
+        value = value if empty_value is None else empty_value
         return emit_elementwise(em, out_shape, out_element_type, [], lambda e, t, r: _fill(e, value, r), out)
     out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
@@ -351,7 +354,7 @@ def _nonzero(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
 
 def _any(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
-    return [emit_reduce(em, source, dims, keepdim, "max", result_element_type(op), transform=_nonzero)]
+    return [emit_reduce(em, source, dims, keepdim, "max", result_element_type(op), None, _nonzero, 0.0)]
 
 
 def _full_reduce(op_name: str) -> Lowering:

@@ -1,0 +1,70 @@
+"""Layer, group and batch norm through torch.compile(backend="neuron-mlir"): forward, every gradient and the
+running statistics against eager, in training and eval mode."""
+
+import copy
+
+import pytest
+import torch
+from support import assert_close_to_torch
+
+import neuron_mlir
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _train_step(make, x, weight_seed=0):
+    torch.manual_seed(weight_seed)
+    eager = make()
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="neuron-mlir")
+    outputs, grads = [], []
+    for run in (eager, compiled):
+        leaf = x.clone().requires_grad_()
+        out = run(leaf)
+        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        outputs.append(out.detach())
+        grads.append(leaf.grad)
+    assert_close_to_torch(outputs[1], outputs[0], "output")
+    assert_close_to_torch(grads[1], grads[0], "input gradient")
+    for (name, p), (_, q) in zip(model.named_parameters(), eager.named_parameters(), strict=True):
+        assert_close_to_torch(p.grad, q.grad, f"gradient of {name}")
+    for (name, p), (_, q) in zip(model.named_buffers(), eager.named_buffers(), strict=True):
+        assert_close_to_torch(p, q, f"buffer {name}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (lambda: torch.nn.LayerNorm(37), (5, 3, 37)),
+        (lambda: torch.nn.LayerNorm([6, 7], elementwise_affine=False), (130, 6, 7)),
+        (lambda: torch.nn.LayerNorm(2100), (3, 2100)),
+        (lambda: torch.nn.GroupNorm(3, 6), (4, 6, 5, 3)),
+        (lambda: torch.nn.GroupNorm(1, 4, affine=False), (2, 4, 9)),
+        (lambda: torch.nn.BatchNorm2d(5), (4, 5, 6, 3)),
+        (lambda: torch.nn.BatchNorm1d(140), (9, 140)),
+    ],
+    ids=["layer", "layer-2d-no-affine", "layer-long-rows", "group", "group-one-no-affine", "batch2d", "batch1d-140"],
+)
+def test_normalization_training_step(make, shape):
+    torch.manual_seed(1)
+    _train_step(make, torch.randn(shape) * 2 + 0.5)
+
+
+def test_batch_norm_eval_mode_uses_running_statistics():
+    def make():
+        module = torch.nn.BatchNorm2d(5)
+        module.running_mean.uniform_(-1, 1)
+        module.running_var.uniform_(0.5, 2)
+        return module.eval()
+
+    _train_step(make, torch.randn(3, 5, 4, 4))
+
+
+def test_layer_norm_bf16():
+    torch.manual_seed(2)
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    w, b = torch.randn(64).to(torch.bfloat16), torch.randn(64).to(torch.bfloat16)
+    from support.compiled import check_compiled
+
+    check_compiled(lambda t, weight, bias: torch.nn.functional.layer_norm(t, (64,), weight, bias), x, w, b)

@@ -1,0 +1,101 @@
+"""Reductions and softmax through torch.compile(backend="neuron-mlir") against eager: along the partition axis,
+the free axis, several and all dims, with and without keepdim; arg-reductions with ties, NaN and rows longer
+than one free tile; variances; empty and 0-d inputs."""
+
+import pytest
+import torch
+from support import assert_close_to_torch
+from support.compiled import check_compiled
+
+import neuron_mlir
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _folds(x, dims, keepdim):
+    return (
+        x.sum(dims, keepdim=keepdim), x.mean(dims, keepdim=keepdim), x.amax(dims, keepdim=keepdim),
+        x.amin(dims, keepdim=keepdim), (x * 0.5).prod(dims[0], keepdim=keepdim), (x > 0).any(dims[0], keepdim=keepdim),
+        x.var(dims, keepdim=keepdim), x.std(dims, correction=0, keepdim=keepdim),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "dims"),
+    [((130, 7), (0,)), ((130, 7), (1,)), ((5, 300, 9), (0, 2)), ((4, 2100), (-1,)), ((3, 4, 5), (0, 1, 2))],
+    ids=["partition-axis", "free-axis", "outer-and-inner", "long-rows", "all"],
+)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+def test_reductions_over_any_dims(shape, dims, keepdim):
+    torch.manual_seed(0)
+    check_compiled(lambda t: _folds(t, dims, keepdim), torch.randn(shape))
+
+
+def test_full_reductions_and_0d():
+    check_compiled(
+        lambda x, s: (x.sum(), x.max(), x.min(), x.prod(), x.any(), x.all(), x.mean(), s.sum(), s.amax(0), s.argmax()),
+        torch.randn(37, 11) * 0.3 + 1,
+        torch.tensor(2.5),
+    )
+
+
+def test_empty_reductions_give_the_identity():
+    check_compiled(lambda x: (x.sum(1), x.prod(1), x.mean(1), x.any(1)), torch.randn(4, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=["f32", "bf16", "i32"])
+def test_arg_reductions_take_the_first_extreme(dtype):
+    torch.manual_seed(1)
+    x = (torch.randn(130, 6) * 3).to(dtype)
+    x[0] = torch.tensor([1, 5, 5, 2, 5, 0]).to(dtype)  # ties: the first index wins
+    check_compiled(
+        lambda t: (t.argmax(1), t.argmin(0), t.max(1), t.min(0, keepdim=True), t.argmax(), t.argmin(1, keepdim=True)),
+        x,
+    )
+
+
+def test_arg_reductions_with_nan_and_rows_longer_than_a_tile():
+    torch.manual_seed(2)
+    x = torch.randn(3, 5000)
+    x[1, 4100] = 100.0  # the maximum in the last chunk
+    x[2, 10], x[2, 3000] = float("nan"), float("nan")  # NaN is the extreme; the first one
+    check_compiled(lambda t: (t.argmax(1), t.max(1), t.argmin(1)), x)
+
+
+def test_variance_corrections():
+    torch.manual_seed(3)
+    x = torch.randn(9, 130)
+    check_compiled(
+        lambda t: (
+            t.var(1, correction=0),
+            t.var(0, correction=2),
+            torch.var_mean(t, 1),
+            torch.std_mean(t, 0),
+            t[:1].var(0),
+        ),
+        x,
+    )
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((130, 33), -1), ((4, 2100, 3), 1), ((130, 5), 0)], ids=str)
+def test_softmax_and_log_softmax(shape, dim):
+    torch.manual_seed(4)
+    check_compiled(
+        lambda t: (torch.softmax(t, dim), torch.log_softmax(t, dim), torch.softmax(-t, dim)), torch.randn(shape) * 4
+    )
+
+
+def test_softmax_backward():
+    torch.manual_seed(5)
+    x, weights = torch.randn(7, 40), torch.randn(7, 40)
+
+    def loss(t, w):
+        return (torch.softmax(t, -1) * w).sum() + (torch.log_softmax(t, 0) * w).sum()
+
+    grads = []
+    for function in (loss, torch.compile(loss, backend="neuron-mlir")):
+        leaf = x.clone().requires_grad_()
+        function(leaf, weights).backward()
+        grads.append(leaf.grad)
+    assert_close_to_torch(grads[1], grads[0], "softmax gradient")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
