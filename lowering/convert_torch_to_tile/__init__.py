@@ -11,7 +11,7 @@ op, the reason and the user's source line.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py, activations.py, normalization.py, scan.py, sort.py,
+convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. An op whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
@@ -43,6 +43,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATI
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.sampling import SAMPLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.scan import SCAN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.sort import SORT_LOWERINGS
@@ -66,6 +67,7 @@ LOWERINGS: dict[str, Lowering] = {
     **POOLING_LOWERINGS,
     **INDEXING_LOWERINGS,
     **DISTANCE_LOWERINGS,
+    **SAMPLING_LOWERINGS,
 }
 
 
