@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint demo bench clean importer-coverage
+.PHONY: help venv test pytest lit lint demo bench clean importer-coverage coverage
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ lint: $(STAMP)  ## ruff
 
 importer-coverage: $(STAMP)  ## sweep PyTorch's OpInfo database through the importer -> docs/importer-coverage.md
 	$(PY) -m neuron_mlir.tools.opinfo_sweep --jobs $(PYTEST_WORKERS) --output docs/importer-coverage.md
+
+coverage: $(STAMP)  ## compile and compare op_db samples through the backend (cached per entry) -> docs/coverage.md
+	$(PY) -m neuron_mlir.tools.coverage_sweep --jobs $(PYTEST_WORKERS) --output docs/coverage.md
 
 demo: $(STAMP)  ## compile and train a small model on the simulated NeuronCore
 	$(PY) examples/train_mlp.py

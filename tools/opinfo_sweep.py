@@ -15,8 +15,9 @@ it *fails* otherwise; it has *no graph* when AOTAutograd produced none (no float
 output shapes, non-tensor results, ...), and those are counted apart. Coverage = passed / (passed + failed).
 Semantic mismatches on the first sample are listed separately (random ops are expected there).
 
-The harness is meant to grow: `check_entry` is the one place a sample becomes a graph and a verdict, so a later
-"compile and compare" mode adds a step there.
+The harness is meant to grow: `check_entry` is the one place a sample becomes a graph and a verdict. The
+"compile and compare" mode is `tools/coverage_sweep.py` (`make coverage`), which iterates the same entries and
+samples (`entry_name`, `_split_sample`) through `torch.compile(backend="neuron-mlir")`.
 """
 
 from __future__ import annotations

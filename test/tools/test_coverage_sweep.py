@@ -1,0 +1,43 @@
+"""The lowering-coverage sweep (tools/coverage_sweep.py) on a fast representative subset of PyTorch's OpInfo
+database: one float32 sample per entry through torch.compile(backend="neuron-mlir") against eager."""
+
+import pytest
+
+from neuron_mlir.tools import coverage_sweep
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_representative_entries_run_natively():
+    results = coverage_sweep.sweep(coverage_sweep.CI_SUBSET, max_samples=1, exact=True)
+    assert {r.name for r in results} == set(coverage_sweep.CI_SUBSET)
+    problems = [f"{r.name}: {r.status} ({r.reason})" for r in results if r.status != "native"]
+    assert not problems, "\n".join(problems)
+
+
+def test_classification_and_report():
+    results = [
+        coverage_sweep.EntryResult("add", "native"),
+        coverage_sweep.EntryResult(
+            "cumsum", "fallback", "ran on the CPU: aten.cumsum.default", 1, ["aten.cumsum.default"]
+        ),
+        coverage_sweep.EntryResult("mm", "failing", "ValueError: boom"),
+        coverage_sweep.EntryResult("float", "no graph", "no ATen op to compile"),
+    ]
+    text = coverage_sweep.report(results, 3)
+    assert "| issue 6 subset | 3 | 1 | 1 | 0 | 1 | **50.0%** (1/2) |" in text
+    assert "| issue 7 subset | 1 | 0 | 0 | 1 | 0 | **0.0%** (0/1) |" in text
+    assert "| `cumsum` | 6 | fallback | ran on the CPU: aten.cumsum.default |" in text
+    assert "- `aten.cumsum.default`: 1" in text
+
+
+def test_random_properties_catch_wrong_draws():
+    import torch
+
+    assert coverage_sweep._random_properties("rand_like", torch.rand(3), torch.rand(3), []) is None
+    assert coverage_sweep._random_properties("rand_like", torch.rand(3) + 1, torch.rand(3), []) is not None
+    x = torch.randn(50)
+    eager = torch.where(torch.rand(50) > 0.5, x / 0.5, torch.zeros(50))
+    good = torch.where(torch.rand(50) > 0.5, x / 0.5, torch.zeros(50))
+    unscaled = torch.where(good != 0, x, torch.zeros(50))
+    assert coverage_sweep._random_properties("nn.functional.dropout", good, eager, [x]) is None
+    assert coverage_sweep._random_properties("nn.functional.dropout", unscaled, eager, [x]) is not None

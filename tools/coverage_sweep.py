@@ -1,0 +1,577 @@
+"""Lowering coverage on PyTorch's OpInfo database: which ops run natively on the (simulated) NeuronCore.
+
+    python -m neuron_mlir.tools.coverage_sweep                         # all of op_db -> docs/coverage.md
+    python -m neuron_mlir.tools.coverage_sweep --ops add,cumsum,sort   # a few entries, report to stdout only
+    make coverage
+
+The "compile and compare" mode of `tools/opinfo_sweep.py` (which checks only the importer): it iterates the
+same float32 CPU samples (`--max-samples` per entry), and runs each one through
+`torch.compile(fn, backend="neuron-mlir")` against eager PyTorch, with `torch._dynamo.reset()` and
+`neuron_mlir.reset()` between samples. Each entry is
+
+    native     every sample compiled with no node falling back to the CPU, and matched eager
+    fallback   every sample matched, but some node ran eagerly on the CPU (the ops are listed)
+    failing    a sample raised or differed from eager beyond the dtype's tolerance (`ir/semantics/compare.py`)
+    no graph   nothing to compile: no float32 samples, eager itself raised on every sample, or the call has no
+               ATen op at all (e.g. `x.contiguous()` of a contiguous tensor)
+
+Random ops (`RANDOM_ENTRIES`) cannot match eager's numbers: their samples are checked for properties instead
+(shape and dtype as eager's, values in the distribution's range with plausible moments, dropout's output equal
+to its input scaled or zero) and for reproducibility: two calls after the same `torch.manual_seed` agree.
+
+Results are cached per entry in `--cache` (default `.coverage-cache/`), keyed by a fingerprint of the
+compiler's sources; `--reuse-stale` also takes results computed by older sources (for iterating on a few ops),
+`--refresh` recomputes everything asked for. `--subset ci` selects the fast representative entries the test
+suite runs (`CI_SUBSET`).
+
+Coverage is reported over every entry, and separately for the entries each lowering-coverage issue owns
+(`ISSUE_SUBSETS`): percentage = native / (entries with a graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import itertools
+import json
+import multiprocessing
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from neuron_mlir.tools.opinfo_sweep import _op_db, _short, _split_sample, entry_name
+
+DEFAULT_MAX_SAMPLES = 3
+ENTRY_TIME_BUDGET_S = 120.0
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CACHE = REPO / ".coverage-cache"
+DEFAULT_OUTPUT = REPO / "docs" / "coverage.md"
+
+# The OpInfo entries each lowering-coverage issue is measured on (entry names as `entry_name` spells them).
+ISSUE_SUBSETS: dict[str, frozenset[str]] = {
+    # Issue 6: elementwise, activations, comparisons, casts, creation, RNG, reductions, softmax, normalization,
+    # scans, sort.
+    "6": frozenset(
+        {
+            # arithmetic
+            *("add", "sub", "mul", "rsub", "div.no_rounding_mode", "div.trunc_rounding", "div.floor_rounding"),
+            *("true_divide", "floor_divide", "pow", "remainder", "fmod", "maximum", "minimum", "max.binary"),
+            *("min.binary", "fmax", "fmin", "clamp", "clamp_min", "clamp_max", "where", "abs", "neg", "sign"),
+            *("sgn", "square", "lerp", "addcmul", "addcdiv", "frac", "copysign", "hypot", "logaddexp", "xlogy"),
+            # transcendental
+            *("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos"),
+            *("tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "erf"),
+            *("erfc", "sigmoid", "logit", "deg2rad", "rad2deg", "sinc"),
+            # activations
+            *("nn.functional.relu", "nn.functional.gelu", "nn.functional.elu", "nn.functional.leaky_relu"),
+            *("nn.functional.hardtanh", "nn.functional.relu6", "nn.functional.silu", "nn.functional.mish"),
+            *("nn.functional.softplus", "nn.functional.hardsigmoid", "nn.functional.hardswish"),
+            *("nn.functional.logsigmoid", "nn.functional.selu", "nn.functional.celu", "nn.functional.threshold"),
+            *("nn.functional.softsign", "nn.functional.tanhshrink", "nn.functional.hardshrink"),
+            *("nn.functional.softshrink", "nn.functional.glu", "nn.functional.prelu"),
+            # rounding and classification
+            *("round", "round.decimals_0", "round.decimals_3", "round.decimals_neg_3", "floor", "ceil", "trunc"),
+            *("isinf", "isnan", "isfinite", "isposinf", "isneginf", "signbit", "nan_to_num"),
+            # comparisons, logical
+            *("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"),
+            # casts
+            *("to", "bfloat16", "bool", "float", "half", "int", "long", "byte", "char", "short"),
+            # creation
+            *("full", "full_like", "arange", "scalar_tensor", "fill", "clone", "zeros", "ones", "zeros_like"),
+            *("ones_like", "new_zeros", "new_ones", "new_full"),
+            # random
+            *("randn", "randn_like", "rand_like", "nn.functional.dropout", "bernoulli"),
+            # reductions
+            *("sum", "mean", "prod", "amax", "amin", "aminmax", "max.reduction_with_dim", "max.reduction_no_dim"),
+            *("min.reduction_with_dim", "min.reduction_no_dim", "argmax", "argmin", "any", "all", "var"),
+            *("var.unbiased", "var_mean", "var_mean.unbiased", "std", "std.unbiased", "std_mean"),
+            *("std_mean.unbiased", "count_nonzero", "nansum", "logsumexp"),
+            # softmax
+            *("softmax", "softmax.with_dtype", "log_softmax", "log_softmax.with_dtype", "_softmax_backward_data"),
+            *("nn.functional.softmin", "nn.functional.softmin.with_dtype"),
+            # normalization
+            *("native_layer_norm", "nn.functional.layer_norm", "native_group_norm", "nn.functional.group_norm"),
+            *("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"),
+            *("nn.functional.batch_norm", "nn.functional.rms_norm", "nn.functional.instance_norm"),
+            # scans, sort
+            *("cumsum", "sort", "topk", "argsort", "msort"),
+        }
+    ),
+    # Issue 7: matmul, convolution, pooling, embedding, indexing, scatter, views, padding.
+    "7": frozenset(
+        {
+            *("mm", "bmm", "addmm", "addmm.decomposed", "addmv", "addbmm", "baddbmm", "dot", "vdot", "mv", "addr"),
+            *("matmul", "linalg.vecdot", "inner", "outer", "einsum", "tensordot", "nn.functional.linear"),
+            *("nn.functional.bilinear", "kron"),
+            *("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d"),
+            *("nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d"),
+            *("nn.functional.avg_pool1d", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d"),
+            *("nn.functional.max_pool1d", "nn.functional.max_pool2d", "nn.functional.max_pool3d"),
+            *("nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d"),
+            *("nn.functional.adaptive_avg_pool3d", "nn.functional.adaptive_max_pool1d"),
+            *("nn.functional.adaptive_max_pool2d", "nn.functional.adaptive_max_pool3d"),
+            *("nn.functional.embedding", "nn.functional.embedding_bag", "nn.functional.one_hot"),
+            *("gather", "index_select", "index_add", "index_copy", "index_fill", "index_put", "take"),
+            *("take_along_dim", "__getitem__", "_unsafe_masked_index", "masked_fill", "masked_scatter"),
+            *("scatter", "scatter_add", "scatter_reduce.sum", "scatter_reduce.prod", "scatter_reduce.mean"),
+            *("scatter_reduce.amin", "scatter_reduce.amax", "select_scatter", "slice_scatter", "diagonal_scatter"),
+            *("view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "ravel", "permute", "transpose"),
+            *("t", "T", "mT", "squeeze", "squeeze.multiple", "unsqueeze", "expand", "expand_as", "broadcast_to"),
+            *("narrow", "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "movedim", "diagonal"),
+            *("cat", "stack", "hstack", "vstack", "dstack", "repeat", "tile", "flip", "fliplr", "flipud", "roll"),
+            *("tril", "triu", "diag", "diag_embed", "as_strided", "unfold", "contiguous"),
+            *("constant_pad_nd", "nn.functional.pad.constant", "nn.functional.pad.reflect"),
+            *("nn.functional.pad.replicate", "nn.functional.pad.circular"),
+            *("nn.functional.pixel_shuffle", "nn.functional.pixel_unshuffle"),
+            *("nn.functional.scaled_dot_product_attention",),
+        }
+    ),
+}
+
+# A handful of entries covering each family cheaply; the test suite runs them (test/tools/test_coverage_sweep.py).
+CI_SUBSET: tuple[str, ...] = (
+    "add",
+    "div.floor_rounding",
+    "remainder",
+    "tan",
+    "nn.functional.gelu",
+    "round",
+    "lt",
+    "long",
+    "full_like",
+    "sum",
+    "argmax",
+    "var",
+    "log_softmax",
+    "native_layer_norm",
+    "cumsum",
+    "topk",
+    "nn.functional.dropout",
+)
+
+
+def _random_ops() -> dict[str, Callable[..., Any]]:
+    """Entries whose values are random, with the function to call: their OpInfo ops wrap the call in
+    `wrapper_set_seed`, which torch.compile cannot trace (it saves and restores the RNG state)."""
+    return {
+        "randn": torch.randn,
+        "randn_like": torch.randn_like,
+        "rand_like": torch.rand_like,
+        "bernoulli": torch.bernoulli,
+        "nn.functional.dropout": torch.nn.functional.dropout,
+    }
+
+
+RANDOM_ENTRIES: frozenset[str] = frozenset({"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout"})
+
+
+@dataclass
+class EntryResult:
+    """The verdict on one op_db entry."""
+
+    name: str
+    status: str  # "native", "fallback", "failing" or "no graph"
+    reason: str = ""
+    samples: int = 0
+    fallback_ops: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    fingerprint: str = ""
+
+
+# -- one sample ----------------------------------------------------------------------------------------------
+
+
+def _leaves(value: Any) -> list[Any]:
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_leaves(value)
+
+
+def _compare(actual: Any, expected: Any) -> str | None:
+    """None when the compiled result matches eager's (tensors within the dtype tolerance), else why not."""
+    from neuron_mlir.frontend.tensors import to_numpy
+    from neuron_mlir.ir.semantics.compare import mismatch
+
+    got, want = _leaves(actual), _leaves(expected)
+    if len(got) != len(want):
+        return f"{len(got)} results, eager gave {len(want)}"
+    for index, (a, e) in enumerate(zip(got, want, strict=True)):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"result {index}: {type(a).__name__}, eager gave a tensor"
+            if a.dtype != e.dtype:
+                return f"result {index}: dtype {a.dtype}, eager gave {e.dtype}"
+            if e.is_complex() or e.layout != torch.strided:
+                return f"result {index}: {e.dtype} {e.layout} results are not compared"
+            problem = mismatch(to_numpy(a), to_numpy(e))
+            if problem is not None:
+                return f"result {index}: {problem}"
+        elif a != e and not (isinstance(a, float) and isinstance(e, float) and a != a and e != e):
+            return f"result {index}: {a!r}, eager gave {e!r}"
+    return None
+
+
+def _random_properties(name: str, actual: Any, expected: Any, inputs: list[torch.Tensor]) -> str | None:
+    """Checks of a random op's compiled result that hold whatever numbers were drawn."""
+    got, want = _leaves(actual), _leaves(expected)
+    if len(got) != len(want):
+        return f"{len(got)} results, eager gave {len(want)}"
+    for index, (a, e) in enumerate(zip(got, want, strict=True)):
+        if not isinstance(e, torch.Tensor):
+            continue
+        if not isinstance(a, torch.Tensor) or a.shape != e.shape or a.dtype != e.dtype:
+            return (
+                f"result {index}: {getattr(a, 'dtype', type(a))} {tuple(getattr(a, 'shape', ()))}, eager gave "
+                f"{e.dtype} {tuple(e.shape)}"
+            )
+        values = a.double()
+        if not torch.isfinite(values).all() and torch.isfinite(e.double()).all():
+            return f"result {index}: non-finite values"
+    first = got[0] if got else None
+    if not isinstance(first, torch.Tensor) or first.numel() == 0:
+        return None
+    values = first.double()
+    if name == "rand_like" and not bool(((values >= 0) & (values < 1)).all()):
+        return "rand_like: values outside [0, 1)"
+    if name in ("randn", "randn_like") and values.numel() >= 1000:
+        mean, std = float(values.mean()), float(values.std())
+        if abs(mean) > 0.2 or abs(std - 1) > 0.2:
+            return f"{name}: mean {mean:.3f}, std {std:.3f} of {values.numel()} draws"
+    if name == "bernoulli" and not bool(((values == 0) | (values == 1)).all()):
+        return "bernoulli: values other than 0 and 1"
+    if name == "nn.functional.dropout" and inputs:
+        source = inputs[0].double()
+        reference = _leaves(expected)[0].double()
+        if source.shape == values.shape == reference.shape:
+            # eager's kept values tell the scale 1 / (1 - p): every kept value is the input times it
+            eager_kept = (reference != 0) & (source != 0)
+            scale = (reference[eager_kept] / source[eager_kept])[:1]
+            kept = (values != 0) & (source != 0)
+            ratio = values[kept] / source[kept]
+            if kept.any() and scale.numel() and not torch.allclose(ratio, scale.expand_as(ratio), rtol=1e-5):
+                return "dropout: kept values are not the input times 1 / (1 - p)"
+    return None
+
+
+def describe_error(error: BaseException) -> str:
+    """The innermost cause of a compile or run failure, on one line (Dynamo wraps the backend's error)."""
+    while error.__cause__ is not None or getattr(error, "inner_exception", None) is not None:
+        error = error.__cause__ or error.inner_exception  # type: ignore[attr-defined]
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = " ".join(line for line in lines if not line.startswith(("set NEURON_MLIR_DEBUG_DIR", "reproduce with")))
+    return f"{type(error).__name__}: {text or type(error).__name__}"[:400]
+
+
+@dataclass
+class SampleOutcome:
+    problem: str | None = None  # a failure description
+    fallback_ops: list[str] = field(default_factory=list)
+    compiled_nodes: int = 0
+    skipped: bool = False  # eager raised: the sample is not a test of the compiler
+
+
+def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
+    """Compile one sample with the neuron-mlir backend and compare it with eager."""
+    import neuron_mlir
+
+    tensors, rebuild = _split_sample(sample)
+    random = name in RANDOM_ENTRIES
+    function = _random_ops()[name] if random else op.op
+
+    def call(*values: torch.Tensor) -> Any:
+        first, args, kwargs = rebuild(list(values))
+        return function(first, *args, **kwargs)
+
+    try:
+        torch.manual_seed(0)
+        expected = call(*[t.clone() for t in tensors])
+    except Exception:
+        return SampleOutcome(skipped=True)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled = torch.compile(call, backend="neuron-mlir")
+    try:
+        torch.manual_seed(0)
+        actual = compiled(*[t.clone() for t in tensors])
+        if random:
+            torch.manual_seed(0)
+            again = compiled(*[t.clone() for t in tensors])
+    except Exception as error:
+        return SampleOutcome(problem=describe_error(error))
+    finally:
+        stats = neuron_mlir.stats()
+        torch._dynamo.reset()
+    outcome = SampleOutcome(fallback_ops=sorted(stats["fallback_ops"]), compiled_nodes=stats["nodes_compiled"])
+    if random:
+        outcome.problem = _random_properties(name, actual, expected, tensors)
+        if outcome.problem is None and _compare(again, actual) is not None:
+            outcome.problem = "two calls after the same torch.manual_seed drew different values"
+    else:
+        outcome.problem = _compare(actual, expected)
+    return outcome
+
+
+# -- one entry -------------------------------------------------------------------------------------------------
+
+
+def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
+    """Run up to `max_samples` float32 samples of one op_db entry through the backend."""
+    name = entry_name(op)
+    started = time.perf_counter()
+    result = EntryResult(name, "no graph")
+    if torch.float32 not in op.supported_dtypes("cpu"):
+        result.reason = "no float32 support on CPU"
+        return result
+    try:
+        samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False), max_samples))
+    except Exception as error:
+        result.reason = f"sample_inputs failed: {_short(error)}"
+        return result
+    fallback: set[str] = set()
+    compiled_nodes = 0
+    for sample in samples:
+        if time.perf_counter() - started > ENTRY_TIME_BUDGET_S:
+            break
+        outcome = run_sample(op, sample, name)
+        if outcome.skipped:
+            continue
+        result.samples += 1
+        fallback |= set(outcome.fallback_ops)
+        compiled_nodes += outcome.compiled_nodes
+        if outcome.problem is not None:
+            result.status, result.reason = "failing", outcome.problem
+            break
+    result.fallback_ops = sorted(fallback)
+    result.seconds = round(time.perf_counter() - started, 2)
+    if result.status == "failing":
+        return result
+    if result.samples == 0:
+        result.reason = "eager raised on every sample" if samples else "no samples"
+    elif fallback:
+        result.status, result.reason = "fallback", "ran on the CPU: " + ", ".join(result.fallback_ops)
+    elif compiled_nodes == 0:
+        result.reason = "no ATen op to compile"
+    else:
+        result.status = "native"
+    return result
+
+
+# -- caching and running ----------------------------------------------------------------------------------------
+
+
+def source_fingerprint() -> str:
+    """A hash of the compiler's sources: cached results from other sources are stale."""
+    digest = hashlib.sha256()
+    for folder in ("frontend", "ir", "lowering", "runtime", "backend_trn"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            digest.update(path.relative_to(REPO).as_posix().encode())
+            digest.update(path.read_bytes())
+    digest.update((REPO / "tools" / "coverage_sweep.py").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _cache_path(cache: Path, name: str) -> Path:
+    return cache / (name.replace("/", "_") + ".json")
+
+
+def _cached(cache: Path | None, name: str, fingerprint: str, reuse_stale: bool) -> EntryResult | None:
+    if cache is None:
+        return None
+    path = _cache_path(cache, name)
+    if not path.exists():
+        return None
+    try:
+        result = EntryResult(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        return None
+    return result if reuse_stale or result.fingerprint == fingerprint else None
+
+
+def _quietly(function: Callable[..., EntryResult], *args: Any) -> EntryResult:
+    import logging
+
+    logging.getLogger("torch").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+        warnings.simplefilter("ignore")
+        return function(*args)
+
+
+def _worker(task: tuple[int, int, str, str | None]) -> EntryResult:
+    index, max_samples, fingerprint, cache = task
+    op = _op_db()[index]
+    try:
+        result = _quietly(check_entry, op, max_samples)
+    except Exception as error:  # a harness bug must not lose the whole sweep
+        result = EntryResult(entry_name(op), "failing", f"harness: {type(error).__name__}: {_short(error)}")
+    result.fingerprint = fingerprint
+    if cache is not None:
+        _cache_path(Path(cache), result.name).write_text(json.dumps(asdict(result)))
+    return result
+
+
+def select_entries(names: Iterable[str] | None, exact: bool = False) -> list[tuple[int, str]]:
+    """(index in op_db, entry name) of every entry, or of those whose entry name (or, unless `exact`, op name)
+    is in `names`."""
+    wanted = set(names) if names is not None else None
+    return [
+        (i, entry_name(op))
+        for i, op in enumerate(_op_db())
+        if wanted is None or entry_name(op) in wanted or (not exact and op.name in wanted)
+    ]
+
+
+def sweep(
+    names: Iterable[str] | None = None,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+    jobs: int = 1,
+    cache: Path | None = None,
+    refresh: bool = False,
+    reuse_stale: bool = False,
+    progress: bool = False,
+    exact: bool = False,
+) -> list[EntryResult]:
+    """Check every selected op_db entry (`select_entries`), `jobs` processes in parallel, reusing cached
+    verdicts when fresh."""
+    fingerprint = source_fingerprint()
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    entries = select_entries(names, exact)
+    results: dict[str, EntryResult] = {}
+    tasks = []
+    for index, name in entries:
+        hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale)
+        if hit is not None:
+            results[name] = hit
+        else:
+            tasks.append((index, max_samples, fingerprint, str(cache) if cache is not None else None))
+    if tasks:
+        if jobs <= 1:
+            fresh: Iterable[EntryResult] = map(_worker, tasks)
+        else:
+            context = multiprocessing.get_context("spawn")
+            pool = context.Pool(jobs, maxtasksperchild=20)
+            fresh = pool.imap_unordered(_worker, tasks)
+        for count, result in enumerate(fresh, 1):
+            results[result.name] = result
+            if progress:
+                print(f"[{count}/{len(tasks)}] {result.name}: {result.status} {result.reason[:100]}", file=sys.stderr)
+        if jobs > 1:
+            pool.close()
+            pool.join()
+    return [results[name] for _, name in entries]
+
+
+# -- reporting ---------------------------------------------------------------------------------------------------
+
+
+def coverage(results: Iterable[EntryResult]) -> dict[str, int]:
+    counts = Counter(r.status for r in results)
+    return {status: counts.get(status, 0) for status in ("native", "fallback", "failing", "no graph")}
+
+
+def percentage(counts: dict[str, int]) -> float:
+    graphs = counts["native"] + counts["fallback"] + counts["failing"]
+    return 100.0 * counts["native"] / max(1, graphs)
+
+
+def summary_line(label: str, results: list[EntryResult]) -> str:
+    counts = coverage(results)
+    graphs = counts["native"] + counts["fallback"] + counts["failing"]
+    return (
+        f"| {label} | {len(results)} | {counts['native']} | {counts['fallback']} | {counts['failing']} | "
+        f"{counts['no graph']} | **{percentage(counts):.1f}%** ({counts['native']}/{graphs}) |"
+    )
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def issue_of(name: str) -> str:
+    for issue, names in ISSUE_SUBSETS.items():
+        if name in names:
+            return issue
+    return ""
+
+
+def report(results: list[EntryResult], max_samples: int) -> str:
+    """The markdown of docs/coverage.md."""
+    version = torch.__version__.split("+")[0]
+    lines = [
+        "# Lowering coverage on PyTorch's OpInfo database",
+        "",
+        "Generated by `make coverage` (`python -m neuron_mlir.tools.coverage_sweep`); do not edit.",
+        "",
+        f"torch {version}, {len(results)} entries of `op_db`, up to {max_samples} float32 CPU samples each, "
+        'each through `torch.compile(fn, backend="neuron-mlir")` and compared with eager within the tolerance '
+        "of the result's dtype (`ir/semantics/compare.py`). **native**: every sample ran on the simulated "
+        "NeuronCore and matched; **fallback**: matched, but some node ran on the CPU; **failing**: an error or "
+        "a mismatch; **no graph**: nothing to compile (no float32 samples, eager raised, or no ATen op). Random "
+        "ops are checked for properties and reproducibility under `torch.manual_seed` instead of eager's values. "
+        "Coverage = native / (native + fallback + failing).",
+        "",
+        "| entries | total | native | fallback | failing | no graph | coverage |",
+        "|---|---|---|---|---|---|---|",
+        summary_line("all of op_db", results),
+    ]
+    for issue, names in ISSUE_SUBSETS.items():
+        subset = [r for r in results if r.name in names]
+        if subset:
+            lines.append(summary_line(f"issue {issue} subset", subset))
+    lines += ["", "## Per entry", "", "| entry | issue | status | reason |", "|---|---|---|---|"]
+    order = {"failing": 0, "fallback": 1, "native": 2, "no graph": 3}
+    for r in sorted(results, key=lambda r: (issue_of(r.name) == "", issue_of(r.name), order[r.status], r.name)):
+        lines.append(f"| `{r.name}` | {issue_of(r.name)} | {r.status} | {_cell(r.reason)} |")
+    fallen = Counter(op for r in results for op in r.fallback_ops)
+    if fallen:
+        lines += ["", "## Ops that fell back to the CPU, by entries", ""]
+        lines += [f"- `{op}`: {count}" for op, count in fallen.most_common()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", help="comma-separated op or entry names (default: all of op_db)")
+    parser.add_argument("--subset", choices=["ci", *ISSUE_SUBSETS], help="a named subset of entries")
+    parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="per-entry result cache directory")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    parser.add_argument("--refresh", action="store_true", help="recompute even fresh cached entries")
+    parser.add_argument("--reuse-stale", action="store_true", help="accept cached results of older sources")
+    parser.add_argument("--output", type=Path, help="write the markdown report here")
+    options = parser.parse_args(argv)
+    names: list[str] | None = options.ops.split(",") if options.ops else None
+    if options.subset == "ci":
+        names = list(CI_SUBSET)
+    elif options.subset is not None:
+        names = sorted(ISSUE_SUBSETS[options.subset])
+    started = time.perf_counter()
+    cache = None if options.no_cache else options.cache
+    exact = options.subset is not None
+    results = sweep(names, options.max_samples, options.jobs, cache, options.refresh, options.reuse_stale, True, exact)
+    seconds = time.perf_counter() - started
+    if options.output is not None:
+        options.output.write_text(report(results, options.max_samples))
+    for r in results:
+        if r.status in ("failing", "fallback"):
+            print(f"{r.status.upper()} {r.name}: {r.reason}")
+    counts = coverage(results)
+    print(f"coverage: {percentage(counts):.1f}% {counts} in {seconds:.0f} s")
+    for issue, subset_names in ISSUE_SUBSETS.items():
+        subset = coverage(r for r in results if r.name in subset_names)
+        if sum(subset.values()):
+            print(f"issue {issue} subset: {percentage(subset):.1f}% {subset}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
