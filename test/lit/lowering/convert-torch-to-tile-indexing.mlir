@@ -66,3 +66,16 @@ func.func @main(%x: tensor<5x5xf32>, %m: tensor<5x5xi1>, %s: tensor<30xf32>) -> 
 // CHECK:       tile.binary_scalar %{{.*}} {op = "min", scalar = 2.900000e+01 : f64}
 // CHECK:       tile.gather
 // CHECK:       tile.select
+
+// -----
+
+// grid_sampler_2d, bilinear with reflection padding: coordinates folded with fmod/floor on GpSimdE, then four
+// corner taps gathered (rows of one element) and weighted.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32> {
+  %0 = torch.aten.grid_sampler_2d %x, %g {interpolation_mode = 0 : i64, padding_mode = 2 : i64, align_corners = false} : (tensor<1x2x5x7xf32>, tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32>
+  func.return %0 : tensor<1x2x3x4xf32>
+}
+// CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "fmod"}
+// CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "divide_floor"}
+// CHECK-COUNT-4: tile.gather

@@ -169,3 +169,12 @@ func.func @as_strided_scatter_overlapping(%x: tensor<12xf32>, %s: tensor<3x3xf32
   func.return %0 : tensor<12xf32>
 }
 // CHECK: torch.aten.as_strided_scatter: sizes [3, 3] and strides [2, 1] write some elements twice (at model.py:11)
+
+// -----
+
+// grid_sampler_2d's interpolation modes are 0 (bilinear), 1 (nearest) and 2 (bicubic).
+func.func @grid_sampler_unknown_mode(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32> {
+  %0 = torch.aten.grid_sampler_2d %x, %g {interpolation_mode = 3 : i64, padding_mode = 0 : i64, align_corners = false} : (tensor<1x2x5x7xf32>, tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32> loc("model.py":13:0)
+  func.return %0 : tensor<1x2x3x4xf32>
+}
+// CHECK: torch.aten.grid_sampler_2d: needs a 4-d input and modes in 0..2, got interpolation 3, padding 0 (at model.py:13)
