@@ -53,6 +53,58 @@ func.func @carried_copied_back(%x: memref<4x512xf32, #neuron.mem<hbm>>, %y: memr
 // CASES:         neuron.tensor_scalar vector dst %[[NEXT]]{{.*}}, src %[[ACC]]
 // CASES:         neuron.tensor_copy vector dst %[[ACC]][0:4, 0, [[1, 256]]], src %[[NEXT]][0:4, 0, [[1, 256]]]
 
+// -----
+
+// Exact integer arithmetic (every tile operand and the result integer), power and integer-to-integer copies
+// run on GpSimdE; float arithmetic and conversions from float on VectorE.
+// CASES-LABEL: func.func @engines_by_dtype
+func.func @engines_by_dtype(%a: memref<4x8xi32, #neuron.mem<hbm>>, %f: memref<4x8xf32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %x = tile.load %a[%c0, %c0] : memref<4x8xi32, #neuron.mem<hbm>> -> !tile.tile<4x8xi32, sbuf>
+  %y = tile.load %f[%c0, %c0] : memref<4x8xf32, #neuron.mem<hbm>> -> !tile.tile<4x8xf32, sbuf>
+  %i = tile.binary %x, %x {op = "multiply"} : (!tile.tile<4x8xi32, sbuf>, !tile.tile<4x8xi32, sbuf>) -> !tile.tile<4x8xi32, sbuf>
+  %m = tile.binary %x, %y {op = "multiply"} : (!tile.tile<4x8xi32, sbuf>, !tile.tile<4x8xf32, sbuf>) -> !tile.tile<4x8xf32, sbuf>
+  %p = tile.binary %y, %y {op = "power"} : (!tile.tile<4x8xf32, sbuf>, !tile.tile<4x8xf32, sbuf>) -> !tile.tile<4x8xf32, sbuf>
+  %s = tile.binary_scalar %x {op = "add", scalar = 3.0 : f64} : (!tile.tile<4x8xi32, sbuf>) -> !tile.tile<4x8xi32, sbuf>
+  %h = tile.binary_scalar %x {op = "add", scalar = 0.5 : f64} : (!tile.tile<4x8xi32, sbuf>) -> !tile.tile<4x8xi32, sbuf>
+  %l = tile.copy %x : (!tile.tile<4x8xi32, sbuf>) -> !tile.tile<4x8xi64, sbuf>
+  %t = tile.copy %y : (!tile.tile<4x8xf32, sbuf>) -> !tile.tile<4x8xi32, sbuf>
+  func.return
+}
+// CASES:       neuron.tensor_tensor gpsimd {{.*}} {op = "multiply"} : memref<4x8xi32, #neuron.mem<sbuf>>
+// CASES:       neuron.tensor_tensor vector {{.*}} {op = "multiply"} : memref<4x8xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.tensor_tensor gpsimd {{.*}} {op = "power"}
+// CASES:       neuron.tensor_scalar gpsimd {{.*}} {op0 = "add", scalar0 = 3.000000e+00 : f64}
+// A fractional immediate is not integer arithmetic.
+// CASES:       neuron.tensor_scalar vector {{.*}} {op0 = "add", scalar0 = 5.000000e-01 : f64}
+// CASES:       neuron.tensor_copy gpsimd dst {{.*}} : memref<4x8xi64, #neuron.mem<sbuf>>, memref<4x8xi32, #neuron.mem<sbuf>>
+// CASES:       neuron.tensor_copy vector dst {{.*}} : memref<4x8xi32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>
+
+// -----
+
+// GpSimd kernels take their second input as a tile or a per-partition column; an iota whose offset is a loop
+// index gets its base from a register.
+// CASES-LABEL: func.func @kernels_and_iota_base
+func.func @kernels_and_iota_base(%a: memref<4x1024xf32, #neuron.mem<hbm>>, %k: memref<4x1xi32, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c256 = arith.constant 256 : index
+  %c1024 = arith.constant 1024 : index
+  %key = tile.load %k[%c0, %c0] : memref<4x1xi32, #neuron.mem<hbm>> -> !tile.tile<4x1xi32, sbuf>
+  scf.for %i = %c0 to %c1024 step %c256 {
+    %x = tile.load %a[%c0, %i] : memref<4x1024xf32, #neuron.mem<hbm>> -> !tile.tile<4x256xf32, sbuf>
+    %q = tile.kernel %x, %x {kernel = "divide_floor"} : (!tile.tile<4x256xf32, sbuf>, !tile.tile<4x256xf32, sbuf>) -> !tile.tile<4x256xf32, sbuf>
+    %n = tile.iota %i {base = 7 : i64, channel_multiplier = 1024 : i64, steps = array<i64: 1>} : !tile.tile<4x256xi32, sbuf>
+    %u = tile.kernel %n, %key {kernel = "uniform"} : (!tile.tile<4x256xi32, sbuf>, !tile.tile<4x1xi32, sbuf>) -> !tile.tile<4x256xf32, sbuf>
+    scf.yield
+  }
+  func.return
+}
+// CASES:       scf.for %[[I:.*]] = %c0 to %c1024 step %c256 {
+// CASES:         neuron.gpsimd_kernel gpsimd dst {{.*}}, in0 %[[X:.*]][0:4, 0, [[1, 256]]], in1 %[[X]][0:4, 0, [[1, 256]]] {kernel = "divide_floor"}
+// CASES:         %[[BASE:.*]] = arith.addi %[[I]], %c7 : index
+// CASES:         neuron.iota gpsimd dst %[[N:.*]][0:4, 0, [[1, 256]]], base %[[BASE]] {pattern = array<i64: 1, 256>, channel_multiplier = 1024 : i64}
+// CASES:         neuron.gpsimd_kernel gpsimd dst {{.*}}, in0 %[[N]][0:4, 0, [[1, 256]]], in1 %{{.*}}[0:4, 0, [[1, 1]]] {kernel = "uniform"}
+
 // The MLP forward graph at the tile level.
 // CHECK-LABEL: func.func @main
 // TensorE transposes multiply by an identity that GpSimdE builds once, at the top of the function.

@@ -607,6 +607,15 @@ func.func @transpose_too_many_partitions() {
 
 // -----
 
+func.func @iota_base_twice(%off: index) {
+  %i = neuron.alloc : memref<128x32xi32, #neuron.mem<sbuf>>
+  neuron.iota gpsimd dst %i[0:128, 0, [[1, 32]]], base %off {base = 3 : i64, pattern = array<i64: 1, 32>} : memref<128x32xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.iota: give base as an immediate or as a register, not both
+
+// -----
+
 // ---- gpsimd_kernel ----------------------------------------------------------------------------------------------
 
 func.func @gpsimd_kernel_unknown() {

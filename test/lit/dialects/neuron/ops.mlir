@@ -228,6 +228,15 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // CHECK-LABEL: func.func @iota_base_from_a_register
+  func.func @iota_base_from_a_register(%off: index) {
+    // CHECK: %[[I:.*]] = neuron.alloc
+    %i = neuron.alloc : memref<128x32xi32, #neuron.mem<sbuf>>
+    // CHECK: neuron.iota gpsimd dst %[[I]][0:128, 0, [[1, 32]]], base %off {pattern = array<i64: 1, 32>} : memref<128x32xi32, #neuron.mem<sbuf>>
+    neuron.iota gpsimd dst %i[0:128, 0, [[1, 32]]], base %off {pattern = array<i64: 1, 32>} : memref<128x32xi32, #neuron.mem<sbuf>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @gpsimd_kernel_binary_and_column
   func.func @gpsimd_kernel_binary_and_column() {
     // CHECK: %[[A:.*]] = neuron.alloc
