@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects.builtin import f32, i32
+from xdsl.dialects.builtin import TensorType, f32, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -53,6 +53,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, normalize_dim
@@ -680,7 +681,185 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, args["self"]], choose)]
 
 
+def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+    """Bags of embedding rows (mode sum or mean): a row gather, then a [bags x tokens] bag matrix on TensorE.
+
+    The bag matrix M[b, t] = (start_b <= t < end_b), times the per-sample weights (sum) or 1/bag size (mean), and
+    zero for padding_idx tokens, is built from an iota of t compared with per-partition start/end columns;
+    output = M @ rows accumulates in PSUM like any matmul. The auxiliary outputs follow PyTorch's CPU kernel:
+    offset2bag (bag of each token, mean only) is a column count of starts <= t on TensorE, bag_size and
+    max_indices are the bag sizes (mean) or zeros (sum).
+    """
+    from neuron_mlir.lowering.convert_torch_to_tile.common import empty_tensor
+    from neuron_mlir.lowering.convert_torch_to_tile.matmul import emit_matmul
+
+    weight, indices, offsets = args["weight"], args["indices"], args["offsets"]
+    mode, include_last = int(args.get("mode", 0)), bool(args.get("include_last_offset", False))
+    padding = int(args.get("padding_idx", -1) if args.get("padding_idx") is not None else -1)
+    weights = args.get("per_sample_weights")
+    if mode not in (0, 1):
+        raise refuse(em, op.name, "mode 'max' (2) is not lowered; sum (0) and mean (1) are")
+    if args.get("scale_grad_by_freq"):
+        raise refuse(em, op.name, "scale_grad_by_freq needs per-index counts (not lowered)")
+    idx, off = layout_of(indices), layout_of(offsets)
+    if idx.rank != 1 or off.rank != 1:
+        raise refuse(em, op.name, f"indices and offsets must be 1-d, got ranks {idx.rank} and {off.rank}")
+    tokens = idx.shape[0]
+    bags = off.shape[0] - (1 if include_last else 0)
+    if bags > PARTITION_TILE or tokens > FREE_TILE or tokens == 0 or bags <= 0:
+        raise refuse(em, op.name, f"{bags} bags of {tokens} tokens: at most 128 bags of 1 to 2048 tokens lower")
+    width = layout_of(weight).shape[1]
+    shape = (tokens, width)
+    term = IndexTerm(view(em, indices, Layout(shape, (idx.strides[0], 0), idx.offset)), layout_of(weight).strides[0],
+                     layout_of(weight).shape[0])  # fmt: skip
+    rows = emit_gather(em, op.name, weight, IndexedAccess(shape, [0, layout_of(weight).strides[1]], [term]), f32)
+    ends = alloc(em, (bags,), f32)
+    following = bags if include_last else bags - 1
+    if following:
+        copy_into(em, view(em, offsets, Layout((following,), off.strides, off.offset + off.strides[0])),
+                  view(em, ends, Layout((following,), (1,), 0)))  # fmt: skip
+    if not include_last:
+        fill_into(em, view(em, ends, Layout((1,), (1,), bags - 1)), float(tokens))
+    starts_column = load(
+        em, view(em, offsets, Layout((bags, 1), (off.strides[0], 0), off.offset)), [0, 0], (bags, 1), f32
+    )
+    ends_column = load(em, view(em, ends, Layout((bags, 1), (1, 0), 0)), [0, 0], (bags, 1), f32)
+    grid = TileType((bags, tokens), f32, Memory.SBUF)
+    position = em.insert(tile.IotaOp(grid, [1])).result
+    started = em.insert(tile.BinaryScalarOp(position, "is_ge", grid, column=starts_column)).result
+    before_end = em.insert(tile.BinaryScalarOp(position, "is_lt", grid, column=ends_column)).result
+    members = em.insert(tile.BinaryOp(started, before_end, "multiply", grid)).result
+    if padding >= 0:
+        ids = load(em, view(em, indices, Layout((bags, tokens), (0, idx.strides[0]), idx.offset)), [0, 0],
+                   (bags, tokens), f32)  # fmt: skip
+        kept = em.insert(tile.BinaryScalarOp(ids, "not_equal", grid, scalar=float(padding))).result
+        members = em.insert(tile.BinaryOp(members, kept, "multiply", grid)).result
+    sizes = em.insert(tile.ReduceOp(members, "add", TileType((bags, 1), f32))).result
+    scaled = members
+    if mode == 1:
+        at_least_one = em.insert(tile.BinaryScalarOp(sizes, "max", TileType((bags, 1), f32), scalar=1.0)).result
+        inverse = em.insert(tile.UnaryOp(at_least_one, "reciprocal", TileType((bags, 1), f32))).result
+        scaled = em.insert(tile.BinaryScalarOp(members, "multiply", grid, column=inverse)).result
+    elif weights is not None:
+        w = layout_of(weights)
+        row = load(
+            em, view(em, weights, Layout((bags, tokens), (0, w.strides[0]), w.offset)), [0, 0], (bags, tokens), f32
+        )
+        scaled = em.insert(tile.BinaryOp(members, row, "multiply", grid)).result
+    matrix = alloc(em, (bags, tokens), f32)
+    em.insert(tile.StoreOp(scaled, matrix, [em.index(0), em.index(0)]))
+    results: list[SSAValue | None] = [emit_matmul(em, matrix, rows, result_element_type(op, 0))]
+
+    def auxiliary(index: int, values: Callable[[], SSAValue]) -> SSAValue | None:
+        result_type = op.results[index].type
+        if not isinstance(result_type, TensorType):
+            return None
+        if 0 in result_type.get_shape():
+            return empty_tensor(em, result_type)
+        shape = result_type.get_shape()
+        out = alloc(em, shape, result_type.element_type)
+        value = values()
+        size = layout_of(value).shape
+        if size != (1,) and size != shape:
+            # the meta kernel sizes some of these by the offsets (one more with include_last_offset): zero the rest
+            fill_into(em, out, 0.0)
+            copy_into(em, value, view(em, out, Layout(size, (1,), 0)))
+        else:
+            copy_into(em, view(em, value, layout_of(value).broadcast_to(shape)), out)
+        return out
+
+    def bag_of_token() -> SSAValue:
+        _, _, n_limit = matmul_limits(em)
+        counts = alloc(em, (1, tokens), f32)
+        ones = em.insert(tile.FillOp(1.0, TileType((bags, 1), f32))).result
+        for c0 in range(0, tokens, n_limit):
+            cs = min(n_limit, tokens - c0)
+            chunk = TileType((bags, cs), f32, Memory.SBUF)
+            at = em.insert(tile.IotaOp(chunk, [1], c0)).result
+            begun = em.insert(tile.BinaryScalarOp(at, "is_ge", chunk, column=starts_column)).result
+            total = em.insert(tile.MatmulOp(ones, begun, TileType((1, cs), f32, Memory.PSUM))).result
+            bag = em.insert(tile.BinaryScalarOp(total, "subtract", TileType((1, cs), f32), scalar=1.0)).result
+            em.insert(tile.StoreOp(bag, counts, [em.index(0), em.index(c0)]))
+        return view(em, counts, Layout((tokens,), (1,), 0))
+
+    def bag_sizes() -> SSAValue:
+        out = alloc(em, (bags,), f32)
+        em.insert(tile.StoreOp(sizes, view(em, out, Layout((bags, 1), (1, 0), 0)), [em.index(0), em.index(0)]))
+        return out
+
+    def zeros() -> SSAValue:
+        out = alloc(em, (1,), f32)
+        fill_into(em, out, 0.0)
+        return out
+
+    # sum mode leaves offset2bag empty and bag_size / max_indices zero (sized by the offsets), as the CPU kernel
+    results.append(auxiliary(1, bag_of_token))
+    results.append(auxiliary(2, bag_sizes if mode == 1 else zeros))
+    results.append(auxiliary(3, bag_sizes if mode == 1 else zeros))
+    return results
+
+
+def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """Rows of `self` named by `indices` whose p-norm exceeds max_norm are scaled by max_norm / (norm + 1e-7).
+
+    Which rows are named is a scatter of ones into a [rows] flag vector (indirect DMA); every row's norm is a
+    VectorE reduction with the row on a partition; the scale applies where both hold.
+    """
+    source, indices = args["self"], args["indices"]
+    max_norm, p = float(args["max_norm"]), float(args["norm_type"])
+    src, idx = layout_of(source), layout_of(indices)
+    if src.rank != 2:
+        raise refuse(em, op.name, f"the weight must be 2-d, got rank {src.rank}")
+    count, width = src.shape
+    if width > FREE_TILE:
+        raise refuse(em, op.name, f"rows of {width} elements: at most {FREE_TILE} (one tile per row) lower")
+    named = alloc(em, (count,), f32)
+    fill_into(em, named, 0.0)
+    flat = idx.reshape((idx.num_elements,))
+    index_view = view(
+        em, indices if flat is not None else copy_to(em, indices), flat or Layout((idx.num_elements,), (1,))
+    )
+    if idx.num_elements:
+        access = IndexedAccess((idx.num_elements,), (0,), [IndexTerm(index_view, 1, count)])
+        emit_scatter(em, op.name, named, access, _fill_values(1.0, f32), accumulate=False)
+    out = alloc(em, (count, width), result_element_type(op))
+    flags = view(em, named, Layout((count, 1), (1, 0), 0))
+
+    def rows(e: Emitter, p0: Index, ps: int) -> None:
+        row_type, column_type = TileType((ps, width), f32), TileType((ps, 1), f32)
+        values = load(e, source, [p0, 0], (ps, width), f32)
+        if p == 2:
+            powered = e.insert(tile.BinaryOp(values, values, "multiply", row_type)).result
+        else:
+            powered = e.insert(tile.UnaryOp(values, "abs", row_type)).result
+            if p != 1:
+                powered = e.insert(tile.BinaryScalarOp(powered, "power", row_type, scalar=p)).result
+        norm = e.insert(tile.ReduceOp(powered, "add", column_type)).result
+        if p == 2:
+            norm = e.insert(tile.UnaryOp(norm, "sqrt", column_type)).result
+        elif p != 1:
+            norm = e.insert(tile.BinaryScalarOp(norm, "power", column_type, scalar=1.0 / p)).result
+        too_long = e.insert(tile.BinaryScalarOp(norm, "is_gt", column_type, scalar=max_norm)).result
+        chosen = e.insert(
+            tile.BinaryOp(too_long, load(e, flags, [p0, 0], (ps, 1), f32), "multiply", column_type)
+        ).result
+        shrink = e.insert(tile.UnaryOp(e.insert(tile.BinaryScalarOp(norm, "add", column_type, scalar=1e-7)).result,
+                                       "reciprocal", column_type)).result  # fmt: skip
+        shrink = e.insert(tile.BinaryScalarOp(shrink, "multiply", column_type, scalar=max_norm)).result
+        ones = e.insert(tile.FillOp(1.0, column_type)).result
+        factor = e.insert(tile.SelectOp(chosen, shrink, ones, column_type)).result
+        scaled = e.insert(tile.BinaryScalarOp(values, "multiply", TileType((ps, width), result_element_type(op)),
+                                              column=factor)).result  # fmt: skip
+        e.insert(tile.StoreOp(scaled, out, [e.index(p0), e.index(0)]))
+
+    em.for_tiles(count, PARTITION_TILE, rows)
+    return [out]
+
+
 INDEXING_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.embedding_renorm": _embedding_renorm,
+    "torch.aten._embedding_bag_forward_only": _embedding_bag,  # type: ignore[dict-item]
+    "torch.aten._embedding_bag": _embedding_bag,  # type: ignore[dict-item]
     "torch.aten.masked_scatter": _masked_scatter,
     "torch.aten.embedding": _embedding,
     "torch.aten.index_select": _index_select,

@@ -79,3 +79,18 @@ func.func @main(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2xf32>) -> tensor<1x2x
 // CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "fmod"}
 // CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "divide_floor"}
 // CHECK-COUNT-4: tile.gather
+
+// -----
+
+// embedding_bag (sum with per-sample weights): rows gathered, then a [bags x tokens] membership matrix built from
+// an iota compared with start/end columns, weighted, and multiplied on TensorE.
+// CHECK-LABEL: func.func @main
+func.func @main(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>, %p: tensor<6xf32>) -> tensor<2x5xf32> {
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, %p : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>, tensor<6xf32>) -> (tensor<2x5xf32>, tensor<0xi64>, tensor<2xi64>, tensor<2xi64>)
+  func.return %0 : tensor<2x5xf32>
+}
+// CHECK:       tile.gather
+// CHECK:       tile.iota {steps = array<i64: 1>} : !tile.tile<2x6xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "is_ge"}
+// CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "is_lt"}
+// CHECK:       tile.matmul

@@ -178,3 +178,52 @@ func.func @grid_sampler_unknown_mode(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2
   func.return %0 : tensor<1x2x3x4xf32>
 }
 // CHECK: torch.aten.grid_sampler_2d: needs a 4-d input and modes in 0..2, got interpolation 3, padding 0 (at model.py:13)
+
+// -----
+
+// Max-mode bags need a per-bag running maximum over a data-dependent set of rows: not lowered.
+func.func @embedding_bag_max(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none {mode = 2 : i64} : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<6xi64>, tensor<2xi64>, tensor<2x5xi64>) loc("model.bag"("model.py":3:0))
+  func.return %0 : tensor<2x5xf32>
+}
+// CHECK: torch.aten._embedding_bag_forward_only: mode 'max' (2) is not lowered; sum (0) and mean (1) are (at model.py:3 (model.bag))
+
+// -----
+
+func.func @embedding_bag_by_frequency(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none {scale_grad_by_freq = true} : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<0xi64>, tensor<2xi64>, tensor<2xi64>) loc("model.bag"("model.py":3:0))
+  func.return %0 : tensor<2x5xf32>
+}
+// CHECK: torch.aten._embedding_bag_forward_only: scale_grad_by_freq needs per-index counts (not lowered) (at model.py:3 (model.bag))
+
+// -----
+
+func.func @embedding_bag_2d_indices(%w: tensor<10x5xf32>, %i: tensor<2x3xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none : (tensor<10x5xf32>, tensor<2x3xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<0xi64>, tensor<2xi64>, tensor<2xi64>) loc("model.bag"("model.py":3:0))
+  func.return %0 : tensor<2x5xf32>
+}
+// CHECK: torch.aten._embedding_bag_forward_only: indices and offsets must be 1-d, got ranks 2 and 1 (at model.py:3 (model.bag))
+
+// -----
+
+func.func @embedding_bag_too_many_bags(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<130xi64>) -> tensor<130x5xf32> {
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none : (tensor<10x5xf32>, tensor<6xi64>, tensor<130xi64>) -> (tensor<130x5xf32>, tensor<0xi64>, tensor<130xi64>, tensor<130xi64>) loc("model.bag"("model.py":3:0))
+  func.return %0 : tensor<130x5xf32>
+}
+// CHECK: torch.aten._embedding_bag_forward_only: 130 bags of 6 tokens: at most 128 bags of 1 to 2048 tokens lower (at model.py:3 (model.bag))
+
+// -----
+
+func.func @embedding_renorm_rank(%w: tensor<2x10x5xf32>, %i: tensor<6xi64>) -> tensor<2x10x5xf32> {
+  %0 = torch.aten.embedding_renorm %w, %i {max_norm = 1.0 : f64, norm_type = 2.0 : f64} : (tensor<2x10x5xf32>, tensor<6xi64>) -> tensor<2x10x5xf32> loc("model.py":3:0)
+  func.return %0 : tensor<2x10x5xf32>
+}
+// CHECK: torch.aten.embedding_renorm: the weight must be 2-d, got rank 3 (at model.py:3)
+
+// -----
+
+func.func @embedding_renorm_wide(%w: tensor<10x4097xf32>, %i: tensor<6xi64>) -> tensor<10x4097xf32> {
+  %0 = torch.aten.embedding_renorm %w, %i {max_norm = 1.0 : f64, norm_type = 2.0 : f64} : (tensor<10x4097xf32>, tensor<6xi64>) -> tensor<10x4097xf32> loc("model.py":3:0)
+  func.return %0 : tensor<10x4097xf32>
+}
+// CHECK: torch.aten.embedding_renorm: rows of 4097 elements: at most 2048 (one tile per row) lower (at model.py:3)
