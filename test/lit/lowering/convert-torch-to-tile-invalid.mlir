@@ -59,3 +59,36 @@ func.func @unsqueeze_out_of_range(%x: tensor<4x5xf32>) -> tensor<4x5x1xf32> {
   func.return %y : tensor<4x5x1xf32>
 }
 // CHECK: torch.aten.unsqueeze: dimension 7 is out of range for unsqueezing a rank-2 tensor (at model.py:9)
+
+// -----
+
+// Lowerings that check their scalar arguments (elementwise.py, activations.py, sort.py, normalization.py).
+func.func @unknown_rounding_mode(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.aten.div.Tensor_mode %x, %y {rounding_mode = "ceil"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc("model.py":30:0)
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten.div.Tensor_mode: unknown rounding_mode 'ceil' (at model.py:30)
+
+// -----
+
+func.func @unknown_gelu_approximation(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.aten.gelu %x {approximate = "erf"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":31:0)
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.aten.gelu: unknown gelu approximation 'erf' (at model.py:31)
+
+// -----
+
+func.func @topk_k_out_of_range(%x: tensor<3x4xf32>) -> (tensor<3x5xf32>, tensor<3x5xi64>) {
+  %0, %1 = torch.aten.topk %x {k = 5 : i64} : (tensor<3x4xf32>) -> (tensor<3x5xf32>, tensor<3x5xi64>) loc("model.py":32:0)
+  func.return %0, %1 : tensor<3x5xf32>, tensor<3x5xi64>
+}
+// CHECK: torch.aten.topk: k = 5 is out of range for a dimension of 4 (at model.py:32)
+
+// -----
+
+func.func @batch_norm_eval_saving_statistics(%x: tensor<4x3xf32>, %rm: tensor<3xf32>, %rv: tensor<3xf32>) -> tensor<3xf32> {
+  %0, %1, %2 = torch.aten._native_batch_norm_legit_no_training %x, none, none, %rm, %rv {momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>) loc("model.py":33:0)
+  func.return %1 : tensor<3xf32>
+}
+// CHECK: torch.aten._native_batch_norm_legit_no_training: result 1 has shape (3,), but batch norm saves no statistics here (shape (0,)) (at model.py:33)

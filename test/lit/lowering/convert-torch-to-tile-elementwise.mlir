@@ -1,0 +1,117 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Branches of the elementwise lowerings (lowering/convert_torch_to_tile/elementwise.py, activations.py): integer
+// versus float computation, special cases of pow, exact rounding, dtype-rounded scalars, NaN-aware fmax, the tan
+// reduction, and empty results. Numbers are checked end to end in test/e2e/test_elementwise.py.
+
+func.func @integer_arithmetic_is_exact(%a: tensor<4x8xi32>, %b: tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi32>, tensor<4x8xi32>) {
+  %add = torch.aten.add.Tensor %a, %b {alpha = 3 : i64} : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+  %div = torch.aten.div.Tensor_mode %a, %b {rounding_mode = "floor"} : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+  %rem = torch.aten.remainder.Scalar %a {other = 3 : i64} : (tensor<4x8xi32>) -> tensor<4x8xi32>
+  func.return %add, %div, %rem : tensor<4x8xi32>, tensor<4x8xi32>, tensor<4x8xi32>
+}
+// Integer results from integer operands stay integer tiles (GpSimdE computes them exactly; no fp32 detour),
+// floor division is a GpSimd kernel, and a scalar divisor is a [P, 1] column of the integer type.
+// CHECK-LABEL: func.func @integer_arithmetic_is_exact
+// CHECK:       tile.load
+// CHECK-NEXT:  %[[B:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       %[[SCALED:.*]] = tile.binary_scalar %[[B]] {op = "multiply", scalar = 3.000000e+00 : f64} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       tile.binary %{{.*}}, %[[SCALED]] {op = "add"} : (!tile.tile<32x1xi32, sbuf>, !tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "divide_floor"} : (!tile.tile<32x1xi32, sbuf>, !tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+// CHECK:       %[[THREE:.*]] = tile.fill {value = 3.000000e+00 : f64} : !tile.tile<32x1xi32, sbuf>
+// CHECK:       tile.kernel %{{.*}}, %[[THREE]] {kernel = "remainder"}
+
+// -----
+
+func.func @pow_special_exponents(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %p2 = torch.aten.pow.Tensor_Scalar %x {exponent = 2 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %p27 = torch.aten.pow.Tensor_Scalar %x {exponent = 2.700000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %exp2 = torch.aten.pow.Scalar %x {self = 2.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %p2, %p27, %exp2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+// pow with exponent 2 is ScalarE's square; a general exponent is the ALU's power; a positive scalar base
+// b^x is exp(x * ln b) with the free scale.
+// CHECK-LABEL: func.func @pow_special_exponents
+// CHECK:       tile.unary %{{.*}} {fn = "square"}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "power", scalar = 2.700000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} {fn = "exp", scale = 0.69314718055994529 : f64}
+
+// -----
+
+func.func @rounding(%x: tensor<4x8xf32>, %i: tensor<4x8xi32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xi32>) {
+  %r = torch.aten.round %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %f = torch.aten.floor %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %fi = torch.aten.floor %i : (tensor<4x8xi32>) -> tensor<4x8xi32>
+  func.return %r, %f, %fi : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xi32>
+}
+// Round half to even adds and removes 1.5 * 2^23 (0x4168...) and keeps x where |x| >= 2^22 (0x4150...);
+// floor subtracts 1 where that rounded up; integers round to themselves.
+// CHECK-LABEL: func.func @rounding
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[UP:.*]] = tile.binary_scalar %[[X]] {op = "add", scalar = 0x4168000000000000 : f64}
+// CHECK:       %[[R:.*]] = tile.binary_scalar %[[UP]] {op = "subtract", scalar = 0x4168000000000000 : f64}
+// CHECK:       %[[ABS:.*]] = tile.unary %[[X]] {fn = "abs"}
+// CHECK:       %[[SMALL:.*]] = tile.binary_scalar %[[ABS]] {op = "is_lt", scalar = 0x4150000000000000 : f64}
+// CHECK:       tile.select %[[SMALL]], %[[R]], %[[X]]
+// CHECK:       %[[RF:.*]] = tile.select
+// CHECK:       %[[OVER:.*]] = tile.binary %[[RF]], %{{.*}} {op = "is_gt"}
+// CHECK:       tile.binary %[[RF]], %[[OVER]] {op = "subtract"}
+// CHECK:       tile.copy %{{.*}} : (!tile.tile<32x1xi32, sbuf>) -> !tile.tile<32x1xi32, sbuf>
+
+// -----
+
+func.func @scalars_round_to_bf16(%x: tensor<4x8xbf16>) -> tensor<4x8xi1> {
+  %lt = torch.aten.lt.Scalar %x {other = 3.000000e-01 : f64} : (tensor<4x8xbf16>) -> tensor<4x8xi1>
+  func.return %lt : tensor<4x8xi1>
+}
+// A bf16 tensor meets a Python scalar rounded to bf16, as PyTorch's type promotion does (0.3 -> 0.30078125).
+// CHECK-LABEL: func.func @scalars_round_to_bf16
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_lt", scalar = 0.30078125 : f64} : (!tile.tile<32x1xbf16, sbuf>) -> !tile.tile<32x1xi1, sbuf>
+
+// -----
+
+func.func @fmax_ignores_nan(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %m = torch.aten.fmax %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %m : tensor<4x8xf32>
+}
+// fmax: the maximum, then the other operand wherever one is NaN (x != x).
+// CHECK-LABEL: func.func @fmax_ignores_nan
+// CHECK:       %[[X:.*]] = tile.load
+// CHECK:       %[[Y:.*]] = tile.load
+// CHECK:       %[[M:.*]] = tile.binary %[[X]], %[[Y]] {op = "max"}
+// CHECK:       %[[XNAN:.*]] = tile.binary %[[X]], %[[X]] {op = "not_equal"}
+// CHECK:       %[[M2:.*]] = tile.select %[[XNAN]], %[[Y]], %[[M]]
+// CHECK:       %[[YNAN:.*]] = tile.binary %[[Y]], %[[Y]] {op = "not_equal"}
+// CHECK:       tile.select %[[YNAN]], %[[X]], %[[M2]]
+
+// -----
+
+func.func @tan_and_gelu(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %t = torch.aten.tan %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g = torch.aten.gelu %x {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %t, %g : tensor<4x8xf32>, tensor<4x8xf32>
+}
+// tan: quadrant n = round(x * 2/pi), a Cody-Waite remainder d in three steps, sin(d) and cos(d) = sin(pi/2 - |d|)
+// swapped (and negated) for odd n by the parity from a GpSimd fmod; gelu's tanh approximation is one activation.
+// CHECK-LABEL: func.func @tan_and_gelu
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.63661977236758138 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.5703125 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.00048375129699707031 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 7.5497899548918824e-08 : f64}
+// CHECK:       tile.unary %{{.*}} {fn = "sin"}
+// CHECK:       tile.unary %{{.*}} {fn = "sin", scale = -1.000000e+00 : f64, bias_value = 1.5707963267948966 : f64}
+// CHECK:       tile.kernel %{{.*}}, %{{.*}} {kernel = "fmod"}
+// CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
+// CHECK:       tile.unary %{{.*}} {fn = "gelu_apprx_tanh"}
+
+// -----
+
+func.func @empty_result(%x: tensor<0x3xf32>) -> tensor<0x3xf32> {
+  %e = torch.aten.exp %x : (tensor<0x3xf32>) -> tensor<0x3xf32>
+  func.return %e : tensor<0x3xf32>
+}
+// A result without elements computes nothing: a zero-stride view of a one-element allocation.
+// CHECK-LABEL: func.func @empty_result
+// CHECK:       %[[ONE:.*]] = memref.alloc() : memref<1xf32, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[E:.*]] = tile.view %[[ONE]] : memref<1xf32, #neuron.mem<hbm>> to memref<0x3xf32, strided<[0, 0]>, #neuron.mem<hbm>>
+// CHECK-NEXT:  func.return %[[E]]

@@ -1,0 +1,57 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Branches of the normalization lowerings (lowering/convert_torch_to_tile/normalization.py): statistics over
+// trailing dims (layer norm) or all but the channel (batch norm), training with the running-statistics update,
+// and eval mode. Gradients are checked end to end in test/e2e/test_normalization.py.
+
+func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>) {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 8>, eps = 1.000000e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  func.return %0, %1, %2 : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>
+}
+// Layer norm: the mean, the variance of the deviations from it (both / 8), rsqrt(var + eps) on ScalarE with eps
+// as the bias, then one pass over x whose statistics ([4, 1]) and affine parameters ([8]) are stride-0 views.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK:       %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.250000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
+// CHECK:       tile.unary %{{.*}} {fn = "square"}
+// CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
+// CHECK:       tile.view %[[MEAN]] : memref<4x1xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[1, 0]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %w : memref<8xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK:       %[[CENTRED:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
+// CHECK:       %[[SCALED:.*]] = tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"}
+// CHECK:       %[[WEIGHTED:.*]] = tile.binary %[[SCALED]], %{{.*}} {op = "multiply"}
+// CHECK:       tile.binary %[[WEIGHTED]], %{{.*}} {op = "add"}
+
+// -----
+
+func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %0, %1, %2, %3, %4 = torch.aten._native_batch_norm_legit_functional %x, none, none, %rm, %rv {training = true, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  func.return %0, %1, %2, %3, %4 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+// Batch norm in training: channels on partitions (x read through a [C, N, HxW] view), the batch folded in a
+// loop; the running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var
+// (the unbiased variance of 20 values per channel).
+// CHECK-LABEL: func.func @batch_norm_training
+// CHECK:       tile.view %x : memref<4x3x5xf32, #neuron.mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #neuron.mem<hbm>>
+// CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 9.000000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 9.000000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.10526315789473684 : f64}
+
+// -----
+
+func.func @batch_norm_eval(%x: tensor<4x3x5xf32>, %w: tensor<3xf32>, %b: tensor<3xf32>, %rm: tensor<3xf32>, %rv: tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<0xf32>, tensor<0xf32>) {
+  %0, %1, %2 = torch.aten._native_batch_norm_legit_no_training %x, %w, %b, %rm, %rv {momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<0xf32>, tensor<0xf32>)
+  func.return %0, %1, %2 : tensor<4x3x5xf32>, tensor<0xf32>, tensor<0xf32>
+}
+// In eval mode the running statistics normalize and the saved statistics are empty.
+// CHECK-LABEL: func.func @batch_norm_eval
+// CHECK:       tile.view %rv : memref<3xf32, #neuron.mem<hbm>> to memref<3x1xf32, #neuron.mem<hbm>>
+// CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
+// CHECK:       tile.view %rm : memref<3xf32, #neuron.mem<hbm>> to memref<1x3x1xf32, strided<[0, 1, 0]>, #neuron.mem<hbm>>
+// CHECK-NOT:   tile.reduce
+// CHECK:       tile.view %{{.*}} : memref<1xf32, #neuron.mem<hbm>> to memref<0xf32, strided<[0]>, #neuron.mem<hbm>>

@@ -1,0 +1,67 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Branches of the reduction lowerings (lowering/convert_torch_to_tile/reduction.py): chunk transforms, the
+// arg-reduction fold with its loop-carried pair, two-pass variances and reductions over no element.
+
+func.func @any_folds_nonzero_flags(%x: tensor<6x300xf32>) -> tensor<6xi1> {
+  %a = torch.aten.any.dim %x {dim = 1 : i64} : (tensor<6x300xf32>) -> tensor<6xi1>
+  func.return %a : tensor<6xi1>
+}
+// any reduces `x != 0` flags with max, then casts the [P, 1] column to i1.
+// CHECK-LABEL: func.func @any_folds_nonzero_flags
+// CHECK:       %[[X:.*]] = tile.load
+// CHECK:       %[[NZ:.*]] = tile.binary_scalar %[[X]] {op = "not_equal", scalar = 0.000000e+00 : f64}
+// CHECK:       %[[M:.*]] = tile.reduce %[[NZ]] {op = "max"}
+// CHECK:       tile.copy %[[M]] : (!tile.tile<6x1xf32, sbuf>) -> !tile.tile<6x1xi1, sbuf>
+
+// -----
+
+func.func @argmax_over_chunks(%x: tensor<6x7000xf32>) -> tensor<6xi64> {
+  %i = torch.aten.argmax %x {dim = 1 : i64} : (tensor<6x7000xf32>) -> tensor<6xi64>
+  func.return %i : tensor<6xi64>
+}
+// argmax carries (maximum, index) columns over chunks of 2048: within a chunk the smallest position (an iota
+// from the chunk's offset, a loop index inside the loop) that equals the maximum or is NaN; across chunks a
+// later chunk wins only when strictly greater, or NaN over a number.
+// CHECK-LABEL: func.func @argmax_over_chunks
+// CHECK:       tile.iota {steps = array<i64: 1>} : !tile.tile<6x2048xf32, sbuf>
+// CHECK:       %{{.*}}, %{{.*}} = scf.for %[[F0:.*]] = %c2048 to %c6144 step %c2048 iter_args(%[[BEST:.*]] = %{{.*}}, %[[INDEX:.*]] = %{{.*}})
+// CHECK:         %[[MAX:.*]] = tile.reduce %{{.*}} {op = "max"}
+// CHECK:         tile.binary_scalar %{{.*}} column %[[MAX]] {op = "is_equal"}
+// CHECK:         tile.iota %[[F0]] {steps = array<i64: 1>} : !tile.tile<6x2048xf32, sbuf>
+// CHECK:         %[[FIRST:.*]] = tile.reduce %{{.*}} {op = "min"}
+// CHECK:         %[[WINS:.*]] = tile.binary %[[MAX]], %[[BEST]] {op = "is_gt"}
+// CHECK:         %[[TAKE:.*]] = tile.binary %[[WINS]], %{{.*}} {op = "logical_or"}
+// CHECK:         %[[NEWBEST:.*]] = tile.select %[[TAKE]], %[[MAX]], %[[BEST]]
+// CHECK:         %[[NEWINDEX:.*]] = tile.select %[[TAKE]], %[[FIRST]], %[[INDEX]]
+// CHECK:         scf.yield %[[NEWBEST]], %[[NEWINDEX]]
+// CHECK:       tile.iota {steps = array<i64: 1>, base = 6144 : i64} : !tile.tile<6x856xf32, sbuf>
+// CHECK:       tile.copy %{{.*}} : (!tile.tile<6x1xf32, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+
+// -----
+
+func.func @variance_two_passes(%x: tensor<6x300xf32>) -> tensor<300xf32> {
+  %v = torch.aten.var.correction %x {dim = array<i64: 0>, correction = 1 : i64} : (tensor<6x300xf32>) -> tensor<300xf32>
+  func.return %v : tensor<300xf32>
+}
+// A variance reduces twice: the mean (scaled by 1/6) into an fp32 tensor, then the squared deviations from
+// its column, scaled by 1/(N - correction) = 1/5. Reducing dim 0 reads the input transposed through a view.
+// CHECK-LABEL: func.func @variance_two_passes
+// CHECK:       tile.view %x : memref<6x300xf32, #neuron.mem<hbm>> to memref<300x6xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.16666666666666666 : f64}
+// CHECK:       %[[MEAN:.*]] = tile.load %{{.*}} : memref<300x1xf32, #neuron.mem<hbm>> -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[D:.*]] = tile.binary_scalar %{{.*}} column %[[MEAN]] {op = "subtract"}
+// CHECK:       %[[SQ:.*]] = tile.unary %[[D]] {fn = "square"}
+// CHECK:       %[[S:.*]] = tile.reduce %[[SQ]] {op = "add"}
+// CHECK:       tile.binary_scalar %[[S]] {op = "multiply", scalar = 2.000000e-01 : f64}
+
+// -----
+
+func.func @empty_sum_is_zero(%x: tensor<4x0xf32>) -> tensor<4xf32> {
+  %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 1>} : (tensor<4x0xf32>) -> tensor<4xf32>
+  func.return %s : tensor<4xf32>
+}
+// A sum over no element is the identity: the result is filled with 0.
+// CHECK-LABEL: func.func @empty_sum_is_zero
+// CHECK-NOT:   tile.reduce
+// CHECK:       tile.fill {value = 0.000000e+00 : f64} : !tile.tile<4x1xf32, sbuf>
