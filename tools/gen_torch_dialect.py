@@ -55,7 +55,7 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_to_sparse.sparse_dim": "opinfo: to_sparse",
     "aten::_transformer_encoder_layer_fwd": "discover: transformer (eval), nn.TransformerEncoderLayer fast path",
     "aten::_trilinear": "opinfo: nn.functional.bilinear",
-    "aten::_unsafe_index.Tensor": "lowering: convert-torch-to-tile, the gather of upsampling/interpolation decompositions",
+    "aten::_unsafe_index.Tensor": "lowering: convert-torch-to-tile, the gather of upsampling decompositions",
     "aten::_unsafe_index_put": "lowering: convert-torch-to-tile, the scatter in the backward of _unsafe_index",
     "aten::_unsafe_view": "real graphs (spec): reshape of a fresh matmul result",
     "aten::_upsample_bilinear2d_aa": "opinfo: _upsample_bilinear2d_aa",
