@@ -62,23 +62,22 @@ def _diagonal(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue
 
 
 def _as_strided(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    """A view with the given sizes and strides over the input's allocation (PyTorch: over its storage)."""
+    """A view with the given sizes and strides over the input's allocation, which is PyTorch's storage: views keep
+    their base's allocation, so strides and `storage_offset` count the same elements as in eager."""
     source = args["self"]
     layout = layout_of(source)
     offset = args.get("storage_offset")
     size, stride = tuple(args["size"]), tuple(args["stride"])
     if any(s < 0 for s in stride):
         raise refuse(em, op.name, f"negative strides {list(stride)} are not valid for as_strided")
-    if not layout.is_contiguous():
-        # the strides count elements of the storage underneath; give the input a storage of its own first
-        source = copy_to(em, source)
-        layout = layout_of(source)
-    start = layout.offset if offset is None else layout_of(source).offset + int(offset)
+    start = layout.offset if offset is None else int(offset)
+    # the allocation holds at least the elements the input spans
+    span = layout.offset + 1 + sum((n - 1) * abs(s) for n, s in zip(layout.shape, layout.strides, strict=True))
     reach = start + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else start
-    if reach >= layout.offset + max(layout.num_elements, 1):
+    if reach >= span:
         raise refuse(
-            em, op.name, f"sizes {list(size)} and strides {list(stride)} reach past the {layout.num_elements} "
-            "elements of the input"
+            em, op.name, f"sizes {list(size)} and strides {list(stride)} reach past the {span} elements of the "
+            "input's storage"
         )
     return [view(em, source, Layout(size, stride, start))]
 
@@ -173,7 +172,7 @@ def _as_strided_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> lis
     out = copy_to(em, args["self"])
     offset = args.get("storage_offset")
     size, stride = tuple(args["size"]), tuple(args["stride"])
-    start = layout_of(out).offset + (int(offset) if offset is not None else 0)
+    start = layout_of(out).offset if offset is None else int(offset)
     target = Layout(size, stride, start)
     if not _injective(target):
         raise refuse(em, op.name, f"sizes {list(size)} and strides {list(stride)} write some elements twice")

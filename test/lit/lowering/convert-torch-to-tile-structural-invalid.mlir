@@ -52,7 +52,7 @@ func.func @as_strided_too_far(%x: tensor<12xf32>) -> tensor<4x3xf32> {
   %0 = torch.aten.as_strided %x {size = array<i64: 4, 3>, stride = array<i64: 3, 2>} : (tensor<12xf32>) -> tensor<4x3xf32> loc("model.py":11:0)
   func.return %0 : tensor<4x3xf32>
 }
-// CHECK: torch.aten.as_strided: sizes [4, 3] and strides [3, 2] reach past the 12 elements of the input (at model.py:11)
+// CHECK: torch.aten.as_strided: sizes [4, 3] and strides [3, 2] reach past the 12 elements of the input's storage (at model.py:11)
 
 // -----
 

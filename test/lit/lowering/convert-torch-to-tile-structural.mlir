@@ -196,3 +196,84 @@ func.func @main(%a: tensor<5x0xf32>, %b: tensor<0x7xf32>) -> tensor<5x7xf32> {
 // CHECK-NOT:   tile.matmul
 // CHECK:       tile.fill {value = 0.000000e+00 : f64} : !tile.tile<5x7xf32, sbuf>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// repeat: the output viewed as (repeat, size) pairs receives one broadcast (stride-0) view of the input.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<3x1x5xf32>) -> tensor<2x3x3x15xf32> {
+  %0 = torch.aten.repeat %x {repeats = array<i64: 2, 1, 3, 3>} : (tensor<3x1x5xf32>) -> tensor<2x3x3x15xf32>
+  func.return %0 : tensor<2x3x3x15xf32>
+}
+// CHECK:       tile.view %x : memref<3x1x5xf32, #neuron.mem<hbm>> to memref<2x1x1x3x3x1x3x5xf32, strided<[0, 0, 0, 5, 0, 5, 0, 1]>, #neuron.mem<hbm>>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// arange: GpSimdE counts, VectorE scales and shifts, one static block at a time.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<7xf32>) -> tensor<7xf32> {
+  %r = torch.aten.arange.start_step {start = 2.5 : f64, end = 6.0 : f64, step = 0.5 : f64, dtype = f32} : () -> tensor<7xf32>
+  %0 = torch.aten.add.Tensor %x, %r : (tensor<7xf32>, tensor<7xf32>) -> tensor<7xf32>
+  func.return %0 : tensor<7xf32>
+}
+// CHECK:       tile.iota {steps = array<i64: 1>, channel_multiplier = 7 : i64} : !tile.tile<1x7xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "add", scalar = 2.500000e+00 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// as_strided of a permuted view: its strides count elements of the storage underneath (the view's allocation),
+// so it is one more view of %x, as are split_with_sizes and diagonal.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<4x6xf32>) -> (tensor<3x2xf32>, tensor<4x2xf32>, tensor<3xf32>) {
+  %t = torch.aten.permute %x {dims = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %a = torch.aten.as_strided %t {size = array<i64: 3, 2>, stride = array<i64: 5, 1>} : (tensor<6x4xf32>) -> tensor<3x2xf32>
+  %s:2 = torch.aten.split_with_sizes %x {split_sizes = array<i64: 4, 2>, dim = 1 : i64} : (tensor<4x6xf32>) -> (tensor<4x4xf32>, tensor<4x2xf32>)
+  %d = torch.aten.diagonal %x {offset = 2 : i64} : (tensor<4x6xf32>) -> tensor<4xf32>
+  %d3 = torch.aten.slice.Tensor %d {dim = 0 : i64, start = 1 : i64, end = 4 : i64} : (tensor<4xf32>) -> tensor<3xf32>
+  func.return %a, %s#1, %d3 : tensor<3x2xf32>, tensor<4x2xf32>, tensor<3xf32>
+}
+// CHECK-NOT:   memref.alloc
+// CHECK:       tile.view %{{.*}} to memref<3x2xf32, strided<[5, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<4x6xf32, #neuron.mem<hbm>> to memref<4x2xf32, strided<[6, 1], offset: 4>, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<4x6xf32, #neuron.mem<hbm>> to memref<4xf32, strided<[7], offset: 2>, #neuron.mem<hbm>>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Adaptive pooling whose sizes divide is regular pooling (kernel = stride = size / output), one immediate scale.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x6x4xf32>) -> tensor<1x3x3x2xf32> {
+  %0 = torch.aten._adaptive_avg_pool2d %x {output_size = array<i64: 3, 2>} : (tensor<1x3x6x4xf32>) -> tensor<1x3x3x2xf32>
+  func.return %0 : tensor<1x3x3x2xf32>
+}
+// CHECK-NOT:   tile.reduce
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 2.500000e-01 : f64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Average-pool backward with padding excluded: each kernel offset adds grad / count into the padded gradient's
+// window view (read, add, write back), then the interior is the result.
+// CHECK-LABEL: func.func @main
+func.func @main(%g: tensor<1x2x3x3xf32>, %x: tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32> {
+  %0 = torch.aten.avg_pool2d_backward %g, %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : (tensor<1x2x3x3xf32>, tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  func.return %0 : tensor<1x2x5x5xf32>
+}
+// CHECK:       memref.alloc() : memref<2x7x7xf32, #neuron.mem<hbm>>
+// CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
+// CHECK:       tile.store %{{.*}}, %{{.*}} {dims = array<i64: 0, 3, 4>}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Adaptive-pool backward with uneven windows: each output position's share is added over its own window.
+// CHECK-LABEL: func.func @main
+func.func @main(%g: tensor<1x2x2x3xf32>, %x: tensor<1x2x5x7xf32>) -> tensor<1x2x5x7xf32> {
+  %0 = torch.aten._adaptive_avg_pool2d_backward %g, %x : (tensor<1x2x2x3xf32>, tensor<1x2x5x7xf32>) -> tensor<1x2x5x7xf32>
+  func.return %0 : tensor<1x2x5x7xf32>
+}
+// CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "add"} : (!tile.tile<2x3x3xf32, sbuf>, !tile.tile<2x1xf32, sbuf>)
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
