@@ -32,6 +32,7 @@ CASES = [
     ("diagonal", lambda x: torch.diagonal(x, 1, 0, 2) * 2, [(5, 3, 7)]),
     ("repeat", lambda x: x.repeat(2, 1, 3), [(3, 1, 5)]),
     ("as_strided_windows", lambda x: torch.as_strided(x, (4, 3), (2, 1)) + 0, [(11,)]),
+    ("as_strided_of_a_view", lambda x: torch.as_strided(x.t(), (3, 2), (5, 1), 2) * 2, [(4, 6)]),
     ("constant_pad", lambda x: F.pad(x, (1, 2, 0, 3), value=-1.5), [(3, 130, 5)]),
     ("constant_pad_negative", lambda x: F.pad(x, (-1, 2, 1, -2)), [(1, 3, 6, 7)]),
     ("slice_scatter", lambda x, s: torch.slice_scatter(x, s, 1, 1, 8, 3), [(4, 9), (4, 3)]),
