@@ -83,6 +83,34 @@ class Gathers(torch.nn.Module):
         return taken * 2, picked, torch.gather(x, 1, torch.arange(4).unsqueeze(0).expand(3, 4).flip(1)), spread
 
 
+class Elementwise(torch.nn.Module):
+    """Compositions of engine functions (tan, atan2, rounding), the GpSimd division family and exact integers."""
+
+    def forward(self, x, y):
+        i = (x * 40).to(torch.int32)
+        return (
+            torch.tan(x), torch.atan2(x, y), torch.round(x * 3), torch.floor(x), torch.remainder(x, y),
+            torch.div(x, y, rounding_mode="floor"), torch.fmax(x, y), torch.erfc(x), i * 3 + i // 7, (i % 5) == 0,
+        )  # fmt: skip
+
+
+class Statistics(torch.nn.Module):
+    """Arg-reductions, variances, any, and the scan and sort families."""
+
+    def forward(self, x):
+        return (
+            x.argmax(1), x.max(0), torch.var_mean(x, 1), (x > 1).any(0), torch.cumsum(x, 0), torch.sort(x, 1),
+            torch.topk(x, 3, 0),
+        )  # fmt: skip
+
+
+def _normalization():
+    return torch.nn.Sequential(
+        torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.Unflatten(1, (4, 4)), torch.nn.BatchNorm1d(4),
+        torch.nn.GroupNorm(2, 4),
+    )  # fmt: skip
+
+
 def _llama_mlp():
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaMLP
@@ -111,6 +139,9 @@ CASES = {
     "gathers": (Gathers, lambda: (torch.randn(10, 6), torch.randn(3, 5)), False),
     # a transformers module that lowers whole (SiLU-gated MLP), forward and backward
     "llama_mlp": (_llama_mlp, lambda: (torch.randn(2, 8, 32),), True),
+    "elementwise": (Elementwise, lambda: (torch.randn(5, 130), torch.randn(5, 130)), False),
+    "statistics": (Statistics, lambda: (torch.randn(140, 9),), False),
+    "normalization_training": (_normalization, lambda: (torch.randn(6, 12),), True),
     "linear_training": (
         lambda: torch.nn.Sequential(torch.nn.Linear(65, 129), torch.nn.ReLU(), torch.nn.Linear(129, 3)),
         lambda: (torch.randn(2, 65),),
