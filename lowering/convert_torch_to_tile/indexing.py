@@ -635,12 +635,14 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     """
     from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 
-    target = layout_of(args["self"])
+    # self and mask broadcast together to the result's shape
+    target = Layout.contiguous(result_shape(op))
+    current = view(em, args["self"], layout_of(args["self"]).broadcast_to(target.shape))
     count = target.num_elements
     source = args["source"]
     available = layout_of(source).num_elements
     if count == 0 or available == 0:
-        return [copy_to(em, args["self"])]
+        return [copy_to(em, current)]
     width = next(d for d in range(min(PARTITION_TILE, count), 0, -1) if count % d == 0)
     rows = count // width
     if rows > PARTITION_TILE:
@@ -678,7 +680,7 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
         chosen, taken, kept = tiles
         return e.insert(tile.SelectOp(chosen, taken, kept, result)).result
 
-    return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, args["self"]], choose)]
+    return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, current], choose)]
 
 
 def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
