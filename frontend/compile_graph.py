@@ -221,7 +221,10 @@ class CompiledGraph:
         self.signature = signature
         self.options = options
         self.debug_dir = debug_dir
-        self.constants = [to_numpy(c) for c in signature.constants]
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():  # compiled inside AOTAutograd's fake mode: the constants are real tensors
+            self.constants = [to_numpy(c).copy() for c in signature.constants]
         self.last_profile: Any = None
 
     def __call__(self, args: list[Any]) -> list[Any]:

@@ -319,8 +319,11 @@ class FxImporter:
             raise GraphImportError(
                 f"{describe_node(node)}: get_attr of a {type(value).__name__} (only tensor constants are imported)"
             )
-        value = value.detach()
-        fill = _splat_value(value)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():  # a backend compiles inside AOTAutograd's fake mode; constants are real
+            value = value.detach()
+            fill = _splat_value(value)
         if fill is not None:
             user = next(iter(node.users), node)
             self.values[node] = self._full(list(value.shape), fill, value.dtype, user, _ssa_name(node.name))

@@ -226,6 +226,19 @@ def test_tensor_constants_are_fills_or_trailing_arguments():
     assert "fill_value = 5.000000e-01 : f64" in text
 
 
+def test_constants_compile_and_run_on_the_simulated_core(fresh_compiler):
+    from support import assert_close_to_torch
+
+    class Constants(nn.Module):
+        def forward(self, x):
+            masked = torch.where(x > 0, x, torch.tensor(-1.0))  # a 0-d fill the lowering consumes
+            return x * torch.tensor(0.5) + masked, x + torch.tensor([1.0, 2.0, 3.0])
+
+    model, x = Constants(), torch.randn(4, 3)
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
+    assert_close_to_torch(compiled(x), model(x))
+
+
 class WithBuffer(nn.Module):
     def __init__(self):
         super().__init__()
