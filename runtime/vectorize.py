@@ -42,6 +42,7 @@ Loops that fail a check run sequentially (and are not tried again, leaving inner
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 from collections.abc import Sequence
@@ -78,7 +79,7 @@ _MAX_RUNS = 64
 
 @dataclass
 class _Footprint:
-    """The bytes a statically addressed on-chip operand touches: partitions [p0, p1) x byte runs."""
+    """The bytes a statically addressed on-chip operand touches: mask rows [p0, p1) x byte runs."""
 
     memory_id: int
     p0: int
@@ -141,6 +142,7 @@ class Nest:
     writes_private: dict[int, list[tuple[str, _Footprint]]]  # plan -> private operands it writes
     accumulate_reg: dict[int, int]  # plan -> column of its register-valued `accumulate` (dst is read then)
     masks: dict[int, tuple[int, int, int]]  # memory id -> (origin byte, rows, width) of the private masks
+    partition_cuts: dict[int, list[int]]  # memory id -> partition boundaries: mask row r is [cuts[r], cuts[r + 1])
     private_masks: dict[int, np.ndarray]  # memory id -> every private byte
     shadows: list[_Shadow]
     failed: bool = False
@@ -244,15 +246,20 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
         for op in plan.operands:
             if op.site.memory_id != _HBM_ID and op.register < 0:
                 static_ops.append((plan, op))
+    # Masks have one row per interval between the partition boundaries these operands use (every partition of an
+    # interval is touched by the same operands in the same way) and one column per byte of their address hull.
     bounds: dict[int, list[int]] = {}
+    cuts: dict[int, set[int]] = {}
     for _, op in static_ops:
         site = op.site
-        entry = bounds.setdefault(site.memory_id, [site.base + site.low, site.base + site.high, site.partition_end])
+        entry = bounds.setdefault(site.memory_id, [site.base + site.low, site.base + site.high])
         entry[0] = min(entry[0], site.base + site.low)
         entry[1] = max(entry[1], site.base + site.high)
-        entry[2] = max(entry[2], site.partition_end)
+        cuts.setdefault(site.memory_id, set()).update((site.partition_start, site.partition_end))
     masks: dict[int, tuple[int, int, int]] = {}
-    for memory_id, (lo, hi, rows) in bounds.items():
+    partition_cuts = {memory_id: sorted(found) for memory_id, found in cuts.items()}
+    for memory_id, (lo, hi) in bounds.items():
+        rows = len(partition_cuts[memory_id]) - 1
         if rows * (hi - lo) > MAX_MASK_CELLS:
             return None
         masks[memory_id] = (lo, rows, hi - lo)
@@ -265,8 +272,9 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
         index = None
         if runs is None:
             index = (starts[:, None] + np.arange(site.itemsize)[None, :]).reshape(-1)
+        rows = partition_cuts[site.memory_id]
         footprints[(plan.index, op.role)] = _Footprint(
-            site.memory_id, site.partition_start, site.partition_end, runs, index
+            site.memory_id, rows.index(site.partition_start), rows.index(site.partition_end), runs, index
         )
 
     # Private bytes: everything a static on-chip write touches.
@@ -331,6 +339,7 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
         writes_private=writes_private,
         accumulate_reg=accumulate_reg,
         masks=masks,
+        partition_cuts=partition_cuts,
         private_masks=private_masks,
         shadows=shadows,
     )
@@ -510,9 +519,9 @@ class Batch:
             if memory_id != _HBM_ID:
                 mask = self.nest.private_masks.get(memory_id)
                 if mask is not None:
-                    origin = self.nest.masks[memory_id][0]
+                    origin, cuts = self.nest.masks[memory_id][0], self.nest.partition_cuts[memory_id]
                     for group in groups:
-                        if group.op.register >= 0 and _touches_mask(group, mask, origin):
+                        if group.op.register >= 0 and _touches_mask(group, mask, origin, cuts):
                             raise _Fallback
             if not any(g.op.site.is_write for g in groups):
                 continue
@@ -761,15 +770,19 @@ def _components(family: list[_Direct]) -> list[list[_Direct]]:
     return parts
 
 
-def _touches_mask(group: _Direct, mask: np.ndarray, origin: int) -> bool:
+def _touches_mask(group: _Direct, mask: np.ndarray, origin: int, cuts: list[int]) -> bool:
+    """Can the operand touch a private byte (any lane, any rep)? Conservative: its whole byte hull, and every mask
+    row whose partition interval meets its partitions."""
     site = group.op.site
     addresses = _addresses(group)
     lo = int(addresses.min()) + site.low - origin
     hi = int(addresses.max()) + site.high - origin
     lo, hi = max(lo, 0), min(hi, mask.shape[1])
-    if lo >= hi:
+    first = max(0, bisect.bisect_right(cuts, site.partition_start) - 1)
+    last = min(mask.shape[0], bisect.bisect_left(cuts, site.partition_end))
+    if lo >= hi or first >= last:
         return False
-    return bool(mask[site.partition_start : min(site.partition_end, mask.shape[0]), lo:hi].any())
+    return bool(mask[first:last, lo:hi].any())
 
 
 def _check_family(family: list[_Direct]) -> None:
