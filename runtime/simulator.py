@@ -344,7 +344,8 @@ class _Bandwidth:
             if rate > 1e-9:
                 if rate * (segment_end - now) >= remaining:
                     end = now + remaining / rate
-                    grants.append((index, rate))
+                    if end > now:  # a rounding residue that ends where it starts moves nothing: no usage
+                        grants.append((index, rate))
                     break
                 remaining -= rate * (segment_end - now)
                 grants.append((index, rate))

@@ -719,3 +719,10 @@ def test_random_loop_programs_match(lane_settings):
         outcomes += assert_same(program, rng_inputs(program, seed))
     assert True in outcomes
     assert False in outcomes
+
+
+def test_a_dma_whose_last_bytes_round_away_leaves_no_bandwidth_in_use():
+    """This program once ended a transfer's remainder at the instant it started (a rounding residue): that
+    zero-length grant used to mark the rest of time as busy, and the next DMA ran off the end of the history."""
+    program = random_loop_program(4423)
+    assert_same(program, rng_inputs(program, 4423))
