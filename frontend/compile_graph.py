@@ -105,7 +105,9 @@ def compile_graph(
 
     module, signature = import_fx_graph(graph_module, options.target)
     program = _lower(module, name, debug_dir)
-    compiled = CompiledGraph(name, program, signature, options, debug_dir)
+    compiled: Any = CompiledGraph(name, program, signature, options, debug_dir)
+    if signature.guards:
+        compiled = ShapeSpecialisedGraph(graph_module, compiled, options)
     nodes = sum(1 for n in graph_module.graph.nodes if n.op == "call_function")
     stats_module.record_compile(nodes, time.perf_counter() - started)
     logger.info("compiled %s: %d nodes in %.2f s", name, nodes, time.perf_counter() - started)
@@ -245,3 +247,36 @@ class CompiledGraph:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
         return self.signature.results([from_numpy(o) for o in outputs])
 
+
+class ShapeSpecialisedGraph:
+    """A graph with symbolic sizes, compiled once per set of concrete sizes.
+
+    The importer specialises symbolic sizes (`GraphSignature.guards`); the first compilation used the sizes the
+    graph was traced with. A call with other sizes imports the graph again specialised to them, compiles it and
+    keeps it for the next call with those sizes.
+    """
+
+    _boxed_call = True
+
+    def __init__(self, graph_module: torch.fx.GraphModule, first: CompiledGraph, options: CompileOptions):
+        self.graph_module = graph_module
+        self.options = options
+        self.name = first.name
+        self.positions = list(first.signature.guards)
+        self.by_sizes: dict[tuple[Any, ...], CompiledGraph] = {
+            tuple(first.signature.guards[p] for p in self.positions): first
+        }
+
+    def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
+        return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        sizes = self._sizes(args)
+        compiled = self.by_sizes.get(sizes)
+        if compiled is None:
+            name = f"{self.name}_{len(self.by_sizes)}"
+            module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
+            compiled = CompiledGraph(name, _lower(module, name, None), signature, self.options, None)
+            self.by_sizes[sizes] = compiled
+            logger.info("compiled %s for sizes %s", name, sizes)
+        return compiled(args)
