@@ -8,7 +8,9 @@ reference semantics, so "what `add` means" is written once. The rules, as the ha
   by `cast` with round to nearest even (ml_dtypes for bf16/fp8, NumPy for f16; fp8 e4m3 overflow gives NaN).
 * `cast` from float to an integer type truncates toward zero (as C and torch casts do), saturates, and maps NaN
   to 0; to bool it is `!= 0`; between integer types it wraps.
-* Integer mode (`binary(..., integer=True)`, GpSimdE's native 32-bit integer math): exact, wrapping to 32 bits.
+* Integer mode (`binary(..., integer=True)`, GpSimdE's native 32-bit integer math): exact, wrapping to 32 bits;
+  with a 64-bit (int64) operand exact in 64 bits, as GpSimdE's cores run 64-bit integers in software (pairs of
+  32-bit lanes, `gpsimd_int64_cycles_factor` times the cost).
 * Bit-vector operators (`isa.BITVEC_OPS`) always act on 32-bit integers, float operands first cast as above.
   Shifts by less than 0 or more than 31 give 0; `right_shift` is logical (SH: no arithmetic shift right).
 * Comparisons and logical operators give 1 / 0. NaN propagates through max/min/relu, as in torch.
@@ -251,9 +253,64 @@ _INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
+def integer_width(*operands: Any) -> int:
+    """64 when an integer operand is 8 bytes wide (GpSimdE runs int64 as 64-bit software lanes), else 32."""
+    for operand in operands:
+        dtype = np.asarray(operand).dtype
+        if is_integer_dtype(dtype) and dtype.itemsize == 8:
+            return 64
+    return 32
+
+
+def _exact_int(values: Any) -> np.ndarray:
+    """Integer operands as int64; integral immediates (floats in the instruction) exactly."""
+    values = np.asarray(values)
+    if is_integer_dtype(values.dtype):
+        return values.astype(_INT64, copy=False)
+    return values.astype(np.float64).astype(_INT64)
+
+
+def _int64_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    result = np.zeros(a.shape, _INT64)
+    nonnegative = b >= 0
+    base, exponent = a[nonnegative].copy(), b[nonnegative].copy()
+    acc = np.ones(base.shape, _INT64)
+    while exponent.size and exponent.max() > 0:  # square-and-multiply, wrapping in int64
+        odd = (exponent & 1) == 1
+        acc[odd] = acc[odd] * base[odd]
+        base = base * base
+        exponent >>= 1
+    result[nonnegative] = acc
+    negative = ~nonnegative
+    result[negative & (a == 1)] = 1
+    minus_one = negative & (a == -1)
+    result[minus_one] = np.where(b[minus_one] % 2 == 0, 1, -1)
+    return result
+
+
+def _shift64(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
+    valid = (b >= 0) & (b <= 63)
+    bits, amount = a.astype(np.uint64), np.where(valid, b, 0).astype(np.uint64)
+    shifted = bits << amount if left else bits >> amount  # logical, as the 32-bit shifts
+    return np.where(valid, shifted.astype(_INT64), 0)
+
+
+_INT64_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    **_INT_OPS,
+    "multiply": np.multiply,
+    "power": _int64_power,
+    "left_shift": lambda a, b: _shift64(a, b, True),
+    "right_shift": lambda a, b: _shift64(a, b, False),
+}
+
+
 def binary(op: str, lhs: Any, rhs: Any, integer: bool = False) -> np.ndarray:
-    """`lhs <op> rhs` for an operator of `isa.ALU_OPS`: fp32, or exact 32-bit integers (int32 result) when
-    `integer` is set or `op` is a bit-vector operator."""
+    """`lhs <op> rhs` for an operator of `isa.ALU_OPS`: fp32, or exact integers when `integer` is set or `op` is
+    a bit-vector operator: 32-bit (int32 result), or 64-bit (int64 result) when an operand is 64-bit."""
+    if integer and integer_width(lhs, rhs) == 64:
+        with np.errstate(all="ignore"):
+            return _INT64_OPS[op](_exact_int(lhs), _exact_int(rhs)).astype(_INT64)
     if integer or op in isa.BITVEC_OPS:
         return wrap32(_INT_OPS[op](to_int(lhs), to_int(rhs))).astype(np.int32)
     with np.errstate(all="ignore"):
@@ -335,6 +392,8 @@ def gpsimd_kernel(name: str, in0: Any, in1: Any, integer: bool = False) -> np.nd
     if name == "normal":
         return _normal(in0, in1)
     if integer and name != "divide":
+        if integer_width(in0, in1) == 64:
+            return _int_divide(name, _exact_int(in0), _exact_int(in1)).astype(_INT64)
         return wrap32(_int_divide(name, to_int(in0), to_int(in1))).astype(np.int32)
     a, b = np.broadcast_arrays(to_f32(in0), to_f32(in1))
     with np.errstate(all="ignore"):

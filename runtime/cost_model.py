@@ -16,7 +16,8 @@ are partitions: fewer than 128 partitions cost the same, A2/PERF).
 * ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` (ISA-old); v4 runs
   16-bit tensor_scalar/tensor_copy 2x (A4).
 * GpSimdE: `150 + N` (ISA-old's iota/affine_select rule, the only published GpSimd numbers); a `gpsimd_kernel`
-  streams at `GPSIMD_KERNEL_CYCLES_PER_ELEMENT[kernel]` cycles per element instead of 1 [I].
+  streams at `GPSIMD_KERNEL_CYCLES_PER_ELEMENT[kernel]` cycles per element instead of 1, and 64-bit integer
+  operands cost `gpsimd_int64_cycles_factor` times as much [I].
 * DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors, semaphores, "about 1300 ns" to ~2 us, DMABW/DMAOV)
   then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine per 8 partitions (PERF)
   and an efficiency that grows with the contiguous bytes per chunk: poor below 256 B, full at 4 KiB (DMABW).
@@ -196,6 +197,8 @@ def compute_cycles(
     n = max([shape.free_count for shape in streamed] + [ops["dst"].free_count])
     if engine is Engine.GPSIMD:
         per_element = GPSIMD_KERNEL_CYCLES_PER_ELEMENT[attrs["kernel"]] if opcode == "gpsimd_kernel" else 1
+        if any(shape.dtype in ("i64", "u64") for shape in ops.values()):
+            per_element *= target.gpsimd_int64_cycles_factor
         return float(target.gpsimd_startup_cycles + n * per_element)
     involved = [*streamed, ops["dst"]]
     if engine is Engine.SCALAR:

@@ -100,6 +100,9 @@ class Target:
     vector_min_cycles: int = 64  # VectorE MIN_II about 64 cycles (ISA-old)
     scalar_min_cycles: int = 64  # ScalarE activation max(64, N) (ISA-old)
     gpsimd_startup_cycles: int = 150  # GpSimd kernels: about 150 cycles of startup (A2, ISA-old)
+    # int64 on GpSimdE: each 64-bit value takes two 32-bit lanes (A2: 16 x 32-bit lanes per processor), and
+    # carries/products take extra instructions [I]
+    gpsimd_int64_cycles_factor: int = 2
     access_bubble_cycles: int = 60  # static overhead to start a tensor access (A2: "about 60 cycles")
     dependent_op_penalty_cycles: int = 100  # extra when an op reads the op just before it (A2: "about 100")
     dma_fixed_latency_ns: float = 2000.0  # per DMA: descriptor + semaphore cost, "about 1300 ns" across

@@ -11,7 +11,8 @@ narrowed to the destination dtype with round to nearest even, float-to-integer t
 top of that, per instruction:
 
 * Exact integers: an instruction on GpSimdE (native 32-bit integer math, A2) whose tensor operands are all of
-  integer types and whose immediates are integral computes on integers, wrapping to 32 bits.
+  integer types and whose immediates are integral computes on integers, wrapping to 32 bits (64 bits when an
+  operand is int64: software 64-bit lanes).
 * Copies between equal dtypes (tensor_copy, dma_copy, select's chosen values, is_transpose on v3+) are bit exact.
 * Reductions (tensor_reduce, activation's accumulate) sum in fp32; their order is unspecified, as on hardware.
 * nc_matmul: products and sums in fp32 (PSUM accumulation is fp32), whatever the input dtypes.
@@ -293,6 +294,8 @@ def _same_type_or_converted(values: np.ndarray, dtype: np.dtype, engine: Engine)
     if values.dtype == dtype:
         return values
     if engine is Engine.GPSIMD and alu.is_integer_dtype(values.dtype) and alu.is_integer_dtype(dtype):
+        if alu.integer_width(values, np.zeros(0, dtype)) == 64:  # 64-bit software lanes: exact, then narrowed
+            return alu.cast(alu.to_int(values), dtype)
         return alu.cast(alu.wrap32(alu.to_int(values)), dtype)
     return alu.cast(alu.to_f32(values), dtype)
 
@@ -311,6 +314,8 @@ def select(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
 
 
 def _immediate_as(value: Any, dtype: np.dtype) -> np.ndarray:
+    if isinstance(value, float) and value.is_integer() and alu.is_integer_dtype(dtype) and dtype.itemsize == 8:
+        value = int(value)  # a 64-bit fill takes integral values exactly (up to 2^53 as a float immediate)
     if isinstance(value, int) and alu.is_integer_dtype(dtype):
         return alu.cast(
             alu.wrap32(np.array(value, _INT64)) if dtype.itemsize <= 4 else np.array(value), dtype

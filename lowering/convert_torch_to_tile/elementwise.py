@@ -11,8 +11,8 @@ on: ScalarE activations (with their free scale and bias) for transcendental func
 comparisons and selects, GpSimdE for exact integer arithmetic and the division family (`tile.kernel`).
 Dtypes follow PyTorch: the importer gives every result its promoted type; float intermediates are fp32 and only
 the last step rounds to the result type; when the result and every operand are integers (or bools) the
-arithmetic is exact 32-bit integer arithmetic on GpSimdE (int64 tensors compute in 32-bit lanes: exact while
-values fit in int32, see docs/coverage.md).
+arithmetic is exact integer arithmetic on GpSimdE: 32-bit, or 64-bit when a tensor is int64 (GpSimdE's cores run
+64-bit integers in software, at twice the cost), wrapping as PyTorch's integers do.
 """
 
 from __future__ import annotations

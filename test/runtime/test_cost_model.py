@@ -203,3 +203,10 @@ def test_matmul_flops_count():
     assert cost_model.matmul_flops(inst) == 2 * 128 * 96 * 512
     b, _ = matmul_program("trn2", "bf16", 128, 128, 64, transpose=True)
     assert cost_model.matmul_flops(b.build().instructions()[0]) == 0
+
+
+def test_int64_on_gpsimd_costs_twice_as_much():
+    b = ProgramBuilder("trn2")
+    a, c, d = b.sbuf("a", (128, 500), "i64"), b.sbuf("c", (128, 500), "i64"), b.sbuf("d", (128, 500), "i64")
+    inst = b.inst("tensor_tensor", "gpsimd", {"dst": b.ap(d), "in0": b.ap(a), "in1": b.ap(c)}, {"op": "add"})
+    assert single_instruction_ns(b, inst) == pytest.approx((150 + 500 * 2) / 1.2)

@@ -686,3 +686,42 @@ def test_random_kernels_are_counter_based_and_well_distributed(kernel):
         {"kernel": "uniform"},
     )["dst"]
     assert np.mean(other_key == uniform) < 0.001
+
+
+# ---- 64-bit integers on GpSimdE ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "formula"),
+    [
+        ("add", lambda a, b: a + b),
+        ("multiply", lambda a, b: a * b),
+        ("subtract", lambda a, b: a - b),
+        ("is_lt", lambda a, b: (a < b).astype(np.int64)),
+        ("max", np.maximum),
+        ("bitwise_xor", np.bitwise_xor),
+    ],
+)
+def test_int64_arithmetic_is_exact_in_64_bits(kernel, op, formula):
+    a = np.array([[2**40 + 3, -(2**35), 2**31, 7, -(2**62)]], dtype=np.int64)
+    b = np.array([[5, 2**20, 2**31, -3, -2]], dtype=np.int64)
+    out = kernel("tensor_tensor", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i64")}, {"op": op})["dst"]
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, formula(a, b))  # int64 wrapping, as PyTorch's int64
+
+
+def test_int64_immediates_copies_fills_and_division(kernel):
+    a = np.array([[2**40 + 7, -(2**40) - 7, 2**33]], dtype=np.int64)
+    shifted = kernel(
+        "tensor_scalar", "gpsimd", {"src": a}, {"dst": (a.shape, "i64")}, {"op0": "add", "scalar0": float(2**45)}
+    )["dst"]
+    np.testing.assert_array_equal(shifted, a + 2**45)
+    copied = kernel("tensor_copy", "gpsimd", {"src": a}, {"dst": (a.shape, "i64")})["dst"]
+    np.testing.assert_array_equal(copied, a)
+    filled = kernel("memset", "gpsimd", {}, {"dst": ((2, 3), "i64")}, {"value": float(2**50 + 1)})["dst"]
+    np.testing.assert_array_equal(filled, np.full((2, 3), 2**50 + 1))
+    divisor = np.array([[3, 3, -5]], dtype=np.int64)
+    quotient = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": a, "in1": divisor}, {"dst": (a.shape, "i64")}, {"kernel": "divide_floor"}
+    )["dst"]
+    np.testing.assert_array_equal(quotient, a // divisor)
