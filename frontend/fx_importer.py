@@ -23,10 +23,12 @@ Symbolic sizes. The dialect's sizes and size arguments are static. A graph with 
 Dynamo) is imported *specialised*: to the sizes of the `inputs` it is given (`import_fx_graph(..., inputs=)`),
 otherwise to the sizes it was traced with (each backed symbol takes its hint). SymInt
 placeholders become no argument at all, and `GraphSignature.guards` records the shape or value each
-symbolic placeholder was specialised for; `GraphSignature.check_guards` refuses a call with other sizes
-(re-specialising per shape is the caller's job). Data-dependent sizes (unbacked symbols, e.g. after `nonzero`)
-have no hint: they become dynamic dimensions (`tensor<?x2xi64>`), and using one as a static argument is an
-error naming the node.
+symbolic placeholder was specialised for; `GraphSignature.check_guards` refuses a call with other sizes (the
+backend imports again per set of sizes: `compile_graph.ShapeSpecialisedGraph`). Size assertions the tracer
+inserts (`_assert_scalar`, `sym_constrain_range*`) are dropped: they hold for the sizes imported. Data-dependent
+sizes (unbacked symbols, e.g. after `nonzero`) have no hint: they become dynamic dimensions (`tensor<?x2xi64>`),
+and using one as a static argument is an error naming the node. Limits: no SSA `index` values for sizes yet
+(DESIGN.md's eventual form), so an op whose static argument depends on data cannot be imported.
 
 Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace`) and
 named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model.
