@@ -5,7 +5,8 @@ validator checks against it, `runtime.semantics` executes it). It mirrors the pu
 (`shared/reference/neuroncore.md` section 3); each entry's docstring states the semantics precisely.
 
 Notation: `P` = partitions of the access, `F...` = its free shape. All arithmetic is fp32 inside the engines
-(integer ops on GpSimdE are exact 32-bit, 64-bit for int64); results are cast to the destination's dtype, rounding to nearest even.
+(integer ops on GpSimdE are exact 32-bit, 64-bit for int64); results are cast to the destination's dtype,
+rounding to nearest even.
 """
 
 from __future__ import annotations
