@@ -17,7 +17,9 @@ same float32 CPU samples (`--max-samples` per entry), and runs each one through
 
 Random ops (`RANDOM_ENTRIES`) cannot match eager's numbers: their samples are checked for properties instead
 (shape and dtype as eager's, values in the distribution's range with plausible moments, dropout's output equal
-to its input scaled or zero) and for reproducibility: two calls after the same `torch.manual_seed` agree.
+to its input scaled or zero) and for reproducibility: two calls after the same `torch.manual_seed` agree. The
+results of `torch.empty` and friends (`UNINITIALISED_ENTRIES`) are compared by dtype and shape only; complex
+results as (real, imaginary) pairs and sparse ones densified.
 
 Results are cached per entry in `--cache` (default `.coverage-cache/`), keyed by a fingerprint of the
 compiler's sources; `--reuse-stale` also takes results computed by older sources (for iterating on a few ops),
@@ -172,6 +174,11 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
 
 RANDOM_ENTRIES: frozenset[str] = frozenset({"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout"})
 
+# Entries whose results are uninitialised memory: only their dtype and shape are defined.
+UNINITIALISED_ENTRIES: frozenset[str] = frozenset(
+    {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
+)
+
 
 @dataclass
 class EntryResult:
@@ -195,8 +202,18 @@ def _leaves(value: Any) -> list[Any]:
     return pytree.tree_leaves(value)
 
 
-def _compare(actual: Any, expected: Any) -> str | None:
-    """None when the compiled result matches eager's (tensors within the dtype tolerance), else why not."""
+def _comparable(tensor: torch.Tensor) -> torch.Tensor:
+    """A dense real tensor with the same values: sparse tensors densified, complex ones as (real, imag) pairs."""
+    if tensor.layout != torch.strided:
+        tensor = tensor.to_dense()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor.resolve_conj())
+    return tensor.detach()
+
+
+def _compare(actual: Any, expected: Any, uninitialised: bool = False) -> str | None:
+    """None when the compiled result matches eager's (tensors within the dtype tolerance), else why not; results
+    of `uninitialised` entries (torch.empty and friends) are compared by dtype and shape only."""
     from neuron_mlir.frontend.tensors import to_numpy
     from neuron_mlir.ir.semantics.compare import mismatch
 
@@ -209,8 +226,11 @@ def _compare(actual: Any, expected: Any) -> str | None:
                 return f"result {index}: {type(a).__name__}, eager gave a tensor"
             if a.dtype != e.dtype:
                 return f"result {index}: dtype {a.dtype}, eager gave {e.dtype}"
-            if e.is_complex() or e.layout != torch.strided:
-                return f"result {index}: {e.dtype} {e.layout} results are not compared"
+            if a.shape != e.shape:
+                return f"result {index}: shape {tuple(a.shape)}, eager gave {tuple(e.shape)}"
+            if uninitialised:
+                continue
+            a, e = _comparable(a), _comparable(e)
             problem = mismatch(to_numpy(a), to_numpy(e))
             if problem is not None:
                 return f"result {index}: {problem}"
@@ -315,7 +335,7 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
-        outcome.problem = _compare(actual, expected)
+        outcome.problem = _compare(actual, expected, name in UNINITIALISED_ENTRIES)
     return outcome
 
 
