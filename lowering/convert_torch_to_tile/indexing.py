@@ -114,8 +114,8 @@ class IndexedAccess:
         if len(self.shape) == 0:
             self.lead, self.partitions, self.free = (), 1, 1
         # rows: the last dim is walked by the DMA when no index depends on it and it has a positive stride
-        last_free = all(layout_of(t.index).strides[-1] == 0 for t in self.terms) if self.terms else True
-        self.rows = len(self.shape) >= 2 and last_free and self.coefficients[-1] > 0 and self.free > 1
+        last_free = len(self.shape) >= 2 and all(layout_of(t.index).strides[-1] == 0 for t in self.terms)
+        self.rows = last_free and self.coefficients[-1] > 0 and self.free > 1
 
     def reach(self, ps: int, fs: int) -> int:
         """The largest offset a tile of [ps, fs] can produce relative to its origin (+1: the table's bound)."""
