@@ -12,6 +12,8 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     strict     bool: a fallback is an error     (NEURON_MLIR_STRICT=1)
     debug_dir  dump FX graph, IR per stage, bundle and trace per graph   (NEURON_MLIR_DEBUG_DIR)
     check_races  bool: verify synchronisation on every run (default True)
+    cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem
+    cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from neuron_mlir.frontend.compile_graph import compile_graph
 
 logger = logging.getLogger("neuron_mlir")
 
-_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast"}
+_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class CompileOptions:
     strict: bool = False
     debug_dir: str | None = None
     check_races: bool = True
+    cpu_ops: tuple[str, ...] = ()
+    cache: bool = True
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -58,6 +62,8 @@ class CompileOptions:
             strict=strict,
             debug_dir=str(debug_dir) if debug_dir else None,
             check_races=bool(options.get("check_races", True)),
+            cpu_ops=tuple(str(op) for op in options.get("cpu_ops", ())),
+            cache=bool(options.get("cache", True)),
         )
 
 

@@ -1,8 +1,9 @@
 """The compile cache: a graph compiled once is not compiled again, in this process or the next.
 
 The key is a SHA-256 of everything that decides the program: the imported torch-dialect IR (with source
-locations, which the profile reports), the compile options that affect code, the target and the compiler
-version. Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default
+locations, which the profile reports), the compile options that affect code, the target, and the compiler
+itself: a fingerprint of the installed package's source, so that an edited compiler never reuses programs its
+previous version produced. Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default
 `~/.cache/neuron-mlir`; `NEURON_MLIR_CACHE_DIR=off` keeps the cache in memory only). A bundle read back is
 validated like any other; a corrupt or stale file is ignored, removed and recompiled, never trusted.
 """
@@ -30,8 +31,37 @@ def default_directory() -> Path | None:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuron-mlir"
 
 
+_FINGERPRINT: str | None = None
+
+
+def compiler_fingerprint() -> str:
+    """SHA-256 of every Python source file of the installed compiler (computed once per process)."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        digest = hashlib.sha256()
+        for root in _compiler_roots():
+            for path in sorted(root.rglob("*.py")):
+                digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+        _FINGERPRINT = digest.hexdigest()
+    return _FINGERPRINT
+
+
+def _compiler_roots() -> list[Path]:
+    """The folders of the compiler's packages, found without importing them."""
+    import importlib.util
+
+    roots = []
+    packages = ("ir", "frontend", "lowering", "backend_trn", "runtime")
+    for name in ("neuron_mlir", *(f"neuron_mlir.{package}" for package in packages)):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin is not None:
+            roots.append(Path(spec.origin).parent)
+    return sorted(set(roots))
+
+
 def cache_key(ir_text: str, *parts: str) -> str:
     digest = hashlib.sha256(ir_text.encode())
+    digest.update(b"\0" + compiler_fingerprint().encode())
     for part in parts:
         digest.update(b"\0" + part.encode())
     return digest.hexdigest()

@@ -53,8 +53,8 @@ def ir_text(module: ModuleOp) -> str:
     return stream.getvalue() + "\n"
 
 
-def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """The nodes whose ATen op has no lowering yet."""
+def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str] = ()) -> list[torch.fx.Node]:
+    """The nodes whose ATen op has no lowering yet, or that the user asked to run on the CPU (`cpu_ops`)."""
     import operator
 
     from neuron_mlir.ir.dialects.torch import op_class_for
@@ -65,9 +65,17 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
         op_class = op_class_for(str(node.target))
-        if op_class is None or not is_lowerable(op_class.name) or not _storable(node):
+        forced = _matches(str(node.target), cpu_ops)
+        if forced or op_class is None or not is_lowerable(op_class.name) or not _storable(node):
             found.append(node)
     return found
+
+
+def _matches(target: str, patterns: Sequence[str]) -> bool:
+    """`aten.cumsum.default` matches "aten.cumsum", "aten.cumsum.default" and "cumsum"."""
+    bare = target.removeprefix("aten.")
+    packet = bare.removesuffix(".default").split(".")[0]
+    return any(p.removeprefix("aten.") in (bare, packet, bare.removesuffix(".default")) for p in patterns)
 
 
 # dtypes a NeuronCore has no storage type for (the engines compute in fp32; f64 and complex stay on the CPU)
@@ -92,19 +100,64 @@ def reset_graph_names() -> None:
 def compile_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
 ) -> Callable[[list[Any]], list[Any]]:
+    """The boxed callable that runs `graph_module` on the simulated NeuronCore (partitioned if it must be)."""
     name = f"graph{next(_graph_counter)}_{kind}"
-    started = time.perf_counter()
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
         debug_dir.mkdir(parents=True, exist_ok=True)
         (debug_dir / "fx_graph.py").write_text(graph_module.print_readable(print_output=False))
 
-    missing = unsupported_nodes(graph_module)
-    if missing:
-        return _fall_back(graph_module, missing, options, name)
+    missing = unsupported_nodes(graph_module, options.cpu_ops)
+    if not missing:
+        return _compile_whole(graph_module, name, options, debug_dir)
+    _report_fallback(missing, options, name)
+    unsupported = set(missing)
+    regions: list[str] = []
 
+    def compile_region(region: torch.fx.GraphModule, submodule: str) -> Callable[[list[Any]], list[Any]]:
+        region_name = f"{name}_{submodule}"
+        regions.append(region_name)
+        region_dir = debug_dir / submodule if debug_dir is not None else None
+        if region_dir is not None:
+            region_dir.mkdir(parents=True, exist_ok=True)
+        return _compile_whole(region, region_name, options, region_dir)
+
+    from neuron_mlir.frontend.partition import partition
+
+    outer, count = partition(graph_module, lambda node: node not in unsupported, compile_region)
+    logger.info("%s: %d compiled region(s), %d node(s) on the CPU", name, count, len(missing))
+    if debug_dir is not None:
+        (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
+
+    def run_partitioned(args: list[Any]) -> list[Any]:
+        inputs = list(args)
+        args.clear()
+        result = outer(*inputs)
+        return list(result) if isinstance(result, list | tuple) else [result]
+
+    run_partitioned._boxed_call = True  # type: ignore[attr-defined]
+    return run_partitioned
+
+
+def _compile_whole(
+    graph_module: torch.fx.GraphModule, name: str, options: CompileOptions, debug_dir: Path | None
+) -> Callable[[list[Any]], list[Any]]:
+    """Import, lower (or find in the compile cache) and wrap one graph whose every node the core can run."""
+    from neuron_mlir import __version__
+    from neuron_mlir.frontend.cache import cache_key, compile_cache
+
+    started = time.perf_counter()
     module, signature = import_fx_graph(graph_module, options.target)
-    program = _lower(module, name, debug_dir)
+    key = cache_key(ir_text(module), options.target, __version__)
+    cache = compile_cache() if options.cache else None
+    program = cache.get(key) if cache is not None and debug_dir is None else None
+    if program is not None:
+        stats_module.record_cache_hit()
+    else:
+        program = _lower(module, name, debug_dir)
+        if cache is not None:
+            cache.put(key, program)
+            stats_module.record_cache_miss()
     compiled: Any = CompiledGraph(name, program, signature, options, debug_dir)
     if signature.guards:
         compiled = ShapeSpecialisedGraph(graph_module, compiled, options)
@@ -176,32 +229,25 @@ def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
     (debug_dir / "reproduce.sh").write_text("\n".join(lines) + "\n")
 
 
-def _fall_back(
-    graph_module: torch.fx.GraphModule, missing: list[torch.fx.Node], options: CompileOptions, name: str
-) -> Callable[[list[Any]], list[Any]]:
-    lines = [describe_node(node) for node in missing]
+def _report_fallback(missing: list[torch.fx.Node], options: CompileOptions, name: str) -> None:
+    """Strict mode: one error listing every node; otherwise one warning per op, and the counts in stats()."""
     if options.strict:
+        lines = [describe_node(node) for node in missing]
         raise NeuronCompileError(
-            f"neuron-mlir (strict): {len(missing)} node(s) of {name} have no NeuronCore lowering:\n  "
-            + "\n  ".join(lines)
+            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU, having no NeuronCore "
+            "lowering:\n  " + "\n  ".join(lines)
         )
     for node in missing:
         op_name = str(node.target)
         if stats_module.record_fallback(op_name):
             where = describe_location(node_location(node))
+            forced = _matches(op_name, options.cpu_ops)
+            reason = "is sent to the CPU by the cpu_ops option" if forced else "has no NeuronCore lowering yet"
             warnings.warn(
-                f"neuron-mlir: {op_name} has no NeuronCore lowering yet; its graph runs eagerly on the CPU"
+                f"neuron-mlir: {op_name} {reason}; it runs eagerly on the CPU between compiled regions"
                 + (f" (first seen at {where})" if where else ""),
                 stacklevel=2,
             )
-    stats_module.record_fallback_graph(sum(1 for n in graph_module.graph.nodes if n.op == "call_function"))
-
-    def run_eagerly(args: list[Any]) -> list[Any]:
-        result = graph_module(*args)
-        return list(result) if isinstance(result, list | tuple) else [result]
-
-    run_eagerly._boxed_call = True  # type: ignore[attr-defined]
-    return run_eagerly
 
 
 class CompiledGraph:
@@ -278,5 +324,6 @@ class ShapeSpecialisedGraph:
             module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
             compiled = CompiledGraph(name, _lower(module, name, None), signature, self.options, None)
             self.by_sizes[sizes] = compiled
+            stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)
         return compiled(args)

@@ -11,10 +11,12 @@ from typing import Any
 class Stats:
     graphs_compiled: int = 0
     nodes_compiled: int = 0
-    graphs_fallen_back: int = 0
     nodes_fallen_back: int = 0
     fallback_ops: Counter[str] = field(default_factory=Counter)
     compile_seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    recompilations: int = 0
     runs: int = 0
     latest_profiles: dict[str, Any] = field(default_factory=dict)
 
@@ -22,10 +24,12 @@ class Stats:
         return {
             "graphs_compiled": self.graphs_compiled,
             "nodes_compiled": self.nodes_compiled,
-            "graphs_fallen_back": self.graphs_fallen_back,
             "nodes_fallen_back": self.nodes_fallen_back,
             "fallback_ops": dict(self.fallback_ops),
             "compile_seconds": self.compile_seconds,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "recompilations": self.recompilations,
             "runs": self.runs,
         }
 
@@ -49,8 +53,16 @@ def record_fallback(op_name: str) -> bool:
     return first
 
 
-def record_fallback_graph(nodes: int) -> None:
-    STATS.graphs_fallen_back += 1
+def record_cache_hit() -> None:
+    STATS.cache_hits += 1
+
+
+def record_cache_miss() -> None:
+    STATS.cache_misses += 1
+
+
+def record_recompilation() -> None:
+    STATS.recompilations += 1
 
 
 def record_run(graph: str, profile: Any) -> None:

@@ -1,8 +1,10 @@
 """The torch.compile backend: options, fallback and strict mode, debug dumps, and the trace of a run."""
 
+import copy
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -40,31 +42,81 @@ def test_unknown_options_are_refused_by_name():
 
 class WithCumsum(torch.nn.Module):
     def forward(self, x):
-        return torch.cumsum(x * 2.0, dim=1) + 1.0
+        a = torch.relu(x) * 2.0
+        b = torch.cumsum(a, dim=1)  # forced onto the CPU below
+        return torch.tanh(b) + a
 
 
-def test_unsupported_op_runs_eagerly_with_one_warning_and_is_counted():
+FORCE_CUMSUM = {"cpu_ops": ["aten.cumsum"]}
+
+
+def test_an_unsupported_op_runs_in_place_on_the_cpu_and_the_rest_compiles():
     x = torch.randn(4, 5)
-    compiled = torch.compile(WithCumsum(), backend="neuron-mlir")
-    with pytest.warns(UserWarning, match=r"aten.cumsum.default has no NeuronCore lowering.*test_backend.py"):
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options=FORCE_CUMSUM)
+    with pytest.warns(UserWarning, match=r"aten.cumsum.default is sent to the CPU.*test_backend.py:\d+"):
         out = compiled(x)
     assert_close_to_torch(out, WithCumsum()(x))
     stats = neuron_mlir.stats()
     assert stats["fallback_ops"] == {"aten.cumsum.default": 1}
     assert stats["nodes_fallen_back"] == 1
+    # the nodes before and after the CPU node compiled into two regions, both run on the simulated core
+    assert stats["graphs_compiled"] == 2
+    assert len(neuron_mlir.profiles()) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning per op, not per call
+        assert_close_to_torch(compiled(x), WithCumsum()(x))
+
+
+def test_a_training_step_through_a_partitioned_graph_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 6), WithCumsum())
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="neuron-mlir", options=FORCE_CUMSUM)
+    x = torch.randn(3, 5)
+    with pytest.warns(UserWarning, match="cumsum"):
+        compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert_close_to_torch(p.grad, q.grad, f"grad of {name}")
 
 
 def test_strict_mode_turns_a_fallback_into_an_error_naming_op_and_line():
-    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"strict": True})
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"strict": True, **FORCE_CUMSUM})
     with pytest.raises(Exception, match=r"(?s)strict.*cumsum.*test_backend.py:\d+"):
         compiled(torch.randn(4, 5))
 
 
 def test_strict_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
-    compiled = torch.compile(WithCumsum(), backend="neuron-mlir")
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options=FORCE_CUMSUM)
     with pytest.raises(Exception, match="strict"):
         compiled(torch.randn(4, 5))
+
+
+def test_default_backend_can_be_neuron_mlir():
+    torch.compiler.set_default_backend("neuron-mlir")
+    try:
+        model = torch.nn.Linear(5, 3)
+        x = torch.randn(2, 5)
+        assert_close_to_torch(torch.compile(model)(x), model(x))
+    finally:
+        torch.compiler.set_default_backend(None)
+    assert neuron_mlir.stats()["graphs_compiled"] == 1
+
+
+def test_a_second_compile_of_the_same_graph_hits_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path))
+    _mlp_run()
+    first = neuron_mlir.stats()
+    assert first["cache_misses"] == 2
+    assert first["cache_hits"] == 0
+    assert len(list(tmp_path.glob("*.bundle"))) == 2
+    torch._dynamo.reset()
+    from neuron_mlir.frontend.cache import clear_memory
+
+    clear_memory()  # as in a new process: only the disk remains
+    _mlp_run()
+    assert neuron_mlir.stats()["cache_hits"] == 2
 
 
 def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
