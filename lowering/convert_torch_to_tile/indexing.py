@@ -701,8 +701,7 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     weights = args.get("per_sample_weights")
     if mode not in (0, 1):
         raise refuse(em, op.name, "mode 'max' (2) is not lowered; sum (0) and mean (1) are")
-    if args.get("scale_grad_by_freq"):
-        raise refuse(em, op.name, "scale_grad_by_freq needs per-index counts (not lowered)")
+    # scale_grad_by_freq only changes the gradient (embedding_bag's backward), not these outputs
     idx, off = layout_of(indices), layout_of(offsets)
     if idx.rank != 1 or off.rank != 1:
         raise refuse(em, op.name, f"indices and offsets must be 1-d, got ranks {idx.rank} and {off.rank}")

@@ -190,14 +190,6 @@ func.func @embedding_bag_max(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor
 
 // -----
 
-func.func @embedding_bag_by_frequency(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
-  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none {scale_grad_by_freq = true} : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<0xi64>, tensor<2xi64>, tensor<2xi64>) loc("model.bag"("model.py":3:0))
-  func.return %0 : tensor<2x5xf32>
-}
-// CHECK: torch.aten._embedding_bag_forward_only: scale_grad_by_freq needs per-index counts (not lowered) (at model.py:3 (model.bag))
-
-// -----
-
 func.func @embedding_bag_2d_indices(%w: tensor<10x5xf32>, %i: tensor<2x3xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
   %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none : (tensor<10x5xf32>, tensor<2x3xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<0xi64>, tensor<2xi64>, tensor<2xi64>) loc("model.bag"("model.py":3:0))
   func.return %0 : tensor<2x5xf32>
