@@ -75,7 +75,7 @@ class TilePosition:
 PositionedCompute = Callable[[Emitter, list[SSAValue], TileType, TilePosition], SSAValue]
 
 
-def _lane_split(extent: int) -> int:
+def lane_split(extent: int) -> int:
     """The largest divisor of `extent` that fits the partition axis."""
     for candidate in range(min(PARTITION_TILE, extent), 0, -1):
         if extent % candidate == 0:
@@ -91,7 +91,7 @@ def iteration_space(shape: Sequence[int], layouts: Sequence[Layout]) -> tuple[tu
         canonical = [Layout((1, 1), (0, 0), layout.offset) for layout in layouts]
         return (1, 1), canonical
     if len(dims) == 1:
-        lanes = _lane_split(dims[0])
+        lanes = lane_split(dims[0])
         canonical = [layout.split_dim(0, lanes) for layout in canonical]
         return canonical[0].shape, canonical
     return dims, canonical

@@ -4,8 +4,9 @@ The input is viewed with its kept dimensions first and its reduced ones last (a 
 each group merged where contiguous. The last kept dimension is tiled over partitions, the reduced elements are
 folded tile by tile on VectorE (`tile.reduce` per chunk of 2048, combined into a [P, 1] fp32 column), and the
 column is stored into the output. Reducing along what was the partition axis of the data therefore reads it
-transposed through the DMA access pattern rather than moving it across partitions; reducing every dimension
-uses one lane per chunk row.
+transposed through the DMA access pattern rather than moving it across partitions. Reducing every element of
+a large contiguous tensor spreads it over all partitions and combines the per-partition results on TensorE (a
+matmul with a ones vector, or a transpose).
 
 On top of the fold (`emit_reduce`, with an optional per-chunk transform such as `x != 0` for `any` or
 `(x - mean)^2` for variances):
@@ -33,6 +34,7 @@ from xdsl.dialects.builtin import f32 as F32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
@@ -47,7 +49,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import lane_split, emit_elementwise
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
@@ -170,6 +172,12 @@ def emit_reduce(
         value = _IDENTITY[op] if scale is None or op != "add" else math.nan
         value = value if empty_value is None else empty_value
         return emit_elementwise(em, out_shape, out_element_type, [], lambda e, t, r: _fill(e, value, r), out)
+    if (
+        not space.kept
+        and transform in (None, _nonzero)
+        and _reduce_on_every_lane(em, source, op, out, scale, transform)
+    ):
+        return out
     out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
 
@@ -204,6 +212,53 @@ def emit_reduce(
 
     space.for_rows(em, row_tile)
     return out
+
+
+def _reduce_on_every_lane(
+    em: Emitter, source: SSAValue, op: str, out: SSAValue, scale: float | None, transform: ChunkTransform | None
+) -> bool:
+    """A reduction of every element of a contiguous tensor with more than one chunk: the elements spread over
+    up to 128 partitions, each folds its share on VectorE, and TensorE combines the [P, 1] column: a matmul
+    with a ones vector sums it, a transpose lays it on one partition for the other operators (only where the
+    transpose is bit exact, v3+). False when the tensor does not qualify (the caller folds on one lane)."""
+    layout = layout_of(source)
+    count = layout.num_elements
+    lanes = lane_split(count)
+    if not layout.is_contiguous() or count <= FREE_TILE or lanes < 2:
+        return False
+    anchor = em.anchor if em.anchor is not None else em.block.parent_op()
+    exact_transpose = anchor is not None and target_of(anchor).matmul_transpose_bit_exact
+    if op != "add" and not exact_transpose:
+        return False
+    width = count // lanes
+    spread = view(em, source, Layout((lanes, width), (width, 1), layout.offset))
+    row = RowTile([0], lanes)
+
+    def partial(e: Emitter, f0: Index, size: int) -> SSAValue:
+        chunk = load(e, spread, [0, f0], (lanes, size), F32)
+        if transform is not None:
+            chunk = transform(e, chunk, row)
+        return e.insert(tile.ReduceOp(chunk, op, _column(lanes))).result
+
+    def fold(e: Emitter, f0: Index, size: int, acc: SSAValue) -> SSAValue:
+        return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes))).result
+
+    column = em.accumulate_tiles(width, FREE_TILE, partial, fold)
+    single = TileType((1, 1), F32, Memory.PSUM)
+    if op == "add":
+        ones = em.insert(tile.FillOp(1.0, _column(lanes))).result
+        total = em.insert(tile.MatmulOp(column, ones, single)).result
+    else:
+        row_tile = em.insert(tile.TransposeOp(column)).result
+        total = em.insert(tile.ReduceOp(row_tile, op, _column(1))).result
+    total = to_sbuf(em, total, F32)
+    if scale is not None:
+        total = em.insert(tile.BinaryScalarOp(total, "multiply", _column(1), scalar=scale)).result
+    out_layout = layout_of(out)
+    store(
+        em, to_sbuf(em, total, element_type_of(out)), view(em, out, Layout((1, 1), (0, 0), out_layout.offset)), [0, 0]
+    )
+    return True
 
 
 def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:

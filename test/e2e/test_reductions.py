@@ -39,6 +39,25 @@ def test_full_reductions_and_0d():
     )
 
 
+@pytest.mark.parametrize("target", ["trn2", "trn1"])
+def test_full_reductions_of_large_tensors_on_every_lane(target):
+    """All lanes fold a share and TensorE combines them (on trn1, whose transposes are not bit exact, only
+    sums take that path); infinities and NaN come through."""
+    x = torch.randn(300, 70)
+    x[5, 6] = float("inf")
+    y = torch.randn(5000)
+    y[77] = float("nan")
+
+    def fn(t, u):
+        return t.sum(), t.mean(), t.amax(), t.min(), (t > 3).any(), t.var(), u.sum(), u.max()
+
+    expected = fn(x, y)
+    actual = torch.compile(fn, backend="neuron-mlir", options={"target": target})(x, y)
+    for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert_close_to_torch(a, e, f"result {index}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
 def test_empty_reductions_give_the_identity():
     check_compiled(lambda x: (x.sum(1), x.prod(1), x.mean(1), x.any(1)), torch.randn(4, 0))
 

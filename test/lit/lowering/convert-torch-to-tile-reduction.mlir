@@ -65,3 +65,22 @@ func.func @empty_sum_is_zero(%x: tensor<4x0xf32>) -> tensor<4xf32> {
 // CHECK-LABEL: func.func @empty_sum_is_zero
 // CHECK-NOT:   tile.reduce
 // CHECK:       tile.fill {value = 0.000000e+00 : f64} : !tile.tile<4x1xf32, sbuf>
+
+// -----
+
+// Reducing every element of a large contiguous tensor uses every lane: 21000 elements as [125, 168], each
+// partition folds its share, then TensorE combines the column: a matmul with ones for sums, a transpose (bit
+// exact on trn2) for the other operators.
+func.func @full_reductions_on_every_lane(%x: tensor<300x70xf32>) -> (tensor<f32>, tensor<f32>) {
+  %s = torch.aten.sum.dim_IntList %x : (tensor<300x70xf32>) -> tensor<f32>
+  %m = torch.aten.amax %x : (tensor<300x70xf32>) -> tensor<f32>
+  func.return %s, %m : tensor<f32>, tensor<f32>
+}
+// CHECK-LABEL: func.func @full_reductions_on_every_lane
+// CHECK:       tile.view %x : memref<300x70xf32, #neuron.mem<hbm>> to memref<125x168xf32, #neuron.mem<hbm>>
+// CHECK:       %[[SUMS:.*]] = tile.reduce %{{.*}} {op = "add"} : (!tile.tile<125x168xf32, sbuf>) -> !tile.tile<125x1xf32, sbuf>
+// CHECK:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<125x1xf32, sbuf>
+// CHECK:       tile.matmul %[[SUMS]], %[[ONES]] : (!tile.tile<125x1xf32, sbuf>, !tile.tile<125x1xf32, sbuf>) -> !tile.tile<1x1xf32, psum>
+// CHECK:       %[[MAXES:.*]] = tile.reduce %{{.*}} {op = "max"} : (!tile.tile<125x168xf32, sbuf>) -> !tile.tile<125x1xf32, sbuf>
+// CHECK:       %[[ROW:.*]] = tile.transpose %[[MAXES]] : !tile.tile<125x1xf32, sbuf> -> !tile.tile<1x125xf32, psum>
+// CHECK:       tile.reduce %[[ROW]] {op = "max"} : (!tile.tile<1x125xf32, psum>) -> !tile.tile<1x1xf32, sbuf>
