@@ -388,7 +388,10 @@ def _scatter_windows(
     contribution: Callable[[Emitter, SSAValue, tuple[int, ...], Index, list[Index], tuple[int, int, int]], SSAValue],
     out_element_type: Attribute,
 ) -> SSAValue:
-    """grad_input[P, S...]: for each kernel offset, add contribution(grad tile) into the offset's window view."""
+    """grad_input[P, S...]: for each kernel offset, add contribution(grad tile) into the offset's window view.
+
+    `grad_out` is [P, O...], or [P, K..., O...] with one slab per kernel offset (col2im).
+    """
     padded_shape = (partitions, *(n + p + h for n, p, h in zip(g.spatial, g.padding, g.high, strict=True)))
     gp = alloc(em, padded_shape, f32)
     fill_into(em, gp, 0.0)
@@ -397,7 +400,8 @@ def _scatter_windows(
     for offset in g.offsets:
 
         def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k=offset) -> None:
-            go = tiles.load(e, grad_out, p0, pos, (ps, rs, cs), (), f32)
+            per_offset = layout_of(grad_out).rank > 1 + len(g.out)
+            go = tiles.load(e, grad_out, p0, pos, (ps, rs, cs), list(k) if per_offset else (), f32)
             added = contribution(e, go, k, p0, pos, (ps, rs, cs))
             current = tiles.load(e, wins, p0, pos, (ps, rs, cs), list(k), f32)
             rank = layout_of(wins).rank
@@ -541,6 +545,33 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
     return lower
 
 
+def _col2im(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """col2im (fold): every column block is added into its window of the output, one kernel offset at a time.
+
+    The input [N, C * kh * kw, L] is viewed as [N * C, kh, kw, Lh, Lw]; for each kernel offset its [planes, Lh, Lw]
+    slab is added (read, add, write) into the zero-initialised padded output through that offset's window view.
+    """
+    source = args["self"]
+    layout = layout_of(source)
+    out_shape = result_shape(op)
+    spatial = tuple(out_shape[-2:])
+    kernel = _param(args["kernel_size"], 2, [])
+    dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
+    stride = _param(args["stride"], 2, [1])
+    blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
+                   zip(spatial, padding, dilation, kernel, stride, strict=True))  # fmt: skip
+    channels = out_shape[-3]
+    batch = math.prod(out_shape[:-3])
+    if layout.shape[-1] != math.prod(blocks) or layout.shape[-2] != channels * math.prod(kernel):
+        raise refuse(
+            em, op.name, f"input {layout.shape} does not hold {channels} x {kernel} columns of {blocks} blocks"
+        )
+    slabs = _reshaped(em, source, (batch * channels, *kernel, *blocks))
+    g = Geometry(spatial, blocks, kernel, stride, padding, dilation)
+    folded = _scatter_windows(em, slabs, g, batch * channels, lambda e, go, *_: go, result_element_type(op))
+    return [_reshaped(em, folded, out_shape)]
+
+
 def _refuse_unbatched(lowering: Lowering, rank: int) -> Lowering:
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         source = args.get("self")
@@ -552,6 +583,7 @@ def _refuse_unbatched(lowering: Lowering, rank: int) -> Lowering:
 
 
 POOLING_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.col2im": _col2im,
     "torch.aten.avg_pool2d": _refuse_unbatched(_avg_pool(2), 2),
     "torch.aten.avg_pool3d": _refuse_unbatched(_avg_pool(3), 3),
     "torch.aten.avg_pool2d_backward": _refuse_unbatched(_avg_pool_backward(2), 2),

@@ -56,3 +56,18 @@ def test_max_pool_ties_pick_the_first_maximum():
     """Equal values in a window: PyTorch's index is the first in scan order, and the gradient goes there."""
     x = torch.tensor([[[[1.0, 1.0, 0.0], [1.0, 2.0, 2.0], [0.0, 2.0, 0.0]]]])
     _compiled_matches_eager(lambda t: F.max_pool2d(t, 2, 1, return_indices=True), x)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(
+    ("name", "fn", "shape"),
+    [
+        ("fold_strided_padded", lambda x: F.fold(x, (5, 6), (2, 3), stride=2, padding=1), (1, 2 * 6, 9)),
+        ("fold_unbatched_dilated", lambda x: F.fold(x, (5, 5), 2, dilation=2, stride=(2, 1)), (3 * 4, 6)),
+    ],
+    ids=["fold_strided_padded", "fold_unbatched_dilated"],
+)
+def test_col2im(name, fn, shape):
+    """col2im (fold): overlapping blocks add up; it is also the backward of unfold (im2col)."""
+    torch.manual_seed(3)
+    _compiled_matches_eager(fn, torch.randn(shape))

@@ -219,3 +219,12 @@ func.func @embedding_renorm_wide(%w: tensor<10x4097xf32>, %i: tensor<6xi64>) -> 
   func.return %0 : tensor<10x4097xf32>
 }
 // CHECK: torch.aten.embedding_renorm: rows of 4097 elements: at most 2048 (one tile per row) lower (at model.py:3)
+
+// -----
+
+// col2im's input must hold channels x kernel columns for every block of the output.
+func.func @col2im_wrong_blocks(%x: tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> {
+  %0 = torch.aten.col2im %x {output_size = array<i64: 5, 6>, kernel_size = array<i64: 2, 3>, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> loc("model.fold"("model.py":3:0))
+  func.return %0 : tensor<1x2x5x6xf32>
+}
+// CHECK: torch.aten.col2im: input (1, 12, 8) does not hold 2 x [2, 3] columns of (3, 3) blocks (at model.py:3 (model.fold))

@@ -277,3 +277,15 @@ func.func @main(%g: tensor<1x2x2x3xf32>, %x: tensor<1x2x5x7xf32>) -> tensor<1x2x
 }
 // CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "add"} : (!tile.tile<2x3x3xf32, sbuf>, !tile.tile<2x1xf32, sbuf>)
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// col2im: each kernel offset's slab of columns is added into its window of the padded output.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x12x9xf32>) -> tensor<1x2x5x6xf32> {
+  %0 = torch.aten.col2im %x {output_size = array<i64: 5, 6>, kernel_size = array<i64: 2, 3>, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x12x9xf32>) -> tensor<1x2x5x6xf32>
+  func.return %0 : tensor<1x2x5x6xf32>
+}
+// CHECK:       memref.alloc() : memref<2x7x8xf32, #neuron.mem<hbm>>
+// CHECK-COUNT-6: tile.binary %{{.*}}, %{{.*}} {op = "add"}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
