@@ -1,4 +1,4 @@
-"""Pooling (average, max with indices, adaptive average; 2-d and 3-d) and their backward on VectorE.
+"""Pooling (average, max with indices, adaptive average; 2-d and 3-d), their backward, and col2im on VectorE.
 
 Every plane (all leading dims merged: batch x channels) is one partition; output positions lie along the free
 axes in tiles of [rows, columns]. A pooling window is a set of kernel offsets: for offset k the input elements
@@ -16,6 +16,7 @@ pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mo
 - backward: average pooling reads, adds and writes the zero-initialised padded gradient through the same window
   views, one kernel offset (or adaptive output position) at a time; max pooling scatters grad_output to the saved
   indices with an accumulating indirect DMA (indexing.py), exact for any in-range index.
+- col2im (fold) is the same window accumulation with one slab of columns per kernel offset.
 """
 
 from __future__ import annotations
