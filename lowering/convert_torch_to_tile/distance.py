@@ -166,14 +166,18 @@ def _cdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     p = float(args["p"])
     mode = args.get("compute_mode")
     a, b = layout_of(x1), layout_of(x2)
-    if a.rank != b.rank or a.shape[:-2] != b.shape[:-2]:
-        raise refuse(em, op.name, f"batch shapes {a.shape[:-2]} and {b.shape[:-2]} differ (broadcast them first)")
+    batch = tuple(result_shape(op)[:-2])
+    try:  # the batch dims broadcast (stride-0 views)
+        x1 = view(em, x1, a.expand((*batch, *a.shape[-2:])))
+        x2 = view(em, x2, b.expand((*batch, *b.shape[-2:])))
+    except ValueError as error:
+        raise refuse(em, op.name, f"batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from error
+    a, b = layout_of(x1), layout_of(x2)
     element_type = result_element_type(op)
     rows1, rows2, width = a.shape[-2], b.shape[-2], a.shape[-1]
     if _uses_matmul(p, mode, rows1, rows2) and width > 0:
         return [_euclidean_by_matmul(em, x1, x2, element_type)]
     out = alloc(em, result_shape(op), element_type)
-    batch = a.shape[:-2]
     spread = _broadcast_rows(em, x2, PARTITION_TILE)
 
     def per_batch(e: Emitter, done: list[Index], left: Sequence[int]) -> None:

@@ -68,6 +68,8 @@ CASES = [
     ("embedding_max_norm", lambda w, i: F.embedding(i, w.clone(), max_norm=1.5) * 2,
      lambda: (torch.randn(12, 6), _ints(12, (2, 5)))),
     ("cdist_direct_p1", lambda a, b: torch.cdist(a, b, p=1), lambda: (torch.randn(3, 5, 4), torch.randn(3, 7, 4))),
+    ("cdist_broadcast_batches_mm", lambda a, b: torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+     lambda: (torch.randn(2, 1, 3, 4), torch.randn(5, 2, 4))),
     ("cdist_p_inf", lambda a, b: torch.cdist(a, b, p=float("inf")), lambda: (torch.randn(5, 3), torch.randn(7, 3))),
     ("cdist_p_1_5", lambda a, b: torch.cdist(a, b, p=1.5), lambda: (torch.randn(5, 3), torch.randn(7, 3))),
     ("cdist_matmul", lambda a, b: torch.cdist(a, b), lambda: (torch.randn(130, 3), torch.randn(7, 3))),

@@ -134,7 +134,7 @@ func.func @cdist_batches_differ(%a: tensor<2x5x3xf32>, %b: tensor<3x4x3xf32>) ->
   %0 = torch.aten._cdist_forward %a, %b {p = 1.000000e+00 : f64} : (tensor<2x5x3xf32>, tensor<3x4x3xf32>) -> tensor<2x5x4xf32> loc("model.py":5:0)
   func.return %0 : tensor<2x5x4xf32>
 }
-// CHECK: torch.aten._cdist_forward: batch shapes (2,) and (3,) differ (broadcast them first) (at model.py:5)
+// CHECK: torch.aten._cdist_forward: batch shapes (2,) and (3,) do not broadcast (at model.py:5)
 
 // -----
 
