@@ -49,7 +49,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import lane_split, emit_elementwise
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, lane_split
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
@@ -493,7 +493,41 @@ def _var_mean(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue
     return [variance, mean]
 
 
+def _vector_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """linalg_vector_norm: max/min of |x| for ord +-inf, the count of non-zeros for 0, else sum(|x|^ord)^(1/ord)
+    (sqrt of a sum of squares for 2: ScalarE's square and sqrt)."""
+    source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
+    order = float(args.get("ord", 2))
+    out_type = result_element_type(op)
+
+    def powered(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+        chunk_type = chunk.type
+        assert isinstance(chunk_type, TileType)
+        if order == 0:
+            return e.insert(tile.BinaryScalarOp(chunk, "not_equal", chunk_type, scalar=0.0)).result
+        if order == 2:
+            return e.insert(tile.UnaryOp(chunk, "square", chunk_type)).result
+        magnitude = e.insert(tile.UnaryOp(chunk, "abs", chunk_type)).result
+        if order in (1, math.inf, -math.inf):
+            return magnitude
+        return e.insert(tile.BinaryScalarOp(magnitude, "power", chunk_type, scalar=order)).result
+
+    if math.isinf(order):
+        return [emit_reduce(em, source, dims, keepdim, "max" if order > 0 else "min", out_type, None, powered)]
+    if order in (0, 1):
+        return [emit_reduce(em, source, dims, keepdim, "add", out_type, None, powered, 0.0)]
+    total = emit_reduce(em, source, dims, keepdim, "add", F32, None, powered, 0.0)
+
+    def root(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        if order == 2:
+            return e.insert(tile.UnaryOp(tiles[0], "sqrt", result)).result
+        return e.insert(tile.BinaryScalarOp(tiles[0], "power", result, scalar=1.0 / order)).result
+
+    return [emit_elementwise(em, layout_of(total).shape, out_type, [total], root)]
+
+
 REDUCTION_LOWERINGS: dict[str, Lowering] = {
+    "torch.aten.linalg_vector_norm": _vector_norm,
     "torch.aten.sum.dim_IntList": _reduce("add"),
     "torch.aten.mean.dim": _reduce("add", mean=True),
     "torch.aten.mean": _reduce("add", mean=True),

@@ -118,3 +118,16 @@ def test_softmax_backward():
         grads.append(leaf.grad)
     assert_close_to_torch(grads[1], grads[0], "softmax gradient")
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def test_vector_norms():
+    torch.manual_seed(6)
+    x = torch.randn(9, 130)
+    check_compiled(
+        lambda t: (
+            torch.linalg.vector_norm(t, dim=1), torch.linalg.vector_norm(t, 1, dim=0), torch.linalg.vector_norm(t, float("inf")),
+            torch.linalg.vector_norm(t, 0, dim=1), torch.linalg.vector_norm(t, 3.5, dim=1, keepdim=True),
+            torch.nn.functional.normalize(t, dim=1),
+        ),
+        x,
+    )  # fmt: skip
