@@ -383,6 +383,9 @@ _SCALAR_FUNCTIONS: dict[str, Callable[[int, int], int]] = {
 }
 
 
+_UNSEEN: Any = object()
+
+
 def _wrap32(value: int) -> int:
     return ((value + 2**31) & 0xFFFFFFFF) - 2**31
 
@@ -401,11 +404,13 @@ class _Simulator:
         self.plans = [
             self._plan(index, inst, memory_names) for index, inst in enumerate(validated.instructions)
         ]
-        self.nests = vectorize.find_nests(program.body, self.plans, self.machine.homes)
+        # Loops as nests that may run batched, analysed when a vectorising walk first reaches them (None: no).
+        self.nests: dict[int, vectorize.Nest | None] = {}
+        self._plan_of = {id(plan.inst): plan for plan in self.plans}
         self.body = self._compile(program.body)
         self.dma_queues_used = sorted({p.queue for p in self.plans if p.dma is not None})
         self.live_after = self._live_queues()
-        self._race_facts = self._race_checker_facts()
+        self._race_facts: tuple[list[list[int]], list[bool], list[str]] | None = None
         self.engine_rates = {id(p): p.dma.engine_rate(target) for p in self.plans if p.dma is not None}
         self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (runtime.vectorize)
         self.recording: vectorize.Recording | None = None
@@ -425,7 +430,11 @@ class _Simulator:
         self.events = TraceEvents()
         self.dma_bytes = 0
         self.hbm_bytes = 0
-        self.races = RaceChecker(len(QUEUE_NAMES), *self._race_facts) if check_races else None
+        self.races = None
+        if check_races:
+            if self._race_facts is None:
+                self._race_facts = self._race_checker_facts()
+            self.races = RaceChecker(len(QUEUE_NAMES), *self._race_facts)
         self._current_live: list[int] = list(range(len(QUEUE_NAMES)))
         self._issued_since_forget = 0
         self.recording = None
@@ -523,7 +532,7 @@ class _Simulator:
                         _operand(node.upper),
                         int(node.step),
                         self._compile(node.body),
-                        self.nests.get(id(node)),
+                        node,
                         id(node),
                     )
                 )
@@ -647,11 +656,14 @@ class _Simulator:
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:
-                _, induction, lower, upper, step, body, nest, key = node
+                _, induction, lower, upper, step, body, loop, key = node
                 start = regs[lower[1]] if lower[0] else lower[1]
                 stop = regs[upper[1]] if upper[0] else upper[1]
                 recording = self.recording
                 if recording is None:
+                    nest = self.nests.get(key, _UNSEEN)
+                    if nest is _UNSEEN:
+                        nest = self.nests[key] = vectorize.analyse(loop, self._plan_of, self.machine.homes)
                     if nest is not None and not nest.failed:
                         trips = len(range(start, stop, step))
                         if trips:
@@ -775,11 +787,14 @@ class _Simulator:
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:
-                _, induction, lower, upper, step, body, nest, key = node
+                _, induction, lower, upper, step, body, loop, key = node
                 start = regs[lower[1]] if lower[0] else lower[1]
                 stop = regs[upper[1]] if upper[0] else upper[1]
                 recording = self.recording
                 if recording is None:
+                    nest = self.nests.get(key, _UNSEEN)
+                    if nest is _UNSEEN:
+                        nest = self.nests[key] = vectorize.analyse(loop, self._plan_of, self.machine.homes)
                     if nest is not None and not nest.failed:
                         trips = len(range(start, stop, step))
                         if trips:

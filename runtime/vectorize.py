@@ -156,21 +156,9 @@ class Nest:
         return sum(shadow.lane_bytes for shadow in self.shadows)
 
 
-def find_nests(body: Sequence[Node], plans: Sequence[_Plan], homes: Sequence[Any]) -> dict[int, Nest]:
-    """Every loop that may run batched, by id(loop) (outer and inner loops alike)."""
-    plan_of = {id(plan.inst): plan for plan in plans}
-    found: dict[int, Nest] = {}
-
-    def visit(nodes: Sequence[Node]) -> None:
-        for node in nodes:
-            if isinstance(node, Loop):
-                nest = _analyse(node, plan_of, homes)
-                if nest is not None:
-                    found[id(node)] = nest
-                visit(node.body)
-
-    visit(body)
-    return found
+def analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest | None:
+    """The loop as a nest that may run batched, or None (`plan_of` maps id(instruction) to its plan)."""
+    return _analyse(loop, plan_of, homes)
 
 
 def _chain(loop: Loop) -> list[Loop]:
@@ -220,6 +208,16 @@ def _reads_dst(inst: Instruction) -> bool | None:
     return bool(accumulate) and not inst.attrs.get("is_transpose")
 
 
+def _contiguous(pattern: tuple[tuple[int, int], ...]) -> bool:
+    """Does the pattern visit consecutive elements, each once (so its bytes are exactly its hull)?"""
+    span = 1
+    for step, num in sorted((d for d in pattern if d[1] > 1), key=lambda d: abs(d[0])):
+        if abs(step) != span:
+            return False
+        span *= num
+    return True
+
+
 def _runs(starts: np.ndarray, itemsize: int) -> list[tuple[int, int]] | None:
     """Merge sorted element start bytes into [start, end) byte runs (None when there are too many)."""
     if starts.size == 0:
@@ -267,11 +265,14 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
     for plan, op in static_ops:
         site = op.site
         origin = masks[site.memory_id][0]
-        starts = site.byte_offsets(0) - origin
-        runs = _runs(starts, site.itemsize)
         index = None
-        if runs is None:
-            index = (starts[:, None] + np.arange(site.itemsize)[None, :]).reshape(-1)
+        if _contiguous(site.pattern):  # one run: the hull
+            runs: list[tuple[int, int]] | None = [(site.base + site.low - origin, site.base + site.high - origin)]
+        else:
+            starts = site.byte_offsets(0) - origin
+            runs = _runs(starts, site.itemsize)
+            if runs is None:
+                index = (starts[:, None] + np.arange(site.itemsize)[None, :]).reshape(-1)
         rows = partition_cuts[site.memory_id]
         footprints[(plan.index, op.role)] = _Footprint(
             site.memory_id, rows.index(site.partition_start), rows.index(site.partition_end), runs, index
