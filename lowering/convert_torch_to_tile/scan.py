@@ -10,14 +10,19 @@ rows:
 
 so the running total of earlier chunks reaches every row without moving data across partitions. Products are
 exact (one operand is 0 or 1) and sums are fp32 in PSUM: integer scans are exact while the totals stay below
-2^24.
+2^24. A float input is scanned four times, its finite part and 0/1 flags of NaN, +inf and -inf (in the matmul
+every element also meets the zeros of T, and 0 * inf = NaN must not reach the rows before it), and one
+elementwise pass combines them: the flags' running counts decide where the sum is NaN or infinite, as in a
+sequential sum.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import IntegerType, f32
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -25,6 +30,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
@@ -32,7 +38,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import nest
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
@@ -74,11 +80,29 @@ def scan_views(em: Emitter, values: list[SSAValue], dim: int) -> tuple[list[SSAV
     return views, shape
 
 
-def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    source = args["self"]
-    out_type = result_element_type(op)
-    out = alloc(em, layout_of(source).shape, out_type)
-    (source_view, out_view), shape = scan_views(em, [source, out], int(args["dim"]))
+def _part(e: Emitter, x: SSAValue, kind: str) -> SSAValue:
+    """What a float scan sums for `kind`: the finite values (others as 0), or 0/1 flags of NaN, +inf, -inf."""
+    x_type = x.type
+    assert isinstance(x_type, TileType)
+
+    def scalar(value: SSAValue, op: str, number: float) -> SSAValue:
+        return e.insert(tile.BinaryScalarOp(value, op, x_type, scalar=number)).result
+
+    if kind == "nan":
+        return e.insert(tile.BinaryOp(x, x, "not_equal", x_type)).result
+    if kind in ("inf", "-inf"):
+        return scalar(x, "is_equal", math.inf if kind == "inf" else -math.inf)
+    difference = e.insert(tile.BinaryOp(x, x, "subtract", x_type)).result  # 0 exactly where x is finite
+    zeros = e.insert(tile.FillOp(0.0, x_type)).result
+    return e.insert(tile.SelectOp(scalar(difference, "is_equal", 0.0), x, zeros, x_type)).result
+
+
+def emit_scan(
+    em: Emitter, source: SSAValue, out: SSAValue, dim: int, part: Callable[[Emitter, SSAValue], SSAValue] | None
+) -> None:
+    """Write the running sums of `source` (each chunk mapped by `part`) along `dim` into `out`."""
+    (source_view, out_view), shape = scan_views(em, [source, out], dim)
+    out_type = element_type_of(out)
     *loops, length, width = shape
     max_k, _, max_n = matmul_limits(em)
     chunk = min(length, max_k)
@@ -91,6 +115,8 @@ def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
 
             def step(e3: Emitter, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
                 x = load(e3, source_view, [*indices, l0, n0], (size, n), f32)
+                if part is not None:
+                    x = part(e3, x)
                 psum = TileType((size, n), f32, Memory.PSUM)
                 product = e3.insert(tile.MatmulOp(triangles[size], x, psum)).result
                 if carry is not None:
@@ -111,6 +137,43 @@ def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         e.for_tiles(width, max_n, columns)
 
     nest(em, list(loops), [], body)
+
+
+def _combine(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    """The running sum from the scanned parts: NaN after a NaN or after infinities of both signs, +-inf after
+    infinities of one sign, else the finite sum."""
+    finite, nans, positive, negative = tiles
+    inner = TileType(result.get_shape(), f32, Memory.SBUF)
+
+    def seen(count: SSAValue) -> SSAValue:
+        return e.insert(tile.BinaryScalarOp(count, "is_gt", inner, scalar=0.5)).result
+
+    def constant(value: float) -> SSAValue:
+        return e.insert(tile.FillOp(value, inner)).result
+
+    any_positive, any_negative = seen(positive), seen(negative)
+    both = e.insert(tile.BinaryOp(any_positive, any_negative, "logical_and", inner)).result
+    invalid = e.insert(tile.BinaryOp(seen(nans), both, "logical_or", inner)).result
+    value = e.insert(tile.SelectOp(any_negative, constant(-math.inf), finite, inner)).result
+    value = e.insert(tile.SelectOp(any_positive, constant(math.inf), value, inner)).result
+    return e.insert(tile.SelectOp(invalid, constant(math.nan), value, result)).result
+
+
+def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    source, dim = args["self"], int(args["dim"])
+    shape = layout_of(source).shape
+    out = alloc(em, shape, result_element_type(op))
+    if isinstance(element_type_of(source), IntegerType):
+        emit_scan(em, source, out, dim, None)  # integers are finite
+        return [out]
+    # In the matmul every element also meets the zeros of T, and 0 * inf = NaN must not reach the rows before
+    # it: scan the finite part and counts of NaN, +inf and -inf apart, then combine.
+    parts = []
+    for kind in ("finite", "nan", "inf", "-inf"):
+        scanned = alloc(em, shape, f32)
+        emit_scan(em, source, scanned, dim, lambda e, x, kind=kind: _part(e, x, kind))
+        parts.append(scanned)
+    emit_elementwise(em, shape, result_element_type(op), parts, _combine, out)
     return [out]
 
 

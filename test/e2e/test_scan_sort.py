@@ -20,6 +20,12 @@ def test_cumsum(shape, dim, dtype):
     check_compiled(lambda t: torch.cumsum(t, dim), x)
 
 
+def test_cumsum_with_nan_and_infinities_affects_only_later_positions():
+    x = torch.randn(300, 6)
+    x[3, 0], x[200, 1], x[5, 2], x[250, 2], x[7, 3] = float("nan"), float("inf"), float("inf"), -float("inf"), -float("inf")
+    check_compiled(lambda t: torch.cumsum(t, 0), x)
+
+
 def test_cumsum_of_a_transposed_view():
     check_compiled(lambda t: torch.cumsum(t.t(), 1), torch.randn(33, 9))
 

@@ -3,27 +3,47 @@
 // Branches of the scan, sort and random lowerings (lowering/convert_torch_to_tile/scan.py, sort.py, random.py):
 // chunked cumsum with its carry, the two passes of a sort, and the seed argument with one stream per random op.
 
-func.func @cumsum_with_carry(%x: tensor<300x5xf32>) -> tensor<300x5xf32> {
-  %c = torch.aten.cumsum %x {dim = 0 : i64} : (tensor<300x5xf32>) -> tensor<300x5xf32>
-  func.return %c : tensor<300x5xf32>
+func.func @cumsum_with_carry(%x: tensor<300x5xi64>) -> tensor<300x5xi64> {
+  %c = torch.aten.cumsum %x {dim = 0 : i64} : (tensor<300x5xi64>) -> tensor<300x5xi64>
+  func.return %c : tensor<300x5xi64>
 }
 // cumsum on TensorE: triangular ones (iota m - k >= 0, per chunk size) as the stationary operand with the scanned
 // dim on partitions; from the second chunk on, a ones row times the carried column sums accumulates into the same
-// PSUM tile, and the carry grows by a ones column times the chunk.
+// PSUM tile, and the carry grows by a ones column times the chunk. Integers are scanned once.
 // CHECK-LABEL: func.func @cumsum_with_carry
 // CHECK:       %[[IOTA:.*]] = tile.iota {steps = array<i64: 1>, channel_multiplier = -1 : i64} : !tile.tile<128x128xf32, sbuf>
 // CHECK:       %[[TRI:.*]] = tile.binary_scalar %[[IOTA]] {op = "is_ge", scalar = 0.000000e+00 : f64}
 // CHECK:       tile.iota {steps = array<i64: 1>, channel_multiplier = -1 : i64} : !tile.tile<44x44xf32, sbuf>
 // CHECK:       %[[ROW:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<1x128xf32, sbuf>
 // CHECK:       %[[COLUMN:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1xf32, sbuf>
-// CHECK:       %[[X0:.*]] = tile.load %x[%c0, %c0] : memref<300x5xf32, #neuron.mem<hbm>> -> !tile.tile<128x5xf32, sbuf>
-// CHECK:       tile.matmul %[[TRI]], %[[X0]] : {{.*}} -> !tile.tile<128x5xf32, psum>
+// CHECK:       %[[X0:.*]] = tile.load %x[%c0, %c0] : memref<300x5xi64, #neuron.mem<hbm>> -> !tile.tile<128x5xf32, sbuf>
+// CHECK-NEXT:  tile.matmul %[[TRI]], %[[X0]] : {{.*}} -> !tile.tile<128x5xf32, psum>
+// CHECK:       tile.copy %{{.*}} : (!tile.tile<128x5xf32, psum>) -> !tile.tile<128x5xi64, sbuf>
 // CHECK:       %[[TOTAL:.*]] = tile.matmul %[[COLUMN]], %[[X0]] : {{.*}} -> !tile.tile<1x5xf32, psum>
 // CHECK:       %[[CARRY:.*]] = tile.copy %[[TOTAL]] : (!tile.tile<1x5xf32, psum>) -> !tile.tile<1x5xf32, sbuf>
 // CHECK:       %[[X1:.*]] = tile.load %x[%c128, %c0]
 // CHECK:       %[[P1:.*]] = tile.matmul %[[TRI]], %[[X1]]
 // CHECK:       tile.matmul %[[ROW]], %[[CARRY]] acc %[[P1]]
 // CHECK:       tile.binary %[[CARRY]], %{{.*}} {op = "add"} : (!tile.tile<1x5xf32, sbuf>, !tile.tile<1x5xf32, psum>)
+// CHECK-NOT:   tile.select
+
+// -----
+
+func.func @cumsum_float_parts(%x: tensor<6x5xf32>) -> tensor<6x5xf32> {
+  %c = torch.aten.cumsum %x {dim = 0 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
+  func.return %c : tensor<6x5xf32>
+}
+// A float cumsum scans its finite part (x - x == 0 selects it) and flags of NaN, +inf and -inf, then combines
+// them: NaN after a NaN or infinities of both signs, +-inf after one sign's, the finite sum otherwise.
+// CHECK-LABEL: func.func @cumsum_float_parts
+// CHECK:       %[[FINITE:.*]] = tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
+// CHECK:       %[[PART:.*]] = tile.select %[[FINITE]], %{{.*}}, %{{.*}}
+// CHECK:       tile.matmul %{{.*}}, %[[PART]]
+// CHECK:       tile.binary %[[X:.*]], %[[X]] {op = "not_equal"}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0x7ff0000000000000 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0xfff0000000000000 : f64}
+// CHECK:       %[[INVALID:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "logical_or"}
+// CHECK:       tile.select %[[INVALID]], %{{.*}}, %{{.*}} : {{.*}} -> !tile.tile<30x1xf32, sbuf>
 
 // -----
 
