@@ -511,6 +511,21 @@ def summary_line(label: str, results: list[EntryResult]) -> str:
     )
 
 
+# What "native" means where the numbers cannot be eager's bit for bit (kept with the generator, so the report
+# states it next to the numbers).
+NOTES: tuple[str, ...] = (
+    "- Random ops draw from the device's counter-based generator (Philox-4x32-10 on GpSimdE, keyed by a seed "
+    "that the frontend draws from torch's CPU generator at every call): reproducible under `torch.manual_seed`, "
+    "but not eager's numbers. Their entries pass on properties: shape and dtype, range and moments of the "
+    "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds.",
+    "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
+    "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch). "
+    "Integer sums, products and cumulative sums accumulate in fp32 on VectorE/TensorE and are exact while every "
+    "partial result stays below 2^24 in magnitude.",
+    "- float64 and complex tensors have no NeuronCore storage type: graphs using them run on the CPU (fallback).",
+)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -546,6 +561,7 @@ def report(results: list[EntryResult], max_samples: int) -> str:
         subset = [r for r in results if r.name in names]
         if subset:
             lines.append(summary_line(f"issue {issue} subset", subset))
+    lines += ["", "## Notes", "", *NOTES]
     lines += ["", "## Per entry", "", "| entry | issue | status | reason |", "|---|---|---|---|"]
     order = {"failing": 0, "fallback": 1, "native": 2, "no graph": 3}
     for r in sorted(results, key=lambda r: (issue_of(r.name) == "", issue_of(r.name), order[r.status], r.name)):
