@@ -396,6 +396,15 @@ def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     return [out]
 
 
+def _scatter_value_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """scatter.value_reduce: scatter.reduce with every source element equal to `value`."""
+    value = alloc(em, (1,), result_element_type(op))
+    fill_into(em, value, float(args["value"]))
+    shape = layout_of(args["index"]).shape
+    source = view(em, value, Layout(shape, (0,) * len(shape), 0))
+    return _scatter_with_reduce(em, op, {**args, "src": source})
+
+
 def _scatter(mode: str) -> Lowering:
     """scatter.src / scatter.value / scatter_add: copy self, then write or add at the indexed positions."""
 
@@ -431,11 +440,18 @@ def emit_dense_scatter_reduce(
     for.
     """
     alu_op, identity = _DENSE_REDUCE[reduce]
+    if layout_of(index).rank == 0:
+        # a 0-d scatter is a 1-element one along dim 0
+        def one(value: SSAValue) -> SSAValue:
+            return view(em, value, layout_of(value).reshape((1,)) or Layout((1,), (1,), layout_of(value).offset))
+
+        out = emit_dense_scatter_reduce(
+            em, op_name, one(source), 0, one(index), one(src), reduce, include_self, element_type
+        )
+        return view(em, out, Layout((), (), layout_of(out).offset))
     out = copy_to(em, source)
     out_layout, idx = layout_of(out), layout_of(index)
     rank = idx.rank
-    if rank == 0:
-        raise refuse(em, op_name, "a 0-d scatter_reduce has no dimension to reduce over")
     order = [d for d in range(rank) if d != dim] + [dim]
     targets = out_layout.shape[dim]
     rest = tuple(idx.shape[d] for d in order[:-1])
@@ -871,6 +887,7 @@ INDEXING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.scatter.value": _scatter("value"),
     "torch.aten.scatter_add": _scatter("add"),
     "torch.aten.scatter.reduce": _scatter_with_reduce,
+    "torch.aten.scatter.value_reduce": _scatter_value_reduce,
     "torch.aten.scatter_reduce.two": _scatter_reduce,
     "torch.aten.index_put": _index_put,
     "torch.aten._unsafe_index_put": _index_put,

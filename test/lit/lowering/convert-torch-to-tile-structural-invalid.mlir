@@ -106,14 +106,6 @@ func.func @scatter_unknown_reduce(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: 
 
 // -----
 
-func.func @scatter_reduce_0d(%x: tensor<f32>, %i: tensor<i64>, %s: tensor<f32>) -> tensor<f32> {
-  %0 = torch.aten.scatter_reduce.two %x, %i, %s {dim = 0 : i64, reduce = "amax"} : (tensor<f32>, tensor<i64>, tensor<f32>) -> tensor<f32> loc("model.py":8:0)
-  func.return %0 : tensor<f32>
-}
-// CHECK: torch.aten.scatter_reduce.two: a 0-d scatter_reduce has no dimension to reduce over (at model.py:8)
-
-// -----
-
 func.func @embedding_backward_by_frequency(%g: tensor<3x6xf32>, %i: tensor<3xi64>) -> tensor<10x6xf32> {
   %0 = torch.aten.embedding_dense_backward %g, %i {num_weights = 10 : i64, padding_idx = -1 : i64, scale_grad_by_freq = true} : (tensor<3x6xf32>, tensor<3xi64>) -> tensor<10x6xf32> loc("model.embed"("model.py":2:0))
   func.return %0 : tensor<10x6xf32>
