@@ -700,7 +700,8 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
 
 
 def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
-    """Bags of embedding rows (mode sum or mean): a row gather, then a [bags x tokens] bag matrix on TensorE.
+    """Bags of embedding rows: a row gather, then a [bags x tokens] membership matrix: sum and mean on TensorE,
+    max by selection and a VectorE reduction (_bag_maxima).
 
     The bag matrix M[b, t] = (start_b <= t < end_b), times the per-sample weights (sum) or 1/bag size (mean), and
     zero for padding_idx tokens, is built from an iota of t compared with per-partition start/end columns;
@@ -715,8 +716,8 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     mode, include_last = int(args.get("mode", 0)), bool(args.get("include_last_offset", False))
     padding = int(args.get("padding_idx", -1) if args.get("padding_idx") is not None else -1)
     weights = args.get("per_sample_weights")
-    if mode not in (0, 1):
-        raise refuse(em, op.name, "mode 'max' (2) is not lowered; sum (0) and mean (1) are")
+    if mode not in (0, 1, 2):
+        raise refuse(em, op.name, f"unknown mode {mode} (0 sum, 1 mean, 2 max)")
     # scale_grad_by_freq only changes the gradient (embedding_bag's backward), not these outputs
     idx, off = layout_of(indices), layout_of(offsets)
     if idx.rank != 1 or off.rank != 1:
@@ -765,7 +766,12 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
         scaled = em.insert(tile.BinaryOp(members, row, "multiply", grid)).result
     matrix = alloc(em, (bags, tokens), f32)
     em.insert(tile.StoreOp(scaled, matrix, [em.index(0), em.index(0)]))
-    results: list[SSAValue | None] = [emit_matmul(em, matrix, rows, result_element_type(op, 0))]
+    winners: SSAValue | None = None
+    if mode == 2:
+        output, winners = _bag_maxima(em, op, rows, matrix, sizes, indices, bags, tokens, width)
+    else:
+        output = emit_matmul(em, matrix, rows, result_element_type(op, 0))
+    results: list[SSAValue | None] = [output]
 
     def auxiliary(index: int, values: Callable[[], SSAValue]) -> SSAValue | None:
         result_type = op.results[index].type
@@ -809,11 +815,68 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
         fill_into(em, out, 0.0)
         return out
 
-    # sum mode leaves offset2bag empty and bag_size / max_indices zero (sized by the offsets), as the CPU kernel
+    # sum mode leaves offset2bag empty and bag_size / max_indices zero (sized by the offsets), as the CPU kernel;
+    # mean repeats the bag sizes as max_indices; max gives the vocabulary index of each maximum
     results.append(auxiliary(1, bag_of_token))
-    results.append(auxiliary(2, bag_sizes if mode == 1 else zeros))
-    results.append(auxiliary(3, bag_sizes if mode == 1 else zeros))
+    results.append(auxiliary(2, zeros if mode == 0 else bag_sizes))
+    if winners is not None:
+        results.append(auxiliary(3, lambda: winners))  # type: ignore[return-value, arg-type]
+    else:
+        results.append(auxiliary(3, bag_sizes if mode == 1 else zeros))
     return results
+
+
+def _bag_maxima(
+    em: Emitter, op: Operation, rows: SSAValue, matrix: SSAValue, sizes: SSAValue, indices: SSAValue,
+    bags: int, tokens: int, width: int,
+) -> tuple[SSAValue, SSAValue]:  # fmt: skip
+    """embedding_bag max: per bag and feature, the maximum over the bag's rows (0 for an empty bag), and the
+    vocabulary index of its first occurrence (PyTorch's strict `>` scan), from [bags, features, tokens] tiles."""
+    output = alloc(em, (bags, width), result_element_type(op, 0))
+    best_values = alloc(em, (bags, width), f32)
+    first = alloc(em, (bags, width), f32)
+    chunk = max(1, FREE_TILE // tokens)
+    spread_rows = view(em, rows, Layout((bags, width, tokens), (0, 1, width), 0))
+    spread_members = view(em, matrix, Layout((bags, width, tokens), (tokens, 0, 1), 0))
+    spread_best = view(em, best_values, Layout((bags, width, tokens), (width, 1, 0), 0))
+    nonempty = em.insert(tile.BinaryScalarOp(sizes, "is_gt", TileType((bags, 1), f32), scalar=0.0)).result
+    for d0 in range(0, width, chunk):
+        dc = min(chunk, width - d0)
+        cube, plane = TileType((bags, dc, tokens), f32), TileType((bags, dc), f32)
+        values = load(em, spread_rows, [0, d0, 0], (bags, dc, tokens))
+        members = load(em, spread_members, [0, d0, 0], (bags, dc, tokens))
+        lowest = em.insert(tile.FillOp(float("-inf"), cube)).result
+        candidates = em.insert(tile.SelectOp(members, values, lowest, cube)).result
+        best = em.insert(tile.ReduceOp(candidates, "max", plane)).result
+        kept = em.insert(tile.BinaryScalarOp(em.insert(tile.FillOp(0.0, plane)).result, "add", plane, column=nonempty))
+        best = em.insert(tile.SelectOp(kept.result, best, em.insert(tile.FillOp(0.0, plane)).result, plane)).result
+        em.insert(tile.StoreOp(best, best_values, [em.index(0), em.index(d0)]))
+        em.insert(tile.StoreOp(em.insert(tile.CopyOp(best, TileType((bags, dc), result_element_type(op, 0)))).result,
+                               output, [em.index(0), em.index(d0)]))  # fmt: skip
+        # the first token whose value equals the maximum: min over tokens of (hit ? t : tokens - 1)
+        target = load(em, spread_best, [0, d0, 0], (bags, dc, tokens))
+        hit = em.insert(tile.BinaryOp(candidates, target, "is_equal", cube)).result
+        position = em.insert(tile.IotaOp(cube, [0, 1])).result
+        last = em.insert(tile.FillOp(float(tokens - 1), cube)).result
+        chosen = em.insert(tile.SelectOp(hit, position, last, cube)).result
+        em.insert(tile.StoreOp(em.insert(tile.ReduceOp(chosen, "min", plane)).result, first,
+                               [em.index(0), em.index(d0)]))  # fmt: skip
+    idx = layout_of(indices)
+    token_of = IndexTerm(first, idx.strides[0], tokens)
+    vocabulary = emit_gather(em, op.name, indices, IndexedAccess((bags, width), (0, 0), [token_of]), f32)
+    winners = alloc(em, (bags, width), f32)
+
+    def empty_is_zero(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        zero = e.insert(tile.FillOp(0.0, result)).result
+        return e.insert(tile.SelectOp(tiles[1], tiles[0], zero, result)).result
+
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    nonempty_rows = alloc(em, (bags, 1), f32)
+    em.insert(tile.StoreOp(nonempty, nonempty_rows, [em.index(0), em.index(0)]))
+    emit_elementwise(em, (bags, width), f32, [vocabulary, view(em, nonempty_rows, Layout((bags, width), (1, 0), 0))],
+                     empty_is_zero, winners)  # fmt: skip
+    return output, winners
 
 
 def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

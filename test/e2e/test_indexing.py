@@ -65,6 +65,8 @@ CASES = [
      lambda: (torch.randn(10, 130), _ints(10, (7,)), torch.tensor([0, 0, 3, 6]), torch.randn(7))),
     ("embedding_bag_mean_padding", lambda w, i, o: F.embedding_bag(i, w, o, mode="mean", padding_idx=4),
      lambda: (torch.randn(10, 5), torch.tensor([4, 1, 4, 2, 3, 4]), torch.tensor([0, 2, 3]))),
+    ("embedding_bag_max", lambda w, i, o: F.embedding_bag(i, w, o, mode="max"),
+     lambda: (torch.randn(10, 130), _ints(10, (7,)), torch.tensor([0, 3, 3]))),
     ("embedding_max_norm", lambda w, i: F.embedding(i, w.clone(), max_norm=1.5) * 2,
      lambda: (torch.randn(12, 6), _ints(12, (2, 5)))),
     ("cdist_direct_p1", lambda a, b: torch.cdist(a, b, p=1), lambda: (torch.randn(3, 5, 4), torch.randn(3, 7, 4))),

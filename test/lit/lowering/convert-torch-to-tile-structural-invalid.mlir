@@ -173,12 +173,12 @@ func.func @grid_sampler_unknown_mode(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2
 
 // -----
 
-// Max-mode bags need a per-bag running maximum over a data-dependent set of rows: not lowered.
+// embedding_bag's modes are 0 (sum), 1 (mean) and 2 (max).
 func.func @embedding_bag_max(%w: tensor<10x5xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>) -> tensor<2x5xf32> {
-  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none {mode = 2 : i64} : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<6xi64>, tensor<2xi64>, tensor<2x5xi64>) loc("model.bag"("model.py":3:0))
+  %0, %1, %2, %3 = torch.aten._embedding_bag_forward_only %w, %i, %o, none {mode = 3 : i64} : (tensor<10x5xf32>, tensor<6xi64>, tensor<2xi64>) -> (tensor<2x5xf32>, tensor<6xi64>, tensor<2xi64>, tensor<2x5xi64>) loc("model.bag"("model.py":3:0))
   func.return %0 : tensor<2x5xf32>
 }
-// CHECK: torch.aten._embedding_bag_forward_only: mode 'max' (2) is not lowered; sum (0) and mean (1) are (at model.py:3 (model.bag))
+// CHECK: torch.aten._embedding_bag_forward_only: unknown mode 3 (0 sum, 1 mean, 2 max) (at model.py:3 (model.bag))
 
 // -----
 
