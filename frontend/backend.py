@@ -98,11 +98,16 @@ def neuron_mlir_backend(
 
         return compile_fn
 
-    return aot_module_simplified(
-        graph_module,
-        list(example_inputs),
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        decompositions=decompositions(),
-    )
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    # Attention is traced through the math path (matmuls and a softmax the compiler lowers and keeps on chip)
+    # rather than CPU flash-attention kernels; the choice is made while AOTAutograd traces, here.
+    with sdpa_kernel([SDPBackend.MATH]):
+        return aot_module_simplified(
+            graph_module,
+            list(example_inputs),
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            inference_compiler=compiler("inference"),
+            decompositions=decompositions(),
+        )

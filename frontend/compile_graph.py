@@ -25,6 +25,7 @@ from xdsl.printer import Printer
 
 from neuron_mlir.frontend import stats as stats_module
 from neuron_mlir.frontend.fx_importer import (
+    HOST_CHECKED_ASSERTIONS,
     GraphSignature,
     describe_node,
     import_fx_graph,
@@ -63,6 +64,8 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
     found = []
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
+            continue
+        if str(node.target) in HOST_CHECKED_ASSERTIONS:
             continue
         op_class = op_class_for(str(node.target))
         forced = _matches(str(node.target), cpu_ops)
@@ -291,6 +294,7 @@ class CompiledGraph:
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
+        self.signature.check_assertions(outputs)
         return self.signature.results([from_numpy(o) for o in outputs])
 
 

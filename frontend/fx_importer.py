@@ -80,6 +80,10 @@ SIZE_ASSERTIONS = frozenset(
 """Runtime checks on sizes the tracer inserts; with sizes specialised they hold by construction (or involve a
 data-dependent size the IR keeps dynamic), so the importer drops them."""
 
+HOST_CHECKED_ASSERTIONS = frozenset({"aten._assert_async.msg", "aten._assert_async.default"})
+"""Assertions on tensor values: the condition is computed on the core and returned, and the host raises the
+message when it is false (`GraphSignature.check_assertions`)."""
+
 
 @dataclass(frozen=True)
 class DataDependent:
@@ -111,6 +115,15 @@ class GraphSignature:
     """The pytree spec of the FX output (how the flat outputs nest), None for a flat tuple."""
     guards: dict[int, tuple[int, ...] | int | float | bool] = field(default_factory=dict)
     """FX placeholder index -> the shape (tensor) or value (SymInt) a symbolic placeholder was specialised for."""
+    assertions: list[tuple[int, str]] = field(default_factory=list)
+    """(function result, message) per `aten._assert_async`: the condition is computed on the core and returned;
+    the caller raises the message when it is false, as PyTorch would (`check_assertions`)."""
+
+    def check_assertions(self, values: list[Any]) -> None:
+        """Raise RuntimeError with the assertion's message when a returned condition is false."""
+        for index, message in self.assertions:
+            if not bool(values[index].reshape(-1)[0]):
+                raise RuntimeError(message or "assertion failed (torch._assert_async)")
 
     def arguments(self, inputs: list[Any]) -> list[Any]:
         """The function's leading arguments for a call with the FX graph's `inputs`; `constants` follow them."""
@@ -239,6 +252,7 @@ class FxImporter:
         self.target = target
         self.name = name
         self.inputs = inputs
+        self.assertions: list[tuple[SSAValue, str]] = []
         # symbol -> the size it takes: from `inputs` when given (else symbols take their hints)
         self.bindings: dict[Any, int] = {}
         # FX node -> an SSA value, a list of them (multi-result ops), or a Python value (specialised SymInts)
@@ -382,6 +396,11 @@ class FxImporter:
             return
         if str(node.target) in SIZE_ASSERTIONS:
             return  # checked by the tracer on the sizes the graph is specialised for; nothing to run
+        if str(node.target) in HOST_CHECKED_ASSERTIONS:
+            condition = self._value(node.args[0], node)
+            message = node.args[1] if len(node.args) > 1 else node.kwargs.get("assert_msg", "")
+            self.assertions.append((condition, str(message)))
+            return
         if node.target is torch.ops.higher_order.with_effects:
             # an effectful op threaded through a token: the op itself, with the token passed through
             token, inner, *inner_args = node.args
@@ -485,6 +504,9 @@ class FxImporter:
                 signature.outputs.append(None)
                 if leaf is not None:
                     signature.output_values[position] = leaf
+        for condition, message in self.assertions:
+            signature.assertions.append((len(results), message))
+            results.append(condition)
         return results
 
     def _output_names(self, output: Any) -> Any:

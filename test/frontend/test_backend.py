@@ -159,3 +159,15 @@ def test_trace_has_one_track_per_engine_and_events_name_the_source_line():
         located = [e for e in work if "mlp.py:" in e["args"].get("location", "")]
         assert len(located) == len(work), "every instruction names the user's source line"
         assert all(e["dur"] > 0 for e in work)
+
+
+def test_tensor_assertions_are_checked_after_the_run():
+    def guarded(x):
+        torch._assert_async((x > -100).all(), "x is too small")
+        return x * 2
+
+    compiled = torch.compile(guarded, backend="neuron-mlir", options={"strict": True})
+    x = torch.randn(4)
+    assert_close_to_torch(compiled(x), guarded(x))
+    with pytest.raises(RuntimeError, match="x is too small"):
+        compiled(torch.full((4,), -1000.0))
