@@ -461,6 +461,8 @@ class Batch:
         # Recorded register values: plan -> int64 [*lanes, reps, columns].
         self.values: dict[int, np.ndarray] = {}
         for index, rows in rec.values.items():
+            if index not in occurrences:
+                continue  # in an inner loop that ran no iteration
             values = np.asarray(rows, dtype=np.int64)
             self.values[index] = values.reshape((*lanes, occurrences[index], values.shape[-1]))
         # Register attributes: per (plan, rep) one value, or per lane when they differ.

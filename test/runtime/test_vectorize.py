@@ -728,3 +728,20 @@ def test_a_dma_whose_last_bytes_round_away_leaves_no_bandwidth_in_use():
     zero-length grant used to mark the rest of time as busy, and the next DMA ran off the end of the history."""
     program = random_loop_program(4423)
     assert_same(program, rng_inputs(program, 4423))
+
+
+def test_an_inner_loop_without_iterations_inside_a_batched_loop(lane_settings):
+    """A register-addressed instruction in an inner loop that never runs: the outer loop still batches."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 4 * 16), "f32"), b.output("y", (128, 4 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    empty = b.scalar(b.reg(), "add", 0, 0)
+    with b.loop(0, 4) as i:
+        column = b.scalar(b.reg(), "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(64, 128), (1, 16)], reg=column))
+        with b.loop(0, empty):
+            b.dma(b.ap(y, [(64, 128), (1, 16)], reg=column), b.ap(t), queue=2)
+        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "exp"})
+        b.dma(b.ap(y, [(64, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    program = b.build()
+    assert assert_same(program, rng_inputs(program)) == [True]
