@@ -1,16 +1,18 @@
-"""grid_sampler_2d: sampling an image at data-dependent coordinates, as PyTorch's CPU kernel defines it.
+"""grid_sampler_2d/3d: sampling an image at data-dependent coordinates, as PyTorch's CPU kernel defines it.
 
-The coordinates are computed on the engines in a few elementwise passes over the grid ([N, Ho, Wo]): unnormalise
+The coordinates are computed on the engines in a few elementwise passes over the grid ([N, O...]): unnormalise
 (align_corners or not), then apply the padding mode (border clips, reflection folds with fmod/floor on GpSimdE).
-Each tap of the interpolation (4 for bilinear, 1 for nearest, 16 for bicubic) is then an element gather of the
-input at (clamped) integer coordinates through indirect DMA (indexing.py), broadcast over the channels; a tap
-outside the image contributes 0 under `zeros` padding (a select, so inf/NaN in the image do not leak), and the
-taps are combined with PyTorch's weights in PyTorch's order (bilinear: nw, ne, sw, se; bicubic: rows, then
-columns, with the A = -0.75 cubic convolution coefficients). Nearest rounds half to even like `nearbyint`.
+Each tap of the interpolation (4 for bilinear, 8 for trilinear, 1 for nearest, 16 for bicubic) is then an
+element gather of the input at (clamped) integer coordinates through indirect DMA (indexing.py), broadcast over
+the channels; a tap outside the image contributes 0 under `zeros` padding (a select, so inf/NaN in the image do
+not leak), and the taps are combined with PyTorch's weights in PyTorch's order (corners with x fastest; bicubic:
+rows, then columns, with the A = -0.75 cubic convolution coefficients). Nearest rounds half to even like
+`nearbyint`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -107,21 +109,28 @@ def _pad_coordinate(m: _Math, coord: SSAValue, size: int, padding: int, align_co
     return m.s(m.s(coord, "max", 0.0), "min", float(size - 1))
 
 
+def _spread(em: Emitter, value: SSAValue, out_shape: Sequence[int]) -> SSAValue:
+    """A grid-shaped [N, O...] tensor viewed with the output's shape [N, C, O...] (stride 0 over channels)."""
+    layout = layout_of(value)
+    return view(em, value, Layout(tuple(out_shape), (layout.strides[0], 0, *layout.strides[1:]), layout.offset))
+
+
 def _tap(
     em: Emitter,
+    op_name: str,
     image: SSAValue,
     out_shape: Sequence[int],
-    x: SSAValue,
-    y: SSAValue,
+    coordinates: Sequence[SSAValue],
     padding: int,
     align_corners: bool,
     bounded: bool,
 ) -> SSAValue:
-    """image[n, c, y, x] at integer-valued coordinates [N, Ho, Wo], 0 where outside the image (zeros padding).
+    """image[n, c, ..., y, x] at integer-valued coordinates (x, y[, z]) of shape [N, O...], 0 outside the image.
 
     `bounded`: apply the padding mode to the coordinates first (bicubic's get_value_bounded).
     """
-    height, width = layout_of(image).shape[2:]
+    spatial = layout_of(image).shape[2:]
+    sizes = list(reversed(spatial))  # x walks the last dim, y the one before, ...
     grid_shape = (out_shape[0], *out_shape[2:])
 
     def fixed(size: int) -> TileMath:
@@ -134,40 +143,31 @@ def _tap(
 
     def inside(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
         m = _math_like(e, tiles[0])
-        xs, ys = tiles
-        if bounded:
-            xs = _pad_coordinate(m, xs, width, padding, align_corners)
-            ys = _pad_coordinate(m, ys, height, padding, align_corners)
-        checks = [m.s(xs, "is_ge", 0.0), m.s(xs, "is_le", float(width - 1)), m.s(ys, "is_ge", 0.0)]
-        result = m.s(ys, "is_le", float(height - 1))
-        for check in checks:
-            result = m.b(result, "multiply", check)
+        result: SSAValue | None = None
+        for value, size in zip(tiles, sizes, strict=True):
+            if bounded:
+                value = _pad_coordinate(m, value, size, padding, align_corners)
+            for check in (m.s(value, "is_ge", 0.0), m.s(value, "is_le", float(size - 1))):
+                result = check if result is None else m.b(result, "multiply", check)
+        assert result is not None
         return result
 
-    xs = _map(em, grid_shape, [x], fixed(width))
-    ys = _map(em, grid_shape, [y], fixed(height))
-    valid = _map(em, grid_shape, [x, y], inside)
+    clamped = [_map(em, grid_shape, [c], fixed(size)) for c, size in zip(coordinates, sizes, strict=True)]
+    valid = _map(em, grid_shape, list(coordinates), inside)
     strides = layout_of(image).strides
-
-    def spread(value: SSAValue) -> SSAValue:
-        layout = layout_of(value)
-        return view(
-            em,
-            value,
-            Layout(tuple(out_shape), (layout.strides[0], 0, layout.strides[1], layout.strides[2]), layout.offset),
-        )
-
-    access = IndexedAccess(
-        out_shape, (strides[0], strides[1], 0, 0), [IndexTerm(spread(ys), strides[2], height),
-                                                    IndexTerm(spread(xs), strides[3], width)]
-    )  # fmt: skip
-    gathered = emit_gather(em, "torch.aten.grid_sampler_2d", image, access, f32)
+    rank = len(spatial)
+    terms = [
+        IndexTerm(_spread(em, clamped[axis], out_shape), strides[2 + rank - 1 - axis], sizes[axis])
+        for axis in range(rank)
+    ]
+    access = IndexedAccess(out_shape, (strides[0], strides[1], *([0] * rank)), terms)
+    gathered = emit_gather(em, op_name, image, access, f32)
 
     def masked(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
         m = _math_like(e, tiles[0])
         return m.select(tiles[1], tiles[0], m.fill(0.0))
 
-    return _map(em, out_shape, [gathered, spread(valid)], masked)
+    return _map(em, out_shape, [gathered, _spread(em, valid, out_shape)], masked)
 
 
 def _cubic_coefficients(m: _Math, t: SSAValue) -> list[SSAValue]:
@@ -187,88 +187,103 @@ def _cubic_coefficients(m: _Math, t: SSAValue) -> list[SSAValue]:
     return [conv2(m.s(t, "add", 1.0)), conv1(t), conv1(other), conv2(m.s(other, "add", 1.0))]
 
 
-def _grid_sampler_2d(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    image, grid = args["input"], args["grid"]
-    mode, padding, align = int(args["interpolation_mode"]), int(args["padding_mode"]), bool(args["align_corners"])
-    if layout_of(image).rank != 4 or mode not in (0, 1, 2) or padding not in (0, 1, 2):
-        raise refuse(em, op.name, f"needs a 4-d input and modes in 0..2, got interpolation {mode}, padding {padding}")
-    height, width = layout_of(image).shape[2:]
-    out_shape = result_shape(op)
-    g = layout_of(grid)
-    grid_shape = g.shape[:3]
-    gx = view(em, grid, Layout(grid_shape, g.strides[:3], g.offset))
-    gy = view(em, grid, Layout(grid_shape, g.strides[:3], g.offset + g.strides[3]))
+def _grid_sampler(rank: int) -> Lowering:
+    """grid_sampler_2d / grid_sampler_3d (rank spatial dims; bicubic exists in 2-d only, as in PyTorch)."""
 
-    def source(size: int, pad: bool) -> TileMath:
-        def fn(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
-            m = _math_like(e, tiles[0])
-            value = _unnormalize(m, tiles[0], size, align)
-            return _pad_coordinate(m, value, size, padding, align) if pad else value
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        image, grid = args["input"], args["grid"]
+        mode, padding = int(args["interpolation_mode"]), int(args["padding_mode"])
+        align = bool(args["align_corners"])
+        modes = (0, 1, 2) if rank == 2 else (0, 1)
+        if layout_of(image).rank != rank + 2 or mode not in modes or padding not in (0, 1, 2):
+            raise refuse(
+                em,
+                op.name,
+                f"needs a {rank + 2}-d input, interpolation in {list(modes)} and padding in 0..2, got "
+                f"interpolation {mode}, padding {padding}",
+            )
+        sizes = list(reversed(layout_of(image).shape[2:]))  # x, y[, z]
+        out_shape = result_shape(op)
+        g = layout_of(grid)
+        grid_shape = g.shape[:-1]
+        components = [
+            view(em, grid, Layout(grid_shape, g.strides[:-1], g.offset + a * g.strides[-1])) for a in range(rank)
+        ]
 
-        return fn
-
-    ix = _map(em, grid_shape, [gx], source(width, mode != 2))
-    iy = _map(em, grid_shape, [gy], source(height, mode != 2))
-
-    def spread(value: SSAValue) -> SSAValue:
-        layout = layout_of(value)
-        return view(em, value, Layout(tuple(out_shape), (layout.strides[0], 0, *layout.strides[1:]), layout.offset))
-
-    if mode == 1:
-        rounded_x = _map(em, grid_shape, [ix], _nearbyint)
-        rounded_y = _map(em, grid_shape, [iy], _nearbyint)
-        value = _tap(em, image, out_shape, rounded_x, rounded_y, padding, align, bounded=False)
-        return [_cast(em, value, out_shape, result_element_type(op))]
-
-    if mode == 0:
-        x0, y0 = _map(em, grid_shape, [ix], floor_plus(0.0)), _map(em, grid_shape, [iy], floor_plus(0.0))
-        x1, y1 = _map(em, grid_shape, [ix], floor_plus(1.0)), _map(em, grid_shape, [iy], floor_plus(1.0))
-        corners = [(x0, y0), (x1, y0), (x0, y1), (x1, y1)]  # nw, ne, sw, se
-
-        def weight(index: int) -> TileMath:
-            def fn(e: Emitter, t: list[SSAValue]) -> SSAValue:
-                m = _math_like(e, t[0])
-                x, y, fx0, fy0, fx1, fy1 = t
-                # PyTorch: nw = (x_se - x)(y_se - y), ne = (x - x_sw)(y_sw - y), sw = (x_ne - x)(y - y_ne),
-                # se = (x - x_nw)(y - y_nw)
-                dx = m.b(fx1, "subtract", x) if index in (0, 2) else m.b(x, "subtract", fx0)
-                dy = m.b(fy1, "subtract", y) if index in (0, 1) else m.b(y, "subtract", fy0)
-                return m.b(dx, "multiply", dy)
+        def source(size: int, pad: bool) -> TileMath:
+            def fn(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
+                m = _math_like(e, tiles[0])
+                value = _unnormalize(m, tiles[0], size, align)
+                return _pad_coordinate(m, value, size, padding, align) if pad else value
 
             return fn
 
-        total: SSAValue | None = None
-        for index, (cx, cy) in enumerate(corners):
-            tap = _tap(em, image, out_shape, cx, cy, padding, align, bounded=False)
-            w = _map(em, grid_shape, [ix, iy, x0, y0, x1, y1], weight(index))
-            operands = [tap, spread(w)] + ([total] if total is not None else [])
+        coords = [_map(em, grid_shape, [c], source(size, mode != 2)) for c, size in zip(components, sizes, strict=True)]
+        element_type = result_element_type(op)
 
-            def accumulate(e: Emitter, t: list[SSAValue]) -> SSAValue:
-                m = _math_like(e, t[0])
-                product = m.b(t[0], "multiply", t[1])
-                return product if len(t) == 2 else m.b(t[2], "add", product)
+        if mode == 1:
+            rounded = [_map(em, grid_shape, [c], _nearbyint) for c in coords]
+            value = _tap(em, op.name, image, out_shape, rounded, padding, align, bounded=False)
+            return [_cast(em, value, out_shape, element_type)]
 
-            total = _map(em, out_shape, operands, accumulate)
-        assert total is not None
-        return [_cast(em, total, out_shape, result_element_type(op))]
+        if mode == 0:
+            lows = [_map(em, grid_shape, [c], floor_plus(0.0)) for c in coords]
+            highs = [_map(em, grid_shape, [c], floor_plus(1.0)) for c in coords]
 
-    # bicubic: 4 rows of 4 taps around floor(coordinate), interpolated along x, then the rows along y
-    fx, fy = _map(em, grid_shape, [ix], floor_plus(0.0)), _map(em, grid_shape, [iy], floor_plus(0.0))
-    tx, ty = _map(em, grid_shape, [ix, fx], _difference), _map(em, grid_shape, [iy, fy], _difference)
+            def weight(corner: tuple[int, ...]) -> TileMath:
+                # PyTorch: each axis contributes (high - x) toward the low corner, (x - low) toward the high one;
+                # the factors multiply x first, then y, then z
+                def fn(e: Emitter, t: list[SSAValue]) -> SSAValue:
+                    m = _math_like(e, t[0])
+                    product: SSAValue | None = None
+                    for axis in range(rank):
+                        x, low, high = t[3 * axis : 3 * axis + 3]
+                        factor = m.b(high, "subtract", x) if corner[axis] == 0 else m.b(x, "subtract", low)
+                        product = factor if product is None else m.b(product, "multiply", factor)
+                    assert product is not None
+                    return product
 
-    def coefficient(k: int) -> TileMath:
-        return lambda e, t: _cubic_coefficients(_math_like(e, t[0]), t[0])[k]
+                return fn
 
-    cx = [_map(em, grid_shape, [tx], coefficient(k)) for k in range(4)]
-    cy = [_map(em, grid_shape, [ty], coefficient(k)) for k in range(4)]
-    xs = [_map(em, grid_shape, [fx], floor_plus_shift(k - 1.0)) for k in range(4)]
-    ys = [_map(em, grid_shape, [fy], floor_plus_shift(k - 1.0)) for k in range(4)]
-    rows = []
-    for j in range(4):
-        taps = [_tap(em, image, out_shape, xs[i], ys[j], padding, align, bounded=True) for i in range(4)]
-        rows.append(_weighted_sum(em, out_shape, taps, [spread(w) for w in cx]))
-    total = _weighted_sum(em, out_shape, rows, [spread(w) for w in cy])
-    return [_cast(em, total, out_shape, result_element_type(op))]
+            total: SSAValue | None = None
+            # corners in PyTorch's order: the last axis (z, then y) outermost, x innermost
+            for reversed_corner in itertools.product((0, 1), repeat=rank):
+                corner = tuple(reversed(reversed_corner))
+                at = [highs[a] if corner[a] else lows[a] for a in range(rank)]
+                tap = _tap(em, op.name, image, out_shape, at, padding, align, bounded=False)
+                inputs = [v for a in range(rank) for v in (coords[a], lows[a], highs[a])]
+                w = _map(em, grid_shape, inputs, weight(corner))
+                operands = [tap, _spread(em, w, out_shape)] + ([total] if total is not None else [])
+
+                def accumulate(e: Emitter, t: list[SSAValue]) -> SSAValue:
+                    m = _math_like(e, t[0])
+                    product = m.b(t[0], "multiply", t[1])
+                    return product if len(t) == 2 else m.b(t[2], "add", product)
+
+                total = _map(em, out_shape, operands, accumulate)
+            assert total is not None
+            return [_cast(em, total, out_shape, element_type)]
+
+        # bicubic (2-d): 4 rows of 4 taps around floor(coordinate), interpolated along x, then the rows along y
+        ix, iy = coords
+        fx, fy = _map(em, grid_shape, [ix], floor_plus(0.0)), _map(em, grid_shape, [iy], floor_plus(0.0))
+        tx, ty = _map(em, grid_shape, [ix, fx], _difference), _map(em, grid_shape, [iy, fy], _difference)
+
+        def coefficient(k: int) -> TileMath:
+            return lambda e, t: _cubic_coefficients(_math_like(e, t[0]), t[0])[k]
+
+        cx = [_map(em, grid_shape, [tx], coefficient(k)) for k in range(4)]
+        cy = [_map(em, grid_shape, [ty], coefficient(k)) for k in range(4)]
+        xs = [_map(em, grid_shape, [fx], floor_plus_shift(k - 1.0)) for k in range(4)]
+        ys = [_map(em, grid_shape, [fy], floor_plus_shift(k - 1.0)) for k in range(4)]
+        rows = []
+        for j in range(4):
+            taps = [_tap(em, op.name, image, out_shape, [xs[i], ys[j]], padding, align, bounded=True) for i in range(4)]
+            rows.append(_weighted_sum(em, out_shape, taps, [_spread(em, w, out_shape) for w in cx]))
+        total = _weighted_sum(em, out_shape, rows, [_spread(em, w, out_shape) for w in cy])
+        return [_cast(em, total, out_shape, element_type)]
+
+    return lower
 
 
 def _math_like(em: Emitter, value: SSAValue) -> _Math:
@@ -320,5 +335,6 @@ def _cast(em: Emitter, value: SSAValue, shape: Sequence[int], element_type: Any)
 
 
 SAMPLING_LOWERINGS: dict[str, Lowering] = {
-    "torch.aten.grid_sampler_2d": _grid_sampler_2d,
+    "torch.aten.grid_sampler_2d": _grid_sampler(2),
+    "torch.aten.grid_sampler_3d": _grid_sampler(3),
 }

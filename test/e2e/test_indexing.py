@@ -69,6 +69,8 @@ CASES = [
      lambda: (torch.randn(10, 130), _ints(10, (7,)), torch.tensor([0, 3, 3]))),
     ("embedding_max_norm", lambda w, i: F.embedding(i, w.clone(), max_norm=1.5) * 2,
      lambda: (torch.randn(12, 6), _ints(12, (2, 5)))),
+    ("grid_sample_3d_trilinear_border", lambda x, g: F.grid_sample(x, g, "bilinear", "border", align_corners=True),
+     lambda: (torch.randn(1, 3, 3, 4, 5), torch.rand(1, 2, 3, 2, 3) * 2.4 - 1.2)),
     ("cdist_direct_p1", lambda a, b: torch.cdist(a, b, p=1), lambda: (torch.randn(3, 5, 4), torch.randn(3, 7, 4))),
     ("cdist_broadcast_batches_mm", lambda a, b: torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
      lambda: (torch.randn(2, 1, 3, 4), torch.randn(5, 2, 4))),

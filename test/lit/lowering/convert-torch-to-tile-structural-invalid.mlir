@@ -169,7 +169,7 @@ func.func @grid_sampler_unknown_mode(%x: tensor<1x2x5x7xf32>, %g: tensor<1x3x4x2
   %0 = torch.aten.grid_sampler_2d %x, %g {interpolation_mode = 3 : i64, padding_mode = 0 : i64, align_corners = false} : (tensor<1x2x5x7xf32>, tensor<1x3x4x2xf32>) -> tensor<1x2x3x4xf32> loc("model.py":13:0)
   func.return %0 : tensor<1x2x3x4xf32>
 }
-// CHECK: torch.aten.grid_sampler_2d: needs a 4-d input and modes in 0..2, got interpolation 3, padding 0 (at model.py:13)
+// CHECK: torch.aten.grid_sampler_2d: needs a 4-d input, interpolation in [0, 1, 2] and padding in 0..2, got interpolation 3, padding 0 (at model.py:13)
 
 // -----
 
@@ -220,3 +220,12 @@ func.func @col2im_wrong_blocks(%x: tensor<1x12x8xf32>) -> tensor<1x2x5x6xf32> {
   func.return %0 : tensor<1x2x5x6xf32>
 }
 // CHECK: torch.aten.col2im: input (1, 12, 8) does not hold 2 x [2, 3] columns of (3, 3) blocks (at model.py:3 (model.fold))
+
+// -----
+
+// PyTorch has no bicubic 3-d sampling.
+func.func @grid_sampler_3d_bicubic(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2x2xf32> {
+  %0 = torch.aten.grid_sampler_3d %x, %g {interpolation_mode = 2 : i64, padding_mode = 0 : i64, align_corners = false} : (tensor<1x2x3x4x5xf32>, tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2x2xf32> loc("model.py":13:0)
+  func.return %0 : tensor<1x2x2x2x2xf32>
+}
+// CHECK: torch.aten.grid_sampler_3d: needs a 5-d input, interpolation in [0, 1] and padding in 0..2, got interpolation 2, padding 0 (at model.py:13)
