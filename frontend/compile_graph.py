@@ -37,6 +37,7 @@ from neuron_mlir.ir.locations import describe_location
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.lowering.convert_torch_to_tile.common import LoweringRefused
     from neuron_mlir.runtime.program import Program
 
 logger = logging.getLogger("neuron_mlir")
@@ -103,18 +104,63 @@ def reset_graph_names() -> None:
 def compile_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
 ) -> Callable[[list[Any]], list[Any]]:
-    """The boxed callable that runs `graph_module` on the simulated NeuronCore (partitioned if it must be)."""
+    """The boxed callable that runs `graph_module` on the simulated NeuronCore (partitioned if it must be).
+
+    Nodes without a lowering run on the CPU between compiled regions. A node whose lowering refuses its
+    particular arguments is found while compiling (`LoweringRefused` names it): outside strict mode it joins the
+    CPU nodes and the graph is partitioned again.
+    """
     name = f"graph{next(_graph_counter)}_{kind}"
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
         debug_dir.mkdir(parents=True, exist_ok=True)
         (debug_dir / "fx_graph.py").write_text(graph_module.print_readable(print_output=False))
+    refused: dict[str, str] = {}  # FX node name -> why its lowering refused it
+    while True:
+        try:
+            return _compile_partitioned(graph_module, name, options, debug_dir, refused)
+        except NeuronCompileError as error:
+            refusal = _refusal_in(error)
+            node = _node_named(graph_module, refusal.value_name) if refusal is not None else None
+            if refusal is None or node is None or options.strict or node.name in refused:
+                raise
+            refused[node.name] = str(refusal)
+            logger.info("%s: %s goes to the CPU: %s", name, node.name, refusal)
 
+
+def _refusal_in(error: BaseException) -> LoweringRefused | None:
+    from neuron_mlir.lowering.convert_torch_to_tile.common import LoweringRefused
+
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, LoweringRefused):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def _node_named(graph_module: torch.fx.GraphModule, value_name: str | None) -> torch.fx.Node | None:
+    from neuron_mlir.frontend.fx_importer import ssa_name
+
+    for node in graph_module.graph.nodes:
+        if value_name is not None and ssa_name(node.name) == value_name:
+            return node
+    return None
+
+
+def _compile_partitioned(
+    graph_module: torch.fx.GraphModule,
+    name: str,
+    options: CompileOptions,
+    debug_dir: Path | None,
+    refused: dict[str, str],
+) -> Callable[[list[Any]], list[Any]]:
     missing = unsupported_nodes(graph_module, options.cpu_ops)
+    missing += [n for n in graph_module.graph.nodes if n.name in refused and n not in missing]
     if not missing:
         return _compile_whole(graph_module, name, options, debug_dir)
-    _report_fallback(missing, options, name)
-    unsupported = set(missing)
+    _report_fallback(missing, options, name, refused)
+    unsupported = {node.name for node in missing}
     regions: list[str] = []
 
     def compile_region(region: torch.fx.GraphModule, submodule: str) -> Callable[[list[Any]], list[Any]]:
@@ -127,7 +173,7 @@ def compile_graph(
 
     from neuron_mlir.frontend.partition import partition
 
-    outer, count = partition(graph_module, lambda node: node not in unsupported, compile_region)
+    outer, count = partition(graph_module, lambda node: node.name not in unsupported, compile_region)
     logger.info("%s: %d compiled region(s), %d node(s) on the CPU", name, count, len(missing))
     if debug_dir is not None:
         (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
@@ -151,13 +197,14 @@ def _compile_whole(
 
     started = time.perf_counter()
     module, signature = import_fx_graph(graph_module, options.target)
-    key = cache_key(ir_text(module), options.target, __version__)
+    imported = ir_text(module)
+    key = cache_key(imported, options.target, __version__)
     cache = compile_cache() if options.cache else None
     program = cache.get(key) if cache is not None and debug_dir is None else None
     if program is not None:
         stats_module.record_cache_hit()
     else:
-        program = _lower(module, name, debug_dir)
+        program = _lower(module, name, debug_dir, imported)
         if cache is not None:
             cache.put(key, program)
             stats_module.record_cache_miss()
@@ -170,33 +217,37 @@ def _compile_whole(
     return compiled
 
 
-def _lower(module: ModuleOp, name: str, debug_dir: Path | None) -> Program:
+def _stage_names() -> list[str]:
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
+
+    return ["imported", *[stage for stage, _ in DEFAULT_PIPELINE]]
+
+
+def _lower(module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None) -> Program:
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
     from neuron_mlir.ir.semantics.neuron import build_program
-    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
+    from neuron_mlir.lowering.pipelines import run_pipeline
 
-    ctx = Context()
-    stages = ["imported", *[stage for stage, _ in DEFAULT_PIPELINE]]
-    files: list[Path] = []
-    last_stage = {"name": "imported"}
+    stages = _stage_names()
+    completed = {"name": "imported"}
 
     def dump(stage: str, current: ModuleOp) -> None:
-        last_stage["name"] = stage
+        completed["name"] = stage
         if debug_dir is not None:
-            path = debug_dir / f"{stages.index(stage)}_{stage}.mlir"
-            path.write_text(ir_text(current))
-            files.append(path)
+            (debug_dir / f"{stages.index(stage)}_{stage}.mlir").write_text(ir_text(current))
 
+    if imported is None:
+        imported = ir_text(module)
     dump("imported", module)
     try:
         module.verify()
-        run_pipeline(ctx, module, after_stage=dump)
+        run_pipeline(Context(), module, after_stage=dump)
         program = build_program(module, require_allocated=True, compiler_version=__version__)
     except DiagnosticException as error:
-        failed_after = last_stage["name"]
-        raise NeuronCompileError(_failure_message(name, failed_after, stages, error, debug_dir)) from error
+        files = debug_dir if debug_dir is not None else _reproducer_files(imported, name)
+        raise NeuronCompileError(_failure_message(name, completed["name"], stages, error, files)) from error
     if debug_dir is not None:
         from neuron_mlir.backend_trn.emit_bundle import write_bundle
 
@@ -205,7 +256,35 @@ def _lower(module: ModuleOp, name: str, debug_dir: Path | None) -> Program:
     return program
 
 
-def _failure_message(name: str, after: str, stages: list[str], error: Exception, debug_dir: Path | None) -> str:
+def _reproducer_files(imported: str, name: str) -> Path | None:
+    """After a failure without a debug directory: the IR before each stage up to the failing one, in a new
+    temporary directory, so that the printed neuron-opt command reproduces the failure."""
+    import tempfile
+
+    from xdsl.parser import Parser
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from neuron_mlir.ir.context import make_context
+    from neuron_mlir.lowering.pipelines import run_pipeline
+
+    directory = Path(tempfile.mkdtemp(prefix=f"neuron-mlir-{name}-"))
+    stages = _stage_names()
+    try:
+        module = Parser(make_context(), imported).parse_module()
+        (directory / "0_imported.mlir").write_text(imported)
+
+        def dump(stage: str, current: ModuleOp) -> None:
+            (directory / f"{stages.index(stage)}_{stage}.mlir").write_text(ir_text(current))
+
+        run_pipeline(Context(), module, after_stage=dump)
+    except DiagnosticException:
+        return directory  # failed again, at the same stage: the files so far reproduce it
+    except Exception:  # the original error is the one to report
+        return None
+    return directory
+
+
+def _failure_message(name: str, after: str, stages: list[str], error: Exception, files: Path | None) -> str:
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
 
     index = stages.index(after)
@@ -214,11 +293,9 @@ def _failure_message(name: str, after: str, stages: list[str], error: Exception,
     if next_stage is not None:
         message += f" in stage '{next_stage[0]}' ({', '.join(next_stage[1])})"
     message += f":\n  {error}"
-    if debug_dir is not None and next_stage is not None:
-        source = debug_dir / f"{index}_{after}.mlir"
+    if files is not None and next_stage is not None:
+        source = files / f"{index}_{after}.mlir"
         message += f"\nreproduce with:\n  neuron-opt {source} -p {','.join(next_stage[1])}"
-    else:
-        message += "\nset NEURON_MLIR_DEBUG_DIR=<dir> to dump the IR and a reproducing neuron-opt command"
     return message
 
 
@@ -232,7 +309,9 @@ def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
     (debug_dir / "reproduce.sh").write_text("\n".join(lines) + "\n")
 
 
-def _report_fallback(missing: list[torch.fx.Node], options: CompileOptions, name: str) -> None:
+def _report_fallback(
+    missing: list[torch.fx.Node], options: CompileOptions, name: str, refused: dict[str, str]
+) -> None:
     """Strict mode: one error listing every node; otherwise one warning per op, and the counts in stats()."""
     if options.strict:
         lines = [describe_node(node) for node in missing]
@@ -245,7 +324,12 @@ def _report_fallback(missing: list[torch.fx.Node], options: CompileOptions, name
         if stats_module.record_fallback(op_name):
             where = describe_location(node_location(node))
             forced = _matches(op_name, options.cpu_ops)
-            reason = "is sent to the CPU by the cpu_ops option" if forced else "has no NeuronCore lowering yet"
+            if node.name in refused:
+                reason = f"cannot be lowered here ({refused[node.name]})"
+            elif forced:
+                reason = "is sent to the CPU by the cpu_ops option"
+            else:
+                reason = "has no NeuronCore lowering yet"
             warnings.warn(
                 f"neuron-mlir: {op_name} {reason}; it runs eagerly on the CPU between compiled regions"
                 + (f" (first seen at {where})" if where else ""),

@@ -323,7 +323,7 @@ class FxImporter:
 
     def _add_argument(self, arg_type: Attribute, node: torch.fx.Node) -> SSAValue:
         argument = self.block.insert_arg(arg_type, len(self.block.args))
-        argument.name_hint = _ssa_name(node.name)
+        argument.name_hint = ssa_name(node.name)
         return argument
 
     def _get_attr(self, node: torch.fx.Node, signature: GraphSignature) -> None:
@@ -342,7 +342,7 @@ class FxImporter:
             fill = _splat_value(value)
         if fill is not None:
             user = next(iter(node.users), node)
-            self.values[node] = self._full(list(value.shape), fill, value.dtype, user, _ssa_name(node.name))
+            self.values[node] = self._full(list(value.shape), fill, value.dtype, user, ssa_name(node.name))
             return
         signature.constants.append(value)
         self.values[node] = self._add_argument(tensor_type(value, node), node)
@@ -473,8 +473,9 @@ class FxImporter:
         results = list(op.results)
         if not specs:
             return None
+        if results:  # the FX node's name: how diagnostics (and the frontend's fallback) find the node again
+            results[0].name_hint = ssa_name(node.name)
         if len(specs) == 1 and specs[0].kind is not ResultKind.TENSOR_LIST:
-            results[0].name_hint = _ssa_name(node.name)
             return results[0]
         if len(specs) == 1:
             return results
@@ -609,7 +610,7 @@ def _with_scalar_overload(target: torch._ops.OpOverload, arguments: dict[str, An
     return target, arguments
 
 
-def _ssa_name(name: str) -> str | None:
+def ssa_name(name: str) -> str | None:
     # xDSL treats a trailing "_<n>" as a uniquing suffix and drops it; "addmm_1" stays readable as "addmm1"
     cleaned = re.sub(r"_(\d+)$", r"\1", re.sub(r"[^A-Za-z0-9_]", "_", name))
     if not cleaned or cleaned[0].isdigit():

@@ -6,8 +6,9 @@ Input contract: `func.func`s whose bodies are flat lists of torch ops on statica
 Output guarantee: no torch op and no `tensor` type remains. Function arguments are row-major HBM memrefs
 (`#neuron.mem<hbm>`); each torch op became either a `tile.view` of its input (view ops) or a `memref.alloc`ed
 HBM tensor filled by one loop nest of `tile` ops; results may be views of other tensors. Every created op carries
-the location of the torch op it came from. An op without a lowering fails the pass with a diagnostic naming the
-op, the reason and the user's source line.
+the location of the torch op it came from. An op without a lowering (for these arguments) fails the pass with a
+`LoweringRefused` diagnostic naming the op, the reason and the user's source line, and carrying the op's result
+name so that the frontend can run that node on the CPU instead.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, movement.py,
@@ -32,7 +33,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, empty_tensor
+from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, LoweringRefused, empty_tensor
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
@@ -91,6 +92,15 @@ def _diagnostic(op: Operation, reason: str) -> PassFailedException:
     return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
 
 
+def _value_name(op: Operation) -> str | None:
+    return op.results[0].name_hint if op.results else None
+
+
+def _refusal(op: Operation, reason: str) -> LoweringRefused:
+    where = describe_location(op.location)
+    return LoweringRefused(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), _value_name(op))
+
+
 def _hbm_for(value: SSAValue, op: Operation) -> tile.MemRefType:
     tensor_type = value.type
     assert isinstance(tensor_type, TensorType)
@@ -133,7 +143,7 @@ def _convert_function(function: func.FuncOp) -> None:
             continue
         lowering = LOWERINGS.get(op.name)
         if lowering is None:
-            raise _diagnostic(op, "no lowering to the tile dialect yet")
+            raise _refusal(op, "no lowering to the tile dialect yet")
         tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
         for result in tensor_results:
             _hbm_for(result, op)
@@ -147,8 +157,11 @@ def _convert_function(function: func.FuncOp) -> None:
                 ]
             else:
                 results = lowering(emitter, op, arguments)
+        except LoweringRefused as refusal:
+            refusal.value_name = _value_name(op)
+            raise
         except (ValueError, IndexError) as error:
-            raise _diagnostic(op, str(error)) from error
+            raise _refusal(op, str(error)) from error
         for old, new in zip(op.results, results, strict=True):
             if new is None:  # a result ATen leaves undefined (type `none`)
                 continue

@@ -98,9 +98,21 @@ def to_sbuf(em: Emitter, value: SSAValue, element_type: Attribute | None = None)
     return em.insert(tile.CopyOp(value, wanted)).result
 
 
-def refuse(em: Emitter, op_name: str, reason: str) -> PassFailedException:
+class LoweringRefused(PassFailedException):
+    """A torch op this pass cannot lower (with these arguments): the frontend runs that node on the CPU instead.
+
+    `value_name` is the SSA name of the op's first result, which the FX importer takes from the FX node's name,
+    so the frontend can tell which node to send to the CPU.
+    """
+
+    def __init__(self, message: str, value_name: str | None = None):
+        super().__init__(message)
+        self.value_name = value_name
+
+
+def refuse(em: Emitter, op_name: str, reason: str) -> LoweringRefused:
     """The diagnostic for an input this lowering does not handle: names the op, the rule and the source line."""
-    return PassFailedException(f"{op_name}: {reason}{em.where()}")
+    return LoweringRefused(f"{op_name}: {reason}{em.where()}")
 
 
 # A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one

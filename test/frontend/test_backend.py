@@ -171,3 +171,42 @@ def test_tensor_assertions_are_checked_after_the_run():
     assert_close_to_torch(compiled(x), guarded(x))
     with pytest.raises(RuntimeError, match="x is too small"):
         compiled(torch.full((4,), -1000.0))
+
+
+class ManyBags(torch.nn.Module):
+    """An embedding bag with more bags than the lowering handles: it refuses these arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.bag = torch.nn.EmbeddingBag(10, 4, mode="sum")
+
+    def forward(self, tokens, offsets):
+        return self.bag(tokens, offsets).tanh() * 2.0
+
+
+BAG_INPUTS = (torch.randint(0, 10, (400,), generator=torch.Generator().manual_seed(0)), torch.arange(0, 400, 2))
+
+
+def test_a_node_whose_lowering_refuses_its_arguments_runs_on_the_cpu():
+    model = ManyBags()
+    compiled = torch.compile(model, backend="neuron-mlir")
+    with pytest.warns(UserWarning, match=r"_embedding_bag.default cannot be lowered here \(.*200 bags"):
+        out = compiled(*BAG_INPUTS)
+    assert_close_to_torch(out, model(*BAG_INPUTS))
+    stats = neuron_mlir.stats()
+    assert stats["fallback_ops"] == {"aten._embedding_bag.default": 1}
+    assert stats["graphs_compiled"] >= 1  # the tanh and the scaling after it still run on the core
+
+
+def test_strict_compile_failure_names_line_stage_and_a_command_that_reproduces_it():
+    compiled = torch.compile(ManyBags(), backend="neuron-mlir", options={"strict": True})
+    with pytest.raises(Exception, match=r"(?s)failed in stage 'tile'.*200 bags.*test_backend.py:\d+ \(model\.bag\)") as info:
+        compiled(*BAG_INPUTS)
+    command = str(info.value).split("reproduce with:\n")[1].split("\n")[0].split()
+    assert command[0] == "neuron-opt"
+    neuron_opt = REPO / ".venv" / "bin" / "neuron-opt"
+    run = subprocess.run(
+        [str(neuron_opt) if neuron_opt.exists() else "neuron-opt", *command[1:]], capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    assert "at most 128 bags" in run.stderr
