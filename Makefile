@@ -46,7 +46,11 @@ demo: $(STAMP)  ## compile and train an MLP and a small GPT-2 on the simulated N
 	@echo
 	$(PY) examples/train_transformer.py
 
-bench: $(STAMP)  ## speed of the simulator and of the generated code, as ratios (bench/)
+bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simulator vs eager (bench/)
+	-$(PY) bench/bench_kernels.py
+	@echo
+	$(PY) bench/bench_models.py
+	@echo
 	$(PY) bench/bench_simulator.py
 
 clean:  ## remove the virtual environment and caches

@@ -1,0 +1,169 @@
+"""The model set, end to end: compile time against Inductor, the warm cache, and simulator speed and memory.
+
+    python bench/bench_models.py [--models gpt2,llama] [--repeat 5]
+
+Every measurement runs in a fresh Python process, so no cache or warm state leaks from one to another:
+
+* compile: a training step's forward and backward graphs (first call minus a steady-state call), with our
+  backend (compile cache off) and with Inductor (`backend="inductor"`, its caches pointed at an empty directory);
+* warm: our backend in a second process whose compile cache holds the first one's programs (both the whole
+  first-call overhead, which includes Dynamo and AOTAutograd tracing, and our backend's own compile time);
+* simulator: wall time of an inference call on the simulated NeuronCore against eager PyTorch on the CPU
+  (medians of `--repeat` calls), and the peak resident memory of a process doing either.
+
+Ratios: ours / Inductor's compile time (goal <= 1), warm / cold backend compile time (goal <= 0.1), simulator /
+eager wall time (goal: geometric mean <= 3) and peak memory (goal <= 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_CHILD = textwrap.dedent(
+    """
+    import json, os, resource, statistics, sys, time
+    sys.path.insert(0, {examples!r})
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    from models.zoo import MODELS
+    mode, name, repeat = {mode!r}, {name!r}, {repeat}
+    model, inputs = MODELS[name]()
+    result = {{}}
+
+    def first(output):
+        return output[0] if isinstance(output, (tuple, list)) else output
+
+    def step(run):
+        loss = first(run(*inputs)).float().square().mean()
+        loss.backward()
+
+    if mode in ("ours", "warm", "inductor"):
+        model.train()
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        backend = "inductor" if mode == "inductor" else "neuron-mlir"
+        options = {{"check_races": False}} if backend == "neuron-mlir" else None
+        compiled = torch.compile(model, backend=backend, options=options)
+        started = time.perf_counter()
+        step(compiled)
+        first_call = time.perf_counter() - started
+        steady = []
+        for _ in range(2):
+            started = time.perf_counter()
+            step(compiled)
+            steady.append(time.perf_counter() - started)
+        result["compile_s"] = first_call - min(steady)
+        if backend == "neuron-mlir":
+            import neuron_mlir
+            stats = neuron_mlir.stats()
+            result["backend_s"] = stats["compile_seconds"]
+            result["cache_hits"] = stats["cache_hits"]
+            result["fallback"] = stats["fallback_ops"]
+    else:
+        model.eval()
+        run = model
+        if mode == "simulate":
+            run = torch.compile(model, backend="neuron-mlir", options={{"check_races": False}})
+        with torch.no_grad():
+            run(*inputs)
+            times = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                run(*inputs)
+                times.append(time.perf_counter() - started)
+        result["call_s"] = statistics.median(times)
+    result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+    """
+)
+
+
+def _child(mode: str, name: str, repeat: int, environment: dict[str, str]) -> dict:
+    code = _CHILD.format(examples=str(REPO / "examples"), mode=mode, name=name, repeat=repeat)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, check=False
+    )
+    if completed.returncode != 0:
+        return {"error": completed.stderr.strip().splitlines()[-1] if completed.stderr else "failed"}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main() -> int:
+    sys.path.insert(0, str(REPO / "examples"))
+    from models.zoo import MODELS
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-inductor", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in args.models.split(",") if n]
+
+    print(
+        f"{'model':<9} {'ours s':>7} {'inductor s':>10} {'ratio':>6} {'warm s':>7} {'backend cold/warm s':>19} "
+        f"{'warm/cold':>9} "
+        f"{'sim ms':>8} {'eager ms':>9} {'ratio':>6} {'sim MiB':>8} {'eager MiB':>9} {'ratio':>6}"
+    )
+    compile_ratios, warm_ratios, speed_ratios, memory_ratios = [], [], [], []
+    for name in names:
+        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as inductor_cache:
+            ours = _child("ours", name, args.repeat, {"NEURON_MLIR_CACHE_DIR": cache})
+            warm = _child("warm", name, args.repeat, {"NEURON_MLIR_CACHE_DIR": cache})
+            inductor = (
+                {}
+                if args.skip_inductor
+                else _child(
+                    "inductor",
+                    name,
+                    args.repeat,
+                    {"TORCHINDUCTOR_CACHE_DIR": inductor_cache, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"},
+                )
+            )
+        simulated = _child("simulate", name, args.repeat, {"NEURON_MLIR_CACHE_DIR": "off"})
+        eager = _child("eager", name, args.repeat, {})
+        errors = [r["error"] for r in (ours, warm, inductor, simulated, eager) if "error" in r]
+        if errors:
+            print(f"{name:<9} error: {errors[0]}")
+            continue
+        compile_ratio = ours["compile_s"] / inductor["compile_s"] if inductor else float("nan")
+        warm_ratio = warm["backend_s"] / ours["backend_s"]
+        speed = simulated["call_s"] / eager["call_s"]
+        memory = simulated["peak_mib"] / eager["peak_mib"]
+        compile_ratios.append(compile_ratio)
+        warm_ratios.append(warm_ratio)
+        speed_ratios.append(speed)
+        memory_ratios.append(memory)
+        print(
+            f"{name:<9} {ours['compile_s']:>7.2f} {inductor.get('compile_s', float('nan')):>10.2f} "
+            f"{compile_ratio:>6.2f} {warm['compile_s']:>7.2f} "
+            f"{ours['backend_s']:>9.2f} / {warm['backend_s']:<7.2f} {warm_ratio:>9.2f} "
+            f"{simulated['call_s'] * 1e3:>8.1f} "
+            f"{eager['call_s'] * 1e3:>9.1f} {speed:>6.2f} {simulated['peak_mib']:>8.0f} {eager['peak_mib']:>9.0f} "
+            f"{memory:>6.2f}" + (f"   fallback {ours['fallback']}" if ours.get("fallback") else "")
+        )
+    print()
+    print(f"compile time ours/Inductor: max {max(compile_ratios, default=float('nan')):.2f} (goal <= 1)")
+    print(f"warm / cold backend compile: max {max(warm_ratios, default=float('nan')):.2f} (goal <= 0.1)")
+    print(f"simulator / eager time:     geomean {_geomean(speed_ratios):.2f} (goal <= 3)")
+    print(f"simulator / eager memory:   max {max(memory_ratios, default=float('nan')):.2f} (goal <= 2)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
