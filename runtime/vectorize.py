@@ -800,7 +800,9 @@ def _check_family(family: list[_Direct]) -> None:
     lanes = first.regs.shape[:-1]
     if any((g.op.site.base - site.base) % site.itemsize for g in family):
         raise _Fallback  # members not aligned to each other's elements
-    bases = np.unique(np.concatenate([(g.op.site.base - site.base) // site.itemsize + g.base for g in family]))
+    # (sorted(set()) rather than np.unique, whose first call imports numpy.ma)
+    offsets = {int(v) + (g.op.site.base - site.base) // site.itemsize for g in family for v in g.base}
+    bases = np.array(sorted(offsets), dtype=np.int64)
     dims = [(delta, extent) for delta, extent in zip(first.deltas, lanes, strict=True) if extent > 1]
     if bases.size > 1:
         steps = np.diff(bases)
