@@ -745,3 +745,101 @@ def test_an_inner_loop_without_iterations_inside_a_batched_loop(lane_settings):
         b.dma(b.ap(y, [(64, 128), (1, 16)], reg=column), b.ap(t), queue=1)
     program = b.build()
     assert assert_same(program, rng_inputs(program)) == [True]
+
+
+# ---- batched semantics against semantics, opcode by opcode --------------------------------------------------
+
+
+def _semantics_cases():
+    """(opcode, engine, operand shapes and dtypes, attrs) covering each batched opcode's paths."""
+    f32, bf16, i32, i64 = "f32", "bf16", "i32", "i64"
+    matmul = {"stationary": ((32, 24), f32), "moving": ((32, 40), f32), "dst": ((24, 40), f32)}
+    square = {"stationary": ((24, 24), f32), "moving": ((24, 40), f32), "dst": ((40, 24), f32)}
+    yield "nc_matmul", "tensor", matmul, {}
+    yield "nc_matmul", "tensor", matmul, {"accumulate": True}
+    yield "nc_matmul", "tensor", {**matmul, "moving": ((32, 40), bf16)}, {"accumulate": True}
+    yield "nc_matmul", "tensor", square, {"is_transpose": True}
+    yield "nc_matmul", "tensor", "identity", {"is_transpose": True}
+    tile = {"src": ((16, 24), f32), "dst": ((16, 24), f32)}
+    for func in ("exp", "gelu", "relu", "copy", "rsqrt"):
+        yield "activation", "scalar", tile, {"func": func, "scale": 0.5}
+    yield "activation", "scalar", {**tile, "bias": ((16, 1), f32), "accumulate_dst": ((16, 1), f32)}, {"func": "exp"}
+    yield "activation", "scalar", {**tile, "dst": ((16, 24), bf16), "scale_vector": ((16, 1), f32)}, {"func": "tanh"}
+    pair = {"in0": ((16, 24), f32), "in1": ((16, 24), f32), "dst": ((16, 24), f32)}
+    for op in ("add", "max", "is_gt", "power", "bitwise_xor"):
+        yield "tensor_tensor", "vector", pair, {"op": op}
+    for dtype in (i32, i64):
+        ints = {"in0": ((16, 24), dtype), "in1": ((16, 24), dtype), "dst": ((16, 24), dtype)}
+        yield "tensor_tensor", "gpsimd", ints, {"op": "multiply"}
+    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0, "op1": "subtract", "scalar1": 1.0}
+    yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), f32)}, {"op0": "min", "reverse0": True}
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), f32)}, {"op": "add"}
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), bf16), "dst": ((16, 1), f32)}, {"op": "max", "axes": 2}
+    yield "tensor_copy", "vector", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
+    yield "tensor_copy", "gpsimd", {"src": ((16, 24), i64), "dst": ((16, 24), i32)}, {}
+    yield "select", "vector", {"predicate": ((16, 24), f32), "on_true": ((16, 24), f32), "on_false": ((16, 24), bf16),
+                               "dst": ((16, 24), f32)}, {}
+    yield "memset", "vector", {"dst": ((16, 24), i64)}, {"value": 7.0}
+    yield "iota", "gpsimd", {"dst": ((16, 24), i32)}, {"pattern": ((1, 24),), "channel_multiplier": 24, "base": 5}
+    yield "affine_select", "gpsimd", {"on_true": ((16, 24), f32), "dst": ((16, 24), f32)}, {
+        "cmp": "is_ge", "pattern": ((-1, 24),), "channel_multiplier": 1, "on_false_value": -1.0}
+    for kernel in ("divide", "remainder", "uniform"):
+        yield "gpsimd_kernel", "gpsimd", {"in0": ((16, 24), f32), "in1": ((16, 1), f32), "dst": ((16, 24), f32)}, {
+            "kernel": kernel}
+    yield "dma_copy", "dma", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, id=f"{case[0]}-{index}") for index, case in enumerate(_semantics_cases())]
+)
+def test_batched_semantics_equal_semantics_lane_by_lane(case):
+    from neuron_mlir.runtime import batched, dtypes, hardware, semantics
+    from neuron_mlir.runtime.hardware import Engine
+
+    opcode, engine, operands, attrs = case
+    rng = np.random.default_rng(len(str(case)))
+    target = hardware.get_target("trn2")
+    lanes = 3
+    if operands == "identity":  # a transpose whose stationary is the identity in every lane: a bit-exact copy
+        operands = {"stationary": ((24, 24), "f32"), "moving": ((24, 40), "f32"), "dst": ((40, 24), "f32")}
+    arrays = {}
+    for role, (shape, dtype) in operands.items():
+        numpy_dtype = dtypes.numpy_dtype(dtype)
+        if dtype.startswith("i"):
+            values = rng.integers(-(2**40) if dtype == "i64" else -1000, 2**40 if dtype == "i64" else 1000,
+                                  (lanes, *shape))
+        else:
+            values = rng.standard_normal((lanes, *shape)) * 3
+            values.reshape(-1)[::17] = np.nan
+        arrays[role] = values.astype(numpy_dtype)
+    if attrs.get("is_transpose"):  # every lane's stationary the identity, or only lane 1's (lanes then differ)
+        identity = np.eye(24, dtype=np.float32)
+        arrays["stationary"][... if case[2] == "identity" else 1] = identity
+    full_attrs = semantics.with_defaults(opcode, attrs)
+    sequential = {role: array.copy() for role, array in arrays.items()}
+    for lane in range(lanes):
+        semantics.SEMANTICS[opcode]({r: a[lane] for r, a in sequential.items()}, full_attrs, Engine(engine), target)
+    together = {role: array.copy() for role, array in arrays.items()}
+    batched.BATCHED[opcode](together, full_attrs, Engine(engine), target, 1)
+    for role in arrays:
+        assert together[role].tobytes() == sequential[role].tobytes(), role
+    # An input the same in every lane (a lane stride of 0) gives the same results.
+    shared = {role: array.copy() for role, array in arrays.items()}
+    writes = set(isa_writes(opcode))
+    for role in shared:
+        if role not in writes:
+            shared[role] = np.broadcast_to(arrays[role][0], arrays[role].shape)
+    expected = {role: array.copy() for role, array in shared.items() if role in writes}
+    for lane in range(lanes):
+        views = {r: (expected[r][lane] if r in writes else a[lane]) for r, a in shared.items()}
+        semantics.SEMANTICS[opcode](views, full_attrs, Engine(engine), target)
+    batched.BATCHED[opcode](shared, full_attrs, Engine(engine), target, 1)
+    for role in writes & set(shared):
+        assert shared[role].tobytes() == expected[role].tobytes(), role
+
+
+def isa_writes(opcode: str) -> tuple[str, ...]:
+    from neuron_mlir.runtime import isa
+
+    spec = isa.OPCODES[opcode]
+    return spec.writes + spec.optional_writes
