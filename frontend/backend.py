@@ -14,6 +14,7 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     check_races  bool: verify synchronisation on every run (default True)
     cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
+    time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from neuron_mlir.frontend.compile_graph import compile_graph
 
 logger = logging.getLogger("neuron_mlir")
 
-_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache"}
+_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class CompileOptions:
     check_races: bool = True
     cpu_ops: tuple[str, ...] = ()
     cache: bool = True
+    time_passes: bool = False
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -64,7 +66,12 @@ class CompileOptions:
             check_races=bool(options.get("check_races", True)),
             cpu_ops=tuple(str(op) for op in options.get("cpu_ops", ())),
             cache=bool(options.get("cache", True)),
+            time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
         )
+
+
+def _flag(variable: str) -> bool:
+    return os.environ.get(variable, "0") not in ("", "0")
 
 
 def decompositions() -> dict[Any, Any]:

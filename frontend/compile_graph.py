@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -204,7 +205,7 @@ def _compile_whole(
     if program is not None:
         stats_module.record_cache_hit()
     else:
-        program = _lower(module, name, debug_dir, imported)
+        program = _lower(module, name, debug_dir, imported, options.time_passes)
         if cache is not None:
             cache.put(key, program)
             stats_module.record_cache_miss()
@@ -223,7 +224,9 @@ def _stage_names() -> list[str]:
     return ["imported", *[stage for stage, _ in DEFAULT_PIPELINE]]
 
 
-def _lower(module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None) -> Program:
+def _lower(
+    module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None, time_passes: bool = False
+) -> Program:
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
@@ -241,13 +244,21 @@ def _lower(module: ModuleOp, name: str, debug_dir: Path | None, imported: str | 
     if imported is None:
         imported = ir_text(module)
     dump("imported", module)
+    timings: dict[str, float] = {}
     try:
         module.verify()
-        run_pipeline(Context(), module, after_stage=dump)
+        run_pipeline(Context(), module, after_stage=dump, timings=timings)
+        started = time.perf_counter()
         program = build_program(module, require_allocated=True, compiler_version=__version__)
+        timings["build-program"] = time.perf_counter() - started
     except DiagnosticException as error:
         files = debug_dir if debug_dir is not None else _reproducer_files(imported, name)
         raise NeuronCompileError(_failure_message(name, completed["name"], stages, error, files)) from error
+    stats_module.record_pass_times(timings)
+    if time_passes:
+        width = max(len(p) for p in timings)
+        lines = [f"  {p:<{width}} {seconds * 1e3:9.1f} ms" for p, seconds in timings.items()]
+        print(f"neuron-mlir: time per pass for {name}:\n" + "\n".join(lines), file=sys.stderr)
     if debug_dir is not None:
         from neuron_mlir.backend_trn.emit_bundle import write_bundle
 

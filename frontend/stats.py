@@ -18,6 +18,7 @@ class Stats:
     cache_misses: int = 0
     recompilations: int = 0
     runs: int = 0
+    pass_seconds: dict[str, float] = field(default_factory=dict)
     latest_profiles: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -31,6 +32,7 @@ class Stats:
             "cache_misses": self.cache_misses,
             "recompilations": self.recompilations,
             "runs": self.runs,
+            "pass_seconds": dict(self.pass_seconds),
         }
 
 
@@ -51,6 +53,11 @@ def record_fallback(op_name: str) -> bool:
     first = op_name not in _warned_ops
     _warned_ops.add(op_name)
     return first
+
+
+def record_pass_times(timings: dict[str, float]) -> None:
+    for name, seconds in timings.items():
+        STATS.pass_seconds[name] = STATS.pass_seconds.get(name, 0.0) + seconds
 
 
 def record_cache_hit() -> None:

@@ -210,3 +210,11 @@ def test_strict_compile_failure_names_line_stage_and_a_command_that_reproduces_i
     )
     assert run.returncode == 1
     assert "at most 128 bags" in run.stderr
+
+
+def test_time_per_pass_is_reported_by_a_flag(capsys):
+    _mlp_run({"time_passes": True})
+    printed = capsys.readouterr().err
+    for pass_name in ("convert-torch-to-tile", "convert-tile-to-neuron", "neuron-allocate-memory", "neuron-insert-sync"):
+        assert pass_name in printed
+    assert set(neuron_mlir.stats()["pass_seconds"]) >= {"convert-torch-to-tile", "neuron-insert-sync"}
