@@ -191,6 +191,7 @@ class EntryResult:
     fallback_ops: list[str] = field(default_factory=list)
     seconds: float = 0.0
     fingerprint: str = ""
+    max_samples: int = DEFAULT_MAX_SAMPLES  # results of older caches, which did not record it, used the default
 
 
 # -- one sample ----------------------------------------------------------------------------------------------
@@ -402,7 +403,7 @@ def _cache_path(cache: Path, name: str) -> Path:
     return cache / (name.replace("/", "_") + ".json")
 
 
-def _cached(cache: Path | None, name: str, fingerprint: str, reuse_stale: bool) -> EntryResult | None:
+def _cached(cache: Path | None, name: str, fingerprint: str, reuse_stale: bool, max_samples: int) -> EntryResult | None:
     if cache is None:
         return None
     path = _cache_path(cache, name)
@@ -411,6 +412,8 @@ def _cached(cache: Path | None, name: str, fingerprint: str, reuse_stale: bool) 
     try:
         result = EntryResult(**json.loads(path.read_text()))
     except (ValueError, TypeError):
+        return None
+    if result.max_samples != max_samples:
         return None
     return result if reuse_stale or result.fingerprint == fingerprint else None
 
@@ -431,7 +434,7 @@ def _worker(task: tuple[int, int, str, str | None]) -> EntryResult:
         result = _quietly(check_entry, op, max_samples)
     except Exception as error:  # a harness bug must not lose the whole sweep
         result = EntryResult(entry_name(op), "failing", f"harness: {type(error).__name__}: {_short(error)}")
-    result.fingerprint = fingerprint
+    result.fingerprint, result.max_samples = fingerprint, max_samples
     if cache is not None:
         _cache_path(Path(cache), result.name).write_text(json.dumps(asdict(result)))
     return result
@@ -467,7 +470,7 @@ def sweep(
     results: dict[str, EntryResult] = {}
     tasks = []
     for index, name in entries:
-        hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale)
+        hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale, max_samples)
         if hit is not None:
             results[name] = hit
         else:
