@@ -601,6 +601,26 @@ def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return [out]
 
 
+def _index_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """index_reduce is scatter_reduce with the 1-d index broadcast over the source's other dims."""
+    source = layout_of(args["source"])
+    index = layout_of(args["index"])
+    rank = source.rank
+    dim = normalize_dim(args["dim"], rank) if rank else 0
+    strides = [0] * rank
+    if rank:
+        strides[dim] = index.strides[0] if index.rank else 0
+    spread = view(em, args["index"], Layout(source.shape, tuple(strides), index.offset))
+    reduce = {"prod": "prod", "mean": "mean", "amax": "amax", "amin": "amin"}.get(str(args["reduce"]))
+    if reduce is None:
+        raise refuse(em, op.name, f"unknown reduction '{args['reduce']}'")
+    forwarded = {
+        "self": args["self"], "dim": dim, "index": spread, "src": args["source"], "reduce": reduce,
+        "include_self": args.get("include_self", True),
+    }  # fmt: skip
+    return _scatter_reduce(em, op, forwarded)
+
+
 def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     masked = _masked_put(em, op, args)
     if masked is not None:
@@ -952,6 +972,7 @@ INDEXING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.scatter.reduce": _scatter_with_reduce,
     "torch.aten.scatter.value_reduce": _scatter_value_reduce,
     "torch.aten.scatter_reduce.two": _scatter_reduce,
+    "torch.aten.index_reduce": _index_reduce,
     "torch.aten.index_put": _index_put,
     "torch.aten._unsafe_index_put": _index_put,
     "torch.aten.embedding_dense_backward": _embedding_dense_backward,

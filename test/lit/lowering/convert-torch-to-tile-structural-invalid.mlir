@@ -229,3 +229,11 @@ func.func @grid_sampler_3d_bicubic(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2
   func.return %0 : tensor<1x2x2x2x2xf32>
 }
 // CHECK: torch.aten.grid_sampler_3d: needs a 5-d input, interpolation in [0, 1] and padding in 0..2, got interpolation 2, padding 0 (at model.py:13)
+
+// -----
+
+func.func @index_reduce_unknown(%x: tensor<3x4xf32>, %i: tensor<2xi64>, %s: tensor<2x4xf32>) -> tensor<3x4xf32> {
+  %0 = torch.aten.index_reduce %x, %i, %s {dim = 0 : i64, reduce = "sum"} : (tensor<3x4xf32>, tensor<2xi64>, tensor<2x4xf32>) -> tensor<3x4xf32> loc("model.py":8:0)
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: torch.aten.index_reduce: unknown reduction 'sum' (at model.py:8)
