@@ -359,6 +359,15 @@ def _batch_norm_no_training(em: Emitter, op: Operation, args: dict[str, Any]) ->
     return _batch_norm(em, op, args, False, "mr")
 
 
+def _batch_norm_no_stats(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """Batch statistics without running ones (instance norm, batch norm with track_running_stats=False)."""
+    if not args["training"]:
+        raise ValueError(
+            "without running statistics batch norm normalizes with batch statistics: training must be true"
+        )
+    return _batch_norm(em, op, args, True, "mr")
+
+
 def _batch_norm_with_update(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return _batch_norm(em, op, args, True, "mrRu")
 
@@ -406,6 +415,7 @@ NORMALIZATION_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.native_group_norm_backward": _group_norm_backward,  # type: ignore[dict-item]
     "torch.aten._native_batch_norm_legit_functional": _batch_norm_functional,
     "torch.aten._native_batch_norm_legit_no_training": _batch_norm_no_training,
+    "torch.aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats,
     "torch.aten._batch_norm_with_update_functional": _batch_norm_with_update,
     "torch.aten.native_batch_norm_backward": _batch_norm_backward,  # type: ignore[dict-item]
 }

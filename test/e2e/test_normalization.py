@@ -43,8 +43,18 @@ def _train_step(make, x, weight_seed=0):
         (lambda: torch.nn.GroupNorm(1, 4, affine=False), (2, 4, 9)),
         (lambda: torch.nn.BatchNorm2d(5), (4, 5, 6, 3)),
         (lambda: torch.nn.BatchNorm1d(140), (9, 140)),
+        (lambda: torch.nn.InstanceNorm1d(5, affine=True), (3, 5, 11)),
     ],
-    ids=["layer", "layer-2d-no-affine", "layer-long-rows", "group", "group-one-no-affine", "batch2d", "batch1d-140"],
+    ids=[
+        "layer",
+        "layer-2d-no-affine",
+        "layer-long-rows",
+        "group",
+        "group-one-no-affine",
+        "batch2d",
+        "batch1d-140",
+        "instance",
+    ],
 )
 def test_normalization_training_step(make, shape):
     torch.manual_seed(1)

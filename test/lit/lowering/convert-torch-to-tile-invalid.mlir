@@ -92,3 +92,11 @@ func.func @batch_norm_eval_saving_statistics(%x: tensor<4x3xf32>, %rm: tensor<3x
   func.return %1 : tensor<3xf32>
 }
 // CHECK: torch.aten._native_batch_norm_legit_no_training: result 1 has shape (3,), but batch norm saves no statistics here (shape (0,)) (at model.py:33)
+
+// -----
+
+func.func @batch_norm_without_statistics_in_eval_mode(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %0, %1, %2 = torch.aten._native_batch_norm_legit.no_stats %x, none, none {training = false, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64} : (tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>) loc("model.py":34:0)
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK: torch.aten._native_batch_norm_legit.no_stats: without running statistics batch norm normalizes with batch statistics: training must be true (at model.py:34)
