@@ -396,15 +396,6 @@ def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     return [out]
 
 
-def _scatter_value_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    """scatter.value_reduce: scatter.reduce with every source element equal to `value`."""
-    value = alloc(em, (1,), result_element_type(op))
-    fill_into(em, value, float(args["value"]))
-    shape = layout_of(args["index"]).shape
-    source = view(em, value, Layout(shape, (0,) * len(shape), 0))
-    return _scatter_with_reduce(em, op, {**args, "src": source})
-
-
 def _scatter(mode: str) -> Lowering:
     """scatter.src / scatter.value / scatter_add: copy self, then write or add at the indexed positions."""
 
@@ -970,7 +961,6 @@ INDEXING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.scatter.value": _scatter("value"),
     "torch.aten.scatter_add": _scatter("add"),
     "torch.aten.scatter.reduce": _scatter_with_reduce,
-    "torch.aten.scatter.value_reduce": _scatter_value_reduce,
     "torch.aten.scatter_reduce.two": _scatter_reduce,
     "torch.aten.index_reduce": _index_reduce,
     "torch.aten.index_put": _index_put,
