@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import neuron_mlir
 from models.zoo import MODELS
+
+import neuron_mlir
 
 
 def _first(output: object) -> torch.Tensor:
