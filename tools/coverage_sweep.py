@@ -318,7 +318,20 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         return SampleOutcome(skipped=True)
     torch._dynamo.reset()
     neuron_mlir.reset()
-    compiled = torch.compile(call, backend="neuron-mlir")
+    backend_errors: list[BaseException] = []
+
+    def backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+        # the registered neuron-mlir backend; Dynamo turns some backend exceptions into a silent graph break
+        # (the graph then runs eagerly), which must count as a failure, not as "nothing to compile"
+        from neuron_mlir.frontend.backend import neuron_mlir_backend
+
+        try:
+            return neuron_mlir_backend(graph_module, example_inputs, **kwargs)
+        except Exception as error:
+            backend_errors.append(error)
+            raise
+
+    compiled = torch.compile(call, backend=backend)
     try:
         torch.manual_seed(0)
         actual = compiled(*[t.clone() for t in tensors])
@@ -330,6 +343,8 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     finally:
         stats = neuron_mlir.stats()
         torch._dynamo.reset()
+    if backend_errors:
+        return SampleOutcome(problem=describe_error(backend_errors[0]))
     outcome = SampleOutcome(fallback_ops=sorted(stats["fallback_ops"]), compiled_nodes=stats["nodes_compiled"])
     if random:
         outcome.problem = _random_properties(name, actual, expected, tensors)
