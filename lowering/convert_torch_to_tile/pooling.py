@@ -310,35 +310,84 @@ def _max_pool_with_indices(rank: int) -> Lowering:
         stride = _param(args.get("stride"), rank, kernel)
         padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
         g = Geometry(spatial, result_shape(op)[-rank:], kernel, stride, padding, dilation)
+        return _emit_max_pool(em, op, x, g)
+
+    return lower
+
+
+def _emit_max_pool(em: Emitter, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:
+    """Max pooling of planes x[P, S...] with geometry g: values and PyTorch's flat input indices."""
+    partitions = layout_of(x).shape[0]
+    xp = pad_planes(em, x, g.padding, g.high, NEG_INF)
+    wins = windows(em, xp, g.kernel, g.out, g.stride, g.dilation)
+    origins = _broadcast_planes(em, _index_map(em, g), partitions)
+    values = alloc(em, (partitions, *g.out), result_element_type(op, 0))
+    indices = alloc(em, (partitions, *g.out), result_element_type(op, 1))
+    tiles = PositionTiles(partitions, g.out)
+
+    def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
+        best: SSAValue | None = None
+        where: SSAValue | None = None
+        shape = tiles.shape(ps, rs, cs)
+        for offset in g.offsets:
+            value = tiles.load(e, wins, p0, pos, (ps, rs, cs), list(offset), f32)
+            here = e.insert(tile.FillOp(float(g.displacement(offset)), TileType(shape, f32))).result
+            if best is None or where is None:
+                best, where = value, here
+                continue
+            better = _binary(e, "is_gt", value, best)
+            best = e.insert(tile.SelectOp(better, value, best, TileType(shape, f32))).result
+            where = e.insert(tile.SelectOp(better, here, where, TileType(shape, f32))).result
+        assert best is not None
+        assert where is not None
+        origin = tiles.load(e, origins, p0, pos, (ps, rs, cs))
+        flat = _binary(e, "add", where, origin)
+        tiles.store(e, to_sbuf(e, best, result_element_type(op, 0)), values, p0, pos)
+        tiles.store(e, to_sbuf(e, flat, result_element_type(op, 1)), indices, p0, pos)
+
+    tiles.run(em, body)
+    shape = result_shape(op)
+    return [view(em, values, Layout.contiguous(shape)), view(em, indices, Layout.contiguous(shape))]
+
+
+def _adaptive_max_pool(rank: int) -> Lowering:
+    """Adaptive max pooling: regular max pooling when sizes divide; else each output position reduces its own
+    window (max, then the first position holding it: the smallest flat index among the equal ones)."""
+
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        x = planes(em, args["self"], rank)
+        spatial = layout_of(x).shape[1:]
+        out_spatial = result_shape(op)[-rank:]
         partitions = layout_of(x).shape[0]
-        xp = pad_planes(em, x, g.padding, g.high, NEG_INF)
-        wins = windows(em, xp, g.kernel, g.out, g.stride, g.dilation)
-        origins = _broadcast_planes(em, _index_map(em, g), partitions)
-        values = alloc(em, (partitions, *g.out), result_element_type(op, 0))
-        indices = alloc(em, (partitions, *g.out), result_element_type(op, 1))
-        tiles = PositionTiles(partitions, g.out)
+        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
+            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
+            return _emit_max_pool(em, op, x, Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank))
+        count = math.prod(out_spatial)
+        values = alloc(em, (partitions, count), result_element_type(op, 0))
+        indices = alloc(em, (partitions, count), result_element_type(op, 1))
+        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
+        strides = row_major(spatial)
 
-        def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
-            best: SSAValue | None = None
-            where: SSAValue | None = None
-            shape = tiles.shape(ps, rs, cs)
-            for offset in g.offsets:
-                value = tiles.load(e, wins, p0, pos, (ps, rs, cs), list(offset), f32)
-                here = e.insert(tile.FillOp(float(g.displacement(offset)), TileType(shape, f32))).result
-                if best is None or where is None:
-                    best, where = value, here
-                    continue
-                better = _binary(e, "is_gt", value, best)
-                best = e.insert(tile.SelectOp(better, value, best, TileType(shape, f32))).result
-                where = e.insert(tile.SelectOp(better, here, where, TileType(shape, f32))).result
-            assert best is not None
-            assert where is not None
-            origin = tiles.load(e, origins, p0, pos, (ps, rs, cs))
-            flat = _binary(e, "add", where, origin)
-            tiles.store(e, to_sbuf(e, best, result_element_type(op, 0)), values, p0, pos)
-            tiles.store(e, to_sbuf(e, flat, result_element_type(op, 1)), indices, p0, pos)
+        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+            column = TileType((ps, 1), f32)
+            for flat, window in enumerate(itertools.product(*ranges)):
+                sizes = tuple(hi - lo for lo, hi in window)
+                region_type = TileType((ps, *sizes), f32)
+                region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
+                best = e.insert(tile.ReduceOp(region, "max", column, axes=rank)).result
+                zeros = e.insert(tile.FillOp(0.0, region_type)).result
+                spread = e.insert(tile.BinaryScalarOp(zeros, "add", region_type, column=best)).result
+                hit = e.insert(tile.BinaryOp(region, spread, "is_equal", region_type)).result
+                base = sum(lo * st for (lo, _), st in zip(window, strides, strict=True))
+                position = e.insert(tile.IotaOp(region_type, list(strides), base)).result
+                never = e.insert(tile.FillOp(float(math.prod(spatial)), region_type)).result
+                first = e.insert(tile.SelectOp(hit, position, never, region_type)).result
+                first = e.insert(tile.ReduceOp(first, "min", column, axes=rank)).result
+                for value, out in ((best, values), (first, indices)):
+                    stored = to_sbuf(e, value, out.type.element_type)  # type: ignore[attr-defined]
+                    e.insert(tile.StoreOp(stored, out, [e.index(p0), e.index(flat)]))
 
-        tiles.run(em, body)
+        em.for_tiles(partitions, PARTITION_TILE, per_partition)
         shape = result_shape(op)
         return [view(em, values, Layout.contiguous(shape)), view(em, indices, Layout.contiguous(shape))]
 
@@ -594,6 +643,8 @@ POOLING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.max_pool2d_with_indices_backward": _refuse_unbatched(_max_pool_backward(2), 2),
     "torch.aten.max_pool3d_with_indices_backward": _refuse_unbatched(_max_pool_backward(3), 3),
     "torch.aten._adaptive_avg_pool2d": _refuse_unbatched(_adaptive_avg_pool(2), 2),
+    "torch.aten.adaptive_max_pool2d": _refuse_unbatched(_adaptive_max_pool(2), 2),
+    "torch.aten.adaptive_max_pool3d": _refuse_unbatched(_adaptive_max_pool(3), 3),
     "torch.aten._adaptive_avg_pool3d": _refuse_unbatched(_adaptive_avg_pool(3), 3),
     "torch.aten._adaptive_avg_pool2d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(2), 2),
     "torch.aten._adaptive_avg_pool3d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(3), 3),
