@@ -30,7 +30,9 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
@@ -173,9 +175,56 @@ def _mm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
 
 def _addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`beta * self + alpha * (mat1 @ mat2)`: the bias joins as PSUM is evacuated."""
+    return [_scaled_product_plus(em, op, args["self"], args["mat1"], args["mat2"], args)]
+
+
+def _addbmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """`beta * self + alpha * sum_b batch1[b] @ batch2[b]`: one matmul contracting over (batch, K) in PSUM.
+
+    batch1 [B, M, K] is viewed as [M, B * K] (a copy when its strides cannot merge B and K), batch2 as [B * K, N].
+    """
+    lhs, rhs = layout_of(args["batch1"]), layout_of(args["batch2"])
+    batches, m, k = lhs.shape
+    n = rhs.shape[-1]
+    merged_lhs = _merged(em, args["batch1"], lhs.permute([1, 0, 2]), (m, batches * k))
+    merged_rhs = _merged(em, args["batch2"], rhs, (batches * k, n))
+    return [_scaled_product_plus(em, op, args["self"], merged_lhs, merged_rhs, args)]
+
+
+def _addmv(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """`beta * self + alpha * (mat @ vec)` as an [M, K] @ [K, 1] matmul."""
+    vec = layout_of(args["vec"])
+    column = view(em, args["vec"], Layout((vec.shape[0], 1), (vec.strides[0], 0), vec.offset))
+    bias = layout_of(args["self"])
+    bias_column = view(em, args["self"], bias.expand((layout_of(args["mat"]).shape[0],)).unsqueeze(1))
+    out = _scaled_product_plus(em, op, bias_column, args["mat"], column, args, (layout_of(args["mat"]).shape[0], 1))
+    return [view(em, out, layout_of(out).reshape(result_shape(op)))]  # type: ignore[arg-type]
+
+
+def _merged(em: Emitter, value: SSAValue, layout: Layout, shape: tuple[int, ...]) -> SSAValue:
+    """`value` seen through `layout`, reshaped to `shape` (copied contiguous first when strides cannot say it)."""
+    reshaped = layout.reshape(shape)
+    if reshaped is None:
+        copy = copy_to(em, view(em, value, layout))
+        reshaped = layout_of(copy).reshape(shape)
+        assert reshaped is not None
+        value = copy
+    return view(em, value, reshaped)
+
+
+def _scaled_product_plus(
+    em: Emitter,
+    op: Operation,
+    bias_value: SSAValue,
+    lhs: SSAValue,
+    rhs: SSAValue,
+    args: dict[str, Any],
+    out_shape: tuple[int, ...] | None = None,
+) -> SSAValue:
+    """`beta * bias + alpha * (lhs @ rhs)` with the bias broadcast to the product's shape."""
     beta, alpha = float(args.get("beta", 1)), float(args.get("alpha", 1))
-    out_shape = result_shape(op)
-    bias = broadcast_view(em, args["self"], out_shape)
+    out_shape = out_shape or result_shape(op)
+    bias = broadcast_view(em, bias_value, out_shape)
 
     def epilogue(e: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
         shape = result_type.get_shape()
@@ -189,7 +238,7 @@ def _addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
             product = _times(e, product, alpha, work)
         return e.insert(tile.BinaryOp(product, bias_tile, "add", result_type)).result
 
-    return [emit_matmul(em, args["mat1"], args["mat2"], result_element_type(op), epilogue)]
+    return emit_matmul(em, lhs, rhs, result_element_type(op), epilogue)
 
 
 def _times(em: Emitter, value: SSAValue, factor: float, result_type: TileType) -> SSAValue:
@@ -202,4 +251,6 @@ MATMUL_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.mm": _mm,
     "torch.aten.bmm": _mm,
     "torch.aten.addmm": _addmm,
+    "torch.aten.addbmm": _addbmm,
+    "torch.aten.addmv": _addmv,
 }
