@@ -75,7 +75,7 @@ def _flag(variable: str) -> bool:
 
 
 def decompositions() -> dict[Any, Any]:
-    """Core-ATen decompositions, minus the ones known to be wrong for training.
+    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -85,7 +85,16 @@ def decompositions() -> dict[Any, Any]:
 
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     return table
+
+
+def _lerp_scalar(start: torch.Tensor, end: torch.Tensor, weight: float) -> torch.Tensor:
+    """lerp with a Python weight, as ATen computes it (near the closer end for precision). The core-ATen
+    decomposition makes the weight a 0-d tensor and then branches on its value, which tracing cannot do."""
+    if abs(weight) >= 0.5:
+        return (weight - 1) * (end - start) + end
+    return weight * (end - start) + start
 
 
 def neuron_mlir_backend(

@@ -71,7 +71,7 @@ def _arithmetic(a, b, s):
         torch.div(a, b, rounding_mode="floor"), a % b, torch.fmod(a, b), torch.pow(a.abs(), b), a ** 2, a ** 3,
         a ** 0.5, 2.0 ** b, torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b),
         torch.clamp(a, -0.5, 0.5), torch.clamp(a, min=b), torch.where(a > b, a, b), a + s, a * s, a / s, s - a,
-        a // 0.7, a % -0.7, torch.hypot(a, b), torch.copysign(a, b),
+        a // 0.7, a % -0.7, torch.hypot(a, b), torch.copysign(a, b), torch.lerp(a, b, 0.3), torch.lerp(a, b, 0.8),
     )  # fmt: skip
 
 
