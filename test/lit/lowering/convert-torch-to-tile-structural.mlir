@@ -289,3 +289,41 @@ func.func @main(%x: tensor<1x12x9xf32>) -> tensor<1x2x5x6xf32> {
 // CHECK:       memref.alloc() : memref<2x7x8xf32, #neuron.mem<hbm>>
 // CHECK-COUNT-6: tile.binary %{{.*}}, %{{.*}} {op = "add"}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// addbmm contracts over (batch, K) in one PSUM accumulation: batch1 [B, M, K] viewed as [M, B*K] needs a copy
+// (B and K are not adjacent in memory), batch2 [B, K, N] merges to [B*K, N] for free.
+// CHECK-LABEL: func.func @main
+func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32>) -> tensor<5x7xf32> {
+  %0 = torch.aten.addbmm %c, %a, %b {beta = 5.000000e-01 : f64, alpha = 2.000000e+00 : f64} : (tensor<5x7xf32>, tensor<3x5x4xf32>, tensor<3x4x7xf32>) -> tensor<5x7xf32>
+  func.return %0 : tensor<5x7xf32>
+}
+// CHECK:       memref.alloc() : memref<5x3x4xf32, #neuron.mem<hbm>>
+// CHECK:       tile.view %b : memref<3x4x7xf32, #neuron.mem<hbm>> to memref<12x7xf32, #neuron.mem<hbm>>
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<5x7xf32, psum>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// addmv: the vector is a one-column moving operand.
+// CHECK-LABEL: func.func @main
+func.func @main(%c: tensor<5xf32>, %a: tensor<5x4xf32>, %v: tensor<4xf32>) -> tensor<5xf32> {
+  %0 = torch.aten.addmv %c, %a, %v : (tensor<5xf32>, tensor<5x4xf32>, tensor<4xf32>) -> tensor<5xf32>
+  func.return %0 : tensor<5xf32>
+}
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<5x1xf32, psum>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Adaptive max pooling with uneven windows: per output position a max, then the smallest flat index holding it.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x3x5x7xf32>) -> (tensor<1x3x2x3xf32>, tensor<1x3x2x3xi64>) {
+  %0, %1 = torch.aten.adaptive_max_pool2d %x {output_size = array<i64: 2, 3>} : (tensor<1x3x5x7xf32>) -> (tensor<1x3x2x3xf32>, tensor<1x3x2x3xi64>)
+  func.return %0, %1 : tensor<1x3x2x3xf32>, tensor<1x3x2x3xi64>
+}
+// CHECK:       tile.reduce %{{.*}} {op = "max", axes = 2 : i64}
+// CHECK:       tile.iota {steps = array<i64: 7, 1>} : !tile.tile<3x3x3xf32, sbuf>
+// CHECK:       tile.reduce %{{.*}} {op = "min", axes = 2 : i64}
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
