@@ -201,6 +201,46 @@ def _addmv(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, out, layout_of(out).reshape(result_shape(op)))]  # type: ignore[arg-type]
 
 
+def _trilinear(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """`sum over sumdim of i1' * i2' * i3'`, each input unsqueezed at its `expand` dims (nn.functional.bilinear).
+
+    The broadcast product is formed elementwise (VectorE) and reduced over `sumdim`: exact to the definition; it
+    materialises the full product, which suits bilinear layers' small feature sizes.
+    """
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+    from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
+
+    inputs = []
+    for name, expand in (("i1", "expand1"), ("i2", "expand2"), ("i3", "expand3")):
+        layout = layout_of(args[name])
+        for dim in sorted(args[expand]):
+            layout = layout.unsqueeze(dim)
+        inputs.append((args[name], layout))
+    rank = inputs[0][1].rank
+    shape = tuple(max(layout.shape[d] for _, layout in inputs) for d in range(rank))
+    views = [view(em, value, layout.expand(shape)) for value, layout in inputs]
+
+    def product(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        work = TileType(result.get_shape(), f32, Memory.SBUF)
+        first = e.insert(tile.BinaryOp(tiles[0], tiles[1], "multiply", work)).result
+        return e.insert(tile.BinaryOp(first, tiles[2], "multiply", work)).result
+
+    products = emit_elementwise(em, shape, f32, views, product)
+    sumdim = sorted(args["sumdim"])
+    if not sumdim:
+        return [copy_to(em, products) if result_element_type(op) == f32 else _cast_copy(em, products, op)]
+    return [emit_reduce(em, products, sumdim, False, "add", result_element_type(op))]
+
+
+def _cast_copy(em: Emitter, value: SSAValue, op: Operation) -> SSAValue:
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    def cast(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        return e.insert(tile.CopyOp(tiles[0], result)).result
+
+    return emit_elementwise(em, layout_of(value).shape, result_element_type(op), [value], cast)
+
+
 def _merged(em: Emitter, value: SSAValue, layout: Layout, shape: tuple[int, ...]) -> SSAValue:
     """`value` seen through `layout`, reshaped to `shape` (copied contiguous first when strides cannot say it)."""
     reshaped = layout.reshape(shape)
@@ -253,4 +293,5 @@ MATMUL_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.addmm": _addmm,
     "torch.aten.addbmm": _addbmm,
     "torch.aten.addmv": _addmv,
+    "torch.aten._trilinear": _trilinear,
 }

@@ -39,6 +39,7 @@ MATMULS = [
     ("mm_empty_k", lambda a, b: a @ b, [(5, 0), (0, 7)]),
     ("addbmm_batch_3", lambda c, a, b: torch.addbmm(c, a, b, beta=0.5, alpha=1.5), [(1, 130), (3, 5, 43), (3, 43, 130)]),
     ("addmv", lambda c, a, v: torch.addmv(c, a, v, alpha=-2.0), [(130,), (130, 129), (129,)]),
+    ("bilinear", lambda x1, x2, w, b: torch.nn.functional.bilinear(x1, x2, w, b), [(3, 5), (3, 4), (7, 5, 4), (7,)]),
 ]
 
 

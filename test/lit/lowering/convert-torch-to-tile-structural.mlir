@@ -327,3 +327,15 @@ func.func @main(%x: tensor<1x3x5x7xf32>) -> (tensor<1x3x2x3xf32>, tensor<1x3x2x3
 // CHECK:       tile.iota {steps = array<i64: 7, 1>} : !tile.tile<3x3x3xf32, sbuf>
 // CHECK:       tile.reduce %{{.*}} {op = "min", axes = 2 : i64}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// _trilinear (nn.functional.bilinear): the broadcast product of the unsqueezed inputs, reduced over sumdim.
+// CHECK-LABEL: func.func @main
+func.func @main(%x1: tensor<3x5xf32>, %w: tensor<7x5x4xf32>, %x2: tensor<3x4xf32>) -> tensor<3x7xf32> {
+  %0 = torch.aten._trilinear %x1, %w, %x2 {expand1 = array<i64: 1, 3>, expand2 = array<i64: 0>, expand3 = array<i64: 1, 2>, sumdim = array<i64: 2, 3>, unroll_dim = 1 : i64} : (tensor<3x5xf32>, tensor<7x5x4xf32>, tensor<3x4xf32>) -> tensor<3x7xf32>
+  func.return %0 : tensor<3x7xf32>
+}
+// CHECK:       memref.alloc() : memref<3x7x5x4xf32, #neuron.mem<hbm>>
+// CHECK:       tile.reduce
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
