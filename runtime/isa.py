@@ -11,6 +11,7 @@ rounding to nearest even.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from neuron_mlir.runtime.hardware import Engine
@@ -94,7 +95,8 @@ GPSIMD_KERNELS: dict[str, int] = {
 # Free-axis reduction operators of tensor_reduce and of activation's accumulate.
 REDUCE_OPS: frozenset[str] = frozenset({"add", "max", "min", "multiply", "abs_max"})
 
-# Integer operations of ScalarOp (sequencer register ALU): floordiv/rem round toward negative infinity.
+# Integer operations of ScalarOp (sequencer register ALU): floordiv/rem round toward negative infinity; results
+# wrap to the 32-bit registers (`wrap32`). `SCALAR_FUNCTIONS` is their one definition.
 SCALAR_OPS: frozenset[str] = frozenset(
     {"add", "sub", "mul", "floordiv", "rem", "min", "max", "eq", "ne", "lt", "le", "gt", "ge"}
 )
@@ -277,3 +279,30 @@ BITVEC_OPS: frozenset[str] = frozenset({"bitwise_and", "bitwise_or", "bitwise_xo
 
 # Attributes that may be a scalar register (`program.Reg`) read when the instruction issues, per opcode.
 REGISTER_ATTRS: dict[str, frozenset[str]] = {"nc_matmul": frozenset({"accumulate"}), "iota": frozenset({"base"})}
+
+
+SCALAR_FUNCTIONS: dict[str, Callable[[int, int], int]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b,
+    "rem": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+    "eq": lambda a, b: int(a == b),
+    "ne": lambda a, b: int(a != b),
+    "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b),
+    "ge": lambda a, b: int(a >= b),
+}
+
+
+def wrap32(value: int) -> int:
+    """A register's value: two's-complement 32 bits."""
+    return ((value + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def scalar_op(op: str, lhs: int, rhs: int) -> int:
+    """The result of ScalarOp `op` as the register holds it."""
+    return wrap32(SCALAR_FUNCTIONS[op](lhs, rhs))

@@ -37,9 +37,9 @@ where every instance executes its semantics as it issues.
 from __future__ import annotations
 
 import bisect
+import copy as copy_module
 import dataclasses
 import math
-import pickle
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +49,7 @@ import numpy as np
 
 from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics, vectorize
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.isa import SCALAR_FUNCTIONS, wrap32
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Access, Instruction, Loop, Node, Program, Reg, ScalarOp
@@ -197,7 +198,7 @@ def _validated(program: Program, override: Mapping[Any, int] | None) -> Validate
     validated = validate_program(program, override)
     try:
         fields = {f.name: getattr(program, f.name) for f in dataclasses.fields(Program) if f.name != "constants"}
-        copied = pickle.loads(pickle.dumps(fields))
+        copied = copy_module.deepcopy(fields)
         reference = weakref.ref(program, lambda _, key=key: _VALIDATED.pop(key, None))
     except Exception:
         return validated
@@ -366,28 +367,7 @@ class _Bandwidth:
 
 # ---- the simulator -----------------------------------------------------------------------------------------
 
-_SCALAR_FUNCTIONS: dict[str, Callable[[int, int], int]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b,
-    "rem": lambda a, b: a % b,
-    "min": min,
-    "max": max,
-    "eq": lambda a, b: int(a == b),
-    "ne": lambda a, b: int(a != b),
-    "lt": lambda a, b: int(a < b),
-    "le": lambda a, b: int(a <= b),
-    "gt": lambda a, b: int(a > b),
-    "ge": lambda a, b: int(a >= b),
-}
-
-
 _UNSEEN: Any = object()
-
-
-def _wrap32(value: int) -> int:
-    return ((value + 2**31) & 0xFFFFFFFF) - 2**31
 
 
 class _Simulator:
@@ -520,7 +500,7 @@ class _Simulator:
                 compiled.append((0, index_of[id(node)]))
             elif isinstance(node, ScalarOp):
                 compiled.append(
-                    (1, node.dest.index, _SCALAR_FUNCTIONS[node.op], _operand(node.lhs), _operand(node.rhs))
+                    (1, node.dest.index, SCALAR_FUNCTIONS[node.op], _operand(node.lhs), _operand(node.rhs))
                 )
             else:
                 assert isinstance(node, Loop)
@@ -652,7 +632,7 @@ class _Simulator:
                 a = regs[lhs[1]] if lhs[0] else lhs[1]
                 b = regs[rhs[1]] if rhs[0] else rhs[1]
                 try:
-                    regs[dest] = _wrap32(function(a, b))
+                    regs[dest] = wrap32(function(a, b))
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:
@@ -690,7 +670,7 @@ class _Simulator:
                 a = regs[lhs[1]] if lhs[0] else lhs[1]
                 b = regs[rhs[1]] if rhs[0] else rhs[1]
                 try:
-                    regs[dest] = _wrap32(function(a, b))
+                    regs[dest] = wrap32(function(a, b))
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:
@@ -783,7 +763,7 @@ class _Simulator:
                 a = regs[lhs[1]] if lhs[0] else lhs[1]
                 b = regs[rhs[1]] if rhs[0] else rhs[1]
                 try:
-                    regs[dest] = _wrap32(function(a, b))
+                    regs[dest] = wrap32(function(a, b))
                 except ZeroDivisionError:
                     raise SimulationError(f"scalar division by zero ({a} by {b})") from None
             else:

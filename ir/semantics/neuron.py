@@ -33,6 +33,7 @@ from neuron_mlir.ir.semantics.structured import InterpretationError, find_functi
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.isa import scalar_op
 from neuron_mlir.runtime.program import (
     Access,
     AttrValue,
@@ -156,7 +157,7 @@ class _Builder:
             assert name is not None
             lhs, rhs = self.scalar(op.operands[0]), self.scalar(op.operands[1])
             if isinstance(lhs, int) and isinstance(rhs, int):
-                self.scalars[op.results[0]] = _fold(name, lhs, rhs)
+                self.scalars[op.results[0]] = scalar_op(name, lhs, rhs)
                 return None
             dest = self.register()
             self.scalars[op.results[0]] = dest
@@ -231,24 +232,6 @@ class _Builder:
             waits=waits,
             location=self.location(op),
         )
-
-
-def _fold(name: str, lhs: int, rhs: int) -> int:
-    return {
-        "add": lambda: lhs + rhs,
-        "sub": lambda: lhs - rhs,
-        "mul": lambda: lhs * rhs,
-        "floordiv": lambda: lhs // rhs,
-        "rem": lambda: lhs % rhs,
-        "min": lambda: min(lhs, rhs),
-        "max": lambda: max(lhs, rhs),
-        "eq": lambda: int(lhs == rhs),
-        "ne": lambda: int(lhs != rhs),
-        "lt": lambda: int(lhs < rhs),
-        "le": lambda: int(lhs <= rhs),
-        "gt": lambda: int(lhs > rhs),
-        "ge": lambda: int(lhs >= rhs),
-    }[name]()
 
 
 def _python_value(name: str, attr: Attribute) -> AttrValue:
