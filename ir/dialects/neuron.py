@@ -69,11 +69,34 @@ from neuron_mlir.runtime.hardware import Engine, Memory, Target
 # ----------------------------------------------------------------------------------------------------------------
 
 
+class _KeywordAttr(ParametrizedAttribute):
+    """An attribute holding one keyword out of a known set, spelled `#neuron.<kind><keyword>`."""
+
+    KIND: ClassVar[str]  # what the keyword names, for parse errors
+
+    @property
+    def keyword(self) -> str:
+        word = self.parameters[0]
+        assert isinstance(word, StringAttr)
+        return word.data
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            word = parser.parse_identifier(context_msg=f" {cls.KIND}")
+        return (StringAttr(word),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.keyword)
+
+
 @irdl_attr_definition
-class MemorySpaceAttr(ParametrizedAttribute):
+class MemorySpaceAttr(_KeywordAttr):
     """The memory a buffer lives in: `#neuron.mem<hbm>`, `#neuron.mem<sbuf>` or `#neuron.mem<psum>`."""
 
     name = "neuron.mem"
+    KIND: ClassVar[str] = "memory space (hbm, sbuf or psum)"
 
     space: StringAttr
 
@@ -88,22 +111,13 @@ class MemorySpaceAttr(ParametrizedAttribute):
         if self.space.data not in {m.value for m in Memory}:
             raise VerifyException(f"unknown memory space '{self.space.data}' (expected hbm, sbuf or psum)")
 
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            word = parser.parse_identifier(context_msg=" memory space (hbm, sbuf or psum)")
-        return (StringAttr(word),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string(self.space.data)
-
 
 @irdl_attr_definition
-class EngineAttr(ParametrizedAttribute):
+class EngineAttr(_KeywordAttr):
     """The queue an instruction is issued to: `#neuron.engine<vector>` (tensor, vector, scalar, gpsimd, dma)."""
 
     name = "neuron.engine"
+    KIND: ClassVar[str] = "engine name"
 
     engine_name: StringAttr
 
@@ -118,22 +132,13 @@ class EngineAttr(ParametrizedAttribute):
         if self.engine_name.data not in {e.value for e in Engine}:
             raise VerifyException(f"unknown engine '{self.engine_name.data}'")
 
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            word = parser.parse_identifier(context_msg=" engine name")
-        return (StringAttr(word),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string(self.engine_name.data)
-
 
 @irdl_attr_definition
-class TargetAttr(ParametrizedAttribute):
+class TargetAttr(_KeywordAttr):
     """The NeuronCore generation a module is compiled for: `#neuron.target<trn2>` (trn1, trn2, trn3)."""
 
     name = "neuron.target"
+    KIND: ClassVar[str] = "target name"
 
     target_name: StringAttr
 
@@ -148,16 +153,6 @@ class TargetAttr(ParametrizedAttribute):
         if self.target_name.data not in hardware.TARGETS:
             known = ", ".join(hardware.TARGETS)
             raise VerifyException(f"unknown target '{self.target_name.data}' (known: {known})")
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            word = parser.parse_identifier(context_msg=" target name")
-        return (StringAttr(word),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string(self.target_name.data)
 
 
 @irdl_attr_definition
