@@ -218,3 +218,31 @@ def test_time_per_pass_is_reported_by_a_flag(capsys):
     for pass_name in ("convert-torch-to-tile", "convert-tile-to-neuron", "neuron-allocate-memory", "neuron-insert-sync"):
         assert pass_name in printed
     assert set(neuron_mlir.stats()["pass_seconds"]) >= {"convert-torch-to-tile", "neuron-insert-sync"}
+
+
+def test_debug_dir_of_a_failing_compile_reproduces_it_with_the_printed_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_DEBUG_DIR", str(tmp_path))
+    compiled = torch.compile(ManyBags(), backend="neuron-mlir", options={"strict": True})
+    with pytest.raises(Exception, match="reproduce with") as info:
+        compiled(*BAG_INPUTS)
+    command = str(info.value).split("reproduce with:\n")[1].split("\n")[0].split()
+    assert command[1].startswith(str(tmp_path)), "the command runs on the files of the debug directory"
+    neuron_opt = REPO / ".venv" / "bin" / "neuron-opt"
+    run = subprocess.run(
+        [str(neuron_opt) if neuron_opt.exists() else "neuron-opt", *command[1:]], capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    assert "at most 128 bags" in run.stderr
+
+
+def test_a_new_batch_size_recompiles_for_it_and_keeps_matching():
+    torch.manual_seed(0)
+    model = MLP((30, 40, 5))
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
+    for batch in (3, 5, 7, 5):
+        x = torch.randn(batch, 30)
+        assert_close_to_torch(compiled(x), model(x), f"batch {batch}")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0
+    # Dynamo retraces symbolically after the second size; each new size is one specialisation
+    assert stats["recompilations"] >= 1
