@@ -738,8 +738,10 @@ class TorchOp(IRDLOperation):
         if not isinstance(attr, DenseArrayBase):
             return
         found = len(attr)
-        empty_default = spec.default == ()  # `int[2] stride=[]`: empty means "the kernel size"
-        if found != spec.length and not (found == 0 and empty_default):
+        # `int[2] stride=[]`: in ATen's pooling ops an empty stride means "the kernel size", and the backward
+        # ops receive whatever the forward got, so an empty stride is legal there too
+        empty_allowed = spec.default == () or spec.name == "stride"
+        if found != spec.length and not (found == 0 and empty_allowed):
             raise VerifyException(f"{self.name}: '{spec.name}' must have {spec.length} elements, found {found}")
 
     def _verify_dtype_result(self) -> None:

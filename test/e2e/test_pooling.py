@@ -74,3 +74,9 @@ def test_col2im(name, fn, shape):
     """col2im (fold): overlapping blocks add up; it is also the backward of unfold (im2col)."""
     torch.manual_seed(3)
     _compiled_matches_eager(fn, torch.randn(shape))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_default_stride_trains():
+    # the forward's default stride (= the kernel size) reaches the backward ops as an empty list
+    _compiled_matches_eager(lambda x: F.avg_pool2d(F.max_pool2d(x, 2), 2), torch.randn(2, 3, 13, 13))
