@@ -118,12 +118,51 @@ def neuron_mlir_backend(
 
     # Attention is traced through the math path (matmuls and a softmax the compiler lowers and keeps on chip)
     # rather than CPU flash-attention kernels; the choice is made while AOTAutograd traces, here.
-    with sdpa_kernel([SDPBackend.MATH]):
-        return aot_module_simplified(
-            graph_module,
-            list(example_inputs),
-            fw_compiler=compiler("forward"),
-            bw_compiler=compiler("backward"),
-            inference_compiler=compiler("inference"),
-            decompositions=decompositions(),
-        )
+    try:
+        with sdpa_kernel([SDPBackend.MATH]):
+            return aot_module_simplified(
+                graph_module,
+                list(example_inputs),
+                fw_compiler=compiler("forward"),
+                bw_compiler=compiler("backward"),
+                inference_compiler=compiler("inference"),
+                decompositions=decompositions(),
+            )
+    except _untraceable_errors() as error:
+        return _run_untraceable_eagerly(graph_module, error, config)
+
+
+def _untraceable_errors() -> tuple[type[BaseException], ...]:
+    """What AOTAutograd raises for graphs whose values decide their own shapes (an `.item()` in a kernel's
+    decomposition, a data-dependent output size): no static graph exists, so there is nothing to compile."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode)
+
+
+def _run_untraceable_eagerly(graph_module: torch.fx.GraphModule, error: BaseException, config: CompileOptions) -> Any:
+    import warnings
+
+    from neuron_mlir.frontend import stats
+    from neuron_mlir.frontend.compile_graph import NeuronCompileError
+    from neuron_mlir.frontend.fx_importer import node_location
+    from neuron_mlir.ir.locations import describe_location
+
+    calls = [n for n in graph_module.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    places = [describe_location(node_location(n)) for n in calls]
+    where = next((place for place in places if place), "")
+    summary = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    if config.strict:
+        raise NeuronCompileError(
+            f"neuron-mlir (strict): a graph of {len(calls)} call(s) cannot be traced to static shapes ({summary})"
+            + (f" at {where}" if where else "")
+        ) from error
+    for node in calls:
+        stats.record_fallback(getattr(node.target, "__name__", str(node.target)))
+    warnings.warn(
+        f"neuron-mlir: a graph of {len(calls)} call(s) depends on tensor values for its shapes ({summary}); "
+        "it runs eagerly on the CPU",
+        stacklevel=2,
+    )
+    return graph_module.forward

@@ -246,3 +246,22 @@ def test_a_new_batch_size_recompiles_for_it_and_keeps_matching():
     assert stats["nodes_fallen_back"] == 0
     # Dynamo retraces symbolically after the second size; each new size is one specialisation
     assert stats["recompilations"] >= 1
+
+
+def _narrow_by_tensor(x, start):
+    return torch.narrow(x, 0, start, 2) * 2.0  # the start's value decides the graph: no static trace
+
+
+def test_a_graph_whose_shapes_depend_on_values_runs_eagerly_with_a_warning():
+    x, start = torch.randn(5, 3), torch.tensor(1)
+    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir")
+    with pytest.warns(UserWarning, match="depends on tensor values for its shapes"):
+        out = compiled(x, start)
+    assert_close_to_torch(out, _narrow_by_tensor(x, start))
+    assert neuron_mlir.stats()["nodes_fallen_back"] >= 1
+
+
+def test_strict_mode_refuses_a_graph_whose_shapes_depend_on_values():
+    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
+    with pytest.raises(Exception, match=r"(?s)strict.*cannot be traced to static shapes.*test_backend.py"):
+        compiled(torch.randn(5, 3), torch.tensor(1))
