@@ -8,7 +8,10 @@ A `Profile` is built by the simulator at the end of a run. Definitions:
 * `flops`: 2*K*M*N summed over non-transpose `nc_matmul` instances (TensorE work only: the peak it is compared
   with is TensorE's).
 * `compute_bound_ns`: sum over dtype families of FLOPs / the target's peak for that family (`peak_flops`);
-  `hbm_bound_ns`: HBM bytes / HBM bandwidth; `roofline_ns` is the larger. No schedule can beat it.
+  `hbm_bound_ns`: the least HBM traffic the computation needs, its entry's inputs and outputs each moved once
+  (`io_bytes`; capped at the traffic the run made, for inputs it never reads), over the HBM bandwidth;
+  `roofline_ns` is the larger. No schedule can beat it, and traffic the program adds (re-reads, spills)
+  shows up as time above it rather than raising the bound. `hbm_bytes` is the traffic the run did make.
 * `mfu`: `compute_bound_ns / total_ns`, which is FLOPs / (time * peak) when one dtype family is used.
 * `location_ns`: busy time per source location (`Program.locations`), so time can be pinned on the user's lines.
 
@@ -84,6 +87,7 @@ class Profile:
     events: TraceEvents
     location_ns: dict[str, float] = field(default_factory=dict)
     location_counts: dict[str, int] = field(default_factory=dict)
+    io_bytes: int = 0  # bytes of the entry's inputs and outputs
 
     # ---- derived numbers -----------------------------------------------------------------------------------
 
@@ -99,7 +103,7 @@ class Profile:
 
     @property
     def hbm_bound_ns(self) -> float:
-        return self.hbm_bytes / self.hbm_bandwidth_bytes_per_ns
+        return min(self.io_bytes, self.hbm_bytes) / self.hbm_bandwidth_bytes_per_ns
 
     @property
     def roofline_ns(self) -> float:

@@ -995,6 +995,14 @@ class _Simulator:
             events=self.events,
             location_ns=location_ns,
             location_counts=location_counts,
+            io_bytes=self._io_bytes(),
+        )
+
+    def _io_bytes(self) -> int:
+        buffers = self.program.buffers
+        return sum(
+            math.prod(binding.shape) * dtypes.itemsize(buffers[binding.buffer].dtype)
+            for binding in (*self.program.inputs, *self.program.outputs)
         )
 
 
