@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from pathlib import Path
 import torch
 
 import neuron_mlir
+from neuron_mlir.tools import trace_picture
 
 BF16 = torch.bfloat16
 ROWS, COLUMNS = 8192, 4096  # 32 Mi elements: 64 MiB of bf16
@@ -80,7 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", default="", help="run the cases whose name contains this text")
     parser.add_argument("--target", default="trn2")
-    parser.add_argument("--trace-dir", help="write each case's Chrome trace there")
+    parser.add_argument("--trace-dir", help="write each case's Chrome trace there, and its SVG timeline picture")
     args = parser.parse_args()
     header = (
         f"{'case':<28} {'simulated us':>13} {'roofline us':>12} {'of roofline':>11} {'MFU':>6} {'goal':>12} "
@@ -123,7 +125,9 @@ def main() -> int:
             print(f"  fell back to the CPU: {stats['fallback_ops']}")
         if args.trace_dir:
             Path(args.trace_dir).mkdir(parents=True, exist_ok=True)
-            neuron_mlir.write_trace(str(Path(args.trace_dir) / f"{name.split()[0]}.json"))
+            stem = Path(args.trace_dir) / re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+            neuron_mlir.write_trace(str(stem.with_suffix(".json")))
+            trace_picture.main([str(stem.with_suffix(".json")), str(stem.with_suffix(".svg")), "--title", name])
     return 1 if failures else 0
 
 
