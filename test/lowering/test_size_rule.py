@@ -1,0 +1,50 @@
+"""The size rule (DESIGN section 3): programs grow with the graph's ops and loop nests, never with its tile count.
+
+Each case is compiled at two sizes whose tile counts differ by 4x or more, both large enough to take the same
+code path (several tiles in every tiled dimension). The static instruction count of the program and the op count
+of the lowered IR must be the same at both sizes: a lowering that unrolls per tile fails here long before it
+makes compiles slow.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import capture_aten_graphs_with_inputs
+
+from neuron_mlir.frontend.backend import CompileOptions
+from neuron_mlir.frontend.compile_graph import CompiledGraph, compile_graph
+
+BF16 = torch.bfloat16
+
+
+def _program_size(fn, *inputs: torch.Tensor) -> tuple[int, int]:
+    """(static instructions, bundle buffers) of the one graph `fn` compiles to."""
+    [(graph, example)] = capture_aten_graphs_with_inputs(fn, *inputs)
+    compiled = compile_graph(graph, example, CompileOptions(strict=True, cache=False), "forward")
+    assert isinstance(compiled, CompiledGraph), "the case must compile as one region"
+    program = compiled.program
+    return len(program.instructions()), len(program.buffers)
+
+
+CASES = {
+    "matmul": (lambda a, b: a @ b, lambda n: (torch.randn(n, n, dtype=BF16), torch.randn(n, n, dtype=BF16))),
+    "linear with bias": (
+        lambda x, w, b: torch.nn.functional.linear(x, w, b),
+        lambda n: (torch.randn(n, n), torch.randn(n, n), torch.randn(n)),
+    ),
+    "softmax": (lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, n, dtype=BF16),)),
+    "layer norm": (lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)), lambda n: (torch.randn(n, n),)),
+    "elementwise chain": (
+        lambda x: torch.nn.functional.gelu(x * 2.0 + 1.0) * x,
+        lambda n: (torch.randn(n, n, dtype=BF16),),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_program_size_does_not_grow_with_tile_count(case):
+    fn, make_inputs = CASES[case]
+    small = _program_size(fn, *make_inputs(1024))
+    large = _program_size(fn, *make_inputs(2048))
+    assert large == small, f"{case}: (instructions, buffers) {small} at 1024 but {large} at 2048"
