@@ -17,6 +17,7 @@ back before the next iteration. Locations are kept.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -496,6 +497,7 @@ def _scatter(conv: _FunctionConversion, op: Operation) -> None:
 
 
 def _reduce(conv: _FunctionConversion, op: Operation) -> None:
+    """VectorE's tensor_reduce (fp32), or for an integer tile an exact fold on GpSimdE (`_integer_fold`)."""
     assert isinstance(op, tile.ReduceOp)
     em = conv.emitter(op)
     buffer = conv.result_buffer(em, op)
@@ -503,6 +505,9 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(source, TileType)
     result = op.result.type
     assert isinstance(result, TileType)
+    if is_integer_op(op):
+        _integer_fold(conv, em, op, buffer, source)
+        return
     # the destination drops the reduced axes: view the [P, 1] column as the kept shape
     kept = source.get_shape()[1 : len(source.get_shape()) - op.reduced_axes] or (1,)
     dst_buffer, _, _ = full_access(buffer)
@@ -512,6 +517,95 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     if op.reduced_axes != 1:
         props["axes"] = IntegerAttr(op.reduced_axes, i64)
     conv.emit(em, neuron.TensorReduceOp, Engine.VECTOR, accesses, props)
+
+
+def _lanes(buffer: SSAValue, rows: int, row_stride: int, start: int, length: int, partitions: int) -> Access:
+    """Columns [start, start + length) of each of the `rows` rows (`row_stride` apart) of every partition."""
+    pattern = [(row_stride, rows), (1, length)] if rows > 1 else [(1, length)]
+    return buffer, AccessPatternAttr(pattern, start, 0, partitions), None
+
+
+def _integer_fold(
+    conv: _FunctionConversion, em: Emitter, op: tile.ReduceOp, buffer: SSAValue, source: TileType
+) -> None:
+    """An exact integer reduction: VectorE's tensor_reduce computes in fp32 (inexact beyond 2^24), so GpSimdE's
+    integer lanes fold the reduced axes as a tree of `tensor_tensor`s over halves of them, each step adding the
+    last half of the live columns onto the first half (an odd middle column stays where it is), until one
+    column per kept row remains. The first step writes a scratch buffer (the input is a value), later steps
+    update it in place (each element reads and writes only itself and a column of the other half); the last
+    step writes the result. log2(reduced) instructions of shrinking width."""
+    shape = source.get_shape()
+    partitions = shape[0]
+    rows = math.prod(shape[1 : len(shape) - op.reduced_axes])
+    length = math.prod(shape[len(shape) - op.reduced_axes :])
+    current, stride = conv.buffer(op.input), length
+    scratch_stride = (length + 1) // 2
+    scratch = None
+    if length == 1:  # nothing to fold: a copy (abs_max still takes the magnitude)
+        dst, src = _lanes(buffer, rows, 1, 0, 1, partitions), _lanes(current, rows, 1, 0, 1, partitions)
+        if op.op.data == "abs_max":
+            accesses = {"dst": dst, "in0": src, "in1": src}
+            conv.emit(em, neuron.TensorTensorOp, Engine.GPSIMD, accesses, {"op": StringAttr("abs_max")})
+        else:
+            conv.emit(em, neuron.TensorCopyOp, Engine.GPSIMD, {"dst": dst, "src": src})
+    while length > 1:
+        half, middle = divmod(length, 2)
+        if half + middle == 1:
+            target, target_stride = buffer, 1
+        else:
+            if scratch is None:
+                scratch_type = TileType((partitions, rows * scratch_stride), source.element_type, Memory.SBUF)
+                scratch = conv.new_buffer(em, scratch_type, None)
+            target, target_stride = scratch, scratch_stride
+        accesses = {
+            "dst": _lanes(target, rows, target_stride, 0, half, partitions),
+            "in0": _lanes(current, rows, stride, 0, half, partitions),
+            "in1": _lanes(current, rows, stride, half + middle, half, partitions),
+        }
+        conv.emit(em, neuron.TensorTensorOp, Engine.GPSIMD, accesses, {"op": StringAttr(op.op.data)})
+        if middle and target is not current:
+            accesses = {
+                "dst": _lanes(target, rows, target_stride, half, 1, partitions),
+                "src": _lanes(current, rows, stride, half, 1, partitions),
+            }
+            conv.emit(em, neuron.TensorCopyOp, Engine.GPSIMD, accesses)
+        current, stride, length = target, target_stride, half + middle
+
+
+def _scan(conv: _FunctionConversion, op: Operation) -> None:
+    """An exact integer scan on GpSimdE (Hillis-Steele): for shifts 1, 2, 4, ... below the length, each column
+    combines with the one `shift` before it (`tensor_tensor` over shifted column ranges) and the first `shift`
+    columns, already final, are copied, alternating between the result and a scratch buffer so that the last
+    shift lands in the result. log2(length) steps of two instructions."""
+    assert isinstance(op, tile.ScanOp)
+    em = conv.emitter(op)
+    buffer = conv.result_buffer(em, op)
+    source = op.input.type
+    assert isinstance(source, TileType)
+    shape = source.get_shape()
+    partitions, rows, length = shape[0], math.prod(shape[1:-1]), shape[-1]
+    current = conv.buffer(op.input)
+    shifts = [1 << k for k in range(max(0, (length - 1).bit_length()))]
+    if not shifts:
+        accesses = {"dst": full_access(buffer), "src": full_access(current)}
+        conv.emit(em, neuron.TensorCopyOp, Engine.GPSIMD, accesses)
+        return
+    scratch = conv.new_buffer(em, source, None) if len(shifts) > 1 else None
+    for step, shift in enumerate(shifts):
+        target = buffer if (len(shifts) - 1 - step) % 2 == 0 else scratch
+        assert target is not None
+        accesses = {
+            "dst": _lanes(target, rows, length, shift, length - shift, partitions),
+            "in0": _lanes(current, rows, length, shift, length - shift, partitions),
+            "in1": _lanes(current, rows, length, 0, length - shift, partitions),
+        }
+        conv.emit(em, neuron.TensorTensorOp, Engine.GPSIMD, accesses, {"op": StringAttr(op.op.data)})
+        accesses = {
+            "dst": _lanes(target, rows, length, 0, shift, partitions),
+            "src": _lanes(current, rows, length, 0, shift, partitions),
+        }
+        conv.emit(em, neuron.TensorCopyOp, Engine.GPSIMD, accesses)
+        current = target
 
 
 _HANDLERS = {
@@ -531,6 +625,7 @@ _HANDLERS = {
     tile.ScatterOp: _scatter,
     tile.KernelOp: _kernel,
     tile.ReduceOp: _reduce,
+    tile.ScanOp: _scan,
 }
 
 

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntAttr,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     NoneAttr,
     StridedLayoutAttr,
@@ -717,7 +718,10 @@ class IotaOp(IRDLOperation):
 class ReduceOp(IRDLOperation):
     """Reduce the `axes` innermost free axes of a tile with `op` (add, max, min, multiply, abs_max).
 
-    The result keeps the partition axis; reducing every free axis gives a [P, 1] column.
+    The result keeps the partition axis; reducing every free axis gives a [P, 1] column. A float reduction
+    computes in fp32 (VectorE). An integer reduction (input and result of one integer element type, in SBUF) is
+    exact, wrapping to the element type as PyTorch's integers do: GpSimdE's integer lanes fold it (see
+    `convert-tile-to-neuron`).
 
     ```mlir
     %s = tile.reduce %x {op = "add"} : (!tile.tile<130x37xf32, sbuf>) -> !tile.tile<130x1xf32, sbuf>
@@ -756,6 +760,69 @@ class ReduceOp(IRDLOperation):
         expected = kept if len(kept) > 1 else (*kept, 1)
         if result != expected:
             raise _error(self, f"result shape {result} should be {expected}")
+        _check_exact_integer(self, self.input, self.result)
+
+
+def _is_integer_tile(value: SSAValue) -> bool:
+    return isinstance(_tile(value).element_type, IntegerType)
+
+
+def _check_exact_integer(op: Operation, source: SSAValue, result: SSAValue) -> None:
+    """An integer fold or scan runs on GpSimdE's integer lanes: one element type (it wraps to that type, so a
+    wider accumulator is a `tile.copy` first) and SBUF operands (GpSimdE cannot read PSUM). A fold with a
+    float side is an fp32 fold whose input or result is converted on the way."""
+    if not (_is_integer_tile(source) and _is_integer_tile(result)):
+        return
+    source_type, result_type = _tile(source), _tile(result)
+    if source_type.element_type != result_type.element_type:
+        raise _error(
+            op,
+            f"an integer {op.name} keeps its element type ({source_type.element_type} -> "
+            f"{result_type.element_type}); widen the input with tile.copy first",
+        )
+    if source_type.memory is not Memory.SBUF or result_type.memory is not Memory.SBUF:
+        raise _error(op, f"an integer {op.name} works in SBUF (GpSimdE cannot reach PSUM)")
+
+
+@irdl_op_definition
+class ScanOp(IRDLOperation):
+    """Inclusive running `op` (add, max, min, multiply) along the innermost free axis of an integer tile:
+    `result[p, ..., i] = x[p, ..., 0] op ... op x[p, ..., i]`, exact and wrapping to the element type.
+
+    Floats scan on TensorE instead (a triangular matmul, `convert_torch_to_tile/scan.py`); this op is the exact
+    integer path, run on GpSimdE's integer lanes.
+
+    ```mlir
+    %s = tile.scan %x {op = "add"} : (!tile.tile<130x600xi64, sbuf>) -> !tile.tile<130x600xi64, sbuf>
+    ```
+    """
+
+    name = "tile.scan"
+
+    input = operand_def(TileType)
+    result = result_def(TileType)
+    op = prop_def(StringAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, value: SSAValue, op: str, result_type: TileType):
+        super().__init__(operands=[value], result_types=[result_type], properties={"op": StringAttr(op)})
+
+    def verify_(self) -> None:
+        if self.op.data not in SCAN_OPS:
+            raise _error(self, f"unknown scan '{self.op.data}' (expected one of {sorted(SCAN_OPS)})")
+        source, result = _tile(self.input), _tile(self.result)
+        if source.get_shape() != result.get_shape():
+            raise _error(self, f"result shape {result.get_shape()} should be {source.get_shape()}")
+        if not _is_integer_tile(self.input) or not _is_integer_tile(self.result):
+            raise _error(self, "tile.scan scans integer tiles (floats scan on TensorE)")
+        _check_exact_integer(self, self.input, self.result)
+
+
+# the operators a scan may run: associative ALU operators
+SCAN_OPS: frozenset[str] = frozenset({"add", "max", "min", "multiply"})
 
 
 @irdl_op_definition
@@ -986,6 +1053,7 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     CopyOp,
     FillOp,
     ReduceOp,
+    ScanOp,
     IotaOp,
     GatherOp,
     ScatterOp,

@@ -185,8 +185,35 @@ def _reduce(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
     assert isinstance(op, tile.ReduceOp)
     value = args[0]
     axes = tuple(range(value.ndim - op.reduced_axes, value.ndim))
-    reduced = alu.reduce(op.op.data, value, axes)
+    if is_integer_op(op):
+        reduced = _INTEGER_REDUCE[op.op.data](value.astype(np.int64), axes)
+    else:
+        reduced = alu.reduce(op.op.data, value, axes)
     return [_cast(reduced.reshape(_tile_type(op).get_shape()), op)]
+
+
+# Exact integer folds in int64; the cast to the element type then wraps, which is the same as wrapping every
+# partial result (sums and products modulo 2^k are homomorphic images of the int64 ones).
+_INTEGER_REDUCE = {
+    "add": lambda x, axes: x.sum(axis=axes),
+    "multiply": lambda x, axes: x.prod(axis=axes),
+    "max": lambda x, axes: x.max(axis=axes),
+    "min": lambda x, axes: x.min(axis=axes),
+    "abs_max": lambda x, axes: np.abs(x).max(axis=axes),
+}
+
+_INTEGER_SCAN = {
+    "add": np.cumsum,
+    "multiply": np.cumprod,
+    "max": np.maximum.accumulate,
+    "min": np.minimum.accumulate,
+}
+
+
+def _scan(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ScanOp)
+    with np.errstate(over="ignore"):
+        return [_cast(_INTEGER_SCAN[op.op.data](args[0].astype(np.int64), axis=-1), op)]
 
 
 def _iota(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -259,6 +286,7 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.GatherOp: _gather,
     tile.ScatterOp: _scatter,
     tile.ReduceOp: _reduce,
+    tile.ScanOp: _scan,
     tile.KernelOp: _kernel,
 }
 

@@ -18,7 +18,16 @@ On top of the fold (`emit_reduce`, with an optional per-chunk transform such as 
 * variances are two passes: the mean, then the sum of squared deviations from it, divided by N - correction.
 
 Reductions over no element give the identity (0 for sums, 1 for products, NaN for means, False for any).
-Integer sums and products accumulate in fp32 (exact while partial results stay below 2^24).
+
+Integer results are exact, never rounded through fp32 (which holds integers exactly only up to 2^24): a sum,
+product, maximum or minimum whose result type is an integer (int64 for torch's sums and products of any integer
+or bool input) folds integer tiles of that type (`tile.reduce` and `tile.binary` on integers, run on GpSimdE's
+integer lanes, int64 as 64-bit software lanes) and wraps exactly as PyTorch's integers do. Chunks are loaded in
+the result type when the DMA's conversion (through fp32) is exact (floats, truncated as torch casts them, and
+integers of up to 16 bits), else in their own type and widened on GpSimdE. A full reduction combines the lanes'
+integer columns by moving them onto one partition through an HBM scratch tensor (TensorE and PSUM sum in fp32).
+Integer arg-reductions compare exactly too. An integer result that needs a scale or a chunk transform (integer
+means, variances or norms: PyTorch has none) is refused rather than computed in fp32.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IndexType, i64
+from xdsl.dialects.builtin import IndexType, IntegerType, i64
 from xdsl.dialects.builtin import f32 as F32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -44,6 +53,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     element_type_of,
     layout_of,
     load,
+    refuse,
     result_element_type,
     store,
     to_sbuf,
@@ -67,8 +77,31 @@ def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> t
     return tuple(extent for i, extent in enumerate(shape) if i not in chosen)
 
 
-def _column(p: int) -> TileType:
-    return TileType((p, 1), F32, Memory.SBUF)
+def _column(p: int, element_type: Attribute = F32) -> TileType:
+    return TileType((p, 1), element_type, Memory.SBUF)
+
+
+def is_exact_integer(element_type: Attribute) -> bool:
+    """Integers wider than bool: their reductions and scans must not round through fp32."""
+    return isinstance(element_type, IntegerType) and element_type.width.data > 1
+
+
+def load_exact(
+    em: Emitter,
+    tensor: SSAValue,
+    indices: Sequence[Index],
+    shape: Sequence[int],
+    element_type: Attribute,
+    dims: Sequence[int] | None = None,
+) -> SSAValue:
+    """A tile of `tensor` as exact `element_type` integers. The DMA converts through fp32, which is exact for
+    floats (truncated toward zero, as torch casts them) and integers of up to 16 bits; wider integers of
+    another type load as they are and GpSimdE converts them (wrapping, as torch's integer casts do)."""
+    source_type = element_type_of(tensor)
+    if source_type == element_type or not (isinstance(source_type, IntegerType) and source_type.width.data > 16):
+        return load(em, tensor, indices, shape, element_type, dims)
+    value = load(em, tensor, indices, shape, source_type, dims)
+    return em.insert(tile.CopyOp(value, TileType(tuple(shape), element_type, Memory.SBUF))).result
 
 
 @dataclass
@@ -130,16 +163,22 @@ class ReductionSpace:
     def partitions(self) -> int:
         return self.kept_dims[-1]
 
-    def load_chunk(self, e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
+    def load_chunk(
+        self,
+        e: Emitter,
+        row: RowTile,
+        reduced_index: list[Index],
+        f0: Index,
+        size: int,
+        integer_type: Attribute | None = None,
+    ) -> SSAValue:
+        """A [rows, size] chunk: fp32, or exact integers of `integer_type`."""
         free_dim = len(self.kept_dims) + len(self.reduced_dims) - 1
-        return load(
-            e,
-            self.source_view,
-            [*row.indices, *reduced_index, f0],
-            (row.partitions, size),
-            F32,
-            dims=(len(self.kept_dims) - 1, free_dim),
-        )
+        indices, shape = [*row.indices, *reduced_index, f0], (row.partitions, size)
+        dims = (len(self.kept_dims) - 1, free_dim)
+        if integer_type is not None:
+            return load_exact(e, self.source_view, indices, shape, integer_type, dims)
+        return load(e, self.source_view, indices, shape, F32, dims)
 
     def for_rows(self, em: Emitter, body: Callable[[Emitter, RowTile], None]) -> None:
         def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
@@ -165,6 +204,17 @@ def emit_reduce(
     """Reduce `source` over `dims` (all dims when empty) with `op`; `scale` multiplies the result (means),
     `transform` maps each loaded chunk before it is folded and `empty_value` is the result over no element
     (default: the identity of `op`, NaN for a scaled sum)."""
+    integer = is_exact_integer(out_element_type)
+    if integer and (scale is not None or transform is not None):
+        what = "a scaled" if scale is not None else "a transformed"
+        raise refuse(
+            em,
+            em.anchor.name if em.anchor is not None else "reduction",
+            f"{what} reduction with an integer result ({out_element_type}) has no exact lowering (it would round "
+            "through fp32)",
+        )
+    integer_type = out_element_type if integer else None
+    column_type = out_element_type if integer else F32
     space = ReductionSpace(em, source, dims)
     out_shape = reduced_shape(layout_of(source).shape, dims, keepdim)
     out = alloc(em, out_shape, out_element_type)
@@ -182,10 +232,10 @@ def emit_reduce(
     combine = _COMBINE[op]
 
     def partial(e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
-        chunk = space.load_chunk(e, row, reduced_index, f0, size)
+        chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type)
         if transform is not None:
             chunk = transform(e, chunk, row)
-        return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions))).result
+        return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, column_type))).result
 
     def fold(e: Emitter, acc: SSAValue, value: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, value, combine, acc.type)).result  # type: ignore[arg-type]
@@ -220,30 +270,41 @@ def _reduce_on_every_lane(
     """A reduction of every element of a contiguous tensor with more than one chunk: the elements spread over
     up to 128 partitions, each folds its share on VectorE, and TensorE combines the [P, 1] column: a matmul
     with a ones vector sums it, a transpose lays it on one partition for the other operators (only where the
-    transpose is bit exact, v3+). False when the tensor does not qualify (the caller folds on one lane)."""
+    transpose is bit exact, v3+). An integer result folds exactly on GpSimdE and its column reaches one
+    partition through HBM (`_combine_lanes_exactly`). False when the tensor does not qualify (the caller folds
+    on one lane)."""
     layout = layout_of(source)
     count = layout.num_elements
     lanes = lane_split(count)
     if not layout.is_contiguous() or count <= FREE_TILE or lanes < 2:
         return False
+    out_type = element_type_of(out)
+    integer = is_exact_integer(out_type)
     anchor = em.anchor if em.anchor is not None else em.block.parent_op()
     exact_transpose = anchor is not None and target_of(anchor).matmul_transpose_bit_exact
-    if op != "add" and not exact_transpose:
+    if op != "add" and not exact_transpose and not integer:
         return False
+    column_type = out_type if integer else F32
     width = count // lanes
     spread = view(em, source, Layout((lanes, width), (width, 1), layout.offset))
     row = RowTile([0], lanes)
 
     def partial(e: Emitter, f0: Index, size: int) -> SSAValue:
-        chunk = load(e, spread, [0, f0], (lanes, size), F32)
+        if integer:
+            chunk = load_exact(e, spread, [0, f0], (lanes, size), out_type)
+        else:
+            chunk = load(e, spread, [0, f0], (lanes, size), F32)
         if transform is not None:
             chunk = transform(e, chunk, row)
-        return e.insert(tile.ReduceOp(chunk, op, _column(lanes))).result
+        return e.insert(tile.ReduceOp(chunk, op, _column(lanes, column_type))).result
 
     def fold(e: Emitter, f0: Index, size: int, acc: SSAValue) -> SSAValue:
-        return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes))).result
+        return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes, column_type))).result
 
     column = em.accumulate_tiles(width, FREE_TILE, partial, fold)
+    if integer:
+        _combine_lanes_exactly(em, column, op, out)
+        return True
     single = TileType((1, 1), F32, Memory.PSUM)
     if op == "add":
         ones = em.insert(tile.FillOp(1.0, _column(lanes))).result
@@ -259,6 +320,20 @@ def _reduce_on_every_lane(
         em, to_sbuf(em, total, element_type_of(out)), view(em, out, Layout((1, 1), (0, 0), out_layout.offset)), [0, 0]
     )
     return True
+
+
+def _combine_lanes_exactly(em: Emitter, column: SSAValue, op: str, out: SSAValue) -> None:
+    """Fold a [lanes, 1] integer column into the one-element `out` exactly: the column is stored to an HBM
+    scratch tensor and loaded back as one row (a DMA moves bits, where TensorE would sum or transpose through
+    fp32 PSUM), which GpSimdE then folds."""
+    column_type = column.type
+    assert isinstance(column_type, TileType)
+    lanes, element_type = column_type.partitions, column_type.element_type
+    scratch = alloc(em, (lanes,), element_type)
+    store(em, column, view(em, scratch, Layout((lanes, 1), (1, 1), 0)), [0, 0])
+    row = load(em, view(em, scratch, Layout((1, lanes), (lanes, 1), 0)), [0, 0], (1, lanes))
+    total = em.insert(tile.ReduceOp(row, op, _column(1, element_type))).result
+    store(em, total, view(em, out, Layout((1, 1), (0, 0), layout_of(out).offset)), [0, 0])
 
 
 def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:

@@ -100,3 +100,13 @@ func.func @batch_norm_without_statistics_in_eval_mode(%x: tensor<4x3xf32>) -> te
   func.return %0 : tensor<4x3xf32>
 }
 // CHECK: torch.aten._native_batch_norm_legit.no_stats: without running statistics batch norm normalizes with batch statistics: training must be true (at model.py:34)
+
+// -----
+
+// An integer result must be exact: a reduction that scales (a mean) or transforms its chunks cannot round
+// through fp32, so it is refused (the node runs on the CPU) rather than computed inexactly.
+func.func @integer_mean(%x: tensor<4x8xi64>) -> tensor<4xi64> {
+  %0 = torch.aten.mean.dim %x {dim = array<i64: 1>} : (tensor<4x8xi64>) -> tensor<4xi64> loc("model.avg"("model.py":30:0))
+  func.return %0 : tensor<4xi64>
+}
+// CHECK: torch.aten.mean.dim: a scaled reduction with an integer result (i64) has no exact lowering (it would round through fp32) (at model.py:30 (model.avg))

@@ -299,6 +299,56 @@ func.func @reduce_result_shape(%x: !tile.tile<64x4x8xf32, sbuf>) {
 
 // -----
 
+func.func @integer_reduce_widens(%x: !tile.tile<64x8xi32, sbuf>) {
+  %s = tile.reduce %x {op = "add"} : (!tile.tile<64x8xi32, sbuf>) -> !tile.tile<64x1xi64, sbuf>
+  func.return
+}
+// CHECK: tile.reduce: an integer tile.reduce keeps its element type (i32 -> i64); widen the input with tile.copy first
+
+// -----
+
+func.func @integer_reduce_in_psum(%x: !tile.tile<64x8xi32, psum>) {
+  %s = tile.reduce %x {op = "add"} : (!tile.tile<64x8xi32, psum>) -> !tile.tile<64x1xi32, sbuf>
+  func.return
+}
+// CHECK: tile.reduce: an integer tile.reduce works in SBUF (GpSimdE cannot reach PSUM)
+
+// -----
+
+// ---- tile.scan ----------------------------------------------------------------------------------------------
+
+func.func @scan_unknown_operator(%x: !tile.tile<64x8xi32, sbuf>) {
+  %s = tile.scan %x {op = "subtract"} : (!tile.tile<64x8xi32, sbuf>) -> !tile.tile<64x8xi32, sbuf>
+  func.return
+}
+// CHECK: tile.scan: unknown scan 'subtract' (expected one of ['add', 'max', 'min', 'multiply'])
+
+// -----
+
+func.func @scan_result_shape(%x: !tile.tile<64x8xi32, sbuf>) {
+  %s = tile.scan %x {op = "add"} : (!tile.tile<64x8xi32, sbuf>) -> !tile.tile<64x4xi32, sbuf>
+  func.return
+}
+// CHECK: tile.scan: result shape (64, 4) should be (64, 8)
+
+// -----
+
+func.func @scan_of_floats(%x: !tile.tile<64x8xf32, sbuf>) {
+  %s = tile.scan %x {op = "add"} : (!tile.tile<64x8xf32, sbuf>) -> !tile.tile<64x8xf32, sbuf>
+  func.return
+}
+// CHECK: tile.scan: tile.scan scans integer tiles (floats scan on TensorE)
+
+// -----
+
+func.func @scan_widens(%x: !tile.tile<64x8xi32, sbuf>) {
+  %s = tile.scan %x {op = "add"} : (!tile.tile<64x8xi32, sbuf>) -> !tile.tile<64x8xi64, sbuf>
+  func.return
+}
+// CHECK: tile.scan: an integer tile.scan keeps its element type (i32 -> i64); widen the input with tile.copy first
+
+// -----
+
 // ---- tile.iota --------------------------------------------------------------------------------------------------
 
 func.func @iota_steps_per_free_axis() {

@@ -1,0 +1,39 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// Exact integer reductions and scans (lowering/convert_torch_to_tile/reduction.py and scan.py): integer results
+// fold integer tiles of the result type, never fp32 ones.
+// SEMANTICS-COUNT-2: all outputs match
+
+// An int32 chunk loads as int32 (the DMA converts through fp32, inexact beyond 2^24) and GpSimdE widens it to
+// int64; a bool chunk loads straight into int64 (0 and 1 are exact in fp32).
+func.func @main(%x: tensor<6x300xi32>, %b: tensor<6x300xi1>) -> (tensor<6xi64>, tensor<6xi64>) {
+  %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 1>} : (tensor<6x300xi32>) -> tensor<6xi64>
+  %c = torch.aten.sum.dim_IntList %b {dim = array<i64: 1>} : (tensor<6x300xi1>) -> tensor<6xi64>
+  func.return %s, %c : tensor<6xi64>, tensor<6xi64>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %[[X:.*]] = tile.load %x{{.*}} -> !tile.tile<6x300xi32, sbuf>
+// CHECK-NEXT:  %[[W:.*]] = tile.copy %[[X]] : (!tile.tile<6x300xi32, sbuf>) -> !tile.tile<6x300xi64, sbuf>
+// CHECK-NEXT:  %[[S:.*]] = tile.reduce %[[W]] {op = "add"} : (!tile.tile<6x300xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+// CHECK-NEXT:  tile.store %[[S]]
+// CHECK:       %[[B:.*]] = tile.load %b{{.*}} -> !tile.tile<6x300xi64, sbuf>
+// CHECK-NEXT:  tile.reduce %[[B]] {op = "add"} : (!tile.tile<6x300xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+
+// -----
+
+// Every element of a large tensor: the lanes fold their shares exactly, and the [lanes, 1] column reaches one
+// partition through an HBM scratch tensor (stored as a column, loaded as a row) instead of a TensorE matmul.
+func.func @main(%x: tensor<300x513xi64>) -> tensor<i64> {
+  %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 0, 1>} : (tensor<300x513xi64>) -> tensor<i64>
+  func.return %s : tensor<i64>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %[[COLUMN:.*]] = tile.reduce %{{.*}} {op = "add"} : (!tile.tile<114x1350xi64, sbuf>) -> !tile.tile<114x1xi64, sbuf>
+// CHECK-NEXT:  %[[SCRATCH:.*]] = memref.alloc() : memref<114xi64, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[AS_COLUMN:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #neuron.mem<hbm>> to memref<114x1xi64, #neuron.mem<hbm>>
+// CHECK-NEXT:  tile.store %[[COLUMN]], %[[AS_COLUMN]]
+// CHECK-NEXT:  %[[AS_ROW:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #neuron.mem<hbm>> to memref<1x114xi64, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[ROW:.*]] = tile.load %[[AS_ROW]]
+// CHECK-NEXT:  tile.reduce %[[ROW]] {op = "add"} : (!tile.tile<1x114xi64, sbuf>) -> !tile.tile<1x1xi64, sbuf>
+// CHECK-NOT:   tile.matmul
