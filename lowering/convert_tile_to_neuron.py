@@ -10,7 +10,11 @@ that leaves the function becomes a `neuron.view`). Each tile op becomes one inst
 hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues, matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
-arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE. Loop-carried tiles stay in
+arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE. A `tile.extract` window is no
+instruction: matmuls, transposes and inserts read it in place through an access pattern (at a dynamic offset
+when its indices are loop values), other users get a copy. A `tile.insert` is a copy into the window of its
+destination's buffer (in place when nothing else reads the destination), on VectorE or ScalarE, alternating
+between destinations so that evacuations into different tiles overlap. Loop-carried tiles stay in
 the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
 back before the next iteration. Locations are kept.
 """
@@ -76,6 +80,8 @@ class _FunctionConversion:
     replaced: list[Operation] = field(default_factory=list)
     identities: dict[Attribute, SSAValue] = field(default_factory=dict)  # element type -> 128x128 identity
     partitions: int = 128
+    windows: dict[SSAValue, Access] = field(default_factory=dict)  # tile.extract result -> access read in place
+    insert_engines: dict[SSAValue, Engine] = field(default_factory=dict)  # tile.insert destination -> engine
 
     @property
     def entry(self) -> Block:
@@ -94,6 +100,11 @@ class _FunctionConversion:
             name = f"%{value.name_hint} " if value.name_hint else ""
             raise _diagnostic(user, f"tile operand {name}is not produced by a tile op in this function")
         return self.buffers[value]
+
+    def access(self, value: SSAValue) -> Access:
+        """Where an instruction reads the tile `value`: a window of a larger buffer, or its own whole buffer."""
+        window = self.windows.get(value)
+        return window if window is not None else full_access(self.buffer(value))
 
     def root(self, value: SSAValue) -> SSAValue:
         return self.roots.get(value, value)
@@ -299,8 +310,8 @@ def _matmul(conv: _FunctionConversion, op: Operation) -> None:
         buffer = conv.result_buffer(em, op)
     accesses = {
         "dst": full_access(buffer),
-        "stationary": full_access(conv.buffer(op.stationary)),
-        "moving": full_access(conv.buffer(op.moving)),
+        "stationary": conv.access(op.stationary),
+        "moving": conv.access(op.moving),
     }
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, props)
 
@@ -318,9 +329,76 @@ def _transpose(conv: _FunctionConversion, op: Operation) -> None:
     accesses = {
         "dst": full_access(buffer),
         "stationary": (eye, square, None),
-        "moving": full_access(conv.buffer(op.input)),
+        "moving": conv.access(op.input),
     }
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, {"is_transpose": IntegerAttr(1, i1)})
+
+
+def _window(em: Emitter, whole: Access, part: TileType, indices: Sequence[SSAValue]) -> Access:
+    """The access of the tile.extract / tile.insert window of `part`'s shape at `indices` inside `whole`."""
+    buffer, pattern, dynamic = whole
+    free = part.get_shape()[1:]
+    dims = pattern.dims
+    static = pattern.offset.data
+    offset: Index = dynamic if dynamic is not None else 0
+    for index, (step, _) in zip(indices, dims, strict=True):
+        constant = _constant_index(index)
+        if constant is not None:
+            static += constant * step
+        else:
+            offset = em.add(offset, em.mul(index, step))
+    kept = [(step, extent) for (step, _), extent in zip(dims[len(dims) - len(free) :], free, strict=True)]
+    window = AccessPatternAttr(kept, static, pattern.partition_start.data, part.partitions)
+    return buffer, window, em.index(offset) if isinstance(offset, SSAValue) else None
+
+
+def _reads_windows(use_operation: Operation, index: int) -> bool:
+    """Whether an operand is read by an instruction that takes any access pattern (so a window needs no copy)."""
+    if isinstance(use_operation, tile.MatmulOp):
+        return use_operation.operands[index] is not use_operation.acc
+    return isinstance(use_operation, tile.TransposeOp) or (isinstance(use_operation, tile.InsertOp) and index == 0)
+
+
+def _empty(conv: _FunctionConversion, op: Operation) -> None:
+    assert isinstance(op, tile.EmptyOp)
+    conv.result_buffer(conv.emitter(op), op)
+
+
+def _extract(conv: _FunctionConversion, op: Operation) -> None:
+    """A window read in place by the matmuls, transposes and inserts that use it; copied out for any other user."""
+    assert isinstance(op, tile.ExtractOp)
+    em = conv.emitter(op)
+    result = op.result.type
+    assert isinstance(result, TileType)
+    window = _window(em, conv.access(op.source), result, op.indices)
+    if all(_reads_windows(use.operation, use.index) for use in op.result.uses):
+        conv.windows[op.result] = window
+        return
+    buffer = conv.result_buffer(em, op)
+    conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, {"dst": full_access(buffer), "src": window})
+
+
+def _insert(conv: _FunctionConversion, op: Operation) -> None:
+    """A copy (casting) into the window of the destination: in place when nothing else reads the destination.
+
+    Inserts into one destination stay on one engine, so they need no waits on each other; successive
+    destinations alternate between VectorE and ScalarE, which then evacuate PSUM side by side.
+    """
+    assert isinstance(op, tile.InsertOp)
+    em = conv.emitter(op)
+    if op.dest.has_one_use():
+        buffer = conv.buffer(op.dest)
+        conv.buffers[op.result] = buffer
+    else:
+        buffer = conv.result_buffer(em, op)
+        conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, {"dst": full_access(buffer), "src": conv.access(op.dest)})
+    value = op.value.type
+    assert isinstance(value, TileType)
+    if buffer not in conv.insert_engines:
+        engines = (Engine.VECTOR, Engine.SCALAR)
+        conv.insert_engines[buffer] = engines[len(conv.insert_engines) % len(engines)]
+    accesses = {"dst": _window(em, full_access(buffer), value, op.indices), "src": conv.access(op.value)}
+    conv.emit(em, neuron.TensorCopyOp, conv.insert_engines[buffer], accesses)
 
 
 def _unary(conv: _FunctionConversion, op: Operation) -> None:
@@ -614,6 +692,9 @@ _HANDLERS = {
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
     tile.TransposeOp: _transpose,
+    tile.EmptyOp: _empty,
+    tile.ExtractOp: _extract,
+    tile.InsertOp: _insert,
     tile.UnaryOp: _unary,
     tile.BinaryOp: _binary,
     tile.BinaryScalarOp: _binary_scalar,

@@ -5,8 +5,10 @@ axis (P <= 128), the rest the free axes. Tiles are loaded from and stored to HBM
 `#neuron.mem<hbm>`, usually inside `scf.for` loops over tile offsets. A tile op is one of the compute families
 the engines offer (TensorE matmul into PSUM, elementwise with per-partition or immediate scalars, free-axis
 reductions, transposes, fills, casts); which instruction and engine implement it is decided when converting to
-the neuron dialect. There are no buffers yet: a tile is a value, and PSUM accumulation across a K loop is a
-loop-carried `tile.matmul ... acc`.
+the neuron dialect. A tile kept on chip across loops (a matmul's stationary panel) is walked through windows:
+`tile.extract` reads a window in place, `tile.insert` writes one, `tile.empty` starts a tile filled that way.
+There are no buffers yet: a tile is a value, and PSUM accumulation across a K loop is a loop-carried
+`tile.matmul ... acc`.
 
 HBM views (transposes, reshapes, broadcasts, slices) are `tile.view`s: the result memref's strided layout
 describes the view relative to the underlying allocation, so a view costs nothing and a load through it becomes
@@ -41,6 +43,8 @@ from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAVal
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
+    VarConstraint,
+    base,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -415,6 +419,111 @@ class TransposeOp(IRDLOperation):
             raise _error(self, f"result must be [{f}, {p}] in psum, got {result}")
         if f > target_of(self).partitions or p > target_of(self).matmul_max_moving_free:
             raise _error(self, f"a [{p}, {f}] tile is too large to transpose in one pass")
+
+
+@irdl_op_definition
+class EmptyOp(IRDLOperation):
+    """A tile whose elements are not yet defined: the starting value of a tile filled piece by piece (`tile.insert`).
+
+    ```mlir
+    %at = tile.empty : !tile.tile<128x32x128xbf16, sbuf>
+    ```
+    """
+
+    name = "tile.empty"
+
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, result_type: TileType):
+        super().__init__(result_types=[result_type])
+
+    def verify_(self) -> None:
+        _check_partitions(self, _tile(self.result), "the tile")
+
+
+def _check_window(op: Operation, whole: TileType, part: TileType, indices: Sequence[SSAValue], what: str) -> None:
+    """The slice rule shared by tile.extract and tile.insert (see ExtractOp)."""
+    whole_free, part_free = whole.get_shape()[1:], part.get_shape()[1:]
+    if len(indices) != len(whole_free):
+        raise _error(op, f"expected {len(whole_free)} indices, one per free dimension of {whole}, got {len(indices)}")
+    if len(part_free) > len(whole_free):
+        raise _error(op, f"{what} {part} has more free dimensions than {whole}")
+    if part.partitions > whole.partitions:
+        raise _error(op, f"{what} {part} has more partitions than {whole}")
+    trailing = whole_free[len(whole_free) - len(part_free) :]
+    if any(p > w for p, w in zip(part_free, trailing, strict=True)):
+        raise _error(op, f"{what} {part} does not fit in the trailing free dimensions of {whole}")
+
+
+@irdl_op_definition
+class ExtractOp(IRDLOperation):
+    """A window of a tile: its first partitions, and from each free dimension the range starting at its index.
+
+    There is one index per free dimension of `source`; the result's free dimensions are the source's trailing
+    ones (each as long as the result says), and the leading free dimensions the result drops are fixed at their
+    index. Indices may be loop values, so a tile kept on chip can be walked without copying: the window is read
+    in place by the ops that use it.
+
+    ```mlir
+    %blk = tile.extract %at[%k, %c0] : !tile.tile<128x32x128xbf16, sbuf> -> !tile.tile<128x128xbf16, sbuf>
+    ```
+    """
+
+    name = "tile.extract"
+
+    source = operand_def(TileType)
+    indices = var_operand_def(IndexType)
+    result = result_def(TileType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, indices: Sequence[SSAValue], result_type: TileType):
+        super().__init__(operands=[source, indices], result_types=[result_type])
+
+    def verify_(self) -> None:
+        source, result = _tile(self.source), _tile(self.result)
+        if source.element_type != result.element_type or source.memory is not result.memory:
+            raise _error(self, f"a window keeps the element type and memory of {source}, got {result}")
+        _check_window(self, source, result, self.indices, "the window")
+
+
+@irdl_op_definition
+class InsertOp(IRDLOperation):
+    """`dest` with the window at `indices` (as tile.extract defines it) replaced by `value`, cast to dest's type.
+
+    The value may come from PSUM (an evacuation into a slice of an SBUF tile). When `dest` has no other use
+    the update happens in place.
+
+    ```mlir
+    %at2 = tile.insert %t, %at[%k, %c0] : !tile.tile<128x128xbf16, psum>, !tile.tile<128x32x128xbf16, sbuf>
+    ```
+    """
+
+    name = "tile.insert"
+
+    T: ClassVar = VarConstraint("T", base(TileType))
+    value = operand_def(TileType)
+    dest = operand_def(T)
+    indices = var_operand_def(IndexType)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+    assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
+
+    def __init__(self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue]):
+        super().__init__(operands=[value, dest, indices], result_types=[dest.type])
+
+    def verify_(self) -> None:
+        value, dest, result = _tile(self.value), _tile(self.dest), _tile(self.result)
+        if result != dest:
+            raise _error(self, f"the result type {result} differs from the destination's {dest}")
+        if dest.memory is not Memory.SBUF:
+            raise _error(self, f"tiles are inserted into SBUF tiles, got {dest}")
+        _check_window(self, dest, value, self.indices, "the value")
 
 
 class _ElementwiseOp(IRDLOperation):
@@ -1046,6 +1155,9 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     StoreOp,
     MatmulOp,
     TransposeOp,
+    EmptyOp,
+    ExtractOp,
+    InsertOp,
     UnaryOp,
     BinaryOp,
     BinaryScalarOp,

@@ -118,6 +118,39 @@ def _transpose(interp: StructuredInterpreter, op: Operation, args: list[Any]) ->
     return [np.ascontiguousarray(args[0].T)]
 
 
+def _empty(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    result_type = _tile_type(op)
+    count = result_type.partitions * result_type.free_size
+    return [alu.uninitialised(count, numpy_type(result_type.element_type)).reshape(result_type.get_shape())]
+
+
+def _window(whole: tuple[int, ...], part: tuple[int, ...], indices: Sequence[int]) -> tuple[slice | int, ...]:
+    """The selection of tile.extract / tile.insert: first partitions, dropped leading free dims fixed at their index."""
+    dropped = len(whole) - len(part)
+    selection: list[slice | int] = [slice(0, part[0])]
+    for axis, index in enumerate(indices, start=1):
+        if axis <= dropped:
+            selection.append(int(index))
+        else:
+            extent = part[axis - dropped]
+            if int(index) + extent > whole[axis]:
+                raise IndexError(f"a window of {part} at {list(indices)} reaches outside a tile of {whole}")
+            selection.append(slice(int(index), int(index) + extent))
+    return tuple(selection)
+
+
+def _extract(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    source, *indices = args
+    return [np.array(source[_window(source.shape, _tile_type(op).get_shape(), indices)])]
+
+
+def _insert(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    value, dest, *indices = args
+    result = np.array(dest)
+    result[_window(dest.shape, value.shape, indices)] = alu.cast(value, result.dtype)
+    return [result]
+
+
 def _unary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.UnaryOp)
     value = args[0].astype(np.float32)
@@ -276,6 +309,9 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.StoreOp: _store,
     tile.MatmulOp: _matmul,
     tile.TransposeOp: _transpose,
+    tile.EmptyOp: _empty,
+    tile.ExtractOp: _extract,
+    tile.InsertOp: _insert,
     tile.UnaryOp: _unary,
     tile.BinaryOp: _binary,
     tile.BinaryScalarOp: _binary_scalar,

@@ -144,3 +144,50 @@ func.func @kernels_and_iota_base(%a: memref<4x1024xf32, #neuron.mem<hbm>>, %k: m
 // BACKWARD-NOT:   tile.
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Windows of tiles (tile.extract) are read in place through access patterns, at a dynamic offset inside a loop;
+// inserts into a loop-carried tile write its buffer in place; a window an ordinary op reads is copied out first.
+// CASES-LABEL: func.func @windows
+func.func @windows(%a: memref<40x256xbf16, #neuron.mem<hbm>>, %b: memref<256x300xbf16, #neuron.mem<hbm>>, %y: memref<40x300xf32, #neuron.mem<hbm>>, %z: memref<40x128xbf16, #neuron.mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c128 = arith.constant 128 : index
+  %rows = tile.load %a[%c0, %c0] : memref<40x256xbf16, #neuron.mem<hbm>> -> !tile.tile<40x256xbf16, sbuf>
+  %e = tile.empty : !tile.tile<128x2x40xbf16, sbuf>
+  %panel = scf.for %t = %c0 to %c2 step %c1 iter_args(%p = %e) -> (!tile.tile<128x2x40xbf16, sbuf>) {
+    %k = arith.muli %t, %c128 : index
+    %blk = tile.extract %rows[%k] : !tile.tile<40x256xbf16, sbuf> -> !tile.tile<40x128xbf16, sbuf>
+    %bt = tile.transpose %blk : !tile.tile<40x128xbf16, sbuf> -> !tile.tile<128x40xbf16, psum>
+    %next = tile.insert %bt, %p[%t, %c0] : !tile.tile<128x40xbf16, psum>, !tile.tile<128x2x40xbf16, sbuf>
+    scf.yield %next : !tile.tile<128x2x40xbf16, sbuf>
+  }
+  %b0 = tile.load %b[%c0, %c0] : memref<256x300xbf16, #neuron.mem<hbm>> -> !tile.tile<128x300xbf16, sbuf>
+  %b1 = tile.load %b[%c128, %c0] : memref<256x300xbf16, #neuron.mem<hbm>> -> !tile.tile<128x300xbf16, sbuf>
+  %s0 = tile.extract %panel[%c0, %c0] : !tile.tile<128x2x40xbf16, sbuf> -> !tile.tile<128x40xbf16, sbuf>
+  %p0 = tile.matmul %s0, %b0 : (!tile.tile<128x40xbf16, sbuf>, !tile.tile<128x300xbf16, sbuf>) -> !tile.tile<40x300xf32, psum>
+  %s1 = tile.extract %panel[%c1, %c0] : !tile.tile<128x2x40xbf16, sbuf> -> !tile.tile<128x40xbf16, sbuf>
+  %p1 = tile.matmul %s1, %b1 acc %p0 : (!tile.tile<128x40xbf16, sbuf>, !tile.tile<128x300xbf16, sbuf>, !tile.tile<40x300xf32, psum>) -> !tile.tile<40x300xf32, psum>
+  %out = tile.copy %p1 : (!tile.tile<40x300xf32, psum>) -> !tile.tile<40x300xf32, sbuf>
+  tile.store %out, %y[%c0, %c0] : !tile.tile<40x300xf32, sbuf>, memref<40x300xf32, #neuron.mem<hbm>>
+  %first = tile.extract %rows[%c0] : !tile.tile<40x256xbf16, sbuf> -> !tile.tile<40x128xbf16, sbuf>
+  tile.store %first, %z[%c0, %c0] : !tile.tile<40x128xbf16, sbuf>, memref<40x128xbf16, #neuron.mem<hbm>>
+  func.return
+}
+// CASES:       %[[ROWS:.*]] = neuron.alloc : memref<40x256xbf16, #neuron.mem<sbuf>>
+// CASES:       %[[PANEL:.*]] = neuron.alloc : memref<128x2x40xbf16, #neuron.mem<sbuf>>
+// CASES:       scf.for %[[T:.*]] = %c0 to %c2 step %c1 {
+// CASES:         %[[K:.*]] = arith.muli %[[T]], %c128 : index
+// CASES:         %[[BT:.*]] = neuron.alloc : memref<128x40xbf16, #neuron.mem<psum>>
+// CASES:         neuron.nc_matmul tensor dst %[[BT]][0:128, 0, [[1, 40]]], stationary %{{.*}}[0:40, 0, [[1, 40]]], moving %[[ROWS]][0:40, %[[K]] + 0, [[1, 128]]] {is_transpose = true}
+// CASES:         %[[SLOT:.*]] = arith.muli %[[T]], %c40 : index
+// CASES:         neuron.tensor_copy vector dst %[[PANEL]][0:128, %[[SLOT]] + 0, [[1, 40]]], src %[[BT]][0:128, 0, [[1, 40]]]
+// CASES-NOT:     neuron.tensor_copy
+// CASES:       }
+// CASES:       neuron.nc_matmul tensor dst %[[ACC:.*]][0:40, 0, [[1, 300]]], stationary %[[PANEL]][0:128, 0, [[1, 40]]], moving
+// CASES:       neuron.nc_matmul tensor dst %[[ACC]][0:40, 0, [[1, 300]]], stationary %[[PANEL]][0:128, 40, [[1, 40]]], moving {{.*}} {accumulate = true}
+// CASES:       %[[FIRST:.*]] = neuron.alloc : memref<40x128xbf16, #neuron.mem<sbuf>>
+// CASES:       neuron.tensor_copy vector dst %[[FIRST]][0:40, 0, [[1, 128]]], src %[[ROWS]][0:40, 0, [[1, 128]]]
+// CASES:       neuron.dma_copy dma dst %z[0, [[128, 40], [1, 128]]], src %[[FIRST]]

@@ -191,6 +191,64 @@ func.func @transpose_too_large(%x: !tile.tile<37x256xf32, sbuf>) {
 
 // -----
 
+// ---- tile.extract / tile.insert ------------------------------------------------------------------------------
+
+func.func @extract_index_count(%x: !tile.tile<128x2x40xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i] : !tile.tile<128x2x40xbf16, sbuf> -> !tile.tile<128x40xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: expected 2 indices, one per free dimension of !tile.tile<128x2x40xbf16, sbuf>, got 1
+
+// -----
+
+func.func @extract_too_wide(%x: !tile.tile<128x2x40xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i, %i] : !tile.tile<128x2x40xbf16, sbuf> -> !tile.tile<128x80xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: the window !tile.tile<128x80xbf16, sbuf> does not fit in the trailing free dimensions of !tile.tile<128x2x40xbf16, sbuf>
+
+// -----
+
+func.func @extract_rank(%x: !tile.tile<64x40xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i] : !tile.tile<64x40xbf16, sbuf> -> !tile.tile<64x2x20xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: the window !tile.tile<64x2x20xbf16, sbuf> has more free dimensions than !tile.tile<64x40xbf16, sbuf>
+
+// -----
+
+func.func @extract_partitions(%x: !tile.tile<64x40xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i] : !tile.tile<64x40xbf16, sbuf> -> !tile.tile<128x20xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: the window !tile.tile<128x20xbf16, sbuf> has more partitions than !tile.tile<64x40xbf16, sbuf>
+
+// -----
+
+func.func @extract_type(%x: !tile.tile<64x40xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i] : !tile.tile<64x40xbf16, sbuf> -> !tile.tile<64x20xf32, sbuf>
+  func.return
+}
+// CHECK: tile.extract: a window keeps the element type and memory of !tile.tile<64x40xbf16, sbuf>, got !tile.tile<64x20xf32, sbuf>
+
+// -----
+
+func.func @insert_into_psum(%v: !tile.tile<64x20xf32, sbuf>, %x: !tile.tile<64x40xf32, psum>, %i: index) {
+  %w = tile.insert %v, %x[%i] : !tile.tile<64x20xf32, sbuf>, !tile.tile<64x40xf32, psum>
+  func.return
+}
+// CHECK: tile.insert: tiles are inserted into SBUF tiles, got !tile.tile<64x40xf32, psum>
+
+// -----
+
+func.func @insert_too_wide(%v: !tile.tile<64x50xf32, psum>, %x: !tile.tile<64x40xf32, sbuf>, %i: index) {
+  %w = tile.insert %v, %x[%i] : !tile.tile<64x50xf32, psum>, !tile.tile<64x40xf32, sbuf>
+  func.return
+}
+// CHECK: tile.insert: the value !tile.tile<64x50xf32, psum> does not fit in the trailing free dimensions of !tile.tile<64x40xf32, sbuf>
+
+// -----
+
 // ---- elementwise ----------------------------------------------------------------------------------------------
 
 func.func @elementwise_too_many_partitions(%x: !tile.tile<129x4xf32, sbuf>) {

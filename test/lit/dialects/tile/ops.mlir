@@ -267,6 +267,23 @@ func.func @kernel_tile_and_column(%a: !tile.tile<37x64xi32, sbuf>, %k: !tile.til
   func.return %q, %u : !tile.tile<37x64xi32, sbuf>, !tile.tile<37x64xf32, sbuf>
 }
 
+// ---- tile.empty / tile.extract / tile.insert --------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @windows
+// CHECK-SAME: (%[[ROWS:[^:]+]]: !tile.tile<40x256xbf16, sbuf>{{.*}}, %[[T:[^:]+]]: index
+func.func @windows(%rows: !tile.tile<40x256xbf16, sbuf>, %t: index) -> !tile.tile<128x2x40xbf16, sbuf> {
+  %c0 = arith.constant 0 : index
+  // CHECK: %[[E:.*]] = tile.empty : !tile.tile<128x2x40xbf16, sbuf>
+  %e = tile.empty : !tile.tile<128x2x40xbf16, sbuf>
+  // CHECK: %[[B:.*]] = tile.extract %[[ROWS]][%[[T]]] : !tile.tile<40x256xbf16, sbuf> -> !tile.tile<40x128xbf16, sbuf>
+  %b = tile.extract %rows[%t] : !tile.tile<40x256xbf16, sbuf> -> !tile.tile<40x128xbf16, sbuf>
+  %bt = tile.transpose %b : !tile.tile<40x128xbf16, sbuf> -> !tile.tile<128x40xbf16, psum>
+  // CHECK: %[[I:.*]] = tile.insert %{{.*}}, %[[E]][%[[T]], %{{.*}}] : !tile.tile<128x40xbf16, psum>, !tile.tile<128x2x40xbf16, sbuf>
+  %i = tile.insert %bt, %e[%t, %c0] : !tile.tile<128x40xbf16, psum>, !tile.tile<128x2x40xbf16, sbuf>
+  // CHECK: func.return %[[I]]
+  func.return %i : !tile.tile<128x2x40xbf16, sbuf>
+}
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows
