@@ -64,6 +64,9 @@ from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
 
+# Free-axis chunk of an integer fold or scan: its tiles are int64 (twice fp32's bytes) and a fold or scan keeps
+# a scratch copy beside them, so chunks stay at 2048 elements (16 KiB per partition) whatever the float tiles are.
+INTEGER_TILE = 2048
 # how partial results of each reduction combine
 _COMBINE = {"add": "add", "max": "max", "min": "min", "multiply": "multiply"}
 # the result of reducing no element
@@ -230,6 +233,7 @@ def emit_reduce(
         return out
     out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
+    chunk_size = INTEGER_TILE if integer else FREE_TILE
 
     def partial(e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
         chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type)
@@ -244,7 +248,7 @@ def emit_reduce(
         if len(remaining) == 1:
             return e.accumulate_tiles(
                 remaining[0],
-                FREE_TILE,
+                chunk_size,
                 lambda e2, f0, size: partial(e2, row, reduced_index, f0, size),
                 lambda e2, f0, size, acc: fold(e2, acc, partial(e2, row, reduced_index, f0, size)),
             )
@@ -301,7 +305,7 @@ def _reduce_on_every_lane(
     def fold(e: Emitter, f0: Index, size: int, acc: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes, column_type))).result
 
-    column = em.accumulate_tiles(width, FREE_TILE, partial, fold)
+    column = em.accumulate_tiles(width, INTEGER_TILE if integer else FREE_TILE, partial, fold)
     if integer:
         _combine_lanes_exactly(em, column, op, out)
         return True

@@ -9,11 +9,15 @@ rows:
     carry[n]  += sum_k x[k, n]            ones[L, 1]^T @ x, added on VectorE
 
 so the running total of earlier chunks reaches every row without moving data across partitions. Products are
-exact (one operand is 0 or 1) and sums are fp32 in PSUM: integer scans are exact while the totals stay below
-2^24. A float input is scanned four times, its finite part and 0/1 flags of NaN, +inf and -inf (in the matmul
-every element also meets the zeros of T, and 0 * inf = NaN must not reach the rows before it), and one
-elementwise pass combines them: the flags' running counts decide where the sum is NaN or infinite, as in a
-sequential sum.
+exact (one operand is 0 or 1) and sums are fp32 in PSUM. A float input is scanned four times, its finite part
+and 0/1 flags of NaN, +inf and -inf (in the matmul every element also meets the zeros of T, and 0 * inf = NaN
+must not reach the rows before it), and one elementwise pass combines them: the flags' running counts decide
+where the sum is NaN or infinite, as in a sequential sum.
+
+An integer result (torch's cumsum of integers and bools is int64) must be exact, and PSUM sums in fp32 (exact
+only up to 2^24), so integers scan on GpSimdE's integer lanes instead (`emit_integer_scan`): the scanned
+dimension goes on the free axis, the other dimensions on partitions, each chunk (`INTEGER_TILE`) is scanned by
+`tile.scan` in the result type, and a per-row carry column (the exact sum of the earlier chunks) is added to it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from xdsl.ir import Operation, SSAValue
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
     Lowering,
     alloc,
     element_type_of,
@@ -40,6 +45,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import INTEGER_TILE, is_exact_integer, load_exact
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
@@ -139,6 +145,47 @@ def emit_scan(
     nest(em, list(loops), [], body)
 
 
+def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) -> None:
+    """Write the exact running sums of `source` along `dim` into the integer tensor `out`, wrapping to its
+    type: rows (the other dims) on partitions, the scanned dim on the free axis in chunks, each chunk
+    scanned on GpSimdE (`tile.scan`) plus the carry of the chunks before it."""
+    (source_view, out_view), shape = scan_views(em, [source, out], dim)
+    *loops, length, width = shape
+    # [loops..., L, N] -> [loops..., N, L]: the scanned dim is read along the free axis through the DMA pattern
+    order = [*range(len(loops)), len(loops) + 1, len(loops)]
+    source_rows = view(em, source_view, layout_of(source_view).permute(order))
+    out_rows = view(em, out_view, layout_of(out_view).permute(order))
+    out_type = element_type_of(out)
+
+    def body(e: Emitter, indices: list[Index]) -> None:
+        def rows(e2: Emitter, p0: Index, p: int) -> None:
+            column = TileType((p, 1), out_type, Memory.SBUF)
+
+            def chunk(e3: Emitter, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+                x = load_exact(e3, source_rows, [*indices, p0, f0], (p, size), out_type)
+                scanned = e3.insert(tile.ScanOp(x, "add", x.type)).result  # type: ignore[arg-type]
+                if carry is not None:
+                    scanned = e3.insert(tile.BinaryScalarOp(scanned, "add", x.type, column=carry)).result  # type: ignore[arg-type]
+                store(e3, scanned, out_rows, [*indices, p0, f0])
+                if isinstance(f0, int) and f0 + size == length:
+                    return scanned if carry is None else carry  # the last chunk: no later chunk needs a carry
+                total = e3.insert(tile.ReduceOp(x, "add", column)).result
+                if carry is None:
+                    return total
+                return e3.insert(tile.BinaryOp(carry, total, "add", column)).result
+
+            e2.accumulate_tiles(
+                length,
+                INTEGER_TILE,
+                lambda e3, f0, size: chunk(e3, f0, size, None),
+                lambda e3, f0, size, carry: chunk(e3, f0, size, carry),
+            )
+
+        e.for_tiles(width, PARTITION_TILE, rows)
+
+    nest(em, list(loops), [], body)
+
+
 def _combine(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
     """The running sum from the scanned parts: NaN after a NaN or after infinities of both signs, +-inf after
     infinities of one sign, else the finite sum."""
@@ -163,8 +210,11 @@ def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, dim = args["self"], int(args["dim"])
     shape = layout_of(source).shape
     out = alloc(em, shape, result_element_type(op))
+    if is_exact_integer(result_element_type(op)):
+        emit_integer_scan(em, source, out, dim)
+        return [out]
     if isinstance(element_type_of(source), IntegerType):
-        emit_scan(em, source, out, dim, None)  # integers are finite
+        emit_scan(em, source, out, dim, None)  # integers scanned into floats: finite, summed in fp32
         return [out]
     # In the matmul every element also meets the zeros of T, and 0 * inf = NaN must not reach the rows before
     # it: scan the finite part and counts of NaN, +inf and -inf apart, then combine.

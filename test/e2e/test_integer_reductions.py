@@ -79,7 +79,9 @@ def test_bool_and_narrow_integer_sums():
     torch.manual_seed(3)
     x = torch.randn(300, 700)
     small = torch.randint(-128, 127, (129, 2100), dtype=torch.int8)
-    _check_exact(lambda t, s: ((t > 0).sum(), (t > 0).sum(1), (t > 0).sum(0, keepdim=True), s.sum(1), s.sum()), x, small)
+    _check_exact(
+        lambda t, s: ((t > 0).sum(), (t > 0).sum(1), (t > 0).sum(0, keepdim=True), s.sum(1), s.sum()), x, small
+    )
 
 
 def test_extremes_of_values_beyond_two_to_the_24():
@@ -88,3 +90,21 @@ def test_extremes_of_values_beyond_two_to_the_24():
     x[7, 13] = 2**24 + 3
     x[100, 2] = 2**24 - 1
     _check_exact(lambda t: (t.amax(1), t.amin(0), t.max(), t.min(), t.to(torch.int32).amax(0)), x)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim"),
+    [((300, 7), 0), ((3, 260, 600), 1), ((5, 2500), -1), ((257,), 0), ((130, 3000), 1)],
+    ids=["partition-dim", "middle-dim", "last-dim-over-chunks", "1d", "rows-not-multiple-of-128"],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=["i64", "i32"])
+def test_cumsum_beyond_two_to_the_24(shape, dim, dtype):
+    x = _odd_large(shape, dtype)
+    _check_exact(lambda t: torch.cumsum(t, dim), x)
+
+
+def test_cumsum_of_bools_and_explicit_int32_results():
+    torch.manual_seed(4)
+    x = torch.randn(40, 3000)
+    y = _odd_large((6, 50), torch.int32, low=2**29, high=2**30)
+    _check_exact(lambda t, u: (torch.cumsum(t > 0, 1), torch.cumsum(u, 1, dtype=torch.int32)), x, y)

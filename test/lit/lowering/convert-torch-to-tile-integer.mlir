@@ -3,7 +3,7 @@
 
 // Exact integer reductions and scans (lowering/convert_torch_to_tile/reduction.py and scan.py): integer results
 // fold integer tiles of the result type, never fp32 ones.
-// SEMANTICS-COUNT-2: all outputs match
+// SEMANTICS-COUNT-3: all outputs match
 
 // An int32 chunk loads as int32 (the DMA converts through fp32, inexact beyond 2^24) and GpSimdE widens it to
 // int64; a bool chunk loads straight into int64 (0 and 1 are exact in fp32).
@@ -37,3 +37,31 @@ func.func @main(%x: tensor<300x513xi64>) -> tensor<i64> {
 // CHECK-NEXT:  %[[ROW:.*]] = tile.load %[[AS_ROW]]
 // CHECK-NEXT:  tile.reduce %[[ROW]] {op = "add"} : (!tile.tile<1x114xi64, sbuf>) -> !tile.tile<1x1xi64, sbuf>
 // CHECK-NOT:   tile.matmul
+
+// -----
+
+// An integer cumsum scans on GpSimdE, never through fp32 PSUM: rows on partitions, the scanned dim read along
+// the free axis (a transposed view), each chunk widened to the result type, scanned by tile.scan and offset by
+// the carry column (the exact sum of the chunks before it), which the loop carries; the last chunk updates no
+// carry.
+func.func @main(%x: tensor<3x7000xi32>) -> tensor<3x7000xi64> {
+  %c = torch.aten.cumsum %x {dim = 1 : i64} : (tensor<3x7000xi32>) -> tensor<3x7000xi64>
+  func.return %c : tensor<3x7000xi64>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %[[X0:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x7000xi32, #neuron.mem<hbm>> -> !tile.tile<3x2048xi32, sbuf>
+// CHECK-NEXT:  %[[W0:.*]] = tile.copy %[[X0]] : (!tile.tile<3x2048xi32, sbuf>) -> !tile.tile<3x2048xi64, sbuf>
+// CHECK-NEXT:  %[[S0:.*]] = tile.scan %[[W0]] {op = "add"} : (!tile.tile<3x2048xi64, sbuf>) -> !tile.tile<3x2048xi64, sbuf>
+// CHECK-NEXT:  tile.store %[[S0]]
+// CHECK-NEXT:  %[[T0:.*]] = tile.reduce %[[W0]] {op = "add"} : (!tile.tile<3x2048xi64, sbuf>) -> !tile.tile<3x1xi64, sbuf>
+// CHECK-NEXT:  %[[CARRY:.*]] = scf.for %[[F:.*]] = %c2048 to %c6144 step %c2048 iter_args(%[[C:.*]] = %[[T0]])
+// CHECK:         %[[S:.*]] = tile.scan
+// CHECK-NEXT:    %[[O:.*]] = tile.binary_scalar %[[S]] column %[[C]] {op = "add"}
+// CHECK-NEXT:    tile.store %[[O]], %{{.*}}[%c0, %[[F]]]
+// CHECK-NEXT:    %[[T:.*]] = tile.reduce
+// CHECK-NEXT:    %[[NEXT:.*]] = tile.binary %[[C]], %[[T]] {op = "add"}
+// CHECK-NEXT:    scf.yield %[[NEXT]]
+// CHECK:       %[[SL:.*]] = tile.scan %{{.*}} : (!tile.tile<3x856xi64, sbuf>)
+// CHECK-NEXT:  %[[OL:.*]] = tile.binary_scalar %[[SL]] column %[[CARRY]] {op = "add"}
+// CHECK-NEXT:  tile.store %[[OL]]
+// CHECK-NEXT:  func.return
