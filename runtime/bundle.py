@@ -10,8 +10,9 @@ A bundle is a single binary file (layout in `docs/bundle-format.md`, which this 
 Nothing in it is executable and nothing is unpickled. `read_bundle` checks the header, the lengths, the checksum,
 the JSON structure and the type of every field, then hands the decoded `Program` to
 `validate.validate_program`, which checks everything about its meaning; any problem raises one `BundleError`
-(a ValueError) saying what and where, before anything runs. `encode_bundle` validates too, so an invalid
-program is never written.
+(a ValueError) saying what and where, before anything runs. `read_validated_bundle` returns that validation
+(a `ValidatedProgram`, which `simulator.run_validated` runs without checking again). `encode_bundle` validates
+too, so an invalid program is never written; given a `ValidatedProgram` it relies on the validation it holds.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from neuron_mlir.runtime.program import (
     ScalarOp,
     TensorBinding,
 )
-from neuron_mlir.runtime.validate import MAX_NESTING, BundleError, validate_program
+from neuron_mlir.runtime.validate import MAX_NESTING, BundleError, ValidatedProgram, validate_program
 
 __all__ = [
     "FORMAT_VERSION",
@@ -53,6 +54,7 @@ __all__ = [
     "pack",
     "programs_equal",
     "read_bundle",
+    "read_validated_bundle",
     "unpack",
     "write_bundle",
 ]
@@ -166,15 +168,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # ---- writing -----------------------------------------------------------------------------------------------
 
 
-def encode_bundle(program: Program) -> bytes:
-    """The bundle bytes of `program` (validated first: an invalid program raises `BundleError`)."""
+def encode_bundle(program: Program | ValidatedProgram) -> bytes:
+    """The bundle bytes of `program` (validated first: an invalid program raises `BundleError`; a
+    `ValidatedProgram` already was, and must not have changed since)."""
     _require_little_endian()
-    validate_program(program)
+    if isinstance(program, ValidatedProgram):
+        program = program.program
+    else:
+        validate_program(program)
     manifest, data = encode_manifest(program)
     return pack(manifest, data)
 
 
-def write_bundle(program: Program, path: str | os.PathLike[str]) -> None:
+def write_bundle(program: Program | ValidatedProgram, path: str | os.PathLike[str]) -> None:
     data = encode_bundle(program)
     with open(path, "wb") as handle:
         handle.write(data)
@@ -298,6 +304,11 @@ def _encode_node(node: Node) -> dict[str, Any]:
 
 def read_bundle(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Program:
     """Decode and fully validate a bundle (a path or its bytes); raise `BundleError` on any problem."""
+    return read_validated_bundle(source).program
+
+
+def read_validated_bundle(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> ValidatedProgram:
+    """`read_bundle`, returning the validation itself (to run with `simulator.run_validated`)."""
     _require_little_endian()
     if isinstance(source, (bytes, bytearray, memoryview)):
         raw = bytes(source)
@@ -310,9 +321,7 @@ def read_bundle(source: str | os.PathLike[str] | bytes | bytearray | memoryview)
                 f"cannot read bundle {os.fspath(source)!r}: {error.strerror or error}"
             ) from None
     manifest, data = unpack(raw)
-    program = decode_manifest(manifest, data)
-    validate_program(program)
-    return program
+    return validate_program(decode_manifest(manifest, data))
 
 
 def decode_manifest(manifest: dict[str, Any], data: bytes) -> Program:

@@ -62,6 +62,8 @@ class Machine:
         for memory in Memory:
             self._place(memory, [b for b in buffers if b.memory is memory])
         self.homes: list[Home] = [self._home(buffer) for buffer in buffers]
+        self._clear_key: tuple[tuple[Memory, int, int], ...] | None = None
+        self._clear_views: list[np.ndarray] = []
 
     def _place(self, memory: Memory, buffers: list[BufferDecl]) -> None:
         ranges: list[tuple[int, int]] = []
@@ -94,6 +96,16 @@ class Machine:
     def clear(self, overwritten: Sequence[tuple[Memory, int, int]] = ()) -> None:
         """Every byte back to `FILL_BYTE`, as a fresh machine has them (for the next run of the same plan),
         except the [start, end) address ranges of `overwritten` (HBM: bytes the caller rewrites before any use)."""
+        key = tuple(overwritten)
+        if self._clear_key != key:
+            self._clear_views = self._views_to_clear(key)
+            self._clear_key = key
+        for view in self._clear_views:
+            view.fill(FILL_BYTE)
+
+    def _views_to_clear(self, overwritten: Sequence[tuple[Memory, int, int]]) -> list[np.ndarray]:
+        """The parts of the host arrays `clear` fills (worked out once per `overwritten`: runs repeat it)."""
+        views = []
         for memory, arrays in self.arrays.items():
             skip = sorted((start, end) for m, start, end in overwritten if m is memory and memory is Memory.HBM)
             for (range_start, range_end), array in zip(self.ranges[memory], arrays, strict=True):
@@ -103,12 +115,13 @@ class Machine:
                     if start >= end:
                         continue
                     if start > position:
-                        array[position - range_start : start - range_start] = FILL_BYTE
+                        views.append(array[position - range_start : start - range_start])
                     position = max(position, end)
                 if position == range_start:
-                    array.fill(FILL_BYTE)
+                    views.append(array)
                 elif position < range_end:
-                    array[position - range_start :] = FILL_BYTE
+                    views.append(array[position - range_start :])
+        return views
 
     @property
     def bytes_held(self) -> int:

@@ -2,7 +2,8 @@
 
 `run_program` validates the program (`runtime.validate`, the same checks a bundle gets), lays out its memory
 plan (`runtime.machine`), writes constants and inputs to HBM, executes, and returns copies of the outputs and
-a `Profile`.
+a `Profile`. `run_validated` runs a `ValidatedProgram` (a bundle read back, a program the compiler validated
+once) without validating it again.
 
 Function and time are separate. Instructions execute strictly in program order (loops iterate, ScalarOps update
 registers), each as `runtime.semantics` defines, so results never depend on timing. Timing follows
@@ -32,6 +33,11 @@ With `vectorize` (the default), timing, race checking and registers still advanc
 program order, but the data work of loops whose iterations are independent runs as whole NumPy operations over
 all iterations at once (`runtime.vectorize`), giving the same bits. `vectorize=False` runs the reference path,
 where every instance executes its semantics as it issues.
+
+Nothing on the timeline depends on data, so once a vectorised run has produced the profile (and, when races are
+to be checked, a checked run found none), later runs do only the data work and return a copy of that profile.
+The first of them records its data work as a tape (`runtime.prepared`) and the ones after it replay the tape,
+walking nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, cost_model, dtypes, isa, semantics, vectorize
+from neuron_mlir.runtime import blas, cost_model, dtypes, isa, prepared, semantics, vectorize
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.isa import SCALAR_FUNCTIONS, wrap32
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
@@ -70,7 +76,7 @@ def queue_index(inst: Instruction) -> int:
 
 
 def run_program(
-    program: Program,
+    program: Program | ValidatedProgram,
     inputs: Sequence[np.ndarray],
     *,
     check_races: bool = True,
@@ -84,8 +90,11 @@ def run_program(
     bytes, replacing the target's sizes (for programs whose buffers are not yet placed within capacity).
     `vectorize=False` runs every instance one by one (the reference; results and profile are the same).
     Raises `BundleError` for an invalid program, `ValueError` for bad inputs, `RaceError` for a data race.
+    A `ValidatedProgram` (without an override) runs as `run_validated` runs it, without validating again.
     """
-    validated = _validated(program, memory_sizes_override)
+    if isinstance(program, ValidatedProgram) and memory_sizes_override is None:
+        return run_validated(program, inputs, check_races=check_races, vectorize=vectorize)
+    validated = _validated(program.program if isinstance(program, ValidatedProgram) else program, memory_sizes_override)
     return run_validated(validated, inputs, check_races=check_races, vectorize=vectorize)
 
 
@@ -112,7 +121,7 @@ def run_validated(
     template: Profile | None = cache.get("profile") if vectorize else None
     data_only = template is not None and (not check_races or cache.get("race_free", False))
     try:
-        simulator.reset(check_races and not data_only, vectorize)
+        simulator.reset(check_races and not data_only, vectorize, timing=not data_only)
         simulator.load(inputs)
         with blas.single_threaded():
             if data_only:
@@ -394,14 +403,24 @@ class _Simulator:
         self.engine_rates = {id(p): p.dma.engine_rate(target) for p in self.plans if p.dma is not None}
         self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (runtime.vectorize)
         self.recording: vectorize.Recording | None = None
+        # The data work of one run, recorded by the first `execute_data` and run by the later ones.
+        self.tape: prepared.Tape | None = None
+        self._taping: list[prepared.Step] | None = None
 
-    def reset(self, check_races: bool, vectorize: bool) -> None:
-        """Fresh state for one run: memories filled again, registers, timeline and statistics at zero."""
+    def reset(self, check_races: bool, vectorize: bool, timing: bool = True) -> None:
+        """Fresh state for one run: memories filled again, registers, timeline and statistics at zero.
+
+        Without `timing` (a run that only does the data work, `execute_data`) the timeline and statistics are
+        left as they are: nothing reads them."""
         if not self._fresh_memory:
             self.machine.clear(self._loaded_ranges)
         self._fresh_memory = False
         self.vectorize = vectorize
         self.regs = [0] * self.program.num_registers
+        self.recording = None
+        if not timing:
+            self.races = None
+            return
         self.queue_free = [0.0] * len(QUEUE_NAMES)
         self.done = [0.0] * len(self.plans)
         self.previous_writes: list[list[tuple[int, int, int, int, int]]] = [[] for _ in QUEUE_NAMES]
@@ -611,8 +630,21 @@ class _Simulator:
             walk((node,))
 
     def execute_data(self) -> None:
-        """Only the data work, in program order (for a program whose timeline is already known)."""
-        self._walk_data(self.body)
+        """Only the data work, in program order (for a program whose timeline is already known).
+
+        The first such run walks the program and records its data work as a tape: every instance executed
+        directly, with its views and attributes resolved, and every batched nest. Registers never depend on
+        data, so every later run does the same work, and runs the tape (`runtime.prepared`) instead of walking.
+        """
+        if self.tape is not None:
+            self.tape.run()
+            return
+        self._taping = []
+        try:
+            self._walk_data(self.body)
+            self.tape = prepared.Tape(self._taping)
+        finally:
+            self._taping = None
 
     def _walk_data(self, nodes: Sequence[tuple]) -> None:
         regs = self.regs
@@ -816,6 +848,8 @@ class _Simulator:
                     self.recording = None
             else:
                 regs[:] = exit_registers
+                if self._taping is not None:
+                    self._taping.append(prepared.batch_step(batch))
             batch.run()
             return
         recording = vectorize.Recording(nest, trips)
@@ -834,18 +868,22 @@ class _Simulator:
         if batch is None:
             self._replay(recording)
             return
+        if self._taping is not None:
+            self._taping.append(prepared.batch_step(batch))
         if len(nest.batches) >= vectorize.MAX_BATCHES:
             nest.batches.pop(next(iter(nest.batches)))
         nest.batches[entry] = (batch, list(regs))
 
     def _replay(self, recording: vectorize.Recording) -> None:
         """The recorded instances' data work, one by one in order: what the reference path does."""
-        plans, target = self.plans, self.target
+        plans, target, tape = self.plans, self.target, self._taping
         pending = {index: iter(values) for index, values in recording.values.items()}
         for index in recording.sequence:
             plan = plans[index]
             if not plan.record_regs:
                 plan.execute(plan.static_views, plan.attrs, plan.inst.engine, target)
+                if tape is not None:
+                    tape.append(self._step(plan, plan.static_views, plan.attrs))
                 continue
             values = next(pending[index])
             columns = plan.record_columns
@@ -862,6 +900,11 @@ class _Simulator:
                     value = values[columns[("attr", name)]]
                     attrs[name] = value != 0 if plan.attr_is_flag[name] else value
             plan.execute(views, attrs, plan.inst.engine, target)
+            if tape is not None:
+                tape.append(self._step(plan, views, attrs))
+
+    def _step(self, plan: _Plan, views: dict[str, np.ndarray], attrs: dict[str, Any]) -> prepared.Step:
+        return prepared.instance_step(plan.execute, plan.inst.opcode, views, attrs, plan.inst.engine, self.target)
 
     def _execute_now(self, plan: _Plan) -> None:
         regs = self.regs
@@ -878,6 +921,8 @@ class _Simulator:
             for name, register in plan.register_attrs:
                 attrs[name] = regs[register] != 0 if plan.attr_is_flag[name] else regs[register]
         plan.execute(views, attrs, plan.inst.engine, self.target)
+        if self._taping is not None:
+            self._taping.append(self._step(plan, views, attrs))
 
     def _time(self, plan: _Plan) -> None:
         """One instance on the timeline (and through the race checker), without its data work."""

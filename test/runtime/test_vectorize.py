@@ -45,19 +45,22 @@ def nest_outcomes() -> Iterator[list[bool]]:
 
 
 def assert_same(program: Program, inputs: Sequence[np.ndarray], *, check_races: bool = True) -> list[bool]:
-    """Run `program` sequentially and vectorised (twice: the second run reuses the preparation); return the
-    vectorised run's nest outcomes."""
+    """Run `program` sequentially and vectorised (three times: the second run reuses the preparation and records
+    the data work, the third runs the recorded tape); return the first vectorised run's nest outcomes."""
     reference, reference_profile = run_program(program, inputs, vectorize=False, check_races=check_races)
     with nest_outcomes() as outcomes:
         outputs, profile = run_program(program, inputs, check_races=check_races)
     again, again_profile = run_program(program, inputs, check_races=check_races)
-    for expected, got, repeated in zip(reference, outputs, again, strict=True):
+    taped, taped_profile = run_program(program, inputs, check_races=check_races)
+    for expected, got, repeated, replayed in zip(reference, outputs, again, taped, strict=True):
         assert got.dtype == expected.dtype
         assert got.shape == expected.shape
         assert got.tobytes() == expected.tobytes()
         assert repeated.tobytes() == expected.tobytes()
+        assert replayed.tobytes() == expected.tobytes()
     assert profile == reference_profile
     assert again_profile == reference_profile
+    assert taped_profile == reference_profile
     assert len(profile.events) == sum(profile.opcode_counts.values())
     return outcomes
 
@@ -621,7 +624,8 @@ def test_repeated_runs_start_from_fresh_memory_except_what_loading_overwrites():
 
 def test_a_nest_entered_once_with_one_lane_still_batches_later():
     """The inner loop runs 1 trip, then 4: the outer loop (trip counts differ per lane) runs sequentially, and
-    from the next run on, the inner loop batches its second entry although its first had too few lanes."""
+    on the next run the inner loop batches its second entry although its first had too few lanes; that run's data
+    work is recorded, and later runs replay it without recording any nest."""
     b = ProgramBuilder("trn2", auto_waits=True)
     x, y = b.input("x", (128, 5 * 16), "f32"), b.output("y", (128, 5 * 16), "f32")
     t = b.sbuf("t", (128, 16), "f32")
@@ -636,7 +640,7 @@ def test_a_nest_entered_once_with_one_lane_still_batches_later():
     program = b.build()
     inputs = rng_inputs(program)
     (expected,), reference = run_program(program, inputs, vectorize=False)
-    for outcome in ([False], [False, True], [False]):  # the 4-lane entry is cached from the second run on
+    for outcome in ([False], [False, True], []):  # the 4-lane entry is cached from the second run on
         with nest_outcomes() as outcomes:
             (out,), profile = run_program(program, inputs)
         assert outcomes == outcome

@@ -1,0 +1,157 @@
+"""The tape (runtime.prepared): later runs of a program replay the recorded data work, prepared steps included,
+and give the bits and the profile of the plain path (`vectorize=False`, every instance executed as it issues).
+
+Inputs change between runs, so a step that had frozen data instead of reading memory would show.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuron_mlir.runtime import prepared, semantics
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.bundle import read_bundle
+from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.simulator import run_program, run_validated
+from neuron_mlir.runtime.validate import validate_program
+
+DATA = Path(__file__).with_name("data")
+
+
+def _inputs(program: Program, seed: int) -> list[np.ndarray]:
+    from neuron_mlir.runtime import dtypes
+
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for binding in program.inputs:
+        dtype = dtypes.numpy_dtype(program.buffers[binding.buffer].dtype)
+        if np.issubdtype(dtype, np.integer):
+            arrays.append(rng.integers(-50, 50, binding.shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(binding.shape).astype(dtype))
+    return arrays
+
+
+def _assert_runs_match_the_plain_path(program: Program, runs: int = 5) -> list[prepared.Step]:
+    """Run `program` `runs` times on alternating inputs (validated once, as the frontend runs it); each run must
+    match the plain path bit for bit, with an equal profile. Returns the tape's steps."""
+    validated = validate_program(program)
+    for run in range(runs):
+        inputs = _inputs(program, seed=run % 2)
+        expected, reference = run_program(program, inputs, vectorize=False)
+        outputs, profile = run_validated(validated, inputs, check_races=False)
+        for want, got in zip(expected, outputs, strict=True):
+            assert got.dtype == want.dtype
+            assert got.shape == want.shape
+            assert got.tobytes() == want.tobytes(), f"run {run}"
+        assert profile == reference, f"run {run}"
+    (simulator,) = validated.cache["simulators"]
+    assert simulator.tape is not None  # the later runs replayed it
+    return simulator.tape.steps
+
+
+def _prepared(steps: list[prepared.Step]) -> list[prepared.Step]:
+    plain = set(semantics.SEMANTICS.values())
+    return [s for s in steps if not (isinstance(s, functools.partial) and s.func in plain)]
+
+
+def _every_prepared_form() -> Program:
+    """Straight-line code with every instruction form the tape prepares, and neighbours it must not."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (64, 32), "f32")
+    w = b.input("w", (64, 48), "f32")
+    n = b.input("n", (64, 32), "i32")
+    y = b.output("y", (64, 32), "f32")
+    z = b.output("z", (64, 48), "f32")
+    q = b.output("q", (64, 32), "bf16")
+    k = b.output("k", (64, 32), "i32")
+    t, u, v = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32"), b.sbuf("v", (64, 32), "f32")
+    col, tb = b.sbuf("col", (64, 1), "f32"), b.sbuf("tb", (64, 32), "bf16")
+    ws, ni = b.sbuf("ws", (64, 48), "f32"), b.sbuf("ni", (64, 32), "i32")
+    acc = b.psum("acc", (32, 48), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.dma(b.ap(ws), b.ap(w), queue=1)
+    b.dma(b.ap(ni), b.ap(n), queue=2)
+    b.dma(b.ap(u, [(1, 16)], partitions=64), b.ap(x, [(32, 64), (2, 16)]), queue=3)  # strided source
+    b.inst("memset", "vector", {"dst": b.ap(u, [(1, 16)], offset=16)}, {"value": 0.5})
+    b.inst("iota", "gpsimd", {"dst": b.ap(v)}, {"pattern": ((1, 32),), "channel_multiplier": 32})
+    b.inst("tensor_reduce", "vector", {"dst": b.ap(col), "src": b.ap(t)}, {"op": "max"})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(v), "in0": b.ap(v), "in1": b.ap(t)}, {"op": "subtract"})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(v), "in0": b.ap(v), "in1": b.ap(u)}, {"op": "power"})
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(u), "src": b.ap(u)}, {"op0": "multiply", "scalar0": 3.0})
+    b.inst(
+        "tensor_scalar",
+        "vector",
+        {"dst": b.ap(u), "src": b.ap(t), "operand0": b.ap(col)},
+        {"op0": "subtract", "reverse0": True},
+    )
+    b.inst(
+        "tensor_scalar",
+        "vector",
+        {"dst": b.ap(t), "src": b.ap(t), "operand0": b.ap(col)},
+        {"op0": "is_ge", "op1": "add", "scalar1": -0.25, "reverse1": True},
+    )
+    b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t), "bias": b.ap(col)}, {"func": "exp"})
+    b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(u)}, {"func": "tanh", "scale": 0.5, "bias_value": 1.0})
+    b.inst("activation", "scalar", {"dst": b.ap(col), "src": b.ap(col), "scale_vector": b.ap(col)}, {"func": "square"})
+    b.inst("activation", "scalar", {"dst": b.ap(v), "src": b.ap(v)}, {"func": "gelu"})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(tb), "src": b.ap(t)})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t), "src": b.ap(u)})
+    b.inst("tensor_tensor", "gpsimd", {"dst": b.ap(ni), "in0": b.ap(ni), "in1": b.ap(ni)}, {"op": "add"})
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(t), "moving": b.ap(ws)})
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(v), "moving": b.ap(ws)}, {"accumulate": True})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(ws, partitions=32), "src": b.ap(acc)})
+    b.dma(b.ap(y), b.ap(t))
+    b.dma(b.ap(z), b.ap(ws), queue=1)
+    b.dma(b.ap(q), b.ap(tb), queue=2)
+    b.dma(b.ap(k), b.ap(ni), queue=3)
+    return b.build()
+
+
+def test_every_prepared_form_matches_the_plain_path():
+    steps = _assert_runs_match_the_plain_path(_every_prepared_form())
+    # most of the straight-line instances run prepared; the rest (reductions, conversions, integers, gelu,
+    # a division) through their semantics functions
+    assert len(_prepared(steps)) >= 15
+    assert len(steps) - len(_prepared(steps)) >= 5
+
+
+def test_loops_batched_and_sequential_replay_the_same():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 7 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    column = b.reg()
+    with b.loop(0, 6) as i:  # batched
+        b.scalar(column, "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
+        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+        b.dma(b.ap(y, [(112, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    with b.loop(0, 3) as i:  # each iteration reads what the previous one wrote: sequential, register-addressed
+        b.scalar(column, "mul", i, 16)
+        b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(t)}, {"op0": "add", "scalar0": 1.0})
+        b.dma(b.ap(y, [(112, 128), (1, 16)], offset=96), b.ap(t), queue=2)
+    program = b.build()
+    steps = _assert_runs_match_the_plain_path(program)
+    assert any(getattr(step, "__self__", None) is not None for step in steps)  # a batch's run
+
+
+@pytest.mark.parametrize("name", ["softmax_512x512", "matmul_384x128x1024", "rowsum_scale_1024x512"])
+def test_compiled_programs_replay_the_same(name):
+    program = read_bundle(DATA / f"{name}.neuronb")
+    _assert_runs_match_the_plain_path(program, runs=4)
+
+
+def test_a_validated_program_is_not_validated_again_per_run(monkeypatch):
+    program = _every_prepared_form()
+    validated = validate_program(program)
+    calls = []
+    import neuron_mlir.runtime.simulator as simulator
+
+    monkeypatch.setattr(simulator, "validate_program", lambda *a, **k: calls.append(a))
+    for seed in range(3):
+        run_program(validated, _inputs(program, seed))
+    assert calls == []
