@@ -6,6 +6,9 @@ itself: a fingerprint of the installed package's source, so that an edited compi
 previous version produced. Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default
 `~/.cache/neuron-mlir`; `NEURON_MLIR_CACHE_DIR=off` keeps the cache in memory only). A bundle read back is
 validated like any other; a corrupt or stale file is ignored, removed and recompiled, never trusted.
+
+Entries are `ValidatedProgram`s: validated once, when compiled or read back, and run from then on without
+validating again (and sharing the simulator's preparation between the graphs that use one entry).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from neuron_mlir.runtime import bundle
 from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
 
 logger = logging.getLogger("neuron_mlir")
 
@@ -70,19 +74,19 @@ def cache_key(ir_text: str, *parts: str) -> str:
 class CompileCache:
     def __init__(self, directory: Path | None):
         self.directory = directory
-        self.memory: dict[str, Program] = {}
+        self.memory: dict[str, ValidatedProgram] = {}
 
     def _path(self, key: str) -> Path | None:
         return self.directory / f"{key}.bundle" if self.directory is not None else None
 
-    def get(self, key: str) -> Program | None:
+    def get(self, key: str) -> ValidatedProgram | None:
         if key in self.memory:
             return self.memory[key]
         path = self._path(key)
         if path is None or not path.is_file():
             return None
         try:
-            program = bundle.read_bundle(path)
+            program = bundle.read_validated_bundle(path)
         except (bundle.BundleError, OSError) as error:
             logger.warning("neuron-mlir: ignoring unreadable cache entry %s: %s", path, error)
             path.unlink(missing_ok=True)
@@ -90,11 +94,14 @@ class CompileCache:
         self.memory[key] = program
         return program
 
-    def put(self, key: str, program: Program) -> None:
+    def put(self, key: str, program: Program | ValidatedProgram) -> ValidatedProgram:
+        """Keep `program` (validated now unless it already was); return the entry."""
+        if not isinstance(program, ValidatedProgram):
+            program = validate_program(program)
         self.memory[key] = program
         path = self._path(key)
         if path is None:
-            return
+            return program
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # write then rename, so a concurrent reader never sees half a bundle
@@ -103,6 +110,7 @@ class CompileCache:
             os.replace(handle.name, path)
         except OSError as error:
             logger.warning("neuron-mlir: could not write the compile cache at %s: %s", path, error)
+        return program
 
 
 _CACHES: dict[Path | None, CompileCache] = {}

@@ -1,7 +1,8 @@
 """Compile one AOTAutograd graph: import, lower, pack into a program, and wrap it as a callable.
 
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
-torch tensors in the graph's output order (None where the graph returns None). The profile of its latest run
+torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
+when it is compiled or read back from the compile cache, not on every call. The profile of its latest run
 is kept for `neuron_mlir.profiles()`. With a debug directory, each graph writes `fx_graph.py`, the IR after
 every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neuron-opt` command in
 `reproduce.sh`), `program.bundle` and, after each run, `trace.json`.
@@ -39,7 +40,7 @@ from neuron_mlir.ir.locations import describe_location
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
     from neuron_mlir.lowering.convert_torch_to_tile.common import LoweringRefused
-    from neuron_mlir.runtime.program import Program
+    from neuron_mlir.runtime.validate import ValidatedProgram
 
 logger = logging.getLogger("neuron_mlir")
 _graph_counter = itertools.count()
@@ -226,12 +227,14 @@ def _stage_names() -> list[str]:
 
 def _lower(
     module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None, time_passes: bool = False
-) -> Program:
+) -> ValidatedProgram:
+    """The program of `module`, validated once here: its runs do not validate it again."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
     from neuron_mlir.ir.semantics.neuron import build_program
     from neuron_mlir.lowering.pipelines import run_pipeline
+    from neuron_mlir.runtime.validate import validate_program
 
     stages = _stage_names()
     completed = {"name": "imported"}
@@ -254,6 +257,9 @@ def _lower(
     except DiagnosticException as error:
         files = debug_dir if debug_dir is not None else _reproducer_files(imported, name)
         raise NeuronCompileError(_failure_message(name, completed["name"], stages, error, files)) from error
+    started = time.perf_counter()
+    validated = validate_program(program)
+    timings["validate"] = time.perf_counter() - started
     stats_module.record_pass_times(timings)
     if time_passes:
         width = max(len(p) for p in timings)
@@ -262,9 +268,9 @@ def _lower(
     if debug_dir is not None:
         from neuron_mlir.backend_trn.emit_bundle import write_bundle
 
-        write_bundle(program, debug_dir / "program.bundle")
+        write_bundle(validated, debug_dir / "program.bundle")
         _write_reproducer(debug_dir, stages)
-    return program
+    return validated
 
 
 def _reproducer_files(imported: str, name: str) -> Path | None:
@@ -357,13 +363,14 @@ class CompiledGraph:
     def __init__(
         self,
         name: str,
-        program: Program,
+        program: ValidatedProgram,
         signature: GraphSignature,
         options: CompileOptions,
         debug_dir: Path | None,
     ):
         self.name = name
-        self.program = program
+        self.validated = program  # validated once (compiled or read back): runs do not check it again
+        self.program = program.program
         self.signature = signature
         self.options = options
         self.debug_dir = debug_dir
@@ -374,7 +381,7 @@ class CompiledGraph:
         self.last_profile: Any = None
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        from neuron_mlir.runtime.simulator import run_program
+        from neuron_mlir.runtime.simulator import run_validated
 
         self.signature.check_guards(args)
         inputs = [to_numpy(a) for a in self.signature.arguments(args)] + self.constants
@@ -384,7 +391,7 @@ class CompiledGraph:
             seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
             inputs.append(seed.numpy().astype("int32"))
         args.clear()  # boxed calling convention: let the inputs be freed early
-        outputs, profile = run_program(self.program, inputs, check_races=self.options.check_races)
+        outputs, profile = run_validated(self.validated, inputs, check_races=self.options.check_races)
         self.last_profile = profile
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:

@@ -62,3 +62,22 @@ def test_memory_only_cache(tmp_path):
     cache.put("k", _program())
     assert cache.get("k") is not None
     assert CompileCache(None).get("k") is None
+
+
+def test_entries_are_validated_once_and_run_without_validating_again(tmp_path, monkeypatch):
+    from neuron_mlir.runtime import simulator
+    from neuron_mlir.runtime.validate import ValidatedProgram
+
+    stored = CompileCache(tmp_path).put("k", _program())
+    loaded = CompileCache(tmp_path).get("k")  # read back: validated while reading
+    assert isinstance(stored, ValidatedProgram)
+    assert isinstance(loaded, ValidatedProgram)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(simulator, "validate_program", refuse)
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    for _ in range(3):
+        (out,), _ = run_program(loaded, [x])
+        np.testing.assert_array_equal(out, np.exp(x))
