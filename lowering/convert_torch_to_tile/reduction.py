@@ -26,8 +26,9 @@ integer lanes, int64 as 64-bit software lanes) and wraps exactly as PyTorch's in
 the result type when the DMA's conversion (through fp32) is exact (floats, truncated as torch casts them, and
 integers of up to 16 bits), else in their own type and widened on GpSimdE. A full reduction combines the lanes'
 integer columns by moving them onto one partition through an HBM scratch tensor (TensorE and PSUM sum in fp32).
-Integer arg-reductions compare exactly too. An integer result that needs a scale or a chunk transform (integer
-means, variances or norms: PyTorch has none) is refused rather than computed in fp32.
+Integer arg-reductions compare exactly too (in int32, or int64 for int64 inputs). An integer result that needs a
+scale or a chunk transform (integer means, variances or norms: PyTorch has none) is refused rather than computed
+in fp32.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IndexType, IntegerType, i64
+from xdsl.dialects.builtin import IndexType, IntegerType, i32, i64
 from xdsl.dialects.builtin import f32 as F32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -401,6 +402,9 @@ def emit_arg_reduce(
         out_shape = reduced_shape(shape, dims, keepdim)
     indices = alloc(em, out_shape, i64)
     values = alloc(em, out_shape, value_type) if value_type is not None else None
+    source_type = element_type_of(source)
+    if is_exact_integer(source_type):
+        return values, _exact_integer_arg_reduce(em, space, indices, values, op, source_type)
     index_view = space.kept_view(em, indices)
     value_view = space.kept_view(em, values) if values is not None else None
     better = "is_gt" if op == "max" else "is_lt"
@@ -451,6 +455,57 @@ def emit_arg_reduce(
 
     space.for_rows(em, row_tile)
     return values, indices
+
+
+def _exact_integer_arg_reduce(
+    em: Emitter, space: ReductionSpace, indices: SSAValue, values: SSAValue | None, op: str, source_type: Attribute
+) -> SSAValue:
+    """`emit_arg_reduce` of an integer input, compared exactly on GpSimdE (fp32 would merge neighbouring integers
+    beyond 2^24 and pick the wrong one): the values fold in int32 (int64 for int64 inputs), positions are int32
+    iotas, and there is no NaN to track. Fills `indices` (and `values`) and returns `indices`."""
+    assert isinstance(source_type, IntegerType)
+    work = i64 if source_type.width.data > 32 else i32
+    index_view = space.kept_view(em, indices)
+    value_view = space.kept_view(em, values) if values is not None else None
+    better = "is_gt" if op == "max" else "is_lt"
+
+    def chunk_extreme(e: Emitter, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
+        p = row.partitions
+        x = space.load_chunk(e, row, [], f0, size, work)
+        extreme = e.insert(tile.ReduceOp(x, op, _column(p, work))).result
+        hit = e.insert(tile.BinaryScalarOp(x, "is_equal", x.type, column=extreme)).result  # type: ignore[arg-type]
+        positions = TileType((p, size), i32, Memory.SBUF)
+        position = _positions(e, positions, f0)
+        never = e.insert(tile.FillOp(float(2**30), positions)).result
+        candidates = e.insert(tile.SelectOp(hit, position, never, positions)).result
+        return [extreme, e.insert(tile.ReduceOp(candidates, "min", _column(p, i32))).result]
+
+    def combine(e: Emitter, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
+        p = row.partitions
+        extreme, index = chunk_extreme(e, row, f0, size)
+        best, best_index = acc
+        # a later chunk wins only when strictly better: the first extreme keeps its index
+        wins = e.insert(tile.BinaryOp(extreme, best, better, _column(p, work))).result
+        best = e.insert(tile.SelectOp(wins, extreme, best, _column(p, work))).result
+        best_index = e.insert(tile.SelectOp(wins, index, best_index, _column(p, i32))).result
+        return [best, best_index]
+
+    (length,) = space.reduced_dims
+
+    def row_tile(e: Emitter, row: RowTile) -> None:
+        best, best_index = fold_tiles(
+            e,
+            length,
+            INTEGER_TILE,
+            lambda e2, f0, size: chunk_extreme(e2, row, f0, size),
+            lambda e2, f0, size, acc: combine(e2, row, f0, size, acc),
+        )
+        store(e, to_sbuf(e, best_index, i64), index_view, [*row.indices, 0])
+        if value_view is not None and values is not None:
+            store(e, to_sbuf(e, best, element_type_of(values)), value_view, [*row.indices, 0])
+
+    space.for_rows(em, row_tile)
+    return indices
 
 
 # ---- ATen ops ------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ never with a tolerance."""
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import neuron_mlir
 
@@ -24,8 +25,7 @@ def _check_exact(fn, *inputs, target: str | None = None):
     actual = torch.compile(fn, backend="neuron-mlir", options=options)(*[x.clone() for x in inputs])
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected, actual = pytree.tree_leaves(expected), pytree.tree_leaves(actual)
     assert len(actual) == len(expected)
     for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
         assert got.dtype == want.dtype, f"result {index}: dtype {got.dtype}, expected {want.dtype}"
@@ -108,3 +108,22 @@ def test_cumsum_of_bools_and_explicit_int32_results():
     x = torch.randn(40, 3000)
     y = _odd_large((6, 50), torch.int32, low=2**29, high=2**30)
     _check_exact(lambda t, u: (torch.cumsum(t > 0, 1), torch.cumsum(u, 1, dtype=torch.int32)), x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=["i64", "i32"])
+def test_arg_reductions_compare_exactly(dtype):
+    """2^24 and 2^24 + 1 are one fp32 value: only an exact comparison finds the later, larger one; ties still
+    give the first index, also across chunks of rows longer than one tile."""
+    x = torch.full((130, 40), 2**24, dtype=torch.int64)
+    x[3, 17] = 2**24 + 1
+    x[4, 5] = 2**24 - 1
+    x[100, 30], x[100, 31] = 2**24 + 1, 2**24 + 1
+    long = torch.full((3, 5000), -(2**25), dtype=torch.int64)
+    long[0, 4100] = -(2**25) + 1
+    long[1, 10], long[1, 3000] = 2**25 + 3, 2**25 + 3
+    long[2, 2500] = -(2**25) - 1
+    _check_exact(
+        lambda t, u: (t.argmax(1), t.argmin(1), t.max(1), t.min(0, keepdim=True), t.argmax(), u.argmax(1),
+                      u.argmin(1), u.max(1)),
+        x.to(dtype), long.to(dtype),
+    )  # fmt: skip

@@ -3,7 +3,7 @@
 
 // Exact integer reductions and scans (lowering/convert_torch_to_tile/reduction.py and scan.py): integer results
 // fold integer tiles of the result type, never fp32 ones.
-// SEMANTICS-COUNT-3: all outputs match
+// SEMANTICS-COUNT-4: all outputs match
 
 // An int32 chunk loads as int32 (the DMA converts through fp32, inexact beyond 2^24) and GpSimdE widens it to
 // int64; a bool chunk loads straight into int64 (0 and 1 are exact in fp32).
@@ -65,3 +65,28 @@ func.func @main(%x: tensor<3x7000xi32>) -> tensor<3x7000xi64> {
 // CHECK-NEXT:  %[[OL:.*]] = tile.binary_scalar %[[SL]] column %[[CARRY]] {op = "add"}
 // CHECK-NEXT:  tile.store %[[OL]]
 // CHECK-NEXT:  func.return
+
+// -----
+
+// Integer arg-reductions compare exactly (fp32 merges neighbouring integers beyond 2^24): int64 values fold as
+// int64 on GpSimdE, positions are int32 iotas, the first index of the extreme is the minimum of the positions
+// that equal it, and a later chunk wins only when strictly better. There is no NaN to track.
+func.func @main(%x: tensor<6x5000xi64>) -> (tensor<6xi64>, tensor<6xi64>) {
+  %v, %i = torch.aten.max.dim %x {dim = 1 : i64} : (tensor<6x5000xi64>) -> (tensor<6xi64>, tensor<6xi64>)
+  func.return %v, %i : tensor<6xi64>, tensor<6xi64>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %[[X:.*]] = tile.load %x[%c0, %c0] : memref<6x5000xi64, #neuron.mem<hbm>> -> !tile.tile<6x2048xi64, sbuf>
+// CHECK-NEXT:  %[[M:.*]] = tile.reduce %[[X]] {op = "max"} : (!tile.tile<6x2048xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+// CHECK-NEXT:  %[[HIT:.*]] = tile.binary_scalar %[[X]] column %[[M]] {op = "is_equal"} : (!tile.tile<6x2048xi64, sbuf>, !tile.tile<6x1xi64, sbuf>) -> !tile.tile<6x2048xi64, sbuf>
+// CHECK-NEXT:  %[[POS:.*]] = tile.iota {steps = array<i64: 1>} : !tile.tile<6x2048xi32, sbuf>
+// CHECK-NEXT:  %[[NEVER:.*]] = tile.fill
+// CHECK-NEXT:  %[[CAND:.*]] = tile.select %[[HIT]], %[[POS]], %[[NEVER]]
+// CHECK-NEXT:  %[[I0:.*]] = tile.reduce %[[CAND]] {op = "min"} : (!tile.tile<6x2048xi32, sbuf>) -> !tile.tile<6x1xi32, sbuf>
+// CHECK:       %[[M1:.*]] = tile.reduce %{{.*}} {op = "max"} : (!tile.tile<6x2048xi64, sbuf>)
+// CHECK:       %[[I1:.*]] = tile.reduce %{{.*}} {op = "min"} : (!tile.tile<6x2048xi32, sbuf>)
+// CHECK-NEXT:  %[[WINS:.*]] = tile.binary %[[M1]], %[[M]] {op = "is_gt"} : (!tile.tile<6x1xi64, sbuf>, !tile.tile<6x1xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+// CHECK-NEXT:  tile.select %[[WINS]], %[[M1]], %[[M]]
+// CHECK-NEXT:  tile.select %[[WINS]], %[[I1]], %[[I0]]
+// CHECK-NOT:   f32
+// CHECK:       tile.copy %{{.*}} : (!tile.tile<6x1xi32, sbuf>) -> !tile.tile<6x1xi64, sbuf>
