@@ -902,7 +902,7 @@ class ScanOp(IRDLOperation):
     integer path, run on GpSimdE's integer lanes.
 
     ```mlir
-    %s = tile.scan %x {op = "add"} : (!tile.tile<130x600xi64, sbuf>) -> !tile.tile<130x600xi64, sbuf>
+    %s = tile.scan %x {op = "add"} : (!tile.tile<128x600xi64, sbuf>) -> !tile.tile<128x600xi64, sbuf>
     ```
     """
 

@@ -218,6 +218,18 @@ func.func @reduce_axes(%x: !tile.tile<64x4x8x16xf32, psum>) -> (!tile.tile<64x4x
   func.return %two, %all : !tile.tile<64x4xf32, sbuf>, !tile.tile<64x1xf32, sbuf>
 }
 
+// CHECK-LABEL: func.func @integer_reduce_and_scan
+// CHECK-SAME: (%[[X:[^:]+]]: !tile.tile<128x600xi64, sbuf>
+func.func @integer_reduce_and_scan(%x: !tile.tile<128x600xi64, sbuf>) -> (!tile.tile<128x1xi64, sbuf>, !tile.tile<128x600xi64, sbuf>) {
+  // Integer tiles of one element type: an exact fold and an exact running sum.
+  // CHECK: %[[S:.*]] = tile.reduce %[[X]] {op = "add"} : (!tile.tile<128x600xi64, sbuf>) -> !tile.tile<128x1xi64, sbuf>
+  %s = tile.reduce %x {op = "add"} : (!tile.tile<128x600xi64, sbuf>) -> !tile.tile<128x1xi64, sbuf>
+  // CHECK: %[[C:.*]] = tile.scan %[[X]] {op = "add"} : (!tile.tile<128x600xi64, sbuf>) -> !tile.tile<128x600xi64, sbuf>
+  %c = tile.scan %x {op = "add"} : (!tile.tile<128x600xi64, sbuf>) -> !tile.tile<128x600xi64, sbuf>
+  // CHECK: func.return %[[S]], %[[C]]
+  func.return %s, %c : !tile.tile<128x1xi64, sbuf>, !tile.tile<128x600xi64, sbuf>
+}
+
 // ---- loop-carried tiles (PSUM accumulation over K) -------------------------------------------------------------
 
 // CHECK-LABEL: func.func @matmul_acc_loop_carried
