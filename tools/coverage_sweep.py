@@ -537,9 +537,9 @@ NOTES: tuple[str, ...] = (
     "but not eager's numbers. Their entries pass on properties: shape and dtype, range and moments of the "
     "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds.",
     "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
-    "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch). "
-    "Integer sums, products and cumulative sums accumulate in fp32 on VectorE/TensorE and are exact while every "
-    "partial result stays below 2^24 in magnitude.",
+    "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
+    "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "
+    "GpSimdE's integer lanes, never through fp32.",
     "- float64 and complex tensors have no NeuronCore storage type: graphs using them run on the CPU (fallback).",
 )
 
