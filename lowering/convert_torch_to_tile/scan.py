@@ -16,7 +16,7 @@ where the sum is NaN or infinite, as in a sequential sum.
 
 An integer result (torch's cumsum of integers and bools is int64) must be exact, and PSUM sums in fp32 (exact
 only up to 2^24), so integers scan on GpSimdE's integer lanes instead (`emit_integer_scan`): the scanned
-dimension goes on the free axis, the other dimensions on partitions, each chunk (`INTEGER_TILE`) is scanned by
+dimension goes on the free axis, the other dimensions on partitions, each chunk (`INTEGER_SCAN_TILE`) is scanned by
 `tile.scan` in the result type, and a per-row carry column (the exact sum of the earlier chunks) is added to it.
 """
 
@@ -45,10 +45,15 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import INTEGER_TILE, is_exact_integer, load_exact
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import is_exact_integer, load_exact
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
+
+# Free-axis chunk of an integer scan: a chunk lives as its input, its int64 widening, the scan, the scan's scratch
+# buffer and the carried result at once (about 36 KiB per partition at 1024 int64s), and the loop body is
+# double-buffered; each scan step costs GpSimdE's startup plus one pass, so longer chunks gain little.
+INTEGER_SCAN_TILE = 1024
 
 
 def _sbuf(shape: tuple[int, ...]) -> TileType:
@@ -176,7 +181,7 @@ def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) ->
 
             e2.accumulate_tiles(
                 length,
-                INTEGER_TILE,
+                INTEGER_SCAN_TILE,
                 lambda e3, f0, size: chunk(e3, f0, size, None),
                 lambda e3, f0, size, carry: chunk(e3, f0, size, carry),
             )

@@ -49,12 +49,12 @@ func.func @main(%x: tensor<3x7000xi32>) -> tensor<3x7000xi64> {
   func.return %c : tensor<3x7000xi64>
 }
 // CHECK-LABEL: func.func @main
-// CHECK:       %[[X0:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x7000xi32, #neuron.mem<hbm>> -> !tile.tile<3x2048xi32, sbuf>
-// CHECK-NEXT:  %[[W0:.*]] = tile.copy %[[X0]] : (!tile.tile<3x2048xi32, sbuf>) -> !tile.tile<3x2048xi64, sbuf>
-// CHECK-NEXT:  %[[S0:.*]] = tile.scan %[[W0]] {op = "add"} : (!tile.tile<3x2048xi64, sbuf>) -> !tile.tile<3x2048xi64, sbuf>
+// CHECK:       %[[X0:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x7000xi32, #neuron.mem<hbm>> -> !tile.tile<3x1024xi32, sbuf>
+// CHECK-NEXT:  %[[W0:.*]] = tile.copy %[[X0]] : (!tile.tile<3x1024xi32, sbuf>) -> !tile.tile<3x1024xi64, sbuf>
+// CHECK-NEXT:  %[[S0:.*]] = tile.scan %[[W0]] {op = "add"} : (!tile.tile<3x1024xi64, sbuf>) -> !tile.tile<3x1024xi64, sbuf>
 // CHECK-NEXT:  tile.store %[[S0]]
-// CHECK-NEXT:  %[[T0:.*]] = tile.reduce %[[W0]] {op = "add"} : (!tile.tile<3x2048xi64, sbuf>) -> !tile.tile<3x1xi64, sbuf>
-// CHECK-NEXT:  %[[CARRY:.*]] = scf.for %[[F:.*]] = %c2048 to %c6144 step %c2048 iter_args(%[[C:.*]] = %[[T0]])
+// CHECK-NEXT:  %[[T0:.*]] = tile.reduce %[[W0]] {op = "add"} : (!tile.tile<3x1024xi64, sbuf>) -> !tile.tile<3x1xi64, sbuf>
+// CHECK-NEXT:  %[[CARRY:.*]] = scf.for %[[F:.*]] = %c1024 to %c6144 step %c1024 iter_args(%[[C:.*]] = %[[T0]])
 // CHECK:         %[[S:.*]] = tile.scan
 // CHECK-NEXT:    %[[O:.*]] = tile.binary_scalar %[[S]] column %[[C]] {op = "add"}
 // CHECK-NEXT:    tile.store %[[O]], %{{.*}}[%c0, %[[F]]]
