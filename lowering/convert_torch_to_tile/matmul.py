@@ -1,27 +1,49 @@
 """Matmul-shaped lowerings: `C[M, N] = A[M, K] @ B[K, N]` on TensorE, K reduced in PSUM.
 
-Each output tile of at most 128 x 512 accumulates over K tiles of 128 in one PSUM bank: the stationary operand
-is the [K, M] slice of A (loaded transposed, K on partitions), the moving operand the [K, N] slice of B. An
-epilogue turns the PSUM tile into the stored SBUF tile; for `addmm` it adds the (broadcast) bias as it
-evacuates PSUM, so the bias costs no extra pass.
+Input contract: `emit_matmul` takes HBM tensors [..., M, K] and [..., K, N] (equal batch dims) with any strides,
+any sizes (none need be a multiple of a tile; K may be 0) and float element types; an epilogue callback may
+replace the default PSUM evacuation (addmm's bias, cdist's square root).
+
+Output guarantee: loops over blocks of the output, sized from the shapes and the target's limits
+(`choose_blocking`), never per tile:
+
+* A block row is `m_subs` stationary tiles of at most 128 rows. Its stationary panel, A^T over K with K on
+  partitions ([128, K tiles, m] per m sub-tile, plus the partial last K tile), is built once per block row when
+  it fits its share of SBUF (`STATIONARY_SBUF_SHARE`) and then serves every output block of the row: A^T is
+  produced once, whatever N is. When K is A's contiguous axis (row-major A), the panel is one DMA of whole rows
+  (long contiguous chunks) followed by a loop of TensorE transposes (a bit-exact pass-through of bf16 on v3+)
+  into the panel's slots, evacuated on VectorE/ScalarE; otherwise it is one strided DMA. For a K too long to
+  fit, the panel is built per K range inside each block.
+* An output block is `m_subs x n_subs` PSUM accumulators (`BLOCK_ACCUMULATORS` of the 8 banks, each a 128 x 512
+  fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
+  stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
+  columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
+  TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
+  tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop.
+* After the last K tile the block's accumulators are evacuated (alternately on VectorE and ScalarE, so they
+  overlap each other and the next block's matmuls) through the epilogue and stored.
+
+The matmuls read their operands as windows of the panel and the chunk (`tile.extract`), and operands keep their
+element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import AnyFloat, IndexType, f32
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
-    MATMUL_M_TILE,
-    MATMUL_N_TILE,
     Lowering,
     alloc,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
@@ -38,16 +60,97 @@ from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
 Epilogue = Callable[[Emitter, SSAValue, list[Index], TileType], SSAValue]
 
-
-def _evacuate(em: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
-    return to_sbuf(em, product, result_type.element_type)
+# PSUM banks one output block accumulates in: half of the 8, so the transposes that build the next stationary
+# panel have banks of their own and the evacuation of one block never waits for the other half. When the block
+# has no K loop of its own, its loop is the innermost one with DMAs, which neuron-unroll-loops doubles: then it
+# takes half as many.
+BLOCK_ACCUMULATORS = 4
+# Share of SBUF (per partition) the stationary panel of an output block may take: the transposed A^T slices and
+# the rows they are transposed from. The rest holds the moving chunks (several in flight), the evacuated
+# outputs and whatever the epilogue loads.
+STATIONARY_SBUF_SHARE = 3 / 8
+# Bytes per partition of one moving-chunk DMA. A DMA pays ~2 us of fixed latency (runtime/hardware.py), so each
+# should carry enough TensorE work (~7 us at this size in bf16) for the next ones to arrive under it.
+MOVING_CHUNK_BYTES = 8 * 1024
+# Chunks per panel at least (smaller chunks for short K): the first chunk's load cannot overlap any compute of the
+# block, and the unrolled chunk loop needs a few trips to double-buffer.
+MIN_CHUNKS = 4
 
 
 def matmul_limits(em: Emitter) -> tuple[int, int, int]:
     """(K, M, N) tile limits of the target's TensorE: contraction, stationary free, moving free (one PSUM bank)."""
+    return _limits(em).matmul
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the blocking depends on in the target: TensorE tile limits, SBUF and PSUM bytes per partition."""
+
+    matmul: tuple[int, int, int]  # K, M, N per matmul
+    sbuf_bytes: int
+    psum_bank_bytes: int
+
+
+def _limits(em: Emitter) -> Limits:
     anchor = em.anchor if em.anchor is not None else em.block.parent_op()
     target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
-    return target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free
+    return Limits(
+        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
+        target.sbuf_bytes_per_partition,
+        target.psum_bank_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How one matmul is blocked: see the module docstring."""
+
+    k_tile: int  # contraction per matmul (partitions)
+    m_tile: int  # stationary free size per matmul
+    n_tile: int  # moving free size per matmul (one PSUM bank)
+    m_subs: int  # stationary tiles per output block
+    n_subs: int  # moving tiles per output block
+    panel_tiles: int  # full K tiles per stationary panel
+    chunk_tiles: int  # full K tiles per moving chunk
+    hoisted: bool  # one panel holds all of K: built once per block row and reused by every output block of it
+
+
+def choose_blocking(
+    m: int, k: int, n: int, itemsize: int, lhs_transposed: bool, rhs_transposed: bool, limits: Limits
+) -> Blocking:
+    """The blocking of an [M, K] @ [K, N] matmul from its shape, element size and the target's limits.
+
+    `*_transposed`: whether that operand has K contiguous, so its K-on-partition tiles come from TensorE
+    transposes of row-wise loads (the stationary rows then take SBUF as well, the moving transposes PSUM).
+    """
+    k_tile, m_tile, n_tile = limits.matmul
+    m_tiles = max(1, -(-m // m_tile))
+    n_tiles = max(1, -(-n // n_tile))
+    k_full = k // k_tile
+    budget = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
+    per_tile = m_tile * itemsize * (2 if lhs_transposed else 1)  # bytes per partition per K tile and m sub-tile
+    accumulators = BLOCK_ACCUMULATORS
+    while True:
+        m_subs = min(accumulators, m_tiles)
+        # The widest block row whose panel holds all of K (built once, reused by the whole row); else the widest.
+        fitting = [subs for subs in range(m_subs, 0, -1) if subs * (k_full + 1) * per_tile <= budget]
+        hoisted = bool(fitting)
+        m_subs = fitting[0] if fitting else m_subs
+        panel_tiles = max(1, min(k_full, budget // (m_subs * per_tile)))
+        # a panel of fewer than 3 tiles has no chunk loop (the first chunk is peeled): see BLOCK_ACCUMULATORS
+        if panel_tiles >= 3 or accumulators < BLOCK_ACCUMULATORS:
+            break
+        accumulators //= 2
+    n_subs = max(1, min(accumulators // m_subs, n_tiles))
+    if rhs_transposed:  # one K tile of the block's moving transposes fits a PSUM bank
+        n_subs = max(1, min(n_subs, limits.psum_bank_bytes // (n_tile * itemsize)))
+    block_n = min(n, n_subs * n_tile)
+    if rhs_transposed:  # the chunk's transposes share a PSUM bank
+        chunk_tiles = limits.psum_bank_bytes // (block_n * itemsize)
+    else:
+        chunk_tiles = MOVING_CHUNK_BYTES // (block_n * itemsize)
+    chunk_tiles = max(1, min(chunk_tiles, panel_tiles // MIN_CHUNKS))
+    return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted)
 
 
 def emit_matmul(
@@ -63,49 +166,342 @@ def emit_matmul(
     m, k = lhs_layout.shape[-2:]
     n = rhs_layout.shape[-1]
     out = alloc(em, (*batch_shape, m, n), out_element_type)
-    k_tile, m_tile, n_limit = matmul_limits(em)
-    n_tile = moving_tile(rhs_layout.strides, rhs_layout.shape, m_tile, n_limit)
-    finish = epilogue or _evacuate
-
-    def output_tile(inner: Emitter, batch: list[Index], m0: Index, m_size: int, n0: Index, n_size: int) -> None:
-        def first(e: Emitter, k0: Index, k_size: int) -> SSAValue:
-            return _product(e, lhs, rhs, batch, m0, m_size, n0, n_size, k0, k_size, None)
-
-        def step(e: Emitter, k0: Index, k_size: int, acc: SSAValue) -> SSAValue:
-            return _product(e, lhs, rhs, batch, m0, m_size, n0, n_size, k0, k_size, acc)
-
-        if k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
-            product = inner.insert(tile.FillOp(0.0, TileType((m_size, n_size), f32, Memory.SBUF))).result
-        else:
-            product = inner.accumulate_tiles(k, k_tile, first, step)
-        result_type = TileType((m_size, n_size), out_element_type, Memory.SBUF)
-        store(inner, finish(inner, product, [*batch, m0, n0], result_type), out, [*batch, m0, n0])
+    rank = len(lhs_layout.shape)
+    lhs_transposed = _k_contiguous(lhs_layout.strides, lhs_layout.shape, rank - 1, rank - 2)
+    rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, rank - 2, rank - 1)
+    itemsize = max(_itemsize(element_type_of(lhs)), _itemsize(element_type_of(rhs)))
+    blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
+    kernel = _Kernel(lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k)
 
     def batches(inner: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
-        inner.for_tiles(
-            m,
-            m_tile,
-            lambda em_m, m0, m_size: em_m.for_tiles(
-                n, n_tile, lambda em_n, n0, n_size: output_tile(em_n, batch, m0, m_size, n0, n_size)
-            ),
-        )
+        block_m = blocking.m_subs * blocking.m_tile
+        inner.for_tiles(m, block_m, lambda e, m0, size: kernel.block_row(e, batch, m0, size, n))
 
     batches(em, batch_shape, [])
     return out
 
 
-def moving_tile(
-    rhs_strides: tuple[int, ...],
-    rhs_shape: tuple[int, ...],
-    transpose_limit: int = MATMUL_M_TILE,
-    bank_limit: int = MATMUL_N_TILE,
-) -> int:
-    """N per matmul: one PSUM bank (512 fp32), or 128 when each moving tile is transposed on TensorE first."""
-    rank = len(rhs_shape)
-    return transpose_limit if _k_contiguous(rhs_strides, rhs_shape, rank - 2, rank - 1) else bank_limit
+def _itemsize(element_type: Attribute) -> int:
+    width = getattr(element_type, "bitwidth", 32)
+    return max(1, int(width) // 8)
+
+
+def _split(size: int, piece: int) -> list[tuple[int, int]]:
+    """(offset, size) of the pieces of at most `piece` that cover [0, size)."""
+    return [(offset, min(piece, size - offset)) for offset in range(0, size, piece)]
+
+
+def _carry(
+    em: Emitter,
+    start: int,
+    stop: int,
+    step: int,
+    values: list[SSAValue],
+    body: Callable[[Emitter, Index, list[SSAValue]], list[SSAValue]],
+    always_loop: bool = False,
+) -> list[SSAValue]:
+    """`values = body(offset, values)` for offset in range(start, stop, step): an scf.for carrying them.
+
+    One trip is inlined unless `always_loop`: loops whose trip count varies with the shape stay loops, so the
+    program's structure (and size) does not.
+    """
+    trips = max(0, -(-(stop - start) // step))
+    if trips == 0:
+        return values
+    if trips == 1 and not always_loop:
+        return body(em, start, values)
+    block = Block(arg_types=[IndexType(), *(value.type for value in values)])
+    loop = em.insert(scf.ForOp(em.index(start), em.index(stop), em.index(step), values, block))
+    inner = em.nested(block)
+    inner.insert(scf.YieldOp(*body(inner, block.args[0], list(block.args[1:]))))
+    return list(loop.results)
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    tile_type = value.type
+    assert isinstance(tile_type, TileType)
+    return tile_type.get_shape()
+
+
+def _window(em: Emitter, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
+    """tile.extract of `shape` at `indices` (the tile itself when that is all of it)."""
+    source = value.type
+    assert isinstance(source, TileType)
+    if source.get_shape() == shape and all(isinstance(i, int) and i == 0 for i in indices):
+        return value
+    result = TileType(shape, source.element_type, source.memory)
+    return em.insert(tile.ExtractOp(value, [em.index(i) for i in indices], result)).result
+
+
+@dataclass(frozen=True)
+class _Panel:
+    """The stationary operand of one block row over a K range, per m sub-tile: `full[s]` is [K_TILE, tiles, m_s]
+    (K tile t of the range at [:, t, :]), `rest[s]` the [K % K_TILE, m_s] last tile when the range ends K."""
+
+    full: list[SSAValue]
+    rest: list[SSAValue]
+
+
+@dataclass
+class _Kernel:
+    lhs: SSAValue
+    rhs: SSAValue
+    out: SSAValue
+    out_element_type: Attribute
+    epilogue: Epilogue | None
+    blocking: Blocking
+    lhs_transposed: bool
+    rhs_transposed: bool
+    k: int
+    evacuations: int = 0
+
+    # ---- structure -------------------------------------------------------------------------------------------
+
+    def block_row(self, em: Emitter, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
+        """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
+        b = self.blocking
+        subs = [(em.add(m0, offset), size) for offset, size in _split(m_size, b.m_tile)]
+        k_full, k_rest = divmod(self.k, b.k_tile)
+        panels: list[_Panel] | None = None
+        if b.hoisted and self.k:
+            panels = [self.panel(em, batch, subs, 0, k_full, bool(k_rest))]
+        block_n = b.n_subs * b.n_tile
+        em.for_tiles(n, block_n, lambda e, n0, n_size: self.block(e, batch, subs, n0, n_size, panels))
+
+    def block(
+        self,
+        em: Emitter,
+        batch: list[Index],
+        subs: list[tuple[Index, int]],
+        n0: Index,
+        n_size: int,
+        panels: list[_Panel] | None,
+    ) -> None:
+        """One output block: accumulate over K in PSUM, then evacuate and store each of its tiles."""
+        b = self.blocking
+        columns = [(em.add(n0, offset), size) for offset, size in _split(n_size, b.n_tile)]
+        k_full, k_rest = divmod(self.k, b.k_tile)
+        if self.k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
+            accs = [
+                em.insert(tile.FillOp(0.0, TileType((m, c), f32, Memory.SBUF))).result
+                for _, m in subs
+                for _, c in columns
+            ]
+        elif panels is not None:
+            accs = self.accumulate(em, batch, subs, n0, n_size, panels[0], 0, k_full, bool(k_rest), None)
+        else:
+            full_panels, last = divmod(k_full, b.panel_tiles)
+
+            def panel_step(
+                e: Emitter, t0: Index, tiles: int, rest: bool, accs: list[SSAValue] | None
+            ) -> list[SSAValue]:
+                panel = self.panel(e, batch, subs, t0, tiles, rest)
+                return self.accumulate(e, batch, subs, n0, n_size, panel, t0, tiles, rest, accs)
+
+            step = b.panel_tiles
+            if full_panels:
+                accs = panel_step(em, 0, step, False, None)
+                accs = _carry(
+                    em, step, full_panels * step, step, accs, lambda e, t0, a: panel_step(e, t0, step, False, a)
+                )
+                if last or k_rest:
+                    accs = panel_step(em, full_panels * step, last, bool(k_rest), accs)
+            else:
+                accs = panel_step(em, 0, last, bool(k_rest), None)
+        for index, ((m0, m_size), (c0, c_size)) in enumerate((sub, col) for sub in subs for col in columns):
+            result_type = TileType((m_size, c_size), self.out_element_type, Memory.SBUF)
+            indices = [*batch, m0, c0]
+            finish = self.epilogue or self.evacuate
+            store(em, finish(em, accs[index], indices, result_type), self.out, indices)
+
+    def accumulate(
+        self,
+        em: Emitter,
+        batch: list[Index],
+        subs: list[tuple[Index, int]],
+        n0: Index,
+        n_size: int,
+        panel: _Panel,
+        t0: Index,
+        tiles: int,
+        rest: bool,
+        accs: list[SSAValue] | None,
+    ) -> list[SSAValue]:
+        """Fold K tiles [t0, t0 + tiles) (and the partial last tile when `rest`) into the block's accumulators.
+
+        Moving chunks of `chunk_tiles` K tiles are each one DMA (or one set of row loads to transpose). They go
+        in pairs: both loads first, then the K loop over each, so the next pair's first load overlaps this
+        pair's second half (double buffering). The first K tile of the block is peeled (it starts the PSUM
+        accumulation); the pair and K loops are loops even for one trip, so the structure does not depend on K.
+        """
+        b = self.blocking
+        chunk = b.chunk_tiles
+        full_chunks, last = divmod(tiles, chunk)
+        pairs, odd = divmod(full_chunks, 2)
+
+        def compute(e: Emitter, moving: SSAValue, c0: Index, count: int, acc: list[SSAValue] | None) -> list[SSAValue]:
+            def step(inner: Emitter, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
+                stationary = [
+                    _window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
+                ]
+                return self.products(inner, stationary, moving, [t], b.k_tile, n_size, values)
+
+            start = 0
+            if acc is None:
+                acc, start = step(e, 0, None), 1
+            return _carry(e, start, count, 1, acc, step, always_loop=True)
+
+        def load(e: Emitter, c0: Index, count: int) -> SSAValue:
+            return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
+
+        def pair(e: Emitter, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
+            second = e.add(c0, chunk)
+            first_chunk, second_chunk = load(e, c0, chunk), load(e, second, chunk)
+            acc = compute(e, first_chunk, c0, chunk, acc)
+            return compute(e, second_chunk, second, chunk, acc)
+
+        done = 0
+        if pairs and accs is None:
+            accs, done = pair(em, 0, None), 1
+        if pairs > done:
+            assert accs is not None
+            accs = _carry(em, done * 2 * chunk, pairs * 2 * chunk, 2 * chunk, accs, pair, always_loop=True)
+        for c0, count in ((2 * pairs * chunk, chunk if odd else 0), (full_chunks * chunk, last)):
+            if count:
+                accs = compute(em, load(em, c0, count), c0, count, accs)
+        if rest:
+            k_rest = self.k % b.k_tile
+            moving = self.moving_rest(em, batch, n0, n_size)
+            accs = self.products(em, panel.rest, moving, [], k_rest, n_size, accs)
+        assert accs is not None
+        return accs
+
+    def products(
+        self,
+        em: Emitter,
+        stationary: list[SSAValue],
+        moving: SSAValue,
+        lead: list[Index],
+        k_size: int,
+        n_size: int,
+        accs: list[SSAValue] | None,
+    ) -> list[SSAValue]:
+        """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner)."""
+        b = self.blocking
+        results = []
+        for s, part in enumerate(stationary):
+            m_size = part.type.get_shape()[-1]  # type: ignore[union-attr]
+            for j, (c0, c_size) in enumerate(_split(n_size, b.n_tile)):
+                rhs = _window(em, moving, [*lead, c0], (k_size, c_size))
+                acc = accs[s * len(_split(n_size, b.n_tile)) + j] if accs is not None else None
+                result_type = TileType((m_size, c_size), f32, Memory.PSUM)
+                results.append(em.insert(tile.MatmulOp(part, rhs, result_type, acc)).result)
+        return results
+
+    # ---- operands --------------------------------------------------------------------------------------------
+
+    def panel(
+        self, em: Emitter, batch: list[Index], subs: list[tuple[Index, int]], t0: Index, tiles: int, rest: bool
+    ) -> _Panel:
+        """The stationary A^T of rows `subs` over K tiles [t0, t0 + tiles) (+ the partial last tile)."""
+        b = self.blocking
+        rank = len(batch) + 2
+        full: list[SSAValue] = []
+        rest_tiles: list[SSAValue] = []
+        k0 = em.mul(t0, b.k_tile)
+        k_full, k_rest = divmod(self.k, b.k_tile)
+        if tiles and not self.lhs_transposed:
+            split = _split_k(em, self.lhs, rank - 1, k_full, b.k_tile)
+            for m0, m_size in subs:
+                indices: list[Index] = [*batch, m0, t0, 0]
+                full.append(load(em, split, indices, (b.k_tile, tiles, m_size), dims=(rank, rank - 1, rank - 2)))
+        elif tiles:
+            rows = [load(em, self.lhs, [*batch, m0, k0], (m_size, tiles * b.k_tile)) for m0, m_size in subs]
+            empty = [
+                em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), element_type_of(self.lhs)))).result
+                for _, m_size in subs
+            ]
+
+            def transpose_step(e: Emitter, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
+                updated = []
+                for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
+                    block = _window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
+                    transposed = e.insert(tile.TransposeOp(block)).result
+                    updated.append(e.insert(tile.InsertOp(transposed, part, [e.index(t), e.index(0)])).result)
+                return updated
+
+            full = _carry(em, 0, tiles, 1, empty, transpose_step, always_loop=True)
+        if rest:
+            for m0, m_size in subs:
+                rest_tiles.append(
+                    _k_on_partitions(em, self.lhs, batch, k_full * b.k_tile, k_rest, m0, m_size, rank - 1, rank - 2)
+                )
+        return _Panel(full, rest_tiles)
+
+    def moving_chunk(self, em: Emitter, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int) -> SSAValue:
+        """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size) as one [K_TILE, tiles, n_size] tile."""
+        b = self.blocking
+        rank = len(batch) + 2
+        if not self.rhs_transposed:
+            split = _split_k(em, self.rhs, rank - 2, self.k // b.k_tile, b.k_tile)
+            return load(em, split, [*batch, t0, 0, n0], (b.k_tile, tiles, n_size), dims=(rank - 1, rank - 2, rank))
+        chunk = em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, n_size), element_type_of(self.rhs)))).result
+        k0 = em.mul(t0, b.k_tile)
+        pieces = _split(n_size, b.m_tile)
+        rows = [
+            load(em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, tiles * b.k_tile), dims=(rank - 1, rank - 2))
+            for c0, c_size in pieces
+        ]
+
+        def transpose_step(e: Emitter, t: Index, values: list[SSAValue]) -> list[SSAValue]:
+            [value] = values
+            for row, (c0, c_size) in zip(rows, pieces, strict=True):
+                block = _window(e, row, [e.mul(t, b.k_tile)], (c_size, b.k_tile))
+                transposed = e.insert(tile.TransposeOp(block)).result
+                value = e.insert(tile.InsertOp(transposed, value, [e.index(t), e.index(c0)])).result
+            return [value]
+
+        return _carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
+
+    def moving_rest(self, em: Emitter, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
+        """B's partial last K tile, columns [n0, n0 + n_size): [K % K_TILE, n_size]."""
+        b = self.blocking
+        rank = len(batch) + 2
+        k0, k_rest = self.k // b.k_tile * b.k_tile, self.k % b.k_tile
+        if not self.rhs_transposed:
+            return load(em, self.rhs, [*batch, k0, n0], (k_rest, n_size))
+        pieces = _split(n_size, b.m_tile)
+        if len(pieces) == 1:
+            return _k_on_partitions(em, self.rhs, batch, k0, k_rest, n0, n_size, rank - 2, rank - 1)
+        rest = em.insert(tile.EmptyOp(TileType((k_rest, n_size), element_type_of(self.rhs)))).result
+        for c0, c_size in pieces:
+            rows = load(em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, k_rest), dims=(rank - 1, rank - 2))
+            transposed = em.insert(tile.TransposeOp(rows)).result
+            rest = em.insert(tile.InsertOp(transposed, rest, [em.index(c0)])).result
+        return rest
+
+    def evacuate(self, em: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
+        """PSUM -> SBUF, alternating VectorE (tensor_copy) and ScalarE (activation copy) so evacuations overlap."""
+        self.evacuations += 1
+        if self.evacuations % 2 == 0 and isinstance(result_type.element_type, AnyFloat):
+            return em.insert(tile.UnaryOp(product, "copy", result_type)).result
+        return to_sbuf(em, product, result_type.element_type)
+
+
+def _split_k(em: Emitter, tensor: SSAValue, k_dim: int, k_tiles: int, k_tile: int) -> SSAValue:
+    """`tensor` viewed with its first `k_tiles * k_tile` rows of K as [k_tiles, k_tile] (two dims for one)."""
+    layout = layout_of(tensor)
+    shape = (*layout.shape[:k_dim], k_tiles, k_tile, *layout.shape[k_dim + 1 :])
+    strides = (
+        *layout.strides[:k_dim],
+        k_tile * layout.strides[k_dim],
+        layout.strides[k_dim],
+        *layout.strides[k_dim + 1 :],
+    )
+    return view(em, tensor, Layout(shape, strides, layout.offset))
 
 
 def _k_contiguous(layout_strides: tuple[int, ...], shape: tuple[int, ...], k_dim: int, other_dim: int) -> bool:
@@ -138,27 +534,6 @@ def _k_on_partitions(
         transposed = em.insert(tile.TransposeOp(rows)).result
         return to_sbuf(em, transposed)
     return load(em, tensor, indices, (k_size, other_size), dims=(k_dim, other_dim))
-
-
-def _product(
-    em: Emitter,
-    lhs: SSAValue,
-    rhs: SSAValue,
-    batch: list[Index],
-    m0: Index,
-    m_size: int,
-    n0: Index,
-    n_size: int,
-    k0: Index,
-    k_size: int,
-    acc: SSAValue | None,
-) -> SSAValue:
-    rank = len(batch) + 2
-    # stationary: A[m0:m0+m, k0:k0+k] with K on the partition axis; moving: B[k0:k0+k, n0:n0+n], likewise
-    stationary = _k_on_partitions(em, lhs, batch, k0, k_size, m0, m_size, rank - 1, rank - 2)
-    moving = _k_on_partitions(em, rhs, batch, k0, k_size, n0, n_size, rank - 2, rank - 1)
-    result_type = TileType((m_size, n_size), f32, Memory.PSUM)
-    return em.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
 
 
 def broadcast_view(em: Emitter, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:

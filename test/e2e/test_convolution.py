@@ -40,6 +40,13 @@ MATMULS = [
     ("addbmm_batch_3", lambda c, a, b: torch.addbmm(c, a, b, beta=0.5, alpha=1.5), [(1, 130), (3, 5, 43), (3, 43, 130)]),
     ("addmv", lambda c, a, v: torch.addmv(c, a, v, alpha=-2.0), [(130,), (130, 129), (129,)]),
     ("bilinear", lambda x1, x2, w, b: torch.nn.functional.bilinear(x1, x2, w, b), [(3, 5), (3, 4), (7, 5, 4), (7,)]),
+    # Blocked matmuls (lowering/convert_torch_to_tile/matmul.py): block rows of several m sub-tiles with a partial
+    # last one, K in pairs of chunks plus a partial tile, output blocks with a partial last one.
+    ("mm_blocked", lambda a, b: a @ b, [(300, 1100), (1100, 700)]),
+    ("mm_blocked_bf16", lambda a, b: a.bfloat16() @ b.bfloat16(), [(600, 390), (390, 1100)]),
+    ("mm_blocked_lhs_k_strided", lambda a, b: a.t() @ b, [(1100, 260), (1100, 130)]),
+    ("mm_blocked_k_contiguous_rhs", lambda a, b: a @ b.t(), [(130, 600), (700, 600)]),
+    ("mm_k_longer_than_a_panel", lambda a, b: a @ b, [(3, 45000), (45000, 5)]),
 ]
 
 

@@ -112,23 +112,33 @@ func.func @kernels_and_iota_base(%a: memref<4x1024xf32, #neuron.mem<hbm>>, %k: m
 // CHECK:       %[[EYE:.*]] = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
 // CHECK:       neuron.memset gpsimd dst %[[ONES]][0:128, 0, [[1, 128]]] {value = 1.000000e+00 : f64}
 // CHECK:       neuron.affine_select gpsimd dst %[[EYE]][0:128, 0, [[1, 128]]], on_true %[[ONES]][0:128, 0, [[1, 128]]] {cmp = "is_equal", channel_multiplier = 1 : i64, pattern = array<i64: -1, 128>, on_false_value = 0.000000e+00 : f64}
-// CHECK:       scf.for %[[N:.*]] = %c0 to %c512 step %c128 {
-// Loads read whole rows (contiguous DMA); the transpose is an nc_matmul in transpose mode.
-// CHECK:         %[[X:.*]] = neuron.alloc : memref<37x128xf32, #neuron.mem<sbuf>>
-// CHECK:         neuron.dma_copy dma dst %[[X]][0:37, 0, [[1, 128]]], src %primals3[0, [[300, 37], [1, 128]]] {queue = 0 : i64}
+// The stationary panel of the first layer: one DMA of x's rows (contiguous), then a loop of transposes (nc_matmul
+// in transpose mode) whose results are copied into the panel's slots at a dynamic offset.
+// CHECK:       %[[ROWS:.*]] = neuron.alloc : memref<37x256xf32, #neuron.mem<sbuf>>
+// CHECK:       neuron.dma_copy dma dst %[[ROWS]][0:37, 0, [[1, 256]]], src %primals3[0, [[300, 37], [1, 256]]] {queue = 0 : i64}
+// CHECK:       %[[PANEL:.*]] = neuron.alloc : memref<128x2x37xf32, #neuron.mem<sbuf>>
+// CHECK:       scf.for %[[T:.*]] = %c0 to %c2 step %c1 {
+// CHECK:         %[[COLUMN:.*]] = arith.muli %[[T]], %c128 : index
 // CHECK:         %[[XT:.*]] = neuron.alloc : memref<128x37xf32, #neuron.mem<psum>>
-// CHECK:         neuron.nc_matmul tensor dst %[[XT]][0:128, 0, [[1, 37]]], stationary %[[EYE]][0:37, 0, [[1, 37]]], moving %[[X]][0:37, 0, [[1, 128]]] {is_transpose = true}
-// CHECK:         neuron.tensor_copy vector dst %{{.*}}[0:128, 0, [[1, 37]]], src %[[XT]][0:128, 0, [[1, 37]]]
-// The weight tile's address moves with the loop index: a dynamic offset computed on the sequencer.
-// CHECK:         %[[OFFSET:.*]] = arith.muli %[[N]], %c300 : index
-// CHECK:         neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 128]]], src %primals1[%[[OFFSET]] + 0, [[300, 128], [1, 128]]]
-// CHECK:         %[[ACC:.*]] = neuron.alloc : memref<37x128xf32, #neuron.mem<psum>>
-// CHECK:         neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 128]]], stationary %{{.*}}, moving %{{.*}} :
-// Later K tiles accumulate in place into the same PSUM buffer.
-// CHECK:         neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 128]]], {{.*}} {accumulate = true}
+// CHECK:         neuron.nc_matmul tensor dst %[[XT]][0:128, 0, [[1, 37]]], stationary %[[EYE]][0:37, 0, [[1, 37]]], moving %[[ROWS]][0:37, %[[COLUMN]] + 0, [[1, 128]]] {is_transpose = true}
+// CHECK:         %[[SLOT:.*]] = arith.muli %[[T]], %c37 : index
+// CHECK:         neuron.tensor_copy vector dst %[[PANEL]][0:128, %[[SLOT]] + 0, [[1, 37]]], src %[[XT]][0:128, 0, [[1, 37]]]
+// CHECK:       }
+// The weight's rows (K contiguous) are loaded 128 at a time and transposed into a chunk of 512 columns; copies
+// into that chunk run on ScalarE, those into the panel on VectorE.
+// CHECK:       %[[CHUNK:.*]] = neuron.alloc : memref<128x1x512xf32, #neuron.mem<sbuf>>
+// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:128, 0, [[1, 128]]], src %primals1[0, [[300, 128], [1, 128]]]
+// CHECK:       neuron.tensor_copy scalar dst %[[CHUNK]][0:128, %{{.*}} + 0, [[1, 128]]], src %{{.*}}[0:128, 0, [[1, 128]]]
+// CHECK:       neuron.tensor_copy scalar dst %[[CHUNK]][0:128, %{{.*}} + 384, [[1, 128]]], src %{{.*}}[0:128, 0, [[1, 128]]]
+// The matmuls read windows of the panel and of the chunks: the first starts the PSUM accumulation, later K
+// tiles accumulate in place (the second at a dynamic offset of the panel, the remainder of 44 last).
+// CHECK:       %[[ACC:.*]] = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], stationary %[[PANEL]][0:128, 0, [[1, 37]]], moving %[[CHUNK]][0:128, 0, [[1, 512]]] :
+// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], stationary %[[PANEL]][0:128, %{{.*}} + 0, [[1, 37]]], moving {{.*}} {accumulate = true}
+// CHECK:       neuron.nc_matmul tensor dst %[[ACC]][0:37, 0, [[1, 512]]], stationary %{{.*}}[0:44, 0, [[1, 37]]], moving %{{.*}}[0:44, 0, [[1, 512]]] {accumulate = true}
 // The broadcast bias is a DMA with a stride-0 partition step; the add reads PSUM directly (evacuation).
-// CHECK:         neuron.dma_copy dma dst %{{.*}}[0:37, 0, [[1, 128]]], src %primals2[%{{.*}} + 0, [[0, 37], [1, 128]]]
-// CHECK:         neuron.tensor_tensor vector dst %{{.*}}, in0 %[[ACC]][0:37, 0, [[1, 128]]], in1 %{{.*}} {op = "add"}
+// CHECK:       neuron.dma_copy dma dst %{{.*}}[0:37, 0, [[1, 512]]], src %primals2[0, [[0, 37], [1, 512]]]
+// CHECK:       neuron.tensor_tensor vector dst %{{.*}}, in0 %[[ACC]][0:37, 0, [[1, 512]]], in1 %{{.*}} {op = "add"}
 // Activations run on ScalarE.
 // CHECK:       neuron.activation scalar dst %{{.*}}[0:104, 0, [[1, 185]]], src %{{.*}}[0:104, 0, [[1, 185]]] {func = "relu"}
 // A transposed weight returned for the backward pass leaves as a view of the argument.

@@ -75,30 +75,37 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK-LABEL: func.func @main(%primals1: memref<520x300xf32, #neuron.mem<hbm>>
 // CHECK:         %[[WT:.*]] = tile.view %primals1 : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
 // CHECK:         %[[BIAS:.*]] = tile.view %primals2 : memref<520xf32, #neuron.mem<hbm>> to memref<37x520xf32, strided<[0, 1]>, #neuron.mem<hbm>>
-// Both operands have K contiguous in memory: tiles are loaded row-wise and transposed on TensorE so that K
-// lies on partitions. The weight needs a transpose per moving tile, so N is tiled by 128: four tiles of 520
-// in a loop, and a remainder of 8.
-// CHECK:         scf.for %[[N:.*]] = %c0 to %c512 step %c128 {
-// CHECK:           %[[X:.*]] = tile.load %primals3[%c0, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x128xf32, sbuf>
-// CHECK:           %[[XT:.*]] = tile.transpose %[[X]] : !tile.tile<37x128xf32, sbuf> -> !tile.tile<128x37xf32, psum>
-// CHECK:           %[[XS:.*]] = tile.copy %[[XT]] : (!tile.tile<128x37xf32, psum>) -> !tile.tile<128x37xf32, sbuf>
-// CHECK:           %[[W:.*]] = tile.load %[[WT]][%c0, %[[N]]] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
-// CHECK:           %[[WTT:.*]] = tile.transpose %[[W]]
-// CHECK:           %[[WS:.*]] = tile.copy %[[WTT]]
-// CHECK:           %[[P0:.*]] = tile.matmul %[[XS]], %[[WS]] : {{.*}} -> !tile.tile<37x128xf32, psum>
-// K = 300 is two tiles of 128 and a peeled remainder of 44, accumulated in the same PSUM tile.
-// CHECK:           %[[P1:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P0]]
-// CHECK:           tile.load %primals3[%c0, %c256] : {{.*}} -> !tile.tile<37x44xf32, sbuf>
-// CHECK:           %[[P2:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P1]]
-// The bias joins as PSUM is evacuated.
-// CHECK:           %[[B:.*]] = tile.load %[[BIAS]][%c0, %[[N]]] {{.*}} -> !tile.tile<37x128xf32, sbuf>
-// CHECK:           tile.binary %[[P2]], %[[B]] {op = "add"} : (!tile.tile<37x128xf32, psum>, !tile.tile<37x128xf32, sbuf>)
+// Both operands have K contiguous in memory, so their K-on-partition tiles come from TensorE transposes of
+// row-wise loads. The stationary panel of x (K = 300: two full tiles, then a remainder of 44) is built once per
+// block of rows: one DMA of the rows, then a loop transposes each 128-column block into its slot of the panel.
+// CHECK:         %[[ROWS:.*]] = tile.load %primals3[%c0, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x256xf32, sbuf>
+// CHECK:         %[[EMPTY:.*]] = tile.empty : !tile.tile<128x2x37xf32, sbuf>
+// CHECK:         %[[PANEL:.*]] = scf.for %[[T:.*]] = %c0 to %c2 step %c1 iter_args(%[[P:.*]] = %[[EMPTY]]) -> (!tile.tile<128x2x37xf32, sbuf>) {
+// CHECK:           %[[BLOCK:.*]] = tile.extract %[[ROWS]][%{{.*}}] : !tile.tile<37x256xf32, sbuf> -> !tile.tile<37x128xf32, sbuf>
+// CHECK:           %[[BT:.*]] = tile.transpose %[[BLOCK]] : !tile.tile<37x128xf32, sbuf> -> !tile.tile<128x37xf32, psum>
+// CHECK:           tile.insert %[[BT]], %[[P]][%[[T]], %c0] : !tile.tile<128x37xf32, psum>, !tile.tile<128x2x37xf32, sbuf>
 // CHECK:         }
+// CHECK:         tile.load %primals3[%c0, %c256] : {{.*}} -> !tile.tile<37x44xf32, sbuf>
+// The weight's chunks of K (one tile each here: their transposes share one PSUM bank) are assembled the same
+// way, 512 columns (one PSUM bank of output) from four row-wise loads of 128 rows.
+// CHECK:         tile.empty : !tile.tile<128x1x512xf32, sbuf>
+// CHECK:         tile.load %[[WT]][%c0, %c0] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
+// CHECK:         tile.load %[[WT]][%c0, %c384] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
+// The first K tile starts the PSUM accumulation, every later one (the remainder of 44 last) adds to it; each
+// matmul reads its operands as windows of the panel and of the chunk.
+// CHECK:         %[[S0:.*]] = tile.extract %[[PANEL]][%c0, %c0] : !tile.tile<128x2x37xf32, sbuf> -> !tile.tile<128x37xf32, sbuf>
+// CHECK:         %[[P0:.*]] = tile.matmul %[[S0]], %{{.*}} : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<37x512xf32, psum>
+// CHECK:         %[[P1:.*]] = scf.for %{{.*}} iter_args(%{{.*}} = %[[P0]]) -> (!tile.tile<37x512xf32, psum>)
+// CHECK:         %[[P2:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P1]] : (!tile.tile<44x37xf32, sbuf>, !tile.tile<44x512xf32, sbuf>, !tile.tile<37x512xf32, psum>)
+// The bias joins as PSUM is evacuated.
+// CHECK:         %[[B:.*]] = tile.load %[[BIAS]][%c0, %c0] {{.*}} -> !tile.tile<37x512xf32, sbuf>
+// CHECK:         tile.binary %[[P2]], %[[B]] {op = "add"} : (!tile.tile<37x512xf32, psum>, !tile.tile<37x512xf32, sbuf>)
+// The remaining 8 columns are a block of their own.
 // CHECK:         tile.matmul {{.*}} -> !tile.tile<37x8xf32, psum>
 // relu of a contiguous 37x520 tensor is viewed as 104 partitions x 185 elements, so every lane works.
 // CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<104x185xf32, sbuf>) -> !tile.tile<104x185xf32, sbuf>
-// K = 520 has more than two full tiles: a loop carries the PSUM accumulator.
-// CHECK:         scf.for %{{.*}} = %c128 to %c512 step %c128 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x128xf32, psum>)
+// K = 520 has four full tiles: after the first pair of chunks, a loop over pairs carries the PSUM accumulator.
+// CHECK:         scf.for %{{.*}} = %c2 to %c4 step %c2 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
 // CHECK-NOT:     torch.aten
 
 // The backward graph: sum over the batch (dim 0) reads the gradient transposed, reducing along the free axis.

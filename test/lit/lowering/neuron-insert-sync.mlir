@@ -52,10 +52,11 @@ func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #neuron.mem<hbm>>, %y: me
 // CHECK:       neuron.memset gpsimd {{.*}} id = 0 : i64}
 // the identity is built on GpSimdE in order: no wait between the two
 // CHECK:       neuron.affine_select gpsimd {{.*}} id = 1 : i64}
-// inside the loop, the load only waits until the previous iteration's transpose has read the buffer it refills
-// CHECK:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 2 : i64, waits = array<i64: 3>}
-// the transpose waits for the identity, for its operand's load, and until the previous iteration's PSUM
-// evacuation has read the bank it overwrites
+// the rows of the first layer's stationary panel load once, before its loop of transposes: nothing to wait for
+// CHECK:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 2 : i64}
+// in the loop, the transpose waits for the identity, for the rows' load, and until the previous iteration's copy
+// into the panel has read the PSUM bank it overwrites; that copy waits for the transpose
 // CHECK:       neuron.nc_matmul tensor {{.*}} {is_transpose = true, id = 3 : i64, waits = array<i64: 1, 2, 4>}
+// CHECK:       neuron.tensor_copy vector {{.*}} {id = 4 : i64, waits = array<i64: 3>}
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
