@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    f32,
     f64,
     i1,
     i64,
@@ -323,7 +324,15 @@ def _transpose(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(source, TileType)
     eye = conv.identity(source.element_type, op.location)
     em = conv.emitter(op)
-    buffer = conv.result_buffer(em, op)
+    result = op.result.type
+    assert isinstance(result, TileType)
+    if neuron.target_of(op).matmul_transpose_bit_exact or result.element_type == f32:
+        buffer = conv.result_buffer(em, op)
+    else:
+        # Before v3 the transpose goes through the array's fp32 arithmetic: PSUM holds the (exact) fp32 values,
+        # which whatever reads the tile converts back.
+        buffer = conv.new_buffer(em, TileType(result.get_shape(), f32, Memory.PSUM), op.result.name_hint)
+        conv.buffers[op.result] = buffer
     k = source.partitions
     square = AccessPatternAttr([(1, k)], 0, 0, k)
     accesses = {

@@ -201,3 +201,22 @@ func.func @windows(%a: memref<40x256xbf16, #neuron.mem<hbm>>, %b: memref<256x300
 // CASES:       %[[FIRST:.*]] = neuron.alloc : memref<40x128xbf16, #neuron.mem<sbuf>>
 // CASES:       neuron.tensor_copy vector dst %[[FIRST]][0:40, 0, [[1, 128]]], src %[[ROWS]][0:40, 0, [[1, 128]]]
 // CASES:       neuron.dma_copy dma dst %z[0, [[128, 40], [1, 128]]], src %[[FIRST]]
+
+// -----
+
+// Before v3 (trn1) a transpose goes through the array's fp32 arithmetic: a bf16 tile transposes into fp32 PSUM,
+// and the copy out of PSUM converts back (exactly: the values are bf16 values).
+module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @transpose_bf16_on_trn1(%x: memref<40x128xbf16, #neuron.mem<hbm>>, %y: memref<128x40xbf16, #neuron.mem<hbm>>) {
+    %c0 = arith.constant 0 : index
+    %t = tile.load %x[%c0, %c0] : memref<40x128xbf16, #neuron.mem<hbm>> -> !tile.tile<40x128xbf16, sbuf>
+    %p = tile.transpose %t : !tile.tile<40x128xbf16, sbuf> -> !tile.tile<128x40xbf16, psum>
+    %s = tile.copy %p : (!tile.tile<128x40xbf16, psum>) -> !tile.tile<128x40xbf16, sbuf>
+    tile.store %s, %y[%c0, %c0] : !tile.tile<128x40xbf16, sbuf>, memref<128x40xbf16, #neuron.mem<hbm>>
+    func.return
+  }
+}
+// CASES-LABEL: func.func @transpose_bf16_on_trn1
+// CASES:       %[[P:.*]] = neuron.alloc : memref<128x40xf32, #neuron.mem<psum>>
+// CASES:       neuron.nc_matmul tensor dst %[[P]][0:128, 0, [[1, 40]]], {{.*}} {is_transpose = true}
+// CASES:       neuron.tensor_copy vector dst %{{.*}}, src %[[P]][0:128, 0, [[1, 40]]] : memref<128x40xbf16, #neuron.mem<sbuf>>, memref<128x40xf32, #neuron.mem<psum>>
