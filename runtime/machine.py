@@ -63,6 +63,7 @@ class Machine:
             self._place(memory, [b for b in buffers if b.memory is memory])
         self.homes: list[Home] = [self._home(buffer) for buffer in buffers]
         self._clear_key: tuple[tuple[Memory, int, int], ...] | None = None
+        self._bytes_held: int | None = None
         self._clear_views: list[np.ndarray] = []
 
     def _place(self, memory: Memory, buffers: list[BufferDecl]) -> None:
@@ -126,7 +127,9 @@ class Machine:
     @property
     def bytes_held(self) -> int:
         """Host bytes the simulated memories occupy."""
-        return sum(array.size for arrays in self.arrays.values() for array in arrays)
+        if self._bytes_held is None:  # the arrays never change size
+            self._bytes_held = sum(array.size for arrays in self.arrays.values() for array in arrays)
+        return self._bytes_held
 
     def view(self, buffer: int, access: Access, dynamic_offset: int = 0) -> np.ndarray:
         """The elements `access` covers, as a writable strided view of shape `access.shape`."""
