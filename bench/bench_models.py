@@ -2,15 +2,15 @@
 
     python bench/bench_models.py [--models gpt2,llama] [--repeat 5]
 
-Every measurement runs in a fresh Python process, so no cache or warm state leaks from one to another:
+Every measurement runs in a fresh Python process, so no cache or warm state leaks from one to another. The
+processes import a copy of the compiler's source taken when the bench starts, so edits to the checkout while it
+runs (a shared checkout) change nothing it measures:
 
 * compile: a training step's forward and backward graphs (first call minus a steady-state call), with our
   backend (compile cache off) and with Inductor (`backend="inductor"`, its caches pointed at an empty directory);
 * warm: our backend in a second process whose compile cache holds the first one's programs (both the whole
-  first-call overhead, which includes Dynamo and AOTAutograd tracing, and our backend's own compile time). The
-  cache key includes a fingerprint of the compiler's source, so an edit to the compiler between the two
-  processes (a shared checkout) makes every lookup miss: such a pair is measured again (up to three times), and a
-  warm run that still missed is marked `(N missed)` rather than passed off as a warm measurement;
+  first-call overhead, which includes Dynamo and AOTAutograd tracing, and our backend's own compile time). A
+  warm run whose lookups missed (a cache key that is not stable across processes) is marked `(N missed)`;
 * simulator: wall time of an inference call on the simulated NeuronCore against eager PyTorch on the CPU, each
   the fastest of `--repeat` calls after a first one (on a shared machine other processes only ever add time,
   and eager PyTorch's two intra-op threads suffer most when a core is taken: the fastest call is the one least
@@ -71,12 +71,10 @@ _CHILD = textwrap.dedent(
         result["compile_s"] = first_call - min(steady)
         if backend == "neuron-mlir":
             import neuron_mlir
-            from neuron_mlir.frontend.cache import compiler_fingerprint
             stats = neuron_mlir.stats()
             result["backend_s"] = stats["compile_seconds"]
             result["cache_hits"] = stats["cache_hits"]
             result["cache_misses"] = stats["cache_misses"]
-            result["fingerprint"] = compiler_fingerprint()
             result["fallback"] = stats["fallback_ops"]
     else:
         model.eval()
@@ -98,25 +96,45 @@ _CHILD = textwrap.dedent(
 )
 
 
+_SNAPSHOT: Path | None = None  # the copy of the compiler the children import
+
+
+def _snapshot_compiler(directory: Path) -> None:
+    """Copy the installed packages' source (pyproject's package-dir layout) under `directory`/neuron_mlir."""
+    import shutil
+    import tomllib
+
+    global _SNAPSHOT
+    layout = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(layout.items()):
+        target = directory.joinpath(*package.split("."))
+        shutil.copytree(REPO / folder, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    _SNAPSHOT = directory
+
+
 def _child(mode: str, name: str, repeat: int, environment: dict[str, str]) -> dict:
     code = _CHILD.format(examples=str(REPO / "examples"), mode=mode, name=name, repeat=repeat)
+    environment = dict(environment)
+    if _SNAPSHOT is not None:  # first on the path (the working directory, for `-c`), before the editable install
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_SNAPSHOT), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **environment}, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environment},
+        cwd=_SNAPSHOT,
+        check=False,
     )
     if completed.returncode != 0:
         return {"error": completed.stderr.strip().splitlines()[-1] if completed.stderr else "failed"}
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def _cold_and_warm(name: str, repeat: int, attempts: int = 3) -> tuple[dict, dict]:
-    """A cold compile into an empty cache, then a second process with that cache; again if the compiler's source
-    changed in between (every lookup would miss, measuring a second cold compile)."""
-    for _ in range(attempts):
-        with tempfile.TemporaryDirectory() as cache:
-            ours = _child("ours", name, repeat, {"NEURON_MLIR_CACHE_DIR": cache})
-            warm = _child("warm", name, repeat, {"NEURON_MLIR_CACHE_DIR": cache})
-        if "error" in ours or "error" in warm or ours.get("fingerprint") == warm.get("fingerprint"):
-            break
+def _cold_and_warm(name: str, repeat: int) -> tuple[dict, dict]:
+    """A cold compile into an empty cache, then a second process with that cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        ours = _child("ours", name, repeat, {"NEURON_MLIR_CACHE_DIR": cache})
+        warm = _child("warm", name, repeat, {"NEURON_MLIR_CACHE_DIR": cache})
     return ours, warm
 
 
@@ -135,6 +153,12 @@ def main() -> int:
     parser.add_argument("--skip-inductor", action="store_true")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]
+    with tempfile.TemporaryDirectory() as snapshot:
+        _snapshot_compiler(Path(snapshot))
+        return _run(names, args)
+
+
+def _run(names: list[str], args: argparse.Namespace) -> int:
 
     print(
         f"{'model':<9} {'ours s':>7} {'inductor s':>10} {'ratio':>6} {'warm s':>7} {'backend cold/warm s':>19} "
