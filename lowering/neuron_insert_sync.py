@@ -12,7 +12,8 @@ iteration's users of a reused buffer. Instructions on the same queue run in orde
 Memory regions are tracked by byte range: on-chip buffers by address (so reuse of an address by a later buffer
 is ordered too), HBM by buffer and element range. Accesses whose offsets depend on loop indices are taken as
 covering their whole buffer, which is conservative but never unsafe. The simulator's race checker verifies
-the result.
+the result. Only what can conflict is compared: records are grouped by memory (and HBM buffer), reads apart from
+writes, and each distinct access keeps only its latest instance.
 """
 
 from __future__ import annotations
@@ -64,17 +65,31 @@ class Region:
         )
 
 
+# Records of accesses, grouped by what can conflict: the memory and (for HBM) the buffer. Within a group, reads
+# and writes apart (a read only ever waits for writes). Each maps (queue, region) of an access to the (sequence
+# number, instruction id) of its latest instance: an older access of the same queue, kind and region can never be
+# the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins), so
+# the records stay as few as the distinct accesses, however long the program.
+RecordKey = tuple[QueueKey, Region]
+Records = dict[RecordKey, tuple[int, int]]
+
+
 @dataclass
-class _Record:
-    instruction_id: int
-    queue: QueueKey
-    writes: bool
-    region: Region
+class _Group:
+    reads: Records = field(default_factory=dict)
+    writes: Records = field(default_factory=dict)
 
 
 @dataclass
 class _State:
-    records: list[_Record] = field(default_factory=list)
+    groups: dict[tuple[Memory, SSAValue | None], _Group] = field(default_factory=dict)
+    sequence: int = 0
+
+    def group(self, region: Region) -> _Group:
+        key = (region.memory, region.buffer)
+        if key not in self.groups:
+            self.groups[key] = _Group()
+        return self.groups[key]
 
 
 def _queue_of(op: InstructionOp) -> QueueKey:
@@ -138,20 +153,35 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
     written_roles = set(spec.writes + spec.optional_writes)
     reads = [_region(op, role) for role in op.present_roles() if role not in written_roles]
     writes = [_region(op, role) for role in op.present_roles() if role in written_roles]
-    latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record position, instruction id)
-    for position, record in enumerate(state.records):
-        if record.queue == queue:
-            continue
-        conflicts = any(record.writes and record.region.overlaps(r) for r in reads) or any(
-            record.region.overlaps(w) for w in writes
-        )
-        if conflicts and (record.queue not in latest or latest[record.queue][0] < position):
-            latest[record.queue] = (position, record.instruction_id)
+    latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
+
+    def wait_for(records: Records, region: Region) -> None:
+        for (record_queue, record_region), (sequence, instruction_id) in records.items():
+            if record_queue == queue or not record_region.overlaps(region):
+                continue
+            if record_queue not in latest or latest[record_queue][0] < sequence:
+                latest[record_queue] = (sequence, instruction_id)
+
+    for region in reads:  # read after write
+        wait_for(state.group(region).writes, region)
+    for region in writes:  # write after write, write after read
+        group = state.group(region)
+        wait_for(group.writes, region)
+        wait_for(group.reads, region)
     waits.setdefault(op, set()).update(instruction_id for _, instruction_id in latest.values())
     for region in writes:
-        state.records = [r for r in state.records if not region.covers(r.region)]
-    state.records += [_Record(own_id, queue, False, r) for r in reads]
-    state.records += [_Record(own_id, queue, True, r) for r in writes]
+        group = state.group(region)
+        for records in (group.reads, group.writes):
+            for key in [key for key in records if region.covers(key[1])]:
+                del records[key]
+    for regions, writing in ((reads, False), (writes, True)):
+        for region in regions:
+            group = state.group(region)
+            records = group.writes if writing else group.reads
+            key = (queue, region)
+            records.pop(key, None)  # re-inserted last: iteration follows the sequence
+            state.sequence += 1
+            records[key] = (state.sequence, own_id)
 
 
 def _visit(block: Block, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
