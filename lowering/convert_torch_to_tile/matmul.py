@@ -390,15 +390,15 @@ class _Kernel:
         accs: list[SSAValue] | None,
     ) -> list[SSAValue]:
         """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner)."""
-        b = self.blocking
+        columns = _split(n_size, self.blocking.n_tile)
+        rhs = [_window(em, moving, [*lead, c0], (k_size, c_size)) for c0, c_size in columns]
         results = []
         for s, part in enumerate(stationary):
-            m_size = part.type.get_shape()[-1]  # type: ignore[union-attr]
-            for j, (c0, c_size) in enumerate(_split(n_size, b.n_tile)):
-                rhs = _window(em, moving, [*lead, c0], (k_size, c_size))
-                acc = accs[s * len(_split(n_size, b.n_tile)) + j] if accs is not None else None
+            m_size = _shape(part)[-1]
+            for j, (_, c_size) in enumerate(columns):
+                acc = accs[s * len(columns) + j] if accs is not None else None
                 result_type = TileType((m_size, c_size), f32, Memory.PSUM)
-                results.append(em.insert(tile.MatmulOp(part, rhs, result_type, acc)).result)
+                results.append(em.insert(tile.MatmulOp(part, rhs[j], result_type, acc)).result)
         return results
 
     # ---- operands --------------------------------------------------------------------------------------------
