@@ -66,7 +66,7 @@ def instance_step(
     """One recorded instance as a step: prepared when its form allows, else its semantics function."""
     prepare = _PREPARERS.get(opcode)
     if prepare is not None and function is semantics.SEMANTICS[opcode]:
-        step = prepare(views, attrs, engine)
+        step = prepare(views, attrs, engine, target)
         if step is not None:
             return step
     return functools.partial(function, views, attrs, engine, target)
@@ -99,7 +99,9 @@ def _copy_into(dst: np.ndarray, values: np.ndarray) -> Step:
     return functools.partial(np.copyto, dst, values)
 
 
-def _prepare_dma_copy(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_dma_copy(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes
     src, dst = ops["src"], ops["dst"]
     if attrs.get("indirect") or src.dtype != dst.dtype:
@@ -108,7 +110,9 @@ def _prepare_dma_copy(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], e
     return _copy_into(dst, values) if values is not None else None
 
 
-def _prepare_tensor_copy(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_tensor_copy(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.tensor_copy with equal dtypes: dst[...] = _rows(src).reshape(dst.shape)
     src, dst = ops["src"], ops["dst"]
     if src.dtype != dst.dtype:
@@ -126,7 +130,9 @@ def _into_rows(dst: np.ndarray, *shapes: tuple[int, ...]) -> np.ndarray | None:
     return rows
 
 
-def _prepare_tensor_tensor(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_tensor_tensor(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.tensor_tensor through binary_into: ufunc(to_f32(rows(in0)), to_f32(rows(in1)), out=rows(dst))
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
@@ -139,7 +145,9 @@ def _prepare_tensor_tensor(ops: Mapping[str, np.ndarray], attrs: Mapping[str, An
     return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
 
 
-def _prepare_tensor_scalar(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_tensor_scalar(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout)
     src, dst = ops["src"], ops["dst"]
     steps = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
@@ -191,7 +199,9 @@ def _prepare_tensor_scalar(ops: Mapping[str, np.ndarray], attrs: Mapping[str, An
     return step
 
 
-def _prepare_activation(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_activation(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.activation through activation_into (no accumulate_dst, a one-ufunc function, fp32 operands)
     src, dst = ops["src"], ops["dst"]
     if ops.get("accumulate_dst") is not None:
@@ -228,10 +238,10 @@ def _prepare_activation(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any],
     return scaled_step
 
 
-def _prepare_nc_matmul(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
-    # semantics.nc_matmul through matmul_into's in-place branch (not a transpose: that one tests data)
-    if attrs.get("is_transpose"):
-        return None
+def _prepare_nc_matmul(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
+    # semantics.nc_matmul through matmul_into's in-place branch, or a transpose by an identity
     stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
     if stationary.dtype != F32 or moving.dtype != F32:
         return None
@@ -239,6 +249,8 @@ def _prepare_nc_matmul(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], 
     stationary2, moving2 = _view(stationary, (k, -1)), _view(moving, (k, -1))
     if stationary2 is None or moving2 is None:
         return None
+    if attrs.get("is_transpose"):
+        return _prepare_transpose(ops, attrs, engine, target, stationary2, moving2)
     lhs, rhs = np.swapaxes(stationary2, -1, -2), moving2
     rows = semantics.writable_rows(dst, 0)
     if rows is None or rows.shape != (*lhs.shape[:-1], rhs.shape[-1]):
@@ -252,13 +264,62 @@ def _prepare_nc_matmul(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], 
     return functools.partial(np.matmul, lhs, rhs, out=rows)
 
 
-def _prepare_memset(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_transpose(
+    ops: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any],
+    engine: Engine,
+    target: Target,
+    stationary2: np.ndarray,
+    moving2: np.ndarray,
+) -> Step | None:
+    # semantics.nc_matmul with is_transpose: whether the stationary is an identity is data, tested on every run;
+    # when it is, dst = moving^T (equal dtypes: store converts nothing), else the semantics function's product
+    dst = ops["dst"]
+    rows, columns = stationary2.shape
+    if not target.matmul_transpose_bit_exact or rows != columns or dst.dtype != moving2.dtype:
+        return None
+    eye = semantics.identity_matrix(rows)
+    function = semantics.nc_matmul
+
+    def step() -> None:
+        if (stationary2 == eye).all():  # semantics._is_identity of an fp32 matrix
+            dst[...] = np.ascontiguousarray(moving2.T).reshape(dst.shape)
+        else:
+            function(ops, attrs, engine, target)
+
+    return step
+
+
+def _prepare_affine_select(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
+    # semantics.affine_select: which elements come from on_true depends on the attributes only, computed once
+    dst, on_true = ops["dst"], ops["on_true"]
+    values = _rows(on_true) if on_true.dtype == dst.dtype else None
+    if values is None:
+        return None
+    chosen = semantics._COMPARE_ZERO[attrs["cmp"]](semantics.affine_values(dst.shape[0], attrs))
+    chosen.flags.writeable = False
+    on_false = semantics._immediate_as(attrs["on_false_value"], dst.dtype)
+    shape = dst.shape
+
+    def step() -> None:
+        dst[...] = np.where(chosen, values, on_false).reshape(shape)
+
+    return step
+
+
+def _prepare_memset(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.memset: the value is an immediate, converted once
     dst = ops["dst"]
     return _copy_into(dst, semantics._immediate_as(attrs["value"], dst.dtype))
 
 
-def _prepare_iota(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine) -> Step | None:
+def _prepare_iota(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+) -> Step | None:
     # semantics.iota: the values depend on the attributes only, computed once
     dst = ops["dst"]
     values = alu.cast(semantics.affine_values(dst.shape[0], attrs), dst.dtype).reshape(dst.shape)
@@ -267,7 +328,7 @@ def _prepare_iota(ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engin
     return _copy_into(dst, values)
 
 
-_PREPARERS: dict[str, Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Engine], Step | None]] = {
+_PREPARERS: dict[str, Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Engine, Target], Step | None]] = {
     "dma_copy": _prepare_dma_copy,
     "tensor_copy": _prepare_tensor_copy,
     "tensor_tensor": _prepare_tensor_tensor,
@@ -276,4 +337,5 @@ _PREPARERS: dict[str, Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Eng
     "nc_matmul": _prepare_nc_matmul,
     "memset": _prepare_memset,
     "iota": _prepare_iota,
+    "affine_select": _prepare_affine_select,
 }

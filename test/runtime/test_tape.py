@@ -105,6 +105,22 @@ def _every_prepared_form() -> Program:
     b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(t), "moving": b.ap(ws)})
     b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(v), "moving": b.ap(ws)}, {"accumulate": True})
     b.inst("tensor_copy", "vector", {"dst": b.ap(ws, partitions=32), "src": b.ap(acc)})
+    # transposes: by an identity built in SBUF (the bit-exact copy), and by a matrix that is not one
+    eye, square, flipped = b.sbuf("eye", (32, 32), "f32"), b.sbuf("square", (32, 32), "f32"), b.psum("tr", (32, 32))
+    b.inst("memset", "gpsimd", {"dst": b.ap(square)}, {"value": 1.0})
+    b.inst(
+        "affine_select",
+        "gpsimd",
+        {"dst": b.ap(eye), "on_true": b.ap(square)},
+        {"cmp": "is_equal", "pattern": ((-1, 32),), "channel_multiplier": 1, "on_false_value": 0.0},
+    )
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(flipped), "stationary": b.ap(eye), "moving": b.ap(t, partitions=32)},
+           {"is_transpose": True})  # fmt: skip
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t, [(1, 32)], partitions=32), "src": b.ap(flipped)})
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(square), "src": b.ap(eye)}, {"op0": "multiply", "scalar0": 2.0})
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(flipped), "stationary": b.ap(square), "moving": b.ap(u, partitions=32)},
+           {"is_transpose": True})  # fmt: skip
+    b.inst("tensor_copy", "vector", {"dst": b.ap(u, [(1, 32)], partitions=32), "src": b.ap(flipped)})
     b.dma(b.ap(y), b.ap(t))
     b.dma(b.ap(z), b.ap(ws), queue=1)
     b.dma(b.ap(q), b.ap(tb), queue=2)
@@ -116,7 +132,7 @@ def test_every_prepared_form_matches_the_plain_path():
     steps = _assert_runs_match_the_plain_path(_every_prepared_form())
     # most of the straight-line instances run prepared; the rest (reductions, conversions, integers, gelu,
     # a division) through their semantics functions
-    assert len(_prepared(steps)) >= 15
+    assert len(_prepared(steps)) >= 20
     assert len(steps) - len(_prepared(steps)) >= 5
 
 
