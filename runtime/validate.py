@@ -138,10 +138,14 @@ class ValidatedProgram:
 
 
 def _is_int(value: object) -> bool:
+    if type(value) is int:  # the common case, without the (slow) abstract base class check
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_number(value: object) -> bool:
+    if type(value) is int or type(value) is float:
+        return True
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
