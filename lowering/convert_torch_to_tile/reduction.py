@@ -24,11 +24,12 @@ product, maximum or minimum whose result type is an integer (int64 for torch's s
 or bool input) folds integer tiles of that type (`tile.reduce` and `tile.binary` on integers, run on GpSimdE's
 integer lanes, int64 as 64-bit software lanes) and wraps exactly as PyTorch's integers do. Chunks are loaded in
 the result type when the DMA's conversion (through fp32) is exact (floats, truncated as torch casts them, and
-integers of up to 16 bits), else in their own type and widened on GpSimdE. A full reduction combines the lanes'
-integer columns by moving them onto one partition through an HBM scratch tensor (TensorE and PSUM sum in fp32).
-Integer arg-reductions compare exactly too (in int32, or int64 for int64 inputs). An integer result that needs a
-scale or a chunk transform (integer means, variances or norms: PyTorch has none) is refused rather than computed
-in fp32.
+integers of up to 16 bits), else in their own type and widened on GpSimdE; a chunk of integers of up to 16 bits
+(bools when counting) sums in int32, which cannot overflow within a chunk, and only its column widens to int64
+(`chunk_integer_type`). A full reduction combines the lanes' integer columns by moving them onto one partition
+through an HBM scratch tensor (TensorE and PSUM sum in fp32). Integer arg-reductions compare exactly too (in
+int32, or int64 for int64 inputs). An integer result that needs a scale or a chunk transform (integer means,
+variances or norms: PyTorch has none) is refused rather than computed in fp32.
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ def _column(p: int, element_type: Attribute = F32) -> TileType:
 def is_exact_integer(element_type: Attribute) -> bool:
     """Integers wider than bool: their reductions and scans must not round through fp32."""
     return isinstance(element_type, IntegerType) and element_type.width.data > 1
+
+
+def chunk_integer_type(source_type: Attribute, result_type: Attribute, op: str) -> Attribute:
+    """The integer type a chunk folds in before its column joins the `result_type` fold. A sum, maximum or
+    minimum of a chunk (at most `INTEGER_TILE` elements) of integers of up to 16 bits fits int32, whose GpSimdE
+    lanes cost half of int64's: counting bools into int64 folds each chunk in int32 and widens the column."""
+    narrow = isinstance(source_type, IntegerType) and source_type.width.data <= 16
+    wide_result = isinstance(result_type, IntegerType) and result_type.width.data > 32
+    return i32 if narrow and wide_result and op in ("add", "max", "min") else result_type
 
 
 def load_exact(
@@ -217,7 +227,7 @@ def emit_reduce(
             f"{what} reduction with an integer result ({out_element_type}) has no exact lowering (it would round "
             "through fp32)",
         )
-    integer_type = out_element_type if integer else None
+    integer_type = chunk_integer_type(element_type_of(source), out_element_type, op) if integer else None
     column_type = out_element_type if integer else F32
     space = ReductionSpace(em, source, dims)
     out_shape = reduced_shape(layout_of(source).shape, dims, keepdim)
@@ -240,6 +250,9 @@ def emit_reduce(
         chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type)
         if transform is not None:
             chunk = transform(e, chunk, row)
+        if integer_type is not None and integer_type != column_type:
+            folded = e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, integer_type))).result
+            return e.insert(tile.CopyOp(folded, _column(row.partitions, column_type))).result
         return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, column_type))).result
 
     def fold(e: Emitter, acc: SSAValue, value: SSAValue) -> SSAValue:
@@ -290,17 +303,21 @@ def _reduce_on_every_lane(
     if op != "add" and not exact_transpose and not integer:
         return False
     column_type = out_type if integer else F32
+    chunk_type = chunk_integer_type(element_type_of(source), out_type, op) if integer else F32
     width = count // lanes
     spread = view(em, source, Layout((lanes, width), (width, 1), layout.offset))
     row = RowTile([0], lanes)
 
     def partial(e: Emitter, f0: Index, size: int) -> SSAValue:
         if integer:
-            chunk = load_exact(e, spread, [0, f0], (lanes, size), out_type)
+            chunk = load_exact(e, spread, [0, f0], (lanes, size), chunk_type)
         else:
             chunk = load(e, spread, [0, f0], (lanes, size), F32)
         if transform is not None:
             chunk = transform(e, chunk, row)
+        if chunk_type != column_type:
+            folded = e.insert(tile.ReduceOp(chunk, op, _column(lanes, chunk_type))).result
+            return e.insert(tile.CopyOp(folded, _column(lanes, column_type))).result
         return e.insert(tile.ReduceOp(chunk, op, _column(lanes, column_type))).result
 
     def fold(e: Emitter, f0: Index, size: int, acc: SSAValue) -> SSAValue:

@@ -84,6 +84,15 @@ def test_bool_and_narrow_integer_sums():
     )
 
 
+def test_narrow_chunks_fold_in_int32_and_totals_in_int64():
+    """A chunk of int16 or uint8 values sums in int32 (it cannot overflow there) and the chunks' columns add in
+    int64: extreme values over rows longer than a chunk give totals far beyond 2^24."""
+    wide = torch.full((129, 4200), 32767, dtype=torch.int16)
+    wide[5] = -32768
+    bytes_ = torch.full((3, 300, 701), 255, dtype=torch.uint8)
+    _check_exact(lambda t, u: (t.sum(1), t.sum(), t.amax(1), t.amin(), u.sum(), u.sum((0, 2)), u.amax()), wide, bytes_)
+
+
 def test_extremes_of_values_beyond_two_to_the_24():
     """Neighbouring large integers round to the same fp32: only an exact comparison tells them apart."""
     x = torch.full((130, 40), 2**24 + 1, dtype=torch.int64)

@@ -6,7 +6,8 @@
 // SEMANTICS-COUNT-4: all outputs match
 
 // An int32 chunk loads as int32 (the DMA converts through fp32, inexact beyond 2^24) and GpSimdE widens it to
-// int64; a bool chunk loads straight into int64 (0 and 1 are exact in fp32).
+// int64; a bool chunk loads straight into int32 (0 and 1 are exact in fp32), whose sum over a chunk fits int32,
+// and only its column widens to int64.
 func.func @main(%x: tensor<6x300xi32>, %b: tensor<6x300xi1>) -> (tensor<6xi64>, tensor<6xi64>) {
   %s = torch.aten.sum.dim_IntList %x {dim = array<i64: 1>} : (tensor<6x300xi32>) -> tensor<6xi64>
   %c = torch.aten.sum.dim_IntList %b {dim = array<i64: 1>} : (tensor<6x300xi1>) -> tensor<6xi64>
@@ -17,8 +18,9 @@ func.func @main(%x: tensor<6x300xi32>, %b: tensor<6x300xi1>) -> (tensor<6xi64>, 
 // CHECK-NEXT:  %[[W:.*]] = tile.copy %[[X]] : (!tile.tile<6x300xi32, sbuf>) -> !tile.tile<6x300xi64, sbuf>
 // CHECK-NEXT:  %[[S:.*]] = tile.reduce %[[W]] {op = "add"} : (!tile.tile<6x300xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
 // CHECK-NEXT:  tile.store %[[S]]
-// CHECK:       %[[B:.*]] = tile.load %b{{.*}} -> !tile.tile<6x300xi64, sbuf>
-// CHECK-NEXT:  tile.reduce %[[B]] {op = "add"} : (!tile.tile<6x300xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+// CHECK:       %[[B:.*]] = tile.load %b{{.*}} -> !tile.tile<6x300xi32, sbuf>
+// CHECK-NEXT:  %[[C:.*]] = tile.reduce %[[B]] {op = "add"} : (!tile.tile<6x300xi32, sbuf>) -> !tile.tile<6x1xi32, sbuf>
+// CHECK-NEXT:  tile.copy %[[C]] : (!tile.tile<6x1xi32, sbuf>) -> !tile.tile<6x1xi64, sbuf>
 
 // -----
 
