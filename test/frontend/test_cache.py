@@ -81,3 +81,18 @@ def test_entries_are_validated_once_and_run_without_validating_again(tmp_path, m
     for _ in range(3):
         (out,), _ = run_program(loaded, [x])
         np.testing.assert_array_equal(out, np.exp(x))
+
+
+def test_the_key_text_prints_bytes_literals_as_xdsl_does():
+    import random
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    from neuron_mlir.frontend.compile_graph import _Printer
+
+    data = bytes(range(256)) + bytes(random.Random(0).randrange(256) for _ in range(4096))
+    expected, actual = StringIO(), StringIO()
+    Printer(stream=expected).print_bytes_literal(data)
+    _Printer(stream=actual).print_bytes_literal(data)
+    assert actual.getvalue() == expected.getvalue()
