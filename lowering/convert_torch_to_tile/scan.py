@@ -16,8 +16,10 @@ where the sum is NaN or infinite, as in a sequential sum.
 
 An integer result (torch's cumsum of integers and bools is int64) must be exact, and PSUM sums in fp32 (exact
 only up to 2^24), so integers scan on GpSimdE's integer lanes instead (`emit_integer_scan`): the scanned
-dimension goes on the free axis, the other dimensions on partitions, each chunk (`INTEGER_SCAN_TILE`) is scanned by
-`tile.scan` in the result type, and a per-row carry column (the exact sum of the earlier chunks) is added to it.
+dimension goes on the free axis, the other dimensions on partitions, each chunk (`INTEGER_SCAN_TILE`) is
+scanned by `tile.scan` in the result type (in int32 for inputs of up to 16 bits, which cannot overflow within a
+chunk, then widened), and a per-row carry column (the exact sum of the earlier chunks) is added to it. Reading
+a scanned dimension that is not contiguous goes through an element-strided DMA, slower than the float path's.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import is_exact_integer, load_exact
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import chunk_integer_type, is_exact_integer, load_exact
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.runtime.hardware import Memory
@@ -161,20 +163,28 @@ def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) ->
     source_rows = view(em, source_view, layout_of(source_view).permute(order))
     out_rows = view(em, out_view, layout_of(out_view).permute(order))
     out_type = element_type_of(out)
+    # a chunk of integers of up to 16 bits scans in int32 (no overflow within a chunk), then widens
+    scan_type = chunk_integer_type(element_type_of(source), out_type, "add")
 
     def body(e: Emitter, indices: list[Index]) -> None:
         def rows(e2: Emitter, p0: Index, p: int) -> None:
             column = TileType((p, 1), out_type, Memory.SBUF)
 
+            def widened(e3: Emitter, value: SSAValue, shape: tuple[int, int]) -> SSAValue:
+                if scan_type == out_type:
+                    return value
+                return e3.insert(tile.CopyOp(value, TileType(shape, out_type, Memory.SBUF))).result
+
             def chunk(e3: Emitter, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
-                x = load_exact(e3, source_rows, [*indices, p0, f0], (p, size), out_type)
-                scanned = e3.insert(tile.ScanOp(x, "add", x.type)).result  # type: ignore[arg-type]
+                x = load_exact(e3, source_rows, [*indices, p0, f0], (p, size), scan_type)
+                scanned = widened(e3, e3.insert(tile.ScanOp(x, "add", x.type)).result, (p, size))  # type: ignore[arg-type]
                 if carry is not None:
-                    scanned = e3.insert(tile.BinaryScalarOp(scanned, "add", x.type, column=carry)).result  # type: ignore[arg-type]
+                    scanned = e3.insert(tile.BinaryScalarOp(scanned, "add", scanned.type, column=carry)).result  # type: ignore[arg-type]
                 store(e3, scanned, out_rows, [*indices, p0, f0])
                 if isinstance(f0, int) and f0 + size == length:
                     return scanned if carry is None else carry  # the last chunk: no later chunk needs a carry
-                total = e3.insert(tile.ReduceOp(x, "add", column)).result
+                total = e3.insert(tile.ReduceOp(x, "add", TileType((p, 1), scan_type, Memory.SBUF))).result
+                total = widened(e3, total, (p, 1))
                 if carry is None:
                     return total
                 return e3.insert(tile.BinaryOp(carry, total, "add", column)).result

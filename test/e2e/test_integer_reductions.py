@@ -116,7 +116,10 @@ def test_cumsum_of_bools_and_explicit_int32_results():
     torch.manual_seed(4)
     x = torch.randn(40, 3000)
     y = _odd_large((6, 50), torch.int32, low=2**29, high=2**30)
-    _check_exact(lambda t, u: (torch.cumsum(t > 0, 1), torch.cumsum(u, 1, dtype=torch.int32)), x, y)
+    z = torch.full((5, 3000), 32767, dtype=torch.int16)  # chunks scan in int32, the carry grows past 2^24 in int64
+    _check_exact(
+        lambda t, u, v: (torch.cumsum(t > 0, 1), torch.cumsum(u, 1, dtype=torch.int32), torch.cumsum(v, 1)), x, y, z
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=["i64", "i32"])

@@ -3,7 +3,7 @@
 
 // Exact integer reductions and scans (lowering/convert_torch_to_tile/reduction.py and scan.py): integer results
 // fold integer tiles of the result type, never fp32 ones.
-// SEMANTICS-COUNT-4: all outputs match
+// SEMANTICS-COUNT-5: all outputs match
 
 // An int32 chunk loads as int32 (the DMA converts through fp32, inexact beyond 2^24) and GpSimdE widens it to
 // int64; a bool chunk loads straight into int32 (0 and 1 are exact in fp32), whose sum over a chunk fits int32,
@@ -92,3 +92,18 @@ func.func @main(%x: tensor<6x5000xi64>) -> (tensor<6xi64>, tensor<6xi64>) {
 // CHECK-NEXT:  tile.select %[[WINS]], %[[I1]], %[[I0]]
 // CHECK-NOT:   f32
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<6x1xi32, sbuf>) -> !tile.tile<6x1xi64, sbuf>
+
+// -----
+
+// A bool (or other input of up to 16 bits) cumsum scans each chunk in int32, which cannot overflow within a
+// chunk, and widens the scan to the int64 result on GpSimdE before storing (the DMA's fp32 conversion would
+// round counts beyond 2^24).
+func.func @main(%x: tensor<4x300xi1>) -> tensor<4x300xi64> {
+  %c = torch.aten.cumsum %x {dim = 1 : i64} : (tensor<4x300xi1>) -> tensor<4x300xi64>
+  func.return %c : tensor<4x300xi64>
+}
+// CHECK-LABEL: func.func @main
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} : memref<4x300xi1, #neuron.mem<hbm>> -> !tile.tile<4x300xi32, sbuf>
+// CHECK-NEXT:  %[[S:.*]] = tile.scan %[[X]] {op = "add"} : (!tile.tile<4x300xi32, sbuf>) -> !tile.tile<4x300xi32, sbuf>
+// CHECK-NEXT:  %[[W:.*]] = tile.copy %[[S]] : (!tile.tile<4x300xi32, sbuf>) -> !tile.tile<4x300xi64, sbuf>
+// CHECK-NEXT:  tile.store %[[W]]
