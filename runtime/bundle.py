@@ -383,7 +383,11 @@ class _Decoder:
         return value
 
     def ints(self, value: Any, where: str) -> tuple[int, ...]:
-        return tuple(self.int(item, f"{where}[{i}]") for i, item in enumerate(self.list(value, where, 64)))
+        items = self.list(value, where, 64)
+        for i, item in enumerate(items):
+            if type(item) is not int:  # where[i] is only formatted for the error (most of decoding's time otherwise)
+                self.int(item, f"{where}[{i}]")
+        return tuple(items)
 
     def scalar(self, value: Any, where: str) -> int | Reg:
         if isinstance(value, dict):
