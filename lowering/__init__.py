@@ -28,6 +28,18 @@ def _convert_torch_to_tile() -> type[ModulePass]:
     return ConvertTorchToTilePass
 
 
+def _tile_fuse_loops() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_fuse_loops import TileFuseLoopsPass
+
+    return TileFuseLoopsPass
+
+
+def _tile_unroll_streaming_loops() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_unroll_streaming_loops import TileUnrollStreamingLoopsPass
+
+    return TileUnrollStreamingLoopsPass
+
+
 def _convert_tile_to_neuron() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_tile_to_neuron import ConvertTileToNeuronPass
 
@@ -38,6 +50,24 @@ def _neuron_allocate_memory() -> type[ModulePass]:
     from neuron_mlir.lowering.neuron_allocate_memory import NeuronAllocateMemoryPass
 
     return NeuronAllocateMemoryPass
+
+
+def _neuron_fuse_instructions() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_fuse_instructions import NeuronFuseInstructionsPass
+
+    return NeuronFuseInstructionsPass
+
+
+def _neuron_balance_engines() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_balance_engines import NeuronBalanceEnginesPass
+
+    return NeuronBalanceEnginesPass
+
+
+def _neuron_assign_dma_queues() -> type[ModulePass]:
+    from neuron_mlir.lowering.neuron_assign_dma_queues import NeuronAssignDmaQueuesPass
+
+    return NeuronAssignDmaQueuesPass
 
 
 def _neuron_unroll_loops() -> type[ModulePass]:
@@ -68,8 +98,13 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-canonicalize": _torch_canonicalize,
     "torch-fold-constants": _torch_fold_constants,
     "convert-torch-to-tile": _convert_torch_to_tile,
+    "tile-fuse-loops": _tile_fuse_loops,
+    "tile-unroll-streaming-loops": _tile_unroll_streaming_loops,
     "convert-tile-to-neuron": _convert_tile_to_neuron,
+    "neuron-fuse-instructions": _neuron_fuse_instructions,
+    "neuron-balance-engines": _neuron_balance_engines,
     "neuron-unroll-loops": _neuron_unroll_loops,
+    "neuron-assign-dma-queues": _neuron_assign_dma_queues,
     "neuron-allocate-memory": _neuron_allocate_memory,
     "neuron-insert-sync": _neuron_insert_sync,
     "verify-stage-contract": _verify_stage_contract,

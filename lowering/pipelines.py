@@ -22,8 +22,17 @@ from neuron_mlir.lowering.verify_stage_contract import STAGES, check_stage_contr
 # valid torch-dialect IR, which the verifier checks.
 DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch", ("torch-canonicalize", "torch-fold-constants", "cse", "dce")),
-    ("tile", ("convert-torch-to-tile",)),
-    ("neuron", ("convert-tile-to-neuron", "neuron-unroll-loops")),
+    ("tile", ("convert-torch-to-tile", "tile-fuse-loops", "tile-unroll-streaming-loops")),
+    (
+        "neuron",
+        (
+            "convert-tile-to-neuron",
+            "neuron-fuse-instructions",
+            "neuron-balance-engines",
+            "neuron-unroll-loops",
+            "neuron-assign-dma-queues",
+        ),
+    ),
     ("allocated", ("neuron-allocate-memory",)),
     ("synchronised", ("neuron-insert-sync",)),
 )

@@ -1,0 +1,276 @@
+"""neuron-fuse-instructions: merge instruction pairs the ISA can do in one instruction (peepholes).
+
+Input contract: neuron-level functions before memory allocation (convert-tile-to-neuron's output): instructions
+over `neuron.alloc`ed buffers, in blocks of straight-line code and `scf.for` bodies.
+
+Output guarantee: the same results, with these pairs (within one block, the second instruction reading all of
+what the first wrote, with static accesses) replaced by one instruction at the second one's place:
+
+* `activation` writing an fp32 buffer, then an add `tensor_reduce` of all of it: the activation sums its
+  output into `accumulate_dst` (ScalarE adds the free-axis sum for 64 cycles instead of VectorE streaming the
+  tile again; the sum of fp32 values is the same as the sum of what was stored).
+* `tensor_reduce`, then a `tensor_scalar` multiplying its [P, 1] result by -1 and nothing else reading that
+  result: the reduce with `negate`.
+* `tensor_scalar`, then a `tensor_scalar` whose source is the first one's fp32 result and nothing else reads
+  that result: one `tensor_scalar` with both steps (`op0`, `op1`); the engines compute both steps in fp32 and
+  round once, exactly what the fp32 intermediate held. With 16-bit source and destination the pair becomes one
+  pass in VectorE's 16-bit performance mode.
+
+A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
+`neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, f32, i1
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.dialects.neuron import InstructionOp
+from neuron_mlir.runtime.hardware import Engine
+
+Access = tuple[SSAValue, neuron.AccessPatternAttr, SSAValue | None]
+
+
+def _static(access: Access | None) -> bool:
+    return access is not None and access[2] is None
+
+
+def _same(a: Access | None, b: Access | None) -> bool:
+    return a is not None and b is not None and a[0] is b[0] and a[1] == b[1] and a[2] is None and b[2] is None
+
+
+def _is_f32(buffer: SSAValue) -> bool:
+    return isinstance(buffer.type, MemRefType) and buffer.type.element_type == f32
+
+
+def _instruction_users(buffer: SSAValue) -> set[Operation]:
+    return {use.operation for use in buffer.uses}
+
+
+def _properties(op: InstructionOp) -> dict[str, Attribute]:
+    """The non-access properties of an instruction (what `build_instruction` takes besides accesses)."""
+    reserved = {f"{role}_ap" for role in op.roles()} | {"engine", "operandSegmentSizes"}
+    return {name: attr for name, attr in op.properties.items() if name not in reserved}
+
+
+def _accesses(op: InstructionOp) -> dict[str, Access]:
+    return {role: access for role in op.present_roles() if (access := op.access(role)) is not None}
+
+
+def _replace(old: InstructionOp, new: InstructionOp) -> None:
+    new.location = old.location
+    new.attributes.update(old.attributes)
+    block = old.parent_block()
+    assert block is not None
+    block.insert_op_before(new, old)
+    old.detach()
+    old.erase()
+
+
+def _between(block: Block, first: Operation, last: Operation) -> Iterator[Operation]:
+    """The ops strictly between `first` and `last` in `block` (first precedes last), nested ones included."""
+    current = first.next_op
+    while current is not None and current is not last:
+        yield from current.walk()
+        current = current.next_op
+
+
+def _touches(op: Operation, buffers: set[SSAValue]) -> bool:
+    return any(operand in buffers for operand in op.operands)
+
+
+def _writes(op: Operation, buffer: SSAValue) -> bool:
+    if not isinstance(op, InstructionOp):
+        return False
+    spec = op.spec()
+    return any(getattr(op, role) is buffer for role in spec.writes + spec.optional_writes)
+
+
+def _erase_if_unused(buffer: SSAValue) -> None:
+    owner = buffer.owner
+    if isinstance(owner, neuron.AllocOp) and not buffer.uses:
+        owner.detach()
+        owner.erase()
+
+
+def _hoist_alloc(buffer: SSAValue, before: Operation) -> bool:
+    """Make `buffer`'s alloc precede `before` (same block); False when it is defined elsewhere."""
+    owner = buffer.owner
+    if not isinstance(owner, neuron.AllocOp):
+        return False
+    block = before.parent_block()
+    if owner.parent_block() is not block:
+        return _defined_before(owner, before)
+    assert block is not None
+    if block.get_operation_index(owner) > block.get_operation_index(before):
+        owner.detach()
+        block.insert_op_before(owner, before)
+    return True
+
+
+def _defined_before(owner: Operation, op: Operation) -> bool:
+    """Whether `owner` is in a block enclosing `op` (so it dominates it in our structured code)."""
+    current: Operation | None = op
+    while current is not None:
+        block = current.parent_block()
+        if block is None:
+            return False
+        if owner.parent_block() is block:
+            return block.get_operation_index(owner) < block.get_operation_index(current)
+        current = block.parent_op()
+    return False
+
+
+def _previous_writer(op: InstructionOp, buffer: SSAValue) -> InstructionOp | None:
+    """The closest instruction before `op` in its block that writes `buffer` (None past a nested region)."""
+    current = op.prev_op
+    while current is not None:
+        if current.regions and any(_writes(inner, buffer) for inner in current.walk()):
+            return None
+        if _writes(current, buffer):
+            return current if isinstance(current, InstructionOp) else None
+        current = current.prev_op
+    return None
+
+
+def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
+    """activation -> dst (fp32); tensor_reduce add of all of dst  ==>  activation with accumulate_dst."""
+    if reduce.op.data != "add" or reduce.properties.get("negate") is not None:
+        return False
+    source, target = reduce.access("src"), reduce.access("dst")
+    if not _static(source) or not _static(target) or not _is_f32(source[0]):  # type: ignore[index]
+        return False
+    assert source is not None
+    assert target is not None
+    axes = reduce.properties.get("axes")
+    if (axes.value.data if isinstance(axes, IntegerAttr) else 1) != len(source[1].dims):
+        return False
+    activation = _previous_writer(reduce, source[0])
+    if not isinstance(activation, neuron.ActivationOp) or activation.accumulate_dst is not None:
+        return False
+    if not _same(activation.access("dst"), source):
+        return False
+    block = reduce.parent_block()
+    assert block is not None
+    if any(_touches(op, {target[0]}) for op in _between(block, activation, reduce)):
+        return False
+    if not _hoist_alloc(target[0], activation):
+        return False
+    accesses = _accesses(activation)
+    accesses["accumulate_dst"] = target
+    fused = neuron.ActivationOp.build_instruction(activation.engine_kind, accesses, _properties(activation))
+    _replace(activation, fused)  # type: ignore[arg-type]
+    reduce.detach()
+    reduce.erase()
+    return True
+
+
+def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
+    """tensor_reduce -> d; tensor_scalar d * -1 (d read by nothing else)  ==>  tensor_reduce with negate."""
+    if scale.op1 is not None or scale.operand0 is not None or scale.op0.data != "multiply":
+        return False
+    if not isinstance(scale.scalar0, FloatAttr) or scale.scalar0.value.data != -1.0:
+        return False
+    source, target = scale.access("src"), scale.access("dst")
+    if not _static(source) or not _static(target):
+        return False
+    assert source is not None
+    assert target is not None
+    reduce = _previous_writer(scale, source[0])
+    if not isinstance(reduce, neuron.TensorReduceOp) or reduce.properties.get("negate") is not None:
+        return False
+    if reduce.engine_kind is not Engine.VECTOR or not _same(reduce.access("dst"), source):
+        return False
+    if _instruction_users(source[0]) != {reduce, scale} or not _is_f32(source[0]):
+        return False
+    if source[0].type != target[0].type or source[1] != target[1]:
+        return False
+    block = scale.parent_block()
+    assert block is not None
+    if any(_touches(op, {target[0]}) for op in _between(block, reduce, scale)):
+        return False
+    if not _hoist_alloc(target[0], reduce):
+        return False
+    accesses = _accesses(reduce)
+    accesses["dst"] = target
+    properties = _properties(reduce)
+    properties["negate"] = IntegerAttr(1, i1)
+    fused = neuron.TensorReduceOp.build_instruction(reduce.engine_kind, accesses, properties)
+    _replace(reduce, fused)  # type: ignore[arg-type]
+    scale.detach()
+    scale.erase()
+    _erase_if_unused(source[0])
+    return True
+
+
+_FLOAT_ENGINES = (Engine.VECTOR, Engine.SCALAR)
+
+
+def _float_only(op: InstructionOp) -> bool:
+    return all(
+        isinstance(buffer.type, MemRefType) and not str(buffer.type.element_type).startswith(("i", "ui"))
+        for buffer in (getattr(op, role) for role in op.present_roles())
+    )
+
+
+def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
+    """tensor_scalar -> t (fp32, read only by the second); tensor_scalar of t  ==>  one two-step tensor_scalar."""
+    if second.op1 is not None or second.engine_kind not in _FLOAT_ENGINES or not _float_only(second):
+        return False
+    source = second.access("src")
+    if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
+        return False
+    assert source is not None
+    first = _previous_writer(second, source[0])
+    if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None:
+        return False
+    if first.engine_kind is not second.engine_kind or not _float_only(first):
+        return False
+    if not _same(first.access("dst"), source) or _instruction_users(source[0]) != {first, second}:
+        return False
+    # the first step's reads move down to the second instruction: nothing in between may write them
+    block = second.parent_block()
+    assert block is not None
+    read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
+    if any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second)):
+        return False
+    accesses = _accesses(first)
+    accesses["dst"] = second.access("dst")  # type: ignore[assignment]
+    properties = _properties(first)
+    properties["op1"] = StringAttr(second.op0.data)
+    if second.operand0 is not None:
+        accesses["operand1"] = second.access("operand0")  # type: ignore[assignment]
+    elif second.scalar0 is not None:
+        properties["scalar1"] = second.scalar0
+    if second.reverse0 is not None:
+        properties["reverse1"] = second.reverse0
+    fused = neuron.TensorScalarOp.build_instruction(second.engine_kind, accesses, properties)
+    _replace(second, fused)  # type: ignore[arg-type]
+    first.detach()
+    first.erase()
+    _erase_if_unused(source[0])
+    return True
+
+
+@dataclass(frozen=True)
+class NeuronFuseInstructionsPass(ModulePass):
+    name = "neuron-fuse-instructions"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if function.is_declaration:
+                continue
+            for instruction in [i for i in function.body.walk() if isinstance(i, InstructionOp)]:
+                if instruction.parent is None:
+                    continue  # erased by an earlier merge
+                if isinstance(instruction, neuron.TensorReduceOp):
+                    _fuse_accumulate(instruction)
+                elif isinstance(instruction, neuron.TensorScalarOp):
+                    _fuse_negate(instruction) or _fuse_scalar_pair(instruction)

@@ -1,0 +1,407 @@
+"""tile-fuse-loops: fuse loop nests that walk the same tiles, so intermediates stay on chip.
+
+Input contract: tile-level functions (convert-torch-to-tile's output), where each torch op became its own loop
+nest storing its result to a fresh HBM tensor that the next op's nest loads again.
+
+Output guarantee: the same results, with
+1. Fusion: consecutive top-level `scf.for` nests with the same loop structure (equal constant bounds at every
+   level, no loop-carried values; the straight-line code between loops, such as peeled remainder tiles, may
+   differ) become one nest when the later nest reads the earlier one's HBM results only at the tile the earlier
+   one stored in the matching place (same view type, tile shape, dims and indices). The later nest's code goes
+   right after the earlier nest's code of the same place, so each tile is produced and consumed in one iteration.
+   `memref.alloc`, `tile.view` and index constants between the nests move above the first; straight-line tile
+   code between them (the first nest's peeled remainder tiles) stays after the fused loop when the second nest
+   provably touches other elements of every tensor that code stores or that it stores (index ranges from the
+   constant loop bounds). Nests with ops other than loads, stores, elementwise compute, reductions and index
+   arithmetic are left alone, and so are nests whose fused body's tiles would need more than a quarter of a
+   partition of SBUF (half of it once double-buffered).
+2. Forwarding: in every block, a `tile.load` of exactly what an earlier `tile.store` of that block wrote (or of
+   exactly what an earlier load read), with no store to the same tensor in between, uses that tile instead
+   (with a `tile.copy` where the store or the load converted the element type).
+3. Dead stores: an HBM tensor allocated in the function that nothing loads and nothing returns (through any view)
+   loses its stores, views and allocation; copies and views left without users go too.
+
+So an elementwise chain such as `gelu(2 * x + 1) * x` is one loop nest that loads x once and stores once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.neuron import target_of
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.runtime.dtypes import itemsize
+from neuron_mlir.runtime.hardware import Memory
+
+# Ops a fusable nest may hold: value-semantics compute on tiles, index arithmetic, and tile transfers.
+_COMPUTE = (
+    tile.UnaryOp,
+    tile.BinaryOp,
+    tile.BinaryScalarOp,
+    tile.SelectOp,
+    tile.CopyOp,
+    tile.FillOp,
+    tile.IotaOp,
+    tile.KernelOp,
+    tile.ReduceOp,
+)
+_INDEX = (arith.ConstantOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
+# Ops that may sit between two nests and move above the first (they neither read nor write tensor data).
+_MOVABLE = (memref.AllocOp, tile.ViewOp, arith.ConstantOp)
+
+
+def _constant(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def root(value: SSAValue) -> SSAValue:
+    """The allocation (or function argument) under a chain of `tile.view`s."""
+    while isinstance(value.owner, tile.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def _bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
+    return _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
+
+
+def _skeleton(block: Block) -> tuple:
+    """The loop structure of a block: for each loop in order, its constant bounds and its body's skeleton."""
+    return tuple((_bounds(op), _skeleton(op.body.block)) for op in block.ops if isinstance(op, scf.ForOp))
+
+
+def _fusable_nest(loop: scf.ForOp) -> bool:
+    if any(bound is None for bound in _bounds(loop)):
+        return False
+    for op in loop.body.walk():
+        if isinstance(op, scf.ForOp):
+            if op.iter_args or any(bound is None for bound in _bounds(op)):
+                return False
+        elif not isinstance(op, (*_COMPUTE, *_INDEX, tile.LoadOp, tile.StoreOp, scf.YieldOp)):
+            return False
+    return True
+
+
+def streams_tiles(loop: scf.ForOp) -> bool:
+    """Whether a loop nest only moves tiles between HBM and on-chip compute: it loads and stores, and holds
+    nothing but loads, stores, elementwise compute, reductions, index arithmetic and loops without carried
+    values."""
+    ops = list(loop.body.walk())
+    has_load = any(isinstance(op, tile.LoadOp) for op in ops)
+    has_store = any(isinstance(op, tile.StoreOp) for op in ops)
+    return has_load and has_store and _fusable_nest(loop)
+
+
+def _segments(block: Block) -> list[list[Operation]]:
+    """The straight-line runs of a block around its loops (one more run than loops), yield excluded."""
+    runs: list[list[Operation]] = [[]]
+    for op in block.ops:
+        if isinstance(op, scf.ForOp):
+            runs.append([])
+        elif not isinstance(op, scf.YieldOp):
+            runs[-1].append(op)
+    return runs
+
+
+def _loops(block: Block) -> list[scf.ForOp]:
+    return [op for op in block.ops if isinstance(op, scf.ForOp)]
+
+
+def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> tuple:
+    indices = tuple(rename.get(index, index) for index in op.indices)
+    indices = tuple(c if (c := _constant(index)) is not None else index for index in indices)
+    return (root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
+
+
+def _stores(ops: list[Operation]) -> Iterator[tile.StoreOp]:
+    for op in ops:
+        for inner in op.walk():
+            if isinstance(inner, tile.StoreOp):
+                yield inner
+
+
+def _loads(ops: list[Operation]) -> Iterator[tile.LoadOp]:
+    for op in ops:
+        for inner in op.walk():
+            if isinstance(inner, tile.LoadOp):
+                yield inner
+
+
+def _aligned(first: Block, second: Block, rename: dict[SSAValue, SSAValue], written: set[SSAValue]) -> bool:
+    """Whether every load in `second` of a tensor the first nest writes reads exactly a tile that the first
+    nest's matching segment stores (so forwarding will remove it). `rename` maps second's loop variables to
+    first's."""
+    for loop_a, loop_b in zip(_loops(first), _loops(second), strict=True):
+        rename = {**rename, loop_b.body.block.args[0]: loop_a.body.block.args[0]}
+        if not _aligned(loop_a.body.block, loop_b.body.block, rename, written):
+            return False
+    for run_a, run_b in zip(_segments(first), _segments(second), strict=True):
+        stored = {_transfer_key(s, s.dest, {}) for s in run_a if isinstance(s, tile.StoreOp)}
+        for load in run_b:
+            if (
+                isinstance(load, tile.LoadOp)
+                and root(load.source) in written
+                and _transfer_key(load, load.source, rename) not in stored
+            ):
+                return False
+    return True
+
+
+def body_bytes(block: Block) -> int:
+    """SBUF bytes per partition of the tiles a block (with everything nested in it) defines."""
+    total = 0
+    for op in block.walk():
+        for result in op.results:
+            if isinstance(result.type, TileType) and result.type.memory is Memory.SBUF:
+                total += result.type.free_size * itemsize(runtime_dtype_name(result.type.element_type))
+    return total
+
+
+def _can_fuse(first: scf.ForOp, second: scf.ForOp, budget: int) -> bool:
+    if body_bytes(first.body.block) + body_bytes(second.body.block) > budget:
+        return False
+    if _bounds(first) != _bounds(second) or _skeleton(first.body.block) != _skeleton(second.body.block):
+        return False
+    if not (_fusable_nest(first) and _fusable_nest(second)):
+        return False
+    written_first = {root(s.dest) for s in _stores([first])}
+    read_first = {root(load.source) for load in _loads([first])}
+    written_second = {root(s.dest) for s in _stores([second])}
+    if written_second & (written_first | read_first):
+        return False
+    rename = {second.body.block.args[0]: first.body.block.args[0]}
+    return _aligned(first.body.block, second.body.block, rename, written_first)
+
+
+def _merge(first: Block, second: Block) -> None:
+    """Append each segment of `second` after the matching segment of `first`, merging loops pairwise."""
+    second.args[0].replace_all_uses_with(first.args[0])
+    loops_a, loops_b = _loops(first), _loops(second)
+    runs_b = _segments(second)
+    anchors: list[Operation | None] = [*loops_a, first.last_op if isinstance(first.last_op, scf.YieldOp) else None]
+    for run, anchor in zip(runs_b, anchors, strict=True):
+        for op in run:
+            op.detach()
+            if anchor is None:
+                first.add_op(op)
+            else:
+                first.insert_op_before(op, anchor)
+    for loop_a, loop_b in zip(loops_a, loops_b, strict=True):
+        _merge(loop_a.body.block, loop_b.body.block)
+        loop_b.detach()
+        loop_b.erase()
+
+
+def _fuse_nests(block: Block, budget: int) -> None:
+    current: scf.ForOp | None = None
+    tail: list[Operation] = []  # straight-line code after `current` (its peeled remainder tiles, say)
+    for op in list(block.ops):
+        if isinstance(op, scf.ForOp):
+            if current is not None and _can_fuse(current, op, budget) and _can_hoist(op, tail):
+                op.detach()
+                block.insert_op_after(op, current)
+                _merge(current.body.block, op.body.block)
+                op.detach()
+                op.erase()
+                continue
+            current, tail = (op, []) if not op.iter_args else (None, [])
+        elif isinstance(op, _MOVABLE) and current is not None:
+            if all(_dominates_before(operand, current) for operand in op.operands):
+                op.detach()
+                block.insert_op_before(op, current)
+            else:
+                tail.append(op)
+        elif current is not None and not op.regions and isinstance(op, (*_COMPUTE, *_INDEX, tile.LoadOp, tile.StoreOp)):
+            tail.append(op)
+        else:
+            current, tail = None, []
+
+
+def _index_range(value: SSAValue) -> tuple[int, int] | None:
+    """The values an index takes: a constant, or the induction variable of a loop with constant bounds."""
+    constant = _constant(value)
+    if constant is not None:
+        return constant, constant
+    owner = value.owner
+    if isinstance(owner, Block) and isinstance(loop := owner.parent_op(), scf.ForOp):
+        lower, upper, step = _bounds(loop)
+        if lower is not None and upper is not None and step is not None and upper > lower and step > 0:
+            return lower, lower + (upper - lower - 1) // step * step
+    return None
+
+
+def _box(op: tile.LoadOp | tile.StoreOp) -> tuple[SSAValue, MemRefType, list[tuple[int, int]] | None]:
+    """The tensor an access touches, its view type, and per view dim the index range it may touch."""
+    tensor = op.source if isinstance(op, tile.LoadOp) else op.dest
+    memref_type = tensor.type
+    assert isinstance(memref_type, MemRefType)
+    extents = dict(zip(op.mapped_dims(), op.tile_type().get_shape(), strict=True))
+    box = []
+    for dim, index in enumerate(op.indices):
+        bounds = _index_range(index)
+        if bounds is None:
+            return root(tensor), memref_type, None
+        box.append((bounds[0], bounds[1] + extents.get(dim, 1) - 1))
+    return root(tensor), memref_type, box
+
+
+def _disjoint(a: tile.LoadOp | tile.StoreOp, b: tile.LoadOp | tile.StoreOp) -> bool:
+    root_a, type_a, box_a = _box(a)
+    root_b, type_b, box_b = _box(b)
+    if root_a is not root_b:
+        return True
+    if type_a != type_b or box_a is None or box_b is None:
+        return False
+    return any(hi_a < lo_b or hi_b < lo_a for (lo_a, hi_a), (lo_b, hi_b) in zip(box_a, box_b, strict=True))
+
+
+def _can_hoist(loop: scf.ForOp, ops: list[Operation]) -> bool:
+    """Whether `loop` may run before `ops`: it uses none of their values, and no two accesses of a tensor, one of
+    them a store, may touch the same elements."""
+    defined = {result for op in ops for result in op.results}
+    inside = list(loop.body.walk())
+    if any(operand in defined for op in inside for operand in op.operands):
+        return False
+    transfers = [op for op in inside if isinstance(op, tile.LoadOp | tile.StoreOp)]
+    for op in ops:
+        if not isinstance(op, tile.LoadOp | tile.StoreOp):
+            continue
+        for other in transfers:
+            if (isinstance(op, tile.StoreOp) or isinstance(other, tile.StoreOp)) and not _disjoint(op, other):
+                return False
+    return True
+
+
+def _dominates_before(value: SSAValue, op: Operation) -> bool:
+    owner = value.owner
+    if isinstance(owner, Block):
+        return True
+    block = op.parent_block()
+    assert block is not None
+    if owner.parent_block() is not block:
+        return True  # defined in an enclosing block, hence before
+    return block.get_operation_index(owner) < block.get_operation_index(op)
+
+
+def _forward(block: Block) -> None:
+    """Store-to-load and load-to-load forwarding within `block` (and, separately, every nested block)."""
+    available: dict[tuple, SSAValue] = {}
+    for op in list(block.ops):
+        for region in op.regions:
+            for inner in region.blocks:
+                _forward(inner)
+        if isinstance(op, tile.StoreOp):
+            tensor = root(op.dest)
+            available = {key: value for key, value in available.items() if key[0] is not tensor}
+            stored = op.value
+            memref_type = op.memref_type()
+            assert isinstance(memref_type, MemRefType)
+            available[_transfer_key(op, op.dest, {})] = _as_stored(stored, memref_type, op)
+        elif isinstance(op, tile.LoadOp):
+            key = _transfer_key(op, op.source, {})
+            value = available.get(key)
+            if value is None:
+                available[key] = op.result
+                continue
+            wanted = op.tile_type()
+            if value.type != wanted:
+                copy = tile.CopyOp(value, wanted)
+                copy.location = op.location
+                block.insert_op_before(copy, op)
+                value = copy.result
+            op.result.replace_all_uses_with(value)
+            op.detach()
+            op.erase()
+        elif not isinstance(op, (*_COMPUTE, *_INDEX, tile.ViewOp, memref.AllocOp)):
+            # a nested region, a scatter, anything else that may write tensors: forget what it could overwrite
+            written = _written_roots(op)
+            available = {key: value for key, value in available.items() if key[0] not in written}
+
+
+def _written_roots(op: Operation) -> set[SSAValue]:
+    """The tensors `op` (or anything nested in it) may write: stores' destinations, and every tensor operand of
+    an op that is not known to only read."""
+    written: set[SSAValue] = set()
+    for inner in op.walk():
+        if isinstance(inner, tile.StoreOp):
+            written.add(root(inner.dest))
+        elif not isinstance(inner, (tile.LoadOp, tile.ViewOp, tile.GatherOp)):
+            written |= {root(v) for v in inner.operands if isinstance(v.type, MemRefType)}
+    return written
+
+
+def _as_stored(value: SSAValue, memref_type: MemRefType, store: tile.StoreOp) -> SSAValue:
+    """The tile as a load would read it back: rounded to the tensor's element type when the store converted."""
+    value_type = value.type
+    assert isinstance(value_type, TileType)
+    if value_type.element_type == memref_type.element_type:
+        return value
+    rounded = tile.CopyOp(value, TileType(value_type.get_shape(), memref_type.element_type, value_type.memory))
+    rounded.location = store.location
+    block = store.parent_block()
+    assert block is not None
+    block.insert_op_before(rounded, store)
+    return rounded.result
+
+
+def _users_through_views(value: SSAValue) -> Iterator[Operation]:
+    for use in list(value.uses):
+        if isinstance(use.operation, tile.ViewOp):
+            yield use.operation
+            yield from _users_through_views(use.operation.result)
+        else:
+            yield use.operation
+
+
+def _remove_dead_stores(function: func.FuncOp) -> None:
+    for alloc in [op for op in function.body.walk() if isinstance(op, memref.AllocOp)]:
+        users = list(_users_through_views(alloc.memref))
+        if not all(isinstance(user, tile.StoreOp | tile.ViewOp) for user in users):
+            continue
+        for user in users:
+            if isinstance(user, tile.StoreOp):
+                user.detach()
+                user.erase()
+        for user in reversed([u for u in users if isinstance(u, tile.ViewOp)]):
+            if user.parent is not None and not user.result.uses:
+                user.detach()
+                user.erase()
+        if not alloc.memref.uses:
+            alloc.detach()
+            alloc.erase()
+
+
+def _remove_unused_values(block: Block) -> None:
+    """Drop copies and views nothing uses any more (forwarding and dead stores leave them behind)."""
+    for op in reversed(list(block.walk())):
+        if isinstance(op, tile.CopyOp | tile.ViewOp) and not op.results[0].uses:
+            op.detach()
+            op.erase()
+
+
+@dataclass(frozen=True)
+class TileFuseLoopsPass(ModulePass):
+    name = "tile-fuse-loops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if function.is_declaration:
+                continue
+            body = function.body.block
+            # a fused body's tiles, double-buffered by neuron-unroll-loops, may take half a partition
+            _fuse_nests(body, target_of(op).sbuf_bytes_per_partition // 4)
+            _forward(body)
+            _remove_dead_stores(function)
+            _remove_unused_values(body)
