@@ -29,6 +29,19 @@ FREE_TILE = 2048
 MATMUL_K_TILE = 128
 MATMUL_M_TILE = 128
 MATMUL_N_TILE = 512
+# Share of a partition's SBUF that the tiles of one loop body may hold: the body is unrolled twice for double
+# buffering (neuron-unroll-loops) and other loop nests' buffers, constants and PSUM evacuations need room too.
+SBUF_BODY_SHARE = 4
+
+
+def body_budget_bytes(em: Emitter) -> int:
+    """Bytes per partition that the tiles live in one loop body may use on the module's target."""
+    from neuron_mlir.ir.dialects.neuron import target_of
+    from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
+
+    anchor = em.anchor if em.anchor is not None else em.block.parent_op()
+    target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+    return target.sbuf_bytes_per_partition // SBUF_BODY_SHARE
 
 
 def memref_type_of(value: SSAValue) -> MemRefType:

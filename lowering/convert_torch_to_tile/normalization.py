@@ -18,6 +18,20 @@ Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same
 (batch norm in eval mode: grad_input = grad_out * weight * rstd of the running variance). Results the
 `output_mask` does not ask for are not computed. Statistics and intermediates are fp32; results round to their
 ATen dtypes once.
+
+Layer norm forward over rows that fit in SBUF (`common.body_budget_bytes`) reads x once and writes each result
+once instead: rows on partitions, the normalized dims (one strided run in x) on the free axis, and per row tile
+
+    s = sum(x)                                  VectorE reduce                 -> [P, 1]
+    q = sum((x - s/N)^2)                        ScalarE square with -mean as the per-partition bias, summed by
+                                                the activation's accumulate (neuron-fuse-instructions)
+    rstd = rsqrt(q/N + eps)                     ScalarE, 1/N and eps as the free scale and bias
+    y = (x - mean) * rstd [* weight] [+ bias]   the [P, 1] statistics as per-partition scalars (one two-step
+                                                tensor_scalar); weight and bias are loaded once per nest as
+                                                partition-broadcast tiles
+
+so no statistic goes through HBM and nothing is broadcast by a DMA. The saved mean and rstd are stored only
+when something uses them.
 """
 
 from __future__ import annotations
@@ -29,19 +43,28 @@ from typing import Any
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
     Lowering,
+    alloc,
+    body_budget_bytes,
     element_type_of,
     layout_of,
+    load,
     result_element_type,
     result_shape,
+    store,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
-from neuron_mlir.lowering.emitter import Emitter
-from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout, collapse, row_major
+from neuron_mlir.runtime.dtypes import itemsize
+from neuron_mlir.runtime.hardware import Memory
 
 
 def _reshaped(em: Emitter, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -170,6 +193,9 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     x = args["input"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
+    fused = _layer_norm_on_chip(em, op, x, axis, args.get("weight"), args.get("bias"), float(args["eps"]))
+    if fused is not None:
+        return fused
     dims = list(range(axis, len(shape)))
     variance, mean = emit_variance(em, x, dims, True, 0.0, f32)
     rstd = _rstd(em, variance, float(args["eps"]))
@@ -180,6 +206,107 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
         _cast(em, mean, result_element_type(op, 1), stats_shape),
         _cast(em, rstd, result_element_type(op, 2), stats_shape),
     ]
+
+
+def _bytes(element_type: Attribute) -> int:
+    return itemsize(runtime_dtype_name(element_type))
+
+
+def _single_stride(layout: Layout, first: int) -> int | None:
+    """The one stride of dims `first`.. of `layout` merged into one (None when they are not one run)."""
+    shape = layout.shape[first:]
+    dims, (strides,) = collapse(shape, [layout.strides[first:]])
+    if len(dims) > 1:
+        return None
+    return strides[0] if dims else 1
+
+
+def _layer_norm_on_chip(
+    em: Emitter,
+    op: Operation,
+    x: SSAValue,
+    axis: int,
+    weight: SSAValue | None,
+    bias: SSAValue | None,
+    eps: float,
+) -> list[SSAValue] | None:
+    """Layer norm as one loop nest over row tiles (module docstring), or None when a row does not fit or the
+    normalized dims of x (or of the affine parameters) are not one strided run."""
+    layout = layout_of(x)
+    shape = layout.shape
+    length = math.prod(shape[axis:])
+    out_type = result_element_type(op, 0)
+    affine = [v for v in (weight, bias) if v is not None]
+    row_bytes = length * (_bytes(element_type_of(x)) + 4 + _bytes(out_type) + (4 if affine else 0))
+    row_bytes += length * sum(_bytes(element_type_of(v)) for v in affine)
+    if row_bytes > body_budget_bytes(em):
+        return None
+    x_stride = _single_stride(layout, axis)
+    affine_strides = [_single_stride(layout_of(v), 0) for v in affine]
+    if x_stride is None or any(stride is None for stride in affine_strides):
+        return None
+    out = alloc(em, shape, out_type)
+    stats_shape = result_shape(op, 1)
+    wanted = [bool(op.results[i].uses) for i in (1, 2)]
+    stats = [alloc(em, stats_shape, result_element_type(op, i)) for i in (1, 2)]
+    leading = shape[:axis] or (1,)
+    row_dims, (in_rows, out_rows, stat_rows) = collapse(
+        leading, [layout.strides[:axis] or (0,), row_major(shape)[:axis] or (0,), row_major(leading)]
+    )
+    if not row_dims:
+        row_dims, in_rows, out_rows, stat_rows = (1,), (0,), (0,), (0,)
+    x_view = view(em, x, Layout((*row_dims, length), (*in_rows, x_stride), layout.offset))
+    out_view = view(em, out, Layout((*row_dims, length), (*out_rows, 1), 0))
+    stat_views = [view(em, s, Layout((*row_dims, 1), (*stat_rows, 1), 0)) for s in stats]
+
+    # weight and bias as [p, N] tiles broadcast over partitions, loaded once for each row-tile height
+    last = row_dims[-1]
+    heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
+    params: dict[int, list[SSAValue]] = {}
+    for p in sorted(heights):
+        params[p] = []
+        for value, stride in zip(affine, affine_strides, strict=True):
+            assert stride is not None
+            broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
+            params[p].append(load(em, broadcast, [0, 0], (p, length)))
+
+    def column(p: int) -> TileType:
+        return TileType((p, 1), f32, Memory.SBUF)
+
+    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+        indices = [*prefix, p0, 0]
+        tile_x = load(e, x_view, indices, (p, length))
+        total = e.insert(tile.ReduceOp(tile_x, "add", column(p))).result
+        negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column(p), scalar=-1.0 / length)).result
+        squares = e.insert(
+            tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
+        ).result
+        deviation = e.insert(tile.ReduceOp(squares, "add", column(p))).result
+        rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column(p), scale=1.0 / length, bias_value=eps)).result
+        m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
+        final = m.result
+        centred = e.insert(tile.BinaryScalarOp(tile_x, "add", m.inner, column=negative_mean)).result
+        value = e.insert(tile.BinaryScalarOp(centred, "multiply", m.inner if affine else final, column=rstd)).result
+        tiles = list(params[p])
+        if weight is not None:
+            value = m.bin("multiply", value, tiles.pop(0), final if bias is None else None)
+        if bias is not None:
+            value = m.bin("add", value, tiles.pop(0), final)
+        store(e, value, out_view, indices)
+        if wanted[0]:
+            mean = e.insert(tile.BinaryScalarOp(negative_mean, "multiply", column(p), scalar=-1.0)).result
+            store(e, mean, stat_views[0], [*prefix, p0, 0])
+        if wanted[1]:
+            store(e, rstd, stat_views[1], [*prefix, p0, 0])
+
+    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    rows(em, tuple(row_dims), [])
+    return [out, *stats]
 
 
 def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:

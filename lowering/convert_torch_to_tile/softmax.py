@@ -1,16 +1,20 @@
-"""Softmax and log-softmax, kept on chip: one pass over HBM for rows that fit a tile.
+"""Softmax and log-softmax, kept on chip: one pass over HBM for rows that fit in SBUF.
 
-Rows go on partitions and the softmax dimension on the free axis (any other dimension is first viewed there:
-the DMA reads it strided). For a row tile `x` of [P, N]:
+Input contract: `torch.aten._softmax` / `_log_softmax` on a float tensor along any dimension. Output guarantee: a
+fresh HBM tensor written by one loop nest; rows go on partitions and the softmax dimension on the free axis (any
+other dimension is first viewed there: the DMA reads it strided). Tiles are loaded in the input's own dtype, so
+the DMA moves each byte once and converts nothing. For a row tile `x` of [P, N]:
 
-    m = max(x)                    VectorE reduce            -> [P, 1]
-    e = exp(x - m)                ScalarE, -m as the per-partition bias: one instruction
-    s = sum(e)                    VectorE reduce
-    softmax     = e * (1 / s)     ScalarE reciprocal, VectorE multiply by the column
+    m = max(x)                    VectorE reduce                                  -> [P, 1]
+    e = exp(x - m), s = sum(e)    ScalarE, -m as the per-partition bias; the sum is the activation's free-axis
+                                  accumulate (neuron-fuse-instructions merges the add-reduce of an fp32 result)
+    softmax     = e * (1 / s)     reciprocal of the column, then one multiply by it
     log_softmax = x - (m + log s)
 
-Rows longer than one free tile (2048 elements) are folded in chunks: a pass for the maximum, a pass for the
-sum of exponentials, and a pass that writes the result, each reading the row again.
+A row tile is loaded once and stored once when its tiles (input, fp32 exponentials, output) fit the SBUF share
+of one loop body (`common.body_budget_bytes`): a 4096-wide row needs 32 KiB per partition in bf16. Longer rows
+are folded in chunks of `FREE_TILE`: a pass for the maximum, a pass for the sum of exponentials, and a pass
+that writes the result, each reading the row again.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
     Lowering,
     alloc,
+    body_budget_bytes,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
@@ -35,6 +42,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 
@@ -67,11 +75,15 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
     source_view = view(em, source, Layout((*row_dims, length), (*in_rows, layout.strides[dim]), layout.offset))
     out_view = view(em, out, Layout((*row_dims, length), (*out_rows, out_layout.strides[dim]), out_layout.offset))
 
+    in_type = element_type_of(source)
+    row_bytes = length * (_bytes(in_type) + 4 + _bytes(out_element_type))
+    single = length <= FREE_TILE or row_bytes <= body_budget_bytes(em)
+
     def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0]
 
         def chunk(e2: Emitter, f0: Index, size: int) -> SSAValue:
-            return load(e2, source_view, [*indices, f0], (p, size), f32)
+            return load(e2, source_view, [*indices, f0], (p, size), in_type)
 
         def reduce(e2: Emitter, value: SSAValue, op: str) -> SSAValue:
             return e2.insert(tile.ReduceOp(value, op, _column(p))).result
@@ -82,7 +94,6 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
         def shifted_exp(e2: Emitter, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
             return e2.insert(tile.UnaryOp(value, "exp", _row(p, size), bias=negative_max)).result
 
-        single = length <= FREE_TILE
         whole = chunk(e, 0, length) if single else None
         row_max = (
             reduce(e, whole, "max")
@@ -141,6 +152,10 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
 
     rows(em, tuple(row_dims), [])
     return out
+
+
+def _bytes(element_type: Any) -> int:
+    return itemsize(runtime_dtype_name(element_type))
 
 
 def _softmax(log: bool) -> Lowering:

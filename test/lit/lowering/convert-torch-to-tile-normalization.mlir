@@ -8,16 +8,69 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
   %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 8>, eps = 1.000000e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
   func.return %0, %1, %2 : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>
 }
-// Layer norm: the mean, the variance of the deviations from it (both / 8), rsqrt(var + eps) on ScalarE with eps
-// as the bias, then one pass over x whose statistics ([4, 1]) and affine parameters ([8]) are stride-0 views.
+// Layer norm of rows that fit on chip: one pass over x. The weight and bias are loaded once as
+// partition-broadcast tiles; per row tile the sum, -mean as a per-partition bias of the squares, their sum,
+// rsqrt(sum / 8 + eps), then (x - mean) * rstd with the [4, 1] statistics as per-partition scalars, the affine
+// parameters, and the saved statistics stored as [4, 1] columns.
 // CHECK-LABEL: func.func @layer_norm
+// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<4x8xf32, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[RSTD:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[WV:.*]] = tile.view %w : memref<8xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[W:.*]] = tile.load %[[WV]][%c0, %c0]
+// CHECK-NEXT:  %[[BV:.*]] = tile.view %b
+// CHECK-NEXT:  %[[B:.*]] = tile.load %[[BV]][%c0, %c0]
+// CHECK-NEXT:  %[[X:.*]] = tile.load %x[%c0, %c0] : memref<4x8xf32, #neuron.mem<hbm>> -> !tile.tile<4x8xf32, sbuf>
+// CHECK-NEXT:  %[[SUM:.*]] = tile.reduce %[[X]] {op = "add"}
+// CHECK-NEXT:  %[[NEG:.*]] = tile.binary_scalar %[[SUM]] {op = "multiply", scalar = -1.250000e-01 : f64}
+// CHECK-NEXT:  %[[SQ:.*]] = tile.unary %[[X]] bias %[[NEG]] {fn = "square"}
+// CHECK-NEXT:  %[[DEV:.*]] = tile.reduce %[[SQ]] {op = "add"}
+// CHECK-NEXT:  %[[R:.*]] = tile.unary %[[DEV]] {fn = "rsqrt", scale = 1.250000e-01 : f64, bias_value = 1.000000e-05 : f64}
+// CHECK-NEXT:  %[[C:.*]] = tile.binary_scalar %[[X]] column %[[NEG]] {op = "add"}
+// CHECK-NEXT:  %[[N:.*]] = tile.binary_scalar %[[C]] column %[[R]] {op = "multiply"}
+// CHECK-NEXT:  %[[WEIGHTED:.*]] = tile.binary %[[N]], %[[W]] {op = "multiply"}
+// CHECK-NEXT:  %[[Y:.*]] = tile.binary %[[WEIGHTED]], %[[B]] {op = "add"}
+// CHECK-NEXT:  tile.store %[[Y]], %[[OUT]][%c0, %c0]
+// CHECK-NEXT:  %[[M:.*]] = tile.binary_scalar %[[NEG]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK-NEXT:  tile.store %[[M]], %[[MEAN]][%c0, %c0]
+// CHECK-NEXT:  tile.store %[[R]], %[[RSTD]][%c0, %c0]
+
+// -----
+
+func.func @layer_norm_unused_statistics(%x: tensor<300x3x5xbf16>) -> tensor<300x3x5xbf16> {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, none, none {normalized_shape = array<i64: 3, 5>, eps = 1.000000e-05 : f64} : (tensor<300x3x5xbf16>) -> (tensor<300x3x5xbf16>, tensor<300x1x1xbf16>, tensor<300x1x1xbf16>)
+  func.return %0 : tensor<300x3x5xbf16>
+}
+// Two normalized dims merge into rows of 15; 300 rows are two tiles of 128 in a loop and a peeled 44. The
+// statistics nobody reads are not stored, and without affine parameters the normalised tile is the result.
+// CHECK-LABEL: func.func @layer_norm_unused_statistics
+// CHECK:       tile.view %x : memref<300x3x5xbf16, #neuron.mem<hbm>> to memref<300x15xbf16, #neuron.mem<hbm>>
+// CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
+// CHECK:         tile.load %{{.*}}[%[[P]], %c0] : memref<300x15xbf16, #neuron.mem<hbm>> -> !tile.tile<128x15xbf16, sbuf>
+// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"} : (!tile.tile<128x15xf32, sbuf>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x15xbf16, sbuf>
+// CHECK-NEXT:    tile.store
+// CHECK-NEXT:  }
+// CHECK:       tile.load %{{.*}}[%c256, %c0] : memref<300x15xbf16, #neuron.mem<hbm>> -> !tile.tile<44x15xbf16, sbuf>
+// CHECK:       tile.store
+// CHECK-NOT:   tile.store
+
+// -----
+
+func.func @layer_norm_long_rows(%x: tensor<4x30000xf32>, %w: tensor<30000xf32>, %b: tensor<30000xf32>) -> (tensor<4x30000xf32>, tensor<4x1xf32>, tensor<4x1xf32>) {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 30000>, eps = 1.000000e-05 : f64} : (tensor<4x30000xf32>, tensor<30000xf32>, tensor<30000xf32>) -> (tensor<4x30000xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  func.return %0, %1, %2 : tensor<4x30000xf32>, tensor<4x1xf32>, tensor<4x1xf32>
+}
+// Rows too long for SBUF: the mean, the variance of the deviations from it (both / 30000), rsqrt(var + eps) on
+// ScalarE with eps as the bias, then one pass over x whose statistics ([4, 1]) and affine parameters are stride-0
+// views.
+// CHECK-LABEL: func.func @layer_norm_long_rows
 // CHECK:       %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
-// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.250000e-01 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 3.3333333333333335e-05 : f64}
 // CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
 // CHECK:       tile.unary %{{.*}} {fn = "square"}
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
-// CHECK:       tile.view %[[MEAN]] : memref<4x1xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[1, 0]>, #neuron.mem<hbm>>
-// CHECK:       tile.view %w : memref<8xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %[[MEAN]] : memref<4x1xf32, #neuron.mem<hbm>> to memref<4x30000xf32, strided<[1, 0]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %w : memref<30000xf32, #neuron.mem<hbm>> to memref<4x30000xf32, strided<[0, 1]>, #neuron.mem<hbm>>
 // CHECK:       %[[CENTRED:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
 // CHECK:       %[[SCALED:.*]] = tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"}
 // CHECK:       %[[WEIGHTED:.*]] = tile.binary %[[SCALED]], %{{.*}} {op = "multiply"}

@@ -1,0 +1,61 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Branches of the softmax lowering (lowering/convert_torch_to_tile/softmax.py): rows that fit on chip in one
+// pass (a loop of row tiles and a peeled remainder), log-softmax along a non-last dim, and rows too long for
+// SBUF in three folded passes. Values are checked end to end in test/e2e/test_reductions.py.
+
+func.func @softmax_rows(%x: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
+  %0 = torch.aten._softmax %x {dim = -1 : i64, half_to_float = false} : (tensor<300x64xbf16>) -> tensor<300x64xbf16>
+  func.return %0 : tensor<300x64xbf16>
+}
+// One load in the input's dtype and one store per row tile: the max, exp(x - max) with -max as the bias, its
+// sum, the reciprocal, and the multiply that rounds to bf16.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
+// CHECK-NEXT:    %[[X:.*]] = tile.load %x[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[MAX:.*]] = tile.reduce %[[X]] {op = "max"}
+// CHECK-NEXT:    %[[NEG:.*]] = tile.binary_scalar %[[MAX]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK-NEXT:    %[[E:.*]] = tile.unary %[[X]] bias %[[NEG]] {fn = "exp"} : (!tile.tile<128x64xbf16, sbuf>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x64xf32, sbuf>
+// CHECK-NEXT:    %[[S:.*]] = tile.reduce %[[E]] {op = "add"}
+// CHECK-NEXT:    %[[R:.*]] = tile.unary %[[S]] {fn = "reciprocal"}
+// CHECK-NEXT:    %[[Y:.*]] = tile.binary_scalar %[[E]] column %[[R]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    tile.store %[[Y]], %{{.*}}[%[[P]], %c0]
+// CHECK-NEXT:  }
+// CHECK:       tile.load %x[%c256, %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<44x64xbf16, sbuf>
+// CHECK-NOT:   tile.load
+
+// -----
+
+func.func @log_softmax_dim0(%x: tensor<5x130xf32>) -> tensor<5x130xf32> {
+  %0 = torch.aten._log_softmax %x {dim = 0 : i64, half_to_float = false} : (tensor<5x130xf32>) -> tensor<5x130xf32>
+  func.return %0 : tensor<5x130xf32>
+}
+// Along dim 0 the rows are x's columns (a strided view); log-softmax subtracts max + log(sum) from the tile.
+// CHECK-LABEL: func.func @log_softmax_dim0
+// CHECK:       %[[V:.*]] = tile.view %x : memref<5x130xf32, #neuron.mem<hbm>> to memref<130x5xf32, strided<[1, 130]>, #neuron.mem<hbm>>
+// CHECK:       %[[X:.*]] = tile.load %[[V]][%c0, %c0] {{.*}} -> !tile.tile<128x5xf32, sbuf>
+// CHECK:       %[[L:.*]] = tile.unary %{{.*}} {fn = "log"}
+// CHECK-NEXT:  %[[SHIFT:.*]] = tile.binary %{{.*}}, %[[L]] {op = "add"}
+// CHECK-NEXT:  tile.binary_scalar %[[X]] column %[[SHIFT]] {op = "subtract"}
+// CHECK:       tile.load %[[V]][%c128, %c0] {{.*}} -> !tile.tile<2x5xf32, sbuf>
+
+// -----
+
+func.func @softmax_long(%x: tensor<2x20000xf32>) -> tensor<2x20000xf32> {
+  %0 = torch.aten._softmax %x {dim = 1 : i64, half_to_float = false} : (tensor<2x20000xf32>) -> tensor<2x20000xf32>
+  func.return %0 : tensor<2x20000xf32>
+}
+// 20000 fp32 elements need 234 KiB per partition: folded in chunks of 2048 with three passes over the row (the
+// maximum, the sum of exponentials, the result), each a loop carrying its [2, 1] column and a remainder of 1568.
+// CHECK-LABEL: func.func @softmax_long
+// CHECK:       scf.for %{{.*}} = %c2048 to %c18432 step %c2048 iter_args({{.*}}) -> (!tile.tile<2x1xf32, sbuf>) {
+// CHECK:         tile.reduce %{{.*}} {op = "max"}
+// CHECK:       tile.load %x[%c0, %c18432] {{.*}} -> !tile.tile<2x1568xf32, sbuf>
+// CHECK:       scf.for %{{.*}} = %c2048 to %c18432 step %c2048 iter_args({{.*}}) -> (!tile.tile<2x1xf32, sbuf>) {
+// CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "exp"}
+// CHECK:         tile.reduce %{{.*}} {op = "add"}
+// CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
+// CHECK:       scf.for %{{.*}} = %c0 to %c18432 step %c2048 {
+// CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "exp"}
+// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK:         tile.store
