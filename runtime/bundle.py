@@ -17,6 +17,7 @@ too, so an invalid program is never written; given a `ValidatedProgram` it relie
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
@@ -320,8 +321,16 @@ def read_validated_bundle(source: str | os.PathLike[str] | bytes | bytearray | m
             raise BundleError(
                 f"cannot read bundle {os.fspath(source)!r}: {error.strerror or error}"
             ) from None
-    manifest, data = unpack(raw)
-    return validate_program(decode_manifest(manifest, data))
+    # Decoding and validating allocate many small objects, none of them garbage: in a process holding a large
+    # heap (torch's), the collections they would trigger cost more than the reading itself.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        manifest, data = unpack(raw)
+        return validate_program(decode_manifest(manifest, data))
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def decode_manifest(manifest: dict[str, Any], data: bytes) -> Program:
