@@ -12,12 +12,13 @@ runs (a shared checkout) change nothing it measures:
   first-call overhead, which includes Dynamo and AOTAutograd tracing, and our backend's own compile time). A
   warm run whose lookups missed (a cache key that is not stable across processes) is marked `(N missed)`;
 * simulator: wall time of an inference call on the simulated NeuronCore against eager PyTorch on the CPU, each
-  the fastest of `--repeat` calls after a first one (on a shared machine other processes only ever add time,
-  and eager PyTorch's two intra-op threads suffer most when a core is taken: the fastest call is the one least
-  disturbed, for both sides), and the peak resident memory of a process doing either.
+  the median of `--repeat` calls after a first one (the project quotes medians: one disturbed call moves a
+  median by one rank, never by its own delay), and the peak resident memory of a process doing either. The
+  ratio of the fastest calls is printed too (`min ratio`): on a shared machine other processes only ever add
+  time, so the fastest call is the least disturbed one, and the two ratios far apart mean a noisy run.
 
 Ratios: ours / Inductor's compile time (goal <= 1), warm / cold backend compile time (goal <= 0.1), simulator /
-eager wall time (goal: geometric mean <= 3) and peak memory (goal <= 2).
+eager wall time from the medians (goal: geometric mean <= 3) and peak memory (goal <= 2).
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ _CHILD = textwrap.dedent(
                 started = time.perf_counter()
                 run(*inputs)
                 times.append(time.perf_counter() - started)
-        result["call_s"] = min(times)
         result["median_s"] = statistics.median(times)
+        result["min_s"] = min(times)
     result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
     """
@@ -163,9 +164,9 @@ def _run(names: list[str], args: argparse.Namespace) -> int:
     print(
         f"{'model':<9} {'ours s':>7} {'inductor s':>10} {'ratio':>6} {'warm s':>7} {'backend cold/warm s':>19} "
         f"{'warm/cold':>9} "
-        f"{'sim ms':>8} {'eager ms':>9} {'ratio':>6} {'sim MiB':>8} {'eager MiB':>9} {'ratio':>6}"
+        f"{'sim ms':>8} {'eager ms':>9} {'ratio':>6} {'min ratio':>9} {'sim MiB':>8} {'eager MiB':>9} {'ratio':>6}"
     )
-    compile_ratios, warm_ratios, speed_ratios, memory_ratios = [], [], [], []
+    compile_ratios, warm_ratios, speed_ratios, fastest_ratios, memory_ratios = [], [], [], [], []
     for name in names:
         with tempfile.TemporaryDirectory() as inductor_cache:
             ours, warm = _cold_and_warm(name, args.repeat)
@@ -187,18 +188,20 @@ def _run(names: list[str], args: argparse.Namespace) -> int:
             continue
         compile_ratio = ours["compile_s"] / inductor["compile_s"] if inductor else float("nan")
         warm_ratio = warm["backend_s"] / ours["backend_s"]
-        speed = simulated["call_s"] / eager["call_s"]
+        speed = simulated["median_s"] / eager["median_s"]
+        fastest_speed = simulated["min_s"] / eager["min_s"]
         memory = simulated["peak_mib"] / eager["peak_mib"]
         compile_ratios.append(compile_ratio)
         warm_ratios.append(warm_ratio)
         speed_ratios.append(speed)
+        fastest_ratios.append(fastest_speed)
         memory_ratios.append(memory)
         print(
             f"{name:<9} {ours['compile_s']:>7.2f} {inductor.get('compile_s', float('nan')):>10.2f} "
             f"{compile_ratio:>6.2f} {warm['compile_s']:>7.2f} "
             f"{ours['backend_s']:>9.2f} / {warm['backend_s']:<7.2f} {warm_ratio:>9.2f} "
-            f"{simulated['call_s'] * 1e3:>8.1f} "
-            f"{eager['call_s'] * 1e3:>9.1f} {speed:>6.2f} {simulated['peak_mib']:>8.0f} {eager['peak_mib']:>9.0f} "
+            f"{simulated['median_s'] * 1e3:>8.1f} {eager['median_s'] * 1e3:>9.1f} {speed:>6.2f} {fastest_speed:>9.2f} "
+            f"{simulated['peak_mib']:>8.0f} {eager['peak_mib']:>9.0f} "
             f"{memory:>6.2f}"
             + (f"   ({warm['cache_misses']} missed)" if warm.get("cache_misses") else "")
             + (f"   fallback {ours['fallback']}" if ours.get("fallback") else "")
@@ -206,7 +209,10 @@ def _run(names: list[str], args: argparse.Namespace) -> int:
     print()
     print(f"compile time ours/Inductor: max {max(compile_ratios, default=float('nan')):.2f} (goal <= 1)")
     print(f"warm / cold backend compile: max {max(warm_ratios, default=float('nan')):.2f} (goal <= 0.1)")
-    print(f"simulator / eager time:     geomean {_geomean(speed_ratios):.2f} (goal <= 3)")
+    print(
+        f"simulator / eager time:     geomean {_geomean(speed_ratios):.2f} of medians (goal <= 3), "
+        f"{_geomean(fastest_ratios):.2f} of the fastest calls"
+    )
     print(f"simulator / eager memory:   max {max(memory_ratios, default=float('nan')):.2f} (goal <= 2)")
     return 0
 
