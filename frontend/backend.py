@@ -114,12 +114,10 @@ def neuron_mlir_backend(
 
         return compile_fn
 
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
-    # Attention is traced through the math path (matmuls and a softmax the compiler lowers and keeps on chip)
-    # rather than CPU flash-attention kernels; the choice is made while AOTAutograd traces, here.
     try:
-        with sdpa_kernel([SDPBackend.MATH]):
+        with sdpa_kernel(attention_backends(graph_module, example_inputs)):
             return aot_module_simplified(
                 graph_module,
                 list(example_inputs),
@@ -130,6 +128,22 @@ def neuron_mlir_backend(
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)
+
+
+def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
+    """Which `scaled_dot_product_attention` implementations AOTAutograd may trace, chosen before it traces.
+
+    A graph that needs no gradient (inference) keeps attention as one `_scaled_dot_product_flash_attention_for_cpu`
+    op, which convert-torch-to-tile lowers as one fused kernel: scores, softmax and the product with V stay on
+    chip. A training graph traces the math path (matmuls and a softmax), whose backward is plain ATen; so does an
+    attention the flash kernel does not take (dropout, grouped-query heads, a boolean mask), as in eager.
+    """
+    from torch.nn.attention import SDPBackend
+
+    tensors = [value for value in example_inputs if isinstance(value, torch.Tensor)]
+    tensors.extend(graph_module.parameters())
+    needs_grad = torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors)
+    return [SDPBackend.MATH] if needs_grad else [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 def _untraceable_errors() -> tuple[type[BaseException], ...]:

@@ -11,7 +11,7 @@ the location of the torch op it came from. An op without a lowering (for these a
 name so that the frontend can run that node on the CPU instead.
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
-matmul.py, reduction.py, softmax.py, movement.py,
+matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. An op whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
@@ -33,6 +33,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.attention import ATTENTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, LoweringRefused, empty_tensor
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
@@ -63,6 +64,7 @@ LOWERINGS: dict[str, Lowering] = {
     **MATMUL_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
+    **ATTENTION_LOWERINGS,
     **MOVEMENT_LOWERINGS,
     **CONVOLUTION_LOWERINGS,
     **POOLING_LOWERINGS,

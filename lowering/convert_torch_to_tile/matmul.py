@@ -194,7 +194,7 @@ def _split(size: int, piece: int) -> list[tuple[int, int]]:
     return [(offset, min(piece, size - offset)) for offset in range(0, size, piece)]
 
 
-def _carry(
+def carry(
     em: Emitter,
     start: int,
     stop: int,
@@ -226,7 +226,7 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tile_type.get_shape()
 
 
-def _window(em: Emitter, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
+def window(em: Emitter, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
     """tile.extract of `shape` at `indices` (the tile itself when that is all of it)."""
     source = value.type
     assert isinstance(source, TileType)
@@ -304,7 +304,7 @@ class _Kernel:
             step = b.panel_tiles
             if full_panels:
                 accs = panel_step(em, 0, step, False, None)
-                accs = _carry(
+                accs = carry(
                     em, step, full_panels * step, step, accs, lambda e, t0, a: panel_step(e, t0, step, False, a)
                 )
                 if last or k_rest:
@@ -345,14 +345,14 @@ class _Kernel:
         def compute(e: Emitter, moving: SSAValue, c0: Index, count: int, acc: list[SSAValue] | None) -> list[SSAValue]:
             def step(inner: Emitter, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
                 stationary = [
-                    _window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
+                    window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
                 ]
                 return self.products(inner, stationary, moving, [t], b.k_tile, n_size, values)
 
             start = 0
             if acc is None:
                 acc, start = step(e, 0, None), 1
-            return _carry(e, start, count, 1, acc, step, always_loop=True)
+            return carry(e, start, count, 1, acc, step, always_loop=True)
 
         def load(e: Emitter, c0: Index, count: int) -> SSAValue:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
@@ -368,7 +368,7 @@ class _Kernel:
             accs, done = pair(em, 0, None), 1
         if pairs > done:
             assert accs is not None
-            accs = _carry(em, done * 2 * chunk, pairs * 2 * chunk, 2 * chunk, accs, pair, always_loop=True)
+            accs = carry(em, done * 2 * chunk, pairs * 2 * chunk, 2 * chunk, accs, pair, always_loop=True)
         for c0, count in ((2 * pairs * chunk, chunk if odd else 0), (full_chunks * chunk, last)):
             if count:
                 accs = compute(em, load(em, c0, count), c0, count, accs)
@@ -391,7 +391,7 @@ class _Kernel:
     ) -> list[SSAValue]:
         """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner)."""
         columns = _split(n_size, self.blocking.n_tile)
-        rhs = [_window(em, moving, [*lead, c0], (k_size, c_size)) for c0, c_size in columns]
+        rhs = [window(em, moving, [*lead, c0], (k_size, c_size)) for c0, c_size in columns]
         results = []
         for s, part in enumerate(stationary):
             m_size = _shape(part)[-1]
@@ -414,7 +414,7 @@ class _Kernel:
         k0 = em.mul(t0, b.k_tile)
         k_full, k_rest = divmod(self.k, b.k_tile)
         if tiles and not self.lhs_transposed:
-            split = _split_k(em, self.lhs, rank - 1, k_full, b.k_tile)
+            split = split_axis(em, self.lhs, rank - 1, k_full, b.k_tile)
             for m0, m_size in subs:
                 indices: list[Index] = [*batch, m0, t0, 0]
                 full.append(load(em, split, indices, (b.k_tile, tiles, m_size), dims=(rank, rank - 1, rank - 2)))
@@ -428,12 +428,12 @@ class _Kernel:
             def transpose_step(e: Emitter, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
                 updated = []
                 for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
-                    block = _window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
+                    block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
                     transposed = e.insert(tile.TransposeOp(block)).result
                     updated.append(e.insert(tile.InsertOp(transposed, part, [e.index(t), e.index(0)])).result)
                 return updated
 
-            full = _carry(em, 0, tiles, 1, empty, transpose_step, always_loop=True)
+            full = carry(em, 0, tiles, 1, empty, transpose_step, always_loop=True)
         if rest:
             for m0, m_size in subs:
                 rest_tiles.append(
@@ -446,7 +446,7 @@ class _Kernel:
         b = self.blocking
         rank = len(batch) + 2
         if not self.rhs_transposed:
-            split = _split_k(em, self.rhs, rank - 2, self.k // b.k_tile, b.k_tile)
+            split = split_axis(em, self.rhs, rank - 2, self.k // b.k_tile, b.k_tile)
             return load(em, split, [*batch, t0, 0, n0], (b.k_tile, tiles, n_size), dims=(rank - 1, rank - 2, rank))
         chunk = em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, n_size), element_type_of(self.rhs)))).result
         k0 = em.mul(t0, b.k_tile)
@@ -459,12 +459,12 @@ class _Kernel:
         def transpose_step(e: Emitter, t: Index, values: list[SSAValue]) -> list[SSAValue]:
             [value] = values
             for row, (c0, c_size) in zip(rows, pieces, strict=True):
-                block = _window(e, row, [e.mul(t, b.k_tile)], (c_size, b.k_tile))
+                block = window(e, row, [e.mul(t, b.k_tile)], (c_size, b.k_tile))
                 transposed = e.insert(tile.TransposeOp(block)).result
                 value = e.insert(tile.InsertOp(transposed, value, [e.index(t), e.index(c0)])).result
             return [value]
 
-        return _carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
+        return carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
 
     def moving_rest(self, em: Emitter, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
         """B's partial last K tile, columns [n0, n0 + n_size): [K % K_TILE, n_size]."""
@@ -491,7 +491,7 @@ class _Kernel:
         return to_sbuf(em, product, result_type.element_type)
 
 
-def _split_k(em: Emitter, tensor: SSAValue, k_dim: int, k_tiles: int, k_tile: int) -> SSAValue:
+def split_axis(em: Emitter, tensor: SSAValue, k_dim: int, k_tiles: int, k_tile: int) -> SSAValue:
     """`tensor` viewed with its first `k_tiles * k_tile` rows of K as [k_tiles, k_tile] (two dims for one)."""
     layout = layout_of(tensor)
     shape = (*layout.shape[:k_dim], k_tiles, k_tile, *layout.shape[k_dim + 1 :])

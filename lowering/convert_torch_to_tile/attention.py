@@ -1,0 +1,371 @@
+"""Fused attention: `softmax(Q K^T * scale + mask) V` with the scores, the softmax and the product kept on chip.
+
+Input contract: `torch.aten._scaled_dot_product_flash_attention_for_cpu` (what inference graphs trace attention to,
+see `frontend.backend.attention_backends`) on float query [..., L, E], key [..., S, E] and value [..., S, Ev] with
+equal batch dimensions, any strides; an optional float `attn_mask` broadcastable to [..., L, S]; `is_causal`
+(top-left aligned: query i sees keys j <= i); `scale` (default 1/sqrt(E)). Dropout is refused (inference graphs
+carry none), as are heads wider than one TensorE contraction (E > 128) or one PSUM bank (Ev > 512): those nodes
+run on the CPU.
+
+Output guarantee: the output [..., L, Ev] in the query's dtype and, when used, the log-sum-exp [..., L] in fp32,
+each written once; no [L, S] intermediate reaches HBM. Per (batch, head) the key is transposed once on TensorE
+into K^T [E, S] (rows load contiguously; a DMA with E on partitions would move one element per descriptor) and
+kept in SBUF while every query tile uses it. Per query tile of 128 rows, Q^T comes from one TensorE transpose,
+and the keys are walked in chunks of one PSUM bank (512 columns) with the online softmax:
+
+    s     = Q K^T[:, chunk] * scale (+ mask)           TensorE into PSUM, evacuated scaled (ScalarE)
+    m'    = max(m, rowmax(s))                          [P, 1] columns
+    p     = exp(s - m'), l' = l * exp(m - m') + sum(p) p in the input dtype: the second matmul's operand
+    O'    = O * exp(m - m') + p V[chunk]               p^T per 128 keys from TensorE transposes, PSUM accumulation
+    out   = O / l, logsumexp = m + log(l)
+
+One chunk (S <= 512) needs no rescaling; with more, m, l and O start at (-1e30, 0, 0) and every chunk runs in a
+loop of its own, so one loop body never holds two chunks' PSUM banks. The running maximum
+is floored at -1e30, so a row whose every key is masked with -inf gives 0 (and logsumexp 0), as ATen's kernel
+does. Causal masking adds -1e30 above the diagonal (from a GpSimdE iota of key minus query position): the first
+chunk always holds key 0, so the running maximum is a real score and those entries vanish exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects.builtin import AnyFloat, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
+    Lowering,
+    alloc,
+    body_budget_bytes,
+    element_type_of,
+    layout_of,
+    load,
+    refuse,
+    result_element_type,
+    store,
+    to_sbuf,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, split_axis, window
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.runtime.hardware import Memory
+
+OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu"
+# Floor of the running row maximum, and the causal mask's additive bias: far below any score, yet finite, so
+# exp(m - m') and (masked - m) never meet inf - inf.
+MASKED = -1.0e30
+# Below any real row sum (which is at least 1: the maximum's own exp(0)), above 0: a fully masked row divides
+# 0 by this and gives 0.
+TINY_SUM = 1.0e-30
+
+
+def _column(p: int) -> TileType:
+    return TileType((p, 1), f32, Memory.SBUF)
+
+
+def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
+    return TileType(shape, element_type, Memory.SBUF)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Consecutive rows of one head's [N, width] matrix in SBUF: full 128-row blocks as `full` [128, blocks, width]
+    (block t at [:, t, :]), and `last` [N % 128, width], the matrix's partial last block, when the rows reach it."""
+
+    full: SSAValue | None
+    last: SSAValue | None
+    width: int
+    first: Index = 0  # block index (within `full`) of the rows' block 0
+
+    def block(self, em: Emitter, t: Index, size: int) -> SSAValue:
+        """Block t of the rows, `size` rows long (less than 128 only for the matrix's partial last block)."""
+        if size < PARTITION_TILE:
+            assert self.last is not None
+            return self.last
+        assert self.full is not None
+        return window(em, self.full, [em.add(self.first, t), 0], (PARTITION_TILE, self.width))
+
+    def shifted(self, first: Index) -> _Rows:
+        return _Rows(self.full, self.last, self.width, first)
+
+
+class _Attention:
+    """One attention op's kernel; `emit` writes its loop nest."""
+
+    def __init__(self, em: Emitter, op: Operation, args: dict[str, Any]):
+        self.query, self.key, self.value = args["query"], args["key"], args["value"]
+        q_layout, k_layout, v_layout = layout_of(self.query), layout_of(self.key), layout_of(self.value)
+        if float(args.get("dropout_p") or 0.0) != 0.0:
+            raise refuse(em, OP_NAME, "dropout inside attention is not lowered (inference graphs carry none)")
+        for name, tensor in (("query", self.query), ("key", self.key), ("value", self.value)):
+            if not isinstance(element_type_of(tensor), AnyFloat):
+                raise refuse(em, OP_NAME, f"{name} must be a float tensor, got {element_type_of(tensor)}")
+        self.batch = q_layout.shape[:-2]
+        if k_layout.shape[:-2] != self.batch or v_layout.shape[:-2] != self.batch:
+            raise refuse(em, OP_NAME, "query, key and value must have equal batch dimensions")
+        self.length, self.head = q_layout.shape[-2:]
+        self.keys, key_head = k_layout.shape[-2:]
+        self.value_head = v_layout.shape[-1]
+        k_limit, _, n_limit = matmul_limits(em)
+        if key_head != self.head or v_layout.shape[-2] != self.keys:
+            raise refuse(em, OP_NAME, "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]")
+        if self.head > k_limit or self.value_head > n_limit:
+            raise refuse(
+                em, OP_NAME, f"heads wider than {k_limit} (query/key) or {n_limit} (value) are not lowered yet"
+            )
+        if self.keys == 0:
+            raise refuse(em, OP_NAME, "attention over zero keys is not lowered")
+        self.chunk = n_limit
+        scale = args.get("scale")
+        self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head) if self.head else 1.0
+        self.causal = bool(args.get("is_causal"))
+        mask = args.get("attn_mask")
+        self.mask = None
+        if mask is not None:
+            shape = (*self.batch, self.length, self.keys)
+            self.mask = view(em, mask, layout_of(mask).broadcast_to(shape))
+        self.element_type = element_type_of(self.query)
+        self.out_type = result_element_type(op, 0)
+        self.out = self.allocate_output(em)
+        wants_lse = bool(op.results[1].uses)
+        self.lse = alloc(em, (*self.batch, self.length, 1), f32) if wants_lse else None
+        itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
+        # One head's key rows, K^T and value rows stay in SBUF when they take at most half of a loop body's share
+        # (about S * (2 E + Ev) / 128 * itemsize bytes per partition); longer keys are loaded and transposed per
+        # chunk, again for every query tile.
+        kept = (self.keys + 2 * PARTITION_TILE) * itemsize * (2 * self.head + self.value_head) // PARTITION_TILE
+        self.keep_keys = kept <= body_budget_bytes(em) // 2
+        queries = (self.length + PARTITION_TILE) * itemsize * self.head // PARTITION_TILE
+        self.keep_queries = queries <= body_budget_bytes(em) // 4
+
+    def results(self, em: Emitter) -> list[SSAValue]:
+        """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
+        if self.lse is None:
+            return [self.out, alloc(em, (*self.batch, self.length), f32)]
+        layout = layout_of(self.lse)
+        return [self.out, view(em, self.lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))]
+
+    def allocate_output(self, em: Emitter) -> SSAValue:
+        """[..., H, L, Ev] stored as [..., L, H, Ev], as ATen's kernel lays it out: the usual next step (heads
+        moved back beside the features and merged, `transpose(1, 2).reshape(B, L, H * Ev)`) is then a view."""
+        if not self.batch:
+            return alloc(em, (self.length, self.value_head), self.out_type)
+        *outer, heads = self.batch
+        storage = alloc(em, (*outer, self.length, heads, self.value_head), self.out_type)
+        layout = layout_of(storage)
+        rank = len(outer)
+        order = (*range(rank), rank + 1, rank, rank + 2)
+        return view(em, storage, Layout(tuple(layout.shape[d] for d in order), tuple(layout.strides[d] for d in order)))
+
+    # ---- structure -------------------------------------------------------------------------------------------
+
+    def emit(self, em: Emitter) -> None:
+        def heads(e: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
+            if dims:
+                e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*batch, i]))
+                return
+            self.head_loop(e, batch)
+
+        heads(em, tuple(self.batch), [])
+
+    def head_loop(self, em: Emitter, batch: list[Index]) -> None:
+        """One (batch, head): its rows loaded once (one DMA per matrix), K^T built once, then the query tiles."""
+        blocks = self.chunk // PARTITION_TILE
+        if self.keep_keys:
+            key_rows = self.load_rows(em, self.key, batch, 0, self.keys, self.head)
+            value_rows = self.load_rows(em, self.value, batch, 0, self.keys, self.value_head)
+            keys_t = self.transpose_rows(em, key_rows, self.keys)
+
+            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
+                first = e.mul(k, blocks)
+                return window(e, keys_t, [e.mul(k, self.chunk)], (self.head, n)), value_rows.shifted(first)
+
+        else:
+
+            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
+                first = e.mul(k, blocks)
+                chunk_keys = self.load_rows(e, self.key, batch, first, n, self.head)
+                chunk_values = self.load_rows(e, self.value, batch, first, n, self.value_head)
+                return self.transpose_rows(e, chunk_keys, n), chunk_values
+
+        full, rest = divmod(self.length, PARTITION_TILE)
+        query_rows = self.load_rows(em, self.query, batch, 0, self.length, self.head) if self.keep_queries else None
+
+        def query_block(e: Emitter, t: Index, p: int) -> SSAValue:
+            if query_rows is not None:
+                return query_rows.block(e, t, p)
+            return load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
+
+        em.for_each(
+            full,
+            lambda e, i: self.query_tile(
+                e, batch, e.mul(i, PARTITION_TILE), PARTITION_TILE, query_block(e, i, PARTITION_TILE), chunk_operands
+            ),
+        )
+        if rest:
+            self.query_tile(em, batch, full * PARTITION_TILE, rest, query_block(em, full, rest), chunk_operands)
+
+    def load_rows(
+        self, em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
+    ) -> _Rows:
+        """Rows [first * 128, first * 128 + count) of one head's [N, width] matrix: the full 128-row blocks in one
+        DMA (contiguous rows on partitions), the partial last block of the matrix in another."""
+        rank = len(batch) + 2
+        total = layout_of(tensor).shape[-2]
+        blocks, rest = divmod(count, PARTITION_TILE)
+        full = None
+        if blocks:
+            split = split_axis(em, tensor, rank - 2, total // PARTITION_TILE, PARTITION_TILE)
+            shape = (PARTITION_TILE, blocks, width)
+            full = load(em, split, [*batch, first, 0, 0], shape, dims=(rank - 1, rank - 2, rank))
+        last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
+        return _Rows(full, last, width)
+
+    def transpose_rows(self, em: Emitter, rows: _Rows, count: int) -> SSAValue:
+        """K^T [E, count] from key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
+        keys_t = em.insert(tile.EmptyOp(_sbuf((self.head, count), self.element_type))).result
+        blocks, rest = divmod(count, PARTITION_TILE)
+
+        def piece(e: Emitter, t: Index, size: int, value: SSAValue) -> SSAValue:
+            transposed = to_sbuf(e, e.insert(tile.TransposeOp(rows.block(e, t, size))).result)
+            return e.insert(tile.InsertOp(transposed, value, [e.index(e.mul(t, PARTITION_TILE))])).result
+
+        if blocks:
+            [keys_t] = carry(em, 0, blocks, 1, [keys_t], lambda e, t, values: [piece(e, t, PARTITION_TILE, values[0])])
+        if rest:
+            keys_t = piece(em, blocks, rest, keys_t)
+        return keys_t
+
+    def query_tile(
+        self,
+        em: Emitter,
+        batch: list[Index],
+        m0: Index,
+        p: int,
+        rows: SSAValue,
+        chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]],
+    ) -> None:
+        query_t = to_sbuf(em, em.insert(tile.TransposeOp(rows)).result)
+
+        def step(e: Emitter, k: Index, n: int, state: list[SSAValue] | None) -> list[SSAValue]:
+            keys_t, values = chunk_operands(e, k, n)
+            return self.chunk_step(e, batch, m0, p, query_t, keys_t, values, e.mul(k, self.chunk), n, state)
+
+        if self.keys <= self.chunk:
+            state = step(em, 0, self.keys, None)
+        else:
+            # Every chunk runs in a loop of its own (the partial last one in a loop of one trip): a loop body's
+            # PSUM buffers live for the whole body, so two chunks in one body would need twice the banks.
+            state = [
+                em.insert(tile.FillOp(MASKED, _column(p))).result,
+                em.insert(tile.FillOp(0.0, _column(p))).result,
+                em.insert(tile.FillOp(0.0, _sbuf((p, self.value_head)))).result,
+            ]
+            full, rest = divmod(self.keys, self.chunk)
+            for start, stop, size in ((0, full, self.chunk), (full, full + 1, rest)):
+                if size and stop > start:
+                    state = carry(em, start, stop, 1, state, lambda e, k, s, n=size: step(e, k, n, s), always_loop=True)
+        self.finish(em, batch, m0, p, state)
+
+    # ---- one chunk of keys -----------------------------------------------------------------------------------
+
+    def chunk_step(
+        self,
+        em: Emitter,
+        batch: list[Index],
+        m0: Index,
+        p: int,
+        query_t: SSAValue,
+        keys_t: SSAValue,
+        values: _Rows,
+        c0: Index,
+        n: int,
+        state: list[SSAValue] | None,
+    ) -> list[SSAValue]:
+        """Fold keys [c0, c0 + n) into the running (row maximum, row sum, output) of one query tile."""
+        scores_psum = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
+        scores = em.insert(tile.UnaryOp(scores_psum, "copy", _sbuf((p, n)), scale=self.scale)).result
+        if self.mask is not None:
+            mask = load(em, self.mask, [*batch, m0, c0], (p, n))
+            scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
+        if self.causal:
+            scores = self.causal_mask(em, scores, m0, c0, p, n)
+        chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
+        if state is None:
+            new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", _column(p), scalar=MASKED)).result
+        else:
+            new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", _column(p))).result
+        negative_max = em.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-1.0)).result
+        probabilities = em.insert(
+            tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), bias=negative_max)
+        ).result
+        chunk_sum = em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
+        product = self.times_values(em, probabilities, values, p, n)
+        if state is None:
+            return [new_max, chunk_sum, to_sbuf(em, product, f32)]
+        old_max, old_sum, old_out = state
+        correction = em.insert(tile.UnaryOp(old_max, "exp", _column(p), bias=negative_max)).result
+        scaled_sum = em.insert(tile.BinaryScalarOp(old_sum, "multiply", _column(p), column=correction)).result
+        new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
+        out_type = _sbuf((p, self.value_head))
+        scaled_out = em.insert(tile.BinaryScalarOp(old_out, "multiply", out_type, column=correction)).result
+        new_out = em.insert(tile.BinaryOp(scaled_out, product, "add", out_type)).result
+        return [new_max, new_sum, new_out]
+
+    def causal_mask(self, em: Emitter, scores: SSAValue, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
+        """scores + MASKED where key position c0 + j exceeds query position m0 + i."""
+        relative = em.add(c0, em.mul(m0, -1))  # key minus query position at [0, 0]
+        offset = relative if not isinstance(relative, int) else None
+        base = relative if isinstance(relative, int) else 0
+        positions = em.insert(
+            tile.IotaOp(_sbuf((p, n)), steps=[1], base=base, channel_multiplier=-1, offset=offset)
+        ).result
+        future = em.insert(tile.BinaryScalarOp(positions, "is_gt", _sbuf((p, n)), scalar=0.0)).result
+        bias = em.insert(tile.BinaryScalarOp(future, "multiply", _sbuf((p, n)), scalar=MASKED)).result
+        return em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
+
+    def times_values(self, em: Emitter, probabilities: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
+        """probabilities [p, n] @ the chunk's value rows, in PSUM: p^T per 128 keys from TensorE transposes."""
+        result_type = TileType((p, self.value_head), f32, Memory.PSUM)
+        product: SSAValue | None = None
+        for j0 in range(0, n, PARTITION_TILE):
+            width = min(PARTITION_TILE, n - j0)
+            part = window(em, probabilities, [j0], (p, width))
+            part_t = to_sbuf(em, em.insert(tile.TransposeOp(part)).result)
+            block = values.block(em, j0 // PARTITION_TILE, width)
+            product = em.insert(tile.MatmulOp(part_t, block, result_type, product)).result
+        assert product is not None
+        return product
+
+    def finish(self, em: Emitter, batch: list[Index], m0: Index, p: int, state: list[SSAValue] | None) -> None:
+        assert state is not None
+        out_type = _sbuf((p, self.value_head), self.out_type)
+        row_max, row_sum, out = state
+        guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
+        inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
+        result = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
+        store(em, result, self.out, [*batch, m0, 0])
+        if self.lse is None:
+            return
+        log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
+        lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
+        attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
+        zero = em.insert(tile.FillOp(0.0, _column(p))).result
+        lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
+        store(em, lse, self.lse, [*batch, m0, 0])
+
+
+def _flash_attention(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    kernel = _Attention(em, op, args)
+    kernel.emit(em)
+    return kernel.results(em)
+
+
+ATTENTION_LOWERINGS: dict[str, Lowering] = {OP_NAME: _flash_attention}
