@@ -1,11 +1,18 @@
 """The compile cache: a graph compiled once is not compiled again, in this process or the next.
 
-The key is a SHA-256 of everything that decides the program: the imported torch-dialect IR (with source
-locations, which the profile reports), the compile options that affect code, the target, and the compiler
-itself: a fingerprint of the installed package's source, so that an edited compiler never reuses programs its
-previous version produced. Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default
-`~/.cache/neuron-mlir`; `NEURON_MLIR_CACHE_DIR=off` keeps the cache in memory only). A bundle read back is
-validated like any other; a corrupt or stale file is ignored, removed and recompiled, never trusted.
+The key is a SHA-256 of everything that decides the program: the graph (with source locations, which the
+profile reports), the compile options that affect code, the target, and the compiler itself: a fingerprint of
+the installed package's source, so that an edited compiler never reuses programs its previous version produced.
+The graph is spelled, preferably, by `fx_importer.graph_key_text` (a canonical text of the FX graph, which
+determines the imported IR: a hit then needs no import at all), with PyTorch's version (the importer reads op
+schemas); a graph that text cannot spell is keyed by its imported torch-dialect IR, printed with locations.
+
+Programs are kept in memory and, as bundles, on disk (`$NEURON_MLIR_CACHE_DIR`, default `~/.cache/neuron-mlir`;
+`NEURON_MLIR_CACHE_DIR=off` keeps the cache in memory only). An entry may carry metadata, a text (the frontend's
+graph signature, JSON) kept beside the bundle as `<key>.meta`; the metadata is written before the bundle, so a
+bundle on disk has its metadata, and an entry asked for with metadata and found without is a miss. A bundle read
+back is validated like any other; a corrupt or stale file is ignored, removed and recompiled, never trusted
+(the metadata's reader checks it likewise, `discard` drops an entry it refuses).
 
 Entries are `ValidatedProgram`s: validated once, when compiled or read back, and run from then on without
 validating again (and sharing the simulator's preparation between the graphs that use one entry).
@@ -74,43 +81,76 @@ def cache_key(ir_text: str, *parts: str) -> str:
 class CompileCache:
     def __init__(self, directory: Path | None):
         self.directory = directory
-        self.memory: dict[str, ValidatedProgram] = {}
+        self.memory: dict[str, tuple[ValidatedProgram, str | None]] = {}
 
-    def _path(self, key: str) -> Path | None:
-        return self.directory / f"{key}.bundle" if self.directory is not None else None
+    def _path(self, key: str, suffix: str = ".bundle") -> Path | None:
+        return self.directory / f"{key}{suffix}" if self.directory is not None else None
 
     def get(self, key: str) -> ValidatedProgram | None:
-        if key in self.memory:
-            return self.memory[key]
-        path = self._path(key)
-        if path is None or not path.is_file():
+        entry = self.get_entry(key)
+        return entry[0] if entry is not None else None
+
+    def get_entry(self, key: str, with_metadata: bool = False) -> tuple[ValidatedProgram, str | None] | None:
+        """The program under `key` and its metadata; None when absent (or, `with_metadata`, kept without any)."""
+        entry = self.memory.get(key)
+        if entry is None or (with_metadata and entry[1] is None):
+            entry = self._read(key, with_metadata)
+        if entry is None or (with_metadata and entry[1] is None):
+            return None
+        return entry
+
+    def _read(self, key: str, with_metadata: bool) -> tuple[ValidatedProgram, str | None] | None:
+        path, meta_path = self._path(key), self._path(key, ".meta")
+        if path is None or meta_path is None:
+            return None
+        metadata = None
+        if with_metadata:
+            try:
+                metadata = meta_path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None  # no metadata, no entry (the program alone would be of no use)
+        if not path.is_file():
             return None
         try:
             program = bundle.read_validated_bundle(path)
         except (bundle.BundleError, OSError) as error:
             logger.warning("neuron-mlir: ignoring unreadable cache entry %s: %s", path, error)
-            path.unlink(missing_ok=True)
+            self.discard(key)
             return None
-        self.memory[key] = program
-        return program
+        entry = self.memory[key] = (program, metadata)
+        return entry
 
-    def put(self, key: str, program: Program | ValidatedProgram) -> ValidatedProgram:
-        """Keep `program` (validated now unless it already was); return the entry."""
+    def discard(self, key: str) -> None:
+        """Forget the entry under `key`, in memory and on disk (one found corrupt)."""
+        self.memory.pop(key, None)
+        for suffix in (".bundle", ".meta"):
+            path = self._path(key, suffix)
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    def put(self, key: str, program: Program | ValidatedProgram, metadata: str | None = None) -> ValidatedProgram:
+        """Keep `program` (validated now unless it already was) and `metadata`; return the entry's program."""
         if not isinstance(program, ValidatedProgram):
             program = validate_program(program)
-        self.memory[key] = program
-        path = self._path(key)
-        if path is None:
+        self.memory[key] = (program, metadata)
+        path, meta_path = self._path(key), self._path(key, ".meta")
+        if path is None or meta_path is None:
             return program
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # write then rename, so a concurrent reader never sees half a bundle
-            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as handle:
-                handle.write(bundle.encode_bundle(program))
-            os.replace(handle.name, path)
+            if metadata is not None:  # first: a bundle on disk always has its metadata
+                _write_atomically(meta_path, metadata.encode("utf-8"))
+            _write_atomically(path, bundle.encode_bundle(program))
         except OSError as error:
             logger.warning("neuron-mlir: could not write the compile cache at %s: %s", path, error)
         return program
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write then rename, so that a concurrent reader never sees half a file."""
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as handle:
+        handle.write(data)
+    os.replace(handle.name, path)
 
 
 _CACHES: dict[Path | None, CompileCache] = {}

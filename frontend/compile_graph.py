@@ -2,7 +2,9 @@
 
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
 torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
-when it is compiled or read back from the compile cache, not on every call. The profile of its latest run
+when it is compiled or read back from the compile cache, not on every call. The cache is asked first, by the FX
+graph's key (`frontend.cache`): a hit needs neither the import to IR nor the lowering package (not even for the
+check for unsupported ops: a graph cached whole compiled whole). The profile of its latest run
 is kept for `neuron_mlir.profiles()`. With a debug directory, each graph writes `fx_graph.py`, the IR after
 every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neuron-opt` command in
 `reproduce.sh`), `program.bundle` and, after each run, `trace.json`.
@@ -172,10 +174,20 @@ def _compile_partitioned(
     debug_dir: Path | None,
     refused: dict[str, str],
 ) -> Callable[[list[Any]], list[Any]]:
+    # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
+    # fingerprint): every node had a lowering that accepted it, so the check for unsupported nodes (which imports
+    # the lowering package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
+    looked_up: _Lookup | None = None
+    if not refused and not any(_is_forced_to_cpu(node, options.cpu_ops) for node in graph_module.graph.nodes):
+        started = time.perf_counter()
+        looked_up = _look_up(graph_module, options, debug_dir)
+        if looked_up.hit is not None:
+            return _wrap_cached(graph_module, name, options, looked_up.hit, started)
+        stats_module.record_compile_seconds(time.perf_counter() - started)
     missing = unsupported_nodes(graph_module, options.cpu_ops)
     missing += [n for n in graph_module.graph.nodes if n.name in refused and n not in missing]
     if not missing:
-        return _compile_whole(graph_module, name, options, debug_dir)
+        return _compile_whole(graph_module, name, options, debug_dir, looked_up)
     _report_fallback(missing, options, name, refused)
     unsupported = {node.name for node in missing}
     regions: list[str] = []
@@ -205,26 +217,72 @@ def _compile_partitioned(
     return run_partitioned
 
 
-def _compile_whole(
-    graph_module: torch.fx.GraphModule, name: str, options: CompileOptions, debug_dir: Path | None
-) -> Callable[[list[Any]], list[Any]]:
-    """Import, lower (or find in the compile cache) and wrap one graph whose every node the core can run."""
+def _is_forced_to_cpu(node: torch.fx.Node, cpu_ops: Sequence[str]) -> bool:
+    return bool(cpu_ops) and node.op == "call_function" and _matches(str(node.target), cpu_ops)
+
+
+class _Lookup:
+    """A compile-cache lookup by the FX graph's key (`fx_importer.graph_key_text`): the key (None when the graph
+    has no such key or the cache is off) and the entry found (the program and its graph signature), if any."""
+
+    __slots__ = ("hit", "key")
+
+    def __init__(self, key: str | None, hit: tuple[ValidatedProgram, GraphSignature] | None) -> None:
+        self.key = key
+        self.hit = hit
+
+
+def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_dir: Path | None) -> _Lookup:
+    """Find `graph_module` in the compile cache by its FX key, without importing it (no lookups with a debug
+    directory: its files come from compiling)."""
+    if not options.cache:
+        return _Lookup(None, None)
     from neuron_mlir import __version__
     from neuron_mlir.frontend.cache import cache_key, compile_cache
+    from neuron_mlir.frontend.fx_importer import graph_key_text
 
-    started = time.perf_counter()
-    module, signature = import_fx_graph(graph_module, options.target)
-    imported = ir_text(module)
-    key = cache_key(imported, options.target, __version__)
-    cache = compile_cache() if options.cache else None
-    program = cache.get(key) if cache is not None and debug_dir is None else None
-    if program is not None:
-        stats_module.record_cache_hit()
-    else:
-        program = _lower(module, name, debug_dir, imported, options.time_passes)
-        if cache is not None:
-            cache.put(key, program)
-            stats_module.record_cache_miss()
+    text = graph_key_text(graph_module)
+    if text is None:
+        return _Lookup(None, None)
+    key = cache_key(text, "fx-graph", options.target, __version__, torch.__version__)
+    if debug_dir is not None:
+        return _Lookup(key, None)
+    cache = compile_cache()
+    entry = cache.get_entry(key, with_metadata=True)
+    if entry is None:
+        return _Lookup(key, None)
+    program, metadata = entry
+    assert metadata is not None
+    try:
+        signature = GraphSignature.from_json(metadata, graph_module)
+    except ValueError as error:
+        logger.warning("neuron-mlir: ignoring a cache entry with an unreadable graph signature: %s", error)
+        cache.discard(key)
+        return _Lookup(key, None)
+    return _Lookup(key, (program, signature))
+
+
+def _wrap_cached(
+    graph_module: torch.fx.GraphModule,
+    name: str,
+    options: CompileOptions,
+    hit: tuple[ValidatedProgram, GraphSignature],
+    started: float,
+) -> Callable[[list[Any]], list[Any]]:
+    program, signature = hit
+    stats_module.record_cache_hit()
+    return _wrapped(graph_module, name, program, signature, options, None, started)
+
+
+def _wrapped(
+    graph_module: torch.fx.GraphModule,
+    name: str,
+    program: ValidatedProgram,
+    signature: GraphSignature,
+    options: CompileOptions,
+    debug_dir: Path | None,
+    started: float,
+) -> Callable[[list[Any]], list[Any]]:
     compiled: Any = CompiledGraph(name, program, signature, options, debug_dir)
     if signature.guards:
         compiled = ShapeSpecialisedGraph(graph_module, compiled, options)
@@ -232,6 +290,43 @@ def _compile_whole(
     stats_module.record_compile(nodes, time.perf_counter() - started)
     logger.info("compiled %s: %d nodes in %.2f s", name, nodes, time.perf_counter() - started)
     return compiled
+
+
+def _compile_whole(
+    graph_module: torch.fx.GraphModule,
+    name: str,
+    options: CompileOptions,
+    debug_dir: Path | None,
+    looked_up: _Lookup | None = None,
+) -> Callable[[list[Any]], list[Any]]:
+    """Import, lower (or find in the compile cache) and wrap one graph whose every node the core can run.
+
+    `looked_up`: the FX-key lookup of this graph already made (and missed) by the caller."""
+    from neuron_mlir import __version__
+    from neuron_mlir.frontend.cache import cache_key, compile_cache
+
+    started = time.perf_counter()
+    if looked_up is None:
+        looked_up = _look_up(graph_module, options, debug_dir)
+        if looked_up.hit is not None:
+            return _wrap_cached(graph_module, name, options, looked_up.hit, started)
+    module, signature = import_fx_graph(graph_module, options.target)
+    imported = ir_text(module)
+    cache = compile_cache() if options.cache else None
+    key, metadata = looked_up.key, signature.to_json()
+    program = None
+    if cache is not None and (key is None or metadata is None):
+        # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
+        key, metadata = cache_key(imported, options.target, __version__), None
+        program = cache.get(key) if debug_dir is None else None
+    if program is not None:
+        stats_module.record_cache_hit()
+    else:
+        program = _lower(module, name, debug_dir, imported, options.time_passes)
+        if cache is not None and key is not None:
+            cache.put(key, program, metadata)
+            stats_module.record_cache_miss()
+    return _wrapped(graph_module, name, program, signature, options, debug_dir, started)
 
 
 def _stage_names() -> list[str]:

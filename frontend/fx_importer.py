@@ -36,6 +36,7 @@ named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and 
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ class GraphSignature:
     """Per FX placeholder: the function argument it is, or None (a specialised SymInt or number)."""
     constants: list[torch.Tensor] = field(default_factory=list)
     """Values of the trailing arguments that follow the placeholders' (tensor constants)."""
+    constant_names: list[str] = field(default_factory=list)
+    """The `get_attr` target of each of `constants` (how `from_json` finds their values again)."""
     outputs: list[int | None] = field(default_factory=list)
     """Per flattened FX output: the index of the function result that carries it, or None (see `output_values`)."""
     output_values: dict[int, object] = field(default_factory=dict)
@@ -146,6 +149,104 @@ class GraphSignature:
             self.output_values.get(position) if index is None else values[index]
             for position, index in enumerate(self.outputs)
         ]
+
+    def to_json(self) -> str | None:
+        """Everything but the constants' values, as JSON; None when a field holds a value JSON cannot carry
+        exactly. The compile cache keeps it with a program so that a hit needs no import (`from_json`)."""
+        try:
+            document = {
+                "num_inputs": self.num_inputs,
+                "inputs": self.inputs,
+                "constant_names": self.constant_names,
+                "outputs": self.outputs,
+                "output_values": [[position, *_tagged(value)] for position, value in self.output_values.items()],
+                "output_names": self.output_names,
+                "output_spec": None if self.output_spec is None else pytree.treespec_dumps(self.output_spec),
+                "guards": [
+                    [position, "shape", list(value)] if isinstance(value, tuple) else [position, *_tagged(value)]
+                    for position, value in self.guards.items()
+                ],
+                "assertions": [[index, message] for index, message in self.assertions],
+            }
+            return json.dumps(document)
+        except (TypeError, ValueError):
+            return None
+
+    @staticmethod
+    def from_json(text: str, graph_module: torch.fx.GraphModule) -> GraphSignature:
+        """The signature `to_json` wrote, its constants read from `graph_module` (the graph it was imported from,
+        or one with the same cache key). Raises ValueError for a document that is not exactly such a signature:
+        it comes from a file, and is checked like a bundle, never trusted."""
+        try:
+            document = json.loads(text)
+            signature = GraphSignature(
+                num_inputs=_checked(document["num_inputs"], int),
+                inputs=[_checked(i, int, type(None)) for i in _checked(document["inputs"], list)],
+                constant_names=[_checked(n, str) for n in _checked(document["constant_names"], list)],
+                outputs=[_checked(i, int, type(None)) for i in _checked(document["outputs"], list)],
+                output_values={
+                    _checked(position, int): _untagged(kind, value)
+                    for position, kind, value in _checked(document["output_values"], list)
+                },
+                output_names=[_checked(n, str) for n in _checked(document["output_names"], list)],
+                guards={
+                    _checked(position, int): (
+                        tuple(_checked(v, int) for v in _checked(value, list))
+                        if kind == "shape"
+                        else _untagged(kind, value)
+                    )
+                    for position, kind, value in _checked(document["guards"], list)
+                },
+                assertions=[
+                    (_checked(index, int), _checked(message, str))
+                    for index, message in _checked(document["assertions"], list)
+                ],
+            )
+            spec = _checked(document["output_spec"], str, type(None))
+            signature.output_spec = None if spec is None else pytree.treespec_loads(spec)
+        except (KeyError, TypeError, ValueError, json.JSONDecodeError) as error:
+            raise ValueError(f"not a graph signature: {error}") from error
+        if len(signature.inputs) != signature.num_inputs or len(signature.output_names) != len(signature.outputs):
+            raise ValueError("not a graph signature: inconsistent lengths")
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():  # compiled inside AOTAutograd's fake mode: the constants are real tensors
+            for name in signature.constant_names:
+                try:
+                    value = operator.attrgetter(name)(graph_module)
+                except AttributeError as error:
+                    raise ValueError(f"the graph module has no constant {name}") from error
+                if not isinstance(value, torch.Tensor):
+                    raise ValueError(f"the graph module's {name} is not a tensor")
+                signature.constants.append(value.detach())
+        return signature
+
+
+_SCALAR_TAGS: dict[str, type] = {"bool": bool, "int": int, "float": float}
+
+
+def _tagged(value: Any) -> tuple[str, Any]:
+    """A Python number as (type name, value): it reads back as the same type (an int-valued float stays a float)."""
+    for tag, kind in _SCALAR_TAGS.items():
+        if type(value) is kind:
+            return tag, value
+    raise TypeError(f"{type(value).__name__} values are not kept in a cached signature")
+
+
+def _untagged(tag: Any, value: Any) -> Any:
+    kind = _SCALAR_TAGS.get(tag) if isinstance(tag, str) else None
+    if kind is None:
+        raise ValueError(f"unknown value tag {tag!r}")
+    if kind is float and type(value) is int:
+        value = float(value)
+    return _checked(value, kind)
+
+
+def _checked(value: Any, *kinds: type) -> Any:
+    """`value` when its exact type is one of `kinds` (bool is not taken for int), else ValueError."""
+    if type(value) not in kinds:
+        raise ValueError(f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}")
+    return value
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -345,6 +446,7 @@ class FxImporter:
             self.values[node] = self._full(list(value.shape), fill, value.dtype, user, ssa_name(node.name))
             return
         signature.constants.append(value)
+        signature.constant_names.append(str(node.target))
         self.values[node] = self._add_argument(tensor_type(value, node), node)
 
     def _full(
@@ -625,3 +727,115 @@ def import_fx_graph(
     `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with."""
     return FxImporter(graph_module, target, name, inputs).import_graph()
 
+
+# ---- the compile cache's key -------------------------------------------------------------------------------
+
+
+class _Unkeyable(Exception):
+    """A value `graph_key_text` has no exact spelling for."""
+
+
+def graph_key_text(graph_module: torch.fx.GraphModule) -> str | None:
+    """A canonical text of everything in `graph_module` that `import_fx_graph` (without `inputs`) reads, or None
+    when the graph holds a value this spelling does not cover.
+
+    Equal texts import to equal IR (given the same compiler, torch and target), so the text can key the compile
+    cache instead of the printed IR, at a fraction of the cost of importing and printing. Per node: its kind,
+    name (the IR's value names), target, arguments and keyword arguments (nodes by name; numbers with their exact
+    type; SymInts by the value they specialise to), the shapes and dtypes of its metadata value, its source
+    location (the last frame of the stack trace and the module path) and, for a constant, its dtype, shape and
+    a digest of its bytes (an all-equal constant is a literal in the IR). The text may say more than the IR
+    (a node's every argument, even ones the importer drops): that only costs a cache miss, never a wrong hit.
+    """
+    lines = []
+    try:
+        for node in graph_module.graph.nodes:
+            lines.append(_node_key(node, graph_module))
+    except _Unkeyable:
+        return None
+    return "\n".join(lines)
+
+
+def _node_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
+    meta = node.meta
+    if node.op == "placeholder":
+        value = meta["val"] if "val" in meta else meta.get("example_value")
+        described = _value_key(value)
+    elif node.op == "get_attr":
+        described = _constant_key(node, graph_module)
+    else:
+        described = _value_key(meta["val"]) if "val" in meta else "noval"
+    frames = _FRAME.findall(meta.get("stack_trace") or "")
+    location = f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+    return (
+        f"{node.op} {node.name} {_target_key(node.target)} {_argument_key(node.args)} "
+        f"{_argument_key(node.kwargs)} : {described} @{location}|{_module_path(node)}"
+    )
+
+
+def _target_key(target: Any) -> str:
+    if isinstance(target, str):  # get_attr, placeholder, output
+        return target
+    if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+        return f"{type(target).__name__}:{target}"
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if module is not None and name is not None:  # operator.getitem, math.* and similar Python functions
+        return f"{module}.{name}"
+    raise _Unkeyable(target)
+
+
+def _argument_key(value: Any) -> str:
+    # type checks in order: bool before int (a bool is an int), SymInts before everything numeric
+    if isinstance(value, torch.fx.Node):
+        return "%" + value.name
+    if value is None or type(value) in (bool, int, str):
+        return repr(value)
+    if type(value) is float:
+        return f"float({value!r})"  # repr round-trips floats, -0.0, inf and nan included
+    if isinstance(value, SymbolicNumber):
+        return f"sym({concrete(value)!r})"
+    if isinstance(value, tuple | list):
+        inner = ",".join(_argument_key(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_argument_key(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, torch.dtype | torch.device | torch.layout | torch.memory_format):
+        return f"{type(value).__name__}:{value}"
+    if isinstance(value, torch._ops.OpOverload):  # the inner op of with_effects
+        return f"OpOverload:{value}"
+    raise _Unkeyable(value)
+
+
+def _value_key(value: Any) -> str:
+    """A metadata value as the importer reads it: tensors by dtype and (specialised) shape."""
+    if isinstance(value, torch.Tensor):
+        shape = ",".join(repr(concrete(extent)) for extent in value.shape)
+        return f"{value.dtype}[{shape}]"
+    if isinstance(value, tuple | list):
+        inner = ",".join(_value_key(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return _argument_key(value)
+
+
+def _constant_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
+    import hashlib
+
+    from neuron_mlir.frontend.tensors import to_numpy
+
+    try:
+        value = operator.attrgetter(str(node.target))(graph_module)
+    except AttributeError:
+        raise _Unkeyable(node.target) from None
+    if not isinstance(value, torch.Tensor) or value.is_sparse or value.dtype in (torch.complex32,):
+        raise _Unkeyable(node.target)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # a backend compiles inside AOTAutograd's fake mode; constants are real
+        try:
+            data = to_numpy(value)
+        except (TypeError, RuntimeError):  # a dtype NumPy cannot hold
+            raise _Unkeyable(node.target) from None
+        digest = hashlib.sha256(data.reshape(-1).view("u1")).hexdigest()
+    # the literal of an all-equal constant is located at its first user
+    user = next(iter(node.users), node)
+    return f"{value.dtype}{list(value.shape)} sha256:{digest} first-user:{user.name}"

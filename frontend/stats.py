@@ -46,6 +46,11 @@ def record_compile(nodes: int, seconds: float) -> None:
     STATS.compile_seconds += seconds
 
 
+def record_compile_seconds(seconds: float) -> None:
+    """Compile time spent without compiling a graph (a cache lookup that missed before a partitioning)."""
+    STATS.compile_seconds += seconds
+
+
 def record_fallback(op_name: str) -> bool:
     """Count a fallen-back node; True the first time this op falls back (time to warn)."""
     STATS.fallback_ops[op_name] += 1

@@ -96,3 +96,172 @@ def test_the_key_text_prints_bytes_literals_as_xdsl_does():
     Printer(stream=expected).print_bytes_literal(data)
     _Printer(stream=actual).print_bytes_literal(data)
     assert actual.getvalue() == expected.getvalue()
+
+
+# ---- keys from the FX graph ------------------------------------------------------------------------------
+
+
+def _traced(function, *example_inputs):
+    """The ATen graph of `function` with fake-tensor metadata (as AOTAutograd hands it to the backend)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(function, tracing_mode="fake", _allow_non_fake_inputs=True)(*example_inputs)
+
+
+def _calls(graph_module):
+    return [node for node in graph_module.graph.nodes if node.op == "call_function"]
+
+
+def _key(graph_module):
+    from neuron_mlir.frontend.fx_importer import graph_key_text
+
+    return graph_key_text(graph_module)
+
+
+def test_the_graph_key_is_the_same_for_the_same_graph_and_changes_with_what_shapes_the_ir():
+    import torch
+
+    def scaled(x, y):
+        return torch.relu(x * 2.0 + y)
+
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    key = _key(_traced(scaled, x, y))
+    assert key is not None
+    assert _key(_traced(scaled, x, y)) == key  # a second trace, as in a second process
+    assert _key(_traced(scaled, torch.randn(4, 9), torch.randn(4, 9))) != key  # shapes
+    assert _key(_traced(scaled, x.half(), y.half())) != key  # dtypes
+    assert _key(_traced(lambda x, y: torch.relu(x * 3.0 + y), x, y)) != key  # a scalar argument
+    assert _key(_traced(lambda x, y: torch.relu(x * 2 + y), x, y)) != key  # an int where a float was
+    assert _key(_traced(lambda x, y: torch.sigmoid(x * 2.0 + y), x, y)) != key  # an op
+
+
+def test_the_graph_key_holds_source_lines_and_constant_values():
+    import torch
+
+    x = torch.randn(4, 8)
+    graph = _traced(lambda x: x + 1.0, x)
+    _calls(graph)[0].meta["stack_trace"] = '  File "model.py", line 3, in forward\n'
+    key = _key(graph)
+    _calls(graph)[0].meta["stack_trace"] = '  File "model.py", line 4, in forward\n'
+    assert _key(graph) != key  # profiles name the line: another line is another program
+
+    table = torch.arange(8.0)
+    with_constant = _traced(lambda x: x + table, x)
+    key = _key(with_constant)
+    (constant,) = with_constant.graph.find_nodes(op="get_attr")
+    getattr(with_constant, constant.target).fill_(1.0)  # all equal now: a literal in the IR
+    assert _key(with_constant) != key
+
+
+def test_a_graph_the_key_cannot_spell_has_none():
+    import torch
+
+    graph = _traced(lambda x: x + 1.0, torch.randn(2))
+    node = _calls(graph)[0]
+    node.args = (*node.args[:1], object())
+    assert _key(graph) is None
+
+
+def test_signatures_round_trip_through_json_and_malformed_ones_are_refused():
+    import pytest
+    import torch
+
+    from neuron_mlir.frontend.fx_importer import GraphSignature, import_fx_graph
+
+    table = torch.arange(8.0)
+    graph = _traced(lambda x: (x + table, None, x.shape[0]), torch.randn(4, 8))
+    _, signature = import_fx_graph(graph)
+    text = signature.to_json()
+    assert text is not None
+    restored = GraphSignature.from_json(text, graph)
+    for name in ("num_inputs", "inputs", "constant_names", "outputs", "output_values", "output_names", "guards"):
+        assert getattr(restored, name) == getattr(signature, name), name
+    assert restored.output_spec == signature.output_spec
+    assert len(restored.constants) == 1
+    assert torch.equal(restored.constants[0], signature.constants[0])
+    for broken in ("", "[]", text.replace('"inputs": [0]', '"inputs": ["0"]'), text.replace("num_inputs", "n")):
+        with pytest.raises(ValueError, match="not a graph signature"):
+            GraphSignature.from_json(broken, graph)
+
+
+def test_a_warm_hit_neither_imports_the_graph_nor_checks_for_unsupported_ops(tmp_path, monkeypatch):
+    import torch
+
+    import neuron_mlir
+    from neuron_mlir.frontend import compile_graph
+    from neuron_mlir.frontend.cache import clear_memory
+
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    x = torch.randn(2, 8)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    expected = torch.compile(model, backend="neuron-mlir")(x)
+    assert neuron_mlir.stats()["cache_misses"] == 1  # the forward graph (the backward compiles when run)
+    assert len(list(tmp_path.glob("*.meta"))) == 1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a hit should not need this")
+
+    monkeypatch.setattr(compile_graph, "import_fx_graph", refuse)
+    monkeypatch.setattr(compile_graph, "unsupported_nodes", refuse)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    clear_memory()  # as in a new process: only the disk remains
+    actual = torch.compile(model, backend="neuron-mlir")(x)
+    assert neuron_mlir.stats()["cache_hits"] == 1
+    assert torch.equal(actual, expected)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+
+
+def test_an_entry_with_a_corrupt_signature_is_dropped_and_compiled_again(tmp_path, monkeypatch):
+    import torch
+
+    import neuron_mlir
+    from neuron_mlir.frontend.cache import clear_memory
+
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path))
+    model = torch.nn.Linear(8, 4)
+    x = torch.randn(2, 8)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    with torch.no_grad():
+        expected = torch.compile(model, backend="neuron-mlir")(x)
+        for path in tmp_path.glob("*.meta"):
+            path.write_text('{"num_inputs": "many"}')
+        torch._dynamo.reset()
+        neuron_mlir.reset()
+        clear_memory()
+        actual = torch.compile(model, backend="neuron-mlir")(x)
+    assert neuron_mlir.stats()["cache_misses"] == 1
+    assert neuron_mlir.stats()["cache_hits"] == 0
+    assert torch.equal(actual, expected)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+
+
+def test_cpu_ops_are_honoured_even_when_the_whole_graph_is_cached(tmp_path, monkeypatch):
+    import warnings
+
+    import torch
+
+    import neuron_mlir
+    from neuron_mlir.frontend.cache import clear_memory
+
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    x = torch.randn(2, 8)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    with torch.no_grad():
+        torch.compile(model, backend="neuron-mlir")(x)
+        torch._dynamo.reset()
+        neuron_mlir.reset()
+        clear_memory()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(model, backend="neuron-mlir", options={"cpu_ops": ["aten.relu"]})(x)
+    assert neuron_mlir.stats()["fallback_ops"] == {"aten.relu.default": 1}
+    torch._dynamo.reset()
+    neuron_mlir.reset()
