@@ -22,6 +22,12 @@ def _torch_fold_constants() -> type[ModulePass]:
     return TorchFoldConstantsPass
 
 
+def _torch_recognize_activations() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_recognize_activations import TorchRecognizeActivationsPass
+
+    return TorchRecognizeActivationsPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -97,6 +103,7 @@ def _neuron_pipeline() -> type[ModulePass]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-canonicalize": _torch_canonicalize,
     "torch-fold-constants": _torch_fold_constants,
+    "torch-recognize-activations": _torch_recognize_activations,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-loops": _tile_fuse_loops,
     "tile-unroll-streaming-loops": _tile_unroll_streaming_loops,
