@@ -1,19 +1,34 @@
 """neuron-insert-sync: order instructions across engine queues with semaphore waits.
 
-Input contract: allocated neuron-level functions (every on-chip `neuron.alloc` has an address).
+Input contract: allocated neuron-level functions (every on-chip `neuron.alloc` has an address); loops are
+`scf.for` with no iteration arguments, and dynamic offsets are `index` values computed by `arith` ops.
 
 Output guarantee: every instruction has a unique `id` (program order), and `waits` lists, for each other queue,
 the latest instruction there that it must follow: the last writers of what it reads (read after write), and the
 last writers and readers of what it writes (write after write, write after read). A wait means "the most recent
-issued instance of that instruction has completed" (runtime/program.py), which is exactly what a loop needs:
-the loop body is analysed twice, so an instruction at the top of the body also waits for the previous
-iteration's users of a reused buffer. Instructions on the same queue run in order and never wait on each other.
+issued instance of that instruction has completed" (runtime/program.py), and queues run in order, so waiting on
+the latest conflicting instruction of a queue orders the waiter after every earlier conflicting instance there.
+No two instruction instances on different queues that touch a common byte (one of them writing) are left
+unordered; the simulator's race checker (runtime/races.py) verifies this on every run that enables it.
 
-Memory regions are tracked by byte range: on-chip buffers by address (so reuse of an address by a later buffer
-is ordered too), HBM by buffer and element range. Accesses whose offsets depend on loop indices are taken as
-covering their whole buffer, which is conservative but never unsafe. The simulator's race checker verifies
-the result. Only what can conflict is compared: records are grouped by memory (and HBM buffer), reads apart from
-writes, and each distinct access keeps only its latest instance.
+How. Every access is a footprint: the partitions it touches and, within each partition (HBM: within its buffer),
+the byte offsets `base + sum(i_d * step_d) + sum(c_L * iv_L)` for the pattern's index tuples `i` and the
+inductions `iv_L` of the loops its dynamic offset depends on. The offset is traced through the `arith` ops that
+compute it; when it is affine in loop inductions (add, sub, multiply by a constant, index casts, provably free of
+32-bit register wrap-around) the footprint is exact, otherwise it covers its whole buffer (conservative). Two
+accesses conflict when an integer solution exists for "some byte of one is some byte of the other" (a small
+bounded search over the pattern and loop variables, which answers "conflict" when the search runs out of budget).
+
+A loop body is analysed twice. The first pass stands for an iteration, the second for a later one: an access of
+the second pass is compared with the records of the same pass as "same iteration" (common inductions equal) and
+with the records of the first pass as "an earlier iteration" (the record's induction is the current one minus a
+positive multiple of the step), which is how loop-carried dependences are found while the disjoint tiles of
+different iterations (a stream's stores, a matmul's output tiles) are not ordered against each other. After the
+loop, its records stand for all of its iterations (the induction ranges over the loop's bounds).
+
+Only what can conflict is compared: records are grouped by memory (and HBM buffer), reads apart from writes, and
+each distinct access (queue, footprint, the passes of the loops it depends on) keeps only its latest instance; a
+write that exactly covers older records replaces them.
 """
 
 from __future__ import annotations
@@ -21,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import func, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
@@ -30,47 +45,59 @@ from xdsl.utils.exceptions import PassFailedException
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 QueueKey = tuple[str, int]
 
+# An affine index value: constant + sum(coefficient * induction of loop).
+Affine = tuple[int, tuple[tuple[scf.ForOp, int], ...]]
+
+_INT32 = 2**31  # scalar registers hold two's-complement 32-bit values (runtime/isa.py wrap32)
+_SEARCH_BUDGET = 256  # candidate values the overlap search may try before it answers "conflict"
+
 
 @dataclass(frozen=True)
-class Region:
-    """Bytes [low, high) of partitions [p_low, p_high) in one memory (HBM: of one buffer)."""
+class _LoopRange:
+    """The induction's values: lower + step * t for t in [0, trips); trips None when the bounds are not constant."""
+
+    lower: int
+    step: int
+    trips: int | None
+
+
+@dataclass(eq=False)
+class Footprint:
+    """The bytes one access touches, per partition (interned: equal footprints are one object).
+
+    Offsets are `base + sum(t_d * step_d) + sum(coefficient_L * iv_L)` with `0 <= t_d < num_d`; steps are positive
+    byte counts sorted largest first, and every element is `size` bytes long.
+    """
 
     memory: Memory
     buffer: SSAValue | None  # HBM buffers are told apart by identity; on-chip ones by address
-    low: int
+    p_low: int
+    p_high: int
+    base: int
+    size: int
+    dims: tuple[tuple[int, int], ...]
+    terms: tuple[tuple[scf.ForOp, int], ...]  # byte coefficient of each loop induction
+    low: int  # [low, high): bytes touched when every induction is 0
     high: int
-    p_low: int = 0
-    p_high: int = 1
-
-    def overlaps(self, other: Region) -> bool:
-        if self.memory is not other.memory or self.buffer is not other.buffer:
-            return False
-        return (
-            self.low < other.high and other.low < self.high and self.p_low < other.p_high and other.p_low < self.p_high
-        )
-
-    def covers(self, other: Region) -> bool:
-        return (
-            self.memory is other.memory
-            and self.buffer is other.buffer
-            and self.low <= other.low
-            and other.high <= self.high
-            and self.p_low <= other.p_low
-            and other.p_high <= self.p_high
-        )
+    full_low: float  # [full_low, full_high): bytes touched over every induction value (infinite when unbounded)
+    full_high: float
+    exact: bool  # the footprint is exactly the bytes [low, high) (no inductions, dense, offset known)
+    depth: int  # 1 + nesting depth of the deepest loop among `terms`; 0 without terms
 
 
 # Records of accesses, grouped by what can conflict: the memory and (for HBM) the buffer. Within a group, reads
-# and writes apart (a read only ever waits for writes). Each maps (queue, region) of an access to the (sequence
-# number, instruction id) of its latest instance: an older access of the same queue, kind and region can never be
-# the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins), so
-# the records stay as few as the distinct accesses, however long the program.
-RecordKey = tuple[QueueKey, Region]
+# and writes apart (a read only ever waits for writes). Each maps (queue, footprint, passes) of an access to the
+# (sequence number, instruction id) of its latest instance, where `passes` says, for each open loop the
+# footprint depends on, which of the two analysis passes recorded it. An older instance of the same key can never
+# be the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins),
+# so the records stay as few as the distinct accesses, however long the program.
+RecordKey = tuple[QueueKey, Footprint, tuple[int, ...]]
 Records = dict[RecordKey, tuple[int, int]]
 
 
@@ -84,12 +111,299 @@ class _Group:
 class _State:
     groups: dict[tuple[Memory, SSAValue | None], _Group] = field(default_factory=dict)
     sequence: int = 0
+    loops: list[scf.ForOp] = field(default_factory=list)  # the open loops, outermost first
+    passes: list[int] = field(default_factory=list)  # the analysis pass (0, 1) of each open loop
+    depth_of: dict[scf.ForOp, int] = field(default_factory=dict)
+    ranges: dict[scf.ForOp, _LoopRange] = field(default_factory=dict)
+    affine: dict[SSAValue, Affine | None] = field(default_factory=dict)
+    interned: dict[tuple, Footprint] = field(default_factory=dict)
+    accesses: dict[InstructionOp, tuple[list[Footprint], list[Footprint]]] = field(default_factory=dict)
+    conflicts: dict[tuple[Footprint, Footprint, int, int], bool] = field(default_factory=dict)
 
-    def group(self, region: Region) -> _Group:
-        key = (region.memory, region.buffer)
+    def group(self, footprint: Footprint) -> _Group:
+        key = (footprint.memory, footprint.buffer)
         if key not in self.groups:
             self.groups[key] = _Group()
         return self.groups[key]
+
+    # ---- index values ------------------------------------------------------------------------------------------
+
+    def loop_range(self, loop: scf.ForOp) -> _LoopRange:
+        if loop not in self.ranges:
+            lower, upper, step = (self.value_of(v) for v in (loop.lb, loop.ub, loop.step))
+            if lower is None or step is None or step <= 0:
+                self.ranges[loop] = _LoopRange(lower or 0, step or 1, None)
+            else:
+                trips = None if upper is None else max(0, -((lower - upper) // step))
+                self.ranges[loop] = _LoopRange(lower, step, trips)
+        return self.ranges[loop]
+
+    def value_of(self, value: SSAValue) -> int | None:
+        """The constant an index value always has, or None."""
+        form = self.affine_of(value)
+        return form[0] if form is not None and not form[1] else None
+
+    def bounds(self, form: Affine) -> tuple[float, float]:
+        low = high = float(form[0])
+        for loop, coefficient in form[1]:
+            span = self.loop_range(loop)
+            if span.trips is None:
+                return float("-inf"), float("inf")
+            last = span.lower + span.step * max(span.trips - 1, 0)
+            ends = (coefficient * span.lower, coefficient * last)
+            low, high = low + min(ends), high + max(ends)
+        return low, high
+
+    def affine_of(self, value: SSAValue) -> Affine | None:
+        """`value` as an affine function of loop inductions, or None when it is not provably one."""
+        if value in self.affine:
+            return self.affine[value]
+        form = self._affine(value)
+        if form is not None:
+            low, high = self.bounds(form)
+            if low < -_INT32 or high >= _INT32:
+                form = None  # the register may wrap around: the affine form would not be its value
+        self.affine[value] = form
+        return form
+
+    def _affine(self, value: SSAValue) -> Affine | None:
+        owner = value.owner
+        if isinstance(owner, Block):
+            loop = owner.parent_op()
+            if isinstance(loop, scf.ForOp) and owner is loop.body.block and value is owner.args[0]:
+                return 0, ((loop, 1),)
+            return None
+        if isinstance(owner, arith.ConstantOp):
+            return (owner.value.value.data, ()) if isinstance(owner.value, IntegerAttr) else None
+        if isinstance(owner, arith.IndexCastOp):
+            return self.affine_of(owner.input)
+        if isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+            lhs, rhs = self.affine_of(owner.lhs), self.affine_of(owner.rhs)
+            if lhs is None or rhs is None:
+                return None
+            if isinstance(owner, arith.MuliOp):
+                if lhs[1] and rhs[1]:
+                    return None  # a product of inductions is not affine
+                (scale, _), form = (lhs, rhs) if not lhs[1] else (rhs, lhs)
+                return _combine(form, scale, (0, ()), 0)
+            return _combine(lhs, 1, rhs, -1 if isinstance(owner, arith.SubiOp) else 1)
+        return None
+
+    # ---- footprints --------------------------------------------------------------------------------------------
+
+    def footprints(self, op: InstructionOp) -> tuple[list[Footprint], list[Footprint]]:
+        """(reads, writes) of `op`, computed once per instruction."""
+        if op not in self.accesses:
+            spec = op.spec()
+            written = set(spec.writes + spec.optional_writes)
+            roles = op.present_roles()
+            self.accesses[op] = (
+                [self.footprint(op, role) for role in roles if role not in written],
+                [self.footprint(op, role) for role in roles if role in written],
+            )
+        return self.accesses[op]
+
+    def footprint(self, op: InstructionOp, role: str) -> Footprint:
+        access = op.access(role)
+        assert access is not None
+        buffer, pattern, dynamic = access
+        memref_type = buffer.type
+        assert isinstance(memref_type, MemRefType)
+        size = itemsize(runtime_dtype_name(memref_type.element_type))
+        memory = neuron.memory_of(memref_type)
+        if memory is Memory.HBM:
+            owner, start, p_low, p_high = _root_buffer(buffer), 0, 0, 1
+        else:
+            alloc = buffer.owner
+            if not isinstance(alloc, neuron.AllocOp) or alloc.address is None:
+                where = describe_location(op.location)
+                raise PassFailedException(
+                    f"{op.name}: on-chip buffers need addresses before synchronisation; run neuron-allocate-memory "
+                    "first" + (f" (at {where})" if where else "")
+                )
+            owner, start = None, alloc.address.value.data
+            p_low = pattern.partition_start.data
+            p_high = p_low + pattern.partitions.data
+        form = (pattern.offset.data, ()) if dynamic is None else self.affine_of(dynamic)
+        if form is not None:
+            offset, terms = form[0] + (pattern.offset.data if dynamic is not None else 0), form[1]
+            base = start + offset * size
+            dims: list[tuple[int, int]] = []
+            for step, num in pattern.dims:
+                if step == 0 or num <= 1:
+                    continue
+                if step < 0:  # the same elements walked from the other end
+                    base += step * size * (num - 1)
+                    step = -step
+                dims.append((step * size, num))
+            byte_terms = tuple((loop, coefficient * size) for loop, coefficient in terms if coefficient)
+        else:
+            # An offset that is not affine in loop inductions: anywhere in the buffer (a row of it on chip).
+            shape = memref_type.get_shape()
+            row = 1
+            for extent in shape if memory is Memory.HBM else shape[1:]:
+                row *= extent
+            base, dims, byte_terms = start, [(size, row)] if row > 1 else [], ()
+        dims.sort(reverse=True)
+        key = (memory, owner, p_low, p_high, base, size, tuple(dims), byte_terms, form is not None)
+        if key not in self.interned:
+            self.interned[key] = self._make(key, exact_offset=form is not None)
+        return self.interned[key]
+
+    def _make(self, key: tuple, exact_offset: bool) -> Footprint:
+        memory, owner, p_low, p_high, base, size, dims, terms, _ = key
+        high = base + size + sum(step * (num - 1) for step, num in dims)
+        dense, expected = True, size
+        for step, num in reversed(dims):
+            dense = dense and step == expected
+            expected = step * num
+        extra_low, extra_high = self.bounds((0, tuple((loop, c) for loop, c in terms)))
+        depth = 1 + max((self.depth_of[loop] for loop, _ in terms), default=-1)
+        return Footprint(
+            memory=memory,
+            buffer=owner,
+            p_low=p_low,
+            p_high=p_high,
+            base=base,
+            size=size,
+            dims=dims,
+            terms=terms,
+            low=base,
+            high=high,
+            full_low=base + extra_low,
+            full_high=high + extra_high,
+            exact=dense and exact_offset and not terms,
+            depth=depth,
+        )
+
+    # ---- conflicts ---------------------------------------------------------------------------------------------
+
+    def conflict(self, old: Footprint, passes: tuple[int, ...], new: Footprint) -> bool:
+        """Can an instance of `old` recorded in `passes` touch a byte that the current instance of `new` does?"""
+        if old.p_high <= new.p_low or new.p_high <= old.p_low:
+            return False
+        if old.full_high <= new.full_low or new.full_high <= old.full_low:
+            return False
+        if old.exact and new.exact:
+            return True  # the hulls are the bytes, and they overlap
+        # The loops the two share are the first len(passes) open ones; they are in the same iteration up to the
+        # first pass that differs, where `old` is in an earlier iteration (the rest are not shared).
+        shared = len(passes)
+        earlier = next((d for d in range(shared) if passes[d] != self.passes[d]), shared)
+        key = (old, new, shared, earlier)
+        found = self.conflicts.get(key)
+        if found is None:
+            found = self._overlap(old, new, shared, earlier)
+            if len(self.conflicts) > 200_000:
+                self.conflicts.clear()
+            self.conflicts[key] = found
+        return found
+
+    def _overlap(self, old: Footprint, new: Footprint, shared: int, earlier: int) -> bool:
+        if earlier < shared:
+            span = self.loop_range(self.loops[earlier])
+            if span.trips is not None and span.trips <= 1:
+                return False  # a loop of one iteration has no earlier iteration
+        # Unknowns: t_d of each pattern dimension, each loop's iteration index, and for the loop where `old` is
+        # earlier the iteration distance k >= 1. new byte - old byte = constant + sum(coefficient * unknown).
+        constant = new.base - old.base
+        terms: list[tuple[int, int, int]] = [(step, 0, num - 1) for step, num in new.dims]
+        terms += [(-step, 0, num - 1) for step, num in old.dims]
+        coefficients: dict[scf.ForOp, list[int]] = {}
+        for loop, coefficient in new.terms:
+            coefficients.setdefault(loop, [0, 0])[1] += coefficient
+        for loop, coefficient in old.terms:
+            coefficients.setdefault(loop, [0, 0])[0] += coefficient
+        for loop, (old_c, new_c) in coefficients.items():
+            span = self.loop_range(loop)
+            if span.trips is None:
+                return True  # an induction without bounds: anywhere
+            last = max(span.trips - 1, 0)
+            depth = self.depth_of[loop]
+            if depth < shared and depth <= earlier:  # one induction for both (old's: minus k steps if earlier)
+                constant += (new_c - old_c) * span.lower
+                terms.append(((new_c - old_c) * span.step, 0, last))
+                if depth == earlier:
+                    terms.append((old_c * span.step, 1, last))
+            else:  # independent inductions
+                constant += (new_c - old_c) * span.lower
+                terms += [(new_c * span.step, 0, last), (-old_c * span.step, 0, last)]
+        # Byte x of `old` and byte y of `new` are a common byte when -new.size < y - x < old.size.
+        return _solvable(terms, 1 - new.size - constant, old.size - 1 - constant)
+
+    # ---- loops -------------------------------------------------------------------------------------------------
+
+    def close_loop(self, depth: int) -> None:
+        """The loop at `depth` is done: records inside it stand for all of its iterations from now on."""
+        for group in self.groups.values():
+            for name in ("reads", "writes"):
+                records: Records = getattr(group, name)
+                if not any(len(key[2]) > depth for key in records):
+                    continue
+                merged: Records = {}
+                for (queue, footprint, passes), entry in records.items():
+                    key = (queue, footprint, passes[:depth])
+                    if key not in merged or merged[key][0] < entry[0]:
+                        merged[key] = entry
+                setattr(group, name, merged)
+
+
+def _combine(lhs: Affine, lhs_scale: int, rhs: Affine, rhs_scale: int) -> Affine:
+    coefficients: dict[scf.ForOp, int] = {}
+    for loop, coefficient in lhs[1]:
+        coefficients[loop] = coefficients.get(loop, 0) + lhs_scale * coefficient
+    for loop, coefficient in rhs[1]:
+        coefficients[loop] = coefficients.get(loop, 0) + rhs_scale * coefficient
+    return lhs_scale * lhs[0] + rhs_scale * rhs[0], tuple((k, v) for k, v in coefficients.items() if v)
+
+
+def _solvable(terms: list[tuple[int, int, int]], low: int, high: int) -> bool:
+    """Is there an integer t_j in [lo_j, hi_j] for each (c_j, lo_j, hi_j) with low <= sum(c_j * t_j) <= high?
+
+    Exact for the nested strides of tiles and loops (the search tries a few values per unknown, largest
+    coefficient first); answers True, which is always safe, when the search would take too long.
+    """
+    merged: dict[int, list[int]] = {}
+    for coefficient, lo, hi in terms:
+        if coefficient < 0:
+            coefficient, lo, hi = -coefficient, -hi, -lo
+        if coefficient == 0 or lo == hi:
+            low, high = low - coefficient * lo, high - coefficient * lo
+            continue
+        if coefficient in merged:  # c*t1 + c*t2 takes exactly the values c*t for t in the summed range
+            merged[coefficient][0] += lo
+            merged[coefficient][1] += hi
+        else:
+            merged[coefficient] = [lo, hi]
+    ordered = sorted(merged.items(), reverse=True)
+    count = len(ordered)
+    rest_low, rest_high = [0] * (count + 1), [0] * (count + 1)
+    for index in range(count - 1, -1, -1):
+        coefficient, (lo, hi) = ordered[index]
+        rest_low[index] = rest_low[index + 1] + coefficient * lo
+        rest_high[index] = rest_high[index + 1] + coefficient * hi
+    budget = _SEARCH_BUDGET
+
+    def search(index: int, low: int, high: int) -> bool:
+        nonlocal budget
+        if high < rest_low[index] or rest_high[index] < low:
+            return False
+        if index == count:
+            return True
+        coefficient, (lo, hi) = ordered[index]
+        first = max(lo, -((rest_high[index + 1] - low) // coefficient))  # ceil((low - rest_high) / c)
+        last = min(hi, (high - rest_low[index + 1]) // coefficient)
+        if last - first + 1 > budget:
+            return True
+        for value in range(first, last + 1):
+            budget -= 1
+            if budget < 0:
+                return True
+            if search(index + 1, low - coefficient * value, high - coefficient * value):
+                return True
+        return False
+
+    return search(0, low, high)
 
 
 def _queue_of(op: InstructionOp) -> QueueKey:
@@ -105,80 +419,52 @@ def _root_buffer(value: SSAValue) -> SSAValue:
     return value
 
 
-def _region(op: InstructionOp, role: str) -> Region:
-    access = op.access(role)
-    assert access is not None
-    buffer, pattern, dynamic = access
-    memref_type = buffer.type
-    assert isinstance(memref_type, MemRefType)
-    from neuron_mlir.ir.types import runtime_dtype_name
-
-    size = itemsize(runtime_dtype_name(memref_type.element_type))
-    memory = neuron.memory_of(memref_type)
-    shape = memref_type.get_shape()
-    row_elements = 1
-    for extent in shape if memory is Memory.HBM else shape[1:]:
-        row_elements *= extent
-    if dynamic is not None:
-        low_element, high_element = 0, row_elements
-    else:
-        low_element = high_element = pattern.offset.data
-        for step, num in pattern.dims:
-            reach = step * (num - 1)
-            if reach < 0:
-                low_element += reach
-            else:
-                high_element += reach
-        high_element += 1
-    if memory is Memory.HBM:
-        return Region(memory, _root_buffer(buffer), low_element * size, high_element * size)
-    alloc = buffer.owner
-    if not isinstance(alloc, neuron.AllocOp) or alloc.address is None:
-        where = describe_location(op.location)
-        raise PassFailedException(
-            f"{op.name}: on-chip buffers need addresses before synchronisation; run neuron-allocate-memory first"
-            + (f" (at {where})" if where else "")
-        )
-    base = alloc.address.value.data
-    start = pattern.partition_start.data
-    return Region(
-        memory, None, base + low_element * size, base + high_element * size, start, start + pattern.partitions.data
-    )
-
-
 def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
     own_id = op.instruction_id.value.data if op.instruction_id is not None else -1
     queue = _queue_of(op)
-    spec = op.spec()
-    written_roles = set(spec.writes + spec.optional_writes)
-    reads = [_region(op, role) for role in op.present_roles() if role not in written_roles]
-    writes = [_region(op, role) for role in op.present_roles() if role in written_roles]
+    reads, writes = state.footprints(op)
     latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
 
-    def wait_for(records: Records, region: Region) -> None:
-        for (record_queue, record_region), (sequence, instruction_id) in records.items():
-            if record_queue == queue or not record_region.overlaps(region):
+    def wait_for(records: Records, footprint: Footprint) -> None:
+        # newest first: once a queue has a conflicting record, its older ones need no test
+        for (record_queue, record_footprint, passes), (sequence, instruction_id) in reversed(records.items()):
+            if record_queue == queue:
                 continue
-            if record_queue not in latest or latest[record_queue][0] < sequence:
+            known = latest.get(record_queue)
+            if known is not None and known[0] >= sequence:
+                continue  # a later instruction of that queue is waited on already
+            if state.conflict(record_footprint, passes, footprint):
                 latest[record_queue] = (sequence, instruction_id)
 
-    for region in reads:  # read after write
-        wait_for(state.group(region).writes, region)
-    for region in writes:  # write after write, write after read
-        group = state.group(region)
-        wait_for(group.writes, region)
-        wait_for(group.reads, region)
+    for footprint in reads:  # read after write
+        wait_for(state.group(footprint).writes, footprint)
+    for footprint in writes:  # write after write, write after read
+        group = state.group(footprint)
+        wait_for(group.writes, footprint)
+        wait_for(group.reads, footprint)
     waits.setdefault(op, set()).update(instruction_id for _, instruction_id in latest.values())
-    for region in writes:
-        group = state.group(region)
+    for footprint in writes:
+        if not footprint.exact:
+            continue
+        # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
+        # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
+        group = state.group(footprint)
         for records in (group.reads, group.writes):
-            for key in [key for key in records if region.covers(key[1])]:
+            covered = [
+                key
+                for key in records
+                if footprint.low <= key[1].full_low
+                and key[1].full_high <= footprint.high
+                and footprint.p_low <= key[1].p_low
+                and key[1].p_high <= footprint.p_high
+            ]
+            for key in covered:
                 del records[key]
-    for regions, writing in ((reads, False), (writes, True)):
-        for region in regions:
-            group = state.group(region)
+    for footprints, writing in ((reads, False), (writes, True)):
+        for footprint in footprints:
+            group = state.group(footprint)
             records = group.writes if writing else group.reads
-            key = (queue, region)
+            key = (queue, footprint, tuple(state.passes[: footprint.depth]))
             records.pop(key, None)  # re-inserted last: iteration follows the sequence
             state.sequence += 1
             records[key] = (state.sequence, own_id)
@@ -187,9 +473,7 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
 def _visit(block: Block, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
     for op in block.ops:
         if isinstance(op, scf.ForOp):
-            # twice: the second pass sees the previous iteration's accesses (loop-carried dependences)
-            _visit(op.body.block, state, waits)
-            _visit(op.body.block, state, waits)
+            _visit_loop(op, state, waits)
         elif isinstance(op, InstructionOp):
             _synchronise(op, state, waits)
         elif op.regions:
@@ -198,14 +482,29 @@ def _visit(block: Block, state: _State, waits: dict[InstructionOp, set[int]]) ->
                     _visit(inner, state, waits)
 
 
+def _visit_loop(loop: scf.ForOp, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
+    depth = len(state.loops)
+    state.depth_of[loop] = depth
+    state.loops.append(loop)
+    state.passes.append(0)
+    _visit(loop.body.block, state, waits)
+    trips = state.loop_range(loop).trips
+    if trips is None or trips > 1:
+        # The second pass is a later iteration: it sees the first pass's accesses as an earlier iteration's
+        # (loop-carried dependences). A loop of at most one iteration has none.
+        state.passes[-1] = 1
+        _visit(loop.body.block, state, waits)
+    state.loops.pop()
+    state.passes.pop()
+    state.close_loop(depth)
+
+
 @dataclass(frozen=True)
 class NeuronInsertSyncPass(ModulePass):
     name = "neuron-insert-sync"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration]:
             instructions = [i for i in function.body.walk() if isinstance(i, InstructionOp)]
             for number, instruction in enumerate(instructions):
                 instruction.properties["id"] = IntegerAttr(number, i64)
