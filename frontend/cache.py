@@ -46,14 +46,42 @@ _FINGERPRINT: str | None = None
 
 
 def compiler_fingerprint() -> str:
-    """SHA-256 of every Python source file of the installed compiler (computed once per process)."""
+    """SHA-256 of every Python source file of the installed compiler (computed once per process).
+
+    Reading and hashing the sources costs about as much as the rest of a warm start of a small model, so the
+    digest is remembered in the cache directory (`fingerprint-<stat digest>`) under a digest of every source
+    file's path, size and modification time: the two facts by which Python itself decides that a module's
+    bytecode is stale, so a compiler edited in any way Python would notice gets its digest computed again. A
+    memo that is not a digest is ignored (and at worst a wrong one makes every key miss; it never makes one hit).
+    """
     global _FINGERPRINT
     if _FINGERPRINT is None:
+        files = [(root, path) for root in _compiler_roots() for path in sorted(root.rglob("*.py"))]
+        directory = default_directory()
+        memo = None
+        if directory is not None:
+            stats = hashlib.sha256()
+            for root, path in files:
+                status = path.stat()
+                stats.update(f"{path.relative_to(root.parent)}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
+            memo = directory / f"fingerprint-{stats.hexdigest()}"
+            try:
+                remembered = memo.read_text(encoding="ascii").strip()
+            except (OSError, UnicodeDecodeError):
+                remembered = ""
+            if len(remembered) == 64 and all(c in "0123456789abcdef" for c in remembered):
+                _FINGERPRINT = remembered
+                return remembered
         digest = hashlib.sha256()
-        for root in _compiler_roots():
-            for path in sorted(root.rglob("*.py")):
-                digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+        for root, path in files:
+            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
         _FINGERPRINT = digest.hexdigest()
+        if memo is not None:
+            try:
+                memo.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomically(memo, _FINGERPRINT.encode("ascii"))
+            except OSError:
+                pass  # the memo only saves time
     return _FINGERPRINT
 
 

@@ -265,3 +265,31 @@ def test_cpu_ops_are_honoured_even_when_the_whole_graph_is_cached(tmp_path, monk
     assert neuron_mlir.stats()["fallback_ops"] == {"aten.relu.default": 1}
     torch._dynamo.reset()
     neuron_mlir.reset()
+
+
+def test_the_compiler_fingerprint_is_remembered_until_a_source_file_changes(tmp_path, monkeypatch):
+    from neuron_mlir.frontend import cache
+
+    package = tmp_path / "src" / "package"
+    package.mkdir(parents=True)
+    source = package / "module.py"
+    source.write_text("x = 1\n")
+    monkeypatch.setattr(cache, "_compiler_roots", lambda: [package])
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)
+    first = cache.compiler_fingerprint()
+    (memo,) = (tmp_path / "cache").glob("fingerprint-*")
+    assert memo.read_text() == first
+
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)  # a new process reads the memo, not the sources
+    memo.write_text("f" * 64)
+    assert cache.compiler_fingerprint() == "f" * 64
+
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)
+    source.write_text("x = 22\n")  # an edit: another size (and modification time)
+    edited = cache.compiler_fingerprint()
+    assert edited not in (first, "f" * 64)
+
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", "off")  # no directory, no memo: the digest of the sources
+    assert cache.compiler_fingerprint() == edited
