@@ -125,6 +125,9 @@ class _Attention:
         self.chunk = n_limit
         scale = args.get("scale")
         self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head) if self.head else 1.0
+        # Without a mask to add, scores stay unscaled (the matmul's PSUM result is read as it is) and the scale
+        # joins each exponential, exp(scale * s - scale * m); a mask is added to scaled scores.
+        self.exp_scale = 1.0 if args.get("attn_mask") is not None else self.scale
         self.causal = bool(args.get("is_causal"))
         mask = args.get("attn_mask")
         self.mask = None
@@ -167,6 +170,20 @@ class _Attention:
     # ---- structure -------------------------------------------------------------------------------------------
 
     def emit(self, em: Emitter) -> None:
+        self.causal_biases = self.identity = None
+        tiles = -(-self.length // PARTITION_TILE)
+        itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
+        if self.causal and tiles * self.keys * itemsize <= body_budget_bytes(em) // 4:
+            # Every query tile's causal bias, built once for all heads ([128, tile, key] from key - (128 tile +
+            # row)), and added to the scores in PSUM by TensorE as identity^T @ bias: VectorE, the busiest engine
+            # of the kernel, does no masking.
+            biases = _sbuf((PARTITION_TILE, tiles, self.keys), self.element_type)
+            positions = tile.IotaOp(biases, steps=[-PARTITION_TILE, 1], channel_multiplier=-1)
+            self.causal_biases = self.future_to_bias(em, em.insert(positions).result)
+            square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
+            offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
+            self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+
         def heads(e: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
             if dims:
                 e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*batch, i]))
@@ -206,11 +223,11 @@ class _Attention:
         em.for_each(
             full,
             lambda e, i: self.query_tile(
-                e, batch, e.mul(i, PARTITION_TILE), PARTITION_TILE, query_block(e, i, PARTITION_TILE), chunk_operands
+                e, batch, i, PARTITION_TILE, query_block(e, i, PARTITION_TILE), chunk_operands
             ),
         )
         if rest:
-            self.query_tile(em, batch, full * PARTITION_TILE, rest, query_block(em, full, rest), chunk_operands)
+            self.query_tile(em, batch, full, rest, query_block(em, full, rest), chunk_operands)
 
     def load_rows(
         self, em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
@@ -247,16 +264,17 @@ class _Attention:
         self,
         em: Emitter,
         batch: list[Index],
-        m0: Index,
+        t: Index,
         p: int,
         rows: SSAValue,
         chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]],
     ) -> None:
         query_t = to_sbuf(em, em.insert(tile.TransposeOp(rows)).result)
+        m0 = em.mul(t, PARTITION_TILE)
 
         def step(e: Emitter, k: Index, n: int, state: list[SSAValue] | None) -> list[SSAValue]:
             keys_t, values = chunk_operands(e, k, n)
-            return self.chunk_step(e, batch, m0, p, query_t, keys_t, values, e.mul(k, self.chunk), n, state)
+            return self.chunk_step(e, batch, t, m0, p, query_t, keys_t, values, e.mul(k, self.chunk), n, state)
 
         if self.keys <= self.chunk:
             state = step(em, 0, self.keys, None)
@@ -280,6 +298,7 @@ class _Attention:
         self,
         em: Emitter,
         batch: list[Index],
+        t: Index,
         m0: Index,
         p: int,
         query_t: SSAValue,
@@ -290,28 +309,33 @@ class _Attention:
         state: list[SSAValue] | None,
     ) -> list[SSAValue]:
         """Fold keys [c0, c0 + n) into the running (row maximum, row sum, output) of one query tile."""
-        scores_psum = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
-        scores = em.insert(tile.UnaryOp(scores_psum, "copy", _sbuf((p, n)), scale=self.scale)).result
+        scores = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
         if self.mask is not None:
+            scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
             mask = load(em, self.mask, [*batch, m0, c0], (p, n))
             scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
-        if self.causal:
-            scores = self.causal_mask(em, scores, m0, c0, p, n)
+        if self.causal and self.mask is None and self.identity is not None:
+            identity = window(em, self.identity, [0], (p, p))
+            scores = em.insert(tile.MatmulOp(identity, self.causal_bias(em, t, m0, c0, p, n), scores.type, scores))
+            scores = scores.result
+        elif self.causal:
+            scores = em.insert(tile.BinaryOp(scores, self.causal_bias(em, t, m0, c0, p, n), "add", _sbuf((p, n))))
+            scores = scores.result
         chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
         if state is None:
             new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", _column(p), scalar=MASKED)).result
         else:
             new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", _column(p))).result
-        negative_max = em.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-1.0)).result
+        negative_max = em.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-self.exp_scale)).result
         probabilities = em.insert(
-            tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), bias=negative_max)
+            tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), scale=self.exp_scale, bias=negative_max)
         ).result
         chunk_sum = em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
         product = self.times_values(em, probabilities, values, p, n)
         if state is None:
             return [new_max, chunk_sum, to_sbuf(em, product, f32)]
         old_max, old_sum, old_out = state
-        correction = em.insert(tile.UnaryOp(old_max, "exp", _column(p), bias=negative_max)).result
+        correction = em.insert(tile.UnaryOp(old_max, "exp", _column(p), scale=self.exp_scale, bias=negative_max)).result
         scaled_sum = em.insert(tile.BinaryScalarOp(old_sum, "multiply", _column(p), column=correction)).result
         new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
         out_type = _sbuf((p, self.value_head))
@@ -319,17 +343,23 @@ class _Attention:
         new_out = em.insert(tile.BinaryOp(scaled_out, product, "add", out_type)).result
         return [new_max, new_sum, new_out]
 
-    def causal_mask(self, em: Emitter, scores: SSAValue, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
-        """scores + MASKED where key position c0 + j exceeds query position m0 + i."""
+    def causal_bias(self, em: Emitter, t: Index, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
+        """[p, n]: MASKED where key position c0 + j exceeds query position m0 + i, else 0 (query tile t)."""
+        if self.causal_biases is not None:
+            return window(em, self.causal_biases, [t, c0], (p, n))
         relative = em.add(c0, em.mul(m0, -1))  # key minus query position at [0, 0]
         offset = relative if not isinstance(relative, int) else None
         base = relative if isinstance(relative, int) else 0
-        positions = em.insert(
-            tile.IotaOp(_sbuf((p, n)), steps=[1], base=base, channel_multiplier=-1, offset=offset)
-        ).result
-        future = em.insert(tile.BinaryScalarOp(positions, "is_gt", _sbuf((p, n)), scalar=0.0)).result
-        bias = em.insert(tile.BinaryScalarOp(future, "multiply", _sbuf((p, n)), scalar=MASKED)).result
-        return em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
+        positions = tile.IotaOp(_sbuf((p, n)), steps=[1], base=base, channel_multiplier=-1, offset=offset)
+        return self.future_to_bias(em, em.insert(positions).result)
+
+    @staticmethod
+    def future_to_bias(em: Emitter, positions: SSAValue) -> SSAValue:
+        """MASKED where a key-minus-query position is positive, else 0 (one two-step tensor_scalar)."""
+        result_type = positions.type
+        assert isinstance(result_type, TileType)
+        future = em.insert(tile.BinaryScalarOp(positions, "is_gt", result_type, scalar=0.0)).result
+        return em.insert(tile.BinaryScalarOp(future, "multiply", result_type, scalar=MASKED)).result
 
     def times_values(self, em: Emitter, probabilities: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
         """probabilities [p, n] @ the chunk's value rows, in PSUM: p^T per 128 keys from TensorE transposes."""
@@ -355,6 +385,8 @@ class _Attention:
         if self.lse is None:
             return
         log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
+        if self.exp_scale != 1.0:
+            row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
         lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
         attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
