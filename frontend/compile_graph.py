@@ -489,13 +489,16 @@ class CompiledGraph:
         with unset_fake_temporarily():  # compiled inside AOTAutograd's fake mode: the constants are real tensors
             self.constants = [to_numpy(c).copy() for c in signature.constants]
         self.last_profile: Any = None
+        self._seeded = bool(self.program.inputs) and self.program.inputs[-1].name == "rng_seed"
 
     def __call__(self, args: list[Any]) -> list[Any]:
         from neuron_mlir.runtime.simulator import run_validated
 
-        self.signature.check_guards(args)
-        inputs = [to_numpy(a) for a in self.signature.arguments(args)] + self.constants
-        if self.program.inputs and self.program.inputs[-1].name == "rng_seed":
+        signature = self.signature
+        if signature.guards:
+            signature.check_guards(args)
+        inputs = [to_numpy(a) for a in signature.arguments(args)] + self.constants
+        if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
             seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
@@ -506,8 +509,9 @@ class CompiledGraph:
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
-        self.signature.check_assertions(outputs)
-        return self.signature.results([from_numpy(o) for o in outputs])
+        if signature.assertions:
+            signature.check_assertions(outputs)
+        return signature.results([from_numpy(o) for o in outputs])
 
 
 class ShapeSpecialisedGraph:

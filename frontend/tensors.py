@@ -18,9 +18,10 @@ _FROM_ML_DTYPES = {np.dtype(ml): (storage, dtype) for dtype, (storage, ml) in _V
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A contiguous NumPy copy-or-view of a CPU tensor, keeping low-precision dtypes exact."""
     value = tensor.detach()
-    if value.device.type != "cpu":
+    if not value.is_cpu:
         value = value.cpu()
-    value = value.contiguous()
+    if not value.is_contiguous():
+        value = value.contiguous()
     if value.dtype in _VIA_BITS:
         storage, ml_type = _VIA_BITS[value.dtype]
         return value.view(storage).numpy().view(ml_type)

@@ -279,10 +279,14 @@ def _prepare_transpose(
     if not target.matmul_transpose_bit_exact or rows != columns or dst.dtype != moving2.dtype:
         return None
     eye = semantics.identity_matrix(rows)
+    eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes()
     function = semantics.nc_matmul
 
     def step() -> None:
-        if (stationary2 == eye).all():  # semantics._is_identity of an fp32 matrix
+        # semantics._is_identity of an fp32 matrix, `(stationary == eye).all()`: equal bytes decide it at half
+        # the cost (the same bits are the same numbers, and the identity has no NaN); other bytes may still be
+        # equal numbers (-0.0 for 0.0), so they take the elementwise test
+        if stationary2.tobytes() == eye_bytes or (stationary2 == eye).all():
             dst[...] = np.ascontiguousarray(moving2.T).reshape(dst.shape)
         else:
             function(ops, attrs, engine, target)

@@ -388,6 +388,7 @@ class _Simulator:
         self.target = target = validated.target
         self.machine = Machine(program.buffers, validated.sizes)
         self._fresh_memory = True
+        self._entry: tuple[list, list, list] | None = None  # see `_entry_views`
         self._loaded_ranges = self._ranges_load_overwrites()
         memory_names = list(MEMORY_NAMES)
         self.plans = [
@@ -601,25 +602,46 @@ class _Simulator:
             ranges.append((buffer.memory, buffer.address, buffer.address + size))
         return ranges
 
+    def _entry_views(self) -> tuple[list, list, list]:
+        """The views `load` and `outputs` use, made once: (constant's view, its value) pairs, (view, dtype,
+        shape) per input binding and the view of each output binding. The memories never move, so neither do
+        the views; per run, only the copies remain."""
+        if self._entry is None:
+            program, machine = self.program, self.machine
+            constants = [
+                (machine.buffer_view(index, program.buffers[index].shape), array)
+                for index, array in program.constants.items()
+            ]
+            inputs = [
+                (
+                    machine.binding_view(binding),
+                    dtypes.numpy_dtype(program.buffers[binding.buffer].dtype),
+                    tuple(binding.shape),
+                )
+                for binding in program.inputs
+            ]
+            outputs = [machine.binding_view(binding) for binding in program.outputs]
+            self._entry = (constants, inputs, outputs)
+        return self._entry
+
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         program = self.program
         if len(inputs) != len(program.inputs):
             raise ValueError(f"{program.entry} takes {len(program.inputs)} inputs, got {len(inputs)}")
-        for index, array in program.constants.items():
-            buffer = program.buffers[index]
-            self.machine.buffer_view(index, buffer.shape)[...] = array
-        for position, (binding, value) in enumerate(zip(program.inputs, inputs, strict=True)):
-            expected = dtypes.numpy_dtype(program.buffers[binding.buffer].dtype)
-            array = np.asarray(value)
-            if array.shape != tuple(binding.shape) or array.dtype != expected:
+        constants, bindings, _ = self._entry_views()
+        for view, array in constants:
+            view[...] = array
+        for position, ((view, expected, shape), value) in enumerate(zip(bindings, inputs, strict=True)):
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            if array.shape != shape or array.dtype != expected:
                 raise ValueError(
-                    f"input {position} ('{binding.name}'): expected {dtypes.dtype_name(expected)}"
-                    f"{list(binding.shape)}, got {array.dtype}{list(array.shape)}"
+                    f"input {position} ('{program.inputs[position].name}'): expected {dtypes.dtype_name(expected)}"
+                    f"{list(shape)}, got {array.dtype}{list(array.shape)}"
                 )
-            self.machine.binding_view(binding)[...] = array
+            view[...] = array
 
     def outputs(self) -> list[np.ndarray]:
-        return [np.array(self.machine.binding_view(binding), copy=True) for binding in self.program.outputs]
+        return [np.array(view, copy=True) for view in self._entry_views()[2]]
 
     def execute(self) -> None:
         walk = self._walk if self.vectorize else self._run

@@ -121,6 +121,17 @@ def _every_prepared_form() -> Program:
     b.inst("nc_matmul", "tensor", {"dst": b.ap(flipped), "stationary": b.ap(square), "moving": b.ap(u, partitions=32)},
            {"is_transpose": True})  # fmt: skip
     b.inst("tensor_copy", "vector", {"dst": b.ap(u, [(1, 32)], partitions=32), "src": b.ap(flipped)})
+    # an identity whose zeros are -0.0: other bytes, the same numbers (still the bit-exact copy)
+    b.inst("memset", "gpsimd", {"dst": b.ap(square)}, {"value": 1.0})
+    b.inst(
+        "affine_select",
+        "gpsimd",
+        {"dst": b.ap(eye), "on_true": b.ap(square)},
+        {"cmp": "is_equal", "pattern": ((-1, 32),), "channel_multiplier": 1, "on_false_value": -0.0},
+    )
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(flipped), "stationary": b.ap(eye), "moving": b.ap(v, partitions=32)},
+           {"is_transpose": True})  # fmt: skip
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t, [(1, 32)], partitions=32, partition_start=32), "src": b.ap(flipped)})
     b.dma(b.ap(y), b.ap(t))
     b.dma(b.ap(z), b.ap(ws), queue=1)
     b.dma(b.ap(q), b.ap(tb), queue=2)
