@@ -490,6 +490,8 @@ class CompiledGraph:
             self.constants = [to_numpy(c).copy() for c in signature.constants]
         self.last_profile: Any = None
         self._seeded = bool(self.program.inputs) and self.program.inputs[-1].name == "rng_seed"
+        # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
+        self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
     def __call__(self, args: list[Any]) -> list[Any]:
         from neuron_mlir.runtime.simulator import run_validated
@@ -497,7 +499,7 @@ class CompiledGraph:
         signature = self.signature
         if signature.guards:
             signature.check_guards(args)
-        inputs = [to_numpy(a) for a in signature.arguments(args)] + self.constants
+        inputs = self._arrays(signature.arguments(args)) + self.constants
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
@@ -512,6 +514,39 @@ class CompiledGraph:
         if signature.assertions:
             signature.check_assertions(outputs)
         return signature.results([from_numpy(o) for o in outputs])
+
+
+    def _arrays(self, arguments: list[Any]) -> list[Any]:
+        """The arguments as NumPy arrays (`to_numpy`).
+
+        Parameters come back call after call as the same tensors, and converting one costs several times more
+        than checking that it is still where it was: the NumPy view of a contiguous CPU parameter is kept and
+        reused while the parameter keeps its storage address, shape, strides and dtype (in-place updates write
+        the memory the view shows; anything that moves or reshapes the data changes one of those). The view
+        keeps nothing alive that the parameter does not; other tensors (activations) are converted every call.
+        """
+        views = self._parameter_views
+        arrays = []
+        for position, value in enumerate(arguments):
+            if type(value) is not torch.nn.Parameter:
+                arrays.append(to_numpy(value))
+                continue
+            entry = views.get(position)
+            if (
+                entry is not None
+                and entry[0] is value
+                and value.data_ptr() == entry[1]
+                and value.shape == entry[2]
+                and value.stride() == entry[3]
+                and value.dtype is entry[4]
+            ):
+                arrays.append(entry[5])
+                continue
+            array = to_numpy(value)
+            if value.is_cpu and value.is_contiguous():  # then `array` is a view of the parameter's memory
+                views[position] = (value, value.data_ptr(), value.shape, value.stride(), value.dtype, array)
+            arrays.append(array)
+        return arrays
 
 
 class ShapeSpecialisedGraph:

@@ -265,3 +265,20 @@ def test_strict_mode_refuses_a_graph_whose_shapes_depend_on_values():
     compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
     with pytest.raises(Exception, match=r"(?s)strict.*cannot be traced to static shapes.*test_backend.py"):
         compiled(torch.randn(5, 3), torch.tensor(1))
+
+
+def test_parameters_updated_in_place_or_replaced_are_seen_by_the_next_call():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    compiled = torch.compile(model, backend="neuron-mlir")
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        compiled(x)
+        model.weight.mul_(2.0)  # in place: the memory the kept view shows
+        assert_close_to_torch(compiled(x), model(x))
+        model.weight.data = torch.randn(4, 8)  # replaced: other memory
+        assert_close_to_torch(compiled(x), model(x))
+        model.bias.data = torch.randn(8)[::2]  # replaced by a strided tensor (converted, never kept)
+        assert_close_to_torch(compiled(x), model(x))
+        model.bias.add_(1.0)
+        assert_close_to_torch(compiled(x), model(x))
