@@ -64,6 +64,9 @@ MASKED = -1.0e30
 # Below any real row sum (which is at least 1: the maximum's own exp(0)), above 0: a fully masked row divides
 # 0 by this and gives 0.
 TINY_SUM = 1.0e-30
+# (head, query tile) units per loop trip: each holds two PSUM banks (scores and product), and a trip's banks are
+# live for the whole trip.
+UNITS_PER_TRIP = 2
 
 
 def _column(p: int) -> TileType:
@@ -94,6 +97,26 @@ class _Rows:
 
     def shifted(self, first: Index) -> _Rows:
         return _Rows(self.full, self.last, self.width, first)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """One (batch, head): its index, its keys and values per chunk (K^T [E, n], value rows), its query blocks."""
+
+    batch: list[Index]
+    chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]]
+    query_block: Callable[[Emitter, Index, int], SSAValue]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One query tile of one head: tile t, its first row m0, p rows, Q^T [E, p]."""
+
+    head: _Head
+    t: Index
+    m0: Index
+    p: int
+    query_t: SSAValue
 
 
 class _Attention:
@@ -147,6 +170,11 @@ class _Attention:
         self.keep_keys = kept <= body_budget_bytes(em) // 2
         queries = (self.length + PARTITION_TILE) * itemsize * self.head // PARTITION_TILE
         self.keep_queries = queries <= body_budget_bytes(em) // 4
+        # Units of two heads (or two query tiles) share a loop trip when nothing in the trip moves data: a trip
+        # with a DMA would be unrolled by neuron-unroll-loops, and four units' accumulators exceed PSUM's banks.
+        # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
+        self.sum_column = self.value_head < n_limit
+        self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
 
     def results(self, em: Emitter) -> list[SSAValue]:
         """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
@@ -183,21 +211,33 @@ class _Attention:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+        group = UNITS_PER_TRIP if self.pipelined else 1
 
         def heads(e: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
-            if dims:
+            if len(dims) > 1:
                 e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*batch, i]))
                 return
-            self.head_loop(e, batch)
+            if not dims:
+                self.head_group(e, [batch])
+                return
+            pairs, odd = divmod(dims[0], group)
+            e.for_each(
+                pairs,
+                lambda inner, i: self.head_group(
+                    inner, [[*batch, inner.add(inner.mul(i, group), j)] for j in range(group)]
+                ),
+            )
+            for j in range(odd):
+                self.head_group(e, [[*batch, pairs * group + j]])
 
         heads(em, tuple(self.batch), [])
 
-    def head_loop(self, em: Emitter, batch: list[Index]) -> None:
-        """One (batch, head): its rows loaded once (one DMA per matrix), K^T built once, then the query tiles."""
+    def prepare_head(self, em: Emitter, batch: list[Index]) -> _Head:
+        """One (batch, head)'s operands: its rows loaded once (one DMA per matrix), K^T built once."""
         blocks = self.chunk // PARTITION_TILE
         if self.keep_keys:
             key_rows = self.load_rows(em, self.key, batch, 0, self.keys, self.head)
-            value_rows = self.load_rows(em, self.value, batch, 0, self.keys, self.value_head)
+            value_rows = self.with_ones(em, self.load_rows(em, self.value, batch, 0, self.keys, self.value_head))
             keys_t = self.transpose_rows(em, key_rows, self.keys)
 
             def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
@@ -210,9 +250,8 @@ class _Attention:
                 first = e.mul(k, blocks)
                 chunk_keys = self.load_rows(e, self.key, batch, first, n, self.head)
                 chunk_values = self.load_rows(e, self.value, batch, first, n, self.value_head)
-                return self.transpose_rows(e, chunk_keys, n), chunk_values
+                return self.transpose_rows(e, chunk_keys, n), self.with_ones(e, chunk_values)
 
-        full, rest = divmod(self.length, PARTITION_TILE)
         query_rows = self.load_rows(em, self.query, batch, 0, self.length, self.head) if self.keep_queries else None
 
         def query_block(e: Emitter, t: Index, p: int) -> SSAValue:
@@ -220,14 +259,84 @@ class _Attention:
                 return query_rows.block(e, t, p)
             return load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
 
-        em.for_each(
-            full,
-            lambda e, i: self.query_tile(
-                e, batch, i, PARTITION_TILE, query_block(e, i, PARTITION_TILE), chunk_operands
-            ),
+        return _Head(batch, chunk_operands, query_block)
+
+    def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
+        """The query tiles of one or (pipelined) two heads, `UNITS_PER_TRIP` (head, query tile) units per trip."""
+        heads = [self.prepare_head(em, batch) for batch in batches]
+        full, rest = divmod(self.length, PARTITION_TILE)
+        per_head = UNITS_PER_TRIP // len(heads) if self.pipelined else 1
+        collected: list[SSAValue] = []
+        if self.pipelined and full:
+            for _ in heads:
+                rows = _sbuf((PARTITION_TILE, full, self.value_head), self.out_type)
+                collected.append(em.insert(tile.EmptyOp(rows)).result)
+                if self.lse is not None:
+                    collected.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, 1)))).result)
+        per_collect = 2 if self.lse is not None else 1
+
+        def trip(e: Emitter, t0: Index, count: int, values: list[SSAValue]) -> list[SSAValue]:
+            spec = [(h, head, e.add(t0, j)) for h, head in enumerate(heads) for j in range(count)]
+            results = self.query_tiles(e, [(head, t) for _, head, t in spec], PARTITION_TILE)
+            values = list(values)
+            for (h, head, t), (out, lse) in zip(spec, results, strict=True):
+                if not self.pipelined:
+                    self.store_unit(e, head.batch, e.mul(t, PARTITION_TILE), out, lse)
+                    continue
+                index = h * per_collect
+                values[index] = e.insert(tile.InsertOp(out, values[index], [e.index(t), e.index(0)])).result
+                if lse is not None:
+                    into = values[index + 1]
+                    values[index + 1] = e.insert(tile.InsertOp(lse, into, [e.index(t), e.index(0)])).result
+            return values
+
+        # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
+        # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
+        trips, extra = divmod(full, per_head)
+        collected = carry(
+            em,
+            0,
+            trips * per_head,
+            per_head,
+            collected,
+            lambda e, t0, values: trip(e, t0, per_head, values),
+            always_loop=self.pipelined,
         )
+        if extra:
+            collected = carry(
+                em,
+                trips * per_head,
+                trips * per_head + 1,
+                1,
+                collected,
+                lambda e, t0, values: trip(e, t0, extra, values),
+                always_loop=self.pipelined,
+            )
         if rest:
-            self.query_tile(em, batch, full, rest, query_block(em, full, rest), chunk_operands)
+
+            def last(e: Emitter, _: Index, values: list[SSAValue]) -> list[SSAValue]:
+                results = self.query_tiles(e, [(head, full) for head in heads], rest)
+                for head, (out, lse) in zip(heads, results, strict=True):
+                    self.store_unit(e, head.batch, full * PARTITION_TILE, out, lse)
+                return values
+
+            carry(em, 0, 1, 1, [], last, always_loop=self.pipelined)
+        for h, head in enumerate(heads if collected else []):
+            self.store_rows(em, collected[h * per_collect], self.out, head.batch, full)
+            if self.lse is not None:
+                self.store_rows(em, collected[h * per_collect + 1], self.lse, head.batch, full)
+
+    def store_unit(self, em: Emitter, batch: list[Index], m0: Index, out: SSAValue, lse: SSAValue | None) -> None:
+        store(em, out, self.out, [*batch, m0, 0])
+        if lse is not None and self.lse is not None:
+            store(em, lse, self.lse, [*batch, m0, 0])
+
+    def store_rows(self, em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
+        """[128, blocks, width] rows (block t at [:, t, :]) into rows [0, 128 blocks) of one head: one DMA."""
+        rank = len(batch) + 2
+        split = split_axis(em, tensor, rank - 2, blocks, PARTITION_TILE)
+        indices = [em.index(i) for i in (*batch, 0, 0, 0)]
+        em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, rank)))
 
     def load_rows(
         self, em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
@@ -260,87 +369,146 @@ class _Attention:
             keys_t = piece(em, blocks, rest, keys_t)
         return keys_t
 
-    def query_tile(
-        self,
-        em: Emitter,
-        batch: list[Index],
-        t: Index,
-        p: int,
-        rows: SSAValue,
-        chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]],
-    ) -> None:
-        query_t = to_sbuf(em, em.insert(tile.TransposeOp(rows)).result)
-        m0 = em.mul(t, PARTITION_TILE)
+    def query_tiles(
+        self, em: Emitter, spec: list[tuple[_Head, Index]], p: int
+    ) -> list[tuple[SSAValue, SSAValue | None]]:
+        """Units (head, query tile t of p rows), emitted stage by stage across the units: each engine's queue then
+        alternates between units, so one unit's softmax (VectorE, ScalarE) runs while TensorE multiplies for the
+        other, where one unit alone would leave every engine waiting on the previous one."""
+        units = []
+        for head, t in spec:
+            query_t = to_sbuf(em, em.insert(tile.TransposeOp(head.query_block(em, t, p))).result)
+            units.append(_Unit(head, t, em.mul(t, PARTITION_TILE), p, query_t))
+        size = self.state_size
 
         def step(e: Emitter, k: Index, n: int, state: list[SSAValue] | None) -> list[SSAValue]:
-            keys_t, values = chunk_operands(e, k, n)
-            return self.chunk_step(e, batch, t, m0, p, query_t, keys_t, values, e.mul(k, self.chunk), n, state)
+            operands = [unit.head.chunk_operands(e, k, n) for unit in units]
+            c0 = e.mul(k, self.chunk)
+            scores = [self.scores(e, unit, keys_t, c0, n) for unit, (keys_t, _) in zip(units, operands, strict=True)]
+            olds: list[list[SSAValue] | None] = [None] * len(units)
+            if state is not None:
+                olds = [state[size * u : size * u + size] for u in range(len(units))]
+            maxima = [self.running_max(e, unit.p, s, old) for unit, s, old in zip(units, scores, olds, strict=True)]
+            probabilities = [
+                e.insert(
+                    tile.UnaryOp(s, "exp", _sbuf((unit.p, n), self.element_type), scale=self.exp_scale, bias=negative)
+                ).result
+                for unit, s, (_, negative) in zip(units, scores, maxima, strict=True)
+            ]
+            transposed = [
+                self.transposed(e, probs, unit.p, n) for unit, probs in zip(units, probabilities, strict=True)
+            ]
+            products = [
+                self.times_values(e, probs_t, values, unit.p, n)
+                for unit, probs_t, (_, values) in zip(units, transposed, operands, strict=True)
+            ]
+            new_state: list[SSAValue] = []
+            for unit, (new_max, negative), probs, product, old in zip(
+                units, maxima, probabilities, products, olds, strict=True
+            ):
+                new_state += self.combine(e, unit.p, new_max, negative, probs, product, old)
+            return new_state
 
         if self.keys <= self.chunk:
             state = step(em, 0, self.keys, None)
         else:
             # Every chunk runs in a loop of its own (the partial last one in a loop of one trip): a loop body's
             # PSUM buffers live for the whole body, so two chunks in one body would need twice the banks.
-            state = [
-                em.insert(tile.FillOp(MASKED, _column(p))).result,
-                em.insert(tile.FillOp(0.0, _column(p))).result,
-                em.insert(tile.FillOp(0.0, _sbuf((p, self.value_head)))).result,
-            ]
+            state = []
+            for _ in units:
+                state.append(em.insert(tile.FillOp(MASKED, _column(p))).result)
+                if not self.sum_column:
+                    state.append(em.insert(tile.FillOp(0.0, _column(p))).result)
+                state.append(em.insert(tile.FillOp(0.0, _sbuf((p, self.product_width)))).result)
             full, rest = divmod(self.keys, self.chunk)
-            for start, stop, size in ((0, full, self.chunk), (full, full + 1, rest)):
-                if size and stop > start:
-                    state = carry(em, start, stop, 1, state, lambda e, k, s, n=size: step(e, k, n, s), always_loop=True)
-        self.finish(em, batch, m0, p, state)
+            for start, stop, size_ in ((0, full, self.chunk), (full, full + 1, rest)):
+                if size_ and stop > start:
+                    state = carry(
+                        em, start, stop, 1, state, lambda e, k, s, n=size_: step(e, k, n, s), always_loop=True
+                    )
+        return [self.finish(em, unit.p, state[size * u : size * u + size]) for u, unit in enumerate(units)]
 
     # ---- one chunk of keys -----------------------------------------------------------------------------------
 
-    def chunk_step(
-        self,
-        em: Emitter,
-        batch: list[Index],
-        t: Index,
-        m0: Index,
-        p: int,
-        query_t: SSAValue,
-        keys_t: SSAValue,
-        values: _Rows,
-        c0: Index,
-        n: int,
-        state: list[SSAValue] | None,
-    ) -> list[SSAValue]:
-        """Fold keys [c0, c0 + n) into the running (row maximum, row sum, output) of one query tile."""
-        scores = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
+    @property
+    def product_width(self) -> int:
+        """Columns of P @ V: the value's, and the row sum's when it comes from a ones column of the values."""
+        return self.value_head + 1 if self.sum_column else self.value_head
+
+    @property
+    def state_size(self) -> int:
+        """Values of one unit's running state: (max, output with sum column) or (max, sum, output)."""
+        return 2 if self.sum_column else 3
+
+    def with_ones(self, em: Emitter, rows: _Rows) -> _Rows:
+        """Value rows with a column of ones after the last: P @ [V | 1] puts the row sums of P beside P @ V, so
+        TensorE computes them for one more column instead of VectorE reducing P."""
+        if not self.sum_column:
+            return rows
+        full = last = None
+        if rows.full is not None:
+            shape = rows.full.type.get_shape()  # type: ignore[attr-defined]
+            ones = em.insert(tile.FillOp(1.0, _sbuf((shape[0], shape[1], self.product_width), self.element_type)))
+            full = em.insert(tile.InsertOp(rows.full, ones.result, [em.index(0), em.index(0)])).result
+        if rows.last is not None:
+            shape = rows.last.type.get_shape()  # type: ignore[attr-defined]
+            ones = em.insert(tile.FillOp(1.0, _sbuf((shape[0], self.product_width), self.element_type)))
+            last = em.insert(tile.InsertOp(rows.last, ones.result, [em.index(0)])).result
+        return _Rows(full, last, self.product_width, rows.first)
+
+    def scores(self, em: Emitter, unit: _Unit, keys_t: SSAValue, c0: Index, n: int) -> SSAValue:
+        """Q K^T[:, chunk] (+ mask) of one unit: in PSUM unscaled, or scaled in SBUF when a mask is added."""
+        p = unit.p
+        scores = em.insert(tile.MatmulOp(unit.query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
         if self.mask is not None:
             scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
-            mask = load(em, self.mask, [*batch, m0, c0], (p, n))
+            mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
             scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
         if self.causal and self.mask is None and self.identity is not None:
             identity = window(em, self.identity, [0], (p, p))
-            scores = em.insert(tile.MatmulOp(identity, self.causal_bias(em, t, m0, c0, p, n), scores.type, scores))
-            scores = scores.result
+            bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
+            scores = em.insert(tile.MatmulOp(identity, bias, scores.type, scores)).result
         elif self.causal:
-            scores = em.insert(tile.BinaryOp(scores, self.causal_bias(em, t, m0, c0, p, n), "add", _sbuf((p, n))))
-            scores = scores.result
+            bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
+            scores = em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
+        return scores
+
+    def running_max(
+        self, em: Emitter, p: int, scores: SSAValue, state: list[SSAValue] | None
+    ) -> tuple[SSAValue, SSAValue]:
+        """m' = max(m, rowmax(s)) (floored at MASKED), and -scale m', the exponentials' bias."""
         chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
         if state is None:
             new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", _column(p), scalar=MASKED)).result
         else:
             new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", _column(p))).result
         negative_max = em.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-self.exp_scale)).result
-        probabilities = em.insert(
-            tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), scale=self.exp_scale, bias=negative_max)
-        ).result
-        chunk_sum = em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
-        product = self.times_values(em, probabilities, values, p, n)
+        return new_max, negative_max
+
+    def combine(
+        self,
+        em: Emitter,
+        p: int,
+        new_max: SSAValue,
+        negative_max: SSAValue,
+        probabilities: SSAValue,
+        product: SSAValue,
+        state: list[SSAValue] | None,
+    ) -> list[SSAValue]:
+        """The running state after one chunk: (m', [l' =] l exp(m - m') + sum(p), O exp(m - m') + p V)."""
+        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
         if state is None:
-            return [new_max, chunk_sum, to_sbuf(em, product, f32)]
-        old_max, old_sum, old_out = state
+            # One chunk: the product stays in PSUM, read once by the normalisation.
+            return [new_max, product] if chunk_sum is None else [new_max, chunk_sum, product]
+        old_max, old_out = state[0], state[-1]
         correction = em.insert(tile.UnaryOp(old_max, "exp", _column(p), scale=self.exp_scale, bias=negative_max)).result
-        scaled_sum = em.insert(tile.BinaryScalarOp(old_sum, "multiply", _column(p), column=correction)).result
-        new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
-        out_type = _sbuf((p, self.value_head))
+        out_type = _sbuf((p, self.product_width))
         scaled_out = em.insert(tile.BinaryScalarOp(old_out, "multiply", out_type, column=correction)).result
         new_out = em.insert(tile.BinaryOp(scaled_out, product, "add", out_type)).result
+        if chunk_sum is None:
+            return [new_max, new_out]
+        scaled_sum = em.insert(tile.BinaryScalarOp(state[1], "multiply", _column(p), column=correction)).result
+        new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
         return [new_max, new_sum, new_out]
 
     def causal_bias(self, em: Emitter, t: Index, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
@@ -361,29 +529,42 @@ class _Attention:
         future = em.insert(tile.BinaryScalarOp(positions, "is_gt", result_type, scalar=0.0)).result
         return em.insert(tile.BinaryScalarOp(future, "multiply", result_type, scalar=MASKED)).result
 
-    def times_values(self, em: Emitter, probabilities: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
-        """probabilities [p, n] @ the chunk's value rows, in PSUM: p^T per 128 keys from TensorE transposes."""
-        result_type = TileType((p, self.value_head), f32, Memory.PSUM)
+    def transposed(self, em: Emitter, probabilities: SSAValue, p: int, n: int) -> SSAValue:
+        """p^T as [128, blocks, p] (key block j at [:, j, :]): all TensorE transposes of a chunk before its
+        multiplies, so that each PSUM evacuation overlaps the next transpose instead of stalling TensorE."""
+        blocks = -(-n // PARTITION_TILE)
+        parts = min(n, PARTITION_TILE)
+        result = em.insert(tile.EmptyOp(_sbuf((parts, blocks, p), self.element_type))).result
+        for j in range(blocks):
+            width = min(PARTITION_TILE, n - j * PARTITION_TILE)
+            part = window(em, probabilities, [j * PARTITION_TILE], (p, width))
+            part_t = em.insert(tile.TransposeOp(part)).result
+            result = em.insert(tile.InsertOp(part_t, result, [em.index(j), em.index(0)])).result
+        return result
+
+    def times_values(self, em: Emitter, transposed: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
+        """p [p, n] @ the chunk's value rows (with their ones column), accumulated in PSUM from p^T's blocks."""
+        result_type = TileType((p, self.product_width), f32, Memory.PSUM)
         product: SSAValue | None = None
-        for j0 in range(0, n, PARTITION_TILE):
-            width = min(PARTITION_TILE, n - j0)
-            part = window(em, probabilities, [j0], (p, width))
-            part_t = to_sbuf(em, em.insert(tile.TransposeOp(part)).result)
-            block = values.block(em, j0 // PARTITION_TILE, width)
+        for j in range(-(-n // PARTITION_TILE)):
+            width = min(PARTITION_TILE, n - j * PARTITION_TILE)
+            part_t = window(em, transposed, [j, 0], (width, p))
+            block = values.block(em, j, width)
             product = em.insert(tile.MatmulOp(part_t, block, result_type, product)).result
         assert product is not None
         return product
 
-    def finish(self, em: Emitter, batch: list[Index], m0: Index, p: int, state: list[SSAValue] | None) -> None:
-        assert state is not None
-        out_type = _sbuf((p, self.value_head), self.out_type)
-        row_max, row_sum, out = state
+    def finish(self, em: Emitter, p: int, state: list[SSAValue]) -> tuple[SSAValue, SSAValue | None]:
+        """The unit's output rows O / l in the output dtype, and its log-sum-exp column when it is used."""
+        row_max, out = state[0], state[-1]
+        row_sum = window(em, out, [self.value_head], (p, 1)) if self.sum_column else state[1]
         guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
         inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
+        out_type = _sbuf((p, self.product_width), self.out_type)
         result = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
-        store(em, result, self.out, [*batch, m0, 0])
+        result = window(em, result, [0], (p, self.value_head))
         if self.lse is None:
-            return
+            return result, None
         log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
         if self.exp_scale != 1.0:
             row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
@@ -391,7 +572,7 @@ class _Attention:
         attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
         lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
-        store(em, lse, self.lse, [*batch, m0, 0])
+        return result, lse
 
 
 def _flash_attention(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
