@@ -56,14 +56,14 @@ def compiler_fingerprint() -> str:
     """
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        files = [(root, path) for root in _compiler_roots() for path in sorted(root.rglob("*.py"))]
+        files = _source_files()
         directory = default_directory()
         memo = None
         if directory is not None:
             stats = hashlib.sha256()
-            for root, path in files:
-                status = path.stat()
-                stats.update(f"{path.relative_to(root.parent)}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
+            for path, name in files:
+                status = os.stat(path)
+                stats.update(f"{name}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
             memo = directory / f"fingerprint-{stats.hexdigest()}"
             try:
                 remembered = memo.read_text(encoding="ascii").strip()
@@ -73,8 +73,9 @@ def compiler_fingerprint() -> str:
                 _FINGERPRINT = remembered
                 return remembered
         digest = hashlib.sha256()
-        for root, path in files:
-            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+        for path, name in files:
+            with open(path, "rb") as handle:
+                digest.update(name.encode() + b"\0" + handle.read())
         _FINGERPRINT = digest.hexdigest()
         if memo is not None:
             try:
@@ -83,6 +84,30 @@ def compiler_fingerprint() -> str:
             except OSError:
                 pass  # the memo only saves time
     return _FINGERPRINT
+
+
+def _source_files() -> list[tuple[str, str]]:
+    """Every Python source of the compiler, once, in a fixed order: (path, name relative to the folder holding
+    its package root).
+
+    Walked with `os.walk` and plain strings: `Path.rglob` and `Path` arithmetic cost ten times more, and this
+    runs on every start, warm or cold. A package folder nested in another root (an installed layout, where the
+    subpackages live inside `neuron_mlir/`) is listed once, under the first root that reaches it.
+    """
+    seen: set[str] = set()
+    files = []
+    for root in _compiler_roots():
+        root_text = os.fspath(root)
+        base = len(os.path.dirname(root_text)) + 1
+        for folder, folders, names in os.walk(root_text):
+            folders[:] = sorted(name for name in folders if name != "__pycache__")
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    if path not in seen:
+                        seen.add(path)
+                        files.append((path, path[base:]))
+    return files
 
 
 def _compiler_roots() -> list[Path]:
