@@ -67,6 +67,7 @@ TINY_SUM = 1.0e-30
 # (head, query tile) units per loop trip: each holds two PSUM banks (scores and product), and a trip's banks are
 # live for the whole trip.
 UNITS_PER_TRIP = 2
+STAGED = False
 
 
 def _column(p: int) -> TileType:
@@ -101,22 +102,22 @@ class _Rows:
 
 @dataclass(frozen=True)
 class _Head:
-    """One (batch, head): its index, its keys and values per chunk (K^T [E, n], value rows), its query blocks."""
+    """One (batch, head): its index, its keys and values per chunk (K^T [E, n], value rows), Q^T [E, p] of a query
+    tile."""
 
     batch: list[Index]
     chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]]
-    query_block: Callable[[Emitter, Index, int], SSAValue]
+    query_t: Callable[[Emitter, Index, int], SSAValue]
 
 
 @dataclass(frozen=True)
 class _Unit:
-    """One query tile of one head: tile t, its first row m0, p rows, Q^T [E, p]."""
+    """One query tile of one head: tile t, its first row m0, p rows."""
 
     head: _Head
     t: Index
     m0: Index
     p: int
-    query_t: SSAValue
 
 
 class _Attention:
@@ -175,6 +176,13 @@ class _Attention:
         # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
         self.sum_column = self.value_head < n_limit
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
+        # One key chunk: trips are software-pipelined (`staged_trips`).
+        self.staged = self.pipelined and self.sum_column and self.keys <= self.chunk and STAGED
+        # Pipelined heads keep Q^T scaled (one multiply per 128 queries instead of one per score row), so the
+        # exponentials' bias is -rowmax: the reduce's own negation.
+        self.query_scale = 1.0
+        if self.pipelined:
+            self.query_scale, self.exp_scale = self.exp_scale, 1.0
 
     def results(self, em: Emitter) -> list[SSAValue]:
         """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
@@ -252,14 +260,19 @@ class _Attention:
                 chunk_values = self.load_rows(e, self.value, batch, first, n, self.value_head)
                 return self.transpose_rows(e, chunk_keys, n), self.with_ones(e, chunk_values)
 
-        query_rows = self.load_rows(em, self.query, batch, 0, self.length, self.head) if self.keep_queries else None
+        # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the query tiles' work.
+        queries_t = None
+        if self.keep_queries:
+            query_rows = self.load_rows(em, self.query, batch, 0, self.length, self.head)
+            queries_t = self.transpose_rows(em, query_rows, self.length, self.query_scale)
 
-        def query_block(e: Emitter, t: Index, p: int) -> SSAValue:
-            if query_rows is not None:
-                return query_rows.block(e, t, p)
-            return load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
+        def query_t(e: Emitter, t: Index, p: int) -> SSAValue:
+            if queries_t is not None:
+                return window(e, queries_t, [e.mul(t, PARTITION_TILE)], (self.head, p))
+            rows = load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
+            return to_sbuf(e, e.insert(tile.TransposeOp(rows)).result)
 
-        return _Head(batch, chunk_operands, query_block)
+        return _Head(batch, chunk_operands, query_t)
 
     def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
         """The query tiles of one or (pipelined) two heads, `UNITS_PER_TRIP` (head, query tile) units per trip."""
@@ -273,35 +286,32 @@ class _Attention:
                 collected.append(em.insert(tile.EmptyOp(rows)).result)
                 if self.lse is not None:
                     collected.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, 1)))).result)
-        per_collect = 2 if self.lse is not None else 1
 
         def trip(e: Emitter, t0: Index, count: int, values: list[SSAValue]) -> list[SSAValue]:
-            spec = [(h, head, e.add(t0, j)) for h, head in enumerate(heads) for j in range(count)]
-            results = self.query_tiles(e, [(head, t) for _, head, t in spec], PARTITION_TILE)
-            values = list(values)
-            for (h, head, t), (out, lse) in zip(spec, results, strict=True):
-                if not self.pipelined:
+            spec = [(head, e.add(t0, j)) for head in heads for j in range(count)]
+            results = self.query_tiles(e, spec, PARTITION_TILE)
+            for (head, t), (out, lse) in zip(spec, results, strict=True):
+                if self.pipelined:
+                    values = self.collect(e, values, heads.index(head), t, out, lse)
+                else:
                     self.store_unit(e, head.batch, e.mul(t, PARTITION_TILE), out, lse)
-                    continue
-                index = h * per_collect
-                values[index] = e.insert(tile.InsertOp(out, values[index], [e.index(t), e.index(0)])).result
-                if lse is not None:
-                    into = values[index + 1]
-                    values[index + 1] = e.insert(tile.InsertOp(lse, into, [e.index(t), e.index(0)])).result
             return values
 
         # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
         # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
         trips, extra = divmod(full, per_head)
-        collected = carry(
-            em,
-            0,
-            trips * per_head,
-            per_head,
-            collected,
-            lambda e, t0, values: trip(e, t0, per_head, values),
-            always_loop=self.pipelined,
-        )
+        if self.staged and trips > 1:
+            collected = self.staged_trips(em, heads, trips, per_head, collected)
+        else:
+            collected = carry(
+                em,
+                0,
+                trips * per_head,
+                per_head,
+                collected,
+                lambda e, t0, values: trip(e, t0, per_head, values),
+                always_loop=self.pipelined,
+            )
         if extra:
             collected = carry(
                 em,
@@ -321,10 +331,83 @@ class _Attention:
                 return values
 
             carry(em, 0, 1, 1, [], last, always_loop=self.pipelined)
+        per_head_values = len(collected) // len(heads)
         for h, head in enumerate(heads if collected else []):
-            self.store_rows(em, collected[h * per_collect], self.out, head.batch, full)
+            self.store_rows(em, collected[h * per_head_values], self.out, head.batch, full)
             if self.lse is not None:
-                self.store_rows(em, collected[h * per_collect + 1], self.lse, head.batch, full)
+                self.store_rows(em, collected[h * per_head_values + 1], self.lse, head.batch, full)
+
+    def collect(
+        self, em: Emitter, values: list[SSAValue], h: int, t: Index, out: SSAValue, lse: SSAValue | None
+    ) -> list[SSAValue]:
+        """`values` (per head: its output rows [128, tiles, Ev], and its log-sum-exp [128, tiles, 1] when used)
+        with query tile t of head h written in."""
+        values = list(values)
+        index = h * (2 if self.lse is not None else 1)
+        values[index] = em.insert(tile.InsertOp(out, values[index], [em.index(t), em.index(0)])).result
+        if lse is not None:
+            values[index + 1] = em.insert(tile.InsertOp(lse, values[index + 1], [em.index(t), em.index(0)])).result
+        return values
+
+    def staged_trips(
+        self, em: Emitter, heads: list[_Head], trips: int, per_head: int, collected: list[SSAValue]
+    ) -> list[SSAValue]:
+        """The first `trips * per_head` query tiles of one key chunk, software-pipelined by one trip: each trip's
+        body computes its own units' scores and exponentials and finishes the previous trip's units (p^T, p @ V,
+        the normalisation) from exponentials carried over in SBUF. TensorE's scores and products then run while
+        VectorE and ScalarE reduce and exponentiate, where a trip that began and finished its units would wait
+        for its own softmax. The first trip begins and the last one finishes in loops of one trip each, so that
+        their PSUM banks are not live beside the main loop's."""
+        n, count = self.keys, len(collected)
+        wants_lse = self.lse is not None
+
+        def units_at(e: Emitter, t0: Index) -> list[_Unit]:
+            tiles = [e.add(t0, j) for j in range(per_head)]
+            return [_Unit(head, t, e.mul(t, PARTITION_TILE), PARTITION_TILE) for head in heads for t in tiles]
+
+        def begin(e: Emitter, units: list[_Unit], scores: list[SSAValue]) -> list[SSAValue]:
+            maxima, probabilities = self.exponentials(e, units, scores, [None] * len(units), n)
+            return probabilities + ([new_max for new_max, _ in maxima] if wants_lse else [])
+
+        def end(e: Emitter, units: list[_Unit], values: list[SSAValue], products: list[SSAValue]) -> list[SSAValue]:
+            done = values[:count]
+            maxima = values[count + len(units) :] if wants_lse else [None] * len(units)
+            for unit, product, row_max in zip(units, products, maxima, strict=True):
+                out, lse = self.finish(e, unit.p, [row_max if row_max is not None else product, product])
+                done = self.collect(e, done, heads.index(unit.head), unit.t, out, lse)
+            return done
+
+        def scores(e: Emitter, units: list[_Unit]) -> list[SSAValue]:
+            return [self.scores(e, unit, unit.head.chunk_operands(e, 0, n)[0], 0, n) for unit in units]
+
+        def products(e: Emitter, units: list[_Unit], values: list[SSAValue]) -> list[SSAValue]:
+            rows = [unit.head.chunk_operands(e, 0, n)[1] for unit in units]
+            return self.products(e, units, values[count : count + len(units)], rows, n)
+
+        def first(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
+            units = units_at(e, t0)
+            return values[:count] + begin(e, units, scores(e, units))
+
+        def steady(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
+            previous, current = units_at(e, e.add(t0, -per_head)), units_at(e, t0)
+            current_scores = scores(e, current)
+            previous_products = products(e, previous, values)
+            following = begin(e, current, current_scores)
+            return end(e, previous, values, previous_products) + following
+
+        def last(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
+            units = units_at(e, t0)
+            return end(e, units, values, products(e, units, values)) + values[count:]
+
+        carried = []
+        for _ in range(len(heads) * per_head):
+            carried.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, n), self.element_type))).result)
+        if wants_lse:
+            carried += [em.insert(tile.EmptyOp(_column(PARTITION_TILE))).result for _ in range(len(carried))]
+        values = carry(em, 0, 1, 1, collected + carried, first, always_loop=True)
+        values = carry(em, per_head, trips * per_head, per_head, values, steady, always_loop=True)
+        stop = trips * per_head
+        return carry(em, stop - per_head, stop, per_head, values, last, always_loop=True)[:count]
 
     def store_unit(self, em: Emitter, batch: list[Index], m0: Index, out: SSAValue, lse: SSAValue | None) -> None:
         store(em, out, self.out, [*batch, m0, 0])
@@ -354,13 +437,16 @@ class _Attention:
         last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
         return _Rows(full, last, width)
 
-    def transpose_rows(self, em: Emitter, rows: _Rows, count: int) -> SSAValue:
-        """K^T [E, count] from key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
+    def transpose_rows(self, em: Emitter, rows: _Rows, count: int, scale: float = 1.0) -> SSAValue:
+        """K^T [E, count] (times `scale`) from key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
         keys_t = em.insert(tile.EmptyOp(_sbuf((self.head, count), self.element_type))).result
         blocks, rest = divmod(count, PARTITION_TILE)
 
         def piece(e: Emitter, t: Index, size: int, value: SSAValue) -> SSAValue:
-            transposed = to_sbuf(e, e.insert(tile.TransposeOp(rows.block(e, t, size))).result)
+            transposed = e.insert(tile.TransposeOp(rows.block(e, t, size))).result
+            if scale != 1.0:
+                scaled = _sbuf(transposed.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
+                transposed = e.insert(tile.BinaryScalarOp(transposed, "multiply", scaled, scalar=scale)).result
             return e.insert(tile.InsertOp(transposed, value, [e.index(e.mul(t, PARTITION_TILE))])).result
 
         if blocks:
@@ -375,10 +461,7 @@ class _Attention:
         """Units (head, query tile t of p rows), emitted stage by stage across the units: each engine's queue then
         alternates between units, so one unit's softmax (VectorE, ScalarE) runs while TensorE multiplies for the
         other, where one unit alone would leave every engine waiting on the previous one."""
-        units = []
-        for head, t in spec:
-            query_t = to_sbuf(em, em.insert(tile.TransposeOp(head.query_block(em, t, p))).result)
-            units.append(_Unit(head, t, em.mul(t, PARTITION_TILE), p, query_t))
+        units = [_Unit(head, t, em.mul(t, PARTITION_TILE), p) for head, t in spec]
         size = self.state_size
 
         def step(e: Emitter, k: Index, n: int, state: list[SSAValue] | None) -> list[SSAValue]:
@@ -388,20 +471,8 @@ class _Attention:
             olds: list[list[SSAValue] | None] = [None] * len(units)
             if state is not None:
                 olds = [state[size * u : size * u + size] for u in range(len(units))]
-            maxima = [self.running_max(e, unit.p, s, old) for unit, s, old in zip(units, scores, olds, strict=True)]
-            probabilities = [
-                e.insert(
-                    tile.UnaryOp(s, "exp", _sbuf((unit.p, n), self.element_type), scale=self.exp_scale, bias=negative)
-                ).result
-                for unit, s, (_, negative) in zip(units, scores, maxima, strict=True)
-            ]
-            transposed = [
-                self.transposed(e, probs, unit.p, n) for unit, probs in zip(units, probabilities, strict=True)
-            ]
-            products = [
-                self.times_values(e, probs_t, values, unit.p, n)
-                for unit, probs_t, (_, values) in zip(units, transposed, operands, strict=True)
-            ]
+            maxima, probabilities = self.exponentials(e, units, scores, olds, n)
+            products = self.products(e, units, probabilities, [values for _, values in operands], n)
             new_state: list[SSAValue] = []
             for unit, (new_max, negative), probs, product, old in zip(
                 units, maxima, probabilities, products, olds, strict=True
@@ -456,10 +527,39 @@ class _Attention:
             last = em.insert(tile.InsertOp(rows.last, ones.result, [em.index(0)])).result
         return _Rows(full, last, self.product_width, rows.first)
 
+    def exponentials(
+        self,
+        em: Emitter,
+        units: list[_Unit],
+        scores: list[SSAValue],
+        states: list[list[SSAValue] | None],
+        n: int,
+    ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue]]:
+        """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype."""
+        maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
+        probabilities = [
+            em.insert(
+                tile.UnaryOp(s, "exp", _sbuf((u.p, n), self.element_type), scale=self.exp_scale, bias=negative)
+            ).result
+            for u, s, (_, negative) in zip(units, scores, maxima, strict=True)
+        ]
+        return maxima, probabilities
+
+    def products(
+        self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], n: int
+    ) -> list[SSAValue]:
+        """Every unit's p^T, then every unit's p @ V (with its sum column) in PSUM."""
+        transposed = [self.transposed(em, probs, u.p, n) for u, probs in zip(units, probabilities, strict=True)]
+        return [
+            self.times_values(em, probs_t, rows, u.p, n)
+            for u, probs_t, rows in zip(units, transposed, values, strict=True)
+        ]
+
     def scores(self, em: Emitter, unit: _Unit, keys_t: SSAValue, c0: Index, n: int) -> SSAValue:
         """Q K^T[:, chunk] (+ mask) of one unit: in PSUM unscaled, or scaled in SBUF when a mask is added."""
         p = unit.p
-        scores = em.insert(tile.MatmulOp(unit.query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
+        query_t = unit.head.query_t(em, unit.t, p)
+        scores = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
         if self.mask is not None:
             scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
             mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
@@ -478,7 +578,10 @@ class _Attention:
     ) -> tuple[SSAValue, SSAValue]:
         """m' = max(m, rowmax(s)) (floored at MASKED), and -scale m', the exponentials' bias."""
         chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
-        if state is None:
+        if state is None and self.mask is None:
+            # Every row sees a key (key 0 at least when causal): its maximum is a real score, no floor needed.
+            new_max = chunk_max
+        elif state is None:
             new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", _column(p), scalar=MASKED)).result
         else:
             new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", _column(p))).result
@@ -558,7 +661,9 @@ class _Attention:
         """The unit's output rows O / l in the output dtype, and its log-sum-exp column when it is used."""
         row_max, out = state[0], state[-1]
         row_sum = window(em, out, [self.value_head], (p, 1)) if self.sum_column else state[1]
-        guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
+        guarded = row_sum
+        if self.mask is not None:  # without one, every row sums to at least 1 (its maximum's exp(0))
+            guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
         inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
         out_type = _sbuf((p, self.product_width), self.out_type)
         result = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
@@ -569,6 +674,8 @@ class _Attention:
         if self.exp_scale != 1.0:
             row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
         lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
+        if self.mask is None:
+            return result, lse
         attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
         lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
