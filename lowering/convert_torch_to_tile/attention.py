@@ -67,7 +67,6 @@ TINY_SUM = 1.0e-30
 # (head, query tile) units per loop trip: each holds two PSUM banks (scores and product), and a trip's banks are
 # live for the whole trip.
 UNITS_PER_TRIP = 2
-STAGED = False
 
 
 def _column(p: int) -> TileType:
@@ -176,8 +175,6 @@ class _Attention:
         # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
         self.sum_column = self.value_head < n_limit
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
-        # One key chunk: trips are software-pipelined (`staged_trips`).
-        self.staged = self.pipelined and self.sum_column and self.keys <= self.chunk and STAGED
         # Pipelined heads keep Q^T scaled (one multiply per 128 queries instead of one per score row), so the
         # exponentials' bias is -rowmax: the reduce's own negation.
         self.query_scale = 1.0
@@ -300,18 +297,15 @@ class _Attention:
         # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
         # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
         trips, extra = divmod(full, per_head)
-        if self.staged and trips > 1:
-            collected = self.staged_trips(em, heads, trips, per_head, collected)
-        else:
-            collected = carry(
-                em,
-                0,
-                trips * per_head,
-                per_head,
-                collected,
-                lambda e, t0, values: trip(e, t0, per_head, values),
-                always_loop=self.pipelined,
-            )
+        collected = carry(
+            em,
+            0,
+            trips * per_head,
+            per_head,
+            collected,
+            lambda e, t0, values: trip(e, t0, per_head, values),
+            always_loop=self.pipelined,
+        )
         if extra:
             collected = carry(
                 em,
@@ -348,66 +342,6 @@ class _Attention:
         if lse is not None:
             values[index + 1] = em.insert(tile.InsertOp(lse, values[index + 1], [em.index(t), em.index(0)])).result
         return values
-
-    def staged_trips(
-        self, em: Emitter, heads: list[_Head], trips: int, per_head: int, collected: list[SSAValue]
-    ) -> list[SSAValue]:
-        """The first `trips * per_head` query tiles of one key chunk, software-pipelined by one trip: each trip's
-        body computes its own units' scores and exponentials and finishes the previous trip's units (p^T, p @ V,
-        the normalisation) from exponentials carried over in SBUF. TensorE's scores and products then run while
-        VectorE and ScalarE reduce and exponentiate, where a trip that began and finished its units would wait
-        for its own softmax. The first trip begins and the last one finishes in loops of one trip each, so that
-        their PSUM banks are not live beside the main loop's."""
-        n, count = self.keys, len(collected)
-        wants_lse = self.lse is not None
-
-        def units_at(e: Emitter, t0: Index) -> list[_Unit]:
-            tiles = [e.add(t0, j) for j in range(per_head)]
-            return [_Unit(head, t, e.mul(t, PARTITION_TILE), PARTITION_TILE) for head in heads for t in tiles]
-
-        def begin(e: Emitter, units: list[_Unit], scores: list[SSAValue]) -> list[SSAValue]:
-            maxima, probabilities = self.exponentials(e, units, scores, [None] * len(units), n)
-            return probabilities + ([new_max for new_max, _ in maxima] if wants_lse else [])
-
-        def end(e: Emitter, units: list[_Unit], values: list[SSAValue], products: list[SSAValue]) -> list[SSAValue]:
-            done = values[:count]
-            maxima = values[count + len(units) :] if wants_lse else [None] * len(units)
-            for unit, product, row_max in zip(units, products, maxima, strict=True):
-                out, lse = self.finish(e, unit.p, [row_max if row_max is not None else product, product])
-                done = self.collect(e, done, heads.index(unit.head), unit.t, out, lse)
-            return done
-
-        def scores(e: Emitter, units: list[_Unit]) -> list[SSAValue]:
-            return [self.scores(e, unit, unit.head.chunk_operands(e, 0, n)[0], 0, n) for unit in units]
-
-        def products(e: Emitter, units: list[_Unit], values: list[SSAValue]) -> list[SSAValue]:
-            rows = [unit.head.chunk_operands(e, 0, n)[1] for unit in units]
-            return self.products(e, units, values[count : count + len(units)], rows, n)
-
-        def first(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
-            units = units_at(e, t0)
-            return values[:count] + begin(e, units, scores(e, units))
-
-        def steady(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
-            previous, current = units_at(e, e.add(t0, -per_head)), units_at(e, t0)
-            current_scores = scores(e, current)
-            previous_products = products(e, previous, values)
-            following = begin(e, current, current_scores)
-            return end(e, previous, values, previous_products) + following
-
-        def last(e: Emitter, t0: Index, values: list[SSAValue]) -> list[SSAValue]:
-            units = units_at(e, t0)
-            return end(e, units, values, products(e, units, values)) + values[count:]
-
-        carried = []
-        for _ in range(len(heads) * per_head):
-            carried.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, n), self.element_type))).result)
-        if wants_lse:
-            carried += [em.insert(tile.EmptyOp(_column(PARTITION_TILE))).result for _ in range(len(carried))]
-        values = carry(em, 0, 1, 1, collected + carried, first, always_loop=True)
-        values = carry(em, per_head, trips * per_head, per_head, values, steady, always_loop=True)
-        stop = trips * per_head
-        return carry(em, stop - per_head, stop, per_head, values, last, always_loop=True)[:count]
 
     def store_unit(self, em: Emitter, batch: list[Index], m0: Index, out: SSAValue, lse: SSAValue | None) -> None:
         store(em, out, self.out, [*batch, m0, 0])

@@ -45,6 +45,33 @@ def test_attention_inference(shape, dtype, causal):
     _hbm_traffic_is_only_inputs_and_outputs()
 
 
+@pytest.mark.parametrize(
+    ("shape", "causal"),
+    [
+        ((1, 5, 384, 256, 32), True),  # a group of three heads, then two heads of one tile per trip
+        ((2, 1, 300, 200, 48), False),  # one head per group: its tiles share trips, then the partial tile
+        ((1, 4, 640, 700, 16), True),  # two key chunks in every trip
+        ((1, 2, 256, 512, 512), False),  # value as wide as a PSUM bank: the row sums come from a reduce
+    ],
+    ids=["five-heads", "one-head", "four-heads-two-chunks", "widest-value"],
+)
+def test_attention_heads_and_tiles_share_trips(shape, causal):
+    """Units of several heads, or several query tiles of one head, interleave in one loop trip: every
+    grouping of heads and tiles (remainders included) gives the eager result."""
+    batch, heads, queries, keys, width = shape
+    torch.manual_seed(0)
+    q, k = (torch.randn(batch, heads, length, min(width, 128)) for length in (queries, keys))
+    v = torch.randn(batch, heads, keys, width)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
+
+
+def test_attention_log_sum_exp_without_mask():
+    q, k, v = _inputs(1, 3, 256, 384, 32, torch.float32)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True, scale=0.2), q, k, v)
+
+
 def test_attention_with_additive_mask_and_scale():
     q, k, v = _inputs(2, 3, 130, 600, 32, torch.float32)
     mask = torch.randn(130, 600)
