@@ -64,9 +64,9 @@ MASKED = -1.0e30
 # Below any real row sum (which is at least 1: the maximum's own exp(0)), above 0: a fully masked row divides
 # 0 by this and gives 0.
 TINY_SUM = 1.0e-30
-# (head, query tile) units per loop trip: each holds two PSUM banks (scores and product), and a trip's banks are
-# live for the whole trip.
-UNITS_PER_TRIP = 2
+# Bytes per partition beyond the accumulators and transposes that each unit of a trip may leave in PSUM (its row
+# sum's copy, with alignment).
+UNIT_PSUM_SLACK = 128
 
 
 def _column(p: int) -> TileType:
@@ -170,16 +170,32 @@ class _Attention:
         self.keep_keys = kept <= body_budget_bytes(em) // 2
         queries = (self.length + PARTITION_TILE) * itemsize * self.head // PARTITION_TILE
         self.keep_queries = queries <= body_budget_bytes(em) // 4
-        # Units of two heads (or two query tiles) share a loop trip when nothing in the trip moves data: a trip
-        # with a DMA would be unrolled by neuron-unroll-loops, and four units' accumulators exceed PSUM's banks.
         # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
         self.sum_column = self.value_head < n_limit
+        # Units of several heads (or query tiles) share a loop trip when nothing in the trip moves data: a trip
+        # with a DMA would be unrolled by neuron-unroll-loops, doubling its PSUM banks.
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
+        self.units_per_trip = self.trip_units(em) if self.pipelined else 1
         # Pipelined heads keep Q^T scaled (one multiply per 128 queries instead of one per score row), so the
         # exponentials' bias is -rowmax: the reduce's own negation.
         self.query_scale = 1.0
         if self.pipelined:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
+
+    def trip_units(self, em: Emitter) -> int:
+        """Units per pipelined trip: three when their PSUM fits (each unit holds a bank for its scores, one for its
+        product, and its p^T blocks; a loop body's buffers are all live at once), else two."""
+        from neuron_mlir.ir.dialects.neuron import target_of
+        from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
+
+        anchor = em.anchor if em.anchor is not None else em.block.parent_op()
+        target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+        bank = target.psum_bank_bytes
+        itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
+        blocks = -(-min(self.keys, self.chunk) // PARTITION_TILE)
+        per_unit = 2 * bank + blocks * PARTITION_TILE * itemsize + UNIT_PSUM_SLACK
+        # A quarter bank stays free for what the head's own transposes may still hold.
+        return 3 if 3 * per_unit <= target.psum_bytes_per_partition - bank // 4 else 2
 
     def results(self, em: Emitter) -> list[SSAValue]:
         """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
@@ -216,7 +232,7 @@ class _Attention:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
-        group = UNITS_PER_TRIP if self.pipelined else 1
+        group = self.units_per_trip
 
         def heads(e: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
             if len(dims) > 1:
@@ -272,10 +288,10 @@ class _Attention:
         return _Head(batch, chunk_operands, query_t)
 
     def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
-        """The query tiles of one or (pipelined) two heads, `UNITS_PER_TRIP` (head, query tile) units per trip."""
+        """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip."""
         heads = [self.prepare_head(em, batch) for batch in batches]
         full, rest = divmod(self.length, PARTITION_TILE)
-        per_head = UNITS_PER_TRIP // len(heads) if self.pipelined else 1
+        per_head = self.units_per_trip // len(heads)
         collected: list[SSAValue] = []
         if self.pipelined and full:
             for _ in heads:
