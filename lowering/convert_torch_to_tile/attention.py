@@ -253,43 +253,52 @@ class _Attention:
 
         heads(em, tuple(self.batch), [])
 
-    def prepare_head(self, em: Emitter, batch: list[Index]) -> _Head:
-        """One (batch, head)'s operands: its rows loaded once (one DMA per matrix), K^T built once."""
+    def prepare_heads(self, em: Emitter, batches: list[list[Index]]) -> list[_Head]:
+        """The heads' operands: their rows loaded once (one DMA per matrix), then K^T and Q^T built once, the heads'
+        transposes side by side in one loop (separate PSUM buffers, so each one's evacuation overlaps the next)."""
         blocks = self.chunk // PARTITION_TILE
+        keys_t: list[SSAValue | None] = [None] * len(batches)
+        values: list[_Rows | None] = [None] * len(batches)
+        queries_t: list[SSAValue | None] = [None] * len(batches)
         if self.keep_keys:
-            key_rows = self.load_rows(em, self.key, batch, 0, self.keys, self.head)
-            value_rows = self.with_ones(em, self.load_rows(em, self.value, batch, 0, self.keys, self.value_head))
-            keys_t = self.transpose_rows(em, key_rows, self.keys)
+            key_rows = [self.load_rows(em, self.key, batch, 0, self.keys, self.head) for batch in batches]
+            values = [
+                self.with_ones(em, self.load_rows(em, self.value, batch, 0, self.keys, self.value_head))
+                for batch in batches
+            ]
+        if self.keep_queries:
+            # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the units' work.
+            query_rows = [self.load_rows(em, self.query, batch, 0, self.length, self.head) for batch in batches]
+        if self.keep_keys:
+            keys_t = list(self.transpose_rows(em, key_rows, self.keys))
+        if self.keep_queries:
+            queries_t = list(self.transpose_rows(em, query_rows, self.length, self.query_scale))
 
+        def head(
+            batch: list[Index], head_keys_t: SSAValue | None, value_rows: _Rows | None, head_queries_t: SSAValue | None
+        ) -> _Head:
             def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
                 first = e.mul(k, blocks)
-                return window(e, keys_t, [e.mul(k, self.chunk)], (self.head, n)), value_rows.shifted(first)
-
-        else:
-
-            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
-                first = e.mul(k, blocks)
+                if head_keys_t is not None and value_rows is not None:
+                    return window(e, head_keys_t, [e.mul(k, self.chunk)], (self.head, n)), value_rows.shifted(first)
                 chunk_keys = self.load_rows(e, self.key, batch, first, n, self.head)
                 chunk_values = self.load_rows(e, self.value, batch, first, n, self.value_head)
-                return self.transpose_rows(e, chunk_keys, n), self.with_ones(e, chunk_values)
+                [chunk_keys_t] = self.transpose_rows(e, [chunk_keys], n)
+                return chunk_keys_t, self.with_ones(e, chunk_values)
 
-        # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the query tiles' work.
-        queries_t = None
-        if self.keep_queries:
-            query_rows = self.load_rows(em, self.query, batch, 0, self.length, self.head)
-            queries_t = self.transpose_rows(em, query_rows, self.length, self.query_scale)
+            def query_t(e: Emitter, t: Index, p: int) -> SSAValue:
+                if head_queries_t is not None:
+                    return window(e, head_queries_t, [e.mul(t, PARTITION_TILE)], (self.head, p))
+                rows = load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
+                return to_sbuf(e, e.insert(tile.TransposeOp(rows)).result)
 
-        def query_t(e: Emitter, t: Index, p: int) -> SSAValue:
-            if queries_t is not None:
-                return window(e, queries_t, [e.mul(t, PARTITION_TILE)], (self.head, p))
-            rows = load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
-            return to_sbuf(e, e.insert(tile.TransposeOp(rows)).result)
+            return _Head(batch, chunk_operands, query_t)
 
-        return _Head(batch, chunk_operands, query_t)
+        return [head(*operands) for operands in zip(batches, keys_t, values, queries_t, strict=True)]
 
     def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
         """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip."""
-        heads = [self.prepare_head(em, batch) for batch in batches]
+        heads = self.prepare_heads(em, batches)
         full, rest = divmod(self.length, PARTITION_TILE)
         per_head = self.units_per_trip // len(heads)
         collected: list[SSAValue] = []
@@ -387,23 +396,27 @@ class _Attention:
         last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
         return _Rows(full, last, width)
 
-    def transpose_rows(self, em: Emitter, rows: _Rows, count: int, scale: float = 1.0) -> SSAValue:
-        """K^T [E, count] (times `scale`) from key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
-        keys_t = em.insert(tile.EmptyOp(_sbuf((self.head, count), self.element_type))).result
+    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int, scale: float = 1.0) -> list[SSAValue]:
+        """K^T [E, count] (times `scale`) of each key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
+        empty = _sbuf((self.head, count), self.element_type)
+        transposed = [em.insert(tile.EmptyOp(empty)).result for _ in rows]
         blocks, rest = divmod(count, PARTITION_TILE)
 
-        def piece(e: Emitter, t: Index, size: int, value: SSAValue) -> SSAValue:
-            transposed = e.insert(tile.TransposeOp(rows.block(e, t, size))).result
+        def piece(e: Emitter, rows: _Rows, t: Index, size: int, value: SSAValue) -> SSAValue:
+            block = e.insert(tile.TransposeOp(rows.block(e, t, size))).result
             if scale != 1.0:
-                scaled = _sbuf(transposed.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
-                transposed = e.insert(tile.BinaryScalarOp(transposed, "multiply", scaled, scalar=scale)).result
-            return e.insert(tile.InsertOp(transposed, value, [e.index(e.mul(t, PARTITION_TILE))])).result
+                scaled = _sbuf(block.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
+                block = e.insert(tile.BinaryScalarOp(block, "multiply", scaled, scalar=scale)).result
+            return e.insert(tile.InsertOp(block, value, [e.index(e.mul(t, PARTITION_TILE))])).result
+
+        def pieces(e: Emitter, t: Index, size: int, values: list[SSAValue]) -> list[SSAValue]:
+            return [piece(e, r, t, size, value) for r, value in zip(rows, values, strict=True)]
 
         if blocks:
-            [keys_t] = carry(em, 0, blocks, 1, [keys_t], lambda e, t, values: [piece(e, t, PARTITION_TILE, values[0])])
+            transposed = carry(em, 0, blocks, 1, transposed, lambda e, t, values: pieces(e, t, PARTITION_TILE, values))
         if rest:
-            keys_t = piece(em, blocks, rest, keys_t)
-        return keys_t
+            transposed = pieces(em, blocks, rest, transposed)
+        return transposed
 
     def query_tiles(
         self, em: Emitter, spec: list[tuple[_Head, Index]], p: int
