@@ -8,21 +8,37 @@ carry none), as are heads wider than one TensorE contraction (E > 128) or one PS
 run on the CPU.
 
 Output guarantee: the output [..., L, Ev] in the query's dtype and, when used, the log-sum-exp [..., L] in fp32,
-each written once; no [L, S] intermediate reaches HBM. Per (batch, head) the key is transposed once on TensorE
-into K^T [E, S] (rows load contiguously; a DMA with E on partitions would move one element per descriptor) and
-kept in SBUF while every query tile uses it. Per query tile of 128 rows, Q^T comes from one TensorE transpose,
-and the keys are walked in chunks of one PSUM bank (512 columns) with the online softmax:
+each written once; no [L, S] intermediate reaches HBM. Per (batch, head) the key (and, when it fits, the query) is
+transposed once on TensorE into K^T [E, S] (and Q^T [E, L]) (rows load contiguously; a DMA with E on partitions
+would move one element per descriptor) and kept in SBUF while every query tile uses it. The keys are walked in
+chunks of one PSUM bank (512 columns) with the online softmax:
 
-    s     = Q K^T[:, chunk] * scale (+ mask)           TensorE into PSUM, evacuated scaled (ScalarE)
+    s     = Q K^T[:, chunk] * scale (+ mask)           TensorE into PSUM (scaled through Q^T, or evacuated scaled)
     m'    = max(m, rowmax(s))                          [P, 1] columns
     p     = exp(s - m'), l' = l * exp(m - m') + sum(p) p in the input dtype: the second matmul's operand
-    O'    = O * exp(m - m') + p V[chunk]               p^T per 128 keys from TensorE transposes, PSUM accumulation
+    O'    = O * exp(m - m') + p [V | 1][chunk]         p^T per 128 keys from TensorE transposes, PSUM accumulation
     out   = O / l, logsumexp = m + log(l)
 
+The value rows carry a column of ones (when Ev < 512), so the row sums l come out of the second matmul beside O
+instead of from a VectorE reduce of p.
+
+Schedule. The engines are in-order queues, and one query tile's chain (scores, row max, exponentials, p^T, product)
+leaves each engine idle while it waits for the previous link. Without a mask, with at least 128 queries, and when
+a head's rows stay in SBUF, the work is cut into units (one head's query tile) and two or three units share a loop
+trip (three when their PSUM fits: each holds a bank for its scores, one for its product, and its p^T blocks),
+emitted stage by stage across the units, so that one unit's softmax on VectorE/ScalarE runs while TensorE
+multiplies for another. The units of a trip are the same query tile of several heads (heads grouped by the trip's
+unit count along the innermost batch dimension), or several query tiles of one head (the remainder heads). Such
+trips hold no DMA, so neuron-unroll-loops leaves them alone (it would double their PSUM banks): outputs are
+collected per head in SBUF and stored once per head; the partial last query tile runs in a loop of its own for
+the same reason. With a mask, or rows streamed from HBM, each trip is one unit and stores its own rows
+(neuron-unroll-loops then double-buffers the loads).
+
 One chunk (S <= 512) needs no rescaling; with more, m, l and O start at (-1e30, 0, 0) and every chunk runs in a
-loop of its own, so one loop body never holds two chunks' PSUM banks. The running maximum
-is floored at -1e30, so a row whose every key is masked with -inf gives 0 (and logsumexp 0), as ATen's kernel
-does. Causal masking adds -1e30 above the diagonal (from a GpSimdE iota of key minus query position): the first
+loop of its own, so one loop body never holds two chunks' PSUM banks. With a mask, the running maximum is floored
+at -1e30 and row sums at 1e-30, so a row whose every key is masked with -inf gives 0 (and logsumexp 0), as ATen's
+kernel does; without one every row sees a key and needs neither. Causal masking adds -1e30 above the diagonal
+(from a GpSimdE iota of key minus query position, built once for all heads and added in PSUM by TensorE): the first
 chunk always holds key 0, so the running maximum is a real score and those entries vanish exactly.
 """
 
