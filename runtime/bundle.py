@@ -158,11 +158,13 @@ def unpack(raw: bytes) -> tuple[dict[str, Any], bytes]:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
+    result = dict(pairs)  # built in C; a duplicate key shows as a shorter dict, then named below
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return result
 
 
@@ -351,6 +353,15 @@ def decode_manifest(manifest: dict[str, Any], data: bytes) -> Program:
         raise BundleError(f"malformed bundle manifest: {type(error).__name__}: {error}") from None
 
 
+# Enum members by value: a dict lookup, where `Engine(text)` and `{e.value for e in Engine}` go through the
+# Enum machinery (per instruction, a visible share of decoding).
+_ENGINES = {engine.value: engine for engine in Engine}
+_MEMORIES = {memory.value: memory for memory in Memory}
+_INSTRUCTION_FIELDS = frozenset(("kind", "id", "opcode", "engine", "queue", "operands", "attrs", "waits", "location"))
+_BUFFER_FIELDS = frozenset(("name", "memory", "address", "shape", "dtype"))
+_ACCESS_FIELDS = frozenset(("buffer", "pattern", "offset", "offset_reg", "partition_start", "partitions"))
+
+
 class _Decoder:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -465,16 +476,32 @@ class _Decoder:
         )
 
     def buffer(self, value: Any, where: str) -> BufferDecl:
+        if type(value) is dict and value.keys() == _BUFFER_FIELDS:  # the common case, as in `instruction`
+            name, memory, address, shape, dtype = (
+                value["name"], value["memory"], value["address"], value["shape"], value["dtype"]
+            )
+            if (
+                type(name) is str
+                and type(memory) is str
+                and memory in _MEMORIES
+                and type(address) is int
+                and type(dtype) is str
+                and dtype in dtypes.DTYPES
+                and type(shape) is list
+                and len(shape) <= 64
+                and all(type(d) is int for d in shape)
+            ):
+                return BufferDecl(name, _MEMORIES[memory], address, tuple(shape), dtype)
         fields = self.obj(value, where, ("name", "memory", "address", "shape", "dtype"))
         memory = self.str(fields["memory"], f"{where}.memory")
-        if memory not in {m.value for m in Memory}:
+        if memory not in _MEMORIES:
             raise BundleError(f"{where}.memory: unknown memory {memory!r} (expected hbm, sbuf or psum)")
         dtype = self.str(fields["dtype"], f"{where}.dtype")
         if dtype not in dtypes.DTYPES:
             raise BundleError(f"{where}.dtype: unknown dtype {dtype!r} (known: {', '.join(dtypes.DTYPES)})")
         return BufferDecl(
             self.str(fields["name"], f"{where}.name"),
-            Memory(memory),
+            _MEMORIES[memory],
             self.int(fields["address"], f"{where}.address"),
             self.ints(fields["shape"], f"{where}.shape"),
             dtype,
@@ -555,6 +582,44 @@ class _Decoder:
         raise BundleError(f"{where}: unknown node kind {kind!r} (expected inst, scalar or loop)")
 
     def instruction(self, value: dict[str, Any], where: str) -> Instruction:
+        # The common case, a well-formed instruction, checked field by field without formatting the location
+        # of each field (most of decoding's time otherwise); anything else takes `checked_instruction`, which
+        # accepts exactly what this accepts and names the first problem of the rest.
+        if value.keys() == _INSTRUCTION_FIELDS:
+            inst_id, opcode, engine = value["id"], value["opcode"], value["engine"]
+            queue, waits, location = value["queue"], value["waits"], value["location"]
+            operands_value, attrs_value = value["operands"], value["attrs"]
+            if (
+                type(inst_id) is int
+                and type(opcode) is str
+                and type(engine) is str
+                and engine in _ENGINES
+                and type(queue) is int
+                and type(location) is int
+                and type(waits) is list
+                and len(waits) <= 1 << 24
+                and type(operands_value) is dict
+                and type(attrs_value) is dict
+                and all(type(w) is int for w in waits)
+            ):
+                operands = {}
+                for role, item in operands_value.items():
+                    access = self.plain_access(item)
+                    if access is None:
+                        access = self.access(item, f"instruction {inst_id}, operand '{role}'")
+                    operands[role] = access
+                attrs = {}
+                for name, item in attrs_value.items():
+                    if item is None or type(item) in (bool, int, str, float):
+                        attrs[name] = item
+                    else:
+                        attrs[name] = self.attr(item, f"instruction {inst_id}, attribute '{name}'", 0)
+                return Instruction(
+                    inst_id, opcode, _ENGINES[engine], operands, attrs, queue, tuple(waits), location
+                )
+        return self.checked_instruction(value, where)
+
+    def checked_instruction(self, value: dict[str, Any], where: str) -> Instruction:
         fields = self.obj(
             value,
             where,
@@ -563,7 +628,7 @@ class _Decoder:
         inst_id = self.int(fields["id"], f"{where}.id")
         where = f"instruction {inst_id}"
         engine = self.str(fields["engine"], f"{where}: engine")
-        if engine not in {e.value for e in Engine}:
+        if engine not in _ENGINES:
             raise BundleError(f"{where}: unknown engine {engine!r}")
         operands_value = fields["operands"]
         if not isinstance(operands_value, dict):
@@ -584,12 +649,39 @@ class _Decoder:
         return Instruction(
             inst_id,
             self.str(fields["opcode"], f"{where}: opcode"),
-            Engine(engine),
+            _ENGINES[engine],
             operands,
             attrs,
             self.int(fields["queue"], f"{where}: queue"),
             waits,
             self.int(fields["location"], f"{where}: location"),
+        )
+
+    @staticmethod
+    def plain_access(value: Any) -> Access | None:
+        """The Access of a well-formed access object (what `access` returns for it), or None for anything
+        `access` must look at (to decode it or to say what is wrong)."""
+        if type(value) is not dict or value.keys() != _ACCESS_FIELDS:
+            return None
+        buffer, pattern, offset = value["buffer"], value["pattern"], value["offset"]
+        offset_reg, start, partitions = value["offset_reg"], value["partition_start"], value["partitions"]
+        if not (
+            type(buffer) is int
+            and type(offset) is int
+            and type(start) is int
+            and type(partitions) is int
+            and (offset_reg is None or type(offset_reg) is int)
+            and type(pattern) is list
+            and len(pattern) <= 64
+        ):
+            return None
+        dims = []
+        for dim in pattern:
+            if type(dim) is not list or len(dim) != 2 or type(dim[0]) is not int or type(dim[1]) is not int:
+                return None
+            dims.append((dim[0], dim[1]))
+        return Access(
+            buffer, tuple(dims), offset, Reg(offset_reg) if offset_reg is not None else None, start, partitions
         )
 
     def access(self, value: Any, where: str) -> Access:

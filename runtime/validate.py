@@ -282,10 +282,8 @@ class _Operand:
     free_shape: tuple[int, ...]
     low: int  # lowest element of the pattern relative to offset (+ register)
     high: int  # highest
-
-    @property
-    def free_count(self) -> int:
-        return math.prod(self.free_shape)
+    free_count: int  # elements per partition (HBM: in all)
+    size: int  # the buffer's `elements_per_row`
 
 
 class _Validator:
@@ -301,6 +299,10 @@ class _Validator:
         self.instructions: list[Instruction] = []
         self.index_of_id: dict[int, int] = {}
         self.operands: dict[int, dict[str, _Operand]] = {}  # keyed by id(instruction)
+        # per buffer, filled by `check_buffers`: elements per row (`BufferDecl.elements_per_row`, without its
+        # NumPy call) and NumPy dtype, read by every access to it
+        self.buffer_elements: list[int] = []
+        self.buffer_dtypes: list[np.dtype] = []
 
     # ---- program-level fields ------------------------------------------------------------------------------
 
@@ -359,9 +361,11 @@ class _Validator:
             ):
                 raise BundleError(f"{where}: shape must be a tuple of positive integers, got {shape!r}")
             itemsize = dtypes.itemsize(buffer.dtype)
+            self.buffer_dtypes.append(dtypes.numpy_dtype(buffer.dtype))
             if buffer.memory is Memory.HBM:
                 limit = self.sizes.hbm_bytes
-                nbytes = math.prod(shape) * itemsize
+                self.buffer_elements.append(math.prod(shape))
+                nbytes = self.buffer_elements[-1] * itemsize
                 if buffer.address + nbytes > limit:
                     raise BundleError(
                         f"{where}: bytes {buffer.address}..{buffer.address + nbytes} exceed the HBM capacity "
@@ -374,7 +378,8 @@ class _Validator:
                 raise BundleError(
                     f"{where}: {shape[0]} partitions exceed the {self.sizes.partitions} of the core"
                 )
-            row = math.prod(shape[1:]) * itemsize
+            self.buffer_elements.append(math.prod(shape[1:]))
+            row = self.buffer_elements[-1] * itemsize
             limit = self.sizes.row_bytes(buffer.memory)
             if buffer.address + row > limit:
                 raise BundleError(
@@ -441,10 +446,10 @@ class _Validator:
                 continue
             low = binding.offset + sum(min(0, s * (d - 1)) for s, d in zip(strides, shape, strict=True))
             high = binding.offset + sum(max(0, s * (d - 1)) for s, d in zip(strides, shape, strict=True))
-            if low < 0 or high >= buffer.elements_per_row:
+            if low < 0 or high >= self.buffer_elements[binding.buffer]:
                 raise BundleError(
                     f"{where}: elements {low}..{high} lie outside buffer '{buffer.name}' of "
-                    f"{buffer.elements_per_row} elements"
+                    f"{self.buffer_elements[binding.buffer]} elements"
                 )
             if kind == "input" and not _injective(tuple(zip(strides, shape, strict=True))):
                 raise BundleError(f"{where}: strides {strides} make elements overlap")
@@ -497,6 +502,8 @@ class _Validator:
                 )
 
     def check_instruction(self, inst: Instruction) -> None:
+        # Locations (`_where`) are formatted only for an error: formatting them eagerly took a large share of
+        # validating a well-formed program, which every compile and every cache hit does.
         if not _is_int(inst.id) or not 0 <= inst.id <= INT32_MAX:
             raise BundleError(f"instruction id must be a non-negative 32-bit integer, got {inst.id!r}")
         if inst.id in self.index_of_id:
@@ -510,138 +517,198 @@ class _Validator:
         self.index_of_id[inst.id] = len(self.instructions)
         self.instructions.append(inst)
         spec = isa.OPCODES[inst.opcode]
-        where = _where(inst)
-        if not isinstance(inst.engine, Engine):
-            raise BundleError(f"{where}: unknown engine {inst.engine!r}")
-        if inst.engine not in spec.engines:
+        engine = inst.engine
+        if not isinstance(engine, Engine):
+            raise BundleError(f"{_where(inst)}: unknown engine {engine!r}")
+        if engine not in spec.engines:
             allowed = ", ".join(sorted(e.value for e in spec.engines))
-            raise BundleError(f"{where}: cannot run on the {inst.engine.value} engine (allowed: {allowed})")
+            raise BundleError(f"{_where(inst)}: cannot run on the {engine.value} engine (allowed: {allowed})")
         if not _is_int(inst.queue):
-            raise BundleError(f"{where}: queue must be an integer")
-        if inst.engine is Engine.DMA and not 0 <= inst.queue < self.target.dma_queues:
-            raise BundleError(f"{where}: DMA queue {inst.queue} is outside 0..{self.target.dma_queues - 1}")
-        if inst.engine is not Engine.DMA and inst.queue != 0:
-            raise BundleError(f"{where}: only DMA instructions have a queue (engine is {inst.engine.value})")
+            raise BundleError(f"{_where(inst)}: queue must be an integer")
+        if engine is Engine.DMA and not 0 <= inst.queue < self.target.dma_queues:
+            raise BundleError(
+                f"{_where(inst)}: DMA queue {inst.queue} is outside 0..{self.target.dma_queues - 1}"
+            )
+        if engine is not Engine.DMA and inst.queue != 0:
+            raise BundleError(f"{_where(inst)}: only DMA instructions have a queue (engine is {engine.value})")
         if not isinstance(inst.waits, (tuple, list)) or not all(_is_int(w) for w in inst.waits):
-            raise BundleError(f"{where}: waits must be a sequence of instruction ids")
+            raise BundleError(f"{_where(inst)}: waits must be a sequence of instruction ids")
         if len(inst.waits) > 1024:
-            raise BundleError(f"{where}: more than 1024 waits")
+            raise BundleError(f"{_where(inst)}: more than 1024 waits")
         if not _is_int(inst.location) or not -1 <= inst.location < len(self.program.locations):
-            raise BundleError(f"{where}: location {inst.location!r} is not an index into the location table")
+            raise BundleError(
+                f"{_where(inst)}: location {inst.location!r} is not an index into the location table"
+            )
         self.check_attrs(inst, spec)
         self.check_operands(inst, spec)
         _OPCODE_CHECKS[inst.opcode](self, inst, self.operands[id(inst)])
 
     def check_attrs(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
-        if not isinstance(inst.attrs, dict):
+        attrs = inst.attrs
+        if not isinstance(attrs, dict):
             raise BundleError(f"{_where(inst)}: attrs must be a dict")
-        for name, default in spec.attrs.items():
-            if default is isa.REQUIRED and name not in inst.attrs:
+        for name in _required_attrs(spec):
+            if name not in attrs:
                 raise BundleError(f"{_where(inst)}: missing required attribute '{name}'")
-        for name, value in inst.attrs.items():
-            where = f"{_where(inst)}, attribute '{name}'"
+        for name, value in attrs.items():
             if name not in spec.attrs:
                 known = ", ".join(spec.attrs) or "none"
-                raise BundleError(f"{where}: unknown attribute (known: {known})")
+                raise BundleError(f"{_where(inst)}, attribute '{name}': unknown attribute (known: {known})")
             if isinstance(value, Reg):
+                where = f"{_where(inst)}, attribute '{name}'"
                 if name not in isa.REGISTER_ATTRS.get(inst.opcode, frozenset()):
                     raise BundleError(f"{where}: cannot be a register")
                 self.check_reg(value, where)
                 continue
-            _check_attr_value(_ATTR_KINDS[(inst.opcode, name)], value, where, self.target)
+            kind = _ATTR_KINDS[(inst.opcode, name)]
+            if not _plain_attr_ok(kind, value):
+                _check_attr_value(kind, value, f"{_where(inst)}, attribute '{name}'", self.target)
 
     def check_operands(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
-        if not isinstance(inst.operands, dict):
+        operands = inst.operands
+        if not isinstance(operands, dict):
             raise BundleError(f"{_where(inst)}: operands must be a dict from role to Access")
-        for role in spec.reads + spec.writes:
-            if role not in inst.operands:
+        required, roles, written = _operand_roles(spec)
+        for role in required:
+            if role not in operands:
                 raise BundleError(f"{_where(inst)}: missing operand '{role}'")
-        written = set(spec.writes + spec.optional_writes)
+        reads, writes = _ENGINE_MEMORIES[inst.engine]
         infos: dict[str, _Operand] = {}
-        for role, access in inst.operands.items():
-            if role not in spec.roles:
+        for role, access in operands.items():
+            if role not in roles:
                 raise BundleError(
                     f"{_where(inst)}: unknown operand role {role!r} (roles: {', '.join(spec.roles)})"
                 )
-            infos[role] = self.check_access(inst, role, access, role in written)
+            is_write = role in written
+            infos[role] = self.check_access(inst, role, access, is_write, writes if is_write else reads)
         self.operands[id(inst)] = infos
 
-    def check_access(self, inst: Instruction, role: str, access: object, is_write: bool) -> _Operand:
-        where = _where(inst, role)
+    def check_access(
+        self, inst: Instruction, role: str, access: object, is_write: bool, allowed: tuple[Memory, ...]
+    ) -> _Operand:
+        """`allowed`: the memories the instruction's engine may read (or, `is_write`, write)."""
         if not isinstance(access, Access):
-            raise BundleError(f"{where}: expected an Access, got {type(access).__name__}")
-        if not _is_int(access.buffer) or not 0 <= access.buffer < len(self.program.buffers):
-            raise BundleError(f"{where}: buffer {access.buffer!r} does not exist")
-        buffer = self.program.buffers[access.buffer]
+            raise BundleError(f"{_where(inst, role)}: expected an Access, got {type(access).__name__}")
+        index = access.buffer
+        if not _is_int(index) or not 0 <= index < len(self.program.buffers):
+            raise BundleError(f"{_where(inst, role)}: buffer {index!r} does not exist")
+        buffer = self.program.buffers[index]
         memory = buffer.memory
-        allowed = (hardware.ENGINE_WRITES if is_write else hardware.ENGINE_READS)[inst.engine]
+        engine = inst.engine
         if memory not in allowed:
             verb = "write" if is_write else "read"
-            raise BundleError(f"{where}: the {inst.engine.value} engine cannot {verb} {memory.value.upper()}")
+            raise BundleError(
+                f"{_where(inst, role)}: the {engine.value} engine cannot {verb} {memory.value.upper()}"
+            )
         if access.offset_reg is not None:
-            self.check_reg(access.offset_reg, f"{where}, offset register")
+            self.check_reg(access.offset_reg, f"{_where(inst, role)}, offset register")
         if not _is_int(access.offset) or abs(access.offset) > 2**40:
-            raise BundleError(f"{where}: offset must be an integer, got {access.offset!r}")
-        for name in ("partition_start", "partitions"):
-            if not _is_int(getattr(access, name)):
-                raise BundleError(f"{where}: {name} must be an integer")
+            raise BundleError(f"{_where(inst, role)}: offset must be an integer, got {access.offset!r}")
+        count, start = access.partitions, access.partition_start
+        if not _is_int(start):
+            raise BundleError(f"{_where(inst, role)}: partition_start must be an integer")
+        if not _is_int(count):
+            raise BundleError(f"{_where(inst, role)}: partitions must be an integer")
         pattern = access.pattern
         if not isinstance(pattern, (tuple, list)) or not pattern:
-            raise BundleError(f"{where}: pattern must be a non-empty tuple of (step, num) pairs")
-        engine_pattern = memory is not Memory.HBM and inst.engine is not Engine.DMA
-        max_dims = self.target.max_free_dims if memory is not Memory.HBM else MAX_HBM_DIMS
+            raise BundleError(f"{_where(inst, role)}: pattern must be a non-empty tuple of (step, num) pairs")
+        in_hbm = memory is Memory.HBM
+        engine_pattern = not in_hbm and engine is not Engine.DMA
+        max_dims = self.target.max_free_dims if not in_hbm else MAX_HBM_DIMS
         if len(pattern) > max_dims:
-            raise BundleError(f"{where}: {len(pattern)} free dimensions exceed the hardware's {max_dims}")
+            raise BundleError(
+                f"{_where(inst, role)}: {len(pattern)} free dimensions exceed the hardware's {max_dims}"
+            )
+        low = high = 0
+        free_count = 1
         for dim in pattern:
             if not (isinstance(dim, (tuple, list)) and len(dim) == 2 and _is_int(dim[0]) and _is_int(dim[1])):
-                raise BundleError(f"{where}: pattern entries must be (step, num) integer pairs, got {dim!r}")
+                raise BundleError(
+                    f"{_where(inst, role)}: pattern entries must be (step, num) integer pairs, got {dim!r}"
+                )
             step, num = dim
             if num < 1 or num > INT32_MAX or abs(step) > INT32_MAX:
-                raise BundleError(f"{where}: pattern entry (step {step}, num {num}) is out of range")
+                raise BundleError(f"{_where(inst, role)}: pattern entry (step {step}, num {num}) is out of range")
             if engine_pattern and (
                 num > ENGINE_MAX_NUM or not ENGINE_STEP_RANGE[0] <= step <= ENGINE_STEP_RANGE[1]
             ):
                 raise BundleError(
-                    f"{where}: (step {step}, num {num}) does not fit an engine access pattern "
+                    f"{_where(inst, role)}: (step {step}, num {num}) does not fit an engine access pattern "
                     f"(num at most {ENGINE_MAX_NUM}, step within int16)"
                 )
+            extent = step * (num - 1)
+            if extent < 0:
+                low += extent
+            else:
+                high += extent
+            free_count *= num
         # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
         if is_write and not _injective(pattern) and inst.attrs.get("indirect") != role:
-            raise BundleError(f"{where}: the written pattern {list(pattern)} touches some elements twice")
-        if memory is Memory.HBM:
-            if access.partitions != 0 or access.partition_start != 0:
-                raise BundleError(f"{where}: an HBM access has no partition range (partitions must be 0)")
+            raise BundleError(
+                f"{_where(inst, role)}: the written pattern {list(pattern)} touches some elements twice"
+            )
+        if in_hbm:
+            if count != 0 or start != 0:
+                raise BundleError(
+                    f"{_where(inst, role)}: an HBM access has no partition range (partitions must be 0)"
+                )
         else:
-            count, start = access.partitions, access.partition_start
             if not 1 <= count <= self.sizes.partitions:
                 raise BundleError(
-                    f"{where}: {count} partitions; an on-chip access covers 1..{self.sizes.partitions}"
+                    f"{_where(inst, role)}: {count} partitions; an on-chip access covers 1..{self.sizes.partitions}"
                 )
-            if start < 0 or start + count > buffer.partitions:
+            if start < 0 or start + count > buffer.shape[0]:
                 raise BundleError(
-                    f"{where}: partitions {start}..{start + count - 1} exceed buffer '{buffer.name}' "
+                    f"{_where(inst, role)}: partitions {start}..{start + count - 1} exceed buffer '{buffer.name}' "
                     f"({buffer.partitions} partitions)"
                 )
-            if inst.engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
+            if start and engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
                 allowed_starts = ", ".join(map(str, hardware.allowed_partition_starts(count)))
                 raise BundleError(
-                    f"{where}: an access of {count} partitions cannot start at partition {start} "
+                    f"{_where(inst, role)}: an access of {count} partitions cannot start at partition {start} "
                     f"(allowed: {allowed_starts})"
                 )
-        low = sum(min(0, step * (num - 1)) for step, num in pattern)
-        high = sum(max(0, step * (num - 1)) for step, num in pattern)
-        free_shape = tuple(num for _, num in pattern)
         return _Operand(
             role,
             access,
             buffer,
-            dtypes.numpy_dtype(buffer.dtype),
+            self.buffer_dtypes[index],
             memory,
-            access.partitions,
-            free_shape,
+            count,
+            tuple(num for _, num in pattern),
             low,
             high,
+            free_count,
+            self.buffer_elements[index],
         )
+
+
+# The memories each engine may (read, write), as tuples: membership in a tuple compares members by identity,
+# where a frozenset of Enum members hashes each one in Python.
+_ENGINE_MEMORIES: dict[Engine, tuple[tuple[Memory, ...], tuple[Memory, ...]]] = {
+    engine: (tuple(hardware.ENGINE_READS[engine]), tuple(hardware.ENGINE_WRITES[engine])) for engine in Engine
+}
+_OPERAND_ROLES: dict[str, tuple[tuple[str, ...], frozenset[str], frozenset[str]]] = {}
+_REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {}
+
+
+def _operand_roles(spec: isa.OpcodeSpec) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
+    """An opcode's (required roles, all roles, written roles), derived once per opcode."""
+    roles = _OPERAND_ROLES.get(spec.name)
+    if roles is None:
+        roles = _OPERAND_ROLES[spec.name] = (
+            spec.reads + spec.writes,
+            frozenset(spec.roles),
+            frozenset(spec.writes + spec.optional_writes),
+        )
+    return roles
+
+
+def _required_attrs(spec: isa.OpcodeSpec) -> tuple[str, ...]:
+    required = _REQUIRED_ATTRS.get(spec.name)
+    if required is None:
+        required = _REQUIRED_ATTRS[spec.name] = tuple(n for n, d in spec.attrs.items() if d is isa.REQUIRED)
+    return required
 
 
 def _injective(pattern: tuple[tuple[int, int], ...]) -> bool:
@@ -695,6 +762,19 @@ _NAMED_CHOICES: dict[str, frozenset[str]] = {
     "indirect": frozenset({"", "src", "dst"}),
     "kernel": frozenset(isa.GPSIMD_KERNELS),
 }
+
+
+def _plain_attr_ok(kind: str, value: object) -> bool:
+    """Whether `value` is a valid attribute of `kind` of the commonest sorts (a plain bool, a plain number, a
+    named choice); False means only that `_check_attr_value` must decide (and explain a refusal)."""
+    if kind == "bool":
+        return type(value) is bool
+    if kind == "number":
+        return type(value) is float or (type(value) is int and abs(value) < 2**63)
+    if kind == "int":
+        return type(value) is int and INT32_MIN <= value <= INT32_MAX
+    choices = _NAMED_CHOICES.get(kind)
+    return choices is not None and type(value) is str and value in choices
 
 
 def _check_attr_value(kind: str, value: object, where: str, target: Target) -> None:
@@ -997,6 +1077,9 @@ class _Interpreter:
     def nodes(self, nodes: Sequence[Node], state: _State, where: str) -> _State:
         self.visits += len(nodes)
         for position, node in enumerate(nodes):
+            if type(node) is Instruction:  # the common case first; `here` is formatted only where needed
+                self.instruction(node, state)
+                continue
             here = f"{where}[{position}]"
             if isinstance(node, Instruction):
                 self.instruction(node, state)
@@ -1063,8 +1146,17 @@ class _Interpreter:
 
     def instruction(self, inst: Instruction, state: _State) -> None:
         ops = self.v.operands[id(inst)]
+        regs = state.regs
         for operand in ops.values():
-            self.check_bounds(inst, operand, state)
+            # the bounds test of `check_bounds`, inline (once per operand per loop round), which reports a failure
+            offset_reg = operand.access.offset_reg
+            if offset_reg is None:
+                low = high = operand.access.offset
+            else:
+                reg = regs[offset_reg.index]
+                low, high = reg[0] + operand.access.offset, reg[1] + operand.access.offset
+            if low + operand.low < 0 or high + operand.high >= operand.size:
+                self.check_bounds(inst, operand, state)
         if inst.opcode == "nc_matmul":
             self.matmul_dst(inst, ops["dst"], state)
             return
@@ -1083,7 +1175,7 @@ class _Interpreter:
     def check_bounds(self, inst: Instruction, operand: _Operand, state: _State) -> None:
         offsets = self.offset_span(operand, state)
         low, high = offsets[0] + operand.low, offsets[1] + operand.high
-        size = operand.buffer.elements_per_row
+        size = operand.size
         if low >= 0 and high < size:
             return
         access = operand.access
