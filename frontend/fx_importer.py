@@ -36,6 +36,7 @@ named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and 
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import re
@@ -254,25 +255,36 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 def node_location(node: torch.fx.Node) -> Attribute:
     """`loc("model.l1"("file.py":12:0))` from a node's stack trace and module stack (unknown if absent)."""
-    trace = node.meta.get("stack_trace") or ""
-    frames = _FRAME.findall(trace)
+    frame = _last_frame(node.meta.get("stack_trace") or "")
     module_path = _module_path(node)
-    if not frames:
+    if frame is None:
         return NameLoc(StringAttr(module_path), UnknownLoc()) if module_path else UnknownLoc()
-    filename, line = frames[-1]
+    filename, line = frame
     return source_location(filename, int(line), 0, module_path)
+
+
+# Nodes traced from one source line share its stack trace (and nodes of one module its path): both are parsed
+# once per text, not once per node (the cache key and the importer spell every node's location).
+@functools.lru_cache(maxsize=4096)
+def _last_frame(trace: str) -> tuple[str, str] | None:
+    """(file, line) of the innermost frame of a stack trace, None if it has none."""
+    frames = _FRAME.findall(trace)
+    return frames[-1] if frames else None
 
 
 def _module_path(node: torch.fx.Node) -> str | None:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
     if not stack:
         return None
-    path = list(stack.values())[-1][0]
+    return _spelled_module_path(str(list(stack.values())[-1][0]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spelled_module_path(path: str) -> str:
     # Dynamo spells paths like "L['self'].layers[0].mlp": the root module is `model`
-    path = re.sub(r"^L\['[^']*'\]", "model", str(path))
+    path = re.sub(r"^L\['[^']*'\]", "model", path)
     path = re.sub(r"\[(\d+)\]", r".\1", path)
-    path = re.sub(r"\['([^']*)'\]", r".\1", path)
-    return path
+    return re.sub(r"\['([^']*)'\]", r".\1", path)
 
 
 def _target_name(node: torch.fx.Node) -> str:
@@ -765,8 +777,8 @@ def _node_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
         described = _constant_key(node, graph_module)
     else:
         described = _value_key(meta["val"]) if "val" in meta else "noval"
-    frames = _FRAME.findall(meta.get("stack_trace") or "")
-    location = f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+    frame = _last_frame(meta.get("stack_trace") or "")
+    location = f"{frame[0]}:{frame[1]}" if frame is not None else ""
     return (
         f"{node.op} {node.name} {_target_key(node.target)} {_argument_key(node.args)} "
         f"{_argument_key(node.kwargs)} : {described} @{location}|{_module_path(node)}"

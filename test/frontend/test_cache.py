@@ -1,6 +1,7 @@
 """The compile cache: memory and disk, validated on the way back, keyed by everything that shapes the code."""
 
 import numpy as np
+import pytest
 
 from neuron_mlir.frontend.cache import CompileCache, cache_key
 from neuron_mlir.runtime.hardware import Engine, Memory
@@ -55,6 +56,49 @@ def test_corrupt_entries_are_dropped_not_trusted(tmp_path):
     path.write_bytes(bytes(data))
     assert CompileCache(tmp_path).get("k") is None
     assert not path.exists()
+
+
+def _rewritten_entry(path, edit) -> None:
+    """Apply `edit` to the manifest of the bundle at `path` and write it back with a valid checksum: a file
+    that is intact as a file but says something wrong (a stale or hand-made entry, not a torn write)."""
+    from neuron_mlir.runtime import bundle
+
+    manifest, data = bundle.unpack(path.read_bytes())
+    edit(manifest)
+    path.write_bytes(bundle.pack(manifest, data))
+
+
+@pytest.mark.parametrize(
+    ("edit", "diagnostic"),
+    [
+        (lambda m: m["body"][1]["operands"]["dst"].update(offset="0"), "instruction 1, operand 'dst': offset"),
+        (lambda m: m["body"][1]["operands"]["src"]["pattern"].append([1]), "operand 'src': pattern[1]"),
+        (lambda m: m["body"][2].update(engine="warp"), "instruction 2: unknown engine 'warp'"),
+        (lambda m: m["body"][0].update(waits=[0.5]), "instruction 0: waits[0]: expected an integer"),
+        (lambda m: m["memory_plan"][2].update(memory="l3"), "memory_plan[2].memory: unknown memory 'l3'"),
+        (lambda m: m["body"][1]["attrs"].update(func="sparkle"), "attribute 'func': unknown value 'sparkle'"),
+        (lambda m: m["body"][1]["operands"]["dst"].update(partitions=200), "200 partitions"),
+    ],
+)
+def test_a_well_formed_file_with_a_wrong_field_is_refused_with_a_diagnostic(tmp_path, caplog, edit, diagnostic):
+    cache = CompileCache(tmp_path)
+    cache.put("k", _program())
+    path = tmp_path / "k.bundle"
+    _rewritten_entry(path, edit)
+    with caplog.at_level("WARNING", logger="neuron_mlir"):
+        assert CompileCache(tmp_path).get("k") is None
+    assert diagnostic in caplog.text
+    assert not path.exists()  # dropped, so the next compile writes a good one
+
+
+def test_a_bundle_read_back_equals_the_program_written(tmp_path):
+    from neuron_mlir.runtime import bundle
+
+    program = _program()
+    CompileCache(tmp_path).put("k", program)
+    loaded = CompileCache(tmp_path).get("k")
+    assert loaded is not None
+    assert bundle.programs_equal(loaded.program, program)
 
 
 def test_memory_only_cache(tmp_path):
@@ -293,3 +337,26 @@ def test_the_compiler_fingerprint_is_remembered_until_a_source_file_changes(tmp_
     monkeypatch.setattr(cache, "_FINGERPRINT", None)
     monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", "off")  # no directory, no memo: the digest of the sources
     assert cache.compiler_fingerprint() == edited
+
+
+def test_the_fingerprint_lists_each_source_once_when_packages_nest(tmp_path, monkeypatch):
+    """An installed layout holds the subpackages inside the top package: both roots reach them, once each."""
+    from neuron_mlir.frontend import cache
+
+    top = tmp_path / "neuron_mlir"
+    sub = top / "runtime"
+    (sub / "__pycache__").mkdir(parents=True)
+    (top / "__init__.py").write_text("")
+    (sub / "__init__.py").write_text("")
+    (sub / "bundle.py").write_text("x = 1\n")
+    (sub / "__pycache__" / "stale.py").write_text("")  # not a source
+    monkeypatch.setattr(cache, "_compiler_roots", lambda: [top, sub])
+    names = [name for _, name in cache._source_files()]
+    assert names == ["neuron_mlir/__init__.py", "neuron_mlir/runtime/__init__.py", "neuron_mlir/runtime/bundle.py"]
+
+    monkeypatch.setenv("NEURON_MLIR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)
+    first = cache.compiler_fingerprint()
+    monkeypatch.setattr(cache, "_FINGERPRINT", None)
+    (sub / "bundle.py").write_text("x = 22\n")  # an edit in the nested package changes the compiler
+    assert cache.compiler_fingerprint() != first
