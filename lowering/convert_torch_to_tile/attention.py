@@ -40,6 +40,11 @@ at -1e30 and row sums at 1e-30, so a row whose every key is masked with -inf giv
 kernel does; without one every row sees a key and needs neither. Causal masking adds -1e30 above the diagonal
 (from a GpSimdE iota of key minus query position, built once for all heads and added in PSUM by TensorE): the first
 chunk always holds key 0, so the running maximum is a real score and those entries vanish exactly.
+
+Causal trips know their query tiles at compile time (a loop of one trip per tile group, the heads still in a loop):
+query tile t reads keys [0, min(S, 128 (t + 1))) only, so the keys above the diagonal cost nothing, and only the
+chunk holding the tile's diagonal block gets the mask (none when every key precedes the tile's first row, L > S).
+Chunks of equal widths for every unit of a trip share one loop.
 """
 
 from __future__ import annotations
@@ -338,15 +343,30 @@ class _Attention:
         # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
         # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
         trips, extra = divmod(full, per_head)
-        collected = carry(
-            em,
-            0,
-            trips * per_head,
-            per_head,
-            collected,
-            lambda e, t0, values: trip(e, t0, per_head, values),
-            always_loop=self.pipelined,
-        )
+        if self.causal:
+            # Causal trips know their query tiles at compile time: a tile's keys end at its last row, so the keys
+            # above the diagonal are never multiplied, exponentiated or transposed. Each trip is a loop of one trip,
+            # so that its PSUM buffers are released before the next tile's.
+            for t0 in range(0, trips * per_head, per_head):
+                collected = carry(
+                    em,
+                    t0,
+                    t0 + 1,
+                    1,
+                    collected,
+                    lambda e, _, values, t0=t0: trip(e, t0, per_head, values),
+                    always_loop=True,
+                )
+        else:
+            collected = carry(
+                em,
+                0,
+                trips * per_head,
+                per_head,
+                collected,
+                lambda e, t0, values: trip(e, t0, per_head, values),
+                always_loop=self.pipelined,
+            )
         if extra:
             collected = carry(
                 em,
@@ -354,8 +374,8 @@ class _Attention:
                 trips * per_head + 1,
                 1,
                 collected,
-                lambda e, t0, values: trip(e, t0, extra, values),
-                always_loop=self.pipelined,
+                lambda e, _, values: trip(e, trips * per_head, extra, values),
+                always_loop=self.pipelined or self.causal,
             )
         if rest:
 
@@ -365,7 +385,7 @@ class _Attention:
                     self.store_unit(e, head.batch, full * PARTITION_TILE, out, lse)
                 return values
 
-            carry(em, 0, 1, 1, [], last, always_loop=self.pipelined)
+            carry(em, 0, 1, 1, [], last, always_loop=self.pipelined or self.causal)
         per_head_values = len(collected) // len(heads)
         for h, head in enumerate(heads if collected else []):
             self.store_rows(em, collected[h * per_head_values], self.out, head.batch, full)
@@ -442,27 +462,39 @@ class _Attention:
         other, where one unit alone would leave every engine waiting on the previous one."""
         units = [_Unit(head, t, em.mul(t, PARTITION_TILE), p) for head, t in spec]
         size = self.state_size
+        extents = [self.extent(unit) for unit in units]
 
-        def step(e: Emitter, k: Index, n: int, state: list[SSAValue] | None) -> list[SSAValue]:
-            operands = [unit.head.chunk_operands(e, k, n) for unit in units]
+        def step(
+            e: Emitter, k: Index, stop: int, widths: tuple[int, ...], state: list[SSAValue] | None
+        ) -> list[SSAValue]:
+            """Chunk k (of a run of chunks ending before `stop`) of every unit whose keys reach it (`widths[u]` keys;
+            0: unit u's keys ended before it)."""
+            active = [u for u, n in enumerate(widths) if n]
+            operands = [units[u].head.chunk_operands(e, k, widths[u]) for u in active]
             c0 = e.mul(k, self.chunk)
-            scores = [self.scores(e, unit, keys_t, c0, n) for unit, (keys_t, _) in zip(units, operands, strict=True)]
-            olds: list[list[SSAValue] | None] = [None] * len(units)
+            scores = [
+                self.scores(e, units[u], keys_t, c0, widths[u], self.masks_chunk(units[u], stop))
+                for u, (keys_t, _) in zip(active, operands, strict=True)
+            ]
+            olds: list[list[SSAValue] | None] = [None] * len(active)
             if state is not None:
-                olds = [state[size * u : size * u + size] for u in range(len(units))]
-            maxima, probabilities = self.exponentials(e, units, scores, olds, n)
-            products = self.products(e, units, probabilities, [values for _, values in operands], n)
-            new_state: list[SSAValue] = []
-            for unit, (new_max, negative), probs, product, old in zip(
-                units, maxima, probabilities, products, olds, strict=True
+                olds = [state[size * u : size * u + size] for u in active]
+            active_units = [units[u] for u in active]
+            maxima, probabilities = self.exponentials(e, active_units, scores, olds, [widths[u] for u in active])
+            products = self.products(
+                e, active_units, probabilities, [values for _, values in operands], [widths[u] for u in active]
+            )
+            new_state: list[SSAValue] = list(state) if state is not None else [None] * (size * len(units))  # type: ignore[list-item]
+            for u, unit, (new_max, negative), probs, product, old in zip(
+                active, active_units, maxima, probabilities, products, olds, strict=True
             ):
-                new_state += self.combine(e, unit.p, new_max, negative, probs, product, old)
+                new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, probs, product, old)
             return new_state
 
-        if self.keys <= self.chunk:
-            state = step(em, 0, self.keys, None)
+        if max(extents) <= self.chunk:
+            state = step(em, 0, 1, tuple(extents), None)
         else:
-            # Every chunk runs in a loop of its own (the partial last one in a loop of one trip): a loop body's
+            # Every chunk runs in a loop of its own (chunks of equal widths for every unit share one): a loop body's
             # PSUM buffers live for the whole body, so two chunks in one body would need twice the banks.
             state = []
             for _ in units:
@@ -470,15 +502,38 @@ class _Attention:
                 if not self.sum_column:
                     state.append(em.insert(tile.FillOp(0.0, _column(p))).result)
                 state.append(em.insert(tile.FillOp(0.0, _sbuf((p, self.product_width)))).result)
-            full, rest = divmod(self.keys, self.chunk)
-            for start, stop, size_ in ((0, full, self.chunk), (full, full + 1, rest)):
-                if size_ and stop > start:
-                    state = carry(
-                        em, start, stop, 1, state, lambda e, k, s, n=size_: step(e, k, n, s), always_loop=True
-                    )
+            chunks = -(-max(extents) // self.chunk)
+            runs: list[tuple[int, int, tuple[int, ...]]] = []
+            for k in range(chunks):
+                widths = tuple(max(0, min(self.chunk, extent - k * self.chunk)) for extent in extents)
+                if runs and runs[-1][2] == widths:
+                    runs[-1] = (runs[-1][0], k + 1, widths)
+                else:
+                    runs.append((k, k + 1, widths))
+            for start, stop, widths in runs:
+                state = carry(
+                    em, start, stop, 1, state, lambda e, k, s, w=widths, z=stop: step(e, k, z, w, s), always_loop=True
+                )
         return [self.finish(em, unit.p, state[size * u : size * u + size]) for u, unit in enumerate(units)]
 
     # ---- one chunk of keys -----------------------------------------------------------------------------------
+
+    def extent(self, unit: _Unit) -> int:
+        """Keys a unit reads: all of them, or with a causal mask and a query tile known at compile time, those up
+        to the end of the tile's 128-row block (a whole block: a partial block of keys is always the last one)."""
+        if self.causal and isinstance(unit.t, int):
+            return min(self.keys, (unit.t + 1) * PARTITION_TILE)
+        return self.keys
+
+    def masks_chunk(self, unit: _Unit, stop: int) -> bool:
+        """Whether a run of chunks ending before `stop` needs the causal mask for `unit`: only the chunk with the
+        tile's diagonal block does (its last), and none when every key comes before the tile's first row."""
+        if not self.causal:
+            return False
+        if not isinstance(unit.t, int):
+            return True
+        extent = self.extent(unit)
+        return stop == -(-extent // self.chunk) and extent > unit.t * PARTITION_TILE
 
     @property
     def product_width(self) -> int:
@@ -512,7 +567,7 @@ class _Attention:
         units: list[_Unit],
         scores: list[SSAValue],
         states: list[list[SSAValue] | None],
-        n: int,
+        widths: list[int],
     ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue]]:
         """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype."""
         maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
@@ -520,22 +575,25 @@ class _Attention:
             em.insert(
                 tile.UnaryOp(s, "exp", _sbuf((u.p, n), self.element_type), scale=self.exp_scale, bias=negative)
             ).result
-            for u, s, (_, negative) in zip(units, scores, maxima, strict=True)
+            for u, s, (_, negative), n in zip(units, scores, maxima, widths, strict=True)
         ]
         return maxima, probabilities
 
     def products(
-        self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], n: int
+        self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], widths: list[int]
     ) -> list[SSAValue]:
         """Every unit's p^T, then every unit's p @ V (with its sum column) in PSUM."""
-        transposed = [self.transposed(em, probs, u.p, n) for u, probs in zip(units, probabilities, strict=True)]
+        transposed = [
+            self.transposed(em, probs, u.p, n) for u, probs, n in zip(units, probabilities, widths, strict=True)
+        ]
         return [
             self.times_values(em, probs_t, rows, u.p, n)
-            for u, probs_t, rows in zip(units, transposed, values, strict=True)
+            for u, probs_t, rows, n in zip(units, transposed, values, widths, strict=True)
         ]
 
-    def scores(self, em: Emitter, unit: _Unit, keys_t: SSAValue, c0: Index, n: int) -> SSAValue:
-        """Q K^T[:, chunk] (+ mask) of one unit: in PSUM unscaled, or scaled in SBUF when a mask is added."""
+    def scores(self, em: Emitter, unit: _Unit, keys_t: SSAValue, c0: Index, n: int, causal: bool) -> SSAValue:
+        """Q K^T[:, chunk] (+ mask, + the causal mask when `causal`) of one unit: in PSUM unscaled, or scaled in
+        SBUF when a mask is added."""
         p = unit.p
         query_t = unit.head.query_t(em, unit.t, p)
         scores = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
@@ -543,11 +601,11 @@ class _Attention:
             scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
             mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
             scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
-        if self.causal and self.mask is None and self.identity is not None:
+        if causal and self.mask is None and self.identity is not None:
             identity = window(em, self.identity, [0], (p, p))
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
             scores = em.insert(tile.MatmulOp(identity, bias, scores.type, scores)).result
-        elif self.causal:
+        elif causal:
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
             scores = em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
         return scores

@@ -66,6 +66,34 @@ def test_attention_heads_and_tiles_share_trips(shape, causal):
         check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 2, 200, 384, 32),  # fewer queries than keys: the last tile's keys end at its block, not at S
+        (1, 2, 384, 200, 32),  # more queries than keys: tiles past S see every key, with no mask at all
+        (1, 3, 256, 300, 32),  # keys end in a partial block (inside the second tile's extent)
+        (1, 1, 512, 512, 64),  # one head: tiles of different extents share trips
+        (1, 2, 128, 128, 64),  # one query tile: only the diagonal block
+        (1, 1, 1100, 1100, 16),  # tiles of one, two and three chunks in one trip, then a partial tile
+    ],
+    ids=["fewer-queries", "more-queries", "partial-key-block", "one-head-four-tiles", "one-tile", "three-chunks"],
+)
+def test_causal_attention_skips_keys_above_the_diagonal(shape):
+    """Causal query tiles read keys only up to their last row (top-left aligned, as PyTorch defines is_causal
+    for L != S): every extent, chunk split and grouping of tiles gives the eager result."""
+    q, k, v = _inputs(*shape, torch.float32)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+
+
+def test_causal_attention_with_log_sum_exp_and_streamed_keys(monkeypatch):
+    """Rows streamed from HBM (one unit per trip, query tiles known at compile time) and the log-sum-exp."""
+    monkeypatch.setattr(attention, "body_budget_bytes", lambda em: 1024)
+    q, k, v = _inputs(1, 2, 300, 700, 32, torch.float32)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True), q, k, v)
+
+
 def test_attention_log_sum_exp_without_mask():
     q, k, v = _inputs(1, 3, 256, 384, 32, torch.float32)
     with torch.no_grad():
