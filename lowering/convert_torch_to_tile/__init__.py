@@ -13,7 +13,8 @@ name so that the frontend can run that node on the CPU instead.
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. An op whose results all hold no element lowers to views of a one-element allocation, whatever its
+random.py. An elementwise op of a matmul's result alone runs in the matmul's epilogue (epilogue.py). An op
+whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
 
@@ -38,6 +39,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, Lowering
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
+from neuron_mlir.lowering.convert_torch_to_tile.epilogue import reset as reset_epilogues
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
@@ -94,6 +97,16 @@ def _diagnostic(op: Operation, reason: str) -> PassFailedException:
     return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
 
 
+def _sole_user(op: Operation) -> bool:
+    """Whether `op` is the only user of each of its tensor operands, and each view op producing one of them the
+    only user of its own (so the producer under the views dies with `op`)."""
+    tensors = [value for value in op.operands if isinstance(value.type, TensorType)]
+    if not tensors or not all(value.has_one_use() for value in tensors):
+        return False
+    producers = [value.owner for value in tensors if isinstance(value.owner, Operation)]
+    return all(_sole_user(producer) for producer in producers if producer.name in VIEW_LOWERINGS)
+
+
 def _value_name(op: Operation) -> str | None:
     return op.results[0].name_hint if op.results else None
 
@@ -133,6 +146,7 @@ def _convert_function(function: func.FuncOp) -> None:
 
     constants: dict[int, SSAValue] = {}
     lowered: list[Operation] = []
+    reset_epilogues()
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
@@ -158,7 +172,8 @@ def _convert_function(function: func.FuncOp) -> None:
                     empty_tensor(emitter, r.type) if isinstance(r.type, TensorType) else None for r in op.results
                 ]
             else:
-                results = lowering(emitter, op, arguments)
+                fused = fuse_into_producer(emitter, op, arguments, lowering, _sole_user(op))
+                results = fused if fused is not None else lowering(emitter, op, arguments)
         except LoweringRefused as refusal:
             refusal.value_name = _value_name(op)
             raise

@@ -18,7 +18,8 @@ arithmetic is exact integer arithmetic on GpSimdE: 32-bit, or 64-bit when a tens
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,9 +257,28 @@ def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
     return TileType(result.get_shape(), element_type or result.element_type, Memory.SBUF)
 
 
+# While a lowering runs under `capture_elementwise`, `elementwise` records its operands and per-tile compute here
+# instead of emitting a loop nest (epilogue.py fuses the compute into the producer of its operand).
+_captured: list[tuple[list[SSAValue], TileCompute]] | None = None
+
+
+@contextmanager
+def capture_elementwise() -> Iterator[list[tuple[list[SSAValue], TileCompute]]]:
+    """Within the block, calls of `elementwise` are recorded (operands, compute) in the yielded list, not emitted."""
+    global _captured
+    outer, _captured = _captured, []
+    try:
+        yield _captured
+    finally:
+        _captured = outer
+
+
 def elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: Sequence[str], compute: TileCompute):
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
+    if _captured is not None:
+        _captured.append((values, compute))
+        return [None]
     return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
 
 

@@ -33,7 +33,7 @@ element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.dialects import scf
@@ -51,11 +51,11 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     result_shape,
-    store,
     to_sbuf,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.epilogue import register_stores
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
@@ -193,6 +193,7 @@ def emit_matmul(
         inner.for_tiles(m, block_m, lambda e, m0, size: kernel.block_row(e, batch, m0, size, n))
 
     batches(em, batch_shape, [])
+    register_stores(out, kernel.stores)  # an elementwise op of the product may run in its epilogue
     return out
 
 
@@ -271,6 +272,7 @@ class _Kernel:
     evacuations: int = 0
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
+    stores: list[tile.StoreOp] = field(default_factory=list)  # the stores of the output's tiles
 
     # ---- structure -------------------------------------------------------------------------------------------
 
@@ -334,7 +336,8 @@ class _Kernel:
             result_type = TileType((m_size, c_size), self.out_element_type, Memory.SBUF)
             indices = [*batch, m0, c0]
             finish = self.epilogue or self.evacuate
-            store(em, finish(em, accs[index], indices, result_type), self.out, indices)
+            value = finish(em, accs[index], indices, result_type)
+            self.stores.append(em.insert(tile.StoreOp(value, self.out, [em.index(i) for i in indices])))
 
     def accumulate(
         self,

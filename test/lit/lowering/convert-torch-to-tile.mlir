@@ -102,8 +102,9 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK:         tile.binary %[[P2]], %[[B]] {op = "add"} : (!tile.tile<37x512xf32, psum>, !tile.tile<37x512xf32, sbuf>)
 // The remaining 8 columns are a block of their own.
 // CHECK:         tile.matmul {{.*}} -> !tile.tile<37x8xf32, psum>
-// relu of a contiguous 37x520 tensor is viewed as 104 partitions x 185 elements, so every lane works.
-// CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<104x185xf32, sbuf>) -> !tile.tile<104x185xf32, sbuf>
+// relu, the only user of the product, runs on each tile as it is stored (epilogue.py): no loop nest of its own.
+// CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<37x8xf32, sbuf>) -> !tile.tile<37x8xf32, sbuf>
+// CHECK-NEXT:    tile.store %{{.*}}, %relu[%c0, %c512]
 // K = 520 has four full tiles: after the first pair of chunks, a loop over pairs carries the PSUM accumulator.
 // CHECK:         scf.for %{{.*}} = %c2 to %c4 step %c2 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
 // CHECK-NOT:     torch.aten
