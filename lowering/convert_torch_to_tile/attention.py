@@ -283,10 +283,7 @@ class _Attention:
         queries_t: list[SSAValue | None] = [None] * len(batches)
         if self.keep_keys:
             key_rows = [self.load_rows(em, self.key, batch, 0, self.keys, self.head) for batch in batches]
-            values = [
-                self.with_ones(em, self.load_rows(em, self.value, batch, 0, self.keys, self.value_head))
-                for batch in batches
-            ]
+            values = [self.load_rows(em, self.value, batch, 0, self.keys, self.value_head) for batch in batches]
         if self.keep_queries:
             # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the units' work.
             query_rows = [self.load_rows(em, self.query, batch, 0, self.length, self.head) for batch in batches]
@@ -294,6 +291,9 @@ class _Attention:
             keys_t = list(self.transpose_rows(em, key_rows, self.keys))
         if self.keep_queries:
             queries_t = list(self.transpose_rows(em, query_rows, self.length, self.query_scale))
+        # The ones columns after the transposes: their copies wait for the value loads, and an engine queue that
+        # reached them first would hold back the transposes' evacuations behind them.
+        values = [None if rows is None else self.with_ones(em, rows) for rows in values]
 
         def head(
             batch: list[Index], head_keys_t: SSAValue | None, value_rows: _Rows | None, head_queries_t: SSAValue | None
