@@ -13,7 +13,8 @@ name so that the frontend can run that node on the CPU instead.
 Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. An elementwise op of a matmul's result alone runs in the matmul's epilogue (epilogue.py). An op
+random.py. An elementwise op taking a matmul's result (and nothing else using it) runs in the matmul's epilogue
+(epilogue.py). An op
 whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
@@ -97,14 +98,16 @@ def _diagnostic(op: Operation, reason: str) -> PassFailedException:
     return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
 
 
-def _sole_user(op: Operation) -> bool:
-    """Whether `op` is the only user of each of its tensor operands, and each view op producing one of them the
-    only user of its own (so the producer under the views dies with `op`)."""
-    tensors = [value for value in op.operands if isinstance(value.type, TensorType)]
-    if not tensors or not all(value.has_one_use() for value in tensors):
+def _sole_use(value: SSAValue) -> bool:
+    """Whether tensor `value` has one user and, when a view op produces it, that view op is the only user of each
+    of its own tensor operands, recursively (so the producer under the views dies with the user)."""
+    if not value.has_one_use():
         return False
-    producers = [value.owner for value in tensors if isinstance(value.owner, Operation)]
-    return all(_sole_user(producer) for producer in producers if producer.name in VIEW_LOWERINGS)
+    producer = value.owner
+    if not isinstance(producer, Operation) or producer.name not in VIEW_LOWERINGS:
+        return True
+    tensors = [operand for operand in producer.operands if isinstance(operand.type, TensorType)]
+    return bool(tensors) and all(_sole_use(operand) for operand in tensors)
 
 
 def _value_name(op: Operation) -> str | None:
@@ -172,7 +175,10 @@ def _convert_function(function: func.FuncOp) -> None:
                     empty_tensor(emitter, r.type) if isinstance(r.type, TensorType) else None for r in op.results
                 ]
             else:
-                fused = fuse_into_producer(emitter, op, arguments, lowering, _sole_user(op))
+                sole_uses = {
+                    mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
+                }
+                fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
                 results = fused if fused is not None else lowering(emitter, op, arguments)
         except LoweringRefused as refusal:
             refusal.value_name = _value_name(op)

@@ -1,6 +1,8 @@
 """Matmul epilogues compiled for the simulated NeuronCore against eager: a 16-bit addmm's row bias added in PSUM
 by TensorE, and elementwise ops of a matmul's result fused into its evacuation (lowering/convert_torch_to_tile/
-epilogue.py), including through reshapes and when the product has other users (then nothing is fused).
+epilogue.py), including through reshapes, with further operands (a residual, broadcast, transposed or sliced
+operands, an input also returned, another product) and when fusing is not allowed (the product has other users,
+or another operand is computed after the matmul).
 
 Shapes avoid multiples of the tile sizes (128 partitions, 512-wide PSUM banks).
 """
@@ -38,6 +40,19 @@ CASES = [
     ("bmm_tanh", lambda a, b: torch.tanh(torch.bmm(a, b)), [(3, 5, 129), (3, 129, 7)]),
     ("mm_relu_shared", lambda a, b: _shared(a @ b), [(37, 129), (129, 130)]),
     ("mm_then_binary", lambda a, b, c: (a @ b) * c, [(37, 129), (129, 130), (37, 130)]),
+    (
+        "linear_residual_bf16",
+        lambda x, w, b: F.linear(x.bfloat16(), w.bfloat16(), b.bfloat16()) + x.bfloat16(),
+        [(2, 65, 200), (200, 200), (200,)],
+    ),
+    ("mm_plus_broadcast_row", lambda a, b, c: torch.add(a @ b, c, alpha=0.5), [(37, 129), (129, 530), (530,)]),
+    ("mm_plus_broadcast_column", lambda a, b, c: c - a @ b, [(130, 129), (129, 70), (130, 1)]),
+    ("mm_plus_transposed", lambda a, b, c: (a @ b) + c.t(), [(130, 129), (129, 70), (70, 130)]),
+    ("bmm_times_sliced", lambda a, b, c: torch.bmm(a, b) * c[:, ::2], [(3, 5, 129), (3, 129, 7), (3, 10, 7)]),
+    ("mm_bf16_plus_fp32", lambda a, b, c: (a.bfloat16() @ b.bfloat16()) + c, [(37, 129), (129, 130), (37, 130)]),
+    ("mm_plus_returned_input", lambda a, b, c: ((a @ b) + c, c), [(37, 129), (129, 130), (37, 130)]),
+    ("two_products", lambda a, b, c: (a @ b) + (a @ c), [(37, 129), (129, 130), (129, 130)]),
+    ("later_operand", lambda a, b, c: (a @ b) + torch.relu(c), [(37, 129), (129, 130), (37, 130)]),
 ]
 
 
