@@ -20,7 +20,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
-  tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop.
+  tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop. When the
+  block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
 * After the last K tile the block's accumulators are evacuated (alternately on VectorE and ScalarE, so they
@@ -153,6 +154,12 @@ def choose_blocking(
     else:
         chunk_tiles = MOVING_CHUNK_BYTES // (block_n * itemsize)
     chunk_tiles = max(1, min(chunk_tiles, panel_tiles // MIN_CHUNKS))
+    if not rhs_transposed and hoisted and panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES:
+        # A short K: the block's whole B is one pair of chunks, loaded at the block's start with no chunk loop.
+        # A chunk loop of one or two trips reuses its buffers, so each trip's loads would wait for the last one's
+        # matmuls (exposed DMA latency); without it the block loop is the innermost loop with DMAs, which
+        # neuron-unroll-loops doubles: the next block's loads and accumulators get buffers of their own.
+        chunk_tiles = max(1, -(-panel_tiles // 2))
     return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted)
 
 
