@@ -76,7 +76,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, split_axis, window
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import Memory, Target
 
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu"
 # Floor of the running row maximum, and the causal mask's additive bias: far below any score, yet finite, so
@@ -197,20 +197,24 @@ class _Attention:
         # with a DMA would be unrolled by neuron-unroll-loops, doubling its PSUM banks.
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
         self.units_per_trip = self.trip_units(em) if self.pipelined else 1
-        # Pipelined heads keep Q^T scaled (one multiply per 128 queries instead of one per score row), so the
-        # exponentials' bias is -rowmax: the reduce's own negation.
+        # Pipelined heads keep Q^T scaled (one multiply of the head's query rows before their transposes instead
+        # of one per score row), so the exponentials' bias is -rowmax: the reduce's own negation.
         self.query_scale = 1.0
         if self.pipelined:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
 
-    def trip_units(self, em: Emitter) -> int:
-        """Units per pipelined trip: three when their PSUM fits (each unit holds a bank for its scores, one for its
-        product, and its p^T blocks; a loop body's buffers are all live at once), else two."""
+    @staticmethod
+    def target(em: Emitter) -> Target:
         from neuron_mlir.ir.dialects.neuron import target_of
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
         anchor = em.anchor if em.anchor is not None else em.block.parent_op()
-        target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+        return target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+
+    def trip_units(self, em: Emitter) -> int:
+        """Units per pipelined trip: three when their PSUM fits (each unit holds a bank for its scores, one for its
+        product, and its p^T blocks; a loop body's buffers are all live at once), else two."""
+        target = self.target(em)
         bank = target.psum_bank_bytes
         itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
         blocks = -(-min(self.keys, self.chunk) // PARTITION_TILE)
@@ -290,7 +294,9 @@ class _Attention:
         if self.keep_keys:
             keys_t = list(self.transpose_rows(em, key_rows, self.keys))
         if self.keep_queries:
-            queries_t = list(self.transpose_rows(em, query_rows, self.length, self.query_scale))
+            if self.query_scale != 1.0:
+                query_rows = [self.scaled(em, rows, self.query_scale) for rows in query_rows]
+            queries_t = list(self.transpose_rows(em, query_rows, self.length))
         # The ones columns after the transposes: their copies wait for the value loads, and an engine queue that
         # reached them first would hold back the transposes' evacuations behind them.
         values = [None if rows is None else self.with_ones(em, rows) for rows in values]
@@ -432,17 +438,27 @@ class _Attention:
         last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
         return _Rows(full, last, width)
 
-    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int, scale: float = 1.0) -> list[SSAValue]:
-        """K^T [E, count] (times `scale`) of each key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
+    def scaled(self, em: Emitter, rows: _Rows, scale: float) -> _Rows:
+        """The rows times `scale`, in their dtype: one multiply per DMA'd matrix, before the transposes, instead of
+        one per transposed block between its PSUM evacuation and its copy into the transposed tile (the transpose
+        is exact, so the product rounds to the same values either way)."""
+
+        def times(value: SSAValue | None) -> SSAValue | None:
+            if value is None:
+                return None
+            result = _sbuf(value.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
+            return em.insert(tile.BinaryScalarOp(value, "multiply", result, scalar=scale)).result
+
+        return _Rows(times(rows.full), times(rows.last), rows.width, rows.first)
+
+    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int) -> list[SSAValue]:
+        """K^T [E, count] of each key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
         empty = _sbuf((self.head, count), self.element_type)
         transposed = [em.insert(tile.EmptyOp(empty)).result for _ in rows]
         blocks, rest = divmod(count, PARTITION_TILE)
 
         def piece(e: Emitter, rows: _Rows, t: Index, size: int, value: SSAValue) -> SSAValue:
             block = e.insert(tile.TransposeOp(rows.block(e, t, size))).result
-            if scale != 1.0:
-                scaled = _sbuf(block.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
-                block = e.insert(tile.BinaryScalarOp(block, "multiply", scaled, scalar=scale)).result
             return e.insert(tile.InsertOp(block, value, [e.index(e.mul(t, PARTITION_TILE))])).result
 
         def pieces(e: Emitter, t: Index, size: int, values: list[SSAValue]) -> list[SSAValue]:
@@ -701,7 +717,14 @@ class _Attention:
         guarded = row_sum
         if self.mask is not None:  # without one, every row sums to at least 1 (its maximum's exp(0))
             guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
-        inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
+        if guarded is row_sum and self.sum_column and self.product_width <= 2 * self.target(em).scalar_min_cycles:
+            # The reciprocal of the whole (narrow) product, read where TensorE left it, costs about what the sum
+            # column's own reciprocal does, where that column would first be copied out of PSUM; only its last
+            # column (1 / l) is used, as the scalar column the multiply reads in place.
+            inverses = em.insert(tile.UnaryOp(out, "reciprocal", _sbuf((p, self.product_width)))).result
+            inverse = window(em, inverses, [self.value_head], (p, 1))
+        else:
+            inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
         out_type = _sbuf((p, self.product_width), self.out_type)
         result = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
         result = window(em, result, [0], (p, self.value_head))
