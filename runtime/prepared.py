@@ -6,7 +6,9 @@ views and attributes. The simulator (`runtime.simulator`, `execute_data`) record
 
 * an instance becomes a call of its `runtime.semantics` function with the views and attributes it was recorded
   with (`functools.partial`), or, for the common forms below, a *prepared* step;
-* a loop nest that ran batched (`runtime.vectorize`) becomes its `Batch.run`.
+* a loop nest that ran batched (`runtime.vectorize`) becomes its batch's steps, one per batched instruction,
+  each prepared as an instance is (below, with the lane dimensions in front), then the write-back of its private
+  bytes; a batch split across threads stays one step, its `Batch.run`.
 
 A prepared step is the semantics function's own fast path with every decision that depends only on shapes,
 dtypes, strides, memory layout and attribute values (all fixed for a recorded instance) taken once, while
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import alu, semantics
+from neuron_mlir.runtime import alu, batched, semantics
 from neuron_mlir.runtime.hardware import Engine, Target
 
 Step = Callable[[], None]
@@ -50,9 +52,30 @@ class Tape:
                 step()
 
 
-def batch_step(batch: Any) -> Step:
-    """A batched loop nest (`vectorize.Batch`) as a step."""
-    return batch.run
+def batch_steps(batch: Any) -> list[Step]:
+    """A batched loop nest (`vectorize.Batch`) as steps: its own when one thread runs it, else its `run`."""
+    if len(batch.parts) != 1:
+        return [batch.run]
+    return [*batch.parts[0], *(_copy_into(real, shadow) for real, shadow in batch.write_back)]
+
+
+def lane_step(
+    opcode: str,
+    views: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any],
+    engine: Engine,
+    target: Target,
+    nl: int,
+) -> Step:
+    """One instruction of a batched nest over `nl` lane dimensions (`runtime.batched`) as a step: prepared when
+    its form allows, else its batched function."""
+    function = batched.BATCHED[opcode]
+    prepare = _PREPARERS.get(opcode)
+    if prepare is not None:
+        step = prepare(views, attrs, engine, target, nl)
+        if step is not None:
+            return step
+    return functools.partial(function, views, attrs, engine, target, nl)
 
 
 def instance_step(
@@ -66,7 +89,7 @@ def instance_step(
     """One recorded instance as a step: prepared when its form allows, else its semantics function."""
     prepare = _PREPARERS.get(opcode)
     if prepare is not None and function is semantics.SEMANTICS[opcode]:
-        step = prepare(views, attrs, engine, target)
+        step = prepare(views, attrs, engine, target, 0)
         if step is not None:
             return step
     return functools.partial(function, views, attrs, engine, target)
@@ -83,16 +106,16 @@ def _view(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         return None
 
 
-def _rows(array: np.ndarray) -> np.ndarray | None:
-    """`semantics._rows(array)` as a view, or None."""
-    return _view(array, (array.shape[0], -1))
+def _rows(array: np.ndarray, nl: int) -> np.ndarray | None:
+    """`semantics._rows(array)` (`batched._rows(array, nl)` over lanes) as a view, or None."""
+    return _view(array, (*array.shape[: nl + 1], -1))
 
 
-def _f32_rows(array: np.ndarray) -> np.ndarray | None:
-    """`alu.to_f32(semantics._rows(array))` as a view (an fp32 operand), or None."""
+def _f32_rows(array: np.ndarray, nl: int) -> np.ndarray | None:
+    """`alu.to_f32(_rows(array, nl))` as a view (an fp32 operand), or None."""
     if array.dtype != F32:
         return None
-    return _rows(array)
+    return _rows(array, nl)
 
 
 def _copy_into(dst: np.ndarray, values: np.ndarray) -> Step:
@@ -100,7 +123,7 @@ def _copy_into(dst: np.ndarray, values: np.ndarray) -> Step:
 
 
 def _prepare_dma_copy(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes
     src, dst = ops["src"], ops["dst"]
@@ -111,42 +134,42 @@ def _prepare_dma_copy(
 
 
 def _prepare_tensor_copy(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_copy with equal dtypes: dst[...] = _rows(src).reshape(dst.shape)
     src, dst = ops["src"], ops["dst"]
     if src.dtype != dst.dtype:
         return None
-    rows = _rows(src)
+    rows = _rows(src, nl)
     values = _view(rows, dst.shape) if rows is not None else None
     return _copy_into(dst, values) if values is not None else None
 
 
-def _into_rows(dst: np.ndarray, *shapes: tuple[int, ...]) -> np.ndarray | None:
-    """`semantics.writable_rows(dst)` when its shape is the operands' broadcast shape (binary_into's test)."""
-    rows = semantics.writable_rows(dst, 0)
+def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...]) -> np.ndarray | None:
+    """`semantics.writable_rows(dst, nl)` when its shape is the operands' broadcast shape (binary_into's test)."""
+    rows = semantics.writable_rows(dst, nl)
     if rows is None or rows.shape != np.broadcast_shapes(*shapes):
         return None
     return rows
 
 
 def _prepare_tensor_tensor(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_tensor through binary_into: ufunc(to_f32(rows(in0)), to_f32(rows(in1)), out=rows(dst))
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
     if ufunc is None or semantics._integer_domain(engine, [in0, in1], []):
         return None
-    lhs, rhs = _f32_rows(in0), _f32_rows(in1)
+    lhs, rhs = _f32_rows(in0, nl), _f32_rows(in1, nl)
     if lhs is None or rhs is None:
         return None
-    rows = _into_rows(dst, lhs.shape, rhs.shape)
+    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
     return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
 
 
 def _prepare_tensor_scalar(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout)
     src, dst = ops["src"], ops["dst"]
@@ -155,7 +178,7 @@ def _prepare_tensor_scalar(
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     if semantics._integer_domain(engine, tensors, immediates):
         return None
-    values = _f32_rows(src)
+    values = _f32_rows(src, nl)
     if values is None:
         return None
     used = []
@@ -166,7 +189,7 @@ def _prepare_tensor_scalar(
         vector = ops.get(role)
         scalar: Any = attrs.get(scalar_name, 0.0)
         if vector is not None:
-            scalar = _f32_rows(vector)
+            scalar = _f32_rows(vector, nl)
             if scalar is None:
                 return None
         used.append((op, scalar, bool(attrs.get(reverse_name))))
@@ -179,12 +202,12 @@ def _prepare_tensor_scalar(
     last_scalar = alu.to_f32(scalar)  # binary_into widens its operands; an immediate becomes an fp32 0-d array
     if len(used) == 1:
         lhs, rhs = (last_scalar, values) if reverse else (values, last_scalar)
-        rows = _into_rows(dst, lhs.shape, rhs.shape)
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
         return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
     first_op, first_scalar, first_reverse = used[0]
     a, b = (first_scalar, values) if first_reverse else (values, first_scalar)
     intermediate = np.broadcast_shapes(np.shape(a), np.shape(b))
-    rows = _into_rows(dst, intermediate, last_scalar.shape)
+    rows = _into_rows(dst, nl, intermediate, last_scalar.shape)
     if rows is None:
         return None
     binary, to_f32 = alu.binary, alu.to_f32
@@ -200,26 +223,26 @@ def _prepare_tensor_scalar(
 
 
 def _prepare_activation(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.activation through activation_into (no accumulate_dst, a one-ufunc function, fp32 operands)
     src, dst = ops["src"], ops["dst"]
     if ops.get("accumulate_dst") is not None:
         return None
     in_place = semantics._IN_PLACE_ACTIVATIONS.get(attrs["func"])
-    x = _f32_rows(src)
+    x = _f32_rows(src, nl)
     if in_place is None or x is None:
         return None
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
     scale: Any = np.float32(attrs.get("scale", 1.0))
     if scale_vector is not None:
-        scale = _f32_rows(scale_vector)
+        scale = _f32_rows(scale_vector, nl)
     shift: Any = np.float32(attrs.get("bias_value", 0.0))
     if bias is not None:
-        shift = _f32_rows(bias)
+        shift = _f32_rows(bias, nl)
     if scale is None or shift is None:
         return None
-    rows = _into_rows(dst, x.shape, np.shape(scale), np.shape(shift))
+    rows = _into_rows(dst, nl, x.shape, np.shape(scale), np.shape(shift))
     if rows is None or any(np.may_share_memory(rows, v) for v in (scale_vector, bias) if v is not None):
         return None
     if isinstance(scale, np.float32) and scale == 1:
@@ -239,20 +262,20 @@ def _prepare_activation(
 
 
 def _prepare_nc_matmul(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.nc_matmul through matmul_into's in-place branch, or a transpose by an identity
     stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
     if stationary.dtype != F32 or moving.dtype != F32:
         return None
-    k = stationary.shape[0]
-    stationary2, moving2 = _view(stationary, (k, -1)), _view(moving, (k, -1))
+    lead, k = stationary.shape[:nl], stationary.shape[nl]
+    stationary2, moving2 = _view(stationary, (*lead, k, -1)), _view(moving, (*lead, k, -1))
     if stationary2 is None or moving2 is None:
         return None
     if attrs.get("is_transpose"):
-        return _prepare_transpose(ops, attrs, engine, target, stationary2, moving2)
+        return _prepare_transpose(ops, attrs, engine, target, nl, stationary2, moving2)
     lhs, rhs = np.swapaxes(stationary2, -1, -2), moving2
-    rows = semantics.writable_rows(dst, 0)
+    rows = semantics.writable_rows(dst, nl)
     if rows is None or rows.shape != (*lhs.shape[:-1], rhs.shape[-1]):
         return None
     if attrs.get("accumulate"):
@@ -269,40 +292,52 @@ def _prepare_transpose(
     attrs: Mapping[str, Any],
     engine: Engine,
     target: Target,
+    nl: int,
     stationary2: np.ndarray,
     moving2: np.ndarray,
 ) -> Step | None:
     # semantics.nc_matmul with is_transpose: whether the stationary is an identity is data, tested on every run;
-    # when it is, dst = moving^T (equal dtypes: store converts nothing), else the semantics function's product
+    # when it is, dst = moving^T (equal dtypes: store converts nothing), else the semantics function's product.
+    # Over lanes (batched.nc_matmul): when every lane's stationary is an identity, else the batched function,
+    # which sorts out lanes that differ.
     dst = ops["dst"]
-    rows, columns = stationary2.shape
+    rows, columns = stationary2.shape[-2:]
     if not target.matmul_transpose_bit_exact or rows != columns or dst.dtype != moving2.dtype:
         return None
     eye = semantics.identity_matrix(rows)
-    eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes()
-    function = semantics.nc_matmul
+    probe, count = stationary2, 1
+    if nl and all(stride == 0 for stride in stationary2.strides[:nl]):  # one matrix for all lanes: test it once
+        probe = stationary2[(0,) * nl]
+    elif nl:
+        count = int(np.prod(stationary2.shape[:nl]))
+    eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes() * count
+    shape = dst.shape
+    if nl:
+        function: Step = functools.partial(batched.nc_matmul, ops, attrs, engine, target, nl)
+    else:
+        function = functools.partial(semantics.nc_matmul, ops, attrs, engine, target)
 
     def step() -> None:
         # semantics._is_identity of an fp32 matrix, `(stationary == eye).all()`: equal bytes decide it at half
         # the cost (the same bits are the same numbers, and the identity has no NaN); other bytes may still be
         # equal numbers (-0.0 for 0.0), so they take the elementwise test
-        if stationary2.tobytes() == eye_bytes or (stationary2 == eye).all():
-            dst[...] = np.ascontiguousarray(moving2.T).reshape(dst.shape)
+        if probe.tobytes() == eye_bytes or (probe == eye).all():
+            dst[...] = np.ascontiguousarray(np.swapaxes(moving2, -1, -2)).reshape(shape)
         else:
-            function(ops, attrs, engine, target)
+            function()
 
     return step
 
 
 def _prepare_affine_select(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.affine_select: which elements come from on_true depends on the attributes only, computed once
     dst, on_true = ops["dst"], ops["on_true"]
-    values = _rows(on_true) if on_true.dtype == dst.dtype else None
+    values = _rows(on_true, nl) if on_true.dtype == dst.dtype else None
     if values is None:
         return None
-    chosen = semantics._COMPARE_ZERO[attrs["cmp"]](semantics.affine_values(dst.shape[0], attrs))
+    chosen = semantics._COMPARE_ZERO[attrs["cmp"]](semantics.affine_values(dst.shape[nl], attrs))
     chosen.flags.writeable = False
     on_false = semantics._immediate_as(attrs["on_false_value"], dst.dtype)
     shape = dst.shape
@@ -314,7 +349,7 @@ def _prepare_affine_select(
 
 
 def _prepare_memset(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.memset: the value is an immediate, converted once
     dst = ops["dst"]
@@ -322,17 +357,19 @@ def _prepare_memset(
 
 
 def _prepare_iota(
-    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.iota: the values depend on the attributes only, computed once
     dst = ops["dst"]
-    values = alu.cast(semantics.affine_values(dst.shape[0], attrs), dst.dtype).reshape(dst.shape)
+    values = alu.cast(semantics.affine_values(dst.shape[nl], attrs), dst.dtype).reshape(dst.shape[nl:])
     values = np.array(values, copy=True)  # the tape's own: nothing else may write it
     values.flags.writeable = False
     return _copy_into(dst, values)
 
 
-_PREPARERS: dict[str, Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Engine, Target], Step | None]] = {
+# Each takes the operands' views (with `nl` leading lane dimensions), the attributes, the engine, the target and
+# `nl`, and returns the prepared step or None.
+_PREPARERS: dict[str, Callable[..., Step | None]] = {
     "dma_copy": _prepare_dma_copy,
     "tensor_copy": _prepare_tensor_copy,
     "tensor_tensor": _prepare_tensor_tensor,

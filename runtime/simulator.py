@@ -871,7 +871,7 @@ class _Simulator:
             else:
                 regs[:] = exit_registers
                 if self._taping is not None:
-                    self._taping.append(prepared.batch_step(batch))
+                    self._taping.extend(prepared.batch_steps(batch))
             batch.run()
             return
         recording = vectorize.Recording(nest, trips)
@@ -891,7 +891,7 @@ class _Simulator:
             self._replay(recording)
             return
         if self._taping is not None:
-            self._taping.append(prepared.batch_step(batch))
+            self._taping.extend(prepared.batch_steps(batch))
         if len(nest.batches) >= vectorize.MAX_BATCHES:
             nest.batches.pop(next(iter(nest.batches)))
         nest.batches[entry] = (batch, list(regs))

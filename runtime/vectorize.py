@@ -43,6 +43,7 @@ Loops that fail a check run sequentially (and are not tried again, leaving inner
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_mlir.runtime import batched
+from neuron_mlir.runtime import batched, prepared
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
 from neuron_mlir.runtime.validate import _injective
 
@@ -558,7 +559,7 @@ class Batch:
         # Worker w runs the lanes [bounds[w], bounds[w + 1]) of the first lane dimension, chunk by chunk.
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
-        self.parts: list[list[tuple]] = []
+        self.parts: list[list[prepared.Step]] = []
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
             steps: list[tuple] = []
@@ -582,15 +583,15 @@ class Batch:
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
-    ) -> list[tuple]:
-        """(function, operand views, attrs, lane dimensions or opcode) per instruction of one chunk."""
+    ) -> list[prepared.Step]:
+        """One step per instruction of one chunk, prepared (`runtime.prepared`) where its form allows."""
         nest, plans, target = self.nest, self.sim.plans, self.sim.target
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
                 private_views[key] = _private_view(info, shadows, lanes)
         nl = len(lanes)
-        steps: list[tuple] = []
+        steps: list[prepared.Step] = []
         seen: dict[int, int] = {}
         for index in self.sequence:
             rep = seen.get(index, 0)
@@ -615,9 +616,9 @@ class Batch:
                     attrs[name] = value
             engine = plan.inst.engine
             if per_lane:
-                steps.append((_lanewise, views, attrs, engine, target, (plan.inst.opcode, nl)))
+                steps.append(functools.partial(batched.lanewise, plan.inst.opcode, views, attrs, engine, target, nl))
             else:
-                steps.append((batched.BATCHED[plan.inst.opcode], views, attrs, engine, target, nl))
+                steps.append(prepared.lane_step(plan.inst.opcode, views, attrs, engine, target, nl))
         return steps
 
     def run(self) -> None:
@@ -647,13 +648,12 @@ class Batch:
         )
 
 
-def _run_steps(steps: list[tuple]) -> None:
-    for function, views, attrs, engine, target, lanes in steps:
-        function(views, attrs, engine, target, lanes)
-
-
-def _lanewise(views: dict, attrs: dict, engine: Any, target: Any, how: tuple[str, int]) -> None:
-    batched.lanewise(how[0], views, attrs, engine, target, how[1])
+def _run_steps(steps: list[prepared.Step]) -> None:
+    # prepared steps leave floating-point errors to their caller, as a tape does (`runtime.prepared`); the
+    # setting is per thread
+    with np.errstate(all="ignore"):
+        for step in steps:
+            step()
 
 
 def _shadows(sim: _Simulator, nest: Nest, worker: int, lanes: int) -> list[np.ndarray]:

@@ -163,7 +163,9 @@ def test_loops_batched_and_sequential_replay_the_same():
         b.dma(b.ap(y, [(112, 128), (1, 16)], offset=96), b.ap(t), queue=2)
     program = b.build()
     steps = _assert_runs_match_the_plain_path(program)
-    assert any(getattr(step, "__self__", None) is not None for step in steps)  # a batch's run
+    # the batched loop replays as its three instructions over all lanes (and the write-back of its private tile),
+    # not as 6 x 3 instances; the sequential loop instance by instance
+    assert len(steps) < 6 + 3 * 2
 
 
 @pytest.mark.parametrize("name", ["softmax_512x512", "matmul_384x128x1024", "rowsum_scale_1024x512"])
