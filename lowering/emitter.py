@@ -52,6 +52,10 @@ class Emitter:
         """An emitter appending to `block` (a loop body), sharing constants and location."""
         return Emitter(block, None, self.location, self.constants, self.constant_block)
 
+    def located(self, location: Attribute) -> Emitter:
+        """An emitter inserting at the same point with `location` (one op's work emitted inside another's)."""
+        return Emitter(self.block, self.anchor, location, self.constants, self.constant_block)
+
     def where(self) -> str:
         """' (at file.py:12 (model.l1))' for diagnostics, or '' when the location is unknown."""
         text = describe_location(self.location)

@@ -16,6 +16,12 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   round once, exactly what the fp32 intermediate held. With 16-bit source and destination the pair becomes one
   pass in VectorE's 16-bit performance mode.
 
+* `tensor_scalar` or `activation` writing a whole buffer that nothing but one `tensor_copy` then reads, all of
+  it, into a window of another float buffer (an insert into a larger tile, such as an evacuation of PSUM that
+  applies a per-partition affine before landing in a stationary panel): the first instruction writes the
+  window itself. It computes in fp32 and rounds once to the window's type, as the copy did from the
+  intermediate (which, fp32 or the same type as the window, held the value the copy rounded).
+
 A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
 `neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
 """
@@ -33,6 +39,7 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
+from neuron_mlir.lowering.convert_tile_to_neuron import full_access
 from neuron_mlir.runtime.hardware import Engine
 
 Access = tuple[SSAValue, neuron.AccessPatternAttr, SSAValue | None]
@@ -259,6 +266,66 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     return True
 
 
+def _available_at(value: SSAValue | None, op: Operation) -> bool:
+    """Whether an access's dynamic offset `value` is available at `op` (a block argument of a block enclosing
+    it, or defined before it there); index arithmetic computing it later in `op`'s block from values available
+    at `op` moves up to `op` to make it so."""
+    if value is None:
+        return True
+    owner = value.owner
+    if isinstance(owner, Block):
+        current: Operation | None = op
+        while current is not None:
+            if current.parent_block() is owner:
+                return True
+            parent = current.parent_block()
+            current = parent.parent_op() if parent is not None else None
+        return False
+    if _defined_before(owner, op):
+        return True
+    movable = owner.dialect_name() == "arith" and not owner.regions and owner.parent_block() is op.parent_block()
+    if not movable or not all(_available_at(operand, op) for operand in owner.operands):
+        return False
+    owner.detach()
+    op.parent_block().insert_op_before(owner, op)  # type: ignore[union-attr]
+    return True
+
+
+def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
+    """tensor_scalar / activation -> t (whole, read only by the copy); tensor_copy t -> window of d  ==>  the
+    first instruction writes the window of d."""
+    source, target = copy.access("src"), copy.access("dst")
+    if not _static(source) or target is None or not _float_only(copy):
+        return False
+    assert source is not None
+    same_type = source[0].type.element_type == target[0].type.element_type  # type: ignore[attr-defined]
+    if source[0] is target[0] or not (_is_f32(source[0]) or same_type):
+        return False
+    writer = _previous_writer(copy, source[0])
+    if not isinstance(writer, neuron.TensorScalarOp | neuron.ActivationOp) or not _float_only(writer):
+        return False
+    if isinstance(writer, neuron.ActivationOp) and writer.accumulate_dst is not None:
+        return False
+    if not _same(writer.access("dst"), source) or _instruction_users(source[0]) != {writer, copy}:
+        return False
+    if source[1] != full_access(source[0])[1]:
+        return False
+    block = copy.parent_block()
+    assert block is not None
+    if any(_touches(op, {target[0]}) for op in _between(block, writer, copy)):
+        return False
+    if not _available_at(target[2], writer) or not _hoist_alloc(target[0], writer):
+        return False
+    accesses = _accesses(writer)
+    accesses["dst"] = target
+    fused = type(writer).build_instruction(writer.engine_kind, accesses, _properties(writer))
+    _replace(writer, fused)  # type: ignore[arg-type]
+    copy.detach()
+    copy.erase()
+    _erase_if_unused(source[0])
+    return True
+
+
 @dataclass(frozen=True)
 class NeuronFuseInstructionsPass(ModulePass):
     name = "neuron-fuse-instructions"
@@ -274,3 +341,5 @@ class NeuronFuseInstructionsPass(ModulePass):
                     _fuse_accumulate(instruction)
                 elif isinstance(instruction, neuron.TensorScalarOp):
                     _fuse_negate(instruction) or _fuse_scalar_pair(instruction)
+                elif isinstance(instruction, neuron.TensorCopyOp):
+                    _forward_into_copy(instruction)

@@ -14,7 +14,7 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. An elementwise op taking a matmul's result (and nothing else using it) runs in the matmul's epilogue
-(epilogue.py). An op
+(epilogue.py); a layer norm whose only user is a matmul runs in the matmul's prologue (prologue.py). An op
 whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
@@ -47,6 +47,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, materialize_operands
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import reset as reset_prologues
 from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.sampling import SAMPLING_LOWERINGS
@@ -150,6 +152,7 @@ def _convert_function(function: func.FuncOp) -> None:
     constants: dict[int, SSAValue] = {}
     lowered: list[Operation] = []
     reset_epilogues()
+    reset_prologues()
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
@@ -178,6 +181,8 @@ def _convert_function(function: func.FuncOp) -> None:
                 sole_uses = {
                     mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
                 }
+                if op.name not in VIEW_LOWERINGS and op.name not in MATMUL_CONSUMERS:
+                    materialize_operands(emitter, arguments.values())  # deferred producers it reads
                 fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
                 results = fused if fused is not None else lowering(emitter, op, arguments)
         except LoweringRefused as refusal:

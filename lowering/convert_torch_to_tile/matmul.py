@@ -22,6 +22,10 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
   tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
+* When A is a deferred producer's result (a layer norm read only by this matmul: prologue.py), the hoisted panel
+  is built from the rows the producer computes on chip instead of rows loaded from HBM, each transposed K tile
+  passing through the producer's per-partition affine as it leaves PSUM; A's HBM tensor is then never written.
+  Without a hoisted panel (or with A not transposed on TensorE) the producer is emitted on its own first.
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
 * After the last K tile the block's accumulators are evacuated (alternately on VectorE and ScalarE, so they
@@ -57,6 +61,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.epilogue import register_stores
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue, drop_unused
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
@@ -187,6 +193,16 @@ def emit_matmul(
     itemsize = max(_itemsize(element_type_of(lhs)), _itemsize(element_type_of(rhs)))
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
     kernel = _Kernel(lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k)
+    taken = take_prologue(lhs)
+    if taken is not None:
+        lhs_rows = layout_of(lhs)
+        prologue = taken[1]
+        fits = lhs_rows.shape == (prologue.rows, prologue.length) and lhs_rows.is_contiguous() and not lhs_rows.offset
+        if fits and lhs_transposed and blocking.hoisted:
+            kernel.prologue = prologue
+            prologue.setup(em, blocking.k_tile)
+        else:
+            prologue.materialize(em)
     if bias_row is not None:
         kernel.bias_row = bias_row
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
@@ -200,6 +216,9 @@ def emit_matmul(
         inner.for_tiles(m, block_m, lambda e, m0, size: kernel.block_row(e, batch, m0, size, n))
 
     batches(em, batch_shape, [])
+    if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
+        drop_unused(lhs)
+        kernel.prologue.discard()
     register_stores(out, kernel.stores)  # an elementwise op of the product may run in its epilogue
     return out
 
@@ -246,6 +265,12 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tile_type.get_shape()
 
 
+def _element(value: SSAValue) -> Attribute:
+    tile_type = value.type
+    assert isinstance(tile_type, TileType)
+    return tile_type.element_type
+
+
 def window(em: Emitter, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
     """tile.extract of `shape` at `indices` (the tile itself when that is all of it)."""
     source = value.type
@@ -280,6 +305,7 @@ class _Kernel:
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     stores: list[tile.StoreOp] = field(default_factory=list)  # the stores of the output's tiles
+    prologue: Prologue | None = None  # computes A's rows on chip (prologue.py) instead of loading them
 
     # ---- structure -------------------------------------------------------------------------------------------
 
@@ -440,6 +466,8 @@ class _Kernel:
         rank = len(batch) + 2
         full: list[SSAValue] = []
         rest_tiles: list[SSAValue] = []
+        if self.prologue is not None:
+            return self.prologue_panel(em, subs, tiles, rest)
         k0 = em.mul(t0, b.k_tile)
         k_full, k_rest = divmod(self.k, b.k_tile)
         if tiles and not self.lhs_transposed:
@@ -468,6 +496,38 @@ class _Kernel:
                 rest_tiles.append(
                     _k_on_partitions(em, self.lhs, batch, k_full * b.k_tile, k_rest, m0, m_size, rank - 1, rank - 2)
                 )
+        return _Panel(full, rest_tiles)
+
+    def prologue_panel(self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool) -> _Panel:
+        """The whole-K panel of rows `subs` from rows the prologue computes: each K tile transposed on TensorE
+        and evacuated through the prologue's per-partition affine into the panel's slot."""
+        prologue = self.prologue
+        assert prologue is not None
+        b = self.blocking
+        rows = prologue.row_tiles(em, subs)
+        full: list[SSAValue] = []
+        if tiles:
+            empty = [
+                em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), _element(row)))).result
+                for row, (_, m_size) in zip(rows, subs, strict=True)
+            ]
+
+            def transpose_step(e: Emitter, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
+                updated = []
+                for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
+                    block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
+                    value = prologue.evacuate(e, e.insert(tile.TransposeOp(block)).result, t)
+                    updated.append(e.insert(tile.InsertOp(value, part, [e.index(t), e.index(0)])).result)
+                return updated
+
+            full = carry(em, 0, tiles, 1, empty, transpose_step, always_loop=True)
+        rest_tiles: list[SSAValue] = []
+        if rest:
+            k0, k_rest = divmod(self.k, b.k_tile)
+            for row, (_, m_size) in zip(rows, subs, strict=True):
+                block = window(em, row, [k0 * b.k_tile], (m_size, k_rest))
+                value = prologue.evacuate(em, em.insert(tile.TransposeOp(block)).result, None)
+                rest_tiles.append(to_sbuf(em, value, _element(row)))
         return _Panel(full, rest_tiles)
 
     def moving_chunk(self, em: Emitter, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int) -> SSAValue:

@@ -32,12 +32,20 @@ once instead: rows on partitions, the normalized dims (one strided run in x) on 
 
 so no statistic goes through HBM and nothing is broadcast by a DMA. The saved mean and rstd are stored only
 when something uses them.
+
+Such a layer norm whose only user is a matmul taking it as A (a Linear layer after it, as in every pre-norm
+transformer block), with its statistics unused, is deferred to that matmul's prologue (prologue.py): the matmul
+normalizes its own row tiles ((x - mean) * rstd, rounded to the result type as the stored rows would have
+been), transposes them, and applies weight and bias per partition (the features, after the transpose) as one
+two-step tensor_scalar that evacuates PSUM into its stationary panel. The normalized rows never reach HBM, and
+the two tensor_tensor passes of the affine disappear.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -60,6 +68,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import consumer_of, defer, drop_unused
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, row_major
@@ -193,13 +202,21 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     x = args["input"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
-    fused = _layer_norm_on_chip(em, op, x, axis, args.get("weight"), args.get("bias"), float(args["eps"]))
-    if fused is not None:
-        return fused
+    weight, bias, eps = args.get("weight"), args.get("bias"), float(args["eps"])
+    plan = _row_plan(em, op, x, axis, [v for v in (weight, bias) if v is not None])
+    if plan is not None:
+        results = [alloc(em, shape, result_element_type(op, 0))]
+        results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
+        if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and consumer_of(op):
+            prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
+            defer(results[0], prologue)
+        else:
+            _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
+        return results
     dims = list(range(axis, len(shape)))
     variance, mean = emit_variance(em, x, dims, True, 0.0, f32)
-    rstd = _rstd(em, variance, float(args["eps"]))
-    out = _normalize(em, x, mean, rstd, args.get("weight"), args.get("bias"), result_element_type(op, 0))
+    rstd = _rstd(em, variance, eps)
+    out = _normalize(em, x, mean, rstd, weight, bias, result_element_type(op, 0))
     stats_shape = result_shape(op, 1)
     return [
         out,
@@ -221,22 +238,27 @@ def _single_stride(layout: Layout, first: int) -> int | None:
     return strides[0] if dims else 1
 
 
-def _layer_norm_on_chip(
-    em: Emitter,
-    op: Operation,
-    x: SSAValue,
-    axis: int,
-    weight: SSAValue | None,
-    bias: SSAValue | None,
-    eps: float,
-) -> list[SSAValue] | None:
-    """Layer norm as one loop nest over row tiles (module docstring), or None when a row does not fit or the
-    normalized dims of x (or of the affine parameters) are not one strided run."""
+@dataclass
+class _RowPlan:
+    """A layer norm over rows that fit on chip: x seen as [rows..., length] (the normalized dims one strided
+    run), the affine parameters (weight, bias: either may be absent) with their single strides."""
+
+    x_view_layout: Layout
+    row_dims: tuple[int, ...]
+    out_rows: tuple[int, ...]
+    stat_rows: tuple[int, ...]
+    length: int
+    affine: list[SSAValue]
+    affine_strides: list[int]
+
+
+def _row_plan(em: Emitter, op: Operation, x: SSAValue, axis: int, affine: list[SSAValue]) -> _RowPlan | None:
+    """The on-chip plan (module docstring), or None when a row does not fit or the normalized dims of x (or of
+    the affine parameters) are not one strided run."""
     layout = layout_of(x)
     shape = layout.shape
     length = math.prod(shape[axis:])
     out_type = result_element_type(op, 0)
-    affine = [v for v in (weight, bias) if v is not None]
     row_bytes = length * (_bytes(element_type_of(x)) + 4 + _bytes(out_type) + (4 if affine else 0))
     row_bytes += length * sum(_bytes(element_type_of(v)) for v in affine)
     if row_bytes > body_budget_bytes(em):
@@ -245,19 +267,52 @@ def _layer_norm_on_chip(
     affine_strides = [_single_stride(layout_of(v), 0) for v in affine]
     if x_stride is None or any(stride is None for stride in affine_strides):
         return None
-    out = alloc(em, shape, out_type)
-    stats_shape = result_shape(op, 1)
-    wanted = [bool(op.results[i].uses) for i in (1, 2)]
-    stats = [alloc(em, stats_shape, result_element_type(op, i)) for i in (1, 2)]
     leading = shape[:axis] or (1,)
     row_dims, (in_rows, out_rows, stat_rows) = collapse(
         leading, [layout.strides[:axis] or (0,), row_major(shape)[:axis] or (0,), row_major(leading)]
     )
     if not row_dims:
         row_dims, in_rows, out_rows, stat_rows = (1,), (0,), (0,), (0,)
-    x_view = view(em, x, Layout((*row_dims, length), (*in_rows, x_stride), layout.offset))
-    out_view = view(em, out, Layout((*row_dims, length), (*out_rows, 1), 0))
-    stat_views = [view(em, s, Layout((*row_dims, 1), (*stat_rows, 1), 0)) for s in stats]
+    x_view_layout = Layout((*row_dims, length), (*in_rows, x_stride), layout.offset)
+    strides = [stride for stride in affine_strides if stride is not None]
+    return _RowPlan(x_view_layout, tuple(row_dims), tuple(out_rows), tuple(stat_rows), length, affine, strides)
+
+
+def _column(p: int) -> TileType:
+    return TileType((p, 1), f32, Memory.SBUF)
+
+
+def _row_statistics(e: Emitter, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
+    """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns."""
+    total = e.insert(tile.ReduceOp(tile_x, "add", _column(p))).result
+    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=-1.0 / length)).result
+    squares = e.insert(
+        tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
+    ).result
+    deviation = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
+    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
+    return negative_mean, rstd
+
+
+def _layer_norm_on_chip(
+    em: Emitter,
+    op: Operation,
+    x: SSAValue,
+    plan: _RowPlan,
+    weight: SSAValue | None,
+    bias: SSAValue | None,
+    eps: float,
+    results: list[SSAValue],
+) -> None:
+    """Layer norm as one loop nest over row tiles (module docstring), writing `results` (out, mean, rstd)."""
+    length, affine = plan.length, plan.affine
+    out_type = result_element_type(op, 0)
+    out, *stats = results
+    wanted = [bool(op.results[i].uses) for i in (1, 2)]
+    row_dims = plan.row_dims
+    x_view = view(em, x, plan.x_view_layout)
+    out_view = view(em, out, Layout((*row_dims, length), (*plan.out_rows, 1), 0))
+    stat_views = [view(em, s, Layout((*row_dims, 1), (*plan.stat_rows, 1), 0)) for s in stats]
 
     # weight and bias as [p, N] tiles broadcast over partitions, loaded once for each row-tile height
     last = row_dims[-1]
@@ -265,24 +320,14 @@ def _layer_norm_on_chip(
     params: dict[int, list[SSAValue]] = {}
     for p in sorted(heights):
         params[p] = []
-        for value, stride in zip(affine, affine_strides, strict=True):
-            assert stride is not None
+        for value, stride in zip(affine, plan.affine_strides, strict=True):
             broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
             params[p].append(load(em, broadcast, [0, 0], (p, length)))
-
-    def column(p: int) -> TileType:
-        return TileType((p, 1), f32, Memory.SBUF)
 
     def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0, 0]
         tile_x = load(e, x_view, indices, (p, length))
-        total = e.insert(tile.ReduceOp(tile_x, "add", column(p))).result
-        negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column(p), scalar=-1.0 / length)).result
-        squares = e.insert(
-            tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
-        ).result
-        deviation = e.insert(tile.ReduceOp(squares, "add", column(p))).result
-        rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column(p), scale=1.0 / length, bias_value=eps)).result
+        negative_mean, rstd = _row_statistics(e, tile_x, p, length, eps)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
         final = m.result
         centred = e.insert(tile.BinaryScalarOp(tile_x, "add", m.inner, column=negative_mean)).result
@@ -294,7 +339,7 @@ def _layer_norm_on_chip(
             value = m.bin("add", value, tiles.pop(0), final)
         store(e, value, out_view, indices)
         if wanted[0]:
-            mean = e.insert(tile.BinaryScalarOp(negative_mean, "multiply", column(p), scalar=-1.0)).result
+            mean = e.insert(tile.BinaryScalarOp(negative_mean, "multiply", _column(p), scalar=-1.0)).result
             store(e, mean, stat_views[0], [*prefix, p0, 0])
         if wanted[1]:
             store(e, rstd, stat_views[1], [*prefix, p0, 0])
@@ -305,8 +350,91 @@ def _layer_norm_on_chip(
             return
         e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
 
-    rows(em, tuple(row_dims), [])
-    return [out, *stats]
+    rows(em, row_dims, [])
+
+
+@dataclass
+class _LayerNormPrologue:
+    """A layer norm whose consumer matmul computes it as it builds its stationary panel (prologue.py): the rows
+    are normalized in the matmul's row tiles, rounded to the result's type (as the matmul would have loaded
+    them), and weight and bias are applied per partition as the transposes leave PSUM."""
+
+    op: Operation
+    x: SSAValue
+    plan: _RowPlan
+    weight: SSAValue | None
+    bias: SSAValue | None
+    eps: float
+    results: list[SSAValue]
+    rows: int
+    length: int
+    # per affine parameter: the [K_TILE, full K tiles] columns and the [K % K_TILE, 1] partial last one
+    columns: list[tuple[SSAValue | None, SSAValue | None]] = field(default_factory=list)
+    x_rows: SSAValue | None = None
+
+    def materialize(self, em: Emitter) -> None:
+        _layer_norm_on_chip(em, self.op, self.x, self.plan, self.weight, self.bias, self.eps, self.results)
+
+    def discard(self) -> None:
+        for result in self.results:
+            drop_unused(result)
+
+    def setup(self, em: Emitter, k_tile: int) -> None:
+        em = em.located(self.op.location)
+        self.x_rows = view(em, self.x, self.plan.x_view_layout)
+        full, rest = divmod(self.length, k_tile)
+        for value, stride in zip(self.plan.affine, self.plan.affine_strides, strict=True):
+            offset = layout_of(value).offset
+            tiles = None
+            if full:
+                split = view(em, value, Layout((k_tile, full), (stride, k_tile * stride), offset))
+                tiles = load(em, split, [0, 0], (k_tile, full))
+            last = None
+            if rest:
+                tail = view(em, value, Layout((rest, 1), (stride, 0), offset + full * k_tile * stride))
+                last = load(em, tail, [0, 0], (rest, 1))
+            self.columns.append((tiles, last))
+
+    def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
+        em = em.located(self.op.location)
+        assert self.x_rows is not None, "setup comes first"
+        # every tile's statistics before any tile's normalization: each engine's queue then holds one kind of
+        # work after another, and the tiles' chains overlap instead of running one tile at a time
+        loaded = [load(em, self.x_rows, [m0, 0], (m_size, self.length)) for m0, m_size in subs]
+        statistics = [
+            _row_statistics(em, tile_x, m_size, self.length, self.eps)
+            for tile_x, (_, m_size) in zip(loaded, subs, strict=True)
+        ]
+        rows = []
+        for tile_x, (negative_mean, rstd), (_, m_size) in zip(loaded, statistics, subs, strict=True):
+            work = TileType((m_size, self.length), f32, Memory.SBUF)
+            centred = em.insert(tile.BinaryScalarOp(tile_x, "add", work, column=negative_mean)).result
+            rounded = TileType((m_size, self.length), result_element_type(self.op, 0), Memory.SBUF)
+            rows.append(em.insert(tile.BinaryScalarOp(centred, "multiply", rounded, column=rstd)).result)
+        return rows
+
+    def evacuate(self, em: Emitter, transposed: SSAValue, k_index: Index | None) -> SSAValue:
+        em = em.located(self.op.location)
+        source = transposed.type
+        assert isinstance(source, TileType)
+        k, m = source.get_shape()
+        value = transposed
+        final = TileType((k, m), result_element_type(self.op, 0), Memory.SBUF)
+        steps = [name for name, param in (("multiply", self.weight), ("add", self.bias)) if param is not None]
+        if not steps:  # the panel's insert evacuates PSUM
+            return value
+        for position, (name, (tiles, last)) in enumerate(zip(steps, self.columns, strict=True)):
+            if k_index is None:
+                column = last
+            else:
+                assert tiles is not None
+                assert isinstance(tiles.type, TileType)
+                column_type = TileType((k, 1), tiles.type.element_type, Memory.SBUF)
+                column = em.insert(tile.ExtractOp(tiles, [em.index(k_index)], column_type)).result
+            assert column is not None
+            out = final if position == len(steps) - 1 else TileType((k, m), f32, Memory.SBUF)
+            value = em.insert(tile.BinaryScalarOp(value, name, out, column=column)).result
+        return value
 
 
 def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:

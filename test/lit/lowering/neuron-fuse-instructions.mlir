@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-3: all outputs match
+// SEMANTICS-COUNT-4: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -96,5 +96,53 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.tensor_reduce vector dst %s[0:32, 0, [[1, 1]]], src %e[0:32, 0, [[1, 32]]] {op = "add"} : memref<32x1xf32, #neuron.mem<sbuf>>, memref<32x64xf32, #neuron.mem<sbuf>>
     neuron.dma_copy dma dst %sums[0, [[1, 32], [1, 1]]], src %s[0:32, 0, [[1, 1]]] {queue = 3 : i64} : memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<sbuf>>
     func.return %out, %sums, %maxima : memref<32x64xbf16, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>
+  }
+}
+
+// -----
+
+// Inserting into a panel, K tile by K tile: the per-partition affine's result, read by nothing but the copy
+// into the panel's window (at an offset computed after it, which moves up), is written into the window
+// directly. A result something else reads too keeps its copy.
+// CHECK-LABEL: func.func @insert
+// CHECK:       scf.for %[[T:.*]] = %c0 to %c2 step %c1 {
+// CHECK-NEXT:    %[[OFFSET:.*]] = arith.muli %[[T]], %c64 : index
+// CHECK-NEXT:    neuron.tensor_scalar vector dst %[[PANEL:[a-z0-9_]+]][0:128, %[[OFFSET]] + 0, [[1, 64]]], src %{{.*}}, operand0 %{{.*}}[0:128, %[[T]] + 0, [[1, 1]]] {op0 = "multiply"}
+// CHECK-NOT:     neuron.tensor_copy vector dst %[[PANEL]]
+// CHECK:         neuron.tensor_scalar vector dst %[[KEPT:[a-z0-9_]+]][0:128, 0, [[1, 64]]]
+// CHECK-NEXT:    arith.muli
+// CHECK-NEXT:    neuron.tensor_copy scalar dst %panel2[0:128, %offset2 + 0, [[1, 64]]], src %[[KEPT]][0:128, 0, [[1, 64]]]
+// CHECK-NEXT:    neuron.tensor_copy vector dst %last[0:128, 0, [[1, 64]]], src %[[KEPT]]
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @insert(%x: memref<128x64xbf16, #neuron.mem<hbm>>, %w: memref<128x2xbf16, #neuron.mem<hbm>>) -> (memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<hbm>>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c64 = arith.constant 64 : index
+    %out = neuron.alloc : memref<128x128xbf16, #neuron.mem<hbm>>
+    %out2 = neuron.alloc : memref<128x128xbf16, #neuron.mem<hbm>>
+    %out3 = neuron.alloc : memref<128x64xbf16, #neuron.mem<hbm>>
+    %rows = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %rows[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<hbm>>
+    %cols = neuron.alloc : memref<128x2xbf16, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %cols[0:128, 0, [[1, 2]]], src %w[0, [[2, 128], [1, 2]]] {queue = 1 : i64} : memref<128x2xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<hbm>>
+    %panel = neuron.alloc : memref<128x2x64xbf16, #neuron.mem<sbuf>>
+    %panel2 = neuron.alloc : memref<128x2x64xbf16, #neuron.mem<sbuf>>
+    %last = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+    scf.for %t = %c0 to %c2 step %c1 {
+      %tmp = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+      neuron.tensor_scalar vector dst %tmp[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "multiply"} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<sbuf>>
+      %offset = arith.muli %t, %c64 : index
+      neuron.tensor_copy vector dst %panel[0:128, %offset + 0, [[1, 64]]], src %tmp[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+      %kept = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+      neuron.tensor_scalar vector dst %kept[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "add"} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<sbuf>>
+      %offset2 = arith.muli %t, %c64 : index
+      neuron.tensor_copy scalar dst %panel2[0:128, %offset2 + 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+      neuron.tensor_copy vector dst %last[0:128, 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+    }
+    neuron.dma_copy dma dst %out[0, [[128, 128], [1, 128]]], src %panel[0:128, 0, [[64, 2], [1, 64]]] {queue = 2 : i64} : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x2x64xbf16, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %out2[0, [[128, 128], [1, 128]]], src %panel2[0:128, 0, [[64, 2], [1, 64]]] {queue = 3 : i64} : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x2x64xbf16, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %out3[0, [[64, 128], [1, 64]]], src %last[0:128, 0, [[1, 64]]] {queue = 4 : i64} : memref<128x64xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+    func.return %out, %out2, %out3 : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<hbm>>
   }
 }

@@ -1,0 +1,130 @@
+"""Prologue fusion: a producer computed on chip as its consumer matmul builds the stationary panel from it.
+
+A matmul reads its left operand A [M, K] as A^T tiles (K on partitions), which it gets by loading rows of A and
+transposing them on TensorE. When A is a layer norm's output and the matmul its only user, the layer norm need
+not go through HBM at all: the matmul computes the normalized rows itself, in the rows it would have loaded,
+and applies the per-feature affine (weight, bias) as it evacuates the transposes from PSUM, where a feature is
+a partition and the affine is one per-partition multiply-add instead of two tensor-tensor passes over the rows.
+
+The producer's lowering, when its only consumer (through views, with nothing but views in between) is a matmul
+taking it as A, emits nothing but its result's allocation and registers a `Prologue` (`defer`). The consumer
+takes it (`take`) and either uses it or emits it in place (`Prologue.materialize`); any other op reading a
+deferred result gets it materialized first (`materialize_operands`), so nothing deferred is ever lost.
+
+Input contract: the producer's result is read only by its consumer, and nothing between them (views only) writes
+the producer's inputs; a producer materialized at the consumer therefore computes what it would have computed
+at its own place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from xdsl.dialects import memref
+from xdsl.ir import Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.lowering.emitter import Emitter, Index
+
+# Torch ops whose lowering calls `emit_matmul` with the named operand as A, and so may take its prologue.
+MATMUL_CONSUMERS: dict[str, str] = {"torch.aten.mm": "self", "torch.aten.addmm": "mat1"}
+
+
+class Prologue(Protocol):
+    """What a deferred producer gives the matmul that builds its panel from it."""
+
+    rows: int  # M: the producer's result seen as [rows, length]
+    length: int  # K
+
+    def materialize(self, em: Emitter) -> None:
+        """Emit the producer's own loop nest, writing its result to HBM (the consumer does not fuse it)."""
+
+    def discard(self) -> None:
+        """The consumer fused the producer: erase the allocations of its results (nothing writes or reads them)."""
+
+    def setup(self, em: Emitter, k_tile: int) -> None:
+        """Emit what every row block shares (the affine parameters as per-partition columns), once."""
+
+    def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
+        """Per (m0, m_size) of `subs`, the [m_size, length] SBUF tile of rows m0.. before the per-feature
+        affine, in the result's type."""
+
+    def evacuate(self, em: Emitter, transposed: SSAValue, k_index: Index | None) -> SSAValue:
+        """A PSUM transpose of one K tile of a row tile ([k, m], K tile `k_index`, or the partial last K tile
+        when None) with the affine applied, as the SBUF tile the panel holds."""
+
+
+# the deferred result's allocation -> its prologue, for the function being converted
+_deferred: dict[SSAValue, Prologue] = {}
+
+
+def reset() -> None:
+    """Forget every deferred producer (at the start of each function)."""
+    _deferred.clear()
+
+
+def consumer_of(op: Operation) -> Operation | None:
+    """The matmul that alone uses `op`'s first result as A, through views only, with only views in between."""
+    from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
+
+    value = op.results[0]
+    while True:
+        if not value.has_one_use():
+            return None
+        use = next(iter(value.uses))
+        user = use.operation
+        if user.name not in VIEW_LOWERINGS:
+            break
+        value = user.results[0]
+    operand = MATMUL_CONSUMERS.get(user.name)
+    if operand is None or user.arguments().get(operand) is not value:  # type: ignore[attr-defined]
+        return None
+    between = op.next_op
+    while between is not None and between is not user:
+        if between.name.startswith("torch.") and between.name not in VIEW_LOWERINGS:
+            return None
+        between = between.next_op
+    return user if between is user else None
+
+
+def defer(result: SSAValue, prologue: Prologue) -> None:
+    """`result` (a fresh allocation) is written by `prologue`, emitted by its consumer."""
+    assert isinstance(result.owner, memref.AllocOp)
+    _deferred[result] = prologue
+
+
+def _root(value: SSAValue) -> SSAValue:
+    while isinstance(value.owner, tile.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def take(value: SSAValue) -> tuple[SSAValue, Prologue] | None:
+    """The deferred producer of all of `value` (a view of its result), now the caller's to fuse or materialize."""
+    root = _root(value)
+    prologue = _deferred.pop(root, None)
+    return None if prologue is None else (root, prologue)
+
+
+def materialize_operands(em: Emitter, arguments: Iterable[Any]) -> None:
+    """Emit every deferred producer whose result is among `arguments` (before their user's lowering)."""
+    for value in arguments:
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if isinstance(item, SSAValue) and (taken := take(item)) is not None:
+                taken[1].materialize(em)
+
+
+def drop_unused(value: SSAValue) -> None:
+    """Erase the views down to `value`'s allocation, and the allocation, once nothing reads them."""
+    while True:
+        owner = value.owner
+        if value.uses or not isinstance(owner, tile.ViewOp | memref.AllocOp) or owner.parent is None:
+            return
+        source = owner.source if isinstance(owner, tile.ViewOp) else None
+        owner.detach()
+        owner.erase()
+        if source is None:
+            return
+        value = source
