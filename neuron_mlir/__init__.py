@@ -25,7 +25,8 @@ def profiles() -> dict[str, Any]:
     """The profile of the latest run of each compiled graph, by graph name (e.g. 'graph0_forward')."""
     from neuron_mlir.frontend.stats import STATS
 
-    return dict(STATS.latest_profiles)
+    # copies: runs share one stored profile per program (runtime.simulator.run_validated's share_profile)
+    return {name: profile.copy() for name, profile in STATS.latest_profiles.items()}
 
 
 def report(max_depth: int | None = None) -> str:

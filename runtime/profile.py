@@ -22,6 +22,7 @@ instruction id and source location.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from array import array
@@ -88,6 +89,24 @@ class Profile:
     location_ns: dict[str, float] = field(default_factory=dict)
     location_counts: dict[str, int] = field(default_factory=dict)
     io_bytes: int = 0  # bytes of the entry's inputs and outputs
+
+    def copy(self) -> Profile:
+        """A copy sharing nothing mutable with this profile."""
+        events = self.events
+        return dataclasses.replace(
+            self,
+            busy_ns=dict(self.busy_ns),
+            opcode_counts=dict(self.opcode_counts),
+            flops_by_family=dict(self.flops_by_family),
+            peak_flops_by_family=dict(self.peak_flops_by_family),
+            instructions=[
+                InstructionStats(s.id, s.opcode, s.queue, s.location, s.count, s.busy_ns, s.flops)
+                for s in self.instructions
+            ],
+            events=TraceEvents(events.queue[:], events.start[:], events.end[:], events.instruction[:]),
+            location_ns=dict(self.location_ns),
+            location_counts=dict(self.location_counts),
+        )
 
     # ---- derived numbers -----------------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ import copy as copy_module
 import dataclasses
 import math
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ import numpy as np
 from neuron_mlir.runtime import blas, cost_model, dtypes, isa, prepared, semantics, vectorize
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.isa import SCALAR_FUNCTIONS, wrap32
-from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
+from neuron_mlir.runtime.machine import FILL_BYTE, MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Access, Instruction, Loop, Node, Program, Reg, ScalarOp
 from neuron_mlir.runtime.races import AccessSite, InstanceInfo, RaceChecker, RaceError, SimulationError
@@ -104,10 +104,14 @@ def run_validated(
     *,
     check_races: bool = True,
     vectorize: bool = True,
+    share_profile: bool = False,
 ) -> tuple[list[np.ndarray], Profile]:
     """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`).
 
     Runs of the same `ValidatedProgram` share their preparation; the program must not change after validation.
+    With `share_profile`, a run whose profile was already known returns the program's stored profile itself
+    rather than a copy (copying a large program's profile costs more than a small run): the caller must not
+    change it.
     """
     cache = validated.cache
     pool: list[_Simulator] = cache.setdefault("simulators", [])
@@ -131,10 +135,10 @@ def run_validated(
         outputs = simulator.outputs()
         if data_only:
             assert template is not None
-            return outputs, _copy_profile(template)
+            return outputs, template if share_profile else template.copy()
         profile = simulator.profile()
         if vectorize:
-            cache["profile"] = _copy_profile(profile)
+            cache["profile"] = profile.copy()
             if check_races:
                 cache["race_free"] = True
         return outputs, profile
@@ -144,22 +148,13 @@ def run_validated(
             pool.append(simulator)
 
 
-def _copy_profile(profile: Profile) -> Profile:
-    events = profile.events
-    return dataclasses.replace(
-        profile,
-        busy_ns=dict(profile.busy_ns),
-        opcode_counts=dict(profile.opcode_counts),
-        flops_by_family=dict(profile.flops_by_family),
-        peak_flops_by_family=dict(profile.peak_flops_by_family),
-        instructions=[
-            InstructionStats(s.id, s.opcode, s.queue, s.location, s.count, s.busy_ns, s.flops)
-            for s in profile.instructions
-        ],
-        events=TraceEvents(events.queue[:], events.start[:], events.end[:], events.instruction[:]),
-        location_ns=dict(profile.location_ns),
-        location_counts=dict(profile.location_counts),
-    )
+# More separate byte ranges than this to fill per memory range and `_clear_plan` fills their hull instead.
+_MAX_CLEAR_RUNS = 256
+
+
+def _offset(view: np.ndarray, base: np.ndarray) -> int:
+    """Bytes from the start of `base` to element 0 of `view` (a view of it)."""
+    return view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
 
 
 # A simulator keeps its memories for the next run of the same program up to this size.
@@ -407,13 +402,20 @@ class _Simulator:
         # The data work of one run, recorded by the first `execute_data` and run by the later ones.
         self.tape: prepared.Tape | None = None
         self._taping: list[prepared.Step] | None = None
+        # What the taped run accessed, in order: (opcode, views, attrs) per instance, or a batch (`_clear_plan`).
+        self._taped: list[Any] = []
+        # Once the tape exists: the only bytes a run must set back to FILL_BYTE (None: all of them, `Machine.clear`)
+        self._clear_views: list[np.ndarray] | None = None
 
     def reset(self, check_races: bool, vectorize: bool, timing: bool = True) -> None:
         """Fresh state for one run: memories filled again, registers, timeline and statistics at zero.
 
         Without `timing` (a run that only does the data work, `execute_data`) the timeline and statistics are
         left as they are: nothing reads them."""
-        if not self._fresh_memory:
+        if self._clear_views is not None:
+            for view in self._clear_views:
+                view.fill(FILL_BYTE)
+        elif not self._fresh_memory:
             self.machine.clear(self._loaded_ranges)
         self._fresh_memory = False
         self.vectorize = vectorize
@@ -662,11 +664,100 @@ class _Simulator:
             self.tape.run()
             return
         self._taping = []
+        self._taped = []
         try:
             self._walk_data(self.body)
             self.tape = prepared.Tape(self._taping)
+            self._clear_views = self._clear_plan(self._taped)
         finally:
             self._taping = None
+            self._taped = []
+
+    def _clear_plan(self, taped: list[Any]) -> list[np.ndarray]:
+        """The bytes a run may read before it writes them, as views of the machine's arrays to fill.
+
+        Fresh memory reads as FILL_BYTE (NaN, -1), and every run must see that wherever it reads memory it has not
+        written yet. Registers never depend on data, so every run accesses the same bytes in the same order as
+        the taped one: the bytes that run read before writing them (inputs and constants count as written by
+        `load`; the outputs are read at the end) are the only ones a later run needs filled again; everything
+        else it overwrites before any read. Accesses are taken whole (a read role reads all its view), and a
+        write that may leave bytes of its view unwritten (a scatter) counts as a read and not as a write, so the
+        set can only be too large.
+        """
+        arrays = [array for arrays in self.machine.arrays.values() for array in arrays]
+        starts = [array.__array_interface__["data"][0] for array in arrays]
+        written = [np.zeros(array.size, bool) for array in arrays]
+        needed = [np.zeros(array.size, bool) for array in arrays]
+
+        def cover(view: np.ndarray) -> tuple[int, np.ndarray] | None:
+            """Which array `view` is in, and its bytes as the same view of a byte mask (an extra axis per byte)."""
+            if view.size == 0:
+                return None
+            address = view.__array_interface__["data"][0]
+            for index, start in enumerate(starts):
+                if start <= address < start + arrays[index].size:
+                    mask = np.ndarray(
+                        (*view.shape, view.itemsize),
+                        bool,
+                        buffer=written[index],
+                        offset=address - start,
+                        strides=(*view.strides, 1),
+                    )
+                    return index, mask
+            return None  # not simulated memory
+
+        def read(view: np.ndarray) -> None:
+            found = cover(view)
+            if found is not None:
+                index, mask = found
+                # the same view of `needed`: the masks share a layout
+                target = np.ndarray(mask.shape, bool, buffer=needed[index], offset=_offset(mask, written[index]),
+                                    strides=mask.strides)
+                np.logical_or(target, ~mask, out=target)
+
+        def write(view: np.ndarray) -> None:
+            found = cover(view)
+            if found is not None:
+                found[1][...] = True
+
+        constants, inputs, outputs = self._entry_views()
+        for view, _ in constants:
+            write(view)
+        for view, _, _ in inputs:
+            write(view)
+        for entry in self._accesses_of(taped):
+            opcode, views, attrs = entry
+            spec = isa.OPCODES.get(opcode)
+            writes = set(spec.writes + spec.optional_writes) if spec is not None else {"dst"}
+            partial: set[str] = set()
+            if opcode == "nc_matmul" and np.any(attrs.get("accumulate", False)):
+                partial.add("dst")  # accumulation reads the destination
+            if opcode == "dma_copy" and attrs.get("indirect") == "dst":
+                partial.add("dst")  # a scatter writes only the rows its offsets choose
+            for role, view in views.items():
+                if role not in writes or role in partial:
+                    read(view)
+            for role, view in views.items():
+                if role in writes and role not in partial:
+                    write(view)
+        for view in outputs:
+            read(view)
+        views = []
+        for array, mask in zip(arrays, needed, strict=True):
+            edges = np.flatnonzero(np.diff(mask.view(np.int8), prepend=0, append=0))
+            runs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+            if len(runs) > _MAX_CLEAR_RUNS:  # many small pieces: one fill of their hull is quicker
+                runs = [(runs[0][0], runs[-1][1])]
+            views.extend(array[start:end] for start, end in runs)
+        return views
+
+    @staticmethod
+    def _accesses_of(taped: list[Any]) -> Iterator[tuple[str, Mapping[str, np.ndarray], Mapping[str, Any]]]:
+        for entry in taped:
+            if isinstance(entry, tuple):
+                yield entry
+            else:
+                yield from entry.accesses
 
     def _walk_data(self, nodes: Sequence[tuple]) -> None:
         regs = self.regs
@@ -872,6 +963,7 @@ class _Simulator:
                 regs[:] = exit_registers
                 if self._taping is not None:
                     self._taping.extend(prepared.batch_steps(batch))
+                    self._taped.append(batch)
             batch.run()
             return
         recording = vectorize.Recording(nest, trips)
@@ -892,6 +984,7 @@ class _Simulator:
             return
         if self._taping is not None:
             self._taping.extend(prepared.batch_steps(batch))
+            self._taped.append(batch)
         if len(nest.batches) >= vectorize.MAX_BATCHES:
             nest.batches.pop(next(iter(nest.batches)))
         nest.batches[entry] = (batch, list(regs))
@@ -926,6 +1019,7 @@ class _Simulator:
                 tape.append(self._step(plan, views, attrs))
 
     def _step(self, plan: _Plan, views: dict[str, np.ndarray], attrs: dict[str, Any]) -> prepared.Step:
+        self._taped.append((plan.inst.opcode, views, attrs))
         return prepared.instance_step(plan.execute, plan.inst.opcode, views, attrs, plan.inst.engine, self.target)
 
     def _execute_now(self, plan: _Plan) -> None:

@@ -560,6 +560,9 @@ class Batch:
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
         self.parts: list[list[prepared.Step]] = []
+        # (opcode, operand views, attrs) of every step, in order, and the write-back views: which simulated bytes
+        # the batch reads and writes (the simulator's `_clear_plan`)
+        self.accesses: list[tuple[str, dict[str, np.ndarray], Any]] = []
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
             steps: list[tuple] = []
@@ -580,6 +583,7 @@ class Batch:
                     done.add((index, role))
                     view = _private_view(nest.private[(index, role)], final_shadows, last)[final]
                     self.write_back.append((sim.plans[index].static_views[role], view))
+                    self.accesses.append(("", {"dst": sim.plans[index].static_views[role]}, {}))
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
@@ -615,6 +619,7 @@ class Batch:
                         per_lane = True
                     attrs[name] = value
             engine = plan.inst.engine
+            self.accesses.append((plan.inst.opcode, views, attrs))
             if per_lane:
                 steps.append(functools.partial(batched.lanewise, plan.inst.opcode, views, attrs, engine, target, nl))
             else:

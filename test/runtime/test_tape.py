@@ -184,3 +184,28 @@ def test_a_validated_program_is_not_validated_again_per_run(monkeypatch):
     for seed in range(3):
         run_program(validated, _inputs(program, seed))
     assert calls == []
+
+
+def test_memory_read_before_it_is_written_reads_fresh_on_every_run():
+    """Later runs fill again only the bytes a run reads before writing them: those must still read as fresh
+    memory (NaN) on every run, including bytes the same run writes afterwards."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (64, 32), "f32")
+    before, after, mixed = b.output("before", (64, 32), "f32"), b.output("after", (64, 32), "f32"), b.output(
+        "mixed", (64, 32), "f32"
+    )
+    t, u = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32")
+    b.dma(b.ap(before), b.ap(t))  # t not written yet: fresh bytes
+    b.inst("memset", "vector", {"dst": b.ap(t)}, {"value": 1.0})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(t), "in0": b.ap(t), "in1": b.ap(t)}, {"op": "add"})
+    b.dma(b.ap(after), b.ap(t), queue=1)
+    b.dma(b.ap(u, [(1, 16)]), b.ap(x, [(32, 64), (1, 16)]), queue=2)  # half of u from x, the other half fresh
+    b.dma(b.ap(mixed), b.ap(u), queue=3)
+    program = b.build()
+    validated = validate_program(program)
+    for seed in range(4):
+        before_run, after_run, mixed_run = run_validated(validated, _inputs(program, seed), check_races=False)[0]
+        assert np.isnan(before_run).all(), f"run {seed}"
+        assert (after_run == 2.0).all()
+        assert np.isnan(mixed_run[:, 16:]).all() and not np.isnan(mixed_run[:, :16]).any()
+    _assert_runs_match_the_plain_path(program)
