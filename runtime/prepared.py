@@ -125,24 +125,55 @@ def _copy_into(dst: np.ndarray, values: np.ndarray) -> Step:
 def _prepare_dma_copy(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes
+    # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes, else store(dst, to_f32(src))
     src, dst = ops["src"], ops["dst"]
-    if attrs.get("indirect") or src.dtype != dst.dtype:
+    if attrs.get("indirect"):
         return None
     values = _view(src, dst.shape)
-    return _copy_into(dst, values) if values is not None else None
+    if values is None:
+        return None
+    return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
 
 
 def _prepare_tensor_copy(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.tensor_copy with equal dtypes: dst[...] = _rows(src).reshape(dst.shape)
+    # semantics.tensor_copy: dst[...] = _rows(src).reshape(dst.shape) with equal dtypes; between an integer and
+    # fp32 (never both integers: GpSimdE's integer copies wrap) dst[...] = cast(to_f32(_rows(src)), dst.dtype)
     src, dst = ops["src"], ops["dst"]
-    if src.dtype != dst.dtype:
-        return None
     rows = _rows(src, nl)
     values = _view(rows, dst.shape) if rows is not None else None
-    return _copy_into(dst, values) if values is not None else None
+    if values is None:
+        return None
+    return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
+
+
+def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
+    """`dst[...] = alu.cast(alu.to_f32(values), dst.dtype)` for `values` of dst's shape, for two forms:
+
+    * integers (or bools) to fp32: `to_f32` is one NumPy cast, which `copyto` does straight into dst (the same
+      cast loop, without the temporary);
+    * fp32 to an integer type: `alu.cast` truncates in float64, maps NaN to 0 and saturates; done here in one
+      float64 buffer kept with the step. Infinities saturate without `nan_to_num` turning them into the largest
+      float64 first: either way the clip gives the type's bound.
+    """
+    if values.dtype.kind in "iub" and dst.dtype == F32:
+        return functools.partial(np.copyto, dst, values, casting="unsafe")
+    if values.dtype != F32 or dst.dtype.kind not in "iu":
+        return None
+    info = np.iinfo(dst.dtype)
+    wide = np.empty(dst.shape, np.float64)
+    nan = np.empty(dst.shape, bool)
+
+    def step() -> None:
+        np.copyto(wide, values)
+        np.trunc(wide, out=wide)
+        np.isnan(wide, out=nan)
+        np.copyto(wide, 0.0, where=nan)
+        np.clip(wide, info.min, info.max, out=wide)
+        np.copyto(dst, wide, casting="unsafe")
+
+    return step
 
 
 def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...]) -> np.ndarray | None:

@@ -207,5 +207,43 @@ def test_memory_read_before_it_is_written_reads_fresh_on_every_run():
         before_run, after_run, mixed_run = run_validated(validated, _inputs(program, seed), check_races=False)[0]
         assert np.isnan(before_run).all(), f"run {seed}"
         assert (after_run == 2.0).all()
-        assert np.isnan(mixed_run[:, 16:]).all() and not np.isnan(mixed_run[:, :16]).any()
+        assert np.isnan(mixed_run[:, 16:]).all()
+        assert not np.isnan(mixed_run[:, :16]).any()
     _assert_runs_match_the_plain_path(program)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # the plain path's int64 saturation
+@pytest.mark.parametrize("target", ["i64", "i32", "i16", "u8", "u32"])
+def test_conversions_between_fp32_and_integers_replay_the_same(target):
+    """The prepared integer <-> fp32 copies give the semantics functions' bits, special values included:
+    NaN to 0, infinities and out-of-range values saturated, truncation toward zero, -0.0."""
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.7, -0.7, 2.5e9, -2.5e9, 1e20, -1e20, 65535.9, -1.5],
+                       np.float32)  # fmt: skip
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (32, 24), "f32")
+    n = b.input("n", (32, 24), "i32")
+    y, m = b.output("y", (32, 24), target), b.output("m", (32, 24), "f32")
+    z = b.output("z", (32, 24), "f32")
+    t, ti, tn = b.sbuf("t", (32, 24), "f32"), b.sbuf("ti", (32, 24), target), b.sbuf("tn", (32, 24), "i32")
+    tf = b.sbuf("tf", (32, 24), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.dma(b.ap(tn), b.ap(n), queue=1)
+    b.inst("tensor_copy", "vector", {"dst": b.ap(ti), "src": b.ap(t)})  # fp32 -> integer
+    b.inst("tensor_copy", "gpsimd", {"dst": b.ap(tf), "src": b.ap(ti)})  # integer -> fp32
+    b.dma(b.ap(y), b.ap(ti), queue=2)
+    b.dma(b.ap(m), b.ap(tf), queue=3)
+    b.dma(b.ap(z), b.ap(tn), queue=4)  # integer -> fp32 by the DMA
+    program = b.build()
+    validated = validate_program(program)
+    rng = np.random.default_rng(0)
+    for run in range(4):
+        values = (rng.standard_normal((32, 24)) * 10.0 ** rng.integers(0, 12, (32, 24))).astype(np.float32)
+        values.reshape(-1)[: special.size] = special
+        inputs = [values, rng.integers(-(2**31), 2**31, (32, 24)).astype(np.int32)]
+        expected, _ = run_program(program, inputs, vectorize=False)
+        outputs, _ = run_validated(validated, inputs, check_races=False)
+        for want, got in zip(expected, outputs, strict=True):
+            assert got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes(), f"run {run}"
+    (simulator,) = validated.cache["simulators"]
+    assert len(_prepared(simulator.tape.steps)) == len(simulator.tape.steps)
