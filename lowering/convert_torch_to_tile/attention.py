@@ -687,7 +687,14 @@ class _Attention:
 
     def transposed(self, em: Emitter, probabilities: SSAValue, p: int, n: int) -> SSAValue:
         """p^T as [128, blocks, p] (key block j at [:, j, :]): all TensorE transposes of a chunk before its
-        multiplies, so that each PSUM evacuation overlaps the next transpose instead of stalling TensorE."""
+        multiplies, so that each PSUM evacuation overlaps the next transpose instead of stalling TensorE.
+
+        Each block leaves PSUM through an exact multiply by 1 rather than an insert's plain copy: an insert's copy
+        runs on the engine its destination was given (VectorE or ScalarE, alternating between destinations, so
+        about half of these evacuations ran on ScalarE, the kernel's busiest engine, at 128 cycles where VectorE
+        takes 64), while the multiply, which neuron-fuse-instructions writes straight into the block's window, is
+        placed by neuron-balance-engines against the trip's other VectorE and ScalarE work (the evacuations of
+        one key block index across the trip's units together, each block index on its own)."""
         blocks = -(-n // PARTITION_TILE)
         parts = min(n, PARTITION_TILE)
         result = em.insert(tile.EmptyOp(_sbuf((parts, blocks, p), self.element_type))).result
@@ -695,6 +702,8 @@ class _Attention:
             width = min(PARTITION_TILE, n - j * PARTITION_TILE)
             part = window(em, probabilities, [j * PARTITION_TILE], (p, width))
             part_t = em.insert(tile.TransposeOp(part)).result
+            evacuated = _sbuf((width, p), self.element_type)
+            part_t = em.insert(tile.BinaryScalarOp(part_t, "multiply", evacuated, scalar=1.0)).result
             result = em.insert(tile.InsertOp(part_t, result, [em.index(j), em.index(0)])).result
         return result
 
