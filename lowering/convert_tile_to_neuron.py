@@ -11,9 +11,9 @@ hardware would use: loads and stores are `dma_copy`s spread round-robin over the
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
 arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE. A `tile.extract` window is no
-instruction: matmuls, transposes, inserts and the per-partition scalar column of a `tile.binary_scalar` read it
-in place through an access pattern (at a dynamic offset when its indices are loop values), other users get a
-copy. A `tile.insert` is a copy into the window of its
+instruction: matmuls, transposes, inserts and the per-partition columns of a `tile.binary_scalar` (its scalar)
+and a `tile.unary` (its bias) read it in place through an access pattern (at a dynamic offset when its indices
+are loop values), other users get a copy. A `tile.insert` is a copy into the window of its
 destination's buffer (in place when nothing else reads the destination), on VectorE or ScalarE, alternating
 between destinations so that evacuations into different tiles overlap. Loop-carried tiles stay in
 the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
@@ -368,6 +368,8 @@ def _reads_windows(use_operation: Operation, index: int) -> bool:
         return use_operation.operands[index] is not use_operation.acc
     if isinstance(use_operation, tile.BinaryScalarOp):  # the [P, 1] scalar column: one element per partition
         return use_operation.operands[index] is use_operation.column and use_operation.input is not use_operation.column
+    if isinstance(use_operation, tile.UnaryOp):  # the [P, 1] bias column of an activation
+        return use_operation.operands[index] is use_operation.bias and use_operation.input is not use_operation.bias
     return isinstance(use_operation, tile.TransposeOp) or (isinstance(use_operation, tile.InsertOp) and index == 0)
 
 
@@ -419,7 +421,7 @@ def _unary(conv: _FunctionConversion, op: Operation) -> None:
     buffer = conv.result_buffer(em, op)
     accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
     if op.bias is not None:
-        accesses["bias"] = full_access(conv.buffer(op.bias))
+        accesses["bias"] = conv.access(op.bias)
     props: dict[str, Attribute] = {"func": StringAttr(op.fn.data)}
     for name in ("scale", "bias_value", "alpha"):
         value = getattr(op, name)

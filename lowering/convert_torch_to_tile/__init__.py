@@ -14,7 +14,8 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. An elementwise op taking a matmul's result (and nothing else using it) runs in the matmul's epilogue
-(epilogue.py); a layer norm whose only user is a matmul runs in the matmul's prologue (prologue.py). An op
+(epilogue.py); a layer norm whose only user is a matmul runs in the matmul's prologue (prologue.py), and so
+does a Linear layer and its activation read only by another Linear layer (matmul_chain.py). An op
 whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 """
@@ -44,10 +45,11 @@ from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_produc
 from neuron_mlir.lowering.convert_torch_to_tile.epilogue import reset as reset_epilogues
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, materialize_operands
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import reset as reset_prologues
 from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
@@ -68,6 +70,7 @@ LOWERINGS: dict[str, Lowering] = {
     **SORT_LOWERINGS,
     **RANDOM_LOWERINGS,
     **MATMUL_LOWERINGS,
+    **CHAIN_LOWERINGS,
     **REDUCTION_LOWERINGS,
     **SOFTMAX_LOWERINGS,
     **ATTENTION_LOWERINGS,
@@ -181,10 +184,14 @@ def _convert_function(function: func.FuncOp) -> None:
                 sole_uses = {
                     mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
                 }
-                if op.name not in VIEW_LOWERINGS and op.name not in MATMUL_CONSUMERS:
-                    materialize_operands(emitter, arguments.values())  # deferred producers it reads
-                fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
-                results = fused if fused is not None else lowering(emitter, op, arguments)
+                absorbing = absorber(op)
+                if absorbing is not None:  # part of a deferred producer
+                    results = absorbing(emitter, op, arguments)
+                else:
+                    if op.name not in VIEW_LOWERINGS and op.name not in MATMUL_CONSUMERS:
+                        materialize_operands(emitter, arguments)  # deferred producers it reads
+                    fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
+                    results = fused if fused is not None else lowering(emitter, op, arguments)
         except LoweringRefused as refusal:
             refusal.value_name = _value_name(op)
             raise

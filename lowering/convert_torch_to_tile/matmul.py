@@ -22,9 +22,10 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
   tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When A is a deferred producer's result (a layer norm read only by this matmul: prologue.py), the hoisted panel
-  is built from the rows the producer computes on chip instead of rows loaded from HBM, each transposed K tile
-  passing through the producer's per-partition affine as it leaves PSUM; A's HBM tensor is then never written.
+* When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
+  layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
+  PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
+  never written.
   Without a hoisted panel (or with A not transposed on TensorE) the producer is emitted on its own first.
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
@@ -202,7 +203,9 @@ def emit_matmul(
             kernel.prologue = prologue
             prologue.setup(em, blocking.k_tile)
         else:
-            prologue.materialize(em)
+            result = prologue.materialize(em)
+            if lhs is taken[0]:  # the deferred allocation itself, now replaced
+                lhs = kernel.lhs = result
     if bias_row is not None:
         kernel.bias_row = bias_row
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
@@ -467,7 +470,8 @@ class _Kernel:
         full: list[SSAValue] = []
         rest_tiles: list[SSAValue] = []
         if self.prologue is not None:
-            return self.prologue_panel(em, subs, tiles, rest)
+            built = self.prologue.build_panel(em, subs, tiles, rest)
+            return _Panel(*built) if built is not None else self.prologue_panel(em, subs, tiles, rest)
         k0 = em.mul(t0, b.k_tile)
         k_full, k_rest = divmod(self.k, b.k_tile)
         if tiles and not self.lhs_transposed:

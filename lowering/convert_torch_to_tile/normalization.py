@@ -372,8 +372,14 @@ class _LayerNormPrologue:
     columns: list[tuple[SSAValue | None, SSAValue | None]] = field(default_factory=list)
     x_rows: SSAValue | None = None
 
-    def materialize(self, em: Emitter) -> None:
+    def materialize(self, em: Emitter) -> SSAValue:
         _layer_norm_on_chip(em, self.op, self.x, self.plan, self.weight, self.bias, self.eps, self.results)
+        return self.results[0]
+
+    def build_panel(
+        self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool
+    ) -> tuple[list[SSAValue], list[SSAValue]] | None:
+        return None  # the matmul transposes the normalized rows
 
     def discard(self) -> None:
         for result in self.results:

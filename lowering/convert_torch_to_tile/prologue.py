@@ -4,7 +4,12 @@ A matmul reads its left operand A [M, K] as A^T tiles (K on partitions), which i
 transposing them on TensorE. When A is a layer norm's output and the matmul its only user, the layer norm need
 not go through HBM at all: the matmul computes the normalized rows itself, in the rows it would have loaded,
 and applies the per-feature affine (weight, bias) as it evacuates the transposes from PSUM, where a feature is
-a partition and the affine is one per-partition multiply-add instead of two tensor-tensor passes over the rows.
+a partition and the affine is one per-partition multiply-add instead of two tensor-tensor passes over the rows
+(normalization.py). When A is the activation of another matmul's product, that matmul builds the whole A^T
+panel itself, on chip (matmul_chain.py).
+
+A producer that absorbs the ops between it and its consumer (the chain's activation) registers them
+(`absorb`): the conversion calls the producer's handler for them instead of their lowerings.
 
 The producer's lowering, when its only consumer (through views, with nothing but views in between) is a matmul
 taking it as A, emits nothing but its result's allocation and registers a `Prologue` (`defer`). The consumer
@@ -18,7 +23,7 @@ at its own place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from xdsl.dialects import memref
@@ -37,14 +42,22 @@ class Prologue(Protocol):
     rows: int  # M: the producer's result seen as [rows, length]
     length: int  # K
 
-    def materialize(self, em: Emitter) -> None:
-        """Emit the producer's own loop nest, writing its result to HBM (the consumer does not fuse it)."""
+    def materialize(self, em: Emitter) -> SSAValue:
+        """Emit the producer's own loop nest, writing its result to HBM (the consumer does not fuse it); returns
+        the result, which replaces the deferred allocation in every use of it."""
 
     def discard(self) -> None:
         """The consumer fused the producer: erase the allocations of its results (nothing writes or reads them)."""
 
     def setup(self, em: Emitter, k_tile: int) -> None:
         """Emit what every row block shares (the affine parameters as per-partition columns), once."""
+
+    def build_panel(
+        self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool
+    ) -> tuple[list[SSAValue], list[SSAValue]] | None:
+        """The whole-K stationary panel of rows `subs` ([K_TILE, tiles, m] per sub, and the partial last K tile
+        per sub when `rest`), when the producer builds it itself; None when the matmul builds it from
+        `row_tiles` and `evacuate`."""
 
     def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
         """Per (m0, m_size) of `subs`, the [m_size, length] SBUF tile of rows m0.. before the per-feature
@@ -57,15 +70,28 @@ class Prologue(Protocol):
 
 # the deferred result's allocation -> its prologue, for the function being converted
 _deferred: dict[SSAValue, Prologue] = {}
+# torch ops a deferred producer takes into itself -> their lowering, which the conversion calls instead
+_absorbers: dict[Operation, Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]] = {}
 
 
 def reset() -> None:
     """Forget every deferred producer (at the start of each function)."""
     _deferred.clear()
+    _absorbers.clear()
 
 
-def consumer_of(op: Operation) -> Operation | None:
-    """The matmul that alone uses `op`'s first result as A, through views only, with only views in between."""
+def absorb(op: Operation, lowering: Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]) -> None:
+    """`op` (reading a deferred result) becomes part of the deferred producer: `lowering` replaces its own."""
+    _absorbers[op] = lowering
+
+
+def absorber(op: Operation) -> Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]] | None:
+    return _absorbers.pop(op, None)
+
+
+def consumer_of(op: Operation, consumers: dict[str, str] = MATMUL_CONSUMERS) -> Operation | None:
+    """The op that alone uses `op`'s first result, through views only, as its operand `consumers[name]`, with only
+    views in between (by default a matmul taking it as A)."""
     from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 
     value = op.results[0]
@@ -77,7 +103,7 @@ def consumer_of(op: Operation) -> Operation | None:
         if user.name not in VIEW_LOWERINGS:
             break
         value = user.results[0]
-    operand = MATMUL_CONSUMERS.get(user.name)
+    operand = consumers.get(user.name)
     if operand is None or user.arguments().get(operand) is not value:  # type: ignore[attr-defined]
         return None
     between = op.next_op
@@ -107,17 +133,33 @@ def take(value: SSAValue) -> tuple[SSAValue, Prologue] | None:
     return None if prologue is None else (root, prologue)
 
 
-def materialize_operands(em: Emitter, arguments: Iterable[Any]) -> None:
-    """Emit every deferred producer whose result is among `arguments` (before their user's lowering)."""
-    for value in arguments:
-        values = value if isinstance(value, list | tuple) else [value]
-        for item in values:
+def materialize_operands(em: Emitter, arguments: dict[str, Any]) -> None:
+    """Emit every deferred producer whose result is among `arguments` (before their user's lowering), updating
+    the arguments that were the deferred allocation itself."""
+    for name, value in arguments.items():
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        for index, item in enumerate(values):
             if isinstance(item, SSAValue) and (taken := take(item)) is not None:
-                taken[1].materialize(em)
+                result = taken[1].materialize(em)
+                if item is taken[0]:
+                    values[index] = result
+        arguments[name] = values if isinstance(value, list | tuple) else values[0]
+
+
+def _drop_dead_views(value: SSAValue) -> None:
+    for use in list(value.uses):
+        user = use.operation
+        if isinstance(user, tile.ViewOp) and user.parent is not None:
+            _drop_dead_views(user.result)
+            if not user.result.uses:
+                user.detach()
+                user.erase()
 
 
 def drop_unused(value: SSAValue) -> None:
-    """Erase the views down to `value`'s allocation, and the allocation, once nothing reads them."""
+    """Erase the views down to `value`'s allocation, and the allocation, once nothing reads them (views of it
+    that nothing reads go first)."""
+    _drop_dead_views(value)
     while True:
         owner = value.owner
         if value.uses or not isinstance(owner, tile.ViewOp | memref.AllocOp) or owner.parent is None:
