@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
 from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.cache import cache_key, compile_cache  # every compile looks up the cache first
 from neuron_mlir.frontend.fx_importer import (
     HOST_CHECKED_ASSERTIONS,
     GraphSignature,
@@ -238,7 +239,6 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     if not options.cache:
         return _Lookup(None, None)
     from neuron_mlir import __version__
-    from neuron_mlir.frontend.cache import cache_key, compile_cache
     from neuron_mlir.frontend.fx_importer import graph_key_text
 
     text = graph_key_text(graph_module)
@@ -303,7 +303,6 @@ def _compile_whole(
 
     `looked_up`: the FX-key lookup of this graph already made (and missed) by the caller."""
     from neuron_mlir import __version__
-    from neuron_mlir.frontend.cache import cache_key, compile_cache
 
     started = time.perf_counter()
     if looked_up is None:
