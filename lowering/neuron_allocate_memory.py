@@ -7,16 +7,23 @@ disjoint byte ranges and everything fits the target's capacity: SBUF bytes per p
 where a matmul's accumulator gets a bank of its own (each bank holds one accumulation group) and other PSUM
 buffers, such as transposes, share banks without straddling two. A live range runs in program
 order from the alloc to its last use, extended to the end of any loop that uses the buffer but does not
-allocate it (the buffer is read again in the next iteration). A buffer allocated inside a loop body lives for
-the whole body: the engines run ahead of each other, so the next iteration's first instructions may execute
-while this iteration's last ones still use their buffers, and buffers of one body must not share bytes. Every
-iteration reuses the same buffers; the synchronisation pass orders those reuses (unrolled loops,
-`neuron-unroll-loops`, get one set of buffers per copy: double buffering).
+allocate it (the buffer is read again in the next iteration).
+
+A buffer allocated inside a loop body lives for the whole body by preference: the engines run ahead of each
+other, so the next iteration's first instructions may start while this iteration's last ones still use their
+buffers, and buffers of one body that share no bytes never make one engine wait for another across iterations.
+Every iteration reuses the same buffers; the synchronisation pass orders those reuses (unrolled loops,
+`neuron-unroll-loops`, get one set of buffers per copy: double buffering). When a memory does not fit that
+way, the bodies are made *tight* one at a time (first the loop of the buffer that did not fit, then the loops
+of the buffers live beside it, largest first): a tight body's buffers live only from their alloc to their last
+use, so buffers used in different stages of one iteration share bytes. That is still correct, because
+neuron-insert-sync orders accesses by address, across iterations as well as within one; it only costs overlap
+between iterations, which is why it is the fallback and not the rule.
 
 Placement is next-fit: each buffer goes at the first free range after the previous one, wrapping around, so
 memory just freed is reused as late as possible and the waits that reuse creates stay rare. HBM scratch is
-placed after the previous one (no reuse: HBM is large). When on-chip memory runs out the pass fails, naming
-the buffer, its source line and what was live.
+placed after the previous one (no reuse: HBM is large). When on-chip memory runs out even with every body
+tight, the pass fails, naming the buffer, its source line and what was live.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-@dataclass
+@dataclass(eq=False)
 class _Interval:
     alloc: neuron.AllocOp
     start: int
@@ -59,8 +66,14 @@ def _accumulates(alloc: neuron.AllocOp) -> bool:
     return False
 
 
-def live_intervals(function: func.FuncOp, bank_bytes: int = 2048) -> list[_Interval]:
-    """Program-order live ranges of the on-chip allocations of a function."""
+def live_intervals(
+    function: func.FuncOp, bank_bytes: int = 2048, tight_loops: frozenset[scf.ForOp] = frozenset()
+) -> list[_Interval]:
+    """Program-order live ranges of the on-chip allocations of a function.
+
+    A buffer allocated directly in the body of a loop lives for the whole body unless that loop is in
+    `tight_loops` (see the module docstring).
+    """
     position: dict[Operation, int] = {}
     loop_end: dict[Operation, int] = {}  # a loop's last position (its start is its own position)
     counter = 0
@@ -97,7 +110,7 @@ def live_intervals(function: func.FuncOp, bank_bytes: int = 2048) -> list[_Inter
             end = max(end, point)
         start = position[op]
         enclosing = op.parent_op()
-        if isinstance(enclosing, scf.ForOp):
+        if isinstance(enclosing, scf.ForOp) and enclosing not in tight_loops:
             start, end = min(start, position[enclosing]), max(end, loop_end[enclosing])
         size = op.row_bytes()
         if op.memory is Memory.PSUM and _accumulates(op):
@@ -138,15 +151,19 @@ def _first_gap(
     return address
 
 
-def _place(
-    intervals: list[_Interval],
-    capacity: int,
-    alignment: int,
-    memory: Memory,
-    target: Target,
-    bank: int | None = None,
-) -> None:
-    """Next fit over live intervals, in order of start (see the module docstring)."""
+class _OutOfMemory(Exception):
+    """A buffer that did not fit next to the buffers live at its start."""
+
+    def __init__(self, interval: _Interval, active: list[tuple[int, int, _Interval]], alignment: int) -> None:
+        super().__init__()
+        self.interval = interval
+        self.live = [entry[2] for entry in active]
+        self.live_bytes = sum(_align(entry[1], alignment) for entry in active)
+
+
+def _place(intervals: list[_Interval], capacity: int, alignment: int, bank: int | None = None) -> dict[_Interval, int]:
+    """Next fit over live intervals, in order of start (see the module docstring): an address per interval."""
+    addresses: dict[_Interval, int] = {}
     active: list[tuple[int, int, _Interval]] = []  # (address, size, interval)
     cursor = 0
     for interval in sorted(intervals, key=lambda i: (i.start, -i.size)):
@@ -156,15 +173,54 @@ def _place(
         if address + size > capacity:
             address = _first_gap(active, 0, size, alignment, bank)
         if address + size > capacity:
-            live = sum(_align(entry[1], alignment) for entry in active)
-            raise PassFailedException(
-                f"neuron.alloc: out of {memory.value.upper()} on {target.name}: a buffer of {interval.size} bytes per "
-                f"partition does not fit next to {len(active)} live buffers ({live} of {capacity} bytes per "
-                f"partition in use){_where(interval.alloc)}"
-            )
+            raise _OutOfMemory(interval, active, alignment)
         active.append((address, size, interval))
-        interval.alloc.properties["address"] = IntegerAttr(address, i64)
+        addresses[interval] = address
         cursor = address + size
+    return addresses
+
+
+def _loop_to_tighten(failure: _OutOfMemory, tight: frozenset[scf.ForOp]) -> scf.ForOp | None:
+    """The loop body whose buffers should stop living for the whole body next, or None when none is left.
+
+    The body of the buffer that did not fit comes first; then the bodies holding the most live bytes.
+    """
+    extended: dict[scf.ForOp, int] = {}
+    for interval in failure.live:
+        loop = interval.alloc.parent_op()
+        if isinstance(loop, scf.ForOp) and loop not in tight:
+            extended[loop] = extended.get(loop, 0) + interval.size
+    own = failure.interval.alloc.parent_op()
+    if isinstance(own, scf.ForOp) and own not in tight:
+        return own
+    if not extended:
+        return None
+    return max(extended, key=lambda loop: extended[loop])
+
+
+def allocate_on_chip(
+    function: func.FuncOp, memory: Memory, capacity: int, alignment: int, target: Target, bank: int | None = None
+) -> None:
+    """Addresses for the function's buffers in one on-chip memory, tightening loop bodies until they fit."""
+    tight: frozenset[scf.ForOp] = frozenset()
+    while True:
+        intervals = [i for i in live_intervals(function, target.psum_bank_bytes, tight) if i.alloc.memory is memory]
+        try:
+            addresses = _place(intervals, capacity, alignment, bank)
+        except _OutOfMemory as failure:
+            loop = _loop_to_tighten(failure, tight)
+            if loop is None:
+                raise PassFailedException(
+                    f"neuron.alloc: out of {memory.value.upper()} on {target.name}: a buffer of "
+                    f"{failure.interval.size} bytes per partition does not fit next to {len(failure.live)} live "
+                    f"buffers ({failure.live_bytes} of {capacity} bytes per partition in use)"
+                    f"{_where(failure.interval.alloc)}"
+                ) from None
+            tight = tight | {loop}
+            continue
+        for interval, address in addresses.items():
+            interval.alloc.properties["address"] = IntegerAttr(address, i64)
+        return
 
 
 @dataclass(frozen=True)
@@ -176,11 +232,10 @@ class NeuronAllocateMemoryPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            intervals = live_intervals(function, target.psum_bank_bytes)
-            sbuf = [i for i in intervals if i.alloc.memory is Memory.SBUF]
-            psum = [i for i in intervals if i.alloc.memory is Memory.PSUM]
-            _place(sbuf, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, Memory.SBUF, target)
-            _place(psum, target.psum_bytes_per_partition, SBUF_ALIGNMENT, Memory.PSUM, target, target.psum_bank_bytes)
+            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, target)
+            allocate_on_chip(
+                function, Memory.PSUM, target.psum_bytes_per_partition, SBUF_ALIGNMENT, target, target.psum_bank_bytes
+            )
             next_hbm = 0
             for alloc in function.body.walk():
                 if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:

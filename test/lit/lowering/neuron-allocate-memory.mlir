@@ -110,6 +110,29 @@ func.func @psum_transposes(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
 // CASES:       neuron.alloc {address = 1536 : i64} : memref<100x128xf32, #neuron.mem<psum>>
 // CASES:       neuron.alloc {address = 2048 : i64} : memref<100x128xf32, #neuron.mem<psum>>
 
+// -----
+
+// Three 100 KiB buffers allocated in one loop body do not fit trn2's 224 KiB when each lives for the whole body,
+// so the body is made tight: %a dies at the first copy and %c, born after it, takes its bytes (next fit wraps).
+// CASES-LABEL: func.func @tight_body
+func.func @tight_body() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %a = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
+    neuron.memset vector dst %a[0:128, 0, [[1, 25600]]] {value = 1.0 : f64} : memref<128x25600xf32, #neuron.mem<sbuf>>
+    %b = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
+    neuron.tensor_copy vector dst %b[0:128, 0, [[1, 25600]]], src %a[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #neuron.mem<sbuf>>, memref<128x25600xf32, #neuron.mem<sbuf>>
+    %c = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
+    neuron.tensor_copy vector dst %c[0:128, 0, [[1, 25600]]], src %b[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #neuron.mem<sbuf>>, memref<128x25600xf32, #neuron.mem<sbuf>>
+  }
+  func.return
+}
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 102400 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
+
 // The MLP forward graph: every buffer gets an address; HBM scratch is laid out one after another.
 // CHECK-LABEL: func.func @main
 // CHECK:       %addmm = neuron.alloc {address = 0 : i64} : memref<37x520xf32, #neuron.mem<hbm>>
