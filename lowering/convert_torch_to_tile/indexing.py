@@ -7,8 +7,11 @@ Every op here is an *indexed affine access*: output (or update) element `o` read
 with per-dimension coefficients A (the source's strides on the dimensions the output keeps, 0 elsewhere) and
 index tensors broadcast to the output's shape, each scaled by the stride of the dimension it indexes (negative
 indices wrap where PyTorch wraps them). One routine computes such offsets tile by tile on the engines (GpSimdE
-iota for the affine part, VectorE for the indexed part, fp32 exact below 2^24) and moves the data with
-`tile.gather` / `tile.scatter`:
+iota for the affine part, VectorE for the indexed part) and moves the data with `tile.gather` / `tile.scatter`.
+The arithmetic is fp32, exact below 2^24, so offsets are kept small: they are relative to the tile's origin
+(an exact integer register offset of the DMA), and counted in units of the largest stride that divides every
+coefficient (the DMA's table steps by that unit). An embedding's offsets are thus its token ids, whatever the
+table's size; only a tile whose offsets still reach 2^24 units is refused.
 
 - rows: when the output's last dimension is independent of every index (embedding, index_select on an outer
   dimension, index.Tensor on leading dims), one offset per partition moves a whole row of it;
@@ -116,13 +119,19 @@ class IndexedAccess:
         # rows: the last dim is walked by the DMA when no index depends on it and it has a positive stride
         last_free = len(self.shape) >= 2 and all(layout_of(t.index).strides[-1] == 0 for t in self.terms)
         self.rows = last_free and self.coefficients[-1] > 0 and self.free > 1
+        # the unit of the offsets: every coefficient that enters them is a multiple of it
+        entering = [t.coefficient for t in self.terms] + [self.coefficients[-2]]
+        if not self.rows:
+            entering.append(self.coefficients[-1])
+        self.unit = math.gcd(*entering) or 1
 
     def reach(self, ps: int, fs: int) -> int:
-        """The largest offset a tile of [ps, fs] can produce relative to its origin (+1: the table's bound)."""
+        """The largest offset, in units, a tile of [ps, fs] can produce relative to its origin (+1: the table's
+        bound)."""
         a = self.coefficients
         total = (ps - 1) * a[-2] + (0 if self.rows else (fs - 1) * a[-1])
         total += sum((t.extent - 1) * t.coefficient for t in self.terms)
-        return total + 1
+        return total // self.unit + 1
 
     def origin(self, em: Emitter, lead: Sequence[Index], p0: Index, f0: Index) -> Index:
         a = self.coefficients
@@ -134,9 +143,9 @@ class IndexedAccess:
         return value
 
     def offsets(self, em: Emitter, lead: Sequence[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
-        """The [ps, 1] (rows) or [ps, fs] (elements) i32 offsets of a tile, relative to its origin."""
+        """The [ps, 1] (rows) or [ps, fs] (elements) i32 offsets of a tile, relative to its origin, in units."""
         width = 1 if self.rows else fs
-        a = self.coefficients
+        a = [c // self.unit for c in self.coefficients]
         shape = (ps, width)
         total = em.insert(tile.IotaOp(TileType(shape, f32), [0 if self.rows else a[-1]], 0, a[-2])).result
         for term in self.terms:
@@ -149,9 +158,8 @@ class IndexedAccess:
                     tile.BinaryScalarOp(negative, "multiply", TileType(shape, f32), scalar=float(term.extent))
                 ).result
                 value = em.insert(tile.BinaryOp(value, shift, "add", TileType(shape, f32))).result
-            scaled = em.insert(
-                tile.BinaryScalarOp(value, "multiply", TileType(shape, f32), scalar=float(term.coefficient))
-            ).result
+            step = float(term.coefficient // self.unit)
+            scaled = em.insert(tile.BinaryScalarOp(value, "multiply", TileType(shape, f32), scalar=step)).result
             total = em.insert(tile.BinaryOp(total, scaled, "add", TileType(shape, f32))).result
         return em.insert(tile.CopyOp(total, TileType(shape, i32))).result
 
@@ -178,35 +186,40 @@ class IndexedAccess:
     ) -> tuple[SSAValue, list[Index], int]:
         """A view of `source`'s allocation for one tile: (view, gather indices, indexed dim).
 
-        Elements: [Q, bound] with element [q, j] at source origin + q + j; rows: [Q, bound, fs] with the row's
-        stride last. The tile's origin indexes Q (a dynamic DMA offset); offsets index `bound`.
+        Elements: [Q, bound] with element [q, j] at source origin + q + j * unit; rows: [Q, bound, fs] with the
+        row's stride last. The tile's origin indexes Q (a dynamic DMA offset); offsets index `bound`.
         """
         layout = layout_of(source)
         span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.strides, strict=True))
         bound = self.reach(ps, fs)
+        last = (bound - 1) * self.unit  # the largest offset, in elements
         if self.rows:
             # the row's start along the last dim is the gather index f0 of the view's third dim
             row = (self.free - 1) * self.coefficients[-1]
-            starts = max(1, span - row - bound + 1)
-            shape, strides = (starts, bound, self.free), (1, 1, self.coefficients[-1])
+            starts = max(1, span - row - last)
+            shape, strides = (starts, bound, self.free), (1, self.unit, self.coefficients[-1])
         else:
-            starts = max(1, span - bound + 1)
-            shape, strides = (starts, bound), (1, 1)
+            starts = max(1, span - last)
+            shape, strides = (starts, bound), (1, self.unit)
         return view(em, source, Layout(shape, strides, layout.offset)), [origin, 0, *([0] if self.rows else [])], 1
 
 
-def _check_exact(em: Emitter, op_name: str, source: SSAValue) -> None:
-    layout = layout_of(source)
-    span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.strides, strict=True))
-    if span >= EXACT_OFFSETS:
-        raise refuse(em, op_name, f"indexing a tensor of {span} elements: offsets are exact only below 2^24")
+def _check_exact(em: Emitter, op_name: str, access: IndexedAccess) -> None:
+    reach = access.reach(min(access.partitions, PARTITION_TILE), min(access.free, ELEMENT_TILE))
+    if reach >= EXACT_OFFSETS:
+        raise refuse(
+            em,
+            op_name,
+            f"offsets within a tile reach {reach} (in steps of {access.unit} element(s)): fp32 offsets are exact "
+            "only below 2^24",
+        )
 
 
 def emit_gather(
     em: Emitter, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
 ) -> SSAValue:
     """out[shape] with out[o] = source element at offset(o)."""
-    _check_exact(em, op_name, source)
+    _check_exact(em, op_name, access)
     out = alloc(em, access.shape, out_element_type)
     out_view = _views_rank2(em, out, access.shape)
     if math.prod(access.shape) == 0:
@@ -236,7 +249,7 @@ def emit_scatter(
     accumulate: bool,
 ) -> None:
     """dest element at offset(o) = (or +=) values(o) for every o of the access's shape."""
-    _check_exact(em, op_name, dest)
+    _check_exact(em, op_name, access)
     if math.prod(access.shape) == 0:
         return
 

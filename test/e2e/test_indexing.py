@@ -102,6 +102,15 @@ def test_embedding_backward_accumulates_duplicates_and_skips_padding():
 
 
 @pytest.mark.usefixtures("fresh_compiler")
+def test_embedding_of_a_table_past_two_to_the_24_elements():
+    """A [65536, 257] table holds more than 2^24 elements, which fp32 offsets cannot address one by one: the
+    gather and the accumulating scatter of the backward step by rows, so their offsets are the token ids."""
+    torch.manual_seed(3)
+    tokens = torch.cat([torch.tensor([65535, 0, 65535]), _ints(65536, (61,))]).view(4, 16)
+    _compiled_matches_eager(lambda w, i: F.embedding(i, w) * 1.5, torch.randn(65536, 257), tokens, grad_of=0)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
 def test_gather_backward_is_a_scatter_add():
     torch.manual_seed(2)
     _compiled_matches_eager(lambda x, i: torch.gather(x, 1, i).sin(), torch.randn(3, 5), _ints(5, (3, 8)), grad_of=0)

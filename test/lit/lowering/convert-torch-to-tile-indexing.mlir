@@ -3,13 +3,14 @@
 // Gathers and scatters (indexing.py): one case per branch. Random index inputs would be out of range, so these
 // are checked by execution in test/e2e/test_indexing.py rather than with --check-semantics here.
 
-// Embedding: the last dim does not depend on the index, so one offset per partition gathers a whole row.
+// Embedding: the last dim does not depend on the index, so one offset per partition gathers a whole row. The
+// offsets count rows (the table steps by the row stride, 6), so they are the token ids whatever the table's size.
 // CHECK-LABEL: func.func @main
 func.func @main(%w: tensor<10x6xf32>, %i: tensor<3x4xi64>) -> tensor<3x4x6xf32> {
   %0 = torch.aten.embedding %w, %i : (tensor<10x6xf32>, tensor<3x4xi64>) -> tensor<3x4x6xf32>
   func.return %0 : tensor<3x4x6xf32>
 }
-// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64, dims = array<i64: 2>} : memref<1x55x6xf32, strided<[1, 1, 1]>, #neuron.mem<hbm>>, !tile.tile<4x1xi32, sbuf> -> !tile.tile<4x6xf32, sbuf>
+// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64, dims = array<i64: 2>} : memref<1x10x6xf32, strided<[1, 6, 1]>, #neuron.mem<hbm>>, !tile.tile<4x1xi32, sbuf> -> !tile.tile<4x6xf32, sbuf>
 
 // -----
 // gather: every element has its own index: [P, F] offsets, one element each.

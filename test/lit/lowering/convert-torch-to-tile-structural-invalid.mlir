@@ -56,12 +56,14 @@ func.func @as_strided_too_far(%x: tensor<12xf32>) -> tensor<4x3xf32> {
 
 // -----
 
-// Offsets are computed in fp32: tensors of 2^24 elements or more are out of reach.
-func.func @gather_too_large(%w: tensor<4097x4096xf32>, %i: tensor<3xi64>) -> tensor<3x4096xf32> {
-  %0 = torch.aten.embedding %w, %i : (tensor<4097x4096xf32>, tensor<3xi64>) -> tensor<3x4096xf32> loc("model.embed"("model.py":2:0))
-  func.return %0 : tensor<3x4096xf32>
+// Offsets are computed in fp32, relative to each tile's origin and in steps of the largest stride dividing them:
+// an embedding's offsets are row numbers at any table size, but a per-element gather along dim 0 steps by single
+// elements across rows of 4096, and a tile of it reaches past 2^24.
+func.func @gather_too_large(%w: tensor<4097x4096xf32>, %i: tensor<2x4096xi64>) -> tensor<2x4096xf32> {
+  %0 = torch.aten.gather %w, %i {dim = 0 : i64} : (tensor<4097x4096xf32>, tensor<2x4096xi64>) -> tensor<2x4096xf32> loc("model.gather"("model.py":2:0))
+  func.return %0 : tensor<2x4096xf32>
 }
-// CHECK: torch.aten.embedding: indexing a tensor of 16781312 elements: offsets are exact only below 2^24 (at model.py:2 (model.embed))
+// CHECK: torch.aten.gather: offsets within a tile reach 16777728 (in steps of 1 element(s)): fp32 offsets are exact only below 2^24 (at model.py:2 (model.gather))
 
 // -----
 
