@@ -24,7 +24,9 @@ in chunks of one PSUM bank (512 columns) with the online softmax:
     out   = O / l, logsumexp = m + log(l)
 
 The value rows carry a column of ones (when Ev < 512), so the row sums l come out of the second matmul beside O
-instead of from a VectorE reduce of p.
+instead of from a VectorE reduce of p. A log-sum-exp of 16-bit inputs instead sums the fp32 exponentials (a
+reduce that neuron-fuse-instructions folds into the exponential), as ATen's kernel does: the sum of p rounded to
+bf16 is off by the rounding of its largest term, which a row of few keys shows in the fp32 result.
 
 Schedule. The engines are in-order queues, and one query tile's chain (scores, row max, exponentials, p^T, product)
 leaves each engine idle while it waits for the previous link. Without a mask, with at least 128 queries, and when
@@ -235,16 +237,23 @@ class _Attention:
         self.keep_keys = kept <= body_budget_bytes(em) // 2
         queries = (self.length + PARTITION_TILE) * itemsize * transposed // PARTITION_TILE
         self.keep_queries = queries <= body_budget_bytes(em) // 4
+        # The log-sum-exp is fp32 whatever the inputs: with 16-bit inputs its row sums add the exponentials as
+        # computed (fp32), as ATen's kernel does, not as rounded for the second matmul (a row of few keys would be
+        # off by the rounding of its largest term).
+        self.fp32_sums = wants_lse and self.element_type != f32
         # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
-        self.sum_column = self.value_head < n_limit
+        self.sum_column = self.value_head < n_limit and not self.fp32_sums
         # Units of several heads (or query tiles) share a loop trip when nothing in the trip moves data: a trip
         # with a DMA would be unrolled by neuron-unroll-loops, doubling its PSUM banks.
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
         self.units_per_trip = self.trip_units(em) if self.pipelined else 1
         # Pipelined heads keep Q^T scaled (one multiply of the head's query rows before their transposes instead
-        # of one per score row), so the exponentials' bias is -rowmax: the reduce's own negation.
+        # of one per score row), so the exponentials' bias is -rowmax: the reduce's own negation. Not for an fp32
+        # log-sum-exp of 16-bit queries, unless the scale is a power of two (an exact product): a bf16 query times
+        # 1/sqrt(E) loses low bits of the scores that the output's own rounding hides but the log-sum-exp shows.
         self.query_scale = 1.0
-        if self.pipelined:
+        exact = math.frexp(self.exp_scale)[0] == 0.5 or not self.fp32_sums
+        if self.pipelined and exact:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
 
     @staticmethod
@@ -672,15 +681,17 @@ class _Attention:
             if state is not None:
                 olds = [state[size * u : size * u + size] for u in active]
             active_units = [units[u] for u in active]
-            maxima, probabilities = self.exponentials(e, active_units, scores, olds, [widths[u] for u in active])
+            maxima, probabilities, summands = self.exponentials(
+                e, active_units, scores, olds, [widths[u] for u in active]
+            )
             products = self.products(
                 e, active_units, probabilities, [values for _, values in operands], [widths[u] for u in active]
             )
             new_state: list[SSAValue] = list(state) if state is not None else [None] * (size * len(units))  # type: ignore[list-item]
-            for u, unit, (new_max, negative), probs, product, old in zip(
-                active, active_units, maxima, probabilities, products, olds, strict=True
+            for u, unit, (new_max, negative), terms, product, old in zip(
+                active, active_units, maxima, summands, products, olds, strict=True
             ):
-                new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, probs, product, old)
+                new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, terms, product, old)
             return new_state
 
         if max(extents) <= self.chunk:
@@ -760,16 +771,17 @@ class _Attention:
         scores: list[SSAValue],
         states: list[list[SSAValue] | None],
         widths: list[int],
-    ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue]]:
-        """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype."""
+    ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue], list[SSAValue]]:
+        """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype, and what its row sum
+        adds up (p itself, or with `fp32_sums` the exponentials before their rounding to p's dtype)."""
         maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
-        probabilities = [
-            em.insert(
-                tile.UnaryOp(s, "exp", _sbuf((u.p, n), self.element_type), scale=self.exp_scale, bias=negative)
-            ).result
+        exp_type = f32 if self.fp32_sums else self.element_type
+        summands = [
+            em.insert(tile.UnaryOp(s, "exp", _sbuf((u.p, n), exp_type), scale=self.exp_scale, bias=negative)).result
             for u, s, (_, negative), n in zip(units, scores, maxima, widths, strict=True)
         ]
-        return maxima, probabilities
+        probabilities = [to_sbuf(em, terms, self.element_type) for terms in summands]
+        return maxima, probabilities, summands
 
     def products(
         self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], widths: list[int]
@@ -826,12 +838,12 @@ class _Attention:
         p: int,
         new_max: SSAValue,
         negative_max: SSAValue,
-        probabilities: SSAValue,
+        summands: SSAValue,
         product: SSAValue,
         state: list[SSAValue] | None,
     ) -> list[SSAValue]:
         """The running state after one chunk: (m', [l' =] l exp(m - m') + sum(p), O exp(m - m') + p V)."""
-        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
+        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(summands, "add", _column(p))).result
         if state is None:
             # One chunk: the product stays in PSUM, read once by the normalisation.
             return [new_max, product] if chunk_sum is None else [new_max, chunk_sum, product]

@@ -243,3 +243,12 @@ def test_wide_grouped_heads_with_mask_streamed(monkeypatch):
         check_compiled(
             lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True), q, k, v, mask
         )
+
+
+@pytest.mark.parametrize("width", [64, 128, 256])
+def test_log_sum_exp_of_bf16_inputs_is_fp32_accurate(width):
+    """The fp32 log-sum-exp of bf16 inputs matches ATen's (which sums unrounded exponentials), also where the scale
+    1/sqrt(E) is not a power of two and early causal rows see few keys."""
+    q, k, v = _inputs(1, 3, 256, 256, width, torch.bfloat16)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True), q, k, v)
