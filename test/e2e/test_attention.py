@@ -252,3 +252,25 @@ def test_log_sum_exp_of_bf16_inputs_is_fp32_accurate(width):
     q, k, v = _inputs(1, 3, 256, 256, width, torch.bfloat16)
     with torch.no_grad():
         check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True), q, k, v)
+
+
+def test_mistral_layer_runs_grouped_attention_on_the_core(monkeypatch):
+    """transformers' Mistral passes its 4 key/value heads for 8 query heads straight to SDPA (`enable_gqa`): the
+    whole layer compiles to one graph, with no attention node left to the CPU."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from transformers import MistralConfig, MistralModel
+
+    torch.manual_seed(0)
+    config = MistralConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=1,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vocab_size=1000,
+    )
+    model = MistralModel(config).eval()
+    ids = torch.randint(0, 1000, (1, 129))
+    with torch.no_grad():
+        check_compiled(lambda ids: model(ids).last_hidden_state, ids)
+    assert neuron_mlir.stats()["graphs_compiled"] == 1
