@@ -40,10 +40,12 @@ collected per head in SBUF and stored once per head; the partial last query tile
 the same reason. With a mask, or rows streamed from HBM, each trip is one unit and stores its own rows
 (neuron-unroll-loops then double-buffers the loads).
 
-Grouped queries. The key/value heads are grouped so that their query heads fill about one trip (one key/value head
-when g reaches the trip's unit count); a group's query heads share the trips as heads do without grouping, all
-reading the K^T and value rows their key/value head built once. When one head's g query heads outnumber a trip's
-units, they take turns in groups of that many (a loop after K^T is built, each turn transposing its own queries).
+Grouped queries. A group holds as many key/value heads as keep their query heads within one trip's units (at least
+one: a single key/value head once g exceeds half of them); a group's query heads share the trips as heads do
+without grouping, all reading the K^T and value rows their key/value head built once. When one head's g query heads
+outnumber a trip's units, they take turns in groups of that many (a loop after K^T is built, each turn transposing
+its own queries), the remainder last. (Sharing trips unevenly, e.g. 2 query heads per key/value head over trips of
+3 units, would need query-head indices that are not affine in the loop's.)
 A decoding step (L = 1, not causal) goes further: the g query heads of a key/value head are viewed as g query rows
 of that one head ([..., Hkv, g, E], a view of the query, the mask and the outputs), so they share every matmul,
 exponential and transpose over its keys instead of each repeating them for one row.
@@ -402,12 +404,14 @@ class _Attention:
         [kv] = key_heads  # one key/value head per group once its query heads fill a trip
         shared = self.prepare_key_values(em, key_batches)
 
-        def query_group(e: Emitter, first: Index, count: int) -> None:
+        def query_group(e: Emitter, first: Index, count: int) -> list[SSAValue]:
+            """Query heads [first, first + count) of the key/value head (nothing carried between turns)."""
             group = [([*outer, e.add(e.mul(kv, g), e.add(first, j))], 0) for j in range(count)]
             self.query_heads(e, self.prepare_heads(e, key_batches, group, shared))
+            return []
 
         full, rest = divmod(g, size)
-        carry(em, 0, full * size, size, [], lambda e, first, _: query_group(e, first, size) or [])
+        carry(em, 0, full * size, size, [], lambda e, first, _: query_group(e, first, size))
         if rest:
             query_group(em, full * size, rest)
 
