@@ -135,8 +135,9 @@ def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Seque
 
     A graph that needs no gradient (inference) keeps attention as one `_scaled_dot_product_flash_attention_for_cpu`
     op, which convert-torch-to-tile lowers as one fused kernel: scores, softmax and the product with V stay on
-    chip. A training graph traces the math path (matmuls and a softmax), whose backward is plain ATen; so does an
-    attention the flash kernel does not take (dropout, grouped-query heads, a boolean mask), as in eager.
+    chip (grouped-query heads included: `enable_gqa` reaches it with the key/value heads as they are). A training
+    graph traces the math path (matmuls and a softmax), whose backward is plain ATen; so does an attention the flash
+    kernel does not take (dropout, a boolean mask, value heads narrower or wider than the keys'), as in eager.
     """
     from torch.nn.attention import SDPBackend
 

@@ -1,17 +1,21 @@
 """Fused attention: `softmax(Q K^T * scale + mask) V` with the scores, the softmax and the product kept on chip.
 
 Input contract: `torch.aten._scaled_dot_product_flash_attention_for_cpu` (what inference graphs trace attention to,
-see `frontend.backend.attention_backends`) on float query [..., L, E], key [..., S, E] and value [..., S, Ev] with
-equal batch dimensions, any strides; an optional float `attn_mask` broadcastable to [..., L, S]; `is_causal`
-(top-left aligned: query i sees keys j <= i); `scale` (default 1/sqrt(E)). Dropout is refused (inference graphs
-carry none), as are heads wider than one TensorE contraction (E > 128) or one PSUM bank (Ev > 512): those nodes
-run on the CPU.
+see `frontend.backend.attention_backends`) on float query [..., Hq, L, E], key [..., Hkv, S, E] and value
+[..., Hkv, S, Ev], any strides, with equal batch dimensions but for the heads: Hq = g Hkv, where key/value head j
+serves query heads [g j, g j + g) (grouped-query attention, as ATen's kernel reads differing head counts); an
+optional float `attn_mask` broadcastable to [..., Hq, L, S]; `is_causal` (top-left aligned: query i sees keys
+j <= i); `scale` (default 1/sqrt(E)). Dropout is refused (inference graphs carry none), as are values wider than
+one PSUM bank (Ev > 512; ATen's kernel takes Ev = E only, so such heads are beyond every model's): those nodes run
+on the CPU.
 
-Output guarantee: the output [..., L, Ev] in the query's dtype and, when used, the log-sum-exp [..., L] in fp32,
-each written once; no [L, S] intermediate reaches HBM. Per (batch, head) the key (and, when it fits, the query) is
-transposed once on TensorE into K^T [E, S] (and Q^T [E, L]) (rows load contiguously; a DMA with E on partitions
-would move one element per descriptor) and kept in SBUF while every query tile uses it. The keys are walked in
-chunks of one PSUM bank (512 columns) with the online softmax:
+Output guarantee: the output [..., Hq, L, Ev] in the query's dtype and, when used, the log-sum-exp [..., Hq, L] in
+fp32, each written once; no [L, S] intermediate reaches HBM. Per (batch, key/value head) the key (and per query
+head, when it fits, the query) is transposed once on TensorE into K^T [E, S] (and Q^T [E, L]) (rows load
+contiguously; a DMA with E on partitions would move one element per descriptor) and kept in SBUF while every query
+tile of every query head of the group uses it. Heads wider than one TensorE contraction (E > 128: Gemma's 256)
+keep K^T and Q^T as one tile per 128 features, and the scores accumulate over them in PSUM. The keys are walked
+in chunks of one PSUM bank (512 columns) with the online softmax:
 
     s     = Q K^T[:, chunk] * scale (+ mask)           TensorE into PSUM (scaled through Q^T, or evacuated scaled)
     m'    = max(m, rowmax(s))                          [P, 1] columns
@@ -20,7 +24,9 @@ chunks of one PSUM bank (512 columns) with the online softmax:
     out   = O / l, logsumexp = m + log(l)
 
 The value rows carry a column of ones (when Ev < 512), so the row sums l come out of the second matmul beside O
-instead of from a VectorE reduce of p.
+instead of from a VectorE reduce of p. A log-sum-exp of 16-bit inputs instead sums the fp32 exponentials (a
+reduce that neuron-fuse-instructions folds into the exponential), as ATen's kernel does: the sum of p rounded to
+bf16 is off by the rounding of its largest term, which a row of few keys shows in the fp32 result.
 
 Schedule. The engines are in-order queues, and one query tile's chain (scores, row max, exponentials, p^T, product)
 leaves each engine idle while it waits for the previous link. Without a mask, with at least 128 queries, and when
@@ -33,6 +39,16 @@ trips hold no DMA, so neuron-unroll-loops leaves them alone (it would double the
 collected per head in SBUF and stored once per head; the partial last query tile runs in a loop of its own for
 the same reason. With a mask, or rows streamed from HBM, each trip is one unit and stores its own rows
 (neuron-unroll-loops then double-buffers the loads).
+
+Grouped queries. A group holds as many key/value heads as keep their query heads within one trip's units (at least
+one: a single key/value head once g exceeds half of them); a group's query heads share the trips as heads do
+without grouping, all reading the K^T and value rows their key/value head built once. When one head's g query heads
+outnumber a trip's units, they take turns in groups of that many (a loop after K^T is built, each turn transposing
+its own queries), the remainder last. (Sharing trips unevenly, e.g. 2 query heads per key/value head over trips of
+3 units, would need query-head indices that are not affine in the loop's.)
+A decoding step (L = 1, not causal) goes further: the g query heads of a key/value head are viewed as g query rows
+of that one head ([..., Hkv, g, E], a view of the query, the mask and the outputs), so they share every matmul,
+exponential and transpose over its keys instead of each repeating them for one row.
 
 One chunk (S <= 512) needs no rescaling; with more, m, l and O start at (-1e30, 0, 0) and every chunk runs in a
 loop of its own, so one loop body never holds two chunks' PSUM banks. With a mask, the running maximum is floored
@@ -108,26 +124,38 @@ class _Rows:
     width: int
     first: Index = 0  # block index (within `full`) of the rows' block 0
 
-    def block(self, em: Emitter, t: Index, size: int) -> SSAValue:
-        """Block t of the rows, `size` rows long (less than 128 only for the matrix's partial last block)."""
+    def block(self, em: Emitter, t: Index, size: int, columns: tuple[int, int] | None = None) -> SSAValue:
+        """Block t of the rows, `size` rows long (less than 128 only for the matrix's partial last block): all of
+        its columns, or `columns` (first, count)."""
+        first_column, width = columns if columns is not None else (0, self.width)
         if size < PARTITION_TILE:
             assert self.last is not None
-            return self.last
+            return window(em, self.last, [first_column], (size, width))
         assert self.full is not None
-        return window(em, self.full, [em.add(self.first, t), 0], (PARTITION_TILE, self.width))
+        return window(em, self.full, [em.add(self.first, t), first_column], (PARTITION_TILE, width))
 
     def shifted(self, first: Index) -> _Rows:
         return _Rows(self.full, self.last, self.width, first)
 
 
 @dataclass(frozen=True)
-class _Head:
-    """One (batch, head): its index, its keys and values per chunk (K^T [E, n], value rows), Q^T [E, p] of a query
-    tile."""
+class _KeyValue:
+    """One key/value head kept in SBUF: its index, K^T as one [e, S] tile per contraction tile of the head's
+    features (see `_Attention.feature_tiles`), and its value rows (with their ones column)."""
 
     batch: list[Index]
-    chunk_operands: Callable[[Emitter, Index, int], tuple[SSAValue, _Rows]]
-    query_t: Callable[[Emitter, Index, int], SSAValue]
+    keys_t: list[SSAValue]
+    values: _Rows
+
+
+@dataclass(frozen=True)
+class _Head:
+    """One (batch, query head): its index, its keys and values per chunk (K^T [e, n] per feature tile, value rows),
+    Q^T [e, p] per feature tile of a query tile."""
+
+    batch: list[Index]
+    chunk_operands: Callable[[Emitter, Index, int], tuple[list[SSAValue], _Rows]]
+    query_t: Callable[[Emitter, Index, int], list[SSAValue]]
 
 
 @dataclass(frozen=True)
@@ -152,20 +180,32 @@ class _Attention:
             if not isinstance(element_type_of(tensor), AnyFloat):
                 raise refuse(em, OP_NAME, f"{name} must be a float tensor, got {element_type_of(tensor)}")
         self.batch = q_layout.shape[:-2]
-        if k_layout.shape[:-2] != self.batch or v_layout.shape[:-2] != self.batch:
-            raise refuse(em, OP_NAME, "query, key and value must have equal batch dimensions")
+        self.key_batch = k_layout.shape[:-2]
+        if v_layout.shape[:-2] != self.key_batch:
+            raise refuse(
+                em,
+                OP_NAME,
+                f"key and value must have equal batch dimensions, got {k_layout.shape} and {v_layout.shape}",
+            )
+        # Grouped-query attention: key/value head j serves query heads [g j, g j + g) (ATen's kernel, like
+        # `repeat_interleave(g, dim=-3)` of the keys and values).
+        self.groups = self.query_groups(em, q_layout.shape, k_layout.shape)
         self.length, self.head = q_layout.shape[-2:]
         self.keys, key_head = k_layout.shape[-2:]
         self.value_head = v_layout.shape[-1]
         k_limit, _, n_limit = matmul_limits(em)
         if key_head != self.head or v_layout.shape[-2] != self.keys:
             raise refuse(em, OP_NAME, "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]")
-        if self.head > k_limit or self.value_head > n_limit:
+        if self.value_head > n_limit:
             raise refuse(
-                em, OP_NAME, f"heads wider than {k_limit} (query/key) or {n_limit} (value) are not lowered yet"
+                em,
+                OP_NAME,
+                f"values wider than one PSUM bank ({n_limit} fp32 columns) are not lowered, got Ev = {self.value_head}",
             )
         if self.keys == 0:
             raise refuse(em, OP_NAME, "attention over zero keys is not lowered")
+        # Scores contract over the head's features in tiles of at most one TensorE contraction, accumulated in PSUM.
+        self.feature_tiles = [(e0, min(k_limit, self.head - e0)) for e0 in range(0, self.head, k_limit)]
         self.chunk = n_limit
         scale = args.get("scale")
         self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head) if self.head else 1.0
@@ -183,25 +223,90 @@ class _Attention:
         self.out = self.allocate_output(em)
         wants_lse = bool(op.results[1].uses)
         self.lse = alloc(em, (*self.batch, self.length, 1), f32) if wants_lse else None
+        self.result_values = [self.out, self.lse]
+        self.result_shape = (*self.batch, self.length)
+        if self.groups > 1 and self.length == 1 and not self.causal:
+            self.stack_query_heads(em)
         itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
+        # Bytes per partition of a transposed [E, N] matrix per 128 of N: E itself within one contraction tile,
+        # whole partitions of every feature tile beyond.
+        transposed = self.head if len(self.feature_tiles) == 1 else PARTITION_TILE * len(self.feature_tiles)
         # One head's key rows, K^T and value rows stay in SBUF when they take at most half of a loop body's share
         # (about S * (2 E + Ev) / 128 * itemsize bytes per partition); longer keys are loaded and transposed per
         # chunk, again for every query tile.
-        kept = (self.keys + 2 * PARTITION_TILE) * itemsize * (2 * self.head + self.value_head) // PARTITION_TILE
+        width = self.head + transposed + self.value_head
+        kept = (self.keys + 2 * PARTITION_TILE) * itemsize * width // PARTITION_TILE
         self.keep_keys = kept <= body_budget_bytes(em) // 2
-        queries = (self.length + PARTITION_TILE) * itemsize * self.head // PARTITION_TILE
+        queries = (self.length + PARTITION_TILE) * itemsize * transposed // PARTITION_TILE
         self.keep_queries = queries <= body_budget_bytes(em) // 4
+        # The log-sum-exp is fp32 whatever the inputs: with 16-bit inputs its row sums add the exponentials as
+        # computed (fp32), as ATen's kernel does, not as rounded for the second matmul (a row of few keys would be
+        # off by the rounding of its largest term).
+        self.fp32_sums = wants_lse and self.element_type != f32
         # The row sums come out of the second matmul (a ones column beside the values) when one more column fits.
-        self.sum_column = self.value_head < n_limit
+        self.sum_column = self.value_head < n_limit and not self.fp32_sums
         # Units of several heads (or query tiles) share a loop trip when nothing in the trip moves data: a trip
         # with a DMA would be unrolled by neuron-unroll-loops, doubling its PSUM banks.
         self.pipelined = self.keep_keys and self.keep_queries and self.mask is None and self.length >= PARTITION_TILE
         self.units_per_trip = self.trip_units(em) if self.pipelined else 1
         # Pipelined heads keep Q^T scaled (one multiply of the head's query rows before their transposes instead
-        # of one per score row), so the exponentials' bias is -rowmax: the reduce's own negation.
+        # of one per score row), so the exponentials' bias is -rowmax: the reduce's own negation. Not for an fp32
+        # log-sum-exp of 16-bit queries, unless the scale is a power of two (an exact product): a bf16 query times
+        # 1/sqrt(E) loses low bits of the scores that the output's own rounding hides but the log-sum-exp shows.
         self.query_scale = 1.0
-        if self.pipelined:
+        exact = math.frexp(self.exp_scale)[0] == 0.5 or not self.fp32_sums
+        if self.pipelined and exact:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
+
+    @staticmethod
+    def query_groups(em: Emitter, query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> int:
+        """Query heads per key/value head: 1 when the batch dimensions agree, else g where the query has g times
+        the key's heads (dimension -3) and every other batch dimension agrees."""
+        query_batch, key_batch = query_shape[:-2], key_shape[:-2]
+        if query_batch == key_batch:
+            return 1
+        if len(query_batch) != len(key_batch) or not query_batch or query_batch[:-1] != key_batch[:-1]:
+            raise refuse(
+                em,
+                OP_NAME,
+                f"query {query_shape} and key {key_shape} must have equal batch dimensions, but for "
+                "the heads (dimension -3)",
+            )
+        query_heads, key_heads = query_batch[-1], key_batch[-1]
+        if key_heads == 0 or query_heads % key_heads:
+            raise refuse(
+                em,
+                OP_NAME,
+                f"the query's {query_heads} heads must be a multiple of the key's and value's "
+                f"{key_heads} (grouped-query attention)",
+            )
+        return query_heads // key_heads
+
+    def stack_query_heads(self, em: Emitter) -> None:
+        """One query per head (a decoding step) under grouped keys: the g query heads of a key/value head become the
+        g query rows of one head, [..., Hkv, g, E] (a view), so they share every matmul, exponential and transpose
+        of that head's keys instead of each repeating them for one row. Without a causal mask every row sees the
+        same keys, so nothing else changes."""
+        groups = self.groups
+
+        def regrouped(tensor: SSAValue | None) -> SSAValue | None:
+            if tensor is None:
+                return None
+            layout = layout_of(tensor)
+            *outer, heads, _, width = layout.shape
+            *outer_strides, head_stride, _, width_stride = layout.strides
+            shape = (*outer, heads // groups, groups, width)
+            strides = (*outer_strides, groups * head_stride, head_stride, width_stride)
+            return view(em, tensor, Layout(shape, strides, layout.offset))
+
+        self.query, self.out, self.lse, self.mask = (
+            regrouped(self.query),
+            regrouped(self.out),
+            regrouped(self.lse),
+            regrouped(self.mask),
+        )
+        self.batch = self.key_batch
+        self.length, self.groups = groups, 1
 
     @staticmethod
     def target(em: Emitter) -> Target:
@@ -224,10 +329,11 @@ class _Attention:
 
     def results(self, em: Emitter) -> list[SSAValue]:
         """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
-        if self.lse is None:
-            return [self.out, alloc(em, (*self.batch, self.length), f32)]
-        layout = layout_of(self.lse)
-        return [self.out, view(em, self.lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))]
+        out, lse = self.result_values
+        if lse is None:
+            return [out, alloc(em, self.result_shape, f32)]
+        layout = layout_of(lse)
+        return [out, view(em, lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))]
 
     def allocate_output(self, em: Emitter) -> SSAValue:
         """[..., H, L, Ev] stored as [..., L, H, Ev], as ATen's kernel lays it out: the usual next step (heads
@@ -257,75 +363,149 @@ class _Attention:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
-        group = self.units_per_trip
+        # Key/value heads per group: `units_per_trip` heads without grouped queries (each a trip's unit), fewer
+        # with them, so that a group's query heads still fill about one trip.
+        group = max(1, self.units_per_trip // self.groups)
 
-        def heads(e: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
+        def heads(e: Emitter, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:
-                e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*batch, i]))
+                e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*outer, i]))
                 return
             if not dims:
-                self.head_group(e, [batch])
+                self.head_group(e, outer, None)
                 return
             pairs, odd = divmod(dims[0], group)
             e.for_each(
                 pairs,
                 lambda inner, i: self.head_group(
-                    inner, [[*batch, inner.add(inner.mul(i, group), j)] for j in range(group)]
+                    inner, outer, [inner.add(inner.mul(i, group), j) for j in range(group)]
                 ),
             )
             for j in range(odd):
-                self.head_group(e, [[*batch, pairs * group + j]])
+                self.head_group(e, outer, [pairs * group + j])
 
-        heads(em, tuple(self.batch), [])
+        heads(em, tuple(self.key_batch), [])
 
-    def prepare_heads(self, em: Emitter, batches: list[list[Index]]) -> list[_Head]:
-        """The heads' operands: their rows loaded once (one DMA per matrix), then K^T and Q^T built once, the heads'
-        transposes side by side in one loop (separate PSUM buffers, so each one's evacuation overlaps the next)."""
+    def head_group(self, em: Emitter, outer: list[Index], key_heads: list[Index] | None) -> None:
+        """Key/value heads `key_heads` of batch `outer` (None: inputs without a head dimension) with their query
+        heads. K^T and the value rows of each are built once; when a head's query heads outnumber a trip's units,
+        they take turns in groups of `units_per_trip` (a loop), all reading that one K^T."""
+        g = self.groups
+        if key_heads is None:
+            key_batches, queries = [outer], [(outer, 0)]
+        else:
+            key_batches = [[*outer, kv] for kv in key_heads]
+            queries = [([*outer, em.add(em.mul(kv, g), j)], i) for i, kv in enumerate(key_heads) for j in range(g)]
+        size = self.units_per_trip
+        if len(queries) <= size:
+            self.query_heads(em, self.prepare_heads(em, key_batches, queries))
+            return
+        assert key_heads is not None
+        [kv] = key_heads  # one key/value head per group once its query heads fill a trip
+        shared = self.prepare_key_values(em, key_batches)
+
+        def query_group(e: Emitter, first: Index, count: int) -> list[SSAValue]:
+            """Query heads [first, first + count) of the key/value head (nothing carried between turns)."""
+            group = [([*outer, e.add(e.mul(kv, g), e.add(first, j))], 0) for j in range(count)]
+            self.query_heads(e, self.prepare_heads(e, key_batches, group, shared))
+            return []
+
+        full, rest = divmod(g, size)
+        carry(em, 0, full * size, size, [], lambda e, first, _: query_group(e, first, size))
+        if rest:
+            query_group(em, full * size, rest)
+
+    def prepare_key_values(self, em: Emitter, batches: list[list[Index]]) -> list[_KeyValue] | None:
+        """The key/value heads kept in SBUF (None when their rows are streamed per chunk): rows loaded once (one
+        DMA per matrix), K^T built once, the ones column beside the values."""
+        if not self.keep_keys:
+            return None
+        key_rows = [self.load_rows(em, self.key, batch, 0, self.keys, self.head) for batch in batches]
+        value_rows = [self.load_rows(em, self.value, batch, 0, self.keys, self.value_head) for batch in batches]
+        keys_t = self.transpose_rows(em, key_rows, self.keys)
+        return [
+            _KeyValue(batch, head_keys_t, self.with_ones(em, rows))
+            for batch, head_keys_t, rows in zip(batches, keys_t, value_rows, strict=True)
+        ]
+
+    def prepare_heads(
+        self,
+        em: Emitter,
+        key_batches: list[list[Index]],
+        queries: list[tuple[list[Index], int]],
+        shared: list[_KeyValue] | None = None,
+    ) -> list[_Head]:
+        """The query heads' operands (`queries`: each one's index and the position of its key/value head in
+        `key_batches`). Rows are loaded once (one DMA per matrix), then K^T and Q^T built once, the heads' transposes
+        side by side in one loop (separate PSUM buffers, so each one's evacuation overlaps the next). Key/value
+        heads already built (`shared`) are only read."""
         blocks = self.chunk // PARTITION_TILE
-        keys_t: list[SSAValue | None] = [None] * len(batches)
-        values: list[_Rows | None] = [None] * len(batches)
-        queries_t: list[SSAValue | None] = [None] * len(batches)
-        if self.keep_keys:
-            key_rows = [self.load_rows(em, self.key, batch, 0, self.keys, self.head) for batch in batches]
-            values = [self.load_rows(em, self.value, batch, 0, self.keys, self.value_head) for batch in batches]
+        key_values: list[_KeyValue] | None = shared
+        queries_t: list[list[SSAValue] | None] = [None] * len(queries)
+        keep_keys = shared is None and self.keep_keys
+        if keep_keys:
+            key_rows = [self.load_rows(em, self.key, batch, 0, self.keys, self.head) for batch in key_batches]
+            value_rows = [self.load_rows(em, self.value, batch, 0, self.keys, self.value_head) for batch in key_batches]
         if self.keep_queries:
             # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the units' work.
-            query_rows = [self.load_rows(em, self.query, batch, 0, self.length, self.head) for batch in batches]
-        if self.keep_keys:
-            keys_t = list(self.transpose_rows(em, key_rows, self.keys))
+            query_rows = [self.load_rows(em, self.query, batch, 0, self.length, self.head) for batch, _ in queries]
+        if keep_keys:
+            keys_t = self.transpose_rows(em, key_rows, self.keys)
         if self.keep_queries:
             if self.query_scale != 1.0:
                 query_rows = [self.scaled(em, rows, self.query_scale) for rows in query_rows]
             queries_t = list(self.transpose_rows(em, query_rows, self.length))
-        # The ones columns after the transposes: their copies wait for the value loads, and an engine queue that
-        # reached them first would hold back the transposes' evacuations behind them.
-        values = [None if rows is None else self.with_ones(em, rows) for rows in values]
+        if keep_keys:
+            # The ones columns after the transposes: their copies wait for the value loads, and an engine queue that
+            # reached them first would hold back the transposes' evacuations behind them.
+            key_values = [
+                _KeyValue(batch, head_keys_t, self.with_ones(em, rows))
+                for batch, head_keys_t, rows in zip(key_batches, keys_t, value_rows, strict=True)
+            ]
 
         def head(
-            batch: list[Index], head_keys_t: SSAValue | None, value_rows: _Rows | None, head_queries_t: SSAValue | None
+            batch: list[Index],
+            key_batch: list[Index],
+            key_value: _KeyValue | None,
+            head_queries_t: list[SSAValue] | None,
         ) -> _Head:
-            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[SSAValue, _Rows]:
+            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[list[SSAValue], _Rows]:
                 first = e.mul(k, blocks)
-                if head_keys_t is not None and value_rows is not None:
-                    return window(e, head_keys_t, [e.mul(k, self.chunk)], (self.head, n)), value_rows.shifted(first)
-                chunk_keys = self.load_rows(e, self.key, batch, first, n, self.head)
-                chunk_values = self.load_rows(e, self.value, batch, first, n, self.value_head)
+                if key_value is not None:
+                    c0 = e.mul(k, self.chunk)
+                    chunk_keys_t = [
+                        window(e, part, [c0], (size, n)) for part, (_, size) in self.tiled(key_value.keys_t)
+                    ]
+                    return chunk_keys_t, key_value.values.shifted(first)
+                chunk_keys = self.load_rows(e, self.key, key_batch, first, n, self.head)
+                chunk_values = self.load_rows(e, self.value, key_batch, first, n, self.value_head)
                 [chunk_keys_t] = self.transpose_rows(e, [chunk_keys], n)
                 return chunk_keys_t, self.with_ones(e, chunk_values)
 
-            def query_t(e: Emitter, t: Index, p: int) -> SSAValue:
+            def query_t(e: Emitter, t: Index, p: int) -> list[SSAValue]:
+                m0 = e.mul(t, PARTITION_TILE)
                 if head_queries_t is not None:
-                    return window(e, head_queries_t, [e.mul(t, PARTITION_TILE)], (self.head, p))
-                rows = load(e, self.query, [*batch, e.mul(t, PARTITION_TILE), 0], (p, self.head))
-                return to_sbuf(e, e.insert(tile.TransposeOp(rows)).result)
+                    return [window(e, part, [m0], (size, p)) for part, (_, size) in self.tiled(head_queries_t)]
+                rows = load(e, self.query, [*batch, m0, 0], (p, self.head))
+                return [
+                    to_sbuf(e, e.insert(tile.TransposeOp(window(e, rows, [e0], (p, size)))).result)
+                    for e0, size in self.feature_tiles
+                ]
 
             return _Head(batch, chunk_operands, query_t)
 
-        return [head(*operands) for operands in zip(batches, keys_t, values, queries_t, strict=True)]
+        # Streamed keys (no key_values): each query head loads its key/value head's chunks itself.
+        return [
+            head(batch, key_batches[position], None if key_values is None else key_values[position], head_queries_t)
+            for (batch, position), head_queries_t in zip(queries, queries_t, strict=True)
+        ]
 
-    def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
+    def tiled(self, parts: list[SSAValue]) -> list[tuple[SSAValue, tuple[int, int]]]:
+        """Each feature tile's part of a transposed matrix, with the tile's (first feature, size)."""
+        return list(zip(parts, self.feature_tiles, strict=True))
+
+    def query_heads(self, em: Emitter, heads: list[_Head]) -> None:
         """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip."""
-        heads = self.prepare_heads(em, batches)
         full, rest = divmod(self.length, PARTITION_TILE)
         per_head = self.units_per_trip // len(heads)
         collected: list[SSAValue] = []
@@ -451,24 +631,33 @@ class _Attention:
 
         return _Rows(times(rows.full), times(rows.last), rows.width, rows.first)
 
-    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int) -> list[SSAValue]:
-        """K^T [E, count] of each key rows: one TensorE transpose per 128 keys, into one SBUF tile."""
-        empty = _sbuf((self.head, count), self.element_type)
-        transposed = [em.insert(tile.EmptyOp(empty)).result for _ in rows]
+    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int) -> list[list[SSAValue]]:
+        """K^T [E, count] of each key rows, as one SBUF tile per feature tile ([e, count]): one TensorE transpose
+        per 128 keys and feature tile."""
+        transposed = [
+            [em.insert(tile.EmptyOp(_sbuf((size, count), self.element_type))).result for _, size in self.feature_tiles]
+            for _ in rows
+        ]
+        parts = len(self.feature_tiles)
         blocks, rest = divmod(count, PARTITION_TILE)
 
-        def piece(e: Emitter, rows: _Rows, t: Index, size: int, value: SSAValue) -> SSAValue:
-            block = e.insert(tile.TransposeOp(rows.block(e, t, size))).result
+        def piece(e: Emitter, rows: _Rows, t: Index, size: int, columns: tuple[int, int], value: SSAValue) -> SSAValue:
+            block = e.insert(tile.TransposeOp(rows.block(e, t, size, columns))).result
             return e.insert(tile.InsertOp(block, value, [e.index(e.mul(t, PARTITION_TILE))])).result
 
         def pieces(e: Emitter, t: Index, size: int, values: list[SSAValue]) -> list[SSAValue]:
-            return [piece(e, r, t, size, value) for r, value in zip(rows, values, strict=True)]
+            return [
+                piece(e, r, t, size, columns, values[i * parts + j])
+                for i, r in enumerate(rows)
+                for j, columns in enumerate(self.feature_tiles)
+            ]
 
+        flat = [value for per_rows in transposed for value in per_rows]
         if blocks:
-            transposed = carry(em, 0, blocks, 1, transposed, lambda e, t, values: pieces(e, t, PARTITION_TILE, values))
+            flat = carry(em, 0, blocks, 1, flat, lambda e, t, values: pieces(e, t, PARTITION_TILE, values))
         if rest:
-            transposed = pieces(em, blocks, rest, transposed)
-        return transposed
+            flat = pieces(em, blocks, rest, flat)
+        return [flat[i * parts : (i + 1) * parts] for i in range(len(rows))]
 
     def query_tiles(
         self, em: Emitter, spec: list[tuple[_Head, Index]], p: int
@@ -496,15 +685,17 @@ class _Attention:
             if state is not None:
                 olds = [state[size * u : size * u + size] for u in active]
             active_units = [units[u] for u in active]
-            maxima, probabilities = self.exponentials(e, active_units, scores, olds, [widths[u] for u in active])
+            maxima, probabilities, summands = self.exponentials(
+                e, active_units, scores, olds, [widths[u] for u in active]
+            )
             products = self.products(
                 e, active_units, probabilities, [values for _, values in operands], [widths[u] for u in active]
             )
             new_state: list[SSAValue] = list(state) if state is not None else [None] * (size * len(units))  # type: ignore[list-item]
-            for u, unit, (new_max, negative), probs, product, old in zip(
-                active, active_units, maxima, probabilities, products, olds, strict=True
+            for u, unit, (new_max, negative), terms, product, old in zip(
+                active, active_units, maxima, summands, products, olds, strict=True
             ):
-                new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, probs, product, old)
+                new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, terms, product, old)
             return new_state
 
         if max(extents) <= self.chunk:
@@ -584,16 +775,17 @@ class _Attention:
         scores: list[SSAValue],
         states: list[list[SSAValue] | None],
         widths: list[int],
-    ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue]]:
-        """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype."""
+    ) -> tuple[list[tuple[SSAValue, SSAValue]], list[SSAValue], list[SSAValue]]:
+        """Every unit's (m', -scale m'), then every unit's p = exp(s - m') in the input dtype, and what its row sum
+        adds up (p itself, or with `fp32_sums` the exponentials before their rounding to p's dtype)."""
         maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
-        probabilities = [
-            em.insert(
-                tile.UnaryOp(s, "exp", _sbuf((u.p, n), self.element_type), scale=self.exp_scale, bias=negative)
-            ).result
+        exp_type = f32 if self.fp32_sums else self.element_type
+        summands = [
+            em.insert(tile.UnaryOp(s, "exp", _sbuf((u.p, n), exp_type), scale=self.exp_scale, bias=negative)).result
             for u, s, (_, negative), n in zip(units, scores, maxima, widths, strict=True)
         ]
-        return maxima, probabilities
+        probabilities = [to_sbuf(em, terms, self.element_type) for terms in summands]
+        return maxima, probabilities, summands
 
     def products(
         self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], widths: list[int]
@@ -607,12 +799,15 @@ class _Attention:
             for u, probs_t, rows, n in zip(units, transposed, values, widths, strict=True)
         ]
 
-    def scores(self, em: Emitter, unit: _Unit, keys_t: SSAValue, c0: Index, n: int, causal: bool) -> SSAValue:
-        """Q K^T[:, chunk] (+ mask, + the causal mask when `causal`) of one unit: in PSUM unscaled, or scaled in
-        SBUF when a mask is added."""
+    def scores(self, em: Emitter, unit: _Unit, keys_t: list[SSAValue], c0: Index, n: int, causal: bool) -> SSAValue:
+        """Q K^T[:, chunk] (+ mask, + the causal mask when `causal`) of one unit, accumulated over the feature tiles:
+        in PSUM unscaled, or scaled in SBUF when a mask is added."""
         p = unit.p
-        query_t = unit.head.query_t(em, unit.t, p)
-        scores = em.insert(tile.MatmulOp(query_t, keys_t, TileType((p, n), f32, Memory.PSUM))).result
+        scores_type = TileType((p, n), f32, Memory.PSUM)
+        scores: SSAValue | None = None
+        for query_part, keys_part in zip(unit.head.query_t(em, unit.t, p), keys_t, strict=True):
+            scores = em.insert(tile.MatmulOp(query_part, keys_part, scores_type, scores)).result
+        assert scores is not None
         if self.mask is not None:
             scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
             mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
@@ -647,12 +842,12 @@ class _Attention:
         p: int,
         new_max: SSAValue,
         negative_max: SSAValue,
-        probabilities: SSAValue,
+        summands: SSAValue,
         product: SSAValue,
         state: list[SSAValue] | None,
     ) -> list[SSAValue]:
         """The running state after one chunk: (m', [l' =] l exp(m - m') + sum(p), O exp(m - m') + p V)."""
-        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(probabilities, "add", _column(p))).result
+        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(summands, "add", _column(p))).result
         if state is None:
             # One chunk: the product stays in PSUM, read once by the normalisation.
             return [new_max, product] if chunk_sum is None else [new_max, chunk_sum, product]

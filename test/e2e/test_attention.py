@@ -1,5 +1,6 @@
 """Scaled dot-product attention in inference graphs: one fused kernel (lowering/convert_torch_to_tile/attention.py)
-against eager PyTorch, for causal and masked attention, ragged sizes, several key chunks and both SBUF plans."""
+against eager PyTorch, for causal and masked attention, ragged sizes, several key chunks, both SBUF plans, grouped
+query heads and heads wider than one TensorE contraction."""
 
 import pytest
 import torch
@@ -51,17 +52,16 @@ def test_attention_inference(shape, dtype, causal):
         ((1, 5, 384, 256, 32), True),  # a group of three heads, then two heads of one tile per trip
         ((2, 1, 300, 200, 48), False),  # one head per group: its tiles share trips, then the partial tile
         ((1, 4, 640, 700, 16), True),  # two key chunks in every trip
-        ((1, 2, 256, 512, 512), False),  # value as wide as a PSUM bank: the row sums come from a reduce
+        # value as wide as a PSUM bank: the row sums come from a reduce (ATen's kernel takes Ev = E only, so the
+        # keys are as wide: four contraction tiles)
+        ((1, 2, 256, 512, 512), False),
     ],
     ids=["five-heads", "one-head", "four-heads-two-chunks", "widest-value"],
 )
 def test_attention_heads_and_tiles_share_trips(shape, causal):
     """Units of several heads, or several query tiles of one head, interleave in one loop trip: every
     grouping of heads and tiles (remainders included) gives the eager result."""
-    batch, heads, queries, keys, width = shape
-    torch.manual_seed(0)
-    q, k = (torch.randn(batch, heads, length, min(width, 128)) for length in (queries, keys))
-    v = torch.randn(batch, heads, keys, width)
+    q, k, v = _inputs(*shape, torch.float32)
     with torch.no_grad():
         check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
 
@@ -158,3 +158,119 @@ def test_training_graphs_keep_the_math_path():
     for name, x, want in zip("qkv", (q, k, v), expected, strict=True):
         assert_close_to_torch(x.grad, want, f"gradient of {name}")
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def _grouped_inputs(batch, query_heads, key_heads, queries, keys, width, dtype):
+    torch.manual_seed(0)
+    q = torch.randn(batch, query_heads, queries, width, dtype=dtype)
+    k, v = (torch.randn(batch, key_heads, keys, width, dtype=dtype) for _ in range(2))
+    return q, k, v
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "causal"),
+    [
+        ((1, 8, 4, 129, 129, 32), torch.float32, True),  # Mistral's grouping: two query heads per key head
+        ((2, 6, 2, 200, 300, 64), torch.float32, False),  # three per key head: exactly one trip
+        ((1, 8, 2, 300, 700, 64), torch.bfloat16, True),  # four: a trip of three heads, then one head's tiles
+        ((1, 8, 1, 256, 256, 32), torch.float32, True),  # multi-query: the query heads take turns in a loop
+        ((1, 4, 2, 100, 77, 40), torch.float32, True),  # fewer queries than a tile: one unit per trip
+        ((1, 12, 4, 1, 600, 64), torch.bfloat16, False),  # decoding: the query heads are one head's rows
+        ((2, 8, 4, 1, 129, 32), torch.float32, True),  # decoding, causal: query 0 sees key 0 only
+    ],
+    ids=["g2-causal", "g3", "g4-two-chunks-bf16", "multi-query", "g2-partial-tile", "decode-g3-bf16", "decode-causal"],
+)
+def test_grouped_query_attention(shape, dtype, causal):
+    """Key/value head j serves query heads [g j, g j + g) (`enable_gqa`, as ATen's kernel reads fewer key heads):
+    the kernel takes the grouped heads as they are, without repeating the keys and values."""
+    inputs = _grouped_inputs(*shape, dtype)
+    with torch.no_grad():
+        check_compiled(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), *inputs
+        )
+    _hbm_traffic_is_only_inputs_and_outputs()
+
+
+def test_grouped_query_attention_with_mask_and_log_sum_exp():
+    q, k, v = _grouped_inputs(2, 6, 2, 130, 600, 32, torch.float32)
+    mask = torch.randn(2, 1, 130, 600)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v, m: FLASH(q, k, v, attn_mask=m, scale=0.3), q, k, v, mask)
+
+
+def test_grouped_query_decoding_with_mask_and_log_sum_exp():
+    """One query per head with a per-head mask: the stacked query rows read their own heads' mask rows."""
+    q, k, v = _grouped_inputs(1, 8, 2, 1, 300, 64, torch.float32)
+    mask = torch.randn(1, 8, 1, 300)
+    mask[0, 5, 0, 7:] = float("-inf")
+    with torch.no_grad():
+        check_compiled(lambda q, k, v, m: FLASH(q, k, v, attn_mask=m), q, k, v, mask)
+
+
+def test_grouped_query_attention_streams_keys_when_they_do_not_fit(monkeypatch):
+    """Streamed keys: each query head loads its own key/value head's chunks."""
+    monkeypatch.setattr(attention, "body_budget_bytes", lambda em: 1024)
+    q, k, v = _grouped_inputs(1, 6, 2, 200, 1100, 32, torch.float32)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True), q, k, v)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "causal"),
+    [
+        ((1, 2, 200, 300, 160), torch.float32, True),  # 128 + 32 features
+        ((2, 3, 300, 700, 192), torch.bfloat16, True),  # two key chunks
+        ((1, 4, 256, 256, 256), torch.bfloat16, False),  # Gemma's heads: two full contraction tiles
+        ((1, 2, 1, 600, 256), torch.float32, False),  # one query
+    ],
+    ids=["e160-causal", "e192-two-chunks-bf16", "e256-bf16", "e256-one-query"],
+)
+def test_attention_heads_wider_than_one_contraction(shape, dtype, causal):
+    """Heads of more than 128 features: Q^T and K^T in tiles of 128 features, the scores accumulated over them."""
+    inputs = _inputs(*shape, dtype)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), *inputs)
+    _hbm_traffic_is_only_inputs_and_outputs()
+
+
+def test_wide_grouped_heads_with_mask_streamed(monkeypatch):
+    """Wide heads, grouped, masked and streamed from HBM: every query tile transposes its own query rows in two
+    feature tiles."""
+    monkeypatch.setattr(attention, "body_budget_bytes", lambda em: 1024)
+    q, k, v = _grouped_inputs(1, 4, 2, 140, 600, 192, torch.float32)
+    mask = torch.randn(140, 600)
+    with torch.no_grad():
+        check_compiled(
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True), q, k, v, mask
+        )
+
+
+@pytest.mark.parametrize("width", [64, 128, 256])
+def test_log_sum_exp_of_bf16_inputs_is_fp32_accurate(width):
+    """The fp32 log-sum-exp of bf16 inputs matches ATen's (which sums unrounded exponentials), also where the scale
+    1/sqrt(E) is not a power of two and early causal rows see few keys."""
+    q, k, v = _inputs(1, 3, 256, 256, width, torch.bfloat16)
+    with torch.no_grad():
+        check_compiled(lambda q, k, v: FLASH(q, k, v, is_causal=True), q, k, v)
+
+
+def test_mistral_layer_runs_grouped_attention_on_the_core(monkeypatch):
+    """transformers' Mistral passes its 4 key/value heads for 8 query heads straight to SDPA (`enable_gqa`): the
+    whole layer compiles to one graph, with no attention node left to the CPU."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from transformers import MistralConfig, MistralModel
+
+    torch.manual_seed(0)
+    config = MistralConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=1,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vocab_size=1000,
+    )
+    model = MistralModel(config).eval()
+    ids = torch.randint(0, 1000, (1, 129))
+    with torch.no_grad():
+        check_compiled(lambda ids: model(ids).last_hidden_state, ids)
+    assert neuron_mlir.stats()["graphs_compiled"] == 1

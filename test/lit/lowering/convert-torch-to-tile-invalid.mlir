@@ -110,3 +110,21 @@ func.func @integer_mean(%x: tensor<4x8xi64>) -> tensor<4xi64> {
   func.return %0 : tensor<4xi64>
 }
 // CHECK: torch.aten.mean.dim: a scaled reduction with an integer result (i64) has no exact lowering (it would round through fp32) (at model.py:30 (model.avg))
+
+// -----
+
+// Attention (attention.py): grouped key/value heads must divide the query heads ...
+func.func @attention_heads_not_grouped(%q: tensor<1x8x16x32xf32>, %k: tensor<1x3x16x32xf32>, %v: tensor<1x3x16x32xf32>) -> tensor<1x8x16x32xf32> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none : (tensor<1x8x16x32xf32>, tensor<1x3x16x32xf32>, tensor<1x3x16x32xf32>) -> (tensor<1x8x16x32xf32>, tensor<1x8x16xf32>) loc("model.attn"("model.py":40:0))
+  func.return %0 : tensor<1x8x16x32xf32>
+}
+// CHECK: torch.aten._scaled_dot_product_flash_attention_for_cpu: the query's 8 heads must be a multiple of the key's and value's 3 (grouped-query attention) (at model.py:40 (model.attn))
+
+// -----
+
+// ... and the output rows of one query tile must fit a PSUM bank.
+func.func @attention_values_wider_than_a_bank(%q: tensor<1x2x16x640xf32>, %k: tensor<1x2x16x640xf32>, %v: tensor<1x2x16x640xf32>) -> tensor<1x2x16x640xf32> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none : (tensor<1x2x16x640xf32>, tensor<1x2x16x640xf32>, tensor<1x2x16x640xf32>) -> (tensor<1x2x16x640xf32>, tensor<1x2x16xf32>) loc("model.attn"("model.py":41:0))
+  func.return %0 : tensor<1x2x16x640xf32>
+}
+// CHECK: torch.aten._scaled_dot_product_flash_attention_for_cpu: values wider than one PSUM bank (512 fp32 columns) are not lowered, got Ev = 640 (at model.py:41 (model.attn))

@@ -1,0 +1,77 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+
+// Branches of the fused attention lowering (lowering/convert_torch_to_tile/attention.py) that show in the IR:
+// grouped query heads sharing their key/value head's K^T, a decoding step's query heads stacked as one head's
+// rows, and heads wider than one TensorE contraction. Values are checked end to end in test/e2e/test_attention.py.
+
+func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x4x256x64xbf16> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
+  func.return %0 : tensor<1x4x256x64xbf16>
+}
+// Two query heads per key/value head: a loop over the key/value heads loads each one's keys and values once, and
+// the rows of its query heads 2 kv and 2 kv + 1; K^T is transposed once (one transpose per 128 keys), and both
+// query heads' scores read it.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
+// CHECK-NEXT:    %[[Q0:.*]] = arith.muli %[[KV]], %c2 : index
+// CHECK-NEXT:    %[[Q1BASE:.*]] = arith.muli %[[KV]], %c2 : index
+// CHECK-NEXT:    %[[Q1:.*]] = arith.addi %[[Q1BASE]], %c1 : index
+// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%c0, %[[Q0]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%c0, %[[Q1]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NOT:     tile.load
+// CHECK:         %[[KT:.*]] = scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>) {
+// CHECK-NEXT:      tile.extract
+// CHECK-NEXT:      tile.transpose
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      tile.insert
+// CHECK-NEXT:      scf.yield
+// CHECK-NEXT:    }
+// The first query tile of both query heads shares a trip; each one's scores read key block 0 of the one K^T.
+// CHECK:         scf.for %{{.*}} = %c0 to %c1 step %c1
+// CHECK-NEXT:      %[[K0:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:      %[[K1:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK:           tile.matmul %{{.*}}, %[[K0]] :
+// CHECK:           tile.matmul %{{.*}}, %[[K1]] :
+// The second tile reads all of it.
+// CHECK:         scf.for %{{.*}} = %c1 to %c2 step %c1
+// CHECK:           tile.matmul %{{.*}}, %[[KT]] :
+// CHECK:           tile.matmul %{{.*}}, %[[KT]] :
+
+// -----
+
+func.func @grouped_decoding_step(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tensor<1x2x300x64xf32>) -> tensor<1x8x1x64xf32> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none : (tensor<1x8x1x64xf32>, tensor<1x2x300x64xf32>, tensor<1x2x300x64xf32>) -> (tensor<1x8x1x64xf32>, tensor<1x8x1xf32>)
+  func.return %0 : tensor<1x8x1x64xf32>
+}
+// One query per head: the four query heads of a key/value head are viewed as four query rows of that head, so
+// one [64, 4] Q^T meets the keys in one matmul and the output rows leave in one store.
+// CHECK-LABEL: func.func @grouped_decoding_step
+// CHECK:       %[[QV:.*]] = tile.view %q : memref<1x8x1x64xf32, #neuron.mem<hbm>> to memref<1x2x4x64xf32, #neuron.mem<hbm>>
+// CHECK:       %[[OV:.*]] = tile.view %{{.*}} to memref<1x2x4x64xf32, #neuron.mem<hbm>>
+// CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
+// CHECK:         tile.load %[[QV]][%c0, %[[KV]], %c0, %c0] : memref<1x2x4x64xf32, #neuron.mem<hbm>> -> !tile.tile<4x64xf32, sbuf>
+// CHECK:         tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x4xf32, sbuf>, !tile.tile<64x300xf32, sbuf>) -> !tile.tile<4x300xf32, psum>
+// CHECK-NOT:     tile.matmul %{{.*}}, %{{.*}} : ({{.*}}) -> !tile.tile<{{[0-9]+}}x300xf32, psum>
+// CHECK:         tile.store %{{.*}}, %[[OV]][%c0, %[[KV]], %c0, %c0] : !tile.tile<4x64xf32, sbuf>, memref<1x2x4x64xf32, #neuron.mem<hbm>>
+// CHECK-NEXT:  }
+
+// -----
+
+func.func @wide_heads(%q: tensor<1x1x128x192xf32>, %k: tensor<1x1x128x192xf32>, %v: tensor<1x1x128x192xf32>) -> tensor<1x1x128x192xf32> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none : (tensor<1x1x128x192xf32>, tensor<1x1x128x192xf32>, tensor<1x1x128x192xf32>) -> (tensor<1x1x128x192xf32>, tensor<1x1x128xf32>)
+  func.return %0 : tensor<1x1x128x192xf32>
+}
+// 192 features: K^T and Q^T as a [128, N] tile of features 0-127 and a [64, N] tile of features 128-191 (each
+// block of rows transposed in two column windows); the scores accumulate both contractions in PSUM.
+// CHECK-LABEL: func.func @wide_heads
+// CHECK:       %[[KROWS:.*]] = tile.load {{.*}} -> !tile.tile<128x1x192xf32, sbuf>
+// CHECK:       tile.extract %[[KROWS]][%c0, %c0] : !tile.tile<128x1x192xf32, sbuf> -> !tile.tile<128x128xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x128xf32, sbuf> -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:  %[[KT0:.*]] = tile.insert
+// CHECK-NEXT:  tile.extract %[[KROWS]][%c0, %c128] : !tile.tile<128x1x192xf32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<128x64xf32, sbuf> -> !tile.tile<64x128xf32, psum>
+// CHECK-NEXT:  %[[KT1:.*]] = tile.insert
+// CHECK:       %[[S0:.*]] = tile.matmul %{{.*}}, %[[KT0]] : (!tile.tile<128x128xf32, sbuf>, !tile.tile<128x128xf32, sbuf>) -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:  tile.matmul %{{.*}}, %[[KT1]] acc %[[S0]] : (!tile.tile<64x128xf32, sbuf>, !tile.tile<64x128xf32, sbuf>, !tile.tile<128x128xf32, psum>) -> !tile.tile<128x128xf32, psum>
