@@ -15,6 +15,9 @@ the input file; an op a pass created has none and is placed by its location attr
 for imported graphs). A verifier failure and a pass's refusal of an op both print this way, to stderr with exit
 code 1, or to stdout with exit code 0 under `--verify-diagnostics`. An unknown pass name or a malformed pass
 option is a one-line usage error (exit code 2) naming the closest known passes.
+
+`--print-between-passes` and `--time-passes` see inside `neuron-pipeline`: the IR and the time after each of its
+passes, as if they had been listed one by one.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from neuron_mlir import __version__
 from neuron_mlir.ir.dialects import ALL_DIALECTS
 from neuron_mlir.ir.locations import describe_location, file_position
 from neuron_mlir.lowering import ALL_PASSES
+from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, run_pipeline
 
 # An op with regions longer than this is shown by its first and last lines only.
 _MAX_OP_LINES = 12
@@ -173,14 +177,33 @@ class NeuronOptMain(xDSLOptMain):
     def _run_passes(self, module: ModuleOp) -> None:
         """The passes in order, verifying the IR before the first and after each (the IR a pass gets is valid, so
         a verifier failure after a pass is that pass's fault), with xDSL's `--print-between-passes` and
-        `--time-passes` output."""
+        `--time-passes` output; `neuron-pipeline` reports each of its own passes so."""
         passes = self.pipeline.passes
         self._verify(module)
         for index, pass_ in enumerate(passes):
             last = index == len(passes) - 1
             started = time.perf_counter()
+            if isinstance(pass_, NeuronPipelinePass):
+                self._run_neuron_pipeline(pass_, module, last)
+                if self.args.time_passes:
+                    print(f"Pass {pass_.name} took {time.perf_counter() - started} seconds")
+                continue
             pass_.apply(self.ctx, module)
             self._after_pass(pass_.name, module, time.perf_counter() - started, last)
+
+    def _run_neuron_pipeline(self, pipeline: NeuronPipelinePass, module: ModuleOp, last: bool) -> None:
+        remaining = len(pipeline_passes(pipeline.until))
+        timings: dict[str, float] = {}
+        reported: dict[str, float] = {}
+
+        def after_pass(name: str, current: ModuleOp) -> None:
+            nonlocal remaining
+            remaining -= 1
+            seconds = timings[name] - reported.get(name, 0.0)  # a pass may run twice: its time of this run
+            reported[name] = timings[name]
+            self._after_pass(name, current, seconds, last and remaining == 0)
+
+        run_pipeline(self.ctx, module, pipeline.until, timings=timings, after_pass=after_pass)
 
     def _after_pass(self, name: str, module: ModuleOp, seconds: float, last: bool) -> None:
         if self.args.time_passes:
