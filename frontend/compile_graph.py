@@ -102,17 +102,47 @@ def _matches(target: str, patterns: Sequence[str]) -> bool:
     return any(p.removeprefix("aten.") in (bare, packet, bare.removesuffix(".default")) for p in patterns)
 
 
-# dtypes a NeuronCore has no storage type for (the engines compute in fp32; f64 and complex stay on the CPU)
-_UNSTORABLE = {torch.float64, torch.complex64, torch.complex128, torch.complex32}
+# dtypes a NeuronCore has no storage type for, and why: its engines compute in FP32 at most and have no complex
+# arithmetic, so nodes on these dtypes stay on the CPU
+_UNSTORABLE = {
+    torch.float64: "no fp64 engine datapath",
+    torch.complex32: "no complex arithmetic on its engines",
+    torch.complex64: "no complex arithmetic on its engines",
+    torch.complex128: "no complex arithmetic on its engines",
+}
 
 
-def _storable(node: torch.fx.Node) -> bool:
-    """Whether every tensor the node reads or produces has a NeuronCore element type."""
+def _unstorable_dtype(node: torch.fx.Node) -> torch.dtype | None:
+    """The first dtype of a tensor the node reads or produces that has no NeuronCore element type, if any."""
     import torch.utils._pytree as pytree
 
     values = [node.meta.get("val")] + [arg.meta.get("val") for arg in node.all_input_nodes]
     tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
-    return all(t.dtype not in _UNSTORABLE for t in tensors)
+    return next((t.dtype for t in tensors if t.dtype in _UNSTORABLE), None)
+
+
+def _storable(node: torch.fx.Node) -> bool:
+    """Whether every tensor the node reads or produces has a NeuronCore element type."""
+    return _unstorable_dtype(node) is None
+
+
+def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), refused: dict[str, str] | None = None) -> str:
+    """Why an unsupported node runs on the CPU, naming its op, by the first cause that applies: the user asked
+    for it, its lowering refused its arguments, a dtype the core cannot hold, or an op without any lowering."""
+    from neuron_mlir.ir.dialects.torch import op_class_for
+    from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
+
+    op_name = str(node.target)
+    if _matches(op_name, cpu_ops):
+        return f"{op_name} is sent to the CPU by the cpu_ops option"
+    if refused and node.name in refused:
+        return f"{op_name} cannot be lowered here ({refused[node.name]})"
+    op_class = op_class_for(op_name)
+    dtype = _unstorable_dtype(node)
+    if dtype is not None and op_class is not None and is_lowerable(op_class.name):
+        dtype_name = str(dtype).removeprefix("torch.")
+        return f"{op_name}: {dtype_name} is not supported on the NeuronCore ({_UNSTORABLE[dtype]})"
+    return f"{op_name} has no NeuronCore lowering yet"
 
 
 def reset_graph_names() -> None:
@@ -440,25 +470,17 @@ def _report_fallback(
 ) -> None:
     """Strict mode: one error listing every node; otherwise one warning per op, and the counts in stats()."""
     if options.strict:
-        lines = [describe_node(node) for node in missing]
+        lines = [f"{describe_node(node)}: {fallback_reason(node, options.cpu_ops, refused)}" for node in missing]
         raise NeuronCompileError(
-            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU, having no NeuronCore "
-            "lowering:\n  " + "\n  ".join(lines)
+            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU:\n  " + "\n  ".join(lines)
         )
     for node in missing:
         op_name = str(node.target)
         if stats_module.record_fallback(op_name):
             where = describe_location(node_location(node))
-            forced = _matches(op_name, options.cpu_ops)
-            if node.name in refused:
-                reason = f"cannot be lowered here ({refused[node.name]})"
-            elif forced:
-                reason = "is sent to the CPU by the cpu_ops option"
-            else:
-                reason = "has no NeuronCore lowering yet"
             warnings.warn(
-                f"neuron-mlir: {op_name} {reason}; it runs eagerly on the CPU between compiled regions"
-                + (f" (first seen at {where})" if where else ""),
+                f"neuron-mlir: {fallback_reason(node, options.cpu_ops, refused)}; it runs eagerly on the CPU between "
+                "compiled regions" + (f" (first seen at {where})" if where else ""),
                 stacklevel=2,
             )
 

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -78,6 +79,33 @@ def test_a_training_step_through_a_partitioned_graph_matches_eager():
     reference(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         assert_close_to_torch(p.grad, q.grad, f"grad of {name}")
+
+
+def _scale_and_shift(x, y):
+    return x * y + x
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cause"),
+    [
+        (torch.float64, "float64 is not supported on the NeuronCore (no fp64 engine datapath)"),
+        (torch.complex64, "complex64 is not supported on the NeuronCore (no complex arithmetic on its engines)"),
+    ],
+)
+def test_a_fallback_for_a_dtype_names_the_dtype_as_the_cause(dtype, cause):
+    x, y = torch.randn(4, 3, dtype=dtype), torch.randn(4, 3, dtype=dtype)
+    compiled = torch.compile(_scale_and_shift, backend="neuron-mlir")
+    with pytest.warns(UserWarning, match="is not supported on the NeuronCore") as caught:
+        out = compiled(x, y)
+    expected = _scale_and_shift(x, y)
+    assert_close_to_torch(*(torch.view_as_real(t) if t.is_complex() else t for t in (out, expected)))
+    messages = [str(w.message) for w in caught if "neuron-mlir" in str(w.message)]
+    assert f"neuron-mlir: aten.mul.Tensor: {cause}; it runs eagerly on the CPU" in "\n".join(messages)
+    assert not any("no NeuronCore lowering" in m for m in messages)
+    strict = torch.compile(_scale_and_shift, backend="neuron-mlir", options={"strict": True})
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=re.escape("(aten.mul.Tensor) at ") + ".*" + re.escape(cause)):
+        strict(x, y)
 
 
 def test_strict_mode_turns_a_fallback_into_an_error_naming_op_and_line():
