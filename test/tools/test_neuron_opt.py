@@ -42,7 +42,7 @@ def test_an_op_of_the_input_is_reported_at_its_position(main) -> None:
 
 
 def test_an_op_a_pass_created_is_reported_at_its_location_and_shown(main) -> None:
-    tool, module, path = main
+    tool, _module, path = main
     created = arith.ConstantOp(IntegerAttr(1, i32))
     created.location = source_location("model.py", 7, 3, "model.head")
     assert tool.located(created, "arith.constant: a rule") == (
