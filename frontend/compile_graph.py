@@ -455,13 +455,35 @@ def _failure_message(name: str, after: str, stages: list[str], error: Exception,
     return message
 
 
+def neuron_opt_command() -> str:
+    """A shell command that runs `neuron-opt` from any shell: this very interpreter (the one with neuron-mlir
+    installed) runs its module, so neither an activated virtual environment nor PATH is needed."""
+    import shlex
+
+    return f"{shlex.quote(sys.executable)} -m neuron_mlir.tools.neuron_opt"
+
+
 def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
+    """`reproduce.sh`: runs each stage's passes with neuron-opt on the IR saved before the stage and checks that
+    the IR it writes (`<n>_<stage>.reproduced.mlir`) is the saved IR of the stage, byte for byte."""
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
 
-    lines = ["#!/bin/sh", "# Re-run each stage of the pipeline on the IR saved before it.", 'cd "$(dirname "$0")"']
+    lines = [
+        "#!/bin/sh",
+        "# Re-run each stage of the pipeline on the IR saved before it, and compare with the IR saved after it.",
+        'cd "$(dirname "$0")" || exit 1',
+        "set -e",
+        "differ=0",
+    ]
     for index, (stage, passes) in enumerate(DEFAULT_PIPELINE):
-        source = f"{index}_{stages[index]}.mlir"
-        lines.append(f"neuron-opt {source} -p {','.join(passes)} > {index + 1}_{stage}.reproduced.mlir")
+        source, expected = f"{index}_{stages[index]}.mlir", f"{index + 1}_{stage}.mlir"
+        reproduced = f"{index + 1}_{stage}.reproduced.mlir"
+        lines += [
+            f"{neuron_opt_command()} {source} -p {','.join(passes)} --print-debuginfo -o {reproduced}",
+            f'cmp -s {reproduced} {expected} || {{ echo "{reproduced} differs from {expected}"; differ=1; }}',
+        ]
+    lines.append('[ "$differ" = 0 ] && echo "every stage reproduced its saved IR"')
+    lines.append('exit "$differ"')
     (debug_dir / "reproduce.sh").write_text("\n".join(lines) + "\n")
 
 

@@ -137,6 +137,11 @@ class NeuronOptMain(xDSLOptMain):
         )
         return parser.parse_module(not self.args.no_implicit_module)
 
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """The output as xDSL prints it, ending in one newline (not two): a file written with `-o` then equals the
+        same IR written by the compiler (`NEURON_MLIR_DEBUG_DIR`)."""
+        return super().output_resulting_program(prog).rstrip("\n") + "\n"
+
     def run(self) -> None:
         """xDSL's driver, but a malformed input or a failing pass is a diagnostic and exit code 1, not a traceback."""
         try:

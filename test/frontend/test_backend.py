@@ -161,6 +161,20 @@ def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
         [neuron_opt, str(forward / "0_imported.mlir"), "-p", "neuron-pipeline"], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
+    # reproduce.sh runs from any shell, without the virtual environment on PATH, and writes each stage's IR
+    # exactly as the compiler saved it
+    for graph in (forward, tmp_path / "graph1_backward"):
+        script = subprocess.run(
+            ["/bin/sh", str(graph / "reproduce.sh")],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path.parent,
+            env={"PATH": "/usr/bin:/bin", "NEURON_MLIR_CACHE_DIR": "off"},
+        )
+        assert script.returncode == 0, script.stdout + script.stderr
+        for stage in ("1_torch", "2_tile", "3_neuron", "4_allocated", "5_synchronised"):
+            reproduced = (graph / f"{stage}.reproduced.mlir").read_bytes()
+            assert reproduced == (graph / f"{stage}.mlir").read_bytes(), f"{graph.name}: {stage} differs"
     # the bundle on disk runs and gives the same forward output
     from neuron_mlir.runtime.bundle import read_bundle
     from neuron_mlir.runtime.simulator import run_program
