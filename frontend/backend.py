@@ -12,7 +12,9 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     strict     bool: a fallback is an error     (NEURON_MLIR_STRICT=1)
     debug_dir  dump FX graph, IR per stage, bundle and trace per graph   (NEURON_MLIR_DEBUG_DIR)
     check_races  bool: verify synchronisation on every run (default True)
-    cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem
+    cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem;
+               a name that is no op of the torch dialect is an error naming the closest ones
+    auto_cast  not implemented yet: only the default, off (False or "none"), is accepted
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
 """
@@ -33,6 +35,12 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes"}
 
+AUTO_CAST_STATUS = (
+    "not implemented yet: only its default, off (False or \"none\"), is accepted, and every op computes in the "
+    "model's own dtypes, as in eager"
+)
+"""What the auto_cast option does today: the README's options table says the same."""
+
 
 @dataclass(frozen=True)
 class CompileOptions:
@@ -52,7 +60,7 @@ class CompileOptions:
             known = ", ".join(sorted(_OPTION_NAMES))
             raise ValueError(f"neuron-mlir: unknown option(s) {', '.join(sorted(unknown))} (known: {known})")
         if options.get("auto_cast") not in (None, False, "none"):
-            raise ValueError("neuron-mlir: auto_cast is not implemented yet; results use the model's dtypes")
+            raise ValueError(f"neuron-mlir: auto_cast={options['auto_cast']!r}: {AUTO_CAST_STATUS}")
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
         target = str(options.get("target", os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
@@ -64,10 +72,39 @@ class CompileOptions:
             strict=strict,
             debug_dir=str(debug_dir) if debug_dir else None,
             check_races=bool(options.get("check_races", True)),
-            cpu_ops=tuple(str(op) for op in options.get("cpu_ops", ())),
+            cpu_ops=_checked_cpu_ops(options.get("cpu_ops", ())),
             cache=bool(options.get("cache", True)),
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
         )
+
+
+def _checked_cpu_ops(value: Any) -> tuple[str, ...]:
+    """The `cpu_ops` names, each checked to name an op of the torch dialect (the ops compiled graphs hold): a
+    misspelled name would otherwise match nothing and be ignored."""
+    import difflib
+
+    from neuron_mlir.ir.dialects.torch import all_op_classes
+
+    names = (value,) if isinstance(value, str) else tuple(str(op) for op in value)
+    overloads = {cls.name.removeprefix("torch.") for cls in all_op_classes()}
+    known = overloads | {name.rsplit(".", 1)[0] for name in overloads if name.count(".") == 2}
+    known |= {f"{name}.default" for name in overloads if name.count(".") == 1}
+    for name in names:
+        spelled = "aten." + name.removeprefix("aten.")  # "cumsum" and "aten.cumsum" name the same ops
+        if spelled in known:
+            continue
+        close = difflib.get_close_matches(spelled, sorted(known), n=3, cutoff=0.6)
+        hint = f"; closest known: {', '.join(close)}" if close else ""
+        if hasattr(torch.ops.aten, spelled.split(".")[1]):
+            raise ValueError(
+                f"neuron-mlir: cpu_ops: '{name}' never reaches the compiler: graphs are decomposed into core ATen "
+                f"ops first{hint}"
+            )
+        raise ValueError(
+            f"neuron-mlir: cpu_ops: unknown op '{name}' (name an ATen op as in 'aten.cumsum' or "
+            f"'aten.add.Tensor'{hint})"
+        )
+    return names
 
 
 def _flag(variable: str) -> bool:

@@ -12,6 +12,7 @@ import torch
 from support import REPO, assert_close_to_torch
 
 import neuron_mlir
+from neuron_mlir.frontend.backend import _OPTION_NAMES, AUTO_CAST_STATUS, CompileOptions
 
 sys.path.insert(0, str(REPO / "examples"))
 from mlp import MLP
@@ -39,6 +40,35 @@ def test_unknown_options_are_refused_by_name():
     model = torch.compile(torch.nn.Linear(2, 2), backend="neuron-mlir", options={"tagret": "trn2"})
     with pytest.raises(Exception, match=r"unknown option.*tagret"):
         model(torch.randn(1, 2))
+
+
+def test_a_misspelled_cpu_op_is_an_error_naming_the_closest_ops():
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"cpu_ops": ["aten.cumsun"]})
+    with pytest.raises(Exception, match=r"cpu_ops: unknown op 'aten.cumsun' .*closest known: aten.cumsum"):
+        compiled(torch.randn(4, 5))
+    with pytest.raises(ValueError, match=re.escape("'aten.linear' never reaches the compiler")):
+        CompileOptions.from_user({"cpu_ops": ["aten.linear"]})
+    for spelling in ("aten.cumsum", "cumsum", "aten.cumsum.default", "aten.add", "aten.add.Tensor"):
+        assert CompileOptions.from_user({"cpu_ops": [spelling]}).cpu_ops == (spelling,)
+
+
+def test_auto_cast_is_refused_as_the_readme_documents():
+    for off in (False, "none", None):
+        CompileOptions.from_user({"auto_cast": off})
+    with pytest.raises(ValueError, match="auto_cast") as info:
+        CompileOptions.from_user({"auto_cast": "bf16"})
+    assert str(info.value) == (
+        "neuron-mlir: auto_cast='bf16': not implemented yet: only its default, off (False or \"none\"), is "
+        "accepted, and every op computes in the model's own dtypes, as in eager"
+    )
+    assert f"| `auto_cast` | | {AUTO_CAST_STATUS} |" in (REPO / "README.md").read_text()
+
+
+def test_the_readme_options_table_lists_exactly_the_accepted_options():
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("Options (`options={...}`", 1)[1].split("\n\n", 2)[1]
+    listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert listed == _OPTION_NAMES
 
 
 class WithCumsum(torch.nn.Module):
