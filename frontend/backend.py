@@ -112,7 +112,8 @@ def _flag(variable: str) -> bool:
 
 
 def decompositions() -> dict[Any, Any]:
-    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces.
+    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces and the
+    fused kernels of `frontend.decompositions` (nn.TransformerEncoderLayer's inference fast path).
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -120,9 +121,12 @@ def decompositions() -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
+    table.update(fused_kernel_decompositions())
     return table
 
 

@@ -54,7 +54,10 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "discover: sdpa (train)",
     "aten::_to_sparse": "opinfo: to_sparse",
     "aten::_to_sparse.sparse_dim": "opinfo: to_sparse",
-    "aten::_transformer_encoder_layer_fwd": "discover: transformer (eval), nn.TransformerEncoderLayer fast path",
+    "aten::_transformer_encoder_layer_fwd": (
+        "discover: transformer (eval), nn.TransformerEncoderLayer fast path, with core-ATen's decompositions alone "
+        "(the frontend decomposes it further: frontend/decompositions.py)"
+    ),
     "aten::_trilinear": "opinfo: nn.functional.bilinear",
     "aten::_unsafe_index.Tensor": "lowering: convert-torch-to-tile, the gather of upsampling decompositions",
     "aten::_unsafe_index_put": "lowering: convert-torch-to-tile, the scatter in the backward of _unsafe_index",
