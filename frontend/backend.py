@@ -17,6 +17,8 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     auto_cast  not implemented yet: only the default, off (False or "none"), is accepted
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
+    progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
+               by default on when stderr is a terminal and logging does not silence `neuron_mlir.progress`)
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from typing import Any
 import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph
+from neuron_mlir.frontend.progress import compile_progress, progress_setting
 
 logger = logging.getLogger("neuron_mlir")
 
-_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes"}
+_OPTION_NAMES = {
+    "target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes", "progress",
+}  # fmt: skip
 
 AUTO_CAST_STATUS = (
     "not implemented yet: only its default, off (False or \"none\"), is accepted, and every op computes in the "
@@ -51,6 +56,8 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cache: bool = True
     time_passes: bool = False
+    progress: bool | None = None
+    """Show the progress of long compiles: forced on or off, or None to decide by the terminal and logging."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -75,6 +82,7 @@ class CompileOptions:
             cpu_ops=_checked_cpu_ops(options.get("cpu_ops", ())),
             cache=bool(options.get("cache", True)),
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
+            progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
         )
 
 
@@ -158,7 +166,9 @@ def neuron_mlir_backend(
     from torch.nn.attention import sdpa_kernel
 
     try:
-        with sdpa_kernel(attention_backends(graph_module, example_inputs)):
+        backends = attention_backends(graph_module, example_inputs)
+        with sdpa_kernel(backends), compile_progress(config.progress) as progress:
+            progress.step("trace (AOTAutograd)")
             return aot_module_simplified(
                 graph_module,
                 list(example_inputs),

@@ -37,6 +37,7 @@ from neuron_mlir.frontend.fx_importer import (
     is_shape_arithmetic,
     node_location,
 )
+from neuron_mlir.frontend.progress import CompileProgress, compile_progress
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
 
@@ -339,22 +340,24 @@ def _compile_whole(
         looked_up = _look_up(graph_module, options, debug_dir)
         if looked_up.hit is not None:
             return _wrap_cached(graph_module, name, options, looked_up.hit, started)
-    module, signature = import_fx_graph(graph_module, options.target)
-    imported = ir_text(module)
-    cache = compile_cache() if options.cache else None
-    key, metadata = looked_up.key, signature.to_json()
-    program = None
-    if cache is not None and (key is None or metadata is None):
-        # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
-        key, metadata = cache_key(imported, options.target, __version__), None
-        program = cache.get(key) if debug_dir is None else None
-    if program is not None:
-        stats_module.record_cache_hit()
-    else:
-        program = _lower(module, name, debug_dir, imported, options.time_passes)
-        if cache is not None and key is not None:
-            cache.put(key, program, metadata)
-            stats_module.record_cache_miss()
+    with compile_progress(options.progress) as progress:
+        progress.step(f"{name}: import")
+        module, signature = import_fx_graph(graph_module, options.target)
+        imported = ir_text(module)
+        cache = compile_cache() if options.cache else None
+        key, metadata = looked_up.key, signature.to_json()
+        program = None
+        if cache is not None and (key is None or metadata is None):
+            # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
+            key, metadata = cache_key(imported, options.target, __version__), None
+            program = cache.get(key) if debug_dir is None else None
+        if program is not None:
+            stats_module.record_cache_hit()
+        else:
+            program = _lower(module, name, debug_dir, imported, options.time_passes, progress)
+            if cache is not None and key is not None:
+                cache.put(key, program, metadata)
+                stats_module.record_cache_miss()
     return _wrapped(graph_module, name, program, signature, options, debug_dir, started)
 
 
@@ -365,18 +368,29 @@ def _stage_names() -> list[str]:
 
 
 def _lower(
-    module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None, time_passes: bool = False
+    module: ModuleOp,
+    name: str,
+    debug_dir: Path | None,
+    imported: str | None = None,
+    time_passes: bool = False,
+    progress: CompileProgress | None = None,
 ) -> ValidatedProgram:
-    """The program of `module`, validated once here: its runs do not validate it again."""
+    """The program of `module`, validated once here: its runs do not validate it again. `progress` hears of
+    each stage and pass."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
     from neuron_mlir.ir.semantics.neuron import build_program
-    from neuron_mlir.lowering.pipelines import run_pipeline
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
     from neuron_mlir.runtime.validate import validate_program
 
     stages = _stage_names()
     completed = {"name": "imported"}
+    stage_of = {pass_name: stage for stage, passes in DEFAULT_PIPELINE for pass_name in passes}
+
+    def before_pass(pass_name: str, current: ModuleOp) -> None:
+        if progress is not None:
+            progress.step(f"{name}: stage {stage_of[pass_name]}, pass {pass_name}")
 
     def dump(stage: str, current: ModuleOp) -> None:
         completed["name"] = stage
@@ -389,7 +403,9 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         module.verify()
-        run_pipeline(Context(), module, after_stage=dump, timings=timings)
+        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        if progress is not None:
+            progress.step(f"{name}: bundle")
         started = time.perf_counter()
         program = build_program(module, require_allocated=True, compiler_version=__version__)
         timings["build-program"] = time.perf_counter() - started
@@ -622,8 +638,11 @@ class ShapeSpecialisedGraph:
         compiled = self.by_sizes.get(sizes)
         if compiled is None:
             name = f"{self.name}_{len(self.by_sizes)}"
-            module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
-            compiled = CompiledGraph(name, _lower(module, name, None), signature, self.options, None)
+            with compile_progress(self.options.progress) as progress:
+                progress.step(f"{name}: import")
+                module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
+                program = _lower(module, name, None, progress=progress)
+            compiled = CompiledGraph(name, program, signature, self.options, None)
             self.by_sizes[sizes] = compiled
             stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)

@@ -39,7 +39,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 StageCallback = Callable[[str, ModuleOp], None]
 PassCallback = Callable[[str, ModuleOp], None]
-"""Called after each pass with the pass's name and the module (`neuron-opt --print-between-passes` prints it)."""
+"""Called around each pass with the pass's name and the module (`neuron-opt --print-between-passes` prints it)."""
 
 
 def pass_class(name: str) -> type[ModulePass]:
@@ -76,13 +76,18 @@ def run_pipeline(
     after_stage: StageCallback | None = None,
     timings: dict[str, float] | None = None,
     after_pass: PassCallback | None = None,
+    before_pass: PassCallback | None = None,
 ) -> None:
-    """Run the default pipeline on `module` in place, checking each stage's contract and the IR's validity."""
+    """Run the default pipeline on `module` in place, checking each stage's contract and the IR's validity.
+
+    `before_pass` and `after_pass` are called around each pass with its name (progress reports, printing)."""
     import time
 
     _check_stage(until)
     for stage, passes in DEFAULT_PIPELINE:
         for pass_name in passes:
+            if before_pass is not None:
+                before_pass(pass_name, module)
             started = time.perf_counter()
             pass_class(pass_name)().apply(ctx, module)
             if timings is not None:
