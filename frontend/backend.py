@@ -12,9 +12,13 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     strict     bool: a fallback is an error     (NEURON_MLIR_STRICT=1)
     debug_dir  dump FX graph, IR per stage, bundle and trace per graph   (NEURON_MLIR_DEBUG_DIR)
     check_races  bool: verify synchronisation on every run (default True)
-    cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem
+    cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem;
+               a name that is no op of the torch dialect is an error naming the closest ones
+    auto_cast  not implemented yet: only the default, off (False or "none"), is accepted
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
+    progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
+               by default on when stderr is a terminal and logging does not silence `neuron_mlir.progress`)
 """
 
 from __future__ import annotations
@@ -28,10 +32,19 @@ from typing import Any
 import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph
+from neuron_mlir.frontend.progress import compile_progress, progress_setting
 
 logger = logging.getLogger("neuron_mlir")
 
-_OPTION_NAMES = {"target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes"}
+_OPTION_NAMES = {
+    "target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes", "progress",
+}  # fmt: skip
+
+AUTO_CAST_STATUS = (
+    "not implemented yet: only its default, off (False or \"none\"), is accepted, and every op computes in the "
+    "model's own dtypes, as in eager"
+)
+"""What the auto_cast option does today: the README's options table says the same."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,8 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cache: bool = True
     time_passes: bool = False
+    progress: bool | None = None
+    """Show the progress of long compiles: forced on or off, or None to decide by the terminal and logging."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -52,7 +67,7 @@ class CompileOptions:
             known = ", ".join(sorted(_OPTION_NAMES))
             raise ValueError(f"neuron-mlir: unknown option(s) {', '.join(sorted(unknown))} (known: {known})")
         if options.get("auto_cast") not in (None, False, "none"):
-            raise ValueError("neuron-mlir: auto_cast is not implemented yet; results use the model's dtypes")
+            raise ValueError(f"neuron-mlir: auto_cast={options['auto_cast']!r}: {AUTO_CAST_STATUS}")
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
         target = str(options.get("target", os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
@@ -64,10 +79,40 @@ class CompileOptions:
             strict=strict,
             debug_dir=str(debug_dir) if debug_dir else None,
             check_races=bool(options.get("check_races", True)),
-            cpu_ops=tuple(str(op) for op in options.get("cpu_ops", ())),
+            cpu_ops=_checked_cpu_ops(options.get("cpu_ops", ())),
             cache=bool(options.get("cache", True)),
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
+            progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
         )
+
+
+def _checked_cpu_ops(value: Any) -> tuple[str, ...]:
+    """The `cpu_ops` names, each checked to name an op of the torch dialect (the ops compiled graphs hold): a
+    misspelled name would otherwise match nothing and be ignored."""
+    import difflib
+
+    from neuron_mlir.ir.dialects.torch import all_op_classes
+
+    names = (value,) if isinstance(value, str) else tuple(str(op) for op in value)
+    overloads = {cls.name.removeprefix("torch.") for cls in all_op_classes()}
+    known = overloads | {name.rsplit(".", 1)[0] for name in overloads if name.count(".") == 2}
+    known |= {f"{name}.default" for name in overloads if name.count(".") == 1}
+    for name in names:
+        spelled = "aten." + name.removeprefix("aten.")  # "cumsum" and "aten.cumsum" name the same ops
+        if spelled in known:
+            continue
+        close = difflib.get_close_matches(spelled, sorted(known), n=3, cutoff=0.6)
+        hint = f"; closest known: {', '.join(close)}" if close else ""
+        if hasattr(torch.ops.aten, spelled.split(".")[1]):
+            raise ValueError(
+                f"neuron-mlir: cpu_ops: '{name}' never reaches the compiler: graphs are decomposed into core ATen "
+                f"ops first{hint}"
+            )
+        raise ValueError(
+            f"neuron-mlir: cpu_ops: unknown op '{name}' (name an ATen op as in 'aten.cumsum' or "
+            f"'aten.add.Tensor'{hint})"
+        )
+    return names
 
 
 def _flag(variable: str) -> bool:
@@ -75,7 +120,8 @@ def _flag(variable: str) -> bool:
 
 
 def decompositions() -> dict[Any, Any]:
-    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces.
+    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces and the
+    fused kernels of `frontend.decompositions` (nn.TransformerEncoderLayer's inference fast path).
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -83,9 +129,12 @@ def decompositions() -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
+    table.update(fused_kernel_decompositions())
     return table
 
 
@@ -117,7 +166,9 @@ def neuron_mlir_backend(
     from torch.nn.attention import sdpa_kernel
 
     try:
-        with sdpa_kernel(attention_backends(graph_module, example_inputs)):
+        backends = attention_backends(graph_module, example_inputs)
+        with sdpa_kernel(backends), compile_progress(config.progress) as progress:
+            progress.step("trace (AOTAutograd)")
             return aot_module_simplified(
                 graph_module,
                 list(example_inputs),

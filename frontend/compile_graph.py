@@ -37,6 +37,7 @@ from neuron_mlir.frontend.fx_importer import (
     is_shape_arithmetic,
     node_location,
 )
+from neuron_mlir.frontend.progress import CompileProgress, compile_progress
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
 
@@ -102,17 +103,47 @@ def _matches(target: str, patterns: Sequence[str]) -> bool:
     return any(p.removeprefix("aten.") in (bare, packet, bare.removesuffix(".default")) for p in patterns)
 
 
-# dtypes a NeuronCore has no storage type for (the engines compute in fp32; f64 and complex stay on the CPU)
-_UNSTORABLE = {torch.float64, torch.complex64, torch.complex128, torch.complex32}
+# dtypes a NeuronCore has no storage type for, and why: its engines compute in FP32 at most and have no complex
+# arithmetic, so nodes on these dtypes stay on the CPU
+_UNSTORABLE = {
+    torch.float64: "no fp64 engine datapath",
+    torch.complex32: "no complex arithmetic on its engines",
+    torch.complex64: "no complex arithmetic on its engines",
+    torch.complex128: "no complex arithmetic on its engines",
+}
 
 
-def _storable(node: torch.fx.Node) -> bool:
-    """Whether every tensor the node reads or produces has a NeuronCore element type."""
+def _unstorable_dtype(node: torch.fx.Node) -> torch.dtype | None:
+    """The first dtype of a tensor the node reads or produces that has no NeuronCore element type, if any."""
     import torch.utils._pytree as pytree
 
     values = [node.meta.get("val")] + [arg.meta.get("val") for arg in node.all_input_nodes]
     tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
-    return all(t.dtype not in _UNSTORABLE for t in tensors)
+    return next((t.dtype for t in tensors if t.dtype in _UNSTORABLE), None)
+
+
+def _storable(node: torch.fx.Node) -> bool:
+    """Whether every tensor the node reads or produces has a NeuronCore element type."""
+    return _unstorable_dtype(node) is None
+
+
+def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), refused: dict[str, str] | None = None) -> str:
+    """Why an unsupported node runs on the CPU, naming its op, by the first cause that applies: the user asked
+    for it, its lowering refused its arguments, a dtype the core cannot hold, or an op without any lowering."""
+    from neuron_mlir.ir.dialects.torch import op_class_for
+    from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
+
+    op_name = str(node.target)
+    if _matches(op_name, cpu_ops):
+        return f"{op_name} is sent to the CPU by the cpu_ops option"
+    if refused and node.name in refused:
+        return f"{op_name} cannot be lowered here ({refused[node.name]})"
+    op_class = op_class_for(op_name)
+    dtype = _unstorable_dtype(node)
+    if dtype is not None and op_class is not None and is_lowerable(op_class.name):
+        dtype_name = str(dtype).removeprefix("torch.")
+        return f"{op_name}: {dtype_name} is not supported on the NeuronCore ({_UNSTORABLE[dtype]})"
+    return f"{op_name} has no NeuronCore lowering yet"
 
 
 def reset_graph_names() -> None:
@@ -309,22 +340,24 @@ def _compile_whole(
         looked_up = _look_up(graph_module, options, debug_dir)
         if looked_up.hit is not None:
             return _wrap_cached(graph_module, name, options, looked_up.hit, started)
-    module, signature = import_fx_graph(graph_module, options.target)
-    imported = ir_text(module)
-    cache = compile_cache() if options.cache else None
-    key, metadata = looked_up.key, signature.to_json()
-    program = None
-    if cache is not None and (key is None or metadata is None):
-        # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
-        key, metadata = cache_key(imported, options.target, __version__), None
-        program = cache.get(key) if debug_dir is None else None
-    if program is not None:
-        stats_module.record_cache_hit()
-    else:
-        program = _lower(module, name, debug_dir, imported, options.time_passes)
-        if cache is not None and key is not None:
-            cache.put(key, program, metadata)
-            stats_module.record_cache_miss()
+    with compile_progress(options.progress) as progress:
+        progress.step(f"{name}: import")
+        module, signature = import_fx_graph(graph_module, options.target)
+        imported = ir_text(module)
+        cache = compile_cache() if options.cache else None
+        key, metadata = looked_up.key, signature.to_json()
+        program = None
+        if cache is not None and (key is None or metadata is None):
+            # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
+            key, metadata = cache_key(imported, options.target, __version__), None
+            program = cache.get(key) if debug_dir is None else None
+        if program is not None:
+            stats_module.record_cache_hit()
+        else:
+            program = _lower(module, name, debug_dir, imported, options.time_passes, progress)
+            if cache is not None and key is not None:
+                cache.put(key, program, metadata)
+                stats_module.record_cache_miss()
     return _wrapped(graph_module, name, program, signature, options, debug_dir, started)
 
 
@@ -335,18 +368,29 @@ def _stage_names() -> list[str]:
 
 
 def _lower(
-    module: ModuleOp, name: str, debug_dir: Path | None, imported: str | None = None, time_passes: bool = False
+    module: ModuleOp,
+    name: str,
+    debug_dir: Path | None,
+    imported: str | None = None,
+    time_passes: bool = False,
+    progress: CompileProgress | None = None,
 ) -> ValidatedProgram:
-    """The program of `module`, validated once here: its runs do not validate it again."""
+    """The program of `module`, validated once here: its runs do not validate it again. `progress` hears of
+    each stage and pass."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
     from neuron_mlir.ir.semantics.neuron import build_program
-    from neuron_mlir.lowering.pipelines import run_pipeline
+    from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
     from neuron_mlir.runtime.validate import validate_program
 
     stages = _stage_names()
     completed = {"name": "imported"}
+    stage_of = {pass_name: stage for stage, passes in DEFAULT_PIPELINE for pass_name in passes}
+
+    def before_pass(pass_name: str, current: ModuleOp) -> None:
+        if progress is not None:
+            progress.step(f"{name}: stage {stage_of[pass_name]}, pass {pass_name}")
 
     def dump(stage: str, current: ModuleOp) -> None:
         completed["name"] = stage
@@ -359,7 +403,9 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         module.verify()
-        run_pipeline(Context(), module, after_stage=dump, timings=timings)
+        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        if progress is not None:
+            progress.step(f"{name}: bundle")
         started = time.perf_counter()
         program = build_program(module, require_allocated=True, compiler_version=__version__)
         timings["build-program"] = time.perf_counter() - started
@@ -425,13 +471,35 @@ def _failure_message(name: str, after: str, stages: list[str], error: Exception,
     return message
 
 
+def neuron_opt_command() -> str:
+    """A shell command that runs `neuron-opt` from any shell: this very interpreter (the one with neuron-mlir
+    installed) runs its module, so neither an activated virtual environment nor PATH is needed."""
+    import shlex
+
+    return f"{shlex.quote(sys.executable)} -m neuron_mlir.tools.neuron_opt"
+
+
 def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
+    """`reproduce.sh`: runs each stage's passes with neuron-opt on the IR saved before the stage and checks that
+    the IR it writes (`<n>_<stage>.reproduced.mlir`) is the saved IR of the stage, byte for byte."""
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE
 
-    lines = ["#!/bin/sh", "# Re-run each stage of the pipeline on the IR saved before it.", 'cd "$(dirname "$0")"']
+    lines = [
+        "#!/bin/sh",
+        "# Re-run each stage of the pipeline on the IR saved before it, and compare with the IR saved after it.",
+        'cd "$(dirname "$0")" || exit 1',
+        "set -e",
+        "differ=0",
+    ]
     for index, (stage, passes) in enumerate(DEFAULT_PIPELINE):
-        source = f"{index}_{stages[index]}.mlir"
-        lines.append(f"neuron-opt {source} -p {','.join(passes)} > {index + 1}_{stage}.reproduced.mlir")
+        source, expected = f"{index}_{stages[index]}.mlir", f"{index + 1}_{stage}.mlir"
+        reproduced = f"{index + 1}_{stage}.reproduced.mlir"
+        lines += [
+            f"{neuron_opt_command()} {source} -p {','.join(passes)} --print-debuginfo -o {reproduced}",
+            f'cmp -s {reproduced} {expected} || {{ echo "{reproduced} differs from {expected}"; differ=1; }}',
+        ]
+    lines.append('[ "$differ" = 0 ] && echo "every stage reproduced its saved IR"')
+    lines.append('exit "$differ"')
     (debug_dir / "reproduce.sh").write_text("\n".join(lines) + "\n")
 
 
@@ -440,25 +508,17 @@ def _report_fallback(
 ) -> None:
     """Strict mode: one error listing every node; otherwise one warning per op, and the counts in stats()."""
     if options.strict:
-        lines = [describe_node(node) for node in missing]
+        lines = [f"{describe_node(node)}: {fallback_reason(node, options.cpu_ops, refused)}" for node in missing]
         raise NeuronCompileError(
-            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU, having no NeuronCore "
-            "lowering:\n  " + "\n  ".join(lines)
+            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU:\n  " + "\n  ".join(lines)
         )
     for node in missing:
         op_name = str(node.target)
         if stats_module.record_fallback(op_name):
             where = describe_location(node_location(node))
-            forced = _matches(op_name, options.cpu_ops)
-            if node.name in refused:
-                reason = f"cannot be lowered here ({refused[node.name]})"
-            elif forced:
-                reason = "is sent to the CPU by the cpu_ops option"
-            else:
-                reason = "has no NeuronCore lowering yet"
             warnings.warn(
-                f"neuron-mlir: {op_name} {reason}; it runs eagerly on the CPU between compiled regions"
-                + (f" (first seen at {where})" if where else ""),
+                f"neuron-mlir: {fallback_reason(node, options.cpu_ops, refused)}; it runs eagerly on the CPU between "
+                "compiled regions" + (f" (first seen at {where})" if where else ""),
                 stacklevel=2,
             )
 
@@ -578,8 +638,11 @@ class ShapeSpecialisedGraph:
         compiled = self.by_sizes.get(sizes)
         if compiled is None:
             name = f"{self.name}_{len(self.by_sizes)}"
-            module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
-            compiled = CompiledGraph(name, _lower(module, name, None), signature, self.options, None)
+            with compile_progress(self.options.progress) as progress:
+                progress.step(f"{name}: import")
+                module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
+                program = _lower(module, name, None, progress=progress)
+            compiled = CompiledGraph(name, program, signature, self.options, None)
             self.by_sizes[sizes] = compiled
             stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)

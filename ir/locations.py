@@ -3,6 +3,7 @@
 The importer gives each op `loc("model.layers.0.mlp"("/path/model.py":42:17))`: a name location holding the
 module path around a file:line:col location. Lowering patterns copy the location of the op they replace onto
 every op they create (`copy_location`), so diagnostics, bundles and profiles all point at the user's line.
+A pass that refuses an op raises `OpDiagnostic`, which carries the op along with the message.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from xdsl.dialects.builtin import (
     UnknownLoc,
 )
 from xdsl.ir import Attribute, Operation
+from xdsl.utils.exceptions import PassFailedException
 
 
 def source_location(filename: str, line: int, column: int = 0, module_path: str | None = None) -> LocationAttr:
@@ -37,6 +39,21 @@ def describe_location(location: Attribute) -> str:
     if file_line and name:
         return f"{file_line} ({name})"
     return file_line or name or ""
+
+
+def file_position(location: Attribute) -> str | None:
+    """'file.py:42:17' for a location that holds a file position, None otherwise."""
+    if isinstance(location, FileLineColLoc):
+        return f"{location.filename.data}:{location.line.data}:{location.column.data}"
+    if isinstance(location, NameLoc):
+        return file_position(location.location)
+    if isinstance(location, CallSiteLoc):
+        return file_position(location.callee)
+    if isinstance(location, FusedLoc):
+        for inner in location.locations.data:
+            if found := file_position(inner):
+                return found
+    return None
 
 
 def module_path_of(location: Attribute) -> str:
@@ -68,6 +85,15 @@ def _name(location: Attribute) -> str | None:
             if found := _name(inner):
                 return found
     return None
+
+
+class OpDiagnostic(PassFailedException):
+    """A pass's refusal of one op: the message (naming the op, the rule and the source line) and the op itself,
+    so that a tool can point at the op in the IR it read (`neuron-opt` prints its position and text)."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        super().__init__(message)
+        self.op = op
 
 
 def copy_location(source: Operation, created: Iterable[Operation]) -> None:

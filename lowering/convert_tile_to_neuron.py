@@ -48,7 +48,7 @@ from xdsl.utils.exceptions import PassFailedException
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.runtime.hardware import Engine, Memory
@@ -58,7 +58,7 @@ Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
 
 def _diagnostic(op: Operation, reason: str) -> PassFailedException:
     where = describe_location(op.location)
-    return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
+    return OpDiagnostic(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
 
 
 def full_access(buffer: SSAValue) -> Access:

@@ -40,11 +40,10 @@ from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
@@ -217,9 +216,10 @@ class _State:
             alloc = buffer.owner
             if not isinstance(alloc, neuron.AllocOp) or alloc.address is None:
                 where = describe_location(op.location)
-                raise PassFailedException(
+                raise OpDiagnostic(
                     f"{op.name}: on-chip buffers need addresses before synchronisation; run neuron-allocate-memory "
-                    "first" + (f" (at {where})" if where else "")
+                    "first" + (f" (at {where})" if where else ""),
+                    op,
                 )
             owner, start = None, alloc.address.value.data
             p_low = pattern.partition_start.data

@@ -38,6 +38,8 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 StageCallback = Callable[[str, ModuleOp], None]
+PassCallback = Callable[[str, ModuleOp], None]
+"""Called around each pass with the pass's name and the module (`neuron-opt --print-between-passes` prints it)."""
 
 
 def pass_class(name: str) -> type[ModulePass]:
@@ -50,25 +52,48 @@ def pass_class(name: str) -> type[ModulePass]:
     return factory()
 
 
+def pipeline_passes(until: str | None = None) -> list[str]:
+    """The names of the passes `run_pipeline` runs, in order, up to the end of stage `until` (all by default)."""
+    _check_stage(until)
+    names: list[str] = []
+    for stage, passes in DEFAULT_PIPELINE:
+        names.extend(passes)
+        if stage == until:
+            break
+    return names
+
+
+def _check_stage(until: str | None) -> None:
+    names = [stage for stage, _ in DEFAULT_PIPELINE]
+    if until is not None and until not in names:
+        raise PassFailedException(f"unknown stage '{until}' (stages: {', '.join(names)})")
+
+
 def run_pipeline(
     ctx: Context,
     module: ModuleOp,
     until: str | None = None,
     after_stage: StageCallback | None = None,
     timings: dict[str, float] | None = None,
+    after_pass: PassCallback | None = None,
+    before_pass: PassCallback | None = None,
 ) -> None:
-    """Run the default pipeline on `module` in place, checking each stage's contract and the IR's validity."""
+    """Run the default pipeline on `module` in place, checking each stage's contract and the IR's validity.
+
+    `before_pass` and `after_pass` are called around each pass with its name (progress reports, printing)."""
     import time
 
-    names = [stage for stage, _ in DEFAULT_PIPELINE]
-    if until is not None and until not in names:
-        raise PassFailedException(f"unknown stage '{until}' (stages: {', '.join(names)})")
+    _check_stage(until)
     for stage, passes in DEFAULT_PIPELINE:
         for pass_name in passes:
+            if before_pass is not None:
+                before_pass(pass_name, module)
             started = time.perf_counter()
             pass_class(pass_name)().apply(ctx, module)
             if timings is not None:
                 timings[pass_name] = timings.get(pass_name, 0.0) + time.perf_counter() - started
+            if after_pass is not None:
+                after_pass(pass_name, module)
         module.verify()
         if stage in STAGES:  # the torch stage promises what the verifier checks: valid torch-dialect IR
             check_stage_contract(module, stage)

@@ -19,7 +19,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 
 STAGES = ("tile", "neuron", "allocated", "synchronised")
 _NEURON_LEVEL_GLUE = (func.FuncOp, func.ReturnOp, scf.ForOp, scf.YieldOp, ModuleOp)
@@ -27,7 +27,7 @@ _NEURON_LEVEL_GLUE = (func.FuncOp, func.ReturnOp, scf.ForOp, scf.YieldOp, Module
 
 def _violation(op: Operation, message: str, stage: str) -> PassFailedException:
     where = describe_location(op.location)
-    return PassFailedException(f"{op.name}: {message} after the '{stage}' stage" + (f" (at {where})" if where else ""))
+    return OpDiagnostic(f"{op.name}: {message} after the '{stage}' stage" + (f" (at {where})" if where else ""), op)
 
 
 def check_stage_contract(module: ModuleOp, stage: str) -> None:

@@ -5,8 +5,9 @@
 
 One class per overload: every overload tagged `torch.Tag.core`, plus `EXTRA_OVERLOADS`, the non-core ones that
 survive AOTAutograd with `core_aten_decompositions()` in real graphs (found with `tools/discover_aten_ops.py`).
-The per-family verifier tables (`SAME_SHAPE`, `BROADCAST`, `RESULT_ELEMENT_TYPES`) live here too. The output is
-sorted by op name and depends only on the torch version, so regenerating is a no-op until torch changes.
+The per-family verifier tables (`SAME_SHAPE`, `BROADCAST`, `VIEW_SHAPE_RULES`, `RESULT_ELEMENT_TYPES`) live here
+too. The output is sorted by op name and depends only on the torch version, so regenerating is a no-op until torch
+or the generator changes.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "discover: sdpa (train)",
     "aten::_to_sparse": "opinfo: to_sparse",
     "aten::_to_sparse.sparse_dim": "opinfo: to_sparse",
-    "aten::_transformer_encoder_layer_fwd": "discover: transformer (eval), nn.TransformerEncoderLayer fast path",
+    "aten::_transformer_encoder_layer_fwd": (
+        "discover: transformer (eval), nn.TransformerEncoderLayer fast path, with core-ATen's decompositions alone "
+        "(the frontend decomposes it further: frontend/decompositions.py)"
+    ),
     "aten::_trilinear": "opinfo: nn.functional.bilinear",
     "aten::_unsafe_index.Tensor": "lowering: convert-torch-to-tile, the gather of upsampling decompositions",
     "aten::_unsafe_index_put": "lowering: convert-torch-to-tile, the scatter in the backward of _unsafe_index",
@@ -222,7 +226,7 @@ SAME_SHAPE = _overloads(
     "add.Scalar sub.Scalar mul.Scalar div.Scalar div.Scalar_mode fmod.Scalar remainder.Scalar "
     "pow.Tensor_Scalar pow.Scalar bitwise_and.Scalar bitwise_or.Scalar bitwise_xor.Scalar "
     "eq.Scalar ne.Scalar lt.Scalar le.Scalar gt.Scalar ge.Scalar "
-    "scatter.value scatter.src scatter_add scatter_reduce.two index_put select_scatter slice_scatter"
+    "scatter.value scatter.src scatter_add scatter_reduce.two index_put select_scatter slice_scatter _conj"
 )
 BROADCAST = _overloads(
     "add.Tensor sub.Tensor mul.Tensor div.Tensor div.Tensor_mode fmod.Tensor remainder.Tensor "
@@ -230,6 +234,25 @@ BROADCAST = _overloads(
     "eq.Tensor ne.Tensor lt.Tensor le.Tensor gt.Tensor ge.Tensor logical_and logical_or logical_xor "
     "where.self clamp.Tensor threshold_backward"
 )
+# The view and reshaping ops, each with the rule that computes its result shapes from its arguments.
+VIEW_SHAPE_RULES: dict[str, str] = {
+    **dict.fromkeys(_overloads("permute permute_copy"), "PERMUTE"),
+    **dict.fromkeys(_overloads("view view_copy _unsafe_view"), "RESHAPE"),
+    **dict.fromkeys(_overloads("as_strided as_strided_copy"), "AS_STRIDED"),
+    **dict.fromkeys(_overloads("squeeze.dim squeeze.dims"), "SQUEEZE"),
+    "aten::expand": "EXPAND",
+    "aten::t": "TRANSPOSE_2D",
+    "aten::unsqueeze": "UNSQUEEZE",
+    "aten::slice.Tensor": "SLICE",
+    "aten::select.int": "SELECT",
+    "aten::narrow_copy": "NARROW",
+    "aten::diagonal": "DIAGONAL",
+    "aten::unfold": "UNFOLD",
+    "aten::split_with_sizes": "SPLIT",
+    "aten::unbind_copy.int": "UNBIND",
+    "aten::view_as_real": "VIEW_AS_REAL",
+    "aten::view_as_complex": "VIEW_AS_COMPLEX",
+}
 
 # Result element types fixed by the op's nature: overload -> ((result index, element type), ...).
 _BOOLEAN = _overloads(
@@ -517,6 +540,8 @@ def _render_class(model: _OpModel) -> str:
         schema_options.append("shape_rule=ShapeRule.SAME")
     if model.overload in BROADCAST:
         schema_options.append("shape_rule=ShapeRule.BROADCAST")
+    if model.overload in VIEW_SHAPE_RULES:
+        schema_options.append(f"shape_rule=ShapeRule.{VIEW_SHAPE_RULES[model.overload]}")
     if model.overload in RESULT_ELEMENT_TYPES:
         pairs = " ".join(f"({i}, {t})," for i, t in RESULT_ELEMENT_TYPES[model.overload])
         schema_options.append(f"result_element_types=({pairs})")
@@ -574,9 +599,12 @@ def render(overloads: list[torch._ops.OpOverload] | None = None) -> str:
     """The text of `ir/dialects/torch_ops.py`."""
     models = [describe(op) for op in (overloads if overloads is not None else selected_overloads())]
     known = {m.overload for m in models}
-    for table in (SAME_SHAPE, BROADCAST, set(RESULT_ELEMENT_TYPES), DTYPE_NOT_RESULT):
+    for table in (SAME_SHAPE, BROADCAST, set(VIEW_SHAPE_RULES), set(RESULT_ELEMENT_TYPES), DTYPE_NOT_RESULT):
         if missing := sorted(set(table) - known):
             raise ValueError(f"verifier tables name overloads the dialect lacks: {missing}")
+    shape_tables = (SAME_SHAPE, BROADCAST, set(VIEW_SHAPE_RULES))
+    if twice := sorted(name for name in known if sum(name in table for table in shape_tables) > 1):
+        raise ValueError(f"overloads with more than one shape rule: {twice}")
     class_names = [m.class_name for m in models]
     if len(set(class_names)) != len(class_names):
         raise ValueError("two overloads map to the same class name")

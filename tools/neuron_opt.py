@@ -8,29 +8,83 @@ Everything `xdsl-opt` offers stays (`-p` pipelines with options, `--split-input-
 the output through the reference semantics of their levels on the same random inputs and reports (to stderr)
 whether every output matches within its dtype's tolerance; a mismatch is a diagnostic. This module must not
 import torch: tile- and neuron-level work never needs it (torch-level semantics import it on demand).
+
+Diagnostics follow MLIR's form: `file:line:col: error: <message>`, then the offending op alone (its source line
+with a caret under it, or the op itself when a pass created it). The position is where the op was written in
+the input file; an op a pass created has none and is placed by its location attribute (the user's Python line
+for imported graphs). A verifier failure and a pass's refusal of an op both print this way, to stderr with exit
+code 1, or to stdout with exit code 0 under `--verify-diagnostics`. An unknown pass name or a malformed pass
+option is a one-line usage error (exit code 2) naming the closest known passes.
+
+`--print-between-passes` and `--time-passes` see inside `neuron-pipeline`: the IR and the time after each of its
+passes, as if they had been listed one by one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import sys
+import time
+import weakref
 from collections.abc import Sequence
+from io import StringIO
+from typing import IO, NoReturn
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
+from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from neuron_mlir import __version__
 from neuron_mlir.ir.dialects import ALL_DIALECTS
+from neuron_mlir.ir.locations import describe_location, file_position
 from neuron_mlir.lowering import ALL_PASSES
+from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, run_pipeline
+
+# An op with regions longer than this is shown by its first and last lines only.
+_MAX_OP_LINES = 12
 
 
 class SemanticsMismatch(DiagnosticException):
     """The IR after the passes computes something else than the IR before them."""
 
 
+class LocatedDiagnostic(DiagnosticException):
+    """A diagnostic already laid out MLIR's way (`file:line:col: error: ...` and the op): printed as it is."""
+
+
+class _PositionRecordingParser(Parser):
+    """xDSL's parser, remembering where in the input each op starts (xDSL keeps no positions on ops)."""
+
+    def __init__(
+        self, ctx: Context, text: str | bytes, name: str, positions: weakref.WeakKeyDictionary, line_offset: int
+    ):
+        super().__init__(ctx, text, name)
+        self._positions = positions
+        self._line_offset = line_offset
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span
+        op = super().parse_operation()
+        self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
+        return op
+
+
 class NeuronOptMain(xDSLOptMain):
     version_format = f"neuron-opt {__version__} (xdsl {{xdsl_version}})"
+
+    def __init__(self, description: str = "neuron-mlir modular optimizer driver", args: Sequence[str] | None = None):
+        # op -> the span of its first token in the input (ops that passes create are not in it)
+        self.positions: weakref.WeakKeyDictionary[Operation, Span] = weakref.WeakKeyDictionary()
+        super().__init__(description=description, args=args)
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -54,6 +108,40 @@ class NeuronOptMain(xDSLOptMain):
             "--check-semantics-seed", type=int, default=0, help="seed of the random inputs of --check-semantics"
         )
 
+    # -- the pass pipeline ---------------------------------------------------------------------------------------
+
+    def setup_pipeline(self) -> None:
+        """The passes of `-p`, each checked by name and options first: a mistake there is a usage error."""
+        try:
+            specs = list(parse_pipeline(self.args.passes))
+        except ArgSpecParseError as error:
+            _usage_error(_pipeline_syntax_error(str(error)))
+        for spec in specs:
+            if spec.name not in self.available_passes:
+                close = difflib.get_close_matches(spec.name, list(self.available_passes), n=3, cutoff=0.6)
+                hint = f" (closest known: {', '.join(close)})" if close else " (`neuron-opt --help` lists the passes)"
+                _usage_error(f"unknown pass '{spec.name}'{hint}")
+        passes: list[ModulePass] = []
+        for spec in specs:
+            try:
+                passes.append(self.available_passes[spec.name]().from_pass_spec(spec))
+            except (ValueError, TypeError) as error:
+                _usage_error(f"pass '{spec.name}': {error}")
+        self.pipeline = PassPipeline(tuple(passes))
+
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        if (self.args.frontend or file_extension) != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        parser = _PositionRecordingParser(
+            self.ctx, chunk.read(), self.get_input_name(), self.positions, start_offset
+        )
+        return parser.parse_module(not self.args.no_implicit_module)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """The output as xDSL prints it, ending in one newline (not two): a file written with `-o` then equals the
+        same IR written by the compiler (`NEURON_MLIR_DEBUG_DIR`)."""
+        return super().output_resulting_program(prog).rstrip("\n") + "\n"
+
     def run(self) -> None:
         """xDSL's driver, but a malformed input or a failing pass is a diagnostic and exit code 1, not a traceback."""
         try:
@@ -68,18 +156,136 @@ class NeuronOptMain(xDSLOptMain):
             sys.exit(1)
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        if not self.args.check_semantics:
-            super().apply_passes(prog)
-            return
-        from neuron_mlir.ir.semantics import check_semantics, random_inputs
+        try:
+            if not self.args.check_semantics:
+                self._run_passes(prog)
+                return
+            from neuron_mlir.ir.semantics import check_semantics, random_inputs
 
-        before = prog.clone()
-        super().apply_passes(prog)
-        inputs = random_inputs(before, seed=self.args.check_semantics_seed)
-        problems = check_semantics(before, prog, inputs)
-        if problems:
-            raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
-        print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
+            before = prog.clone()
+            self._run_passes(prog)
+            inputs = random_inputs(before, seed=self.args.check_semantics_seed)
+            problems = check_semantics(before, prog, inputs)
+            if problems:
+                raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
+            print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
+        except VerifyException as error:
+            raise self._verifier_diagnostic(prog, error) from None
+        except LocatedDiagnostic:
+            raise
+        except DiagnosticException as error:
+            op = getattr(error, "op", None)
+            if not isinstance(op, Operation):
+                raise
+            raise LocatedDiagnostic(self.located(op, str(error))) from None
+
+    def _run_passes(self, module: ModuleOp) -> None:
+        """The passes in order, verifying the IR before the first and after each (the IR a pass gets is valid, so
+        a verifier failure after a pass is that pass's fault), with xDSL's `--print-between-passes` and
+        `--time-passes` output; `neuron-pipeline` reports each of its own passes so."""
+        passes = self.pipeline.passes
+        self._verify(module)
+        for index, pass_ in enumerate(passes):
+            last = index == len(passes) - 1
+            started = time.perf_counter()
+            if isinstance(pass_, NeuronPipelinePass):
+                self._run_neuron_pipeline(pass_, module, last)
+                if self.args.time_passes:
+                    print(f"Pass {pass_.name} took {time.perf_counter() - started} seconds")
+                continue
+            pass_.apply(self.ctx, module)
+            self._after_pass(pass_.name, module, time.perf_counter() - started, last)
+
+    def _run_neuron_pipeline(self, pipeline: NeuronPipelinePass, module: ModuleOp, last: bool) -> None:
+        remaining = len(pipeline_passes(pipeline.until))
+        timings: dict[str, float] = {}
+        reported: dict[str, float] = {}
+
+        def after_pass(name: str, current: ModuleOp) -> None:
+            nonlocal remaining
+            remaining -= 1
+            seconds = timings[name] - reported.get(name, 0.0)  # a pass may run twice: its time of this run
+            reported[name] = timings[name]
+            self._after_pass(name, current, seconds, last and remaining == 0)
+
+        run_pipeline(self.ctx, module, pipeline.until, timings=timings, after_pass=after_pass)
+
+    def _after_pass(self, name: str, module: ModuleOp, seconds: float, last: bool) -> None:
+        if self.args.time_passes:
+            print(f"Pass {name} took {seconds} seconds")
+        self._verify(module)
+        if self.args.print_between_passes and not last:
+            print(f"IR after {name}:")
+            Printer(stream=sys.stdout, print_generic_format=self.args.print_op_generic).print_op(module)
+            print("\n\n\n")
+
+    def _verify(self, module: ModuleOp) -> None:
+        if not self.args.disable_verify:
+            module.verify()
+
+    # -- diagnostics ---------------------------------------------------------------------------------------------
+
+    def _verifier_diagnostic(self, module: ModuleOp, error: VerifyException) -> LocatedDiagnostic:
+        """The verifier's message at the op that failed. xDSL names no op: it is the first whose own checks fail,
+        nested ops before their parent, the order xDSL verifies in."""
+        message = str(error)
+        for op in module.walk(region_first=True):
+            try:
+                op.verify(verify_nested_ops=False)
+            except VerifyException:
+                if not message.startswith(op.name):
+                    message = f"{op.name}: {message}"
+                return LocatedDiagnostic(self.located(op, message))
+        return LocatedDiagnostic(self.located(None, message))
+
+    def located(self, op: Operation | None, message: str) -> str:
+        """`file:line:col: error: <message>` followed by the op: its source line and a caret when it was written
+        in the input, the op itself otherwise."""
+        span = self.positions.get(op) if op is not None else None
+        if span is not None:
+            position = span.get_location()
+            where = describe_location(op.location) if op is not None else ""
+            if where and f"(at {where})" not in message:
+                message += f" (at {where})"
+            return f"{position}: error: {message}\n{_source_excerpt(span)}"
+        if op is None:
+            return f"{self.get_input_name()}: error: {message}"
+        position = file_position(op.location) or self.get_input_name()
+        return f"{position}: error: {message}\n{self._op_excerpt(op)}"
+
+    def _op_excerpt(self, op: Operation) -> str:
+        stream = StringIO()
+        Printer(stream=stream, print_generic_format=self.args.print_op_generic).print_op(op)
+        lines = stream.getvalue().strip("\n").splitlines()
+        if len(lines) > _MAX_OP_LINES:
+            lines = [lines[0], "  ...", lines[-1]]
+        return "\n".join(lines)
+
+
+def _source_excerpt(span: Span) -> str:
+    """The line `span` starts on, and a caret under its first character."""
+    source = span.input
+    line_start = source.get_start_of_line(span.start)
+    before = source.content[line_start : span.start]
+    line = source.content[line_start : source.get_end_of_line(span.start)]
+    if isinstance(before, bytes) and isinstance(line, bytes):  # columns of bytes: the caret goes by characters
+        before, line = before.decode("utf-8", "replace"), line.decode("utf-8", "replace")
+    return f"{line}\n{' ' * len(before)}^"
+
+
+def _pipeline_syntax_error(text: str) -> str:
+    """xDSL's pass-pipeline syntax error (a heading, the position, the spec, a caret, the message) as the message
+    first, then the spec and the caret."""
+    lines = text.rstrip("\n").splitlines()
+    if len(lines) != 5:
+        return text.strip()
+    spec, caret, message = lines[2], lines[3], lines[4].strip()
+    return f"malformed pass pipeline: {message}\n  {spec}\n  {caret}"
+
+
+def _usage_error(message: str) -> NoReturn:
+    print(f"neuron-opt: error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(args: Sequence[str] | None = None) -> None:

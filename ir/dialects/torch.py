@@ -146,6 +146,41 @@ class ShapeRule(StrEnum):
     BROADCAST = "broadcast"
     """The tensor result has the broadcast shape of all tensor operands (Tensor-Tensor elementwise)."""
 
+    # View and reshaping ops: the result shapes follow from the first operand's shape and the op's arguments, as
+    # ATen computes them, and the element type is the operand's (view_as_real / view_as_complex change it).
+    PERMUTE = "permute"
+    """`dims` reorders the dimensions (permute, permute_copy)."""
+    RESHAPE = "reshape"
+    """`size` is the result shape, with at most one -1 standing for the rest (view, view_copy, _unsafe_view)."""
+    EXPAND = "expand"
+    """`size` broadcasts the operand: -1 keeps a dimension, new dimensions go in front."""
+    TRANSPOSE_2D = "t"
+    """A rank-2 operand is transposed; ranks 0 and 1 are kept (t)."""
+    SQUEEZE = "squeeze"
+    """The dimensions `dim` names (one or a list) are dropped where their size is 1."""
+    UNSQUEEZE = "unsqueeze"
+    """A dimension of size 1 is inserted at `dim`."""
+    SLICE = "slice"
+    """Dimension `dim` keeps the elements start:end:step, with ATen's clamping of start and end."""
+    SELECT = "select"
+    """Dimension `dim` is dropped at `index`."""
+    NARROW = "narrow"
+    """Dimension `dim` keeps `length` elements from `start` (narrow_copy)."""
+    AS_STRIDED = "as_strided"
+    """`size` is the result shape, with as many strides as sizes."""
+    DIAGONAL = "diagonal"
+    """`dim1` and `dim2` are replaced by their diagonal at `offset`, appended last."""
+    UNFOLD = "unfold"
+    """`dimension` becomes the number of windows of `size` elements `step` apart; the window is appended last."""
+    SPLIT = "split"
+    """One result per entry of `split_sizes`, which must add up to the size of `dim` (split_with_sizes)."""
+    UNBIND = "unbind"
+    """One result per element of `dim`, each without that dimension (unbind_copy)."""
+    VIEW_AS_REAL = "view_as_real"
+    """A complex operand becomes its real element type with a last dimension of 2."""
+    VIEW_AS_COMPLEX = "view_as_complex"
+    """A float operand with a last dimension of 2 becomes complex without it."""
+
 
 class _NoDefault(Enum):
     NO_DEFAULT = "NO_DEFAULT"
@@ -756,6 +791,9 @@ class TorchOp(IRDLOperation):
             )
 
     def _verify_shape_rule(self, rule: ShapeRule) -> None:
+        if rule in _VIEW_SHAPES:
+            self._verify_view(rule)
+            return
         shapes = [v.type.get_shape() for v in self.operands if isinstance(v.type, TensorType)]
         tensor_results = [r for r in self.results if isinstance(r.type, TensorType)]
         if not shapes or not tensor_results:
@@ -776,6 +814,285 @@ class TorchOp(IRDLOperation):
             raise VerifyException(
                 f"{self.name}: result shape {_shape_text(found)} is not the broadcast of operand shapes {listed}"
             )
+
+
+    def _verify_view(self, rule: ShapeRule) -> None:
+        source = self.operands[0].type
+        if not isinstance(source, TensorType):
+            return
+        results = [r for r in self.results if isinstance(r.type, TensorType)]
+        expected_shapes = _VIEW_SHAPES[rule](_ViewArguments(self, tuple(source.get_shape())))
+        if len(expected_shapes) != len(results):
+            raise VerifyException(
+                f"{self.name}: {len(results)} tensor results, but its arguments make {len(expected_shapes)}"
+            )
+        element_type = _view_element_type(self.name, rule, source.get_element_type())
+        for index, (result, expected) in enumerate(zip(results, expected_shapes, strict=True)):
+            what = "result" if len(results) == 1 else f"result {index}"
+            found = result.type.get_shape()
+            if not _shapes_match(expected, found):
+                raise VerifyException(
+                    f"{self.name}: {what} shape {_shape_text(found)} is not {_shape_text(expected)}, the shape its "
+                    f"arguments give for operand shape {_shape_text(source.get_shape())}"
+                )
+            if result.type.get_element_type() != element_type:
+                raise VerifyException(
+                    f"{self.name}: {what} element type must be {element_type}, found {result.type.get_element_type()}"
+                )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Result shapes of the view ops (ShapeRule.PERMUTE ...), as ATen computes them. A dimension of -1 is dynamic:
+# it matches anything, and whatever depends on it is dynamic too.
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _ViewArguments:
+    """A view op's operand shape and properties, with the argument checks ATen makes, raised as VerifyException."""
+
+    op: TorchOp
+    shape: Shape
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def fail(self, message: str) -> VerifyException:
+        return VerifyException(f"{self.op.name}: {message}")
+
+    def value(self, name: str) -> Any:
+        spec = next(s for s in self.op.SCHEMA.property_args if s.name == name)
+        assert spec.prop is not None
+        attr = self.op.properties.get(name)
+        if attr is None:
+            return None if spec.default is NO_DEFAULT else spec.default
+        return from_attribute(spec.prop, attr)
+
+    def ints(self, name: str) -> list[int]:
+        found = self.value(name)
+        return [found] if isinstance(found, int) else list(found)
+
+    def dim(self, name: str, dim: int | None = None, rank: int | None = None) -> int:
+        """`dim` (the property `name` by default) wrapped into [0, rank); a rank-0 tensor takes 0 and -1."""
+        dim = self.value(name) if dim is None else dim
+        rank = self.rank if rank is None else rank
+        bound = max(rank, 1)
+        if not -bound <= dim < bound:
+            raise self.fail(f"'{name}' {dim} is out of range for {rank} dimension(s)")
+        return dim % bound
+
+    def numel(self) -> int | None:
+        """The operand's element count, None when a dimension is dynamic."""
+        return None if any(d < 0 for d in self.shape) else _product(self.shape)
+
+
+def _product(dims: Sequence[int]) -> int:
+    result = 1
+    for d in dims:
+        result *= d
+    return result
+
+
+def _permute_shape(view: _ViewArguments) -> list[Shape]:
+    dims = [view.dim("dims", d) for d in view.ints("dims")]
+    if sorted(dims) != list(range(view.rank)):
+        raise view.fail(f"'dims' {_list_text(view.ints('dims'))} is not a permutation of {view.rank} dimension(s)")
+    return [tuple(view.shape[d] for d in dims)]
+
+
+def _reshape_shape(view: _ViewArguments) -> list[Shape]:
+    size = view.ints("size")
+    if size.count(-1) > 1 or any(d < -1 for d in size):
+        raise view.fail(f"'size' {_list_text(size)} may hold one -1 and otherwise no negative size")
+    numel = view.numel()
+    known = _product([d for d in size if d != -1])
+    if numel is None:
+        return [tuple(size)]
+    if -1 in size:
+        if known == 0 or numel % known:
+            raise view.fail(f"'size' {_list_text(size)} cannot hold the operand's {numel} elements")
+        return [tuple(numel // known if d == -1 else d for d in size)]
+    if known != numel:
+        raise view.fail(f"'size' {_list_text(size)} has {known} elements, the operand {numel}")
+    return [tuple(size)]
+
+
+def _expand_shape(view: _ViewArguments) -> list[Shape]:
+    size = view.ints("size")
+    new = len(size) - view.rank
+    if new < 0:
+        raise view.fail(f"'size' {_list_text(size)} has fewer dimensions than the operand's {view.rank}")
+    result = []
+    for index, wanted in enumerate(size):
+        if index < new:
+            if wanted < 0:
+                raise view.fail(f"'size' {_list_text(size)}: a new leading dimension cannot be {wanted}")
+            result.append(wanted)
+            continue
+        own = view.shape[index - new]
+        if wanted == -1 or wanted == own:
+            result.append(own)
+        elif own == 1 or own < 0:
+            result.append(wanted)
+        else:
+            raise view.fail(f"'size' {_list_text(size)} cannot expand the operand shape {_shape_text(view.shape)}")
+    return [tuple(result)]
+
+
+def _transpose_2d_shape(view: _ViewArguments) -> list[Shape]:
+    if view.rank > 2:
+        raise view.fail(f"the operand has {view.rank} dimensions; t takes at most 2")
+    return [tuple(reversed(view.shape))]
+
+
+def _squeeze_shape(view: _ViewArguments) -> list[Shape]:
+    dims = {view.dim("dim", d) for d in view.ints("dim")}
+    return [tuple(d for axis, d in enumerate(view.shape) if not (axis in dims and d == 1))]
+
+
+def _unsqueeze_shape(view: _ViewArguments) -> list[Shape]:
+    dim = view.dim("dim", rank=view.rank + 1)
+    return [(*view.shape[:dim], 1, *view.shape[dim:])]
+
+
+def _slice_shape(view: _ViewArguments) -> list[Shape]:
+    if view.rank == 0:
+        raise view.fail("a 0-d tensor cannot be sliced")
+    dim = view.dim("dim")
+    step = view.value("step")
+    if step <= 0:
+        raise view.fail(f"'step' must be positive, found {step}")
+    size = view.shape[dim]
+    if size < 0:
+        return [(*view.shape[:dim], -1, *view.shape[dim + 1 :])]
+    start, end = view.value("start"), view.value("end")
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return [(*view.shape[:dim], (end - start + step - 1) // step, *view.shape[dim + 1 :])]
+
+
+def _select_shape(view: _ViewArguments) -> list[Shape]:
+    if view.rank == 0:
+        raise view.fail("select needs a tensor of at least one dimension")
+    dim = view.dim("dim")
+    index, size = view.value("index"), view.shape[dim]
+    if size >= 0 and not -size <= index < size:
+        raise view.fail(f"'index' {index} is out of range for dimension {dim} of size {size}")
+    return [view.shape[:dim] + view.shape[dim + 1 :]]
+
+
+def _narrow_shape(view: _ViewArguments) -> list[Shape]:
+    if view.rank == 0:
+        raise view.fail("narrow needs a tensor of at least one dimension")
+    dim = view.dim("dim")
+    start, length, size = view.value("start"), view.value("length"), view.shape[dim]
+    if size >= 0:
+        first = start + size if start < 0 else start
+        if length < 0 or not 0 <= first <= size or first + length > size:
+            raise view.fail(f"'start' {start} and 'length' {length} exceed dimension {dim} of size {size}")
+    return [(*view.shape[:dim], length, *view.shape[dim + 1 :])]
+
+
+def _as_strided_shape(view: _ViewArguments) -> list[Shape]:
+    # Strides and the offset address the storage of the operand's base, which a view may exceed: whether they
+    # stay inside it is for the lowering to check, which knows the allocation.
+    size, stride = view.ints("size"), view.ints("stride")
+    if len(size) != len(stride):
+        raise view.fail(f"'size' {_list_text(size)} and 'stride' {_list_text(stride)} differ in length")
+    if any(d < 0 for d in size):
+        raise view.fail(f"'size' {_list_text(size)} holds a negative size")
+    return [tuple(size)]
+
+
+def _diagonal_shape(view: _ViewArguments) -> list[Shape]:
+    dim1, dim2 = view.dim("dim1"), view.dim("dim2")
+    if view.rank < 2 or dim1 == dim2:
+        raise view.fail(f"'dim1' and 'dim2' must be two distinct dimensions of the {view.rank}-d operand")
+    offset, rows, columns = view.value("offset"), view.shape[dim1], view.shape[dim2]
+    if rows < 0 or columns < 0:
+        length = -1
+    elif offset >= 0:
+        length = max(0, min(rows, columns - offset))
+    else:
+        length = max(0, min(rows + offset, columns))
+    kept = tuple(d for axis, d in enumerate(view.shape) if axis not in (dim1, dim2))
+    return [(*kept, length)]
+
+
+def _unfold_shape(view: _ViewArguments) -> list[Shape]:
+    dim = view.dim("dimension")
+    size, step = view.value("size"), view.value("step")
+    extent = view.shape[dim] if view.rank else 1
+    if step <= 0 or size < 0 or (extent >= 0 and size > extent):
+        raise view.fail(f"'size' {size} and 'step' {step} do not fit dimension {dim} of size {extent}")
+    if view.rank == 0:
+        return [(size,)]
+    windows = -1 if extent < 0 else (extent - size) // step + 1
+    return [(*view.shape[:dim], windows, *view.shape[dim + 1 :], size)]
+
+
+def _split_shapes(view: _ViewArguments) -> list[Shape]:
+    dim = view.dim("dim")
+    sizes, extent = view.ints("split_sizes"), view.shape[dim]
+    if any(s < 0 for s in sizes) or (extent >= 0 and sum(sizes) != extent):
+        raise view.fail(f"'split_sizes' {_list_text(sizes)} must add up to the size {extent} of dimension {dim}")
+    return [(*view.shape[:dim], s, *view.shape[dim + 1 :]) for s in sizes]
+
+
+def _unbind_shapes(view: _ViewArguments) -> list[Shape]:
+    dim = view.dim("dim")
+    count = view.shape[dim]
+    kept = view.shape[:dim] + view.shape[dim + 1 :]
+    if count < 0:  # as many results as there are: each has the remaining shape
+        return [kept] * len([r for r in view.op.results if isinstance(r.type, TensorType)])
+    return [kept] * count
+
+
+def _view_as_real_shape(view: _ViewArguments) -> list[Shape]:
+    return [(*view.shape, 2)]
+
+
+def _view_as_complex_shape(view: _ViewArguments) -> list[Shape]:
+    if not view.shape or view.shape[-1] not in (2, -1):
+        raise view.fail(f"the operand's last dimension must be 2, found shape {_shape_text(view.shape)}")
+    return [view.shape[:-1]]
+
+
+_VIEW_SHAPES: dict[ShapeRule, Callable[[_ViewArguments], list[Shape]]] = {
+    ShapeRule.PERMUTE: _permute_shape,
+    ShapeRule.RESHAPE: _reshape_shape,
+    ShapeRule.EXPAND: _expand_shape,
+    ShapeRule.TRANSPOSE_2D: _transpose_2d_shape,
+    ShapeRule.SQUEEZE: _squeeze_shape,
+    ShapeRule.UNSQUEEZE: _unsqueeze_shape,
+    ShapeRule.SLICE: _slice_shape,
+    ShapeRule.SELECT: _select_shape,
+    ShapeRule.NARROW: _narrow_shape,
+    ShapeRule.AS_STRIDED: _as_strided_shape,
+    ShapeRule.DIAGONAL: _diagonal_shape,
+    ShapeRule.UNFOLD: _unfold_shape,
+    ShapeRule.SPLIT: _split_shapes,
+    ShapeRule.UNBIND: _unbind_shapes,
+    ShapeRule.VIEW_AS_REAL: _view_as_real_shape,
+    ShapeRule.VIEW_AS_COMPLEX: _view_as_complex_shape,
+}
+
+
+def _view_element_type(op_name: str, rule: ShapeRule, source: Attribute) -> Attribute:
+    """The element type of a view's results: the operand's, except for the complex <-> real views."""
+    if rule is ShapeRule.VIEW_AS_REAL:
+        if not isinstance(source, ComplexType):
+            raise VerifyException(f"{op_name}: the operand must be complex, found {source}")
+        return source.element_type
+    if rule is ShapeRule.VIEW_AS_COMPLEX:
+        if not isinstance(source, Float16Type | Float32Type | Float64Type):
+            raise VerifyException(f"{op_name}: the operand must be f16, f32 or f64, found {source}")
+        return ComplexType(source)
+    return source
 
 
 def _print_optional_operand(printer: Printer, value: SSAValue | None) -> None:

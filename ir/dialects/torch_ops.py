@@ -213,6 +213,7 @@ class Aten_ConjOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.SAME,
     )
     traits = traits_def(Pure())
 
@@ -1108,6 +1109,7 @@ class Aten_UnsafeViewOp(TorchOp):
             ArgSpec("size", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.RESHAPE,
     )
     traits = traits_def(Pure())
 
@@ -1669,6 +1671,7 @@ class AtenAsStridedOp(TorchOp):
             ArgSpec("storage_offset", ArgKind.PROPERTY, PropKind.INT, optional=True, default=None),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.AS_STRIDED,
     )
     traits = traits_def(Pure())
 
@@ -1693,6 +1696,7 @@ class AtenAsStridedCopyOp(TorchOp):
             ArgSpec("storage_offset", ArgKind.PROPERTY, PropKind.INT, optional=True, default=None),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.AS_STRIDED,
     )
     traits = traits_def(Pure())
 
@@ -2749,6 +2753,7 @@ class AtenDiagonalOp(TorchOp):
             ArgSpec("dim2", ArgKind.PROPERTY, PropKind.INT, default=1),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.DIAGONAL,
     )
     traits = traits_def(Pure())
 
@@ -3250,6 +3255,7 @@ class AtenExpandOp(TorchOp):
             ArgSpec("implicit", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.EXPAND,
     )
     traits = traits_def(Pure())
 
@@ -5448,6 +5454,7 @@ class AtenNarrowCopyOp(TorchOp):
             ArgSpec("length", ArgKind.PROPERTY, PropKind.INT),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.NARROW,
     )
     traits = traits_def(Pure())
 
@@ -5948,6 +5955,7 @@ class AtenPermuteOp(TorchOp):
             ArgSpec("dims", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.PERMUTE,
     )
     traits = traits_def(Pure())
 
@@ -5968,6 +5976,7 @@ class AtenPermuteCopyOp(TorchOp):
             ArgSpec("dims", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.PERMUTE,
     )
     traits = traits_def(Pure())
 
@@ -6956,6 +6965,7 @@ class AtenSelectIntOp(TorchOp):
             ArgSpec("index", ArgKind.PROPERTY, PropKind.INT),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.SELECT,
     )
     traits = traits_def(Pure())
 
@@ -7099,6 +7109,7 @@ class AtenSliceTensorOp(TorchOp):
             ArgSpec("step", ArgKind.PROPERTY, PropKind.INT, default=1),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.SLICE,
     )
     traits = traits_def(Pure())
 
@@ -7767,6 +7778,7 @@ class AtenSplitWithSizesOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=0),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR_LIST),),
+        shape_rule=ShapeRule.SPLIT,
     )
     traits = traits_def(Pure())
 
@@ -7807,6 +7819,7 @@ class AtenSqueezeDimOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.SQUEEZE,
     )
     traits = traits_def(Pure())
 
@@ -7827,6 +7840,7 @@ class AtenSqueezeDimsOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.SQUEEZE,
     )
     traits = traits_def(Pure())
 
@@ -8013,6 +8027,7 @@ class AtenTOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.TRANSPOSE_2D,
     )
     traits = traits_def(Pure())
 
@@ -8167,6 +8182,7 @@ class AtenUnbindCopyIntOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=0),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR_LIST),),
+        shape_rule=ShapeRule.UNBIND,
     )
     traits = traits_def(Pure())
 
@@ -8189,6 +8205,7 @@ class AtenUnfoldOp(TorchOp):
             ArgSpec("step", ArgKind.PROPERTY, PropKind.INT),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.UNFOLD,
     )
     traits = traits_def(Pure())
 
@@ -8234,6 +8251,7 @@ class AtenUnsqueezeOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.UNSQUEEZE,
     )
     traits = traits_def(Pure())
 
@@ -8373,6 +8391,7 @@ class AtenViewOp(TorchOp):
             ArgSpec("size", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.RESHAPE,
     )
     traits = traits_def(Pure())
 
@@ -8392,6 +8411,7 @@ class AtenViewAsComplexOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.VIEW_AS_COMPLEX,
     )
     traits = traits_def(Pure())
 
@@ -8410,6 +8430,7 @@ class AtenViewAsRealOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.VIEW_AS_REAL,
     )
     traits = traits_def(Pure())
 
@@ -8429,6 +8450,7 @@ class AtenViewCopyOp(TorchOp):
             ArgSpec("size", ArgKind.PROPERTY, PropKind.INT_LIST),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
+        shape_rule=ShapeRule.RESHAPE,
     )
     traits = traits_def(Pure())
 

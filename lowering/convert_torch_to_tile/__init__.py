@@ -33,7 +33,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.attention import ATTENTION_LOWERINGS
@@ -100,7 +100,7 @@ class ConvertTorchToTilePass(ModulePass):
 
 def _diagnostic(op: Operation, reason: str) -> PassFailedException:
     where = describe_location(op.location)
-    return PassFailedException(f"{op.name}: {reason}" + (f" (at {where})" if where else ""))
+    return OpDiagnostic(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
 
 
 def _sole_use(value: SSAValue) -> bool:
@@ -121,7 +121,7 @@ def _value_name(op: Operation) -> str | None:
 
 def _refusal(op: Operation, reason: str) -> LoweringRefused:
     where = describe_location(op.location)
-    return LoweringRefused(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), _value_name(op))
+    return LoweringRefused(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), _value_name(op), op)
 
 
 def _hbm_for(value: SSAValue, op: Operation) -> tile.MemRefType:
@@ -194,6 +194,7 @@ def _convert_function(function: func.FuncOp) -> None:
                     results = fused if fused is not None else lowering(emitter, op, arguments)
         except LoweringRefused as refusal:
             refusal.value_name = _value_name(op)
+            refusal.op = op
             raise
         except (ValueError, IndexError) as error:
             raise _refusal(op, str(error)) from error

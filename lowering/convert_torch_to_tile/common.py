@@ -13,10 +13,10 @@ from typing import Any
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.locations import OpDiagnostic
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
@@ -111,15 +111,15 @@ def to_sbuf(em: Emitter, value: SSAValue, element_type: Attribute | None = None)
     return em.insert(tile.CopyOp(value, wanted)).result
 
 
-class LoweringRefused(PassFailedException):
+class LoweringRefused(OpDiagnostic):
     """A torch op this pass cannot lower (with these arguments): the frontend runs that node on the CPU instead.
 
     `value_name` is the SSA name of the op's first result, which the FX importer takes from the FX node's name,
     so the frontend can tell which node to send to the CPU.
     """
 
-    def __init__(self, message: str, value_name: str | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, value_name: str | None = None, op: Operation | None = None):
+        super().__init__(message, op)
         self.value_name = value_name
 
 

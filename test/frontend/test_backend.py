@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -11,6 +12,7 @@ import torch
 from support import REPO, assert_close_to_torch
 
 import neuron_mlir
+from neuron_mlir.frontend.backend import _OPTION_NAMES, AUTO_CAST_STATUS, CompileOptions
 
 sys.path.insert(0, str(REPO / "examples"))
 from mlp import MLP
@@ -38,6 +40,35 @@ def test_unknown_options_are_refused_by_name():
     model = torch.compile(torch.nn.Linear(2, 2), backend="neuron-mlir", options={"tagret": "trn2"})
     with pytest.raises(Exception, match=r"unknown option.*tagret"):
         model(torch.randn(1, 2))
+
+
+def test_a_misspelled_cpu_op_is_an_error_naming_the_closest_ops():
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"cpu_ops": ["aten.cumsun"]})
+    with pytest.raises(Exception, match=r"cpu_ops: unknown op 'aten.cumsun' .*closest known: aten.cumsum"):
+        compiled(torch.randn(4, 5))
+    with pytest.raises(ValueError, match=re.escape("'aten.linear' never reaches the compiler")):
+        CompileOptions.from_user({"cpu_ops": ["aten.linear"]})
+    for spelling in ("aten.cumsum", "cumsum", "aten.cumsum.default", "aten.add", "aten.add.Tensor"):
+        assert CompileOptions.from_user({"cpu_ops": [spelling]}).cpu_ops == (spelling,)
+
+
+def test_auto_cast_is_refused_as_the_readme_documents():
+    for off in (False, "none", None):
+        CompileOptions.from_user({"auto_cast": off})
+    with pytest.raises(ValueError, match="auto_cast") as info:
+        CompileOptions.from_user({"auto_cast": "bf16"})
+    assert str(info.value) == (
+        "neuron-mlir: auto_cast='bf16': not implemented yet: only its default, off (False or \"none\"), is "
+        "accepted, and every op computes in the model's own dtypes, as in eager"
+    )
+    assert f"| `auto_cast` | | {AUTO_CAST_STATUS} |" in (REPO / "README.md").read_text()
+
+
+def test_the_readme_options_table_lists_exactly_the_accepted_options():
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("Options (`options={...}`", 1)[1].split("\n\n", 2)[1]
+    listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert listed == _OPTION_NAMES
 
 
 class WithCumsum(torch.nn.Module):
@@ -78,6 +109,33 @@ def test_a_training_step_through_a_partitioned_graph_matches_eager():
     reference(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         assert_close_to_torch(p.grad, q.grad, f"grad of {name}")
+
+
+def _scale_and_shift(x, y):
+    return x * y + x
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cause"),
+    [
+        (torch.float64, "float64 is not supported on the NeuronCore (no fp64 engine datapath)"),
+        (torch.complex64, "complex64 is not supported on the NeuronCore (no complex arithmetic on its engines)"),
+    ],
+)
+def test_a_fallback_for_a_dtype_names_the_dtype_as_the_cause(dtype, cause):
+    x, y = torch.randn(4, 3, dtype=dtype), torch.randn(4, 3, dtype=dtype)
+    compiled = torch.compile(_scale_and_shift, backend="neuron-mlir")
+    with pytest.warns(UserWarning, match="is not supported on the NeuronCore") as caught:
+        out = compiled(x, y)
+    expected = _scale_and_shift(x, y)
+    assert_close_to_torch(*(torch.view_as_real(t) if t.is_complex() else t for t in (out, expected)))
+    messages = [str(w.message) for w in caught if "neuron-mlir" in str(w.message)]
+    assert f"neuron-mlir: aten.mul.Tensor: {cause}; it runs eagerly on the CPU" in "\n".join(messages)
+    assert not any("no NeuronCore lowering" in m for m in messages)
+    strict = torch.compile(_scale_and_shift, backend="neuron-mlir", options={"strict": True})
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=re.escape("(aten.mul.Tensor) at ") + ".*" + re.escape(cause)):
+        strict(x, y)
 
 
 def test_strict_mode_turns_a_fallback_into_an_error_naming_op_and_line():
@@ -133,6 +191,20 @@ def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
         [neuron_opt, str(forward / "0_imported.mlir"), "-p", "neuron-pipeline"], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
+    # reproduce.sh runs from any shell, without the virtual environment on PATH, and writes each stage's IR
+    # exactly as the compiler saved it
+    for graph in (forward, tmp_path / "graph1_backward"):
+        script = subprocess.run(
+            ["/bin/sh", str(graph / "reproduce.sh")],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path.parent,
+            env={"PATH": "/usr/bin:/bin", "NEURON_MLIR_CACHE_DIR": "off"},
+        )
+        assert script.returncode == 0, script.stdout + script.stderr
+        for stage in ("1_torch", "2_tile", "3_neuron", "4_allocated", "5_synchronised"):
+            reproduced = (graph / f"{stage}.reproduced.mlir").read_bytes()
+            assert reproduced == (graph / f"{stage}.mlir").read_bytes(), f"{graph.name}: {stage} differs"
     # the bundle on disk runs and gives the same forward output
     from neuron_mlir.runtime.bundle import read_bundle
     from neuron_mlir.runtime.simulator import run_program

@@ -404,6 +404,134 @@ def test_result_element_type_rules() -> None:
     assert verify_message(to_copy) == "torch.aten._to_copy: result element type must be f16 as 'dtype' says, found f32"
 
 
+# (overload, operand shape, arguments): valid and invalid calls of every view op with a shape rule, ATen's edge
+# cases included. ATen decides: where it computes a shape the verifier must accept exactly that shape and no
+# other; where it raises, the verifier must reject the call whatever result type it is given.
+VIEW_CASES = [
+    ("aten::permute", (2, 3, 4), {"dims": [2, 0, 1]}),
+    ("aten::permute", (2, 3, 4), {"dims": [-1, 0, 1]}),
+    ("aten::permute", (16, 32), {"dims": [1, 0]}),
+    ("aten::permute", (2, 3), {"dims": [1, 1]}),
+    ("aten::permute", (2, 3), {"dims": [0, 1, 2]}),
+    ("aten::permute_copy", (2, 3, 4), {"dims": [1, 2, 0]}),
+    ("aten::view", (2, 3, 4), {"size": [-1, 4]}),
+    ("aten::view", (2, 3, 4), {"size": [6, 5]}),
+    ("aten::view", (2, 3, 4), {"size": [-1, -1]}),
+    ("aten::view", (2, 3, 4), {"size": [-1, 5]}),
+    ("aten::view", (0, 3), {"size": [3, 0]}),
+    ("aten::_unsafe_view", (2, 3, 4), {"size": [24]}),
+    ("aten::view_copy", (2, 3, 4), {"size": [2, 12]}),
+    ("aten::expand", (4, 1), {"size": [2, -1, 5]}),
+    ("aten::expand", (4, 1), {"size": [3, 5]}),
+    ("aten::expand", (4, 1), {"size": [5]}),
+    ("aten::expand", (4, 1), {"size": [-1, 4, 1]}),
+    ("aten::t", (5, 7), {}),
+    ("aten::t", (5,), {}),
+    ("aten::t", (), {}),
+    ("aten::t", (2, 3, 4), {}),
+    ("aten::squeeze.dim", (1, 3, 1), {"dim": -1}),
+    ("aten::squeeze.dim", (1, 3, 1), {"dim": 1}),
+    ("aten::squeeze.dim", (1, 3, 1), {"dim": 3}),
+    ("aten::squeeze.dim", (), {"dim": -1}),
+    ("aten::squeeze.dims", (1, 3, 1), {"dim": [0, 1, 2]}),
+    ("aten::squeeze.dims", (1, 3, 1), {"dim": [0, 5]}),
+    ("aten::unsqueeze", (5, 7), {"dim": -1}),
+    ("aten::unsqueeze", (5, 7), {"dim": 2}),
+    ("aten::unsqueeze", (5, 7), {"dim": 3}),
+    ("aten::unsqueeze", (), {"dim": 0}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 1, "start": -3, "end": 2**63 - 1, "step": 2}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 0, "start": 4, "end": 2}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 0, "start": -100, "end": -1}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 1, "start": 9}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 1, "step": 0}),
+    ("aten::slice.Tensor", (5, 7), {"dim": 2}),
+    ("aten::select.int", (2, 3, 4), {"dim": -2, "index": -1}),
+    ("aten::select.int", (2, 3, 4), {"dim": 0, "index": 2}),
+    ("aten::select.int", (2, 3, 4), {"dim": 0, "index": -3}),
+    ("aten::narrow_copy", (5, 7), {"dim": 1, "start": 2, "length": 5}),
+    ("aten::narrow_copy", (5, 7), {"dim": 1, "start": -2, "length": 2}),
+    ("aten::narrow_copy", (5, 7), {"dim": 1, "start": 3, "length": 5}),
+    ("aten::as_strided", (5, 7), {"size": [4, 4], "stride": [8, 1], "storage_offset": 3}),
+    ("aten::as_strided", (5, 7), {"size": [0, 9], "stride": [100, 100]}),
+    ("aten::as_strided", (5, 7), {"size": [4, 4], "stride": [8]}),
+    ("aten::as_strided_copy", (5, 7), {"size": [5], "stride": [7]}),
+    ("aten::diagonal", (2, 3, 4), {"offset": 1, "dim1": 2, "dim2": 1}),
+    ("aten::diagonal", (2, 3, 4), {"offset": -5, "dim1": 1, "dim2": 2}),
+    ("aten::diagonal", (3, 4), {"offset": 0, "dim1": 1, "dim2": -1}),
+    ("aten::unfold", (5, 7), {"dimension": 1, "size": 3, "step": 2}),
+    ("aten::unfold", (5, 7), {"dimension": 0, "size": 6, "step": 1}),
+    ("aten::unfold", (), {"dimension": 0, "size": 1, "step": 1}),
+    ("aten::split_with_sizes", (2, 3, 4), {"split_sizes": [1, 3], "dim": -1}),
+    ("aten::split_with_sizes", (2, 3, 4), {"split_sizes": [1, 2], "dim": -1}),
+    ("aten::unbind_copy.int", (2, 3, 4), {"dim": 1}),
+    ("aten::view_as_real", (4, 3), {"dtype": torch.complex64}),
+    ("aten::view_as_complex", (4, 3, 2), {}),
+    ("aten::view_as_complex", (4, 3), {}),
+]
+
+
+def _aten_view(overload: str, shape: tuple[int, ...], arguments: dict):
+    """ATen's results for the call (a list of tensors), or None when ATen refuses it."""
+    arguments = dict(arguments)
+    dtype = arguments.pop("dtype", torch.float32)
+    packet, _, name = overload.removeprefix("aten::").partition(".")
+    aten = getattr(getattr(torch.ops.aten, packet), name or "default")
+    try:
+        results = aten(torch.zeros(shape, dtype=dtype), **arguments)
+    except (RuntimeError, IndexError, ValueError):
+        return None
+    return list(results) if isinstance(results, list | tuple) else [results]
+
+
+@pytest.mark.parametrize(("overload", "shape", "arguments"), VIEW_CASES, ids=lambda case: str(case))
+def test_view_rules_agree_with_aten(overload: str, shape: tuple[int, ...], arguments: dict) -> None:
+    cls = op_class_for(overload)
+    assert cls is not None
+    assert cls.SCHEMA.shape_rule is not None
+    element_type = element_type_for_dtype(arguments.get("dtype", torch.float32))
+    operand = value(*shape, element_type=element_type)
+    properties = {k: v for k, v in arguments.items() if k != "dtype"}
+    expected = _aten_view(overload, shape, arguments)
+    if expected is None:
+        with pytest.raises(VerifyException, match=re.escape(cls.name + ":")):
+            cls.from_args({"self": operand, **properties}, [tensor(*shape, element_type=element_type)]).verify()
+        return
+    types = [tensor(*r.shape, element_type=element_type_for_dtype(r.dtype)) for r in expected]
+    cls.from_args({"self": operand, **properties}, types).verify()
+    # one more element in the last dimension (a 0-d result becomes 1-d)
+    wrong = [
+        tensor(*r.shape[:-1], r.shape[-1] + 1, element_type=t.element_type) if r.dim() else tensor(2)
+        for r, t in zip(expected, types, strict=True)
+    ]
+    assert cls.name in verify_message(cls.from_args({"self": operand, **properties}, wrong))
+    if overload not in ("aten::view_as_real", "aten::view_as_complex"):
+        other_type = [tensor(*r.shape, element_type=f64) for r in expected]
+        assert "element type must be f32, found f64" in verify_message(
+            cls.from_args({"self": operand, **properties}, other_type)
+        )
+
+
+def test_every_view_op_has_a_shape_rule() -> None:
+    """Every op whose ATen schema returns an alias of its input (`Tensor(a)`), or copies one, has its result shapes
+    checked (alias, detach and _conj keep the operand's shape)."""
+    for cls in all_op_classes():
+        signature = cls.SCHEMA.signature
+        returns = signature.rsplit("->", 1)[1]
+        is_view = "(a)" in returns or "(a)[]" in returns
+        is_view_copy = cls.name.removeprefix("torch.aten.").split(".")[0] in (
+            "view_copy", "permute_copy", "as_strided_copy", "narrow_copy", "unbind_copy", "_unsafe_view",
+        )
+        if is_view or is_view_copy:
+            assert cls.SCHEMA.shape_rule is not None, cls.name
+    message = verify_message(
+        torch_ops.AtenPermuteOp.from_args({"self": value(16, 32), "dims": [1, 0]}, [tensor(32, 17)])
+    )
+    assert message == (
+        "torch.aten.permute: result shape (32, 17) is not (32, 16), the shape its arguments give for operand "
+        "shape (16, 32)"
+    )
+
+
 def test_list_length_and_none_positions_rules() -> None:
     pool = torch_ops.AtenAvgPool2dOp.from_args({"self": value(1, 1, 4, 4), "kernel_size": [2, 2, 2]}, [tensor(1, 1, 2, 2)])
     assert verify_message(pool) == "torch.aten.avg_pool2d: 'kernel_size' must have 2 elements, found 3"

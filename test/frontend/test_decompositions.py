@@ -1,0 +1,85 @@
+"""Fused kernels the frontend decomposes: the same results as eager's kernel, and graphs without CPU fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import assert_close_to_torch
+from support.compiled import check_compiled
+from torch import nn
+
+from neuron_mlir.frontend.decompositions import transformer_encoder_layer_fwd
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+BATCH, LENGTH = 2, 5
+PADDING = torch.tensor([[0.0, 0.0, 0.0, 0.0, float("-inf")], [0.0, 0.0, 0.0, float("-inf"), float("-inf")]])
+CAUSAL = torch.triu(torch.full((LENGTH, LENGTH), float("-inf")), diagonal=1)
+# (mask, mask_type) as nn.MultiheadAttention.merge_masks hands them over, and the kernel's reading of a float mask
+# as a boolean (nonzero masks out, whatever the value), a row with every key masked included
+MASKS = {
+    "none": (None, None),
+    "key_padding": (PADDING, 1),
+    "key_padding_bool": (PADDING != 0, 1),
+    "key_padding_finite_values": (torch.tensor([[0.0, 0.0, 0.0, 0.0, -1.5], [0.0, 0.0, 0.0, 2.0, 0.0]]), 1),
+    "attention_2d": (CAUSAL, 0),
+    "merged_4d": (CAUSAL.expand(BATCH, 4, LENGTH, LENGTH) + PADDING.view(BATCH, 1, 1, LENGTH), 2),
+    "every_key_masked": (torch.tensor([[0.0] * LENGTH, [1.0] * LENGTH]), 1),
+}
+
+
+def _layer_arguments(embed_dim: int, heads: int, use_gelu: bool, norm_first: bool) -> list:
+    torch.manual_seed(0)
+    hidden = 24
+
+    def weight(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape) * 0.3
+
+    return [
+        torch.randn(BATCH, LENGTH, embed_dim), embed_dim, heads,
+        weight(3 * embed_dim, embed_dim), weight(3 * embed_dim), weight(embed_dim, embed_dim), weight(embed_dim),
+        use_gelu, norm_first, 1e-5,
+        torch.randn(embed_dim), torch.randn(embed_dim), torch.randn(embed_dim), torch.randn(embed_dim),
+        weight(hidden, embed_dim), weight(hidden), weight(embed_dim, hidden), weight(embed_dim),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+@pytest.mark.parametrize(("use_gelu", "norm_first"), [(False, False), (True, True)])
+@pytest.mark.parametrize(("embed_dim", "heads"), [(16, 2), (12, 4)])
+def test_transformer_encoder_layer_decomposition_matches_the_kernel(
+    mask_name: str, use_gelu: bool, norm_first: bool, embed_dim: int, heads: int
+) -> None:
+    mask, mask_type = MASKS[mask_name]
+    if mask is not None and mask.dim() == 4:
+        mask = mask[:, :heads]
+    arguments = _layer_arguments(embed_dim, heads, use_gelu, norm_first)
+    with torch.no_grad():
+        expected = torch._transformer_encoder_layer_fwd(*arguments, mask, mask_type)
+        actual = transformer_encoder_layer_fwd(*arguments, mask, mask_type)
+    assert_close_to_torch(actual, expected)
+    assert torch.equal(actual.isnan(), expected.isnan())
+
+
+def _encoder(**layer_options) -> nn.TransformerEncoder:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True, **layer_options)
+    return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+
+
+@pytest.mark.parametrize(
+    ("layer_options", "call_options"),
+    [
+        ({}, {}),
+        ({"norm_first": True, "activation": "gelu"}, {}),
+        ({}, {"src_key_padding_mask": torch.tensor([[False] * 7, [False] * 5 + [True] * 2])}),
+        ({}, {"mask": nn.Transformer.generate_square_subsequent_mask(7), "is_causal": True}),
+    ],
+    ids=["post_norm_relu", "pre_norm_gelu", "key_padding_mask", "causal_mask"],
+)
+def test_transformer_encoder_in_inference_compiles_without_fallback(layer_options: dict, call_options: dict) -> None:
+    model = _encoder(**layer_options)
+    x = torch.randn(2, 7, 32)
+    # eval and no_grad: nn.TransformerEncoderLayer takes its fast path, one _transformer_encoder_layer_fwd per layer
+    with torch.no_grad():
+        check_compiled(lambda source: model(source, **call_options), x)
