@@ -3,6 +3,11 @@
 Results are compared elementwise with `|actual - expected| <= atol * scale + rtol * |expected|`, where `scale` is
 the largest magnitude in `expected` (at least 1): rounding errors of a reduction grow with the size of what is
 summed, not with the size of each result, so cancellation to near zero must not count as an error.
+
+Where eager PyTorch is itself a poor reference (gradients of whole models, low-precision sums over thousands of
+rows, where eager's own error can exceed any fixed tolerance), `golden_mismatch` judges against a float64 run
+instead: our error from the golden result may be at most a small multiple of eager's error in the same dtype,
+plus a few units of the dtype's precision.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float8_e4m3fn": (1.5e-1, 1.5e-1),
     "float8_e5m2": (2.5e-1, 2.5e-1),
 }
+
+
+# Our error may be this many times eager's own error from the float64 golden result ...
+GOLDEN_FACTOR = 8.0
+# ... plus this many units of the dtype's precision (relative to the result's largest magnitude), so that a result
+# eager happens to get exactly right still admits rounding.
+GOLDEN_FLOOR_ULPS = 16.0
 
 
 def tolerance(dtype: np.dtype | str) -> tuple[float, float]:
@@ -62,3 +74,31 @@ def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) ->
         if problem is not None:
             problems.append(f"output {index}: {problem}")
     return problems
+
+
+def golden_mismatch(actual: np.ndarray, eager: np.ndarray, golden: np.ndarray) -> str | None:
+    """None when `actual` is as close to the float64 `golden` result as `eager` (computed in `actual`'s dtype) is,
+    within `GOLDEN_FACTOR` and `GOLDEN_FLOOR_ULPS`; errors are maxima relative to the golden result's largest
+    magnitude. Else a one-line description."""
+    actual, eager, golden = np.asarray(actual), np.asarray(eager), np.asarray(golden, dtype=np.float64)
+    if actual.shape != golden.shape or eager.shape != golden.shape:
+        return f"shape {actual.shape} (eager {eager.shape}) differs from the golden {golden.shape}"
+    try:
+        precision = float(np.finfo(eager.dtype).eps)  # ml_dtypes registers its float types with finfo
+    except ValueError:  # integers and booleans: exact
+        return mismatch(actual, eager)
+    finite = np.isfinite(golden)
+    scale = float(np.max(np.abs(golden[finite]), initial=0.0)) or 1.0
+    ours = np.abs(actual.astype(np.float64) - golden)
+    theirs = np.abs(eager.astype(np.float64) - golden)
+    if not np.array_equal(np.isfinite(actual), finite):
+        return "non-finite values where the golden result is finite (or the reverse)"
+    ours_error = float(np.max(ours[finite], initial=0.0)) / scale
+    eager_error = float(np.max(theirs[finite], initial=0.0)) / scale
+    allowed = GOLDEN_FACTOR * eager_error + GOLDEN_FLOOR_ULPS * precision
+    if ours_error <= allowed:
+        return None
+    return (
+        f"error {ours_error:.3g} (relative to the golden result's largest magnitude {scale:g}) exceeds "
+        f"{allowed:.3g} = {GOLDEN_FACTOR:g} x eager's {eager_error:.3g} + {GOLDEN_FLOOR_ULPS:g} ulps"
+    )

@@ -34,6 +34,18 @@ def assert_close_to_torch(actual, expected, what: str = "result") -> None:
     assert problem is None, f"{what}: {problem}"
 
 
+def assert_close_to_golden(actual, eager, golden, what: str = "result") -> None:
+    """Compare a compiled result with a float64 golden run, allowing a small multiple of eager's own error in the
+    same dtype (`neuron_mlir.ir.semantics.compare.golden_mismatch`): for whole-model gradients and low-precision
+    sums, where eager itself strays further than any fixed tolerance."""
+    from neuron_mlir.frontend.tensors import to_numpy
+    from neuron_mlir.ir.semantics.compare import golden_mismatch
+
+    assert actual.dtype == eager.dtype, f"{what}: dtype {actual.dtype}, eager {eager.dtype}"
+    problem = golden_mismatch(to_numpy(actual), to_numpy(eager), to_numpy(golden.double()))
+    assert problem is None, f"{what}: {problem}"
+
+
 def numpy_close(actual: np.ndarray, expected: np.ndarray, what: str = "result") -> None:
     problem = mismatch(actual, expected)
     assert problem is None, f"{what}: {problem}"
@@ -99,3 +111,42 @@ def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
         sum(o.float().sum() for o in outputs if o.requires_grad).backward()
     torch._dynamo.reset()
     return [(gm, args) for gm, args in captured if args is not None]
+
+
+def trace_aten_graphs(fn, *inputs, backward: bool = False):
+    """(graph, example inputs) of every ATen graph the backend would compile for `fn(*inputs)`, without running
+    any of them: the graphs return zeros of their outputs' shapes, so tracing real-size shapes costs no eager
+    arithmetic. Attention traces as the backend traces it (`frontend.backend.attention_backends`)."""
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch.nn.attention import sdpa_kernel
+
+    from neuron_mlir.frontend.backend import attention_backends, decompositions
+
+    captured = []
+
+    def keep(gm, example_inputs):
+        captured.append((gm, list(example_inputs)))
+        [output] = [node for node in gm.graph.nodes if node.op == "output"]
+        values = [node.meta.get("val") if isinstance(node, torch.fx.Node) else node for node in output.args[0]]
+
+        def run(args):
+            return [torch.zeros(v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for v in values]
+
+        run._boxed_call = True
+        return run
+
+    def backend(gm, example_inputs):
+        with sdpa_kernel(attention_backends(gm, example_inputs)):
+            return aot_module_simplified(
+                gm, example_inputs, fw_compiler=keep, bw_compiler=keep, inference_compiler=keep,
+                decompositions=decompositions(),
+            )
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend=backend)(*inputs)
+    if backward:
+        outputs = out if isinstance(out, tuple) else (out,)
+        sum(o.float().sum() for o in outputs if o.requires_grad).backward()
+    torch._dynamo.reset()
+    return captured
