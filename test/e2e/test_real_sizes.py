@@ -3,7 +3,7 @@
 Each case is traced (forward, and backward for training cases) without running anything eagerly, and every graph
 is compiled in strict mode for trn1, trn2 and trn3: a resource limit (PSUM banks, SBUF bytes, offsets exact in
 fp32) must be planned around by the lowering, never reach the user as an error or a CPU fallback. The shapes span
-what real models use: rows 1-8192, features 64-8192, heads 1-64, head dims 32-128 (wider heads: test_attention),
+what real models use: rows 1-8192, features 64-8192, heads 1-64 (grouped-query too), head dims 32-256,
 sequences 1-4096, vocabularies up to 262,144 tokens. A sample runs on the simulated core against eager.
 """
 
@@ -97,6 +97,21 @@ CASES: dict[str, Case] = {
     "attention-1024x128-causal-infer-bf16": _attention(1, 8, 1024, 128, True, BF16, False),
     "attention-4096-causal-infer-f32": _attention(1, 2, 4096, 64, True, F32, False),
     "attention-decode-infer-bf16": _attention(4, 64, 1, 128, False, BF16, False),
+    "attention-256-wide-causal-infer-bf16": _attention(1, 8, 512, 256, True, BF16, False),
+    "attention-256-wide-train-f32": _attention(1, 4, 256, 256, False, F32, True),
+    "attention-gqa-32-8-infer-bf16": Case(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+        lambda: (_randn(1, 32, 256, 64, dtype=BF16, grad=False), *(_randn(1, 8, 256, 64, dtype=BF16, grad=False),) * 2),
+        training=False,
+    ),
+    "attention-gqa-32-8-train-bf16": Case(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+        lambda: (
+            _randn(1, 32, 256, 64, dtype=BF16),
+            _randn(1, 8, 256, 64, dtype=BF16),
+            _randn(1, 8, 256, 64, dtype=BF16),
+        ),
+    ),
     # convolutions: ViT patches, ResNet stem and blocks, ConvNeXt depthwise, grouped, speech
     "conv-patch16-768": _conv2d(2, 3, 224, 768, 16, 1, 16),
     "conv-stem-7x7-s2": _conv2d(2, 3, 224, 64, 7, 1, 2),
