@@ -19,10 +19,21 @@ direct convolution (stride 1) of that zero-inserted input with the flipped, in/o
 `convolution_backward`: grad_input is the transposed convolution of grad_output (or, for a transposed forward,
 the direct one); grad_weight correlates input windows with grad_output, contracting over (batch x positions) on
 the partition axis, one matmul per 128 positions, accumulating in PSUM; grad_bias is a reduction.
+
+Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
+Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
+path would contract over K = 1 with a 1 x 1 stationary per matmul. Instead 128 channels share the partitions: the
+stationary of kernel offset k is the diagonal matrix diag(w[:, k]) (built once per channel tile on chip, from an
+iota mask scaled per partition), so each matmul applies one tap to 128 channels at once and PSUM sums the taps.
+With stride 1 the input band a tile needs (its rows plus the kernel's halo) is loaded once and every tap reads a
+window of it in place; with larger strides each tap's strided window is loaded. The weight gradient of a depthwise
+convolution is a per-channel dot product of input windows and grad_output, which stays per partition: each tap
+multiplies its window by the grad_output tile and reduces along the free axes into its column.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +43,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
     Lowering,
     alloc,
     element_type_of,
@@ -44,8 +56,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
-from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, window
+from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
@@ -116,8 +128,56 @@ def prepare_input(
         outer = outer.slice(2 + i, lo + first * u, lo + last * u + 1, u)
     if any(lo > 0 for lo in low) or any(hi > 0 for hi in high) or any(u > 1 for u in spacing):
         fill_into(em, prepared, 0.0)
-    copy_into(em, view(em, x, inner), view(em, prepared, outer))
+    copy_channels(em, view(em, x, inner), view(em, prepared, outer))
     return prepared
+
+
+# Bytes per partition of one tile of `copy_channels`.
+CHANNEL_COPY_BYTES = 32 * 1024
+
+
+def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
+    """Copy `source` [N, C, S...] into the HBM view `out` of the same shape, channels on partitions.
+
+    Each tile is up to 128 channels of whole rows of the last spatial dims, so every partition moves long runs
+    (an elementwise copy would put the rows of one small image on the partitions, one image per DMA).
+    """
+    layout = layout_of(source)
+    batch, channels, *spatial = layout.shape
+    if layout.num_elements == 0:
+        return
+    if len(spatial) == 1:
+        spatial_loops, rows_extent, row = [], 1, spatial[0]
+    else:
+        spatial_loops, rows_extent, row = list(spatial[:-2]), spatial[-2], spatial[-1]
+    itemsize = 2 if str(element_type_of(source)) in ("bf16", "f16") else 4
+    rows = max(1, min(rows_extent, CHANNEL_COPY_BYTES // max(1, row * itemsize)))
+    columns = row if rows > 1 or row * itemsize <= CHANNEL_COPY_BYTES else CHANNEL_COPY_BYTES // itemsize
+    rank = layout.rank
+
+    def copy_tile(e: Emitter, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int, col0: Index, ns: int) -> None:
+        n, *outer = lead
+        if len(spatial) == 1:
+            indices, shape, dims = [n, c0, col0], (cs, ns), (1, 2)
+        else:
+            indices, shape, dims = [n, c0, *outer, r0, col0], (cs, rs, ns), (1, rank - 2, rank - 1)
+        value = load(e, source, indices, shape, element_type_of(out), dims=dims)
+        _store(e, value, out, indices, dims)
+
+    def per_plane(e: Emitter, lead: list[Index]) -> None:
+        e.for_tiles(
+            channels,
+            PARTITION_TILE,
+            lambda e2, c0, cs: e2.for_tiles(
+                rows_extent,
+                rows,
+                lambda e3, r0, rs: e3.for_tiles(
+                    row, columns, lambda e4, col0, ns: copy_tile(e4, lead, c0, cs, r0, rs, col0, ns)
+                ),
+            ),
+        )
+
+    _nest(em, [batch, *spatial_loops], per_plane)
 
 
 def prepare_weight(em: Emitter, w: SSAValue, groups: int, transposed: bool) -> SSAValue:
@@ -281,6 +341,217 @@ def emit_direct_convolution(
     return out
 
 
+# ---- depthwise convolutions -----------------------------------------------------------------------------------
+
+# Bytes per partition the hoisted diagonal stationaries of one channel tile may take; larger kernels build each
+# tap's diagonal inside the tap loop instead.
+DIAGONALS_SBUF_BYTES = 64 * 1024
+
+
+def is_depthwise(weight_shape: Sequence[int], groups: int) -> bool:
+    """Whether a convolution's weight ([Cout, Cin/g, K...] direct, [Cin, Cout/g, K...] transposed) is depthwise
+    with one output channel per input channel."""
+    return groups > 1 and weight_shape[1] == 1 and weight_shape[0] == groups
+
+
+def _as_planar(em: Emitter, tensor: SSAValue, rank: int) -> SSAValue:
+    """A 1-d convolution's [N, C, L] (or weight [C, 1, K]) as [N, C, 1, L]: one path serves both ranks."""
+    if rank == 2:
+        return tensor
+    layout = layout_of(tensor)
+    return view(
+        em,
+        tensor,
+        Layout((*layout.shape[:2], 1, layout.shape[2]), (*layout.strides[:2], 0, layout.strides[2]), layout.offset),
+    )
+
+
+def _tap_columns(em: Emitter, w: SSAValue, c0: Index, c_size: int) -> SSAValue:
+    """[c_size, K] fp32: column k holds kernel offset k (row-major over the kernel dims) of each channel's filter."""
+    layout = layout_of(w)
+    taps = math.prod(layout.shape[2:])
+    flat = layout.reshape((layout.shape[0], taps)) if layout.shape[1] == 1 else None
+    source = view(em, w, flat) if flat is not None else copy_to(em, w)
+    if flat is None:
+        source = view(em, source, layout_of(source).reshape((layout.shape[0], taps)))
+    return load(em, source, [c0, 0], (c_size, taps), f32)
+
+
+def _diagonal(em: Emitter, mask: SSAValue, columns: SSAValue, tap: Index, element_type: Attribute) -> SSAValue:
+    c_size = mask.type.get_shape()[0]  # type: ignore[attr-defined]
+    column = window(em, columns, [tap], (c_size, 1))
+    return em.insert(
+        tile.BinaryScalarOp(mask, "multiply", TileType((c_size, c_size), element_type, Memory.SBUF), column=column)
+    ).result
+
+
+def emit_depthwise_convolution(
+    em: Emitter,
+    xp: SSAValue,
+    w: SSAValue,
+    flip: bool,
+    bias: SSAValue | None,
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """out[N, C, O...] with out[n, c, o] = sum_k w[c, 0, k'] * xp[n, c, o*s + k*d], k' = k (or the kernel flipped:
+    a transposed convolution's), for xp[N, C, S...] already padded and 1-d or 2-d."""
+    _, m_tile, n_tile = matmul_limits(em)
+    rank = layout_of(xp).rank - 2
+    planar_x, planar_w = _as_planar(em, xp, rank), _as_planar(em, w, rank)
+    stride2, dilation2 = ([1, *stride], [1, *dilation]) if rank == 1 else (list(stride), list(dilation))
+    batch, channels, *spatial = layout_of(planar_x).shape
+    kernel = layout_of(planar_w).shape[2:]
+    taps = kernel[0] * kernel[1]
+    out_spatial = [
+        (s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation2, stride2, strict=True)
+    ]
+    out = alloc(em, (batch, channels, *out_spatial[2 - rank :]), out_element_type)
+    planar_out = _as_planar(em, out, rank)
+    windows = _windows(em, planar_x, kernel, out_spatial, stride2, dilation2)
+    _, rows, columns = _position_tiles(out_spatial, n_tile)
+    operand_type = element_type_of(xp)
+    banded = all(st == 1 for st in stride2)
+    bias_column = view(em, bias, layout_of(bias).unsqueeze(1)) if bias is not None else None
+    itemsize = 2 if str(operand_type) in ("bf16", "f16") else 4
+
+    def per_channel_tile(e: Emitter, c0: Index, c_size: int) -> None:
+        tap_columns = _tap_columns(e, w, c0, c_size)
+        identity = e.insert(tile.IotaOp(TileType((c_size, c_size), f32, Memory.SBUF), [-1], 0, 1)).result
+        mask = e.insert(
+            tile.BinaryScalarOp(identity, "is_equal", TileType((c_size, c_size), f32, Memory.SBUF), scalar=0.0)
+        ).result
+
+        def source_tap(e2: Emitter, tap: Index) -> Index:
+            return e2.add(e2.mul(tap, -1), taps - 1) if flip else tap
+
+        hoisted = taps * c_size * itemsize <= DIAGONALS_SBUF_BYTES
+        diagonals = None
+        if hoisted:
+            empty = e.insert(tile.EmptyOp(TileType((c_size, taps, c_size), operand_type, Memory.SBUF))).result
+
+            def build(e2: Emitter, tap: Index, carried: list[SSAValue]) -> list[SSAValue]:
+                diagonal = _diagonal(e2, mask, tap_columns, source_tap(e2, tap), operand_type)
+                return [e2.insert(tile.InsertOp(diagonal, carried[0], [e2.index(tap), e2.index(0)])).result]
+
+            [diagonals] = carry(e, 0, taps, 1, [empty], build)
+
+        def output_tile(e2: Emitter, n: Index, r0: Index, rs: int, col0: Index, cs: int) -> None:
+            band = None
+            if banded:
+                band_shape = (c_size, rs + dilation2[0] * (kernel[0] - 1), cs + dilation2[1] * (kernel[1] - 1))
+                band = load(e2, planar_x, [n, c0, r0, col0], band_shape, dims=(1, 2, 3))
+
+            def step(e3: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+                kh, kw = offsets
+                tap = e3.add(e3.mul(kh, kernel[1]), kw)
+                if diagonals is not None:
+                    stationary = window(e3, diagonals, [tap, 0], (c_size, c_size))
+                else:
+                    stationary = _diagonal(e3, mask, tap_columns, source_tap(e3, tap), operand_type)
+                if band is not None:
+                    at = [e3.mul(kh, dilation2[0]), e3.mul(kw, dilation2[1])]
+                    moving = window(e3, band, at, (c_size, rs, cs))
+                else:
+                    moving = load(e3, windows, [n, c0, kh, kw, r0, col0], (c_size, rs, cs), dims=(1, 4, 5))
+                result_type = TileType((c_size, rs * cs), f32, Memory.PSUM)
+                return e3.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
+
+            product = fold_nest(e2, [(kernel[0], 1), (kernel[1], 1)], step)
+            if bias_column is not None:
+                bias_tile = load(e2, bias_column, [c0, 0], (c_size, 1), f32)
+                flat_type = TileType((c_size, rs * cs), out_element_type, Memory.SBUF)
+                value = e2.insert(tile.BinaryScalarOp(product, "add", flat_type, column=bias_tile)).result
+            else:
+                value = to_sbuf(e2, product, out_element_type)
+            rows_view = layout_of(planar_out).reshape((batch, channels, out_spatial[0] * out_spatial[1]))
+            if cs == out_spatial[1] and rows_view is not None:
+                _store(e2, value, view(e2, planar_out, rows_view), [n, c0, e2.mul(r0, out_spatial[1])], (1, 2))
+            else:
+                _store(e2, value, planar_out, [n, c0, r0, col0], (1, 3))
+
+        def per_image(e2: Emitter, n: Index) -> None:
+            e2.for_tiles(
+                out_spatial[0],
+                rows,
+                lambda e3, r0, rs: e3.for_tiles(
+                    out_spatial[1], columns, lambda e4, col0, cs: output_tile(e4, n, r0, rs, col0, cs)
+                ),
+            )
+
+        e.for_each(batch, per_image)
+
+    em.for_tiles(channels, m_tile, per_channel_tile)
+    return out
+
+
+def emit_depthwise_weight_gradient(
+    em: Emitter,
+    xp: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """gw[C, 1, K...] = sum over n, o of go[n, c, o] * xp[n, c, o*s + k*d], per channel (a depthwise filter's)."""
+    _, m_tile, n_tile = matmul_limits(em)
+    rank = len(kernel)
+    planar_x, planar_go = _as_planar(em, xp, rank), _as_planar(em, grad_out, rank)
+    kernel2 = [1, *kernel] if rank == 1 else list(kernel)
+    stride2, dilation2 = ([1, *stride], [1, *dilation]) if rank == 1 else (list(stride), list(dilation))
+    batch, channels, *out_spatial = layout_of(planar_go).shape
+    taps = kernel2[0] * kernel2[1]
+    windows = _windows(em, planar_x, kernel2, out_spatial, stride2, dilation2)
+    _, rows, columns = _position_tiles(out_spatial, n_tile)
+    gw = alloc(em, (channels, 1, *kernel), out_element_type)
+    gw_columns = view(em, gw, Layout((channels, taps), (taps, 1), 0))
+    banded = all(st == 1 for st in stride2)
+
+    def per_channel_tile(e: Emitter, c0: Index, c_size: int) -> None:
+        column_type = TileType((c_size, 1), f32, Memory.SBUF)
+
+        def position_tile(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            n, r0, col0 = offsets
+            rs, cs = sizes[1], sizes[2]
+            if acc is None:
+                acc = e2.insert(tile.FillOp(0.0, TileType((c_size, taps), f32, Memory.SBUF))).result
+            go = load(e2, planar_go, [n, c0, r0, col0], (c_size, rs, cs), f32, dims=(1, 2, 3))
+            band = None
+            if banded:
+                band_shape = (c_size, rs + dilation2[0] * (kernel2[0] - 1), cs + dilation2[1] * (kernel2[1] - 1))
+                band = load(e2, planar_x, [n, c0, r0, col0], band_shape, f32, dims=(1, 2, 3))
+
+            def per_row(e3: Emitter, kh: Index, carried: list[SSAValue]) -> list[SSAValue]:
+                def per_tap(e4: Emitter, kw: Index, values: list[SSAValue]) -> list[SSAValue]:
+                    tap = e4.add(e4.mul(kh, kernel2[1]), kw)
+                    if band is not None:
+                        at = [e4.mul(kh, dilation2[0]), e4.mul(kw, dilation2[1])]
+                        taken = window(e4, band, at, (c_size, rs, cs))
+                    else:
+                        taken = load(e4, windows, [n, c0, kh, kw, r0, col0], (c_size, rs, cs), f32, dims=(1, 4, 5))
+                    product = e4.insert(
+                        tile.BinaryOp(taken, go, "multiply", TileType((c_size, rs, cs), f32, Memory.SBUF))
+                    ).result
+                    total = e4.insert(tile.ReduceOp(product, "add", column_type, axes=2)).result
+                    previous = window(e4, values[0], [tap], (c_size, 1))
+                    summed = e4.insert(tile.BinaryOp(previous, total, "add", column_type)).result
+                    return [e4.insert(tile.InsertOp(summed, values[0], [e4.index(tap)])).result]
+
+                return carry(e3, 0, kernel2[1], 1, carried, per_tap)
+
+            [acc] = carry(e2, 0, kernel2[0], 1, [acc], per_row)
+            return acc
+
+        nest = [(batch, 1), (out_spatial[0], rows), (out_spatial[1], columns)]
+        total = fold_nest(e, nest, position_tile)
+        _store(e, to_sbuf(e, total, out_element_type), gw_columns, [c0, 0], (0, 1))
+
+    em.for_tiles(channels, m_tile, per_channel_tile)
+    return gw
+
+
 # ---- ATen ops ------------------------------------------------------------------------------------------------
 
 
@@ -310,6 +581,15 @@ def emit_convolution(
     stride, padding = _expand_param(stride, rank), _expand_param(padding, rank)
     dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
     kernel = layout_of(w).shape[2:]
+    if rank <= 2 and is_depthwise(layout_of(w).shape, groups):
+        if transposed:
+            reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+            low = [r - p for r, p in zip(reach, padding, strict=True)]
+            high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
+            xp = prepare_input(em, x, low, high, stride)
+            return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
+        xp = prepare_input(em, x, padding, padding, [1] * rank)
+        return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
     wt = prepare_weight(em, w, groups, transposed)
     if transposed:
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
@@ -458,6 +738,9 @@ def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> l
             gw = emit_weight_gradient(
                 em, grad_out, x, kernel, stride, padding, dilation, groups, result_element_type(op, 1)
             )
+        elif rank <= 2 and is_depthwise(layout_of(w).shape, groups):
+            xp = prepare_input(em, x, padding, padding, [1] * rank)
+            gw = emit_depthwise_weight_gradient(em, xp, grad_out, kernel, stride, dilation, result_element_type(op, 1))
         else:
             gw = emit_weight_gradient(
                 em, x, grad_out, kernel, stride, padding, dilation, groups, result_element_type(op, 1)

@@ -71,6 +71,17 @@ CONVOLUTIONS = [
      (3, 3, 5, 4), (3, 130, 3, 3), 130),
     ("conv_transpose1d_grouped", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, groups=3, dilation=2),
      (1, 3, 7), (3, 1, 3), None),
+    # depthwise: one channel per group, 128 channels per matmul through diagonal stationaries
+    ("depthwise_7x7", lambda x, w, b: F.conv2d(x, w, b, padding=3, groups=130), (2, 130, 9, 11), (130, 1, 7, 7), 130),
+    ("depthwise_strided", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=5), (1, 5, 10, 13),
+     (5, 1, 3, 3), None),
+    ("depthwise_dilated", lambda x, w, b: F.conv2d(x, w, b, dilation=(2, 1), padding=2, groups=3), (1, 3, 8, 7),
+     (3, 1, 3, 3), 3),
+    ("depthwise_wide_rows", lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2), (1, 2, 3, 700), (2, 1, 3, 3), None),
+    ("depthwise_causal_conv1d", lambda x, w, b: F.conv1d(x, w, b, padding=3, groups=130)[..., :37], (2, 130, 37),
+     (130, 1, 4), 130),
+    ("depthwise_long_kernel_conv1d", lambda x, w, b: F.conv1d(x, w, b, padding=64, groups=130), (1, 130, 40),
+     (130, 1, 130), None),
 ]  # fmt: skip
 
 
@@ -82,7 +93,8 @@ def test_convolution_forward(name, fn, x_shape, w_shape, bias):
 
 
 BACKWARD = [c for c in CONVOLUTIONS if c[0] in ("conv2d_batch3_c3_to_c130_strided", "conv2d_grouped", "conv1d",
-                                                 "conv3d", "conv_transpose2d")]  # fmt: skip
+                                                 "conv3d", "conv_transpose2d", "depthwise_7x7", "depthwise_strided",
+                                                 "depthwise_dilated", "depthwise_causal_conv1d")]  # fmt: skip
 
 
 @pytest.mark.usefixtures("fresh_compiler")

@@ -202,6 +202,14 @@ def test_linear_768_trains_at_bert_width() -> None:
 
 
 @pytest.mark.usefixtures("fresh_compiler")
+def test_depthwise_block_trains_at_convnext_width() -> None:
+    """ConvNeXt's first stage: a 7x7 depthwise convolution over 96 channels of 56 x 56."""
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Conv2d(96, 96, 7, padding=3, groups=96), torch.nn.GELU())
+    _train_step_matches_eager(block, torch.randn(2, 96, 56, 56))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
 def test_attention_at_129_tokens_runs() -> None:
     """One past a partition tile of queries, with 32 heads, through the fused inference kernel."""
     torch.manual_seed(0)
