@@ -47,6 +47,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     element_type_of,
+    fold_nest,
     layout_of,
     load,
     refuse,
@@ -62,29 +63,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
-
-# body(emitter, offsets, sizes, accumulator or None) -> the new accumulator
-FoldBody = Callable[[Emitter, list[Index], list[int], SSAValue | None], SSAValue]
-
-
-def fold_nest(em: Emitter, dims: Sequence[tuple[int, int]], body: FoldBody, acc: SSAValue | None = None) -> SSAValue:
-    """Fold `body` over every tile of the nest `dims` ((extent, tile) per level, outermost first).
-
-    The accumulator starts as `acc` (None: the first step starts it); inner levels run inside the outer
-    levels' loops, carrying the accumulator, so the nest stays loops whatever its trip counts.
-    """
-    if not dims:
-        return body(em, [], [], acc)
-    (extent, size), rest = dims[0], list(dims[1:])
-
-    def level(e: Emitter, offset: Index, tile_size: int, carried: SSAValue | None) -> SSAValue:
-        return fold_nest(
-            e, rest, lambda e2, offsets, sizes, a: body(e2, [offset, *offsets], [tile_size, *sizes], a), carried
-        )
-
-    return em.accumulate_tiles(
-        extent, size, lambda e, o, s: level(e, o, s, acc), lambda e, o, s, carried: level(e, o, s, carried)
-    )
 
 
 def _nest(em: Emitter, extents: Sequence[int], body: Callable[[Emitter, list[Index]], None]) -> None:

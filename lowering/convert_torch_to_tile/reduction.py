@@ -4,7 +4,11 @@ The input is viewed with its kept dimensions first and its reduced ones last (a 
 each group merged where contiguous. The last kept dimension is tiled over partitions, the reduced elements are
 folded tile by tile on VectorE (`tile.reduce` per chunk of 2048, combined into a [P, 1] fp32 column), and the
 column is stored into the output. Reducing along what was the partition axis of the data therefore reads it
-transposed through the DMA access pattern rather than moving it across partitions. Reducing every element of
+transposed through the DMA access pattern rather than moving it across partitions, one element per descriptor;
+so a float sum whose kept elements are the contiguous ones (a bias or norm-weight gradient summing the rows of
+[tokens, features]) runs on TensorE instead (`_sum_rows_on_tensor_engine`): row tiles of 128 are the contraction
+of a matmul with a ones column, each moving tile a run of up to 512 contiguous features, accumulated in PSUM.
+Reducing every element of
 a large contiguous tensor spreads it over all partitions and combines the per-partition results on TensorE (a
 matmul with a ones vector, or a transpose).
 
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IndexType, IntegerType, i32, i64
+from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType, i32, i64
 from xdsl.dialects.builtin import f32 as F32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -53,6 +57,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     element_type_of,
+    fold_nest,
     layout_of,
     load,
     refuse,
@@ -242,6 +247,9 @@ def emit_reduce(
         and _reduce_on_every_lane(em, source, op, out, scale, transform)
     ):
         return out
+    if op == "add" and not integer and transform is None and _sums_rows(space):
+        _sum_rows_on_tensor_engine(em, space, out, scale)
+        return out
     out_view = space.kept_view(em, out)
     combine = _COMBINE[op]
     chunk_size = INTEGER_TILE if integer else FREE_TILE
@@ -280,6 +288,64 @@ def emit_reduce(
 
     space.for_rows(em, row_tile)
     return out
+
+
+def _sums_rows(space: ReductionSpace) -> bool:
+    """Whether the fold would read the data transposed: the kept elements (partitions) are contiguous and the
+    innermost reduced dim is not."""
+    strides = layout_of(space.source_view).strides
+    kept_stride, reduced_stride = strides[len(space.kept_dims) - 1], strides[-1]
+    return space.count > 1 and space.partitions > 1 and kept_stride == 1 and reduced_stride != 1
+
+
+def _sum_rows_on_tensor_engine(em: Emitter, space: ReductionSpace, out: SSAValue, scale: float | None) -> None:
+    """out[kept] = sum over the reduced dims, the innermost reduced dim as TensorE's contraction (see the module
+    docstring): per chunk of up to 512 kept elements, one PSUM row accumulates ones[rows]^T @ rows."""
+    anchor = em.anchor if em.anchor is not None else em.block.parent_op()
+    assert anchor is not None
+    limits = target_of(anchor)
+    k_tile, n_tile = limits.matmul_max_k, limits.matmul_max_moving_free
+    operand_type = element_type_of(space.source_view)
+    if not isinstance(operand_type, AnyFloat) or str(operand_type) not in ("f32", "bf16", "f16"):
+        operand_type = F32
+    kept_rank = len(space.kept_dims)
+    *outer_reduced, rows = space.reduced_dims
+    out_layout = layout_of(out)
+    out_rows = view(
+        em,
+        out,
+        Layout(
+            (*space.leading, 1, space.partitions),
+            (*Layout.contiguous(space.kept_dims).strides[:-1], 0, 1),
+            out_layout.offset,
+        ),
+    )
+
+    def chunk(e: Emitter, leading: list[Index], k0: Index, ks: int) -> None:
+        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            *outer, r0 = offsets
+            rs = sizes[-1]
+            moving = load(e2, space.source_view, [*leading, k0, *outer, r0], (rs, ks), operand_type,
+                          dims=(len(space.kept_dims) + len(space.reduced_dims) - 1, kept_rank - 1))  # fmt: skip
+            ones = e2.insert(tile.FillOp(1.0, TileType((rs, 1), operand_type, Memory.SBUF))).result
+            result_type = TileType((1, ks), F32, Memory.PSUM)
+            return e2.insert(tile.MatmulOp(ones, moving, result_type, acc)).result
+
+        nest = [*((extent, 1) for extent in outer_reduced), (rows, k_tile)]
+        total = fold_nest(e, nest, step)
+        if scale is not None:
+            total = e.insert(
+                tile.BinaryScalarOp(total, "multiply", TileType((1, ks), F32, Memory.SBUF), scalar=scale)
+            ).result
+        store(e, to_sbuf(e, total, element_type_of(out)), out_rows, [*leading, 0, k0])
+
+    def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if not extents:
+            e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks))
+            return
+        e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
+
+    loops(em, space.leading, [])
 
 
 def _reduce_on_every_lane(

@@ -109,9 +109,11 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK:         scf.for %{{.*}} = %c2 to %c4 step %c2 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
 // CHECK-NOT:     torch.aten
 
-// The backward graph: sum over the batch (dim 0) reads the gradient transposed, reducing along the free axis.
+// The backward graph: the bias gradient sums the gradient's 37 rows (dim 0) on TensorE, a ones column as the
+// stationary and 10 contiguous features per row as the moving operand.
 // BACKWARD-LABEL: func.func @main
-// BACKWARD:       tile.reduce %{{.*}} {op = "add"} : (!tile.tile<10x37xf32, sbuf>) -> !tile.tile<10x1xf32, sbuf>
+// BACKWARD:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<37x1xf32, sbuf>
+// BACKWARD:       tile.matmul %[[ONES]], %{{.*}} : (!tile.tile<37x1xf32, sbuf>, !tile.tile<37x10xf32, sbuf>) -> !tile.tile<1x10xf32, psum>
 // threshold_backward of relu became a comparison and a select.
 // BACKWARD:       tile.binary_scalar %{{.*}} {op = "is_le", scalar = 0.000000e+00 : f64}
 // BACKWARD:       tile.select
