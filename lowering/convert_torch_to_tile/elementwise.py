@@ -118,12 +118,24 @@ def emit_elementwise(
     out_view, operand_views = views[0], views[1:]
     leading = space[:-2]
     partitions, free = space[-2], space[-1]
+    by_column = [
+        _broadcast_column(layout) and not is_integer_type(element_type_of(value))
+        for layout, value in zip(canonical[1:], operands, strict=True)
+    ]
 
     def tile_body(inner: Emitter, loop_indices: list[Index]) -> None:
         def partition_body(em_p: Emitter, p0: Index, p_size: int) -> None:
+            columns = [
+                load(em_p, v, [*loop_indices, p0, 0], (p_size, 1)) if column else None
+                for v, column in zip(operand_views, by_column, strict=True)
+            ]
+
             def free_body(em_f: Emitter, f0: Index, f_size: int) -> None:
                 indices = [*loop_indices, p0, f0]
-                tiles = [load(em_f, v, indices, (p_size, f_size)) for v in operand_views]
+                tiles = [
+                    load(em_f, v, indices, (p_size, f_size)) if column is None else _spread(em_f, column, f_size)
+                    for v, column in zip(operand_views, columns, strict=True)
+                ]
                 result_type = TileType((p_size, f_size), out_element_type, Memory.SBUF)
                 if compute_at is not None:
                     value = compute_at(em_f, tiles, result_type, TilePosition(indices, canonical[0].strides))
@@ -138,6 +150,22 @@ def emit_elementwise(
 
     nest(em, list(leading), [], tile_body)
     return out
+
+
+def _broadcast_column(layout: Layout) -> bool:
+    """Whether an operand is a float column broadcast along the free axis ([P, 1] values, free stride 0): loaded
+    as one element per partition and spread on chip, instead of a DMA of one element per descriptor."""
+    p_stride, f_stride = layout.strides[-2], layout.strides[-1]
+    return f_stride == 0 and p_stride != 0 and layout.shape[-1] > 1
+
+
+def _spread(em: Emitter, column: SSAValue, width: int) -> SSAValue:
+    """The float [P, 1] `column` repeated along `width` free elements (0 + column: exact)."""
+    source = column.type
+    assert isinstance(source, TileType)
+    wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)
+    zeros = em.insert(tile.FillOp(0.0, wide)).result
+    return em.insert(tile.BinaryScalarOp(zeros, "add", wide, column=column)).result
 
 
 def nest(em: Emitter, extents: list[int], indices: list[Index], body: Callable[[Emitter, list[Index]], None]) -> None:
