@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import isa
-
 F32 = np.dtype(np.float32)
 _INT64 = np.dtype(np.int64)
 
@@ -311,7 +309,7 @@ def binary(op: str, lhs: Any, rhs: Any, integer: bool = False) -> np.ndarray:
     if integer and integer_width(lhs, rhs) == 64:
         with np.errstate(all="ignore"):
             return _INT64_OPS[op](_exact_int(lhs), _exact_int(rhs)).astype(_INT64)
-    if integer or op in isa.BITVEC_OPS:
+    if integer or op not in _FLOAT_OPS:  # the bit-vector operators have no fp32 form
         return wrap32(_INT_OPS[op](to_int(lhs), to_int(rhs))).astype(np.int32)
     with np.errstate(all="ignore"):
         return _FLOAT_OPS[op](to_f32(lhs), to_f32(rhs))

@@ -292,7 +292,11 @@ def access(buffer: int = 0, **fields) -> Access:
         ),
         (
             Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 63),)}),
-            "covers 63 elements, dst has 64 per partition",
+            r"attribute 'pattern': covers the free shape \[63\], dst's is \[64\]",
+        ),
+        (  # as many elements as dst, in another shape
+            Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 32), (32, 2))}),
+            r"attribute 'pattern': covers the free shape \[32, 2\], dst's is \[64\]",
         ),
         (
             Instruction(
@@ -322,7 +326,7 @@ def access(buffer: int = 0, **fields) -> Access:
                 {"dst": access(), "in0": access(1), "in1": access(1, pattern=((1, 32),))},
                 {"op": "add"},
             ),
-            r"'dst' is \[128, 64\] but 'in1' is \[128, 32\]",
+            r"dst is \[128, 64\] but in1 is \[128, 32\]",
         ),
         (
             Instruction(
