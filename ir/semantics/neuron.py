@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
-    FloatAttr,
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import InstructionOp
@@ -33,7 +30,7 @@ from neuron_mlir.ir.semantics.structured import InterpretationError, find_functi
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
-from neuron_mlir.runtime.isa import scalar_op
+from neuron_mlir.runtime.isa import DYNAMIC, scalar_op
 from neuron_mlir.runtime.program import (
     Access,
     AttrValue,
@@ -240,17 +237,11 @@ class _Builder:
         )
 
     def instruction(self, op: InstructionOp) -> Instruction:
-        spec = op.spec()
         operands = {role: self.access(op, role) for role in op.present_roles()}
         attrs: dict[str, AttrValue] = {}
-        for name in spec.attrs:
-            dynamic = getattr(op, f"{name}_dynamic", None) if name in op.DYNAMIC_ATTRS else None
-            if dynamic is not None:
-                attrs[name] = self.scalar(dynamic)
-                continue
-            value = op.properties.get(name)
-            if value is not None:
-                attrs[name] = _python_value(name, value)
+        for name, value in op.attribute_values().items():
+            # an attribute an operand gives is that operand's value: a register, or a constant folded here
+            attrs[name] = self.scalar(getattr(op, f"{name}_dynamic")) if value is DYNAMIC else value  # type: ignore[assignment]
         if op.instruction_id is not None:
             instruction_id = op.instruction_id.value.data
         else:
@@ -267,22 +258,6 @@ class _Builder:
             waits=waits,
             location=self.location(op),
         )
-
-
-def _python_value(name: str, attr: Attribute) -> AttrValue:
-    if isinstance(attr, IntegerAttr):
-        value = attr.value.data
-        return bool(value) if attr.type.width.data == 1 else value  # type: ignore[union-attr]
-    if isinstance(attr, FloatAttr):
-        return float(attr.value.data)
-    if isinstance(attr, StringAttr):
-        return attr.data
-    if isinstance(attr, DenseArrayBase):
-        values = tuple(int(v) for v in attr.get_values())
-        if name == "pattern":
-            return tuple(zip(values[0::2], values[1::2], strict=True))  # type: ignore[return-value]
-        return values
-    raise ProgramBuildError(f"attribute {name} = {attr} has no instruction encoding")
 
 
 def build_program(
