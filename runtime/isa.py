@@ -256,7 +256,7 @@ def check_instruction(
     names and types are the caller's to check: they are its encoding's.
     """
     spec = OPCODES[opcode]
-    attrs = with_defaults(opcode, attrs)
+    attrs = {**spec.defaults, **attrs}
     if engine not in spec.engines:
         allowed = ", ".join(sorted(e.value for e in spec.engines))
         raise RuleError(f"cannot run on the {engine.value} engine (allowed: {allowed})")
@@ -269,13 +269,26 @@ def check_instruction(
         raise RuleError(f"only DMA instructions have a queue (engine is {engine.value})")
     reads, writes = _ENGINE_MEMORIES[engine]
     written = spec.written_roles
+    compute = engine is not Engine.DMA
+    # Per operand (in one loop with no call per operand: every instruction of every program passes here).
     for role, operand in operands.items():
+        memory, pattern = operand.memory, operand.pattern
         is_write = role in written
-        _check_operand(operand, is_write, writes if is_write else reads, engine, target, attrs)
-    for name, attr in spec.attr_specs.items():
+        if memory not in (writes if is_write else reads):
+            verb = "write" if is_write else "read"
+            raise RuleError(f"the {engine.value} engine cannot {verb} {memory.value.upper()}", role)
+        if memory is Memory.HBM:
+            if len(pattern) > MAX_HBM_DIMS:
+                raise RuleError(f"{len(pattern)} free dimensions exceed the {MAX_HBM_DIMS} of an HBM access", role)
+        else:
+            _check_on_chip(operand, compute, target)
+        # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
+        if is_write and not injective(pattern) and attrs.get("indirect") != role:
+            raise RuleError(f"the written pattern {list(pattern)} touches some elements twice", role)
+    for name, kind, names in spec.valued_attrs:  # (no register gives any of these)
         value = attrs.get(name)
-        if value is not None and not is_register_value(value):
-            _check_attribute(name, attr.kind, value, target)
+        if value is not None and value not in names:
+            _check_attribute(name, kind, value, target)
     spec.check(operands, attrs, target)
 
 
@@ -286,44 +299,35 @@ _ENGINE_MEMORIES: dict[Engine, tuple[tuple[Memory, ...], tuple[Memory, ...]]] = 
 }
 
 
-def _check_operand(
-    operand: Operand, is_write: bool, allowed: tuple[Memory, ...], engine: Engine, target: Target, attrs: Attrs
-) -> None:
-    role, memory, pattern = operand.role, operand.memory, operand.pattern
-    if memory not in allowed:
-        verb = "write" if is_write else "read"
-        raise RuleError(f"the {engine.value} engine cannot {verb} {memory.value.upper()}", role)
-    if memory is Memory.HBM:
-        if len(pattern) > MAX_HBM_DIMS:
-            raise RuleError(f"{len(pattern)} free dimensions exceed the {MAX_HBM_DIMS} of an HBM access", role)
-    else:
-        count, start = operand.partitions, operand.partition_start
-        if not 1 <= count <= target.partitions:
-            raise RuleError(f"{count} partitions; an on-chip access covers 1..{target.partitions}", role)
-        if start and engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
-            allowed_starts = ", ".join(map(str, hardware.allowed_partition_starts(count)))
-            raise RuleError(
-                f"an access of {count} partitions cannot start at partition {start} (allowed: {allowed_starts})",
-                role,
-            )
-        if len(pattern) > target.max_free_dims:
-            raise RuleError(f"{len(pattern)} free dimensions exceed the hardware's {target.max_free_dims}", role)
-        if engine is not Engine.DMA:
-            low, high = ENGINE_STEP_RANGE
-            for step, num in pattern:
-                if num > ENGINE_MAX_NUM or not low <= step <= high:
-                    raise RuleError(
-                        f"(step {step}, num {num}) does not fit an engine access pattern (num at most "
-                        f"{ENGINE_MAX_NUM}, step within int16)",
-                        role,
-                    )
-    # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
-    if is_write and attrs.get("indirect") != role and not injective(pattern):
-        raise RuleError(f"the written pattern {list(pattern)} touches some elements twice", role)
+def _check_on_chip(operand: Operand, compute: bool, target: Target) -> None:
+    """An SBUF or PSUM access: its partitions, and for a compute engine (`compute`) its free pattern."""
+    role, pattern = operand.role, operand.pattern
+    count, start = operand.partitions, operand.partition_start
+    if not 1 <= count <= target.partitions:
+        raise RuleError(f"{count} partitions; an on-chip access covers 1..{target.partitions}", role)
+    if start and compute and start not in hardware.allowed_partition_starts(count):
+        allowed_starts = ", ".join(map(str, hardware.allowed_partition_starts(count)))
+        raise RuleError(
+            f"an access of {count} partitions cannot start at partition {start} (allowed: {allowed_starts})", role
+        )
+    if len(pattern) > target.max_free_dims:
+        raise RuleError(f"{len(pattern)} free dimensions exceed the hardware's {target.max_free_dims}", role)
+    if compute:
+        low, high = ENGINE_STEP_RANGE
+        for step, num in pattern:
+            if num > ENGINE_MAX_NUM or not low <= step <= high:
+                raise RuleError(
+                    f"(step {step}, num {num}) does not fit an engine access pattern (num at most "
+                    f"{ENGINE_MAX_NUM}, step within int16)",
+                    role,
+                )
 
 
 def injective(pattern: tuple[tuple[int, int], ...]) -> bool:
     """A sufficient test that a (step, num) pattern never maps two indices to one element."""
+    if len(pattern) == 1:  # the common case, exactly
+        step, num = pattern[0]
+        return step != 0 or num == 1
     span = 0
     for step, num in sorted((d for d in pattern if d[1] > 1), key=lambda d: abs(d[0])):
         if abs(step) <= span:
@@ -593,6 +597,21 @@ class OpcodeSpec:
         return {name: attr.default for name, attr in self.attr_specs.items()}
 
     @functools.cached_property
+    def defaults(self) -> dict[str, object]:
+        """The attributes that have a default, with it."""
+        return {name: attr.default for name, attr in self.attr_specs.items() if attr.default is not REQUIRED}
+
+    @functools.cached_property
+    def valued_attrs(self) -> tuple[tuple[str, str, frozenset[str]], ...]:
+        """(name, kind, names allowed) of the attributes whose values have rules: named choices and patterns (a
+        pattern is in no set of names: `_check_attribute` checks it)."""
+        return tuple(
+            (name, a.kind, CHOICES[a.kind][1] if a.kind in CHOICES else frozenset())
+            for name, a in self.attr_specs.items()
+            if a.kind in CHOICES or a.kind == "pattern"
+        )
+
+    @functools.cached_property
     def register_attrs(self) -> frozenset[str]:
         """The attributes a scalar register may give, read when the instruction issues."""
         return frozenset(name for name, attr in self.attr_specs.items() if attr.register)
@@ -780,9 +799,7 @@ OPCODES: dict[str, OpcodeSpec] = {
 
 def with_defaults(opcode: str, attrs: Attrs) -> dict[str, Any]:
     """`attrs` completed with the opcode's defaults."""
-    full = {name: value for name, value in OPCODES[opcode].attrs.items() if value is not REQUIRED}
-    full.update(attrs)
-    return full
+    return {**OPCODES[opcode].defaults, **attrs}
 
 
 def execute(opcode: str, engine: Engine, ops: Mapping[str, Any], attrs: Attrs, target: Target) -> None:
