@@ -869,3 +869,19 @@ def test_alu_implements_exactly_the_instruction_sets_operators():
     assert set(alu._INT_OPS) - set(alu._FLOAT_OPS) == isa.BITVEC_OPS  # no fp32 form: always on integers
     assert set(alu.ACTIVATIONS) == isa.ACTIVATION_FUNCTIONS
     assert set(alu._REDUCE) == isa.REDUCE_OPS
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_power_is_pythons_wrapped_to_the_lane_width(dtype):
+    rng = np.random.default_rng(5)
+    bases = rng.integers(-40, 40, 300).astype(dtype)
+    exponents = rng.integers(-3, 70, 300).astype(dtype)
+    bases[:4], exponents[:4] = [1, -1, -1, 0], [-5, -5, -4, 0]
+    bits = 32 if dtype == np.int32 else 64
+    out = alu.binary("power", bases[None, :], exponents[None, :], integer=True)[0]
+    for base, exponent, got in zip(bases.tolist(), exponents.tolist(), out.tolist(), strict=True):
+        if exponent < 0:
+            want = {1: 1, -1: -1 if exponent % 2 else 1}.get(base, 0)  # only +-1 have integral negative powers
+        else:
+            want = (pow(base, exponent, 2**bits) + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+        assert got == want, (base, exponent)
