@@ -360,6 +360,7 @@ def crosses_bank(first_byte: int, width: int, bank: int) -> bool:
 
 
 def bank_crossing(first_byte: int, width: int, bank: int) -> str:
+    """The diagnostic of an access that `crosses_bank`."""
     return f"bytes {first_byte}..{first_byte + width - 1} of each partition cross a {bank}-byte PSUM bank boundary"
 
 

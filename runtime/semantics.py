@@ -353,13 +353,14 @@ def affine_values(partitions: int, attrs: Attrs) -> np.ndarray:
     free = np.zeros((1,), _INT64)
     for step, num in attrs["pattern"]:
         free = (free[:, None] + int(step) * np.arange(int(num), dtype=_INT64)[None, :]).reshape(-1)
-    lanes = int(attrs.get("channel_multiplier", 0)) * np.arange(partitions, dtype=_INT64)
-    return alu.wrap32(int(attrs.get("base", 0)) + lanes[:, None] + free[None, :])
+    per_partition = int(attrs.get("channel_multiplier", 0)) * np.arange(partitions, dtype=_INT64)
+    return alu.wrap32(int(attrs.get("base", 0)) + per_partition[:, None] + free[None, :])
 
 
 def iota(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     dst = ops["dst"]
-    dst[...] = alu.cast(affine_values(dst.shape[nl], attrs), dst.dtype).reshape(dst.shape[nl:])  # every lane's
+    values = alu.cast(affine_values(dst.shape[nl], attrs), dst.dtype)
+    dst[...] = values.reshape(dst.shape[nl:])  # the same values in every lane
 
 
 _COMPARE_ZERO: dict[str, Callable[[np.ndarray], np.ndarray]] = {
