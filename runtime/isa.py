@@ -256,7 +256,7 @@ def check_instruction(
     names and types are the caller's to check: they are its encoding's.
     """
     spec = OPCODES[opcode]
-    attrs = {**spec.defaults, **attrs}
+    attrs = spec.defaults | attrs
     if engine not in spec.engines:
         allowed = ", ".join(sorted(e.value for e in spec.engines))
         raise RuleError(f"cannot run on the {engine.value} engine (allowed: {allowed})")
@@ -270,7 +270,7 @@ def check_instruction(
     reads, writes = _ENGINE_MEMORIES[engine]
     written = spec.written_roles
     compute = engine is not Engine.DMA
-    # Per operand (in one loop with no call per operand: every instruction of every program passes here).
+    # Per operand, in the instruction's loop: every instruction of every program passes here.
     for role, operand in operands.items():
         memory, pattern = operand.memory, operand.pattern
         is_write = role in written
@@ -800,7 +800,7 @@ OPCODES: dict[str, OpcodeSpec] = {
 
 def with_defaults(opcode: str, attrs: Attrs) -> dict[str, Any]:
     """`attrs` completed with the opcode's defaults."""
-    return {**OPCODES[opcode].defaults, **attrs}
+    return OPCODES[opcode].defaults | dict(attrs)
 
 
 def execute(opcode: str, engine: Engine, ops: Mapping[str, Any], attrs: Attrs, target: Target) -> None:
