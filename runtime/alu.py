@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import isa
-
 F32 = np.dtype(np.float32)
 _INT64 = np.dtype(np.int64)
 
@@ -196,17 +194,18 @@ _FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def _int_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _integer_power(a: np.ndarray, b: np.ndarray, wrap: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """a ** b on int64 values by square-and-multiply, every product wrapped by `wrap` (to 32 bits: then every
+    intermediate stays inside int64; or not at all: int64's own wrapping, as 64-bit lanes compute)."""
     a, b = np.broadcast_arrays(a, b)
     result = np.zeros(a.shape, _INT64)
     nonnegative = b >= 0
-    # Square-and-multiply on wrapped 32-bit values keeps every intermediate inside int64.
-    base, exponent = wrap32(a[nonnegative]), b[nonnegative].copy()
+    base, exponent = wrap(a[nonnegative]), b[nonnegative].copy()
     acc = np.ones(base.shape, _INT64)
     while exponent.size and exponent.max() > 0:
         odd = (exponent & 1) == 1
-        acc[odd] = wrap32(acc[odd] * base[odd])
-        base = wrap32(base * base)
+        acc[odd] = wrap(acc[odd] * base[odd])
+        base = wrap(base * base)
         exponent >>= 1
     result[nonnegative] = acc
     # Negative exponents: only 1 and -1 have integral powers.
@@ -235,7 +234,7 @@ _INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "min": np.minimum,
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
-    "power": _int_power,
+    "power": lambda a, b: _integer_power(a, b, wrap32),
     "is_equal": lambda a, b: (a == b).astype(_INT64),
     "not_equal": lambda a, b: (a != b).astype(_INT64),
     "is_ge": lambda a, b: (a >= b).astype(_INT64),
@@ -270,25 +269,6 @@ def _exact_int(values: Any) -> np.ndarray:
     return values.astype(np.float64).astype(_INT64)
 
 
-def _int64_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = np.broadcast_arrays(a, b)
-    result = np.zeros(a.shape, _INT64)
-    nonnegative = b >= 0
-    base, exponent = a[nonnegative].copy(), b[nonnegative].copy()
-    acc = np.ones(base.shape, _INT64)
-    while exponent.size and exponent.max() > 0:  # square-and-multiply, wrapping in int64
-        odd = (exponent & 1) == 1
-        acc[odd] = acc[odd] * base[odd]
-        base = base * base
-        exponent >>= 1
-    result[nonnegative] = acc
-    negative = ~nonnegative
-    result[negative & (a == 1)] = 1
-    minus_one = negative & (a == -1)
-    result[minus_one] = np.where(b[minus_one] % 2 == 0, 1, -1)
-    return result
-
-
 def _shift64(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
     valid = (b >= 0) & (b <= 63)
     bits, amount = a.astype(np.uint64), np.where(valid, b, 0).astype(np.uint64)
@@ -299,7 +279,7 @@ def _shift64(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
 _INT64_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     **_INT_OPS,
     "multiply": np.multiply,
-    "power": _int64_power,
+    "power": lambda a, b: _integer_power(a, b, lambda values: values),
     "left_shift": lambda a, b: _shift64(a, b, True),
     "right_shift": lambda a, b: _shift64(a, b, False),
 }
@@ -311,7 +291,7 @@ def binary(op: str, lhs: Any, rhs: Any, integer: bool = False) -> np.ndarray:
     if integer and integer_width(lhs, rhs) == 64:
         with np.errstate(all="ignore"):
             return _INT64_OPS[op](_exact_int(lhs), _exact_int(rhs)).astype(_INT64)
-    if integer or op in isa.BITVEC_OPS:
+    if integer or op not in _FLOAT_OPS:  # the bit-vector operators have no fp32 form
         return wrap32(_INT_OPS[op](to_int(lhs), to_int(rhs))).astype(np.int32)
     with np.errstate(all="ignore"):
         return _FLOAT_OPS[op](to_f32(lhs), to_f32(rhs))

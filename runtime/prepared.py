@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import alu, batched, semantics
+from neuron_mlir.runtime import alu, isa, semantics
 from neuron_mlir.runtime.hardware import Engine, Target
 
 Step = Callable[[], None]
@@ -67,9 +67,9 @@ def lane_step(
     target: Target,
     nl: int,
 ) -> Step:
-    """One instruction of a batched nest over `nl` lane dimensions (`runtime.batched`) as a step: prepared when
-    its form allows, else its batched function."""
-    function = batched.BATCHED[opcode]
+    """One instruction of a batched nest over `nl` lane dimensions as a step: prepared when its form allows, else
+    its semantics function over the lanes."""
+    function = isa.OPCODES[opcode].semantics
     prepare = _PREPARERS.get(opcode)
     if prepare is not None:
         step = prepare(views, attrs, engine, target, nl)
@@ -88,7 +88,7 @@ def instance_step(
 ) -> Step:
     """One recorded instance as a step: prepared when its form allows, else its semantics function."""
     prepare = _PREPARERS.get(opcode)
-    if prepare is not None and function is semantics.SEMANTICS[opcode]:
+    if prepare is not None and function is isa.OPCODES[opcode].semantics:
         step = prepare(views, attrs, engine, target, 0)
         if step is not None:
             return step
@@ -107,7 +107,7 @@ def _view(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 
 
 def _rows(array: np.ndarray, nl: int) -> np.ndarray | None:
-    """`semantics._rows(array)` (`batched._rows(array, nl)` over lanes) as a view, or None."""
+    """`semantics._rows(array, nl)` as a view, or None."""
     return _view(array, (*array.shape[: nl + 1], -1))
 
 
@@ -329,8 +329,8 @@ def _prepare_transpose(
 ) -> Step | None:
     # semantics.nc_matmul with is_transpose: whether the stationary is an identity is data, tested on every run;
     # when it is, dst = moving^T (equal dtypes: store converts nothing), else the semantics function's product.
-    # Over lanes (batched.nc_matmul): when every lane's stationary is an identity, else the batched function,
-    # which sorts out lanes that differ.
+    # Over lanes: when every lane's stationary is an identity, else the semantics function, which sorts out lanes
+    # that differ.
     dst = ops["dst"]
     rows, columns = stationary2.shape[-2:]
     if not target.matmul_transpose_bit_exact or rows != columns or dst.dtype != moving2.dtype:
@@ -343,13 +343,10 @@ def _prepare_transpose(
         count = int(np.prod(stationary2.shape[:nl]))
     eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes() * count
     shape = dst.shape
-    if nl:
-        function: Step = functools.partial(batched.nc_matmul, ops, attrs, engine, target, nl)
-    else:
-        function = functools.partial(semantics.nc_matmul, ops, attrs, engine, target)
+    function = functools.partial(semantics.nc_matmul, ops, attrs, engine, target, nl)
 
     def step() -> None:
-        # semantics._is_identity of an fp32 matrix, `(stationary == eye).all()`: equal bytes decide it at half
+        # semantics._identity_lanes of an fp32 matrix, `(stationary == eye).all()`: equal bytes decide it at half
         # the cost (the same bits are the same numbers, and the identity has no NaN); other bytes may still be
         # equal numbers (-0.0 for 0.0), so they take the elementwise test
         if probe.tobytes() == eye_bytes or (probe == eye).all():

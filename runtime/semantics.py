@@ -1,10 +1,20 @@
-"""What each instruction computes: one NumPy function per opcode of `runtime.isa.OPCODES`.
+"""What each instruction computes: one NumPy function per opcode, each the `semantics` of its `runtime.isa` record.
 
 Every function takes the operands as NumPy arrays of their access shapes (`[P, F...]` on chip, `[F...]` in HBM)
 and their storage dtypes, and writes its results into the destination arrays in place. The simulator passes
 strided views of its memories, so a write lands in simulated SBUF/PSUM/HBM; the neuron dialect's reference
 interpreter may pass ordinary arrays. Operands are paired element by element in row-major order within each
 partition, so a destination may have a different free shape than its sources as long as the counts agree.
+
+**Lanes.** Every function also runs many independent instances in one call: with `nl` > 0 each operand has `nl`
+leading lane dimensions (`[*lanes, P, F...]` on chip, `[*lanes, F...]` in HBM), and the function computes, for
+every lane, bit for bit what it computes for that lane's operands alone (`nl` = 0). The simulator's loop
+vectoriser (`runtime.vectorize`) runs the iterations of a loop of independent iterations this way. It holds
+because the lane dimensions are the outermost: elementwise NumPy arithmetic gives an element the same bits
+wherever it sits in an array, and reductions and `matmul` keep each lane's inner loops as they are. An operand
+that is the same for every lane may have lane strides of 0 (a broadcast view); destinations are distinct per
+lane. What depends on a lane's data and cannot share one call (an identity test, an indirect DMA's rows) runs
+lane by lane (`lanewise`).
 
 Numerics are `runtime.alu`'s (shared with the tile dialect's reference semantics): fp32 arithmetic, results
 narrowed to the destination dtype with round to nearest even, float-to-integer truncating and saturating. On
@@ -26,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import alu, isa
+from neuron_mlir.runtime import alu
 from neuron_mlir.runtime.hardware import Engine, Target
 from neuron_mlir.runtime.races import SimulationError
 
@@ -42,9 +52,9 @@ def store(dst: np.ndarray, values: np.ndarray) -> None:
     dst[...] = alu.cast(values, dst.dtype).reshape(dst.shape)
 
 
-def _rows(array: np.ndarray) -> np.ndarray:
-    """An on-chip operand as [P, elements]: the row-major pairing used by elementwise instructions."""
-    return array.reshape(array.shape[0], -1)
+def _rows(array: np.ndarray, nl: int) -> np.ndarray:
+    """An on-chip operand as [*lanes, P, elements]: the row-major pairing used by elementwise instructions."""
+    return array.reshape((*array.shape[: nl + 1], -1))
 
 
 def _integer_domain(engine: Engine, tensors: list[np.ndarray], immediates: list[object]) -> bool:
@@ -74,12 +84,16 @@ def identity_matrix(size: int) -> np.ndarray:
     return eye
 
 
-def _is_identity(matrix: np.ndarray) -> bool:
-    rows, cols = matrix.shape
+def _identity_lanes(matrix: np.ndarray, nl: int) -> np.ndarray:
+    """Per lane, whether the [*lanes, K, M] matrix is the identity (a bool array of the lane shape)."""
+    rows, cols = matrix.shape[-2:]
+    lanes = matrix.shape[:nl]
     if rows != cols:
-        return False
+        return np.zeros(lanes, bool)
+    if nl and all(stride == 0 for stride in matrix.strides[:nl]):  # the same matrix in every lane: test it once
+        return np.full(lanes, _identity_lanes(matrix[(0,) * nl], 0))
     with np.errstate(invalid="ignore"):
-        return bool((alu.to_f32(matrix) == identity_matrix(rows)).all())
+        return (alu.to_f32(matrix) == identity_matrix(rows)).all(axis=(-2, -1))
 
 
 def writable_rows(dst: np.ndarray, nl: int = 0) -> np.ndarray | None:
@@ -126,20 +140,26 @@ def matmul_into(dst: np.ndarray, stationary2: np.ndarray, moving2: np.ndarray, a
     store(dst, product)
 
 
-def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def nc_matmul(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     """dst (=|+=) stationary^T @ moving in fp32; with is_transpose, dst = moving^T (see isa.py)."""
     stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
-    k = stationary.shape[0]
-    stationary2, moving2 = stationary.reshape(k, -1), moving.reshape(k, -1)
+    lead = stationary.shape[:nl]
+    k = stationary.shape[nl]
+    stationary2, moving2 = stationary.reshape((*lead, k, -1)), moving.reshape((*lead, k, -1))
     if attrs.get("is_transpose"):
-        if target.matmul_transpose_bit_exact and _is_identity(stationary2):
-            store(dst, np.ascontiguousarray(moving2.T))
-            return
+        if target.matmul_transpose_bit_exact:
+            identity = _identity_lanes(stationary2, nl)
+            if identity.all():
+                store(dst, np.ascontiguousarray(np.swapaxes(moving2, -1, -2)))
+                return
+            if identity.any():  # some lanes copy, the others multiply
+                lanewise(nc_matmul, ops, attrs, engine, target, nl)
+                return
         # A transpose through the array arithmetic (v2, or a stationary that is not an identity).
         with np.errstate(all="ignore"):
-            store(dst, alu.to_f32(moving2).T @ alu.to_f32(stationary2))
+            store(dst, np.swapaxes(alu.to_f32(moving2), -1, -2) @ alu.to_f32(stationary2))
         return
-    matmul_into(dst, stationary2, moving2, bool(attrs.get("accumulate")), 0)
+    matmul_into(dst, stationary2, moving2, bool(attrs.get("accumulate")), nl)
 
 
 # Activation functions that are one NumPy ufunc, applied in place to the fresh pre-activation array.
@@ -201,24 +221,23 @@ def activation_into(
     return True
 
 
-def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
-    x = alu.to_f32(_rows(src))
+    x = alu.to_f32(_rows(src, nl))
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
     scale = (
-        alu.to_f32(_rows(scale_vector)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
+        alu.to_f32(_rows(scale_vector, nl)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
     )
-    shift = alu.to_f32(_rows(bias)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
+    shift = alu.to_f32(_rows(bias, nl)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
     accumulate_dst = ops.get("accumulate_dst")
     vectors = [v for v in (scale_vector, bias) if v is not None]
-    if accumulate_dst is None and activation_into(dst, attrs["func"], x, scale, shift, vectors, 0):
+    if accumulate_dst is None and activation_into(dst, attrs["func"], x, scale, shift, vectors, nl):
         return
     with np.errstate(all="ignore"):
         y = activation_values(attrs["func"], x, scale, shift, attrs.get("alpha", 0.0))
         store(dst, y)
-        accumulate_dst = ops.get("accumulate_dst")
         if accumulate_dst is not None:
-            store(accumulate_dst, y.sum(axis=1, dtype=F32))
+            store(accumulate_dst, y.sum(axis=-1, dtype=F32))
 
 
 # ALU operators that are one NumPy ufunc on fp32 operands (alu's float operators), for results computed in place.
@@ -248,43 +267,44 @@ def binary_into(dst: np.ndarray, op: str, lhs: Any, rhs: Any, integer: bool, nl:
     return True
 
 
-def tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     integer = _integer_domain(engine, [in0, in1], [])
-    if binary_into(dst, attrs["op"], _rows(in0), _rows(in1), integer, 0):
+    lhs, rhs = _rows(in0, nl), _rows(in1, nl)
+    if binary_into(dst, attrs["op"], lhs, rhs, integer, nl):
         return
-    store(dst, alu.binary(attrs["op"], _rows(in0), _rows(in1), integer))
+    store(dst, alu.binary(attrs["op"], lhs, rhs, integer))
 
 
-def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
     steps = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
     tensors = [src] + [ops[role] for _, role, _, _ in steps if ops.get(role) is not None]
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     integer = _integer_domain(engine, tensors, immediates)
-    values: Any = _rows(src)
+    values: Any = _rows(src, nl)
     last = "op1" if attrs.get("op1") is not None else "op0"
     for op_name, role, scalar_name, reverse_name in steps:
         op = attrs.get(op_name)
         if op is None:
             continue
         vector = ops.get(role)
-        scalar: Any = _rows(vector) if vector is not None else attrs.get(scalar_name, 0.0)
+        scalar: Any = _rows(vector, nl) if vector is not None else attrs.get(scalar_name, 0.0)
         if not integer and vector is not None:
             scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 (ISA)
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
-        if op_name == last and binary_into(dst, op, a, b, integer, 0):
+        if op_name == last and binary_into(dst, op, a, b, integer, nl):
             return
         values = alu.binary(op, a, b, integer)
     store(dst, values)
 
 
-def tensor_reduce(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def tensor_reduce(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
     axes = int(attrs.get("axes", 1))
-    free = src.shape[1:]
+    free = src.shape[nl + 1 :]
     reduced = math.prod(free[len(free) - axes :])
-    result = alu.reduce(attrs["op"], src.reshape(src.shape[0], -1, reduced), (2,))
+    result = alu.reduce(attrs["op"], src.reshape((*src.shape[: nl + 1], -1, reduced)), (nl + 2,))
     if attrs.get("negate"):
         result = -result
     store(dst, result)
@@ -300,16 +320,16 @@ def _same_type_or_converted(values: np.ndarray, dtype: np.dtype, engine: Engine)
     return alu.cast(alu.to_f32(values), dtype)
 
 
-def tensor_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def tensor_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
-    dst[...] = _same_type_or_converted(_rows(src), dst.dtype, engine).reshape(dst.shape)
+    dst[...] = _same_type_or_converted(_rows(src, nl), dst.dtype, engine).reshape(dst.shape)
 
 
-def select(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def select(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     dst = ops["dst"]
-    chosen = _rows(ops["predicate"]) != 0
-    on_true = _same_type_or_converted(_rows(ops["on_true"]), dst.dtype, engine)
-    on_false = _same_type_or_converted(_rows(ops["on_false"]), dst.dtype, engine)
+    chosen = _rows(ops["predicate"], nl) != 0
+    on_true = _same_type_or_converted(_rows(ops["on_true"], nl), dst.dtype, engine)
+    on_false = _same_type_or_converted(_rows(ops["on_false"], nl), dst.dtype, engine)
     dst[...] = np.where(chosen, on_true, on_false).reshape(dst.shape)
 
 
@@ -323,7 +343,7 @@ def _immediate_as(value: Any, dtype: np.dtype) -> np.ndarray:
     return alu.cast(np.array(value, F32), dtype)
 
 
-def memset(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def memset(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     dst = ops["dst"]
     dst[...] = _immediate_as(attrs["value"], dst.dtype)
 
@@ -333,13 +353,14 @@ def affine_values(partitions: int, attrs: Attrs) -> np.ndarray:
     free = np.zeros((1,), _INT64)
     for step, num in attrs["pattern"]:
         free = (free[:, None] + int(step) * np.arange(int(num), dtype=_INT64)[None, :]).reshape(-1)
-    lanes = int(attrs.get("channel_multiplier", 0)) * np.arange(partitions, dtype=_INT64)
-    return alu.wrap32(int(attrs.get("base", 0)) + lanes[:, None] + free[None, :])
+    per_partition = int(attrs.get("channel_multiplier", 0)) * np.arange(partitions, dtype=_INT64)
+    return alu.wrap32(int(attrs.get("base", 0)) + per_partition[:, None] + free[None, :])
 
 
-def iota(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def iota(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     dst = ops["dst"]
-    store(dst, affine_values(dst.shape[0], attrs))
+    values = alu.cast(affine_values(dst.shape[nl], attrs), dst.dtype)
+    dst[...] = values.reshape(dst.shape[nl:])  # the same values in every lane
 
 
 _COMPARE_ZERO: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -352,27 +373,30 @@ _COMPARE_ZERO: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def affine_select(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def affine_select(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     dst = ops["dst"]
-    chosen = _COMPARE_ZERO[attrs["cmp"]](affine_values(dst.shape[0], attrs))
-    on_true = _same_type_or_converted(_rows(ops["on_true"]), dst.dtype, engine)
+    chosen = _COMPARE_ZERO[attrs["cmp"]](affine_values(dst.shape[nl], attrs))  # the same in every lane
+    on_true = _same_type_or_converted(_rows(ops["on_true"], nl), dst.dtype, engine)
     on_false = _immediate_as(attrs["on_false_value"], dst.dtype)
     dst[...] = np.where(chosen, on_true, on_false).reshape(dst.shape)
 
 
-def gpsimd_kernel(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def gpsimd_kernel(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     """dst = kernel(in0, in1); in1 may be a [P, 1] column (see isa.GPSIMD_KERNELS)."""
     in0, dst, in1 = ops["in0"], ops["dst"], ops.get("in1")
     tensors = [in0] if in1 is None else [in0, in1]
     integer = all(alu.is_integer_dtype(t.dtype) for t in [*tensors, dst])
-    second = _rows(in1) if in1 is not None else np.zeros((1, 1), np.int32)
-    store(dst, alu.gpsimd_kernel(attrs["kernel"], _rows(in0), second, integer))
+    second = _rows(in1, nl) if in1 is not None else np.zeros((1, 1), np.int32)
+    store(dst, alu.gpsimd_kernel(attrs["kernel"], _rows(in0, nl), second, integer))
 
 
-def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target) -> None:
+def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
     if attrs.get("indirect"):
-        _dma_indirect(src, dst, ops["offsets"], attrs)
+        if nl:  # the rows an instance moves are data: lane by lane, in order
+            lanewise(dma_copy, ops, attrs, engine, target, nl)
+        else:
+            _dma_indirect(src, dst, ops["offsets"], attrs)
         return
     if src.dtype == dst.dtype:
         dst[...] = src.reshape(dst.shape)
@@ -407,33 +431,16 @@ def _dma_indirect(src: np.ndarray, dst: np.ndarray, offsets: np.ndarray, attrs: 
         table[row] = alu.cast(values[index] if values.dtype == table.dtype else alu.to_f32(values[index]), table.dtype)
 
 
-SEMANTICS: dict[str, Callable[[Operands, Attrs, Engine, Target], None]] = {
-    "nc_matmul": nc_matmul,
-    "activation": activation,
-    "tensor_tensor": tensor_tensor,
-    "tensor_scalar": tensor_scalar,
-    "tensor_reduce": tensor_reduce,
-    "tensor_copy": tensor_copy,
-    "select": select,
-    "memset": memset,
-    "iota": iota,
-    "affine_select": affine_select,
-    "gpsimd_kernel": gpsimd_kernel,
-    "dma_copy": dma_copy,
-}
+def lanewise(
+    function: Callable[..., None], ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int
+) -> None:
+    """Run the semantics `function` once per lane of `nl` lane dimensions (see the module docstring).
 
-
-def with_defaults(opcode: str, attrs: Attrs) -> dict[str, Any]:
-    """`attrs` completed with the opcode's defaults from `isa.OPCODES`."""
-    spec = isa.OPCODES[opcode]
-    full = {name: value for name, value in spec.attrs.items() if value is not isa.REQUIRED}
-    full.update(attrs)
-    return full
-
-
-def execute(opcode: str, engine: Engine, ops: Operands, attrs: Attrs, target: Target) -> None:
-    """Run one instruction on NumPy operands (see the module docstring); attributes default per isa.py.
-
-    Register-valued attributes must already be resolved to their values.
-    """
-    SEMANTICS[opcode](ops, with_defaults(opcode, attrs), engine, target)
+    An attribute may map to an array of the lane shape holding each lane's value (a register that differs
+    between lanes)."""
+    lanes = next(iter(ops.values())).shape[:nl]
+    for lane in np.ndindex(*lanes):
+        lane_attrs = {
+            name: (value[lane].item() if isinstance(value, np.ndarray) else value) for name, value in attrs.items()
+        }
+        function({role: array[lane] for role, array in ops.items()}, lane_attrs, engine, target)

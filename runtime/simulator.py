@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, cost_model, dtypes, isa, prepared, semantics, vectorize
+from neuron_mlir.runtime import blas, cost_model, dtypes, isa, prepared, vectorize
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.isa import SCALAR_FUNCTIONS, wrap32
 from neuron_mlir.runtime.machine import FILL_BYTE, MEMORY_NAMES, Machine
@@ -458,7 +458,7 @@ class _Simulator:
             _Operand(self.machine, role, access, role in spec_writes, memory_names)
             for role, access in inst.operands.items()
         ]
-        attrs = semantics.with_defaults(
+        attrs = isa.with_defaults(
             inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)}
         )
         register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
@@ -488,7 +488,7 @@ class _Simulator:
             index=index,
             inst=inst,
             queue=queue,
-            execute=semantics.SEMANTICS[inst.opcode],
+            execute=spec.semantics,
             attrs=attrs,
             register_attrs=register_attrs,
             operands=operands,

@@ -7,13 +7,15 @@ bundle and `simulator.run_program` on every in-memory program. It checks, and on
 * types and ranges of every field (a hand-built or decoded Program may hold anything);
 * the memory plan: known dtypes, buffers inside SBUF/PSUM rows and HBM capacity (this also rejects sizes that
   would allocate absurd amounts of host memory), constants matching their buffers, bindings inside theirs;
-* each instruction against `runtime.isa` and `runtime.hardware`: known opcode, engine allowed for it, DMA queue
-  range, operand roles, attribute names, types and values, which engine may read or write which memory,
-  partition counts and start partitions, free-pattern limits, per-opcode shapes and dtypes, matmul tile limits,
-  a matmul's PSUM destination inside one bank;
+* each instruction's encoding: known opcode and engine, operand roles, attribute names and types, accesses
+  inside their buffers' partitions; then the instruction set's rules for it, `runtime.isa.check_instruction`
+  (the same function the neuron dialect's verifiers call): engine, DMA queue, which engine may read or write
+  which memory, partition counts and start partitions, free-pattern limits, attribute values, per-opcode
+  shapes and dtypes, matmul tile limits, a matmul's PSUM destination inside one bank;
 * ids unique, waits naming existing ids, register numbers in range, loop steps non-zero;
 * with an abstract interpretation of the register program (strided intervals: every register value lies in
-  `{lo + k * stride} ∩ [lo, hi]`), every access inside its buffer for every value its offset register can take,
+  `{lo + k * stride} ∩ [lo, hi]`), every access inside its buffer for every value its offset register can take
+  (and a matmul's destination inside one PSUM bank),
   loop trip counts bounded, no divisor that can be zero, and no two matmul accumulation groups writing
   overlapping-but-different PSUM regions while both may be in flight (neither yet read by another engine).
 
@@ -57,10 +59,6 @@ MAX_INSTRUCTIONS = 1 << 20
 MAX_LOCATIONS = 1 << 20
 MAX_NESTING = 32
 MAX_BINDING_RANK = 16
-MAX_HBM_DIMS = 8
-# Engine access patterns: sizes are uint16 and steps int16, in elements (A2 section "access patterns").
-ENGINE_MAX_NUM = 2**16 - 1
-ENGINE_STEP_RANGE = (-(2**15), 2**15 - 1)
 # A loop is analysed round by round (round k covers its first k iterations) until its register ranges stop
 # growing or every iteration is covered; registers still growing after this many rounds, or once the whole
 # analysis has visited this many nodes, are widened to any 32-bit value.
@@ -270,19 +268,14 @@ def _families_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]
 
 
 @dataclass
-class _Operand:
-    """Static facts of one access, derived once."""
+class _Operand(isa.Operand):
+    """Static facts of one access, derived once: the instruction set's terms, and the validator's own."""
 
-    role: str
     access: Access
     buffer: BufferDecl
-    dtype: np.dtype
-    memory: Memory
-    partitions: int  # 0 in HBM
-    free_shape: tuple[int, ...]
+    np_dtype: np.dtype
     low: int  # lowest element of the pattern relative to offset (+ register)
     high: int  # highest
-    free_count: int  # elements per partition (HBM: in all)
     size: int  # the buffer's `elements_per_row`
 
 
@@ -451,7 +444,7 @@ class _Validator:
                     f"{where}: elements {low}..{high} lie outside buffer '{buffer.name}' of "
                     f"{self.buffer_elements[binding.buffer]} elements"
                 )
-            if kind == "input" and not _injective(tuple(zip(strides, shape, strict=True))):
+            if kind == "input" and not isa.injective(tuple(zip(strides, shape, strict=True))):
                 raise BundleError(f"{where}: strides {strides} make elements overlap")
 
     # ---- structure -----------------------------------------------------------------------------------------
@@ -520,17 +513,8 @@ class _Validator:
         engine = inst.engine
         if not isinstance(engine, Engine):
             raise BundleError(f"{_where(inst)}: unknown engine {engine!r}")
-        if engine not in spec.engines:
-            allowed = ", ".join(sorted(e.value for e in spec.engines))
-            raise BundleError(f"{_where(inst)}: cannot run on the {engine.value} engine (allowed: {allowed})")
         if not _is_int(inst.queue):
             raise BundleError(f"{_where(inst)}: queue must be an integer")
-        if engine is Engine.DMA and not 0 <= inst.queue < self.target.dma_queues:
-            raise BundleError(
-                f"{_where(inst)}: DMA queue {inst.queue} is outside 0..{self.target.dma_queues - 1}"
-            )
-        if engine is not Engine.DMA and inst.queue != 0:
-            raise BundleError(f"{_where(inst)}: only DMA instructions have a queue (engine is {engine.value})")
         if not isinstance(inst.waits, (tuple, list)) or not all(_is_int(w) for w in inst.waits):
             raise BundleError(f"{_where(inst)}: waits must be a sequence of instruction ids")
         if len(inst.waits) > 1024:
@@ -541,7 +525,13 @@ class _Validator:
             )
         self.check_attrs(inst, spec)
         self.check_operands(inst, spec)
-        _OPCODE_CHECKS[inst.opcode](self, inst, self.operands[id(inst)])
+        queue = inst.queue if engine is Engine.DMA or inst.queue != 0 else None  # the encoding's 0: no queue
+        try:
+            isa.check_instruction(inst.opcode, engine, queue, self.operands[id(inst)], inst.attrs, self.target)
+        except isa.RuleError as error:
+            if error.attribute is not None:
+                raise BundleError(f"{_where(inst)}, attribute '{error.attribute}': {error.message}") from None
+            raise BundleError(f"{_where(inst, error.role)}: {error.message}") from None
 
     def check_attrs(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
         attrs = inst.attrs
@@ -556,37 +546,33 @@ class _Validator:
                 raise BundleError(f"{_where(inst)}, attribute '{name}': unknown attribute (known: {known})")
             if isinstance(value, Reg):
                 where = f"{_where(inst)}, attribute '{name}'"
-                if name not in isa.REGISTER_ATTRS.get(inst.opcode, frozenset()):
+                if name not in spec.register_attrs:
                     raise BundleError(f"{where}: cannot be a register")
                 self.check_reg(value, where)
                 continue
-            kind = _ATTR_KINDS[(inst.opcode, name)]
+            kind = spec.attr_specs[name].kind
             if not _plain_attr_ok(kind, value):
-                _check_attr_value(kind, value, f"{_where(inst)}, attribute '{name}'", self.target)
+                _check_attr_value(kind, value, f"{_where(inst)}, attribute '{name}'")
 
     def check_operands(self, inst: Instruction, spec: isa.OpcodeSpec) -> None:
         operands = inst.operands
         if not isinstance(operands, dict):
             raise BundleError(f"{_where(inst)}: operands must be a dict from role to Access")
-        required, roles, written = _operand_roles(spec)
+        required, roles = _operand_roles(spec)
         for role in required:
             if role not in operands:
                 raise BundleError(f"{_where(inst)}: missing operand '{role}'")
-        reads, writes = _ENGINE_MEMORIES[inst.engine]
         infos: dict[str, _Operand] = {}
         for role, access in operands.items():
             if role not in roles:
                 raise BundleError(
                     f"{_where(inst)}: unknown operand role {role!r} (roles: {', '.join(spec.roles)})"
                 )
-            is_write = role in written
-            infos[role] = self.check_access(inst, role, access, is_write, writes if is_write else reads)
+            infos[role] = self.check_access(inst, role, access)
         self.operands[id(inst)] = infos
 
-    def check_access(
-        self, inst: Instruction, role: str, access: object, is_write: bool, allowed: tuple[Memory, ...]
-    ) -> _Operand:
-        """`allowed`: the memories the instruction's engine may read (or, `is_write`, write)."""
+    def check_access(self, inst: Instruction, role: str, access: object) -> _Operand:
+        """The access's encoding and its place in its buffer; the instruction set's rules come after."""
         if not isinstance(access, Access):
             raise BundleError(f"{_where(inst, role)}: expected an Access, got {type(access).__name__}")
         index = access.buffer
@@ -594,12 +580,6 @@ class _Validator:
             raise BundleError(f"{_where(inst, role)}: buffer {index!r} does not exist")
         buffer = self.program.buffers[index]
         memory = buffer.memory
-        engine = inst.engine
-        if memory not in allowed:
-            verb = "write" if is_write else "read"
-            raise BundleError(
-                f"{_where(inst, role)}: the {engine.value} engine cannot {verb} {memory.value.upper()}"
-            )
         if access.offset_reg is not None:
             self.check_reg(access.offset_reg, f"{_where(inst, role)}, offset register")
         if not _is_int(access.offset) or abs(access.offset) > 2**40:
@@ -613,12 +593,6 @@ class _Validator:
         if not isinstance(pattern, (tuple, list)) or not pattern:
             raise BundleError(f"{_where(inst, role)}: pattern must be a non-empty tuple of (step, num) pairs")
         in_hbm = memory is Memory.HBM
-        engine_pattern = not in_hbm and engine is not Engine.DMA
-        max_dims = self.target.max_free_dims if not in_hbm else MAX_HBM_DIMS
-        if len(pattern) > max_dims:
-            raise BundleError(
-                f"{_where(inst, role)}: {len(pattern)} free dimensions exceed the hardware's {max_dims}"
-            )
         low = high = 0
         free_count = 1
         for dim in pattern:
@@ -629,78 +603,52 @@ class _Validator:
             step, num = dim
             if num < 1 or num > INT32_MAX or abs(step) > INT32_MAX:
                 raise BundleError(f"{_where(inst, role)}: pattern entry (step {step}, num {num}) is out of range")
-            if engine_pattern and (
-                num > ENGINE_MAX_NUM or not ENGINE_STEP_RANGE[0] <= step <= ENGINE_STEP_RANGE[1]
-            ):
-                raise BundleError(
-                    f"{_where(inst, role)}: (step {step}, num {num}) does not fit an engine access pattern "
-                    f"(num at most {ENGINE_MAX_NUM}, step within int16)"
-                )
             extent = step * (num - 1)
             if extent < 0:
                 low += extent
             else:
                 high += extent
             free_count *= num
-        # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
-        if is_write and not _injective(pattern) and inst.attrs.get("indirect") != role:
-            raise BundleError(
-                f"{_where(inst, role)}: the written pattern {list(pattern)} touches some elements twice"
-            )
         if in_hbm:
             if count != 0 or start != 0:
                 raise BundleError(
                     f"{_where(inst, role)}: an HBM access has no partition range (partitions must be 0)"
                 )
-        else:
-            if not 1 <= count <= self.sizes.partitions:
-                raise BundleError(
-                    f"{_where(inst, role)}: {count} partitions; an on-chip access covers 1..{self.sizes.partitions}"
-                )
-            if start < 0 or start + count > buffer.shape[0]:
-                raise BundleError(
-                    f"{_where(inst, role)}: partitions {start}..{start + count - 1} exceed buffer '{buffer.name}' "
-                    f"({buffer.partitions} partitions)"
-                )
-            if start and engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
-                allowed_starts = ", ".join(map(str, hardware.allowed_partition_starts(count)))
-                raise BundleError(
-                    f"{_where(inst, role)}: an access of {count} partitions cannot start at partition {start} "
-                    f"(allowed: {allowed_starts})"
-                )
+        elif 1 <= count <= self.sizes.partitions and (start < 0 or start + count > buffer.shape[0]):
+            # (other counts break the instruction set's rules, which say so)
+            raise BundleError(
+                f"{_where(inst, role)}: partitions {start}..{start + count - 1} exceed buffer '{buffer.name}' "
+                f"({buffer.partitions} partitions)"
+            )
         return _Operand(
             role,
+            memory,
+            buffer.dtype,
+            count,
+            start,
+            tuple(pattern),
+            tuple(num for _, num in pattern),
+            free_count,
+            access.offset if access.offset_reg is None else None,
+            buffer.address,
             access,
             buffer,
             self.buffer_dtypes[index],
-            memory,
-            count,
-            tuple(num for _, num in pattern),
             low,
             high,
-            free_count,
             self.buffer_elements[index],
         )
 
 
-# The memories each engine may (read, write), as tuples: membership in a tuple compares members by identity,
-# where a frozenset of Enum members hashes each one in Python.
-_ENGINE_MEMORIES: dict[Engine, tuple[tuple[Memory, ...], tuple[Memory, ...]]] = {
-    engine: (tuple(hardware.ENGINE_READS[engine]), tuple(hardware.ENGINE_WRITES[engine])) for engine in Engine
-}
-_OPERAND_ROLES: dict[str, tuple[tuple[str, ...], frozenset[str], frozenset[str]]] = {}
+_OPERAND_ROLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
 _REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {}
 
 
-def _operand_roles(spec: isa.OpcodeSpec) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
-    """An opcode's (required roles, all roles, written roles), derived once per opcode."""
+def _operand_roles(spec: isa.OpcodeSpec) -> tuple[tuple[str, ...], frozenset[str]]:
+    """An opcode's (required roles, all roles), derived once per opcode."""
     roles = _OPERAND_ROLES.get(spec.name)
     if roles is None:
-        roles = _OPERAND_ROLES[spec.name] = (
-            spec.reads + spec.writes,
-            frozenset(spec.roles),
-            frozenset(spec.writes + spec.optional_writes),
-        )
+        roles = _OPERAND_ROLES[spec.name] = (spec.reads + spec.writes, frozenset(spec.roles))
     return roles
 
 
@@ -711,73 +659,22 @@ def _required_attrs(spec: isa.OpcodeSpec) -> tuple[str, ...]:
     return required
 
 
-def _injective(pattern: tuple[tuple[int, int], ...]) -> bool:
-    """A sufficient test that a (step, num) pattern never maps two indices to one element."""
-    span = 0
-    for step, num in sorted((d for d in pattern if d[1] > 1), key=lambda d: abs(d[0])):
-        if abs(step) <= span:
-            return False
-        span += abs(step) * (num - 1)
-    return True
-
-
 # ---- attributes --------------------------------------------------------------------------------------------
 
-_ATTR_KINDS: dict[tuple[str, str], str] = {
-    ("nc_matmul", "accumulate"): "bool",
-    ("nc_matmul", "is_transpose"): "bool",
-    ("activation", "func"): "activation",
-    ("activation", "scale"): "number",
-    ("activation", "bias_value"): "number",
-    ("activation", "alpha"): "number",
-    ("tensor_tensor", "op"): "alu",
-    ("tensor_scalar", "op0"): "alu",
-    ("tensor_scalar", "scalar0"): "number",
-    ("tensor_scalar", "reverse0"): "bool",
-    ("tensor_scalar", "op1"): "alu_or_none",
-    ("tensor_scalar", "scalar1"): "number",
-    ("tensor_scalar", "reverse1"): "bool",
-    ("tensor_reduce", "op"): "reduce",
-    ("tensor_reduce", "axes"): "int",
-    ("tensor_reduce", "negate"): "bool",
-    ("memset", "value"): "number",
-    ("iota", "base"): "int",
-    ("iota", "channel_multiplier"): "int",
-    ("iota", "pattern"): "pattern",
-    ("affine_select", "cmp"): "cmp",
-    ("affine_select", "base"): "int",
-    ("affine_select", "channel_multiplier"): "int",
-    ("affine_select", "pattern"): "pattern",
-    ("affine_select", "on_false_value"): "number",
-    ("dma_copy", "indirect"): "indirect",
-    ("dma_copy", "accumulate"): "bool",
-    ("gpsimd_kernel", "kernel"): "kernel",
-}
-_NAMED_CHOICES: dict[str, frozenset[str]] = {
-    "activation": isa.ACTIVATION_FUNCTIONS,
-    "alu": isa.ALU_OPS,
-    "alu_or_none": isa.ALU_OPS,
-    "reduce": isa.REDUCE_OPS,
-    "cmp": isa.COMPARISON_OPS,
-    "indirect": frozenset({"", "src", "dst"}),
-    "kernel": frozenset(isa.GPSIMD_KERNELS),
-}
-
-
 def _plain_attr_ok(kind: str, value: object) -> bool:
-    """Whether `value` is a valid attribute of `kind` of the commonest sorts (a plain bool, a plain number, a
-    named choice); False means only that `_check_attr_value` must decide (and explain a refusal)."""
+    """Whether `value` is of an attribute `kind`'s type in its commonest sorts (a plain bool, a plain number, a
+    string for a named choice); False means only that `_check_attr_value` must decide (and explain a refusal).
+    Which names a choice allows is the instruction set's rule (`isa.check_instruction`)."""
     if kind == "bool":
         return type(value) is bool
     if kind == "number":
         return type(value) is float or (type(value) is int and abs(value) < 2**63)
     if kind == "int":
         return type(value) is int and INT32_MIN <= value <= INT32_MAX
-    choices = _NAMED_CHOICES.get(kind)
-    return choices is not None and type(value) is str and value in choices
+    return kind in isa.CHOICES and type(value) is str
 
 
-def _check_attr_value(kind: str, value: object, where: str, target: Target) -> None:
+def _check_attr_value(kind: str, value: object, where: str) -> None:
     if kind == "bool":
         if not _is_bool(value):
             raise BundleError(f"{where}: expected true or false, got {value!r}")
@@ -788,247 +685,15 @@ def _check_attr_value(kind: str, value: object, where: str, target: Target) -> N
         if not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
             raise BundleError(f"{where}: expected a 32-bit integer, got {value!r}")
     elif kind == "pattern":
-        if not isinstance(value, tuple) or not 1 <= len(value) <= target.max_free_dims:
-            raise BundleError(
-                f"{where}: expected 1 to {target.max_free_dims} (step, num) pairs, got {value!r}"
-            )
+        if not isinstance(value, tuple) or not value:
+            raise BundleError(f"{where}: expected (step, num) pairs, got {value!r}")
         for dim in value:
             if not (isinstance(dim, tuple) and len(dim) == 2 and all(_is_int(v) for v in dim)):
                 raise BundleError(f"{where}: expected (step, num) integer pairs, got {dim!r}")
-            if not 1 <= dim[1] <= ENGINE_MAX_NUM or not INT32_MIN <= dim[0] <= INT32_MAX:
+            if not INT32_MIN <= dim[0] <= INT32_MAX or not INT32_MIN <= dim[1] <= INT32_MAX:
                 raise BundleError(f"{where}: pattern entry {dim!r} is out of range")
-    else:
-        if kind == "alu_or_none" and value is None:
-            return
-        choices = _NAMED_CHOICES[kind]
-        if not isinstance(value, str) or value not in choices:
-            raise BundleError(f"{where}: unknown value {value!r} (known: {', '.join(sorted(choices))})")
-
-
-# ---- per-opcode shape and dtype rules ----------------------------------------------------------------------
-
-
-def _same_elements(inst: Instruction, first: _Operand, second: _Operand) -> None:
-    if first.partitions != second.partitions or first.free_count != second.free_count:
-        raise BundleError(
-            f"{_where(inst)}: '{first.role}' is [{first.partitions}, {first.free_count}] but '{second.role}' is "
-            f"[{second.partitions}, {second.free_count}] (partitions, elements per partition)"
-        )
-
-
-def _column(inst: Instruction, ops: dict[str, _Operand], role: str, partitions: int) -> None:
-    if role in ops and (ops[role].partitions != partitions or ops[role].free_count != 1):
-        raise BundleError(
-            f"{_where(inst, role)}: must be a per-partition column [{partitions}, 1], got "
-            f"[{ops[role].partitions}, {ops[role].free_count}]"
-        )
-
-
-def _check_matmul(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    target = v.target
-    stationary, moving, dst = ops["stationary"], ops["moving"], ops["dst"]
-    if dst.memory is not Memory.PSUM:
-        raise BundleError(f"{_where(inst, 'dst')}: a matmul writes PSUM")
-    for operand in (stationary, moving):
-        if operand.buffer.dtype not in dtypes.FLOAT_DTYPES:
-            raise BundleError(
-                f"{_where(inst, operand.role)}: TensorE reads float inputs, got {operand.buffer.dtype}"
-            )
-    k = stationary.partitions
-    m, n = stationary.free_count, moving.free_count
-    if moving.partitions != k:
-        raise BundleError(
-            f"{_where(inst)}: stationary and moving contract over different partition counts ({k} vs "
-            f"{moving.partitions})"
-        )
-    if k > target.matmul_max_k:
-        raise BundleError(f"{_where(inst)}: contraction size {k} exceeds {target.matmul_max_k}")
-    if m > target.matmul_max_stationary_free:
-        raise BundleError(
-            f"{_where(inst, 'stationary')}: free size {m} exceeds {target.matmul_max_stationary_free} on "
-            f"{target.name}"
-        )
-    if n > target.matmul_max_moving_free:
-        raise BundleError(
-            f"{_where(inst, 'moving')}: free size {n} exceeds {target.matmul_max_moving_free} on {target.name}"
-        )
-    if bool(inst.attrs.get("is_transpose", False)):
-        if m != k:
-            raise BundleError(
-                f"{_where(inst, 'stationary')}: a transpose needs a square identity, got [{k}, {m}]"
-            )
-        if dst.partitions != n or dst.free_count != k:
-            raise BundleError(
-                f"{_where(inst, 'dst')}: the transpose of moving [{k}, {n}] is [{n}, {k}], dst is "
-                f"[{dst.partitions}, {dst.free_count}]"
-            )
-        expected = moving.buffer.dtype if target.matmul_transpose_bit_exact else "f32"
-        if dst.buffer.dtype != expected:
-            raise BundleError(
-                f"{_where(inst, 'dst')}: a transpose on {target.name} writes {expected}, dst is "
-                f"{dst.buffer.dtype}"
-            )
-        accumulate = inst.attrs.get("accumulate", False)
-        if isinstance(accumulate, Reg) or bool(accumulate):
-            raise BundleError(f"{_where(inst)}: a transpose cannot accumulate")
-        return
-    if (stationary.buffer.dtype == "f32") != (moving.buffer.dtype == "f32"):
-        raise BundleError(
-            f"{_where(inst)}: inputs must both be f32 or both narrower, got {stationary.buffer.dtype} and "
-            f"{moving.buffer.dtype}"
-        )
-    if dst.partitions != m or dst.free_count != n:
-        raise BundleError(
-            f"{_where(inst, 'dst')}: is [{dst.partitions}, {dst.free_count}] but the product is [{m}, {n}]"
-        )
-    allowed = ("f32", "bf16") if target.matmul_bf16_psum_output else ("f32",)
-    if dst.buffer.dtype not in allowed:
-        raise BundleError(
-            f"{_where(inst, 'dst')}: PSUM accumulation on {target.name} writes {' or '.join(allowed)}, dst is "
-            f"{dst.buffer.dtype}"
-        )
-
-
-def _check_activation(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["src"])
-    for role in ("bias", "scale_vector", "accumulate_dst"):
-        _column(inst, ops, role, ops["dst"].partitions)
-
-
-def _check_tensor_tensor(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["in0"])
-    _same_elements(inst, ops["dst"], ops["in1"])
-    if ops["in0"].memory is Memory.PSUM and ops["in1"].memory is Memory.PSUM:
-        raise BundleError(f"{_where(inst)}: at most one input may be in PSUM")
-
-
-def _check_tensor_scalar(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["src"])
-    for role in ("operand0", "operand1"):
-        _column(inst, ops, role, ops["dst"].partitions)
-    if "operand1" in ops and inst.attrs.get("op1") is None:
-        raise BundleError(f"{_where(inst, 'operand1')}: given without op1")
-
-
-def _check_tensor_reduce(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    src, dst = ops["src"], ops["dst"]
-    axes = inst.attrs.get("axes", 1)
-    if not 1 <= axes <= len(src.free_shape):
-        raise BundleError(
-            f"{_where(inst)}, attribute 'axes': cannot reduce {axes} axes of a {len(src.free_shape)}-d free pattern"
-        )
-    kept = math.prod(src.free_shape[: len(src.free_shape) - axes])
-    if dst.partitions != src.partitions or dst.free_count != kept:
-        raise BundleError(
-            f"{_where(inst, 'dst')}: is [{dst.partitions}, {dst.free_count}] but src reduced over {axes} axes is "
-            f"[{src.partitions}, {kept}]"
-        )
-
-
-def _check_unary(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["src"])
-
-
-def _check_select(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    for role in ("predicate", "on_true", "on_false"):
-        _same_elements(inst, ops["dst"], ops[role])
-
-
-def _check_memset(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    pass
-
-
-def _check_pattern_fits(inst: Instruction, ops: dict[str, _Operand]) -> None:
-    count = math.prod(num for _, num in inst.attrs["pattern"])
-    if count != ops["dst"].free_count:
-        raise BundleError(
-            f"{_where(inst)}, attribute 'pattern': covers {count} elements, dst has {ops['dst'].free_count} per "
-            "partition"
-        )
-
-
-def _check_iota(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _check_pattern_fits(inst, ops)
-
-
-def _check_affine_select(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["on_true"])
-    _check_pattern_fits(inst, ops)
-
-
-def _check_gpsimd_kernel(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    _same_elements(inst, ops["dst"], ops["in0"])
-    if "in1" in ops:
-        # in1 is in0's size, or a per-partition column broadcast along the free axes
-        if ops["in1"].free_count == 1:
-            _column(inst, ops, "in1", ops["dst"].partitions)
-        else:
-            _same_elements(inst, ops["dst"], ops["in1"])
-    arity = isa.GPSIMD_KERNELS[inst.attrs["kernel"]]
-    if arity != 1 + ("in1" in ops):
-        raise BundleError(f"{_where(inst)}: kernel {inst.attrs['kernel']!r} takes {arity} input(s)")
-
-
-def _check_dma(v: _Validator, inst: Instruction, ops: dict[str, _Operand]) -> None:
-    src, dst = ops["src"], ops["dst"]
-    if inst.attrs.get("indirect", "") or "offsets" in ops:
-        _check_indirect_dma(inst, ops)
-        return
-    if inst.attrs.get("accumulate", False):
-        raise BundleError(f"{_where(inst)}: accumulate needs an indirect (scatter) dma_copy")
-    src_count = max(src.partitions, 1) * src.free_count
-    dst_count = max(dst.partitions, 1) * dst.free_count
-    if src_count != dst_count:
-        raise BundleError(f"{_where(inst)}: dst has {dst_count} elements but src has {src_count}")
-
-
-def _check_indirect_dma(inst: Instruction, ops: dict[str, _Operand]) -> None:
-    """Indirect DMA: int32 SBUF offsets [P, R]; the indexed HBM side [(step, bound), row...]; the other in SBUF.
-
-    The indexed side's pattern covers every row an offset may choose, so the bounds, overlap and race checks
-    that reason about patterns stay sound; the offsets themselves are checked when the instruction runs.
-    """
-    indirect = inst.attrs.get("indirect", "")
-    if indirect not in ("src", "dst"):
-        raise BundleError(f"{_where(inst)}: an 'offsets' operand needs indirect = 'src' or 'dst'")
-    if "offsets" not in ops:
-        raise BundleError(f"{_where(inst)}: an indirect dma_copy needs an 'offsets' operand")
-    table, other, offsets = ops[indirect], ops["dst" if indirect == "src" else "src"], ops["offsets"]
-    if inst.attrs.get("accumulate", False) and indirect != "dst":
-        raise BundleError(f"{_where(inst)}: accumulate needs indirect = 'dst' (a scatter)")
-    if table.memory is not Memory.HBM or other.memory is not Memory.SBUF or offsets.memory is not Memory.SBUF:
-        raise BundleError(
-            f"{_where(inst)}: the indexed side '{table.role}' must be in HBM, '{other.role}' and 'offsets' in SBUF"
-        )
-    if offsets.dtype != np.dtype(np.int32):
-        raise BundleError(f"{_where(inst, 'offsets')}: offsets must be int32, got {offsets.dtype}")
-    if offsets.partitions != other.partitions:
-        raise BundleError(
-            f"{_where(inst, 'offsets')}: {offsets.partitions} partitions of offsets for {other.partitions} of "
-            f"'{other.role}'"
-        )
-    row = math.prod(table.free_shape[1:])
-    if other.free_count != offsets.free_count * row:
-        raise BundleError(
-            f"{_where(inst)}: '{other.role}' holds {other.free_count} elements per partition, but "
-            f"{offsets.free_count} offsets per partition of {row}-element rows make {offsets.free_count * row}"
-        )
-
-
-_OPCODE_CHECKS = {
-    "nc_matmul": _check_matmul,
-    "activation": _check_activation,
-    "tensor_tensor": _check_tensor_tensor,
-    "tensor_scalar": _check_tensor_scalar,
-    "tensor_reduce": _check_tensor_reduce,
-    "tensor_copy": _check_unary,
-    "select": _check_select,
-    "memset": _check_memset,
-    "iota": _check_iota,
-    "affine_select": _check_affine_select,
-    "gpsimd_kernel": _check_gpsimd_kernel,
-    "dma_copy": _check_dma,
-}
+    elif not isinstance(value, str) and not (kind == "alu_or_none" and value is None):
+        raise BundleError(f"{where}: expected a name, got {value!r}")
 
 
 # ---- abstract interpretation of the register program -------------------------------------------------------
@@ -1191,7 +856,7 @@ class _Interpreter:
 
     def family(self, operand: _Operand, state: _State) -> tuple[int, int, int, int]:
         """The byte family within a partition row that the access may touch: (lo, hi, stride, width)."""
-        itemsize = operand.dtype.itemsize
+        itemsize = operand.np_dtype.itemsize
         offsets = self.offset_span(operand, state)
         first = operand.buffer.address + (offsets[0] + operand.low) * itemsize
         last = operand.buffer.address + (offsets[1] + operand.low) * itemsize
@@ -1200,7 +865,8 @@ class _Interpreter:
 
     def matmul_dst(self, inst: Instruction, dst: _Operand, state: _State) -> None:
         family = self.family(dst, state)
-        self.check_bank(inst, family)
+        if dst.offset is None:  # a static offset's bank is the instruction set's rule, checked already
+            self.check_bank(inst, family)
         access = dst.access
         p0, p1 = access.partition_start, access.partition_start + access.partitions
         key = (
@@ -1227,6 +893,7 @@ class _Interpreter:
         state.groups[key] = (p0, p1, family, inst.id)
 
     def check_bank(self, inst: Instruction, family: tuple[int, int, int, int]) -> None:
+        """Every row a register-offset matmul destination may start at stays inside one PSUM bank."""
         lo, hi, stride, width = family
         bank = self.bank
         if stride == 0 or stride % bank == 0:
@@ -1238,11 +905,8 @@ class _Interpreter:
                 f"{_where(inst, 'dst')}: cannot prove the PSUM destination stays inside one bank"
             )
         for start in starts:
-            if start // bank != (start + width - 1) // bank:
-                raise BundleError(
-                    f"{_where(inst, 'dst')}: bytes {start}..{start + width - 1} of each partition cross a "
-                    f"{bank}-byte PSUM bank boundary"
-                )
+            if isa.crosses_bank(start, width, bank):
+                raise BundleError(f"{_where(inst, 'dst')}: {isa.bank_crossing(start, width, bank)}")
 
     def close_groups(self, operand: _Operand, state: _State) -> None:
         if not state.groups:

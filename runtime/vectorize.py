@@ -4,7 +4,7 @@ The simulator (`runtime.simulator`) always walks the program in order for timing
 what this module changes is only how the *data* work of a loop nest is done. When the walk reaches a loop that
 may qualify (a `Nest`), it records each instruction instance of the nest (which instruction, the values of the
 registers it uses) instead of executing it, and afterwards `run_nest` executes the recorded instances: all
-iterations at once, one batched NumPy call per instruction of one iteration (`runtime.batched`), when that is
+iterations at once, one NumPy call per instruction of one iteration (`runtime.semantics` over lanes), when that is
 provably the same as running them one after another; otherwise instance by instance in recorded order, exactly
 as the sequential simulator would.
 
@@ -53,9 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_mlir.runtime import batched, prepared
+from neuron_mlir.runtime import isa, prepared, semantics
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
-from neuron_mlir.runtime.validate import _injective
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_mlir.runtime.simulator import _Operand, _Plan, _Simulator
@@ -196,7 +195,7 @@ def _unrolled(nodes: Sequence[Node]) -> list[Instruction]:
 
 def _data_dependent(inst: Instruction) -> bool:
     """Does what the instruction touches, or whether it fails, depend on data (indirect DMA), or is it unknown?"""
-    return inst.opcode not in batched.BATCHED or "offsets" in inst.operands or bool(inst.attrs.get("indirect"))
+    return inst.opcode not in isa.OPCODES or "offsets" in inst.operands or bool(inst.attrs.get("indirect"))
 
 
 def _reads_dst(inst: Instruction) -> bool | None:
@@ -621,7 +620,8 @@ class Batch:
             engine = plan.inst.engine
             self.accesses.append((plan.inst.opcode, views, attrs))
             if per_lane:
-                steps.append(functools.partial(batched.lanewise, plan.inst.opcode, views, attrs, engine, target, nl))
+                function = isa.OPCODES[plan.inst.opcode].semantics
+                steps.append(functools.partial(semantics.lanewise, function, views, attrs, engine, target, nl))
             else:
                 steps.append(prepared.lane_step(plan.inst.opcode, views, attrs, engine, target, nl))
         return steps
@@ -815,7 +815,7 @@ def _check_family(family: list[_Direct]) -> None:
             raise _Fallback
         dims.append((int(steps[0]), int(bases.size)))
     dims.extend(site.pattern)
-    if not _injective(tuple(dims)):
+    if not isa.injective(tuple(dims)):
         raise _Fallback
 
 

@@ -14,9 +14,11 @@ Steps and offsets count elements of the buffer's type; `runtime/program.py` defi
 and `runtime/isa.py` each opcode's semantics. The op set, roles and attributes mirror that table one to one, so
 the neuron dialect's reference semantics are the runtime's (`ir/semantics/neuron.py`).
 
-Verifiers state the hardware's rules for the module's target (`neuron.target = #neuron.target<trn2>` on the
-module; trn2 when absent), with limits from `runtime/hardware.py`: partition counts and start partitions, which
-engine may read or write which memory, matmul tile limits, PSUM banks, dtypes.
+Verifiers check the syntax's own rules here (accesses inside their buffers, an HBM access without partitions,
+an immediate or a register for an attribute, not both) and the hardware's rules for the module's target
+(`neuron.target = #neuron.target<trn2>` on the module; trn2 when absent) through `runtime.isa.check_instruction`,
+the instruction set's one statement of them, which the bundle validator calls too: engines, partition counts and
+start partitions, which engine may read or write which memory, matmul tile limits, PSUM banks, dtypes.
 
 After `neuron-allocate-memory` every `neuron.alloc` carries its `address`; after `neuron-insert-sync` every
 instruction has an `id` and the `waits` that order it after producers on other queues.
@@ -39,7 +41,6 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
     i1,
-    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
@@ -524,37 +525,23 @@ class InstructionOp(IRDLOperation):
 
     def verify_(self) -> None:
         target = target_of(self)
-        spec = self.spec()
-        engine = self.engine_kind
-        if engine not in spec.engines:
-            allowed = ", ".join(sorted(e.value for e in spec.engines))
-            raise _error(self, f"cannot run on the {engine.value} engine (allowed: {allowed})")
-        if engine is Engine.DMA:
-            if self.queue is None:
-                raise _error(self, "a DMA instruction needs a `queue`")
-            queue = self.queue.value.data
-            if not 0 <= queue < target.dma_queues:
-                raise _error(self, f"DMA queue {queue} is outside 0..{target.dma_queues - 1}")
-        elif self.queue is not None:
-            raise _error(self, f"only DMA instructions have a queue (engine is {engine.value})")
         if self.waits is not None and self.instruction_id is None:
             raise _error(self, "an instruction with `waits` needs an `id`")
-        written = set(spec.writes + spec.optional_writes)
-        for role in self.present_roles():
-            access = self.access(role)
-            assert access is not None
-            buffer, pattern, _ = access
-            memory = memory_of(buffer.type)
-            allowed = hardware.ENGINE_WRITES[engine] if role in written else hardware.ENGINE_READS[engine]
-            if memory not in allowed:
-                verb = "write" if role in written else "read"
-                raise _error(self, f"the {engine.value} engine cannot {verb} {memory.value.upper()} ({role})")
-            self._verify_access(role, buffer.type, pattern, target, engine)
-        self.verify_instruction(target)
+        operands = {role: self._rule_operand(role) for role in self.present_roles()}
+        queue = self.queue.value.data if self.queue is not None else None
+        try:
+            isa.check_instruction(self.OPCODE, self.engine_kind, queue, operands, self.attribute_values(), target)
+        except isa.RuleError as error:
+            if error.attribute is not None:
+                raise _error(self, f"attribute '{error.attribute}': {error.message}") from None
+            raise _error(self, f"{error.role}: {error.message}" if error.role else error.message) from None
 
-    def _verify_access(
-        self, role: str, memref_type: Attribute, pattern: AccessPatternAttr, target: Target, engine: Engine
-    ) -> None:
+    def _rule_operand(self, role: str) -> isa.Operand:
+        """The access of `role` in the instruction set's terms, after the syntax's own checks of it."""
+        access = self.access(role)
+        assert access is not None
+        buffer, pattern, dynamic = access
+        memref_type = buffer.type
         assert isinstance(memref_type, MemRefType)
         memory = memory_of(memref_type)
         shape = memref_type.get_shape()
@@ -572,49 +559,64 @@ class InstructionOp(IRDLOperation):
                 raise _error(
                     self, f"{role}: partitions {start}:{start + count} exceed the buffer's {shape[0]} partitions"
                 )
-            if engine is not Engine.DMA and start not in hardware.allowed_partition_starts(count):
-                allowed = ", ".join(map(str, hardware.allowed_partition_starts(count)))
-                raise _error(
-                    self,
-                    f"{role}: an access of {count} partitions cannot start at partition {start} (allowed: {allowed})",
-                )
-            if len(pattern.dims) > target.max_free_dims:
-                raise _error(
-                    self, f"{role}: {len(pattern.dims)} free dimensions exceed the hardware's {target.max_free_dims}"
-                )
             row = 1
             for extent in shape[1:]:
                 row *= extent
-        low = high = pattern.offset.data
-        for step, num in pattern.dims:
-            reach = step * (num - 1)
-            low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+        low, high = isa.extent(pattern.dims)
+        low, high = low + pattern.offset.data, high + pattern.offset.data
         if low < 0 or high >= row:
             raise _error(
                 self,
                 f"{role}: elements {low}..{high} of the access lie outside the buffer's {row} elements"
                 + (" per partition" if memory is not Memory.HBM else ""),
             )
+        try:
+            dtype = element_type_name(memref_type.element_type)
+        except ValueError:
+            raise _error(
+                self, f"{role}: element type {memref_type.element_type} has no NeuronCore storage type"
+            ) from None
+        owner = buffer.owner
+        address = owner.address.value.data if isinstance(owner, AllocOp) and owner.address is not None else None
+        return isa.Operand.of(
+            role,
+            memory,
+            dtype,
+            pattern.partitions.data,
+            pattern.partition_start.data,
+            pattern.dims,
+            pattern.offset.data if dynamic is None else None,
+            address,
+        )
 
-    def verify_instruction(self, target: Target) -> None:
-        """Opcode-specific rules; subclasses override."""
+    def attribute_values(self) -> dict[str, object]:
+        """The opcode's attributes that are set, as the instruction encodes them (`runtime.isa`): Python values,
+        and `isa.DYNAMIC` for one given by an operand (a register when the instruction issues)."""
+        values: dict[str, object] = {}
+        for name, attr in self.spec().attr_specs.items():
+            value = self.properties.get(name)
+            dynamic = getattr(self, f"{name}_dynamic") if name in self.DYNAMIC_ATTRS else None
+            if dynamic is not None:
+                if value is not None:
+                    raise _error(self, f"give {name} as an immediate or as a register, not both")
+                values[name] = isa.DYNAMIC
+            elif value is not None:
+                values[name] = self._attribute_value(name, attr.kind, value)
+        return values
 
-    def shape_of(self, role: str) -> tuple[int, ...]:
-        access = self.access(role)
-        assert access is not None
-        return access[1].shape
-
-    def dtype_of(self, role: str) -> str:
-        access = self.access(role)
-        assert access is not None
-        memref_type = access[0].type
-        assert isinstance(memref_type, MemRefType)
-        return element_type_name(memref_type.element_type)
-
-    def memory_of_role(self, role: str) -> Memory:
-        access = self.access(role)
-        assert access is not None
-        return memory_of(access[0].type)
+    def _attribute_value(self, name: str, kind: str, value: Attribute) -> object:
+        if kind == "pattern":
+            assert isinstance(value, DenseArrayBase)
+            numbers = tuple(int(v) for v in value.get_values())
+            if len(numbers) % 2:
+                raise _error(self, f"{name} must hold (step, num) pairs")
+            return tuple(zip(numbers[0::2], numbers[1::2], strict=True))
+        if isinstance(value, IntegerAttr):
+            return bool(value.value.data) if kind == "bool" else value.value.data
+        if isinstance(value, FloatAttr):
+            return float(value.value.data)
+        assert isinstance(value, StringAttr)
+        return value.data
 
     # ---- syntax ----------------------------------------------------------------------------------------------
 
@@ -703,24 +705,6 @@ class InstructionOp(IRDLOperation):
         return i1
 
 
-def _string_prop(op: InstructionOp, name: str) -> str:
-    attr = op.properties.get(name)
-    assert isinstance(attr, StringAttr)
-    return attr.data
-
-
-def _check_choice(op: InstructionOp, what: str, value: str, choices: frozenset[str]) -> None:
-    if value not in choices:
-        raise _error(op, f"unknown {what} '{value}' (known: {', '.join(sorted(choices))})")
-
-
-def _free_size(shape: tuple[int, ...]) -> int:
-    count = 1
-    for extent in shape[1:]:
-        count *= extent
-    return count
-
-
 @irdl_op_definition
 class MatmulOp(InstructionOp):
     """TensorE matrix multiply: `dst[M, N] (=|+=) stationary[K, M]^T @ moving[K, N]` into PSUM.
@@ -758,77 +742,6 @@ class MatmulOp(InstructionOp):
     def transposes(self) -> bool:
         return self.is_transpose is not None and bool(self.is_transpose.value.data)
 
-    def verify_instruction(self, target: Target) -> None:
-        stationary, moving, dst = self.shape_of("stationary"), self.shape_of("moving"), self.shape_of("dst")
-        k, m, n = stationary[0], _free_size(stationary), _free_size(moving)
-        if moving[0] != k:
-            raise _error(self, f"stationary and moving contract over different partition counts ({k} vs {moving[0]})")
-        if k > target.matmul_max_k:
-            raise _error(self, f"contraction size {k} exceeds {target.matmul_max_k}")
-        if self.memory_of_role("dst") is not Memory.PSUM:
-            raise _error(self, "dst must be in PSUM")
-        if self.transposes:
-            self._verify_transpose(target, k, m, n, dst)
-            return
-        if m > target.matmul_max_stationary_free:
-            raise _error(self, f"stationary free size {m} exceeds {target.matmul_max_stationary_free} on {target.name}")
-        if n > target.matmul_max_moving_free:
-            raise _error(self, f"moving free size {n} exceeds {target.matmul_max_moving_free} on {target.name}")
-        if dst[0] != m or _free_size(dst) != n:
-            raise _error(self, f"dst shape {dst} does not match the product [{m}, {n}]")
-        in_types = (self.dtype_of("stationary"), self.dtype_of("moving"))
-        if (in_types[0] == "f32") != (in_types[1] == "f32"):
-            raise _error(self, f"inputs must both be f32 or both narrower, got {in_types[0]} and {in_types[1]}")
-        dst_type = self.dtype_of("dst")
-        allowed = ("f32", "bf16") if target.matmul_bf16_psum_output else ("f32",)
-        if dst_type not in allowed:
-            raise _error(self, f"TensorE writes {' or '.join(allowed)} to PSUM on {target.name}, dst is {dst_type}")
-        from neuron_mlir.runtime.dtypes import itemsize
-
-        self._verify_bank(target, n * itemsize(dst_type))
-
-    def _verify_transpose(self, target: Target, k: int, m: int, n: int, dst: tuple[int, ...]) -> None:
-        """Transpose mode: the stationary is a [K, K] identity and dst receives moving^T ([N, K])."""
-        if m != k:
-            raise _error(self, f"a transpose needs a square identity as stationary, got [{k}, {m}]")
-        if dst[0] != n or _free_size(dst) != k:
-            raise _error(self, f"the transpose of moving [{k}, {n}] is [{n}, {k}], dst is {dst}")
-        if n > target.partitions:
-            raise _error(self, f"a transpose writes {n} partitions, more than {target.partitions}")
-        expected = self.dtype_of("moving") if target.matmul_transpose_bit_exact else "f32"
-        if self.dtype_of("dst") != expected:
-            raise _error(self, f"a transpose on {target.name} writes {expected}, dst is {self.dtype_of('dst')}")
-        if self.accumulate is not None and bool(self.accumulate.value.data):
-            raise _error(self, "a transpose cannot accumulate")
-        from neuron_mlir.runtime.dtypes import itemsize
-
-        self._verify_bank(target, k * itemsize(expected))
-
-    def _verify_bank(self, target: Target, row_bytes: int) -> None:
-        access = self.access("dst")
-        assert access is not None
-        from neuron_mlir.runtime.dtypes import itemsize
-
-        bank = target.psum_bank_bytes
-        first_byte = access[1].offset.data * itemsize(self.dtype_of("dst"))
-        last_byte = first_byte + row_bytes - 1
-        if access[2] is None and first_byte // bank != last_byte // bank:
-            raise _error(self, f"dst bytes {first_byte}..{last_byte} cross a {bank}-byte PSUM bank boundary")
-
-
-def _unary_shapes_match(op: InstructionOp, first: str, second: str) -> None:
-    a, b = op.shape_of(first), op.shape_of(second)
-    if a[0] != b[0] or _free_size(a) != _free_size(b):
-        raise _error(op, f"{first} shape {a} and {second} shape {b} differ")
-
-
-def _check_column(op: InstructionOp, role: str, partitions: int) -> None:
-    if getattr(op, role) is None:
-        return
-    shape = op.shape_of(role)
-    if shape[0] != partitions or _free_size(shape) != 1:
-        raise _error(op, f"{role} must be a [{partitions}, 1] per-partition column, got {shape}")
-
 
 @irdl_op_definition
 class ActivationOp(InstructionOp):
@@ -865,14 +778,6 @@ class ActivationOp(InstructionOp):
     bias_value = opt_prop_def(FloatAttr)
     alpha = opt_prop_def(FloatAttr)
 
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "activation function", self.func.data, isa.ACTIVATION_FUNCTIONS)
-        _unary_shapes_match(self, "dst", "src")
-        partitions = self.shape_of("dst")[0]
-        for role in ("bias", "scale_vector", "accumulate_dst"):
-            _check_column(self, role, partitions)
-
-
 @irdl_op_definition
 class TensorTensorOp(InstructionOp):
     """Elementwise binary ALU op: `dst = in0 <op> in1` (VectorE, or GpSimdE for integer work).
@@ -897,14 +802,6 @@ class TensorTensorOp(InstructionOp):
     in0_ap = prop_def(AccessPatternAttr)
     in1_ap = prop_def(AccessPatternAttr)
     op = prop_def(StringAttr)
-
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "ALU operator", self.op.data, isa.ALU_OPS)
-        _unary_shapes_match(self, "dst", "in0")
-        _unary_shapes_match(self, "dst", "in1")
-        if self.memory_of_role("in0") is Memory.PSUM and self.memory_of_role("in1") is Memory.PSUM:
-            raise _error(self, "at most one input may be in PSUM")
-
 
 @irdl_op_definition
 class TensorScalarOp(InstructionOp):
@@ -940,16 +837,6 @@ class TensorScalarOp(InstructionOp):
     scalar1 = opt_prop_def(FloatAttr)
     reverse1 = opt_prop_def(IntegerAttr)
 
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "ALU operator", self.op0.data, isa.ALU_OPS)
-        if self.op1 is not None:
-            _check_choice(self, "ALU operator", self.op1.data, isa.ALU_OPS)
-        _unary_shapes_match(self, "dst", "src")
-        partitions = self.shape_of("dst")[0]
-        for role in ("operand0", "operand1"):
-            _check_column(self, role, partitions)
-
-
 @irdl_op_definition
 class TensorReduceOp(InstructionOp):
     """Reduce the `axes` innermost free axes of src with `op` (never across partitions; VectorE).
@@ -972,19 +859,6 @@ class TensorReduceOp(InstructionOp):
     axes = opt_prop_def(IntegerAttr)
     negate = opt_prop_def(IntegerAttr)
 
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "reduction", self.op.data, isa.REDUCE_OPS)
-        src, dst = self.shape_of("src"), self.shape_of("dst")
-        axes = self.axes.value.data if self.axes is not None else 1
-        if not 1 <= axes <= len(src) - 1:
-            raise _error(self, f"cannot reduce {axes} free axes of a {len(src) - 1}-d free pattern")
-        kept = 1
-        for extent in src[1 : len(src) - axes]:
-            kept *= extent
-        if dst[0] != src[0] or _free_size(dst) != kept:
-            raise _error(self, f"dst shape {dst} does not match src {src} reduced over {axes} axes")
-
-
 @irdl_op_definition
 class TensorCopyOp(InstructionOp):
     """`dst = src`, converting the element type (bit exact when types match). VectorE, ScalarE or GpSimdE.
@@ -1005,10 +879,6 @@ class TensorCopyOp(InstructionOp):
     src_offset = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
     src_ap = prop_def(AccessPatternAttr)
-
-    def verify_instruction(self, target: Target) -> None:
-        _unary_shapes_match(self, "dst", "src")
-
 
 @irdl_op_definition
 class SelectOp(InstructionOp):
@@ -1035,11 +905,6 @@ class SelectOp(InstructionOp):
     on_true_ap = prop_def(AccessPatternAttr)
     on_false_ap = prop_def(AccessPatternAttr)
 
-    def verify_instruction(self, target: Target) -> None:
-        for role in ("predicate", "on_true", "on_false"):
-            _unary_shapes_match(self, "dst", role)
-
-
 @irdl_op_definition
 class MemsetOp(InstructionOp):
     """Fill dst with the immediate `value` (VectorE or GpSimdE).
@@ -1056,11 +921,6 @@ class MemsetOp(InstructionOp):
     dst_offset = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
     value = prop_def(FloatAttr)
-
-
-def _pattern_pairs(attr: DenseArrayBase) -> tuple[tuple[int, int], ...]:
-    values = tuple(int(v) for v in attr.get_values())
-    return tuple(zip(values[0::2], values[1::2], strict=True))
 
 
 @irdl_op_definition
@@ -1087,15 +947,6 @@ class IotaOp(InstructionOp):
     base = opt_prop_def(IntegerAttr)
     channel_multiplier = opt_prop_def(IntegerAttr)
     pattern = prop_def(DenseArrayBase)
-
-    def verify_instruction(self, target: Target) -> None:
-        if len(self.pattern.get_values()) % 2:
-            raise _error(self, "pattern must hold (step, num) pairs")
-        free = tuple(num for _, num in _pattern_pairs(self.pattern))
-        if free != self.shape_of("dst")[1:]:
-            raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")
-        if self.base_dynamic is not None and self.base is not None:
-            raise _error(self, "give base as an immediate or as a register, not both")
 
     @classmethod
     def dynamic_attr_type(cls, name: str) -> Attribute:
@@ -1130,16 +981,6 @@ class AffineSelectOp(InstructionOp):
     pattern = prop_def(DenseArrayBase)
     on_false_value = prop_def(FloatAttr)
 
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "comparison", self.cmp.data, frozenset(isa.COMPARISON_OPS))
-        _unary_shapes_match(self, "dst", "on_true")
-        if len(self.pattern.get_values()) % 2:
-            raise _error(self, "pattern must hold (step, num) pairs")
-        free = tuple(num for _, num in _pattern_pairs(self.pattern))
-        if free != self.shape_of("dst")[1:]:
-            raise _error(self, f"pattern shape {free} does not match dst free shape {self.shape_of('dst')[1:]}")
-
-
 @irdl_op_definition
 class GpsimdKernelOp(InstructionOp):
     """GpSimdE kernel: `dst = kernel(in0, in1)` elementwise for a function of `runtime.isa.GPSIMD_KERNELS`.
@@ -1165,19 +1006,6 @@ class GpsimdKernelOp(InstructionOp):
     in0_ap = prop_def(AccessPatternAttr)
     in1_ap = opt_prop_def(AccessPatternAttr)
     kernel = prop_def(StringAttr)
-
-    def verify_instruction(self, target: Target) -> None:
-        _check_choice(self, "GpSimd kernel", self.kernel.data, frozenset(isa.GPSIMD_KERNELS))
-        _unary_shapes_match(self, "dst", "in0")
-        arity = isa.GPSIMD_KERNELS[self.kernel.data]
-        if arity != 1 + (self.in1 is not None):
-            raise _error(self, f"kernel '{self.kernel.data}' takes {arity} input(s)")
-        if self.in1 is not None:
-            if _free_size(self.shape_of("in1")) == 1:
-                _check_column(self, "in1", self.shape_of("dst")[0])
-            else:
-                _unary_shapes_match(self, "dst", "in1")
-
 
 @irdl_op_definition
 class DmaCopyOp(InstructionOp):
@@ -1205,49 +1033,6 @@ class DmaCopyOp(InstructionOp):
     offsets_ap = opt_prop_def(AccessPatternAttr)
     indirect = opt_prop_def(StringAttr)
     accumulate = opt_prop_def(IntegerAttr)
-
-    def verify_instruction(self, target: Target) -> None:
-        indirect = self.indirect.data if self.indirect is not None else ""
-        if indirect or self.offsets is not None:
-            self._verify_indirect(indirect)
-            return
-        if self.accumulate is not None and self.accumulate.value.data:
-            raise _error(self, "accumulate needs an indirect (scatter) dma_copy")
-        count_dst = self.access("dst")[1].num_elements  # type: ignore[index]
-        count_src = self.access("src")[1].num_elements  # type: ignore[index]
-        if count_dst != count_src:
-            raise _error(self, f"dst has {count_dst} elements but src has {count_src}")
-
-    def _verify_indirect(self, indirect: str) -> None:
-        """Indirect: int32 SBUF offsets [P, R]; the indexed HBM side [(step, bound), row...]; P x R rows."""
-        if indirect not in ("src", "dst"):
-            raise _error(self, f"indirect must be 'src' or 'dst', got '{indirect}'")
-        if self.offsets is None:
-            raise _error(self, "an indirect dma_copy needs an offsets operand")
-        other = "dst" if indirect == "src" else "src"
-        if self.accumulate is not None and self.accumulate.value.data and indirect != "dst":
-            raise _error(self, "accumulate needs indirect = 'dst' (a scatter)")
-        table, rows_side, offsets = self.access(indirect), self.access(other), self.access("offsets")
-        assert table is not None
-        assert rows_side is not None
-        assert offsets is not None
-        if memory_of(table[0].type) is not Memory.HBM or memory_of(rows_side[0].type) is not Memory.SBUF:
-            raise _error(self, f"the indexed side ({indirect}) must be in HBM and {other} in SBUF")
-        offsets_type = offsets[0].type
-        assert isinstance(offsets_type, MemRefType)
-        if memory_of(offsets_type) is not Memory.SBUF or offsets_type.element_type != i32:
-            raise _error(self, f"offsets must be an i32 SBUF buffer, got {offsets_type}")
-        row = 1
-        for _, num in table[1].dims[1:]:
-            row *= num
-        rows = offsets[1].num_elements
-        if rows_side[1].num_elements != rows * row:
-            raise _error(
-                self, f"{other} has {rows_side[1].num_elements} elements for {rows} rows of {row} elements"
-            )
-        if offsets[1].partitions.data != rows_side[1].partitions.data:
-            raise _error(self, f"offsets and {other} have different partition counts")
-
 
 INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     MatmulOp,

@@ -11,20 +11,17 @@ non-overlapping ones, and the simulated memories grow to fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
-    FloatAttr,
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import InstructionOp
@@ -33,7 +30,7 @@ from neuron_mlir.ir.semantics.structured import InterpretationError, find_functi
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
-from neuron_mlir.runtime.isa import scalar_op
+from neuron_mlir.runtime.isa import DYNAMIC, scalar_op
 from neuron_mlir.runtime.program import (
     Access,
     AttrValue,
@@ -51,12 +48,14 @@ from neuron_mlir.runtime.program import (
 _HBM_ALIGNMENT = 64
 _PSUM_BANK_BYTES = 2048
 
+# Index arithmetic that is one register-ALU operation. arith.divsi and arith.remsi round toward zero while the
+# register ALU's floordiv and rem round toward negative infinity (`runtime.isa.SCALAR_OPS`): they are built
+# from those by `_Builder.truncating`.
 _SCALAR_OPS: dict[type[Operation], str] = {
     arith.AddiOp: "add",
     arith.SubiOp: "sub",
     arith.MuliOp: "mul",
     arith.FloorDivSIOp: "floordiv",
-    arith.RemSIOp: "rem",
     arith.MinSIOp: "min",
     arith.MaxSIOp: "max",
 }
@@ -135,39 +134,72 @@ class _Builder:
     def nodes(self, ops: Sequence[Operation]) -> list[Node]:
         result: list[Node] = []
         for op in ops:
-            node = self.node(op)
-            if node is not None:
-                result.append(node)
+            self.node(op, result)
         return result
 
-    def node(self, op: Operation) -> Node | None:
+    def node(self, op: Operation, out: list[Node]) -> None:
+        """Append the nodes `op` denotes to `out` (none for allocations and static index arithmetic)."""
         if isinstance(op, neuron.AllocOp | neuron.ViewOp | func.ReturnOp | scf.YieldOp):
-            return None
+            return
         if isinstance(op, arith.ConstantOp):
             if not isinstance(op.value, IntegerAttr):
                 raise ProgramBuildError(f"arith.constant of {op.value} has no meaning at the neuron level")
             self.scalars[op.result] = op.value.value.data
-            return None
-        if isinstance(op, arith.IndexCastOp):
+        elif isinstance(op, arith.IndexCastOp):
             self.scalars[op.result] = self.scalar(op.input)
-            return None
-        if (name := _SCALAR_OPS.get(type(op))) is not None or isinstance(op, arith.CmpiOp):
+        elif (name := _SCALAR_OPS.get(type(op))) is not None or isinstance(op, arith.CmpiOp):
             if isinstance(op, arith.CmpiOp):
                 name = _CMPI_OPS[op.predicate.value.data]
             assert name is not None
             lhs, rhs = self.scalar(op.operands[0]), self.scalar(op.operands[1])
-            if isinstance(lhs, int) and isinstance(rhs, int):
-                self.scalars[op.results[0]] = scalar_op(name, lhs, rhs)
-                return None
-            dest = self.register()
-            self.scalars[op.results[0]] = dest
-            return ScalarOp(dest, name, lhs, rhs)
-        if isinstance(op, scf.ForOp):
-            return self.loop(op)
-        if isinstance(op, InstructionOp):
-            return self.instruction(op)
-        where = describe_location(op.location)
-        raise ProgramBuildError(f"{op.name} is not a neuron instruction" + (f" (at {where})" if where else ""))
+            self.scalars[op.results[0]] = self.folding(op, lambda: self.scalar_op(name, lhs, rhs, out))
+        elif isinstance(op, arith.DivSIOp | arith.RemSIOp):
+            lhs, rhs = self.scalar(op.operands[0]), self.scalar(op.operands[1])
+            remainder = isinstance(op, arith.RemSIOp)
+            self.scalars[op.results[0]] = self.folding(op, lambda: self.truncating(remainder, lhs, rhs, out))
+        elif isinstance(op, scf.ForOp):
+            out.append(self.loop(op))
+        elif isinstance(op, InstructionOp):
+            out.append(self.instruction(op))
+        else:
+            where = describe_location(op.location)
+            raise ProgramBuildError(f"{op.name} is not a neuron instruction" + (f" (at {where})" if where else ""))
+
+    @staticmethod
+    def folding(op: Operation, compute: Callable[[], Scalar]) -> Scalar:
+        """`compute()`, with a division of constants by zero reported as `op`'s error."""
+        try:
+            return compute()
+        except ZeroDivisionError:
+            where = describe_location(op.location)
+            raise ProgramBuildError(
+                f"{op.name} divides by a zero constant" + (f" (at {where})" if where else "")
+            ) from None
+
+    def scalar_op(self, name: str, lhs: Scalar, rhs: Scalar, out: list[Node]) -> Scalar:
+        """`lhs <name> rhs` on the register ALU: folded when both are known, else a ScalarOp appended to `out`."""
+        if isinstance(lhs, int) and isinstance(rhs, int):
+            return scalar_op(name, lhs, rhs)
+        dest = self.register()
+        out.append(ScalarOp(dest, name, lhs, rhs))
+        return dest
+
+    def truncating(self, remainder: bool, lhs: Scalar, rhs: Scalar, out: list[Node]) -> Scalar:
+        """arith.remsi (`remainder`) or arith.divsi: rounded toward zero, from the register ALU's floor forms.
+
+        The two roundings differ exactly when the floor remainder is not zero and the operands' signs differ;
+        then the truncated quotient is one more than the floor quotient, and the remainder one divisor less.
+        With operands whose signs are known (a loop induction counting up from 0 by a positive constant, say)
+        the correction folds to 0, in the IR here or in the validator's range analysis of the registers.
+        """
+        floor_remainder = self.scalar_op("rem", lhs, rhs, out)
+        signs_differ = self.scalar_op(
+            "ne", self.scalar_op("lt", lhs, 0, out), self.scalar_op("lt", rhs, 0, out), out
+        )
+        correction = self.scalar_op("mul", signs_differ, self.scalar_op("ne", floor_remainder, 0, out), out)
+        if remainder:
+            return self.scalar_op("sub", floor_remainder, self.scalar_op("mul", correction, rhs, out), out)
+        return self.scalar_op("add", self.scalar_op("floordiv", lhs, rhs, out), correction, out)
 
     def loop(self, op: scf.ForOp) -> Loop:
         if op.iter_args:
@@ -205,17 +237,11 @@ class _Builder:
         )
 
     def instruction(self, op: InstructionOp) -> Instruction:
-        spec = op.spec()
         operands = {role: self.access(op, role) for role in op.present_roles()}
         attrs: dict[str, AttrValue] = {}
-        for name in spec.attrs:
-            dynamic = getattr(op, f"{name}_dynamic", None) if name in op.DYNAMIC_ATTRS else None
-            if dynamic is not None:
-                attrs[name] = self.scalar(dynamic)
-                continue
-            value = op.properties.get(name)
-            if value is not None:
-                attrs[name] = _python_value(name, value)
+        for name, value in op.attribute_values().items():
+            # an attribute an operand gives is that operand's value: a register, or a constant folded here
+            attrs[name] = self.scalar(getattr(op, f"{name}_dynamic")) if value is DYNAMIC else value  # type: ignore[assignment]
         if op.instruction_id is not None:
             instruction_id = op.instruction_id.value.data
         else:
@@ -232,22 +258,6 @@ class _Builder:
             waits=waits,
             location=self.location(op),
         )
-
-
-def _python_value(name: str, attr: Attribute) -> AttrValue:
-    if isinstance(attr, IntegerAttr):
-        value = attr.value.data
-        return bool(value) if attr.type.width.data == 1 else value  # type: ignore[union-attr]
-    if isinstance(attr, FloatAttr):
-        return float(attr.value.data)
-    if isinstance(attr, StringAttr):
-        return attr.data
-    if isinstance(attr, DenseArrayBase):
-        values = tuple(int(v) for v in attr.get_values())
-        if name == "pattern":
-            return tuple(zip(values[0::2], values[1::2], strict=True))  # type: ignore[return-value]
-        return values
-    raise ProgramBuildError(f"attribute {name} = {attr} has no instruction encoding")
 
 
 def build_program(

@@ -23,17 +23,25 @@ class InterpretationError(RuntimeError):
     """An op the interpreter cannot run, named with its source location."""
 
 
-def _floordiv(a: int, b: int) -> int:
-    return a // b
+def truncating_division(a: int, b: int) -> int:
+    """`arith.divsi`: the quotient rounded toward zero, exactly (no float division, so any size of integer)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
 
 
+def truncating_remainder(a: int, b: int) -> int:
+    """`arith.remsi`: the remainder of `truncating_division`, with the sign of the dividend (C's `%`)."""
+    return a - b * truncating_division(a, b)
+
+
+# MLIR's signed integer arithmetic. Only floordivsi rounds toward negative infinity; divsi and remsi truncate.
 _INTEGER_BINARY: dict[type[Operation], Callable[[int, int], int]] = {
     arith.AddiOp: lambda a, b: a + b,
     arith.SubiOp: lambda a, b: a - b,
     arith.MuliOp: lambda a, b: a * b,
-    arith.FloorDivSIOp: _floordiv,
-    arith.DivSIOp: lambda a, b: int(a / b),
-    arith.RemSIOp: lambda a, b: a - b * int(a / b),
+    arith.FloorDivSIOp: lambda a, b: a // b,
+    arith.DivSIOp: truncating_division,
+    arith.RemSIOp: truncating_remainder,
     arith.MinSIOp: min,
     arith.MaxSIOp: max,
 }
@@ -103,7 +111,14 @@ class StructuredInterpreter:
             if (handler := self.handlers.get(arith.ConstantOp)) is not None:
                 return handler(self, op, args)
         elif (binary := _INTEGER_BINARY.get(type(op))) is not None:
-            return [binary(args[0], args[1])]
+            try:
+                return [binary(args[0], args[1])]
+            except ZeroDivisionError:
+                where = describe_location(op.location)
+                raise InterpretationError(
+                    f"{op.name}: division by zero ({args[0]} by {args[1]}), which MLIR leaves undefined"
+                    + (f" (at {where})" if where else "")
+                ) from None
         elif isinstance(op, arith.CmpiOp):
             return [_CMPI[op.predicate.value.data](args[0], args[1])]
         elif isinstance(op, arith.SelectOp):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import bundle, semantics
+from neuron_mlir.runtime import bundle, isa
 from neuron_mlir.runtime.bundle import BundleError
 from neuron_mlir.runtime.simulator import run_program
 
@@ -217,13 +218,13 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         lambda raw: remanifest(
             raw, edit_instruction("tensor_tensor", lambda i: i["attrs"].update(op="divide"))
         ),
-        r"attribute 'op': unknown value 'divide'",
+        r"attribute 'op': unknown ALU operator 'divide'",
     ),
     "unknown activation function": (
         lambda raw: remanifest(
             raw, edit_instruction("activation", lambda i: i["attrs"].update(func="swish"))
         ),
-        r"attribute 'func': unknown value 'swish'",
+        r"attribute 'func': unknown activation function 'swish'",
     ),
     "unknown attribute": (
         lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i["attrs"].update(gain=2.0))),
@@ -364,15 +365,19 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_bundles_raise_their_own_error(raw, case, monkeypatch):
     corrupt, message = MALFORMED[case]
-    # nothing may execute: every instruction's semantics would fail the test
-    for opcode in list(semantics.SEMANTICS):
-        monkeypatch.setitem(semantics.SEMANTICS, opcode, _must_not_run)
+    _forbid_execution(monkeypatch)
     with pytest.raises(BundleError, match=message):
         bundle.read_bundle(corrupt(raw))
 
 
 def _must_not_run(*args: Any) -> None:
     raise AssertionError("an instruction ran")
+
+
+def _forbid_execution(monkeypatch) -> None:
+    """Nothing may execute: every instruction's semantics fails the test."""
+    for opcode, spec in list(isa.OPCODES.items()):
+        monkeypatch.setitem(isa.OPCODES, opcode, dataclasses.replace(spec, semantics=_must_not_run))
 
 
 def test_raw_manifest_json_errors(raw):
@@ -415,8 +420,7 @@ def test_unreadable_path(tmp_path):
 
 
 def test_run_program_validates_in_memory_programs(program, monkeypatch):
-    for opcode in list(semantics.SEMANTICS):
-        monkeypatch.setitem(semantics.SEMANTICS, opcode, _must_not_run)
+    _forbid_execution(monkeypatch)
     program.num_registers = 1  # the loop uses more
     with pytest.raises(BundleError, match="outside the program's 1 registers"):
         run_program(program, [np.zeros((256, 512), np.float32)])

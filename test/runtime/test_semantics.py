@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import alu, semantics
+from neuron_mlir.runtime import alu, isa
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.hardware import TRN2, Engine
 from neuron_mlir.runtime.simulator import run_program
@@ -588,7 +588,7 @@ def test_execute_on_plain_arrays():
     """The semantics functions serve the IR's reference interpreter on ordinary arrays too."""
     dst = np.zeros((2, 3), np.float32)
     src = np.array([[1, -2, 3], [-4, 5, -6]], np.float32)
-    semantics.execute("activation", Engine.SCALAR, {"dst": dst, "src": src}, {"func": "relu"}, TRN2)
+    isa.execute("activation", Engine.SCALAR, {"dst": dst, "src": src}, {"func": "relu"}, TRN2)
     np.testing.assert_array_equal(dst, np.maximum(src, 0))
 
 
@@ -725,3 +725,163 @@ def test_int64_immediates_copies_fills_and_division(kernel):
         "gpsimd_kernel", "gpsimd", {"in0": a, "in1": divisor}, {"dst": (a.shape, "i64")}, {"kernel": "divide_floor"}
     )["dst"]
     np.testing.assert_array_equal(quotient, a // divisor)
+
+
+# ---- lanes: many instances in one call, bit for bit as one by one ------------------------------------------
+
+
+def _lane_cases():
+    """(opcode, engine, operands: role -> (shape, dtype[, (low, high) of integer values]), attrs), covering
+    every opcode's paths: in-place fast paths and general ones, conversions, integers, data-dependent forms."""
+    f32, bf16, i32, i64 = "f32", "bf16", "i32", "i64"
+    matmul = {"stationary": ((32, 24), f32), "moving": ((32, 40), f32), "dst": ((24, 40), f32)}
+    square = {"stationary": ((24, 24), f32), "moving": ((24, 40), f32), "dst": ((40, 24), f32)}
+    yield "nc_matmul", "tensor", matmul, {}
+    yield "nc_matmul", "tensor", matmul, {"accumulate": True}
+    yield "nc_matmul", "tensor", {**matmul, "moving": ((32, 40), bf16)}, {"accumulate": True}
+    yield "nc_matmul", "tensor", {**matmul, "dst": ((24, 40), bf16)}, {}
+    yield "nc_matmul", "tensor", square, {"is_transpose": True}
+    yield "nc_matmul", "tensor", "identity", {"is_transpose": True}
+    tile = {"src": ((16, 24), f32), "dst": ((16, 24), f32)}
+    for func in ("exp", "gelu", "relu", "copy", "rsqrt"):
+        yield "activation", "scalar", tile, {"func": func, "scale": 0.5}
+    yield "activation", "scalar", tile, {"func": "sin", "bias_value": 0.25}
+    yield "activation", "scalar", {**tile, "bias": ((16, 1), f32), "accumulate_dst": ((16, 1), f32)}, {"func": "exp"}
+    yield "activation", "scalar", {**tile, "dst": ((16, 24), bf16), "scale_vector": ((16, 1), f32)}, {"func": "tanh"}
+    pair = {"in0": ((16, 24), f32), "in1": ((16, 24), f32), "dst": ((16, 24), f32)}
+    for op in ("add", "max", "is_gt", "power", "bitwise_xor"):
+        yield "tensor_tensor", "vector", pair, {"op": op}
+    yield "tensor_tensor", "vector", {**pair, "in1": ((16, 24), bf16), "dst": ((16, 24), bf16)}, {"op": "subtract"}
+    for dtype in (i32, i64):
+        ints = {"in0": ((16, 24), dtype), "in1": ((16, 24), dtype), "dst": ((16, 24), dtype)}
+        yield "tensor_tensor", "gpsimd", ints, {"op": "multiply"}
+    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0, "op1": "subtract", "scalar1": 1.0}
+    yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), f32)}, {"op0": "min", "reverse0": True}
+    yield "tensor_scalar", "vector", {**tile, "operand1": ((16, 1), f32)}, {
+        "op0": "is_ge", "scalar0": 0.5, "op1": "add", "reverse1": True}
+    yield "tensor_scalar", "gpsimd", {"src": ((16, 24), i32), "dst": ((16, 24), i32)}, {
+        "op0": "left_shift", "scalar0": 3.0}
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), f32)}, {"op": "add"}
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), bf16), "dst": ((16, 1), f32)}, {"op": "max", "axes": 2}
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), bf16)}, {"op": "abs_max", "negate": True}
+    yield "tensor_copy", "vector", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
+    yield "tensor_copy", "vector", {"src": ((16, 24), f32), "dst": ((16, 4, 6), f32)}, {}
+    yield "tensor_copy", "gpsimd", {"src": ((16, 24), i64), "dst": ((16, 24), i32)}, {}
+    yield "select", "vector", {"predicate": ((16, 24), f32), "on_true": ((16, 24), f32), "on_false": ((16, 24), bf16),
+                               "dst": ((16, 24), f32)}, {}  # fmt: skip
+    yield "memset", "vector", {"dst": ((16, 24), i64)}, {"value": 7.0}
+    yield "memset", "vector", {"dst": ((16, 24), bf16)}, {"value": -0.1}
+    yield "iota", "gpsimd", {"dst": ((16, 24), i32)}, {"pattern": ((1, 24),), "channel_multiplier": 24, "base": 5}
+    yield "iota", "gpsimd", {"dst": ((16, 4, 6), f32)}, {"pattern": ((6, 4), (-1, 6)), "base": -3}
+    yield "affine_select", "gpsimd", {"on_true": ((16, 24), f32), "dst": ((16, 24), f32)}, {
+        "cmp": "is_ge", "pattern": ((-1, 24),), "channel_multiplier": 1, "on_false_value": -1.0}
+    for kernel in ("divide", "remainder", "uniform"):
+        yield "gpsimd_kernel", "gpsimd", {"in0": ((16, 24), f32), "in1": ((16, 1), f32), "dst": ((16, 24), f32)}, {
+            "kernel": kernel}
+    yield "gpsimd_kernel", "gpsimd", {"in0": ((16, 24), i32), "in1": ((16, 24), i32), "dst": ((16, 24), i32)}, {
+        "kernel": "divide_floor"}
+    yield "dma_copy", "dma", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
+    yield "dma_copy", "dma", {"src": ((384,), f32), "dst": ((16, 24), f32)}, {}
+    offsets = ((4, 3), i32, (0, 10))
+    yield "dma_copy", "dma", {"src": ((10, 6), f32), "dst": ((4, 18), bf16), "offsets": offsets}, {"indirect": "src"}
+    yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {"indirect": "dst"}
+    yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {
+        "indirect": "dst", "accumulate": True}
+
+
+def _lane_arrays(operands, lanes: tuple[int, ...], rng) -> dict[str, np.ndarray]:
+    from neuron_mlir.runtime import dtypes
+
+    arrays = {}
+    for role, (shape, dtype, *value_range) in operands.items():
+        numpy_dtype = dtypes.numpy_dtype(dtype)
+        if dtype.startswith("i"):
+            low, high = value_range[0] if value_range else ((-(2**40), 2**40) if dtype == "i64" else (-1000, 1000))
+            values = rng.integers(low, high, (*lanes, *shape))
+        else:
+            values = rng.standard_normal((*lanes, *shape)) * 3
+            values.reshape(-1)[rng.integers(values.size, size=3)] = np.nan  # few: a matmul's results stay numbers
+        arrays[role] = values.astype(numpy_dtype)
+    return arrays
+
+
+def _one_by_one(opcode, arrays, attrs, engine, lanes, writes):
+    """Each lane's instance alone (no lane dimensions), into copies of the written operands."""
+    results = {role: arrays[role].copy() for role in writes}
+    for lane in np.ndindex(*lanes):
+        views = {role: (results[role][lane] if role in writes else array[lane]) for role, array in arrays.items()}
+        isa.OPCODES[opcode].semantics(views, attrs, engine, TRN2)
+    return results
+
+
+LANE_CASES = list(_lane_cases())
+
+
+@pytest.mark.parametrize("lanes", [(3,), (2, 2)], ids=["1-lane-dim", "2-lane-dims"])
+@pytest.mark.parametrize("case", [pytest.param(case, id=f"{case[0]}-{index}") for index, case in enumerate(LANE_CASES)])
+def test_lanes_compute_what_each_instance_computes_alone(case, lanes):
+    opcode, engine, operands, attrs = case
+    engine = Engine(engine)
+    rng = np.random.default_rng(len(str(case)) + len(lanes))
+    if operands == "identity":  # a transpose whose stationary is the identity in every lane: a bit-exact copy
+        operands = {"stationary": ((24, 24), "f32"), "moving": ((24, 40), "f32"), "dst": ((40, 24), "f32")}
+    arrays = _lane_arrays(operands, lanes, rng)
+    if attrs.get("is_transpose"):  # every lane's stationary the identity, or only the first lane's
+        first = (0,) * len(lanes)
+        arrays["stationary"][... if case[2] == "identity" else first] = np.eye(24, dtype=np.float32)
+    full_attrs = isa.with_defaults(opcode, attrs)
+    spec = isa.OPCODES[opcode]
+    writes = spec.written_roles & set(arrays)
+    expected = _one_by_one(opcode, arrays, full_attrs, engine, lanes, writes)
+    together = {role: array.copy() for role, array in arrays.items()}
+    spec.semantics(together, full_attrs, engine, TRN2, len(lanes))
+    for role in writes:
+        assert together[role].tobytes() == expected[role].tobytes(), role
+    # An input the same in every lane (lane strides of 0, as the vectoriser passes one) gives the same results.
+    shared = {
+        role: (array.copy() if role in writes else np.broadcast_to(array[(0,) * len(lanes)], array.shape))
+        for role, array in arrays.items()
+    }
+    expected = _one_by_one(opcode, shared, full_attrs, engine, lanes, writes)
+    spec.semantics(shared, full_attrs, engine, TRN2, len(lanes))
+    for role in writes:
+        assert shared[role].tobytes() == expected[role].tobytes(), role
+
+
+def test_lane_cases_cover_every_opcode():
+    assert {case[0] for case in LANE_CASES} == set(isa.OPCODES)
+
+
+def test_lanewise_takes_per_lane_attributes():
+    """An attribute given per lane (a register that differs between lanes) runs each lane with its own value."""
+    from neuron_mlir.runtime import semantics
+
+    dst = np.zeros((3, 2, 4), np.int32)
+    bases = np.array([5, -1, 100])
+    attrs = isa.with_defaults("iota", {"pattern": ((1, 4),), "base": bases})
+    semantics.lanewise(semantics.iota, {"dst": dst}, attrs, Engine.GPSIMD, TRN2, 1)
+    for lane, base in enumerate(bases):
+        np.testing.assert_array_equal(dst[lane], base + np.arange(4)[None, :].repeat(2, 0))
+
+
+def test_alu_implements_exactly_the_instruction_sets_operators():
+    assert set(alu._INT_OPS) == isa.ALU_OPS
+    assert set(alu._INT_OPS) - set(alu._FLOAT_OPS) == isa.BITVEC_OPS  # no fp32 form: always on integers
+    assert set(alu.ACTIVATIONS) == isa.ACTIVATION_FUNCTIONS
+    assert set(alu._REDUCE) == isa.REDUCE_OPS
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_power_is_pythons_wrapped_to_the_lane_width(dtype):
+    rng = np.random.default_rng(5)
+    bases = rng.integers(-40, 40, 300).astype(dtype)
+    exponents = rng.integers(-3, 70, 300).astype(dtype)
+    bases[:4], exponents[:4] = [1, -1, -1, 0], [-5, -5, -4, 0]
+    bits = 32 if dtype == np.int32 else 64
+    out = alu.binary("power", bases[None, :], exponents[None, :], integer=True)[0]
+    for base, exponent, got in zip(bases.tolist(), exponents.tolist(), out.tolist(), strict=True):
+        if exponent < 0:
+            want = {1: 1, -1: -1 if exponent % 2 else 1}.get(base, 0)  # only +-1 have integral negative powers
+        else:
+            want = (pow(base, exponent, 2**bits) + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+        assert got == want, (base, exponent)

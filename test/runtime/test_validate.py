@@ -292,7 +292,11 @@ def access(buffer: int = 0, **fields) -> Access:
         ),
         (
             Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 63),)}),
-            "covers 63 elements, dst has 64 per partition",
+            r"attribute 'pattern': covers the free shape \[63\], dst's is \[64\]",
+        ),
+        (  # as many elements as dst, in another shape
+            Instruction(0, "iota", Engine.GPSIMD, {"dst": access()}, {"pattern": ((1, 32), (32, 2))}),
+            r"attribute 'pattern': covers the free shape \[32, 2\], dst's is \[64\]",
         ),
         (
             Instruction(
@@ -322,7 +326,7 @@ def access(buffer: int = 0, **fields) -> Access:
                 {"dst": access(), "in0": access(1), "in1": access(1, pattern=((1, 32),))},
                 {"op": "add"},
             ),
-            r"'dst' is \[128, 64\] but 'in1' is \[128, 32\]",
+            r"dst is \[128, 64\] but in1 is \[128, 32\]",
         ),
         (
             Instruction(
@@ -382,3 +386,22 @@ def test_validation_is_fast_for_a_large_loop_nest():
     start = time.perf_counter()
     validate_program(b.build())
     assert time.perf_counter() - start < 0.5
+
+
+def _matmuls_at_register_offsets(step: int):
+    """Three matmuls into [128, 256] fp32 PSUM rows at element offsets 0, step, 2 * step (a register)."""
+    b = ProgramBuilder("trn2")
+    s, m = b.sbuf("s", (128, 128), "bf16"), b.sbuf("m", (128, 256), "bf16")
+    acc = b.psum("acc", (128, 2048))
+    with b.loop(0, 3) as i:
+        offset = b.scalar(b.reg(), "mul", i, step)
+        b.inst("nc_matmul", "tensor", {"dst": b.ap(acc, [(1, 256)], reg=offset), "stationary": b.ap(s),
+                                       "moving": b.ap(m)})  # fmt: skip
+    return b.build()
+
+
+def test_a_register_offset_matmul_destination_stays_inside_one_bank():
+    """A static offset's bank is the instruction set's rule; a register's is proved over the values it takes."""
+    validate_program(_matmuls_at_register_offsets(step=512))  # rows at bytes 0, 2048, 4096: one bank each
+    with pytest.raises(BundleError, match=r"bytes 1536\.\.2559 of each partition cross a 2048-byte PSUM bank"):
+        validate_program(_matmuls_at_register_offsets(step=384))

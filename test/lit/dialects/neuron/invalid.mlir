@@ -1,7 +1,8 @@
 // RUN: neuron-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
 // One case per diagnostic of the neuron dialect (ir/dialects/neuron.py): attribute verifiers, buffers, the
-// checks every instruction shares (engine, queue, memories, accesses) and each opcode's own rules.
+// checks every instruction shares (engine, queue, memories, accesses) and each opcode's own rules. The
+// instruction rules are runtime/isa.py's check_instruction, which the bundle validator applies too.
 
 // ---- attributes -----------------------------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ func.func @dma_without_queue(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
   neuron.dma_copy dma dst %t[0:37, 0, [[1, 300]]], src %x[0, [[300, 37], [1, 300]]] : memref<37x300xf32, #neuron.mem<sbuf>>, memref<37x300xf32, #neuron.mem<hbm>>
   func.return
 }
-// CHECK: neuron.dma_copy: a DMA instruction needs a `queue`
+// CHECK: neuron.dma_copy: a DMA instruction needs a queue
 
 // -----
 
@@ -198,7 +199,7 @@ func.func @engine_cannot_write() {
   neuron.nc_matmul tensor dst %d[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: the tensor engine cannot write SBUF (dst)
+// CHECK: neuron.nc_matmul: dst: the tensor engine cannot write SBUF
 
 // -----
 
@@ -208,7 +209,7 @@ func.func @engine_cannot_read() {
   neuron.tensor_copy gpsimd dst %d[0:37, 0, [[1, 512]]], src %p[0:37, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<psum>>
   func.return
 }
-// CHECK: neuron.tensor_copy: the gpsimd engine cannot read PSUM (src)
+// CHECK: neuron.tensor_copy: src: the gpsimd engine cannot read PSUM
 
 // -----
 
@@ -257,6 +258,34 @@ func.func @too_many_free_dims() {
 
 // -----
 
+// Engine access patterns hold uint16 sizes and int16 steps.
+func.func @engine_pattern_step_too_large() {
+  %a = neuron.alloc : memref<128x40001xbf16, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[40000, 2]]] {value = 1.0 : f64} : memref<128x40001xbf16, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: (step 40000, num 2) does not fit an engine access pattern (num at most 65535, step within int16)
+
+// -----
+
+func.func @written_pattern_overlaps_itself() {
+  %a = neuron.alloc : memref<128x4xf32, #neuron.mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[0, 4]]] {value = 1.0 : f64} : memref<128x4xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.memset: dst: the written pattern [(0, 4)] touches some elements twice
+
+// -----
+
+func.func @hbm_access_too_many_dimensions(%x: memref<4xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<1x4xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:1, 0, [[1, 4]]], src %x[0, [[0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [1, 4]]] {queue = 0 : i64} : memref<1x4xf32, #neuron.mem<sbuf>>, memref<4xf32, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_copy: src: 9 free dimensions exceed the 8 of an HBM access
+
+// -----
+
 func.func @access_outside_on_chip_buffer() {
   %a = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
   neuron.memset vector dst %a[0:128, 256, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<sbuf>>
@@ -289,13 +318,14 @@ func.func @matmul_contraction_mismatch() {
 
 // -----
 
-// An on-chip buffer of more than 128 partitions can only come in as an argument (neuron.alloc refuses it).
+// An on-chip buffer of more than 128 partitions can only come in as an argument (neuron.alloc refuses it). No
+// access may cover more than 128 partitions, which is also TensorE's contraction limit.
 func.func @matmul_contraction_too_large(%s: memref<256x37xf32, #neuron.mem<sbuf>>, %m: memref<256x512xf32, #neuron.mem<sbuf>>) {
   %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
   neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:256, 0, [[1, 37]]], moving %m[0:256, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<256x37xf32, #neuron.mem<sbuf>>, memref<256x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: contraction size 256 exceeds 128
+// CHECK: neuron.nc_matmul: stationary: 256 partitions; an on-chip access covers 1..128
 
 // -----
 
@@ -308,7 +338,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 }
-// CHECK: neuron.nc_matmul: stationary free size 256 exceeds 128 on trn2
+// CHECK: neuron.nc_matmul: stationary: free size 256 exceeds 128 on trn2
 
 // -----
 
@@ -322,7 +352,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn3>} {
     func.return
   }
 }
-// CHECK: neuron.nc_matmul: moving free size 1024 exceeds 512 on trn3
+// CHECK: neuron.nc_matmul: moving: free size 1024 exceeds 512 on trn3
 
 // -----
 
@@ -333,7 +363,7 @@ func.func @matmul_dst_shape() {
   neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<64x512xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: dst shape (64, 512) does not match the product [37, 512]
+// CHECK: neuron.nc_matmul: dst: is [64, 512] but the product is [37, 512]
 
 // -----
 
@@ -348,6 +378,17 @@ func.func @matmul_mixed_f32_bf16() {
 
 // -----
 
+func.func @matmul_integer_inputs() {
+  %p = neuron.alloc : memref<37x512xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xi32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xi32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<128x37xi32, #neuron.mem<sbuf>>, memref<128x512xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: stationary: TensorE reads float inputs, got i32
+
+// -----
+
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @matmul_dst_dtype() {
     %p = neuron.alloc : memref<37x512xbf16, #neuron.mem<psum>>
@@ -357,7 +398,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 }
-// CHECK: neuron.nc_matmul: TensorE writes f32 to PSUM on trn2, dst is bf16
+// CHECK: neuron.nc_matmul: dst: PSUM accumulation on trn2 writes f32, dst is bf16
 
 // -----
 
@@ -368,7 +409,19 @@ func.func @matmul_psum_bank_crossing() {
   neuron.nc_matmul tensor dst %p[0:37, 256, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x1024xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: dst bytes 1024..3071 cross a 2048-byte PSUM bank boundary
+// CHECK: neuron.nc_matmul: dst: bytes 1024..3071 of each partition cross a 2048-byte PSUM bank boundary
+
+// -----
+
+// Once placed, the buffer's own address counts: row bytes 1024..3071 of PSUM, from offset 0 of a buffer at 1024.
+func.func @matmul_psum_bank_crossing_at_its_address() {
+  %p = neuron.alloc {address = 1024 : i64} : memref<37x512xf32, #neuron.mem<psum>>
+  %s = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:37, 0, [[1, 512]]], stationary %s[0:128, 0, [[1, 37]]], moving %m[0:128, 0, [[1, 512]]] : memref<37x512xf32, #neuron.mem<psum>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: dst: bytes 1024..3071 of each partition cross a 2048-byte PSUM bank boundary
 
 // -----
 
@@ -379,7 +432,7 @@ func.func @activation_unknown_function() {
   neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]] {func = "softmax"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.activation: unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, tanh)
+// CHECK: neuron.activation: attribute 'func': unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, tanh)
 
 // -----
 
@@ -389,7 +442,7 @@ func.func @activation_shape_mismatch() {
   neuron.activation scalar dst %y[0:37, 0, [[1, 520]]], src %p[0:37, 0, [[1, 512]]] {func = "relu"} : memref<37x520xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<psum>>
   func.return
 }
-// CHECK: neuron.activation: dst shape (37, 520) and src shape (37, 512) differ
+// CHECK: neuron.activation: dst is [37, 520] but src is [37, 512] (partitions, elements per partition)
 
 // -----
 
@@ -399,7 +452,7 @@ func.func @activation_column_operand() {
   neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]], scale_vector %b[0:37, 0, [[1, 2]]] {func = "relu"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x2xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.activation: scale_vector must be a [37, 1] per-partition column, got (37, 2)
+// CHECK: neuron.activation: scale_vector: must be a per-partition column [37, 1], got [37, 2]
 
 // -----
 
@@ -410,7 +463,7 @@ func.func @tensor_tensor_unknown_operator() {
   neuron.tensor_tensor vector dst %a[0:37, 0, [[1, 512]]], in0 %a[0:37, 0, [[1, 512]]], in1 %a[0:37, 0, [[1, 512]]] {op = "divide"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_tensor: unknown ALU operator 'divide' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
+// CHECK: neuron.tensor_tensor: attribute 'op': unknown ALU operator 'divide' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
 
 // -----
 
@@ -419,7 +472,7 @@ func.func @tensor_tensor_shape_mismatch() {
   neuron.tensor_tensor vector dst %a[0:37, 0, [[1, 512]]], in0 %a[0:37, 0, [[1, 512]]], in1 %a[0:32, 0, [[1, 512]]] {op = "add"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_tensor: dst shape (37, 512) and in1 shape (32, 512) differ
+// CHECK: neuron.tensor_tensor: dst is [37, 512] but in1 is [32, 512] (partitions, elements per partition)
 
 // -----
 
@@ -438,7 +491,7 @@ func.func @tensor_scalar_unknown_second_operator() {
   neuron.tensor_scalar vector dst %a[0:37, 0, [[1, 512]]], src %a[0:37, 0, [[1, 512]]] {op0 = "add", scalar0 = 1.0 : f64, op1 = "modulo", scalar1 = 2.0 : f64} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_scalar: unknown ALU operator 'modulo' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
+// CHECK: neuron.tensor_scalar: attribute 'op1': unknown ALU operator 'modulo' (known: abs_max, abs_min, add, bitwise_and, bitwise_or, bitwise_xor, is_equal, is_ge, is_gt, is_le, is_lt, left_shift, logical_and, logical_or, logical_xor, max, min, multiply, not_equal, power, right_shift, subtract)
 
 // -----
 
@@ -448,7 +501,17 @@ func.func @tensor_scalar_column_operand() {
   neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], operand0 %c[0:64, 0, [[1, 1]]] {op0 = "add"} : memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_scalar: operand0 must be a [128, 1] per-partition column, got (64, 1)
+// CHECK: neuron.tensor_scalar: operand0: must be a per-partition column [128, 1], got [64, 1]
+
+// -----
+
+func.func @tensor_scalar_operand1_without_op1() {
+  %a = neuron.alloc : memref<128x37xf32, #neuron.mem<sbuf>>
+  %c = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+  neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], operand1 %c[0:128, 0, [[1, 1]]] {op0 = "add"} : memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.tensor_scalar: operand1: given without op1
 
 // -----
 
@@ -460,7 +523,7 @@ func.func @tensor_reduce_unknown_reduction() {
   neuron.tensor_reduce vector dst %s[0:128, 0, [[1, 1]]], src %x[0:128, 0, [[1, 37]]] {op = "mean"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_reduce: unknown reduction 'mean' (known: abs_max, add, max, min, multiply)
+// CHECK: neuron.tensor_reduce: attribute 'op': unknown reduction 'mean' (known: abs_max, add, max, min, multiply)
 
 // -----
 
@@ -470,7 +533,7 @@ func.func @tensor_reduce_too_many_axes() {
   neuron.tensor_reduce vector dst %s[0:128, 0, [[1, 1]]], src %x[0:128, 0, [[1, 37]]] {op = "add", axes = 2 : i64} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x37xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_reduce: cannot reduce 2 free axes of a 1-d free pattern
+// CHECK: neuron.tensor_reduce: attribute 'axes': cannot reduce 2 axes of a 1-d free pattern
 
 // -----
 
@@ -480,7 +543,7 @@ func.func @tensor_reduce_dst_shape() {
   neuron.tensor_reduce vector dst %s[0:64, 0, [[1, 8]]], src %x[0:64, 0, [[8, 4], [1, 8]]] {op = "add"} : memref<64x8xf32, #neuron.mem<sbuf>>, memref<64x4x8xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.tensor_reduce: dst shape (64, 8) does not match src (64, 4, 8) reduced over 1 axes
+// CHECK: neuron.tensor_reduce: dst: is [64, 8] but src reduced over 1 axes is [64, 4]
 
 // -----
 
@@ -500,7 +563,25 @@ func.func @iota_pattern_shape() {
   neuron.iota gpsimd dst %i[0:128, 0, [[1, 128]]] {pattern = array<i64: 16, 8, 1, 16>} : memref<128x128xi32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.iota: pattern shape (8, 16) does not match dst free shape (128,)
+// CHECK: neuron.iota: attribute 'pattern': covers the free shape [8, 16], dst's is [128]
+
+// -----
+
+func.func @iota_pattern_too_many_dimensions() {
+  %i = neuron.alloc : memref<128x2xi32, #neuron.mem<sbuf>>
+  neuron.iota gpsimd dst %i[0:128, 0, [[1, 2]]] {pattern = array<i64: 1, 1, 1, 1, 1, 1, 1, 1, 1, 2>} : memref<128x2xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.iota: attribute 'pattern': 5 (step, num) pairs; a pattern has 1 to 4
+
+// -----
+
+func.func @iota_pattern_empty_dimension() {
+  %i = neuron.alloc : memref<128x2xi32, #neuron.mem<sbuf>>
+  neuron.iota gpsimd dst %i[0:128, 0, [[1, 2]]] {pattern = array<i64: 1, 0>} : memref<128x2xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.iota: attribute 'pattern': pattern entry (step 1, num 0) is out of range
 
 // -----
 
@@ -509,7 +590,7 @@ func.func @affine_select_unknown_comparison() {
   neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %eye[0:128, 0, [[1, 128]]] {cmp = "add", pattern = array<i64: -1, 128>, on_false_value = 0.0 : f64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.affine_select: unknown comparison 'add' (known: is_equal, is_ge, is_gt, is_le, is_lt, not_equal)
+// CHECK: neuron.affine_select: attribute 'cmp': unknown comparison 'add' (known: is_equal, is_ge, is_gt, is_le, is_lt, not_equal)
 
 // -----
 
@@ -518,7 +599,7 @@ func.func @affine_select_pattern_shape() {
   neuron.affine_select gpsimd dst %eye[0:128, 0, [[1, 128]]], on_true %eye[0:128, 0, [[1, 128]]] {cmp = "is_equal", pattern = array<i64: -1, 64>, on_false_value = 0.0 : f64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.affine_select: pattern shape (64,) does not match dst free shape (128,)
+// CHECK: neuron.affine_select: attribute 'pattern': covers the free shape [64], dst's is [128]
 
 // -----
 
@@ -559,7 +640,7 @@ func.func @transpose_not_square() {
   neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 64]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: a transpose needs a square identity as stationary, got [128, 64]
+// CHECK: neuron.nc_matmul: stationary: a transpose needs a square identity, got [128, 64]
 
 // -----
 
@@ -570,7 +651,7 @@ func.func @transpose_dst_shape() {
   neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 64]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<128x64xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: the transpose of moving [128, 64] is [64, 128], dst is (128, 64)
+// CHECK: neuron.nc_matmul: dst: the transpose of moving [128, 64] is [64, 128], dst is [128, 64]
 
 // -----
 
@@ -581,7 +662,7 @@ func.func @transpose_dtype() {
   neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]] {is_transpose = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: a transpose on trn2 writes bf16, dst is f32
+// CHECK: neuron.nc_matmul: dst: a transpose on trn2 writes bf16, dst is f32
 
 // -----
 
@@ -596,6 +677,18 @@ func.func @transpose_accumulates() {
 
 // -----
 
+// Whether a register-given accumulate is set is known only when the transpose issues: refused as well.
+func.func @transpose_accumulates_from_a_register(%first: i1) {
+  %p = neuron.alloc : memref<64x128xf32, #neuron.mem<psum>>
+  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
+  %m = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 64]]], accumulate %first {is_transpose = true} : memref<64x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.nc_matmul: a transpose cannot accumulate
+
+// -----
+
 func.func @transpose_too_many_partitions() {
   %p = neuron.alloc : memref<128x128xf32, #neuron.mem<psum>>
   %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
@@ -603,7 +696,7 @@ func.func @transpose_too_many_partitions() {
   neuron.nc_matmul tensor dst %p[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %m[0:128, 0, [[1, 256]]] {is_transpose = true} : memref<128x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x256xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.nc_matmul: the transpose of moving [128, 256] is [256, 128], dst is (128, 128)
+// CHECK: neuron.nc_matmul: dst: the transpose of moving [128, 256] is [256, 128], dst is [128, 128]
 
 // -----
 
@@ -623,7 +716,7 @@ func.func @gpsimd_kernel_unknown() {
   neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %a[0:4, 0, [[1, 8]]] {kernel = "cosh"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.gpsimd_kernel: unknown GpSimd kernel 'cosh' (known: divide, divide_floor, divide_trunc, fmod, normal, remainder, uniform)
+// CHECK: neuron.gpsimd_kernel: attribute 'kernel': unknown GpSimd kernel 'cosh' (known: divide, divide_floor, divide_trunc, fmod, normal, remainder, uniform)
 
 // -----
 
@@ -642,7 +735,7 @@ func.func @gpsimd_kernel_second_input_shape() {
   neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %b[0:4, 0, [[1, 2]]] {kernel = "fmod"} : memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x8xf32, #neuron.mem<sbuf>>, memref<4x2xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.gpsimd_kernel: dst shape (4, 8) and in1 shape (4, 2) differ
+// CHECK: neuron.gpsimd_kernel: dst is [4, 8] but in1 is [4, 2] (partitions, elements per partition)
 
 // -----
 
@@ -663,7 +756,7 @@ func.func @indirect_bad_side(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "both"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.dma_copy: indirect must be 'src' or 'dst', got 'both'
+// CHECK: neuron.dma_copy: attribute 'indirect': unknown indirect side 'both' (known: '', dst, src)
 
 // -----
 
@@ -672,7 +765,17 @@ func.func @indirect_without_offsets(%table: memref<1000x64xf32, #neuron.mem<hbm>
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>
   func.return
 }
-// CHECK: neuron.dma_copy: an indirect dma_copy needs an offsets operand
+// CHECK: neuron.dma_copy: an indirect dma_copy needs an 'offsets' operand
+
+// -----
+
+func.func @dma_offsets_without_indirect(%x: memref<100x64xf32, #neuron.mem<hbm>>) {
+  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  %o = neuron.alloc : memref<128x1xi32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[0, [[64, 100], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<100x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.dma_copy: an 'offsets' operand needs indirect = 'src' or 'dst'
 
 // -----
 
@@ -701,7 +804,7 @@ func.func @indirect_table_in_sbuf(%table: memref<1000x64xf32, #neuron.mem<hbm>>)
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "dst"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xi32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.dma_copy: the indexed side (dst) must be in HBM and src in SBUF
+// CHECK: neuron.dma_copy: the indexed side 'dst' must be in HBM, 'src' and 'offsets' in SBUF
 
 // -----
 
@@ -711,7 +814,7 @@ func.func @indirect_float_offsets(%table: memref<1000x64xf32, #neuron.mem<hbm>>)
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 1]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x1xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.dma_copy: offsets must be an i32 SBUF buffer, got memref<128x1xf32, #neuron.mem<sbuf>>
+// CHECK: neuron.dma_copy: offsets: must be i32, got f32
 
 // -----
 
@@ -721,7 +824,7 @@ func.func @indirect_row_count(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:128, 0, [[1, 2]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<128x2xi32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.dma_copy: dst has 8192 elements for 256 rows of 64 elements
+// CHECK: neuron.dma_copy: 'dst' holds 64 elements per partition, but 2 offsets per partition of 64-element rows make 128
 
 // -----
 
@@ -731,4 +834,4 @@ func.func @indirect_partitions(%table: memref<1000x64xf32, #neuron.mem<hbm>>) {
   neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %table[0, [[64, 1000], [1, 64]]], offsets %o[0:64, 0, [[1, 2]]] {queue = 2 : i64, indirect = "src"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<1000x64xf32, #neuron.mem<hbm>>, memref<64x2xi32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.dma_copy: offsets and dst have different partition counts
+// CHECK: neuron.dma_copy: offsets: 64 partitions of offsets for 128 of 'dst'

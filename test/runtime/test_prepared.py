@@ -1,0 +1,152 @@
+"""The tape's prepared steps (runtime.prepared) give the bits of the semantics function they stand for.
+
+Per opcode the tape prepares and per operand dtype, on one instance and on lanes: the operands are views into
+larger arrays (rows with gaps, as in the simulator's memories), the step and the semantics function run on
+copies of the same memory, and every byte must agree, inputs included. Then the inputs change in place and both
+run again: a step that had frozen data instead of reading memory when it runs would show.
+
+Each case says whether the form is one the tape prepares; the test checks that too, so a preparer that stopped
+preparing (and so tested nothing here) fails.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from neuron_mlir.runtime import dtypes, isa, prepared
+from neuron_mlir.runtime.hardware import TRN2, Engine
+
+F32, BF16, I32, I64 = "f32", "bf16", "i32", "i64"
+
+
+def _cases():
+    """(opcode, engine, operands: role -> (shape, dtype), attrs, prepared?)."""
+    tile = {"src": ((16, 24), F32), "dst": ((16, 24), F32)}
+    column = ((16, 1), F32)
+    for src, dst, ready in [(F32, F32, True), (I32, F32, True), (F32, I32, True), (F32, BF16, False)]:
+        yield "dma_copy", "dma", {"src": ((16, 24), src), "dst": ((16, 24), dst)}, {}, ready
+        yield "tensor_copy", "vector", {"src": ((16, 24), src), "dst": ((16, 24), dst)}, {}, ready
+    yield "dma_copy", "dma", {"src": ((16, 24), BF16), "dst": ((16, 24), BF16)}, {}, True
+    yield "tensor_copy", "gpsimd", {"src": ((16, 24), I64), "dst": ((16, 24), I32)}, {}, False
+    pair = {"in0": ((16, 24), F32), "in1": ((16, 24), F32), "dst": ((16, 24), F32)}
+    for op in ("add", "subtract", "multiply", "max", "min"):
+        yield "tensor_tensor", "vector", pair, {"op": op}, True
+    yield "tensor_tensor", "vector", pair, {"op": "power"}, False
+    yield "tensor_tensor", "vector", {**pair, "in1": ((16, 24), BF16)}, {"op": "add"}, False
+    yield "tensor_tensor", "vector", {**pair, "dst": ((16, 24), BF16)}, {"op": "add"}, False
+    yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I32), "in1": ((16, 24), I32), "dst": ((16, 24), I32)}, {
+        "op": "add"}, False  # fmt: skip
+    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0}, True
+    yield "tensor_scalar", "scalar", {**tile, "operand0": column}, {"op0": "subtract", "reverse0": True}, True
+    yield "tensor_scalar", "vector", {**tile, "operand0": column}, {
+        "op0": "is_ge", "op1": "add", "scalar1": -0.25, "reverse1": True}, True  # fmt: skip
+    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 2.0, "op1": "power", "scalar1": 2.0}, False
+    yield "tensor_scalar", "vector", {**tile, "dst": ((16, 24), BF16)}, {"op0": "add", "scalar0": 1.0}, False
+    yield "tensor_scalar", "gpsimd", {"src": ((16, 24), I32), "dst": ((16, 24), I32)}, {
+        "op0": "add", "scalar0": 3.0}, False  # fmt: skip
+    yield "activation", "scalar", {**tile, "bias": column}, {"func": "exp"}, True
+    yield "activation", "scalar", tile, {"func": "tanh", "scale": 0.5, "bias_value": 1.0}, True
+    yield "activation", "scalar", {**tile, "scale_vector": column}, {"func": "square"}, True
+    yield "activation", "scalar", tile, {"func": "gelu"}, False
+    yield "activation", "scalar", {**tile, "accumulate_dst": column}, {"func": "exp"}, False
+    yield "activation", "scalar", {**tile, "dst": ((16, 24), BF16)}, {"func": "relu"}, False
+    matmul = {"stationary": ((32, 24), F32), "moving": ((32, 40), F32), "dst": ((24, 40), F32)}
+    yield "nc_matmul", "tensor", matmul, {}, True
+    yield "nc_matmul", "tensor", matmul, {"accumulate": True}, True
+    yield "nc_matmul", "tensor", {**matmul, "moving": ((32, 40), BF16), "stationary": ((32, 24), BF16)}, {}, False
+    square = {"stationary": ((24, 24), F32), "moving": ((24, 40), F32), "dst": ((40, 24), F32)}
+    yield "nc_matmul", "tensor", {**square, "stationary": ((24, 24), "identity")}, {"is_transpose": True}, True
+    yield "nc_matmul", "tensor", square, {"is_transpose": True}, True  # not an identity: the product, in the step
+    for dtype in (F32, BF16, I64):
+        yield "memset", "vector", {"dst": ((16, 24), dtype)}, {"value": -2.5 if dtype != I64 else 7.0}, True
+    for dtype in (I32, F32):
+        yield "iota", "gpsimd", {"dst": ((16, 4, 6), dtype)}, {
+            "pattern": ((6, 4), (-1, 6)), "channel_multiplier": 24, "base": 5}, True  # fmt: skip
+    select = {"on_true": ((16, 24), F32), "dst": ((16, 24), F32)}
+    attrs = {"cmp": "is_ge", "pattern": ((-1, 24),), "channel_multiplier": 1, "on_false_value": -1.0}
+    yield "affine_select", "gpsimd", select, attrs, True
+    yield "affine_select", "gpsimd", {**select, "on_true": ((16, 24), BF16)}, attrs, False
+
+
+CASES = list(_cases())
+
+
+def _memory(shape: tuple[int, ...], dtype: str, lanes: tuple[int, ...], rng) -> np.ndarray:
+    """A view of `shape` (after `lanes`) into a larger array: each row has a gap after it, as in SBUF."""
+    numpy_dtype = dtypes.numpy_dtype(dtype)
+    padded = (*lanes, *shape[:-1], shape[-1] + 3)
+    if np.issubdtype(numpy_dtype, np.integer):
+        whole = rng.integers(-1000, 1000, padded).astype(numpy_dtype)
+    else:
+        whole = (rng.standard_normal(padded) * 3).astype(numpy_dtype)
+        whole.reshape(-1)[rng.integers(whole.size)] = np.nan  # one: more would make every matmul result NaN
+    return whole[..., : shape[-1]]
+
+
+def _fill(arrays: dict[str, np.ndarray], keep: set[str], rng) -> None:
+    """New values of the operands not in `keep`, written in place (the step must read them when it runs)."""
+    for role, array in arrays.items():
+        if role in keep:
+            continue
+        if np.issubdtype(array.dtype, np.integer):
+            array[...] = rng.integers(-1000, 1000, array.shape)
+        else:
+            array[...] = (rng.standard_normal(array.shape) * 3).astype(array.dtype)
+
+
+@pytest.mark.parametrize("lanes", [(), (3,)], ids=["instance", "lanes"])
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, id=f"{case[0]}-{'-'.join(str(o[1]) for o in case[2].values())}-{n}")
+             for n, case in enumerate(CASES)]
+)  # fmt: skip
+def test_prepared_step_gives_the_bits_of_the_semantics_function(case, lanes):
+    opcode, engine_name, operands, attrs, expect_prepared = case
+    engine = Engine(engine_name)
+    spec = isa.OPCODES[opcode]
+    rng = np.random.default_rng(len(str(case)))
+    arrays = {}
+    keep = set(spec.written_roles)  # outputs, and identities (which must stay identities)
+    for role, (shape, dtype) in operands.items():
+        if dtype == "identity":
+            arrays[role] = _memory(shape, F32, lanes, rng)
+            arrays[role][...] = np.eye(shape[0], dtype=np.float32)
+            keep.add(role)
+        else:
+            arrays[role] = _memory(shape, dtype, lanes, rng)
+    full_attrs = isa.with_defaults(opcode, attrs)
+    nl = len(lanes)
+    for round_ in range(2):
+        # the step's memory and the reference's: copies of the same bytes, each a view into its own base
+        stepped = {role: _copy_view(array) for role, array in arrays.items()}
+        reference = {role: _copy_view(array) for role, array in arrays.items()}
+        if nl:
+            step = prepared.lane_step(opcode, stepped, full_attrs, engine, TRN2, nl)
+        else:
+            step = prepared.instance_step(spec.semantics, opcode, stepped, full_attrs, engine, TRN2)
+        is_prepared = not (isinstance(step, functools.partial) and step.func is spec.semantics)
+        assert is_prepared == expect_prepared
+        for run in range(2):
+            if run:  # new inputs in place, for both
+                _fill(stepped, keep, np.random.default_rng(round_ * 7 + run))
+                _fill(reference, keep, np.random.default_rng(round_ * 7 + run))
+            with np.errstate(all="ignore"):
+                step()
+                spec.semantics(reference, full_attrs, engine, TRN2, nl)
+            for role in arrays:
+                assert stepped[role].tobytes() == reference[role].tobytes(), (role, run)
+        arrays = stepped  # the next round starts from what this one wrote (accumulations grow)
+
+
+def _copy_view(view: np.ndarray) -> np.ndarray:
+    """A copy of the whole array under `view`, and the same view into the copy."""
+    base = view.base if view.base is not None else view
+    copy = base.copy()
+    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return np.ndarray(view.shape, view.dtype, copy, offset, view.strides)
+
+
+def test_cases_cover_every_prepared_opcode():
+    assert {case[0] for case in CASES if case[4]} == set(prepared._PREPARERS)
