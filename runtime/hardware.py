@@ -62,6 +62,10 @@ KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
+# SBUF/PSUM partitions and PE-array rows, the same on every generation [nki-arch-trn1, nki-arch-trn2,
+# nki-arch-trn3]: the tile height of code that runs before a target is chosen.
+PARTITIONS = 128
+
 
 @dataclass(frozen=True)
 class Target:
@@ -71,7 +75,7 @@ class Target:
     core_version: str
 
     # --- structure -------------------------------------------------------------------------------------------
-    partitions: int  # SBUF/PSUM partitions and PE-array rows [nki-arch-trn1]
+    partitions: int  # SBUF/PSUM partitions and PE-array rows: `PARTITIONS` on all three
     # 192 KiB [nki-arch-trn1], 224 KiB [nki-arch-trn2]; trn3: 32 MiB [nki-arch-trn3] / 128, derived
     sbuf_bytes_per_partition: int
     psum_bytes_per_partition: int  # 16 KiB on all three [nki-arch-trn1, nki-arch-trn3]
@@ -193,7 +197,7 @@ def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[
 TRN1 = Target(
     name="trn1",
     core_version="NeuronCore-v2",
-    partitions=128,
+    partitions=PARTITIONS,
     sbuf_bytes_per_partition=192 * KIB,
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
@@ -215,7 +219,7 @@ TRN1 = Target(
 TRN2 = Target(
     name="trn2",
     core_version="NeuronCore-v3",
-    partitions=128,
+    partitions=PARTITIONS,
     sbuf_bytes_per_partition=224 * KIB,
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
@@ -239,7 +243,7 @@ TRN2 = Target(
 TRN3 = Target(
     name="trn3",
     core_version="NeuronCore-v4",
-    partitions=128,
+    partitions=PARTITIONS,
     sbuf_bytes_per_partition=256 * KIB,  # derived: 32 MiB [nki-arch-trn3] / 128 partitions
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
