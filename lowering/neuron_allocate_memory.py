@@ -67,9 +67,9 @@ def _accumulates(alloc: neuron.AllocOp) -> bool:
 
 
 def live_intervals(
-    function: func.FuncOp, bank_bytes: int = 2048, tight_loops: frozenset[scf.ForOp] = frozenset()
+    function: func.FuncOp, bank_bytes: int, tight_loops: frozenset[scf.ForOp] = frozenset()
 ) -> list[_Interval]:
-    """Program-order live ranges of the on-chip allocations of a function.
+    """Program-order live ranges of the on-chip allocations of a function; `bank_bytes` is the PSUM bank size.
 
     A buffer allocated directly in the body of a loop lives for the whole body unless that loop is in
     `tight_loops` (see the module docstring).
@@ -114,7 +114,7 @@ def live_intervals(
             start, end = min(start, position[enclosing]), max(end, loop_end[enclosing])
         size = op.row_bytes()
         if op.memory is Memory.PSUM and _accumulates(op):
-            size = _align(size, bank_bytes)  # one accumulation group per bank (A2: 8 banks, 8 groups in flight)
+            size = _align(size, bank_bytes)  # one accumulation group per bank [nki-arch-trn1]
         intervals.append(_Interval(op, start, end, size))
     return intervals
 

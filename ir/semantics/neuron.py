@@ -49,7 +49,6 @@ from neuron_mlir.runtime.program import (
 )
 
 _HBM_ALIGNMENT = 64
-_PSUM_BANK_BYTES = 2048
 
 _SCALAR_OPS: dict[type[Operation], str] = {
     arith.AddiOp: "add",
@@ -74,6 +73,7 @@ def _align(value: int, alignment: int) -> int:
 @dataclass
 class _Builder:
     require_allocated: bool
+    psum_bank_bytes: int  # the target's
     buffers: list[BufferDecl] = field(default_factory=list)
     buffer_index: dict[SSAValue, int] = field(default_factory=dict)
     scalars: dict[SSAValue, Scalar] = field(default_factory=dict)
@@ -116,7 +116,7 @@ class _Builder:
                 raise ProgramBuildError(f"buffer {name} has no address: run neuron-allocate-memory first")
             row = int(np.prod(shape if memory is Memory.HBM else shape[1:], dtype=np.int64)) * itemsize(dtype)
             # PSUM buffers start on a bank so that no matmul output straddles two banks
-            alignment = _PSUM_BANK_BYTES if memory is Memory.PSUM else _HBM_ALIGNMENT
+            alignment = self.psum_bank_bytes if memory is Memory.PSUM else _HBM_ALIGNMENT
             address = _align(self.fresh_address.get(memory, 0), alignment)
             self.fresh_address[memory] = address + row
         self.buffers.append(BufferDecl(name, memory, address, shape, dtype))
@@ -256,7 +256,7 @@ def build_program(
     """The runtime program a neuron-level function denotes (see the module docstring)."""
     function = find_function(module, entry)
     target = neuron.target_of(module)
-    builder = _Builder(require_allocated)
+    builder = _Builder(require_allocated, target.psum_bank_bytes)
     body_ops = list(function.body.block.ops)
     for op in function.body.walk():
         if isinstance(op, neuron.AllocOp):
