@@ -41,9 +41,6 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.runtime.hardware import Memory, Target
 
-SBUF_ALIGNMENT = 64  # bytes; keeps every buffer start friendly to DMA descriptors and 16-bit perf modes
-HBM_ALIGNMENT = 64
-
 
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
@@ -232,12 +229,13 @@ class NeuronAllocateMemoryPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, target)
+            alignment = target.on_chip_alignment_bytes
+            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)
             allocate_on_chip(
-                function, Memory.PSUM, target.psum_bytes_per_partition, SBUF_ALIGNMENT, target, target.psum_bank_bytes
+                function, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
             )
             next_hbm = 0
             for alloc in function.body.walk():
                 if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:
                     alloc.properties["address"] = IntegerAttr(next_hbm, i64)
-                    next_hbm = _align(next_hbm + alloc.row_bytes(), HBM_ALIGNMENT)
+                    next_hbm = _align(next_hbm + alloc.row_bytes(), target.hbm_alignment_bytes)

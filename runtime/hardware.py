@@ -89,6 +89,12 @@ class Target:
     matmul_max_stationary_free: int
     matmul_max_moving_free: int
 
+    # --- placement: start alignment of the buffers the compiler places, in bytes ------------------------------
+    # Assumed: NKI reads minimum alignments at run time (`tile_size.sbuf_min_align`, `psum_min_align`,
+    # [nki-tile-size]) but publishes no values; 64 bytes is our choice.
+    on_chip_alignment_bytes: int = 64  # SBUF and PSUM, within a partition
+    hbm_alignment_bytes: int = 64
+
     # --- clocks (GHz) [nki-arch-trn1, nki-arch-trn2, nki-arch-trn3] ------------------------------------------
     clock_ghz: dict[Engine, float] = field(default_factory=dict)
 
