@@ -66,6 +66,11 @@ GIB = 1024 * MIB
 # nki-arch-trn3]: the tile height of code that runs before a target is chosen.
 PARTITIONS = 128
 
+# An engine access pattern's free dimensions: each size is a uint16 and each step an int16, counted in elements
+# [nki-arch-trn1].
+ACCESS_PATTERN_MAX_NUM = 2**16 - 1
+ACCESS_PATTERN_STEP_RANGE = (-(2**15), 2**15 - 1)
+
 
 @dataclass(frozen=True)
 class Target:

@@ -58,9 +58,9 @@ MAX_LOCATIONS = 1 << 20
 MAX_NESTING = 32
 MAX_BINDING_RANK = 16
 MAX_HBM_DIMS = 8
-# Engine access patterns: sizes are uint16 and steps int16, in elements (A2 section "access patterns").
-ENGINE_MAX_NUM = 2**16 - 1
-ENGINE_STEP_RANGE = (-(2**15), 2**15 - 1)
+# Engine access patterns: sizes are uint16 and steps int16, in elements [nki-arch-trn1].
+ENGINE_MAX_NUM = hardware.ACCESS_PATTERN_MAX_NUM
+ENGINE_STEP_RANGE = hardware.ACCESS_PATTERN_STEP_RANGE
 # A loop is analysed round by round (round k covers its first k iterations) until its register ranges stop
 # growing or every iteration is covered; registers still growing after this many rounds, or once the whole
 # analysis has visited this many nodes, are widened to any 32-bit value.
