@@ -2,7 +2,8 @@
 
 This table is the contract between the compiler (the neuron dialect encodes to it) and the runtime (the bundle
 validator checks against it, `runtime.semantics` executes it). It mirrors the public nki.isa instruction list
-(`shared/reference/neuroncore.md` section 3); each entry's docstring states the semantics precisely.
+[nki-isa] (keys in square brackets are defined in docs/hardware-sources.md); each entry's docstring states the
+semantics precisely.
 
 Notation: `P` = partitions of the access, `F...` = its free shape. All arithmetic is fp32 inside the engines
 (integer ops on GpSimdE are exact 32-bit, 64-bit for int64); results are cast to the destination's dtype,
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field
 
 from neuron_mlir.runtime.hardware import Engine
 
-# Binary ALU operators shared by tensor_tensor, tensor_scalar and scalar_tensor_tensor (SH: arithmetic and
-# bitvec operators). Comparisons produce 1.0 / 0.0. There is no divide: divide is multiply by reciprocal.
+# Binary ALU operators shared by tensor_tensor, tensor_scalar and scalar_tensor_tensor (arithmetic and bitvec
+# operators, [nki-shared]). Comparisons produce 1.0 / 0.0. There is no divide: divide is multiply by reciprocal.
 ALU_OPS: frozenset[str] = frozenset(
     {
         "add",
@@ -41,11 +42,11 @@ ALU_OPS: frozenset[str] = frozenset(
         "bitwise_or",
         "bitwise_xor",
         "left_shift",
-        "right_shift",  # logical shift: the hardware has no arithmetic shift right (SH)
+        "right_shift",  # logical shift: the hardware has no arithmetic shift right [nki-shared]
     }
 )
 
-# ScalarE activation function table (SH: activation functions), applied as func(src * scale + bias).
+# ScalarE activation function table [nki-shared], applied as func(src * scale + bias).
 ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
     {
         "copy",
@@ -72,9 +73,9 @@ ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
 )
 
 # Functions GpSimdE runs as hand-written vector kernels (its eight cores are general-purpose C/C++ processors
-# with 512-bit SIMD, A2): only what no VectorE/ScalarE ALU operator or activation function offers. Name -> number
-# of tensor inputs. Semantics in `runtime.alu.gpsimd_kernel`, cost per element in `runtime.hardware`.
-#   divide        in0 / in1, IEEE fp32 division rounded to nearest (the ALU has no divide, SH)
+# with 512-bit SIMD [nki-arch-trn1]): only what no VectorE/ScalarE ALU operator or activation function offers.
+# Name -> number of tensor inputs. Semantics in `runtime.alu.gpsimd_kernel`, cost per element in `runtime.hardware`.
+#   divide        in0 / in1, IEEE fp32 division rounded to nearest (the ALU has no divide, [nki-shared])
 #   divide_trunc  in0 / in1 rounded toward zero; exact on integers
 #   divide_floor  in0 / in1 rounded toward -inf (PyTorch's floor division); exact on integers
 #   fmod          in0 - trunc(in0 / in1) * in1, exactly (the sign of in0, C's fmod); exact on integers
