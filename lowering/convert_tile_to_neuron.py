@@ -442,7 +442,7 @@ def _in_place_target(conv: _FunctionConversion, op: Operation, candidates: Seque
 
 
 def _arithmetic_engine(op: Operation) -> Engine:
-    """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (SH: power runs on GpSimd),
+    """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (it runs on GpSimdE, [nki-isa]),
     when every operand is in SBUF (GpSimdE cannot reach PSUM)."""
     in_sbuf = all(
         value.type.memory is Memory.SBUF for value in op.operands if isinstance(value.type, TileType)
