@@ -27,8 +27,8 @@ symbolic placeholder was specialised for; `GraphSignature.check_guards` refuses 
 backend imports again per set of sizes: `compile_graph.ShapeSpecialisedGraph`). Size assertions the tracer
 inserts (`_assert_scalar`, `sym_constrain_range*`) are dropped: they hold for the sizes imported. Data-dependent
 sizes (unbacked symbols, e.g. after `nonzero`) have no hint: they become dynamic dimensions (`tensor<?x2xi64>`),
-and using one as a static argument is an error naming the node. Limits: no SSA `index` values for sizes yet
-(DESIGN.md's eventual form), so an op whose static argument depends on data cannot be imported.
+and using one as a static argument is an error naming the node. Limits: sizes do not become SSA `index` values
+(the dialects have no dynamic sizes yet), so an op whose static argument depends on data cannot be imported.
 
 Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace`) and
 named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model.

@@ -74,14 +74,14 @@ def full_access(buffer: SSAValue) -> Access:
 @dataclass
 class _FunctionConversion:
     function: func.FuncOp
+    dma_queues: int  # the target's
+    partitions: int  # the target's
     constants: dict[int, SSAValue] = field(default_factory=dict)
     buffers: dict[SSAValue, SSAValue] = field(default_factory=dict)  # tile value -> on-chip buffer
     roots: dict[SSAValue, SSAValue] = field(default_factory=dict)  # HBM memref -> the buffer underneath
     next_queue: int = 0
-    dma_queues: int = 16
     replaced: list[Operation] = field(default_factory=list)
-    identities: dict[Attribute, SSAValue] = field(default_factory=dict)  # element type -> 128x128 identity
-    partitions: int = 128
+    identities: dict[Attribute, SSAValue] = field(default_factory=dict)  # element type -> identity matrix
     windows: dict[SSAValue, Access] = field(default_factory=dict)  # tile.extract result -> access read in place
     insert_engines: dict[SSAValue, Engine] = field(default_factory=dict)  # tile.insert destination -> engine
 
@@ -123,7 +123,7 @@ class _FunctionConversion:
         return buffer
 
     def identity(self, element_type: Attribute, location: Attribute) -> SSAValue:
-        """A [128, 128] identity in SBUF (TensorE transposes multiply by it), built once per function.
+        """A [partitions, partitions] identity in SBUF (TensorE transposes multiply by it), built once per function.
 
         GpSimdE fills it at the top of the function: ones everywhere, then `affine_select` keeps the ones where
         partition - column == 0.
@@ -442,7 +442,7 @@ def _in_place_target(conv: _FunctionConversion, op: Operation, candidates: Seque
 
 
 def _arithmetic_engine(op: Operation) -> Engine:
-    """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (SH: power runs on GpSimd),
+    """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (it runs on GpSimdE, [nki-isa]),
     when every operand is in SBUF (GpSimdE cannot reach PSUM)."""
     in_sbuf = all(
         value.type.memory is Memory.SBUF for value in op.operands if isinstance(value.type, TileType)

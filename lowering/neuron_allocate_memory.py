@@ -41,9 +41,6 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.runtime.hardware import Memory, Target
 
-SBUF_ALIGNMENT = 64  # bytes; keeps every buffer start friendly to DMA descriptors and 16-bit perf modes
-HBM_ALIGNMENT = 64
-
 
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
@@ -67,9 +64,9 @@ def _accumulates(alloc: neuron.AllocOp) -> bool:
 
 
 def live_intervals(
-    function: func.FuncOp, bank_bytes: int = 2048, tight_loops: frozenset[scf.ForOp] = frozenset()
+    function: func.FuncOp, bank_bytes: int, tight_loops: frozenset[scf.ForOp] = frozenset()
 ) -> list[_Interval]:
-    """Program-order live ranges of the on-chip allocations of a function.
+    """Program-order live ranges of the on-chip allocations of a function; `bank_bytes` is the PSUM bank size.
 
     A buffer allocated directly in the body of a loop lives for the whole body unless that loop is in
     `tight_loops` (see the module docstring).
@@ -114,7 +111,7 @@ def live_intervals(
             start, end = min(start, position[enclosing]), max(end, loop_end[enclosing])
         size = op.row_bytes()
         if op.memory is Memory.PSUM and _accumulates(op):
-            size = _align(size, bank_bytes)  # one accumulation group per bank (A2: 8 banks, 8 groups in flight)
+            size = _align(size, bank_bytes)  # one accumulation group per bank [nki-arch-trn1]
         intervals.append(_Interval(op, start, end, size))
     return intervals
 
@@ -232,12 +229,13 @@ class NeuronAllocateMemoryPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, SBUF_ALIGNMENT, target)
+            alignment = target.on_chip_alignment_bytes
+            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)
             allocate_on_chip(
-                function, Memory.PSUM, target.psum_bytes_per_partition, SBUF_ALIGNMENT, target, target.psum_bank_bytes
+                function, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
             )
             next_hbm = 0
             for alloc in function.body.walk():
                 if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:
                     alloc.properties["address"] = IntegerAttr(next_hbm, i64)
-                    next_hbm = _align(next_hbm + alloc.row_bytes(), HBM_ALIGNMENT)
+                    next_hbm = _align(next_hbm + alloc.row_bytes(), target.hbm_alignment_bytes)

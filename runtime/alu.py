@@ -2,7 +2,7 @@
 
 One definition serves the simulator's instruction semantics (`runtime.semantics`) and the tile dialect's
 reference semantics, so "what `add` means" is written once. The rules, as the hardware's engines apply them
-(A2: all arithmetic is FP32, with free casting on input and output):
+(all arithmetic in fp32, with free casting on input and output [nki-arch-trn1]):
 
 * Arithmetic runs in fp32: inputs are widened to fp32 (integers rounding to nearest even) and results narrowed
   by `cast` with round to nearest even (ml_dtypes for bf16/fp8, NumPy for f16; fp8 e4m3 overflow gives NaN).
@@ -12,7 +12,8 @@ reference semantics, so "what `add` means" is written once. The rules, as the ha
   with a 64-bit (int64) operand exact in 64 bits, as GpSimdE's cores run 64-bit integers in software (pairs of
   32-bit lanes, `gpsimd_int64_cycles_factor` times the cost).
 * Bit-vector operators (`isa.BITVEC_OPS`) always act on 32-bit integers, float operands first cast as above.
-  Shifts by less than 0 or more than 31 give 0; `right_shift` is logical (SH: no arithmetic shift right).
+  Shifts by less than 0 or more than 31 give 0; `right_shift` is logical (there is no arithmetic shift right,
+  [nki-shared]).
 * Comparisons and logical operators give 1 / 0. NaN propagates through max/min/relu, as in torch.
 """
 

@@ -1,8 +1,8 @@
 """A small builder for hand-written `Program`s: tests, examples and experiments.
 
-It places buffers with a bump allocator (SBUF rows 64-byte aligned, PSUM buffers on 2 KiB bank boundaries, HBM
-64-byte aligned), hands out registers and instruction ids, keeps the location table, and builds loops with a
-context manager:
+It places buffers with a bump allocator (aligned as the target says: SBUF rows to `on_chip_alignment_bytes`,
+PSUM buffers to bank boundaries, HBM to `hbm_alignment_bytes`), hands out registers and instruction ids, keeps
+the location table, and builds loops with a context manager:
 
     b = ProgramBuilder("trn2")
     x, y = b.input("x", (128, 512), "f32"), b.output("y", (128, 512), "f32")
@@ -100,9 +100,11 @@ class ProgramBuilder:
         itemsize = dtypes.itemsize(dtype)
         row = math.prod(shape[1:] if memory is not Memory.HBM else shape) * itemsize
         if address is None:
-            align = 64
-            if memory is Memory.PSUM:
-                align = self.target.psum_bank_bytes
+            align = {
+                Memory.SBUF: self.target.on_chip_alignment_bytes,
+                Memory.PSUM: self.target.psum_bank_bytes,
+                Memory.HBM: self.target.hbm_alignment_bytes,
+            }[memory]
             address = -(-self._next[memory] // align) * align
             self._next[memory] = address + row
         self.buffers.append(BufferDecl(name, memory, address, shape, dtype))

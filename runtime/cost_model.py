@@ -1,31 +1,34 @@
 """How long each instruction takes on a target: the published cost rules, computed from `runtime.hardware`.
 
-The rules follow `shared/reference/neuroncore.md` section 5 (source keys as in `hardware.py`). Cycle counts are
-average initiation intervals at the engine's own clock, so back-to-back instructions of one queue pipeline as
-the published numbers describe. `N` is the number of free elements per partition an instruction streams (lanes
-are partitions: fewer than 128 partitions cost the same, A2/PERF).
+Each rule is a published one or marked as assumed; `docs/hardware-sources.md` ("Compute cost rules", "DMA")
+lists them with their sources, and defines the keys in square brackets below. Cycle counts are average
+initiation intervals at the engine's own clock, so back-to-back instructions of one queue pipeline as the
+published numbers describe. `N` is the number of free elements per partition an instruction streams (lanes are
+partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
 
-* TensorE `nc_matmul`: `max(N_moving, 64)` cycles, x4 when the inputs are fp32 (A2, PERF). The stationary load
-  runs in the background under the previous multiply (A2), so it costs nothing. `is_transpose`: the same
-  streaming cost, x`matmul_transpose_fp32_factor` for fp32 data (A3: bit-exact transposes are 2x faster than
-  an fp32 matmul on v3+).
-* VectorE: about N cycles per streamed input (2N for two inputs), at least 64 (A2, ISA-old). On v3+ the
-  hardware's performance modes divide that for all-16-bit operands: 4x for tensor_copy/tensor_scalar in SBUF
-  with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) (A3). tensor_reduce of bf16 with
-  add/max streams at N/2 (ISA-old).
-* ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` (ISA-old); v4 runs
-  16-bit tensor_scalar/tensor_copy 2x (A4).
-* GpSimdE: `150 + N` (ISA-old's iota/affine_select rule, the only published GpSimd numbers); a `gpsimd_kernel`
-  streams at `GPSIMD_KERNEL_CYCLES_PER_ELEMENT[kernel]` cycles per element instead of 1, and 64-bit integer
-  operands cost `gpsimd_int64_cycles_factor` times as much [I].
-* DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors, semaphores, "about 1300 ns" to ~2 us, DMABW/DMAOV)
-  then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine per 8 partitions (PERF)
-  and an efficiency that grows with the contiguous bytes per chunk: poor below 256 B, full at 4 KiB (DMABW).
+* TensorE `nc_matmul`: `max(N_moving, 64)` cycles, x4 when the inputs are fp32 [nki-arch-trn1, nki-perf]. The
+  stationary load runs in the background under the previous multiply [nki-arch-trn1], so it costs nothing.
+  `is_transpose`: the same streaming cost, x`matmul_transpose_fp32_factor` for fp32 data (bit-exact transposes
+  are 2x faster for fp32 from v3 on [nki-arch-trn2]).
+* VectorE: about N cycles per streamed input (2N for two inputs), at least 64 [nki-arch-trn1, nki-isa-2.26]. On
+  v3+ the hardware's performance modes divide that for all-16-bit operands: 4x for tensor_copy/tensor_scalar in
+  SBUF with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) [nki-arch-trn2]. tensor_reduce of
+  bf16 with add/max streams at N/2 [nki-isa-2.26].
+* ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` [nki-isa-2.26]; v4 runs
+  16-bit tensor_scalar/tensor_copy 2x [nki-arch-trn3].
+* GpSimdE: `150 + N` (the iota/affine_select rule of [nki-isa-2.26], the only published GpSimd numbers); a
+  `gpsimd_kernel` streams at `GPSIMD_KERNEL_CYCLES_PER_ELEMENT[kernel]` cycles per element instead of 1, and
+  64-bit integer operands cost `gpsimd_int64_cycles_factor` times as much (both assumed).
+* DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors and semaphores; about 1300 ns published
+  [nki-dma-bw], 2 us charged) then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine
+  per 8 partitions [nki-dma, nki-perf] and an efficiency that grows with the contiguous bytes per chunk: poor
+  below 256 B, full at 4 KiB [nki-dma-bw].
   Concurrent transfers share the core's DMA engines and HBM bandwidth; the simulator arbitrates (see
   `simulator.py`), this module gives each transfer's demands.
 
 The simulator adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
-wrote pays `dependent_op_penalty_cycles` (A2: "about 100 cycles" when each instruction depends on the previous).
+wrote pays `dependent_op_penalty_cycles` (100 cycles when each instruction depends on the previous one
+[nki-arch-trn1]).
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ class DmaCost:
 
 
 def dma_efficiency(chunk_bytes: int, target: Target) -> float:
-    """Payload efficiency by contiguous chunk size [I: a curve through DMABW's anchors].
+    """Payload efficiency by contiguous chunk size (assumed: a curve through the anchors of [nki-dma-bw]).
 
     Full rate from `dma_full_rate_bytes_per_partition` (4 KiB) up; from `dma_min_efficient_bytes_per_partition`
     (256 B, efficiency `dma_efficiency_at_min_bytes`) to 4 KiB linear in log2 of the size (2 KiB: 0.875); below
@@ -133,7 +136,7 @@ def indirect_dma_cost(ops: Mapping[str, OperandShape], attrs: Mapping[str, Any],
 
     The indexed HBM side's pattern spans every row an offset may pick; only the chosen rows move: the SBUF side's
     bytes. The fixed part adds GpSimdE's startup and per-descriptor time to the DMA latency; chunks are rows,
-    so short rows are overhead-bound (DMABW). An accumulating scatter reads and writes each HBM row.
+    so short rows are overhead-bound [nki-dma-bw]. An accumulating scatter reads and writes each HBM row.
     """
     indexed = attrs["indirect"]
     table, other = ops[indexed], ops["dst" if indexed == "src" else "src"]
@@ -157,7 +160,7 @@ def dma_cost(src: OperandShape, dst: OperandShape, target: Target) -> DmaCost:
     hbm = (src_bytes if src.memory is Memory.HBM else 0) + (dst_bytes if dst.memory is Memory.HBM else 0)
     chunk = min(src.contiguous_bytes(), dst.contiguous_bytes(), moved)
     on_chip = [side.partitions for side in (src, dst) if side.memory is not Memory.HBM]
-    # HBM to HBM has no partitions: split it into full-rate chunks across engines [I].
+    # HBM to HBM has no partitions: split it into full-rate chunks across engines (assumed).
     rows = max(on_chip) if on_chip else math.ceil(moved / target.dma_full_rate_bytes_per_partition)
     engines = min(target.dma_queues, max(1, math.ceil(rows / target.dma_partitions_per_engine)))
     return DmaCost(target.dma_fixed_latency_ns, moved, hbm, engines, chunk, dma_efficiency(chunk, target))

@@ -1,8 +1,8 @@
 """Element types a NeuronCore program may use, by the names the bundle and the neuron dialect spell them.
 
 Low-precision floats come from ml_dtypes, so bf16 and fp8 values round exactly as the hardware's converters do
-(round to nearest even). Engines compute in fp32 internally (A2: "all arithmetic is done in FP32, with free
-casting on input and output"); these types describe storage.
+(round to nearest even). Engines compute in fp32 internally, casting on input and output for free
+[nki-arch-trn1]; these types describe storage.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The NeuronCore generations we target: every hardware limit and cost constant, in one table.
 
-Each number names its source with the keys of `shared/reference/neuroncore.md` section 0 (A2 = NKI architecture
-guide for NeuronCore-v2, A3/A4 the v3/v4 deltas, ISA = nki.isa docstrings, ISA-old = the docstrings that still
-had cost sections, DMABW/DMAOV = the DMA guides, PERF = the performance guide). `[I]` marks a value we inferred
-from the sourced ones; such values are the first to revisit when better data appears.
+Each number names its public source by a key in square brackets (`[nki-arch-trn1]`), defined in
+`docs/hardware-sources.md`, which also lists every figure with its source in one place. *derived* marks a value
+computed from published ones (the arithmetic is given); *assumed* marks a modelling choice with no published
+figure behind it. Assumed values are the first to revisit when measurements on the hardware become available.
 
 Everything else in the project (dialect verifiers, the allocator, the cost model, the bundle validator) reads
 its limits from here, so a target is described in exactly one place.
@@ -24,7 +24,7 @@ class Memory(str, Enum):  # noqa: UP042  (a StrEnum would change str() of member
 
 
 class Engine(str, Enum):  # noqa: UP042  (see Memory)
-    """The instruction queues of one NeuronCore (A2 section "core organisation").
+    """The instruction queues of one NeuronCore [nki-arch-trn1].
 
     Four compute engines with their own sequencers, the sync engine that triggers DMAs, and the DMA queues
     (one `Engine.DMA` value; the queue number is an attribute of the instruction).
@@ -38,9 +38,9 @@ class Engine(str, Enum):  # noqa: UP042  (see Memory)
     DMA = "dma"
 
 
-# Which engine may read / write which memory (A2, MEM): TensorE reads SBUF and writes PSUM; VectorE and
-# ScalarE read and write SBUF and PSUM; GpSimdE only SBUF; DMA moves between HBM and SBUF (and HBM<->HBM,
-# SBUF<->SBUF). Compute engines never touch HBM.
+# Which engine may read / write which memory [nki-arch-trn1, nki-memory]: TensorE reads SBUF and writes PSUM;
+# VectorE and ScalarE read and write SBUF and PSUM; GpSimdE only SBUF; DMA moves between HBM and SBUF (and
+# HBM<->HBM, SBUF<->SBUF). Compute engines never touch HBM.
 ENGINE_READS: dict[Engine, frozenset[Memory]] = {
     Engine.TENSOR: frozenset({Memory.SBUF}),
     Engine.VECTOR: frozenset({Memory.SBUF, Memory.PSUM}),
@@ -62,6 +62,15 @@ KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
+# SBUF/PSUM partitions and PE-array rows, the same on every generation [nki-arch-trn1, nki-arch-trn2,
+# nki-arch-trn3]: the tile height of code that runs before a target is chosen.
+PARTITIONS = 128
+
+# An engine access pattern's free dimensions: each size is a uint16 and each step an int16, counted in elements
+# [nki-arch-trn1].
+ACCESS_PATTERN_MAX_NUM = 2**16 - 1
+ACCESS_PATTERN_STEP_RANGE = (-(2**15), 2**15 - 1)
+
 
 @dataclass(frozen=True)
 class Target:
@@ -71,71 +80,86 @@ class Target:
     core_version: str
 
     # --- structure -------------------------------------------------------------------------------------------
-    partitions: int  # SBUF/PSUM partitions and PE-array rows (A2/A3/A4)
-    sbuf_bytes_per_partition: int  # A2: 192 KiB (24 MiB), A3: 224 KiB (28 MiB), A4: 32 MiB / 128 [I]
-    psum_bytes_per_partition: int  # 16 KiB on all three (A2/A3/A4)
-    psum_banks: int  # 8 banks of 2 KiB per partition (A2/A3/A4)
-    hbm_bytes: int  # per-core share of device HBM that the simulator models [I: chip capacity / cores]
-    dma_queues: int  # 16 DMA engines (rings) per core (A2, A3, A4, DMAOV)
-    max_free_dims: int  # up to 4-D free-axis access patterns (A2 section 2.3)
-    # TensorE tile limits (A2/A3/A4, TS): K and M at most 128, moving free size at most one PSUM bank of fp32.
+    partitions: int  # SBUF/PSUM partitions and PE-array rows: `PARTITIONS` on all three
+    # 192 KiB [nki-arch-trn1], 224 KiB [nki-arch-trn2]; trn3: 32 MiB [nki-arch-trn3] / 128, derived
+    sbuf_bytes_per_partition: int
+    psum_bytes_per_partition: int  # 16 KiB on all three [nki-arch-trn1, nki-arch-trn3]
+    psum_banks: int  # 8 banks of 2 KiB per partition [nki-arch-trn1, nki-tile-size]
+    hbm_bytes: int  # per-core share of the chip's HBM that the simulator models (derived: chip capacity / cores)
+    dma_queues: int  # 16 DMA engines per core [nki-dma], modelled as one queue each (assumed)
+    max_free_dims: int  # up to 4-D free-axis access patterns [nki-arch-trn1, nki-aps]
+    # TensorE tile limits [nki-arch-trn1, nki-tile-size]: K and M at most 128, the moving free size at most one
+    # PSUM bank of fp32.
     matmul_max_k: int
     matmul_max_stationary_free: int
     matmul_max_moving_free: int
 
-    # --- clocks (GHz; A2/A3/A4 numbers table) -----------------------------------------------------------------
+    # --- placement: start alignment of the buffers the compiler places, in bytes ------------------------------
+    # Assumed: NKI reads minimum alignments at run time (`tile_size.sbuf_min_align`, `psum_min_align`,
+    # [nki-tile-size]) but publishes no values; 64 bytes is our choice.
+    on_chip_alignment_bytes: int = 64  # SBUF and PSUM, within a partition
+    hbm_alignment_bytes: int = 64
+
+    # --- clocks (GHz) [nki-arch-trn1, nki-arch-trn2, nki-arch-trn3] ------------------------------------------
     clock_ghz: dict[Engine, float] = field(default_factory=dict)
 
     # --- throughput (PE-array peak, used for MFU and the roofline) --------------------------------------------
     tensor_peak_tflops: dict[str, float] = field(default_factory=dict)  # per input dtype family
-    hbm_bandwidth_gbps: float = 0.0  # per-core HBM bandwidth, GB/s [I: chip / cores]
-    # Rate of ONE DMA engine (DMABW/DMAOV table "17/23/33 B/ns per engine"; x16 engines = 272/368/528 GB/s per
-    # core; a measured trn2 transfer of 32 KiB on one engine took 1416 ns = 23.1 B/ns). The core's aggregate DMA
-    # rate is `dma_aggregate_bytes_per_ns`.
+    hbm_bandwidth_gbps: float = 0.0  # per-core HBM bandwidth, GB/s (derived: chip / cores)
+    # Rate of ONE DMA engine: 17/23/33 B/ns on trn1/trn2/trn3 [nki-dma-bw] (x16 engines = 272/368/528 GB/s per
+    # core); a trn2 profile shows one engine moving 32 KiB in 1416 ns = 23.1 B/ns [nki-dma]. The core's
+    # aggregate DMA rate is `dma_aggregate_bytes_per_ns`.
     dma_bytes_per_ns: float = 0.0
 
-    # --- per-instruction cost rules (section 5 of the reference) ---------------------------------------------
-    matmul_min_cycles: int = 64  # MM II about max(N, 64) cycles (A2, PERF)
-    matmul_fp32_factor: int = 4  # fp32 is quarter rate (A2, PERF)
-    vector_min_cycles: int = 64  # VectorE MIN_II about 64 cycles (ISA-old)
-    scalar_min_cycles: int = 64  # ScalarE activation max(64, N) (ISA-old)
-    gpsimd_startup_cycles: int = 150  # GpSimd kernels: about 150 cycles of startup (A2, ISA-old)
-    # int64 on GpSimdE: each 64-bit value takes two 32-bit lanes (A2: 16 x 32-bit lanes per processor), and
-    # carries/products take extra instructions [I]
+    # --- per-instruction cost rules (applied in runtime/cost_model.py) -----------------------------------------
+    matmul_min_cycles: int = 64  # matmul initiation interval max(N, 64) cycles [nki-arch-trn1, nki-perf]
+    matmul_fp32_factor: int = 4  # fp32 inputs cost 4x [nki-arch-trn1]
+    vector_min_cycles: int = 64  # VectorE minimum initiation interval, about 64 cycles [nki-isa-2.26]
+    scalar_min_cycles: int = 64  # ScalarE activation max(64, N) [nki-isa-2.26]
+    gpsimd_startup_cycles: int = 150  # GpSimdE instructions: about 150 cycles of startup [nki-isa-2.26]
+    # int64 on GpSimdE: each 64-bit value takes two 32-bit lanes (16 x 32-bit lanes per processor,
+    # [nki-arch-trn1]), and carries/products take extra instructions (assumed)
     gpsimd_int64_cycles_factor: int = 2
-    access_bubble_cycles: int = 60  # static overhead to start a tensor access (A2: "about 60 cycles")
-    dependent_op_penalty_cycles: int = 100  # extra when an op reads the op just before it (A2: "about 100")
-    dma_fixed_latency_ns: float = 2000.0  # per DMA: descriptor + semaphore cost, "about 1300 ns" across
-    #   engines (DMAOV) up to ~2 us observed (DMABW: 1416 ns for 32 KiB on one engine)
-    dma_full_rate_bytes_per_partition: int = 4096  # >= 4 KiB per partition saturates (DMABW, PERF)
-    dma_min_efficient_bytes_per_partition: int = 256  # below 256 B per partition overhead-bound (DMABW)
+    # Static overhead to start a tensor access, "approximately 60 cycles" on NeuronCore-v2 [nki-arch-trn1]; not
+    # charged by the cost model.
+    access_bubble_cycles: int = 60
+    # Extra cycles when each instruction depends on the one before it: 100 [nki-arch-trn1]
+    dependent_op_penalty_cycles: int = 100
+    # Per DMA: descriptor and semaphore cost. The published figure is about 1300 ns across engines
+    # [nki-dma-bw]; the model charges 2 us (assumed).
+    dma_fixed_latency_ns: float = 2000.0
+    dma_full_rate_bytes_per_partition: int = 4096  # >= 4 KiB per partition saturates [nki-dma-bw, nki-dma]
+    dma_min_efficient_bytes_per_partition: int = 256  # below 256 B per partition overhead-bound [nki-dma-bw]
     # Efficiency of a transfer whose contiguous chunks are exactly `dma_min_efficient_bytes_per_partition` long
-    # [I]: DMABW calls that size the edge of the overhead-bound region, so half the bytes/ns of a saturating one.
+    # (assumed): [nki-dma-bw] calls that size the edge of the overhead-bound region, so half the bytes/ns of a
+    # saturating one.
     dma_efficiency_at_min_bytes: float = 0.5
-    dma_partitions_per_engine: int = 8  # one DMA engine serves 8 partitions; 128 partitions use all 16 (PERF)
-    # is_transpose matmuls: bit-exact pass-through, "2x faster for FP32" than an fp32 matmul on v3+ (A3); on v2 the
-    # transpose goes through the array arithmetic at the fp32 rate.
+    # One DMA engine serves 8 partitions; 128 partitions use all 16 [nki-dma, nki-perf]
+    dma_partitions_per_engine: int = 8
+    # is_transpose matmuls: bit-exact pass-through, 2x faster for fp32 than without the transpose mode, from v3
+    # on [nki-arch-trn2]; on v2 the transpose goes through the array arithmetic at the fp32 matmul rate (assumed).
     matmul_transpose_fp32_factor: int = 4
-    scalar_accumulate_cycles: int = 64  # activation with a free-axis reduce: max(64, N) + 64 (ISA-old)
-    # VectorE performance modes (A3, chosen by hardware on v3+): 4x for tensor_copy/tensor_scalar with all
-    # operands 16-bit, in SBUF and contiguous; 2x for other all-16-bit cases (tensor_tensor only for bf16 in
-    # SBUF). v4 keeps the v3 datapath widths (A4), so the same modes [I].
+    scalar_accumulate_cycles: int = 64  # activation with a free-axis reduce: max(64, N) + 64 [nki-isa-2.26]
+    # VectorE performance modes, chosen by the hardware from v3 on [nki-arch-trn2]: 4x for tensor_copy and
+    # tensor_scalar with all operands 16-bit, in SBUF and contiguous; 2x for other all-16-bit cases
+    # (tensor_tensor only for bf16 in SBUF). v4 keeps at least v3's VectorE datapath widths [nki-arch-trn3], so
+    # the same modes (assumed).
     vector_16bit_copy_speedup: int = 1
     vector_16bit_speedup: int = 1
-    vector_reduce_16bit_speedup: int = 2  # tensor_reduce N/2 cycles for bf16 add/max (ISA-old)
-    scalar_16bit_speedup: int = 1  # v4 ScalarE: tensor_scalar/tensor_copy up to 2x for 16-bit (A4)
-    # is_transpose is a bit-exact pass-through from v3 on (A3); on v2 it goes through the array arithmetic, so
-    # NaN/Inf spread and the output is fp32 (A2, nc_transpose docs).
+    vector_reduce_16bit_speedup: int = 2  # tensor_reduce N/2 cycles for bf16 add/max [nki-isa-2.26]
+    scalar_16bit_speedup: int = 1  # v4 ScalarE: tensor_scalar/tensor_copy up to 2x for 16-bit [nki-arch-trn3]
+    # is_transpose is a bit-exact pass-through from v3 on; on v2 it goes through the array arithmetic, so NaN/Inf
+    # spread and the output is fp32 [nki-arch-trn2].
     matmul_transpose_bit_exact: bool = True
-    matmul_bf16_psum_output: bool = False  # v4 TensorE may write BF16 to PSUM (A4); v2/v3 FP32 only
+    matmul_bf16_psum_output: bool = False  # v4 TensorE may write BF16 to PSUM [nki-arch-trn3]; v2/v3 FP32 only
     # Indirect DMA goes through the software DGE: GpSimdE writes one descriptor per gathered/scattered row before
-    # the transfer starts (ISA: dma_copy dge_mode swdge). Cycles per descriptor [I: a few 512-bit stores of
-    # address arithmetic per row on a GpSimd core; no published number], after `gpsimd_startup_cycles`.
+    # the transfer starts [nki-isa (dma_copy), nki-dge]. Cycles per descriptor (assumed: a few 512-bit stores of
+    # address arithmetic per row on a GpSimd core; no published number), after `gpsimd_startup_cycles`.
     swdge_cycles_per_descriptor: int = 16
 
     @property
     def dma_aggregate_bytes_per_ns(self) -> float:
-        """All DMA engines of the core together (DMABW: 16 engines x the per-engine rate)."""
+        """All DMA engines of the core together: 16 engines x the per-engine rate [nki-dma-bw]."""
         return self.dma_queues * self.dma_bytes_per_ns
 
     @property
@@ -153,7 +177,7 @@ class Target:
         """TensorE peak FLOP/s for matmul inputs of `dtype_family` ('fp32', 'bf16', 'fp8')."""
         return self.tensor_peak_tflops[dtype_family] * 1e12
 
-# GpSimdE kernels (`isa.GPSIMD_KERNELS`): cycles per element per partition after the startup [I]. No public
+# GpSimdE kernels (`isa.GPSIMD_KERNELS`): cycles per element per partition after the startup (assumed). No public
 # number exists; each lane runs a software routine of about this many SIMD instructions per element: a divide
 # is a reciprocal estimate refined by Newton steps plus the rounding fix-up (~6), Philox-4x32-10 is 10 rounds
 # of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos.
@@ -170,7 +194,7 @@ GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
 
 def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[Engine, float]:
     # The sync engine and the DMA queues have no published clock; they are timed in nanoseconds, and we give
-    # them ScalarE's clock [I] so that any cycle-denominated overhead on them stays comparable.
+    # them ScalarE's clock (assumed) so that any cycle-denominated overhead on them stays comparable.
     return {
         Engine.TENSOR: tensor,
         Engine.VECTOR: vector,
@@ -184,42 +208,44 @@ def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[
 TRN1 = Target(
     name="trn1",
     core_version="NeuronCore-v2",
-    partitions=128,
+    partitions=PARTITIONS,
     sbuf_bytes_per_partition=192 * KIB,
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
-    hbm_bytes=16 * GIB,  # 32 GiB per chip, 2 cores (A2, CHIP1)
+    hbm_bytes=16 * GIB,  # derived: 32 GiB per chip [nki-arch-trn1, chip-trn1] / 2 cores
     dma_queues=16,
     max_free_dims=4,
     matmul_max_k=128,
     matmul_max_stationary_free=128,
     matmul_max_moving_free=512,
     clock_ghz=_clocks(tensor=2.8, vector=1.12, scalar=1.4, gpsimd=1.4),
-    # A2: 92 TFLOPS bf16/fp16/tf32 (128x128x2x2.8 GHz = 91.75), fp8 same rate (cFP8), fp32 at 1/4.
+    # 92 TFLOPS bf16/fp16/tf32 [nki-arch-trn1] (derived exactly: 128 x 128 x 2 x 2.8 GHz = 91.75); cFP8 at the
+    # same rate; fp32 at 1/4 (published: 23).
     tensor_peak_tflops={"bf16": 91.75, "fp8": 91.75, "fp32": 91.75 / 4},
-    hbm_bandwidth_gbps=410.0,  # 820 GB/s per chip / 2 cores [I]
-    dma_bytes_per_ns=17.0,  # DMABW table: 17 B/ns per engine (272 GB/s per core)
+    hbm_bandwidth_gbps=410.0,  # derived: 820 GB/s per chip [nki-arch-trn1] / 2 cores
+    dma_bytes_per_ns=17.0,  # 17 B/ns per engine (272 GB/s per core) [nki-dma-bw]
     matmul_transpose_bit_exact=False,
 )
 
 TRN2 = Target(
     name="trn2",
     core_version="NeuronCore-v3",
-    partitions=128,
+    partitions=PARTITIONS,
     sbuf_bytes_per_partition=224 * KIB,
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
-    hbm_bytes=12 * GIB,  # 96 GiB per chip, 8 cores (A3, LNC)
+    hbm_bytes=12 * GIB,  # derived: 96 GiB per chip [chip-trn2, lnc] / 8 cores
     dma_queues=16,
     max_free_dims=4,
     matmul_max_k=128,
     matmul_max_stationary_free=128,
     matmul_max_moving_free=512,
     clock_ghz=_clocks(tensor=2.4, vector=0.96, scalar=1.2, gpsimd=1.2),
-    # A3: 79 TFLOPS bf16 dense (128x128x2x2.4 GHz = 78.64), fp8 158 with double_row, fp32 20 (1/4 rate).
+    # 79 TFLOPS bf16 dense [nki-arch-trn2] (derived exactly: 128 x 128 x 2 x 2.4 GHz = 78.64); fp8 158 in the
+    # double-row mode; fp32 20 (1/4 rate).
     tensor_peak_tflops={"bf16": 78.64, "fp8": 157.29, "fp32": 78.64 / 4},
-    hbm_bandwidth_gbps=362.5,  # 2.9 TB/s per chip / 8 cores [I]
-    dma_bytes_per_ns=23.0,  # DMABW table: 23 B/ns per engine (368 GB/s per core); measured 23.1 B/ns
+    hbm_bandwidth_gbps=362.5,  # derived: 2.9 TB/s per chip [chip-trn2] / 8 cores
+    dma_bytes_per_ns=23.0,  # 23 B/ns per engine (368 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
@@ -228,22 +254,23 @@ TRN2 = Target(
 TRN3 = Target(
     name="trn3",
     core_version="NeuronCore-v4",
-    partitions=128,
-    sbuf_bytes_per_partition=256 * KIB,  # 32 MiB / 128 partitions [I]
+    partitions=PARTITIONS,
+    sbuf_bytes_per_partition=256 * KIB,  # derived: 32 MiB [nki-arch-trn3] / 128 partitions
     psum_bytes_per_partition=16 * KIB,
     psum_banks=8,
-    hbm_bytes=18 * GIB,  # 144 GiB per chip, 8 cores (A4)
+    hbm_bytes=18 * GIB,  # derived: 144 GiB per chip [nki-arch-trn3, chip-trn3] / 8 cores
     dma_queues=16,
     max_free_dims=4,
     matmul_max_k=128,
     matmul_max_stationary_free=128,
-    # A4 allows moving free sizes up to 4096 (fp32 dst) across all 8 banks; we keep one bank per matmul
-    # until the lowering learns multi-bank accumulation.
+    # The hardware allows moving free sizes up to 4096 (fp32 dst) across all 8 banks [nki-isa]; we keep one bank
+    # per matmul until the lowering learns multi-bank accumulation.
     matmul_max_moving_free=512,
     clock_ghz=_clocks(tensor=2.4, vector=1.2, scalar=1.2, gpsimd=1.2),
-    tensor_peak_tflops={"bf16": 78.64, "fp8": 314.6, "fp32": 78.64 / 4},  # A4: 79 dense, 315 MXFP8
-    hbm_bandwidth_gbps=612.5,  # 4.9 TB/s per chip / 8 cores [I]
-    dma_bytes_per_ns=33.0,  # DMABW table: 33 B/ns per engine (528 GB/s per core)
+    # 79 TFLOPS dense bf16, 315 MXFP8/MXFP4, 20 fp32 [nki-arch-trn3]
+    tensor_peak_tflops={"bf16": 78.64, "fp8": 314.6, "fp32": 78.64 / 4},
+    hbm_bandwidth_gbps=612.5,  # derived: 4.9 TB/s per chip [chip-trn3] / 8 cores
+    dma_bytes_per_ns=33.0,  # 33 B/ns per engine (528 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
@@ -265,7 +292,7 @@ def get_target(name: str) -> Target:
 
 
 def allowed_partition_starts(partitions: int) -> tuple[int, ...]:
-    """Start partitions the hardware allows for an access of `partitions` lanes (A2 section 2.3).
+    """Start partitions the hardware allows for an access of `partitions` lanes [nki-arch-trn1].
 
     65-128 lanes start at 0; 33-64 at 0 or 64; 1-32 at 0, 32, 64 or 96.
     """

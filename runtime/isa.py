@@ -12,7 +12,8 @@ between the compiler and the runtime, and everything that asks about an instruct
 * `semantics` computes what the instruction does, for one instance or for many lanes of instances at once (see
   `runtime.semantics`); the simulator, its loop vectoriser and its tape all run that one function.
 
-The table mirrors the public nki.isa instruction list; each record's `doc` states the semantics precisely.
+The table mirrors the public nki.isa instruction list [nki-isa] (keys in square brackets are defined in
+docs/hardware-sources.md); each record's `doc` states the semantics precisely.
 
 Notation: `P` = partitions of the access, `F...` = its free shape. All arithmetic is fp32 inside the engines
 (integer ops on GpSimdE are exact 32-bit, 64-bit for int64); results are cast to the destination's dtype,
@@ -31,8 +32,8 @@ from neuron_mlir.runtime import dtypes, hardware, semantics
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import Reg
 
-# Binary ALU operators shared by tensor_tensor, tensor_scalar and scalar_tensor_tensor (SH: arithmetic and
-# bitvec operators). Comparisons produce 1.0 / 0.0. There is no divide: divide is multiply by reciprocal.
+# Binary ALU operators shared by tensor_tensor, tensor_scalar and scalar_tensor_tensor (arithmetic and bitvec
+# operators, [nki-shared]). Comparisons produce 1.0 / 0.0. There is no divide: divide is multiply by reciprocal.
 ALU_OPS: frozenset[str] = frozenset(
     {
         "add",
@@ -56,11 +57,11 @@ ALU_OPS: frozenset[str] = frozenset(
         "bitwise_or",
         "bitwise_xor",
         "left_shift",
-        "right_shift",  # logical shift: the hardware has no arithmetic shift right (SH)
+        "right_shift",  # logical shift: the hardware has no arithmetic shift right [nki-shared]
     }
 )
 
-# ScalarE activation function table (SH: activation functions), applied as func(src * scale + bias).
+# ScalarE activation function table [nki-shared], applied as func(src * scale + bias).
 ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
     {
         "copy",
@@ -87,9 +88,9 @@ ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
 )
 
 # Functions GpSimdE runs as hand-written vector kernels (its eight cores are general-purpose C/C++ processors
-# with 512-bit SIMD, A2): only what no VectorE/ScalarE ALU operator or activation function offers. Name -> number
-# of tensor inputs. Semantics in `runtime.alu.gpsimd_kernel`, cost per element in `runtime.hardware`.
-#   divide        in0 / in1, IEEE fp32 division rounded to nearest (the ALU has no divide, SH)
+# with 512-bit SIMD [nki-arch-trn1]): only what no VectorE/ScalarE ALU operator or activation function offers.
+# Name -> number of tensor inputs. Semantics in `runtime.alu.gpsimd_kernel`, cost per element in `runtime.hardware`.
+#   divide        in0 / in1, IEEE fp32 division rounded to nearest (the ALU has no divide, [nki-shared])
 #   divide_trunc  in0 / in1 rounded toward zero; exact on integers
 #   divide_floor  in0 / in1 rounded toward -inf (PyTorch's floor division); exact on integers
 #   fmod          in0 - trunc(in0 / in1) * in1, exactly (the sign of in0, C's fmod); exact on integers
@@ -129,9 +130,9 @@ BITVEC_OPS: frozenset[str] = frozenset({"bitwise_and", "bitwise_or", "bitwise_xo
 # Sides of an indirect dma_copy: '' (a plain copy), 'src' (a gather) or 'dst' (a scatter).
 INDIRECT_SIDES: frozenset[str] = frozenset({"", "src", "dst"})
 
-# Engine access patterns of SBUF/PSUM: sizes are uint16 and steps int16, in elements (A2, access patterns).
-ENGINE_MAX_NUM = 2**16 - 1
-ENGINE_STEP_RANGE = (-(2**15), 2**15 - 1)
+# Engine access patterns of SBUF/PSUM: sizes are uint16 and steps int16, in elements [nki-arch-trn1].
+ENGINE_MAX_NUM = hardware.ACCESS_PATTERN_MAX_NUM
+ENGINE_STEP_RANGE = hardware.ACCESS_PATTERN_STEP_RANGE
 # Free dimensions of an HBM access (a DMA descriptor's pattern) in the bundle format.
 MAX_HBM_DIMS = 8
 

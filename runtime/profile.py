@@ -28,13 +28,15 @@ import os
 from array import array
 from dataclasses import dataclass, field
 
+from neuron_mlir.runtime.hardware import TARGETS
+
 QUEUE_NAMES: tuple[str, ...] = (
     "tensor",
     "vector",
     "scalar",
     "gpsimd",
     "sync",
-    *(f"dma{q}" for q in range(16)),
+    *(f"dma{q}" for q in range(max(target.dma_queues for target in TARGETS.values()))),
 )
 _TRACK_LABELS = {
     "tensor": "TensorE",

@@ -20,9 +20,9 @@ Numerics are `runtime.alu`'s (shared with the tile dialect's reference semantics
 narrowed to the destination dtype with round to nearest even, float-to-integer truncating and saturating. On
 top of that, per instruction:
 
-* Exact integers: an instruction on GpSimdE (native 32-bit integer math, A2) whose tensor operands are all of
-  integer types and whose immediates are integral computes on integers, wrapping to 32 bits (64 bits when an
-  operand is int64: software 64-bit lanes).
+* Exact integers: an instruction on GpSimdE (native 32-bit integer math [nki-arch-trn1]) whose tensor operands
+  are all of integer types and whose immediates are integral computes on integers, wrapping to 32 bits (64 bits
+  when an operand is int64: software 64-bit lanes).
 * Copies between equal dtypes (tensor_copy, dma_copy, select's chosen values, is_transpose on v3+) are bit exact.
 * Reductions (tensor_reduce, activation's accumulate) sum in fp32; their order is unspecified, as on hardware.
 * nc_matmul: products and sums in fp32 (PSUM accumulation is fp32), whatever the input dtypes.
@@ -291,7 +291,7 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
         vector = ops.get(role)
         scalar: Any = _rows(vector, nl) if vector is not None else attrs.get(scalar_name, 0.0)
         if not integer and vector is not None:
-            scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 (ISA)
+            scalar = alu.to_f32(scalar)  # per-partition scalars are read as fp32 [nki-isa]
         a, b = (scalar, values) if attrs.get(reverse_name) else (values, scalar)
         if op_name == last and binary_into(dst, op, a, b, integer, nl):
             return

@@ -1,4 +1,4 @@
-"""The architecture's import rules (DESIGN.md section 2), checked on the source and on the installed package."""
+"""The import rules of docs/architecture.md#layering, checked on the source and on the installed package."""
 
 import ast
 import subprocess
@@ -55,7 +55,7 @@ def test_runtime_stands_alone():
             assert root not in ("xdsl", "torch"), f"{path.relative_to(REPO)} imports {module}"
 
 
-# tools/ may import what it needs (DESIGN.md section 2), but the IR tools must start without torch
+# tools/ may import what it needs (docs/architecture.md#layering), but the IR tools must start without torch
 TORCH_FREE_TOOLS = ("neuron_opt.py", "neuron_run.py")
 
 

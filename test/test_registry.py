@@ -1,4 +1,4 @@
-"""The mirror between source and tests, and the registries that tools rely on (style-anchors B3)."""
+"""The mirror between source and tests, and the registries that tools rely on (docs/architecture.md#tests)."""
 
 import re
 

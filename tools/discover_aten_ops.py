@@ -201,9 +201,9 @@ def discover(drop_flash_attention_decomposition: bool = True, on_graph: GraphHoo
     Each model runs twice: in train mode with `loss.backward()` (forward and backward graphs), and in eval mode
     under `torch.no_grad()` (the inference graph, where e.g. LSTM stays the fused `mkldnn_rnn_layer`).
 
-    The frontend drops core-ATen's decomposition of the CPU flash-attention op (it is wrong for training,
-    DESIGN.md section 6), so by default discovery does too and sees the fused attention pair. `on_graph` is
-    called once per graph with its first real inputs (the example inputs at compile time are fake).
+    The frontend drops core-ATen's decomposition of the CPU flash-attention op (it is wrong for training: see
+    `frontend.backend.decompositions`), so by default discovery does too and sees the fused attention pair.
+    `on_graph` is called once per graph with its first real inputs (the example inputs at compile time are fake).
     """
     from torch._decomp import core_aten_decompositions
 

@@ -27,8 +27,9 @@ from xdsl.irdl import IRDLOperation
 # Non-core overloads the dialect offers, with where each was seen. "discover:" entries come from
 # `python -m neuron_mlir.tools.discover_aten_ops` on torch 2.13 (model, and train = forward + backward graphs or
 # eval = the no_grad inference graph); "opinfo:" entries from `python -m neuron_mlir.tools.opinfo_sweep` (the
-# first op_db entry whose AOTAutograd graph holds the overload); "model zoo:" from examples/models/zoo.py; the
-# others are named by DESIGN.md section 6 or by torch-mlir users as surviving in real model graphs.
+# first op_db entry whose AOTAutograd graph holds the overload); "model zoo:" from examples/models/zoo.py;
+# "real graphs:" and the others are known to survive in the AOTAutograd graphs of real models (as torch-mlir's
+# users report too); docs/architecture.md#which-graphs-the-frontend-receives lists the notable ones.
 EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_adaptive_avg_pool3d_backward": "lowering: convert-torch-to-tile pooling.py, AdaptiveAvgPool3d backward",
     "aten::_assert_async.msg": "model zoo: mixtral (train, eval), torch._assert_async in the MoE routing",
@@ -49,7 +50,7 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_native_batch_norm_legit_functional": "discover: cnn (train), BatchNorm2d in training mode",
     "aten::_scaled_dot_product_flash_attention_for_cpu": (
         "discover: sdpa (train, eval), F.scaled_dot_product_attention once the frontend drops core-ATen's "
-        "decomposition of it (wrong for training, DESIGN.md section 6)"
+        "decomposition of it (wrong for training: frontend.backend.decompositions)"
     ),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "discover: sdpa (train)",
     "aten::_to_sparse": "opinfo: to_sparse",
@@ -61,9 +62,9 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_trilinear": "opinfo: nn.functional.bilinear",
     "aten::_unsafe_index.Tensor": "lowering: convert-torch-to-tile, the gather of upsampling decompositions",
     "aten::_unsafe_index_put": "lowering: convert-torch-to-tile, the scatter in the backward of _unsafe_index",
-    "aten::_unsafe_view": "real graphs (spec): reshape of a fresh matmul result",
+    "aten::_unsafe_view": "real graphs: reshape of a fresh matmul result",
     "aten::_upsample_bilinear2d_aa": "opinfo: _upsample_bilinear2d_aa",
-    "aten::_weight_norm_interface": "DESIGN.md: weight-norm models; forward partner of the backward below",
+    "aten::_weight_norm_interface": "weight-norm models; forward partner of the backward below",
     "aten::_weight_norm_interface_backward": "discover: weight_norm (train)",
     "aten::adaptive_max_pool2d": "opinfo: nn.functional.adaptive_max_pool1d",
     "aten::adaptive_max_pool3d": "opinfo: nn.functional.adaptive_max_pool3d",
@@ -84,12 +85,12 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::cummax": "opinfo: cummax",
     "aten::cummin": "opinfo: cummin",
     "aten::cumprod": "opinfo: cumprod",
-    "aten::detach": "real graphs (spec)",
+    "aten::detach": "real graphs",
     "aten::diagonal_scatter": "opinfo: diagonal_scatter",
     "aten::digamma": "opinfo: digamma",
     "aten::dist": "opinfo: dist",
     "aten::embedding_renorm": "opinfo: nn.functional.embedding",
-    "aten::empty_permuted": "discover: moe_routing (train, eval), empty_like of a transposed tensor; DESIGN.md MoE",
+    "aten::empty_permuted": "discover: moe_routing (train, eval), empty_like of a transposed tensor (MoE routing)",
     "aten::erfc": "opinfo: erfc",
     "aten::erfinv": "opinfo: erfinv",
     "aten::exp2": "opinfo: logaddexp2",
@@ -103,7 +104,7 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::geqrf": "opinfo: geqrf",
     "aten::grid_sampler_3d": "opinfo: grid_sampler_3d",
     "aten::hash_tensor": "opinfo: hash_tensor",
-    "aten::histc": "discover: moe_routing (train, eval), per-expert token counts; DESIGN.md MoE",
+    "aten::histc": "discover: moe_routing (train, eval), per-expert token counts (MoE routing)",
     "aten::histogram.bin_ct": "opinfo: histogram",
     "aten::histogram.bins_tensor": "opinfo: histogram",
     "aten::hypot": "opinfo: hypot",
@@ -137,13 +138,13 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::median": "opinfo: median",
     "aten::median.dim": "opinfo: median",
     "aten::min": "opinfo: min.reduction_no_dim",
-    "aten::mkldnn_rnn_layer": "discover: lstm_gru (eval), nn.LSTM under no_grad; DESIGN.md",
+    "aten::mkldnn_rnn_layer": "discover: lstm_gru (eval), nn.LSTM under no_grad",
     "aten::mode": "opinfo: mode",
     "aten::multinomial": "opinfo: multinomial",
     "aten::nanmedian": "opinfo: nanmedian",
     "aten::nanmedian.dim": "opinfo: masked.median",
     "aten::narrow_copy": "opinfo: narrow_copy",
-    "aten::native_batch_norm_backward": "real graphs (spec): batch norm backward",
+    "aten::native_batch_norm_backward": "real graphs: batch norm backward",
     "aten::new_empty_strided": "discover: moe_routing (train), backward of a copy into a transposed buffer",
     "aten::nextafter": "opinfo: nextafter",
     "aten::nonzero_static": "opinfo: nonzero_static",
@@ -200,8 +201,8 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::special_shifted_chebyshev_polynomial_w": "opinfo: special.shifted_chebyshev_polynomial_w",
     "aten::special_spherical_bessel_j0": "opinfo: special.spherical_bessel_j0",
     "aten::special_zeta": "opinfo: special.zeta",
-    "aten::t": "real graphs (spec)",
-    "aten::threshold_backward": "real graphs (spec): ReLU backward",
+    "aten::t": "real graphs",
+    "aten::threshold_backward": "real graphs: ReLU backward",
     "aten::triangular_solve": "opinfo: triangular_solve",
     "aten::unbind_copy.int": "opinfo: unbind_copy",
     "aten::unfold": "opinfo: stft",

@@ -29,7 +29,7 @@ from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import Memory, Target
 from neuron_mlir.runtime.isa import DYNAMIC, scalar_op
 from neuron_mlir.runtime.program import (
     Access,
@@ -44,9 +44,6 @@ from neuron_mlir.runtime.program import (
     ScalarOp,
     TensorBinding,
 )
-
-_HBM_ALIGNMENT = 64
-_PSUM_BANK_BYTES = 2048
 
 # Index arithmetic that is one register-ALU operation. arith.divsi and arith.remsi round toward zero while the
 # register ALU's floordiv and rem round toward negative infinity (`runtime.isa.SCALAR_OPS`): they are built
@@ -73,6 +70,7 @@ def _align(value: int, alignment: int) -> int:
 @dataclass
 class _Builder:
     require_allocated: bool
+    target: Target
     buffers: list[BufferDecl] = field(default_factory=list)
     buffer_index: dict[SSAValue, int] = field(default_factory=dict)
     scalars: dict[SSAValue, Scalar] = field(default_factory=dict)
@@ -115,7 +113,11 @@ class _Builder:
                 raise ProgramBuildError(f"buffer {name} has no address: run neuron-allocate-memory first")
             row = int(np.prod(shape if memory is Memory.HBM else shape[1:], dtype=np.int64)) * itemsize(dtype)
             # PSUM buffers start on a bank so that no matmul output straddles two banks
-            alignment = _PSUM_BANK_BYTES if memory is Memory.PSUM else _HBM_ALIGNMENT
+            alignment = {
+                Memory.PSUM: self.target.psum_bank_bytes,
+                Memory.SBUF: self.target.on_chip_alignment_bytes,
+                Memory.HBM: self.target.hbm_alignment_bytes,
+            }[memory]
             address = _align(self.fresh_address.get(memory, 0), alignment)
             self.fresh_address[memory] = address + row
         self.buffers.append(BufferDecl(name, memory, address, shape, dtype))
@@ -266,7 +268,7 @@ def build_program(
     """The runtime program a neuron-level function denotes (see the module docstring)."""
     function = find_function(module, entry)
     target = neuron.target_of(module)
-    builder = _Builder(require_allocated)
+    builder = _Builder(require_allocated, target)
     body_ops = list(function.body.block.ops)
     for op in function.body.walk():
         if isinstance(op, neuron.AllocOp):
@@ -279,7 +281,7 @@ def build_program(
         if decl.memory is Memory.HBM:
             size = int(np.prod(decl.shape, dtype=np.int64)) * itemsize(decl.dtype)
             hbm_end = max(hbm_end, decl.address + size)
-    builder.fresh_address[Memory.HBM] = _align(hbm_end, _HBM_ALIGNMENT)
+    builder.fresh_address[Memory.HBM] = _align(hbm_end, target.hbm_alignment_bytes)
     inputs = []
     taken: set[str] = set()
     for index, arg in enumerate(function.body.block.args):
@@ -325,7 +327,8 @@ def memory_sizes_needed(program: Program) -> dict[str, int] | None:
         if decl.memory is Memory.HBM:
             continue
         row = int(np.prod(decl.shape[1:], dtype=np.int64)) * itemsize(decl.dtype)
-        needed[decl.memory.value] = max(needed[decl.memory.value], _align(decl.address + row, _HBM_ALIGNMENT))
+        end = _align(decl.address + row, target.on_chip_alignment_bytes)
+        needed[decl.memory.value] = max(needed[decl.memory.value], end)
     if needed["sbuf"] == target.sbuf_bytes_per_partition and needed["psum"] == target.psum_bytes_per_partition:
         return None
     return needed

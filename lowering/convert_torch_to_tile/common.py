@@ -19,16 +19,12 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 # Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
 # (8 KiB per partition each in fp32) comfortably inside SBUF while amortising the fixed cost per instruction.
-PARTITION_TILE = 128
+PARTITION_TILE = PARTITIONS
 FREE_TILE = 2048
-# TensorE limits (trn1/trn2): contraction and stationary free size 128, moving free size one PSUM bank.
-MATMUL_K_TILE = 128
-MATMUL_M_TILE = 128
-MATMUL_N_TILE = 512
 # Share of a partition's SBUF that the tiles of one loop body may hold: the body is unrolled twice for double
 # buffering (neuron-unroll-loops) and other loop nests' buffers, constants and PSUM evacuations need room too.
 SBUF_BODY_SHARE = 4

@@ -52,9 +52,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb, consumer
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
-PARTITIONS = 128
 # Hidden features per load of W1: [128, K1 / 128, 512] takes 1 KiB runs of each row (512 bf16), which DMA moves
 # near its full rate, and feeds four 128-feature PSUM tiles.
 FEATURES_PER_LOAD = 512

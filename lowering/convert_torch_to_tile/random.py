@@ -37,7 +37,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, TilePosition, emit_elementwise
 from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 SEED_ARGUMENT = "rng_seed"
 _GOLDEN = 0x9E3779B9
@@ -65,7 +65,7 @@ class RandomStream:
         seed = _seed_argument(block)
         # each random op views the seed once: the number of views so far numbers the streams
         self.stream = sum(1 for _ in seed.uses)
-        self.seed = view(em, seed, Layout((128, 1), (0, 0), 0))
+        self.seed = view(em, seed, Layout((PARTITIONS, 1), (0, 0), 0))
 
     def key(self, em: Emitter, partitions: int) -> SSAValue:
         column = load(em, self.seed, [0, 0], (partitions, 1))

@@ -1,4 +1,4 @@
-"""The size rule (DESIGN section 3): programs grow with the graph's ops and loop nests, never with its tile count.
+"""The size rule (docs/architecture.md#the-size-rule): programs grow with ops and loop nests, never with tiles.
 
 Each case is compiled at two sizes whose tile counts differ by 4x or more, both large enough to take the same
 code path (several tiles in every tiled dimension). The static instruction count of the program and the op count

@@ -1,4 +1,4 @@
-"""The runtime stands alone: NumPy, ml_dtypes, the standard library and itself (DESIGN.md section 2)."""
+"""The runtime stands alone: NumPy, ml_dtypes, the standard library and itself (docs/architecture.md#layering)."""
 
 from __future__ import annotations
 
