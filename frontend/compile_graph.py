@@ -467,7 +467,7 @@ def _failure_message(name: str, after: str, stages: list[str], error: Exception,
     message += f":\n  {error}"
     if files is not None and next_stage is not None:
         source = files / f"{index}_{after}.mlir"
-        message += f"\nreproduce with:\n  neuron-opt {source} -p {','.join(next_stage[1])}"
+        message += f"\nreproduce with:\n  {neuron_opt_command()} {source} -p {','.join(next_stage[1])}"
     return message
 
 
