@@ -127,6 +127,8 @@ KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
     torch.ops.aten.silu_backward.default,
+    torch.ops.aten._softmax_backward_data.default,
+    torch.ops.aten._log_softmax_backward_data.default,
 )
 
 
