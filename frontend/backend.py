@@ -127,6 +127,7 @@ KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
     torch.ops.aten.silu_backward.default,
+    torch.ops.aten.native_layer_norm_backward.default,
     torch.ops.aten._softmax_backward_data.default,
     torch.ops.aten._log_softmax_backward_data.default,
 )
