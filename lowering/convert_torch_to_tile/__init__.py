@@ -18,6 +18,10 @@ random.py. An elementwise op taking a matmul's result (and nothing else using it
 does a Linear layer and its activation read only by another Linear layer (matmul_chain.py). An op
 whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+
+What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
+`ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
+input alone.
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.attention import ATTENTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, LoweringRefused, empty_tensor
+from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import reset as reset_epilogues
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
@@ -50,7 +54,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERIN
 from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import reset as reset_prologues
 from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.sampling import SAMPLING_LOWERINGS
@@ -152,10 +155,8 @@ def _convert_function(function: func.FuncOp) -> None:
             return [mapped(v) for v in value]
         return value
 
-    constants: dict[int, SSAValue] = {}
+    context = ConversionContext()
     lowered: list[Operation] = []
-    reset_epilogues()
-    reset_prologues()
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
@@ -173,7 +174,7 @@ def _convert_function(function: func.FuncOp) -> None:
         for result in tensor_results:
             _hbm_for(result, op)
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
-        emitter = Emitter(block, op, op.location, constants, block)
+        emitter = Emitter(block, op, op.location, context.constants, block, context)
         try:
             if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
                 # nothing to compute: every result holds no element
@@ -184,7 +185,7 @@ def _convert_function(function: func.FuncOp) -> None:
                 sole_uses = {
                     mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
                 }
-                absorbing = absorber(op)
+                absorbing = absorber(emitter, op)
                 if absorbing is not None:  # part of a deferred producer
                     results = absorbing(emitter, op, arguments)
                 else:

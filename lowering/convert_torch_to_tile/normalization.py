@@ -209,7 +209,7 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
         results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
         if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and consumer_of(op):
             prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
-            defer(results[0], prologue)
+            defer(em, results[0], prologue)
         else:
             _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
         return results
