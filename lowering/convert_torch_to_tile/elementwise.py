@@ -35,6 +35,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     element_type_of,
     layout_of,
     load,
@@ -566,6 +567,15 @@ def _constant_fill(value_arg: str) -> Lowering:
 
 def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(float(value), result)).result
+
+
+def legal(op: Operation) -> str | None:
+    """Elementwise ops lower for every dtype with storage; the division family needs a rounding mode it knows."""
+    if op.name in ("torch.aten.div.Tensor_mode", "torch.aten.div.Scalar_mode"):
+        mode = arguments_of(op).get("rounding_mode")
+        if mode not in _ROUNDING_KERNELS:
+            return f"unknown rounding_mode {mode!r}"
+    return None
 
 
 ELEMENTWISE_LOWERINGS: dict[str, Lowering] = {

@@ -763,6 +763,11 @@ def _times(em: Emitter, value: SSAValue, factor: float, result_type: TileType) -
     return em.insert(tile.BinaryScalarOp(value, "multiply", result_type, scalar=factor)).result
 
 
+def legal(op: Operation) -> str | None:
+    """Matmul-shaped ops lower for any sizes and strides (K may be 0)."""
+    return None
+
+
 MATMUL_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.mm": _mm,
     "torch.aten.bmm": _mm,
