@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
+from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, arguments_of
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     _exact,
@@ -325,6 +325,15 @@ def _hypot(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         return m.act("sqrt", m.bin("add", m.act("square", tiles[0]), m.act("square", tiles[1])), out=result)
 
     return elementwise(op, args, em, ["self", "other"], compute)
+
+
+def legal(op: Operation) -> str | None:
+    """Activations lower for every float and integer tensor; GELU takes PyTorch's two approximations."""
+    if op.name == "torch.aten.gelu":
+        approximate = arguments_of(op).get("approximate", "none")
+        if approximate not in ("none", "tanh"):
+            return f"unknown gelu approximation {approximate!r}"
+    return None
 
 
 ACTIVATION_LOWERINGS: dict[str, Lowering] = {

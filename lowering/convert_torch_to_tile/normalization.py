@@ -58,6 +58,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     body_budget_bytes,
     element_type_of,
     layout_of,
@@ -65,6 +66,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_element_type,
     result_shape,
     store,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
@@ -209,7 +211,7 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
         results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
         if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and consumer_of(op):
             prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
-            defer(results[0], prologue)
+            defer(em, results[0], prologue)
         else:
             _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
         return results
@@ -842,6 +844,30 @@ def _batch_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> li
 
         results[0] = emit_elementwise(em, layout_of(x).shape, types[0], operands, grad_input)
     return results
+
+
+# Batch norms' results that hold no statistics (shape (0,)): ATen leaves them empty in eval mode, and
+# `_batch_norm_with_update_functional` leaves its reserve (result 3) empty on the CPU.
+def _empty_results(op: Operation) -> tuple[int, ...]:
+    if op.name == "torch.aten._native_batch_norm_legit_no_training":
+        return (1, 2)
+    if op.name == "torch.aten._native_batch_norm_legit_functional" and not arguments_of(op)["training"]:
+        return (1, 2)
+    if op.name == "torch.aten._batch_norm_with_update_functional":
+        return (3,)
+    return ()
+
+
+def legal(op: Operation) -> str | None:
+    """Normalizations lower for float inputs of any shape; batch norm without running statistics normalizes with
+    batch statistics (training must be true), and results that hold no statistics must have a zero extent."""
+    if op.name == "torch.aten._native_batch_norm_legit.no_stats" and not arguments_of(op)["training"]:
+        return "without running statistics batch norm normalizes with batch statistics: training must be true"
+    for index in _empty_results(op):
+        shape = tensor_shape(op.results[index])
+        if 0 not in shape:
+            return f"result {index} has shape {shape}, but batch norm saves no statistics here (shape (0,))"
+    return None
 
 
 NORMALIZATION_LOWERINGS: dict[str, Lowering] = {

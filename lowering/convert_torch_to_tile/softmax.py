@@ -44,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     body_budget_bytes,
+    dims_out_of_range,
     element_type_of,
     layout_of,
     load,
@@ -253,6 +254,11 @@ def _softmax(log: bool) -> Lowering:
         return [emit_softmax(em, args["self"], int(args["dim"]), log, result_element_type(op))]
 
     return lower
+
+
+def legal(op: Operation) -> str | None:
+    """A softmax lowers along any dimension of its input."""
+    return dims_out_of_range(op)
 
 
 SOFTMAX_LOWERINGS: dict[str, Lowering] = {
