@@ -744,7 +744,9 @@ class _Simulator:
             read(view)
         views = []
         for array, mask in zip(arrays, needed, strict=True):
-            edges = np.flatnonzero(np.diff(mask.view(np.int8), prepend=0, append=0))
+            # int8 bounds keep the difference int8: a Python 0 would make it int64, eight bytes per byte of HBM
+            zero = np.int8(0)
+            edges = np.flatnonzero(np.diff(mask.view(np.int8), prepend=zero, append=zero))
             runs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
             if len(runs) > _MAX_CLEAR_RUNS:  # many small pieces: one fill of their hull is quicker
                 runs = [(runs[0][0], runs[-1][1])]
