@@ -14,6 +14,8 @@ covers the same bytes the same way, or when every queue that still has instructi
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -90,8 +92,75 @@ def _overlap(a: AccessSite, a_shift: int, b: AccessSite, b_shift: int) -> tuple[
     return start, start + min(a.itemsize, b.itemsize)
 
 
+class _Record:
+    """One recorded access: an instance's operand at one shift."""
+
+    __slots__ = ("alive", "bucket", "hi", "info", "lo", "order", "queue", "seq", "shift", "site")
+
+    def __init__(self, queue: int, seq: int, site: AccessSite, shift: int, info: InstanceInfo | tuple, order: int):
+        self.queue, self.seq, self.site, self.shift, self.info, self.order = queue, seq, site, shift, info, order
+        self.lo = site.base + shift + site.low
+        self.hi = site.base + shift + site.high
+        self.alive = True
+        self.bucket: list[_Record] = []
+
+
+class _Span:
+    """The live records of one kind (reads or writes) in one memory, by first byte (within a partition row on
+    chip): the records whose byte hull meets [lo, hi) start in (lo - longest, hi)."""
+
+    __slots__ = ("by_lo", "longest", "los", "stale")
+
+    def __init__(self) -> None:
+        self.by_lo: dict[int, list[_Record]] = {}
+        self.los: list[int] = []  # sorted; may still hold first bytes whose records are all gone (`stale` of them)
+        self.longest = 0
+        self.stale = 0
+
+    def overlapping(self, lo: int, hi: int) -> list[_Record]:
+        los = self.los
+        first = bisect.bisect_right(los, lo - self.longest)
+        last = bisect.bisect_left(los, hi)
+        found: list[_Record] = []
+        by_lo = self.by_lo
+        for start in los[first:last]:
+            for record in by_lo.get(start, ()):
+                if record.hi > lo:
+                    found.append(record)
+        return found
+
+    def bucket(self, lo: int) -> list[_Record]:
+        bucket = self.by_lo.get(lo)
+        if bucket is None:
+            bucket = self.by_lo[lo] = []
+            los = self.los
+            position = bisect.bisect_left(los, lo)
+            if position < len(los) and los[position] == lo:
+                self.stale -= 1  # still listed from records that are gone
+            else:
+                los.insert(position, lo)
+        return bucket
+
+    def drop(self, record: _Record) -> None:
+        bucket = record.bucket
+        bucket.remove(record)
+        if not bucket:
+            del self.by_lo[record.lo]
+            self.stale += 1
+            if self.stale > 16 and self.stale > len(self.los) // 2:
+                self.los = sorted(self.by_lo)
+                self.stale = 0
+
+
 class RaceChecker:
-    """Records accesses as instances issue; raises `RaceError` on the first unordered conflict."""
+    """Records accesses as instances issue; raises `RaceError` on the first unordered conflict.
+
+    Records live per memory and kind (reads and writes apart), ordered by first byte, so an access only looks at
+    records whose byte hull can meet its own (only records of buffers sharing bytes with its
+    own can): reads at writes only, writes at both. The record reported is the one a plain list of records per
+    buffer would give: of the aliasing buffers in the order of `aliases`, the first with a racing record, and its
+    earliest recorded racing record. Records known to every queue that may still issue are dropped
+    periodically, in issue order per queue."""
 
     _PRUNE_EVERY = 64
 
@@ -109,11 +178,14 @@ class RaceChecker:
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
         self.sequence = [0] * queues
         self.instance_clock: dict[int, tuple[list[int], int]] = {}  # latest instance of each id: (clock, queue)
-        # per buffer: records [queue, seq, is_write, p0, p1, lo, hi, key, site, shift, info]
-        self.records: list[list[list]] = [[] for _ in aliases]
+        # per memory id: (write records, read records)
+        self.records: dict[int, tuple[_Span, _Span]] = {}
+        self.by_queue: list[deque[_Record]] = [deque() for _ in range(queues)]  # records in issue order
         self.live_queues: Sequence[int] = range(queues)
         self._overlaps: dict[tuple[int, int, int], tuple[int, int] | None] = {}
         self._since_prune = 0
+        self._order = 0
+        self._dead = [0] * queues  # records in `by_queue` that were replaced, per queue
 
     def issue(
         self,
@@ -155,20 +227,24 @@ class RaceChecker:
             self._prune()
 
     def _check(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple) -> None:
+        entry = self.records.get(site.memory_id)
+        if entry is None:
+            return
         p0, p1 = site.partition_start, site.partition_end
         lo, hi = site.base + shift + site.low, site.base + shift + site.high
-        for buffer in self.aliases[site.buffer]:
-            for record in self.records[buffer]:
-                other_queue = record[0]
-                if other_queue == queue or clock[other_queue] >= record[1]:
-                    continue  # same queue, or a chain of waits orders them
-                if not (site.is_write or record[2]):
-                    continue
-                if record[4] <= p0 or p1 <= record[3] or record[6] <= lo or hi <= record[5]:
-                    continue
-                overlap = self._overlap(record[8], record[9], site, shift)
-                if overlap is None:
-                    continue
+        candidates: list[_Record] = []
+        for span in entry if site.is_write else entry[:1]:  # a read races with writes only
+            for record in span.overlapping(lo, hi):
+                other_queue = record.queue
+                if other_queue != queue and clock[other_queue] < record.seq:
+                    other = record.site
+                    if other.partition_start < p1 and p0 < other.partition_end:
+                        candidates.append(record)  # unordered: a race if the bytes really meet
+        if len(candidates) > 1:
+            candidates.sort(key=lambda record: (record.site.buffer, record.order))
+        for record in candidates:
+            overlap = self._overlap(record.site, record.shift, site, shift)
+            if overlap is not None:
                 self._report(site, info, record, overlap)
 
     def _overlap(self, a: AccessSite, a_shift: int, b: AccessSite, b_shift: int) -> tuple[int, int] | None:
@@ -182,9 +258,9 @@ class RaceChecker:
         found = self._overlaps[key]
         return None if found is None else (found[0] + a_shift, found[1] + a_shift)
 
-    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: list, overlap: tuple[int, int]) -> None:
-        other_site: AccessSite = record[8]
-        other = record[10] if isinstance(record[10], InstanceInfo) else InstanceInfo(*record[10])
+    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: _Record, overlap: tuple[int, int]) -> None:
+        other_site = record.site
+        other = record.info if isinstance(record.info, InstanceInfo) else InstanceInfo(*record.info)
         info = info if isinstance(info, InstanceInfo) else InstanceInfo(*info)
         partitions = max(site.partition_start, other_site.partition_start)
         where = f"{site.memory_name} bytes {overlap[0]}..{overlap[1] - 1}"
@@ -206,43 +282,45 @@ class RaceChecker:
     ) -> None:
         if not site.is_write and not self.written[site.buffer]:
             return  # nobody writes these bytes: reads of them can never race
-        key = (id(site), shift)
-        records = self.records[site.buffer]
-        # A new access covering exactly the same bytes, ordered after an old one, makes the old one redundant
-        # (a write replaces reads and writes; a read replaces reads): anything that races with the old one
-        # races with the new one too.
-        kept = [
-            record
-            for record in records
-            if not (
-                record[7] == key
-                and (site.is_write or not record[2])
-                and (record[0] == queue or clock[record[0]] >= record[1])
-            )
-        ]
-        kept.append(
-            [
-                queue,
-                clock[queue],
-                site.is_write,
-                site.partition_start,
-                site.partition_end,
-                site.base + shift + site.low,
-                site.base + shift + site.high,
-                key,
-                site,
-                shift,
-                info,
-            ]
-        )
-        self.records[site.buffer] = kept
+        entry = self.records.get(site.memory_id)
+        if entry is None:
+            entry = self.records[site.memory_id] = (_Span(), _Span())
+        span = entry[0] if site.is_write else entry[1]
+        span.longest = max(span.longest, site.high - site.low)
+        bucket = span.bucket(site.base + shift + site.low)
+        # A new access covering exactly the same bytes (same site, same shift: same kind), ordered after an old
+        # one, makes the old one redundant: anything that races with the old one races with the new one too.
+        for record in [
+            r for r in bucket if r.site is site and r.shift == shift and (r.queue == queue or clock[r.queue] >= r.seq)
+        ]:
+            record.alive = False
+            bucket.remove(record)
+            self._dead[record.queue] += 1
+        record = _Record(queue, clock[queue], site, shift, info, self._order)
+        self._order += 1
+        record.bucket = bucket
+        bucket.append(record)
+        pending = self.by_queue[queue]
+        pending.append(record)
+        if self._dead[queue] > 64 and self._dead[queue] > len(pending) // 2:
+            self.by_queue[queue] = deque(r for r in pending if r.alive)
+            self._dead[queue] = 0
 
     def _prune(self) -> None:
+        """Drop records every queue that may still issue is ordered after: nothing can race with them any more."""
         self._since_prune = 0
         live = list(self.live_queues)
         if not live:
             return
-        known = [min(self.last_clock[q][component] for q in live) for component in range(self.queues)]
-        for buffer, records in enumerate(self.records):
-            if records:
-                self.records[buffer] = [record for record in records if record[1] > known[record[0]]]
+        for queue in range(self.queues):
+            known = min(self.last_clock[q][queue] for q in live)
+            pending = self.by_queue[queue]
+            while pending and pending[0].seq <= known:
+                record = pending.popleft()
+                if not record.alive:
+                    self._dead[queue] -= 1
+                else:
+                    record.alive = False
+                    site = record.site
+                    entry = self.records[site.memory_id]
+                    (entry[0] if site.is_write else entry[1]).drop(record)

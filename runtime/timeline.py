@@ -1,0 +1,227 @@
+"""When each instruction instance runs: in-order queues, semaphore waits, shared DMA bandwidth, the cost model.
+
+Instances are issued to the `Timeline` in program order (`issue`), and each gets a start and an end:
+
+* Each queue (tensor, vector, scalar, gpsimd, sync and the 16 DMA queues) is in order: an instance starts when
+  its queue is free and the most recent issued instance of every instruction in its `waits` has completed (an
+  instruction with no issued instance yet imposes no wait).
+* A compute instance takes its cost-model duration (`runtime.cost_model`), plus the dependency penalty when it
+  reads bytes the previous instance of its queue wrote.
+* A DMA instance first waits its fixed latency, then moves its bytes through two shared resources (`Bandwidth`):
+  the core's DMA engines (16 x the per-engine rate, each transfer limited to the engines its partitions use and
+  slowed by its chunk efficiency) and HBM bandwidth. Bandwidth is granted in program order: a transfer gets
+  whatever earlier transfers leave free at each moment, so queues never add up to more than the core has and
+  simulated time can never beat the HBM roofline.
+* ScalarOps and loop bookkeeping take no time.
+
+Nothing here reads data: times depend on the program and the register values of each instance only. The
+timeline also keeps the run's statistics (instances, busy time and FLOPs per static instruction, bytes moved, one
+trace event per instance) and turns them into a `Profile`.
+
+Every float operation is done in one fixed order per instance, so the same issue sequence gives the same bits.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+from neuron_mlir.runtime import dtypes
+from neuron_mlir.runtime.hardware import Target
+from neuron_mlir.runtime.plan import DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan
+from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
+from neuron_mlir.runtime.program import Program
+
+# Transfers issued between two attempts to drop bandwidth history no later transfer can reach.
+_FORGET_EVERY = 64
+
+
+class Bandwidth:
+    """Arbitrates the core's DMA engines and HBM bandwidth among overlapping transfers, in program order.
+
+    Usage of both resources is a step function of time, kept as breakpoints; each transfer takes, at every
+    moment, the largest rate that fits under both capacities and its own limit, and adds its usage.
+    """
+
+    def __init__(self, engine_capacity: float, hbm_capacity: float) -> None:
+        self.engine_capacity = engine_capacity
+        self.hbm_capacity = hbm_capacity
+        self.times: list[float] = [0.0]
+        self.engine_used: list[float] = [0.0]
+        self.hbm_used: list[float] = [0.0]
+
+    def _split(self, t: float) -> int:
+        index = bisect.bisect_right(self.times, t) - 1
+        if index < 0:  # before the forgotten history: nothing else can be moving then
+            self.times.insert(0, t)
+            self.engine_used.insert(0, 0.0)
+            self.hbm_used.insert(0, 0.0)
+            return 0
+        if self.times[index] == t:
+            return index
+        self.times.insert(index + 1, t)
+        self.engine_used.insert(index + 1, self.engine_used[index])
+        self.hbm_used.insert(index + 1, self.hbm_used[index])
+        return index + 1
+
+    def transfer(
+        self, start: float, nbytes: float, max_engine_rate: float, efficiency: float, hbm_per_byte: float
+    ) -> float:
+        """Move `nbytes` from `start` on; return the completion time."""
+        times, engine_used, hbm_used = self.times, self.engine_used, self.hbm_used
+        index = self._split(start)
+        remaining = float(nbytes)
+        now = start
+        grants: list[tuple[int, float]] = []
+        while True:
+            segment_end = times[index + 1] if index + 1 < len(times) else math.inf
+            rate = min(max_engine_rate, self.engine_capacity - engine_used[index]) * efficiency
+            if hbm_per_byte:
+                rate = min(rate, (self.hbm_capacity - hbm_used[index]) / hbm_per_byte)
+            if rate > 1e-9:
+                if rate * (segment_end - now) >= remaining:
+                    end = now + remaining / rate
+                    if end > now:  # a rounding residue that ends where it starts moves nothing: no usage
+                        grants.append((index, rate))
+                    break
+                remaining -= rate * (segment_end - now)
+                grants.append((index, rate))
+            now = segment_end
+            index += 1
+        self._split(end)
+        for index, rate in grants:
+            engine_used[index] += rate / efficiency
+            hbm_used[index] += rate * hbm_per_byte
+        return end
+
+    def forget_before(self, t: float) -> None:
+        """Drop history no future transfer can reach (all future starts are at or after `t`)."""
+        index = bisect.bisect_right(self.times, t) - 1
+        if index > 0:
+            del self.times[:index], self.engine_used[:index], self.hbm_used[:index]
+
+
+class Timeline:
+    """The simulated time of one run, instance by instance (see the module docstring)."""
+
+    def __init__(self, plans: Sequence[InstructionPlan], target: Target) -> None:
+        self.plans = plans
+        self.target = target
+        self.queue_free = [0.0] * QUEUES
+        self.done = [0.0] * len(plans)  # end of the most recent instance of each static instruction
+        self.previous_writes: list[list[Footprint]] = [[] for _ in range(QUEUES)]
+        self.bandwidth = Bandwidth(target.dma_aggregate_bytes_per_ns, target.hbm_bandwidth_gbps)
+        self.events = TraceEvents()
+        self.count = [0] * len(plans)
+        self.busy_ns = [0.0] * len(plans)
+        self.flops = [0] * len(plans)
+        self.dma_bytes = 0
+        self.hbm_bytes = 0
+        # Queues the rest of the program may still issue to (set by the caller per top-level node): bandwidth
+        # history before all of them are free can be forgotten.
+        self.live_queues: Sequence[int] = range(QUEUES)
+        self._issued_since_forget = 0
+
+    def issue(self, plan: InstructionPlan, values: Sequence[int]) -> tuple[float, float]:
+        """One instance of `plan` with register values `values`: its (start, end)."""
+        queue = plan.queue
+        start = self.queue_free[queue]
+        done = self.done
+        for wait in plan.waits:
+            if done[wait] > start:
+                start = done[wait]
+        dma = plan.dma
+        if dma is not None:
+            end = self.bandwidth.transfer(
+                start + dma.fixed_ns, dma.bytes, plan.engine_rate, dma.efficiency, plan.hbm_per_byte
+            )
+            self.dma_bytes += dma.bytes
+            self.hbm_bytes += dma.hbm_bytes
+            self._issued_since_forget += 1
+            if self._issued_since_forget >= _FORGET_EVERY:
+                self.forget_bandwidth_history()
+        elif plan.penalty_ns:
+            duration = plan.duration_ns
+            previous = self.previous_writes[queue]
+            if previous and _overlaps_any(plan.read_footprints_at(values), previous):
+                duration += plan.penalty_ns
+            end = start + duration
+            self.previous_writes[queue] = plan.write_footprints_at(values)
+        else:
+            end = start + plan.duration_ns
+        self.queue_free[queue] = end
+        index = plan.index
+        done[index] = end
+        self.count[index] += 1
+        self.busy_ns[index] += end - start
+        self.flops[index] += plan.flops
+        events = self.events
+        events.queue.append(queue)
+        events.start.append(start)
+        events.end.append(end)
+        events.instruction.append(index)
+        return start, end
+
+    def forget_bandwidth_history(self) -> None:
+        self._issued_since_forget = 0
+        live = [q for q in self.live_queues if q >= DMA_QUEUE_BASE]
+        if live:
+            self.bandwidth.forget_before(min(self.queue_free[q] for q in live))
+
+    # ---- results ---------------------------------------------------------------------------------------------
+
+    def profile(self, program: Program) -> Profile:
+        target = self.target
+        busy: dict[str, float] = {}
+        opcode_counts: dict[str, int] = {}
+        flops_by_family: dict[str, int] = {}
+        location_ns: dict[str, float] = {}
+        location_counts: dict[str, int] = {}
+        stats = []
+        for plan in self.plans:
+            index = plan.index
+            info = InstructionStats(
+                plan.id, plan.opcode, QUEUE_NAMES[plan.queue], plan.location,
+                self.count[index], self.busy_ns[index], self.flops[index],
+            )  # fmt: skip
+            stats.append(info)
+            if not info.count:
+                continue
+            busy[info.queue] = busy.get(info.queue, 0.0) + info.busy_ns
+            opcode_counts[info.opcode] = opcode_counts.get(info.opcode, 0) + info.count
+            if info.flops:
+                flops_by_family[plan.family] = flops_by_family.get(plan.family, 0) + info.flops
+            location = info.location or "<unknown location>"
+            location_ns[location] = location_ns.get(location, 0.0) + info.busy_ns
+            location_counts[location] = location_counts.get(location, 0) + info.count
+        return Profile(
+            target=target.name,
+            core_version=target.core_version,
+            total_ns=max(self.done, default=0.0),
+            busy_ns=busy,
+            opcode_counts=opcode_counts,
+            dma_bytes=self.dma_bytes,
+            hbm_bytes=self.hbm_bytes,
+            flops=sum(flops_by_family.values()),
+            flops_by_family=flops_by_family,
+            peak_flops_by_family={family: target.peak_flops(family) for family in ("fp32", "bf16", "fp8")},
+            hbm_bandwidth_bytes_per_ns=target.hbm_bandwidth_gbps,
+            instructions=stats,
+            events=self.events,
+            location_ns=location_ns,
+            location_counts=location_counts,
+            io_bytes=sum(
+                math.prod(binding.shape) * dtypes.itemsize(program.buffers[binding.buffer].dtype)
+                for binding in (*program.inputs, *program.outputs)
+            ),
+        )
+
+
+def _overlaps_any(reads: list[Footprint], previous: list[Footprint]) -> bool:
+    for memory, p0, p1, lo, hi in reads:
+        for other_memory, q0, q1, other_lo, other_hi in previous:
+            if memory == other_memory and p0 < q1 and q0 < p1 and lo < other_hi and other_lo < hi:
+                return True
+    return False
+
