@@ -135,11 +135,14 @@ class Lanes:
             table[:, column] = self.column(position, column)
         return table
 
-    def instances(self, first_lane: int = 0) -> Iterator[tuple[InstructionPlan, list[int]]]:
-        """(plan, register values) of every instance from lane `first_lane` on, in program order."""
+    def instances(
+        self, first_lane: int = 0, stop_lane: int | None = None
+    ) -> Iterator[tuple[InstructionPlan, list[int]]]:
+        """(plan, register values) of every instance of lanes [first_lane, stop_lane), in program order."""
         block = 4096  # lanes converted to Python lists at a time
-        for start in range(first_lane, self.count, block):
-            stop = min(self.count, start + block)
+        end = self.count if stop_lane is None else stop_lane
+        for start in range(first_lane, end, block):
+            stop = min(end, start + block)
             rows = [
                 self.columns(position)[start:stop].tolist() if plan.registers else None
                 for position, plan in enumerate(self.positions)

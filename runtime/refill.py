@@ -14,8 +14,8 @@ kinds of access are skipped because they cannot change the answer: any access in
 completely, and reads of bytes no access of the run ever writes.
 
 The analysis costs about as much as the accesses it visits, once; filling all memory costs its size, every run.
-`worth_analysing` says which is cheaper for a program: when the run's accesses cover many times the memory the
-machine holds, a later run fills everything (as a fresh machine would have it) instead.
+`worth_analysing` says which is cheaper for a program: when filling everything (as a fresh machine would have it)
+costs a later run no more than a few percent of its own data work, later runs do that instead.
 """
 
 from __future__ import annotations
@@ -114,19 +114,24 @@ def _roles(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     return writes - partial, partial
 
 
-# Accesses covering more than this many times the machine's memory make filling all of it each run the cheaper
-# choice: that fill costs a few percent of the run's own data work.
-FILL_ALL_RATIO = 16
+# Rough costs on a CPU core, for choosing between the two: a step of data work (a NumPy call), a byte an access
+# covers, a byte filled. Filling everything is chosen when it costs at most FILL_SHARE of a run's data work.
+STEP_NS = 3000.0
+ACCESS_NS_PER_BYTE = 0.3
+FILL_NS_PER_BYTE = 0.1
+FILL_SHARE = 0.05
 
 
-def worth_analysing(accesses: Sequence[Access], memory_bytes: int) -> bool:
-    """Is `bytes_read_first` worth its cost, against filling `memory_bytes` on every later run?"""
-    budget = FILL_ALL_RATIO * memory_bytes
-    total = 0
+def worth_analysing(accesses: Sequence[Access], steps: int, memory_bytes: int) -> bool:
+    """Is `bytes_read_first` worth its cost, against filling `memory_bytes` on every later run of a tape of
+    `steps` steps making `accesses`?"""
+    budget = FILL_SHARE * STEP_NS * steps
+    fill = FILL_NS_PER_BYTE * memory_bytes
+    covered = 0
     for _, views, _ in accesses:
         for view in views.values():
-            total += view.nbytes
-        if total > budget:
+            covered += view.nbytes
+        if fill <= budget + FILL_SHARE * ACCESS_NS_PER_BYTE * covered:
             return False
     return True
 

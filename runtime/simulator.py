@@ -47,7 +47,7 @@ from neuron_mlir.runtime.machine import Machine
 from neuron_mlir.runtime.plan import QUEUES, InstructionPlan, plan_program, queue_index
 from neuron_mlir.runtime.profile import Profile
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Program
-from neuron_mlir.runtime.races import RaceChecker, RaceError, SimulationError
+from neuron_mlir.runtime.races import RaceChecker, RaceError, RaceFound, SimulationError
 from neuron_mlir.runtime.timeline import Timeline
 from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
 
@@ -136,6 +136,7 @@ class Simulator:
         )
         self.plan_of = {id(plan.inst): plan for plan in self.plans}
         self.live_after = self._live_queues()
+        self.next_waits_after = self._next_waits()
         self._race_facts: tuple[list[list[int]], list[bool], list[str]] | None = None
         # Loops as nests whose data work may run batched, analysed when first reached (None: never batched).
         self.nests: dict[int, vectorize.Nest | None] = {}
@@ -197,14 +198,20 @@ class Simulator:
                     info = (plan.id, plan.opcode, plan.queue, plan.location, start, end)
                     races.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info)
 
-        self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+        try:
+            self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+        except RaceFound:
+            # A nest checked as a whole has a race: the reference run finds the first one and words it.
+            self.finish()
+            self.run_reference(inputs, check_races=True)
+            raise SimulationError("a race found in a loop nest did not show instance by instance") from None
         if recorder is None:
             assert self.tape is not None
             with np.errstate(all="ignore"):
                 self.tape.run()
         else:
             self.tape = prepared.Tape(recorder.steps)
-            if refill.worth_analysing(recorder.accesses, self.machine.bytes_held):
+            if refill.worth_analysing(recorder.accesses, len(recorder.steps), self.machine.bytes_held):
                 constants, bindings, outputs = self._entry_views()
                 self._refill = refill.bytes_read_first(
                     [array for arrays in self.machine.arrays.values() for array in arrays],
@@ -236,6 +243,7 @@ class Simulator:
                 self.timeline.live_queues = live
             if self.races is not None:
                 self.races.live_queues = live
+                self.races.next_waits = self.next_waits_after[position]
             interpreter.run((node,))
 
     # ---- loop nests ----------------------------------------------------------------------------------------
@@ -255,13 +263,11 @@ class Simulator:
         if lanes is None:
             return False
         timeline, races = self.timeline, self.races
-        if timeline is not None:
-            for plan, values in lanes.instances():
-                start, end = timeline.issue(plan, values)
-                if races is not None:
-                    info = (plan.id, plan.opcode, plan.queue, plan.location, start, end)
-                    races.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info)
-        if self.recorder is not None:
+        if timeline is not None and lanes.positions:
+            starts, ends = timeline.issue_lanes(lanes)
+            if races is not None:
+                races.issue_lanes(lanes, starts, ends)
+        if self.recorder is not None and lanes.positions:
             batch = self.recorder.nest(loop, lanes, entry[1])
             if batch is not None:
                 cached[key] = (lanes, batch)
@@ -285,6 +291,35 @@ class Simulator:
             suffix.append(sorted(seen))
         suffix.reverse()
         return suffix
+
+    def _next_waits(self) -> list[dict[int, list[int]]]:
+        """For each top-level node, per queue with nothing in it but more to come: what the queue's next
+        instruction waits on, when that instruction surely issues next on its queue (no loop that might not run
+        comes before it). The race checker uses it to bound what that queue will have seen."""
+        result: list[dict[int, list[int]]] = []
+        ahead: dict[int, tuple[InstructionPlan, bool]] = {}  # queue -> its first instruction after this node
+        for node in reversed(self.program.body):
+            firsts = self._first_per_queue(node, True)
+            result.append({queue: plan.waits for queue, (plan, sure) in ahead.items() if sure and queue not in firsts})
+            ahead.update(firsts)
+        result.reverse()
+        return result
+
+    def _first_per_queue(self, node: Node, sure: bool) -> dict[int, tuple[InstructionPlan, bool]]:
+        """The first instruction per queue in `node`, and whether it surely issues (given `node` runs)."""
+        if isinstance(node, Instruction):
+            plan = self.plan_of[id(node)]
+            return {plan.queue: (plan, sure)}
+        if not isinstance(node, Loop):
+            return {}
+        runs = isinstance(node.lower, int) and isinstance(node.upper, int) and len(
+            range(node.lower, node.upper, node.step)
+        ) > 0
+        found: dict[int, tuple[InstructionPlan, bool]] = {}
+        for child in node.body:
+            for queue, first in self._first_per_queue(child, sure and runs).items():
+                found.setdefault(queue, first)
+        return found
 
     def _race_checker(self) -> RaceChecker:
         if self._race_facts is None:

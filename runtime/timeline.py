@@ -27,9 +27,12 @@ import bisect
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Target
-from neuron_mlir.runtime.plan import DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan
+from neuron_mlir.runtime.lanes import Lanes
+from neuron_mlir.runtime.plan import DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan, OperandPlan
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Program
 
@@ -70,6 +73,27 @@ class Bandwidth:
     ) -> float:
         """Move `nbytes` from `start` on; return the completion time."""
         times, engine_used, hbm_used = self.times, self.engine_used, self.hbm_used
+        last = len(times) - 1
+        if start >= times[last]:
+            # After the last breakpoint (the latest end of any transfer) nothing moves: the transfer has the whole
+            # core to itself until it ends. The same arithmetic as the general walk below, with one segment.
+            rate = min(max_engine_rate, self.engine_capacity - engine_used[last]) * efficiency
+            if hbm_per_byte:
+                rate = min(rate, (self.hbm_capacity - hbm_used[last]) / hbm_per_byte)
+            if rate > 1e-9:
+                if times[last] != start:
+                    times.append(start)
+                    engine_used.append(engine_used[last])
+                    hbm_used.append(hbm_used[last])
+                    last += 1
+                end = start + float(nbytes) / rate
+                if end > start:
+                    times.append(end)
+                    engine_used.append(engine_used[last])
+                    hbm_used.append(hbm_used[last])
+                    engine_used[last] += rate / efficiency
+                    hbm_used[last] += rate * hbm_per_byte
+                return end
         index = self._split(start)
         remaining = float(nbytes)
         now = start
@@ -163,6 +187,128 @@ class Timeline:
         events.instruction.append(index)
         return start, end
 
+    def issue_lanes(self, lanes: Lanes) -> tuple[np.ndarray, np.ndarray]:
+        """Every instance of a traced nest (`runtime.lanes`), in program order, exactly as `issue` one by one would
+        time them; returns their starts and ends as float64 [lanes, positions].
+
+        Only the arithmetic of starts and ends runs instance by instance (it is a chain of float operations in
+        program order); which instances pay the dependency penalty, the statistics, the bytes and the trace events
+        are worked out for all lanes at once, with the same float operations in the same order."""
+        positions = lanes.positions
+        count, width = lanes.count, len(positions)
+        penalised = self._penalties(lanes)
+        durations = []
+        for position, plan in enumerate(positions):
+            flags = penalised[position]
+            if flags is None:
+                durations.append(plan.duration_ns)
+            else:
+                with_penalty = plan.duration_ns + plan.penalty_ns
+                durations.append([with_penalty if flag else plan.duration_ns for flag in flags.tolist()])
+        starts = [0.0] * (count * width)
+        ends = [0.0] * (count * width)
+        queue_free, done, bandwidth = self.queue_free, self.done, self.bandwidth
+        steps = [
+            (
+                plan.queue, plan.index, plan.waits, durations[position],
+                (plan.dma.fixed_ns, plan.dma.bytes, plan.engine_rate, plan.dma.efficiency, plan.hbm_per_byte)
+                if plan.dma is not None else None,
+            )
+            for position, plan in enumerate(positions)
+        ]  # fmt: skip
+        transfer = bandwidth.transfer
+        slot = 0
+        for lane in range(count):
+            for queue, index, waits, duration, dma in steps:
+                start = queue_free[queue]
+                for wait in waits:
+                    if done[wait] > start:
+                        start = done[wait]
+                if dma is not None:
+                    fixed, nbytes, rate, efficiency, hbm_per_byte = dma
+                    end = transfer(start + fixed, nbytes, rate, efficiency, hbm_per_byte)
+                    self._issued_since_forget += 1
+                    if self._issued_since_forget >= _FORGET_EVERY:
+                        self.forget_bandwidth_history()
+                elif type(duration) is float:
+                    end = start + duration
+                else:
+                    end = start + duration[lane]
+                queue_free[queue] = end
+                done[index] = end
+                starts[slot] = start
+                ends[slot] = end
+                slot += 1
+        start_array = np.array(starts, dtype=np.float64).reshape(count, width)
+        end_array = np.array(ends, dtype=np.float64).reshape(count, width)
+        self._account(lanes, start_array, end_array)
+        return start_array, end_array
+
+    def _penalties(self, lanes: Lanes) -> list[np.ndarray | None]:
+        """Per position, per lane: does the instance pay the dependency penalty (None: it never can)? Also leaves
+        `previous_writes` as the nest leaves it."""
+        positions = lanes.positions
+        count = lanes.count
+        flags: list[np.ndarray | None] = [None] * len(positions)
+        last_on_queue: dict[int, int] = {}
+        for position, plan in enumerate(positions):
+            if plan.penalty_ns:
+                last_on_queue[plan.queue] = position
+        previous_on_queue: dict[int, int] = {}
+        for position, plan in enumerate(positions):
+            if not plan.penalty_ns:
+                continue
+            queue = plan.queue
+            before = previous_on_queue.get(queue)
+            reads = [_footprints(lanes, position, op) for op in plan.reads]
+            if before is not None:  # the previous instance of the queue is in the same lane
+                writes = [_footprints(lanes, before, op) for op in lanes.positions[before].writes]
+                hit = _any_overlap(reads, writes, count)
+            else:  # in the previous lane, or before the nest for lane 0
+                last = last_on_queue[queue]
+                writes = [_footprints(lanes, last, op) for op in lanes.positions[last].writes]
+                hit = np.zeros(count, bool)
+                if count > 1:
+                    hit[1:] = _any_overlap(
+                        [_lanes_slice(f, 1, count) for f in reads], [_lanes_slice(f, 0, count - 1) for f in writes],
+                        count - 1,
+                    )
+                previous = self.previous_writes[queue]
+                first_reads = [_lane_footprint(f, 0) for f in reads]
+                hit[0] = bool(previous) and _overlaps_any(first_reads, previous)
+            flags[position] = hit
+            previous_on_queue[queue] = position
+        for queue, last in last_on_queue.items():
+            writes = positions[last].writes
+            self.previous_writes[queue] = [_lane_footprint(_footprints(lanes, last, op), count - 1) for op in writes]
+        return flags
+
+    def _account(self, lanes: Lanes, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Statistics, bytes and trace events of a nest's instances (`issue_lanes`)."""
+        positions = lanes.positions
+        count = lanes.count
+        durations = ends - starts  # the same subtraction per instance as `issue`
+        by_plan: dict[int, list[int]] = {}
+        for position, plan in enumerate(positions):
+            by_plan.setdefault(plan.index, []).append(position)
+        for index, columns in by_plan.items():
+            plan = positions[columns[0]]
+            self.count[index] += count * len(columns)
+            self.flops[index] += plan.flops * count * len(columns)
+            # busy time sums instance by instance in program order: a sequential accumulation, not a pairwise sum
+            values = durations[:, columns].reshape(-1)
+            self.busy_ns[index] = float(np.add.accumulate(np.concatenate(([self.busy_ns[index]], values)))[-1])
+            if plan.dma is not None:
+                self.dma_bytes += plan.dma.bytes * count * len(columns)
+                self.hbm_bytes += plan.dma.hbm_bytes * count * len(columns)
+        queues = np.array([plan.queue for plan in positions], dtype=np.int8)
+        indices = np.array([plan.index for plan in positions], dtype=np.int64)
+        events = self.events
+        events.queue.frombytes(np.tile(queues, count).tobytes())
+        events.start.frombytes(starts.reshape(-1).tobytes())
+        events.end.frombytes(ends.reshape(-1).tobytes())
+        events.instruction.frombytes(np.tile(indices, count).astype(np.dtype(events.instruction.typecode)).tobytes())
+
     def forget_bandwidth_history(self) -> None:
         self._issued_since_forget = 0
         live = [q for q in self.live_queues if q >= DMA_QUEUE_BASE]
@@ -216,6 +362,37 @@ class Timeline:
                 for binding in (*program.inputs, *program.outputs)
             ),
         )
+
+
+# A footprint over all lanes: (memory id, first partition, end partition, first bytes [count], end bytes [count]).
+LaneFootprint = tuple[int, int, int, np.ndarray, np.ndarray]
+
+
+def _footprints(lanes: Lanes, position: int, op: OperandPlan) -> LaneFootprint:
+    site = op.site
+    shift = lanes.column(position, op.column) * site.itemsize if op.column >= 0 else np.zeros(lanes.count, np.int64)
+    lo = site.base + shift + site.low
+    return (site.memory_id, site.partition_start, site.partition_end, lo, lo - site.low + site.high)
+
+
+def _lanes_slice(footprint: LaneFootprint, first: int, stop: int) -> LaneFootprint:
+    memory, p0, p1, lo, hi = footprint
+    return (memory, p0, p1, lo[first:stop], hi[first:stop])
+
+
+def _lane_footprint(footprint: LaneFootprint, lane: int) -> Footprint:
+    memory, p0, p1, lo, hi = footprint
+    return (memory, p0, p1, int(lo[lane]), int(hi[lane]))
+
+
+def _any_overlap(reads: list[LaneFootprint], writes: list[LaneFootprint], count: int) -> np.ndarray:
+    """`_overlaps_any` lane by lane."""
+    hit = np.zeros(count, bool)
+    for memory, p0, p1, lo, hi in reads:
+        for other_memory, q0, q1, other_lo, other_hi in writes:
+            if memory == other_memory and p0 < q1 and q0 < p1:
+                hit |= (lo < other_hi) & (other_lo < hi)
+    return hit
 
 
 def _overlaps_any(reads: list[Footprint], previous: list[Footprint]) -> bool:
