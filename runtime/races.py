@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,6 +41,10 @@ class RaceFound(Exception):
     instance run reports first, and in which words, is that run's to say: the caller runs the program that way."""
 
 
+# Sites with at most this many elements keep their sorted element offsets.
+_CACHED_OFFSETS = 1 << 20
+
+
 @dataclass
 class AccessSite:
     """The static description of one operand, enough to find its bytes for any dynamic offset."""
@@ -58,15 +62,21 @@ class AccessSite:
     low: int  # byte offset of the lowest element relative to base
     high: int  # one past the highest byte relative to base
     register: int  # offset register index, -1 for none
+    _sorted: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def byte_offsets(self, shift: int) -> np.ndarray:
         """Sorted start bytes of every element of the access (within one partition)."""
-        offsets = np.zeros(1, dtype=np.int64)
-        for step, num in self.pattern:
-            offsets = (
-                offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
-            ).reshape(-1)
-        return np.sort(offsets + self.base + shift)
+        found = self._sorted
+        if found is None:
+            offsets = np.zeros(1, dtype=np.int64)
+            for step, num in self.pattern:
+                offsets = (
+                    offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
+                ).reshape(-1)
+            found = np.sort(offsets + self.base)
+            if found.size <= _CACHED_OFFSETS:  # kept with the (static) site: loops ask again and again
+                self._sorted = found
+        return found + shift
 
 
 @dataclass
@@ -542,6 +552,9 @@ class RaceChecker:
                                 or site.partition_end <= other.partition_start
                             ):
                                 continue
+                            low, high = shifts.hull(position, op)
+                            if nest.hi <= low or high <= nest.lo:
+                                continue
                             # some of its lanes are unordered with some lanes here: decided only if no bytes meet
                             unordered = nest.shifts[nest.unordered_from(int(first[nest.queue])) :]
                             if not _disjoint(other, unordered, site, shifts.of(position, op)):
@@ -736,8 +749,13 @@ class _Shifts:
 
     def hull(self, position: int, op: OperandPlan) -> tuple[int, int]:
         """The operand's byte hull over all those lanes."""
-        values = self.of(position, op)
-        site = op.site
-        if values.size == 0:
-            return (0, 0)
-        return (site.base + int(values.min()) + site.low, site.base + int(values.max()) + site.high)
+        key = (position, id(op))
+        found = self.hulls.get(key)
+        if found is None:
+            values = self.of(position, op)
+            site = op.site
+            found = (0, 0)
+            if values.size:
+                found = (site.base + int(values.min()) + site.low, site.base + int(values.max()) + site.high)
+            self.hulls[key] = found
+        return found

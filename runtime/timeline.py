@@ -209,14 +209,11 @@ class Timeline:
         ends = [0.0] * (count * width)
         queue_free, done, bandwidth = self.queue_free, self.done, self.bandwidth
         steps = [
-            (
-                plan.queue, plan.index, plan.waits, durations[position],
-                (plan.dma.fixed_ns, plan.dma.bytes, plan.engine_rate, plan.dma.efficiency, plan.hbm_per_byte)
-                if plan.dma is not None else None,
-            )
+            (plan.queue, plan.index, plan.waits, durations[position], self._transfer_constants(plan))
             for position, plan in enumerate(positions)
-        ]  # fmt: skip
+        ]
         transfer = bandwidth.transfer
+        times, engine_used, hbm_used = bandwidth.times, bandwidth.engine_used, bandwidth.hbm_used
         slot = 0
         for lane in range(count):
             for queue, index, waits, duration, dma in steps:
@@ -225,11 +222,28 @@ class Timeline:
                     if done[wait] > start:
                         start = done[wait]
                 if dma is not None:
-                    fixed, nbytes, rate, efficiency, hbm_per_byte = dma
-                    end = transfer(start + fixed, nbytes, rate, efficiency, hbm_per_byte)
+                    fixed, nbytes, rate, efficiency, hbm_per_byte, alone = dma
+                    now = start + fixed
+                    if alone is not None and now >= times[-1] and engine_used[-1] == 0.0 and hbm_used[-1] == 0.0:
+                        # `Bandwidth.transfer`'s path after the last breakpoint, its constants worked out once
+                        duration_alone, engine_grant, hbm_grant = alone
+                        if times[-1] != now:
+                            times.append(now)
+                            engine_used.append(0.0)
+                            hbm_used.append(0.0)
+                        end = now + duration_alone
+                        if end > now:
+                            times.append(end)
+                            engine_used.append(0.0)
+                            hbm_used.append(0.0)
+                            engine_used[-2] += engine_grant
+                            hbm_used[-2] += hbm_grant
+                    else:
+                        end = transfer(now, nbytes, rate, efficiency, hbm_per_byte)
                     self._issued_since_forget += 1
                     if self._issued_since_forget >= _FORGET_EVERY:
                         self.forget_bandwidth_history()
+                        times, engine_used, hbm_used = bandwidth.times, bandwidth.engine_used, bandwidth.hbm_used
                 elif type(duration) is float:
                     end = start + duration
                 else:
@@ -243,6 +257,21 @@ class Timeline:
         end_array = np.array(ends, dtype=np.float64).reshape(count, width)
         self._account(lanes, start_array, end_array)
         return start_array, end_array
+
+    def _transfer_constants(self, plan: InstructionPlan) -> tuple | None:
+        """A DMA's arguments to `Bandwidth.transfer` and, when it would move bytes alone (nothing else moving:
+        both resources idle), its duration and grants there, computed as `transfer` computes them."""
+        dma = plan.dma
+        if dma is None:
+            return None
+        bandwidth = self.bandwidth
+        rate = min(plan.engine_rate, bandwidth.engine_capacity - 0.0) * dma.efficiency
+        if plan.hbm_per_byte:
+            rate = min(rate, (bandwidth.hbm_capacity - 0.0) / plan.hbm_per_byte)
+        alone = None
+        if rate > 1e-9:
+            alone = (float(dma.bytes) / rate, 0.0 + rate / dma.efficiency, 0.0 + rate * plan.hbm_per_byte)
+        return (dma.fixed_ns, dma.bytes, plan.engine_rate, dma.efficiency, plan.hbm_per_byte, alone)
 
     def _penalties(self, lanes: Lanes) -> list[np.ndarray | None]:
         """Per position, per lane: does the instance pay the dependency penalty (None: it never can)? Also leaves
