@@ -64,8 +64,14 @@ class OperandPlan:
             array_start = start
         self.view_args = (tuple(shape), home.dtype, home.array, array_start, tuple(strides), itemsize)
         self.static_view = self.view(0) if self.register < 0 else None
-        low = sum(min(0, step * (num - 1)) for step, num in access.pattern) * itemsize
-        high = (sum(max(0, step * (num - 1)) for step, num in access.pattern) + 1) * itemsize
+        low = high = 0
+        for step, num in access.pattern:
+            reach = step * (num - 1)
+            if reach < 0:
+                low += reach
+            else:
+                high += reach
+        low, high = low * itemsize, (high + 1) * itemsize
         self.site = AccessSite(
             role=role,
             is_write=is_write,
@@ -130,7 +136,14 @@ class InstructionPlan:
     )
 
     def __init__(
-        self, index: int, inst: Instruction, program: Program, machine: Machine, target: Target, waits: list[int]
+        self,
+        index: int,
+        inst: Instruction,
+        program: Program,
+        machine: Machine,
+        target: Target,
+        waits: list[int],
+        costs: dict[tuple, float | cost_model.DmaCost] | None = None,
     ) -> None:
         spec = isa.OPCODES[inst.opcode]
         written_roles = set(spec.writes + spec.optional_writes)
@@ -170,7 +183,7 @@ class InstructionPlan:
         self.static_views = {op.role: op.static_view for op in self.operands if op.static_view is not None}
         self.waits = waits
 
-        cost = cost_model.instruction_cost(inst, program.buffers, target)
+        cost = _cost(inst, program, target, costs if costs is not None else {})
         self.dma = cost if isinstance(cost, cost_model.DmaCost) else None
         self.duration_ns = cost if isinstance(cost, float) else 0.0
         self.engine_rate = self.dma.engine_rate(target) if self.dma is not None else 0.0
@@ -182,10 +195,7 @@ class InstructionPlan:
         self.family = ""
         if self.flops:
             self.family = dtypes.matmul_family(program.buffers[inst.operands["moving"].buffer].dtype)
-        self.work_bytes = sum(
-            math.prod(access.shape) * dtypes.itemsize(program.buffers[access.buffer].dtype)
-            for access in inst.operands.values()
-        )
+        self.work_bytes = sum(math.prod(op.view_args[0]) * op.view_args[5] for op in self.operands)
         static = not self.dynamic
         self.read_footprints = [op.footprint(0) for op in self.reads] if static else None
         self.write_footprints = [op.footprint(0) for op in self.writes] if static else None
@@ -233,10 +243,32 @@ def plan_program(
     target: Target,
 ) -> list[InstructionPlan]:
     """Plans of `instructions` (the program's static instructions in program order), indexed like them."""
+    costs: dict[tuple, float | cost_model.DmaCost] = {}
     return [
-        InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits])
+        InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], costs)
         for index, inst in enumerate(instructions)
     ]
+
+
+def _cost(
+    inst: Instruction, program: Program, target: Target, costs: dict[tuple, float | cost_model.DmaCost]
+) -> float | cost_model.DmaCost:
+    """`cost_model.instruction_cost`, once per distinct form: what it reads (opcode, engine, each operand's
+    memory, dtype, partitions and pattern, the attributes) is what many instructions of a program share."""
+    buffers = program.buffers
+    key = (
+        inst.opcode,
+        inst.engine,
+        tuple(
+            (role, buffers[access.buffer].memory, buffers[access.buffer].dtype, access.partitions, access.pattern)
+            for role, access in inst.operands.items()
+        ),
+        tuple(sorted(inst.attrs.items())),
+    )
+    found = costs.get(key)
+    if found is None:
+        found = costs[key] = cost_model.instruction_cost(inst, buffers, target)
+    return found
 
 
 QUEUES = len(QUEUE_NAMES)

@@ -213,8 +213,8 @@ class RaceChecker:
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
         self.sequence = [0] * queues
         self.instance_clock: dict[int, tuple[list[int], int]] = {}  # latest instance of each id: (clock, queue)
-        # per memory id: (writes, reads), each per queue
-        self.records: dict[int, tuple[list[_Issued], list[_Issued]]] = {}
+        # per memory id: (writes, reads), each per queue that has any
+        self.records: dict[int, tuple[dict[int, _Issued], dict[int, _Issued]]] = {}
         self.by_site: dict[int, dict[int, list[_Record]]] = {}  # site -> shift -> its live records
         # per memory id: (writes, reads) of nests checked as a whole, kept in compact form
         self.nest_records: dict[int, tuple[list[_NestRecord], list[_NestRecord]]] = {}
@@ -288,10 +288,11 @@ class RaceChecker:
             return
         candidates: list[_Record] = []
         for per_queue in entry if site.is_write else entry[:1]:  # a read races with writes only
-            for other_queue, issued in enumerate(per_queue):
-                if other_queue == queue or issued is None:
-                    continue
-                for record in issued.unordered(clock[other_queue]):
+            for other_queue, issued in per_queue.items():
+                known = clock[other_queue]
+                if other_queue == queue or not issued.seqs or issued.seqs[-1] <= known:
+                    continue  # the same queue, or every record of that queue is ordered before this access
+                for record in issued.unordered(known):
                     if record.lo < hi and lo < record.hi and record.alive:
                         other = record.site
                         if other.partition_start < p1 and p0 < other.partition_end:
@@ -340,9 +341,9 @@ class RaceChecker:
             return  # nobody writes these bytes: reads of them can never race
         entry = self.records.get(site.memory_id)
         if entry is None:
-            entry = self.records[site.memory_id] = ([None] * self.queues, [None] * self.queues)  # type: ignore[list-item]
+            entry = self.records[site.memory_id] = ({}, {})
         per_queue = entry[0] if site.is_write else entry[1]
-        issued = per_queue[queue]
+        issued = per_queue.get(queue)
         if issued is None:
             issued = per_queue[queue] = _Issued()
         record = _Record(queue, clock[queue], site, shift, info, self._order)
@@ -373,9 +374,7 @@ class RaceChecker:
     def _issued(self, record: _Record) -> _Issued:
         site = record.site
         entry = self.records[site.memory_id]
-        issued = (entry[0] if site.is_write else entry[1])[record.queue]
-        assert issued is not None
-        return issued
+        return (entry[0] if site.is_write else entry[1])[record.queue]
 
     def _prune(self) -> None:
         """Drop records that no instance still to come can race with."""
@@ -389,8 +388,8 @@ class RaceChecker:
         known = [min(clock[component] for clock in seen) for component in range(self.queues)]
         for entry in self.records.values():
             for per_queue in entry:
-                for queue, issued in enumerate(per_queue):
-                    if issued is None or issued.start == len(issued.seqs) or issued.seqs[issued.start] > known[queue]:
+                for queue, issued in per_queue.items():
+                    if issued.start == len(issued.seqs) or issued.seqs[issued.start] > known[queue]:
                         continue
                     for record in issued.prune(known[queue]):
                         self._forget(record)
@@ -413,6 +412,8 @@ class RaceChecker:
 
     # Lanes a nest issues one by one at most while its clocks settle into their periodic form.
     MAX_SETTLING_LANES = 8
+    # Nests with fewer instances than this are issued one by one: the checks of a whole nest cost more.
+    MIN_NEST_INSTANCES = 256
 
     def issue_lanes(self, lanes: Lanes, starts: np.ndarray, ends: np.ndarray) -> None:
         """Every instance of a traced nest (`runtime.lanes`) in program order, with the verdict and the records
@@ -432,9 +433,10 @@ class RaceChecker:
         count, width = lanes.count, len(lanes.positions)
         clocks: list[list[list[int]]] = []
         instances = lanes.instances()
-        entry_clocks = self._entry_clocks(lanes)
+        whole = count * width >= self.MIN_NEST_INSTANCES
+        entry_clocks = self._entry_clocks(lanes) if whole else {}
         for lane in range(count):
-            if 2 <= lane <= self.MAX_SETTLING_LANES:
+            if whole and 2 <= lane <= self.MAX_SETTLING_LANES:
                 pattern = self._periodic(lanes, clocks[-2], clocks[-1], entry_clocks, count - lane)
                 if pattern is not None:
                     anchor, slopes = pattern  # clock of (lane - 1 + t, i) = anchor[i] + t * slopes[i]
@@ -564,8 +566,8 @@ class RaceChecker:
                     continue
                 lane_shifts = None
                 for per_queue in entry if site.is_write else entry[:1]:
-                    for other_queue, issued in enumerate(per_queue):
-                        if other_queue == queue or issued is None:
+                    for other_queue, issued in per_queue.items():
+                        if other_queue == queue:
                             continue
                         # entries only grow: what the first lane here has seen, the later ones have too
                         for record in issued.unordered(int(first[other_queue])):

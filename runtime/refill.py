@@ -8,14 +8,15 @@ others before reading them. `bytes_read_first` finds them from one run's accesse
 
 The answer may be too large, never too small: an access counts as all the bytes of its view, and a write that may
 leave bytes of its view unwritten (matmul accumulation reads its destination; a scatter writes only the rows its
-offsets choose) counts as a read and not as a write. Bytes are tracked one by one in masks shaped like the memory
-arrays, visited through views of the accesses' own layout (a word per element where alignment allows), and two
-kinds of access are skipped because they cannot change the answer: any access inside a range loading overwrites
-completely, and reads of bytes no access of the run ever writes.
+offsets choose) counts as a read and not as a write. Two kinds of access are skipped because they cannot change
+the answer: any access inside a range loading overwrites completely, and reads of bytes no access of the run ever
+writes. Most reads are of tiles written whole before: an access whose bytes are the same byte ranges in every
+partition of a range (HBM: one row) is kept as those ranges, and a read inside the ranges written so far over a
+partition range containing its own is settled by that alone. Only for an array with a read not settled so is
+every byte tracked, in masks shaped like the array (all its earlier writes applied first), visited through views
+of the accesses' own layout (a word per element where alignment allows).
 
-The analysis costs about as much as the accesses it visits, once; filling all memory costs its size, every run.
-`worth_analysing` says which is cheaper for a program: when filling everything (as a fresh machine would have it)
-costs a later run no more than a few percent of its own data work, later runs do that instead.
+`analysis_seconds` estimates what the analysis of a run's accesses costs, for the caller to decide when to do it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ from neuron_mlir.runtime import isa
 
 # More separate byte ranges than this to fill in one memory array, and their hull is filled instead.
 MAX_RUNS = 256
+# Accesses with more contiguous runs than this are tracked in masks only.
+_MAX_RANGES = 1 << 16
+
+
+def _merged(
+    written: tuple[np.ndarray, np.ndarray] | None, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint ranges covering `written` and [starts, ends): touching or overlapping ranges merge."""
+    if written is not None:
+        starts, ends = np.concatenate((written[0], starts)), np.concatenate((written[1], ends))
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    breaks = np.flatnonzero(starts[1:] > ends[:-1])
+    return starts[np.concatenate(([0], breaks + 1))], ends[np.concatenate((breaks, [ends.size - 1]))]
 
 Access = tuple[str, Mapping[str, np.ndarray], Mapping[str, Any]]  # (opcode, operand views, attributes)
 
@@ -44,13 +59,77 @@ def _address(array: np.ndarray) -> int:
 class _Masks:
     """Per memory array, which bytes are written so far and which were read before being written."""
 
-    def __init__(self, arrays: Sequence[np.ndarray]) -> None:
+    def __init__(self, arrays: Sequence[np.ndarray], rows: Sequence[int]) -> None:
         self.arrays = list(arrays)
+        self.rows = list(rows)  # bytes per partition row of each array (0: one flat row)
         order = sorted(range(len(self.arrays)), key=lambda i: _address(self.arrays[i]))
         self.order = order
         self.starts = [_address(self.arrays[i]) for i in order]
         self.written: dict[int, np.ndarray] = {}
         self.needed: dict[int, np.ndarray] = {}
+        # per array, per partition range: the byte ranges (within a row) written in all its partitions so far
+        # (sorted, disjoint); and the writes of an array not yet in its mask
+        self.boxes: dict[int, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] = {}
+        self.pending: dict[int, list[tuple[np.ndarray, int]]] = {}
+
+    def ranges(self, index: int, view: np.ndarray, offset: int) -> tuple[int, int, np.ndarray, int] | None:
+        """The view's bytes as (first partition, end partition, first bytes of its runs within a row, run length):
+        the same byte ranges in every partition of the range. None when they do not have that form (or have too
+        many runs)."""
+        row = self.rows[index]
+        dims = [(stride, extent) for stride, extent in zip(view.strides, view.shape, strict=True) if extent > 1]
+        dims = [dim for dim in dims if dim[0] != 0]  # a dimension of stride 0 repeats the same bytes
+        first, start, partitions = 0, offset, 1
+        if row:
+            across = [dim for dim in dims if dim[0] == row]
+            if len(across) > 1:
+                return None
+            if across:
+                partitions = across[0][1]
+                dims.remove(across[0])
+            first, start = divmod(offset, row)
+        run = view.itemsize
+        dims.sort()
+        while dims and dims[0][0] == run:
+            run *= dims.pop(0)[1]
+        starts = np.array([start], dtype=np.int64)
+        count = 1
+        for stride, extent in dims:
+            if stride < 0:
+                return None
+            count *= extent
+            if count > _MAX_RANGES:
+                return None
+            starts = (starts[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
+        if row and int(starts.max()) + run > row:
+            return None
+        return first, first + partitions, starts, run
+
+    def note_write(self, index: int, view: np.ndarray, offset: int) -> None:
+        found = self.ranges(index, view, offset)
+        if found is not None:
+            p0, p1, starts, run = found
+            written = self.boxes.setdefault(index, {}).get((p0, p1))
+            self.boxes[index][(p0, p1)] = _merged(written, starts, starts + run)
+        if index in self.written:
+            self.write(index, view, offset)
+        else:
+            self.pending.setdefault(index, []).append((view, offset))
+
+    def note_read(self, index: int, view: np.ndarray, offset: int) -> None:
+        found = self.ranges(index, view, offset)
+        if found is not None:
+            p0, p1, starts, run = found
+            for (q0, q1), (written_starts, written_ends) in self.boxes.get(index, {}).items():
+                if q0 <= p0 and p1 <= q1:
+                    position = np.searchsorted(written_starts, starts, side="right") - 1
+                    if (position >= 0).all() and (written_ends[position] >= starts + run).all():
+                        return  # every byte of it was written before
+        if index not in self.written:  # track this array byte by byte from now on
+            self.mask(self.written, index)
+            for earlier, earlier_offset in self.pending.pop(index, ()):
+                self.write(index, earlier, earlier_offset)
+        self.read(index, view, offset)
 
     def locate(self, view: np.ndarray) -> tuple[int, int, int] | None:
         """(array index, byte offset of the view's element 0, byte hull [lo, hi) end) or None (not simulated)."""
@@ -102,42 +181,29 @@ class _Masks:
         np.bitwise_or(needed, np.subtract(ones, written), out=needed)
 
 
-def _roles(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
-    """(roles written completely, roles that may be read) of an access; unknown opcodes write 'dst'."""
+def _written(opcode: str, attrs: Mapping[str, Any]) -> set[str]:
+    """The roles an access writes completely (unknown opcodes write 'dst'); every other role counts as read."""
     spec = isa.OPCODES.get(opcode)
     writes = set(spec.writes + spec.optional_writes) if spec is not None else {"dst"}
-    partial: set[str] = set()
     if opcode == "nc_matmul" and np.any(attrs.get("accumulate", False)):
-        partial.add("dst")  # accumulation reads the destination
+        writes.discard("dst")  # accumulation reads the destination
     if opcode == "dma_copy" and attrs.get("indirect") == "dst":
-        partial.add("dst")  # a scatter writes only the rows its offsets choose
-    return writes - partial, partial
+        writes.discard("dst")  # a scatter writes only the rows its offsets choose
+    return writes
 
 
-# Rough costs on a CPU core, for choosing between the two: a step of data work (a NumPy call), a byte an access
-# covers, a byte filled. Filling everything is chosen when it costs at most FILL_SHARE of a run's data work.
-STEP_NS = 3000.0
-ACCESS_NS_PER_BYTE = 0.3
-FILL_NS_PER_BYTE = 0.1
-FILL_SHARE = 0.05
+# About what `bytes_read_first` spends per access on a CPU core when masks are not needed.
+SECONDS_PER_ACCESS = 40e-6
 
 
-def worth_analysing(accesses: Sequence[Access], steps: int, memory_bytes: int) -> bool:
-    """Is `bytes_read_first` worth its cost, against filling `memory_bytes` on every later run of a tape of
-    `steps` steps making `accesses`?"""
-    budget = FILL_SHARE * STEP_NS * steps
-    fill = FILL_NS_PER_BYTE * memory_bytes
-    covered = 0
-    for _, views, _ in accesses:
-        for view in views.values():
-            covered += view.nbytes
-        if fill <= budget + FILL_SHARE * ACCESS_NS_PER_BYTE * covered:
-            return False
-    return True
+def analysis_seconds(accesses: Sequence[Access]) -> float:
+    """A rough estimate of `bytes_read_first`'s time for `accesses`."""
+    return SECONDS_PER_ACCESS * sum(len(views) for _, views, _ in accesses)
 
 
 def bytes_read_first(
     arrays: Sequence[np.ndarray],
+    rows: Sequence[int],
     accesses: Iterable[Access],
     loaded: Sequence[np.ndarray],
     overwritten: Sequence[np.ndarray],
@@ -145,10 +211,10 @@ def bytes_read_first(
 ) -> list[np.ndarray]:
     """Views of `arrays` (the machine's memories) covering every byte the run read before writing it.
 
-    `accesses` are the run's instances (or batched steps) in order; `loaded` the views loading writes (constants
-    and inputs); `overwritten` parts of `arrays` loading writes completely, byte for byte; `outputs` the views read
-    after the run."""
-    masks = _Masks(arrays)
+    `rows` are the arrays' bytes per partition row (0 for HBM); `accesses` the run's instances (or batched steps)
+    in order; `loaded` the views loading writes (constants and inputs); `overwritten` parts of `arrays` loading
+    writes completely, byte for byte; `outputs` the views read after the run."""
+    masks = _Masks(arrays, rows)
     skip: dict[int, list[tuple[int, int]]] = {}
     for part in overwritten:
         found = masks.locate(part)
@@ -158,42 +224,52 @@ def bytes_read_first(
     def skipped(index: int, low: int, high: int) -> bool:
         return any(start <= low and high <= end for start, end in skip.get(index, ()))
 
-    # The accesses, located once; and per array the hull of everything written in it.
-    located: list[tuple[int, int, np.ndarray, bool]] = []  # (array, offset, view, is_write) in order
+    # The accesses, located once (views repeat: a static operand is the same view in every instance), reads of
+    # an access before its writes; and per array the hull of everything written in it.
+    located: list[tuple[int, int, int, int, np.ndarray, bool]] = []  # (array, offset, lo, hi, view, is_write)
     written_hull: dict[int, list[int]] = {}
+    places: dict[int, tuple[int, int, int, int] | None] = {}  # id(view) -> (array, offset, lo, hi); None: skip
     for opcode, views, attrs in accesses:
-        writes, partial = _roles(opcode, attrs)
-        reads_first = [(role, view) for role, view in views.items() if role not in writes or role in partial]
-        for is_write, chosen in ((False, reads_first), (True, [(r, v) for r, v in views.items() if r in writes])):
-            for _, view in chosen:
-                found = masks.locate(view)
-                if found is None:
+        writes = _written(opcode, attrs)
+        for is_write in (False, True):
+            for role, view in views.items():
+                if (role in writes) != is_write:
                     continue
-                index, offset, _ = found
-                low, high = masks.hull(view, offset)
-                if skipped(index, low, high):
+                key = id(view)
+                if key in places:
+                    place = places[key]
+                else:
+                    place = None
+                    found = masks.locate(view)
+                    if found is not None:
+                        index, offset, _ = found
+                        low, high = masks.hull(view, offset)
+                        if not skipped(index, low, high):
+                            place = (index, offset, low, high)
+                    places[key] = place
+                if place is None:
                     continue
-                located.append((index, offset, view, is_write))
+                index, offset, low, high = place
+                located.append((index, offset, low, high, view, is_write))
                 if is_write:
                     hull = written_hull.setdefault(index, [low, high])
                     hull[0], hull[1] = min(hull[0], low), max(hull[1], high)
     for view in loaded:
         found = masks.locate(view)
         if found is not None:
-            masks.write(found[0], view, found[1])
-    for index, offset, view, is_write in located:
+            masks.note_write(found[0], view, found[1])
+    for index, offset, low, high, view, is_write in located:
         if is_write:
-            masks.write(index, view, offset)
+            masks.note_write(index, view, offset)
             continue
         hull = written_hull.get(index)
-        low, high = masks.hull(view, offset)
         if hull is None or high <= hull[0] or hull[1] <= low:
             continue  # bytes nothing writes: they read fresh (or loaded) on every run anyway
-        masks.read(index, view, offset)
+        masks.note_read(index, view, offset)
     for view in outputs:
         found = masks.locate(view)
         if found is not None:
-            masks.read(found[0], view, found[1])
+            masks.note_read(found[0], view, found[1])
     fills: list[np.ndarray] = []
     for index, needed in masks.needed.items():
         if not needed.any():

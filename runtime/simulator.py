@@ -18,8 +18,9 @@ fast paths, each proven by the tests to give the reference's bits, profile and r
 * A loop nest is handled as a whole when it can be: `runtime.lanes` evaluates the registers of all its
   iterations at once, and `runtime.vectorize` does its data work as batched NumPy calls when that provably gives
   the same bits (otherwise instance by instance).
-* The first run keeps its data work as a tape (`runtime.prepared`) and which bytes it read before writing them
-  (`runtime.refill`). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
+* The first run keeps its data work as a tape (`runtime.prepared`) and works out which bytes it read before
+  writing them (`runtime.refill`; when that analysis would weigh on the first run, the second run does it after
+  filling all memory). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
   tape and return the profile the first run measured, walking nothing. A run that asks for race checking when no
   earlier run did walks the program again for the timeline and the race checker (its data work is the tape's).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import copy as copy_module
 import dataclasses
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -147,6 +149,8 @@ class Simulator:
         # writing them (the only ones a later run must fill again; None: all of them).
         self.tape: prepared.Tape | None = None
         self._refill: list[np.ndarray] | None = None
+        # The taped run's accesses while the refill analysis waits for the second run.
+        self._unanalysed: list[refill.Access] | None = None
         self._fresh_memory = True
         self._loaded_ranges = self._ranges_load_overwrites()
         self._entry: tuple[list, list, list] | None = None  # see `_entry_views`
@@ -184,7 +188,9 @@ class Simulator:
         if self.tape is not None and not timing and not check_races:
             with np.errstate(all="ignore"):
                 self.tape.run()
-            return self.outputs(), None
+            outputs = self.outputs()
+            self._analyse_refill()
+            return outputs, None
         timeline = self.timeline = Timeline(self.plans, self.target) if timing or check_races else None
         races = self.races = self._race_checker() if check_races else None
         recorder = self.recorder = _Recorder(self) if self.tape is None else None
@@ -209,18 +215,39 @@ class Simulator:
             assert self.tape is not None
             with np.errstate(all="ignore"):
                 self.tape.run()
+        outputs = self.outputs()
+        if recorder is None:
+            self._analyse_refill()
         else:
             self.tape = prepared.Tape(recorder.steps)
-            if refill.worth_analysing(recorder.accesses, len(recorder.steps), self.machine.bytes_held):
-                constants, bindings, outputs = self._entry_views()
-                self._refill = refill.bytes_read_first(
-                    [array for arrays in self.machine.arrays.values() for array in arrays],
-                    recorder.accesses,
-                    [view for view, _ in constants] + [view for view, _, _ in bindings],
-                    self._overwritten_views(),
-                    outputs,
-                )
-        return self.outputs(), timeline.profile(self.program) if timeline is not None else None
+            self._unanalysed = recorder.accesses
+            # In the next run when it costs no more than the data work (so that run costs at most about two steady
+            # ones); else now, in a first run that costs more than that anyway.
+            if refill.analysis_seconds(recorder.accesses) > recorder.seconds:
+                self._analyse_refill()
+        return outputs, timeline.profile(self.program) if timeline is not None else None
+
+    def _analyse_refill(self) -> None:
+        """Work out the bytes later runs must fill again (`runtime.refill`) from the taped run's accesses."""
+        accesses = self._unanalysed
+        if accesses is None:
+            return
+        self._unanalysed = None
+        machine = self.machine
+        constants, bindings, outputs = self._entry_views()
+        rows = [
+            0 if memory is Memory.HBM else end - start
+            for memory, ranges in machine.ranges.items()
+            for start, end in ranges
+        ]
+        self._refill = refill.bytes_read_first(
+            [array for arrays in machine.arrays.values() for array in arrays],
+            rows,
+            accesses,
+            [view for view, _ in constants] + [view for view, _, _ in bindings],
+            self._overwritten_views(),
+            outputs,
+        )
 
     def finish(self) -> None:
         """Drop what a run left that the next one does not need."""
@@ -442,10 +469,13 @@ class _Recorder:
         self.target = simulator.target
         self.steps: list[prepared.Step] = []
         self.accesses: list[refill.Access] = []
+        self.seconds = 0.0  # spent on the data work itself (about what a run of the tape will take)
 
     def instance(self, plan: InstructionPlan, values: list[int]) -> None:
         views, attrs = plan.views(values), plan.attributes(values)
+        started = time.perf_counter()
         plan.execute(views, attrs, plan.engine, self.target)
+        self.seconds += time.perf_counter() - started
         self.steps.append(prepared.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target))
         self.accesses.append((plan.opcode, views, attrs))
 
@@ -453,11 +483,15 @@ class _Recorder:
         """The nest's data work: its batch (`known` again, or a new one), or instance by instance (None)."""
         batch = known
         if batch is not None:
+            started = time.perf_counter()
             batch.run()
+            self.seconds += time.perf_counter() - started
         else:
             nest = self.simulator.nest_analysis(loop)
             if nest is not None and not nest.failed:
                 batch = vectorize.run_nest(self.simulator, nest, lanes)
+                if batch is not None:
+                    self.seconds += batch.run_seconds
         if batch is None:
             for plan, values in lanes.instances():
                 self.instance(plan, values)

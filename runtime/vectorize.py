@@ -44,6 +44,7 @@ import bisect
 import functools
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -385,7 +386,9 @@ def run_nest(sim: _Simulator, nest: Nest, lanes: Lanes) -> Batch | None:
     except _Fallback:
         nest.failed = True
         return None
+    started = time.perf_counter()
     batch.run()
+    batch.run_seconds = time.perf_counter() - started
     return batch
 
 
@@ -403,6 +406,7 @@ class Batch:
     """A recorded nest execution, checked and turned into batched steps (see the module docstring)."""
 
     def __init__(self, sim: _Simulator, nest: Nest, trace: Lanes) -> None:
+        self.run_seconds = 0.0  # how long its first run took
         self.sim = sim
         self.nest = nest
         self.lanes = lanes = trace.shape

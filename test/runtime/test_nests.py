@@ -144,7 +144,9 @@ def assert_runs_agree(program: Program, inputs: Sequence[np.ndarray]) -> bool:
 
 @pytest.fixture
 def nest_checks(monkeypatch) -> list[int]:
-    """Counts the nests whose race check ran as a whole (past the lanes that settle one by one)."""
+    """Counts the nests whose race check ran as a whole (past the lanes that settle one by one); nests as small
+    as these tests' are checked as a whole too."""
+    monkeypatch.setattr(races.RaceChecker, "MIN_NEST_INSTANCES", 0)
     counted: list[int] = []
     original = races.RaceChecker._check_within
 
