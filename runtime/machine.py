@@ -77,15 +77,7 @@ class Machine:
                 ranges.append((start, end))
         rows = 1 if memory is Memory.HBM else self.sizes.partitions
         self.ranges[memory] = ranges
-        # One allocation per memory, each range a 64-byte aligned part of it (a program has many small HBM ranges,
-        # and one fill of their total is cheaper than one per range).
-        sizes = [rows * (end - start) for start, end in ranges]
-        offsets, total = [], 0
-        for size in sizes:
-            offsets.append(total)
-            total += -(-size // 64) * 64
-        backing = np.full(total, FILL_BYTE, np.uint8)
-        self.arrays[memory] = [backing[offset : offset + size] for offset, size in zip(offsets, sizes, strict=True)]
+        self.arrays[memory] = [np.full(rows * (end - start), FILL_BYTE, np.uint8) for start, end in ranges]
 
     def _home(self, buffer: BufferDecl) -> Home:
         dtype = dtypes.numpy_dtype(buffer.dtype)

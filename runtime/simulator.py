@@ -277,7 +277,14 @@ class Simulator:
 
     def _nest(self, loop: Loop, trips: range, registers: list[int]) -> bool:
         """Run a loop as a nest (`runtime.lanes`): its instances to the timeline and race checker, its data work
-        to the recorder (batched when `runtime.vectorize` allows). False: run it iteration by iteration."""
+        to the recorder. False: run it iteration by iteration."""
+        return self._run_nest(loop, trips, registers, True)
+
+    def _data_nest(self, loop: Loop, trips: range, registers: list[int]) -> bool:
+        """`_nest` for the data work only (within a nest whose timeline and races are done)."""
+        return self._run_nest(loop, trips, registers, False)
+
+    def _run_nest(self, loop: Loop, trips: range, registers: list[int], analysis: bool) -> bool:
         key = tuple(registers)
         cached = self._traces.setdefault(id(loop), OrderedDict())
         entry = cached.get(key)
@@ -290,14 +297,23 @@ class Simulator:
         if lanes is None:
             return False
         timeline, races = self.timeline, self.races
-        if timeline is not None and lanes.positions:
+        if analysis and timeline is not None and lanes.positions:
             starts, ends = timeline.issue_lanes(lanes)
             if races is not None:
                 races.issue_lanes(lanes, starts, ends)
-        if self.recorder is not None and lanes.positions:
-            batch = self.recorder.nest(loop, lanes, entry[1])
+        recorder = self.recorder
+        if recorder is not None and lanes.positions:
+            batch = recorder.nest(loop, lanes, entry[1])
             if batch is not None:
                 cached[key] = (lanes, batch)
+            else:
+                # not as one batch: iteration by iteration, where nests inside may still batch
+                walk = Interpreter(self.plan_of, self.program.num_registers, recorder.instance, self._data_nest)
+                walk.registers[:] = registers
+                induction = loop.induction.index
+                for value in trips:
+                    walk.registers[induction] = value
+                    walk.run(loop.body)
         for register, value in lanes.exit_registers.items():
             registers[register] = value
         return True
@@ -480,7 +496,8 @@ class _Recorder:
         self.accesses.append((plan.opcode, views, attrs))
 
     def nest(self, loop: Loop, lanes: Lanes, known: vectorize.Batch | None) -> vectorize.Batch | None:
-        """The nest's data work: its batch (`known` again, or a new one), or instance by instance (None)."""
+        """The nest's data work as a batch (`known` again, or a new one); None when it does not batch (the caller
+        then does it iteration by iteration)."""
         batch = known
         if batch is not None:
             started = time.perf_counter()
@@ -492,12 +509,9 @@ class _Recorder:
                 batch = vectorize.run_nest(self.simulator, nest, lanes)
                 if batch is not None:
                     self.seconds += batch.run_seconds
-        if batch is None:
-            for plan, values in lanes.instances():
-                self.instance(plan, values)
-            return None
-        self.steps.extend(prepared.batch_steps(batch))
-        self.accesses.extend(batch.accesses)
+        if batch is not None:
+            self.steps.extend(prepared.batch_steps(batch))
+            self.accesses.extend(batch.accesses)
         return batch
 
 
