@@ -94,6 +94,37 @@ class Bandwidth:
                     engine_used[last] += rate / efficiency
                     hbm_used[last] += rate * hbm_per_byte
                 return end
+        elif last and times[last - 1] <= start:
+            # Inside the last busy segment, and done before it ends (the common case of transfers overlapping
+            # the previous one): the general walk below with one segment, written out.
+            busy = last - 1
+            rate = min(max_engine_rate, self.engine_capacity - engine_used[busy]) * efficiency
+            if hbm_per_byte:
+                rate = min(rate, (self.hbm_capacity - hbm_used[busy]) / hbm_per_byte)
+            remaining = float(nbytes)
+            end = start + remaining / rate if rate > 1e-9 else math.inf
+            if rate > 1e-9 and rate * (times[last] - start) >= remaining and end <= times[last]:
+                if times[busy] != start:
+                    times.insert(last, start)
+                    engine_used.insert(last, engine_used[busy])
+                    hbm_used.insert(last, hbm_used[busy])
+                    busy = last
+                    last += 1
+                if end > start:
+                    if end != times[last]:
+                        times.insert(last, end)
+                        engine_used.insert(last, engine_used[busy])
+                        hbm_used.insert(last, hbm_used[busy])
+                    engine_used[busy] += rate / efficiency
+                    hbm_used[busy] += rate * hbm_per_byte
+                return end
+        return self.walk(start, nbytes, max_engine_rate, efficiency, hbm_per_byte)
+
+    def walk(
+        self, start: float, nbytes: float, max_engine_rate: float, efficiency: float, hbm_per_byte: float
+    ) -> float:
+        """`transfer` segment by segment: the definition its direct paths follow."""
+        times, engine_used, hbm_used = self.times, self.engine_used, self.hbm_used
         index = self._split(start)
         remaining = float(nbytes)
         now = start
