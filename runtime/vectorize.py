@@ -521,9 +521,7 @@ class Batch:
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
         self.parts: list[list[prepared.Step]] = []
-        # (opcode, operand views, attrs) of every step, in order, and the write-back views: which simulated bytes
-        # the batch reads and writes (the simulator's `_clear_plan`)
-        self.accesses: list[tuple[str, dict[str, np.ndarray], Any]] = []
+        self.accesses = self._accesses()
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
             steps: list[tuple] = []
@@ -545,6 +543,28 @@ class Batch:
                     view = _private_view(nest.private[(index, role)], final_shadows, last)[final]
                     self.write_back.append((sim.plans[index].static_views[role], view))
                     self.accesses.append(("", {"dst": sim.plans[index].static_views[role]}, {}))
+
+    def _accesses(self) -> list[tuple[str, dict[str, np.ndarray], Any]]:
+        """Which simulated bytes the batch reads and writes, for `runtime.refill`: per instruction of a lane, in
+        order, (opcode, its direct operands over all lanes, attributes); the write-back follows. Lanes share no
+        byte any of them writes, so this order shows each written byte's accesses in the order of its lane."""
+        accesses = []
+        seen: dict[int, int] = {}
+        for index in self.sequence:
+            rep = seen.get(index, 0)
+            seen[index] = rep + 1
+            plan = self.sim.plans[index]
+            views = {
+                op.role: self._direct_view(self.direct[(index, op.role)], rep, 0, self.lanes)
+                for op in plan.operands
+                if (index, op.role) in self.direct
+            }
+            attrs = plan.attrs
+            resolved = self.attrs.get((index, rep))
+            if resolved:
+                attrs = {**attrs, **resolved}
+            accesses.append((plan.inst.opcode, views, attrs))
+        return accesses
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
@@ -580,7 +600,6 @@ class Batch:
                         per_lane = True
                     attrs[name] = value
             engine = plan.inst.engine
-            self.accesses.append((plan.inst.opcode, views, attrs))
             if per_lane:
                 steps.append(functools.partial(batched.lanewise, plan.inst.opcode, views, attrs, engine, target, nl))
             else:
