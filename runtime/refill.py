@@ -22,6 +22,7 @@ of the accesses' own layout (a word per element where alignment allows).
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,16 +36,28 @@ MAX_RUNS = 256
 _MAX_RANGES = 1 << 16
 
 
-def _merged(
-    written: tuple[np.ndarray, np.ndarray] | None, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted disjoint ranges covering `written` and [starts, ends): touching or overlapping ranges merge."""
-    if written is not None:
-        starts, ends = np.concatenate((written[0], starts)), np.concatenate((written[1], ends))
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
-    breaks = np.flatnonzero(starts[1:] > ends[:-1])
-    return starts[np.concatenate(([0], breaks + 1))], ends[np.concatenate((breaks, [ends.size - 1]))]
+class _Written:
+    """Byte ranges written so far (within a row), kept sorted and disjoint: touching or overlapping ones merge."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, lo: int, hi: int) -> None:
+        starts, ends = self.starts, self.ends
+        first = bisect.bisect_left(ends, lo)  # ranges ending at or after lo ...
+        last = bisect.bisect_right(starts, hi)  # ... and starting at or before hi meet [lo, hi)
+        if first < last:
+            lo, hi = min(lo, starts[first]), max(hi, ends[last - 1])
+        starts[first:last] = [lo]
+        ends[first:last] = [hi]
+
+    def covers(self, lo: int, hi: int) -> bool:
+        position = bisect.bisect_right(self.starts, lo) - 1
+        return position >= 0 and self.ends[position] >= hi
+
 
 Access = tuple[str, Mapping[str, np.ndarray], Mapping[str, Any]]  # (opcode, operand views, attributes)
 
@@ -69,16 +82,16 @@ class _Masks:
         self.needed: dict[int, np.ndarray] = {}
         # per array, per partition range: the byte ranges (within a row) written in all its partitions so far
         # (sorted, disjoint); and the writes of an array not yet in its mask
-        self.boxes: dict[int, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] = {}
+        self.boxes: dict[int, dict[tuple[int, int], _Written]] = {}
         self.pending: dict[int, list[tuple[np.ndarray, int]]] = {}
 
-    def ranges(self, index: int, view: np.ndarray, offset: int) -> tuple[int, int, np.ndarray, int] | None:
+    def ranges(self, index: int, view: np.ndarray, offset: int) -> tuple[int, int, list[int], int] | None:
         """The view's bytes as (first partition, end partition, first bytes of its runs within a row, run length):
         the same byte ranges in every partition of the range. None when they do not have that form (or have too
         many runs)."""
         row = self.rows[index]
-        dims = [(stride, extent) for stride, extent in zip(view.strides, view.shape, strict=True) if extent > 1]
-        dims = [dim for dim in dims if dim[0] != 0]  # a dimension of stride 0 repeats the same bytes
+        # (a dimension of stride 0 repeats the same bytes)
+        dims = [(s, n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1 and s]
         first, start, partitions = 0, offset, 1
         if row:
             across = [dim for dim in dims if dim[0] == row]
@@ -92,16 +105,17 @@ class _Masks:
         dims.sort()
         while dims and dims[0][0] == run:
             run *= dims.pop(0)[1]
-        starts = np.array([start], dtype=np.int64)
-        count = 1
-        for stride, extent in dims:
-            if stride < 0:
+        if not dims:
+            starts = [start]
+        else:
+            count = math.prod(extent for _, extent in dims)
+            if count > _MAX_RANGES or dims[0][0] < 0:
                 return None
-            count *= extent
-            if count > _MAX_RANGES:
-                return None
-            starts = (starts[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
-        if row and int(starts.max()) + run > row:
+            grid = np.array([start], dtype=np.int64)
+            for stride, extent in dims:
+                grid = (grid[:, None] + stride * np.arange(extent, dtype=np.int64)[None, :]).reshape(-1)
+            starts = grid.tolist()
+        if row and max(starts) + run > row:
             return None
         return first, first + partitions, starts, run
 
@@ -110,7 +124,10 @@ class _Masks:
         if found is not None:
             p0, p1, starts, run = found
             written = self.boxes.setdefault(index, {}).get((p0, p1))
-            self.boxes[index][(p0, p1)] = _merged(written, starts, starts + run)
+            if written is None:
+                written = self.boxes[index][(p0, p1)] = _Written()
+            for start in starts:
+                written.add(start, start + run)
         if index in self.written:
             self.write(index, view, offset)
         else:
@@ -120,11 +137,9 @@ class _Masks:
         found = self.ranges(index, view, offset)
         if found is not None:
             p0, p1, starts, run = found
-            for (q0, q1), (written_starts, written_ends) in self.boxes.get(index, {}).items():
-                if q0 <= p0 and p1 <= q1:
-                    position = np.searchsorted(written_starts, starts, side="right") - 1
-                    if (position >= 0).all() and (written_ends[position] >= starts + run).all():
-                        return  # every byte of it was written before
+            for (q0, q1), written in self.boxes.get(index, {}).items():
+                if q0 <= p0 and p1 <= q1 and all(written.covers(start, start + run) for start in starts):
+                    return  # every byte of it was written before
         if index not in self.written:  # track this array byte by byte from now on
             self.mask(self.written, index)
             for earlier, earlier_offset in self.pending.pop(index, ()):
