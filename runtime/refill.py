@@ -32,8 +32,10 @@ from neuron_mlir.runtime import isa
 
 # More separate byte ranges than this to fill in one memory array, and their hull is filled instead.
 MAX_RUNS = 256
-# Accesses with more contiguous runs than this are tracked in masks only.
+# Accesses with more contiguous runs than this are tracked in masks only; with more than _FEW_RUNS, ranges are
+# merged and looked up with NumPy.
 _MAX_RANGES = 1 << 16
+_FEW_RUNS = 32
 
 
 class _Written:
@@ -57,6 +59,30 @@ class _Written:
     def covers(self, lo: int, hi: int) -> bool:
         position = bisect.bisect_right(self.starts, lo) - 1
         return position >= 0 and self.ends[position] >= hi
+
+    def add_runs(self, starts: list[int], run: int) -> None:
+        """`add` of [start, start + run) for every start, merged with NumPy when there are many."""
+        if len(starts) <= _FEW_RUNS:
+            for start in starts:
+                self.add(start, start + run)
+            return
+        lows = np.concatenate((np.asarray(self.starts, dtype=np.int64), np.asarray(starts, dtype=np.int64)))
+        highs = np.concatenate((np.asarray(self.ends, dtype=np.int64), np.asarray(starts, dtype=np.int64) + run))
+        order = np.argsort(lows, kind="stable")
+        lows, highs = lows[order], np.maximum.accumulate(highs[order])
+        breaks = np.flatnonzero(lows[1:] > highs[:-1])
+        self.starts = lows[np.concatenate(([0], breaks + 1))].tolist()
+        self.ends = highs[np.concatenate((breaks, [highs.size - 1]))].tolist()
+
+    def covers_runs(self, starts: list[int], run: int) -> bool:
+        """`covers` of [start, start + run) for every start."""
+        if len(starts) <= _FEW_RUNS:
+            return all(self.covers(start, start + run) for start in starts)
+        if not self.starts:
+            return False
+        lows = np.asarray(starts, dtype=np.int64)
+        position = np.searchsorted(np.asarray(self.starts, dtype=np.int64), lows, side="right") - 1
+        return bool((position >= 0).all() and (np.asarray(self.ends, dtype=np.int64)[position] >= lows + run).all())
 
 
 Access = tuple[str, Mapping[str, np.ndarray], Mapping[str, Any]]  # (opcode, operand views, attributes)
@@ -126,8 +152,7 @@ class _Masks:
             written = self.boxes.setdefault(index, {}).get((p0, p1))
             if written is None:
                 written = self.boxes[index][(p0, p1)] = _Written()
-            for start in starts:
-                written.add(start, start + run)
+            written.add_runs(starts, run)
         if index in self.written:
             self.write(index, view, offset)
         else:
@@ -138,7 +163,7 @@ class _Masks:
         if found is not None:
             p0, p1, starts, run = found
             for (q0, q1), written in self.boxes.get(index, {}).items():
-                if q0 <= p0 and p1 <= q1 and all(written.covers(start, start + run) for start in starts):
+                if q0 <= p0 and p1 <= q1 and written.covers_runs(starts, run):
                     return  # every byte of it was written before
         if index not in self.written:  # track this array byte by byte from now on
             self.mask(self.written, index)
