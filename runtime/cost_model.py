@@ -21,10 +21,10 @@ are partitions: fewer than 128 partitions cost the same, A2/PERF).
 * DMA: a fixed latency (`dma_fixed_latency_ns`: descriptors, semaphores, "about 1300 ns" to ~2 us, DMABW/DMAOV)
   then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine per 8 partitions (PERF)
   and an efficiency that grows with the contiguous bytes per chunk: poor below 256 B, full at 4 KiB (DMABW).
-  Concurrent transfers share the core's DMA engines and HBM bandwidth; the simulator arbitrates (see
-  `simulator.py`), this module gives each transfer's demands.
+  Concurrent transfers share the core's DMA engines and HBM bandwidth; the timeline arbitrates (see
+  `timeline.py`), this module gives each transfer's demands.
 
-The simulator adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
+The timeline adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
 wrote pays `dependent_op_penalty_cycles` (A2: "about 100 cycles" when each instruction depends on the previous).
 """
 

@@ -7,8 +7,8 @@ adds is its *register values*: the values of the registers in `InstructionPlan.r
 its operands, then registers of its attributes), in that order. Given them, `views`, `attributes` and `shifts`
 give exactly the operands, attributes and byte shifts the instance has, and nothing else in a plan changes.
 
-Guarantees: a plan never holds data (views are of the machine's memories, which it does not own), and it is
-immutable once built except for nothing: every run of the program shares it.
+Guarantees: a plan holds no data of its own (its views are of the machine's memories), and nothing changes it
+after it is built: every run of the program shares it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from neuron_mlir.runtime.races import AccessSite
 
 _ENGINE_QUEUE = {Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4}
 DMA_QUEUE_BASE = 5
+QUEUES = len(QUEUE_NAMES)  # the queues instances issue to: tensor, vector, scalar, gpsimd, sync, 16 DMA
 
 # (memory id, first partition, end partition, first byte, end byte): the hull of an access, for overlap tests
 Footprint = tuple[int, int, int, int, int]
@@ -270,5 +271,3 @@ def _cost(
         found = costs[key] = cost_model.instruction_cost(inst, buffers, target)
     return found
 
-
-QUEUES = len(QUEUE_NAMES)

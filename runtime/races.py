@@ -7,9 +7,16 @@ order leads from one to the other. A conflicting pair that no such chain orders 
 on timing, which the hardware does not promise to reproduce, so the checker reports it even when the simulated
 intervals happen not to overlap. This makes it a verifier for the compiler's synchronisation pass.
 
-Happens-before is tracked with vector clocks (one component per queue). Past accesses are kept as records per
-buffer; a record is dropped once it can no longer race with anything: when a later access on an ordered path
-covers the same bytes the same way, or when every queue that still has instructions to issue has seen it.
+Happens-before is tracked with vector clocks (one component per queue). Past accesses are kept as records (per
+memory, kind and queue, in issue order); a record is dropped once it can no longer race with anything: when a
+later access on an ordered path covers the same bytes the same way, or when every queue that may still issue has
+seen it (`RaceChecker`).
+
+A traced loop nest (`runtime.lanes`) can be checked as a whole (`RaceChecker.issue_lanes`): its lanes issue the
+same instructions, so once their clocks settle, happens-before repeats from lane to lane with a fixed growth,
+proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
+overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
+running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ timeline also keeps the run's statistics (instances, busy time and FLOPs per sta
 trace event per instance) and turns them into a `Profile`.
 
 Every float operation is done in one fixed order per instance, so the same issue sequence gives the same bits.
+A traced loop nest (`runtime.lanes`) is timed by `issue_lanes`, which keeps only that chain of float operations
+instance by instance (each start is the maximum of earlier ends, each end a start plus a duration, or a transfer's
+walk through bandwidth shared with the transfers around it, whose arithmetic depends on where they meet) and does
+everything else (dependency penalties, statistics, events) over all lanes at once. `Bandwidth.transfer`'s direct
+paths are `Bandwidth.walk`, the segment-by-segment definition, written out for the two common shapes.
 """
 
 from __future__ import annotations

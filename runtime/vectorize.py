@@ -4,7 +4,8 @@ This module changes only how the *data* work of a loop nest is done. The simulat
 `run_nest` a nest's instances, traced for all iterations at once (`runtime.lanes`: which instruction, the values
 of the registers it uses, per lane), and `run_nest` executes them all iterations at once, one batched NumPy call
 per instruction of one iteration (`runtime.batched`), when that is provably the same as running them one after
-another; otherwise it declines, and the simulator runs them instance by instance in order.
+another; otherwise it declines, and the simulator does the nest's data work iteration by iteration (where the
+nests inside it may batch).
 
 **Lanes.** A nest is a loop together with the loops perfectly nested in it (`lanes.chain_of`); each iteration of
 its innermost chain loop is one *lane*. Lanes may run as one batch when, for every lane:
