@@ -221,15 +221,17 @@ class _Masks:
         np.bitwise_or(needed, np.subtract(ones, written), out=needed)
 
 
-def _written(opcode: str, attrs: Mapping[str, Any]) -> set[str]:
-    """The roles an access writes completely (unknown opcodes write 'dst'); every other role counts as read."""
+def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(the roles an access writes completely, the roles it may change at all); unknown opcodes write 'dst'.
+    Every role not written completely counts as read."""
     spec = isa.OPCODES.get(opcode)
-    writes = set(spec.writes + spec.optional_writes) if spec is not None else {"dst"}
+    changed = set(spec.writes + spec.optional_writes) if spec is not None else {"dst"}
+    writes = set(changed)
     if opcode == "nc_matmul" and np.any(attrs.get("accumulate", False)):
         writes.discard("dst")  # accumulation reads the destination
     if opcode == "dma_copy" and attrs.get("indirect") == "dst":
         writes.discard("dst")  # a scatter writes only the rows its offsets choose
-    return writes
+    return writes, changed
 
 
 # About what `bytes_read_first` spends per access on a CPU core when masks are not needed.
@@ -265,12 +267,12 @@ def bytes_read_first(
         return any(start <= low and high <= end for start, end in skip.get(index, ()))
 
     # The accesses, located once (views repeat: a static operand is the same view in every instance), reads of
-    # an access before its writes; and per array the hull of everything written in it.
+    # an access before its writes; and per array the hull of every byte the run changes.
     located: list[tuple[int, int, int, int, np.ndarray, bool]] = []  # (array, offset, lo, hi, view, is_write)
     written_hull: dict[int, list[int]] = {}
     places: dict[int, tuple[int, int, int, int] | None] = {}  # id(view) -> (array, offset, lo, hi); None: skip
     for opcode, views, attrs in accesses:
-        writes = _written(opcode, attrs)
+        writes, changed = _written(opcode, attrs)
         for is_write in (False, True):
             for role, view in views.items():
                 if (role in writes) != is_write:
@@ -291,7 +293,7 @@ def bytes_read_first(
                     continue
                 index, offset, low, high = place
                 located.append((index, offset, low, high, view, is_write))
-                if is_write:
+                if role in changed:  # written in full or in part: these bytes change
                     hull = written_hull.setdefault(index, [low, high])
                     hull[0], hull[1] = min(hull[0], low), max(hull[1], high)
     for view in loaded:
