@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint demo bench clean importer-coverage coverage
+.PHONY: help venv test pytest lit lint typecheck demo bench clean importer-coverage coverage
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
 
 lint: $(STAMP)  ## ruff
 	$(VENV)/bin/ruff check .
+
+typecheck: $(STAMP)  ## mypy over the packages, tests, bench and examples (configured in pyproject.toml)
+	$(PY) -m neuron_mlir.tools.typecheck
 
 importer-coverage: $(STAMP)  ## sweep PyTorch's OpInfo database through the importer -> docs/importer-coverage.md
 	$(PY) -m neuron_mlir.tools.opinfo_sweep --jobs $(PYTEST_WORKERS) --output docs/importer-coverage.md
