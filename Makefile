@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint typecheck demo bench clean importer-coverage coverage
+.PHONY: help venv test pytest lit lint typecheck demo bench models clean importer-coverage coverage
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -55,6 +55,12 @@ bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simula
 	$(PY) bench/bench_models.py
 	@echo
 	$(PY) bench/bench_simulator.py
+
+# One model at a time: each takes minutes and several GiB on the simulator.
+models: $(STAMP)  ## the real-width model set: compile, step and simulated times -> docs/models.md, then its tests
+	$(PY) bench/bench_real_width.py --output docs/models.md
+	@echo
+	$(PY) -m pytest -q -n 1 --real-width test/models/test_real_width_models.py
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) build *.egg-info .pytest_cache

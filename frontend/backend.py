@@ -119,9 +119,24 @@ def _flag(variable: str) -> bool:
     return os.environ.get(variable, "0") not in ("", "0")
 
 
+# Kernels that core-ATen decomposes into chains of elementwise ops and reductions, kept whole because
+# convert-torch-to-tile lowers each as one pass over its operands (one ScalarE function or derivative, or one row
+# tile's statistics kept on chip), where the decomposed chain computes more and may round-trip fp32
+# intermediates through HBM.
+KEPT_WHOLE = (
+    torch.ops.aten.silu.default,
+    torch.ops.aten.gelu_backward.default,
+    torch.ops.aten.silu_backward.default,
+    torch.ops.aten.native_layer_norm_backward.default,
+    torch.ops.aten._softmax_backward_data.default,
+    torch.ops.aten._log_softmax_backward_data.default,
+)
+
+
 def decompositions() -> dict[Any, Any]:
-    """Core-ATen decompositions, minus the ones known to be wrong for training, plus one that traces and the
-    fused kernels of `frontend.decompositions` (nn.TransformerEncoderLayer's inference fast path).
+    """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
+    (`KEPT_WHOLE`), plus one that traces and the fused kernels of `frontend.decompositions`
+    (nn.TransformerEncoderLayer's inference fast path).
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -133,6 +148,8 @@ def decompositions() -> dict[Any, Any]:
 
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    for kernel in KEPT_WHOLE:
+        table.pop(kernel, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
     return table

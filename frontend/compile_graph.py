@@ -1,5 +1,11 @@
 """Compile one AOTAutograd graph: import, lower, pack into a program, and wrap it as a callable.
 
+Which nodes the NeuronCore runs is decided once, before compiling: a node without a torch-dialect op or a
+lowering, on a dtype without storage, or sent to the CPU by `cpu_ops`, is found on the FX graph; the others are
+imported and each op asked for its legality (`convert_torch_to_tile.legality`). The graph is then partitioned once
+around the nodes that run on the CPU and each region compiled once. A compile that fails after that (a lowering
+that raises on an op declared legal) is an error in strict and non-strict mode alike, never a silent fallback.
+
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
 torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
 when it is compiled or read back from the compile cache, not on every call. The cache is asked first, by the FX
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.printer import Printer
 
 from neuron_mlir.frontend import stats as stats_module
@@ -43,7 +50,6 @@ from neuron_mlir.ir.locations import describe_location
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
-    from neuron_mlir.lowering.convert_torch_to_tile.common import LoweringRefused
     from neuron_mlir.runtime.validate import ValidatedProgram
 
 logger = logging.getLogger("neuron_mlir")
@@ -127,17 +133,18 @@ def _storable(node: torch.fx.Node) -> bool:
     return _unstorable_dtype(node) is None
 
 
-def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), refused: dict[str, str] | None = None) -> str:
+def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), illegal: dict[str, str] | None = None) -> str:
     """Why an unsupported node runs on the CPU, naming its op, by the first cause that applies: the user asked
-    for it, its lowering refused its arguments, a dtype the core cannot hold, or an op without any lowering."""
+    for it, its op's legality rules these arguments out (`illegal`: FX node name -> the rule broken), a dtype the
+    core cannot hold, or an op without any lowering."""
     from neuron_mlir.ir.dialects.torch import op_class_for
     from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
 
     op_name = str(node.target)
     if _matches(op_name, cpu_ops):
         return f"{op_name} is sent to the CPU by the cpu_ops option"
-    if refused and node.name in refused:
-        return f"{op_name} cannot be lowered here ({refused[node.name]})"
+    if illegal and node.name in illegal:
+        return f"{op_name} cannot be lowered here ({illegal[node.name]})"
     op_class = op_class_for(op_name)
     dtype = _unstorable_dtype(node)
     if dtype is not None and op_class is not None and is_lowerable(op_class.name):
@@ -157,70 +164,30 @@ def compile_graph(
 ) -> Callable[[list[Any]], list[Any]]:
     """The boxed callable that runs `graph_module` on the simulated NeuronCore (partitioned if it must be).
 
-    Nodes without a lowering run on the CPU between compiled regions. A node whose lowering refuses its
-    particular arguments is found while compiling (`LoweringRefused` names it): outside strict mode it joins the
-    CPU nodes and the graph is partitioned again.
+    Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
+    they are an error listing each with its reason.
     """
     name = f"graph{next(_graph_counter)}_{kind}"
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
         debug_dir.mkdir(parents=True, exist_ok=True)
         (debug_dir / "fx_graph.py").write_text(graph_module.print_readable(print_output=False))
-    refused: dict[str, str] = {}  # FX node name -> why its lowering refused it
-    while True:
-        try:
-            return _compile_partitioned(graph_module, name, options, debug_dir, refused)
-        except NeuronCompileError as error:
-            refusal = _refusal_in(error)
-            node = _node_named(graph_module, refusal.value_name) if refusal is not None else None
-            if refusal is None or node is None or options.strict or node.name in refused:
-                raise
-            refused[node.name] = str(refusal)
-            logger.info("%s: %s goes to the CPU: %s", name, node.name, refusal)
-
-
-def _refusal_in(error: BaseException) -> LoweringRefused | None:
-    from neuron_mlir.lowering.convert_torch_to_tile.common import LoweringRefused
-
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, LoweringRefused):
-            return cause
-        cause = cause.__cause__
-    return None
-
-
-def _node_named(graph_module: torch.fx.GraphModule, value_name: str | None) -> torch.fx.Node | None:
-    from neuron_mlir.frontend.fx_importer import ssa_name
-
-    for node in graph_module.graph.nodes:
-        if value_name is not None and ssa_name(node.name) == value_name:
-            return node
-    return None
-
-
-def _compile_partitioned(
-    graph_module: torch.fx.GraphModule,
-    name: str,
-    options: CompileOptions,
-    debug_dir: Path | None,
-    refused: dict[str, str],
-) -> Callable[[list[Any]], list[Any]]:
     # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
-    # fingerprint): every node had a lowering that accepted it, so the check for unsupported nodes (which imports
-    # the lowering package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
+    # fingerprint): every node was legal, so the legality check (which imports the graph and the lowering
+    # package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
     looked_up: _Lookup | None = None
-    if not refused and not any(_is_forced_to_cpu(node, options.cpu_ops) for node in graph_module.graph.nodes):
+    if not any(_is_forced_to_cpu(node, options.cpu_ops) for node in graph_module.graph.nodes):
         started = time.perf_counter()
         looked_up = _look_up(graph_module, options, debug_dir)
         if looked_up.hit is not None:
             return _wrap_cached(graph_module, name, options, looked_up.hit, started)
         stats_module.record_compile_seconds(time.perf_counter() - started)
     missing = unsupported_nodes(graph_module, options.cpu_ops)
-    missing += [n for n in graph_module.graph.nodes if n.name in refused and n not in missing]
+    (imported, imported_text), illegal = _legality(graph_module, options, missing)
+    missing += [node for node in graph_module.graph.nodes if node.name in illegal and node not in missing]
     if not missing:
-        return _compile_whole(graph_module, name, options, debug_dir, looked_up)
-    _report_fallback(missing, options, name, refused)
+        return _compile_whole(graph_module, name, options, debug_dir, looked_up, imported)
+    _report_fallback(missing, options, name, illegal, imported_text if illegal else None, debug_dir)
     unsupported = {node.name for node in missing}
     regions: list[str] = []
 
@@ -247,6 +214,43 @@ def _compile_partitioned(
 
     run_partitioned._boxed_call = True  # type: ignore[attr-defined]
     return run_partitioned
+
+
+_Imported = tuple[ModuleOp, GraphSignature]
+
+
+def _legality(
+    graph_module: torch.fx.GraphModule, options: CompileOptions, cpu_nodes: list[torch.fx.Node]
+) -> tuple[tuple[_Imported | None, str], dict[str, str]]:
+    """Ask the legality of every op of the graph, once, on its import with `cpu_nodes` as arguments.
+
+    Returns ((the import, to compile when no node runs on the CPU; its text), FX node name -> why the NeuronCore
+    does not lower that node's op)."""
+    from neuron_mlir.frontend.fx_importer import ssa_name
+    from neuron_mlir.lowering.convert_torch_to_tile import legality
+
+    module, signature = import_fx_graph(graph_module, options.target, cpu_nodes=cpu_nodes)
+    text = ir_text(module)
+    nodes = {ssa_name(node.name): node for node in graph_module.graph.nodes if node.op == "call_function"}
+    illegal: dict[str, str] = {}
+    for op in module.walk():
+        if not op.name.startswith("torch.") or (reason := legality(op)) is None:
+            continue
+        node = _node_of(op, nodes)
+        if node is not None:
+            illegal.setdefault(node.name, reason)
+    return ((None if cpu_nodes else (module, signature)), text), illegal
+
+
+def _node_of(op: Operation, nodes: dict[str | None, torch.fx.Node]) -> torch.fx.Node | None:
+    """The FX node an imported op comes from: the one its first result is named after, or for the constants the
+    importer makes of a node's wrapped numbers (unnamed), the node that uses them."""
+    while op.results:
+        node = nodes.get(op.results[0].name_hint)
+        if node is not None or not op.results[0].uses:
+            return node
+        op = next(iter(op.results[0].uses)).operation
+    return None
 
 
 def _is_forced_to_cpu(node: torch.fx.Node, cpu_ops: Sequence[str]) -> bool:
@@ -329,10 +333,12 @@ def _compile_whole(
     options: CompileOptions,
     debug_dir: Path | None,
     looked_up: _Lookup | None = None,
+    imported: _Imported | None = None,
 ) -> Callable[[list[Any]], list[Any]]:
     """Import, lower (or find in the compile cache) and wrap one graph whose every node the core can run.
 
-    `looked_up`: the FX-key lookup of this graph already made (and missed) by the caller."""
+    `looked_up`: the FX-key lookup of this graph already made (and missed) by the caller; `imported`: the graph's
+    import, when the caller has made it."""
     from neuron_mlir import __version__
 
     started = time.perf_counter()
@@ -342,19 +348,19 @@ def _compile_whole(
             return _wrap_cached(graph_module, name, options, looked_up.hit, started)
     with compile_progress(options.progress) as progress:
         progress.step(f"{name}: import")
-        module, signature = import_fx_graph(graph_module, options.target)
-        imported = ir_text(module)
+        module, signature = imported if imported is not None else import_fx_graph(graph_module, options.target)
+        imported_text = ir_text(module)
         cache = compile_cache() if options.cache else None
         key, metadata = looked_up.key, signature.to_json()
         program = None
         if cache is not None and (key is None or metadata is None):
             # no FX key, or a signature the cache cannot keep: key by the imported IR (a hit needs no signature)
-            key, metadata = cache_key(imported, options.target, __version__), None
+            key, metadata = cache_key(imported_text, options.target, __version__), None
             program = cache.get(key) if debug_dir is None else None
         if program is not None:
             stats_module.record_cache_hit()
         else:
-            program = _lower(module, name, debug_dir, imported, options.time_passes, progress)
+            program = _lower(module, name, debug_dir, imported_text, options.time_passes, progress)
             if cache is not None and key is not None:
                 cache.put(key, program, metadata)
                 stats_module.record_cache_miss()
@@ -467,7 +473,7 @@ def _failure_message(name: str, after: str, stages: list[str], error: Exception,
     message += f":\n  {error}"
     if files is not None and next_stage is not None:
         source = files / f"{index}_{after}.mlir"
-        message += f"\nreproduce with:\n  neuron-opt {source} -p {','.join(next_stage[1])}"
+        message += f"\nreproduce with:\n  {neuron_opt_command()} {source} -p {','.join(next_stage[1])}"
     return message
 
 
@@ -504,20 +510,34 @@ def _write_reproducer(debug_dir: Path, stages: list[str]) -> None:
 
 
 def _report_fallback(
-    missing: list[torch.fx.Node], options: CompileOptions, name: str, refused: dict[str, str]
+    missing: list[torch.fx.Node],
+    options: CompileOptions,
+    name: str,
+    illegal: dict[str, str],
+    imported: str | None,
+    debug_dir: Path | None,
 ) -> None:
-    """Strict mode: one error listing every node; otherwise one warning per op, and the counts in stats()."""
+    """Strict mode: one error listing every node (and, when an op's legality ruled it out, the neuron-opt command
+    that shows that on `imported`, the graph's import); otherwise one warning per op, and the counts in stats()."""
     if options.strict:
-        lines = [f"{describe_node(node)}: {fallback_reason(node, options.cpu_ops, refused)}" for node in missing]
-        raise NeuronCompileError(
-            f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU:\n  " + "\n  ".join(lines)
+        lines = [f"{describe_node(node)}: {fallback_reason(node, options.cpu_ops, illegal)}" for node in missing]
+        message = f"neuron-mlir (strict): {len(missing)} node(s) of {name} would run on the CPU:\n  " + "\n  ".join(
+            lines
         )
+        if imported is not None:
+            import tempfile
+
+            directory = debug_dir if debug_dir is not None else Path(tempfile.mkdtemp(prefix=f"neuron-mlir-{name}-"))
+            source = directory / "0_imported.mlir"
+            source.write_text(imported)
+            message += f"\nreproduce with:\n  neuron-opt {source} -p convert-torch-to-tile"
+        raise NeuronCompileError(message)
     for node in missing:
         op_name = str(node.target)
         if stats_module.record_fallback(op_name):
             where = describe_location(node_location(node))
             warnings.warn(
-                f"neuron-mlir: {fallback_reason(node, options.cpu_ops, refused)}; it runs eagerly on the CPU between "
+                f"neuron-mlir: {fallback_reason(node, options.cpu_ops, illegal)}; it runs eagerly on the CPU between "
                 "compiled regions" + (f" (first seen at {where})" if where else ""),
                 stacklevel=2,
             )

@@ -30,6 +30,10 @@ sizes (unbacked symbols, e.g. after `nonzero`) have no hint: they become dynamic
 and using one as a static argument is an error naming the node. Limits: sizes do not become SSA `index` values
 (the dialects have no dynamic sizes yet), so an op whose static argument depends on data cannot be imported.
 
+Nodes that run on the CPU. `import_fx_graph(..., cpu_nodes=)` imports a graph some of whose nodes will not be
+compiled, to ask the compiler about the others (`compile_graph`: which ops the NeuronCore lowers): each such node
+contributes no op, and its tensor results enter as extra function arguments of their metadata's types.
+
 Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace`) and
 named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model.
 """
@@ -40,6 +44,7 @@ import functools
 import json
 import operator
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -360,11 +365,13 @@ class FxImporter:
         target: str = "trn2",
         name: str = "main",
         inputs: list[Any] | None = None,
+        cpu_nodes: Collection[torch.fx.Node] = (),
     ):
         self.graph_module = graph_module
         self.target = target
         self.name = name
         self.inputs = inputs
+        self.cpu_nodes = set(cpu_nodes)
         self.assertions: list[tuple[SSAValue, str]] = []
         # symbol -> the size it takes: from `inputs` when given (else symbols take their hints)
         self.bindings: dict[Any, int] = {}
@@ -497,6 +504,9 @@ class FxImporter:
 
     def _call_function(self, node: torch.fx.Node) -> None:
         value = node.meta.get("val")
+        if node in self.cpu_nodes:
+            self.values[node] = self._cpu_results(node, value)
+            return
         if node.target is operator.getitem:
             source, index = node.args
             values = self.values[source]  # type: ignore[index]
@@ -526,6 +536,16 @@ class FxImporter:
             raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported")
         arguments = _named_arguments(node.target, node.args, node.kwargs)
         self.values[node] = self._import_overload(node, node.target, arguments, value)
+
+    def _cpu_results(self, node: torch.fx.Node, value: Any) -> Any:
+        """A CPU node's results as later nodes see them: a new argument per tensor (None stays None)."""
+        if isinstance(value, list | tuple):
+            return [self._cpu_results(node, item) for item in value]
+        if isinstance(value, torch.Tensor):
+            return self._add_argument(tensor_type(value, node, self.bindings), node)
+        if value is None and "val" not in node.meta:
+            raise GraphImportError(f"{describe_node(node)}: the node has no fake-tensor metadata (meta['val'])")
+        return concrete(value, self.bindings) if _is_number(value) else value
 
     def _import_overload(self, node: torch.fx.Node, overload: Any, raw: dict[str, Any], value: Any) -> Any:
         """Import one ATen call whose results the metadata `value` describes; returns what later nodes see."""
@@ -733,11 +753,16 @@ def ssa_name(name: str) -> str | None:
 
 
 def import_fx_graph(
-    graph_module: torch.fx.GraphModule, target: str = "trn2", name: str = "main", inputs: list[Any] | None = None
+    graph_module: torch.fx.GraphModule,
+    target: str = "trn2",
+    name: str = "main",
+    inputs: list[Any] | None = None,
+    cpu_nodes: Collection[torch.fx.Node] = (),
 ) -> tuple[ModuleOp, GraphSignature]:
     """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
-    `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with."""
-    return FxImporter(graph_module, target, name, inputs).import_graph()
+    `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with.
+    `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile)."""
+    return FxImporter(graph_module, target, name, inputs, cpu_nodes).import_graph()
 
 
 # ---- the compile cache's key -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ number of tiles. Every op created gets the location of the op being lowered.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
@@ -17,12 +17,19 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.locations import describe_location
 
+if TYPE_CHECKING:
+    from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
+
 Index = SSAValue | int
 OpT = TypeVar("OpT", bound=Operation)
 
 
 class Emitter:
-    """Inserts ops at one point (before `anchor` in `block`, or at the block's end), with one location."""
+    """Inserts ops at one point (before `anchor` in `block`, or at the block's end), with one location.
+
+    `context`: in convert-torch-to-tile, the state the lowerings of the function being converted share; emitters
+    made from this one (`nested`, `located`, `at`) carry it on.
+    """
 
     def __init__(
         self,
@@ -31,6 +38,7 @@ class Emitter:
         location: Attribute,
         constants: dict[int, SSAValue] | None = None,
         constant_block: Block | None = None,
+        context: ConversionContext | None = None,
     ):
         self.block = block
         self.anchor = anchor
@@ -38,6 +46,7 @@ class Emitter:
         # index constants are created once, at the start of the function body, and shared by all loops
         self.constants = constants if constants is not None else {}
         self.constant_block = constant_block if constant_block is not None else block
+        self.context = context
 
     def insert(self, op: OpT) -> OpT:
         for nested in op.walk():
@@ -50,11 +59,16 @@ class Emitter:
 
     def nested(self, block: Block) -> Emitter:
         """An emitter appending to `block` (a loop body), sharing constants and location."""
-        return Emitter(block, None, self.location, self.constants, self.constant_block)
+        return Emitter(block, None, self.location, self.constants, self.constant_block, self.context)
 
     def located(self, location: Attribute) -> Emitter:
         """An emitter inserting at the same point with `location` (one op's work emitted inside another's)."""
-        return Emitter(self.block, self.anchor, location, self.constants, self.constant_block)
+        return Emitter(self.block, self.anchor, location, self.constants, self.constant_block, self.context)
+
+    def at(self, block: Block, anchor: Operation | None, location: Attribute | None = None) -> Emitter:
+        """An emitter inserting before `anchor` in `block` (another op's loop nest), sharing constants and context."""
+        where = location if location is not None else self.location
+        return Emitter(block, anchor, where, self.constants, self.constant_block, self.context)
 
     def where(self) -> str:
         """' (at file.py:12 (model.l1))' for diagnostics, or '' when the location is unknown."""

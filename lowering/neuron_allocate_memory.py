@@ -35,10 +35,9 @@ from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.runtime.hardware import Memory, Target
 
 
@@ -207,11 +206,12 @@ def allocate_on_chip(
         except _OutOfMemory as failure:
             loop = _loop_to_tighten(failure, tight)
             if loop is None:
-                raise PassFailedException(
+                raise OpDiagnostic(
                     f"neuron.alloc: out of {memory.value.upper()} on {target.name}: a buffer of "
                     f"{failure.interval.size} bytes per partition does not fit next to {len(failure.live)} live "
                     f"buffers ({failure.live_bytes} of {capacity} bytes per partition in use)"
-                    f"{_where(failure.interval.alloc)}"
+                    f"{_where(failure.interval.alloc)}",
+                    failure.interval.alloc,
                 ) from None
             tight = tight | {loop}
             continue

@@ -13,8 +13,10 @@ Output guarantee: the same results, with
    code between them (the first nest's peeled remainder tiles) stays after the fused loop when the second nest
    provably touches other elements of every tensor that code stores or that it stores (index ranges from the
    constant loop bounds). Nests with ops other than loads, stores, elementwise compute, reductions and index
-   arithmetic are left alone, and so are nests whose fused body's tiles would need more than a quarter of a
-   partition of SBUF (half of it once double-buffered).
+   arithmetic are left alone, and so are nests whose fused body would hold more than a quarter of a partition of
+   SBUF at once (half of it once double-buffered; `fused_live_bytes`: a tile lives from its definition to its
+   last use, and a load that forwarding will replace shares the stored tile), so a long elementwise chain, such
+   as a decomposed activation's backward, still fuses whole.
 2. Forwarding: in every block, a `tile.load` of exactly what an earlier `tile.store` of that block wrote (or of
    exactly what an earlier load read), with no store to the same tensor in between, uses that tile instead
    (with a `tile.copy` where the store or the load converted the element type).
@@ -169,12 +171,85 @@ def body_bytes(block: Block) -> int:
     return total
 
 
+def _tile_bytes(value: SSAValue) -> int:
+    value_type = value.type
+    if not isinstance(value_type, TileType) or value_type.memory is not Memory.SBUF:
+        return 0
+    return value_type.free_size * itemsize(runtime_dtype_name(value_type.element_type))
+
+
+def fused_live_bytes(first: scf.ForOp, second: scf.ForOp) -> int:
+    """The most SBUF bytes per partition that the tiles of `first` and `second` fused into one body hold at once.
+
+    Each tile lives from its definition to its last use (to the end of a nested loop that uses it and does not
+    define it: the next trip reads it again), in the order of `first`'s code followed by `second`'s; a load of
+    exactly what an earlier store of either nest wrote (or an earlier load read) is the tile forwarding will give
+    it, so it costs nothing and keeps that tile alive. A chain of elementwise ops holds a few tiles at a time
+    however long it is.
+    """
+    rename = {}
+    for loop_a, loop_b in zip(_all_loops(first), _all_loops(second), strict=False):
+        rename[loop_b.body.block.args[0]] = loop_a.body.block.args[0]
+    ops = [op for loop in (first, second) for op in loop.body.walk()]
+    position = {op: index for index, op in enumerate(ops)}
+    loop_end = {op: max(position[inner] for inner in op.walk()) for op in ops if isinstance(op, scf.ForOp)}
+    same: dict[SSAValue, SSAValue] = {}  # a load's result -> the tile forwarding gives it
+    available: dict[tuple, SSAValue] = {}
+    for op in ops:
+        if isinstance(op, tile.StoreOp):
+            available[_transfer_key(op, op.dest, rename)] = same.get(op.value, op.value)
+        elif isinstance(op, tile.LoadOp):
+            key = _transfer_key(op, op.source, rename)
+            known = available.get(key)
+            if known is not None and known.type == op.result.type:
+                same[op.result] = known
+            else:
+                available[key] = op.result
+    end: dict[SSAValue, int] = {}
+    for op in ops:
+        for operand in op.operands:
+            value = same.get(operand, operand)
+            if not _tile_bytes(value):
+                continue
+            use = position[op]
+            loop = op.parent_op()
+            while isinstance(loop, scf.ForOp) and loop in position and not loop.is_ancestor(_defining_op(value)):
+                use = max(use, loop_end[loop])
+                loop = loop.parent_op()
+            end[value] = max(end.get(value, 0), use)
+    changes = [0] * (len(ops) + 1)
+    for op in ops:
+        for result in op.results:
+            if result in same or not _tile_bytes(result):
+                continue
+            changes[position[op]] += _tile_bytes(result)
+            changes[max(end.get(result, position[op]), position[op]) + 1] -= _tile_bytes(result)
+    live = peak = 0
+    for change in changes:
+        live += change
+        peak = max(peak, live)
+    return peak
+
+
+def _defining_op(value: SSAValue) -> Operation:
+    owner = value.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        assert parent is not None
+        return parent
+    return owner
+
+
+def _all_loops(loop: scf.ForOp) -> list[scf.ForOp]:
+    return [op for op in loop.walk() if isinstance(op, scf.ForOp)]
+
+
 def _can_fuse(first: scf.ForOp, second: scf.ForOp, budget: int) -> bool:
-    if body_bytes(first.body.block) + body_bytes(second.body.block) > budget:
-        return False
     if _bounds(first) != _bounds(second) or _skeleton(first.body.block) != _skeleton(second.body.block):
         return False
     if not (_fusable_nest(first) and _fusable_nest(second)):
+        return False
+    if fused_live_bytes(first, second) > budget:
         return False
     written_first = {root(s.dest) for s in _stores([first])}
     read_first = {root(load.source) for load in _loads([first])}

@@ -8,9 +8,10 @@ Input contract: torch-dialect functions as the FX importer produces them.
 
 Output guarantee: the same results, with
 - `X.Tensor(x, c)` for a constant `c` whose broadcast does not grow `x` rewritten to `X.Scalar(x, value)` (add,
-  sub, mul, div, comparisons, pow, remainder, fmod, bitwise ops; `c + x` and `c * x` too), whenever PyTorch's
-  type promotion gives the scalar form the same computation dtype, and never trading an op that lowers to the
-  tile dialect for one that does not;
+  sub, mul, div, comparisons, pow, remainder, fmod, bitwise ops; with the constant first, `c + x`, `c * x`, the
+  symmetric comparisons and bitwise ops as they are, `c < x` as `x > c` and the like, and `c - x` as
+  `neg(x) + c`), whenever PyTorch's type promotion gives the scalar form the same computation dtype, and never
+  trading an op that lowers to the tile dialect for one that does not;
 - an op whose operands are all constants, with at most `FOLD_LIMIT` result elements, evaluated (by the torch
   reference semantics, that is ATen itself) and replaced by `aten.full` when its results are splats;
 - `scalar_tensor(v)` spelled `full([], v)`.
@@ -55,7 +56,16 @@ TO_SCALAR: dict[str, tuple[str, str]] = {
     **{f"aten::{name}.Tensor": (f"aten::{name}.Scalar", "other") for name in _BINARY},
     "aten::pow.Tensor_Tensor": ("aten::pow.Tensor_Scalar", "exponent"),
 }
-COMMUTATIVE = frozenset({"aten::add.Tensor", "aten::mul.Tensor"})
+COMMUTATIVE = frozenset(
+    f"aten::{name}.Tensor" for name in ("add", "mul", "eq", "ne", "bitwise_and", "bitwise_or", "bitwise_xor")
+)
+# `c op x` as `x op' c`: the comparisons that flip
+MIRRORED: dict[str, str] = {
+    "aten::lt.Tensor": "aten::gt.Scalar",
+    "aten::le.Tensor": "aten::ge.Scalar",
+    "aten::gt.Tensor": "aten::lt.Scalar",
+    "aten::ge.Tensor": "aten::le.Scalar",
+}
 
 
 def constant_value(value: SSAValue) -> Any | None:
@@ -125,15 +135,22 @@ class ConstantToScalar(RewritePattern):
         if overload not in TO_SCALAR or len(op.operands) != 2:
             return
         scalar_overload, scalar_arg = TO_SCALAR[overload]
+        args = op.arguments()
+        tensor_name, constant_name = "self", scalar_arg
+        negate = False  # c - x is -x + c
+        if constant_value(op.operands[1]) is None:
+            if constant_value(op.operands[0]) is None or args.get("alpha", 1) != 1:
+                return
+            if overload in MIRRORED:
+                scalar_overload = MIRRORED[overload]
+            elif overload == "aten::sub.Tensor":
+                scalar_overload, negate = "aten::add.Scalar", True
+            elif overload not in COMMUTATIVE:
+                return
+            tensor_name, constant_name = constant_name, tensor_name
         target = op_class_for(scalar_overload)
         if target is None or not _lowering_allows(op.name, target.name):
             return
-        args = op.arguments()
-        tensor_name, constant_name = "self", scalar_arg
-        if constant_value(op.operands[1]) is None:
-            if overload not in COMMUTATIVE or constant_value(op.operands[0]) is None or args.get("alpha", 1) != 1:
-                return
-            tensor_name, constant_name = constant_name, tensor_name
         tensor, constant = args[tensor_name], args[constant_name]
         assert isinstance(tensor, SSAValue)
         assert isinstance(constant, SSAValue)
@@ -148,11 +165,19 @@ class ConstantToScalar(RewritePattern):
         if isinstance(element_type, ComplexType):
             return
         number = _python_number(constant_value(constant), element_type)
+        new_ops: list[Operation] = []
+        if negate:
+            neg = op_class_for("aten::neg")
+            if neg is None or not _lowering_allows(op.name, neg.name) or tensor.type.get_element_type() == i1:
+                return
+            new_ops.append(neg.from_args({"self": tensor}, [tensor.type]))
+            tensor = new_ops[-1].results[0]
         new_args = {k: v for k, v in args.items() if k not in ("self", "other", scalar_arg)}
         new_args.update({"self": tensor, scalar_arg: number})
-        new = target.from_args(new_args, [result_type])
-        new.location = op.location
-        rewriter.replace(op, new)
+        new_ops.append(target.from_args(new_args, [result_type]))
+        for new in new_ops:
+            new.location = op.location
+        rewriter.replace(op, new_ops)
 
 
 class EvaluateConstantOp(RewritePattern):

@@ -132,6 +132,20 @@ def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(np.float32(0), x)
 
 
+_INV_SQRT_2PI = np.float32(1 / math.sqrt(2.0 * math.pi))
+
+
+def _gelu_dx(x: np.ndarray) -> np.ndarray:
+    """d/dx of x * Phi(x): Phi(x) + x * phi(x), Phi and phi the standard normal's distribution and density."""
+    return _HALF * (_ONE + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * np.exp(-_HALF * x * x)
+
+
+def _silu_dx(x: np.ndarray) -> np.ndarray:
+    """d/dx of x * sigmoid(x): sigmoid(x) * (1 + x * (1 - sigmoid(x)))."""
+    s = _sigmoid(x)
+    return s * (_ONE + x * (_ONE - s))
+
+
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "copy": lambda x: x,
     "exp": np.exp,
@@ -147,6 +161,8 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         _HALF * x * (_ONE + np.tanh(_SQRT_2_OVER_PI * (x + np.float32(0.044715) * x**3)))
     ),
     "silu": lambda x: x * _sigmoid(x),
+    "gelu_dx": _gelu_dx,
+    "silu_dx": _silu_dx,
     "erf": erf,
     "softplus": _softplus,
     "mish": lambda x: x * np.tanh(_softplus(x)),

@@ -23,10 +23,10 @@ partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
   [nki-dma-bw], 2 us charged) then the bytes at up to `engines x dma_bytes_per_ns x efficiency`, with one engine
   per 8 partitions [nki-dma, nki-perf] and an efficiency that grows with the contiguous bytes per chunk: poor
   below 256 B, full at 4 KiB [nki-dma-bw].
-  Concurrent transfers share the core's DMA engines and HBM bandwidth; the simulator arbitrates (see
-  `simulator.py`), this module gives each transfer's demands.
+  Concurrent transfers share the core's DMA engines and HBM bandwidth; the timeline arbitrates (see
+  `timeline.py`), this module gives each transfer's demands.
 
-The simulator adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
+The timeline adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
 wrote pays `dependent_op_penalty_cycles` (100 cycles when each instruction depends on the previous one
 [nki-arch-trn1]).
 """

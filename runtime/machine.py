@@ -18,6 +18,8 @@ validator (`runtime.validate`) proves every access in bounds before a program ru
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,7 +81,10 @@ class Machine:
 
     def _home(self, buffer: BufferDecl) -> Home:
         dtype = dtypes.numpy_dtype(buffer.dtype)
-        for index, (start, end) in enumerate(self.ranges[buffer.memory]):
+        ranges = self.ranges[buffer.memory]
+        index = bisect.bisect_right(ranges, (buffer.address, math.inf)) - 1
+        if index >= 0:
+            start, end = ranges[index]
             if start <= buffer.address < end:
                 stride = 0 if buffer.memory is Memory.HBM else end - start
                 array = self.arrays[buffer.memory][index]

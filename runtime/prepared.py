@@ -1,8 +1,8 @@
 """A run's data work recorded once and run again: the simulator's tape.
 
 Registers never depend on data, so every run of a program executes the same instances with the same operand
-views and attributes. The simulator (`runtime.simulator`, `execute_data`) records the data work of one run as a
-`Tape`, a list of steps in program order, and later runs run the tape instead of walking the program:
+views and attributes. The simulator (`runtime.simulator`) records the data work of its first run as a `Tape`, a
+list of steps in program order, and later runs run the tape instead of walking the program:
 
 * an instance becomes a call of its `runtime.semantics` function with the views and attributes it was recorded
   with (`functools.partial`), or, for the common forms below, a *prepared* step;

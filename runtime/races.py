@@ -7,19 +7,32 @@ order leads from one to the other. A conflicting pair that no such chain orders 
 on timing, which the hardware does not promise to reproduce, so the checker reports it even when the simulated
 intervals happen not to overlap. This makes it a verifier for the compiler's synchronisation pass.
 
-Happens-before is tracked with vector clocks (one component per queue). Past accesses are kept as records per
-buffer; a record is dropped once it can no longer race with anything: when a later access on an ordered path
-covers the same bytes the same way, or when every queue that still has instructions to issue has seen it.
+Happens-before is tracked with vector clocks (one component per queue). Past accesses are kept as records (per
+memory, kind and queue, in issue order); a record is dropped once it can no longer race with anything: when a
+later access on an ordered path covers the same bytes the same way, or when every queue that may still issue has
+seen it (`RaceChecker`).
+
+A traced loop nest (`runtime.lanes`) can be checked as a whole (`RaceChecker.issue_lanes`): its lanes issue the
+same instructions, so once their clocks settle, happens-before repeats from lane to lane with a fixed growth,
+proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
+overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
+running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from neuron_mlir.runtime.profile import QUEUE_NAMES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_mlir.runtime.lanes import Lanes
+    from neuron_mlir.runtime.plan import OperandPlan
 
 
 class SimulationError(RuntimeError):
@@ -28,6 +41,15 @@ class SimulationError(RuntimeError):
 
 class RaceError(SimulationError):
     """Two unordered instruction instances on different queues touch the same bytes, one of them writing."""
+
+
+class RaceFound(Exception):
+    """A check of many instances at once (`RaceChecker.issue_lanes`) found a race. Which race an instance-by-
+    instance run reports first, and in which words, is that run's to say: the caller runs the program that way."""
+
+
+# Sites with at most this many elements keep their sorted element offsets.
+_CACHED_OFFSETS = 1 << 20
 
 
 @dataclass
@@ -47,15 +69,21 @@ class AccessSite:
     low: int  # byte offset of the lowest element relative to base
     high: int  # one past the highest byte relative to base
     register: int  # offset register index, -1 for none
+    _sorted: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def byte_offsets(self, shift: int) -> np.ndarray:
         """Sorted start bytes of every element of the access (within one partition)."""
-        offsets = np.zeros(1, dtype=np.int64)
-        for step, num in self.pattern:
-            offsets = (
-                offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
-            ).reshape(-1)
-        return np.sort(offsets + self.base + shift)
+        found = self._sorted
+        if found is None:
+            offsets = np.zeros(1, dtype=np.int64)
+            for step, num in self.pattern:
+                offsets = (
+                    offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
+                ).reshape(-1)
+            found = np.sort(offsets + self.base)
+            if found.size <= _CACHED_OFFSETS:  # kept with the (static) site: loops ask again and again
+                self._sorted = found
+        return found + shift
 
 
 @dataclass
@@ -90,8 +118,91 @@ def _overlap(a: AccessSite, a_shift: int, b: AccessSite, b_shift: int) -> tuple[
     return start, start + min(a.itemsize, b.itemsize)
 
 
+class _Record:
+    """One recorded access: an instance's operand at one shift."""
+
+    __slots__ = ("alive", "hi", "info", "lo", "order", "queue", "seq", "shift", "site")
+
+    def __init__(self, queue: int, seq: int, site: AccessSite, shift: int, info: InstanceInfo | tuple, order: int):
+        self.queue, self.seq, self.site, self.shift, self.info, self.order = queue, seq, site, shift, info, order
+        self.lo = site.base + shift + site.low
+        self.hi = site.base + shift + site.high
+        self.alive = True
+
+
+class _Issued:
+    """The records of one queue, one memory and one kind (reads or writes), in issue order (so by sequence
+    number): the ones an instance is not ordered after are a suffix, found by bisection."""
+
+    __slots__ = ("dead", "records", "seqs", "start")
+
+    def __init__(self) -> None:
+        self.records: list[_Record] = []
+        self.seqs: list[int] = []
+        self.start = 0  # records before it are pruned
+        self.dead = 0  # records after it that were replaced
+
+    def unordered(self, known: int) -> list[_Record]:
+        """Records with a sequence number above `known` (the querying clock's entry for this queue)."""
+        first = bisect.bisect_right(self.seqs, known, self.start)
+        return self.records[first:]
+
+    def prune(self, known: int) -> list[_Record]:
+        """Forget the records every future instance is ordered after (sequence number at most `known`); return
+        those that were still alive."""
+        start = bisect.bisect_right(self.seqs, known, self.start)
+        dropped = []
+        for record in self.records[self.start : start]:
+            if record.alive:
+                record.alive = False
+                dropped.append(record)
+            else:
+                self.dead -= 1
+        self.start = start
+        if start > 64 and start > len(self.records) // 2:
+            del self.records[:start], self.seqs[:start]
+            self.start = 0
+        return dropped
+
+    def compact(self) -> None:
+        kept = [record for record in self.records[self.start :] if record.alive]
+        self.records = kept
+        self.seqs = [record.seq for record in kept]
+        self.start = self.dead = 0
+
+
+class _NestRecord:
+    """The accesses of one operand of one position of a nest, over a run of its lanes: lane t (from 0) is at byte
+    shift `shifts[t]` and has sequence number `first_seq + t * growth` on `queue` (`RaceChecker.issue_lanes`)."""
+
+    __slots__ = ("alive", "first_seq", "growth", "hi", "last_seq", "lo", "queue", "shifts", "site")
+
+    def __init__(self, site: AccessSite, queue: int, shifts: np.ndarray, first_seq: int, growth: int) -> None:
+        self.site, self.queue, self.shifts, self.first_seq, self.growth = site, queue, shifts, first_seq, growth
+        self.last_seq = first_seq + (shifts.size - 1) * growth
+        self.lo = site.base + int(shifts.min()) + site.low
+        self.hi = site.base + int(shifts.max()) + site.high
+        self.alive = True
+
+    def unordered_from(self, known: int) -> int:
+        """The first lane whose sequence number is above `known` (all lanes from it on are)."""
+        if known < self.first_seq:
+            return 0
+        return (known - self.first_seq) // self.growth + 1
+
+
 class RaceChecker:
-    """Records accesses as instances issue; raises `RaceError` on the first unordered conflict."""
+    """Records accesses as instances issue; raises `RaceError` on the first unordered conflict.
+
+    Records are kept per memory, kind (reads and writes apart) and queue, in issue order, so an access looks only
+    at records it is not ordered after (per queue, those with a sequence number its clock has not seen) and of
+    those only at ones whose byte hull meets its own (only records of buffers sharing bytes with its own can):
+    reads at writes only, writes at both. The record reported is the one a plain list of records per buffer would
+    give: of the aliasing buffers in the order of `aliases`, the first with a racing record, and its earliest
+    recorded racing record. A record is dropped when a later access on an ordered path covers the same bytes the
+    same way, or when no instance still to come can race with it: periodically, every queue the rest of the
+    program may issue to is checked for what its next instance will have seen (its own clock, and for a queue with
+    nothing more in the current top-level node, the clocks of what its next instruction waits on)."""
 
     _PRUNE_EVERY = 64
 
@@ -109,11 +220,18 @@ class RaceChecker:
         self.last_clock: list[list[int]] = [[0] * queues for _ in range(queues)]
         self.sequence = [0] * queues
         self.instance_clock: dict[int, tuple[list[int], int]] = {}  # latest instance of each id: (clock, queue)
-        # per buffer: records [queue, seq, is_write, p0, p1, lo, hi, key, site, shift, info]
-        self.records: list[list[list]] = [[] for _ in aliases]
+        # per memory id: (writes, reads), each per queue that has any
+        self.records: dict[int, tuple[dict[int, _Issued], dict[int, _Issued]]] = {}
+        self.by_site: dict[int, dict[int, list[_Record]]] = {}  # site -> shift -> its live records
+        # per memory id: (writes, reads) of nests checked as a whole, kept in compact form
+        self.nest_records: dict[int, tuple[list[_NestRecord], list[_NestRecord]]] = {}
+        # Queues the rest of the program may issue to, and for those with nothing left in the current top-level
+        # node, the instructions their next instruction waits on (set by the caller per top-level node).
         self.live_queues: Sequence[int] = range(queues)
+        self.next_waits: dict[int, Sequence[int]] = {}
         self._overlaps: dict[tuple[int, int, int], tuple[int, int] | None] = {}
         self._since_prune = 0
+        self._order = 0
 
     def issue(
         self,
@@ -123,10 +241,28 @@ class RaceChecker:
         sites: Sequence[AccessSite],
         shifts: Sequence[int],
         info: InstanceInfo | tuple,
-    ) -> None:
-        """One instance issues: `info` is an InstanceInfo or the tuple of its fields (built only for a report)."""
-        clock = self.last_clock[queue]
-        merged = False
+    ) -> list[int]:
+        """One instance issues: `info` is an InstanceInfo or the tuple of its fields (built only for a report).
+        Returns its clock."""
+        clock = self._merged(self.last_clock[queue], waits)
+        if clock is self.last_clock[queue]:
+            clock = list(clock)
+        sequence = self.sequence[queue] + 1
+        self.sequence[queue] = sequence
+        clock[queue] = sequence
+        self.last_clock[queue] = clock
+        self.instance_clock[plan_index] = (clock, queue)
+        for site, shift in zip(sites, shifts, strict=False):
+            self._check(site, shift, queue, clock, info)
+        for site, shift in zip(sites, shifts, strict=False):
+            self._record(site, shift, queue, clock, info)
+        self._since_prune += 1
+        if self._since_prune >= self._PRUNE_EVERY:
+            self._prune()
+        return clock
+
+    def _merged(self, clock: list[int], waits: Sequence[int]) -> list[int]:
+        """`clock` merged with the clocks of the latest instances of `waits` (`clock` itself if that adds nothing)."""
         instance_clock = self.instance_clock
         for wait in waits:
             known = instance_clock.get(wait)
@@ -138,37 +274,41 @@ class RaceChecker:
                 # number passed on everything it had seen too, and the merge would change nothing.
                 continue
             clock = [x if x >= y else y for x, y in zip(clock, other, strict=False)]
-            merged = True
-        if not merged:
-            clock = list(clock)
-        sequence = self.sequence[queue] + 1
-        self.sequence[queue] = sequence
-        clock[queue] = sequence
-        self.last_clock[queue] = clock
-        instance_clock[plan_index] = (clock, queue)
-        for site, shift in zip(sites, shifts, strict=False):
-            self._check(site, shift, queue, clock, info)
-        for site, shift in zip(sites, shifts, strict=False):
-            self._record(site, shift, queue, clock, info)
-        self._since_prune += 1
-        if self._since_prune >= self._PRUNE_EVERY:
-            self._prune()
+        return clock
 
     def _check(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple) -> None:
         p0, p1 = site.partition_start, site.partition_end
         lo, hi = site.base + shift + site.low, site.base + shift + site.high
-        for buffer in self.aliases[site.buffer]:
-            for record in self.records[buffer]:
-                other_queue = record[0]
-                if other_queue == queue or clock[other_queue] >= record[1]:
-                    continue  # same queue, or a chain of waits orders them
-                if not (site.is_write or record[2]):
-                    continue
-                if record[4] <= p0 or p1 <= record[3] or record[6] <= lo or hi <= record[5]:
-                    continue
-                overlap = self._overlap(record[8], record[9], site, shift)
-                if overlap is None:
-                    continue
+        nests = self.nest_records.get(site.memory_id)
+        if nests is not None:
+            for group in nests if site.is_write else nests[:1]:
+                for nest in group:
+                    known = clock[nest.queue]
+                    if nest.queue == queue or nest.last_seq <= known or nest.lo >= hi or lo >= nest.hi:
+                        continue
+                    other = nest.site
+                    if other.partition_end <= p0 or p1 <= other.partition_start or not nest.alive:
+                        continue
+                    self._overlapping(other, 0, site, shift - nest.shifts[nest.unordered_from(known) :])
+        entry = self.records.get(site.memory_id)
+        if entry is None:
+            return
+        candidates: list[_Record] = []
+        for per_queue in entry if site.is_write else entry[:1]:  # a read races with writes only
+            for other_queue, issued in per_queue.items():
+                known = clock[other_queue]
+                if other_queue == queue or not issued.seqs or issued.seqs[-1] <= known:
+                    continue  # the same queue, or every record of that queue is ordered before this access
+                for record in issued.unordered(known):
+                    if record.lo < hi and lo < record.hi and record.alive:
+                        other = record.site
+                        if other.partition_start < p1 and p0 < other.partition_end:
+                            candidates.append(record)  # unordered: a race if the bytes really meet
+        if len(candidates) > 1:
+            candidates.sort(key=lambda record: (record.site.buffer, record.order))
+        for record in candidates:
+            overlap = self._overlap(record.site, record.shift, site, shift)
+            if overlap is not None:
                 self._report(site, info, record, overlap)
 
     def _overlap(self, a: AccessSite, a_shift: int, b: AccessSite, b_shift: int) -> tuple[int, int] | None:
@@ -182,9 +322,9 @@ class RaceChecker:
         found = self._overlaps[key]
         return None if found is None else (found[0] + a_shift, found[1] + a_shift)
 
-    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: list, overlap: tuple[int, int]) -> None:
-        other_site: AccessSite = record[8]
-        other = record[10] if isinstance(record[10], InstanceInfo) else InstanceInfo(*record[10])
+    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: _Record, overlap: tuple[int, int]) -> None:
+        other_site = record.site
+        other = record.info if isinstance(record.info, InstanceInfo) else InstanceInfo(*record.info)
         info = info if isinstance(info, InstanceInfo) else InstanceInfo(*info)
         partitions = max(site.partition_start, other_site.partition_start)
         where = f"{site.memory_name} bytes {overlap[0]}..{overlap[1] - 1}"
@@ -206,43 +346,425 @@ class RaceChecker:
     ) -> None:
         if not site.is_write and not self.written[site.buffer]:
             return  # nobody writes these bytes: reads of them can never race
-        key = (id(site), shift)
-        records = self.records[site.buffer]
-        # A new access covering exactly the same bytes, ordered after an old one, makes the old one redundant
-        # (a write replaces reads and writes; a read replaces reads): anything that races with the old one
-        # races with the new one too.
-        kept = [
-            record
-            for record in records
-            if not (
-                record[7] == key
-                and (site.is_write or not record[2])
-                and (record[0] == queue or clock[record[0]] >= record[1])
-            )
-        ]
-        kept.append(
-            [
-                queue,
-                clock[queue],
-                site.is_write,
-                site.partition_start,
-                site.partition_end,
-                site.base + shift + site.low,
-                site.base + shift + site.high,
-                key,
-                site,
-                shift,
-                info,
-            ]
-        )
-        self.records[site.buffer] = kept
+        entry = self.records.get(site.memory_id)
+        if entry is None:
+            entry = self.records[site.memory_id] = ({}, {})
+        per_queue = entry[0] if site.is_write else entry[1]
+        issued = per_queue.get(queue)
+        if issued is None:
+            issued = per_queue[queue] = _Issued()
+        record = _Record(queue, clock[queue], site, shift, info, self._order)
+        self._order += 1
+        by_shift = self.by_site.get(id(site))
+        if by_shift is None:
+            by_shift = self.by_site[id(site)] = {}
+        same = by_shift.get(shift)
+        if same is None:
+            by_shift[shift] = [record]
+        else:
+            # A new access covering exactly the same bytes (same site, same shift: same kind), ordered after an
+            # old one, makes the old one redundant: anything that races with the old one races with the new one.
+            kept = []
+            for old in same:
+                if old.alive and (old.queue == queue or clock[old.queue] >= old.seq):
+                    old.alive = False
+                    self._issued(old).dead += 1
+                elif old.alive:
+                    kept.append(old)
+            kept.append(record)
+            by_shift[shift] = kept
+        issued.records.append(record)
+        issued.seqs.append(record.seq)
+        if issued.dead > 64 and issued.dead > (len(issued.records) - issued.start) // 2:
+            issued.compact()
+
+    def _issued(self, record: _Record) -> _Issued:
+        site = record.site
+        entry = self.records[site.memory_id]
+        return (entry[0] if site.is_write else entry[1])[record.queue]
 
     def _prune(self) -> None:
+        """Drop records that no instance still to come can race with."""
         self._since_prune = 0
         live = list(self.live_queues)
         if not live:
             return
-        known = [min(self.last_clock[q][component] for q in live) for component in range(self.queues)]
-        for buffer, records in enumerate(self.records):
-            if records:
-                self.records[buffer] = [record for record in records if record[1] > known[record[0]]]
+        # What each live queue's next instance will have seen, at least: its own clock, merged (for a queue with
+        # nothing more in this top-level node) with the clocks its next instruction's waits have now.
+        seen = [self._merged(self.last_clock[q], self.next_waits.get(q, ())) for q in live]
+        known = [min(clock[component] for clock in seen) for component in range(self.queues)]
+        for entry in self.records.values():
+            for per_queue in entry:
+                for queue, issued in per_queue.items():
+                    if issued.start == len(issued.seqs) or issued.seqs[issued.start] > known[queue]:
+                        continue
+                    for record in issued.prune(known[queue]):
+                        self._forget(record)
+        for nests in self.nest_records.values():
+            for group in nests:
+                if any(nest.last_seq <= known[nest.queue] for nest in group):
+                    for nest in group:
+                        nest.alive = nest.last_seq > known[nest.queue]
+                    group[:] = [nest for nest in group if nest.alive]
+
+    def _forget(self, record: _Record) -> None:
+        """Remove a record that is no longer alive from the index by site and shift."""
+        by_shift = self.by_site[id(record.site)]
+        same = by_shift[record.shift]
+        same.remove(record)
+        if not same:
+            del by_shift[record.shift]
+
+    # ---- a traced loop nest at once --------------------------------------------------------------------------
+
+    # Lanes a nest issues one by one at most while its clocks settle into their periodic form.
+    MAX_SETTLING_LANES = 8
+    # Nests with fewer instances than this are issued one by one: the checks of a whole nest cost more.
+    MIN_NEST_INSTANCES = 256
+
+    def issue_lanes(self, lanes: Lanes, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Every instance of a traced nest (`runtime.lanes`) in program order, with the verdict and the records
+        `issue` one by one would leave; `starts` and `ends` [lanes, positions] are their simulated times.
+
+        All lanes issue the same instructions, so once the first lanes have settled, happens-before repeats from
+        lane to lane: each clock entry of a position either stays as it is or grows by that queue's instances per
+        lane. Lanes go through `issue` one by one until `_periodic` proves, from the last two of them and the
+        references every clock is the maximum of (the queue's previous instance, the waits' latest instances),
+        that the clocks keep that form through the last lane (or `MAX_SETTLING_LANES` have passed: then all of
+        them go through `issue`). For the lanes after that, instance (k, i) is unordered with an earlier instance
+        (k - d, j) of another queue exactly for distances d below a bound per pair of positions, and with a
+        recorded access exactly for a range of lanes per record; conflicts are byte overlaps, tested over all
+        lanes at once. A race raises `RaceFound`. Afterwards only the records `issue` would still hold for later
+        instances are recorded: the last access to each byte range per operand, unless every queue still to issue
+        is already ordered after it."""
+        count, width = lanes.count, len(lanes.positions)
+        clocks: list[list[list[int]]] = []
+        instances = lanes.instances()
+        whole = count * width >= self.MIN_NEST_INSTANCES
+        entry_clocks = self._entry_clocks(lanes) if whole else {}
+        for lane in range(count):
+            if whole and 2 <= lane <= self.MAX_SETTLING_LANES:
+                pattern = self._periodic(lanes, clocks[-2], clocks[-1], entry_clocks, count - lane)
+                if pattern is not None:
+                    anchor, slopes = pattern  # clock of (lane - 1 + t, i) = anchor[i] + t * slopes[i]
+                    shifts = _Shifts(lanes, lane)
+                    if self._check_within(lanes, anchor, slopes, shifts, lane) and self._check_against_records(
+                        lanes, anchor, slopes, shifts, lane
+                    ):
+                        self._advance(lanes, anchor, slopes, shifts, lane)
+                        return
+            row = []
+            for position in range(width):
+                plan, values = next(instances)
+                info = (plan.id, plan.opcode, plan.queue, plan.location, float(starts[lane, position]),
+                        float(ends[lane, position]))  # fmt: skip
+                row.append(self.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info))
+            clocks.append(row)
+            del clocks[:-2]
+
+    def _entry_clocks(self, lanes: Lanes) -> dict[int, list[int]]:
+        """Clocks of the latest instances of instructions outside the nest (constant while it runs)."""
+        inside = {plan.index for plan in lanes.positions}
+        found: dict[int, list[int]] = {}
+        for plan in lanes.positions:
+            for wait in plan.waits:
+                if wait not in inside and wait in self.instance_clock:
+                    found[wait] = self.instance_clock[wait][0]
+        return found
+
+    def _periodic(
+        self,
+        lanes: Lanes,
+        before: list[list[int]],
+        last: list[list[int]],
+        entry_clocks: dict[int, list[int]],
+        remaining: int,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(clocks of the last base lane, growth per lane) [positions, queues] when the clock of position i,
+        `remaining` lanes on, is exactly anchor[i] + lanes * slopes[i]; else None.
+
+        Each entry's growth is 0 or `step` (its queue's instances per lane; for the own queue always `step`). By
+        induction over the instances in order: a clock entry is the maximum of its references' entries, each of
+        them (by induction) anchor + lanes * slope; a maximum of those with slope `step` and of constants has the
+        form anchor + lanes * slope for all remaining lanes iff, at the last base lane, the growing ones already
+        dominate (slope `step`), or none grows or they stay below the constants through the last lane (slope 0)."""
+        positions = lanes.positions
+        step = np.zeros(self.queues, np.int64)
+        for plan in positions:
+            step[plan.queue] += 1
+        anchor = np.array(last, dtype=np.int64)
+        previous = np.array(before, dtype=np.int64)
+        slopes = anchor - previous
+        if not ((slopes == 0) | (slopes == step[None, :])).all():
+            return None
+        latest: dict[int, int] = {}  # plan -> its latest position so far in the lane
+        last_of_plan = {plan.index: position for position, plan in enumerate(positions)}
+        last_on_queue = {plan.queue: position for position, plan in enumerate(positions)}
+        previous_on_queue: dict[int, int] = {}
+        for position, plan in enumerate(positions):
+            if slopes[position, plan.queue] != step[plan.queue]:
+                return None
+            values, growing = [], []  # references at the last base lane: their entries and which of them grow
+            if plan.queue in previous_on_queue:
+                reference = previous_on_queue[plan.queue]
+                values.append(anchor[reference])
+            else:
+                reference = last_on_queue[plan.queue]
+                values.append(previous[reference])
+            growing.append(slopes[reference] > 0)
+            for wait in plan.waits:
+                if wait in latest:
+                    values.append(anchor[latest[wait]])
+                    growing.append(slopes[latest[wait]] > 0)
+                elif wait in last_of_plan:
+                    values.append(previous[last_of_plan[wait]])
+                    growing.append(slopes[last_of_plan[wait]] > 0)
+                elif wait in entry_clocks:
+                    values.append(np.array(entry_clocks[wait], dtype=np.int64))
+                    growing.append(np.zeros(self.queues, bool))
+            table, grows = np.array(values), np.array(growing)
+            lowest = -(2**62)  # below any clock entry, and far from overflowing when grown
+            top_growing = np.where(grows, table, lowest).max(axis=0)
+            top_still = np.where(grows, lowest, table).max(axis=0)
+            expected = slopes[position] > 0
+            any_growing = grows.any(axis=0)
+            holds = np.where(
+                expected,
+                any_growing & (top_growing >= top_still),
+                ~any_growing | (top_growing + remaining * step <= top_still),
+            )
+            holds[plan.queue] = True  # the own entry is the sequence number
+            if not holds.all():
+                return None
+            latest[plan.index] = position
+            previous_on_queue[plan.queue] = position
+        return anchor, slopes
+
+    def _check_against_records(
+        self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int
+    ) -> bool:
+        """Lanes from `base` on against every access recorded before them; False when that cannot be decided
+        here."""
+        lanes_here = lanes.count - base
+        for position, plan in enumerate(lanes.positions):
+            first = anchor[position] + slopes[position]  # the clock of the position's first lane here
+            queue = plan.queue
+            for op in plan.operands:
+                site = op.site
+                nests = self.nest_records.get(site.memory_id)
+                if nests is not None:
+                    for group in nests if site.is_write else nests[:1]:
+                        for nest in group:
+                            other = nest.site
+                            if nest.queue == queue or nest.last_seq <= first[nest.queue] or (
+                                other.partition_end <= site.partition_start
+                                or site.partition_end <= other.partition_start
+                            ):
+                                continue
+                            low, high = shifts.hull(position, op)
+                            if nest.hi <= low or high <= nest.lo:
+                                continue
+                            # some of its lanes are unordered with some lanes here: decided only if no bytes meet
+                            unordered = nest.shifts[nest.unordered_from(int(first[nest.queue])) :]
+                            if not _disjoint(other, unordered, site, shifts.of(position, op)):
+                                return False
+                entry = self.records.get(site.memory_id)
+                if entry is None:
+                    continue
+                lane_shifts = None
+                for per_queue in entry if site.is_write else entry[:1]:
+                    for other_queue, issued in per_queue.items():
+                        if other_queue == queue:
+                            continue
+                        # entries only grow: what the first lane here has seen, the later ones have too
+                        for record in issued.unordered(int(first[other_queue])):
+                            other = record.site
+                            if not record.alive or other.partition_end <= site.partition_start or (
+                                site.partition_end <= other.partition_start
+                            ):
+                                continue
+                            # unordered in lanes base - 1 + t (t >= 1) while anchor + t * slope < the record's number
+                            growth = int(slopes[position, other_queue])
+                            gap = record.seq - int(anchor[position, other_queue])
+                            unordered = lanes_here if growth == 0 else min(lanes_here, -(-gap // growth) - 1)
+                            if unordered <= 0:
+                                continue
+                            if lane_shifts is None:
+                                lane_shifts = shifts.of(position, op)
+                            self._overlapping(other, record.shift, site, lane_shifts[:unordered] - record.shift)
+        return True
+
+    def _check_within(
+        self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int
+    ) -> bool:
+        """Pairs of instances both in lanes from `base` on; False when that cannot be decided here."""
+        positions = lanes.positions
+        width, lanes_here = len(positions), lanes.count - base
+        queues = np.array([plan.queue for plan in positions], dtype=np.int64)
+        own = anchor[np.arange(width), queues]  # each position's own sequence number at the last base lane
+        step = slopes[np.arange(width), queues]  # instances of its queue per lane
+        seen = anchor[:, queues]  # seen[j, i]: what position j has seen of position i's queue
+        follows = slopes[:, queues] > 0  # follows[j, i]: j keeps seeing position i's queue's new instances
+        # (k, i) then (k + d, j) on another queue: unordered while seen[j, i] + d * step[i] < own[i] if j follows
+        # i's queue; if it does not, unordered at every distance from the lane where own[i] passes seen[j, i]
+        limit = np.where(follows, -(-(own[None, :] - seen) // step[None, :]), lanes_here + 1)  # [j, i]
+        operands = [(position, op) for position, plan in enumerate(positions) for op in plan.operands]
+        if not operands:
+            return True
+        hulls = np.array([shifts.hull(position, op) for position, op in operands], dtype=np.int64)
+        sites = [op.site for _, op in operands]
+        where = np.array([position for position, _ in operands], dtype=np.int64)
+        queue = queues[where]
+        writes = np.array([site.is_write for site in sites])
+        memory = np.array([site.memory_id for site in sites])
+        p0 = np.array([site.partition_start for site in sites])
+        p1 = np.array([site.partition_end for site in sites])
+        # rows a: the earlier instance's operand; columns b: the later one's
+        smallest = np.where(where[None, :] > where[:, None], 0, 1)
+        distances = np.minimum(limit[where[None, :], where[:, None]], lanes_here)
+        candidate = (
+            (queue[:, None] != queue[None, :])
+            & (writes[:, None] | writes[None, :])
+            & (memory[:, None] == memory[None, :])
+            & (p0[:, None] < p1[None, :])
+            & (p0[None, :] < p1[:, None])
+            & (hulls[:, 0][:, None] < hulls[:, 1][None, :])
+            & (hulls[:, 0][None, :] < hulls[:, 1][:, None])
+            & (distances > smallest)
+        )
+        pairs = []
+        for a, b in zip(*np.nonzero(candidate), strict=True):
+            i, op_a = operands[a]
+            j, op_b = operands[b]
+            if follows[j, i]:
+                pairs.append((a, b))
+            elif not _disjoint(op_a.site, shifts.of(i, op_a), op_b.site, shifts.of(j, op_b)):
+                return False  # unordered at every lane distance and touching common bytes: not decided here
+        for a, b in pairs:
+            i, op_a = operands[a]
+            j, op_b = operands[b]
+            shifts_a, shifts_b = shifts.of(i, op_a), shifts.of(j, op_b)
+            for distance in range(int(smallest[a, b]), int(distances[a, b])):
+                relative = shifts_b[distance:] - shifts_a[: lanes_here - distance]
+                self._overlapping(op_a.site, 0, op_b.site, relative)
+        return True
+
+    def _overlapping(self, a: AccessSite, a_shift: int, b: AccessSite, relative: np.ndarray) -> None:
+        """Raise `RaceFound` if `b` at any of the shifts `a_shift + relative` meets `a` at `a_shift`."""
+        if relative.size == 0:
+            return
+        # hulls first (b's hull at a relative shift r meets a's iff r lies strictly between these bounds)
+        low = a.base + a.low - (b.base + b.high)
+        high = a.base + a.high - (b.base + b.low)
+        near = relative[(relative > low) & (relative < high)]
+        for value in np.unique(near).tolist():
+            if self._overlap(a, a_shift, b, a_shift + value) is not None:
+                raise RaceFound
+
+    def _advance(self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int) -> None:
+        """Clocks, sequence numbers and records as `issue` would leave them after the remaining lanes: the
+        accesses of those lanes that may still matter become one `_NestRecord` per operand."""
+        positions = lanes.positions
+        lanes_here = lanes.count - base
+        final = anchor + lanes_here * slopes  # clocks of the last lane
+        for position, plan in enumerate(positions):
+            clock = final[position].tolist()
+            self.last_clock[plan.queue] = clock
+            self.instance_clock[plan.index] = (clock, plan.queue)
+            self.sequence[plan.queue] = clock[plan.queue]
+        live = list(self.live_queues)
+        seen = [self._merged(self.last_clock[q], self.next_waits.get(q, ())) for q in live]
+        known = [min(clock[component] for clock in seen) for component in range(self.queues)] if live else None
+        for position, plan in enumerate(positions):
+            growth = int(slopes[position, plan.queue])
+            first_seq = int(anchor[position, plan.queue]) + growth  # of the lane `base`
+            for op in plan.operands:
+                site = op.site
+                if not site.is_write and not self.written[site.buffer]:
+                    continue
+                lane_shifts = shifts.of(position, op)
+                self._replace(site, plan.queue, lane_shifts)
+                nest = _NestRecord(site, plan.queue, lane_shifts, first_seq, growth)
+                if known is not None:
+                    first = nest.unordered_from(known[plan.queue])
+                    if first >= lane_shifts.size:
+                        continue  # every instance still to come is ordered after all of them
+                    nest = _NestRecord(site, plan.queue, lane_shifts[first:], first_seq + first * growth, growth)
+                nests = self.nest_records.get(site.memory_id)
+                if nests is None:
+                    nests = self.nest_records[site.memory_id] = ([], [])
+                (nests[0] if site.is_write else nests[1]).append(nest)
+        self._prune()
+
+    def _replace(self, site: AccessSite, queue: int, lane_shifts: np.ndarray) -> None:
+        """Records of `site` at any of `lane_shifts` are covered, same bytes the same way, by the nest's later
+        accesses on the same queue: drop them, as `_record` would."""
+        by_shift = self.by_site.get(id(site))
+        if not by_shift:
+            return
+        present = np.fromiter(by_shift.keys(), dtype=np.int64, count=len(by_shift))
+        for shift in present[np.isin(present, lane_shifts)].tolist():
+            for old in by_shift.pop(shift):
+                if old.alive:
+                    old.alive = False
+                    self._issued(old).dead += 1
+
+
+# Largest number of elements (over all lanes) `_disjoint` marks in a byte mask.
+_MAX_DISJOINT_ELEMENTS = 1 << 22
+
+
+def _disjoint(a: AccessSite, a_shifts: np.ndarray, b: AccessSite, b_shifts: np.ndarray) -> bool:
+    """Do the bytes of `a` over all its shifts and those of `b` over all its shifts have none in common (False
+    also when the sets are too large to compare)?"""
+    if a.memory_id != b.memory_id or a.partition_end <= b.partition_start or b.partition_end <= a.partition_start:
+        return True
+    a_starts = (a.byte_offsets(0)[None, :] + np.unique(a_shifts)[:, None]).reshape(-1)
+    b_starts = (b.byte_offsets(0)[None, :] + np.unique(b_shifts)[:, None]).reshape(-1)
+    if a_starts.size > _MAX_DISJOINT_ELEMENTS or b_starts.size > _MAX_DISJOINT_ELEMENTS:
+        return False
+    origin = min(int(a_starts.min()), int(b_starts.min()))
+    size = max(int(a_starts.max()) + a.itemsize, int(b_starts.max()) + b.itemsize) - origin
+    if size > 8 * _MAX_DISJOINT_ELEMENTS:
+        return False
+    mask = np.zeros(size, bool)
+    for byte in range(a.itemsize):
+        mask[a_starts - origin + byte] = True
+    return not any(mask[b_starts - origin + byte].any() for byte in range(b.itemsize))
+
+
+class _Shifts:
+    """Byte shifts of each operand in every lane from `base` on (its offset register's values times the element
+    size; zeros for a static operand), computed once per operand."""
+
+    def __init__(self, lanes: Lanes, base: int) -> None:
+        self.lanes = lanes
+        self.base = base
+        self.cache: dict[tuple[int, int], np.ndarray] = {}
+        self.hulls: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def of(self, position: int, op: OperandPlan) -> np.ndarray:
+        key = (position, id(op))
+        found = self.cache.get(key)
+        if found is None:
+            column = op.column
+            count = self.lanes.count - self.base
+            if column < 0:
+                found = np.zeros(count, np.int64)
+            else:
+                found = self.lanes.column(position, column)[self.base :] * op.site.itemsize
+            self.cache[key] = found
+        return found
+
+    def hull(self, position: int, op: OperandPlan) -> tuple[int, int]:
+        """The operand's byte hull over all those lanes."""
+        key = (position, id(op))
+        found = self.hulls.get(key)
+        if found is None:
+            values = self.of(position, op)
+            site = op.site
+            found = (0, 0)
+            if values.size:
+                found = (site.base + int(values.min()) + site.low, site.base + int(values.max()) + site.high)
+            self.hulls[key] = found
+        return found

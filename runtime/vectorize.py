@@ -1,18 +1,17 @@
-"""Loops of independent iterations run as whole NumPy operations, with results and timeline unchanged.
+"""Loops of independent iterations run as whole NumPy operations, with the bits of running them one by one.
 
-The simulator (`runtime.simulator`) always walks the program in order for timing, race checking and registers;
-what this module changes is only how the *data* work of a loop nest is done. When the walk reaches a loop that
-may qualify (a `Nest`), it records each instruction instance of the nest (which instruction, the values of the
-registers it uses) instead of executing it, and afterwards `run_nest` executes the recorded instances: all
-iterations at once, one NumPy call per instruction of one iteration (`runtime.semantics` over lanes), when that is
-provably the same as running them one after another; otherwise instance by instance in recorded order, exactly
-as the sequential simulator would.
+This module changes only how the *data* work of a loop nest is done. The simulator (`runtime.simulator`) hands
+`run_nest` a nest's instances, traced for all iterations at once (`runtime.lanes`: which instruction, the values
+of the registers it uses, per lane), and `run_nest` executes them all iterations at once, one NumPy call per
+instruction of one iteration (`runtime.semantics` over lanes), when that is provably the same as running them
+one after another; otherwise it declines, and the simulator does the nest's data work iteration by iteration (where the
+nests inside it may batch).
 
-**Lanes.** A nest is a loop together with the loops perfectly nested in it (bodies of only ScalarOps and one
-loop); each iteration of its innermost loop is one *lane*. Lanes may run as one batch when, for every lane:
+**Lanes.** A nest is a loop together with the loops perfectly nested in it (`lanes.chain_of`); each iteration of
+its innermost chain loop is one *lane*. Lanes may run as one batch when, for every lane:
 
-* **Same control flow.** Every lane issues the same instructions in the same order (checked on the recording:
-  same trip counts, same instance sequence), so one lane's sequence describes all.
+* **Same control flow.** Every lane issues the same instructions in the same order (the trace guarantees it:
+  chain and inner loop bounds are the same in every lane), so one lane's sequence describes all.
 * **Private on-chip memory.** SBUF/PSUM bytes written by a statically addressed instruction of the nest are
   *private*: every read of them in a lane must come after a write of the same bytes in the same lane (checked
   exactly, byte by byte, along the lane's instance sequence, matmul accumulation reading its destination).
@@ -35,7 +34,7 @@ DMA (rows chosen by data) keeps its loop sequential.
 only add cache misses: a lane's tiles are read right after they are written), and when there is enough work,
 disjoint ranges of lanes run on several threads (NumPy releases the GIL in its loops and BLAS), each with its
 own shadows. A `Batch` holds every step's views, ready to run again: registers never depend on data, so a nest
-entered with the same registers records the same instances, and the simulator keeps the batch per entry state.
+entered with the same registers issues the same instances, and the simulator keeps the batch per entry state.
 
 Loops that fail a check run sequentially (and are not tried again, leaving inner loops their chance).
 """
@@ -46,6 +45,7 @@ import bisect
 import functools
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,10 +54,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_mlir.runtime import isa, prepared, semantics
+from neuron_mlir.runtime.lanes import chain_of
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuron_mlir.runtime.simulator import _Operand, _Plan, _Simulator
+    from neuron_mlir.runtime.lanes import Lanes
+    from neuron_mlir.runtime.plan import InstructionPlan as _Plan
+    from neuron_mlir.runtime.plan import OperandPlan as _Operand
+    from neuron_mlir.runtime.simulator import Simulator as _Simulator
 
 # A nest runs batched only with at least this many lanes: below, recording costs more than it saves.
 MIN_LANES = 2
@@ -135,7 +139,6 @@ class Nest:
     """A loop nest that may run batched: the static facts; `run_nest` checks the dynamic ones."""
 
     chain: list[Loop]  # chain[0] is the nest's loop; chain[k + 1] is the only loop in chain[k]'s body
-    chain_keys: dict[int, int]  # id(loop) -> its level in the chain, for the inner chain loops
     plans: list[int]  # plan indices of every instruction in the innermost body (any depth)
     private: dict[tuple[int, str], _Private]
     reads_private: dict[int, list[tuple[str, _Footprint]]]  # plan -> private operands it reads
@@ -147,9 +150,6 @@ class Nest:
     shadows: list[_Shadow]
     failed: bool = False
     coverage: dict[Any, bool] = field(default_factory=dict)  # lane sequence (+ flags) -> passes
-    # Registers at entry -> the batch built for them: registers never depend on data, so a nest entered with the
-    # same registers issues the same instances and the batch can run again without recording (see simulator).
-    batches: dict[tuple[int, ...], Any] = field(default_factory=dict)
 
     @property
     def lane_bytes(self) -> int:
@@ -159,16 +159,6 @@ class Nest:
 def analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest | None:
     """The loop as a nest that may run batched, or None (`plan_of` maps id(instruction) to its plan)."""
     return _analyse(loop, plan_of, homes)
-
-
-def _chain(loop: Loop) -> list[Loop]:
-    chain = [loop]
-    while True:
-        body = chain[-1].body
-        loops = [node for node in body if isinstance(node, Loop)]
-        if len(loops) != 1 or any(isinstance(node, Instruction) for node in body):
-            return chain
-        chain.append(loops[0])
 
 
 def _instructions(nodes: Sequence[Node]) -> list[Instruction]:
@@ -231,7 +221,7 @@ def _runs(starts: np.ndarray, itemsize: int) -> list[tuple[int, int]] | None:
 
 
 def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest | None:
-    chain = _chain(loop)
+    chain = chain_of(loop)
     body = chain[-1].body
     instructions = _instructions(body)
     if not instructions or any(_data_dependent(inst) for inst in instructions):
@@ -313,7 +303,7 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
             if reads:
                 reads_private.setdefault(plan.index, []).append((op.role, footprint))
             elif reads is None:
-                accumulate_reg[plan.index] = plan.record_columns[("attr", "accumulate")]
+                accumulate_reg[plan.index] = plan.columns[("attr", "accumulate")]
         else:
             reads_private.setdefault(plan.index, []).append((op.role, footprint))
     # A register-addressed on-chip accumulate may read its destination: only as a direct operand.
@@ -333,7 +323,6 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
 
     nest = Nest(
         chain=chain,
-        chain_keys={id(inner): level for level, inner in enumerate(chain) if level > 0},
         plans=sorted({plan.index for plan in plans}),
         private=private,
         reads_private=reads_private,
@@ -376,26 +365,6 @@ _HBM_ID = 2  # machine.HBM_ID (imported lazily by the simulator; kept literal to
 # ---- recording ---------------------------------------------------------------------------------------------
 
 
-# How many entry register states a nest remembers batches for.
-MAX_BATCHES = 16
-
-# The simulator's walk of a nest whose batch is already built: timing only, no data work and no recording.
-DEFERRED = object()
-
-
-class Recording:
-    """What the simulator's walk of one execution of a nest leaves for `run_nest`."""
-
-    __slots__ = ("lanes0", "nest", "sequence", "trips", "values")
-
-    def __init__(self, nest: Nest, trips0: int) -> None:
-        self.nest = nest
-        self.lanes0 = trips0
-        self.sequence: list[int] = []  # plan index of every instance, in order
-        self.values: dict[int, list[tuple[int, ...]]] = {}  # plan -> recorded register values per instance
-        self.trips: list[list[int]] = [[] for _ in nest.chain[1:]]  # trip counts of inner chain loops
-
-
 # ---- running -----------------------------------------------------------------------------------------------
 
 
@@ -407,17 +376,19 @@ class _TooFewLanes(_Fallback):
     """Batching would not pay this time (the nest may still batch when entered with more lanes)."""
 
 
-def run_nest(sim: _Simulator, rec: Recording) -> Batch | None:
-    """Execute the data work of a recorded nest as a batch and return the batch (which can run again whenever
-    the nest is entered with the same registers); None when it must be replayed instance by instance."""
+def run_nest(sim: _Simulator, nest: Nest, lanes: Lanes) -> Batch | None:
+    """Execute the data work of a traced nest as a batch and return the batch (which can run again whenever the
+    nest is entered with the same registers); None when it must run instance by instance."""
     try:
-        batch = Batch(sim, rec)
+        batch = Batch(sim, nest, lanes)
     except _TooFewLanes:
         return None
     except _Fallback:
-        rec.nest.failed = True
+        nest.failed = True
         return None
+    started = time.perf_counter()
     batch.run()
+    batch.run_seconds = time.perf_counter() - started
     return batch
 
 
@@ -434,37 +405,28 @@ class _Direct:
 class Batch:
     """A recorded nest execution, checked and turned into batched steps (see the module docstring)."""
 
-    def __init__(self, sim: _Simulator, rec: Recording) -> None:
+    def __init__(self, sim: _Simulator, nest: Nest, trace: Lanes) -> None:
+        self.run_seconds = 0.0  # how long its first run took
         self.sim = sim
-        self.nest = nest = rec.nest
-        levels = [rec.lanes0]
-        for trips in rec.trips:
-            if not trips or any(t != trips[0] for t in trips):
-                raise _Fallback
-            levels.append(trips[0])
-        self.lanes = lanes = tuple(levels)
-        count = int(np.prod(lanes))
-        if count < MIN_LANES:
+        self.nest = nest
+        self.lanes = lanes = trace.shape
+        if trace.count < MIN_LANES:
             raise _TooFewLanes
-        if len(rec.sequence) % count:
-            raise _Fallback
-        per_lane = len(rec.sequence) // count
-        sequence = np.asarray(rec.sequence, dtype=np.int64).reshape(count, per_lane)
-        if not (sequence == sequence[0]).all():
-            raise _Fallback
-        self.sequence = [int(i) for i in sequence[0]]
+        self.sequence = [plan.index for plan in trace.positions]
         plans = sim.plans
         occurrences: dict[int, int] = {}
         for index in self.sequence:
             occurrences[index] = occurrences.get(index, 0) + 1
         self.occurrences = occurrences
-        # Recorded register values: plan -> int64 [*lanes, reps, columns].
+        # Register values: plan -> int64 [*lanes, reps, columns].
         self.values: dict[int, np.ndarray] = {}
-        for index, rows in rec.values.items():
-            if index not in occurrences:
-                continue  # in an inner loop that ran no iteration
-            values = np.asarray(rows, dtype=np.int64)
-            self.values[index] = values.reshape((*lanes, occurrences[index], values.shape[-1]))
+        by_plan: dict[int, list[int]] = {}
+        for position, plan in enumerate(trace.positions):
+            if plan.registers:
+                by_plan.setdefault(plan.index, []).append(position)
+        for index, positions in by_plan.items():
+            table = np.stack([trace.columns(position) for position in positions], axis=1)
+            self.values[index] = table.reshape((*lanes, len(positions), table.shape[-1]))
         # Register attributes: per (plan, rep) one value, or per lane when they differ.
         self.attrs: dict[tuple[int, int], dict[str, Any]] = {}
         reads_dst: dict[tuple[int, int], bool] = {}
@@ -476,7 +438,7 @@ class Batch:
             for rep in range(occurrences[index]):
                 resolved: dict[str, Any] = {}
                 for name, _ in plan.register_attrs:
-                    column = values[..., rep, plan.record_columns[("attr", name)]]
+                    column = values[..., rep, plan.columns[("attr", name)]]
                     if plan.attr_is_flag[name]:
                         column = column != 0
                     first = column.reshape(-1)[0].item()
@@ -508,7 +470,7 @@ class Batch:
                     regs = np.zeros((*lanes, reps), np.int64)
                     deltas = (0,) * len(lanes)
                 else:
-                    regs = self.values[index][..., plan.record_columns[("reg", op.register)]]
+                    regs = self.values[index][..., plan.columns[("reg", op.register)]]
                     deltas = _affine(regs, lanes)
                 direct[(index, op.role)] = _Direct(plan, op, regs, deltas)
         return direct
@@ -559,9 +521,7 @@ class Batch:
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
         self.parts: list[list[prepared.Step]] = []
-        # (opcode, operand views, attrs) of every step, in order, and the write-back views: which simulated bytes
-        # the batch reads and writes (the simulator's `_clear_plan`)
-        self.accesses: list[tuple[str, dict[str, np.ndarray], Any]] = []
+        self.accesses = self._accesses()
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
             steps: list[tuple] = []
@@ -583,6 +543,28 @@ class Batch:
                     view = _private_view(nest.private[(index, role)], final_shadows, last)[final]
                     self.write_back.append((sim.plans[index].static_views[role], view))
                     self.accesses.append(("", {"dst": sim.plans[index].static_views[role]}, {}))
+
+    def _accesses(self) -> list[tuple[str, dict[str, np.ndarray], Any]]:
+        """Which simulated bytes the batch reads and writes, for `runtime.refill`: per instruction of a lane, in
+        order, (opcode, its direct operands over all lanes, attributes); the write-back follows. Lanes share no
+        byte any of them writes, so this order shows each written byte's accesses in the order of its lane."""
+        accesses = []
+        seen: dict[int, int] = {}
+        for index in self.sequence:
+            rep = seen.get(index, 0)
+            seen[index] = rep + 1
+            plan = self.sim.plans[index]
+            views = {
+                op.role: self._direct_view(self.direct[(index, op.role)], rep, 0, self.lanes)
+                for op in plan.operands
+                if (index, op.role) in self.direct
+            }
+            attrs = plan.attrs
+            resolved = self.attrs.get((index, rep))
+            if resolved:
+                attrs = {**attrs, **resolved}
+            accesses.append((plan.inst.opcode, views, attrs))
+        return accesses
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
@@ -618,7 +600,6 @@ class Batch:
                         per_lane = True
                     attrs[name] = value
             engine = plan.inst.engine
-            self.accesses.append((plan.inst.opcode, views, attrs))
             if per_lane:
                 function = isa.OPCODES[plan.inst.opcode].semantics
                 steps.append(functools.partial(semantics.lanewise, function, views, attrs, engine, target, nl))

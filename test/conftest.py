@@ -1,4 +1,5 @@
-"""Shared pytest setup: the `support` helpers importable from every test, and a clean torch.compile state."""
+"""Shared pytest setup: the `support` helpers importable from every test, a clean torch.compile state, and the
+`--real-width` option that adds the slow cases of the real-width model set (`make models`)."""
 
 import sys
 from pathlib import Path
@@ -6,6 +7,26 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-width",
+        action="store_true",
+        default=False,
+        help="also run the cases marked real_width: every model of examples/models/real_width.py (make models)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --real-width, cases marked `real_width` (minutes and gigabytes each) are deselected, not skipped:
+    the suite `make test` runs is the fast subset, and its count says so."""
+    if config.getoption("--real-width"):
+        return
+    deselected = [item for item in items if item.get_closest_marker("real_width") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.get_closest_marker("real_width") is None]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -53,6 +53,12 @@ EXTRA_OVERLOADS: dict[str, str] = {
         "decomposition of it (wrong for training: frontend.backend.decompositions)"
     ),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "discover: sdpa (train)",
+    "aten::_log_softmax_backward_data": (
+        "lowering: convert-torch-to-tile softmax.py, kept whole by the frontend (one pass over each row)"
+    ),
+    "aten::_softmax_backward_data": (
+        "lowering: convert-torch-to-tile softmax.py, kept whole by the frontend (one pass over each row)"
+    ),
     "aten::_to_sparse": "opinfo: to_sparse",
     "aten::_to_sparse.sparse_dim": "opinfo: to_sparse",
     "aten::_transformer_encoder_layer_fwd": (
@@ -100,6 +106,7 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::fractional_max_pool2d": "opinfo: nn.functional.fractional_max_pool2d",
     "aten::fractional_max_pool3d": "opinfo: nn.functional.fractional_max_pool3d",
     "aten::frexp.Tensor": "opinfo: frexp",
+    "aten::gelu_backward": "lowering: convert-torch-to-tile activations.py, kept whole by the frontend (gelu_dx)",
     "aten::geometric": "opinfo: geometric",
     "aten::geqrf": "opinfo: geqrf",
     "aten::grid_sampler_3d": "opinfo: grid_sampler_3d",
@@ -170,6 +177,8 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::searchsorted.Tensor": "opinfo: isin",
     "aten::segment_reduce": "opinfo: _segment_reduce.lengths",
     "aten::signbit": "opinfo: signbit",
+    "aten::silu": "lowering: convert-torch-to-tile activations.py, kept whole by the frontend (one ScalarE function)",
+    "aten::silu_backward": "lowering: convert-torch-to-tile activations.py, kept whole by the frontend (silu_dx)",
     "aten::sort.stable": "opinfo: sort",
     "aten::special_airy_ai": "opinfo: special.airy_ai",
     "aten::special_bessel_j0": "opinfo: special.bessel_j0",
@@ -223,7 +232,8 @@ SAME_SHAPE = _overloads(
     "abs acos acosh asin asinh atan atanh bitwise_not ceil cos cosh erf exp expm1 floor isinf isnan log log10 "
     "log1p log2 logical_not neg reciprocal relu round rsqrt sigmoid sign sin sinh sqrt tan tanh trunc "
     "gelu leaky_relu hardtanh elu clamp clone alias detach lift_fresh_copy _to_copy fill.Scalar full_like "
-    "_softmax _log_softmax cumsum native_dropout copy "
+    "_softmax _log_softmax cumsum native_dropout copy silu gelu_backward silu_backward "
+    "_softmax_backward_data _log_softmax_backward_data "
     "add.Scalar sub.Scalar mul.Scalar div.Scalar div.Scalar_mode fmod.Scalar remainder.Scalar "
     "pow.Tensor_Scalar pow.Scalar bitwise_and.Scalar bitwise_or.Scalar bitwise_xor.Scalar "
     "eq.Scalar ne.Scalar lt.Scalar le.Scalar gt.Scalar ge.Scalar "

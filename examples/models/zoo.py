@@ -20,6 +20,9 @@ Architectures and what each brings to the graphs:
     cnn      a small hand-written CNN: conv2d, BatchNorm2d, max pooling, dropout, linear
     mlp      examples/mlp.py's multilayer perceptron
 
+`without_dropout(model)` sets every dropout probability to 0, for training steps compared with eager.
+examples/models/real_width.py holds the same architectures and more at the widths of published checkpoints.
+
 `transformers` is a test dependency (`pip install -e .[test]`); it is imported inside the builders.
 """
 
@@ -59,11 +62,28 @@ def _returning_first_output(model_class: type) -> type:
     return type(model_class.__name__, (model_class,), {"forward": forward, "__module__": __name__})
 
 
-def _from_config(model_class: type, config, **options) -> nn.Module:
+def from_config(model_class: type, config, **options) -> nn.Module:
+    """A `model_class` with random weights from `config`, in eval mode, returning its first output as a tensor."""
     _offline()
     config.use_cache = False
     model = _returning_first_output(model_class)._from_config(config, **options)
     return model.eval()
+
+
+def without_dropout(model: nn.Module) -> nn.Module:
+    """`model` with every dropout probability 0 (modules, attributes and configs), so that a training step is
+    deterministic and comparable with eager (the compiled program draws from the core's generator, not torch's)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        for attribute, value in list(vars(module).items()):
+            if "dropout" in attribute and isinstance(value, float):
+                setattr(module, attribute, 0.0)
+        config = getattr(module, "config", None)
+        for attribute, value in list(vars(config).items()) if config is not None else []:
+            if ("dropout" in attribute or attribute.endswith("pdrop")) and isinstance(value, float):
+                setattr(config, attribute, 0.0)
+    return model
 
 
 def gpt2() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -73,7 +93,7 @@ def gpt2() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     config = GPT2Config(
         vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
-    return _from_config(GPT2LMHeadModel, config, attn_implementation="sdpa"), (_tokens(),)
+    return from_config(GPT2LMHeadModel, config, attn_implementation="sdpa"), (_tokens(),)
 
 
 def llama() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -84,7 +104,7 @@ def llama() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=32,
     )  # fmt: skip
-    return _from_config(LlamaForCausalLM, config, attn_implementation="sdpa"), (_tokens(),)
+    return from_config(LlamaForCausalLM, config, attn_implementation="sdpa"), (_tokens(),)
 
 
 def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -95,7 +115,7 @@ def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=32,
     )  # fmt: skip
-    return _from_config(MixtralForCausalLM, config, attn_implementation="sdpa"), (_tokens(),)
+    return from_config(MixtralForCausalLM, config, attn_implementation="sdpa"), (_tokens(),)
 
 
 def mamba() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -106,7 +126,7 @@ def mamba() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4,
         time_step_rank=4, use_mambapy=False,
     )  # fmt: skip
-    return _from_config(MambaForCausalLM, config), (_tokens(),)
+    return from_config(MambaForCausalLM, config), (_tokens(),)
 
 
 def bert() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -120,7 +140,7 @@ def bert() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     tokens = _tokens()
     mask = torch.ones(BATCH, SEQ, dtype=torch.long)
     mask[1, SEQ - 3 :] = 0  # padding at the end of the second sequence
-    return _from_config(BertForMaskedLM, config, attn_implementation="sdpa"), (tokens, mask)
+    return from_config(BertForMaskedLM, config, attn_implementation="sdpa"), (tokens, mask)
 
 
 def vit() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -131,7 +151,7 @@ def vit() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, num_labels=10,
     )  # fmt: skip
-    model = _from_config(ViTForImageClassification, config, attn_implementation="sdpa")
+    model = from_config(ViTForImageClassification, config, attn_implementation="sdpa")
     return model, (torch.randn(BATCH, 3, 16, 16),)
 
 
@@ -142,7 +162,7 @@ def resnet() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     config = ResNetConfig(
         num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10,
     )  # fmt: skip
-    return _from_config(ResNetForImageClassification, config), (torch.randn(BATCH, 3, 32, 32),)
+    return from_config(ResNetForImageClassification, config), (torch.randn(BATCH, 3, 32, 32),)
 
 
 class SmallCNN(nn.Module):

@@ -6,11 +6,17 @@ Input contract: `func.func`s whose bodies are flat lists of torch ops on statica
 Output guarantee: no torch op and no `tensor` type remains. Function arguments are row-major HBM memrefs
 (`#neuron.mem<hbm>`); each torch op became either a `tile.view` of its input (view ops) or a `memref.alloc`ed
 HBM tensor filled by one loop nest of `tile` ops; results may be views of other tensors. Every created op carries
-the location of the torch op it came from. An op without a lowering (for these arguments) fails the pass with a
-`LoweringRefused` diagnostic naming the op, the reason and the user's source line, and carrying the op's result
-name so that the frontend can run that node on the CPU instead.
+the location of the torch op it came from.
 
-Lowerings are grouped by family, each module exporting a `name -> lowering` table: views.py, elementwise.py,
+Legality is decided before anything is converted: `legality(op)` says whether the pass lowers a torch op, from
+the op alone (a lowering for its name, storage types for its tensors, and its family's `legal` check of its
+arguments), and the pass asks it of every op first. An illegal op fails the pass with a `NotLowerable`
+diagnostic naming the op, the rule it breaks and the user's source line (the frontend asks the same question of
+every node before compiling, and sends the illegal ones to the CPU). A lowering that then raises anyway has a
+bug: the pass fails with a `LoweringInternalError` naming the op, its line and the exception.
+
+Lowerings are grouped by family, each module exporting a `name -> lowering` table and its `legal` check:
+views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. An elementwise op taking a matmul's result (and nothing else using it) runs in the matmul's epilogue
@@ -18,6 +24,10 @@ random.py. An elementwise op taking a matmul's result (and nothing else using it
 does a Linear layer and its activation read only by another Linear layer (matmul_chain.py). An op
 whose results all hold no element lowers to views of a one-element allocation, whatever its
 family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+
+What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
+`ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
+input alone.
 """
 
 from __future__ import annotations
@@ -30,62 +40,110 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.locations import OpDiagnostic, describe_location
+from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.attention import ATTENTION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, LoweringRefused, empty_tensor
-from neuron_mlir.lowering.convert_torch_to_tile.convolution import CONVOLUTION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.distance import DISTANCE_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import ELEMENTWISE_LOWERINGS
+from neuron_mlir.lowering.convert_torch_to_tile import (
+    activations,
+    attention,
+    convolution,
+    distance,
+    elementwise,
+    indexing,
+    matmul,
+    movement,
+    normalization,
+    pooling,
+    random,
+    reduction,
+    sampling,
+    scan,
+    softmax,
+    sort,
+    views,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    Legality,
+    Lowering,
+    LoweringInternalError,
+    NotLowerable,
+    empty_tensor,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
 from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import reset as reset_epilogues
-from neuron_mlir.lowering.convert_torch_to_tile.indexing import INDEXING_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.matmul import MATMUL_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.movement import MOVEMENT_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.normalization import NORMALIZATION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.pooling import POOLING_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import reset as reset_prologues
-from neuron_mlir.lowering.convert_torch_to_tile.random import RANDOM_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import REDUCTION_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.sampling import SAMPLING_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.scan import SCAN_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.softmax import SOFTMAX_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.sort import SORT_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.runtime.dtypes import DTYPES
 
-LOWERINGS: dict[str, Lowering] = {
-    **VIEW_LOWERINGS,
-    **ELEMENTWISE_LOWERINGS,
-    **ACTIVATION_LOWERINGS,
-    **NORMALIZATION_LOWERINGS,
-    **SCAN_LOWERINGS,
-    **SORT_LOWERINGS,
-    **RANDOM_LOWERINGS,
-    **MATMUL_LOWERINGS,
-    **CHAIN_LOWERINGS,
-    **REDUCTION_LOWERINGS,
-    **SOFTMAX_LOWERINGS,
-    **ATTENTION_LOWERINGS,
-    **MOVEMENT_LOWERINGS,
-    **CONVOLUTION_LOWERINGS,
-    **POOLING_LOWERINGS,
-    **INDEXING_LOWERINGS,
-    **DISTANCE_LOWERINGS,
-    **SAMPLING_LOWERINGS,
-}
+# (lowerings, legality) of each family, in the order their tables overlay each other
+FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
+    (VIEW_LOWERINGS, views.legal),
+    (elementwise.ELEMENTWISE_LOWERINGS, elementwise.legal),
+    (activations.ACTIVATION_LOWERINGS, activations.legal),
+    (normalization.NORMALIZATION_LOWERINGS, normalization.legal),
+    (scan.SCAN_LOWERINGS, scan.legal),
+    (sort.SORT_LOWERINGS, sort.legal),
+    (random.RANDOM_LOWERINGS, random.legal),
+    (matmul.MATMUL_LOWERINGS, matmul.legal),
+    (CHAIN_LOWERINGS, matmul.legal),
+    (reduction.REDUCTION_LOWERINGS, reduction.legal),
+    (softmax.SOFTMAX_LOWERINGS, softmax.legal),
+    (attention.ATTENTION_LOWERINGS, attention.legal),
+    (movement.MOVEMENT_LOWERINGS, movement.legal),
+    (convolution.CONVOLUTION_LOWERINGS, convolution.legal),
+    (pooling.POOLING_LOWERINGS, pooling.legal),
+    (indexing.INDEXING_LOWERINGS, indexing.legal),
+    (distance.DISTANCE_LOWERINGS, distance.legal),
+    (sampling.SAMPLING_LOWERINGS, sampling.legal),
+)
+
+LOWERINGS: dict[str, Lowering] = {name: lowering for table, _ in FAMILIES for name, lowering in table.items()}
+LEGALITY: dict[str, Legality] = {name: legal for table, legal in FAMILIES for name in table}
 
 
 def is_lowerable(op_name: str) -> bool:
-    """Whether convert-torch-to-tile has a lowering for the torch op called `op_name`."""
+    """Whether convert-torch-to-tile has a lowering for the torch op called `op_name` (for some arguments)."""
     return op_name in LOWERINGS
+
+
+def _storage_problem(value_type: object) -> str | None:
+    """Why a tensor of `value_type` cannot live in HBM (its element type has no NeuronCore storage type)."""
+    if not isinstance(value_type, TensorType):
+        return None
+    try:
+        name = runtime_dtype_name(value_type.element_type)
+    except ValueError:
+        name = str(value_type.element_type)
+    return None if name in DTYPES else f"element type {value_type.element_type} has no NeuronCore storage type"
+
+
+def legality(op: Operation) -> str | None:
+    """Why convert-torch-to-tile does not lower the torch op `op` (None when it does): no lowering for its name,
+    a tensor without a storage type, or the rule of its family's `legal` check it breaks. Pure: it reads the op's
+    types and attributes (and the module's target), nothing that other ops lower to."""
+    if op.name not in LOWERINGS:
+        return "no lowering to the tile dialect yet"
+    for value in (*op.results, *op.operands):
+        if (problem := _storage_problem(value.type)) is not None:
+            return problem
+    tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
+    if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
+        return None  # nothing to compute: every result lowers to a view of a one-element allocation
+    return LEGALITY[op.name](op)
+
+
+def _check_legality(module: ModuleOp) -> None:
+    """Fail on the first op (or function argument) the pass does not lower, before converting anything."""
+    for function in [f for f in module.ops if isinstance(f, func.FuncOp) and not f.is_declaration]:
+        for argument in function.body.block.args:
+            if (problem := _storage_problem(argument.type)) is not None:
+                raise _not_lowerable(function, problem)
+        for op in function.body.block.ops:
+            if op.name.startswith("torch.") and (problem := legality(op)) is not None:
+                raise _not_lowerable(op, problem)
 
 
 @dataclass(frozen=True)
@@ -93,14 +151,15 @@ class ConvertTorchToTilePass(ModulePass):
     name = "convert-torch-to-tile"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        _check_legality(op)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if not function.is_declaration:
                 _convert_function(function)
 
 
-def _diagnostic(op: Operation, reason: str) -> PassFailedException:
+def _not_lowerable(op: Operation, reason: str) -> NotLowerable:
     where = describe_location(op.location)
-    return OpDiagnostic(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
+    return NotLowerable(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
 
 
 def _sole_use(value: SSAValue) -> bool:
@@ -115,24 +174,9 @@ def _sole_use(value: SSAValue) -> bool:
     return bool(tensors) and all(_sole_use(operand) for operand in tensors)
 
 
-def _value_name(op: Operation) -> str | None:
-    return op.results[0].name_hint if op.results else None
-
-
-def _refusal(op: Operation, reason: str) -> LoweringRefused:
-    where = describe_location(op.location)
-    return LoweringRefused(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), _value_name(op), op)
-
-
-def _hbm_for(value: SSAValue, op: Operation) -> tile.MemRefType:
+def _hbm_for(value: SSAValue) -> tile.MemRefType:
     tensor_type = value.type
     assert isinstance(tensor_type, TensorType)
-    try:
-        name = runtime_dtype_name(tensor_type.element_type)
-    except ValueError:
-        name = str(tensor_type.element_type)
-    if name not in DTYPES:
-        raise _diagnostic(op, f"element type {tensor_type.element_type} has no NeuronCore storage type")
     return tile.hbm_type(tensor_type.get_shape(), tensor_type.element_type)
 
 
@@ -141,7 +185,7 @@ def _convert_function(function: func.FuncOp) -> None:
     mapping: dict[SSAValue, SSAValue] = {}
     old_args = [arg for arg in block.args if isinstance(arg.type, TensorType)]
     for arg in old_args:
-        new_arg = block.insert_arg(_hbm_for(arg, function), len(block.args))
+        new_arg = block.insert_arg(_hbm_for(arg), len(block.args))
         new_arg.name_hint = arg.name_hint
         mapping[arg] = new_arg
 
@@ -152,10 +196,8 @@ def _convert_function(function: func.FuncOp) -> None:
             return [mapped(v) for v in value]
         return value
 
-    constants: dict[int, SSAValue] = {}
+    context = ConversionContext()
     lowered: list[Operation] = []
-    reset_epilogues()
-    reset_prologues()
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
@@ -166,14 +208,10 @@ def _convert_function(function: func.FuncOp) -> None:
             continue
         if not op.name.startswith("torch."):
             continue
-        lowering = LOWERINGS.get(op.name)
-        if lowering is None:
-            raise _refusal(op, "no lowering to the tile dialect yet")
+        lowering = LOWERINGS[op.name]
         tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
-        for result in tensor_results:
-            _hbm_for(result, op)
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
-        emitter = Emitter(block, op, op.location, constants, block)
+        emitter = Emitter(block, op, op.location, context.constants, block, context)
         try:
             if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
                 # nothing to compute: every result holds no element
@@ -184,7 +222,7 @@ def _convert_function(function: func.FuncOp) -> None:
                 sole_uses = {
                     mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
                 }
-                absorbing = absorber(op)
+                absorbing = absorber(emitter, op)
                 if absorbing is not None:  # part of a deferred producer
                     results = absorbing(emitter, op, arguments)
                 else:
@@ -192,12 +230,8 @@ def _convert_function(function: func.FuncOp) -> None:
                         materialize_operands(emitter, arguments)  # deferred producers it reads
                     fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
                     results = fused if fused is not None else lowering(emitter, op, arguments)
-        except LoweringRefused as refusal:
-            refusal.value_name = _value_name(op)
-            refusal.op = op
-            raise
-        except (ValueError, IndexError) as error:
-            raise _refusal(op, str(error)) from error
+        except Exception as error:  # the op was legal: whatever its lowering raised is a bug of the compiler
+            raise LoweringInternalError(op, error) from error
         for old, new in zip(op.results, results, strict=True):
             if new is None:  # a result ATen leaves undefined (type `none`)
                 continue

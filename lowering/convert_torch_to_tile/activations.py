@@ -12,6 +12,8 @@ instruction, scale and bias for free; what the table lacks is composed, each ste
     asin(x)  = atan(x / sqrt((1 - x)(1 + x)));  acos = pi/2 - asin
     asinh, acosh, atanh through log and sqrt; atan2 through atan and a quadrant correction
     round    = (x + 1.5 * 2^23) - 1.5 * 2^23 (fp32 addition rounds half to even), floor/ceil from it
+    gelu_backward, silu_backward = grad * gelu_dx(x), grad * silu_dx(x)   the derivatives are table functions
+                                                      (the tanh-approximated GELU's is composed from tanh)
 
 Accuracy: each composition stays within a few fp32 ulp of the function, except near the cancellations the
 formulas have (expm1 and log1p near 0 and the inverse hyperbolics keep an absolute error of about 1e-7), which
@@ -27,7 +29,7 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering
+from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, arguments_of
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     _exact,
@@ -176,6 +178,47 @@ def _gelu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return _activation(fn)(em, op, args)
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715  # the tanh approximation's cubic coefficient
+
+
+def _gelu_tanh_dx(m: TileMath, x: SSAValue) -> SSAValue:
+    """The derivative of the tanh-approximated GELU, 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2 / pi):
+    0.5 (1 + t) + 0.5 k x (1 - t^2) (1 + 3 c x^2) with t = tanh(k (x + c x^3))."""
+    x2 = m.act("square", x)
+    t = m.act("tanh", m.bin("multiply", x, m.sc("add", m.sc("multiply", x2, _GELU_CUBIC), 1.0)), scale=_SQRT_2_OVER_PI)
+    slope = m.sc("add", m.sc("multiply", x2, 3.0 * _GELU_CUBIC), 1.0)
+    flat = m.sc("add", m.sc("multiply", m.act("square", t), -1.0), 1.0)  # 1 - t^2
+    curve = m.sc("multiply", m.bin("multiply", m.bin("multiply", x, flat), slope), 0.5 * _SQRT_2_OVER_PI)
+    return m.bin("add", m.sc("add", m.sc("multiply", t, 0.5), 0.5), curve)
+
+
+def _gelu_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """grad * gelu'(x): the exact GELU's derivative is one ScalarE function (`gelu_dx`); the tanh approximation's
+    is composed."""
+    approximate = args.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"unknown gelu approximation {approximate!r}")
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        grad, x = tiles
+        slope = m.act("gelu_dx", x) if approximate == "none" else _gelu_tanh_dx(m, x)
+        return m.bin("multiply", grad, slope, result)
+
+    return elementwise(op, args, em, ["grad_output", "self"], compute)
+
+
+def _silu_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """grad * silu'(x), the derivative one ScalarE function (`silu_dx`)."""
+
+    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        return m.bin("multiply", tiles[0], m.act("silu_dx", tiles[1]), result)
+
+    return elementwise(op, args, em, ["grad_output", "self"], compute)
+
+
 def _elu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     alpha, scale = _number(args.get("alpha", 1)), _number(args.get("scale", 1))
     input_scale = _number(args.get("input_scale", 1))
@@ -284,6 +327,15 @@ def _hypot(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return elementwise(op, args, em, ["self", "other"], compute)
 
 
+def legal(op: Operation) -> str | None:
+    """Activations lower for every float and integer tensor; GELU takes PyTorch's two approximations."""
+    if op.name == "torch.aten.gelu":
+        approximate = arguments_of(op).get("approximate", "none")
+        if approximate not in ("none", "tanh"):
+            return f"unknown gelu approximation {approximate!r}"
+    return None
+
+
 ACTIVATION_LOWERINGS: dict[str, Lowering] = {
     # exponentials and logarithms
     "torch.aten.exp": _activation("exp"),
@@ -317,6 +369,9 @@ ACTIVATION_LOWERINGS: dict[str, Lowering] = {
     # activations
     "torch.aten.relu": _relu,
     "torch.aten.gelu": _gelu,
+    "torch.aten.silu": _activation("silu"),
+    "torch.aten.gelu_backward": _gelu_backward,
+    "torch.aten.silu_backward": _silu_backward,
     "torch.aten.elu": _elu,
     "torch.aten.leaky_relu": _leaky_relu,
     # rounding

@@ -74,18 +74,21 @@ from xdsl.dialects.builtin import AnyFloat, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     body_budget_bytes,
     element_type_of,
     layout_of,
     load,
-    refuse,
     result_element_type,
     store,
+    tensor_element_type,
+    tensor_shape,
     to_sbuf,
     view,
 )
@@ -174,36 +177,15 @@ class _Attention:
     def __init__(self, em: Emitter, op: Operation, args: dict[str, Any]):
         self.query, self.key, self.value = args["query"], args["key"], args["value"]
         q_layout, k_layout, v_layout = layout_of(self.query), layout_of(self.key), layout_of(self.value)
-        if float(args.get("dropout_p") or 0.0) != 0.0:
-            raise refuse(em, OP_NAME, "dropout inside attention is not lowered (inference graphs carry none)")
-        for name, tensor in (("query", self.query), ("key", self.key), ("value", self.value)):
-            if not isinstance(element_type_of(tensor), AnyFloat):
-                raise refuse(em, OP_NAME, f"{name} must be a float tensor, got {element_type_of(tensor)}")
         self.batch = q_layout.shape[:-2]
         self.key_batch = k_layout.shape[:-2]
-        if v_layout.shape[:-2] != self.key_batch:
-            raise refuse(
-                em,
-                OP_NAME,
-                f"key and value must have equal batch dimensions, got {k_layout.shape} and {v_layout.shape}",
-            )
         # Grouped-query attention: key/value head j serves query heads [g j, g j + g) (ATen's kernel, like
         # `repeat_interleave(g, dim=-3)` of the keys and values).
-        self.groups = self.query_groups(em, q_layout.shape, k_layout.shape)
+        self.groups = _query_groups(q_layout.shape, k_layout.shape)
         self.length, self.head = q_layout.shape[-2:]
-        self.keys, key_head = k_layout.shape[-2:]
+        self.keys = k_layout.shape[-2]
         self.value_head = v_layout.shape[-1]
         k_limit, _, n_limit = matmul_limits(em)
-        if key_head != self.head or v_layout.shape[-2] != self.keys:
-            raise refuse(em, OP_NAME, "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]")
-        if self.value_head > n_limit:
-            raise refuse(
-                em,
-                OP_NAME,
-                f"values wider than one PSUM bank ({n_limit} fp32 columns) are not lowered, got Ev = {self.value_head}",
-            )
-        if self.keys == 0:
-            raise refuse(em, OP_NAME, "attention over zero keys is not lowered")
         # Scores contract over the head's features in tiles of at most one TensorE contraction, accumulated in PSUM.
         self.feature_tiles = [(e0, min(k_limit, self.head - e0)) for e0 in range(0, self.head, k_limit)]
         self.chunk = n_limit
@@ -257,30 +239,6 @@ class _Attention:
         exact = math.frexp(self.exp_scale)[0] == 0.5 or not self.fp32_sums
         if self.pipelined and exact:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
-
-    @staticmethod
-    def query_groups(em: Emitter, query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> int:
-        """Query heads per key/value head: 1 when the batch dimensions agree, else g where the query has g times
-        the key's heads (dimension -3) and every other batch dimension agrees."""
-        query_batch, key_batch = query_shape[:-2], key_shape[:-2]
-        if query_batch == key_batch:
-            return 1
-        if len(query_batch) != len(key_batch) or not query_batch or query_batch[:-1] != key_batch[:-1]:
-            raise refuse(
-                em,
-                OP_NAME,
-                f"query {query_shape} and key {key_shape} must have equal batch dimensions, but for "
-                "the heads (dimension -3)",
-            )
-        query_heads, key_heads = query_batch[-1], key_batch[-1]
-        if key_heads == 0 or query_heads % key_heads:
-            raise refuse(
-                em,
-                OP_NAME,
-                f"the query's {query_heads} heads must be a multiple of the key's and value's "
-                f"{key_heads} (grouped-query attention)",
-            )
-        return query_heads // key_heads
 
     def stack_query_heads(self, em: Emitter) -> None:
         """One query per head (a decoding step) under grouped keys: the g query heads of a key/value head become the
@@ -944,6 +902,46 @@ class _Attention:
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
         lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
         return result, lse
+
+
+def _query_groups(query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> int:
+    """Query heads per key/value head: 1 when the batch dimensions agree, else g where the query has g times
+    the key's heads (dimension -3) and every other batch dimension agrees (`legal` checks that they do)."""
+    query_batch, key_batch = query_shape[:-2], key_shape[:-2]
+    return 1 if query_batch == key_batch else query_batch[-1] // key_batch[-1]
+
+
+def legal(op: Operation) -> str | None:
+    """Attention lowers without dropout, on float query, key and value whose batch dims agree but for grouped key
+    and value heads, with values no wider than one PSUM bank and at least one key (module docstring)."""
+    args = arguments_of(op)
+    if float(args.get("dropout_p") or 0.0) != 0.0:
+        return "dropout inside attention is not lowered (inference graphs carry none)"
+    for name in ("query", "key", "value"):
+        if not isinstance(tensor_element_type(args[name]), AnyFloat):
+            return f"{name} must be a float tensor, got {tensor_element_type(args[name])}"
+    query, key, value = (tensor_shape(args[name]) for name in ("query", "key", "value"))
+    if value[:-2] != key[:-2]:
+        return f"key and value must have equal batch dimensions, got {key} and {value}"
+    query_batch, key_batch = query[:-2], key[:-2]
+    if query_batch != key_batch:
+        if len(query_batch) != len(key_batch) or not query_batch or query_batch[:-1] != key_batch[:-1]:
+            return (
+                f"query {query} and key {key} must have equal batch dimensions, but for the heads (dimension -3)"
+            )
+        if key_batch[-1] == 0 or query_batch[-1] % key_batch[-1]:
+            return (
+                f"the query's {query_batch[-1]} heads must be a multiple of the key's and value's {key_batch[-1]} "
+                "(grouped-query attention)"
+            )
+    if key[-1] != query[-1] or value[-2] != key[-2]:
+        return "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]"
+    n_limit = target_of(op).matmul_max_moving_free
+    if value[-1] > n_limit:
+        return f"values wider than one PSUM bank ({n_limit} fp32 columns) are not lowered, got Ev = {value[-1]}"
+    if key[-2] == 0:
+        return "attention over zero keys is not lowered"
+    return None
 
 
 def _flash_attention(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

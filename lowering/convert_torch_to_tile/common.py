@@ -16,7 +16,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.locations import OpDiagnostic
+from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
@@ -107,26 +107,82 @@ def to_sbuf(em: Emitter, value: SSAValue, element_type: Attribute | None = None)
     return em.insert(tile.CopyOp(value, wanted)).result
 
 
-class LoweringRefused(OpDiagnostic):
-    """A torch op this pass cannot lower (with these arguments): the frontend runs that node on the CPU instead.
-
-    `value_name` is the SSA name of the op's first result, which the FX importer takes from the FX node's name,
-    so the frontend can tell which node to send to the CPU.
-    """
-
-    def __init__(self, message: str, value_name: str | None = None, op: Operation | None = None):
-        super().__init__(message, op)
-        self.value_name = value_name
+class NotLowerable(OpDiagnostic):
+    """A torch op that convert-torch-to-tile does not lower with these arguments, found before anything is
+    converted (`legality`): names the op, the rule it breaks and the user's source line. The frontend asks the same
+    legality of every node first and runs such nodes on the CPU, so a compile never meets this diagnostic."""
 
 
-def refuse(em: Emitter, op_name: str, reason: str) -> LoweringRefused:
-    """The diagnostic for an input this lowering does not handle: names the op, the rule and the source line."""
-    return LoweringRefused(f"{op_name}: {reason}{em.where()}")
+class LoweringInternalError(OpDiagnostic):
+    """A lowering failed on an op that its family declared legal: a bug of the compiler, never a property of the
+    user's program (and never a reason to run the op on the CPU silently). Names the op, its source line and the
+    exception, with what to do about it."""
+
+    def __init__(self, op: Operation, error: BaseException):
+        where = describe_location(op.location)
+        aten = op.name.removeprefix("torch.")
+        super().__init__(
+            f"{op.name}: internal compiler error while lowering it to the tile dialect: "
+            f"{type(error).__name__}: {error}" + (f" (at {where})" if where else "") + ". This is a bug in "
+            f"neuron-mlir: please report it with this message; to work around it, run the op on the CPU with "
+            f"options={{'cpu_ops': ['{aten}']}}",
+            op,
+        )
 
 
 # A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one
 # memref per result (None for a result of type `none`, which ATen leaves undefined).
 Lowering = Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]
+
+# A family's legality check: None when its lowering takes the torch op as it is (its operand and result types,
+# its attributes, the module's target), else the rule the op breaks. It looks at the op alone, never at what
+# other ops lowered to, so that the frontend can ask it of every op of a graph before converting any.
+Legality = Callable[[Operation], str | None]
+
+
+def always_legal(op: Operation) -> str | None:
+    """The legality of a family whose lowerings take every verified op of theirs."""
+    return None
+
+
+def arguments_of(op: Operation) -> dict[str, Any]:
+    """A torch op's ATen arguments: tensor operands as their SSA values (of `tensor` type), the rest as Python."""
+    return op.arguments()  # type: ignore[attr-defined]
+
+
+def _tensor_type(value: object) -> TensorType:
+    value_type = value.type if isinstance(value, SSAValue) else None
+    assert isinstance(value_type, TensorType), f"expected a tensor, got {value}"
+    return value_type
+
+
+def tensor_shape(value: object) -> tuple[int, ...]:
+    """The shape of a torch-level tensor argument."""
+    return _tensor_type(value).get_shape()
+
+
+def tensor_element_type(value: object) -> Attribute:
+    """The element type of a torch-level tensor argument."""
+    return _tensor_type(value).element_type
+
+
+def dim_out_of_range(dim: int, rank: int) -> str | None:
+    """The rule a dimension index breaks (PyTorch's range, rank 0 counting as rank 1), or None."""
+    bound = max(rank, 1)
+    return None if -bound <= dim < bound else f"dimension {dim} is out of range for rank {rank}"
+
+
+def dims_out_of_range(op: Operation, names: Sequence[str] = ("dim",), operand: str = "self") -> str | None:
+    """The first of the op's dimension arguments `names` (ints or lists of ints) outside the rank of its tensor
+    argument `operand`, as a rule broken, or None."""
+    args = arguments_of(op)
+    rank = len(tensor_shape(args[operand]))
+    for name in names:
+        value = args.get(name)
+        for dim in [value] if isinstance(value, int) else list(value) if value is not None else []:
+            if (problem := dim_out_of_range(int(dim), rank)) is not None:
+                return problem
+    return None
 
 
 def result_shape(op: Operation, index: int = 0) -> tuple[int, ...]:

@@ -46,13 +46,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     element_type_of,
     fold_nest,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     to_sbuf,
     view,
 )
@@ -554,8 +555,6 @@ def emit_convolution(
 ) -> SSAValue:
     """aten.convolution's semantics on batched input x[N, C, S...]."""
     rank = layout_of(x).rank - 2
-    if rank < 1 or rank > 3:
-        raise refuse(em, op_name, f"only batched 1-d, 2-d and 3-d convolutions lower (input rank {rank + 2})")
     stride, padding = _expand_param(stride, rank), _expand_param(padding, rank)
     dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
     kernel = layout_of(w).shape[2:]
@@ -594,8 +593,7 @@ def _convolution(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
         int(args["groups"]),
         result_element_type(op),
     )
-    if layout_of(out).shape != result_shape(op):
-        raise refuse(em, op.name, f"computed shape {layout_of(out).shape} differs from {result_shape(op)}")
+    assert layout_of(out).shape == result_shape(op), f"{layout_of(out).shape} is the shape `legal` computed"
     return [out]
 
 
@@ -661,8 +659,6 @@ def _unused(em: Emitter, op: Operation, index: int) -> SSAValue | None:
 def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     grad_out, x, w = args["grad_output"], args["input"], args["weight"]
     rank = layout_of(x).rank - 2
-    if rank < 1 or rank > 3:
-        raise refuse(em, op.name, f"only batched 1-d, 2-d and 3-d convolutions lower (input rank {rank + 2})")
     stride, padding = _expand_param(args["stride"], rank), _expand_param(args["padding"], rank)
     dilation = _expand_param(args["dilation"], rank)
     groups, transposed = int(args["groups"]), bool(args["transposed"])
@@ -732,6 +728,62 @@ def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> l
     else:
         results.append(_unused(em, op, 2))
     return results
+
+
+def convolution_shape(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    transposed: bool,
+    output_padding: Sequence[int],
+    groups: int,
+) -> tuple[int, ...]:
+    """aten.convolution's result shape for input [N, C, S...] and weight [Cout, C/g, K...] (transposed:
+    [C, Cout/g, K...])."""
+    rank = len(x_shape) - 2
+    stride, padding = _expand_param(stride, rank), _expand_param(padding, rank)
+    dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
+    kernel = w_shape[2:]
+    if transposed:
+        spatial = [
+            (s - 1) * st - 2 * p + d * (k - 1) + extra + 1
+            for s, st, p, d, k, extra in zip(
+                x_shape[2:], stride, padding, dilation, kernel, output_padding, strict=True
+            )
+        ]
+        channels = w_shape[1] * groups
+    else:
+        spatial = [
+            (s + 2 * p - d * (k - 1) - 1) // st + 1
+            for s, st, p, d, k in zip(x_shape[2:], stride, padding, dilation, kernel, strict=True)
+        ]
+        channels = w_shape[0]
+    return (x_shape[0], channels, *spatial)
+
+
+def legal(op: Operation) -> str | None:
+    """Batched 1-d, 2-d and 3-d convolutions (direct, strided, dilated, grouped, transposed) and their gradients
+    lower; the result must have the shape the parameters give."""
+    args = arguments_of(op)
+    x_shape = tensor_shape(args["input"])
+    if not 1 <= len(x_shape) - 2 <= 3:
+        return f"only batched 1-d, 2-d and 3-d convolutions lower (input rank {len(x_shape)})"
+    if op.name == "torch.aten.convolution":
+        expected = convolution_shape(
+            x_shape,
+            tensor_shape(args["weight"]),
+            args["stride"],
+            args["padding"],
+            args["dilation"],
+            bool(args["transposed"]),
+            args["output_padding"],
+            int(args["groups"]),
+        )
+        if expected != tensor_shape(op.results[0]):
+            return f"computed shape {expected} differs from {tensor_shape(op.results[0])}"
+    return None
 
 
 CONVOLUTION_LOWERINGS: dict[str, Lowering] = {

@@ -29,11 +29,12 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.convolution import fold_nest
@@ -167,11 +168,9 @@ def _cdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     mode = args.get("compute_mode")
     a, b = layout_of(x1), layout_of(x2)
     batch = tuple(result_shape(op)[:-2])
-    try:  # the batch dims broadcast (stride-0 views)
-        x1 = view(em, x1, a.expand((*batch, *a.shape[-2:])))
-        x2 = view(em, x2, b.expand((*batch, *b.shape[-2:])))
-    except ValueError as error:
-        raise refuse(em, op.name, f"batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from error
+    # the batch dims broadcast (stride-0 views)
+    x1 = view(em, x1, a.expand((*batch, *a.shape[-2:])))
+    x2 = view(em, x2, b.expand((*batch, *b.shape[-2:])))
     a, b = layout_of(x1), layout_of(x2)
     element_type = result_element_type(op)
     rows1, rows2, width = a.shape[-2], b.shape[-2], a.shape[-1]
@@ -202,8 +201,6 @@ def _pdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["self"]
     p = float(args.get("p", 2.0))
     layout = layout_of(x)
-    if layout.rank != 2:
-        raise refuse(em, op.name, f"pdist takes a 2-d input, got rank {layout.rank}")
     count, width = layout.shape
     element_type = result_element_type(op)
     out = alloc(em, result_shape(op), element_type)
@@ -221,6 +218,26 @@ def _pdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         em.for_tiles(others, PARTITION_TILE, rows_tile)
         start += others
     return [out]
+
+
+def _broadcasts(shape: Sequence[int], batch: Sequence[int]) -> bool:
+    """Whether batch dims `shape` expand to `batch` (PyTorch's broadcasting, aligned at the right)."""
+    if len(shape) > len(batch):
+        return False
+    return all(own in (1, wanted) for own, wanted in zip(reversed(shape), reversed(batch), strict=False))
+
+
+def legal(op: Operation) -> str | None:
+    """cdist's batch dims must broadcast to the result's; pdist takes a 2-d input."""
+    args = arguments_of(op)
+    if op.name == "torch.aten._pdist_forward":
+        rank = len(tensor_shape(args["self"]))
+        return None if rank == 2 else f"pdist takes a 2-d input, got rank {rank}"
+    a, b = tensor_shape(args["x1"]), tensor_shape(args["x2"])
+    batch = tensor_shape(op.results[0])[:-2]
+    if not (_broadcasts(a[:-2], batch) and _broadcasts(b[:-2], batch)):
+        return f"batch shapes {a[:-2]} and {b[:-2]} do not broadcast"
+    return None
 
 
 DISTANCE_LOWERINGS: dict[str, Lowering] = {

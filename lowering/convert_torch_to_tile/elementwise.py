@@ -35,6 +35,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     element_type_of,
     layout_of,
     load,
@@ -43,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.runtime.dtypes import numpy_dtype
@@ -285,27 +287,25 @@ def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
     return TileType(result.get_shape(), element_type or result.element_type, Memory.SBUF)
 
 
-# While a lowering runs under `capture_elementwise`, `elementwise` records its operands and per-tile compute here
-# instead of emitting a loop nest (epilogue.py fuses the compute into the producer of its operand).
-_captured: list[tuple[list[SSAValue], TileCompute]] | None = None
-
-
 @contextmanager
-def capture_elementwise() -> Iterator[list[tuple[list[SSAValue], TileCompute]]]:
-    """Within the block, calls of `elementwise` are recorded (operands, compute) in the yielded list, not emitted."""
-    global _captured
-    outer, _captured = _captured, []
+def capture_elementwise(em: Emitter) -> Iterator[list[tuple[list[SSAValue], TileCompute]]]:
+    """Within the block, calls of `elementwise` with emitters of `em`'s conversion are recorded (operands,
+    compute) in the yielded list instead of emitted (epilogue.py fuses the compute into the producer of an
+    operand)."""
+    context = context_of(em)
+    outer, context.captured = context.captured, []
     try:
-        yield _captured
+        yield context.captured
     finally:
-        _captured = outer
+        context.captured = outer
 
 
 def elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: Sequence[str], compute: TileCompute):
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
-    if _captured is not None:
-        _captured.append((values, compute))
+    captured = em.context.captured if em.context is not None else None
+    if captured is not None:
+        captured.append((values, compute))
         return [None]
     return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
 
@@ -595,6 +595,15 @@ def _constant_fill(value_arg: str) -> Lowering:
 
 def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(float(value), result)).result
+
+
+def legal(op: Operation) -> str | None:
+    """Elementwise ops lower for every dtype with storage; the division family needs a rounding mode it knows."""
+    if op.name in ("torch.aten.div.Tensor_mode", "torch.aten.div.Scalar_mode"):
+        mode = arguments_of(op).get("rounding_mode")
+        if mode not in _ROUNDING_KERNELS:
+            return f"unknown rounding_mode {mode!r}"
+    return None
 
 
 ELEMENTWISE_LOWERINGS: dict[str, Lowering] = {

@@ -36,24 +36,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_shape,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import capture_elementwise
 from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
 
-# result tensor -> the stores that write all of it, for the function being converted
-_stores: dict[SSAValue, list[tile.StoreOp]] = {}
 
-
-def reset() -> None:
-    """Forget every registered producer (at the start of each function)."""
-    _stores.clear()
-
-
-def register_stores(result: SSAValue, stores: list[tile.StoreOp]) -> None:
+def register_stores(em: Emitter, result: SSAValue, stores: list[tile.StoreOp]) -> None:
     """`stores` write all of `result` (a fresh allocation), each exactly once: a consumer may fuse into them."""
     if isinstance(result.owner, memref.AllocOp) and stores:
-        _stores[result] = stores
+        context_of(em).stores[result] = stores
 
 
 def fuse_into_producer(
@@ -67,10 +60,11 @@ def fuse_into_producer(
     if len(op.results) != 1:
         return None
     shape = tuple(result_shape(op))
+    registered = context_of(em).stores
     candidates = [
         value
         for value in args.values()
-        if isinstance(value, SSAValue) and value in sole_uses and root(value) in _stores and _whole(value, shape)
+        if isinstance(value, SSAValue) and value in sole_uses and root(value) in registered and _whole(value, shape)
     ]
     if not candidates:
         return None
@@ -79,7 +73,7 @@ def fuse_into_producer(
     operand = max(candidates, key=lambda value: position.get(root(value).owner, 0))  # type: ignore[arg-type]
     source = root(operand)
     before, constants = set(em.block.ops), dict(em.constants)
-    with capture_elementwise() as captured:
+    with capture_elementwise(em) as captured:
         try:
             lowering(em, op, args)
         except (ValueError, IndexError, AssertionError):
@@ -96,10 +90,10 @@ def fuse_into_producer(
     values, compute = captured[0]
     allocation = source.owner
     assert isinstance(allocation, memref.AllocOp)
-    stores = _stores[source]
+    stores = registered[source]
     # The other operands, seen through the product's shape: the tile of each at a store's indices (and size)
     # holds the elements the stored tile is combined with. Their views go before the nest that loads them.
-    before_nest = Emitter(em.block, _top_level(stores[0], em.block), op.location, em.constants, em.constant_block)
+    before_nest = em.at(em.block, _top_level(stores[0], em.block), op.location)
     seen: dict[int, tuple[SSAValue, Layout]] = {}
     for position, value in enumerate(values):
         if value is operand:
@@ -113,11 +107,11 @@ def fuse_into_producer(
     out = memref.AllocOp([], [], tile.hbm_type(layout_of(source).shape, element_type))
     out.location = op.location
     allocation.parent_block().insert_op_after(out, allocation)  # type: ignore[union-attr]
-    del _stores[source]
+    del registered[source]
     for store in stores:
         value = store.value
         assert isinstance(value.type, TileType)
-        at = Emitter(store.parent_block(), store, op.location, em.constants, em.constant_block)  # type: ignore[arg-type]
+        at = em.at(store.parent_block(), store, op.location)  # type: ignore[arg-type]
         tile_shape = value.type.get_shape()
         tiles = [
             value if position not in others else load(at, others[position], store.indices, tile_shape)

@@ -47,12 +47,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
-    element_type_of,
+    arguments_of,
+    dims_out_of_range,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
@@ -68,12 +69,29 @@ EXACT_OFFSETS = 1 << 24
 ELEMENT_TILE = 512
 
 
+# An HBM tensor as an access sees it: a memref when the access is emitted, or only its layout when the access is
+# measured before converting (`legal`: how far its offsets reach for the op's row-major operands).
+Operand = SSAValue | Layout
+
+
+def _layout(value: Operand) -> Layout:
+    return value if isinstance(value, Layout) else layout_of(value)
+
+
+def _view(em: Emitter | None, value: Operand, layout: Layout) -> Operand:
+    """`value` re-described with `layout`: a `tile.view` when emitting, the layout itself when measuring."""
+    if isinstance(value, Layout):
+        return layout
+    assert em is not None
+    return view(em, value, layout)
+
+
 @dataclass(frozen=True)
 class IndexTerm:
     """An index tensor viewed with the output's shape (stride 0 where it broadcasts), scaled by `coefficient`;
     `wrap` is the size of the indexed dimension when negative indices count from its end."""
 
-    index: SSAValue
+    index: Operand
     coefficient: int
     extent: int
     wrap: bool = False
@@ -83,6 +101,22 @@ def _source_without_negative_strides(em: Emitter, source: SSAValue) -> SSAValue:
     if any(s < 0 for s in layout_of(source).strides):
         return copy_to(em, source)
     return source
+
+
+def _exact_source(
+    em: Emitter, source: SSAValue, build: Callable[[SSAValue], IndexedAccess]
+) -> tuple[SSAValue, IndexedAccess]:
+    """The gather source (without negative strides) and its access, exact in fp32 (`inexact`).
+
+    `legal` measured the access over a row-major source; a view's strides can make a tile's offsets reach further,
+    and then the source is copied row-major first, which gives the access `legal` measured.
+    """
+    source = _source_without_negative_strides(em, source)
+    access = build(source)
+    if inexact(access) is not None and not layout_of(source).is_contiguous():
+        source = copy_to(em, source)
+        access = build(source)
+    return source, access
 
 
 def _tiling(shape: Sequence[int]) -> tuple[tuple[int, ...], int, int]:
@@ -117,7 +151,7 @@ class IndexedAccess:
         if len(self.shape) == 0:
             self.lead, self.partitions, self.free = (), 1, 1
         # rows: the last dim is walked by the DMA when no index depends on it and it has a positive stride
-        last_free = len(self.shape) >= 2 and all(layout_of(t.index).strides[-1] == 0 for t in self.terms)
+        last_free = len(self.shape) >= 2 and all(_layout(t.index).strides[-1] == 0 for t in self.terms)
         self.rows = last_free and self.coefficients[-1] > 0 and self.free > 1
         # the unit of the offsets: every coefficient that enters them is a multiple of it
         entering = [t.coefficient for t in self.terms] + [self.coefficients[-2]]
@@ -150,6 +184,7 @@ class IndexedAccess:
         total = em.insert(tile.IotaOp(TileType(shape, f32), [0 if self.rows else a[-1]], 0, a[-2])).result
         for term in self.terms:
             indices = [*lead, p0, f0]
+            assert isinstance(term.index, SSAValue), "an emitted access has its index tensors"
             index_view = _views_rank2(em, term.index, self.shape)
             value = load(em, index_view, indices, shape, f32)
             if term.wrap:
@@ -204,22 +239,27 @@ class IndexedAccess:
         return view(em, source, Layout(shape, strides, layout.offset)), [origin, 0, *([0] if self.rows else [])], 1
 
 
-def _check_exact(em: Emitter, op_name: str, access: IndexedAccess) -> None:
+def inexact(access: IndexedAccess) -> str | None:
+    """Why the access's offsets are not exact in fp32 (a tile's offsets reach 2^24 units), or None."""
     reach = access.reach(min(access.partitions, PARTITION_TILE), min(access.free, ELEMENT_TILE))
     if reach >= EXACT_OFFSETS:
-        raise refuse(
-            em,
-            op_name,
+        return (
             f"offsets within a tile reach {reach} (in steps of {access.unit} element(s)): fp32 offsets are exact "
-            "only below 2^24",
+            "only below 2^24"
         )
+    return None
+
+
+def _check_exact(op_name: str, access: IndexedAccess) -> None:
+    problem = inexact(access)
+    assert problem is None, f"{op_name}: {problem}, which `legal` rules out"
 
 
 def emit_gather(
     em: Emitter, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
 ) -> SSAValue:
-    """out[shape] with out[o] = source element at offset(o)."""
-    _check_exact(em, op_name, access)
+    """out[shape] with out[o] = source element at offset(o); the access must be exact (`inexact`)."""
+    _check_exact(op_name, access)
     out = alloc(em, access.shape, out_element_type)
     out_view = _views_rank2(em, out, access.shape)
     if math.prod(access.shape) == 0:
@@ -248,8 +288,9 @@ def emit_scatter(
     values: Callable[[Emitter, list[Index], Index, int, Index, int], SSAValue],
     accumulate: bool,
 ) -> None:
-    """dest element at offset(o) = (or +=) values(o) for every o of the access's shape."""
-    _check_exact(em, op_name, access)
+    """dest element at offset(o) = (or +=) values(o) for every o of the access's shape; the access must be exact
+    (`inexact`)."""
+    _check_exact(op_name, access)
     if math.prod(access.shape) == 0:
         return
 
@@ -287,48 +328,65 @@ def _fill_values(value: float, element_type: Attribute):  # type: ignore[no-unty
 # ---- building accesses -------------------------------------------------------------------------------------
 
 
-def _broadcast_index(em: Emitter, index: SSAValue, shape: Sequence[int], placement: Sequence[int]) -> SSAValue:
+def _broadcast_index(em: Emitter | None, index: Operand, shape: Sequence[int], placement: Sequence[int]) -> Operand:
     """`index` viewed with `shape`: its dims land on `placement` (right-aligned broadcasting), stride 0 elsewhere."""
-    layout = layout_of(index)
+    layout = _layout(index)
     strides = [0] * len(shape)
     for dim, (extent, stride) in zip(placement, zip(layout.shape, layout.strides, strict=True), strict=True):
         strides[dim] = stride if extent != 1 else 0
-    return view(em, index, Layout(tuple(shape), tuple(strides), layout.offset))
+    return _view(em, index, Layout(tuple(shape), tuple(strides), layout.offset))
 
 
-def along_dim_access(em: Emitter, source: SSAValue, dim: int, index: SSAValue, wrap: bool) -> IndexedAccess:
+def along_dim_access(em: Emitter | None, source: Operand, dim: int, index: Operand, wrap: bool) -> IndexedAccess:
     """gather/scatter's access: the output has the index's shape; dimension `dim` comes from the index."""
-    src = layout_of(source)
-    idx = layout_of(index)
+    src = _layout(source)
+    idx = _layout(index)
     shape = idx.shape if idx.rank else ()
     coefficients = [0 if k == dim else src.strides[k] for k in range(len(shape))]
-    term = IndexTerm(view(em, index, Layout(idx.shape, idx.strides, idx.offset)), src.strides[dim] if src.rank else 0,
+    term = IndexTerm(_view(em, index, Layout(idx.shape, idx.strides, idx.offset)), src.strides[dim] if src.rank else 0,
                      src.shape[dim] if src.rank else 1, wrap)  # fmt: skip
     return IndexedAccess(shape, coefficients, [term])
 
 
-def advanced_access(em: Emitter, op_name: str, source: SSAValue, indices: Sequence[SSAValue | None]) -> IndexedAccess:
-    """index.Tensor's access: PyTorch's advanced indexing with integer index tensors (None keeps a dimension)."""
-    src = layout_of(source)
-    indexed = [d for d, index in enumerate(indices) if index is not None]
-    if not indexed:
-        raise refuse(em, op_name, "indexing without any index tensor")
-    for d in indexed:
-        if str(element_type_of(indices[d])) in ("i1", "ui8", "i8"):  # type: ignore[arg-type]
-            raise refuse(em, op_name, "boolean mask indices select a data-dependent number of elements")
-    index_layouts = [layout_of(indices[d]) for d in indexed]  # type: ignore[arg-type]
-    rank = max(layout.rank for layout in index_layouts)
+def _index_shapes(indices: Sequence[object]) -> list[tuple[int, ...]]:
+    return [value.type.get_shape() for value in indices if isinstance(value, SSAValue)]  # type: ignore[attr-defined]
+
+
+def _broadcast_shape(shapes: Sequence[Sequence[int]]) -> list[int] | None:
+    """The shape index tensors broadcast to (aligned at the right), or None when they do not."""
+    rank = max(len(shape) for shape in shapes)
     broadcast: list[int] = []
     for position in range(rank):
-        sizes = {
-            layout.shape[position - (rank - layout.rank)]
-            for layout in index_layouts
-            if position - (rank - layout.rank) >= 0
-        }
+        sizes = {shape[position - (rank - len(shape))] for shape in shapes if position - (rank - len(shape)) >= 0}
         sizes.discard(1)
         if len(sizes) > 1:
-            raise refuse(em, op_name, f"index shapes {[layout.shape for layout in index_layouts]} do not broadcast")
+            return None
         broadcast.append(sizes.pop() if sizes else 1)
+    return broadcast
+
+
+def advanced_indexing_problem(indices: Sequence[object]) -> str | None:
+    """Why advanced indexing with `indices` (index tensors or memrefs, None keeping a dimension) does not lower."""
+    present = [value for value in indices if value is not None]
+    if not present:
+        return "indexing without any index tensor"
+    if any(str(value.type.element_type) in ("i1", "ui8", "i8") for value in present):  # type: ignore[attr-defined]
+        return "boolean mask indices select a data-dependent number of elements"
+    shapes = _index_shapes(present)
+    if _broadcast_shape(shapes) is None:
+        return f"index shapes {shapes} do not broadcast"
+    return None
+
+
+def advanced_access(em: Emitter | None, source: Operand, indices: Sequence[Operand | None]) -> IndexedAccess:
+    """index.Tensor's access: PyTorch's advanced indexing with integer index tensors (None keeps a dimension),
+    which `advanced_indexing_problem` accepts."""
+    src = _layout(source)
+    indexed = [d for d, index in enumerate(indices) if index is not None]
+    index_layouts = [_layout(indices[d]) for d in indexed]  # type: ignore[arg-type]
+    rank = max(layout.rank for layout in index_layouts)
+    broadcast = _broadcast_shape([layout.shape for layout in index_layouts])
+    assert broadcast is not None, "the index shapes broadcast"
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
     kept = [d for d in range(src.rank) if d not in indexed]
     if adjacent:
@@ -351,46 +409,55 @@ def advanced_access(em: Emitter, op_name: str, source: SSAValue, indices: Sequen
 # ---- ATen ops ------------------------------------------------------------------------------------------------
 
 
-def _embedding(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    weight, indices = args["weight"], args["indices"]
-    w, idx = layout_of(weight), layout_of(indices)
+def _embedding_access(em: Emitter | None, weight: Operand, indices: Operand) -> IndexedAccess:
+    w, idx = _layout(weight), _layout(indices)
     shape = (*idx.shape, w.shape[1])
-    term = IndexTerm(view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), w.strides[0], w.shape[0])
-    access = IndexedAccess(shape, [0] * idx.rank + [w.strides[1]], [term])
-    return [emit_gather(em, op.name, _source_without_negative_strides(em, weight), access, result_element_type(op))]
+    term = IndexTerm(_view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), w.strides[0], w.shape[0])
+    return IndexedAccess(shape, [0] * idx.rank + [w.strides[1]], [term])
 
 
-def _index_select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    source = _source_without_negative_strides(em, args["self"])
-    src, idx = layout_of(source), layout_of(args["index"])
-    if src.rank == 0:
-        return [copy_to(em, source)]
-    dim = normalize_dim(args["dim"], src.rank)
+def _embedding(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    weight, access = _exact_source(em, args["weight"], lambda w: _embedding_access(em, w, args["indices"]))
+    return [emit_gather(em, op.name, weight, access, result_element_type(op))]
+
+
+def _index_select_access(em: Emitter | None, source: Operand, index: Operand, dim: int) -> IndexedAccess:
+    src, idx = _layout(source), _layout(index)
+    dim = normalize_dim(dim, src.rank)
     count = idx.shape[0] if idx.rank else 1
     shape = list(src.shape)
     shape[dim] = count
     strides = [0] * src.rank
     strides[dim] = idx.strides[0] if idx.rank else 0
-    term = IndexTerm(view(em, args["index"], Layout(tuple(shape), tuple(strides), idx.offset)), src.strides[dim],
+    term = IndexTerm(_view(em, index, Layout(tuple(shape), tuple(strides), idx.offset)), src.strides[dim],
                      src.shape[dim])  # fmt: skip
     coefficients = [0 if k == dim else src.strides[k] for k in range(src.rank)]
-    access = IndexedAccess(shape, coefficients, [term])
+    return IndexedAccess(shape, coefficients, [term])
+
+
+def _index_select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    if layout_of(args["self"]).rank == 0:
+        return [copy_to(em, args["self"])]
+    source, access = _exact_source(
+        em, args["self"], lambda source: _index_select_access(em, source, args["index"], args["dim"])
+    )
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
+def _along_dim(em: Emitter | None, source: Operand, dim: int, index: Operand) -> IndexedAccess:
+    """gather's and the scatters' access along `dim` (as PyTorch says it; a 0-d tensor takes 0)."""
+    rank = _layout(source).rank
+    return along_dim_access(em, source, normalize_dim(dim, rank) if rank else 0, index, wrap=False)
+
+
 def _gather(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    source = _source_without_negative_strides(em, args["self"])
-    rank = layout_of(source).rank
-    dim = normalize_dim(args["dim"], rank) if rank else 0
-    access = along_dim_access(em, source, dim, args["index"], wrap=False)
+    source, access = _exact_source(em, args["self"], lambda source: _along_dim(em, source, args["dim"], args["index"]))
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
 def _index_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    source = _source_without_negative_strides(em, args["self"])
-    access = advanced_access(em, op.name, source, list(args["indices"]))
-    if access.shape != result_shape(op):
-        raise refuse(em, op.name, f"computed shape {access.shape} differs from the result's {result_shape(op)}")
+    indices = list(args["indices"])
+    source, access = _exact_source(em, args["self"], lambda source: advanced_access(em, source, indices))
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
@@ -399,8 +466,6 @@ def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     reduce = str(args["reduce"])
     if reduce == "add":
         return _scatter("add")(em, op, args)
-    if reduce != "multiply":
-        raise refuse(em, op.name, f"unknown reduction '{reduce}' (add or multiply)")
     rank = layout_of(args["self"]).rank
     dim = normalize_dim(args["dim"], rank) if rank else 0
     out = emit_dense_scatter_reduce(
@@ -414,9 +479,7 @@ def _scatter(mode: str) -> Lowering:
 
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         out = copy_to(em, args["self"])
-        rank = layout_of(out).rank
-        dim = normalize_dim(args["dim"], rank) if rank else 0
-        access = along_dim_access(em, out, dim, args["index"], wrap=False)
+        access = _along_dim(em, out, args["dim"], args["index"])
         element_type = result_element_type(op)
         if mode == "value":
             values = _fill_values(float(args["value"]), element_type)
@@ -528,8 +591,6 @@ def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
             em, op.name, args["self"], dim, args["index"], args["src"], reduce, include_self, result_element_type(op)
         )
         return [out]
-    if reduce not in ("sum", "mean"):
-        raise refuse(em, op.name, f"unknown reduction '{reduce}'")
     element_type = result_element_type(op)
     out = copy_to(em, args["self"])
     rank = layout_of(out).rank
@@ -557,22 +618,23 @@ def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     return [emit_elementwise(em, layout_of(out).shape, element_type, [out, counts], mean)]
 
 
-def _is_mask(value: SSAValue | None) -> bool:
-    return value is not None and str(element_type_of(value)) in ("i1", "ui8")
+def _is_mask(value: Operand | None) -> bool:
+    """Whether an index is a boolean mask (its dtype, from a memref or a torch tensor)."""
+    return isinstance(value, SSAValue) and str(value.type.element_type) in ("i1", "ui8")  # type: ignore[attr-defined]
 
 
-def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue] | None:
-    """index_put with one boolean mask whose values do not depend on how many elements it selects.
-
-    Then it is elementwise: `where(mask, values, self)` (or `self + mask * values` when accumulating), with the
-    mask and the values broadcast over self; None when the values have one row per selected element.
-    """
-    indices = list(args["indices"])
+def _mask_views(
+    source: Layout, indices: Sequence[Layout | None], masks: Sequence[bool], values: Layout
+) -> tuple[Layout, Layout] | None:
+    """index_put's one boolean mask (`masks`: which indices are masks) and its values seen over the whole of self
+    ([mask view, values view]), when they can be: the mask covers whole dims of self and the values broadcast over
+    the rest of them."""
     positions = [d for d, index in enumerate(indices) if index is not None]
-    if len(positions) != 1 or not _is_mask(indices[positions[0]]):
+    if len(positions) != 1 or not masks[positions[0]]:
         return None
-    first, mask = positions[0], indices[positions[0]]
-    src, m, v = layout_of(args["self"]), layout_of(mask), layout_of(args["values"])
+    first, m = positions[0], indices[positions[0]]
+    assert m is not None
+    src, v = source, values
     rest = src.shape[first + m.rank :]
     if (
         src.shape[first : first + m.rank] != m.shape
@@ -582,14 +644,29 @@ def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
         return None
     mask_strides = [0] * src.rank
     mask_strides[first : first + m.rank] = m.strides
-    mask_view = view(em, mask, Layout(src.shape, tuple(mask_strides), m.offset))
     trailing = v.shape[max(0, v.rank - len(rest)) :]
     try:
         values_rest = Layout(trailing, v.strides[max(0, v.rank - len(rest)) :], v.offset).expand(rest)
     except ValueError:
         return None
     value_strides = [0] * (first + m.rank) + list(values_rest.strides)
-    values_view = view(em, args["values"], Layout(src.shape, tuple(value_strides), v.offset))
+    return Layout(src.shape, tuple(mask_strides), m.offset), Layout(src.shape, tuple(value_strides), v.offset)
+
+
+def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue] | None:
+    """index_put with one boolean mask whose values do not depend on how many elements it selects.
+
+    Then it is elementwise: `where(mask, values, self)` (or `self + mask * values` when accumulating), with the
+    mask and the values broadcast over self; None when the values have one row per selected element.
+    """
+    indices = list(args["indices"])
+    layouts = [None if index is None else layout_of(index) for index in indices]
+    views = _mask_views(layout_of(args["self"]), layouts, [_is_mask(i) for i in indices], layout_of(args["values"]))
+    if views is None:
+        return None
+    src = layout_of(args["self"])
+    mask = next(index for index in indices if index is not None)
+    mask_view, values_view = view(em, mask, views[0]), view(em, args["values"], views[1])
     accumulate = bool(args.get("accumulate", False))
     from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 
@@ -605,19 +682,21 @@ def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return [out]
 
 
+def _spread_index(em: Emitter | None, index: Operand, source: Operand, dim: int) -> Operand:
+    """index_reduce's 1-d index along `dim` broadcast over the source's other dims."""
+    shape, idx = _layout(source).shape, _layout(index)
+    strides = [0] * len(shape)
+    if shape:
+        strides[dim] = idx.strides[0] if idx.rank else 0
+    return _view(em, index, Layout(shape, tuple(strides), idx.offset))
+
+
 def _index_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """index_reduce is scatter_reduce with the 1-d index broadcast over the source's other dims."""
-    source = layout_of(args["source"])
-    index = layout_of(args["index"])
-    rank = source.rank
+    rank = layout_of(args["source"]).rank
     dim = normalize_dim(args["dim"], rank) if rank else 0
-    strides = [0] * rank
-    if rank:
-        strides[dim] = index.strides[0] if index.rank else 0
-    spread = view(em, args["index"], Layout(source.shape, tuple(strides), index.offset))
-    reduce = {"prod": "prod", "mean": "mean", "amax": "amax", "amin": "amin"}.get(str(args["reduce"]))
-    if reduce is None:
-        raise refuse(em, op.name, f"unknown reduction '{args['reduce']}'")
+    spread = _spread_index(em, args["index"], args["source"], dim)
+    reduce = str(args["reduce"])
     forwarded = {
         "self": args["self"], "dim": dim, "index": spread, "src": args["source"], "reduce": reduce,
         "include_self": args.get("include_self", True),
@@ -630,7 +709,7 @@ def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValu
     if masked is not None:
         return masked
     out = copy_to(em, args["self"])
-    access = advanced_access(em, op.name, out, list(args["indices"]))
+    access = advanced_access(em, out, list(args["indices"]))
     element_type = result_element_type(op)
     values_layout = layout_of(args["values"]).broadcast_to(access.shape)
     values = view(em, args["values"], values_layout)
@@ -638,19 +717,22 @@ def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValu
     return [out]
 
 
+def _dense_backward_access(em: Emitter | None, indices: Operand, width: int, rows: int) -> IndexedAccess:
+    """embedding_dense_backward's scatter into the [rows, width] gradient: row `indices[i]` per index."""
+    idx = _layout(indices)
+    shape = (*idx.shape, width)
+    term = IndexTerm(_view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), width, rows)
+    return IndexedAccess(shape, [0] * idx.rank + [1], [term])
+
+
 def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    if args.get("scale_grad_by_freq"):
-        raise refuse(em, op.name, "scale_grad_by_freq needs per-index counts (not lowered)")
     grad, indices = args["grad_output"], args["indices"]
-    g, idx = layout_of(grad), layout_of(indices)
-    width = g.shape[-1]
+    width = layout_of(grad).shape[-1]
     out = alloc(em, result_shape(op), result_element_type(op))
     fill_into(em, out, 0.0)
-    shape = (*idx.shape, width)
-    term = IndexTerm(view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), width, result_shape(op)[0])
-    access = IndexedAccess(shape, [0] * idx.rank + [1], [term])
-    if g.shape != shape:
-        raise refuse(em, op.name, f"grad_output of shape {g.shape} does not match indices x {width}")
+    access = _dense_backward_access(em, indices, width, result_shape(op)[0])
+    term = access.terms[0]
+    shape = access.shape
     padding = int(args.get("padding_idx", -1))
 
     def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
@@ -663,6 +745,12 @@ def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) 
 
     emit_scatter(em, op.name, out, access, values, accumulate=True)
     return [out]
+
+
+def _prefix_rows(count: int) -> tuple[int, int]:
+    """masked_scatter's flat mask as [rows, width]: the widest width of at most 128 that divides `count`."""
+    width = next(d for d in range(min(PARTITION_TILE, count), 0, -1) if count % d == 0)
+    return count // width, width
 
 
 def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -683,10 +771,7 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     available = layout_of(source).num_elements
     if count == 0 or available == 0:
         return [copy_to(em, current)]
-    width = next(d for d in range(min(PARTITION_TILE, count), 0, -1) if count % d == 0)
-    rows = count // width
-    if rows > PARTITION_TILE:
-        raise refuse(em, op.name, f"{count} elements need {rows} rows of prefix counts, more than one tile of 128")
+    rows, width = _prefix_rows(count)
     mask = alloc(em, (rows, width), f32)
     copy_into(
         em,
@@ -723,6 +808,14 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, current], choose)]
 
 
+def _bag_access(em: Emitter | None, weight: Operand, indices: Operand) -> IndexedAccess:
+    """The row gather of an embedding bag: row `indices[t]` of the weight for each token t."""
+    w, idx = _layout(weight), _layout(indices)
+    shape = (idx.shape[0], w.shape[1])
+    term = IndexTerm(_view(em, indices, Layout(shape, (idx.strides[0], 0), idx.offset)), w.strides[0], w.shape[0])
+    return IndexedAccess(shape, [0, w.strides[1]], [term])
+
+
 def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     """Bags of embedding rows: a row gather, then a [bags x tokens] membership matrix: sum and mean on TensorE,
     max by selection and a VectorE reduction (_bag_maxima).
@@ -740,21 +833,13 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     mode, include_last = int(args.get("mode", 0)), bool(args.get("include_last_offset", False))
     padding = int(args.get("padding_idx", -1) if args.get("padding_idx") is not None else -1)
     weights = args.get("per_sample_weights")
-    if mode not in (0, 1, 2):
-        raise refuse(em, op.name, f"unknown mode {mode} (0 sum, 1 mean, 2 max)")
     # scale_grad_by_freq only changes the gradient (embedding_bag's backward), not these outputs
     idx, off = layout_of(indices), layout_of(offsets)
-    if idx.rank != 1 or off.rank != 1:
-        raise refuse(em, op.name, f"indices and offsets must be 1-d, got ranks {idx.rank} and {off.rank}")
     tokens = idx.shape[0]
     bags = off.shape[0] - (1 if include_last else 0)
-    if bags > PARTITION_TILE or tokens > FREE_TILE or tokens == 0 or bags <= 0:
-        raise refuse(em, op.name, f"{bags} bags of {tokens} tokens: at most 128 bags of 1 to 2048 tokens lower")
     width = layout_of(weight).shape[1]
-    shape = (tokens, width)
-    term = IndexTerm(view(em, indices, Layout(shape, (idx.strides[0], 0), idx.offset)), layout_of(weight).strides[0],
-                     layout_of(weight).shape[0])  # fmt: skip
-    rows = emit_gather(em, op.name, weight, IndexedAccess(shape, [0, layout_of(weight).strides[1]], [term]), f32)
+    weight, access = _exact_source(em, weight, lambda w: _bag_access(em, w, indices))
+    rows = emit_gather(em, op.name, weight, access, f32)
     ends = alloc(em, (bags,), f32)
     following = bags if include_last else bags - 1
     if following:
@@ -912,11 +997,7 @@ def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[
     source, indices = args["self"], args["indices"]
     max_norm, p = float(args["max_norm"]), float(args["norm_type"])
     src, idx = layout_of(source), layout_of(indices)
-    if src.rank != 2:
-        raise refuse(em, op.name, f"the weight must be 2-d, got rank {src.rank}")
     count, width = src.shape
-    if width > FREE_TILE:
-        raise refuse(em, op.name, f"rows of {width} elements: at most {FREE_TILE} (one tile per row) lower")
     named = alloc(em, (count,), f32)
     fill_into(em, named, 0.0)
     flat = idx.reshape((idx.num_elements,))
@@ -958,6 +1039,121 @@ def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[
 
     em.for_tiles(count, PARTITION_TILE, rows)
     return [out]
+
+
+# ---- legality ------------------------------------------------------------------------------------------------
+
+# ops whose `dim` indexes their `self`
+_DIM_OPS = frozenset({
+    "torch.aten.index_select", "torch.aten.gather", "torch.aten.scatter.src", "torch.aten.scatter.value",
+    "torch.aten.scatter_add", "torch.aten.scatter.reduce", "torch.aten.scatter_reduce.two", "torch.aten.index_reduce",
+})  # fmt: skip
+_REDUCTIONS = {
+    "torch.aten.scatter.reduce": ("add", "multiply"),
+    "torch.aten.scatter_reduce.two": ("sum", "mean", *_DENSE_REDUCE),
+    "torch.aten.index_reduce": ("mean", *_DENSE_REDUCE),
+}
+
+
+def _row_major(value: object) -> Layout | None:
+    """A torch tensor argument as the row-major tensor `legal` measures accesses over (None stays None)."""
+    return None if value is None else Layout.contiguous(tensor_shape(value))
+
+
+def _measured_access(op: Operation, args: dict[str, Any]) -> IndexedAccess | None:
+    """The indexed access the op's lowering makes over row-major operands (None when it makes none): the same
+    builders as the lowerings, measuring layouts instead of emitting views."""
+    name = op.name
+    rm = {key: [_row_major(v) for v in value] if isinstance(value, list) else _row_major(value)
+          for key, value in args.items() if isinstance(value, SSAValue | list)}  # fmt: skip
+    reduce = str(args.get("reduce"))
+    if name == "torch.aten.embedding":
+        return _embedding_access(None, rm["weight"], rm["indices"])
+    if name == "torch.aten.index_select":
+        return _index_select_access(None, rm["self"], rm["index"], args["dim"]) if rm["self"].rank else None
+    if name in ("torch.aten.gather", "torch.aten.scatter.src", "torch.aten.scatter.value", "torch.aten.scatter_add"):
+        return _along_dim(None, rm["self"], args["dim"], rm["index"])
+    if name in ("torch.aten.scatter.reduce", "torch.aten.scatter_reduce.two") and reduce not in _DENSE_REDUCE:
+        return None if reduce == "multiply" else _along_dim(None, rm["self"], args["dim"], rm["index"])
+    if name == "torch.aten.index_reduce" and reduce == "mean":
+        rank = rm["source"].rank
+        dim = normalize_dim(args["dim"], rank) if rank else 0
+        return along_dim_access(None, rm["self"], dim, _spread_index(None, rm["index"], rm["source"], dim), False)
+    if name in ("torch.aten.index.Tensor", "torch.aten._unsafe_index.Tensor"):
+        return advanced_access(None, rm["self"], rm["indices"])
+    if name in ("torch.aten.index_put", "torch.aten._unsafe_index_put"):
+        masks = [_is_mask(index) for index in args["indices"]]
+        if _mask_views(rm["self"], rm["indices"], masks, rm["values"]) is not None:
+            return None
+        return advanced_access(None, rm["self"], rm["indices"])
+    if name == "torch.aten.embedding_dense_backward":
+        width, rows = tensor_shape(args["grad_output"])[-1], tensor_shape(op.results[0])[0]
+        return _dense_backward_access(None, rm["indices"], width, rows)
+    if name in ("torch.aten._embedding_bag", "torch.aten._embedding_bag_forward_only"):
+        return _bag_access(None, rm["weight"], rm["indices"])
+    if name == "torch.aten.masked_scatter":
+        count, available = math.prod(tensor_shape(op.results[0])), math.prod(tensor_shape(args["source"]))
+        if not count or not available:
+            return None
+        shape = _prefix_rows(count)
+        return IndexedAccess(shape, (0, 0), [IndexTerm(Layout.contiguous(shape), 1, available)])
+    if name == "torch.aten.embedding_renorm":
+        named, count = math.prod(tensor_shape(args["indices"])), tensor_shape(args["self"])[0]
+        return IndexedAccess((named,), (0,), [IndexTerm(Layout((named,), (1,)), 1, count)]) if named else None
+    return None
+
+
+def legal(op: Operation) -> str | None:
+    """Gathers and scatters lower when their arguments are ones the lowerings know (reductions, modes, ranks and
+    sizes below) and their offsets stay exact in fp32 over row-major operands (`inexact`; a strided source is
+    copied row-major first when its own strides would not)."""
+    args = arguments_of(op)
+    name = op.name
+    if name in _DIM_OPS and (problem := dims_out_of_range(op)) is not None:
+        return problem
+    if name in _REDUCTIONS and str(args["reduce"]) not in _REDUCTIONS[name]:
+        known = " (add or multiply)" if name == "torch.aten.scatter.reduce" else ""
+        return f"unknown reduction '{args['reduce']}'{known}"
+    if name in ("torch.aten.index.Tensor", "torch.aten._unsafe_index.Tensor"):
+        if (problem := advanced_indexing_problem(args["indices"])) is not None:
+            return problem
+        computed = advanced_access(None, _row_major(args["self"]), [_row_major(i) for i in args["indices"]]).shape
+        if computed != tensor_shape(op.results[0]):
+            return f"computed shape {computed} differs from the result's {tensor_shape(op.results[0])}"
+    if name in ("torch.aten.index_put", "torch.aten._unsafe_index_put"):
+        masks = [_is_mask(index) for index in args["indices"]]
+        layouts = [_row_major(index) for index in args["indices"]]
+        measured = _mask_views(_row_major(args["self"]), layouts, masks, _row_major(args["values"]))  # type: ignore[arg-type]
+        if measured is None and (problem := advanced_indexing_problem(args["indices"])) is not None:
+            return problem
+    if name == "torch.aten.embedding_dense_backward":
+        if args.get("scale_grad_by_freq"):
+            return "scale_grad_by_freq needs per-index counts (not lowered)"
+        grad, indices = tensor_shape(args["grad_output"]), tensor_shape(args["indices"])
+        if grad != (*indices, grad[-1]):
+            return f"grad_output of shape {grad} does not match indices x {grad[-1]}"
+    if name == "torch.aten.masked_scatter":
+        count = math.prod(tensor_shape(op.results[0]))
+        if count and math.prod(tensor_shape(args["source"])) and (rows := _prefix_rows(count)[0]) > PARTITION_TILE:
+            return f"{count} elements need {rows} rows of prefix counts, more than one tile of 128"
+    if name in ("torch.aten._embedding_bag", "torch.aten._embedding_bag_forward_only"):
+        mode, include_last = int(args.get("mode", 0)), bool(args.get("include_last_offset", False))
+        if mode not in (0, 1, 2):
+            return f"unknown mode {mode} (0 sum, 1 mean, 2 max)"
+        indices, offsets = tensor_shape(args["indices"]), tensor_shape(args["offsets"])
+        if len(indices) != 1 or len(offsets) != 1:
+            return f"indices and offsets must be 1-d, got ranks {len(indices)} and {len(offsets)}"
+        tokens, bags = indices[0], offsets[0] - (1 if include_last else 0)
+        if bags > PARTITION_TILE or tokens > FREE_TILE or tokens == 0 or bags <= 0:
+            return f"{bags} bags of {tokens} tokens: at most 128 bags of 1 to 2048 tokens lower"
+    if name == "torch.aten.embedding_renorm":
+        shape = tensor_shape(args["self"])
+        if len(shape) != 2:
+            return f"the weight must be 2-d, got rank {len(shape)}"
+        if shape[1] > FREE_TILE:
+            return f"rows of {shape[1]} elements: at most {FREE_TILE} (one tile per row) lower"
+    access = _measured_access(op, args)
+    return None if access is None else inexact(access)
 
 
 INDEXING_LOWERINGS: dict[str, Lowering] = {

@@ -194,7 +194,7 @@ def emit_matmul(
     itemsize = max(_itemsize(element_type_of(lhs)), _itemsize(element_type_of(rhs)))
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
     kernel = _Kernel(lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k)
-    taken = take_prologue(lhs)
+    taken = take_prologue(em, lhs)
     if taken is not None:
         lhs_rows = layout_of(lhs)
         prologue = taken[1]
@@ -222,7 +222,7 @@ def emit_matmul(
     if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
         drop_unused(lhs)
         kernel.prologue.discard()
-    register_stores(out, kernel.stores)  # an elementwise op of the product may run in its epilogue
+    register_stores(em, out, kernel.stores)  # an elementwise op of the product may run in its epilogue
     return out
 
 
@@ -761,6 +761,11 @@ def _times(em: Emitter, value: SSAValue, factor: float, result_type: TileType) -
     if factor == 1.0:
         return value
     return em.insert(tile.BinaryScalarOp(value, "multiply", result_type, scalar=factor)).result
+
+
+def legal(op: Operation) -> str | None:
+    """Matmul-shaped ops lower for any sizes and strides (K may be 0)."""
+    return None
 
 
 MATMUL_LOWERINGS: dict[str, Lowering] = {

@@ -113,7 +113,7 @@ class _ChainPrologue:
         lhs = layout_of(a)
         transposed = lhs.strides[1] == 1 and m > 1 and lhs.strides[0] != 1
         inner = _Kernel(a, b, self.product, result_element_type(self.op), None, blocking, transposed, False, k1)
-        taken = take_prologue(a)
+        taken = take_prologue(em, a)
         if taken is not None:
             prologue = taken[1]
             fits = lhs.shape == (prologue.rows, prologue.length) and lhs.is_contiguous() and not lhs.offset
@@ -243,10 +243,10 @@ def _chained_addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     def absorbed(e: Emitter, act_op: Operation, act_args: dict[str, Any]) -> list[SSAValue]:
         chain.activation_args = act_args
         chain.result = alloc(e, result_shape(act_op), result_element_type(act_op))
-        defer(chain.result, chain)
+        defer(e, chain.result, chain)
         return [chain.result]
 
-    absorb(activation, absorbed)
+    absorb(em, activation, absorbed)
     return [product]
 
 

@@ -9,6 +9,7 @@ the (possibly cropped) input into the interior, `slice_scatter` copies `self` an
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -21,11 +22,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
+    dim_out_of_range,
+    dims_out_of_range,
     element_type_of,
     layout_of,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to, emit_elementwise
@@ -68,17 +72,14 @@ def _as_strided(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     layout = layout_of(source)
     offset = args.get("storage_offset")
     size, stride = tuple(args["size"]), tuple(args["stride"])
-    if any(s < 0 for s in stride):
-        raise refuse(em, op.name, f"negative strides {list(stride)} are not valid for as_strided")
-    start = layout.offset if offset is None else int(offset)
-    # the allocation holds at least the elements the input spans
+    # `legal` kept the view inside the input's own elements; the allocation under a view of another tensor holds
+    # at least the elements that view spans, which can be fewer (a broadcast): then a copy of the input is viewed
     span = layout.offset + 1 + sum((n - 1) * abs(s) for n, s in zip(layout.shape, layout.strides, strict=True))
+    start = layout.offset if offset is None else int(offset)
     reach = start + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else start
     if reach >= span:
-        raise refuse(
-            em, op.name, f"sizes {list(size)} and strides {list(stride)} reach past the {span} elements of the "
-            "input's storage"
-        )
+        source = copy_to(em, source)
+        start = 0 if offset is None else int(offset)
     return [view(em, source, Layout(size, stride, start))]
 
 
@@ -174,8 +175,6 @@ def _as_strided_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> lis
     size, stride = tuple(args["size"]), tuple(args["stride"])
     start = layout_of(out).offset if offset is None else int(offset)
     target = Layout(size, stride, start)
-    if not _injective(target):
-        raise refuse(em, op.name, f"sizes {list(size)} and strides {list(stride)} write some elements twice")
     copy_into(em, args["src"], view(em, out, target))
     return [out]
 
@@ -236,6 +235,48 @@ def _arange(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
             em.insert(tile.StoreOp(em.insert(tile.CopyOp(value, TileType((p, f), result_element_type(op)))).result,
                                    target, [em.index(0), em.index(0)]))  # fmt: skip
     return [out]
+
+
+def _strided_reach(args: dict[str, Any]) -> tuple[list[int], list[int], int]:
+    """as_strided's sizes and strides and the largest element they reach (from a storage offset of 0 when none
+    is given: the input is a tensor of its own)."""
+    size, stride = list(args["size"]), list(args["stride"])
+    start = int(args.get("storage_offset") or 0)
+    reach = start + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else start
+    return size, stride, reach
+
+
+def legal(op: Operation) -> str | None:
+    """Data movement lowers for any dtype; its dimension arguments must be in range, and as_strided's views (and
+    as_strided_scatter's writes) must stay inside the input's elements, with non-negative strides, written once."""
+    args = arguments_of(op)
+    if op.name in ("torch.aten.diagonal", "torch.aten.diagonal_scatter"):
+        dims = (int(args.get("dim1", 0)), int(args.get("dim2", 1)))
+        rank = len(tensor_shape(args["self"]))
+        if (problem := dim_out_of_range(dims[0], rank) or dim_out_of_range(dims[1], rank)) is not None:
+            return problem
+        if normalize_dim(dims[0], rank) == normalize_dim(dims[1], rank):
+            return f"diagonal dimensions must differ, got {dims[0]} and {dims[1]}"
+    elif op.name == "torch.aten.cat":
+        rank = len(tensor_shape(op.results[0]))
+        return dim_out_of_range(int(args.get("dim", 0)), rank)
+    elif op.name == "torch.aten.flip":
+        return dims_out_of_range(op, ("dims",))
+    elif op.name == "torch.aten.unfold":
+        return dims_out_of_range(op, ("dimension",))
+    elif op.name in ("torch.aten.split_with_sizes", "torch.aten.slice_scatter", "torch.aten.select_scatter",
+                     "torch.aten.narrow_copy"):  # fmt: skip
+        return dims_out_of_range(op)
+    elif op.name in ("torch.aten.as_strided", "torch.aten.as_strided_scatter"):
+        size, stride, reach = _strided_reach(args)
+        elements = math.prod(tensor_shape(args["self"]))
+        if any(s < 0 for s in stride):
+            return f"negative strides {stride} are not valid for {op.name.removeprefix('torch.aten.')}"
+        if reach >= max(elements, 1):
+            return f"sizes {size} and strides {stride} reach past the {elements} elements of the input's storage"
+        if op.name == "torch.aten.as_strided_scatter" and not _injective(Layout(tuple(size), tuple(stride), 0)):
+            return f"sizes {size} and strides {stride} write some elements twice"
+    return None
 
 
 MOVEMENT_LOWERINGS: dict[str, Lowering] = {

@@ -58,6 +58,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     body_budget_bytes,
     element_type_of,
     layout_of,
@@ -65,6 +66,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_element_type,
     result_shape,
     store,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
@@ -209,7 +211,7 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
         results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
         if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and consumer_of(op):
             prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
-            defer(results[0], prologue)
+            defer(em, results[0], prologue)
         else:
             _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
         return results
@@ -449,9 +451,184 @@ def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     axis = len(shape) - len(args["normalized_shape"])
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
+    mean, rstd, weight = args["mean"], args["rstd"], args.get("weight")
+    on_chip = _layer_norm_backward_on_chip(em, x, grad, mean, rstd, weight, axis, mask, types)
+    if on_chip is not None:
+        return on_chip
     return _normalize_backward(
         em, x, grad, args["mean"], args["rstd"], args.get("weight"), range(axis, len(shape)), range(axis), mask, types
     )
+
+
+# PSUM banks the weight and bias gradients may accumulate in (one per 512 features of each): half of the 8, as a
+# matmul's output block takes.
+_GRADIENT_BANKS = 4
+
+
+def _layer_norm_backward_on_chip(
+    em: Emitter,
+    x: SSAValue,
+    grad: SSAValue,
+    mean: SSAValue,
+    rstd: SSAValue,
+    weight: SSAValue | None,
+    axis: int,
+    mask: list[bool],
+    types: Sequence[Attribute],
+) -> list[SSAValue | None] | None:
+    """Layer norm backward in one pass over row groups (`rows.py`), or None when the rows do not fit, their
+    dimensions do not merge into one, or the parameter gradients need more PSUM banks than they may take.
+
+    Per row of x and grad_out (normalized dims on the free axis), with the saved mean and rstd as fp32 columns:
+
+        xhat = (x - mean) * rstd                       one two-step tensor_scalar
+        g = grad_out * weight
+        grad_input = (g + xhat * (-sum(g xhat) / N) - sum(g) / N) * rstd
+        grad_weight += ones^T (grad_out xhat),  grad_bias += ones^T grad_out     TensorE, accumulated in PSUM
+
+    The parameter gradients sum over every row: a ones column as the stationary contracts a row tile's
+    partitions, and PSUM accumulates over all row tiles (fp32; the moving products in the gradient's 16-bit type
+    when it has one, at TensorE's full rate). x and grad_out are read once, grad_input written once, and nothing
+    else reaches HBM.
+    """
+    from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits
+    from neuron_mlir.lowering.convert_torch_to_tile.rows import for_row_groups, rows_per_partition
+
+    layout, grad_layout = layout_of(x), layout_of(grad)
+    shape = layout.shape
+    length = math.prod(shape[axis:])
+    x_stride, grad_stride = _single_stride(layout, axis), _single_stride(grad_layout, axis)
+    weight_stride = _single_stride(layout_of(weight), 0) if weight is not None else 1
+    if not shape[axis:] or length == 0 or x_stride is None or grad_stride is None or weight_stride is None:
+        return None
+    leading = shape[:axis] or (1,)
+    stat_layouts = [layout_of(mean), layout_of(rstd)]
+    out = alloc(em, shape, types[0]) if mask[0] else None
+    row_dims, row_strides = collapse(
+        leading,
+        [
+            layout.strides[:axis] or (0,),
+            grad_layout.strides[:axis] or (0,),
+            *((stats.strides[:axis] or (0,)) for stats in stat_layouts),
+            row_major(shape)[:axis] or (0,),
+        ],
+    )
+    if len(row_dims) > 1:
+        return None
+    rows = row_dims[0] if row_dims else 1
+    x_rows, grad_rows, mean_rows, rstd_rows, out_rows = (s[0] if row_dims else 0 for s in row_strides)
+    _, _, n_limit = matmul_limits(em)
+    chunks = [(c0, min(n_limit, length - c0)) for c0 in range(0, length, n_limit)]
+    if len(chunks) * (mask[1] + mask[2]) > _GRADIENT_BANKS:
+        return None
+    in_bytes = _bytes(element_type_of(x)) + _bytes(element_type_of(grad))
+    # per row of a partition: the fp32 work tiles of one row (xhat, g, their product, grad_input's steps)
+    work_bytes = length * (4 * 6 + _bytes(types[0]) + (_bytes(element_type_of(weight)) if weight is not None else 0))
+    group_bytes = length * (in_bytes + (_bytes(types[0]) if mask[0] else 0)) + 8
+    budget = body_budget_bytes(em) - work_bytes
+    if budget < group_bytes:
+        return None
+    row_bytes = length * min(_bytes(element_type_of(x)), _bytes(element_type_of(grad)))
+    per_partition = rows_per_partition(row_bytes, group_bytes, budget, rows)
+
+    def rows_view(value: SSAValue, row_stride: int, free_stride: int | None) -> SSAValue:
+        offset = layout_of(value).offset
+        if free_stride is None:
+            return view(em, value, Layout((rows,), (row_stride,), offset))
+        return view(em, value, Layout((rows, length), (row_stride, free_stride), offset))
+
+    x_view, grad_view = rows_view(x, x_rows, x_stride), rows_view(grad, grad_rows, grad_stride)
+    mean_view, rstd_view = rows_view(mean, mean_rows, None), rows_view(rstd, rstd_rows, None)
+    out_view = rows_view(out, out_rows, 1) if out is not None else None
+    grad_type = element_type_of(grad)
+    # the parameter gradients' moving operands: the products rounded to the gradient's 16-bit type, if it has one
+    moving_type = types[1] if mask[1] and _bytes(types[1]) == 2 else f32
+    heights = {min(PARTITION_TILE, rows)} | ({rows % PARTITION_TILE} if rows % PARTITION_TILE else set())
+    weights: dict[int, SSAValue] = {}
+    ones: dict[tuple[int, Attribute], SSAValue] = {}
+    for p in sorted(heights):
+        if weight is not None and mask[0]:
+            broadcast = view(em, weight, Layout((p, length), (0, weight_stride), layout_of(weight).offset))
+            weights[p] = load(em, broadcast, [0, 0], (p, length))
+        for element_type in {moving_type, grad_type} if (mask[1] or mask[2]) else set():
+            ones[(p, element_type)] = em.insert(tile.FillOp(1.0, TileType((p, 1), element_type, Memory.SBUF))).result
+    accumulators = [
+        em.insert(tile.FillOp(0.0, TileType((1, size), f32, Memory.PSUM))).result
+        for _ in range(mask[1] + mask[2])
+        for _, size in chunks
+    ]
+
+    def accumulate(e: Emitter, p: int, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+        element_type = moving.type.element_type  # type: ignore[attr-defined]
+        stationary = ones[(p, element_type)]
+        updated = []
+        for acc, (c0, size) in zip(accs, chunks, strict=True):
+            part = moving
+            if size != length:
+                part = e.insert(tile.ExtractOp(moving, [e.index(c0)], TileType((p, size), element_type))).result
+            updated.append(e.insert(tile.MatmulOp(stationary, part, TileType((1, size), f32, Memory.PSUM), acc)).result)
+        return updated
+
+    def group_body(e: Emitter, group: Any, accs: list[SSAValue]) -> list[SSAValue]:
+        p = group.partitions
+        xs, grads = group.load(e, x_view), group.load(e, grad_view)
+        means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
+        result = group.empty(e, (length,), types[0]) if out_view is not None else None
+        row_type = TileType((p, length), f32, Memory.SBUF)
+        column = TileType((p, 1), f32, Memory.SBUF)
+
+        def row(inner: Emitter, j: Index, values: list[SSAValue]) -> list[SSAValue]:
+            carried = list(values)
+            filled = carried.pop(0) if result is not None else None
+            x_row, grad_row = group.row(inner, xs, j), group.row(inner, grads, j)
+            mean_j, rstd_j = group.row(inner, means, j), group.row(inner, rstds, j)
+            centred = inner.insert(tile.BinaryScalarOp(x_row, "subtract", row_type, column=mean_j)).result
+            xhat = inner.insert(tile.BinaryScalarOp(centred, "multiply", row_type, column=rstd_j)).result
+            if filled is not None:
+                g = grad_row
+                if weight is not None:
+                    g = inner.insert(tile.BinaryOp(grad_row, weights[p], "multiply", row_type)).result
+                g_sum = inner.insert(tile.ReduceOp(g, "add", column)).result
+                g_xhat = inner.insert(tile.BinaryOp(g, xhat, "multiply", row_type)).result
+                g_xhat_sum = inner.insert(tile.ReduceOp(g_xhat, "add", column)).result
+                slope = inner.insert(tile.BinaryScalarOp(g_xhat_sum, "multiply", column, scalar=-1.0 / length)).result
+                shift = inner.insert(tile.BinaryScalarOp(g_sum, "multiply", column, scalar=1.0 / length)).result
+                value = inner.insert(tile.BinaryScalarOp(xhat, "multiply", row_type, column=slope)).result
+                value = inner.insert(tile.BinaryOp(value, g, "add", row_type)).result
+                value = inner.insert(tile.BinaryScalarOp(value, "subtract", row_type, column=shift)).result
+                out_type = TileType((p, length), types[0], Memory.SBUF)
+                value = inner.insert(tile.BinaryScalarOp(value, "multiply", out_type, column=rstd_j)).result
+                filled = group.put(inner, value, filled, j)
+            weight_accs, bias_accs = carried[: len(chunks) * mask[1]], carried[len(chunks) * mask[1] :]
+            if mask[1]:
+                product = inner.insert(
+                    tile.BinaryOp(grad_row, xhat, "multiply", TileType((p, length), moving_type, Memory.SBUF))
+                ).result
+                weight_accs = accumulate(inner, p, product, weight_accs)
+            if mask[2]:
+                bias_accs = accumulate(inner, p, grad_row, bias_accs)
+            return ([filled] if filled is not None else []) + weight_accs + bias_accs
+
+        start = ([result] if result is not None else []) + accs
+        final = carry(e, 0, group.per_partition, 1, start, row)
+        if result is not None:
+            assert out_view is not None
+            group.store(e, final.pop(0), out_view)
+        return final
+
+    accumulators = for_row_groups(em, rows, per_partition, group_body, accumulators)
+    results: list[SSAValue | None] = [out, None, None]
+    for index in (1, 2):
+        if not mask[index]:
+            continue
+        gradient = alloc(em, shape[axis:], types[index])
+        flat = view(em, gradient, Layout((1, length), (0, 1), 0))
+        for (c0, size), acc in zip(chunks, accumulators[: len(chunks)], strict=True):
+            value = em.insert(tile.CopyOp(acc, TileType((1, size), types[index], Memory.SBUF))).result
+            store(em, value, flat, [0, c0])
+        accumulators = accumulators[len(chunks) :]
+        results[index] = gradient
+    return results
 
 
 def _is_tensor(op: Operation, index: int) -> bool:
@@ -667,6 +844,30 @@ def _batch_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> li
 
         results[0] = emit_elementwise(em, layout_of(x).shape, types[0], operands, grad_input)
     return results
+
+
+# Batch norms' results that hold no statistics (shape (0,)): ATen leaves them empty in eval mode, and
+# `_batch_norm_with_update_functional` leaves its reserve (result 3) empty on the CPU.
+def _empty_results(op: Operation) -> tuple[int, ...]:
+    if op.name == "torch.aten._native_batch_norm_legit_no_training":
+        return (1, 2)
+    if op.name == "torch.aten._native_batch_norm_legit_functional" and not arguments_of(op)["training"]:
+        return (1, 2)
+    if op.name == "torch.aten._batch_norm_with_update_functional":
+        return (3,)
+    return ()
+
+
+def legal(op: Operation) -> str | None:
+    """Normalizations lower for float inputs of any shape; batch norm without running statistics normalizes with
+    batch statistics (training must be true), and results that hold no statistics must have a zero extent."""
+    if op.name == "torch.aten._native_batch_norm_legit.no_stats" and not arguments_of(op)["training"]:
+        return "without running statistics batch norm normalizes with batch statistics: training must be true"
+    for index in _empty_results(op):
+        shape = tensor_shape(op.results[index])
+        if 0 not in shape:
+            return f"result {index} has shape {shape}, but batch norm saves no statistics here (shape (0,))"
+    return None
 
 
 NORMALIZATION_LOWERINGS: dict[str, Lowering] = {

@@ -36,12 +36,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
     element_type_of,
     layout_of,
     load,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     to_sbuf,
     view,
 )
@@ -602,7 +603,6 @@ def _col2im(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     slab is added (read, add, write) into the zero-initialised padded output through that offset's window view.
     """
     source = args["self"]
-    layout = layout_of(source)
     out_shape = result_shape(op)
     spatial = tuple(out_shape[-2:])
     kernel = _param(args["kernel_size"], 2, [])
@@ -612,40 +612,48 @@ def _col2im(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
                    zip(spatial, padding, dilation, kernel, stride, strict=True))  # fmt: skip
     channels = out_shape[-3]
     batch = math.prod(out_shape[:-3])
-    if layout.shape[-1] != math.prod(blocks) or layout.shape[-2] != channels * math.prod(kernel):
-        raise refuse(
-            em, op.name, f"input {layout.shape} does not hold {channels} x {kernel} columns of {blocks} blocks"
-        )
     slabs = _reshaped(em, source, (batch * channels, *kernel, *blocks))
     g = Geometry(spatial, blocks, kernel, stride, padding, dilation)
     folded = _scatter_windows(em, slabs, g, batch * channels, lambda e, go, *_: go, result_element_type(op))
     return [_reshaped(em, folded, out_shape)]
 
 
-def _refuse_unbatched(lowering: Lowering, rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        source = args.get("self")
-        if source is not None and layout_of(source).rank < rank + 1:
-            raise refuse(em, op.name, f"the input needs a channel dimension and {rank} spatial dimensions")
-        return lowering(em, op, args)
-
-    return lower
+def legal(op: Operation) -> str | None:
+    """Pooling needs a channel dimension in front of its spatial ones; col2im's input must hold the columns of
+    every block its parameters give."""
+    args = arguments_of(op)
+    if op.name == "torch.aten.col2im":
+        shape, out_shape = tensor_shape(args["self"]), tensor_shape(op.results[0])
+        kernel = _param(args["kernel_size"], 2, [])
+        dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
+        stride = _param(args["stride"], 2, [1])
+        blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
+                       zip(out_shape[-2:], padding, dilation, kernel, stride, strict=True))  # fmt: skip
+        channels = out_shape[-3]
+        if len(shape) < 2 or shape[-1] != math.prod(blocks) or shape[-2] != channels * math.prod(kernel):
+            return f"input {shape} does not hold {channels} x {kernel} columns of {blocks} blocks"
+        return None
+    rank = int(op.name.split("pool")[1][0])  # avg_pool2d, max_pool3d_with_indices, _adaptive_avg_pool2d, ...
+    source = args.get("self")
+    if source is not None and len(tensor_shape(source)) < rank + 1:
+        return f"the input needs a channel dimension and {rank} spatial dimensions"
+    return None
 
 
 POOLING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.col2im": _col2im,
-    "torch.aten.avg_pool2d": _refuse_unbatched(_avg_pool(2), 2),
-    "torch.aten.avg_pool3d": _refuse_unbatched(_avg_pool(3), 3),
-    "torch.aten.avg_pool2d_backward": _refuse_unbatched(_avg_pool_backward(2), 2),
-    "torch.aten.avg_pool3d_backward": _refuse_unbatched(_avg_pool_backward(3), 3),
-    "torch.aten.max_pool2d_with_indices": _refuse_unbatched(_max_pool_with_indices(2), 2),
-    "torch.aten.max_pool3d_with_indices": _refuse_unbatched(_max_pool_with_indices(3), 3),
-    "torch.aten.max_pool2d_with_indices_backward": _refuse_unbatched(_max_pool_backward(2), 2),
-    "torch.aten.max_pool3d_with_indices_backward": _refuse_unbatched(_max_pool_backward(3), 3),
-    "torch.aten._adaptive_avg_pool2d": _refuse_unbatched(_adaptive_avg_pool(2), 2),
-    "torch.aten.adaptive_max_pool2d": _refuse_unbatched(_adaptive_max_pool(2), 2),
-    "torch.aten.adaptive_max_pool3d": _refuse_unbatched(_adaptive_max_pool(3), 3),
-    "torch.aten._adaptive_avg_pool3d": _refuse_unbatched(_adaptive_avg_pool(3), 3),
-    "torch.aten._adaptive_avg_pool2d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(2), 2),
-    "torch.aten._adaptive_avg_pool3d_backward": _refuse_unbatched(_adaptive_avg_pool_backward(3), 3),
+    "torch.aten.avg_pool2d": _avg_pool(2),
+    "torch.aten.avg_pool3d": _avg_pool(3),
+    "torch.aten.avg_pool2d_backward": _avg_pool_backward(2),
+    "torch.aten.avg_pool3d_backward": _avg_pool_backward(3),
+    "torch.aten.max_pool2d_with_indices": _max_pool_with_indices(2),
+    "torch.aten.max_pool3d_with_indices": _max_pool_with_indices(3),
+    "torch.aten.max_pool2d_with_indices_backward": _max_pool_backward(2),
+    "torch.aten.max_pool3d_with_indices_backward": _max_pool_backward(3),
+    "torch.aten._adaptive_avg_pool2d": _adaptive_avg_pool(2),
+    "torch.aten.adaptive_max_pool2d": _adaptive_max_pool(2),
+    "torch.aten.adaptive_max_pool3d": _adaptive_max_pool(3),
+    "torch.aten._adaptive_avg_pool3d": _adaptive_avg_pool(3),
+    "torch.aten._adaptive_avg_pool2d_backward": _adaptive_avg_pool_backward(2),
+    "torch.aten._adaptive_avg_pool3d_backward": _adaptive_avg_pool_backward(3),
 }

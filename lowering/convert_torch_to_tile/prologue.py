@@ -23,13 +23,13 @@ at its own place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from xdsl.dialects import memref
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.lowering.convert_torch_to_tile.context import Absorber, context_of
 from neuron_mlir.lowering.emitter import Emitter, Index
 
 # Torch ops whose lowering calls `emit_matmul` with the named operand as A, and so may take its prologue.
@@ -68,25 +68,13 @@ class Prologue(Protocol):
         when None) with the affine applied, as the SBUF tile the panel holds."""
 
 
-# the deferred result's allocation -> its prologue, for the function being converted
-_deferred: dict[SSAValue, Prologue] = {}
-# torch ops a deferred producer takes into itself -> their lowering, which the conversion calls instead
-_absorbers: dict[Operation, Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]] = {}
-
-
-def reset() -> None:
-    """Forget every deferred producer (at the start of each function)."""
-    _deferred.clear()
-    _absorbers.clear()
-
-
-def absorb(op: Operation, lowering: Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]) -> None:
+def absorb(em: Emitter, op: Operation, lowering: Absorber) -> None:
     """`op` (reading a deferred result) becomes part of the deferred producer: `lowering` replaces its own."""
-    _absorbers[op] = lowering
+    context_of(em).absorbers[op] = lowering
 
 
-def absorber(op: Operation) -> Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]] | None:
-    return _absorbers.pop(op, None)
+def absorber(em: Emitter, op: Operation) -> Absorber | None:
+    return context_of(em).absorbers.pop(op, None)
 
 
 def consumer_of(op: Operation, consumers: dict[str, str] = MATMUL_CONSUMERS) -> Operation | None:
@@ -114,10 +102,10 @@ def consumer_of(op: Operation, consumers: dict[str, str] = MATMUL_CONSUMERS) -> 
     return user if between is user else None
 
 
-def defer(result: SSAValue, prologue: Prologue) -> None:
+def defer(em: Emitter, result: SSAValue, prologue: Prologue) -> None:
     """`result` (a fresh allocation) is written by `prologue`, emitted by its consumer."""
     assert isinstance(result.owner, memref.AllocOp)
-    _deferred[result] = prologue
+    context_of(em).deferred[result] = prologue
 
 
 def _root(value: SSAValue) -> SSAValue:
@@ -126,10 +114,10 @@ def _root(value: SSAValue) -> SSAValue:
     return value
 
 
-def take(value: SSAValue) -> tuple[SSAValue, Prologue] | None:
+def take(em: Emitter, value: SSAValue) -> tuple[SSAValue, Prologue] | None:
     """The deferred producer of all of `value` (a view of its result), now the caller's to fuse or materialize."""
     root = _root(value)
-    prologue = _deferred.pop(root, None)
+    prologue = context_of(em).deferred.pop(root, None)
     return None if prologue is None else (root, prologue)
 
 
@@ -139,7 +127,7 @@ def materialize_operands(em: Emitter, arguments: dict[str, Any]) -> None:
     for name, value in arguments.items():
         values = list(value) if isinstance(value, list | tuple) else [value]
         for index, item in enumerate(values):
-            if isinstance(item, SSAValue) and (taken := take(item)) is not None:
+            if isinstance(item, SSAValue) and (taken := take(em, item)) is not None:
                 result = taken[1].materialize(em)
                 if item is taken[0]:
                     values[index] = result

@@ -56,13 +56,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    dims_out_of_range,
     element_type_of,
     fold_nest,
     layout_of,
     load,
-    refuse,
     result_element_type,
     store,
+    tensor_element_type,
     to_sbuf,
     view,
 )
@@ -224,14 +225,7 @@ def emit_reduce(
     `transform` maps each loaded chunk before it is folded and `empty_value` is the result over no element
     (default: the identity of `op`, NaN for a scaled sum)."""
     integer = is_exact_integer(out_element_type)
-    if integer and (scale is not None or transform is not None):
-        what = "a scaled" if scale is not None else "a transformed"
-        raise refuse(
-            em,
-            em.anchor.name if em.anchor is not None else "reduction",
-            f"{what} reduction with an integer result ({out_element_type}) has no exact lowering (it would round "
-            "through fp32)",
-        )
+    assert not integer or (scale is None and transform is None), "integer results are exact: `legal` says so"
     integer_type = chunk_integer_type(element_type_of(source), out_element_type, op) if integer else None
     column_type = out_element_type if integer else F32
     space = ReductionSpace(em, source, dims)
@@ -741,6 +735,27 @@ def _vector_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
         return e.insert(tile.BinaryScalarOp(tiles[0], "power", result, scalar=1.0 / order)).result
 
     return [emit_elementwise(em, layout_of(total).shape, out_type, [total], root)]
+
+
+# Reductions that scale their sum (means, variances) or transform each chunk before folding it (norms).
+_SCALED = frozenset({"torch.aten.mean", "torch.aten.mean.dim", "torch.aten.var.correction", "torch.aten.var.dim",
+                     "torch.aten.var_mean.correction"})  # fmt: skip
+_TRANSFORMED = frozenset({"torch.aten.linalg_vector_norm"})
+
+
+def legal(op: Operation) -> str | None:
+    """Reductions lower over any dims of their input; an integer result must be exact, so a reduction that scales
+    or transforms (integer means, variances, norms: PyTorch has none) does not lower rather than round."""
+    if (problem := dims_out_of_range(op)) is not None:
+        return problem
+    out_type = tensor_element_type(op.results[0])
+    if is_exact_integer(out_type) and (op.name in _SCALED or op.name in _TRANSFORMED):
+        what = "a scaled" if op.name in _SCALED else "a transformed"
+        return (
+            f"{what} reduction with an integer result ({out_type}) has no exact lowering (it would round through "
+            "fp32)"
+        )
+    return None
 
 
 REDUCTION_LOWERINGS: dict[str, Lowering] = {

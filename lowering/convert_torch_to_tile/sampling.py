@@ -23,10 +23,11 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
+    arguments_of,
     layout_of,
-    refuse,
     result_element_type,
     result_shape,
+    tensor_shape,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
@@ -194,14 +195,6 @@ def _grid_sampler(rank: int) -> Lowering:
         image, grid = args["input"], args["grid"]
         mode, padding = int(args["interpolation_mode"]), int(args["padding_mode"])
         align = bool(args["align_corners"])
-        modes = (0, 1, 2) if rank == 2 else (0, 1)
-        if layout_of(image).rank != rank + 2 or mode not in modes or padding not in (0, 1, 2):
-            raise refuse(
-                em,
-                op.name,
-                f"needs a {rank + 2}-d input, interpolation in {list(modes)} and padding in 0..2, got "
-                f"interpolation {mode}, padding {padding}",
-            )
         sizes = list(reversed(layout_of(image).shape[2:]))  # x, y[, z]
         out_shape = result_shape(op)
         g = layout_of(grid)
@@ -332,6 +325,21 @@ def _cast(em: Emitter, value: SSAValue, shape: Sequence[int], element_type: Any)
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
     return emit_elementwise(em, tuple(shape), element_type, [value], copy)
+
+
+def legal(op: Operation) -> str | None:
+    """Grid sampling of an [N, C, spatial...] input, with PyTorch's interpolation modes (bicubic in 2-d only) and
+    its three padding modes."""
+    args = arguments_of(op)
+    rank = 2 if op.name == "torch.aten.grid_sampler_2d" else 3
+    mode, padding = int(args["interpolation_mode"]), int(args["padding_mode"])
+    modes = (0, 1, 2) if rank == 2 else (0, 1)
+    if len(tensor_shape(args["input"])) != rank + 2 or mode not in modes or padding not in (0, 1, 2):
+        return (
+            f"needs a {rank + 2}-d input, interpolation in {list(modes)} and padding in 0..2, got "
+            f"interpolation {mode}, padding {padding}"
+        )
+    return None
 
 
 SAMPLING_LOWERINGS: dict[str, Lowering] = {

@@ -37,6 +37,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    dims_out_of_range,
     element_type_of,
     layout_of,
     load,
@@ -240,6 +241,11 @@ def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         parts.append(scanned)
     emit_elementwise(em, shape, result_element_type(op), parts, _combine, out)
     return [out]
+
+
+def legal(op: Operation) -> str | None:
+    """A scan lowers along any dimension of its input."""
+    return dims_out_of_range(op)
 
 
 SCAN_LOWERINGS: dict[str, Lowering] = {

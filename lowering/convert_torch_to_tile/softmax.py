@@ -15,6 +15,17 @@ A row tile is loaded once and stored once when its tiles (input, fp32 exponentia
 of one loop body (`common.body_budget_bytes`): a 4096-wide row needs 32 KiB per partition in bf16. Longer rows
 are folded in chunks of `FREE_TILE`: a pass for the maximum, a pass for the sum of exponentials, and a pass
 that writes the result, each reading the row again.
+
+The backward kernels (`_softmax_backward_data`, `_log_softmax_backward_data`, kept whole by the frontend) take the
+same rows, grad_output `g` and the forward's output `y`, and compute in fp32, rounding once:
+
+    softmax     s = sum(g * y)    VectorE multiply, then reduce                  -> [P, 1]
+                grad = (g - s) * y                                               one pass with s as a column
+    log_softmax s = sum(g)        VectorE reduce
+                grad = g - exp(y) * s                                            ScalarE exp, VectorE
+
+so each of g and y is read once and the gradient written once (rows longer than the SBUF share: a pass for the
+sum, then a pass that writes, reading the row again).
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     body_budget_bytes,
+    dims_out_of_range,
     element_type_of,
     layout_of,
     load,
@@ -154,8 +166,87 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
     return out
 
 
+def emit_softmax_backward(
+    em: Emitter, grad: SSAValue, output: SSAValue, dim: int, log: bool, out_element_type: Any
+) -> SSAValue:
+    """The gradient of (log-)softmax along `dim` from its output's gradient `grad` and the output `output` (see the
+    module docstring), as a fresh HBM tensor of `out_element_type`."""
+    shape = layout_of(grad).shape
+    out = alloc(em, shape, out_element_type)
+    layouts = [layout_of(v) for v in (grad, output, out)]
+    if not shape:
+        layouts = [Layout((1,), (0,), layout.offset) for layout in layouts]
+    rank = layouts[0].rank
+    dim = normalize_dim(dim, rank)
+    others = [d for d in range(rank) if d != dim]
+    row_shape = tuple(layouts[0].shape[d] for d in others)
+    row_dims, row_strides = collapse(row_shape, [tuple(layout.strides[d] for d in others) for layout in layouts])
+    if not row_dims:
+        row_dims, row_strides = (1,), [(0,), (0,), (0,)]
+    length = layouts[0].shape[dim]
+    grad_view, output_view, out_view = (
+        view(em, value, Layout((*row_dims, length), (*rows, layout.strides[dim]), layout.offset))
+        for value, rows, layout in zip((grad, output, out), row_strides, layouts, strict=True)
+    )
+    in_bytes = _bytes(element_type_of(grad)) + _bytes(element_type_of(output))
+    single = length <= FREE_TILE or length * (in_bytes + 8 + _bytes(out_element_type)) <= body_budget_bytes(em)
+
+    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+        indices = [*prefix, p0]
+
+        def operands(e2: Emitter, f0: Index, size: int) -> tuple[SSAValue, SSAValue]:
+            return (
+                load(e2, grad_view, [*indices, f0], (p, size)),
+                load(e2, output_view, [*indices, f0], (p, size)),
+            )
+
+        def partial_sum(e2: Emitter, g: SSAValue, y: SSAValue, size: int) -> SSAValue:
+            summed = g if log else e2.insert(tile.BinaryOp(g, y, "multiply", _row(p, size))).result
+            return e2.insert(tile.ReduceOp(summed, "add", _column(p))).result
+
+        def write(e2: Emitter, g: SSAValue, y: SSAValue, total: SSAValue, f0: Index, size: int) -> None:
+            result_type = TileType((p, size), out_element_type, Memory.SBUF)
+            if log:
+                scaled = e2.insert(tile.UnaryOp(y, "exp", _row(p, size))).result
+                scaled = e2.insert(tile.BinaryScalarOp(scaled, "multiply", _row(p, size), column=total)).result
+                result = e2.insert(tile.BinaryOp(g, scaled, "subtract", result_type)).result
+            else:
+                centred = e2.insert(tile.BinaryScalarOp(g, "subtract", _row(p, size), column=total)).result
+                result = e2.insert(tile.BinaryOp(centred, y, "multiply", result_type)).result
+            store(e2, result, out_view, [*indices, f0])
+
+        if single:
+            g, y = operands(e, 0, length)
+            write(e, g, y, partial_sum(e, g, y, length), 0, length)
+            return
+
+        def add_chunk(e2: Emitter, f0: Index, size: int, acc: SSAValue | None = None) -> SSAValue:
+            value = partial_sum(e2, *operands(e2, f0, size), size)
+            return value if acc is None else e2.insert(tile.BinaryOp(acc, value, "add", _column(p))).result
+
+        total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
+        e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
+
+    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    rows(em, tuple(row_dims), [])
+    return out
+
+
 def _bytes(element_type: Any) -> int:
     return itemsize(runtime_dtype_name(element_type))
+
+
+def _softmax_backward(log: bool) -> Lowering:
+    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        grad, output = args["grad_output"], args["output"]
+        return [emit_softmax_backward(em, grad, output, int(args["dim"]), log, result_element_type(op))]
+
+    return lower
 
 
 def _softmax(log: bool) -> Lowering:
@@ -165,7 +256,14 @@ def _softmax(log: bool) -> Lowering:
     return lower
 
 
+def legal(op: Operation) -> str | None:
+    """A softmax lowers along any dimension of its input."""
+    return dims_out_of_range(op)
+
+
 SOFTMAX_LOWERINGS: dict[str, Lowering] = {
     "torch.aten._softmax": _softmax(log=False),
     "torch.aten._log_softmax": _softmax(log=True),
+    "torch.aten._softmax_backward_data": _softmax_backward(log=False),
+    "torch.aten._log_softmax_backward_data": _softmax_backward(log=True),
 }

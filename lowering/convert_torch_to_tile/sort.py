@@ -27,11 +27,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    arguments_of,
+    dims_out_of_range,
     layout_of,
     load,
     result_element_type,
     result_shape,
     store,
+    tensor_shape,
     to_sbuf,
     view,
 )
@@ -223,6 +226,19 @@ def _topk(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     values, indices = emit_sort(em, args["self"], dim, bool(args.get("largest", True)), k, result_element_type(op))
     assert result_shape(op) == layout_of(values).shape
     return [values, indices]
+
+
+def legal(op: Operation) -> str | None:
+    """Sorts lower along any dimension; topk takes at most the dimension's length."""
+    args = arguments_of(op)
+    if (problem := dims_out_of_range(op)) is not None:
+        return problem
+    if op.name == "torch.aten.topk":
+        shape, k = tensor_shape(args["self"]), int(args["k"])
+        length = shape[normalize_dim(int(args.get("dim", -1)), len(shape))] if shape else 1
+        if shape and not 0 <= k <= length:
+            return f"k = {k} is out of range for a dimension of {length}"
+    return None
 
 
 SORT_LOWERINGS: dict[str, Lowering] = {

@@ -6,7 +6,10 @@ import math
 
 import pytest
 import torch
+from support import assert_close_to_torch, capture_aten_graphs
 from support.compiled import check_compiled
+
+import neuron_mlir
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -46,6 +49,34 @@ def _activations(x):
 def test_activations(dtype):
     torch.manual_seed(1)
     check_compiled(_activations, (torch.randn(37, 130) * 3).to(dtype))
+
+
+class _GatedActivations(torch.nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        return (f.gelu(x) + f.gelu(x * 0.5, approximate="tanh") + f.silu(x)) * w
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_activation_gradients(dtype):
+    """GELU (exact and tanh-approximated) and SiLU backward reach the compiler whole (gelu_backward,
+    silu_backward: one pass each, the derivative a ScalarE function) and match eager's gradients."""
+    torch.manual_seed(7)
+    x, w = (torch.randn(130, 257) * 3).to(dtype), torch.randn(130, 257).to(dtype)
+    backward_ops = {
+        str(node.target)
+        for graph in capture_aten_graphs(_GatedActivations(), x.clone().requires_grad_(), w, backward=True)
+        for node in graph.graph.nodes
+    }
+    assert {"aten.gelu_backward.default", "aten.silu_backward.default", "aten.silu.default"} <= backward_ops
+    torch._dynamo.reset()
+    grads = []
+    for function in (_GatedActivations(), torch.compile(_GatedActivations(), backend="neuron-mlir")):
+        leaf = x.clone().requires_grad_()
+        function(leaf, w).float().sum().backward()
+        grads.append(leaf.grad)
+    assert_close_to_torch(grads[1], grads[0], "activation gradient")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
 def test_tan_near_its_poles_and_atan2_in_every_quadrant():

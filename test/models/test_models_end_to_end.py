@@ -17,7 +17,7 @@ from support import REPO, assert_close_to_torch
 import neuron_mlir
 
 sys.path.insert(0, str(REPO / "examples"))
-from models.zoo import MODELS
+from models.zoo import MODELS, without_dropout
 
 
 @pytest.fixture(autouse=True)
@@ -34,21 +34,6 @@ def _loss(output: torch.Tensor) -> torch.Tensor:
     return output.float().square().mean()
 
 
-def _without_dropout(model: torch.nn.Module) -> torch.nn.Module:
-    """Dropout off, so that a training step is deterministic and comparable (our generator is not torch's)."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        for attribute, value in list(vars(module).items()):
-            if "dropout" in attribute and isinstance(value, float):
-                setattr(module, attribute, 0.0)
-        config = getattr(module, "config", None)
-        for attribute, value in list(vars(config).items()) if config is not None else []:
-            if ("dropout" in attribute or attribute.endswith("pdrop")) and isinstance(value, float):
-                setattr(config, attribute, 0.0)
-    return model
-
-
 @pytest.mark.usefixtures("fresh_compiler")
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_inference_matches_eager(name):
@@ -63,7 +48,7 @@ def test_inference_matches_eager(name):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_training_step_matches_eager(name):
     model, inputs = MODELS[name]()
-    _without_dropout(model.train())
+    without_dropout(model.train())
     reference = copy.deepcopy(model)
     compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (reference, model)]

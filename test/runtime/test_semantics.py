@@ -49,6 +49,8 @@ REFERENCE_FUNCTIONS = {
     "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
     "gelu_apprx_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
     "silu": lambda x: x / (1 + np.exp(-x)),
+    "gelu_dx": lambda x: 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+    "silu_dx": lambda x: (1 + np.exp(-x)) ** -1 * (1 + x * (1 - (1 + np.exp(-x)) ** -1)),
     "erf": np.vectorize(math.erf),
     "softplus": lambda x: np.log1p(np.exp(x)),
     "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),

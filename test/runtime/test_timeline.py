@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from neuron_mlir.runtime.builder import ProgramBuilder
@@ -163,3 +164,40 @@ def test_results_do_not_depend_on_timing():
     data = np.ones((128, 512), np.float32)
     (out,), _ = run_program(b.build(), [data], check_races=False)
     np.testing.assert_array_equal(out, 2.0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_transfers_take_the_bits_of_the_segment_walk(seed):
+    """`Bandwidth.transfer`'s direct paths (after the last breakpoint; inside the last busy segment) against
+    `Bandwidth.walk`, the segment-by-segment definition: the same end of every transfer, the same breakpoints
+    and usage after each, over random transfers that start after, inside and before earlier ones, with history
+    forgotten now and then."""
+    from neuron_mlir.runtime.timeline import Bandwidth
+
+    rng = np.random.default_rng(seed)
+    fast = Bandwidth(TRN2.dma_aggregate_bytes_per_ns, TRN2.hbm_bandwidth_gbps)
+    plain = Bandwidth(TRN2.dma_aggregate_bytes_per_ns, TRN2.hbm_bandwidth_gbps)
+    now = 0.0
+    for step in range(300):
+        kind = rng.integers(4)
+        if kind == 0:  # after everything
+            start = max(fast.times[-1], now) + float(rng.integers(0, 3) * rng.random() * 100)
+        elif kind == 1 and len(fast.times) > 1:  # inside the last busy segment
+            start = fast.times[-2] + (fast.times[-1] - fast.times[-2]) * float(rng.random())
+        else:
+            start = now + float(rng.random() * 3000)
+        start = max(start, fast.times[0])
+        nbytes = int(rng.choice([4, 224, 4096, 65536, 1 << 20]))
+        engines = int(rng.integers(1, 17))
+        efficiency = float(rng.choice([1.0, 0.875, 0.0078125, 0.5]))
+        hbm_per_byte = float(rng.choice([0.0, 1.0, 2.0]))
+        rate = engines * TRN2.dma_bytes_per_ns
+        end = fast.transfer(start, nbytes, rate, efficiency, hbm_per_byte)
+        assert end == plain.walk(start, nbytes, rate, efficiency, hbm_per_byte)
+        assert fast.times == plain.times
+        assert fast.engine_used == plain.engine_used
+        assert fast.hbm_used == plain.hbm_used
+        now = max(now, start - 500.0)
+        if step % 50 == 49:
+            fast.forget_before(now)
+            plain.forget_before(now)

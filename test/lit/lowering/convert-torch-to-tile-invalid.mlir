@@ -1,7 +1,8 @@
 // RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --verify-diagnostics | filecheck %s
 
-// Inputs convert-torch-to-tile refuses (lowering/convert_torch_to_tile): each diagnostic names the op, the rule
-// and, when the op has one, its source location.
+// Inputs convert-torch-to-tile refuses (lowering/convert_torch_to_tile), all of them before converting anything:
+// an op without a lowering, a tensor without a storage type, or arguments its family's `legal` check rules out.
+// Each diagnostic names the op, the rule and, when the op has one, its source location.
 
 func.func @no_lowering(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = torch.aten.special_airy_ai %x : (tensor<4xf32>) -> tensor<4xf32> loc("model.l1"("model.py":12:0))
@@ -54,7 +55,7 @@ func.func @unsqueeze_out_of_range(%x: tensor<4x5xf32>) -> tensor<4x5x1xf32> {
 
 // -----
 
-// Dimension errors of lowerings (IndexError) become diagnostics naming the op.
+// Dimension arguments out of range (the reduction family's `legal`).
 func.func @reduce_dimension_out_of_range(%x: tensor<3x4xf32>) -> tensor<3xf32> {
   %0 = torch.aten.sum.dim_IntList %x {dim = array<i64: 9>} : (tensor<3x4xf32>) -> tensor<3xf32>
   func.return %0 : tensor<3xf32>
@@ -63,7 +64,7 @@ func.func @reduce_dimension_out_of_range(%x: tensor<3x4xf32>) -> tensor<3xf32> {
 
 // -----
 
-// Lowerings that check their scalar arguments (elementwise.py, activations.py, sort.py, normalization.py).
+// Families whose `legal` checks scalar arguments (elementwise.py, activations.py, sort.py, normalization.py).
 func.func @unknown_rounding_mode(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
   %0 = torch.aten.div.Tensor_mode %x, %y {rounding_mode = "ceil"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc("model.py":30:0)
   func.return %0 : tensor<4xf32>

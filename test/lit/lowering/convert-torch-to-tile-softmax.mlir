@@ -59,3 +59,39 @@ func.func @softmax_long(%x: tensor<2x20000xf32>) -> tensor<2x20000xf32> {
 // CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "exp"}
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
 // CHECK:         tile.store
+
+// -----
+
+func.func @softmax_backward_rows(%g: tensor<300x64xbf16>, %y: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
+  %0 = torch.aten._softmax_backward_data %g, %y {dim = -1 : i64, input_dtype = bf16} : (tensor<300x64xbf16>, tensor<300x64xbf16>) -> tensor<300x64xbf16>
+  func.return %0 : tensor<300x64xbf16>
+}
+// The gradient (g - sum(g * y)) * y in one pass: each operand loaded once per row tile, the sum a [128, 1]
+// column, one store rounding to bf16.
+// CHECK-LABEL: func.func @softmax_backward_rows
+// CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
+// CHECK-NEXT:    %[[G:.*]] = tile.load %g[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[Y:.*]] = tile.load %y[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[GY:.*]] = tile.binary %[[G]], %[[Y]] {op = "multiply"}
+// CHECK-NEXT:    %[[S:.*]] = tile.reduce %[[GY]] {op = "add"} : (!tile.tile<128x64xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+// CHECK-NEXT:    %[[C:.*]] = tile.binary_scalar %[[G]] column %[[S]] {op = "subtract"}
+// CHECK-NEXT:    %[[R:.*]] = tile.binary %[[C]], %[[Y]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    tile.store %[[R]], %{{.*}}[%[[P]], %c0]
+// CHECK-NEXT:  }
+// CHECK-COUNT-2: tile.load %{{.*}}[%c256, %c0] {{.*}} -> !tile.tile<44x64xbf16, sbuf>
+// CHECK-NOT:   tile.load
+
+// -----
+
+func.func @log_softmax_backward_long(%g: tensor<2x20000xf32>, %y: tensor<2x20000xf32>) -> tensor<2x20000xf32> {
+  %0 = torch.aten._log_softmax_backward_data %g, %y {dim = 1 : i64, input_dtype = f32} : (tensor<2x20000xf32>, tensor<2x20000xf32>) -> tensor<2x20000xf32>
+  func.return %0 : tensor<2x20000xf32>
+}
+// Rows too long for one pass: a loop summing g over 2048-wide chunks, then a loop writing g - exp(y) * sum.
+// CHECK-LABEL: func.func @log_softmax_backward_long
+// CHECK:       %[[SUM:.*]] = scf.for {{.*}} iter_args
+// CHECK:         tile.reduce %{{.*}} {op = "add"}
+// CHECK:       scf.for
+// CHECK:         tile.unary %{{.*}} {fn = "exp"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    tile.binary %{{.*}}, %{{.*}} {op = "subtract"}

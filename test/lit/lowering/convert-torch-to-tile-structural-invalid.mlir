@@ -1,6 +1,7 @@
 // RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile --verify-diagnostics | filecheck %s
 
-// Inputs the structural lowerings refuse (convolution.py, pooling.py, indexing.py, movement.py, distance.py):
+// Inputs the legality checks of the structural families rule out (convolution.py, pooling.py, indexing.py,
+// movement.py, distance.py), before anything is converted:
 // each diagnostic names the op, the rule and the source line.
 
 // Convolutions need a batch and a channel dim around 1 to 3 spatial dims.

@@ -23,6 +23,27 @@ func.func @constant_operands_become_scalars(%x: tensor<2x3xf32>) -> (tensor<2x3x
 
 // -----
 
+// A constant first: symmetric ops as they are, comparisons mirrored, `c - x` as `neg(x) + c` (SiLU's backward
+// computes `1 - sigmoid(x)`); with alpha, `c - alpha * x` stays.
+// CHECK-LABEL: func.func @constant_first_operands
+// CHECK-NEXT:    %[[ONE:.*]] = torch.aten.full
+// CHECK-NEXT:    %[[NEG:.*]] = torch.aten.neg %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[SUB:.*]] = torch.aten.add.Scalar %[[NEG]] {other = 1.000000e+00 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[LT:.*]] = torch.aten.gt.Scalar %x {other = 1.000000e+00 : f64} : (tensor<2x3xf32>) -> tensor<2x3xi1>
+// CHECK-NEXT:    %[[EQ:.*]] = torch.aten.eq.Scalar %x {other = 1.000000e+00 : f64} : (tensor<2x3xf32>) -> tensor<2x3xi1>
+// CHECK-NEXT:    %[[ALPHA:.*]] = torch.aten.sub.Tensor %[[ONE]], %x {alpha = 2 : i64}
+// CHECK-NEXT:    func.return %[[SUB]], %[[LT]], %[[EQ]], %[[ALPHA]]
+func.func @constant_first_operands(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xi1>, tensor<2x3xi1>, tensor<2x3xf32>) {
+  %one = torch.aten.full {size = array<i64>, fill_value = 1.000000e+00 : f64, dtype = f32} : () -> tensor<f32>
+  %s = torch.aten.sub.Tensor %one, %x : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = torch.aten.lt.Tensor %one, %x : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %e = torch.aten.eq.Tensor %one, %x : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %a = torch.aten.sub.Tensor %one, %x {alpha = 2 : i64} : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %s, %l, %e, %a : tensor<2x3xf32>, tensor<2x3xi1>, tensor<2x3xi1>, tensor<2x3xf32>
+}
+
+// -----
+
 // A constant of a wider dtype of the same kind with dimensions promotes: f32 + f64[3] is f64, f32 + 1.0 is f32.
 // A constant that broadcasts the tensor to a bigger shape is no scalar either.
 // CHECK-LABEL: func.func @constants_that_promote_or_broadcast_stay

@@ -1,0 +1,52 @@
+"""The state one application of convert-torch-to-tile shares between the lowerings of a function's ops.
+
+Lowerings are functions of their op and its arguments; what links the lowering of one op to another's (a layer
+norm deferred into the prologue of the matmul that reads it, the activation a matmul chain absorbs) lives in a
+`ConversionContext` made for each function the pass converts, reached through the emitter the lowerings get
+(`Emitter.context`). Nothing of it outlives the conversion of that function, so converting one module cannot
+change how another one converts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from xdsl.ir import Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+
+if TYPE_CHECKING:
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileCompute
+    from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue
+    from neuron_mlir.lowering.emitter import Emitter
+
+# A lowering that replaces another op's own (the activation a matmul chain absorbs).
+Absorber = Callable[["Emitter", Operation, dict[str, Any]], list[SSAValue]]
+
+
+@dataclass
+class ConversionContext:
+    """What the lowerings of one function's ops share while it is converted.
+
+    `constants`: the index constants at the top of the function body, created once and shared by all loops.
+    `deferred`: a deferred producer's result allocation -> the prologue that computes it in its consumer matmul.
+    `absorbers`: torch ops a deferred producer took into itself -> the lowering the conversion calls instead.
+    `stores`: a matmul's result allocation -> the stores that write all of it (an epilogue may fuse into them).
+    `captured`: while an epilogue is being formed, the (operands, per-tile compute) of each elementwise nest the
+    consumer's lowering asked for, instead of the nest (None otherwise).
+    """
+
+    constants: dict[int, SSAValue] = field(default_factory=dict)
+    deferred: dict[SSAValue, Prologue] = field(default_factory=dict)
+    absorbers: dict[Operation, Absorber] = field(default_factory=dict)
+    stores: dict[SSAValue, list[tile.StoreOp]] = field(default_factory=dict)
+    captured: list[tuple[list[SSAValue], TileCompute]] | None = None
+
+
+def context_of(em: Emitter) -> ConversionContext:
+    """The conversion context `em` emits for (every emitter convert-torch-to-tile hands a lowering has one)."""
+    context = em.context
+    assert context is not None, "a convert-torch-to-tile lowering runs with the conversion's emitter"
+    return context

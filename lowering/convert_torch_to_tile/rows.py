@@ -1,0 +1,139 @@
+"""Row kernels: one computation per row of [rows, ...] tensors, with several rows on each partition per DMA.
+
+A kernel that works row by row (layer norm and its backward, softmax's backward) puts rows on partitions. One row
+per partition makes each DMA move one row per partition: a 768-wide bf16 row is 1.5 KiB, below the 4 KiB per
+partition at which a transfer reaches full rate, and every transfer pays the fixed DMA latency for 128 rows
+only. A *row group* instead holds `k` consecutive rows on each partition: partition i of a group starting at row
+r holds rows r + i k .. r + i k + k - 1, so one DMA moves k rows per partition as one contiguous chunk (when a row
+is contiguous), and the kernel computes on each row j < k as a [p, ...] window of the group's tile inside a loop
+over j, whose body's buffers every j reuses.
+
+`for_row_groups` covers [0, rows): groups of 128 k rows in a loop, then the remaining whole 128-row tiles as one
+group of fewer rows per partition, then the partial last tile (fewer than 128 rows) as a group of one row per
+partition. `RowGroup.load` and `RowGroup.store` move a group's tile between SBUF and a row view ([rows, ...], any
+strides) of an HBM tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import Attribute, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import PARTITION_TILE, layout_of, load, store, view
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.runtime.hardware import Memory
+
+# Bytes per partition from which a DMA runs at full rate (runtime/hardware.py: dma_full_rate_bytes_per_partition).
+FULL_RATE_BYTES = 4096
+
+
+def rows_per_partition(row_bytes: int, group_bytes_per_row: int, budget: int, rows: int) -> int:
+    """How many rows a group puts on each partition: enough for `row_bytes` (the bytes one row of the smallest
+    operand moves) to reach `FULL_RATE_BYTES` per partition, as long as the group's tiles (`group_bytes_per_row`
+    per row: every operand loaded or stored whole) fit in `budget`, and no more than the rows give each of 128
+    partitions."""
+    wanted = max(1, -(-FULL_RATE_BYTES // max(1, row_bytes)))
+    fitting = max(1, budget // max(1, group_bytes_per_row))
+    return max(1, min(wanted, fitting, rows // PARTITION_TILE))
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """Rows [first, first + partitions * per_partition) on `partitions` partitions, `per_partition` each.
+
+    `index` is the group's position in the row view seen as [rows / per_partition, per_partition, ...]: the loop
+    value of the groups' loop, or a constant for the groups after it (whose views start at `first`)."""
+
+    first: Index
+    partitions: int
+    per_partition: int
+    index: Index
+    offset_rows: int  # rows the group's view skips: 0 in the loop, `first` for the groups after it
+
+    def grouped(self, em: Emitter, rows_view: SSAValue) -> SSAValue:
+        """`rows_view` ([rows, ...]) viewed as [n, per_partition, ...] from row `offset_rows`."""
+        layout = layout_of(rows_view)
+        rows, *rest = layout.shape
+        row_stride, *rest_strides = layout.strides
+        k = self.per_partition
+        count = (rows - self.offset_rows) // k
+        return view(
+            em,
+            rows_view,
+            Layout(
+                (count, k, *rest),
+                (k * row_stride, row_stride, *rest_strides),
+                layout.offset + self.offset_rows * row_stride,
+            ),
+        )
+
+    def load(self, em: Emitter, rows_view: SSAValue, element_type: Attribute | None = None) -> SSAValue:
+        """The group's [partitions, per_partition, ...] tile of `rows_view`."""
+        grouped = self.grouped(em, rows_view)
+        rest = layout_of(grouped).shape[2:]
+        indices = [self.index, 0, *(0 for _ in rest)]
+        return load(em, grouped, indices, (self.partitions, self.per_partition, *rest), element_type)
+
+    def store(self, em: Emitter, value: SSAValue, rows_view: SSAValue) -> None:
+        grouped = self.grouped(em, rows_view)
+        rest = layout_of(grouped).shape[2:]
+        store(em, value, grouped, [self.index, 0, *(0 for _ in rest)])
+
+    def row(self, em: Emitter, group_tile: SSAValue, j: Index) -> SSAValue:
+        """Row j of every partition of a group tile: the [partitions, ...] window at [j, 0, ...]."""
+        source = group_tile.type
+        assert isinstance(source, TileType)
+        shape = source.get_shape()
+        rest = shape[2:] or (1,)
+        window = TileType((shape[0], *rest), source.element_type, source.memory)
+        indices = [em.index(j), *(em.index(0) for _ in shape[2:])]
+        return em.insert(tile.ExtractOp(group_tile, indices, window)).result
+
+    def empty(self, em: Emitter, rest: Sequence[int], element_type: Attribute) -> SSAValue:
+        """A [partitions, per_partition, *rest] SBUF tile to fill row by row (`tile.insert`)."""
+        result = TileType((self.partitions, self.per_partition, *rest), element_type, Memory.SBUF)
+        return em.insert(tile.EmptyOp(result)).result
+
+    def put(self, em: Emitter, value: SSAValue, group_tile: SSAValue, j: Index) -> SSAValue:
+        """`group_tile` with row j replaced by `value` ([partitions, ...])."""
+        shape = group_tile.type.get_shape()  # type: ignore[attr-defined]
+        indices = [em.index(j), *(em.index(0) for _ in shape[2:])]
+        return em.insert(tile.InsertOp(value, group_tile, indices)).result
+
+
+def for_row_groups(
+    em: Emitter,
+    rows: int,
+    per_partition: int,
+    body: Callable[[Emitter, RowGroup, list[SSAValue]], list[SSAValue]],
+    values: Sequence[SSAValue] = (),
+) -> list[SSAValue]:
+    """`values = body(emitter, group, values)` for every group covering [0, rows) (module docstring): the full
+    groups in a loop carrying `values` (accumulators), then the rest; returns the final values."""
+    k = max(1, per_partition)
+    span = PARTITION_TILE * k
+    full = rows // span
+    carried = list(values)
+    if full:
+        carried = carry(
+            em,
+            0,
+            full * PARTITION_TILE,
+            PARTITION_TILE,
+            carried,
+            lambda e, index, current: body(e, RowGroup(e.mul(index, k), PARTITION_TILE, k, index, 0), current),
+        )
+    first = full * span
+    tiles, rest = divmod(rows - first, PARTITION_TILE)
+    if tiles:
+        carried = body(em, RowGroup(first, PARTITION_TILE, tiles, 0, first), carried)
+        first += tiles * PARTITION_TILE
+    if rest:
+        carried = body(em, RowGroup(first, rest, 1, 0, first), carried)
+    return carried

@@ -1,0 +1,273 @@
+"""Each static instruction of a program, worked out once for a machine: operand views, byte sites, cost, waits.
+
+An instruction runs many times (loops), and almost everything about it is the same every time: which memory its
+operands view and how (strides, dtype), which bytes they touch relative to their offset registers, what it costs,
+which instructions it waits for. `plan_program` computes that once per program and `Machine`; what an instance
+adds is its *register values*: the values of the registers in `InstructionPlan.registers` (offset registers of
+its operands, then registers of its attributes), in that order. Given them, `views`, `attributes` and `shifts`
+give exactly the operands, attributes and byte shifts the instance has, and nothing else in a plan changes.
+
+Guarantees: a plan holds no data of its own (its views are of the machine's memories), and nothing changes it
+after it is built: every run of the program shares it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from neuron_mlir.runtime import cost_model, dtypes, isa, semantics
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
+from neuron_mlir.runtime.profile import QUEUE_NAMES
+from neuron_mlir.runtime.program import Access, Instruction, Program, Reg
+from neuron_mlir.runtime.races import AccessSite
+
+_ENGINE_QUEUE = {Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4}
+DMA_QUEUE_BASE = 5
+QUEUES = len(QUEUE_NAMES)  # the queues instances issue to: tensor, vector, scalar, gpsimd, sync, 16 DMA
+
+# (memory id, first partition, end partition, first byte, end byte): the hull of an access, for overlap tests
+Footprint = tuple[int, int, int, int, int]
+
+
+def queue_index(inst: Instruction) -> int:
+    """The simulator's queue number of an instruction (index into `profile.QUEUE_NAMES`)."""
+    if inst.engine is Engine.DMA:
+        return DMA_QUEUE_BASE + int(inst.queue)
+    return _ENGINE_QUEUE[inst.engine]
+
+
+class OperandPlan:
+    """One operand of one static instruction: how to view it and which bytes it touches."""
+
+    __slots__ = ("column", "register", "role", "site", "static_view", "view_args")
+
+    def __init__(self, machine: Machine, role: str, access: Access, is_write: bool) -> None:
+        self.role = role
+        home = machine.homes[access.buffer]
+        itemsize = home.dtype.itemsize
+        self.register = access.offset_reg.index if access.offset_reg is not None else -1
+        self.column = -1  # position of `register` in the instance's register values (set by the plan)
+        shape = [num for _, num in access.pattern]
+        strides = [step * itemsize for step, _ in access.pattern]
+        start = home.base + int(access.offset) * itemsize
+        address = home.address + int(access.offset) * itemsize
+        on_chip = home.memory is not Memory.HBM
+        if on_chip:
+            shape.insert(0, access.partitions)
+            strides.insert(0, home.partition_stride)
+            array_start = start + access.partition_start * home.partition_stride
+        else:
+            array_start = start
+        self.view_args = (tuple(shape), home.dtype, home.array, array_start, tuple(strides), itemsize)
+        self.static_view = self.view(0) if self.register < 0 else None
+        low = high = 0
+        for step, num in access.pattern:
+            reach = step * (num - 1)
+            if reach < 0:
+                low += reach
+            else:
+                high += reach
+        low, high = low * itemsize, (high + 1) * itemsize
+        self.site = AccessSite(
+            role=role,
+            is_write=is_write,
+            buffer=access.buffer,
+            memory_id=home.memory_id,
+            memory_name=MEMORY_NAMES[home.memory_id],
+            partition_start=access.partition_start if on_chip else 0,
+            partition_end=access.partition_start + access.partitions if on_chip else 1,
+            base=address,
+            itemsize=itemsize,
+            pattern=tuple((int(step), int(num)) for step, num in access.pattern),
+            low=low,
+            high=high,
+            register=self.register,
+        )
+
+    def view(self, register_value: int) -> np.ndarray:
+        """The operand with its offset register holding `register_value`."""
+        shape, dtype, array, start, strides, itemsize = self.view_args
+        return np.ndarray(shape, dtype, buffer=array, offset=start + register_value * itemsize, strides=strides)
+
+    def footprint(self, register_value: int) -> Footprint:
+        site = self.site
+        lo = site.base + register_value * site.itemsize + site.low
+        return (site.memory_id, site.partition_start, site.partition_end, lo, lo - site.low + site.high)
+
+
+class InstructionPlan:
+    """One static instruction, planned (see the module docstring)."""
+
+    __slots__ = (
+        "attr_is_flag",
+        "attrs",
+        "columns",
+        "dma",
+        "duration_ns",
+        "dynamic",
+        "engine",
+        "engine_rate",
+        "execute",
+        "family",
+        "flops",
+        "hbm_per_byte",
+        "id",
+        "index",
+        "inst",
+        "location",
+        "opcode",
+        "operands",
+        "penalty_ns",
+        "queue",
+        "read_footprints",
+        "reads",
+        "register_attrs",
+        "registers",
+        "sites",
+        "static_views",
+        "waits",
+        "work_bytes",
+        "write_footprints",
+        "writes",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        inst: Instruction,
+        program: Program,
+        machine: Machine,
+        target: Target,
+        waits: list[int],
+        costs: dict[tuple, float | cost_model.DmaCost] | None = None,
+    ) -> None:
+        spec = isa.OPCODES[inst.opcode]
+        written_roles = set(spec.writes + spec.optional_writes)
+        self.index = index
+        self.inst = inst
+        self.id = inst.id
+        self.opcode = inst.opcode
+        self.engine = inst.engine
+        self.queue = queue_index(inst)
+        self.location = program.locations[inst.location] if inst.location >= 0 else ""
+        self.execute: Callable[..., None] = spec.semantics
+        self.operands = [
+            OperandPlan(machine, role, access, role in written_roles) for role, access in inst.operands.items()
+        ]
+        self.reads = [op for op in self.operands if not op.site.is_write]
+        self.writes = [op for op in self.operands if op.site.is_write]
+        self.sites = [op.site for op in self.operands]
+        self.attrs = isa.with_defaults(
+            inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)}
+        )
+        self.register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
+        self.attr_is_flag = {name: isinstance(spec.attrs.get(name), bool) for name, _ in self.register_attrs}
+        # The registers an instance's values list: each operand's offset register once, then attribute registers.
+        self.registers: list[int] = []
+        self.columns: dict[tuple[str, Any], int] = {}
+        for op in self.operands:
+            if op.register >= 0:
+                key = ("reg", op.register)
+                if key not in self.columns:
+                    self.columns[key] = len(self.registers)
+                    self.registers.append(op.register)
+                op.column = self.columns[key]
+        for name, register in self.register_attrs:
+            self.columns[("attr", name)] = len(self.registers)
+            self.registers.append(register)
+        self.dynamic = any(op.register >= 0 for op in self.operands)
+        self.static_views = {op.role: op.static_view for op in self.operands if op.static_view is not None}
+        self.waits = waits
+
+        cost = _cost(inst, program, target, costs if costs is not None else {})
+        self.dma = cost if isinstance(cost, cost_model.DmaCost) else None
+        self.duration_ns = cost if isinstance(cost, float) else 0.0
+        self.engine_rate = self.dma.engine_rate(target) if self.dma is not None else 0.0
+        self.hbm_per_byte = self.dma.hbm_bytes / self.dma.bytes if self.dma is not None else 0.0
+        self.penalty_ns = 0.0
+        if inst.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD):
+            self.penalty_ns = target.dependent_op_penalty_cycles / target.clock_ghz[inst.engine]
+        self.flops = cost_model.matmul_flops(inst)
+        self.family = ""
+        if self.flops:
+            self.family = dtypes.matmul_family(program.buffers[inst.operands["moving"].buffer].dtype)
+        self.work_bytes = sum(math.prod(op.view_args[0]) * op.view_args[5] for op in self.operands)
+        static = not self.dynamic
+        self.read_footprints = [op.footprint(0) for op in self.reads] if static else None
+        self.write_footprints = [op.footprint(0) for op in self.writes] if static else None
+
+    # ---- what an instance has, from its register values ------------------------------------------------------
+
+    def views(self, values: Sequence[int]) -> dict[str, np.ndarray]:
+        """The instance's operands: views of the machine's memories."""
+        if not self.dynamic:
+            return self.static_views
+        views = dict(self.static_views)
+        for op in self.operands:
+            if op.register >= 0:
+                views[op.role] = op.view(values[op.column])
+        return views
+
+    def attributes(self, values: Sequence[int]) -> dict[str, Any]:
+        """The instance's attributes: immediates, and register attributes at their values (flags as booleans)."""
+        if not self.register_attrs:
+            return self.attrs
+        attrs = dict(self.attrs)
+        columns = self.columns
+        for name, _ in self.register_attrs:
+            value = values[columns[("attr", name)]]
+            attrs[name] = value != 0 if self.attr_is_flag[name] else value
+        return attrs
+
+    def shifts(self, values: Sequence[int]) -> list[int]:
+        """Per operand, the bytes its offset register moves it by."""
+        return [values[op.column] * op.site.itemsize if op.column >= 0 else 0 for op in self.operands]
+
+    def read_footprints_at(self, values: Sequence[int]) -> list[Footprint]:
+        if self.read_footprints is not None:
+            return self.read_footprints
+        return [op.footprint(values[op.column] if op.column >= 0 else 0) for op in self.reads]
+
+    def write_footprints_at(self, values: Sequence[int]) -> list[Footprint]:
+        if self.write_footprints is not None:
+            return self.write_footprints
+        return [op.footprint(values[op.column] if op.column >= 0 else 0) for op in self.writes]
+
+
+def plan_program(
+    program: Program, instructions: Sequence[Instruction], index_of_id: dict[int, int], machine: Machine,
+    target: Target,
+) -> list[InstructionPlan]:
+    """Plans of `instructions` (the program's static instructions in program order), indexed like them."""
+    costs: dict[tuple, float | cost_model.DmaCost] = {}
+    return [
+        InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], costs)
+        for index, inst in enumerate(instructions)
+    ]
+
+
+def _cost(
+    inst: Instruction, program: Program, target: Target, costs: dict[tuple, float | cost_model.DmaCost]
+) -> float | cost_model.DmaCost:
+    """`cost_model.instruction_cost`, once per distinct form: what it reads (opcode, engine, each operand's
+    memory, dtype, partitions and pattern, the attributes) is what many instructions of a program share."""
+    buffers = program.buffers
+    key = (
+        inst.opcode,
+        inst.engine,
+        tuple(
+            (role, buffers[access.buffer].memory, buffers[access.buffer].dtype, access.partitions, access.pattern)
+            for role, access in inst.operands.items()
+        ),
+        tuple(sorted(inst.attrs.items())),
+    )
+    found = costs.get(key)
+    if found is None:
+        found = costs[key] = cost_model.instruction_cost(inst, buffers, target)
+    return found
+

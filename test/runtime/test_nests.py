@@ -1,0 +1,414 @@
+"""Loop nests handled as a whole (runtime.lanes, RaceChecker.issue_lanes, Timeline.issue_lanes) against the plain
+interpreter: the same instances and registers, the same race verdicts and messages, the same profile.
+
+The plain path is `vectorize=False`: every instance issued one by one, checked and timed as it issues. Races are
+planted in loops long enough that the nest check (not the first lanes, which go one by one while the clocks
+settle) has to find them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from neuron_mlir.runtime import isa, races
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.interpreter import Interpreter
+from neuron_mlir.runtime.lanes import trace, vector_scalar_op
+from neuron_mlir.runtime.program import Instruction, Loop, Node, Program
+from neuron_mlir.runtime.simulator import RaceError, Simulator, run_program
+from neuron_mlir.runtime.validate import validate_program
+
+# ---- registers over lanes ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", sorted(isa.SCALAR_OPS))
+def test_vector_scalar_ops_give_the_registers_bits(op):
+    rng = np.random.default_rng(len(op))
+    edges = [0, 1, -1, 2, -2, 7, -7, 2**31 - 1, -(2**31), 2**30, -(2**30) - 3, 65536]
+    values = np.array(edges + rng.integers(-(2**31), 2**31, 200).tolist(), dtype=np.int64)
+    lhs, rhs = np.meshgrid(values, values)
+    result = vector_scalar_op(op, lhs, rhs)
+    if op in ("floordiv", "rem"):
+        assert result is None  # some divisor is 0: the plain run reports it
+        nonzero = rhs != 0
+        lhs, rhs = lhs[nonzero], rhs[nonzero]
+        result = vector_scalar_op(op, lhs, rhs)
+    expected = [isa.scalar_op(op, int(a), int(b)) for a, b in zip(lhs.reshape(-1), rhs.reshape(-1), strict=True)]
+    assert np.asarray(result).reshape(-1).tolist() == expected
+    assert vector_scalar_op(op, 5, 3) == isa.scalar_op(op, 5, 3)
+
+
+def _loops(nodes: Sequence[Node]) -> list[Loop]:
+    found = []
+    for node in nodes:
+        if isinstance(node, Loop):
+            found.append(node)
+            found += _loops(node.body)
+    return found
+
+
+def scalar_heavy_nest(seed: int) -> Program:
+    """A perfect nest of two loops whose registers come from chains of every scalar op (wrapping, negative,
+    divisions by non-zero values), an inner loop unrolled per lane, and a register left for after the nest."""
+    rng = np.random.default_rng(seed)
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (16, 4096), "f32"), b.output("y", (16, 4096), "f32")
+    t = b.sbuf("t", (16, 8), "f32")
+    kept = b.reg()
+    with b.loop(1, 4) as i:
+        scaled = b.scalar(b.reg(), "mul", i, int(rng.integers(2**20, 2**29)))  # wraps past 2**31
+        with b.loop(-2, 3, 2) as j:
+            value = b.scalar(b.reg(), "add", scaled, j)
+            for op in ("sub", "max", "min", "floordiv", "rem", "mul", "lt", "ge", "eq", "ne", "le", "gt"):
+                operand = int(rng.integers(1, 9)) * (1 if rng.random() < 0.5 else -1)
+                b.scalar(value, op, value, operand)
+            column = b.scalar(b.reg(), "rem", value, 256)
+            column = b.scalar(column, "add", column, 256)
+            b.scalar(column, "mul", column, 8)
+            with b.loop(0, 2) as k:
+                offset = b.scalar(b.reg(), "add", column, k)
+                b.dma(b.ap(t), b.ap(x, [(4096, 16), (1, 8)], reg=offset))
+                b.dma(b.ap(y, [(4096, 16), (1, 8)], reg=offset), b.ap(t), queue=1)
+            b.scalar(kept, "add", column, j)
+    b.dma(b.ap(y, [(4096, 16), (1, 8)], reg=kept), b.ap(t), queue=2)
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_trace_issues_what_the_interpreter_issues(seed):
+    program = scalar_heavy_nest(seed)
+    simulator = Simulator(validate_program(program))
+    (loop,) = [node for node in program.body if isinstance(node, Loop)]
+    issued: list[tuple[int, list[int]]] = []
+    interpreter = Interpreter(
+        simulator.plan_of, program.num_registers, lambda plan, values: issued.append((plan.index, values))
+    )
+    interpreter.run((loop,))
+    lanes = trace(loop, range(loop.lower, loop.upper, loop.step), [0] * program.num_registers, simulator.plan_of)
+    assert lanes is not None
+    assert lanes.shape == (3, 3)
+    assert [(plan.index, values) for plan, values in lanes.instances()] == issued
+    registers = [0] * program.num_registers
+    for register, value in lanes.exit_registers.items():
+        registers[register] = value
+    assert registers == interpreter.registers
+
+
+def test_nests_a_trace_cannot_describe_are_declined():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (16, 64), "f32")
+    t = b.sbuf("t", (16, 8), "f32")
+    carried = b.reg()
+    with b.loop(0, 4):  # a register carried from one iteration to the next
+        b.scalar(carried, "add", carried, 8)
+        b.dma(b.ap(t), b.ap(x, [(64, 16), (1, 8)], reg=carried))
+    with b.loop(0, 3) as i, b.loop(0, i):  # an inner loop whose trip count differs per iteration
+        b.inst("memset", "vector", {"dst": b.ap(t)}, {"value": 1.0})
+    program = b.build()
+    simulator = Simulator(validate_program(program))
+    for loop in [node for node in program.body if isinstance(node, Loop)]:
+        trips = range(int(loop.lower), int(loop.upper), loop.step)
+        assert trace(loop, trips, [0] * program.num_registers, simulator.plan_of) is None
+
+
+# ---- race verdicts ------------------------------------------------------------------------------------------
+
+
+def assert_runs_agree(program: Program, inputs: Sequence[np.ndarray]) -> bool:
+    """The plain path and the fast path (a fresh copy of the program, run three times: first, taped, replayed)
+    agree: the same RaceError message, or the same bits and profile. Returns whether there was a race."""
+    copy = dataclasses.replace(program, body=list(program.body))
+    try:
+        expected, reference = run_program(program, inputs, vectorize=False)
+    except RaceError as error:
+        message = str(error)
+    else:
+        message = None
+    if message is not None:
+        with pytest.raises(RaceError) as caught:
+            run_program(copy, inputs)
+        assert str(caught.value) == message
+        return True
+    for _ in range(3):
+        outputs, profile = run_program(copy, inputs)
+        for want, got in zip(expected, outputs, strict=True):
+            assert got.tobytes() == want.tobytes()
+        assert profile == reference
+    return False
+
+
+@pytest.fixture
+def nest_checks(monkeypatch) -> list[int]:
+    """Counts the nests whose race check ran as a whole (past the lanes that settle one by one); nests as small
+    as these tests' are checked as a whole too."""
+    monkeypatch.setattr(races.RaceChecker, "MIN_NEST_INSTANCES", 0)
+    counted: list[int] = []
+    original = races.RaceChecker._check_within
+
+    def check_within(self, lanes, *args):  # type: ignore[no-untyped-def]
+        counted.append(lanes.count)
+        return original(self, lanes, *args)
+
+    monkeypatch.setattr(races.RaceChecker, "_check_within", check_within)
+    return counted
+
+
+def striped_stores(distance: int, trips: int = 12, blocks: int = 7, ordered: bool = False) -> Program:
+    """Queue 1 stores tile a to block i of y, queue 2 stores tile b to block (i + distance) % blocks: the two
+    stores of one block are `distance` lanes apart and nothing orders them (unless `ordered`: then each store
+    waits on the other queue's latest one)."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, blocks * 8), "f32")
+    a_tile, b_tile = b.sbuf("a", (16, 8), "f32"), b.sbuf("b", (16, 8), "f32")
+    load_a = b.dma(b.ap(a_tile), b.ap(x), queue=3)
+    load_b = b.dma(b.ap(b_tile), b.ap(x), queue=4)
+    with b.loop(0, trips) as i:
+        own = b.scalar(b.reg(), "rem", i, blocks)
+        b.scalar(own, "mul", own, 8)
+        other = b.scalar(b.reg(), "add", i, distance)
+        b.scalar(other, "rem", other, blocks)
+        b.scalar(other, "mul", other, 8)
+        store_a, store_b = 1000, 1001
+        b.dma(
+            b.ap(y, [(blocks * 8, 16), (1, 8)], reg=own), b.ap(a_tile), queue=1,
+            waits=[load_a, store_b] if ordered else [load_a], id=store_a,
+        )  # fmt: skip
+        b.dma(
+            b.ap(y, [(blocks * 8, 16), (1, 8)], reg=other), b.ap(b_tile), queue=2,
+            waits=[load_b, store_a] if ordered else [load_b], id=store_b,
+        )  # fmt: skip
+    return b.build()
+
+
+@pytest.mark.parametrize("distance", [3, 5])
+def test_a_race_first_reached_in_a_late_lane_is_reported_as_one_by_one(distance, nest_checks):
+    program = striped_stores(distance)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    with pytest.raises(RaceError) as sequential:
+        run_program(program, [x], vectorize=False)
+    assert "dma1 queue" in str(sequential.value)
+    assert "dma2 queue" in str(sequential.value)
+    assert assert_runs_agree(program, [x])
+    assert nest_checks  # found by the check of the nest as a whole, not by its first lanes
+
+
+def lagging_wait(first_conflict: int, trips: int = 12) -> Program:
+    """ScalarE writes slot min(i, first_conflict - 1) of u and queue 1 stores it; ScalarE learns of the stores only
+    through queue 2, whose instruction comes after it in the lane and waits on the latest store: one lane behind.
+    So the store of lane i and the write of lane i + 1 are unordered, and they meet first when the slots stop
+    moving, in lane `first_conflict`."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 8 * trips), "f32")
+    z = b.output("z", (16, 8), "f32")
+    t, u, w = b.sbuf("t", (16, 8), "f32"), b.sbuf("u", (16, 8 * trips), "f32"), b.sbuf("w", (16, 8), "f32")
+    b.dma(b.ap(t), b.ap(x), queue=0, id=1)
+    b.inst("memset", "gpsimd", {"dst": b.ap(w)}, {"value": 0.0}, id=2)
+    with b.loop(0, trips) as i:
+        slot = b.scalar(b.reg(), "min", i, first_conflict - 1)
+        b.scalar(slot, "mul", slot, 8)
+        column = b.scalar(b.reg(), "mul", i, 8)
+        b.inst("activation", "scalar", {"dst": b.ap(u, [(1, 8)], reg=slot), "src": b.ap(t)}, {"func": "exp"},
+               waits=[1, 4], id=3)  # fmt: skip
+        b.dma(b.ap(z), b.ap(w), queue=2, waits=[2, 5], id=4)
+        b.dma(b.ap(y, [(8 * trips, 16), (1, 8)], reg=column), b.ap(u, [(1, 8)], reg=slot), queue=1, waits=[3], id=5)
+    return b.build()
+
+
+@pytest.mark.parametrize("first_conflict", [4, 7])
+def test_a_race_behind_a_lagging_wait_is_found_by_the_nest_check(first_conflict, nest_checks, monkeypatch):
+    found: list[bool] = []
+    original = races.RaceChecker._overlapping
+
+    def overlapping(self, *args):  # type: ignore[no-untyped-def]
+        try:
+            original(self, *args)
+        except races.RaceFound:
+            found.append(True)
+            raise
+
+    monkeypatch.setattr(races.RaceChecker, "_overlapping", overlapping)
+    program = lagging_wait(first_conflict)
+    x = np.ones((16, 8), np.float32)
+    with pytest.raises(RaceError) as sequential:
+        run_program(program, [x], vectorize=False)
+    assert "instruction 3 (activation, scalar queue) writes" in str(sequential.value)
+    assert "instruction 5 (dma_copy, dma1 queue) read" in str(sequential.value)
+    assert assert_runs_agree(program, [x])
+    assert nest_checks
+    assert found  # the nest check found it, not a lane issued one by one
+    found.clear()
+    assert not assert_runs_agree(lagging_wait(first_conflict, trips=first_conflict), [x])  # stops just before
+    assert not found
+
+
+def test_stores_of_one_block_ordered_through_waits_do_not_race(nest_checks):
+    program = striped_stores(3, ordered=True)
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert not assert_runs_agree(program, [x])
+    assert nest_checks
+
+
+def around_a_nest(before: bool, after: bool) -> Program:
+    """A nest storing blocks of y, with an unordered write of y before it or after it (or neither)."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 64), "f32"), b.output("y", (16, 64), "f32")
+    t, u = b.sbuf("t", (16, 64), "f32"), b.sbuf("u", (16, 8), "f32")
+    fill = b.inst("memset", "gpsimd", {"dst": b.ap(t)}, {"value": 2.0})
+    first = b.dma(b.ap(y), b.ap(t), queue=5, waits=[fill])
+    load = b.dma(b.ap(u), b.ap(x, [(64, 16), (1, 8)]), queue=3)
+    with b.loop(0, 8) as i:
+        column = b.scalar(b.reg(), "mul", i, 8)
+        b.dma(
+            b.ap(y, [(64, 16), (1, 8)], reg=column), b.ap(u), queue=1, waits=[load] if before else [load, first], id=77
+        )
+    b.dma(b.ap(y, [(64, 16), (1, 8)], offset=40), b.ap(t, [(1, 8)]), queue=6, waits=[fill] if after else [fill, 77])
+    return b.build()
+
+
+@pytest.mark.parametrize(("before", "after"), [(True, False), (False, True), (False, False)])
+def test_races_between_a_nest_and_what_comes_before_or_after_it(before, after, nest_checks):
+    program = around_a_nest(before, after)
+    x = np.ones((16, 64), np.float32)
+    assert assert_runs_agree(program, [x]) == (before or after)
+    if not before:
+        assert nest_checks
+
+
+def pipelined(drop: tuple[int, int] | None, trips: int = 10) -> Program:
+    """Load (two queues alternating buffers), compute on two engines, store: a software pipeline whose waits come
+    from the builder, minus the wait `drop` (instruction position, wait position), if any."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (32, trips * 16), "f32"), b.output("y", (32, trips * 16), "f32")
+    tiles = [b.sbuf(f"t{k}", (32, 16), "f32") for k in range(2)]
+    out = b.sbuf("out", (32, 16), "f32")
+    with b.loop(0, trips // 2) as i:
+        for k in range(2):
+            column = b.scalar(b.reg(), "mul", i, 32)
+            b.scalar(column, "add", column, 16 * k)
+            b.dma(b.ap(tiles[k]), b.ap(x, [(trips * 16, 32), (1, 16)], reg=column), queue=k)
+            b.inst("activation", "scalar", {"dst": b.ap(tiles[k]), "src": b.ap(tiles[k])}, {"func": "exp"})
+            b.inst("tensor_tensor", "vector", {"dst": b.ap(out), "in0": b.ap(tiles[k]), "in1": b.ap(tiles[k])},
+                   {"op": "add"})  # fmt: skip
+            b.dma(b.ap(y, [(trips * 16, 32), (1, 16)], reg=column), b.ap(out), queue=2 + k)
+    program = b.build()
+    if drop is None:
+        return program
+    return _without_wait(program, *drop)
+
+
+def _instructions(nodes: Sequence[Node]) -> list[Instruction]:
+    found: list[Instruction] = []
+    for node in nodes:
+        if isinstance(node, Instruction):
+            found.append(node)
+        elif isinstance(node, Loop):
+            found += _instructions(node.body)
+    return found
+
+
+def _without_wait(program: Program, which: int, wait: int) -> Program:
+    """The program with wait number `wait` of its instruction number `which` (program order) removed."""
+    target = _instructions(program.body)[which]
+    kept = tuple(w for position, w in enumerate(target.waits) if position != wait)
+
+    def edit(nodes: Sequence[Node]) -> tuple[Node, ...]:
+        edited: list[Node] = []
+        for node in nodes:
+            if node is target:
+                node = dataclasses.replace(node, waits=kept)
+            elif isinstance(node, Loop):
+                node = dataclasses.replace(node, body=edit(node.body))
+            edited.append(node)
+        return tuple(edited)
+
+    return dataclasses.replace(program, body=list(edit(program.body)))
+
+
+def test_every_single_missing_wait_of_a_pipeline_gets_the_plain_verdict(nest_checks):
+    """Drop each wait of a correctly synchronised pipeline in turn: whatever the plain path says (a race and its
+    message, or none and the same bits and profile), the fast path says too."""
+    program = pipelined(None)
+    x = np.random.default_rng(0).standard_normal((32, 160)).astype(np.float32)
+    assert not assert_runs_agree(program, [x])
+    verdicts = []
+    for which, inst in enumerate(_instructions(program.body)):
+        for wait in range(len(inst.waits)):
+            verdicts.append(assert_runs_agree(pipelined((which, wait)), [x]))
+    assert True in verdicts
+    assert False in verdicts
+    assert nest_checks
+
+
+def random_synchronised_loop(seed: int) -> Program:
+    """Random tile work over several queues in a loop long enough to be checked as a whole; waits from the
+    builder, then a few dropped at random (so some programs race and some do not)."""
+    rng = np.random.default_rng(seed)
+    trips = int(rng.integers(6, 12))
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (16, 16 * trips), "f32"), b.output("y", (16, 16 * trips), "f32")
+    tiles = [b.sbuf(f"t{k}", (16, 16), "f32") for k in range(3)]
+    engines = ["vector", "gpsimd"]
+    with b.loop(0, trips) as i:
+        for _ in range(int(rng.integers(3, 7))):
+            kind = rng.choice(["load", "store", "compute", "compute"])
+            tile = tiles[int(rng.integers(3))]
+            block = b.scalar(b.reg(), "mul", i, 16)
+            if rng.random() < 0.3:  # another iteration's block: lanes touch common bytes
+                b.scalar(block, "add", block, 16 * int(rng.integers(1, 3)))
+                b.scalar(block, "rem", block, 16 * trips)
+            if kind == "load":
+                b.dma(b.ap(tile), b.ap(x, [(16 * trips, 16), (1, 16)], reg=block), queue=int(rng.integers(4)))
+            elif kind == "store":
+                b.dma(b.ap(y, [(16 * trips, 16), (1, 16)], reg=block), b.ap(tile), queue=4 + int(rng.integers(4)))
+            else:
+                other = tiles[int(rng.integers(3))]
+                b.inst("tensor_tensor", engines[int(rng.integers(2))],
+                       {"dst": b.ap(tile), "in0": b.ap(tile), "in1": b.ap(other)}, {"op": "add"})  # fmt: skip
+    program = b.build()
+    waits = [(n, w) for n, inst in enumerate(_instructions(program.body)) for w in range(len(inst.waits))]
+    for _ in range(int(rng.integers(0, 3))):
+        if waits:
+            which, wait = waits.pop(int(rng.integers(len(waits))))
+            program = _without_wait(program, which, min(wait, len(_instructions(program.body)[which].waits) - 1))
+    return program
+
+
+def test_random_loops_with_dropped_waits_get_the_plain_verdict(nest_checks):
+    verdicts = []
+    for seed in range(40):
+        program = random_synchronised_loop(seed)
+        x = np.random.default_rng(seed).standard_normal(program.buffers[program.inputs[0].buffer].shape)
+        verdicts.append(assert_runs_agree(program, [x.astype(np.float32)]))
+    assert True in verdicts
+    assert False in verdicts
+    assert nest_checks
+
+
+# ---- the timeline of a nest ----------------------------------------------------------------------------------
+
+
+def test_a_nest_is_timed_as_instance_by_instance_with_contended_dma():
+    """Many overlapping transfers on several queues (shared bandwidth, transfers crossing each other's ends),
+    dependency penalties and register-addressed footprints: the same profile, event by event."""
+    for trips, queues in itertools.product((5, 17), (1, 3, 16)):
+        first, second, store = 0, 1 % queues, queues - 1
+        b = ProgramBuilder("trn2", auto_waits=True)
+        x, y = b.input("x", (128, 64 * trips), "f32"), b.output("y", (128, 64 * trips), "f32")
+        t = b.sbuf("t", (128, 64 * trips), "f32")
+        with b.loop(0, trips) as i:
+            column = b.scalar(b.reg(), "mul", i, 64)
+            half = b.scalar(b.reg(), "add", column, 32)
+            b.dma(b.ap(t, [(1, 32)], reg=column), b.ap(x, [(64 * trips, 128), (1, 32)], reg=column), queue=first)
+            b.dma(b.ap(t, [(1, 32)], reg=half), b.ap(x, [(64 * trips, 128), (1, 32)], reg=half), queue=second)
+            tile = b.ap(t, [(1, 64)], reg=column)
+            b.inst("activation", "scalar", {"dst": tile, "src": tile}, {"func": "exp"})
+            b.inst("tensor_scalar", "scalar", {"dst": tile, "src": tile}, {"op0": "multiply", "scalar0": 2.0})
+            b.dma(b.ap(y, [(64 * trips, 128), (1, 64)], reg=column), tile, queue=store)
+        program = b.build()
+        x_in = np.random.default_rng(trips).standard_normal((128, 64 * trips)).astype(np.float32)
+        assert not assert_runs_agree(program, [x_in])
