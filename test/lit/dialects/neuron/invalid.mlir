@@ -142,6 +142,14 @@ func.func @view_of_sbuf() {
 
 // -----
 
+func.func @view_dynamic_stride(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
+  %v = neuron.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, ?]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.view: a view's strides and offset are static, got strided<[1, ?]>
+
+// -----
+
 // ---- checks shared by every instruction -----------------------------------------------------------------------
 
 func.func @engine_not_allowed() {
