@@ -32,8 +32,9 @@ pytest: $(STAMP)  ## the pytest suite (unit, numeric end-to-end, models)
 lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
 	$(VENV)/bin/lit -sv test/lit
 
-lint: $(STAMP)  ## ruff
+lint: $(STAMP)  ## ruff, then the type checker (mypy, as `make typecheck`)
 	$(VENV)/bin/ruff check .
+	$(PY) -m neuron_mlir.tools.typecheck
 
 typecheck: $(STAMP)  ## mypy over the packages, tests, bench and examples (configured in pyproject.toml)
 	$(PY) -m neuron_mlir.tools.typecheck
