@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint demo bench models clean importer-coverage coverage
+.PHONY: help venv test pytest lit lint typecheck demo bench models clean importer-coverage coverage
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -32,8 +32,12 @@ pytest: $(STAMP)  ## the pytest suite (unit, numeric end-to-end, models)
 lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
 	$(VENV)/bin/lit -sv test/lit
 
-lint: $(STAMP)  ## ruff
+lint: $(STAMP)  ## ruff, then the type checker (mypy, as `make typecheck`)
 	$(VENV)/bin/ruff check .
+	$(PY) -m neuron_mlir.tools.typecheck
+
+typecheck: $(STAMP)  ## mypy over the packages, tests, bench and examples (configured in pyproject.toml)
+	$(PY) -m neuron_mlir.tools.typecheck
 
 importer-coverage: $(STAMP)  ## sweep PyTorch's OpInfo database through the importer -> docs/importer-coverage.md
 	$(PY) -m neuron_mlir.tools.opinfo_sweep --jobs $(PYTEST_WORKERS) --output docs/importer-coverage.md

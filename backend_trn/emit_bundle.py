@@ -16,6 +16,7 @@ from neuron_mlir.ir.semantics.neuron import build_program
 from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
 from neuron_mlir.runtime import bundle
 from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.validate import ValidatedProgram
 
 
 def program_from_module(module: ModuleOp, entry: str = "main") -> Program:
@@ -26,8 +27,8 @@ def program_from_module(module: ModuleOp, entry: str = "main") -> Program:
     return build_program(module, entry, require_allocated=True, compiler_version=__version__)
 
 
-def write_bundle(program: Program, path: str | Path) -> None:
-    """Validate `program` and write it as a bundle file."""
+def write_bundle(program: Program | ValidatedProgram, path: str | Path) -> None:
+    """Validate `program` (unless it was) and write it as a bundle file."""
     Path(path).write_bytes(bundle.encode_bundle(program))
 
 

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -258,7 +259,11 @@ def _train_step(
     else:
         generator = torch.Generator().manual_seed(seed)
         output.backward(torch.randn(output.shape, generator=generator).to(output.dtype))
-    return output.detach(), [leaf.grad for leaf in _leaves(function, inputs)]
+    gradients = []
+    for leaf in _leaves(function, inputs):
+        assert leaf.grad is not None, "every leaf takes part in the output"
+        gradients.append(leaf.grad)
+    return output.detach(), gradients
 
 
 def _as_float64(function: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...]):
@@ -274,7 +279,7 @@ def _as_float64(function: Callable[..., torch.Tensor], inputs: tuple[torch.Tenso
 
 
 def _measure_training(
-    function: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], options: dict[str, object]
+    function: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], options: dict[str, Any]
 ) -> tuple[float, str | None]:
     """Run a training case compiled, in eager bf16 and in float64: the eager FLOPs and the first mismatch."""
     reference = copy.deepcopy(function) if isinstance(function, torch.nn.Module) else function
@@ -297,7 +302,7 @@ def _measure_training(
 
 
 def _measure_inference(
-    function: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], options: dict[str, object]
+    function: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], options: dict[str, Any]
 ) -> tuple[float, str | None]:
     compiled = torch.compile(function, backend="neuron-mlir", options=options)
     with torch.no_grad():

@@ -53,7 +53,7 @@ def _kernels() -> None:
 # ---- models at real widths --------------------------------------------------------------------------------------
 
 
-def bert_base():  # type: ignore[no-untyped-def]
+def bert_base():
     """BERT-base (hidden 768, 12 heads, intermediate 3072) with 2 layers, batch 4 x 128 tokens.
 
     Attention is transformers' eager implementation: the fused SDPA lowering runs out of PSUM at these sizes."""
@@ -70,13 +70,13 @@ def bert_base():  # type: ignore[no-untyped-def]
             super().__init__()
             self.bert = BertModel(config)
 
-        def forward(self, tokens):  # type: ignore[no-untyped-def]
+        def forward(self, tokens):
             return self.bert(tokens, return_dict=False)[0]
 
     return Encoder().eval(), (torch.randint(0, config.vocab_size, (4, 128)),)
 
 
-def convnext_block(channels: int = 96, size: int = 56, batch: int = 2):  # type: ignore[no-untyped-def]
+def convnext_block(channels: int = 96, size: int = 56, batch: int = 2):
     """A ConvNeXt block: Conv2d(C, C, 7, padding=3, groups=C) -> NHWC -> LayerNorm(C) -> Linear(C, 4C) -> GELU
     -> Linear(4C, C) -> NCHW, plus the residual."""
     import torch
@@ -89,7 +89,7 @@ def convnext_block(channels: int = 96, size: int = 56, batch: int = 2):  # type:
             self.pwconv1 = torch.nn.Linear(channels, 4 * channels)
             self.pwconv2 = torch.nn.Linear(4 * channels, channels)
 
-        def forward(self, x):  # type: ignore[no-untyped-def]
+        def forward(self, x):
             y = self.dwconv(x).permute(0, 2, 3, 1)
             y = self.pwconv2(torch.nn.functional.gelu(self.pwconv1(self.norm(y))))
             return x + y.permute(0, 3, 1, 2)

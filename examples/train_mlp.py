@@ -13,6 +13,7 @@ import argparse
 import copy
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -50,7 +51,8 @@ def main() -> int:
     started = time.perf_counter()
     for step in range(args.steps):
         outputs, losses = [], []
-        for run, optimizer in zip((eager, compiled), optimizers, strict=True):
+        runs: tuple[Callable[..., torch.Tensor], ...] = (eager, compiled)
+        for run, optimizer in zip(runs, optimizers, strict=True):
             optimizer.zero_grad()
             out = run(x)
             loss = torch.nn.functional.mse_loss(out, target)
@@ -60,6 +62,8 @@ def main() -> int:
         worst["forward"] = max(worst["forward"], max_difference(outputs[1], outputs[0]))
         worst["loss"] = max(worst["loss"], max_difference(losses[1], losses[0]))
         for p, q in zip(model.parameters(), eager.parameters(), strict=True):
+            assert p.grad is not None, "every parameter takes part in the loss"
+            assert q.grad is not None
             worst["gradients"] = max(worst["gradients"], max_difference(p.grad, q.grad))
         print(f"  step {step}: loss eager {losses[0].item():.6f}   neuron-mlir {losses[1].item():.6f}")
         for optimizer in optimizers:

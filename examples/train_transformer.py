@@ -14,7 +14,9 @@ import copy
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,7 +62,8 @@ def main() -> int:
     started = time.perf_counter()
     for step in range(args.steps):
         losses = []
-        for run, optimizer in zip((reference, compiled), optimizers, strict=True):
+        runs: tuple[Callable[..., Any], ...] = (reference, compiled)
+        for run, optimizer in zip(runs, optimizers, strict=True):
             optimizer.zero_grad()
             loss = _loss(_first(run(*inputs)), inputs[0])
             loss.backward()

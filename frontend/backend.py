@@ -27,12 +27,15 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
+
+if TYPE_CHECKING:
+    from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
 
 logger = logging.getLogger("neuron_mlir")
 
@@ -174,9 +177,9 @@ def neuron_mlir_backend(
 
     config = CompileOptions.from_user(options)
 
-    def compiler(kind: str):
-        def compile_fn(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Any:
-            return compile_graph(gm, inputs, config, kind)
+    def compiler(kind: str) -> AOTDispatchCompiler:
+        def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+            return compile_graph(gm, example_inputs, config, kind)
 
         return compile_fn
 

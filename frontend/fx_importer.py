@@ -55,6 +55,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     IndexType,
+    LocationAttr,
     ModuleOp,
     NameLoc,
     NoneType,
@@ -258,7 +259,7 @@ def _checked(value: Any, *kinds: type) -> Any:
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
-def node_location(node: torch.fx.Node) -> Attribute:
+def node_location(node: torch.fx.Node) -> LocationAttr:
     """`loc("model.l1"("file.py":12:0))` from a node's stack trace and module stack (unknown if absent)."""
     frame = _last_frame(node.meta.get("stack_trace") or "")
     module_path = _module_path(node)
@@ -434,7 +435,7 @@ class FxImporter:
 
     def _bind(self, value: Any, real: Any) -> None:
         """Bind the symbols of a placeholder's sizes to the sizes of the value it is called with."""
-        pairs = [(value, real)] if isinstance(value, torch.SymInt) else []
+        pairs: list[tuple[Any, Any]] = [(value, real)] if isinstance(value, torch.SymInt) else []
         if isinstance(value, torch.Tensor) and isinstance(real, torch.Tensor) and value.dim() == real.dim():
             pairs = list(zip(value.shape, real.shape, strict=True))
         for symbolic, size in pairs:
@@ -528,6 +529,10 @@ class FxImporter:
         if node.target is torch.ops.higher_order.with_effects:
             # an effectful op threaded through a token: the op itself, with the token passed through
             token, inner, *inner_args = node.args
+            if not isinstance(inner, torch._ops.OpOverload):
+                raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported, got {inner}")
+            if not isinstance(value, list | tuple):
+                raise GraphImportError(f"{describe_node(node)}: the node has no fake-tensor metadata (meta['val'])")
             inner_value = value[1] if len(value) == 2 else tuple(value[1:])
             result = self._import_overload(node, inner, _named_arguments(inner, inner_args, node.kwargs), inner_value)
             self.values[node] = [self._value(token, node), result]
@@ -572,7 +577,9 @@ class FxImporter:
         self.block.add_op(op)
         return self._node_value(op, node)
 
-    def _materialise_wrapped_numbers(self, op_class: type[TorchOp], arguments: dict[str, Any], node: torch.fx.Node):
+    def _materialise_wrapped_numbers(
+        self, op_class: type[TorchOp], arguments: dict[str, Any], node: torch.fx.Node
+    ) -> None:
         """Numbers left in Tensor positions (no Scalar overload took them) become 0-d `aten.full` constants."""
         tensor_args = [spec for spec in op_class.SCHEMA.operand_args if spec.name in arguments]
         others = [arguments[s.name] for s in tensor_args if isinstance(arguments[s.name], SSAValue)]
@@ -872,7 +879,7 @@ def _constant_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> st
             data = to_numpy(value)
         except (TypeError, RuntimeError):  # a dtype NumPy cannot hold
             raise _Unkeyable(node.target) from None
-        digest = hashlib.sha256(data.reshape(-1).view("u1")).hexdigest()
+        digest = hashlib.sha256(data.reshape(-1).view("u1").data).hexdigest()
     # the literal of an all-equal constant is located at its first user
     user = next(iter(node.users), node)
     return f"{value.dtype}{list(value.shape)} sha256:{digest} first-user:{user.name}"

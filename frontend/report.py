@@ -53,8 +53,8 @@ def module_report(profiles: Mapping[str, Any], max_depth: int | None = None, top
         return "no profiles yet: run a compiled model first"
     table = busy_by_module(profiles)
     phases = ("forward", "backward")
-    wall = defaultdict(float)
-    busy_total = defaultdict(float)
+    wall: defaultdict[str, float] = defaultdict(float)
+    busy_total: defaultdict[str, float] = defaultdict(float)
     for graph, profile in profiles.items():
         wall[phase_of(graph)] += profile.total_ns
         busy_total[phase_of(graph)] += sum(profile.location_ns.values())

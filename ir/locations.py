@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     CallSiteLoc,
     FileLineColLoc,
     FusedLoc,
@@ -50,7 +51,7 @@ def file_position(location: Attribute) -> str | None:
     if isinstance(location, CallSiteLoc):
         return file_position(location.callee)
     if isinstance(location, FusedLoc):
-        for inner in location.locations.data:
+        for inner in _fused_parts(location):
             if found := file_position(inner):
                 return found
     return None
@@ -61,6 +62,12 @@ def module_path_of(location: Attribute) -> str:
     return _name(location) or ""
 
 
+def _fused_parts(location: FusedLoc) -> tuple[Attribute, ...]:
+    # xDSL declares the parameter as a plain Attribute; its constraint admits only an array of locations
+    parts = location.locations
+    return parts.data if isinstance(parts, ArrayAttr) else ()
+
+
 def _file_line(location: Attribute) -> str | None:
     if isinstance(location, FileLineColLoc):
         return f"{location.filename.data}:{location.line.data}"
@@ -69,7 +76,7 @@ def _file_line(location: Attribute) -> str | None:
     if isinstance(location, CallSiteLoc):
         return _file_line(location.callee)
     if isinstance(location, FusedLoc):
-        for inner in location.locations.data:
+        for inner in _fused_parts(location):
             if found := _file_line(inner):
                 return found
     return None
@@ -81,7 +88,7 @@ def _name(location: Attribute) -> str | None:
     if isinstance(location, CallSiteLoc):
         return _name(location.callee)
     if isinstance(location, FusedLoc):
-        for inner in location.locations.data:
+        for inner in _fused_parts(location):
             if found := _name(inner):
                 return found
     return None

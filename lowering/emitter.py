@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr, LocationAttr
+from xdsl.ir import Block, Operation, SSAValue
 
 from neuron_mlir.ir.locations import describe_location
 
@@ -35,7 +35,7 @@ class Emitter:
         self,
         block: Block,
         anchor: Operation | None,
-        location: Attribute,
+        location: LocationAttr,
         constants: dict[int, SSAValue] | None = None,
         constant_block: Block | None = None,
         context: ConversionContext | None = None,
@@ -61,11 +61,11 @@ class Emitter:
         """An emitter appending to `block` (a loop body), sharing constants and location."""
         return Emitter(block, None, self.location, self.constants, self.constant_block, self.context)
 
-    def located(self, location: Attribute) -> Emitter:
+    def located(self, location: LocationAttr) -> Emitter:
         """An emitter inserting at the same point with `location` (one op's work emitted inside another's)."""
         return Emitter(self.block, self.anchor, location, self.constants, self.constant_block, self.context)
 
-    def at(self, block: Block, anchor: Operation | None, location: Attribute | None = None) -> Emitter:
+    def at(self, block: Block, anchor: Operation | None, location: LocationAttr | None = None) -> Emitter:
         """An emitter inserting before `anchor` in `block` (another op's loop nest), sharing constants and context."""
         where = location if location is not None else self.location
         return Emitter(block, anchor, where, self.constants, self.constant_block, self.context)

@@ -104,7 +104,7 @@ def _alternatives(op: InstructionOp) -> tuple[Engine, ...]:
     return tuple(chosen)
 
 
-def _signature(op: InstructionOp) -> tuple:
+def _signature(op: InstructionOp) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str]:
     """What copies of one instruction made by unrolling share: opcode, properties, buffer types, location."""
     properties = tuple(sorted((name, str(attr)) for name, attr in op.properties.items()))
     types = tuple(str(getattr(op, role).type) for role in op.present_roles())
@@ -115,7 +115,7 @@ def _balance(block: Block, target: Target) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
     # spread over different engines would make each copy's chain wait behind the previous copy's.
-    classes: dict[tuple, list[InstructionOp]] = {}
+    classes: dict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str], list[InstructionOp]] = {}
     for op in block.ops:
         if not isinstance(op, InstructionOp) or op.engine_kind not in load:
             continue

@@ -77,7 +77,7 @@ def _replace(old: InstructionOp, new: InstructionOp) -> None:
     block = old.parent_block()
     assert block is not None
     block.insert_op_before(new, old)
-    old.detach()
+    old.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     old.erase()
 
 
@@ -103,7 +103,7 @@ def _writes(op: Operation, buffer: SSAValue) -> bool:
 def _erase_if_unused(buffer: SSAValue) -> None:
     owner = buffer.owner
     if isinstance(owner, neuron.AllocOp) and not buffer.uses:
-        owner.detach()
+        owner.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         owner.erase()
 
 
@@ -117,7 +117,7 @@ def _hoist_alloc(buffer: SSAValue, before: Operation) -> bool:
         return _defined_before(owner, before)
     assert block is not None
     if block.get_operation_index(owner) > block.get_operation_index(before):
-        owner.detach()
+        owner.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         block.insert_op_before(owner, before)
     return True
 
@@ -173,8 +173,8 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
     accesses = _accesses(activation)
     accesses["accumulate_dst"] = target
     fused = neuron.ActivationOp.build_instruction(activation.engine_kind, accesses, _properties(activation))
-    _replace(activation, fused)  # type: ignore[arg-type]
-    reduce.detach()
+    _replace(activation, fused)
+    reduce.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     reduce.erase()
     return True
 
@@ -210,8 +210,8 @@ def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
     properties = _properties(reduce)
     properties["negate"] = IntegerAttr(1, i1)
     fused = neuron.TensorReduceOp.build_instruction(reduce.engine_kind, accesses, properties)
-    _replace(reduce, fused)  # type: ignore[arg-type]
-    scale.detach()
+    _replace(reduce, fused)
+    scale.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     scale.erase()
     _erase_if_unused(source[0])
     return True
@@ -259,8 +259,8 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     if second.reverse0 is not None:
         properties["reverse1"] = second.reverse0
     fused = neuron.TensorScalarOp.build_instruction(second.engine_kind, accesses, properties)
-    _replace(second, fused)  # type: ignore[arg-type]
-    first.detach()
+    _replace(second, fused)
+    first.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     first.erase()
     _erase_if_unused(source[0])
     return True
@@ -319,8 +319,8 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
     accesses = _accesses(writer)
     accesses["dst"] = target
     fused = type(writer).build_instruction(writer.engine_kind, accesses, _properties(writer))
-    _replace(writer, fused)  # type: ignore[arg-type]
-    copy.detach()
+    _replace(writer, fused)
+    copy.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     copy.erase()
     _erase_if_unused(source[0])
     return True

@@ -52,6 +52,10 @@ QueueKey = tuple[str, int]
 
 # An affine index value: constant + sum(coefficient * induction of loop).
 Affine = tuple[int, tuple[tuple[scf.ForOp, int], ...]]
+# What makes two footprints one: Footprint's fields up to `terms`, and whether the offset is exact (affine).
+FootprintKey = tuple[
+    Memory, SSAValue | None, int, int, int, int, tuple[tuple[int, int], ...], tuple[tuple[scf.ForOp, int], ...], bool
+]
 
 _INT32 = 2**31  # scalar registers hold two's-complement 32-bit values (runtime/isa.py wrap32)
 _SEARCH_BUDGET = 256  # candidate values the overlap search may try before it answers "conflict"
@@ -115,7 +119,7 @@ class _State:
     depth_of: dict[scf.ForOp, int] = field(default_factory=dict)
     ranges: dict[scf.ForOp, _LoopRange] = field(default_factory=dict)
     affine: dict[SSAValue, Affine | None] = field(default_factory=dict)
-    interned: dict[tuple, Footprint] = field(default_factory=dict)
+    interned: dict[FootprintKey, Footprint] = field(default_factory=dict)
     accesses: dict[InstructionOp, tuple[list[Footprint], list[Footprint]]] = field(default_factory=dict)
     conflicts: dict[tuple[Footprint, Footprint, int, int], bool] = field(default_factory=dict)
 
@@ -245,12 +249,12 @@ class _State:
                 row *= extent
             base, dims, byte_terms = start, [(size, row)] if row > 1 else [], ()
         dims.sort(reverse=True)
-        key = (memory, owner, p_low, p_high, base, size, tuple(dims), byte_terms, form is not None)
+        key: FootprintKey = (memory, owner, p_low, p_high, base, size, tuple(dims), byte_terms, form is not None)
         if key not in self.interned:
             self.interned[key] = self._make(key, exact_offset=form is not None)
         return self.interned[key]
 
-    def _make(self, key: tuple, exact_offset: bool) -> Footprint:
+    def _make(self, key: FootprintKey, exact_offset: bool) -> Footprint:
         memory, owner, p_low, p_high, base, size, dims, terms, _ = key
         high = base + size + sum(step * (num - 1) for step, num in dims)
         dense, expected = True, size

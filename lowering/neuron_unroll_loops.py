@@ -93,7 +93,7 @@ class _Unroller:
             inside = InsertPoint.at_end(body)
             for copy in range(self.factor):
                 if copy == 0:
-                    induction = body.args[0]
+                    induction: SSAValue = body.args[0]
                 else:
                     offset = arith.AddiOp(body.args[0], self.constant(copy * step))
                     offset.location = loop.location

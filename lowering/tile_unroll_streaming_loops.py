@@ -68,11 +68,10 @@ class _Unroller:
     def wanted(self, loop: scf.ForOp) -> bool:
         if loop.iter_args or any(isinstance(op, scf.ForOp) for op in loop.body.block.walk()):
             return False
-        bounds = [_constant(v) for v in (loop.lb, loop.ub, loop.step)]
-        if any(b is None for b in bounds):
+        lower, upper, step = (_constant(v) for v in (loop.lb, loop.ub, loop.step))
+        if lower is None or upper is None or step is None:
             return False
-        lower, upper, step = bounds  # type: ignore[misc]
-        if step <= 0 or (upper - lower + step - 1) // step < 2 * self.factor:  # type: ignore[operator]
+        if step <= 0 or (upper - lower + step - 1) // step < 2 * self.factor:
             return False
         if not streams_tiles(loop) or any(isinstance(op, tile.ReduceOp) for op in loop.body.walk()):
             return False
@@ -109,7 +108,7 @@ class _Unroller:
         new_loop.location = loop.location
         parent.insert_op_before(new_loop, loop)
         for copy in range(self.factor):
-            induction = body.args[0]
+            induction: SSAValue = body.args[0]
             if copy:
                 offset = arith.AddiOp(body.args[0], self.constant(copy * step, loop.location))
                 offset.location = loop.location

@@ -67,6 +67,13 @@ def _rank(value: SSAValue) -> int:
     return value.type.get_num_dims()
 
 
+def _int_list(value: object) -> list[int]:
+    """An int-list argument, or int arguments gathered in a list (their kinds are the op verifier's to check)."""
+    assert isinstance(value, list), f"expected ints, got {value!r}"
+    assert all(isinstance(v, int) for v in value), f"expected ints, got {value!r}"
+    return value
+
+
 def _normalised(dims: list[int], rank: int) -> list[int]:
     return [d % rank if rank else 0 for d in dims]
 
@@ -82,9 +89,9 @@ def _is_identity(op: TorchOp) -> bool:
     source = op.operands[0]
     match name:
         case "torch.aten.permute":
-            return _normalised(list(args["dims"]), _rank(source)) == list(range(_rank(source)))  # pyright: ignore
+            return _normalised(_int_list(args["dims"]), _rank(source)) == list(range(_rank(source)))
         case "torch.aten.transpose.int":
-            dim0, dim1 = _normalised([args["dim0"], args["dim1"]], _rank(source))  # pyright: ignore
+            dim0, dim1 = _normalised(_int_list([args["dim0"], args["dim1"]]), _rank(source))
             return dim0 == dim1
         case "torch.aten.t":
             return _rank(source) <= 1
@@ -126,8 +133,8 @@ class CancelViewPairs(RewritePattern):
                 rewriter.replace(op, [], [source])
             case ("torch.aten.transpose.int", "torch.aten.transpose.int"):
                 rank = _rank(source)
-                outer_pair = sorted(_normalised([outer_args["dim0"], outer_args["dim1"]], rank))  # pyright: ignore
-                inner_pair = sorted(_normalised([inner_args["dim0"], inner_args["dim1"]], rank))  # pyright: ignore
+                outer_pair = sorted(_normalised(_int_list([outer_args["dim0"], outer_args["dim1"]]), rank))
+                inner_pair = sorted(_normalised(_int_list([inner_args["dim0"], inner_args["dim1"]]), rank))
                 if outer_pair == inner_pair:
                     rewriter.replace(op, [], [source])
             case ("torch.aten.squeeze.dim", "torch.aten.unsqueeze"):
@@ -135,12 +142,12 @@ class CancelViewPairs(RewritePattern):
                     rewriter.replace(op, [], [source])
             case ("torch.aten.permute", "torch.aten.permute"):
                 rank = _rank(source)
-                first = _normalised(list(inner_args["dims"]), rank)  # pyright: ignore
-                second = _normalised(list(outer_args["dims"]), rank)  # pyright: ignore
+                first = _normalised(_int_list(inner_args["dims"]), rank)
+                second = _normalised(_int_list(outer_args["dims"]), rank)
                 composed = [first[d] for d in second]
                 self._replace_with(op, rewriter, source, {"dims": composed})
             case ("torch.aten.expand", "torch.aten.expand"):
-                self._replace_with(op, rewriter, source, {"size": list(outer_args["size"])})  # pyright: ignore
+                self._replace_with(op, rewriter, source, {"size": _int_list(outer_args["size"])})
 
     @staticmethod
     def _replace_with(op: TorchOp, rewriter: PatternRewriter, source: SSAValue, arguments: dict[str, object]) -> None:

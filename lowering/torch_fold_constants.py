@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     ComplexType,
     IntegerType,
+    LocationAttr,
     ModuleOp,
     TensorType,
     i1,
@@ -112,7 +113,7 @@ def _lowering_allows(source: str, target: str) -> bool:
     return is_lowerable(target) or not is_lowerable(source)
 
 
-def full(shape: tuple[int, ...], value: Any, element_type: Attribute, location: Attribute) -> TorchOp:
+def full(shape: tuple[int, ...], value: Any, element_type: Attribute, location: LocationAttr) -> TorchOp:
     """`aten.full(shape, value)` of `element_type`."""
     op_class = op_class_for("aten::full")
     assert op_class is not None
@@ -239,9 +240,11 @@ def _evaluate(op: TorchOp) -> list[Any] | None:
 
     operands = []
     for value in op.operands:
+        fill = constant_value(value)
         assert isinstance(value.type, TensorType)
+        assert fill is not None, "folding needs constant operands"
         dtype = getattr(torch, dtype_name_for(value.type.get_element_type()))
-        operands.append(torch.full(tuple(value.type.get_shape()), constant_value(value), dtype=dtype))
+        operands.append(torch.full(tuple(value.type.get_shape()), fill, dtype=dtype))
     try:
         results = evaluate_op(op, operands)
     except Exception:  # an op ATen refuses on these values is left for run time to report

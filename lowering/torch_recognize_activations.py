@@ -100,5 +100,5 @@ class TorchRecognizeActivationsPass(ModulePass):
         # The replaced chains' ops that nothing reads any more (torch ops are Pure), last first.
         for dead in reversed(list(op.walk())):
             if isinstance(dead, TorchOp) and dead.results and not any(result.uses for result in dead.results):
-                dead.detach()
+                dead.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 dead.erase()

@@ -43,7 +43,7 @@ def check_stage_contract(module: ModuleOp, stage: str) -> None:
         block_args = [arg for region in op.regions for block in region.blocks for arg in block.args]
         if any(isinstance(arg.type, TensorType) for arg in block_args):
             raise _violation(op, "tensor argument remains", stage)
-        if level >= 1 and any(arg.type.name == "tile.tile" for arg in block_args):  # type: ignore[attr-defined]
+        if level >= 1 and any(arg.type.name == "tile.tile" for arg in block_args):
             raise _violation(op, "tile argument remains", stage)
         if any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results)):
             raise _violation(op, "tensor value remains", stage)

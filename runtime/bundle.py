@@ -383,19 +383,19 @@ class _Decoder:
         return value
 
     @staticmethod
-    def int(value: Any, where: str) -> int:
+    def integer(value: Any, where: str) -> int:
         if type(value) is not int:
             raise BundleError(f"{where}: expected an integer, got {_json_kind(value)}")
         return value
 
     @staticmethod
-    def str(value: Any, where: str) -> str:
+    def string(value: Any, where: str) -> str:
         if not isinstance(value, str):
             raise BundleError(f"{where}: expected a string, got {_json_kind(value)}")
         return value
 
     @staticmethod
-    def list(value: Any, where: str, limit: int = 1 << 24) -> list[Any]:
+    def array(value: Any, where: str, limit: int = 1 << 24) -> list[Any]:
         if not isinstance(value, list):
             raise BundleError(f"{where}: expected a JSON array, got {_json_kind(value)}")
         if len(value) > limit:
@@ -403,20 +403,20 @@ class _Decoder:
         return value
 
     def ints(self, value: Any, where: str) -> tuple[int, ...]:
-        items = self.list(value, where, 64)
+        items = self.array(value, where, 64)
         for i, item in enumerate(items):
             if type(item) is not int:  # where[i] is only formatted for the error (most of decoding's time otherwise)
-                self.int(item, f"{where}[{i}]")
+                self.integer(item, f"{where}[{i}]")
         return tuple(items)
 
     def scalar(self, value: Any, where: str) -> int | Reg:
         if isinstance(value, dict):
             return self.reg(value, where)
-        return self.int(value, where)
+        return self.integer(value, where)
 
     def reg(self, value: Any, where: str) -> Reg:
         fields = self.obj(value, where, ("reg",))
-        return Reg(self.int(fields["reg"], f"{where}.reg"))
+        return Reg(self.integer(fields["reg"], f"{where}.reg"))
 
     # ---- sections ------------------------------------------------------------------------------------------
 
@@ -439,40 +439,40 @@ class _Decoder:
         )
         if fields["format"] != FORMAT_NAME:
             raise BundleError(f"manifest.format: expected '{FORMAT_NAME}', got {fields['format']!r}")
-        version = self.int(fields["format_version"], "manifest.format_version")
+        version = self.integer(fields["format_version"], "manifest.format_version")
         if version != FORMAT_VERSION:
             raise BundleError(
                 f"manifest format version {version} does not match the header's {FORMAT_VERSION}"
             )
         buffers = [
             self.buffer(entry, f"memory_plan[{i}]")
-            for i, entry in enumerate(self.list(fields["memory_plan"], "memory_plan"))
+            for i, entry in enumerate(self.array(fields["memory_plan"], "memory_plan"))
         ]
         entry = self.obj(fields["entry"], "entry", ("name", "inputs", "outputs"))
         inputs = [
             self.binding(item, f"entry.inputs[{i}]", buffers)
-            for i, item in enumerate(self.list(entry["inputs"], "entry.inputs"))
+            for i, item in enumerate(self.array(entry["inputs"], "entry.inputs"))
         ]
         outputs = [
             self.binding(item, f"entry.outputs[{i}]", buffers)
-            for i, item in enumerate(self.list(entry["outputs"], "entry.outputs"))
+            for i, item in enumerate(self.array(entry["outputs"], "entry.outputs"))
         ]
         locations = [
-            self.str(text, f"locations[{i}]")
-            for i, text in enumerate(self.list(fields["locations"], "locations"))
+            self.string(text, f"locations[{i}]")
+            for i, text in enumerate(self.array(fields["locations"], "locations"))
         ]
-        body = [self.node(node, f"body[{i}]", 0) for i, node in enumerate(self.list(fields["body"], "body"))]
+        body = [self.node(node, f"body[{i}]", 0) for i, node in enumerate(self.array(fields["body"], "body"))]
         return Program(
-            target=self.str(fields["target"], "manifest.target"),
+            target=self.string(fields["target"], "manifest.target"),
             buffers=buffers,
             inputs=inputs,
             outputs=outputs,
             body=body,
             constants=self.constants(fields["constants"], buffers),
-            num_registers=self.int(fields["num_registers"], "manifest.num_registers"),
+            num_registers=self.integer(fields["num_registers"], "manifest.num_registers"),
             locations=locations,
-            entry=self.str(entry["name"], "entry.name"),
-            compiler_version=self.str(fields["compiler_version"], "manifest.compiler_version"),
+            entry=self.string(entry["name"], "entry.name"),
+            compiler_version=self.string(fields["compiler_version"], "manifest.compiler_version"),
         )
 
     def buffer(self, value: Any, where: str) -> BufferDecl:
@@ -493,42 +493,42 @@ class _Decoder:
             ):
                 return BufferDecl(name, _MEMORIES[memory], address, tuple(shape), dtype)
         fields = self.obj(value, where, ("name", "memory", "address", "shape", "dtype"))
-        memory = self.str(fields["memory"], f"{where}.memory")
+        memory = self.string(fields["memory"], f"{where}.memory")
         if memory not in _MEMORIES:
             raise BundleError(f"{where}.memory: unknown memory {memory!r} (expected hbm, sbuf or psum)")
-        dtype = self.str(fields["dtype"], f"{where}.dtype")
+        dtype = self.string(fields["dtype"], f"{where}.dtype")
         if dtype not in dtypes.DTYPES:
             raise BundleError(f"{where}.dtype: unknown dtype {dtype!r} (known: {', '.join(dtypes.DTYPES)})")
         return BufferDecl(
-            self.str(fields["name"], f"{where}.name"),
+            self.string(fields["name"], f"{where}.name"),
             _MEMORIES[memory],
-            self.int(fields["address"], f"{where}.address"),
+            self.integer(fields["address"], f"{where}.address"),
             self.ints(fields["shape"], f"{where}.shape"),
             dtype,
         )
 
     def binding(self, value: Any, where: str, buffers: list[BufferDecl]) -> TensorBinding:
         fields = self.obj(value, where, ("name", "buffer", "shape", "strides", "offset", "dtype"))
-        buffer = self.int(fields["buffer"], f"{where}.buffer")
-        dtype = self.str(fields["dtype"], f"{where}.dtype")
+        buffer = self.integer(fields["buffer"], f"{where}.buffer")
+        dtype = self.string(fields["dtype"], f"{where}.dtype")
         if 0 <= buffer < len(buffers) and dtype != buffers[buffer].dtype:
             raise BundleError(f"{where}.dtype: {dtype!r} differs from its buffer's {buffers[buffer].dtype!r}")
         return TensorBinding(
-            self.str(fields["name"], f"{where}.name"),
+            self.string(fields["name"], f"{where}.name"),
             buffer,
             self.ints(fields["shape"], f"{where}.shape"),
             self.ints(fields["strides"], f"{where}.strides"),
-            self.int(fields["offset"], f"{where}.offset"),
+            self.integer(fields["offset"], f"{where}.offset"),
         )
 
     def constants(self, value: Any, buffers: list[BufferDecl]) -> dict[int, np.ndarray]:
         result: dict[int, np.ndarray] = {}
-        for i, item in enumerate(self.list(value, "constants")):
+        for i, item in enumerate(self.array(value, "constants")):
             where = f"constants[{i}]"
             fields = self.obj(item, where, ("buffer", "offset", "nbytes"))
-            index = self.int(fields["buffer"], f"{where}.buffer")
-            offset = self.int(fields["offset"], f"{where}.offset")
-            nbytes = self.int(fields["nbytes"], f"{where}.nbytes")
+            index = self.integer(fields["buffer"], f"{where}.buffer")
+            offset = self.integer(fields["offset"], f"{where}.offset")
+            nbytes = self.integer(fields["nbytes"], f"{where}.nbytes")
             if not 0 <= index < len(buffers):
                 raise BundleError(f"{where}.buffer: buffer {index} does not exist")
             if index in result:
@@ -561,8 +561,8 @@ class _Decoder:
         if kind == "scalar":
             fields = self.obj(value, where, ("kind", "dest", "op", "lhs", "rhs"))
             return ScalarOp(
-                Reg(self.int(fields["dest"], f"{where}.dest")),
-                self.str(fields["op"], f"{where}.op"),
+                Reg(self.integer(fields["dest"], f"{where}.dest")),
+                self.string(fields["op"], f"{where}.op"),
                 self.scalar(fields["lhs"], f"{where}.lhs"),
                 self.scalar(fields["rhs"], f"{where}.rhs"),
             )
@@ -570,13 +570,13 @@ class _Decoder:
             fields = self.obj(value, where, ("kind", "induction", "lower", "upper", "step", "body"))
             body = tuple(
                 self.node(child, f"{where}.body[{i}]", depth + 1)
-                for i, child in enumerate(self.list(fields["body"], f"{where}.body"))
+                for i, child in enumerate(self.array(fields["body"], f"{where}.body"))
             )
             return Loop(
-                Reg(self.int(fields["induction"], f"{where}.induction")),
+                Reg(self.integer(fields["induction"], f"{where}.induction")),
                 self.scalar(fields["lower"], f"{where}.lower"),
                 self.scalar(fields["upper"], f"{where}.upper"),
-                self.int(fields["step"], f"{where}.step"),
+                self.integer(fields["step"], f"{where}.step"),
                 body,
             )
         raise BundleError(f"{where}: unknown node kind {kind!r} (expected inst, scalar or loop)")
@@ -625,9 +625,9 @@ class _Decoder:
             where,
             ("kind", "id", "opcode", "engine", "queue", "operands", "attrs", "waits", "location"),
         )
-        inst_id = self.int(fields["id"], f"{where}.id")
+        inst_id = self.integer(fields["id"], f"{where}.id")
         where = f"instruction {inst_id}"
-        engine = self.str(fields["engine"], f"{where}: engine")
+        engine = self.string(fields["engine"], f"{where}: engine")
         if engine not in _ENGINES:
             raise BundleError(f"{where}: unknown engine {engine!r}")
         operands_value = fields["operands"]
@@ -643,18 +643,18 @@ class _Decoder:
             name: self.attr(item, f"{where}, attribute '{name}'", 0) for name, item in attrs_value.items()
         }
         waits = tuple(
-            self.int(w, f"{where}: waits[{i}]")
-            for i, w in enumerate(self.list(fields["waits"], f"{where}: waits"))
+            self.integer(w, f"{where}: waits[{i}]")
+            for i, w in enumerate(self.array(fields["waits"], f"{where}: waits"))
         )
         return Instruction(
             inst_id,
-            self.str(fields["opcode"], f"{where}: opcode"),
+            self.string(fields["opcode"], f"{where}: opcode"),
             _ENGINES[engine],
             operands,
             attrs,
-            self.int(fields["queue"], f"{where}: queue"),
+            self.integer(fields["queue"], f"{where}: queue"),
             waits,
-            self.int(fields["location"], f"{where}: location"),
+            self.integer(fields["location"], f"{where}: location"),
         )
 
     @staticmethod
@@ -688,20 +688,20 @@ class _Decoder:
         fields = self.obj(
             value, where, ("buffer", "pattern", "offset", "offset_reg", "partition_start", "partitions")
         )
-        pattern = []
-        for i, dim in enumerate(self.list(fields["pattern"], f"{where}: pattern", 64)):
+        pattern: list[tuple[int, int]] = []
+        for i, dim in enumerate(self.array(fields["pattern"], f"{where}: pattern", 64)):
             pair = self.ints(dim, f"{where}: pattern[{i}]")
             if len(pair) != 2:
                 raise BundleError(f"{where}: pattern[{i}] must be [step, num]")
-            pattern.append(pair)
+            pattern.append((pair[0], pair[1]))
         offset_reg = fields["offset_reg"]
         return Access(
-            self.int(fields["buffer"], f"{where}: buffer"),
-            tuple(pattern),  # type: ignore[arg-type]
-            self.int(fields["offset"], f"{where}: offset"),
-            Reg(self.int(offset_reg, f"{where}: offset_reg")) if offset_reg is not None else None,
-            self.int(fields["partition_start"], f"{where}: partition_start"),
-            self.int(fields["partitions"], f"{where}: partitions"),
+            self.integer(fields["buffer"], f"{where}: buffer"),
+            tuple(pattern),
+            self.integer(fields["offset"], f"{where}: offset"),
+            Reg(self.integer(offset_reg, f"{where}: offset_reg")) if offset_reg is not None else None,
+            self.integer(fields["partition_start"], f"{where}: partition_start"),
+            self.integer(fields["partitions"], f"{where}: partitions"),
         )
 
     def attr(self, value: Any, where: str, depth: int) -> AttrValue:
@@ -712,7 +712,7 @@ class _Decoder:
         if isinstance(value, float):
             return value
         if isinstance(value, list):
-            return tuple(self.attr(item, where, depth + 1) for item in self.list(value, where, 64))
+            return tuple(self.attr(item, where, depth + 1) for item in self.array(value, where, 64))
         if isinstance(value, dict):
             if "reg" in value:
                 return self.reg(value, where)

@@ -191,7 +191,7 @@ def compute_cycles(
     """Engine cycles of one compute instruction (the rules in the module docstring)."""
     if opcode == "nc_matmul":
         moving = ops["moving"]
-        cycles = max(moving.free_count, target.matmul_min_cycles)
+        cycles: float = max(moving.free_count, target.matmul_min_cycles)
         if moving.dtype == "f32":
             transpose = bool(attrs.get("is_transpose"))
             cycles *= target.matmul_transpose_fp32_factor if transpose else target.matmul_fp32_factor

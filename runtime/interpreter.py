@@ -50,17 +50,17 @@ class Interpreter:
         registers = self.registers
         plan_of = self.plan_of
         for node in nodes:
-            kind = type(node)
-            if kind is Instruction:
+            if type(node) is Instruction:
                 plan = plan_of[id(node)]
                 self.issue(plan, [registers[r] for r in plan.registers])
-            elif kind is ScalarOp:
-                registers[node.dest.index] = self.scalar(node)  # type: ignore[union-attr]
+            elif type(node) is ScalarOp:
+                registers[node.dest.index] = self.scalar(node)
             else:
-                self.loop(node)  # type: ignore[arg-type]
+                assert type(node) is Loop
+                self.loop(node)
 
     def value(self, operand: Scalar) -> int:
-        return self.registers[operand.index] if type(operand) is Reg else int(operand)  # type: ignore[union-attr]
+        return self.registers[operand.index] if type(operand) is Reg else int(operand)
 
     def scalar(self, op: ScalarOp) -> int:
         lhs, rhs = self.value(op.lhs), self.value(op.rhs)

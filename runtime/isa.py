@@ -259,7 +259,7 @@ def check_instruction(
     names and types are the caller's to check: they are its encoding's.
     """
     spec = OPCODES[opcode]
-    attrs = spec.defaults | attrs
+    attrs = spec.defaults | dict(attrs)
     if engine not in spec.engines:
         allowed = ", ".join(sorted(e.value for e in spec.engines))
         raise RuleError(f"cannot run on the {engine.value} engine (allowed: {allowed})")

@@ -44,7 +44,7 @@ def chain_of(loop: Loop) -> list[Loop]:
         body = chain[-1].body
         if not body or type(body[-1]) is not Loop or any(type(node) is not ScalarOp for node in body[:-1]):
             return chain
-        chain.append(body[-1])  # type: ignore[arg-type]
+        chain.append(body[-1])
 
 
 def written_registers(nodes: Sequence[Node]) -> set[int]:
@@ -52,10 +52,10 @@ def written_registers(nodes: Sequence[Node]) -> set[int]:
     found: set[int] = set()
     for node in nodes:
         if type(node) is ScalarOp:
-            found.add(node.dest.index)  # type: ignore[union-attr]
+            found.add(node.dest.index)
         elif type(node) is Loop:
-            found.add(node.induction.index)  # type: ignore[union-attr]
-            found |= written_registers(node.body)  # type: ignore[union-attr]
+            found.add(node.induction.index)
+            found |= written_registers(node.body)
     return found
 
 
@@ -168,8 +168,8 @@ class _Tracer:
 
     def value(self, operand: Scalar) -> RegisterValue:
         if type(operand) is not Reg:
-            return int(operand)  # type: ignore[arg-type]
-        index = operand.index  # type: ignore[union-attr]
+            return int(operand)
+        index = operand.index
         found = self.env.get(index)
         if found is not None:
             return found

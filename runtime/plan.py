@@ -144,7 +144,7 @@ class InstructionPlan:
         machine: Machine,
         target: Target,
         waits: list[int],
-        costs: dict[tuple, float | cost_model.DmaCost] | None = None,
+        costs: dict[tuple[object, ...], float | cost_model.DmaCost] | None = None,
     ) -> None:
         spec = isa.OPCODES[inst.opcode]
         written_roles = set(spec.writes + spec.optional_writes)
@@ -244,7 +244,7 @@ def plan_program(
     target: Target,
 ) -> list[InstructionPlan]:
     """Plans of `instructions` (the program's static instructions in program order), indexed like them."""
-    costs: dict[tuple, float | cost_model.DmaCost] = {}
+    costs: dict[tuple[object, ...], float | cost_model.DmaCost] = {}
     return [
         InstructionPlan(index, inst, program, machine, target, [index_of_id[w] for w in inst.waits], costs)
         for index, inst in enumerate(instructions)
@@ -252,7 +252,7 @@ def plan_program(
 
 
 def _cost(
-    inst: Instruction, program: Program, target: Target, costs: dict[tuple, float | cost_model.DmaCost]
+    inst: Instruction, program: Program, target: Target, costs: dict[tuple[object, ...], float | cost_model.DmaCost]
 ) -> float | cost_model.DmaCost:
     """`cost_model.instruction_cost`, once per distinct form: what it reads (opcode, engine, each operand's
     memory, dtype, partitions and pattern, the attributes) is what many instructions of a program share."""

@@ -27,6 +27,7 @@ import json
 import os
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 from neuron_mlir.runtime.hardware import TARGETS
 
@@ -64,10 +65,10 @@ class InstructionStats:
 class TraceEvents:
     """Every issued instance, in issue order: queue index, start, end and static instruction index."""
 
-    queue: array = field(default_factory=lambda: array("b"))
-    start: array = field(default_factory=lambda: array("d"))
-    end: array = field(default_factory=lambda: array("d"))
-    instruction: array = field(default_factory=lambda: array("l"))
+    queue: array[int] = field(default_factory=lambda: array("b"))
+    start: array[float] = field(default_factory=lambda: array("d"))
+    end: array[float] = field(default_factory=lambda: array("d"))
+    instruction: array[int] = field(default_factory=lambda: array("l"))
 
     def __len__(self) -> int:
         return len(self.start)
@@ -222,10 +223,10 @@ class Profile:
                 lines.append(f"  {_us(busy):>12} {self.location_counts.get(location, 0):>8}  {location}")
         return "\n".join(lines)
 
-    def chrome_trace(self) -> dict:
+    def chrome_trace(self) -> dict[str, Any]:
         """The trace as a Chrome/Perfetto JSON object (timestamps in microseconds)."""
         used = sorted(set(self.events.queue))
-        events: list[dict] = [
+        events: list[dict[str, Any]] = [
             {
                 "name": "process_name",
                 "ph": "M",

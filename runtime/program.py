@@ -29,12 +29,14 @@ This module only describes; `runtime.bundle` owns the on-disk encoding and valid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import final
 
 import numpy as np
 
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 
+@final  # code tells a register from an immediate by `type(x) is Reg`, which only a final class narrows
 @dataclass(frozen=True)
 class Reg:
     """A scalar register (integer valued), numbered within the program."""

@@ -22,7 +22,7 @@ running the program instance by instance (`RaceFound`), so the first race and it
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -103,6 +103,10 @@ class InstanceInfo:
         return f"instruction {self.instruction_id} ({self.opcode}, {queue} queue{where})"
 
 
+# InstanceInfo's fields in order: what the issue loop passes, the object being built only for a report
+InstanceFields = tuple[int, str, int, str, float, float]
+
+
 def _overlap(a: AccessSite, a_shift: int, b: AccessSite, b_shift: int) -> tuple[int, int] | None:
     """The first common byte range of two accesses (exact, element by element), or None."""
     a_starts = a.byte_offsets(a_shift)
@@ -123,7 +127,9 @@ class _Record:
 
     __slots__ = ("alive", "hi", "info", "lo", "order", "queue", "seq", "shift", "site")
 
-    def __init__(self, queue: int, seq: int, site: AccessSite, shift: int, info: InstanceInfo | tuple, order: int):
+    def __init__(
+        self, queue: int, seq: int, site: AccessSite, shift: int, info: InstanceInfo | InstanceFields, order: int
+    ):
         self.queue, self.seq, self.site, self.shift, self.info, self.order = queue, seq, site, shift, info, order
         self.lo = site.base + shift + site.low
         self.hi = site.base + shift + site.high
@@ -228,7 +234,7 @@ class RaceChecker:
         # Queues the rest of the program may issue to, and for those with nothing left in the current top-level
         # node, the instructions their next instruction waits on (set by the caller per top-level node).
         self.live_queues: Sequence[int] = range(queues)
-        self.next_waits: dict[int, Sequence[int]] = {}
+        self.next_waits: Mapping[int, Sequence[int]] = {}
         self._overlaps: dict[tuple[int, int, int], tuple[int, int] | None] = {}
         self._since_prune = 0
         self._order = 0
@@ -240,7 +246,7 @@ class RaceChecker:
         waits: Sequence[int],
         sites: Sequence[AccessSite],
         shifts: Sequence[int],
-        info: InstanceInfo | tuple,
+        info: InstanceInfo | InstanceFields,
     ) -> list[int]:
         """One instance issues: `info` is an InstanceInfo or the tuple of its fields (built only for a report).
         Returns its clock."""
@@ -276,7 +282,9 @@ class RaceChecker:
             clock = [x if x >= y else y for x, y in zip(clock, other, strict=False)]
         return clock
 
-    def _check(self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple) -> None:
+    def _check(
+        self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | InstanceFields
+    ) -> None:
         p0, p1 = site.partition_start, site.partition_end
         lo, hi = site.base + shift + site.low, site.base + shift + site.high
         nests = self.nest_records.get(site.memory_id)
@@ -322,7 +330,9 @@ class RaceChecker:
         found = self._overlaps[key]
         return None if found is None else (found[0] + a_shift, found[1] + a_shift)
 
-    def _report(self, site: AccessSite, info: InstanceInfo | tuple, record: _Record, overlap: tuple[int, int]) -> None:
+    def _report(
+        self, site: AccessSite, info: InstanceInfo | InstanceFields, record: _Record, overlap: tuple[int, int]
+    ) -> None:
         other_site = record.site
         other = record.info if isinstance(record.info, InstanceInfo) else InstanceInfo(*record.info)
         info = info if isinstance(info, InstanceInfo) else InstanceInfo(*info)
@@ -342,7 +352,7 @@ class RaceChecker:
         )
 
     def _record(
-        self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | tuple
+        self, site: AccessSite, shift: int, queue: int, clock: list[int], info: InstanceInfo | InstanceFields
     ) -> None:
         if not site.is_write and not self.written[site.buffer]:
             return  # nobody writes these bytes: reads of them can never race
@@ -586,12 +596,12 @@ class RaceChecker:
                             # unordered in lanes base - 1 + t (t >= 1) while anchor + t * slope < the record's number
                             growth = int(slopes[position, other_queue])
                             gap = record.seq - int(anchor[position, other_queue])
-                            unordered = lanes_here if growth == 0 else min(lanes_here, -(-gap // growth) - 1)
-                            if unordered <= 0:
+                            unordered_lanes = lanes_here if growth == 0 else min(lanes_here, -(-gap // growth) - 1)
+                            if unordered_lanes <= 0:
                                 continue
                             if lane_shifts is None:
                                 lane_shifts = shifts.of(position, op)
-                            self._overlapping(other, record.shift, site, lane_shifts[:unordered] - record.shift)
+                            self._overlapping(other, record.shift, site, lane_shifts[:unordered_lanes] - record.shift)
         return True
 
     def _check_within(

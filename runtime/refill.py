@@ -87,7 +87,12 @@ class _Written:
 
 Access = tuple[str, Mapping[str, np.ndarray], Mapping[str, Any]]  # (opcode, operand views, attributes)
 
-_WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_WORDS: dict[int, np.dtype[Any]] = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.uint16),
+    4: np.dtype(np.uint32),
+    8: np.dtype(np.uint64),
+}
 _ONES = {size: np.array(int.from_bytes(b"\x01" * size, "little"), dtype) for size, dtype in _WORDS.items()}
 
 
@@ -304,8 +309,8 @@ def bytes_read_first(
         if is_write:
             masks.note_write(index, view, offset)
             continue
-        hull = written_hull.get(index)
-        if hull is None or high <= hull[0] or hull[1] <= low:
+        written = written_hull.get(index)
+        if written is None or high <= written[0] or written[1] <= low:
             continue  # bytes nothing writes: they read fresh (or loaded) on every run anyway
         masks.note_read(index, view, offset)
     for view in outputs:

@@ -57,7 +57,7 @@ def _rows(array: np.ndarray, nl: int) -> np.ndarray:
     return array.reshape((*array.shape[: nl + 1], -1))
 
 
-def _integer_domain(engine: Engine, tensors: list[np.ndarray], immediates: list[object]) -> bool:
+def _integer_domain(engine: Engine, tensors: list[np.ndarray], immediates: list[float | None]) -> bool:
     if engine is not Engine.GPSIMD:
         return False
     if not all(alu.is_integer_dtype(t.dtype) for t in tensors):
@@ -105,8 +105,9 @@ def writable_rows(dst: np.ndarray, nl: int = 0) -> np.ndarray | None:
     if dst.dtype != F32:
         return None
     rows = dst.view()
+    shape: tuple[int, ...] = (*dst.shape[: nl + 1], -1)
     try:
-        rows.shape = (*dst.shape[: nl + 1], -1)
+        rows.shape = shape  # setting the shape, unlike reshape, never copies: it raises instead
     except AttributeError:
         return None
     itemsize = F32.itemsize

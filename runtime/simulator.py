@@ -59,6 +59,11 @@ __all__ = ["RaceError", "SimulationError", "queue_index", "run_program", "run_va
 _POOLED_MACHINE_BYTES = 1 << 30
 # How many entry register states of one loop a simulator remembers the trace (and batch) of.
 _TRACES_PER_LOOP = 16
+# The views a run loads and reads (`Simulator._entry_views`): (constant's view, its value) pairs, (view, dtype,
+# shape) per input binding, the view of each output binding.
+_EntryViews = tuple[
+    list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.dtype[Any], tuple[int, ...]]], list[np.ndarray]
+]
 
 
 def run_program(
@@ -153,7 +158,7 @@ class Simulator:
         self._unanalysed: list[refill.Access] | None = None
         self._fresh_memory = True
         self._loaded_ranges = self._ranges_load_overwrites()
-        self._entry: tuple[list, list, list] | None = None  # see `_entry_views`
+        self._entry: _EntryViews | None = None  # see `_entry_views`
         # What the current run's walk feeds each instance to (see `run`).
         self.timeline: Timeline | None = None
         self.races: RaceChecker | None = None
@@ -434,7 +439,7 @@ class Simulator:
                     views.append(array[start - range_start : end - range_start])
         return views
 
-    def _entry_views(self) -> tuple[list, list, list]:
+    def _entry_views(self) -> _EntryViews:
         """The views `load` and `outputs` use, made once: (constant's view, its value) pairs, (view, dtype,
         shape) per input binding and the view of each output binding. The memories never move, so neither do
         the views; per run, only the copies remain."""
@@ -526,10 +531,10 @@ def _instructions_in(node: Node) -> list[Instruction]:
 # run_program's memory of validated programs: id(program) -> (weak reference, override, snapshot, validated).
 # The ValidatedProgram holds a private copy of the program (the snapshot), never the caller's object, so the
 # entry goes away with the caller's program.
-_VALIDATED: dict[int, tuple[weakref.ref, Any, tuple, ValidatedProgram]] = {}
+_VALIDATED: dict[int, tuple[weakref.ref[Program], Any, tuple[Any, ...], ValidatedProgram]] = {}
 
 
-def _fields(program: Program) -> tuple:
+def _fields(program: Program) -> tuple[Any, ...]:
     constants = tuple(
         (index, type(array), getattr(array, "dtype", None), getattr(array, "shape", None))
         for index, array in program.constants.items()
@@ -566,7 +571,7 @@ def _validated(program: Program, override: Mapping[Any, int] | None) -> Validate
     try:
         fields = {f.name: getattr(program, f.name) for f in dataclasses.fields(Program) if f.name != "constants"}
         copied = copy_module.deepcopy(fields)
-        reference = weakref.ref(program, lambda _, key=key: _VALIDATED.pop(key, None))
+        reference = weakref.ref(program, lambda _: _VALIDATED.pop(key, None))
     except Exception:
         return validated
     copy = Program(**copied, constants=program.constants)

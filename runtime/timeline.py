@@ -44,6 +44,10 @@ from neuron_mlir.runtime.program import Program
 # Transfers issued between two attempts to drop bandwidth history no later transfer can reach.
 _FORGET_EVERY = 64
 
+# A DMA's arguments to `Bandwidth.transfer` (fixed latency, bytes, engine rate, efficiency, HBM bytes per byte), and
+# its (duration, engine grant, HBM grant) when it moves bytes alone, None when it cannot
+_TransferConstants = tuple[float, int, float, float, float, tuple[float, float, float] | None]
+
 
 class Bandwidth:
     """Arbitrates the core's DMA engines and HBM bandwidth among overlapping transfers, in program order.
@@ -233,7 +237,7 @@ class Timeline:
         positions = lanes.positions
         count, width = lanes.count, len(positions)
         penalised = self._penalties(lanes)
-        durations = []
+        durations: list[float | list[float]] = []
         for position, plan in enumerate(positions):
             flags = penalised[position]
             if flags is None:
@@ -280,7 +284,7 @@ class Timeline:
                     if self._issued_since_forget >= _FORGET_EVERY:
                         self.forget_bandwidth_history()
                         times, engine_used, hbm_used = bandwidth.times, bandwidth.engine_used, bandwidth.hbm_used
-                elif type(duration) is float:
+                elif isinstance(duration, float):
                     end = start + duration
                 else:
                     end = start + duration[lane]
@@ -294,7 +298,7 @@ class Timeline:
         self._account(lanes, start_array, end_array)
         return start_array, end_array
 
-    def _transfer_constants(self, plan: InstructionPlan) -> tuple | None:
+    def _transfer_constants(self, plan: InstructionPlan) -> _TransferConstants | None:
         """A DMA's arguments to `Bandwidth.transfer` and, when it would move bytes alone (nothing else moving:
         both resources idle), its duration and grants there, computed as `transfer` computes them."""
         dma = plan.dma
@@ -344,8 +348,10 @@ class Timeline:
             flags[position] = hit
             previous_on_queue[queue] = position
         for queue, last in last_on_queue.items():
-            writes = positions[last].writes
-            self.previous_writes[queue] = [_lane_footprint(_footprints(lanes, last, op), count - 1) for op in writes]
+            last_writes = positions[last].writes
+            self.previous_writes[queue] = [
+                _lane_footprint(_footprints(lanes, last, op), count - 1) for op in last_writes
+            ]
         return flags
 
     def _account(self, lanes: Lanes, starts: np.ndarray, ends: np.ndarray) -> None:

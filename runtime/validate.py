@@ -457,7 +457,7 @@ class _Validator:
                 f"{where}: register r{reg.index} is outside the program's {self.program.num_registers} registers"
             )
 
-    def check_scalar(self, value: object, where: str) -> None:
+    def check_scalar(self, value: Any, where: str) -> None:
         if isinstance(value, Reg):
             self.check_reg(value, where)
         elif not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
@@ -674,7 +674,7 @@ def _plain_attr_ok(kind: str, value: object) -> bool:
     return kind in isa.CHOICES and type(value) is str
 
 
-def _check_attr_value(kind: str, value: object, where: str) -> None:
+def _check_attr_value(kind: str, value: Any, where: str) -> None:
     if kind == "bool":
         if not _is_bool(value):
             raise BundleError(f"{where}: expected true or false, got {value!r}")

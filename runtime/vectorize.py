@@ -263,9 +263,9 @@ def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nes
             runs = _runs(starts, site.itemsize)
             if runs is None:
                 index = (starts[:, None] + np.arange(site.itemsize)[None, :]).reshape(-1)
-        rows = partition_cuts[site.memory_id]
+        row_cuts = partition_cuts[site.memory_id]
         footprints[(plan.index, op.role)] = _Footprint(
-            site.memory_id, rows.index(site.partition_start), rows.index(site.partition_end), runs, index
+            site.memory_id, row_cuts.index(site.partition_start), row_cuts.index(site.partition_end), runs, index
         )
 
     # Private bytes: everything a static on-chip write touches.
@@ -492,7 +492,7 @@ class Batch:
                 continue
             # Operands of one shape (element size, pattern, partitions, lane strides) form a family: its members
             # differ only in their base offsets, so one injectivity test covers them all, exactly.
-            families: dict[tuple, list[_Direct]] = {}
+            families: dict[tuple[object, ...], list[_Direct]] = {}
             for group in groups:
                 site = group.op.site
                 key = (site.itemsize, site.pattern, site.partition_start, site.partition_end, group.deltas)
@@ -524,7 +524,7 @@ class Batch:
         self.accesses = self._accesses()
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
-            steps: list[tuple] = []
+            steps: list[prepared.Step] = []
             for start in range(bounds[worker], bounds[worker + 1], chunk):
                 stop = min(bounds[worker + 1], start + chunk)
                 chunk_lanes = (stop - start, *lanes[1:])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,12 +29,15 @@ GraphHook = Callable[[torch.fx.GraphModule, list[Any], str], None]
 
 
 def _aot_recording_backend(
-    seen: dict[str, set[str]], model_name: str, decompositions: dict, on_graph: GraphHook | None = None
-) -> Callable:
+    seen: dict[str, set[str]],
+    model_name: str,
+    decompositions: dict[Any, Callable[..., Any]],
+    on_graph: GraphHook | None = None,
+) -> Callable[..., Any]:
     """A torch.compile backend that records the ATen targets of the forward and backward graphs."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    def record(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    def record(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         for node in gm.graph.nodes:
             if node.op == "call_function" and node.target is not operator.getitem:
                 seen[str(node.target)].add(model_name)
@@ -45,10 +48,10 @@ def _aot_recording_backend(
                 hook(gm, list(args), model_name)
             return gm(*args)
 
-        run._boxed_call = True  # pyright: ignore[reportFunctionMemberAccess]  (AOTAutograd calling convention)
+        run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd's calling convention reads the flag
         return run
 
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         return aot_module_simplified(
             gm, example_inputs, fw_compiler=record, bw_compiler=record, decompositions=decompositions
         )

@@ -51,6 +51,8 @@ from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, 
 
 # An op with regions longer than this is shown by its first and last lines only.
 _MAX_OP_LINES = 12
+# xDSL keeps its input as it is given: text, or the bytes of a file read in binary mode
+SourceSpan = Span[str] | Span[bytes]
 
 
 class SemanticsMismatch(DiagnosticException):
@@ -65,7 +67,12 @@ class _PositionRecordingParser(Parser):
     """xDSL's parser, remembering where in the input each op starts (xDSL keeps no positions on ops)."""
 
     def __init__(
-        self, ctx: Context, text: str | bytes, name: str, positions: weakref.WeakKeyDictionary, line_offset: int
+        self,
+        ctx: Context,
+        text: str | bytes,
+        name: str,
+        positions: weakref.WeakKeyDictionary[Operation, SourceSpan],
+        line_offset: int,
     ):
         super().__init__(ctx, text, name)
         self._positions = positions
@@ -83,17 +90,17 @@ class NeuronOptMain(xDSLOptMain):
 
     def __init__(self, description: str = "neuron-mlir modular optimizer driver", args: Sequence[str] | None = None):
         # op -> the span of its first token in the input (ops that passes create are not in it)
-        self.positions: weakref.WeakKeyDictionary[Operation, Span] = weakref.WeakKeyDictionary()
+        self.positions: weakref.WeakKeyDictionary[Operation, SourceSpan] = weakref.WeakKeyDictionary()
         super().__init__(description=description, args=args)
 
     def register_all_dialects(self) -> None:
-        super().register_all_dialects()
+        super().register_all_dialects()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         for name, factory in ALL_DIALECTS.items():
             if name not in self.ctx.registered_dialect_names:
                 self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self) -> None:
-        super().register_all_passes()
+        super().register_all_passes()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         for name, factory in ALL_PASSES.items():
             self.register_pass(name, factory)
 
@@ -145,7 +152,7 @@ class NeuronOptMain(xDSLOptMain):
     def run(self) -> None:
         """xDSL's driver, but a malformed input or a failing pass is a diagnostic and exit code 1, not a traceback."""
         try:
-            super().run()
+            super().run()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         except ParseError as error:
             print(error, file=sys.stderr)
             sys.exit(1)
@@ -250,8 +257,8 @@ class NeuronOptMain(xDSLOptMain):
             return f"{position}: error: {message}\n{_source_excerpt(span)}"
         if op is None:
             return f"{self.get_input_name()}: error: {message}"
-        position = file_position(op.location) or self.get_input_name()
-        return f"{position}: error: {message}\n{self._op_excerpt(op)}"
+        op_position = file_position(op.location) or self.get_input_name()
+        return f"{op_position}: error: {message}\n{self._op_excerpt(op)}"
 
     def _op_excerpt(self, op: Operation) -> str:
         stream = StringIO()
@@ -262,14 +269,17 @@ class NeuronOptMain(xDSLOptMain):
         return "\n".join(lines)
 
 
-def _source_excerpt(span: Span) -> str:
+def _source_excerpt(span: SourceSpan) -> str:
     """The line `span` starts on, and a caret under its first character."""
     source = span.input
     line_start = source.get_start_of_line(span.start)
     before = source.content[line_start : span.start]
     line = source.content[line_start : source.get_end_of_line(span.start)]
-    if isinstance(before, bytes) and isinstance(line, bytes):  # columns of bytes: the caret goes by characters
-        before, line = before.decode("utf-8", "replace"), line.decode("utf-8", "replace")
+    # columns of bytes (a file is parsed as it is read): the caret goes by characters
+    if isinstance(before, bytes):
+        before = before.decode("utf-8", "replace")
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "replace")
     return f"{line}\n{' ' * len(before)}^"
 
 

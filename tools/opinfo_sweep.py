@@ -97,9 +97,9 @@ def trace_sample(op: Any, sample: Any) -> tuple[torch.fx.GraphModule, list[torch
 
     graphs: list[torch.fx.GraphModule] = []
 
-    def keep(graph_module: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        graphs.append(graph_module)
-        return graph_module
+    def keep(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm
 
     inputs = [t.detach().clone() for t in tensors]
     aot_function(call, fw_compiler=keep, decompositions=decompositions())(*[t.clone() for t in inputs])

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from typing import Any
 
 # Colour per opcode family, so the same engine work looks the same in every picture.
 _PALETTE: dict[str, str] = {
@@ -51,7 +52,7 @@ class Track:
     events: list[tuple[float, float, str]] = field(default_factory=list)
 
 
-def read_tracks(trace: dict) -> list[Track]:
+def read_tracks(trace: dict[str, Any]) -> list[Track]:
     """The tracks of a Chrome trace object, in the order of their sort index (then process and thread id)."""
     names: dict[tuple[int, int], str] = {}
     processes: dict[int, str] = {}

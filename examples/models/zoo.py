@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,7 +51,7 @@ def _tokens(vocab: int = VOCAB) -> torch.Tensor:
     return torch.randint(0, vocab, (BATCH, SEQ))
 
 
-def _returning_first_output(model_class: type) -> type:
+def _returning_first_output(model_class: type[Any]) -> type[Any]:
     """A subclass of a transformers model whose forward returns its first output (the logits) as a tensor.
 
     A subclass rather than a wrapper module keeps the module paths the model's own (`model.transformer.h.0`).
@@ -62,7 +63,7 @@ def _returning_first_output(model_class: type) -> type:
     return type(model_class.__name__, (model_class,), {"forward": forward, "__module__": __name__})
 
 
-def from_config(model_class: type, config, **options) -> nn.Module:
+def from_config(model_class: type[Any], config, **options) -> nn.Module:
     """A `model_class` with random weights from `config`, in eval mode, returning its first output as a tensor."""
     _offline()
     config.use_cache = False

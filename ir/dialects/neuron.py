@@ -26,7 +26,7 @@ instruction has an `id` and the `waits` that order it after producers on other q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    StridedLayoutAttr,
     StringAttr,
     i1,
     i64,
@@ -64,6 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import AttrValue
 
 # ----------------------------------------------------------------------------------------------------------------
 # Attributes
@@ -292,6 +294,14 @@ def target_of(op: Operation) -> Target:
     return hardware.get_target(hardware.DEFAULT_TARGET)
 
 
+def has_static_layout(memref_type: MemRefType) -> bool:
+    """Whether every stride and the offset of a memref are known (no `?` in `strided<[?, 1], offset: ?>`)."""
+    layout = memref_type.layout
+    if not isinstance(layout, StridedLayoutAttr):
+        return True
+    return all(isinstance(value, IntAttr) for value in (*layout.strides.data, layout.offset))
+
+
 def memory_of(buffer_type: Attribute) -> Memory:
     """The memory of a buffer type; memrefs without a `#neuron.mem` space are HBM."""
     if isinstance(buffer_type, MemRefType) and isinstance(buffer_type.memory_space, MemorySpaceAttr):
@@ -445,6 +455,10 @@ class ViewOp(IRDLOperation):
     def verify_(self) -> None:
         if memory_of(self.source.type) is not Memory.HBM or memory_of(self.result.type) is not Memory.HBM:
             raise _error(self, "views are of HBM buffers")
+        result = self.result.type
+        assert isinstance(result, MemRefType)
+        if not has_static_layout(result):
+            raise _error(self, f"a view's strides and offset are static, got {result.layout}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -501,7 +515,7 @@ class InstructionOp(IRDLOperation):
     def build_instruction(
         cls,
         engine: Engine,
-        accesses: dict[str, tuple[SSAValue, AccessPatternAttr, SSAValue | None]],
+        accesses: Mapping[str, tuple[SSAValue, AccessPatternAttr, SSAValue | None]],
         properties: dict[str, Attribute] | None = None,
         dynamic: dict[str, SSAValue] | None = None,
     ) -> InstructionOp:
@@ -589,10 +603,10 @@ class InstructionOp(IRDLOperation):
             address,
         )
 
-    def attribute_values(self) -> dict[str, object]:
+    def attribute_values(self) -> dict[str, AttrValue]:
         """The opcode's attributes that are set, as the instruction encodes them (`runtime.isa`): Python values,
         and `isa.DYNAMIC` for one given by an operand (a register when the instruction issues)."""
-        values: dict[str, object] = {}
+        values: dict[str, AttrValue] = {}
         for name, attr in self.spec().attr_specs.items():
             value = self.properties.get(name)
             dynamic = getattr(self, f"{name}_dynamic") if name in self.DYNAMIC_ATTRS else None
@@ -604,7 +618,7 @@ class InstructionOp(IRDLOperation):
                 values[name] = self._attribute_value(name, attr.kind, value)
         return values
 
-    def _attribute_value(self, name: str, kind: str, value: Attribute) -> object:
+    def _attribute_value(self, name: str, kind: str, value: Attribute) -> AttrValue:
         if kind == "pattern":
             assert isinstance(value, DenseArrayBase)
             numbers = tuple(int(v) for v in value.get_values())

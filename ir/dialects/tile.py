@@ -60,7 +60,7 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from neuron_mlir.ir.dialects.neuron import MemorySpaceAttr, location_text, memory_of, target_of
+from neuron_mlir.ir.dialects.neuron import MemorySpaceAttr, has_static_layout, location_text, memory_of, target_of
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
 
@@ -152,23 +152,28 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def memref_strides(memref_type: MemRefType) -> tuple[tuple[int, ...], int]:
-    """(strides, offset) in elements of a memref relative to its underlying allocation."""
+    """(strides, offset) in elements of a memref relative to its underlying allocation.
+
+    Raises ValueError for a dynamic stride or offset: addresses are computed at compile time, so every layout
+    must be static (the view verifiers enforce it on the views they create).
+    """
     layout = memref_type.layout
-    if isinstance(layout, StridedLayoutAttr):
-        strides = tuple(int(s.data) for s in layout.strides.data)  # type: ignore[union-attr]
-        offset = layout.offset.data if isinstance(layout.offset, IntAttr) else 0
-        return strides, offset
-    return row_major_strides(memref_type.get_shape()), 0
+    if not isinstance(layout, StridedLayoutAttr):
+        return row_major_strides(memref_type.get_shape()), 0
+    strides = [value.data for value in layout.strides.data if isinstance(value, IntAttr)]
+    if len(strides) != len(layout.strides.data) or not isinstance(layout.offset, IntAttr):
+        raise ValueError(f"{memref_type} has a dynamic layout: strides and offset must be static")
+    return tuple(strides), layout.offset.data
 
 
 def hbm_type(
     shape: Sequence[int], element_type: Attribute, strides: Sequence[int] | None = None, offset: int = 0
 ) -> MemRefType:
     """An HBM memref; strided when `strides` (elements) differ from row-major or `offset` is non-zero."""
-    layout: Attribute = NoneAttr()
+    layout: StridedLayoutAttr | NoneAttr = NoneAttr()
     if strides is not None and (tuple(strides) != row_major_strides(shape) or offset != 0):
         layout = StridedLayoutAttr(list(strides), offset)
-    return MemRefType(element_type, shape, layout, MemorySpaceAttr(Memory.HBM))  # type: ignore[arg-type]
+    return MemRefType(element_type, shape, layout, MemorySpaceAttr(Memory.HBM))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -208,6 +213,8 @@ class ViewOp(IRDLOperation):
             raise _error(self, f"a view keeps the element type ({source.element_type} vs {result.element_type})")
         if memory_of(source) is not Memory.HBM or memory_of(result) is not Memory.HBM:
             raise _error(self, "views are of HBM tensors")
+        if not has_static_layout(result):
+            raise _error(self, f"a view's strides and offset are static, got {result.layout}")
 
 
 class _TileTransferOp(IRDLOperation):

@@ -49,11 +49,11 @@ from __future__ import annotations
 
 import numbers
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from functools import cached_property
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, SupportsFloat, SupportsIndex
 
 from xdsl.dialects.builtin import (
     I1,
@@ -344,6 +344,18 @@ def _int_list(value: object, length: int | None) -> list[int]:
     return values
 
 
+def _items(value: object, kind: str) -> list[object]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"expected a {kind} or a list of them, got {value!r}")
+    return list(value)
+
+
+def _float(value: object) -> float:
+    if not isinstance(value, SupportsFloat | SupportsIndex):
+        raise TypeError(f"expected a float, got {value!r}")
+    return float(value)
+
+
 def to_attribute(kind: PropKind, value: object, length: int | None = None) -> Attribute:
     """The property attribute for a Python argument value (an Attribute is taken as it is).
 
@@ -354,9 +366,13 @@ def to_attribute(kind: PropKind, value: object, length: int | None = None) -> At
         return value
     match kind:
         case PropKind.INT:
-            return IntegerAttr(operator.index(value), i64)  # pyright: ignore[reportArgumentType]
+            if not isinstance(value, SupportsIndex):
+                raise TypeError(f"expected an int, got {value!r}")
+            return IntegerAttr(operator.index(value), i64)
         case PropKind.FLOAT:
-            return FloatAttr(float(value), f64)  # pyright: ignore[reportArgumentType]
+            if not isinstance(value, SupportsFloat | SupportsIndex):
+                raise TypeError(f"expected a float, got {value!r}")
+            return FloatAttr(float(value), f64)
         case PropKind.BOOL:
             return IntegerAttr(int(bool(value)), i1)
         case PropKind.SCALAR:
@@ -370,11 +386,11 @@ def to_attribute(kind: PropKind, value: object, length: int | None = None) -> At
         case PropKind.INT_LIST:
             return DenseArrayBase.from_list(i64, _int_list(value, length))
         case PropKind.BOOL_LIST:
-            items = [value] * (length or 1) if isinstance(value, bool) else list(value)  # pyright: ignore
-            return DenseArrayBase.from_list(i1, [int(bool(v)) for v in items])
+            bools = [value] * (length or 1) if isinstance(value, bool) else _items(value, "bool")
+            return DenseArrayBase.from_list(i1, [int(bool(v)) for v in bools])
         case PropKind.FLOAT_LIST:
-            items = [value] * (length or 1) if isinstance(value, numbers.Real) else list(value)  # pyright: ignore
-            return DenseArrayBase.from_list(f64, [float(v) for v in items])
+            floats = [value] * (length or 1) if isinstance(value, numbers.Real) else _items(value, "float")
+            return DenseArrayBase.from_list(f64, [_float(v) for v in floats])
         case PropKind.STR:
             if not isinstance(value, str):
                 raise ValueError(f"expected a str, got {value!r}")
@@ -795,19 +811,19 @@ class TorchOp(IRDLOperation):
             self._verify_view(rule)
             return
         shapes = [v.type.get_shape() for v in self.operands if isinstance(v.type, TensorType)]
-        tensor_results = [r for r in self.results if isinstance(r.type, TensorType)]
-        if not shapes or not tensor_results:
+        result_types = [r.type for r in self.results if isinstance(r.type, TensorType)]
+        if not shapes or not result_types:
             return
         if rule is ShapeRule.SAME:
-            for result in tensor_results:
-                if not _shapes_match(shapes[0], result.type.get_shape()):
+            for result_type in result_types:
+                if not _shapes_match(shapes[0], result_type.get_shape()):
                     raise VerifyException(
-                        f"{self.name}: result shape {_shape_text(result.type.get_shape())} is not the operand "
+                        f"{self.name}: result shape {_shape_text(result_type.get_shape())} is not the operand "
                         f"shape {_shape_text(shapes[0])}"
                     )
             return
         expected = _broadcast_shapes(shapes)
-        found = tensor_results[0].type.get_shape()
+        found = result_types[0].get_shape()
         if expected is None or not _shapes_match(expected, found):
             texts = [_shape_text(s) for s in shapes]
             listed = ", ".join(texts[:-1]) + " and " + texts[-1] if len(texts) > 1 else texts[0]
@@ -820,24 +836,24 @@ class TorchOp(IRDLOperation):
         source = self.operands[0].type
         if not isinstance(source, TensorType):
             return
-        results = [r for r in self.results if isinstance(r.type, TensorType)]
+        result_types = [r.type for r in self.results if isinstance(r.type, TensorType)]
         expected_shapes = _VIEW_SHAPES[rule](_ViewArguments(self, tuple(source.get_shape())))
-        if len(expected_shapes) != len(results):
+        if len(expected_shapes) != len(result_types):
             raise VerifyException(
-                f"{self.name}: {len(results)} tensor results, but its arguments make {len(expected_shapes)}"
+                f"{self.name}: {len(result_types)} tensor results, but its arguments make {len(expected_shapes)}"
             )
         element_type = _view_element_type(self.name, rule, source.get_element_type())
-        for index, (result, expected) in enumerate(zip(results, expected_shapes, strict=True)):
-            what = "result" if len(results) == 1 else f"result {index}"
-            found = result.type.get_shape()
+        for index, (result_type, expected) in enumerate(zip(result_types, expected_shapes, strict=True)):
+            what = "result" if len(result_types) == 1 else f"result {index}"
+            found = result_type.get_shape()
             if not _shapes_match(expected, found):
                 raise VerifyException(
                     f"{self.name}: {what} shape {_shape_text(found)} is not {_shape_text(expected)}, the shape its "
                     f"arguments give for operand shape {_shape_text(source.get_shape())}"
                 )
-            if result.type.get_element_type() != element_type:
+            if result_type.get_element_type() != element_type:
                 raise VerifyException(
-                    f"{self.name}: {what} element type must be {element_type}, found {result.type.get_element_type()}"
+                    f"{self.name}: {what} element type must be {element_type}, found {result_type.get_element_type()}"
                 )
 
 

@@ -58,7 +58,7 @@ def random_inputs(module: ModuleOp, entry: str = "main", seed: int = 0) -> list[
 
     rng = np.random.default_rng(seed)
     function = find_function(module, entry)
-    arrays = []
+    arrays: list[np.ndarray] = []
     for arg in function.body.block.args:
         arg_type = arg.type
         assert isinstance(arg_type, TensorType | MemRefType), f"argument of type {arg_type}"

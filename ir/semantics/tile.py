@@ -9,13 +9,13 @@ to its result's element type, rounding to nearest even.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Attribute, Operation
 
 from neuron_mlir.ir.dialects import tile
@@ -169,7 +169,9 @@ def is_integer_op(op: Operation) -> bool:
     if not all(alu.is_integer_dtype(numpy_type(t.element_type)) for t in types):
         return False
     scalar = op.properties.get("scalar")
-    return scalar is None or float(scalar.value.data).is_integer()  # type: ignore[attr-defined]
+    if scalar is None:
+        return True
+    return isinstance(scalar, FloatAttr | IntegerAttr) and float(scalar.value.data).is_integer()
 
 
 def _binary(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -235,7 +237,7 @@ _INTEGER_REDUCE = {
     "abs_max": lambda x, axes: np.abs(x).max(axis=axes),
 }
 
-_INTEGER_SCAN = {
+_INTEGER_SCAN: dict[str, Callable[..., np.ndarray]] = {
     "add": np.cumsum,
     "multiply": np.cumprod,
     "max": np.maximum.accumulate,
@@ -260,13 +262,15 @@ def _iota(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
     return [_cast(values.astype(np.int32), op)]
 
 
-def _indirect_rows(op: tile.GatherOp | tile.ScatterOp, tensor: HbmTensor, indices: Sequence[int], offsets: np.ndarray):
+def _indirect_rows(
+    op: tile.GatherOp | tile.ScatterOp, tensor: HbmTensor, indices: Sequence[int], offsets: np.ndarray
+) -> list[np.ndarray]:
     """For each offset in row-major (p, r) order: the view of its row in `tensor`, shape (1, row extents...)."""
     array = tensor.array()
     dim, dims = op.indexed_dim, op.row_dims()
     extents = op.rows_type().get_shape()[1:] if dims else ()
     bound = array.shape[dim] - indices[dim]
-    views = []
+    views: list[np.ndarray] = []
     for p, r in np.ndindex(*offsets.shape):
         offset = int(offsets[p, r])
         if not 0 <= offset < bound:

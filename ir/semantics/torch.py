@@ -131,11 +131,11 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     args, kwargs = op.call_arguments(operand_values, _torch_value)
     # Value semantics: an argument ATen writes to (`Tensor(a!)`) gets a copy, so the SSA value stays unchanged.
     for position, spec in enumerate(a for a in schema.args if not a.kwarg_only):
-        if spec.mutable and isinstance(args[position], torch.Tensor):
-            args[position] = args[position].clone()
+        if spec.mutable and isinstance(argument := args[position], torch.Tensor):
+            args[position] = argument.clone()
     for spec in schema.args:
-        if spec.mutable and spec.kwarg_only and isinstance(kwargs[spec.name], torch.Tensor):
-            kwargs[spec.name] = kwargs[spec.name].clone()
+        if spec.mutable and spec.kwarg_only and isinstance(argument := kwargs[spec.name], torch.Tensor):
+            kwargs[spec.name] = argument.clone()
     returned = aten_op(*args, **kwargs)
     if not schema.results:
         return []  # an op run for its effect (an assertion)

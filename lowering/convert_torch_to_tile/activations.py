@@ -23,6 +23,7 @@ the project's fp32 tolerance (`ir/semantics/compare.py`) accepts. Rounding funct
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -170,7 +171,7 @@ def _erfc(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
 # ---- activations -----------------------------------------------------------------------------------------------
 
 
-def _gelu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _gelu(em: Emitter, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
     approximate = args.get("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"unknown gelu approximation {approximate!r}")

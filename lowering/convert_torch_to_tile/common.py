@@ -132,7 +132,7 @@ class LoweringInternalError(OpDiagnostic):
 
 # A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one
 # memref per result (None for a result of type `none`, which ATen leaves undefined).
-Lowering = Callable[[Emitter, Operation, dict[str, Any]], list[SSAValue]]
+Lowering = Callable[[Emitter, Operation, dict[str, Any]], Sequence[SSAValue | None]]
 
 # A family's legality check: None when its lowering takes the torch op as it is (its operand and result types,
 # its attributes, the module's target), else the rule the op breaks. It looks at the op alone, never at what

@@ -136,6 +136,8 @@ def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
 
     def copy_tile(e: Emitter, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int, col0: Index, ns: int) -> None:
         n, *outer = lead
+        shape: tuple[int, ...]
+        dims: tuple[int, ...]
         if len(spatial) == 1:
             indices, shape, dims = [n, c0, col0], (cs, ns), (1, 2)
         else:
@@ -283,7 +285,7 @@ def emit_direct_convolution(
         result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
         if bias_column is not None:
             column = load(e, bias_column, [co_global, 0], (co_size, 1), f32)
-            value = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
+            value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
         else:
             value = to_sbuf(e, product, out_element_type)
         if out_rows is out:
@@ -352,7 +354,9 @@ def _tap_columns(em: Emitter, w: SSAValue, c0: Index, c_size: int) -> SSAValue:
     flat = layout.reshape((layout.shape[0], taps)) if layout.shape[1] == 1 else None
     source = view(em, w, flat) if flat is not None else copy_to(em, w)
     if flat is None:
-        source = view(em, source, layout_of(source).reshape((layout.shape[0], taps)))
+        rows = layout_of(source).reshape((layout.shape[0], taps))
+        assert rows is not None, "a copy is row-major: any reshape of it is a view"
+        source = view(em, source, rows)
     return load(em, source, [c0, 0], (c_size, taps), f32)
 
 
@@ -441,7 +445,7 @@ def emit_depthwise_convolution(
             if bias_column is not None:
                 bias_tile = load(e2, bias_column, [c0, 0], (c_size, 1), f32)
                 flat_type = TileType((c_size, rs * cs), out_element_type, Memory.SBUF)
-                value = e2.insert(tile.BinaryScalarOp(product, "add", flat_type, column=bias_tile)).result
+                value: SSAValue = e2.insert(tile.BinaryScalarOp(product, "add", flat_type, column=bias_tile)).result
             else:
                 value = to_sbuf(e2, product, out_element_type)
             rows_view = layout_of(planar_out).reshape((batch, channels, out_spatial[0] * out_spatial[1]))

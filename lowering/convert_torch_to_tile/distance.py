@@ -30,6 +30,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     arguments_of,
+    fold_nest,
     layout_of,
     load,
     result_element_type,
@@ -37,7 +38,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     tensor_shape,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.convolution import fold_nest
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import emit_matmul
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into

@@ -69,8 +69,8 @@ def fuse_into_producer(
     if not candidates:
         return None
     # the latest producer: any other one is complete before its loop nest starts
-    position = {o: i for i, o in enumerate(em.block.ops)} if len(candidates) > 1 else {}
-    operand = max(candidates, key=lambda value: position.get(root(value).owner, 0))  # type: ignore[arg-type]
+    order = {o: i for i, o in enumerate(em.block.ops)} if len(candidates) > 1 else {}
+    operand = max(candidates, key=lambda value: order.get(root(value).owner, 0))  # type: ignore[arg-type]
     source = root(operand)
     before, constants = set(em.block.ops), dict(em.constants)
     with capture_elementwise(em) as captured:
@@ -126,7 +126,7 @@ def fuse_into_producer(
         operand = operand.owner.source
     for dead in views:
         if not dead.result.uses:
-            dead.detach()
+            dead.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
             dead.erase()
     if not source.uses:
         allocation.detach()

@@ -228,6 +228,8 @@ class IndexedAccess:
         span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.strides, strict=True))
         bound = self.reach(ps, fs)
         last = (bound - 1) * self.unit  # the largest offset, in elements
+        shape: tuple[int, ...]
+        strides: tuple[int, ...]
         if self.rows:
             # the row's start along the last dim is the gather index f0 of the view's third dim
             row = (self.free - 1) * self.coefficients[-1]
@@ -349,7 +351,7 @@ def along_dim_access(em: Emitter | None, source: Operand, dim: int, index: Opera
 
 
 def _index_shapes(indices: Sequence[object]) -> list[tuple[int, ...]]:
-    return [value.type.get_shape() for value in indices if isinstance(value, SSAValue)]  # type: ignore[attr-defined]
+    return [value.type.get_shape() for value in indices if isinstance(value, SSAValue)]
 
 
 def _broadcast_shape(shapes: Sequence[Sequence[int]]) -> list[int] | None:
@@ -461,7 +463,7 @@ def _index_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAV
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
-def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
     """scatter.reduce: reduce='add' accumulates like scatter_add, 'multiply' multiplies into self."""
     reduce = str(args["reduce"])
     if reduce == "add":
@@ -731,7 +733,8 @@ def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) 
     out = alloc(em, result_shape(op), result_element_type(op))
     fill_into(em, out, 0.0)
     access = _dense_backward_access(em, indices, width, result_shape(op)[0])
-    term = access.terms[0]
+    index = access.terms[0].index
+    assert isinstance(index, SSAValue), "an access built with an emitter views its index tensor"
     shape = access.shape
     padding = int(args.get("padding_idx", -1))
 
@@ -739,7 +742,7 @@ def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) 
         rows = load(e, _views_rank2(e, grad, shape), [*lead, p0, f0], (ps, fs), f32)
         if padding < 0:
             return rows
-        ids = load(e, _views_rank2(e, term.index, shape), [*lead, p0, 0], (ps, 1), f32)
+        ids = load(e, _views_rank2(e, index, shape), [*lead, p0, 0], (ps, 1), f32)
         keep = e.insert(tile.BinaryScalarOp(ids, "not_equal", TileType((ps, 1), f32), scalar=float(padding))).result
         return e.insert(tile.BinaryScalarOp(rows, "multiply", TileType((ps, fs), f32), column=keep)).result
 
@@ -929,7 +932,7 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     results.append(auxiliary(1, bag_of_token))
     results.append(auxiliary(2, zeros if mode == 0 else bag_sizes))
     if winners is not None:
-        results.append(auxiliary(3, lambda: winners))  # type: ignore[return-value, arg-type]
+        results.append(auxiliary(3, lambda: winners))
     else:
         results.append(auxiliary(3, bag_sizes if mode == 1 else zeros))
     return results
@@ -1064,7 +1067,8 @@ def _measured_access(op: Operation, args: dict[str, Any]) -> IndexedAccess | Non
     """The indexed access the op's lowering makes over row-major operands (None when it makes none): the same
     builders as the lowerings, measuring layouts instead of emitting views."""
     name = op.name
-    rm = {key: [_row_major(v) for v in value] if isinstance(value, list) else _row_major(value)
+    # per argument, as the op's schema has it: a layout, or a list of them (None for an absent index)
+    rm: dict[str, Any] = {key: [_row_major(v) for v in value] if isinstance(value, list) else _row_major(value)
           for key, value in args.items() if isinstance(value, SSAValue | list)}  # fmt: skip
     reduce = str(args.get("reduce"))
     if name == "torch.aten.embedding":
@@ -1117,7 +1121,8 @@ def legal(op: Operation) -> str | None:
     if name in ("torch.aten.index.Tensor", "torch.aten._unsafe_index.Tensor"):
         if (problem := advanced_indexing_problem(args["indices"])) is not None:
             return problem
-        computed = advanced_access(None, _row_major(args["self"]), [_row_major(i) for i in args["indices"]]).shape
+        source = Layout.contiguous(tensor_shape(args["self"]))
+        computed = advanced_access(None, source, [_row_major(i) for i in args["indices"]]).shape
         if computed != tensor_shape(op.results[0]):
             return f"computed shape {computed} differs from the result's {tensor_shape(op.results[0])}"
     if name in ("torch.aten.index_put", "torch.aten._unsafe_index_put"):
@@ -1158,8 +1163,8 @@ def legal(op: Operation) -> str | None:
 
 INDEXING_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.embedding_renorm": _embedding_renorm,
-    "torch.aten._embedding_bag_forward_only": _embedding_bag,  # type: ignore[dict-item]
-    "torch.aten._embedding_bag": _embedding_bag,  # type: ignore[dict-item]
+    "torch.aten._embedding_bag_forward_only": _embedding_bag,
+    "torch.aten._embedding_bag": _embedding_bag,
     "torch.aten.masked_scatter": _masked_scatter,
     "torch.aten.embedding": _embedding,
     "torch.aten.index_select": _index_select,

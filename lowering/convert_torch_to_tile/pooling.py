@@ -38,6 +38,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     element_type_of,
+    fold_nest,
     layout_of,
     load,
     result_element_type,
@@ -46,7 +47,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.convolution import fold_nest
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.emitter import Emitter, Index
@@ -188,7 +188,15 @@ def _broadcast_planes(em: Emitter, value: SSAValue, partitions: int, planar: boo
 class Geometry:
     """Kernel, stride, padding and dilation of one pooling, and the padding its output needs."""
 
-    def __init__(self, spatial, out, kernel, stride, padding, dilation):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        spatial: Sequence[int],
+        out: Sequence[int],
+        kernel: Sequence[int],
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+    ) -> None:
         self.spatial, self.out, self.kernel = tuple(spatial), tuple(out), tuple(kernel)
         self.stride, self.padding, self.dilation = tuple(stride), tuple(padding), tuple(dilation)
         # ceil mode's last window may reach past the padded input: pad the high side far enough
@@ -450,7 +458,9 @@ def _scatter_windows(
     tiles = PositionTiles(partitions, g.out)
     for offset in g.offsets:
 
-        def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k=offset) -> None:
+        def body(
+            e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k: tuple[int, ...] = offset
+        ) -> None:
             per_offset = layout_of(grad_out).rank > 1 + len(g.out)
             go = tiles.load(e, grad_out, p0, pos, (ps, rs, cs), list(k) if per_offset else (), f32)
             added = contribution(e, go, k, p0, pos, (ps, rs, cs))

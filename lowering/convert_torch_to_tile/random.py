@@ -83,7 +83,9 @@ class RandomStream:
         return em.insert(tile.KernelOp(counters, kind, f32_type, self.key(em, result.partitions))).result
 
 
-def _generated(kind: str, scale_args: tuple[str, str] | None = None, defaults: tuple[float, float] = (0.0, 1.0)):
+def _generated(
+    kind: str, scale_args: tuple[str, str] | None = None, defaults: tuple[float, float] = (0.0, 1.0)
+) -> Lowering:
     """rand/randn (and the `_like` and in-place-functional forms): `low + (high - low) * u` or `mean + std * z`."""
 
     def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

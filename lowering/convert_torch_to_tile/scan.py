@@ -24,6 +24,7 @@ a scanned dimension that is not contiguous goes through an element-strided DMA, 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -184,8 +185,8 @@ def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) ->
                 store(e3, scanned, out_rows, [*indices, p0, f0])
                 if isinstance(f0, int) and f0 + size == length:
                     return scanned if carry is None else carry  # the last chunk: no later chunk needs a carry
-                total = e3.insert(tile.ReduceOp(x, "add", TileType((p, 1), scan_type, Memory.SBUF))).result
-                total = widened(e3, total, (p, 1))
+                reduced = e3.insert(tile.ReduceOp(x, "add", TileType((p, 1), scan_type, Memory.SBUF))).result
+                total = widened(e3, reduced, (p, 1))
                 if carry is None:
                     return total
                 return e3.insert(tile.BinaryOp(carry, total, "add", column)).result
@@ -237,7 +238,7 @@ def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     parts = []
     for kind in ("finite", "nan", "inf", "-inf"):
         scanned = alloc(em, shape, f32)
-        emit_scan(em, source, scanned, dim, lambda e, x, kind=kind: _part(e, x, kind))
+        emit_scan(em, source, scanned, dim, functools.partial(_part, kind=kind))
         parts.append(scanned)
     emit_elementwise(em, shape, result_element_type(op), parts, _combine, out)
     return [out]

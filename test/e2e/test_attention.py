@@ -39,7 +39,7 @@ def _hbm_traffic_is_only_inputs_and_outputs():
     ],
     ids=["square", "ragged-causal", "two-chunks-causal", "three-chunks", "bf16-causal", "one-query"],
 )
-def test_attention_inference(shape, dtype, causal):
+def test_attention_inference(shape: tuple[int, int, int, int, int], dtype, causal):
     inputs = _inputs(*shape, dtype)
     with torch.no_grad():
         check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), *inputs)
@@ -58,7 +58,7 @@ def test_attention_inference(shape, dtype, causal):
     ],
     ids=["five-heads", "one-head", "four-heads-two-chunks", "widest-value"],
 )
-def test_attention_heads_and_tiles_share_trips(shape, causal):
+def test_attention_heads_and_tiles_share_trips(shape: tuple[int, int, int, int, int], causal):
     """Units of several heads, or several query tiles of one head, interleave in one loop trip: every
     grouping of heads and tiles (remainders included) gives the eager result."""
     q, k, v = _inputs(*shape, torch.float32)
@@ -78,7 +78,7 @@ def test_attention_heads_and_tiles_share_trips(shape, causal):
     ],
     ids=["fewer-queries", "more-queries", "partial-key-block", "one-head-four-tiles", "one-tile", "three-chunks"],
 )
-def test_causal_attention_skips_keys_above_the_diagonal(shape):
+def test_causal_attention_skips_keys_above_the_diagonal(shape: tuple[int, int, int, int, int]):
     """Causal query tiles read keys only up to their last row (top-left aligned, as PyTorch defines is_causal
     for L != S): every extent, chunk split and grouping of tiles gives the eager result."""
     q, k, v = _inputs(*shape, torch.float32)
@@ -180,7 +180,7 @@ def _grouped_inputs(batch, query_heads, key_heads, queries, keys, width, dtype):
     ],
     ids=["g2-causal", "g3", "g4-two-chunks-bf16", "multi-query", "g2-partial-tile", "decode-g3-bf16", "decode-causal"],
 )
-def test_grouped_query_attention(shape, dtype, causal):
+def test_grouped_query_attention(shape: tuple[int, int, int, int, int, int], dtype, causal):
     """Key/value head j serves query heads [g j, g j + g) (`enable_gqa`, as ATen's kernel reads fewer key heads):
     the kernel takes the grouped heads as they are, without repeating the keys and values."""
     inputs = _grouped_inputs(*shape, dtype)
@@ -225,7 +225,7 @@ def test_grouped_query_attention_streams_keys_when_they_do_not_fit(monkeypatch):
     ],
     ids=["e160-causal", "e192-two-chunks-bf16", "e256-bf16", "e256-one-query"],
 )
-def test_attention_heads_wider_than_one_contraction(shape, dtype, causal):
+def test_attention_heads_wider_than_one_contraction(shape: tuple[int, int, int, int, int], dtype, causal):
     """Heads of more than 128 features: Q^T and K^T in tiles of 128 features, the scores accumulated over them."""
     inputs = _inputs(*shape, dtype)
     with torch.no_grad():

@@ -24,6 +24,7 @@ def _compiled_matches_eager(fn, *inputs, grads: bool = False):
         expected.backward(seed)
         for index, (a, b) in enumerate(zip(inputs, mirror, strict=True)):
             if b is not None and b.requires_grad:
+                assert a is not None
                 assert_close_to_torch(a.grad, b.grad, f"grad of input {index}")
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]

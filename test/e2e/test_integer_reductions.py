@@ -4,6 +4,8 @@ beyond fp32's 24 significant bits, over the partition axis, the free axis, sever
 and row counts that are not multiples of 128. Results are compared with eager bit for bit (`torch.equal`),
 never with a tolerance."""
 
+from typing import Any
+
 import pytest
 import torch
 import torch.utils._pytree as pytree
@@ -21,7 +23,7 @@ def _odd_large(shape, dtype=torch.int64, low=-(2**26), high=2**26, seed=0):
 
 def _check_exact(fn, *inputs, target: str | None = None):
     expected = fn(*[x.clone() for x in inputs])
-    options = {"target": target} if target else None
+    options: dict[str, Any] | None = {"target": target} if target else None
     actual = torch.compile(fn, backend="neuron-mlir", options=options)(*[x.clone() for x in inputs])
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"

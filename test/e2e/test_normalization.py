@@ -64,6 +64,8 @@ def test_normalization_training_step(make, shape):
 def test_batch_norm_eval_mode_uses_running_statistics():
     def make():
         module = torch.nn.BatchNorm2d(5)
+        assert module.running_mean is not None  # tracked by default
+        assert module.running_var is not None
         module.running_mean.uniform_(-1, 1)
         module.running_var.uniform_(0.5, 2)
         return module.eval()

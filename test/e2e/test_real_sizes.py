@@ -180,13 +180,17 @@ def _train_step_matches_eager(module: torch.nn.Module, *inputs: torch.Tensor) ->
     def step(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         out = model(*args)
         out.double().square().sum().backward()
-        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        grads = {}
+        for name, p in model.named_parameters():
+            assert p.grad is not None, f"{name} has no gradient"
+            grads[name] = p.grad.clone()
         return out.detach(), grads
 
     golden_out, golden_grads = step(copy.deepcopy(module).double(), tuple(x.double() for x in inputs))
     eager_out, eager_grads = step(module, inputs)
     module.zero_grad()
-    got_out, _ = step(torch.compile(module, backend="neuron-mlir"), inputs)
+    compiled = torch.compile(module, backend="neuron-mlir")
+    got_out, _ = step(compiled, inputs)  # type: ignore[arg-type]  # compiling a Module gives a Module
     got_grads = {name: p.grad for name, p in module.named_parameters()}
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
     assert_close_to_golden(got_out, eager_out, golden_out, "forward")

@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -44,7 +45,8 @@ def test_unknown_options_are_refused_by_name():
 
 
 def test_a_misspelled_cpu_op_is_an_error_naming_the_closest_ops():
-    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options={"cpu_ops": ["aten.cumsun"]})
+    options: dict[str, Any] = {"cpu_ops": ["aten.cumsun"]}
+    compiled = torch.compile(WithCumsum(), backend="neuron-mlir", options=options)
     with pytest.raises(Exception, match=r"cpu_ops: unknown op 'aten.cumsun' .*closest known: aten.cumsum"):
         compiled(torch.randn(4, 5))
     with pytest.raises(ValueError, match=re.escape("'aten.linear' never reaches the compiler")):
@@ -79,7 +81,8 @@ class WithCumsum(torch.nn.Module):
         return torch.tanh(b) + a
 
 
-FORCE_CUMSUM = {"cpu_ops": ["aten.cumsum"]}
+# torch.compile annotates option values as scalars or callables; this backend also takes a list of op names
+FORCE_CUMSUM: dict[str, Any] = {"cpu_ops": ["aten.cumsum"]}
 
 
 def test_an_unsupported_op_runs_in_place_on_the_cpu_and_the_rest_compiles():
@@ -129,7 +132,8 @@ def test_a_fallback_for_a_dtype_names_the_dtype_as_the_cause(dtype, cause):
     with pytest.warns(UserWarning, match="is not supported on the NeuronCore") as caught:
         out = compiled(x, y)
     expected = _scale_and_shift(x, y)
-    assert_close_to_torch(*(torch.view_as_real(t) if t.is_complex() else t for t in (out, expected)))
+    actual, reference = (torch.view_as_real(t) if t.is_complex() else t for t in (out, expected))
+    assert_close_to_torch(actual, reference)
     messages = [str(w.message) for w in caught if "neuron-mlir" in str(w.message)]
     assert f"neuron-mlir: aten.mul.Tensor: {cause}; it runs eagerly on the CPU" in "\n".join(messages)
     assert not any("no NeuronCore lowering" in m for m in messages)

@@ -1,11 +1,13 @@
 """The compile cache: memory and disk, validated on the way back, keyed by everything that shapes the code."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from neuron_mlir.frontend.cache import CompileCache, cache_key
 from neuron_mlir.runtime.hardware import Engine, Memory
-from neuron_mlir.runtime.program import Access, BufferDecl, Instruction, Program, TensorBinding
+from neuron_mlir.runtime.program import Access, BufferDecl, Instruction, Node, Program, TensorBinding
 from neuron_mlir.runtime.simulator import run_program
 
 
@@ -18,7 +20,7 @@ def _program() -> Program:
     rows = Access(0, ((8, 4), (1, 8)))
     out_rows = Access(1, ((8, 4), (1, 8)))
     tile = Access(2, ((1, 8),), partitions=4)
-    body = [
+    body: list[Node] = [
         Instruction(0, "dma_copy", Engine.DMA, {"dst": tile, "src": rows}, queue=0),
         Instruction(1, "activation", Engine.SCALAR, {"dst": tile, "src": tile}, {"func": "exp"}, waits=(0,)),
         Instruction(2, "dma_copy", Engine.DMA, {"dst": out_rows, "src": tile}, queue=1, waits=(1,)),
@@ -305,7 +307,8 @@ def test_cpu_ops_are_honoured_even_when_the_whole_graph_is_cached(tmp_path, monk
         clear_memory()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.compile(model, backend="neuron-mlir", options={"cpu_ops": ["aten.relu"]})(x)
+            options: dict[str, Any] = {"cpu_ops": ["aten.relu"]}  # a list, where torch's annotation has scalars
+            torch.compile(model, backend="neuron-mlir", options=options)(x)
     assert neuron_mlir.stats()["fallback_ops"] == {"aten.relu.default": 1}
     torch._dynamo.reset()
     neuron_mlir.reset()

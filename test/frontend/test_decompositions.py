@@ -28,20 +28,28 @@ MASKS = {
 }
 
 
-def _layer_arguments(embed_dim: int, heads: int, use_gelu: bool, norm_first: bool) -> list:
+# src, embed_dim, num_heads, the attention's weights and biases, use_gelu, norm_first, eps, the two norms' weights
+# and biases, the feed-forward's
+LayerArguments = tuple[
+    torch.Tensor, int, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool, bool, float,
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+]  # fmt: skip
+
+
+def _layer_arguments(embed_dim: int, heads: int, use_gelu: bool, norm_first: bool) -> LayerArguments:
     torch.manual_seed(0)
     hidden = 24
 
     def weight(*shape: int) -> torch.Tensor:
         return torch.randn(*shape) * 0.3
 
-    return [
+    return (
         torch.randn(BATCH, LENGTH, embed_dim), embed_dim, heads,
         weight(3 * embed_dim, embed_dim), weight(3 * embed_dim), weight(embed_dim, embed_dim), weight(embed_dim),
         use_gelu, norm_first, 1e-5,
         torch.randn(embed_dim), torch.randn(embed_dim), torch.randn(embed_dim), torch.randn(embed_dim),
         weight(hidden, embed_dim), weight(hidden), weight(embed_dim, hidden), weight(embed_dim),
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("mask_name", MASKS)

@@ -181,7 +181,7 @@ def test_from_args_optional_and_list_operands() -> None:
         "output_padding": [0, 0],
         "groups": 1,
     }
-    conv = op_class_for("aten::convolution").from_args(conv_args, [tensor(1, 8, 6, 6)])
+    conv = torch_ops.AtenConvolutionOp.from_args(conv_args, [tensor(1, 8, 6, 6)])
     conv.verify()
     assert conv.bias is None
     assert conv.properties["padding"] == DenseArrayBase.from_list(i64, [0])
@@ -273,7 +273,7 @@ def test_call_arguments_rebuild_the_aten_call() -> None:
     x, y = value(4), value(4)
     op = torch_ops.AtenAddTensorOp.from_args({"self": x, "other": y, "alpha": 3}, [tensor(4)])
     assert op.call_arguments(["X", "Y"]) == (["X", "Y"], {"alpha": 3})
-    norm = op_class_for("aten::native_layer_norm").from_args(
+    norm = torch_ops.AtenNativeLayerNormOp.from_args(
         {"input": x, "normalized_shape": [4], "weight": None, "bias": y, "eps": 1e-5},
         [tensor(4), tensor(1), tensor(1)],
     )
@@ -687,7 +687,7 @@ def test_semantics_reject_unknown_ops_and_wrong_types() -> None:
         """
     )
     with pytest.raises(TorchInterpretationError, match="arith\\.addi has no torch-level semantics"):
-        run_torch_function(foreign, [np.int32(1)])
+        run_torch_function(foreign, [np.array(1, np.int32)])
 
 
 # -- the importer-facing interface on a real decomposed graph ------------------------------------------------------
@@ -726,8 +726,9 @@ def import_graph(gm: torch.fx.GraphModule) -> ModuleOp:
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant = getattr(gm, node.target)
-            attr = DenseIntOrFPElementsAttr.from_list(type_of(constant), constant.flatten().tolist())
-            values[node] = builder.insert(ConstantOp(attr)).result
+            # type_of gives a tensor type of a NumPy dtype: one xDSL's dense attribute takes
+            attr = DenseIntOrFPElementsAttr.from_list(type_of(constant), constant.flatten().tolist())  # type: ignore[type-var]
+            values[node] = builder.insert(ConstantOp(attr)).result  # type: ignore[arg-type]
             continue
         if node.op != "call_function":
             continue
@@ -739,10 +740,11 @@ def import_graph(gm: torch.fx.GraphModule) -> ModuleOp:
         metas = node.meta["val"] if isinstance(node.meta["val"], tuple | list) else [node.meta["val"]]
         args = cls.SCHEMA.bind([lookup(a) for a in node.args], {k: lookup(v) for k, v in node.kwargs.items()})
         for spec in cls.SCHEMA.operand_args:
-            if spec.kind is ArgKind.TENSOR and isinstance(args.get(spec.name), int | float):
+            number = args.get(spec.name)
+            if spec.kind is ArgKind.TENSOR and isinstance(number, int | float):
                 like = next(v for v in args.values() if isinstance(v, SSAValue))
                 scalar_type = TensorType(like.type.get_element_type(), ())
-                constant = ConstantOp(DenseIntOrFPElementsAttr.from_list(scalar_type, [args[spec.name]]))
+                constant = ConstantOp(DenseIntOrFPElementsAttr.from_list(scalar_type, [number]))
                 args[spec.name] = builder.insert(constant).result
         op = builder.insert(cls.from_args(args, [type_of(m) for m in metas]))
         values[node] = op.results if len(op.results) > 1 else op.results[0]
@@ -762,7 +764,8 @@ def test_a_decomposed_fx_graph_imports_round_trips_and_runs() -> None:
 
     rng = np.random.default_rng(1)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 5), (5,))]
-    gm = make_fx(model, decomposition_table=core_aten_decompositions())(*map(torch.from_numpy, inputs))
+    table = core_aten_decompositions()
+    gm = make_fx(model, decomposition_table=table)(*map(torch.from_numpy, inputs))  # type: ignore[arg-type]  # torch's own table
     module = import_graph(gm)
     names = {op.name for op in module.walk() if isinstance(op, TorchOp)}
     assert {"torch.aten.mm", "torch.aten.native_layer_norm", "torch.aten.cat", "torch.aten._softmax"} <= names

@@ -7,6 +7,7 @@ pooling forward and backward, data movement, gathers and scatters).
 """
 
 import sys
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -118,7 +119,7 @@ def _llama_mlp():
     return LlamaMLP(LlamaConfig(hidden_size=32, intermediate_size=64))
 
 
-CASES = {
+CASES: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], tuple[torch.Tensor, ...]], bool]] = {
     "mlp": (lambda: MLP(), lambda: (torch.randn(37, 300),), True),
     "broadcasting": (Broadcasting, lambda: (torch.randn(5, 130), torch.randn(130), torch.randn(5, 1)), False),
     "reductions": (Reductions, lambda: (torch.randn(7, 130, 9),), False),

@@ -9,6 +9,8 @@ under torch.manual_seed but draws other numbers than torch's CPU generator; the 
 
 import copy
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -53,7 +55,8 @@ def test_training_step_matches_eager(name):
     compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (reference, model)]
     losses = []
-    for run, optimizer in zip((reference, compiled), optimizers, strict=True):
+    runs: tuple[Callable[..., Any], ...] = (reference, compiled)
+    for run, optimizer in zip(runs, optimizers, strict=True):
         torch.manual_seed(2)  # dropout, if any, draws the same way in both
         optimizer.zero_grad()
         loss = _loss(_first(run(*inputs)))

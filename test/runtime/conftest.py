@@ -10,6 +10,7 @@ import pytest
 
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.program import AttrValue
 from neuron_mlir.runtime.simulator import run_program
 
 Kernel = Callable[..., dict[str, np.ndarray]]
@@ -20,7 +21,7 @@ def run_kernel(
     engine: str,
     inputs: Mapping[str, np.ndarray],
     outputs: Mapping[str, tuple[tuple[int, ...], str]],
-    attrs: Mapping[str, object] | None = None,
+    attrs: Mapping[str, AttrValue] | None = None,
     *,
     target: str = "trn2",
     psum: tuple[str, ...] = (),

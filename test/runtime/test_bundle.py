@@ -124,9 +124,12 @@ def set_field(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 def edit_instruction(
-    opcode: str, change: Callable[[dict[str, Any]], None]
+    opcode: str, change: Callable[[dict[str, Any]], object]
 ) -> Callable[[dict[str, Any]], None]:
-    return lambda manifest: change(first(manifest, opcode))
+    def edit(manifest: dict[str, Any]) -> None:
+        change(first(manifest, opcode))
+
+    return edit
 
 
 def overlapping_psum_groups(manifest):

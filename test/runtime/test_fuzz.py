@@ -14,6 +14,7 @@ import hashlib
 import math
 import random
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -178,7 +179,7 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
 
 def containers(node: Any, path: tuple = ()) -> list[tuple[Any, Any]]:
     """Every (container, key) pair in the JSON tree."""
-    found = []
+    found: list[tuple[Any, Any]] = []
     if isinstance(node, dict):
         for key, value in node.items():
             found.append((node, key))
@@ -236,7 +237,7 @@ def instances(program: Program, limit: int) -> int:
     """How many instruction instances the program issues, counting no further than `limit`."""
     regs = [0] * program.num_registers
     count = 0
-    operations = {
+    operations: dict[str, Callable[[int, int], int]] = {
         "add": int.__add__,
         "sub": int.__sub__,
         "mul": int.__mul__,

@@ -8,6 +8,7 @@ import pytest
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.hardware import TARGETS, Engine
+from neuron_mlir.runtime.program import AttrValue
 from neuron_mlir.runtime.races import SimulationError
 from neuron_mlir.runtime.simulator import run_program
 from neuron_mlir.runtime.validate import BundleError, validate_program
@@ -71,7 +72,7 @@ def _scatter_program(rows: int, bound: int, width: int, accumulate: bool):
     b.dma(b.ap(table), b.ap(zeros))
     b.dma(b.ap(values), b.ap(values_in), queue=1)
     b.dma(b.ap(offsets), b.ap(offsets_in), queue=2)
-    attrs: dict[str, object] = {"indirect": "dst"}
+    attrs: dict[str, AttrValue] = {"indirect": "dst"}
     if accumulate:
         attrs["accumulate"] = True
     b.inst(
@@ -158,4 +159,6 @@ def test_indirect_cost_counts_descriptors_and_rows_only():
     assert cost.efficiency == pytest.approx(cost_model.dma_efficiency(128, hw))
     scatter = _scatter_program(64, 100, 32, accumulate=True).build()
     inst = next(i for i in scatter.instructions() if "offsets" in i.operands)
-    assert cost_model.instruction_cost(inst, scatter.buffers, hw).hbm_bytes == 2 * 64 * 128
+    scatter_cost = cost_model.instruction_cost(inst, scatter.buffers, hw)
+    assert isinstance(scatter_cost, cost_model.DmaCost)
+    assert scatter_cost.hbm_bytes == 2 * 64 * 128

@@ -89,6 +89,8 @@ def test_a_trace_issues_what_the_interpreter_issues(seed):
         simulator.plan_of, program.num_registers, lambda plan, values: issued.append((plan.index, values))
     )
     interpreter.run((loop,))
+    assert type(loop.lower) is int
+    assert type(loop.upper) is int
     lanes = trace(loop, range(loop.lower, loop.upper, loop.step), [0] * program.num_registers, simulator.plan_of)
     assert lanes is not None
     assert lanes.shape == (3, 3)
@@ -112,7 +114,9 @@ def test_nests_a_trace_cannot_describe_are_declined():
     program = b.build()
     simulator = Simulator(validate_program(program))
     for loop in [node for node in program.body if isinstance(node, Loop)]:
-        trips = range(int(loop.lower), int(loop.upper), loop.step)
+        assert type(loop.lower) is int  # the loops at the top have immediate bounds
+        assert type(loop.upper) is int
+        trips = range(loop.lower, loop.upper, loop.step)
         assert trace(loop, trips, [0] * program.num_registers, simulator.plan_of) is None
 
 
@@ -150,7 +154,7 @@ def nest_checks(monkeypatch) -> list[int]:
     counted: list[int] = []
     original = races.RaceChecker._check_within
 
-    def check_within(self, lanes, *args):  # type: ignore[no-untyped-def]
+    def check_within(self, lanes, *args):
         counted.append(lanes.count)
         return original(self, lanes, *args)
 
@@ -224,7 +228,7 @@ def test_a_race_behind_a_lagging_wait_is_found_by_the_nest_check(first_conflict,
     found: list[bool] = []
     original = races.RaceChecker._overlapping
 
-    def overlapping(self, *args):  # type: ignore[no-untyped-def]
+    def overlapping(self, *args):
         try:
             original(self, *args)
         except races.RaceFound:

@@ -107,7 +107,7 @@ def test_busy_times_and_counts(matmul_run):
         matmuls // (k // 128) * 512 / hw.clock_ghz[Engine.VECTOR]
     )
     assert set(profile.busy_ns) == {"tensor", "vector", "dma0", "dma1", "dma2"}
-    per_queue = {}
+    per_queue: dict[int, float] = {}
     for queue, start, end in zip(profile.events.queue, profile.events.start, profile.events.end, strict=True):
         per_queue[queue] = per_queue.get(queue, 0.0) + end - start
     assert sorted(per_queue.values()) == pytest.approx(sorted(profile.busy_ns.values()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -36,7 +37,7 @@ def assert_close(actual, expected, dtype, rtol=None):
 
 # ---- activation --------------------------------------------------------------------------------------------
 
-REFERENCE_FUNCTIONS = {
+REFERENCE_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "copy": lambda x: x,
     "exp": np.exp,
     "log": np.log,
@@ -115,7 +116,7 @@ def test_activation_scale_vector_bias_value_and_accumulate(kernel):
 
 # ---- tensor_tensor -----------------------------------------------------------------------------------------
 
-FLOAT_ALU = {
+FLOAT_ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
     "subtract": np.subtract,
     "multiply": np.multiply,

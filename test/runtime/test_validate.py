@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +36,7 @@ SPANS = [
     for stride in (0, 1, 2, 3, 5)
     for count in (0, 1, 3)
 ]
-CONCRETE = {
+CONCRETE: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -233,7 +235,7 @@ def bare_program(*instructions: Instruction, buffers: list[BufferDecl] | None = 
 
 
 def access(buffer: int = 0, **fields) -> Access:
-    values = {"pattern": ((1, 64),), "partitions": 128} | fields
+    values: dict[str, Any] = {"pattern": ((1, 64),), "partitions": 128} | fields
     return Access(buffer, **values)
 
 
@@ -343,7 +345,11 @@ def test_instruction_rules(inst, message):
 
 def test_numpy_integers_are_accepted_in_memory():
     inst = Instruction(
-        np.int64(0), "memset", Engine.VECTOR, {"dst": access(offset=np.int32(0))}, {"value": 0.0}
+        np.int64(0),  # type: ignore[arg-type]  # NumPy integers, as a program built with NumPy arithmetic holds
+        "memset",
+        Engine.VECTOR,
+        {"dst": access(offset=np.int32(0))},
+        {"value": 0.0},
     )
     validate_program(bare_program(inst))
 

@@ -19,7 +19,7 @@ import pytest
 from neuron_mlir.runtime import vectorize
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import read_bundle
-from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.program import Loop, Program
 from neuron_mlir.runtime.simulator import RaceError, Simulator, run_program
 from neuron_mlir.runtime.validate import validate_program
 
@@ -32,7 +32,7 @@ def nest_outcomes() -> Iterator[list[bool]]:
     outcomes: list[bool] = []
     original = vectorize.run_nest
 
-    def recording(sim, nest, lanes):  # type: ignore[no-untyped-def]
+    def recording(sim, nest, lanes):
         batch = original(sim, nest, lanes)
         outcomes.append(batch is not None)
         return batch
@@ -478,6 +478,7 @@ def test_a_race_inside_a_vectorised_loop_is_still_reported():
     program = b.build()
     simulator = Simulator(validate_program(program))
     (loop,) = program.body
+    assert isinstance(loop, Loop)
     assert vectorize.analyse(loop, simulator.plan_of, simulator.machine.homes) is not None  # a candidate loop
     inputs = rng_inputs(program)
     with pytest.raises(RaceError) as sequential:

@@ -17,9 +17,8 @@ def assert_close_to_torch(actual, expected, what: str = "result") -> None:
 
     The one place numeric tests compare numbers: the tolerances live in `neuron_mlir.ir.semantics.compare`.
     """
-    import torch
 
-    if isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+    if isinstance(expected, Sequence):  # a Tensor is no Sequence
         assert len(actual) == len(expected), f"{what}: {len(actual)} values, expected {len(expected)}"
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert_close_to_torch(a, e, f"{what}[{index}]")
@@ -97,7 +96,7 @@ def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
                 entry[1] = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
             return gm(*args)
 
-        run._boxed_call = True
+        run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd calls a function so flagged with a list
         return run
 
     def backend(gm, example_inputs):
@@ -133,7 +132,7 @@ def trace_aten_graphs(fn, *inputs, backward: bool = False):
         def run(args):
             return [torch.zeros(v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for v in values]
 
-        run._boxed_call = True
+        run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd calls a function so flagged with a list
         return run
 
     def backend(gm, example_inputs):

@@ -28,11 +28,12 @@ def _trace(*events: tuple[int, str, float, float], names: dict[int, str] | None 
 
 def _boxes(svg: str) -> list[tuple[float, float, str]]:
     root = ET.fromstring(svg)
-    return [
-        (float(rect.get("x")), float(rect.get("width")), rect.find(f"{SVG}title").text)
-        for rect in root.iter(f"{SVG}rect")
-        if rect.find(f"{SVG}title") is not None
-    ]
+    boxes = []
+    for rect in root.iter(f"{SVG}rect"):
+        title = rect.find(f"{SVG}title")
+        if title is not None:
+            boxes.append((float(rect.attrib["x"]), float(rect.attrib["width"]), title.text or ""))
+    return boxes
 
 
 def test_one_row_per_track_with_busy_share():

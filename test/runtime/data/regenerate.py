@@ -6,6 +6,7 @@ tests run real compiler output without importing torch. Shapes are chosen so tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -15,7 +16,7 @@ from neuron_mlir.frontend import compile_graph
 from neuron_mlir.runtime.bundle import write_bundle
 
 HERE = Path(__file__).resolve().parent
-CASES = {
+CASES: dict[str, tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...]]] = {
     "softmax_512x512": (lambda x: torch.softmax(x, -1), (torch.randn(512, 512),)),
     "matmul_384x128x1024": (lambda a, b: a @ b, (torch.randn(384, 128), torch.randn(128, 1024))),
     "rowsum_scale_1024x512": (lambda x: x * x.sum(-1, keepdim=True).sigmoid(), (torch.randn(1024, 512),)),
@@ -26,11 +27,11 @@ def main() -> None:
     captured = []
     original = compile_graph.CompiledGraph.__call__
 
-    def capture(self, args):  # type: ignore[no-untyped-def]
+    def capture(self, args):
         captured.append(self.program)
         return original(self, args)
 
-    compile_graph.CompiledGraph.__call__ = capture
+    compile_graph.CompiledGraph.__call__ = capture  # type: ignore[method-assign]  # records each program run
     try:
         for name, (fn, inputs) in CASES.items():
             torch._dynamo.reset()
@@ -40,7 +41,7 @@ def main() -> None:
             (program,) = captured
             write_bundle(program, HERE / f"{name}.neuronb")
     finally:
-        compile_graph.CompiledGraph.__call__ = original
+        compile_graph.CompiledGraph.__call__ = original  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -142,6 +142,14 @@ func.func @view_of_sbuf() {
 
 // -----
 
+func.func @view_dynamic_stride(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
+  %v = neuron.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, ?]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: neuron.view: a view's strides and offset are static, got strided<[1, ?]>
+
+// -----
+
 // ---- checks shared by every instruction -----------------------------------------------------------------------
 
 func.func @engine_not_allowed() {
@@ -432,7 +440,7 @@ func.func @activation_unknown_function() {
   neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]] {func = "softmax"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.activation: attribute 'func': unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, tanh)
+// CHECK: neuron.activation: attribute 'func': unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, gelu_dx, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, silu_dx, sin, softplus, sqrt, square, tanh)
 
 // -----
 

@@ -37,6 +37,22 @@ func.func @view_on_chip(%w: memref<128x64xf32, #neuron.mem<sbuf>>) {
 
 // -----
 
+func.func @view_dynamic_stride(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[?, 300]>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.view: a view's strides and offset are static, got strided<[?, 300]>
+
+// -----
+
+func.func @view_dynamic_offset(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300], offset: ?>, #neuron.mem<hbm>>
+  func.return
+}
+// CHECK: tile.view: a view's strides and offset are static, got strided<[1, 300], offset: ?>
+
+// -----
+
 // ---- tile.load / tile.store -----------------------------------------------------------------------------------
 
 func.func @load_index_count(%x: memref<4x37x300xf32, #neuron.mem<hbm>>) {
