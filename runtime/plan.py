@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import cost_model, dtypes, isa, semantics
+from neuron_mlir.runtime import cost_model, dtypes, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES
