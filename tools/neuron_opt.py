@@ -160,6 +160,7 @@ class NeuronOptMain(xDSLOptMain):
             if not self.args.check_semantics:
                 self._run_passes(prog)
                 return
+            import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
             from neuron_mlir.ir.semantics import check_semantics, random_inputs
 
             before = prog.clone()

@@ -12,7 +12,8 @@ Every instruction names its operands by role (`dst`, `src`, `stationary`, ...), 
 
 Steps and offsets count elements of the buffer's type; `runtime/program.py` defines the addressing exactly,
 and `runtime/isa.py` each opcode's semantics. The op set, roles and attributes mirror that table one to one, so
-the neuron dialect's reference semantics are the runtime's (`ir/semantics/neuron.py`).
+the neuron dialect's reference semantics are the runtime's: the program the backend translates it to
+(`backend_trn/translate.py`), run on the simulator.
 
 Verifiers check the syntax's own rules here (accesses inside their buffers, an HBM access without partitions,
 an immediate or a register for an attribute, not both) and the hardware's rules for the module's target

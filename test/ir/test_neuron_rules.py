@@ -16,8 +16,8 @@ import pytest
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
+from neuron_mlir.backend_trn.translate import build_program
 from neuron_mlir.ir.context import make_context
-from neuron_mlir.ir.semantics.neuron import build_program
 from neuron_mlir.runtime.validate import BundleError, validate_program
 
 ENGINES = ["tensor", "vector", "scalar", "gpsimd", "dma"]

@@ -14,8 +14,8 @@ import random
 import pytest
 from xdsl.parser import Parser
 
+from neuron_mlir.backend_trn.translate import build_program
 from neuron_mlir.ir.context import make_context
-from neuron_mlir.ir.semantics.neuron import build_program
 from neuron_mlir.lowering.neuron_insert_sync import NeuronInsertSyncPass, _solvable
 from neuron_mlir.runtime.simulator import run_program
 
