@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import neuron, tile
+from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
@@ -111,7 +112,7 @@ class _Builder:
     def add_buffer(self, value: SSAValue, name: str, address: int | None) -> int:
         memref_type = value.type
         assert isinstance(memref_type, MemRefType)
-        memory = neuron.memory_of(memref_type)
+        memory = memory_of(memref_type)
         dtype = runtime_dtype_name(memref_type.element_type)
         shape = memref_type.get_shape()
         if 0 in shape:  # a tensor without elements (an empty argument): its binding reads and writes nothing

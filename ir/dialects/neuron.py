@@ -1,9 +1,9 @@
 """The neuron dialect: one op is one NeuronCore instruction on explicit SBUF, PSUM and HBM buffers.
 
-Buffers are builtin memrefs whose memory space is `#neuron.mem<hbm|sbuf|psum>`. An SBUF or PSUM memref is
-`memref<P x F... x T>`: its first dimension is the partition axis (at most 128), the rest is laid out row-major
-inside each partition. HBM memrefs are ordinary row-major arrays (the function's arguments and results, and
-`neuron.alloc`ated scratch).
+Buffers are builtin memrefs whose memory space is `#mem<hbm|sbuf|psum>` (the `mem` dialect the tile level
+shares, `ir/dialects/memory.py`). An SBUF or PSUM memref is `memref<P x F... x T>`: its first dimension is the
+partition axis (at most 128), the rest is laid out row-major inside each partition. HBM memrefs are ordinary
+row-major arrays (the function's arguments and results, and `neuron.alloc`ated scratch).
 
 Every instruction names its operands by role (`dst`, `src`, `stationary`, ...), each an access into a buffer:
 
@@ -63,6 +63,7 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryAllocEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
@@ -91,27 +92,6 @@ class _KeywordAttr(ParametrizedAttribute):
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string(self.keyword)
-
-
-@irdl_attr_definition
-class MemorySpaceAttr(_KeywordAttr):
-    """The memory a buffer lives in: `#neuron.mem<hbm>`, `#neuron.mem<sbuf>` or `#neuron.mem<psum>`."""
-
-    name = "neuron.mem"
-    KIND: ClassVar[str] = "memory space (hbm, sbuf or psum)"
-
-    space: StringAttr
-
-    def __init__(self, memory: Memory | str) -> None:
-        super().__init__(StringAttr(Memory(memory).value))
-
-    @property
-    def memory(self) -> Memory:
-        return Memory(self.space.data)
-
-    def verify(self) -> None:
-        if self.space.data not in {m.value for m in Memory}:
-            raise VerifyException(f"unknown memory space '{self.space.data}' (expected hbm, sbuf or psum)")
 
 
 @irdl_attr_definition
@@ -293,18 +273,6 @@ def target_of(op: Operation) -> Target:
     return hardware.get_target(hardware.DEFAULT_TARGET)
 
 
-def memory_of(buffer_type: Attribute) -> Memory:
-    """The memory of a buffer type; memrefs without a `#neuron.mem` space are HBM."""
-    if isinstance(buffer_type, MemRefType) and isinstance(buffer_type.memory_space, MemorySpaceAttr):
-        return buffer_type.memory_space.memory
-    return Memory.HBM
-
-
-def buffer_type(shape: Sequence[int], element_type: Attribute, memory: Memory) -> MemRefType:
-    """`memref<shape x element_type, #neuron.mem<memory>>`."""
-    return MemRefType(element_type, shape, memory_space=MemorySpaceAttr(memory))
-
-
 def element_type_name(element_type: Attribute) -> str:
     """The runtime's name of an xDSL element type ('f32', 'bf16', 'i32', ...)."""
     from neuron_mlir.ir.types import runtime_dtype_name
@@ -339,7 +307,7 @@ class AllocOp(IRDLOperation):
     count (at most 128); its row is the product of the other dimensions times the element size.
 
     ```mlir
-    %t = neuron.alloc {address = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>
+    %t = neuron.alloc {address = 0 : i64} : memref<128x512xf32, #mem<sbuf>>
     ```
     """
 
@@ -379,7 +347,7 @@ class AllocOp(IRDLOperation):
         memref_type = self.buffer.type
         assert isinstance(memref_type, MemRefType)
         if not isinstance(memref_type.memory_space, MemorySpaceAttr):
-            raise _error(self, "buffer type needs a #neuron.mem<...> memory space")
+            raise _error(self, "buffer type needs a #mem<...> memory space")
         from neuron_mlir.runtime.dtypes import DTYPES
 
         try:
@@ -427,8 +395,8 @@ class ViewOp(IRDLOperation):
     result type's strided layout is relative to the source buffer's start.
 
     ```mlir
-    %t = neuron.view %w : memref<520x300xf32, #neuron.mem<hbm>>
-                     to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+    %t = neuron.view %w : memref<520x300xf32, #mem<hbm>>
+                     to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
     ```
     """
 
@@ -1054,5 +1022,5 @@ OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCT
 Neuron = Dialect(
     "neuron",
     [AllocOp, ViewOp, *INSTRUCTION_OPS],
-    [MemorySpaceAttr, EngineAttr, TargetAttr, AccessPatternAttr],
+    [EngineAttr, TargetAttr, AccessPatternAttr],
 )

@@ -21,8 +21,8 @@ from xdsl.parser import Parser
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.semantics import check_semantics, run_function
 
-HBM = "memref<1x4xf32, #neuron.mem<hbm>>"
-SBUF = "memref<1x4xf32, #neuron.mem<sbuf>>"
+HBM = "memref<1x4xf32, #mem<hbm>>"
+SBUF = "memref<1x4xf32, #mem<sbuf>>"
 TEXT = f'''
 func.func @main(%x: {HBM}) -> {HBM} {{
   %out = neuron.alloc : {HBM}

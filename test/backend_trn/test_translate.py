@@ -39,8 +39,8 @@ def test_register_alu_floor_forms_follow_the_divisor() -> None:
     assert [isa.scalar_op("floordiv", a, b) for a, b in [(7, 3), (-7, 3), (7, -3), (-7, -3)]] == [2, -3, -3, 2]
 
 
-_SBUF = "memref<1x1xi32, #neuron.mem<sbuf>>"
-_OUT = "memref<3xi32, #neuron.mem<hbm>>"
+_SBUF = "memref<1x1xi32, #mem<sbuf>>"
+_OUT = "memref<3xi32, #mem<hbm>>"
 
 
 def _register_program(a: int, b: int, dynamic: bool) -> str:
@@ -98,19 +98,19 @@ def test_a_loop_induction_remainder_keeps_its_range_in_the_validator() -> None:
     register ranges, so an access offset by the remainder is proven inside its buffer."""
     module = _parse(
         f"""
-        func.func @main() -> memref<4xi32, #neuron.mem<hbm>> {{
+        func.func @main() -> memref<4xi32, #mem<hbm>> {{
           %zero = arith.constant 0 : index
           %one = arith.constant 1 : index
           %four = arith.constant 4 : index
           %nine = arith.constant 9 : index
-          %out = neuron.alloc : memref<4xi32, #neuron.mem<hbm>>
+          %out = neuron.alloc : memref<4xi32, #mem<hbm>>
           %t = neuron.alloc : {_SBUF}
           scf.for %i = %zero to %nine step %one {{
             %r = arith.remsi %i, %four : index
             neuron.iota gpsimd dst %t[0:1, 0, [[1, 1]]], base %i {{pattern = array<i64: 1, 1>}} : {_SBUF}
-            neuron.dma_copy dma dst %out[%r + 0, [[1, 1]]], src %t[0:1, 0, [[1, 1]]] {{queue = 0 : i64}} : memref<4xi32, #neuron.mem<hbm>>, {_SBUF}
+            neuron.dma_copy dma dst %out[%r + 0, [[1, 1]]], src %t[0:1, 0, [[1, 1]]] {{queue = 0 : i64}} : memref<4xi32, #mem<hbm>>, {_SBUF}
           }}
-          func.return %out : memref<4xi32, #neuron.mem<hbm>>
+          func.return %out : memref<4xi32, #mem<hbm>>
         }}
         """
     )
@@ -127,12 +127,12 @@ def test_a_constant_division_by_zero_is_named() -> None:
 
 
 
-_HBM = "memref<128x64xf32, #neuron.mem<hbm>>"
+_HBM = "memref<128x64xf32, #mem<hbm>>"
 
 
 def _copy_through_sbuf(columns: int) -> str:
     """x -> SBUF tile `a` -> SBUF tile `b` -> out, both tiles `columns` wide and without addresses."""
-    sbuf = f"memref<128x{columns}xf32, #neuron.mem<sbuf>>"
+    sbuf = f"memref<128x{columns}xf32, #mem<sbuf>>"
     return f"""
         func.func @main(%x: {_HBM}) -> {_HBM} {{
           %out = neuron.alloc : {_HBM}

@@ -43,10 +43,10 @@ class _Function:
         row = max(high + 1, 1)
         dims = ", ".join(f"[{step}, {num}]" for step, num in pattern)
         if memory == "hbm":
-            memref = f"memref<{row}x{dtype}, #neuron.mem<hbm>>"
+            memref = f"memref<{row}x{dtype}, #mem<hbm>>"
             self.arguments.append(f"{name}: {memref}")
             return f"{name}[{offset}, [{dims}]]", memref
-        memref = f"memref<128x{row}x{dtype}, #neuron.mem<{memory}>>"
+        memref = f"memref<128x{row}x{dtype}, #mem<{memory}>>"
         self.lines.append(f"{name} = neuron.alloc {{address = {address} : i64}} : {memref}")
         return f"{name}[{start}:{start + partitions}, {offset}, [{dims}]]", memref
 

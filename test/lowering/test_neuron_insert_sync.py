@@ -88,8 +88,8 @@ def _offset(rng: random.Random, loops: list[tuple[str, int, int]], lines: list[s
 def _random_program(seed: int) -> str:
     rng = random.Random(seed)
     lines: list[str] = []
-    hbm = f"memref<{_HBM_ROWS}x{_HBM_COLUMNS}xf32, #neuron.mem<hbm>>"
-    sbuf = f"memref<{_SBUF_PARTITIONS}x{_SBUF_ROW}xf32, #neuron.mem<sbuf>>"
+    hbm = f"memref<{_HBM_ROWS}x{_HBM_COLUMNS}xf32, #mem<hbm>>"
+    sbuf = f"memref<{_SBUF_PARTITIONS}x{_SBUF_ROW}xf32, #mem<sbuf>>"
     lines.append(f"%s0 = neuron.alloc {{address = 0 : i64}} : {sbuf}")
     lines.append(f"%s1 = neuron.alloc {{address = {rng.choice([0, 128, 256])} : i64}} : {sbuf}")
     lines.append(
