@@ -7,8 +7,11 @@ it lives in a dialect of its own whose name, `mem`, names no level.
 The spelling is MLIR's opaque dialect-attribute syntax, `#<dialect><<body>>`: dialect `mem`, body the space's
 keyword. xDSL reads `#mem<sbuf>` as the attribute named `mem.sbuf` and prints such attributes back the same way
 (`OpaqueSyntaxAttribute`), so each space is one parameterless attribute class. `memory_space(memory)` gives the
-attribute of a runtime `Memory`, and `memory_of(type)` the memory of a buffer type. A misspelled space is a parse
-error at its token naming the unknown attribute (`'mem.dram' is not registered`).
+attribute of a runtime `Memory`, and `memory_of(type)` the memory of a buffer type.
+
+xDSL looks `#mem<dram>` up as the attribute `mem.dram` and, finding none, would only say that it is not
+registered. The context of `ir/context.py` answers such a lookup with `unknown_memory_space`, whose parser
+reports the rule instead: `unknown memory space 'dram' (expected hbm, sbuf or psum)`, at the token.
 """
 
 from __future__ import annotations
@@ -87,6 +90,23 @@ def memory_of(buffer_type: Attribute) -> Memory:
 def buffer_type(shape: Sequence[int], element_type: Attribute, memory: Memory) -> MemRefType:
     """`memref<shape x element_type, #mem<memory>>`."""
     return MemRefType(element_type, shape, memory_space=memory_space(memory))
+
+
+def unknown_memory_space(attribute_name: str) -> type[ParametrizedAttribute]:
+    """An attribute class for the unknown space `attribute_name` (`mem.<keyword>`) whose parsing fails, naming
+    the keyword and the spaces there are. It is never instantiated."""
+    keyword = attribute_name.removeprefix(f"{Mem.name}.")
+    names = [memory.value for memory in _SPACES]
+    expected = f"{', '.join(names[:-1])} or {names[-1]}"
+
+    class UnknownMemorySpace(ParametrizedAttribute):
+        name = attribute_name
+
+        @classmethod
+        def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+            parser.raise_error(f"unknown memory space '{keyword}' (expected {expected})")
+
+    return UnknownMemorySpace
 
 
 Mem = Dialect("mem", [], [HbmSpaceAttr, SbufSpaceAttr, PsumSpaceAttr])

@@ -1,12 +1,12 @@
 // RUN: neuron-opt %s --split-input-file --parsing-diagnostics | filecheck %s
 
 // A memory space is one of hbm, sbuf and psum (ir/dialects/memory.py); anything else is a parse error at its
-// token, never a Python exception.
+// token naming the rule, never a Python exception.
 
 func.func @unknown_space(%x: memref<4xf32, #mem<dram>>) {
   func.return
 }
-// CHECK: 'mem.dram' is not registered
+// CHECK: unknown memory space 'dram' (expected hbm, sbuf or psum)
 
 // -----
 
