@@ -1,9 +1,9 @@
 """Emit a bundle: a fully allocated, synchronised neuron-level module becomes the file the runtime runs.
 
 Input contract: the output of the default pipeline (stage `synchronised`): only neuron instructions, buffers
-with addresses, index arithmetic and loops. The program is the one `ir/semantics/neuron.py` denotes, so the
-bundle runs exactly what `neuron-opt --check-semantics` checked; the runtime's validator accepts it before it
-is written, so an invalid program is never shipped.
+with addresses, index arithmetic and loops. The program is the one `translate.py` builds, the same the neuron
+level's reference semantics run, so the bundle runs exactly what `neuron-opt --check-semantics` checked; the
+runtime's validator accepts it before it is written, so an invalid program is never shipped.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 
-from neuron_mlir.ir.semantics.neuron import build_program
+from neuron_mlir.backend_trn.translate import build_program
 from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
 from neuron_mlir.runtime import bundle
 from neuron_mlir.runtime.program import Program

@@ -386,7 +386,7 @@ def _lower(
     from xdsl.utils.exceptions import DiagnosticException
 
     from neuron_mlir import __version__
-    from neuron_mlir.ir.semantics.neuron import build_program
+    from neuron_mlir.backend_trn.translate import build_program
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
     from neuron_mlir.runtime.validate import validate_program
 

@@ -45,6 +45,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from neuron_mlir.ir.dialects import memory as mem
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
@@ -112,7 +113,7 @@ class _FunctionConversion:
         return self.roots.get(value, value)
 
     def new_buffer(self, em: Emitter, tile_type: TileType, hint: str | None) -> SSAValue:
-        buffer_type = neuron.buffer_type(tile_type.get_shape(), tile_type.element_type, tile_type.memory)
+        buffer_type = mem.buffer_type(tile_type.get_shape(), tile_type.element_type, tile_type.memory)
         return em.insert(neuron.AllocOp(buffer_type, name_hint=hint)).buffer
 
     def result_buffer(self, em: Emitter, op: Operation) -> SSAValue:
@@ -133,7 +134,7 @@ class _FunctionConversion:
         first = self.entry.first_op
         em = Emitter(self.entry, first, location, self.constants, self.entry)
         size = self.partitions
-        buffer_type = neuron.buffer_type((size, size), element_type, Memory.SBUF)
+        buffer_type = mem.buffer_type((size, size), element_type, Memory.SBUF)
         ones = em.insert(neuron.AllocOp(buffer_type, name_hint="ones")).buffer
         eye = em.insert(neuron.AllocOp(buffer_type, name_hint="identity")).buffer
         self.emit(em, neuron.MemsetOp, Engine.GPSIMD, {"dst": full_access(ones)}, {"value": FloatAttr(1.0, f64)})

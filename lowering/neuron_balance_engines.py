@@ -26,6 +26,7 @@ from xdsl.ir import Block
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import EngineAttr, InstructionOp, element_type_name
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Target
@@ -51,7 +52,7 @@ def _shapes(op: InstructionOp) -> dict[str, cost_model.OperandShape] | None:
         memref_type = buffer.type
         assert isinstance(memref_type, MemRefType)
         shapes[role] = cost_model.OperandShape(
-            neuron.memory_of(memref_type),
+            memory_of(memref_type),
             element_type_name(memref_type.element_type),
             pattern.partitions.data if pattern.is_on_chip else 0,
             tuple(num for _, num in pattern.dims),
@@ -96,7 +97,7 @@ def _alternatives(op: InstructionOp) -> tuple[Engine, ...]:
         if engine is Engine.SCALAR and not operators <= _SCALAR_ENGINE_OPS:
             continue
         reachable = all(
-            neuron.memory_of(getattr(op, role).type) in (ENGINE_WRITES if role in written else ENGINE_READS)[engine]
+            memory_of(getattr(op, role).type) in (ENGINE_WRITES if role in written else ENGINE_READS)[engine]
             for role in op.present_roles()
         )
         if reachable and spec.engines >= {engine}:

@@ -42,6 +42,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.ir.types import runtime_dtype_name
@@ -213,7 +214,7 @@ class _State:
         memref_type = buffer.type
         assert isinstance(memref_type, MemRefType)
         size = itemsize(runtime_dtype_name(memref_type.element_type))
-        memory = neuron.memory_of(memref_type)
+        memory = memory_of(memref_type)
         if memory is Memory.HBM:
             owner, start, p_low, p_high = _root_buffer(buffer), 0, 0, 1
         else:

@@ -115,7 +115,7 @@ REDUCE_OPS: frozenset[str] = frozenset({"add", "max", "min", "multiply", "abs_ma
 
 # Integer operations of ScalarOp (sequencer register ALU): floordiv and rem round toward negative infinity, as
 # the documented floor_divide and mod (the remainder takes the divisor's sign, Python's `%`); MLIR's truncating
-# divsi/remsi are built from them (`ir.semantics.neuron`). Results wrap to the 32-bit registers (`wrap32`).
+# divsi/remsi are built from them (`backend_trn.translate`). Results wrap to the 32-bit registers (`wrap32`).
 # `SCALAR_FUNCTIONS` is their one definition.
 SCALAR_OPS: frozenset[str] = frozenset(
     {"add", "sub", "mul", "floordiv", "rem", "min", "max", "eq", "ne", "lt", "le", "gt", "ge"}

@@ -44,6 +44,7 @@ from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from neuron_mlir import __version__
+from neuron_mlir.ir.context import NeuronContext
 from neuron_mlir.ir.dialects import ALL_DIALECTS
 from neuron_mlir.ir.locations import describe_location, file_position
 from neuron_mlir.lowering import ALL_PASSES
@@ -94,6 +95,8 @@ class NeuronOptMain(xDSLOptMain):
         super().__init__(description=description, args=args)
 
     def register_all_dialects(self) -> None:
+        # xDSL's driver created a plain Context just before: ours also names an unknown memory space as such
+        self.ctx = NeuronContext()
         super().register_all_dialects()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         for name, factory in ALL_DIALECTS.items():
             if name not in self.ctx.registered_dialect_names:
@@ -167,6 +170,7 @@ class NeuronOptMain(xDSLOptMain):
             if not self.args.check_semantics:
                 self._run_passes(prog)
                 return
+            import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
             from neuron_mlir.ir.semantics import check_semantics, random_inputs
 
             before = prog.clone()

@@ -6,7 +6,7 @@ Inputs come from `.npy` files (`--input name=path`, loaded without pickle) or, f
 seeded random generator (normal floats, small integers, random booleans). The target is the bundle's own. Every
 output's shape, dtype, min, max and mean are printed, then the profile summary; `--save-outputs DIR` writes
 them as `.npy` files and `--trace` writes a Chrome/Perfetto trace. A neuron-level `.mlir` file runs too (the program
-it denotes, see `ir/semantics/neuron.py`); IR not yet through `neuron-allocate-memory` runs in memories grown to
+it denotes, see `backend_trn/translate.py`); IR not yet through `neuron-allocate-memory` runs in memories grown to
 fit, and IR not yet through `neuron-insert-sync` runs without the race checker.
 """
 
@@ -97,9 +97,9 @@ def _program_from_mlir(path: Path) -> tuple[Program, dict[str, int] | None, bool
     from xdsl.parser import Parser
     from xdsl.utils.exceptions import DiagnosticException, ParseError
 
+    from neuron_mlir.backend_trn.translate import build_program, is_synchronised, memory_sizes_needed
     from neuron_mlir.ir.context import make_context
     from neuron_mlir.ir.semantics import level_of
-    from neuron_mlir.ir.semantics.neuron import build_program, memory_sizes_needed
 
     try:
         module = Parser(make_context(), path.read_text(), str(path)).parse_module()
@@ -112,8 +112,7 @@ def _program_from_mlir(path: Path) -> tuple[Program, dict[str, int] | None, bool
             f"{path} holds {level}-level IR; lower it first: neuron-opt {path} -p neuron-pipeline -o lowered.mlir"
         )
     program = build_program(module)
-    synchronised = all(i.id >= 0 for i in program.instructions()) and any(i.waits for i in program.instructions())
-    return program, memory_sizes_needed(program), synchronised
+    return program, memory_sizes_needed(program), is_synchronised(program)
 
 
 def main(args: Sequence[str] | None = None) -> int:

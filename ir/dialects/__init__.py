@@ -9,6 +9,12 @@ from collections.abc import Callable
 from xdsl.ir import Dialect
 
 
+def _memory() -> Dialect:
+    from neuron_mlir.ir.dialects.memory import Mem
+
+    return Mem
+
+
 def _torch() -> Dialect:
     from neuron_mlir.ir.dialects.torch import Torch
 
@@ -28,6 +34,7 @@ def _neuron() -> Dialect:
 
 
 ALL_DIALECTS: dict[str, Callable[[], Dialect]] = {
+    "mem": _memory,
     "torch": _torch,
     "tile": _tile,
     "neuron": _neuron,

@@ -1,9 +1,9 @@
 """The neuron dialect: one op is one NeuronCore instruction on explicit SBUF, PSUM and HBM buffers.
 
-Buffers are builtin memrefs whose memory space is `#neuron.mem<hbm|sbuf|psum>`. An SBUF or PSUM memref is
-`memref<P x F... x T>`: its first dimension is the partition axis (at most 128), the rest is laid out row-major
-inside each partition. HBM memrefs are ordinary row-major arrays (the function's arguments and results, and
-`neuron.alloc`ated scratch).
+Buffers are builtin memrefs whose memory space is `#mem<hbm|sbuf|psum>` (the `mem` dialect the tile level
+shares, `ir/dialects/memory.py`). An SBUF or PSUM memref is `memref<P x F... x T>`: its first dimension is the
+partition axis (at most 128), the rest is laid out row-major inside each partition. HBM memrefs are ordinary
+row-major arrays (the function's arguments and results, and `neuron.alloc`ated scratch).
 
 Every instruction names its operands by role (`dst`, `src`, `stationary`, ...), each an access into a buffer:
 
@@ -12,7 +12,8 @@ Every instruction names its operands by role (`dst`, `src`, `stationary`, ...), 
 
 Steps and offsets count elements of the buffer's type; `runtime/program.py` defines the addressing exactly,
 and `runtime/isa.py` each opcode's semantics. The op set, roles and attributes mirror that table one to one, so
-the neuron dialect's reference semantics are the runtime's (`ir/semantics/neuron.py`).
+the neuron dialect's reference semantics are the runtime's: the program the backend translates it to
+(`backend_trn/translate.py`), run on the simulator.
 
 Verifiers check the syntax's own rules here (accesses inside their buffers, an HBM access without partitions,
 an immediate or a register for an attribute, not both) and the hardware's rules for the module's target
@@ -63,6 +64,7 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryAllocEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import AttrValue
@@ -92,27 +94,6 @@ class _KeywordAttr(ParametrizedAttribute):
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string(self.keyword)
-
-
-@irdl_attr_definition
-class MemorySpaceAttr(_KeywordAttr):
-    """The memory a buffer lives in: `#neuron.mem<hbm>`, `#neuron.mem<sbuf>` or `#neuron.mem<psum>`."""
-
-    name = "neuron.mem"
-    KIND: ClassVar[str] = "memory space (hbm, sbuf or psum)"
-
-    space: StringAttr
-
-    def __init__(self, memory: Memory | str) -> None:
-        super().__init__(StringAttr(Memory(memory).value))
-
-    @property
-    def memory(self) -> Memory:
-        return Memory(self.space.data)
-
-    def verify(self) -> None:
-        if self.space.data not in {m.value for m in Memory}:
-            raise VerifyException(f"unknown memory space '{self.space.data}' (expected hbm, sbuf or psum)")
 
 
 @irdl_attr_definition
@@ -302,18 +283,6 @@ def has_static_layout(memref_type: MemRefType) -> bool:
     return all(isinstance(value, IntAttr) for value in (*layout.strides.data, layout.offset))
 
 
-def memory_of(buffer_type: Attribute) -> Memory:
-    """The memory of a buffer type; memrefs without a `#neuron.mem` space are HBM."""
-    if isinstance(buffer_type, MemRefType) and isinstance(buffer_type.memory_space, MemorySpaceAttr):
-        return buffer_type.memory_space.memory
-    return Memory.HBM
-
-
-def buffer_type(shape: Sequence[int], element_type: Attribute, memory: Memory) -> MemRefType:
-    """`memref<shape x element_type, #neuron.mem<memory>>`."""
-    return MemRefType(element_type, shape, memory_space=MemorySpaceAttr(memory))
-
-
 def element_type_name(element_type: Attribute) -> str:
     """The runtime's name of an xDSL element type ('f32', 'bf16', 'i32', ...)."""
     from neuron_mlir.ir.types import runtime_dtype_name
@@ -348,7 +317,7 @@ class AllocOp(IRDLOperation):
     count (at most 128); its row is the product of the other dimensions times the element size.
 
     ```mlir
-    %t = neuron.alloc {address = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>
+    %t = neuron.alloc {address = 0 : i64} : memref<128x512xf32, #mem<sbuf>>
     ```
     """
 
@@ -388,7 +357,7 @@ class AllocOp(IRDLOperation):
         memref_type = self.buffer.type
         assert isinstance(memref_type, MemRefType)
         if not isinstance(memref_type.memory_space, MemorySpaceAttr):
-            raise _error(self, "buffer type needs a #neuron.mem<...> memory space")
+            raise _error(self, "buffer type needs a #mem<...> memory space")
         from neuron_mlir.runtime.dtypes import DTYPES
 
         try:
@@ -436,8 +405,8 @@ class ViewOp(IRDLOperation):
     result type's strided layout is relative to the source buffer's start.
 
     ```mlir
-    %t = neuron.view %w : memref<520x300xf32, #neuron.mem<hbm>>
-                     to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+    %t = neuron.view %w : memref<520x300xf32, #mem<hbm>>
+                     to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
     ```
     """
 
@@ -1067,5 +1036,5 @@ OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCT
 Neuron = Dialect(
     "neuron",
     [AllocOp, ViewOp, *INSTRUCTION_OPS],
-    [MemorySpaceAttr, EngineAttr, TargetAttr, AccessPatternAttr],
+    [EngineAttr, TargetAttr, AccessPatternAttr],
 )

@@ -2,13 +2,13 @@
 
 Values of type `!tile.tile<P x F... x T, sbuf|psum>` are on-chip tiles: the first dimension is the partition
 axis (P <= 128), the rest the free axes. Tiles are loaded from and stored to HBM tensors, which are memrefs in
-`#neuron.mem<hbm>`, usually inside `scf.for` loops over tile offsets. A tile op is one of the compute families
-the engines offer (TensorE matmul into PSUM, elementwise with per-partition or immediate scalars, free-axis
-reductions, transposes, fills, casts); which instruction and engine implement it is decided when converting to
-the neuron dialect. A tile kept on chip across loops (a matmul's stationary panel) is walked through windows:
-`tile.extract` reads a window in place, `tile.insert` writes one, `tile.empty` starts a tile filled that way.
-There are no buffers yet: a tile is a value, and PSUM accumulation across a K loop is a loop-carried
-`tile.matmul ... acc`.
+`#mem<hbm>` (`ir/dialects/memory.py`), usually inside `scf.for` loops over tile offsets. A tile op is one of the
+compute families the engines offer (TensorE matmul into PSUM, elementwise with per-partition or immediate
+scalars, free-axis reductions, transposes, fills, casts); which instruction and engine implement it is decided
+when converting to the neuron dialect. A tile kept on chip across loops (a matmul's stationary panel) is walked
+through windows: `tile.extract` reads a window in place, `tile.insert` writes one, `tile.empty` starts a tile
+filled that way. There are no buffers yet: a tile is a value, and PSUM accumulation across a K loop is a
+loop-carried `tile.matmul ... acc`.
 
 HBM views (transposes, reshapes, broadcasts, slices) are `tile.view`s: the result memref's strided layout
 describes the view relative to the underlying allocation, so a view costs nothing and a load through it becomes
@@ -60,7 +60,8 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from neuron_mlir.ir.dialects.neuron import MemorySpaceAttr, has_static_layout, location_text, memory_of, target_of
+from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
+from neuron_mlir.ir.dialects.neuron import has_static_layout, location_text, target_of
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
 
@@ -76,7 +77,7 @@ class TileType(ParametrizedAttribute, TypeAttribute):
     memory_space: MemorySpaceAttr
 
     def __init__(self, shape: Sequence[int], element_type: Attribute, memory: Memory = Memory.SBUF) -> None:
-        super().__init__(ArrayAttr([IntAttr(d) for d in shape]), element_type, MemorySpaceAttr(memory))
+        super().__init__(ArrayAttr([IntAttr(d) for d in shape]), element_type, memory_space(memory))
 
     def get_shape(self) -> tuple[int, ...]:
         return tuple(d.data for d in self.shape.data)
@@ -173,7 +174,7 @@ def hbm_type(
     layout: StridedLayoutAttr | NoneAttr = NoneAttr()
     if strides is not None and (tuple(strides) != row_major_strides(shape) or offset != 0):
         layout = StridedLayoutAttr(list(strides), offset)
-    return MemRefType(element_type, shape, layout, MemorySpaceAttr(Memory.HBM))
+    return MemRefType(element_type, shape, layout, memory_space(Memory.HBM))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -189,8 +190,8 @@ class ViewOp(IRDLOperation):
     MLIR's strided layouts), so chains of views compose by construction and cost nothing at run time.
 
     ```mlir
-    %wt = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>>
-                      to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+    %wt = tile.view %w : memref<520x300xf32, #mem<hbm>>
+                      to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
     ```
     """
 
@@ -269,8 +270,8 @@ class LoadOp(_TileTransferOp):
     transposed tile; the element type may differ from the tensor's (the DMA converts).
 
     ```mlir
-    %t = tile.load %x[%i, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
-    %xt = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x300xf32, #neuron.mem<hbm>>
+    %t = tile.load %x[%i, %c0] : memref<37x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+    %xt = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x300xf32, #mem<hbm>>
                                                           -> !tile.tile<128x37xf32, sbuf>
     ```
     """
@@ -312,7 +313,7 @@ class StoreOp(_TileTransferOp):
     """Store an SBUF tile into an HBM tensor at `indices` (the inverse of `tile.load`, same `dims`).
 
     ```mlir
-    tile.store %t, %y[%i, %c0] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #neuron.mem<hbm>>
+    tile.store %t, %y[%i, %c0] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #mem<hbm>>
     ```
     """
 
@@ -1053,7 +1054,7 @@ class GatherOp(_IndirectOp):
 
     ```mlir
     %rows = tile.gather %w[%c0, %c0], %ids {dim = 0 : i64, dims = array<i64: 1>}
-            : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+            : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
     ```
     """
 
@@ -1107,7 +1108,7 @@ class ScatterOp(_IndirectOp):
 
     ```mlir
     tile.scatter %g, %dw[%c0, %c0], %ids {dim = 0 : i64, dims = array<i64: 1>, accumulate}
-        : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+        : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf>
     ```
     """
 

@@ -3,22 +3,43 @@
     outputs = run_function(module, inputs)          # torch, tile or neuron level, detected from the ops
     problems = check_semantics(before, after)       # same random inputs through both, compared per dtype
 
-Each level has its own interpreter: the torch dialect calls the ATen ops themselves (`torch.py`), the tile
-dialect is NumPy (`tile.py`), and the neuron dialect runs on the simulated NeuronCore (`neuron.py`). All take
-and return NumPy arrays in the function's argument and result order, so a pass's input and output can be run
-on the same inputs and compared.
+Each level has its own runner: the torch dialect calls the ATen ops themselves (`torch.py`), the tile dialect
+is NumPy (`tile.py`). The neuron level means the runtime program it denotes, run on the simulated NeuronCore;
+building that program is the backend's translation (`backend_trn/translate.py`), which `ir/` may not import
+(docs/architecture.md#layering). So runners live in a registry, keyed by level: this package registers the
+torch and tile runners, and importing `neuron_mlir.backend_trn` registers the neuron one. Whoever runs neuron IR
+through `run_function` or `check_semantics` (`neuron-opt`, the pipeline tests) imports the backend first;
+without it, running neuron IR is an error that says so. All runners take and return NumPy arrays in the
+function's argument and result order, so a pass's input and output can be run on the same inputs and compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 
 from neuron_mlir.ir.semantics.compare import compare_all
-from neuron_mlir.ir.semantics.structured import find_function
+from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 from neuron_mlir.ir.types import runtime_dtype_name
+
+LevelRunner = Callable[[ModuleOp, Sequence[np.ndarray], str], list[np.ndarray]]
+"""Runs `@entry` of a module of one level: (module, inputs, entry) -> outputs, NumPy arrays in signature order."""
+
+LEVELS = ("torch", "tile", "neuron")
+_RUNNERS: dict[str, LevelRunner] = {}
+
+
+class MissingLevelSemantics(InterpretationError):
+    """No runner is registered for the level of the IR to run."""
+
+
+def register_level_semantics(level: str, runner: LevelRunner) -> None:
+    """Make `runner` the reference semantics of `level` (registering a level again replaces its runner)."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown IR level {level!r}: the levels are {', '.join(LEVELS)}")
+    _RUNNERS[level] = runner
 
 
 def level_of(module: ModuleOp) -> str:
@@ -39,17 +60,32 @@ def level_of(module: ModuleOp) -> str:
 def run_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
     """Execute `@entry` of `module` with the reference semantics of its level."""
     level = level_of(module)
-    if level == "torch":
-        from neuron_mlir.ir.semantics.torch import run_torch_function
+    runner = _RUNNERS.get(level)
+    if runner is None:
+        hint = (
+            ": neuron IR runs as the program the backend translates it to; import neuron_mlir.backend_trn first"
+            if level == "neuron"
+            else ""
+        )
+        raise MissingLevelSemantics(f"no reference semantics registered for {level}-level IR{hint}")
+    return runner(module, inputs, entry)
 
-        return run_torch_function(module, inputs, entry)
-    if level == "tile":
-        from neuron_mlir.ir.semantics.tile import run_tile_function
 
-        return run_tile_function(module, inputs, entry)
-    from neuron_mlir.ir.semantics.neuron import run_neuron_function
+def _run_torch(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str) -> list[np.ndarray]:
+    # each level's interpreter is imported on use: running one level loads nothing of the others
+    from neuron_mlir.ir.semantics.torch import run_torch_function
 
-    return run_neuron_function(module, inputs, entry)
+    return run_torch_function(module, inputs, entry)
+
+
+def _run_tile(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str) -> list[np.ndarray]:
+    from neuron_mlir.ir.semantics.tile import run_tile_function
+
+    return run_tile_function(module, inputs, entry)
+
+
+register_level_semantics("torch", _run_torch)
+register_level_semantics("tile", _run_tile)
 
 
 def random_inputs(module: ModuleOp, entry: str = "main", seed: int = 0) -> list[np.ndarray]:

@@ -4,7 +4,7 @@ Input contract: `func.func`s whose bodies are flat lists of torch ops on statica
 (as the FX importer produces), ending in `func.return`.
 
 Output guarantee: no torch op and no `tensor` type remains. Function arguments are row-major HBM memrefs
-(`#neuron.mem<hbm>`); each torch op became either a `tile.view` of its input (view ops) or a `memref.alloc`ed
+(`#mem<hbm>`); each torch op became either a `tile.view` of its input (view ops) or a `memref.alloc`ed
 HBM tensor filled by one loop nest of `tile` ops; results may be views of other tensors. Every created op carries
 the location of the torch op it came from.
 

@@ -83,6 +83,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     arguments_of,
     body_budget_bytes,
     element_type_of,
+    emitter_target,
     layout_of,
     load,
     result_element_type,
@@ -268,11 +269,7 @@ class _Attention:
 
     @staticmethod
     def target(em: Emitter) -> Target:
-        from neuron_mlir.ir.dialects.neuron import target_of
-        from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
-
-        anchor = em.anchor if em.anchor is not None else em.block.parent_op()
-        return target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+        return emitter_target(em)
 
     def trip_units(self, em: Emitter) -> int:
         """Units per pipelined trip: three when their PSUM fits (each unit holds a bank for its scores, one for its

@@ -19,7 +19,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import PARTITIONS, Memory
+from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 
 # Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
 # (8 KiB per partition each in fp32) comfortably inside SBUF while amortising the fixed cost per instruction.
@@ -30,14 +30,19 @@ FREE_TILE = 2048
 SBUF_BODY_SHARE = 4
 
 
-def body_budget_bytes(em: Emitter) -> int:
-    """Bytes per partition that the tiles live in one loop body may use on the module's target."""
+def emitter_target(em: Emitter) -> Target:
+    """The target of the module `em` writes into (the default target while the IR is not in a module yet): every
+    hardware figure a lowering sizes its tiles by comes from here, never from a literal."""
     from neuron_mlir.ir.dialects.neuron import target_of
     from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
     anchor = em.anchor if em.anchor is not None else em.block.parent_op()
-    target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
-    return target.sbuf_bytes_per_partition // SBUF_BODY_SHARE
+    return target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+
+
+def body_budget_bytes(em: Emitter) -> int:
+    """Bytes per partition that the tiles live in one loop body may use on the module's target."""
+    return emitter_target(em).sbuf_bytes_per_partition // SBUF_BODY_SHARE
 
 
 def memref_type_of(value: SSAValue) -> MemRefType:

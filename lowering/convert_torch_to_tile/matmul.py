@@ -15,8 +15,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   (long contiguous chunks) followed by a loop of TensorE transposes (a bit-exact pass-through of bf16 on v3+)
   into the panel's slots, evacuated on VectorE/ScalarE; otherwise it is one strided DMA. For a K too long to
   fit, the panel is built per K range inside each block.
-* An output block is `m_subs x n_subs` PSUM accumulators (`BLOCK_ACCUMULATORS` of the 8 banks, each a 128 x 512
-  fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
+* An output block is `m_subs x n_subs` PSUM accumulators (half of the PSUM banks, `BLOCK_BANK_SHARE`; each a
+  128 x 512 fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
@@ -47,12 +47,12 @@ from xdsl.dialects.builtin import AnyFloat, IndexType, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     element_type_of,
+    emitter_target,
     layout_of,
     load,
     result_element_type,
@@ -66,16 +66,16 @@ from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue, drop_u
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
-from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Memory, get_target
+from neuron_mlir.runtime.hardware import Memory
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
 Epilogue = Callable[[Emitter, SSAValue, list[Index], TileType], SSAValue]
 
-# PSUM banks one output block accumulates in: half of the 8, so the transposes that build the next stationary
-# panel have banks of their own and the evacuation of one block never waits for the other half. When the block
-# has no K loop of its own, its loop is the innermost one with DMAs, which neuron-unroll-loops doubles: then it
-# takes half as many.
-BLOCK_ACCUMULATORS = 4
+# Share of the PSUM banks one output block accumulates in: half of them (4 of trn2's 8), so the transposes that
+# build the next stationary panel have banks of their own and the evacuation of one block never waits for the
+# other half. When the block has no K loop of its own, its loop is the innermost one with DMAs, which
+# neuron-unroll-loops doubles: then it takes half as many.
+BLOCK_BANK_SHARE = 2
 # Share of SBUF (per partition) the stationary panel of an output block may take: the transposed A^T slices and
 # the rows they are transposed from. The rest holds the moving chunks (several in flight), the evacuated
 # outputs and whatever the epilogue loads.
@@ -100,15 +100,16 @@ class Limits:
     matmul: tuple[int, int, int]  # K, M, N per matmul
     sbuf_bytes: int
     psum_bank_bytes: int
+    psum_banks: int
 
 
 def _limits(em: Emitter) -> Limits:
-    anchor = em.anchor if em.anchor is not None else em.block.parent_op()
-    target = target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
+    target = emitter_target(em)
     return Limits(
         (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
         target.sbuf_bytes_per_partition,
         target.psum_bank_bytes,
+        target.psum_banks,
     )
 
 
@@ -140,7 +141,8 @@ def choose_blocking(
     k_full = k // k_tile
     budget = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
     per_tile = m_tile * itemsize * (2 if lhs_transposed else 1)  # bytes per partition per K tile and m sub-tile
-    accumulators = BLOCK_ACCUMULATORS
+    block_accumulators = limits.psum_banks // BLOCK_BANK_SHARE
+    accumulators = block_accumulators
     while True:
         m_subs = min(accumulators, m_tiles)
         # The widest block row whose panel holds all of K (built once, reused by the whole row); else the widest.
@@ -148,8 +150,8 @@ def choose_blocking(
         hoisted = bool(fitting)
         m_subs = fitting[0] if fitting else m_subs
         panel_tiles = max(1, min(k_full, budget // (m_subs * per_tile)))
-        # a panel of fewer than 3 tiles has no chunk loop (the first chunk is peeled): see BLOCK_ACCUMULATORS
-        if panel_tiles >= 3 or accumulators < BLOCK_ACCUMULATORS:
+        # a panel of fewer than 3 tiles has no chunk loop (the first chunk is peeled): see BLOCK_BANK_SHARE
+        if panel_tiles >= 3 or accumulators < block_accumulators:
             break
         accumulators //= 2
     n_subs = max(1, min(accumulators // m_subs, n_tiles))

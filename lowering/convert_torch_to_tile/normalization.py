@@ -61,6 +61,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     arguments_of,
     body_budget_bytes,
     element_type_of,
+    emitter_target,
     layout_of,
     load,
     result_element_type,
@@ -460,9 +461,9 @@ def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     )
 
 
-# PSUM banks the weight and bias gradients may accumulate in (one per 512 features of each): half of the 8, as a
-# matmul's output block takes.
-_GRADIENT_BANKS = 4
+# Share of the PSUM banks the weight and bias gradients may accumulate in (one bank per 512 features of each):
+# half of them, as a matmul's output block takes.
+_GRADIENT_BANK_SHARE = 2
 
 
 def _layer_norm_backward_on_chip(
@@ -519,7 +520,8 @@ def _layer_norm_backward_on_chip(
     x_rows, grad_rows, mean_rows, rstd_rows, out_rows = (s[0] if row_dims else 0 for s in row_strides)
     _, _, n_limit = matmul_limits(em)
     chunks = [(c0, min(n_limit, length - c0)) for c0 in range(0, length, n_limit)]
-    if len(chunks) * (mask[1] + mask[2]) > _GRADIENT_BANKS:
+    target = emitter_target(em)
+    if len(chunks) * (mask[1] + mask[2]) > target.psum_banks // _GRADIENT_BANK_SHARE:
         return None
     in_bytes = _bytes(element_type_of(x)) + _bytes(element_type_of(grad))
     # per row of a partition: the fp32 work tiles of one row (xhat, g, their product, grad_input's steps)
@@ -529,7 +531,7 @@ def _layer_norm_backward_on_chip(
     if budget < group_bytes:
         return None
     row_bytes = length * min(_bytes(element_type_of(x)), _bytes(element_type_of(grad)))
-    per_partition = rows_per_partition(row_bytes, group_bytes, budget, rows)
+    per_partition = rows_per_partition(row_bytes, group_bytes, budget, rows, target.dma_full_rate_bytes_per_partition)
 
     def rows_view(value: SSAValue, row_stride: int, free_stride: int | None) -> SSAValue:
         offset = layout_of(value).offset

@@ -29,16 +29,16 @@ from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
 
-# Bytes per partition from which a DMA runs at full rate (runtime/hardware.py: dma_full_rate_bytes_per_partition).
-FULL_RATE_BYTES = 4096
 
-
-def rows_per_partition(row_bytes: int, group_bytes_per_row: int, budget: int, rows: int) -> int:
+def rows_per_partition(
+    row_bytes: int, group_bytes_per_row: int, budget: int, rows: int, full_rate_bytes: int
+) -> int:
     """How many rows a group puts on each partition: enough for `row_bytes` (the bytes one row of the smallest
-    operand moves) to reach `FULL_RATE_BYTES` per partition, as long as the group's tiles (`group_bytes_per_row`
-    per row: every operand loaded or stored whole) fit in `budget`, and no more than the rows give each of 128
+    operand moves) to reach `full_rate_bytes` per partition, the size from which a DMA runs at full rate (the
+    target's `dma_full_rate_bytes_per_partition`), as long as the group's tiles (`group_bytes_per_row` per row:
+    every operand loaded or stored whole) fit in `budget`, and no more than the rows give each of 128
     partitions."""
-    wanted = max(1, -(-FULL_RATE_BYTES // max(1, row_bytes)))
+    wanted = max(1, -(-full_rate_bytes // max(1, row_bytes)))
     fitting = max(1, budget // max(1, group_bytes_per_row))
     return max(1, min(wanted, fitting, rows // PARTITION_TILE))
 

@@ -16,8 +16,8 @@ import pytest
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
+from neuron_mlir.backend_trn.translate import build_program
 from neuron_mlir.ir.context import make_context
-from neuron_mlir.ir.semantics.neuron import build_program
 from neuron_mlir.runtime.validate import BundleError, validate_program
 
 ENGINES = ["tensor", "vector", "scalar", "gpsimd", "dma"]
@@ -43,10 +43,10 @@ class _Function:
         row = max(high + 1, 1)
         dims = ", ".join(f"[{step}, {num}]" for step, num in pattern)
         if memory == "hbm":
-            memref = f"memref<{row}x{dtype}, #neuron.mem<hbm>>"
+            memref = f"memref<{row}x{dtype}, #mem<hbm>>"
             self.arguments.append(f"{name}: {memref}")
             return f"{name}[{offset}, [{dims}]]", memref
-        memref = f"memref<128x{row}x{dtype}, #neuron.mem<{memory}>>"
+        memref = f"memref<128x{row}x{dtype}, #mem<{memory}>>"
         self.lines.append(f"{name} = neuron.alloc {{address = {address} : i64}} : {memref}")
         return f"{name}[{start}:{start + partitions}, {offset}, [{dims}]]", memref
 

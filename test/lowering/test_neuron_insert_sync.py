@@ -14,8 +14,8 @@ import random
 import pytest
 from xdsl.parser import Parser
 
+from neuron_mlir.backend_trn.translate import build_program
 from neuron_mlir.ir.context import make_context
-from neuron_mlir.ir.semantics.neuron import build_program
 from neuron_mlir.lowering.neuron_insert_sync import NeuronInsertSyncPass, _solvable
 from neuron_mlir.runtime.simulator import run_program
 
@@ -88,8 +88,8 @@ def _offset(rng: random.Random, loops: list[tuple[str, int, int]], lines: list[s
 def _random_program(seed: int) -> str:
     rng = random.Random(seed)
     lines: list[str] = []
-    hbm = f"memref<{_HBM_ROWS}x{_HBM_COLUMNS}xf32, #neuron.mem<hbm>>"
-    sbuf = f"memref<{_SBUF_PARTITIONS}x{_SBUF_ROW}xf32, #neuron.mem<sbuf>>"
+    hbm = f"memref<{_HBM_ROWS}x{_HBM_COLUMNS}xf32, #mem<hbm>>"
+    sbuf = f"memref<{_SBUF_PARTITIONS}x{_SBUF_ROW}xf32, #mem<sbuf>>"
     lines.append(f"%s0 = neuron.alloc {{address = 0 : i64}} : {sbuf}")
     lines.append(f"%s1 = neuron.alloc {{address = {rng.choice([0, 128, 256])} : i64}} : {sbuf}")
     lines.append(

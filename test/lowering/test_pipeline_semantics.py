@@ -14,6 +14,7 @@ import torch
 from support import REPO, capture_aten_graphs
 from xdsl.context import Context
 
+import neuron_mlir.backend_trn  # noqa: F401  (the neuron level's semantics: translate, then simulate)
 from neuron_mlir.frontend.fx_importer import import_fx_graph
 from neuron_mlir.ir.semantics import check_semantics, random_inputs
 from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, pass_class

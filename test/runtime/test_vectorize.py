@@ -518,8 +518,8 @@ def test_the_software_pipelined_matmul_matches(lane_settings):
 def _saved_program(name: str) -> Program:
     from xdsl.parser import Parser
 
+    from neuron_mlir.backend_trn.translate import build_program
     from neuron_mlir.ir.context import make_context
-    from neuron_mlir.ir.semantics.neuron import build_program
 
     context = make_context()
     path = ROOT / "test" / "lit" / "lowering" / "Inputs" / f"{name}.synchronised.mlir"

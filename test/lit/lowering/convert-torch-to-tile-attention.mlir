@@ -48,13 +48,13 @@ func.func @grouped_decoding_step(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x300x64
 // One query per head: the four query heads of a key/value head are viewed as four query rows of that head, so
 // one [64, 4] Q^T meets the keys in one matmul and the output rows leave in one store.
 // CHECK-LABEL: func.func @grouped_decoding_step
-// CHECK:       %[[QV:.*]] = tile.view %q : memref<1x8x1x64xf32, #neuron.mem<hbm>> to memref<1x2x4x64xf32, #neuron.mem<hbm>>
-// CHECK:       %[[OV:.*]] = tile.view %{{.*}} to memref<1x2x4x64xf32, #neuron.mem<hbm>>
+// CHECK:       %[[QV:.*]] = tile.view %q : memref<1x8x1x64xf32, #mem<hbm>> to memref<1x2x4x64xf32, #mem<hbm>>
+// CHECK:       %[[OV:.*]] = tile.view %{{.*}} to memref<1x2x4x64xf32, #mem<hbm>>
 // CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
-// CHECK:         tile.load %[[QV]][%c0, %[[KV]], %c0, %c0] : memref<1x2x4x64xf32, #neuron.mem<hbm>> -> !tile.tile<4x64xf32, sbuf>
+// CHECK:         tile.load %[[QV]][%c0, %[[KV]], %c0, %c0] : memref<1x2x4x64xf32, #mem<hbm>> -> !tile.tile<4x64xf32, sbuf>
 // CHECK:         tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x4xf32, sbuf>, !tile.tile<64x300xf32, sbuf>) -> !tile.tile<4x300xf32, psum>
 // CHECK-NOT:     tile.matmul %{{.*}}, %{{.*}} : ({{.*}}) -> !tile.tile<{{[0-9]+}}x300xf32, psum>
-// CHECK:         tile.store %{{.*}}, %[[OV]][%c0, %[[KV]], %c0, %c0] : !tile.tile<4x64xf32, sbuf>, memref<1x2x4x64xf32, #neuron.mem<hbm>>
+// CHECK:         tile.store %{{.*}}, %[[OV]][%c0, %[[KV]], %c0, %c0] : !tile.tile<4x64xf32, sbuf>, memref<1x2x4x64xf32, #mem<hbm>>
 // CHECK-NEXT:  }
 
 // -----

@@ -10,7 +10,7 @@ func.func @main(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x
   func.return %0 : tensor<1x3x6x7xf32>
 }
 // the filters as [channels, taps] columns, and the identity mask p - j == 0
-// CHECK:       tile.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<3x9xf32, #neuron.mem<hbm>> -> !tile.tile<3x9xf32, sbuf>
+// CHECK:       tile.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<3x9xf32, #mem<hbm>> -> !tile.tile<3x9xf32, sbuf>
 // CHECK:       tile.iota {steps = array<i64: -1>, channel_multiplier = 1 : i64} : !tile.tile<3x3xf32, sbuf>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
 // one diagonal per tap, inserted into a [channels, taps, channels] tile
@@ -18,7 +18,7 @@ func.func @main(%x: tensor<1x3x6x7xf32>, %w: tensor<3x1x3x3xf32>) -> tensor<1x3x
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"} : (!tile.tile<3x3xf32, sbuf>, !tile.tile<3x1xf32, sbuf>) -> !tile.tile<3x3xf32, sbuf>
 // CHECK:         tile.insert %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : !tile.tile<3x3xf32, sbuf>, !tile.tile<3x9x3xf32, sbuf>
 // the padded band is loaded once; every tap reads a window of it
-// CHECK:       tile.load %{{.*}} : memref<1x3x8x9xf32, #neuron.mem<hbm>> -> !tile.tile<3x8x9xf32, sbuf>
+// CHECK:       tile.load %{{.*}} : memref<1x3x8x9xf32, #mem<hbm>> -> !tile.tile<3x8x9xf32, sbuf>
 // CHECK:       tile.extract %{{.*}}[%{{.*}}, %{{.*}}] : !tile.tile<3x9x3xf32, sbuf> -> !tile.tile<3x3xf32, sbuf>
 // CHECK:       tile.extract %{{.*}}[%{{.*}}, %{{.*}}] : !tile.tile<3x8x9xf32, sbuf> -> !tile.tile<3x6x7xf32, sbuf>
 // CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<3x3xf32, sbuf>, !tile.tile<3x6x7xf32, sbuf>) -> !tile.tile<3x42xf32, psum>

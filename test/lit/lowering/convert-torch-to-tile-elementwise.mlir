@@ -112,6 +112,6 @@ func.func @empty_result(%x: tensor<0x3xf32>) -> tensor<0x3xf32> {
 }
 // A result without elements computes nothing: a zero-stride view of a one-element allocation.
 // CHECK-LABEL: func.func @empty_result
-// CHECK:       %[[ONE:.*]] = memref.alloc() : memref<1xf32, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[E:.*]] = tile.view %[[ONE]] : memref<1xf32, #neuron.mem<hbm>> to memref<0x3xf32, strided<[0, 0]>, #neuron.mem<hbm>>
+// CHECK:       %[[ONE:.*]] = memref.alloc() : memref<1xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[E:.*]] = tile.view %[[ONE]] : memref<1xf32, #mem<hbm>> to memref<0x3xf32, strided<[0, 0]>, #mem<hbm>>
 // CHECK-NEXT:  func.return %[[E]]

@@ -10,7 +10,7 @@ func.func @main(%w: tensor<10x6xf32>, %i: tensor<3x4xi64>) -> tensor<3x4x6xf32> 
   %0 = torch.aten.embedding %w, %i : (tensor<10x6xf32>, tensor<3x4xi64>) -> tensor<3x4x6xf32>
   func.return %0 : tensor<3x4x6xf32>
 }
-// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64, dims = array<i64: 2>} : memref<1x10x6xf32, strided<[1, 6, 1]>, #neuron.mem<hbm>>, !tile.tile<4x1xi32, sbuf> -> !tile.tile<4x6xf32, sbuf>
+// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64, dims = array<i64: 2>} : memref<1x10x6xf32, strided<[1, 6, 1]>, #mem<hbm>>, !tile.tile<4x1xi32, sbuf> -> !tile.tile<4x6xf32, sbuf>
 
 // -----
 // gather: every element has its own index: [P, F] offsets, one element each.
@@ -20,7 +20,7 @@ func.func @main(%x: tensor<4x5xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
   func.return %0 : tensor<4x3xf32>
 }
 // CHECK:       tile.iota {steps = array<i64: 0>, channel_multiplier = 5 : i64} : !tile.tile<4x3xf32, sbuf>
-// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64} : memref<1x20xf32, strided<[1, 1]>, #neuron.mem<hbm>>, !tile.tile<4x3xi32, sbuf> -> !tile.tile<4x3xf32, sbuf>
+// CHECK:       tile.gather %{{.*}}, %{{.*}} {dim = 1 : i64} : memref<1x20xf32, strided<[1, 1]>, #mem<hbm>>, !tile.tile<4x3xi32, sbuf> -> !tile.tile<4x3xf32, sbuf>
 
 // -----
 // index.Tensor: negative indices wrap (index + size where index < 0).

@@ -32,10 +32,10 @@ func.func @main(%x: tensor<300x513xi64>) -> tensor<i64> {
 }
 // CHECK-LABEL: func.func @main
 // CHECK:       %[[COLUMN:.*]] = tile.reduce %{{.*}} {op = "add"} : (!tile.tile<114x1350xi64, sbuf>) -> !tile.tile<114x1xi64, sbuf>
-// CHECK-NEXT:  %[[SCRATCH:.*]] = memref.alloc() : memref<114xi64, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[AS_COLUMN:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #neuron.mem<hbm>> to memref<114x1xi64, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[SCRATCH:.*]] = memref.alloc() : memref<114xi64, #mem<hbm>>
+// CHECK-NEXT:  %[[AS_COLUMN:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #mem<hbm>> to memref<114x1xi64, #mem<hbm>>
 // CHECK-NEXT:  tile.store %[[COLUMN]], %[[AS_COLUMN]]
-// CHECK-NEXT:  %[[AS_ROW:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #neuron.mem<hbm>> to memref<1x114xi64, #neuron.mem<hbm>>
+// CHECK-NEXT:  %[[AS_ROW:.*]] = tile.view %[[SCRATCH]] : memref<114xi64, #mem<hbm>> to memref<1x114xi64, #mem<hbm>>
 // CHECK-NEXT:  %[[ROW:.*]] = tile.load %[[AS_ROW]]
 // CHECK-NEXT:  tile.reduce %[[ROW]] {op = "add"} : (!tile.tile<1x114xi64, sbuf>) -> !tile.tile<1x1xi64, sbuf>
 // CHECK-NOT:   tile.matmul
@@ -51,7 +51,7 @@ func.func @main(%x: tensor<3x7000xi32>) -> tensor<3x7000xi64> {
   func.return %c : tensor<3x7000xi64>
 }
 // CHECK-LABEL: func.func @main
-// CHECK:       %[[X0:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x7000xi32, #neuron.mem<hbm>> -> !tile.tile<3x1024xi32, sbuf>
+// CHECK:       %[[X0:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x7000xi32, #mem<hbm>> -> !tile.tile<3x1024xi32, sbuf>
 // CHECK-NEXT:  %[[W0:.*]] = tile.copy %[[X0]] : (!tile.tile<3x1024xi32, sbuf>) -> !tile.tile<3x1024xi64, sbuf>
 // CHECK-NEXT:  %[[S0:.*]] = tile.scan %[[W0]] {op = "add"} : (!tile.tile<3x1024xi64, sbuf>) -> !tile.tile<3x1024xi64, sbuf>
 // CHECK-NEXT:  tile.store %[[S0]]
@@ -78,7 +78,7 @@ func.func @main(%x: tensor<6x5000xi64>) -> (tensor<6xi64>, tensor<6xi64>) {
   func.return %v, %i : tensor<6xi64>, tensor<6xi64>
 }
 // CHECK-LABEL: func.func @main
-// CHECK:       %[[X:.*]] = tile.load %x[%c0, %c0] : memref<6x5000xi64, #neuron.mem<hbm>> -> !tile.tile<6x2048xi64, sbuf>
+// CHECK:       %[[X:.*]] = tile.load %x[%c0, %c0] : memref<6x5000xi64, #mem<hbm>> -> !tile.tile<6x2048xi64, sbuf>
 // CHECK-NEXT:  %[[M:.*]] = tile.reduce %[[X]] {op = "max"} : (!tile.tile<6x2048xi64, sbuf>) -> !tile.tile<6x1xi64, sbuf>
 // CHECK-NEXT:  %[[HIT:.*]] = tile.binary_scalar %[[X]] column %[[M]] {op = "is_equal"} : (!tile.tile<6x2048xi64, sbuf>, !tile.tile<6x1xi64, sbuf>) -> !tile.tile<6x2048xi64, sbuf>
 // CHECK-NEXT:  %[[POS:.*]] = tile.iota {steps = array<i64: 1>} : !tile.tile<6x2048xi32, sbuf>
@@ -103,7 +103,7 @@ func.func @main(%x: tensor<4x300xi1>) -> tensor<4x300xi64> {
   func.return %c : tensor<4x300xi64>
 }
 // CHECK-LABEL: func.func @main
-// CHECK:       %[[X:.*]] = tile.load %{{.*}} : memref<4x300xi1, #neuron.mem<hbm>> -> !tile.tile<4x300xi32, sbuf>
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} : memref<4x300xi1, #mem<hbm>> -> !tile.tile<4x300xi32, sbuf>
 // CHECK-NEXT:  %[[S:.*]] = tile.scan %[[X]] {op = "add"} : (!tile.tile<4x300xi32, sbuf>) -> !tile.tile<4x300xi32, sbuf>
 // CHECK-NEXT:  %[[W:.*]] = tile.copy %[[S]] : (!tile.tile<4x300xi32, sbuf>) -> !tile.tile<4x300xi64, sbuf>
 // CHECK-NEXT:  tile.store %[[W]]

@@ -13,14 +13,14 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
 // rsqrt(sum / 8 + eps), then (x - mean) * rstd with the [4, 1] statistics as per-partition scalars, the affine
 // parameters, and the saved statistics stored as [4, 1] columns.
 // CHECK-LABEL: func.func @layer_norm
-// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<4x8xf32, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[RSTD:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[WV:.*]] = tile.view %w : memref<8xf32, #neuron.mem<hbm>> to memref<4x8xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<4x8xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[RSTD:.*]] = memref.alloc() : memref<4x1xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[WV:.*]] = tile.view %w : memref<8xf32, #mem<hbm>> to memref<4x8xf32, strided<[0, 1]>, #mem<hbm>>
 // CHECK-NEXT:  %[[W:.*]] = tile.load %[[WV]][%c0, %c0]
 // CHECK-NEXT:  %[[BV:.*]] = tile.view %b
 // CHECK-NEXT:  %[[B:.*]] = tile.load %[[BV]][%c0, %c0]
-// CHECK-NEXT:  %[[X:.*]] = tile.load %x[%c0, %c0] : memref<4x8xf32, #neuron.mem<hbm>> -> !tile.tile<4x8xf32, sbuf>
+// CHECK-NEXT:  %[[X:.*]] = tile.load %x[%c0, %c0] : memref<4x8xf32, #mem<hbm>> -> !tile.tile<4x8xf32, sbuf>
 // CHECK-NEXT:  %[[SUM:.*]] = tile.reduce %[[X]] {op = "add"}
 // CHECK-NEXT:  %[[NEG:.*]] = tile.binary_scalar %[[SUM]] {op = "multiply", scalar = -1.250000e-01 : f64}
 // CHECK-NEXT:  %[[SQ:.*]] = tile.unary %[[X]] bias %[[NEG]] {fn = "square"}
@@ -44,13 +44,13 @@ func.func @layer_norm_unused_statistics(%x: tensor<300x3x5xbf16>) -> tensor<300x
 // Two normalized dims merge into rows of 15; 300 rows are two tiles of 128 in a loop and a peeled 44. The
 // statistics nobody reads are not stored, and without affine parameters the normalised tile is the result.
 // CHECK-LABEL: func.func @layer_norm_unused_statistics
-// CHECK:       tile.view %x : memref<300x3x5xbf16, #neuron.mem<hbm>> to memref<300x15xbf16, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<300x3x5xbf16, #mem<hbm>> to memref<300x15xbf16, #mem<hbm>>
 // CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
-// CHECK:         tile.load %{{.*}}[%[[P]], %c0] : memref<300x15xbf16, #neuron.mem<hbm>> -> !tile.tile<128x15xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%[[P]], %c0] : memref<300x15xbf16, #mem<hbm>> -> !tile.tile<128x15xbf16, sbuf>
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"} : (!tile.tile<128x15xf32, sbuf>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x15xbf16, sbuf>
 // CHECK-NEXT:    tile.store
 // CHECK-NEXT:  }
-// CHECK:       tile.load %{{.*}}[%c256, %c0] : memref<300x15xbf16, #neuron.mem<hbm>> -> !tile.tile<44x15xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c256, %c0] : memref<300x15xbf16, #mem<hbm>> -> !tile.tile<44x15xbf16, sbuf>
 // CHECK:       tile.store
 // CHECK-NOT:   tile.store
 
@@ -64,13 +64,13 @@ func.func @layer_norm_long_rows(%x: tensor<4x30000xf32>, %w: tensor<30000xf32>, 
 // ScalarE with eps as the bias, then one pass over x whose statistics ([4, 1]) and affine parameters are stride-0
 // views.
 // CHECK-LABEL: func.func @layer_norm_long_rows
-// CHECK:       %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #neuron.mem<hbm>>
+// CHECK:       %[[MEAN:.*]] = memref.alloc() : memref<4x1xf32, #mem<hbm>>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 3.3333333333333335e-05 : f64}
 // CHECK:       tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
 // CHECK:       tile.unary %{{.*}} {fn = "square"}
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
-// CHECK:       tile.view %[[MEAN]] : memref<4x1xf32, #neuron.mem<hbm>> to memref<4x30000xf32, strided<[1, 0]>, #neuron.mem<hbm>>
-// CHECK:       tile.view %w : memref<30000xf32, #neuron.mem<hbm>> to memref<4x30000xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %[[MEAN]] : memref<4x1xf32, #mem<hbm>> to memref<4x30000xf32, strided<[1, 0]>, #mem<hbm>>
+// CHECK:       tile.view %w : memref<30000xf32, #mem<hbm>> to memref<4x30000xf32, strided<[0, 1]>, #mem<hbm>>
 // CHECK:       %[[CENTRED:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
 // CHECK:       %[[SCALED:.*]] = tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"}
 // CHECK:       %[[WEIGHTED:.*]] = tile.binary %[[SCALED]], %{{.*}} {op = "multiply"}
@@ -86,7 +86,7 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
 // loop; the running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var
 // (the unbiased variance of 20 values per channel).
 // CHECK-LABEL: func.func @batch_norm_training
-// CHECK:       tile.view %x : memref<4x3x5xf32, #neuron.mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #mem<hbm>>
 // CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
@@ -103,11 +103,11 @@ func.func @batch_norm_eval(%x: tensor<4x3x5xf32>, %w: tensor<3xf32>, %b: tensor<
 }
 // In eval mode the running statistics normalize and the saved statistics are empty.
 // CHECK-LABEL: func.func @batch_norm_eval
-// CHECK:       tile.view %rv : memref<3xf32, #neuron.mem<hbm>> to memref<3x1xf32, #neuron.mem<hbm>>
+// CHECK:       tile.view %rv : memref<3xf32, #mem<hbm>> to memref<3x1xf32, #mem<hbm>>
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
-// CHECK:       tile.view %rm : memref<3xf32, #neuron.mem<hbm>> to memref<1x3x1xf32, strided<[0, 1, 0]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %rm : memref<3xf32, #mem<hbm>> to memref<1x3x1xf32, strided<[0, 1, 0]>, #mem<hbm>>
 // CHECK-NOT:   tile.reduce
-// CHECK:       tile.view %{{.*}} : memref<1xf32, #neuron.mem<hbm>> to memref<0xf32, strided<[0]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %{{.*}} : memref<1xf32, #mem<hbm>> to memref<0xf32, strided<[0]>, #mem<hbm>>
 
 // -----
 
@@ -123,7 +123,7 @@ func.func @layer_norm_into_addmm(%x: tensor<1x130x200xbf16>, %g: tensor<200xbf16
 // in the loop, the partial last one of 72 after it).
 // CHECK-LABEL: func.func @layer_norm_into_addmm
 // CHECK-NOT:   memref.alloc() : memref<1x130x200xbf16
-// CHECK:       %[[ROWS:.*]] = tile.view %x : memref<1x130x200xbf16, #neuron.mem<hbm>> to memref<130x200xbf16, #neuron.mem<hbm>>
+// CHECK:       %[[ROWS:.*]] = tile.view %x : memref<1x130x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
 // CHECK:       %[[GAMMA:.*]] = tile.load %{{.*}} -> !tile.tile<128x1xbf16, sbuf>
 // CHECK:       %[[GAMMA_REST:.*]] = tile.load %{{.*}} -> !tile.tile<72x1xbf16, sbuf>
 // CHECK:       %[[BETA:.*]] = tile.load %{{.*}} -> !tile.tile<128x1xbf16, sbuf>
@@ -164,17 +164,17 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // CHECK:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1xbf16, sbuf>
 // CHECK:       %[[W0:.*]] = tile.fill {value = 0.000000e+00 : f64} : !tile.tile<1x64xf32, psum>
 // CHECK-NEXT:  %[[B0:.*]] = tile.fill {value = 0.000000e+00 : f64} : !tile.tile<1x64xf32, psum>
-// CHECK:       %[[X:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
-// CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
-// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #neuron.mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
-// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #neuron.mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
+// CHECK:       %[[X:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
+// CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
 // CHECK:       %[[DX:[^,]*]], %{{.*}}, %{{.*}} = scf.for %[[J:.*]] = %c0 to %c4 step %c1 iter_args(%[[ACC:.*]] = %{{.*}}, %[[WA:.*]] = %[[W0]], %[[BA:.*]] = %[[B0]])
 // CHECK:         tile.extract %[[X]][%[[J]], %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
 // CHECK-COUNT-2: tile.reduce
 // CHECK:         tile.insert %{{.*}}, %[[ACC]][%[[J]], %c0]
 // CHECK:         tile.matmul %[[ONES]], %{{.*}} acc %[[WA]]
 // CHECK-NEXT:    tile.matmul %[[ONES]], %{{.*}} acc %[[BA]]
-// CHECK:       tile.store %[[DX]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x4x64xbf16, sbuf>, memref<150x4x64xbf16, #neuron.mem<hbm>>
+// CHECK:       tile.store %[[DX]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x4x64xbf16, sbuf>, memref<150x4x64xbf16, #mem<hbm>>
 // CHECK:       tile.load {{.*}} -> !tile.tile<88x1x64xbf16, sbuf>
 // CHECK:       tile.store {{.*}} : !tile.tile<88x1x64xbf16, sbuf>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xbf16, sbuf>

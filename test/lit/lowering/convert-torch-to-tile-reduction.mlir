@@ -47,9 +47,9 @@ func.func @variance_two_passes(%x: tensor<6x300xf32>) -> tensor<300xf32> {
 // A variance reduces twice: the mean (scaled by 1/6) into an fp32 tensor, then the squared deviations from
 // its column, scaled by 1/(N - correction) = 1/5. Reducing dim 0 reads the input transposed through a view.
 // CHECK-LABEL: func.func @variance_two_passes
-// CHECK:       tile.view %x : memref<6x300xf32, #neuron.mem<hbm>> to memref<300x6xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<6x300xf32, #mem<hbm>> to memref<300x6xf32, strided<[1, 300]>, #mem<hbm>>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 0.16666666666666666 : f64}
-// CHECK:       %[[MEAN:.*]] = tile.load %{{.*}} : memref<300x1xf32, #neuron.mem<hbm>> -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[MEAN:.*]] = tile.load %{{.*}} : memref<300x1xf32, #mem<hbm>> -> !tile.tile<128x1xf32, sbuf>
 // CHECK:       %[[D:.*]] = tile.binary_scalar %{{.*}} column %[[MEAN]] {op = "subtract"}
 // CHECK:       %[[SQ:.*]] = tile.unary %[[D]] {fn = "square"}
 // CHECK:       %[[S:.*]] = tile.reduce %[[SQ]] {op = "add"}
@@ -77,7 +77,7 @@ func.func @full_reductions_on_every_lane(%x: tensor<300x70xf32>) -> (tensor<f32>
   func.return %s, %m : tensor<f32>, tensor<f32>
 }
 // CHECK-LABEL: func.func @full_reductions_on_every_lane
-// CHECK:       tile.view %x : memref<300x70xf32, #neuron.mem<hbm>> to memref<125x168xf32, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<300x70xf32, #mem<hbm>> to memref<125x168xf32, #mem<hbm>>
 // CHECK:       %[[SUMS:.*]] = tile.reduce %{{.*}} {op = "add"} : (!tile.tile<125x168xf32, sbuf>) -> !tile.tile<125x1xf32, sbuf>
 // CHECK:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<125x1xf32, sbuf>
 // CHECK:       tile.matmul %[[SUMS]], %[[ONES]] : (!tile.tile<125x1xf32, sbuf>, !tile.tile<125x1xf32, sbuf>) -> !tile.tile<1x1xf32, psum>

@@ -17,7 +17,7 @@ func.func @cumsum_with_carry(%x: tensor<300x5xi64>) -> tensor<300x5xf32> {
 // CHECK:       tile.iota {steps = array<i64: 1>, channel_multiplier = -1 : i64} : !tile.tile<44x44xf32, sbuf>
 // CHECK:       %[[ROW:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<1x128xf32, sbuf>
 // CHECK:       %[[COLUMN:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1xf32, sbuf>
-// CHECK:       %[[X0:.*]] = tile.load %x[%c0, %c0] : memref<300x5xi64, #neuron.mem<hbm>> -> !tile.tile<128x5xf32, sbuf>
+// CHECK:       %[[X0:.*]] = tile.load %x[%c0, %c0] : memref<300x5xi64, #mem<hbm>> -> !tile.tile<128x5xf32, sbuf>
 // CHECK-NEXT:  tile.matmul %[[TRI]], %[[X0]] : {{.*}} -> !tile.tile<128x5xf32, psum>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<128x5xf32, psum>) -> !tile.tile<128x5xf32, sbuf>
 // CHECK:       %[[TOTAL:.*]] = tile.matmul %[[COLUMN]], %[[X0]] : {{.*}} -> !tile.tile<1x5xf32, psum>
@@ -56,18 +56,18 @@ func.func @sort_descending(%x: tensor<3x40xf32>) -> (tensor<3x40xf32>, tensor<3x
 // view), NaN flags compared first, ties broken by position; then each output position r picks the value whose
 // rank is r with a select and a sum.
 // CHECK-LABEL: func.func @sort_descending
-// CHECK:       memref.alloc() : memref<3x40xf32, #neuron.mem<hbm>>
-// CHECK-NEXT:  memref.alloc() : memref<3x40xi64, #neuron.mem<hbm>>
-// CHECK-NEXT:  %[[RANKS:.*]] = memref.alloc() : memref<3x40xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<3x40xf32, #mem<hbm>>
+// CHECK-NEXT:  memref.alloc() : memref<3x40xi64, #mem<hbm>>
+// CHECK-NEXT:  %[[RANKS:.*]] = memref.alloc() : memref<3x40xf32, #mem<hbm>>
 // CHECK:       scf.for %[[ROW:.*]] = %c0 to %c3 step %c1 {
-// CHECK:         %[[OWN:.*]] = tile.load %{{.*}}[%[[ROW]], %c0, %c0] : memref<3x40x1xf32, #neuron.mem<hbm>> -> !tile.tile<40x1xf32, sbuf>
-// CHECK:         tile.view %x : memref<3x40xf32, #neuron.mem<hbm>> to memref<3x40x40xf32, strided<[40, 0, 1]>, #neuron.mem<hbm>>
+// CHECK:         %[[OWN:.*]] = tile.load %{{.*}}[%[[ROW]], %c0, %c0] : memref<3x40x1xf32, #mem<hbm>> -> !tile.tile<40x1xf32, sbuf>
+// CHECK:         tile.view %x : memref<3x40xf32, #mem<hbm>> to memref<3x40x40xf32, strided<[40, 0, 1]>, #mem<hbm>>
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "is_gt"}
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "is_lt"}
 // CHECK:         tile.reduce %{{.*}} {op = "add"} : (!tile.tile<40x40xf32, sbuf>) -> !tile.tile<40x1xf32, sbuf>
 // CHECK:       scf.for
 // CHECK:         %[[TARGET:.*]] = tile.iota {steps = array<i64: 0>, channel_multiplier = 1 : i64} : !tile.tile<40x1xf32, sbuf>
-// CHECK:         tile.view %[[RANKS]] : memref<3x40xf32, #neuron.mem<hbm>> to memref<3x40x40xf32, strided<[40, 0, 1]>, #neuron.mem<hbm>>
+// CHECK:         tile.view %[[RANKS]] : memref<3x40xf32, #mem<hbm>> to memref<3x40x40xf32, strided<[40, 0, 1]>, #mem<hbm>>
 // CHECK:         %[[HIT:.*]] = tile.binary_scalar %{{.*}} column %[[TARGET]] {op = "is_equal"}
 // CHECK:         tile.select %[[HIT]]
 // CHECK:         tile.copy %{{.*}} : (!tile.tile<40x1xf32, sbuf>) -> !tile.tile<40x1xi64, sbuf>
@@ -81,8 +81,8 @@ func.func @random_streams(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf
 }
 // Random ops append the seed argument; each draws Philox values for element counters (an iota of flat indices)
 // under its own key: the seed, plus k * 0x9E3779B9 for the k-th random op (here k = 1: -1640531527).
-// CHECK-LABEL: func.func @random_streams(%x: memref<4x8xf32, #neuron.mem<hbm>>, %rng_seed: memref<1xi32, #neuron.mem<hbm>>)
-// CHECK:       %[[SEED:.*]] = tile.view %rng_seed : memref<1xi32, #neuron.mem<hbm>> to memref<128x1xi32, strided<[0, 0]>, #neuron.mem<hbm>>
+// CHECK-LABEL: func.func @random_streams(%x: memref<4x8xf32, #mem<hbm>>, %rng_seed: memref<1xi32, #mem<hbm>>)
+// CHECK:       %[[SEED:.*]] = tile.view %rng_seed : memref<1xi32, #mem<hbm>> to memref<128x1xi32, strided<[0, 0]>, #mem<hbm>>
 // CHECK:       %[[COUNTERS:.*]] = tile.iota {steps = array<i64: 1>, channel_multiplier = 1 : i64} : !tile.tile<32x1xi32, sbuf>
 // CHECK:       %[[KEY:.*]] = tile.load %[[SEED]]
 // CHECK:       tile.kernel %[[COUNTERS]], %[[KEY]] {kernel = "uniform"}

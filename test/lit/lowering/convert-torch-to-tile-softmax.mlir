@@ -12,7 +12,7 @@ func.func @softmax_rows(%x: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
 // sum, the reciprocal, and the multiply that rounds to bf16.
 // CHECK-LABEL: func.func @softmax_rows
 // CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
-// CHECK-NEXT:    %[[X:.*]] = tile.load %x[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[X:.*]] = tile.load %x[%[[P]], %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
 // CHECK-NEXT:    %[[MAX:.*]] = tile.reduce %[[X]] {op = "max"}
 // CHECK-NEXT:    %[[NEG:.*]] = tile.binary_scalar %[[MAX]] {op = "multiply", scalar = -1.000000e+00 : f64}
 // CHECK-NEXT:    %[[E:.*]] = tile.unary %[[X]] bias %[[NEG]] {fn = "exp"} : (!tile.tile<128x64xbf16, sbuf>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x64xf32, sbuf>
@@ -21,7 +21,7 @@ func.func @softmax_rows(%x: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
 // CHECK-NEXT:    %[[Y:.*]] = tile.binary_scalar %[[E]] column %[[R]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
 // CHECK-NEXT:    tile.store %[[Y]], %{{.*}}[%[[P]], %c0]
 // CHECK-NEXT:  }
-// CHECK:       tile.load %x[%c256, %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<44x64xbf16, sbuf>
+// CHECK:       tile.load %x[%c256, %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<44x64xbf16, sbuf>
 // CHECK-NOT:   tile.load
 
 // -----
@@ -32,7 +32,7 @@ func.func @log_softmax_dim0(%x: tensor<5x130xf32>) -> tensor<5x130xf32> {
 }
 // Along dim 0 the rows are x's columns (a strided view); log-softmax subtracts max + log(sum) from the tile.
 // CHECK-LABEL: func.func @log_softmax_dim0
-// CHECK:       %[[V:.*]] = tile.view %x : memref<5x130xf32, #neuron.mem<hbm>> to memref<130x5xf32, strided<[1, 130]>, #neuron.mem<hbm>>
+// CHECK:       %[[V:.*]] = tile.view %x : memref<5x130xf32, #mem<hbm>> to memref<130x5xf32, strided<[1, 130]>, #mem<hbm>>
 // CHECK:       %[[X:.*]] = tile.load %[[V]][%c0, %c0] {{.*}} -> !tile.tile<128x5xf32, sbuf>
 // CHECK:       %[[L:.*]] = tile.unary %{{.*}} {fn = "log"}
 // CHECK-NEXT:  %[[SHIFT:.*]] = tile.binary %{{.*}}, %[[L]] {op = "add"}
@@ -70,8 +70,8 @@ func.func @softmax_backward_rows(%g: tensor<300x64xbf16>, %y: tensor<300x64xbf16
 // column, one store rounding to bf16.
 // CHECK-LABEL: func.func @softmax_backward_rows
 // CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
-// CHECK-NEXT:    %[[G:.*]] = tile.load %g[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-NEXT:    %[[Y:.*]] = tile.load %y[%[[P]], %c0] : memref<300x64xbf16, #neuron.mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[G:.*]] = tile.load %g[%[[P]], %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:    %[[Y:.*]] = tile.load %y[%[[P]], %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
 // CHECK-NEXT:    %[[GY:.*]] = tile.binary %[[G]], %[[Y]] {op = "multiply"}
 // CHECK-NEXT:    %[[S:.*]] = tile.reduce %[[GY]] {op = "add"} : (!tile.tile<128x64xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
 // CHECK-NEXT:    %[[C:.*]] = tile.binary_scalar %[[G]] column %[[S]] {op = "subtract"}

@@ -12,10 +12,10 @@ func.func @main(%x: tensor<1x4x7x9xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf
   %0 = torch.aten.convolution %x, %w, %b {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 2 : i64} : (tensor<1x4x7x9xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x5xf32>
   func.return %0 : tensor<1x6x4x5xf32>
 }
-// CHECK:       memref.alloc() : memref<3x3x2x6xf32, #neuron.mem<hbm>>
-// CHECK:       memref.alloc() : memref<1x4x9x11xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<3x3x2x6xf32, #mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x4x9x11xf32, #mem<hbm>>
 // CHECK:       tile.fill {value = 0.000000e+00 : f64}
-// CHECK:       tile.view %{{.*}} to memref<1x4x3x3x4x5xf32, strided<[396, 99, 11, 1, 22, 2]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<1x4x3x3x4x5xf32, strided<[396, 99, 11, 1, 22, 2]>, #mem<hbm>>
 // CHECK:       scf.for
 // CHECK:         tile.matmul
 // CHECK:         scf.for {{.*}} iter_args
@@ -48,9 +48,9 @@ func.func @main(%x: tensor<1x2x3x4xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x
   %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = true, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<1x2x3x4xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x5x7xf32>
   func.return %0 : tensor<1x3x5x7xf32>
 }
-// CHECK:       tile.view %w {{.*}} to memref<3x3x2x1x3xf32, strided<[-3, -1, 27, 54, 9], offset: 8>, #neuron.mem<hbm>>
-// CHECK:       memref.alloc() : memref<1x2x7x9xf32, #neuron.mem<hbm>>
-// CHECK:       tile.view %{{.*}} to memref<1x2x3x4xf32, strided<[126, 63, 18, 2], offset: 10>, #neuron.mem<hbm>>
+// CHECK:       tile.view %w {{.*}} to memref<3x3x2x1x3xf32, strided<[-3, -1, 27, 54, 9], offset: 8>, #mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x2x7x9xf32, #mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<1x2x3x4xf32, strided<[126, 63, 18, 2], offset: 10>, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
@@ -62,9 +62,9 @@ func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2
   %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x3x2x2xf32>, tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>, none)
   func.return %0, %1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>
 }
-// CHECK:       memref.alloc() : memref<1x3x7x7xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x3x7x7xf32, #mem<hbm>>
 // CHECK:       tile.matmul
-// CHECK:       memref.alloc() : memref<3x2x3x3xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<3x2x3x3xf32, #mem<hbm>>
 // CHECK:       tile.load %g{{.*}} {dims = array<i64: 3, 1>}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
@@ -76,7 +76,7 @@ func.func @main(%x: tensor<1x3x7x7xf32>) -> tensor<1x3x4x4xf32> {
   %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x3x7x7xf32>) -> tensor<1x3x4x4xf32>
   func.return %0 : tensor<1x3x4x4xf32>
 }
-// CHECK:       memref.alloc() : memref<1x9x9xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<1x9x9xf32, #mem<hbm>>
 // CHECK:       tile.fill {value = 1.000000e+00 : f64}
 // CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
@@ -119,7 +119,7 @@ func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x
   func.return %0 : tensor<1x3x4x5xf32>
 }
 // CHECK:       tile.iota {steps = array<i64: 0>, channel_multiplier = 20 : i64} : !tile.tile<3x12xf32, sbuf>
-// CHECK:       tile.scatter {{.*}} {dim = 1 : i64, accumulate} : !tile.tile<3x12xf32, sbuf>, memref<1x60xf32, strided<[1, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.scatter {{.*}} {dim = 1 : i64, accumulate} : !tile.tile<3x12xf32, sbuf>, memref<1x60xf32, strided<[1, 1]>, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
@@ -144,8 +144,8 @@ func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) -> tensor<2x7xf32> {
   %pad = torch.aten.constant_pad_nd %cat {pad = array<i64: 1, -1>, value = 0.000000e+00 : f64} : (tensor<2x7xf32>) -> tensor<2x7xf32>
   func.return %pad : tensor<2x7xf32>
 }
-// CHECK:       tile.view %b : memref<2x4xf32, #neuron.mem<hbm>> to memref<2x4xf32, strided<[4, -1], offset: 3>, #neuron.mem<hbm>>
-// CHECK:       tile.view %{{.*}} to memref<2x4xf32, strided<[7, 1], offset: 3>, #neuron.mem<hbm>>
+// CHECK:       tile.view %b : memref<2x4xf32, #mem<hbm>> to memref<2x4xf32, strided<[4, -1], offset: 3>, #mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<2x4xf32, strided<[7, 1], offset: 3>, #mem<hbm>>
 // CHECK:       tile.fill {value = 0.000000e+00 : f64}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
@@ -205,7 +205,7 @@ func.func @main(%x: tensor<3x1x5xf32>) -> tensor<2x3x3x15xf32> {
   %0 = torch.aten.repeat %x {repeats = array<i64: 2, 1, 3, 3>} : (tensor<3x1x5xf32>) -> tensor<2x3x3x15xf32>
   func.return %0 : tensor<2x3x3x15xf32>
 }
-// CHECK:       tile.view %x : memref<3x1x5xf32, #neuron.mem<hbm>> to memref<2x1x1x3x3x1x3x5xf32, strided<[0, 0, 0, 5, 0, 5, 0, 1]>, #neuron.mem<hbm>>
+// CHECK:       tile.view %x : memref<3x1x5xf32, #mem<hbm>> to memref<2x1x1x3x3x1x3x5xf32, strided<[0, 0, 0, 5, 0, 5, 0, 1]>, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
@@ -236,9 +236,9 @@ func.func @main(%x: tensor<4x6xf32>) -> (tensor<3x2xf32>, tensor<4x2xf32>, tenso
   func.return %a, %s#1, %d3 : tensor<3x2xf32>, tensor<4x2xf32>, tensor<3xf32>
 }
 // CHECK-NOT:   memref.alloc
-// CHECK:       tile.view %{{.*}} to memref<3x2xf32, strided<[5, 1]>, #neuron.mem<hbm>>
-// CHECK:       tile.view %x : memref<4x6xf32, #neuron.mem<hbm>> to memref<4x2xf32, strided<[6, 1], offset: 4>, #neuron.mem<hbm>>
-// CHECK:       tile.view %x : memref<4x6xf32, #neuron.mem<hbm>> to memref<4xf32, strided<[7], offset: 2>, #neuron.mem<hbm>>
+// CHECK:       tile.view %{{.*}} to memref<3x2xf32, strided<[5, 1]>, #mem<hbm>>
+// CHECK:       tile.view %x : memref<4x6xf32, #mem<hbm>> to memref<4x2xf32, strided<[6, 1], offset: 4>, #mem<hbm>>
+// CHECK:       tile.view %x : memref<4x6xf32, #mem<hbm>> to memref<4xf32, strided<[7], offset: 2>, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
@@ -262,7 +262,7 @@ func.func @main(%g: tensor<1x2x3x3xf32>, %x: tensor<1x2x5x5xf32>) -> tensor<1x2x
   %0 = torch.aten.avg_pool2d_backward %g, %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : (tensor<1x2x3x3xf32>, tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
   func.return %0 : tensor<1x2x5x5xf32>
 }
-// CHECK:       memref.alloc() : memref<2x7x7xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<2x7x7xf32, #mem<hbm>>
 // CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
 // CHECK:       tile.store %{{.*}}, %{{.*}} {dims = array<i64: 0, 3, 4>}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
@@ -286,7 +286,7 @@ func.func @main(%x: tensor<1x12x9xf32>) -> tensor<1x2x5x6xf32> {
   %0 = torch.aten.col2im %x {output_size = array<i64: 5, 6>, kernel_size = array<i64: 2, 3>, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x12x9xf32>) -> tensor<1x2x5x6xf32>
   func.return %0 : tensor<1x2x5x6xf32>
 }
-// CHECK:       memref.alloc() : memref<2x7x8xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<2x7x8xf32, #mem<hbm>>
 // CHECK-COUNT-6: tile.binary %{{.*}}, %{{.*}} {op = "add"}
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
@@ -299,8 +299,8 @@ func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32
   %0 = torch.aten.addbmm %c, %a, %b {beta = 5.000000e-01 : f64, alpha = 2.000000e+00 : f64} : (tensor<5x7xf32>, tensor<3x5x4xf32>, tensor<3x4x7xf32>) -> tensor<5x7xf32>
   func.return %0 : tensor<5x7xf32>
 }
-// CHECK:       memref.alloc() : memref<5x3x4xf32, #neuron.mem<hbm>>
-// CHECK:       tile.view %b : memref<3x4x7xf32, #neuron.mem<hbm>> to memref<12x7xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<5x3x4xf32, #mem<hbm>>
+// CHECK:       tile.view %b : memref<3x4x7xf32, #mem<hbm>> to memref<12x7xf32, #mem<hbm>>
 // CHECK:       tile.matmul {{.*}} -> !tile.tile<5x7xf32, psum>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
@@ -336,6 +336,6 @@ func.func @main(%x1: tensor<3x5xf32>, %w: tensor<7x5x4xf32>, %x2: tensor<3x4xf32
   %0 = torch.aten._trilinear %x1, %w, %x2 {expand1 = array<i64: 1, 3>, expand2 = array<i64: 0>, expand3 = array<i64: 1, 2>, sumdim = array<i64: 2, 3>, unroll_dim = 1 : i64} : (tensor<3x5xf32>, tensor<7x5x4xf32>, tensor<3x4xf32>) -> tensor<3x7xf32>
   func.return %0 : tensor<3x7xf32>
 }
-// CHECK:       memref.alloc() : memref<3x7x5x4xf32, #neuron.mem<hbm>>
+// CHECK:       memref.alloc() : memref<3x7x5x4xf32, #mem<hbm>>
 // CHECK:       tile.reduce
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match

@@ -11,10 +11,10 @@ func.func @reshape_needs_copy(%x: tensor<4x6x5xf32>) -> tensor<24x5xf32> {
   %r = torch.aten.view %t {size = array<i64: 24, 5>} : (tensor<6x4x5xf32>) -> tensor<24x5xf32>
   func.return %r : tensor<24x5xf32>
 }
-// CASES:       %[[T:.*]] = tile.view %x : memref<4x6x5xf32, #neuron.mem<hbm>> to memref<6x4x5xf32, strided<[5, 30, 1]>, #neuron.mem<hbm>>
-// CASES:       %[[COPY:.*]] = memref.alloc() : memref<6x4x5xf32, #neuron.mem<hbm>>
+// CASES:       %[[T:.*]] = tile.view %x : memref<4x6x5xf32, #mem<hbm>> to memref<6x4x5xf32, strided<[5, 30, 1]>, #mem<hbm>>
+// CASES:       %[[COPY:.*]] = memref.alloc() : memref<6x4x5xf32, #mem<hbm>>
 // CASES:       tile.store
-// CASES:       %[[R:.*]] = tile.view %[[COPY]] : memref<6x4x5xf32, #neuron.mem<hbm>> to memref<24x5xf32, #neuron.mem<hbm>>
+// CASES:       %[[R:.*]] = tile.view %[[COPY]] : memref<6x4x5xf32, #mem<hbm>> to memref<24x5xf32, #mem<hbm>>
 // CASES:       func.return %[[R]]
 
 // -----
@@ -27,7 +27,7 @@ func.func @permuted_reshape_is_view(%x: tensor<4x6x5xf32>) -> tensor<5x24xf32> {
   func.return %r : tensor<5x24xf32>
 }
 // CASES-NOT:   memref.alloc
-// CASES:       tile.view %{{.*}} to memref<5x24xf32, strided<[1, 5]>, #neuron.mem<hbm>>
+// CASES:       tile.view %{{.*}} to memref<5x24xf32, strided<[1, 5]>, #mem<hbm>>
 
 // -----
 
@@ -38,7 +38,7 @@ func.func @reshape_is_view(%x: tensor<4x6x5xf32>) -> tensor<24x5xf32> {
   func.return %r : tensor<24x5xf32>
 }
 // CASES-NOT:   memref.alloc
-// CASES:       %[[R:.*]] = tile.view %x : memref<4x6x5xf32, #neuron.mem<hbm>> to memref<24x5xf32, #neuron.mem<hbm>>
+// CASES:       %[[R:.*]] = tile.view %x : memref<4x6x5xf32, #mem<hbm>> to memref<24x5xf32, #mem<hbm>>
 // CASES:       func.return %[[R]]
 
 // -----
@@ -67,18 +67,18 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
   func.return %r : tensor<5x130xf32>
 }
 // CASES:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 2.500000e+00 : f64}
-// CASES:       tile.view %b : memref<130xf32, #neuron.mem<hbm>> to memref<5x130xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CASES:       tile.view %b : memref<130xf32, #mem<hbm>> to memref<5x130xf32, strided<[0, 1]>, #mem<hbm>>
 // CASES:       tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
 
 // The MLP of examples/mlp.py (37x300 -> 520 -> 130 -> 10), forward graph as AOTAutograd hands it over.
 // Arguments become HBM memrefs; the weight transpose and the bias broadcast are free strided views.
-// CHECK-LABEL: func.func @main(%primals1: memref<520x300xf32, #neuron.mem<hbm>>
-// CHECK:         %[[WT:.*]] = tile.view %primals1 : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
-// CHECK:         %[[BIAS:.*]] = tile.view %primals2 : memref<520xf32, #neuron.mem<hbm>> to memref<37x520xf32, strided<[0, 1]>, #neuron.mem<hbm>>
+// CHECK-LABEL: func.func @main(%primals1: memref<520x300xf32, #mem<hbm>>
+// CHECK:         %[[WT:.*]] = tile.view %primals1 : memref<520x300xf32, #mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
+// CHECK:         %[[BIAS:.*]] = tile.view %primals2 : memref<520xf32, #mem<hbm>> to memref<37x520xf32, strided<[0, 1]>, #mem<hbm>>
 // Both operands have K contiguous in memory, so their K-on-partition tiles come from TensorE transposes of
 // row-wise loads. The stationary panel of x (K = 300: two full tiles, then a remainder of 44) is built once per
 // block of rows: one DMA of the rows, then a loop transposes each 128-column block into its slot of the panel.
-// CHECK:         %[[ROWS:.*]] = tile.load %primals3[%c0, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x256xf32, sbuf>
+// CHECK:         %[[ROWS:.*]] = tile.load %primals3[%c0, %c0] : memref<37x300xf32, #mem<hbm>> -> !tile.tile<37x256xf32, sbuf>
 // CHECK:         %[[EMPTY:.*]] = tile.empty : !tile.tile<128x2x37xf32, sbuf>
 // CHECK:         %[[PANEL:.*]] = scf.for %[[T:.*]] = %c0 to %c2 step %c1 iter_args(%[[P:.*]] = %[[EMPTY]]) -> (!tile.tile<128x2x37xf32, sbuf>) {
 // CHECK:           %[[BLOCK:.*]] = tile.extract %[[ROWS]][%{{.*}}] : !tile.tile<37x256xf32, sbuf> -> !tile.tile<37x128xf32, sbuf>

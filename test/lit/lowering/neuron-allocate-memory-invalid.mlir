@@ -7,10 +7,10 @@
 // next to the first in trn2's 224 KiB.
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @out_of_sbuf() {
-    %a = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>> loc("model.l1"("model.py":12:0))
-    %b = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>> loc("model.l2"("model.py":13:0))
-    %c = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>> loc("model.l3"("model.py":14:0))
-    neuron.tensor_tensor vector dst %c[0:128, 0, [[1, 51200]]], in0 %a[0:128, 0, [[1, 51200]]], in1 %b[0:128, 0, [[1, 51200]]] {op = "add"} : memref<128x51200xf32, #neuron.mem<sbuf>>, memref<128x51200xf32, #neuron.mem<sbuf>>, memref<128x51200xf32, #neuron.mem<sbuf>>
+    %a = neuron.alloc : memref<128x51200xf32, #mem<sbuf>> loc("model.l1"("model.py":12:0))
+    %b = neuron.alloc : memref<128x51200xf32, #mem<sbuf>> loc("model.l2"("model.py":13:0))
+    %c = neuron.alloc : memref<128x51200xf32, #mem<sbuf>> loc("model.l3"("model.py":14:0))
+    neuron.tensor_tensor vector dst %c[0:128, 0, [[1, 51200]]], in0 %a[0:128, 0, [[1, 51200]]], in1 %b[0:128, 0, [[1, 51200]]] {op = "add"} : memref<128x51200xf32, #mem<sbuf>>, memref<128x51200xf32, #mem<sbuf>>, memref<128x51200xf32, #mem<sbuf>>
     func.return
   }
 }
@@ -21,9 +21,9 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // Two buffers of 100 KiB fit trn2's 224 KiB per partition but not trn1's 192 KiB.
 builtin.module attributes {neuron.target = #neuron.target<trn1>} {
   func.func @out_of_sbuf_trn1() {
-    %a = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
-    %b = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>> loc("model.l2"("model.py":13:0))
-    neuron.tensor_copy vector dst %b[0:128, 0, [[1, 25600]]], src %a[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #neuron.mem<sbuf>>, memref<128x25600xf32, #neuron.mem<sbuf>>
+    %a = neuron.alloc : memref<128x25600xf32, #mem<sbuf>>
+    %b = neuron.alloc : memref<128x25600xf32, #mem<sbuf>> loc("model.l2"("model.py":13:0))
+    neuron.tensor_copy vector dst %b[0:128, 0, [[1, 25600]]], src %a[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #mem<sbuf>>, memref<128x25600xf32, #mem<sbuf>>
     func.return
   }
 }
@@ -34,24 +34,24 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // PSUM has eight 2 KiB banks per partition: nine bank-sized buffers cannot be live together.
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @out_of_psum() {
-    %p0 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p1 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p2 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p3 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p4 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p5 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p6 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p7 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    %p8 = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>> loc("model.l9"("model.py":21:0))
-    neuron.memset vector dst %p0[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p1[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p2[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p3[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p4[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p5[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p6[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p7[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.memset vector dst %p8[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #neuron.mem<psum>>
+    %p0 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p1 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p2 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p3 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p4 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p5 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p6 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p7 = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    %p8 = neuron.alloc : memref<128x512xf32, #mem<psum>> loc("model.l9"("model.py":21:0))
+    neuron.memset vector dst %p0[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p1[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p2[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p3[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p4[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p5[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p6[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p7[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
+    neuron.memset vector dst %p8[0:128, 0, [[1, 512]]] {value = 0.0 : f64} : memref<128x512xf32, #mem<psum>>
     func.return
   }
 }
@@ -66,12 +66,12 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c4 = arith.constant 4 : index
-    %a = neuron.alloc : memref<128x20480xf32, #neuron.mem<sbuf>>
+    %a = neuron.alloc : memref<128x20480xf32, #mem<sbuf>>
     scf.for %i = %c0 to %c4 step %c1 {
-      %b = neuron.alloc : memref<128x20480xf32, #neuron.mem<sbuf>>
-      neuron.tensor_copy vector dst %b[0:128, 0, [[1, 20480]]], src %a[0:128, 0, [[1, 20480]]] : memref<128x20480xf32, #neuron.mem<sbuf>>, memref<128x20480xf32, #neuron.mem<sbuf>>
-      %c = neuron.alloc : memref<128x20480xf32, #neuron.mem<sbuf>> loc("model.l4"("model.py":30:0))
-      neuron.tensor_copy vector dst %c[0:128, 0, [[1, 20480]]], src %b[0:128, 0, [[1, 20480]]] : memref<128x20480xf32, #neuron.mem<sbuf>>, memref<128x20480xf32, #neuron.mem<sbuf>>
+      %b = neuron.alloc : memref<128x20480xf32, #mem<sbuf>>
+      neuron.tensor_copy vector dst %b[0:128, 0, [[1, 20480]]], src %a[0:128, 0, [[1, 20480]]] : memref<128x20480xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<sbuf>>
+      %c = neuron.alloc : memref<128x20480xf32, #mem<sbuf>> loc("model.l4"("model.py":30:0))
+      neuron.tensor_copy vector dst %c[0:128, 0, [[1, 20480]]], src %b[0:128, 0, [[1, 20480]]] : memref<128x20480xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<sbuf>>
     }
     func.return
   }

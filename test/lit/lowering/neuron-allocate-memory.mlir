@@ -5,110 +5,110 @@
 // Buffers whose lifetimes overlap get disjoint addresses. Placement is next-fit: a new buffer goes after the
 // previous one even when earlier bytes are free, so freed memory is reused as late as possible.
 // CASES-LABEL: func.func @reuse
-func.func @reuse(%x: memref<128x512xf32, #neuron.mem<hbm>>) {
-  %a = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
-  %b = neuron.alloc : memref<128x100xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %a[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<hbm>>
-  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 100]]], src %a[0:128, 0, [[1, 100]]] : memref<128x100xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<sbuf>>
-  %c = neuron.alloc : memref<128x16xf32, #neuron.mem<sbuf>>
-  neuron.tensor_copy vector dst %c[0:128, 0, [[1, 16]]], src %b[0:128, 0, [[1, 16]]] : memref<128x16xf32, #neuron.mem<sbuf>>, memref<128x100xf32, #neuron.mem<sbuf>>
+func.func @reuse(%x: memref<128x512xf32, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+  %b = neuron.alloc : memref<128x100xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<hbm>>
+  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 100]]], src %a[0:128, 0, [[1, 100]]] : memref<128x100xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+  %c = neuron.alloc : memref<128x16xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %c[0:128, 0, [[1, 16]]], src %b[0:128, 0, [[1, 16]]] : memref<128x16xf32, #mem<sbuf>>, memref<128x100xf32, #mem<sbuf>>
   func.return
 }
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x512xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x512xf32, #mem<sbuf>>
 // %b follows %a, 64-byte aligned
-// CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #mem<sbuf>>
 // %a is dead when %c is born, but %c still goes after %b (2048 + 400, rounded up to 64 bytes)
-// CASES:       neuron.alloc {address = 2496 : i64} : memref<128x16xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 2496 : i64} : memref<128x16xf32, #mem<sbuf>>
 
 // -----
 
 // When the space after the previous buffer runs out, placement wraps around to the freed bytes at the start.
 // CASES-LABEL: func.func @wrap_around
-func.func @wrap_around(%x: memref<128x40000xf32, #neuron.mem<hbm>>) {
-  %a = neuron.alloc : memref<128x40000xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %a[0:128, 0, [[1, 40000]]], src %x[0, [[40000, 128], [1, 40000]]] {queue = 0 : i64} : memref<128x40000xf32, #neuron.mem<sbuf>>, memref<128x40000xf32, #neuron.mem<hbm>>
-  %b = neuron.alloc : memref<128x16000xf32, #neuron.mem<sbuf>>
-  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 16000]]], src %a[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #neuron.mem<sbuf>>, memref<128x40000xf32, #neuron.mem<sbuf>>
-  %c = neuron.alloc : memref<128x16000xf32, #neuron.mem<sbuf>>
-  neuron.tensor_copy vector dst %c[0:128, 0, [[1, 16000]]], src %b[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #neuron.mem<sbuf>>, memref<128x16000xf32, #neuron.mem<sbuf>>
+func.func @wrap_around(%x: memref<128x40000xf32, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x40000xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 40000]]], src %x[0, [[40000, 128], [1, 40000]]] {queue = 0 : i64} : memref<128x40000xf32, #mem<sbuf>>, memref<128x40000xf32, #mem<hbm>>
+  %b = neuron.alloc : memref<128x16000xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 16000]]], src %a[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #mem<sbuf>>, memref<128x40000xf32, #mem<sbuf>>
+  %c = neuron.alloc : memref<128x16000xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %c[0:128, 0, [[1, 16000]]], src %b[0:128, 0, [[1, 16000]]] : memref<128x16000xf32, #mem<sbuf>>, memref<128x16000xf32, #mem<sbuf>>
   func.return
 }
 // 160000 + 64000 bytes fill the 229376 of a trn2 partition; %c (64000) no longer fits after %b and wraps to 0
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x40000xf32, #neuron.mem<sbuf>>
-// CASES:       neuron.alloc {address = 160000 : i64} : memref<128x16000xf32, #neuron.mem<sbuf>>
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x16000xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x40000xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 160000 : i64} : memref<128x16000xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x16000xf32, #mem<sbuf>>
 
 // -----
 
 // A buffer used inside a loop it was not allocated in stays live until the loop ends; buffers allocated in a loop
 // body live for the whole body, so two of them never share bytes (the next iteration may start early).
 // CASES-LABEL: func.func @live_across_loop
-func.func @live_across_loop(%x: memref<4x512xf32, #neuron.mem<hbm>>) {
+func.func @live_across_loop(%x: memref<4x512xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
-  %acc = neuron.alloc : memref<4x128xf32, #neuron.mem<sbuf>>
-  neuron.memset vector dst %acc[0:4, 0, [[1, 128]]] {value = 0.0 : f64} : memref<4x128xf32, #neuron.mem<sbuf>>
+  %acc = neuron.alloc : memref<4x128xf32, #mem<sbuf>>
+  neuron.memset vector dst %acc[0:4, 0, [[1, 128]]] {value = 0.0 : f64} : memref<4x128xf32, #mem<sbuf>>
   scf.for %i = %c0 to %c4 step %c1 {
-    %t = neuron.alloc : memref<4x128xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %t[0:4, 0, [[1, 128]]], src %x[0, [[512, 4], [1, 128]]] {queue = 0 : i64} : memref<4x128xf32, #neuron.mem<sbuf>>, memref<4x512xf32, #neuron.mem<hbm>>
-    neuron.tensor_tensor vector dst %acc[0:4, 0, [[1, 128]]], in0 %acc[0:4, 0, [[1, 128]]], in1 %t[0:4, 0, [[1, 128]]] {op = "add"} : memref<4x128xf32, #neuron.mem<sbuf>>, memref<4x128xf32, #neuron.mem<sbuf>>, memref<4x128xf32, #neuron.mem<sbuf>>
+    %t = neuron.alloc : memref<4x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:4, 0, [[1, 128]]], src %x[0, [[512, 4], [1, 128]]] {queue = 0 : i64} : memref<4x128xf32, #mem<sbuf>>, memref<4x512xf32, #mem<hbm>>
+    neuron.tensor_tensor vector dst %acc[0:4, 0, [[1, 128]]], in0 %acc[0:4, 0, [[1, 128]]], in1 %t[0:4, 0, [[1, 128]]] {op = "add"} : memref<4x128xf32, #mem<sbuf>>, memref<4x128xf32, #mem<sbuf>>, memref<4x128xf32, #mem<sbuf>>
   }
   func.return
 }
-// CASES:       neuron.alloc {address = 0 : i64} : memref<4x128xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<4x128xf32, #mem<sbuf>>
 // CASES:       scf.for
-// CASES:         neuron.alloc {address = 512 : i64} : memref<4x128xf32, #neuron.mem<sbuf>>
+// CASES:         neuron.alloc {address = 512 : i64} : memref<4x128xf32, #mem<sbuf>>
 
 // -----
 
 // A matmul accumulator gets a PSUM bank (2 KiB) of its own: one accumulation group per bank.
 // CASES-LABEL: func.func @psum_banks
-func.func @psum_banks(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
-  %a = neuron.alloc : memref<128x100xf32, #neuron.mem<psum>>
-  %b = neuron.alloc : memref<128x100xf32, #neuron.mem<psum>>
-  %w = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %w[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<hbm>>
-  neuron.nc_matmul tensor dst %a[0:128, 0, [[1, 100]]], stationary %w[0:128, 0, [[1, 128]]], moving %w[0:128, 0, [[1, 100]]] : memref<128x100xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.nc_matmul tensor dst %b[0:128, 0, [[1, 100]]], stationary %w[0:128, 0, [[1, 128]]], moving %w[0:128, 0, [[1, 100]]] : memref<128x100xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.tensor_tensor vector dst %w[0:128, 0, [[1, 100]]], in0 %a[0:128, 0, [[1, 100]]], in1 %w[0:128, 0, [[1, 100]]] {op = "add"} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x100xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.tensor_tensor vector dst %w[0:128, 0, [[1, 100]]], in0 %b[0:128, 0, [[1, 100]]], in1 %w[0:128, 0, [[1, 100]]] {op = "add"} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x100xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>
+func.func @psum_banks(%s: memref<128x128xf32, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x100xf32, #mem<psum>>
+  %b = neuron.alloc : memref<128x100xf32, #mem<psum>>
+  %w = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %w[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<hbm>>
+  neuron.nc_matmul tensor dst %a[0:128, 0, [[1, 100]]], stationary %w[0:128, 0, [[1, 128]]], moving %w[0:128, 0, [[1, 100]]] : memref<128x100xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %b[0:128, 0, [[1, 100]]], stationary %w[0:128, 0, [[1, 128]]], moving %w[0:128, 0, [[1, 100]]] : memref<128x100xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.tensor_tensor vector dst %w[0:128, 0, [[1, 100]]], in0 %a[0:128, 0, [[1, 100]]], in1 %w[0:128, 0, [[1, 100]]] {op = "add"} : memref<128x128xf32, #mem<sbuf>>, memref<128x100xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.tensor_tensor vector dst %w[0:128, 0, [[1, 100]]], in0 %b[0:128, 0, [[1, 100]]], in1 %w[0:128, 0, [[1, 100]]] {op = "add"} : memref<128x128xf32, #mem<sbuf>>, memref<128x100xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>
   func.return
 }
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x100xf32, #neuron.mem<psum>>
-// CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x100xf32, #mem<psum>>
+// CASES:       neuron.alloc {address = 2048 : i64} : memref<128x100xf32, #mem<psum>>
 
 // -----
 
 // Transposes do not accumulate: their PSUM buffers share a bank, but none straddles two.
 // CASES-LABEL: func.func @psum_transposes
-func.func @psum_transposes(%s: memref<128x128xf32, #neuron.mem<hbm>>) {
-  %eye = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
-  %x = neuron.alloc : memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %x[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<hbm>>
-  %t0 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
-  %t1 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
-  %t2 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
-  %t3 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
-  %t4 = neuron.alloc : memref<100x128xf32, #neuron.mem<psum>>
-  neuron.nc_matmul tensor dst %t0[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.nc_matmul tensor dst %t1[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.nc_matmul tensor dst %t2[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.nc_matmul tensor dst %t3[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.nc_matmul tensor dst %t4[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #neuron.mem<psum>>, memref<128x128xf32, #neuron.mem<sbuf>>, memref<128x128xf32, #neuron.mem<sbuf>>
-  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t0[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
-  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t1[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
-  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t2[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
-  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t3[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
-  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t4[0:100, 0, [[1, 128]]] : memref<128x128xf32, #neuron.mem<sbuf>>, memref<100x128xf32, #neuron.mem<psum>>
+func.func @psum_transposes(%s: memref<128x128xf32, #mem<hbm>>) {
+  %eye = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+  %x = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %x[0:128, 0, [[1, 128]]], src %s[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<hbm>>
+  %t0 = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  %t1 = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  %t2 = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  %t3 = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  %t4 = neuron.alloc : memref<100x128xf32, #mem<psum>>
+  neuron.nc_matmul tensor dst %t0[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %t1[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %t2[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %t3[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %t4[0:100, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %x[0:128, 0, [[1, 100]]] {is_transpose = true} : memref<100x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t0[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t1[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t2[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t3[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
+  neuron.tensor_copy vector dst %x[0:100, 0, [[1, 128]]], src %t4[0:100, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<100x128xf32, #mem<psum>>
   func.return
 }
 // four 512-byte transposes fill bank 0; the fifth starts bank 1
-// CASES:       neuron.alloc {address = 0 : i64} : memref<100x128xf32, #neuron.mem<psum>>
-// CASES:       neuron.alloc {address = 512 : i64} : memref<100x128xf32, #neuron.mem<psum>>
-// CASES:       neuron.alloc {address = 1024 : i64} : memref<100x128xf32, #neuron.mem<psum>>
-// CASES:       neuron.alloc {address = 1536 : i64} : memref<100x128xf32, #neuron.mem<psum>>
-// CASES:       neuron.alloc {address = 2048 : i64} : memref<100x128xf32, #neuron.mem<psum>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<100x128xf32, #mem<psum>>
+// CASES:       neuron.alloc {address = 512 : i64} : memref<100x128xf32, #mem<psum>>
+// CASES:       neuron.alloc {address = 1024 : i64} : memref<100x128xf32, #mem<psum>>
+// CASES:       neuron.alloc {address = 1536 : i64} : memref<100x128xf32, #mem<psum>>
+// CASES:       neuron.alloc {address = 2048 : i64} : memref<100x128xf32, #mem<psum>>
 
 // -----
 
@@ -120,26 +120,26 @@ func.func @tight_body() {
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   scf.for %i = %c0 to %c4 step %c1 {
-    %a = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
-    neuron.memset vector dst %a[0:128, 0, [[1, 25600]]] {value = 1.0 : f64} : memref<128x25600xf32, #neuron.mem<sbuf>>
-    %b = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
-    neuron.tensor_copy vector dst %b[0:128, 0, [[1, 25600]]], src %a[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #neuron.mem<sbuf>>, memref<128x25600xf32, #neuron.mem<sbuf>>
-    %c = neuron.alloc : memref<128x25600xf32, #neuron.mem<sbuf>>
-    neuron.tensor_copy vector dst %c[0:128, 0, [[1, 25600]]], src %b[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #neuron.mem<sbuf>>, memref<128x25600xf32, #neuron.mem<sbuf>>
+    %a = neuron.alloc : memref<128x25600xf32, #mem<sbuf>>
+    neuron.memset vector dst %a[0:128, 0, [[1, 25600]]] {value = 1.0 : f64} : memref<128x25600xf32, #mem<sbuf>>
+    %b = neuron.alloc : memref<128x25600xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %b[0:128, 0, [[1, 25600]]], src %a[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #mem<sbuf>>, memref<128x25600xf32, #mem<sbuf>>
+    %c = neuron.alloc : memref<128x25600xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %c[0:128, 0, [[1, 25600]]], src %b[0:128, 0, [[1, 25600]]] : memref<128x25600xf32, #mem<sbuf>>, memref<128x25600xf32, #mem<sbuf>>
   }
   func.return
 }
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
-// CASES:       neuron.alloc {address = 102400 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
-// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #neuron.mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 102400 : i64} : memref<128x25600xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #mem<sbuf>>
 
 // The MLP forward graph: every buffer gets an address; HBM scratch is laid out one after another.
 // CHECK-LABEL: func.func @main
-// CHECK:       %addmm = neuron.alloc {address = 0 : i64} : memref<37x520xf32, #neuron.mem<hbm>>
+// CHECK:       %addmm = neuron.alloc {address = 0 : i64} : memref<37x520xf32, #mem<hbm>>
 // The accumulator of the first layer's output block starts on a PSUM bank boundary (a bank of its own).
-// CHECK:       neuron.alloc {address = {{(0|2048|4096|6144|8192|10240|12288|14336)}} : i64} : memref<37x512xf32, #neuron.mem<psum>>
+// CHECK:       neuron.alloc {address = {{(0|2048|4096|6144|8192|10240|12288|14336)}} : i64} : memref<37x512xf32, #mem<psum>>
 // 37 x 520 x 4 bytes = 76960, rounded up to 64 bytes
-// CHECK:       %relu = neuron.alloc {address = 76992 : i64} : memref<37x520xf32, #neuron.mem<hbm>>
+// CHECK:       %relu = neuron.alloc {address = 76992 : i64} : memref<37x520xf32, #mem<hbm>>
 // CHECK-NOT:   neuron.alloc :
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match

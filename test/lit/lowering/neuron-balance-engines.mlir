@@ -12,21 +12,21 @@
 // CHECK:       neuron.activation scalar {{.*}} {func = "reciprocal"}
 // CHECK:       neuron.tensor_scalar gpsimd dst %{{.*}}[0:128, 0, [[1, 2048]]]
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @softmax(%x: memref<128x2048xbf16, #neuron.mem<hbm>>) -> memref<128x2048xbf16, #neuron.mem<hbm>> {
-    %0 = neuron.alloc : memref<128x2048xbf16, #neuron.mem<hbm>>
-    %1 = neuron.alloc : memref<128x2048xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %1[0:128, 0, [[1, 2048]]], src %x[0, [[2048, 128], [1, 2048]]] {queue = 0 : i64} : memref<128x2048xbf16, #neuron.mem<sbuf>>, memref<128x2048xbf16, #neuron.mem<hbm>>
-    %2 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_reduce vector dst %2[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 2048]]] {op = "max", negate = true} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x2048xbf16, #neuron.mem<sbuf>>
-    %3 = neuron.alloc : memref<128x2048xf32, #neuron.mem<sbuf>>
-    %4 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.activation scalar dst %3[0:128, 0, [[1, 2048]]], accumulate_dst %4[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 2048]]], bias %2[0:128, 0, [[1, 1]]] {func = "exp"} : memref<128x2048xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x2048xbf16, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    %5 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.activation scalar dst %5[0:128, 0, [[1, 1]]], src %4[0:128, 0, [[1, 1]]] {func = "reciprocal"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    %6 = neuron.alloc : memref<128x2048xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %6[0:128, 0, [[1, 2048]]], src %3[0:128, 0, [[1, 2048]]], operand0 %5[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x2048xbf16, #neuron.mem<sbuf>>, memref<128x2048xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %0[0, [[2048, 128], [1, 2048]]], src %6[0:128, 0, [[1, 2048]]] {queue = 1 : i64} : memref<128x2048xbf16, #neuron.mem<hbm>>, memref<128x2048xbf16, #neuron.mem<sbuf>>
-    func.return %0 : memref<128x2048xbf16, #neuron.mem<hbm>>
+  func.func @softmax(%x: memref<128x2048xbf16, #mem<hbm>>) -> memref<128x2048xbf16, #mem<hbm>> {
+    %0 = neuron.alloc : memref<128x2048xbf16, #mem<hbm>>
+    %1 = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %1[0:128, 0, [[1, 2048]]], src %x[0, [[2048, 128], [1, 2048]]] {queue = 0 : i64} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xbf16, #mem<hbm>>
+    %2 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %2[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 2048]]] {op = "max", negate = true} : memref<128x1xf32, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>>
+    %3 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    %4 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.activation scalar dst %3[0:128, 0, [[1, 2048]]], accumulate_dst %4[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 2048]]], bias %2[0:128, 0, [[1, 1]]] {func = "exp"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>, memref<128x2048xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %5 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.activation scalar dst %5[0:128, 0, [[1, 1]]], src %4[0:128, 0, [[1, 1]]] {func = "reciprocal"} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %6 = neuron.alloc : memref<128x2048xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %6[0:128, 0, [[1, 2048]]], src %3[0:128, 0, [[1, 2048]]], operand0 %5[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x2048xbf16, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %0[0, [[2048, 128], [1, 2048]]], src %6[0:128, 0, [[1, 2048]]] {queue = 1 : i64} : memref<128x2048xbf16, #mem<hbm>>, memref<128x2048xbf16, #mem<sbuf>>
+    func.return %0 : memref<128x2048xbf16, #mem<hbm>>
   }
 }
 
@@ -41,27 +41,27 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // CHECK:       neuron.tensor_scalar gpsimd
 // CHECK:       neuron.tensor_scalar scalar
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @stays(%x: memref<128x512xbf16, #neuron.mem<hbm>>, %k: memref<128x512xi32, #neuron.mem<hbm>>) -> (memref<128x512xf32, #neuron.mem<hbm>>, memref<128x512xi32, #neuron.mem<hbm>>, memref<128x512xbf16, #neuron.mem<hbm>>) {
-    %o1 = neuron.alloc : memref<128x512xf32, #neuron.mem<hbm>>
-    %o2 = neuron.alloc : memref<128x512xi32, #neuron.mem<hbm>>
-    %o3 = neuron.alloc : memref<128x512xbf16, #neuron.mem<hbm>>
-    %t = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %t[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xbf16, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<hbm>>
-    %p = neuron.alloc : memref<128x512xf32, #neuron.mem<psum>>
-    neuron.activation scalar dst %p[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]] {func = "exp"} : memref<128x512xf32, #neuron.mem<psum>>, memref<128x512xbf16, #neuron.mem<sbuf>>
-    %s = neuron.alloc : memref<128x512xf32, #neuron.mem<sbuf>>
-    neuron.tensor_tensor vector dst %s[0:128, 0, [[1, 512]]], in0 %p[0:128, 0, [[1, 512]]], in1 %t[0:128, 0, [[1, 512]]] {op = "add"} : memref<128x512xf32, #neuron.mem<sbuf>>, memref<128x512xf32, #neuron.mem<psum>>, memref<128x512xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %o1[0, [[512, 128], [1, 512]]], src %s[0:128, 0, [[1, 512]]] {queue = 1 : i64} : memref<128x512xf32, #neuron.mem<hbm>>, memref<128x512xf32, #neuron.mem<sbuf>>
-    %i = neuron.alloc : memref<128x512xi32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %i[0:128, 0, [[1, 512]]], src %k[0, [[512, 128], [1, 512]]] {queue = 2 : i64} : memref<128x512xi32, #neuron.mem<sbuf>>, memref<128x512xi32, #neuron.mem<hbm>>
-    %j = neuron.alloc : memref<128x512xi32, #neuron.mem<sbuf>>
-    neuron.tensor_copy vector dst %j[0:128, 0, [[1, 512]]], src %i[0:128, 0, [[1, 512]]] : memref<128x512xi32, #neuron.mem<sbuf>>, memref<128x512xi32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %o2[0, [[512, 128], [1, 512]]], src %j[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x512xi32, #neuron.mem<hbm>>, memref<128x512xi32, #neuron.mem<sbuf>>
-    %a = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<sbuf>>
-    %b = neuron.alloc : memref<128x512xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %b[0:128, 0, [[1, 512]]], src %a[0:128, 0, [[1, 512]]] {op0 = "add", scalar0 = 1.000000e+00 : f64} : memref<128x512xbf16, #neuron.mem<sbuf>>, memref<128x512xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %o3[0, [[512, 128], [1, 512]]], src %b[0:128, 0, [[1, 512]]] {queue = 4 : i64} : memref<128x512xbf16, #neuron.mem<hbm>>, memref<128x512xbf16, #neuron.mem<sbuf>>
-    func.return %o1, %o2, %o3 : memref<128x512xf32, #neuron.mem<hbm>>, memref<128x512xi32, #neuron.mem<hbm>>, memref<128x512xbf16, #neuron.mem<hbm>>
+  func.func @stays(%x: memref<128x512xbf16, #mem<hbm>>, %k: memref<128x512xi32, #mem<hbm>>) -> (memref<128x512xf32, #mem<hbm>>, memref<128x512xi32, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>) {
+    %o1 = neuron.alloc : memref<128x512xf32, #mem<hbm>>
+    %o2 = neuron.alloc : memref<128x512xi32, #mem<hbm>>
+    %o3 = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    %t = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<hbm>>
+    %p = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    neuron.activation scalar dst %p[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]] {func = "exp"} : memref<128x512xf32, #mem<psum>>, memref<128x512xbf16, #mem<sbuf>>
+    %s = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %s[0:128, 0, [[1, 512]]], in0 %p[0:128, 0, [[1, 512]]], in1 %t[0:128, 0, [[1, 512]]] {op = "add"} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %o1[0, [[512, 128], [1, 512]]], src %s[0:128, 0, [[1, 512]]] {queue = 1 : i64} : memref<128x512xf32, #mem<hbm>>, memref<128x512xf32, #mem<sbuf>>
+    %i = neuron.alloc : memref<128x512xi32, #mem<sbuf>>
+    neuron.dma_copy dma dst %i[0:128, 0, [[1, 512]]], src %k[0, [[512, 128], [1, 512]]] {queue = 2 : i64} : memref<128x512xi32, #mem<sbuf>>, memref<128x512xi32, #mem<hbm>>
+    %j = neuron.alloc : memref<128x512xi32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %j[0:128, 0, [[1, 512]]], src %i[0:128, 0, [[1, 512]]] : memref<128x512xi32, #mem<sbuf>>, memref<128x512xi32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o2[0, [[512, 128], [1, 512]]], src %j[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x512xi32, #mem<hbm>>, memref<128x512xi32, #mem<sbuf>>
+    %a = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %a[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    %b = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %b[0:128, 0, [[1, 512]]], src %a[0:128, 0, [[1, 512]]] {op0 = "add", scalar0 = 1.000000e+00 : f64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %o3[0, [[512, 128], [1, 512]]], src %b[0:128, 0, [[1, 512]]] {queue = 4 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    func.return %o1, %o2, %o3 : memref<128x512xf32, #mem<hbm>>, memref<128x512xi32, #mem<hbm>>, memref<128x512xbf16, #mem<hbm>>
   }
 }

@@ -7,33 +7,33 @@
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
 // CHECK-LABEL: func.func @softmax
-// CHECK:       %[[MAX:.*]] = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+// CHECK:       %[[MAX:.*]] = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
 // CHECK-NEXT:  neuron.tensor_reduce vector dst %[[MAX]][0:128, 0, [[1, 1]]], src %{{.*}} {op = "max", negate = true}
 // CHECK-NOT:   neuron.tensor_scalar vector dst %{{.*}}[0:128, 0, [[1, 1]]]
-// CHECK:       %[[EXP:.*]] = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
-// CHECK-NEXT:  %[[SUM:.*]] = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
+// CHECK:       %[[EXP:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK-NEXT:  %[[SUM:.*]] = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
 // CHECK-NEXT:  neuron.activation scalar dst %[[EXP]][0:128, 0, [[1, 64]]], accumulate_dst %[[SUM]][0:128, 0, [[1, 1]]], src %{{.*}}, bias %[[MAX]][0:128, 0, [[1, 1]]] {func = "exp"}
 // CHECK-NOT:   neuron.tensor_reduce
 // CHECK:       neuron.activation scalar dst %{{.*}}, src %[[SUM]][0:128, 0, [[1, 1]]] {func = "reciprocal"}
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @softmax(%x: memref<128x64xbf16, #neuron.mem<hbm>>) -> memref<128x64xbf16, #neuron.mem<hbm>> {
-    %0 = neuron.alloc : memref<128x64xbf16, #neuron.mem<hbm>>
-    %1 = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %1[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<hbm>>
-    %2 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_reduce vector dst %2[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 64]]] {op = "max"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
-    %3 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %3[0:128, 0, [[1, 1]]], src %2[0:128, 0, [[1, 1]]] {op0 = "multiply", scalar0 = -1.000000e+00 : f64} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    %4 = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
-    neuron.activation scalar dst %4[0:128, 0, [[1, 64]]], src %1[0:128, 0, [[1, 64]]], bias %3[0:128, 0, [[1, 1]]] {func = "exp"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    %5 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_reduce vector dst %5[0:128, 0, [[1, 1]]], src %4[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
-    %6 = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.activation scalar dst %6[0:128, 0, [[1, 1]]], src %5[0:128, 0, [[1, 1]]] {func = "reciprocal"} : memref<128x1xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    %7 = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %7[0:128, 0, [[1, 64]]], src %4[0:128, 0, [[1, 64]]], operand0 %6[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %0[0, [[64, 128], [1, 64]]], src %7[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<sbuf>>
-    func.return %0 : memref<128x64xbf16, #neuron.mem<hbm>>
+  func.func @softmax(%x: memref<128x64xbf16, #mem<hbm>>) -> memref<128x64xbf16, #mem<hbm>> {
+    %0 = neuron.alloc : memref<128x64xbf16, #mem<hbm>>
+    %1 = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %1[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<hbm>>
+    %2 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %2[0:128, 0, [[1, 1]]], src %1[0:128, 0, [[1, 64]]] {op = "max"} : memref<128x1xf32, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    %3 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %3[0:128, 0, [[1, 1]]], src %2[0:128, 0, [[1, 1]]] {op0 = "multiply", scalar0 = -1.000000e+00 : f64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %4 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.activation scalar dst %4[0:128, 0, [[1, 64]]], src %1[0:128, 0, [[1, 64]]], bias %3[0:128, 0, [[1, 1]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %5 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %5[0:128, 0, [[1, 1]]], src %4[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    %6 = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.activation scalar dst %6[0:128, 0, [[1, 1]]], src %5[0:128, 0, [[1, 1]]] {func = "reciprocal"} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %7 = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %7[0:128, 0, [[1, 64]]], src %4[0:128, 0, [[1, 64]]], operand0 %6[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %0[0, [[64, 128], [1, 64]]], src %7[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<sbuf>>
+    func.return %0 : memref<128x64xbf16, #mem<hbm>>
   }
 }
 
@@ -42,24 +42,24 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // Normalising a row: (x - mean) into fp32 then * rstd becomes one two-step tensor_scalar from the bf16 tile
 // to the bf16 result, and the fp32 intermediate is gone.
 // CHECK-LABEL: func.func @normalise
-// CHECK-NOT:   memref<64x96xf32, #neuron.mem<sbuf>>
-// CHECK:       neuron.tensor_scalar vector dst %{{.*}}[0:64, 0, [[1, 96]]], src %{{.*}}[0:64, 0, [[1, 96]]], operand0 %{{.*}}, operand1 %{{.*}} {op0 = "subtract", op1 = "multiply"} : memref<64x96xbf16, #neuron.mem<sbuf>>, memref<64x96xbf16, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>
+// CHECK-NOT:   memref<64x96xf32, #mem<sbuf>>
+// CHECK:       neuron.tensor_scalar vector dst %{{.*}}[0:64, 0, [[1, 96]]], src %{{.*}}[0:64, 0, [[1, 96]]], operand0 %{{.*}}, operand1 %{{.*}} {op0 = "subtract", op1 = "multiply"} : memref<64x96xbf16, #mem<sbuf>>, memref<64x96xbf16, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
 // CHECK-NOT:   neuron.tensor_scalar
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @normalise(%x: memref<64x96xbf16, #neuron.mem<hbm>>, %s: memref<64x2xf32, #neuron.mem<hbm>>) -> memref<64x96xbf16, #neuron.mem<hbm>> {
-    %out = neuron.alloc : memref<64x96xbf16, #neuron.mem<hbm>>
-    %t = neuron.alloc : memref<64x96xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %t[0:64, 0, [[1, 96]]], src %x[0, [[96, 64], [1, 96]]] {queue = 0 : i64} : memref<64x96xbf16, #neuron.mem<sbuf>>, memref<64x96xbf16, #neuron.mem<hbm>>
-    %mean = neuron.alloc : memref<64x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %mean[0:64, 0, [[1, 1]]], src %s[0, [[2, 64], [1, 1]]] {queue = 1 : i64} : memref<64x1xf32, #neuron.mem<sbuf>>, memref<64x2xf32, #neuron.mem<hbm>>
-    %rstd = neuron.alloc : memref<64x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %rstd[0:64, 0, [[1, 1]]], src %s[1, [[2, 64], [1, 1]]] {queue = 2 : i64} : memref<64x1xf32, #neuron.mem<sbuf>>, memref<64x2xf32, #neuron.mem<hbm>>
-    %c = neuron.alloc : memref<64x96xf32, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %c[0:64, 0, [[1, 96]]], src %t[0:64, 0, [[1, 96]]], operand0 %mean[0:64, 0, [[1, 1]]] {op0 = "subtract"} : memref<64x96xf32, #neuron.mem<sbuf>>, memref<64x96xbf16, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>
-    %y = neuron.alloc : memref<64x96xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %y[0:64, 0, [[1, 96]]], src %c[0:64, 0, [[1, 96]]], operand0 %rstd[0:64, 0, [[1, 1]]] {op0 = "multiply"} : memref<64x96xbf16, #neuron.mem<sbuf>>, memref<64x96xf32, #neuron.mem<sbuf>>, memref<64x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %out[0, [[96, 64], [1, 96]]], src %y[0:64, 0, [[1, 96]]] {queue = 3 : i64} : memref<64x96xbf16, #neuron.mem<hbm>>, memref<64x96xbf16, #neuron.mem<sbuf>>
-    func.return %out : memref<64x96xbf16, #neuron.mem<hbm>>
+  func.func @normalise(%x: memref<64x96xbf16, #mem<hbm>>, %s: memref<64x2xf32, #mem<hbm>>) -> memref<64x96xbf16, #mem<hbm>> {
+    %out = neuron.alloc : memref<64x96xbf16, #mem<hbm>>
+    %t = neuron.alloc : memref<64x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:64, 0, [[1, 96]]], src %x[0, [[96, 64], [1, 96]]] {queue = 0 : i64} : memref<64x96xbf16, #mem<sbuf>>, memref<64x96xbf16, #mem<hbm>>
+    %mean = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %mean[0:64, 0, [[1, 1]]], src %s[0, [[2, 64], [1, 1]]] {queue = 1 : i64} : memref<64x1xf32, #mem<sbuf>>, memref<64x2xf32, #mem<hbm>>
+    %rstd = neuron.alloc : memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %rstd[0:64, 0, [[1, 1]]], src %s[1, [[2, 64], [1, 1]]] {queue = 2 : i64} : memref<64x1xf32, #mem<sbuf>>, memref<64x2xf32, #mem<hbm>>
+    %c = neuron.alloc : memref<64x96xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c[0:64, 0, [[1, 96]]], src %t[0:64, 0, [[1, 96]]], operand0 %mean[0:64, 0, [[1, 1]]] {op0 = "subtract"} : memref<64x96xf32, #mem<sbuf>>, memref<64x96xbf16, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
+    %y = neuron.alloc : memref<64x96xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %y[0:64, 0, [[1, 96]]], src %c[0:64, 0, [[1, 96]]], operand0 %rstd[0:64, 0, [[1, 1]]] {op0 = "multiply"} : memref<64x96xbf16, #mem<sbuf>>, memref<64x96xf32, #mem<sbuf>>, memref<64x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[96, 64], [1, 96]]], src %y[0:64, 0, [[1, 96]]] {queue = 3 : i64} : memref<64x96xbf16, #mem<hbm>>, memref<64x96xbf16, #mem<sbuf>>
+    func.return %out : memref<64x96xbf16, #mem<hbm>>
   }
 }
 
@@ -74,28 +74,28 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // CHECK:       neuron.activation scalar dst %{{.*}}, src %{{.*}}, bias %{{.*}} {func = "exp"}
 // CHECK:       neuron.tensor_reduce vector {{.*}} {op = "add"}
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @kept(%x: memref<32x64xbf16, #neuron.mem<hbm>>) -> (memref<32x64xbf16, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>) {
-    %out = neuron.alloc : memref<32x64xbf16, #neuron.mem<hbm>>
-    %sums = neuron.alloc : memref<32x1xf32, #neuron.mem<hbm>>
-    %maxima = neuron.alloc : memref<32x1xf32, #neuron.mem<hbm>>
-    %t = neuron.alloc : memref<32x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %t[0:32, 0, [[1, 64]]], src %x[0, [[64, 32], [1, 64]]] {queue = 0 : i64} : memref<32x64xbf16, #neuron.mem<sbuf>>, memref<32x64xbf16, #neuron.mem<hbm>>
-    %a = neuron.alloc : memref<32x64xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %a[0:32, 0, [[1, 64]]], src %t[0:32, 0, [[1, 64]]] {op0 = "multiply", scalar0 = 3.000000e+00 : f64} : memref<32x64xbf16, #neuron.mem<sbuf>>, memref<32x64xbf16, #neuron.mem<sbuf>>
-    %b = neuron.alloc : memref<32x64xbf16, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %b[0:32, 0, [[1, 64]]], src %a[0:32, 0, [[1, 64]]] {op0 = "add", scalar0 = 1.000000e+00 : f64} : memref<32x64xbf16, #neuron.mem<sbuf>>, memref<32x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %out[0, [[64, 32], [1, 64]]], src %b[0:32, 0, [[1, 64]]] {queue = 1 : i64} : memref<32x64xbf16, #neuron.mem<hbm>>, memref<32x64xbf16, #neuron.mem<sbuf>>
-    %m = neuron.alloc : memref<32x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_reduce vector dst %m[0:32, 0, [[1, 1]]], src %t[0:32, 0, [[1, 64]]] {op = "max"} : memref<32x1xf32, #neuron.mem<sbuf>>, memref<32x64xbf16, #neuron.mem<sbuf>>
-    %n = neuron.alloc : memref<32x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_scalar vector dst %n[0:32, 0, [[1, 1]]], src %m[0:32, 0, [[1, 1]]] {op0 = "multiply", scalar0 = -1.000000e+00 : f64} : memref<32x1xf32, #neuron.mem<sbuf>>, memref<32x1xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %maxima[0, [[1, 32], [1, 1]]], src %m[0:32, 0, [[1, 1]]] {queue = 2 : i64} : memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<sbuf>>
-    %e = neuron.alloc : memref<32x64xf32, #neuron.mem<sbuf>>
-    neuron.activation scalar dst %e[0:32, 0, [[1, 64]]], src %t[0:32, 0, [[1, 64]]], bias %n[0:32, 0, [[1, 1]]] {func = "exp"} : memref<32x64xf32, #neuron.mem<sbuf>>, memref<32x64xbf16, #neuron.mem<sbuf>>, memref<32x1xf32, #neuron.mem<sbuf>>
-    %s = neuron.alloc : memref<32x1xf32, #neuron.mem<sbuf>>
-    neuron.tensor_reduce vector dst %s[0:32, 0, [[1, 1]]], src %e[0:32, 0, [[1, 32]]] {op = "add"} : memref<32x1xf32, #neuron.mem<sbuf>>, memref<32x64xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %sums[0, [[1, 32], [1, 1]]], src %s[0:32, 0, [[1, 1]]] {queue = 3 : i64} : memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<sbuf>>
-    func.return %out, %sums, %maxima : memref<32x64xbf16, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>, memref<32x1xf32, #neuron.mem<hbm>>
+  func.func @kept(%x: memref<32x64xbf16, #mem<hbm>>) -> (memref<32x64xbf16, #mem<hbm>>, memref<32x1xf32, #mem<hbm>>, memref<32x1xf32, #mem<hbm>>) {
+    %out = neuron.alloc : memref<32x64xbf16, #mem<hbm>>
+    %sums = neuron.alloc : memref<32x1xf32, #mem<hbm>>
+    %maxima = neuron.alloc : memref<32x1xf32, #mem<hbm>>
+    %t = neuron.alloc : memref<32x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:32, 0, [[1, 64]]], src %x[0, [[64, 32], [1, 64]]] {queue = 0 : i64} : memref<32x64xbf16, #mem<sbuf>>, memref<32x64xbf16, #mem<hbm>>
+    %a = neuron.alloc : memref<32x64xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %a[0:32, 0, [[1, 64]]], src %t[0:32, 0, [[1, 64]]] {op0 = "multiply", scalar0 = 3.000000e+00 : f64} : memref<32x64xbf16, #mem<sbuf>>, memref<32x64xbf16, #mem<sbuf>>
+    %b = neuron.alloc : memref<32x64xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %b[0:32, 0, [[1, 64]]], src %a[0:32, 0, [[1, 64]]] {op0 = "add", scalar0 = 1.000000e+00 : f64} : memref<32x64xbf16, #mem<sbuf>>, memref<32x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[64, 32], [1, 64]]], src %b[0:32, 0, [[1, 64]]] {queue = 1 : i64} : memref<32x64xbf16, #mem<hbm>>, memref<32x64xbf16, #mem<sbuf>>
+    %m = neuron.alloc : memref<32x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %m[0:32, 0, [[1, 1]]], src %t[0:32, 0, [[1, 64]]] {op = "max"} : memref<32x1xf32, #mem<sbuf>>, memref<32x64xbf16, #mem<sbuf>>
+    %n = neuron.alloc : memref<32x1xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %n[0:32, 0, [[1, 1]]], src %m[0:32, 0, [[1, 1]]] {op0 = "multiply", scalar0 = -1.000000e+00 : f64} : memref<32x1xf32, #mem<sbuf>>, memref<32x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %maxima[0, [[1, 32], [1, 1]]], src %m[0:32, 0, [[1, 1]]] {queue = 2 : i64} : memref<32x1xf32, #mem<hbm>>, memref<32x1xf32, #mem<sbuf>>
+    %e = neuron.alloc : memref<32x64xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e[0:32, 0, [[1, 64]]], src %t[0:32, 0, [[1, 64]]], bias %n[0:32, 0, [[1, 1]]] {func = "exp"} : memref<32x64xf32, #mem<sbuf>>, memref<32x64xbf16, #mem<sbuf>>, memref<32x1xf32, #mem<sbuf>>
+    %s = neuron.alloc : memref<32x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %s[0:32, 0, [[1, 1]]], src %e[0:32, 0, [[1, 32]]] {op = "add"} : memref<32x1xf32, #mem<sbuf>>, memref<32x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %sums[0, [[1, 32], [1, 1]]], src %s[0:32, 0, [[1, 1]]] {queue = 3 : i64} : memref<32x1xf32, #mem<hbm>>, memref<32x1xf32, #mem<sbuf>>
+    func.return %out, %sums, %maxima : memref<32x64xbf16, #mem<hbm>>, memref<32x1xf32, #mem<hbm>>, memref<32x1xf32, #mem<hbm>>
   }
 }
 
@@ -114,35 +114,35 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // CHECK-NEXT:    neuron.tensor_copy scalar dst %panel2[0:128, %offset2 + 0, [[1, 64]]], src %[[KEPT]][0:128, 0, [[1, 64]]]
 // CHECK-NEXT:    neuron.tensor_copy vector dst %last[0:128, 0, [[1, 64]]], src %[[KEPT]]
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
-  func.func @insert(%x: memref<128x64xbf16, #neuron.mem<hbm>>, %w: memref<128x2xbf16, #neuron.mem<hbm>>) -> (memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<hbm>>) {
+  func.func @insert(%x: memref<128x64xbf16, #mem<hbm>>, %w: memref<128x2xbf16, #mem<hbm>>) -> (memref<128x128xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<hbm>>) {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c2 = arith.constant 2 : index
     %c64 = arith.constant 64 : index
-    %out = neuron.alloc : memref<128x128xbf16, #neuron.mem<hbm>>
-    %out2 = neuron.alloc : memref<128x128xbf16, #neuron.mem<hbm>>
-    %out3 = neuron.alloc : memref<128x64xbf16, #neuron.mem<hbm>>
-    %rows = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %rows[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<hbm>>
-    %cols = neuron.alloc : memref<128x2xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %cols[0:128, 0, [[1, 2]]], src %w[0, [[2, 128], [1, 2]]] {queue = 1 : i64} : memref<128x2xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<hbm>>
-    %panel = neuron.alloc : memref<128x2x64xbf16, #neuron.mem<sbuf>>
-    %panel2 = neuron.alloc : memref<128x2x64xbf16, #neuron.mem<sbuf>>
-    %last = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
+    %out = neuron.alloc : memref<128x128xbf16, #mem<hbm>>
+    %out2 = neuron.alloc : memref<128x128xbf16, #mem<hbm>>
+    %out3 = neuron.alloc : memref<128x64xbf16, #mem<hbm>>
+    %rows = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %rows[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<hbm>>
+    %cols = neuron.alloc : memref<128x2xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %cols[0:128, 0, [[1, 2]]], src %w[0, [[2, 128], [1, 2]]] {queue = 1 : i64} : memref<128x2xbf16, #mem<sbuf>>, memref<128x2xbf16, #mem<hbm>>
+    %panel = neuron.alloc : memref<128x2x64xbf16, #mem<sbuf>>
+    %panel2 = neuron.alloc : memref<128x2x64xbf16, #mem<sbuf>>
+    %last = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
     scf.for %t = %c0 to %c2 step %c1 {
-      %tmp = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
-      neuron.tensor_scalar vector dst %tmp[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "multiply"} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<sbuf>>
+      %tmp = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+      neuron.tensor_scalar vector dst %tmp[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "multiply"} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x2xbf16, #mem<sbuf>>
       %offset = arith.muli %t, %c64 : index
-      neuron.tensor_copy vector dst %panel[0:128, %offset + 0, [[1, 64]]], src %tmp[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
-      %kept = neuron.alloc : memref<128x64xbf16, #neuron.mem<sbuf>>
-      neuron.tensor_scalar vector dst %kept[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "add"} : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x2xbf16, #neuron.mem<sbuf>>
+      neuron.tensor_copy vector dst %panel[0:128, %offset + 0, [[1, 64]]], src %tmp[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+      %kept = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+      neuron.tensor_scalar vector dst %kept[0:128, 0, [[1, 64]]], src %rows[0:128, 0, [[1, 64]]], operand0 %cols[0:128, %t + 0, [[1, 1]]] {op0 = "add"} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x2xbf16, #mem<sbuf>>
       %offset2 = arith.muli %t, %c64 : index
-      neuron.tensor_copy scalar dst %panel2[0:128, %offset2 + 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
-      neuron.tensor_copy vector dst %last[0:128, 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x64xbf16, #neuron.mem<sbuf>>, memref<128x64xbf16, #neuron.mem<sbuf>>
+      neuron.tensor_copy scalar dst %panel2[0:128, %offset2 + 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+      neuron.tensor_copy vector dst %last[0:128, 0, [[1, 64]]], src %kept[0:128, 0, [[1, 64]]] : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
     }
-    neuron.dma_copy dma dst %out[0, [[128, 128], [1, 128]]], src %panel[0:128, 0, [[64, 2], [1, 64]]] {queue = 2 : i64} : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x2x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %out2[0, [[128, 128], [1, 128]]], src %panel2[0:128, 0, [[64, 2], [1, 64]]] {queue = 3 : i64} : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x2x64xbf16, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %out3[0, [[64, 128], [1, 64]]], src %last[0:128, 0, [[1, 64]]] {queue = 4 : i64} : memref<128x64xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<sbuf>>
-    func.return %out, %out2, %out3 : memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x128xbf16, #neuron.mem<hbm>>, memref<128x64xbf16, #neuron.mem<hbm>>
+    neuron.dma_copy dma dst %out[0, [[128, 128], [1, 128]]], src %panel[0:128, 0, [[64, 2], [1, 64]]] {queue = 2 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x2x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %out2[0, [[128, 128], [1, 128]]], src %panel2[0:128, 0, [[64, 2], [1, 64]]] {queue = 3 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x2x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %out3[0, [[64, 128], [1, 64]]], src %last[0:128, 0, [[1, 64]]] {queue = 4 : i64} : memref<128x64xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<sbuf>>
+    func.return %out, %out2, %out3 : memref<128x128xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<hbm>>
   }
 }

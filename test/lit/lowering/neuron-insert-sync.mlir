@@ -5,13 +5,13 @@
 
 // Read after write across queues waits; the same queue runs in order and never waits on itself.
 // CASES-LABEL: func.func @producer_consumer
-func.func @producer_consumer(%x: memref<128x64xf32, #neuron.mem<hbm>>, %y: memref<128x64xf32, #neuron.mem<hbm>>) {
-  %a = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
-  %b = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %a[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<hbm>>
-  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %a[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
-  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %b[0:128, 0, [[1, 64]]] {func = "relu"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
-  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %b[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+func.func @producer_consumer(%x: memref<128x64xf32, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>) {
+  %a = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<sbuf>>
+  %b = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %a[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.activation scalar dst %b[0:128, 0, [[1, 64]]], src %b[0:128, 0, [[1, 64]]] {func = "relu"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %b[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
   func.return
 }
 // CASES:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 0 : i64}
@@ -25,20 +25,20 @@ func.func @producer_consumer(%x: memref<128x64xf32, #neuron.mem<hbm>>, %y: memre
 // A buffer reused by every loop iteration: the next iteration's load must wait until this iteration's
 // consumer has read it (write after read), found by analysing the body twice.
 // CASES-LABEL: func.func @loop_carried_reuse
-func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #neuron.mem<hbm>>, %y: memref<128x64xf32, #neuron.mem<hbm>>) {
+func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
   %c8192 = arith.constant 8192 : index
-  %acc = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
-  neuron.memset vector dst %acc[0:128, 0, [[1, 64]]] {value = 0.0 : f64} : memref<128x64xf32, #neuron.mem<sbuf>>
+  %acc = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<sbuf>>
+  neuron.memset vector dst %acc[0:128, 0, [[1, 64]]] {value = 0.0 : f64} : memref<128x64xf32, #mem<sbuf>>
   scf.for %i = %c0 to %c8 step %c1 {
-    %t = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>
+    %t = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #mem<sbuf>>
     %offset = arith.muli %i, %c8192 : index
-    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<8x128x64xf32, #neuron.mem<hbm>>
-    neuron.tensor_tensor vector dst %acc[0:128, 0, [[1, 64]]], in0 %acc[0:128, 0, [[1, 64]]], in1 %t[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<8x128x64xf32, #mem<hbm>>
+    neuron.tensor_tensor vector dst %acc[0:128, 0, [[1, 64]]], in0 %acc[0:128, 0, [[1, 64]]], in1 %t[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
   }
-  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %acc[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %acc[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
   func.return
 }
 // CASES:       neuron.memset {{.*}} {value = 0.000000e+00 : f64, id = 0 : i64}

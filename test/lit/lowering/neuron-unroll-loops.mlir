@@ -5,31 +5,31 @@
 // An innermost loop that moves data runs two copies of its body per iteration, each with its own buffers;
 // an odd trip count leaves one copy after the loop.
 // CHECK-LABEL: func.func @scale_rows
-func.func @scale_rows(%x: memref<7x128x64xf32, #neuron.mem<hbm>>, %y: memref<7x128x64xf32, #neuron.mem<hbm>>) {
+func.func @scale_rows(%x: memref<7x128x64xf32, #mem<hbm>>, %y: memref<7x128x64xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c7 = arith.constant 7 : index
   %c8192 = arith.constant 8192 : index
   scf.for %i = %c0 to %c7 step %c1 {
-    %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+    %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
     %offset = arith.muli %i, %c8192 : index
-    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<7x128x64xf32, #neuron.mem<hbm>>
-    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
-    neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<7x128x64xf32, #neuron.mem<hbm>>, memref<128x64xf32, #neuron.mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<7x128x64xf32, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<7x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
   }
   func.return
 }
 // CHECK:       scf.for %[[I:.*]] = %c0 to %c6 step %c2 {
-// CHECK-NEXT:    %[[A:.*]] = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+// CHECK-NEXT:    %[[A:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
 // CHECK-NEXT:    %[[OA:.*]] = arith.muli %[[I]], %c8192 : index
 // CHECK:         neuron.activation scalar dst %[[A]]
 // CHECK:         %[[NEXT:.*]] = arith.addi %[[I]], %c1 : index
-// CHECK-NEXT:    %[[B:.*]] = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+// CHECK-NEXT:    %[[B:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
 // CHECK-NEXT:    %[[OB:.*]] = arith.muli %[[NEXT]], %c8192 : index
 // CHECK:         neuron.activation scalar dst %[[B]]
 // CHECK:       }
 // the seventh iteration, after the loop
-// CHECK:       neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+// CHECK:       neuron.alloc : memref<128x64xf32, #mem<sbuf>>
 // CHECK-NEXT:  arith.muli %c6, %c8192 : index
 // CHECK-NOT:   scf.for
 
@@ -49,9 +49,9 @@ func.func @no_dma() {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
-  %t = neuron.alloc : memref<128x64xf32, #neuron.mem<sbuf>>
+  %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
   scf.for %i = %c0 to %c4 step %c1 {
-    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #neuron.mem<sbuf>>, memref<128x64xf32, #neuron.mem<sbuf>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
   }
   func.return
 }

@@ -10,11 +10,11 @@
 // multiply reuses the first load), the result of 2x is still stored because it is returned, and 2x + 1 and the
 // gelu never reach HBM. Each op keeps its own rounding to bf16.
 // CHECK-LABEL: func.func @main(%x: memref<2x300x2100xbf16
-// CHECK:       %[[TWICE:.*]] = memref.alloc() : memref<2x300x2100xbf16, #neuron.mem<hbm>>
-// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<2x300x2100xbf16, #neuron.mem<hbm>>
+// CHECK:       %[[TWICE:.*]] = memref.alloc() : memref<2x300x2100xbf16, #mem<hbm>>
+// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<2x300x2100xbf16, #mem<hbm>>
 // CHECK-NOT:   memref.alloc
 // CHECK:       scf.for %[[F:.*]] = %c0 to %c8192 step %c2048 {
-// CHECK-NEXT:    %[[X:.*]] = tile.load %{{.*}}[%c0, %[[F]]] : memref<126x10000xbf16, #neuron.mem<hbm>> -> !tile.tile<126x2048xbf16, sbuf>
+// CHECK-NEXT:    %[[X:.*]] = tile.load %{{.*}}[%c0, %[[F]]] : memref<126x10000xbf16, #mem<hbm>> -> !tile.tile<126x2048xbf16, sbuf>
 // CHECK-NEXT:    %[[A:.*]] = tile.binary_scalar %[[X]] {op = "multiply", scalar = 2.000000e+00 : f64} : {{.*}} -> !tile.tile<126x2048xbf16, sbuf>
 // CHECK-NEXT:    tile.store %[[A]], %{{.*}}[%c0, %[[F]]]
 // CHECK-NEXT:    %[[B:.*]] = tile.binary_scalar %[[A]] {op = "add", scalar = 1.000000e+00 : f64}
@@ -57,7 +57,7 @@ func.func @main(%x: tensor<300x40xbf16>) -> tensor<300x40xf32> {
 // CHECK-LABEL: func.func @main(%x: memref<37x130xf32
 // CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "add"}
 // CHECK-NEXT:  tile.store
-// CHECK:       tile.load %{{.*}} : memref<74x65xf32, #neuron.mem<hbm>> -> !tile.tile<74x65xf32, sbuf>
+// CHECK:       tile.load %{{.*}} : memref<74x65xf32, #mem<hbm>> -> !tile.tile<74x65xf32, sbuf>
 // CHECK-NEXT:  tile.unary %{{.*}} {fn = "relu"}
 // CHECK-NEXT:  tile.store
 // CHECK:       %[[X:.*]] = tile.load
@@ -79,7 +79,7 @@ func.func @main(%x: tensor<37x130xf32>, %b: tensor<130xf32>) -> (tensor<37x130xf
 // CHECK-LABEL: func.func @main(%x: memref<64x64xf32
 // CHECK:       tile.unary %{{.*}} {fn = "exp"}
 // CHECK-NEXT:  tile.store
-// CHECK:       tile.load %{{.*}} : memref<64x64xf32, strided<[1, 64]>, #neuron.mem<hbm>> -> !tile.tile<64x64xf32, sbuf>
+// CHECK:       tile.load %{{.*}} : memref<64x64xf32, strided<[1, 64]>, #mem<hbm>> -> !tile.tile<64x64xf32, sbuf>
 func.func @main(%x: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
   %0 = torch.aten.exp %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
   %1 = torch.aten.t %0 : (tensor<64x64xf32>) -> tensor<64x64xf32>

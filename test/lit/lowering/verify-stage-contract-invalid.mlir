@@ -79,8 +79,8 @@ func.func @not_a_neuron_level_op() {
 // -----
 
 func.func @buffer_has_no_address() {
-  %a = neuron.alloc : memref<128x1xf32, #neuron.mem<sbuf>> loc("model.l4"("model.py":20:0))
-  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64, id = 0 : i64} : memref<128x1xf32, #neuron.mem<sbuf>>
+  %a = neuron.alloc : memref<128x1xf32, #mem<sbuf>> loc("model.l4"("model.py":20:0))
+  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64, id = 0 : i64} : memref<128x1xf32, #mem<sbuf>>
   func.return
 }
 // CHECK-TILE: func.func @buffer_has_no_address
@@ -91,8 +91,8 @@ func.func @buffer_has_no_address() {
 // -----
 
 func.func @instruction_has_no_id() {
-  %a = neuron.alloc {address = 0 : i64} : memref<128x1xf32, #neuron.mem<sbuf>>
-  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64} : memref<128x1xf32, #neuron.mem<sbuf>> loc("model.l5"("model.py":22:0))
+  %a = neuron.alloc {address = 0 : i64} : memref<128x1xf32, #mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64} : memref<128x1xf32, #mem<sbuf>> loc("model.l5"("model.py":22:0))
   func.return
 }
 // CHECK-TILE: func.func @instruction_has_no_id

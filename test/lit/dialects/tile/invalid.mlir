@@ -21,32 +21,32 @@ func.func @tile_type_zero_extent(%t: !tile.tile<128x0xf32, sbuf>) {
 
 // ---- tile.view ------------------------------------------------------------------------------------------------
 
-func.func @view_element_type(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
-  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xbf16, strided<[1, 300]>, #neuron.mem<hbm>>
+func.func @view_element_type(%w: memref<520x300xf32, #mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #mem<hbm>> to memref<300x520xbf16, strided<[1, 300]>, #mem<hbm>>
   func.return
 }
 // CHECK: tile.view: a view keeps the element type (f32 vs bf16)
 
 // -----
 
-func.func @view_on_chip(%w: memref<128x64xf32, #neuron.mem<sbuf>>) {
-  %0 = tile.view %w : memref<128x64xf32, #neuron.mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #neuron.mem<hbm>>
+func.func @view_on_chip(%w: memref<128x64xf32, #mem<sbuf>>) {
+  %0 = tile.view %w : memref<128x64xf32, #mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>
   func.return
 }
 // CHECK: tile.view: views are of HBM tensors
 
 // -----
 
-func.func @view_dynamic_stride(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
-  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[?, 300]>, #neuron.mem<hbm>>
+func.func @view_dynamic_stride(%w: memref<520x300xf32, #mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #mem<hbm>> to memref<300x520xf32, strided<[?, 300]>, #mem<hbm>>
   func.return
 }
 // CHECK: tile.view: a view's strides and offset are static, got strided<[?, 300]>
 
 // -----
 
-func.func @view_dynamic_offset(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
-  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300], offset: ?>, #neuron.mem<hbm>>
+func.func @view_dynamic_offset(%w: memref<520x300xf32, #mem<hbm>>) {
+  %0 = tile.view %w : memref<520x300xf32, #mem<hbm>> to memref<300x520xf32, strided<[1, 300], offset: ?>, #mem<hbm>>
   func.return
 }
 // CHECK: tile.view: a view's strides and offset are static, got strided<[1, 300], offset: ?>
@@ -55,81 +55,81 @@ func.func @view_dynamic_offset(%w: memref<520x300xf32, #neuron.mem<hbm>>) {
 
 // ---- tile.load / tile.store -----------------------------------------------------------------------------------
 
-func.func @load_index_count(%x: memref<4x37x300xf32, #neuron.mem<hbm>>) {
+func.func @load_index_count(%x: memref<4x37x300xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] : memref<4x37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf> loc("model.l1"("model.py":12:0))
+  %t = tile.load %x[%c0, %c0] : memref<4x37x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf> loc("model.l1"("model.py":12:0))
   func.return
 }
 // CHECK: tile.load: expected 3 indices for a rank-3 tensor, got 2 (at model.py:12 (model.l1))
 
 // -----
 
-func.func @load_dims_count(%x: memref<4x37x300xf32, #neuron.mem<hbm>>) {
+func.func @load_dims_count(%x: memref<4x37x300xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0, %c0] {dims = array<i64: 2>} : memref<4x37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+  %t = tile.load %x[%c0, %c0, %c0] {dims = array<i64: 2>} : memref<4x37x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
   func.return
 }
 // CHECK: tile.load: dims [2] must name one tensor dimension per tile dimension
 
 // -----
 
-func.func @load_dims_repeated(%x: memref<300x300xf32, #neuron.mem<hbm>>) {
+func.func @load_dims_repeated(%x: memref<300x300xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] {dims = array<i64: 1, 1>} : memref<300x300xf32, #neuron.mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+  %t = tile.load %x[%c0, %c0] {dims = array<i64: 1, 1>} : memref<300x300xf32, #mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
   func.return
 }
 // CHECK: tile.load: dims [1, 1] must be distinct dimensions of the rank-2 tensor
 
 // -----
 
-func.func @store_dims_out_of_range(%t: !tile.tile<37x300xf32, sbuf>, %y: memref<37x300xf32, #neuron.mem<hbm>>) {
+func.func @store_dims_out_of_range(%t: !tile.tile<37x300xf32, sbuf>, %y: memref<37x300xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  tile.store %t, %y[%c0, %c0] {dims = array<i64: 0, 2>} : !tile.tile<37x300xf32, sbuf>, memref<37x300xf32, #neuron.mem<hbm>>
+  tile.store %t, %y[%c0, %c0] {dims = array<i64: 0, 2>} : !tile.tile<37x300xf32, sbuf>, memref<37x300xf32, #mem<hbm>>
   func.return
 }
 // CHECK: tile.store: dims [0, 2] must be distinct dimensions of the rank-2 tensor
 
 // -----
 
-func.func @load_tile_larger_than_tensor(%x: memref<37x300xf32, #neuron.mem<hbm>>) {
+func.func @load_tile_larger_than_tensor(%x: memref<37x300xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<64x300xf32, sbuf>
+  %t = tile.load %x[%c0, %c0] : memref<37x300xf32, #mem<hbm>> -> !tile.tile<64x300xf32, sbuf>
   func.return
 }
 // CHECK: tile.load: tile dimension 0 (64) is larger than tensor dimension 0 (37)
 
 // -----
 
-func.func @load_too_many_partitions(%x: memref<256x4xf32, #neuron.mem<hbm>>) {
+func.func @load_too_many_partitions(%x: memref<256x4xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] : memref<256x4xf32, #neuron.mem<hbm>> -> !tile.tile<129x4xf32, sbuf>
+  %t = tile.load %x[%c0, %c0] : memref<256x4xf32, #mem<hbm>> -> !tile.tile<129x4xf32, sbuf>
   func.return
 }
 // CHECK: tile.load: the tile has 129 partitions, more than the 128 the hardware has
 
 // -----
 
-func.func @load_from_sbuf(%x: memref<128x64xf32, #neuron.mem<sbuf>>) {
+func.func @load_from_sbuf(%x: memref<128x64xf32, #mem<sbuf>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #neuron.mem<sbuf>> -> !tile.tile<128x64xf32, sbuf>
+  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #mem<sbuf>> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.load: tiles move between HBM tensors and on-chip memory
 
 // -----
 
-func.func @load_into_psum(%x: memref<128x64xf32, #neuron.mem<hbm>>) {
+func.func @load_into_psum(%x: memref<128x64xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #neuron.mem<hbm>> -> !tile.tile<128x64xf32, psum>
+  %t = tile.load %x[%c0, %c0] : memref<128x64xf32, #mem<hbm>> -> !tile.tile<128x64xf32, psum>
   func.return
 }
 // CHECK: tile.load: tiles are loaded into SBUF
 
 // -----
 
-func.func @store_from_psum(%t: !tile.tile<37x512xf32, psum>, %y: memref<37x512xf32, #neuron.mem<hbm>>) {
+func.func @store_from_psum(%t: !tile.tile<37x512xf32, psum>, %y: memref<37x512xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
-  tile.store %t, %y[%c0, %c0] : !tile.tile<37x512xf32, psum>, memref<37x512xf32, #neuron.mem<hbm>>
+  tile.store %t, %y[%c0, %c0] : !tile.tile<37x512xf32, psum>, memref<37x512xf32, #mem<hbm>>
   func.return
 }
 // CHECK: tile.store: tiles are stored from SBUF (copy PSUM tiles to SBUF first)
@@ -485,81 +485,81 @@ func.func @kernel_reads_psum(%a: !tile.tile<4x8xf32, psum>) {
 
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
-func.func @gather_float_offsets(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xf32, sbuf>) {
+func.func @gather_float_offsets(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xf32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xf32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xf32, sbuf> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: offsets must be a [P, R] i32 SBUF tile, got !tile.tile<128x1xf32, sbuf>
 
 // -----
 
-func.func @gather_index_count(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @gather_index_count(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: expected 2 indices for a rank-2 tensor, got 1
 
 // -----
 
-func.func @gather_bad_dim(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @gather_bad_dim(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 2 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 2 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: dim 2 is not a dimension of the rank-2 tensor
 
 // -----
 
-func.func @gather_partitions(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<64x1xi32, sbuf>) {
+func.func @gather_partitions(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<64x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<64x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<64x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: the rows tile must be in SBUF with the 64 partitions of offsets
 
 // -----
 
-func.func @gather_row_dims(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @gather_row_dims(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 0>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 0>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: dims [0] must be distinct dimensions other than dim 0
 
 // -----
 
-func.func @gather_row_shape(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @gather_row_shape(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x8x8xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x8x8xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: rows of shape (8, 8) do not walk dims [1] (one extent each)
 
 // -----
 
-func.func @gather_row_too_long(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @gather_row_too_long(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x65xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x65xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: a row of 65 along dimension 1 exceeds its size 64
 
 // -----
 
-func.func @gather_elements_with_dims(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x2xi32, sbuf>) {
+func.func @gather_elements_with_dims(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x2xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x2xi32, sbuf> -> !tile.tile<128x2xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x2xi32, sbuf> -> !tile.tile<128x2xf32, sbuf>
   func.return
 }
 // CHECK: tile.gather: with 2 offsets per partition each row is one element: rows must be (128, 2) with no dims
 
 // -----
 
-func.func @scatter_into_sbuf(%w: memref<1000x64xf32, #neuron.mem<sbuf>>, %v: !tile.tile<128x64xf32, sbuf>, %i: !tile.tile<128x1xi32, sbuf>) {
+func.func @scatter_into_sbuf(%w: memref<1000x64xf32, #mem<sbuf>>, %v: !tile.tile<128x64xf32, sbuf>, %i: !tile.tile<128x1xi32, sbuf>) {
   %c0 = arith.constant 0 : index
-  tile.scatter %v, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<sbuf>>, !tile.tile<128x1xi32, sbuf>
+  tile.scatter %v, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #mem<sbuf>>, !tile.tile<128x1xi32, sbuf>
   func.return
 }
 // CHECK: tile.scatter: the indexed tensor is in HBM

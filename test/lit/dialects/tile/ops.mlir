@@ -1,83 +1,83 @@
 // RUN: NEURON_ROUNDTRIP
 
 // Custom syntax -> generic -> custom for every op of the tile dialect (ir/dialects/tile.py) and the
-// `!tile.tile<...>` type. One function per case; HBM tensors are memref arguments in #neuron.mem<hbm>.
+// `!tile.tile<...>` type. One function per case; HBM tensors are memref arguments in #mem<hbm>.
 
 // ---- tile.view ------------------------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @view_transpose
-// CHECK-SAME: (%[[W:[^:]+]]: memref<520x300xf32, #neuron.mem<hbm>>
-func.func @view_transpose(%w: memref<520x300xf32, #neuron.mem<hbm>>) -> memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>> {
-  // CHECK: %[[V:.*]] = tile.view %[[W]] : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
-  %0 = tile.view %w : memref<520x300xf32, #neuron.mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+// CHECK-SAME: (%[[W:[^:]+]]: memref<520x300xf32, #mem<hbm>>
+func.func @view_transpose(%w: memref<520x300xf32, #mem<hbm>>) -> memref<300x520xf32, strided<[1, 300]>, #mem<hbm>> {
+  // CHECK: %[[V:.*]] = tile.view %[[W]] : memref<520x300xf32, #mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
+  %0 = tile.view %w : memref<520x300xf32, #mem<hbm>> to memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
   // CHECK: func.return %[[V]]
-  func.return %0 : memref<300x520xf32, strided<[1, 300]>, #neuron.mem<hbm>>
+  func.return %0 : memref<300x520xf32, strided<[1, 300]>, #mem<hbm>>
 }
 
 // CHECK-LABEL: func.func @view_broadcast_offset
-// CHECK-SAME: (%[[B:[^:]+]]: memref<1040xf32, #neuron.mem<hbm>>
-func.func @view_broadcast_offset(%b: memref<1040xf32, #neuron.mem<hbm>>) -> memref<37x520xf32, strided<[0, 1], offset: 520>, #neuron.mem<hbm>> {
+// CHECK-SAME: (%[[B:[^:]+]]: memref<1040xf32, #mem<hbm>>
+func.func @view_broadcast_offset(%b: memref<1040xf32, #mem<hbm>>) -> memref<37x520xf32, strided<[0, 1], offset: 520>, #mem<hbm>> {
   // A broadcast (stride 0) of the second half of the buffer (offset 520).
-  // CHECK: %[[V:.*]] = tile.view %[[B]] : memref<1040xf32, #neuron.mem<hbm>> to memref<37x520xf32, strided<[0, 1], offset: 520>, #neuron.mem<hbm>>
-  %0 = tile.view %b : memref<1040xf32, #neuron.mem<hbm>> to memref<37x520xf32, strided<[0, 1], offset: 520>, #neuron.mem<hbm>>
+  // CHECK: %[[V:.*]] = tile.view %[[B]] : memref<1040xf32, #mem<hbm>> to memref<37x520xf32, strided<[0, 1], offset: 520>, #mem<hbm>>
+  %0 = tile.view %b : memref<1040xf32, #mem<hbm>> to memref<37x520xf32, strided<[0, 1], offset: 520>, #mem<hbm>>
   // CHECK: func.return %[[V]]
-  func.return %0 : memref<37x520xf32, strided<[0, 1], offset: 520>, #neuron.mem<hbm>>
+  func.return %0 : memref<37x520xf32, strided<[0, 1], offset: 520>, #mem<hbm>>
 }
 
 // ---- tile.load / tile.store -----------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @load_default_dims
-// CHECK-SAME: (%[[X:[^:]+]]: memref<37x300xf32, #neuron.mem<hbm>>{{.*}}, %[[I:[^:]+]]: index
-func.func @load_default_dims(%x: memref<37x300xf32, #neuron.mem<hbm>>, %i: index) -> !tile.tile<37x300xf32, sbuf> {
+// CHECK-SAME: (%[[X:[^:]+]]: memref<37x300xf32, #mem<hbm>>{{.*}}, %[[I:[^:]+]]: index
+func.func @load_default_dims(%x: memref<37x300xf32, #mem<hbm>>, %i: index) -> !tile.tile<37x300xf32, sbuf> {
   // CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
   // Without `dims` the tile walks the tensor's last dimensions in order: no `dims` is printed.
-  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[I]], %[[C0]]] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
-  %t = tile.load %x[%i, %c0] : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[I]], %[[C0]]] : memref<37x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
+  %t = tile.load %x[%i, %c0] : memref<37x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf>
   // CHECK: func.return %[[T]]
   func.return %t : !tile.tile<37x300xf32, sbuf>
 }
 
 // CHECK-LABEL: func.func @load_transposed_dims
-// CHECK-SAME: (%[[X:[^:]+]]: memref<37x300xf32, #neuron.mem<hbm>>{{.*}}, %[[K:[^:]+]]: index
-func.func @load_transposed_dims(%x: memref<37x300xf32, #neuron.mem<hbm>>, %k: index) -> !tile.tile<128x37xf32, sbuf> {
+// CHECK-SAME: (%[[X:[^:]+]]: memref<37x300xf32, #mem<hbm>>{{.*}}, %[[K:[^:]+]]: index
+func.func @load_transposed_dims(%x: memref<37x300xf32, #mem<hbm>>, %k: index) -> !tile.tile<128x37xf32, sbuf> {
   // CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
-  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[C0]], %[[K]]] {dims = array<i64: 1, 0>} : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
-  %t = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x300xf32, #neuron.mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
+  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[C0]], %[[K]]] {dims = array<i64: 1, 0>} : memref<37x300xf32, #mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
+  %t = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x300xf32, #mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
   // CHECK: func.return %[[T]]
   func.return %t : !tile.tile<128x37xf32, sbuf>
 }
 
 // CHECK-LABEL: func.func @load_converting_rank3
-// CHECK-SAME: (%[[X:[^:]+]]: memref<4x64x96xf32, #neuron.mem<hbm>>{{.*}}, %[[B:[^:]+]]: index
-func.func @load_converting_rank3(%x: memref<4x64x96xf32, #neuron.mem<hbm>>, %b: index) -> !tile.tile<64x96xbf16, sbuf> {
+// CHECK-SAME: (%[[X:[^:]+]]: memref<4x64x96xf32, #mem<hbm>>{{.*}}, %[[B:[^:]+]]: index
+func.func @load_converting_rank3(%x: memref<4x64x96xf32, #mem<hbm>>, %b: index) -> !tile.tile<64x96xbf16, sbuf> {
   // CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
   // A leading dimension fixed at its index, and an f32 -> bf16 conversion by the DMA.
-  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[B]], %[[C0]], %[[C0]]] : memref<4x64x96xf32, #neuron.mem<hbm>> -> !tile.tile<64x96xbf16, sbuf>
-  %t = tile.load %x[%b, %c0, %c0] : memref<4x64x96xf32, #neuron.mem<hbm>> -> !tile.tile<64x96xbf16, sbuf>
+  // CHECK: %[[T:.*]] = tile.load %[[X]][%[[B]], %[[C0]], %[[C0]]] : memref<4x64x96xf32, #mem<hbm>> -> !tile.tile<64x96xbf16, sbuf>
+  %t = tile.load %x[%b, %c0, %c0] : memref<4x64x96xf32, #mem<hbm>> -> !tile.tile<64x96xbf16, sbuf>
   // CHECK: func.return %[[T]]
   func.return %t : !tile.tile<64x96xbf16, sbuf>
 }
 
 // CHECK-LABEL: func.func @store_default_dims
-// CHECK-SAME: (%[[T:[^:]+]]: !tile.tile<37x520xf32, sbuf>{{.*}}, %[[Y:[^:]+]]: memref<37x520xf32, #neuron.mem<hbm>>
-func.func @store_default_dims(%t: !tile.tile<37x520xf32, sbuf>, %y: memref<37x520xf32, #neuron.mem<hbm>>) {
+// CHECK-SAME: (%[[T:[^:]+]]: !tile.tile<37x520xf32, sbuf>{{.*}}, %[[Y:[^:]+]]: memref<37x520xf32, #mem<hbm>>
+func.func @store_default_dims(%t: !tile.tile<37x520xf32, sbuf>, %y: memref<37x520xf32, #mem<hbm>>) {
   // CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
-  // CHECK: tile.store %[[T]], %[[Y]][%[[C0]], %[[C0]]] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #neuron.mem<hbm>>
-  tile.store %t, %y[%c0, %c0] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #neuron.mem<hbm>>
+  // CHECK: tile.store %[[T]], %[[Y]][%[[C0]], %[[C0]]] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #mem<hbm>>
+  tile.store %t, %y[%c0, %c0] : !tile.tile<37x520xf32, sbuf>, memref<37x520xf32, #mem<hbm>>
   func.return
 }
 
 // CHECK-LABEL: func.func @store_transposed_dims
-// CHECK-SAME: (%[[T:[^:]+]]: !tile.tile<128x37xf32, sbuf>{{.*}}, %[[Y:[^:]+]]: memref<37x300xf32, #neuron.mem<hbm>>{{.*}}, %[[K:[^:]+]]: index
-func.func @store_transposed_dims(%t: !tile.tile<128x37xf32, sbuf>, %y: memref<37x300xf32, #neuron.mem<hbm>>, %k: index) {
+// CHECK-SAME: (%[[T:[^:]+]]: !tile.tile<128x37xf32, sbuf>{{.*}}, %[[Y:[^:]+]]: memref<37x300xf32, #mem<hbm>>{{.*}}, %[[K:[^:]+]]: index
+func.func @store_transposed_dims(%t: !tile.tile<128x37xf32, sbuf>, %y: memref<37x300xf32, #mem<hbm>>, %k: index) {
   // CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
-  // CHECK: tile.store %[[T]], %[[Y]][%[[C0]], %[[K]]] {dims = array<i64: 1, 0>} : !tile.tile<128x37xf32, sbuf>, memref<37x300xf32, #neuron.mem<hbm>>
-  tile.store %t, %y[%c0, %k] {dims = array<i64: 1, 0>} : !tile.tile<128x37xf32, sbuf>, memref<37x300xf32, #neuron.mem<hbm>>
+  // CHECK: tile.store %[[T]], %[[Y]][%[[C0]], %[[K]]] {dims = array<i64: 1, 0>} : !tile.tile<128x37xf32, sbuf>, memref<37x300xf32, #mem<hbm>>
+  tile.store %t, %y[%c0, %k] {dims = array<i64: 1, 0>} : !tile.tile<128x37xf32, sbuf>, memref<37x300xf32, #mem<hbm>>
   func.return
 }
 
@@ -233,8 +233,8 @@ func.func @integer_reduce_and_scan(%x: !tile.tile<128x600xi64, sbuf>) -> (!tile.
 // ---- loop-carried tiles (PSUM accumulation over K) -------------------------------------------------------------
 
 // CHECK-LABEL: func.func @matmul_acc_loop_carried
-// CHECK-SAME: (%[[X:[^:]+]]: memref<37x512xf32, #neuron.mem<hbm>>{{.*}}, %[[W:[^:]+]]: memref<512x64xf32, #neuron.mem<hbm>>{{.*}}, %[[Y:[^:]+]]: memref<37x64xf32, #neuron.mem<hbm>>
-func.func @matmul_acc_loop_carried(%x: memref<37x512xf32, #neuron.mem<hbm>>, %w: memref<512x64xf32, #neuron.mem<hbm>>, %y: memref<37x64xf32, #neuron.mem<hbm>>) {
+// CHECK-SAME: (%[[X:[^:]+]]: memref<37x512xf32, #mem<hbm>>{{.*}}, %[[W:[^:]+]]: memref<512x64xf32, #mem<hbm>>{{.*}}, %[[Y:[^:]+]]: memref<37x64xf32, #mem<hbm>>
+func.func @matmul_acc_loop_carried(%x: memref<37x512xf32, #mem<hbm>>, %w: memref<512x64xf32, #mem<hbm>>, %y: memref<37x64xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
   %c128 = arith.constant 128 : index
   %c512 = arith.constant 512 : index
@@ -242,10 +242,10 @@ func.func @matmul_acc_loop_carried(%x: memref<37x512xf32, #neuron.mem<hbm>>, %w:
   %init = tile.fill {value = 0.0 : f64} : !tile.tile<37x64xf32, psum>
   // CHECK: %[[SUM:.*]] = scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[INIT]]) -> (!tile.tile<37x64xf32, psum>) {
   %sum = scf.for %k = %c0 to %c512 step %c128 iter_args(%acc = %init) -> (!tile.tile<37x64xf32, psum>) {
-    // CHECK: %[[S:.*]] = tile.load %[[X]][%{{.*}}, %[[K]]] {dims = array<i64: 1, 0>} : memref<37x512xf32, #neuron.mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
-    %s = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x512xf32, #neuron.mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
-    // CHECK: %[[M:.*]] = tile.load %[[W]][%[[K]], %{{.*}}] : memref<512x64xf32, #neuron.mem<hbm>> -> !tile.tile<128x64xf32, sbuf>
-    %m = tile.load %w[%k, %c0] : memref<512x64xf32, #neuron.mem<hbm>> -> !tile.tile<128x64xf32, sbuf>
+    // CHECK: %[[S:.*]] = tile.load %[[X]][%{{.*}}, %[[K]]] {dims = array<i64: 1, 0>} : memref<37x512xf32, #mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
+    %s = tile.load %x[%c0, %k] {dims = array<i64: 1, 0>} : memref<37x512xf32, #mem<hbm>> -> !tile.tile<128x37xf32, sbuf>
+    // CHECK: %[[M:.*]] = tile.load %[[W]][%[[K]], %{{.*}}] : memref<512x64xf32, #mem<hbm>> -> !tile.tile<128x64xf32, sbuf>
+    %m = tile.load %w[%k, %c0] : memref<512x64xf32, #mem<hbm>> -> !tile.tile<128x64xf32, sbuf>
     // CHECK: %[[P:.*]] = tile.matmul %[[S]], %[[M]] acc %[[ACC]] : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x64xf32, sbuf>, !tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, psum>
     %p = tile.matmul %s, %m acc %acc : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x64xf32, sbuf>, !tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, psum>
     // CHECK: scf.yield %[[P]] : !tile.tile<37x64xf32, psum>
@@ -253,8 +253,8 @@ func.func @matmul_acc_loop_carried(%x: memref<37x512xf32, #neuron.mem<hbm>>, %w:
   }
   // CHECK: %[[OUT:.*]] = tile.copy %[[SUM]] : (!tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, sbuf>
   %out = tile.copy %sum : (!tile.tile<37x64xf32, psum>) -> !tile.tile<37x64xf32, sbuf>
-  // CHECK: tile.store %[[OUT]], %[[Y]][%{{.*}}, %{{.*}}] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #neuron.mem<hbm>>
-  tile.store %out, %y[%c0, %c0] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #neuron.mem<hbm>>
+  // CHECK: tile.store %[[OUT]], %[[Y]][%{{.*}}, %{{.*}}] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #mem<hbm>>
+  tile.store %out, %y[%c0, %c0] : !tile.tile<37x64xf32, sbuf>, memref<37x64xf32, #mem<hbm>>
   func.return
 }
 
@@ -299,19 +299,19 @@ func.func @windows(%rows: !tile.tile<40x256xbf16, sbuf>, %t: index) -> !tile.til
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows
-func.func @gather_scatter_rows(%w: memref<1000x64xf32, #neuron.mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) -> !tile.tile<128x64xf32, sbuf> {
+func.func @gather_scatter_rows(%w: memref<1000x64xf32, #mem<hbm>>, %i: !tile.tile<128x1xi32, sbuf>) -> !tile.tile<128x64xf32, sbuf> {
   %c0 = arith.constant 0 : index
-  // CHECK: %[[R:.*]] = tile.gather %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
-  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
-  // CHECK: tile.scatter %[[R]], %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
-  tile.scatter %rows, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #neuron.mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+  // CHECK: %[[R:.*]] = tile.gather %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  %rows = tile.gather %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>} : memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf> -> !tile.tile<128x64xf32, sbuf>
+  // CHECK: tile.scatter %[[R]], %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf>
+  tile.scatter %rows, %w[%c0, %c0], %i {dim = 0 : i64, dims = array<i64: 1>, accumulate} : !tile.tile<128x64xf32, sbuf>, memref<1000x64xf32, #mem<hbm>>, !tile.tile<128x1xi32, sbuf>
   func.return %rows : !tile.tile<128x64xf32, sbuf>
 }
 
 // CHECK-LABEL: func.func @gather_elements
-func.func @gather_elements(%x: memref<4096xf32, #neuron.mem<hbm>>, %i: !tile.tile<64x7xi32, sbuf>) -> !tile.tile<64x7xf32, sbuf> {
+func.func @gather_elements(%x: memref<4096xf32, #mem<hbm>>, %i: !tile.tile<64x7xi32, sbuf>) -> !tile.tile<64x7xf32, sbuf> {
   %c0 = arith.constant 0 : index
-  // CHECK: tile.gather %{{.*}}[%{{.*}}], %{{.*}} {dim = 0 : i64} : memref<4096xf32, #neuron.mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
-  %e = tile.gather %x[%c0], %i {dim = 0 : i64} : memref<4096xf32, #neuron.mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
+  // CHECK: tile.gather %{{.*}}[%{{.*}}], %{{.*}} {dim = 0 : i64} : memref<4096xf32, #mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
+  %e = tile.gather %x[%c0], %i {dim = 0 : i64} : memref<4096xf32, #mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
   func.return %e : !tile.tile<64x7xf32, sbuf>
 }

@@ -7,10 +7,10 @@
 // CHECK-NOT: Traceback
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 func.func @main() {
-  %a = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>>
-  neuron.memset vector dst %a[0:128, 0, [[1, 51200]]] {value = 0.0 : f64} : memref<128x51200xf32, #neuron.mem<sbuf>>
-  %b = neuron.alloc : memref<128x51200xf32, #neuron.mem<sbuf>> loc("model.l2"("model.py":13:0))
-  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 51200]]], src %a[0:128, 0, [[1, 51200]]] : memref<128x51200xf32, #neuron.mem<sbuf>>, memref<128x51200xf32, #neuron.mem<sbuf>>
+  %a = neuron.alloc : memref<128x51200xf32, #mem<sbuf>>
+  neuron.memset vector dst %a[0:128, 0, [[1, 51200]]] {value = 0.0 : f64} : memref<128x51200xf32, #mem<sbuf>>
+  %b = neuron.alloc : memref<128x51200xf32, #mem<sbuf>> loc("model.l2"("model.py":13:0))
+  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 51200]]], src %a[0:128, 0, [[1, 51200]]] : memref<128x51200xf32, #mem<sbuf>>, memref<128x51200xf32, #mem<sbuf>>
   func.return
 }
 }

@@ -1,12 +1,20 @@
-"""Reference semantics of the neuron dialect: the runtime program it denotes, run on the simulated core.
+"""Translate neuron IR into the runtime program it denotes: the step from the compiler to the machine.
 
-`build_program` turns a neuron-level function into a `runtime.program.Program`: buffers become the memory
-plan, `scf.for` loops become `Loop` nodes, index arithmetic becomes `ScalarOp`s on registers (folded when
-static), and each instruction op becomes the `Instruction` of the same opcode. The bundle writer uses the same
-function, so what `neuron-opt --check-semantics` executes and what a bundle runs are one definition.
+Input contract: a module whose `@entry` function holds only neuron instructions, `neuron.alloc`/`neuron.view`
+buffers, index arithmetic (`arith` on `index` and integer constants) and `scf.for` loops that carry no values,
+as `convert-tile-to-neuron` and the neuron-level passes leave it. With `require_allocated`, every on-chip buffer
+must have its address (`neuron-allocate-memory`); without it, buffers lacking one get fresh, non-overlapping
+addresses, and `memory_sizes_needed` says how far the simulated memories must grow to hold them.
 
-IR that has not been through `neuron-allocate-memory` still runs: buffers without an address get fresh,
-non-overlapping ones, and the simulated memories grow to fit.
+Output guarantee: `build_program` returns a `runtime.program.Program` in which buffers become the memory plan,
+`scf.for` loops stay `Loop` nodes, index arithmetic becomes `ScalarOp`s on registers (folded when static) and
+each instruction op becomes the `Instruction` of the same opcode, at the op's source location. IR outside the
+contract raises `ProgramBuildError` naming the op and its source line. The program is not validated here: the
+runtime's validator (`runtime/validate.py`) accepts it before it runs or is written.
+
+This one translation serves every consumer, so what a bundle runs and what `neuron-opt --check-semantics`
+executes are the same program: the frontend and the bundle writer (`emit_bundle.py`) build with it, and the
+neuron level's reference semantics are this translation followed by a run on the simulator (`semantics.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import neuron, tile
+from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
@@ -103,7 +112,7 @@ class _Builder:
     def add_buffer(self, value: SSAValue, name: str, address: int | None) -> int:
         memref_type = value.type
         assert isinstance(memref_type, MemRefType)
-        memory = neuron.memory_of(memref_type)
+        memory = memory_of(memref_type)
         dtype = runtime_dtype_name(memref_type.element_type)
         shape = memref_type.get_shape()
         if 0 in shape:  # a tensor without elements (an empty argument): its binding reads and writes nothing
@@ -243,7 +252,7 @@ class _Builder:
         attrs: dict[str, AttrValue] = {}
         for name, value in op.attribute_values().items():
             # an attribute an operand gives is that operand's value: a register, or a constant folded here
-            attrs[name] = self.scalar(getattr(op, f"{name}_dynamic")) if value is DYNAMIC else value  # type: ignore[assignment]
+            attrs[name] = self.scalar(getattr(op, f"{name}_dynamic")) if value is DYNAMIC else value
         if op.instruction_id is not None:
             instruction_id = op.instruction_id.value.data
         else:
@@ -334,15 +343,11 @@ def memory_sizes_needed(program: Program) -> dict[str, int] | None:
     return needed
 
 
-def run_neuron_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
-    """Execute a neuron-level function on the simulator; races are checked once the IR is synchronised."""
-    from neuron_mlir.runtime.simulator import run_program
+def is_synchronised(program: Program) -> bool:
+    """Whether `program` carries semaphore waits, the mark `neuron-insert-sync` leaves.
 
-    program = build_program(module, entry)
-    synchronised = all(i.waits or i.id >= 0 for i in program.instructions()) and any(
-        i.waits for i in program.instructions()
-    )
-    outputs, _ = run_program(
-        program, list(inputs), check_races=synchronised, memory_sizes_override=memory_sizes_needed(program)
-    )
-    return outputs
+    Only synchronised programs are meant to be race free, so only their runs check races: before
+    `neuron-insert-sync` the IR orders nothing between engines. (Instruction ids say nothing here: the
+    translation numbers every instruction that has none.)
+    """
+    return any(instruction.waits for instruction in program.instructions())

@@ -1,0 +1,39 @@
+"""Tiling choices of the torch -> tile lowerings follow the target's hardware figures, not literals.
+
+The figures come from `runtime/hardware.py` through the module's target; a target with other figures must
+change the choices that depend on them (and leave the others alone).
+"""
+
+from __future__ import annotations
+
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import BLOCK_BANK_SHARE, Limits, choose_blocking
+from neuron_mlir.lowering.convert_torch_to_tile.rows import rows_per_partition
+from neuron_mlir.runtime.hardware import TARGETS
+
+
+def _limits(psum_banks: int) -> Limits:
+    target = TARGETS["trn2"]
+    return Limits(
+        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
+        target.sbuf_bytes_per_partition,
+        target.psum_bank_bytes,
+        psum_banks,
+    )
+
+
+def test_an_output_block_takes_its_share_of_the_psum_banks() -> None:
+    # a matmul with many output tiles both ways and a short K: the block is as large as its banks allow
+    for banks in (4, 8, 16):
+        blocking = choose_blocking(4096, 512, 4096, 2, False, False, _limits(banks))
+        assert blocking.m_subs * blocking.n_subs == banks // BLOCK_BANK_SHARE
+
+
+def test_row_groups_reach_the_full_rate_size_of_a_dma() -> None:
+    target = TARGETS["trn2"]
+    full_rate = target.dma_full_rate_bytes_per_partition
+    # rows of 512 bytes: as many per partition as the full-rate size needs, when budget and rows allow
+    assert rows_per_partition(512, 1024, 1 << 20, 1 << 20, full_rate) == full_rate // 512
+    assert rows_per_partition(512, 1024, 1 << 20, 1 << 20, 2 * full_rate) == 2 * full_rate // 512
+    # the budget and the row count still bound it
+    assert rows_per_partition(512, 1024, 4 * 1024, 1 << 20, full_rate) == 4
+    assert rows_per_partition(512, 1024, 1 << 20, 3 * 128, full_rate) == 3
