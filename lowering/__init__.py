@@ -34,6 +34,12 @@ def _convert_torch_to_tile() -> type[ModulePass]:
     return ConvertTorchToTilePass
 
 
+def _tile_fuse_epilogues() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_fuse_epilogues import TileFuseEpiloguesPass
+
+    return TileFuseEpiloguesPass
+
+
 def _tile_fuse_loops() -> type[ModulePass]:
     from neuron_mlir.lowering.tile_fuse_loops import TileFuseLoopsPass
 
@@ -105,6 +111,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
     "convert-torch-to-tile": _convert_torch_to_tile,
+    "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-loops": _tile_fuse_loops,
     "tile-unroll-streaming-loops": _tile_unroll_streaming_loops,
     "convert-tile-to-neuron": _convert_tile_to_neuron,

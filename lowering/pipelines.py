@@ -22,7 +22,7 @@ from neuron_mlir.lowering.verify_stage_contract import STAGES, check_stage_contr
 # valid torch-dialect IR, which the verifier checks.
 DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch", ("torch-canonicalize", "torch-fold-constants", "torch-recognize-activations", "cse", "dce")),
-    ("tile", ("convert-torch-to-tile", "tile-fuse-loops", "tile-unroll-streaming-loops")),
+    ("tile", ("convert-torch-to-tile", "tile-fuse-epilogues", "tile-fuse-loops", "tile-unroll-streaming-loops")),
     (
         "neuron",
         (

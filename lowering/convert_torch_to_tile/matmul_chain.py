@@ -13,7 +13,7 @@ bias, A [M, K1] with M > 1, B [K1, N1] row-major, K1 and N1 multiples of 128, wh
 `ACTIVATIONS` reads (through views), whose result in turn only an `addmm`/`mm` reads as A, with nothing but
 views in between. The first matmul is then deferred (prologue.py) and the activation absorbed into it; the
 second matmul takes the chain as its prologue when its panel is hoisted, and otherwise materializes both ops
-where they stood (their lowerings, the activation fused into the product's epilogue when it can be).
+where they stood (their own lowerings: tile-fuse-epilogues then folds the activation into the product's stores).
 
 Output guarantee: the second matmul's panel holds act(x @ W1 + b1)^T rounded once to the activation's type
 (the product and the bias in fp32, as PSUM holds them, where eager PyTorch rounds the product to its type before
@@ -39,7 +39,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_shape,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import (
     Blocking,
     _addmm,
@@ -95,8 +94,7 @@ class _ChainPrologue:
         # the activation read the deferred allocation itself, or a view of it (now of the product)
         args = {name: product if value is self.product else value for name, value in self.activation_args.items()}
         lowering = ACTIVATION_LOWERINGS[self.activation.name]
-        results = fuse_into_producer(em, self.activation, args, lowering, {args["self"]})
-        [activated] = results if results is not None else lowering(em, self.activation, args)
+        [activated] = lowering(em.located(self.activation.location), self.activation, args)
         self.result.replace_all_uses_with(activated)
         self.discard()
         return activated
