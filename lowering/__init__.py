@@ -28,6 +28,12 @@ def _torch_recognize_activations() -> type[ModulePass]:
     return TorchRecognizeActivationsPass
 
 
+def _torch_fuse_matmul_prologues() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
+
+    return TorchFuseMatmulProloguesPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -110,6 +116,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-canonicalize": _torch_canonicalize,
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
+    "torch-fuse-matmul-prologues": _torch_fuse_matmul_prologues,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-loops": _tile_fuse_loops,

@@ -19,11 +19,11 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. A layer norm whose only user is a matmul runs in the matmul's prologue (prologue.py), and so
-does a Linear layer and its activation read only by another Linear layer (matmul_chain.py); an elementwise op of a
-matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the matmul's stores. An op
-whose results all hold no element lowers to views of a one-element allocation, whatever its
-family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+random.py. A layer norm marked by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it
+(prologue.py), and so does a Linear layer and its activation read only by another Linear layer (matmul_chain.py);
+an elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
+matmul's stores. An op whose results all hold no element lowers to views of a one-element allocation, whatever
+its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
 What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -187,7 +187,9 @@ def _convert_function(function: func.FuncOp) -> None:
     lowered: list[Operation] = []
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
-            new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
+            returned = {str(index): mapped(v) for index, v in enumerate(op.operands)}
+            materialize_operands(Emitter(block, op, op.location, context.constants, block, context), returned)
+            new_return = func.ReturnOp(*returned.values())
             new_return.location = op.location
             block.insert_op_before(new_return, op)
             op.detach()
@@ -210,8 +212,8 @@ def _convert_function(function: func.FuncOp) -> None:
                 if absorbing is not None:  # part of a deferred producer
                     results = absorbing(emitter, op, arguments)
                 else:
-                    if op.name not in VIEW_LOWERINGS and op.name not in MATMUL_CONSUMERS:
-                        materialize_operands(emitter, arguments)  # deferred producers it reads
+                    if op.name not in VIEW_LOWERINGS:  # deferred producers it reads (a matmul's A may take one)
+                        materialize_operands(emitter, arguments, MATMUL_CONSUMERS.get(op.name))
                     results = lowering(emitter, op, arguments)
         except Exception as error:  # the op was legal: whatever its lowering raised is a bug of the compiler
             raise LoweringInternalError(op, error) from error
