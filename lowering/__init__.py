@@ -34,6 +34,12 @@ def _torch_fuse_matmul_prologues() -> type[ModulePass]:
     return TorchFuseMatmulProloguesPass
 
 
+def _torch_fuse_matmul_chains() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_matmul_chains import TorchFuseMatmulChainsPass
+
+    return TorchFuseMatmulChainsPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -117,6 +123,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
     "torch-fuse-matmul-prologues": _torch_fuse_matmul_prologues,
+    "torch-fuse-matmul-chains": _torch_fuse_matmul_chains,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-loops": _tile_fuse_loops,

@@ -30,6 +30,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cse",
             "dce",
             "torch-fuse-matmul-prologues",
+            "torch-fuse-matmul-chains",
         ),
     ),
     ("tile", ("convert-torch-to-tile", "tile-fuse-epilogues", "tile-fuse-loops", "tile-unroll-streaming-loops")),

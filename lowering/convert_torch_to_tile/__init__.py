@@ -19,9 +19,10 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. A layer norm marked by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it
-(prologue.py), and so does a Linear layer and its activation read only by another Linear layer (matmul_chain.py);
-an elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
+random.py. The pass decides no fusion: it follows the marks of the torch-level passes that do. A layer norm marked
+by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py), and a Linear layer
+and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel (matmul_chain.py); an
+elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
 matmul's stores. An op whose results all hold no element lowers to views of a one-element allocation, whatever
 its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 

@@ -38,9 +38,11 @@ from neuron_mlir.lowering.emitter import Emitter, Index
 MATMUL_CONSUMERS: dict[str, str] = {"torch.aten.mm": "self", "torch.aten.addmm": "mat1"}
 
 # The discardable attribute by which a torch-level pass marks an op to be computed inside another op's loop nest,
-# and its values: a layer norm computed in the prologue of the matmul reading it (torch-fuse-matmul-prologues).
+# and its values: a layer norm computed in the prologue of the matmul reading it (torch-fuse-matmul-prologues),
+# a Linear layer and its activation computed as the next matmul's panel (torch-fuse-matmul-chains).
 FUSE = "neuron.fuse"
 MATMUL_PROLOGUE = "matmul_prologue"
+MATMUL_CHAIN = "matmul_chain"
 
 
 def fusion_mark(op: Operation) -> str | None:
