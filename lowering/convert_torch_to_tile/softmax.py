@@ -257,8 +257,9 @@ def _softmax(log: bool) -> Lowering:
 
 
 def legal(op: Operation) -> str | None:
-    """A softmax lowers along any dimension of its input; its backward kernels along any of the forward's output."""
-    return dims_out_of_range(op, operand="output" if op.name.endswith("_backward_data") else "self")
+    """A softmax and its backward lower along any dimension of their input."""
+    operand = "output" if op.name.endswith("_backward_data") else "self"
+    return dims_out_of_range(op, operand=operand)
 
 
 SOFTMAX_LOWERINGS: dict[str, Lowering] = {
