@@ -28,10 +28,28 @@ def _torch_recognize_activations() -> type[ModulePass]:
     return TorchRecognizeActivationsPass
 
 
+def _torch_fuse_matmul_prologues() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
+
+    return TorchFuseMatmulProloguesPass
+
+
+def _torch_fuse_matmul_chains() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_matmul_chains import TorchFuseMatmulChainsPass
+
+    return TorchFuseMatmulChainsPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
     return ConvertTorchToTilePass
+
+
+def _tile_fuse_epilogues() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_fuse_epilogues import TileFuseEpiloguesPass
+
+    return TileFuseEpiloguesPass
 
 
 def _tile_fuse_loops() -> type[ModulePass]:
@@ -104,7 +122,10 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-canonicalize": _torch_canonicalize,
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
+    "torch-fuse-matmul-prologues": _torch_fuse_matmul_prologues,
+    "torch-fuse-matmul-chains": _torch_fuse_matmul_chains,
     "convert-torch-to-tile": _convert_torch_to_tile,
+    "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-loops": _tile_fuse_loops,
     "tile-unroll-streaming-loops": _tile_unroll_streaming_loops,
     "convert-tile-to-neuron": _convert_tile_to_neuron,

@@ -18,11 +18,22 @@ from xdsl.utils.exceptions import PassFailedException
 from neuron_mlir.lowering.verify_stage_contract import STAGES, check_stage_contract
 
 # (stage name, passes) in order; the stage name is also the contract checked at its end. The torch stage
-# (torch-level canonicalization, constant folding, and xDSL's cse and dce on the Pure torch ops) hands on
-# valid torch-dialect IR, which the verifier checks.
+# (torch-level canonicalization, constant folding, and xDSL's cse and dce on the Pure torch ops, then the fusion
+# decisions, marks that convert-torch-to-tile follows) hands on valid torch-dialect IR, which the verifier checks.
 DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("torch", ("torch-canonicalize", "torch-fold-constants", "torch-recognize-activations", "cse", "dce")),
-    ("tile", ("convert-torch-to-tile", "tile-fuse-loops", "tile-unroll-streaming-loops")),
+    (
+        "torch",
+        (
+            "torch-canonicalize",
+            "torch-fold-constants",
+            "torch-recognize-activations",
+            "cse",
+            "dce",
+            "torch-fuse-matmul-prologues",
+            "torch-fuse-matmul-chains",
+        ),
+    ),
+    ("tile", ("convert-torch-to-tile", "tile-fuse-epilogues", "tile-fuse-loops", "tile-unroll-streaming-loops")),
     (
         "neuron",
         (

@@ -19,11 +19,12 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. An elementwise op taking a matmul's result (and nothing else using it) runs in the matmul's epilogue
-(epilogue.py); a layer norm whose only user is a matmul runs in the matmul's prologue (prologue.py), and so
-does a Linear layer and its activation read only by another Linear layer (matmul_chain.py). An op
-whose results all hold no element lowers to views of a one-element allocation, whatever its
-family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+random.py. The pass decides no fusion: it follows the marks of the torch-level passes that do. A layer norm marked
+by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py), and a Linear layer
+and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel (matmul_chain.py); an
+elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
+matmul's stores. An op whose results all hold no element lowers to views of a one-element allocation, whatever
+its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
 What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -71,7 +72,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     empty_tensor,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
 from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
@@ -162,18 +162,6 @@ def _not_lowerable(op: Operation, reason: str) -> NotLowerable:
     return NotLowerable(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
 
 
-def _sole_use(value: SSAValue) -> bool:
-    """Whether tensor `value` has one user and, when a view op produces it, that view op is the only user of each
-    of its own tensor operands, recursively (so the producer under the views dies with the user)."""
-    if not value.has_one_use():
-        return False
-    producer = value.owner
-    if not isinstance(producer, Operation) or producer.name not in VIEW_LOWERINGS:
-        return True
-    tensors = [operand for operand in producer.operands if isinstance(operand.type, TensorType)]
-    return bool(tensors) and all(_sole_use(operand) for operand in tensors)
-
-
 def _hbm_for(value: SSAValue) -> tile.MemRefType:
     tensor_type = value.type
     assert isinstance(tensor_type, TensorType)
@@ -200,7 +188,9 @@ def _convert_function(function: func.FuncOp) -> None:
     lowered: list[Operation] = []
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
-            new_return = func.ReturnOp(*[mapped(v) for v in op.operands])
+            returned = {str(index): mapped(v) for index, v in enumerate(op.operands)}
+            materialize_operands(Emitter(block, op, op.location, context.constants, block, context), returned)
+            new_return = func.ReturnOp(*returned.values())
             new_return.location = op.location
             block.insert_op_before(new_return, op)
             op.detach()
@@ -219,17 +209,13 @@ def _convert_function(function: func.FuncOp) -> None:
                     empty_tensor(emitter, r.type) if isinstance(r.type, TensorType) else None for r in op.results
                 ]
             else:
-                sole_uses = {
-                    mapped(value) for value in op.operands if isinstance(value.type, TensorType) and _sole_use(value)
-                }
                 absorbing = absorber(emitter, op)
                 if absorbing is not None:  # part of a deferred producer
                     results = absorbing(emitter, op, arguments)
                 else:
-                    if op.name not in VIEW_LOWERINGS and op.name not in MATMUL_CONSUMERS:
-                        materialize_operands(emitter, arguments)  # deferred producers it reads
-                    fused = fuse_into_producer(emitter, op, arguments, lowering, sole_uses)
-                    results = fused if fused is not None else lowering(emitter, op, arguments)
+                    if op.name not in VIEW_LOWERINGS:  # deferred producers it reads (a matmul's A may take one)
+                        materialize_operands(emitter, arguments, MATMUL_CONSUMERS.get(op.name))
+                    results = lowering(emitter, op, arguments)
         except Exception as error:  # the op was legal: whatever its lowering raised is a bug of the compiler
             raise LoweringInternalError(op, error) from error
         for old, new in zip(op.results, results, strict=True):

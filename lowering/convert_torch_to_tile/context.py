@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from xdsl.ir import Operation, SSAValue
 
-from neuron_mlir.ir.dialects import tile
-
 if TYPE_CHECKING:
-    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileCompute
     from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue
     from neuron_mlir.lowering.emitter import Emitter
 
@@ -33,16 +30,11 @@ class ConversionContext:
     `constants`: the index constants at the top of the function body, created once and shared by all loops.
     `deferred`: a deferred producer's result allocation -> the prologue that computes it in its consumer matmul.
     `absorbers`: torch ops a deferred producer took into itself -> the lowering the conversion calls instead.
-    `stores`: a matmul's result allocation -> the stores that write all of it (an epilogue may fuse into them).
-    `captured`: while an epilogue is being formed, the (operands, per-tile compute) of each elementwise nest the
-    consumer's lowering asked for, instead of the nest (None otherwise).
     """
 
     constants: dict[int, SSAValue] = field(default_factory=dict)
     deferred: dict[SSAValue, Prologue] = field(default_factory=dict)
     absorbers: dict[Operation, Absorber] = field(default_factory=dict)
-    stores: dict[SSAValue, list[tile.StoreOp]] = field(default_factory=dict)
-    captured: list[tuple[list[SSAValue], TileCompute]] | None = None
 
 
 def context_of(em: Emitter) -> ConversionContext:

@@ -18,8 +18,7 @@ arithmetic is exact integer arithmetic on GpSimdE: 32-bit, or 64-bit when a tens
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.runtime.dtypes import numpy_dtype
@@ -287,26 +285,9 @@ def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
     return TileType(result.get_shape(), element_type or result.element_type, Memory.SBUF)
 
 
-@contextmanager
-def capture_elementwise(em: Emitter) -> Iterator[list[tuple[list[SSAValue], TileCompute]]]:
-    """Within the block, calls of `elementwise` with emitters of `em`'s conversion are recorded (operands,
-    compute) in the yielded list instead of emitted (epilogue.py fuses the compute into the producer of an
-    operand)."""
-    context = context_of(em)
-    outer, context.captured = context.captured, []
-    try:
-        yield context.captured
-    finally:
-        context.captured = outer
-
-
 def elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: Sequence[str], compute: TileCompute):
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
-    captured = em.context.captured if em.context is not None else None
-    if captured is not None:
-        captured.append((values, compute))
-        return [None]
     return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
 
 

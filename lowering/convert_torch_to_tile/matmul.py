@@ -39,7 +39,7 @@ element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import scf
@@ -61,7 +61,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import register_stores
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue, drop_unused
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.emitter import Emitter, Index
@@ -224,7 +223,6 @@ def emit_matmul(
     if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
         drop_unused(lhs)
         kernel.prologue.discard()
-    register_stores(em, out, kernel.stores)  # an elementwise op of the product may run in its epilogue
     return out
 
 
@@ -309,7 +307,6 @@ class _Kernel:
     evacuations: int = 0
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
-    stores: list[tile.StoreOp] = field(default_factory=list)  # the stores of the output's tiles
     prologue: Prologue | None = None  # computes A's rows on chip (prologue.py) instead of loading them
 
     # ---- structure -------------------------------------------------------------------------------------------
@@ -375,7 +372,7 @@ class _Kernel:
             indices = [*batch, m0, c0]
             finish = self.epilogue or self.evacuate
             value = finish(em, accs[index], indices, result_type)
-            self.stores.append(em.insert(tile.StoreOp(value, self.out, [em.index(i) for i in indices])))
+            em.insert(tile.StoreOp(value, self.out, [em.index(i) for i in indices]))
 
     def accumulate(
         self,

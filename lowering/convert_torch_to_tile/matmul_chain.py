@@ -8,12 +8,14 @@ per partition, so each PSUM tile leaves through a single ScalarE activation `act
 second matmul's panel. h never goes to HBM, neither matmul adds its bias with a ones-row pass nor transposes
 the hidden activations, and the second matmul starts as soon as the first one ends.
 
-Input contract (checked when the first matmul is lowered, `_addmm`): an `addmm` with beta = alpha = 1, a 1-d
-bias, A [M, K1] with M > 1, B [K1, N1] row-major, K1 and N1 multiples of 128, whose result only an activation in
+Input contract: an `addmm` marked by torch-fuse-matmul-chains (the decision), with beta = alpha = 1, a 1-d bias,
+A [M, K1] with M > 1, B [K1, N1] row-major, K1 and N1 multiples of 128, whose result only an activation in
 `ACTIVATIONS` reads (through views), whose result in turn only an `addmm`/`mm` reads as A, with nothing but
-views in between. The first matmul is then deferred (prologue.py) and the activation absorbed into it; the
-second matmul takes the chain as its prologue when its panel is hoisted, and otherwise materializes both ops
-where they stood (their lowerings, the activation fused into the product's epilogue when it can be).
+views in between (`chain_activation` checks the torch-level part for the pass and again here, so that a mark
+the IR no longer bears out is not followed; B's layout is known only here). The first matmul is then deferred
+(prologue.py) and the activation absorbed into it; the second matmul takes the chain as its prologue when its
+panel is hoisted, and otherwise materializes both ops where they stood (their own lowerings: tile-fuse-epilogues
+then folds the activation into the product's stores).
 
 Output guarantee: the second matmul's panel holds act(x @ W1 + b1)^T rounded once to the activation's type
 (the product and the bias in fp32, as PSUM holds them, where eager PyTorch rounds the product to its type before
@@ -33,13 +35,14 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
+    arguments_of,
     layout_of,
     load,
     result_element_type,
     result_shape,
+    tensor_shape,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.epilogue import fuse_into_producer
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import (
     Blocking,
     _addmm,
@@ -48,7 +51,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import (
     split_axis,
     window,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb, consumer_of, defer, drop_unused
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import (
+    MATMUL_CHAIN,
+    absorb,
+    consumer_of,
+    defer,
+    drop_unused,
+    fusion_mark,
+)
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
@@ -95,8 +105,7 @@ class _ChainPrologue:
         # the activation read the deferred allocation itself, or a view of it (now of the product)
         args = {name: product if value is self.product else value for name, value in self.activation_args.items()}
         lowering = ACTIVATION_LOWERINGS[self.activation.name]
-        results = fuse_into_producer(em, self.activation, args, lowering, {args["self"]})
-        [activated] = results if results is not None else lowering(em, self.activation, args)
+        [activated] = lowering(em.located(self.activation.location), self.activation, args)
         self.result.replace_all_uses_with(activated)
         self.discard()
         return activated
@@ -211,23 +220,35 @@ def _element(value: SSAValue) -> Any:
     return tile_type.element_type
 
 
-def _chainable(op: Operation, args: dict[str, Any]) -> Operation | None:
-    """The activation of an addmm the next matmul can take as its prologue (module docstring), or None."""
+def chain_activation(op: Operation) -> Operation | None:
+    """The activation through which torch op `op`, an addmm, can be computed as the next matmul's panel (the
+    torch-level part of the module docstring's input contract: arguments, shapes, and who reads what), or None."""
+    if op.name != "torch.aten.addmm":
+        return None
+    args = arguments_of(op)
     if float(args.get("beta", 1)) != 1.0 or float(args.get("alpha", 1)) != 1.0:
         return None
-    a, b, bias = args["mat1"], args["mat2"], args["self"]
-    if len(layout_of(bias).shape) != 1 or len(layout_of(a).shape) != 2:
+    a, b, bias = tensor_shape(args["mat1"]), tensor_shape(args["mat2"]), tensor_shape(args["self"])
+    if len(bias) != 1 or len(a) != 2 or len(b) != 2:
         return None
-    (m, k1), (n1,) = layout_of(a).shape, layout_of(bias).shape
-    if m < 2 or k1 % PARTITIONS or n1 % PARTITIONS or layout_of(b).strides[1] != 1:
+    (m, k1), (n1,) = a, bias
+    if m < 2 or k1 % PARTITIONS or n1 % PARTITIONS or b[1] != n1:
         return None
     activation = consumer_of(op, {name: "self" for name in ACTIVATIONS})
     if activation is None or _activation_fn(activation) is None or consumer_of(activation) is None:
         return None
-    arguments = activation.arguments()  # type: ignore[attr-defined]
+    arguments = arguments_of(activation)
     if activation.name == "torch.aten.gelu" and set(arguments) - {"self", "approximate"}:
         return None
     return activation
+
+
+def _chainable(op: Operation, args: dict[str, Any]) -> Operation | None:
+    """The activation of an addmm marked by torch-fuse-matmul-chains, when the IR still bears the mark out and W1
+    is row-major (a layout, known only here), or None."""
+    if fusion_mark(op) != MATMUL_CHAIN or layout_of(args["mat2"]).strides[1] != 1:
+        return None
+    return chain_activation(op)
 
 
 def _chained_addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

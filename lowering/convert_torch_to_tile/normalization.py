@@ -71,7 +71,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import consumer_of, defer, drop_unused
+from neuron_mlir.lowering.convert_torch_to_tile.prologue import (
+    MATMUL_PROLOGUE,
+    consumer_of,
+    defer,
+    drop_unused,
+    fusion_mark,
+)
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
 from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, row_major
@@ -201,6 +207,12 @@ def _sum_over(em: Emitter, tensor: SSAValue, dims: Sequence[int], element_type: 
 # ---- layer norm ------------------------------------------------------------------------------------------------
 
 
+def _in_prologue(op: Operation) -> bool:
+    """Whether torch-fuse-matmul-prologues chose to compute layer norm `op` in the matmul reading it (a mark that
+    the IR no longer bears out, its result read by anything else, is not followed)."""
+    return fusion_mark(op) == MATMUL_PROLOGUE and consumer_of(op) is not None
+
+
 def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["input"]
     shape = layout_of(x).shape
@@ -210,7 +222,7 @@ def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     if plan is not None:
         results = [alloc(em, shape, result_element_type(op, 0))]
         results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
-        if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and consumer_of(op):
+        if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and _in_prologue(op):
             prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
             defer(em, results[0], prologue)
         else:

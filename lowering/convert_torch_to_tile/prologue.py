@@ -11,14 +11,15 @@ panel itself, on chip (matmul_chain.py).
 A producer that absorbs the ops between it and its consumer (the chain's activation) registers them
 (`absorb`): the conversion calls the producer's handler for them instead of their lowerings.
 
-The producer's lowering, when its only consumer (through views, with nothing but views in between) is a matmul
-taking it as A, emits nothing but its result's allocation and registers a `Prologue` (`defer`). The consumer
-takes it (`take`) and either uses it or emits it in place (`Prologue.materialize`); any other op reading a
-deferred result gets it materialized first (`materialize_operands`), so nothing deferred is ever lost.
+Which producers run in their consumer is decided before the conversion, by torch-level passes that mark them
+(`neuron.fuse`, `fusion_mark`). A marked producer's lowering emits nothing but its result's allocation and
+registers a `Prologue` (`defer`). The matmul reading it as A takes it (`take`) and either uses it or emits it in
+place (`Prologue.materialize`); any other reader of a deferred result (another operand of a matmul, any other op,
+the function's return) gets it materialized first (`materialize_operands`), so nothing deferred is ever lost,
+whatever the marks say.
 
-Input contract: the producer's result is read only by its consumer, and nothing between them (views only) writes
-the producer's inputs; a producer materialized at the consumer therefore computes what it would have computed
-at its own place.
+Input contract: nothing between a producer and its readers writes the producer's inputs (value semantics), so a
+producer materialized at its reader computes what it would have computed at its own place.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from xdsl.dialects import memref
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -34,6 +36,19 @@ from neuron_mlir.lowering.emitter import Emitter, Index
 
 # Torch ops whose lowering calls `emit_matmul` with the named operand as A, and so may take its prologue.
 MATMUL_CONSUMERS: dict[str, str] = {"torch.aten.mm": "self", "torch.aten.addmm": "mat1"}
+
+# The discardable attribute by which a torch-level pass marks an op to be computed inside another op's loop nest,
+# and its values: a layer norm computed in the prologue of the matmul reading it (torch-fuse-matmul-prologues),
+# a Linear layer and its activation computed as the next matmul's panel (torch-fuse-matmul-chains).
+FUSE = "neuron.fuse"
+MATMUL_PROLOGUE = "matmul_prologue"
+MATMUL_CHAIN = "matmul_chain"
+
+
+def fusion_mark(op: Operation) -> str | None:
+    """The fusion a torch-level pass decided for `op` (its `neuron.fuse` attribute), if any."""
+    mark = op.attributes.get(FUSE)
+    return mark.data if isinstance(mark, StringAttr) else None
 
 
 class Prologue(Protocol):
@@ -121,10 +136,13 @@ def take(em: Emitter, value: SSAValue) -> tuple[SSAValue, Prologue] | None:
     return None if prologue is None else (root, prologue)
 
 
-def materialize_operands(em: Emitter, arguments: dict[str, Any]) -> None:
+def materialize_operands(em: Emitter, arguments: dict[str, Any], keep: str | None = None) -> None:
     """Emit every deferred producer whose result is among `arguments` (before their user's lowering), updating
-    the arguments that were the deferred allocation itself."""
+    the arguments that were the deferred allocation itself; argument `keep` (a matmul's A, which may take the
+    producer as its prologue) is left deferred."""
     for name, value in arguments.items():
+        if name == keep:
+            continue
         values = list(value) if isinstance(value, list | tuple) else [value]
         for index, item in enumerate(values):
             if isinstance(item, SSAValue) and (taken := take(em, item)) is not None:

@@ -1,6 +1,6 @@
 """Matmul epilogues compiled for the simulated NeuronCore against eager: a 16-bit addmm's row bias added in PSUM
-by TensorE, and elementwise ops of a matmul's result fused into its evacuation (lowering/convert_torch_to_tile/
-epilogue.py), including through reshapes, with further operands (a residual, broadcast, transposed or sliced
+by TensorE, and elementwise ops of a matmul's result fused into its evacuation (lowering/tile_fuse_epilogues.py),
+including through reshapes, with further operands (a residual, broadcast, transposed or sliced
 operands, an input also returned, another product) and when fusing is not allowed (the product has other users,
 or another operand is computed after the matmul).
 

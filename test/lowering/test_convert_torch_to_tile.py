@@ -19,6 +19,8 @@ from xdsl.utils.exceptions import DiagnosticException
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, legality
 from neuron_mlir.lowering.convert_torch_to_tile.common import NotLowerable
+from neuron_mlir.lowering.torch_fuse_matmul_chains import TorchFuseMatmulChainsPass
+from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
 
 # A layer norm deferred into its matmul's prologue, a Linear -> GELU -> Linear chain, and a matmul whose result
 # an elementwise op reads: every kind of state one op's lowering leaves for another's.
@@ -55,7 +57,10 @@ func.func @broken(%x: tensor<130x256xbf16>, %w: tensor<256x64xbf16>) -> tensor<1
 
 
 def _convert(text: str) -> str:
+    """The module converted, after the torch-level passes that mark what the conversion fuses."""
     module = Parser(make_context(), text).parse_module()
+    TorchFuseMatmulProloguesPass().apply(Context(), module)
+    TorchFuseMatmulChainsPass().apply(Context(), module)
     ConvertTorchToTilePass().apply(Context(), module)
     module.verify()
     stream = StringIO()

@@ -1,5 +1,5 @@
-// RUN: neuron-opt %s -p convert-torch-to-tile | filecheck %s
-// RUN: neuron-opt %s -p convert-torch-to-tile --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s -p torch-fuse-matmul-chains,convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s -p torch-fuse-matmul-chains,convert-torch-to-tile --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // A Linear layer, its GELU, and a Linear layer reading it (lowering/convert_torch_to_tile/matmul_chain.py): the
 // hidden activations never reach HBM. The first matmul runs with its operands swapped, W1's [K, 128] column

@@ -1,4 +1,4 @@
-// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p torch-fuse-matmul-prologues,convert-torch-to-tile | filecheck %s
 
 // Branches of the normalization lowerings (lowering/convert_torch_to_tile/normalization.py): statistics over
 // trailing dims (layer norm) or all but the channel (batch norm), training with the running-statistics update,
@@ -117,10 +117,10 @@ func.func @layer_norm_into_addmm(%x: tensor<1x130x200xbf16>, %g: tensor<200xbf16
   %r = torch.aten.addmm %c, %v, %w : (tensor<70xbf16>, tensor<130x200xbf16>, tensor<200x70xbf16>) -> tensor<130x70xbf16>
   func.return %r : tensor<130x70xbf16>
 }
-// A layer norm read only by a matmul runs in the matmul's prologue (prologue.py): no HBM tensor for it, its
-// rows normalized where the matmul would have loaded them (statistics of both row tiles first), and weight and
-// bias, K on partitions after the transposes, applied per partition as each K tile leaves PSUM (the full tile
-// in the loop, the partial last one of 72 after it).
+// A layer norm read only by a matmul (marked by torch-fuse-matmul-prologues) runs in the matmul's prologue
+// (prologue.py): no HBM tensor for it, its rows normalized where the matmul would have loaded them (statistics
+// of both row tiles first), and weight and bias, K on partitions after the transposes, applied per partition as
+// each K tile leaves PSUM (the full tile in the loop, the partial last one of 72 after it).
 // CHECK-LABEL: func.func @layer_norm_into_addmm
 // CHECK-NOT:   memref.alloc() : memref<1x130x200xbf16
 // CHECK:       %[[ROWS:.*]] = tile.view %x : memref<1x130x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>

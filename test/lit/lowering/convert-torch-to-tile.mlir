@@ -102,9 +102,11 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK:         tile.binary %[[P2]], %[[B]] {op = "add"} : (!tile.tile<37x512xf32, psum>, !tile.tile<37x512xf32, sbuf>)
 // The remaining 8 columns are a block of their own.
 // CHECK:         tile.matmul {{.*}} -> !tile.tile<37x8xf32, psum>
-// relu, the only user of the product, runs on each tile as it is stored (epilogue.py): no loop nest of its own.
-// CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<37x8xf32, sbuf>) -> !tile.tile<37x8xf32, sbuf>
-// CHECK-NEXT:    tile.store %{{.*}}, %relu[%c0, %c512]
+// CHECK:         tile.store %{{.*}}, %addmm[%c0, %c512]
+// relu has a loop nest of its own here, over the product seen as [104, 185] (its elements split over the
+// partitions); tile-fuse-epilogues then runs it on each tile of the product as it is stored.
+// CHECK:         %relu = memref.alloc() : memref<37x520xf32, #mem<hbm>>
+// CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<104x185xf32, sbuf>) -> !tile.tile<104x185xf32, sbuf>
 // K = 520 has four full tiles: after the first pair of chunks, a loop over pairs carries the PSUM accumulator.
 // CHECK:         scf.for %{{.*}} = %c2 to %c4 step %c2 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
 // CHECK-NOT:     torch.aten

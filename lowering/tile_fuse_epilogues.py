@@ -1,0 +1,456 @@
+"""tile-fuse-epilogues: an elementwise nest reading a matmul's product runs as the product's tiles leave PSUM.
+
+Input contract: tile-level functions as convert-torch-to-tile writes them (before tile-fuse-loops): each torch op
+became its own loop nest, storing its result into a fresh `memref.alloc` that the next op's nest loads again.
+
+Output guarantee: the same values, bit for bit, with each *epilogue* folded into its producer.
+
+* A producer is an allocation P of the function body that only `tile.store`s write, each storing an SBUF tile
+  computed in its block from a PSUM tile (a matmul's evacuation) through a row-major view of all of P, all of them
+  in top-level ops before anything reads P.
+* Its epilogue is the elementwise nest that alone reads P: the stores of one allocation O whose values are
+  computed in their blocks by elementwise tile ops (`tile.unary`, `binary`, `binary_scalar`, `select`, `copy`,
+  `fill`, `kernel`: nothing that depends on a tile's position) from tiles loaded at the store's own indices and
+  tile shape, one of them through a row-major view of all of P; every store of O computing the same ops.
+* The nest's other operands (a residual, a broadcast bias; any strides) must be function arguments or
+  allocations that nothing writes from the first top-level op holding a store of P on, and their views must read
+  them through P's shape (`Layout.reshape`).
+
+Each store of P then computes the nest's ops on its own tile (rounded to P's element type first and converted to
+the nest's load type, as the nest read it back) and on the other operands' tiles loaded at its indices, and writes
+O instead: P, its HBM round trip and the nest's loop nest disappear (gelu after a Linear layer runs as the
+matmul's output tiles leave PSUM; `a + residual` after GPT-2's projections). O, now written by the producer, may in
+turn be the producer of a further epilogue. Nothing else changes: a product with another reader, a consumer that is
+not elementwise over it, or an operand written after the product's stores began keeps its own nest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.runtime.hardware import Memory
+
+# The per-tile compute an epilogue may hold: value-semantics elementwise ops, no position-dependent ones (iota).
+_ELEMENTWISE = (
+    tile.UnaryOp,
+    tile.BinaryOp,
+    tile.BinaryScalarOp,
+    tile.SelectOp,
+    tile.CopyOp,
+    tile.FillOp,
+    tile.KernelOp,
+)
+# Ops of a nest that die with its stores once nothing uses them (index constants stay: they are shared).
+_DEAD_WHEN_UNUSED = (*_ELEMENTWISE, tile.LoadOp, tile.ViewOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
+
+
+def _layout(value: SSAValue) -> Layout:
+    memref_type = value.type
+    assert isinstance(memref_type, MemRefType)
+    strides, offset = tile.memref_strides(memref_type)
+    return Layout(memref_type.get_shape(), strides, offset)
+
+
+def _root(value: SSAValue) -> SSAValue:
+    """The allocation (or function argument) under a chain of `tile.view`s."""
+    while isinstance(value.owner, tile.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def _users(value: SSAValue) -> Iterator[tuple[Operation, SSAValue]]:
+    """(op, the view of `value` it uses) for every non-view user of `value` through views."""
+    for use in list(value.uses):
+        if isinstance(use.operation, tile.ViewOp):
+            yield from _users(use.operation.result)
+        else:
+            yield use.operation, value
+
+
+def _top_level(op: Operation, block: Block) -> Operation:
+    """The ancestor of `op` (or `op`) directly in `block`."""
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
+
+
+def _whole(layout: Layout, elements: int) -> bool:
+    """Whether a view is all of its allocation's `elements`, row-major: its tiles map to elements by flat index."""
+    return layout.is_contiguous() and not layout.offset and layout.num_elements == elements
+
+
+def _tile_type(value: SSAValue) -> TileType:
+    assert isinstance(value.type, TileType)
+    return value.type
+
+
+def _from_psum(value: SSAValue) -> bool:
+    """Whether an SBUF tile is computed, in its block, from a PSUM tile by elementwise ops (an evacuation)."""
+    pending, seen = [value], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if isinstance(current.type, TileType) and current.type.memory is Memory.PSUM:
+            return True
+        owner = current.owner
+        if isinstance(owner, _ELEMENTWISE):
+            pending.extend(owner.operands)
+    return False
+
+
+@dataclass
+class _Compute:
+    """The per-tile computation of one store of the epilogue: its ops in order and the loads they read."""
+
+    store: tile.StoreOp
+    ops: list[Operation]
+    loads: list[tile.LoadOp]
+
+
+def _compute_of(store: tile.StoreOp) -> _Compute | None:
+    """The elementwise ops and loads the store's value is computed from in its block, when that is all it is."""
+    ops: list[Operation] = []
+    loads: list[tile.LoadOp] = []
+    block = store.parent_block()
+    pending, seen = [store.value], set()
+    while pending:
+        value = pending.pop()
+        if value in seen or not isinstance(value.type, TileType):
+            continue
+        seen.add(value)
+        owner = value.owner
+        if isinstance(owner, tile.LoadOp) and owner.parent_block() is block:
+            loads.append(owner)
+        elif isinstance(owner, _ELEMENTWISE) and owner.parent_block() is block:
+            ops.append(owner)
+            pending.extend(owner.operands)
+        else:
+            return None
+    assert block is not None
+    order = {op: index for index, op in enumerate(block.ops)}
+    ops.sort(key=lambda op: order[op])
+    loads.sort(key=lambda op: order[op])
+    return _Compute(store, ops, loads)
+
+
+def _signature(compute: _Compute) -> tuple:
+    """What a store computes, up to tile shapes: the ops (name, properties, attributes) and where each operand
+    comes from (an earlier op's result, or a load through a given view)."""
+    names: dict[SSAValue, tuple] = {
+        load.result: ("load", load.source, _tile_type(load.result).element_type) for load in compute.loads
+    }
+    items = []
+    for index, op in enumerate(compute.ops):
+        operands = tuple(names[operand] for operand in op.operands)
+        types = tuple(_tile_type(result).element_type for result in op.results)
+        properties, attributes = tuple(sorted(op.properties.items())), tuple(sorted(op.attributes.items()))
+        items.append((op.name, properties, attributes, operands, types))
+        for position, result in enumerate(op.results):
+            names[result] = ("op", index, position)
+    return tuple(items), names[compute.store.value]
+
+
+def _tile_shape_map(compute: _Compute, product: tuple[int, ...]) -> dict[tuple[int, ...], tuple[int, ...]] | None:
+    """How the compute's tile shapes become the product tile's: the stored tile's shape and its per-partition
+    columns ([P, 1]); None when the compute has tiles of any other shape."""
+    shape = _tile_type(compute.store.value).get_shape()
+    mapping = {(shape[0], 1): (product[0], 1), shape: product}  # a nest of [P, 1] tiles maps them to the product
+    values = [load.result for load in compute.loads] + [r for op in compute.ops for r in op.results]
+    return mapping if all(_tile_type(v).get_shape() in mapping for v in values) else None
+
+
+@dataclass
+class _Epilogue:
+    """A producer and the epilogue it takes: the nest's stores, the compute to apply, the other operands."""
+
+    product: SSAValue  # P
+    out: SSAValue  # O
+    producer_stores: list[tile.StoreOp]
+    consumer_stores: list[tile.StoreOp]
+    compute: _Compute
+    first: Operation  # the first top-level op holding a store of the producer
+
+
+def _producer_stores(product: SSAValue, block: Block) -> list[tile.StoreOp] | None:
+    """The stores writing P, when P is written by nothing else and each store evacuates PSUM (see the module
+    docstring); None otherwise."""
+    stores: list[tile.StoreOp] = []
+    for user, view in _users(product):
+        if isinstance(user, tile.StoreOp) and user.dest is view:
+            if not _from_psum(user.value) or not _whole(_layout(view), _layout(product).num_elements):
+                return None
+            stores.append(user)
+        elif not isinstance(user, tile.LoadOp):
+            return None
+    return stores or None
+
+
+def _written_before(storage: SSAValue, first: Operation, block: Block) -> bool:
+    """Whether `storage` is a function argument or defined before `first`, and nothing writes it (a store, or any
+    op but a load or a gather reading it) from `first` on."""
+    owner = storage.owner
+    if isinstance(owner, Operation) and not _top_level(owner, block).is_before_in_block(first):
+        return False
+    for user, _ in _users(storage):
+        if isinstance(user, tile.LoadOp | tile.GatherOp):
+            continue
+        if not _top_level(user, block).is_before_in_block(first):
+            return False
+    return True
+
+
+def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
+    """The epilogue `product` takes (module docstring), or None."""
+    stores = _producer_stores(product, block)
+    if stores is None:
+        return None
+    elements = _layout(product).num_elements
+    loads = [user for user, _ in _users(product) if isinstance(user, tile.LoadOp)]
+    if not loads:
+        return None
+    # the consumer: the allocation every load of P ends up stored into
+    outs = set()
+    for load in loads:
+        for user in _forward_users(load.result):
+            if not isinstance(user, tile.StoreOp):
+                return None
+            outs.add(_root(user.dest))
+    if len(outs) != 1:
+        return None
+    (out,) = outs
+    if not isinstance(out.owner, memref.AllocOp) or out.owner.parent_block() is not block or out is product:
+        return None
+    consumer_stores = []
+    for user, view in _users(out):
+        if isinstance(user, tile.StoreOp) and user.dest is view:
+            consumer_stores.append(user)
+    computes = [_compute_of(store) for store in consumer_stores]
+    if not computes or any(c is None for c in computes):
+        return None
+    assert all(c is not None for c in computes)
+    if len({_signature(c) for c in computes}) != 1:  # type: ignore[arg-type]
+        return None
+    read = {load for c in computes for load in c.loads}  # type: ignore[union-attr]
+    if set(loads) - read:  # P has a reader besides the nest
+        return None
+    first = min((_top_level(store, block) for store in stores), key=block.get_operation_index)
+    last = max((_top_level(store, block) for store in stores), key=block.get_operation_index)
+    nest_start = min((_top_level(store, block) for store in consumer_stores), key=block.get_operation_index)
+    if not last.is_before_in_block(nest_start):
+        return None
+    if not _whole(_layout(consumer_stores[0].dest), elements) or _layout(out).num_elements != elements:
+        return None
+    for user, _ in _users(out):  # nothing uses O before the nest
+        if not (user in consumer_stores or nest_start.is_before_in_block(_top_level(user, block))):
+            return None
+    for compute in computes:
+        assert compute is not None
+        store = compute.store
+        for load in compute.loads:
+            if list(load.indices) != list(store.indices) or load.dims is not None or store.dims is not None:
+                return None
+            if _tile_type(load.result).get_shape() != _tile_type(store.value).get_shape():
+                return None
+            storage = _root(load.source)
+            if storage is product:
+                if not _whole(_layout(load.source), elements):
+                    return None
+            elif storage is out or not _written_before(storage, first, block):
+                return None
+    compute = computes[0]
+    assert compute is not None
+    for producer_store in stores:
+        if _tile_shape_map(compute, _tile_type(producer_store.value).get_shape()) is None:
+            return None
+        shape = _layout(producer_store.dest).shape
+        others = [load for load in compute.loads if _root(load.source) is not product]
+        if any(_layout(load.source).reshape(shape) is None for load in others):  # not seen through P's shape
+            return None
+    return _Epilogue(product, out, stores, consumer_stores, compute, first)
+
+
+def _forward_users(value: SSAValue) -> Iterator[Operation]:
+    """The ops that `value` flows into through elementwise ops (the ops themselves excluded)."""
+    for use in list(value.uses):
+        user = use.operation
+        if isinstance(user, _ELEMENTWISE):
+            for result in user.results:
+                yield from _forward_users(result)
+        else:
+            yield user
+
+
+def _retyped(value_type: Attribute, shapes: dict[tuple[int, ...], tuple[int, ...]]) -> Attribute:
+    assert isinstance(value_type, TileType)
+    return TileType(shapes[value_type.get_shape()], value_type.element_type, value_type.memory)
+
+
+def _fuse(epilogue: _Epilogue, block: Block) -> None:
+    """Rewrite the producer's stores to compute the epilogue and write O; drop the nest, P and its views."""
+    compute, product, out = epilogue.compute, epilogue.product, epilogue.out
+    out_alloc = out.owner
+    assert isinstance(out_alloc, memref.AllocOp)
+    out_alloc.detach()
+    block.insert_op_before(out_alloc, epilogue.first)
+    views: dict[SSAValue, SSAValue] = {}  # (source view of an operand, in the nest) -> its view in P's shape
+
+    def before_producer(op: Operation) -> Operation:
+        block.insert_op_before(op, epilogue.first)
+        return op
+
+    def operand_view(source: SSAValue, shape: tuple[int, ...]) -> SSAValue:
+        key = source
+        if key not in views:
+            layout = _layout(source).reshape(shape)
+            assert layout is not None, "checked: the nest's view reads elements of P's shape"
+            storage = _root(source)
+            view_type = tile.hbm_type(shape, _element(storage), layout.strides, layout.offset)
+            if view_type == storage.type:
+                views[key] = storage
+            else:
+                view = before_producer(tile.ViewOp(storage, view_type))
+                if isinstance(source.owner, Operation):
+                    view.location = source.owner.location
+                views[key] = view.result
+        return views[key]
+
+    out_views: dict[Attribute, SSAValue] = {}
+    for store in epilogue.producer_stores:
+        dest = _layout(store.dest)
+        shapes = _tile_shape_map(compute, _tile_type(store.value).get_shape())
+        assert shapes is not None
+        values: dict[SSAValue, SSAValue] = {}
+        for load in compute.loads:
+            wanted = load.result.type
+            assert isinstance(wanted, TileType)
+            if _root(load.source) is product:
+                values[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes))
+            else:
+                source = operand_view(load.source, dest.shape)
+                new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))  # type: ignore[arg-type]
+                new_load.location = load.location
+                _block_of(store).insert_op_before(new_load, store)
+                values[load.result] = new_load.result
+        for op in compute.ops:
+            clone = type(op).create(
+                operands=[values[operand] for operand in op.operands],
+                result_types=[_retyped(result.type, shapes) for result in op.results],
+                properties=dict(op.properties),
+                attributes=dict(op.attributes),
+            )
+            clone.location = op.location
+            _block_of(store).insert_op_before(clone, store)
+            values.update(zip(op.results, clone.results, strict=True))
+        dest_type = store.dest.type
+        if dest_type not in out_views:
+            strides, offset = tile.memref_strides(dest_type)  # type: ignore[arg-type]
+            view_type = tile.hbm_type(dest.shape, _element(out), strides, offset)
+            if view_type == out.type:
+                out_views[dest_type] = out
+            else:
+                out_view = before_producer(tile.ViewOp(out, view_type))
+                out_view.location = out_alloc.location
+                out_views[dest_type] = out_view.result
+        store.operands[0] = values[compute.store.value]
+        store.operands[1] = out_views[dest_type]
+    for store in epilogue.consumer_stores:
+        _erase_with_unused_inputs(store)
+    _erase_with_unused_inputs(product.owner)  # type: ignore[arg-type]
+
+
+def _block_of(op: Operation) -> Block:
+    block = op.parent_block()
+    assert block is not None
+    return block
+
+
+def _element(value: SSAValue) -> Attribute:
+    memref_type = value.type
+    assert isinstance(memref_type, MemRefType)
+    return memref_type.element_type
+
+
+def _as_loaded(store: tile.StoreOp, stored_type: Attribute, wanted: TileType) -> SSAValue:
+    """The producer's tile as the nest loaded it back from P: rounded to P's element type by the store, then
+    converted to the load's type by the DMA (each a `tile.copy` only where the type changes)."""
+    value = store.value
+    for element_type in (stored_type, wanted.element_type):
+        current = _tile_type(value)
+        if current.element_type != element_type:
+            copy = tile.CopyOp(value, TileType(current.get_shape(), element_type, Memory.SBUF))
+            copy.location = store.location
+            _block_of(store).insert_op_before(copy, store)
+            value = copy.result
+    return value
+
+
+def _erase_with_unused_inputs(op: Operation) -> None:
+    """Erase `op` (a store, or an allocation only views use) and then whatever only it used: the nest's compute,
+    loads, views and index arithmetic, and loops left with nothing but their yield."""
+    if isinstance(op, memref.AllocOp):
+        for user, _ in list(_users(op.memref)):
+            raise AssertionError(f"{user.name} still uses the product")
+        _erase_views(op.memref)
+        if op.memref.uses:
+            return
+    parent = op.parent_op()
+    inputs = list(op.operands)
+    op.detach()
+    op.erase()
+    for value in inputs:
+        owner = value.owner
+        if isinstance(owner, _DEAD_WHEN_UNUSED) and owner.parent is not None and not owner.results[0].uses:
+            _erase_with_unused_inputs(owner)
+    emptied = isinstance(parent, scf.ForOp) and parent.parent is not None and not parent.results
+    if emptied and all(isinstance(inner, scf.YieldOp) for inner in parent.body.block.ops):  # type: ignore[union-attr]
+        _erase_with_unused_inputs(parent)  # type: ignore[arg-type]
+
+
+def _erase_views(value: SSAValue) -> None:
+    for use in list(value.uses):
+        if isinstance(use.operation, tile.ViewOp):
+            _erase_views(use.operation.result)
+            use.operation.detach()
+            use.operation.erase()
+
+
+def fuse_epilogues(function: func.FuncOp) -> int:
+    """Fold every epilogue of the function's body into its producer (module docstring); the count fused."""
+    block = function.body.block
+    fused = 0
+    pending = [op.memref for op in block.ops if isinstance(op, memref.AllocOp)]
+    while pending:
+        product = pending.pop(0)
+        if product.owner.parent is None:  # type: ignore[union-attr]
+            continue
+        epilogue = _epilogue(product, block)
+        if epilogue is None:
+            continue
+        _fuse(epilogue, block)
+        fused += 1
+        pending.insert(0, epilogue.out)  # the consumer's result is now a product the same way
+    return fused
+
+
+@dataclass(frozen=True)
+class TileFuseEpiloguesPass(ModulePass):
+    name = "tile-fuse-epilogues"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            if not function.is_declaration:
+                fuse_epilogues(function)

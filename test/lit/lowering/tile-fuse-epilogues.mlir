@@ -1,0 +1,141 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// Elementwise nests reading a matmul's product run as the product's tiles leave PSUM (lowering/
+// tile_fuse_epilogues.py); every case computes what the unfused nests compute.
+// SEMANTICS-COUNT-8: all outputs match
+
+// relu of a product: each evacuated tile is rectified and stored into relu's result; the product never reaches
+// HBM and relu has no loop nest of its own.
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>) -> memref<37x130xf32
+// CHECK:       %[[P:.*]] = tile.matmul {{.*}} acc {{.*}} -> !tile.tile<37x130xf32, psum>
+// CHECK-NEXT:  %[[E:.*]] = tile.copy %[[P]] : (!tile.tile<37x130xf32, psum>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  %[[OUT:.*]] = memref.alloc() : memref<37x130xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[R:.*]] = tile.unary %[[E]] {fn = "relu"} : (!tile.tile<37x130xf32, sbuf>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  tile.store %[[R]], %[[OUT]][%c0, %c0]
+// CHECK-NOT:   memref.alloc
+// CHECK-NOT:   tile.load
+// CHECK:       func.return %[[OUT]]
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37x130xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.relu %0 : (tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %1 : tensor<37x130xf32>
+}
+
+// -----
+
+// A bf16 Linear layer and its residual, through a reshape to [2, 65, 200] (GPT-2's projections): the residual
+// x is loaded at each stored tile's indices, seen through the product's shape [130, 200], and the bf16 product
+// tile is added to it as the nest would have loaded it back.
+// CHECK-LABEL: func.func @main(%x: memref<2x65x200xbf16
+// CHECK:       %[[E:.*]] = tile.copy %{{.*}} : (!tile.tile<128x200xf32, psum>) -> !tile.tile<128x200xbf16, sbuf>
+// CHECK-NEXT:  %[[OUT:.*]] = memref.alloc() : memref<2x65x200xbf16, #mem<hbm>>
+// CHECK-NEXT:  %[[XS:.*]] = tile.view %x : memref<2x65x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
+// CHECK-NEXT:  %[[OUTS:.*]] = tile.view %[[OUT]] : memref<2x65x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
+// CHECK-NEXT:  %[[T:.*]] = tile.load %[[XS]][%c0, %c0] : memref<130x200xbf16, #mem<hbm>> -> !tile.tile<128x200xbf16, sbuf>
+// CHECK-NEXT:  %[[S:.*]] = tile.binary %[[E]], %[[T]] {op = "add"} : (!tile.tile<128x200xbf16, sbuf>, !tile.tile<128x200xbf16, sbuf>) -> !tile.tile<128x200xbf16, sbuf>
+// CHECK-NEXT:  tile.store %[[S]], %[[OUTS]][%c0, %c0]
+// The last two rows are a block of their own, stored the same way.
+// CHECK:       %[[T2:.*]] = tile.load %[[XS]][%c128, %c0] : memref<130x200xbf16, #mem<hbm>> -> !tile.tile<2x200xbf16, sbuf>
+// CHECK-NEXT:  %[[S2:.*]] = tile.binary %{{.*}}, %[[T2]] {op = "add"}
+// CHECK-NEXT:  tile.store %[[S2]], %[[OUTS]][%c128, %c0]
+// CHECK-NEXT:  func.return %[[OUT]]
+func.func @main(%x: tensor<2x65x200xbf16>, %w: tensor<200x200xbf16>, %b: tensor<200xbf16>) -> tensor<2x65x200xbf16> {
+  %0 = torch.aten.view %x {size = array<i64: 130, 200>} : (tensor<2x65x200xbf16>) -> tensor<130x200xbf16>
+  %1 = torch.aten.addmm %b, %0, %w : (tensor<200xbf16>, tensor<130x200xbf16>, tensor<200x200xbf16>) -> tensor<130x200xbf16>
+  %2 = torch.aten.view %1 {size = array<i64: 2, 65, 200>} : (tensor<130x200xbf16>) -> tensor<2x65x200xbf16>
+  %3 = torch.aten.add.Tensor %2, %x : (tensor<2x65x200xbf16>, tensor<2x65x200xbf16>) -> tensor<2x65x200xbf16>
+  func.return %3 : tensor<2x65x200xbf16>
+}
+
+// -----
+
+// A bf16 product added to an fp32 tensor: the add reads the product's tile as the nest read it back from HBM,
+// in bf16 (the evacuation rounds it as the store did), and the fp32 tensor's tile at the same indices.
+// CHECK-LABEL: func.func @main(%a: memref<37x129xbf16
+// CHECK:       %[[P:.*]] = tile.copy %{{.*}} : (!tile.tile<37x130xf32, psum>) -> !tile.tile<37x130xbf16, sbuf>
+// CHECK:       %[[C:.*]] = tile.load %c[%c0, %c0] : memref<37x130xf32, #mem<hbm>> -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  tile.binary %[[P]], %[[C]] {op = "add"} : (!tile.tile<37x130xbf16, sbuf>, !tile.tile<37x130xf32, sbuf>) -> !tile.tile<37x130xf32, sbuf>
+func.func @main(%a: tensor<37x129xbf16>, %b: tensor<129x130xbf16>, %c: tensor<37x130xf32>) -> tensor<37x130xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xbf16>, tensor<129x130xbf16>) -> tensor<37x130xbf16>
+  %1 = torch.aten.add.Tensor %0, %c : (tensor<37x130xbf16>, tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %1 : tensor<37x130xf32>
+}
+
+// -----
+
+// Two products added: the add runs in the epilogue of the later one, which reads the earlier one's result.
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>, %c: memref<129x130xf32
+// CHECK:       %[[FIRST:.*]] = memref.alloc() : memref<37x130xf32
+// CHECK:       tile.store %{{.*}}, %[[FIRST]]
+// CHECK:       %[[SECOND:.*]] = tile.copy %{{.*}} : (!tile.tile<37x130xf32, psum>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  %[[SUM:.*]] = memref.alloc() : memref<37x130xf32
+// CHECK-NEXT:  %[[T:.*]] = tile.load %[[FIRST]]
+// CHECK-NEXT:  %[[S:.*]] = tile.binary %[[T]], %[[SECOND]] {op = "add"}
+// CHECK-NEXT:  tile.store %[[S]], %[[SUM]]
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>, %c: tensor<129x130xf32>) -> tensor<37x130xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.mm %a, %c : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %2 = torch.aten.add.Tensor %0, %1 : (tensor<37x130xf32>, tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %2 : tensor<37x130xf32>
+}
+
+// -----
+
+// An epilogue of an epilogue: once sigmoid runs as the product is stored, the multiply reading sigmoid's result
+// runs there too.
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>) -> memref<37x130xf32
+// CHECK:       %[[G:.*]] = tile.unary %{{.*}} {fn = "sigmoid"}
+// CHECK-NEXT:  memref.alloc
+// CHECK-NEXT:  %[[M:.*]] = tile.binary_scalar %[[G]] {op = "multiply", scalar = 3.000000e+00 : f64}
+// CHECK-NEXT:  tile.store %[[M]]
+// CHECK-NOT:   tile.load
+// CHECK:       func.return
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37x130xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.sigmoid %0 : (tensor<37x130xf32>) -> tensor<37x130xf32>
+  %2 = torch.aten.mul.Scalar %1 {other = 3.000000e+00 : f64} : (tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %2 : tensor<37x130xf32>
+}
+
+// -----
+
+// Not fused: the product is also returned (another reader), so relu keeps its own nest.
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>) -> (memref
+// CHECK:       tile.matmul
+// CHECK:       tile.load
+// CHECK:       tile.unary %{{.*}} {fn = "relu"}
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> (tensor<37x130xf32>, tensor<37x130xf32>) {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.relu %0 : (tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %0, %1 : tensor<37x130xf32>, tensor<37x130xf32>
+}
+
+// -----
+
+// Not fused: the other operand is computed after the product (its nest would have to run first).
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>, %c: memref<37x130xf32
+// CHECK:       tile.matmul
+// CHECK:       tile.unary %{{.*}} {fn = "relu"}
+// CHECK:       tile.load
+// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "add"}
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>, %c: tensor<37x130xf32>) -> tensor<37x130xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.relu %c : (tensor<37x130xf32>) -> tensor<37x130xf32>
+  %2 = torch.aten.add.Tensor %0, %1 : (tensor<37x130xf32>, tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %2 : tensor<37x130xf32>
+}
+
+// -----
+
+// Not fused: the consumer is no elementwise nest over the product (a reduction of its rows).
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>) -> memref<37xf32
+// CHECK:       tile.matmul
+// CHECK:       tile.store
+// CHECK:       tile.load
+// CHECK:       tile.reduce
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37xf32> {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.sum.dim_IntList %0 {dim = array<i64: 1>} : (tensor<37x130xf32>) -> tensor<37xf32>
+  func.return %1 : tensor<37xf32>
+}
