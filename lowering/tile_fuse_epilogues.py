@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
@@ -39,6 +40,8 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
+
+OpT = TypeVar("OpT", bound=Operation)
 
 # The per-tile compute an epilogue may hold: value-semantics elementwise ops, no position-dependent ones (iota).
 _ELEMENTWISE = (
@@ -147,10 +150,10 @@ def _compute_of(store: tile.StoreOp) -> _Compute | None:
     return _Compute(store, ops, loads)
 
 
-def _signature(compute: _Compute) -> tuple:
+def _signature(compute: _Compute) -> tuple[object, ...]:
     """What a store computes, up to tile shapes: the ops (name, properties, attributes) and where each operand
     comes from (an earlier op's result, or a load through a given view)."""
-    names: dict[SSAValue, tuple] = {
+    names: dict[SSAValue, tuple[object, ...]] = {
         load.result: ("load", load.source, _tile_type(load.result).element_type) for load in compute.loads
     }
     items = []
@@ -294,7 +297,7 @@ def _forward_users(value: SSAValue) -> Iterator[Operation]:
             yield user
 
 
-def _retyped(value_type: Attribute, shapes: dict[tuple[int, ...], tuple[int, ...]]) -> Attribute:
+def _retyped(value_type: Attribute, shapes: dict[tuple[int, ...], tuple[int, ...]]) -> TileType:
     assert isinstance(value_type, TileType)
     return TileType(shapes[value_type.get_shape()], value_type.element_type, value_type.memory)
 
@@ -308,7 +311,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
     block.insert_op_before(out_alloc, epilogue.first)
     views: dict[SSAValue, SSAValue] = {}  # (source view of an operand, in the nest) -> its view in P's shape
 
-    def before_producer(op: Operation) -> Operation:
+    def before_producer(op: OpT) -> OpT:
         block.insert_op_before(op, epilogue.first)
         return op
 
@@ -341,7 +344,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 values[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes))
             else:
                 source = operand_view(load.source, dest.shape)
-                new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))  # type: ignore[arg-type]
+                new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))
                 new_load.location = load.location
                 _block_of(store).insert_op_before(new_load, store)
                 values[load.result] = new_load.result
@@ -424,7 +427,7 @@ def _erase_views(value: SSAValue) -> None:
     for use in list(value.uses):
         if isinstance(use.operation, tile.ViewOp):
             _erase_views(use.operation.result)
-            use.operation.detach()
+            use.operation.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
             use.operation.erase()
 
 
@@ -432,10 +435,10 @@ def fuse_epilogues(function: func.FuncOp) -> int:
     """Fold every epilogue of the function's body into its producer (module docstring); the count fused."""
     block = function.body.block
     fused = 0
-    pending = [op.memref for op in block.ops if isinstance(op, memref.AllocOp)]
+    pending: list[SSAValue] = [op.memref for op in block.ops if isinstance(op, memref.AllocOp)]
     while pending:
         product = pending.pop(0)
-        if product.owner.parent is None:  # type: ignore[union-attr]
+        if product.owner.parent is None:
             continue
         epilogue = _epilogue(product, block)
         if epilogue is None:
