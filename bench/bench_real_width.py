@@ -326,13 +326,14 @@ def _machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), {memory_gib:.0f} GiB of memory"
 
 
-def _document(results: dict[str, dict], args: argparse.Namespace, started: str, loads: tuple[tuple, tuple]) -> str:
+def _document(results: dict[str, dict], args: argparse.Namespace, written: str) -> str:
     import torch
 
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    (start_load, end_load) = loads
+    loads = [result["load_average"] for result in results.values() if "load_average" in result]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f} as models ended (where recorded)" if loads else ""
     table = "\n".join(_row(name, result) for name, result in results.items())
     inductor_errors = "".join(
         f"\nInductor failed on `{name}`: {result['inductor_error']}\n"
@@ -376,8 +377,9 @@ kept elsewhere, may be warm).
   inputs and the imported libraries are in all three). **steady peak / eager**: the simulator's over eager's
   (goal <= 2).
 
-Run: {started}, commit {commit}, torch {torch.__version__}, Python {platform.python_version()},
-{_machine()}, shared with other work: load average {start_load[0]:.1f} at the start and {end_load[0]:.1f} at the end.
+Written {written} at commit {commit} (each model measured by a run of this script, possibly an earlier one
+kept with `--results`), torch {torch.__version__}, Python {platform.python_version()}, {_machine()}, shared with
+other work{": " + load if load else ""}.
 
 {_HEADER}
 {table}
@@ -417,8 +419,6 @@ def main() -> int:
         for line in Path(args.results).read_text().splitlines():
             record = json.loads(line)
             done[record.pop("model")] = record
-    started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    start_load = os.getloadavg()
     results: dict[str, dict] = {}
     print(_HEADER)
     with tempfile.TemporaryDirectory() as snapshot:
@@ -428,11 +428,13 @@ def main() -> int:
                 results[name] = done[name]
             else:
                 results[name] = _measure_model(name, args, Path(snapshot))
+                results[name]["load_average"] = os.getloadavg()[0]  # the last minute's, as the model ends
                 if args.results:
                     with open(args.results, "a", encoding="utf-8") as log:
                         log.write(json.dumps({"model": name, **results[name]}) + "\n")
             print(_row(name, results[name]), flush=True)
-    document = _document(results, args, started, (start_load, os.getloadavg()))
+    written = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    document = _document(results, args, written)
     if args.output != "-":
         Path(args.output).write_text(document, encoding="utf-8")
         print(f"wrote {args.output}")
