@@ -373,9 +373,10 @@ kept elsewhere, may be warm).
   once over HBM) over that time (`runtime/profile.py`).
 - **eager peak GiB**, **first call peak GiB**, **steady peak GiB**: the process's peak resident memory during
   eager's steps, during the first compiled step (tracing, compiling and the first simulated run) and during the
-  later compiled steps (the simulator), each counted from the resident size before it (the model's parameters,
-  inputs and the imported libraries are in all three). **steady peak / eager**: the simulator's over eager's
-  (goal <= 2).
+  later compiled steps (the simulator), each counted from the resident size before it: the model's parameters,
+  inputs and the imported libraries are in all three, and in the steady peak also what the first call left
+  resident (the compiled programs, and memory the allocator kept after compiling). **steady peak / eager**: the
+  simulator's over eager's (goal <= 2).
 
 Written {written} at commit {commit} (each model measured by a run of this script, possibly an earlier one
 kept with `--results`), torch {torch.__version__}, Python {platform.python_version()}, {_machine()}, shared with
