@@ -7,7 +7,8 @@
 For each model of examples/models/real_width.py, a fresh Python process builds the model (train mode, dropout
 off), times eager PyTorch's training step (forward, the loss sum(output * R) with a fixed random R, backward;
 the median of `--repeat` steps after a first one), then compiles the same step with
-torch.compile(backend="neuron-mlir") and the default options, the compile cache off, and measures:
+torch.compile(backend="neuron-mlir") for `--target` (default trn2; the other options at their defaults), the
+compile cache off, and measures:
 
 * status: `native` when no node fell back to the CPU, `fallback` with the ops that did, `failing` with the first
   line of the error (an exception, a timeout after `--timeout` seconds, or a process killed by the memory limit);
@@ -18,7 +19,13 @@ torch.compile(backend="neuron-mlir") and the default options, the compile cache 
 * simulated step: the simulated NeuronCore time of the step's graphs, forward and backward (the sum over the
   profiles of the latest call, `neuron_mlir.profiles()`), MFU (the matmul FLOPs at TensorE's peak for their
   dtypes, over the simulated time) and the share of the roofline bound (`runtime/profile.py` defines both);
-* peak memory: the process's peak resident set, eager and compiled steps included.
+* peak memory: the process's peak resident set during eager's steps, the first compiled step and the later ones;
+* Inductor: in another fresh process, Inductor's cold compile of the same step (`backend="inductor"`, its caches
+  in an empty directory): the first call's wall time minus a later call's.
+
+The table ends with the ratios the project sets goals for: our first call over Inductor's cold compile (<= 1),
+the steady step over eager's (geometric mean <= 3) and the compiled steps' peak memory over eager's (<= 2).
+`--results` keeps each model's measurements in a JSON Lines file, so a run can be done a few models at a time.
 
 Every process imports a copy of the compiler's source taken when the run starts, compiled to bytecode once (as an
 installed package is), so that edits to the checkout during a long run change nothing, and no child spends its
@@ -32,6 +39,7 @@ import argparse
 import compileall
 import datetime
 import json
+import math
 import os
 import platform
 import resource
@@ -51,19 +59,29 @@ DEFAULT_OUTPUT = REPO / "docs" / "models.md"
 # ---- the child: one model, one process ---------------------------------------------------------------------
 
 
-def _measure(name: str, repeat: int) -> dict:
-    """Build `name`, time eager's and the compiled training step; everything `_row` needs, as JSON values."""
+def _reset_peak_memory() -> None:
+    """Start the process's peak resident set (VmHWM) again from its current size (Linux: clear_refs mode 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_memory_gib() -> float:
+    """The process's peak resident set since the last `_reset_peak_memory` (or its start), in GiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _training_step(name: str):
+    """The model `name` in train mode without dropout, and its step: forward, sum(output * R), backward."""
     import torch
 
     sys.path.insert(0, str(REPO / "examples"))
     from models.real_width import REAL_WIDTH_MODELS
     from models.zoo import without_dropout
 
-    import neuron_mlir
-
     model, inputs = REAL_WIDTH_MODELS[name]()
     without_dropout(model.train())
-    result: dict = {"parameters": sum(p.numel() for p in model.parameters())}
     projection: list[torch.Tensor] = []
 
     def step(run) -> None:
@@ -78,16 +96,36 @@ def _measure(name: str, repeat: int) -> dict:
         step(run)
         return time.perf_counter() - wall, time.process_time() - cpu
 
-    timed(model)
-    result["eager_s"] = statistics.median(timed(model)[0] for _ in range(repeat))
+    return model, timed
 
-    compiled = torch.compile(model, backend="neuron-mlir")
+
+def _measure(name: str, repeat: int, target: str) -> dict:
+    """Build `name`, time eager's and the compiled training step; everything `_row` needs, as JSON values."""
+    import torch
+
+    import neuron_mlir
+
+    model, timed = _training_step(name)
+    result: dict = {"parameters": sum(p.numel() for p in model.parameters())}
+
+    _reset_peak_memory()
+    timed(model)
+    eager = [timed(model) for _ in range(repeat)]
+    result["eager_s"] = statistics.median(wall for wall, _ in eager)
+    result["eager_cpu_s"] = statistics.median(cpu for _, cpu in eager)
+    result["eager_peak_gib"] = _peak_memory_gib()
+
+    _reset_peak_memory()
+    compiled = torch.compile(model, backend="neuron-mlir", options={"target": target})
     result["first_call_s"] = timed(compiled)[0]
     stats = neuron_mlir.stats()
     result["compile_s"] = stats["compile_seconds"]
     result["graphs"] = stats["graphs_compiled"]
     result["fallback_ops"] = stats["fallback_ops"]
+    result["peak_gib"] = _peak_memory_gib()
+    _reset_peak_memory()
     steady = [timed(compiled) for _ in range(repeat)]
+    result["steady_peak_gib"] = _peak_memory_gib()
     result["steady_s"] = statistics.median(wall for wall, _ in steady)
     result["steady_cpu_s"] = statistics.median(cpu for _, cpu in steady)
     profiles = neuron_mlir.profiles().values()
@@ -99,14 +137,25 @@ def _measure(name: str, repeat: int) -> dict:
     return result
 
 
-def _child_main(name: str, repeat: int, memory_gib: float) -> int:
+def _measure_inductor(name: str, repeat: int) -> dict:
+    """Inductor's cold compile of the same step: its first call's wall time minus the median of later calls."""
+    import torch
+
+    model, timed = _training_step(name)
+    compiled = torch.compile(model, backend="inductor")
+    first_call = timed(compiled)[0]
+    steady = statistics.median(timed(compiled)[0] for _ in range(repeat))
+    return {"inductor_compile_s": first_call - steady, "inductor_steady_s": steady}
+
+
+def _child_main(name: str, repeat: int, memory_gib: float, target: str, inductor: bool) -> int:
     if memory_gib > 0:
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        result = _measure(name, repeat)
+        result = _measure_inductor(name, repeat) if inductor else _measure(name, repeat, target)
     except MemoryError:
         result = {"status": "failing", "error": f"out of memory (address space limited to {memory_gib:g} GiB)"}
     except Exception as error:  # the table reports it; the traceback goes to stderr
@@ -115,7 +164,6 @@ def _child_main(name: str, repeat: int, memory_gib: float) -> int:
         traceback.print_exc()
         first_line = (str(error).strip().splitlines() or [""])[0]
         result = {"status": "failing", "error": f"{type(error).__name__}: {first_line}"}
-    result["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(json.dumps(result))
     return 0
 
@@ -132,7 +180,7 @@ def _snapshot_compiler(directory: Path) -> None:
     compileall.compile_dir(directory, quiet=1)
 
 
-def _run_child(name: str, args: argparse.Namespace, snapshot: Path) -> dict:
+def _run_child(name: str, args: argparse.Namespace, snapshot: Path, inductor: bool = False) -> dict:
     environment = {
         **os.environ,
         "NEURON_MLIR_CACHE_DIR": "off",
@@ -143,23 +191,39 @@ def _run_child(name: str, args: argparse.Namespace, snapshot: Path) -> dict:
     }
     command = [
         sys.executable, str(Path(__file__).resolve()), "--child", name, "--repeat", str(args.repeat),
-        "--memory-gib", str(args.memory_gib),
+        "--memory-gib", str(args.memory_gib), "--target", args.target,
     ]  # fmt: skip
-    started = time.perf_counter()
-    try:
-        completed = subprocess.run(
-            command, capture_output=True, text=True, env=environment, cwd=snapshot, timeout=args.timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {"status": "failing", "error": f"timed out after {args.timeout:.0f} s"}
+    with tempfile.TemporaryDirectory() as inductor_cache:
+        if inductor:  # cold: Inductor's caches in an empty directory, its FX graph cache off
+            command.append("--inductor")
+            environment.update(TORCHINDUCTOR_CACHE_DIR=inductor_cache, TORCHINDUCTOR_FX_GRAPH_CACHE="0")
+        started = time.perf_counter()
+        try:
+            completed = subprocess.run(
+                command, capture_output=True, text=True, env=environment, cwd=snapshot, timeout=args.timeout,
+                check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return {"status": "failing", "error": f"timed out after {args.timeout:.0f} s"}
     lines = completed.stdout.strip().splitlines()
     if completed.returncode != 0 or not lines:
         last = (completed.stderr.strip().splitlines() or [f"exit status {completed.returncode}"])[-1]
         return {"status": "failing", "error": f"the process died ({last})"}
     result = json.loads(lines[-1])
     result["process_s"] = time.perf_counter() - started
-    if result["status"] == "failing":
+    if result.get("status") == "failing":
         sys.stderr.write(completed.stderr[-4000:])
+    return result
+
+
+def _measure_model(name: str, args: argparse.Namespace, snapshot: Path) -> dict:
+    """Our backend's measurements of `name`, then Inductor's (each its own process), in one dict."""
+    result = _run_child(name, args, snapshot)
+    if not args.skip_inductor:
+        inductor = _run_child(name, args, snapshot, inductor=True)
+        if inductor.get("status") == "failing":
+            result["inductor_error"] = inductor["error"]
+        result.update({key: value for key, value in inductor.items() if key.startswith("inductor_")})
     return result
 
 
@@ -172,9 +236,19 @@ def _status(result: dict) -> str:
     return f"failing: {result['error'].replace('|', '/')}"
 
 
+def _ratio(result: dict, numerator: str, denominator: str) -> float | None:
+    if numerator in result and result.get(denominator):
+        return result[numerator] / result[denominator]
+    return None
+
+
 def _row(name: str, result: dict) -> str:
     def number(key: str, form: str) -> str:
         return format(result[key], form) if key in result else ""
+
+    def ratio(numerator: str, denominator: str) -> str:
+        value = _ratio(result, numerator, denominator)
+        return "" if value is None else f"{value:.2f}"
 
     cells = [
         f"`{name}`",
@@ -183,31 +257,89 @@ def _row(name: str, result: dict) -> str:
         number("graphs", "d"),
         number("compile_s", ".1f"),
         number("first_call_s", ".1f"),
+        "failed" if "inductor_error" in result else number("inductor_compile_s", ".1f"),
+        ratio("first_call_s", "inductor_compile_s"),
         f"{result['steady_s']:.1f} ({result['steady_cpu_s']:.1f})" if "steady_s" in result else "",
-        number("eager_s", ".2f"),
+        f"{result['eager_s']:.2f} ({result['eager_cpu_s']:.2f})" if "eager_s" in result else "",
+        ratio("steady_s", "eager_s"),
         number("simulated_ms", ".2f"),
         f"{result['mfu']:.1%}" if "mfu" in result else "",
         f"{result['of_roofline']:.1%}" if "of_roofline" in result else "",
+        number("eager_peak_gib", ".1f"),
         number("peak_gib", ".1f"),
+        number("steady_peak_gib", ".1f"),
+        ratio("steady_peak_gib", "eager_peak_gib"),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 _HEADER = (
-    "| model | parameters | status | graphs | compile s | first call s | steady call s (CPU s) | eager step s "
-    "| simulated step ms | MFU | of roofline | peak GiB |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| model | parameters | status | graphs | compile s | first call s | Inductor compile s | first call / Inductor "
+    "| steady call s (CPU s) | eager step s (CPU s) | steady / eager | simulated step ms | MFU | of roofline "
+    "| eager peak GiB | first call peak GiB | steady peak GiB | steady peak / eager |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def _document(rows: list[str], args: argparse.Namespace, started: str, loads: tuple[tuple, tuple]) -> str:
+def _geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(value) for value in values) / len(values)) if values else float("nan")
+
+
+def _summary(results: dict[str, dict]) -> str:
+    """The ratios against the project's goals, over the models that ran."""
+
+    def ratios(numerator: str, denominator: str) -> dict[str, float]:
+        found = {name: _ratio(result, numerator, denominator) for name, result in results.items()}
+        return {name: value for name, value in found.items() if value is not None}
+
+    def worst(values: dict[str, float]) -> str:
+        if not values:
+            return "no model ran"
+        name = max(values, key=values.__getitem__)
+        return f"at most {values[name]:.2f} (`{name}`)"
+
+    first_call = ratios("first_call_s", "inductor_compile_s")
+    steady = ratios("steady_s", "eager_s")
+    steady_cpu = ratios("steady_cpu_s", "eager_cpu_s")
+    peak = ratios("steady_peak_gib", "eager_peak_gib")
+    native = sum(result["status"] == "native" for result in results.values())
+    return (
+        f"- {native} of {len(results)} models compile with no fallback.\n"
+        f"- First call (trace, compile and run) over Inductor's cold compile of the same step (goal <= 1): "
+        f"{worst(first_call)}, {sum(v <= 1 for v in first_call.values())} of {len(first_call)} within the goal.\n"
+        f"- Steady call over eager's step, wall time (goal: geometric mean <= 3): geometric mean "
+        f"{_geometric_mean(list(steady.values())):.2f}, {worst(steady)}; in CPU time (which other processes on "
+        f"the machine do not add to), geometric mean {_geometric_mean(list(steady_cpu.values())):.2f}, "
+        f"{worst(steady_cpu)}.\n"
+        f"- Peak memory of the simulator's steady steps over eager's (goal <= 2): {worst(peak)}, "
+        f"{sum(v <= 2 for v in peak.values())} of {len(peak)} within the goal."
+    )
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} CPUs ({cpu}), {memory_gib:.0f} GiB of memory"
+
+
+def _document(results: dict[str, dict], args: argparse.Namespace, written: str) -> str:
     import torch
 
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    (start_load, end_load) = loads
-    table = "\n".join(rows)
+    loads = [result["load_average"] for result in results.values() if "load_average" in result]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f} as models ended (where recorded)" if loads else ""
+    table = "\n".join(_row(name, result) for name, result in results.items())
+    inductor_errors = "".join(
+        f"\nInductor failed on `{name}`: {result['inductor_error']}\n"
+        for name, result in results.items()
+        if "inductor_error" in result
+    )
     return f"""# The real-width model set
 
 Generated by `make models` (`python bench/bench_real_width.py`); do not edit. The models are
@@ -217,8 +349,10 @@ and one or two layers (the builders' docstring says what each one keeps and cuts
 the same step (`pytest --real-width`, which `make models` runs after this table).
 
 Each row is one fresh process: the model's training step (forward, the loss sum(output * R) with a fixed random
-R, backward), compiled with `torch.compile(model, backend="neuron-mlir")`, default options (target trn2), compile
-cache off.
+R, backward), compiled with `torch.compile(model, backend="neuron-mlir", options={{"target": "{args.target}"}})`,
+the other options at their defaults, compile cache off. Inductor's columns come from another fresh process that
+compiles the same step with `backend="inductor"`, its caches in an empty directory (its precompiled C++ header,
+kept elsewhere, may be warm).
 
 - **status**: `native` when no node fell back to the CPU; `fallback` names the ops that ran on the CPU (nodes);
   `failing` gives the first line of the error.
@@ -226,20 +360,32 @@ cache off.
   new shape).
 - **compile s**: the backend's own compile time of all graphs, cold. **first call s**: the first step's wall time,
   which traces the graphs too (Dynamo, AOTAutograd), compiles them and runs them on the simulator.
+- **Inductor compile s**: Inductor's cold compile of the same step (its first call's wall time minus a later
+  call's, the median of {args.repeat}). **first call / Inductor**: our whole first call over it (goal <= 1).
 - **steady call s**: the median wall time of {args.repeat} later steps on the simulated NeuronCore, with the
   process's CPU time of the same steps in parentheses (the machine is shared: other processes add wall time).
-- **eager step s**: eager PyTorch's wall time for the same step on the CPU (median of {args.repeat}).
+- **eager step s**: eager PyTorch's wall time for the same step on the CPU (median of {args.repeat}), its CPU
+  time in parentheses (eager uses every core; the simulator one).
+  **steady / eager**: the simulator's steady step over eager's (goal: geometric mean <= 3).
 - **simulated step ms**: simulated NeuronCore time of the step's graphs, forward and backward, as the cost model
-  of trn2 predicts it (deterministic). **MFU**: the matmul FLOPs at TensorE's fp32 peak, over that time.
+  of {args.target} predicts it (deterministic). **MFU**: the matmul FLOPs at TensorE's fp32 peak, over that time.
   **of roofline**: the roofline bound (the larger of the FLOPs at peak and the graphs' inputs and outputs moved
   once over HBM) over that time (`runtime/profile.py`).
-- **peak GiB**: the process's peak resident memory, eager and compiled steps together.
+- **eager peak GiB**, **first call peak GiB**, **steady peak GiB**: the process's peak resident memory during
+  eager's steps, during the first compiled step (tracing, compiling and the first simulated run) and during the
+  later compiled steps (the simulator), each counted from the resident size before it: the model's parameters,
+  inputs and the imported libraries are in all three, and in the steady peak also what the first call left
+  resident (the compiled programs, and memory the allocator kept after compiling). **steady peak / eager**: the
+  simulator's over eager's (goal <= 2).
 
-Run: {started}, commit {commit}, torch {torch.__version__}, Python {platform.python_version()},
-{os.cpu_count()} CPUs, load average {start_load[0]:.1f} at the start and {end_load[0]:.1f} at the end.
+Written {written} at commit {commit} (each model measured by a run of this script, possibly an earlier one
+kept with `--results`), torch {torch.__version__}, Python {platform.python_version()}, {_machine()}, shared with
+other work{": " + load if load else ""}.
 
 {_HEADER}
 {table}
+{inductor_errors}
+{_summary(results)}
 """
 
 
@@ -253,25 +399,43 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="steady steps (and eager steps) to take the median of")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per model")
     parser.add_argument("--memory-gib", type=float, default=16.0, help="address-space limit per model, 0 for none")
+    parser.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"), help="NeuronCore to compile for")
+    parser.add_argument("--skip-inductor", action="store_true", help="leave Inductor's compile time out")
+    parser.add_argument(
+        "--results", help="a JSON Lines file: each model's measurements are appended to it, and models it already "
+        "holds are not run again (a long run done in parts)",
+    )  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--inductor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return _child_main(args.child, args.repeat, args.memory_gib)
+        return _child_main(args.child, args.repeat, args.memory_gib, args.target, args.inductor)
 
     names = [name for name in args.models.split(",") if name]
     unknown = sorted(set(names) - set(REAL_WIDTH_MODELS))
     if unknown:
         parser.error(f"unknown models {unknown}; the set is {sorted(REAL_WIDTH_MODELS)}")
-    started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    start_load = os.getloadavg()
-    rows = []
+    done: dict[str, dict] = {}
+    if args.results and Path(args.results).exists():
+        for line in Path(args.results).read_text().splitlines():
+            record = json.loads(line)
+            done[record.pop("model")] = record
+    results: dict[str, dict] = {}
     print(_HEADER)
     with tempfile.TemporaryDirectory() as snapshot:
         _snapshot_compiler(Path(snapshot))
         for name in names:
-            rows.append(_row(name, _run_child(name, args, Path(snapshot))))
-            print(rows[-1], flush=True)
-    document = _document(rows, args, started, (start_load, os.getloadavg()))
+            if name in done:
+                results[name] = done[name]
+            else:
+                results[name] = _measure_model(name, args, Path(snapshot))
+                results[name]["load_average"] = os.getloadavg()[0]  # the last minute's, as the model ends
+                if args.results:
+                    with open(args.results, "a", encoding="utf-8") as log:
+                        log.write(json.dumps({"model": name, **results[name]}) + "\n")
+            print(_row(name, results[name]), flush=True)
+    written = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    document = _document(results, args, written)
     if args.output != "-":
         Path(args.output).write_text(document, encoding="utf-8")
         print(f"wrote {args.output}")

@@ -19,7 +19,8 @@ three runs, about six times the parameters' fp32 bytes, next to the simulator's 
                      8192, RoPE theta 500000, tied embedding and LM head; 1 x 256 tokens. The vocabulary is
                      Llama 2's 32000, not Llama 3's 128256: at 128256 the tied embedding alone is 263M parameters,
                      eager's own training step peaks at 5.2 GB and the float64 check would need about 8 GB more
-    vit-b16          ViT-B/16 at 224 x 224 (197 tokens): 768, 12 heads, FFN 3072, 2 layers, 1000 classes; batch 2
+    vit-b16          ViT-B/16 at 224 x 224 (197 tokens): 768, 12 heads, FFN 3072, 2 layers (`layers=`), 1000
+                     classes; batch 2
     resnet50         ResNet-50's bottleneck stages (64-wide stem, 256/512/1024/2048 channels, 1000 classes), one
                      block per stage instead of 3/4/6/3; batch 2 at 224 x 224
     convnext-t       ConvNeXt-T's stages (96/192/384/768 channels, 7 x 7 depthwise convolutions, layer norms,
@@ -82,13 +83,13 @@ def llama_1b_layer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return from_config(LlamaForCausalLM, config, attn_implementation="sdpa"), (_tokens(config.vocab_size, 1, 256),)
 
 
-def vit_b16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def vit_b16(layers: int = 2) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     from transformers import ViTConfig, ViTForImageClassification
 
     torch.manual_seed(0)
     config = ViTConfig(
-        image_size=224, patch_size=16, num_channels=3, hidden_size=768, num_hidden_layers=2, num_attention_heads=12,
-        intermediate_size=3072, num_labels=1000,
+        image_size=224, patch_size=16, num_channels=3, hidden_size=768, num_hidden_layers=layers,
+        num_attention_heads=12, intermediate_size=3072, num_labels=1000,
     )  # fmt: skip
     model = from_config(ViTForImageClassification, config, attn_implementation="sdpa")
     return model, (torch.randn(2, 3, 224, 224),)
