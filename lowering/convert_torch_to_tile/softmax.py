@@ -257,8 +257,9 @@ def _softmax(log: bool) -> Lowering:
 
 
 def legal(op: Operation) -> str | None:
-    """A softmax lowers along any dimension of its input."""
-    return dims_out_of_range(op)
+    """A softmax and its backward lower along any dimension of their input (the backward's is `output`)."""
+    backward = op.name.endswith("_backward_data")
+    return dims_out_of_range(op, operand="output" if backward else "self")
 
 
 SOFTMAX_LOWERINGS: dict[str, Lowering] = {
