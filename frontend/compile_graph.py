@@ -530,7 +530,7 @@ def _report_fallback(
             directory = debug_dir if debug_dir is not None else Path(tempfile.mkdtemp(prefix=f"neuron-mlir-{name}-"))
             source = directory / "0_imported.mlir"
             source.write_text(imported)
-            message += f"\nreproduce with:\n  neuron-opt {source} -p convert-torch-to-tile"
+            message += f"\nreproduce with:\n  {neuron_opt_command()} {source} -p convert-torch-to-tile"
         raise NeuronCompileError(message)
     for node in missing:
         op_name = str(node.target)
