@@ -201,18 +201,18 @@ def neuron_mlir_backend(
 def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
     """Which `scaled_dot_product_attention` implementations AOTAutograd may trace, chosen before it traces.
 
-    A graph that needs no gradient (inference) keeps attention as one `_scaled_dot_product_flash_attention_for_cpu`
-    op, which convert-torch-to-tile lowers as one fused kernel: scores, softmax and the product with V stay on
-    chip (grouped-query heads included: `enable_gqa` reaches it with the key/value heads as they are). A training
-    graph traces the math path (matmuls and a softmax), whose backward is plain ATen; so does an attention the flash
-    kernel does not take (dropout, a boolean mask, value heads narrower or wider than the keys'), as in eager.
+    Attention is kept as one `_scaled_dot_product_flash_attention_for_cpu` op wherever ATen's CPU dispatcher
+    takes the flash kernel, in inference and in training alike: convert-torch-to-tile lowers it as one fused
+    kernel (scores, softmax and the product with V stay on chip; grouped-query heads included: `enable_gqa`
+    reaches it with the key/value heads as they are), which also returns the log-sum-exp a training graph saves.
+    The backward (`_scaled_dot_product_flash_attention_for_cpu_backward`) is decomposed by
+    `frontend.decompositions.flash_attention_backward`, which recomputes the probabilities from that log-sum-exp.
+    An attention the flash kernel does not take (dropout, a boolean mask, value heads narrower or wider than the
+    keys') traces the math path (matmuls and a softmax), as in eager.
     """
     from torch.nn.attention import SDPBackend
 
-    tensors = [value for value in example_inputs if isinstance(value, torch.Tensor)]
-    tensors.extend(graph_module.parameters())
-    needs_grad = torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors)
-    return [SDPBackend.MATH] if needs_grad else [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 def _untraceable_errors() -> tuple[type[BaseException], ...]:
