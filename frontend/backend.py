@@ -122,7 +122,9 @@ def _flag(variable: str) -> bool:
 # Kernels that core-ATen decomposes into chains of elementwise ops and reductions, kept whole because
 # convert-torch-to-tile lowers each as one pass over its operands (one ScalarE function or derivative, or one row
 # tile's statistics kept on chip), where the decomposed chain computes more and may round-trip fp32
-# intermediates through HBM.
+# intermediates through HBM. embedding_dense_backward becomes one zero fill of the table in its own dtype and one
+# accumulating scatter of the rows; its decomposition fills an fp32 table, copies it into index_put's result
+# and casts that back, three passes over a table that dwarfs the rows.
 KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
@@ -130,6 +132,7 @@ KEPT_WHOLE = (
     torch.ops.aten.native_layer_norm_backward.default,
     torch.ops.aten._softmax_backward_data.default,
     torch.ops.aten._log_softmax_backward_data.default,
+    torch.ops.aten.embedding_dense_backward.default,
 )
 
 
