@@ -94,8 +94,8 @@ def flash_attention_backward(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`aten._scaled_dot_product_flash_attention_for_cpu_backward`, where the fused backward kernel of
-    convert-torch-to-tile refuses it (`attention_backward.kernel_refusal`: a mask, grouped key/value heads, wide
-    heads, long sequences; the op is kept whole otherwise): the gradients of flash attention from its saved output
+    convert-torch-to-tile refuses it (`attention_backward.kernel_refusal`: a mask, dropout, wide heads, long
+    sequences; the op is kept whole otherwise): the gradients of flash attention from its saved output
     and log-sum-exp, as ATen's kernel computes them (fp32 accumulation, results in the inputs' dtype).
 
     The probabilities are recomputed from the scores and the log-sum-exp (P = exp(s - lse)) rather than saved by

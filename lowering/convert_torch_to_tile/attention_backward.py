@@ -1,13 +1,14 @@
 """Fused attention backward: the gradients of `softmax(Q K^T * scale) V` with the probabilities recomputed on chip.
 
 Input contract: `torch.aten._scaled_dot_product_flash_attention_for_cpu_backward` (what training graphs trace the
-backward of attention to, see `frontend.backend.attention_backends`) on float grad_out [..., L, Ev], query
-[..., L, E], key [..., S, E], value [..., S, Ev], out [..., L, Ev] and the forward's fp32 logsumexp [..., L], any
-strides, with equal batch dimensions; `is_causal` (top-left aligned: query i sees keys j <= i) and `scale` (default
-1/sqrt(E)). The kernel takes heads of at most one TensorE contraction (E, Ev <= 128), at most `MAX_KEYS` keys (a
-query tile's scores fill one PSUM bank) and `MAX_QUERY_TILES` query tiles (unrolled); dropout, an attention mask
-and grouped key/value heads are refused (`kernel_refusal`): the frontend then decomposes the op into ATen ops
-instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
+backward of attention to, see `frontend.backend.attention_backends`) on float grad_out [..., Hq, L, Ev], query
+[..., Hq, L, E], key [..., Hkv, S, E], value [..., Hkv, S, Ev], out [..., Hq, L, Ev] and the forward's fp32
+logsumexp [..., Hq, L], any strides, with equal batch dimensions but for grouped key/value heads (Hq = g Hkv,
+key/value head j serving query heads [g j, g j + g), as in the forward kernel); `is_causal` (top-left aligned:
+query i sees keys j <= i) and `scale` (default 1/sqrt(E)). The kernel takes heads of at most one TensorE contraction
+(E, Ev <= 128), at most `MAX_KEYS` keys (a query tile's scores fill one PSUM bank) and `MAX_QUERY_TILES` query
+tiles (unrolled); dropout and an attention mask are refused (`kernel_refusal`): the frontend then decomposes the op
+into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
 
 Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
 intermediate reaches HBM. Per (batch, head), the rows of Q, K, V, dO and O are loaded once and Q^T, K^T, V^T and
@@ -22,11 +23,12 @@ once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of t
     dQ_i += dS_j K_j                          TensorE from dS_j^T (one transpose per key block), in PSUM
 
 dQ_i leaves PSUM times the scale after its last key block; dK_j and dV_j accumulate in fp32 SBUF over the query
-tiles (dK times the scale at the end). Each gradient's full 128-row blocks are gathered and stored in one DMA per
-head. Causal attention skips the key blocks after a query
-tile's last row and adds a -1e30 bias (built once for all heads from a GpSimdE iota) to the scores of the tiles
-that straddle the diagonal. The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the
-forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
+tiles of every query head the key/value head serves (dK times the scale at the end). Each gradient's full 128-row
+blocks are gathered and stored in one DMA per head. Causal attention skips the key blocks after a query tile's last
+row and adds a -1e30 bias (built once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of
+the tiles that straddle the diagonal. The query tiles of a trip (one or more key/value heads with all their query
+heads) are emitted stage by stage, four at a time. The matmul operands (P, dS and the inputs' rows) are in the
+inputs' dtype, as the forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
 """
 
 from __future__ import annotations
@@ -102,8 +104,15 @@ def kernel_refusal(
         return "dropout inside attention has no fused backward"
     if has_mask:
         return "an attention mask has no fused backward"
-    if len(query) < 2 or tuple(query[:-2]) != tuple(key[:-2]) or tuple(value[:-2]) != tuple(key[:-2]):
+    if len(query) < 2 or len(query) != len(key) or tuple(value[:-2]) != tuple(key[:-2]):
         return f"query {tuple(query)}, key {tuple(key)} and value {tuple(value)} must have equal batch dimensions"
+    if tuple(query[:-2]) != tuple(key[:-2]):
+        grouped = len(query) > 2 and tuple(query[:-3]) == tuple(key[:-3]) and key[-3] > 0 and query[-3] % key[-3] == 0
+        if not grouped:
+            return (
+                f"query {tuple(query)} and key {tuple(key)} must have equal batch dimensions, but for grouped "
+                "key/value heads (dimension -3)"
+            )
     (length, head), (keys, key_head), (value_keys, value_head) = query[-2:], key[-2:], value[-2:]
     if key_head != head or value_keys != keys:
         return "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]"
@@ -136,23 +145,32 @@ def legal(op: Operation) -> str | None:
     )
 
 
-@dataclass
-class _Head:
-    """One (batch, head) of the kernel: its index, its rows and their transposes in SBUF, the per-query-tile
-    columns (-lse, D), and the gradients built so far (dQ per query tile, dK and dV sums per key block)."""
+@dataclass(eq=False)
+class _KeyValue:
+    """One (batch, key/value head) of the kernel: its index, its key rows and K^T, V^T in SBUF, and its dK and dV
+    sums per key block over the query tiles of every query head it serves."""
 
     batch: list[Index]
-    query: _Rows
     key: _Rows
-    grad_out: _Rows
-    query_t: SSAValue
     key_t: SSAValue
     value_t: SSAValue
+    grad_keys: dict[int, SSAValue] = field(default_factory=dict)
+    grad_values: dict[int, SSAValue] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Head:
+    """One (batch, query head) of the kernel: its index, its key/value head, its rows and their transposes in
+    SBUF, the per-query-tile columns (-lse, D), and its dQ per query tile."""
+
+    batch: list[Index]
+    kv: _KeyValue
+    query: _Rows
+    grad_out: _Rows
+    query_t: SSAValue
     grad_out_t: SSAValue
     columns: list[tuple[SSAValue, SSAValue]]
     grad_queries: list[SSAValue] = field(default_factory=list)
-    grad_keys: dict[int, SSAValue] = field(default_factory=dict)
-    grad_values: dict[int, SSAValue] = field(default_factory=dict)
 
 
 class _AttentionBackward:
@@ -163,6 +181,9 @@ class _AttentionBackward:
         self.value, self.out = args["value"], args["out"]
         q_layout = layout_of(self.query)
         self.batch = q_layout.shape[:-2]
+        self.key_batch = layout_of(self.key).shape[:-2]
+        # Grouped-query attention: key/value head j serves query heads [g j, g j + g) (as the forward kernel).
+        self.groups = self.batch[-1] // self.key_batch[-1] if self.batch != self.key_batch else 1
         self.length, self.head = q_layout.shape[-2:]
         self.keys = layout_of(self.key).shape[-2]
         self.value_head = layout_of(self.value).shape[-1]
@@ -177,8 +198,8 @@ class _AttentionBackward:
         # for the projections' backward (`transpose(1, 2).reshape(B, L, H * E)`) as views.
         self.results = [
             heads_beside_features(em, self.batch, self.length, self.head, result_element_type(op, 0)),
-            heads_beside_features(em, self.batch, self.keys, self.head, result_element_type(op, 1)),
-            heads_beside_features(em, self.batch, self.keys, self.value_head, result_element_type(op, 2)),
+            heads_beside_features(em, self.key_batch, self.keys, self.head, result_element_type(op, 1)),
+            heads_beside_features(em, self.key_batch, self.keys, self.value_head, result_element_type(op, 2)),
         ]
 
     def rows_in(self, count: int, t: int) -> int:
@@ -203,8 +224,9 @@ class _AttentionBackward:
                 )
                 self.biases[i] = _Attention.future_to_bias(em, em.insert(positions).result)
 
-        # Heads of short sequences share a loop trip, their query tiles emitted stage by stage together.
-        group = max(1, TILES_PER_STAGE // _tiles(self.length))
+        # Key/value heads whose query heads have few query tiles share a loop trip, all their query tiles emitted
+        # stage by stage together.
+        group = max(1, TILES_PER_STAGE // (_tiles(self.length) * self.groups))
 
         def heads(e: Emitter, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:
@@ -223,7 +245,7 @@ class _AttentionBackward:
             if odd:
                 self.head_group(e, [[*outer, trips * group + h] for h in range(odd)])
 
-        heads(em, tuple(self.batch), [])
+        heads(em, tuple(self.key_batch), [])
 
     def extent(self, i: int) -> int:
         """Keys query tile i reads: all, or with a causal mask the whole key blocks up to the tile's last row."""
@@ -270,52 +292,64 @@ class _AttentionBackward:
                     columns.append((negated, dots))
         return columns
 
-    def head_group(self, em: Emitter, batches: list[list[Index]]) -> None:
-        """The heads `batches`: each one's rows loaded and transposed, then all their query tiles in stages of
-        TILES_PER_STAGE, then each one's gradients stored."""
-        heads = [self.prepare_head(em, batch) for batch in batches]
+    def head_group(self, em: Emitter, key_batches: list[list[Index]]) -> None:
+        """The key/value heads `key_batches` with their query heads: each one's rows loaded and transposed, then all
+        the query heads' query tiles in stages of TILES_PER_STAGE, then the gradients stored (dK and dV summed over
+        the query heads a key/value head serves)."""
+        heads = []
+        for key_batch in key_batches:
+            key_value = self.prepare_key_value(em, key_batch)
+            *outer, kv = key_batch
+            query_batches = (
+                [key_batch]
+                if self.groups == 1
+                else [[*outer, em.add(em.mul(kv, self.groups), j)] for j in range(self.groups)]
+            )
+            heads += [self.prepare_head(em, batch, key_value) for batch in query_batches]
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         for first in range(0, len(units), TILES_PER_STAGE):
             self.query_tiles(em, units[first : first + TILES_PER_STAGE])
         for head in heads:
-            self.store_head(em, head)
+            self.store(em, head.grad_queries, self.results[0], head.batch, self.length)
+        for key_value in dict.fromkeys(head.kv for head in heads):
+            self.store_key_value(em, key_value)
 
-    def prepare_head(self, em: Emitter, batch: list[Index]) -> _Head:
-        query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
+    def prepare_key_value(self, em: Emitter, batch: list[Index]) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
         value = load_head_rows(em, self.value, batch, 0, self.keys, self.value_head)
+        return _KeyValue(batch, key, self.transposed(em, key, self.keys), self.transposed(em, value, self.keys))
+
+    def prepare_head(self, em: Emitter, batch: list[Index], key_value: _KeyValue) -> _Head:
+        query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
         grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
         lse = load_head_rows(em, self.lse, batch, 0, self.length, 1)
         return _Head(
             batch,
+            key_value,
             query,
-            key,
             grad_out,
             self.transposed(em, query, self.length),
-            self.transposed(em, key, self.keys),
-            self.transposed(em, value, self.keys),
             self.transposed(em, grad_out, self.length),
             self.row_columns(em, grad_out, out, lse),
         )
 
-    def store_head(self, em: Emitter, head: _Head) -> None:
-        self.store(em, head.grad_queries, self.results[0], head.batch, self.length)
+    def store_key_value(self, em: Emitter, key_value: _KeyValue) -> None:
         key_rows_out: list[SSAValue] = []
         value_rows_out: list[SSAValue] = []
         for j in range(_tiles(self.keys)):
             w = self.rows_in(self.keys, j)
             key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
             value_type = _sbuf((w, self.value_head), element_type_of(self.results[2]))
-            if j not in head.grad_keys:  # never seen by a query (causal, more keys than queries)
+            if j not in key_value.grad_keys:  # never seen by a query (causal, more keys than queries)
                 key_rows_out.append(em.insert(tile.FillOp(0.0, key_type)).result)
                 value_rows_out.append(em.insert(tile.FillOp(0.0, value_type)).result)
                 continue
-            scaled = tile.BinaryScalarOp(head.grad_keys[j], "multiply", key_type, scalar=self.scale)
+            scaled = tile.BinaryScalarOp(key_value.grad_keys[j], "multiply", key_type, scalar=self.scale)
             key_rows_out.append(em.insert(scaled).result)
-            value_rows_out.append(to_sbuf(em, head.grad_values[j], value_type.element_type))
-        self.store(em, key_rows_out, self.results[1], head.batch, self.keys)
-        self.store(em, value_rows_out, self.results[2], head.batch, self.keys)
+            value_rows_out.append(to_sbuf(em, key_value.grad_values[j], value_type.element_type))
+        self.store(em, key_rows_out, self.results[1], key_value.batch, self.keys)
+        self.store(em, value_rows_out, self.results[2], key_value.batch, self.keys)
 
     def query_tiles(self, em: Emitter, units: list[tuple[_Head, int]]) -> None:
         """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
@@ -327,7 +361,7 @@ class _AttentionBackward:
         for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
             query_block_t = window(em, head.query_t, [m0], (self.head, p))
             scores = em.insert(
-                tile.MatmulOp(query_block_t, window(em, head.key_t, [0], (self.head, n)), _psum((p, n)))
+                tile.MatmulOp(query_block_t, window(em, head.kv.key_t, [0], (self.head, n)), _psum((p, n)))
             ).result
             if i in self.biases:
                 assert self.identity is not None
@@ -342,7 +376,7 @@ class _AttentionBackward:
         grad_scores = []
         for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
-            values_t = window(em, head.value_t, [0], (self.value_head, n))
+            values_t = window(em, head.kv.value_t, [0], (self.value_head, n))
             grad_probabilities = em.insert(tile.MatmulOp(grad_out_block_t, values_t, _psum((p, n)))).result
             _, row_dot = head.columns[i]
             centred = em.insert(
@@ -366,15 +400,15 @@ class _AttentionBackward:
                 value_part = em.insert(
                     tile.MatmulOp(window(em, probs, [k0], (p, w)), grad_out_rows, _psum((w, self.value_head)))
                 ).result
-                head.grad_values[j] = self.accumulate(em, head.grad_values.get(j), value_part)
+                head.kv.grad_values[j] = self.accumulate(em, head.kv.grad_values.get(j), value_part)
                 key_part = em.insert(
                     tile.MatmulOp(window(em, scores_grad, [k0], (p, w)), query_rows, _psum((w, self.head)))
                 ).result
-                head.grad_keys[j] = self.accumulate(em, head.grad_keys.get(j), key_part)
+                head.kv.grad_keys[j] = self.accumulate(em, head.kv.grad_keys.get(j), key_part)
         for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
             grad_query: SSAValue | None = None
             for j, block_t in enumerate(blocks):
-                key_rows = head.key.block(em, j, self.rows_in(self.keys, j))
+                key_rows = head.kv.key.block(em, j, self.rows_in(self.keys, j))
                 grad_query = em.insert(tile.MatmulOp(block_t, key_rows, _psum((p, self.head)), grad_query)).result
             assert grad_query is not None  # every query tile sees key block 0
             result_type = _sbuf((p, self.head), element_type_of(self.results[0]))

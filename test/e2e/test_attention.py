@@ -207,12 +207,29 @@ def test_attention_backward_with_mask_decomposes():
     )
 
 
-def test_grouped_query_attention_backward_decomposes():
-    """Grouped key/value heads have no fused backward: the decomposition sums each key/value head's gradient over
-    the query heads it serves."""
-    q, k, v = _grouped_inputs(1, 4, 2, 64, 64, 16, torch.float32)
+@pytest.mark.parametrize(
+    ("shape", "causal"),
+    [((1, 8, 2, 256, 256, 64), True), ((2, 6, 2, 100, 100, 32), False)],
+    ids=["g4-causal", "g3-ragged"],
+)
+def test_grouped_query_attention_backward_is_one_kernel(shape, causal):
+    """Grouped key/value heads: each key/value head's dK and dV sum the query tiles of all the query heads it
+    serves, which share its K^T and V^T."""
+    inputs = _grouped_inputs(*shape, torch.bfloat16)
     _check_training(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), (q, k, v), fused=False
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), inputs, fused=True
+    )
+
+
+def test_grouped_query_attention_backward_with_mask_decomposes():
+    """Grouped heads and a mask: the decomposition sums each key/value head's gradient over the query heads it
+    serves."""
+    q, k, v = _grouped_inputs(1, 4, 2, 64, 64, 16, torch.float32)
+    mask = torch.randn(64, 64)
+    _check_training(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+        (q, k, v, mask),
+        fused=False,
     )
 
 
