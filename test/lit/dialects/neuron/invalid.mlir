@@ -432,7 +432,7 @@ func.func @activation_unknown_function() {
   neuron.activation scalar dst %y[0:37, 0, [[1, 512]]], src %y[0:37, 0, [[1, 512]]] {func = "softmax"} : memref<37x512xf32, #neuron.mem<sbuf>>, memref<37x512xf32, #neuron.mem<sbuf>>
   func.return
 }
-// CHECK: neuron.activation: attribute 'func': unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square, tanh)
+// CHECK: neuron.activation: attribute 'func': unknown activation function 'softmax' (known: abs, arctan, copy, erf, exp, gelu, gelu_apprx_tanh, gelu_dx, log, mish, reciprocal, relu, rsqrt, sigmoid, sign, silu, silu_dx, sin, softplus, sqrt, square, tanh)
 
 // -----
 
