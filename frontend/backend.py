@@ -125,7 +125,9 @@ def _flag(variable: str) -> bool:
 # Kernels that core-ATen decomposes into chains of elementwise ops and reductions, kept whole because
 # convert-torch-to-tile lowers each as one pass over its operands (one ScalarE function or derivative, or one row
 # tile's statistics kept on chip), where the decomposed chain computes more and may round-trip fp32
-# intermediates through HBM.
+# intermediates through HBM. embedding_dense_backward becomes one zero fill of the table in its own dtype and one
+# accumulating scatter of the rows; its decomposition fills an fp32 table, copies it into index_put's result
+# and casts that back, three passes over a table that dwarfs the rows.
 KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
@@ -133,6 +135,7 @@ KEPT_WHOLE = (
     torch.ops.aten.native_layer_norm_backward.default,
     torch.ops.aten._softmax_backward_data.default,
     torch.ops.aten._log_softmax_backward_data.default,
+    torch.ops.aten.embedding_dense_backward.default,
 )
 
 
@@ -204,18 +207,18 @@ def neuron_mlir_backend(
 def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
     """Which `scaled_dot_product_attention` implementations AOTAutograd may trace, chosen before it traces.
 
-    A graph that needs no gradient (inference) keeps attention as one `_scaled_dot_product_flash_attention_for_cpu`
-    op, which convert-torch-to-tile lowers as one fused kernel: scores, softmax and the product with V stay on
-    chip (grouped-query heads included: `enable_gqa` reaches it with the key/value heads as they are). A training
-    graph traces the math path (matmuls and a softmax), whose backward is plain ATen; so does an attention the flash
-    kernel does not take (dropout, a boolean mask, value heads narrower or wider than the keys'), as in eager.
+    Attention is kept as one `_scaled_dot_product_flash_attention_for_cpu` op wherever ATen's CPU dispatcher
+    takes the flash kernel, in inference and in training alike: convert-torch-to-tile lowers it as one fused
+    kernel (scores, softmax and the product with V stay on chip; grouped-query heads included: `enable_gqa`
+    reaches it with the key/value heads as they are), which also returns the log-sum-exp a training graph saves.
+    The backward (`_scaled_dot_product_flash_attention_for_cpu_backward`) is decomposed by
+    `frontend.decompositions.flash_attention_backward`, which recomputes the probabilities from that log-sum-exp.
+    An attention the flash kernel does not take (dropout, a boolean mask, value heads narrower or wider than the
+    keys') traces the math path (matmuls and a softmax), as in eager.
     """
     from torch.nn.attention import SDPBackend
 
-    tensors = [value for value in example_inputs if isinstance(value, torch.Tensor)]
-    tensors.extend(graph_module.parameters())
-    needs_grad = torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors)
-    return [SDPBackend.MATH] if needs_grad else [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 def _untraceable_errors() -> tuple[type[BaseException], ...]:

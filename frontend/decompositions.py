@@ -7,6 +7,8 @@ on the CPU. Each reproduces the kernel's results as eager computes them, edge ca
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -78,6 +80,68 @@ def transformer_encoder_layer_fwd(
     return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
 
 
+def flash_attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    dropout_p: float,
+    is_causal: bool,
+    *,
+    attn_mask: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`aten._scaled_dot_product_flash_attention_for_cpu_backward`, where the fused backward kernel of
+    convert-torch-to-tile refuses it (`attention_backward.kernel_refusal`: a mask, dropout, wide heads, long
+    sequences; the op is kept whole otherwise): the gradients of flash attention from its saved output
+    and log-sum-exp, as ATen's kernel computes them (fp32 accumulation, results in the inputs' dtype).
+
+    The probabilities are recomputed from the scores and the log-sum-exp (P = exp(s - lse)) rather than saved by
+    the forward, which thus stays one fused kernel; then dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)),
+    dQ = dS K scale and dK = dS^T Q scale. Grouped-query heads (fewer key/value heads than query heads, head j
+    serving query heads [g j, g j + g)) get the sum of their query heads' gradients. Causal masking is top-left
+    aligned (query i sees keys j <= i), as in the forward kernel. Dropout has no backward here: the forward never
+    traces the flash kernel with it (`attention_backends`).
+    """
+    from neuron_mlir.lowering.convert_torch_to_tile.attention_backward import kernel_refusal
+
+    refusal = kernel_refusal(query.shape, key.shape, value.shape, dropout_p, attn_mask is not None, is_causal)
+    if refusal is None or not query.is_floating_point():
+        return NotImplemented  # kept whole: convert-torch-to-tile lowers it as one fused kernel
+    if dropout_p != 0.0:
+        raise NotImplementedError("flash attention backward with dropout")
+    dtype = query.dtype
+    q, k, v, d_out, o = (t.float() for t in (query, key, value, grad_out, out))
+    groups = q.shape[-3] // k.shape[-3]
+    if groups != 1:
+        k, v = (t.repeat_interleave(groups, dim=-3) for t in (k, v))
+    factor = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.transpose(-2, -1)) * factor
+    if attn_mask is not None:
+        scores = scores + attn_mask.float()
+    if is_causal:
+        length, keys = scores.shape[-2:]
+        visible = torch.ones(length, keys, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~visible, float("-inf"))
+    probabilities = torch.exp(scores - logsumexp.float().unsqueeze(-1))
+    grad_value = probabilities.transpose(-2, -1) @ d_out
+    grad_probabilities = d_out @ v.transpose(-2, -1)
+    row_dot = (d_out * o).sum(-1, keepdim=True)
+    grad_scores = probabilities * (grad_probabilities - row_dot) * factor
+    grad_query = grad_scores @ k
+    grad_key = grad_scores.transpose(-2, -1) @ q
+    if groups != 1:
+        unflat = (*grad_key.shape[:-3], grad_key.shape[-3] // groups, groups, *grad_key.shape[-2:])
+        grad_key = grad_key.reshape(unflat).sum(-3)
+        grad_value = grad_value.reshape(unflat).sum(-3)
+    return grad_query.to(dtype), grad_key.to(key.dtype), grad_value.to(value.dtype)
+
+
 def fused_kernel_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
-    return {torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd}
+    return {
+        torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
+    }

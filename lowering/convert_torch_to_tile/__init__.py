@@ -48,6 +48,7 @@ from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile import (
     activations,
     attention,
+    attention_backward,
     convolution,
     distance,
     elementwise,
@@ -92,6 +93,7 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (reduction.REDUCTION_LOWERINGS, reduction.legal),
     (softmax.SOFTMAX_LOWERINGS, softmax.legal),
     (attention.ATTENTION_LOWERINGS, attention.legal),
+    (attention_backward.ATTENTION_BACKWARD_LOWERINGS, attention_backward.legal),
     (movement.MOVEMENT_LOWERINGS, movement.legal),
     (convolution.CONVOLUTION_LOWERINGS, convolution.legal),
     (pooling.POOLING_LOWERINGS, pooling.legal),

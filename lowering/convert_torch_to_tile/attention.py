@@ -291,16 +291,7 @@ class _Attention:
         return [out, view(em, lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))]
 
     def allocate_output(self, em: Emitter) -> SSAValue:
-        """[..., H, L, Ev] stored as [..., L, H, Ev], as ATen's kernel lays it out: the usual next step (heads
-        moved back beside the features and merged, `transpose(1, 2).reshape(B, L, H * Ev)`) is then a view."""
-        if not self.batch:
-            return alloc(em, (self.length, self.value_head), self.out_type)
-        *outer, heads = self.batch
-        storage = alloc(em, (*outer, self.length, heads, self.value_head), self.out_type)
-        layout = layout_of(storage)
-        rank = len(outer)
-        order = (*range(rank), rank + 1, rank, rank + 2)
-        return view(em, storage, Layout(tuple(layout.shape[d] for d in order), tuple(layout.strides[d] for d in order)))
+        return heads_beside_features(em, self.batch, self.length, self.value_head, self.out_type)
 
     # ---- structure -------------------------------------------------------------------------------------------
 
@@ -551,27 +542,12 @@ class _Attention:
             store(em, lse, self.lse, [*batch, m0, 0])
 
     def store_rows(self, em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
-        """[128, blocks, width] rows (block t at [:, t, :]) into rows [0, 128 blocks) of one head: one DMA."""
-        rank = len(batch) + 2
-        split = split_axis(em, tensor, rank - 2, blocks, PARTITION_TILE)
-        indices = [em.index(i) for i in (*batch, 0, 0, 0)]
-        em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, rank)))
+        store_head_rows(em, rows, tensor, batch, blocks)
 
     def load_rows(
         self, em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
     ) -> _Rows:
-        """Rows [first * 128, first * 128 + count) of one head's [N, width] matrix: the full 128-row blocks in one
-        DMA (contiguous rows on partitions), the partial last block of the matrix in another."""
-        rank = len(batch) + 2
-        total = layout_of(tensor).shape[-2]
-        blocks, rest = divmod(count, PARTITION_TILE)
-        full = None
-        if blocks:
-            split = split_axis(em, tensor, rank - 2, total // PARTITION_TILE, PARTITION_TILE)
-            shape = (PARTITION_TILE, blocks, width)
-            full = load(em, split, [*batch, first, 0, 0], shape, dims=(rank - 1, rank - 2, rank))
-        last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
-        return _Rows(full, last, width)
+        return load_head_rows(em, tensor, batch, first, count, width)
 
     def scaled(self, em: Emitter, rows: _Rows, scale: float) -> _Rows:
         """The rows times `scale`, in their dtype: one multiply per DMA'd matrix, before the transposes, instead of
@@ -899,6 +875,45 @@ class _Attention:
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
         lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
         return result, lse
+
+
+def heads_beside_features(
+    em: Emitter, batch: tuple[int, ...], rows: int, width: int, element_type: Attribute
+) -> SSAValue:
+    """A new [..., H, rows, width] tensor stored as [..., rows, H, width], as ATen's kernels lay attention's outputs
+    out: the usual next step (heads moved back beside the features and merged, `transpose(1, 2).reshape(B, L, H *
+    E)`) is then a view, not a copy."""
+    if not batch:
+        return alloc(em, (rows, width), element_type)
+    *outer, heads = batch
+    storage = alloc(em, (*outer, rows, heads, width), element_type)
+    layout = layout_of(storage)
+    rank = len(outer)
+    order = (*range(rank), rank + 1, rank, rank + 2)
+    return view(em, storage, Layout(tuple(layout.shape[d] for d in order), tuple(layout.strides[d] for d in order)))
+
+
+def store_head_rows(em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
+    """[128, blocks, width] rows (block t at [:, t, :]) into rows [0, 128 blocks) of one head: one DMA."""
+    rank = len(batch) + 2
+    split = split_axis(em, tensor, rank - 2, blocks, PARTITION_TILE)
+    indices = [em.index(i) for i in (*batch, 0, 0, 0)]
+    em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, rank)))
+
+
+def load_head_rows(em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int) -> _Rows:
+    """Rows [first * 128, first * 128 + count) of one head's [N, width] matrix: the full 128-row blocks in one DMA
+    (contiguous rows on partitions), the partial last block of the matrix in another."""
+    rank = len(batch) + 2
+    total = layout_of(tensor).shape[-2]
+    blocks, rest = divmod(count, PARTITION_TILE)
+    full = None
+    if blocks:
+        split = split_axis(em, tensor, rank - 2, total // PARTITION_TILE, PARTITION_TILE)
+        shape = (PARTITION_TILE, blocks, width)
+        full = load(em, split, [*batch, first, 0, 0], shape, dims=(rank - 1, rank - 2, rank))
+    last = load(em, tensor, [*batch, total - rest, 0], (rest, width)) if rest else None
+    return _Rows(full, last, width)
 
 
 def _query_groups(query_shape: tuple[int, ...], key_shape: tuple[int, ...]) -> int:

@@ -5,7 +5,7 @@ query heads and heads wider than one TensorE contraction."""
 import pytest
 import torch
 import torch.nn.functional as F
-from support import assert_close_to_torch
+from support import assert_close_to_golden
 from support.compiled import check_compiled
 
 import neuron_mlir
@@ -141,23 +141,96 @@ def test_attention_output_layout_makes_merging_heads_a_view():
     _hbm_traffic_is_only_inputs_and_outputs()
 
 
-def test_training_graphs_keep_the_math_path():
-    """Gradients flow through plain ATen ops (the flash kernel's backward is not lowered)."""
-    q, k, v = (x.requires_grad_() for x in _inputs(1, 2, 64, 64, 16, torch.float32))
-    eager = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    eager.sum().backward()
-    expected = [x.grad.clone() for x in (q, k, v)]
-    for x in (q, k, v):
-        x.grad = None
-    compiled = torch.compile(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), backend="neuron-mlir"
-    )
-    out = compiled(q, k, v)
-    out.sum().backward()
-    assert_close_to_torch(out.detach(), eager.detach(), "output")
-    for name, x, want in zip("qkv", (q, k, v), expected, strict=True):
-        assert_close_to_torch(x.grad, want, f"gradient of {name}")
+def _check_training(function, inputs, *, fused: bool) -> None:
+    """Output and input gradients of one forward and backward, compiled, against eager in the inputs' dtype and a
+    float64 golden run; with `fused`, the backward graph is one kernel: no [L, S] intermediate reaches HBM."""
+    torch.manual_seed(1)
+    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    grad_out = torch.randn(function(*leaves).shape).to(inputs[0].dtype)
+
+    def run(fn, tensors):
+        tensors = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in tensors]
+        out = fn(*tensors)
+        out.backward(grad_out.to(out.dtype))
+        return [out.detach()] + [x.grad for x in tensors if x.requires_grad]
+
+    compiled = run(torch.compile(function, backend="neuron-mlir"), inputs)
+    with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH]):
+        eager = run(function, inputs)
+        golden = run(function, [x.double() if x.is_floating_point() else x for x in inputs])
+    for name, ours, theirs, gold in zip(["output", "dq", "dk", "dv", "dmask"], compiled, eager, golden, strict=False):
+        assert_close_to_golden(ours, theirs, gold, name)
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    backward = [p for name, p in neuron_mlir.profiles().items() if "backward" in name]
+    assert len(backward) == 1
+    if fused:
+        assert backward[0].hbm_bytes <= backward[0].io_bytes, (backward[0].hbm_bytes, backward[0].io_bytes)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "causal"),
+    [
+        ((1, 2, 128, 128, 64), torch.float32, False),
+        ((2, 3, 100, 77, 40), torch.float32, True),  # ragged: partial query tile and partial key block
+        ((1, 2, 197, 197, 64), torch.bfloat16, False),  # ViT's 197 tokens: a partial tile on both axes
+        ((1, 4, 256, 512, 64), torch.bfloat16, True),  # more keys than queries: the last ones get no gradient
+        ((1, 2, 384, 256, 32), torch.bfloat16, True),  # more queries than keys: every key block seen
+        ((1, 1, 1024, 512, 128), torch.bfloat16, True),  # the kernel's limits: 8 query tiles, 512 keys, E = 128
+        ((1, 9, 128, 128, 32), torch.bfloat16, False),  # four heads per trip: a loop of two trips, then one head
+    ],
+    ids=[
+        "square",
+        "ragged-causal",
+        "vit-bf16",
+        "long-keys-causal-bf16",
+        "long-queries-causal-bf16",
+        "largest-bf16",
+        "heads-share-trips-bf16",
+    ],
+)
+def test_attention_training_backward_is_one_kernel(shape: tuple[int, int, int, int, int], dtype, causal):
+    """Training graphs keep attention as the flash op: the forward kernel saves the log-sum-exp and the backward
+    (`_scaled_dot_product_flash_attention_for_cpu_backward`) recomputes the probabilities on chip
+    (lowering/convert_torch_to_tile/attention_backward.py)."""
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _inputs(*shape, dtype), fused=True
+    )
+
+
+def test_attention_backward_with_mask_decomposes():
+    """A mask has no fused backward: the frontend decomposes the backward into ATen ops (matmuls, exp) that
+    recompute the probabilities from the log-sum-exp; the forward stays one kernel."""
+    q, k, v = _inputs(1, 2, 64, 96, 16, torch.float32)
+    mask = torch.randn(64, 96)
+    _check_training(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), (q, k, v, mask), fused=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "causal"),
+    [((1, 8, 2, 256, 256, 64), True), ((2, 6, 2, 100, 100, 32), False)],
+    ids=["g4-causal", "g3-ragged"],
+)
+def test_grouped_query_attention_backward_is_one_kernel(shape: tuple[int, int, int, int, int, int], causal):
+    """Grouped key/value heads: each key/value head's dK and dV sum the query tiles of all the query heads it
+    serves, which share its K^T and V^T."""
+    inputs = _grouped_inputs(*shape, torch.bfloat16)
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), inputs, fused=True
+    )
+
+
+def test_grouped_query_attention_backward_with_mask_decomposes():
+    """Grouped heads and a mask: the decomposition sums each key/value head's gradient over the query heads it
+    serves."""
+    q, k, v = _grouped_inputs(1, 4, 2, 64, 64, 16, torch.float32)
+    mask = torch.randn(64, 64)
+    _check_training(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+        (q, k, v, mask),
+        fused=False,
+    )
 
 
 def _grouped_inputs(batch, query_heads, key_heads, queries, keys, width, dtype):

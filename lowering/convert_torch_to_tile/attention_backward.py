@@ -1,0 +1,450 @@
+"""Fused attention backward: the gradients of `softmax(Q K^T * scale) V` with the probabilities recomputed on chip.
+
+Input contract: `torch.aten._scaled_dot_product_flash_attention_for_cpu_backward` (what training graphs trace the
+backward of attention to, see `frontend.backend.attention_backends`) on float grad_out [..., Hq, L, Ev], query
+[..., Hq, L, E], key [..., Hkv, S, E], value [..., Hkv, S, Ev], out [..., Hq, L, Ev] and the forward's fp32
+logsumexp [..., Hq, L], any strides, with equal batch dimensions but for grouped key/value heads (Hq = g Hkv,
+key/value head j serving query heads [g j, g j + g), as in the forward kernel); `is_causal` (top-left aligned:
+query i sees keys j <= i) and `scale` (default 1/sqrt(E)). The kernel takes heads of at most one TensorE contraction
+(E, Ev <= 128), at most `MAX_KEYS` keys (a query tile's scores fill one PSUM bank) and `MAX_QUERY_TILES` query
+tiles (unrolled); dropout and an attention mask are refused (`kernel_refusal`): the frontend then decomposes the op
+into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
+
+Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
+intermediate reaches HBM. Per (batch, head), the rows of Q, K, V, dO and O are loaded once and Q^T, K^T, V^T and
+dO^T built by TensorE transposes; then for each query tile i (128 queries, p rows), over all the keys it sees at
+once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of those:
+
+    s     = Q_i K^T                           TensorE (a Q^T block, K^T), PSUM [p, n]
+    P     = exp(scale s - lse_i)              ScalarE, lse a per-partition bias: the forward's softmax, recomputed
+    dP    = dO_i V^T                          TensorE (a dO^T block, V^T), PSUM [p, n]
+    dS    = P (dP - D_i)                      VectorE, D_i = rowsum(dO_i O_i) once per query tile
+    dV_j += P_j^T dO_i,  dK_j += dS_j^T Q_i   TensorE: P and dS, queries on partitions, are the stationary operands
+    dQ_i += dS_j K_j                          TensorE from dS_j^T (one transpose per key block), in PSUM
+
+dQ_i leaves PSUM times the scale after its last key block; dK_j and dV_j accumulate in fp32 SBUF over the query
+tiles of every query head the key/value head serves (dK times the scale at the end). Each gradient's full 128-row
+blocks are gathered and stored in one DMA per head. Causal attention skips the key blocks after a query tile's last
+row and adds a -1e30 bias (built once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of
+the tiles that straddle the diagonal. The query tiles of a trip (one or more key/value heads with all their query
+heads) are emitted stage by stage, four at a time. The matmul operands (P, dS and the inputs' rows) are in the
+inputs' dtype, as the forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.dialects.builtin import AnyFloat, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.attention import (
+    _Attention,
+    _Rows,
+    heads_beside_features,
+    load_head_rows,
+    store_head_rows,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
+    Lowering,
+    arguments_of,
+    element_type_of,
+    layout_of,
+    result_element_type,
+    store,
+    tensor_element_type,
+    tensor_shape,
+    to_sbuf,
+    view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import window
+from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.runtime.hardware import Memory
+
+OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
+# A query tile's scores over all its keys fill at most one PSUM bank (512 fp32 columns); the query tiles of a head
+# are unrolled. Longer sequences are decomposed by the frontend.
+MAX_KEYS = 512
+MAX_QUERY_TILES = 8
+# Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
+# scores, then dP) and one for its dQ.
+TILES_PER_STAGE = 4
+# Query tiles per loop trip over the heads: two stages, the second head's loads and chains overlapping the first's
+# (the 12 causal heads of 512 queries take 104 us at two stages a trip, 119 us at one, 117 us at four).
+TILES_PER_TRIP = 8
+
+
+def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
+    return TileType(shape, element_type, Memory.SBUF)
+
+
+def _psum(shape: tuple[int, ...]) -> TileType:
+    return TileType(shape, f32, Memory.PSUM)
+
+
+def _tiles(n: int) -> int:
+    return -(-n // PARTITION_TILE)
+
+
+def kernel_refusal(
+    query: Sequence[int],
+    key: Sequence[int],
+    value: Sequence[int],
+    dropout_p: float,
+    has_mask: bool,
+    is_causal: bool,
+) -> str | None:
+    """Why the fused kernel does not take an attention backward of these shapes (None: it does). The frontend asks
+    this before tracing, to keep the op whole or decompose it."""
+    if dropout_p != 0.0:
+        return "dropout inside attention has no fused backward"
+    if has_mask:
+        return "an attention mask has no fused backward"
+    if len(query) < 2 or len(query) != len(key) or tuple(value[:-2]) != tuple(key[:-2]):
+        return f"query {tuple(query)}, key {tuple(key)} and value {tuple(value)} must have equal batch dimensions"
+    if tuple(query[:-2]) != tuple(key[:-2]):
+        grouped = len(query) > 2 and tuple(query[:-3]) == tuple(key[:-3]) and key[-3] > 0 and query[-3] % key[-3] == 0
+        if not grouped:
+            return (
+                f"query {tuple(query)} and key {tuple(key)} must have equal batch dimensions, but for grouped "
+                "key/value heads (dimension -3)"
+            )
+    (length, head), (keys, key_head), (value_keys, value_head) = query[-2:], key[-2:], value[-2:]
+    if key_head != head or value_keys != keys:
+        return "key must be [..., S, E] and value [..., S, Ev] for a query [..., L, E]"
+    if not 0 < head <= PARTITION_TILE or not 0 < value_head <= PARTITION_TILE:
+        return f"heads wider than one TensorE contraction ({PARTITION_TILE}) have no fused backward"
+    if length == 0 or keys == 0:
+        return "attention over no queries or keys has no fused backward"
+    if keys > MAX_KEYS:
+        return f"more than {MAX_KEYS} keys (one PSUM bank of scores per query tile) have no fused backward"
+    if _tiles(length) > MAX_QUERY_TILES:
+        return f"more than {MAX_QUERY_TILES * PARTITION_TILE} queries have no fused backward"
+    return None
+
+
+def legal(op: Operation) -> str | None:
+    """The fused backward lowers float attention without dropout or mask, heads of at most one TensorE
+    contraction, at most MAX_KEYS keys and MAX_QUERY_TILES query tiles (module docstring)."""
+    args = arguments_of(op)
+    for name in ("grad_out", "query", "key", "value", "out"):
+        if not isinstance(tensor_element_type(args[name]), AnyFloat):
+            return f"{name} must be a float tensor, got {tensor_element_type(args[name])}"
+    query, key, value = (tensor_shape(args[name]) for name in ("query", "key", "value"))
+    return kernel_refusal(
+        query,
+        key,
+        value,
+        float(args.get("dropout_p") or 0.0),
+        args.get("attn_mask") is not None,
+        bool(args.get("is_causal")),
+    )
+
+
+@dataclass(eq=False)
+class _KeyValue:
+    """One (batch, key/value head) of the kernel: its index, its key rows and K^T, V^T in SBUF, and its dK and dV
+    sums per key block over the query tiles of every query head it serves."""
+
+    batch: list[Index]
+    key: _Rows
+    key_t: SSAValue
+    value_t: SSAValue
+    grad_keys: dict[int, SSAValue] = field(default_factory=dict)
+    grad_values: dict[int, SSAValue] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Head:
+    """One (batch, query head) of the kernel: its index, its key/value head, its rows and their transposes in
+    SBUF, the per-query-tile columns (-lse, D), and its dQ per query tile."""
+
+    batch: list[Index]
+    kv: _KeyValue
+    query: _Rows
+    grad_out: _Rows
+    query_t: SSAValue
+    grad_out_t: SSAValue
+    columns: list[tuple[SSAValue, SSAValue]]
+    grad_queries: list[SSAValue] = field(default_factory=list)
+
+
+class _AttentionBackward:
+    """One attention backward op's kernel; `emit` writes its loop nest over the heads."""
+
+    def __init__(self, em: Emitter, op: Operation, args: dict[str, Any]):
+        self.grad_out, self.query, self.key = args["grad_out"], args["query"], args["key"]
+        self.value, self.out = args["value"], args["out"]
+        q_layout = layout_of(self.query)
+        self.batch = q_layout.shape[:-2]
+        self.key_batch = layout_of(self.key).shape[:-2]
+        # Grouped-query attention: key/value head j serves query heads [g j, g j + g) (as the forward kernel).
+        self.groups = self.batch[-1] // self.key_batch[-1] if self.batch != self.key_batch else 1
+        self.length, self.head = q_layout.shape[-2:]
+        self.keys = layout_of(self.key).shape[-2]
+        self.value_head = layout_of(self.value).shape[-1]
+        scale = args.get("scale")
+        self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head)
+        self.causal = bool(args.get("is_causal"))
+        lse = args["logsumexp"]
+        lse_layout = layout_of(lse)  # [..., L] seen as [..., L, 1]: rows of one column
+        self.lse = view(em, lse, Layout((*lse_layout.shape, 1), (*lse_layout.strides, 1), lse_layout.offset))
+        self.element_type = element_type_of(self.query)
+        # Stored with the heads beside the features, as the forward's output: the gradients then merge their heads
+        # for the projections' backward (`transpose(1, 2).reshape(B, L, H * E)`) as views.
+        self.results = [
+            heads_beside_features(em, self.batch, self.length, self.head, result_element_type(op, 0)),
+            heads_beside_features(em, self.key_batch, self.keys, self.head, result_element_type(op, 1)),
+            heads_beside_features(em, self.key_batch, self.keys, self.value_head, result_element_type(op, 2)),
+        ]
+
+    def rows_in(self, count: int, t: int) -> int:
+        return min(PARTITION_TILE, count - t * PARTITION_TILE)
+
+    def emit(self, em: Emitter) -> None:
+        # Each query tile's causal bias over the keys it sees, built once for all heads and added to the scores in
+        # PSUM by TensorE (identity^T @ bias): VectorE and GpSimdE stay off the scores' critical path.
+        self.biases: dict[int, SSAValue] = {}
+        self.identity: SSAValue | None = None
+        if self.causal:
+            square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
+            offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
+            self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+        for i in range(_tiles(self.length)):
+            if self.causal and self.straddles(i):
+                positions = tile.IotaOp(
+                    _sbuf((self.rows_in(self.length, i), self.extent(i)), self.element_type),
+                    steps=[1],
+                    base=-i * PARTITION_TILE,  # key minus query position at [0, 0]
+                    channel_multiplier=-1,
+                )
+                self.biases[i] = _Attention.future_to_bias(em, em.insert(positions).result)
+
+        # Key/value heads whose query heads have few query tiles share a loop trip (up to TILES_PER_TRIP query tiles),
+        # their query tiles emitted stage by stage together.
+        group = max(1, TILES_PER_TRIP // (_tiles(self.length) * self.groups))
+
+        def heads(e: Emitter, dims: tuple[int, ...], outer: list[Index]) -> None:
+            if len(dims) > 1:
+                e.for_each(dims[0], lambda inner, h: heads(inner, dims[1:], [*outer, h]))
+                return
+            if not dims:
+                self.head_group(e, [outer])
+                return
+            trips, odd = divmod(dims[0], group)
+            e.for_each(
+                trips,
+                lambda inner, t: self.head_group(
+                    inner, [[*outer, inner.add(inner.mul(t, group), h)] for h in range(group)]
+                ),
+            )
+            if odd:
+                self.head_group(e, [[*outer, trips * group + h] for h in range(odd)])
+
+        heads(em, tuple(self.key_batch), [])
+
+    def extent(self, i: int) -> int:
+        """Keys query tile i reads: all, or with a causal mask the whole key blocks up to the tile's last row."""
+        if not self.causal:
+            return self.keys
+        last_query = min(self.length, (i + 1) * PARTITION_TILE) - 1
+        return min(self.keys, _tiles(last_query + 1) * PARTITION_TILE)
+
+    def straddles(self, i: int) -> bool:
+        """Whether query tile i reads a key after its first row (so the causal mask touches its scores)."""
+        return self.extent(i) - 1 > i * PARTITION_TILE
+
+    def transposed(self, em: Emitter, rows: _Rows, count: int) -> SSAValue:
+        """[width, count]: the rows' transpose, one TensorE transpose per 128 rows."""
+        result = em.insert(tile.EmptyOp(_sbuf((rows.width, count), self.element_type))).result
+        for t in range(_tiles(count)):
+            block = em.insert(tile.TransposeOp(rows.block(em, t, self.rows_in(count, t)))).result
+            result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
+        return result
+
+    def row_columns(self, em: Emitter, grad_out: _Rows, out: _Rows, lse: _Rows) -> list[tuple[SSAValue, SSAValue]]:
+        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, each computed for all the head's full tiles
+        in one instruction (and once more for the partial last tile)."""
+        columns = []
+        full, rest = divmod(self.length, PARTITION_TILE)
+        for rows_count, part in ((full, "full"), (1 if rest else 0, "last")):
+            if not rows_count:
+                continue
+            p = PARTITION_TILE if part == "full" else rest
+            shape = (p, full, self.value_head) if part == "full" else (p, self.value_head)
+            dot_shape = (p, full) if part == "full" else (p, 1)
+            products = em.insert(
+                tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", _sbuf(shape))
+            ).result
+            dots = em.insert(tile.ReduceOp(products, "add", _sbuf(dot_shape))).result
+            lse_values = getattr(lse, part)
+            negated = em.insert(
+                tile.BinaryScalarOp(lse_values, "multiply", _sbuf(lse_values.type.get_shape()), scalar=-1.0)
+            ).result
+            for t in range(rows_count):
+                if part == "full":
+                    columns.append((window(em, negated, [t, 0], (p, 1)), window(em, dots, [t], (p, 1))))
+                else:
+                    columns.append((negated, dots))
+        return columns
+
+    def head_group(self, em: Emitter, key_batches: list[list[Index]]) -> None:
+        """The key/value heads `key_batches` with their query heads: each one's rows loaded and transposed, then all
+        the query heads' query tiles in stages of TILES_PER_STAGE, then the gradients stored (dK and dV summed over
+        the query heads a key/value head serves)."""
+        heads = []
+        for key_batch in key_batches:
+            key_value = self.prepare_key_value(em, key_batch)
+            *outer, kv = key_batch
+            query_batches = (
+                [key_batch]
+                if self.groups == 1
+                else [[*outer, em.add(em.mul(kv, self.groups), j)] for j in range(self.groups)]
+            )
+            heads += [self.prepare_head(em, batch, key_value) for batch in query_batches]
+        units = [(head, i) for head in heads for i in range(_tiles(self.length))]
+        for first in range(0, len(units), TILES_PER_STAGE):
+            self.query_tiles(em, units[first : first + TILES_PER_STAGE])
+        for head in heads:
+            self.store(em, head.grad_queries, self.results[0], head.batch, self.length)
+        for key_value in dict.fromkeys(head.kv for head in heads):
+            self.store_key_value(em, key_value)
+
+    def prepare_key_value(self, em: Emitter, batch: list[Index]) -> _KeyValue:
+        key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
+        value = load_head_rows(em, self.value, batch, 0, self.keys, self.value_head)
+        return _KeyValue(batch, key, self.transposed(em, key, self.keys), self.transposed(em, value, self.keys))
+
+    def prepare_head(self, em: Emitter, batch: list[Index], key_value: _KeyValue) -> _Head:
+        query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
+        grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
+        out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
+        lse = load_head_rows(em, self.lse, batch, 0, self.length, 1)
+        return _Head(
+            batch,
+            key_value,
+            query,
+            grad_out,
+            self.transposed(em, query, self.length),
+            self.transposed(em, grad_out, self.length),
+            self.row_columns(em, grad_out, out, lse),
+        )
+
+    def store_key_value(self, em: Emitter, key_value: _KeyValue) -> None:
+        key_rows_out: list[SSAValue] = []
+        value_rows_out: list[SSAValue] = []
+        for j in range(_tiles(self.keys)):
+            w = self.rows_in(self.keys, j)
+            key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
+            value_type = _sbuf((w, self.value_head), element_type_of(self.results[2]))
+            if j not in key_value.grad_keys:  # never seen by a query (causal, more keys than queries)
+                key_rows_out.append(em.insert(tile.FillOp(0.0, key_type)).result)
+                value_rows_out.append(em.insert(tile.FillOp(0.0, value_type)).result)
+                continue
+            scaled = tile.BinaryScalarOp(key_value.grad_keys[j], "multiply", key_type, scalar=self.scale)
+            key_rows_out.append(em.insert(scaled).result)
+            value_rows_out.append(to_sbuf(em, key_value.grad_values[j], value_type.element_type))
+        self.store(em, key_rows_out, self.results[1], key_value.batch, self.keys)
+        self.store(em, value_rows_out, self.results[2], key_value.batch, self.keys)
+
+    def query_tiles(self, em: Emitter, units: list[tuple[_Head, int]]) -> None:
+        """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
+        alternates between tiles, so that one tile's exponentials (ScalarE) run while TensorE multiplies for
+        another, where one tile alone would leave every engine waiting on the previous link of its chain. Each
+        tile's dQ joins its head's `grad_queries`, its dK and dV parts the head's sums."""
+        shapes = [(self.rows_in(self.length, i), i * PARTITION_TILE, self.extent(i)) for _, i in units]
+        probabilities = []
+        for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
+            query_block_t = window(em, head.query_t, [m0], (self.head, p))
+            scores = em.insert(
+                tile.MatmulOp(query_block_t, window(em, head.kv.key_t, [0], (self.head, n)), _psum((p, n)))
+            ).result
+            if i in self.biases:
+                assert self.identity is not None
+                identity = window(em, self.identity, [0], (p, p))
+                scores = em.insert(tile.MatmulOp(identity, self.biases[i], _psum((p, n)), scores)).result
+            negative_lse, _ = head.columns[i]
+            probabilities.append(
+                em.insert(
+                    tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), scale=self.scale, bias=negative_lse)
+                ).result
+            )
+        grad_scores = []
+        for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
+            grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
+            values_t = window(em, head.kv.value_t, [0], (self.value_head, n))
+            grad_probabilities = em.insert(tile.MatmulOp(grad_out_block_t, values_t, _psum((p, n)))).result
+            _, row_dot = head.columns[i]
+            centred = em.insert(
+                tile.BinaryScalarOp(grad_probabilities, "subtract", _sbuf((p, n)), column=row_dot)
+            ).result
+            grad_scores.append(
+                em.insert(tile.BinaryOp(centred, probs, "multiply", _sbuf((p, n), self.element_type))).result
+            )
+        # dS^T's transposes before the products: their evacuations overlap dV's and dK's products on TensorE.
+        transposed = []
+        for (p, _, n), scores_grad in zip(shapes, grad_scores, strict=True):
+            blocks = []
+            for j in range(_tiles(n)):
+                part = window(em, scores_grad, [j * PARTITION_TILE], (p, self.rows_in(self.keys, j)))
+                blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
+            transposed.append(blocks)
+        for (head, i), (p, _, n), probs, scores_grad in zip(units, shapes, probabilities, grad_scores, strict=True):
+            query_rows, grad_out_rows = head.query.block(em, i, p), head.grad_out.block(em, i, p)
+            for j in range(_tiles(n)):
+                w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
+                value_part = em.insert(
+                    tile.MatmulOp(window(em, probs, [k0], (p, w)), grad_out_rows, _psum((w, self.value_head)))
+                ).result
+                head.kv.grad_values[j] = self.accumulate(em, head.kv.grad_values.get(j), value_part)
+                key_part = em.insert(
+                    tile.MatmulOp(window(em, scores_grad, [k0], (p, w)), query_rows, _psum((w, self.head)))
+                ).result
+                head.kv.grad_keys[j] = self.accumulate(em, head.kv.grad_keys.get(j), key_part)
+        for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
+            grad_query: SSAValue | None = None
+            for j, block_t in enumerate(blocks):
+                key_rows = head.kv.key.block(em, j, self.rows_in(self.keys, j))
+                grad_query = em.insert(tile.MatmulOp(block_t, key_rows, _psum((p, self.head)), grad_query)).result
+            assert grad_query is not None  # every query tile sees key block 0
+            result_type = _sbuf((p, self.head), element_type_of(self.results[0]))
+            scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
+            head.grad_queries.append(em.insert(scaled).result)
+
+    def store(self, em: Emitter, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int) -> None:
+        """One head's rows, given per 128-row block: the full blocks gathered into one tile and stored in one DMA,
+        the partial last block in another."""
+        full, rest = divmod(count, PARTITION_TILE)
+        if full:
+            width = blocks[0].type.get_shape()[1]  # type: ignore[attr-defined]
+            element_type = blocks[0].type.element_type  # type: ignore[attr-defined]
+            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, width), element_type))).result
+            for t in range(full):
+                gathered = em.insert(tile.InsertOp(blocks[t], gathered, [em.index(t), em.index(0)])).result
+            store_head_rows(em, gathered, tensor, batch, full)
+        if rest:
+            store(em, blocks[full], tensor, [*batch, full * PARTITION_TILE, 0])
+
+    @staticmethod
+    def accumulate(em: Emitter, total: SSAValue | None, part: SSAValue) -> SSAValue:
+        """total + part in fp32 SBUF (the part copied out of PSUM the first time)."""
+        if total is None:
+            return to_sbuf(em, part)
+        shape = part.type.get_shape()  # type: ignore[attr-defined]
+        return em.insert(tile.BinaryOp(total, part, "add", _sbuf(shape))).result
+
+
+def _flash_attention_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    kernel = _AttentionBackward(em, op, args)
+    kernel.emit(em)
+    return kernel.results
+
+
+ATTENTION_BACKWARD_LOWERINGS: dict[str, Lowering] = {OP_NAME: _flash_attention_backward}

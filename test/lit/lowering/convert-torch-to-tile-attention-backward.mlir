@@ -1,0 +1,46 @@
+// RUN: neuron-opt %s -p convert-torch-to-tile | filecheck %s
+
+// The fused attention backward (lowering/convert_torch_to_tile/attention_backward.py): per head, each input's
+// rows load once, each query tile's scores and dP over the keys it sees fill one PSUM tile, the probabilities are
+// recomputed from the log-sum-exp, and the gradients leave in one store each. Values are checked end to end in
+// test/e2e/test_attention.py.
+
+func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf16>, %k: tensor<1x8x256x64xbf16>, %v: tensor<1x8x256x64xbf16>, %o: tensor<1x8x256x64xbf16>, %lse: tensor<1x8x256xf32>) -> (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>) {
+  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256xf32>) -> (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>)
+  func.return %dq, %dk, %dv : tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>
+}
+// The causal biases of both query tiles are built before the loop over the heads: tile 0 sees keys [0, 128),
+// tile 1 keys [0, 256), both straddle the diagonal.
+// CHECK-LABEL: func.func @causal_backward
+// CHECK:       %[[IDENTITY:.*]] = tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64} : (!tile.tile<128x128xbf16, sbuf>)
+// CHECK:       %[[BIAS0:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x128xbf16, sbuf>)
+// CHECK:       tile.iota {steps = array<i64: 1>, base = -128 : i64, channel_multiplier = -1 : i64} : !tile.tile<128x256xbf16, sbuf>
+// CHECK:       %[[BIAS1:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x256xbf16, sbuf>)
+// Four heads of two query tiles each share a loop trip (TILES_PER_TRIP: heads 4 t to 4 t + 3).
+// CHECK:       scf.for %[[TRIP:.*]] = %c0 to %c2 step %c1 {
+// CHECK-NEXT:    %[[H0:.*]] = arith.muli %[[TRIP]], %c4 : index
+// CHECK-NEXT:    %[[H1BASE:.*]] = arith.muli %[[TRIP]], %c4 : index
+// CHECK-NEXT:    %[[H1:.*]] = arith.addi %[[H1BASE]], %c1 : index
+// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one.
+// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// The first stage's query tiles (both tiles of heads 4 t and 4 t + 1): tile 0 over 128 keys, tile 1 over all 256
+// keys in one PSUM tile, the causal bias added in PSUM, the probabilities from the log-sum-exp.
+// CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:    %[[S0B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS0]] acc %[[S0]]
+// CHECK-NEXT:    tile.unary %[[S0B]] bias %{{.*}} {fn = "exp", scale = 1.250000e-01 : f64} : (!tile.tile<128x128xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x128xbf16, sbuf>
+// CHECK:         %[[S1:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>) -> !tile.tile<128x256xf32, psum>
+// CHECK-NEXT:    tile.matmul %[[IDENTITY]], %[[BIAS1]] acc %[[S1]]
+// CHECK-NEXT:    tile.unary
+// CHECK-NEXT:    tile.extract
+// CHECK-NEXT:    tile.extract
+// CHECK-NEXT:    tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
+// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xf32, sbuf>
+// No [L, S] tile reaches HBM: each head's three gradients leave in one store each (dQ of every head, then dK and
+// dV of each), into tensors stored [B, L, H, E] (as the forward's output) so that merging their heads afterwards
+// is a view.
+// CHECK:         tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK:         tile.store %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK-COUNT-2: tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK-COUNT-2: tile.store %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK:       }
