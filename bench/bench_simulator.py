@@ -14,6 +14,9 @@ over the call's graphs). The first call compiles and runs each graph's first sim
 graph's second; later calls are steady. The table shows the median steady call, the simulator's first and
 second runs, and the ratios the project tracks: the simulator's first run against a steady call (goal <= 3), the
 second call against a steady call (goal <= 2), and, for reference, the first simulator run against a steady one.
+The last column is how long Python's garbage collector paused the first call's simulator runs: a full
+collection of the heap a compile leaves behind (about half a million objects) takes a few hundred milliseconds and
+often falls into the first run, which allocates the program's plans and tape right after the compile.
 Models: the zoo (`examples/models/zoo.py`, tiny widths) and two at real widths: `bert-base` (BERT-base, 2
 layers, batch 4 x 128) and `convnext` (a ConvNeXt block: 7x7 depthwise convolution, channels-last LayerNorm,
 Linear 4x, GELU, Linear, residual; C=96, 56x56, batch 2).
@@ -102,7 +105,7 @@ REAL_MODELS = {"bert-base": bert_base, "convnext": convnext_block}
 
 _CHILD = textwrap.dedent(
     """
-    import json, os, sys, time
+    import gc, json, os, sys, time
     sys.path[:0] = [{examples!r}, {bench!r}]
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
@@ -112,14 +115,26 @@ _CHILD = textwrap.dedent(
     name, mode, calls = {name!r}, {mode!r}, {calls}
     build = bench_simulator.REAL_MODELS.get(name) or MODELS[name]
     model, inputs = build()
-    runs = []
+    runs, collecting = [], []
+    paused = [0.0, 0.0]  # seconds the collector paused simulator runs, the start of the current pause
     run_validated = simulator.run_validated
+
+    def collected(phase, info):
+        if collecting:
+            if phase == "start":
+                paused[1] = time.perf_counter()
+            else:
+                paused[0] += time.perf_counter() - paused[1]
+
+    gc.callbacks.append(collected)
 
     def timed(validated, *args, **kwargs):
         started = time.perf_counter()
+        collecting.append(True)
         try:
             return run_validated(validated, *args, **kwargs)
         finally:
+            collecting.pop()
             runs.append(time.perf_counter() - started)
 
     simulator.run_validated = timed
@@ -139,14 +154,15 @@ _CHILD = textwrap.dedent(
             with torch.no_grad():
                 compiled(*inputs)
 
-    walls, simulated = [], []
+    walls, simulated, pauses = [], [], []
     for _ in range(calls):
-        before = len(runs)
+        before, paused[0] = len(runs), 0.0
         started = time.perf_counter()
         call()
         walls.append(time.perf_counter() - started)
         simulated.append(sum(runs[before:]))
-    print(json.dumps({{"walls": walls, "simulator": simulated, "runs_per_call": len(runs) // calls}}))
+        pauses.append(paused[0])
+    print(json.dumps({{"walls": walls, "simulator": simulated, "gc": pauses, "runs_per_call": len(runs) // calls}}))
     """
 )
 
@@ -173,7 +189,7 @@ def _child(name: str, mode: str, calls: int, timeout: float) -> dict:
 def runs_table(names: list[str], modes: list[str], calls: int, timeout: float) -> None:
     header = (
         f"{'model':<10} {'mode':<6} {'steady call ms':>14} {'sim 1st ms':>11} {'sim 2nd ms':>11} {'sim steady ms':>13} "
-        f"{'1st/call':>9} {'2nd call/call':>13} {'sim 1st/steady':>14}"
+        f"{'1st/call':>9} {'2nd call/call':>13} {'sim 1st/steady':>14} {'gc in sim 1st ms':>16}"
     )
     print(header)
     print("-" * len(header))
@@ -189,7 +205,7 @@ def runs_table(names: list[str], modes: list[str], calls: int, timeout: float) -
             print(
                 f"{name:<10} {mode:<6} {steady * 1e3:>14.2f} {simulated[0] * 1e3:>11.2f} {simulated[1] * 1e3:>11.2f} "
                 f"{steady_simulator * 1e3:>13.2f} {simulated[0] / steady:>9.2f} {walls[1] / steady:>13.2f} "
-                f"{simulated[0] / steady_simulator:>14.1f}",
+                f"{simulated[0] / steady_simulator:>14.1f} {result['gc'][0] * 1e3:>16.2f}",
                 flush=True,
             )
 
