@@ -51,7 +51,7 @@ from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.ir.semantics.tile import is_integer_op
-from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
@@ -90,10 +90,10 @@ class _FunctionConversion:
     def entry(self) -> Block:
         return self.function.body.block
 
-    def emitter(self, op: Operation) -> Emitter:
+    def emitter(self, op: Operation) -> LoopNestBuilder:
         block = op.parent_block()
         assert block is not None
-        return Emitter(block, op, op.location, self.constants, self.entry)
+        return LoopNestBuilder(block, op, op.location, self.constants, self.entry)
 
     # ---- values ----------------------------------------------------------------------------------------------
 
@@ -112,11 +112,11 @@ class _FunctionConversion:
     def root(self, value: SSAValue) -> SSAValue:
         return self.roots.get(value, value)
 
-    def new_buffer(self, em: Emitter, tile_type: TileType, hint: str | None) -> SSAValue:
+    def new_buffer(self, em: LoopNestBuilder, tile_type: TileType, hint: str | None) -> SSAValue:
         buffer_type = mem.buffer_type(tile_type.get_shape(), tile_type.element_type, tile_type.memory)
         return em.insert(neuron.AllocOp(buffer_type, name_hint=hint)).buffer
 
-    def result_buffer(self, em: Emitter, op: Operation) -> SSAValue:
+    def result_buffer(self, em: LoopNestBuilder, op: Operation) -> SSAValue:
         result = op.results[0]
         assert isinstance(result.type, TileType)
         buffer = self.new_buffer(em, result.type, result.name_hint)
@@ -132,7 +132,7 @@ class _FunctionConversion:
         if element_type in self.identities:
             return self.identities[element_type]
         first = self.entry.first_op
-        em = Emitter(self.entry, first, location, self.constants, self.entry)
+        em = LoopNestBuilder(self.entry, first, location, self.constants, self.entry)
         size = self.partitions
         buffer_type = mem.buffer_type((size, size), element_type, Memory.SBUF)
         ones = em.insert(neuron.AllocOp(buffer_type, name_hint="ones")).buffer
@@ -223,7 +223,7 @@ class _FunctionConversion:
 
     def emit(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         op_class: type[InstructionOp],
         engine: Engine,
         accesses: dict[str, Access],
@@ -237,7 +237,12 @@ class _FunctionConversion:
     # ---- HBM accesses ----------------------------------------------------------------------------------------
 
     def hbm_access(
-        self, em: Emitter, tensor: SSAValue, indices: Sequence[SSAValue], dims: Sequence[int], shape: Sequence[int]
+        self,
+        em: LoopNestBuilder,
+        tensor: SSAValue,
+        indices: Sequence[SSAValue],
+        dims: Sequence[int],
+        shape: Sequence[int],
     ) -> Access:
         """The DMA side of a tile transfer: root buffer, offset of `indices`, one (stride, extent) per tile dim."""
         memref_type = tensor.type
@@ -345,7 +350,7 @@ def _transpose(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, {"is_transpose": IntegerAttr(1, i1)})
 
 
-def _window(em: Emitter, whole: Access, part: TileType, indices: Sequence[SSAValue]) -> Access:
+def _window(em: LoopNestBuilder, whole: Access, part: TileType, indices: Sequence[SSAValue]) -> Access:
     """The access of the tile.extract / tile.insert window of `part`'s shape at `indices` inside `whole`."""
     buffer, pattern, dynamic = whole
     free = part.get_shape()[1:]
@@ -445,9 +450,7 @@ def _in_place_target(conv: _FunctionConversion, op: Operation, candidates: Seque
 def _arithmetic_engine(op: Operation) -> Engine:
     """VectorE (fp32 ALU), or GpSimdE for exact integer work and for `power` (it runs on GpSimdE, [nki-isa]),
     when every operand is in SBUF (GpSimdE cannot reach PSUM)."""
-    in_sbuf = all(
-        value.type.memory is Memory.SBUF for value in op.operands if isinstance(value.type, TileType)
-    )
+    in_sbuf = all(value.type.memory is Memory.SBUF for value in op.operands if isinstance(value.type, TileType))
     wants_gpsimd = is_integer_op(op) or op.properties.get("op") == StringAttr("power")
     return Engine.GPSIMD if wants_gpsimd and in_sbuf else Engine.VECTOR
 
@@ -532,9 +535,7 @@ def _iota(conv: _FunctionConversion, op: Operation) -> None:
         dynamic["base"] = em.index(base)
     elif op.base is not None:
         props["base"] = op.base
-    em.insert(
-        neuron.IotaOp.build_instruction(Engine.GPSIMD, {"dst": full_access(buffer)}, props, dynamic)
-    )
+    em.insert(neuron.IotaOp.build_instruction(Engine.GPSIMD, {"dst": full_access(buffer)}, props, dynamic))
 
 
 def _kernel(conv: _FunctionConversion, op: Operation) -> None:
@@ -547,7 +548,7 @@ def _kernel(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.GpsimdKernelOp, Engine.GPSIMD, accesses, {"kernel": op.kernel})
 
 
-def _indirect_access(conv: _FunctionConversion, em: Emitter, op: tile.GatherOp | tile.ScatterOp) -> Access:
+def _indirect_access(conv: _FunctionConversion, em: LoopNestBuilder, op: tile.GatherOp | tile.ScatterOp) -> Access:
     """The indexed HBM side of an indirect DMA: [(stride of dim, rows an offset may reach), row pattern...]."""
     memref_type = op.memref_type()
     dims = op.row_dims()
@@ -619,7 +620,7 @@ def _lanes(buffer: SSAValue, rows: int, row_stride: int, start: int, length: int
 
 
 def _integer_fold(
-    conv: _FunctionConversion, em: Emitter, op: tile.ReduceOp, buffer: SSAValue, source: TileType
+    conv: _FunctionConversion, em: LoopNestBuilder, op: tile.ReduceOp, buffer: SSAValue, source: TileType
 ) -> None:
     """An exact integer reduction: VectorE's tensor_reduce computes in fp32 (inexact beyond 2^24), so GpSimdE's
     integer lanes fold the reduced axes as a tree of `tensor_tensor`s over halves of them, each step adding the

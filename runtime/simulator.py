@@ -18,7 +18,7 @@ fast paths, each proven by the tests to give the reference's bits, profile and r
 * A loop nest is handled as a whole when it can be: `runtime.lanes` evaluates the registers of all its
   iterations at once, and `runtime.vectorize` does its data work as batched NumPy calls when that provably gives
   the same bits (otherwise instance by instance).
-* The first run keeps its data work as a tape (`runtime.prepared`) and works out which bytes it read before
+* The first run keeps its data work as a tape (`runtime.tape`) and works out which bytes it read before
   writing them (`runtime.refill`; when that analysis would weigh on the first run, the second run does it after
   filling all memory). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
   tape and return the profile the first run measured, walking nothing. A run that asks for race checking when no
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, dtypes, prepared, refill, vectorize
+from neuron_mlir.runtime import blas, dtypes, refill, tape, vectorize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -152,7 +152,7 @@ class Simulator:
         self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (runtime.vectorize)
         # The data work of the first complete run, replayed by the later ones, and the bytes a run reads before
         # writing them (the only ones a later run must fill again; None: all of them).
-        self.tape: prepared.Tape | None = None
+        self.tape: tape.Tape | None = None
         self._refill: list[np.ndarray] | None = None
         # The taped run's accesses while the refill analysis waits for the second run.
         self._unanalysed: list[refill.Access] | None = None
@@ -224,7 +224,7 @@ class Simulator:
         if recorder is None:
             self._analyse_refill()
         else:
-            self.tape = prepared.Tape(recorder.steps)
+            self.tape = tape.Tape(recorder.steps)
             self._unanalysed = recorder.accesses
             # In the next run when it costs no more than the data work (so that run costs at most about two steady
             # ones); else now, in a first run that costs more than that anyway.
@@ -488,7 +488,7 @@ class _Recorder:
     def __init__(self, simulator: Simulator) -> None:
         self.simulator = simulator
         self.target = simulator.target
-        self.steps: list[prepared.Step] = []
+        self.steps: list[tape.Step] = []
         self.accesses: list[refill.Access] = []
         self.seconds = 0.0  # spent on the data work itself (about what a run of the tape will take)
 
@@ -497,7 +497,7 @@ class _Recorder:
         started = time.perf_counter()
         plan.execute(views, attrs, plan.engine, self.target)
         self.seconds += time.perf_counter() - started
-        self.steps.append(prepared.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target))
+        self.steps.append(tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target))
         self.accesses.append((plan.opcode, views, attrs))
 
     def nest(self, loop: Loop, lanes: Lanes, known: vectorize.Batch | None) -> vectorize.Batch | None:
@@ -515,7 +515,7 @@ class _Recorder:
                 if batch is not None:
                     self.seconds += batch.run_seconds
         if batch is not None:
-            self.steps.extend(prepared.batch_steps(batch))
+            self.steps.extend(tape.batch_steps(batch))
             self.accesses.extend(batch.accesses)
         return batch
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_mlir.runtime import isa, prepared, semantics
+from neuron_mlir.runtime import isa, semantics, tape
 from neuron_mlir.runtime.lanes import chain_of
 from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
 
@@ -520,11 +520,11 @@ class Batch:
         # Worker w runs the lanes [bounds[w], bounds[w + 1]) of the first lane dimension, chunk by chunk.
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
-        self.parts: list[list[prepared.Step]] = []
+        self.parts: list[list[tape.Step]] = []
         self.accesses = self._accesses()
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
-            steps: list[prepared.Step] = []
+            steps: list[tape.Step] = []
             for start in range(bounds[worker], bounds[worker + 1], chunk):
                 stop = min(bounds[worker + 1], start + chunk)
                 chunk_lanes = (stop - start, *lanes[1:])
@@ -568,15 +568,15 @@ class Batch:
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
-    ) -> list[prepared.Step]:
-        """One step per instruction of one chunk, prepared (`runtime.prepared`) where its form allows."""
+    ) -> list[tape.Step]:
+        """One step per instruction of one chunk, prepared (`runtime.tape`) where its form allows."""
         nest, plans, target = self.nest, self.sim.plans, self.sim.target
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
                 private_views[key] = _private_view(info, shadows, lanes)
         nl = len(lanes)
-        steps: list[prepared.Step] = []
+        steps: list[tape.Step] = []
         seen: dict[int, int] = {}
         for index in self.sequence:
             rep = seen.get(index, 0)
@@ -604,7 +604,7 @@ class Batch:
                 function = isa.OPCODES[plan.inst.opcode].semantics
                 steps.append(functools.partial(semantics.lanewise, function, views, attrs, engine, target, nl))
             else:
-                steps.append(prepared.lane_step(plan.inst.opcode, views, attrs, engine, target, nl))
+                steps.append(tape.lane_step(plan.inst.opcode, views, attrs, engine, target, nl))
         return steps
 
     def run(self) -> None:
@@ -634,8 +634,8 @@ class Batch:
         )
 
 
-def _run_steps(steps: list[prepared.Step]) -> None:
-    # prepared steps leave floating-point errors to their caller, as a tape does (`runtime.prepared`); the
+def _run_steps(steps: list[tape.Step]) -> None:
+    # prepared steps leave floating-point errors to their caller, as a tape does (`runtime.tape`); the
     # setting is per thread
     with np.errstate(all="ignore"):
         for step in steps:

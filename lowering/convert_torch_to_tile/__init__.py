@@ -76,7 +76,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
 from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
-from neuron_mlir.lowering.emitter import Emitter
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.dtypes import DTYPES
 
 # (lowerings, legality) of each family, in the order their tables overlay each other
@@ -191,7 +191,7 @@ def _convert_function(function: func.FuncOp) -> None:
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             returned = {str(index): mapped(v) for index, v in enumerate(op.operands)}
-            materialize_operands(Emitter(block, op, op.location, context.constants, block, context), returned)
+            materialize_operands(LoopNestBuilder(block, op, op.location, context.constants, block, context), returned)
             new_return = func.ReturnOp(*returned.values())
             new_return.location = op.location
             block.insert_op_before(new_return, op)
@@ -203,7 +203,7 @@ def _convert_function(function: func.FuncOp) -> None:
         lowering = LOWERINGS[op.name]
         tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
-        emitter = Emitter(block, op, op.location, context.constants, block, context)
+        emitter = LoopNestBuilder(block, op, op.location, context.constants, block, context)
         try:
             if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
                 # nothing to compute: every result holds no element

@@ -38,7 +38,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     elementwise,
     is_integer_type,
 )
-from neuron_mlir.lowering.emitter import Emitter
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 _LN2 = math.log(2.0)
 _HALF_PI = math.pi / 2
@@ -49,8 +49,8 @@ Compute = Any  # Callable[[TileMath, SSAValue, TileType], SSAValue]
 def _float_unary(compute: Compute, integer_identity: bool = False) -> Lowering:
     """A float function of one tensor; `integer_identity` makes integer inputs a plain copy (rounding ops)."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        def body(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def body(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             if integer_identity and _exact(tiles, result):
                 return m.copy(tiles[0], result)
@@ -141,8 +141,8 @@ def _atanh(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
     return m.sc("multiply", difference, 0.5, r)
 
 
-def _atan2(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _atan2(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         y, x = tiles
         ratio = m.divide(y, x)
@@ -171,7 +171,7 @@ def _erfc(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
 # ---- activations -----------------------------------------------------------------------------------------------
 
 
-def _gelu(em: Emitter, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
+def _gelu(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
     approximate = args.get("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"unknown gelu approximation {approximate!r}")
@@ -194,14 +194,14 @@ def _gelu_tanh_dx(m: TileMath, x: SSAValue) -> SSAValue:
     return m.bin("add", m.sc("add", m.sc("multiply", t, 0.5), 0.5), curve)
 
 
-def _gelu_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _gelu_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """grad * gelu'(x): the exact GELU's derivative is one ScalarE function (`gelu_dx`); the tanh approximation's
     is composed."""
     approximate = args.get("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"unknown gelu approximation {approximate!r}")
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         grad, x = tiles
         slope = m.act("gelu_dx", x) if approximate == "none" else _gelu_tanh_dx(m, x)
@@ -210,21 +210,21 @@ def _gelu_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     return elementwise(op, args, em, ["grad_output", "self"], compute)
 
 
-def _silu_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _silu_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """grad * silu'(x), the derivative one ScalarE function (`silu_dx`)."""
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         return m.bin("multiply", tiles[0], m.act("silu_dx", tiles[1]), result)
 
     return elementwise(op, args, em, ["grad_output", "self"], compute)
 
 
-def _elu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _elu(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     alpha, scale = _number(args.get("alpha", 1)), _number(args.get("scale", 1))
     input_scale = _number(args.get("input_scale", 1))
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         x = tiles[0]
         # x > 0: scale * x;  else: scale * alpha * (exp(x * input_scale) - 1); min(x, 0) keeps exp finite
@@ -237,10 +237,10 @@ def _elu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return elementwise(op, args, em, ["self"], compute)
 
 
-def _leaky_relu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _leaky_relu(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     slope = _number(args.get("negative_slope", 0.01))
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         x = tiles[0]
         return m.select(m.sc("is_gt", x, 0.0), x, m.sc("multiply", x, slope), result)
@@ -248,8 +248,8 @@ def _leaky_relu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return elementwise(op, args, em, ["self"], compute)
 
 
-def _relu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _relu(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         if _exact(tiles, result):
             return TileMath(e, result, True).sc("max", tiles[0], 0.0, result)
         return TileMath(e, result).act("relu", tiles[0], out=result)
@@ -260,10 +260,10 @@ def _relu(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
 # ---- rounding and classification -------------------------------------------------------------------------------
 
 
-def _round_decimals(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _round_decimals(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     decimals = int(args["decimals"])
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         if decimals == 0:
             return m.round_half_even(tiles[0], result)
@@ -295,8 +295,8 @@ def _signbit(m: TileMath, x: SSAValue, r: TileType) -> SSAValue:
 def _classify(compute: Any, integer_value: float) -> Lowering:
     """isinf/isnan/signbit: integers are never inf or NaN (and their sign is a comparison)."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        def body(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def body(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             assert isinstance(tiles[0].type, TileType)
             if is_integer_type(tiles[0].type.element_type):
@@ -310,8 +310,8 @@ def _classify(compute: Any, integer_value: float) -> Lowering:
     return lower
 
 
-def _copysign(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _copysign(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         magnitude = m.act("abs", tiles[0])
         negative = _signbit(m, tiles[1], m.inner)
@@ -320,8 +320,8 @@ def _copysign(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue
     return elementwise(op, args, em, ["self", "other"], compute)
 
 
-def _hypot(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _hypot(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         return m.act("sqrt", m.bin("add", m.act("square", tiles[0]), m.act("square", tiles[1])), out=result)
 

@@ -94,8 +94,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, split_axis, window
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory, Target
 
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu"
@@ -128,7 +128,7 @@ class _Rows:
     width: int
     first: Index = 0  # block index (within `full`) of the rows' block 0
 
-    def block(self, em: Emitter, t: Index, size: int, columns: tuple[int, int] | None = None) -> SSAValue:
+    def block(self, em: LoopNestBuilder, t: Index, size: int, columns: tuple[int, int] | None = None) -> SSAValue:
         """Block t of the rows, `size` rows long (less than 128 only for the matrix's partial last block): all of
         its columns, or `columns` (first, count)."""
         first_column, width = columns if columns is not None else (0, self.width)
@@ -158,8 +158,8 @@ class _Head:
     Q^T [e, p] per feature tile of a query tile."""
 
     batch: list[Index]
-    chunk_operands: Callable[[Emitter, Index, int], tuple[list[SSAValue], _Rows]]
-    query_t: Callable[[Emitter, Index, int], list[SSAValue]]
+    chunk_operands: Callable[[LoopNestBuilder, Index, int], tuple[list[SSAValue], _Rows]]
+    query_t: Callable[[LoopNestBuilder, Index, int], list[SSAValue]]
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class _Unit:
 class _Attention:
     """One attention op's kernel; `emit` writes its loop nest."""
 
-    def __init__(self, em: Emitter, op: Operation, args: dict[str, Any]):
+    def __init__(self, em: LoopNestBuilder, op: Operation, args: dict[str, Any]):
         self.query, self.key, self.value = args["query"], args["key"], args["value"]
         q_layout, k_layout, v_layout = layout_of(self.query), layout_of(self.key), layout_of(self.value)
         self.batch = q_layout.shape[:-2]
@@ -241,7 +241,7 @@ class _Attention:
         if self.pipelined and exact:
             self.query_scale, self.exp_scale = self.exp_scale, 1.0
 
-    def stack_query_heads(self, em: Emitter) -> None:
+    def stack_query_heads(self, em: LoopNestBuilder) -> None:
         """One query per head (a decoding step) under grouped keys: the g query heads of a key/value head become the
         g query rows of one head, [..., Hkv, g, E] (a view), so they share every matmul, exponential and transpose
         of that head's keys instead of each repeating them for one row. Without a causal mask every row sees the
@@ -268,10 +268,10 @@ class _Attention:
         self.length, self.groups = groups, 1
 
     @staticmethod
-    def target(em: Emitter) -> Target:
+    def target(em: LoopNestBuilder) -> Target:
         return emitter_target(em)
 
-    def trip_units(self, em: Emitter) -> int:
+    def trip_units(self, em: LoopNestBuilder) -> int:
         """Units per pipelined trip: three when their PSUM fits (each unit holds a bank for its scores, one for its
         product, and its p^T blocks; a loop body's buffers are all live at once), else two."""
         target = self.target(em)
@@ -282,7 +282,7 @@ class _Attention:
         # A quarter bank stays free for what the head's own transposes may still hold.
         return 3 if 3 * per_unit <= target.psum_bytes_per_partition - bank // 4 else 2
 
-    def results(self, em: Emitter) -> list[SSAValue]:
+    def results(self, em: LoopNestBuilder) -> list[SSAValue]:
         """The output, and the log-sum-exp [..., L] (a tensor left unwritten when nothing reads it)."""
         out, lse = self.result_values
         if lse is None:
@@ -290,12 +290,12 @@ class _Attention:
         layout = layout_of(lse)
         return [out, view(em, lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))]
 
-    def allocate_output(self, em: Emitter) -> SSAValue:
+    def allocate_output(self, em: LoopNestBuilder) -> SSAValue:
         return heads_beside_features(em, self.batch, self.length, self.value_head, self.out_type)
 
     # ---- structure -------------------------------------------------------------------------------------------
 
-    def emit(self, em: Emitter) -> None:
+    def emit(self, em: LoopNestBuilder) -> None:
         self.causal_biases = self.identity = None
         tiles = -(-self.length // PARTITION_TILE)
         itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
@@ -313,7 +313,7 @@ class _Attention:
         # with them, so that a group's query heads still fill about one trip.
         group = max(1, self.units_per_trip // self.groups)
 
-        def heads(e: Emitter, dims: tuple[int, ...], outer: list[Index]) -> None:
+        def heads(e: LoopNestBuilder, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:
                 e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*outer, i]))
                 return
@@ -332,7 +332,7 @@ class _Attention:
 
         heads(em, tuple(self.key_batch), [])
 
-    def head_group(self, em: Emitter, outer: list[Index], key_heads: list[Index] | None) -> None:
+    def head_group(self, em: LoopNestBuilder, outer: list[Index], key_heads: list[Index] | None) -> None:
         """Key/value heads `key_heads` of batch `outer` (None: inputs without a head dimension) with their query
         heads. K^T and the value rows of each are built once; when a head's query heads outnumber a trip's units,
         they take turns in groups of `units_per_trip` (a loop), all reading that one K^T."""
@@ -350,7 +350,7 @@ class _Attention:
         [kv] = key_heads  # one key/value head per group once its query heads fill a trip
         shared = self.prepare_key_values(em, key_batches)
 
-        def query_group(e: Emitter, first: Index, count: int) -> list[SSAValue]:
+        def query_group(e: LoopNestBuilder, first: Index, count: int) -> list[SSAValue]:
             """Query heads [first, first + count) of the key/value head (nothing carried between turns)."""
             group = [([*outer, e.add(e.mul(kv, g), e.add(first, j))], 0) for j in range(count)]
             self.query_heads(e, self.prepare_heads(e, key_batches, group, shared))
@@ -361,7 +361,7 @@ class _Attention:
         if rest:
             query_group(em, full * size, rest)
 
-    def prepare_key_values(self, em: Emitter, batches: list[list[Index]]) -> list[_KeyValue] | None:
+    def prepare_key_values(self, em: LoopNestBuilder, batches: list[list[Index]]) -> list[_KeyValue] | None:
         """The key/value heads kept in SBUF (None when their rows are streamed per chunk): rows loaded once (one
         DMA per matrix), K^T built once, the ones column beside the values."""
         if not self.keep_keys:
@@ -376,7 +376,7 @@ class _Attention:
 
     def prepare_heads(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         key_batches: list[list[Index]],
         queries: list[tuple[list[Index], int]],
         shared: list[_KeyValue] | None = None,
@@ -415,7 +415,7 @@ class _Attention:
             key_value: _KeyValue | None,
             head_queries_t: list[SSAValue] | None,
         ) -> _Head:
-            def chunk_operands(e: Emitter, k: Index, n: int) -> tuple[list[SSAValue], _Rows]:
+            def chunk_operands(e: LoopNestBuilder, k: Index, n: int) -> tuple[list[SSAValue], _Rows]:
                 first = e.mul(k, blocks)
                 if key_value is not None:
                     c0 = e.mul(k, self.chunk)
@@ -428,7 +428,7 @@ class _Attention:
                 [chunk_keys_t] = self.transpose_rows(e, [chunk_keys], n)
                 return chunk_keys_t, self.with_ones(e, chunk_values)
 
-            def query_t(e: Emitter, t: Index, p: int) -> list[SSAValue]:
+            def query_t(e: LoopNestBuilder, t: Index, p: int) -> list[SSAValue]:
                 m0 = e.mul(t, PARTITION_TILE)
                 if head_queries_t is not None:
                     return [window(e, part, [m0], (size, p)) for part, (_, size) in self.tiled(head_queries_t)]
@@ -450,7 +450,7 @@ class _Attention:
         """Each feature tile's part of a transposed matrix, with the tile's (first feature, size)."""
         return list(zip(parts, self.feature_tiles, strict=True))
 
-    def query_heads(self, em: Emitter, heads: list[_Head]) -> None:
+    def query_heads(self, em: LoopNestBuilder, heads: list[_Head]) -> None:
         """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip."""
         full, rest = divmod(self.length, PARTITION_TILE)
         per_head = self.units_per_trip // len(heads)
@@ -462,7 +462,7 @@ class _Attention:
                 if self.lse is not None:
                     collected.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, 1)))).result)
 
-        def trip(e: Emitter, t0: Index, count: int, values: list[SSAValue]) -> list[SSAValue]:
+        def trip(e: LoopNestBuilder, t0: Index, count: int, values: list[SSAValue]) -> list[SSAValue]:
             spec = [(head, e.add(t0, j)) for head in heads for j in range(count)]
             results = self.query_tiles(e, spec, PARTITION_TILE)
             for (head, t), (out, lse) in zip(spec, results, strict=True):
@@ -511,7 +511,7 @@ class _Attention:
             )
         if rest:
 
-            def last(e: Emitter, _: Index, values: list[SSAValue]) -> list[SSAValue]:
+            def last(e: LoopNestBuilder, _: Index, values: list[SSAValue]) -> list[SSAValue]:
                 results = self.query_tiles(e, [(head, full) for head in heads], rest)
                 for head, (out, lse) in zip(heads, results, strict=True):
                     self.store_unit(e, head.batch, full * PARTITION_TILE, out, lse)
@@ -525,7 +525,7 @@ class _Attention:
                 self.store_rows(em, collected[h * per_head_values + 1], self.lse, head.batch, full)
 
     def collect(
-        self, em: Emitter, values: list[SSAValue], h: int, t: Index, out: SSAValue, lse: SSAValue | None
+        self, em: LoopNestBuilder, values: list[SSAValue], h: int, t: Index, out: SSAValue, lse: SSAValue | None
     ) -> list[SSAValue]:
         """`values` (per head: its output rows [128, tiles, Ev], and its log-sum-exp [128, tiles, 1] when used)
         with query tile t of head h written in."""
@@ -536,20 +536,24 @@ class _Attention:
             values[index + 1] = em.insert(tile.InsertOp(lse, values[index + 1], [em.index(t), em.index(0)])).result
         return values
 
-    def store_unit(self, em: Emitter, batch: list[Index], m0: Index, out: SSAValue, lse: SSAValue | None) -> None:
+    def store_unit(
+        self, em: LoopNestBuilder, batch: list[Index], m0: Index, out: SSAValue, lse: SSAValue | None
+    ) -> None:
         store(em, out, self.out, [*batch, m0, 0])
         if lse is not None and self.lse is not None:
             store(em, lse, self.lse, [*batch, m0, 0])
 
-    def store_rows(self, em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
+    def store_rows(
+        self, em: LoopNestBuilder, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int
+    ) -> None:
         store_head_rows(em, rows, tensor, batch, blocks)
 
     def load_rows(
-        self, em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
+        self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
     ) -> _Rows:
         return load_head_rows(em, tensor, batch, first, count, width)
 
-    def scaled(self, em: Emitter, rows: _Rows, scale: float) -> _Rows:
+    def scaled(self, em: LoopNestBuilder, rows: _Rows, scale: float) -> _Rows:
         """The rows times `scale`, in their dtype: one multiply per DMA'd matrix, before the transposes, instead of
         one per transposed block between its PSUM evacuation and its copy into the transposed tile (the transpose
         is exact, so the product rounds to the same values either way)."""
@@ -562,7 +566,7 @@ class _Attention:
 
         return _Rows(times(rows.full), times(rows.last), rows.width, rows.first)
 
-    def transpose_rows(self, em: Emitter, rows: list[_Rows], count: int) -> list[list[SSAValue]]:
+    def transpose_rows(self, em: LoopNestBuilder, rows: list[_Rows], count: int) -> list[list[SSAValue]]:
         """K^T [E, count] of each key rows, as one SBUF tile per feature tile ([e, count]): one TensorE transpose
         per 128 keys and feature tile."""
         transposed = [
@@ -572,11 +576,13 @@ class _Attention:
         parts = len(self.feature_tiles)
         blocks, rest = divmod(count, PARTITION_TILE)
 
-        def piece(e: Emitter, rows: _Rows, t: Index, size: int, columns: tuple[int, int], value: SSAValue) -> SSAValue:
+        def piece(
+            e: LoopNestBuilder, rows: _Rows, t: Index, size: int, columns: tuple[int, int], value: SSAValue
+        ) -> SSAValue:
             block = e.insert(tile.TransposeOp(rows.block(e, t, size, columns))).result
             return e.insert(tile.InsertOp(block, value, [e.index(e.mul(t, PARTITION_TILE))])).result
 
-        def pieces(e: Emitter, t: Index, size: int, values: list[SSAValue]) -> list[SSAValue]:
+        def pieces(e: LoopNestBuilder, t: Index, size: int, values: list[SSAValue]) -> list[SSAValue]:
             return [
                 piece(e, r, t, size, columns, values[i * parts + j])
                 for i, r in enumerate(rows)
@@ -591,7 +597,7 @@ class _Attention:
         return [flat[i * parts : (i + 1) * parts] for i in range(len(rows))]
 
     def query_tiles(
-        self, em: Emitter, spec: list[tuple[_Head, Index]], p: int
+        self, em: LoopNestBuilder, spec: list[tuple[_Head, Index]], p: int
     ) -> list[tuple[SSAValue, SSAValue | None]]:
         """Units (head, query tile t of p rows), emitted stage by stage across the units: each engine's queue then
         alternates between units, so one unit's softmax (VectorE, ScalarE) runs while TensorE multiplies for the
@@ -601,7 +607,7 @@ class _Attention:
         extents = [self.extent(unit) for unit in units]
 
         def step(
-            e: Emitter, k: Index, stop: int, widths: tuple[int, ...], state: list[SSAValue] | None
+            e: LoopNestBuilder, k: Index, stop: int, widths: tuple[int, ...], state: list[SSAValue] | None
         ) -> list[SSAValue]:
             """Chunk k (of a run of chunks ending before `stop`) of every unit whose keys reach it (`widths[u]` keys;
             0: unit u's keys ended before it)."""
@@ -683,7 +689,7 @@ class _Attention:
         """Values of one unit's running state: (max, output with sum column) or (max, sum, output)."""
         return 2 if self.sum_column else 3
 
-    def with_ones(self, em: Emitter, rows: _Rows) -> _Rows:
+    def with_ones(self, em: LoopNestBuilder, rows: _Rows) -> _Rows:
         """Value rows with a column of ones after the last: P @ [V | 1] puts the row sums of P beside P @ V, so
         TensorE computes them for one more column instead of VectorE reducing P."""
         if not self.sum_column:
@@ -701,7 +707,7 @@ class _Attention:
 
     def exponentials(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         units: list[_Unit],
         scores: list[SSAValue],
         states: list[list[SSAValue] | None],
@@ -719,7 +725,12 @@ class _Attention:
         return maxima, probabilities, summands
 
     def products(
-        self, em: Emitter, units: list[_Unit], probabilities: list[SSAValue], values: list[_Rows], widths: list[int]
+        self,
+        em: LoopNestBuilder,
+        units: list[_Unit],
+        probabilities: list[SSAValue],
+        values: list[_Rows],
+        widths: list[int],
     ) -> list[SSAValue]:
         """Every unit's p^T, then every unit's p @ V (with its sum column) in PSUM."""
         transposed = [
@@ -730,7 +741,9 @@ class _Attention:
             for u, probs_t, rows, n in zip(units, transposed, values, widths, strict=True)
         ]
 
-    def scores(self, em: Emitter, unit: _Unit, keys_t: list[SSAValue], c0: Index, n: int, causal: bool) -> SSAValue:
+    def scores(
+        self, em: LoopNestBuilder, unit: _Unit, keys_t: list[SSAValue], c0: Index, n: int, causal: bool
+    ) -> SSAValue:
         """Q K^T[:, chunk] (+ mask, + the causal mask when `causal`) of one unit, accumulated over the feature tiles:
         in PSUM unscaled, or scaled in SBUF when a mask is added."""
         p = unit.p
@@ -753,7 +766,7 @@ class _Attention:
         return scores
 
     def running_max(
-        self, em: Emitter, p: int, scores: SSAValue, state: list[SSAValue] | None
+        self, em: LoopNestBuilder, p: int, scores: SSAValue, state: list[SSAValue] | None
     ) -> tuple[SSAValue, SSAValue]:
         """m' = max(m, rowmax(s)) (floored at MASKED), and -scale m', the exponentials' bias."""
         chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
@@ -769,7 +782,7 @@ class _Attention:
 
     def combine(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         p: int,
         new_max: SSAValue,
         negative_max: SSAValue,
@@ -793,7 +806,7 @@ class _Attention:
         new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
         return [new_max, new_sum, new_out]
 
-    def causal_bias(self, em: Emitter, t: Index, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
+    def causal_bias(self, em: LoopNestBuilder, t: Index, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
         """[p, n]: MASKED where key position c0 + j exceeds query position m0 + i, else 0 (query tile t)."""
         if self.causal_biases is not None:
             return window(em, self.causal_biases, [t, c0], (p, n))
@@ -804,14 +817,14 @@ class _Attention:
         return self.future_to_bias(em, em.insert(positions).result)
 
     @staticmethod
-    def future_to_bias(em: Emitter, positions: SSAValue) -> SSAValue:
+    def future_to_bias(em: LoopNestBuilder, positions: SSAValue) -> SSAValue:
         """MASKED where a key-minus-query position is positive, else 0 (one two-step tensor_scalar)."""
         result_type = positions.type
         assert isinstance(result_type, TileType)
         future = em.insert(tile.BinaryScalarOp(positions, "is_gt", result_type, scalar=0.0)).result
         return em.insert(tile.BinaryScalarOp(future, "multiply", result_type, scalar=MASKED)).result
 
-    def transposed(self, em: Emitter, probabilities: SSAValue, p: int, n: int) -> SSAValue:
+    def transposed(self, em: LoopNestBuilder, probabilities: SSAValue, p: int, n: int) -> SSAValue:
         """p^T as [128, blocks, p] (key block j at [:, j, :]): all TensorE transposes of a chunk before its
         multiplies, so that each PSUM evacuation overlaps the next transpose instead of stalling TensorE.
 
@@ -833,7 +846,7 @@ class _Attention:
             result = em.insert(tile.InsertOp(part_t, result, [em.index(j), em.index(0)])).result
         return result
 
-    def times_values(self, em: Emitter, transposed: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
+    def times_values(self, em: LoopNestBuilder, transposed: SSAValue, values: _Rows, p: int, n: int) -> SSAValue:
         """p [p, n] @ the chunk's value rows (with their ones column), accumulated in PSUM from p^T's blocks."""
         result_type = TileType((p, self.product_width), f32, Memory.PSUM)
         product: SSAValue | None = None
@@ -845,7 +858,7 @@ class _Attention:
         assert product is not None
         return product
 
-    def finish(self, em: Emitter, p: int, state: list[SSAValue]) -> tuple[SSAValue, SSAValue | None]:
+    def finish(self, em: LoopNestBuilder, p: int, state: list[SSAValue]) -> tuple[SSAValue, SSAValue | None]:
         """The unit's output rows O / l in the output dtype, and its log-sum-exp column when it is used."""
         row_max, out = state[0], state[-1]
         row_sum = window(em, out, [self.value_head], (p, 1)) if self.sum_column else state[1]
@@ -878,7 +891,7 @@ class _Attention:
 
 
 def heads_beside_features(
-    em: Emitter, batch: tuple[int, ...], rows: int, width: int, element_type: Attribute
+    em: LoopNestBuilder, batch: tuple[int, ...], rows: int, width: int, element_type: Attribute
 ) -> SSAValue:
     """A new [..., H, rows, width] tensor stored as [..., rows, H, width], as ATen's kernels lay attention's outputs
     out: the usual next step (heads moved back beside the features and merged, `transpose(1, 2).reshape(B, L, H *
@@ -893,7 +906,7 @@ def heads_beside_features(
     return view(em, storage, Layout(tuple(layout.shape[d] for d in order), tuple(layout.strides[d] for d in order)))
 
 
-def store_head_rows(em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
+def store_head_rows(em: LoopNestBuilder, rows: SSAValue, tensor: SSAValue, batch: list[Index], blocks: int) -> None:
     """[128, blocks, width] rows (block t at [:, t, :]) into rows [0, 128 blocks) of one head: one DMA."""
     rank = len(batch) + 2
     split = split_axis(em, tensor, rank - 2, blocks, PARTITION_TILE)
@@ -901,7 +914,9 @@ def store_head_rows(em: Emitter, rows: SSAValue, tensor: SSAValue, batch: list[I
     em.insert(tile.StoreOp(rows, split, indices, dims=(rank - 1, rank - 2, rank)))
 
 
-def load_head_rows(em: Emitter, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int) -> _Rows:
+def load_head_rows(
+    em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], first: Index, count: int, width: int
+) -> _Rows:
     """Rows [first * 128, first * 128 + count) of one head's [N, width] matrix: the full 128-row blocks in one DMA
     (contiguous rows on partitions), the partial last block of the matrix in another."""
     rank = len(batch) + 2
@@ -938,9 +953,7 @@ def legal(op: Operation) -> str | None:
     query_batch, key_batch = query[:-2], key[:-2]
     if query_batch != key_batch:
         if len(query_batch) != len(key_batch) or not query_batch or query_batch[:-1] != key_batch[:-1]:
-            return (
-                f"query {query} and key {key} must have equal batch dimensions, but for the heads (dimension -3)"
-            )
+            return f"query {query} and key {key} must have equal batch dimensions, but for the heads (dimension -3)"
         if key_batch[-1] == 0 or query_batch[-1] % key_batch[-1]:
             return (
                 f"the query's {query_batch[-1]} heads must be a multiple of the key's and value's {key_batch[-1]} "
@@ -956,7 +969,7 @@ def legal(op: Operation) -> str | None:
     return None
 
 
-def _flash_attention(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _flash_attention(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     kernel = _Attention(em, op, args)
     kernel.emit(em)
     return kernel.results(em)

@@ -64,8 +64,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import window
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
@@ -179,7 +179,7 @@ class _Head:
 class _AttentionBackward:
     """One attention backward op's kernel; `emit` writes its loop nest over the heads."""
 
-    def __init__(self, em: Emitter, op: Operation, args: dict[str, Any]):
+    def __init__(self, em: LoopNestBuilder, op: Operation, args: dict[str, Any]):
         self.grad_out, self.query, self.key = args["grad_out"], args["query"], args["key"]
         self.value, self.out = args["value"], args["out"]
         q_layout = layout_of(self.query)
@@ -208,7 +208,7 @@ class _AttentionBackward:
     def rows_in(self, count: int, t: int) -> int:
         return min(PARTITION_TILE, count - t * PARTITION_TILE)
 
-    def emit(self, em: Emitter) -> None:
+    def emit(self, em: LoopNestBuilder) -> None:
         # Each query tile's causal bias over the keys it sees, built once for all heads and added to the scores in
         # PSUM by TensorE (identity^T @ bias): VectorE and GpSimdE stay off the scores' critical path.
         self.biases: dict[int, SSAValue] = {}
@@ -231,7 +231,7 @@ class _AttentionBackward:
         # their query tiles emitted stage by stage together.
         group = max(1, TILES_PER_TRIP // (_tiles(self.length) * self.groups))
 
-        def heads(e: Emitter, dims: tuple[int, ...], outer: list[Index]) -> None:
+        def heads(e: LoopNestBuilder, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:
                 e.for_each(dims[0], lambda inner, h: heads(inner, dims[1:], [*outer, h]))
                 return
@@ -261,7 +261,7 @@ class _AttentionBackward:
         """Whether query tile i reads a key after its first row (so the causal mask touches its scores)."""
         return self.extent(i) - 1 > i * PARTITION_TILE
 
-    def transposed(self, em: Emitter, rows: _Rows, count: int) -> SSAValue:
+    def transposed(self, em: LoopNestBuilder, rows: _Rows, count: int) -> SSAValue:
         """[width, count]: the rows' transpose, one TensorE transpose per 128 rows."""
         result = em.insert(tile.EmptyOp(_sbuf((rows.width, count), self.element_type))).result
         for t in range(_tiles(count)):
@@ -269,7 +269,9 @@ class _AttentionBackward:
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
-    def row_columns(self, em: Emitter, grad_out: _Rows, out: _Rows, lse: _Rows) -> list[tuple[SSAValue, SSAValue]]:
+    def row_columns(
+        self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: _Rows
+    ) -> list[tuple[SSAValue, SSAValue]]:
         """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, each computed for all the head's full tiles
         in one instruction (and once more for the partial last tile)."""
         columns = []
@@ -295,7 +297,7 @@ class _AttentionBackward:
                     columns.append((negated, dots))
         return columns
 
-    def head_group(self, em: Emitter, key_batches: list[list[Index]]) -> None:
+    def head_group(self, em: LoopNestBuilder, key_batches: list[list[Index]]) -> None:
         """The key/value heads `key_batches` with their query heads: each one's rows loaded and transposed, then all
         the query heads' query tiles in stages of TILES_PER_STAGE, then the gradients stored (dK and dV summed over
         the query heads a key/value head serves)."""
@@ -317,12 +319,12 @@ class _AttentionBackward:
         for key_value in dict.fromkeys(head.kv for head in heads):
             self.store_key_value(em, key_value)
 
-    def prepare_key_value(self, em: Emitter, batch: list[Index]) -> _KeyValue:
+    def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index]) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
         value = load_head_rows(em, self.value, batch, 0, self.keys, self.value_head)
         return _KeyValue(batch, key, self.transposed(em, key, self.keys), self.transposed(em, value, self.keys))
 
-    def prepare_head(self, em: Emitter, batch: list[Index], key_value: _KeyValue) -> _Head:
+    def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue) -> _Head:
         query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
         grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
@@ -337,7 +339,7 @@ class _AttentionBackward:
             self.row_columns(em, grad_out, out, lse),
         )
 
-    def store_key_value(self, em: Emitter, key_value: _KeyValue) -> None:
+    def store_key_value(self, em: LoopNestBuilder, key_value: _KeyValue) -> None:
         key_rows_out: list[SSAValue] = []
         value_rows_out: list[SSAValue] = []
         for j in range(_tiles(self.keys)):
@@ -354,7 +356,7 @@ class _AttentionBackward:
         self.store(em, key_rows_out, self.results[1], key_value.batch, self.keys)
         self.store(em, value_rows_out, self.results[2], key_value.batch, self.keys)
 
-    def query_tiles(self, em: Emitter, units: list[tuple[_Head, int]]) -> None:
+    def query_tiles(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> None:
         """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
         alternates between tiles, so that one tile's exponentials (ScalarE) run while TensorE multiplies for
         another, where one tile alone would leave every engine waiting on the previous link of its chain. Each
@@ -418,7 +420,9 @@ class _AttentionBackward:
             scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
             head.grad_queries.append(em.insert(scaled).result)
 
-    def store(self, em: Emitter, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int) -> None:
+    def store(
+        self, em: LoopNestBuilder, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int
+    ) -> None:
         """One head's rows, given per 128-row block: the full blocks gathered into one tile and stored in one DMA,
         the partial last block in another."""
         full, rest = divmod(count, PARTITION_TILE)
@@ -433,7 +437,7 @@ class _AttentionBackward:
             store(em, blocks[full], tensor, [*batch, full * PARTITION_TILE, 0])
 
     @staticmethod
-    def accumulate(em: Emitter, total: SSAValue | None, part: SSAValue) -> SSAValue:
+    def accumulate(em: LoopNestBuilder, total: SSAValue | None, part: SSAValue) -> SSAValue:
         """total + part in fp32 SBUF (the part copied out of PSUM the first time)."""
         if total is None:
             return to_sbuf(em, part)
@@ -441,7 +445,7 @@ class _AttentionBackward:
         return em.insert(tile.BinaryOp(total, part, "add", _sbuf(shape))).result
 
 
-def _flash_attention_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _flash_attention_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     kernel = _AttentionBackward(em, op, args)
     kernel.emit(em)
     return kernel.results

@@ -17,8 +17,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 
 # Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
@@ -30,7 +30,7 @@ FREE_TILE = 2048
 SBUF_BODY_SHARE = 4
 
 
-def emitter_target(em: Emitter) -> Target:
+def emitter_target(em: LoopNestBuilder) -> Target:
     """The target of the module `em` writes into (the default target while the IR is not in a module yet): every
     hardware figure a lowering sizes its tiles by comes from here, never from a literal."""
     from neuron_mlir.ir.dialects.neuron import target_of
@@ -40,7 +40,7 @@ def emitter_target(em: Emitter) -> Target:
     return target_of(anchor) if anchor is not None else get_target(DEFAULT_TARGET)
 
 
-def body_budget_bytes(em: Emitter) -> int:
+def body_budget_bytes(em: LoopNestBuilder) -> int:
     """Bytes per partition that the tiles live in one loop body may use on the module's target."""
     return emitter_target(em).sbuf_bytes_per_partition // SBUF_BODY_SHARE
 
@@ -60,7 +60,7 @@ def element_type_of(value: SSAValue) -> Attribute:
     return memref_type_of(value).element_type
 
 
-def view(em: Emitter, value: SSAValue, layout: Layout) -> SSAValue:
+def view(em: LoopNestBuilder, value: SSAValue, layout: Layout) -> SSAValue:
     """`value` re-described with `layout` (relative to the same allocation); no op when nothing changes."""
     if layout == layout_of(value):
         return value
@@ -70,12 +70,12 @@ def view(em: Emitter, value: SSAValue, layout: Layout) -> SSAValue:
     return em.insert(tile.ViewOp(value, result_type)).result
 
 
-def alloc(em: Emitter, shape: Sequence[int], element_type: Attribute) -> SSAValue:
+def alloc(em: LoopNestBuilder, shape: Sequence[int], element_type: Attribute) -> SSAValue:
     """A fresh row-major HBM tensor."""
     return em.insert(memref.AllocOp([], [], tile.hbm_type(tuple(shape), element_type))).memref
 
 
-def empty_tensor(em: Emitter, tensor_type: TensorType) -> SSAValue:
+def empty_tensor(em: LoopNestBuilder, tensor_type: TensorType) -> SSAValue:
     """An HBM tensor of a shape with a zero extent: a zero-stride view of a one-element allocation."""
     shape = tensor_type.get_shape()
     base = alloc(em, (1,), tensor_type.element_type)
@@ -83,7 +83,7 @@ def empty_tensor(em: Emitter, tensor_type: TensorType) -> SSAValue:
 
 
 def load(
-    em: Emitter,
+    em: LoopNestBuilder,
     tensor: SSAValue,
     indices: Sequence[Index],
     shape: Sequence[int],
@@ -98,11 +98,11 @@ def load(
     return em.insert(tile.LoadOp(tensor, [em.index(i) for i in indices], tile_type, mapping)).result
 
 
-def store(em: Emitter, value: SSAValue, tensor: SSAValue, indices: Sequence[Index]) -> None:
+def store(em: LoopNestBuilder, value: SSAValue, tensor: SSAValue, indices: Sequence[Index]) -> None:
     em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in indices]))
 
 
-def to_sbuf(em: Emitter, value: SSAValue, element_type: Attribute | None = None) -> SSAValue:
+def to_sbuf(em: LoopNestBuilder, value: SSAValue, element_type: Attribute | None = None) -> SSAValue:
     """A tile in SBUF with `element_type` (a copy only when memory or type differ)."""
     source = value.type
     assert isinstance(source, TileType)
@@ -137,7 +137,7 @@ class LoweringInternalError(OpDiagnostic):
 
 # A lowering takes the op, its ATen arguments (tensors already replaced by their HBM memrefs) and returns one
 # memref per result (None for a result of type `none`, which ATen leaves undefined).
-Lowering = Callable[[Emitter, Operation, dict[str, Any]], Sequence[SSAValue | None]]
+Lowering = Callable[[LoopNestBuilder, Operation, dict[str, Any]], Sequence[SSAValue | None]]
 
 # A family's legality check: None when its lowering takes the torch op as it is (its operand and result types,
 # its attributes, the module's target), else the rule the op breaks. It looks at the op alone, never at what
@@ -203,10 +203,12 @@ def result_element_type(op: Operation, index: int = 0) -> Attribute:
 
 
 # body(emitter, offsets, sizes, accumulator or None) -> the new accumulator
-FoldBody = Callable[[Emitter, list[Index], list[int], SSAValue | None], SSAValue]
+FoldBody = Callable[[LoopNestBuilder, list[Index], list[int], SSAValue | None], SSAValue]
 
 
-def fold_nest(em: Emitter, dims: Sequence[tuple[int, int]], body: FoldBody, acc: SSAValue | None = None) -> SSAValue:
+def fold_nest(
+    em: LoopNestBuilder, dims: Sequence[tuple[int, int]], body: FoldBody, acc: SSAValue | None = None
+) -> SSAValue:
     """Fold `body` over every tile of the nest `dims` ((extent, tile) per level, outermost first).
 
     The accumulator starts as `acc` (None: the first step starts it); inner levels run inside the outer
@@ -216,7 +218,7 @@ def fold_nest(em: Emitter, dims: Sequence[tuple[int, int]], body: FoldBody, acc:
         return body(em, [], [], acc)
     (extent, size), rest = dims[0], list(dims[1:])
 
-    def level(e: Emitter, offset: Index, tile_size: int, carried: SSAValue | None) -> SSAValue:
+    def level(e: LoopNestBuilder, offset: Index, tile_size: int, carried: SSAValue | None) -> SSAValue:
         return fold_nest(
             e, rest, lambda e2, offsets, sizes, a: body(e2, [offset, *offsets], [tile_size, *sizes], a), carried
         )

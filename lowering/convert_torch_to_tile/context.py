@@ -3,7 +3,7 @@
 Lowerings are functions of their op and its arguments; what links the lowering of one op to another's (a layer
 norm deferred into the prologue of the matmul that reads it, the activation a matmul chain absorbs) lives in a
 `ConversionContext` made for each function the pass converts, reached through the emitter the lowerings get
-(`Emitter.context`). Nothing of it outlives the conversion of that function, so converting one module cannot
+(`LoopNestBuilder.context`). Nothing of it outlives the conversion of that function, so converting one module cannot
 change how another one converts.
 """
 
@@ -17,10 +17,10 @@ from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
     from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue
-    from neuron_mlir.lowering.emitter import Emitter
+    from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 # A lowering that replaces another op's own (the activation a matmul chain absorbs).
-Absorber = Callable[["Emitter", Operation, dict[str, Any]], list[SSAValue]]
+Absorber = Callable[["LoopNestBuilder", Operation, dict[str, Any]], list[SSAValue]]
 
 
 @dataclass
@@ -37,7 +37,7 @@ class ConversionContext:
     absorbers: dict[Operation, Absorber] = field(default_factory=dict)
 
 
-def context_of(em: Emitter) -> ConversionContext:
+def context_of(em: LoopNestBuilder) -> ConversionContext:
     """The conversion context `em` emits for (every emitter convert-torch-to-tile hands a lowering has one)."""
     context = em.context
     assert context is not None, "a convert-torch-to-tile lowering runs with the conversion's emitter"

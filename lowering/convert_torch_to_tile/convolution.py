@@ -61,13 +61,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, window
 from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 
-def _nest(em: Emitter, extents: Sequence[int], body: Callable[[Emitter, list[Index]], None]) -> None:
-    def level(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+def _nest(em: LoopNestBuilder, extents: Sequence[int], body: Callable[[LoopNestBuilder, list[Index]], None]) -> None:
+    def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
         if not left:
             body(e, done)
             return
@@ -76,7 +76,9 @@ def _nest(em: Emitter, extents: Sequence[int], body: Callable[[Emitter, list[Ind
     level(em, [], extents)
 
 
-def _store(em: Emitter, value: SSAValue, tensor: SSAValue, indices: Sequence[Index], dims: Sequence[int]) -> None:
+def _store(
+    em: LoopNestBuilder, value: SSAValue, tensor: SSAValue, indices: Sequence[Index], dims: Sequence[int]
+) -> None:
     rank = layout_of(tensor).rank
     mapping = None if tuple(dims) == (rank - 2, rank - 1) else dims
     em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in indices], mapping))
@@ -86,7 +88,7 @@ def _store(em: Emitter, value: SSAValue, tensor: SSAValue, indices: Sequence[Ind
 
 
 def prepare_input(
-    em: Emitter, x: SSAValue, low: Sequence[int], high: Sequence[int], spacing: Sequence[int]
+    em: LoopNestBuilder, x: SSAValue, low: Sequence[int], high: Sequence[int], spacing: Sequence[int]
 ) -> SSAValue:
     """`x[N, C, S...]` with `spacing - 1` zeros between elements and `low`/`high` zeros (negative: cropping) per
     spatial dim; `x` itself when nothing changes."""
@@ -115,7 +117,7 @@ def prepare_input(
 CHANNEL_COPY_BYTES = 32 * 1024
 
 
-def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
+def copy_channels(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
     """Copy `source` [N, C, S...] into the HBM view `out` of the same shape, channels on partitions.
 
     Each tile is up to 128 channels of whole rows of the last spatial dims, so every partition moves long runs
@@ -134,7 +136,9 @@ def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
     columns = row if rows > 1 or row * itemsize <= CHANNEL_COPY_BYTES else CHANNEL_COPY_BYTES // itemsize
     rank = layout.rank
 
-    def copy_tile(e: Emitter, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int, col0: Index, ns: int) -> None:
+    def copy_tile(
+        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int, col0: Index, ns: int
+    ) -> None:
         n, *outer = lead
         shape: tuple[int, ...]
         dims: tuple[int, ...]
@@ -145,7 +149,7 @@ def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
         value = load(e, source, indices, shape, element_type_of(out), dims=dims)
         _store(e, value, out, indices, dims)
 
-    def per_plane(e: Emitter, lead: list[Index]) -> None:
+    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
         e.for_tiles(
             channels,
             PARTITION_TILE,
@@ -161,7 +165,7 @@ def copy_channels(em: Emitter, source: SSAValue, out: SSAValue) -> None:
     _nest(em, [batch, *spatial_loops], per_plane)
 
 
-def prepare_weight(em: Emitter, w: SSAValue, groups: int, transposed: bool) -> SSAValue:
+def prepare_weight(em: LoopNestBuilder, w: SSAValue, groups: int, transposed: bool) -> SSAValue:
     """The weight as a contiguous wt[K..., Cin/g, Cout], so each [ci, co] stationary tile loads row-wise.
 
     Direct: w[Cout, Cin/g, K...] permuted. Transposed: w[Cin, Cout/g, K...] with kernel dims flipped and the
@@ -186,7 +190,7 @@ def prepare_weight(em: Emitter, w: SSAValue, groups: int, transposed: bool) -> S
 
 
 def _windows(
-    em: Emitter,
+    em: LoopNestBuilder,
     xp: SSAValue,
     kernel: Sequence[int],
     out_spatial: Sequence[int],
@@ -216,7 +220,7 @@ def _position_tiles(out_spatial: Sequence[int], n_tile: int) -> tuple[list[int],
 
 
 def emit_direct_convolution(
-    em: Emitter,
+    em: LoopNestBuilder,
     xp: SSAValue,
     wt: SSAValue,
     bias: SSAValue | None,
@@ -253,7 +257,7 @@ def emit_direct_convolution(
         bias_column = view(em, bias, layout_of(bias).unsqueeze(1))
 
     def output_tile(
-        e: Emitter,
+        e: LoopNestBuilder,
         n: Index,
         g: Index,
         lead_idx: list[Index],
@@ -266,7 +270,7 @@ def emit_direct_convolution(
     ) -> None:
         co_global = e.add(e.mul(g, cout_g), co0)
 
-        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             *k_idx, ci0 = offsets
             ci_size = sizes[-1]
             stationary = load(e2, wt, [*k_idx, ci0, co_global], (ci_size, co_size))
@@ -297,10 +301,10 @@ def emit_direct_convolution(
             store_at = [n, co_global, *lead_idx, e.mul(r0, out_spatial[-1])]
         _store(e, value, out_rows, store_at, (1, layout_of(out_rows).rank - 1))
 
-    def per_image(e: Emitter, idx: list[Index]) -> None:
+    def per_image(e: LoopNestBuilder, idx: list[Index]) -> None:
         n, g, *lead_idx = idx
 
-        def positions(e2: Emitter, co0: Index, co_size: int) -> None:
+        def positions(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
             if rank >= 2:
                 e2.for_tiles(
                     out_spatial[-2],
@@ -335,7 +339,7 @@ def is_depthwise(weight_shape: Sequence[int], groups: int) -> bool:
     return groups > 1 and weight_shape[1] == 1 and weight_shape[0] == groups
 
 
-def _as_planar(em: Emitter, tensor: SSAValue, rank: int) -> SSAValue:
+def _as_planar(em: LoopNestBuilder, tensor: SSAValue, rank: int) -> SSAValue:
     """A 1-d convolution's [N, C, L] (or weight [C, 1, K]) as [N, C, 1, L]: one path serves both ranks."""
     if rank == 2:
         return tensor
@@ -347,7 +351,7 @@ def _as_planar(em: Emitter, tensor: SSAValue, rank: int) -> SSAValue:
     )
 
 
-def _tap_columns(em: Emitter, w: SSAValue, c0: Index, c_size: int) -> SSAValue:
+def _tap_columns(em: LoopNestBuilder, w: SSAValue, c0: Index, c_size: int) -> SSAValue:
     """[c_size, K] fp32: column k holds kernel offset k (row-major over the kernel dims) of each channel's filter."""
     layout = layout_of(w)
     taps = math.prod(layout.shape[2:])
@@ -360,7 +364,7 @@ def _tap_columns(em: Emitter, w: SSAValue, c0: Index, c_size: int) -> SSAValue:
     return load(em, source, [c0, 0], (c_size, taps), f32)
 
 
-def _diagonal(em: Emitter, mask: SSAValue, columns: SSAValue, tap: Index, element_type: Attribute) -> SSAValue:
+def _diagonal(em: LoopNestBuilder, mask: SSAValue, columns: SSAValue, tap: Index, element_type: Attribute) -> SSAValue:
     c_size = mask.type.get_shape()[0]  # type: ignore[attr-defined]
     column = window(em, columns, [tap], (c_size, 1))
     return em.insert(
@@ -369,7 +373,7 @@ def _diagonal(em: Emitter, mask: SSAValue, columns: SSAValue, tap: Index, elemen
 
 
 def emit_depthwise_convolution(
-    em: Emitter,
+    em: LoopNestBuilder,
     xp: SSAValue,
     w: SSAValue,
     flip: bool,
@@ -399,14 +403,14 @@ def emit_depthwise_convolution(
     bias_column = view(em, bias, layout_of(bias).unsqueeze(1)) if bias is not None else None
     itemsize = 2 if str(operand_type) in ("bf16", "f16") else 4
 
-    def per_channel_tile(e: Emitter, c0: Index, c_size: int) -> None:
+    def per_channel_tile(e: LoopNestBuilder, c0: Index, c_size: int) -> None:
         tap_columns = _tap_columns(e, w, c0, c_size)
         identity = e.insert(tile.IotaOp(TileType((c_size, c_size), f32, Memory.SBUF), [-1], 0, 1)).result
         mask = e.insert(
             tile.BinaryScalarOp(identity, "is_equal", TileType((c_size, c_size), f32, Memory.SBUF), scalar=0.0)
         ).result
 
-        def source_tap(e2: Emitter, tap: Index) -> Index:
+        def source_tap(e2: LoopNestBuilder, tap: Index) -> Index:
             return e2.add(e2.mul(tap, -1), taps - 1) if flip else tap
 
         hoisted = taps * c_size * itemsize <= DIAGONALS_SBUF_BYTES
@@ -414,19 +418,19 @@ def emit_depthwise_convolution(
         if hoisted:
             empty = e.insert(tile.EmptyOp(TileType((c_size, taps, c_size), operand_type, Memory.SBUF))).result
 
-            def build(e2: Emitter, tap: Index, carried: list[SSAValue]) -> list[SSAValue]:
+            def build(e2: LoopNestBuilder, tap: Index, carried: list[SSAValue]) -> list[SSAValue]:
                 diagonal = _diagonal(e2, mask, tap_columns, source_tap(e2, tap), operand_type)
                 return [e2.insert(tile.InsertOp(diagonal, carried[0], [e2.index(tap), e2.index(0)])).result]
 
             [diagonals] = carry(e, 0, taps, 1, [empty], build)
 
-        def output_tile(e2: Emitter, n: Index, r0: Index, rs: int, col0: Index, cs: int) -> None:
+        def output_tile(e2: LoopNestBuilder, n: Index, r0: Index, rs: int, col0: Index, cs: int) -> None:
             band = None
             if banded:
                 band_shape = (c_size, rs + dilation2[0] * (kernel[0] - 1), cs + dilation2[1] * (kernel[1] - 1))
                 band = load(e2, planar_x, [n, c0, r0, col0], band_shape, dims=(1, 2, 3))
 
-            def step(e3: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            def step(e3: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
                 kh, kw = offsets
                 tap = e3.add(e3.mul(kh, kernel[1]), kw)
                 if diagonals is not None:
@@ -454,7 +458,7 @@ def emit_depthwise_convolution(
             else:
                 _store(e2, value, planar_out, [n, c0, r0, col0], (1, 3))
 
-        def per_image(e2: Emitter, n: Index) -> None:
+        def per_image(e2: LoopNestBuilder, n: Index) -> None:
             e2.for_tiles(
                 out_spatial[0],
                 rows,
@@ -470,7 +474,7 @@ def emit_depthwise_convolution(
 
 
 def emit_depthwise_weight_gradient(
-    em: Emitter,
+    em: LoopNestBuilder,
     xp: SSAValue,
     grad_out: SSAValue,
     kernel: Sequence[int],
@@ -492,10 +496,12 @@ def emit_depthwise_weight_gradient(
     gw_columns = view(em, gw, Layout((channels, taps), (taps, 1), 0))
     banded = all(st == 1 for st in stride2)
 
-    def per_channel_tile(e: Emitter, c0: Index, c_size: int) -> None:
+    def per_channel_tile(e: LoopNestBuilder, c0: Index, c_size: int) -> None:
         column_type = TileType((c_size, 1), f32, Memory.SBUF)
 
-        def position_tile(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+        def position_tile(
+            e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None
+        ) -> SSAValue:
             n, r0, col0 = offsets
             rs, cs = sizes[1], sizes[2]
             if acc is None:
@@ -506,8 +512,8 @@ def emit_depthwise_weight_gradient(
                 band_shape = (c_size, rs + dilation2[0] * (kernel2[0] - 1), cs + dilation2[1] * (kernel2[1] - 1))
                 band = load(e2, planar_x, [n, c0, r0, col0], band_shape, f32, dims=(1, 2, 3))
 
-            def per_row(e3: Emitter, kh: Index, carried: list[SSAValue]) -> list[SSAValue]:
-                def per_tap(e4: Emitter, kw: Index, values: list[SSAValue]) -> list[SSAValue]:
+            def per_row(e3: LoopNestBuilder, kh: Index, carried: list[SSAValue]) -> list[SSAValue]:
+                def per_tap(e4: LoopNestBuilder, kw: Index, values: list[SSAValue]) -> list[SSAValue]:
                     tap = e4.add(e4.mul(kh, kernel2[1]), kw)
                     if band is not None:
                         at = [e4.mul(kh, dilation2[0]), e4.mul(kw, dilation2[1])]
@@ -544,7 +550,7 @@ def _expand_param(values: Sequence[int], rank: int) -> list[int]:
 
 
 def emit_convolution(
-    em: Emitter,
+    em: LoopNestBuilder,
     op_name: str,
     x: SSAValue,
     w: SSAValue,
@@ -582,7 +588,7 @@ def emit_convolution(
     return emit_direct_convolution(em, xp, wt, bias, stride, dilation, groups, out_element_type)
 
 
-def _convolution(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _convolution(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out = emit_convolution(
         em,
         op.name,
@@ -602,7 +608,7 @@ def _convolution(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
 
 
 def emit_weight_gradient(
-    em: Emitter,
+    em: LoopNestBuilder,
     x: SSAValue,
     grad_out: SSAValue,
     kernel: Sequence[int],
@@ -625,12 +631,12 @@ def emit_weight_gradient(
     gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
     last = 2 + 2 * rank - 1
 
-    def output_tile(e: Emitter, idx: list[Index], co0: Index, co_size: int, ci0: Index, ci_size: int) -> None:
+    def output_tile(e: LoopNestBuilder, idx: list[Index], co0: Index, co_size: int, ci0: Index, ci_size: int) -> None:
         g, *k_idx = idx
         co_global = e.add(e.mul(g, cout_g), co0)
         ci_global = e.add(e.mul(g, cin_g), ci0)
 
-        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             n, *lead, p0 = offsets
             p_size = sizes[-1]
             stationary = load(e2, grad_out, [n, co_global, *lead, p0], (p_size, co_size), dims=(2 + rank - 1, 1))
@@ -642,7 +648,7 @@ def emit_weight_gradient(
         product = fold_nest(e, nest, step)
         _store(e, to_sbuf(e, product, out_element_type), gw, [co_global, ci0, *k_idx], (0, 1))
 
-    def per_offset(e: Emitter, idx: list[Index]) -> None:
+    def per_offset(e: LoopNestBuilder, idx: list[Index]) -> None:
         e.for_tiles(
             cout_g,
             m_tile,
@@ -653,14 +659,14 @@ def emit_weight_gradient(
     return gw
 
 
-def _unused(em: Emitter, op: Operation, index: int) -> SSAValue | None:
+def _unused(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue | None:
     """A result output_mask leaves out: None when ATen leaves it undefined, else an (unwritten) tensor."""
     if not isinstance(op.results[index].type, TensorType):
         return None
     return alloc(em, result_shape(op, index), result_element_type(op, index))
 
 
-def _convolution_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     grad_out, x, w = args["grad_output"], args["input"], args["weight"]
     rank = layout_of(x).rank - 2
     stride, padding = _expand_param(args["stride"], rank), _expand_param(args["padding"], rank)

@@ -42,8 +42,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementw
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import emit_matmul
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 
@@ -51,22 +51,22 @@ def _work(shape: Sequence[int]) -> TileType:
     return TileType(tuple(shape), f32, Memory.SBUF)
 
 
-def _scalar(em: Emitter, op: str, value: SSAValue, scalar: float) -> SSAValue:
+def _scalar(em: LoopNestBuilder, op: str, value: SSAValue, scalar: float) -> SSAValue:
     shape = value.type.get_shape()  # type: ignore[attr-defined]
     return em.insert(tile.BinaryScalarOp(value, op, _work(shape), scalar=scalar)).result
 
 
-def _binary(em: Emitter, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+def _binary(em: LoopNestBuilder, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     shape = lhs.type.get_shape()  # type: ignore[attr-defined]
     return em.insert(tile.BinaryOp(lhs, rhs, op, _work(shape))).result
 
 
-def _reduce(em: Emitter, op: str, value: SSAValue) -> SSAValue:
+def _reduce(em: LoopNestBuilder, op: str, value: SSAValue) -> SSAValue:
     rows = value.type.get_shape()[0]  # type: ignore[attr-defined]
     return em.insert(tile.ReduceOp(value, op, _work((rows, 1)))).result
 
 
-def _partial(em: Emitter, p: float, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+def _partial(em: LoopNestBuilder, p: float, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     """The [rows, 1] partial p-norm accumulation of one chunk of the difference (before the final root)."""
     diff = _binary(em, "subtract", lhs, rhs)
     if p == 0:
@@ -81,11 +81,11 @@ def _partial(em: Emitter, p: float, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     return _reduce(em, "add", _scalar(em, "power", magnitude, p))
 
 
-def _combine(em: Emitter, p: float, acc: SSAValue, value: SSAValue) -> SSAValue:
+def _combine(em: LoopNestBuilder, p: float, acc: SSAValue, value: SSAValue) -> SSAValue:
     return _binary(em, "max" if math.isinf(p) else "add", acc, value)
 
 
-def _finish(em: Emitter, p: float, total: SSAValue, element_type: Attribute) -> SSAValue:
+def _finish(em: LoopNestBuilder, p: float, total: SSAValue, element_type: Attribute) -> SSAValue:
     shape = total.type.get_shape()  # type: ignore[attr-defined]
     if p == 2:
         total = em.insert(tile.UnaryOp(total, "sqrt", _work(shape))).result
@@ -95,12 +95,12 @@ def _finish(em: Emitter, p: float, total: SSAValue, element_type: Attribute) -> 
 
 
 def _direct_rows(
-    em: Emitter, p: float, rows: SSAValue, other_row: SSAValue, at: list[Index], other_at: list[Index],
+    em: LoopNestBuilder, p: float, rows: SSAValue, other_row: SSAValue, at: list[Index], other_at: list[Index],
     count: int, width: int, element_type: Attribute,
 ) -> SSAValue:  # fmt: skip
     """[count, 1]: p-distances between `count` rows of `rows` (at `at`) and one row broadcast over them."""
 
-    def step(e: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+    def step(e: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
         (m0,), (ms,) = offsets, sizes
         lhs = load(e, rows, [*at[:-1], m0], (count, ms), f32)
         rhs = load(e, other_row, [*other_at[:-1], m0], (count, ms), f32)
@@ -112,7 +112,7 @@ def _direct_rows(
     return _finish(em, p, fold_nest(em, [(width, FREE_TILE)], step), element_type)
 
 
-def _broadcast_rows(em: Emitter, x: SSAValue, partitions: int) -> SSAValue:
+def _broadcast_rows(em: LoopNestBuilder, x: SSAValue, partitions: int) -> SSAValue:
     """x[..., R, M] viewed as [..., R, partitions, M] (each row repeated on every partition, stride 0)."""
     layout = layout_of(x)
     shape = (*layout.shape[:-1], partitions, layout.shape[-1])
@@ -124,7 +124,7 @@ def _uses_matmul(p: float, mode: int | None, rows1: int, rows2: int) -> bool:
     return p == 2 and (mode == 1 or (mode in (None, 0) and (rows1 > 25 or rows2 > 25)))
 
 
-def _euclidean_by_matmul(em: Emitter, x1: SSAValue, x2: SSAValue, element_type: Attribute) -> SSAValue:
+def _euclidean_by_matmul(em: LoopNestBuilder, x1: SSAValue, x2: SSAValue, element_type: Attribute) -> SSAValue:
     """ATen's _euclidean_dist: [-2*x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T, then sqrt(max(., 0))."""
     a, b = layout_of(x1), layout_of(x2)
     width = a.shape[-1]
@@ -135,7 +135,7 @@ def _euclidean_by_matmul(em: Emitter, x1: SSAValue, x2: SSAValue, element_type: 
         out = alloc(em, shape, f32)
         out_layout = layout_of(out)
 
-        def scaled(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def scaled(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             value = e.insert(tile.BinaryScalarOp(tiles[0], "multiply", result, scalar=scale)).result
             return value
 
@@ -153,7 +153,7 @@ def _euclidean_by_matmul(em: Emitter, x1: SSAValue, x2: SSAValue, element_type: 
     rhs = augmented(x2, 1.0, norm_last=True)
     rhs_t = view(em, rhs, layout_of(rhs).transpose(-1, -2))
 
-    def epilogue(e: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
+    def epilogue(e: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
         shape = result_type.get_shape()
         clamped = e.insert(tile.BinaryScalarOp(product, "max", _work(shape), scalar=0.0)).result
         return e.insert(tile.UnaryOp(clamped, "sqrt", result_type)).result
@@ -162,7 +162,7 @@ def _euclidean_by_matmul(em: Emitter, x1: SSAValue, x2: SSAValue, element_type: 
     return emit_matmul(em, lhs, rhs_t, element_type, epilogue)
 
 
-def _cdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _cdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x1, x2 = args["x1"], args["x2"]
     p = float(args["p"])
     mode = args.get("compute_mode")
@@ -179,13 +179,13 @@ def _cdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out = alloc(em, result_shape(op), element_type)
     spread = _broadcast_rows(em, x2, PARTITION_TILE)
 
-    def per_batch(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+    def per_batch(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
         if left:
             e.for_each(left[0], lambda inner, i: per_batch(inner, [*done, i], left[1:]))
             return
 
-        def rows_tile(e2: Emitter, p0: Index, ps: int) -> None:
-            def per_row(e3: Emitter, r: Index) -> None:
+        def rows_tile(e2: LoopNestBuilder, p0: Index, ps: int) -> None:
+            def per_row(e3: LoopNestBuilder, r: Index) -> None:
                 column = _direct_rows(e3, p, x1, spread, [*done, p0, 0], [*done, r, 0, 0], ps, width, element_type)
                 e3.insert(tile.StoreOp(column, out, [e3.index(i) for i in [*done, p0, r]]))
 
@@ -197,7 +197,7 @@ def _cdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [out]
 
 
-def _pdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _pdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["self"]
     p = float(args.get("p", 2.0))
     layout = layout_of(x)
@@ -210,7 +210,7 @@ def _pdist(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     for i in range(count - 1):
         others = count - 1 - i
 
-        def rows_tile(e: Emitter, j0: Index, js: int, i: int = i, start: int = start) -> None:
+        def rows_tile(e: LoopNestBuilder, j0: Index, js: int, i: int = i, start: int = start) -> None:
             first = e.add(j0, i + 1)
             column = _direct_rows(e, p, x, spread, [first, 0], [i, 0, 0], js, width, element_type)
             e.insert(tile.StoreOp(column, column_view, [e.index(e.add(j0, start)), e.index(0)]))

@@ -43,13 +43,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     view,
 )
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.dtypes import numpy_dtype
 from neuron_mlir.runtime.hardware import Memory
 
 # compute(emitter, operand tiles, result tile type) -> result tile (SBUF)
-TileCompute = Callable[[Emitter, list[SSAValue], TileType], SSAValue]
+TileCompute = Callable[[LoopNestBuilder, list[SSAValue], TileType], SSAValue]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class TilePosition:
     indices: list[Index]
     strides: tuple[int, ...]
 
-    def element_offsets(self, em: Emitter, result: TileType, element_type: Attribute) -> SSAValue:
+    def element_offsets(self, em: LoopNestBuilder, result: TileType, element_type: Attribute) -> SSAValue:
         """Each element's offset in the output (its flat index when the output is a fresh tensor): an iota
         whose base is the tile's offset, known at run time inside loops."""
         base: Index = 0
@@ -73,7 +73,7 @@ class TilePosition:
 
 
 # compute_at(emitter, operand tiles, result tile type, position) -> result tile (SBUF)
-PositionedCompute = Callable[[Emitter, list[SSAValue], TileType, TilePosition], SSAValue]
+PositionedCompute = Callable[[LoopNestBuilder, list[SSAValue], TileType, TilePosition], SSAValue]
 
 
 def lane_split(extent: int) -> int:
@@ -99,7 +99,7 @@ def iteration_space(shape: Sequence[int], layouts: Sequence[Layout]) -> tuple[tu
 
 
 def emit_elementwise(
-    em: Emitter,
+    em: LoopNestBuilder,
     out_shape: Sequence[int],
     out_element_type: Attribute,
     operands: Sequence[SSAValue],
@@ -123,14 +123,14 @@ def emit_elementwise(
         for layout, value in zip(canonical[1:], operands, strict=True)
     ]
 
-    def tile_body(inner: Emitter, loop_indices: list[Index]) -> None:
-        def partition_body(em_p: Emitter, p0: Index, p_size: int) -> None:
+    def tile_body(inner: LoopNestBuilder, loop_indices: list[Index]) -> None:
+        def partition_body(em_p: LoopNestBuilder, p0: Index, p_size: int) -> None:
             columns = [
                 load(em_p, v, [*loop_indices, p0, 0], (p_size, 1)) if column else None
                 for v, column in zip(operand_views, by_column, strict=True)
             ]
 
-            def free_body(em_f: Emitter, f0: Index, f_size: int) -> None:
+            def free_body(em_f: LoopNestBuilder, f0: Index, f_size: int) -> None:
                 indices = [*loop_indices, p0, f0]
                 tiles = [
                     load(em_f, v, indices, (p_size, f_size)) if column is None else _spread(em_f, column, f_size)
@@ -159,7 +159,7 @@ def _broadcast_column(layout: Layout) -> bool:
     return f_stride == 0 and p_stride != 0 and layout.shape[-1] > 1
 
 
-def _spread(em: Emitter, column: SSAValue, width: int) -> SSAValue:
+def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
     """The float [P, 1] `column` repeated along `width` free elements (0 + column: exact)."""
     source = column.type
     assert isinstance(source, TileType)
@@ -168,7 +168,9 @@ def _spread(em: Emitter, column: SSAValue, width: int) -> SSAValue:
     return em.insert(tile.BinaryScalarOp(zeros, "add", wide, column=column)).result
 
 
-def nest(em: Emitter, extents: list[int], indices: list[Index], body: Callable[[Emitter, list[Index]], None]) -> None:
+def nest(
+    em: LoopNestBuilder, extents: list[int], indices: list[Index], body: Callable[[LoopNestBuilder, list[Index]], None]
+) -> None:
     """`body(emitter, indices)` inside one `scf.for` per extent (straight-line code for extents of 1)."""
     if not extents:
         body(em, indices)
@@ -176,7 +178,7 @@ def nest(em: Emitter, extents: list[int], indices: list[Index], body: Callable[[
     em.for_each(extents[0], lambda inner, i: nest(inner, extents[1:], [*indices, i], body))
 
 
-def copy_to(em: Emitter, source: SSAValue, out: SSAValue | None = None) -> SSAValue:
+def copy_to(em: LoopNestBuilder, source: SSAValue, out: SSAValue | None = None) -> SSAValue:
     """A contiguous copy of `source` (or a copy into `out`)."""
     shape = layout_of(source).shape
     return emit_elementwise(em, shape, element_type_of(source), [source], lambda e, tiles, t: tiles[0], out)
@@ -201,7 +203,7 @@ class TileMath:
     an optional `out` type, given for the step that produces the final result.
     """
 
-    def __init__(self, em: Emitter, result: TileType, exact: bool = False):
+    def __init__(self, em: LoopNestBuilder, result: TileType, exact: bool = False):
         self.em = em
         self.result = result
         self.inner = TileType(result.get_shape(), result.element_type if exact else f32, Memory.SBUF)
@@ -285,7 +287,9 @@ def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
     return TileType(result.get_shape(), element_type or result.element_type, Memory.SBUF)
 
 
-def elementwise(op: Operation, args: dict[str, Any], em: Emitter, operands: Sequence[str], compute: TileCompute):
+def elementwise(
+    op: Operation, args: dict[str, Any], em: LoopNestBuilder, operands: Sequence[str], compute: TileCompute
+):
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
     return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
@@ -327,8 +331,8 @@ def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
 
 
 def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False, second: str = "other") -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result, _exact(tiles, result))
             lhs, rhs = (tiles[1], tiles[0]) if reverse else (tiles[0], tiles[1])
             rhs = _alpha_scaled(m, rhs, args.get("alpha")) if with_alpha else rhs
@@ -340,12 +344,12 @@ def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False,
 
 
 def _scalar_binary(alu_op: str, argument: str = "other", with_alpha: bool = False, reverse: bool = False) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         scalar = in_tensor_dtype(args[argument], args["self"])
         if with_alpha and args.get("alpha") not in (None, 1):
             scalar = in_tensor_dtype(scalar * _number(args["alpha"]), args["self"])
 
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             return m.sc(alu_op, tiles[0], scalar, result, reverse)
 
@@ -354,11 +358,11 @@ def _scalar_binary(alu_op: str, argument: str = "other", with_alpha: bool = Fals
     return lower
 
 
-def _div_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _div_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return elementwise(op, args, em, ["self", "other"], lambda e, t, r: TileMath(e, r).divide(t[0], t[1], r))
 
 
-def _div_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _div_scalar(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     other = in_tensor_dtype(args["other"], args["self"])
     # x / 0 is +-inf (NaN for 0 and NaN): multiplying by a signed infinity gives exactly that
     inverse = 1.0 / other if other != 0 else math.copysign(math.inf, other)
@@ -371,12 +375,12 @@ _ROUNDING_KERNELS = {None: "divide", "trunc": "divide_trunc", "floor": "divide_f
 def _division_kernel(name_of: Callable[[dict[str, Any]], str], scalar: bool) -> Lowering:
     """Ops of the division family on GpSimdE: a tensor or (as a [P, 1] column) a scalar divisor."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         name = name_of(args)
         if name == "divide" and not scalar:
             return _div_tensor(em, op, args)
 
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             numerator = tiles[0]
             if scalar:
@@ -404,10 +408,10 @@ def _rounding_mode(args: dict[str, Any]) -> str:
     return _ROUNDING_KERNELS[mode]
 
 
-def _pow_tensor_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _pow_tensor_scalar(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     exponent = args["exponent"]
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         exact = _exact(tiles, result) and _integral(exponent)
         m = TileMath(e, result, exact)
         x = tiles[0]
@@ -431,10 +435,10 @@ def _pow_tensor_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list
     return elementwise(op, args, em, ["self"], compute)
 
 
-def _pow_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _pow_scalar(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     base = _number(args["self"])
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         exact = _exact(tiles, result) and _integral(args["self"])
         m = TileMath(e, result, exact)
         if base > 0 and not exact:
@@ -448,8 +452,8 @@ def _pow_scalar(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
 def _float_max_min(alu_op: str) -> Lowering:
     """fmax/fmin: the maximum/minimum ignoring a NaN operand (NaN only when both are NaN)."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             a, b = tiles
             if _exact(tiles, result):
                 return TileMath(e, result, True).bin(alu_op, a, b, result)
@@ -463,10 +467,10 @@ def _float_max_min(alu_op: str) -> Lowering:
 
 
 def _clamp_scalar(min_arg: str, max_arg: str) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         low, high = args.get(min_arg), args.get(max_arg)
 
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             exact = _exact(tiles, result) and all(v is None or _integral(v) for v in (low, high))
             m = TileMath(e, result, exact)
             value = tiles[0]
@@ -484,10 +488,10 @@ def _clamp_scalar(min_arg: str, max_arg: str) -> Lowering:
     return lower
 
 
-def _clamp_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _clamp_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     names = [name for name in ("min", "max") if args.get(name) is not None]
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result, _exact(tiles, result))
         value = tiles[0]
         if not names:
@@ -499,8 +503,8 @@ def _clamp_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAV
     return elementwise(op, args, em, ["self", *names], compute)
 
 
-def _where(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _where(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.SelectOp(tiles[0], tiles[1], tiles[2], result)).result
 
     return elementwise(op, args, em, ["condition", "self", "other"], compute)
@@ -512,8 +516,8 @@ def _unary_exact_or_float(
 ) -> Lowering:
     """One computation for integer tensors (exact, GpSimdE) and one for floats."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             if _exact(tiles, result):
                 return exact_compute(TileMath(e, result, True), tiles[0], result)
             return float_compute(TileMath(e, result), tiles[0], result)
@@ -527,10 +531,10 @@ def _unary(compute: Callable[[TileMath, SSAValue, TileType], SSAValue]) -> Lower
     return _unary_exact_or_float(compute, compute)
 
 
-def _threshold_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _threshold_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     threshold = _number(args["threshold"])
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         grad, value = tiles
         return m.select(m.sc("is_gt", value, threshold), grad, m.fill(0.0), result)
@@ -541,12 +545,12 @@ def _threshold_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> lis
 # ---- logical and bitwise -------------------------------------------------------------------------------------
 
 
-def _logical_not(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _logical_not(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return elementwise(op, args, em, ["self"], lambda e, t, r: TileMath(e, r).sc("is_equal", t[0], 0.0, r))
 
 
-def _bitwise_not(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _bitwise_not(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result, True)
         if result.element_type == IntegerType(1):
             return m.sc("is_equal", tiles[0], 0.0, result)
@@ -558,15 +562,15 @@ def _bitwise_not(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
 # ---- casts and creation ----------------------------------------------------------------------------------------
 
 
-def _to_copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _to_copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
     return elementwise(op, args, em, ["self"], compute)
 
 
 def _constant_fill(value_arg: str) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         value = _number(args[value_arg])
         out = emit_elementwise(em, result_shape(op), result_element_type(op), [], lambda e, t, r: _fill(e, value, r))
         return [out]
@@ -574,7 +578,7 @@ def _constant_fill(value_arg: str) -> Lowering:
     return lower
 
 
-def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
+def _fill(em: LoopNestBuilder, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(float(value), result)).result
 
 

@@ -59,8 +59,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, normalize_dim
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # Offsets are computed in fp32 (VectorE): exact for integers below 2^24.
@@ -78,7 +78,7 @@ def _layout(value: Operand) -> Layout:
     return value if isinstance(value, Layout) else layout_of(value)
 
 
-def _view(em: Emitter | None, value: Operand, layout: Layout) -> Operand:
+def _view(em: LoopNestBuilder | None, value: Operand, layout: Layout) -> Operand:
     """`value` re-described with `layout`: a `tile.view` when emitting, the layout itself when measuring."""
     if isinstance(value, Layout):
         return layout
@@ -97,14 +97,14 @@ class IndexTerm:
     wrap: bool = False
 
 
-def _source_without_negative_strides(em: Emitter, source: SSAValue) -> SSAValue:
+def _source_without_negative_strides(em: LoopNestBuilder, source: SSAValue) -> SSAValue:
     if any(s < 0 for s in layout_of(source).strides):
         return copy_to(em, source)
     return source
 
 
 def _exact_source(
-    em: Emitter, source: SSAValue, build: Callable[[SSAValue], IndexedAccess]
+    em: LoopNestBuilder, source: SSAValue, build: Callable[[SSAValue], IndexedAccess]
 ) -> tuple[SSAValue, IndexedAccess]:
     """The gather source (without negative strides) and its access, exact in fp32 (`inexact`).
 
@@ -134,7 +134,7 @@ def _as_rank2(shape: Sequence[int], values: Sequence[int]) -> tuple[int, ...]:
     return (0,) * max(0, 2 - len(shape)) + values
 
 
-def _views_rank2(em: Emitter, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+def _views_rank2(em: LoopNestBuilder, value: SSAValue, shape: Sequence[int]) -> SSAValue:
     layout = layout_of(value)
     pad = max(0, 2 - len(shape))
     return view(em, value, Layout((1,) * pad + tuple(layout.shape), (0,) * pad + tuple(layout.strides), layout.offset))
@@ -167,7 +167,7 @@ class IndexedAccess:
         total += sum((t.extent - 1) * t.coefficient for t in self.terms)
         return total // self.unit + 1
 
-    def origin(self, em: Emitter, lead: Sequence[Index], p0: Index, f0: Index) -> Index:
+    def origin(self, em: LoopNestBuilder, lead: Sequence[Index], p0: Index, f0: Index) -> Index:
         a = self.coefficients
         value: Index = 0
         for index, coefficient in zip([*lead, p0], a[:-1], strict=True):
@@ -176,7 +176,7 @@ class IndexedAccess:
             value = em.add(value, em.mul(f0, a[-1]))
         return value
 
-    def offsets(self, em: Emitter, lead: Sequence[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+    def offsets(self, em: LoopNestBuilder, lead: Sequence[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         """The [ps, 1] (rows) or [ps, fs] (elements) i32 offsets of a tile, relative to its origin, in units."""
         width = 1 if self.rows else fs
         a = [c // self.unit for c in self.coefficients]
@@ -198,11 +198,13 @@ class IndexedAccess:
             total = em.insert(tile.BinaryOp(total, scaled, "add", TileType(shape, f32))).result
         return em.insert(tile.CopyOp(total, TileType(shape, i32))).result
 
-    def run(self, em: Emitter, body: Callable[[Emitter, list[Index], Index, int, Index, int], None]) -> None:
+    def run(
+        self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, list[Index], Index, int, Index, int], None]
+    ) -> None:
         """body(emitter, lead indices, p0, ps, f0, fs) over every tile of the output."""
         free_tile = FREE_TILE if self.rows else ELEMENT_TILE
 
-        def level(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+        def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
             if left:
                 e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
                 return
@@ -217,7 +219,7 @@ class IndexedAccess:
         level(em, [], self.lead)
 
     def table(
-        self, em: Emitter, source: SSAValue, origin: Index, ps: int, fs: int
+        self, em: LoopNestBuilder, source: SSAValue, origin: Index, ps: int, fs: int
     ) -> tuple[SSAValue, list[Index], int]:
         """A view of `source`'s allocation for one tile: (view, gather indices, indexed dim).
 
@@ -258,7 +260,7 @@ def _check_exact(op_name: str, access: IndexedAccess) -> None:
 
 
 def emit_gather(
-    em: Emitter, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
+    em: LoopNestBuilder, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
 ) -> SSAValue:
     """out[shape] with out[o] = source element at offset(o); the access must be exact (`inexact`)."""
     _check_exact(op_name, access)
@@ -267,7 +269,7 @@ def emit_gather(
     if math.prod(access.shape) == 0:
         return out
 
-    def body(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
+    def body(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
         offsets = access.offsets(e, lead, p0, ps, f0, fs)
         table, indices, dim = access.table(e, source, access.origin(e, lead, p0, f0), ps, fs)
         if access.rows:
@@ -283,11 +285,11 @@ def emit_gather(
 
 
 def emit_scatter(
-    em: Emitter,
+    em: LoopNestBuilder,
     op_name: str,
     dest: SSAValue,
     access: IndexedAccess,
-    values: Callable[[Emitter, list[Index], Index, int, Index, int], SSAValue],
+    values: Callable[[LoopNestBuilder, list[Index], Index, int, Index, int], SSAValue],
     accumulate: bool,
 ) -> None:
     """dest element at offset(o) = (or +=) values(o) for every o of the access's shape; the access must be exact
@@ -296,7 +298,7 @@ def emit_scatter(
     if math.prod(access.shape) == 0:
         return
 
-    def body(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
+    def body(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> None:
         offsets = access.offsets(e, lead, p0, ps, f0, fs)
         table, indices, dim = access.table(e, dest, access.origin(e, lead, p0, f0), ps, fs)
         if access.rows:
@@ -314,14 +316,14 @@ def emit_scatter(
 def _load_values(source: SSAValue, shape: Sequence[int], element_type: Attribute):  # type: ignore[no-untyped-def]
     """A `values` callback reading `source` (viewed with `shape`) at the tile's positions."""
 
-    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+    def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         return load(e, _views_rank2(e, source, shape), [*lead, p0, f0], (ps, fs), element_type)
 
     return values
 
 
 def _fill_values(value: float, element_type: Attribute):  # type: ignore[no-untyped-def]
-    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+    def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         return e.insert(tile.FillOp(value, TileType((ps, fs), element_type, Memory.SBUF))).result
 
     return values
@@ -330,7 +332,9 @@ def _fill_values(value: float, element_type: Attribute):  # type: ignore[no-unty
 # ---- building accesses -------------------------------------------------------------------------------------
 
 
-def _broadcast_index(em: Emitter | None, index: Operand, shape: Sequence[int], placement: Sequence[int]) -> Operand:
+def _broadcast_index(
+    em: LoopNestBuilder | None, index: Operand, shape: Sequence[int], placement: Sequence[int]
+) -> Operand:
     """`index` viewed with `shape`: its dims land on `placement` (right-aligned broadcasting), stride 0 elsewhere."""
     layout = _layout(index)
     strides = [0] * len(shape)
@@ -339,7 +343,9 @@ def _broadcast_index(em: Emitter | None, index: Operand, shape: Sequence[int], p
     return _view(em, index, Layout(tuple(shape), tuple(strides), layout.offset))
 
 
-def along_dim_access(em: Emitter | None, source: Operand, dim: int, index: Operand, wrap: bool) -> IndexedAccess:
+def along_dim_access(
+    em: LoopNestBuilder | None, source: Operand, dim: int, index: Operand, wrap: bool
+) -> IndexedAccess:
     """gather/scatter's access: the output has the index's shape; dimension `dim` comes from the index."""
     src = _layout(source)
     idx = _layout(index)
@@ -380,7 +386,7 @@ def advanced_indexing_problem(indices: Sequence[object]) -> str | None:
     return None
 
 
-def advanced_access(em: Emitter | None, source: Operand, indices: Sequence[Operand | None]) -> IndexedAccess:
+def advanced_access(em: LoopNestBuilder | None, source: Operand, indices: Sequence[Operand | None]) -> IndexedAccess:
     """index.Tensor's access: PyTorch's advanced indexing with integer index tensors (None keeps a dimension),
     which `advanced_indexing_problem` accepts."""
     src = _layout(source)
@@ -411,19 +417,19 @@ def advanced_access(em: Emitter | None, source: Operand, indices: Sequence[Opera
 # ---- ATen ops ------------------------------------------------------------------------------------------------
 
 
-def _embedding_access(em: Emitter | None, weight: Operand, indices: Operand) -> IndexedAccess:
+def _embedding_access(em: LoopNestBuilder | None, weight: Operand, indices: Operand) -> IndexedAccess:
     w, idx = _layout(weight), _layout(indices)
     shape = (*idx.shape, w.shape[1])
     term = IndexTerm(_view(em, indices, Layout(shape, (*idx.strides, 0), idx.offset)), w.strides[0], w.shape[0])
     return IndexedAccess(shape, [0] * idx.rank + [w.strides[1]], [term])
 
 
-def _embedding(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _embedding(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     weight, access = _exact_source(em, args["weight"], lambda w: _embedding_access(em, w, args["indices"]))
     return [emit_gather(em, op.name, weight, access, result_element_type(op))]
 
 
-def _index_select_access(em: Emitter | None, source: Operand, index: Operand, dim: int) -> IndexedAccess:
+def _index_select_access(em: LoopNestBuilder | None, source: Operand, index: Operand, dim: int) -> IndexedAccess:
     src, idx = _layout(source), _layout(index)
     dim = normalize_dim(dim, src.rank)
     count = idx.shape[0] if idx.rank else 1
@@ -437,7 +443,7 @@ def _index_select_access(em: Emitter | None, source: Operand, index: Operand, di
     return IndexedAccess(shape, coefficients, [term])
 
 
-def _index_select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _index_select(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     if layout_of(args["self"]).rank == 0:
         return [copy_to(em, args["self"])]
     source, access = _exact_source(
@@ -446,24 +452,24 @@ def _index_select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAV
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
-def _along_dim(em: Emitter | None, source: Operand, dim: int, index: Operand) -> IndexedAccess:
+def _along_dim(em: LoopNestBuilder | None, source: Operand, dim: int, index: Operand) -> IndexedAccess:
     """gather's and the scatters' access along `dim` (as PyTorch says it; a 0-d tensor takes 0)."""
     rank = _layout(source).rank
     return along_dim_access(em, source, normalize_dim(dim, rank) if rank else 0, index, wrap=False)
 
 
-def _gather(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _gather(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, access = _exact_source(em, args["self"], lambda source: _along_dim(em, source, args["dim"], args["index"]))
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
-def _index_tensor(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _index_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     indices = list(args["indices"])
     source, access = _exact_source(em, args["self"], lambda source: advanced_access(em, source, indices))
     return [emit_gather(em, op.name, source, access, result_element_type(op))]
 
 
-def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
+def _scatter_with_reduce(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:
     """scatter.reduce: reduce='add' accumulates like scatter_add, 'multiply' multiplies into self."""
     reduce = str(args["reduce"])
     if reduce == "add":
@@ -479,7 +485,7 @@ def _scatter_with_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> Se
 def _scatter(mode: str) -> Lowering:
     """scatter.src / scatter.value / scatter_add: copy self, then write or add at the indexed positions."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         out = copy_to(em, args["self"])
         access = _along_dim(em, out, args["dim"], args["index"])
         element_type = result_element_type(op)
@@ -497,7 +503,7 @@ _DENSE_REDUCE = {"amax": ("max", float("-inf")), "amin": ("min", float("inf")), 
 
 
 def emit_dense_scatter_reduce(
-    em: Emitter, op_name: str, source: SSAValue, dim: int, index: SSAValue, src: SSAValue, reduce: str,
+    em: LoopNestBuilder, op_name: str, source: SSAValue, dim: int, index: SSAValue, src: SSAValue, reduce: str,
     include_self: bool, element_type: Attribute,
 ) -> SSAValue:  # fmt: skip
     """scatter_reduce for reductions the DMA cannot accumulate (max, min, product): compare and select.
@@ -548,7 +554,7 @@ def emit_dense_scatter_reduce(
         out_view = view(em, out_view, _unit_first(layout_of(out_view)))
     t_tile = max(1, min(targets, FREE_TILE // max(1, width)))
 
-    def body(e: Emitter, done: list[Index], p0: Index, ps: int) -> None:
+    def body(e: LoopNestBuilder, done: list[Index], p0: Index, ps: int) -> None:
         for t0 in range(0, targets, t_tile):
             ts = min(t_tile, targets - t0)
             shape = (ps, ts, width)
@@ -569,7 +575,7 @@ def emit_dense_scatter_reduce(
             stored = e.insert(tile.CopyOp(result, TileType((ps, ts), element_type))).result
             e.insert(tile.StoreOp(stored, out_view, [e.index(i) for i in [*done, p0, t0]]))
 
-    def level(e: Emitter, done: list[Index], left: Sequence[int]) -> None:
+    def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
         if left:
             e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
             return
@@ -584,7 +590,7 @@ def _unit_first(layout: Layout) -> Layout:
     return Layout((1, *layout.shape), (0, *layout.strides), layout.offset)
 
 
-def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _scatter_reduce(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     reduce, include_self = str(args["reduce"]), bool(args.get("include_self", True))
     if reduce in _DENSE_REDUCE:
         rank = layout_of(args["self"]).rank
@@ -609,7 +615,7 @@ def _scatter_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     emit_scatter(em, op.name, counts, count_access, _fill_values(1.0, f32), accumulate=True)
     from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 
-    def mean(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def mean(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         total, count = tiles
         shape = result.get_shape()
         at_least_one = e.insert(tile.BinaryScalarOp(count, "max", TileType(shape, f32), scalar=1.0)).result
@@ -655,7 +661,7 @@ def _mask_views(
     return Layout(src.shape, tuple(mask_strides), m.offset), Layout(src.shape, tuple(value_strides), v.offset)
 
 
-def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue] | None:
+def _masked_put(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue] | None:
     """index_put with one boolean mask whose values do not depend on how many elements it selects.
 
     Then it is elementwise: `where(mask, values, self)` (or `self + mask * values` when accumulating), with the
@@ -672,7 +678,7 @@ def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     accumulate = bool(args.get("accumulate", False))
     from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 
-    def put(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def put(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         current, chosen, value = tiles
         if not accumulate:
             return e.insert(tile.SelectOp(chosen, value, current, result)).result
@@ -684,7 +690,7 @@ def _masked_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return [out]
 
 
-def _spread_index(em: Emitter | None, index: Operand, source: Operand, dim: int) -> Operand:
+def _spread_index(em: LoopNestBuilder | None, index: Operand, source: Operand, dim: int) -> Operand:
     """index_reduce's 1-d index along `dim` broadcast over the source's other dims."""
     shape, idx = _layout(source).shape, _layout(index)
     strides = [0] * len(shape)
@@ -693,7 +699,7 @@ def _spread_index(em: Emitter | None, index: Operand, source: Operand, dim: int)
     return _view(em, index, Layout(shape, tuple(strides), idx.offset))
 
 
-def _index_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _index_reduce(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """index_reduce is scatter_reduce with the 1-d index broadcast over the source's other dims."""
     rank = layout_of(args["source"]).rank
     dim = normalize_dim(args["dim"], rank) if rank else 0
@@ -706,7 +712,7 @@ def _index_reduce(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAV
     return _scatter_reduce(em, op, forwarded)
 
 
-def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _index_put(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     masked = _masked_put(em, op, args)
     if masked is not None:
         return masked
@@ -719,7 +725,7 @@ def _index_put(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValu
     return [out]
 
 
-def _dense_backward_access(em: Emitter | None, indices: Operand, width: int, rows: int) -> IndexedAccess:
+def _dense_backward_access(em: LoopNestBuilder | None, indices: Operand, width: int, rows: int) -> IndexedAccess:
     """embedding_dense_backward's scatter into the [rows, width] gradient: row `indices[i]` per index."""
     idx = _layout(indices)
     shape = (*idx.shape, width)
@@ -727,7 +733,7 @@ def _dense_backward_access(em: Emitter | None, indices: Operand, width: int, row
     return IndexedAccess(shape, [0] * idx.rank + [1], [term])
 
 
-def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _embedding_dense_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     grad, indices = args["grad_output"], args["indices"]
     width = layout_of(grad).shape[-1]
     out = alloc(em, result_shape(op), result_element_type(op))
@@ -738,7 +744,7 @@ def _embedding_dense_backward(em: Emitter, op: Operation, args: dict[str, Any]) 
     shape = access.shape
     padding = int(args.get("padding_idx", -1))
 
-    def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+    def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         rows = load(e, _views_rank2(e, grad, shape), [*lead, p0, f0], (ps, fs), f32)
         if padding < 0:
             return rows
@@ -756,7 +762,7 @@ def _prefix_rows(count: int) -> tuple[int, int]:
     return count // width, width
 
 
-def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _masked_scatter(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """out[i] = mask[i] ? source[count of true mask elements before i] : self[i], in row-major order.
 
     The flat mask is viewed as [R, L]. Exclusive prefix counts come from TensorE: within rows, mask @ U with U
@@ -804,14 +810,14 @@ def _masked_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
     gathered = view(em, gathered, Layout.contiguous(target.shape))
     mask_view = view(em, mask, Layout.contiguous(target.shape))
 
-    def choose(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def choose(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         chosen, taken, kept = tiles
         return e.insert(tile.SelectOp(chosen, taken, kept, result)).result
 
     return [emit_elementwise(em, target.shape, result_element_type(op), [mask_view, gathered, current], choose)]
 
 
-def _bag_access(em: Emitter | None, weight: Operand, indices: Operand) -> IndexedAccess:
+def _bag_access(em: LoopNestBuilder | None, weight: Operand, indices: Operand) -> IndexedAccess:
     """The row gather of an embedding bag: row `indices[t]` of the weight for each token t."""
     w, idx = _layout(weight), _layout(indices)
     shape = (idx.shape[0], w.shape[1])
@@ -819,7 +825,7 @@ def _bag_access(em: Emitter | None, weight: Operand, indices: Operand) -> Indexe
     return IndexedAccess(shape, [0, w.strides[1]], [term])
 
 
-def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+def _embedding_bag(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     """Bags of embedding rows: a row gather, then a [bags x tokens] membership matrix: sum and mean on TensorE,
     max by selection and a VectorE reduction (_bag_maxima).
 
@@ -939,7 +945,7 @@ def _embedding_bag(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
 
 
 def _bag_maxima(
-    em: Emitter, op: Operation, rows: SSAValue, matrix: SSAValue, sizes: SSAValue, indices: SSAValue,
+    em: LoopNestBuilder, op: Operation, rows: SSAValue, matrix: SSAValue, sizes: SSAValue, indices: SSAValue,
     bags: int, tokens: int, width: int,
 ) -> tuple[SSAValue, SSAValue]:  # fmt: skip
     """embedding_bag max: per bag and feature, the maximum over the bag's rows (0 for an empty bag), and the
@@ -978,7 +984,7 @@ def _bag_maxima(
     vocabulary = emit_gather(em, op.name, indices, IndexedAccess((bags, width), (0, 0), [token_of]), f32)
     winners = alloc(em, (bags, width), f32)
 
-    def empty_is_zero(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def empty_is_zero(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         zero = e.insert(tile.FillOp(0.0, result)).result
         return e.insert(tile.SelectOp(tiles[1], tiles[0], zero, result)).result
 
@@ -991,7 +997,7 @@ def _bag_maxima(
     return output, winners
 
 
-def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _embedding_renorm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Rows of `self` named by `indices` whose p-norm exceeds max_norm are scaled by max_norm / (norm + 1e-7).
 
     Which rows are named is a scatter of ones into a [rows] flag vector (indirect DMA); every row's norm is a
@@ -1013,7 +1019,7 @@ def _embedding_renorm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[
     out = alloc(em, (count, width), result_element_type(op))
     flags = view(em, named, Layout((count, 1), (1, 0), 0))
 
-    def rows(e: Emitter, p0: Index, ps: int) -> None:
+    def rows(e: LoopNestBuilder, p0: Index, ps: int) -> None:
         row_type, column_type = TileType((ps, width), f32), TileType((ps, 1), f32)
         values = load(e, source, [p0, 0], (ps, width), f32)
         if p == 2:

@@ -63,12 +63,12 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue, drop_unused
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
-Epilogue = Callable[[Emitter, SSAValue, list[Index], TileType], SSAValue]
+Epilogue = Callable[[LoopNestBuilder, SSAValue, list[Index], TileType], SSAValue]
 
 # Share of the PSUM banks one output block accumulates in: half of them (4 of trn2's 8), so the transposes that
 # build the next stationary panel have banks of their own and the evacuation of one block never waits for the
@@ -87,7 +87,7 @@ MOVING_CHUNK_BYTES = 8 * 1024
 MIN_CHUNKS = 4
 
 
-def matmul_limits(em: Emitter) -> tuple[int, int, int]:
+def matmul_limits(em: LoopNestBuilder) -> tuple[int, int, int]:
     """(K, M, N) tile limits of the target's TensorE: contraction, stationary free, moving free (one PSUM bank)."""
     return _limits(em).matmul
 
@@ -102,7 +102,7 @@ class Limits:
     psum_banks: int
 
 
-def _limits(em: Emitter) -> Limits:
+def _limits(em: LoopNestBuilder) -> Limits:
     target = emitter_target(em)
     return Limits(
         (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
@@ -172,7 +172,7 @@ def choose_blocking(
 
 
 def emit_matmul(
-    em: Emitter,
+    em: LoopNestBuilder,
     lhs: SSAValue,
     rhs: SSAValue,
     out_element_type: Attribute,
@@ -212,7 +212,7 @@ def emit_matmul(
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
         kernel.ones = em.insert(tile.FillOp(1.0, ones_type)).result
 
-    def batches(inner: Emitter, dims: tuple[int, ...], batch: list[Index]) -> None:
+    def batches(inner: LoopNestBuilder, dims: tuple[int, ...], batch: list[Index]) -> None:
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
@@ -237,12 +237,12 @@ def _split(size: int, piece: int) -> list[tuple[int, int]]:
 
 
 def carry(
-    em: Emitter,
+    em: LoopNestBuilder,
     start: int,
     stop: int,
     step: int,
     values: list[SSAValue],
-    body: Callable[[Emitter, Index, list[SSAValue]], list[SSAValue]],
+    body: Callable[[LoopNestBuilder, Index, list[SSAValue]], list[SSAValue]],
     always_loop: bool = False,
 ) -> list[SSAValue]:
     """`values = body(offset, values)` for offset in range(start, stop, step): an scf.for carrying them.
@@ -274,7 +274,7 @@ def _element(value: SSAValue) -> Attribute:
     return tile_type.element_type
 
 
-def window(em: Emitter, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
+def window(em: LoopNestBuilder, value: SSAValue, indices: list[Index], shape: tuple[int, ...]) -> SSAValue:
     """tile.extract of `shape` at `indices` (the tile itself when that is all of it)."""
     source = value.type
     assert isinstance(source, TileType)
@@ -311,7 +311,7 @@ class _Kernel:
 
     # ---- structure -------------------------------------------------------------------------------------------
 
-    def block_row(self, em: Emitter, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
+    def block_row(self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
         """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
         b = self.blocking
         subs = [(em.add(m0, offset), size) for offset, size in _split(m_size, b.m_tile)]
@@ -324,7 +324,7 @@ class _Kernel:
 
     def block(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         batch: list[Index],
         subs: list[tuple[Index, int]],
         n0: Index,
@@ -349,7 +349,7 @@ class _Kernel:
             full_panels, last = divmod(k_full, b.panel_tiles)
 
             def panel_step(
-                e: Emitter, t0: Index, tiles: int, rest: bool, accs: list[SSAValue] | None
+                e: LoopNestBuilder, t0: Index, tiles: int, rest: bool, accs: list[SSAValue] | None
             ) -> list[SSAValue]:
                 panel = self.panel(e, batch, subs, t0, tiles, rest)
                 return self.accumulate(e, batch, subs, n0, n_size, panel, t0, tiles, rest, accs)
@@ -376,7 +376,7 @@ class _Kernel:
 
     def accumulate(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         batch: list[Index],
         subs: list[tuple[Index, int]],
         n0: Index,
@@ -399,8 +399,10 @@ class _Kernel:
         full_chunks, last = divmod(tiles, chunk)
         pairs, odd = divmod(full_chunks, 2)
 
-        def compute(e: Emitter, moving: SSAValue, c0: Index, count: int, acc: list[SSAValue] | None) -> list[SSAValue]:
-            def step(inner: Emitter, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
+        def compute(
+            e: LoopNestBuilder, moving: SSAValue, c0: Index, count: int, acc: list[SSAValue] | None
+        ) -> list[SSAValue]:
+            def step(inner: LoopNestBuilder, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
                 stationary = [
                     window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
                 ]
@@ -411,10 +413,10 @@ class _Kernel:
                 acc, start = step(e, 0, None), 1
             return carry(e, start, count, 1, acc, step, always_loop=True)
 
-        def load(e: Emitter, c0: Index, count: int) -> SSAValue:
+        def load(e: LoopNestBuilder, c0: Index, count: int) -> SSAValue:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
 
-        def pair(e: Emitter, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
+        def pair(e: LoopNestBuilder, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
             second = e.add(c0, chunk)
             first_chunk, second_chunk = load(e, c0, chunk), load(e, second, chunk)
             acc = compute(e, first_chunk, c0, chunk, acc)
@@ -438,7 +440,7 @@ class _Kernel:
 
     def products(
         self,
-        em: Emitter,
+        em: LoopNestBuilder,
         stationary: list[SSAValue],
         moving: SSAValue,
         lead: list[Index],
@@ -461,7 +463,7 @@ class _Kernel:
     # ---- operands --------------------------------------------------------------------------------------------
 
     def panel(
-        self, em: Emitter, batch: list[Index], subs: list[tuple[Index, int]], t0: Index, tiles: int, rest: bool
+        self, em: LoopNestBuilder, batch: list[Index], subs: list[tuple[Index, int]], t0: Index, tiles: int, rest: bool
     ) -> _Panel:
         """The stationary A^T of rows `subs` over K tiles [t0, t0 + tiles) (+ the partial last tile)."""
         b = self.blocking
@@ -485,7 +487,7 @@ class _Kernel:
                 for _, m_size in subs
             ]
 
-            def transpose_step(e: Emitter, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
+            def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
                 updated = []
                 for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
                     block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
@@ -501,7 +503,7 @@ class _Kernel:
                 )
         return _Panel(full, rest_tiles)
 
-    def prologue_panel(self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool) -> _Panel:
+    def prologue_panel(self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool) -> _Panel:
         """The whole-K panel of rows `subs` from rows the prologue computes: each K tile transposed on TensorE
         and evacuated through the prologue's per-partition affine into the panel's slot."""
         prologue = self.prologue
@@ -515,7 +517,7 @@ class _Kernel:
                 for row, (_, m_size) in zip(rows, subs, strict=True)
             ]
 
-            def transpose_step(e: Emitter, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
+            def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
                 updated = []
                 for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
                     block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
@@ -533,7 +535,9 @@ class _Kernel:
                 rest_tiles.append(to_sbuf(em, value, _element(row)))
         return _Panel(full, rest_tiles)
 
-    def moving_chunk(self, em: Emitter, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int) -> SSAValue:
+    def moving_chunk(
+        self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int
+    ) -> SSAValue:
         """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size) as one [K_TILE, tiles, n_size] tile."""
         b = self.blocking
         rank = len(batch) + 2
@@ -548,7 +552,7 @@ class _Kernel:
             for c0, c_size in pieces
         ]
 
-        def transpose_step(e: Emitter, t: Index, values: list[SSAValue]) -> list[SSAValue]:
+        def transpose_step(e: LoopNestBuilder, t: Index, values: list[SSAValue]) -> list[SSAValue]:
             [value] = values
             for row, (c0, c_size) in zip(rows, pieces, strict=True):
                 block = window(e, row, [e.mul(t, b.k_tile)], (c_size, b.k_tile))
@@ -558,7 +562,7 @@ class _Kernel:
 
         return carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
 
-    def moving_rest(self, em: Emitter, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
+    def moving_rest(self, em: LoopNestBuilder, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
         """B's partial last K tile, columns [n0, n0 + n_size): [K % K_TILE, n_size]."""
         b = self.blocking
         rank = len(batch) + 2
@@ -575,7 +579,7 @@ class _Kernel:
             rest = em.insert(tile.InsertOp(transposed, rest, [em.index(c0)])).result
         return rest
 
-    def evacuate(self, em: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
+    def evacuate(self, em: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
         """PSUM -> SBUF, alternating VectorE (tensor_copy) and ScalarE (activation copy) so evacuations overlap."""
         self.evacuations += 1
         if self.evacuations % 2 == 0 and isinstance(result_type.element_type, AnyFloat):
@@ -583,7 +587,7 @@ class _Kernel:
         return to_sbuf(em, product, result_type.element_type)
 
 
-def split_axis(em: Emitter, tensor: SSAValue, k_dim: int, k_tiles: int, k_tile: int) -> SSAValue:
+def split_axis(em: LoopNestBuilder, tensor: SSAValue, k_dim: int, k_tiles: int, k_tile: int) -> SSAValue:
     """`tensor` viewed with its first `k_tiles * k_tile` rows of K as [k_tiles, k_tile] (two dims for one)."""
     layout = layout_of(tensor)
     shape = (*layout.shape[:k_dim], k_tiles, k_tile, *layout.shape[k_dim + 1 :])
@@ -602,7 +606,7 @@ def _k_contiguous(layout_strides: tuple[int, ...], shape: tuple[int, ...], k_dim
 
 
 def _k_on_partitions(
-    em: Emitter,
+    em: LoopNestBuilder,
     tensor: SSAValue,
     batch: list[Index],
     k0: Index,
@@ -628,7 +632,7 @@ def _k_on_partitions(
     return load(em, tensor, indices, (k_size, other_size), dims=(k_dim, other_dim))
 
 
-def broadcast_view(em: Emitter, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:
+def broadcast_view(em: LoopNestBuilder, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:
     """`value` viewed broadcast to `shape` (stride 0 on broadcast dims)."""
     return view(em, value, layout_of(value).broadcast_to(shape))
 
@@ -636,16 +640,16 @@ def broadcast_view(em: Emitter, value: SSAValue, shape: tuple[int, ...]) -> SSAV
 # ---- ATen ops ------------------------------------------------------------------------------------------------
 
 
-def _mm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _mm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [emit_matmul(em, args["self"], args["mat2"], result_element_type(op))]
 
 
-def _addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _addmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`beta * self + alpha * (mat1 @ mat2)`: the bias joins as PSUM is evacuated."""
     return [_scaled_product_plus(em, op, args["self"], args["mat1"], args["mat2"], args)]
 
 
-def _addbmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _addbmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`beta * self + alpha * sum_b batch1[b] @ batch2[b]`: one matmul contracting over (batch, K) in PSUM.
 
     batch1 [B, M, K] is viewed as [M, B * K] (a copy when its strides cannot merge B and K), batch2 as [B * K, N].
@@ -658,7 +662,7 @@ def _addbmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [_scaled_product_plus(em, op, args["self"], merged_lhs, merged_rhs, args)]
 
 
-def _addmv(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _addmv(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`beta * self + alpha * (mat @ vec)` as an [M, K] @ [K, 1] matmul."""
     vec = layout_of(args["vec"])
     column = view(em, args["vec"], Layout((vec.shape[0], 1), (vec.strides[0], 0), vec.offset))
@@ -668,7 +672,7 @@ def _addmv(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, out, layout_of(out).reshape(result_shape(op)))]  # type: ignore[arg-type]
 
 
-def _trilinear(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _trilinear(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`sum over sumdim of i1' * i2' * i3'`, each input unsqueezed at its `expand` dims (nn.functional.bilinear).
 
     The broadcast product is formed elementwise (VectorE) and reduced over `sumdim`: exact to the definition; it
@@ -687,7 +691,7 @@ def _trilinear(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValu
     shape = tuple(max(layout.shape[d] for _, layout in inputs) for d in range(rank))
     views = [view(em, value, layout.expand(shape)) for value, layout in inputs]
 
-    def product(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def product(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         work = TileType(result.get_shape(), f32, Memory.SBUF)
         first = e.insert(tile.BinaryOp(tiles[0], tiles[1], "multiply", work)).result
         return e.insert(tile.BinaryOp(first, tiles[2], "multiply", work)).result
@@ -699,16 +703,16 @@ def _trilinear(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValu
     return [emit_reduce(em, products, sumdim, False, "add", result_element_type(op))]
 
 
-def _cast_copy(em: Emitter, value: SSAValue, op: Operation) -> SSAValue:
+def _cast_copy(em: LoopNestBuilder, value: SSAValue, op: Operation) -> SSAValue:
     from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 
-    def cast(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def cast(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
     return emit_elementwise(em, layout_of(value).shape, result_element_type(op), [value], cast)
 
 
-def _merged(em: Emitter, value: SSAValue, layout: Layout, shape: tuple[int, ...]) -> SSAValue:
+def _merged(em: LoopNestBuilder, value: SSAValue, layout: Layout, shape: tuple[int, ...]) -> SSAValue:
     """`value` seen through `layout`, reshaped to `shape` (copied contiguous first when strides cannot say it)."""
     reshaped = layout.reshape(shape)
     if reshaped is None:
@@ -720,7 +724,7 @@ def _merged(em: Emitter, value: SSAValue, layout: Layout, shape: tuple[int, ...]
 
 
 def _scaled_product_plus(
-    em: Emitter,
+    em: LoopNestBuilder,
     op: Operation,
     bias_value: SSAValue,
     lhs: SSAValue,
@@ -741,7 +745,7 @@ def _scaled_product_plus(
         row = view(em, bias, Layout((1, out_shape[1]), bias_layout.strides, bias_layout.offset))
         return emit_matmul(em, lhs, rhs, result_element_type(op), bias_row=row)
 
-    def epilogue(e: Emitter, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
+    def epilogue(e: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
         shape = result_type.get_shape()
         work = TileType(shape, f32, Memory.SBUF)
         bias_tile = load(e, bias, indices, shape)
@@ -756,7 +760,7 @@ def _scaled_product_plus(
     return emit_matmul(em, lhs, rhs, result_element_type(op), epilogue)
 
 
-def _times(em: Emitter, value: SSAValue, factor: float, result_type: TileType) -> SSAValue:
+def _times(em: LoopNestBuilder, value: SSAValue, factor: float, result_type: TileType) -> SSAValue:
     if factor == 1.0:
         return value
     return em.insert(tile.BinaryScalarOp(value, "multiply", result_type, scalar=factor)).result

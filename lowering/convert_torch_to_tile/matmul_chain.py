@@ -60,8 +60,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.prologue import (
     fusion_mark,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 # Hidden features per load of W1: [128, K1 / 128, 512] takes 1 KiB runs of each row (512 bf16), which DMA moves
@@ -96,7 +96,7 @@ class _ChainPrologue:
     inner: _Kernel | None = None  # builds x^T, the first matmul's A^T panel (through a layer norm's prologue)
     biases: SSAValue | None = None  # b1 as [128, N1 / 128]: the bias of hidden feature t * 128 + p at [p, t]
 
-    def materialize(self, em: Emitter) -> SSAValue:
+    def materialize(self, em: LoopNestBuilder) -> SSAValue:
         from neuron_mlir.lowering.convert_torch_to_tile.activations import ACTIVATION_LOWERINGS
 
         [product] = _addmm(em, self.op, self.args)
@@ -114,7 +114,7 @@ class _ChainPrologue:
         for allocation in (self.product, self.result):
             drop_unused(allocation)
 
-    def setup(self, em: Emitter, k_tile: int) -> None:
+    def setup(self, em: LoopNestBuilder, k_tile: int) -> None:
         em = em.located(self.op.location)
         a, b = self.args["mat1"], self.args["mat2"]
         m, k1 = layout_of(a).shape
@@ -141,7 +141,7 @@ class _ChainPrologue:
         self.biases = load(em, columns, [0, 0], (k_tile, self.length // k_tile))
 
     def build_panel(
-        self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool
+        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
     ) -> tuple[list[SSAValue], list[SSAValue]] | None:
         assert self.inner is not None, "setup comes first"
         assert self.biases is not None, "setup comes first"
@@ -156,7 +156,7 @@ class _ChainPrologue:
         panel_type = [TileType((k_tile, tiles, m_size), out_type, Memory.SBUF) for _, m_size in subs]
         empty = [em.insert(tile.EmptyOp(t)).result for t in panel_type]
 
-        def feature(e: Emitter, w: SSAValue, first: Index, j: Index, carried: list[SSAValue]) -> list[SSAValue]:
+        def feature(e: LoopNestBuilder, w: SSAValue, first: Index, j: Index, carried: list[SSAValue]) -> list[SSAValue]:
             """Hidden-feature tile first + j of every sub: the K1 products of each sub into a PSUM tile, one sub
             at a time (one accumulator live per product, evacuated by its activation while the next sub's
             products run), each activation written into the sub's panel."""
@@ -170,7 +170,11 @@ class _ChainPrologue:
             for s, (part, (_, m_size)) in enumerate(zip(x_t, subs, strict=True)):
 
                 def product(
-                    inner_e: Emitter, k: Index, accs: list[SSAValue] | None, part: SSAValue = part, m_size: int = m_size
+                    inner_e: LoopNestBuilder,
+                    k: Index,
+                    accs: list[SSAValue] | None,
+                    part: SSAValue = part,
+                    m_size: int = m_size,
                 ) -> list[SSAValue]:
                     stationary = window(inner_e, w, [k, offset], (k_tile, k_tile))
                     moving = window(inner_e, part, [k, 0], (k_tile, m_size))
@@ -184,15 +188,17 @@ class _ChainPrologue:
                 panels[s] = act.insert(tile.InsertOp(value, panels[s], [act.index(t), act.index(0)])).result
             return panels
 
-        def load_weights(e: Emitter, first: Index, count: int) -> SSAValue:
+        def load_weights(e: LoopNestBuilder, first: Index, count: int) -> SSAValue:
             """W1's columns of hidden-feature tiles [first, first + count): [k_tile, K1 tiles, count * k_tile]."""
             e = e.located(self.op.location)
             return load(e, weights, [0, 0, e.mul(first, k_tile)], (k_tile, k1_tiles, count * k_tile), dims=(1, 0, 2))
 
-        def features(e: Emitter, w: SSAValue, first: Index, count: int, panels: list[SSAValue]) -> list[SSAValue]:
+        def features(
+            e: LoopNestBuilder, w: SSAValue, first: Index, count: int, panels: list[SSAValue]
+        ) -> list[SSAValue]:
             return carry(e, 0, count, 1, panels, lambda e2, j, p: feature(e2, w, first, j, p), always_loop=True)
 
-        def pair(e: Emitter, first: Index, panels: list[SSAValue]) -> list[SSAValue]:
+        def pair(e: LoopNestBuilder, first: Index, panels: list[SSAValue]) -> list[SSAValue]:
             # both loads first: the next pair's first load overlaps this pair's second half
             second = e.add(first, per_load)
             w_first, w_second = load_weights(e, first, per_load), load_weights(e, second, per_load)
@@ -207,10 +213,10 @@ class _ChainPrologue:
                 panels = features(em, load_weights(em, first, count), first, count, panels)
         return panels, []
 
-    def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
+    def row_tiles(self, em: LoopNestBuilder, subs: list[tuple[Index, int]]) -> list[SSAValue]:
         raise NotImplementedError("the chain builds its panel itself")
 
-    def evacuate(self, em: Emitter, transposed: SSAValue, k_index: Index | None) -> SSAValue:
+    def evacuate(self, em: LoopNestBuilder, transposed: SSAValue, k_index: Index | None) -> SSAValue:
         raise NotImplementedError("the chain builds its panel itself")
 
 
@@ -251,7 +257,7 @@ def _chainable(op: Operation, args: dict[str, Any]) -> Operation | None:
     return chain_activation(op)
 
 
-def _chained_addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _chained_addmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     activation = _chainable(op, args)
     if activation is None:
         return _addmm(em, op, args)
@@ -261,7 +267,7 @@ def _chained_addmm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     product = alloc(em, (m, n1), result_element_type(op))
     chain = _ChainPrologue(op, args, activation, None, fn, product, product, m, n1)
 
-    def absorbed(e: Emitter, act_op: Operation, act_args: dict[str, Any]) -> list[SSAValue]:
+    def absorbed(e: LoopNestBuilder, act_op: Operation, act_args: dict[str, Any]) -> list[SSAValue]:
         chain.activation_args = act_args
         chain.result = alloc(e, result_shape(act_op), result_element_type(act_op))
         defer(e, chain.result, chain)

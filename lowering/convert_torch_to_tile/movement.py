@@ -33,11 +33,11 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to, emit_elementwise
-from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout, normalize_dim, row_major
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 
-def fill_into(em: Emitter, out: SSAValue, value: float) -> None:
+def fill_into(em: LoopNestBuilder, out: SSAValue, value: float) -> None:
     """Fill every element of the HBM view `out` with `value`."""
     layout = layout_of(out)
     if layout.num_elements == 0:
@@ -46,13 +46,13 @@ def fill_into(em: Emitter, out: SSAValue, value: float) -> None:
     emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out)
 
 
-def copy_into(em: Emitter, source: SSAValue, out: SSAValue) -> None:
+def copy_into(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
     """Copy `source` (any layout; broadcast to `out`'s shape) into the HBM view `out`, converting the dtype."""
     shape = layout_of(out).shape
     if layout_of(out).num_elements == 0:
         return
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         if tiles[0].type == result:
             return tiles[0]
         return e.insert(tile.CopyOp(tiles[0], result)).result
@@ -60,12 +60,12 @@ def copy_into(em: Emitter, source: SSAValue, out: SSAValue) -> None:
     emit_elementwise(em, shape, element_type_of(out), [source], compute, out)
 
 
-def _diagonal(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _diagonal(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     layout = layout_of(args["self"]).diagonal(args.get("offset", 0), args.get("dim1", 0), args.get("dim2", 1))
     return [view(em, args["self"], layout)]
 
 
-def _as_strided(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _as_strided(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """A view with the given sizes and strides over the input's allocation, which is PyTorch's storage: views keep
     their base's allocation, so strides and `storage_offset` count the same elements as in eager."""
     source = args["self"]
@@ -83,11 +83,11 @@ def _as_strided(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return [view(em, source, Layout(size, stride, start))]
 
 
-def _flip(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _flip(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).flip(args["dims"]))]
 
 
-def _split_with_sizes(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _split_with_sizes(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     layout = layout_of(args["self"])
     dim = normalize_dim(args.get("dim", 0), layout.rank)
     results, start = [], 0
@@ -97,7 +97,7 @@ def _split_with_sizes(em: Emitter, op: Operation, args: dict[str, Any]) -> list[
     return results
 
 
-def _cat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _cat(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     shape = result_shape(op)
     out = alloc(em, shape, result_element_type(op))
     out_layout = layout_of(out)
@@ -113,7 +113,7 @@ def _cat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [out]
 
 
-def _repeat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _repeat(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Out viewed as (repeat_0, size_0, repeat_1, size_1, ...) receives the input broadcast along the repeats."""
     repeats = list(args["repeats"])
     source = layout_of(args["self"])
@@ -128,7 +128,7 @@ def _repeat(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [out]
 
 
-def _constant_pad_nd(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _constant_pad_nd(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Fill the border with `value`, copy the input (cropped where a pad is negative) into the interior."""
     pads = list(args["pad"])
     source = layout_of(args["self"])
@@ -146,7 +146,7 @@ def _constant_pad_nd(em: Emitter, op: Operation, args: dict[str, Any]) -> list[S
     return [out]
 
 
-def _slice_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _slice_scatter(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out = copy_to(em, args["self"])
     layout = layout_of(out)
     step = args.get("step", 1)
@@ -155,20 +155,20 @@ def _slice_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSA
     return [out]
 
 
-def _select_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _select_scatter(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out = copy_to(em, args["self"])
     copy_into(em, args["src"], view(em, out, layout_of(out).select(args["dim"], args["index"])))
     return [out]
 
 
-def _diagonal_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _diagonal_scatter(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out = copy_to(em, args["self"])
     diagonal = layout_of(out).diagonal(args.get("offset", 0), args.get("dim1", 0), args.get("dim2", 1))
     copy_into(em, args["src"], view(em, out, diagonal))
     return [out]
 
 
-def _as_strided_scatter(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _as_strided_scatter(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """A copy of self with `src` written through as_strided(size, stride, storage_offset) of the copy."""
     out = copy_to(em, args["self"])
     offset = args.get("storage_offset")
@@ -189,7 +189,7 @@ def _injective(layout: Layout) -> bool:
     return True
 
 
-def _narrow_copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _narrow_copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     start, length = int(args["start"]), int(args["length"])
     layout = layout_of(args["self"])
     dim = normalize_dim(args["dim"], layout.rank)
@@ -197,22 +197,22 @@ def _narrow_copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
     return [copy_to(em, view(em, args["self"], layout.slice(dim, start, start + length)))]
 
 
-def _unfold(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _unfold(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).unfold(args["dimension"], args["size"], args["step"]))]
 
 
-def _copy(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`copy(self, src)` as a value: src broadcast to self's shape, in self's dtype."""
     out = alloc(em, result_shape(op), result_element_type(op))
     copy_into(em, args["src"], out)
     return [out]
 
 
-def _empty(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _empty(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [alloc(em, result_shape(op), result_element_type(op))]
 
 
-def _arange(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _arange(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """out[i] = start + i * step: GpSimdE iota counts i (int32, exact), VectorE scales and shifts in fp32.
 
     Tiles are [128, up to 2048] blocks of the flat output at static positions, so each iota's base is a constant.

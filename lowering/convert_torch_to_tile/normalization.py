@@ -79,13 +79,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.prologue import (
     fusion_mark,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, row_major
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 
-def _reshaped(em: Emitter, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
+def _reshaped(em: LoopNestBuilder, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
     """`tensor` viewed with `shape` (same elements, row-major); a contiguous copy first when no view can say it."""
     layout = layout_of(tensor)
     reshaped = layout.reshape(list(shape))
@@ -97,7 +97,7 @@ def _reshaped(em: Emitter, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
     return view(em, tensor, reshaped)
 
 
-def _channel_view(em: Emitter, vector: SSAValue, rank: int, dim: int) -> SSAValue:
+def _channel_view(em: LoopNestBuilder, vector: SSAValue, rank: int, dim: int) -> SSAValue:
     """A 1-d tensor viewed as rank-`rank` with its extent at `dim` and size 1 elsewhere (for broadcasting)."""
     layout = layout_of(vector)
     shape = [1] * rank
@@ -107,14 +107,16 @@ def _channel_view(em: Emitter, vector: SSAValue, rank: int, dim: int) -> SSAValu
     return view(em, vector, Layout(tuple(shape), tuple(strides), layout.offset))
 
 
-def _rstd(em: Emitter, variance: SSAValue, eps: float) -> SSAValue:
+def _rstd(em: LoopNestBuilder, variance: SSAValue, eps: float) -> SSAValue:
     shape = layout_of(variance).shape
     return emit_elementwise(
         em, shape, f32, [variance], lambda e, t, r: TileMath(e, r).act("rsqrt", t[0], bias=eps, out=r)
     )
 
 
-def _cast(em: Emitter, tensor: SSAValue, element_type: Attribute, shape: Sequence[int] | None = None) -> SSAValue:
+def _cast(
+    em: LoopNestBuilder, tensor: SSAValue, element_type: Attribute, shape: Sequence[int] | None = None
+) -> SSAValue:
     """`tensor` (viewed with `shape`) in `element_type`: itself when nothing changes."""
     if shape is not None and tuple(shape) != layout_of(tensor).shape:
         tensor = _reshaped(em, tensor, shape)
@@ -125,7 +127,7 @@ def _cast(em: Emitter, tensor: SSAValue, element_type: Attribute, shape: Sequenc
 
 
 def _normalize(
-    em: Emitter,
+    em: LoopNestBuilder,
     x: SSAValue,
     mean: SSAValue,
     rstd: SSAValue,
@@ -136,7 +138,7 @@ def _normalize(
     """(x - mean) * rstd * weight + bias over x's shape (every other operand broadcasts to it)."""
     operands = [x, mean, rstd] + [v for v in (weight, bias) if v is not None]
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         value, centre, scale, *affine = tiles
         last = weight is None and bias is None
@@ -156,7 +158,7 @@ def _mask(args: dict[str, Any]) -> list[bool]:
 
 
 def _normalize_backward(
-    em: Emitter,
+    em: LoopNestBuilder,
     x: SSAValue,
     grad: SSAValue,
     mean: SSAValue,
@@ -182,7 +184,7 @@ def _normalize_backward(
         g_xhat = emit_elementwise(em, shape, f32, [g, xhat], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
         mean_g_xhat = emit_reduce(em, g_xhat, stat_dims, True, "add", f32, scale)
 
-        def grad_input(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def grad_input(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             inv, g_tile, a, xh, b = tiles
             centred = m.bin("subtract", m.bin("subtract", g_tile, a), m.bin("multiply", xh, b))
@@ -197,7 +199,7 @@ def _normalize_backward(
     return results
 
 
-def _sum_over(em: Emitter, tensor: SSAValue, dims: Sequence[int], element_type: Attribute) -> SSAValue:
+def _sum_over(em: LoopNestBuilder, tensor: SSAValue, dims: Sequence[int], element_type: Attribute) -> SSAValue:
     """The sum over `dims`; with no dims, the tensor itself (in `element_type`)."""
     if not list(dims):
         return _cast_copy(em, tensor, element_type)
@@ -213,7 +215,7 @@ def _in_prologue(op: Operation) -> bool:
     return fusion_mark(op) == MATMUL_PROLOGUE and consumer_of(op) is not None
 
 
-def _layer_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["input"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
@@ -267,7 +269,7 @@ class _RowPlan:
     affine_strides: list[int]
 
 
-def _row_plan(em: Emitter, op: Operation, x: SSAValue, axis: int, affine: list[SSAValue]) -> _RowPlan | None:
+def _row_plan(em: LoopNestBuilder, op: Operation, x: SSAValue, axis: int, affine: list[SSAValue]) -> _RowPlan | None:
     """The on-chip plan (module docstring), or None when a row does not fit or the normalized dims of x (or of
     the affine parameters) are not one strided run."""
     layout = layout_of(x)
@@ -297,7 +299,7 @@ def _column(p: int) -> TileType:
     return TileType((p, 1), f32, Memory.SBUF)
 
 
-def _row_statistics(e: Emitter, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
+def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
     """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns."""
     total = e.insert(tile.ReduceOp(tile_x, "add", _column(p))).result
     negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=-1.0 / length)).result
@@ -310,7 +312,7 @@ def _row_statistics(e: Emitter, tile_x: SSAValue, p: int, length: int, eps: floa
 
 
 def _layer_norm_on_chip(
-    em: Emitter,
+    em: LoopNestBuilder,
     op: Operation,
     x: SSAValue,
     plan: _RowPlan,
@@ -339,7 +341,7 @@ def _layer_norm_on_chip(
             broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
             params[p].append(load(em, broadcast, [0, 0], (p, length)))
 
-    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+    def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0, 0]
         tile_x = load(e, x_view, indices, (p, length))
         negative_mean, rstd = _row_statistics(e, tile_x, p, length, eps)
@@ -359,7 +361,7 @@ def _layer_norm_on_chip(
         if wanted[1]:
             store(e, rstd, stat_views[1], [*prefix, p0, 0])
 
-    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
         if len(extents) == 1:
             e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
             return
@@ -387,12 +389,12 @@ class _LayerNormPrologue:
     columns: list[tuple[SSAValue | None, SSAValue | None]] = field(default_factory=list)
     x_rows: SSAValue | None = None
 
-    def materialize(self, em: Emitter) -> SSAValue:
+    def materialize(self, em: LoopNestBuilder) -> SSAValue:
         _layer_norm_on_chip(em, self.op, self.x, self.plan, self.weight, self.bias, self.eps, self.results)
         return self.results[0]
 
     def build_panel(
-        self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool
+        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
     ) -> tuple[list[SSAValue], list[SSAValue]] | None:
         return None  # the matmul transposes the normalized rows
 
@@ -400,7 +402,7 @@ class _LayerNormPrologue:
         for result in self.results:
             drop_unused(result)
 
-    def setup(self, em: Emitter, k_tile: int) -> None:
+    def setup(self, em: LoopNestBuilder, k_tile: int) -> None:
         em = em.located(self.op.location)
         self.x_rows = view(em, self.x, self.plan.x_view_layout)
         full, rest = divmod(self.length, k_tile)
@@ -416,7 +418,7 @@ class _LayerNormPrologue:
                 last = load(em, tail, [0, 0], (rest, 1))
             self.columns.append((tiles, last))
 
-    def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
+    def row_tiles(self, em: LoopNestBuilder, subs: list[tuple[Index, int]]) -> list[SSAValue]:
         em = em.located(self.op.location)
         assert self.x_rows is not None, "setup comes first"
         # every tile's statistics before any tile's normalization: each engine's queue then holds one kind of
@@ -434,7 +436,7 @@ class _LayerNormPrologue:
             rows.append(em.insert(tile.BinaryScalarOp(centred, "multiply", rounded, column=rstd)).result)
         return rows
 
-    def evacuate(self, em: Emitter, transposed: SSAValue, k_index: Index | None) -> SSAValue:
+    def evacuate(self, em: LoopNestBuilder, transposed: SSAValue, k_index: Index | None) -> SSAValue:
         em = em.located(self.op.location)
         source = transposed.type
         assert isinstance(source, TileType)
@@ -458,7 +460,7 @@ class _LayerNormPrologue:
         return value
 
 
-def _layer_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+def _layer_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     shape = layout_of(x).shape
     axis = len(shape) - len(args["normalized_shape"])
@@ -479,7 +481,7 @@ _GRADIENT_BANK_SHARE = 2
 
 
 def _layer_norm_backward_on_chip(
-    em: Emitter,
+    em: LoopNestBuilder,
     x: SSAValue,
     grad: SSAValue,
     mean: SSAValue,
@@ -572,7 +574,7 @@ def _layer_norm_backward_on_chip(
         for _, size in chunks
     ]
 
-    def accumulate(e: Emitter, p: int, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+    def accumulate(e: LoopNestBuilder, p: int, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
         element_type = moving.type.element_type  # type: ignore[attr-defined]
         stationary = ones[(p, element_type)]
         updated = []
@@ -583,7 +585,7 @@ def _layer_norm_backward_on_chip(
             updated.append(e.insert(tile.MatmulOp(stationary, part, TileType((1, size), f32, Memory.PSUM), acc)).result)
         return updated
 
-    def group_body(e: Emitter, group: Any, accs: list[SSAValue]) -> list[SSAValue]:
+    def group_body(e: LoopNestBuilder, group: Any, accs: list[SSAValue]) -> list[SSAValue]:
         p = group.partitions
         xs, grads = group.load(e, x_view), group.load(e, grad_view)
         means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
@@ -591,7 +593,7 @@ def _layer_norm_backward_on_chip(
         row_type = TileType((p, length), f32, Memory.SBUF)
         column = TileType((p, 1), f32, Memory.SBUF)
 
-        def row(inner: Emitter, j: Index, values: list[SSAValue]) -> list[SSAValue]:
+        def row(inner: LoopNestBuilder, j: Index, values: list[SSAValue]) -> list[SSAValue]:
             carried = list(values)
             filled = carried.pop(0) if result is not None else None
             x_row, grad_row = group.row(inner, xs, j), group.row(inner, grads, j)
@@ -654,13 +656,13 @@ def _is_tensor(op: Operation, index: int) -> bool:
 # ---- group norm ------------------------------------------------------------------------------------------------
 
 
-def _grouped(em: Emitter, x: SSAValue, n: int, c: int, groups: int) -> SSAValue:
+def _grouped(em: LoopNestBuilder, x: SSAValue, n: int, c: int, groups: int) -> SSAValue:
     """x ([N, C, *]) viewed as [N, G, C/G, HxW]."""
     hw = layout_of(x).num_elements // max(1, n * c)
     return _reshaped(em, x, [n, groups, c // groups, hw])
 
 
-def _group_params(em: Emitter, vector: SSAValue | None, c: int, groups: int) -> SSAValue | None:
+def _group_params(em: LoopNestBuilder, vector: SSAValue | None, c: int, groups: int) -> SSAValue | None:
     """A [C] parameter viewed as [G, C/G, 1] (broadcasting over N and HxW)."""
     if vector is None:
         return None
@@ -669,7 +671,7 @@ def _group_params(em: Emitter, vector: SSAValue | None, c: int, groups: int) -> 
     return view(em, vector, Layout((groups, c // groups, 1), (stride * (c // groups), stride, 0), layout.offset))
 
 
-def _group_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _group_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["input"]
     n, c, groups = int(args["N"]), int(args["C"]), int(args["group"])
     grouped = _grouped(em, x, n, c, groups)
@@ -683,7 +685,7 @@ def _group_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVal
     return [out, _cast(em, mean, result_element_type(op, 1), stats), _cast(em, rstd, result_element_type(op, 2), stats)]
 
 
-def _group_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+def _group_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     n, c, groups = int(args["N"]), int(args["C"]), int(args["group"])
     grouped_x, grouped_grad = _grouped(em, x, n, c, groups), _grouped(em, grad, n, c, groups)
@@ -705,11 +707,11 @@ def _batch_dims(x: SSAValue) -> list[int]:
 
 
 def _running_update(
-    em: Emitter, running: SSAValue, batch: SSAValue, momentum: float, factor: float, out_type: Attribute
+    em: LoopNestBuilder, running: SSAValue, batch: SSAValue, momentum: float, factor: float, out_type: Attribute
 ) -> SSAValue:
     """(1 - momentum) * running + momentum * factor * batch."""
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         old = m.sc("multiply", tiles[0], 1.0 - momentum)
         return m.bin("add", old, m.sc("multiply", tiles[1], momentum * factor), result)
@@ -717,7 +719,9 @@ def _running_update(
     return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
 
 
-def _batch_norm(em: Emitter, op: Operation, args: dict[str, Any], training: bool, outputs: str) -> list[SSAValue]:
+def _batch_norm(
+    em: LoopNestBuilder, op: Operation, args: dict[str, Any], training: bool, outputs: str
+) -> list[SSAValue]:
     """outputs: the results after `out`, in order: m(ean) r(std) R(eserve) u(pdated running mean and var)."""
     x = args["input"]
     shape = layout_of(x).shape
@@ -784,12 +788,12 @@ def _batch_norm(em: Emitter, op: Operation, args: dict[str, Any], training: bool
     return results
 
 
-def _cast_copy(em: Emitter, tensor: SSAValue, element_type: Attribute) -> SSAValue:
+def _cast_copy(em: LoopNestBuilder, tensor: SSAValue, element_type: Attribute) -> SSAValue:
     shape = layout_of(tensor).shape
     return emit_elementwise(em, shape, element_type, [tensor], lambda e, t, r: TileMath(e, r).copy(t[0], r))
 
 
-def _empty(em: Emitter, op: Operation, index: int) -> SSAValue:
+def _empty(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue:
     from xdsl.dialects.builtin import TensorType
 
     from neuron_mlir.lowering.convert_torch_to_tile.common import empty_tensor
@@ -803,15 +807,15 @@ def _empty(em: Emitter, op: Operation, index: int) -> SSAValue:
     )
 
 
-def _batch_norm_functional(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _batch_norm_functional(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return _batch_norm(em, op, args, bool(args["training"]), "mru")
 
 
-def _batch_norm_no_training(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _batch_norm_no_training(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return _batch_norm(em, op, args, False, "mr")
 
 
-def _batch_norm_no_stats(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _batch_norm_no_stats(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Batch statistics without running ones (instance norm, batch norm with track_running_stats=False)."""
     if not args["training"]:
         raise ValueError(
@@ -820,11 +824,11 @@ def _batch_norm_no_stats(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     return _batch_norm(em, op, args, True, "mr")
 
 
-def _batch_norm_with_update(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _batch_norm_with_update(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return _batch_norm(em, op, args, True, "mrRu")
 
 
-def _batch_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     rank = len(layout_of(x).shape)
     dims = _batch_dims(x)
@@ -851,7 +855,7 @@ def _batch_norm_backward(em: Emitter, op: Operation, args: dict[str, Any]) -> li
     if mask[0]:
         operands = [grad, rstd] + ([weight] if weight is not None else [])
 
-        def grad_input(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        def grad_input(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result)
             value = m.bin("multiply", tiles[0], tiles[1], result if weight is None else None)
             return value if weight is None else m.bin("multiply", value, tiles[2], result)

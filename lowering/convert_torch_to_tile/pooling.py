@@ -49,8 +49,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, row_major
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 NEG_INF = float("-inf")
@@ -65,7 +65,7 @@ def _param(values: Sequence[int] | int | None, rank: int, default: Sequence[int]
     return values * rank if len(values) == 1 else values
 
 
-def planes(em: Emitter, x: SSAValue, rank: int) -> SSAValue:
+def planes(em: LoopNestBuilder, x: SSAValue, rank: int) -> SSAValue:
     """x[..., S...] viewed as [P, S...] (all leading dims merged; a contiguous copy when strides can't say it)."""
     layout = layout_of(x)
     shape = (math.prod(layout.shape[: layout.rank - rank]), *layout.shape[layout.rank - rank :])
@@ -77,7 +77,7 @@ def planes(em: Emitter, x: SSAValue, rank: int) -> SSAValue:
     return view(em, x, merged)
 
 
-def pad_planes(em: Emitter, x: SSAValue, low: Sequence[int], high: Sequence[int], value: float) -> SSAValue:
+def pad_planes(em: LoopNestBuilder, x: SSAValue, low: Sequence[int], high: Sequence[int], value: float) -> SSAValue:
     """x[P, S...] with `low`/`high` elements of `value` around each spatial dim (x itself when no padding)."""
     if not any(low) and not any(high):
         return x
@@ -94,7 +94,12 @@ def pad_planes(em: Emitter, x: SSAValue, low: Sequence[int], high: Sequence[int]
 
 
 def windows(
-    em: Emitter, xp: SSAValue, kernel: Sequence[int], out: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+    em: LoopNestBuilder,
+    xp: SSAValue,
+    kernel: Sequence[int],
+    out: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
 ) -> SSAValue:
     """The window view [P, K..., O...] of xp[P, S...]: element [p, k, o] = xp[p, o*s + k*d]."""
     layout = layout_of(xp)
@@ -120,11 +125,13 @@ class PositionTiles:
     def shape(self, ps: int, rs: int, cs: int) -> tuple[int, ...]:
         return (ps, rs, cs) if self.rank >= 2 else (ps, cs)
 
-    def run(self, em: Emitter, body: Callable[[Emitter, Index, int, list[Index], int, int], None]) -> None:
+    def run(
+        self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, Index, int, list[Index], int, int], None]
+    ) -> None:
         """body(emitter, p0, partitions, position indices (lead..., r0, c0 or c0), rows, columns)."""
 
-        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
-            def lead(e2: Emitter, done: list[Index], left: Sequence[int]) -> None:
+        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
+            def lead(e2: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
                 if left:
                     e2.for_each(left[0], lambda e3, i: lead(e3, [*done, i], left[1:]))
                     return
@@ -144,7 +151,7 @@ class PositionTiles:
         em.for_tiles(self.partitions, PARTITION_TILE, per_partition)
 
     def load(
-        self, em: Emitter, tensor: SSAValue, p0: Index, pos: list[Index], size: tuple[int, int, int],
+        self, em: LoopNestBuilder, tensor: SSAValue, p0: Index, pos: list[Index], size: tuple[int, int, int],
         extra: Sequence[Index] = (), element_type: Attribute | None = None,
     ) -> SSAValue:  # fmt: skip
         """The tile at (p0, pos) of `tensor` [P, extra..., O...] (`extra` indexes dims between P and O)."""
@@ -152,19 +159,19 @@ class PositionTiles:
         dims = (0, rank - 2, rank - 1) if self.rank >= 2 else (0, rank - 1)
         return load(em, tensor, [p0, *extra, *pos], self.shape(*size), element_type, dims=dims)
 
-    def store(self, em: Emitter, value: SSAValue, tensor: SSAValue, p0: Index, pos: list[Index]) -> None:
+    def store(self, em: LoopNestBuilder, value: SSAValue, tensor: SSAValue, p0: Index, pos: list[Index]) -> None:
         rank = layout_of(tensor).rank
         dims = (0, rank - 2, rank - 1) if self.rank >= 2 else (0, rank - 1)
         default = tuple(range(rank - len(dims), rank))
         em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in [p0, *pos]], None if dims == default else dims))
 
 
-def _binary(em: Emitter, op: str, lhs: SSAValue, rhs: SSAValue, element_type: Attribute = f32) -> SSAValue:
+def _binary(em: LoopNestBuilder, op: str, lhs: SSAValue, rhs: SSAValue, element_type: Attribute = f32) -> SSAValue:
     result = TileType(tile_shape(lhs), element_type, Memory.SBUF)
     return em.insert(tile.BinaryOp(lhs, rhs, op, result)).result
 
 
-def _scalar(em: Emitter, op: str, value: SSAValue, scalar: float, element_type: Attribute = f32) -> SSAValue:
+def _scalar(em: LoopNestBuilder, op: str, value: SSAValue, scalar: float, element_type: Attribute = f32) -> SSAValue:
     result = TileType(tile_shape(value), element_type, Memory.SBUF)
     return em.insert(tile.BinaryScalarOp(value, op, result, scalar=scalar)).result
 
@@ -174,7 +181,7 @@ def tile_shape(value: SSAValue) -> tuple[int, ...]:
     return value.type.get_shape()
 
 
-def _broadcast_planes(em: Emitter, value: SSAValue, partitions: int, planar: bool = False) -> SSAValue:
+def _broadcast_planes(em: LoopNestBuilder, value: SSAValue, partitions: int, planar: bool = False) -> SSAValue:
     """value[O...] (or value[1, O...] when `planar`) viewed as [partitions, O...], stride 0 on the plane axis."""
     layout = layout_of(value)
     if planar:
@@ -215,7 +222,7 @@ class Geometry:
         return sum(k * d * st for k, d, st in zip(offset, self.dilation, strides, strict=True))
 
 
-def _counts(em: Emitter, g: Geometry, include_pad: bool) -> SSAValue | None:
+def _counts(em: LoopNestBuilder, g: Geometry, include_pad: bool) -> SSAValue | None:
     """[1, O...] window element counts (None when every window counts the kernel volume)."""
     padded = tuple(n + p + h for n, p, h in zip(g.spatial, g.padding, g.high, strict=True))
     extent = [n + 2 * p if include_pad else n for n, p in zip(g.spatial, g.padding, strict=True)]
@@ -232,14 +239,20 @@ def _counts(em: Emitter, g: Geometry, include_pad: bool) -> SSAValue | None:
     return _window_sum(em, windows(em, ones, g.kernel, g.out, g.stride, g.dilation), g, 1)
 
 
-def _window_sum(em: Emitter, wins: SSAValue, g: Geometry, partitions: int, scale: SSAValue | float | None = None,
-                out_element_type: Attribute = f32) -> SSAValue:  # fmt: skip
+def _window_sum(
+    em: LoopNestBuilder,
+    wins: SSAValue,
+    g: Geometry,
+    partitions: int,
+    scale: SSAValue | float | None = None,
+    out_element_type: Attribute = f32,
+) -> SSAValue:
     """out[P, O...] = sum over kernel offsets of wins[P, K..., O...] (times `scale`: a [.., O...] map or a float)."""
     out = alloc(em, (partitions, *g.out), out_element_type)
     tiles = PositionTiles(partitions, g.out)
 
-    def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
-        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+    def body(e: LoopNestBuilder, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
+        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             value = tiles.load(e2, wins, p0, pos, (ps, rs, cs), offsets, f32)
             return value if acc is None else _binary(e2, "add", acc, value)
 
@@ -260,7 +273,7 @@ def _window_sum(em: Emitter, wins: SSAValue, g: Geometry, partitions: int, scale
 
 
 def _avg_pool(rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
         spatial = layout_of(x).shape[1:]
         kernel = _param(args["kernel_size"], rank, [])
@@ -282,7 +295,7 @@ def _avg_pool(rank: int) -> Lowering:
     return lower
 
 
-def _index_map(em: Emitter, g: Geometry) -> SSAValue:
+def _index_map(em: LoopNestBuilder, g: Geometry) -> SSAValue:
     """[O...] f32: the flat input index of each output position's window origin, (o*s - p) row-major."""
     strides = row_major(g.spatial)
     out = alloc(em, g.out, f32)
@@ -312,7 +325,7 @@ def _index_map(em: Emitter, g: Geometry) -> SSAValue:
 
 
 def _max_pool_with_indices(rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
         spatial = layout_of(x).shape[1:]
         kernel = _param(args["kernel_size"], rank, [])
@@ -324,7 +337,7 @@ def _max_pool_with_indices(rank: int) -> Lowering:
     return lower
 
 
-def _emit_max_pool(em: Emitter, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:
+def _emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:
     """Max pooling of planes x[P, S...] with geometry g: values and PyTorch's flat input indices."""
     partitions = layout_of(x).shape[0]
     xp = pad_planes(em, x, g.padding, g.high, NEG_INF)
@@ -334,7 +347,7 @@ def _emit_max_pool(em: Emitter, op: Operation, x: SSAValue, g: Geometry) -> list
     indices = alloc(em, (partitions, *g.out), result_element_type(op, 1))
     tiles = PositionTiles(partitions, g.out)
 
-    def body(e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
+    def body(e: LoopNestBuilder, p0: Index, ps: int, pos: list[Index], rs: int, cs: int) -> None:
         best: SSAValue | None = None
         where: SSAValue | None = None
         shape = tiles.shape(ps, rs, cs)
@@ -363,7 +376,7 @@ def _adaptive_max_pool(rank: int) -> Lowering:
     """Adaptive max pooling: regular max pooling when sizes divide; else each output position reduces its own
     window (max, then the first position holding it: the smallest flat index among the equal ones)."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
         spatial = layout_of(x).shape[1:]
         out_spatial = result_shape(op)[-rank:]
@@ -377,7 +390,7 @@ def _adaptive_max_pool(rank: int) -> Lowering:
         ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
         strides = row_major(spatial)
 
-        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
             column = TileType((ps, 1), f32)
             for flat, window in enumerate(itertools.product(*ranges)):
                 sizes = tuple(hi - lo for lo, hi in window)
@@ -408,7 +421,7 @@ def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 
 def _adaptive_avg_pool(rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
         spatial = layout_of(x).shape[1:]
         out_spatial = result_shape(op)[-rank:]
@@ -422,7 +435,7 @@ def _adaptive_avg_pool(rank: int) -> Lowering:
         out = alloc(em, (partitions, math.prod(out_spatial)), result_element_type(op))
         ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
 
-        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
             for flat, window in enumerate(itertools.product(*ranges)):
                 sizes = [hi - lo for lo, hi in window]
                 region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
@@ -440,11 +453,13 @@ def _adaptive_avg_pool(rank: int) -> Lowering:
 
 
 def _scatter_windows(
-    em: Emitter,
+    em: LoopNestBuilder,
     grad_out: SSAValue,
     g: Geometry,
     partitions: int,
-    contribution: Callable[[Emitter, SSAValue, tuple[int, ...], Index, list[Index], tuple[int, int, int]], SSAValue],
+    contribution: Callable[
+        [LoopNestBuilder, SSAValue, tuple[int, ...], Index, list[Index], tuple[int, int, int]], SSAValue
+    ],
     out_element_type: Attribute,
 ) -> SSAValue:
     """grad_input[P, S...]: for each kernel offset, add contribution(grad tile) into the offset's window view.
@@ -459,7 +474,7 @@ def _scatter_windows(
     for offset in g.offsets:
 
         def body(
-            e: Emitter, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k: tuple[int, ...] = offset
+            e: LoopNestBuilder, p0: Index, ps: int, pos: list[Index], rs: int, cs: int, k: tuple[int, ...] = offset
         ) -> None:
             per_offset = layout_of(grad_out).rank > 1 + len(g.out)
             go = tiles.load(e, grad_out, p0, pos, (ps, rs, cs), list(k) if per_offset else (), f32)
@@ -485,14 +500,14 @@ def _scatter_windows(
     return result
 
 
-def copy_to_type(em: Emitter, source: SSAValue, element_type: Attribute) -> SSAValue:
+def copy_to_type(em: LoopNestBuilder, source: SSAValue, element_type: Attribute) -> SSAValue:
     out = alloc(em, layout_of(source).shape, element_type)
     copy_into(em, source, out)
     return out
 
 
 def _avg_pool_backward(rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = layout_of(args["self"])
         grad_out = planes(em, args["grad_output"], rank)
         spatial = x.shape[-rank:]
@@ -510,7 +525,7 @@ def _avg_pool_backward(rank: int) -> Lowering:
         scale = 1.0 / float(divisor) if divisor is not None else 1.0 / math.prod(kernel)
         tiles = PositionTiles(partitions, g.out)
 
-        def contribution(e: Emitter, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
+        def contribution(e: LoopNestBuilder, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
             if inverse_counts is None:
                 return _scalar(e, "multiply", go, scale)
             count = tiles.load(e, inverse_counts, p0, pos, size, (), f32)
@@ -523,7 +538,7 @@ def _avg_pool_backward(rank: int) -> Lowering:
     return lower
 
 
-def _reshaped(em: Emitter, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+def _reshaped(em: LoopNestBuilder, value: SSAValue, shape: Sequence[int]) -> SSAValue:
     layout = layout_of(value).reshape(shape)
     if layout is None:
         value = copy_to(em, value)
@@ -539,7 +554,7 @@ def _max_pool_backward(rank: int) -> Lowering:
     that overlap on their maximum) add in the same order as the CPU kernel.
     """
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         from neuron_mlir.lowering.convert_torch_to_tile.indexing import IndexedAccess, IndexTerm, emit_scatter
 
         spatial = layout_of(args["self"]).shape[-rank:]
@@ -553,7 +568,7 @@ def _max_pool_backward(rank: int) -> Lowering:
         fill_into(em, grad, 0.0)
         access = IndexedAccess((partitions, positions), (area, 0), [IndexTerm(indices, 1, area)])
 
-        def values(e: Emitter, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
+        def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
             return load(e, grad_out, [p0, f0], (ps, fs), f32)
 
         emit_scatter(em, op.name, grad, access, values, accumulate=True)
@@ -566,7 +581,7 @@ def _max_pool_backward(rank: int) -> Lowering:
 
 
 def _adaptive_avg_pool_backward(rank: int) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         spatial = layout_of(args["self"]).shape[-rank:]
         grad_out = planes(em, args["grad_output"], rank)
         out_spatial = layout_of(grad_out).shape[1:]
@@ -585,7 +600,7 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
         flat_grad = _reshaped(em, grad_out, (partitions, math.prod(out_spatial)))
         ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
 
-        def per_partition(e: Emitter, p0: Index, ps: int) -> None:
+        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
             for flat, window in enumerate(itertools.product(*ranges)):
                 sizes = [hi - lo for lo, hi in window]
                 column = load(e, flat_grad, [p0, flat], (ps, 1), f32)
@@ -606,7 +621,7 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
     return lower
 
 
-def _col2im(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _col2im(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """col2im (fold): every column block is added into its window of the output, one kernel offset at a time.
 
     The input [N, C * kh * kw, L] is viewed as [N * C, kh, kw, Lh, Lw]; for each kernel offset its [planes, Lh, Lw]

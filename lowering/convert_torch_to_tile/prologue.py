@@ -32,7 +32,7 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.lowering.convert_torch_to_tile.context import Absorber, context_of
-from neuron_mlir.lowering.emitter import Emitter, Index
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 
 # Torch ops whose lowering calls `emit_matmul` with the named operand as A, and so may take its prologue.
 MATMUL_CONSUMERS: dict[str, str] = {"torch.aten.mm": "self", "torch.aten.addmm": "mat1"}
@@ -57,38 +57,38 @@ class Prologue(Protocol):
     rows: int  # M: the producer's result seen as [rows, length]
     length: int  # K
 
-    def materialize(self, em: Emitter) -> SSAValue:
+    def materialize(self, em: LoopNestBuilder) -> SSAValue:
         """Emit the producer's own loop nest, writing its result to HBM (the consumer does not fuse it); returns
         the result, which replaces the deferred allocation in every use of it."""
 
     def discard(self) -> None:
         """The consumer fused the producer: erase the allocations of its results (nothing writes or reads them)."""
 
-    def setup(self, em: Emitter, k_tile: int) -> None:
+    def setup(self, em: LoopNestBuilder, k_tile: int) -> None:
         """Emit what every row block shares (the affine parameters as per-partition columns), once."""
 
     def build_panel(
-        self, em: Emitter, subs: list[tuple[Index, int]], tiles: int, rest: bool
+        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
     ) -> tuple[list[SSAValue], list[SSAValue]] | None:
         """The whole-K stationary panel of rows `subs` ([K_TILE, tiles, m] per sub, and the partial last K tile
         per sub when `rest`), when the producer builds it itself; None when the matmul builds it from
         `row_tiles` and `evacuate`."""
 
-    def row_tiles(self, em: Emitter, subs: list[tuple[Index, int]]) -> list[SSAValue]:
+    def row_tiles(self, em: LoopNestBuilder, subs: list[tuple[Index, int]]) -> list[SSAValue]:
         """Per (m0, m_size) of `subs`, the [m_size, length] SBUF tile of rows m0.. before the per-feature
         affine, in the result's type."""
 
-    def evacuate(self, em: Emitter, transposed: SSAValue, k_index: Index | None) -> SSAValue:
+    def evacuate(self, em: LoopNestBuilder, transposed: SSAValue, k_index: Index | None) -> SSAValue:
         """A PSUM transpose of one K tile of a row tile ([k, m], K tile `k_index`, or the partial last K tile
         when None) with the affine applied, as the SBUF tile the panel holds."""
 
 
-def absorb(em: Emitter, op: Operation, lowering: Absorber) -> None:
+def absorb(em: LoopNestBuilder, op: Operation, lowering: Absorber) -> None:
     """`op` (reading a deferred result) becomes part of the deferred producer: `lowering` replaces its own."""
     context_of(em).absorbers[op] = lowering
 
 
-def absorber(em: Emitter, op: Operation) -> Absorber | None:
+def absorber(em: LoopNestBuilder, op: Operation) -> Absorber | None:
     return context_of(em).absorbers.pop(op, None)
 
 
@@ -117,7 +117,7 @@ def consumer_of(op: Operation, consumers: dict[str, str] = MATMUL_CONSUMERS) -> 
     return user if between is user else None
 
 
-def defer(em: Emitter, result: SSAValue, prologue: Prologue) -> None:
+def defer(em: LoopNestBuilder, result: SSAValue, prologue: Prologue) -> None:
     """`result` (a fresh allocation) is written by `prologue`, emitted by its consumer."""
     assert isinstance(result.owner, memref.AllocOp)
     context_of(em).deferred[result] = prologue
@@ -129,14 +129,14 @@ def _root(value: SSAValue) -> SSAValue:
     return value
 
 
-def take(em: Emitter, value: SSAValue) -> tuple[SSAValue, Prologue] | None:
+def take(em: LoopNestBuilder, value: SSAValue) -> tuple[SSAValue, Prologue] | None:
     """The deferred producer of all of `value` (a view of its result), now the caller's to fuse or materialize."""
     root = _root(value)
     prologue = context_of(em).deferred.pop(root, None)
     return None if prologue is None else (root, prologue)
 
 
-def materialize_operands(em: Emitter, arguments: dict[str, Any], keep: str | None = None) -> None:
+def materialize_operands(em: LoopNestBuilder, arguments: dict[str, Any], keep: str | None = None) -> None:
     """Emit every deferred producer whose result is among `arguments` (before their user's lowering), updating
     the arguments that were the deferred allocation itself; argument `keep` (a matmul's A, which may take the
     producer as its prologue) is left deferred."""

@@ -35,8 +35,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, TilePosition, emit_elementwise
-from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 SEED_ARGUMENT = "rng_seed"
@@ -60,14 +60,14 @@ def _seed_argument(block: Block) -> SSAValue:
 class RandomStream:
     """The key of one random op, and its draws for a tile."""
 
-    def __init__(self, em: Emitter):
+    def __init__(self, em: LoopNestBuilder):
         block = em.block  # random lowerings emit at the function's top level
         seed = _seed_argument(block)
         # each random op views the seed once: the number of views so far numbers the streams
         self.stream = sum(1 for _ in seed.uses)
         self.seed = view(em, seed, Layout((PARTITIONS, 1), (0, 0), 0))
 
-    def key(self, em: Emitter, partitions: int) -> SSAValue:
+    def key(self, em: LoopNestBuilder, partitions: int) -> SSAValue:
         column = load(em, self.seed, [0, 0], (partitions, 1))
         if self.stream == 0:
             return column
@@ -75,7 +75,7 @@ class RandomStream:
         salt = float(_wrapped(self.stream * _GOLDEN))
         return em.insert(tile.BinaryScalarOp(column, "add", column_type, scalar=salt)).result
 
-    def draw(self, em: Emitter, kind: str, result: TileType, position: TilePosition) -> SSAValue:
+    def draw(self, em: LoopNestBuilder, kind: str, result: TileType, position: TilePosition) -> SSAValue:
         """fp32 `uniform` or `normal` values for the tile at `position`."""
         counters = position.element_offsets(em, result, i32)
         out = TileType(result.get_shape(), result.element_type, Memory.SBUF)
@@ -88,7 +88,7 @@ def _generated(
 ) -> Lowering:
     """rand/randn (and the `_like` and in-place-functional forms): `low + (high - low) * u` or `mean + std * z`."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         stream = RandomStream(em)
         first, second = defaults
         if scale_args is not None:
@@ -97,7 +97,7 @@ def _generated(
         # uniform: low + (high - low) * u;  normal: mean + std * z
         factor, offset = (second - first, first) if kind == "uniform" else (second, first)
 
-        def compute_at(e: Emitter, tiles: list[SSAValue], result: TileType, position: TilePosition) -> SSAValue:
+        def compute_at(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType, position: TilePosition) -> SSAValue:
             m = TileMath(e, result)
             value = stream.draw(e, kind, result, position)
             if factor == 1 and offset == 0:
@@ -110,17 +110,17 @@ def _generated(
     return lower
 
 
-def _bernoulli(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _bernoulli(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     stream = RandomStream(em)
     p = float(args["p"])
 
-    def compute_at(e: Emitter, tiles: list[SSAValue], result: TileType, position: TilePosition) -> SSAValue:
+    def compute_at(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType, position: TilePosition) -> SSAValue:
         return TileMath(e, result).sc("is_lt", stream.draw(e, "uniform", result, position), p, result)
 
     return [emit_elementwise(em, result_shape(op), result_element_type(op), [], None, compute_at=compute_at)]
 
 
-def _native_dropout(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _native_dropout(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source = args["input"]
     p = float(args["p"])
     train = args.get("train")
@@ -147,7 +147,7 @@ def _native_dropout(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SS
         ),
     )
 
-    def apply(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def apply(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         kept = m.select(tiles[1], tiles[0], m.fill(0.0))
         return m.sc("multiply", kept, scale, result)

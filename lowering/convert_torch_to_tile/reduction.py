@@ -68,8 +68,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, lane_split
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # Free-axis chunk of an integer fold or scan: its tiles are int64 (twice fp32's bytes) and a fold or scan keeps
@@ -107,7 +107,7 @@ def chunk_integer_type(source_type: Attribute, result_type: Attribute, op: str) 
 
 
 def load_exact(
-    em: Emitter,
+    em: LoopNestBuilder,
     tensor: SSAValue,
     indices: Sequence[Index],
     shape: Sequence[int],
@@ -133,13 +133,13 @@ class RowTile:
 
 
 # transform(emitter, chunk [P, size] tile, row tile) -> the [P, size] tile to fold
-ChunkTransform = Callable[[Emitter, SSAValue, RowTile], SSAValue]
+ChunkTransform = Callable[[LoopNestBuilder, SSAValue, RowTile], SSAValue]
 
 
 class ReductionSpace:
     """`source` viewed as [kept..., reduced...] and a kept-shaped tensor viewed as [kept..., 1]."""
 
-    def __init__(self, em: Emitter, source: SSAValue, dims: Sequence[int]):
+    def __init__(self, em: LoopNestBuilder, source: SSAValue, dims: Sequence[int]):
         layout = layout_of(source)
         if layout.rank == 0:
             layout = Layout((1,), (0,), layout.offset)
@@ -166,7 +166,7 @@ class ReductionSpace:
             em, source, Layout((*kept_dims, *reduced_dims), (*kept_strides, *reduced_strides), layout.offset)
         )
 
-    def kept_view(self, em: Emitter, tensor: SSAValue) -> SSAValue:
+    def kept_view(self, em: LoopNestBuilder, tensor: SSAValue) -> SSAValue:
         """A contiguous tensor holding one value per kept index (a keepdim or a plain reduction result) as
         [kept..., 1] in this space: the kept dims were merged only where a contiguous tensor merges them too."""
         layout = layout_of(tensor)
@@ -185,7 +185,7 @@ class ReductionSpace:
 
     def load_chunk(
         self,
-        e: Emitter,
+        e: LoopNestBuilder,
         row: RowTile,
         reduced_index: list[Index],
         f0: Index,
@@ -200,8 +200,8 @@ class ReductionSpace:
             return load_exact(e, self.source_view, indices, shape, integer_type, dims)
         return load(e, self.source_view, indices, shape, F32, dims)
 
-    def for_rows(self, em: Emitter, body: Callable[[Emitter, RowTile], None]) -> None:
-        def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+    def for_rows(self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, RowTile], None]) -> None:
+        def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
             if not extents:
                 e.for_tiles(self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p)))
                 return
@@ -211,7 +211,7 @@ class ReductionSpace:
 
 
 def emit_reduce(
-    em: Emitter,
+    em: LoopNestBuilder,
     source: SSAValue,
     dims: Sequence[int],
     keepdim: bool,
@@ -248,7 +248,7 @@ def emit_reduce(
     combine = _COMBINE[op]
     chunk_size = INTEGER_TILE if integer else FREE_TILE
 
-    def partial(e: Emitter, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
+    def partial(e: LoopNestBuilder, row: RowTile, reduced_index: list[Index], f0: Index, size: int) -> SSAValue:
         chunk = space.load_chunk(e, row, reduced_index, f0, size, integer_type)
         if transform is not None:
             chunk = transform(e, chunk, row)
@@ -257,10 +257,10 @@ def emit_reduce(
             return e.insert(tile.CopyOp(folded, _column(row.partitions, column_type))).result
         return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, column_type))).result
 
-    def fold(e: Emitter, acc: SSAValue, value: SSAValue) -> SSAValue:
+    def fold(e: LoopNestBuilder, acc: SSAValue, value: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, value, combine, acc.type)).result  # type: ignore[arg-type]
 
-    def over(e: Emitter, row: RowTile, remaining: tuple[int, ...], reduced_index: list[Index]) -> SSAValue:
+    def over(e: LoopNestBuilder, row: RowTile, remaining: tuple[int, ...], reduced_index: list[Index]) -> SSAValue:
         if len(remaining) == 1:
             return e.accumulate_tiles(
                 remaining[0],
@@ -274,7 +274,7 @@ def emit_reduce(
             lambda e2, i, acc: fold(e2, acc, over(e2, row, remaining[1:], [*reduced_index, i])),
         )
 
-    def row_tile(e: Emitter, row: RowTile) -> None:
+    def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
         result = over(e, row, space.reduced_dims, [])
         if scale is not None:
             result = e.insert(tile.BinaryScalarOp(result, "multiply", _column(row.partitions), scalar=scale)).result
@@ -292,7 +292,7 @@ def _sums_rows(space: ReductionSpace) -> bool:
     return space.count > 1 and space.partitions > 1 and kept_stride == 1 and reduced_stride != 1
 
 
-def _sum_rows_on_tensor_engine(em: Emitter, space: ReductionSpace, out: SSAValue, scale: float | None) -> None:
+def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: SSAValue, scale: float | None) -> None:
     """out[kept] = sum over the reduced dims, the innermost reduced dim as TensorE's contraction (see the module
     docstring): per chunk of up to 512 kept elements, one PSUM row accumulates ones[rows]^T @ rows."""
     anchor = em.anchor if em.anchor is not None else em.block.parent_op()
@@ -315,8 +315,8 @@ def _sum_rows_on_tensor_engine(em: Emitter, space: ReductionSpace, out: SSAValue
         ),
     )
 
-    def chunk(e: Emitter, leading: list[Index], k0: Index, ks: int) -> None:
-        def step(e2: Emitter, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+    def chunk(e: LoopNestBuilder, leading: list[Index], k0: Index, ks: int) -> None:
+        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             *outer, r0 = offsets
             rs = sizes[-1]
             moving = load(e2, space.source_view, [*leading, k0, *outer, r0], (rs, ks), operand_type,
@@ -333,7 +333,7 @@ def _sum_rows_on_tensor_engine(em: Emitter, space: ReductionSpace, out: SSAValue
             ).result
         store(e, to_sbuf(e, total, element_type_of(out)), out_rows, [*leading, 0, k0])
 
-    def loops(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+    def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
         if not extents:
             e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks))
             return
@@ -343,7 +343,7 @@ def _sum_rows_on_tensor_engine(em: Emitter, space: ReductionSpace, out: SSAValue
 
 
 def _reduce_on_every_lane(
-    em: Emitter, source: SSAValue, op: str, out: SSAValue, scale: float | None, transform: ChunkTransform | None
+    em: LoopNestBuilder, source: SSAValue, op: str, out: SSAValue, scale: float | None, transform: ChunkTransform | None
 ) -> bool:
     """A reduction of every element of a contiguous tensor with more than one chunk: the elements spread over
     up to 128 partitions, each folds its share on VectorE, and TensorE combines the [P, 1] column: a matmul
@@ -368,7 +368,7 @@ def _reduce_on_every_lane(
     spread = view(em, source, Layout((lanes, width), (width, 1), layout.offset))
     row = RowTile([0], lanes)
 
-    def partial(e: Emitter, f0: Index, size: int) -> SSAValue:
+    def partial(e: LoopNestBuilder, f0: Index, size: int) -> SSAValue:
         if integer:
             chunk = load_exact(e, spread, [0, f0], (lanes, size), chunk_type)
         else:
@@ -380,7 +380,7 @@ def _reduce_on_every_lane(
             return e.insert(tile.CopyOp(folded, _column(lanes, column_type))).result
         return e.insert(tile.ReduceOp(chunk, op, _column(lanes, column_type))).result
 
-    def fold(e: Emitter, f0: Index, size: int, acc: SSAValue) -> SSAValue:
+    def fold(e: LoopNestBuilder, f0: Index, size: int, acc: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes, column_type))).result
 
     column = em.accumulate_tiles(width, INTEGER_TILE if integer else FREE_TILE, partial, fold)
@@ -404,7 +404,7 @@ def _reduce_on_every_lane(
     return True
 
 
-def _combine_lanes_exactly(em: Emitter, column: SSAValue, op: str, out: SSAValue) -> None:
+def _combine_lanes_exactly(em: LoopNestBuilder, column: SSAValue, op: str, out: SSAValue) -> None:
     """Fold a [lanes, 1] integer column into the one-element `out` exactly: the column is stored to an HBM
     scratch tensor and loaded back as one row (a DMA moves bits, where TensorE would sum or transpose through
     fp32 PSUM), which GpSimdE then folds."""
@@ -418,7 +418,7 @@ def _combine_lanes_exactly(em: Emitter, column: SSAValue, op: str, out: SSAValue
     store(em, total, view(em, out, Layout((1, 1), (0, 0), layout_of(out).offset)), [0, 0])
 
 
-def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
+def _fill(em: LoopNestBuilder, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(value, result)).result
 
 
@@ -426,13 +426,13 @@ def _fill(em: Emitter, value: float, result: TileType) -> SSAValue:
 
 
 def fold_tiles(
-    em: Emitter,
+    em: LoopNestBuilder,
     extent: int,
     size: int,
-    first: Callable[[Emitter, Index, int], list[SSAValue]],
-    step: Callable[[Emitter, Index, int, list[SSAValue]], list[SSAValue]],
+    first: Callable[[LoopNestBuilder, Index, int], list[SSAValue]],
+    step: Callable[[LoopNestBuilder, Index, int, list[SSAValue]], list[SSAValue]],
 ) -> list[SSAValue]:
-    """`Emitter.accumulate_tiles` for a list of carried tiles (the first tile peeled, an `scf.for` carrying
+    """`LoopNestBuilder.accumulate_tiles` for a list of carried tiles (the first tile peeled, an `scf.for` carrying
     them over the other full tiles, then the remainder)."""
     full, remainder = divmod(extent, size)
     if full == 0:
@@ -451,7 +451,7 @@ def fold_tiles(
     return values
 
 
-def _positions(em: Emitter, tile_type: TileType, f0: Index) -> SSAValue:
+def _positions(em: LoopNestBuilder, tile_type: TileType, f0: Index) -> SSAValue:
     """Each element's position along the free axis, starting at `f0` (a GpSimdE iota)."""
     if isinstance(f0, int):
         return em.insert(tile.IotaOp(tile_type, [1], base=f0)).result
@@ -459,7 +459,7 @@ def _positions(em: Emitter, tile_type: TileType, f0: Index) -> SSAValue:
 
 
 def emit_arg_reduce(
-    em: Emitter, source: SSAValue, dim: int | None, keepdim: bool, op: str, value_type: Attribute | None
+    em: LoopNestBuilder, source: SSAValue, dim: int | None, keepdim: bool, op: str, value_type: Attribute | None
 ) -> tuple[SSAValue | None, SSAValue]:
     """(values, int64 indices) of the first maximum (`op` = "max") or minimum along `dim` (None: flattened)."""
     shape = layout_of(source).shape
@@ -486,7 +486,7 @@ def emit_arg_reduce(
     value_view = space.kept_view(em, values) if values is not None else None
     better = "is_gt" if op == "max" else "is_lt"
 
-    def chunk_extreme(e: Emitter, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
+    def chunk_extreme(e: LoopNestBuilder, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
         p = row.partitions
         x = space.load_chunk(e, row, [], f0, size)
         whole = TileType((p, size), F32, Memory.SBUF)
@@ -500,7 +500,7 @@ def emit_arg_reduce(
         index = e.insert(tile.ReduceOp(candidates, "min", _column(p))).result
         return [extreme, index]
 
-    def combine(e: Emitter, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
+    def combine(e: LoopNestBuilder, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
         p = row.partitions
         extreme, index = chunk_extreme(e, row, f0, size)
         best, best_index = acc
@@ -518,7 +518,7 @@ def emit_arg_reduce(
     # one reduced dimension: the space merged nothing into it
     (length,) = space.reduced_dims
 
-    def row_tile(e: Emitter, row: RowTile) -> None:
+    def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
         best, best_index = fold_tiles(
             e,
             length,
@@ -535,7 +535,12 @@ def emit_arg_reduce(
 
 
 def _exact_integer_arg_reduce(
-    em: Emitter, space: ReductionSpace, indices: SSAValue, values: SSAValue | None, op: str, source_type: Attribute
+    em: LoopNestBuilder,
+    space: ReductionSpace,
+    indices: SSAValue,
+    values: SSAValue | None,
+    op: str,
+    source_type: Attribute,
 ) -> SSAValue:
     """`emit_arg_reduce` of an integer input, compared exactly on GpSimdE (fp32 would merge neighbouring integers
     beyond 2^24 and pick the wrong one): the values fold in int32 (int64 for int64 inputs), positions are int32
@@ -546,7 +551,7 @@ def _exact_integer_arg_reduce(
     value_view = space.kept_view(em, values) if values is not None else None
     better = "is_gt" if op == "max" else "is_lt"
 
-    def chunk_extreme(e: Emitter, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
+    def chunk_extreme(e: LoopNestBuilder, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
         p = row.partitions
         x = space.load_chunk(e, row, [], f0, size, work)
         extreme = e.insert(tile.ReduceOp(x, op, _column(p, work))).result
@@ -557,7 +562,7 @@ def _exact_integer_arg_reduce(
         candidates = e.insert(tile.SelectOp(hit, position, never, positions)).result
         return [extreme, e.insert(tile.ReduceOp(candidates, "min", _column(p, i32))).result]
 
-    def combine(e: Emitter, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
+    def combine(e: LoopNestBuilder, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
         p = row.partitions
         extreme, index = chunk_extreme(e, row, f0, size)
         best, best_index = acc
@@ -569,7 +574,7 @@ def _exact_integer_arg_reduce(
 
     (length,) = space.reduced_dims
 
-    def row_tile(e: Emitter, row: RowTile) -> None:
+    def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
         best, best_index = fold_tiles(
             e,
             length,
@@ -601,7 +606,7 @@ def _count(shape: Sequence[int], dims: Sequence[int]) -> int:
 
 
 def _reduce(op_name: str, mean: bool = False) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         source = args["self"]
         dims = _dims(args)
         scale = None
@@ -614,24 +619,24 @@ def _reduce(op_name: str, mean: bool = False) -> Lowering:
     return lower
 
 
-def _nonzero(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+def _nonzero(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
     return e.insert(tile.BinaryScalarOp(chunk, "not_equal", chunk.type, scalar=0.0)).result  # type: ignore[arg-type]
 
 
-def _any(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _any(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
     return [emit_reduce(em, source, dims, keepdim, "max", result_element_type(op), None, _nonzero, 0.0)]
 
 
 def _full_reduce(op_name: str) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         return [emit_reduce(em, args["self"], [], False, op_name, result_element_type(op))]
 
     return lower
 
 
 def _arg_reduce(op_name: str) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         dim = args.get("dim")
         _, indices = emit_arg_reduce(em, args["self"], dim, bool(args.get("keepdim", False)), op_name, None)
         return [indices]
@@ -640,7 +645,7 @@ def _arg_reduce(op_name: str) -> Lowering:
 
 
 def _max_min_dim(op_name: str) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         keepdim = bool(args.get("keepdim", False))
         values, indices = emit_arg_reduce(em, args["self"], int(args["dim"]), keepdim, op_name, result_element_type(op))
         assert values is not None
@@ -650,14 +655,14 @@ def _max_min_dim(op_name: str) -> Lowering:
 
 
 def emit_variance(
-    em: Emitter, source: SSAValue, dims: Sequence[int], keepdim: bool, correction: float, out_type: Attribute
+    em: LoopNestBuilder, source: SSAValue, dims: Sequence[int], keepdim: bool, correction: float, out_type: Attribute
 ) -> tuple[SSAValue, SSAValue]:
     """(variance, mean) over `dims`: the mean first, then the sum of squared deviations / (N - correction)."""
     count = _count(layout_of(source).shape, dims)
     mean = emit_reduce(em, source, dims, True, "add", F32, 1.0 / count if count else math.nan)
     mean_view = ReductionSpace(em, source, dims).kept_view(em, mean)
 
-    def squared_deviation(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+    def squared_deviation(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
         chunk_type = chunk.type
         assert isinstance(chunk_type, TileType)
         column = load(e, mean_view, [*row.indices, 0], (row.partitions, 1), F32)
@@ -687,14 +692,14 @@ def _correction(args: dict[str, Any]) -> float:
     return 1.0 if correction is None else float(correction)
 
 
-def _var(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _var(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     variance, _ = emit_variance(
         em, args["self"], _dims(args), bool(args.get("keepdim", False)), _correction(args), result_element_type(op)
     )
     return [variance]
 
 
-def _var_mean(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _var_mean(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     out_type = result_element_type(op)
     variance, mean = emit_variance(
         em, args["self"], _dims(args), bool(args.get("keepdim", False)), _correction(args), out_type
@@ -704,14 +709,14 @@ def _var_mean(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue
     return [variance, mean]
 
 
-def _vector_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _vector_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """linalg_vector_norm: max/min of |x| for ord +-inf, the count of non-zeros for 0, else sum(|x|^ord)^(1/ord)
     (sqrt of a sum of squares for 2: ScalarE's square and sqrt)."""
     source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
     order = float(args.get("ord", 2))
     out_type = result_element_type(op)
 
-    def powered(e: Emitter, chunk: SSAValue, row: RowTile) -> SSAValue:
+    def powered(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
         chunk_type = chunk.type
         assert isinstance(chunk_type, TileType)
         if order == 0:
@@ -729,7 +734,7 @@ def _vector_norm(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAVa
         return [emit_reduce(em, source, dims, keepdim, "add", out_type, None, powered, 0.0)]
     total = emit_reduce(em, source, dims, keepdim, "add", F32, None, powered, 0.0)
 
-    def root(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def root(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         if order == 2:
             return e.insert(tile.UnaryOp(tiles[0], "sqrt", result)).result
         return e.insert(tile.BinaryScalarOp(tiles[0], "power", result, scalar=1.0 / order)).result
@@ -752,8 +757,7 @@ def legal(op: Operation) -> str | None:
     if is_exact_integer(out_type) and (op.name in _SCALED or op.name in _TRANSFORMED):
         what = "a scaled" if op.name in _SCALED else "a transformed"
         return (
-            f"{what} reduction with an integer result ({out_type}) has no exact lowering (it would round through "
-            "fp32)"
+            f"{what} reduction with an integer result ({out_type}) has no exact lowering (it would round through fp32)"
         )
     return None
 

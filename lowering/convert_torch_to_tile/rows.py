@@ -25,8 +25,8 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import PARTITION_TILE, layout_of, load, store, view
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 
@@ -56,7 +56,7 @@ class RowGroup:
     index: Index
     offset_rows: int  # rows the group's view skips: 0 in the loop, `first` for the groups after it
 
-    def grouped(self, em: Emitter, rows_view: SSAValue) -> SSAValue:
+    def grouped(self, em: LoopNestBuilder, rows_view: SSAValue) -> SSAValue:
         """`rows_view` ([rows, ...]) viewed as [n, per_partition, ...] from row `offset_rows`."""
         layout = layout_of(rows_view)
         rows, *rest = layout.shape
@@ -73,19 +73,19 @@ class RowGroup:
             ),
         )
 
-    def load(self, em: Emitter, rows_view: SSAValue, element_type: Attribute | None = None) -> SSAValue:
+    def load(self, em: LoopNestBuilder, rows_view: SSAValue, element_type: Attribute | None = None) -> SSAValue:
         """The group's [partitions, per_partition, ...] tile of `rows_view`."""
         grouped = self.grouped(em, rows_view)
         rest = layout_of(grouped).shape[2:]
         indices = [self.index, 0, *(0 for _ in rest)]
         return load(em, grouped, indices, (self.partitions, self.per_partition, *rest), element_type)
 
-    def store(self, em: Emitter, value: SSAValue, rows_view: SSAValue) -> None:
+    def store(self, em: LoopNestBuilder, value: SSAValue, rows_view: SSAValue) -> None:
         grouped = self.grouped(em, rows_view)
         rest = layout_of(grouped).shape[2:]
         store(em, value, grouped, [self.index, 0, *(0 for _ in rest)])
 
-    def row(self, em: Emitter, group_tile: SSAValue, j: Index) -> SSAValue:
+    def row(self, em: LoopNestBuilder, group_tile: SSAValue, j: Index) -> SSAValue:
         """Row j of every partition of a group tile: the [partitions, ...] window at [j, 0, ...]."""
         source = group_tile.type
         assert isinstance(source, TileType)
@@ -95,12 +95,12 @@ class RowGroup:
         indices = [em.index(j), *(em.index(0) for _ in shape[2:])]
         return em.insert(tile.ExtractOp(group_tile, indices, window)).result
 
-    def empty(self, em: Emitter, rest: Sequence[int], element_type: Attribute) -> SSAValue:
+    def empty(self, em: LoopNestBuilder, rest: Sequence[int], element_type: Attribute) -> SSAValue:
         """A [partitions, per_partition, *rest] SBUF tile to fill row by row (`tile.insert`)."""
         result = TileType((self.partitions, self.per_partition, *rest), element_type, Memory.SBUF)
         return em.insert(tile.EmptyOp(result)).result
 
-    def put(self, em: Emitter, value: SSAValue, group_tile: SSAValue, j: Index) -> SSAValue:
+    def put(self, em: LoopNestBuilder, value: SSAValue, group_tile: SSAValue, j: Index) -> SSAValue:
         """`group_tile` with row j replaced by `value` ([partitions, ...])."""
         shape = group_tile.type.get_shape()  # type: ignore[attr-defined]
         indices = [em.index(j), *(em.index(0) for _ in shape[2:])]
@@ -108,10 +108,10 @@ class RowGroup:
 
 
 def for_row_groups(
-    em: Emitter,
+    em: LoopNestBuilder,
     rows: int,
     per_partition: int,
-    body: Callable[[Emitter, RowGroup, list[SSAValue]], list[SSAValue]],
+    body: Callable[[LoopNestBuilder, RowGroup, list[SSAValue]], list[SSAValue]],
     values: Sequence[SSAValue] = (),
 ) -> list[SSAValue]:
     """`values = body(emitter, group, values)` for every group covering [0, rows) (module docstring): the full

@@ -32,20 +32,20 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import IndexedAccess, IndexTerm, emit_gather
-from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 CUBIC_A = -0.75
 
 # fn(emitter, tiles) -> tile, every tile f32 of one shape
-TileMath = Callable[[Emitter, list[SSAValue]], SSAValue]
+TileMath = Callable[[LoopNestBuilder, list[SSAValue]], SSAValue]
 
 
 class _Math:
     """Shorthands for fp32 tile arithmetic of one shape."""
 
-    def __init__(self, em: Emitter, shape: Sequence[int]):
+    def __init__(self, em: LoopNestBuilder, shape: Sequence[int]):
         self.em, self.type = em, TileType(tuple(shape), f32, Memory.SBUF)
 
     def s(self, value: SSAValue, op: str, scalar: float, reverse: bool = False) -> SSAValue:
@@ -75,10 +75,10 @@ class _Math:
         return self.b(rounded, "subtract", self.b(tie, "multiply", odd))
 
 
-def _map(em: Emitter, shape: Sequence[int], inputs: Sequence[SSAValue], fn: TileMath) -> SSAValue:
+def _map(em: LoopNestBuilder, shape: Sequence[int], inputs: Sequence[SSAValue], fn: TileMath) -> SSAValue:
     """A fresh f32 HBM tensor of `shape`: fn over the (broadcast) inputs, tile by tile."""
 
-    def compute(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return fn(e, tiles)
 
     return emit_elementwise(em, tuple(shape), f32, list(inputs), compute)
@@ -110,14 +110,14 @@ def _pad_coordinate(m: _Math, coord: SSAValue, size: int, padding: int, align_co
     return m.s(m.s(coord, "max", 0.0), "min", float(size - 1))
 
 
-def _spread(em: Emitter, value: SSAValue, out_shape: Sequence[int]) -> SSAValue:
+def _spread(em: LoopNestBuilder, value: SSAValue, out_shape: Sequence[int]) -> SSAValue:
     """A grid-shaped [N, O...] tensor viewed with the output's shape [N, C, O...] (stride 0 over channels)."""
     layout = layout_of(value)
     return view(em, value, Layout(tuple(out_shape), (layout.strides[0], 0, *layout.strides[1:]), layout.offset))
 
 
 def _tap(
-    em: Emitter,
+    em: LoopNestBuilder,
     op_name: str,
     image: SSAValue,
     out_shape: Sequence[int],
@@ -135,14 +135,14 @@ def _tap(
     grid_shape = (out_shape[0], *out_shape[2:])
 
     def fixed(size: int) -> TileMath:
-        def fn(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
+        def fn(e: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
             m = _math_like(e, tiles[0])
             value = _pad_coordinate(m, tiles[0], size, padding, align_corners) if bounded else tiles[0]
             return m.s(m.s(value, "max", 0.0), "min", float(size - 1))
 
         return fn
 
-    def inside(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
+    def inside(e: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
         m = _math_like(e, tiles[0])
         result: SSAValue | None = None
         for value, size in zip(tiles, sizes, strict=True):
@@ -164,7 +164,7 @@ def _tap(
     access = IndexedAccess(out_shape, (strides[0], strides[1], *([0] * rank)), terms)
     gathered = emit_gather(em, op_name, image, access, f32)
 
-    def masked(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
+    def masked(e: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
         m = _math_like(e, tiles[0])
         return m.select(tiles[1], tiles[0], m.fill(0.0))
 
@@ -191,7 +191,7 @@ def _cubic_coefficients(m: _Math, t: SSAValue) -> list[SSAValue]:
 def _grid_sampler(rank: int) -> Lowering:
     """grid_sampler_2d / grid_sampler_3d (rank spatial dims; bicubic exists in 2-d only, as in PyTorch)."""
 
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         image, grid = args["input"], args["grid"]
         mode, padding = int(args["interpolation_mode"]), int(args["padding_mode"])
         align = bool(args["align_corners"])
@@ -204,7 +204,7 @@ def _grid_sampler(rank: int) -> Lowering:
         ]
 
         def source(size: int, pad: bool) -> TileMath:
-            def fn(e: Emitter, tiles: list[SSAValue]) -> SSAValue:
+            def fn(e: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
                 m = _math_like(e, tiles[0])
                 value = _unnormalize(m, tiles[0], size, align)
                 return _pad_coordinate(m, value, size, padding, align) if pad else value
@@ -226,7 +226,7 @@ def _grid_sampler(rank: int) -> Lowering:
             def weight(corner: tuple[int, ...]) -> TileMath:
                 # PyTorch: each axis contributes (high - x) toward the low corner, (x - low) toward the high one;
                 # the factors multiply x first, then y, then z
-                def fn(e: Emitter, t: list[SSAValue]) -> SSAValue:
+                def fn(e: LoopNestBuilder, t: list[SSAValue]) -> SSAValue:
                     m = _math_like(e, t[0])
                     product: SSAValue | None = None
                     for axis in range(rank):
@@ -248,7 +248,7 @@ def _grid_sampler(rank: int) -> Lowering:
                 w = _map(em, grid_shape, inputs, weight(corner))
                 operands = [tap, _spread(em, w, out_shape)] + ([total] if total is not None else [])
 
-                def accumulate(e: Emitter, t: list[SSAValue]) -> SSAValue:
+                def accumulate(e: LoopNestBuilder, t: list[SSAValue]) -> SSAValue:
                     m = _math_like(e, t[0])
                     product = m.b(t[0], "multiply", t[1])
                     return product if len(t) == 2 else m.b(t[2], "add", product)
@@ -279,7 +279,7 @@ def _grid_sampler(rank: int) -> Lowering:
     return lower
 
 
-def _math_like(em: Emitter, value: SSAValue) -> _Math:
+def _math_like(em: LoopNestBuilder, value: SSAValue) -> _Math:
     value_type = value.type
     assert isinstance(value_type, TileType)
     return _Math(em, value_type.get_shape())
@@ -295,18 +295,20 @@ def floor_plus_shift(delta: float) -> TileMath:
     return lambda e, t: _math_like(e, t[0]).s(t[0], "add", delta)
 
 
-def _nearbyint(em: Emitter, tiles: list[SSAValue]) -> SSAValue:
+def _nearbyint(em: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
     return _math_like(em, tiles[0]).nearbyint(tiles[0])
 
 
-def _difference(em: Emitter, tiles: list[SSAValue]) -> SSAValue:
+def _difference(em: LoopNestBuilder, tiles: list[SSAValue]) -> SSAValue:
     return _math_like(em, tiles[0]).b(tiles[0], "subtract", tiles[1])
 
 
-def _weighted_sum(em: Emitter, shape: Sequence[int], values: list[SSAValue], weights: list[SSAValue]) -> SSAValue:
+def _weighted_sum(
+    em: LoopNestBuilder, shape: Sequence[int], values: list[SSAValue], weights: list[SSAValue]
+) -> SSAValue:
     """v0*w0 + v1*w1 + v2*w2 + v3*w3, summed left to right (PyTorch's cubic_interp1d)."""
 
-    def fn(e: Emitter, t: list[SSAValue]) -> SSAValue:
+    def fn(e: LoopNestBuilder, t: list[SSAValue]) -> SSAValue:
         m = _math_like(e, t[0])
         count = len(t) // 2
         total = m.b(t[0], "multiply", t[count])
@@ -317,11 +319,11 @@ def _weighted_sum(em: Emitter, shape: Sequence[int], values: list[SSAValue], wei
     return _map(em, shape, [*values, *weights], fn)
 
 
-def _cast(em: Emitter, value: SSAValue, shape: Sequence[int], element_type: Any) -> SSAValue:
+def _cast(em: LoopNestBuilder, value: SSAValue, shape: Sequence[int], element_type: Any) -> SSAValue:
     if element_type == f32:
         return value
 
-    def copy(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    def copy(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
     return emit_elementwise(em, tuple(shape), element_type, [value], copy)

@@ -50,8 +50,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import chunk_integer_type, is_exact_integer, load_exact
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # Free-axis chunk of an integer scan: a chunk lives as its input, its int64 widening, the scan, the scan's scratch
@@ -64,17 +64,17 @@ def _sbuf(shape: tuple[int, ...]) -> TileType:
     return TileType(shape, f32, Memory.SBUF)
 
 
-def _triangle(em: Emitter, size: int) -> SSAValue:
+def _triangle(em: LoopNestBuilder, size: int) -> SSAValue:
     """[size, size] fp32 with T[k, m] = 1 where k <= m: iota m - k, then m - k >= 0."""
     difference = em.insert(tile.IotaOp(_sbuf((size, size)), [1], channel_multiplier=-1)).result
     return em.insert(tile.BinaryScalarOp(difference, "is_ge", _sbuf((size, size)), scalar=0.0)).result
 
 
-def _ones(em: Emitter, shape: tuple[int, int]) -> SSAValue:
+def _ones(em: LoopNestBuilder, shape: tuple[int, int]) -> SSAValue:
     return em.insert(tile.FillOp(1.0, _sbuf(shape))).result
 
 
-def scan_views(em: Emitter, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
+def scan_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
     """Same-shaped tensors viewed as [loops..., L, N]: the scanned dim second to last, the other dims merged
     (where contiguous in all of them) into loops and the free axis N."""
     layouts = [layout_of(v) for v in values]
@@ -95,7 +95,7 @@ def scan_views(em: Emitter, values: list[SSAValue], dim: int) -> tuple[list[SSAV
     return views, shape
 
 
-def _part(e: Emitter, x: SSAValue, kind: str) -> SSAValue:
+def _part(e: LoopNestBuilder, x: SSAValue, kind: str) -> SSAValue:
     """What a float scan sums for `kind`: the finite values (others as 0), or 0/1 flags of NaN, +inf, -inf."""
     x_type = x.type
     assert isinstance(x_type, TileType)
@@ -113,7 +113,11 @@ def _part(e: Emitter, x: SSAValue, kind: str) -> SSAValue:
 
 
 def emit_scan(
-    em: Emitter, source: SSAValue, out: SSAValue, dim: int, part: Callable[[Emitter, SSAValue], SSAValue] | None
+    em: LoopNestBuilder,
+    source: SSAValue,
+    out: SSAValue,
+    dim: int,
+    part: Callable[[LoopNestBuilder, SSAValue], SSAValue] | None,
 ) -> None:
     """Write the running sums of `source` (each chunk mapped by `part`) along `dim` into `out`."""
     (source_view, out_view), shape = scan_views(em, [source, out], dim)
@@ -123,12 +127,12 @@ def emit_scan(
     chunk = min(length, max_k)
     triangles = {size: _triangle(em, size) for size in {chunk, length % chunk} if size}
 
-    def body(e: Emitter, indices: list[Index]) -> None:
-        def columns(e2: Emitter, n0: Index, n: int) -> None:
+    def body(e: LoopNestBuilder, indices: list[Index]) -> None:
+        def columns(e2: LoopNestBuilder, n0: Index, n: int) -> None:
             ones_row = {size: _ones(e2, (1, size)) for size in triangles}
             ones_column = {size: _ones(e2, (size, 1)) for size in triangles}
 
-            def step(e3: Emitter, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+            def step(e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
                 x = load(e3, source_view, [*indices, l0, n0], (size, n), f32)
                 if part is not None:
                     x = part(e3, x)
@@ -154,7 +158,7 @@ def emit_scan(
     nest(em, list(loops), [], body)
 
 
-def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) -> None:
+def emit_integer_scan(em: LoopNestBuilder, source: SSAValue, out: SSAValue, dim: int) -> None:
     """Write the exact running sums of `source` along `dim` into the integer tensor `out`, wrapping to its
     type: rows (the other dims) on partitions, the scanned dim on the free axis in chunks, each chunk
     scanned on GpSimdE (`tile.scan`) plus the carry of the chunks before it."""
@@ -168,16 +172,16 @@ def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) ->
     # a chunk of integers of up to 16 bits scans in int32 (no overflow within a chunk), then widens
     scan_type = chunk_integer_type(element_type_of(source), out_type, "add")
 
-    def body(e: Emitter, indices: list[Index]) -> None:
-        def rows(e2: Emitter, p0: Index, p: int) -> None:
+    def body(e: LoopNestBuilder, indices: list[Index]) -> None:
+        def rows(e2: LoopNestBuilder, p0: Index, p: int) -> None:
             column = TileType((p, 1), out_type, Memory.SBUF)
 
-            def widened(e3: Emitter, value: SSAValue, shape: tuple[int, int]) -> SSAValue:
+            def widened(e3: LoopNestBuilder, value: SSAValue, shape: tuple[int, int]) -> SSAValue:
                 if scan_type == out_type:
                     return value
                 return e3.insert(tile.CopyOp(value, TileType(shape, out_type, Memory.SBUF))).result
 
-            def chunk(e3: Emitter, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+            def chunk(e3: LoopNestBuilder, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
                 x = load_exact(e3, source_rows, [*indices, p0, f0], (p, size), scan_type)
                 scanned = widened(e3, e3.insert(tile.ScanOp(x, "add", x.type)).result, (p, size))  # type: ignore[arg-type]
                 if carry is not None:
@@ -203,7 +207,7 @@ def emit_integer_scan(em: Emitter, source: SSAValue, out: SSAValue, dim: int) ->
     nest(em, list(loops), [], body)
 
 
-def _combine(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
+def _combine(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
     """The running sum from the scanned parts: NaN after a NaN or after infinities of both signs, +-inf after
     infinities of one sign, else the finite sum."""
     finite, nans, positive, negative = tiles
@@ -223,7 +227,7 @@ def _combine(e: Emitter, tiles: list[SSAValue], result: TileType) -> SSAValue:
     return e.insert(tile.SelectOp(invalid, constant(math.nan), value, result)).result
 
 
-def _cumsum(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _cumsum(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, dim = args["self"], int(args["dim"])
     shape = layout_of(source).shape
     out = alloc(em, shape, result_element_type(op))

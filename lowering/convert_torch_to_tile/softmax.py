@@ -52,8 +52,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     view,
 )
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -66,7 +66,7 @@ def _row(p: int, n: int) -> TileType:
     return TileType((p, n), f32, Memory.SBUF)
 
 
-def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
+def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
     layout = layout_of(source)
     if layout.rank == 0:
         layout = Layout((1,), (0,), layout.offset)
@@ -91,19 +91,19 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
     row_bytes = length * (_bytes(in_type) + 4 + _bytes(out_element_type))
     single = length <= FREE_TILE or row_bytes <= body_budget_bytes(em)
 
-    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+    def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0]
 
-        def chunk(e2: Emitter, f0: Index, size: int) -> SSAValue:
+        def chunk(e2: LoopNestBuilder, f0: Index, size: int) -> SSAValue:
             return load(e2, source_view, [*indices, f0], (p, size), in_type)
 
-        def reduce(e2: Emitter, value: SSAValue, op: str) -> SSAValue:
+        def reduce(e2: LoopNestBuilder, value: SSAValue, op: str) -> SSAValue:
             return e2.insert(tile.ReduceOp(value, op, _column(p))).result
 
-        def combine(e2: Emitter, a: SSAValue, b: SSAValue, op: str) -> SSAValue:
+        def combine(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, op: str) -> SSAValue:
             return e2.insert(tile.BinaryOp(a, b, op, _column(p))).result
 
-        def shifted_exp(e2: Emitter, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
+        def shifted_exp(e2: LoopNestBuilder, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
             return e2.insert(tile.UnaryOp(value, "exp", _row(p, size), bias=negative_max)).result
 
         whole = chunk(e, 0, length) if single else None
@@ -137,7 +137,7 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
         else:
             scale = e.insert(tile.UnaryOp(total, "reciprocal", _column(p))).result
 
-        def write(e2: Emitter, f0: Index, size: int) -> None:
+        def write(e2: LoopNestBuilder, f0: Index, size: int) -> None:
             result_type = TileType((p, size), out_element_type, Memory.SBUF)
             if log:
                 value = whole if whole is not None else chunk(e2, f0, size)
@@ -156,7 +156,7 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
         else:
             e.for_tiles(length, FREE_TILE, write)
 
-    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
         if len(extents) == 1:
             e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
             return
@@ -167,7 +167,7 @@ def emit_softmax(em: Emitter, source: SSAValue, dim: int, log: bool, out_element
 
 
 def emit_softmax_backward(
-    em: Emitter, grad: SSAValue, output: SSAValue, dim: int, log: bool, out_element_type: Any
+    em: LoopNestBuilder, grad: SSAValue, output: SSAValue, dim: int, log: bool, out_element_type: Any
 ) -> SSAValue:
     """The gradient of (log-)softmax along `dim` from its output's gradient `grad` and the output `output` (see the
     module docstring), as a fresh HBM tensor of `out_element_type`."""
@@ -191,20 +191,20 @@ def emit_softmax_backward(
     in_bytes = _bytes(element_type_of(grad)) + _bytes(element_type_of(output))
     single = length <= FREE_TILE or length * (in_bytes + 8 + _bytes(out_element_type)) <= body_budget_bytes(em)
 
-    def row_tile(e: Emitter, prefix: list[Index], p0: Index, p: int) -> None:
+    def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0]
 
-        def operands(e2: Emitter, f0: Index, size: int) -> tuple[SSAValue, SSAValue]:
+        def operands(e2: LoopNestBuilder, f0: Index, size: int) -> tuple[SSAValue, SSAValue]:
             return (
                 load(e2, grad_view, [*indices, f0], (p, size)),
                 load(e2, output_view, [*indices, f0], (p, size)),
             )
 
-        def partial_sum(e2: Emitter, g: SSAValue, y: SSAValue, size: int) -> SSAValue:
+        def partial_sum(e2: LoopNestBuilder, g: SSAValue, y: SSAValue, size: int) -> SSAValue:
             summed = g if log else e2.insert(tile.BinaryOp(g, y, "multiply", _row(p, size))).result
             return e2.insert(tile.ReduceOp(summed, "add", _column(p))).result
 
-        def write(e2: Emitter, g: SSAValue, y: SSAValue, total: SSAValue, f0: Index, size: int) -> None:
+        def write(e2: LoopNestBuilder, g: SSAValue, y: SSAValue, total: SSAValue, f0: Index, size: int) -> None:
             result_type = TileType((p, size), out_element_type, Memory.SBUF)
             if log:
                 scaled = e2.insert(tile.UnaryOp(y, "exp", _row(p, size))).result
@@ -220,14 +220,14 @@ def emit_softmax_backward(
             write(e, g, y, partial_sum(e, g, y, length), 0, length)
             return
 
-        def add_chunk(e2: Emitter, f0: Index, size: int, acc: SSAValue | None = None) -> SSAValue:
+        def add_chunk(e2: LoopNestBuilder, f0: Index, size: int, acc: SSAValue | None = None) -> SSAValue:
             value = partial_sum(e2, *operands(e2, f0, size), size)
             return value if acc is None else e2.insert(tile.BinaryOp(acc, value, "add", _column(p))).result
 
         total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
         e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
 
-    def rows(e: Emitter, extents: tuple[int, ...], prefix: list[Index]) -> None:
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
         if len(extents) == 1:
             e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
             return
@@ -242,7 +242,7 @@ def _bytes(element_type: Any) -> int:
 
 
 def _softmax_backward(log: bool) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         grad, output = args["grad_output"], args["output"]
         return [emit_softmax_backward(em, grad, output, int(args["dim"]), log, result_element_type(op))]
 
@@ -250,7 +250,7 @@ def _softmax_backward(log: bool) -> Lowering:
 
 
 def _softmax(log: bool) -> Lowering:
-    def lower(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         return [emit_softmax(em, args["self"], int(args["dim"]), log, result_element_type(op))]
 
     return lower

@@ -40,8 +40,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import nest
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import fold_tiles
-from neuron_mlir.lowering.emitter import Emitter, Index
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # Free-axis chunk of both passes: about twenty [P, chunk] fp32 intermediates are live in a chunk's body (and
@@ -49,7 +49,7 @@ from neuron_mlir.runtime.hardware import Memory
 CHUNK = 512
 
 
-def row_views(em: Emitter, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
+def row_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
     """Tensors equal in every dim but `dim`, viewed as [rows..., length]: the other dims merged where
     contiguous in all of them. Returns the views and the row dims."""
     layouts = [layout_of(v) for v in values]
@@ -69,7 +69,7 @@ def row_views(em: Emitter, values: list[SSAValue], dim: int) -> tuple[list[SSAVa
     return views, tuple(row_dims)
 
 
-def _spread(em: Emitter, row_view: SSAValue, partitions: int) -> SSAValue:
+def _spread(em: LoopNestBuilder, row_view: SSAValue, partitions: int) -> SSAValue:
     """A [rows..., length] view seen as [rows..., partitions, length] with the row repeated on every partition."""
     layout = layout_of(row_view)
     shape = (*layout.shape[:-1], partitions, layout.shape[-1])
@@ -77,7 +77,7 @@ def _spread(em: Emitter, row_view: SSAValue, partitions: int) -> SSAValue:
     return view(em, row_view, Layout(shape, strides, layout.offset))
 
 
-def _columns(em: Emitter, row_view: SSAValue) -> SSAValue:
+def _columns(em: LoopNestBuilder, row_view: SSAValue) -> SSAValue:
     """A [rows..., length] view seen as [rows..., length, 1]: [P, 1] column tiles walk the length on partitions."""
     layout = layout_of(row_view)
     return view(em, row_view, Layout((*layout.shape, 1), (*layout.strides, 1), layout.offset))
@@ -90,7 +90,7 @@ def _f32(shape: tuple[int, ...]) -> TileType:
 class _Ops:
     """Tile ops on [P, size] tiles and [P, 1] columns (comparisons against a column broadcast on the free axis)."""
 
-    def __init__(self, em: Emitter):
+    def __init__(self, em: LoopNestBuilder):
         self.em = em
 
     def bin(self, op: str, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -121,7 +121,7 @@ class _Ops:
 
 
 def emit_sort(
-    em: Emitter,
+    em: LoopNestBuilder,
     source: SSAValue,
     dim: int,
     descending: bool,
@@ -143,15 +143,15 @@ def emit_sort(
     value_columns, index_columns = _columns(em, value_rows), _columns(em, index_rows)
     later = "is_gt" if descending else "is_lt"  # j precedes i when key_j <later> key_i
 
-    def rank_row(e: Emitter, row: list[Index]) -> None:
-        def i_tile(e2: Emitter, i0: Index, p: int) -> None:
+    def rank_row(e: LoopNestBuilder, row: list[Index]) -> None:
+        def i_tile(e2: LoopNestBuilder, i0: Index, p: int) -> None:
             ops_i = _Ops(e2)
             own = load(e2, x_columns, [*row, i0, 0], (p, 1), f32)
             own_nan, own_key = ops_i.keys(own)
             own_position = ops_i.iota((p, 1), i0, along_partitions=True)
             spread = _spread(e2, x_rows, p)
 
-            def count_before(e3: Emitter, j0: Index, size: int) -> SSAValue:
+            def count_before(e3: LoopNestBuilder, j0: Index, size: int) -> SSAValue:
                 ops = _Ops(e3)
                 others = load(e3, spread, [*row, 0, j0], (p, size), f32)
                 nan, key = ops.keys(others)
@@ -176,12 +176,12 @@ def emit_sort(
 
         e.for_tiles(length, PARTITION_TILE, i_tile)
 
-    def place_row(e: Emitter, row: list[Index]) -> None:
-        def r_tile(e2: Emitter, r0: Index, p: int) -> None:
+    def place_row(e: LoopNestBuilder, row: list[Index]) -> None:
+        def r_tile(e2: LoopNestBuilder, r0: Index, p: int) -> None:
             target = _Ops(e2).iota((p, 1), r0, along_partitions=True)
             spread_ranks, spread_values = _spread(e2, rank_rows, p), _spread(e2, x_rows, p)
 
-            def pick(e3: Emitter, i0: Index, size: int) -> list[SSAValue]:
+            def pick(e3: LoopNestBuilder, i0: Index, size: int) -> list[SSAValue]:
                 ops = _Ops(e3)
                 ranks_tile = load(e3, spread_ranks, [*row, 0, i0], (p, size), f32)
                 values_tile = load(e3, spread_values, [*row, 0, i0], (p, size), f32)
@@ -193,7 +193,7 @@ def emit_sort(
                     ops.reduce(ops.select(hit, position, zeros), p),
                 ]
 
-            def combine(e3: Emitter, i0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
+            def combine(e3: LoopNestBuilder, i0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
                 ops = _Ops(e3)
                 value, index = pick(e3, i0, size)
                 return [ops.bin("add", acc[0], value), ops.bin("add", acc[1], index)]
@@ -209,14 +209,14 @@ def emit_sort(
     return values, indices
 
 
-def _sort(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _sort(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     values, indices = emit_sort(
         em, args["self"], int(args.get("dim", -1)), bool(args.get("descending", False)), None, result_element_type(op)
     )
     return [values, indices]
 
 
-def _topk(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _topk(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     k = int(args["k"])
     dim = int(args.get("dim", -1))
     shape = layout_of(args["self"]).shape

@@ -13,15 +13,15 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, layout_of, result_shape, view
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.emitter import Emitter
 from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 
-def _same(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _same(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [args["self"]]
 
 
-def _reshape(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _reshape(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source = args["self"]
     shape = result_shape(op)
     layout = layout_of(source).reshape(shape)
@@ -32,38 +32,38 @@ def _reshape(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]
     return [view(em, source, layout)]
 
 
-def _permute(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _permute(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).permute(args["dims"]))]
 
 
-def _t(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _t(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     layout = layout_of(args["self"])
     return [view(em, args["self"], layout.transpose(0, 1) if layout.rank == 2 else layout)]
 
 
-def _transpose(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _transpose(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).transpose(args["dim0"], args["dim1"]))]
 
 
-def _expand(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _expand(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).expand(result_shape(op)))]
 
 
-def _unsqueeze(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _unsqueeze(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).unsqueeze(args["dim"]))]
 
 
-def _squeeze(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _squeeze(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     dims = args.get("dim")
     chosen = None if dims is None else ([dims] if isinstance(dims, int) else list(dims))
     return [view(em, args["self"], layout_of(args["self"]).squeeze(chosen))]
 
 
-def _select(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _select(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     return [view(em, args["self"], layout_of(args["self"]).select(args["dim"], args["index"]))]
 
 
-def _slice(em: Emitter, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+def _slice(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     layout: Layout = layout_of(args["self"])
     sliced = layout.slice(args.get("dim", 0), args.get("start"), args.get("end"), args.get("step", 1))
     return [view(em, args["self"], sliced)]

@@ -1,4 +1,4 @@
-"""The tape (runtime.prepared): later runs of a program replay the recorded data work, prepared steps included,
+"""The tape (runtime.tape): later runs of a program replay the recorded data work, prepared steps included,
 and give the bits and the profile of the plain path (`vectorize=False`, every instance executed as it issues).
 
 Inputs change between runs, so a step that had frozen data instead of reading memory would show.
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import isa, prepared
+from neuron_mlir.runtime import isa, tape
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import read_bundle
 from neuron_mlir.runtime.program import Program
@@ -36,7 +36,7 @@ def _inputs(program: Program, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def _assert_runs_match_the_plain_path(program: Program, runs: int = 5) -> list[prepared.Step]:
+def _assert_runs_match_the_plain_path(program: Program, runs: int = 5) -> list[tape.Step]:
     """Run `program` `runs` times on alternating inputs (validated once, as the frontend runs it); each run must
     match the plain path bit for bit, with an equal profile. Returns the tape's steps."""
     validated = validate_program(program)
@@ -54,7 +54,7 @@ def _assert_runs_match_the_plain_path(program: Program, runs: int = 5) -> list[p
     return simulator.tape.steps
 
 
-def _prepared(steps: list[prepared.Step]) -> list[prepared.Step]:
+def _prepared(steps: list[tape.Step]) -> list[tape.Step]:
     plain = {spec.semantics for spec in isa.OPCODES.values()}
     return [s for s in steps if not (isinstance(s, functools.partial) and s.func in plain)]
 

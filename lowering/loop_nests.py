@@ -1,6 +1,6 @@
 """Building structured loop nests: constants, index arithmetic, tiled `scf.for` loops and loop-carried values.
 
-Lowerings describe *what* to compute for one tile; the `Emitter` lays the tiles out: full tiles in an
+Lowerings describe *what* to compute for one tile; the `LoopNestBuilder` lays the tiles out: full tiles in an
 `scf.for`, the partial last tile (shapes that are not multiples of the tile size) peeled after it with its own
 static size, so every tile shape stays static and verifiable while IR size grows with loop nests, never with the
 number of tiles. Every op created gets the location of the op being lowered.
@@ -24,7 +24,7 @@ Index = SSAValue | int
 OpT = TypeVar("OpT", bound=Operation)
 
 
-class Emitter:
+class LoopNestBuilder:
     """Inserts ops at one point (before `anchor` in `block`, or at the block's end), with one location.
 
     `context`: in convert-torch-to-tile, the state the lowerings of the function being converted share; emitters
@@ -57,18 +57,18 @@ class Emitter:
             self.block.add_op(op)
         return op
 
-    def nested(self, block: Block) -> Emitter:
+    def nested(self, block: Block) -> LoopNestBuilder:
         """An emitter appending to `block` (a loop body), sharing constants and location."""
-        return Emitter(block, None, self.location, self.constants, self.constant_block, self.context)
+        return LoopNestBuilder(block, None, self.location, self.constants, self.constant_block, self.context)
 
-    def located(self, location: LocationAttr) -> Emitter:
+    def located(self, location: LocationAttr) -> LoopNestBuilder:
         """An emitter inserting at the same point with `location` (one op's work emitted inside another's)."""
-        return Emitter(self.block, self.anchor, location, self.constants, self.constant_block, self.context)
+        return LoopNestBuilder(self.block, self.anchor, location, self.constants, self.constant_block, self.context)
 
-    def at(self, block: Block, anchor: Operation | None, location: LocationAttr | None = None) -> Emitter:
+    def at(self, block: Block, anchor: Operation | None, location: LocationAttr | None = None) -> LoopNestBuilder:
         """An emitter inserting before `anchor` in `block` (another op's loop nest), sharing constants and context."""
         where = location if location is not None else self.location
-        return Emitter(block, anchor, where, self.constants, self.constant_block, self.context)
+        return LoopNestBuilder(block, anchor, where, self.constants, self.constant_block, self.context)
 
     def where(self) -> str:
         """' (at file.py:12 (model.l1))' for diagnostics, or '' when the location is unknown."""
@@ -114,7 +114,7 @@ class Emitter:
 
     # ---- loops ---------------------------------------------------------------------------------------------
 
-    def for_each(self, count: int, body: Callable[[Emitter, Index], None]) -> None:
+    def for_each(self, count: int, body: Callable[[LoopNestBuilder, Index], None]) -> None:
         """Run `body(emitter, i)` for i in range(count): an `scf.for` (or straight-line code for one trip)."""
         if count <= 0:
             return
@@ -127,7 +127,7 @@ class Emitter:
         body(inner, block.args[0])
         inner.insert(scf.YieldOp())
 
-    def for_tiles(self, extent: int, tile: int, body: Callable[[Emitter, Index, int], None]) -> None:
+    def for_tiles(self, extent: int, tile: int, body: Callable[[LoopNestBuilder, Index, int], None]) -> None:
         """Cover [0, extent) with tiles: `body(emitter, offset, size)` for the full tiles and the remainder."""
         full, remainder = divmod(extent, tile)
         if full == 1:
@@ -145,8 +145,8 @@ class Emitter:
         self,
         extent: int,
         tile: int,
-        first: Callable[[Emitter, Index, int], SSAValue],
-        step: Callable[[Emitter, Index, int, SSAValue], SSAValue],
+        first: Callable[[LoopNestBuilder, Index, int], SSAValue],
+        step: Callable[[LoopNestBuilder, Index, int, SSAValue], SSAValue],
     ) -> SSAValue:
         """Fold over the tiles of [0, extent): `first` starts the value, `step` folds each later tile into it.
 
@@ -172,8 +172,8 @@ class Emitter:
     def accumulate_each(
         self,
         count: int,
-        first: Callable[[Emitter, Index], SSAValue],
-        step: Callable[[Emitter, Index, SSAValue], SSAValue],
+        first: Callable[[LoopNestBuilder, Index], SSAValue],
+        step: Callable[[LoopNestBuilder, Index, SSAValue], SSAValue],
     ) -> SSAValue:
         """`accumulate_tiles` with tiles of one element (a fold over range(count))."""
         return self.accumulate_tiles(

@@ -1,4 +1,4 @@
-"""The tape's prepared steps (runtime.prepared) give the bits of the semantics function they stand for.
+"""The tape's prepared steps (runtime.tape) give the bits of the semantics function they stand for.
 
 Per opcode the tape prepares and per operand dtype, on one instance and on lanes: the operands are views into
 larger arrays (rows with gaps, as in the simulator's memories), the step and the semantics function run on
@@ -16,7 +16,7 @@ import functools
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import dtypes, isa, prepared
+from neuron_mlir.runtime import dtypes, isa, tape
 from neuron_mlir.runtime.hardware import TRN2, Engine
 
 F32, BF16, I32, I64 = "f32", "bf16", "i32", "i64"
@@ -123,9 +123,9 @@ def test_prepared_step_gives_the_bits_of_the_semantics_function(case, lanes):
         stepped = {role: _copy_view(array) for role, array in arrays.items()}
         reference = {role: _copy_view(array) for role, array in arrays.items()}
         if nl:
-            step = prepared.lane_step(opcode, stepped, full_attrs, engine, TRN2, nl)
+            step = tape.lane_step(opcode, stepped, full_attrs, engine, TRN2, nl)
         else:
-            step = prepared.instance_step(spec.semantics, opcode, stepped, full_attrs, engine, TRN2)
+            step = tape.instance_step(spec.semantics, opcode, stepped, full_attrs, engine, TRN2)
         is_prepared = not (isinstance(step, functools.partial) and step.func is spec.semantics)
         assert is_prepared == expect_prepared
         for run in range(2):
@@ -149,4 +149,4 @@ def _copy_view(view: np.ndarray) -> np.ndarray:
 
 
 def test_cases_cover_every_prepared_opcode():
-    assert {case[0] for case in CASES if case[4]} == set(prepared._PREPARERS)
+    assert {case[0] for case in CASES if case[4]} == set(tape._PREPARERS)
