@@ -30,6 +30,7 @@ sum, then a pass that writes, reading the row again).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -64,6 +65,18 @@ def _column(p: int) -> TileType:
 
 def _row(p: int, n: int) -> TileType:
     return TileType((p, n), f32, Memory.SBUF)
+
+
+RowTile = Callable[[LoopNestBuilder, list[Index], Index, int], None]
+
+
+def _for_each_row_tile(em: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index], row_tile: RowTile) -> None:
+    """`row_tile(e, outer indices, p0, partitions)` for every tile of 128 rows of the innermost row dimension, in
+    one loop per outer row dimension."""
+    if len(extents) == 1:
+        em.for_tiles(extents[0], PARTITION_TILE, lambda e, p0, p: row_tile(e, prefix, p0, p))
+        return
+    em.for_each(extents[0], lambda e, i: _for_each_row_tile(e, extents[1:], [*prefix, i], row_tile))
 
 
 def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
@@ -156,13 +169,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         else:
             e.for_tiles(length, FREE_TILE, write)
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, tuple(row_dims), [])
+    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
     return out
 
 
@@ -227,13 +234,7 @@ def emit_softmax_backward(
         total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
         e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, tuple(row_dims), [])
+    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
     return out
 
 
