@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
     IntegerAttr,
+    LocationAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
@@ -123,7 +124,7 @@ class _FunctionConversion:
         self.buffers[result] = buffer
         return buffer
 
-    def identity(self, element_type: Attribute, location: Attribute) -> SSAValue:
+    def identity(self, element_type: Attribute, location: LocationAttr) -> SSAValue:
         """A [partitions, partitions] identity in SBUF (TensorE transposes multiply by it), built once per function.
 
         GpSimdE fills it at the top of the function: ones everywhere, then `affine_select` keeps the ones where

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
@@ -60,6 +60,11 @@ _INDEX = (arith.ConstantOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 # Ops that may sit between two nests and move above the first (they neither read nor write tensor data).
 _MOVABLE = (memref.AllocOp, tile.ViewOp, arith.ConstantOp)
 
+# a loop's constant bounds (None where not constant) with its body's loops, in order
+_Skeleton = tuple[tuple[tuple[int | None, int | None, int | None], "_Skeleton"], ...]
+# what makes two transfers move the same data: root buffer, its type, indices (constants folded), tile shape, mapping
+_TransferKey = tuple[SSAValue, Attribute, tuple[int | SSAValue, ...], tuple[int, ...], tuple[int, ...]]
+
 
 def _constant(value: SSAValue) -> int | None:
     owner = value.owner
@@ -79,7 +84,7 @@ def _bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
     return _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
 
 
-def _skeleton(block: Block) -> tuple:
+def _skeleton(block: Block) -> _Skeleton:
     """The loop structure of a block: for each loop in order, its constant bounds and its body's skeleton."""
     return tuple((_bounds(op), _skeleton(op.body.block)) for op in block.ops if isinstance(op, scf.ForOp))
 
@@ -121,9 +126,9 @@ def _loops(block: Block) -> list[scf.ForOp]:
     return [op for op in block.ops if isinstance(op, scf.ForOp)]
 
 
-def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> tuple:
-    indices = tuple(rename.get(index, index) for index in op.indices)
-    indices = tuple(c if (c := _constant(index)) is not None else index for index in indices)
+def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> _TransferKey:
+    renamed = (rename.get(index, index) for index in op.indices)
+    indices = tuple(c if (c := _constant(index)) is not None else index for index in renamed)
     return (root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
 
 
@@ -187,14 +192,14 @@ def fused_live_bytes(first: scf.ForOp, second: scf.ForOp) -> int:
     it, so it costs nothing and keeps that tile alive. A chain of elementwise ops holds a few tiles at a time
     however long it is.
     """
-    rename = {}
+    rename: dict[SSAValue, SSAValue] = {}
     for loop_a, loop_b in zip(_all_loops(first), _all_loops(second), strict=False):
         rename[loop_b.body.block.args[0]] = loop_a.body.block.args[0]
     ops = [op for loop in (first, second) for op in loop.body.walk()]
     position = {op: index for index, op in enumerate(ops)}
     loop_end = {op: max(position[inner] for inner in op.walk()) for op in ops if isinstance(op, scf.ForOp)}
     same: dict[SSAValue, SSAValue] = {}  # a load's result -> the tile forwarding gives it
-    available: dict[tuple, SSAValue] = {}
+    available: dict[_TransferKey, SSAValue] = {}
     for op in ops:
         if isinstance(op, tile.StoreOp):
             available[_transfer_key(op, op.dest, rename)] = same.get(op.value, op.value)
@@ -256,7 +261,7 @@ def _can_fuse(first: scf.ForOp, second: scf.ForOp, budget: int) -> bool:
     written_second = {root(s.dest) for s in _stores([second])}
     if written_second & (written_first | read_first):
         return False
-    rename = {second.body.block.args[0]: first.body.block.args[0]}
+    rename: dict[SSAValue, SSAValue] = {second.body.block.args[0]: first.body.block.args[0]}
     return _aligned(first.body.block, second.body.block, rename, written_first)
 
 
@@ -294,7 +299,7 @@ def _fuse_nests(block: Block, budget: int) -> None:
             current, tail = (op, []) if not op.iter_args else (None, [])
         elif isinstance(op, _MOVABLE) and current is not None:
             if all(_dominates_before(operand, current) for operand in op.operands):
-                op.detach()
+                op.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 block.insert_op_before(op, current)
             else:
                 tail.append(op)
@@ -372,7 +377,7 @@ def _dominates_before(value: SSAValue, op: Operation) -> bool:
 
 def _forward(block: Block) -> None:
     """Store-to-load and load-to-load forwarding within `block` (and, separately, every nested block)."""
-    available: dict[tuple, SSAValue] = {}
+    available: dict[_TransferKey, SSAValue] = {}
     for op in list(block.ops):
         for region in op.regions:
             for inner in region.blocks:
@@ -397,7 +402,7 @@ def _forward(block: Block) -> None:
                 block.insert_op_before(copy, op)
                 value = copy.result
             op.result.replace_all_uses_with(value)
-            op.detach()
+            op.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
             op.erase()
         elif not isinstance(op, (*_COMPUTE, *_INDEX, tile.ViewOp, memref.AllocOp)):
             # a nested region, a scatter, anything else that may write tensors: forget what it could overwrite
@@ -447,11 +452,11 @@ def _remove_dead_stores(function: func.FuncOp) -> None:
             continue
         for user in users:
             if isinstance(user, tile.StoreOp):
-                user.detach()
+                user.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 user.erase()
         for user in reversed([u for u in users if isinstance(u, tile.ViewOp)]):
             if user.parent is not None and not user.result.uses:
-                user.detach()
+                user.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 user.erase()
         if not alloc.memref.uses:
             alloc.detach()
@@ -462,7 +467,7 @@ def _remove_unused_values(block: Block) -> None:
     """Drop copies and views nothing uses any more (forwarding and dead stores leave them behind)."""
     for op in reversed(list(block.walk())):
         if isinstance(op, tile.CopyOp | tile.ViewOp) and not op.results[0].uses:
-            op.detach()
+            op.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
             op.erase()
 
 

@@ -33,12 +33,13 @@ input alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -164,7 +165,7 @@ def _not_lowerable(op: Operation, reason: str) -> NotLowerable:
     return NotLowerable(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
 
 
-def _hbm_for(value: SSAValue) -> tile.MemRefType:
+def _hbm_for(value: SSAValue) -> MemRefType:
     tensor_type = value.type
     assert isinstance(tensor_type, TensorType)
     return tile.hbm_type(tensor_type.get_shape(), tensor_type.element_type)
@@ -204,6 +205,7 @@ def _convert_function(function: func.FuncOp) -> None:
         tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
         emitter = LoopNestBuilder(block, op, op.location, context.constants, block, context)
+        results: Sequence[SSAValue | None]
         try:
             if tensor_results and all(0 in result.type.get_shape() for result in tensor_results):  # type: ignore[attr-defined]
                 # nothing to compute: every result holds no element

@@ -206,7 +206,7 @@ class _Attention:
         self.out = self.allocate_output(em)
         wants_lse = bool(op.results[1].uses)
         self.lse = alloc(em, (*self.batch, self.length, 1), f32) if wants_lse else None
-        self.result_values = [self.out, self.lse]
+        self.result_values: tuple[SSAValue, SSAValue | None] = (self.out, self.lse)
         self.result_shape = (*self.batch, self.length)
         if self.groups > 1 and self.length == 1 and not self.causal:
             self.stack_query_heads(em)
@@ -248,9 +248,7 @@ class _Attention:
         same keys, so nothing else changes."""
         groups = self.groups
 
-        def regrouped(tensor: SSAValue | None) -> SSAValue | None:
-            if tensor is None:
-                return None
+        def regrouped(tensor: SSAValue) -> SSAValue:
             layout = layout_of(tensor)
             *outer, heads, _, width = layout.shape
             *outer_strides, head_stride, _, width_stride = layout.strides
@@ -258,12 +256,9 @@ class _Attention:
             strides = (*outer_strides, groups * head_stride, head_stride, width_stride)
             return view(em, tensor, Layout(shape, strides, layout.offset))
 
-        self.query, self.out, self.lse, self.mask = (
-            regrouped(self.query),
-            regrouped(self.out),
-            regrouped(self.lse),
-            regrouped(self.mask),
-        )
+        self.query, self.out = regrouped(self.query), regrouped(self.out)
+        self.lse = None if self.lse is None else regrouped(self.lse)
+        self.mask = None if self.mask is None else regrouped(self.mask)
         self.batch = self.key_batch
         self.length, self.groups = groups, 1
 
@@ -480,15 +475,11 @@ class _Attention:
             # above the diagonal are never multiplied, exponentiated or transposed. Each trip is a loop of one trip,
             # so that its PSUM buffers are released before the next tile's.
             for t0 in range(0, trips * per_head, per_head):
-                collected = carry(
-                    em,
-                    t0,
-                    t0 + 1,
-                    1,
-                    collected,
-                    lambda e, _, values, t0=t0: trip(e, t0, per_head, values),
-                    always_loop=True,
-                )
+
+                def causal_trip(e: LoopNestBuilder, _: Index, values: list[SSAValue], t0: int = t0) -> list[SSAValue]:
+                    return trip(e, t0, per_head, values)
+
+                collected = carry(em, t0, t0 + 1, 1, collected, causal_trip, always_loop=True)
         else:
             collected = carry(
                 em,
@@ -569,7 +560,7 @@ class _Attention:
     def transpose_rows(self, em: LoopNestBuilder, rows: list[_Rows], count: int) -> list[list[SSAValue]]:
         """K^T [E, count] of each key rows, as one SBUF tile per feature tile ([e, count]): one TensorE transpose
         per 128 keys and feature tile."""
-        transposed = [
+        transposed: list[list[SSAValue]] = [
             [em.insert(tile.EmptyOp(_sbuf((size, count), self.element_type))).result for _, size in self.feature_tiles]
             for _ in rows
         ]
@@ -655,9 +646,13 @@ class _Attention:
                 else:
                     runs.append((k, k + 1, widths))
             for start, stop, widths in runs:
-                state = carry(
-                    em, start, stop, 1, state, lambda e, k, s, w=widths, z=stop: step(e, k, z, w, s), always_loop=True
-                )
+
+                def run_step(
+                    e: LoopNestBuilder, k: Index, s: list[SSAValue], w: tuple[int, ...] = widths, z: int = stop
+                ) -> list[SSAValue]:
+                    return step(e, k, z, w, s)
+
+                state = carry(em, start, stop, 1, state, run_step, always_loop=True)
         return [self.finish(em, unit.p, state[size * u : size * u + size]) for u, unit in enumerate(units)]
 
     # ---- one chunk of keys -----------------------------------------------------------------------------------
@@ -717,7 +712,7 @@ class _Attention:
         adds up (p itself, or with `fp32_sums` the exponentials before their rounding to p's dtype)."""
         maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
         exp_type = f32 if self.fp32_sums else self.element_type
-        summands = [
+        summands: list[SSAValue] = [
             em.insert(tile.UnaryOp(s, "exp", _sbuf((u.p, n), exp_type), scale=self.exp_scale, bias=negative)).result
             for u, s, (_, negative), n in zip(units, scores, maxima, widths, strict=True)
         ]
@@ -759,7 +754,7 @@ class _Attention:
         if causal and self.mask is None and self.identity is not None:
             identity = window(em, self.identity, [0], (p, p))
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
-            scores = em.insert(tile.MatmulOp(identity, bias, scores.type, scores)).result
+            scores = em.insert(tile.MatmulOp(identity, bias, scores_type, scores)).result
         elif causal:
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
             scores = em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
@@ -874,7 +869,7 @@ class _Attention:
         else:
             inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
         out_type = _sbuf((p, self.product_width), self.out_type)
-        result = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
+        result: SSAValue = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
         result = window(em, result, [0], (p, self.value_head))
         if self.lse is None:
             return result, None

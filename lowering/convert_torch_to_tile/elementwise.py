@@ -289,7 +289,7 @@ def _sbuf(result: TileType, element_type: Attribute | None = None) -> TileType:
 
 def elementwise(
     op: Operation, args: dict[str, Any], em: LoopNestBuilder, operands: Sequence[str], compute: TileCompute
-):
+) -> list[SSAValue]:
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
     return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]

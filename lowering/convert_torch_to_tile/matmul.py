@@ -337,6 +337,7 @@ class _Kernel:
         k_full, k_rest = divmod(self.k, b.k_tile)
         # The bias row loads first, so it has long arrived when its matmul, the block's last, runs.
         bias = None if self.bias_row is None else load(em, self.bias_row, [*batch, 0, n0], (1, n_size))
+        accs: list[SSAValue]
         if self.k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
             accs = [
                 em.insert(tile.FillOp(0.0, TileType((m, c), f32, Memory.SBUF))).result
@@ -451,7 +452,7 @@ class _Kernel:
         """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner)."""
         columns = _split(n_size, self.blocking.n_tile)
         rhs = [window(em, moving, [*lead, c0], (k_size, c_size)) for c0, c_size in columns]
-        results = []
+        results: list[SSAValue] = []
         for s, part in enumerate(stationary):
             m_size = _shape(part)[-1]
             for j, (_, c_size) in enumerate(columns):
@@ -482,13 +483,13 @@ class _Kernel:
                 full.append(load(em, split, indices, (b.k_tile, tiles, m_size), dims=(rank, rank - 1, rank - 2)))
         elif tiles:
             rows = [load(em, self.lhs, [*batch, m0, k0], (m_size, tiles * b.k_tile)) for m0, m_size in subs]
-            empty = [
+            empty: list[SSAValue] = [
                 em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), element_type_of(self.lhs)))).result
                 for _, m_size in subs
             ]
 
             def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
-                updated = []
+                updated: list[SSAValue] = []
                 for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
                     block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
                     transposed = e.insert(tile.TransposeOp(block)).result
@@ -512,13 +513,13 @@ class _Kernel:
         rows = prologue.row_tiles(em, subs)
         full: list[SSAValue] = []
         if tiles:
-            empty = [
+            empty: list[SSAValue] = [
                 em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), _element(row)))).result
                 for row, (_, m_size) in zip(rows, subs, strict=True)
             ]
 
             def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
-                updated = []
+                updated: list[SSAValue] = []
                 for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
                     block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
                     value = prologue.evacuate(e, e.insert(tile.TransposeOp(block)).result, t)

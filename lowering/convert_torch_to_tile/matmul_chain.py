@@ -106,6 +106,7 @@ class _ChainPrologue:
         args = {name: product if value is self.product else value for name, value in self.activation_args.items()}
         lowering = ACTIVATION_LOWERINGS[self.activation.name]
         [activated] = lowering(em.located(self.activation.location), self.activation, args)
+        assert activated is not None, f"{self.activation.name} lowered to no value"
         self.result.replace_all_uses_with(activated)
         self.discard()
         return activated
@@ -154,7 +155,7 @@ class _ChainPrologue:
         out_type = result_element_type(self.activation)
         per_load = FEATURES_PER_LOAD // k_tile
         panel_type = [TileType((k_tile, tiles, m_size), out_type, Memory.SBUF) for _, m_size in subs]
-        empty = [em.insert(tile.EmptyOp(t)).result for t in panel_type]
+        empty: list[SSAValue] = [em.insert(tile.EmptyOp(t)).result for t in panel_type]
 
         def feature(e: LoopNestBuilder, w: SSAValue, first: Index, j: Index, carried: list[SSAValue]) -> list[SSAValue]:
             """Hidden-feature tile first + j of every sub: the K1 products of each sub into a PSUM tile, one sub

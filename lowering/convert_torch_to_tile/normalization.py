@@ -157,6 +157,12 @@ def _mask(args: dict[str, Any]) -> list[bool]:
     return [True, True, True] if mask is None else [bool(v) for v in mask]
 
 
+def _multiply(em: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    """The product of a pair of tiles, as an elementwise compute."""
+    a, b = tiles
+    return TileMath(em, result).bin("multiply", a, b, result)
+
+
 def _normalize_backward(
     em: LoopNestBuilder,
     x: SSAValue,
@@ -178,10 +184,10 @@ def _normalize_backward(
     if mask[0]:
         g = grad
         if weight is not None:
-            g = emit_elementwise(em, shape, f32, [grad, weight], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+            g = emit_elementwise(em, shape, f32, [grad, weight], _multiply)
         scale = 1.0 / count if count else math.nan
         mean_g = emit_reduce(em, g, stat_dims, True, "add", f32, scale)
-        g_xhat = emit_elementwise(em, shape, f32, [g, xhat], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+        g_xhat = emit_elementwise(em, shape, f32, [g, xhat], _multiply)
         mean_g_xhat = emit_reduce(em, g_xhat, stat_dims, True, "add", f32, scale)
 
         def grad_input(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
@@ -192,7 +198,7 @@ def _normalize_backward(
 
         results[0] = emit_elementwise(em, shape, types[0], [rstd, g, mean_g, xhat, mean_g_xhat], grad_input)
     if mask[1]:
-        dy_xhat = emit_elementwise(em, shape, f32, [grad, xhat], lambda e, t, r: TileMath(e, r).bin("multiply", *t, r))
+        dy_xhat = emit_elementwise(em, shape, f32, [grad, xhat], _multiply)
         results[1] = _sum_over(em, dy_xhat, param_dims, types[1])
     if mask[2]:
         results[2] = _sum_over(em, grad, param_dims, types[2])
@@ -348,7 +354,9 @@ def _layer_norm_on_chip(
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
         final = m.result
         centred = e.insert(tile.BinaryScalarOp(tile_x, "add", m.inner, column=negative_mean)).result
-        value = e.insert(tile.BinaryScalarOp(centred, "multiply", m.inner if affine else final, column=rstd)).result
+        value: SSAValue = e.insert(
+            tile.BinaryScalarOp(centred, "multiply", m.inner if affine else final, column=rstd)
+        ).result
         tiles = list(params[p])
         if weight is not None:
             value = m.bin("multiply", value, tiles.pop(0), final if bias is None else None)
@@ -428,7 +436,7 @@ class _LayerNormPrologue:
             _row_statistics(em, tile_x, m_size, self.length, self.eps)
             for tile_x, (_, m_size) in zip(loaded, subs, strict=True)
         ]
-        rows = []
+        rows: list[SSAValue] = []
         for tile_x, (negative_mean, rstd), (_, m_size) in zip(loaded, statistics, subs, strict=True):
             work = TileType((m_size, self.length), f32, Memory.SBUF)
             centred = em.insert(tile.BinaryScalarOp(tile_x, "add", work, column=negative_mean)).result
@@ -568,7 +576,7 @@ def _layer_norm_backward_on_chip(
             weights[p] = load(em, broadcast, [0, 0], (p, length))
         for element_type in {moving_type, grad_type} if (mask[1] or mask[2]) else set():
             ones[(p, element_type)] = em.insert(tile.FillOp(1.0, TileType((p, 1), element_type, Memory.SBUF))).result
-    accumulators = [
+    accumulators: list[SSAValue] = [
         em.insert(tile.FillOp(0.0, TileType((1, size), f32, Memory.PSUM))).result
         for _ in range(mask[1] + mask[2])
         for _, size in chunks
@@ -577,7 +585,7 @@ def _layer_norm_backward_on_chip(
     def accumulate(e: LoopNestBuilder, p: int, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
         element_type = moving.type.element_type  # type: ignore[attr-defined]
         stationary = ones[(p, element_type)]
-        updated = []
+        updated: list[SSAValue] = []
         for acc, (c0, size) in zip(accs, chunks, strict=True):
             part = moving
             if size != length:
@@ -890,12 +898,12 @@ def legal(op: Operation) -> str | None:
 
 NORMALIZATION_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.native_layer_norm": _layer_norm,
-    "torch.aten.native_layer_norm_backward": _layer_norm_backward,  # type: ignore[dict-item]
+    "torch.aten.native_layer_norm_backward": _layer_norm_backward,
     "torch.aten.native_group_norm": _group_norm,
-    "torch.aten.native_group_norm_backward": _group_norm_backward,  # type: ignore[dict-item]
+    "torch.aten.native_group_norm_backward": _group_norm_backward,
     "torch.aten._native_batch_norm_legit_functional": _batch_norm_functional,
     "torch.aten._native_batch_norm_legit_no_training": _batch_norm_no_training,
     "torch.aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats,
     "torch.aten._batch_norm_with_update_functional": _batch_norm_with_update,
-    "torch.aten.native_batch_norm_backward": _batch_norm_backward,  # type: ignore[dict-item]
+    "torch.aten.native_batch_norm_backward": _batch_norm_backward,
 }

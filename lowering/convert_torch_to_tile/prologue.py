@@ -107,7 +107,7 @@ def consumer_of(op: Operation, consumers: dict[str, str] = MATMUL_CONSUMERS) -> 
             break
         value = user.results[0]
     operand = consumers.get(user.name)
-    if operand is None or user.arguments().get(operand) is not value:  # type: ignore[attr-defined]
+    if operand is None or user.arguments().get(operand) is not value:
         return None
     between = op.next_op
     while between is not None and between is not user:
@@ -158,7 +158,7 @@ def _drop_dead_views(value: SSAValue) -> None:
         if isinstance(user, tile.ViewOp) and user.parent is not None:
             _drop_dead_views(user.result)
             if not user.result.uses:
-                user.detach()
+                user.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 user.erase()
 
 
@@ -171,7 +171,7 @@ def drop_unused(value: SSAValue) -> None:
         if value.uses or not isinstance(owner, tile.ViewOp | memref.AllocOp) or owner.parent is None:
             return
         source = owner.source if isinstance(owner, tile.ViewOp) else None
-        owner.detach()
+        owner.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         owner.erase()
         if source is None:
             return

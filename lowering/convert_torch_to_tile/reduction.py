@@ -390,7 +390,7 @@ def _reduce_on_every_lane(
     single = TileType((1, 1), F32, Memory.PSUM)
     if op == "add":
         ones = em.insert(tile.FillOp(1.0, _column(lanes))).result
-        total = em.insert(tile.MatmulOp(column, ones, single)).result
+        total: SSAValue = em.insert(tile.MatmulOp(column, ones, single)).result
     else:
         row_tile = em.insert(tile.TransposeOp(column)).result
         total = em.insert(tile.ReduceOp(row_tile, op, _column(1))).result
