@@ -153,21 +153,38 @@ class LoopNestBuilder:
         The first tile is peeled so that the value never needs an identity element (PSUM accumulation
         starts by overwriting); the remaining full tiles run in an `scf.for` carrying the value.
         """
+        (value,) = self.accumulate_tile_values(
+            extent,
+            tile,
+            lambda em, offset, size: [first(em, offset, size)],
+            lambda em, offset, size, values: [step(em, offset, size, values[0])],
+        )
+        return value
+
+    def accumulate_tile_values(
+        self,
+        extent: int,
+        tile: int,
+        first: Callable[[LoopNestBuilder, Index, int], list[SSAValue]],
+        step: Callable[[LoopNestBuilder, Index, int, list[SSAValue]], list[SSAValue]],
+    ) -> list[SSAValue]:
+        """`accumulate_tiles` carrying several values (the first tile peeled, an `scf.for` carrying them over the
+        other full tiles, then the remainder)."""
         full, remainder = divmod(extent, tile)
         if full == 0:
             return first(self, 0, remainder)
-        value = first(self, 0, tile)
+        values = first(self, 0, tile)
         if full == 2:
-            value = step(self, tile, tile, value)
+            values = step(self, tile, tile, values)
         elif full > 2:
-            block = Block(arg_types=[IndexType(), value.type])
-            loop = self.insert(scf.ForOp(self.index(tile), self.index(full * tile), self.index(tile), [value], block))
+            block = Block(arg_types=[IndexType(), *(v.type for v in values)])
+            loop = self.insert(scf.ForOp(self.index(tile), self.index(full * tile), self.index(tile), values, block))
             inner = self.nested(block)
-            inner.insert(scf.YieldOp(step(inner, block.args[0], tile, block.args[1])))
-            value = loop.results[0]
+            inner.insert(scf.YieldOp(*step(inner, block.args[0], tile, list(block.args[1:]))))
+            values = list(loop.results)
         if remainder:
-            value = step(self, full * tile, remainder, value)
-        return value
+            values = step(self, full * tile, remainder, values)
+        return values
 
     def accumulate_each(
         self,

@@ -28,6 +28,7 @@ This module only describes; `runtime.bundle` owns the on-disk encoding and valid
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import final
 
@@ -158,14 +159,15 @@ class Program:
 
     def instructions(self) -> list[Instruction]:
         """Every static instruction, in program order (loop bodies once)."""
-        found: list[Instruction] = []
+        return instructions_of(self.body)
 
-        def walk(nodes: tuple[Node, ...] | list[Node]) -> None:
-            for node in nodes:
-                if isinstance(node, Instruction):
-                    found.append(node)
-                elif isinstance(node, Loop):
-                    walk(node.body)
 
-        walk(self.body)
-        return found
+def instructions_of(nodes: Sequence[Node]) -> list[Instruction]:
+    """Every static instruction of `nodes`, in program order (loop bodies once)."""
+    found: list[Instruction] = []
+    for node in nodes:
+        if isinstance(node, Instruction):
+            found.append(node)
+        elif isinstance(node, Loop):
+            found.extend(instructions_of(node.body))
+    return found

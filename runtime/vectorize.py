@@ -55,7 +55,7 @@ import numpy as np
 
 from neuron_mlir.runtime import isa, semantics, tape
 from neuron_mlir.runtime.lanes import chain_of
-from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg
+from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg, instructions_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_mlir.runtime.lanes import Lanes
@@ -161,16 +161,6 @@ def analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest
     return _analyse(loop, plan_of, homes)
 
 
-def _instructions(nodes: Sequence[Node]) -> list[Instruction]:
-    found: list[Instruction] = []
-    for node in nodes:
-        if isinstance(node, Instruction):
-            found.append(node)
-        elif isinstance(node, Loop):
-            found.extend(_instructions(node.body))
-    return found
-
-
 def _unrolled(nodes: Sequence[Node]) -> list[Instruction]:
     """One iteration's instructions in order, inner loops taken twice (a cheap stand-in for the real order)."""
     found: list[Instruction] = []
@@ -223,7 +213,7 @@ def _runs(starts: np.ndarray, itemsize: int) -> list[tuple[int, int]] | None:
 def _analyse(loop: Loop, plan_of: dict[int, _Plan], homes: Sequence[Any]) -> Nest | None:
     chain = chain_of(loop)
     body = chain[-1].body
-    instructions = _instructions(body)
+    instructions = instructions_of(body)
     if not instructions or any(_data_dependent(inst) for inst in instructions):
         return None
     plans = [plan_of[id(inst)] for inst in instructions]

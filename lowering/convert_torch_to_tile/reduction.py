@@ -43,10 +43,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType, i32, i64
+from xdsl.dialects.builtin import AnyFloat, IntegerType, i32, i64
 from xdsl.dialects.builtin import f32 as F32
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
@@ -422,35 +421,6 @@ def _fill(em: LoopNestBuilder, value: float, result: TileType) -> SSAValue:
     return em.insert(tile.FillOp(value, result)).result
 
 
-# ---- folds carrying several values -----------------------------------------------------------------------------
-
-
-def fold_tiles(
-    em: LoopNestBuilder,
-    extent: int,
-    size: int,
-    first: Callable[[LoopNestBuilder, Index, int], list[SSAValue]],
-    step: Callable[[LoopNestBuilder, Index, int, list[SSAValue]], list[SSAValue]],
-) -> list[SSAValue]:
-    """`LoopNestBuilder.accumulate_tiles` for a list of carried tiles (the first tile peeled, an `scf.for` carrying
-    them over the other full tiles, then the remainder)."""
-    full, remainder = divmod(extent, size)
-    if full == 0:
-        return first(em, 0, remainder)
-    values = first(em, 0, size)
-    if full == 2:
-        values = step(em, size, size, values)
-    elif full > 2:
-        block = Block(arg_types=[IndexType(), *(v.type for v in values)])
-        loop = em.insert(scf.ForOp(em.index(size), em.index(full * size), em.index(size), values, block))
-        inner = em.nested(block)
-        inner.insert(scf.YieldOp(*step(inner, block.args[0], size, list(block.args[1:]))))
-        values = list(loop.results)
-    if remainder:
-        values = step(em, full * size, remainder, values)
-    return values
-
-
 def _positions(em: LoopNestBuilder, tile_type: TileType, f0: Index) -> SSAValue:
     """Each element's position along the free axis, starting at `f0` (a GpSimdE iota)."""
     if isinstance(f0, int):
@@ -519,8 +489,7 @@ def emit_arg_reduce(
     (length,) = space.reduced_dims
 
     def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
-        best, best_index = fold_tiles(
-            e,
+        best, best_index = e.accumulate_tile_values(
             length,
             FREE_TILE,
             lambda e2, f0, size: chunk_extreme(e2, row, f0, size),
@@ -575,8 +544,7 @@ def _exact_integer_arg_reduce(
     (length,) = space.reduced_dims
 
     def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
-        best, best_index = fold_tiles(
-            e,
+        best, best_index = e.accumulate_tile_values(
             length,
             INTEGER_TILE,
             lambda e2, f0, size: chunk_extreme(e2, row, f0, size),

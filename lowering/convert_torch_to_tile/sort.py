@@ -39,7 +39,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import nest
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import fold_tiles
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -198,7 +197,7 @@ def emit_sort(
                 value, index = pick(e3, i0, size)
                 return [ops.bin("add", acc[0], value), ops.bin("add", acc[1], index)]
 
-            value, index = fold_tiles(e2, length, CHUNK, pick, combine)
+            value, index = e2.accumulate_tile_values(length, CHUNK, pick, combine)
             store(e2, to_sbuf(e2, value, values_type), value_columns, [*row, r0, 0])
             store(e2, to_sbuf(e2, index, i64), index_columns, [*row, r0, 0])
 

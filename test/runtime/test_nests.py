@@ -19,7 +19,7 @@ from neuron_mlir.runtime import isa, races
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import trace, vector_scalar_op
-from neuron_mlir.runtime.program import Instruction, Loop, Node, Program
+from neuron_mlir.runtime.program import Loop, Node, Program
 from neuron_mlir.runtime.simulator import RaceError, Simulator, run_program
 from neuron_mlir.runtime.validate import validate_program
 
@@ -305,19 +305,9 @@ def pipelined(drop: tuple[int, int] | None, trips: int = 10) -> Program:
     return _without_wait(program, *drop)
 
 
-def _instructions(nodes: Sequence[Node]) -> list[Instruction]:
-    found: list[Instruction] = []
-    for node in nodes:
-        if isinstance(node, Instruction):
-            found.append(node)
-        elif isinstance(node, Loop):
-            found += _instructions(node.body)
-    return found
-
-
 def _without_wait(program: Program, which: int, wait: int) -> Program:
     """The program with wait number `wait` of its instruction number `which` (program order) removed."""
-    target = _instructions(program.body)[which]
+    target = program.instructions()[which]
     kept = tuple(w for position, w in enumerate(target.waits) if position != wait)
 
     def edit(nodes: Sequence[Node]) -> tuple[Node, ...]:
@@ -340,7 +330,7 @@ def test_every_single_missing_wait_of_a_pipeline_gets_the_plain_verdict(nest_che
     x = np.random.default_rng(0).standard_normal((32, 160)).astype(np.float32)
     assert not assert_runs_agree(program, [x])
     verdicts = []
-    for which, inst in enumerate(_instructions(program.body)):
+    for which, inst in enumerate(program.instructions()):
         for wait in range(len(inst.waits)):
             verdicts.append(assert_runs_agree(pipelined((which, wait)), [x]))
     assert True in verdicts
@@ -374,11 +364,11 @@ def random_synchronised_loop(seed: int) -> Program:
                 b.inst("tensor_tensor", engines[int(rng.integers(2))],
                        {"dst": b.ap(tile), "in0": b.ap(tile), "in1": b.ap(other)}, {"op": "add"})  # fmt: skip
     program = b.build()
-    waits = [(n, w) for n, inst in enumerate(_instructions(program.body)) for w in range(len(inst.waits))]
+    waits = [(n, w) for n, inst in enumerate(program.instructions()) for w in range(len(inst.waits))]
     for _ in range(int(rng.integers(0, 3))):
         if waits:
             which, wait = waits.pop(int(rng.integers(len(waits))))
-            program = _without_wait(program, which, min(wait, len(_instructions(program.body)[which].waits) - 1))
+            program = _without_wait(program, which, min(wait, len(program.instructions()[which].waits) - 1))
     return program
 
 
