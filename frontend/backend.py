@@ -169,6 +169,28 @@ def _lerp_scalar(start: torch.Tensor, end: torch.Tensor, weight: float) -> torch
     return weight * (end - start) + start
 
 
+def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: Any, **options: Any) -> Any:
+    """AOTAutograd's default partition of the joint graph, after every `aten.alias` that is not a graph output
+    reads its input instead.
+
+    In the functional joint graph an alias is its input; but when a forward value and an alias of it are both
+    needed by the backward (rsqrt's backward reads its result through an alias, RMSNorm's through the rsqrt
+    too), the partition saves both, and the backward graph receives one tensor as two unrelated inputs. Read as
+    one value, the backward's torch-level passes can see it is (torch-recognize-rms-norm's backward chain)."""
+    from torch._functorch.partitioners import default_partition
+
+    graph = joint_module.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.alias.default:
+            continue
+        if any(user.op == "output" for user in node.users):
+            continue
+        node.replace_all_uses_with(node.args[0])
+        graph.erase_node(node)
+    joint_module.recompile()
+    return default_partition(joint_module, joint_inputs, **options)
+
+
 def neuron_mlir_backend(
     graph_module: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
@@ -198,6 +220,7 @@ def neuron_mlir_backend(
                 fw_compiler=compiler("forward"),
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
+                partition_fn=partition_without_aliases,
                 decompositions=decompositions(),
             )
     except _untraceable_errors() as error:

@@ -28,6 +28,12 @@ def _torch_recognize_activations() -> type[ModulePass]:
     return TorchRecognizeActivationsPass
 
 
+def _torch_recognize_rms_norm() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_recognize_rms_norm import TorchRecognizeRmsNormPass
+
+    return TorchRecognizeRmsNormPass
+
+
 def _torch_fuse_matmul_prologues() -> type[ModulePass]:
     from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
 
@@ -122,6 +128,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-canonicalize": _torch_canonicalize,
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
+    "torch-recognize-rms-norm": _torch_recognize_rms_norm,
     "torch-fuse-matmul-prologues": _torch_fuse_matmul_prologues,
     "torch-fuse-matmul-chains": _torch_fuse_matmul_chains,
     "convert-torch-to-tile": _convert_torch_to_tile,

@@ -27,6 +27,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torch-canonicalize",
             "torch-fold-constants",
             "torch-recognize-activations",
+            "torch-recognize-rms-norm",
             "cse",
             "dce",
             "torch-fuse-matmul-prologues",

@@ -38,6 +38,14 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::_conj_physical": "opinfo: fft.ihfft2",
     "aten::_embedding_bag_forward_only": "opinfo: nn.functional.embedding_bag",
     "aten::_fft_c2c": "opinfo: fft.fft2",
+    "aten::_fused_rms_norm": (
+        "lowering: convert-torch-to-tile normalization.py, RMSNorm as model code spells it "
+        "(torch-recognize-rms-norm) and F.rms_norm"
+    ),
+    "aten::_fused_rms_norm_backward": (
+        "lowering: convert-torch-to-tile normalization.py, the backward chain of a spelled-out RMSNorm "
+        "(torch-recognize-rms-norm)"
+    ),
     "aten::_histogramdd_bin_edges": "opinfo: histogramdd",
     "aten::_histogramdd_from_bin_cts": "opinfo: histogramdd",
     "aten::_histogramdd_from_bin_tensors": "opinfo: histogramdd",

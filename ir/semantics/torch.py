@@ -117,6 +117,20 @@ def _constant(op: arith.ConstantOp) -> Any:
 _RESHAPING_VIEWS = frozenset({"aten::view", "aten::_unsafe_view"})
 
 
+def _run_on_cpu(aten_op: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The overload's result on the CPU: its own kernel, or, for the few ops ATen only has for accelerators
+    (`_fused_rms_norm_backward`), its registered decomposition, which states what the op computes."""
+    from torch._decomp import decomposition_table  # noqa: TID251
+
+    try:
+        return aten_op(*args, **kwargs)
+    except NotImplementedError:
+        decomposition = decomposition_table.get(aten_op)
+        if decomposition is None:
+            raise
+        return decomposition(*args, **kwargs)
+
+
 def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     """Run one torch op by calling its ATen overload; returns one value per result."""
     import torch  # noqa: TID251
@@ -136,7 +150,7 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     for spec in schema.args:
         if spec.mutable and spec.kwarg_only and isinstance(argument := kwargs[spec.name], torch.Tensor):
             kwargs[spec.name] = argument.clone()
-    returned = aten_op(*args, **kwargs)
+    returned = _run_on_cpu(aten_op, args, kwargs)
     if not schema.results:
         return []  # an op run for its effect (an assertion)
     if len(schema.results) == 1 and schema.results[0].kind is not ResultKind.TENSOR_LIST:

@@ -173,7 +173,8 @@ def _hbm_for(value: SSAValue) -> MemRefType:
 
 def _convert_function(function: func.FuncOp) -> None:
     block: Block = function.body.block
-    mapping: dict[SSAValue, SSAValue] = {}
+    context = ConversionContext()
+    mapping = context.lowered
     old_args = [arg for arg in block.args if isinstance(arg.type, TensorType)]
     for arg in old_args:
         new_arg = block.insert_arg(_hbm_for(arg), len(block.args))
@@ -187,7 +188,6 @@ def _convert_function(function: func.FuncOp) -> None:
             return [mapped(v) for v in value]
         return value
 
-    context = ConversionContext()
     lowered: list[Operation] = []
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):

@@ -30,11 +30,14 @@ class ConversionContext:
     `constants`: the index constants at the top of the function body, created once and shared by all loops.
     `deferred`: a deferred producer's result allocation -> the prologue that computes it in its consumer matmul.
     `absorbers`: torch ops a deferred producer took into itself -> the lowering the conversion calls instead.
+    `lowered`: each torch value converted so far -> the HBM tensor (or view) it became, so that a lowering taking
+    a later op into its own loop nest can read that op's other operands.
     """
 
     constants: dict[int, SSAValue] = field(default_factory=dict)
     deferred: dict[SSAValue, Prologue] = field(default_factory=dict)
     absorbers: dict[Operation, Absorber] = field(default_factory=dict)
+    lowered: dict[SSAValue, SSAValue] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

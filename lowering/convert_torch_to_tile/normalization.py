@@ -1,4 +1,4 @@
-"""Layer, group and batch normalization, forward and backward, from reductions and elementwise loop nests.
+"""Layer, group, batch and RMS normalization, forward and backward, from reductions and elementwise loop nests.
 
 Each normalization is a mean and a variance over its statistics dims (`reduction.emit_variance`: VectorE folds
 with rows on partitions), `rstd = rsqrt(var + eps)` (one ScalarE instruction, eps as the free bias), and one
@@ -32,6 +32,15 @@ once instead: rows on partitions, the normalized dims (one strided run in x) on 
 
 so no statistic goes through HBM and nothing is broadcast by a DMA. The saved mean and rstd are stored only
 when something uses them.
+
+RMS norm (`aten._fused_rms_norm`, which torch-recognize-rms-norm makes of the spelled-out chain) is the same
+pass without the mean: ScalarE squares summed by the accumulate, rstd = rsqrt(sum/N + eps), out = x * rstd
+[* weight]. It also computes the two ops models put around it from the rows it holds, instead of their own loop
+nests over HBM: the fp32 upcast of its input that the forward saves for the backward, and the multiply of its
+result by a weight vector (`weight * normed.to(dtype)`). Its backward (`_fused_rms_norm_backward`) is one pass
+too, grad_input = gw * rstd - x * rstd^3 * sum(gw x) / N per row, which also writes the cast of grad_input
+that follows it, and accumulates the weight gradient autograd spells as sum(grad_out * saved normalized rows)
+over the rows with ones-column matmuls in PSUM, as layer norm's backward does.
 
 Such a layer norm whose only user is a matmul taking it as A (a Linear layer after it, as in every pre-norm
 transformer block), with its statistics unused, is deferred to that matmul's prologue (prologue.py): the matmul
@@ -661,6 +670,501 @@ def _is_tensor(op: Operation, index: int) -> bool:
     return isinstance(op.results[index].type, TensorType)
 
 
+# ---- RMS norm --------------------------------------------------------------------------------------------------
+
+
+def _fused_rms_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """`aten._fused_rms_norm`: out = x * rstd [* weight], rstd = rsqrt(mean(x^2) + eps) over the normalized dims
+    (fp32, rounded once to out's type; rstd fp32 with size-1 normalized dims, as ATen saves it)."""
+    x, weight = args["input"], args.get("weight")
+    shape = layout_of(x).shape
+    axis = len(shape) - len(args["normalized_shape"])
+    eps_value = args.get("eps")
+    eps = float(eps_value) if eps_value is not None else _machine_epsilon(element_type_of(x))
+    plan = _row_plan(em, op, x, axis, [weight] if weight is not None else [])
+    if plan is not None:
+        return _rms_norm_on_chip(em, op, x, plan, weight, eps)
+    dims = list(range(axis, len(shape)))
+    length = math.prod(shape[axis:])
+    squares = emit_elementwise(em, shape, f32, [x], lambda e, t, r: TileMath(e, r).act("square", t[0], out=r))
+    mean_square = emit_reduce(em, squares, dims, True, "add", f32, 1.0 / length if length else math.nan)
+    rstd = _rstd(em, mean_square, eps)
+    operands = [x, rstd] + ([weight] if weight is not None else [])
+    out = emit_elementwise(em, shape, result_element_type(op, 0), operands, _product)
+    return [out, _cast(em, rstd, result_element_type(op, 1), result_shape(op, 1))]
+
+
+# ATen's eps when none is given: the machine epsilon of the type it computes in (fp32 for 16-bit inputs)
+_DEFAULT_EPS = {"f64": 2.0**-52}
+_FP32_EPS = 2.0**-23
+
+
+def _machine_epsilon(element_type: Attribute) -> float:
+    return _DEFAULT_EPS.get(runtime_dtype_name(element_type), _FP32_EPS)
+
+
+def _product(em: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+    """The product of all tiles (fp32), rounded once to the result type."""
+    m = TileMath(em, result)
+    value = tiles[0]
+    for position, factor in enumerate(tiles[1:], start=2):
+        value = m.bin("multiply", value, factor, result if position == len(tiles) else None)
+    return value
+
+
+@dataclass
+class _RmsNormNeighbours:
+    """Ops next to an RMS norm that its row pass computes too: the upcast of its input that the function keeps
+    (`hidden.float()`, saved for the backward) and the weight multiply of its result (`weight * normed`)."""
+
+    upcast: Operation | None = None
+    scale: Operation | None = None
+    scale_weight: SSAValue | None = None  # the multiply's other operand, lowered
+
+
+def _later_in_block(op: Operation, candidate: Operation) -> bool:
+    current = op.next_op
+    while current is not None:
+        if current is candidate:
+            return True
+        current = current.next_op
+    return False
+
+
+_PRESERVED = (None, "preserve_format")
+
+
+def _rms_norm_neighbours(em: LoopNestBuilder, op: Operation, length: int) -> _RmsNormNeighbours:
+    from xdsl.dialects.builtin import TensorType
+
+    from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
+
+    found = _RmsNormNeighbours()
+    source = op.operands[0]
+    for use in source.uses:
+        user = use.operation
+        result = user.results[0].type if user.results else None
+        if user.name != "torch.aten._to_copy" or not isinstance(result, TensorType) or found.upcast is not None:
+            continue
+        arguments = user.arguments()
+        plain = arguments.get("layout") in (None, "strided") and arguments.get("memory_format") in _PRESERVED
+        if plain and result.element_type == f32 and result.get_shape() == tensor_shape(source):
+            found.upcast = user if _later_in_block(op, user) else None
+    lowered = context_of(em).lowered
+    for use in op.results[0].uses:
+        user = use.operation
+        if user.name != "torch.aten.mul.Tensor" or user.results[0].type != op.results[0].type:
+            continue
+        other = user.operands[1 - use.index]
+        if other is op.results[0] or other not in lowered or lowered[other] in context_of(em).deferred:
+            continue
+        other_layout = layout_of(lowered[other])
+        if math.prod(other_layout.shape) != length or other_layout.shape[-1] != length:
+            continue
+        if _single_stride(other_layout, 0) is None or not _later_in_block(op, user):
+            continue
+        found.scale, found.scale_weight = user, lowered[other]
+        break
+    return found
+
+
+def _rms_norm_on_chip(
+    em: LoopNestBuilder, op: Operation, x: SSAValue, plan: _RowPlan, weight: SSAValue | None, eps: float
+) -> list[SSAValue]:
+    """RMS norm as one pass over row tiles, rows on partitions and the normalized dims on the free axis:
+
+        squares, summed = sum(x^2)                 ScalarE square, summed by the activation's accumulate
+        rstd = rsqrt(summed / N + eps)             ScalarE, 1/N and eps as the free scale and bias
+        out = x * rstd [* weight]                  the [P, 1] rstd as a per-partition scalar, rounded once
+
+    reading each row once. It also writes what its neighbours (`_RmsNormNeighbours`) would have computed from the
+    rows it holds, and those ops' own nests disappear: the fp32 upcast of the input, and `out * weight` (rounded
+    as that op rounds it, from the rounded `out`); `out` itself is stored only when something else reads it."""
+    from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb
+
+    length = plan.length
+    shape = layout_of(x).shape
+    out_type = result_element_type(op, 0)
+    neighbours = _rms_norm_neighbours(em, op, length)
+    # a neighbour's rows (and the weight it multiplies by) live in the pass too: leave it its own nest when they
+    # would not fit beside the pass's own (x, its squares, out and the weight: `_row_plan`'s count)
+    spare = body_budget_bytes(em) - length * (_bytes(element_type_of(x)) + 4 + _bytes(out_type))
+    spare -= length * (4 + _bytes(element_type_of(weight)) if weight is not None else 0)
+    if neighbours.scale_weight is not None:
+        cost = length * (_bytes(out_type) + _bytes(element_type_of(neighbours.scale_weight)))
+        if cost > spare:
+            neighbours.scale = neighbours.scale_weight = None
+        spare -= cost if neighbours.scale is not None else 0
+    if neighbours.upcast is not None and spare < length * 4:
+        neighbours.upcast = None
+    out = alloc(em, shape, out_type)
+    rstd_out = alloc(em, result_shape(op, 1), result_element_type(op, 1))
+    upcast = alloc(em, shape, f32) if neighbours.upcast is not None else None
+    scaled = alloc(em, shape, out_type) if neighbours.scale is not None else None
+    store_out = any(use.operation is not neighbours.scale for use in op.results[0].uses)
+    store_rstd = bool(op.results[1].uses)
+    row_dims = plan.row_dims
+    x_view = view(em, x, plan.x_view_layout)
+
+    def rows_view(value: SSAValue) -> SSAValue:
+        return view(em, value, Layout((*row_dims, length), (*plan.out_rows, 1), 0))
+
+    out_view, rstd_view = rows_view(out), view(em, rstd_out, Layout((*row_dims, 1), (*plan.stat_rows, 1), 0))
+    upcast_view = rows_view(upcast) if upcast is not None else None
+    scaled_view = rows_view(scaled) if scaled is not None else None
+    last = row_dims[-1]
+    heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
+    factors = [(v, _single_stride(layout_of(v), 0)) for v in (weight, neighbours.scale_weight) if v is not None]
+    params: dict[int, list[SSAValue]] = {}
+    for p in sorted(heights):
+        params[p] = []
+        for value, stride in factors:
+            assert stride is not None
+            broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
+            params[p].append(load(em, broadcast, [0, 0], (p, length)))
+
+    def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
+        indices = [*prefix, p0, 0]
+        tile_x = load(e, x_view, indices, (p, length))
+        if upcast_view is not None:
+            widened = e.insert(tile.CopyOp(tile_x, TileType((p, length), f32, Memory.SBUF))).result
+            store(e, widened, upcast_view, indices)
+        squares = e.insert(tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF))).result
+        summed = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
+        rstd = e.insert(tile.UnaryOp(summed, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
+        final = TileType((p, length), out_type, Memory.SBUF)
+        inner = TileType((p, length), f32, Memory.SBUF)
+        tiles = list(params[p])
+        value = e.insert(
+            tile.BinaryScalarOp(tile_x, "multiply", inner if weight is not None else final, column=rstd)
+        ).result
+        if weight is not None:
+            value = e.insert(tile.BinaryOp(value, tiles.pop(0), "multiply", final)).result
+        if store_out:
+            store(e, value, out_view, indices)
+        if scaled_view is not None:
+            store(e, e.insert(tile.BinaryOp(value, tiles.pop(0), "multiply", final)).result, scaled_view, indices)
+        if store_rstd:
+            store(e, rstd, rstd_view, [*prefix, p0, 0])
+
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    rows(em, row_dims, [])
+    for absorbed_op, written in ((neighbours.upcast, upcast), (neighbours.scale, scaled)):
+        if absorbed_op is not None and written is not None:
+            absorb(em, absorbed_op, _written_by_row_pass(written))
+    return [out, rstd_out]
+
+
+def _fused_rms_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
+    """`aten._fused_rms_norm_backward`, with gw = grad_out [* weight] and xhat = x * rstd over the normalized dims:
+
+        grad_input  = rstd * (gw - xhat * mean(gw * xhat)) = gw * rstd - x * (rstd^3 * sum(gw * x) / N)
+        grad_weight = sum(grad_out * xhat) over the leading dims
+
+    in fp32, each result rounded once to its type."""
+    x, grad, rstd, weight = args["input"], args["grad_out"], args["rstd"], args.get("weight")
+    shape = layout_of(x).shape
+    axis = len(shape) - len(args["normalized_shape"])
+    mask = [bool(m) and _is_tensor(op, i) for i, m in enumerate(args["output_mask"])]
+    mask[1] = mask[1] and weight is not None
+    results: list[SSAValue | None] = [None, None]
+    if mask[0]:
+        on_chip = _rms_norm_backward_on_chip(em, op, x, grad, rstd, weight, axis)
+        results[0] = on_chip if on_chip is not None else _rms_norm_grad_input(em, op, x, grad, rstd, weight, axis)
+    if mask[1]:
+        xhat = emit_elementwise(em, shape, f32, [x, rstd], _product)
+        product = emit_elementwise(em, shape, f32, [grad, xhat], _multiply)
+        results[1] = _sum_over(em, product, range(axis), result_element_type(op, 1))
+    return results
+
+
+def _rms_norm_grad_input(
+    em: LoopNestBuilder,
+    op: Operation,
+    x: SSAValue,
+    grad: SSAValue,
+    rstd: SSAValue,
+    weight: SSAValue | None,
+    axis: int,
+) -> SSAValue:
+    """grad_input from elementwise nests and a reduction (rows that do not fit on chip)."""
+    shape = layout_of(x).shape
+    length = math.prod(shape[axis:])
+    gw = emit_elementwise(em, shape, f32, [grad, weight], _multiply) if weight is not None else grad
+    gx = emit_elementwise(em, shape, f32, [gw, x], _multiply)
+    total = emit_reduce(em, gx, list(range(axis, len(shape))), True, "add", f32)
+
+    def coefficient(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        r, summed = tiles
+        cube = m.bin("multiply", m.bin("multiply", r, r), r)
+        return m.sc("multiply", m.bin("multiply", cube, summed), -1.0 / length, result)
+
+    c = emit_elementwise(em, layout_of(total).shape, f32, [rstd, total], coefficient)
+
+    def grad_input(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        g_tile, r, x_tile, c_tile = tiles
+        return m.bin("add", m.bin("multiply", g_tile, r), m.bin("multiply", x_tile, c_tile), result)
+
+    return emit_elementwise(em, shape, result_element_type(op, 0), [gw, rstd, x, c], grad_input)
+
+
+def _rms_norm_backward_on_chip(
+    em: LoopNestBuilder,
+    op: Operation,
+    x: SSAValue,
+    grad: SSAValue,
+    rstd: SSAValue,
+    weight: SSAValue | None,
+    axis: int,
+) -> SSAValue | None:
+    """grad_input in one pass over row tiles (rows on partitions, the normalized dims on the free axis), or None
+    when a row's tiles do not fit or the normalized dims of an operand are not one strided run:
+
+        gw = grad_out [* weight]                           VectorE, with the weight as a partition-broadcast tile
+        s = sum(gw * x)                                    one tensor_tensor with its free-axis sum
+        c = -rstd^3 * s / N                                [P, 1] columns
+        grad_input = x * c + gw * rstd                     per-partition scalars, rounded once
+
+    reading grad_out, x and rstd once. A cast of grad_input to a 16-bit type (the chain's `.to(dtype)` of the
+    upcast it differentiates) that follows is written from the same tile and its own nest disappears; the fp32
+    result is stored only when something else reads it."""
+    from xdsl.dialects.builtin import TensorType
+
+    from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb
+
+    layout, grad_layout = layout_of(x), layout_of(grad)
+    shape = layout.shape
+    length = math.prod(shape[axis:])
+    strides = [_single_stride(layout, axis), _single_stride(grad_layout, axis)]
+    weight_stride = _single_stride(layout_of(weight), 0) if weight is not None else 1
+    if not shape[axis:] or length == 0 or None in strides or weight_stride is None:
+        return None
+    out_type = result_element_type(op, 0)
+    downcast = None
+    for use in op.results[0].uses:
+        user = use.operation
+        result = user.results[0].type if user.results else None
+        if user.name != "torch.aten._to_copy" or not isinstance(result, TensorType) or _bytes(result.element_type) != 2:
+            continue
+        arguments = user.arguments()
+        plain = arguments.get("layout") in (None, "strided") and arguments.get("memory_format") in _PRESERVED
+        if plain and _later_in_block(op, user):
+            downcast = user
+            break
+    narrow_type = downcast.results[0].type.element_type if downcast is not None else None
+    store_out = any(use.operation is not downcast for use in op.results[0].uses)
+    column_sum = _column_sum_neighbour(em, op, axis)
+    # live at once: x, grad_out, three fp32 rows (gw and the two terms; the product dies in its sum), the stored
+    # results and the weight
+    stored = (_bytes(out_type) if store_out else 0) + (_bytes(narrow_type) if narrow_type is not None else 0)
+    row_bytes = length * (_bytes(element_type_of(x)) + _bytes(element_type_of(grad)) + 3 * 4 + stored)
+    row_bytes += length * (_bytes(element_type_of(weight)) if weight is not None else 0)
+    if row_bytes > body_budget_bytes(em):
+        return None
+    if column_sum is not None and row_bytes + length * 2 * column_sum.bytes > body_budget_bytes(em):
+        column_sum = None
+    leading = shape[:axis] or (1,)
+    stat_layout = layout_of(rstd)
+    row_dims, (x_rows, grad_rows, rstd_rows, out_rows) = collapse(
+        leading,
+        [
+            layout.strides[:axis] or (0,),
+            grad_layout.strides[:axis] or (0,),
+            stat_layout.strides[:axis] or (0,),
+            row_major(shape)[:axis] or (0,),
+        ],
+    )
+    if not row_dims:
+        row_dims, x_rows, grad_rows, rstd_rows, out_rows = (1,), (0,), (0,), (0,), (0,)
+    x_stride, grad_stride = strides
+    saved_view = None
+    if column_sum is not None:
+        saved_layout = layout_of(column_sum.saved)
+        saved_dims, (saved_rows,) = collapse(leading, [saved_layout.strides[:axis] or (0,)])
+        saved_stride = _single_stride(saved_layout, axis)
+        if len(row_dims) != 1 or list(saved_dims) != list(row_dims) or saved_stride is None:
+            column_sum = None
+        else:
+            saved_view = view(
+                em, column_sum.saved, Layout((row_dims[0], length), (saved_rows[0], saved_stride), saved_layout.offset)
+            )
+
+    def rows_view(value: SSAValue, row_strides: Sequence[int], stride: int, width: int) -> SSAValue:
+        return view(em, value, Layout((*row_dims, width), (*row_strides, stride), layout_of(value).offset))
+
+    out = alloc(em, shape, out_type)
+    narrow = alloc(em, shape, narrow_type) if narrow_type is not None else None
+    x_view = rows_view(x, x_rows, x_stride, length)  # type: ignore[arg-type]
+    grad_view = rows_view(grad, grad_rows, grad_stride, length)  # type: ignore[arg-type]
+    rstd_view = rows_view(rstd, rstd_rows, 1, 1)
+    out_view = rows_view(out, out_rows, 1, length)
+    narrow_view = rows_view(narrow, out_rows, 1, length) if narrow is not None else None
+    last = row_dims[-1]
+    heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
+    weights: dict[int, SSAValue] = {}
+    for p in sorted(heights):
+        if weight is not None:
+            broadcast = view(em, weight, Layout((p, length), (0, weight_stride), layout_of(weight).offset))
+            weights[p] = load(em, broadcast, [0, 0], (p, length))
+
+    ones: dict[int, SSAValue] = {}
+    accumulators: list[SSAValue] = []
+    if column_sum is not None:
+        for p in sorted(heights):
+            ones[p] = em.insert(tile.FillOp(1.0, TileType((p, 1), column_sum.product_type, Memory.SBUF))).result
+        accumulators = [
+            em.insert(tile.FillOp(0.0, TileType((1, size), f32, Memory.PSUM))).result for _, size in column_sum.chunks
+        ]
+
+    def row_tile(
+        e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int, accs: list[SSAValue] | None = None
+    ) -> list[SSAValue]:
+        indices = [*prefix, p0, 0]
+        row_type = TileType((p, length), f32, Memory.SBUF)
+        tile_x = load(e, x_view, indices, (p, length))
+        gw = load(e, grad_view, indices, (p, length))
+        r = load(e, rstd_view, indices, (p, 1), f32)
+        updated: list[SSAValue] = []
+        if column_sum is not None and accs is not None:
+            assert saved_view is not None
+            saved = load(e, saved_view, indices, (p, length))
+            moving_type = TileType((p, length), column_sum.product_type, Memory.SBUF)
+            product = e.insert(tile.BinaryOp(gw, saved, "multiply", moving_type)).result
+            for acc, (c0, size) in zip(accs, column_sum.chunks, strict=True):
+                part = product
+                if size != length:
+                    chunk_type = TileType((p, size), column_sum.product_type, Memory.SBUF)
+                    part = e.insert(tile.ExtractOp(product, [e.index(c0)], chunk_type)).result
+                result_type = TileType((1, size), f32, Memory.PSUM)
+                updated.append(e.insert(tile.MatmulOp(ones[p], part, result_type, acc)).result)
+        if weight is not None:
+            gw = e.insert(tile.BinaryOp(gw, weights[p], "multiply", row_type)).result
+        product = e.insert(tile.BinaryOp(gw, tile_x, "multiply", row_type)).result
+        summed = e.insert(tile.ReduceOp(product, "add", _column(p))).result
+        square = e.insert(tile.BinaryOp(r, r, "multiply", _column(p))).result
+        cube = e.insert(tile.BinaryOp(square, r, "multiply", _column(p))).result
+        scaled = e.insert(tile.BinaryOp(cube, summed, "multiply", _column(p))).result
+        c = e.insert(tile.BinaryScalarOp(scaled, "multiply", _column(p), scalar=-1.0 / length)).result
+        correction = e.insert(tile.BinaryScalarOp(tile_x, "multiply", row_type, column=c)).result
+        direct = e.insert(tile.BinaryScalarOp(gw, "multiply", row_type, column=r)).result
+        if store_out:
+            value = e.insert(tile.BinaryOp(correction, direct, "add", TileType((p, length), out_type))).result
+            store(e, value, out_view, indices)
+        if narrow_view is not None:
+            rounded = TileType((p, length), narrow_type)  # type: ignore[arg-type]
+            store(e, e.insert(tile.BinaryOp(correction, direct, "add", rounded)).result, narrow_view, indices)
+        return updated
+
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+
+            def one_tile(e2: LoopNestBuilder, p0: Index, p: int) -> None:
+                row_tile(e2, prefix, p0, p)
+
+            e.for_tiles(extents[0], PARTITION_TILE, one_tile)
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    if column_sum is None:
+        rows(em, tuple(row_dims), [])
+    else:
+        from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
+
+        full, rest = divmod(row_dims[0], PARTITION_TILE)
+        accumulators = carry(
+            em, 0, full * PARTITION_TILE, PARTITION_TILE, accumulators,
+            lambda e, p0, accs: row_tile(e, [], p0, PARTITION_TILE, accs),
+        )  # fmt: skip
+        if rest:
+            accumulators = row_tile(em, [], full * PARTITION_TILE, rest, accumulators)
+        total = alloc(em, column_sum.shape, column_sum.sum_type)
+        flat = view(em, total, Layout((1, length), (0, 1), 0))
+        for (c0, size), acc in zip(column_sum.chunks, accumulators, strict=True):
+            value = em.insert(tile.CopyOp(acc, TileType((1, size), column_sum.sum_type, Memory.SBUF))).result
+            store(em, value, flat, [0, c0])
+        product_shape, product_type = shape, column_sum.product_type
+        absorb(em, column_sum.product, lambda e, absorbed, arguments: [alloc(e, product_shape, product_type)])
+        absorb(em, column_sum.total, _written_by_row_pass(total))
+    if downcast is not None and narrow is not None:
+        absorb(em, downcast, _written_by_row_pass(narrow))
+    return out
+
+
+def _written_by_row_pass(value: SSAValue) -> Any:
+    """The lowering of an op whose result a row pass already wrote to `value`."""
+
+    def lowering(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        return [value]
+
+    return lowering
+
+
+@dataclass
+class _ColumnSum:
+    """`sum(grad_out * saved, leading dims)` after an RMS norm backward (the weight gradient as autograd writes
+    it, from the normalized rows the forward saved): the product op, the sum op, the saved rows (lowered), and
+    how the sum accumulates (per 512-wide chunk of the row, a ones-column matmul into PSUM)."""
+
+    product: Operation
+    total: Operation
+    saved: SSAValue
+    product_type: Attribute
+    sum_type: Attribute
+    shape: tuple[int, ...]
+    chunks: list[tuple[int, int]]
+
+    @property
+    def bytes(self) -> int:
+        return _bytes(self.product_type)
+
+
+def _column_sum_neighbour(em: LoopNestBuilder, op: Operation, axis: int) -> _ColumnSum | None:
+    """The weight gradient's product and column sum of `op`'s grad_out that the row pass can accumulate, if any."""
+    from xdsl.dialects.builtin import TensorType
+
+    from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
+    from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
+
+    grad_out, x = op.operands[0], op.operands[1]
+    lowered = context_of(em).lowered
+    length = math.prod(tensor_shape(x)[axis:])
+    _, _, n_limit = matmul_limits(em)
+    chunks = [(c0, min(n_limit, length - c0)) for c0 in range(0, length, n_limit)]
+    if len(chunks) > emitter_target(em).psum_banks // _GRADIENT_BANK_SHARE:
+        return None
+    for use in grad_out.uses:
+        product = use.operation
+        if product.name != "torch.aten.mul.Tensor" or not _later_in_block(op, product):
+            continue
+        saved = product.operands[1 - use.index]
+        if saved is grad_out or tensor_shape(saved) != tensor_shape(x) or saved not in lowered:
+            continue
+        if lowered[saved] in context_of(em).deferred or not product.results[0].has_one_use():
+            continue
+        total = next(iter(product.results[0].uses)).operation
+        if total.name != "torch.aten.sum.dim_IntList":
+            continue
+        arguments = total.arguments()
+        rank = len(tensor_shape(x))
+        dims = sorted(int(d) % rank for d in (arguments.get("dim") or []))
+        if dims != list(range(axis)) or arguments.get("dtype") is not None:
+            continue
+        result = total.results[0].type
+        assert isinstance(result, TensorType)
+        product_type = result_element_type(product, 0)
+        if result.element_type != product_type or not _later_in_block(op, total):
+            continue
+        return _ColumnSum(product, total, lowered[saved], product_type, product_type, tuple(result.get_shape()), chunks)
+    return None
+
+
 # ---- group norm ------------------------------------------------------------------------------------------------
 
 
@@ -899,6 +1403,8 @@ def legal(op: Operation) -> str | None:
 NORMALIZATION_LOWERINGS: dict[str, Lowering] = {
     "torch.aten.native_layer_norm": _layer_norm,
     "torch.aten.native_layer_norm_backward": _layer_norm_backward,
+    "torch.aten._fused_rms_norm": _fused_rms_norm,
+    "torch.aten._fused_rms_norm_backward": _fused_rms_norm_backward,
     "torch.aten.native_group_norm": _group_norm,
     "torch.aten.native_group_norm_backward": _group_norm_backward,
     "torch.aten._native_batch_norm_legit_functional": _batch_norm_functional,

@@ -114,3 +114,69 @@ def test_layer_norm_bf16():
     from support.compiled import check_compiled
 
     check_compiled(lambda t, weight, bias: torch.nn.functional.layer_norm(t, (64,), weight, bias), x, w, b)
+
+
+class _LlamaRMSNorm(torch.nn.Module):
+    """RMSNorm as Llama and Mistral spell it: statistics in fp32, the weight applied after the cast back."""
+
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        upcast = hidden.to(torch.float32)
+        upcast = upcast * torch.rsqrt(upcast.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * upcast.to(hidden.dtype)
+
+
+@pytest.mark.parametrize(
+    ("width", "shape", "dtype"),
+    [
+        (96, (2, 200, 96), torch.float32),
+        (2048, (300, 2048), torch.bfloat16),
+        (64, (3, 5, 64), torch.bfloat16),
+        (4096, (130, 4096), torch.bfloat16),
+        (8192, (3, 8192), torch.bfloat16),
+    ],
+    ids=["fp32-partial-tile", "bf16-llama-width", "bf16-one-tile", "bf16-upcast-apart", "bf16-rows-off-chip"],
+)
+def test_rms_norm_training_step(width, shape, dtype):
+    """The spelled-out RMSNorm (torch-recognize-rms-norm: one pass over the rows that also writes the saved fp32
+    upcast and the weighted output, and one backward pass that also sums the weight gradient) and its gradients,
+    judged against float64. At 4096 features the upcast no longer fits beside the pass and keeps its own nest; at
+    8192 a row does not fit at all and both directions fall back to reductions and elementwise nests."""
+
+    def make(precision: torch.dtype) -> torch.nn.Module:
+        torch.manual_seed(0)
+        norm = _LlamaRMSNorm(width, 1e-5)
+        with torch.no_grad():
+            norm.weight.normal_(1.0, 0.3)
+        return norm.to(dtype).to(precision)
+
+    torch.manual_seed(4)
+    x = (torch.randn(shape) * 2 + 0.5).to(dtype)
+    projection = torch.linspace(-1, 1, x.numel()).reshape(shape)
+    runs = []
+    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
+        module = make(precision)
+        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
+        leaf = x.to(precision).clone().requires_grad_()
+        out = run(leaf)
+        (out * projection.to(precision)).sum().backward()
+        runs.append([out.detach(), leaf.grad, module.weight.grad])
+    for name, eager, ours, golden in zip(("output", "input gradient", "weight gradient"), *runs, strict=True):
+        assert_close_to_golden(ours, eager, golden, name)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_rms_norm_op(dtype):
+    """aten._fused_rms_norm itself, with and without a weight and eps, both results (rstd in fp32)."""
+    from support.compiled import check_compiled
+
+    torch.manual_seed(5)
+    x = (torch.randn(3, 130, 40) * 2).to(dtype)
+    w = torch.randn(40).to(dtype)
+    check_compiled(lambda t, weight: torch.ops.aten._fused_rms_norm(t, [40], weight, 1e-6), x, w)
+    check_compiled(lambda t: torch.ops.aten._fused_rms_norm(t, [40], None, None), x)
