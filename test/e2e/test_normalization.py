@@ -180,3 +180,19 @@ def test_fused_rms_norm_op(dtype):
     w = torch.randn(40).to(dtype)
     check_compiled(lambda t, weight: torch.ops.aten._fused_rms_norm(t, [40], weight, 1e-6), x, w)
     check_compiled(lambda t: torch.ops.aten._fused_rms_norm(t, [40], None, None), x)
+
+
+def test_rms_norm_fuses_in_both_directions(tmp_path):
+    """The forward and backward graphs of Llama's RMSNorm each reach the tile stage as one fused op: the
+    partition hands the backward one rstd (not the rsqrt and an alias of it), so its chain is recognised too."""
+    torch.manual_seed(6)
+    module = _LlamaRMSNorm(64, 1e-6).to(torch.bfloat16)
+    compiled = torch.compile(module, backend="neuron-mlir", options={"debug_dir": str(tmp_path)})
+    x = torch.randn(8, 64, dtype=torch.bfloat16, requires_grad=True)
+    compiled(x).float().sum().backward()
+    forward = (next(tmp_path.glob("*forward*")) / "1_torch.mlir").read_text()
+    backward = (next(tmp_path.glob("*backward*")) / "1_torch.mlir").read_text()
+    assert "torch.aten._fused_rms_norm " in forward
+    assert "torch.aten.rsqrt" not in forward
+    assert "torch.aten._fused_rms_norm_backward" in backward
+    assert "torch.aten.pow" not in backward
