@@ -22,8 +22,10 @@ once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of t
     dV_j += P_j^T dO_i,  dK_j += dS_j^T Q_i   TensorE: P and dS, queries on partitions, are the stationary operands
     dQ_i += dS_j K_j                          TensorE from dS_j^T (one transpose per key block), in PSUM
 
-dQ_i leaves PSUM times the scale after its last key block; dK_j and dV_j accumulate in fp32 SBUF over the query
-tiles of every query head the key/value head serves (dK times the scale at the end). Each gradient's full 128-row
+dQ_i leaves PSUM times the scale after its last key block. dK_j and dV_j accumulate in PSUM over the query tiles
+of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile the
+key/value head serves they leave PSUM once, as the gradients (dK times the scale), else they add to fp32 SBUF sums
+over the stages. Each gradient's full 128-row
 blocks are gathered and stored in one DMA per head. Causal attention skips the key blocks after a query tile's last
 row and adds a -1e30 bias (built once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of
 the tiles that straddle the diagonal. The query tiles of a trip (one or more key/value heads with all their query
@@ -159,6 +161,8 @@ class _KeyValue:
     value_t: SSAValue
     grad_keys: dict[int, SSAValue] = field(default_factory=dict)
     grad_values: dict[int, SSAValue] = field(default_factory=dict)
+    final_keys: dict[int, SSAValue] = field(default_factory=dict)
+    final_values: dict[int, SSAValue] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -346,6 +350,10 @@ class _AttentionBackward:
             w = self.rows_in(self.keys, j)
             key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
             value_type = _sbuf((w, self.value_head), element_type_of(self.results[2]))
+            if j in key_value.final_keys:
+                key_rows_out.append(key_value.final_keys[j])
+                value_rows_out.append(key_value.final_values[j])
+                continue
             if j not in key_value.grad_keys:  # never seen by a query (causal, more keys than queries)
                 key_rows_out.append(em.insert(tile.FillOp(0.0, key_type)).result)
                 value_rows_out.append(em.insert(tile.FillOp(0.0, value_type)).result)
@@ -398,18 +406,7 @@ class _AttentionBackward:
                 part = window(em, scores_grad, [j * PARTITION_TILE], (p, self.rows_in(self.keys, j)))
                 blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
             transposed.append(blocks)
-        for (head, i), (p, _, n), probs, scores_grad in zip(units, shapes, probabilities, grad_scores, strict=True):
-            query_rows, grad_out_rows = head.query.block(em, i, p), head.grad_out.block(em, i, p)
-            for j in range(_tiles(n)):
-                w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
-                value_part = em.insert(
-                    tile.MatmulOp(window(em, probs, [k0], (p, w)), grad_out_rows, _psum((w, self.value_head)))
-                ).result
-                head.kv.grad_values[j] = self.accumulate(em, head.kv.grad_values.get(j), value_part)
-                key_part = em.insert(
-                    tile.MatmulOp(window(em, scores_grad, [k0], (p, w)), query_rows, _psum((w, self.head)))
-                ).result
-                head.kv.grad_keys[j] = self.accumulate(em, head.kv.grad_keys.get(j), key_part)
+        self.key_value_products(em, units, shapes, probabilities, grad_scores)
         for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
             grad_query: SSAValue | None = None
             for j, block_t in enumerate(blocks):
@@ -419,6 +416,53 @@ class _AttentionBackward:
             result_type = _sbuf((p, self.head), element_type_of(self.results[0]))
             scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
             head.grad_queries.append(em.insert(scaled).result)
+
+    def key_value_products(
+        self,
+        em: LoopNestBuilder,
+        units: list[tuple[_Head, int]],
+        shapes: list[tuple[int, int, int]],
+        probabilities: list[SSAValue],
+        grad_scores: list[SSAValue],
+    ) -> None:
+        """dV_j = sum P_ij^T dO_i and dK_j = sum dS_ij^T Q_i over the stage's query tiles i of each key/value head,
+        one PSUM accumulation group per key block: the sum leaves PSUM once per stage instead of once per query
+        tile. When the stage holds every query tile the key/value head serves, the sums are final and leave PSUM
+        straight into the gradients' dtype (dK times the scale); otherwise they add to fp32 SBUF sums."""
+        members: dict[_KeyValue, list[int]] = {}
+        for index, (head, _) in enumerate(units):
+            members.setdefault(head.kv, []).append(index)
+        for key_value, indices in members.items():
+            final = not key_value.grad_keys and len(indices) == self.groups * _tiles(self.length)
+            for j in range(_tiles(max(shapes[index][2] for index in indices))):
+                w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
+                seen = [index for index in indices if k0 < shapes[index][2]]
+                value_sum: SSAValue | None = None
+                key_sum: SSAValue | None = None
+                for index in seen:
+                    head, i = units[index]
+                    p = shapes[index][0]
+                    probs = window(em, probabilities[index], [k0], (p, w))
+                    value_sum = em.insert(
+                        tile.MatmulOp(probs, head.grad_out.block(em, i, p), _psum((w, self.value_head)), value_sum)
+                    ).result
+                for index in seen:
+                    head, i = units[index]
+                    p = shapes[index][0]
+                    scores_grad = window(em, grad_scores[index], [k0], (p, w))
+                    key_sum = em.insert(
+                        tile.MatmulOp(scores_grad, head.query.block(em, i, p), _psum((w, self.head)), key_sum)
+                    ).result
+                assert value_sum is not None
+                assert key_sum is not None
+                if final:
+                    key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
+                    scaled = tile.BinaryScalarOp(key_sum, "multiply", key_type, scalar=self.scale)
+                    key_value.final_keys[j] = em.insert(scaled).result
+                    key_value.final_values[j] = to_sbuf(em, value_sum, element_type_of(self.results[2]))
+                    continue
+                key_value.grad_values[j] = self.accumulate(em, key_value.grad_values.get(j), value_sum)
+                key_value.grad_keys[j] = self.accumulate(em, key_value.grad_keys.get(j), key_sum)
 
     def store(
         self, em: LoopNestBuilder, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int
