@@ -25,11 +25,13 @@ once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of t
 dQ_i leaves PSUM times the scale after its last key block. dK_j and dV_j accumulate in PSUM over the query tiles
 of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile the
 key/value head serves they leave PSUM once, as the gradients (dK times the scale), else they add to fp32 SBUF sums
-over the stages. Each gradient's full 128-row
-blocks are gathered and stored in one DMA per head. Causal attention skips the key blocks after a query tile's last
-row and adds a -1e30 bias (built once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of
-the tiles that straddle the diagonal. The query tiles of a trip (one or more key/value heads with all their query
-heads) are emitted stage by stage, four at a time. The matmul operands (P, dS and the inputs' rows) are in the
+over the stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
+once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the tiles that straddle the
+diagonal. The query tiles of a trip (one or more key/value heads with all their query heads, consecutive heads)
+are emitted stage by stage, four at a time, and each gradient's full 128-row blocks of all the trip's heads leave
+in one DMA: stored with the heads beside the features, a row of those heads is one contiguous run, and a DMA's
+rate grows with its runs (128 bytes, one head's row of 64 bf16, run at a quarter of the DMA engines' rate, two
+heads' rows at half). The matmul operands (P, dS and the inputs' rows) are in the
 inputs' dtype, as the forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
 """
 
@@ -50,7 +52,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.attention import (
     _Rows,
     heads_beside_features,
     load_head_rows,
-    store_head_rows,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
@@ -59,13 +60,12 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     element_type_of,
     layout_of,
     result_element_type,
-    store,
     tensor_element_type,
     tensor_shape,
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.matmul import window
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import split_axis, window
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -276,7 +276,7 @@ class _AttentionBackward:
     def row_columns(
         self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: _Rows
     ) -> list[tuple[SSAValue, SSAValue]]:
-        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, each computed for all the head's full tiles
+        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, D computed for all the head's full tiles
         in one instruction (and once more for the partial last tile)."""
         columns = []
         full, rest = divmod(self.length, PARTITION_TILE)
@@ -318,10 +318,11 @@ class _AttentionBackward:
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         for first in range(0, len(units), TILES_PER_STAGE):
             self.query_tiles(em, units[first : first + TILES_PER_STAGE])
-        for head in heads:
-            self.store(em, head.grad_queries, self.results[0], head.batch, self.length)
-        for key_value in dict.fromkeys(head.kv for head in heads):
-            self.store_key_value(em, key_value)
+        self.store_heads(em, [head.grad_queries for head in heads], self.results[0], heads[0].batch, self.length)
+        key_values = list(dict.fromkeys(head.kv for head in heads))
+        key_rows, value_rows = zip(*(self.key_value_rows(em, key_value) for key_value in key_values), strict=True)
+        self.store_heads(em, list(key_rows), self.results[1], key_values[0].batch, self.keys)
+        self.store_heads(em, list(value_rows), self.results[2], key_values[0].batch, self.keys)
 
     def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index]) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
@@ -343,7 +344,8 @@ class _AttentionBackward:
             self.row_columns(em, grad_out, out, lse),
         )
 
-    def store_key_value(self, em: LoopNestBuilder, key_value: _KeyValue) -> None:
+    def key_value_rows(self, em: LoopNestBuilder, key_value: _KeyValue) -> tuple[list[SSAValue], list[SSAValue]]:
+        """dK and dV of one key/value head per 128-row block, in the gradients' dtypes."""
         key_rows_out: list[SSAValue] = []
         value_rows_out: list[SSAValue] = []
         for j in range(_tiles(self.keys)):
@@ -361,8 +363,7 @@ class _AttentionBackward:
             scaled = tile.BinaryScalarOp(key_value.grad_keys[j], "multiply", key_type, scalar=self.scale)
             key_rows_out.append(em.insert(scaled).result)
             value_rows_out.append(to_sbuf(em, key_value.grad_values[j], value_type.element_type))
-        self.store(em, key_rows_out, self.results[1], key_value.batch, self.keys)
-        self.store(em, value_rows_out, self.results[2], key_value.batch, self.keys)
+        return key_rows_out, value_rows_out
 
     def query_tiles(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> None:
         """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
@@ -464,21 +465,37 @@ class _AttentionBackward:
                 key_value.grad_values[j] = self.accumulate(em, key_value.grad_values.get(j), value_sum)
                 key_value.grad_keys[j] = self.accumulate(em, key_value.grad_keys.get(j), key_sum)
 
-    def store(
-        self, em: LoopNestBuilder, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int
+    def store_heads(
+        self, em: LoopNestBuilder, heads: list[list[SSAValue]], tensor: SSAValue, batch: list[Index], count: int
     ) -> None:
-        """One head's rows, given per 128-row block: the full blocks gathered into one tile and stored in one DMA,
-        the partial last block in another."""
+        """The rows of consecutive heads (`batch` indexes the first), given per head per 128-row block: the full
+        blocks of all of them gathered into one tile and stored in one DMA, the partial last blocks in another. The
+        results keep the heads beside the features (`heads_beside_features`), so a row of all the heads is one
+        contiguous run in HBM: a DMA of more heads moves longer runs, at a higher rate."""
+        assert batch or len(heads) == 1  # without batch dimensions there is one head
         full, rest = divmod(count, PARTITION_TILE)
+        rank = len(batch) + 2
+        width = heads[0][0].type.get_shape()[1]  # type: ignore[attr-defined]
+        element_type = heads[0][0].type.element_type  # type: ignore[attr-defined]
+        heads_dim = (len(heads),) if batch else ()
+        head_dims = (rank - 3,) if batch else ()
         if full:
-            width = blocks[0].type.get_shape()[1]  # type: ignore[attr-defined]
-            element_type = blocks[0].type.element_type  # type: ignore[attr-defined]
-            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, width), element_type))).result
-            for t in range(full):
-                gathered = em.insert(tile.InsertOp(blocks[t], gathered, [em.index(t), em.index(0)])).result
-            store_head_rows(em, gathered, tensor, batch, full)
+            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, *heads_dim, width), element_type))).result
+            for g, blocks in enumerate(heads):
+                for t in range(full):
+                    at = [em.index(t), *([em.index(g)] if batch else []), em.index(0)]
+                    gathered = em.insert(tile.InsertOp(blocks[t], gathered, at)).result
+            split = split_axis(em, tensor, rank - 2, full, PARTITION_TILE)
+            indices = [em.index(i) for i in (*batch, 0, 0, 0)]
+            dims = (rank - 1, rank - 2, *head_dims, rank)
+            em.insert(tile.StoreOp(gathered, split, indices, dims=dims))
         if rest:
-            store(em, blocks[full], tensor, [*batch, full * PARTITION_TILE, 0])
+            gathered = em.insert(tile.EmptyOp(_sbuf((rest, *heads_dim, width), element_type))).result
+            for g, blocks in enumerate(heads):
+                at = [*([em.index(g)] if batch else []), em.index(0)]
+                gathered = em.insert(tile.InsertOp(blocks[full], gathered, at)).result
+            indices = [em.index(i) for i in (*batch, full * PARTITION_TILE, 0)]
+            em.insert(tile.StoreOp(gathered, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
     @staticmethod
     def accumulate(em: LoopNestBuilder, total: SSAValue | None, part: SSAValue) -> SSAValue:
