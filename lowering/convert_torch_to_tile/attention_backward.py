@@ -28,11 +28,16 @@ key/value head serves they leave PSUM once, as the gradients (dK times the scale
 over the stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
 once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the tiles that straddle the
 diagonal. The query tiles of a trip (one or more key/value heads with all their query heads, consecutive heads)
-are emitted stage by stage, four at a time, and each gradient's full 128-row blocks of all the trip's heads leave
-in one DMA: stored with the heads beside the features, a row of those heads is one contiguous run, and a DMA's
-rate grows with its runs (128 bytes, one head's row of 64 bf16, run at a quarter of the DMA engines' rate, two
-heads' rows at half). The matmul operands (P, dS and the inputs' rows) are in the
-inputs' dtype, as the forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
+are emitted stage by stage, eight query tiles at a time.
+
+DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
+the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
+trip's heads leave in one DMA: stored with the heads beside the features, a row of those heads is one contiguous
+run. The log-sum-exp loads as rows of 128 queries (a head's tiles on partitions) and is transposed on TensorE
+into the per-partition columns the exponentials take as their bias.
+
+The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is; the
+exponentials, dP - D and every accumulation are fp32.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     arguments_of,
     element_type_of,
     layout_of,
+    load,
     result_element_type,
     tensor_element_type,
     tensor_shape,
@@ -76,10 +82,11 @@ OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
 MAX_KEYS = 512
 MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
-# scores, then dP) and one for its dQ.
-TILES_PER_STAGE = 4
-# Query tiles per loop trip over the heads: two stages, the second head's loads and chains overlapping the first's
-# (the 12 causal heads of 512 queries take 104 us at two stages a trip, 119 us at one, 117 us at four).
+# scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
+TILES_PER_STAGE = 8
+# Query tiles per loop trip over the heads: one stage (the 12 causal heads of 512 queries, bf16, take 72.8 us at
+# trips of 8 query tiles in one stage, 79.2 us in two stages of 4, 83.5 us at trips of 16 tiles in stages of 8,
+# 85.5 us at trips of 12 in one stage).
 TILES_PER_TRIP = 8
 
 
@@ -198,8 +205,10 @@ class _AttentionBackward:
         self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head)
         self.causal = bool(args.get("is_causal"))
         lse = args["logsumexp"]
-        lse_layout = layout_of(lse)  # [..., L] seen as [..., L, 1]: rows of one column
-        self.lse = view(em, lse, Layout((*lse_layout.shape, 1), (*lse_layout.strides, 1), lse_layout.offset))
+        lse_layout = layout_of(lse)  # [..., L] seen as [..., 1, L]: one row of queries
+        self.lse = view(
+            em, lse, Layout((*lse_layout.shape[:-1], 1, self.length), (*lse_layout.strides, 1), lse_layout.offset)
+        )
         self.element_type = element_type_of(self.query)
         # Stored with the heads beside the features, as the forward's output: the gradients then merge their heads
         # for the projections' backward (`transpose(1, 2).reshape(B, L, H * E)`) as views.
@@ -273,8 +282,32 @@ class _AttentionBackward:
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
+    def negated_lse(self, em: LoopNestBuilder, batch: list[Index]) -> tuple[SSAValue | None, SSAValue | None]:
+        """-lse of one head's queries as per-partition columns: [128, tiles] for the full query tiles (tile t in
+        column t) and [rest, 1] for a partial last one. The log-sum-exp loads with the queries on the free axis and
+        is transposed on TensorE: loaded one query per partition, each DMA descriptor would move 4 bytes, which
+        costs the DMA engines as much as a transfer a hundred times larger."""
+        full, rest = divmod(self.length, PARTITION_TILE)
+        rank = len(batch) + 2
+        columns: list[SSAValue | None] = []
+        for blocks, width, first in ((full, PARTITION_TILE, 0), (1 if rest else 0, rest, full * PARTITION_TILE)):
+            if not blocks:
+                columns.append(None)
+                continue
+            if width == PARTITION_TILE:
+                split = split_axis(em, self.lse, rank - 1, full, PARTITION_TILE)
+                indices, dims = [*batch, 0, 0, 0], (rank - 1, rank)
+            else:
+                split, indices, dims = self.lse, [*batch, 0, first], (rank - 2, rank - 1)
+            row = load(em, split, indices, (blocks, width), dims=dims)
+            column = em.insert(tile.TransposeOp(row)).result
+            columns.append(
+                em.insert(tile.BinaryScalarOp(column, "multiply", _sbuf((width, blocks)), scalar=-1.0)).result
+            )
+        return columns[0], columns[1]
+
     def row_columns(
-        self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: _Rows
+        self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: tuple[SSAValue | None, SSAValue | None]
     ) -> list[tuple[SSAValue, SSAValue]]:
         """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, D computed for all the head's full tiles
         in one instruction (and once more for the partial last tile)."""
@@ -290,13 +323,11 @@ class _AttentionBackward:
                 tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", _sbuf(shape))
             ).result
             dots = em.insert(tile.ReduceOp(products, "add", _sbuf(dot_shape))).result
-            lse_values = getattr(lse, part)
-            negated = em.insert(
-                tile.BinaryScalarOp(lse_values, "multiply", _sbuf(lse_values.type.get_shape()), scalar=-1.0)
-            ).result
+            negated = lse[0] if part == "full" else lse[1]
+            assert negated is not None
             for t in range(rows_count):
                 if part == "full":
-                    columns.append((window(em, negated, [t, 0], (p, 1)), window(em, dots, [t], (p, 1))))
+                    columns.append((window(em, negated, [t], (p, 1)), window(em, dots, [t], (p, 1))))
                 else:
                     columns.append((negated, dots))
         return columns
@@ -333,7 +364,7 @@ class _AttentionBackward:
         query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
         grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
-        lse = load_head_rows(em, self.lse, batch, 0, self.length, 1)
+        lse = self.negated_lse(em, batch)
         return _Head(
             batch,
             key_value,

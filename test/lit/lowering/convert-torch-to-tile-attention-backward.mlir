@@ -21,11 +21,15 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:    %[[H0:.*]] = arith.muli %[[TRIP]], %c4 : index
 // CHECK-NEXT:    %[[H1BASE:.*]] = arith.muli %[[TRIP]], %c4 : index
 // CHECK-NEXT:    %[[H1:.*]] = arith.addi %[[H1BASE]], %c1 : index
-// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one.
-// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// The first stage's query tiles (both tiles of heads 4 t and 4 t + 1): tile 0 over 128 keys, tile 1 over all 256
-// keys in one PSUM tile, the causal bias added in PSUM, the probabilities from the log-sum-exp.
+// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one. The log-sum-exp loads as rows
+// of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
+// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-NEXT:    tile.view
+// CHECK-NEXT:    %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
+// CHECK-NEXT:    tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// The stage's query tiles (both tiles of the four heads 4 t to 4 t + 3): tile 0 over 128 keys, tile 1 over all
+// 256 keys in one PSUM tile, the causal bias added in PSUM, the probabilities from the log-sum-exp.
 // CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
 // CHECK-NEXT:    %[[S0B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS0]] acc %[[S0]]
 // CHECK-NEXT:    tile.unary %[[S0B]] bias %{{.*}} {fn = "exp", scale = 1.250000e-01 : f64} : (!tile.tile<128x128xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x128xbf16, sbuf>
