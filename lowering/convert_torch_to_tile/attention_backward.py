@@ -26,9 +26,10 @@ dQ_i leaves PSUM times the scale after its last key block. dK_j and dV_j accumul
 of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile the
 key/value head serves they leave PSUM once, as the gradients (dK times the scale), else they add to fp32 SBUF sums
 over the stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
-once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the tiles that straddle the
-diagonal. The query tiles of a trip (one or more key/value heads with all their query heads, consecutive heads)
-are emitted stage by stage, eight query tiles at a time.
+once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
+that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
+so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
+heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time.
 
 DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
 the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
@@ -230,15 +231,16 @@ class _AttentionBackward:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+        by_shape: dict[tuple[int, int], SSAValue] = {}
         for i in range(_tiles(self.length)):
             if self.causal and self.straddles(i):
-                positions = tile.IotaOp(
-                    _sbuf((self.rows_in(self.length, i), self.extent(i)), self.element_type),
-                    steps=[1],
-                    base=-i * PARTITION_TILE,  # key minus query position at [0, 0]
-                    channel_multiplier=-1,
-                )
-                self.biases[i] = _Attention.future_to_bias(em, em.insert(positions).result)
+                # Over the tile's diagonal keys only (from its first row's position on): the keys before it are
+                # all visible. Tiles of one shape share the bias: key minus query position is the same.
+                shape = (self.rows_in(self.length, i), self.extent(i) - i * PARTITION_TILE)
+                if shape not in by_shape:
+                    positions = tile.IotaOp(_sbuf(shape, self.element_type), steps=[1], channel_multiplier=-1)
+                    by_shape[shape] = _Attention.future_to_bias(em, em.insert(positions).result)
+                self.biases[i] = by_shape[shape]
 
         # Key/value heads whose query heads have few query tiles share a loop trip (up to TILES_PER_TRIP query tiles),
         # their query tiles emitted stage by stage together.
@@ -404,20 +406,18 @@ class _AttentionBackward:
         shapes = [(self.rows_in(self.length, i), i * PARTITION_TILE, self.extent(i)) for _, i in units]
         probabilities = []
         for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
-            query_block_t = window(em, head.query_t, [m0], (self.head, p))
-            scores = em.insert(
-                tile.MatmulOp(query_block_t, window(em, head.kv.key_t, [0], (self.head, n)), _psum((p, n)))
-            ).result
-            if i in self.biases:
-                assert self.identity is not None
-                identity = window(em, self.identity, [0], (p, p))
-                scores = em.insert(tile.MatmulOp(identity, self.biases[i], _psum((p, n)), scores)).result
-            negative_lse, _ = head.columns[i]
-            probabilities.append(
-                em.insert(
-                    tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), scale=self.scale, bias=negative_lse)
-                ).result
-            )
+            if i not in self.biases:
+                probabilities.append(self.exponentials(em, head, i, p, 0, n))
+                continue
+            # A tile across the diagonal: its keys before its first row in one PSUM tile, its diagonal keys with the
+            # causal bias in another, so that TensorE adds the bias over the diagonal block only.
+            if not m0:
+                probabilities.append(self.exponentials(em, head, i, p, 0, n, self.biases[i]))
+                continue
+            probs = em.insert(tile.EmptyOp(_sbuf((p, n), self.element_type))).result
+            probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
+            diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
+            probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
         grad_scores = []
         for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
@@ -448,6 +448,22 @@ class _AttentionBackward:
             result_type = _sbuf((p, self.head), element_type_of(self.results[0]))
             scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
             head.grad_queries.append(em.insert(scaled).result)
+
+    def exponentials(
+        self, em: LoopNestBuilder, head: _Head, i: int, p: int, first: int, count: int, bias: SSAValue | None = None
+    ) -> SSAValue:
+        """P of query tile i over keys [first, first + count): exp(scale Q_i K^T - lse_i) (the causal `bias` added
+        to the scores in PSUM by TensorE), in the inputs' dtype."""
+        query_block_t = window(em, head.query_t, [i * PARTITION_TILE], (self.head, p))
+        keys_t = window(em, head.kv.key_t, [first], (self.head, count))
+        scores = em.insert(tile.MatmulOp(query_block_t, keys_t, _psum((p, count)))).result
+        if bias is not None:
+            assert self.identity is not None
+            identity = window(em, self.identity, [0], (p, p))
+            scores = em.insert(tile.MatmulOp(identity, bias, _psum((p, count)), scores)).result
+        negative_lse, _ = head.columns[i]
+        result_type = _sbuf((p, count), self.element_type)
+        return em.insert(tile.UnaryOp(scores, "exp", result_type, scale=self.scale, bias=negative_lse)).result
 
     def key_value_products(
         self,
