@@ -430,7 +430,9 @@ class _AttentionBackward:
             grad_scores.append(
                 em.insert(tile.BinaryOp(centred, probs, "multiply", _sbuf((p, n), self.element_type))).result
             )
-        # dS^T's transposes before the products: their evacuations overlap dV's and dK's products on TensorE.
+        # dV's products need only P: on TensorE they run while dS is computed. dS^T's transposes before dK's
+        # products: their evacuations overlap those products on TensorE.
+        self.key_value_products(em, units, shapes, probabilities, keys=False)
         transposed = []
         for (p, _, n), scores_grad in zip(shapes, grad_scores, strict=True):
             blocks = []
@@ -438,7 +440,7 @@ class _AttentionBackward:
                 part = window(em, scores_grad, [j * PARTITION_TILE], (p, self.rows_in(self.keys, j)))
                 blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
             transposed.append(blocks)
-        self.key_value_products(em, units, shapes, probabilities, grad_scores)
+        self.key_value_products(em, units, shapes, grad_scores, keys=True)
         for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
             grad_query: SSAValue | None = None
             for j, block_t in enumerate(blocks):
@@ -470,47 +472,43 @@ class _AttentionBackward:
         em: LoopNestBuilder,
         units: list[tuple[_Head, int]],
         shapes: list[tuple[int, int, int]],
-        probabilities: list[SSAValue],
-        grad_scores: list[SSAValue],
+        stationary: list[SSAValue],
+        keys: bool,
     ) -> None:
-        """dV_j = sum P_ij^T dO_i and dK_j = sum dS_ij^T Q_i over the stage's query tiles i of each key/value head,
-        one PSUM accumulation group per key block: the sum leaves PSUM once per stage instead of once per query
-        tile. When the stage holds every query tile the key/value head serves, the sums are final and leave PSUM
-        straight into the gradients' dtype (dK times the scale); otherwise they add to fp32 SBUF sums."""
+        """dV_j = sum P_ij^T dO_i (`stationary` the stage's P) or, with `keys`, dK_j = sum dS_ij^T Q_i (`stationary`
+        its dS) over the stage's query tiles i of each key/value head, one PSUM accumulation group per key block:
+        the sum leaves PSUM once per stage instead of once per query tile. When the stage holds every query tile the
+        key/value head serves, the sums are final and leave PSUM straight into the gradient's dtype (dK times the
+        scale); otherwise they add to fp32 SBUF sums."""
+        width = self.head if keys else self.value_head
+        result_type = element_type_of(self.results[1 if keys else 2])
         members: dict[_KeyValue, list[int]] = {}
         for index, (head, _) in enumerate(units):
             members.setdefault(head.kv, []).append(index)
         for key_value, indices in members.items():
-            final = not key_value.grad_keys and len(indices) == self.groups * _tiles(self.length)
+            sums, finals = (
+                (key_value.grad_keys, key_value.final_keys) if keys else (key_value.grad_values, key_value.final_values)
+            )
+            final = not sums and len(indices) == self.groups * _tiles(self.length)
             for j in range(_tiles(max(shapes[index][2] for index in indices))):
                 w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
-                seen = [index for index in indices if k0 < shapes[index][2]]
-                value_sum: SSAValue | None = None
-                key_sum: SSAValue | None = None
-                for index in seen:
+                total: SSAValue | None = None
+                for index in indices:
                     head, i = units[index]
-                    p = shapes[index][0]
-                    probs = window(em, probabilities[index], [k0], (p, w))
-                    value_sum = em.insert(
-                        tile.MatmulOp(probs, head.grad_out.block(em, i, p), _psum((w, self.value_head)), value_sum)
-                    ).result
-                for index in seen:
-                    head, i = units[index]
-                    p = shapes[index][0]
-                    scores_grad = window(em, grad_scores[index], [k0], (p, w))
-                    key_sum = em.insert(
-                        tile.MatmulOp(scores_grad, head.query.block(em, i, p), _psum((w, self.head)), key_sum)
-                    ).result
-                assert value_sum is not None
-                assert key_sum is not None
-                if final:
-                    key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
-                    scaled = tile.BinaryScalarOp(key_sum, "multiply", key_type, scalar=self.scale)
-                    key_value.final_keys[j] = em.insert(scaled).result
-                    key_value.final_values[j] = to_sbuf(em, value_sum, element_type_of(self.results[2]))
-                    continue
-                key_value.grad_values[j] = self.accumulate(em, key_value.grad_values.get(j), value_sum)
-                key_value.grad_keys[j] = self.accumulate(em, key_value.grad_keys.get(j), key_sum)
+                    p, _, n = shapes[index]
+                    if k0 >= n:
+                        continue
+                    rows = (head.query if keys else head.grad_out).block(em, i, p)
+                    part = window(em, stationary[index], [k0], (p, w))
+                    total = em.insert(tile.MatmulOp(part, rows, _psum((w, width)), total)).result
+                assert total is not None
+                if not final:
+                    sums[j] = self.accumulate(em, sums.get(j), total)
+                elif keys:
+                    scaled = tile.BinaryScalarOp(total, "multiply", _sbuf((w, width), result_type), scalar=self.scale)
+                    finals[j] = em.insert(scaled).result
+                else:
+                    finals[j] = to_sbuf(em, total, result_type)
 
     def store_heads(
         self, em: LoopNestBuilder, heads: list[list[SSAValue]], tensor: SSAValue, batch: list[Index], count: int
