@@ -22,13 +22,23 @@ once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of t
     dV_j += P_j^T dO_i,  dK_j += dS_j^T Q_i   TensorE: P and dS, queries on partitions, are the stationary operands
     dQ_i += dS_j K_j                          TensorE from dS_j^T (one transpose per key block), in PSUM
 
-dQ_i leaves PSUM times the scale after its last key block; dK_j and dV_j accumulate in fp32 SBUF over the query
-tiles of every query head the key/value head serves (dK times the scale at the end). Each gradient's full 128-row
-blocks are gathered and stored in one DMA per head. Causal attention skips the key blocks after a query tile's last
-row and adds a -1e30 bias (built once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of
-the tiles that straddle the diagonal. The query tiles of a trip (one or more key/value heads with all their query
-heads) are emitted stage by stage, four at a time. The matmul operands (P, dS and the inputs' rows) are in the
-inputs' dtype, as the forward kernel's P is; the exponentials, dP - D and every accumulation are fp32.
+dQ_i leaves PSUM times the scale after its last key block. dK_j and dV_j accumulate in PSUM over the query tiles
+of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile the
+key/value head serves they leave PSUM once, as the gradients (dK times the scale), else they add to fp32 SBUF sums
+over the stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
+once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
+that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
+so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
+heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time.
+
+DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
+the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
+trip's heads leave in one DMA: stored with the heads beside the features, a row of those heads is one contiguous
+run. The log-sum-exp loads as rows of 128 queries (a head's tiles on partitions) and is transposed on TensorE
+into the per-partition columns the exponentials take as their bias.
+
+The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is; the
+exponentials, dP - D and every accumulation are fp32.
 """
 
 from __future__ import annotations
@@ -48,7 +58,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.attention import (
     _Rows,
     heads_beside_features,
     load_head_rows,
-    store_head_rows,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
@@ -56,14 +65,14 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     arguments_of,
     element_type_of,
     layout_of,
+    load,
     result_element_type,
-    store,
     tensor_element_type,
     tensor_shape,
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.matmul import window
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import split_axis, window
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -74,10 +83,11 @@ OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
 MAX_KEYS = 512
 MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
-# scores, then dP) and one for its dQ.
-TILES_PER_STAGE = 4
-# Query tiles per loop trip over the heads: two stages, the second head's loads and chains overlapping the first's
-# (the 12 causal heads of 512 queries take 104 us at two stages a trip, 119 us at one, 117 us at four).
+# scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
+TILES_PER_STAGE = 8
+# Query tiles per loop trip over the heads: one stage (the 12 causal heads of 512 queries, bf16, take 72.8 us at
+# trips of 8 query tiles in one stage, 79.2 us in two stages of 4, 83.5 us at trips of 16 tiles in stages of 8,
+# 85.5 us at trips of 12 in one stage).
 TILES_PER_TRIP = 8
 
 
@@ -159,6 +169,8 @@ class _KeyValue:
     value_t: SSAValue
     grad_keys: dict[int, SSAValue] = field(default_factory=dict)
     grad_values: dict[int, SSAValue] = field(default_factory=dict)
+    final_keys: dict[int, SSAValue] = field(default_factory=dict)
+    final_values: dict[int, SSAValue] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -194,8 +206,10 @@ class _AttentionBackward:
         self.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head)
         self.causal = bool(args.get("is_causal"))
         lse = args["logsumexp"]
-        lse_layout = layout_of(lse)  # [..., L] seen as [..., L, 1]: rows of one column
-        self.lse = view(em, lse, Layout((*lse_layout.shape, 1), (*lse_layout.strides, 1), lse_layout.offset))
+        lse_layout = layout_of(lse)  # [..., L] seen as [..., 1, L]: one row of queries
+        self.lse = view(
+            em, lse, Layout((*lse_layout.shape[:-1], 1, self.length), (*lse_layout.strides, 1), lse_layout.offset)
+        )
         self.element_type = element_type_of(self.query)
         # Stored with the heads beside the features, as the forward's output: the gradients then merge their heads
         # for the projections' backward (`transpose(1, 2).reshape(B, L, H * E)`) as views.
@@ -217,15 +231,16 @@ class _AttentionBackward:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+        by_shape: dict[tuple[int, int], SSAValue] = {}
         for i in range(_tiles(self.length)):
             if self.causal and self.straddles(i):
-                positions = tile.IotaOp(
-                    _sbuf((self.rows_in(self.length, i), self.extent(i)), self.element_type),
-                    steps=[1],
-                    base=-i * PARTITION_TILE,  # key minus query position at [0, 0]
-                    channel_multiplier=-1,
-                )
-                self.biases[i] = _Attention.future_to_bias(em, em.insert(positions).result)
+                # Over the tile's diagonal keys only (from its first row's position on): the keys before it are
+                # all visible. Tiles of one shape share the bias: key minus query position is the same.
+                shape = (self.rows_in(self.length, i), self.extent(i) - i * PARTITION_TILE)
+                if shape not in by_shape:
+                    positions = tile.IotaOp(_sbuf(shape, self.element_type), steps=[1], channel_multiplier=-1)
+                    by_shape[shape] = _Attention.future_to_bias(em, em.insert(positions).result)
+                self.biases[i] = by_shape[shape]
 
         # Key/value heads whose query heads have few query tiles share a loop trip (up to TILES_PER_TRIP query tiles),
         # their query tiles emitted stage by stage together.
@@ -269,10 +284,34 @@ class _AttentionBackward:
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
+    def negated_lse(self, em: LoopNestBuilder, batch: list[Index]) -> tuple[SSAValue | None, SSAValue | None]:
+        """-lse of one head's queries as per-partition columns: [128, tiles] for the full query tiles (tile t in
+        column t) and [rest, 1] for a partial last one. The log-sum-exp loads with the queries on the free axis and
+        is transposed on TensorE: loaded one query per partition, each DMA descriptor would move 4 bytes, which
+        costs the DMA engines as much as a transfer a hundred times larger."""
+        full, rest = divmod(self.length, PARTITION_TILE)
+        rank = len(batch) + 2
+        columns: list[SSAValue | None] = []
+        for blocks, width, first in ((full, PARTITION_TILE, 0), (1 if rest else 0, rest, full * PARTITION_TILE)):
+            if not blocks:
+                columns.append(None)
+                continue
+            if width == PARTITION_TILE:
+                split = split_axis(em, self.lse, rank - 1, full, PARTITION_TILE)
+                indices, dims = [*batch, 0, 0, 0], (rank - 1, rank)
+            else:
+                split, indices, dims = self.lse, [*batch, 0, first], (rank - 2, rank - 1)
+            row = load(em, split, indices, (blocks, width), dims=dims)
+            column = em.insert(tile.TransposeOp(row)).result
+            columns.append(
+                em.insert(tile.BinaryScalarOp(column, "multiply", _sbuf((width, blocks)), scalar=-1.0)).result
+            )
+        return columns[0], columns[1]
+
     def row_columns(
-        self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: _Rows
+        self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: tuple[SSAValue | None, SSAValue | None]
     ) -> list[tuple[SSAValue, SSAValue]]:
-        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, each computed for all the head's full tiles
+        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, D computed for all the head's full tiles
         in one instruction (and once more for the partial last tile)."""
         columns = []
         full, rest = divmod(self.length, PARTITION_TILE)
@@ -286,13 +325,11 @@ class _AttentionBackward:
                 tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", _sbuf(shape))
             ).result
             dots = em.insert(tile.ReduceOp(products, "add", _sbuf(dot_shape))).result
-            lse_values = getattr(lse, part)
-            negated = em.insert(
-                tile.BinaryScalarOp(lse_values, "multiply", _sbuf(lse_values.type.get_shape()), scalar=-1.0)
-            ).result
+            negated = lse[0] if part == "full" else lse[1]
+            assert negated is not None
             for t in range(rows_count):
                 if part == "full":
-                    columns.append((window(em, negated, [t, 0], (p, 1)), window(em, dots, [t], (p, 1))))
+                    columns.append((window(em, negated, [t], (p, 1)), window(em, dots, [t], (p, 1))))
                 else:
                     columns.append((negated, dots))
         return columns
@@ -314,10 +351,11 @@ class _AttentionBackward:
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         for first in range(0, len(units), TILES_PER_STAGE):
             self.query_tiles(em, units[first : first + TILES_PER_STAGE])
-        for head in heads:
-            self.store(em, head.grad_queries, self.results[0], head.batch, self.length)
-        for key_value in dict.fromkeys(head.kv for head in heads):
-            self.store_key_value(em, key_value)
+        self.store_heads(em, [head.grad_queries for head in heads], self.results[0], heads[0].batch, self.length)
+        key_values = list(dict.fromkeys(head.kv for head in heads))
+        key_rows, value_rows = zip(*(self.key_value_rows(em, key_value) for key_value in key_values), strict=True)
+        self.store_heads(em, list(key_rows), self.results[1], key_values[0].batch, self.keys)
+        self.store_heads(em, list(value_rows), self.results[2], key_values[0].batch, self.keys)
 
     def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index]) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
@@ -328,7 +366,7 @@ class _AttentionBackward:
         query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
         grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
-        lse = load_head_rows(em, self.lse, batch, 0, self.length, 1)
+        lse = self.negated_lse(em, batch)
         return _Head(
             batch,
             key_value,
@@ -339,13 +377,18 @@ class _AttentionBackward:
             self.row_columns(em, grad_out, out, lse),
         )
 
-    def store_key_value(self, em: LoopNestBuilder, key_value: _KeyValue) -> None:
+    def key_value_rows(self, em: LoopNestBuilder, key_value: _KeyValue) -> tuple[list[SSAValue], list[SSAValue]]:
+        """dK and dV of one key/value head per 128-row block, in the gradients' dtypes."""
         key_rows_out: list[SSAValue] = []
         value_rows_out: list[SSAValue] = []
         for j in range(_tiles(self.keys)):
             w = self.rows_in(self.keys, j)
             key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
             value_type = _sbuf((w, self.value_head), element_type_of(self.results[2]))
+            if j in key_value.final_keys:
+                key_rows_out.append(key_value.final_keys[j])
+                value_rows_out.append(key_value.final_values[j])
+                continue
             if j not in key_value.grad_keys:  # never seen by a query (causal, more keys than queries)
                 key_rows_out.append(em.insert(tile.FillOp(0.0, key_type)).result)
                 value_rows_out.append(em.insert(tile.FillOp(0.0, value_type)).result)
@@ -353,8 +396,7 @@ class _AttentionBackward:
             scaled = tile.BinaryScalarOp(key_value.grad_keys[j], "multiply", key_type, scalar=self.scale)
             key_rows_out.append(em.insert(scaled).result)
             value_rows_out.append(to_sbuf(em, key_value.grad_values[j], value_type.element_type))
-        self.store(em, key_rows_out, self.results[1], key_value.batch, self.keys)
-        self.store(em, value_rows_out, self.results[2], key_value.batch, self.keys)
+        return key_rows_out, value_rows_out
 
     def query_tiles(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> None:
         """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
@@ -364,20 +406,18 @@ class _AttentionBackward:
         shapes = [(self.rows_in(self.length, i), i * PARTITION_TILE, self.extent(i)) for _, i in units]
         probabilities = []
         for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
-            query_block_t = window(em, head.query_t, [m0], (self.head, p))
-            scores = em.insert(
-                tile.MatmulOp(query_block_t, window(em, head.kv.key_t, [0], (self.head, n)), _psum((p, n)))
-            ).result
-            if i in self.biases:
-                assert self.identity is not None
-                identity = window(em, self.identity, [0], (p, p))
-                scores = em.insert(tile.MatmulOp(identity, self.biases[i], _psum((p, n)), scores)).result
-            negative_lse, _ = head.columns[i]
-            probabilities.append(
-                em.insert(
-                    tile.UnaryOp(scores, "exp", _sbuf((p, n), self.element_type), scale=self.scale, bias=negative_lse)
-                ).result
-            )
+            if i not in self.biases:
+                probabilities.append(self.exponentials(em, head, i, p, 0, n))
+                continue
+            # A tile across the diagonal: its keys before its first row in one PSUM tile, its diagonal keys with the
+            # causal bias in another, so that TensorE adds the bias over the diagonal block only.
+            if not m0:
+                probabilities.append(self.exponentials(em, head, i, p, 0, n, self.biases[i]))
+                continue
+            probs = em.insert(tile.EmptyOp(_sbuf((p, n), self.element_type))).result
+            probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
+            diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
+            probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
         grad_scores = []
         for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
@@ -390,7 +430,9 @@ class _AttentionBackward:
             grad_scores.append(
                 em.insert(tile.BinaryOp(centred, probs, "multiply", _sbuf((p, n), self.element_type))).result
             )
-        # dS^T's transposes before the products: their evacuations overlap dV's and dK's products on TensorE.
+        # dV's products need only P: on TensorE they run while dS is computed. dS^T's transposes before dK's
+        # products: their evacuations overlap those products on TensorE.
+        self.key_value_products(em, units, shapes, probabilities, keys=False)
         transposed = []
         for (p, _, n), scores_grad in zip(shapes, grad_scores, strict=True):
             blocks = []
@@ -398,18 +440,7 @@ class _AttentionBackward:
                 part = window(em, scores_grad, [j * PARTITION_TILE], (p, self.rows_in(self.keys, j)))
                 blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
             transposed.append(blocks)
-        for (head, i), (p, _, n), probs, scores_grad in zip(units, shapes, probabilities, grad_scores, strict=True):
-            query_rows, grad_out_rows = head.query.block(em, i, p), head.grad_out.block(em, i, p)
-            for j in range(_tiles(n)):
-                w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
-                value_part = em.insert(
-                    tile.MatmulOp(window(em, probs, [k0], (p, w)), grad_out_rows, _psum((w, self.value_head)))
-                ).result
-                head.kv.grad_values[j] = self.accumulate(em, head.kv.grad_values.get(j), value_part)
-                key_part = em.insert(
-                    tile.MatmulOp(window(em, scores_grad, [k0], (p, w)), query_rows, _psum((w, self.head)))
-                ).result
-                head.kv.grad_keys[j] = self.accumulate(em, head.kv.grad_keys.get(j), key_part)
+        self.key_value_products(em, units, shapes, grad_scores, keys=True)
         for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
             grad_query: SSAValue | None = None
             for j, block_t in enumerate(blocks):
@@ -420,21 +451,96 @@ class _AttentionBackward:
             scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
             head.grad_queries.append(em.insert(scaled).result)
 
-    def store(
-        self, em: LoopNestBuilder, blocks: list[SSAValue], tensor: SSAValue, batch: list[Index], count: int
+    def exponentials(
+        self, em: LoopNestBuilder, head: _Head, i: int, p: int, first: int, count: int, bias: SSAValue | None = None
+    ) -> SSAValue:
+        """P of query tile i over keys [first, first + count): exp(scale Q_i K^T - lse_i) (the causal `bias` added
+        to the scores in PSUM by TensorE), in the inputs' dtype."""
+        query_block_t = window(em, head.query_t, [i * PARTITION_TILE], (self.head, p))
+        keys_t = window(em, head.kv.key_t, [first], (self.head, count))
+        scores = em.insert(tile.MatmulOp(query_block_t, keys_t, _psum((p, count)))).result
+        if bias is not None:
+            assert self.identity is not None
+            identity = window(em, self.identity, [0], (p, p))
+            scores = em.insert(tile.MatmulOp(identity, bias, _psum((p, count)), scores)).result
+        negative_lse, _ = head.columns[i]
+        result_type = _sbuf((p, count), self.element_type)
+        return em.insert(tile.UnaryOp(scores, "exp", result_type, scale=self.scale, bias=negative_lse)).result
+
+    def key_value_products(
+        self,
+        em: LoopNestBuilder,
+        units: list[tuple[_Head, int]],
+        shapes: list[tuple[int, int, int]],
+        stationary: list[SSAValue],
+        keys: bool,
     ) -> None:
-        """One head's rows, given per 128-row block: the full blocks gathered into one tile and stored in one DMA,
-        the partial last block in another."""
+        """dV_j = sum P_ij^T dO_i (`stationary` the stage's P) or, with `keys`, dK_j = sum dS_ij^T Q_i (`stationary`
+        its dS) over the stage's query tiles i of each key/value head, one PSUM accumulation group per key block:
+        the sum leaves PSUM once per stage instead of once per query tile. When the stage holds every query tile the
+        key/value head serves, the sums are final and leave PSUM straight into the gradient's dtype (dK times the
+        scale); otherwise they add to fp32 SBUF sums."""
+        width = self.head if keys else self.value_head
+        result_type = element_type_of(self.results[1 if keys else 2])
+        members: dict[_KeyValue, list[int]] = {}
+        for index, (head, _) in enumerate(units):
+            members.setdefault(head.kv, []).append(index)
+        for key_value, indices in members.items():
+            sums, finals = (
+                (key_value.grad_keys, key_value.final_keys) if keys else (key_value.grad_values, key_value.final_values)
+            )
+            final = not sums and len(indices) == self.groups * _tiles(self.length)
+            for j in range(_tiles(max(shapes[index][2] for index in indices))):
+                w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
+                total: SSAValue | None = None
+                for index in indices:
+                    head, i = units[index]
+                    p, _, n = shapes[index]
+                    if k0 >= n:
+                        continue
+                    rows = (head.query if keys else head.grad_out).block(em, i, p)
+                    part = window(em, stationary[index], [k0], (p, w))
+                    total = em.insert(tile.MatmulOp(part, rows, _psum((w, width)), total)).result
+                assert total is not None
+                if not final:
+                    sums[j] = self.accumulate(em, sums.get(j), total)
+                elif keys:
+                    scaled = tile.BinaryScalarOp(total, "multiply", _sbuf((w, width), result_type), scalar=self.scale)
+                    finals[j] = em.insert(scaled).result
+                else:
+                    finals[j] = to_sbuf(em, total, result_type)
+
+    def store_heads(
+        self, em: LoopNestBuilder, heads: list[list[SSAValue]], tensor: SSAValue, batch: list[Index], count: int
+    ) -> None:
+        """The rows of consecutive heads (`batch` indexes the first), given per head per 128-row block: the full
+        blocks of all of them gathered into one tile and stored in one DMA, the partial last blocks in another. The
+        results keep the heads beside the features (`heads_beside_features`), so a row of all the heads is one
+        contiguous run in HBM: a DMA of more heads moves longer runs, at a higher rate."""
+        assert batch or len(heads) == 1  # without batch dimensions there is one head
         full, rest = divmod(count, PARTITION_TILE)
+        rank = len(batch) + 2
+        width = heads[0][0].type.get_shape()[1]  # type: ignore[attr-defined]
+        element_type = heads[0][0].type.element_type  # type: ignore[attr-defined]
+        heads_dim = (len(heads),) if batch else ()
+        head_dims = (rank - 3,) if batch else ()
         if full:
-            width = blocks[0].type.get_shape()[1]  # type: ignore[attr-defined]
-            element_type = blocks[0].type.element_type  # type: ignore[attr-defined]
-            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, width), element_type))).result
-            for t in range(full):
-                gathered = em.insert(tile.InsertOp(blocks[t], gathered, [em.index(t), em.index(0)])).result
-            store_head_rows(em, gathered, tensor, batch, full)
+            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, *heads_dim, width), element_type))).result
+            for g, blocks in enumerate(heads):
+                for t in range(full):
+                    at = [em.index(t), *([em.index(g)] if batch else []), em.index(0)]
+                    gathered = em.insert(tile.InsertOp(blocks[t], gathered, at)).result
+            split = split_axis(em, tensor, rank - 2, full, PARTITION_TILE)
+            indices = [em.index(i) for i in (*batch, 0, 0, 0)]
+            dims = (rank - 1, rank - 2, *head_dims, rank)
+            em.insert(tile.StoreOp(gathered, split, indices, dims=dims))
         if rest:
-            store(em, blocks[full], tensor, [*batch, full * PARTITION_TILE, 0])
+            gathered = em.insert(tile.EmptyOp(_sbuf((rest, *heads_dim, width), element_type))).result
+            for g, blocks in enumerate(heads):
+                at = [*([em.index(g)] if batch else []), em.index(0)]
+                gathered = em.insert(tile.InsertOp(blocks[full], gathered, at)).result
+            indices = [em.index(i) for i in (*batch, full * PARTITION_TILE, 0)]
+            em.insert(tile.StoreOp(gathered, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
     @staticmethod
     def accumulate(em: LoopNestBuilder, total: SSAValue | None, part: SSAValue) -> SSAValue:

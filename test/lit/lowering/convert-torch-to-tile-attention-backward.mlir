@@ -9,38 +9,48 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
   %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256xf32>) -> (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>)
   func.return %dq, %dk, %dv : tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>
 }
-// The causal biases of both query tiles are built before the loop over the heads: tile 0 sees keys [0, 128),
-// tile 1 keys [0, 256), both straddle the diagonal.
+// The causal bias is built before the loop over the heads, once: both query tiles straddle the diagonal, and it
+// covers their diagonal blocks only (key minus query position, [128, 128] for each).
 // CHECK-LABEL: func.func @causal_backward
 // CHECK:       %[[IDENTITY:.*]] = tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64} : (!tile.tile<128x128xbf16, sbuf>)
-// CHECK:       %[[BIAS0:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x128xbf16, sbuf>)
-// CHECK:       tile.iota {steps = array<i64: 1>, base = -128 : i64, channel_multiplier = -1 : i64} : !tile.tile<128x256xbf16, sbuf>
-// CHECK:       %[[BIAS1:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x256xbf16, sbuf>)
+// CHECK-NEXT:  tile.iota {steps = array<i64: 1>, channel_multiplier = -1 : i64} : !tile.tile<128x128xbf16, sbuf>
+// CHECK-NEXT:  tile.binary_scalar
+// CHECK-NEXT:  %[[BIAS:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x128xbf16, sbuf>)
+// CHECK-NOT:   tile.iota
 // Four heads of two query tiles each share a loop trip (TILES_PER_TRIP: heads 4 t to 4 t + 3).
 // CHECK:       scf.for %[[TRIP:.*]] = %c0 to %c2 step %c1 {
 // CHECK-NEXT:    %[[H0:.*]] = arith.muli %[[TRIP]], %c4 : index
 // CHECK-NEXT:    %[[H1BASE:.*]] = arith.muli %[[TRIP]], %c4 : index
 // CHECK-NEXT:    %[[H1:.*]] = arith.addi %[[H1BASE]], %c1 : index
-// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one.
-// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// CHECK-COUNT-6: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// The first stage's query tiles (both tiles of heads 4 t and 4 t + 1): tile 0 over 128 keys, tile 1 over all 256
-// keys in one PSUM tile, the causal bias added in PSUM, the probabilities from the log-sum-exp.
+// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one. The log-sum-exp loads as rows
+// of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
+// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-NEXT:    tile.view
+// CHECK-NEXT:    %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
+// CHECK-NEXT:    tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// The stage's query tiles (both tiles of the four heads 4 t to 4 t + 3): tile 0 over its 128 keys with the causal
+// bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
+// another, both exponentials writing one [128, 256] tile of probabilities.
 // CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
-// CHECK-NEXT:    %[[S0B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS0]] acc %[[S0]]
+// CHECK-NEXT:    %[[S0B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS]] acc %[[S0]]
 // CHECK-NEXT:    tile.unary %[[S0B]] bias %{{.*}} {fn = "exp", scale = 1.250000e-01 : f64} : (!tile.tile<128x128xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x128xbf16, sbuf>
-// CHECK:         %[[S1:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>) -> !tile.tile<128x256xf32, psum>
-// CHECK-NEXT:    tile.matmul %[[IDENTITY]], %[[BIAS1]] acc %[[S1]]
-// CHECK-NEXT:    tile.unary
+// CHECK-NEXT:    %[[P1:.*]] = tile.empty : !tile.tile<128x256xbf16, sbuf>
+// CHECK-NEXT:    %[[Q1:.*]] = tile.extract %{{.*}}[%c128] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:    %[[K0:.*]] = tile.extract %{{.*}}[%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:    %[[S1:.*]] = tile.matmul %[[Q1]], %[[K0]] : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:    %[[E1:.*]] = tile.unary %[[S1]]
+// CHECK-NEXT:    %[[P1A:.*]] = tile.insert %[[E1]], %[[P1]][%c0]
 // CHECK-NEXT:    tile.extract
-// CHECK-NEXT:    tile.extract
-// CHECK-NEXT:    tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
+// CHECK-NEXT:    %[[K1:.*]] = tile.extract %{{.*}}[%c128] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:    %[[D1:.*]] = tile.matmul %{{.*}}, %[[K1]]
+// CHECK-NEXT:    %[[D1B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS]] acc %[[D1]]
+// CHECK-NEXT:    %[[E1D:.*]] = tile.unary %[[D1B]]
+// CHECK-NEXT:    tile.insert %[[E1D]], %[[P1A]][%c128] : !tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xf32, sbuf>
-// No [L, S] tile reaches HBM: each head's three gradients leave in one store each (dQ of every head, then dK and
-// dV of each), into tensors stored [B, L, H, E] (as the forward's output) so that merging their heads afterwards
-// is a view.
-// CHECK:         tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
-// CHECK:         tile.store %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
-// CHECK-COUNT-2: tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
-// CHECK-COUNT-2: tile.store %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all four heads' rows together,
+// into tensors stored [B, L, H, E] (as the forward's output), so that a row of the four heads is one contiguous run
+// and merging the heads afterwards is a view.
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x4x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK-NOT:     tile.store
 // CHECK:       }
