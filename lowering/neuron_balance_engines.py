@@ -13,6 +13,16 @@ the engine that would then finish the block's work earliest, VectorE on ties. Co
 opcode, properties, buffer types and location, as unrolling makes them) go to one engine together. Engines run
 in parallel, so a body that needed the sum of its instructions on VectorE now needs about the largest engine's
 share. Integer work stays where it is (GpSimdE's lanes are exact; VectorE rounds through fp32), and so does `power`.
+
+PSUM evacuations (a `tensor_copy` of a PSUM tile into an SBUF buffer of its own: how the tile level hands a
+matmul's accumulators over, one engine-neutral copy each) depend on where the function's time goes. When TensorE
+is the function's busiest engine (by the cost model, every instruction counted once per trip of its loops), a
+bank released late stalls the engine that sets the pace: a block's evacuations of one instruction are then
+placed as two interleaved halves (first, third, ... and second, fourth, ...), the half holding the last one
+first, so that they split between VectorE and ScalarE by their costs and two banks drain at once, the last
+(ready last) on the engine that finishes it soonest. Otherwise the engines' throughput sets the pace and they
+move together like any other copies. Copies into a window of a buffer that other instructions write (inserts
+into a panel) keep the engine the converter gave that buffer, so that they need no waits on each other.
 """
 
 from __future__ import annotations
@@ -20,16 +30,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Block
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import EngineAttr, InstructionOp, element_type_name
 from neuron_mlir.runtime import cost_model
-from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Target
+from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Memory, Target
 
 _MOVABLE: dict[str, tuple[Engine, ...]] = {
     "tensor_scalar": (Engine.GPSIMD, Engine.SCALAR),
@@ -112,25 +122,56 @@ def _signature(op: InstructionOp) -> tuple[str, tuple[tuple[str, str], ...], tup
     return (op.name, properties, types, str(op.location))
 
 
-def _balance(block: Block, target: Target) -> None:
+def _writes(op: Operation, buffer: SSAValue) -> bool:
+    if not isinstance(op, InstructionOp):
+        return False
+    written = set(op.spec().writes + op.spec().optional_writes)
+    return any(getattr(op, role) is buffer for role in op.present_roles() if role in written)
+
+
+def _is_psum_evacuation(op: InstructionOp) -> bool:
+    """A copy of a PSUM tile into an SBUF buffer of its own, at a static place: what frees an accumulator's bank
+    for the next matmuls (an insert into a panel writes a window of a buffer that other copies write too)."""
+    if not isinstance(op, neuron.TensorCopyOp) or op.dst_offset is not None:
+        return False
+    source, destination = op.src.type, op.dst.type
+    assert isinstance(source, MemRefType)
+    assert isinstance(destination, MemRefType)
+    if memory_of(source) is not Memory.PSUM or memory_of(destination) is not Memory.SBUF:
+        return False
+    return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
+
+
+def _balance(block: Block, target: Target, spread_evacuations: bool) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
-    # spread over different engines would make each copy's chain wait behind the previous copy's.
-    classes: dict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str], list[InstructionOp]] = {}
+    # spread over different engines would make each copy's chain wait behind the previous copy's. PSUM
+    # evacuations may be the exception (module docstring): each ends its own chain (matmuls into a bank, then
+    # the copy), so alternate ones can drain side by side.
+    classes: dict[object, list[InstructionOp]] = {}
+    evacuations: dict[object, int] = {}
     for op in block.ops:
         if not isinstance(op, InstructionOp) or op.engine_kind not in load:
             continue
         if _alternatives(op):
-            classes.setdefault(_signature(op), []).append(op)
+            key: object = _signature(op)
+            if spread_evacuations and _is_psum_evacuation(op):
+                count = evacuations[key] = evacuations.get(key, 0) + 1
+                key = (key, count % 2)
+            classes.setdefault(key, []).append(op)
         else:
             load[op.engine_kind] += cost_ns(op, op.engine_kind, target)
     movable = []
-    for members in classes.values():
+    for position, members in enumerate(classes.values()):
         costs = {engine: len(members) * cost_ns(members[0], engine, target) for engine in _alternatives(members[0])}
         costs[Engine.VECTOR] = len(members) * cost_ns(members[0], Engine.VECTOR, target)
-        movable.append((costs[Engine.VECTOR], members, costs))
-    movable.sort(key=lambda item: -item[0])
-    for own, members, costs in movable:
+        # Among equal costs, evacuation halves are placed from the block's last to its first: the last
+        # accumulator is ready last and the block ends when its copy does, so its half gets the engine that
+        # finishes it soonest, and the other half, ready sooner, takes what is left.
+        order = -position if spread_evacuations and _is_psum_evacuation(members[0]) else position
+        movable.append((costs[Engine.VECTOR], order, members, costs))
+    movable.sort(key=lambda item: (-item[0], item[1]))
+    for own, _, members, costs in movable:
         best, finish = Engine.VECTOR, load[Engine.VECTOR] + own
         for engine, cost in costs.items():
             if load[engine] + cost < finish:
@@ -139,6 +180,30 @@ def _balance(block: Block, target: Target) -> None:
         for op in members:
             if best is not op.engine_kind:
                 op.properties["engine"] = EngineAttr(best)
+
+
+def _trips(loop: scf.ForOp) -> int:
+    """A loop's trip count when its bounds are constants, else 1."""
+    bounds = [value.owner for value in (loop.lb, loop.ub, loop.step)]
+    if not all(isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr) for owner in bounds):
+        return 1
+    lower, upper, step = (owner.value.value.data for owner in bounds)  # type: ignore[union-attr]
+    return max(0, -(-(upper - lower) // step)) if step > 0 else 1
+
+
+def engine_totals(function: func.FuncOp, target: Target) -> dict[Engine, float]:
+    """Each compute engine's time over a whole run of `function` (every instruction times its loops' trips)."""
+    totals = {Engine.TENSOR: 0.0, Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
+    for op in function.body.walk():
+        if not isinstance(op, InstructionOp) or op.engine_kind not in totals:
+            continue
+        trips, parent = 1, op.parent_op()
+        while parent is not None and parent is not function:
+            if isinstance(parent, scf.ForOp):
+                trips *= _trips(parent)
+            parent = parent.parent_op()
+        totals[op.engine_kind] += trips * cost_ns(op, op.engine_kind, target)
+    return totals
 
 
 def _blocks(function: func.FuncOp) -> list[Block]:
@@ -158,5 +223,7 @@ class NeuronBalanceEnginesPass(ModulePass):
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
+            totals = engine_totals(function, target)
+            spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
-                _balance(block, target)
+                _balance(block, target, spread_evacuations)

@@ -761,7 +761,7 @@ class _Attention:
             scores = em.insert(tile.MatmulOp(query_part, keys_part, scores_type, scores)).result
         assert scores is not None
         if self.mask is not None:
-            scores = em.insert(tile.UnaryOp(scores, "copy", _sbuf((p, n)), scale=self.scale)).result
+            scores = em.insert(tile.BinaryScalarOp(scores, "multiply", _sbuf((p, n)), scalar=self.scale)).result
             mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
             scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
         if causal and self.mask is None and self.identity is not None:

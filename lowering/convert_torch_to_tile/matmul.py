@@ -13,8 +13,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   it fits its share of SBUF (`STATIONARY_SBUF_SHARE`) and then serves every output block of the row: A^T is
   produced once, whatever N is. When K is A's contiguous axis (row-major A), the panel is one DMA of whole rows
   (long contiguous chunks) followed by a loop of TensorE transposes (a bit-exact pass-through of bf16 on v3+)
-  into the panel's slots, evacuated on VectorE/ScalarE; otherwise it is one strided DMA. For a K too long to
-  fit, the panel is built per K range inside each block.
+  into the panel's slots; otherwise it is one strided DMA. For a K too long to fit, the panel is built per K
+  range inside each block.
 * An output block is `m_subs x n_subs` PSUM accumulators (half of the PSUM banks, `BLOCK_BANK_SHARE`; each a
   128 x 512 fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
@@ -29,8 +29,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   Without a hoisted panel (or with A not transposed on TensorE) the producer is emitted on its own first.
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
-* After the last K tile the block's accumulators are evacuated (alternately on VectorE and ScalarE, so they
-  overlap each other and the next block's matmuls) through the epilogue and stored.
+* After the last K tile the block's accumulators are evacuated through the epilogue (by default one plain copy
+  each, whose engines the neuron level chooses) and stored.
 
 The matmuls read their operands as windows of the panel and the chunk (`tile.extract`), and operands keep their
 element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate).
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import AnyFloat, IndexType, f32
+from xdsl.dialects.builtin import IndexType, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -304,7 +304,6 @@ class _Kernel:
     lhs_transposed: bool
     rhs_transposed: bool
     k: int
-    evacuations: int = 0
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     prologue: Prologue | None = None  # computes A's rows on chip (prologue.py) instead of loading them
@@ -581,10 +580,8 @@ class _Kernel:
         return rest
 
     def evacuate(self, em: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
-        """PSUM -> SBUF, alternating VectorE (tensor_copy) and ScalarE (activation copy) so evacuations overlap."""
-        self.evacuations += 1
-        if self.evacuations % 2 == 0 and isinstance(result_type.element_type, AnyFloat):
-            return em.insert(tile.UnaryOp(product, "copy", result_type)).result
+        """PSUM -> SBUF as one engine-neutral copy: neuron-balance-engines spreads a block's evacuations over
+        VectorE and ScalarE so that they overlap each other and the next block's matmuls."""
         return to_sbuf(em, product, result_type.element_type)
 
 
@@ -741,8 +738,8 @@ def _scaled_product_plus(
     sixteen_bit = all(_itemsize(element_type_of(value)) == 2 for value in (bias, lhs, rhs))
     if beta == 1.0 and alpha == 1.0 and len(out_shape) == 2 and bias_layout.strides[0] == 0 and sixteen_bit:
         # The same bias for every row (a Linear layer's): TensorE adds it into PSUM, and the evacuation is a
-        # plain copy that alternates between VectorE and ScalarE. In 16-bit types the bias matmul costs a
-        # fifth of VectorE's fp32 add of the bias from PSUM; in fp32 (a quarter of TensorE's rate) it would not.
+        # plain copy, which VectorE or ScalarE may run. In 16-bit types the bias matmul costs a fifth of
+        # VectorE's fp32 add of the bias from PSUM; in fp32 (a quarter of TensorE's rate) it would not.
         row = view(em, bias, Layout((1, out_shape[1]), bias_layout.strides, bias_layout.offset))
         return emit_matmul(em, lhs, rhs, result_element_type(op), bias_row=row)
 
