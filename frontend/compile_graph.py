@@ -165,10 +165,11 @@ def reset_graph_names() -> None:
 def _older_objects_frozen() -> Iterator[None]:
     """Keep the garbage collector's full collections during a compile to the objects the compile creates.
 
-    A compile allocates millions of IR objects, and each full collection would also trace everything the process
-    held before (torch, the model, earlier graphs' programs): a sixth of a real-width compile's CPU time. Those are
-    frozen (out of the collector's reach, not freed) until the compile ends; the compile's own garbage is still
-    collected. A process that froze its objects itself keeps them frozen.
+    A compile allocates IR objects by the thousand, so the collector runs full collections during it, and each
+    would also trace everything the process held before (torch, the model, earlier graphs' programs): a tenth to a
+    fifth of a real-width compile's CPU time. Those are frozen (out of the collector's reach, not freed) until the
+    compile ends; the compile's own garbage is still collected. A process that froze its objects itself keeps
+    them frozen.
     """
     if gc.get_freeze_count():
         yield
