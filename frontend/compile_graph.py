@@ -18,12 +18,14 @@ every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neu
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,6 +161,26 @@ def reset_graph_names() -> None:
     _graph_counter = itertools.count()
 
 
+@contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """Keep the garbage collector's full collections during a compile to the objects the compile creates.
+
+    A compile allocates IR objects by the thousand, so the collector runs full collections during it, and each
+    would also trace everything the process held before (torch, the model, earlier graphs' programs): a tenth to a
+    fifth of a real-width compile's CPU time. Those are frozen (out of the collector's reach, not freed) until the
+    compile ends; the compile's own garbage is still collected. A process that froze its objects itself keeps
+    them frozen.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def compile_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
 ) -> Callable[[list[Any]], list[Any]]:
@@ -167,6 +189,13 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
+    with _older_objects_frozen():
+        return _compile_graph(graph_module, options, kind)
+
+
+def _compile_graph(
+    graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str
+) -> Callable[[list[Any]], list[Any]]:
     name = f"graph{next(_graph_counter)}_{kind}"
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
@@ -596,7 +625,6 @@ class CompiledGraph:
         if signature.assertions:
             signature.check_assertions(outputs)
         return signature.results([from_numpy(o) for o in outputs])
-
 
     def _arrays(self, arguments: list[Any]) -> list[Any]:
         """The arguments as NumPy arrays (`to_numpy`).

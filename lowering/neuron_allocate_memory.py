@@ -62,14 +62,24 @@ def _accumulates(alloc: neuron.AllocOp) -> bool:
     return False
 
 
-def live_intervals(
-    function: func.FuncOp, bank_bytes: int, tight_loops: frozenset[scf.ForOp] = frozenset()
-) -> list[_Interval]:
-    """Program-order live ranges of the on-chip allocations of a function; `bank_bytes` is the PSUM bank size.
+@dataclass(frozen=True)
+class _Lifetime:
+    """An on-chip alloc's live range before any body is tightened: from its alloc to its last use (extended to the
+    end of each loop that uses it without allocating it), and the loop body it is allocated in, if any."""
 
-    A buffer allocated directly in the body of a loop lives for the whole body unless that loop is in
-    `tight_loops` (see the module docstring).
-    """
+    alloc: neuron.AllocOp
+    memory: Memory
+    start: int
+    end: int
+    size: int
+    body: tuple[int, int] | None  # (start, end) of the loop the alloc is directly in
+    loop: scf.ForOp | None
+
+
+def _lifetimes(function: func.FuncOp, bank_bytes: int) -> list[_Lifetime]:
+    """The lifetimes of a function's on-chip allocations in program order; `bank_bytes` is the PSUM bank size.
+
+    Computed once per function: tightening a loop body only changes which of them `_intervals` extends."""
     position: dict[Operation, int] = {}
     loop_end: dict[Operation, int] = {}  # a loop's last position (its start is its own position)
     counter = 0
@@ -89,9 +99,12 @@ def live_intervals(
     for op in function.body.block.ops:
         number(op)
 
-    intervals = []
+    lifetimes = []
     for op in function.body.walk():
-        if not isinstance(op, neuron.AllocOp) or op.memory is Memory.HBM:
+        if not isinstance(op, neuron.AllocOp):
+            continue
+        memory = op.memory
+        if memory is Memory.HBM:
             continue
         end = position[op]
         for use in op.buffer.uses:
@@ -104,14 +117,27 @@ def live_intervals(
                     point = max(point, loop_end[ancestor])
                 ancestor = ancestor.parent_op()
             end = max(end, point)
-        start = position[op]
         enclosing = op.parent_op()
-        if isinstance(enclosing, scf.ForOp) and enclosing not in tight_loops:
-            start, end = min(start, position[enclosing]), max(end, loop_end[enclosing])
+        loop = enclosing if isinstance(enclosing, scf.ForOp) else None
+        body = (position[loop], loop_end[loop]) if loop is not None else None
         size = op.row_bytes()
-        if op.memory is Memory.PSUM and _accumulates(op):
+        if memory is Memory.PSUM and _accumulates(op):
             size = _align(size, bank_bytes)  # one accumulation group per bank [nki-arch-trn1]
-        intervals.append(_Interval(op, start, end, size))
+        lifetimes.append(_Lifetime(op, memory, position[op], end, size, body, loop))
+    return lifetimes
+
+
+def _intervals(lifetimes: list[_Lifetime], memory: Memory, tight_loops: frozenset[scf.ForOp]) -> list[_Interval]:
+    """The live ranges in `memory`: a buffer allocated directly in the body of a loop lives for the whole body
+    unless that loop is in `tight_loops` (see the module docstring)."""
+    intervals = []
+    for lifetime in lifetimes:
+        if lifetime.memory is not memory:
+            continue
+        start, end = lifetime.start, lifetime.end
+        if lifetime.body is not None and lifetime.loop not in tight_loops:
+            start, end = min(start, lifetime.body[0]), max(end, lifetime.body[1])
+        intervals.append(_Interval(lifetime.alloc, start, end, lifetime.size))
     return intervals
 
 
@@ -195,12 +221,12 @@ def _loop_to_tighten(failure: _OutOfMemory, tight: frozenset[scf.ForOp]) -> scf.
 
 
 def allocate_on_chip(
-    function: func.FuncOp, memory: Memory, capacity: int, alignment: int, target: Target, bank: int | None = None
+    lifetimes: list[_Lifetime], memory: Memory, capacity: int, alignment: int, target: Target, bank: int | None = None
 ) -> None:
     """Addresses for the function's buffers in one on-chip memory, tightening loop bodies until they fit."""
     tight: frozenset[scf.ForOp] = frozenset()
     while True:
-        intervals = [i for i in live_intervals(function, target.psum_bank_bytes, tight) if i.alloc.memory is memory]
+        intervals = _intervals(lifetimes, memory, tight)
         try:
             addresses = _place(intervals, capacity, alignment, bank)
         except _OutOfMemory as failure:
@@ -230,9 +256,10 @@ class NeuronAllocateMemoryPass(ModulePass):
             if function.is_declaration:
                 continue
             alignment = target.on_chip_alignment_bytes
-            allocate_on_chip(function, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)
+            lifetimes = _lifetimes(function, target.psum_bank_bytes)
+            allocate_on_chip(lifetimes, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)
             allocate_on_chip(
-                function, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
+                lifetimes, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
             )
             next_hbm = 0
             for alloc in function.body.walk():

@@ -60,6 +60,7 @@ FootprintKey = tuple[
 
 _INT32 = 2**31  # scalar registers hold two's-complement 32-bit values (runtime/isa.py wrap32)
 _SEARCH_BUDGET = 256  # candidate values the overlap search may try before it answers "conflict"
+_SCAN_ALL = 48  # records of a kind few enough that a query visits them all instead of looking in the index
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Footprint:
     full_high: float
     exact: bool  # the footprint is exactly the bytes [low, high) (no inductions, dense, offset known)
     depth: int  # 1 + nesting depth of the deepest loop among `terms`; 0 without terms
+    bucket: tuple[int, int] | None  # (level, bucket) of the hull in `Records`' index; None when it is unbounded
 
 
 # Records of accesses, grouped by what can conflict: the memory and (for HBM) the buffer. Within a group, reads
@@ -102,13 +104,72 @@ class Footprint:
 # be the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins),
 # so the records stay as few as the distinct accesses, however long the program.
 RecordKey = tuple[QueueKey, Footprint, tuple[int, ...]]
-Records = dict[RecordKey, tuple[int, int]]
+
+
+class Records:
+    """Records of one kind (reads or writes) of a group, indexed by the byte range of their footprints' hulls.
+
+    `entries` maps each record to its (sequence number, instruction id). The index lets a query visit only the
+    records whose hull `[full_low, full_high)` may overlap the query's, instead of every record of the group: a
+    record whose hull is at most 2**level bytes long sits at that level in the bucket `full_low >> level`, so the
+    records overlapping `[low, high)` at a level are in the buckets from `(low - 2**level + 1) >> level` to
+    `(high - 1) >> level`. Records with an unbounded hull (a loop without constant bounds) are always visited.
+    """
+
+    __slots__ = ("entries", "levels", "unbounded")
+
+    def __init__(self) -> None:
+        self.entries: dict[RecordKey, tuple[int, int]] = {}
+        self.levels: dict[int, dict[int, set[RecordKey]]] = {}
+        self.unbounded: set[RecordKey] = set()
+
+    def set(self, key: RecordKey, entry: tuple[int, int]) -> None:
+        if key not in self.entries:
+            bucket = key[1].bucket
+            if bucket is None:
+                self.unbounded.add(key)
+            else:
+                level, number = bucket
+                self.levels.setdefault(level, {}).setdefault(number, set()).add(key)
+        self.entries[key] = entry
+
+    def remove(self, key: RecordKey) -> None:
+        del self.entries[key]
+        bucket = key[1].bucket
+        if bucket is None:
+            self.unbounded.discard(key)
+            return
+        level, number = bucket
+        buckets = self.levels[level]
+        keys = buckets[number]
+        keys.discard(key)
+        if not keys:
+            del buckets[number]
+
+    def overlapping(self, footprint: Footprint) -> list[RecordKey]:
+        """The records whose hulls may overlap `footprint`'s (a superset of those that do), in no order."""
+        if footprint.bucket is None or len(self.entries) <= _SCAN_ALL:
+            return list(self.entries)
+        low, high = int(footprint.full_low), int(footprint.full_high)
+        found = list(self.unbounded)
+        for level, buckets in self.levels.items():
+            first, last = (low - (1 << level) + 1) >> level, (high - 1) >> level
+            if last - first >= len(buckets):  # fewer buckets in use than in the range: look at each
+                for number, keys in buckets.items():
+                    if first <= number <= last:
+                        found.extend(keys)
+            else:
+                for number in range(first, last + 1):
+                    keys = buckets.get(number)
+                    if keys:
+                        found.extend(keys)
+        return found
 
 
 @dataclass
 class _Group:
-    reads: Records = field(default_factory=dict)
-    writes: Records = field(default_factory=dict)
+    reads: Records = field(default_factory=Records)
+    writes: Records = field(default_factory=Records)
 
 
 @dataclass
@@ -264,6 +325,11 @@ class _State:
             expected = step * num
         extra_low, extra_high = self.bounds((0, tuple((loop, c) for loop, c in terms)))
         depth = 1 + max((self.depth_of[loop] for loop, _ in terms), default=-1)
+        bucket = None
+        if extra_low != float("-inf") and extra_high != float("inf"):
+            full_low = base + int(extra_low)
+            level = (high + int(extra_high) - full_low - 1).bit_length()
+            bucket = level, full_low >> level
         return Footprint(
             memory=memory,
             buffer=owner,
@@ -279,6 +345,7 @@ class _State:
             full_high=high + extra_high,
             exact=dense and exact_offset and not terms,
             depth=depth,
+            bucket=bucket,
         )
 
     # ---- conflicts ---------------------------------------------------------------------------------------------
@@ -343,14 +410,15 @@ class _State:
         for group in self.groups.values():
             for name in ("reads", "writes"):
                 records: Records = getattr(group, name)
-                if not any(len(key[2]) > depth for key in records):
-                    continue
-                merged: Records = {}
-                for (queue, footprint, passes), entry in records.items():
-                    key = (queue, footprint, passes[:depth])
-                    if key not in merged or merged[key][0] < entry[0]:
-                        merged[key] = entry
-                setattr(group, name, merged)
+                inside = [key for key in records.entries if len(key[2]) > depth]
+                for key in inside:
+                    entry = records.entries[key]
+                    records.remove(key)
+                    queue, footprint, passes = key
+                    merged = (queue, footprint, passes[:depth])
+                    known = records.entries.get(merged)
+                    if known is None or known[0] < entry[0]:
+                        records.set(merged, entry)
 
 
 def _combine(lhs: Affine, lhs_scale: int, rhs: Affine, rhs_scale: int) -> Affine:
@@ -411,6 +479,10 @@ def _solvable(terms: list[tuple[int, int, int]], low: int, high: int) -> bool:
     return search(0, low, high)
 
 
+def _sequence_of(candidate: tuple[tuple[int, int], RecordKey]) -> int:
+    return candidate[0][0]
+
+
 def _queue_of(op: InstructionOp) -> QueueKey:
     engine = op.engine_kind
     return (engine.value, op.queue.value.data if engine is Engine.DMA and op.queue is not None else 0)
@@ -431,10 +503,11 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
     latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
 
     def wait_for(records: Records, footprint: Footprint) -> None:
+        entries = records.entries
+        candidates = [(entries[key], key) for key in records.overlapping(footprint) if key[0] != queue]
         # newest first: once a queue has a conflicting record, its older ones need no test
-        for (record_queue, record_footprint, passes), (sequence, instruction_id) in reversed(records.items()):
-            if record_queue == queue:
-                continue
+        candidates.sort(key=_sequence_of, reverse=True)
+        for (sequence, instruction_id), (record_queue, record_footprint, passes) in candidates:
             known = latest.get(record_queue)
             if known is not None and known[0] >= sequence:
                 continue  # a later instruction of that queue is waited on already
@@ -457,22 +530,20 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
         for records in (group.reads, group.writes):
             covered = [
                 key
-                for key in records
+                for key in records.overlapping(footprint)
                 if footprint.low <= key[1].full_low
                 and key[1].full_high <= footprint.high
                 and footprint.p_low <= key[1].p_low
                 and key[1].p_high <= footprint.p_high
             ]
             for key in covered:
-                del records[key]
+                records.remove(key)
     for footprints, writing in ((reads, False), (writes, True)):
         for footprint in footprints:
             group = state.group(footprint)
             records = group.writes if writing else group.reads
-            key = (queue, footprint, tuple(state.passes[: footprint.depth]))
-            records.pop(key, None)  # re-inserted last: iteration follows the sequence
             state.sequence += 1
-            records[key] = (state.sequence, own_id)
+            records.set((queue, footprint, tuple(state.passes[: footprint.depth])), (state.sequence, own_id))
 
 
 def _visit(block: Block, state: _State, waits: dict[InstructionOp, set[int]]) -> None:

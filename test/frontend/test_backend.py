@@ -392,3 +392,22 @@ def test_parameters_updated_in_place_or_replaced_are_seen_by_the_next_call():
         assert_close_to_torch(compiled(x), model(x))
         model.bias.add_(1.0)
         assert_close_to_torch(compiled(x), model(x))
+
+
+def test_compile_freezes_older_objects_and_restores_the_collector() -> None:
+    import gc
+
+    from neuron_mlir.frontend.compile_graph import _older_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _older_objects_frozen():
+        assert gc.get_freeze_count() > 0  # what existed before the compile is out of the collector's reach
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a process that froze its own objects keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with _older_objects_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -166,3 +166,67 @@ def test_random_loop_nests_have_no_race(seed: int) -> None:
     program = build_program(module, "main")
     data = np.random.default_rng(seed).standard_normal((_HBM_ROWS, _HBM_COLUMNS)).astype(np.float32)
     run_program(program, [data], check_races=True)  # raises RaceError on an unordered conflicting pair
+
+
+def _waits(module: object) -> list[tuple[int, tuple[int, ...]]]:
+    from neuron_mlir.ir.dialects.neuron import InstructionOp
+
+    found = []
+    for op in module.walk():  # type: ignore[attr-defined]
+        if isinstance(op, InstructionOp):
+            waits = op.properties.get("waits")
+            found.append((op.properties["id"].value.data, tuple(waits.get_values()) if waits is not None else ()))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_record_index_picks_the_waits_a_full_scan_picks(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index only narrows which records are tested: with every query going through it (no group is small
+    # enough to be scanned whole), the waits are the ones found by testing every record.
+    from neuron_mlir.lowering import neuron_insert_sync
+
+    results = []
+    for scan_all in (10**9, 0):
+        monkeypatch.setattr(neuron_insert_sync, "_SCAN_ALL", scan_all)
+        ctx = make_context()
+        module = Parser(ctx, _random_program(seed)).parse_module()
+        NeuronInsertSyncPass().apply(ctx, module)
+        results.append(_waits(module))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_record_index_returns_every_overlapping_record(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuron_mlir.lowering import neuron_insert_sync
+    from neuron_mlir.lowering.neuron_insert_sync import Records, _State
+    from neuron_mlir.runtime.hardware import Memory
+
+    monkeypatch.setattr(neuron_insert_sync, "_SCAN_ALL", 0)  # every query through the index
+
+    rng = random.Random(seed)
+    state = _State()
+
+    def footprint() -> (
+        neuron_insert_sync.Footprint
+    ):  # a dense or strided access of 1 to 4 byte elements somewhere in 64 KiB
+        size = rng.choice([1, 2, 4])
+        dims = tuple(
+            sorted(((rng.randint(1, 600) * size, rng.randint(2, 40)) for _ in range(rng.randint(0, 2))), reverse=True)
+        )
+        key = (Memory.SBUF, None, 0, 1, rng.randint(-100, 65536), size, dims, (), True)
+        return state._make(key, exact_offset=True)
+
+    records = Records()
+    kept = []
+    for sequence in range(300):
+        key = (("vector", 0), footprint(), ())
+        records.set(key, (sequence, sequence))
+        kept.append(key)
+        if rng.random() < 0.3:
+            records.remove(kept.pop(rng.randrange(len(kept))))
+        query = footprint()
+        expected = {k for k in kept if k[1].full_low < query.full_high and query.full_low < k[1].full_high}
+        found = records.overlapping(query)
+        assert expected <= set(found)
+        assert len(found) == len(set(found))
+        assert set(found) <= set(kept)
