@@ -225,6 +225,22 @@ func.func @extract_too_wide(%x: !tile.tile<128x2x40xbf16, sbuf>, %i: index) {
 
 // -----
 
+func.func @extract_steps_too_wide(%x: !tile.tile<64x9x33xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i, %i] {steps = array<i64: 2, 3>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x12xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: the window !tile.tile<64x4x12xbf16, sbuf> (steps [2, 3]) does not fit in the trailing free dimensions of !tile.tile<64x9x33xbf16, sbuf>
+
+// -----
+
+func.func @extract_steps_count(%x: !tile.tile<64x9x33xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i, %i] {steps = array<i64: 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x12xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: steps [2] must give one positive step per free dimension of !tile.tile<64x4x12xbf16, sbuf>
+
+// -----
+
 func.func @extract_rank(%x: !tile.tile<64x40xbf16, sbuf>, %i: index) {
   %w = tile.extract %x[%i] : !tile.tile<64x40xbf16, sbuf> -> !tile.tile<64x2x20xbf16, sbuf>
   func.return

@@ -296,6 +296,16 @@ func.func @windows(%rows: !tile.tile<40x256xbf16, sbuf>, %t: index) -> !tile.til
   func.return %i : !tile.tile<128x2x40xbf16, sbuf>
 }
 
+// A strided window: every second column of a band, from column 1 (a stride-2 convolution's tap)
+// CHECK-LABEL: func.func @strided_window
+func.func @strided_window(%band: !tile.tile<64x9x33xbf16, sbuf>) -> !tile.tile<64x4x16xbf16, sbuf> {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  // CHECK: tile.extract %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x16xbf16, sbuf>
+  %tap = tile.extract %band[%c1, %c2] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x16xbf16, sbuf>
+  func.return %tap : !tile.tile<64x4x16xbf16, sbuf>
+}
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows
