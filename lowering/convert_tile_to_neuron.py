@@ -429,7 +429,10 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
     if buffer not in conv.insert_engines:
         engines = (Engine.VECTOR, Engine.SCALAR)
         conv.insert_engines[buffer] = engines[len(conv.insert_engines) % len(engines)]
-    accesses = {"dst": _window(em, full_access(buffer), value, op.indices), "src": conv.access(op.value)}
+    accesses = {
+        "dst": _window(em, full_access(buffer), value, op.indices, op.step_values()),
+        "src": conv.access(op.value),
+    }
     conv.emit(em, neuron.TensorCopyOp, conv.insert_engines[buffer], accesses)
 
 

@@ -398,7 +398,10 @@ class MatmulOp(IRDLOperation):
 
 @irdl_op_definition
 class TransposeOp(IRDLOperation):
-    """Transpose a 2-d tile on TensorE (matmul against an identity): `[P, F]` -> `[F, P]` in PSUM.
+    """Transpose a tile on TensorE (matmul against an identity): `[P, F]` -> `[F, P]` in PSUM.
+
+    A tile with several free dimensions transposes as the [P, F] matrix of its flattened free axes (row-major),
+    so a window of a band ([P, rows, columns]) becomes [rows * columns, P] in one pass.
 
     ```mlir
     %t = tile.transpose %x : !tile.tile<37x128xf32, sbuf> -> !tile.tile<128x37xf32, psum>
@@ -415,14 +418,14 @@ class TransposeOp(IRDLOperation):
 
     def __init__(self, value: SSAValue):
         source = _tile(value)
-        p, f = source.get_shape()
+        p, f = source.partitions, source.free_size
         super().__init__(operands=[value], result_types=[TileType((f, p), source.element_type, Memory.PSUM)])
 
     def verify_(self) -> None:
         source, result = _tile(self.input), _tile(self.result)
-        if len(source.get_shape()) != 2:
-            raise _error(self, f"only 2-d tiles transpose, got {source.get_shape()}")
-        p, f = source.get_shape()
+        if len(source.get_shape()) < 2:
+            raise _error(self, f"a transposed tile has a free dimension, got {source.get_shape()}")
+        p, f = source.partitions, source.free_size
         if result.get_shape() != (f, p) or result.memory is not Memory.PSUM:
             raise _error(self, f"result must be [{f}, {p}] in psum, got {result}")
         if f > target_of(self).partitions or p > target_of(self).matmul_max_moving_free:
@@ -537,7 +540,8 @@ class ExtractOp(IRDLOperation):
 
 @irdl_op_definition
 class InsertOp(IRDLOperation):
-    """`dest` with the window at `indices` (as tile.extract defines it) replaced by `value`, cast to dest's type.
+    """`dest` with the window at `indices` (as tile.extract defines it, `steps` included) replaced by `value`, cast
+    to dest's type.
 
     The value may come from PSUM (an evacuation into a slice of an SBUF tile). When `dest` has no other use
     the update happens in place.
@@ -554,12 +558,25 @@ class InsertOp(IRDLOperation):
     dest = operand_def(T)
     indices = var_operand_def(IndexType)
     result = result_def(T)
+    steps = opt_prop_def(DenseArrayBase)
 
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
 
-    def __init__(self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue]):
-        super().__init__(operands=[value, dest, indices], result_types=[dest.type])
+    def __init__(
+        self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], steps: Sequence[int] | None = None
+    ):
+        props = {}
+        if steps is not None and any(step != 1 for step in steps):
+            props["steps"] = DenseArrayBase.from_list(i64, list(steps))
+        super().__init__(operands=[value, dest, indices], result_types=[dest.type], properties=props)
+
+    def step_values(self) -> tuple[int, ...]:
+        """The step of each free dimension of the value inside `dest` (1 unless `steps` says otherwise)."""
+        if self.steps is None:
+            return (1,) * (len(_tile(self.value).get_shape()) - 1)
+        return tuple(int(step) for step in self.steps.get_values())
 
     def verify_(self) -> None:
         value, dest, result = _tile(self.value), _tile(self.dest), _tile(self.result)
@@ -567,7 +584,7 @@ class InsertOp(IRDLOperation):
             raise _error(self, f"the result type {result} differs from the destination's {dest}")
         if dest.memory is not Memory.SBUF:
             raise _error(self, f"tiles are inserted into SBUF tiles, got {dest}")
-        _check_window(self, dest, value, self.indices, "the value")
+        _check_window(self, dest, value, self.indices, "the value", self.step_values())
 
 
 class _ElementwiseOp(IRDLOperation):

@@ -115,7 +115,8 @@ def _matmul(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
 
 
 def _transpose(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
-    return [np.ascontiguousarray(args[0].T)]
+    source = args[0]
+    return [np.ascontiguousarray(source.reshape(source.shape[0], -1).T)]
 
 
 def _empty(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -151,9 +152,10 @@ def _extract(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> l
 
 
 def _insert(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.InsertOp)
     value, dest, *indices = args
     result = np.array(dest)
-    result[_window(dest.shape, value.shape, indices)] = alu.cast(value, result.dtype)
+    result[_window(dest.shape, value.shape, indices, op.step_values())] = alu.cast(value, result.dtype)
     return [result]
 
 

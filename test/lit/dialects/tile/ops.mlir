@@ -306,6 +306,18 @@ func.func @strided_window(%band: !tile.tile<64x9x33xbf16, sbuf>) -> !tile.tile<6
   func.return %tap : !tile.tile<64x4x16xbf16, sbuf>
 }
 
+// A strided insert spreads a tile over every second element (zero insertion); a band window transposes as the
+// matrix of its flattened free axes
+// CHECK-LABEL: func.func @strided_insert_and_transpose
+func.func @strided_insert_and_transpose(%go: !tile.tile<7x4x5xf32, sbuf>, %zeros: !tile.tile<7x7x9xf32, sbuf>) -> (!tile.tile<7x7x9xf32, sbuf>, !tile.tile<20x7xf32, psum>) {
+  %c0 = arith.constant 0 : index
+  // CHECK: tile.insert %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  %spread = tile.insert %go, %zeros[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  // CHECK: tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+  %t = tile.transpose %go : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+  func.return %spread, %t : !tile.tile<7x7x9xf32, sbuf>, !tile.tile<20x7xf32, psum>
+}
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows
