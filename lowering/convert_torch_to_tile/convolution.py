@@ -431,6 +431,50 @@ RESIDENT_CHANNEL_TILES = 16
 UNROLL_TILES = 4
 
 
+def _fold_nest_unrolled(
+    em: LoopNestBuilder,
+    dims: Sequence[tuple[int, int]],
+    factor: int,
+    body: Callable[[LoopNestBuilder, list[Index], list[int], SSAValue | None], SSAValue],
+) -> SSAValue:
+    """`fold_nest(em, dims, body)` with the innermost level of two or more full tiles unrolled `factor` times,
+    so that the loads of consecutive steps are separate instructions (different DMA queues and buffers) issued
+    ahead of the accumulation chain."""
+    level = next((i for i in reversed(range(len(dims))) if dims[i][0] // dims[i][1] >= 2), None)
+    if level is None or factor <= 1:
+        return fold_nest(em, dims, body)
+    outer, (extent, size), inner = list(dims[:level]), dims[level], list(dims[level + 1 :])
+    full, remainder = divmod(extent, size)
+    trips, left = divmod(full, factor)
+
+    def at(
+        e: LoopNestBuilder, offsets: list[Index], sizes: list[int], offset: Index, tile_size: int, acc: SSAValue | None
+    ) -> SSAValue:
+        return fold_nest(
+            e, inner, lambda e2, o2, s2, a: body(e2, [*offsets, offset, *o2], [*sizes, tile_size, *s2], a), acc
+        )
+
+    def unrolled(e: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+        def copies(e2: LoopNestBuilder, base: Index, _: int, carried: SSAValue | None) -> SSAValue:
+            for j in range(factor):
+                carried = at(e2, offsets, sizes, e2.add(base, j * size), size, carried)
+            assert carried is not None
+            return carried
+
+        if trips:
+            acc = fold_nest(
+                e, [(trips * factor * size, factor * size)], lambda e2, o, s, a: copies(e2, o[0], s[0], a), acc
+            )
+        for j in range(left):
+            acc = at(e, offsets, sizes, (trips * factor + j) * size, size, acc)
+        if remainder:
+            acc = at(e, offsets, sizes, full * size, remainder, acc)
+        assert acc is not None
+        return acc
+
+    return fold_nest(em, outer, unrolled)
+
+
 def _for_tiles_unrolled(
     em: LoopNestBuilder, extent: int, size: int, factor: int, body: Callable[[LoopNestBuilder, Index, int], None]
 ) -> None:
@@ -1379,7 +1423,7 @@ def emit_banded_weight_gradient(
 
         nest = [(batch, 1), *((o, 1) for o in lead)]
         nest += [(out_spatial[-2], rows), (out_spatial[-1], columns)] if rank >= 2 else [(out_spatial[-1], columns)]
-        product = fold_nest(e, nest, position_tile)
+        product = _fold_nest_unrolled(e, nest, UNROLL_TILES, position_tile)
         _store(e, to_sbuf(e, product, out_element_type), gw_rows, [co_global, e.mul(ci0, taps)], (0, 1))
 
     em.for_each(
