@@ -22,6 +22,10 @@ small multiple of eager bf16's own error (`golden_mismatch`).
 
     kernels and their backward     >= 60% of the roofline
     one real-width layer, training >= 40% of the roofline
+
+The convolution cases (`conv ...`, `resnet ...`, `convnext ...`) are the strided convolutions of real-width
+vision and speech models at their own shapes, each forward alone and as a training step; both aim at 60% of
+the roofline.
 """
 
 from __future__ import annotations
@@ -199,6 +203,33 @@ def _attention() -> tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...]]
     return (lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)), (q, k, v)
 
 
+def _conv(
+    module: torch.nn.Module, input_shape: tuple[int, ...]
+) -> Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]:
+    """A convolution of a real-width model at its own shape (bf16). A stem's input is the image, which takes no
+    gradient; a later layer's input does."""
+
+    def build() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+        torch.manual_seed(0)
+        image = input_shape[1] == 3
+        return module.to(BF16), (torch.randn(*input_shape, dtype=BF16, requires_grad=not image),)
+
+    return build
+
+
+# The strided convolutions of real-width vision and speech models: ViT-B/16's patch embedding, whisper-small's
+# second conv, ResNet-50's stem and downsampling convs, ConvNeXt-T's stem and downsampling layer.
+CONVOLUTIONS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
+    "conv patch embed 16x16 s16 3->768": (lambda: torch.nn.Conv2d(3, 768, 16, 16), (2, 3, 224, 224)),
+    "conv1d stride 2 768 x3000": (lambda: torch.nn.Conv1d(768, 768, 3, stride=2, padding=1), (1, 768, 3000)),
+    "resnet stem 7x7 s2 3->64": (lambda: torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False), (2, 3, 224, 224)),
+    "resnet 3x3 s2 256 28x28": (lambda: torch.nn.Conv2d(256, 256, 3, 2, 1, bias=False), (2, 256, 28, 28)),
+    "resnet 1x1 s2 512->1024": (lambda: torch.nn.Conv2d(512, 1024, 1, 2, bias=False), (2, 512, 28, 28)),
+    "convnext stem 4x4 s4 3->96": (lambda: torch.nn.Conv2d(3, 96, 4, 4), (2, 3, 224, 224)),
+    "convnext down 2x2 s2 96->192": (lambda: torch.nn.Conv2d(96, 192, 2, 2), (2, 96, 56, 56)),
+}
+
+
 CASES: dict[str, Case] = {
     "matmul 4096x4096x4096": Case(
         lambda: (lambda a, b: a @ b, (torch.randn(4096, 4096, dtype=BF16), torch.randn(4096, 4096, dtype=BF16))),
@@ -238,6 +269,11 @@ CASES: dict[str, Case] = {
     "GPT-2 block train 1x512": Case(_gpt2_block(training=True), "roofline", 0.40, True),
     "Llama-3.2-1B layer train 1x256": Case(_llama_layer, "roofline", 0.40, True),
     "ViT-B/16 layer train 2x197": Case(_vit_layer, "roofline", 0.40, True),
+    **{
+        f"{name}{' train' if training else ''}": Case(_conv(module(), shape), "roofline", 0.60, training)
+        for name, (module, shape) in CONVOLUTIONS.items()
+        for training in (False, True)
+    },
 }
 
 

@@ -351,10 +351,18 @@ def _transpose(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(em, neuron.MatmulOp, Engine.TENSOR, accesses, {"is_transpose": IntegerAttr(1, i1)})
 
 
-def _window(em: LoopNestBuilder, whole: Access, part: TileType, indices: Sequence[SSAValue]) -> Access:
-    """The access of the tile.extract / tile.insert window of `part`'s shape at `indices` inside `whole`."""
+def _window(
+    em: LoopNestBuilder,
+    whole: Access,
+    part: TileType,
+    indices: Sequence[SSAValue],
+    steps: Sequence[int] | None = None,
+) -> Access:
+    """The access of the tile.extract / tile.insert window of `part`'s shape at `indices` inside `whole`, each kept
+    dimension taking every `steps`-th element."""
     buffer, pattern, dynamic = whole
     free = part.get_shape()[1:]
+    steps = [1] * len(free) if steps is None else list(steps)
     dims = pattern.dims
     static = pattern.offset.data
     offset: Index = dynamic if dynamic is not None else 0
@@ -364,7 +372,10 @@ def _window(em: LoopNestBuilder, whole: Access, part: TileType, indices: Sequenc
             static += constant * step
         else:
             offset = em.add(offset, em.mul(index, step))
-    kept = [(step, extent) for (step, _), extent in zip(dims[len(dims) - len(free) :], free, strict=True)]
+    kept = [
+        (step * every, extent)
+        for (step, _), extent, every in zip(dims[len(dims) - len(free) :], free, steps, strict=True)
+    ]
     window = AccessPatternAttr(kept, static, pattern.partition_start.data, part.partitions)
     return buffer, window, em.index(offset) if isinstance(offset, SSAValue) else None
 
@@ -391,7 +402,7 @@ def _extract(conv: _FunctionConversion, op: Operation) -> None:
     em = conv.emitter(op)
     result = op.result.type
     assert isinstance(result, TileType)
-    window = _window(em, conv.access(op.source), result, op.indices)
+    window = _window(em, conv.access(op.source), result, op.indices, op.step_values())
     if all(_reads_windows(use.operation, use.index) for use in op.result.uses):
         conv.windows[op.result] = window
         return
@@ -418,7 +429,10 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
     if buffer not in conv.insert_engines:
         engines = (Engine.VECTOR, Engine.SCALAR)
         conv.insert_engines[buffer] = engines[len(conv.insert_engines) % len(engines)]
-    accesses = {"dst": _window(em, full_access(buffer), value, op.indices), "src": conv.access(op.value)}
+    accesses = {
+        "dst": _window(em, full_access(buffer), value, op.indices, op.step_values()),
+        "src": conv.access(op.value),
+    }
     conv.emit(em, neuron.TensorCopyOp, conv.insert_engines[buffer], accesses)
 
 

@@ -398,7 +398,10 @@ class MatmulOp(IRDLOperation):
 
 @irdl_op_definition
 class TransposeOp(IRDLOperation):
-    """Transpose a 2-d tile on TensorE (matmul against an identity): `[P, F]` -> `[F, P]` in PSUM.
+    """Transpose a tile on TensorE (matmul against an identity): `[P, F]` -> `[F, P]` in PSUM.
+
+    A tile with several free dimensions transposes as the [P, F] matrix of its flattened free axes (row-major),
+    so a window of a band ([P, rows, columns]) becomes [rows * columns, P] in one pass.
 
     ```mlir
     %t = tile.transpose %x : !tile.tile<37x128xf32, sbuf> -> !tile.tile<128x37xf32, psum>
@@ -415,14 +418,14 @@ class TransposeOp(IRDLOperation):
 
     def __init__(self, value: SSAValue):
         source = _tile(value)
-        p, f = source.get_shape()
+        p, f = source.partitions, source.free_size
         super().__init__(operands=[value], result_types=[TileType((f, p), source.element_type, Memory.PSUM)])
 
     def verify_(self) -> None:
         source, result = _tile(self.input), _tile(self.result)
-        if len(source.get_shape()) != 2:
-            raise _error(self, f"only 2-d tiles transpose, got {source.get_shape()}")
-        p, f = source.get_shape()
+        if len(source.get_shape()) < 2:
+            raise _error(self, f"a transposed tile has a free dimension, got {source.get_shape()}")
+        p, f = source.partitions, source.free_size
         if result.get_shape() != (f, p) or result.memory is not Memory.PSUM:
             raise _error(self, f"result must be [{f}, {p}] in psum, got {result}")
         if f > target_of(self).partitions or p > target_of(self).matmul_max_moving_free:
@@ -452,7 +455,14 @@ class EmptyOp(IRDLOperation):
         _check_partitions(self, _tile(self.result), "the tile")
 
 
-def _check_window(op: Operation, whole: TileType, part: TileType, indices: Sequence[SSAValue], what: str) -> None:
+def _check_window(
+    op: Operation,
+    whole: TileType,
+    part: TileType,
+    indices: Sequence[SSAValue],
+    what: str,
+    steps: Sequence[int] | None = None,
+) -> None:
     """The slice rule shared by tile.extract and tile.insert (see ExtractOp)."""
     whole_free, part_free = whole.get_shape()[1:], part.get_shape()[1:]
     if len(indices) != len(whole_free):
@@ -461,9 +471,14 @@ def _check_window(op: Operation, whole: TileType, part: TileType, indices: Seque
         raise _error(op, f"{what} {part} has more free dimensions than {whole}")
     if part.partitions > whole.partitions:
         raise _error(op, f"{what} {part} has more partitions than {whole}")
+    steps = [1] * len(part_free) if steps is None else list(steps)
+    if len(steps) != len(part_free) or any(step < 1 for step in steps):
+        raise _error(op, f"steps {steps} must give one positive step per free dimension of {part}")
     trailing = whole_free[len(whole_free) - len(part_free) :]
-    if any(p > w for p, w in zip(part_free, trailing, strict=True)):
-        raise _error(op, f"{what} {part} does not fit in the trailing free dimensions of {whole}")
+    spans = [(p - 1) * step + 1 if p else 0 for p, step in zip(part_free, steps, strict=True)]
+    if any(span > w for span, w in zip(spans, trailing, strict=True)):
+        stepped = f" (steps {steps})" if any(step != 1 for step in steps) else ""
+        raise _error(op, f"{what} {part}{stepped} does not fit in the trailing free dimensions of {whole}")
 
 
 @irdl_op_definition
@@ -475,8 +490,15 @@ class ExtractOp(IRDLOperation):
     index. Indices may be loop values, so a tile kept on chip can be walked without copying: the window is read
     in place by the ops that use it.
 
+    `steps` (one per free dimension of the result, 1 when absent) takes every step-th element of a kept
+    dimension from its index on: element i of that dimension is source element index + i * step. An access
+    pattern walks it like any other window, so a strided convolution's kernel tap reads its positions from an
+    input band loaded whole.
+
     ```mlir
     %blk = tile.extract %at[%k, %c0] : !tile.tile<128x32x128xbf16, sbuf> -> !tile.tile<128x128xbf16, sbuf>
+    %tap = tile.extract %band[%c1, %c2] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf>
+                                                                      -> !tile.tile<64x4x16xbf16, sbuf>
     ```
     """
 
@@ -485,23 +507,41 @@ class ExtractOp(IRDLOperation):
     source = operand_def(TileType)
     indices = var_operand_def(IndexType)
     result = result_def(TileType)
+    steps = opt_prop_def(DenseArrayBase)
 
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
 
-    def __init__(self, source: SSAValue, indices: Sequence[SSAValue], result_type: TileType):
-        super().__init__(operands=[source, indices], result_types=[result_type])
+    def __init__(
+        self,
+        source: SSAValue,
+        indices: Sequence[SSAValue],
+        result_type: TileType,
+        steps: Sequence[int] | None = None,
+    ):
+        props = {}
+        if steps is not None and any(step != 1 for step in steps):
+            props["steps"] = DenseArrayBase.from_list(i64, list(steps))
+        super().__init__(operands=[source, indices], result_types=[result_type], properties=props)
+
+    def step_values(self) -> tuple[int, ...]:
+        """The step of each free dimension of the result (1 unless `steps` says otherwise)."""
+        if self.steps is None:
+            return (1,) * (len(_tile(self.result).get_shape()) - 1)
+        return tuple(int(step) for step in self.steps.get_values())
 
     def verify_(self) -> None:
         source, result = _tile(self.source), _tile(self.result)
         if source.element_type != result.element_type or source.memory is not result.memory:
             raise _error(self, f"a window keeps the element type and memory of {source}, got {result}")
-        _check_window(self, source, result, self.indices, "the window")
+        _check_window(self, source, result, self.indices, "the window", self.step_values())
 
 
 @irdl_op_definition
 class InsertOp(IRDLOperation):
-    """`dest` with the window at `indices` (as tile.extract defines it) replaced by `value`, cast to dest's type.
+    """`dest` with the window at `indices` (as tile.extract defines it, `steps` included) replaced by `value`, cast
+    to dest's type.
 
     The value may come from PSUM (an evacuation into a slice of an SBUF tile). When `dest` has no other use
     the update happens in place.
@@ -518,12 +558,25 @@ class InsertOp(IRDLOperation):
     dest = operand_def(T)
     indices = var_operand_def(IndexType)
     result = result_def(T)
+    steps = opt_prop_def(DenseArrayBase)
 
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$value `,` $dest `[` $indices `]` attr-dict `:` type($value) `,` type($dest)"
 
-    def __init__(self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue]):
-        super().__init__(operands=[value, dest, indices], result_types=[dest.type])
+    def __init__(
+        self, value: SSAValue, dest: SSAValue, indices: Sequence[SSAValue], steps: Sequence[int] | None = None
+    ):
+        props = {}
+        if steps is not None and any(step != 1 for step in steps):
+            props["steps"] = DenseArrayBase.from_list(i64, list(steps))
+        super().__init__(operands=[value, dest, indices], result_types=[dest.type], properties=props)
+
+    def step_values(self) -> tuple[int, ...]:
+        """The step of each free dimension of the value inside `dest` (1 unless `steps` says otherwise)."""
+        if self.steps is None:
+            return (1,) * (len(_tile(self.value).get_shape()) - 1)
+        return tuple(int(step) for step in self.steps.get_values())
 
     def verify_(self) -> None:
         value, dest, result = _tile(self.value), _tile(self.dest), _tile(self.result)
@@ -531,7 +584,7 @@ class InsertOp(IRDLOperation):
             raise _error(self, f"the result type {result} differs from the destination's {dest}")
         if dest.memory is not Memory.SBUF:
             raise _error(self, f"tiles are inserted into SBUF tiles, got {dest}")
-        _check_window(self, dest, value, self.indices, "the value")
+        _check_window(self, dest, value, self.indices, "the value", self.step_values())
 
 
 class _ElementwiseOp(IRDLOperation):

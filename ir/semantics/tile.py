@@ -115,7 +115,8 @@ def _matmul(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> li
 
 
 def _transpose(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
-    return [np.ascontiguousarray(args[0].T)]
+    source = args[0]
+    return [np.ascontiguousarray(source.reshape(source.shape[0], -1).T)]
 
 
 def _empty(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -124,30 +125,37 @@ def _empty(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
     return [alu.uninitialised(count, numpy_type(result_type.element_type)).reshape(result_type.get_shape())]
 
 
-def _window(whole: tuple[int, ...], part: tuple[int, ...], indices: Sequence[int]) -> tuple[slice | int, ...]:
-    """The selection of tile.extract / tile.insert: first partitions, dropped leading free dims fixed at their index."""
+def _window(
+    whole: tuple[int, ...], part: tuple[int, ...], indices: Sequence[int], steps: Sequence[int] | None = None
+) -> tuple[slice | int, ...]:
+    """The selection of tile.extract / tile.insert: first partitions, dropped leading free dims fixed at their
+    index, kept ones every `steps`-th element from their index on."""
     dropped = len(whole) - len(part)
+    steps = [1] * (len(part) - 1) if steps is None else list(steps)
     selection: list[slice | int] = [slice(0, part[0])]
     for axis, index in enumerate(indices, start=1):
         if axis <= dropped:
             selection.append(int(index))
         else:
-            extent = part[axis - dropped]
-            if int(index) + extent > whole[axis]:
+            extent, step = part[axis - dropped], steps[axis - dropped - 1]
+            end = int(index) + (extent - 1) * step + 1 if extent else int(index)
+            if end > whole[axis]:
                 raise IndexError(f"a window of {part} at {list(indices)} reaches outside a tile of {whole}")
-            selection.append(slice(int(index), int(index) + extent))
+            selection.append(slice(int(index), end, step))
     return tuple(selection)
 
 
 def _extract(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ExtractOp)
     source, *indices = args
-    return [np.array(source[_window(source.shape, _tile_type(op).get_shape(), indices)])]
+    return [np.array(source[_window(source.shape, _tile_type(op).get_shape(), indices, op.step_values())])]
 
 
 def _insert(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.InsertOp)
     value, dest, *indices = args
     result = np.array(dest)
-    result[_window(dest.shape, value.shape, indices)] = alu.cast(value, result.dtype)
+    result[_window(dest.shape, value.shape, indices, op.step_values())] = alu.cast(value, result.dtype)
     return [result]
 
 

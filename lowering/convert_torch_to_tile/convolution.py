@@ -13,12 +13,30 @@ Groups are a loop whose index offsets the channel ranges. The bias is added per 
 PSUM is evacuated.
 
 Padding and the zero insertion of transposed convolutions are handled by preparing `xp` once: a zero-filled
-HBM tensor with the input copied into its (strided, possibly cropped) interior. A transposed convolution is the
-direct convolution (stride 1) of that zero-inserted input with the flipped, in/out-swapped weight.
+HBM tensor with the input copied into its (strided, possibly cropped) interior; zero insertion spreads each tile
+of whole rows on chip (`spread_channels`), so both sides of every DMA move whole rows. A transposed convolution
+is the direct convolution (stride 1) of that zero-inserted input with the flipped, in/out-swapped weight.
+
+Strided convolutions (and transposed ones) take the banded path, `emit_banded_convolution`, because a window
+view with stride s > 1 moves one element per DMA chunk (the cost model charges such a chunk as 256 bytes: 0.4%
+efficiency for bf16). Per output tile and input-channel tile the band of input rows the tile's positions read is
+loaded once with whole rows, and each tap's moving operand is a strided window of that SBUF tile read in place
+(`tile.extract` with steps: TensorE's moving operand is an access pattern). The [ci, co] stationaries come from
+the weight's rows on chip: one strided window per tap, transposed on TensorE (a transposed convolution's weight
+rows are already [ci, co]). Few input channels (RGB stems: ViT's 16 x 16 / 16 patch embedding, ConvNeXt's 4 x 4
+/ 4 stem, ResNet's 7 x 7 / 2) would contract over 3 of 128 partitions per tap, so `kernel_row_packing` first
+copies the input rows each output row reads so that (channel, kernel row) pairs form one partition dim: the
+convolution becomes one of a 1 x KW filter over C * KH channels (48 for ViT). This is also how a patch embedding
+(stride = kernel) runs: its "matmul over patches" contracts over (channel, kernel row) on partitions and
+accumulates over kernel columns in PSUM, each column's patch elements a strided window of contiguous input rows.
+A torch-level rewrite into view/permute + mm instead materialises the patches by a copy whose reads are
+kernel-column runs (32 bytes for ViT, 8 for ConvNeXt), 15x slower here, and then transposes them for the matmul.
 
 `convolution_backward`: grad_input is the transposed convolution of grad_output (or, for a transposed forward,
-the direct one); grad_weight correlates input windows with grad_output, contracting over (batch x positions) on
-the partition axis, one matmul per 128 positions, accumulating in PSUM; grad_bias is a reduction.
+the direct one); grad_weight (`emit_banded_weight_gradient`) contracts over output positions, which must be on
+the partitions: grad_output blocks and the taps' strided band windows are loaded with whole rows and transposed
+on TensorE, one matmul per tile of 128 positions accumulating [co, ci * taps] in PSUM, stored as whole weight
+rows (kernel-row packed like the forward when that was). grad_bias is a reduction.
 
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
@@ -109,8 +127,84 @@ def prepare_input(
         outer = outer.slice(2 + i, lo + first * u, lo + last * u + 1, u)
     if any(lo > 0 for lo in low) or any(hi > 0 for hi in high) or any(u > 1 for u in spacing):
         fill_into(em, prepared, 0.0)
-    copy_channels(em, view(em, x, inner), view(em, prepared, outer))
+    if any(u > 1 for u in spacing):
+        spread_channels(em, view(em, x, inner), prepared, outer, spacing)
+    else:
+        copy_channels(em, view(em, x, inner), view(em, prepared, outer))
     return prepared
+
+
+def spread_channels(
+    em: LoopNestBuilder, source: SSAValue, prepared: SSAValue, interior: Layout, spacing: Sequence[int]
+) -> None:
+    """Write source[N, C, S...] into `prepared` at the elements of `interior` (a view of it whose spatial strides
+    are `spacing` times prepared's), with whole rows moving on both sides.
+
+    Each tile of up to 128 channels of whole rows is loaded as it is, spread on chip into a zero tile (an insert
+    every `spacing` elements) and stored as contiguous rows of prepared, the zeros between the elements
+    included. Writing the strided view directly would move one element per DMA chunk.
+    """
+    layout = layout_of(source)
+    batch, channels, *spatial = layout.shape
+    if layout.num_elements == 0:
+        return
+    rank = len(spatial)
+    itemsize = _itemsize(element_type_of(prepared))
+    outer = layout_of(prepared)
+    # where the interior starts in prepared, per dim
+    start = []
+    remainder = interior.offset - outer.offset
+    for stride in outer.strides:
+        start.append(remainder // stride)
+        remainder %= stride
+    row, row_spacing = spatial[-1], spacing[-1]
+    columns = max(1, min(row, (CHANNEL_COPY_BYTES // itemsize - 1) // row_spacing + 1))
+    if rank >= 2:
+        rows_extent, rows_spacing = spatial[-2], spacing[-2]
+        per_row = ((min(columns, row) - 1) * row_spacing + 1) * itemsize
+        rows = max(1, min(rows_extent, (CHANNEL_COPY_BYTES // per_row - 1) // rows_spacing + 1))
+        if columns < row:
+            rows = 1
+
+    def spread_tile(
+        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, first: list[Index], sizes: list[int]
+    ) -> None:
+        n, *outer_idx = lead
+        tail_dims = tuple(range(rank - len(sizes) + 2, rank + 2))
+        value = load(e, source, [n, c0, *outer_idx, *first], (cs, *sizes), dims=(1, *tail_dims))
+        spans = [(size - 1) * u + 1 for size, u in zip(sizes, spacing[-len(sizes) :], strict=True)]
+        zeros = e.insert(tile.FillOp(0.0, TileType((cs, *spans), element_type_of(prepared), Memory.SBUF))).result
+        spread = e.insert(tile.InsertOp(value, zeros, [e.index(0)] * len(sizes), spacing[-len(sizes) :])).result
+        lead_at = [e.add(start[2 + d], e.mul(i, spacing[d])) for d, i in enumerate(outer_idx)]
+        tail_at = [
+            e.add(start[2 + rank - len(sizes) + d], e.mul(i, spacing[rank - len(sizes) + d]))
+            for d, i in enumerate(first)
+        ]
+        _store(e, spread, prepared, [n, c0, *lead_at, *tail_at], (1, *tail_dims))
+
+    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
+        if rank >= 2:
+            e.for_tiles(
+                channels,
+                PARTITION_TILE,
+                lambda e2, c0, cs: e2.for_tiles(
+                    rows_extent,
+                    rows,
+                    lambda e3, r0, rs: e3.for_tiles(
+                        row, columns, lambda e4, col0, ns: spread_tile(e4, lead, c0, cs, [r0, col0], [rs, ns])
+                    ),
+                ),
+            )
+        else:
+            e.for_tiles(
+                channels,
+                PARTITION_TILE,
+                lambda e2, c0, cs: e2.for_tiles(
+                    row, columns, lambda e3, col0, ns: spread_tile(e3, lead, c0, cs, [col0], [ns])
+                ),
+            )
+
+    _nest(em, [batch, *spatial[:-2]] if rank >= 2 else [batch], per_plane)
 
 
 # Bytes per partition of one tile of `copy_channels`.
@@ -324,6 +418,579 @@ def emit_direct_convolution(
 
     _nest(em, [batch, groups, *lead], per_image)
     return out
+
+
+# Bytes per partition of the input band a strided convolution's output tile reads (two are in flight).
+BAND_BYTES = 48 * 1024
+
+# Input-channel tiles whose bands the banded convolution keeps on chip at once for all output-channel tiles.
+RESIDENT_CHANNEL_TILES = 16
+
+# Output tiles of the banded convolution emitted per loop trip (fewer when their bands would exceed 2 *
+# BAND_BYTES per partition).
+UNROLL_TILES = 4
+
+
+def _fold_nest_unrolled(
+    em: LoopNestBuilder,
+    dims: Sequence[tuple[int, int]],
+    factor: int,
+    body: Callable[[LoopNestBuilder, list[Index], list[int], SSAValue | None], SSAValue],
+) -> SSAValue:
+    """`fold_nest(em, dims, body)` with the innermost level of two or more full tiles unrolled `factor` times,
+    so that the loads of consecutive steps are separate instructions (different DMA queues and buffers) issued
+    ahead of the accumulation chain."""
+    level = next((i for i in reversed(range(len(dims))) if dims[i][0] // dims[i][1] >= 2), None)
+    if level is None or factor <= 1:
+        return fold_nest(em, dims, body)
+    outer, (extent, size), inner = list(dims[:level]), dims[level], list(dims[level + 1 :])
+    full, remainder = divmod(extent, size)
+    trips, left = divmod(full, factor)
+
+    def at(
+        e: LoopNestBuilder, offsets: list[Index], sizes: list[int], offset: Index, tile_size: int, acc: SSAValue | None
+    ) -> SSAValue:
+        return fold_nest(
+            e, inner, lambda e2, o2, s2, a: body(e2, [*offsets, offset, *o2], [*sizes, tile_size, *s2], a), acc
+        )
+
+    def unrolled(e: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+        def copies(e2: LoopNestBuilder, base: Index, _: int, carried: SSAValue | None) -> SSAValue:
+            for j in range(factor):
+                carried = at(e2, offsets, sizes, e2.add(base, j * size), size, carried)
+            assert carried is not None
+            return carried
+
+        if trips:
+            acc = fold_nest(
+                e, [(trips * factor * size, factor * size)], lambda e2, o, s, a: copies(e2, o[0], s[0], a), acc
+            )
+        for j in range(left):
+            acc = at(e, offsets, sizes, (trips * factor + j) * size, size, acc)
+        if remainder:
+            acc = at(e, offsets, sizes, full * size, remainder, acc)
+        assert acc is not None
+        return acc
+
+    return fold_nest(em, outer, unrolled)
+
+
+def _for_tiles_unrolled(
+    em: LoopNestBuilder, extent: int, size: int, factor: int, body: Callable[[LoopNestBuilder, Index, int], None]
+) -> None:
+    """`em.for_tiles(extent, size, body)` with `factor` full tiles per loop trip (straight copies of the body at
+    consecutive offsets), the full tiles left over and the partial last one after the loop."""
+    full, remainder = divmod(extent, size)
+    trips, left = divmod(full, factor)
+    if factor <= 1 or trips == 0:
+        em.for_tiles(extent, size, body)
+        return
+
+    def copies(e: LoopNestBuilder, base: Index) -> None:
+        for j in range(factor):
+            body(e, e.add(base, j * size), size)
+
+    em.for_tiles(trips * factor * size, factor * size, lambda e, base, _: copies(e, base))
+    for j in range(left):
+        body(em, (trips * factor + j) * size, size)
+    if remainder:
+        body(em, full * size, remainder)
+
+
+def _band_extent(positions: int, kernel: int, stride: int, dilation: int) -> int:
+    """Input elements along one dim that `positions` outputs read: first window start to last window end."""
+    return (positions - 1) * stride + (kernel - 1) * dilation + 1
+
+
+def layout_of_band(band: SSAValue) -> int:
+    """The channels (partitions) of a loaded band."""
+    band_type = band.type
+    assert isinstance(band_type, TileType)
+    return band_type.partitions
+
+
+def _band_spans(
+    positions: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    spatial: Sequence[int],
+    out_spatial: Sequence[int],
+) -> list[int]:
+    """The band's extent along the dims a tile of `positions` (the trailing output dims) spans. A tile of whole
+    output rows reads whole input rows: the few columns past the last window cost less than breaking the
+    band's rows into separate DMA chunks."""
+    tail = len(positions)
+    spans = [
+        _band_extent(p, k, st, d)
+        for p, k, st, d in zip(positions, kernel[-tail:], stride[-tail:], dilation[-tail:], strict=True)
+    ]
+    if tail == 2 and positions[-1] == out_spatial[-1]:
+        spans[-1] = spatial[-1]
+    return spans
+
+
+def _band_tiles(
+    out_spatial: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    n_tile: int,
+    itemsize: int,
+) -> tuple[int, int]:
+    """(rows, columns) of output positions per tile of the banded path: as `_position_tiles`, fewer when the
+    input band they read would exceed BAND_BYTES per partition."""
+    _, rows, columns = _position_tiles(out_spatial, n_tile)
+    lead_span = math.prod(_band_extent(1, k, 1, d) for k, d in zip(kernel[:-2], dilation[:-2], strict=True))
+
+    def band_bytes(r: int, c: int) -> int:
+        span = lead_span * _band_extent(c, kernel[-1], stride[-1], dilation[-1])
+        if len(out_spatial) >= 2:
+            span *= _band_extent(r, kernel[-2], stride[-2], dilation[-2])
+        return span * itemsize
+
+    while band_bytes(rows, columns) > BAND_BYTES and rows > 1:
+        rows = (rows + 1) // 2
+    while band_bytes(rows, columns) > BAND_BYTES and columns > 1:
+        columns = (columns + 1) // 2
+    return rows, columns
+
+
+# Bytes per partition of a weight panel kept on chip for one output-channel tile (and of the weight rows it is
+# transposed from); larger weights are read per tap from a prepared copy instead.
+PANEL_BYTES = 64 * 1024
+
+
+def _itemsize(element_type: Attribute) -> int:
+    return 2 if str(element_type) in ("bf16", "f16") else 4
+
+
+def _weight_panel(
+    em: LoopNestBuilder,
+    w: SSAValue,
+    co_global: Index,
+    co_size: int,
+    cin_g: int,
+    taps: int,
+    k_tile: int,
+    into: SSAValue | None = None,
+    column: int = 0,
+) -> SSAValue:
+    """The stationary operands of one output-channel tile, [ci (<= k_tile), ci tiles, taps, co], built on chip.
+
+    w[Cout, Cin/g, K...] is read as rows (each output channel's Cin/g * taps weights contiguous); the [co, ci]
+    block of one tap is the strided window of those rows that starts at the tap and steps over the taps, and a
+    TensorE transpose turns it into the [ci, co] stationary. Permuting the weight in HBM instead moves one
+    element per DMA chunk.
+    """
+    element_type = element_type_of(w)
+    rows_layout = layout_of(w).reshape((layout_of(w).shape[0], cin_g * taps))
+    assert rows_layout is not None, "a convolution weight is contiguous"
+    rows = load(em, view(em, w, rows_layout), [co_global, 0], (co_size, cin_g * taps))
+    ci_tiles = -(-cin_g // k_tile)
+    panel: SSAValue
+    if into is None:
+        panel_type = TileType((min(cin_g, k_tile), ci_tiles, taps, co_size), element_type, Memory.SBUF)
+        panel = em.insert(tile.EmptyOp(panel_type)).result
+    else:
+        panel = into
+
+    def channel_tile(e: LoopNestBuilder, t: Index, ci_size: int, acc: SSAValue | None) -> SSAValue:
+        assert acc is not None
+
+        def per_tap(e2: LoopNestBuilder, k: Index, carried: list[SSAValue]) -> list[SSAValue]:
+            block_type = TileType((co_size, ci_size), element_type, Memory.SBUF)
+            start = e2.add(e2.mul(t, k_tile * taps), k)
+            block = e2.insert(tile.ExtractOp(rows, [e2.index(start)], block_type, [taps])).result
+            transposed = e2.insert(tile.TransposeOp(block)).result
+            at = [e2.index(i) for i in (t, k, column)]
+            return [e2.insert(tile.InsertOp(transposed, carried[0], at)).result]
+
+        return carry(e, 0, taps, 1, [acc], per_tap)[0]
+
+    return _fold_channel_tiles(em, cin_g, k_tile, channel_tile, panel)
+
+
+def _fold_channel_tiles(
+    em: LoopNestBuilder,
+    channels: int,
+    k_tile: int,
+    body: Callable[[LoopNestBuilder, Index, int, SSAValue | None], SSAValue],
+    acc: SSAValue | None = None,
+) -> SSAValue:
+    """Fold `body(tile index, tile size, acc)` over the channel tiles of `k_tile`: a loop over the full tiles,
+    then the partial last one (its size is static, so it is its own step)."""
+    full, rest = divmod(channels, k_tile)
+    if full:
+        acc = fold_nest(em, [(full, 1)], lambda e, offsets, _, a: body(e, offsets[0], k_tile, a), acc)
+    if rest:
+        acc = body(em, full, rest, acc)
+    assert acc is not None, "a convolution has at least one input channel"
+    return acc
+
+
+def _transposed_weight_panel(
+    em: LoopNestBuilder, w: SSAValue, g: Index, co0: Index, co_size: int, cin_g: int, taps: int, k_tile: int
+) -> SSAValue:
+    """The stationary operands of one output-channel tile of a transposed convolution, w[Cin, Cout/g, K...]:
+    [ci (<= k_tile), ci tiles, co * taps], the rows of w as they are (the input channels are already its rows),
+    each ci tile's columns of this tile loaded as whole runs. The [ci, co] stationary of a tap is the window
+    that starts at the tap and steps over the taps."""
+    element_type = element_type_of(w)
+    layout = layout_of(w)
+    rows_layout = layout.reshape((layout.shape[0], layout.shape[1] * taps))
+    assert rows_layout is not None, "a convolution weight is contiguous"
+    rows = view(em, w, rows_layout)
+    ci_tiles = -(-cin_g // k_tile)
+    panel_type = TileType((min(cin_g, k_tile), ci_tiles, co_size * taps), element_type, Memory.SBUF)
+    panel = em.insert(tile.EmptyOp(panel_type)).result
+
+    def channel_tile(e: LoopNestBuilder, t: Index, ci_size: int, acc: SSAValue | None) -> SSAValue:
+        assert acc is not None
+        ci_global = e.add(e.mul(g, cin_g), e.mul(t, k_tile))
+        block = load(e, rows, [ci_global, e.mul(co0, taps)], (ci_size, co_size * taps))
+        return e.insert(tile.InsertOp(block, acc, [e.index(t), e.index(0)])).result
+
+    return _fold_channel_tiles(em, cin_g, k_tile, channel_tile, panel)
+
+
+def panel_fits(cin_g: int, taps: int, co_tile: int, k_tile: int, element_type: Attribute) -> bool:
+    """Whether `_weight_panel` of one output-channel tile (and the weight rows it comes from) fits PANEL_BYTES."""
+    itemsize = _itemsize(element_type)
+    return -(-cin_g // k_tile) * taps * co_tile * itemsize <= PANEL_BYTES and cin_g * taps * itemsize <= PANEL_BYTES
+
+
+def emit_banded_convolution(
+    em: LoopNestBuilder,
+    xp: SSAValue,
+    w: SSAValue,
+    bias: SSAValue | None,
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    out_element_type: Attribute,
+    transposed: bool = False,
+) -> SSAValue:
+    """`emit_direct_convolution`'s result for a strided convolution of xp with w[Cout, Cin/g, K...], without
+    element-strided DMAs. `transposed`: w is a transposed convolution's [Cin, Cout/g, K...], the convolution
+    the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1).
+
+    Per output tile and input-channel tile, the band of xp its positions read (the rows and columns from the
+    first window's start to the last window's end, and every kernel offset of the leading dims of a 3-d
+    convolution) is loaded once, channels on partitions and whole rows contiguous on the free axes. Each kernel
+    tap's moving operand is then the strided window of that band, read in place (tile.extract with steps):
+    positions o*s + k*d. A strided window view loaded from HBM instead moves one element per contiguous chunk.
+    The stationary operands of an output-channel tile are built once, on chip (`_weight_panel`), when they fit;
+    otherwise each tap reads its [ci, co] block from the weight prepared in HBM.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    x_layout, w_layout = layout_of(xp), layout_of(w)
+    rank = x_layout.rank - 2
+    batch = x_layout.shape[0]
+    kernel = w_layout.shape[2:]
+    if transposed:
+        cin_g, cout = w_layout.shape[0] // groups, w_layout.shape[1] * groups
+    else:
+        cout, cin_g = w_layout.shape[:2]
+    cout_g = cout // groups
+    taps = math.prod(kernel)
+    spatial = x_layout.shape[2:]
+    out_spatial = tuple(
+        (s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation, stride, strict=True)
+    )
+    out = alloc(em, (batch, cout, *out_spatial), out_element_type)
+    element_type = element_type_of(xp)
+    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, n_tile, _itemsize(element_type))
+    band_bytes = _itemsize(element_type) * math.prod(
+        _band_extent(p, k, st, d)
+        for p, k, st, d in zip(
+            [*([1] * (rank - 2)), *([rows] if rank >= 2 else []), columns], kernel, stride, dilation, strict=True
+        )
+    )
+    unroll = max(1, min(UNROLL_TILES, 2 * BAND_BYTES // max(1, band_bytes)))
+    lead = list(out_spatial[:-2]) if rank >= 2 else []
+    if rank >= 2 and columns == out_spatial[-1]:
+        merged = layout_of(out).reshape((batch, cout, *out_spatial[:-2], out_spatial[-2] * out_spatial[-1]))
+        assert merged is not None
+        out_rows = view(em, out, merged)
+    else:
+        out_rows = out
+    bias_column = view(em, bias, layout_of(bias).unsqueeze(1)) if bias is not None else None
+    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
+    if transposed:
+        on_chip = -(-cin_g // k_tile) * min(cout_g, m_tile) * taps * _itemsize(element_type_of(w)) <= PANEL_BYTES
+    else:
+        on_chip = panel_fits(cin_g, taps, min(cout_g, m_tile), k_tile, element_type_of(w))
+    wt = None if on_chip else prepare_weight(em, w, groups, transposed)
+
+    def load_band(
+        e: LoopNestBuilder, n: Index, g: Index, lead_idx: list[Index], first: list[Index], positions: tuple[int, ...]
+    ) -> Callable[[LoopNestBuilder, Index, int], SSAValue]:
+        band_spans = _band_spans(positions, kernel, stride, dilation, spatial, out_spatial)
+        band_at = [e.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
+
+        def band_of(e2: LoopNestBuilder, t: Index, ci_size: int) -> SSAValue:
+            ci_global = e2.add(e2.mul(g, cin_g), e2.mul(t, k_tile))
+            band_shape = (ci_size, *lead_spans, *band_spans)
+            return load(e2, xp, [n, ci_global, *band_at], band_shape, dims=tuple(range(1, rank + 2)))
+
+        return band_of
+
+    def output_tile(
+        e: LoopNestBuilder,
+        panel: SSAValue | None,
+        n: Index,
+        g: Index,
+        lead_idx: list[Index],
+        co_global: Index,
+        co_size: int,
+        r0: Index,
+        rs: int,
+        c0: Index,
+        cs: int,
+        panel_co0: Index = 0,
+        bands: list[SSAValue] | None = None,
+    ) -> None:
+        positions = (rs, cs) if rank >= 2 else (cs,)
+        first = [r0, c0] if rank >= 2 else [c0]
+        tail = len(positions)
+        band_of = load_band(e, n, g, lead_idx, first, positions)
+
+        def channel_tile(e2: LoopNestBuilder, t: Index, ci_size: int, acc: SSAValue | None) -> SSAValue:
+            ci0 = e2.mul(t, k_tile)
+            if bands is not None:
+                assert isinstance(t, int), "preloaded bands are indexed by an unrolled channel tile"
+                band = bands[t]
+            else:
+                band = band_of(e2, t, ci_size)
+
+            def tap(e3: LoopNestBuilder, k_idx: list[Index], _: list[int], acc3: SSAValue | None) -> SSAValue:
+                stationary: SSAValue
+                if panel is not None and transposed:
+                    # the filter flipped: tap k of the direct convolution is tap K - 1 - k of w
+                    flat: Index = 0
+                    for k, extent in zip(k_idx, kernel, strict=True):
+                        flat = e3.add(e3.mul(flat, extent), e3.add(extent - 1, e3.mul(k, -1)))
+                    stationary_type = TileType((ci_size, co_size), element_type_of(w), Memory.SBUF)
+                    column = e3.add(e3.mul(panel_co0, taps), flat)
+                    stationary = e3.insert(
+                        tile.ExtractOp(panel, [e3.index(t), e3.index(column)], stationary_type, [taps])
+                    ).result
+                elif panel is not None:
+                    flat = 0
+                    for k, extent in zip(k_idx, kernel, strict=True):
+                        flat = e3.add(e3.mul(flat, extent), k)
+                    stationary = window(e3, panel, [t, flat, panel_co0], (ci_size, co_size))
+                else:
+                    assert wt is not None
+                    stationary = load(e3, wt, [*k_idx, ci0, co_global], (ci_size, co_size))
+                at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
+                window_type = TileType((ci_size, *positions), element_type, Memory.SBUF)
+                moving = e3.insert(tile.ExtractOp(band, [e3.index(i) for i in at], window_type, stride[-tail:])).result
+                result_type = TileType((co_size, math.prod(positions)), f32, Memory.PSUM)
+                return e3.insert(tile.MatmulOp(stationary, moving, result_type, acc3)).result
+
+            return fold_nest(e2, [(k, 1) for k in kernel], tap, acc)
+
+        if bands is not None:
+            product = None
+            for t, band in enumerate(bands):
+                product = channel_tile(e, t, layout_of_band(band), product)
+            assert product is not None
+        else:
+            product = _fold_channel_tiles(e, cin_g, k_tile, channel_tile)
+        result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
+        if bias_column is not None:
+            column = load(e, bias_column, [co_global, 0], (co_size, 1), f32)
+            value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
+        else:
+            value = to_sbuf(e, product, out_element_type)
+        if out_rows is out:
+            store_at: list[Index] = [n, co_global, *lead_idx, r0, c0] if rank >= 2 else [n, co_global, c0]
+        else:
+            store_at = [n, co_global, *lead_idx, e.mul(r0, out_spatial[-1])]
+        _store(e, value, out_rows, store_at, (1, layout_of(out_rows).rank - 1))
+
+    # Unroll the innermost loop that repeats output tiles, so that several tiles' band loads are different
+    # instructions (on different DMA queues, into different buffers) and overlap the matmuls of the others.
+    column_trips = out_spatial[-1] // columns
+    row_trips = out_spatial[-2] // rows if rank >= 2 else 1
+    unroll_columns = unroll if column_trips >= 2 else 1
+    unroll_rows = unroll if column_trips < 2 and row_trips >= 2 else 1
+    unroll_images = unroll if column_trips < 2 and row_trips < 2 else 1
+
+    def each_position_tile(
+        e: LoopNestBuilder, body: Callable[[LoopNestBuilder, Index, list[Index], Index, int, Index, int], None]
+    ) -> None:
+        """body(emitter, n, lead indices, r0, rows, c0, columns) for every output tile of positions."""
+
+        def per_image(e2: LoopNestBuilder, idx: list[Index]) -> None:
+            n, *lead_idx = idx
+            if rank >= 2:
+                _for_tiles_unrolled(
+                    e2,
+                    out_spatial[-2],
+                    rows,
+                    unroll_rows,
+                    lambda e3, r0, rs: _for_tiles_unrolled(
+                        e3,
+                        out_spatial[-1],
+                        columns,
+                        unroll_columns,
+                        lambda e4, c0, cs: body(e4, n, lead_idx, r0, rs, c0, cs),
+                    ),
+                )
+            else:
+                _for_tiles_unrolled(
+                    e2, out_spatial[-1], columns, unroll_columns, lambda e3, c0, cs: body(e3, n, [], 0, 1, c0, cs)
+                )
+
+        extents = [batch, *lead]
+        _nest(
+            e,
+            extents[:-1],
+            lambda e2, outer: _for_tiles_unrolled(
+                e2, extents[-1], 1, unroll_images, lambda e3, i, _: per_image(e3, [*outer, i])
+            ),
+        )
+
+    def per_channel_tile(e: LoopNestBuilder, g: Index, co0: Index, co_size: int) -> None:
+        co_global = e.add(e.mul(g, cout_g), co0)
+        if not on_chip:
+            panel = None
+        elif transposed:
+            panel = _transposed_weight_panel(e, w, g, co0, co_size, cin_g, taps, k_tile)
+        else:
+            panel = _weight_panel(e, w, co_global, co_size, cin_g, taps, k_tile)
+        each_position_tile(
+            e,
+            lambda e2, n, lead_idx, r0, rs, c0, cs: output_tile(
+                e2, panel, n, g, lead_idx, co_global, co_size, r0, rs, c0, cs
+            ),
+        )
+
+    # With every output-channel tile's stationaries on chip at once, each output tile's bands are loaded once
+    # for all of them (instead of once per output-channel tile).
+    ci_tiles = -(-cin_g // k_tile)
+    w_itemsize = _itemsize(element_type_of(w))
+    resident = (
+        on_chip
+        and cout_g > m_tile
+        and ci_tiles <= RESIDENT_CHANNEL_TILES
+        and ci_tiles * taps * cout_g * w_itemsize <= PANEL_BYTES
+        and (transposed or cin_g * taps * w_itemsize <= PANEL_BYTES)
+        and ci_tiles * band_bytes <= 2 * BAND_BYTES
+    )
+
+    def per_group_resident(e: LoopNestBuilder, g: Index) -> None:
+        if transposed:
+            panel = _transposed_weight_panel(e, w, g, 0, cout_g, cin_g, taps, k_tile)
+        else:
+            panel_type = TileType((min(cin_g, k_tile), ci_tiles, taps, cout_g), element_type_of(w), Memory.SBUF)
+            panel = e.insert(tile.EmptyOp(panel_type)).result
+            full, rest = divmod(cout_g, m_tile)
+            for j, size in [*((j, m_tile) for j in range(full)), *([(full, rest)] if rest else [])]:
+                co_global = e.add(e.mul(g, cout_g), j * m_tile)
+                panel = _weight_panel(e, w, co_global, size, cin_g, taps, k_tile, panel, j * m_tile)
+
+        def position_tile(
+            e2: LoopNestBuilder, n: Index, lead_idx: list[Index], r0: Index, rs: int, c0: Index, cs: int
+        ) -> None:
+            first = [r0, c0] if rank >= 2 else [c0]
+            positions = (rs, cs) if rank >= 2 else (cs,)
+            band_of = load_band(e2, n, g, lead_idx, first, positions)
+            bands = [band_of(e2, t, min(k_tile, cin_g - t * k_tile)) for t in range(ci_tiles)]
+            e2.for_tiles(
+                cout_g,
+                m_tile,
+                lambda e3, co0, co_size: output_tile(
+                    e3, panel, n, g, lead_idx, e3.add(e3.mul(g, cout_g), co0), co_size, r0, rs, c0, cs, co0, bands
+                ),
+            )
+
+        each_position_tile(e, position_tile)
+
+    if resident:
+        em.for_each(groups, per_group_resident)
+    else:
+        em.for_each(
+            groups, lambda e, g: e.for_tiles(cout_g, m_tile, lambda e2, co0, cs: per_channel_tile(e2, g, co0, cs))
+        )
+    return out
+
+
+# A strided 2-d convolution over fewer input channels than this contracts over (channel, kernel row) pairs: its
+# channels alone would fill at most a quarter of TensorE's contraction partitions per tap.
+ROW_PACKING_MAX_CHANNELS = 32
+
+# Bytes per partition of one tile of `kernel_row_packing`'s copy.
+ROW_COPY_BYTES = 32 * 1024
+
+
+def packs_kernel_rows(channels: int, w_shape: Sequence[int], groups: int, k_tile: int) -> bool:
+    """Whether a strided convolution takes `kernel_row_packing`: 2-d, one group, few input channels, and every
+    (channel, kernel row) pair of the filter on one partition tile."""
+    if len(w_shape) != 4 or groups != 1:
+        return False
+    kernel_rows = w_shape[2]
+    return channels < ROW_PACKING_MAX_CHANNELS and kernel_rows > 1 and channels * kernel_rows <= k_tile
+
+
+def kernel_row_packing(
+    em: LoopNestBuilder, xp: SSAValue, w: SSAValue, row_stride: int, row_dilation: int
+) -> tuple[SSAValue, SSAValue]:
+    """A stride-`s` convolution of xp[N, C, H, W] with w[Cout, C, KH, KW] as one of 1 x KW kernel, row stride 1,
+    over C * KH channels: (rows[N, C * KH, OH, W], w viewed as [Cout, C * KH, 1, KW]).
+
+    rows[n, c * KH + kh, oh, :] is input row oh * s + kh * d of channel c: the rows each output row reads, copied
+    so that the (channel, kernel row) pairs are one uniformly strided dim that can be the partition axis. Each
+    matmul then contracts over C * KH partitions (48 for ViT-B/16's 16 x 16 patches of RGB, 21 for ResNet's 7 x 7
+    stem) instead of C, with KW taps instead of KH * KW. The copy moves whole rows (KH / s times the input when
+    kernel windows overlap); a patch embedding (s = KH) copies each row once.
+    """
+    x_layout = layout_of(xp)
+    batch, channels, height, width = x_layout.shape
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    out_rows = (height - row_dilation * (kernel_rows - 1) - 1) // row_stride + 1
+    packed = alloc(em, (batch, out_rows, channels, kernel_rows, width), element_type_of(xp))
+    sn, sc, sh, sw = x_layout.strides
+    source = view(
+        em,
+        xp,
+        Layout(
+            (batch, out_rows, channels, kernel_rows, width),
+            (sn, sh * row_stride, sc, sh * row_dilation, sw),
+            x_layout.offset,
+        ),
+    )
+    itemsize = _itemsize(element_type_of(xp))
+    if channels * kernel_rows * width * itemsize <= ROW_COPY_BYTES:
+        # output rows on partitions: each moves its (channel, kernel row) block of whole rows, one run on the
+        # packed side, and up to 128 partitions keep all DMA engines busy
+        def copy_blocks(e: LoopNestBuilder, n: Index, r0: Index, rs: int) -> None:
+            at = [n, r0, 0, 0, 0]
+            value = load(e, source, at, (rs, channels, kernel_rows, width), dims=(1, 2, 3, 4))
+            _store(e, value, packed, at, (1, 2, 3, 4))
+
+        em.for_each(
+            batch, lambda e, n: e.for_tiles(out_rows, PARTITION_TILE, lambda e2, r0, rs: copy_blocks(e2, n, r0, rs))
+        )
+    else:
+        per_tile = max(1, min(out_rows, ROW_COPY_BYTES // (channels * width * itemsize)))
+        dims = (3, 1, 2, 4)
+
+        def copy_rows(e: LoopNestBuilder, n: Index, r0: Index, rs: int) -> None:
+            at = [n, r0, 0, 0, 0]
+            value = load(e, source, at, (kernel_rows, rs, channels, width), dims=dims)
+            _store(e, value, packed, at, dims)
+
+        em.for_each(batch, lambda e, n: e.for_tiles(out_rows, per_tile, lambda e2, r0, rs: copy_rows(e2, n, r0, rs)))
+    merged = layout_of(packed).reshape((batch, out_rows, channels * kernel_rows, width))
+    assert merged is not None, "a fresh tensor is contiguous"
+    rows = view(em, packed, merged.permute([0, 2, 1, 3]))
+    w_merged = layout_of(w).reshape((cout, channels * kernel_rows, 1, kernel_columns))
+    assert w_merged is not None, "a convolution weight is contiguous"
+    return rows, view(em, w, w_merged)
 
 
 # ---- depthwise convolutions -----------------------------------------------------------------------------------
@@ -577,14 +1244,25 @@ def emit_convolution(
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
         xp = prepare_input(em, x, padding, padding, [1] * rank)
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    wt = prepare_weight(em, w, groups, transposed)
     if transposed:
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
         low = [r - p for r, p in zip(reach, padding, strict=True)]
         high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
         xp = prepare_input(em, x, low, high, stride)
+        if any(st > 1 for st in stride):
+            return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
+        wt = prepare_weight(em, w, groups, True)
         return emit_direct_convolution(em, xp, wt, bias, [1] * rank, dilation, groups, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
+    if any(st > 1 for st in stride):
+        k_tile = matmul_limits(em)[0]
+        if packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+            rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
+            return emit_banded_convolution(
+                em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type
+            )
+        return emit_banded_convolution(em, xp, w, bias, stride, dilation, groups, out_element_type)
+    wt = prepare_weight(em, w, groups, False)
     return emit_direct_convolution(em, xp, wt, bias, stride, dilation, groups, out_element_type)
 
 
@@ -659,11 +1337,145 @@ def emit_weight_gradient(
     return gw
 
 
+def emit_banded_weight_gradient(
+    em: LoopNestBuilder,
+    xp: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    out_element_type: Attribute,
+) -> SSAValue | None:
+    """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d], without element-strided DMAs;
+    None when a block of one input channel's taps exceeds a matmul's moving operand.
+
+    The contraction runs over output positions, which TensorE needs on the partitions of both operands, where
+    they are the contiguous (free) axis of grad_output and of the input. So each tile of up to 128 positions
+    loads its grad_output block [co, positions] and its input band [ci, band] with whole rows, and transposes on
+    TensorE: the grad_output block into the stationary [positions, co], each tap's strided window of the band
+    into [positions, ci], inserted into the moving tile [positions, ci * taps] with the taps innermost (the
+    weight's own order). One matmul per position tile accumulates [co, ci * taps] in PSUM, stored as whole
+    rows of the weight gradient.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
+    rank = len(kernel)
+    batch, cin = x_layout.shape[:2]
+    cout = g_layout.shape[1]
+    out_spatial = g_layout.shape[2:]
+    cin_g, cout_g = cin // groups, cout // groups
+    taps = math.prod(kernel)
+    ci_tile = min(k_tile, n_tile // taps, cin_g)
+    if ci_tile < 1 or any(o == 0 for o in out_spatial):
+        return None
+    element_type = element_type_of(xp)
+    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type))
+    gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((cout, cin_g * taps))
+    assert gw_rows_layout is not None
+    gw_rows = view(em, gw, gw_rows_layout)
+    lead = list(out_spatial[:-2]) if rank >= 2 else []
+    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
+    tail = 2 if rank >= 2 else 1
+
+    def block(e: LoopNestBuilder, g: Index, co0: Index, co_size: int, ci0: Index, ci_size: int) -> None:
+        co_global = e.add(e.mul(g, cout_g), co0)
+        ci_global = e.add(e.mul(g, cin_g), ci0)
+
+        def position_tile(
+            e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None
+        ) -> SSAValue:
+            n, *lead_idx = offsets[: 1 + len(lead)]
+            first = offsets[1 + len(lead) :]
+            positions = tuple(sizes[1 + len(lead) :])
+            count = math.prod(positions)
+            go_dims = tuple([1, *range(2 + len(lead), 2 + rank)])
+            go = load(e2, grad_out, [n, co_global, *lead_idx, *first], (co_size, *positions), dims=go_dims)
+            go_t = to_sbuf(e2, e2.insert(tile.TransposeOp(go)).result)
+            band_spans = _band_spans(positions, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
+            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
+            band = load(
+                e2, xp, [n, ci_global, *band_at], (ci_size, *lead_spans, *band_spans), dims=tuple(range(1, rank + 2))
+            )
+            moving: SSAValue = e2.insert(
+                tile.EmptyOp(TileType((count, ci_size * taps), element_type, Memory.SBUF))
+            ).result
+
+            def per_tap(e3: LoopNestBuilder, k_idx: list[Index], carried: SSAValue) -> SSAValue:
+                flat: Index = 0
+                for k, extent in zip(k_idx, kernel, strict=True):
+                    flat = e3.add(e3.mul(flat, extent), k)
+                at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
+                window_type = TileType((ci_size, *positions), element_type, Memory.SBUF)
+                taken = e3.insert(tile.ExtractOp(band, [e3.index(i) for i in at], window_type, stride[-tail:])).result
+                transposed = e3.insert(tile.TransposeOp(taken)).result
+                return e3.insert(tile.InsertOp(transposed, carried, [e3.index(flat)], [taps])).result
+
+            def level(e3: LoopNestBuilder, done: list[Index], left: Sequence[int], carried: SSAValue) -> SSAValue:
+                if not left:
+                    return per_tap(e3, done, carried)
+                return carry(e3, 0, left[0], 1, [carried], lambda e4, k, c: [level(e4, [*done, k], left[1:], c[0])])[0]
+
+            moving = level(e2, [], kernel, moving)
+            result_type = TileType((co_size, ci_size * taps), f32, Memory.PSUM)
+            return e2.insert(tile.MatmulOp(go_t, moving, result_type, acc)).result
+
+        nest = [(batch, 1), *((o, 1) for o in lead)]
+        nest += [(out_spatial[-2], rows), (out_spatial[-1], columns)] if rank >= 2 else [(out_spatial[-1], columns)]
+        product = _fold_nest_unrolled(e, nest, UNROLL_TILES, position_tile)
+        _store(e, to_sbuf(e, product, out_element_type), gw_rows, [co_global, e.mul(ci0, taps)], (0, 1))
+
+    em.for_each(
+        groups,
+        lambda e, g: e.for_tiles(
+            cout_g,
+            m_tile,
+            lambda e2, co0, cs: e2.for_tiles(cin_g, ci_tile, lambda e3, ci0, ci: block(e3, g, co0, cs, ci0, ci)),
+        ),
+    )
+    return gw
+
+
 def _unused(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue | None:
     """A result output_mask leaves out: None when ATen leaves it undefined, else an (unwritten) tensor."""
     if not isinstance(op.results[index].type, TensorType):
         return None
     return alloc(em, result_shape(op, index), result_element_type(op, index))
+
+
+def _direct_weight_gradient(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    grad_out: SSAValue,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    out_element_type: Attribute,
+) -> SSAValue:
+    """The weight gradient of a direct (not depthwise) convolution: for the kernel-row packing of the forward
+    when it took one (the gradient of the packed 1 x KW filter is the filter's, viewed back), else banded, else
+    (a block of one channel's taps too wide for a matmul) correlating strided window views."""
+    rank = len(stride)
+    kernel = layout_of(w).shape[2:]
+    k_tile = matmul_limits(em)[0]
+    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+        xp = prepare_input(em, x, padding, padding, [1] * rank)
+        rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
+        packed = emit_banded_weight_gradient(
+            em, rows, grad_out, layout_of(w_rows).shape[2:], [1, stride[1]], [1, dilation[1]], 1, out_element_type
+        )
+        if packed is not None:
+            merged = layout_of(packed).reshape(layout_of(w).shape)
+            assert merged is not None, "a fresh tensor is contiguous"
+            return view(em, packed, merged)
+    xp = prepare_input(em, x, padding, padding, [1] * rank)
+    banded = emit_banded_weight_gradient(em, xp, grad_out, kernel, stride, dilation, groups, out_element_type)
+    if banded is not None:
+        return banded
+    return emit_weight_gradient(em, x, grad_out, kernel, stride, padding, dilation, groups, out_element_type)
 
 
 def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
@@ -726,8 +1538,8 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
             xp = prepare_input(em, x, padding, padding, [1] * rank)
             gw = emit_depthwise_weight_gradient(em, xp, grad_out, kernel, stride, dilation, result_element_type(op, 1))
         else:
-            gw = emit_weight_gradient(
-                em, x, grad_out, kernel, stride, padding, dilation, groups, result_element_type(op, 1)
+            gw = _direct_weight_gradient(
+                em, x, w, grad_out, stride, padding, dilation, groups, result_element_type(op, 1)
             )
         results.append(gw)
     else:

@@ -72,6 +72,15 @@ CONVOLUTIONS = [
      (3, 3, 5, 4), (3, 130, 3, 3), 130),
     ("conv_transpose1d_grouped", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, groups=3, dilation=2),
      (1, 3, 7), (3, 1, 3), None),
+    # strided: input bands read by strided windows; several output-channel tiles sharing each band; grouped
+    ("conv2d_strided_c130_to_c300", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (2, 130, 11, 12),
+     (300, 130, 3, 3), 300),
+    ("conv1d_strided_grouped", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, groups=2), (1, 260, 37),
+     (260, 130, 3), None),
+    # few input channels, strided: (channel, kernel row) pairs on the partitions; rows too wide to copy per
+    # output row go with the kernel rows on the partitions
+    ("conv2d_row_packed_wide_rows", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3), padding=(1, 0)),
+     (1, 16, 20, 80), (5, 16, 8, 3), 5),
     # depthwise: one channel per group, 128 channels per matmul through diagonal stationaries
     ("depthwise_7x7", lambda x, w, b: F.conv2d(x, w, b, padding=3, groups=130), (2, 130, 9, 11), (130, 1, 7, 7), 130),
     ("depthwise_strided", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=5), (1, 5, 10, 13),
@@ -94,6 +103,8 @@ def test_convolution_forward(name, fn, x_shape, w_shape, bias):
 
 
 BACKWARD = [c for c in CONVOLUTIONS if c[0] in ("conv2d_batch3_c3_to_c130_strided", "conv2d_grouped", "conv1d",
+                                                 "conv2d_strided_c130_to_c300", "conv1d_strided_grouped",
+                                                 "conv2d_row_packed_wide_rows",
                                                  "conv3d", "conv_transpose2d", "depthwise_7x7", "depthwise_strided",
                                                  "depthwise_dilated", "depthwise_causal_conv1d")]  # fmt: skip
 
@@ -105,3 +116,54 @@ def test_convolution_backward(name, fn, x_shape, w_shape, bias):
     torch.manual_seed(2)
     b = None if bias is None else torch.randn(bias)
     _compiled_matches_eager(fn, torch.randn(x_shape), torch.randn(w_shape), b, grads=True)
+
+
+# The strided convolutions of real-width models at their own shapes: ViT-B/16's patch embedding and ConvNeXt-T's
+# stem (stride = kernel, 3 input channels: kernel rows packed onto the partitions), ResNet-50's 7x7 stem (packed,
+# overlapping rows), whisper-small's second conv, ResNet's 3x3 and 1x1 stride-2 convs and ConvNeXt's
+# downsampling (input bands read by strided windows). A stem's input is an image, which takes no gradient.
+REAL_STRIDED = [
+    ("vit_patch_embed", lambda: torch.nn.Conv2d(3, 768, 16, 16), (2, 3, 224, 224)),
+    ("convnext_stem", lambda: torch.nn.Conv2d(3, 96, 4, 4), (2, 3, 224, 224)),
+    ("resnet_stem", lambda: torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False), (2, 3, 224, 224)),
+    ("whisper_conv2", lambda: torch.nn.Conv1d(768, 768, 3, stride=2, padding=1), (1, 768, 3000)),
+    ("resnet_3x3_s2", lambda: torch.nn.Conv2d(256, 256, 3, 2, 1, bias=False), (2, 256, 28, 28)),
+    ("resnet_1x1_s2", lambda: torch.nn.Conv2d(512, 1024, 1, 2, bias=False), (2, 512, 28, 28)),
+    ("convnext_downsample", lambda: torch.nn.Conv2d(96, 192, 2, 2), (2, 96, 56, 56)),
+]
+
+
+def _step(module: torch.nn.Module, x: torch.Tensor, seed: torch.Tensor) -> list[torch.Tensor]:
+    out = module(x)
+    out.backward(seed.to(out.dtype))
+    grads = [p.grad for p in module.parameters()]
+    return [out.detach(), *([x.grad] if x.requires_grad else []), *grads]
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(("name", "build", "x_shape"), REAL_STRIDED, ids=[c[0] for c in REAL_STRIDED])
+def test_strided_convolution_at_real_size(name, build, x_shape, dtype):
+    """Forward and gradients against a float64 run, within a small multiple of eager's own error."""
+    from support import assert_close_to_golden
+
+    torch.manual_seed(3)
+    module = build().to(dtype)
+    image = x_shape[1] == 3
+    x = torch.randn(x_shape, dtype=dtype)
+    seed = torch.randn(module(x).shape)
+
+    def fresh(m: torch.nn.Module, tensor: torch.Tensor) -> tuple[torch.nn.Module, torch.Tensor]:
+        import copy
+
+        return copy.deepcopy(m), tensor.detach().clone().requires_grad_(not image)
+
+    golden = _step(*fresh(module.double(), x.double()), seed.double())
+    module = module.to(dtype)
+    eager = _step(*fresh(module, x), seed)
+    compiled_module, compiled_x = fresh(module, x)
+    got = _step(torch.compile(compiled_module, backend="neuron-mlir"), compiled_x, seed)  # type: ignore[arg-type]  # compiling a Module gives a Module
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    names = ["output", *(["grad of input"] if not image else []), "grad of weight", "grad of bias"]
+    for what, a, e, g in zip(names, got, eager, golden, strict=False):
+        assert_close_to_golden(a, e, g, what)

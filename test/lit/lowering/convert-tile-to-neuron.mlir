@@ -204,6 +204,26 @@ func.func @windows(%a: memref<40x256xbf16, #mem<hbm>>, %b: memref<256x300xbf16, 
 
 // -----
 
+// A strided window (tile.extract with steps) is an access pattern whose steps are the band's times the window's:
+// the moving operand of a stride-2 convolution's tap, read in place from the input band.
+// CASES-LABEL: func.func @strided_window
+func.func @strided_window(%x: memref<64x9x33xbf16, #mem<hbm>>, %w: memref<64x32xbf16, #mem<hbm>>, %y: memref<32x64xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %band = tile.load %x[%c0, %c0, %c0] : memref<64x9x33xbf16, #mem<hbm>> -> !tile.tile<64x9x33xbf16, sbuf>
+  %s = tile.load %w[%c0, %c0] : memref<64x32xbf16, #mem<hbm>> -> !tile.tile<64x32xbf16, sbuf>
+  %tap = tile.extract %band[%c1, %c2] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x16xbf16, sbuf>
+  %p = tile.matmul %s, %tap : (!tile.tile<64x32xbf16, sbuf>, !tile.tile<64x4x16xbf16, sbuf>) -> !tile.tile<32x64xf32, psum>
+  %out = tile.copy %p : (!tile.tile<32x64xf32, psum>) -> !tile.tile<32x64xf32, sbuf>
+  tile.store %out, %y[%c0, %c0] : !tile.tile<32x64xf32, sbuf>, memref<32x64xf32, #mem<hbm>>
+  func.return
+}
+// CASES:       %[[BAND:.*]] = neuron.alloc : memref<64x9x33xbf16, #mem<sbuf>>
+// CASES:       neuron.nc_matmul tensor dst %{{.*}}[0:32, 0, [[1, 64]]], stationary %{{.*}}[0:64, 0, [[1, 32]]], moving %[[BAND]][0:64, 35, [[66, 4], [2, 16]]]
+
+// -----
+
 // Before v3 (trn1) a transpose goes through the array's fp32 arithmetic: a bf16 tile transposes into fp32 PSUM,
 // and the copy out of PSUM converts back (exactly: the values are bf16 values).
 module attributes {neuron.target = #neuron.target<trn1>} {

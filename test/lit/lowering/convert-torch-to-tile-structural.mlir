@@ -4,19 +4,24 @@
 // The structural lowerings (convolution.py, pooling.py, indexing.py, movement.py, distance.py, matmul.py): one
 // case per branch, each also checked by execution against the torch-level semantics on random inputs.
 
-// Padded, strided, grouped 2-d convolution with a bias: the input is zero-padded once into a fresh tensor, the
-// weight re-laid out as [K..., Cin/g, Cout], groups are a loop, PSUM accumulates over kernel offsets (loops over
-// the window view's kernel dims) and the bias joins as a per-partition column when PSUM is evacuated.
+// Padded, strided, grouped 2-d convolution with a bias: the input is zero-padded once into a fresh tensor (whole
+// rows copied into its interior), groups are a loop, each group's [ci, co] stationaries are transposed on chip
+// from the weight's rows, each output tile loads its input band once and every kernel offset reads a strided
+// window of it; PSUM accumulates over kernel offsets and the bias joins as a per-partition column when PSUM is
+// evacuated.
 // CHECK-LABEL: func.func @main
 func.func @main(%x: tensor<1x4x7x9xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x4x5xf32> {
   %0 = torch.aten.convolution %x, %w, %b {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 2 : i64} : (tensor<1x4x7x9xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x5xf32>
   func.return %0 : tensor<1x6x4x5xf32>
 }
-// CHECK:       memref.alloc() : memref<3x3x2x6xf32, #mem<hbm>>
 // CHECK:       memref.alloc() : memref<1x4x9x11xf32, #mem<hbm>>
 // CHECK:       tile.fill {value = 0.000000e+00 : f64}
-// CHECK:       tile.view %{{.*}} to memref<1x4x3x3x4x5xf32, strided<[396, 99, 11, 1, 22, 2]>, #mem<hbm>>
+// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x4x7x9xf32, #mem<hbm>> -> !tile.tile<4x7x9xf32, sbuf>
 // CHECK:       scf.for
+// CHECK:         tile.load %{{.*}} : memref<6x18xf32, #mem<hbm>> -> !tile.tile<3x18xf32, sbuf>
+// CHECK:         tile.transpose %{{.*}} : !tile.tile<3x2xf32, sbuf> -> !tile.tile<2x3xf32, psum>
+// CHECK:         tile.load %{{.*}} : memref<1x4x9x11xf32, #mem<hbm>> -> !tile.tile<2x9x11xf32, sbuf>
+// CHECK:         tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<2x9x11xf32, sbuf> -> !tile.tile<2x4x5xf32, sbuf>
 // CHECK:         tile.matmul
 // CHECK:         scf.for {{.*}} iter_args
 // CHECK:           scf.for {{.*}} iter_args
@@ -41,22 +46,28 @@ func.func @main(%x: tensor<3x1x600xf32>, %w: tensor<2x1x3xf32>) -> tensor<3x2x59
 
 // -----
 
-// A transposed convolution: zeros inserted between input elements (a strided copy into a zero-filled tensor)
-// and the flipped, channel-swapped weight make it a stride-1 direct convolution.
+// A transposed convolution: zeros inserted between input elements (each tile of whole rows spread on chip by a
+// strided insert into a zero tile, then stored as whole rows) and the flipped, channel-swapped weight make it a
+// stride-1 direct convolution; its stationaries are windows of the weight's rows as they are, the flipped tap's
+// every 9th element.
 // CHECK-LABEL: func.func @main
 func.func @main(%x: tensor<1x2x3x4xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x5x7xf32> {
   %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, transposed = true, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<1x2x3x4xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x5x7xf32>
   func.return %0 : tensor<1x3x5x7xf32>
 }
-// CHECK:       tile.view %w {{.*}} to memref<3x3x2x1x3xf32, strided<[-3, -1, 27, 54, 9], offset: 8>, #mem<hbm>>
 // CHECK:       memref.alloc() : memref<1x2x7x9xf32, #mem<hbm>>
-// CHECK:       tile.view %{{.*}} to memref<1x2x3x4xf32, strided<[126, 63, 18, 2], offset: 10>, #mem<hbm>>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<2x3x4xf32, sbuf>, !tile.tile<2x5x7xf32, sbuf>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c1, %c1] {dims = array<i64: 1, 2, 3>} : !tile.tile<2x5x7xf32, sbuf>, memref<1x2x7x9xf32, #mem<hbm>>
+// CHECK:       tile.extract %{{.*}}[%c0, %c8] {steps = array<i64: 9>} : !tile.tile<2x1x27xf32, sbuf> -> !tile.tile<2x3xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<2x3xf32, sbuf>, !tile.tile<2x5x7xf32, sbuf>) -> !tile.tile<3x35xf32, psum>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
 
-// convolution_backward: grad_input is a transposed convolution, grad_weight contracts (batch x positions) on
-// the partition axis; the bias gradient is masked out and stays undefined.
+// convolution_backward: grad_input is a transposed convolution; grad_weight contracts over positions on the
+// partition axis, grad_output blocks and the input's tap windows transposed on chip (here on the kernel-row
+// packed input of the forward: 2 channels x 3 kernel rows, 3 kernel columns); the bias gradient is masked out
+// and stays undefined.
 // CHECK-LABEL: func.func @main
 func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) {
   %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x3x2x2xf32>, tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>, none)
@@ -64,8 +75,11 @@ func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2
 }
 // CHECK:       memref.alloc() : memref<1x3x7x7xf32, #mem<hbm>>
 // CHECK:       tile.matmul
-// CHECK:       memref.alloc() : memref<3x2x3x3xf32, #mem<hbm>>
-// CHECK:       tile.load %g{{.*}} {dims = array<i64: 3, 1>}
+// CHECK:       memref.alloc() : memref<1x2x2x3x5xf32, #mem<hbm>>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<3x2x2xf32, sbuf> -> !tile.tile<4x3xf32, psum>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<6x2x2xf32, sbuf> -> !tile.tile<4x6xf32, psum>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<4x3xf32, sbuf>, !tile.tile<4x18xf32, sbuf>) -> !tile.tile<3x18xf32, psum>
+// CHECK:       tile.view %{{.*}} : memref<3x6x1x3xf32, #mem<hbm>> to memref<3x2x3x3xf32, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----

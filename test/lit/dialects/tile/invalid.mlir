@@ -184,10 +184,10 @@ func.func @matmul_acc_type(%s: !tile.tile<128x37xf32, sbuf>, %m: !tile.tile<128x
 // ---- tile.transpose -------------------------------------------------------------------------------------------
 
 func.func @transpose_rank_3(%x: !tile.tile<4x8x16xf32, sbuf>) {
-  %t = tile.transpose %x : !tile.tile<4x8x16xf32, sbuf> -> !tile.tile<128x4xf32, psum>
+  %t = tile.transpose %x : !tile.tile<4x8x16xf32, sbuf> -> !tile.tile<8x16x4xf32, psum>
   func.return
 }
-// CHECK: tile.transpose: only 2-d tiles transpose, got (4, 8, 16)
+// CHECK: tile.transpose: result must be [128, 4] in psum, got !tile.tile<8x16x4xf32, psum>
 
 // -----
 
@@ -222,6 +222,30 @@ func.func @extract_too_wide(%x: !tile.tile<128x2x40xbf16, sbuf>, %i: index) {
   func.return
 }
 // CHECK: tile.extract: the window !tile.tile<128x80xbf16, sbuf> does not fit in the trailing free dimensions of !tile.tile<128x2x40xbf16, sbuf>
+
+// -----
+
+func.func @extract_steps_too_wide(%x: !tile.tile<64x9x33xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i, %i] {steps = array<i64: 2, 3>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x12xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: the window !tile.tile<64x4x12xbf16, sbuf> (steps [2, 3]) does not fit in the trailing free dimensions of !tile.tile<64x9x33xbf16, sbuf>
+
+// -----
+
+func.func @extract_steps_count(%x: !tile.tile<64x9x33xbf16, sbuf>, %i: index) {
+  %w = tile.extract %x[%i, %i] {steps = array<i64: 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x12xbf16, sbuf>
+  func.return
+}
+// CHECK: tile.extract: steps [2] must give one positive step per free dimension of !tile.tile<64x4x12xbf16, sbuf>
+
+// -----
+
+func.func @insert_steps_too_wide(%v: !tile.tile<7x4x5xf32, sbuf>, %d: !tile.tile<7x7x9xf32, sbuf>, %i: index) {
+  %w = tile.insert %v, %d[%i, %i] {steps = array<i64: 2, 3>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  func.return
+}
+// CHECK: tile.insert: the value !tile.tile<7x4x5xf32, sbuf> (steps [2, 3]) does not fit in the trailing free dimensions of !tile.tile<7x7x9xf32, sbuf>
 
 // -----
 

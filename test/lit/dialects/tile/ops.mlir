@@ -296,6 +296,28 @@ func.func @windows(%rows: !tile.tile<40x256xbf16, sbuf>, %t: index) -> !tile.til
   func.return %i : !tile.tile<128x2x40xbf16, sbuf>
 }
 
+// A strided window: every second column of a band, from column 1 (a stride-2 convolution's tap)
+// CHECK-LABEL: func.func @strided_window
+func.func @strided_window(%band: !tile.tile<64x9x33xbf16, sbuf>) -> !tile.tile<64x4x16xbf16, sbuf> {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  // CHECK: tile.extract %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x16xbf16, sbuf>
+  %tap = tile.extract %band[%c1, %c2] {steps = array<i64: 2, 2>} : !tile.tile<64x9x33xbf16, sbuf> -> !tile.tile<64x4x16xbf16, sbuf>
+  func.return %tap : !tile.tile<64x4x16xbf16, sbuf>
+}
+
+// A strided insert spreads a tile over every second element (zero insertion); a band window transposes as the
+// matrix of its flattened free axes
+// CHECK-LABEL: func.func @strided_insert_and_transpose
+func.func @strided_insert_and_transpose(%go: !tile.tile<7x4x5xf32, sbuf>, %zeros: !tile.tile<7x7x9xf32, sbuf>) -> (!tile.tile<7x7x9xf32, sbuf>, !tile.tile<20x7xf32, psum>) {
+  %c0 = arith.constant 0 : index
+  // CHECK: tile.insert %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  %spread = tile.insert %go, %zeros[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+  // CHECK: tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+  %t = tile.transpose %go : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+  func.return %spread, %t : !tile.tile<7x7x9xf32, sbuf>, !tile.tile<20x7xf32, psum>
+}
+
 // ---- tile.gather / tile.scatter ---------------------------------------------------------------------------------
 
 // CHECK-LABEL: func.func @gather_scatter_rows

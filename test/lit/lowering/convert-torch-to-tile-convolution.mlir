@@ -1,0 +1,65 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p neuron-pipeline --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// Strided convolutions (convolution.py, emit_banded_convolution): each output tile loads the band of input rows
+// its positions read, channels on partitions, and each kernel tap reads a strided window of it in place. The
+// weight's [ci, co] stationaries are transposed on chip from its rows, once per output-channel tile.
+
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<1x40x9x11xf32>, %w: tensor<7x40x3x3xf32>) -> tensor<1x7x4x5xf32> {
+  %0 = torch.aten.convolution %x, %w, none {stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) -> tensor<1x7x4x5xf32>
+  func.return %0 : tensor<1x7x4x5xf32>
+}
+// the weight rows, and one [ci, co] block per tap: every 9th element from the tap on, transposed into the panel
+// CHECK:       tile.load %{{.*}} : memref<7x360xf32, #mem<hbm>> -> !tile.tile<7x360xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%{{.*}}] {steps = array<i64: 9>} : !tile.tile<7x360xf32, sbuf> -> !tile.tile<7x40xf32, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x40xf32, sbuf> -> !tile.tile<40x7xf32, psum>
+// the band: all 9 rows of 11 (positions 0..3 and 0..4 at stride 2 with a 3 x 3 kernel), loaded once
+// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x40x9x11xf32, #mem<hbm>> -> !tile.tile<40x9x11xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<40x7xf32, sbuf>, !tile.tile<40x4x5xf32, sbuf>) -> !tile.tile<7x20xf32, psum>
+// CHECK-NOT:   memref<1x40x3x3x4x5xf32
+
+// -----
+
+// Few input channels (an RGB patch embedding): the input rows of each (channel, kernel row) pair are copied so
+// that the pairs are one partition dim, and the convolution is one of a 1 x KW kernel over C * KH channels.
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<2x3x8x12xf32>, %w: tensor<6x3x4x4xf32>, %b: tensor<6xf32>) -> tensor<2x6x2x3xf32> {
+  %0 = torch.aten.convolution %x, %w, %b {stride = array<i64: 4, 4>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<2x3x8x12xf32>, tensor<6x3x4x4xf32>, tensor<6xf32>) -> tensor<2x6x2x3xf32>
+  func.return %0 : tensor<2x6x2x3xf32>
+}
+// the rows: per output row (on partitions) its [channels, kernel rows, width] block, whole rows read
+// CHECK:       tile.load %{{.*}}[{{.*}}] : memref<2x2x3x4x12xf32, strided<[288, 48, 96, 12, 1]>, #mem<hbm>> -> !tile.tile<2x3x4x12xf32, sbuf>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[{{.*}}] {dims = array<i64: 1, 2, 3, 4>} : !tile.tile<2x3x4x12xf32, sbuf>, memref<2x2x3x4x12xf32, #mem<hbm>>
+// 12 = 3 channels x 4 kernel rows contracted per matmul, one matmul per kernel column
+// CHECK:       tile.load %{{.*}} : memref<2x12x2x12xf32, strided<[288, 12, 144, 1]>, #mem<hbm>> -> !tile.tile<12x2x12xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 1, 4>} : !tile.tile<12x2x12xf32, sbuf> -> !tile.tile<12x2x3xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<12x6xf32, sbuf>, !tile.tile<12x2x3xf32, sbuf>) -> !tile.tile<6x6xf32, psum>
+
+// -----
+
+// The backward of a strided convolution: the input gradient spreads grad_output on chip (zeros between its
+// elements) and stores whole rows; the weight gradient transposes grad_output blocks and the taps' strided
+// windows on TensorE so that positions are on the partitions, one matmul per position tile.
+// CHECK-LABEL: func.func @main
+func.func @main(%go: tensor<1x7x4x5xf32>, %x: tensor<1x40x9x11xf32>, %w: tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) {
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x7x4x5xf32>, tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>, none)
+  func.return %gi, %gw : tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>
+}
+// CHECK:       tile.load %go[%c0, %c0, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<7x4x5xf32, sbuf>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c2, %c2] {dims = array<i64: 1, 2, 3>} : !tile.tile<7x7x9xf32, sbuf>, memref<1x7x11x13xf32, #mem<hbm>>
+// the transposed convolution's stationaries are w's rows as they are: every 9th element from the flipped tap
+// CHECK:       tile.extract %{{.*}}[%c0, %c8] {steps = array<i64: 9>} : !tile.tile<7x1x360xf32, sbuf> -> !tile.tile<7x40xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<7x40xf32, sbuf>, !tile.tile<7x9x11xf32, sbuf>) -> !tile.tile<40x99xf32, psum>
+// the weight gradient
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x40x9x11xf32, #mem<hbm>> -> !tile.tile<40x9x11xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<40x4x5xf32, sbuf> -> !tile.tile<20x40xf32, psum>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%{{.*}}] {steps = array<i64: 9>} : !tile.tile<20x40xf32, psum>, !tile.tile<20x360xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<20x7xf32, sbuf>, !tile.tile<20x360xf32, sbuf>) -> !tile.tile<7x360xf32, psum>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0] : !tile.tile<7x360xf32, sbuf>, memref<7x360xf32, #mem<hbm>>
+
+// SEMANTICS-COUNT-3: check-semantics: {{[0-9]+}} inputs, all outputs match
