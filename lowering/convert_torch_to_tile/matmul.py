@@ -20,8 +20,13 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
-  tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop. When the
+  tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
+  stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
+* When several block rows read the same B and all of it fits `RESIDENT_SBUF_SHARE` of SBUF with K on
+  partitions, it is loaded (or transposed) once per batch, before the first block row, and the blocks read
+  windows of it instead of loading chunks. Full block rows whose hoisted panels fit the budget twice go two per
+  trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
   PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
@@ -167,6 +172,10 @@ def choose_blocking(
     n_subs = max(1, min(accumulators // m_subs, n_tiles))
     if resident:
         chunk_tiles = max(1, panel_tiles)
+        if panel_tiles * min(n, n_subs * n_tile) * itemsize <= 2 * MOVING_CHUNK_BYTES:
+            # A short K, as below: two chunks and no K loop, so the block loop is the innermost one and
+            # neuron-unroll-loops gives the next block accumulators of its own.
+            chunk_tiles = max(1, -(-panel_tiles // 2))
         return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, True, paired)
     if rhs_transposed:  # one K tile of the block's moving transposes fits a PSUM bank
         n_subs = max(1, min(n_subs, limits.psum_bank_bytes // (n_tile * itemsize)))
@@ -375,7 +384,12 @@ class _Kernel:
         return subs, panels
 
     def row_blocks(
-        self, em: LoopNestBuilder, batch: list[Index], subs: list[tuple[Index, int]], panels: list[_Panel] | None, n: int
+        self,
+        em: LoopNestBuilder,
+        batch: list[Index],
+        subs: list[tuple[Index, int]],
+        panels: list[_Panel] | None,
+        n: int,
     ) -> None:
         """The output blocks of one block row, across N."""
         block_n = self.blocking.n_subs * self.blocking.n_tile
@@ -452,7 +466,7 @@ class _Kernel:
         Moving chunks of `chunk_tiles` K tiles are each one DMA (or one set of row loads to transpose). They go
         in pairs: both loads first, then the K loop over each, so the next pair's first load overlaps this
         pair's second half (double buffering). The first K tile of the block is peeled (it starts the PSUM
-        accumulation); the pair and K loops are loops even for one trip, so the structure does not depend on K.
+        accumulation); the pair loop stays a loop even for one trip, and a K loop for more than one.
         """
         b = self.blocking
         chunk = b.chunk_tiles
@@ -472,7 +486,8 @@ class _Kernel:
             start = 0
             if acc is None:
                 acc, start = step(e, 0, None), 1
-            return carry(e, start, count, 1, acc, step, always_loop=True)
+            # a single trip is inlined: a short K then leaves the block loop innermost (see BLOCK_BANK_SHARE)
+            return carry(e, start, count, 1, acc, step, always_loop=count - start > 1)
 
         def load(e: LoopNestBuilder, c0: Index, count: int) -> _Moving:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
