@@ -20,8 +20,13 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
   TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
-  tile is peeled to start the accumulation, and every loop whose trip count depends on K stays a loop. When the
+  tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
+  stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
+* When several block rows read the same B and all of it fits `RESIDENT_SBUF_SHARE` of SBUF with K on
+  partitions, it is loaded (or transposed) once per batch, before the first block row, and the blocks read
+  windows of it instead of loading chunks. Full block rows whose hoisted panels fit the budget twice go two per
+  trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
   PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
@@ -82,6 +87,9 @@ STATIONARY_SBUF_SHARE = 3 / 8
 # Bytes per partition of one moving-chunk DMA. A DMA pays ~2 us of fixed latency (runtime/hardware.py), so each
 # should carry enough TensorE work (~7 us at this size in bf16) for the next ones to arrive under it.
 MOVING_CHUNK_BYTES = 8 * 1024
+# Share of SBUF (per partition) B may take when it is kept whole on chip with K on partitions ([K tile, K tiles,
+# N]): it is then loaded (and, when K is its contiguous axis, transposed) once, not once per block row.
+RESIDENT_SBUF_SHARE = 1 / 4
 # Chunks per panel at least (smaller chunks for short K): the first chunk's load cannot overlap any compute of the
 # block, and the unrolled chunk loop needs a few trips to double-buffer.
 MIN_CHUNKS = 4
@@ -124,6 +132,8 @@ class Blocking:
     panel_tiles: int  # full K tiles per stationary panel
     chunk_tiles: int  # full K tiles per moving chunk
     hoisted: bool  # one panel holds all of K: built once per block row and reused by every output block of it
+    resident: bool = False  # B is built once, whole, with K on partitions, and every block reads windows of it
+    paired: bool = False  # full block rows go two per trip (hoisted panels that fit the budget twice)
 
 
 def choose_blocking(
@@ -153,7 +163,20 @@ def choose_blocking(
         if panel_tiles >= 3 or accumulators < block_accumulators:
             break
         accumulators //= 2
+    # Several block rows read the same B: when all of it fits its share of SBUF, it is loaded (and transposed)
+    # once instead of once per block row; the blocks then only read it, in one K loop each.
+    k_tiles = k_full + (1 if k % k_tile else 0)
+    resident = m > m_subs * m_tile and hoisted and k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
+    # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls.
+    paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= budget
     n_subs = max(1, min(accumulators // m_subs, n_tiles))
+    if resident:
+        chunk_tiles = max(1, panel_tiles)
+        if panel_tiles * min(n, n_subs * n_tile) * itemsize <= 2 * MOVING_CHUNK_BYTES:
+            # A short K, as below: two chunks and no K loop, so the block loop is the innermost one and
+            # neuron-unroll-loops gives the next block accumulators of its own.
+            chunk_tiles = max(1, -(-panel_tiles // 2))
+        return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, True, paired)
     if rhs_transposed:  # one K tile of the block's moving transposes fits a PSUM bank
         n_subs = max(1, min(n_subs, limits.psum_bank_bytes // (n_tile * itemsize)))
     block_n = min(n, n_subs * n_tile)
@@ -168,7 +191,7 @@ def choose_blocking(
         # matmuls (exposed DMA latency); without it the block loop is the innermost loop with DMAs, which
         # neuron-unroll-loops doubles: the next block's loads and accumulators get buffers of their own.
         chunk_tiles = max(1, -(-panel_tiles // 2))
-    return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted)
+    return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, False, paired)
 
 
 def emit_matmul(
@@ -216,8 +239,9 @@ def emit_matmul(
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
-        block_m = blocking.m_subs * blocking.m_tile
-        inner.for_tiles(m, block_m, lambda e, m0, size: kernel.block_row(e, batch, m0, size, n))
+        if blocking.resident and k:
+            kernel.build_resident(inner, batch, n)
+        kernel.block_rows(inner, batch, m, n)
 
     batches(em, batch_shape, [])
     if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
@@ -293,6 +317,16 @@ class _Panel:
     rest: list[SSAValue]
 
 
+@dataclass(frozen=True)
+class _Moving:
+    """A moving operand: K tile `tile0 + t` of the chunk is `value[:, tile0 + t, column0:]` (`value[:, column0:]`
+    for a partial last tile), so a chunk is either a tile of its own or a window of the resident B."""
+
+    value: SSAValue
+    tile0: Index
+    column0: Index
+
+
 @dataclass
 class _Kernel:
     lhs: SSAValue
@@ -307,18 +341,57 @@ class _Kernel:
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     prologue: Prologue | None = None  # computes A's rows on chip (prologue.py) instead of loading them
+    resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
+    resident_rest: SSAValue | None = None  # B's partial last K tile [K % K_TILE, N], when resident
 
     # ---- structure -------------------------------------------------------------------------------------------
 
+    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int) -> None:
+        """Every block row of the output. With `blocking.paired`, full block rows go two per trip: both panels
+        first, then the blocks of each, so the next trip's first panel loads while the second row computes."""
+        b = self.blocking
+        block_m = b.m_subs * b.m_tile
+        pairs = m // (2 * block_m) if b.paired and self.prologue is None else 0
+        if pairs:
+
+            def pair(e: LoopNestBuilder, m0: Index) -> None:
+                second = e.add(m0, block_m)
+                rows = [self.row_panels(e, batch, m0, block_m), self.row_panels(e, batch, second, block_m)]
+                for subs, panels in rows:
+                    self.row_blocks(e, batch, subs, panels, n)
+
+            em.for_tiles(pairs * 2 * block_m, 2 * block_m, lambda e, m0, _: pair(e, m0))
+        start = pairs * 2 * block_m
+        if m > start:
+            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(start, m0), size, n))
+
     def block_row(self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
         """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
+        subs, panels = self.row_panels(em, batch, m0, m_size)
+        self.row_blocks(em, batch, subs, panels, n)
+
+    def row_panels(
+        self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int
+    ) -> tuple[list[tuple[Index, int]], list[_Panel] | None]:
+        """The m sub-tiles of rows [m0, m0 + m_size) and, when it is hoisted, their whole-K stationary panel."""
         b = self.blocking
         subs = [(em.add(m0, offset), size) for offset, size in _split(m_size, b.m_tile)]
         k_full, k_rest = divmod(self.k, b.k_tile)
         panels: list[_Panel] | None = None
         if b.hoisted and self.k:
             panels = [self.panel(em, batch, subs, 0, k_full, bool(k_rest))]
-        block_n = b.n_subs * b.n_tile
+        return subs, panels
+
+    def row_blocks(
+        self,
+        em: LoopNestBuilder,
+        batch: list[Index],
+        subs: list[tuple[Index, int]],
+        panels: list[_Panel] | None,
+        n: int,
+    ) -> None:
+        """The output blocks of one block row, across N."""
+        block_n = self.blocking.n_subs * self.blocking.n_tile
         em.for_tiles(n, block_n, lambda e, n0, n_size: self.block(e, batch, subs, n0, n_size, panels))
 
     def block(
@@ -392,7 +465,7 @@ class _Kernel:
         Moving chunks of `chunk_tiles` K tiles are each one DMA (or one set of row loads to transpose). They go
         in pairs: both loads first, then the K loop over each, so the next pair's first load overlaps this
         pair's second half (double buffering). The first K tile of the block is peeled (it starts the PSUM
-        accumulation); the pair and K loops are loops even for one trip, so the structure does not depend on K.
+        accumulation); the pair loop stays a loop even for one trip, and a K loop for more than one.
         """
         b = self.blocking
         chunk = b.chunk_tiles
@@ -400,20 +473,22 @@ class _Kernel:
         pairs, odd = divmod(full_chunks, 2)
 
         def compute(
-            e: LoopNestBuilder, moving: SSAValue, c0: Index, count: int, acc: list[SSAValue] | None
+            e: LoopNestBuilder, moving: _Moving, c0: Index, count: int, acc: list[SSAValue] | None
         ) -> list[SSAValue]:
             def step(inner: LoopNestBuilder, t: Index, values: list[SSAValue] | None) -> list[SSAValue]:
                 stationary = [
                     window(inner, part, [inner.add(c0, t), 0], (b.k_tile, _shape(part)[-1])) for part in panel.full
                 ]
-                return self.products(inner, stationary, moving, [t], b.k_tile, n_size, values)
+                lead = [inner.add(moving.tile0, t)]
+                return self.products(inner, stationary, moving.value, lead, b.k_tile, n_size, values, moving.column0)
 
             start = 0
             if acc is None:
                 acc, start = step(e, 0, None), 1
-            return carry(e, start, count, 1, acc, step, always_loop=True)
+            # a single trip is inlined: a short K then leaves the block loop innermost (see BLOCK_BANK_SHARE)
+            return carry(e, start, count, 1, acc, step, always_loop=count - start > 1)
 
-        def load(e: LoopNestBuilder, c0: Index, count: int) -> SSAValue:
+        def load(e: LoopNestBuilder, c0: Index, count: int) -> _Moving:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
 
         def pair(e: LoopNestBuilder, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
@@ -433,8 +508,8 @@ class _Kernel:
                 accs = compute(em, load(em, c0, count), c0, count, accs)
         if rest:
             k_rest = self.k % b.k_tile
-            moving = self.moving_rest(em, batch, n0, n_size)
-            accs = self.products(em, panel.rest, moving, [], k_rest, n_size, accs)
+            rest_moving = self.moving_rest(em, batch, n0, n_size)
+            accs = self.products(em, panel.rest, rest_moving.value, [], k_rest, n_size, accs, rest_moving.column0)
         assert accs is not None
         return accs
 
@@ -447,10 +522,13 @@ class _Kernel:
         k_size: int,
         n_size: int,
         accs: list[SSAValue] | None,
+        column0: Index = 0,
     ) -> list[SSAValue]:
-        """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner)."""
+        """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner).
+
+        The block's columns start at `column0` of `moving` (a resident B holds all of N)."""
         columns = _split(n_size, self.blocking.n_tile)
-        rhs = [window(em, moving, [*lead, c0], (k_size, c_size)) for c0, c_size in columns]
+        rhs = [window(em, moving, [*lead, em.add(column0, c0)], (k_size, c_size)) for c0, c_size in columns]
         results: list[SSAValue] = []
         for s, part in enumerate(stationary):
             m_size = _shape(part)[-1]
@@ -535,7 +613,24 @@ class _Kernel:
                 rest_tiles.append(to_sbuf(em, value, _element(row)))
         return _Panel(full, rest_tiles)
 
+    def build_resident(self, em: LoopNestBuilder, batch: list[Index], n: int) -> None:
+        """All of B with K on partitions, once for every block row: `resident` (and `resident_rest`)."""
+        b = self.blocking
+        k_full, k_rest = divmod(self.k, b.k_tile)
+        if k_full:
+            self.resident = self.load_moving(em, batch, 0, k_full, 0, n)
+        if k_rest:
+            self.resident_rest = self.load_moving_rest(em, batch, 0, n)
+
     def moving_chunk(
+        self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int
+    ) -> _Moving:
+        """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size): loaded, or a window of the resident B."""
+        if self.resident is not None:
+            return _Moving(self.resident, t0, n0)
+        return _Moving(self.load_moving(em, batch, t0, tiles, n0, n_size), 0, 0)
+
+    def load_moving(
         self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int
     ) -> SSAValue:
         """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size) as one [K_TILE, tiles, n_size] tile."""
@@ -562,7 +657,13 @@ class _Kernel:
 
         return carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
 
-    def moving_rest(self, em: LoopNestBuilder, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
+    def moving_rest(self, em: LoopNestBuilder, batch: list[Index], n0: Index, n_size: int) -> _Moving:
+        """B's partial last K tile, columns [n0, n0 + n_size): loaded, or a window of the resident one."""
+        if self.resident_rest is not None:
+            return _Moving(self.resident_rest, 0, n0)
+        return _Moving(self.load_moving_rest(em, batch, n0, n_size), 0, 0)
+
+    def load_moving_rest(self, em: LoopNestBuilder, batch: list[Index], n0: Index, n_size: int) -> SSAValue:
         """B's partial last K tile, columns [n0, n0 + n_size): [K % K_TILE, n_size]."""
         b = self.blocking
         rank = len(batch) + 2

@@ -67,6 +67,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, lane_split
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import split_axis
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -291,6 +292,15 @@ def _sums_rows(space: ReductionSpace) -> bool:
     return space.count > 1 and space.partitions > 1 and kept_stride == 1 and reduced_stride != 1
 
 
+# Bytes per partition of one load of a row sum: a group of row tiles per DMA, so each transfer's fixed cost is
+# paid once per group, not once per 128 rows.
+ROW_GROUP_BYTES = 8 * 1024
+
+
+def _itemsize(element_type: Attribute) -> int:
+    return max(1, int(getattr(element_type, "bitwidth", 32)) // 8)
+
+
 def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: SSAValue, scale: float | None) -> None:
     """out[kept] = sum over the reduced dims, the innermost reduced dim as TensorE's contraction (see the module
     docstring): per chunk of up to 512 kept elements, one PSUM row accumulates ones[rows]^T @ rows."""
@@ -314,18 +324,44 @@ def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: 
         ),
     )
 
-    def chunk(e: LoopNestBuilder, leading: list[Index], k0: Index, ks: int) -> None:
-        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
-            *outer, r0 = offsets
-            rs = sizes[-1]
-            moving = load(e2, space.source_view, [*leading, k0, *outer, r0], (rs, ks), operand_type,
-                          dims=(len(space.kept_dims) + len(space.reduced_dims) - 1, kept_rank - 1))  # fmt: skip
-            ones = e2.insert(tile.FillOp(1.0, TileType((rs, 1), operand_type, Memory.SBUF))).result
-            result_type = TileType((1, ks), F32, Memory.PSUM)
-            return e2.insert(tile.MatmulOp(ones, moving, result_type, acc)).result
+    rank = kept_rank + len(space.reduced_dims)
+    row_tiles, rest = divmod(rows, k_tile)
+    # rows as [row tiles, k_tile]: a group of row tiles is one DMA, [k_tile, tiles, ks]
+    grouped = split_axis(em, space.source_view, rank - 1, row_tiles, k_tile) if row_tiles else None
+    group = max(1, ROW_GROUP_BYTES // (n_tile * _itemsize(operand_type)))
 
-        nest = [*((extent, 1) for extent in outer_reduced), (rows, k_tile)]
-        total = fold_nest(e, nest, step)
+    def chunk(e: LoopNestBuilder, leading: list[Index], k0: Index, ks: int) -> None:
+        result_type = TileType((1, ks), F32, Memory.PSUM)
+        rows_type = TileType((k_tile, ks), operand_type, Memory.SBUF)
+        ones = e.insert(tile.FillOp(1.0, TileType((k_tile, 1), operand_type, Memory.SBUF))).result
+
+        def tiles_step(
+            e2: LoopNestBuilder, outer: list[Index], t0: Index, tiles: int, acc: SSAValue | None
+        ) -> SSAValue:
+            assert grouped is not None
+            moving = load(e2, grouped, [*leading, k0, *outer, t0, 0], (k_tile, tiles, ks), operand_type,
+                          dims=(rank, rank - 1, kept_rank - 1))  # fmt: skip
+            for t in range(tiles):
+                rows_tile = e2.insert(tile.ExtractOp(moving, [e2.index(t), e2.index(0)], rows_type)).result
+                acc = e2.insert(tile.MatmulOp(ones, rows_tile, result_type, acc)).result
+            assert acc is not None
+            return acc
+
+        def rest_step(e2: LoopNestBuilder, outer: list[Index], acc: SSAValue | None) -> SSAValue:
+            moving = load(e2, space.source_view, [*leading, k0, *outer, row_tiles * k_tile], (rest, ks), operand_type,
+                          dims=(rank - 1, kept_rank - 1))  # fmt: skip
+            ones_rest = e2.insert(tile.FillOp(1.0, TileType((rest, 1), operand_type, Memory.SBUF))).result
+            return e2.insert(tile.MatmulOp(ones_rest, moving, result_type, acc)).result
+
+        def per_outer(e2: LoopNestBuilder, outer: list[Index], _: list[int], acc: SSAValue | None) -> SSAValue:
+            if row_tiles:
+                acc = fold_nest(e2, [(row_tiles, group)], lambda e3, o, s, a: tiles_step(e3, outer, o[0], s[0], a), acc)
+            if rest:
+                acc = rest_step(e2, outer, acc)
+            assert acc is not None
+            return acc
+
+        total = fold_nest(e, [(extent, 1) for extent in outer_reduced], per_outer)
         if scale is not None:
             total = e.insert(
                 tile.BinaryScalarOp(total, "multiply", TileType((1, ks), F32, Memory.SBUF), scalar=scale)

@@ -9,6 +9,7 @@ sequences 1-4096, vocabularies up to 262,144 tokens. A sample runs on the simula
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -225,3 +226,44 @@ def test_attention_at_129_tokens_runs() -> None:
 def test_layer_norm_trains_at_gpt2_width_in_bf16() -> None:
     torch.manual_seed(0)
     _train_step_matches_eager(torch.nn.LayerNorm(768).to(BF16), torch.randn(2048, 768, dtype=BF16))
+
+
+def _linear_step_matches_golden(rows: int, features: int, out: int, dtype: torch.dtype) -> None:
+    """A Linear layer's output and its three gradients (input, weight, bias) against a float64 run: the backward
+    multiplies by transposed operands (dX = dY W, dW = dY^T X with the tokens as the contraction axis)."""
+    from support import assert_close_to_golden
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(features, out).to(dtype)
+    x = torch.randn(rows, features, dtype=dtype)
+    grad_out = torch.randn(rows, out, dtype=dtype)
+
+    def step(
+        run: Callable[[torch.Tensor], torch.Tensor], module: torch.nn.Module, xs: torch.Tensor, grad: torch.Tensor
+    ):
+        xs = xs.clone().requires_grad_(True)
+        result = run(xs)
+        result.backward(grad)
+        return result.detach(), xs.grad, module.weight.grad, module.bias.grad
+
+    golden_layer = copy.deepcopy(layer).double()
+    golden = step(golden_layer, golden_layer, x.double(), grad_out.double())
+    eager_layer = copy.deepcopy(layer)
+    eager = step(eager_layer, eager_layer, x, grad_out)
+    got = step(torch.compile(layer, backend="neuron-mlir"), layer, x, grad_out)  # type: ignore[arg-type]
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    for what, actual, eager_value, golden_value in zip(("output", "dX", "dW", "db"), got, eager, golden, strict=True):
+        assert_close_to_golden(actual, eager_value, golden_value, what)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("dtype", [BF16, F32], ids=["bf16", "f32"])
+def test_linear_gradients_at_mlp_width(dtype: torch.dtype) -> None:
+    """GPT-2's c_fc over 2048 tokens: several block rows share each operand kept whole on chip."""
+    _linear_step_matches_golden(2048, 768, 3072, dtype)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_linear_gradients_with_partial_tiles() -> None:
+    """No size a multiple of a tile: the resident operands end in partial K tiles, the block rows in partial rows."""
+    _linear_step_matches_golden(1100, 200, 700, F32)

@@ -22,8 +22,15 @@ def _folds(x, dims, keepdim):
 
 @pytest.mark.parametrize(
     ("shape", "dims"),
-    [((130, 7), (0,)), ((130, 7), (1,)), ((5, 300, 9), (0, 2)), ((4, 2100), (-1,)), ((3, 4, 5), (0, 1, 2))],
-    ids=["partition-axis", "free-axis", "outer-and-inner", "long-rows", "all"],
+    [
+        ((130, 7), (0,)),
+        ((1100, 70), (0,)),
+        ((130, 7), (1,)),
+        ((5, 300, 9), (0, 2)),
+        ((4, 2100), (-1,)),
+        ((3, 4, 5), (0, 1, 2)),
+    ],
+    ids=["partition-axis", "partition-axis-groups-of-tiles", "free-axis", "outer-and-inner", "long-rows", "all"],
 )
 @pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
 def test_reductions_over_any_dims(shape, dims, keepdim):

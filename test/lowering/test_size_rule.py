@@ -27,11 +27,20 @@ def _program_size(fn, *inputs: torch.Tensor) -> tuple[int, int]:
     return len(program.instructions()), len(program.buffers)
 
 
+# Matmuls choose their path by size (a B kept whole on chip when it fits, a stationary panel hoisted when all of K
+# fits, block rows paired when two panels fit): their rows grow 4x and K and N stay where one path holds.
 CASES = {
-    "matmul": (lambda a, b: a @ b, lambda n: (torch.randn(n, n, dtype=BF16), torch.randn(n, n, dtype=BF16))),
+    "matmul": (
+        lambda a, b: a @ b,
+        lambda n: (torch.randn(n * n // 512, 2048, dtype=BF16), torch.randn(2048, 2048, dtype=BF16)),
+    ),
     "linear with bias": (
         lambda x, w, b: torch.nn.functional.linear(x, w, b),
-        lambda n: (torch.randn(n, n), torch.randn(n, n), torch.randn(n)),
+        lambda n: (torch.randn(n * n // 512, 2048), torch.randn(2048, 2048), torch.randn(2048)),
+    ),
+    "linear, weight on chip": (
+        lambda x, w: torch.nn.functional.linear(x, w),
+        lambda n: (torch.randn(n * n // 512, 768, dtype=BF16), torch.randn(768, 768, dtype=BF16)),
     ),
     "softmax": (lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, n, dtype=BF16),)),
     "layer norm": (lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)), lambda n: (torch.randn(n, n),)),

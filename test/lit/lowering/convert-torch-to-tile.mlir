@@ -92,10 +92,10 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK:         tile.load %[[WT]][%c0, %c0] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
 // CHECK:         tile.load %[[WT]][%c0, %c384] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
 // The first K tile starts the PSUM accumulation, every later one (the remainder of 44 last) adds to it; each
-// matmul reads its operands as windows of the panel and of the chunk.
+// matmul reads its operands as windows of the panel and of the chunk. A K loop of a single trip is inlined.
 // CHECK:         %[[S0:.*]] = tile.extract %[[PANEL]][%c0, %c0] : !tile.tile<128x2x37xf32, sbuf> -> !tile.tile<128x37xf32, sbuf>
 // CHECK:         %[[P0:.*]] = tile.matmul %[[S0]], %{{.*}} : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<37x512xf32, psum>
-// CHECK:         %[[P1:.*]] = scf.for %{{.*}} iter_args(%{{.*}} = %[[P0]]) -> (!tile.tile<37x512xf32, psum>)
+// CHECK:         %[[P1:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P0]] : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>, !tile.tile<37x512xf32, psum>)
 // CHECK:         %[[P2:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P1]] : (!tile.tile<44x37xf32, sbuf>, !tile.tile<44x512xf32, sbuf>, !tile.tile<37x512xf32, psum>)
 // The bias joins as PSUM is evacuated.
 // CHECK:         %[[B:.*]] = tile.load %[[BIAS]][%c0, %c0] {{.*}} -> !tile.tile<37x512xf32, sbuf>
