@@ -160,9 +160,9 @@ class Records:
                         found.extend(keys)
             else:
                 for number in range(first, last + 1):
-                    keys = buckets.get(number)
-                    if keys:
-                        found.extend(keys)
+                    in_bucket = buckets.get(number)
+                    if in_bucket:
+                        found.extend(in_bucket)
         return found
 
 

@@ -530,11 +530,9 @@ class _Attention:
         """`values` (every head's output rows [128, tiles, heads, Ev], then per head its log-sum-exp [128, tiles]
         when used) with query tile t of head h written in."""
         values = list(values)
-        at = (
-            [em.index(t), em.index(h), em.index(0)]
-            if len(values[0].type.get_shape()) == 4
-            else [em.index(t), em.index(0)]
-        )  # type: ignore[attr-defined]
+        rows = values[0].type
+        assert isinstance(rows, TileType)
+        at = [em.index(t), em.index(h), em.index(0)] if len(rows.get_shape()) == 4 else [em.index(t), em.index(0)]
         values[0] = em.insert(tile.InsertOp(out, values[0], at)).result
         if lse is not None:
             values[1 + h] = em.insert(tile.InsertOp(lse, values[1 + h], [em.index(t)])).result

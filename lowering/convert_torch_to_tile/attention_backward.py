@@ -404,7 +404,7 @@ class _AttentionBackward:
         another, where one tile alone would leave every engine waiting on the previous link of its chain. Each
         tile's dQ joins its head's `grad_queries`, its dK and dV parts the head's sums."""
         shapes = [(self.rows_in(self.length, i), i * PARTITION_TILE, self.extent(i)) for _, i in units]
-        probabilities = []
+        probabilities: list[SSAValue] = []
         for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
             if i not in self.biases:
                 probabilities.append(self.exponentials(em, head, i, p, 0, n))
@@ -414,11 +414,11 @@ class _AttentionBackward:
             if not m0:
                 probabilities.append(self.exponentials(em, head, i, p, 0, n, self.biases[i]))
                 continue
-            probs = em.insert(tile.EmptyOp(_sbuf((p, n), self.element_type))).result
+            probs: SSAValue = em.insert(tile.EmptyOp(_sbuf((p, n), self.element_type))).result
             probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
             diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
             probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
-        grad_scores = []
+        grad_scores: list[SSAValue] = []
         for (head, i), (p, m0, n), probs in zip(units, shapes, probabilities, strict=True):
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
             values_t = window(em, head.kv.value_t, [0], (self.value_head, n))

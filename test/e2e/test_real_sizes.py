@@ -250,7 +250,7 @@ def _linear_step_matches_golden(rows: int, features: int, out: int, dtype: torch
     golden = step(golden_layer, golden_layer, x.double(), grad_out.double())
     eager_layer = copy.deepcopy(layer)
     eager = step(eager_layer, eager_layer, x, grad_out)
-    got = step(torch.compile(layer, backend="neuron-mlir"), layer, x, grad_out)  # type: ignore[arg-type]
+    got = step(torch.compile(layer, backend="neuron-mlir"), layer, x, grad_out)
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
     for what, actual, eager_value, golden_value in zip(("output", "dX", "dW", "db"), got, eager, golden, strict=True):
         assert_close_to_golden(actual, eager_value, golden_value, what)

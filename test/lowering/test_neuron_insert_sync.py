@@ -12,6 +12,7 @@ import itertools
 import random
 
 import pytest
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr
 from xdsl.parser import Parser
 
 from neuron_mlir.backend_trn.translate import build_program
@@ -175,7 +176,10 @@ def _waits(module: object) -> list[tuple[int, tuple[int, ...]]]:
     for op in module.walk():  # type: ignore[attr-defined]
         if isinstance(op, InstructionOp):
             waits = op.properties.get("waits")
-            found.append((op.properties["id"].value.data, tuple(waits.get_values()) if waits is not None else ()))
+            number = op.properties["id"]
+            assert isinstance(number, IntegerAttr)
+            assert waits is None or isinstance(waits, DenseArrayBase)
+            found.append((number.value.data, tuple(waits.get_values()) if waits is not None else ()))
     return found
 
 
