@@ -15,10 +15,10 @@ graph's second; later calls are steady. The table shows the median steady call, 
 second runs, and the ratios the project tracks: the simulator's first run against a steady call (goal <= 3), the
 second call against a steady call (goal <= 2), and, for reference, the first simulator run against a steady one.
 Then the CPU time Python's garbage collector took inside the first call's simulator runs (a full collection of
-a heap of about half a million objects takes a few hundred milliseconds; each compile starts by collecting and the
-first one freezes the heap, `runtime/heap.py`, so that the first runs after a compile pay for at most the
-compile's own objects). The last four columns repeat the steady call and the ratios in CPU time of the process
-(`time.process_time`), which other work on a shared machine disturbs much less than wall time.
+a heap of about half a million objects takes a few hundred milliseconds; each compile ends by collecting its
+garbage and the first one freezes the heap, `runtime/heap.py`, so that first runs rarely pay for any). The last
+four columns repeat the steady call and the ratios in CPU time of the process (`time.process_time`), which other
+work on a shared machine disturbs much less than wall time.
 Models: the zoo (`examples/models/zoo.py`, tiny widths) and two at real widths: `bert-base` (BERT-base, 2
 layers, batch 4 x 128) and `convnext` (a ConvNeXt block: 7x7 depthwise convolution, channels-last LayerNorm,
 Linear 4x, GELU, Linear, residual; C=96, 56x56, batch 2).

@@ -47,7 +47,6 @@ from neuron_mlir.frontend.fx_importer import (
 from neuron_mlir.frontend.progress import CompileProgress, compile_progress
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
-from neuron_mlir.runtime import heap
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -168,7 +167,6 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
-    heap.settle_heap()  # earlier compiles' garbage collected, the long-lived heap frozen once (runtime/heap.py)
     name = f"graph{next(_graph_counter)}_{kind}"
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
