@@ -14,9 +14,11 @@ over the call's graphs). The first call compiles and runs each graph's first sim
 graph's second; later calls are steady. The table shows the median steady call, the simulator's first and
 second runs, and the ratios the project tracks: the simulator's first run against a steady call (goal <= 3), the
 second call against a steady call (goal <= 2), and, for reference, the first simulator run against a steady one.
-The last column is how long Python's garbage collector paused the first call's simulator runs: a full
-collection of the heap a compile leaves behind (about half a million objects) takes a few hundred milliseconds and
-often falls into the first run, which allocates the program's plans and tape right after the compile.
+Then the CPU time Python's garbage collector took inside the first call's simulator runs (a full collection of
+a heap of about half a million objects takes a few hundred milliseconds; each compile ends by collecting its
+garbage and the first one freezes the heap, `runtime/heap.py`, so that first runs rarely pay for any). The last
+four columns repeat the steady call and the ratios in CPU time of the process (`time.process_time`), which other
+work on a shared machine disturbs much less than wall time.
 Models: the zoo (`examples/models/zoo.py`, tiny widths) and two at real widths: `bert-base` (BERT-base, 2
 layers, batch 4 x 128) and `convnext` (a ConvNeXt block: 7x7 depthwise convolution, channels-last LayerNorm,
 Linear 4x, GELU, Linear, residual; C=96, 56x56, batch 2).
@@ -115,27 +117,28 @@ _CHILD = textwrap.dedent(
     name, mode, calls = {name!r}, {mode!r}, {calls}
     build = bench_simulator.REAL_MODELS.get(name) or MODELS[name]
     model, inputs = build()
-    runs, collecting = [], []
-    paused = [0.0, 0.0]  # seconds the collector paused simulator runs, the start of the current pause
+    runs, run_cpus, collecting = [], [], []
+    paused = [0.0, 0.0]  # CPU seconds the collector took inside simulator runs, the start of the current pause
     run_validated = simulator.run_validated
 
     def collected(phase, info):
         if collecting:
             if phase == "start":
-                paused[1] = time.perf_counter()
+                paused[1] = time.process_time()
             else:
-                paused[0] += time.perf_counter() - paused[1]
+                paused[0] += time.process_time() - paused[1]
 
     gc.callbacks.append(collected)
 
     def timed(validated, *args, **kwargs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         collecting.append(True)
         try:
             return run_validated(validated, *args, **kwargs)
         finally:
             collecting.pop()
             runs.append(time.perf_counter() - started)
+            run_cpus.append(time.process_time() - cpu)
 
     simulator.run_validated = timed
     if mode == "train":
@@ -154,15 +157,20 @@ _CHILD = textwrap.dedent(
             with torch.no_grad():
                 compiled(*inputs)
 
-    walls, simulated, pauses = [], [], []
+    walls, cpus, simulated, simulated_cpu, pauses = [], [], [], [], []
     for _ in range(calls):
         before, paused[0] = len(runs), 0.0
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         call()
         walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
         simulated.append(sum(runs[before:]))
+        simulated_cpu.append(sum(run_cpus[before:]))
         pauses.append(paused[0])
-    print(json.dumps({{"walls": walls, "simulator": simulated, "gc": pauses, "runs_per_call": len(runs) // calls}}))
+    print(json.dumps({{
+        "walls": walls, "cpus": cpus, "simulator": simulated, "simulator_cpu": simulated_cpu, "gc": pauses,
+        "runs_per_call": len(runs) // calls,
+    }}))
     """
 )
 
@@ -189,7 +197,8 @@ def _child(name: str, mode: str, calls: int, timeout: float) -> dict:
 def runs_table(names: list[str], modes: list[str], calls: int, timeout: float) -> None:
     header = (
         f"{'model':<10} {'mode':<6} {'steady call ms':>14} {'sim 1st ms':>11} {'sim 2nd ms':>11} {'sim steady ms':>13} "
-        f"{'1st/call':>9} {'2nd call/call':>13} {'sim 1st/steady':>14} {'gc in sim 1st ms':>16}"
+        f"{'1st/call':>9} {'2nd call/call':>13} {'sim 1st/steady':>14} {'gc cpu in sim 1st ms':>20} "
+        f"{'cpu: call ms':>12} {'sim 1st ms':>10} {'1st/call':>8} {'2nd call/call':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -200,12 +209,16 @@ def runs_table(names: list[str], modes: list[str], calls: int, timeout: float) -
                 print(f"{name:<10} {mode:<6} error: {result['error']}")
                 continue
             walls, simulated = result["walls"], result["simulator"]
+            cpus, simulated_cpu = result["cpus"], result["simulator_cpu"]
             steady = statistics.median(walls[2:])
             steady_simulator = statistics.median(simulated[2:])
+            steady_cpu = statistics.median(cpus[2:])
             print(
                 f"{name:<10} {mode:<6} {steady * 1e3:>14.2f} {simulated[0] * 1e3:>11.2f} {simulated[1] * 1e3:>11.2f} "
                 f"{steady_simulator * 1e3:>13.2f} {simulated[0] / steady:>9.2f} {walls[1] / steady:>13.2f} "
-                f"{simulated[0] / steady_simulator:>14.1f} {result['gc'][0] * 1e3:>16.2f}",
+                f"{simulated[0] / steady_simulator:>14.1f} {result['gc'][0] * 1e3:>20.2f} "
+                f"{steady_cpu * 1e3:>12.2f} {simulated_cpu[0] * 1e3:>10.2f} {simulated_cpu[0] / steady_cpu:>8.2f} "
+                f"{cpus[1] / steady_cpu:>13.2f}",
                 flush=True,
             )
 

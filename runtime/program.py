@@ -28,6 +28,7 @@ This module only describes; `runtime.bundle` owns the on-disk encoding and valid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import final
@@ -68,8 +69,7 @@ class BufferDecl:
     @property
     def elements_per_row(self) -> int:
         """Elements per partition row (SBUF/PSUM) or in the whole buffer (HBM)."""
-        dims = self.shape[1:] if self.memory is not Memory.HBM else self.shape
-        return int(np.prod(dims, dtype=np.int64)) if dims else 1
+        return int(math.prod(self.shape[1:] if self.memory is not Memory.HBM else self.shape))
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Access:
 
     @property
     def num_elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))
 
 
 @dataclass(frozen=True)

@@ -490,13 +490,15 @@ class _Recorder:
         self.target = simulator.target
         self.steps: list[tape.Step] = []
         self.accesses: list[refill.Access] = []
-        self.seconds = 0.0  # spent on the data work itself (about what a run of the tape will take)
+        # CPU seconds spent on the data work itself (about what a run of the tape will take), weighed against
+        # `refill.analysis_seconds`, a CPU-time estimate: wall time would let the load of a shared machine decide
+        self.seconds = 0.0
 
     def instance(self, plan: InstructionPlan, values: list[int]) -> None:
         views, attrs = plan.views(values), plan.attributes(values)
-        started = time.perf_counter()
+        started = time.process_time()
         plan.execute(views, attrs, plan.engine, self.target)
-        self.seconds += time.perf_counter() - started
+        self.seconds += time.process_time() - started
         self.steps.append(tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target))
         self.accesses.append((plan.opcode, views, attrs))
 
@@ -505,9 +507,9 @@ class _Recorder:
         then does it iteration by iteration)."""
         batch = known
         if batch is not None:
-            started = time.perf_counter()
+            started = time.process_time()
             batch.run()
-            self.seconds += time.perf_counter() - started
+            self.seconds += time.process_time() - started
         else:
             nest = self.simulator.nest_analysis(loop)
             if nest is not None and not nest.failed:

@@ -376,9 +376,9 @@ def run_nest(sim: _Simulator, nest: Nest, lanes: Lanes) -> Batch | None:
     except _Fallback:
         nest.failed = True
         return None
-    started = time.perf_counter()
+    started = time.process_time()
     batch.run()
-    batch.run_seconds = time.perf_counter() - started
+    batch.run_seconds = time.process_time() - started
     return batch
 
 
@@ -396,7 +396,7 @@ class Batch:
     """A recorded nest execution, checked and turned into batched steps (see the module docstring)."""
 
     def __init__(self, sim: _Simulator, nest: Nest, trace: Lanes) -> None:
-        self.run_seconds = 0.0  # how long its first run took
+        self.run_seconds = 0.0  # the CPU time its first run took
         self.sim = sim
         self.nest = nest
         self.lanes = lanes = trace.shape
