@@ -169,7 +169,8 @@ def _older_objects_frozen() -> Iterator[None]:
     would also trace everything the process held before (torch, the model, earlier graphs' programs): a tenth to a
     fifth of a real-width compile's CPU time. Those are frozen (out of the collector's reach, not freed) until the
     compile ends; the compile's own garbage is still collected. A process that froze its objects itself keeps
-    them frozen.
+    them frozen: so does every compile after the first, since the backend freezes the long-lived heap once after
+    it (`runtime/heap.py`), which leaves this for the first compile of a process, the one with the most to scan.
     """
     if gc.get_freeze_count():
         yield
