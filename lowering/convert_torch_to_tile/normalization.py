@@ -53,7 +53,7 @@ the two tensor_tensor passes of the affine disappear.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,21 @@ from neuron_mlir.lowering.layout import Layout, collapse, row_major
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
+
+
+def _for_row_tiles(
+    em: LoopNestBuilder, row_dims: tuple[int, ...], row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None]
+) -> None:
+    """`row_tile(e, prefix, p0, p)` for every tile of up to 128 rows of the last row dim, under a loop per leading
+    row dim (`prefix` their indices)."""
+
+    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
+        if len(extents) == 1:
+            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            return
+        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
+
+    rows(em, row_dims, [])
 
 
 def _reshaped(em: LoopNestBuilder, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -378,13 +393,7 @@ def _layer_norm_on_chip(
         if wanted[1]:
             store(e, rstd, stat_views[1], [*prefix, p0, 0])
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, row_dims, [])
+    _for_row_tiles(em, row_dims, row_tile)
 
 
 @dataclass
@@ -847,13 +856,7 @@ def _rms_norm_on_chip(
         if store_rstd:
             store(e, rstd, rstd_view, [*prefix, p0, 0])
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, row_dims, [])
+    _for_row_tiles(em, row_dims, row_tile)
     for absorbed_op, written in ((neighbours.upcast, upcast), (neighbours.scale, scaled)):
         if absorbed_op is not None and written is not None:
             absorb(em, absorbed_op, _written_by_row_pass(written))
