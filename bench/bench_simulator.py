@@ -16,7 +16,8 @@ second runs, and the ratios the project tracks: the simulator's first run agains
 second call against a steady call (goal <= 2), and, for reference, the first simulator run against a steady one.
 Then the CPU time Python's garbage collector took inside the first call's simulator runs (a full collection of
 a heap of about half a million objects takes a few hundred milliseconds; each compile ends by collecting its
-garbage and the first one freezes the heap, `runtime/heap.py`, so that first runs rarely pay for any). The last
+garbage and the first one starts by freezing the older heap, `runtime/heap.py`, so that first runs rarely pay for
+any). The last
 four columns repeat the steady call and the ratios in CPU time of the process (`time.process_time`), which other
 work on a shared machine disturbs much less than wall time.
 Models: the zoo (`examples/models/zoo.py`, tiny widths) and two at real widths: `bert-base` (BERT-base, 2

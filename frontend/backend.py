@@ -33,7 +33,6 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
-from neuron_mlir.runtime import heap
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
@@ -205,9 +204,7 @@ def neuron_mlir_backend(
 
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-            compiled = compile_graph(gm, example_inputs, config, kind)
-            heap.settle_heap()  # the compile's garbage collected now, not in the first run (runtime/heap.py)
-            return compiled
+            return compile_graph(gm, example_inputs, config, kind)
 
         return compile_fn
 

@@ -18,14 +18,12 @@ every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neu
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +47,7 @@ from neuron_mlir.frontend.fx_importer import (
 from neuron_mlir.frontend.progress import CompileProgress, compile_progress
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.runtime import heap
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -161,27 +160,6 @@ def reset_graph_names() -> None:
     _graph_counter = itertools.count()
 
 
-@contextmanager
-def _older_objects_frozen() -> Iterator[None]:
-    """Keep the garbage collector's full collections during a compile to the objects the compile creates.
-
-    A compile allocates IR objects by the thousand, so the collector runs full collections during it, and each
-    would also trace everything the process held before (torch, the model, earlier graphs' programs): a tenth to a
-    fifth of a real-width compile's CPU time. Those are frozen (out of the collector's reach, not freed) until the
-    compile ends; the compile's own garbage is still collected. A process that froze its objects itself keeps
-    them frozen: so does every compile after the first, since the backend freezes the long-lived heap once after
-    it (`runtime/heap.py`), which leaves this for the first compile of a process, the one with the most to scan.
-    """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def compile_graph(
     graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, kind: str
 ) -> Callable[[list[Any]], list[Any]]:
@@ -190,7 +168,7 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
-    with _older_objects_frozen():
+    with heap.compiling():  # the collector kept off the older heap, the compile's garbage freed after
         return _compile_graph(graph_module, options, kind)
 
 

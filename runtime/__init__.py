@@ -8,5 +8,5 @@ opcode: engines, roles, attributes, rules, semantics), `program` (the in-memory 
 instance or many lanes at once), `cost_model` (how long they take), `simulator` (`run_program`), `vectorize` (loops
 of independent iterations as whole NumPy operations), `races` (the race checker), `profile` (numbers, summary,
 Chrome trace), `bundle` (the on-disk format), `builder` (hand-written programs), `blas` (single-threaded BLAS
-during runs), `heap` (garbage collection after compiles).
+during runs), `heap` (the garbage collector around compiles).
 """

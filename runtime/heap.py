@@ -1,35 +1,43 @@
-"""Python's cyclic garbage collector around compiles: each compile's garbage collected as the compile ends, the
-long-lived heap frozen once.
+"""Python's cyclic garbage collector around compiles: the heap that was there before the first compile frozen for
+good as that compile starts, each compile's garbage collected as it ends.
 
 A process that compiles a model has imported PyTorch, the compiler and the model: several hundred thousand
 objects that live as long as the process, which every full collection of CPython's collector scans. A compile
-adds from about a hundred thousand objects (a small graph) to several hundred thousand, many of them cyclic
-garbage once the program is built (its IR). The first full collection after a compile scans all of that and falls
-into whatever allocates next, often a simulator's first run, which builds its program's plans and tape (a few
-hundred milliseconds, more than the run itself on small graphs).
+allocates IR objects by the thousand, so the collector runs full collections during it, and each one would trace
+all of that too (a tenth to a fifth of a real-width compile's CPU time); and the IR is cyclic garbage once the
+program is built, so the first full collection after a compile falls into whatever allocates next, often a
+simulator's first run (a few hundred milliseconds, more than the run itself on small graphs).
 
-`settle_heap`, called as a compile returns its compiled program: collects (the compile's IR is garbage by then,
-its frames are gone) and, the first time in a process, moves every surviving object into the collector's
-permanent generation (`gc.freeze`), which collections never scan. Objects there still die by reference counting;
-only a cycle among them that becomes garbage later stays, which is why the heap is frozen once (the imports, the
-model, the first compiled program), not after every compile. Later collections, those after later compiles
-included, scan only what came after. A process that froze its heap itself keeps its own freeze; one with the
-collector disabled is left alone.
+`compiling()` wraps a compile. As the first compile in a process starts, it collects, then moves every object into the
+collector's permanent generation (`gc.freeze`), which collections never scan: the collections during that
+compile, and all later ones, look only at what came after. As each compile ends (its frames gone, its IR garbage)
+it collects, which scans only the unfrozen objects: the compiles' survivors and their garbage. Objects in the
+permanent generation still die by reference counting; only a cycle among them that becomes garbage later stays,
+which is why the heap is frozen once, not at every compile. A process that froze its heap itself keeps its own
+freeze; one with the collector disabled is left alone.
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _froze = False
 
 
-def settle_heap() -> None:
-    """Collect garbage, then freeze the survivors if this process never froze its heap (module docstring)."""
+@contextmanager
+def compiling() -> Iterator[None]:
+    """Run a compile with the older heap frozen (once per process) and its garbage collected after (module
+    docstring)."""
     global _froze
-    if not gc.isenabled():
-        return
-    gc.collect()
-    if not _froze and gc.get_freeze_count() == 0:
-        gc.freeze()
-    _froze = True
+    if gc.isenabled() and not _froze:
+        if gc.get_freeze_count() == 0:
+            gc.collect()  # what is garbage already must not be frozen with the rest
+            gc.freeze()
+        _froze = True
+    try:
+        yield
+    finally:
+        if gc.isenabled():
+            gc.collect()
