@@ -34,7 +34,7 @@ from xdsl.ir import Operation, SSAValue
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import at_source, describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
@@ -173,8 +173,7 @@ class _Builder:
         elif isinstance(op, InstructionOp):
             out.append(self.instruction(op))
         else:
-            where = describe_location(op.location)
-            raise ProgramBuildError(f"{op.name} is not a neuron instruction" + (f" (at {where})" if where else ""))
+            raise ProgramBuildError(f"{op.name} is not a neuron instruction{at_source(op)}")
 
     @staticmethod
     def folding(op: Operation, compute: Callable[[], Scalar]) -> Scalar:
@@ -182,10 +181,7 @@ class _Builder:
         try:
             return compute()
         except ZeroDivisionError:
-            where = describe_location(op.location)
-            raise ProgramBuildError(
-                f"{op.name} divides by a zero constant" + (f" (at {where})" if where else "")
-            ) from None
+            raise ProgramBuildError(f"{op.name} divides by a zero constant{at_source(op)}") from None
 
     def scalar_op(self, name: str, lhs: Scalar, rhs: Scalar, out: list[Node]) -> Scalar:
         """`lhs <name> rhs` on the register ALU: folded when both are known, else a ScalarOp appended to `out`."""

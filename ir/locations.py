@@ -42,6 +42,12 @@ def describe_location(location: Attribute) -> str:
     return file_line or name or ""
 
 
+def at_source(op: Operation) -> str:
+    """' (at file.py:42 (model.mlp))' to end a diagnostic about `op`, or '' when its location is unknown."""
+    where = describe_location(op.location)
+    return f" (at {where})" if where else ""
+
+
 def file_position(location: Attribute) -> str | None:
     """'file.py:42:17' for a location that holds a file position, None otherwise."""
     if isinstance(location, FileLineColLoc):

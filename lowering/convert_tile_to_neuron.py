@@ -50,7 +50,7 @@ from neuron_mlir.ir.dialects import memory as mem
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.locations import OpDiagnostic, describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
@@ -59,8 +59,7 @@ Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
 
 
 def _diagnostic(op: Operation, reason: str) -> PassFailedException:
-    where = describe_location(op.location)
-    return OpDiagnostic(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
+    return OpDiagnostic(f"{op.name}: {reason}{at_source(op)}", op)
 
 
 def full_access(buffer: SSAValue) -> Access:

@@ -44,7 +44,7 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
-from neuron_mlir.ir.locations import OpDiagnostic, describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
@@ -281,10 +281,9 @@ class _State:
         else:
             alloc = buffer.owner
             if not isinstance(alloc, neuron.AllocOp) or alloc.address is None:
-                where = describe_location(op.location)
                 raise OpDiagnostic(
                     f"{op.name}: on-chip buffers need addresses before synchronisation; run neuron-allocate-memory "
-                    "first" + (f" (at {where})" if where else ""),
+                    "first" + at_source(op),
                     op,
                 )
             owner, start = None, alloc.address.value.data

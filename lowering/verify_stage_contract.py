@@ -19,15 +19,14 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
-from neuron_mlir.ir.locations import OpDiagnostic, describe_location
+from neuron_mlir.ir.locations import OpDiagnostic, at_source
 
 STAGES = ("tile", "neuron", "allocated", "synchronised")
 _NEURON_LEVEL_GLUE = (func.FuncOp, func.ReturnOp, scf.ForOp, scf.YieldOp, ModuleOp)
 
 
 def _violation(op: Operation, message: str, stage: str) -> PassFailedException:
-    where = describe_location(op.location)
-    return OpDiagnostic(f"{op.name}: {message} after the '{stage}' stage" + (f" (at {where})" if where else ""), op)
+    return OpDiagnostic(f"{op.name}: {message} after the '{stage}' stage{at_source(op)}", op)
 
 
 def check_stage_contract(module: ModuleOp, stage: str) -> None:

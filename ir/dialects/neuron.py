@@ -65,6 +65,7 @@ from xdsl.traits import MemoryAllocEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
+from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import AttrValue
@@ -290,17 +291,8 @@ def element_type_name(element_type: Attribute) -> str:
     return runtime_dtype_name(element_type)
 
 
-def location_text(op: Operation) -> str:
-    """The op's source location as text for diagnostics ('' when unknown)."""
-    from neuron_mlir.ir.locations import describe_location
-
-    return describe_location(op.location)
-
-
 def _error(op: Operation, message: str) -> VerifyException:
-    where = location_text(op)
-    suffix = f" (at {where})" if where else ""
-    return VerifyException(f"{op.name}: {message}{suffix}")
+    return VerifyException(f"{op.name}: {message}{at_source(op)}")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -61,7 +61,8 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
-from neuron_mlir.ir.dialects.neuron import has_static_layout, location_text, target_of
+from neuron_mlir.ir.dialects.neuron import has_static_layout, target_of
+from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
 
@@ -127,8 +128,7 @@ class TileType(ParametrizedAttribute, TypeAttribute):
 
 
 def _error(op: Operation, message: str) -> VerifyException:
-    where = location_text(op)
-    return VerifyException(f"{op.name}: {message}" + (f" (at {where})" if where else ""))
+    return VerifyException(f"{op.name}: {message}{at_source(op)}")
 
 
 def _tile(value: SSAValue) -> TileType:

@@ -14,7 +14,7 @@ from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import at_source
 
 Handler = Callable[["StructuredInterpreter", Operation, list[Any]], Sequence[Any]]
 
@@ -114,10 +114,8 @@ class StructuredInterpreter:
             try:
                 return [binary(args[0], args[1])]
             except ZeroDivisionError:
-                where = describe_location(op.location)
                 raise InterpretationError(
-                    f"{op.name}: division by zero ({args[0]} by {args[1]}), which MLIR leaves undefined"
-                    + (f" (at {where})" if where else "")
+                    f"{op.name}: division by zero ({args[0]} by {args[1]}), which MLIR leaves undefined{at_source(op)}"
                 ) from None
         elif isinstance(op, arith.CmpiOp):
             return [_CMPI[op.predicate.value.data](args[0], args[1])]
@@ -125,8 +123,7 @@ class StructuredInterpreter:
             return [args[1] if args[0] else args[2]]
         elif isinstance(op, arith.IndexCastOp):
             return [int(args[0])]
-        where = describe_location(op.location)
-        raise InterpretationError(f"no reference semantics for {op.name}" + (f" (at {where})" if where else ""))
+        raise InterpretationError(f"no reference semantics for {op.name}{at_source(op)}")
 
 
 def find_function(module: ModuleOp, entry: str) -> func.FuncOp:

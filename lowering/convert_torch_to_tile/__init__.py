@@ -44,7 +44,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.locations import describe_location
+from neuron_mlir.ir.locations import at_source
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile import (
     activations,
@@ -161,8 +161,7 @@ class ConvertTorchToTilePass(ModulePass):
 
 
 def _not_lowerable(op: Operation, reason: str) -> NotLowerable:
-    where = describe_location(op.location)
-    return NotLowerable(f"{op.name}: {reason}" + (f" (at {where})" if where else ""), op)
+    return NotLowerable(f"{op.name}: {reason}{at_source(op)}", op)
 
 
 def _hbm_for(value: SSAValue) -> MemRefType:

@@ -16,8 +16,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.locations import OpDiagnostic, describe_location
-from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.ir.locations import OpDiagnostic, at_source
+from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 
@@ -68,6 +68,32 @@ def view(em: LoopNestBuilder, value: SSAValue, layout: Layout) -> SSAValue:
     if result_type == value.type:
         return value
     return em.insert(tile.ViewOp(value, result_type)).result
+
+
+def row_layouts(values: Sequence[SSAValue], dim: int) -> tuple[list[Layout], tuple[int, ...]]:
+    """The layouts of tensors equal in every dim but `dim`, seen as [rows..., length]: the other dims merged where
+    contiguous in all of them. Returns the layouts and the row dims."""
+    layouts = [layout_of(v) for v in values]
+    layouts = [Layout((1,), (0,), lay.offset) if lay.rank == 0 else lay for lay in layouts]
+    rank = layouts[0].rank
+    dim = normalize_dim(dim, rank)
+    others = [d for d in range(rank) if d != dim]
+    row_dims, row_strides = collapse(
+        tuple(layouts[0].shape[d] for d in others), [tuple(lay.strides[d] for d in others) for lay in layouts]
+    )
+    if not row_dims:
+        row_dims, row_strides = (1,), [(0,) for _ in layouts]
+    rows = [
+        Layout((*row_dims, lay.shape[dim]), (*strides, lay.strides[dim]), lay.offset)
+        for lay, strides in zip(layouts, row_strides, strict=True)
+    ]
+    return rows, tuple(row_dims)
+
+
+def row_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
+    """`row_layouts` applied: the tensors viewed as [rows..., length], and the row dims."""
+    layouts, row_dims = row_layouts(values, dim)
+    return [view(em, value, layout) for value, layout in zip(values, layouts, strict=True)], row_dims
 
 
 def alloc(em: LoopNestBuilder, shape: Sequence[int], element_type: Attribute) -> SSAValue:
@@ -124,11 +150,10 @@ class LoweringInternalError(OpDiagnostic):
     exception, with what to do about it."""
 
     def __init__(self, op: Operation, error: BaseException):
-        where = describe_location(op.location)
         aten = op.name.removeprefix("torch.")
         super().__init__(
             f"{op.name}: internal compiler error while lowering it to the tile dialect: "
-            f"{type(error).__name__}: {error}" + (f" (at {where})" if where else "") + ". This is a bug in "
+            f"{type(error).__name__}: {error}{at_source(op)}. This is a bug in "
             f"neuron-mlir: please report it with this message; to work around it, run the op on the CPU with "
             f"options={{'cpu_ops': ['{aten}']}}",
             op,

@@ -1490,41 +1490,30 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
     if mask[0]:
         in_spatial = layout_of(x).shape[2:]
         go_spatial = layout_of(grad_out).shape[2:]
+        # The input gradient is grad_output's convolution of the other kind: transposed for a direct convolution
+        # (its output padding restores the input's size where the stride dropped positions), direct for a
+        # transposed one.
         if transposed:
-            # the input gradient of a transposed convolution is the direct convolution of grad_output
-            grad_in = emit_convolution(
-                em,
-                op.name,
-                grad_out,
-                w,
-                None,
-                stride,
-                padding,
-                dilation,
-                False,
-                [0] * rank,
-                groups,
-                result_element_type(op, 0),
-            )
+            extra = [0] * rank
         else:
             extra = [
                 s - ((o - 1) * st - 2 * p + d * (k - 1) + 1)
                 for s, o, st, p, d, k in zip(in_spatial, go_spatial, stride, padding, dilation, kernel, strict=True)
             ]
-            grad_in = emit_convolution(
-                em,
-                op.name,
-                grad_out,
-                w,
-                None,
-                stride,
-                padding,
-                dilation,
-                True,
-                extra,
-                groups,
-                result_element_type(op, 0),
-            )
+        grad_in = emit_convolution(
+            em,
+            op.name,
+            grad_out,
+            w,
+            None,
+            stride,
+            padding,
+            dilation,
+            not transposed,
+            extra,
+            groups,
+            result_element_type(op, 0),
+        )
         results.append(grad_in)
     else:
         results.append(_unused(em, op, 0))

@@ -43,6 +43,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     layout_of,
     load,
     result_element_type,
+    row_layouts,
     store,
     to_sbuf,
     view,
@@ -50,7 +51,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import chunk_integer_type, is_exact_integer, load_exact
-from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
@@ -77,20 +78,11 @@ def _ones(em: LoopNestBuilder, shape: tuple[int, int]) -> SSAValue:
 def scan_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
     """Same-shaped tensors viewed as [loops..., L, N]: the scanned dim second to last, the other dims merged
     (where contiguous in all of them) into loops and the free axis N."""
-    layouts = [layout_of(v) for v in values]
-    layouts = [Layout((1,), (0,), lay.offset) if lay.rank == 0 else lay for lay in layouts]
-    rank = layouts[0].rank
-    dim = normalize_dim(dim, rank)
-    others = [d for d in range(rank) if d != dim]
-    other_dims, other_strides = collapse(
-        tuple(layouts[0].shape[d] for d in others), [tuple(lay.strides[d] for d in others) for lay in layouts]
-    )
-    if not other_dims:
-        other_dims, other_strides = (1,), [(0,) for _ in layouts]
-    shape = (*other_dims[:-1], layouts[0].shape[dim], other_dims[-1])
+    rows, row_dims = row_layouts(values, dim)
+    shape = (*row_dims[:-1], rows[0].shape[-1], row_dims[-1])
     views = [
-        view(em, value, Layout(shape, (*strides[:-1], lay.strides[dim], strides[-1]), lay.offset))
-        for value, lay, strides in zip(values, layouts, other_strides, strict=True)
+        view(em, value, Layout(shape, (*row.strides[:-2], row.strides[-1], row.strides[-2]), row.offset))
+        for value, row in zip(values, rows, strict=True)
     ]
     return views, shape
 

@@ -33,39 +33,20 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     result_shape,
+    row_views,
     store,
     tensor_shape,
     to_sbuf,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import nest
-from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
+from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 # Free-axis chunk of both passes: about twenty [P, chunk] fp32 intermediates are live in a chunk's body (and
 # twice that when loop iterations get their own buffers), which must fit a partition's SBUF.
 CHUNK = 512
-
-
-def row_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
-    """Tensors equal in every dim but `dim`, viewed as [rows..., length]: the other dims merged where
-    contiguous in all of them. Returns the views and the row dims."""
-    layouts = [layout_of(v) for v in values]
-    layouts = [Layout((1,), (0,), lay.offset) if lay.rank == 0 else lay for lay in layouts]
-    rank = layouts[0].rank
-    dim = normalize_dim(dim, rank)
-    others = [d for d in range(rank) if d != dim]
-    row_dims, row_strides = collapse(
-        tuple(layouts[0].shape[d] for d in others), [tuple(lay.strides[d] for d in others) for lay in layouts]
-    )
-    if not row_dims:
-        row_dims, row_strides = (1,), [(0,) for _ in layouts]
-    views = [
-        view(em, value, Layout((*row_dims, lay.shape[dim]), (*strides, lay.strides[dim]), lay.offset))
-        for value, lay, strides in zip(values, layouts, row_strides, strict=True)
-    ]
-    return views, tuple(row_dims)
 
 
 def _spread(em: LoopNestBuilder, row_view: SSAValue, partitions: int) -> SSAValue:
