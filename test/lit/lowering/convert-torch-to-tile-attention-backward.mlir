@@ -47,7 +47,10 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:    %[[D1B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS]] acc %[[D1]]
 // CHECK-NEXT:    %[[E1D:.*]] = tile.unary %[[D1B]]
 // CHECK-NEXT:    tile.insert %[[E1D]], %[[P1A]][%c128] : !tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
-// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xf32, sbuf>
+// dS carries the scale: scale (dP - D) leaves PSUM in one activation (-scale D its per-partition bias), in bf16,
+// and its product with P is bf16 too.
+// CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
+// CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all four heads' rows together,
 // into tensors stored [B, L, H, E] (as the forward's output), so that a row of the four heads is one contiguous run
 // and merging the heads afterwards is a view.
