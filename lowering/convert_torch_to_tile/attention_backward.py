@@ -92,6 +92,11 @@ TILES_PER_STAGE = 8
 # trips of 8 query tiles in one stage, 79.2 us in two stages of 4, 83.5 us at trips of 16 tiles in stages of 8,
 # 85.5 us at trips of 12 in one stage).
 TILES_PER_TRIP = 8
+# Trips over the heads are emitted one after another, without a loop, up to this many: each trip then has buffers
+# of its own, so its loads start while the trips before it compute, where a loop's double buffering makes each
+# trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
+# 67.7 -> 59.9 us).
+UNROLLED_TRIPS = 8
 
 
 def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
@@ -300,12 +305,16 @@ class _AttentionBackward:
                 self.head_group(e, [outer])
                 return
             trips, odd = divmod(dims[0], group)
-            e.for_each(
-                trips,
-                lambda inner, t: self.head_group(
-                    inner, [[*outer, inner.add(inner.mul(t, group), h)] for h in range(group)]
-                ),
-            )
+            if trips <= UNROLLED_TRIPS:
+                for t in range(trips):
+                    self.head_group(e, [[*outer, t * group + h] for h in range(group)])
+            else:
+                e.for_each(
+                    trips,
+                    lambda inner, t: self.head_group(
+                        inner, [[*outer, inner.add(inner.mul(t, group), h)] for h in range(group)]
+                    ),
+                )
             if odd:
                 self.head_group(e, [[*outer, trips * group + h] for h in range(odd)])
 
@@ -415,9 +424,37 @@ class _AttentionBackward:
 
     def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index], position: int) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
-        value = load_head_rows(em, self.value, batch, 0, self.keys, self.value_head)
-        key_t, value_t = self.transposed(em, key, self.keys), self.transposed(em, value, self.keys)
-        return _KeyValue(batch, key, key_t, value_t, position)
+        key_t = self.transposed(em, key, self.keys)
+        return _KeyValue(batch, key, key_t, self.loaded_transposed(em, self.value, batch), position)
+
+    @staticmethod
+    def runs_per_partition(tensor: SSAValue) -> bool:
+        """Whether one head's rows are contiguous in HBM and fill two or more whole 128-row blocks, so that each
+        partition can load a run of consecutive rows."""
+        layout = layout_of(tensor)
+        count, width = layout.shape[-2:]
+        blocks, rest = divmod(count, PARTITION_TILE)
+        return not rest and blocks > 1 and layout.strides[-1] == 1 and layout.strides[-2] == width
+
+    def loaded_transposed(self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index]) -> SSAValue:
+        """[width, count]: one head's matrix transposed, for a matrix the kernel reads only transposed (V).
+
+        When its rows are contiguous in HBM and fill whole 128-row blocks, partition p loads the consecutive rows
+        [p b, p b + b) (b blocks): one run of b rows per partition, which moves at a higher DMA rate than a row per
+        descriptor. Row r of every partition then transposes to the columns {p b + r}, which the copy out of PSUM
+        puts in place (every b-th column from r), so the result is the same as from rows loaded in order."""
+        count, width = layout_of(tensor).shape[-2:]
+        if not self.runs_per_partition(tensor):
+            return self.transposed(em, load_head_rows(em, tensor, batch, 0, count, width), count)
+        blocks = count // PARTITION_TILE
+        rank = len(batch) + 2
+        runs = split_axis(em, tensor, rank - 2, PARTITION_TILE, blocks)
+        rows = load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
+        result = em.insert(tile.EmptyOp(_sbuf((width, count), self.element_type))).result
+        for r in range(blocks):
+            block = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
+            result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
+        return result
 
     def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue, position: int) -> _Head:
         query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
