@@ -18,14 +18,16 @@ once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of t
     s     = Q_i K^T                           TensorE (a Q^T block, K^T), PSUM [p, n]
     P     = exp(scale s - lse_i)              ScalarE, lse a per-partition bias: the forward's softmax, recomputed
     dP    = dO_i V^T                          TensorE (a dO^T block, V^T), PSUM [p, n]
-    dS    = P (dP - D_i)                      VectorE, D_i = rowsum(dO_i O_i) once per query tile
+    dS    = P scale (dP - D_i)                ScalarE leaves PSUM with scale (dP - D_i), -scale D_i a per-partition
+                                              bias (D_i = rowsum(dO_i O_i) once per query tile); VectorE multiplies
     dV_j += P_j^T dO_i,  dK_j += dS_j^T Q_i   TensorE: P and dS, queries on partitions, are the stationary operands
     dQ_i += dS_j K_j                          TensorE from dS_j^T (one transpose per key block), in PSUM
 
-dQ_i leaves PSUM times the scale after its last key block. dK_j and dV_j accumulate in PSUM over the query tiles
-of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile the
-key/value head serves they leave PSUM once, as the gradients (dK times the scale), else they add to fp32 SBUF sums
-over the stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
+dS carries the scale that dQ and dK both take, so every gradient leaves PSUM as a plain copy, straight into the
+tile its DMA stores. dQ_i leaves PSUM after its last key block. dK_j and dV_j accumulate in PSUM over the query
+tiles of a stage (one accumulation group per key block and key/value head); when the stage holds every query tile
+the key/value head serves they leave PSUM once, as the gradients, else they add to fp32 SBUF sums over the
+stages. Causal attention skips the key blocks after a query tile's last row and adds a -1e30 bias (built
 once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
@@ -37,7 +39,8 @@ trip's heads leave in one DMA: stored with the heads beside the features, a row 
 run. The log-sum-exp loads as rows of 128 queries (a head's tiles on partitions) and is transposed on TensorE
 into the per-partition columns the exponentials take as their bias.
 
-The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is; the
+The matmul operands (P, dS and the inputs' rows) are in the inputs' dtype, as the forward kernel's P is, and so is
+scale (dP - D), rounded once before its product with P (the product runs at VectorE's 16-bit rate); the
 exponentials, dP - D and every accumulation are fp32.
 """
 
@@ -85,10 +88,15 @@ MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
 # scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
 TILES_PER_STAGE = 8
-# Query tiles per loop trip over the heads: one stage (the 12 causal heads of 512 queries, bf16, take 72.8 us at
-# trips of 8 query tiles in one stage, 79.2 us in two stages of 4, 83.5 us at trips of 16 tiles in stages of 8,
-# 85.5 us at trips of 12 in one stage).
+# Query tiles per trip over the heads: one stage (the 12 causal heads of 512 queries, bf16, take 59.9 us at trips
+# of 8 query tiles in one stage, 63.1 us in two stages of 4, 74.3 us at trips of 16 tiles, 75.8 us at trips of 12
+# in one stage, with the trips unrolled).
 TILES_PER_TRIP = 8
+# Trips over the heads are emitted one after another, without a loop, up to this many: each trip then has buffers
+# of its own, so its loads start while the trips before it compute, where a loop's double buffering makes each
+# trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
+# 67.7 -> 59.9 us).
+UNROLLED_TRIPS = 8
 
 
 def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
@@ -167,10 +175,10 @@ class _KeyValue:
     key: _Rows
     key_t: SSAValue
     value_t: SSAValue
+    position: int
     grad_keys: dict[int, SSAValue] = field(default_factory=dict)
     grad_values: dict[int, SSAValue] = field(default_factory=dict)
-    final_keys: dict[int, SSAValue] = field(default_factory=dict)
-    final_values: dict[int, SSAValue] = field(default_factory=dict)
+    stored: set[int] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -185,7 +193,50 @@ class _Head:
     query_t: SSAValue
     grad_out_t: SSAValue
     columns: list[tuple[SSAValue, SSAValue]]
-    grad_queries: list[SSAValue] = field(default_factory=list)
+    position: int
+
+
+class _Gathered:
+    """One gradient of consecutive heads in SBUF, as it is stored: the full 128-row blocks of all the heads in one
+    [128, blocks, heads, width] tile, the partial last blocks in one [rest, heads, width] tile (the heads axis only
+    with batch dimensions). Blocks are inserted as they are computed, straight from PSUM, in the gradient's dtype:
+    each block is copied once."""
+
+    def __init__(self, em: LoopNestBuilder, heads: int, count: int, width: int, element_type: Attribute, batched: bool):
+        self.full_blocks, self.rest = divmod(count, PARTITION_TILE)
+        self.batched = batched
+        heads_dim = (heads,) if batched else ()
+        self.full: SSAValue | None = None
+        self.last: SSAValue | None = None
+        if self.full_blocks:
+            full_type = _sbuf((PARTITION_TILE, self.full_blocks, *heads_dim, width), element_type)
+            self.full = em.insert(tile.EmptyOp(full_type)).result
+        if self.rest:
+            self.last = em.insert(tile.EmptyOp(_sbuf((self.rest, *heads_dim, width), element_type))).result
+
+    def insert(self, em: LoopNestBuilder, head: int, block: int, value: SSAValue) -> None:
+        """Block `block` of head `head` (its position among the gathered heads), cast to the gradient's dtype."""
+        heads_at = [em.index(head)] if self.batched else []
+        if block < self.full_blocks:
+            assert self.full is not None
+            self.full = em.insert(tile.InsertOp(value, self.full, [em.index(block), *heads_at, em.index(0)])).result
+        else:
+            assert self.last is not None
+            self.last = em.insert(tile.InsertOp(value, self.last, [*heads_at, em.index(0)])).result
+
+    def store(self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index]) -> None:
+        """Both tiles to the gradient, whose heads lie beside the features (`heads_beside_features`): a row of all
+        the gathered heads is one contiguous run in HBM, so a DMA of more heads moves longer runs, at a higher
+        rate. `batch` indexes the first head."""
+        rank = len(batch) + 2
+        head_dims = (rank - 3,) if self.batched else ()
+        if self.full is not None:
+            split = split_axis(em, tensor, rank - 2, self.full_blocks, PARTITION_TILE)
+            indices = [em.index(i) for i in (*batch, 0, 0, 0)]
+            em.insert(tile.StoreOp(self.full, split, indices, dims=(rank - 1, rank - 2, *head_dims, rank)))
+        if self.last is not None:
+            indices = [em.index(i) for i in (*batch, self.full_blocks * PARTITION_TILE, 0)]
+            em.insert(tile.StoreOp(self.last, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
 
 class _AttentionBackward:
@@ -254,12 +305,16 @@ class _AttentionBackward:
                 self.head_group(e, [outer])
                 return
             trips, odd = divmod(dims[0], group)
-            e.for_each(
-                trips,
-                lambda inner, t: self.head_group(
-                    inner, [[*outer, inner.add(inner.mul(t, group), h)] for h in range(group)]
-                ),
-            )
+            if trips <= UNROLLED_TRIPS:
+                for t in range(trips):
+                    self.head_group(e, [[*outer, t * group + h] for h in range(group)])
+            else:
+                e.for_each(
+                    trips,
+                    lambda inner, t: self.head_group(
+                        inner, [[*outer, inner.add(inner.mul(t, group), h)] for h in range(group)]
+                    ),
+                )
             if odd:
                 self.head_group(e, [[*outer, trips * group + h] for h in range(odd)])
 
@@ -311,8 +366,8 @@ class _AttentionBackward:
     def row_columns(
         self, em: LoopNestBuilder, grad_out: _Rows, out: _Rows, lse: tuple[SSAValue | None, SSAValue | None]
     ) -> list[tuple[SSAValue, SSAValue]]:
-        """Per query tile, -lse and D = rowsum(dO O) as [p, 1] columns, D computed for all the head's full tiles
-        in one instruction (and once more for the partial last tile)."""
+        """Per query tile, -lse and -scale D (D = rowsum(dO O)) as [p, 1] columns, D computed for all the head's
+        full tiles in one instruction (and once more for the partial last tile)."""
         columns = []
         full, rest = divmod(self.length, PARTITION_TILE)
         for rows_count, part in ((full, "full"), (1 if rest else 0, "last")):
@@ -325,6 +380,7 @@ class _AttentionBackward:
                 tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", _sbuf(shape))
             ).result
             dots = em.insert(tile.ReduceOp(products, "add", _sbuf(dot_shape))).result
+            dots = em.insert(tile.BinaryScalarOp(dots, "multiply", _sbuf(dot_shape), scalar=-self.scale)).result
             negated = lse[0] if part == "full" else lse[1]
             assert negated is not None
             for t in range(rows_count):
@@ -338,31 +394,69 @@ class _AttentionBackward:
         """The key/value heads `key_batches` with their query heads: each one's rows loaded and transposed, then all
         the query heads' query tiles in stages of TILES_PER_STAGE, then the gradients stored (dK and dV summed over
         the query heads a key/value head serves)."""
-        heads = []
+        batched = bool(key_batches[0])
+        query_heads = len(key_batches) * self.groups
+        self.gathered = [
+            _Gathered(em, query_heads, self.length, self.head, element_type_of(self.results[0]), batched),
+            _Gathered(em, len(key_batches), self.keys, self.head, element_type_of(self.results[1]), batched),
+            _Gathered(em, len(key_batches), self.keys, self.value_head, element_type_of(self.results[2]), batched),
+        ]
+        heads: list[_Head] = []
+        key_values: list[_KeyValue] = []
         for key_batch in key_batches:
-            key_value = self.prepare_key_value(em, key_batch)
+            key_value = self.prepare_key_value(em, key_batch, len(key_values))
+            key_values.append(key_value)
             *outer, kv = key_batch
             query_batches = (
                 [key_batch]
                 if self.groups == 1
                 else [[*outer, em.add(em.mul(kv, self.groups), j)] for j in range(self.groups)]
             )
-            heads += [self.prepare_head(em, batch, key_value) for batch in query_batches]
+            heads += [self.prepare_head(em, batch, key_value, len(heads) + j) for j, batch in enumerate(query_batches)]
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
         for first in range(0, len(units), TILES_PER_STAGE):
             self.query_tiles(em, units[first : first + TILES_PER_STAGE])
-        self.store_heads(em, [head.grad_queries for head in heads], self.results[0], heads[0].batch, self.length)
-        key_values = list(dict.fromkeys(head.kv for head in heads))
-        key_rows, value_rows = zip(*(self.key_value_rows(em, key_value) for key_value in key_values), strict=True)
-        self.store_heads(em, list(key_rows), self.results[1], key_values[0].batch, self.keys)
-        self.store_heads(em, list(value_rows), self.results[2], key_values[0].batch, self.keys)
+        for key_value in key_values:
+            self.finish_key_value(em, key_value)
+        self.gathered[0].store(em, self.results[0], heads[0].batch)
+        self.gathered[1].store(em, self.results[1], key_values[0].batch)
+        self.gathered[2].store(em, self.results[2], key_values[0].batch)
 
-    def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index]) -> _KeyValue:
+    def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index], position: int) -> _KeyValue:
         key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
-        value = load_head_rows(em, self.value, batch, 0, self.keys, self.value_head)
-        return _KeyValue(batch, key, self.transposed(em, key, self.keys), self.transposed(em, value, self.keys))
+        key_t = self.transposed(em, key, self.keys)
+        return _KeyValue(batch, key, key_t, self.loaded_transposed(em, self.value, batch), position)
 
-    def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue) -> _Head:
+    @staticmethod
+    def runs_per_partition(tensor: SSAValue) -> bool:
+        """Whether one head's rows are contiguous in HBM and fill two or more whole 128-row blocks, so that each
+        partition can load a run of consecutive rows."""
+        layout = layout_of(tensor)
+        count, width = layout.shape[-2:]
+        blocks, rest = divmod(count, PARTITION_TILE)
+        return not rest and blocks > 1 and layout.strides[-1] == 1 and layout.strides[-2] == width
+
+    def loaded_transposed(self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index]) -> SSAValue:
+        """[width, count]: one head's matrix transposed, for a matrix the kernel reads only transposed (V).
+
+        When its rows are contiguous in HBM and fill whole 128-row blocks, partition p loads the consecutive rows
+        [p b, p b + b) (b blocks): one run of b rows per partition, which moves at a higher DMA rate than a row per
+        descriptor. Row r of every partition then transposes to the columns {p b + r}, which the copy out of PSUM
+        puts in place (every b-th column from r), so the result is the same as from rows loaded in order."""
+        count, width = layout_of(tensor).shape[-2:]
+        if not self.runs_per_partition(tensor):
+            return self.transposed(em, load_head_rows(em, tensor, batch, 0, count, width), count)
+        blocks = count // PARTITION_TILE
+        rank = len(batch) + 2
+        runs = split_axis(em, tensor, rank - 2, PARTITION_TILE, blocks)
+        rows = load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
+        result = em.insert(tile.EmptyOp(_sbuf((width, count), self.element_type))).result
+        for r in range(blocks):
+            block = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
+            result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
+        return result
+
+    def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue, position: int) -> _Head:
         query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
         grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
@@ -375,28 +469,26 @@ class _AttentionBackward:
             self.transposed(em, query, self.length),
             self.transposed(em, grad_out, self.length),
             self.row_columns(em, grad_out, out, lse),
+            position,
         )
 
-    def key_value_rows(self, em: LoopNestBuilder, key_value: _KeyValue) -> tuple[list[SSAValue], list[SSAValue]]:
-        """dK and dV of one key/value head per 128-row block, in the gradients' dtypes."""
-        key_rows_out: list[SSAValue] = []
-        value_rows_out: list[SSAValue] = []
+    def finish_key_value(self, em: LoopNestBuilder, key_value: _KeyValue) -> None:
+        """dK and dV blocks of one key/value head not yet gathered: the fp32 sums over several stages, or zeros for
+        blocks no query sees (causal, more keys than queries)."""
         for j in range(_tiles(self.keys)):
+            if j in key_value.stored:
+                continue
             w = self.rows_in(self.keys, j)
-            key_type = _sbuf((w, self.head), element_type_of(self.results[1]))
-            value_type = _sbuf((w, self.value_head), element_type_of(self.results[2]))
-            if j in key_value.final_keys:
-                key_rows_out.append(key_value.final_keys[j])
-                value_rows_out.append(key_value.final_values[j])
-                continue
-            if j not in key_value.grad_keys:  # never seen by a query (causal, more keys than queries)
-                key_rows_out.append(em.insert(tile.FillOp(0.0, key_type)).result)
-                value_rows_out.append(em.insert(tile.FillOp(0.0, value_type)).result)
-                continue
-            scaled = tile.BinaryScalarOp(key_value.grad_keys[j], "multiply", key_type, scalar=self.scale)
-            key_rows_out.append(em.insert(scaled).result)
-            value_rows_out.append(to_sbuf(em, key_value.grad_values[j], value_type.element_type))
-        return key_rows_out, value_rows_out
+            for gathered, sums, width in (
+                (1, key_value.grad_keys, self.head),
+                (2, key_value.grad_values, self.value_head),
+            ):
+                block = sums.get(j)
+                if block is None:
+                    block = em.insert(
+                        tile.FillOp(0.0, _sbuf((w, width), element_type_of(self.results[gathered])))
+                    ).result
+                self.gathered[gathered].insert(em, key_value.position, j, block)
 
     def query_tiles(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> None:
         """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
@@ -423,9 +515,18 @@ class _AttentionBackward:
             grad_out_block_t = window(em, head.grad_out_t, [m0], (self.value_head, p))
             values_t = window(em, head.kv.value_t, [0], (self.value_head, n))
             grad_probabilities = em.insert(tile.MatmulOp(grad_out_block_t, values_t, _psum((p, n)))).result
-            _, row_dot = head.columns[i]
+            # dS carries the scale (dQ and dK both take it): scale (dP - D) leaves PSUM in one ScalarE pass, with
+            # -scale D as the per-partition bias, in the inputs' dtype, so that the product with P runs at VectorE's
+            # 16-bit rate.
+            _, scaled_row_dot = head.columns[i]
             centred = em.insert(
-                tile.BinaryScalarOp(grad_probabilities, "subtract", _sbuf((p, n)), column=row_dot)
+                tile.UnaryOp(
+                    grad_probabilities,
+                    "copy",
+                    _sbuf((p, n), self.element_type),
+                    scale=self.scale,
+                    bias=scaled_row_dot,
+                )
             ).result
             grad_scores.append(
                 em.insert(tile.BinaryOp(centred, probs, "multiply", _sbuf((p, n), self.element_type))).result
@@ -441,15 +542,13 @@ class _AttentionBackward:
                 blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
             transposed.append(blocks)
         self.key_value_products(em, units, shapes, grad_scores, keys=True)
-        for (head, _), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
+        for (head, i), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
             grad_query: SSAValue | None = None
             for j, block_t in enumerate(blocks):
                 key_rows = head.kv.key.block(em, j, self.rows_in(self.keys, j))
                 grad_query = em.insert(tile.MatmulOp(block_t, key_rows, _psum((p, self.head)), grad_query)).result
             assert grad_query is not None  # every query tile sees key block 0
-            result_type = _sbuf((p, self.head), element_type_of(self.results[0]))
-            scaled = tile.BinaryScalarOp(grad_query, "multiply", result_type, scalar=self.scale)
-            head.grad_queries.append(em.insert(scaled).result)
+            self.gathered[0].insert(em, head.position, i, grad_query)
 
     def exponentials(
         self, em: LoopNestBuilder, head: _Head, i: int, p: int, first: int, count: int, bias: SSAValue | None = None
@@ -478,17 +577,14 @@ class _AttentionBackward:
         """dV_j = sum P_ij^T dO_i (`stationary` the stage's P) or, with `keys`, dK_j = sum dS_ij^T Q_i (`stationary`
         its dS) over the stage's query tiles i of each key/value head, one PSUM accumulation group per key block:
         the sum leaves PSUM once per stage instead of once per query tile. When the stage holds every query tile the
-        key/value head serves, the sums are final and leave PSUM straight into the gradient's dtype (dK times the
-        scale); otherwise they add to fp32 SBUF sums."""
+        key/value head serves, the sums are final and leave PSUM straight into the gathered gradient; otherwise
+        they add to fp32 SBUF sums."""
         width = self.head if keys else self.value_head
-        result_type = element_type_of(self.results[1 if keys else 2])
         members: dict[_KeyValue, list[int]] = {}
         for index, (head, _) in enumerate(units):
             members.setdefault(head.kv, []).append(index)
         for key_value, indices in members.items():
-            sums, finals = (
-                (key_value.grad_keys, key_value.final_keys) if keys else (key_value.grad_values, key_value.final_values)
-            )
+            sums = key_value.grad_keys if keys else key_value.grad_values
             final = not sums and len(indices) == self.groups * _tiles(self.length)
             for j in range(_tiles(max(shapes[index][2] for index in indices))):
                 w, k0 = self.rows_in(self.keys, j), j * PARTITION_TILE
@@ -504,43 +600,9 @@ class _AttentionBackward:
                 assert total is not None
                 if not final:
                     sums[j] = self.accumulate(em, sums.get(j), total)
-                elif keys:
-                    scaled = tile.BinaryScalarOp(total, "multiply", _sbuf((w, width), result_type), scalar=self.scale)
-                    finals[j] = em.insert(scaled).result
-                else:
-                    finals[j] = to_sbuf(em, total, result_type)
-
-    def store_heads(
-        self, em: LoopNestBuilder, heads: list[list[SSAValue]], tensor: SSAValue, batch: list[Index], count: int
-    ) -> None:
-        """The rows of consecutive heads (`batch` indexes the first), given per head per 128-row block: the full
-        blocks of all of them gathered into one tile and stored in one DMA, the partial last blocks in another. The
-        results keep the heads beside the features (`heads_beside_features`), so a row of all the heads is one
-        contiguous run in HBM: a DMA of more heads moves longer runs, at a higher rate."""
-        assert batch or len(heads) == 1  # without batch dimensions there is one head
-        full, rest = divmod(count, PARTITION_TILE)
-        rank = len(batch) + 2
-        width = heads[0][0].type.get_shape()[1]  # type: ignore[attr-defined]
-        element_type = heads[0][0].type.element_type  # type: ignore[attr-defined]
-        heads_dim = (len(heads),) if batch else ()
-        head_dims = (rank - 3,) if batch else ()
-        if full:
-            gathered = em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full, *heads_dim, width), element_type))).result
-            for g, blocks in enumerate(heads):
-                for t in range(full):
-                    at = [em.index(t), *([em.index(g)] if batch else []), em.index(0)]
-                    gathered = em.insert(tile.InsertOp(blocks[t], gathered, at)).result
-            split = split_axis(em, tensor, rank - 2, full, PARTITION_TILE)
-            indices = [em.index(i) for i in (*batch, 0, 0, 0)]
-            dims = (rank - 1, rank - 2, *head_dims, rank)
-            em.insert(tile.StoreOp(gathered, split, indices, dims=dims))
-        if rest:
-            gathered = em.insert(tile.EmptyOp(_sbuf((rest, *heads_dim, width), element_type))).result
-            for g, blocks in enumerate(heads):
-                at = [*([em.index(g)] if batch else []), em.index(0)]
-                gathered = em.insert(tile.InsertOp(blocks[full], gathered, at)).result
-            indices = [em.index(i) for i in (*batch, full * PARTITION_TILE, 0)]
-            em.insert(tile.StoreOp(gathered, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
+                    continue
+                self.gathered[1 if keys else 2].insert(em, key_value.position, j, total)
+                key_value.stored.add(j)
 
     @staticmethod
     def accumulate(em: LoopNestBuilder, total: SSAValue | None, part: SSAValue) -> SSAValue:

@@ -9,7 +9,7 @@ from support import assert_close_to_golden
 from support.compiled import check_compiled
 
 import neuron_mlir
-from neuron_mlir.lowering.convert_torch_to_tile import attention
+from neuron_mlir.lowering.convert_torch_to_tile import attention, attention_backward
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -194,6 +194,45 @@ def test_attention_training_backward_is_one_kernel(shape: tuple[int, int, int, i
     (lowering/convert_torch_to_tile/attention_backward.py)."""
     _check_training(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _inputs(*shape, dtype), fused=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "causal"),
+    [
+        ((1, 12, 512, 512, 64), torch.bfloat16, True),  # GPT-2's attention: six trips of two heads
+        ((1, 4, 512, 512, 64), torch.float32, False),
+    ],
+    ids=["gpt2-causal-bf16", "512-fp32"],
+)
+def test_attention_backward_at_real_sizes(shape: tuple[int, int, int, int, int], dtype, causal):
+    """Real sequence lengths: V loads runs of four rows per partition and its transposes go back in place, and the
+    trips over the heads follow each other without a loop."""
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _inputs(*shape, dtype), fused=True
+    )
+
+
+def test_attention_backward_of_projected_heads():
+    """Heads split from a projection ([B, L, H, E] seen as [B, H, L, E]): a head's rows are not contiguous, so V
+    loads row by row, like the other inputs."""
+
+    def attend(x, w):
+        q, k, v = (x @ w).unflatten(-1, (3, 4, 32)).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 256, 128, dtype=torch.bfloat16), torch.randn(128, 384, dtype=torch.bfloat16) / 12
+    _check_training(attend, (x, w), fused=False)
+
+
+def test_attention_backward_trips_in_a_loop(monkeypatch):
+    """Beyond UNROLLED_TRIPS the trips over the heads run as a loop: same results."""
+    monkeypatch.setattr(attention_backward, "UNROLLED_TRIPS", 1)
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        _inputs(1, 6, 256, 256, 32, torch.bfloat16),
+        fused=True,
     )
 
 

@@ -17,18 +17,24 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:  tile.binary_scalar
 // CHECK-NEXT:  %[[BIAS:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x128xbf16, sbuf>)
 // CHECK-NOT:   tile.iota
-// Four heads of two query tiles each share a loop trip (TILES_PER_TRIP: heads 4 t to 4 t + 3).
-// CHECK:       scf.for %[[TRIP:.*]] = %c0 to %c2 step %c1 {
-// CHECK-NEXT:    %[[H0:.*]] = arith.muli %[[TRIP]], %c4 : index
-// CHECK-NEXT:    %[[H1BASE:.*]] = arith.muli %[[TRIP]], %c4 : index
-// CHECK-NEXT:    %[[H1:.*]] = arith.addi %[[H1BASE]], %c1 : index
-// Six loads per head (K, V, Q, dO, O and the log-sum-exp), all rows of each in one. The log-sum-exp loads as rows
-// of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
-// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// CHECK-NEXT:    tile.view
-// CHECK-NEXT:    %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
-// CHECK-NEXT:    tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
-// CHECK-COUNT-5: tile.load %{{.*}}[%c0, %[[H1]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// Four heads of two query tiles each share a trip (TILES_PER_TRIP: heads 4 t to 4 t + 3), and the two trips follow
+// each other without a loop (UNROLLED_TRIPS), so that each has buffers of its own.
+// CHECK-NOT:   scf.for
+// Six loads per head. K, Q, dO and O load their rows in order, all of each in one. V, only read transposed, loads
+// runs of two consecutive rows per partition (a row of 64 bf16 alone is a 128-byte run), and its transposes go back
+// in place, every other column, as they leave PSUM. The log-sum-exp loads as rows of 128 queries, one per query
+// tile, and becomes per-partition columns through a TensorE transpose.
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x8x2x128x64xbf16, #mem<hbm>>
+// CHECK:       %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, psum>, !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.extract %[[V0]][%c1, %c0]
+// CHECK-NEXT:  tile.transpose
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, psum>, !tile.tile<64x256xbf16, sbuf>
+// CHECK-COUNT-3: tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
+// CHECK-NEXT:  tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
+// CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // The stage's query tiles (both tiles of the four heads 4 t to 4 t + 3): tile 0 over its 128 keys with the causal
 // bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
 // another, both exponentials writing one [128, 256] tile of probabilities.
@@ -47,10 +53,17 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:    %[[D1B:.*]] = tile.matmul %[[IDENTITY]], %[[BIAS]] acc %[[D1]]
 // CHECK-NEXT:    %[[E1D:.*]] = tile.unary %[[D1B]]
 // CHECK-NEXT:    tile.insert %[[E1D]], %[[P1A]][%c128] : !tile.tile<128x128xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>
-// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xf32, sbuf>
+// dS carries the scale: scale (dP - D) leaves PSUM in one activation (-scale D its per-partition bias), in bf16,
+// and its product with P is bf16 too.
+// CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
+// CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all four heads' rows together,
 // into tensors stored [B, L, H, E] (as the forward's output), so that a row of the four heads is one contiguous run
 // and merging the heads afterwards is a view.
-// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x4x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x4x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
 // CHECK-NOT:     tile.store
-// CHECK:       }
+// The second trip: heads 4 to 7.
+// CHECK:         tile.load %{{.*}}[%c0, %c4, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c4, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
+// CHECK-NOT:     tile.store
+// CHECK:       func.return
