@@ -239,9 +239,7 @@ def emit_matmul(
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
-        if blocking.resident and k:
-            kernel.build_resident(inner, batch, n)
-        kernel.block_rows(inner, batch, m, n)
+        kernel.block_rows(inner, batch, m, n, resident=blocking.resident and k > 0)
 
     batches(em, batch_shape, [])
     if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
@@ -346,24 +344,37 @@ class _Kernel:
 
     # ---- structure -------------------------------------------------------------------------------------------
 
-    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int) -> None:
+    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int, resident: bool = False) -> None:
         """Every block row of the output. With `blocking.paired`, full block rows go two per trip: both panels
-        first, then the blocks of each, so the next trip's first panel loads while the second row computes."""
+        first, then the blocks of each, so the next trip's first panel loads while the second row computes.
+
+        With `resident`, B is built after the first trip's panels and before their blocks: DMA bandwidth goes
+        to transfers in program order, and the panels' transposes then run while B arrives."""
         b = self.blocking
         block_m = b.m_subs * b.m_tile
         pairs = m // (2 * block_m) if b.paired and self.prologue is None else 0
-        if pairs:
+        start = 0
+        if resident:
+            sizes = [block_m, block_m] if pairs else [min(block_m, m)]
+            rows = [self.row_panels(em, batch, i * block_m, size) for i, size in enumerate(sizes)]
+            self.build_resident(em, batch, n)
+            for subs, panels in rows:
+                self.row_blocks(em, batch, subs, panels, n)
+            start = sum(sizes)
+        if pairs * 2 * block_m > start:
 
             def pair(e: LoopNestBuilder, m0: Index) -> None:
-                second = e.add(m0, block_m)
-                rows = [self.row_panels(e, batch, m0, block_m), self.row_panels(e, batch, second, block_m)]
+                first = e.add(start, m0)
+                second = e.add(first, block_m)
+                rows = [self.row_panels(e, batch, first, block_m), self.row_panels(e, batch, second, block_m)]
                 for subs, panels in rows:
                     self.row_blocks(e, batch, subs, panels, n)
 
-            em.for_tiles(pairs * 2 * block_m, 2 * block_m, lambda e, m0, _: pair(e, m0))
-        start = pairs * 2 * block_m
+            em.for_tiles(pairs * 2 * block_m - start, 2 * block_m, lambda e, m0, _: pair(e, m0))
+            start = pairs * 2 * block_m
         if m > start:
-            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(start, m0), size, n))
+            first_row = start
+            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(first_row, m0), size, n))
 
     def block_row(self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
         """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
@@ -617,10 +628,28 @@ class _Kernel:
         """All of B with K on partitions, once for every block row: `resident` (and `resident_rest`)."""
         b = self.blocking
         k_full, k_rest = divmod(self.k, b.k_tile)
-        if k_full:
+        if k_full and not self.rhs_transposed:
+            self.resident = self.load_resident_rows(em, batch, k_full, n)
+        elif k_full:
             self.resident = self.load_moving(em, batch, 0, k_full, 0, n)
         if k_rest:
             self.resident_rest = self.load_moving_rest(em, batch, 0, n)
+
+    def load_resident_rows(self, em: LoopNestBuilder, batch: list[Index], k_tiles: int, n: int) -> SSAValue:
+        """B's first `k_tiles` K tiles, [K_TILE, k_tiles, N], in DMAs of about `MOVING_CHUNK_BYTES` per partition.
+
+        One transfer of all of B would hold back the first block's matmuls until its last byte arrived; pieces
+        (granted bandwidth in program order) let the first K tiles' products start under the later pieces' loads.
+        Each piece is loaded straight into its window of the whole (convert-tile-to-neuron)."""
+        b = self.blocking
+        rank = len(batch) + 2
+        split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
+        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), element_type_of(self.rhs)))).result
+        piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(element_type_of(self.rhs))))
+        for t0, tiles in _split(k_tiles, piece):
+            rows = load(em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), dims=(rank - 1, rank - 2, rank))
+            whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(0)])).result
+        return whole
 
     def moving_chunk(
         self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int
