@@ -23,9 +23,11 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When several block rows read the same B and all of it fits `RESIDENT_SBUF_SHARE` of SBUF with K on
-  partitions, it is loaded (or transposed) once per batch, before the first block row, and the blocks read
-  windows of it instead of loading chunks. Full block rows whose hoisted panels fit the budget twice go two per
+* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), and all of it fits
+  `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
+  first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
+  that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
+  rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose hoisted panels fit the budget twice go two per
   trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
@@ -164,9 +166,11 @@ def choose_blocking(
             break
         accumulators //= 2
     # Several block rows read the same B: when all of it fits its share of SBUF, it is loaded (and transposed)
-    # once instead of once per block row; the blocks then only read it, in one K loop each.
+    # once instead of once per block row; the blocks then only read it, in one K loop each. A B to transpose is
+    # kept whole for a single block row too: loaded as whole rows rather than a PSUM bank's worth of K at a time.
     k_tiles = k_full + (1 if k % k_tile else 0)
-    resident = m > m_subs * m_tile and hoisted and k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
+    fits = k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
+    resident = (m > m_subs * m_tile or rhs_transposed) and hoisted and fits
     # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls.
     paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= budget
     n_subs = max(1, min(accumulators // m_subs, n_tiles))
