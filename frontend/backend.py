@@ -204,36 +204,43 @@ def backward_views_from_inputs(graph: torch.fx.Graph) -> None:
     The default partition places nodes where the joint graph has them: the forward is everything up to its last
     node (tagged `is_forward`, or a primal input), so each copy goes right before its first backward reader.
     """
-    from torch._functorch.partitioners import _has_tag_is_forward, _is_fwd_seed_offset, _is_primal, _is_tangent
+    from torch._functorch._aot_autograd.utils import _is_fwd_seed_offset, _is_primal
+    from torch._functorch.partitioners import _has_tag_is_forward
 
     nodes = list(graph.nodes)
-    forward_end = max(
-        (i for i, node in enumerate(nodes) if _has_tag_is_forward(node) or _is_primal(node) or _is_fwd_seed_offset(node)),
-        default=-1,
-    )
+    in_forward = [_has_tag_is_forward(node) or _is_primal(node) or _is_fwd_seed_offset(node) for node in nodes]
+    forward_end = max((i for i, forward in enumerate(in_forward) if forward), default=-1)
     position = {node: i for i, node in enumerate(nodes)}
     input_views: set[torch.fx.Node] = set()
     for node in nodes[: forward_end + 1]:
         if _is_view_op(node) and node.args and isinstance(node.args[0], torch.fx.Node):
             base = node.args[0]
-            if (_is_primal(base) and not _is_tangent(base)) or base in input_views:
+            if _is_primal(base) or base in input_views:
                 input_views.add(node)
     for node in nodes[: forward_end + 1]:
         readers = [user for user in node.users if position.get(user, -1) > forward_end]
         if node not in input_views or not readers:
             continue
-        copies: dict[torch.fx.Node, torch.fx.Node] = {}
-
-        def replay(view: torch.fx.Node) -> torch.fx.Node:
-            if view not in copies:
-                copies[view] = graph.node_copy(view, lambda arg: replay(arg) if arg in input_views else arg)
-                copies[view].meta.pop("partitioner_tag", None)  # a backward node now
-            return copies[view]
-
         with graph.inserting_before(min(readers, key=position.__getitem__)):
-            replayed = replay(node)
+            replayed = _replay(graph, node, input_views, {})
         for reader in readers:
             reader.replace_input_with(node, replayed)
+
+
+def _replay(
+    graph: torch.fx.Graph,
+    view: torch.fx.Node,
+    input_views: set[torch.fx.Node],
+    copies: dict[torch.fx.Node, torch.fx.Node],
+) -> torch.fx.Node:
+    """A copy of the view chain ending at `view`, at the graph's insertion point (a backward node: untagged)."""
+    if view not in copies:
+        copy = graph.node_copy(
+            view, lambda arg: _replay(graph, arg, input_views, copies) if arg in input_views else arg
+        )
+        copy.meta.pop("partitioner_tag", None)
+        copies[view] = copy
+    return copies[view]
 
 
 def _is_view_op(node: torch.fx.Node) -> bool:

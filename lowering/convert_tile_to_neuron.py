@@ -17,9 +17,9 @@ are loop values), other users get a copy. A `tile.insert` is a copy into the win
 destination's buffer (in place when nothing else reads the destination), on VectorE or ScalarE, alternating
 between destinations so that evacuations into different tiles overlap; a load whose only use is such an insert
 (same element type, same block, a destination that exists when the load runs) is a DMA into that window, so one
-tile can be filled by several transfers, each of which only waits for, and is only waited on by, its own bytes. Loop-carried tiles stay in
-the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
-back before the next iteration. Locations are kept.
+tile can be filled by several transfers, each of which only waits for, and is only waited on by, its own bytes.
+Loop-carried tiles stay in the buffer of their initial value: ops that update them write in place, otherwise the
+body copies the new value back before the next iteration. Locations are kept.
 """
 
 from __future__ import annotations

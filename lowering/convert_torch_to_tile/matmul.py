@@ -27,8 +27,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
-  rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose hoisted panels fit the budget twice go two per
-  trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
+  rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose
+  hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
+  while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
   PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
@@ -377,8 +378,8 @@ class _Kernel:
             em.for_tiles(pairs * 2 * block_m - start, 2 * block_m, lambda e, m0, _: pair(e, m0))
             start = pairs * 2 * block_m
         if m > start:
-            first_row = start
-            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(first_row, m0), size, n))
+            first = start
+            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(first, m0), size, n))
 
     def block_row(self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
         """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
