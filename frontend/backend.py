@@ -187,8 +187,64 @@ def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: 
             continue
         node.replace_all_uses_with(node.args[0])
         graph.erase_node(node)
+    backward_views_from_inputs(graph)
     joint_module.recompile()
     return default_partition(joint_module, joint_inputs, **options)
+
+
+def backward_views_from_inputs(graph: torch.fx.Graph) -> None:
+    """Give the backward its own copy of every view chain of a forward input that it reads.
+
+    A forward value that the backward needs is saved: handed over as a graph output and received as a new,
+    contiguous input. For a view of an input (a Linear layer's `permute(weight)`), that input is a copy in
+    another layout: dX = dY W would then contract over the contiguous axis of W^T and transpose every weight
+    tile on TensorE. Replayed in the backward, the chain saves the input itself (a parameter, no copy), and the
+    lowering sees the view for what it is: W, row-major, its rows on partitions.
+
+    The default partition places nodes where the joint graph has them: the forward is everything up to its last
+    node (tagged `is_forward`, or a primal input), so each copy goes right before its first backward reader.
+    """
+    from torch._functorch._aot_autograd.utils import _is_fwd_seed_offset, _is_primal
+    from torch._functorch.partitioners import _has_tag_is_forward
+
+    nodes = list(graph.nodes)
+    in_forward = [_has_tag_is_forward(node) or _is_primal(node) or _is_fwd_seed_offset(node) for node in nodes]
+    forward_end = max((i for i, forward in enumerate(in_forward) if forward), default=-1)
+    position = {node: i for i, node in enumerate(nodes)}
+    input_views: set[torch.fx.Node] = set()
+    for node in nodes[: forward_end + 1]:
+        if _is_view_op(node) and node.args and isinstance(node.args[0], torch.fx.Node):
+            base = node.args[0]
+            if _is_primal(base) or base in input_views:
+                input_views.add(node)
+    for node in nodes[: forward_end + 1]:
+        readers = [user for user in node.users if position.get(user, -1) > forward_end]
+        if node not in input_views or not readers:
+            continue
+        with graph.inserting_before(min(readers, key=position.__getitem__)):
+            replayed = _replay(graph, node, input_views, {})
+        for reader in readers:
+            reader.replace_input_with(node, replayed)
+
+
+def _replay(
+    graph: torch.fx.Graph,
+    view: torch.fx.Node,
+    input_views: set[torch.fx.Node],
+    copies: dict[torch.fx.Node, torch.fx.Node],
+) -> torch.fx.Node:
+    """A copy of the view chain ending at `view`, at the graph's insertion point (a backward node: untagged)."""
+    if view not in copies:
+        copy = graph.node_copy(
+            view, lambda arg: _replay(graph, arg, input_views, copies) if arg in input_views else arg
+        )
+        copy.meta.pop("partitioner_tag", None)
+        copies[view] = copy
+    return copies[view]
+
+
+def _is_view_op(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
 def neuron_mlir_backend(

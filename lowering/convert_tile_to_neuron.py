@@ -15,9 +15,11 @@ instruction: matmuls, transposes, inserts and the per-partition columns of a `ti
 and a `tile.unary` (its bias) read it in place through an access pattern (at a dynamic offset when its indices
 are loop values), other users get a copy. A `tile.insert` is a copy into the window of its
 destination's buffer (in place when nothing else reads the destination), on VectorE or ScalarE, alternating
-between destinations so that evacuations into different tiles overlap. Loop-carried tiles stay in
-the buffer of their initial value: ops that update them write in place, otherwise the body copies the new value
-back before the next iteration. Locations are kept.
+between destinations so that evacuations into different tiles overlap; a load whose only use is such an insert
+(same element type, same block, a destination that exists when the load runs) is a DMA into that window, so one
+tile can be filled by several transfers, each of which only waits for, and is only waited on by, its own bytes.
+Loop-carried tiles stay in the buffer of their initial value: ops that update them write in place, otherwise the
+body copies the new value back before the next iteration. Locations are kept.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class _FunctionConversion:
     identities: dict[Attribute, SSAValue] = field(default_factory=dict)  # element type -> identity matrix
     windows: dict[SSAValue, Access] = field(default_factory=dict)  # tile.extract result -> access read in place
     insert_engines: dict[SSAValue, Engine] = field(default_factory=dict)  # tile.insert destination -> engine
+    loaded_in_place: set[Operation] = field(default_factory=set)  # tile.inserts whose value was a DMA into the window
 
     @property
     def entry(self) -> Block:
@@ -291,9 +294,46 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.LoadOp)
     em = conv.emitter(op)
     tile_type = op.tile_type()
-    buffer = conv.result_buffer(em, op)
     source = conv.hbm_access(em, op.source, op.indices, op.mapped_dims(), tile_type.get_shape())
+    insert = _insert_loading_in_place(conv, op)
+    if insert is not None:
+        buffer = conv.buffer(insert.dest)
+        destination = _window(em, full_access(buffer), tile_type, insert.indices, insert.step_values())
+        conv.buffers[op.result] = buffer
+        conv.loaded_in_place.add(insert)
+        conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": destination, "src": source})
+        return
+    buffer = conv.result_buffer(em, op)
     conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": full_access(buffer), "src": source})
+
+
+def _insert_loading_in_place(conv: _FunctionConversion, load: tile.LoadOp) -> tile.InsertOp | None:
+    """The tile.insert that `load`'s DMA may write straight into: the load's only use, an uncast insert in the same
+    block into a destination that is updated in place (no other use) and already has its buffer, at indices that
+    exist where the load is. The destination's other windows are then untouched until the insert, as before."""
+    if not load.result.has_one_use():
+        return None
+    use = next(iter(load.result.uses))
+    insert = use.operation
+    if not isinstance(insert, tile.InsertOp) or use.index != 0 or insert.parent_block() is not load.parent_block():
+        return None
+    dest = insert.dest.type
+    if not isinstance(dest, TileType) or dest.element_type != load.tile_type().element_type:
+        return None
+    if dest.memory != Memory.SBUF or not insert.dest.has_one_use() or insert.dest not in conv.buffers:
+        return None
+    return insert if all(_defined_before(index, load) for index in insert.indices) else None
+
+
+def _defined_before(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` may be used at `op`: a constant, an argument of an enclosing block, or defined earlier in
+    op's block."""
+    if _constant_index(value) is not None:
+        return True
+    owner = value.owner
+    if isinstance(owner, Block):
+        return owner.is_ancestor(op)
+    return owner.parent_block() is op.parent_block() and owner.is_before_in_block(op)
 
 
 def _store(conv: _FunctionConversion, op: Operation) -> None:
@@ -416,6 +456,9 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
     destinations alternate between VectorE and ScalarE, which then evacuate PSUM side by side.
     """
     assert isinstance(op, tile.InsertOp)
+    if op in conv.loaded_in_place:  # its value is already there: see `_load`
+        conv.buffers[op.result] = conv.buffer(op.dest)
+        return
     em = conv.emitter(op)
     if op.dest.has_one_use():
         buffer = conv.buffer(op.dest)

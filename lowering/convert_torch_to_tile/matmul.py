@@ -23,10 +23,13 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When several block rows read the same B and all of it fits `RESIDENT_SBUF_SHARE` of SBUF with K on
-  partitions, it is loaded (or transposed) once per batch, before the first block row, and the blocks read
-  windows of it instead of loading chunks. Full block rows whose hoisted panels fit the budget twice go two per
-  trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
+* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), and all of it fits
+  `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
+  first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
+  that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
+  rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose
+  hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
+  while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
   PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
@@ -164,9 +167,11 @@ def choose_blocking(
             break
         accumulators //= 2
     # Several block rows read the same B: when all of it fits its share of SBUF, it is loaded (and transposed)
-    # once instead of once per block row; the blocks then only read it, in one K loop each.
+    # once instead of once per block row; the blocks then only read it, in one K loop each. A B to transpose is
+    # kept whole for a single block row too: loaded as whole rows rather than a PSUM bank's worth of K at a time.
     k_tiles = k_full + (1 if k % k_tile else 0)
-    resident = m > m_subs * m_tile and hoisted and k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
+    fits = k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
+    resident = (m > m_subs * m_tile or rhs_transposed) and hoisted and fits
     # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls.
     paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= budget
     n_subs = max(1, min(accumulators // m_subs, n_tiles))
@@ -239,9 +244,7 @@ def emit_matmul(
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
-        if blocking.resident and k:
-            kernel.build_resident(inner, batch, n)
-        kernel.block_rows(inner, batch, m, n)
+        kernel.block_rows(inner, batch, m, n, resident=blocking.resident and k > 0)
 
     batches(em, batch_shape, [])
     if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
@@ -346,24 +349,37 @@ class _Kernel:
 
     # ---- structure -------------------------------------------------------------------------------------------
 
-    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int) -> None:
+    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int, resident: bool = False) -> None:
         """Every block row of the output. With `blocking.paired`, full block rows go two per trip: both panels
-        first, then the blocks of each, so the next trip's first panel loads while the second row computes."""
+        first, then the blocks of each, so the next trip's first panel loads while the second row computes.
+
+        With `resident`, B is built after the first trip's panels and before their blocks: DMA bandwidth goes
+        to transfers in program order, and the panels' transposes then run while B arrives."""
         b = self.blocking
         block_m = b.m_subs * b.m_tile
         pairs = m // (2 * block_m) if b.paired and self.prologue is None else 0
-        if pairs:
+        start = 0
+        if resident:
+            sizes = [block_m, block_m] if pairs else [min(block_m, m)]
+            rows = [self.row_panels(em, batch, i * block_m, size) for i, size in enumerate(sizes)]
+            self.build_resident(em, batch, n)
+            for subs, panels in rows:
+                self.row_blocks(em, batch, subs, panels, n)
+            start = sum(sizes)
+        if pairs * 2 * block_m > start:
 
             def pair(e: LoopNestBuilder, m0: Index) -> None:
-                second = e.add(m0, block_m)
-                rows = [self.row_panels(e, batch, m0, block_m), self.row_panels(e, batch, second, block_m)]
+                first = e.add(start, m0)
+                second = e.add(first, block_m)
+                rows = [self.row_panels(e, batch, first, block_m), self.row_panels(e, batch, second, block_m)]
                 for subs, panels in rows:
                     self.row_blocks(e, batch, subs, panels, n)
 
-            em.for_tiles(pairs * 2 * block_m, 2 * block_m, lambda e, m0, _: pair(e, m0))
-        start = pairs * 2 * block_m
+            em.for_tiles(pairs * 2 * block_m - start, 2 * block_m, lambda e, m0, _: pair(e, m0))
+            start = pairs * 2 * block_m
         if m > start:
-            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(start, m0), size, n))
+            first = start
+            em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(first, m0), size, n))
 
     def block_row(self, em: LoopNestBuilder, batch: list[Index], m0: Index, m_size: int, n: int) -> None:
         """All output blocks of rows [m0, m0 + m_size): the stationary panel first when it is hoisted."""
@@ -617,10 +633,28 @@ class _Kernel:
         """All of B with K on partitions, once for every block row: `resident` (and `resident_rest`)."""
         b = self.blocking
         k_full, k_rest = divmod(self.k, b.k_tile)
-        if k_full:
+        if k_full and not self.rhs_transposed:
+            self.resident = self.load_resident_rows(em, batch, k_full, n)
+        elif k_full:
             self.resident = self.load_moving(em, batch, 0, k_full, 0, n)
         if k_rest:
             self.resident_rest = self.load_moving_rest(em, batch, 0, n)
+
+    def load_resident_rows(self, em: LoopNestBuilder, batch: list[Index], k_tiles: int, n: int) -> SSAValue:
+        """B's first `k_tiles` K tiles, [K_TILE, k_tiles, N], in DMAs of about `MOVING_CHUNK_BYTES` per partition.
+
+        One transfer of all of B would hold back the first block's matmuls until its last byte arrived; pieces
+        (granted bandwidth in program order) let the first K tiles' products start under the later pieces' loads.
+        Each piece is loaded straight into its window of the whole (convert-tile-to-neuron)."""
+        b = self.blocking
+        rank = len(batch) + 2
+        split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
+        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), element_type_of(self.rhs)))).result
+        piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(element_type_of(self.rhs))))
+        for t0, tiles in _split(k_tiles, piece):
+            rows = load(em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), dims=(rank - 1, rank - 2, rank))
+            whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(0)])).result
+        return whole
 
     def moving_chunk(
         self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int

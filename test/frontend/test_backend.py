@@ -408,3 +408,74 @@ assert not any(found is before for found in gc.get_objects())  # out of the coll
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
+
+
+def _partitioned_graphs(module: torch.nn.Module, *inputs: torch.Tensor) -> list[torch.fx.GraphModule]:
+    """The forward and backward graphs of one training step, as the backend's partition splits them."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from neuron_mlir.frontend.backend import decompositions, partition_without_aliases
+
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm)
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=keep,
+            bw_compiler=keep,
+            partition_fn=partition_without_aliases,
+            decompositions=decompositions(),
+        )
+
+    torch._dynamo.reset()
+    torch.compile(module, backend=backend)(*inputs).sum().backward()
+    torch._dynamo.reset()
+    return graphs
+
+
+def test_the_backward_reads_a_linear_weight_itself_not_a_saved_copy_of_its_transpose():
+    """dX = dY W: the forward's `permute(weight)` is replayed in the backward, which receives the weight (a
+    parameter, no copy) and so can read it row-major instead of a contiguous W^T."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 96)
+    forward, backward = _partitioned_graphs(layer, torch.randn(2, 5, 64, requires_grad=True))
+    outputs = forward.graph.output_node().args[0]
+    assert isinstance(outputs, tuple | list)
+    saved = [node for node in outputs[1:] if isinstance(node, torch.fx.Node)]
+    assert all(node.target is not torch.ops.aten.permute.default for node in saved), saved
+    inputs = [tuple(node.meta["val"].shape) for node in backward.graph.nodes if node.op == "placeholder"]
+    assert (96, 64) in inputs, inputs
+    assert (64, 96) not in inputs, inputs
+    permutes = [node for node in backward.graph.nodes if node.target is torch.ops.aten.permute.default]
+    weight = next(n for n in backward.graph.nodes if n.op == "placeholder" and n.meta["val"].shape == (96, 64))
+    assert any(node.args[0] is weight for node in permutes), "the backward transposes the weight it receives"
+
+
+def test_the_replayed_view_joins_the_backward_and_the_forward_keeps_its_own():
+    """The copy of a view chain goes before its first backward reader: the forward graph is unchanged (one
+    transpose of the weight, for its own product) and saves no view of an input."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 96)
+    forward, backward = _partitioned_graphs(layer, torch.randn(5, 64, requires_grad=True))
+    forward_permutes = [node for node in forward.graph.nodes if node.target is torch.ops.aten.permute.default]
+    assert len(forward_permutes) == 1
+    assert not any(user.op == "output" for user in forward_permutes[0].users)
+    assert len(backward.graph.find_nodes(op="call_function", target=torch.ops.aten.permute.default)) >= 1
+
+
+def test_a_linear_step_with_the_weight_read_in_the_backward_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 300), torch.nn.GELU(), torch.nn.Linear(300, 24))
+    reference = copy.deepcopy(model)
+    x = torch.randn(3, 130, 40)
+    compiled = torch.compile(model, backend="neuron-mlir")
+    compiled(x.clone().requires_grad_()).square().sum().backward()
+    reference(x.clone().requires_grad_()).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert_close_to_torch(p.grad, q.grad, f"grad of {name}")

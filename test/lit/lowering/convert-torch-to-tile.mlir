@@ -86,29 +86,34 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CHECK:           tile.insert %[[BT]], %[[P]][%[[T]], %c0] : !tile.tile<128x37xf32, psum>, !tile.tile<128x2x37xf32, sbuf>
 // CHECK:         }
 // CHECK:         tile.load %primals3[%c0, %c256] : {{.*}} -> !tile.tile<37x44xf32, sbuf>
-// The weight's chunks of K (one tile each here: their transposes share one PSUM bank) are assembled the same
-// way, 512 columns (one PSUM bank of output) from four row-wise loads of 128 rows.
-// CHECK:         tile.empty : !tile.tile<128x1x512xf32, sbuf>
-// CHECK:         tile.load %[[WT]][%c0, %c0] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
-// CHECK:         tile.load %[[WT]][%c0, %c384] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x128xf32, sbuf>
+// The weight (K contiguous as well) is kept whole on chip, built after x's panel so that DMA bandwidth goes to
+// the panel first: one load of whole rows of K per 128 of its 520 columns, and a loop that transposes each K tile
+// into its slot; its partial last K tile (44 rows) is transposed the same way.
+// CHECK:         %[[WHOLE:.*]] = tile.empty : !tile.tile<128x2x520xf32, sbuf>
+// CHECK:         tile.load %[[WT]][%c0, %c0] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<128x256xf32, sbuf>
+// CHECK:         tile.load %[[WT]][%c0, %c512] {dims = array<i64: 1, 0>} : {{.*}} -> !tile.tile<8x256xf32, sbuf>
+// CHECK:         %[[B:.*]] = scf.for %{{.*}} = %c0 to %c2 step %c1 iter_args(%{{.*}} = %[[WHOLE]]) -> (!tile.tile<128x2x520xf32, sbuf>) {
+// CHECK:         tile.empty : !tile.tile<44x520xf32, sbuf>
 // The first K tile starts the PSUM accumulation, every later one (the remainder of 44 last) adds to it; each
-// matmul reads its operands as windows of the panel and of the chunk. A K loop of a single trip is inlined.
+// matmul reads its operands as windows of the panel and of the whole weight, all 520 columns in one block.
 // CHECK:         %[[S0:.*]] = tile.extract %[[PANEL]][%c0, %c0] : !tile.tile<128x2x37xf32, sbuf> -> !tile.tile<128x37xf32, sbuf>
-// CHECK:         %[[P0:.*]] = tile.matmul %[[S0]], %{{.*}} : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<37x512xf32, psum>
+// CHECK:         %[[M0:.*]] = tile.extract %[[B]][%c0, %c0] : !tile.tile<128x2x520xf32, sbuf> -> !tile.tile<128x512xf32, sbuf>
+// CHECK:         %[[P0:.*]] = tile.matmul %[[S0]], %[[M0]] : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>) -> !tile.tile<37x512xf32, psum>
 // CHECK:         %[[P1:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P0]] : (!tile.tile<128x37xf32, sbuf>, !tile.tile<128x512xf32, sbuf>, !tile.tile<37x512xf32, psum>)
 // CHECK:         %[[P2:.*]] = tile.matmul %{{.*}}, %{{.*}} acc %[[P1]] : (!tile.tile<44x37xf32, sbuf>, !tile.tile<44x512xf32, sbuf>, !tile.tile<37x512xf32, psum>)
+// CHECK:         tile.matmul %{{.*}}, %{{.*}} acc %{{.*}} : (!tile.tile<44x37xf32, sbuf>, !tile.tile<44x8xf32, sbuf>, !tile.tile<37x8xf32, psum>)
 // The bias joins as PSUM is evacuated.
 // CHECK:         %[[B:.*]] = tile.load %[[BIAS]][%c0, %c0] {{.*}} -> !tile.tile<37x512xf32, sbuf>
 // CHECK:         tile.binary %[[P2]], %[[B]] {op = "add"} : (!tile.tile<37x512xf32, psum>, !tile.tile<37x512xf32, sbuf>)
-// The remaining 8 columns are a block of their own.
-// CHECK:         tile.matmul {{.*}} -> !tile.tile<37x8xf32, psum>
+// The remaining 8 columns are the block's second accumulator.
 // CHECK:         tile.store %{{.*}}, %addmm[%c0, %c512]
 // relu has a loop nest of its own here, over the product seen as [104, 185] (its elements split over the
 // partitions); tile-fuse-epilogues then runs it on each tile of the product as it is stored.
 // CHECK:         %relu = memref.alloc() : memref<37x520xf32, #mem<hbm>>
 // CHECK:         tile.unary %{{.*}} {fn = "relu"} : (!tile.tile<104x185xf32, sbuf>) -> !tile.tile<104x185xf32, sbuf>
-// K = 520 has four full tiles: after the first pair of chunks, a loop over pairs carries the PSUM accumulator.
-// CHECK:         scf.for %{{.*}} = %c2 to %c4 step %c2 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
+// K = 520 has four full tiles, read from the whole weight in two halves: the first half's products inlined
+// (the first starts the accumulation), a loop over the second half's carries the PSUM accumulator.
+// CHECK:         scf.for %{{.*}} = %c0 to %c2 step %c1 iter_args(%{{.*}} = %{{.*}}) -> (!tile.tile<37x130xf32, psum>)
 // CHECK-NOT:     torch.aten
 
 // The backward graph: the bias gradient sums the gradient's 37 rows (dim 0) on TensorE, a ones column as the
