@@ -729,7 +729,8 @@ def _layer_norm_backward_on_chip(
         out_type = TileType((p, length), types[0], Memory.SBUF)
         # per row: xhat, g, -mean(g), -sum(g xhat) / N, the running value of grad_input
         xhats, gs, shifts, slopes, values = (list(x_rows) for _ in range(5))
-        state = {"result": result, "weight": accs[: len(chunks) * mask[1]], "bias": accs[len(chunks) * mask[1] :]}
+        filled = [result]  # grad_input's group tile, row by row
+        sums = {"weight": accs[: len(chunks) * mask[1]], "bias": accs[len(chunks) * mask[1] :]}
 
         def normalize(j: int) -> None:
             centred = e.insert(tile.BinaryScalarOp(x_rows[j], "subtract", row_type, column=mean_cols[j])).result
@@ -739,9 +740,9 @@ def _layer_norm_backward_on_chip(
             if mask[1]:
                 product_type = TileType((p, length), moving_type, Memory.SBUF)
                 product = e.insert(tile.BinaryOp(grad_rows[j], xhats[j], "multiply", product_type)).result
-                state["weight"] = accumulate(e, p, product, state["weight"])
+                sums["weight"] = accumulate(e, p, product, sums["weight"])
             if mask[2]:
-                state["bias"] = accumulate(e, p, grad_rows[j], state["bias"])
+                sums["bias"] = accumulate(e, p, grad_rows[j], sums["bias"])
 
         def scaled_gradient(j: int) -> None:
             gs[j] = grad_rows[j]
@@ -762,15 +763,15 @@ def _layer_norm_backward_on_chip(
         def finish(j: int) -> None:
             value = e.insert(tile.BinaryScalarOp(values[j], "subtract", row_type, column=shifts[j])).result
             value = e.insert(tile.BinaryScalarOp(value, "multiply", out_type, column=rstd_cols[j])).result
-            state["result"] = group.put(e, value, state["result"], j)
+            filled[0] = group.put(e, value, filled[0], j)
 
         steps = [normalize] + ([scaled_gradient, correlation, combine, finish] if result is not None else [])
         steps.append(parameter_gradients)
         wavefront(count, steps, oldest_first=False)
-        if state["result"] is not None:
+        if filled[0] is not None:
             assert out_view is not None
-            group.store(e, state["result"], out_view)
-        return state["weight"] + state["bias"]
+            group.store(e, filled[0], out_view)
+        return sums["weight"] + sums["bias"]
 
     accumulators = for_row_groups(em, rows, per_partition, group_body, accumulators)
     results: list[SSAValue | None] = [out, None, None]
