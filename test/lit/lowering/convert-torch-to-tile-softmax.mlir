@@ -67,8 +67,8 @@ func.func @softmax_backward_rows(%g: tensor<300x64xbf16>, %y: tensor<300x64xbf16
   func.return %0 : tensor<300x64xbf16>
 }
 // The gradient (g - sum(g * y)) * y in one pass over row groups (rows.py): the first 256 rows as 2 per
-// partition, each operand one DMA of [128, 2, 64]; each step done for both rows before the next step (so that
-// the engines overlap the rows), the sums [128, 1] columns, the results rounded to bf16 into the group's tile and
+// partition, each operand one DMA of [128, 2, 64]; the rows' steps in wavefront order (so that the engines
+// overlap the rows), the sums [128, 1] columns, the results rounded to bf16 into the group's tile and
 // stored at once; then the last 44 rows as one row per partition.
 // CHECK-LABEL: func.func @softmax_backward_rows
 // CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
@@ -84,8 +84,8 @@ func.func @softmax_backward_rows(%g: tensor<300x64xbf16>, %y: tensor<300x64xbf16
 // CHECK-NEXT:  %[[C0:.*]] = tile.binary_scalar %[[G0]] column %[[S0]] {op = "subtract"}
 // CHECK-NEXT:  %[[C1:.*]] = tile.binary_scalar %[[G1]] column %[[S1]] {op = "subtract"}
 // CHECK-NEXT:  %[[R0:.*]] = tile.binary %[[C0]], %[[Y0]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-NEXT:  %[[R1:.*]] = tile.binary %[[C1]], %[[Y1]] {op = "multiply"}
 // CHECK-NEXT:  %[[I0:.*]] = tile.insert %[[R0]], %{{.*}}[%c0, %c0]
+// CHECK-NEXT:  %[[R1:.*]] = tile.binary %[[C1]], %[[Y1]] {op = "multiply"}
 // CHECK-NEXT:  %[[I1:.*]] = tile.insert %[[R1]], %[[I0]][%c1, %c0]
 // CHECK:       tile.store %[[I1]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x2x64xbf16, sbuf>, memref<150x2x64xbf16, #mem<hbm>>
 // CHECK-COUNT-2: tile.load %{{.*}}[%c0, %c0, %c0] {{.*}} -> !tile.tile<44x1x64xbf16, sbuf>
