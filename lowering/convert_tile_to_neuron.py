@@ -419,14 +419,24 @@ def _window(
     return buffer, window, em.index(offset) if isinstance(offset, SSAValue) else None
 
 
+# Elementwise ops and reductions: their instructions read each tile operand through an access pattern, so a
+# window of a larger tile (a row of a row group) is read in place. Integer work keeps whole buffers (GpSimdE's
+# exact folds address them so).
+_STREAMING_OPS = (tile.BinaryOp, tile.BinaryScalarOp, tile.UnaryOp, tile.CopyOp, tile.ReduceOp)
+
+
 def _reads_windows(use_operation: Operation, index: int) -> bool:
     """Whether an operand is read by an instruction that takes any access pattern (so a window needs no copy)."""
+    if isinstance(use_operation, _STREAMING_OPS) and not is_integer_op(use_operation):
+        return True  # float arithmetic streams its operands through any access pattern
     if isinstance(use_operation, tile.MatmulOp):
         return use_operation.operands[index] is not use_operation.acc
     if isinstance(use_operation, tile.BinaryScalarOp):  # the [P, 1] scalar column: one element per partition
         return use_operation.operands[index] is use_operation.column and use_operation.input is not use_operation.column
     if isinstance(use_operation, tile.UnaryOp):  # the [P, 1] bias column of an activation
         return use_operation.operands[index] is use_operation.bias and use_operation.input is not use_operation.bias
+    if isinstance(use_operation, tile.ExtractOp):  # a window of a window is a window of the same buffer
+        return True
     return isinstance(use_operation, tile.TransposeOp) or (isinstance(use_operation, tile.InsertOp) and index == 0)
 
 
@@ -482,7 +492,7 @@ def _unary(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.UnaryOp)
     em = conv.emitter(op)
     buffer = conv.result_buffer(em, op)
-    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    accesses = {"dst": full_access(buffer), "src": conv.access(op.input)}
     if op.bias is not None:
         accesses["bias"] = conv.access(op.bias)
     props: dict[str, Attribute] = {"func": StringAttr(op.fn.data)}
@@ -523,8 +533,8 @@ def _binary(conv: _FunctionConversion, op: Operation) -> None:
         buffer = conv.result_buffer(em, op)
     accesses = {
         "dst": full_access(buffer),
-        "in0": full_access(conv.buffer(op.lhs)),
-        "in1": full_access(conv.buffer(op.rhs)),
+        "in0": conv.access(op.lhs),
+        "in1": conv.access(op.rhs),
     }
     conv.emit(em, neuron.TensorTensorOp, _arithmetic_engine(op), accesses, {"op": StringAttr(op.op.data)})
 
@@ -533,7 +543,7 @@ def _binary_scalar(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.BinaryScalarOp)
     em = conv.emitter(op)
     buffer = conv.result_buffer(em, op)
-    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    accesses = {"dst": full_access(buffer), "src": conv.access(op.input)}
     props: dict[str, Attribute] = {"op0": StringAttr(op.op.data)}
     if op.column is not None:
         accesses["operand0"] = conv.access(op.column)
@@ -562,7 +572,7 @@ def _copy(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.CopyOp)
     em = conv.emitter(op)
     buffer = conv.result_buffer(em, op)
-    accesses = {"dst": full_access(buffer), "src": full_access(conv.buffer(op.input))}
+    accesses = {"dst": full_access(buffer), "src": conv.access(op.input)}
     # integer to integer conversions are exact on GpSimdE; VectorE would round through fp32
     conv.emit(em, neuron.TensorCopyOp, _arithmetic_engine(op), accesses)
 
@@ -663,7 +673,7 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     kept = source.get_shape()[1 : len(source.get_shape()) - op.reduced_axes] or (1,)
     dst_buffer, _, _ = full_access(buffer)
     dst_pattern = AccessPatternAttr(list(zip(tile.row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
-    accesses = {"dst": (dst_buffer, dst_pattern, None), "src": full_access(conv.buffer(op.input))}
+    accesses = {"dst": (dst_buffer, dst_pattern, None), "src": conv.access(op.input)}
     props: dict[str, Attribute] = {"op": StringAttr(op.op.data)}
     if op.reduced_axes != 1:
         props["axes"] = IntegerAttr(op.reduced_axes, i64)

@@ -16,11 +16,12 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   round once, exactly what the fp32 intermediate held. With 16-bit source and destination the pair becomes one
   pass in VectorE's 16-bit performance mode.
 
-* `tensor_scalar` or `activation` writing a whole buffer that nothing but one `tensor_copy` then reads, all of
-  it, into a window of another float buffer (an insert into a larger tile, such as an evacuation of PSUM that
-  applies a per-partition affine before landing in a stationary panel): the first instruction writes the
-  window itself. It computes in fp32 and rounds once to the window's type, as the copy did from the
-  intermediate (which, fp32 or the same type as the window, held the value the copy rounded).
+* `tensor_scalar`, `tensor_tensor` or `activation` writing a whole buffer that nothing but one `tensor_copy`
+  then reads, all of it, into a window of another float buffer (an insert into a larger tile, such as an
+  evacuation of PSUM that applies a per-partition affine before landing in a stationary panel, or a row computed
+  into its row group's tile): the first instruction writes the window itself. It computes in fp32 and rounds
+  once to the window's type, as the copy did from the intermediate (which, fp32 or the same type as the window,
+  held the value the copy rounded).
 
 A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
 `neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
@@ -292,8 +293,8 @@ def _available_at(value: SSAValue | None, op: Operation) -> bool:
 
 
 def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
-    """tensor_scalar / activation -> t (whole, read only by the copy); tensor_copy t -> window of d  ==>  the
-    first instruction writes the window of d."""
+    """tensor_scalar / tensor_tensor / activation -> t (whole, read only by the copy); tensor_copy t -> window
+    of d  ==>  the first instruction writes the window of d."""
     source, target = copy.access("src"), copy.access("dst")
     if not _static(source) or target is None or not _float_only(copy):
         return False
@@ -302,7 +303,9 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
     if source[0] is target[0] or not (_is_f32(source[0]) or same_type):
         return False
     writer = _previous_writer(copy, source[0])
-    if not isinstance(writer, neuron.TensorScalarOp | neuron.ActivationOp) or not _float_only(writer):
+    if not isinstance(writer, neuron.TensorScalarOp | neuron.TensorTensorOp | neuron.ActivationOp):
+        return False
+    if not _float_only(writer):
         return False
     if isinstance(writer, neuron.ActivationOp) and writer.accumulate_dst is not None:
         return False

@@ -5,8 +5,12 @@ per partition makes each DMA move one row per partition: a 768-wide bf16 row is 
 partition at which a transfer reaches full rate, and every transfer pays the fixed DMA latency for 128 rows
 only. A *row group* instead holds `k` consecutive rows on each partition: partition i of a group starting at row
 r holds rows r + i k .. r + i k + k - 1, so one DMA moves k rows per partition as one contiguous chunk (when a row
-is contiguous), and the kernel computes on each row j < k as a [p, ...] window of the group's tile inside a loop
-over j, whose body's buffers every j reuses.
+is contiguous), and the kernel computes on each row j < k as a [p, ...] window of the group's tile (read in
+place: elementwise instructions take any access pattern). The rows are computed in straight-line code, each with
+its own tiles, their steps emitted in wavefront order (`wavefront`: at time t, step s of row t - s for every s).
+Each engine runs its queue in program order, so that order lets every engine work on one row while the others
+work on the rows before and after it (a loop over j whose body's buffers every j reused ran one row's
+chain after another). `STRAIGHT_LINE_ROWS` bounds k for that.
 
 `for_row_groups` covers [0, rows): groups of 128 k rows in a loop, then the remaining whole 128-row tiles as one
 group of fewer rows per partition, then the partial last tile (fewer than 128 rows) as a group of one row per
@@ -28,6 +32,23 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
+
+# The most rows per partition of a group computed in straight-line code: the code grows with it, and past a few
+# rows the DMA is at full rate and the chains overlap anyway.
+STRAIGHT_LINE_ROWS = 8
+
+
+def wavefront(rows: int, steps: Sequence[Callable[[int], None]], oldest_first: bool = True) -> None:
+    """`step(j)` for every step and row j < `rows` (each step of a row depends on its previous steps), emitted in
+    wavefront order: at time t, step s of row t - s for every s, the oldest row's step first, or with
+    `oldest_first=False` the newest row's (an engine that runs the first step of every row, as a chain whose
+    steps each take one engine, then fills its queue with first steps before the later ones)."""
+    order = range(len(steps) - 1, -1, -1) if oldest_first else range(len(steps))
+    for time in range(rows + len(steps) - 1):
+        for index in order:
+            row = time - index
+            if 0 <= row < rows:
+                steps[index](row)
 
 
 def rows_per_partition(

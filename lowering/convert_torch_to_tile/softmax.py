@@ -25,7 +25,9 @@ same rows, grad_output `g` and the forward's output `y`, and compute in fp32, ro
                 grad = g - exp(y) * s                                            ScalarE exp, VectorE
 
 so each of g and y is read once and the gradient written once (rows longer than the SBUF share: a pass for the
-sum, then a pass that writes, reading the row again).
+sum, then a pass that writes, reading the row again). Rows of one dimension go in row groups (`rows.py`: several
+rows per partition per DMA, computed in straight-line code in wavefront order, each read in place from the
+group's tile and written into the group's result tile).
 """
 
 from __future__ import annotations
@@ -197,6 +199,11 @@ def emit_softmax_backward(
     )
     in_bytes = _bytes(element_type_of(grad)) + _bytes(element_type_of(output))
     single = length <= FREE_TILE or length * (in_bytes + 8 + _bytes(out_element_type)) <= body_budget_bytes(em)
+    if len(row_dims) == 1:
+        row_bytes = length * (in_bytes + 8 + 2 * _bytes(out_element_type))
+        if row_bytes <= body_budget_bytes(em):
+            _softmax_backward_row_groups(em, grad_view, output_view, out_view, log, out_element_type, row_bytes)
+            return out
 
     def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0]
@@ -236,6 +243,76 @@ def emit_softmax_backward(
 
     _for_each_row_tile(em, tuple(row_dims), [], row_tile)
     return out
+
+
+def _softmax_backward_row_groups(
+    em: LoopNestBuilder,
+    grad_view: SSAValue,
+    output_view: SSAValue,
+    out_view: SSAValue,
+    log: bool,
+    out_element_type: Any,
+    row_bytes: int,
+) -> None:
+    """The backward over [rows, length] views in row groups (`rows.py`): each DMA moves several rows per
+    partition, and the rows of a group are computed in straight-line code, each with its own tiles, so that the
+    engines overlap their chains (`row_bytes`: what one row's tiles take per partition)."""
+    from neuron_mlir.lowering.convert_torch_to_tile.common import emitter_target
+    from neuron_mlir.lowering.convert_torch_to_tile.rows import (
+        STRAIGHT_LINE_ROWS,
+        RowGroup,
+        for_row_groups,
+        rows_per_partition,
+        wavefront,
+    )
+
+    rows, length = layout_of(grad_view).shape
+    smallest = min(_bytes(element_type_of(grad_view)), _bytes(element_type_of(output_view)))
+    full_rate = emitter_target(em).dma_full_rate_bytes_per_partition
+    wanted = rows_per_partition(length * smallest, row_bytes, body_budget_bytes(em), rows, full_rate)
+    per_partition = min(STRAIGHT_LINE_ROWS, wanted)
+
+    def group_body(e: LoopNestBuilder, group: RowGroup, carried: list[SSAValue]) -> list[SSAValue]:
+        p = group.partitions
+        grads, outputs = group.load(e, grad_view), group.load(e, output_view)
+        result = group.empty(e, (length,), out_element_type)
+        row_type, result_type = _row(p, length), TileType((p, length), out_element_type, Memory.SBUF)
+        count = group.per_partition
+        gs = [group.row(e, grads, j) for j in range(count)]
+        ys = [group.row(e, outputs, j) for j in range(count)]
+        firsts: list[SSAValue] = [g for g in gs]  # per row: the product (softmax) or exp(y) (log-softmax)
+        totals: list[SSAValue] = list(gs)
+        seconds: list[SSAValue] = list(gs)
+        results = [result]
+
+        def first(j: int) -> None:
+            if log:
+                firsts[j] = e.insert(tile.UnaryOp(ys[j], "exp", row_type)).result
+            else:
+                firsts[j] = e.insert(tile.BinaryOp(gs[j], ys[j], "multiply", row_type)).result
+
+        def total(j: int) -> None:
+            totals[j] = e.insert(tile.ReduceOp(gs[j] if log else firsts[j], "add", _column(p))).result
+
+        def second(j: int) -> None:
+            if log:
+                seconds[j] = e.insert(tile.BinaryScalarOp(firsts[j], "multiply", row_type, column=totals[j])).result
+            else:
+                seconds[j] = e.insert(tile.BinaryScalarOp(gs[j], "subtract", row_type, column=totals[j])).result
+
+        def last(j: int) -> None:
+            if log:
+                value = e.insert(tile.BinaryOp(gs[j], seconds[j], "subtract", result_type)).result
+            else:
+                value = e.insert(tile.BinaryOp(seconds[j], ys[j], "multiply", result_type)).result
+            results[0] = group.put(e, value, results[0], j)
+
+        wavefront(count, [first, total, second, last], oldest_first=False)
+        result = results[0]
+        group.store(e, result, out_view)
+        return carried
+
+    for_row_groups(em, rows, per_partition, group_body)
 
 
 def _bytes(element_type: Any) -> int:

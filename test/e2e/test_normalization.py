@@ -107,6 +107,38 @@ def test_layer_norm_backward_row_groups(width, shape, dtype):
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("width", [768, 1024, 2048, 4096])
+def test_layer_norm_trains_at_real_widths(width, dtype):
+    """Layer norm forward (row groups, several rows per partition per DMA) and backward (native_layer_norm_backward
+    in one pass) at the widths of real models, with rows that fill whole groups, then whole 128-row tiles, then a
+    partial tile: the output and every gradient within a small multiple of eager's own error from float64."""
+    rows = 2 * 3 * 128 + 128 + 45  # two groups of 3 rows per partition (768 wide, bf16), a tile, a partial tile
+
+    def make(precision: torch.dtype) -> torch.nn.Module:
+        torch.manual_seed(1)
+        norm = torch.nn.LayerNorm(width)
+        with torch.no_grad():
+            norm.weight.normal_(1.0, 0.3)
+            norm.bias.normal_(0.0, 0.3)
+        return norm.to(dtype).to(precision)
+
+    torch.manual_seed(2)
+    x = (torch.randn(rows, width) * 3 + 1.0).to(dtype)
+    projection = torch.randn(rows, width)
+    runs = []
+    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
+        module = make(precision)
+        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
+        leaf = x.to(precision).clone().requires_grad_()
+        out = run(leaf)
+        (out * projection.to(precision)).sum().backward()
+        runs.append([out.detach(), leaf.grad, module.weight.grad, module.bias.grad])
+    for name, eager, ours, golden in zip(("output", "input", "weight", "bias"), *runs, strict=True):
+        assert_close_to_golden(ours, eager, golden, f"{name} (width {width})")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
 def test_layer_norm_bf16():
     torch.manual_seed(2)
     x = torch.randn(4, 64).to(torch.bfloat16)

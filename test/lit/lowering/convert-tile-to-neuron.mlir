@@ -204,6 +204,36 @@ func.func @windows(%a: memref<40x256xbf16, #mem<hbm>>, %b: memref<256x300xbf16, 
 
 // -----
 
+// Float elementwise ops and reductions read windows in place too (a row of a row group, at a dynamic offset), and
+// a window of a window is a window of the same buffer.
+// CASES-LABEL: func.func @row_windows
+func.func @row_windows(%x: memref<128x2x64xbf16, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %group = tile.load %x[%c0, %c0, %c0] : memref<128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+  %r0 = tile.extract %group[%c0, %c0] : !tile.tile<128x2x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
+  %r1 = tile.extract %group[%c1, %c0] : !tile.tile<128x2x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
+  %sum = tile.reduce %r1 {op = "add"} : (!tile.tile<128x64xbf16, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+  %half = tile.extract %r1[%c32] : !tile.tile<128x64xbf16, sbuf> -> !tile.tile<128x32xbf16, sbuf>
+  %e = tile.unary %half {fn = "exp"} : (!tile.tile<128x32xbf16, sbuf>) -> !tile.tile<128x32xf32, sbuf>
+  %p = tile.binary %r0, %r1 {op = "multiply"} : (!tile.tile<128x64xbf16, sbuf>, !tile.tile<128x64xbf16, sbuf>) -> !tile.tile<128x64xf32, sbuf>
+  %q = tile.binary_scalar %p column %sum {op = "subtract"} : (!tile.tile<128x64xf32, sbuf>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x64xf32, sbuf>
+  tile.store %q, %y[%c0, %c0] : !tile.tile<128x64xf32, sbuf>, memref<128x64xf32, #mem<hbm>>
+  %t = tile.reduce %e {op = "add"} : (!tile.tile<128x32xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+  tile.store %t, %s[%c0, %c0] : !tile.tile<128x1xf32, sbuf>, memref<128x1xf32, #mem<hbm>>
+  func.return
+}
+// CASES:       %[[G:.*]] = neuron.alloc : memref<128x2x64xbf16, #mem<sbuf>>
+// CASES-NOT:   neuron.tensor_copy
+// CASES:       neuron.tensor_reduce vector dst %{{.*}}, src %[[G]][0:128, 64, [[1, 64]]] {op = "add"}
+// CASES:       neuron.activation scalar dst %{{.*}}, src %[[G]][0:128, 96, [[1, 32]]] {func = "exp"}
+// CASES:       neuron.tensor_tensor vector dst %{{.*}}, in0 %[[G]][0:128, 0, [[1, 64]]], in1 %[[G]][0:128, 64, [[1, 64]]] {op = "multiply"}
+// CASES-NOT:   neuron.tensor_copy
+// CASES:       func.return
+
+// -----
+
 // A strided window (tile.extract with steps) is an access pattern whose steps are the band's times the window's:
 // the moving operand of a stride-2 convolution's tap, read in place from the input band.
 // CASES-LABEL: func.func @strided_window

@@ -157,9 +157,11 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
   func.return %0, %1, %2 : tensor<600x64xbf16>, tensor<64xbf16>, tensor<64xbf16>
 }
 // One pass over row groups (lowering/convert_torch_to_tile/rows.py): 512 rows as 4 per partition, each operand
-// one DMA of [128, 4, 64] (the statistics as fp32 columns), a loop over the 4 rows of every partition carrying
-// grad_input's group tile and the two PSUM accumulators of the parameter gradients (ones^T products on TensorE,
-// started from zero); then the last 88 rows as one row per partition; one store of each gradient.
+// one DMA of [128, 4, 64] (the statistics as fp32 columns); the 4 rows of every partition computed in
+// straight-line code in wavefront order (the engines overlap the rows), each row read in place
+// from the group's tile, grad_input rounded into the group's result tile and stored at once; the weight and bias
+// gradients accumulated in PSUM (ones^T products on TensorE, started from zero); then the last 88 rows as one row
+// per partition; one store of each gradient.
 // CHECK-LABEL: func.func @layer_norm_backward_rows
 // CHECK:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1xbf16, sbuf>
 // CHECK:       %[[W0:.*]] = tile.fill {value = 0.000000e+00 : f64} : !tile.tile<1x64xf32, psum>
@@ -168,12 +170,15 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
-// CHECK:       %[[DX:[^,]*]], %{{.*}}, %{{.*}} = scf.for %[[J:.*]] = %c0 to %c4 step %c1 iter_args(%[[ACC:.*]] = %{{.*}}, %[[WA:.*]] = %[[W0]], %[[BA:.*]] = %[[B0]])
-// CHECK:         tile.extract %[[X]][%[[J]], %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-COUNT-2: tile.reduce
-// CHECK:         tile.insert %{{.*}}, %[[ACC]][%[[J]], %c0]
-// CHECK:         tile.matmul %[[ONES]], %{{.*}} acc %[[WA]]
-// CHECK-NEXT:    tile.matmul %[[ONES]], %{{.*}} acc %[[BA]]
+// CHECK:       %[[X0:.*]] = tile.extract %[[X]][%c0, %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK:       %[[G3:.*]] = tile.extract %[[G]][%c3, %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
+// CHECK:       tile.binary_scalar %[[X0]] column %{{.*}} {op = "subtract"}
+// CHECK:       tile.reduce
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0]
+// CHECK:       %[[WA:.*]] = tile.matmul %[[ONES]], %{{.*}} acc %[[W0]]
+// CHECK-NEXT:  tile.matmul %[[ONES]], %{{.*}} acc %[[B0]]
+// CHECK:       tile.matmul %[[ONES]], %{{.*}} acc %[[WA]]
+// CHECK:       %[[DX:.*]] = tile.insert %{{.*}}, %{{.*}}[%c3, %c0]
 // CHECK:       tile.store %[[DX]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x4x64xbf16, sbuf>, memref<150x4x64xbf16, #mem<hbm>>
 // CHECK:       tile.load {{.*}} -> !tile.tile<88x1x64xbf16, sbuf>
 // CHECK:       tile.store {{.*}} : !tile.tile<88x1x64xbf16, sbuf>

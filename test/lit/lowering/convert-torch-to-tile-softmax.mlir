@@ -66,19 +66,29 @@ func.func @softmax_backward_rows(%g: tensor<300x64xbf16>, %y: tensor<300x64xbf16
   %0 = torch.aten._softmax_backward_data %g, %y {dim = -1 : i64, input_dtype = bf16} : (tensor<300x64xbf16>, tensor<300x64xbf16>) -> tensor<300x64xbf16>
   func.return %0 : tensor<300x64xbf16>
 }
-// The gradient (g - sum(g * y)) * y in one pass: each operand loaded once per row tile, the sum a [128, 1]
-// column, one store rounding to bf16.
+// The gradient (g - sum(g * y)) * y in one pass over row groups (rows.py): the first 256 rows as 2 per
+// partition, each operand one DMA of [128, 2, 64]; the rows' steps in wavefront order (so that the engines
+// overlap the rows), the sums [128, 1] columns, the results rounded to bf16 into the group's tile and
+// stored at once; then the last 44 rows as one row per partition.
 // CHECK-LABEL: func.func @softmax_backward_rows
-// CHECK:       scf.for %[[P:.*]] = %c0 to %c256 step %c128 {
-// CHECK-NEXT:    %[[G:.*]] = tile.load %g[%[[P]], %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-NEXT:    %[[Y:.*]] = tile.load %y[%[[P]], %c0] : memref<300x64xbf16, #mem<hbm>> -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-NEXT:    %[[GY:.*]] = tile.binary %[[G]], %[[Y]] {op = "multiply"}
-// CHECK-NEXT:    %[[S:.*]] = tile.reduce %[[GY]] {op = "add"} : (!tile.tile<128x64xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
-// CHECK-NEXT:    %[[C:.*]] = tile.binary_scalar %[[G]] column %[[S]] {op = "subtract"}
-// CHECK-NEXT:    %[[R:.*]] = tile.binary %[[C]], %[[Y]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
-// CHECK-NEXT:    tile.store %[[R]], %{{.*}}[%[[P]], %c0]
-// CHECK-NEXT:  }
-// CHECK-COUNT-2: tile.load %{{.*}}[%c256, %c0] {{.*}} -> !tile.tile<44x64xbf16, sbuf>
+// CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       %[[Y:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       %[[G0:.*]] = tile.extract %[[G]][%c0, %c0]
+// CHECK-NEXT:  %[[G1:.*]] = tile.extract %[[G]][%c1, %c0]
+// CHECK-NEXT:  %[[Y0:.*]] = tile.extract %[[Y]][%c0, %c0]
+// CHECK-NEXT:  %[[Y1:.*]] = tile.extract %[[Y]][%c1, %c0]
+// CHECK-NEXT:  %[[GY0:.*]] = tile.binary %[[G0]], %[[Y0]] {op = "multiply"}
+// CHECK-NEXT:  %[[GY1:.*]] = tile.binary %[[G1]], %[[Y1]] {op = "multiply"}
+// CHECK-NEXT:  %[[S0:.*]] = tile.reduce %[[GY0]] {op = "add"} : (!tile.tile<128x64xf32, sbuf>) -> !tile.tile<128x1xf32, sbuf>
+// CHECK-NEXT:  %[[S1:.*]] = tile.reduce %[[GY1]] {op = "add"}
+// CHECK-NEXT:  %[[C0:.*]] = tile.binary_scalar %[[G0]] column %[[S0]] {op = "subtract"}
+// CHECK-NEXT:  %[[C1:.*]] = tile.binary_scalar %[[G1]] column %[[S1]] {op = "subtract"}
+// CHECK-NEXT:  %[[R0:.*]] = tile.binary %[[C0]], %[[Y0]] {op = "multiply"} : {{.*}} -> !tile.tile<128x64xbf16, sbuf>
+// CHECK-NEXT:  %[[I0:.*]] = tile.insert %[[R0]], %{{.*}}[%c0, %c0]
+// CHECK-NEXT:  %[[R1:.*]] = tile.binary %[[C1]], %[[Y1]] {op = "multiply"}
+// CHECK-NEXT:  %[[I1:.*]] = tile.insert %[[R1]], %[[I0]][%c1, %c0]
+// CHECK:       tile.store %[[I1]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x2x64xbf16, sbuf>, memref<150x2x64xbf16, #mem<hbm>>
+// CHECK-COUNT-2: tile.load %{{.*}}[%c0, %c0, %c0] {{.*}} -> !tile.tile<44x1x64xbf16, sbuf>
 // CHECK-NOT:   tile.load
 
 // -----

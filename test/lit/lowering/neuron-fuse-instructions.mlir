@@ -146,3 +146,26 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return %out, %out2, %out3 : memref<128x128xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<hbm>>
   }
 }
+
+// -----
+
+// A row computed into its row group's tile: the tensor_tensor writing the row, read by nothing but the copy into
+// the group's window, writes the window itself (fp32 arithmetic rounded once to bf16, as the copy rounded).
+// CHECK-LABEL: func.func @tensor_tensor_into_window
+// CHECK:       neuron.tensor_tensor vector dst %[[GROUP:[a-z0-9_]+]][0:128, 64, [[1, 64]]], in0 %{{.*}}, in1 %{{.*}} {op = "multiply"}
+// CHECK-NOT:   neuron.tensor_copy
+// CHECK:       neuron.dma_copy dma dst %out{{.*}}, src %[[GROUP]]
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @tensor_tensor_into_window(%x: memref<128x64xbf16, #mem<hbm>>) -> memref<128x128xbf16, #mem<hbm>> {
+    %out = neuron.alloc : memref<128x128xbf16, #mem<hbm>>
+    %rows = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %rows[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<hbm>>
+    %group = neuron.alloc : memref<128x2x64xbf16, #mem<sbuf>>
+    neuron.memset vector dst %group[0:128, 0, [[1, 64]]] {value = 0.0 : f64} : memref<128x2x64xbf16, #mem<sbuf>>
+    %row = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %row[0:128, 0, [[1, 64]]], in0 %rows[0:128, 0, [[1, 64]]], in1 %rows[0:128, 0, [[1, 64]]] {op = "multiply"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    neuron.tensor_copy vector dst %group[0:128, 64, [[1, 64]]], src %row[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[128, 128], [1, 128]]], src %group[0:128, 0, [[64, 2], [1, 64]]] {queue = 1 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x2x64xbf16, #mem<sbuf>>
+    func.return %out : memref<128x128xbf16, #mem<hbm>>
+  }
+}
