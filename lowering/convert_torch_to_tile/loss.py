@@ -39,14 +39,16 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
-    FREE_TILE,
     PARTITION_TILE,
     Lowering,
     alloc,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
+    row_chunk_columns,
     store,
     view,
 )
@@ -60,6 +62,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.indexing import (
 from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 NLL_LOSS_BACKWARD = "torch.aten.nll_loss_backward"
@@ -157,6 +160,10 @@ class _Rows:
         return coefficient, clamped
 
 
+def _bytes(element_type: Attribute) -> int:
+    return itemsize(runtime_dtype_name(element_type))
+
+
 def _weight_column(layout: Layout) -> Layout:
     return Layout((layout.shape[0], 1), (layout.strides[0], 0), layout.offset)
 
@@ -204,6 +211,8 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
     out = alloc(em, layout_of(rows.log_probabilities).shape, out_element_type)
     source, matrix = rows.matrix(em, rows.log_probabilities), rows.matrix(em, out)
     classes = rows.classes
+    # the row chunk, the fp32 exponentials and the result
+    chunk_columns = row_chunk_columns(em, classes, _bytes(element_type_of(source)) + 4 + _bytes(out_element_type))
 
     def row_tile(e: LoopNestBuilder, p0: Index, p: int) -> None:
         negative = load(e, coefficient, [p0, 0], (p, 1), f32)
@@ -216,7 +225,7 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
             scaled = e2.insert(tile.BinaryScalarOp(exponentials, "multiply", result_type, column=negative)).result
             store(e2, scaled, matrix, [p0, f0])
 
-        e.for_tiles(classes, FREE_TILE, chunk)
+        e.for_tiles(classes, chunk_columns, chunk)
 
     em.for_tiles(rows.rows, PARTITION_TILE, row_tile)
     picked = emit_gather(em, LOG_SOFTMAX_BACKWARD, source, _target_access(em, source, clamped), f32)
