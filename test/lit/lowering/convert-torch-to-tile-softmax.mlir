@@ -2,7 +2,7 @@
 
 // Branches of the softmax lowering (lowering/convert_torch_to_tile/softmax.py): rows that fit on chip in one
 // pass (a loop of row tiles and a peeled remainder), log-softmax along a non-last dim, and rows too long for
-// SBUF in three folded passes. Values are checked end to end in test/e2e/test_reductions.py.
+// SBUF in two folded passes. Values are checked end to end in test/e2e/test_reductions.py.
 
 func.func @softmax_rows(%x: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
   %0 = torch.aten._softmax %x {dim = -1 : i64, half_to_float = false} : (tensor<300x64xbf16>) -> tensor<300x64xbf16>
