@@ -26,8 +26,8 @@ own result is then a view of one element that nothing reads. Both lowerings ask 
 of the unconverted torch ops (they stay in place until the conversion ends), so they always agree.
 
 The per-row work (c, the clamped target) is a [N, 1] loop nest; the gather and scatters are element accesses
-through indexing.py, whose exactness limit (offsets below 2^24 within a tile of 128 rows) bounds C: `legal`
-names it.
+through indexing.py, whose offsets are exact below 2^24 within a tile: past 131072 classes a tile takes fewer
+rows than 128 (a divisor of N, one row at worst; `legal` refuses rows of 2^24 classes or more).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
 from neuron_mlir.lowering.convert_torch_to_tile.indexing import (
+    EXACT_OFFSETS,
+    IndexedAccess,
     along_dim_access,
     emit_gather,
     emit_scatter,
@@ -175,9 +177,26 @@ def _as_column(em: LoopNestBuilder, value: SSAValue, rows: int) -> SSAValue:
     return view(em, value, Layout((rows, 1), (stride, 0), layout.offset))
 
 
-def _target_access(em: LoopNestBuilder | None, matrix: SSAValue | Layout, clamped: SSAValue | Layout):  # type: ignore[no-untyped-def]
-    """The element [i, target[i]] of every row of an [N, C] tensor."""
-    return along_dim_access(em, matrix, 1, clamped, wrap=False)
+def _row_group(rows: int, classes: int) -> int:
+    """Rows per tile of the accesses to each row's target element: 128, or fewer (a divisor of `rows`) where the
+    offsets of 128 rows of `classes` elements would reach 2^24 (vocabularies past 131072 classes)."""
+    fitting = min(rows, PARTITION_TILE, max(1, (EXACT_OFFSETS - 1) // max(classes, 1)))
+    return max(d for d in range(1, fitting + 1) if rows % d == 0)
+
+
+def _grouped(em: LoopNestBuilder | None, value: SSAValue | Layout, group: int) -> Any:
+    """An [N, X] tensor (or layout) viewed as [N / group, group, X]."""
+    layout = value if isinstance(value, Layout) else layout_of(value)
+    (rows, width), (row_stride, stride) = layout.shape, layout.strides
+    grouped = Layout((rows // group, group, width), (row_stride * group, row_stride, stride), layout.offset)
+    return grouped if em is None or isinstance(value, Layout) else view(em, value, grouped)
+
+
+def _target_access(
+    em: LoopNestBuilder | None, matrix: SSAValue | Layout, clamped: SSAValue | Layout, group: int
+) -> IndexedAccess:
+    """The element [i, target[i]] of every row of an [N, C] tensor, `group` rows to a tile."""
+    return along_dim_access(em, _grouped(em, matrix, group), 2, _grouped(em, clamped, group), wrap=False)
 
 
 def _nll_loss_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -193,11 +212,15 @@ def _nll_loss_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any])
     fill_into(em, out, 0.0)
     matrix = rows.matrix(em, out)
 
+    group = _row_group(rows.rows, rows.classes)
+    coefficients = _grouped(em, coefficient, group)
+
     def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
-        value = load(e, coefficient, [p0, 0], (ps, 1), f32)
+        value = load(e, coefficients, [*lead, p0, 0], (ps, 1), f32)
         return e.insert(tile.CopyOp(value, _column(ps, element_type))).result
 
-    emit_scatter(em, op.name, matrix, _target_access(em, matrix, clamped), values, accumulate=False)
+    access = _target_access(em, matrix, clamped, group)
+    emit_scatter(em, op.name, _grouped(em, matrix, group), access, values, accumulate=False)
     return [out]
 
 
@@ -228,17 +251,22 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
         e.for_tiles(classes, chunk_columns, chunk)
 
     em.for_tiles(rows.rows, PARTITION_TILE, row_tile)
-    picked = emit_gather(em, LOG_SOFTMAX_BACKWARD, source, _target_access(em, source, clamped), f32)
+    group = _row_group(rows.rows, classes)
+    coefficients = _grouped(em, coefficient, group)
+    access = _target_access(em, source, clamped, group)
+    picked = emit_gather(em, LOG_SOFTMAX_BACKWARD, _grouped(em, source, group), access, f32)
 
     def target_values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
-        exponential = e.insert(tile.UnaryOp(load(e, picked, [p0, 0], (ps, 1)), "exp", _column(ps))).result
+        exponential = load(e, picked, [*lead, p0, 0], (ps, 1))
+        exponential = e.insert(tile.UnaryOp(exponential, "exp", _column(ps))).result
         # c * (1 - exp(picked)) = c - c * exp(picked)
-        c = load(e, coefficient, [p0, 0], (ps, 1), f32)
+        c = load(e, coefficients, [*lead, p0, 0], (ps, 1), f32)
         product = e.insert(tile.BinaryOp(c, exponential, "multiply", _column(ps))).result
         value = e.insert(tile.BinaryOp(c, product, "subtract", _column(ps))).result
         return e.insert(tile.CopyOp(value, _column(ps, out_element_type))).result
 
-    emit_scatter(em, LOG_SOFTMAX_BACKWARD, matrix, _target_access(em, matrix, clamped), target_values, False)
+    access = _target_access(em, matrix, clamped, group)
+    emit_scatter(em, LOG_SOFTMAX_BACKWARD, _grouped(em, matrix, group), access, target_values, False)
     return out
 
 
@@ -250,7 +278,7 @@ def legal(op: Operation) -> str | None:
         return f"self must be [C] or [N, C] log-probabilities, got rank {len(shape)}"
     rows, classes = (1, shape[0]) if len(shape) == 1 else shape
     matrix = Layout((rows, classes), (classes, 1), 0)
-    problem = inexact(_target_access(None, matrix, Layout((rows, 1), (1, 0), 0)))
+    problem = inexact(_target_access(None, matrix, Layout((rows, 1), (1, 0), 0), _row_group(rows, classes)))
     return None if problem is None else f"the target element of each row: {problem}"
 
 

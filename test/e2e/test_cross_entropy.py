@@ -101,3 +101,37 @@ def test_nll_loss_of_log_probabilities():
     logits = torch.randn(40, 300)
     target = _targets(40, 300, ignored=(1,))
     _check_training(lambda x, t: F.nll_loss(torch.sigmoid(x).log(), t, reduction="sum"), logits, target)
+
+
+def test_cross_entropy_backward_past_131072_classes():
+    """130 rows of 140000 classes: 128 rows of a tile would put the target elements' offsets past 2^24, so the
+    gather and scatter of the backward take 65 rows to a tile. The backward graph runs alone, on the forward's
+    real log-probabilities (the forward's own gather of the target's log-probability stops at that limit)."""
+    from support import trace_aten_graphs
+
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.frontend.compile_graph import compile_graph
+
+    torch.manual_seed(8)
+    classes = 140000
+    logits = torch.randn(130, classes).to(BF16).requires_grad_()
+    target = _targets(130, classes, ignored=(100,))
+    target[0] = classes - 1
+    [_, (backward, example)] = trace_aten_graphs(lambda x, t: F.cross_entropy(x, t), logits, target, backward=True)
+    # the backend's partition reads a saved value and its alias as one input (frontend.backend), as here
+    placeholders = {node.name: node for node in backward.graph.nodes if node.op == "placeholder"}
+    if "alias" in placeholders:
+        placeholders["alias"].replace_all_uses_with(placeholders["_log_softmax"])
+        backward.graph.erase_node(placeholders.pop("alias"))
+        backward.recompile()
+        example = [value for index, value in enumerate(example) if index != 2]
+    assert list(placeholders) == ["primals_2", "_log_softmax", "_to_copy", "tangents_1"], list(placeholders)
+    log_probabilities = torch.log_softmax(logits.detach(), -1)
+    counted = torch.tensor(float((target != -100).sum()), dtype=BF16)
+    inputs = [target, log_probabilities, counted, torch.tensor(1.0, dtype=BF16)]
+    [ours, *_] = compile_graph(backward, example, CompileOptions(strict=True, cache=False), "backward")(list(inputs))
+    [eager, *_] = backward(*inputs)
+    kept = (target != -100).double()
+    onehot = F.one_hot(target.clamp(min=0), classes).double()
+    golden = -(kept / float(counted))[:, None] * (onehot - log_probabilities.double().exp())
+    assert_close_to_golden(ours, eager, golden, "logits gradient")
