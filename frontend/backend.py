@@ -128,6 +128,9 @@ def _flag(variable: str) -> bool:
 # intermediates through HBM. embedding_dense_backward becomes one zero fill of the table in its own dtype and one
 # accumulating scatter of the rows; its decomposition fills an fp32 table, copies it into index_put's result
 # and casts that back, three passes over a table that dwarfs the rows.
+# nll_loss_backward is a zero fill and one scatter of a value per row, and under cross-entropy's log-softmax
+# backward no tensor at all (the gradient comes from the log-probabilities in one pass); its decomposition
+# fills, scatters and multiplies the whole [rows, classes] tensor.
 KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
@@ -136,6 +139,7 @@ KEPT_WHOLE = (
     torch.ops.aten._softmax_backward_data.default,
     torch.ops.aten._log_softmax_backward_data.default,
     torch.ops.aten.embedding_dense_backward.default,
+    torch.ops.aten.nll_loss_backward.default,
 )
 
 

@@ -163,6 +163,10 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::new_empty_strided": "discover: moe_routing (train), backward of a copy into a transposed buffer",
     "aten::nextafter": "opinfo: nextafter",
     "aten::nonzero_static": "opinfo: nonzero_static",
+    "aten::nll_loss_backward": (
+        "lowering: convert-torch-to-tile loss.py, kept whole by the frontend (the backward of cross-entropy and "
+        "nll_loss; with the log-softmax backward reading it, one pass over the logits)"
+    ),
     "aten::normal.Tensor_Tensor": "opinfo: normal",
     "aten::normal.Tensor_float": "opinfo: normal.number_mean",
     "aten::normal.float_float": "opinfo: normal.number_mean",

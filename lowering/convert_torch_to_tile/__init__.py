@@ -18,13 +18,16 @@ bug: the pass fails with a `LoweringInternalError` naming the op, its line and t
 Lowerings are grouped by family, each module exporting a `name -> lowering` table and its `legal` check:
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
-convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
-random.py. The pass decides no fusion: it follows the marks of the torch-level passes that do. A layer norm marked
-by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py), and a Linear layer
-and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel (matmul_chain.py); an
-elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
-matmul's stores. An op whose results all hold no element lowers to views of a one-element allocation, whatever
-its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+convolution.py, pooling.py, indexing.py, loss.py, distance.py, sampling.py, activations.py, normalization.py,
+scan.py, sort.py, random.py. The pass decides one fusion only, cross-entropy's backward, where the log-softmax
+backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py: both
+lowerings decide it from the same torch ops); otherwise it follows the marks of the torch-level passes that do.
+A layer norm marked by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py),
+and a Linear layer and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel
+(matmul_chain.py); an elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues
+folds into the matmul's stores. An op whose results all hold no element lowers to views of a one-element
+allocation, whatever its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument
+(random.py).
 
 What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -54,6 +57,7 @@ from neuron_mlir.lowering.convert_torch_to_tile import (
     distance,
     elementwise,
     indexing,
+    loss,
     matmul,
     movement,
     normalization,
@@ -99,6 +103,7 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (convolution.CONVOLUTION_LOWERINGS, convolution.legal),
     (pooling.POOLING_LOWERINGS, pooling.legal),
     (indexing.INDEXING_LOWERINGS, indexing.legal),
+    (loss.LOSS_LOWERINGS, loss.legal),
     (distance.DISTANCE_LOWERINGS, distance.legal),
     (sampling.SAMPLING_LOWERINGS, sampling.legal),
 )

@@ -45,6 +45,16 @@ def body_budget_bytes(em: LoopNestBuilder) -> int:
     return emitter_target(em).sbuf_bytes_per_partition // SBUF_BODY_SHARE
 
 
+def row_chunk_columns(em: LoopNestBuilder, length: int, column_bytes: int) -> int:
+    """Columns per chunk of a row too long for one loop body, whose tiles take `column_bytes` per column: as few
+    chunks as the body's SBUF share holds, all of one width. Each chunk is a DMA with a fixed cost of its own
+    (about 2 us), which the 512 KiB of a 2048-wide bf16 chunk of 128 rows barely outweighs, and a narrow last
+    chunk would pay it for a few bytes."""
+    widest = max(FREE_TILE, body_budget_bytes(em) // max(column_bytes, 1))
+    count = -(-length // widest)
+    return -(-length // count)
+
+
 def memref_type_of(value: SSAValue) -> MemRefType:
     assert isinstance(value.type, MemRefType), f"expected an HBM memref, got {value.type}"
     return value.type

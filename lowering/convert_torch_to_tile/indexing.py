@@ -42,6 +42,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -49,10 +50,12 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     dims_out_of_range,
+    element_type_of,
     layout_of,
     load,
     result_element_type,
     result_shape,
+    store,
     tensor_shape,
     view,
 )
@@ -61,12 +64,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 # Offsets are computed in fp32 (VectorE): exact for integers below 2^24.
 EXACT_OFFSETS = 1 << 24
 # Element gathers move one element per descriptor: keep each DMA at 128 x 512 descriptors.
 ELEMENT_TILE = 512
+# A zero fill's stores: bytes per partition of each (1 MiB per DMA, well past a DMA's fixed cost), and how many
+# a loop body holds (one per DMA queue).
+ZERO_FILL_BYTES = 8 * 1024
+ZERO_FILL_STORES = 16
 
 
 # An HBM tensor as an access sees it: a memref when the access is emitted, or only its layout when the access is
@@ -733,11 +741,36 @@ def _dense_backward_access(em: LoopNestBuilder | None, indices: Operand, width: 
     return IndexedAccess(shape, [0] * idx.rank + [1], [term])
 
 
+def _zero_fill(em: LoopNestBuilder, out: SSAValue) -> None:
+    """Zero the fresh row-major HBM tensor `out` as [128, n / 128] (the rest, under 128 elements, as one row):
+    memset tiles of `ZERO_FILL_BYTES` per partition, made once and stored again and again, `ZERO_FILL_STORES` to
+    a loop body, so that the stores spread over the DMA queues. The per-tile fill of `fill_into` would memset
+    every tile it stores, and give all its stores the one or two queues of its loop body."""
+    layout = layout_of(out)
+    element_type = element_type_of(out)
+    columns, rest = divmod(layout.num_elements, PARTITION_TILE)
+    if columns:
+        flat = view(em, out, Layout((PARTITION_TILE, columns), (columns, 1), layout.offset))
+        chunk = min(columns, max(1, ZERO_FILL_BYTES // itemsize(runtime_dtype_name(element_type))))
+        zeros = {
+            size: em.insert(tile.FillOp(0.0, TileType((PARTITION_TILE, size), element_type))).result
+            for size in {chunk, columns % chunk} - {0}
+        }
+
+        def stores(e: LoopNestBuilder, start: Index, extent: int) -> None:
+            for offset in range(0, extent, chunk):
+                store(e, zeros[min(chunk, extent - offset)], flat, [0, e.add(start, offset)])
+
+        em.for_tiles(columns, chunk * ZERO_FILL_STORES, stores)
+    if rest:
+        fill_into(em, view(em, out, Layout((1, rest), (rest, 1), layout.offset + columns * PARTITION_TILE)), 0.0)
+
+
 def _embedding_dense_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     grad, indices = args["grad_output"], args["indices"]
     width = layout_of(grad).shape[-1]
     out = alloc(em, result_shape(op), result_element_type(op))
-    fill_into(em, out, 0.0)
+    _zero_fill(em, out)
     access = _dense_backward_access(em, indices, width, result_shape(op)[0])
     index = access.terms[0].index
     assert isinstance(index, SSAValue), "an access built with an emitter views its index tensor"

@@ -13,8 +13,11 @@ the DMA moves each byte once and converts nothing. For a row tile `x` of [P, N]:
 
 A row tile is loaded once and stored once when its tiles (input, fp32 exponentials, output) fit the SBUF share
 of one loop body (`common.body_budget_bytes`): a 4096-wide row needs 32 KiB per partition in bf16. Longer rows
-are folded in chunks of `FREE_TILE`: a pass for the maximum, a pass for the sum of exponentials, and a pass
-that writes the result, each reading the row again.
+are folded in chunks: one pass keeps a running maximum and sum of exponentials per row (each
+chunk's exponentials are taken against the maximum so far, and the sum before it is rescaled by exp(old max -
+new max) when the maximum grows; a maximum is never below -FLT_MAX, so chunks of -inf add 0), and a second
+pass writes the result, reading the row again: two reads and a write (cross-entropy's 50257-wide rows). The
+chunks are as wide as the body's share allows, and of equal width (`common.row_chunk_columns`).
 
 The backward kernels (`_softmax_backward_data`, `_log_softmax_backward_data`, kept whole by the frontend) take the
 same rows, grad_output `g` and the forward's output `y`, and compute in fp32, rounding once:
@@ -52,13 +55,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     layout_of,
     load,
     result_element_type,
+    row_chunk_columns,
     store,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.loss import emit_cross_entropy_backward, nll_producer
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
+
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _column(p: int) -> TileType:
@@ -105,6 +112,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
     in_type = element_type_of(source)
     row_bytes = length * (_bytes(in_type) + 4 + _bytes(out_element_type))
     single = length <= FREE_TILE or row_bytes <= body_budget_bytes(em)
+    chunk_columns = row_chunk_columns(em, length, row_bytes // length)
 
     def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0]
@@ -121,31 +129,40 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         def shifted_exp(e2: LoopNestBuilder, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
             return e2.insert(tile.UnaryOp(value, "exp", _row(p, size), bias=negative_max)).result
 
+        def finite_max(e2: LoopNestBuilder, value: SSAValue) -> SSAValue:
+            # a chunk of -inf alone (masked classes) must give exp(-inf - max) = 0, not exp(-inf + inf) = NaN
+            return e2.insert(tile.BinaryScalarOp(value, "max", _column(p), scalar=-_FLOAT32_MAX)).result
+
+        def online_first(e2: LoopNestBuilder, value: SSAValue, size: int) -> list[SSAValue]:
+            chunk_max = finite_max(e2, reduce(e2, value, "max"))
+            negative = e2.insert(tile.BinaryScalarOp(chunk_max, "multiply", _column(p), scalar=-1.0)).result
+            return [chunk_max, reduce(e2, shifted_exp(e2, value, negative, size), "add")]
+
+        def online_step(
+            e2: LoopNestBuilder, value: SSAValue, size: int, running_max: SSAValue, running_sum: SSAValue
+        ) -> list[SSAValue]:
+            # the sum so far was taken against the old maximum: rescale it by exp(old - new)
+            new_max = combine(e2, running_max, finite_max(e2, reduce(e2, value, "max")), "max")
+            negative = e2.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-1.0)).result
+            rescale = e2.insert(tile.UnaryOp(running_max, "exp", _column(p), bias=negative)).result
+            kept = combine(e2, running_sum, rescale, "multiply")
+            return [new_max, combine(e2, kept, reduce(e2, shifted_exp(e2, value, negative, size), "add"), "add")]
+
         whole = chunk(e, 0, length) if single else None
-        row_max = (
-            reduce(e, whole, "max")
-            if whole is not None
-            else e.accumulate_tiles(
+        if whole is not None:
+            row_max = reduce(e, whole, "max")
+            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
+            exponentials = shifted_exp(e, whole, negative_max, length)
+            total = reduce(e, exponentials, "add")
+        else:
+            exponentials = None
+            row_max, total = e.accumulate_tile_values(
                 length,
-                FREE_TILE,
-                lambda e2, f0, size: reduce(e2, chunk(e2, f0, size), "max"),
-                lambda e2, f0, size, acc: combine(e2, acc, reduce(e2, chunk(e2, f0, size), "max"), "max"),
+                chunk_columns,
+                lambda e2, f0, size: online_first(e2, chunk(e2, f0, size), size),
+                lambda e2, f0, size, acc: online_step(e2, chunk(e2, f0, size), size, acc[0], acc[1]),
             )
-        )
-        negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
-        exponentials = shifted_exp(e, whole, negative_max, length) if whole is not None else None
-        total = (
-            reduce(e, exponentials, "add")
-            if exponentials is not None
-            else e.accumulate_tiles(
-                length,
-                FREE_TILE,
-                lambda e2, f0, size: reduce(e2, shifted_exp(e2, chunk(e2, f0, size), negative_max, size), "add"),
-                lambda e2, f0, size, acc: combine(
-                    e2, acc, reduce(e2, shifted_exp(e2, chunk(e2, f0, size), negative_max, size), "add"), "add"
-                ),
-            )
-        )
+            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
         if log:
             log_total = e.insert(tile.UnaryOp(total, "log", _column(p))).result
             shift = combine(e, row_max, log_total, "add")
@@ -169,7 +186,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         if single:
             write(e, 0, length)
         else:
-            e.for_tiles(length, FREE_TILE, write)
+            e.for_tiles(length, chunk_columns, write)
 
     _for_each_row_tile(em, tuple(row_dims), [], row_tile)
     return out
@@ -321,6 +338,9 @@ def _bytes(element_type: Any) -> int:
 
 def _softmax_backward(log: bool) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        nll = nll_producer(op) if log else None
+        if nll is not None:  # cross-entropy: the one-hot gradient is never built (loss.py)
+            return [emit_cross_entropy_backward(em, nll, result_element_type(op))]
         grad, output = args["grad_output"], args["output"]
         return [emit_softmax_backward(em, grad, output, int(args["dim"]), log, result_element_type(op))]
 

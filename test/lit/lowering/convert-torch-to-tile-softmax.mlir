@@ -2,7 +2,7 @@
 
 // Branches of the softmax lowering (lowering/convert_torch_to_tile/softmax.py): rows that fit on chip in one
 // pass (a loop of row tiles and a peeled remainder), log-softmax along a non-last dim, and rows too long for
-// SBUF in three folded passes. Values are checked end to end in test/e2e/test_reductions.py.
+// SBUF in two folded passes. Values are checked end to end in test/e2e/test_reductions.py.
 
 func.func @softmax_rows(%x: tensor<300x64xbf16>) -> tensor<300x64xbf16> {
   %0 = torch.aten._softmax %x {dim = -1 : i64, half_to_float = false} : (tensor<300x64xbf16>) -> tensor<300x64xbf16>
@@ -45,17 +45,25 @@ func.func @softmax_long(%x: tensor<2x20000xf32>) -> tensor<2x20000xf32> {
   %0 = torch.aten._softmax %x {dim = 1 : i64, half_to_float = false} : (tensor<2x20000xf32>) -> tensor<2x20000xf32>
   func.return %0 : tensor<2x20000xf32>
 }
-// 20000 fp32 elements need 234 KiB per partition: folded in chunks of 2048 with three passes over the row (the
-// maximum, the sum of exponentials, the result), each a loop carrying its [2, 1] column and a remainder of 1568.
+// 20000 fp32 elements need 234 KiB per partition: folded in five chunks of 4000 (as wide as the body's share
+// holds, all of one width) with two passes over the row. The first carries the running maximum (never below
+// -FLT_MAX) and sum of exponentials as two [2, 1] columns, rescaling the sum by exp(old max - new max); the
+// second writes the result.
 // CHECK-LABEL: func.func @softmax_long
-// CHECK:       scf.for %{{.*}} = %c2048 to %c18432 step %c2048 iter_args({{.*}}) -> (!tile.tile<2x1xf32, sbuf>) {
-// CHECK:         tile.reduce %{{.*}} {op = "max"}
-// CHECK:       tile.load %x[%c0, %c18432] {{.*}} -> !tile.tile<2x1568xf32, sbuf>
-// CHECK:       scf.for %{{.*}} = %c2048 to %c18432 step %c2048 iter_args({{.*}}) -> (!tile.tile<2x1xf32, sbuf>) {
-// CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "exp"}
-// CHECK:         tile.reduce %{{.*}} {op = "add"}
+// CHECK:       %[[FIRST:.*]] = tile.load %x[%c0, %c0] {{.*}} -> !tile.tile<2x4000xf32, sbuf>
+// CHECK:       scf.for %{{.*}} = %c4000 to %c20000 step %c4000 iter_args(%[[M:.*]] = %{{.*}}, %[[S:.*]] = %{{.*}}) -> (!tile.tile<2x1xf32, sbuf>, !tile.tile<2x1xf32, sbuf>) {
+// CHECK:         %[[CM:.*]] = tile.reduce %{{.*}} {op = "max"}
+// CHECK-NEXT:    %[[FM:.*]] = tile.binary_scalar %[[CM]] {op = "max", scalar = -3.40{{.*}}e+38 : f64}
+// CHECK-NEXT:    %[[NM:.*]] = tile.binary %[[M]], %[[FM]] {op = "max"}
+// CHECK-NEXT:    %[[NEG:.*]] = tile.binary_scalar %[[NM]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK-NEXT:    %[[R:.*]] = tile.unary %[[M]] bias %[[NEG]] {fn = "exp"}
+// CHECK-NEXT:    %[[KEPT:.*]] = tile.binary %[[S]], %[[R]] {op = "multiply"}
+// CHECK-NEXT:    %[[E:.*]] = tile.unary %{{.*}} bias %[[NEG]] {fn = "exp"} {{.*}} -> !tile.tile<2x4000xf32, sbuf>
+// CHECK-NEXT:    %[[CS:.*]] = tile.reduce %[[E]] {op = "add"}
+// CHECK-NEXT:    %[[NS:.*]] = tile.binary %[[KEPT]], %[[CS]] {op = "add"}
+// CHECK-NEXT:    scf.yield %[[NM]], %[[NS]]
 // CHECK:       tile.unary %{{.*}} {fn = "reciprocal"}
-// CHECK:       scf.for %{{.*}} = %c0 to %c18432 step %c2048 {
+// CHECK:       scf.for %{{.*}} = %c0 to %c20000 step %c4000 {
 // CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "exp"}
 // CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
 // CHECK:         tile.store
