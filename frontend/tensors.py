@@ -29,11 +29,25 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 def from_numpy(array: np.ndarray) -> torch.Tensor:
-    """A torch tensor owning a copy-free view of `array` (which the caller does not reuse)."""
-    # np.ascontiguousarray turns 0-d arrays into 1-d ones: keep the shape
-    array = np.ascontiguousarray(array).reshape(np.shape(array))
+    """A contiguous torch tensor of `array`'s values (which the caller does not reuse): a copy-free view when
+    `array` is C-contiguous, else one copy.
+
+    The simulator's outputs keep the layout of their HBM buffers, often a transpose of the tensor's row-major one
+    (a weight's gradient). torch copies such a layout into row-major order in blocks, several times faster than
+    NumPy's element-by-element strided copy (for a 32000 x 2048 fp32 transpose, 0.2 against 0.9 s of CPU time).
+    """
+    array = np.asarray(array)
     if array.dtype in _FROM_ML_DTYPES:
         storage, dtype = _FROM_ML_DTYPES[array.dtype]
         bits = np.dtype({torch.int16: np.int16, torch.uint8: np.uint8}[storage])
-        return torch.from_numpy(array.view(bits)).view(dtype)
-    return torch.from_numpy(array)
+        return _contiguous_tensor(array.view(bits)).view(dtype)
+    return _contiguous_tensor(array)
+
+
+def _contiguous_tensor(array: np.ndarray) -> torch.Tensor:
+    if array.flags.c_contiguous:
+        return torch.from_numpy(array)
+    if all(stride > 0 and stride % array.itemsize == 0 for stride in array.strides):  # what torch can view
+        return torch.from_numpy(array).contiguous()
+    # np.ascontiguousarray turns 0-d arrays into 1-d ones: keep the shape
+    return torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))

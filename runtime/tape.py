@@ -344,13 +344,22 @@ def _prepare_transpose(
     eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes() * count
     shape = dst.shape
     function = functools.partial(semantics.nc_matmul, ops, attrs, engine, target, nl)
+    transposed = np.swapaxes(moving2, -1, -2)
+    # store(dst, moving^T) copies the transpose into a contiguous array, then that into dst; when dst is a view of
+    # the transpose's shape, one copy straight into it moves the same bits
+    into = _view(dst, transposed.shape)
+    if into is not None and np.may_share_memory(into, moving2):
+        into = None
 
     def step() -> None:
         # semantics._identity_lanes of an fp32 matrix, `(stationary == eye).all()`: equal bytes decide it at half
         # the cost (the same bits are the same numbers, and the identity has no NaN); other bytes may still be
         # equal numbers (-0.0 for 0.0), so they take the elementwise test
         if probe.tobytes() == eye_bytes or (probe == eye).all():
-            dst[...] = np.ascontiguousarray(np.swapaxes(moving2, -1, -2)).reshape(shape)
+            if into is not None:
+                np.copyto(into, transposed)
+            else:
+                dst[...] = np.ascontiguousarray(transposed).reshape(shape)
         else:
             function()
 

@@ -60,6 +60,10 @@ def _cases():
     square = {"stationary": ((24, 24), F32), "moving": ((24, 40), F32), "dst": ((40, 24), F32)}
     yield "nc_matmul", "tensor", {**square, "stationary": ((24, 24), "identity")}, {"is_transpose": True}, True
     yield "nc_matmul", "tensor", square, {"is_transpose": True}, True  # not an identity: the product, in the step
+    # a destination whose free dimensions do not merge (each row of 4 x 6 has a gap after it): no view of the
+    # transpose's shape, so the step copies through a contiguous transpose
+    split = {**square, "stationary": ((24, 24), "identity"), "dst": ((40, 4, 6), F32)}
+    yield "nc_matmul", "tensor", split, {"is_transpose": True}, True
     for dtype in (F32, BF16, I64):
         yield "memset", "vector", {"dst": ((16, 24), dtype)}, {"value": -2.5 if dtype != I64 else 7.0}, True
     for dtype in (I32, F32):
