@@ -20,11 +20,12 @@ views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, distance.py, sampling.py, activations.py, normalization.py, scan.py, sort.py,
 random.py. The pass decides no fusion: it follows the marks of the torch-level passes that do. A layer norm marked
-by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py), and a Linear layer
-and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel (matmul_chain.py); an
-elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the
-matmul's stores. An op whose results all hold no element lowers to views of a one-element allocation, whatever
-its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py). An elementwise op of
+a matmul's result keeps its own loop nest here, which tile-fuse-epilogues folds into the matmul's stores, and a
+Linear layer whose activation only another Linear layer reads stores its result like any other, which
+tile-fuse-matmul-chains then computes in the second layer's panel instead. An op whose results all hold no
+element lowers to views of a one-element allocation, whatever its family. A function with random ops gets a
+trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
 What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -74,7 +75,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     empty_tensor,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
-from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
 from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
@@ -90,7 +90,6 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (sort.SORT_LOWERINGS, sort.legal),
     (random.RANDOM_LOWERINGS, random.legal),
     (matmul.MATMUL_LOWERINGS, matmul.legal),
-    (CHAIN_LOWERINGS, matmul.legal),
     (reduction.REDUCTION_LOWERINGS, reduction.legal),
     (softmax.SOFTMAX_LOWERINGS, softmax.legal),
     (attention.ATTENTION_LOWERINGS, attention.legal),

@@ -29,8 +29,7 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   trip (both panels first), so the next trip's first panel loads while this trip's second row computes.
 * When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
   layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
-  PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
-  never written.
+  PSUM. A's HBM tensor is then never written.
   Without a hoisted panel (or with A not transposed on TensorE) the producer is emitted on its own first.
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
@@ -549,8 +548,7 @@ class _Kernel:
         full: list[SSAValue] = []
         rest_tiles: list[SSAValue] = []
         if self.prologue is not None:
-            built = self.prologue.build_panel(em, subs, tiles, rest)
-            return _Panel(*built) if built is not None else self.prologue_panel(em, subs, tiles, rest)
+            return self.prologue_panel(em, subs, tiles, rest)
         k0 = em.mul(t0, b.k_tile)
         k_full, k_rest = divmod(self.k, b.k_tile)
         if tiles and not self.lhs_transposed:

@@ -419,11 +419,6 @@ class _LayerNormPrologue:
         _layer_norm_on_chip(em, self.op, self.x, self.plan, self.weight, self.bias, self.eps, self.results)
         return self.results[0]
 
-    def build_panel(
-        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
-    ) -> tuple[list[SSAValue], list[SSAValue]] | None:
-        return None  # the matmul transposes the normalized rows
-
     def discard(self) -> None:
         for result in self.results:
             drop_unused(result)

@@ -5,11 +5,12 @@ transposing them on TensorE. When A is a layer norm's output and the matmul its 
 not go through HBM at all: the matmul computes the normalized rows itself, in the rows it would have loaded,
 and applies the per-feature affine (weight, bias) as it evacuates the transposes from PSUM, where a feature is
 a partition and the affine is one per-partition multiply-add instead of two tensor-tensor passes over the rows
-(normalization.py). When A is the activation of another matmul's product, that matmul builds the whole A^T
-panel itself, on chip (matmul_chain.py).
+(normalization.py). (A Linear layer and its activation computed as the next matmul's panel is a tile-level
+rewrite: tile-fuse-matmul-chains.)
 
-A producer that absorbs the ops between it and its consumer (the chain's activation) registers them
-(`absorb`): the conversion calls the producer's handler for them instead of their lowerings.
+A lowering that computes a neighbouring op in its own loop nest (an RMS norm's upcast of its input and scaling
+of its result) registers that op (`absorb`): the conversion calls the given handler for it instead of its
+lowering.
 
 Which producers run in their consumer is decided before the conversion, by torch-level passes that mark them
 (`neuron.fuse`, `fusion_mark`). A marked producer's lowering emits nothing but its result's allocation and
@@ -38,11 +39,9 @@ from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 MATMUL_CONSUMERS: dict[str, str] = {"torch.aten.mm": "self", "torch.aten.addmm": "mat1"}
 
 # The discardable attribute by which a torch-level pass marks an op to be computed inside another op's loop nest,
-# and its values: a layer norm computed in the prologue of the matmul reading it (torch-fuse-matmul-prologues),
-# a Linear layer and its activation computed as the next matmul's panel (torch-fuse-matmul-chains).
+# and its value: a layer norm computed in the prologue of the matmul reading it (torch-fuse-matmul-prologues).
 FUSE = "neuron.fuse"
 MATMUL_PROLOGUE = "matmul_prologue"
-MATMUL_CHAIN = "matmul_chain"
 
 
 def fusion_mark(op: Operation) -> str | None:
@@ -66,13 +65,6 @@ class Prologue(Protocol):
 
     def setup(self, em: LoopNestBuilder, k_tile: int) -> None:
         """Emit what every row block shares (the affine parameters as per-partition columns), once."""
-
-    def build_panel(
-        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
-    ) -> tuple[list[SSAValue], list[SSAValue]] | None:
-        """The whole-K stationary panel of rows `subs` ([K_TILE, tiles, m] per sub, and the partial last K tile
-        per sub when `rest`), when the producer builds it itself; None when the matmul builds it from
-        `row_tiles` and `evacuate`."""
 
     def row_tiles(self, em: LoopNestBuilder, subs: list[tuple[Index, int]]) -> list[SSAValue]:
         """Per (m0, m_size) of `subs`, the [m_size, length] SBUF tile of rows m0.. before the per-feature
