@@ -30,7 +30,6 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torch-recognize-rms-norm",
             "cse",
             "dce",
-            "torch-fuse-matmul-prologues",
         ),
     ),
     (
@@ -38,6 +37,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "convert-torch-to-tile",
             "tile-fuse-epilogues",
+            "tile-fuse-matmul-prologues",
             "tile-fuse-matmul-chains",
             "tile-fuse-loops",
             "tile-unroll-streaming-loops",

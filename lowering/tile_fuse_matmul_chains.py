@@ -119,6 +119,9 @@ class _Panel:
     loop: scf.ForOp
     subs: list[tuple[SSAValue, int]]
     loads: list[tile.LoadOp]
+    # per sub, the partial last K tile when K is not a multiple of 128: its [m, K % 128] load, and the SBUF tile
+    # its transpose was evacuated to (what the matmul reads)
+    rests: list[tuple[tile.LoadOp, SSAValue] | None]
 
 
 @dataclass
@@ -284,7 +287,7 @@ def _matmuls(value: SSAValue, stop: SSAValue | None = None) -> list[tile.MatmulO
             return None
         owner = current.owner
         if isinstance(owner, scf.ForOp):
-            index = list(owner.results).index(current)
+            index = [result for result in owner.results].index(current)  # type: ignore[arg-type]
             yielded = owner.body.block.last_op
             assert yielded is not None
             inner = _matmuls(yielded.operands[index], owner.body.block.args[index + 1])
@@ -345,7 +348,7 @@ def _stationary_panel(value: SSAValue) -> tuple[scf.ForOp, int] | None:
     if not isinstance(extract, tile.ExtractOp) or not isinstance(extract.source.owner, scf.ForOp):
         return None
     loop = extract.source.owner
-    return loop, list(loop.results).index(extract.source)
+    return loop, [result for result in loop.results].index(extract.source)  # type: ignore[arg-type]
 
 
 def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
@@ -356,7 +359,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
     loads_all = [user for user, _ in _users(hidden) if isinstance(user, tile.LoadOp)]
     if not loads_all:
         return None
-    columns = _tile_type(loads_all[0].result).get_shape()[-1]
+    columns = _layout(loads_all[0].source).shape[-1]
     if columns % PARTITIONS or not columns or total % columns:
         return None
     users = _hidden_users(hidden, total // columns, columns)
@@ -505,12 +508,37 @@ def _template(loop: scf.ForOp, position: int, block: Block) -> _RowTemplate | No
     return _RowTemplate(rows, row, index, row_ops, loop, position, step_ops)
 
 
+def _rest_tile(load: tile.LoadOp) -> SSAValue | None:
+    """The evacuated transpose of a partial last K tile's rows: load -> transpose -> copy to SBUF, nothing else."""
+    uses = list(load.result.uses)
+    if len(uses) != 1 or not isinstance(uses[0].operation, tile.TransposeOp):
+        return None
+    transposed = uses[0].operation.result
+    copies = [use.operation for use in transposed.uses]
+    if len(copies) != 1 or not isinstance(copies[0], tile.CopyOp):
+        return None
+    if copies[0].parent_block() is not load.parent_block():
+        return None
+    return copies[0].result
+
+
 def _panels(loads: list[tile.LoadOp], columns: int) -> list[_Panel] | None:
-    """The second matmul's panel loops, each transposing whole rows of H (all of `loads`)."""
+    """The panel loops of the matmuls reading whole rows of A [M, `columns`] (all of `loads`): each transposes
+    rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own."""
+    full = columns - columns % PARTITIONS
     by_loop: dict[scf.ForOp, dict[int, tile.LoadOp]] = {}
+    rests: list[tuple[tile.LoadOp, SSAValue]] = []
     for load in loads:
         shape = _tile_type(load.result).get_shape()
-        if shape[1] != columns or len(load.indices) != 2 or _constant(load.indices[1]) != 0:
+        if len(load.indices) != 2 or load.dims is not None:
+            return None
+        if columns % PARTITIONS and shape[1] == columns % PARTITIONS and _constant(load.indices[1]) == full:
+            rest = _rest_tile(load)
+            if rest is None:
+                return None
+            rests.append((load, rest))
+            continue
+        if shape[1] != full or _constant(load.indices[1]) != 0:
             return None
         extracts = [use.operation for use in load.result.uses]
         loops = {extract.parent_op() for extract in extracts}
@@ -530,11 +558,27 @@ def _panels(loads: list[tile.LoadOp], columns: int) -> list[_Panel] | None:
     for loop, positions in by_loop.items():
         if sorted(positions) != list(range(len(loop.results))):
             return None
-        if _constant(loop.lb) != 0 or _constant(loop.ub) != columns // PARTITIONS or _constant(loop.step) != 1:
+        if _constant(loop.lb) != 0 or _constant(loop.ub) != full // PARTITIONS or _constant(loop.step) != 1:
             return None
         ordered = [positions[p] for p in range(len(loop.results))]
         subs = [(load.indices[0], _tile_type(load.result).get_shape()[0]) for load in ordered]
-        panels.append(_Panel(loop, subs, ordered))
+        panels.append(_Panel(loop, subs, ordered, [None] * len(subs)))
+    for load, rest in rests:  # each with the panel of the same rows, in the same block
+        matches = [
+            (panel, position)
+            for panel in panels
+            for position, (index, rows) in enumerate(panel.subs)
+            if index is load.indices[0]
+            and rows == _tile_type(load.result).get_shape()[0]
+            and panel.loop.parent_block() is load.parent_block()
+            and panel.rests[position] is None
+        ]
+        if not matches:
+            return None
+        panel, position = matches[0]
+        panel.rests[position] = (load, rest)
+    if columns % PARTITIONS and any(rest is None for panel in panels for rest in panel.rests):
+        return None
     return panels
 
 
@@ -565,7 +609,7 @@ def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue,
             continue
         _clone_ops([op], em, mapping)
     rows = [mapping[template.row_value] for mapping, template in zip(mappings, templates, strict=True)]
-    empties = [
+    empties: list[SSAValue] = [
         em.insert(tile.EmptyOp(TileType((PARTITIONS, chain.k1_tiles, m), _tile_type(row).element_type))).result
         for row, (_, m) in zip(rows, subs, strict=True)
     ]
@@ -597,9 +641,9 @@ def _templates_for(chain: _Chain, subs: list[tuple[SSAValue, int]]) -> list[_Row
 def _row_order(templates: list[_RowTemplate]) -> list[tuple[int, Operation]]:
     """(sub, op) of the row tiles' ops in the order to clone them: their own order when they share a block (one
     panel loop's tiles), else op i of every tile before op i + 1 of any."""
-    blocks = {id(template.row_value.owner.parent_block()) for template in templates}  # type: ignore[union-attr]
+    blocks = {id(_defining_op(template.row_value).parent_block()) for template in templates}
     if len(blocks) == 1 and len({id(template) for template in templates}) == len(templates):
-        block = templates[0].row_value.owner.parent_block()  # type: ignore[union-attr]
+        block = _defining_op(templates[0].row_value).parent_block()
         assert block is not None
         order = {op: index for index, op in enumerate(block.ops)}
         pairs = [(position, op) for position, template in enumerate(templates) for op in template.row_ops]
@@ -705,7 +749,7 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
     for store in chain.stores:
         seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
         seeds.append(_parent(store))
-        store.detach()
+        store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         store.erase()
     seeds.append(_defining_op(chain.hidden))
     _erase_dead(seeds)

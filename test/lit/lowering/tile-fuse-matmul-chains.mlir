@@ -1,7 +1,7 @@
 // RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-chains | filecheck %s
 // RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-chains --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 // The same with the layer norm computed in the first matmul's prologue: the chain clones its row computation.
-// RUN: neuron-opt %s --split-input-file -p torch-fuse-matmul-prologues,convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-chains --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-prologues,tile-fuse-matmul-chains --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // A Linear layer and its activation read only by another Linear layer (lowering/tile_fuse_matmul_chains.py):
 // the hidden activations never reach HBM. The first matmul runs with its operands swapped, W1's [128, 128]
