@@ -8,10 +8,11 @@ per-partition two-step `binary_scalar` instead of two tensor-tensor passes over 
 
 Input contract: tile-level functions as convert-torch-to-tile writes them (after tile-fuse-epilogues):
 
-* A, an allocation of the function body seen through views as one row-major [M, K] matrix, K a multiple of 128,
+* A, an allocation of the function body seen through views as one row-major [M, K] matrix, K at least 128,
   that only `tile.store`s and `tile.load`s use (not the function's return);
-* its loads each read whole rows [m, K] that only a panel loop of a matmul transposes, 128 columns at a time,
-  into its stationary panel ([128, K / 128, m]);
+* its loads each read the rows [m, full K tiles] that only a panel loop of a matmul transposes, 128 columns at a
+  time, into its stationary panel ([128, K // 128, m]), and, when K % 128 is not 0, the same rows' last
+  [m, K % 128] columns, transposed and copied out of PSUM on their own;
 * its stores each write a row tile computed, in the store's block, from loads at the store's row index only (the
   normalized rows: x and its row statistics), followed by per-feature ops: `tile.binary` multiplies and adds of
   a tile loaded from a vector broadcast over the rows (a stride-0 view of [m, K]);
@@ -19,17 +20,18 @@ Input contract: tile-level functions as convert-torch-to-tile writes them (after
   keeps its nest), and nothing writes x or the vectors from the first store's nest on.
 
 Output guarantee: each panel loop reading A is replaced: its rows are computed by the stores' row ops cloned
-with the panel's row index (each tile's op i before any tile's op i + 1, so each engine's queue holds one kind
-of work after another), rounded to A's element type as the stored rows were, and transposed 128 columns at a
-time; each transposed tile leaves PSUM through the per-feature ops as per-partition `binary_scalar`s (the
-vectors loaded once as [128, K / 128] columns), in fp32 and rounded to A's type at the last. The rows are
+with the panel's row index (every tile's loads, then each tile's statistics, then each tile's normalization, so
+each engine's queue holds one kind of work after another), rounded to A's element type as the stored rows were,
+and transposed 128 columns at a time (the partial last K tile after the loop); each transposed tile leaves PSUM
+through the per-feature ops as per-partition `binary_scalar`s (the vectors loaded once as [128, K // 128]
+columns and a [K % 128, 1] last one), in fp32 and rounded to A's type at the last. The rows are
 rounded to A's type before the affine instead of after it (the transposes stay 16-bit, at TensorE's full rate).
 A's stores and whatever only they used (the layer norm's nest) are erased.
 
 What it leaves alone: an A with another reader (it must reach HBM anyway), or loaded other than as whole rows
-for a hoisted panel (a K too long for the panel to stay on chip, or A read with K not contiguous), a K that is
-not a multiple of 128, a per-feature op that is not a multiply or an add, and a nest that also stores the
-statistics.
+for a hoisted panel (a K too long for the panel to stay on chip, or A read with K not contiguous), a K below
+one tile (no panel loop), a per-feature op that is not a multiply or an add, and a nest whose row computation
+also feeds another store (the statistics saved for a backward pass).
 """
 
 from __future__ import annotations
