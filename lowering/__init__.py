@@ -34,22 +34,22 @@ def _torch_recognize_rms_norm() -> type[ModulePass]:
     return TorchRecognizeRmsNormPass
 
 
-def _torch_fuse_matmul_prologues() -> type[ModulePass]:
-    from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
-
-    return TorchFuseMatmulProloguesPass
-
-
-def _torch_fuse_matmul_chains() -> type[ModulePass]:
-    from neuron_mlir.lowering.torch_fuse_matmul_chains import TorchFuseMatmulChainsPass
-
-    return TorchFuseMatmulChainsPass
-
-
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
     return ConvertTorchToTilePass
+
+
+def _tile_fuse_matmul_prologues() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_fuse_matmul_prologues import TileFuseMatmulProloguesPass
+
+    return TileFuseMatmulProloguesPass
+
+
+def _tile_fuse_matmul_chains() -> type[ModulePass]:
+    from neuron_mlir.lowering.tile_fuse_matmul_chains import TileFuseMatmulChainsPass
+
+    return TileFuseMatmulChainsPass
 
 
 def _tile_fuse_epilogues() -> type[ModulePass]:
@@ -129,10 +129,10 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
     "torch-recognize-rms-norm": _torch_recognize_rms_norm,
-    "torch-fuse-matmul-prologues": _torch_fuse_matmul_prologues,
-    "torch-fuse-matmul-chains": _torch_fuse_matmul_chains,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
+    "tile-fuse-matmul-prologues": _tile_fuse_matmul_prologues,
+    "tile-fuse-matmul-chains": _tile_fuse_matmul_chains,
     "tile-fuse-loops": _tile_fuse_loops,
     "tile-unroll-streaming-loops": _tile_unroll_streaming_loops,
     "convert-tile-to-neuron": _convert_tile_to_neuron,

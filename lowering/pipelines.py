@@ -30,11 +30,19 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torch-recognize-rms-norm",
             "cse",
             "dce",
-            "torch-fuse-matmul-prologues",
-            "torch-fuse-matmul-chains",
         ),
     ),
-    ("tile", ("convert-torch-to-tile", "tile-fuse-epilogues", "tile-fuse-loops", "tile-unroll-streaming-loops")),
+    (
+        "tile",
+        (
+            "convert-torch-to-tile",
+            "tile-fuse-epilogues",
+            "tile-fuse-matmul-prologues",
+            "tile-fuse-matmul-chains",
+            "tile-fuse-loops",
+            "tile-unroll-streaming-loops",
+        ),
+    ),
     (
         "neuron",
         (

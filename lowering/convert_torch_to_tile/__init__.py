@@ -19,17 +19,17 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, loss.py, distance.py, sampling.py, activations.py, normalization.py,
-scan.py, sort.py, random.py. The pass decides one fusion only, cross-entropy's backward, where the log-softmax
-backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py: both
-lowerings decide it from the same torch ops); otherwise it follows the marks of the torch-level passes that do.
-A layer norm marked by torch-fuse-matmul-prologues runs in the prologue of the matmul reading it (prologue.py),
-and a Linear layer and its activation marked by torch-fuse-matmul-chains as the next Linear layer's panel
-(matmul_chain.py); an elementwise op of a matmul's result keeps its own loop nest here, which tile-fuse-epilogues
-folds into the matmul's stores. An op whose results all hold no element lowers to views of a one-element
-allocation, whatever its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument
-(random.py).
+scan.py, sort.py, random.py. The pass decides two fusions only: the ops an RMS norm computes from the rows it
+holds (its input's upcast, its result's scaling: normalization.py), and cross-entropy's backward, where the
+log-softmax backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py:
+both lowerings decide it from the same torch ops). Otherwise each op gets its own loop nest, which tile-level
+passes then fuse (tile-fuse-epilogues folds an elementwise op of a matmul's result into the matmul's stores,
+tile-fuse-matmul-prologues computes a layer norm that only a matmul reads in that matmul's panel,
+tile-fuse-matmul-chains a Linear layer and its activation in the next Linear layer's panel). An op whose results
+all hold no element lowers to views of a one-element allocation, whatever its family. A function with random ops
+gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
-What the lowerings of one function share (deferred producers, absorbed ops, index constants) lives in a
+What the lowerings of one function share (absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
 input alone.
 """
@@ -77,9 +77,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     NotLowerable,
     empty_tensor,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
-from neuron_mlir.lowering.convert_torch_to_tile.matmul_chain import CHAIN_LOWERINGS
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import MATMUL_CONSUMERS, absorber, materialize_operands
+from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext, absorber
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.dtypes import DTYPES
@@ -94,7 +92,6 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (sort.SORT_LOWERINGS, sort.legal),
     (random.RANDOM_LOWERINGS, random.legal),
     (matmul.MATMUL_LOWERINGS, matmul.legal),
-    (CHAIN_LOWERINGS, matmul.legal),
     (reduction.REDUCTION_LOWERINGS, reduction.legal),
     (softmax.SOFTMAX_LOWERINGS, softmax.legal),
     (attention.ATTENTION_LOWERINGS, attention.legal),
@@ -196,7 +193,6 @@ def _convert_function(function: func.FuncOp) -> None:
     for op in list(block.ops):
         if isinstance(op, func.ReturnOp):
             returned = {str(index): mapped(v) for index, v in enumerate(op.operands)}
-            materialize_operands(LoopNestBuilder(block, op, op.location, context.constants, block, context), returned)
             new_return = func.ReturnOp(*returned.values())
             new_return.location = op.location
             block.insert_op_before(new_return, op)
@@ -218,11 +214,9 @@ def _convert_function(function: func.FuncOp) -> None:
                 ]
             else:
                 absorbing = absorber(emitter, op)
-                if absorbing is not None:  # part of a deferred producer
+                if absorbing is not None:  # computed by an earlier op's loop nest
                     results = absorbing(emitter, op, arguments)
                 else:
-                    if op.name not in VIEW_LOWERINGS:  # deferred producers it reads (a matmul's A may take one)
-                        materialize_operands(emitter, arguments, MATMUL_CONSUMERS.get(op.name))
                     results = lowering(emitter, op, arguments)
         except Exception as error:  # the op was legal: whatever its lowering raised is a bug of the compiler
             raise LoweringInternalError(op, error) from error

@@ -30,11 +30,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
   while this trip's second row computes.
-* When A is a deferred producer's result (prologue.py), the hoisted panel comes from the producer on chip: a
-  layer norm computes the rows, each transposed K tile passing through its per-partition affine as it leaves
-  PSUM; a Linear layer and its activation build the whole panel (matmul_chain.py). A's HBM tensor is then
-  never written.
-  Without a hoisted panel (or with A not transposed on TensorE) the producer is emitted on its own first.
+* A's rows are loaded whole for a hoisted panel ([m, K] at the block row's rows, and the partial last K tile
+  on its own), which is what tile-fuse-matmul-prologues and tile-fuse-matmul-chains replace with rows computed on
+  chip (a layer norm's; a Linear layer's activations, built transposed).
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
 * After the last K tile the block's accumulators are evacuated through the epilogue (by default one plain copy
@@ -69,8 +67,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import Prologue, drop_unused
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import take as take_prologue
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -223,18 +219,6 @@ def emit_matmul(
     itemsize = max(_itemsize(element_type_of(lhs)), _itemsize(element_type_of(rhs)))
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
     kernel = _Kernel(lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k)
-    taken = take_prologue(em, lhs)
-    if taken is not None:
-        lhs_rows = layout_of(lhs)
-        prologue = taken[1]
-        fits = lhs_rows.shape == (prologue.rows, prologue.length) and lhs_rows.is_contiguous() and not lhs_rows.offset
-        if fits and lhs_transposed and blocking.hoisted:
-            kernel.prologue = prologue
-            prologue.setup(em, blocking.k_tile)
-        else:
-            result = prologue.materialize(em)
-            if lhs is taken[0]:  # the deferred allocation itself, now replaced
-                lhs = kernel.lhs = result
     if bias_row is not None:
         kernel.bias_row = bias_row
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
@@ -247,9 +231,6 @@ def emit_matmul(
         kernel.block_rows(inner, batch, m, n, resident=blocking.resident and k > 0)
 
     batches(em, batch_shape, [])
-    if kernel.prologue is not None:  # A was computed on chip: its HBM tensor is never written nor read
-        drop_unused(lhs)
-        kernel.prologue.discard()
     return out
 
 
@@ -343,7 +324,6 @@ class _Kernel:
     k: int
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
-    prologue: Prologue | None = None  # computes A's rows on chip (prologue.py) instead of loading them
     resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
     resident_rest: SSAValue | None = None  # B's partial last K tile [K % K_TILE, N], when resident
 
@@ -357,7 +337,7 @@ class _Kernel:
         to transfers in program order, and the panels' transposes then run while B arrives."""
         b = self.blocking
         block_m = b.m_subs * b.m_tile
-        pairs = m // (2 * block_m) if b.paired and self.prologue is None else 0
+        pairs = m // (2 * block_m) if b.paired else 0
         start = 0
         if resident:
             sizes = [block_m, block_m] if pairs else [min(block_m, m)]
@@ -564,9 +544,6 @@ class _Kernel:
         rank = len(batch) + 2
         full: list[SSAValue] = []
         rest_tiles: list[SSAValue] = []
-        if self.prologue is not None:
-            built = self.prologue.build_panel(em, subs, tiles, rest)
-            return _Panel(*built) if built is not None else self.prologue_panel(em, subs, tiles, rest)
         k0 = em.mul(t0, b.k_tile)
         k_full, k_rest = divmod(self.k, b.k_tile)
         if tiles and not self.lhs_transposed:
@@ -595,38 +572,6 @@ class _Kernel:
                 rest_tiles.append(
                     _k_on_partitions(em, self.lhs, batch, k_full * b.k_tile, k_rest, m0, m_size, rank - 1, rank - 2)
                 )
-        return _Panel(full, rest_tiles)
-
-    def prologue_panel(self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool) -> _Panel:
-        """The whole-K panel of rows `subs` from rows the prologue computes: each K tile transposed on TensorE
-        and evacuated through the prologue's per-partition affine into the panel's slot."""
-        prologue = self.prologue
-        assert prologue is not None
-        b = self.blocking
-        rows = prologue.row_tiles(em, subs)
-        full: list[SSAValue] = []
-        if tiles:
-            empty: list[SSAValue] = [
-                em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), _element(row)))).result
-                for row, (_, m_size) in zip(rows, subs, strict=True)
-            ]
-
-            def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
-                updated: list[SSAValue] = []
-                for row, part, (_, m_size) in zip(rows, panel, subs, strict=True):
-                    block = window(e, row, [e.mul(t, b.k_tile)], (m_size, b.k_tile))
-                    value = prologue.evacuate(e, e.insert(tile.TransposeOp(block)).result, t)
-                    updated.append(e.insert(tile.InsertOp(value, part, [e.index(t), e.index(0)])).result)
-                return updated
-
-            full = carry(em, 0, tiles, 1, empty, transpose_step, always_loop=True)
-        rest_tiles: list[SSAValue] = []
-        if rest:
-            k0, k_rest = divmod(self.k, b.k_tile)
-            for row, (_, m_size) in zip(rows, subs, strict=True):
-                block = window(em, row, [k0 * b.k_tile], (m_size, k_rest))
-                value = prologue.evacuate(em, em.insert(tile.TransposeOp(block)).result, None)
-                rest_tiles.append(to_sbuf(em, value, _element(row)))
         return _Panel(full, rest_tiles)
 
     def build_resident(self, em: LoopNestBuilder, batch: list[Index], n: int) -> None:

@@ -43,19 +43,16 @@ too, grad_input = gw * rstd - x * rstd^3 * sum(gw x) / N per row, which also wri
 that follows it, and accumulates the weight gradient autograd spells as sum(grad_out * saved normalized rows)
 over the rows with ones-column matmuls in PSUM, as layer norm's backward does.
 
-Such a layer norm whose only user is a matmul taking it as A (a Linear layer after it, as in every pre-norm
-transformer block), with its statistics unused, is deferred to that matmul's prologue (prologue.py): the matmul
-normalizes its own row tiles ((x - mean) * rstd, rounded to the result type as the stored rows would have
-been), transposes them, and applies weight and bias per partition (the features, after the transpose) as one
-two-step tensor_scalar that evacuates PSUM into its stationary panel. The normalized rows never reach HBM, and
-the two tensor_tensor passes of the affine disappear.
+A layer norm whose only user is a matmul taking it as A (a Linear layer after it, as in every pre-norm
+transformer block) runs in that matmul's prologue: tile-fuse-matmul-prologues moves this nest's row computation
+into the matmul's panel and applies weight and bias per partition as the transposed tiles leave PSUM.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -81,13 +78,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
-from neuron_mlir.lowering.convert_torch_to_tile.prologue import (
-    MATMUL_PROLOGUE,
-    consumer_of,
-    defer,
-    drop_unused,
-    fusion_mark,
-)
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse, row_major
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
@@ -240,12 +230,6 @@ def _sum_over(em: LoopNestBuilder, tensor: SSAValue, dims: Sequence[int], elemen
 # ---- layer norm ------------------------------------------------------------------------------------------------
 
 
-def _in_prologue(op: Operation) -> bool:
-    """Whether torch-fuse-matmul-prologues chose to compute layer norm `op` in the matmul reading it (a mark that
-    the IR no longer bears out, its result read by anything else, is not followed)."""
-    return fusion_mark(op) == MATMUL_PROLOGUE and consumer_of(op) is not None
-
-
 def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     x = args["input"]
     shape = layout_of(x).shape
@@ -255,11 +239,7 @@ def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
     if plan is not None:
         results = [alloc(em, shape, result_element_type(op, 0))]
         results += [alloc(em, result_shape(op, 1), result_element_type(op, i)) for i in (1, 2)]
-        if len(plan.row_dims) == 1 and not op.results[1].uses and not op.results[2].uses and _in_prologue(op):
-            prologue = _LayerNormPrologue(op, x, plan, weight, bias, eps, results, plan.row_dims[0], plan.length)
-            defer(em, results[0], prologue)
-        else:
-            _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
+        _layer_norm_on_chip(em, op, x, plan, weight, bias, eps, results)
         return results
     dims = list(range(axis, len(shape)))
     variance, mean = emit_variance(em, x, dims, True, 0.0, f32)
@@ -496,93 +476,6 @@ def _layer_norm_row_groups(
 
 
 @dataclass
-class _LayerNormPrologue:
-    """A layer norm whose consumer matmul computes it as it builds its stationary panel (prologue.py): the rows
-    are normalized in the matmul's row tiles, rounded to the result's type (as the matmul would have loaded
-    them), and weight and bias are applied per partition as the transposes leave PSUM."""
-
-    op: Operation
-    x: SSAValue
-    plan: _RowPlan
-    weight: SSAValue | None
-    bias: SSAValue | None
-    eps: float
-    results: list[SSAValue]
-    rows: int
-    length: int
-    # per affine parameter: the [K_TILE, full K tiles] columns and the [K % K_TILE, 1] partial last one
-    columns: list[tuple[SSAValue | None, SSAValue | None]] = field(default_factory=list)
-    x_rows: SSAValue | None = None
-
-    def materialize(self, em: LoopNestBuilder) -> SSAValue:
-        _layer_norm_on_chip(em, self.op, self.x, self.plan, self.weight, self.bias, self.eps, self.results)
-        return self.results[0]
-
-    def build_panel(
-        self, em: LoopNestBuilder, subs: list[tuple[Index, int]], tiles: int, rest: bool
-    ) -> tuple[list[SSAValue], list[SSAValue]] | None:
-        return None  # the matmul transposes the normalized rows
-
-    def discard(self) -> None:
-        for result in self.results:
-            drop_unused(result)
-
-    def setup(self, em: LoopNestBuilder, k_tile: int) -> None:
-        em = em.located(self.op.location)
-        self.x_rows = view(em, self.x, self.plan.x_view_layout)
-        full, rest = divmod(self.length, k_tile)
-        for value, stride in zip(self.plan.affine, self.plan.affine_strides, strict=True):
-            offset = layout_of(value).offset
-            tiles = None
-            if full:
-                split = view(em, value, Layout((k_tile, full), (stride, k_tile * stride), offset))
-                tiles = load(em, split, [0, 0], (k_tile, full))
-            last = None
-            if rest:
-                tail = view(em, value, Layout((rest, 1), (stride, 0), offset + full * k_tile * stride))
-                last = load(em, tail, [0, 0], (rest, 1))
-            self.columns.append((tiles, last))
-
-    def row_tiles(self, em: LoopNestBuilder, subs: list[tuple[Index, int]]) -> list[SSAValue]:
-        em = em.located(self.op.location)
-        assert self.x_rows is not None, "setup comes first"
-        # every tile's statistics before any tile's normalization: each engine's queue then holds one kind of
-        # work after another, and the tiles' chains overlap instead of running one tile at a time
-        loaded = [load(em, self.x_rows, [m0, 0], (m_size, self.length)) for m0, m_size in subs]
-        statistics = [
-            _row_statistics(em, tile_x, m_size, self.length, self.eps)
-            for tile_x, (_, m_size) in zip(loaded, subs, strict=True)
-        ]
-        rows: list[SSAValue] = []
-        for tile_x, (negative_mean, rstd), (_, m_size) in zip(loaded, statistics, subs, strict=True):
-            work = TileType((m_size, self.length), f32, Memory.SBUF)
-            centred = em.insert(tile.BinaryScalarOp(tile_x, "add", work, column=negative_mean)).result
-            rounded = TileType((m_size, self.length), result_element_type(self.op, 0), Memory.SBUF)
-            rows.append(em.insert(tile.BinaryScalarOp(centred, "multiply", rounded, column=rstd)).result)
-        return rows
-
-    def evacuate(self, em: LoopNestBuilder, transposed: SSAValue, k_index: Index | None) -> SSAValue:
-        em = em.located(self.op.location)
-        source = transposed.type
-        assert isinstance(source, TileType)
-        k, m = source.get_shape()
-        value = transposed
-        final = TileType((k, m), result_element_type(self.op, 0), Memory.SBUF)
-        steps = [name for name, param in (("multiply", self.weight), ("add", self.bias)) if param is not None]
-        if not steps:  # the panel's insert evacuates PSUM
-            return value
-        for position, (name, (tiles, last)) in enumerate(zip(steps, self.columns, strict=True)):
-            if k_index is None:
-                column = last
-            else:
-                assert tiles is not None
-                assert isinstance(tiles.type, TileType)
-                column_type = TileType((k, 1), tiles.type.element_type, Memory.SBUF)
-                column = em.insert(tile.ExtractOp(tiles, [em.index(k_index)], column_type)).result
-            assert column is not None
-            out = final if position == len(steps) - 1 else TileType((k, m), f32, Memory.SBUF)
-            value = em.insert(tile.BinaryScalarOp(value, name, out, column=column)).result
-        return value
 
 
 def _layer_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
@@ -886,7 +779,7 @@ def _rms_norm_neighbours(em: LoopNestBuilder, op: Operation, length: int) -> _Rm
         if user.name != "torch.aten.mul.Tensor" or user.results[0].type != op.results[0].type:
             continue
         other = user.operands[1 - use.index]
-        if other is op.results[0] or other not in lowered or lowered[other] in context_of(em).deferred:
+        if other is op.results[0] or other not in lowered:
             continue
         other_layout = layout_of(lowered[other])
         if math.prod(other_layout.shape) != length or other_layout.shape[-1] != length:
@@ -910,7 +803,7 @@ def _rms_norm_on_chip(
     reading each row once. It also writes what its neighbours (`_RmsNormNeighbours`) would have computed from the
     rows it holds, and those ops' own nests disappear: the fp32 upcast of the input, and `out * weight` (rounded
     as that op rounds it, from the rounded `out`); `out` itself is stored only when something else reads it."""
-    from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb
+    from neuron_mlir.lowering.convert_torch_to_tile.context import absorb
 
     length = plan.length
     shape = layout_of(x).shape
@@ -1061,7 +954,7 @@ def _rms_norm_backward_on_chip(
     result is stored only when something else reads it."""
     from xdsl.dialects.builtin import TensorType
 
-    from neuron_mlir.lowering.convert_torch_to_tile.prologue import absorb
+    from neuron_mlir.lowering.convert_torch_to_tile.context import absorb
 
     layout, grad_layout = layout_of(x), layout_of(grad)
     shape = layout.shape
@@ -1270,7 +1163,7 @@ def _column_sum_neighbour(em: LoopNestBuilder, op: Operation, axis: int) -> _Col
         saved = product.operands[1 - use.index]
         if saved is grad_out or tensor_shape(saved) != tensor_shape(x) or saved not in lowered:
             continue
-        if lowered[saved] in context_of(em).deferred or not product.results[0].has_one_use():
+        if not product.results[0].has_one_use():
             continue
         total = next(iter(product.results[0].uses)).operation
         if total.name != "torch.aten.sum.dim_IntList":

@@ -1,4 +1,4 @@
-"""Matmul chains (lowering/convert_torch_to_tile/matmul_chain.py) against eager: `act(x @ W1 + b1) @ W2 (+ b2)`
+"""Matmul chains (lowering/tile_fuse_matmul_chains.py) against eager: `act(x @ W1 + b1) @ W2 (+ b2)`
 with the hidden activations computed on chip as the second matmul's stationary panel, after a layer norm (as in
 a transformer's MLP) or on a plain input, for each activation the chain absorbs, in bf16 and fp32; and the
 chains that must not fuse or must fall back to the two ops' own lowerings (hidden size not a multiple of 128,

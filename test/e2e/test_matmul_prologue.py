@@ -1,5 +1,5 @@
-"""Layer norms computed in the prologue of the matmul that alone reads them (lowering/convert_torch_to_tile/
-prologue.py) against eager: rows normalized on chip, weight and bias applied per partition as the transposes
+"""Layer norms computed in the prologue of the matmul that alone reads them (lowering/
+tile_fuse_matmul_prologues.py) against eager: rows normalized on chip, weight and bias applied per partition as the transposes
 leave PSUM. Cases cover K a multiple of the 128-row tile or not (a partial last K tile), K below one tile,
 either affine parameter absent, bf16 and fp32, a 3-d input seen through a view, and the cases that must not
 fuse or must fall back to the layer norm's own nest (a second user of the normalized rows, a single row, whose

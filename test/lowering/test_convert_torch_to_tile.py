@@ -1,8 +1,8 @@
 """convert-torch-to-tile as a function of its input alone, with legality decided before converting.
 
-The lowerings of a function share a `ConversionContext` made for that function (deferred prologues, absorbed
-activations, index constants), so a module converts to the same IR whatever was converted before it, in whatever
-order, and also after a conversion that failed half-way with deferred producers pending. Whether an op lowers is
+The lowerings of a function share a `ConversionContext` made for that function (absorbed ops, index constants),
+so a module converts to the same IR whatever was converted before it, in whatever order, and also after a
+conversion that failed half-way. Whether an op lowers is
 its family's `legal` check of the op alone, asked of every op before any is converted.
 """
 
@@ -19,11 +19,9 @@ from xdsl.utils.exceptions import DiagnosticException
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, legality
 from neuron_mlir.lowering.convert_torch_to_tile.common import NotLowerable
-from neuron_mlir.lowering.torch_fuse_matmul_chains import TorchFuseMatmulChainsPass
-from neuron_mlir.lowering.torch_fuse_matmul_prologues import TorchFuseMatmulProloguesPass
 
-# A layer norm deferred into its matmul's prologue, a Linear -> GELU -> Linear chain, and a matmul whose result
-# an elementwise op reads: every kind of state one op's lowering leaves for another's.
+# A layer norm read by a matmul, a Linear -> GELU -> Linear chain, and a matmul whose result an elementwise op
+# reads: ops whose loop nests the tile-level passes fuse.
 FUSED = """
 func.func @block(%x: tensor<130x256xbf16>, %g: tensor<256xbf16>, %b: tensor<256xbf16>, %w1: tensor<256x512xbf16>,
                  %b1: tensor<512xbf16>, %w2: tensor<512x256xbf16>, %b2: tensor<256xbf16>) -> tensor<130x256xbf16> {
@@ -59,8 +57,6 @@ func.func @broken(%x: tensor<130x256xbf16>, %w: tensor<256x64xbf16>) -> tensor<1
 def _convert(text: str) -> str:
     """The module converted, after the torch-level passes that mark what the conversion fuses."""
     module = Parser(make_context(), text).parse_module()
-    TorchFuseMatmulProloguesPass().apply(Context(), module)
-    TorchFuseMatmulChainsPass().apply(Context(), module)
     ConvertTorchToTilePass().apply(Context(), module)
     module.verify()
     stream = StringIO()

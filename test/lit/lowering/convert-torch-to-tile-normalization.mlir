@@ -1,4 +1,4 @@
-// RUN: neuron-opt %s --split-input-file -p torch-fuse-matmul-prologues,convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
 
 // Branches of the normalization lowerings (lowering/convert_torch_to_tile/normalization.py): statistics over
 // trailing dims (layer norm) or all but the channel (batch norm), training with the running-statistics update,
@@ -108,47 +108,6 @@ func.func @batch_norm_eval(%x: tensor<4x3x5xf32>, %w: tensor<3xf32>, %b: tensor<
 // CHECK:       tile.view %rm : memref<3xf32, #mem<hbm>> to memref<1x3x1xf32, strided<[0, 1, 0]>, #mem<hbm>>
 // CHECK-NOT:   tile.reduce
 // CHECK:       tile.view %{{.*}} : memref<1xf32, #mem<hbm>> to memref<0xf32, strided<[0]>, #mem<hbm>>
-
-// -----
-
-func.func @layer_norm_into_addmm(%x: tensor<1x130x200xbf16>, %g: tensor<200xbf16>, %b: tensor<200xbf16>, %w: tensor<200x70xbf16>, %c: tensor<70xbf16>) -> tensor<130x70xbf16> {
-  %0, %1, %2 = torch.aten.native_layer_norm %x, %g, %b {normalized_shape = array<i64: 200>, eps = 1.000000e-05 : f64} : (tensor<1x130x200xbf16>, tensor<200xbf16>, tensor<200xbf16>) -> (tensor<1x130x200xbf16>, tensor<1x130x1xbf16>, tensor<1x130x1xbf16>)
-  %v = torch.aten.view %0 {size = array<i64: 130, 200>} : (tensor<1x130x200xbf16>) -> tensor<130x200xbf16>
-  %r = torch.aten.addmm %c, %v, %w : (tensor<70xbf16>, tensor<130x200xbf16>, tensor<200x70xbf16>) -> tensor<130x70xbf16>
-  func.return %r : tensor<130x70xbf16>
-}
-// A layer norm read only by a matmul (marked by torch-fuse-matmul-prologues) runs in the matmul's prologue
-// (prologue.py): no HBM tensor for it, its rows normalized where the matmul would have loaded them (statistics
-// of both row tiles first), and weight and bias, K on partitions after the transposes, applied per partition as
-// each K tile leaves PSUM (the full tile in the loop, the partial last one of 72 after it).
-// CHECK-LABEL: func.func @layer_norm_into_addmm
-// CHECK-NOT:   memref.alloc() : memref<1x130x200xbf16
-// CHECK:       %[[ROWS:.*]] = tile.view %x : memref<1x130x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
-// CHECK:       %[[GAMMA:.*]] = tile.load %{{.*}} -> !tile.tile<128x1xbf16, sbuf>
-// CHECK:       %[[GAMMA_REST:.*]] = tile.load %{{.*}} -> !tile.tile<72x1xbf16, sbuf>
-// CHECK:       %[[BETA:.*]] = tile.load %{{.*}} -> !tile.tile<128x1xbf16, sbuf>
-// CHECK:       %[[BETA_REST:.*]] = tile.load %{{.*}} -> !tile.tile<72x1xbf16, sbuf>
-// CHECK:       %[[X0:.*]] = tile.load %[[ROWS]][%c0, %c0] {{.*}} -> !tile.tile<128x200xbf16, sbuf>
-// CHECK:       %[[X1:.*]] = tile.load %[[ROWS]][%c128, %c0] {{.*}} -> !tile.tile<2x200xbf16, sbuf>
-// CHECK:       tile.reduce %[[X0]]
-// CHECK:       tile.unary {{.*}} {fn = "rsqrt"
-// CHECK:       tile.reduce %[[X1]]
-// CHECK:       tile.unary {{.*}} {fn = "rsqrt"
-// CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x200xbf16, sbuf>
-// CHECK:       scf.for %[[K:.*]] = %c0 to %c1 step %c1 iter_args
-// CHECK:         %[[BLOCK:.*]] = tile.extract %[[N0]]
-// CHECK:         %[[T:.*]] = tile.transpose %[[BLOCK]] : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
-// CHECK:         %[[G:.*]] = tile.extract %[[GAMMA]][%[[K]]] : !tile.tile<128x1xbf16, sbuf> -> !tile.tile<128x1xbf16, sbuf>
-// CHECK:         %[[SCALED:.*]] = tile.binary_scalar %[[T]] column %[[G]] {op = "multiply"}
-// CHECK:         %[[B:.*]] = tile.extract %[[BETA]][%[[K]]]
-// CHECK:         %[[AFFINE:.*]] = tile.binary_scalar %[[SCALED]] column %[[B]] {op = "add"} : {{.*}} -> !tile.tile<128x128xbf16, sbuf>
-// CHECK:         tile.insert %[[AFFINE]]
-// CHECK:       tile.transpose {{.*}} -> !tile.tile<72x128xbf16, psum>
-// CHECK:       tile.binary_scalar {{.*}} column %[[GAMMA_REST]] {op = "multiply"}
-// CHECK:       tile.binary_scalar {{.*}} column %[[BETA_REST]] {op = "add"}
-// CHECK:       tile.matmul
-// CHECK-NOT:   memref.alloc
-// CHECK:       func.return
 
 // -----
 
