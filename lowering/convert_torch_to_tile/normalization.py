@@ -475,9 +475,6 @@ def _layer_norm_row_groups(
     return True
 
 
-@dataclass
-
-
 def _layer_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     shape = layout_of(x).shape
