@@ -55,7 +55,9 @@ from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
 
 __all__ = ["RaceError", "SimulationError", "queue_index", "run_program", "run_validated"]
 
-# A simulator keeps its memories for the next run of the same program up to this size.
+# A program keeps one simulator (memories, plans, tape) for its next run whatever its size: without it every run
+# of a program whose memories exceed a limit would be a first run (planning, a walk, recording). More simulators,
+# left by concurrent runs, are kept only up to this size each.
 _POOLED_MACHINE_BYTES = 1 << 30
 # How many entry register states of one loop a simulator remembers the trace (and batch) of.
 _TRACES_PER_LOOP = 16
@@ -126,7 +128,7 @@ def run_validated(
         return outputs, profile
     finally:
         simulator.finish()
-        if simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
+        if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
             pool.append(simulator)
 
 

@@ -186,6 +186,29 @@ def test_a_validated_program_is_not_validated_again_per_run(monkeypatch):
     assert calls == []
 
 
+def test_a_program_beyond_the_pooling_size_still_keeps_its_simulator(monkeypatch):
+    """A program keeps one simulator whatever the size of its memories, so its later runs replay the tape rather
+    than each being a first run; simulators beyond the first, left by runs at the same time, are dropped when big."""
+    import neuron_mlir.runtime.simulator as simulator_module
+
+    monkeypatch.setattr(simulator_module, "_POOLED_MACHINE_BYTES", 0)
+    program = _every_prepared_form()
+    validated = validate_program(program)
+    run_validated(validated, _inputs(program, 0), check_races=False)
+    (first,) = validated.cache["simulators"]
+    assert first.tape is not None
+    for seed in (1, 0):
+        outputs, _ = run_validated(validated, _inputs(program, seed), check_races=False)
+        assert validated.cache["simulators"] == [first]
+    expected, _ = run_program(program, _inputs(program, 0), vectorize=False)
+    assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+    # with another simulator in the pool already (as concurrent runs leave it), the big one is not kept
+    spare = simulator_module.Simulator(validated)
+    validated.cache["simulators"].insert(0, spare)
+    run_validated(validated, _inputs(program, 1), check_races=False)  # on `first`
+    assert validated.cache["simulators"] == [spare]
+
+
 @pytest.mark.parametrize("in_first_run", [True, False], ids=["analysed-in-the-first-run", "in-the-second"])
 def test_memory_read_before_it_is_written_reads_fresh_on_every_run(in_first_run, monkeypatch):
     """Later runs fill again only the bytes a run reads before writing them (worked out in the first run, or in
