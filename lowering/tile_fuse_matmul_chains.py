@@ -98,6 +98,38 @@ def _constant(value: SSAValue) -> int | None:
     return None
 
 
+def _whole_load(value: SSAValue) -> tile.LoadOp | None:
+    """The load a B tile comes from: its own, or, for a B loaded in pieces into an empty tile (a resident B:
+    convert-torch-to-tile's matmul), the first piece's, when the pieces load consecutive K tiles of one view in
+    order and cover the whole tile."""
+    owner = value.owner
+    if isinstance(owner, tile.LoadOp):
+        return owner
+    pieces: list[tuple[int, tile.LoadOp]] = []
+    while isinstance(owner, tile.InsertOp):
+        piece = owner.value.owner
+        offsets = [_constant(index) for index in owner.indices]
+        if owner.steps is not None or not isinstance(piece, tile.LoadOp) or offsets[1:] != [0] or offsets[0] is None:
+            return None
+        pieces.append((offsets[0], piece))
+        owner = owner.dest.owner
+    if not isinstance(owner, tile.EmptyOp) or not pieces:
+        return None
+    pieces.reverse()
+    first = pieces[0][1]
+    covered = 0
+    for offset, piece in pieces:
+        indices = [_constant(index) for index in piece.indices]
+        if piece.source is not first.source or piece.dims != first.dims or offset != covered:
+            return None
+        if indices != [offset, 0, 0]:
+            return None
+        covered += _tile_type(piece.result).get_shape()[1]
+    if covered != _tile_type(value).get_shape()[1]:
+        return None
+    return first
+
+
 @dataclass
 class _RowTemplate:
     """How the first matmul computes the x^T panel of one row tile of m rows: the row tile (its ops, the row
@@ -417,9 +449,9 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             chunk = product.moving.owner
             if panel is None or not isinstance(chunk, tile.ExtractOp):
                 return None
-            if not isinstance(chunk.source.owner, tile.LoadOp):
+            chunk_load = _whole_load(chunk.source)
+            if chunk_load is None:
                 return None
-            chunk_load = chunk.source.owner
             if chunk_load.dims is None or tuple(chunk_load.dims.get_values()) != (1, 0, 2):
                 return None
             layout = _layout(chunk_load.source)

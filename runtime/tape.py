@@ -318,6 +318,13 @@ def _prepare_nc_matmul(
     return functools.partial(np.matmul, lhs, rhs, out=rows)
 
 
+@functools.cache
+def _identity_bytes(size: int, count: int) -> bytes:
+    """The bytes of `count` fp32 identities of `size`: one shared object per shape, as a program holds thousands
+    of transpose steps and each would otherwise keep a copy of its own."""
+    return np.ascontiguousarray(semantics.identity_matrix(size), dtype=F32).tobytes() * count
+
+
 def _prepare_transpose(
     ops: Mapping[str, np.ndarray],
     attrs: Mapping[str, Any],
@@ -341,7 +348,7 @@ def _prepare_transpose(
         probe = stationary2[(0,) * nl]
     elif nl:
         count = int(np.prod(stationary2.shape[:nl]))
-    eye_bytes = np.ascontiguousarray(eye, dtype=F32).tobytes() * count
+    eye_bytes = _identity_bytes(rows, count)
     shape = dst.shape
     function = functools.partial(semantics.nc_matmul, ops, attrs, engine, target, nl)
     transposed = np.swapaxes(moving2, -1, -2)

@@ -596,6 +596,8 @@ class _Kernel:
         split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
         whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), element_type_of(self.rhs)))).result
         piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(element_type_of(self.rhs))))
+        if k_tiles <= piece:  # one piece: the load is the whole
+            return load(em, split, [*batch, 0, 0, 0], (b.k_tile, k_tiles, n), dims=(rank - 1, rank - 2, rank))
         for t0, tiles in _split(k_tiles, piece):
             rows = load(em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), dims=(rank - 1, rank - 2, rank))
             whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(0)])).result

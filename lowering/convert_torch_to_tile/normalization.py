@@ -352,7 +352,10 @@ def _layer_norm_on_chip(
             broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
             params[p].append(load(em, broadcast, [0, 0], (p, length)))
 
-    if len(row_dims) == 1 and _layer_norm_row_groups(
+    # Row groups only for a layer norm that returns its statistics (training): without them, the nest of one row
+    # tile per trip below is the form tile-fuse-matmul-prologues and tile-fuse-matmul-chains compute inside a
+    # matmul's panel, and those passes do not read row groups.
+    if len(row_dims) == 1 and any(wanted) and _layer_norm_row_groups(
         em, plan, x_view, out_view, stat_views, params, out_type, wanted, eps, weight, bias
     ):
         return

@@ -9,7 +9,7 @@
 // PSUM tile holds 128 hidden features of every row; one activation adds b1 per partition and applies the GELU
 // as it evacuates the tile into the second matmul's stationary panel. Every case computes what the unfused ops
 // compute.
-// SEMANTICS-COUNT-6: all outputs match
+// SEMANTICS-COUNT-7: all outputs match
 // CHECK-LABEL: func.func @main(%x: memref<130x128xbf16
 // CHECK-NOT:   memref.alloc() : memref<130x256xbf16
 // CHECK:       %[[W1:.*]] = tile.view %w1 : memref<128x256xbf16, #mem<hbm>> to memref<1x128x256xbf16, #mem<hbm>>
@@ -54,6 +54,22 @@ func.func @main(%x: tensor<130x128xbf16>, %w1: tensor<128x256xbf16>, %b1: tensor
 func.func @main(%x: tensor<1100x128xf32>, %g: tensor<128xf32>, %b: tensor<128xf32>, %w1: tensor<128x256xf32>, %b1: tensor<256xf32>, %w2: tensor<256x70xf32>, %b2: tensor<70xf32>) -> tensor<1100x70xf32> {
   %0, %1, %2 = torch.aten.native_layer_norm %x, %g, %b {normalized_shape = array<i64: 128>, eps = 1.000000e-05 : f64} : (tensor<1100x128xf32>, tensor<128xf32>, tensor<128xf32>) -> (tensor<1100x128xf32>, tensor<1100x1xf32>, tensor<1100x1xf32>)
   %h = torch.aten.addmm %b1, %0, %w1 : (tensor<256xf32>, tensor<1100x128xf32>, tensor<128x256xf32>) -> tensor<1100x256xf32>
+  %a = torch.aten.tanh %h : (tensor<1100x256xf32>) -> tensor<1100x256xf32>
+  %r = torch.aten.addmm %b2, %a, %w2 : (tensor<70xf32>, tensor<1100x256xf32>, tensor<256x70xf32>) -> tensor<1100x70xf32>
+  func.return %r : tensor<1100x70xf32>
+}
+
+// -----
+
+// Over more rows than one block row, the first matmul keeps W1 whole on chip, loaded in pieces of a few K tiles
+// (here two, 8 and 2 of its 10) into one tile: the chain reads W1's view through the pieces.
+// CHECK-LABEL: func.func @main(%x: memref<1100x1280xf32
+// CHECK-NOT:   memref.alloc() : memref<1100x256xf32
+// CHECK:       tile.unary {{.*}} bias {{.*}} {fn = "tanh"} : (!tile.tile<128x128xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x128xf32, sbuf>
+// CHECK-NOT:   memref.alloc() : memref<1100x256xf32
+// CHECK:       func.return
+func.func @main(%x: tensor<1100x1280xf32>, %w1: tensor<1280x256xf32>, %b1: tensor<256xf32>, %w2: tensor<256x70xf32>, %b2: tensor<70xf32>) -> tensor<1100x70xf32> {
+  %h = torch.aten.addmm %b1, %x, %w1 : (tensor<256xf32>, tensor<1100x1280xf32>, tensor<1280x256xf32>) -> tensor<1100x256xf32>
   %a = torch.aten.tanh %h : (tensor<1100x256xf32>) -> tensor<1100x256xf32>
   %r = torch.aten.addmm %b2, %a, %w2 : (tensor<70xf32>, tensor<1100x256xf32>, tensor<256x70xf32>) -> tensor<1100x70xf32>
   func.return %r : tensor<1100x70xf32>
