@@ -72,16 +72,18 @@ class AccessSite:
     _sorted: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _runs: tuple[np.ndarray, int] | None = field(default=None, init=False, repr=False, compare=False)
 
+    def _starts(self, pattern: tuple[tuple[int, int], ...]) -> np.ndarray:
+        """Sorted start bytes of the positions `pattern` (a prefix of the site's, or all of it) walks from base."""
+        offsets = np.zeros(1, dtype=np.int64)
+        for step, num in pattern:
+            offsets = (offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
+        return np.sort(offsets + self.base)
+
     def byte_offsets(self, shift: int) -> np.ndarray:
         """Sorted start bytes of every element of the access (within one partition)."""
         found = self._sorted
         if found is None:
-            offsets = np.zeros(1, dtype=np.int64)
-            for step, num in self.pattern:
-                offsets = (
-                    offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
-                ).reshape(-1)
-            found = np.sort(offsets + self.base)
+            found = self._starts(self.pattern)
             if found.size <= _CACHED_OFFSETS:  # kept with the (static) site: loops ask again and again
                 self._sorted = found
         return found + shift
@@ -96,12 +98,7 @@ class AccessSite:
             if pattern and pattern[-1][0] == 1:
                 length = pattern[-1][1] * self.itemsize
                 pattern = pattern[:-1]
-            offsets = np.zeros(1, dtype=np.int64)
-            for step, num in pattern:
-                offsets = (
-                    offsets[:, None] + step * self.itemsize * np.arange(num, dtype=np.int64)[None, :]
-                ).reshape(-1)
-            found = (np.sort(offsets + self.base), length)
+            found = (self._starts(pattern), length)
             if found[0].size <= _CACHED_OFFSETS:
                 self._runs = found
         return found[0] + shift, found[1]
