@@ -14,6 +14,8 @@ partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
   v3+ the hardware's performance modes divide that for all-16-bit operands: 4x for tensor_copy/tensor_scalar in
   SBUF with contiguous rows, 2x otherwise (tensor_tensor only for bf16 in SBUF) [nki-arch-trn2]. tensor_reduce of
   bf16 with add/max streams at N/2 [nki-isa-2.26].
+  scalar_tensor_tensor has its own rule: 2N, or N when src and in1 are bf16, op0 is subtract, op1 multiply and N
+  is even [nki-isa-2.26].
 * ScalarE: `max(64, N)`, plus 64 when the activation also reduces into `accumulate_dst` [nki-isa-2.26]; v4 runs
   16-bit tensor_scalar/tensor_copy 2x [nki-arch-trn3].
 * GpSimdE: `150 + N` (the iota/affine_select rule of [nki-isa-2.26], the only published GpSimd numbers); a
@@ -175,6 +177,7 @@ _STREAMED_READS: dict[str, tuple[str, ...]] = {
     "activation": ("src",),
     "tensor_tensor": ("in0", "in1"),
     "tensor_scalar": ("src",),
+    "scalar_tensor_tensor": ("src", "in1"),
     "tensor_reduce": ("src",),
     "tensor_copy": ("src",),
     "select": ("predicate", "on_true", "on_false"),
@@ -183,6 +186,17 @@ _STREAMED_READS: dict[str, tuple[str, ...]] = {
     "affine_select": ("on_true",),
     "gpsimd_kernel": ("in0",),
 }
+
+
+def _scalar_tensor_tensor_speedup(
+    ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], n: int, target: Target
+) -> int:
+    """scalar_tensor_tensor's own published rule: 2N, or N for a bf16 (x - s) * y over an even N. It has no
+    other 16-bit performance mode [nki-isa-2.26]."""
+    bf16 = ops["src"].dtype == "bf16" and ops["in1"].dtype == "bf16"
+    if bf16 and n % 2 == 0 and attrs.get("op0") == "subtract" and attrs.get("op1") == "multiply":
+        return target.vector_subtract_multiply_bf16_speedup
+    return 1
 
 
 def compute_cycles(
@@ -214,6 +228,8 @@ def compute_cycles(
         return cycles
     # VectorE
     streams = n * max(1, len(streamed))
+    if opcode == "scalar_tensor_tensor":
+        return max(float(target.vector_min_cycles), streams / _scalar_tensor_tensor_speedup(ops, attrs, n, target))
     speedup = 1
     if _all_16bit(involved):
         in_sbuf = all(shape.memory is Memory.SBUF for shape in involved)

@@ -147,6 +147,9 @@ class Target:
     vector_16bit_copy_speedup: int = 1
     vector_16bit_speedup: int = 1
     vector_reduce_16bit_speedup: int = 2  # tensor_reduce N/2 cycles for bf16 add/max [nki-isa-2.26]
+    # scalar_tensor_tensor streams src and in1 in 2N cycles, N when both are bf16, op0 is subtract, op1 multiply
+    # and N is even [nki-isa-2.26]
+    vector_subtract_multiply_bf16_speedup: int = 2
     scalar_16bit_speedup: int = 1  # v4 ScalarE: tensor_scalar/tensor_copy up to 2x for 16-bit [nki-arch-trn3]
     # is_transpose is a bit-exact pass-through from v3 on; on v2 it goes through the array arithmetic, so NaN/Inf
     # spread and the output is fp32 [nki-arch-trn2].

@@ -471,6 +471,14 @@ def _tensor_scalar_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         raise RuleError("given without op1", "operand1")
 
 
+def _scalar_tensor_tensor_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
+    _same_elements(ops["dst"], ops["src"])
+    _same_elements(ops["dst"], ops["in1"])
+    _column(ops, "operand0", ops["dst"].partitions)
+    if ops["src"].memory is Memory.PSUM and ops["in1"].memory is Memory.PSUM:
+        raise RuleError("src and in1 cannot both be in PSUM")
+
+
 def _tensor_reduce_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     src, dst = ops["src"], ops["dst"]
     axes = attrs["axes"]
@@ -689,6 +697,27 @@ OPCODES: dict[str, OpcodeSpec] = {
             doc="dst = (src <op0> s0) <op1> s1, where s0 is the [P, 1] operand `operand0` broadcast along the "
             "free axes if given, else the immediate `scalar0` (same for s1). `reverseN` swaps the operands "
             "of opN (s <op> x). op1 = None skips the second step.",
+        ),
+        OpcodeSpec(
+            "scalar_tensor_tensor",
+            _VEC,
+            reads=("src", "in1"),
+            writes=("dst",),
+            optional_reads=("operand0",),
+            attr_specs={
+                "op0": Attr("alu"),
+                "scalar0": Attr("number", 0.0),
+                "reverse0": Attr("bool", False),
+                "op1": Attr("alu"),
+                "reverse1": Attr("bool", False),
+            },
+            check=_scalar_tensor_tensor_rules,
+            semantics=semantics.scalar_tensor_tensor,
+            doc="dst = (src <op0> s0) <op1> in1, where s0 is the [P, 1] operand `operand0` broadcast along the "
+            "free axes if given, else the immediate `scalar0`, and in1 pairs with src element by element. "
+            "`reverse0` computes s0 <op0> src, `reverse1` in1 <op1> (...). The intermediate stays fp32 inside "
+            "the engine: the result is that of a tensor_scalar into an fp32 tile followed by a tensor_tensor. "
+            "src and in1 are not both in PSUM [nki-isa-2.26].",
         ),
         OpcodeSpec(
             "tensor_reduce",

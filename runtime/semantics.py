@@ -300,6 +300,19 @@ def tensor_scalar(ops: Operands, attrs: Attrs, engine: Engine, target: Target, n
     store(dst, values)
 
 
+def scalar_tensor_tensor(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
+    """dst = (src <op0> s0) <op1> in1 in fp32, rounded once to dst's type (see isa.py)."""
+    src, in1, dst, vector = ops["src"], ops["in1"], ops["dst"], ops.get("operand0")
+    scalar: Any = alu.to_f32(_rows(vector, nl)) if vector is not None else attrs.get("scalar0", 0.0)
+    values: Any = _rows(src, nl)
+    a, b = (scalar, values) if attrs.get("reverse0") else (values, scalar)
+    values = alu.binary(attrs["op0"], a, b, False)
+    a, b = (_rows(in1, nl), values) if attrs.get("reverse1") else (values, _rows(in1, nl))
+    if binary_into(dst, attrs["op1"], a, b, False, nl):
+        return
+    store(dst, alu.binary(attrs["op1"], a, b, False))
+
+
 def tensor_reduce(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
     src, dst = ops["src"], ops["dst"]
     axes = int(attrs.get("axes", 1))

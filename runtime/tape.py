@@ -253,6 +253,33 @@ def _prepare_tensor_scalar(
     return step
 
 
+def _prepare_scalar_tensor_tensor(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
+) -> Step | None:
+    # semantics.scalar_tensor_tensor when its second operator goes through binary_into: both steps fp32 ufuncs
+    # on fp32 operands, the first into a scratch array of the step's own (the semantics function's fresh one)
+    src, in1, dst, vector = ops["src"], ops["in1"], ops["dst"], ops.get("operand0")
+    first_ufunc, ufunc = semantics._FLOAT_UFUNCS.get(attrs["op0"]), semantics._FLOAT_UFUNCS.get(attrs["op1"])
+    values, other = _f32_rows(src, nl), _f32_rows(in1, nl)
+    if first_ufunc is None or ufunc is None or values is None or other is None:
+        return None
+    scalar = _f32_rows(vector, nl) if vector is not None else alu.to_f32(attrs.get("scalar0", 0.0))
+    if scalar is None:
+        return None
+    a, b = (scalar, values) if attrs.get("reverse0") else (values, scalar)
+    scratch = np.empty(np.broadcast_shapes(a.shape, b.shape), F32)
+    lhs, rhs = (other, scratch) if attrs.get("reverse1") else (scratch, other)
+    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
+    if rows is None:
+        return None
+
+    def step() -> None:
+        first_ufunc(a, b, out=scratch)
+        ufunc(lhs, rhs, out=rows)
+
+    return step
+
+
 def _prepare_activation(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
@@ -418,6 +445,7 @@ _PREPARERS: dict[str, Callable[..., Step | None]] = {
     "tensor_copy": _prepare_tensor_copy,
     "tensor_tensor": _prepare_tensor_tensor,
     "tensor_scalar": _prepare_tensor_scalar,
+    "scalar_tensor_tensor": _prepare_scalar_tensor_tensor,
     "activation": _prepare_activation,
     "nc_matmul": _prepare_nc_matmul,
     "memset": _prepare_memset,

@@ -29,6 +29,7 @@ _PALETTE: dict[str, str] = {
     "activation": "#ff7f0e",
     "tensor_tensor": "#2ca02c",
     "tensor_scalar": "#98df8a",
+    "scalar_tensor_tensor": "#addd8e",
     "tensor_reduce": "#d62728",
     "tensor_copy": "#9467bd",
     "select": "#8c564b",

@@ -813,6 +813,42 @@ class TensorScalarOp(InstructionOp):
     reverse1 = opt_prop_def(IntegerAttr)
 
 @irdl_op_definition
+class ScalarTensorTensorOp(InstructionOp):
+    """`dst = (src <op0> s0) <op1> in1` on VectorE: a tensor_scalar step, then a tensor_tensor step, in one pass.
+
+    s0 is the [P, 1] operand `operand0` broadcast along the free axes when given, else the immediate `scalar0`;
+    in1 has src's shape, and src and in1 are not both in PSUM. `reverse0` computes `s0 <op0> src`, `reverse1`
+    `in1 <op1> (...)`. The intermediate stays fp32 inside the engine.
+
+    ```mlir
+    neuron.scalar_tensor_tensor vector dst %d[0:128, 0, [[1, 512]]], src %y[...], in1 %dy[...],
+        operand0 %s[0:128, 0, [[1, 1]]] {op0 = "subtract", op1 = "multiply"} : ...
+    ```
+    """
+
+    name = "neuron.scalar_tensor_tensor"
+    OPCODE: ClassVar[str] = "scalar_tensor_tensor"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    in1 = operand_def(MemRefType)
+    in1_offset = opt_operand_def(IndexType)
+    operand0 = opt_operand_def(MemRefType)
+    operand0_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+    in1_ap = prop_def(AccessPatternAttr)
+    operand0_ap = opt_prop_def(AccessPatternAttr)
+    op0 = prop_def(StringAttr)
+    scalar0 = opt_prop_def(FloatAttr)
+    reverse0 = opt_prop_def(IntegerAttr)
+    op1 = prop_def(StringAttr)
+    reverse1 = opt_prop_def(IntegerAttr)
+
+
+@irdl_op_definition
 class TensorReduceOp(InstructionOp):
     """Reduce the `axes` innermost free axes of src with `op` (never across partitions; VectorE).
 
@@ -1014,6 +1050,7 @@ INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     ActivationOp,
     TensorTensorOp,
     TensorScalarOp,
+    ScalarTensorTensorOp,
     TensorReduceOp,
     TensorCopyOp,
     SelectOp,

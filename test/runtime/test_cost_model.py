@@ -102,6 +102,28 @@ def test_vector_16bit_performance_modes(target, copy_speedup, other_speedup):
     assert single_instruction_ns(b, inst) == pytest.approx(2048 / other_speedup / clock)
 
 
+def scalar_tensor_tensor_ns(target: str, dtypes: tuple[str, str], free: int, op0: str, op1: str) -> float:
+    b = ProgramBuilder(target)
+    src, in1 = b.sbuf("x", (128, free), dtypes[0]), b.sbuf("y", (128, free), dtypes[1])
+    column, dst = b.sbuf("s", (128, 1), "f32"), b.sbuf("d", (128, free), dtypes[0])
+    accesses = {"dst": b.ap(dst), "src": b.ap(src), "in1": b.ap(in1), "operand0": b.ap(column)}
+    inst = b.inst("scalar_tensor_tensor", "vector", accesses, {"op0": op0, "op1": op1})
+    return single_instruction_ns(b, inst)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_scalar_tensor_tensor_2n_or_n_for_bf16_subtract_multiply(target):
+    clock = TARGETS[target].clock_ghz[Engine.VECTOR]
+    bf16 = ("bf16", "bf16")
+    # (x - s) * y over bf16 and an even N streams at N; everything else at 2N, with no other 16-bit mode
+    assert scalar_tensor_tensor_ns(target, bf16, 768, "subtract", "multiply") == pytest.approx(768 / clock)
+    assert scalar_tensor_tensor_ns(target, bf16, 767, "subtract", "multiply") == pytest.approx(2 * 767 / clock)
+    assert scalar_tensor_tensor_ns(target, bf16, 768, "multiply", "add") == pytest.approx(2 * 768 / clock)
+    mixed = ("bf16", "f32")
+    assert scalar_tensor_tensor_ns(target, mixed, 768, "subtract", "multiply") == pytest.approx(2 * 768 / clock)
+    assert scalar_tensor_tensor_ns(target, ("f32", "f32"), 20, "add", "add") == pytest.approx(64 / clock)
+
+
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
 @pytest.mark.parametrize("free", [7, 512])
 def test_scalar_engine_max_64_n(target, free):

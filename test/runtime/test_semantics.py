@@ -257,6 +257,48 @@ def test_tensor_scalar_per_partition_operands(kernel, engine):
     np.testing.assert_array_equal(out, expected)
 
 
+# ---- scalar_tensor_tensor ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOAT_DTYPES))
+@pytest.mark.parametrize(
+    ("attrs", "column"),
+    [
+        ({"op0": "subtract", "op1": "multiply"}, True),
+        ({"op0": "multiply", "scalar0": -0.75, "op1": "add", "reverse1": True}, False),
+        ({"op0": "subtract", "reverse0": True, "op1": "subtract", "reverse1": True}, True),
+        ({"op0": "max", "scalar0": 0.0, "op1": "is_gt"}, False),
+    ],
+)
+def test_scalar_tensor_tensor_is_tensor_scalar_then_tensor_tensor(kernel, dtype, attrs, column):
+    # the intermediate stays fp32 in the engine: the two-instruction form through an fp32 tile, bit for bit
+    rng = np.random.default_rng(11)
+    np_dtype = FLOAT_DTYPES[dtype]
+    x, y = rand((128, 3, 171), np_dtype, rng), rand((128, 513), np_dtype, rng)
+    scalar_step = {"src": x, **({"operand0": rand((128, 1), np.float32, rng)} if column else {})}
+    scalar_attrs = {name: attrs[name] for name in ("op0", "scalar0", "reverse0") if name in attrs}
+    operands = {**scalar_step, "in1": y}
+    out = kernel("scalar_tensor_tensor", "vector", operands, {"dst": (y.shape, dtype)}, attrs)["dst"]
+    intermediate = kernel("tensor_scalar", "vector", scalar_step, {"dst": (x.shape, "f32")}, scalar_attrs)["dst"]
+    pair = {"in0": y, "in1": intermediate.reshape(y.shape)} if attrs.get("reverse1") else {
+        "in0": intermediate.reshape(y.shape), "in1": y}  # fmt: skip
+    expected = kernel("tensor_tensor", "vector", pair, {"dst": (y.shape, dtype)}, {"op": attrs["op1"]})["dst"]
+    np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
+
+
+def test_scalar_tensor_tensor_values(kernel):
+    rng = np.random.default_rng(12)
+    dy, y, s = rand((64, 40), np.float32, rng), rand((64, 40), np.float32, rng), rand((64, 1), np.float32, rng)
+    out = kernel(
+        "scalar_tensor_tensor",
+        "vector",
+        {"src": dy, "in1": y, "operand0": s},
+        {"dst": (dy.shape, "f32")},
+        {"op0": "subtract", "op1": "multiply"},
+    )["dst"]
+    np.testing.assert_array_equal(out, (dy - s) * y)
+
+
 def test_tensor_scalar_integer_on_gpsimd(kernel):
     x = np.arange(-5, 11, dtype=np.int32).reshape(2, 8)
     out = kernel(
@@ -764,6 +806,11 @@ def _lane_cases():
         "op0": "is_ge", "scalar0": 0.5, "op1": "add", "reverse1": True}
     yield "tensor_scalar", "gpsimd", {"src": ((16, 24), i32), "dst": ((16, 24), i32)}, {
         "op0": "left_shift", "scalar0": 3.0}
+    triple = {"src": ((16, 24), f32), "in1": ((16, 4, 6), f32), "dst": ((16, 24), f32)}
+    yield "scalar_tensor_tensor", "vector", {**triple, "operand0": ((16, 1), f32)}, {
+        "op0": "subtract", "op1": "multiply"}
+    yield "scalar_tensor_tensor", "vector", {**triple, "in1": ((16, 24), bf16), "dst": ((16, 24), bf16)}, {
+        "op0": "multiply", "scalar0": -0.5, "reverse0": True, "op1": "add", "reverse1": True}
     yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), f32)}, {"op": "add"}
     yield "tensor_reduce", "vector", {"src": ((16, 4, 6), bf16), "dst": ((16, 1), f32)}, {"op": "max", "axes": 2}
     yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), bf16)}, {"op": "abs_max", "negate": True}

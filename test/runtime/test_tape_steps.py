@@ -47,6 +47,15 @@ def _cases():
     yield "tensor_scalar", "vector", {**tile, "dst": ((16, 24), BF16)}, {"op0": "add", "scalar0": 1.0}, False
     yield "tensor_scalar", "gpsimd", {"src": ((16, 24), I32), "dst": ((16, 24), I32)}, {
         "op0": "add", "scalar0": 3.0}, False  # fmt: skip
+    triple = {**tile, "in1": ((16, 24), F32)}
+    yield "scalar_tensor_tensor", "vector", {**triple, "operand0": column}, {"op0": "subtract", "op1": "multiply"}, True
+    yield "scalar_tensor_tensor", "vector", triple, {
+        "op0": "multiply", "scalar0": -0.5, "reverse0": True, "op1": "max", "reverse1": True}, True  # fmt: skip
+    yield "scalar_tensor_tensor", "vector", triple, {"op0": "add", "scalar0": 1.0, "op1": "is_ge"}, False
+    yield "scalar_tensor_tensor", "vector", {**triple, "in1": ((16, 24), BF16)}, {"op0": "add", "op1": "add"}, False
+    # rows of 4 x 6 with a gap after each 6: not one row per partition without a copy
+    yield "scalar_tensor_tensor", "vector", {**triple, "in1": ((16, 4, 6), F32)}, {"op0": "add", "op1": "add"}, False
+    yield "scalar_tensor_tensor", "vector", {**triple, "dst": ((16, 24), BF16)}, {"op0": "add", "op1": "add"}, False
     yield "activation", "scalar", {**tile, "bias": column}, {"func": "exp"}, True
     yield "activation", "scalar", tile, {"func": "tanh", "scale": 0.5, "bias_value": 1.0}, True
     yield "activation", "scalar", {**tile, "scale_vector": column}, {"func": "square"}, True

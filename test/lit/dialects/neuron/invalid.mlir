@@ -516,6 +516,73 @@ func.func @tensor_scalar_operand1_without_op1() {
 
 // -----
 
+// ---- scalar_tensor_tensor -------------------------------------------------------------------------------------
+
+func.func @scalar_tensor_tensor_on_gpsimd() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor gpsimd dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], in1 %a[0:128, 0, [[1, 37]]] {op0 = "add", op1 = "multiply"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: cannot run on the gpsimd engine (allowed: vector)
+
+// -----
+
+func.func @scalar_tensor_tensor_without_op1() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], in1 %a[0:128, 0, [[1, 37]]] {op0 = "add"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: property 'op1' expected in operation 'neuron.scalar_tensor_tensor'
+
+// -----
+
+func.func @scalar_tensor_tensor_unknown_operator() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], in1 %a[0:128, 0, [[1, 37]]] {op0 = "add", op1 = "divide"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: attribute 'op1': unknown ALU operator 'divide'
+
+// -----
+
+func.func @scalar_tensor_tensor_src_shape() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 36]]], in1 %a[0:128, 0, [[1, 37]]] {op0 = "add", op1 = "multiply"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: dst is [128, 37] but src is [128, 36] (partitions, elements per partition)
+
+// -----
+
+func.func @scalar_tensor_tensor_in1_shape() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], in1 %a[0:64, 0, [[1, 37]]] {op0 = "add", op1 = "multiply"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: dst is [128, 37] but in1 is [64, 37] (partitions, elements per partition)
+
+// -----
+
+func.func @scalar_tensor_tensor_column_operand() {
+  %a = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  %c = neuron.alloc : memref<128x2xf32, #mem<sbuf>>
+  neuron.scalar_tensor_tensor vector dst %a[0:128, 0, [[1, 37]]], src %a[0:128, 0, [[1, 37]]], in1 %a[0:128, 0, [[1, 37]]], operand0 %c[0:128, 0, [[1, 2]]] {op0 = "add", op1 = "multiply"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<sbuf>>, memref<128x2xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: operand0: must be a per-partition column [128, 1], got [128, 2]
+
+// -----
+
+func.func @scalar_tensor_tensor_two_psum_inputs() {
+  %d = neuron.alloc : memref<128x37xf32, #mem<sbuf>>
+  %p = neuron.alloc : memref<128x37xf32, #mem<psum>>
+  neuron.scalar_tensor_tensor vector dst %d[0:128, 0, [[1, 37]]], src %p[0:128, 0, [[1, 37]]], in1 %p[0:128, 0, [[1, 37]]] {op0 = "add", op1 = "multiply"} : memref<128x37xf32, #mem<sbuf>>, memref<128x37xf32, #mem<psum>>, memref<128x37xf32, #mem<psum>>
+  func.return
+}
+// CHECK: neuron.scalar_tensor_tensor: src and in1 cannot both be in PSUM
+
+// -----
+
 // ---- tensor_reduce --------------------------------------------------------------------------------------------
 
 func.func @tensor_reduce_unknown_reduction() {

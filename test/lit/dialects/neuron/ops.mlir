@@ -161,6 +161,30 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // CHECK-LABEL: func.func @scalar_tensor_tensor_operand0
+  func.func @scalar_tensor_tensor_operand0() {
+    // CHECK: %[[D:.*]] = neuron.alloc
+    %d = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    // CHECK: %[[Y:.*]] = neuron.alloc
+    %y = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    // CHECK: %[[G:.*]] = neuron.alloc
+    %g = neuron.alloc : memref<128x512xf32, #mem<psum>>
+    // CHECK: %[[S:.*]] = neuron.alloc
+    %s = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    // CHECK: neuron.scalar_tensor_tensor vector dst %[[D]][0:128, 0, [[1, 512]]], src %[[G]][0:128, 0, [[1, 512]]], in1 %[[Y]][0:128, 0, [[1, 512]]], operand0 %[[S]][0:128, 0, [[1, 1]]] {op0 = "subtract", op1 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.scalar_tensor_tensor vector dst %d[0:128, 0, [[1, 512]]], src %g[0:128, 0, [[1, 512]]], in1 %y[0:128, 0, [[1, 512]]], operand0 %s[0:128, 0, [[1, 1]]] {op0 = "subtract", op1 = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<psum>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    func.return
+  }
+
+  // CHECK-LABEL: func.func @scalar_tensor_tensor_immediate_reversed
+  func.func @scalar_tensor_tensor_immediate_reversed() {
+    // CHECK: %[[A:.*]] = neuron.alloc
+    %a = neuron.alloc : memref<37x2x64xf32, #mem<sbuf>>
+    // CHECK: neuron.scalar_tensor_tensor vector dst %[[A]][0:37, 0, [[64, 2], [1, 64]]], src %[[A]][0:37, 0, [[1, 128]]], in1 %[[A]][0:37, 0, [[64, 2], [1, 64]]] {op0 = "multiply", scalar0 = -5.000000e-01 : f64, reverse0 = true, op1 = "add", reverse1 = true} : memref<37x2x64xf32, #mem<sbuf>>, memref<37x2x64xf32, #mem<sbuf>>, memref<37x2x64xf32, #mem<sbuf>>
+    neuron.scalar_tensor_tensor vector dst %a[0:37, 0, [[64, 2], [1, 64]]], src %a[0:37, 0, [[1, 128]]], in1 %a[0:37, 0, [[64, 2], [1, 64]]] {op0 = "multiply", scalar0 = -0.5 : f64, reverse0 = true, op1 = "add", reverse1 = true} : memref<37x2x64xf32, #mem<sbuf>>, memref<37x2x64xf32, #mem<sbuf>>, memref<37x2x64xf32, #mem<sbuf>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @tensor_scalar_immediates
   func.func @tensor_scalar_immediates() {
     // CHECK: %[[Y:.*]] = neuron.alloc
