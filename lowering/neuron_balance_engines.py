@@ -14,6 +14,13 @@ opcode, properties, buffer types and location, as unrolling makes them) go to on
 in parallel, so a body that needed the sum of its instructions on VectorE now needs about the largest engine's
 share. Integer work stays where it is (GpSimdE's lanes are exact; VectorE rounds through fp32), and so does `power`.
 
+After the assignment, a `tensor_tensor` left on VectorE whose input is an fp32 tile that a one-step float
+`tensor_scalar` (on any engine) alone wrote becomes one `scalar_tensor_tensor` computing both: VectorE streams
+the same 2N (or N) instead of 2N, the tensor_scalar's engine is freed, and the chain loses a step. The engine
+keeps the intermediate in fp32, what the fp32 tile held, so the results are the same bits. A `tensor_copy` that
+alone then moves the result into a window of another buffer is folded in as neuron-fuse-instructions does.
+Pairs the assignment spread over other engines stay apart: there they can cost less than the one VectorE pass.
+
 PSUM evacuations (a `tensor_copy` of a PSUM tile into an SBUF buffer of its own: how the tile level hands a
 matmul's accumulators over, one engine-neutral copy each) depend on where the function's time goes. When TensorE
 is the function's busiest engine (by the cost model, every instruction counted once per trip of its loops), a
@@ -38,6 +45,7 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import EngineAttr, InstructionOp, element_type_name
+from neuron_mlir.lowering.neuron_fuse_instructions import forward_into_copy_reader, fuse_scalar_tensor_tensor
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Memory, Target
 
@@ -182,6 +190,15 @@ def _balance(block: Block, target: Target, spread_evacuations: bool) -> None:
                 op.properties["engine"] = EngineAttr(best)
 
 
+def _merge_scalar_tensor_pairs(block: Block) -> None:
+    """Each VectorE tensor_tensor fed by a tensor_scalar alone becomes one scalar_tensor_tensor (module docstring)."""
+    for op in list(block.ops):
+        if isinstance(op, neuron.TensorTensorOp) and op.parent is not None and op.engine_kind is Engine.VECTOR:
+            fused = fuse_scalar_tensor_tensor(op)
+            if fused is not None:
+                forward_into_copy_reader(fused)
+
+
 def _trips(loop: scf.ForOp) -> int:
     """A loop's trip count when its bounds are constants, else 1."""
     bounds = [value.owner for value in (loop.lb, loop.ub, loop.step)]
@@ -227,3 +244,4 @@ class NeuronBalanceEnginesPass(ModulePass):
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
                 _balance(block, target, spread_evacuations)
+                _merge_scalar_tensor_pairs(block)

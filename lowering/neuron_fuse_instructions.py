@@ -16,12 +16,12 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   round once, exactly what the fp32 intermediate held. With 16-bit source and destination the pair becomes one
   pass in VectorE's 16-bit performance mode.
 
-* `tensor_scalar`, `tensor_tensor` or `activation` writing a whole buffer that nothing but one `tensor_copy`
-  then reads, all of it, into a window of another float buffer (an insert into a larger tile, such as an
-  evacuation of PSUM that applies a per-partition affine before landing in a stationary panel, or a row computed
-  into its row group's tile): the first instruction writes the window itself. It computes in fp32 and rounds
-  once to the window's type, as the copy did from the intermediate (which, fp32 or the same type as the window,
-  held the value the copy rounded).
+* `tensor_scalar`, `tensor_tensor`, `scalar_tensor_tensor` or `activation` writing a whole buffer that nothing
+  but one `tensor_copy` then reads, all of it, into a window of another float buffer (an insert into a larger
+  tile, such as an evacuation of PSUM that applies a per-partition affine before landing in a stationary panel,
+  or a row computed into its row group's tile): the first instruction writes the window itself. It computes in
+  fp32 and rounds once to the window's type, as the copy did from the intermediate (which, fp32 or the same type
+  as the window, held the value the copy rounded).
 
 A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
 `neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
@@ -39,9 +39,10 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.lowering.convert_tile_to_neuron import full_access
-from neuron_mlir.runtime.hardware import Engine
+from neuron_mlir.runtime.hardware import Engine, Memory
 
 Access = tuple[SSAValue, neuron.AccessPatternAttr, SSAValue | None]
 
@@ -219,6 +220,8 @@ def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
 
 
 _FLOAT_ENGINES = (Engine.VECTOR, Engine.SCALAR)
+# Operators VectorE computes on fp32 (not the bit-vector ones, on integers, nor power, which GpSimdE runs)
+_FLOAT_ALU_OPS = frozenset({"add", "subtract", "multiply", "max", "min", "abs_max", "abs_min"})
 
 
 def _float_only(op: InstructionOp) -> bool:
@@ -267,6 +270,76 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     return True
 
 
+def fuse_scalar_tensor_tensor(second: neuron.TensorTensorOp) -> neuron.ScalarTensorTensorOp | None:
+    """tensor_scalar -> t (fp32, one step, read only by the second); tensor_tensor of t and u on VectorE  ==>
+    scalar_tensor_tensor (t's step, then the tensor_tensor's operator with u), returned (None: not merged).
+
+    Not part of this pass: whether the merge pays depends on where the engine balancing puts the pair (a
+    tensor_tensor on GpSimdE and a tensor_scalar on ScalarE may cost less than one VectorE pass), so
+    neuron-balance-engines merges the pairs it leaves on VectorE."""
+    if second.engine_kind is not Engine.VECTOR or not _float_only(second):
+        return None
+    source, other = second.access("in0"), second.access("in1")
+    reverse = False
+    first = _scalar_step_writing(second, source)
+    if first is None:
+        source, other, reverse = other, source, True
+        first = _scalar_step_writing(second, source)
+    if first is None or source is None or other is None or other[0] is source[0]:
+        return None
+    src = first.access("src")
+    assert src is not None
+    if memory_of(src[0].type) is Memory.PSUM and memory_of(other[0].type) is Memory.PSUM:
+        return None
+    # the scalar step's reads move down to the second instruction: nothing in between may write them
+    block = second.parent_block()
+    assert block is not None
+    read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
+    if any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second)):
+        return None
+    accesses = {role: access for role, access in _accesses(first).items() if role in ("src", "operand0")}
+    accesses["in1"] = other
+    accesses["dst"] = second.access("dst")  # type: ignore[assignment]
+    properties = {
+        name: attr for name, attr in _properties(first).items() if name in ("op0", "scalar0", "reverse0")
+    }
+    properties["op1"] = StringAttr(second.op.data)
+    if reverse:
+        properties["reverse1"] = IntegerAttr(1, i1)
+    fused = neuron.ScalarTensorTensorOp.build_instruction(Engine.VECTOR, accesses, properties)
+    assert isinstance(fused, neuron.ScalarTensorTensorOp)
+    _replace(second, fused)
+    first.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+    first.erase()
+    _erase_if_unused(source[0])
+    return fused
+
+
+def forward_into_copy_reader(writer: InstructionOp) -> None:
+    """Apply the copy forwarding of this pass to the one `tensor_copy` that reads what `writer` wrote, if any."""
+    destination = writer.access("dst")
+    if destination is None:
+        return
+    readers = [use.operation for use in destination[0].uses if use.operation is not writer]
+    if len(readers) == 1 and isinstance(readers[0], neuron.TensorCopyOp):
+        _forward_into_copy(readers[0])
+
+
+def _scalar_step_writing(second: InstructionOp, source: Access | None) -> neuron.TensorScalarOp | None:
+    """The one-step float tensor_scalar that wrote all of `source`, an fp32 buffer only `second` reads after it."""
+    if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
+        return None
+    assert source is not None
+    first = _previous_writer(second, source[0])
+    if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None or not _float_only(first):
+        return None
+    if first.op0.data not in _FLOAT_ALU_OPS:
+        return None
+    if not _same(first.access("dst"), source) or _instruction_users(source[0]) != {first, second}:
+        return None
+    return first
+
+
 def _available_at(value: SSAValue | None, op: Operation) -> bool:
     """Whether an access's dynamic offset `value` is available at `op` (a block argument of a block enclosing
     it, or defined before it there); index arithmetic computing it later in `op`'s block from values available
@@ -303,7 +376,9 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
     if source[0] is target[0] or not (_is_f32(source[0]) or same_type):
         return False
     writer = _previous_writer(copy, source[0])
-    if not isinstance(writer, neuron.TensorScalarOp | neuron.TensorTensorOp | neuron.ActivationOp):
+    if not isinstance(
+        writer, neuron.TensorScalarOp | neuron.TensorTensorOp | neuron.ScalarTensorTensorOp | neuron.ActivationOp
+    ):
         return False
     if not _float_only(writer):
         return False
