@@ -111,6 +111,16 @@ def _tiles(n: int) -> int:
     return -(-n // PARTITION_TILE)
 
 
+def _evacuated(em: LoopNestBuilder, value: SSAValue, element_type: Attribute) -> SSAValue:
+    """A PSUM tile copied to SBUF in `element_type` by an exact multiply by 1 rather than a plain copy: a copy
+    into a window of a larger tile runs on the engine its destination was given (VectorE or ScalarE by turns, and
+    ScalarE, this kernel's busiest engine, takes twice VectorE's time for 16-bit data), while the multiply, which
+    neuron-fuse-instructions writes straight into the window, is placed by neuron-balance-engines against the
+    other VectorE and ScalarE work."""
+    shape = value.type.get_shape()  # type: ignore[attr-defined]
+    return em.insert(tile.BinaryScalarOp(value, "multiply", _sbuf(shape, element_type), scalar=1.0)).result
+
+
 def kernel_refusal(
     query: Sequence[int],
     key: Sequence[int],
@@ -336,6 +346,7 @@ class _AttentionBackward:
         result = em.insert(tile.EmptyOp(_sbuf((rows.width, count), self.element_type))).result
         for t in range(_tiles(count)):
             block = em.insert(tile.TransposeOp(rows.block(em, t, self.rows_in(count, t)))).result
+            block = _evacuated(em, block, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
@@ -453,6 +464,7 @@ class _AttentionBackward:
         result = em.insert(tile.EmptyOp(_sbuf((width, count), self.element_type))).result
         for r in range(blocks):
             block = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
+            block = _evacuated(em, block, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
         return result
 
@@ -539,7 +551,7 @@ class _AttentionBackward:
             blocks = []
             for j in range(_tiles(n)):
                 part = window(em, scores_grad, [j * PARTITION_TILE], (p, self.rows_in(self.keys, j)))
-                blocks.append(to_sbuf(em, em.insert(tile.TransposeOp(part)).result))
+                blocks.append(_evacuated(em, em.insert(tile.TransposeOp(part)).result, self.element_type))
             transposed.append(blocks)
         self.key_value_products(em, units, shapes, grad_scores, keys=True)
         for (head, i), (p, _, _), blocks in zip(units, shapes, transposed, strict=True):
