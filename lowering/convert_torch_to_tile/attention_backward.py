@@ -345,8 +345,8 @@ class _AttentionBackward:
         """[width, count]: the rows' transpose, one TensorE transpose per 128 rows."""
         result = em.insert(tile.EmptyOp(_sbuf((rows.width, count), self.element_type))).result
         for t in range(_tiles(count)):
-            block = em.insert(tile.TransposeOp(rows.block(em, t, self.rows_in(count, t)))).result
-            block = _evacuated(em, block, self.element_type)
+            block_t = em.insert(tile.TransposeOp(rows.block(em, t, self.rows_in(count, t)))).result
+            block = _evacuated(em, block_t, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
@@ -463,8 +463,8 @@ class _AttentionBackward:
         rows = load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
         result = em.insert(tile.EmptyOp(_sbuf((width, count), self.element_type))).result
         for r in range(blocks):
-            block = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
-            block = _evacuated(em, block, self.element_type)
+            block_t = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
+            block = _evacuated(em, block_t, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
         return result
 
