@@ -22,14 +22,17 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NOT:   scf.for
 // Six loads per head. K, Q, dO and O load their rows in order, all of each in one. V, only read transposed, loads
 // runs of two consecutive rows per partition (a row of 64 bf16 alone is a 128-byte run), and its transposes go back
-// in place, every other column, as they leave PSUM. The log-sum-exp loads as rows of 128 queries, one per query
-// tile, and becomes per-partition columns through a TensorE transpose.
+// in place, every other column, as they leave PSUM. Transposes leave PSUM through an exact multiply by 1, which
+// neuron-balance-engines places (a plain insert's copy would keep its destination's engine). The log-sum-exp loads
+// as rows of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x8x2x128x64xbf16, #mem<hbm>>
 // CHECK:       %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, psum>, !tile.tile<64x256xbf16, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e+00 : f64} : (!tile.tile<64x128xbf16, psum>) -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.extract %[[V0]][%c1, %c0]
 // CHECK-NEXT:  tile.transpose
-// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, psum>, !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.binary_scalar
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
 // CHECK-COUNT-3: tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-NEXT:  tile.view
 // CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
