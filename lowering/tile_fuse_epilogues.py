@@ -7,7 +7,8 @@ Output guarantee: the same values, bit for bit, with each *epilogue* folded into
 
 * A producer is an allocation P of the function body that only `tile.store`s write, each storing an SBUF tile
   computed in its block from a PSUM tile (a matmul's evacuation) through a row-major view of all of P, all of them
-  in top-level ops before anything reads P.
+  in top-level ops before anything reads P. The function may also return P (a training forward saves a Linear
+  layer's output for its activation's backward).
 * Its epilogue is the elementwise nest that alone reads P: the stores of one allocation O whose values are
   computed in their blocks by elementwise tile ops (`tile.unary`, `binary`, `binary_scalar`, `select`, `copy`,
   `fill`, `kernel`: nothing that depends on a tile's position) from tiles loaded at the store's own indices and
@@ -18,10 +19,11 @@ Output guarantee: the same values, bit for bit, with each *epilogue* folded into
 
 Each store of P then computes the nest's ops on its own tile (rounded to P's element type first and converted to
 the nest's load type, as the nest read it back) and on the other operands' tiles loaded at its indices, and writes
-O instead: P, its HBM round trip and the nest's loop nest disappear (gelu after a Linear layer runs as the
-matmul's output tiles leave PSUM; `a + residual` after GPT-2's projections). O, now written by the producer, may in
-turn be the producer of a further epilogue. Nothing else changes: a product with another reader, a consumer that is
-not elementwise over it, or an operand written after the product's stores began keeps its own nest.
+O instead (or beside P, when the function returns P): the nest's reads of P and its loop nest disappear, and so
+does P itself unless it is returned (gelu after a Linear layer runs as the matmul's output tiles leave PSUM;
+`a + residual` after GPT-2's projections). O, now written by the producer, may in turn be the producer of a further
+epilogue. Nothing else changes: a product with another reader, a consumer that is not elementwise over it, or an
+operand written after the product's stores began keeps its own nest.
 """
 
 from __future__ import annotations
@@ -197,9 +199,14 @@ def _producer_stores(product: SSAValue, block: Block) -> list[tile.StoreOp] | No
             if not _from_psum(user.value) or not _whole(_layout(view), _layout(product).num_elements):
                 return None
             stores.append(user)
-        elif not isinstance(user, tile.LoadOp):
+        elif not isinstance(user, tile.LoadOp | func.ReturnOp):
             return None
     return stores or None
+
+
+def _returned(product: SSAValue) -> bool:
+    """Whether the function returns P (or a view of it): a training forward's saved product."""
+    return any(isinstance(user, func.ReturnOp) for user, _ in _users(product))
 
 
 def _written_before(storage: SSAValue, first: Operation, block: Block) -> bool:
@@ -305,6 +312,7 @@ def _retyped(value_type: Attribute, shapes: dict[tuple[int, ...], tuple[int, ...
 def _fuse(epilogue: _Epilogue, block: Block) -> None:
     """Rewrite the producer's stores to compute the epilogue and write O; drop the nest, P and its views."""
     compute, product, out = epilogue.compute, epilogue.product, epilogue.out
+    kept = _returned(product)  # still stored for the caller: the epilogue's result is stored beside it
     out_alloc = out.owner
     assert isinstance(out_alloc, memref.AllocOp)
     out_alloc.detach()
@@ -368,11 +376,17 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 out_view = before_producer(tile.ViewOp(out, view_type))
                 out_view.location = out_alloc.location
                 out_views[dest_type] = out_view.result
-        store.operands[0] = values[compute.store.value]
-        store.operands[1] = out_views[dest_type]
+        if kept:
+            out_store = tile.StoreOp(values[compute.store.value], out_views[dest_type], list(store.indices))
+            out_store.location = epilogue.consumer_stores[0].location
+            _block_of(store).insert_op_after(out_store, store)
+        else:
+            store.operands[0] = values[compute.store.value]
+            store.operands[1] = out_views[dest_type]
     for store in epilogue.consumer_stores:
         _erase_with_unused_inputs(store)
-    _erase_with_unused_inputs(product.owner)  # type: ignore[arg-type]
+    if not kept:
+        _erase_with_unused_inputs(product.owner)  # type: ignore[arg-type]
 
 
 def _block_of(op: Operation) -> Block:
