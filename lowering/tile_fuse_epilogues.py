@@ -400,7 +400,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
             out_store.location = epilogue.consumer_stores[0].location if kept else store.location
             emit(out_store)
             if not kept:
-                store.detach()
+                store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
                 store.erase()
     for store in epilogue.consumer_stores:
         _erase_with_unused_inputs(store)
