@@ -2,10 +2,12 @@
 
     model = torch.compile(model, backend="neuron-mlir", options={"target": "trn2"})
 
-Dynamo hands over an FX graph; AOTAutograd traces its forward and backward with core-ATen decompositions, and
-each of those graphs is imported into the torch dialect, lowered by the default pipeline, packed into a program
-and wrapped in a callable that runs it on the simulator. A graph with an op that cannot be lowered yet runs
-eagerly on the CPU (with one warning per op) unless strict mode asks for an error.
+Dynamo hands over an FX graph, in which activations spelled out as arithmetic become one call
+(`frontend.recognize_activations`: the backward then differentiates the function, not its arithmetic);
+AOTAutograd traces its forward and backward with core-ATen decompositions, and each of those graphs is imported
+into the torch dialect, lowered by the default pipeline, packed into a program and wrapped in a callable that
+runs it on the simulator. A graph with an op that cannot be lowered yet runs eagerly on the CPU (with one
+warning per op) unless strict mode asks for an error.
 
 Options (`options={...}` of torch.compile, each also settable by environment variable):
     target     "trn1" | "trn2" | "trn3"        (NEURON_MLIR_TARGET, default trn2)
@@ -33,6 +35,7 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
+from neuron_mlir.frontend.recognize_activations import recognize_activations
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
@@ -261,6 +264,7 @@ def neuron_mlir_backend(
     from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
+    recognize_activations(graph_module)
 
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:

@@ -7,7 +7,8 @@ Output guarantee: the same values, bit for bit, with each *epilogue* folded into
 
 * A producer is an allocation P of the function body that only `tile.store`s write, each storing an SBUF tile
   computed in its block from a PSUM tile (a matmul's evacuation) through a row-major view of all of P, all of them
-  in top-level ops before anything reads P.
+  in top-level ops before anything reads P. The function may also return P (a training forward saves a Linear
+  layer's output for its activation's backward).
 * Its epilogue is the elementwise nest that alone reads P: the stores of one allocation O whose values are
   computed in their blocks by elementwise tile ops (`tile.unary`, `binary`, `binary_scalar`, `select`, `copy`,
   `fill`, `kernel`: nothing that depends on a tile's position) from tiles loaded at the store's own indices and
@@ -18,15 +19,16 @@ Output guarantee: the same values, bit for bit, with each *epilogue* folded into
 
 Each store of P then computes the nest's ops on its own tile (rounded to P's element type first and converted to
 the nest's load type, as the nest read it back) and on the other operands' tiles loaded at its indices, and writes
-O instead: P, its HBM round trip and the nest's loop nest disappear (gelu after a Linear layer runs as the
-matmul's output tiles leave PSUM; `a + residual` after GPT-2's projections). O, now written by the producer, may in
-turn be the producer of a further epilogue. Nothing else changes: a product with another reader, a consumer that is
-not elementwise over it, or an operand written after the product's stores began keeps its own nest.
+O instead (or beside P, when the function returns P): the nest's reads of P and its loop nest disappear, and so
+does P itself unless it is returned (gelu after a Linear layer runs as the matmul's output tiles leave PSUM;
+`a + residual` after GPT-2's projections). O, now written by the producer, may in turn be the producer of a further
+epilogue. Nothing else changes: a product with another reader, a consumer that is not elementwise over it, or an
+operand written after the product's stores began keeps its own nest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -197,9 +199,14 @@ def _producer_stores(product: SSAValue, block: Block) -> list[tile.StoreOp] | No
             if not _from_psum(user.value) or not _whole(_layout(view), _layout(product).num_elements):
                 return None
             stores.append(user)
-        elif not isinstance(user, tile.LoadOp):
+        elif not isinstance(user, tile.LoadOp | func.ReturnOp):
             return None
     return stores or None
+
+
+def _returned(product: SSAValue) -> bool:
+    """Whether the function returns P (or a view of it): a training forward's saved product."""
+    return any(isinstance(user, func.ReturnOp) for user, _ in _users(product))
 
 
 def _written_before(storage: SSAValue, first: Operation, block: Block) -> bool:
@@ -305,6 +312,7 @@ def _retyped(value_type: Attribute, shapes: dict[tuple[int, ...], tuple[int, ...
 def _fuse(epilogue: _Epilogue, block: Block) -> None:
     """Rewrite the producer's stores to compute the epilogue and write O; drop the nest, P and its views."""
     compute, product, out = epilogue.compute, epilogue.product, epilogue.out
+    kept = _returned(product)  # still stored for the caller: the epilogue's result is stored beside it
     out_alloc = out.owner
     assert isinstance(out_alloc, memref.AllocOp)
     out_alloc.detach()
@@ -332,47 +340,95 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
         return views[key]
 
     out_views: dict[Attribute, SSAValue] = {}
-    for store in epilogue.producer_stores:
-        dest = _layout(store.dest)
-        shapes = _tile_shape_map(compute, _tile_type(store.value).get_shape())
-        assert shapes is not None
-        values: dict[SSAValue, SSAValue] = {}
-        for load in compute.loads:
-            wanted = load.result.type
-            assert isinstance(wanted, TileType)
-            if _root(load.source) is product:
-                values[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes))
-            else:
-                source = operand_view(load.source, dest.shape)
-                new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))
-                new_load.location = load.location
-                _block_of(store).insert_op_before(new_load, store)
-                values[load.result] = new_load.result
-        for op in compute.ops:
-            clone = type(op).create(
-                operands=[values[operand] for operand in op.operands],
-                result_types=[_retyped(result.type, shapes) for result in op.results],
-                properties=dict(op.properties),
-                attributes=dict(op.attributes),
-            )
-            clone.location = op.location
-            _block_of(store).insert_op_before(clone, store)
-            values.update(zip(op.results, clone.results, strict=True))
+
+    def out_view_for(store: tile.StoreOp) -> SSAValue:
         dest_type = store.dest.type
         if dest_type not in out_views:
             strides, offset = tile.memref_strides(dest_type)  # type: ignore[arg-type]
-            view_type = tile.hbm_type(dest.shape, _element(out), strides, offset)
+            view_type = tile.hbm_type(_layout(store.dest).shape, _element(out), strides, offset)
             if view_type == out.type:
                 out_views[dest_type] = out
             else:
                 out_view = before_producer(tile.ViewOp(out, view_type))
                 out_view.location = out_alloc.location
                 out_views[dest_type] = out_view.result
-        store.operands[0] = values[compute.store.value]
-        store.operands[1] = out_views[dest_type]
+        return out_views[dest_type]
+
+    for group in _evacuation_groups(epilogue.producer_stores):
+        # After the group's last store, the stores' epilogues step by step (each op for every store before the
+        # next op): engines run their instructions in program order, so one store's chain after another would
+        # leave each engine waiting on the chain's previous step on another engine.
+        cursor: Operation = group[-1]
+
+        def emit(op: Operation) -> None:
+            nonlocal cursor
+            _block_of(cursor).insert_op_after(op, cursor)
+            cursor = op
+
+        values: list[dict[SSAValue, SSAValue]] = []
+        shape_maps = []
+        for store in group:
+            shapes = _tile_shape_map(compute, _tile_type(store.value).get_shape())
+            assert shapes is not None
+            shape_maps.append(shapes)
+            loaded: dict[SSAValue, SSAValue] = {}
+            for load in compute.loads:
+                wanted = load.result.type
+                assert isinstance(wanted, TileType)
+                if _root(load.source) is product:
+                    loaded[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes), emit)
+                else:
+                    source = operand_view(load.source, _layout(store.dest).shape)
+                    new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))
+                    new_load.location = load.location
+                    emit(new_load)
+                    loaded[load.result] = new_load.result
+            values.append(loaded)
+        for op in compute.ops:
+            for loaded, shapes in zip(values, shape_maps, strict=True):
+                clone = type(op).create(
+                    operands=[loaded[operand] for operand in op.operands],
+                    result_types=[_retyped(result.type, shapes) for result in op.results],
+                    properties=dict(op.properties),
+                    attributes=dict(op.attributes),
+                )
+                clone.location = op.location
+                emit(clone)
+                loaded.update(zip(op.results, clone.results, strict=True))
+        for store, loaded in zip(group, values, strict=True):
+            out_store = tile.StoreOp(loaded[compute.store.value], out_view_for(store), list(store.indices))
+            out_store.location = epilogue.consumer_stores[0].location if kept else store.location
+            emit(out_store)
+            if not kept:
+                store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+                store.erase()
     for store in epilogue.consumer_stores:
         _erase_with_unused_inputs(store)
-    _erase_with_unused_inputs(product.owner)  # type: ignore[arg-type]
+    if not kept:
+        _erase_with_unused_inputs(product.owner)  # type: ignore[arg-type]
+
+
+def _evacuation_groups(stores: list[tile.StoreOp]) -> list[list[tile.StoreOp]]:
+    """The producer's stores in runs that evacuate one output block: consecutive stores of one block with no
+    matmul or loop between them, in program order."""
+    groups: list[list[tile.StoreOp]] = []
+    for store in sorted(stores, key=lambda op: (id(op.parent_block()), _block_of(op).get_operation_index(op))):
+        previous = groups[-1][-1] if groups else None
+        if previous is None or previous.parent_block() is not store.parent_block() or _work_between(previous, store):
+            groups.append([store])
+        else:
+            groups[-1].append(store)
+    return groups
+
+
+def _work_between(first: Operation, second: Operation) -> bool:
+    """Whether a matmul or a loop lies between two ops of one block (another output block's work)."""
+    op = first.next_op
+    while op is not None and op is not second:
+        if isinstance(op, tile.MatmulOp | scf.ForOp):
+            return True
+        op = op.next_op
+    return False
 
 
 def _block_of(op: Operation) -> Block:
@@ -387,16 +443,18 @@ def _element(value: SSAValue) -> Attribute:
     return memref_type.element_type
 
 
-def _as_loaded(store: tile.StoreOp, stored_type: Attribute, wanted: TileType) -> SSAValue:
+def _as_loaded(
+    store: tile.StoreOp, stored_type: Attribute, wanted: TileType, emit: Callable[[Operation], None]
+) -> SSAValue:
     """The producer's tile as the nest loaded it back from P: rounded to P's element type by the store, then
-    converted to the load's type by the DMA (each a `tile.copy` only where the type changes)."""
+    converted to the load's type by the DMA (each a `tile.copy`, given to `emit`, only where the type changes)."""
     value = store.value
     for element_type in (stored_type, wanted.element_type):
         current = _tile_type(value)
         if current.element_type != element_type:
             copy = tile.CopyOp(value, TileType(current.get_shape(), element_type, Memory.SBUF))
             copy.location = store.location
-            _block_of(store).insert_op_before(copy, store)
+            emit(copy)
             value = copy.result
     return value
 

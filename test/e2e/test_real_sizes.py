@@ -267,3 +267,27 @@ def test_linear_gradients_at_mlp_width(dtype: torch.dtype) -> None:
 def test_linear_gradients_with_partial_tiles() -> None:
     """No size a multiple of a tile: the resident operands end in partial K tiles, the block rows in partial rows."""
     _linear_step_matches_golden(1100, 200, 700, F32)
+
+
+class _Gpt2Mlp(torch.nn.Module):
+    """GPT-2's MLP with its GELU spelled out as the model code writes it (`NewGELUActivation`)."""
+
+    def __init__(self, width: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.c_fc = torch.nn.Linear(width, 4 * width, dtype=dtype)
+        self.c_proj = torch.nn.Linear(4 * width, width, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import math
+
+        h = self.c_fc(x)
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return self.c_proj(h)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("dtype", [BF16, F32], ids=["bf16", "f32"])
+def test_gpt2_mlp_trains_at_gpt2_width(dtype: torch.dtype) -> None:
+    """512 tokens of d = 768: the spelled-out GELU is one gelu and one gelu_backward across the two graphs."""
+    torch.manual_seed(0)
+    _train_step_matches_eager(_Gpt2Mlp(768, dtype), torch.randn(1, 512, 768, dtype=dtype))

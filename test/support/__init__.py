@@ -56,6 +56,7 @@ def capture_aten_graphs(module, *inputs, backward: bool = False):
     from torch._functorch.aot_autograd import aot_module_simplified
 
     from neuron_mlir.frontend.backend import decompositions
+    from neuron_mlir.frontend.recognize_activations import recognize_activations
 
     graphs = []
 
@@ -66,6 +67,7 @@ def capture_aten_graphs(module, *inputs, backward: bool = False):
         return make_boxed_func(gm)
 
     def backend(gm, example_inputs):
+        recognize_activations(gm)
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
 
     torch._dynamo.reset()
@@ -84,6 +86,7 @@ def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
     from torch._functorch.aot_autograd import aot_module_simplified
 
     from neuron_mlir.frontend.backend import decompositions
+    from neuron_mlir.frontend.recognize_activations import recognize_activations
 
     captured = []
 
@@ -100,6 +103,7 @@ def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
         return run
 
     def backend(gm, example_inputs):
+        recognize_activations(gm)
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
 
     torch._dynamo.reset()
@@ -121,6 +125,7 @@ def trace_aten_graphs(fn, *inputs, backward: bool = False):
     from torch.nn.attention import sdpa_kernel
 
     from neuron_mlir.frontend.backend import attention_backends, decompositions
+    from neuron_mlir.frontend.recognize_activations import recognize_activations
 
     captured = []
 
@@ -136,6 +141,7 @@ def trace_aten_graphs(fn, *inputs, backward: bool = False):
         return run
 
     def backend(gm, example_inputs):
+        recognize_activations(gm)
         with sdpa_kernel(attention_backends(gm, example_inputs)):
             return aot_module_simplified(
                 gm, example_inputs, fw_compiler=keep, bw_compiler=keep, inference_compiler=keep,

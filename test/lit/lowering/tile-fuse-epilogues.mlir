@@ -26,18 +26,20 @@ func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37x13
 
 // A bf16 Linear layer and its residual, through a reshape to [2, 65, 200] (GPT-2's projections): the residual
 // x is loaded at each stored tile's indices, seen through the product's shape [130, 200], and the bf16 product
-// tile is added to it as the nest would have loaded it back.
+// tile is added to it as the nest would have loaded it back. The last two rows are a tile of the same output
+// block: after the block's evacuations, the two tiles' epilogues go step by step (each op for both tiles), so
+// that in-order engines can work on one tile while another engine works on the other.
 // CHECK-LABEL: func.func @main(%x: memref<2x65x200xbf16
 // CHECK:       %[[E:.*]] = tile.copy %{{.*}} : (!tile.tile<128x200xf32, psum>) -> !tile.tile<128x200xbf16, sbuf>
 // CHECK-NEXT:  %[[OUT:.*]] = memref.alloc() : memref<2x65x200xbf16, #mem<hbm>>
 // CHECK-NEXT:  %[[XS:.*]] = tile.view %x : memref<2x65x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
 // CHECK-NEXT:  %[[OUTS:.*]] = tile.view %[[OUT]] : memref<2x65x200xbf16, #mem<hbm>> to memref<130x200xbf16, #mem<hbm>>
+// CHECK-NEXT:  %[[E2:.*]] = tile.copy %{{.*}} : (!tile.tile<2x200xf32, psum>) -> !tile.tile<2x200xbf16, sbuf>
 // CHECK-NEXT:  %[[T:.*]] = tile.load %[[XS]][%c0, %c0] : memref<130x200xbf16, #mem<hbm>> -> !tile.tile<128x200xbf16, sbuf>
+// CHECK-NEXT:  %[[T2:.*]] = tile.load %[[XS]][%c128, %c0] : memref<130x200xbf16, #mem<hbm>> -> !tile.tile<2x200xbf16, sbuf>
 // CHECK-NEXT:  %[[S:.*]] = tile.binary %[[E]], %[[T]] {op = "add"} : (!tile.tile<128x200xbf16, sbuf>, !tile.tile<128x200xbf16, sbuf>) -> !tile.tile<128x200xbf16, sbuf>
+// CHECK-NEXT:  %[[S2:.*]] = tile.binary %[[E2]], %[[T2]] {op = "add"}
 // CHECK-NEXT:  tile.store %[[S]], %[[OUTS]][%c0, %c0]
-// The last two rows are a block of their own, stored the same way.
-// CHECK:       %[[T2:.*]] = tile.load %[[XS]][%c128, %c0] : memref<130x200xbf16, #mem<hbm>> -> !tile.tile<2x200xbf16, sbuf>
-// CHECK-NEXT:  %[[S2:.*]] = tile.binary %{{.*}}, %[[T2]] {op = "add"}
 // CHECK-NEXT:  tile.store %[[S2]], %[[OUTS]][%c128, %c0]
 // CHECK-NEXT:  func.return %[[OUT]]
 func.func @main(%x: tensor<2x65x200xbf16>, %w: tensor<200x200xbf16>, %b: tensor<200xbf16>) -> tensor<2x65x200xbf16> {
@@ -100,11 +102,19 @@ func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37x13
 
 // -----
 
-// Not fused: the product is also returned (another reader), so relu keeps its own nest.
+// The product is also returned (a training forward saves a Linear layer's output for its activation's
+// backward): each evacuated tile is stored into the product as before and, rectified, into relu's result; relu
+// reads nothing back from HBM and has no loop nest of its own.
 // CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>) -> (memref
-// CHECK:       tile.matmul
-// CHECK:       tile.load
-// CHECK:       tile.unary %{{.*}} {fn = "relu"}
+// CHECK:       %[[PRODUCT:.*]] = memref.alloc() : memref<37x130xf32, #mem<hbm>>
+// CHECK:       %[[P:.*]] = tile.matmul {{.*}} acc {{.*}} -> !tile.tile<37x130xf32, psum>
+// CHECK-NEXT:  %[[E:.*]] = tile.copy %[[P]] : (!tile.tile<37x130xf32, psum>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  %[[OUT:.*]] = memref.alloc() : memref<37x130xf32, #mem<hbm>>
+// CHECK-NEXT:  tile.store %[[E]], %[[PRODUCT]][%c0, %c0]
+// CHECK-NEXT:  %[[R:.*]] = tile.unary %[[E]] {fn = "relu"} : (!tile.tile<37x130xf32, sbuf>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  tile.store %[[R]], %[[OUT]][%c0, %c0]
+// CHECK-NOT:   tile.load
+// CHECK:       func.return %[[PRODUCT]], %[[OUT]]
 func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> (tensor<37x130xf32>, tensor<37x130xf32>) {
   %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
   %1 = torch.aten.relu %0 : (tensor<37x130xf32>) -> tensor<37x130xf32>
