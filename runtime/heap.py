@@ -1,5 +1,5 @@
-"""Python's cyclic garbage collector around compiles: the heap that was there before the first compile frozen for
-good as that compile starts, each compile's garbage collected as it ends.
+"""The host heap around compiles and simulator runs: Python's cyclic garbage collector kept off the heap that was
+there before the first compile, and NumPy's large arrays made of ordinary pages while the simulator runs.
 
 A process that compiles a model has imported PyTorch, the compiler and the model: several hundred thousand
 objects that live as long as the process, which every full collection of CPython's collector scans. A compile
@@ -15,13 +15,23 @@ it collects, which scans only the unfrozen objects: the compiles' survivors and 
 permanent generation still die by reference counting; only a cycle among them that becomes garbage later stays,
 which is why the heap is frozen once, not at every compile. A process that froze its heap itself keeps its own
 freeze; one with the collector disabled is left alone.
+
+`small_pages()` wraps a simulator run. NumPy asks the kernel for transparent huge pages for every array of 4 MiB
+or more (`madvise(MADV_HUGEPAGE)`); where the kernel then defragments on demand (its `defrag` setting `madvise`,
+the usual default), the first touch of such an array waits while the kernel compacts memory to find free 2 MiB
+blocks. On a machine whose memory is fragmented by other processes that costs 1 to 8 s of CPU per GiB, against
+about 0.4 s for ordinary 4 KiB pages; a simulator makes GiBs of fresh memory (its memories on its first run, its
+outputs on every run), so inside a run NumPy's arrays get ordinary pages. Their contents and layout are the same
+either way; where NumPy has no such switch the block changes nothing.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import numpy as np
 
 _froze = False
 
@@ -41,3 +51,28 @@ def compiling() -> Iterator[None]:
     finally:
         if gc.isenabled():
             gc.collect()
+
+
+def _hugepage_switch() -> Callable[[bool], bool] | None:
+    """NumPy's switch of the huge-page hint for new arrays (it returns the previous setting), if it has one."""
+    for module in ("_core", "core"):
+        switch = getattr(getattr(getattr(np, module, None), "multiarray", None), "_set_madvise_hugepage", None)
+        if switch is not None:
+            return switch
+    return None
+
+
+_HUGEPAGE_SWITCH = _hugepage_switch()
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """Within the block, NumPy's new arrays do not ask for transparent huge pages (module docstring)."""
+    if _HUGEPAGE_SWITCH is None:
+        yield
+        return
+    previous = _HUGEPAGE_SWITCH(False)
+    try:
+        yield
+    finally:
+        _HUGEPAGE_SWITCH(previous)

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, dtypes, refill, tape, vectorize
+from neuron_mlir.runtime import blas, dtypes, heap, refill, tape, vectorize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -106,6 +106,18 @@ def run_validated(
     rather than a copy (copying a large program's profile costs more than a small run): the caller must not
     change it.
     """
+    with heap.small_pages():  # the memories and outputs of a run are GiBs of fresh pages at real widths
+        return _run_pooled(validated, inputs, check_races, vectorize, share_profile)
+
+
+def _run_pooled(
+    validated: ValidatedProgram,
+    inputs: Sequence[np.ndarray],
+    check_races: bool,
+    vectorize: bool,
+    share_profile: bool,
+) -> tuple[list[np.ndarray], Profile]:
+    """`run_validated` on a simulator of the program's pool (a new one when none is free)."""
     cache = validated.cache
     pool: list[Simulator] = cache.setdefault("simulators", [])
     try:

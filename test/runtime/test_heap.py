@@ -1,6 +1,7 @@
 """`runtime.heap.compiling`: the heap before the first compile frozen, once; each compile's garbage collected as it
 ends; a process that froze its heap itself, or disabled the collector, keeps its settings. Each case runs in a
-fresh interpreter: freezing is for the whole process."""
+fresh interpreter: freezing is for the whole process. `runtime.heap.small_pages`: NumPy's huge-page hint off
+inside a simulator run, as it was after."""
 
 from __future__ import annotations
 
@@ -73,3 +74,36 @@ def test_keeps_a_process_s_own_freeze_and_a_disabled_collector():
         """
     )
     assert found == ["False", "0", "True", "True"]
+
+
+def test_simulator_runs_make_arrays_of_ordinary_pages_and_restore_numpy_s_setting():
+    found = _run(
+        """
+        import numpy as np
+        from neuron_mlir.runtime import heap, simulator
+        from neuron_mlir.runtime.builder import ProgramBuilder
+
+        switch = heap._HUGEPAGE_SWITCH
+        b = ProgramBuilder("trn2", auto_waits=True)
+        x, y = b.input("x", (4, 8), "f32"), b.output("y", (4, 8), "f32")
+        tile = b.sbuf("t", (4, 8), "f32")
+        b.dma(b.ap(tile), b.ap(x))
+        b.dma(b.ap(y), b.ap(tile))
+        program = b.build()
+        seen = []
+        make_machine = simulator.Machine
+
+        def machine(*args):
+            seen.append(switch(False))  # the setting the machine's memories are made under
+            return make_machine(*args)
+
+        simulator.Machine = machine
+        for setting in (True, False):
+            switch(setting)
+            (out,), _ = simulator.run_program(program, [np.ones((4, 8), np.float32)])
+            print(switch(setting), (out == 1).all())
+            program = b.build()  # a new program: a new simulator and machine
+        print(*seen)
+        """
+    )
+    assert found == ["True", "True", "False", "True", "False", "False"]
