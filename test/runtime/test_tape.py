@@ -209,6 +209,45 @@ def test_a_program_beyond_the_pooling_size_still_keeps_its_simulator(monkeypatch
     assert validated.cache["simulators"] == [spare]
 
 
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def test_outputs_reuse_only_arrays_nothing_references_any_more():
+    """A run writes its outputs into the last run's arrays when the caller dropped them (and every view of them);
+    arrays still referenced, directly or through a view or a tensor, keep the values they were returned with."""
+    import torch
+
+    from neuron_mlir.frontend.tensors import from_numpy
+
+    program = _every_prepared_form()
+    validated = validate_program(program)
+
+    def run(seed: int) -> list[np.ndarray]:
+        outputs, _ = run_validated(validated, _inputs(program, seed), check_races=False)
+        expected, _ = run_program(program, _inputs(program, seed), vectorize=False)
+        assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+        return outputs
+
+    run(0)  # the first run records the tape; its outputs are dropped at once
+    outputs = run(1)
+    addresses = [_address(o) for o in outputs]
+    del outputs
+    outputs = run(0)  # nothing held the last run's arrays: they are this run's
+    assert [_address(o) for o in outputs] == addresses
+
+    held = outputs[0]  # held directly
+    view = outputs[1][1:]  # through a NumPy view
+    tensor = from_numpy(outputs[2])  # through a tensor (bf16: a view of its bits)
+    kept = [held.tobytes(), view.tobytes(), outputs[2].tobytes()]
+    reusable = _address(outputs[3])
+    del outputs
+    outputs = run(1)
+    assert [_address(o) for o in outputs[:3]] != addresses[:3]
+    assert _address(outputs[3]) == reusable
+    assert [held.tobytes(), view.tobytes(), tensor.view(torch.int16).numpy().tobytes()] == kept
+
+
 @pytest.mark.parametrize("in_first_run", [True, False], ids=["analysed-in-the-first-run", "in-the-second"])
 def test_memory_read_before_it_is_written_reads_fresh_on_every_run(in_first_run, monkeypatch):
     """Later runs fill again only the bytes a run reads before writing them (worked out in the first run, or in
