@@ -8,18 +8,15 @@ func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x6
   %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
   func.return %0 : tensor<1x4x256x64xbf16>
 }
-// Two query heads per key/value head: a loop over the key/value heads loads each one's keys and values once, and
-// the rows of its query heads 2 kv and 2 kv + 1; K^T is transposed once (one transpose per 128 keys), and both
-// query heads' scores read it.
+// Two query heads per key/value head: a loop over the key/value heads loads each one's keys once, the rows of
+// its query heads 2 kv and 2 kv + 1 side by side in one load (head h at [:, :, h, :]), then its values; K^T is
+// transposed once (one transpose per 128 keys), and both query heads' scores read it.
 // CHECK-LABEL: func.func @grouped_query_heads
 // CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
 // CHECK-NEXT:    %[[Q0:.*]] = arith.muli %[[KV]], %c2 : index
-// CHECK-NEXT:    %[[Q1BASE:.*]] = arith.muli %[[KV]], %c2 : index
-// CHECK-NEXT:    %[[Q1:.*]] = arith.addi %[[Q1BASE]], %c1 : index
 // CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%c0, %[[Q0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x2x64xbf16, sbuf>
 // CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[Q0]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[Q1]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK-NOT:     tile.load
 // CHECK:         %[[KT:.*]] = scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>) {
 // CHECK-NEXT:      tile.extract
