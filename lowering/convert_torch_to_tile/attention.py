@@ -567,9 +567,13 @@ class _Attention:
         next, as `head_group` builds them): the full 128-row blocks of all of them in one DMA, where a row of the
         heads is one run of `heads * width` elements when the heads lie beside the features (the output of a
         fused QKV projection viewed as heads); a DMA's rate grows with its runs (one head's 64 bf16 features, 128
-        bytes, move at a quarter of the engines' rate). Each head's partial last block loads on its own."""
+        bytes, move at a quarter of the engines' rate). Each head's partial last block loads on its own. Heads
+        stored apart ([..., H, L, E] row-major) load one DMA each: one DMA of several gains no longer runs, and
+        the first head's work would wait for every head's rows."""
         blocks = count // PARTITION_TILE
-        if len(batches) < 2 or not blocks:
+        strides = layout_of(tensor).strides
+        beside = len(strides) >= 3 and strides[-1] == 1 and strides[-3] == width
+        if len(batches) < 2 or not blocks or not beside:
             return [self.load_rows(em, tensor, batch, 0, count, width) for batch in batches]
         rank = len(batches[0]) + 2
         total = layout_of(tensor).shape[-2]
@@ -903,9 +907,11 @@ class _Attention:
             inverse = window(em, inverses, [self.value_head], (p, 1))
         else:
             inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
-        out_type = _sbuf((p, self.product_width), self.out_type)
-        result: SSAValue = em.insert(tile.BinaryScalarOp(out, "multiply", out_type, column=inverse)).result
-        result = window(em, result, [0], (p, self.value_head))
+        # Only the value columns are normalised (not the sum column beside them), so that the product is all that
+        # a pipelined unit's insert into its trip's output tile reads, and it writes that tile's window itself.
+        values = window(em, out, [0], (p, self.value_head))
+        out_type = _sbuf((p, self.value_head), self.out_type)
+        result: SSAValue = em.insert(tile.BinaryScalarOp(values, "multiply", out_type, column=inverse)).result
         if self.lse is None:
             return result, None
         log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
