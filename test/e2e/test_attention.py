@@ -70,8 +70,8 @@ def test_attention_heads_and_tiles_share_trips(shape: tuple[int, int, int, int, 
 @pytest.mark.parametrize("tokens", [256, 300], ids=["whole-blocks", "partial-block"])
 def test_attention_of_projected_heads_loads_heads_together(tokens: int, causal: bool):
     """Heads split from one QKV projection lie beside the features in HBM ([B, L, H, E] seen as [B, H, L, E]): a
-    trip's heads load in one DMA per matrix (three heads, then the remaining two one by one), and each head's
-    partial last block of rows on its own."""
+    trip's heads load in one DMA per matrix (three heads, then the remaining two one by one); rows that end in a
+    partial block load head by head."""
 
     def attend(x, w):
         q, k, v = (x @ w).unflatten(-1, (3, 5, 32)).permute(2, 0, 3, 1, 4)
