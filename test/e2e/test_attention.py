@@ -66,6 +66,23 @@ def test_attention_heads_and_tiles_share_trips(shape: tuple[int, int, int, int, 
         check_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("tokens", [256, 300], ids=["whole-blocks", "partial-block"])
+def test_attention_of_projected_heads_loads_heads_together(tokens: int, causal: bool):
+    """Heads split from one QKV projection lie beside the features in HBM ([B, L, H, E] seen as [B, H, L, E]): a
+    trip's heads load in one DMA per matrix (three heads, then the remaining two one by one); rows that end in a
+    partial block load head by head."""
+
+    def attend(x, w):
+        q, k, v = (x @ w).unflatten(-1, (3, 5, 32)).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1, tokens, 128, dtype=torch.bfloat16), torch.randn(128, 480, dtype=torch.bfloat16) / 12
+    with torch.no_grad():
+        check_compiled(attend, x, w)
+
+
 @pytest.mark.parametrize(
     "shape",
     [

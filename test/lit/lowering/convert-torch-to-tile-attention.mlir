@@ -8,18 +8,18 @@ func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x6
   %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
   func.return %0 : tensor<1x4x256x64xbf16>
 }
-// Two query heads per key/value head: a loop over the key/value heads loads each one's keys and values once, and
-// the rows of its query heads 2 kv and 2 kv + 1; K^T is transposed once (one transpose per 128 keys), and both
-// query heads' scores read it.
+// Two query heads per key/value head: a loop over the key/value heads loads each one's keys once, the rows of
+// its query heads 2 kv and 2 kv + 1 (each head's rows apart from the other's in HBM, so one load each), then
+// its values; K^T is transposed once (one transpose per 128 keys), and both query heads' scores read it.
 // CHECK-LABEL: func.func @grouped_query_heads
 // CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
 // CHECK-NEXT:    %[[Q0:.*]] = arith.muli %[[KV]], %c2 : index
 // CHECK-NEXT:    %[[Q1BASE:.*]] = arith.muli %[[KV]], %c2 : index
 // CHECK-NEXT:    %[[Q1:.*]] = arith.addi %[[Q1BASE]], %c1 : index
 // CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK:         tile.load %{{.*}}[%c0, %[[Q0]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK:         tile.load %{{.*}}[%c0, %[[Q1]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK-NOT:     tile.load
 // CHECK:         %[[KT:.*]] = scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>) {
 // CHECK-NEXT:      tile.extract
@@ -75,3 +75,27 @@ func.func @wide_heads(%q: tensor<1x1x128x192xf32>, %k: tensor<1x1x128x192xf32>, 
 // CHECK-NEXT:  %[[KT1:.*]] = tile.insert
 // CHECK:       %[[S0:.*]] = tile.matmul %{{.*}}, %[[KT0]] : (!tile.tile<128x128xf32, sbuf>, !tile.tile<128x128xf32, sbuf>) -> !tile.tile<128x128xf32, psum>
 // CHECK-NEXT:  tile.matmul %{{.*}}, %[[KT1]] acc %[[S0]] : (!tile.tile<64x128xf32, sbuf>, !tile.tile<64x128xf32, sbuf>, !tile.tile<128x128xf32, psum>) -> !tile.tile<128x128xf32, psum>
+
+// -----
+
+func.func @heads_beside_features(%qkv: tensor<1x256x3x6x64xbf16>) -> tensor<1x6x256x64xbf16> {
+  %q = torch.aten.select.int %qkv {dim = 2 : i64, index = 0 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+  %k = torch.aten.select.int %qkv {dim = 2 : i64, index = 1 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+  %v = torch.aten.select.int %qkv {dim = 2 : i64, index = 2 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+  %qh = torch.aten.permute %q {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+  %kh = torch.aten.permute %k {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+  %vh = torch.aten.permute %v {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %qh, %kh, %vh, none {is_causal = true} : (tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>) -> (tensor<1x6x256x64xbf16>, tensor<1x6x256xf32>)
+  func.return %0 : tensor<1x6x256x64xbf16>
+}
+// Heads viewed out of a fused QKV projection's output lie beside the features: a trip's consecutive heads load
+// their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]).
+// CHECK-LABEL: func.func @heads_beside_features
+// CHECK:       scf.for %[[GROUP:.*]] = %c0 to %c2 step %c1 {
+// CHECK:         %[[H0:.*]] = arith.muli %[[GROUP]], %c3 : index
+// CHECK:         tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:    tile.view
+// CHECK-NEXT:    tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:    tile.view
+// CHECK-NEXT:    tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NOT:     tile.load
