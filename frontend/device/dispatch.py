@@ -256,6 +256,8 @@ def _device_results(schema: torch.FunctionSchema, result: Any, args: tuple[Any, 
     """The op's results as device values: written arguments returned as themselves, views of device tensors as
     device views, fresh tensors copied to new device tensors."""
     returns = schema.returns
+    if not returns:  # ops that only write their arguments (`_foreach_*_`, `_fused_adamw_`)
+        return None
     values = [result] if len(returns) == 1 else list(result)
     converted = []
     for declared, value in zip(returns, values, strict=True):

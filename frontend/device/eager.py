@@ -23,6 +23,7 @@ NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a com
 
 from __future__ import annotations
 
+import functools
 import os
 import traceback
 import warnings
@@ -100,11 +101,11 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
         return dispatch.run_on_host(op, args, kwargs)
-    flat, spec = tree_flatten((args, kwargs))
+    flat = _leaves(args, kwargs)
     key = _signature(op, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
-        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat, spec)
+        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
         if isinstance(entry, _Refusal) and not entry.by_design:
             EAGER_STATS.refused_signatures += 1
         if key is not None:
@@ -132,11 +133,20 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     return None
 
 
-def _unstorable() -> set[torch.dtype]:
+@functools.cache
+def _unstorable() -> frozenset[torch.dtype]:
     """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`)."""
     from neuron_mlir.frontend.compile_graph import _UNSTORABLE
 
-    return set(_UNSTORABLE)
+    return frozenset(_UNSTORABLE)
+
+
+@functools.cache
+def _decompositions() -> dict[Any, Any]:
+    """torch.compile's decomposition table (building it takes a good part of a second: once per process)."""
+    from neuron_mlir.frontend.backend import decompositions
+
+    return decompositions()
 
 
 def _signature(op: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...] | None:
@@ -154,15 +164,30 @@ def _signature(op: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...] | 
     return tuple(parts)
 
 
+def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments flattened as `tree_flatten((args, kwargs))` orders them (on every call: no pytree machinery
+    for the lists and dicts of plain values the dispatcher passes)."""
+    flat: list[Any] = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, list | tuple):
+            flat.extend(value)
+        else:
+            flat.append(value)
+    return flat
+
+
 def _compile(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], spec: Any
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> _Program | _Refusal:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from neuron_mlir.frontend.backend import CompileOptions, decompositions
+    from neuron_mlir.frontend.backend import CompileOptions
     from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
 
+    pytree_flat, spec = tree_flatten((args, kwargs))
+    if len(pytree_flat) != len(flat) or any(a is not b for a, b in zip(pytree_flat, flat, strict=True)):
+        return _Refusal(f"{op} has nested arguments")
     tensor_positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
     written = _written_positions(op, args, kwargs, flat, spec)
     if any(p not in tensor_positions for p in written):
@@ -192,7 +217,7 @@ def _compile(
             # functional first, then decomposed: a decomposition may write in place (fill_ into copy_), and only
             # functionalization above it would turn that write into a value
             functional = make_fx(torch.func.functionalize(single_op, remove="mutations_and_views"))(*fakes)
-            graph_module = make_fx(functional, decomposition_table=decompositions())(*fakes)
+            graph_module = make_fx(functional, decomposition_table=_decompositions())(*fakes)
     except Exception as error:  # an op the tracer cannot take alone: a refusal, not the user's error
         return _Refusal(f"{op} cannot be traced alone ({type(error).__name__}: {str(error).splitlines()[0]})")
     if not any(n.op == "call_function" for n in graph_module.graph.nodes):

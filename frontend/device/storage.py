@@ -24,6 +24,8 @@ DEVICE_TYPE = "neuron"
 # the kernels of `set_` and of the view ops are registered for CPU; they only write metadata
 CPU_KEYS = torch.DispatchKeySet(torch.DispatchKey.CPU)
 _BLOCK_ATTRIBUTE = "_neuron_block"
+# dtype -> a flat CPU tensor over the whole block, kept on the storage (made once, not per op)
+_HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
 
 _memory: DeviceMemory | None = None
 _device: torch.device | None = None
@@ -101,12 +103,23 @@ def empty(size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 
 def host_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A CPU tensor over the very bytes of device tensor `tensor`: writes through either show in both."""
-    block = block_of(tensor)
-    itemsize = tensor.dtype.itemsize
-    usable = block.nbytes - block.nbytes % itemsize
-    if usable == 0:  # no elements to alias (NumPy gives empty arrays strides torch cannot view)
-        return torch.empty(0, dtype=tensor.dtype).as_strided(tensor.shape, tensor.stride(), 0)
-    flat = torch.from_numpy(block.data[:usable]).view(tensor.dtype)
+    stored = tensor.untyped_storage()
+    dtype = tensor.dtype
+    views: dict[torch.dtype, torch.Tensor] | None = getattr(stored, _HOST_VIEWS_ATTRIBUTE, None)
+    if views is None:
+        views = {}
+        setattr(stored, _HOST_VIEWS_ATTRIBUTE, views)
+    flat = views.get(dtype)
+    if flat is None:
+        block: Block | None = getattr(stored, _BLOCK_ATTRIBUTE, None)
+        if block is None:
+            raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
+        usable = block.nbytes - block.nbytes % dtype.itemsize
+        # no elements to alias: NumPy gives empty arrays strides torch cannot view
+        flat = torch.from_numpy(block.data[:usable]).view(dtype) if usable else torch.empty(0, dtype=dtype)
+        views[dtype] = flat
+    if not flat.numel():
+        return torch.empty(0, dtype=dtype).as_strided(tensor.shape, tensor.stride(), 0)
     return flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 

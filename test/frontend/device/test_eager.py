@@ -82,3 +82,29 @@ def test_mlp_trains_on_the_device_like_on_the_cpu(compiled):
         assert_close_to_torch(actual.detach().cpu(), expected.detach(), name)
     stats = torch.neuron.eager_stats()
     assert stats["native_calls"] > stats["host_calls"], stats
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "options"),
+    [(torch.optim.Adam, {"lr": 0.01}), (torch.optim.AdamW, {"lr": 0.01, "fused": True})],
+    ids=["adam_foreach", "adamw_fused"],
+)
+def test_optimizers_default_and_fused_kernels_match_the_cpu(compiled, optimizer, options):
+    """torch.optim picks its foreach kernels for the device by default; fused AdamW's kernel writes its arguments
+    and returns nothing."""
+    torch.manual_seed(1)
+    reference = torch.nn.Linear(8, 4)
+    model = torch.nn.Linear(8, 4).to("neuron")
+    model.load_state_dict(reference.state_dict())
+    inputs = torch.randn(5, 8)
+    pairs = [(reference, optimizer(reference.parameters(), **options), "cpu")]
+    pairs.append((model, optimizer(model.parameters(), **options), "neuron"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fused kernel runs on the host
+        for _ in range(2):
+            for module, step, device in pairs:
+                step.zero_grad()
+                module(inputs.to(device)).square().mean().backward()
+                step.step()
+    assert_close_to_torch(model.weight.detach().cpu(), reference.weight.detach())
+    assert_close_to_torch(model.bias.detach().cpu(), reference.bias.detach())
