@@ -30,7 +30,7 @@ from neuron_mlir.frontend.device.storage import DEVICE_TYPE
 aten = torch.ops.aten
 
 # Ops that accept CPU tensors next to device tensors on other accelerators too: index tensors may stay on the host.
-_HOST_OPERANDS_ALLOWED = {"aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"}
+_HOST_OPERANDS_ALLOWED = {"aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"}
 
 
 def _is_device(value: Any) -> bool:

@@ -133,3 +133,14 @@ def test_save_and_load_with_map_location(host_mode):
 def test_mixing_devices_is_pytorchs_error(host_mode):
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         BASE.to("neuron") + BASE
+
+
+def test_index_tensors_may_stay_on_the_host(host_mode):
+    """As on CUDA: indexing accepts CPU index tensors; writing through them reaches the device tensor."""
+    device = BASE.to("neuron")
+    same(device[torch.tensor([0, 2])], BASE[torch.tensor([0, 2])])
+    same(device[torch.tensor([3, 1], device="neuron")], BASE[torch.tensor([3, 1])])
+    expected = BASE.clone()
+    expected[torch.tensor([1])] = -1.0
+    device[torch.tensor([1])] = -1.0
+    same(device, expected)
