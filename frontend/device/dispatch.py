@@ -18,6 +18,7 @@ Mixing a device tensor with a CPU tensor of one dimension or more is PyTorch's u
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -266,7 +267,7 @@ def _device_results(schema: torch.FunctionSchema, result: Any, args: tuple[Any, 
             converted.append(_argument_by_alias_set(schema, alias.before_set, args, kwargs))
         elif alias is not None:
             base = _argument_by_alias_set(schema, alias.before_set, args, kwargs)
-            converted.append(tree_map_only(torch.Tensor, lambda view, base=base: _device_view(base, view), value))
+            converted.append(tree_map_only(torch.Tensor, functools.partial(_device_view, base), value))
         else:
             converted.append(tree_map_only(torch.Tensor, to_device, value))
     return converted[0] if len(returns) == 1 else tuple(converted)
@@ -275,7 +276,7 @@ def _device_results(schema: torch.FunctionSchema, result: Any, args: tuple[Any, 
 def _device_view(base: torch.Tensor, host_view: torch.Tensor) -> torch.Tensor:
     if not _is_device(base):
         return to_device(host_view)
-    view = torch._C._acc.create_empty_tensor([0], host_view.dtype)
+    view = torch._C._acc.create_empty_tensor((0,), host_view.dtype)
     return storage.bind(view, base.untyped_storage(), host_view.storage_offset(), host_view.shape, host_view.stride())
 
 

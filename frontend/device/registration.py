@@ -9,14 +9,17 @@ the compiler loads with the first op that runs on the device.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torch.utils.backend_registration import generate_methods_for_privateuse1_backend, rename_privateuse1_backend
 
 from neuron_mlir.frontend.device.storage import DEVICE_TYPE
 
 _library: torch.library.Library | None = None
 
 
-class _Hooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc]
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
     """What torch asks of a backend's runtime: always present, always usable (it is simulated)."""
 
     def is_available(self) -> bool:
@@ -29,8 +32,8 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc]
         return True
 
 
-class _DeviceGuard(torch._C._acc.DeviceGuard):  # type: ignore[misc]
-    def type_(self) -> torch._C._autograd.DeviceType:
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    def type_(self) -> Any:  # torch's stub says a device; the binding wants the DeviceType enum
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
@@ -49,13 +52,13 @@ def register() -> None:
             f"cannot register the {DEVICE_TYPE} device: torch's PrivateUse1 backend is already '{current}'"
         )
     if current != DEVICE_TYPE:
-        torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+        rename_privateuse1_backend(DEVICE_TYPE)
     # after the rename: these modules make `torch.device("neuron")`s
     from neuron_mlir.frontend.device import storage, torch_neuron
     from neuron_mlir.frontend.device.dispatch import neuron_fallback
 
     # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
-    torch.utils.generate_methods_for_privateuse1_backend()
+    generate_methods_for_privateuse1_backend()
     torch._register_device_module(DEVICE_TYPE, torch_neuron)
     torch._C._acc.register_python_privateuseone_hook(_Hooks())
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())

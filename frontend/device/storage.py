@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 
@@ -57,7 +58,7 @@ def new_storage(nbytes: int) -> torch.UntypedStorage:
         raise torch.OutOfMemoryError(str(error)) from None
     storage = torch._C._construct_storage_from_data_pointer(block.data.ctypes.data, device(), nbytes)
     setattr(storage, _BLOCK_ATTRIBUTE, block)
-    return storage  # type: ignore[no-any-return]
+    return cast(torch.UntypedStorage, storage)
 
 
 def block_of(tensor: torch.Tensor) -> Block:
@@ -65,7 +66,7 @@ def block_of(tensor: torch.Tensor) -> Block:
     block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None)
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
-    return block  # type: ignore[no-any-return]
+    return cast(Block, block)
 
 
 def storage_nbytes(size: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
@@ -83,7 +84,11 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
 
 
 def bind(
-    tensor: torch.Tensor, storage: torch.UntypedStorage, offset: int, size: Sequence[int], stride: Sequence[int]
+    tensor: torch.Tensor,
+    storage: torch.UntypedStorage,
+    offset: int | torch.SymInt,
+    size: Sequence[int],
+    stride: Sequence[int],
 ) -> torch.Tensor:
     """Point `tensor` (a device tensor) at `storage` with this geometry; returns `tensor`."""
     torch.ops.aten.set_.source_Storage_storage_offset.redispatch(CPU_KEYS, tensor, storage, offset, size, stride)
@@ -94,7 +99,7 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype
     """A new device tensor with its own storage."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
     storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
-    return bind(torch._C._acc.create_empty_tensor([0], dtype), storage, 0, size, stride)
+    return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
 
 
 def empty(size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
@@ -127,7 +132,7 @@ def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
     size = [int(s) for s in size]
     stride = contiguous_strides(size)
-    offset = tensor.storage_offset()
+    offset = int(tensor.storage_offset())
     needed = offset * tensor.dtype.itemsize + storage_nbytes(size, stride, tensor.dtype.itemsize)
     storage = tensor.untyped_storage()
     if needed > storage.nbytes():
@@ -144,7 +149,7 @@ def numel(size: Sequence[int]) -> int:
 
 def storage_from_host(host: torch.UntypedStorage) -> torch.UntypedStorage:
     """A device storage holding a copy of CPU storage `host`'s bytes."""
-    nbytes = host.nbytes()
+    nbytes = int(host.nbytes())
     result = new_storage(nbytes)
     if nbytes:
         source = torch.empty(0, dtype=torch.uint8).set_(host).numpy()
@@ -152,12 +157,12 @@ def storage_from_host(host: torch.UntypedStorage) -> torch.UntypedStorage:
     return result
 
 
-def serialization_tag(stored: torch.UntypedStorage) -> str | None:
+def serialization_tag(stored: Any) -> str | None:
     """`torch.save`'s location of a device storage."""
     return f"{DEVICE_TYPE}:0" if stored.device.type == DEVICE_TYPE else None
 
 
-def serialization_restore(stored: torch.UntypedStorage, location: str) -> torch.UntypedStorage | None:
+def serialization_restore(stored: Any, location: str) -> torch.UntypedStorage | None:
     """`torch.load` of a storage saved on the device (or mapped to it): its bytes in new device memory.
 
     torch's own path for a PrivateUse1 location allocates through a C++ allocator the device does not have."""
@@ -165,4 +170,4 @@ def serialization_restore(stored: torch.UntypedStorage, location: str) -> torch.
         return None
     if location not in (DEVICE_TYPE, f"{DEVICE_TYPE}:0"):
         raise RuntimeError(f"cannot restore a storage on {location}: one NeuronCore per process ({DEVICE_TYPE}:0)")
-    return stored if stored.device.type == DEVICE_TYPE else storage_from_host(stored)
+    return cast(torch.UntypedStorage, stored) if stored.device.type == DEVICE_TYPE else storage_from_host(stored)

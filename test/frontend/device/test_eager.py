@@ -9,6 +9,9 @@ from support import assert_close_to_torch
 
 import neuron_mlir
 
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
+
 
 @pytest.fixture
 def compiled(monkeypatch, fresh_eager):
@@ -20,7 +23,7 @@ def compiled(monkeypatch, fresh_eager):
 def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
     x = torch.randn(64, 32, device="neuron")
     y = torch.randn(64, 32, device="neuron")
-    stream = torch.neuron.current_stream()
+    stream = neuron.current_stream()
     before = stream.simulated_ns
     first = x * y
     assert compiled.EAGER_STATS.compiled_signatures == 1
@@ -44,7 +47,7 @@ def test_a_refused_op_runs_on_the_host_with_one_warning_naming_it(compiled):
         warnings.simplefilter("error")
         x * 2  # warned once per op
     assert compiled.EAGER_STATS.host_ops["aten.mul.out"] == 2
-    assert torch.neuron.eager_stats()["refused_signatures"] == 1, torch.neuron.eager_stats()
+    assert neuron.eager_stats()["refused_signatures"] == 1, neuron.eager_stats()
 
 
 def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
@@ -80,7 +83,7 @@ def test_mlp_trains_on_the_device_like_on_the_cpu(compiled):
         assert actual.device.type == "neuron"
         assert_close_to_torch(actual.grad.cpu(), expected.grad, f"{name}.grad")
         assert_close_to_torch(actual.detach().cpu(), expected.detach(), name)
-    stats = torch.neuron.eager_stats()
+    stats = neuron.eager_stats()
     assert stats["native_calls"] > stats["host_calls"], stats
 
 

@@ -14,31 +14,34 @@ ALL_DTYPES = [
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.float8_e4m3fn, torch.float8_e5m2,
 ]  # fmt: skip
 
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
+
 
 def test_memory_allocated_is_exact_and_freed_with_the_last_view(host_mode):
     gc.collect()
-    before = torch.neuron.memory_allocated()
+    before = neuron.memory_allocated()
     x = torch.empty(1000, dtype=torch.float32, device="neuron")
-    assert torch.neuron.memory_allocated() - before == 4000
+    assert neuron.memory_allocated() - before == 4000
     view = x[10:20].view(2, 5).t()
     detached = view.detach()
     del x, view
     gc.collect()
-    assert torch.neuron.memory_allocated() - before == 4000  # a view keeps its base's storage alive
+    assert neuron.memory_allocated() - before == 4000  # a view keeps its base's storage alive
     del detached
     gc.collect()
-    assert torch.neuron.memory_allocated() == before
+    assert neuron.memory_allocated() == before
 
 
 def test_peak_and_its_reset(host_mode):
-    torch.neuron.reset_peak_memory_stats()
-    base = torch.neuron.memory_allocated()
+    neuron.reset_peak_memory_stats()
+    base = neuron.memory_allocated()
     x = torch.empty(256, 256, device="neuron")
     del x
     gc.collect()
-    assert torch.neuron.max_memory_allocated() - base >= 256 * 256 * 4
-    torch.neuron.reset_peak_memory_stats()
-    assert torch.neuron.max_memory_allocated() == torch.neuron.memory_allocated()
+    assert neuron.max_memory_allocated() - base >= 256 * 256 * 4
+    neuron.reset_peak_memory_stats()
+    assert neuron.max_memory_allocated() == neuron.memory_allocated()
 
 
 def test_data_lives_at_the_block_address(host_mode):
@@ -73,7 +76,7 @@ def test_training_steps_hold_memory_steady(host_mode):
         torch.nn.functional.mse_loss(model(x), y).backward()
         optimizer.step()
         gc.collect()
-        usage.append(torch.neuron.memory_allocated())
+        usage.append(neuron.memory_allocated())
     assert usage[2:] == [usage[2]] * 4, usage  # after the first steps create grads and momentum, no growth
 
 
