@@ -65,7 +65,7 @@ def test_round_trip_keeps_every_dtype_bit_exact(host_mode, dtype):
     assert torch.equal(on_device.t().cpu(), source.t())
 
 
-def test_training_steps_hold_memory_steady(host_mode):
+def test_training_steps_hold_memory_steady(eager_mode):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("neuron")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
