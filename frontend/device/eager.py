@@ -64,8 +64,8 @@ EAGER_STATS = EagerStats()
 _warned: set[str] = set()
 
 
-# Ops that always run on the host: random draws come from the device generator (`random`), whose stream of
-# numbers must be the one torch.manual_seed fixes; the rest exchange data with the host by definition.
+# Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
+# come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
 _HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::_to_cpu")
 
 
@@ -82,7 +82,7 @@ class _Program:
 @dataclass
 class _Refusal:
     reason: str
-    by_design: bool = False  # random draws: on the host by design, not a gap of the compiler (no warning)
+    by_design: bool = False  # on the host by design (random draws), not a gap of the compiler: no warning
 
 
 _programs: dict[tuple[Any, ...], _Program | _Refusal] = {}
@@ -328,6 +328,8 @@ def reset() -> None:
     _programs.clear()
     _warned.clear()
     EAGER_STATS.__init__()  # type: ignore[misc]
+    for counter in streams.transfers:
+        streams.transfers[counter] = 0
 
 
 __all__ = ["EAGER_STATS", "DeviceFallbackError", "reset", "run"]
