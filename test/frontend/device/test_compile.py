@@ -23,5 +23,7 @@ def test_compiled_mlp_on_the_device_matches_the_cpu(fresh_compiler, monkeypatch)
     output.sum().backward()
     expected.sum().backward()
     for (name, parameter), on_device in zip(reference.named_parameters(), model.parameters(), strict=True):
-        assert on_device.grad.device.type == "neuron", name
-        assert_close_to_torch(on_device.grad.cpu(), parameter.grad, f"{name}.grad")
+        gradient = on_device.grad
+        assert gradient is not None, name
+        assert gradient.device.type == "neuron", name
+        assert_close_to_torch(gradient.cpu(), parameter.grad, f"{name}.grad")
