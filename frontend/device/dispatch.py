@@ -2,7 +2,7 @@
 
 Input contract: torch's dispatcher calls `neuron_fallback(op, *args, **kwargs)` for every op on device tensors
 that has no kernel of its own for PrivateUse1. Composite kernels run first, so most ops arrive decomposed, and
-structured ops arrive as their `out=` variant after a `resize_` of the output.
+structured ops arrive as their `out=` variant with an output of another size (often none), which the kernel resizes.
 
 Output guarantee: the op's result follows PyTorch's semantics for a device tensor:
 * memory management (`empty*`, `resize_`, `set_`) and copies across devices are served by `storage`;
