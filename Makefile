@@ -45,7 +45,9 @@ importer-coverage: $(STAMP)  ## sweep PyTorch's OpInfo database through the impo
 coverage: $(STAMP)  ## compile and compare op_db samples through the backend (cached per entry) -> docs/coverage.md
 	$(PY) -m neuron_mlir.tools.coverage_sweep --jobs $(PYTEST_WORKERS) --output docs/coverage.md
 
-demo: $(STAMP)  ## compile and train an MLP and a small GPT-2 on the simulated NeuronCore, next to eager
+demo: $(STAMP)  ## train on the neuron device; compile and train an MLP and a small GPT-2, next to eager
+	$(PY) examples/train_on_device.py
+	@echo
 	$(PY) examples/train_mlp.py
 	@echo
 	$(PY) examples/train_transformer.py

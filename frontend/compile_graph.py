@@ -326,7 +326,7 @@ def _wrapped(
     debug_dir: Path | None,
     started: float,
 ) -> Callable[[list[Any]], list[Any]]:
-    compiled: Any = CompiledGraph(name, program, signature, options, debug_dir)
+    compiled: Any = CompiledGraph(name, program, signature, options, debug_dir, _device_outputs(graph_module))
     if signature.guards:
         compiled = ShapeSpecialisedGraph(graph_module, compiled, options)
     nodes = sum(1 for n in graph_module.graph.nodes if n.op == "call_function")
@@ -564,8 +564,11 @@ class CompiledGraph:
         signature: GraphSignature,
         options: CompileOptions,
         debug_dir: Path | None,
+        device_outputs: list[bool] | None = None,
     ):
         self.name = name
+        # per graph output: whether it belongs on the `neuron` device (None: none does)
+        self.device_outputs = device_outputs
         self.validated = program  # validated once (compiled or read back): runs do not check it again
         self.program = program.program
         self.signature = signature
@@ -603,7 +606,17 @@ class CompiledGraph:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
         if signature.assertions:
             signature.check_assertions(outputs)
-        return signature.results([from_numpy(o) for o in outputs])
+        results = signature.results([from_numpy(o) for o in outputs])
+        if self.device_outputs is not None:
+            from neuron_mlir.frontend.device import streams
+            from neuron_mlir.frontend.device.dispatch import to_device
+
+            streams.current_stream().add_run(float(profile.total_ns))  # device work: on the device's clock
+            results = [
+                to_device(r) if on_device and isinstance(r, torch.Tensor) else r
+                for r, on_device in zip(results, self.device_outputs, strict=True)
+            ]
+        return results
 
     def _arrays(self, arguments: list[Any]) -> list[Any]:
         """The arguments as NumPy arrays (`to_numpy`).
@@ -638,6 +651,20 @@ class CompiledGraph:
         return arrays
 
 
+def _device_outputs(graph_module: torch.fx.GraphModule) -> list[bool] | None:
+    """Per output of the graph, whether its value is a `neuron` tensor (traced from device inputs); None when no
+    output is, so graphs of CPU tensors pay nothing."""
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    values = output.args[0] if isinstance(output.args[0], list | tuple) else [output.args[0]]
+    on_device = [
+        isinstance(value, torch.fx.Node)
+        and isinstance(value.meta.get("val"), torch.Tensor)
+        and value.meta["val"].device.type == "neuron"
+        for value in values
+    ]
+    return on_device if any(on_device) else None
+
+
 class ShapeSpecialisedGraph:
     """A graph with symbolic sizes, compiled once per set of concrete sizes.
 
@@ -669,7 +696,7 @@ class ShapeSpecialisedGraph:
                 progress.step(f"{name}: import")
                 module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
                 program = _lower(module, name, None, progress=progress)
-            compiled = CompiledGraph(name, program, signature, self.options, None)
+            compiled = CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
             self.by_sizes[sizes] = compiled
             stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)

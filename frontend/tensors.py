@@ -16,9 +16,13 @@ _FROM_ML_DTYPES = {np.dtype(ml): (storage, dtype) for dtype, (storage, ml) in _V
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A contiguous NumPy copy-or-view of a CPU tensor, keeping low-precision dtypes exact."""
+    """A contiguous NumPy copy-or-view of a CPU or `neuron` tensor, keeping low-precision dtypes exact."""
     value = tensor.detach()
-    if not value.is_cpu:
+    if value.device.type == "neuron":  # the device's memory is host memory: read it in place, no copy
+        from neuron_mlir.frontend.device.storage import host_alias
+
+        value = host_alias(value)
+    elif not value.is_cpu:
         value = value.cpu()
     if not value.is_contiguous():
         value = value.contiguous()

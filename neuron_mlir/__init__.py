@@ -47,12 +47,18 @@ def write_trace(path: str) -> None:
 
 
 def reset() -> None:
-    """Forget stats and profiles and number graphs from 0 again.
+    """Forget stats and profiles and number graphs from 0 again; the `neuron` device forgets its eager programs
+    (named like graphs) and counts.
 
     Call it together with `torch._dynamo.reset()`, which drops the compiled graphs themselves.
     """
+    import sys
+
     from neuron_mlir.frontend.compile_graph import reset_graph_names
     from neuron_mlir.frontend.stats import reset as reset_stats
 
     reset_stats()
     reset_graph_names()
+    eager = sys.modules.get("neuron_mlir.frontend.device.eager")
+    if eager is not None:
+        eager.reset()

@@ -1,0 +1,294 @@
+"""How ATen ops on `neuron` tensors run: the PrivateUse1 kernels and the boxed fallback behind every other op.
+
+Input contract: torch's dispatcher calls `neuron_fallback(op, *args, **kwargs)` for every op on device tensors
+that has no kernel of its own for PrivateUse1. Composite kernels run first, so most ops arrive decomposed, and
+structured ops arrive as their `out=` variant with an output of another size (often none), which the kernel resizes.
+
+Output guarantee: the op's result follows PyTorch's semantics for a device tensor:
+* memory management (`empty*`, `resize_`, `set_`) and copies across devices are served by `storage`;
+* view ops (`view`, `as_strided`, `unfold`, ... : the ops whose schema returns an alias without writing it) run
+  the CPU kernel on the device tensor itself, which writes sizes and strides over the same device storage, so
+  views alias their base exactly;
+* every other op runs as a compiled single-op program on the simulated NeuronCore when the compiler takes it
+  (`eager`), else on the host over CPU aliases of the device bytes (`run_on_host`): in-place and `out=` writes
+  land in device memory directly, a returned view shares the device storage, and fresh results are copied into
+  new device tensors.
+Mixing a device tensor with a CPU tensor of one dimension or more is PyTorch's usual same-device error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map_only
+
+from neuron_mlir.frontend.device import storage
+from neuron_mlir.frontend.device.storage import DEVICE_TYPE
+
+aten = torch.ops.aten
+
+# Ops that accept CPU tensors next to device tensors on other accelerators too: index tensors may stay on the host.
+_HOST_OPERANDS_ALLOWED = {"aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"}
+
+
+def _is_device(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE
+
+
+def _memory_format_strides(size: list[int], memory_format: torch.memory_format | None) -> list[int]:
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        return storage.contiguous_strides(size)
+    return list(torch.empty(size, memory_format=memory_format, device="meta").stride())
+
+
+def _empty_memory_format(
+    size: list[int],
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    size = [int(s) for s in size]
+    return storage.empty_strided(size, _memory_format_strides(size, memory_format), dtype or torch.get_default_dtype())
+
+
+def _empty_strided(
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    return storage.empty_strided(size, stride, dtype or torch.get_default_dtype())
+
+
+def _host_view(tensor: torch.Tensor) -> torch.Tensor:
+    return storage.host_alias(tensor) if _is_device(tensor) else tensor
+
+
+def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    from neuron_mlir.frontend.device import streams
+
+    streams.count_transfer(source, destination)
+    _host_view(destination).copy_(_host_view(source))
+    return destination
+
+
+def _copy_from_and_resize(source: torch.Tensor, destination: torch.Tensor) -> torch.Tensor:
+    if destination.shape != source.shape:
+        storage.resize(destination, source.shape)
+    return _copy_from(source, destination)
+
+
+def _resize(tensor: torch.Tensor, size: list[int], memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    storage.resize(tensor, size)
+    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+        strides = _memory_format_strides([int(s) for s in size], memory_format)
+        storage.bind(tensor, tensor.untyped_storage(), tensor.storage_offset(), size, strides)
+    return tensor
+
+
+def _set_empty(tensor: torch.Tensor) -> torch.Tensor:
+    return storage.bind(tensor, storage.new_storage(0), 0, [0], [1])
+
+
+def _local_scalar_dense(tensor: torch.Tensor) -> Any:
+    from neuron_mlir.frontend.device import streams
+
+    streams.current_stream().synchronize()  # reading a value waits for the work that computes it
+    return storage.host_alias(tensor).item()
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """One stream runs everything on the simulated device (in order), so no tensor outlives its uses early."""
+
+
+_KERNELS: dict[Any, Callable[..., Any]] = {
+    aten.empty.memory_format: _empty_memory_format,
+    aten.empty_strided.default: _empty_strided,
+    aten._copy_from.default: _copy_from,
+    aten._copy_from_and_resize.default: _copy_from_and_resize,
+    aten.resize_.default: _resize,
+    aten.set_.default: _set_empty,
+    aten._local_scalar_dense.default: _local_scalar_dense,
+    aten.record_stream.default: _record_stream,
+}
+_CPU_METADATA_KERNELS = {
+    aten.set_.source_Storage,
+    aten.set_.source_Storage_storage_offset,
+    aten.set_.source_Tensor,
+}
+
+
+def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """The PrivateUse1 fallback: every op on device tensors without a kernel of its own comes here."""
+    kernel = _KERNELS.get(op)
+    if kernel is not None:
+        return kernel(*args, **kwargs)
+    if op.is_view or op in _CPU_METADATA_KERNELS:
+        return op.redispatch(storage.CPU_KEYS, *args, **kwargs)
+    check_same_device(op, args, kwargs)
+    from neuron_mlir.frontend.device import eager
+
+    return eager.run(op, args, kwargs)
+
+
+def check_same_device(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """PyTorch's error for a device tensor next to a CPU tensor (0-d CPU tensors pass, as scalars do on CUDA)."""
+    if op._schema.name in _HOST_OPERANDS_ALLOWED:
+        return
+    tensors = [v for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.Tensor)]
+    host = next((t for t in tensors if t.device.type == "cpu" and t.dim() > 0), None)
+    if host is not None and any(_is_device(t) for t in tensors):
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, {storage.device()} and "
+            f"cpu! (in {op._schema.name})"
+        )
+
+
+def run_on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run `op` by its CPU kernel over host aliases of the device tensors (see the module docstring)."""
+    from neuron_mlir.frontend.device import random
+
+    aliases: dict[int, torch.Tensor] = {}
+
+    def to_host(value: torch.Tensor) -> torch.Tensor:
+        if not _is_device(value):
+            return value
+        alias = aliases.get(id(value))
+        if alias is None:
+            alias = aliases[id(value)] = storage.host_alias(value)
+        return alias
+
+    host_args, host_kwargs = tree_map_only(torch.Tensor, to_host, (args, kwargs))
+    if host_kwargs.get("device") is not None and torch.device(host_kwargs["device"]).type == DEVICE_TYPE:
+        host_kwargs["device"] = torch.device("cpu")  # a factory op: made on the host, then copied over
+    schema = op._schema
+    if "generator" in (a.name for a in schema.arguments) and host_kwargs.get("generator") is None:
+        host_kwargs["generator"] = random.device_generator()
+    written = _written_arguments(schema, args, kwargs)
+    try:
+        result = op(*host_args, **host_kwargs)
+    except RuntimeError as error:
+        if not written or "not resizable" not in str(error):
+            raise
+        # an out= tensor too small for the result: compute into fresh host tensors, then grow the device tensors
+        host_args = list(host_args)
+        fresh: list[tuple[Any, Any]] = []
+        for where, value in written:
+            replacement = tree_map_only(torch.Tensor, lambda t: torch.empty(0, dtype=t.dtype), value)
+            if isinstance(where, int):
+                host_args[where] = replacement
+            else:
+                host_kwargs[where] = replacement
+            fresh.append((value, replacement))
+        result = op(*host_args, **host_kwargs)
+        for value, replacement in fresh:
+            for device_tensor, host_tensor in zip(_tensors(value), _tensors(replacement), strict=True):
+                storage.resize(device_tensor, host_tensor.shape)
+                storage.host_alias(device_tensor).copy_(host_tensor)
+    else:
+        for _, value in written:
+            for device_tensor in _tensors(value):
+                _follow_host_geometry(device_tensor, aliases[id(device_tensor)])
+    return _device_results(schema, result, args, kwargs)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [v for v in tree_flatten(value)[0] if isinstance(v, torch.Tensor)]
+
+
+def _written_arguments(
+    schema: torch.FunctionSchema, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[int | str, Any]]:
+    """The device tensors the op writes (in-place `self`, `out=`), each with where it was passed: its position
+    in `args` or its keyword."""
+    written: list[tuple[int | str, Any]] = []
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        where: int | str = argument.name if argument.name in kwargs else index
+        value = kwargs[argument.name] if isinstance(where, str) else args[index] if index < len(args) else None
+        tensors = _tensors(value)
+        if tensors and all(_is_device(t) for t in tensors):
+            written.append((where, value))
+    return written
+
+
+def _follow_host_geometry(device_tensor: torch.Tensor, host_tensor: torch.Tensor) -> None:
+    """A CPU kernel may restride, shrink or (when the device tensor holds no bytes yet, so its host alias owns its
+    own) grow an output (`resize_output`): give the device tensor the same geometry, over its own storage when the
+    host tensor still uses the device bytes, else over new device memory that receives the host tensor's values."""
+    if host_tensor.untyped_storage().data_ptr() != device_tensor.untyped_storage().data_ptr():
+        storage.resize(device_tensor, host_tensor.shape)
+        storage.host_alias(device_tensor).copy_(host_tensor)
+        return
+    if (
+        device_tensor.shape != host_tensor.shape
+        or device_tensor.stride() != host_tensor.stride()
+        or device_tensor.storage_offset() != host_tensor.storage_offset()
+    ):
+        storage.bind(
+            device_tensor,
+            device_tensor.untyped_storage(),
+            host_tensor.storage_offset(),
+            host_tensor.shape,
+            host_tensor.stride(),
+        )
+
+
+def _argument_by_alias_set(
+    schema: torch.FunctionSchema, alias_set: set[str], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.before_set & alias_set:
+            if argument.name in kwargs:
+                return kwargs[argument.name]
+            return args[index] if index < len(args) else argument.default_value
+    raise RuntimeError(f"{schema.name}: no argument in alias set {alias_set}")
+
+
+def _device_results(schema: torch.FunctionSchema, result: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The op's results as device values: written arguments returned as themselves, views of device tensors as
+    device views, fresh tensors copied to new device tensors."""
+    returns = schema.returns
+    if not returns:  # ops that only write their arguments (`_foreach_*_`, `_fused_adamw_`)
+        return None
+    values = [result] if len(returns) == 1 else list(result)
+    converted = []
+    for declared, value in zip(returns, values, strict=True):
+        alias = declared.alias_info
+        if alias is not None and alias.is_write:
+            converted.append(_argument_by_alias_set(schema, alias.before_set, args, kwargs))
+        elif alias is not None:
+            base = _argument_by_alias_set(schema, alias.before_set, args, kwargs)
+            converted.append(tree_map_only(torch.Tensor, functools.partial(_device_view, base), value))
+        else:
+            converted.append(tree_map_only(torch.Tensor, to_device, value))
+    return converted[0] if len(returns) == 1 else tuple(converted)
+
+
+def _device_view(base: torch.Tensor, host_view: torch.Tensor) -> torch.Tensor:
+    if not _is_device(base):
+        return to_device(host_view)
+    view = torch._C._acc.create_empty_tensor((0,), host_view.dtype)
+    return storage.bind(view, base.untyped_storage(), host_view.storage_offset(), host_view.shape, host_view.stride())
+
+
+def to_device(host: torch.Tensor) -> torch.Tensor:
+    """A new device tensor holding `host`'s values (a dense layout keeps its strides, others become contiguous)."""
+    if _is_device(host):
+        return host
+    stride = host.stride() if _dense(host) else storage.contiguous_strides(host.shape)
+    tensor = storage.empty_strided(host.shape, stride, host.dtype)
+    storage.host_alias(tensor).copy_(host)
+    return tensor
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor)) and tensor.storage_offset() == 0

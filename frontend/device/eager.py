@@ -1,0 +1,335 @@
+"""Eager ops on device tensors: compiled single-op programs on the simulated NeuronCore, or the host.
+
+Input contract: an ATen op that is neither memory management, a copy nor a view (`dispatch.neuron_fallback` serves
+those), with its arguments as the dispatcher passed them.
+
+Output guarantee: the op's results as device tensors, written arguments (in-place `self`, `out=`) updated in
+device memory, with PyTorch's semantics; every call counted as native or host (`eager_stats`).
+
+The native path traces the op alone into a functional FX graph of core ATen ops (in-place and `out=` forms become
+their functional op writing a copy of the written argument), and compiles it with the same pipeline as
+`torch.compile` (`frontend.compile_graph`, strict: every node must lower). Programs are kept per signature: the
+op, every tensor operand's shape and dtype, and every other argument's value; strides do not enter it, because the
+host side gathers every operand into the dense layout the program reads, and the program's results are scattered
+into the written tensors' own strides. The compile cache (`frontend.cache`, in memory and on disk) keeps the
+programs across processes. The simulated time of every run accumulates on the current stream, and each program's
+latest profile is in `neuron_mlir.profiles()` like a compiled graph's.
+
+An op the compiler refuses (no lowering, a dtype the core cannot hold, random ops, whose numbers come from the
+device generator on the host) runs on the host over aliases of the device memory (`dispatch.run_on_host`), with
+one warning per op naming it and the user's line, or an error in strict mode (NEURON_MLIR_STRICT=1).
+NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a compiler problem from the device's).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
+
+from neuron_mlir.frontend.device import dispatch, storage, streams
+
+
+class DeviceFallbackError(RuntimeError):
+    """Strict mode: an op on device tensors that the NeuronCore does not run."""
+
+
+@dataclass
+class EagerStats:
+    native_ops: Counter[str] = field(default_factory=Counter)
+    host_ops: Counter[str] = field(default_factory=Counter)
+    compiled_signatures: int = 0
+    refused_signatures: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "native_ops": dict(self.native_ops),
+            "host_ops": dict(self.host_ops),
+            "native_calls": sum(self.native_ops.values()),
+            "host_calls": sum(self.host_ops.values()),
+            "compiled_signatures": self.compiled_signatures,
+            "refused_signatures": self.refused_signatures,
+            **streams.transfers,
+        }
+
+
+EAGER_STATS = EagerStats()
+_warned: set[str] = set()
+
+
+# Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
+# come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
+_HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::_to_cpu")
+
+
+@dataclass
+class _Program:
+    """A compiled single-op program: its callable, which arguments it writes and how results map back."""
+
+    compiled: Any
+    tensor_positions: list[int]  # positions in the flattened (args, kwargs) of the tensor operands
+    written_positions: list[int]  # positions of the written tensors, in the order of the program's first results
+    name: str
+
+
+@dataclass
+class _Refusal:
+    reason: str
+    by_design: bool = False  # on the host by design (random draws), not a gap of the compiler: no warning
+
+
+_programs: dict[tuple[Any, ...], _Program | _Refusal] = {}
+
+
+def _mode() -> str:
+    return os.environ.get("NEURON_MLIR_EAGER", "compile")
+
+
+def _strict() -> bool:
+    return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
+
+
+def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    name = str(op)
+    if _mode() == "host":
+        EAGER_STATS.host_ops[name] += 1
+        return dispatch.run_on_host(op, args, kwargs)
+    flat = _leaves(args, kwargs)
+    key = _signature(op, flat)
+    entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
+    if entry is None:
+        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
+        if isinstance(entry, _Refusal) and not entry.by_design:
+            EAGER_STATS.refused_signatures += 1
+        if key is not None:
+            _programs[key] = entry
+    if isinstance(entry, _Program):
+        EAGER_STATS.native_ops[name] += 1
+        return _run_program(entry, op, args, kwargs, flat)
+    if not entry.by_design:
+        _refused(name, entry.reason)
+    EAGER_STATS.host_ops[name] += 1
+    return dispatch.run_on_host(op, args, kwargs)
+
+
+def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
+    """Why a call runs on the host without trying to compile it, if it does."""
+    if any(a.name == "generator" for a in op._schema.arguments):
+        return _Refusal(f"{op} draws random numbers from the device generator, on the host", by_design=True)
+    if op._schema.name.startswith(_HOST_ONLY_PREFIXES):
+        return _Refusal(f"{op} exchanges data with the host", by_design=True)
+    unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in _unstorable()), None)
+    if unstorable is not None:
+        return _Refusal(f"{op}: {str(unstorable).removeprefix('torch.')} is not supported on the NeuronCore")
+    if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
+        return _Refusal(f"{op} has no device tensor operand")
+    return None
+
+
+@functools.cache
+def _unstorable() -> frozenset[torch.dtype]:
+    """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`)."""
+    from neuron_mlir.frontend.compile_graph import _UNSTORABLE
+
+    return frozenset(_UNSTORABLE)
+
+
+@functools.cache
+def _decompositions() -> dict[Any, Any]:
+    """torch.compile's decomposition table (building it takes a good part of a second: once per process)."""
+    from neuron_mlir.frontend.backend import decompositions
+
+    return decompositions()
+
+
+def _signature(op: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...] | None:
+    """The program cache key of a call, or None when no key can describe it (symbolic values, other layouts)."""
+    parts: list[Any] = [op]
+    for value in flat:
+        if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided:
+                return None
+            parts.append((tuple(value.shape), value.dtype, value.device.type == storage.DEVICE_TYPE))
+        elif isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return None
+        else:
+            parts.append((type(value), value))
+    return tuple(parts)
+
+
+def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments flattened as `tree_flatten((args, kwargs))` orders them (on every call: no pytree machinery
+    for the lists and dicts of plain values the dispatcher passes)."""
+    flat: list[Any] = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, list | tuple):
+            flat.extend(value)
+        else:
+            flat.append(value)
+    return flat
+
+
+def _compile(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> _Program | _Refusal:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
+
+    pytree_flat, spec = tree_flatten((args, kwargs))
+    if len(pytree_flat) != len(flat) or any(a is not b for a, b in zip(pytree_flat, flat, strict=True)):
+        return _Refusal(f"{op} has nested arguments")
+    tensor_positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+    written = _written_positions(op, args, kwargs, flat, spec)
+    if any(p not in tensor_positions for p in written):
+        return _Refusal(f"{op} writes an argument that is not a tensor")
+    returns_views = any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+    if returns_views:
+        return _Refusal(f"{op} returns a view of its operand")
+
+    def single_op(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = list(flat)
+        for position, tensor in zip(tensor_positions, tensors, strict=True):
+            values[position] = tensor.clone() if position in written else tensor
+        call_args, call_kwargs = tree_unflatten(values, spec)
+        result = op(*call_args, **call_kwargs)
+        results = [result] if len(op._schema.returns) == 1 else list(result)
+        fresh = [
+            value
+            for declared, value in zip(op._schema.returns, results, strict=True)
+            if declared.alias_info is None
+        ]
+        return (*[values[p] for p in written], *fresh)
+
+    examples = [_host_example(flat[p]) for p in tensor_positions]
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fakes = [mode.from_tensor(e) for e in examples]
+            # functional first, then decomposed: a decomposition may write in place (fill_ into copy_), and only
+            # functionalization above it would turn that write into a value
+            functional = make_fx(torch.func.functionalize(single_op, remove="mutations_and_views"))(*fakes)
+            graph_module = make_fx(functional, decomposition_table=_decompositions())(*fakes)
+    except Exception as error:  # an op the tracer cannot take alone: a refusal, not the user's error
+        return _Refusal(f"{op} cannot be traced alone ({type(error).__name__}: {str(error).splitlines()[0]})")
+    if not any(n.op == "call_function" for n in graph_module.graph.nodes):
+        return _Refusal(f"{op} computes nothing the device runs")
+    if any(not isinstance(o, torch.fx.Node) for o in _graph_outputs(graph_module)):
+        return _Refusal(f"{op} returns values that are not tensors")
+    options = CompileOptions.from_user({"strict": True, "progress": False})
+    kind = "eager_" + str(op).removeprefix("aten.").replace(".", "_")
+    try:
+        compiled = compile_graph(graph_module, examples, options, kind)
+    except NeuronCompileError as error:
+        lines = str(error).splitlines()
+        detail = lines[1].strip() if len(lines) > 1 else lines[0]
+        return _Refusal(f"{op} is not compiled ({detail})")
+    EAGER_STATS.compiled_signatures += 1
+    return _Program(compiled, tensor_positions, written, getattr(compiled, "name", kind))
+
+
+def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    return list(output.args[0])
+
+
+def _host_example(value: torch.Tensor) -> torch.Tensor:
+    return torch.empty(value.shape, dtype=value.dtype)
+
+
+class _Written:
+    """Marks the leaves of written arguments, to find their positions among the flattened arguments."""
+
+
+def _written_positions(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], spec: Any
+) -> list[int]:
+    """Positions in `flat` of the tensors the op writes, in schema order (found by position in the schema, not by
+    identity: `x.mul_(y)` on a view may arrive as `mul.out(x, y, out=x)`, one tensor read and written)."""
+    marked_args, marked_kwargs = list(args), dict(kwargs)
+    order: list[int] = []
+    for index, argument in enumerate(op._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in kwargs:
+            marked_kwargs[argument.name] = tree_map_only(torch.Tensor, lambda _: _Written(), kwargs[argument.name])
+        elif index < len(args):
+            marked_args[index] = tree_map_only(torch.Tensor, lambda _: _Written(), args[index])
+    marked, marked_spec = tree_flatten((tuple(marked_args), marked_kwargs))
+    assert marked_spec == spec, "marking written arguments changed the argument structure"
+    order = [position for position, value in enumerate(marked) if isinstance(value, _Written)]
+    return order
+
+
+def _run_program(
+    program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> Any:
+    operands = [_host_operand(flat[p]) for p in program.tensor_positions]
+    outputs = program.compiled(operands)
+    profile = getattr(program.compiled, "last_profile", None)
+    if profile is not None:
+        streams.current_stream().add_run(float(profile.total_ns))
+    written = [flat[p] for p in program.written_positions]
+    for tensor, value in zip(written, outputs, strict=False):
+        if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
+            storage.resize(tensor, value.shape)
+        storage.host_alias(tensor).copy_(value)
+    fresh = iter(outputs[len(written) :])
+    results = []
+    for declared in op._schema.returns:
+        if declared.alias_info is not None and declared.alias_info.is_write:
+            results.append(dispatch._argument_by_alias_set(op._schema, declared.alias_info.before_set, args, kwargs))
+        else:
+            results.append(dispatch.to_device(next(fresh)))
+    if not op._schema.returns:
+        return None
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _host_operand(value: torch.Tensor) -> torch.Tensor:
+    return storage.host_alias(value) if value.device.type == storage.DEVICE_TYPE else value
+
+
+def _refused(op_name: str, reason: str) -> None:
+    if _strict():
+        raise DeviceFallbackError(
+            f"neuron-mlir (strict): {reason}; the op would run on the host" + _where(" (at {})")
+        )
+    if op_name in _warned:
+        return
+    _warned.add(op_name)
+    warnings.warn(
+        f"neuron-mlir: {reason}; it runs on the host with copies" + _where(" (first seen at {})"), stacklevel=2
+    )
+
+
+def _where(template: str) -> str:
+    """The user's source line that issued the current op: the innermost frame outside torch and neuron-mlir."""
+    import neuron_mlir.frontend
+
+    # torch's frames and the compiler's own (frontend/: dispatch, tracing, compiling) are not the user's
+    skipped = (os.path.dirname(torch.__file__), os.path.dirname(neuron_mlir.frontend.__file__))
+    for frame in reversed(traceback.extract_stack()):
+        if not frame.filename.startswith(skipped) and "<frozen" not in frame.filename:
+            return template.format(f"{frame.filename}:{frame.lineno}")
+    return ""
+
+
+def reset() -> None:
+    """Forget the compiled programs, the counts and which ops were warned about."""
+    _programs.clear()
+    _warned.clear()
+    EAGER_STATS.__init__()  # type: ignore[misc]
+    for counter in streams.transfers:
+        streams.transfers[counter] = 0
+
+
+__all__ = ["EAGER_STATS", "DeviceFallbackError", "reset", "run"]

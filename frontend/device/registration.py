@@ -1,0 +1,82 @@
+"""Registering the `neuron` device with torch: PrivateUse1 renamed, its hooks, device guard, module and kernels.
+
+`autoload` is the function of the `torch.backends` entry point (pyproject.toml), which `import torch` calls: from
+then on `torch.device("neuron")`, `Tensor.to("neuron")` / `.neuron()`, `Module.to("neuron")`,
+`torch.accelerator`, `torch.neuron` and `torch.autocast("neuron")` work without importing neuron-mlir.
+With TORCH_DEVICE_BACKEND_AUTOLOAD=0, `register()` does the same by hand. Registering costs no compiler import:
+the compiler loads with the first op that runs on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.backend_registration import generate_methods_for_privateuse1_backend, rename_privateuse1_backend
+
+from neuron_mlir.frontend.device.storage import DEVICE_TYPE
+
+_library: torch.library.Library | None = None
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    """What torch asks of a backend's runtime: always present, always usable (it is simulated)."""
+
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, device_index: int) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    def type_(self) -> Any:  # torch's stub says a device; the binding wants the DeviceType enum
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def is_registered() -> bool:
+    return _library is not None
+
+
+def register() -> None:
+    """Make PrivateUse1 the `neuron` device (once per process; later calls do nothing)."""
+    global _library
+    if _library is not None:
+        return
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", DEVICE_TYPE):
+        raise RuntimeError(
+            f"cannot register the {DEVICE_TYPE} device: torch's PrivateUse1 backend is already '{current}'"
+        )
+    if current != DEVICE_TYPE:
+        rename_privateuse1_backend(DEVICE_TYPE)
+    # after the rename: these modules make `torch.device("neuron")`s
+    from neuron_mlir.frontend.device import storage, torch_neuron
+    from neuron_mlir.frontend.device.dispatch import neuron_fallback
+
+    # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
+    generate_methods_for_privateuse1_backend()
+    torch._register_device_module(DEVICE_TYPE, torch_neuron)
+    torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    # before torch's PrivateUse1 entry (priority 23), which would allocate the storage in C++
+    torch.serialization.register_package(19, storage.serialization_tag, storage.serialization_restore)
+    library = torch.library.Library("_", "IMPL", "PrivateUse1")
+    library.fallback(neuron_fallback)
+    _library = library
+
+
+def autoload() -> None:
+    """The `torch.backends` entry point: called by `import torch` (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0).
+
+    A failure to register is a warning, not an exception: torch turns an entry point's exception into a failed
+    `import torch`, and a broken device must not make torch itself unusable."""
+    try:
+        register()
+    except Exception as error:
+        import warnings
+
+        warnings.warn(f"neuron-mlir: the {DEVICE_TYPE} device is not available: {error!r}", stacklevel=2)

@@ -1,0 +1,173 @@
+"""The data of `neuron` tensors: storages whose bytes are blocks of the simulated HBM (`runtime/device_memory.py`).
+
+A device storage is a torch `UntypedStorage` on the `neuron` device built around the data pointer of its block's
+bytes, and the block hangs on the storage's Python object. torch keeps one Python object per storage for as long
+as any tensor uses it (views, autograd's saved shallow copies and `detach()` all share the storage), so the block
+lives exactly as long as the storage, and dies (giving its HBM range back) with the last tensor that uses it.
+
+Tensors are given their storage, sizes and strides by the CPU kernels of `set_` and the view ops, which only
+write metadata: a device tensor never reaches an allocator of torch's own. The same bytes are visible on the host
+as CPU tensors (`host_alias`), the way the CPU fallback and the host side of compiled ops read and write them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any, cast
+
+import torch
+
+from neuron_mlir.runtime.device_memory import Block, DeviceMemory, DeviceOutOfMemoryError
+
+DEVICE_TYPE = "neuron"
+# the kernels of `set_` and of the view ops are registered for CPU; they only write metadata
+CPU_KEYS = torch.DispatchKeySet(torch.DispatchKey.CPU)
+_BLOCK_ATTRIBUTE = "_neuron_block"
+# dtype -> a flat CPU tensor over the whole block, kept on the storage (made once, not per op)
+_HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
+
+_memory: DeviceMemory | None = None
+_device: torch.device | None = None
+
+
+def device() -> torch.device:
+    """`neuron:0` (made on first use: the name exists only once PrivateUse1 is renamed)."""
+    global _device
+    if _device is None:
+        _device = torch.device(DEVICE_TYPE, 0)
+    return _device
+
+
+def device_memory() -> DeviceMemory:
+    """The HBM of this process's NeuronCore, for the target NEURON_MLIR_TARGET names (trn2 by default)."""
+    global _memory
+    if _memory is None:
+        from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
+
+        _memory = DeviceMemory(get_target(os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
+    return _memory
+
+
+def new_storage(nbytes: int) -> torch.UntypedStorage:
+    """A storage of `nbytes` in device memory; torch.OutOfMemoryError when the HBM cannot hold it."""
+    try:
+        block = device_memory().allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    storage = torch._C._construct_storage_from_data_pointer(block.data.ctypes.data, device(), nbytes)
+    setattr(storage, _BLOCK_ATTRIBUTE, block)
+    return cast(torch.UntypedStorage, storage)
+
+
+def block_of(tensor: torch.Tensor) -> Block:
+    """The HBM block holding `tensor`'s data."""
+    block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None)
+    if block is None:
+        raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
+    return cast(Block, block)
+
+
+def storage_nbytes(size: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
+    """Bytes a tensor of `size` and `stride` spans from its first element (0 when it has no elements)."""
+    if any(extent == 0 for extent in size):
+        return 0
+    return (1 + sum((extent - 1) * step for extent, step in zip(size, stride, strict=True))) * itemsize
+
+
+def contiguous_strides(size: Sequence[int]) -> list[int]:
+    strides = [1] * len(size)
+    for axis in range(len(size) - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * max(size[axis + 1], 1)
+    return strides
+
+
+def bind(
+    tensor: torch.Tensor,
+    storage: torch.UntypedStorage,
+    offset: int | torch.SymInt,
+    size: Sequence[int],
+    stride: Sequence[int],
+) -> torch.Tensor:
+    """Point `tensor` (a device tensor) at `storage` with this geometry; returns `tensor`."""
+    torch.ops.aten.set_.source_Storage_storage_offset.redispatch(CPU_KEYS, tensor, storage, offset, size, stride)
+    return tensor
+
+
+def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A new device tensor with its own storage."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
+    return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
+
+
+def empty(size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    return empty_strided(size, contiguous_strides(size), dtype)
+
+
+def host_alias(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over the very bytes of device tensor `tensor`: writes through either show in both."""
+    stored = tensor.untyped_storage()
+    dtype = tensor.dtype
+    views: dict[torch.dtype, torch.Tensor] | None = getattr(stored, _HOST_VIEWS_ATTRIBUTE, None)
+    if views is None:
+        views = {}
+        setattr(stored, _HOST_VIEWS_ATTRIBUTE, views)
+    flat = views.get(dtype)
+    if flat is None:
+        block: Block | None = getattr(stored, _BLOCK_ATTRIBUTE, None)
+        if block is None:
+            raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
+        usable = block.nbytes - block.nbytes % dtype.itemsize
+        # no elements to alias: NumPy gives empty arrays strides torch cannot view
+        flat = torch.from_numpy(block.data[:usable]).view(dtype) if usable else torch.empty(0, dtype=dtype)
+        views[dtype] = flat
+    if not flat.numel():
+        return torch.empty(0, dtype=dtype).as_strided(tensor.shape, tensor.stride(), 0)
+    return flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+
+def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
+    size = [int(s) for s in size]
+    stride = contiguous_strides(size)
+    offset = int(tensor.storage_offset())
+    needed = offset * tensor.dtype.itemsize + storage_nbytes(size, stride, tensor.dtype.itemsize)
+    storage = tensor.untyped_storage()
+    if needed > storage.nbytes():
+        grown = new_storage(needed)
+        old = block_of(tensor)
+        getattr(grown, _BLOCK_ATTRIBUTE).data[: old.nbytes] = old.data
+        storage = grown
+    return bind(tensor, storage, offset, size, stride)
+
+
+def numel(size: Sequence[int]) -> int:
+    return math.prod(size)
+
+
+def storage_from_host(host: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A device storage holding a copy of CPU storage `host`'s bytes."""
+    nbytes = int(host.nbytes())
+    result = new_storage(nbytes)
+    if nbytes:
+        source = torch.empty(0, dtype=torch.uint8).set_(host).numpy()
+        getattr(result, _BLOCK_ATTRIBUTE).data[:] = source
+    return result
+
+
+def serialization_tag(stored: Any) -> str | None:
+    """`torch.save`'s location of a device storage."""
+    return f"{DEVICE_TYPE}:0" if stored.device.type == DEVICE_TYPE else None
+
+
+def serialization_restore(stored: Any, location: str) -> torch.UntypedStorage | None:
+    """`torch.load` of a storage saved on the device (or mapped to it): its bytes in new device memory.
+
+    torch's own path for a PrivateUse1 location allocates through a C++ allocator the device does not have."""
+    if location != DEVICE_TYPE and not location.startswith(f"{DEVICE_TYPE}:"):
+        return None
+    if location not in (DEVICE_TYPE, f"{DEVICE_TYPE}:0"):
+        raise RuntimeError(f"cannot restore a storage on {location}: one NeuronCore per process ({DEVICE_TYPE}:0)")
+    return cast(torch.UntypedStorage, stored) if stored.device.type == DEVICE_TYPE else storage_from_host(stored)

@@ -1,0 +1,179 @@
+"""The simulated device's HBM as an allocator: where the data of device tensors lives, and how much of it is used.
+
+Every block has an address in the target's HBM (`Target.hbm_bytes` of `runtime/hardware.py`, aligned to
+`Target.hbm_alignment_bytes`) and holds its bytes in a NumPy array of exactly the requested size. Addresses are
+handed out first fit from a free list that merges neighbouring holes when blocks are freed, so fragmentation is
+modelled as on the device: a request larger than every hole fails even when the free bytes add up to more.
+
+A block is freed explicitly (`DeviceMemory.free`) or when the last reference to it goes away, whichever comes
+first, so the owner of a block (a tensor's storage) frees it by dying. The counters are exact: `allocated_bytes` is
+the sum of the requested sizes of the live blocks, `reserved_bytes` the address space they occupy after alignment;
+`peak_allocated_bytes` is the largest `allocated_bytes` since the last `reset_peak`. A request that does not fit
+raises `DeviceOutOfMemoryError` naming the requested, free and largest contiguous free bytes.
+
+This module stands alone on NumPy, as the rest of runtime/ does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+
+import numpy as np
+
+from neuron_mlir.runtime.hardware import Target
+
+
+class DeviceOutOfMemoryError(MemoryError):
+    """A request the device's HBM cannot hold: `requested`, `free` and `largest_free` are in bytes."""
+
+    def __init__(self, requested: int, free: int, largest_free: int, capacity: int, target: str) -> None:
+        self.requested = requested
+        self.free = free
+        self.largest_free = largest_free
+        self.capacity = capacity
+        super().__init__(
+            f"out of device memory on the simulated {target} NeuronCore: tried to allocate {requested} bytes "
+            f"({_human(requested)}) with {free} bytes ({_human(free)}) free of {capacity} ({_human(capacity)}); "
+            f"the largest contiguous free range is {largest_free} bytes"
+        )
+
+
+class Block:
+    """One allocation: `address` in HBM, `nbytes` requested, `data` its bytes (a uint8 array of `nbytes`)."""
+
+    __slots__ = ("__weakref__", "_finalizer", "address", "data", "nbytes", "reserved")
+
+    def __init__(self, address: int, nbytes: int, reserved: int) -> None:
+        self.address = address
+        self.nbytes = nbytes
+        self.reserved = reserved
+        self.data = np.empty(nbytes, dtype=np.uint8)
+        self._finalizer: weakref.finalize[..., Block] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer is not None and self._finalizer.alive
+
+    def __repr__(self) -> str:
+        return f"Block(address=0x{self.address:x}, nbytes={self.nbytes})"
+
+
+class DeviceMemory:
+    """The HBM of one simulated NeuronCore of `target`: allocation, freeing and the usage counters."""
+
+    def __init__(self, target: Target, capacity: int | None = None) -> None:
+        self.target = target
+        self.capacity = target.hbm_bytes if capacity is None else capacity
+        self.alignment = target.hbm_alignment_bytes
+        # free ranges as two parallel sorted lists (starts, sizes): first fit walks them in address order
+        self._free_starts: list[int] = [0]
+        self._free_sizes: list[int] = [self.capacity]
+        self._lock = threading.Lock()
+        self.allocated_bytes = 0
+        self.reserved_bytes = 0
+        self.peak_allocated_bytes = 0
+        self.peak_reserved_bytes = 0
+        self.allocations = 0
+        self.frees = 0
+        self.live_blocks = 0
+        self.out_of_memory_errors = 0
+
+    def allocate(self, nbytes: int) -> Block:
+        """A new block of `nbytes` (its contents undefined), or DeviceOutOfMemoryError."""
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
+        # a zero-byte request still takes one aligned slot, so every live block has its own address
+        reserved = max(self.alignment, -(-nbytes // self.alignment) * self.alignment)
+        with self._lock:
+            index = next((i for i, size in enumerate(self._free_sizes) if size >= reserved), None)
+            if index is None:
+                free = sum(self._free_sizes)
+                largest = max(self._free_sizes, default=0)
+                self.out_of_memory_errors += 1
+                raise DeviceOutOfMemoryError(nbytes, free, largest, self.capacity, self.target.name)
+            address = self._free_starts[index]
+            if self._free_sizes[index] == reserved:
+                del self._free_starts[index], self._free_sizes[index]
+            else:
+                self._free_starts[index] += reserved
+                self._free_sizes[index] -= reserved
+            self.allocated_bytes += nbytes
+            self.reserved_bytes += reserved
+            self.peak_allocated_bytes = max(self.peak_allocated_bytes, self.allocated_bytes)
+            self.peak_reserved_bytes = max(self.peak_reserved_bytes, self.reserved_bytes)
+            self.allocations += 1
+            self.live_blocks += 1
+        try:
+            block = Block(address, nbytes, reserved)
+        except MemoryError:
+            self._release(address, nbytes, reserved)
+            raise
+        block._finalizer = weakref.finalize(block, self._release, address, nbytes, reserved)
+        block._finalizer.atexit = False
+        return block
+
+    def free(self, block: Block) -> None:
+        """Give `block`'s range back now (freeing a block twice is an error)."""
+        if block._finalizer is None or not block._finalizer.alive:
+            raise ValueError(f"{block!r} is not allocated")
+        block._finalizer()
+
+    def _release(self, address: int, nbytes: int, reserved: int) -> None:
+        with self._lock:
+            index = bisect.bisect_left(self._free_starts, address)
+            starts, sizes = self._free_starts, self._free_sizes
+            merges_previous = index > 0 and starts[index - 1] + sizes[index - 1] == address
+            merges_next = index < len(starts) and address + reserved == starts[index]
+            if merges_previous and merges_next:
+                sizes[index - 1] += reserved + sizes[index]
+                del starts[index], sizes[index]
+            elif merges_previous:
+                sizes[index - 1] += reserved
+            elif merges_next:
+                starts[index] = address
+                sizes[index] += reserved
+            else:
+                starts.insert(index, address)
+                sizes.insert(index, reserved)
+            self.allocated_bytes -= nbytes
+            self.reserved_bytes -= reserved
+            self.frees += 1
+            self.live_blocks -= 1
+
+    @property
+    def free_bytes(self) -> int:
+        return self.capacity - self.reserved_bytes
+
+    def largest_free_range(self) -> int:
+        with self._lock:
+            return max(self._free_sizes, default=0)
+
+    def reset_peak(self) -> None:
+        """Start measuring the peaks from the current usage."""
+        with self._lock:
+            self.peak_allocated_bytes = self.allocated_bytes
+            self.peak_reserved_bytes = self.reserved_bytes
+
+    def stats(self) -> dict[str, int]:
+        """The counters, named as torch names its allocator statistics (`torch.cuda.memory_stats`)."""
+        with self._lock:
+            return {
+                "allocated_bytes.all.current": self.allocated_bytes,
+                "allocated_bytes.all.peak": self.peak_allocated_bytes,
+                "reserved_bytes.all.current": self.reserved_bytes,
+                "reserved_bytes.all.peak": self.peak_reserved_bytes,
+                "allocation.all.allocated": self.allocations,
+                "allocation.all.freed": self.frees,
+                "allocation.all.current": self.live_blocks,
+                "num_ooms": self.out_of_memory_errors,
+                "capacity_bytes": self.capacity,
+            }
+
+
+def _human(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.2f} {unit}"
+    return f"{count} B"

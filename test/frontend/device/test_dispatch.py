@@ -1,0 +1,146 @@
+"""PyTorch's semantics on the device: views alias, in-place writes reach base and views, out=, strides, promotion,
+scalars, copies across devices, conversions, printing, save/load, and the same-device rule."""
+
+import io
+
+import pytest
+import torch
+
+BASE = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+
+
+def same(device_value, expected):
+    assert device_value.device.type == "neuron"
+    actual = device_value.cpu()
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    assert torch.equal(actual, expected), f"{actual}\n!=\n{expected}"
+
+
+VIEWS = {
+    "slice": lambda t: t[1:3, ::2],
+    "select": lambda t: t[:, 1],
+    "view": lambda t: t.view(6, 4),
+    "t": lambda t: t.t(),
+    "transpose": lambda t: t.transpose(0, 1),
+    "diagonal": lambda t: t.diagonal(),
+    "as_strided": lambda t: t.as_strided((2, 2), (1, 6), 1),
+    "unfold": lambda t: t.unfold(1, 2, 2),
+    "expand": lambda t: t[0:1].expand(3, 6),
+    "unsqueeze": lambda t: t.unsqueeze(1),
+    "reshape": lambda t: t.reshape(2, 12),
+    "split": lambda t: t.split(2)[1],
+    "view_dtype": lambda t: t.view(torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_views_alias_their_base(host_mode, name):
+    make = VIEWS[name]
+    device = BASE.to("neuron")
+    view = make(device)
+    same(view, make(BASE))
+    assert view.untyped_storage().data_ptr() == device.untyped_storage().data_ptr()
+    assert view.stride() == make(BASE).stride()
+    assert view.storage_offset() == make(BASE).storage_offset()
+
+
+def test_in_place_through_views_updates_base_and_back(eager_mode):
+    expected = BASE.clone()
+    device = expected.to("neuron")
+    view = device[1:3, 2:4]
+    view.mul_(10)
+    expected[1:3, 2:4].mul_(10)
+    same(device, expected)
+    device.add_(1)
+    expected.add_(1)
+    same(view, expected[1:3, 2:4])
+    device.t()[0].fill_(7)
+    expected.t()[0].fill_(7)
+    same(device, expected)
+    device.diagonal().zero_()
+    expected.diagonal().zero_()
+    same(device, expected)
+
+
+def test_out_variants_resize_and_write_in_place(eager_mode):
+    device = BASE.to("neuron")
+    out = torch.empty(0, device="neuron")
+    assert torch.add(device, 1, out=out) is out
+    same(out, BASE + 1)
+    same_size = torch.empty(4, 6, device="neuron")
+    pointer = same_size.data_ptr()
+    torch.mul(device, 2, out=same_size)
+    same(same_size, BASE * 2)
+    assert same_size.data_ptr() == pointer
+    strided = torch.zeros(6, 4, device="neuron").t()
+    torch.sub(device, 1, out=strided)
+    same(strided, BASE - 1)
+    assert strided.stride() == (1, 4)
+
+
+def test_non_contiguous_operands_and_promotion(eager_mode):
+    device = BASE.to("neuron")
+    same(device.t() * device.t(), BASE.t() * BASE.t())
+    same(device[:, ::2] + device[:, 1::2], BASE[:, ::2] + BASE[:, 1::2])
+    integers = torch.arange(6, device="neuron")
+    same(integers + 1.5, torch.arange(6) + 1.5)
+    same(integers * 2, torch.arange(6) * 2)
+    same(device + torch.tensor(2.0), BASE + 2)  # a 0-d CPU tensor is a scalar
+    same(device * torch.tensor(3, device="neuron"), BASE * 3)
+    same(torch.where(device > 10, device, 0.0), torch.where(BASE > 10, BASE, 0.0))
+
+
+def test_scalars_item_tolist_and_printing(host_mode):
+    device = BASE.to("neuron")
+    assert device.sum().item() == BASE.sum().item()
+    assert device[1].tolist() == BASE[1].tolist()
+    assert bool(device[0, 1] == 1)
+    assert repr(device[:2, :2]) == "tensor([[0., 1.],\n        [6., 7.]], device='neuron:0')"
+
+
+def test_copies_across_devices_and_conversions(host_mode):
+    device = torch.zeros(4, 6, device="neuron")
+    device.copy_(BASE)
+    same(device, BASE)
+    host = torch.empty(6, 4)
+    host.copy_(device.t())
+    assert torch.equal(host, BASE.t())
+    other = torch.empty(6, 4, device="neuron").t()
+    other.copy_(device)
+    same(other, BASE)
+    for dtype in (torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool, torch.float64):
+        same(device.to(dtype), BASE.to(dtype))
+    same(device.to("cpu").to("neuron", torch.int8), BASE.to(torch.int8))
+
+
+def test_save_and_load_with_map_location(host_mode):
+    buffer = io.BytesIO()
+    torch.save({"weight": BASE.to("neuron")}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)["weight"]
+    same(loaded, BASE)
+    buffer.seek(0)
+    on_host = torch.load(buffer, map_location="cpu")["weight"]
+    assert on_host.device.type == "cpu"
+    assert torch.equal(on_host, BASE)
+    buffer = io.BytesIO()
+    torch.save(BASE, buffer)
+    buffer.seek(0)
+    same(torch.load(buffer, map_location="neuron"), BASE)
+
+
+def test_mixing_devices_is_pytorchs_error(host_mode):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        BASE.to("neuron") + BASE
+
+
+def test_index_tensors_may_stay_on_the_host(host_mode):
+    """As on CUDA: indexing accepts CPU index tensors; writing through them reaches the device tensor."""
+    device = BASE.to("neuron")
+    same(device[torch.tensor([0, 2])], BASE[torch.tensor([0, 2])])
+    same(device[torch.tensor([3, 1], device="neuron")], BASE[torch.tensor([3, 1])])
+    expected = BASE.clone()
+    expected[torch.tensor([1])] = -1.0
+    device[torch.tensor([1])] = -1.0
+    same(device, expected)

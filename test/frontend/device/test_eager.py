@@ -1,0 +1,113 @@
+"""Eager ops through the compiler: compiled once per signature, counted native or host, refusals warned once with
+the user's line (an error in strict mode), and a small MLP trained on the device matching the CPU."""
+
+import warnings
+
+import pytest
+import torch
+from support import assert_close_to_torch
+
+import neuron_mlir
+
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
+
+
+@pytest.fixture
+def compiled(monkeypatch, fresh_eager):
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    monkeypatch.delenv("NEURON_MLIR_STRICT", raising=False)
+    return fresh_eager
+
+
+def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
+    x = torch.randn(64, 32, device="neuron")
+    y = torch.randn(64, 32, device="neuron")
+    stream = neuron.current_stream()
+    before = stream.simulated_ns
+    first = x * y
+    assert compiled.EAGER_STATS.compiled_signatures == 1
+    second = y * x  # same signature: no new program
+    assert compiled.EAGER_STATS.compiled_signatures == 1
+    assert compiled.EAGER_STATS.native_ops["aten.mul.out"] == 2
+    assert stream.simulated_ns > before  # the simulated time of both runs is on the stream
+    assert_close_to_torch(first.cpu(), x.cpu() * y.cpu())
+    assert_close_to_torch(second.cpu(), x.cpu() * y.cpu())
+    x * torch.randn(64, 1, device="neuron")  # a new shape is a new signature
+    assert compiled.EAGER_STATS.compiled_signatures == 2
+    assert any(name.startswith("graph") and "eager_mul" in name for name in neuron_mlir.profiles())
+
+
+def test_a_refused_op_runs_on_the_host_with_one_warning_naming_it(compiled):
+    x = torch.randn(8, 8, dtype=torch.float64).to("neuron")
+    with pytest.warns(UserWarning, match=r"aten\.mul\.out: float64 is not supported .*first seen at .*test_eager\.py:"):
+        result = x * 2
+    assert_close_to_torch(result.cpu(), x.cpu() * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x * 2  # warned once per op
+    assert compiled.EAGER_STATS.host_ops["aten.mul.out"] == 2
+    assert neuron.eager_stats()["refused_signatures"] == 1, neuron.eager_stats()
+
+
+def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
+    from neuron_mlir.frontend.device.eager import DeviceFallbackError
+
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+    x = torch.ones(4, dtype=torch.float64).to("neuron")
+    with pytest.raises(DeviceFallbackError, match=r"float64 is not supported.*at .*test_eager\.py:"):
+        x + 1
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+
+
+def test_mlp_trains_on_the_device_like_on_the_cpu(compiled):
+    torch.manual_seed(0)
+    reference = _mlp()
+    model = _mlp().to("neuron")
+    model.load_state_dict(reference.state_dict())
+    inputs, targets = torch.randn(16, 32), torch.randn(16, 8)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05, foreach=False) for m in (reference, model)]
+    for _ in range(2):
+        losses = []
+        for module, optimizer, device in zip((reference, model), optimizers, ("cpu", "neuron"), strict=True):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(module(inputs.to(device)), targets.to(device))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+        assert_close_to_torch(losses[1].cpu(), losses[0])
+    for (name, expected), actual in zip(reference.named_parameters(), model.parameters(), strict=True):
+        assert actual.device.type == "neuron"
+        assert_close_to_torch(actual.grad.cpu(), expected.grad, f"{name}.grad")
+        assert_close_to_torch(actual.detach().cpu(), expected.detach(), name)
+    stats = neuron.eager_stats()
+    assert stats["native_calls"] > stats["host_calls"], stats
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "options"),
+    [(torch.optim.Adam, {"lr": 0.01}), (torch.optim.AdamW, {"lr": 0.01, "fused": True})],
+    ids=["adam_foreach", "adamw_fused"],
+)
+def test_optimizers_default_and_fused_kernels_match_the_cpu(compiled, optimizer, options):
+    """torch.optim picks its foreach kernels for the device by default; fused AdamW's kernel writes its arguments
+    and returns nothing."""
+    torch.manual_seed(1)
+    reference = torch.nn.Linear(8, 4)
+    model = torch.nn.Linear(8, 4).to("neuron")
+    model.load_state_dict(reference.state_dict())
+    inputs = torch.randn(5, 8)
+    pairs = [(reference, optimizer(reference.parameters(), **options), "cpu")]
+    pairs.append((model, optimizer(model.parameters(), **options), "neuron"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fused kernel runs on the host
+        for _ in range(2):
+            for module, step, device in pairs:
+                step.zero_grad()
+                module(inputs.to(device)).square().mean().backward()
+                step.step()
+    assert_close_to_torch(model.weight.detach().cpu(), reference.weight.detach())
+    assert_close_to_torch(model.bias.detach().cpu(), reference.bias.detach())

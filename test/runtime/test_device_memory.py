@@ -1,0 +1,73 @@
+"""The device memory allocator: addresses, exact counters, freeing by death, merging holes, out of memory."""
+
+import gc
+
+import pytest
+
+from neuron_mlir.runtime.device_memory import DeviceMemory, DeviceOutOfMemoryError
+from neuron_mlir.runtime.hardware import get_target
+
+TRN2 = get_target("trn2")
+
+
+def test_default_capacity_is_the_targets_hbm():
+    assert DeviceMemory(TRN2).capacity == TRN2.hbm_bytes
+    assert DeviceMemory(get_target("trn1")).capacity == get_target("trn1").hbm_bytes
+
+
+def test_blocks_get_aligned_disjoint_addresses_and_exact_counts():
+    memory = DeviceMemory(TRN2, capacity=1 << 20)
+    a, b, c = memory.allocate(10), memory.allocate(100), memory.allocate(0)
+    assert [a.address, b.address, c.address] == [0, 64, 192]
+    assert a.data.nbytes == 10
+    assert b.data.nbytes == 100
+    assert memory.allocated_bytes == 110
+    assert memory.reserved_bytes == 64 + 128 + 64
+    assert memory.peak_allocated_bytes == 110
+    memory.free(b)
+    assert memory.allocated_bytes == 10
+    assert memory.peak_allocated_bytes == 110
+    memory.reset_peak()
+    assert memory.peak_allocated_bytes == 10
+    with pytest.raises(ValueError, match="not allocated"):
+        memory.free(b)
+
+
+def test_a_block_is_freed_when_its_last_reference_dies():
+    memory = DeviceMemory(TRN2, capacity=1 << 20)
+    block = memory.allocate(1000)
+    assert memory.live_blocks == 1
+    del block
+    gc.collect()
+    assert memory.allocated_bytes == 0
+    assert memory.live_blocks == 0
+    assert memory.stats()["allocation.all.freed"] == 1
+
+
+def test_freed_neighbours_merge_into_one_hole():
+    memory = DeviceMemory(TRN2, capacity=4 * 64)
+    blocks = [memory.allocate(64) for _ in range(4)]
+    for index in (0, 2, 1, 3):  # frees that merge on the left, the right and both sides
+        memory.free(blocks[index])
+    assert memory.largest_free_range() == 4 * 64
+    assert memory.allocate(4 * 64).address == 0
+
+
+def test_out_of_memory_names_requested_and_free_bytes():
+    memory = DeviceMemory(TRN2, capacity=1024)
+    kept = memory.allocate(512)
+    with pytest.raises(DeviceOutOfMemoryError, match=r"tried to allocate 1000 bytes .* with 512 bytes .* free") as info:
+        memory.allocate(1000)
+    assert (info.value.requested, info.value.free) == (1000, 512)
+    assert memory.stats()["num_ooms"] == 1
+    assert memory.allocated_bytes == 512  # the failed request changed nothing
+    del kept
+
+
+def test_fragmentation_refuses_a_request_the_free_bytes_would_hold():
+    memory = DeviceMemory(TRN2, capacity=4 * 64)
+    blocks = [memory.allocate(64) for _ in range(4)]
+    memory.free(blocks[0])
+    memory.free(blocks[2])
+    with pytest.raises(DeviceOutOfMemoryError, match="largest contiguous free range is 64 bytes"):
+        memory.allocate(128)
