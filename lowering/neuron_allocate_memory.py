@@ -21,9 +21,20 @@ neuron-insert-sync orders accesses by address, across iterations as well as with
 between iterations, which is why it is the fallback and not the rule.
 
 Placement is next-fit: each buffer goes at the first free range after the previous one, wrapping around, so
-memory just freed is reused as late as possible and the waits that reuse creates stay rare. HBM scratch is
-placed after the previous one (no reuse: HBM is large). When on-chip memory runs out even with every body
-tight, the pass fails, naming the buffer, its source line and what was live.
+memory just freed is reused as late as possible and the waits that reuse creates stay rare. When on-chip memory
+runs out even with every body tight, the pass fails, naming the buffer, its source line and what was live.
+
+HBM scratch is reused by liveness too, because the simulator holds every byte of the plan in host memory: a
+training graph's intermediates (attention scores, activations kept for the backward) are made and consumed one
+layer after another, and giving each its own bytes would hold all of them at once. An HBM buffer lives from its
+first use to its last (not from its alloc: the lowering may place HBM allocs early), and a use inside a loop the
+alloc is not in keeps it live over the whole loop, both ends. Buffers allocated in a loop body live for the whole
+body (never tight: HBM has room). A buffer the function returns, directly or through `neuron.view`s, keeps bytes
+of its own for the whole function, as do buffers used by anything else than an instruction or a view; the
+function's arguments are not allocs and are placed after the scratch by the backend. Placement is first-fit
+(the lowest free address) to keep the plan small; sharing is safe because neuron-insert-sync orders HBM accesses
+to allocated scratch by address, so a later writer of shared bytes waits for every earlier reader and writer of
+them on other queues.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
@@ -76,12 +87,11 @@ class _Lifetime:
     loop: scf.ForOp | None
 
 
-def _lifetimes(function: func.FuncOp, bank_bytes: int) -> list[_Lifetime]:
-    """The lifetimes of a function's on-chip allocations in program order; `bank_bytes` is the PSUM bank size.
-
-    Computed once per function: tightening a loop body only changes which of them `_intervals` extends."""
+def _numbering(function: func.FuncOp) -> tuple[dict[Operation, int], dict[Operation, int]]:
+    """Program-order positions of every op of `function`, and the last position of each loop (its start is its
+    own position)."""
     position: dict[Operation, int] = {}
-    loop_end: dict[Operation, int] = {}  # a loop's last position (its start is its own position)
+    loop_end: dict[Operation, int] = {}
     counter = 0
 
     def number(op: Operation) -> None:
@@ -98,7 +108,14 @@ def _lifetimes(function: func.FuncOp, bank_bytes: int) -> list[_Lifetime]:
 
     for op in function.body.block.ops:
         number(op)
+    return position, loop_end
 
+
+def _lifetimes(function: func.FuncOp, bank_bytes: int) -> list[_Lifetime]:
+    """The lifetimes of a function's on-chip allocations in program order; `bank_bytes` is the PSUM bank size.
+
+    Computed once per function: tightening a loop body only changes which of them `_intervals` extends."""
+    position, loop_end = _numbering(function)
     lifetimes = []
     for op in function.body.walk():
         if not isinstance(op, neuron.AllocOp):
@@ -246,6 +263,73 @@ def allocate_on_chip(
         return
 
 
+def _hbm_users(value: SSAValue) -> list[Operation] | None:
+    """The instructions that access an HBM buffer (through views too), or None when the buffer must keep bytes of
+    its own for the whole function: it is returned, or used by an op that is neither an instruction nor a view."""
+    users: list[Operation] = []
+    pending = [value]
+    while pending:
+        for use in pending.pop().uses:
+            user = use.operation
+            if isinstance(user, neuron.ViewOp):
+                pending.append(user.result)
+            elif isinstance(user, neuron.InstructionOp):
+                users.append(user)
+            else:
+                return None
+    return users
+
+
+def _hbm_intervals(function: func.FuncOp) -> list[_Interval]:
+    """The live ranges of a function's HBM allocs (see the module docstring for what a range is)."""
+    position, loop_end = _numbering(function)
+    whole = (0, max(position.values(), default=0) + 1)
+    intervals = []
+    for op in function.body.walk():
+        if not isinstance(op, neuron.AllocOp) or op.memory is not Memory.HBM:
+            continue
+        users = _hbm_users(op.buffer)
+        if users is None:
+            start, end = whole
+        elif not users:
+            start = end = position[op]
+        else:
+            start, end = whole[1], 0
+            for user in users:
+                first = last = position[user]
+                # a use inside a loop the alloc is not inside happens in every iteration: the whole loop
+                ancestor = user.parent_op()
+                while ancestor is not None and not ancestor.is_ancestor(op):
+                    if isinstance(ancestor, scf.ForOp):
+                        first, last = min(first, position[ancestor]), max(last, loop_end[ancestor])
+                    ancestor = ancestor.parent_op()
+                start, end = min(start, first), max(end, last)
+        loop = op.parent_op()
+        if isinstance(loop, scf.ForOp):  # one set of buffers serves every iteration: live for the whole body
+            start, end = min(start, position[loop]), max(end, loop_end[loop])
+        intervals.append(_Interval(op, start, end, op.row_bytes()))
+    return intervals
+
+
+def _place_first_fit(intervals: list[_Interval], alignment: int) -> dict[_Interval, int]:
+    """The lowest aligned free address for each interval, in order of start (largest first among equal starts)."""
+    addresses: dict[_Interval, int] = {}
+    active: list[tuple[int, int, _Interval]] = []  # (address, size, interval)
+    for interval in sorted(intervals, key=lambda i: (i.start, -i.size)):
+        active = [entry for entry in active if entry[2].end >= interval.start]
+        size = _align(max(interval.size, 1), alignment)
+        address = _first_gap(active, 0, size, alignment)
+        active.append((address, size, interval))
+        addresses[interval] = address
+    return addresses
+
+
+def allocate_hbm(function: func.FuncOp, alignment: int) -> None:
+    """Addresses for the function's HBM scratch: buffers whose live ranges do not overlap share bytes."""
+    for interval, address in _place_first_fit(_hbm_intervals(function), alignment).items():
+        interval.alloc.properties["address"] = IntegerAttr(address, i64)
+
+
 @dataclass(frozen=True)
 class NeuronAllocateMemoryPass(ModulePass):
     name = "neuron-allocate-memory"
@@ -261,8 +345,4 @@ class NeuronAllocateMemoryPass(ModulePass):
             allocate_on_chip(
                 lifetimes, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
             )
-            next_hbm = 0
-            for alloc in function.body.walk():
-                if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.HBM:
-                    alloc.properties["address"] = IntegerAttr(next_hbm, i64)
-                    next_hbm = _align(next_hbm + alloc.row_bytes(), target.hbm_alignment_bytes)
+            allocate_hbm(function, target.hbm_alignment_bytes)

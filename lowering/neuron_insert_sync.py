@@ -11,8 +11,9 @@ the latest conflicting instruction of a queue orders the waiter after every earl
 No two instruction instances on different queues that touch a common byte (one of them writing) are left
 unordered; the simulator's race checker (runtime/races.py) verifies this on every run that enables it.
 
-How. Every access is a footprint: the partitions it touches and, within each partition (HBM: within its buffer),
-the byte offsets `base + sum(i_d * step_d) + sum(c_L * iv_L)` for the pattern's index tuples `i` and the
+How. Every access is a footprint: the partitions it touches and, within each partition (HBM: within its buffer;
+HBM scratch with an address: absolute, since scratch buffers whose lifetimes do not overlap share bytes), the
+byte offsets `base + sum(i_d * step_d) + sum(c_L * iv_L)` for the pattern's index tuples `i` and the
 inductions `iv_L` of the loops its dynamic offset depends on. The offset is traced through the `arith` ops that
 compute it; when it is affine in loop inductions (add, sub, multiply by a constant, index casts, provably free of
 32-bit register wrap-around) the footprint is exact, otherwise it covers its whole buffer (conservative). Two
@@ -26,9 +27,9 @@ positive multiple of the step), which is how loop-carried dependences are found 
 different iterations (a stream's stores, a matmul's output tiles) are not ordered against each other. After the
 loop, its records stand for all of its iterations (the induction ranges over the loop's bounds).
 
-Only what can conflict is compared: records are grouped by memory (and HBM buffer), reads apart from writes, and
-each distinct access (queue, footprint, the passes of the loops it depends on) keeps only its latest instance; a
-write that exactly covers older records replaces them.
+Only what can conflict is compared: records are grouped by memory (and HBM argument; allocated HBM scratch is one
+group), reads apart from writes, and each distinct access (queue, footprint, the passes of the loops it depends
+on) keeps only its latest instance; a write that exactly covers older records replaces them.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Footprint:
     """
 
     memory: Memory
-    buffer: SSAValue | None  # HBM buffers are told apart by identity; on-chip ones by address
+    buffer: SSAValue | None  # HBM arguments (and unallocated scratch) by identity; the rest by address
     p_low: int
     p_high: int
     base: int
@@ -97,8 +98,8 @@ class Footprint:
     bucket: tuple[int, int] | None  # (level, bucket) of the hull in `Records`' index; None when it is unbounded
 
 
-# Records of accesses, grouped by what can conflict: the memory and (for HBM) the buffer. Within a group, reads
-# and writes apart (a read only ever waits for writes). Each maps (queue, footprint, passes) of an access to the
+# Records of accesses, grouped by what can conflict: the memory and (for HBM arguments) the buffer. Within a group,
+# reads and writes apart (a read only ever waits for writes). Each maps (queue, footprint, passes) of an access to the
 # (sequence number, instruction id) of its latest instance, where `passes` says, for each open loop the
 # footprint depends on, which of the two analysis passes recorded it. An older instance of the same key can never
 # be the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins),
@@ -277,7 +278,15 @@ class _State:
         size = itemsize(runtime_dtype_name(memref_type.element_type))
         memory = memory_of(memref_type)
         if memory is Memory.HBM:
-            owner, start, p_low, p_high = _root_buffer(buffer), 0, 0, 1
+            root = _root_buffer(buffer)
+            scratch = root.owner
+            if isinstance(scratch, neuron.AllocOp) and scratch.address is not None:
+                # allocated scratch may share bytes with other scratch (neuron-allocate-memory reuses HBM by
+                # liveness): one group for all of it, told apart by address
+                owner, start = None, scratch.address.value.data
+            else:
+                owner, start = root, 0
+            p_low, p_high = 0, 1
         else:
             alloc = buffer.owner
             if not isinstance(alloc, neuron.AllocOp) or alloc.address is None:

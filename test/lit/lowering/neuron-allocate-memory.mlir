@@ -133,13 +133,96 @@ func.func @tight_body() {
 // CASES:       neuron.alloc {address = 102400 : i64} : memref<128x25600xf32, #mem<sbuf>>
 // CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #mem<sbuf>>
 
-// The MLP forward graph: every buffer gets an address; HBM scratch is laid out one after another.
+// -----
+
+// HBM scratch is reused by liveness: %b is first written after the last read of %a, so it takes %a's bytes
+// (first fit: the lowest free address); %c is written while %b is still to be read, so it goes after it. An HBM
+// buffer's range starts at its first use, not at its alloc.
+// CASES-LABEL: func.func @hbm_reuse
+func.func @hbm_reuse(%x: memref<128x64xf32, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %b = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %c = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %a[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %a[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %b[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %c[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %b[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %c[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  func.return
+}
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+// CASES-NEXT:  neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+// 128 x 64 x 4 bytes
+// CASES-NEXT:  neuron.alloc {address = 32768 : i64} : memref<128x64xf32, #mem<hbm>>
+
+// -----
+
+// A buffer the function returns keeps bytes of its own for the whole function, even those of a buffer dead
+// before its first write; so does one it returns through a view.
+// CASES-LABEL: func.func @hbm_results_keep_their_place
+func.func @hbm_results_keep_their_place(%x: memref<128x64xf32, #mem<hbm>>) -> (memref<128x64xf32, #mem<hbm>>, memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %a[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %a[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  %r = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %r[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  %s = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %s[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  %v = neuron.view %s : memref<128x64xf32, #mem<hbm>> to memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>
+  func.return %r, %v : memref<128x64xf32, #mem<hbm>>, memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>
+}
+// CASES:       neuron.alloc {address = 65536 : i64} : memref<128x64xf32, #mem<hbm>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+// CASES:       neuron.alloc {address = 32768 : i64} : memref<128x64xf32, #mem<hbm>>
+
+// -----
+
+// A use inside a loop the buffer was not allocated in keeps it live over the whole loop: %a is last read in the
+// loop body before %b's first write there, but the next iteration reads %a again, so they do not share bytes.
+// %c, used after the loop, takes %a's.
+// CASES-LABEL: func.func @hbm_live_across_loop
+func.func @hbm_live_across_loop(%x: memref<128x64xf32, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %a = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %b = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %c = neuron.alloc : memref<128x64xf32, #mem<hbm>>
+  %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %a[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  scf.for %i = %c0 to %c4 step %c1 {
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %a[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %b[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  }
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %b[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %c[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %c[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  func.return
+}
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+// CASES-NEXT:  neuron.alloc {address = 32768 : i64} : memref<128x64xf32, #mem<hbm>>
+// CASES-NEXT:  neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+
+// The MLP forward graph: every buffer gets an address. The results (%relu, %relu1, %addmm2: the output and what
+// the backward keeps) hold bytes of their own from address 0, largest first; 37 x 520 x 4 bytes = 76960,
+// rounded up to 64 bytes, then 37 x 130 x 4 = 19240 -> 19264. The intermediates go after them, and %addmm1 takes
+// the bytes of %addmm, dead once the first layer's ReLU has read it.
 // CHECK-LABEL: func.func @main
-// CHECK:       %addmm = neuron.alloc {address = 0 : i64} : memref<37x520xf32, #mem<hbm>>
+// CHECK:       %addmm = neuron.alloc {address = 97792 : i64} : memref<37x520xf32, #mem<hbm>>
 // The accumulator of the first layer's output block starts on a PSUM bank boundary (a bank of its own).
 // CHECK:       neuron.alloc {address = {{(0|2048|4096|6144|8192|10240|12288|14336)}} : i64} : memref<37x512xf32, #mem<psum>>
-// 37 x 520 x 4 bytes = 76960, rounded up to 64 bytes
-// CHECK:       %relu = neuron.alloc {address = 76992 : i64} : memref<37x520xf32, #mem<hbm>>
+// CHECK:       %relu = neuron.alloc {address = 0 : i64} : memref<37x520xf32, #mem<hbm>>
+// CHECK:       %addmm1 = neuron.alloc {address = 97792 : i64} : memref<37x130xf32, #mem<hbm>>
+// CHECK:       %relu1 = neuron.alloc {address = 76992 : i64} : memref<37x130xf32, #mem<hbm>>
+// CHECK:       %addmm2 = neuron.alloc {address = 96256 : i64} : memref<37x10xf32, #mem<hbm>>
 // CHECK-NOT:   neuron.alloc :
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match

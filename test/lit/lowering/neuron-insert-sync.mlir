@@ -47,6 +47,37 @@ func.func @loop_carried_reuse(%x: memref<8x128x64xf32, #mem<hbm>>, %y: memref<12
 // CASES:       neuron.tensor_tensor {{.*}} {op = "add", id = 2 : i64, waits = array<i64: 1>}
 // CASES:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 3 : i64, waits = array<i64: 2>}
 
+// -----
+
+// HBM scratch buffers that share bytes (neuron-allocate-memory reuses HBM by liveness) are ordered by address:
+// %b's write on queue 2 waits until queue 1 has read %a, whose bytes it overwrites (write after read) and
+// queue 0 has written them (write after write), although the two are different buffers and %s2 is ready.
+// Scratch at other addresses, like %c, is not ordered against them.
+// CASES-LABEL: func.func @hbm_shared_bytes
+func.func @hbm_shared_bytes(%x: memref<128x64xf32, #mem<hbm>>, %y: memref<128x64xf32, #mem<hbm>>) {
+  %s0 = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<sbuf>>
+  %s1 = neuron.alloc {address = 256 : i64} : memref<128x64xf32, #mem<sbuf>>
+  %s2 = neuron.alloc {address = 512 : i64} : memref<128x64xf32, #mem<sbuf>>
+  %a = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+  %b = neuron.alloc {address = 0 : i64} : memref<128x64xf32, #mem<hbm>>
+  %c = neuron.alloc {address = 32768 : i64} : memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %s0[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %s2[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 2 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %a[0, [[64, 128], [1, 64]]], src %s0[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %s1[0:128, 0, [[1, 64]]], src %a[0, [[64, 128], [1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.dma_copy dma dst %c[0, [[64, 128], [1, 64]]], src %s2[0:128, 0, [[1, 64]]] {queue = 3 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %b[0, [[64, 128], [1, 64]]], src %s2[0:128, 0, [[1, 64]]] {queue = 2 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %y[0, [[64, 128], [1, 64]]], src %s1[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  func.return
+}
+// CASES:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 0 : i64}
+// CASES:       neuron.dma_copy {{.*}} {queue = 2 : i64, id = 1 : i64}
+// CASES:       neuron.dma_copy {{.*}} {queue = 0 : i64, id = 2 : i64}
+// CASES:       neuron.dma_copy {{.*}} {queue = 1 : i64, id = 3 : i64, waits = array<i64: 2>}
+// %c shares no byte with %a or %b: it waits only for %s2's load
+// CASES:       neuron.dma_copy {{.*}} {queue = 3 : i64, id = 4 : i64, waits = array<i64: 1>}
+// CASES:       neuron.dma_copy {{.*}} {queue = 2 : i64, id = 5 : i64, waits = array<i64: 2, 3>}
+
 // The MLP forward graph: every instruction gets an id in program order.
 // CHECK-LABEL: func.func @main
 // CHECK:       neuron.memset gpsimd {{.*}} id = 0 : i64}
