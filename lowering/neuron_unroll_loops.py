@@ -3,29 +3,54 @@
 Input contract: neuron-level functions (after convert-tile-to-neuron): loops carry no values and on-chip buffers
 are `neuron.alloc`ed inside the loop bodies that use them.
 
-Output guarantee: every innermost `scf.for` whose body moves data with a DMA and runs at least `factor` times is
-replaced by a loop whose step is `factor` times larger and whose body holds `factor` copies of the old one (the
-induction variable of copy j is the new one plus j steps), followed by the remaining iterations as straight
-copies; a loop of exactly `factor` iterations becomes straight-line code. Each copy allocates its own buffers,
-so once the allocator keeps a loop body's buffers apart (`neuron-allocate-memory`), copy j + 1 loads into
-memory that copy j's compute does not touch: the DMA for the next tile overlaps the compute of this one
-(double buffering, for factor 2), and `neuron-insert-sync` orders each copy only after the copy that last used
-the same buffers. IR grows by at most `factor` times the innermost bodies; results are unchanged.
+Output guarantee: every innermost `scf.for` with constant bounds whose body moves data with a DMA and runs at
+least twice is replaced by a loop whose step is `copies` times larger and whose body holds `copies` copies of
+the old one (the induction variable of copy j is the new one plus j steps), followed by the remaining iterations
+as straight copies; a loop of fewer than two full rounds becomes straight-line code. Each copy allocates its own
+buffers, so once the allocator keeps a loop body's buffers apart (`neuron-allocate-memory`), copy j + 1 loads
+into memory that copy j's compute does not touch: the DMA for the next tile overlaps the compute of this one,
+and `neuron-insert-sync` orders each copy only after the copy that last used the same buffers. IR grows by at
+most `copies` times the innermost bodies; results are unchanged.
+
+How many copies each loop gets (with `factor` unset; `factor=n` gives every loop n copies):
+
+* A copy holds its buffers for its whole chain: the loads (DMA latency plus transfer), the compute on its
+  tiles and the stores, one after another. With k copies in flight a trip therefore takes about
+  max(busiest, chain / k), where `busiest` is the most time any one resource needs per trip: the DMA engines
+  for the trip's bytes, or one compute engine for its instructions (both from `runtime.cost_model`).
+* Two copies (double buffering) is the floor. A loop whose chain is long against its busiest resource is
+  latency-bound (with the ~2 us fixed cost of each DMA, short bodies are): it gets the fewest copies that
+  bring chain / k within `_SLACK` of `busiest`, at most `max_copies`.
+* More than two copies only when they fit: the copies' SBUF and PSUM buffers (a matmul accumulator counts a
+  whole PSUM bank) plus the buffers live beside the loop (allocated outside it and used in or after it, or in
+  the body of an enclosing loop) must fit the target's capacity per partition, so an extra copy never makes
+  the allocator fall back to tight loop bodies or take memory another loop nest needed.
+* More than two copies only when they divide the trip count (and make at least two rounds): then no leftover
+  copies follow the loop, whose number would vary with the tile count, and the program's size stays a function
+  of its loop nests alone (docs/architecture.md, "The size rule").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.ir.dialects.memory import memory_of
+from neuron_mlir.runtime.cost_model import OperandShape, compute_ns, dma_cost, indirect_dma_cost
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+
+# A trip within this factor of its busiest resource counts as throughput-bound: one more copy would buy less than
+# the SBUF it takes from the tile sizes of later loops.
+_SLACK = 1.2
 
 
 def _constant(value: SSAValue) -> int | None:
@@ -43,10 +68,163 @@ def _moves_data(loop: scf.ForOp) -> bool:
     return any(isinstance(op, neuron.DmaCopyOp) for op in loop.body.walk())
 
 
+def _trips(loop: scf.ForOp) -> int | None:
+    lower, upper, step = _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
+    if lower is None or upper is None or step is None or step <= 0:
+        return None
+    return max(0, (upper - lower + step - 1) // step)
+
+
+# --- how long one trip keeps its buffers, and how busy it keeps the engines --------------------------------------
+
+
+@dataclass(frozen=True)
+class TripCost:
+    """The cost model's view of one trip of a loop body (nanoseconds)."""
+
+    chain_ns: float  # loads, compute and stores one after another: how long a copy holds its buffers
+    busiest_ns: float  # the most any one resource (the DMA engines, one compute engine) is busy per trip
+
+    def copies_wanted(self, most: int) -> int:
+        """The fewest copies (2 to `most`) that bring chain / copies within `_SLACK` of the busiest resource."""
+        if self.busiest_ns <= 0.0:
+            return most
+        return max(2, min(most, math.ceil(self.chain_ns / (self.busiest_ns * _SLACK))))
+
+
+def _operand_shape(op: neuron.InstructionOp, role: str) -> OperandShape:
+    entry = op.access(role)
+    assert entry is not None
+    buffer, pattern, _ = entry
+    buffer_type = buffer.type
+    assert isinstance(buffer_type, MemRefType)
+    return OperandShape(
+        memory_of(buffer_type),
+        neuron.element_type_name(buffer_type.element_type),
+        pattern.partitions.data,
+        tuple(num for _, num in pattern.dims),
+        tuple(step for step, _ in pattern.dims),
+    )
+
+
+def trip_cost(loop: scf.ForOp, target: Target) -> TripCost:
+    """Estimate one trip of `loop`'s body with the simulator's cost rules (`runtime.cost_model`)."""
+    engine_ns: dict[Engine, float] = {}
+    load_ns = store_ns = compute_total = dma_busy = 0.0
+    for op in loop.body.walk():
+        if not isinstance(op, neuron.InstructionOp):
+            continue
+        shapes = {role: _operand_shape(op, role) for role in op.present_roles()}
+        attrs = op.attribute_values()
+        engine = op.engine_kind
+        if engine is Engine.DMA:
+            if attrs.get("indirect"):
+                cost = indirect_dma_cost(shapes, attrs, target)
+            else:
+                cost = dma_cost(shapes["src"], shapes["dst"], target)
+            # all transfers of a trip share the core's DMA engines and HBM bandwidth
+            rate = target.dma_aggregate_bytes_per_ns * cost.efficiency
+            if cost.hbm_bytes:
+                rate = min(rate, target.hbm_bandwidth_gbps * cost.bytes / cost.hbm_bytes)
+            dma_busy += cost.bytes / rate
+            if shapes["dst"].memory is Memory.HBM:
+                store_ns = max(store_ns, cost.alone_ns(target))
+            else:
+                load_ns = max(load_ns, cost.alone_ns(target))
+            continue
+        duration = compute_ns(op.OPCODE, engine, shapes, attrs, target)
+        engine_ns[engine] = engine_ns.get(engine, 0.0) + duration
+        # each step of a trip's chain reads what the one before wrote
+        compute_total += duration + target.dependent_op_penalty_cycles / target.clock_ghz[engine]
+    busiest = max([dma_busy, *engine_ns.values()])
+    return TripCost(load_ns + compute_total + store_ns, busiest)
+
+
+# --- whether the copies' buffers fit ----------------------------------------------------------------------------
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def _accumulates(alloc: neuron.AllocOp) -> bool:
+    return any(
+        isinstance(use.operation, neuron.MatmulOp)
+        and use.operation.dst is alloc.buffer
+        and not use.operation.transposes
+        for use in alloc.buffer.uses
+    )
+
+
+def _footprint(alloc: neuron.AllocOp, target: Target) -> int:
+    """Bytes per partition the allocator places for `alloc` (an accumulation group takes a PSUM bank)."""
+    size = _align(alloc.row_bytes(), target.on_chip_alignment_bytes)
+    if alloc.memory is Memory.PSUM and _accumulates(alloc):
+        size = _align(size, target.psum_bank_bytes)
+    return size
+
+
+def _used_from(alloc: neuron.AllocOp, block: Block, anchor: Operation) -> bool:
+    """Whether `alloc`'s buffer is used in `anchor` (an op of `block`) or after it in `block`."""
+    ops = list(block.ops)
+    start = ops.index(anchor)
+    for use in alloc.buffer.uses:
+        user: Operation | None = use.operation
+        while user is not None and user.parent_block() is not block:
+            user = user.parent_op()
+        if user is not None and ops.index(user) >= start:
+            return True
+    return False
+
+
+def _live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
+    """Bytes per partition of `memory` that stay allocated while `loop` runs, outside its body."""
+    total = 0
+    anchor: Operation = loop
+    while (block := anchor.parent_block()) is not None:
+        owner = block.parent_op()
+        in_loop_body = isinstance(owner, scf.ForOp)  # the allocator keeps a loop body's buffers for all of it
+        for op in block.ops:
+            if op is anchor and not in_loop_body:
+                break
+            if not isinstance(op, neuron.AllocOp) or op.memory is not memory:
+                continue
+            if in_loop_body or _used_from(op, block, anchor):
+                total += _footprint(op, target)
+        if owner is None or isinstance(owner, func.FuncOp):
+            break
+        anchor = owner
+    return total
+
+
+def copies_fitting(loop: scf.ForOp, copies: int, target: Target) -> int:
+    """The most copies of `loop`'s body, from `copies` down to 2, whose buffers fit beside those live around it."""
+    capacities = {Memory.SBUF: target.sbuf_bytes_per_partition, Memory.PSUM: target.psum_bytes_per_partition}
+    body = {memory: 0 for memory in capacities}
+    for op in loop.body.walk():
+        if isinstance(op, neuron.AllocOp) and op.memory in body:
+            body[op.memory] += _footprint(op, target)
+    beside = {memory: _live_beside(loop, memory, target) for memory in capacities}
+    while copies > 2:
+        if all(beside[memory] + copies * body[memory] <= capacities[memory] for memory in capacities):
+            break
+        copies -= 1
+    return copies
+
+
+def choose_copies(loop: scf.ForOp, trips: int, target: Target, most: int) -> int:
+    """How many copies of `loop`'s body to keep in flight (the rules in the module docstring)."""
+    if most <= 2 or trips < 6:  # three copies need two full rounds
+        return 2
+    copies = copies_fitting(loop, trip_cost(loop, target).copies_wanted(most), target)
+    while copies > 2 and (trips % copies or trips < 2 * copies):
+        copies -= 1
+    return copies
+
+
 class _Unroller:
-    def __init__(self, function: func.FuncOp, factor: int):
+    def __init__(self, function: func.FuncOp):
         self.function = function
-        self.factor = factor
         self.constants: dict[int, SSAValue] = {}
 
     def constant(self, value: int) -> SSAValue:
@@ -71,27 +249,22 @@ class _Unroller:
             clone = op.clone(value_mapper=mapping)
             _insert(clone, destination)
 
-    def unroll(self, loop: scf.ForOp) -> None:
-        lower, upper, step = _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
-        if lower is None or upper is None or step is None or step <= 0:
-            return  # dynamic bounds: leave the loop as it is
-        trips = max(0, (upper - lower + step - 1) // step)
-        if trips < self.factor:
-            return
-        full = trips // self.factor
-        parent = loop.parent_block()
-        assert parent is not None
+    def unroll(self, loop: scf.ForOp, copies: int) -> None:
+        """Replace `loop` (constant bounds, at least `copies` trips) by one whose body holds `copies` copies."""
+        lower, step, trips = _constant(loop.lb), _constant(loop.step), _trips(loop)
+        assert lower is not None
+        assert step is not None
+        assert trips is not None
+        full = trips // copies
         before = InsertPoint.before(loop)
         if full > 1:
             body = Block(arg_types=[IndexType()])
-            new_upper = lower + full * self.factor * step
-            new_loop = scf.ForOp(
-                self.constant(lower), self.constant(new_upper), self.constant(self.factor * step), [], body
-            )
+            new_upper = lower + full * copies * step
+            new_loop = scf.ForOp(self.constant(lower), self.constant(new_upper), self.constant(copies * step), [], body)
             new_loop.location = loop.location
             _insert(new_loop, before)
             inside = InsertPoint.at_end(body)
-            for copy in range(self.factor):
+            for copy in range(copies):
                 if copy == 0:
                     induction: SSAValue = body.args[0]
                 else:
@@ -101,7 +274,7 @@ class _Unroller:
                     induction = offset.result
                 self.copy_body(loop, induction, inside)
             body.add_op(scf.YieldOp())
-            done = full * self.factor
+            done = full * copies
         else:
             done = 0
         for iteration in range(done, trips):
@@ -121,20 +294,32 @@ def _insert(op: Operation, point: InsertPoint) -> None:
 class NeuronUnrollLoopsPass(ModulePass):
     name = "neuron-unroll-loops"
 
-    factor: int = 2
+    factor: int | None = None  # copies for every loop; unset: chosen per loop, from 2 to `max_copies`
+    max_copies: int = 3
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.factor < 1:
+        if self.factor is not None and self.factor < 1:
             raise PassFailedException(f"neuron-unroll-loops: factor must be at least 1, got {self.factor}")
+        if self.max_copies < 2:
+            raise PassFailedException(f"neuron-unroll-loops: max-copies must be at least 2, got {self.max_copies}")
         if self.factor == 1:
             return
+        target = neuron.target_of(op)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             if function.is_declaration:
                 continue
-            unroller = _Unroller(function, self.factor)
+            unroller = _Unroller(function)
             loops = [loop for loop in function.body.walk() if isinstance(loop, scf.ForOp)]
             for loop in loops:
                 if loop.iter_args:
                     continue  # tile-level loops carry values: this pass runs after convert-tile-to-neuron
-                if _is_innermost(loop) and _moves_data(loop):
-                    unroller.unroll(loop)
+                if not (_is_innermost(loop) and _moves_data(loop)):
+                    continue
+                trips = _trips(loop)
+                if trips is None or trips < 2:
+                    continue  # dynamic bounds, or nothing to overlap: leave the loop as it is
+                if self.factor is not None:
+                    if trips >= self.factor:
+                        unroller.unroll(loop, self.factor)
+                    continue
+                unroller.unroll(loop, choose_copies(loop, trips, target, self.max_copies))

@@ -1,11 +1,59 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-unroll-loops | filecheck %s
-// RUN: neuron-opt %s --split-input-file -p 'neuron-unroll-loops{factor=3}' | filecheck %s --check-prefix=THREE
+// RUN: neuron-opt %s --split-input-file -p 'neuron-unroll-loops{factor=2}' | filecheck %s --check-prefix=TWO
+// RUN: neuron-opt %s --split-input-file -p 'neuron-unroll-loops{max-copies=2}' | filecheck %s --check-prefix=TWO
 // RUN: neuron-opt %S/Inputs/mlp_backward.neuron.mlir -p neuron-unroll-loops,neuron-allocate-memory,neuron-insert-sync --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: not neuron-opt %s --split-input-file -p 'neuron-unroll-loops{max-copies=1}' 2>&1 | filecheck %s --check-prefix=BAD
 
-// An innermost loop that moves data runs two copies of its body per iteration, each with its own buffers;
-// an odd trip count leaves one copy after the loop.
+// BAD: neuron-unroll-loops: max-copies must be at least 2, got 1
+
+// An innermost loop that moves data runs several copies of its body per iteration, each with its own buffers.
+// This body is latency-bound (a 32 KiB load, 64 ScalarE elements per partition and a store: the ~2 us fixed
+// cost of each DMA dominates), so three copies are in flight. Three divide the 6 trips: no copy follows the loop.
 // CHECK-LABEL: func.func @scale_rows
-func.func @scale_rows(%x: memref<7x128x64xf32, #mem<hbm>>, %y: memref<7x128x64xf32, #mem<hbm>>) {
+// TWO-LABEL:   func.func @scale_rows
+func.func @scale_rows(%x: memref<6x128x64xf32, #mem<hbm>>, %y: memref<6x128x64xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c8192 = arith.constant 8192 : index
+  scf.for %i = %c0 to %c6 step %c1 {
+    %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    %offset = arith.muli %i, %c8192 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<6x128x64xf32, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<6x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  }
+  func.return
+}
+// CHECK:       scf.for %[[I:.*]] = %c0 to %c6 step %c3 {
+// CHECK-NEXT:    %[[A:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK-NEXT:    %[[OA:.*]] = arith.muli %[[I]], %c8192 : index
+// CHECK:         neuron.activation scalar dst %[[A]]
+// CHECK:         %[[NEXT:.*]] = arith.addi %[[I]], %c1 : index
+// CHECK-NEXT:    %[[B:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK-NEXT:    %[[OB:.*]] = arith.muli %[[NEXT]], %c8192 : index
+// CHECK:         neuron.activation scalar dst %[[B]]
+// CHECK:         %[[LAST:.*]] = arith.addi %[[I]], %c2 : index
+// CHECK-NEXT:    %[[C:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+// CHECK-NEXT:    %[[OC:.*]] = arith.muli %[[LAST]], %c8192 : index
+// CHECK:         neuron.activation scalar dst %[[C]]
+// CHECK-NEXT:    neuron.dma_copy
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
+
+// With the number of copies fixed at two (or capped at two), double buffering.
+// TWO:         scf.for %{{.*}} = %c0 to %c6 step %c2 {
+// TWO-COUNT-2:   neuron.activation
+// TWO-NOT:       neuron.activation
+// TWO:         func.return
+
+// -----
+
+// Three copies must divide the trip count: 7 trips would leave copies after the loop, so two, and the seventh
+// trip follows the loop.
+// CHECK-LABEL: func.func @seven_trips
+// TWO-LABEL:   func.func @seven_trips
+func.func @seven_trips(%x: memref<7x128x64xf32, #mem<hbm>>, %y: memref<7x128x64xf32, #mem<hbm>>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c7 = arith.constant 7 : index
@@ -19,32 +67,74 @@ func.func @scale_rows(%x: memref<7x128x64xf32, #mem<hbm>>, %y: memref<7x128x64xf
   }
   func.return
 }
-// CHECK:       scf.for %[[I:.*]] = %c0 to %c6 step %c2 {
-// CHECK-NEXT:    %[[A:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
-// CHECK-NEXT:    %[[OA:.*]] = arith.muli %[[I]], %c8192 : index
-// CHECK:         neuron.activation scalar dst %[[A]]
-// CHECK:         %[[NEXT:.*]] = arith.addi %[[I]], %c1 : index
-// CHECK-NEXT:    %[[B:.*]] = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
-// CHECK-NEXT:    %[[OB:.*]] = arith.muli %[[NEXT]], %c8192 : index
-// CHECK:         neuron.activation scalar dst %[[B]]
+// CHECK:       scf.for %{{.*}} = %c0 to %c6 step %c2 {
+// CHECK-COUNT-2: neuron.activation
 // CHECK:       }
-// the seventh iteration, after the loop
 // CHECK:       neuron.alloc : memref<128x64xf32, #mem<sbuf>>
 // CHECK-NEXT:  arith.muli %c6, %c8192 : index
 // CHECK-NOT:   scf.for
+// TWO:         scf.for %{{.*}} = %c0 to %c6 step %c2 {
 
-// THREE-LABEL: func.func @scale_rows
-// THREE:       scf.for %{{.*}} = %c0 to %c6 step %c3 {
-// THREE-COUNT-3: neuron.activation
-// THREE:       }
-// THREE:       arith.muli %c6, %c8192 : index
-// THREE-NOT:   scf.for
+// -----
+
+// The same latency-bound body (16 KiB per partition a copy) next to a buffer that holds 220000 of the 229376
+// bytes of a trn2 SBUF partition from before the loop until after it: a third copy would not fit, so two.
+// CHECK-LABEL: func.func @too_big_for_three
+// TWO-LABEL:   func.func @too_big_for_three
+func.func @too_big_for_three(%x: memref<6x128x1024xf32, #mem<hbm>>, %y: memref<6x128x1024xf32, #mem<hbm>>, %z: memref<128x55000xf32, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c131072 = arith.constant 131072 : index
+  %keep = neuron.alloc : memref<128x55000xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %keep[0:128, 0, [[1, 55000]]], src %z[0, [[55000, 128], [1, 55000]]] {queue = 0 : i64} : memref<128x55000xf32, #mem<sbuf>>, memref<128x55000xf32, #mem<hbm>>
+  scf.for %i = %c0 to %c6 step %c1 {
+    %t = neuron.alloc : memref<128x1024xf32, #mem<sbuf>>
+    %offset = arith.muli %i, %c131072 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 1024]]], src %x[%offset + 0, [[1024, 128], [1, 1024]]] {queue = 0 : i64} : memref<128x1024xf32, #mem<sbuf>>, memref<6x128x1024xf32, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 1024]]], src %t[0:128, 0, [[1, 1024]]] {func = "exp"} : memref<128x1024xf32, #mem<sbuf>>, memref<128x1024xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[%offset + 0, [[1024, 128], [1, 1024]]], src %t[0:128, 0, [[1, 1024]]] {queue = 1 : i64} : memref<6x128x1024xf32, #mem<hbm>>, memref<128x1024xf32, #mem<sbuf>>
+  }
+  neuron.dma_copy dma dst %z[0, [[55000, 128], [1, 55000]]], src %keep[0:128, 0, [[1, 55000]]] {queue = 0 : i64} : memref<128x55000xf32, #mem<hbm>>, memref<128x55000xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK:       scf.for %{{.*}} = %c0 to %c6 step %c2 {
+// CHECK-COUNT-2: neuron.activation
+// CHECK:       }
+// CHECK-NOT:   scf.for
+// TWO:         scf.for %{{.*}} = %c0 to %c6 step %c2 {
+
+// -----
+
+// A body whose 4 MiB load and store keep the DMA engines busy for most of its chain is bandwidth-bound: a third
+// copy would buy nothing, so two, though three would fit.
+// CHECK-LABEL: func.func @bandwidth_bound
+// TWO-LABEL:   func.func @bandwidth_bound
+func.func @bandwidth_bound(%x: memref<6x128x16384xbf16, #mem<hbm>>, %y: memref<6x128x16384xbf16, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c2097152 = arith.constant 2097152 : index
+  scf.for %i = %c0 to %c6 step %c1 {
+    %t = neuron.alloc : memref<128x16384xbf16, #mem<sbuf>>
+    %offset = arith.muli %i, %c2097152 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 16384]]], src %x[%offset + 0, [[16384, 128], [1, 16384]]] {queue = 0 : i64} : memref<128x16384xbf16, #mem<sbuf>>, memref<6x128x16384xbf16, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 16384]]], src %t[0:128, 0, [[1, 16384]]] {func = "exp"} : memref<128x16384xbf16, #mem<sbuf>>, memref<128x16384xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[%offset + 0, [[16384, 128], [1, 16384]]], src %t[0:128, 0, [[1, 16384]]] {queue = 1 : i64} : memref<6x128x16384xbf16, #mem<hbm>>, memref<128x16384xbf16, #mem<sbuf>>
+  }
+  func.return
+}
+// CHECK:       scf.for %{{.*}} = %c0 to %c6 step %c2 {
+// CHECK-COUNT-2: neuron.activation
+// CHECK:       }
+// CHECK-NOT:   scf.for
+// TWO:         scf.for %{{.*}} = %c0 to %c6 step %c2 {
 
 // -----
 
 // A loop without data movement has nothing to overlap and stays as it is.
 // CHECK-LABEL: func.func @no_dma
-// THREE-LABEL: func.func @no_dma
+// TWO-LABEL:   func.func @no_dma
 func.func @no_dma() {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
