@@ -164,15 +164,13 @@ def _footprint(alloc: neuron.AllocOp, target: Target) -> int:
     return size
 
 
-def _used_from(alloc: neuron.AllocOp, block: Block, anchor: Operation) -> bool:
-    """Whether `alloc`'s buffer is used in `anchor` (an op of `block`) or after it in `block`."""
-    ops = list(block.ops)
-    start = ops.index(anchor)
+def _used_from(alloc: neuron.AllocOp, block: Block, positions: dict[Operation, int], start: int) -> bool:
+    """Whether `alloc`'s buffer is used in `block`'s op at `start` or after it (`positions`: each op's index)."""
     for use in alloc.buffer.uses:
         user: Operation | None = use.operation
         while user is not None and user.parent_block() is not block:
             user = user.parent_op()
-        if user is not None and ops.index(user) >= start:
+        if user is not None and positions[user] >= start:
             return True
     return False
 
@@ -184,12 +182,15 @@ def _live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
     while (block := anchor.parent_block()) is not None:
         owner = block.parent_op()
         in_loop_body = isinstance(owner, scf.ForOp)  # the allocator keeps a loop body's buffers for all of it
+        # one numbering per block: a function's top-level block holds thousands of ops
+        positions = {op: index for index, op in enumerate(block.ops)}
+        start = positions[anchor]
         for op in block.ops:
             if op is anchor and not in_loop_body:
                 break
             if not isinstance(op, neuron.AllocOp) or op.memory is not memory:
                 continue
-            if in_loop_body or _used_from(op, block, anchor):
+            if in_loop_body or _used_from(op, block, positions, start):
                 total += _footprint(op, target)
         if owner is None or isinstance(owner, func.FuncOp):
             break
@@ -216,10 +217,15 @@ def choose_copies(loop: scf.ForOp, trips: int, target: Target, most: int) -> int
     """How many copies of `loop`'s body to keep in flight (the rules in the module docstring)."""
     if most <= 2 or trips < 6:  # three copies need two full rounds
         return 2
-    copies = copies_fitting(loop, trip_cost(loop, target).copies_wanted(most), target)
-    while copies > 2 and (trips % copies or trips < 2 * copies):
-        copies -= 1
-    return copies
+
+    def dividing(copies: int) -> int:
+        while copies > 2 and (trips % copies or trips < 2 * copies):
+            copies -= 1
+        return copies
+
+    # the cheap tests first: whether the copies fit looks at every buffer live around the loop
+    copies = dividing(trip_cost(loop, target).copies_wanted(most))
+    return copies if copies <= 2 else dividing(copies_fitting(loop, copies, target))
 
 
 class _Unroller:
