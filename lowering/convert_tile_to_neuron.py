@@ -54,6 +54,7 @@ from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -799,9 +800,7 @@ class ConvertTileToNeuronPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             conversion = _FunctionConversion(function, dma_queues=target.dma_queues, partitions=target.partitions)
             conversion.convert_block(function.body.block)
             for replaced in reversed(conversion.replaced):

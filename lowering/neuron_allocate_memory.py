@@ -49,6 +49,7 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.hardware import Memory, Target
 
 
@@ -336,9 +337,7 @@ class NeuronAllocateMemoryPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             alignment = target.on_chip_alignment_bytes
             lifetimes = _lifetimes(function, target.psum_bank_bytes)
             allocate_on_chip(lifetimes, Memory.SBUF, target.sbuf_bytes_per_partition, alignment, target)

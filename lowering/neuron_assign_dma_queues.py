@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.hardware import Engine
 
 
@@ -30,9 +30,7 @@ class NeuronAssignDmaQueuesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         queues = neuron.target_of(op).dma_queues
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             transfers = [
                 i for i in function.body.walk() if isinstance(i, InstructionOp) and i.engine_kind is Engine.DMA
             ]

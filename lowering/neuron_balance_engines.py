@@ -45,6 +45,7 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import EngineAttr, InstructionOp, element_type_name
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.neuron_fuse_instructions import forward_into_copy_reader, fuse_scalar_tensor_tensor
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Memory, Target
@@ -237,9 +238,7 @@ class NeuronBalanceEnginesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             totals = engine_totals(function, target)
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):

@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, f32, i1
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -42,6 +41,7 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.lowering.convert_tile_to_neuron import full_access
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 Access = tuple[SSAValue, neuron.AccessPatternAttr, SSAValue | None]
@@ -409,9 +409,7 @@ class NeuronFuseInstructionsPass(ModulePass):
     name = "neuron-fuse-instructions"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             for instruction in [i for i in function.body.walk() if isinstance(i, InstructionOp)]:
                 if instruction.parent is None:
                     continue  # erased by an earlier merge

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
@@ -47,6 +47,7 @@ from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -588,7 +589,7 @@ class NeuronInsertSyncPass(ModulePass):
     name = "neuron-insert-sync"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp) and not f.is_declaration]:
+        for function in defined_functions(op):
             instructions = [i for i in function.body.walk() if isinstance(i, InstructionOp)]
             for number, instruction in enumerate(instructions):
                 instruction.properties["id"] = IntegerAttr(number, i64)

@@ -45,19 +45,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
+from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant
 from neuron_mlir.runtime.cost_model import OperandShape, compute_ns, dma_cost, indirect_dma_cost
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
 # A trip within this factor of its busiest resource counts as throughput-bound: one more copy would buy less than
 # the SBUF it takes from the tile sizes of later loops.
 _SLACK = 1.2
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 def _is_innermost(loop: scf.ForOp) -> bool:
@@ -69,7 +63,7 @@ def _moves_data(loop: scf.ForOp) -> bool:
 
 
 def _trips(loop: scf.ForOp) -> int | None:
-    lower, upper, step = _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
+    lower, upper, step = integer_constant(loop.lb), integer_constant(loop.ub), integer_constant(loop.step)
     if lower is None or upper is None or step is None or step <= 0:
         return None
     return max(0, (upper - lower + step - 1) // step)
@@ -257,7 +251,7 @@ class _Unroller:
 
     def unroll(self, loop: scf.ForOp, copies: int) -> None:
         """Replace `loop` (constant bounds, at least `copies` trips) by one whose body holds `copies` copies."""
-        lower, step, trips = _constant(loop.lb), _constant(loop.step), _trips(loop)
+        lower, step, trips = integer_constant(loop.lb), integer_constant(loop.step), _trips(loop)
         assert lower is not None
         assert step is not None
         assert trips is not None
@@ -311,9 +305,7 @@ class NeuronUnrollLoopsPass(ModulePass):
         if self.factor == 1:
             return
         target = neuron.target_of(op)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             unroller = _Unroller(function)
             loops = [loop for loop in function.body.walk() if isinstance(loop, scf.ForOp)]
             for loop in loops:

@@ -40,6 +40,15 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.ir_queries import (
+    ancestor_in,
+    defined_functions,
+    memref_layout,
+    storage_root,
+    tile_type_of,
+    unchanged_from,
+    users_through_views,
+)
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.runtime.hardware import Memory
 
@@ -59,46 +68,9 @@ _ELEMENTWISE = (
 _DEAD_WHEN_UNUSED = (*_ELEMENTWISE, tile.LoadOp, tile.ViewOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 
 
-def _layout(value: SSAValue) -> Layout:
-    memref_type = value.type
-    assert isinstance(memref_type, MemRefType)
-    strides, offset = tile.memref_strides(memref_type)
-    return Layout(memref_type.get_shape(), strides, offset)
-
-
-def _root(value: SSAValue) -> SSAValue:
-    """The allocation (or function argument) under a chain of `tile.view`s."""
-    while isinstance(value.owner, tile.ViewOp):
-        value = value.owner.source
-    return value
-
-
-def _users(value: SSAValue) -> Iterator[tuple[Operation, SSAValue]]:
-    """(op, the view of `value` it uses) for every non-view user of `value` through views."""
-    for use in list(value.uses):
-        if isinstance(use.operation, tile.ViewOp):
-            yield from _users(use.operation.result)
-        else:
-            yield use.operation, value
-
-
-def _top_level(op: Operation, block: Block) -> Operation:
-    """The ancestor of `op` (or `op`) directly in `block`."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        assert parent is not None
-        op = parent
-    return op
-
-
 def _whole(layout: Layout, elements: int) -> bool:
     """Whether a view is all of its allocation's `elements`, row-major: its tiles map to elements by flat index."""
     return layout.is_contiguous() and not layout.offset and layout.num_elements == elements
-
-
-def _tile_type(value: SSAValue) -> TileType:
-    assert isinstance(value.type, TileType)
-    return value.type
 
 
 def _from_psum(value: SSAValue) -> bool:
@@ -156,12 +128,12 @@ def _signature(compute: _Compute) -> tuple[object, ...]:
     """What a store computes, up to tile shapes: the ops (name, properties, attributes) and where each operand
     comes from (an earlier op's result, or a load through a given view)."""
     names: dict[SSAValue, tuple[object, ...]] = {
-        load.result: ("load", load.source, _tile_type(load.result).element_type) for load in compute.loads
+        load.result: ("load", load.source, tile_type_of(load.result).element_type) for load in compute.loads
     }
     items = []
     for index, op in enumerate(compute.ops):
         operands = tuple(names[operand] for operand in op.operands)
-        types = tuple(_tile_type(result).element_type for result in op.results)
+        types = tuple(tile_type_of(result).element_type for result in op.results)
         properties, attributes = tuple(sorted(op.properties.items())), tuple(sorted(op.attributes.items()))
         items.append((op.name, properties, attributes, operands, types))
         for position, result in enumerate(op.results):
@@ -172,10 +144,10 @@ def _signature(compute: _Compute) -> tuple[object, ...]:
 def _tile_shape_map(compute: _Compute, product: tuple[int, ...]) -> dict[tuple[int, ...], tuple[int, ...]] | None:
     """How the compute's tile shapes become the product tile's: the stored tile's shape and its per-partition
     columns ([P, 1]); None when the compute has tiles of any other shape."""
-    shape = _tile_type(compute.store.value).get_shape()
+    shape = tile_type_of(compute.store.value).get_shape()
     mapping = {(shape[0], 1): (product[0], 1), shape: product}  # a nest of [P, 1] tiles maps them to the product
     values = [load.result for load in compute.loads] + [r for op in compute.ops for r in op.results]
-    return mapping if all(_tile_type(v).get_shape() in mapping for v in values) else None
+    return mapping if all(tile_type_of(v).get_shape() in mapping for v in values) else None
 
 
 @dataclass
@@ -194,9 +166,9 @@ def _producer_stores(product: SSAValue, block: Block) -> list[tile.StoreOp] | No
     """The stores writing P, when P is written by nothing else and each store evacuates PSUM (see the module
     docstring); None otherwise."""
     stores: list[tile.StoreOp] = []
-    for user, view in _users(product):
+    for user, view in users_through_views(product):
         if isinstance(user, tile.StoreOp) and user.dest is view:
-            if not _from_psum(user.value) or not _whole(_layout(view), _layout(product).num_elements):
+            if not _from_psum(user.value) or not _whole(memref_layout(view), memref_layout(product).num_elements):
                 return None
             stores.append(user)
         elif not isinstance(user, tile.LoadOp | func.ReturnOp):
@@ -206,21 +178,7 @@ def _producer_stores(product: SSAValue, block: Block) -> list[tile.StoreOp] | No
 
 def _returned(product: SSAValue) -> bool:
     """Whether the function returns P (or a view of it): a training forward's saved product."""
-    return any(isinstance(user, func.ReturnOp) for user, _ in _users(product))
-
-
-def _written_before(storage: SSAValue, first: Operation, block: Block) -> bool:
-    """Whether `storage` is a function argument or defined before `first`, and nothing writes it (a store, or any
-    op but a load or a gather reading it) from `first` on."""
-    owner = storage.owner
-    if isinstance(owner, Operation) and not _top_level(owner, block).is_before_in_block(first):
-        return False
-    for user, _ in _users(storage):
-        if isinstance(user, tile.LoadOp | tile.GatherOp):
-            continue
-        if not _top_level(user, block).is_before_in_block(first):
-            return False
-    return True
+    return any(isinstance(user, func.ReturnOp) for user, _ in users_through_views(product))
 
 
 def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
@@ -228,8 +186,8 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
     stores = _producer_stores(product, block)
     if stores is None:
         return None
-    elements = _layout(product).num_elements
-    loads = [user for user, _ in _users(product) if isinstance(user, tile.LoadOp)]
+    elements = memref_layout(product).num_elements
+    loads = [user for user, _ in users_through_views(product) if isinstance(user, tile.LoadOp)]
     if not loads:
         return None
     # the consumer: the allocation every load of P ends up stored into
@@ -238,14 +196,14 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
         for user in _forward_users(load.result):
             if not isinstance(user, tile.StoreOp):
                 return None
-            outs.add(_root(user.dest))
+            outs.add(storage_root(user.dest))
     if len(outs) != 1:
         return None
     (out,) = outs
     if not isinstance(out.owner, memref.AllocOp) or out.owner.parent_block() is not block or out is product:
         return None
     consumer_stores = []
-    for user, view in _users(out):
+    for user, view in users_through_views(out):
         if isinstance(user, tile.StoreOp) and user.dest is view:
             consumer_stores.append(user)
     computes = [_compute_of(store) for store in consumer_stores]
@@ -257,15 +215,15 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
     read = {load for c in computes for load in c.loads}  # type: ignore[union-attr]
     if set(loads) - read:  # P has a reader besides the nest
         return None
-    first = min((_top_level(store, block) for store in stores), key=block.get_operation_index)
-    last = max((_top_level(store, block) for store in stores), key=block.get_operation_index)
-    nest_start = min((_top_level(store, block) for store in consumer_stores), key=block.get_operation_index)
+    first = min((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
+    last = max((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
+    nest_start = min((ancestor_in(store, block) for store in consumer_stores), key=block.get_operation_index)
     if not last.is_before_in_block(nest_start):
         return None
-    if not _whole(_layout(consumer_stores[0].dest), elements) or _layout(out).num_elements != elements:
+    if not _whole(memref_layout(consumer_stores[0].dest), elements) or memref_layout(out).num_elements != elements:
         return None
-    for user, _ in _users(out):  # nothing uses O before the nest
-        if not (user in consumer_stores or nest_start.is_before_in_block(_top_level(user, block))):
+    for user, _ in users_through_views(out):  # nothing uses O before the nest
+        if not (user in consumer_stores or nest_start.is_before_in_block(ancestor_in(user, block))):
             return None
     for compute in computes:
         assert compute is not None
@@ -273,22 +231,22 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
         for load in compute.loads:
             if list(load.indices) != list(store.indices) or load.dims is not None or store.dims is not None:
                 return None
-            if _tile_type(load.result).get_shape() != _tile_type(store.value).get_shape():
+            if tile_type_of(load.result).get_shape() != tile_type_of(store.value).get_shape():
                 return None
-            storage = _root(load.source)
+            storage = storage_root(load.source)
             if storage is product:
-                if not _whole(_layout(load.source), elements):
+                if not _whole(memref_layout(load.source), elements):
                     return None
-            elif storage is out or not _written_before(storage, first, block):
+            elif storage is out or not unchanged_from(storage, first, block):
                 return None
     compute = computes[0]
     assert compute is not None
     for producer_store in stores:
-        if _tile_shape_map(compute, _tile_type(producer_store.value).get_shape()) is None:
+        if _tile_shape_map(compute, tile_type_of(producer_store.value).get_shape()) is None:
             return None
-        shape = _layout(producer_store.dest).shape
-        others = [load for load in compute.loads if _root(load.source) is not product]
-        if any(_layout(load.source).reshape(shape) is None for load in others):  # not seen through P's shape
+        shape = memref_layout(producer_store.dest).shape
+        others = [load for load in compute.loads if storage_root(load.source) is not product]
+        if any(memref_layout(load.source).reshape(shape) is None for load in others):  # not seen through P's shape
             return None
     return _Epilogue(product, out, stores, consumer_stores, compute, first)
 
@@ -326,9 +284,9 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
     def operand_view(source: SSAValue, shape: tuple[int, ...]) -> SSAValue:
         key = source
         if key not in views:
-            layout = _layout(source).reshape(shape)
+            layout = memref_layout(source).reshape(shape)
             assert layout is not None, "checked: the nest's view reads elements of P's shape"
-            storage = _root(source)
+            storage = storage_root(source)
             view_type = tile.hbm_type(shape, _element(storage), layout.strides, layout.offset)
             if view_type == storage.type:
                 views[key] = storage
@@ -345,7 +303,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
         dest_type = store.dest.type
         if dest_type not in out_views:
             strides, offset = tile.memref_strides(dest_type)  # type: ignore[arg-type]
-            view_type = tile.hbm_type(_layout(store.dest).shape, _element(out), strides, offset)
+            view_type = tile.hbm_type(memref_layout(store.dest).shape, _element(out), strides, offset)
             if view_type == out.type:
                 out_views[dest_type] = out
             else:
@@ -368,17 +326,17 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
         values: list[dict[SSAValue, SSAValue]] = []
         shape_maps = []
         for store in group:
-            shapes = _tile_shape_map(compute, _tile_type(store.value).get_shape())
+            shapes = _tile_shape_map(compute, tile_type_of(store.value).get_shape())
             assert shapes is not None
             shape_maps.append(shapes)
             loaded: dict[SSAValue, SSAValue] = {}
             for load in compute.loads:
                 wanted = load.result.type
                 assert isinstance(wanted, TileType)
-                if _root(load.source) is product:
+                if storage_root(load.source) is product:
                     loaded[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes), emit)
                 else:
-                    source = operand_view(load.source, _layout(store.dest).shape)
+                    source = operand_view(load.source, memref_layout(store.dest).shape)
                     new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))
                     new_load.location = load.location
                     emit(new_load)
@@ -450,7 +408,7 @@ def _as_loaded(
     converted to the load's type by the DMA (each a `tile.copy`, given to `emit`, only where the type changes)."""
     value = store.value
     for element_type in (stored_type, wanted.element_type):
-        current = _tile_type(value)
+        current = tile_type_of(value)
         if current.element_type != element_type:
             copy = tile.CopyOp(value, TileType(current.get_shape(), element_type, Memory.SBUF))
             copy.location = store.location
@@ -463,7 +421,7 @@ def _erase_with_unused_inputs(op: Operation) -> None:
     """Erase `op` (a store, or an allocation only views use) and then whatever only it used: the nest's compute,
     loads, views and index arithmetic, and loops left with nothing but their yield."""
     if isinstance(op, memref.AllocOp):
-        for user, _ in list(_users(op.memref)):
+        for user, _ in list(users_through_views(op.memref)):
             raise AssertionError(f"{user.name} still uses the product")
         _erase_views(op.memref)
         if op.memref.uses:
@@ -512,6 +470,5 @@ class TileFuseEpiloguesPass(ModulePass):
     name = "tile-fuse-epilogues"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if not function.is_declaration:
-                fuse_epilogues(function)
+        for function in defined_functions(op):
+            fuse_epilogues(function)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -41,6 +41,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, storage_root
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -66,22 +67,8 @@ _Skeleton = tuple[tuple[tuple[int | None, int | None, int | None], "_Skeleton"],
 _TransferKey = tuple[SSAValue, Attribute, tuple[int | SSAValue, ...], tuple[int, ...], tuple[int, ...]]
 
 
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
-
-
-def root(value: SSAValue) -> SSAValue:
-    """The allocation (or function argument) under a chain of `tile.view`s."""
-    while isinstance(value.owner, tile.ViewOp):
-        value = value.owner.source
-    return value
-
-
 def _bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
-    return _constant(loop.lb), _constant(loop.ub), _constant(loop.step)
+    return integer_constant(loop.lb), integer_constant(loop.ub), integer_constant(loop.step)
 
 
 def _skeleton(block: Block) -> _Skeleton:
@@ -128,8 +115,8 @@ def _loops(block: Block) -> list[scf.ForOp]:
 
 def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> _TransferKey:
     renamed = (rename.get(index, index) for index in op.indices)
-    indices = tuple(c if (c := _constant(index)) is not None else index for index in renamed)
-    return (root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
+    indices = tuple(c if (c := integer_constant(index)) is not None else index for index in renamed)
+    return (storage_root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
 
 
 def _stores(ops: list[Operation]) -> Iterator[tile.StoreOp]:
@@ -159,7 +146,7 @@ def _aligned(first: Block, second: Block, rename: dict[SSAValue, SSAValue], writ
         for load in run_b:
             if (
                 isinstance(load, tile.LoadOp)
-                and root(load.source) in written
+                and storage_root(load.source) in written
                 and _transfer_key(load, load.source, rename) not in stored
             ):
                 return False
@@ -256,9 +243,9 @@ def _can_fuse(first: scf.ForOp, second: scf.ForOp, budget: int) -> bool:
         return False
     if fused_live_bytes(first, second) > budget:
         return False
-    written_first = {root(s.dest) for s in _stores([first])}
-    read_first = {root(load.source) for load in _loads([first])}
-    written_second = {root(s.dest) for s in _stores([second])}
+    written_first = {storage_root(s.dest) for s in _stores([first])}
+    read_first = {storage_root(load.source) for load in _loads([first])}
+    written_second = {storage_root(s.dest) for s in _stores([second])}
     if written_second & (written_first | read_first):
         return False
     rename: dict[SSAValue, SSAValue] = {second.body.block.args[0]: first.body.block.args[0]}
@@ -311,7 +298,7 @@ def _fuse_nests(block: Block, budget: int) -> None:
 
 def _index_range(value: SSAValue) -> tuple[int, int] | None:
     """The values an index takes: a constant, or the induction variable of a loop with constant bounds."""
-    constant = _constant(value)
+    constant = integer_constant(value)
     if constant is not None:
         return constant, constant
     owner = value.owner
@@ -332,9 +319,9 @@ def _box(op: tile.LoadOp | tile.StoreOp) -> tuple[SSAValue, MemRefType, list[tup
     for dim, index in enumerate(op.indices):
         bounds = _index_range(index)
         if bounds is None:
-            return root(tensor), memref_type, None
+            return storage_root(tensor), memref_type, None
         box.append((bounds[0], bounds[1] + extents.get(dim, 1) - 1))
-    return root(tensor), memref_type, box
+    return storage_root(tensor), memref_type, box
 
 
 def _disjoint(a: tile.LoadOp | tile.StoreOp, b: tile.LoadOp | tile.StoreOp) -> bool:
@@ -383,7 +370,7 @@ def _forward(block: Block) -> None:
             for inner in region.blocks:
                 _forward(inner)
         if isinstance(op, tile.StoreOp):
-            tensor = root(op.dest)
+            tensor = storage_root(op.dest)
             available = {key: value for key, value in available.items() if key[0] is not tensor}
             stored = op.value
             memref_type = op.memref_type()
@@ -416,9 +403,9 @@ def _written_roots(op: Operation) -> set[SSAValue]:
     written: set[SSAValue] = set()
     for inner in op.walk():
         if isinstance(inner, tile.StoreOp):
-            written.add(root(inner.dest))
+            written.add(storage_root(inner.dest))
         elif not isinstance(inner, (tile.LoadOp, tile.ViewOp, tile.GatherOp)):
-            written |= {root(v) for v in inner.operands if isinstance(v.type, MemRefType)}
+            written |= {storage_root(v) for v in inner.operands if isinstance(v.type, MemRefType)}
     return written
 
 
@@ -476,9 +463,7 @@ class TileFuseLoopsPass(ModulePass):
     name = "tile-fuse-loops"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             body = function.body.block
             # a fused body's tiles, double-buffered by neuron-unroll-loops, may take half a partition
             _fuse_nests(body, target_of(op).sbuf_bytes_per_partition // 4)

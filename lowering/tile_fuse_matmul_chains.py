@@ -47,17 +47,29 @@ from itertools import zip_longest
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, f32
+from xdsl.dialects.builtin import IndexType, ModuleOp, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.ir_queries import (
+    ancestor_in,
+    clone_ops,
+    defined_functions,
+    erase_dead,
+    integer_constant,
+    memref_layout,
+    parent_block,
+    parent_op,
+    storage_root,
+    tile_type_of,
+    unchanged_from,
+    users_through_views,
+)
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.lowering.tile_fuse_epilogues import _layout, _root, _top_level, _users, _written_before
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 # The ScalarE functions a chain applies as the hidden features leave PSUM.
@@ -86,18 +98,6 @@ _CLONABLE = (
 )
 
 
-def _tile_type(value: SSAValue) -> TileType:
-    assert isinstance(value.type, TileType)
-    return value.type
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
-
-
 def _whole_load(value: SSAValue) -> tile.LoadOp | None:
     """The load a B tile comes from: its own, or, for a B loaded in pieces into an empty tile (a resident B:
     convert-torch-to-tile's matmul), the first piece's, when the pieces load consecutive K tiles of one view in
@@ -108,7 +108,7 @@ def _whole_load(value: SSAValue) -> tile.LoadOp | None:
     pieces: list[tuple[int, tile.LoadOp]] = []
     while isinstance(owner, tile.InsertOp):
         piece = owner.value.owner
-        offsets = [_constant(index) for index in owner.indices]
+        offsets = [integer_constant(index) for index in owner.indices]
         if owner.steps is not None or not isinstance(piece, tile.LoadOp) or offsets[1:] != [0] or offsets[0] is None:
             return None
         pieces.append((offsets[0], piece))
@@ -119,13 +119,13 @@ def _whole_load(value: SSAValue) -> tile.LoadOp | None:
     first = pieces[0][1]
     covered = 0
     for offset, piece in pieces:
-        indices = [_constant(index) for index in piece.indices]
+        indices = [integer_constant(index) for index in piece.indices]
         if piece.source is not first.source or piece.dims != first.dims or offset != covered:
             return None
         if indices != [offset, 0, 0]:
             return None
-        covered += _tile_type(piece.result).get_shape()[1]
-    if covered != _tile_type(value).get_shape()[1]:
+        covered += tile_type_of(piece.result).get_shape()[1]
+    if covered != tile_type_of(value).get_shape()[1]:
         return None
     return first
 
@@ -145,7 +145,7 @@ class _RowTemplate:
 
 
 @dataclass
-class _Panel:
+class Panel:
     """One panel loop of the second matmul: its rows (index, size) per result, and the row loads it transposes."""
 
     loop: scf.ForOp
@@ -160,7 +160,7 @@ class _Panel:
 class _Chain:
     hidden: SSAValue  # H
     stores: list[tile.StoreOp]
-    panels: list[_Panel]
+    panels: list[Panel]
     templates: dict[int, _RowTemplate]  # by the row tile's height
     block_rows: list[list[_RowTemplate]]  # the templates of each of the first matmul's panel loops, in order
     weights: tuple[SSAValue, Layout]  # W1's storage and its [K1 tiles, 128, N1] layout
@@ -174,11 +174,11 @@ class _Chain:
     first: Operation  # the first top-level op holding a store of H
 
 
-def _hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
+def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
     stores: list[tile.StoreOp] = []
     loads: list[tile.LoadOp] = []
-    for user, view in _users(hidden):
-        layout = _layout(view)
+    for user, view in users_through_views(hidden):
+        layout = memref_layout(view)
         if layout.shape != (rows, columns) or layout.strides != (columns, 1) or layout.offset:
             return None
         if isinstance(user, tile.StoreOp) and user.dest is view and user.dims is None:
@@ -217,7 +217,7 @@ def _panel_step(loop: scf.ForOp, position: int) -> tuple[SSAValue, list[Operatio
     insert = yielded.operands[position].owner
     if not isinstance(insert, tile.InsertOp) or insert.dest is not carried or insert.parent_block() is not body:
         return None
-    if len(insert.indices) != 2 or insert.indices[0] is not iv or _constant(insert.indices[1]) != 0:
+    if len(insert.indices) != 2 or insert.indices[0] is not iv or integer_constant(insert.indices[1]) != 0:
         return None
     ops: list[Operation] = [insert]
     pending: list[SSAValue] = [insert.value, *insert.indices[1:]]
@@ -253,7 +253,7 @@ def _panel_step(loop: scf.ForOp, position: int) -> tuple[SSAValue, list[Operatio
     return row, sorted(set(ops), key=lambda op: order[op])
 
 
-def _row_ops(row: SSAValue, block: Block) -> tuple[list[Operation], SSAValue] | None:
+def row_computation(row: SSAValue, block: Block) -> tuple[list[Operation], SSAValue] | None:
     """The ops computing row tile `row` in `block` and the one row index their loads use; None when the tile
     depends on anything else of its loop nest."""
     top = _function_block(_defining_op(row))
@@ -282,7 +282,7 @@ def _row_ops(row: SSAValue, block: Block) -> tuple[list[Operation], SSAValue] | 
             if len(owner.indices) < 2 or (index is not None and owner.indices[0] is not index):
                 return None
             index = owner.indices[0]
-            if any(_constant(i) is None for i in owner.indices[1:]) or not _at_top(owner.source, top):
+            if any(integer_constant(i) is None for i in owner.indices[1:]) or not _at_top(owner.source, top):
                 return None
             continue
         pending.extend(owner.operands)
@@ -340,11 +340,11 @@ def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | N
     bias: tile.LoadOp | None = None
     if isinstance(value.owner, tile.BinaryOp) and value.owner.op.data == "add":
         lhs, rhs = value.owner.lhs, value.owner.rhs
-        psum, other = (lhs, rhs) if _tile_type(lhs).memory is Memory.PSUM else (rhs, lhs)
+        psum, other = (lhs, rhs) if tile_type_of(lhs).memory is Memory.PSUM else (rhs, lhs)
         if not isinstance(other.owner, tile.LoadOp):
             return None
         bias, value = other.owner, psum
-    if _tile_type(value).memory is not Memory.PSUM:
+    if tile_type_of(value).memory is not Memory.PSUM:
         return None
     matmuls = _matmuls(value)
     return None if matmuls is None else (matmuls, bias)
@@ -387,23 +387,23 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
     """The chain `hidden` is the middle of (module docstring), or None."""
     if not isinstance(hidden.owner, memref.AllocOp) or hidden.owner.parent_block() is not block:
         return None
-    total = _layout(hidden).num_elements
-    loads_all = [user for user, _ in _users(hidden) if isinstance(user, tile.LoadOp)]
+    total = memref_layout(hidden).num_elements
+    loads_all = [user for user, _ in users_through_views(hidden) if isinstance(user, tile.LoadOp)]
     if not loads_all:
         return None
-    columns = _layout(loads_all[0].source).shape[-1]
+    columns = memref_layout(loads_all[0].source).shape[-1]
     if columns % PARTITIONS or not columns or total % columns:
         return None
-    users = _hidden_users(hidden, total // columns, columns)
+    users = hidden_users(hidden, total // columns, columns)
     if users is None:
         return None
     stores, loads = users
-    panels = _panels(loads, columns)
+    panels = panels_of(loads, columns)
     if panels is None:
         return None
-    first = min((_top_level(store, block) for store in stores), key=block.get_operation_index)
-    last = max((_top_level(store, block) for store in stores), key=block.get_operation_index)
-    earliest_load = min((_top_level(load, block) for load in loads), key=block.get_operation_index)
+    first = min((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
+    last = max((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
+    earliest_load = min((ancestor_in(load, block) for load in loads), key=block.get_operation_index)
     if not last.is_before_in_block(earliest_load):
         return None
     templates: dict[int, _RowTemplate] = {}
@@ -432,7 +432,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             if bias is None:
                 return None
             biases.add(bias)
-        rows = _tile_type(store.value).get_shape()[0]
+        rows = tile_type_of(store.value).get_shape()[0]
         for product in matmuls:
             matmul = product
             if _ones(product.stationary):
@@ -454,12 +454,12 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
                 return None
             if chunk_load.dims is None or tuple(chunk_load.dims.get_values()) != (1, 0, 2):
                 return None
-            layout = _layout(chunk_load.source)
+            layout = memref_layout(chunk_load.source)
             if len(layout.shape) != 3 or layout.shape[1:] != (PARTITIONS, columns) or layout.strides[2] != 1:
                 return None
             if layout.strides[0] != PARTITIONS * layout.strides[1]:
                 return None
-            candidate = (_root(chunk_load.source), layout)
+            candidate = (storage_root(chunk_load.source), layout)
             if weights is not None and weights != candidate:
                 return None
             weights = candidate
@@ -479,14 +479,14 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         return None
     k1_tiles = weights[1].shape[0]
     for template in templates.values():  # each panel holds all of K1
-        if _tile_type(template.row_value).get_shape() != (template.rows, k1_tiles * PARTITIONS):
+        if tile_type_of(template.row_value).get_shape() != (template.rows, k1_tiles * PARTITIONS):
             return None
-        if _constant(template.loop.ub) != k1_tiles:
+        if integer_constant(template.loop.ub) != k1_tiles:
             return None
     if any(rows not in templates for panel in panels for _, rows in panel.subs):
         return None
     for storage in {*inputs, weights[0], *(bias[0] for bias in biases)}:
-        if not _written_before(storage, first, block):
+        if not unchanged_from(storage, first, block):
             return None
     (fn,) = fns
     bias_of = next(iter(biases)) if biases else None
@@ -511,15 +511,15 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
 
 
 def _row_storage(template: _RowTemplate) -> list[SSAValue]:
-    return [_root(op.source) for op in template.row_ops if isinstance(op, tile.LoadOp)]
+    return [storage_root(op.source) for op in template.row_ops if isinstance(op, tile.LoadOp)]
 
 
 def _bias_of(source: SSAValue) -> tuple[SSAValue, int, int] | None:
     """b1 (storage, stride, offset) behind a broadcast view of it (rows at stride 0)."""
-    layout = _layout(source)
+    layout = memref_layout(source)
     if len(layout.shape) != 2 or layout.strides[0] != 0:
         return None
-    return _root(source), layout.strides[1], layout.offset
+    return storage_root(source), layout.strides[1], layout.offset
 
 
 def _template(loop: scf.ForOp, position: int, block: Block) -> _RowTemplate | None:
@@ -528,15 +528,15 @@ def _template(loop: scf.ForOp, position: int, block: Block) -> _RowTemplate | No
         return None
     row, step_ops = step
     init = loop.iter_args[position]
-    if not isinstance(init.owner, tile.EmptyOp) or _constant(loop.lb) != 0 or _constant(loop.step) != 1:
+    if not isinstance(init.owner, tile.EmptyOp) or integer_constant(loop.lb) != 0 or integer_constant(loop.step) != 1:
         return None
     loop_block = loop.parent_block()
     assert loop_block is not None
-    found = _row_ops(row, loop_block)
+    found = row_computation(row, loop_block)
     if found is None:
         return None
     row_ops, index = found
-    rows = _tile_type(row).get_shape()[0]
+    rows = tile_type_of(row).get_shape()[0]
     return _RowTemplate(rows, row, index, row_ops, loop, position, step_ops)
 
 
@@ -554,23 +554,23 @@ def _rest_tile(load: tile.LoadOp) -> SSAValue | None:
     return copies[0].result
 
 
-def _panels(loads: list[tile.LoadOp], columns: int) -> list[_Panel] | None:
+def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
     """The panel loops of the matmuls reading whole rows of A [M, `columns`] (all of `loads`): each transposes
     rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own."""
     full = columns - columns % PARTITIONS
     by_loop: dict[scf.ForOp, dict[int, tile.LoadOp]] = {}
     rests: list[tuple[tile.LoadOp, SSAValue]] = []
     for load in loads:
-        shape = _tile_type(load.result).get_shape()
+        shape = tile_type_of(load.result).get_shape()
         if len(load.indices) != 2 or load.dims is not None:
             return None
-        if columns % PARTITIONS and shape[1] == columns % PARTITIONS and _constant(load.indices[1]) == full:
+        if columns % PARTITIONS and shape[1] == columns % PARTITIONS and integer_constant(load.indices[1]) == full:
             rest = _rest_tile(load)
             if rest is None:
                 return None
             rests.append((load, rest))
             continue
-        if shape[1] != full or _constant(load.indices[1]) != 0:
+        if shape[1] != full or integer_constant(load.indices[1]) != 0:
             return None
         extracts = [use.operation for use in load.result.uses]
         loops = {extract.parent_op() for extract in extracts}
@@ -590,18 +590,22 @@ def _panels(loads: list[tile.LoadOp], columns: int) -> list[_Panel] | None:
     for loop, positions in by_loop.items():
         if sorted(positions) != list(range(len(loop.results))):
             return None
-        if _constant(loop.lb) != 0 or _constant(loop.ub) != full // PARTITIONS or _constant(loop.step) != 1:
+        if (
+            integer_constant(loop.lb) != 0
+            or integer_constant(loop.ub) != full // PARTITIONS
+            or integer_constant(loop.step) != 1
+        ):
             return None
         ordered = [positions[p] for p in range(len(loop.results))]
-        subs = [(load.indices[0], _tile_type(load.result).get_shape()[0]) for load in ordered]
-        panels.append(_Panel(loop, subs, ordered, [None] * len(subs)))
+        subs = [(load.indices[0], tile_type_of(load.result).get_shape()[0]) for load in ordered]
+        panels.append(Panel(loop, subs, ordered, [None] * len(subs)))
     for load, rest in rests:  # each with the panel of the same rows, in the same block
         matches = [
             (panel, position)
             for panel in panels
             for position, (index, rows) in enumerate(panel.subs)
             if index is load.indices[0]
-            and rows == _tile_type(load.result).get_shape()[0]
+            and rows == tile_type_of(load.result).get_shape()[0]
             and panel.loop.parent_block() is load.parent_block()
             and panel.rests[position] is None
         ]
@@ -612,17 +616,6 @@ def _panels(loads: list[tile.LoadOp], columns: int) -> list[_Panel] | None:
     if columns % PARTITIONS and any(rest is None for panel in panels for rest in panel.rests):
         return None
     return panels
-
-
-def _clone_ops(ops: list[Operation], em: LoopNestBuilder, mapping: dict[SSAValue, SSAValue]) -> None:
-    for op in ops:
-        clone = op.clone(value_mapper=mapping)
-        clone.location = op.location
-        if em.anchor is not None:
-            em.block.insert_op_before(clone, em.anchor)
-        else:
-            em.block.add_op(clone)
-        mapping.update(zip(op.results, clone.results, strict=True))
 
 
 def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]]) -> list[SSAValue]:
@@ -639,10 +632,10 @@ def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue,
             clone.location = op.location
             mapping[op.result] = clone.result
             continue
-        _clone_ops([op], em, mapping)
+        clone_ops([op], em, mapping)
     rows = [mapping[template.row_value] for mapping, template in zip(mappings, templates, strict=True)]
     empties: list[SSAValue] = [
-        em.insert(tile.EmptyOp(TileType((PARTITIONS, chain.k1_tiles, m), _tile_type(row).element_type))).result
+        em.insert(tile.EmptyOp(TileType((PARTITIONS, chain.k1_tiles, m), tile_type_of(row).element_type))).result
         for row, (_, m) in zip(rows, subs, strict=True)
     ]
 
@@ -651,7 +644,7 @@ def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue,
         for template, row, panel in zip(templates, rows, panels, strict=True):
             body = template.loop.body.block
             mapping = {body.args[0]: e.index(t), body.args[template.position + 1]: panel, template.row_value: row}
-            _clone_ops(template.step_ops, e, mapping)
+            clone_ops(template.step_ops, e, mapping)
             yielded = body.last_op
             assert yielded is not None
             updated.append(mapping[yielded.operands[template.position]])
@@ -705,7 +698,7 @@ def _build_panel(
         offset = e.mul(j, PARTITIONS)
         column = None
         if biases is not None:
-            column_type = TileType((PARTITIONS, 1), _tile_type(biases).element_type, Memory.SBUF)
+            column_type = TileType((PARTITIONS, 1), tile_type_of(biases).element_type, Memory.SBUF)
             column = e.insert(tile.ExtractOp(biases, [e.index(t)], column_type)).result
         act = e.located(chain.activation.location)
         panels = list(carried)
@@ -755,7 +748,7 @@ def _build_panel(
 
 def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
     """Build each of the second matmul's panels from the first matmul's inputs; erase H's stores and loads."""
-    start = min((_top_level(panel.loop, block) for panel in chain.panels), key=block.get_operation_index)
+    start = min((ancestor_in(panel.loop, block) for panel in chain.panels), key=block.get_operation_index)
     top = LoopNestBuilder(block, start, chain.matmul.location, constants, block)
     storage, layout = chain.weights
     weights_type = tile.hbm_type(layout.shape, storage.type.element_type, layout.strides, layout.offset)  # type: ignore[attr-defined]
@@ -773,49 +766,18 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
         ).result
     for panel in chain.panels:
         # in place of the panel loop: the row indices are defined by then
-        em = LoopNestBuilder(_block(panel.loop), panel.loop, chain.matmul.location, constants, block)
+        em = LoopNestBuilder(parent_block(panel.loop), panel.loop, chain.matmul.location, constants, block)
         built = _build_panel(chain, em, panel.subs, weights, biases)
         for old, new in zip(panel.loop.results, built, strict=True):
             old.replace_all_uses_with(new)
     seeds: list[Operation] = [panel.loop for panel in chain.panels]
     for store in chain.stores:
         seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(_parent(store))
+        seeds.append(parent_op(store))
         store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         store.erase()
     seeds.append(_defining_op(chain.hidden))
-    _erase_dead(seeds)
-
-
-def _parent(op: Operation) -> Operation:
-    parent = op.parent_op()
-    assert parent is not None
-    return parent
-
-
-def _block(op: Operation) -> Block:
-    block = op.parent_block()
-    assert block is not None
-    return block
-
-
-def _erase_dead(seeds: list[Operation]) -> None:
-    """Erase ops that nothing uses and that have no effect but reads, from `seeds` (and what they used) on."""
-    pending = list(seeds)
-    while pending:
-        op = pending.pop()
-        if op.parent is None:
-            continue
-        unused_storage = isinstance(op, memref.AllocOp) and not op.memref.uses
-        if not (unused_storage or is_trivially_dead(op)):
-            continue
-        inputs = [operand.owner for nested in op.walk() for operand in nested.operands]
-        parent = op.parent_op()
-        op.detach()
-        op.erase(safe_erase=False)
-        pending.extend(owner for owner in inputs if isinstance(owner, Operation))
-        if parent is not None and not isinstance(parent, func.FuncOp):
-            pending.append(parent)
+    erase_dead(seeds)
 
 
 def index_constants(block: Block) -> dict[int, SSAValue]:
@@ -823,7 +785,7 @@ def index_constants(block: Block) -> dict[int, SSAValue]:
     constants: dict[int, SSAValue] = {}
     for op in block.ops:
         if isinstance(op, arith.ConstantOp) and isinstance(op.result.type, IndexType):
-            value = _constant(op.result)
+            value = integer_constant(op.result)
             if value is not None:
                 constants.setdefault(value, op.result)
     return constants
@@ -850,6 +812,5 @@ class TileFuseMatmulChainsPass(ModulePass):
     name = "tile-fuse-matmul-chains"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if not function.is_declaration:
-                fuse_matmul_chains(function)
+        for function in defined_functions(op):
+            fuse_matmul_chains(function)

@@ -47,20 +47,27 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.ir_queries import (
+    ancestor_in,
+    clone_ops,
+    defined_functions,
+    erase_dead,
+    integer_constant,
+    memref_layout,
+    parent_op,
+    storage_root,
+    tile_type_of,
+    unchanged_from,
+    users_through_views,
+)
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.lowering.tile_fuse_epilogues import _layout, _root, _top_level, _users, _written_before
 from neuron_mlir.lowering.tile_fuse_matmul_chains import (
-    _clone_ops,
-    _constant,
-    _erase_dead,
-    _hidden_users,
-    _Panel,
-    _panels,
-    _parent,
-    _row_ops,
-    _tile_type,
+    Panel,
+    hidden_users,
     index_constants,
+    panels_of,
+    row_computation,
 )
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
@@ -91,7 +98,7 @@ class _RowTemplate:
 class _Prologue:
     normalized: SSAValue  # A
     stores: list[tile.StoreOp]
-    panels: list[_Panel]
+    panels: list[Panel]
     templates: dict[int, _RowTemplate]
     affine: list[tuple[str, _Vector]]  # the per-feature ops, in order
     element_type: Attribute  # A's
@@ -105,10 +112,10 @@ def _vector(value: SSAValue) -> _Vector | None:
     load = value.owner
     if not isinstance(load, tile.LoadOp) or load.dims is not None:
         return None
-    layout = _layout(load.source)
-    if len(layout.shape) != 2 or layout.strides[0] != 0 or any(_constant(i) != 0 for i in load.indices):
+    layout = memref_layout(load.source)
+    if len(layout.shape) != 2 or layout.strides[0] != 0 or any(integer_constant(i) != 0 for i in load.indices):
         return None
-    return _Vector(_root(load.source), layout.strides[1], layout.offset)
+    return _Vector(storage_root(load.source), layout.strides[1], layout.offset)
 
 
 def _affine(value: SSAValue) -> tuple[SSAValue, list[tuple[str, _Vector]], list[Operation]]:
@@ -139,25 +146,25 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     """The prologue fusion `normalized` allows (module docstring), or None."""
     if not isinstance(normalized.owner, memref.AllocOp) or normalized.owner.parent_block() is not block:
         return None
-    loads_all = [user for user, _ in _users(normalized) if isinstance(user, tile.LoadOp)]
+    loads_all = [user for user, _ in users_through_views(normalized) if isinstance(user, tile.LoadOp)]
     if not loads_all:
         return None
-    total = _layout(normalized).num_elements
-    columns = _layout(loads_all[0].source).shape[-1]
+    total = memref_layout(normalized).num_elements
+    columns = memref_layout(loads_all[0].source).shape[-1]
     if columns < PARTITIONS or total % columns:
         return None
-    users = _hidden_users(normalized, total // columns, columns)
+    users = hidden_users(normalized, total // columns, columns)
     if users is None:
         return None
     stores, loads = users
-    panels = _panels(loads, columns)
+    panels = panels_of(loads, columns)
     if panels is None:
         return None
-    nests = {_top_level(store, block) for store in stores}
+    nests = {ancestor_in(store, block) for store in stores}
     if not all(_writes_only(nest, set(stores)) for nest in nests):
         return None
     first = min(nests, key=block.get_operation_index)
-    earliest_load = min((_top_level(load, block) for load in loads), key=block.get_operation_index)
+    earliest_load = min((ancestor_in(load, block) for load in loads), key=block.get_operation_index)
     if not max(nests, key=block.get_operation_index).is_before_in_block(earliest_load):
         return None
     templates: dict[int, _RowTemplate] = {}
@@ -168,21 +175,21 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
         affines.add(tuple(affine))
         store_block = store.parent_block()
         assert store_block is not None
-        found = _row_ops(rows, store_block)
-        if found is None or found[1] is not store.indices[0] or _constant(store.indices[1]) != 0:
+        found = row_computation(rows, store_block)
+        if found is None or found[1] is not store.indices[0] or integer_constant(store.indices[1]) != 0:
             return None
         row_ops, row_index = found
         dying = {*row_ops, *affine_ops, store}
         if any(use.operation not in dying for op in row_ops for result in op.results for use in result.uses):
             return None  # a row op also feeds something else (the statistics, stored): the nest would stay
-        height = _tile_type(store.value).get_shape()[0]
+        height = tile_type_of(store.value).get_shape()[0]
         templates.setdefault(height, _RowTemplate(height, rows, row_index, row_ops))
-        storage.update(_root(op.source) for op in row_ops if isinstance(op, tile.LoadOp))
+        storage.update(storage_root(op.source) for op in row_ops if isinstance(op, tile.LoadOp))
     if len(affines) != 1 or any(rows not in templates for panel in panels for _, rows in panel.subs):
         return None
     affine = list(next(iter(affines)))
     storage.update(vector.storage for _, vector in affine)
-    if not all(_written_before(value, first, block) for value in storage):
+    if not all(unchanged_from(value, first, block) for value in storage):
         return None
     element = normalized.type.element_type  # type: ignore[attr-defined]
     tiles, rest = divmod(columns, PARTITIONS)
@@ -239,12 +246,12 @@ def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[SSAVal
             mapping[op.results[0]] = em.insert(rounded_op).results[0]
             rounded_op.location = op.location
         else:
-            _clone_ops([op], em, mapping)
+            clone_ops([op], em, mapping)
     rows: list[SSAValue] = []
     for mapping, template in zip(mappings, templates, strict=True):
         value = mapping[template.row_value]
-        if _tile_type(value).element_type != prologue.element_type:  # not rounded by its last op: a copy
-            shape = _tile_type(value).get_shape()
+        if tile_type_of(value).element_type != prologue.element_type:  # not rounded by its last op: a copy
+            shape = tile_type_of(value).get_shape()
             value = em.insert(tile.CopyOp(value, TileType(shape, prologue.element_type, Memory.SBUF))).result
         rows.append(value)
     return rows
@@ -255,11 +262,11 @@ def _evacuate(
 ) -> SSAValue:
     """A transposed tile [k, m] leaving PSUM through the per-feature ops as per-partition scalar ops (columns
     `t` of the vectors' [128, K tiles] columns, or their [K % 128, 1] last column when `t` is None)."""
-    k, m = _tile_type(value).get_shape()
+    k, m = tile_type_of(value).get_shape()
     for position, ((name, _), vector) in enumerate(zip(prologue.affine, columns, strict=True)):
         column = vector
         if t is not None:
-            column_type = TileType((k, 1), _tile_type(vector).element_type, Memory.SBUF)
+            column_type = TileType((k, 1), tile_type_of(vector).element_type, Memory.SBUF)
             column = e.insert(tile.ExtractOp(vector, [e.index(t)], column_type)).result
         last = position == len(columns) - 1
         out = TileType((k, m), prologue.element_type if last else f32, Memory.SBUF)
@@ -270,7 +277,7 @@ def _evacuate(
 def _build_panel(
     prologue: _Prologue,
     em: LoopNestBuilder,
-    panel: _Panel,
+    panel: Panel,
     columns: list[SSAValue],
     last_columns: list[SSAValue],
 ) -> tuple[list[SSAValue], list[SSAValue | None]]:
@@ -299,7 +306,7 @@ def _build_panel(
             continue
         block = window(em, row, [prologue.tiles * PARTITIONS], (m, prologue.rest))
         value = _evacuate(prologue, em, em.insert(tile.TransposeOp(block)).result, last_columns, None)
-        if _tile_type(value).memory is not Memory.SBUF:  # no affine: a copy evacuates PSUM
+        if tile_type_of(value).memory is not Memory.SBUF:  # no affine: a copy evacuates PSUM
             value = em.insert(tile.CopyOp(value, TileType((prologue.rest, m), prologue.element_type))).result
         rests.append(value)
     return full, rests
@@ -307,7 +314,7 @@ def _build_panel(
 
 def _fuse(prologue: _Prologue, block: Block) -> None:
     constants = index_constants(block)
-    start = min((_top_level(panel.loop, block) for panel in prologue.panels), key=block.get_operation_index)
+    start = min((ancestor_in(panel.loop, block) for panel in prologue.panels), key=block.get_operation_index)
     location = prologue.location.location
     top = LoopNestBuilder(block, start, location, constants, block)
     columns: list[SSAValue] = []
@@ -338,13 +345,13 @@ def _fuse(prologue: _Prologue, block: Block) -> None:
     seeds += [rest[1].owner for panel in prologue.panels for rest in panel.rests if rest is not None]  # type: ignore[misc]
     for store in prologue.stores:
         seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(_parent(store))
+        seeds.append(parent_op(store))
         store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         store.erase()
     owner = prologue.normalized.owner
     assert isinstance(owner, Operation)
     seeds.append(owner)
-    _erase_dead(seeds)
+    erase_dead(seeds)
 
 
 def fuse_matmul_prologues(function: func.FuncOp) -> int:
@@ -367,6 +374,5 @@ class TileFuseMatmulProloguesPass(ModulePass):
     name = "tile-fuse-matmul-prologues"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if not function.is_declaration:
-                fuse_matmul_prologues(function)
+        for function in defined_functions(op):
+            fuse_matmul_prologues(function)

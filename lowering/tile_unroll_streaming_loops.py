@@ -29,16 +29,10 @@ from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
+from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant
 from neuron_mlir.lowering.tile_fuse_loops import body_bytes, streams_tiles
 
 NEURON_UNROLL_FACTOR = 2  # neuron-unroll-loops' default, which the pipeline runs
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 class _Unroller:
@@ -48,7 +42,7 @@ class _Unroller:
         self.budget = budget
         self.constants: dict[int, SSAValue] = {}
         for op in function.body.block.ops:  # reuse the index constants the function has
-            value = _constant(op.results[0]) if isinstance(op, arith.ConstantOp) else None
+            value = integer_constant(op.results[0]) if isinstance(op, arith.ConstantOp) else None
             if value is not None and isinstance(op.results[0].type, IndexType):
                 self.constants.setdefault(value, op.results[0])
 
@@ -68,7 +62,7 @@ class _Unroller:
     def wanted(self, loop: scf.ForOp) -> bool:
         if loop.iter_args or any(isinstance(op, scf.ForOp) for op in loop.body.block.walk()):
             return False
-        lower, upper, step = (_constant(v) for v in (loop.lb, loop.ub, loop.step))
+        lower, upper, step = (integer_constant(v) for v in (loop.lb, loop.ub, loop.step))
         if lower is None or upper is None or step is None:
             return False
         if step <= 0 or (upper - lower + step - 1) // step < 2 * self.factor:
@@ -89,7 +83,7 @@ class _Unroller:
                 block.insert_op_before(clone, before)
 
     def unroll(self, loop: scf.ForOp) -> None:
-        lower, upper, step = (_constant(v) for v in (loop.lb, loop.ub, loop.step))
+        lower, upper, step = (integer_constant(v) for v in (loop.lb, loop.ub, loop.step))
         assert lower is not None
         assert upper is not None
         assert step is not None
@@ -134,9 +128,7 @@ class TileUnrollStreamingLoopsPass(ModulePass):
         if self.factor == 1:
             return
         budget = target_of(op).sbuf_bytes_per_partition // 2
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if function.is_declaration:
-                continue
+        for function in defined_functions(op):
             unroller = _Unroller(function, self.factor, budget)
             for loop in [loop for loop in function.body.walk() if isinstance(loop, scf.ForOp)]:
                 if unroller.wanted(loop):

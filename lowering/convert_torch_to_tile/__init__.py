@@ -79,6 +79,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext, absorber
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
+from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.dtypes import DTYPES
 
@@ -142,7 +143,7 @@ def legality(op: Operation) -> str | None:
 
 def _check_legality(module: ModuleOp) -> None:
     """Fail on the first op (or function argument) the pass does not lower, before converting anything."""
-    for function in [f for f in module.ops if isinstance(f, func.FuncOp) and not f.is_declaration]:
+    for function in defined_functions(module):
         for argument in function.body.block.args:
             if (problem := _storage_problem(argument.type)) is not None:
                 raise _not_lowerable(function, problem)
@@ -157,9 +158,8 @@ class ConvertTorchToTilePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         _check_legality(op)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            if not function.is_declaration:
-                _convert_function(function)
+        for function in defined_functions(op):
+            _convert_function(function)
 
 
 def _not_lowerable(op: Operation, reason: str) -> NotLowerable:

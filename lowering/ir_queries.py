@@ -1,0 +1,129 @@
+"""Questions the passes ask of the IR, answered once.
+
+What a pass walks (a module's function definitions), what a value is (an index constant, a tile, the allocation
+under a chain of views), where an op sits (its ancestor directly in a block) and the clean-up after a rewrite
+(erasing what nothing reads any more). The passes keep their own logic; these are the facts they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+
+
+def defined_functions(module: ModuleOp) -> list[func.FuncOp]:
+    """The `func.func` ops of `module` that have a body (declarations have nothing to rewrite), in module order,
+    as a list taken before the caller's walk so that it may add or erase functions."""
+    return [op for op in module.ops if isinstance(op, func.FuncOp) and not op.is_declaration]
+
+
+def integer_constant(value: SSAValue) -> int | None:
+    """The value of an `arith.constant` integer (or index), None for anything computed."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def tile_type_of(value: SSAValue) -> TileType:
+    assert isinstance(value.type, TileType)
+    return value.type
+
+
+def storage_root(value: SSAValue) -> SSAValue:
+    """The allocation (or function argument) under a chain of `tile.view`s."""
+    while isinstance(value.owner, tile.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def memref_layout(value: SSAValue) -> Layout:
+    """The shape, strides and offset of a memref value."""
+    memref_type = value.type
+    assert isinstance(memref_type, MemRefType)
+    strides, offset = tile.memref_strides(memref_type)
+    return Layout(memref_type.get_shape(), strides, offset)
+
+
+def users_through_views(value: SSAValue) -> Iterator[tuple[Operation, SSAValue]]:
+    """(op, the view of `value` it uses) for every user of `value` that is not itself a view, through views."""
+    for use in list(value.uses):
+        if isinstance(use.operation, tile.ViewOp):
+            yield from users_through_views(use.operation.result)
+        else:
+            yield use.operation, value
+
+
+def parent_op(op: Operation) -> Operation:
+    parent = op.parent_op()
+    assert parent is not None
+    return parent
+
+
+def parent_block(op: Operation) -> Block:
+    block = op.parent_block()
+    assert block is not None
+    return block
+
+
+def ancestor_in(op: Operation, block: Block) -> Operation:
+    """The ancestor of `op` (or `op`) directly in `block`."""
+    while op.parent_block() is not block:
+        op = parent_op(op)
+    return op
+
+
+def unchanged_from(storage: SSAValue, first: Operation, block: Block) -> bool:
+    """Whether `storage` is a function argument or defined before `first`, and nothing writes it (a store, or any
+    op but a load or a gather reading it) from `first` on: its contents at `first` are final."""
+    owner = storage.owner
+    if isinstance(owner, Operation) and not ancestor_in(owner, block).is_before_in_block(first):
+        return False
+    for user, _ in users_through_views(storage):
+        if isinstance(user, tile.LoadOp | tile.GatherOp):
+            continue
+        if not ancestor_in(user, block).is_before_in_block(first):
+            return False
+    return True
+
+
+def clone_ops(ops: list[Operation], builder: LoopNestBuilder, mapping: dict[SSAValue, SSAValue]) -> None:
+    """Clone `ops` in order at the builder's insertion point, operands renamed by `mapping` (which gains the
+    clones' results)."""
+    for op in ops:
+        clone = op.clone(value_mapper=mapping)
+        clone.location = op.location
+        if builder.anchor is not None:
+            builder.block.insert_op_before(clone, builder.anchor)
+        else:
+            builder.block.add_op(clone)
+        mapping.update(zip(op.results, clone.results, strict=True))
+
+
+def erase_dead(seeds: list[Operation]) -> None:
+    """Erase ops that nothing uses and that have no effect but reads, from `seeds` (and what they used) on; an
+    emptied loop goes with its body."""
+    pending = list(seeds)
+    while pending:
+        op = pending.pop()
+        if op.parent is None:
+            continue
+        unused_storage = isinstance(op, memref.AllocOp) and not op.memref.uses
+        if not (unused_storage or is_trivially_dead(op)):
+            continue
+        inputs = [operand.owner for nested in op.walk() for operand in nested.operands]
+        parent = op.parent_op()
+        op.detach()
+        op.erase(safe_erase=False)
+        pending.extend(owner for owner in inputs if isinstance(owner, Operation))
+        if parent is not None and not isinstance(parent, func.FuncOp):
+            pending.append(parent)
