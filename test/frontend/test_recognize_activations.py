@@ -24,11 +24,15 @@ def _method_calls(x: torch.Tensor) -> torch.Tensor:
     return x.mul(0.5).mul(x.pow(3).mul(0.044715).add(x).mul(_K).tanh().add(1.0))
 
 
+def _cube_as_products(x: torch.Tensor) -> torch.Tensor:
+    return x * 0.5 * (1.0 + torch.tanh(_K * (x + 0.044715 * (x * x * x))))
+
+
 def _calls(module: torch.fx.GraphModule) -> list[object]:
     return [node.target for node in module.graph.nodes if node.op in ("call_function", "call_method")]
 
 
-@pytest.mark.parametrize("spelling", [_new_gelu, _swapped_operands, _method_calls])
+@pytest.mark.parametrize("spelling", [_new_gelu, _swapped_operands, _method_calls, _cube_as_products])
 def test_a_spelled_out_tanh_gelu_becomes_one_call(spelling):
     module = torch.fx.symbolic_trace(spelling)
     assert recognize_activations(module) == 1
@@ -61,6 +65,7 @@ def test_an_intermediate_read_elsewhere_stays_for_its_reader():
         lambda x: 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * torch.pow(x, 2.0)))),  # a square
         lambda x, y: 0.5 * x * (1.0 + torch.tanh(_K * (y + 0.044715 * torch.pow(x, 3.0)))),  # two tensors
         lambda x: 0.5 * x * (2.0 + torch.tanh(_K * (x + 0.044715 * torch.pow(x, 3.0)))),  # not 1 + tanh
+        lambda x, y: 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * (x * x * y))))  # not a cube of x
     ],
 )
 def test_other_arithmetic_is_left_alone(near_miss):

@@ -24,6 +24,44 @@ func.func @tanh_gelu_written_out(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
 
 // -----
 
+// The cube as products (x * x * x), the inner sum with the cubic term first: the same function.
+// CHECK-LABEL: func.func @tanh_gelu_cube_as_products
+// CHECK-NEXT:    %[[G:.*]] = torch.aten.gelu %x {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    func.return %[[G]]
+func.func @tanh_gelu_cube_as_products(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %half = torch.aten.mul.Scalar %x {other = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %square = torch.aten.mul.Tensor %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cube = torch.aten.mul.Tensor %square, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %scaled = torch.aten.mul.Scalar %cube {other = 4.471500e-02 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sum = torch.aten.add.Tensor %scaled, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %inner = torch.aten.mul.Scalar %sum {other = 0.79788456080286541 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = torch.aten.tanh %inner : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %one = torch.aten.add.Scalar %t {other = 1.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = torch.aten.mul.Tensor %half, %one : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// x * x * y is not a cube of x: left alone.
+// CHECK-LABEL: func.func @not_a_cube_stays
+// CHECK-NOT:     torch.aten.gelu
+// CHECK:         torch.aten.tanh
+func.func @not_a_cube_stays(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %half = torch.aten.mul.Scalar %x {other = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %square = torch.aten.mul.Tensor %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cube = torch.aten.mul.Tensor %square, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %scaled = torch.aten.mul.Scalar %cube {other = 4.471500e-02 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sum = torch.aten.add.Tensor %scaled, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %inner = torch.aten.mul.Scalar %sum {other = 0.79788456080286541 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = torch.aten.tanh %inner : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %one = torch.aten.add.Scalar %t {other = 1.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = torch.aten.mul.Tensor %half, %one : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %r : tensor<4x8xf32>
+}
+
+// -----
+
 // A different constant is a different function: left alone.
 // CHECK-LABEL: func.func @other_constants_stay
 // CHECK-NOT:     torch.aten.gelu
