@@ -55,15 +55,7 @@ from neuron_mlir.runtime.hardware import Memory
 OpT = TypeVar("OpT", bound=Operation)
 
 # The per-tile compute an epilogue may hold: value-semantics elementwise ops, no position-dependent ones (iota).
-_ELEMENTWISE = (
-    tile.UnaryOp,
-    tile.BinaryOp,
-    tile.BinaryScalarOp,
-    tile.SelectOp,
-    tile.CopyOp,
-    tile.FillOp,
-    tile.KernelOp,
-)
+_ELEMENTWISE = (*tile.ELEMENTWISE_OPS, tile.KernelOp)
 # Ops of a nest that die with its stores once nothing uses them (index constants stay: they are shared).
 _DEAD_WHEN_UNUSED = (*_ELEMENTWISE, tile.LoadOp, tile.ViewOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 

@@ -81,12 +81,7 @@ FEATURES_PER_LOAD = 512
 # Ops a row tile or a panel step may be computed with (no effects but reads; none with regions).
 _CLONABLE = (
     tile.LoadOp,
-    tile.UnaryOp,
-    tile.BinaryOp,
-    tile.BinaryScalarOp,
-    tile.SelectOp,
-    tile.CopyOp,
-    tile.FillOp,
+    *tile.ELEMENTWISE_OPS,
     tile.ReduceOp,
     tile.ExtractOp,
     tile.InsertOp,

@@ -1210,6 +1210,11 @@ class ScatterOp(_IndirectOp):
         return _tile(self.offsets)
 
 
+ELEMENTWISE_OPS: tuple[type[IRDLOperation], ...] = (UnaryOp, BinaryOp, BinaryScalarOp, SelectOp, CopyOp, FillOp)
+"""Per-element compute with value semantics that depends on no element's position (unlike IotaOp) and holds no
+region (unlike KernelOp): what a fusion may move, clone or merge between loop nests freely."""
+
+
 TILE_OPS: tuple[type[IRDLOperation], ...] = (
     ViewOp,
     LoadOp,
