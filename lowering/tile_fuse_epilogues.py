@@ -55,9 +55,16 @@ from neuron_mlir.runtime.hardware import Memory
 OpT = TypeVar("OpT", bound=Operation)
 
 # The per-tile compute an epilogue may hold: value-semantics elementwise ops, no position-dependent ones (iota).
-_ELEMENTWISE = (*tile.ELEMENTWISE_OPS, tile.KernelOp)
+_ELEMENTWISE: tuple[type[Operation], ...] = (*tile.ELEMENTWISE_OPS, tile.KernelOp)
 # Ops of a nest that die with its stores once nothing uses them (index constants stay: they are shared).
-_DEAD_WHEN_UNUSED = (*_ELEMENTWISE, tile.LoadOp, tile.ViewOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
+_DEAD_WHEN_UNUSED: tuple[type[Operation], ...] = (
+    *_ELEMENTWISE,
+    tile.LoadOp,
+    tile.ViewOp,
+    arith.AddiOp,
+    arith.MuliOp,
+    arith.SubiOp,
+)
 
 
 def _whole(layout: Layout, elements: int) -> bool:

@@ -46,7 +46,7 @@ from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 # Ops a fusable nest may hold: value-semantics compute on tiles, index arithmetic, and tile transfers.
-_COMPUTE = (*tile.ELEMENTWISE_OPS, tile.IotaOp, tile.KernelOp, tile.ReduceOp)
+_COMPUTE: tuple[type[Operation], ...] = (*tile.ELEMENTWISE_OPS, tile.IotaOp, tile.KernelOp, tile.ReduceOp)
 _INDEX = (arith.ConstantOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 # Ops that may sit between two nests and move above the first (they neither read nor write tensor data).
 _MOVABLE = (memref.AllocOp, tile.ViewOp, arith.ConstantOp)

@@ -79,7 +79,7 @@ ACTIVATIONS = ("gelu", "gelu_apprx_tanh", "relu", "sigmoid", "tanh")
 FEATURES_PER_LOAD = 512
 
 # Ops a row tile or a panel step may be computed with (no effects but reads; none with regions).
-_CLONABLE = (
+_CLONABLE: tuple[type[Operation], ...] = (
     tile.LoadOp,
     *tile.ELEMENTWISE_OPS,
     tile.ReduceOp,
