@@ -34,6 +34,12 @@ def _torch_recognize_rms_norm() -> type[ModulePass]:
     return TorchRecognizeRmsNormPass
 
 
+def _torch_fuse_cross_entropy_backward() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import TorchFuseCrossEntropyBackwardPass
+
+    return TorchFuseCrossEntropyBackwardPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -129,6 +135,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
     "torch-recognize-rms-norm": _torch_recognize_rms_norm,
+    "torch-fuse-cross-entropy-backward": _torch_fuse_cross_entropy_backward,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-matmul-prologues": _tile_fuse_matmul_prologues,

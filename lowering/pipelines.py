@@ -30,6 +30,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torch-recognize-rms-norm",
             "cse",
             "dce",
+            "torch-fuse-cross-entropy-backward",
         ),
     ),
     (

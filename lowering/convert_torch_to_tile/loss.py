@@ -11,9 +11,9 @@ Output guarantee: its gradient is zero but at one element per row,
     grad[i, target[i]] = c[i] = -grad_output[i] * weight[target[i]] / total_weight (mean; no division otherwise),
 
 and 0 in rows whose target is `ignore_index`. Alone it lowers to a zero fill of the result and one scatter of
-the column c (the fill is the result's only full pass). When its only reader is
-`_log_softmax_backward_data(grad, self)` along the class dim, which is what cross-entropy's backward is, that
-gradient is
+the column c (the fill is the result's only full pass). When torch-fuse-cross-entropy-backward has marked it,
+its only reader being `_log_softmax_backward_data(grad, self)` along the class dim (cross-entropy's backward),
+that gradient is
 
     grad_x = grad - exp(self) * sum(grad) = c * (onehot(target) - exp(self))
 
@@ -22,8 +22,9 @@ and the log-softmax backward's lowering computes it from `self` and c without th
 VectorE scale by a per-partition column, in fp32, rounded once), then the target element of every row is
 overwritten with c * (1 - exp(self[i, target[i]])) from a gather of those N elements (computed in fp32 too, so
 the cancellation near a confident prediction loses nothing to the rounded dense value). The nll_loss_backward's
-own result is then a view of one element that nothing reads. Both lowerings ask `fused_reader` the same question
-of the unconverted torch ops (they stay in place until the conversion ends), so they always agree.
+own result is then a view of one element that nothing reads. Both lowerings ask the pass's `fused_reader` the same
+question of the unconverted torch ops (they stay in place until the conversion ends), so they always agree, and
+a mark the IR no longer bears out is ignored.
 
 The per-row work (c, the clamped target) is a [N, 1] loop nest; the gather and scatters are element accesses
 through indexing.py, whose offsets are exact below 2^24 within a tile: past 131072 classes a tile takes fewer
@@ -62,43 +63,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.indexing import (
     inexact,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
-from neuron_mlir.lowering.layout import Layout, normalize_dim
+from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import LOG_SOFTMAX_BACKWARD, NLL_LOSS_BACKWARD, fused_reader
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
-NLL_LOSS_BACKWARD = "torch.aten.nll_loss_backward"
-LOG_SOFTMAX_BACKWARD = "torch.aten._log_softmax_backward_data"
 _MEAN = 1
 
 
 def _column(p: int, element_type: Attribute = f32) -> TileType:
     return TileType((p, 1), element_type, Memory.SBUF)
-
-
-def fused_reader(op: Operation) -> Operation | None:
-    """The `_log_softmax_backward_data` that alone reads nll_loss_backward `op`'s gradient, along the class dim
-    and with `op`'s own log-probabilities as its output, or None."""
-    result = op.results[0]
-    if not result.has_one_use():
-        return None
-    user = next(iter(result.uses)).operation
-    if user.name != LOG_SOFTMAX_BACKWARD:
-        return None
-    arguments = user.arguments()
-    log_probabilities = op.arguments()["self"]  # type: ignore[attr-defined]
-    if arguments["grad_output"] is not result or arguments["output"] is not log_probabilities:
-        return None
-    rank = len(log_probabilities.type.get_shape())
-    return user if normalize_dim(int(arguments["dim"]), max(rank, 1)) == max(rank, 1) - 1 else None
-
-
-def nll_producer(op: Operation) -> Operation | None:
-    """The nll_loss_backward whose gradient the log-softmax backward `op` computes with it (`fused_reader`)."""
-    owner = op.operands[0].owner
-    if isinstance(owner, Operation) and owner.name == NLL_LOSS_BACKWARD and fused_reader(owner) is op:
-        return owner
-    return None
 
 
 class _Rows:

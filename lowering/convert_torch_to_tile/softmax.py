@@ -59,9 +59,10 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.loss import emit_cross_entropy_backward, nll_producer
+from neuron_mlir.lowering.convert_torch_to_tile.loss import emit_cross_entropy_backward
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import fused_nll_loss_backward
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -338,7 +339,7 @@ def _bytes(element_type: Any) -> int:
 
 def _softmax_backward(log: bool) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        nll = nll_producer(op) if log else None
+        nll = fused_nll_loss_backward(op) if log else None
         if nll is not None:  # cross-entropy: the one-hot gradient is never built (loss.py)
             return [emit_cross_entropy_backward(em, nll, result_element_type(op))]
         grad, output = args["grad_output"], args["output"]

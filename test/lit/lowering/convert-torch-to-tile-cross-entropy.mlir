@@ -1,6 +1,6 @@
-// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p torch-fuse-cross-entropy-backward,convert-torch-to-tile | filecheck %s
 
-// nll_loss_backward (lowering/convert_torch_to_tile/loss.py): under the log-softmax backward of the same
+// nll_loss_backward (lowering/convert_torch_to_tile/loss.py): marked under the log-softmax backward of the same
 // log-probabilities (cross-entropy's backward) no one-hot tensor is built; alone, a zero fill and one scatter.
 // Values are checked end to end in test/e2e/test_cross_entropy.py.
 
