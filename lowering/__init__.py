@@ -40,6 +40,12 @@ def _torch_fuse_cross_entropy_backward() -> type[ModulePass]:
     return TorchFuseCrossEntropyBackwardPass
 
 
+def _torch_fuse_rms_norm_neighbours() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import TorchFuseRmsNormNeighboursPass
+
+    return TorchFuseRmsNormNeighboursPass
+
+
 def _convert_torch_to_tile() -> type[ModulePass]:
     from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
 
@@ -136,6 +142,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-recognize-activations": _torch_recognize_activations,
     "torch-recognize-rms-norm": _torch_recognize_rms_norm,
     "torch-fuse-cross-entropy-backward": _torch_fuse_cross_entropy_backward,
+    "torch-fuse-rms-norm-neighbours": _torch_fuse_rms_norm_neighbours,
     "convert-torch-to-tile": _convert_torch_to_tile,
     "tile-fuse-epilogues": _tile_fuse_epilogues,
     "tile-fuse-matmul-prologues": _tile_fuse_matmul_prologues,

@@ -31,6 +31,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cse",
             "dce",
             "torch-fuse-cross-entropy-backward",
+            "torch-fuse-rms-norm-neighbours",
         ),
     ),
     (

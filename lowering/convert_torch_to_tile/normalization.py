@@ -36,12 +36,13 @@ DMA, computed in straight-line code in wavefront order); other row shapes take o
 
 RMS norm (`aten._fused_rms_norm`, which torch-recognize-rms-norm makes of the spelled-out chain) is the same
 pass without the mean: ScalarE squares summed by the accumulate, rstd = rsqrt(sum/N + eps), out = x * rstd
-[* weight]. It also computes the two ops models put around it from the rows it holds, instead of their own loop
-nests over HBM: the fp32 upcast of its input that the forward saves for the backward, and the multiply of its
-result by a weight vector (`weight * normed.to(dtype)`). Its backward (`_fused_rms_norm_backward`) is one pass
-too, grad_input = gw * rstd - x * rstd^3 * sum(gw x) / N per row, which also writes the cast of grad_input
-that follows it, and accumulates the weight gradient autograd spells as sum(grad_out * saved normalized rows)
-over the rows with ones-column matmuls in PSUM, as layer norm's backward does.
+[* weight]. Where torch-fuse-rms-norm-neighbours marked them, it also computes the two ops models put around it
+from the rows it holds, instead of their own loop nests over HBM: the fp32 upcast of its input that the forward
+saves for the backward, and the multiply of its result by a weight vector (`weight * normed.to(dtype)`). Its
+backward (`_fused_rms_norm_backward`) is one pass too, grad_input = gw * rstd - x * rstd^3 * sum(gw x) / N per
+row, which also writes the (marked) cast of grad_input that follows it, and accumulates the (marked) weight
+gradient autograd spells as sum(grad_out * saved normalized rows) over the rows with ones-column matmuls in PSUM,
+as layer norm's backward does.
 
 A layer norm whose only user is a matmul taking it as A (a Linear layer after it, as in every pre-norm
 transformer block) runs in that matmul's prologue: tile-fuse-matmul-prologues moves this nest's row computation
@@ -81,6 +82,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emi
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse, row_major
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
+    is_marked,
+    narrowing_of_gradient,
+    upcast_of_input,
+    weight_gradient,
+    weight_product,
+)
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -745,49 +753,19 @@ class _RmsNormNeighbours:
     scale_weight: SSAValue | None = None  # the multiply's other operand, lowered
 
 
-def _later_in_block(op: Operation, candidate: Operation) -> bool:
-    current = op.next_op
-    while current is not None:
-        if current is candidate:
-            return True
-        current = current.next_op
-    return False
-
-
-_PRESERVED = (None, "preserve_format")
-
-
 def _rms_norm_neighbours(em: LoopNestBuilder, op: Operation, length: int) -> _RmsNormNeighbours:
-    from xdsl.dialects.builtin import TensorType
-
+    """The neighbours torch-fuse-rms-norm-neighbours marked that this pass can take: a weight must be one strided
+    run, defined before the norm."""
     from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
 
     found = _RmsNormNeighbours()
-    source = op.operands[0]
-    for use in source.uses:
-        user = use.operation
-        result = user.results[0].type if user.results else None
-        if user.name != "torch.aten._to_copy" or not isinstance(result, TensorType) or found.upcast is not None:
-            continue
-        arguments = user.arguments()
-        plain = arguments.get("layout") in (None, "strided") and arguments.get("memory_format") in _PRESERVED
-        if plain and result.element_type == f32 and result.get_shape() == tensor_shape(source):
-            found.upcast = user if _later_in_block(op, user) else None
+    upcast = upcast_of_input(op)
+    found.upcast = upcast if is_marked(upcast) else None
+    scale = weight_product(op)
     lowered = context_of(em).lowered
-    for use in op.results[0].uses:
-        user = use.operation
-        if user.name != "torch.aten.mul.Tensor" or user.results[0].type != op.results[0].type:
-            continue
-        other = user.operands[1 - use.index]
-        if other is op.results[0] or other not in lowered:
-            continue
-        other_layout = layout_of(lowered[other])
-        if math.prod(other_layout.shape) != length or other_layout.shape[-1] != length:
-            continue
-        if _single_stride(other_layout, 0) is None or not _later_in_block(op, user):
-            continue
-        found.scale, found.scale_weight = user, lowered[other]
-        break
+    weight = lowered.get(scale[1]) if scale is not None and is_marked(scale[0]) else None
+    if scale is not None and weight is not None and _single_stride(layout_of(weight), 0) is not None:
+        found.scale, found.scale_weight = scale[0], weight
     return found
 
 
@@ -952,7 +930,6 @@ def _rms_norm_backward_on_chip(
     reading grad_out, x and rstd once. A cast of grad_input to a 16-bit type (the chain's `.to(dtype)` of the
     upcast it differentiates) that follows is written from the same tile and its own nest disappears; the fp32
     result is stored only when something else reads it."""
-    from xdsl.dialects.builtin import TensorType
 
     from neuron_mlir.lowering.convert_torch_to_tile.context import absorb
 
@@ -964,18 +941,9 @@ def _rms_norm_backward_on_chip(
     if not shape[axis:] or length == 0 or None in strides or weight_stride is None:
         return None
     out_type = result_element_type(op, 0)
-    downcast = None
-    for use in op.results[0].uses:
-        user = use.operation
-        result = user.results[0].type if user.results else None
-        if user.name != "torch.aten._to_copy" or not isinstance(result, TensorType) or _bytes(result.element_type) != 2:
-            continue
-        arguments = user.arguments()
-        plain = arguments.get("layout") in (None, "strided") and arguments.get("memory_format") in _PRESERVED
-        if plain and _later_in_block(op, user):
-            downcast = user
-            break
-    narrow_type = downcast.results[0].type.element_type if downcast is not None else None
+    downcast = narrowing_of_gradient(op)
+    downcast = downcast if is_marked(downcast) else None
+    narrow_type = result_element_type(downcast, 0) if downcast is not None else None
     store_out = any(use.operation is not downcast for use in op.results[0].uses)
     column_sum = _column_sum_neighbour(em, op, axis)
     # live at once: x, grad_out, three fp32 rows (gw and the two terms; the product dies in its sum), the stored
@@ -1144,42 +1112,23 @@ class _ColumnSum:
 
 def _column_sum_neighbour(em: LoopNestBuilder, op: Operation, axis: int) -> _ColumnSum | None:
     """The weight gradient's product and column sum of `op`'s grad_out that the row pass can accumulate, if any."""
-    from xdsl.dialects.builtin import TensorType
-
     from neuron_mlir.lowering.convert_torch_to_tile.context import context_of
     from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 
-    grad_out, x = op.operands[0], op.operands[1]
+    x = op.operands[1]
     lowered = context_of(em).lowered
     length = math.prod(tensor_shape(x)[axis:])
     _, _, n_limit = matmul_limits(em)
     chunks = [(c0, min(n_limit, length - c0)) for c0 in range(0, length, n_limit)]
     if len(chunks) > emitter_target(em).psum_banks // _GRADIENT_BANK_SHARE:
         return None
-    for use in grad_out.uses:
-        product = use.operation
-        if product.name != "torch.aten.mul.Tensor" or not _later_in_block(op, product):
-            continue
-        saved = product.operands[1 - use.index]
-        if saved is grad_out or tensor_shape(saved) != tensor_shape(x) or saved not in lowered:
-            continue
-        if not product.results[0].has_one_use():
-            continue
-        total = next(iter(product.results[0].uses)).operation
-        if total.name != "torch.aten.sum.dim_IntList":
-            continue
-        arguments = total.arguments()
-        rank = len(tensor_shape(x))
-        dims = sorted(int(d) % rank for d in (arguments.get("dim") or []))
-        if dims != list(range(axis)) or arguments.get("dtype") is not None:
-            continue
-        result = total.results[0].type
-        assert isinstance(result, TensorType)
-        product_type = result_element_type(product, 0)
-        if result.element_type != product_type or not _later_in_block(op, total):
-            continue
-        return _ColumnSum(product, total, lowered[saved], product_type, product_type, tuple(result.get_shape()), chunks)
-    return None
+    gradient = weight_gradient(op)
+    if gradient is None or not is_marked(gradient[1]) or gradient[2] not in lowered:
+        return None
+    product, total, saved = gradient
+    product_type = result_element_type(product, 0)
+    summed_shape = tensor_shape(total.results[0])
+    return _ColumnSum(product, total, lowered[saved], product_type, product_type, summed_shape, chunks)
 
 
 # ---- group norm ------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 // The recognised forward, and its fused lowering run on the simulator, compute what the chain computes.
 // RUN: neuron-opt %S/Inputs/rms_norm_forward.torch.mlir -p torch-recognize-rms-norm --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 // RUN: neuron-opt %S/Inputs/rms_norm_forward.torch.mlir -p neuron-pipeline --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
-// RUN: neuron-opt %s -p torch-recognize-rms-norm,convert-torch-to-tile --split-input-file | filecheck %s --check-prefix=TILE
+// RUN: neuron-opt %s -p torch-recognize-rms-norm,torch-fuse-rms-norm-neighbours,convert-torch-to-tile --split-input-file | filecheck %s --check-prefix=TILE
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
@@ -87,7 +87,7 @@ func.func @not_rms_norm(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32
 // RUN: neuron-opt %S/Inputs/rms_norm_backward.torch.mlir -p torch-recognize-rms-norm | filecheck %s --check-prefix=BACKWARD
 // RUN: neuron-opt %S/Inputs/rms_norm_backward.torch.mlir -p torch-recognize-rms-norm --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 // RUN: neuron-opt %S/Inputs/rms_norm_backward.torch.mlir -p neuron-pipeline --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
-// RUN: neuron-opt %S/Inputs/rms_norm_backward.torch.mlir -p torch-recognize-rms-norm,convert-torch-to-tile | filecheck %s --check-prefix=BACKWARD-TILE
+// RUN: neuron-opt %S/Inputs/rms_norm_backward.torch.mlir -p torch-recognize-rms-norm,torch-fuse-rms-norm-neighbours,convert-torch-to-tile | filecheck %s --check-prefix=BACKWARD-TILE
 // BACKWARD-LABEL: func.func @main
 // BACKWARD-NEXT:    %[[DX:.*]], %{{.*}} = torch.aten._fused_rms_norm_backward %t, %x, %rstd, %w {normalized_shape = array<i64: 64>, output_mask = array<i1: true, false>} : (tensor<130x64xbf16>, tensor<130x64xf32>, tensor<130x1xf32>, tensor<64xbf16>) -> (tensor<130x64xf32>, none)
 // BACKWARD-NEXT:    %[[TN:.*]] = torch.aten.mul.Tensor %t, %normed
