@@ -67,6 +67,9 @@ def register() -> None:
     library = torch.library.Library("_", "IMPL", "PrivateUse1")
     library.fallback(neuron_fallback)
     _library = library
+    from neuron_mlir.frontend.distributed import process_group
+
+    process_group.register()  # the `neuron` collectives backend, torch.distributed's choice for neuron tensors
 
 
 def autoload() -> None:

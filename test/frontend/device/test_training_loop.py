@@ -57,7 +57,7 @@ def test_the_eager_loop_runs_on_the_core_and_matches_the_cpu(monkeypatch, fresh_
     """Every op compiled as a single-op program and run on the simulated NeuronCore."""
     monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
     _check_eager_loop({})
-    stats = torch.neuron.eager_stats()
+    stats = torch.get_device_module("neuron").eager_stats()
     assert stats["native_calls"] > stats["host_calls"], stats  # the host runs only what hands values to it
 
 
@@ -71,7 +71,9 @@ def test_the_compiled_loop_with_the_default_backend_matches_the_cpu(fresh_compil
     monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
     torch.compiler.set_default_backend("neuron-mlir")
     try:
-        losses, state = _train(torch.accelerator.current_accelerator(), {}, compiled=True)
+        device = torch.accelerator.current_accelerator()
+        assert device is not None
+        losses, state = _train(device, {}, compiled=True)
     finally:
         torch.compiler.set_default_backend(None)
     stats = neuron_mlir.stats()

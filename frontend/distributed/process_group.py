@@ -1,0 +1,268 @@
+"""The `neuron` process-group backend: PyTorch's collectives on device tensors, one simulated NeuronCore per rank.
+
+`register()` (called when the device registers) adds the backend `neuron` to `torch.distributed` for the `neuron`
+device, so `dist.init_process_group("neuron")` under `torchrun` (or any rendezvous: env://, tcp://, a store) makes
+one rank per process, and a script that leaves the backend to torch gets it for neuron tensors.
+
+The bytes travel over gloo: each group holds a gloo process group made on the same store (under its own key
+prefix), and a collective runs gloo's on host copies of the device tensors, then writes the results back into the
+device tensors in place. CPU tensors go to gloo as they are. Reductions gloo lacks are composed: AVG is a SUM
+divided by the group's size.
+
+What this round does not do yet: the collectives are synchronous (the returned work is already complete, which
+`async_op=True` callers accept), and a collective's simulated time is not on the device's stream: on hardware the
+bytes would move over NeuronLink or EFA, whose cost the compiled collectives will model.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch._C._distributed_c10d as c10d_bindings
+import torch.distributed as dist
+from torch._C._distributed_c10d import (
+    AllgatherOptions,
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    PrefixStore,
+    ProcessGroupGloo,
+    ReduceOp,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+    Store,
+)
+from torch.futures import Future
+
+BACKEND = "neuron"
+DEVICE = "neuron"
+
+
+def _completed(result: Any) -> dist.Work:
+    future: Future[Any] = Future()
+    future.set_result(result)
+    return c10d_bindings._create_work_from_future(future)  # type: ignore[attr-defined]  # bound, not in the stubs
+
+
+class _HostCopies:
+    """Host tensors standing in for a collective's tensors: device tensors are copied to the host (inputs) and the
+    results written back in place (`write_back`), host tensors pass through."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, tensor: torch.Tensor, *, written: bool = False) -> torch.Tensor:
+        if tensor.device.type != DEVICE:
+            return tensor
+        host = tensor.detach().to("cpu")  # an input's value; for an output, its storage on the host
+        if written:
+            self._pending.append((tensor, host))
+        return host
+
+    def all(self, tensors: Sequence[torch.Tensor], *, written: bool = False) -> list[torch.Tensor]:
+        return [self(tensor, written=written) for tensor in tensors]
+
+    def write_back(self) -> None:
+        with torch.no_grad():
+            for device_tensor, host in self._pending:
+                device_tensor.copy_(host)
+        self._pending.clear()
+
+
+class NeuronProcessGroup(dist.ProcessGroup):
+    """A process group whose collectives accept `neuron` tensors; gloo carries the bytes."""
+
+    def __init__(self, store: Store, rank: int, world_size: int, timeout: datetime.timedelta) -> None:
+        super().__init__(rank, world_size)  # type: ignore[call-arg]  # the stubs know only the store form
+        self._rank, self._world_size = rank, world_size
+        # the stubs give gloo's process group none of its collectives: it is used through c10d's protocol
+        self._transport: Any = ProcessGroupGloo(PrefixStore("gloo/", store), rank, world_size, timeout)
+
+    def getBackendName(self) -> str:  # the name c10d calls
+        return BACKEND
+
+    def size(self) -> int:
+        return self._world_size
+
+    def rank(self) -> int:
+        return self._rank
+
+    def _finish(self, copies: _HostCopies, transport_work: dist.Work | None, result: Any = None) -> dist.Work:
+        """Wait for gloo's part, write the results back to the device, and hand the caller a completed work."""
+        if transport_work is not None:
+            transport_work.wait()
+        copies.write_back()
+        return _completed(result)
+
+    # ---- reductions ------------------------------------------------------------------------------------------
+
+    def _reduce_op(self, op: Any) -> tuple[Any, float | None]:  # a ReduceOp or its RedOpType member
+        """gloo's op for `op`, and the divisor a mean needs afterwards."""
+        if op == ReduceOp.AVG:
+            return ReduceOp.SUM, float(self._world_size)
+        return op, None
+
+    def _average(self, tensors: Sequence[torch.Tensor], divisor: float | None) -> None:
+        if divisor is not None:
+            with torch.no_grad():
+                for tensor in tensors:
+                    tensor.div_(divisor)
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        opts = opts if isinstance(opts, AllreduceOptions) else _with_op(AllreduceOptions(), opts)
+        op, divisor = self._reduce_op(opts.reduceOp)
+        copies = _HostCopies()
+        hosts = copies.all(tensors, written=True)
+        gloo = AllreduceOptions()
+        gloo.reduceOp = op
+        self._transport.allreduce(hosts, gloo).wait()
+        self._average(hosts, divisor)
+        return self._finish(copies, None, tensors)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        reduce_op = opts.reduceOp if isinstance(opts, AllreduceCoalescedOptions) else ReduceOp.SUM
+        for tensor in tensors:
+            self.allreduce([tensor], _with_op(AllreduceOptions(), reduce_op))
+        return _completed(tensors)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: ReduceOptions) -> dist.Work:
+        op, divisor = self._reduce_op(opts.reduceOp)
+        copies = _HostCopies()
+        hosts = copies.all(tensors, written=True)
+        gloo = ReduceOptions()
+        gloo.reduceOp, gloo.rootRank, gloo.rootTensor = op, opts.rootRank, opts.rootTensor
+        self._transport.reduce(hosts, gloo).wait()
+        if self._rank == opts.rootRank:
+            self._average(hosts, divisor)
+        return self._finish(copies, None, tensors)
+
+    def reduce_scatter(
+        self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: ReduceScatterOptions
+    ) -> dist.Work:
+        op, divisor = self._reduce_op(opts.reduceOp)
+        copies = _HostCopies()
+        host_outputs = copies.all(outputs, written=True)
+        host_inputs = [copies.all(group) for group in inputs]
+        gloo = ReduceScatterOptions()
+        gloo.reduceOp = op
+        self._transport.reduce_scatter(host_outputs, host_inputs, gloo).wait()
+        self._average(host_outputs, divisor)
+        return self._finish(copies, None, outputs)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: ReduceScatterOptions) -> dist.Work:
+        chunks = list(input.chunk(self._world_size))
+        return self.reduce_scatter([output], [chunks], opts)
+
+    # ---- data movement ----------------------------------------------------------------------------------------
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        copies = _HostCopies()
+        hosts = copies.all(tensors, written=True)
+        gloo = BroadcastOptions()
+        if isinstance(opts, BroadcastOptions):
+            gloo.rootRank, gloo.rootTensor = opts.rootRank, opts.rootTensor
+        elif opts is not None:
+            gloo.rootRank = int(opts)
+        return self._finish(copies, self._transport.broadcast(hosts, gloo), tensors)
+
+    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        copies = _HostCopies()
+        host_outputs = [copies.all(group, written=True) for group in outputs]
+        host_inputs = copies.all(inputs)
+        return self._finish(copies, self._transport.allgather(host_outputs, host_inputs, AllgatherOptions()), outputs)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
+        copies = _HostCopies()
+        host_output, host_input = copies(output, written=True), copies(input)
+        return self._finish(
+            copies, self._transport._allgather_base(host_output, host_input, AllgatherOptions()), output
+        )
+
+    def all_gather_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        for output, input in zip(outputs, inputs, strict=True):
+            self.all_gather_single(output, input, opts)
+        return _completed(outputs)
+
+    def reduce_scatter_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: ReduceScatterOptions
+    ) -> dist.Work:
+        for output, input in zip(outputs, inputs, strict=True):
+            self.reduce_scatter_single(output, input, opts)
+        return _completed(outputs)
+
+    def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: GatherOptions) -> dist.Work:
+        copies = _HostCopies()
+        host_outputs = [copies.all(group, written=True) for group in outputs]
+        host_inputs = copies.all(inputs)
+        gloo = GatherOptions()
+        gloo.rootRank = opts.rootRank
+        return self._finish(copies, self._transport.gather(host_outputs, host_inputs, gloo), outputs)
+
+    def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: ScatterOptions) -> dist.Work:
+        copies = _HostCopies()
+        host_outputs = copies.all(outputs, written=True)
+        host_inputs = [copies.all(group) for group in inputs]
+        gloo = ScatterOptions()
+        gloo.rootRank = opts.rootRank
+        return self._finish(copies, self._transport.scatter(host_outputs, host_inputs, gloo), outputs)
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: AllToAllOptions) -> dist.Work:
+        copies = _HostCopies()
+        host_outputs, host_inputs = copies.all(outputs, written=True), copies.all(inputs)
+        return self._finish(copies, self._transport.alltoall(host_outputs, host_inputs, AllToAllOptions()), outputs)
+
+    def all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        opts: AllToAllOptions,
+    ) -> dist.Work:
+        copies = _HostCopies()
+        host_output, host_input = copies(output, written=True), copies(input)
+        return self._finish(
+            copies,
+            self._transport.alltoall_base(
+                host_output, host_input, output_split_sizes, input_split_sizes, AllToAllOptions()
+            ),
+            output,
+        )
+
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
+        copies = _HostCopies()
+        return self._finish(copies, self._transport.send(copies.all(tensors), dst, tag))
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
+        copies = _HostCopies()
+        hosts = copies.all(tensors, written=True)
+        return self._finish(copies, self._transport.recv(hosts, src, tag), tensors)
+
+    def barrier(self, opts: BarrierOptions | None = None) -> dist.Work:
+        self._transport.barrier(BarrierOptions()).wait()
+        return _completed(None)
+
+
+def _with_op(options: AllreduceOptions, op: Any) -> AllreduceOptions:
+    options.reduceOp = op if isinstance(op, ReduceOp) else ReduceOp(ReduceOp.SUM)
+    return options
+
+
+def _create(store: Store, rank: int, world_size: int, timeout: datetime.timedelta) -> NeuronProcessGroup:
+    return NeuronProcessGroup(store, rank, world_size, timeout)
+
+
+def register() -> None:
+    """Add the `neuron` backend to torch.distributed, for the `neuron` device (once)."""
+    if not dist.is_available() or BACKEND.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND, _create, devices=[DEVICE])

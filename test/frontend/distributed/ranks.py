@@ -1,0 +1,103 @@
+"""One rank of a distributed scenario, launched by torchrun from test_process_group.py:
+
+    torchrun --standalone --nproc-per-node 2 ranks.py <scenario>
+
+Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
+a failed check exits the rank with its traceback, which torchrun reports."""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def collectives(rank: int, world: int) -> None:
+    device = torch.device("neuron")
+    base = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    mine = base + 10 * rank
+    everyone = [base + 10 * r for r in range(world)]
+
+    for op, expected in (
+        (dist.ReduceOp.SUM, sum(everyone)),
+        (dist.ReduceOp.AVG, sum(everyone) / world),
+        (dist.ReduceOp.MAX, torch.stack(everyone).amax(0)),
+        (dist.ReduceOp.MIN, torch.stack(everyone).amin(0)),
+        (dist.ReduceOp.PRODUCT, torch.stack(everyone).prod(0)),
+    ):
+        tensor = mine.to(device)
+        work = dist.all_reduce(tensor, op=op, async_op=True)
+        work.wait()
+        assert tensor.device.type == "neuron"
+        torch.testing.assert_close(tensor.cpu(), expected, msg=f"all_reduce {op}")
+
+    tensor = mine.to(device)
+    dist.broadcast(tensor, src=1)
+    torch.testing.assert_close(tensor.cpu(), everyone[1])
+
+    gathered = [torch.empty(2, 3, device=device) for _ in range(world)]
+    dist.all_gather(gathered, mine.to(device))
+    for got, want in zip(gathered, everyone, strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+
+    flat = torch.empty(2 * world, 3, device=device)
+    dist.all_gather_into_tensor(flat, mine.to(device))
+    torch.testing.assert_close(flat.cpu(), torch.cat(everyone))
+
+    shard = torch.empty(1, 3, device=device)
+    dist.reduce_scatter_tensor(shard, mine.to(device), op=dist.ReduceOp.SUM)
+    torch.testing.assert_close(shard.cpu(), sum(e[:1] for e in everyone) if rank == 0 else sum(e[1:] for e in everyone))
+
+    sent = torch.arange(world * 2, dtype=torch.float32) + 100 * rank
+    received = torch.empty(world * 2, device=device)
+    dist.all_to_all_single(received, sent.to(device))
+    expected = torch.cat(
+        [torch.arange(world * 2, dtype=torch.float32)[2 * rank : 2 * rank + 2] + 100 * r for r in range(world)]
+    )
+    torch.testing.assert_close(received.cpu(), expected)
+
+    if rank == 0:
+        dist.send(mine.to(device), dst=1)
+    else:
+        box = torch.empty(2, 3, device=device)
+        dist.recv(box, src=0)
+        torch.testing.assert_close(box.cpu(), everyone[0])
+    dist.barrier()
+
+
+def data_parallel(rank: int, world: int) -> None:
+    """DDP over the ranks, each with its share of the batch, equals one process training on the whole batch."""
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model.load_state_dict(reference.state_dict())
+    replica = torch.nn.parallel.DistributedDataParallel(model.to("neuron"))
+    optimizer = torch.optim.SGD(replica.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    inputs, targets = torch.randn(4 * world, 8), torch.randn(4 * world, 4)
+    share = slice(4 * rank, 4 * (rank + 1))
+    for _ in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(replica(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        reference_optimizer.step()
+    for (name, expected), got in zip(reference.named_parameters(), model.parameters(), strict=True):
+        assert got.device.type == "neuron", name
+        torch.testing.assert_close(got.detach().cpu(), expected.detach(), msg=name)
+
+
+SCENARIOS = {"collectives": collectives, "data_parallel": data_parallel}
+
+
+def main() -> None:
+    dist.init_process_group("neuron")  # env:// from torchrun; nothing else names the device's backend
+    try:
+        assert dist.get_backend() == "neuron", dist.get_backend()
+        SCENARIOS[sys.argv[1]](dist.get_rank(), dist.get_world_size())
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

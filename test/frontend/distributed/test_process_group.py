@@ -1,0 +1,28 @@
+"""The `neuron` process-group backend: PyTorch's collectives on device tensors across processes launched by
+torchrun, each rank with its own simulated NeuronCore, gloo carrying the bytes
+(frontend/distributed/process_group.py). The ranks' code is in ranks.py."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+RANKS = Path(__file__).with_name("ranks.py")
+
+
+def _torchrun(scenario: str, eager: str, processes: int = 2) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+    environment = {**os.environ, "NEURON_MLIR_EAGER": eager}
+    result = subprocess.run(
+        [*command, str(RANKS), scenario], capture_output=True, text=True, timeout=600, env=environment, check=False
+    )
+    assert result.returncode == 0, f"{scenario} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
+
+
+def test_collectives_on_device_tensors_match_the_host():
+    _torchrun("collectives", eager="host")  # the device's semantics; the bytes are what is tested
+
+
+def test_data_parallel_training_equals_one_process_on_the_whole_batch():
+    """DDP's bucketed all-reduce of gradients computed by compiled single-op programs on each rank's core."""
+    _torchrun("data_parallel", eager="compile")
