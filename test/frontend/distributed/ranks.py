@@ -87,14 +87,25 @@ def data_parallel(rank: int, world: int) -> None:
         torch.testing.assert_close(got.detach().cpu(), expected.detach(), msg=name)
 
 
-SCENARIOS = {"collectives": collectives, "data_parallel": data_parallel}
+def default_backend(rank: int, world: int) -> None:
+    """init_process_group() with no backend: torch picks `neuron` for neuron tensors, and CPU tensors still work."""
+    for device in ("neuron", "cpu"):
+        tensor = torch.full((3,), float(rank + 1), device=device)
+        dist.all_reduce(tensor)
+        torch.testing.assert_close(tensor.cpu(), torch.full((3,), float(sum(range(1, world + 1)))), msg=device)
+
+
+SCENARIOS = {"collectives": collectives, "data_parallel": data_parallel, "default_backend": default_backend}
+BACKENDS = {"default_backend": None}
 
 
 def main() -> None:
-    dist.init_process_group("neuron")  # env:// from torchrun; nothing else names the device's backend
+    scenario = sys.argv[1]
+    dist.init_process_group(BACKENDS.get(scenario, "neuron"))  # env:// from torchrun
     try:
-        assert dist.get_backend() == "neuron", dist.get_backend()
-        SCENARIOS[sys.argv[1]](dist.get_rank(), dist.get_world_size())
+        if scenario not in BACKENDS:
+            assert dist.get_backend() == "neuron", dist.get_backend()
+        SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
     finally:
         dist.destroy_process_group()
 

@@ -26,3 +26,7 @@ def test_collectives_on_device_tensors_match_the_host():
 def test_data_parallel_training_equals_one_process_on_the_whole_batch():
     """DDP's bucketed all-reduce of gradients computed by compiled single-op programs on each rank's core."""
     _torchrun("data_parallel", eager="compile")
+
+
+def test_torch_picks_the_neuron_backend_for_neuron_tensors():
+    _torchrun("default_backend", eager="host")
