@@ -82,11 +82,25 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def __init__(self, store: Store, rank: int, world_size: int, timeout: datetime.timedelta) -> None:
         super().__init__(rank, world_size)  # type: ignore[call-arg]  # the stubs know only the store form
         self._rank, self._world_size = rank, world_size
+        self._group_name = self._group_desc = ""
         # the stubs give gloo's process group none of its collectives: it is used through c10d's protocol
         self._transport: Any = ProcessGroupGloo(PrefixStore("gloo/", store), rank, world_size, timeout)
 
     def getBackendName(self) -> str:  # the name c10d calls
         return BACKEND
+
+    # c10d names every group; the C++ base keeps a name only in the backends it holds, which a Python group has not
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    def getGroupName(self) -> str:
+        return self._group_name
+
+    def _set_group_desc(self, description: str) -> None:
+        self._group_desc = description
+
+    def getGroupDesc(self) -> str:
+        return self._group_desc
 
     def size(self) -> int:
         return self._world_size

@@ -95,7 +95,32 @@ def default_backend(rank: int, world: int) -> None:
         torch.testing.assert_close(tensor.cpu(), torch.full((3,), float(sum(range(1, world + 1)))), msg=device)
 
 
-SCENARIOS = {"collectives": collectives, "data_parallel": data_parallel, "default_backend": default_backend}
+def sharded_tensors(rank: int, world: int) -> None:
+    """A DeviceMesh of neuron ranks and DTensors on it: sharding, redistribution and a sharded matmul."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("neuron", (world,))
+    torch.manual_seed(0)
+    full, weight = torch.randn(2 * world, 6), torch.randn(6, 3)
+    rows = distribute_tensor(full.to("neuron"), mesh, [Shard(0)])
+    assert rows.to_local().shape == (2, 6)
+    assert rows.to_local().device.type == "neuron"
+    torch.testing.assert_close(rows.full_tensor().cpu(), full)
+    doubled = rows * 2
+    assert isinstance(doubled, DTensor)
+    torch.testing.assert_close(doubled.redistribute(mesh, [Replicate()]).to_local().cpu(), full * 2)
+    product = torch.mm(rows, distribute_tensor(weight.to("neuron"), mesh, [Replicate()]))
+    assert isinstance(product, DTensor)
+    torch.testing.assert_close(product.full_tensor().cpu(), full @ weight)
+
+
+SCENARIOS = {
+    "collectives": collectives,
+    "data_parallel": data_parallel,
+    "default_backend": default_backend,
+    "sharded_tensors": sharded_tensors,
+}
 BACKENDS = {"default_backend": None}
 
 

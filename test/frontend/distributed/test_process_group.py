@@ -30,3 +30,7 @@ def test_data_parallel_training_equals_one_process_on_the_whole_batch():
 
 def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
+
+
+def test_device_mesh_and_dtensors_on_neuron_ranks():
+    _torchrun("sharded_tensors", eager="host")
