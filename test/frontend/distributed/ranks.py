@@ -115,8 +115,39 @@ def sharded_tensors(rank: int, world: int) -> None:
     torch.testing.assert_close(product.full_tensor().cpu(), full @ weight)
 
 
+def tensor_parallel(rank: int, world: int) -> None:
+    """An MLP split column-wise then row-wise over the ranks (parallelize_module) trains as the whole one does."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("neuron", (world,))
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model.load_state_dict(reference.state_dict())
+    model = parallelize_module(model.to("neuron"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+    for _ in range(2):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs.to("neuron")), targets.to("neuron"))
+        loss.backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        expected = torch.nn.functional.mse_loss(reference(inputs), targets)
+        expected.backward()
+        reference_optimizer.step()
+        torch.testing.assert_close(loss.detach().cpu(), expected.detach())
+    for (name, expected_parameter), parameter in zip(reference.named_parameters(), model.parameters(), strict=True):
+        assert isinstance(parameter, DTensor), name
+        torch.testing.assert_close(parameter.full_tensor().cpu(), expected_parameter.detach(), msg=name)
+
+
 SCENARIOS = {
     "collectives": collectives,
+    "tensor_parallel": tensor_parallel,
     "data_parallel": data_parallel,
     "default_backend": default_backend,
     "sharded_tensors": sharded_tensors,

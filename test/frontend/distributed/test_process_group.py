@@ -34,3 +34,7 @@ def test_torch_picks_the_neuron_backend_for_neuron_tensors():
 
 def test_device_mesh_and_dtensors_on_neuron_ranks():
     _torchrun("sharded_tensors", eager="host")
+
+
+def test_tensor_parallel_training_equals_the_whole_model():
+    _torchrun("tensor_parallel", eager="host")
