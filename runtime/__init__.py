@@ -7,6 +7,6 @@ opcode: engines, roles, attributes, rules, semantics), `program` (the in-memory 
 (every check before a run), `machine` (memories), `alu` and `semantics` (what instructions compute, for one
 instance or many lanes at once), `cost_model` (how long they take), `simulator` (`run_program`), `vectorize` (loops
 of independent iterations as whole NumPy operations), `races` (the race checker), `profile` (numbers, summary,
-Chrome trace), `bundle` (the on-disk format), `builder` (hand-written programs), `blas` (single-threaded BLAS
-during runs), `heap` (the garbage collector around compiles).
+Chrome trace), `bundle` (the on-disk format), `builder` (hand-written programs), `blas` (BLAS threads:
+one during runs, all for a tape's large products), `heap` (the garbage collector around compiles).
 """

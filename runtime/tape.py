@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import alu, isa, semantics
+from neuron_mlir.runtime import alu, blas, isa, semantics
 from neuron_mlir.runtime.hardware import Engine, Target
 
 Step = Callable[[], None]
@@ -39,17 +39,28 @@ F32 = alu.F32
 
 
 class Tape:
-    """The recorded steps of one run's data work; `run` does that work again."""
+    """The recorded steps of one run's data work; `run` does that work again.
+
+    Its products of at least `blas.WIDE_MIN_MACS` multiply-adds per lane run on all of OpenBLAS's threads
+    (`blas.wide`), the rest as the run leaves BLAS (single-threaded in the simulator). Only the tape's own steps
+    are widened: a lane batch split across threads runs as one step, its products on the threads that share its
+    lanes."""
 
     __slots__ = ("steps",)
 
     def __init__(self, steps: list[Step]) -> None:
-        self.steps = steps
+        self.steps = [_widened(step) for step in steps]
 
     def run(self) -> None:
         with np.errstate(all="ignore"):
             for step in self.steps:
                 step()
+
+
+def _widened(step: Step) -> Step:
+    if isinstance(step, Product) and step.macs >= blas.WIDE_MIN_MACS:
+        return blas.wide(step)
+    return step
 
 
 def batch_steps(batch: Any) -> list[Step]:
@@ -336,13 +347,25 @@ def _prepare_nc_matmul(
     rows = semantics.writable_rows(dst, nl)
     if rows is None or rows.shape != (*lhs.shape[:-1], rhs.shape[-1]):
         return None
-    if attrs.get("accumulate"):
+    return Product(lhs, rhs, rows, bool(attrs.get("accumulate")))
 
-        def accumulate() -> None:
-            np.add(rows, lhs @ rhs, out=rows)
 
-        return accumulate
-    return functools.partial(np.matmul, lhs, rhs, out=rows)
+class Product:
+    """A prepared matmul step: rows (=|+=) lhs @ rhs, one BLAS product per lane (a stack of them over lanes).
+
+    A step of its own type so that a tape can tell its products, and their sizes, from its other steps."""
+
+    __slots__ = ("accumulate", "lhs", "macs", "rhs", "rows")
+
+    def __init__(self, lhs: np.ndarray, rhs: np.ndarray, rows: np.ndarray, accumulate: bool) -> None:
+        self.lhs, self.rhs, self.rows, self.accumulate = lhs, rhs, rows, accumulate
+        self.macs = lhs.shape[-2] * lhs.shape[-1] * rhs.shape[-1]  # multiply-adds of one lane's product
+
+    def __call__(self) -> None:
+        if self.accumulate:
+            np.add(self.rows, self.lhs @ self.rhs, out=self.rows)  # the same sum as rows + product, stored
+        else:
+            np.matmul(self.lhs, self.rhs, out=self.rows)  # BLAS writes the product straight into PSUM
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import isa, tape
+from neuron_mlir.runtime import blas, isa, tape
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import read_bundle
 from neuron_mlir.runtime.program import Program
@@ -166,6 +166,36 @@ def test_loops_batched_and_sequential_replay_the_same():
     # the batched loop replays as its three instructions over all lanes (and the write-back of its private tile),
     # not as 6 x 3 instances; the sequential loop instance by instance
     assert len(steps) < 6 + 3 * 2
+
+
+def test_large_products_replay_on_all_blas_threads_with_the_same_bits():
+    """TensorE's largest products (128 x 128 x 512) replay as `blas.Wide` steps, the small one stays as it is."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, w = b.input("x", (128, 128), "f32"), b.input("w", (128, 512), "f32")
+    y, s = b.output("y", (128, 512), "f32"), b.output("s", (16, 32), "f32")
+    xs, ws = b.sbuf("xs", (128, 128), "f32"), b.sbuf("ws", (128, 512), "f32")
+    out, small = b.sbuf("o", (128, 512), "f32"), b.sbuf("sm", (16, 32), "f32")
+    acc, acc_small = b.psum("acc", (128, 512), "f32"), b.psum("acc_small", (16, 32), "f32")
+    b.dma(b.ap(xs), b.ap(x))
+    b.dma(b.ap(ws), b.ap(w), queue=1)
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(xs), "moving": b.ap(ws)})
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(xs), "moving": b.ap(ws)}, {"accumulate": True})
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc_small), "stationary": b.ap(xs, [(1, 16)], partitions=64),
+           "moving": b.ap(ws, [(1, 32)], partitions=64)})  # fmt: skip
+    b.inst("tensor_copy", "vector", {"dst": b.ap(out), "src": b.ap(acc)})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(small), "src": b.ap(acc_small)})
+    b.dma(b.ap(y), b.ap(out))
+    b.dma(b.ap(s), b.ap(small), queue=1)
+    steps = _assert_runs_match_the_plain_path(b.build())
+    wide = [step for step in steps if isinstance(step, blas.Wide)]
+    products = [step for step in steps if isinstance(step, tape.Product)]
+    if blas.wide_threads() > 1:
+        widened = [step.product for step in wide]
+        assert [step.macs for step in widened if isinstance(step, tape.Product)] == [128 * 128 * 512] * 2
+        assert [step.macs for step in products] == [16 * 32 * 64]
+    else:
+        assert wide == []
+        assert len(products) == 3
 
 
 @pytest.mark.parametrize("name", ["softmax_512x512", "matmul_384x128x1024", "rowsum_scale_1024x512"])
