@@ -38,6 +38,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -124,9 +125,10 @@ def _run_pooled(
     try:
         simulator = pool.pop()
     except IndexError:
-        simulator = Simulator(validated)
+        with heap.no_collections():  # a first run's objects live on: scanned once, after it
+            simulator = Simulator(validated)
     try:
-        with blas.single_threaded():
+        with blas.single_threaded(), heap.no_collections() if simulator.tape is None else nullcontext():
             if not vectorize:
                 return simulator.run_reference(inputs, check_races)
             known: Profile | None = cache.get("profile")
