@@ -215,7 +215,7 @@ class Simulator:
             self._analyse_refill()
             return outputs, None
         timeline = self.timeline = Timeline(self.plans, self.target) if timing or check_races else None
-        races = self.races = self._race_checker() if check_races else None
+        races = self.races = self._race_checker(deferred=True) if check_races else None
         recorder = self.recorder = _Recorder(self) if self.tape is None else None
 
         def issue(plan: InstructionPlan, values: list[int]) -> None:
@@ -229,8 +229,11 @@ class Simulator:
 
         try:
             self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+            if races is not None:
+                races.flush()
         except RaceFound:
-            # A nest checked as a whole has a race: the reference run finds the first one and words it.
+            # A nest or a batch of instances checked as a whole has a race: the reference run finds the first one
+            # and words it.
             self.finish()
             self.run_reference(inputs, check_races=True)
             raise SimulationError("a race found in a loop nest did not show instance by instance") from None
@@ -387,10 +390,10 @@ class Simulator:
                 found.setdefault(queue, first)
         return found
 
-    def _race_checker(self) -> RaceChecker:
+    def _race_checker(self, deferred: bool = False) -> RaceChecker:
         if self._race_facts is None:
             self._race_facts = self._race_checker_facts()
-        return RaceChecker(QUEUES, *self._race_facts)
+        return RaceChecker(QUEUES, *self._race_facts, deferred=deferred)
 
     def _race_checker_facts(self) -> tuple[list[list[int]], list[bool], list[str]]:
         """The race checker's static inputs: buffers sharing bytes, buffers any instruction writes, names."""
