@@ -17,6 +17,11 @@ same instructions, so once their clocks settle, happens-before repeats from lane
 proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
 overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
 running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
+
+Single instances may be checked in batches (`RaceChecker(deferred=True)`, the simulator's fast path): their
+clocks advance as they issue, and `flush` checks up to `FLUSH_EVERY` of them at once against each other and the
+records, pairs of accesses found by sorting byte ranges rather than by walking records per access. A race found
+so is reported the same way as one found in a nest.
 """
 
 from __future__ import annotations

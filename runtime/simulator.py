@@ -18,6 +18,8 @@ fast paths, each proven by the tests to give the reference's bits, profile and r
 * A loop nest is handled as a whole when it can be: `runtime.lanes` evaluates the registers of all its
   iterations at once, and `runtime.vectorize` does its data work as batched NumPy calls when that provably gives
   the same bits (otherwise instance by instance).
+* Single instances are race-checked in batches (`RaceChecker.flush`); a race found there or in a nest is worded
+  by a run of the reference.
 * The first run keeps its data work as a tape (`runtime.tape`) and works out which bytes it read before
   writing them (`runtime.refill`; when that analysis would weigh on the first run, the second run does it after
   filling all memory). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
