@@ -590,9 +590,10 @@ class RaceChecker:
                         & (other.partition_start < p1)
                         & (p0 < other.partition_end)
                     )
-                    for b in np.flatnonzero(near).tolist():
-                        known = int(view[b, nest.queue])
-                        self._overlapping(other, 0, sites[b], shifts[b] - nest.shifts[nest.unordered_from(known) :])
+                    for later in np.flatnonzero(near).tolist():
+                        known = int(view[later, nest.queue])
+                        relative = shifts[later] - nest.shifts[nest.unordered_from(known) :]
+                        self._overlapping(other, 0, sites[later], relative)
 
     def _forget(self, record: _Record) -> None:
         """Remove a record that is no longer alive from the index by site and shift."""
