@@ -23,6 +23,13 @@ blocks. On a machine whose memory is fragmented by other processes that costs 1 
 about 0.4 s for ordinary 4 KiB pages; a simulator makes GiBs of fresh memory (its memories on its first run, its
 outputs on every run), so inside a run NumPy's arrays get ordinary pages. Their contents and layout are the same
 either way; where NumPy has no such switch the block changes nothing.
+
+`no_collections()` wraps a simulator's first run (its plans, its walk, its tape). That run makes tens of
+thousands of objects that live as long as the simulator (plans, operand sites, race records, tape steps), few of
+them garbage; with the collector on, they trigger young collections every few hundred allocations and each
+survivor is scanned again as it moves up the generations (a tenth of a small graph's first run). With the
+collector paused they are scanned once, by the first collection after the block; a process that disabled the
+collector keeps it disabled.
 """
 
 from __future__ import annotations
@@ -51,6 +58,19 @@ def compiling() -> Iterator[None]:
     finally:
         if gc.isenabled():
             gc.collect()
+
+
+@contextmanager
+def no_collections() -> Iterator[None]:
+    """Within the block, the cyclic collector does not run (module docstring)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _hugepage_switch() -> Callable[[bool], bool] | None:

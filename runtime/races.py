@@ -17,6 +17,11 @@ same instructions, so once their clocks settle, happens-before repeats from lane
 proved from the references of every clock; unordered pairs are then bounds on lane distances, conflicts byte
 overlaps over all lanes at once. Its verdict is the instance-by-instance one; a race it finds is reported by
 running the program instance by instance (`RaceFound`), so the first race and its words are always the same.
+
+Single instances may be checked in batches (`RaceChecker(deferred=True)`, the simulator's fast path): their
+clocks advance as they issue, and `flush` checks up to `FLUSH_EVERY` of them at once against each other and the
+records, pairs of accesses found by sorting byte ranges rather than by walking records per access. A race found
+so is reported the same way as one found in a nest.
 """
 
 from __future__ import annotations
@@ -242,6 +247,8 @@ class RaceChecker:
     nothing more in the current top-level node, the clocks of what its next instruction waits on)."""
 
     _PRUNE_EVERY = 64
+    # Deferred instances checked at once (`flush`): enough to amortise the NumPy calls of a check.
+    FLUSH_EVERY = 512
 
     def __init__(
         self,
@@ -249,8 +256,15 @@ class RaceChecker:
         aliases: Sequence[Sequence[int]],
         written: Sequence[bool],
         buffer_names: Sequence[str] = (),
+        *,
+        deferred: bool = False,
     ) -> None:
         self.queues = queues
+        # Checks of single instances done in batches (`flush`): a race is then raised as `RaceFound`.
+        self.deferred = deferred
+        self._pending: list[tuple[list[int], int, Sequence[AccessSite], Sequence[int], InstanceFields]] = []
+        self.batched_instances = 0  # instances checked in batches, and the batches
+        self.batches = 0
         self.buffer_names = buffer_names
         self.aliases = aliases  # buffer -> buffers sharing bytes with it (itself included)
         self.written = written  # buffer -> can any instruction write bytes it shares
@@ -289,6 +303,11 @@ class RaceChecker:
         clock[queue] = sequence
         self.last_clock[queue] = clock
         self.instance_clock[plan_index] = (clock, queue)
+        if self.deferred:
+            self._pending.append((clock, queue, sites, shifts, info))  # type: ignore[arg-type]
+            if len(self._pending) >= self.FLUSH_EVERY:
+                self.flush()
+            return clock
         for site, shift in zip(sites, shifts, strict=False):
             self._check(site, shift, queue, clock, info)
         for site, shift in zip(sites, shifts, strict=False):
@@ -427,13 +446,9 @@ class RaceChecker:
     def _prune(self) -> None:
         """Drop records that no instance still to come can race with."""
         self._since_prune = 0
-        live = list(self.live_queues)
-        if not live:
+        known = self._known()
+        if known is None:
             return
-        # What each live queue's next instance will have seen, at least: its own clock, merged (for a queue with
-        # nothing more in this top-level node) with the clocks its next instruction's waits have now.
-        seen = [self._merged(self.last_clock[q], self.next_waits.get(q, ())) for q in live]
-        known = [min(clock[component] for clock in seen) for component in range(self.queues)]
         for entry in self.records.values():
             for per_queue in entry:
                 for queue, issued in per_queue.items():
@@ -447,6 +462,138 @@ class RaceChecker:
                     for nest in group:
                         nest.alive = nest.last_seq > known[nest.queue]
                     group[:] = [nest for nest in group if nest.alive]
+
+    def _known(self) -> list[int] | None:
+        """Per queue, the sequence number every instance still to come has seen at least (None: none to come).
+
+        What each live queue's next instance will have seen, at least: its own clock, merged (for a queue with
+        nothing more in this top-level node) with the clocks its next instruction's waits have now."""
+        live = list(self.live_queues)
+        if not live:
+            return None
+        seen = [self._merged(self.last_clock[q], self.next_waits.get(q, ())) for q in live]
+        return [min(clock[component] for clock in seen) for component in range(self.queues)]
+
+    def flush(self) -> None:
+        """Check and record the instances `issue` deferred (`deferred`), all at once.
+
+        The verdict is the one `issue` gives instance by instance: for each pending access, every recorded access
+        and every earlier pending one it is not ordered after (on another queue, one of the two writing, byte
+        hulls meeting) is a candidate, found for all pairs at once with NumPy; a candidate whose bytes really meet
+        is a race (`RaceFound`). Records that an access on an ordered path would have replaced meanwhile race with
+        whatever raced with the access that replaced them, so checking them too changes no verdict. Then the
+        accesses are recorded, except those every instance still to come is ordered after (a prune would drop
+        them at once), and older records are pruned."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self.batches += 1
+        self.batched_instances += len(pending)
+        sites: list[AccessSite] = []
+        shifts: list[int] = []
+        owner: list[int] = []
+        for number, (_, _, instance_sites, instance_shifts, _) in enumerate(pending):
+            for site, shift in zip(instance_sites, instance_shifts, strict=False):
+                sites.append(site)
+                shifts.append(shift)
+                owner.append(number)
+        if sites:
+            self._check_pending(pending, sites, shifts, owner)
+        known = self._known()
+        for clock, queue, instance_sites, instance_shifts, info in pending:
+            if known is not None and clock[queue] <= known[queue]:
+                continue  # every instance still to come is ordered after it
+            for site, shift in zip(instance_sites, instance_shifts, strict=False):
+                self._record(site, shift, queue, clock, info)
+        self._prune()
+
+    def _check_pending(
+        self,
+        pending: list[tuple[list[int], int, Sequence[AccessSite], Sequence[int], InstanceFields]],
+        sites: list[AccessSite],
+        shifts: list[int],
+        owner: list[int],
+    ) -> None:
+        """`flush`'s check: raise `RaceFound` if a pending access races with a record or an earlier one."""
+        clocks = np.array([clock for clock, _, _, _, _ in pending], dtype=np.int64)  # [instance, queue]
+        number = np.array(owner, dtype=np.int64)
+        queue = np.array([pending[k][1] for k in owner], dtype=np.int64)
+        view = clocks[number]  # [access, queue]: what the access's instance has seen
+        memory = np.array([site.memory_id for site in sites], dtype=np.int64)
+        writes = np.array([site.is_write for site in sites], dtype=bool)
+        p0 = np.array([site.partition_start for site in sites], dtype=np.int64)
+        p1 = np.array([site.partition_end for site in sites], dtype=np.int64)
+        shift = np.array(shifts, dtype=np.int64)
+        lo = np.array([site.base + site.low for site in sites], dtype=np.int64) + shift
+        hi = np.array([site.base + site.high for site in sites], dtype=np.int64) + shift
+
+        # the records some pending access has not seen: only they can race with one
+        lowest_seen = clocks.min(axis=0)
+        records: list[_Record] = []
+        for memory_id, entry in self.records.items():
+            if not (memory == memory_id).any():
+                continue
+            for per_queue in entry:
+                for other_queue, issued in per_queue.items():
+                    if issued.seqs and issued.seqs[-1] > lowest_seen[other_queue]:
+                        records.extend(r for r in issued.unordered(int(lowest_seen[other_queue])) if r.alive)
+        # records first (issued before every pending access: order -1), then the pending accesses
+        count = len(records)
+        order = np.concatenate((np.full(count, -1, np.int64), number))
+        all_queue = np.concatenate((np.array([r.queue for r in records], dtype=np.int64), queue))
+        all_seq = np.concatenate((np.array([r.seq for r in records], dtype=np.int64), clocks[number, queue]))
+        all_memory = np.concatenate((np.array([r.site.memory_id for r in records], dtype=np.int64), memory))
+        all_writes = np.concatenate((np.array([r.site.is_write for r in records], dtype=bool), writes))
+        all_p0 = np.concatenate((np.array([r.site.partition_start for r in records], dtype=np.int64), p0))
+        all_p1 = np.concatenate((np.array([r.site.partition_end for r in records], dtype=np.int64), p1))
+        all_lo = np.concatenate((np.array([r.lo for r in records], dtype=np.int64), lo))
+        all_hi = np.concatenate((np.array([r.hi for r in records], dtype=np.int64), hi))
+        first, second = _meeting_pairs(all_memory, all_lo, all_hi)
+        swap = order[first] > order[second]
+        a, b = np.where(swap, second, first), np.where(swap, first, second)  # a issued before b
+        candidate = (
+            (order[a] < order[b])
+            & (all_queue[a] != all_queue[b])
+            & (all_writes[a] | all_writes[b])
+            & (all_p0[a] < all_p1[b])
+            & (all_p0[b] < all_p1[a])
+        )
+        a, b = a[candidate], b[candidate]
+        unordered = view[b - count, all_queue[a]] < all_seq[a]  # b has not seen a
+        for earlier, later in zip(a[unordered].tolist(), (b[unordered] - count).tolist(), strict=True):
+            if earlier < count:
+                record = records[earlier]
+                other, other_shift = record.site, record.shift
+            else:
+                other, other_shift = sites[earlier - count], shifts[earlier - count]
+            if self._overlap(other, other_shift, sites[later], shifts[later]) is not None:
+                raise RaceFound
+
+        # nests checked as a whole earlier
+        for memory_id, groups in self.nest_records.items():
+            in_memory = memory == memory_id
+            if not in_memory.any():
+                continue
+            for group in groups:
+                for nest in group:
+                    if not nest.alive:
+                        continue
+                    other = nest.site
+                    near = (
+                        in_memory
+                        & (queue != nest.queue)
+                        & (writes | other.is_write)
+                        & (view[:, nest.queue] < nest.last_seq)
+                        & (nest.lo < hi)
+                        & (lo < nest.hi)
+                        & (other.partition_start < p1)
+                        & (p0 < other.partition_end)
+                    )
+                    for later in np.flatnonzero(near).tolist():
+                        known = int(view[later, nest.queue])
+                        relative = shifts[later] - nest.shifts[nest.unordered_from(known) :]
+                        self._overlapping(other, 0, sites[later], relative)
 
     def _forget(self, record: _Record) -> None:
         """Remove a record that is no longer alive from the index by site and shift."""
@@ -488,6 +635,7 @@ class RaceChecker:
                 pattern = self._periodic(lanes, clocks[-2], clocks[-1], entry_clocks, count - lane)
                 if pattern is not None:
                     anchor, slopes = pattern  # clock of (lane - 1 + t, i) = anchor[i] + t * slopes[i]
+                    self.flush()
                     shifts = _Shifts(lanes, lane)
                     if self._check_within(lanes, anchor, slopes, shifts, lane) and self._check_against_records(
                         lanes, anchor, slopes, shifts, lane
@@ -749,6 +897,24 @@ class RaceChecker:
                 if old.alive:
                     old.alive = False
                     self._issued(old).dead += 1
+
+
+def _meeting_pairs(memory: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j), i != j, once, whose byte ranges [lo, hi) (all nonempty) meet in the same memory: after
+    sorting by (memory, lo), each range meets exactly the ranges after it that start before it ends."""
+    size = lo.size
+    key = (memory << 48) + lo  # addresses stay far below 2**48
+    order = np.argsort(key, kind="stable")
+    starts = key[order]
+    ends = np.searchsorted(starts, (memory << 48)[order] + hi[order], side="left")
+    counts = np.maximum(ends - np.arange(size) - 1, 0)
+    total = int(counts.sum())
+    if total == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    left = np.repeat(np.arange(size), counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return order[left], order[left + 1 + offsets]
 
 
 # Largest number of elements (over all lanes) `_disjoint` marks in a byte mask.

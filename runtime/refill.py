@@ -192,8 +192,13 @@ class _Masks:
 
     @staticmethod
     def hull(view: np.ndarray, offset: int) -> tuple[int, int]:
-        low = offset + sum(min(0, s * (n - 1)) for s, n in zip(view.strides, view.shape, strict=True))
-        high = offset + sum(max(0, s * (n - 1)) for s, n in zip(view.strides, view.shape, strict=True))
+        low = high = offset
+        for stride, extent in zip(view.strides, view.shape, strict=True):
+            reach = stride * (extent - 1)
+            if reach < 0:
+                low += reach
+            else:
+                high += reach
         return low, high + view.itemsize
 
     @staticmethod
@@ -228,7 +233,21 @@ class _Masks:
 
 def _written(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     """(the roles an access writes completely, the roles it may change at all); unknown opcodes write 'dst'.
-    Every role not written completely counts as read."""
+    Every role not written completely counts as read. The sets are shared: callers must not change them."""
+    if opcode not in _DEPENDS_ON_ATTRIBUTES:
+        found = _WRITTEN.get(opcode)
+        if found is None:
+            found = _WRITTEN[opcode] = _written_by(opcode, attrs)
+        return found
+    return _written_by(opcode, attrs)
+
+
+# Opcodes whose written roles depend on their attributes (`_written_by`); the others' are kept per opcode.
+_DEPENDS_ON_ATTRIBUTES = frozenset({"nc_matmul", "dma_copy"})
+_WRITTEN: dict[str, tuple[set[str], set[str]]] = {}
+
+
+def _written_by(opcode: str, attrs: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     spec = isa.OPCODES.get(opcode)
     changed = set(spec.writes + spec.optional_writes) if spec is not None else {"dst"}
     writes = set(changed)
@@ -262,14 +281,28 @@ def bytes_read_first(
     in order; `loaded` the views loading writes (constants and inputs); `overwritten` parts of `arrays` loading
     writes completely, byte for byte; `outputs` the views read after the run."""
     masks = _Masks(arrays, rows)
-    skip: dict[int, list[tuple[int, int]]] = {}
+    parts: dict[int, list[tuple[int, int]]] = {}
     for part in overwritten:
         found = masks.locate(part)
         if found is not None:
-            skip.setdefault(found[0], []).append(masks.hull(part, found[1]))
+            parts.setdefault(found[0], []).append(masks.hull(part, found[1]))
+    # per array, the parts sorted by start and the furthest end among each prefix of them: [low, high) lies in
+    # one part iff some part starting at or before low ends at or after high
+    skip: dict[int, tuple[list[int], list[int]]] = {}
+    for index, found_parts in parts.items():
+        found_parts.sort()
+        ends, furthest = [], -1
+        for _, end in found_parts:
+            furthest = max(furthest, end)
+            ends.append(furthest)
+        skip[index] = ([start for start, _ in found_parts], ends)
 
     def skipped(index: int, low: int, high: int) -> bool:
-        return any(start <= low and high <= end for start, end in skip.get(index, ()))
+        entry = skip.get(index)
+        if entry is None:
+            return False
+        position = bisect.bisect_right(entry[0], low) - 1
+        return position >= 0 and entry[1][position] >= high
 
     # The accesses, located once (views repeat: a static operand is the same view in every instance), reads of
     # an access before its writes; and per array the hull of every byte the run changes.

@@ -18,6 +18,8 @@ fast paths, each proven by the tests to give the reference's bits, profile and r
 * A loop nest is handled as a whole when it can be: `runtime.lanes` evaluates the registers of all its
   iterations at once, and `runtime.vectorize` does its data work as batched NumPy calls when that provably gives
   the same bits (otherwise instance by instance).
+* Single instances are race-checked in batches (`RaceChecker.flush`); a race found there or in a nest is worded
+  by a run of the reference.
 * The first run keeps its data work as a tape (`runtime.tape`) and works out which bytes it read before
   writing them (`runtime.refill`; when that analysis would weigh on the first run, the second run does it after
   filling all memory). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
@@ -38,6 +40,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -124,9 +127,10 @@ def _run_pooled(
     try:
         simulator = pool.pop()
     except IndexError:
-        simulator = Simulator(validated)
+        with heap.no_collections():  # a first run's objects live on: scanned once, after it
+            simulator = Simulator(validated)
     try:
-        with blas.single_threaded():
+        with blas.single_threaded(), heap.no_collections() if simulator.tape is None else nullcontext():
             if not vectorize:
                 return simulator.run_reference(inputs, check_races)
             known: Profile | None = cache.get("profile")
@@ -213,7 +217,7 @@ class Simulator:
             self._analyse_refill()
             return outputs, None
         timeline = self.timeline = Timeline(self.plans, self.target) if timing or check_races else None
-        races = self.races = self._race_checker() if check_races else None
+        races = self.races = self._race_checker(deferred=True) if check_races else None
         recorder = self.recorder = _Recorder(self) if self.tape is None else None
 
         def issue(plan: InstructionPlan, values: list[int]) -> None:
@@ -226,9 +230,14 @@ class Simulator:
                     races.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info)
 
         try:
-            self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+            # (the recorder runs prepared steps, which leave floating-point flags to their caller as the tape does)
+            with np.errstate(all="ignore"):
+                self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+            if races is not None:
+                races.flush()
         except RaceFound:
-            # A nest checked as a whole has a race: the reference run finds the first one and words it.
+            # A nest or a batch of instances checked as a whole has a race: the reference run finds the first one
+            # and words it.
             self.finish()
             self.run_reference(inputs, check_races=True)
             raise SimulationError("a race found in a loop nest did not show instance by instance") from None
@@ -385,10 +394,10 @@ class Simulator:
                 found.setdefault(queue, first)
         return found
 
-    def _race_checker(self) -> RaceChecker:
+    def _race_checker(self, deferred: bool = False) -> RaceChecker:
         if self._race_facts is None:
             self._race_facts = self._race_checker_facts()
-        return RaceChecker(QUEUES, *self._race_facts)
+        return RaceChecker(QUEUES, *self._race_facts, deferred=deferred)
 
     def _race_checker_facts(self) -> tuple[list[list[int]], list[bool], list[str]]:
         """The race checker's static inputs: buffers sharing bytes, buffers any instruction writes, names."""
@@ -542,10 +551,13 @@ class _Recorder:
 
     def instance(self, plan: InstructionPlan, values: list[int]) -> None:
         views, attrs = plan.views(values), plan.attributes(values)
+        # The step the tape will replay does the data work now too: it gives the semantics' bits (`runtime.tape`)
+        # in less time than the semantics function, which the first run would otherwise call besides preparing it.
+        step = tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target)
         started = time.process_time()
-        plan.execute(views, attrs, plan.engine, self.target)
+        step()
         self.seconds += time.process_time() - started
-        self.steps.append(tape.instance_step(plan.execute, plan.opcode, views, attrs, plan.engine, self.target))
+        self.steps.append(step)
         self.accesses.append((plan.opcode, views, attrs))
 
     def nest(self, loop: Loop, lanes: Lanes, known: vectorize.Batch | None) -> vectorize.Batch | None:

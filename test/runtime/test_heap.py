@@ -107,3 +107,41 @@ def test_simulator_runs_make_arrays_of_ordinary_pages_and_restore_numpy_s_settin
         """
     )
     assert found == ["True", "True", "False", "True", "False", "False"]
+
+
+def test_a_first_run_pauses_the_collector_and_later_runs_and_a_disabled_collector_are_left_alone():
+    found = _run(
+        """
+        import gc
+        import numpy as np
+        from neuron_mlir.runtime import simulator
+        from neuron_mlir.runtime.builder import ProgramBuilder
+
+        b = ProgramBuilder("trn2", auto_waits=True)
+        x, y = b.input("x", (4, 8), "f32"), b.output("y", (4, 8), "f32")
+        tile = b.sbuf("t", (4, 8), "f32")
+        b.dma(b.ap(tile), b.ap(x))
+        b.dma(b.ap(y), b.ap(tile))
+        program = b.build()
+        seen = []
+        make_machine, walk = simulator.Machine, simulator.Simulator._walk
+
+        def machine(*args):
+            seen.append(gc.isenabled())  # while the simulator is made
+            return make_machine(*args)
+
+        def walked(self, interpreter):
+            seen.append(gc.isenabled())  # while a run walks the program
+            return walk(self, interpreter)
+
+        simulator.Machine, simulator.Simulator._walk = machine, walked
+        for _ in range(2):
+            (out,), _ = simulator.run_program(program, [np.ones((4, 8), np.float32)], check_races=False)
+            print(gc.isenabled(), (out == 1).all())
+        gc.disable()
+        (out,), _ = simulator.run_program(b.build(), [np.ones((4, 8), np.float32)])
+        print(gc.isenabled(), *seen)
+        """
+    )
+    # made and walked with the collector paused; the second run replays the tape and walks nothing
+    assert found == ["True", "True", "True", "True", "False", "False", "False", "False", "False"]

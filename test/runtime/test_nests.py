@@ -383,6 +383,102 @@ def test_random_loops_with_dropped_waits_get_the_plain_verdict(nest_checks):
     assert nest_checks
 
 
+# ---- single instances checked in batches ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def batches(monkeypatch, request) -> list[int]:
+    """Batches of `request.param` instances at most (`RaceChecker.FLUSH_EVERY`); counts the instances of each."""
+    monkeypatch.setattr(races.RaceChecker, "FLUSH_EVERY", request.param)
+    counted: list[int] = []
+    original = races.RaceChecker.flush
+
+    def flush(self):
+        counted.append(len(self._pending))
+        return original(self)
+
+    monkeypatch.setattr(races.RaceChecker, "flush", flush)
+    return counted
+
+
+def random_straight_line(seed: int, drop_waits: bool = True) -> Program:
+    """Random tile work on several queues with no loop, over tiles that overlap one another in part (so accesses
+    meet at byte ranges that are neither equal nor disjoint), some of it in a short loop between; waits from the
+    builder, then (with `drop_waits`) a few dropped at random."""
+    rng = np.random.default_rng(seed)
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (16, 64), "f32"), b.output("y", (16, 64), "f32")
+    space = b.sbuf("space", (16, 48), "f32")
+    tiles = [b.ap(space, [(1, 16)], offset=8 * k) for k in range(5)]  # each shares half its bytes with the next
+    def work() -> None:
+        kind = rng.choice(["load", "store", "compute", "compute"])
+        tile = tiles[int(rng.integers(len(tiles)))]
+        block = [(64, 16), (1, 16)]
+        column = 16 * int(rng.integers(4))
+        if kind == "load":
+            b.dma(tile, b.ap(x, block, offset=column), queue=int(rng.integers(4)))
+        elif kind == "store":
+            b.dma(b.ap(y, block, offset=column), tile, queue=4 + int(rng.integers(4)))
+        else:
+            other = tiles[int(rng.integers(len(tiles)))]
+            engine = ["vector", "gpsimd", "scalar"][int(rng.integers(3))]
+            if engine == "scalar":
+                b.inst("activation", engine, {"dst": tile, "src": other}, {"func": "copy"})
+            else:
+                b.inst("tensor_tensor", engine, {"dst": tile, "in0": tile, "in1": other}, {"op": "add"})
+
+    for _ in range(int(rng.integers(12, 30))):
+        work()
+        if rng.random() < 0.05:
+            with b.loop(0, int(rng.integers(2, 5))):
+                work()
+    for column in range(4):  # every output byte written
+        b.dma(b.ap(y, [(64, 16), (1, 16)], offset=16 * column), tiles[column], queue=4 + column)
+    program = b.build()
+    waits = [(n, w) for n, inst in enumerate(program.instructions()) for w in range(len(inst.waits))]
+    for _ in range(int(rng.integers(0, 2 + len(waits) // 4)) if drop_waits else 0):
+        if waits:
+            which, wait = waits.pop(int(rng.integers(len(waits))))
+            program = _without_wait(program, which, min(wait, len(program.instructions()[which].waits) - 1))
+    return program
+
+
+@pytest.mark.parametrize("batches", [1, 3, 16, 512], indirect=True)
+def test_batches_of_single_instances_get_the_plain_verdict(batches):
+    """A race between two instances of one batch, between a batch and the records of earlier ones, or none: the
+    batched check says what the plain path says, whatever the batch size."""
+    verdicts = []
+    for seed in range(30):
+        program = random_straight_line(seed)
+        x = np.random.default_rng(seed).standard_normal((16, 64)).astype(np.float32)
+        verdicts.append(assert_runs_agree(program, [x]))
+    assert True in verdicts
+    assert False in verdicts
+    assert batches
+    assert max(batches) <= races.RaceChecker.FLUSH_EVERY
+
+
+def test_every_instance_of_a_first_run_is_checked_in_a_batch(monkeypatch):
+    """The counts the checker keeps: on a first run whose nests are too small to be checked as a whole, every
+    instance that issued was checked in a batch."""
+    issued: list[int] = []
+    original = races.RaceChecker.issue
+
+    def issue(self, plan_index, *args):
+        issued.append(plan_index)
+        return original(self, plan_index, *args)
+
+    monkeypatch.setattr(races.RaceChecker, "issue", issue)
+    monkeypatch.setattr(races.RaceChecker, "FLUSH_EVERY", 8)
+    program = random_straight_line(2, drop_waits=False)
+    simulator = Simulator(validate_program(program))
+    simulator.run([np.zeros((16, 64), np.float32)], timing=True, check_races=True)
+    checker = simulator.races
+    assert checker is not None
+    assert checker.batched_instances == len(issued) >= len(program.instructions())
+    assert checker.batches == -(-len(issued) // 8)
+
+
 # ---- the timeline of a nest ----------------------------------------------------------------------------------
 
 

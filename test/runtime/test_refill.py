@@ -52,7 +52,8 @@ def test_bytes_read_before_written_match_a_byte_by_byte_run(seed):
     rng = np.random.default_rng(seed)
     rows = [16, 0, 24]  # an on-chip array of 4 partitions x 16 bytes, a flat one, 3 partitions x 24 bytes
     arrays = [np.zeros(64, np.uint8), np.zeros(96, np.uint8), np.zeros(72, np.uint8)]
-    loaded = [arrays[1][:16]]  # loading writes the first 16 bytes of the flat array
+    # loading writes parts of the flat array, completely: one inside another, two that touch, one apart
+    loaded = [arrays[1][:16], arrays[1][4:8], arrays[1][16:24], arrays[1][40:56]]
     accesses = []
     for _ in range(int(rng.integers(1, 30))):
         index = int(rng.integers(len(arrays)))
@@ -106,7 +107,7 @@ def test_bytes_read_before_written_match_a_byte_by_byte_run(seed):
     must = [(s == 2) & w for s, w in zip(state, ever_written, strict=True)]
     may = [s == 2 for s in state]
 
-    fills = refill.bytes_read_first(arrays, rows, accesses, loaded, [arrays[1][:16]], outputs)
+    fills = refill.bytes_read_first(arrays, rows, accesses, loaded, loaded, outputs)
     found = [np.zeros(a.size, bool) for a in arrays]
     for view in fills:
         for position, array in enumerate(arrays):

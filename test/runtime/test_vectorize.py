@@ -485,7 +485,9 @@ def test_a_race_inside_a_vectorised_loop_is_still_reported():
         run_program(program, inputs, vectorize=False)
     with nest_outcomes() as outcomes, pytest.raises(RaceError) as vectorised:
         run_program(program, inputs)
-    assert outcomes == []  # the race stops the walk before the nest's data work
+    # single instances are checked in batches (`RaceChecker.flush`), so the nest's data work may have run (batched)
+    # before the race was found; the verdict and its words are the sequential run's
+    assert outcomes in ([], [True])
     assert str(vectorised.value) == str(sequential.value)
     assert "instruction 1 (activation" in str(vectorised.value)
     assert "instruction 0 (dma_copy" in str(vectorised.value)
