@@ -31,10 +31,16 @@ first use to its last (not from its alloc: the lowering may place HBM allocs ear
 alloc is not in keeps it live over the whole loop, both ends. Buffers allocated in a loop body live for the whole
 body (never tight: HBM has room). A buffer the function returns, directly or through `neuron.view`s, keeps bytes
 of its own for the whole function, as do buffers used by anything else than an instruction or a view; the
-function's arguments are not allocs and are placed after the scratch by the backend. Placement is first-fit
-(the lowest free address) to keep the plan small; sharing is safe because neuron-insert-sync orders HBM accesses
-to allocated scratch by address, so a later writer of shared bytes waits for every earlier reader and writer of
-them on other queues.
+function's arguments are not allocs and are placed after the scratch by the backend. Sharing is safe because
+neuron-insert-sync orders HBM accesses to allocated scratch by address, so a later writer of shared bytes waits
+for every earlier reader and writer of them on other queues; that wait is the price of sharing, and placement
+keeps it off the critical path where memory allows. First fit (the lowest free address) sets the budget: its
+plan, plus `HBM_SPARE_BYTES`. Within the budget each buffer goes to the free range whose bytes were freed longest
+ago, bytes no buffer has held counting as oldest: so a buffer born as another dies takes bytes of its own while
+the budget has room, and otherwise bytes whose last readers are long done (least recently freed, as in an LRU),
+not the bytes that just came free. When some buffer fits no free range below the budget (the ranges freed in
+that order can be more fragmented than first fit's), the function keeps first fit's placement: the plan never
+exceeds the budget.
 """
 
 from __future__ import annotations
@@ -51,6 +57,11 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.locations import OpDiagnostic, describe_location
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.hardware import Memory, Target
+
+# HBM bytes a plan may take beyond first fit's to keep a buffer off bytes freed just before it: reusing them makes
+# its first writer wait for the last readers of the buffer that held them. A few MiB of host memory in the
+# simulator is cheap next to that, and small next to the plans where reuse matters (hundreds of MiB).
+HBM_SPARE_BYTES = 16 * 2**20
 
 
 def _align(value: int, alignment: int) -> int:
@@ -312,6 +323,59 @@ def _hbm_intervals(function: func.FuncOp) -> list[_Interval]:
     return intervals
 
 
+class _FreedBytes:
+    """When each HBM byte was last freed: disjoint [start, end) ranges in address order, each with the program
+    position at which the buffer that held it died. Bytes no buffer has held yet are absent (never freed)."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int, int]] = []  # (start, end, freed at)
+
+    def free(self, start: int, end: int, when: int) -> None:
+        kept = []
+        for range_start, range_end, freed in self.ranges:
+            if range_end <= start or end <= range_start:
+                kept.append((range_start, range_end, freed))
+                continue
+            if range_start < start:
+                kept.append((range_start, start, freed))
+            if end < range_end:
+                kept.append((end, range_end, freed))
+        kept.append((start, end, when))
+        self.ranges = sorted(kept)
+
+    def boundaries(self) -> list[int]:
+        return [edge for start, end, _ in self.ranges for edge in (start, end)]
+
+    def last_freed(self, start: int, end: int) -> int:
+        """The latest death among the buffers that held bytes of [start, end); -1 when none did."""
+        latest = -1
+        for range_start, range_end, freed in self.ranges:
+            if range_start >= end:
+                break
+            if range_end > start:
+                latest = max(latest, freed)
+        return latest
+
+
+def _least_recently_freed(
+    active: list[tuple[int, int, _Interval]], freed: _FreedBytes, size: int, alignment: int, limit: int
+) -> int | None:
+    """The aligned address below `limit` where `size` bytes overlap no active buffer and were freed longest ago
+    (bytes never held before all others, the lowest address among equals), or None when no free range below
+    `limit` is large enough."""
+    taken = sorted((address, address + taken_size) for address, taken_size, _ in active)
+    candidates = {_align(edge, alignment) for edge in [0, *freed.boundaries(), *(end for _, end in taken)]}
+    best: tuple[int, int] | None = None
+    for address in sorted(candidates):
+        end = address + size
+        if end > limit or any(start < end and address < stop for start, stop in taken):
+            continue
+        choice = (freed.last_freed(address, end), address)
+        if best is None or choice < best:
+            best = choice
+    return None if best is None else best[1]
+
+
 def _place_first_fit(intervals: list[_Interval], alignment: int) -> dict[_Interval, int]:
     """The lowest aligned free address for each interval, in order of start (largest first among equal starts)."""
     addresses: dict[_Interval, int] = {}
@@ -325,15 +389,45 @@ def _place_first_fit(intervals: list[_Interval], alignment: int) -> dict[_Interv
     return addresses
 
 
-def allocate_hbm(function: func.FuncOp, alignment: int) -> None:
-    """Addresses for the function's HBM scratch: buffers whose live ranges do not overlap share bytes."""
-    for interval, address in _place_first_fit(_hbm_intervals(function), alignment).items():
+def _place_hbm(intervals: list[_Interval], alignment: int, spare_bytes: int) -> dict[_Interval, int]:
+    """An address per interval (see the module docstring): in order of start (largest first among equal starts),
+    the free range below the budget whose bytes were freed longest ago, bytes never held first; first fit's
+    addresses for all of them when some buffer fits no free range below the budget."""
+    first_fit = _place_first_fit(intervals, alignment)
+    budget = _plan_bytes(first_fit, alignment) + spare_bytes
+    addresses: dict[_Interval, int] = {}
+    active: list[tuple[int, int, _Interval]] = []  # (address, size, interval)
+    freed = _FreedBytes()
+    for interval in sorted(intervals, key=lambda i: (i.start, -i.size)):
+        dead = sorted((entry for entry in active if entry[2].end < interval.start), key=lambda e: e[2].end)
+        for address, size, gone in dead:
+            freed.free(address, address + size, gone.end)
+        active = [entry for entry in active if entry[2].end >= interval.start]
+        size = _align(max(interval.size, 1), alignment)
+        address = _least_recently_freed(active, freed, size, alignment, budget)
+        if address is None:  # the free ranges are too fragmented for the budget: first fit never is
+            return first_fit
+        active.append((address, size, interval))
+        addresses[interval] = address
+    return addresses
+
+
+def _plan_bytes(addresses: dict[_Interval, int], alignment: int) -> int:
+    return max((address + _align(max(i.size, 1), alignment) for i, address in addresses.items()), default=0)
+
+
+def allocate_hbm(function: func.FuncOp, alignment: int, spare_bytes: int = HBM_SPARE_BYTES) -> None:
+    """Addresses for the function's HBM scratch: buffers whose live ranges do not overlap may share bytes, in a plan
+    at most `spare_bytes` larger than first fit's where the free ranges allow (see the module docstring)."""
+    for interval, address in _place_hbm(_hbm_intervals(function), alignment, spare_bytes).items():
         interval.alloc.properties["address"] = IntegerAttr(address, i64)
 
 
 @dataclass(frozen=True)
 class NeuronAllocateMemoryPass(ModulePass):
     name = "neuron-allocate-memory"
+
+    hbm_spare_bytes: int = HBM_SPARE_BYTES  # HBM the plan may take beyond first fit's (0: first fit's size)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
@@ -344,4 +438,4 @@ class NeuronAllocateMemoryPass(ModulePass):
             allocate_on_chip(
                 lifetimes, Memory.PSUM, target.psum_bytes_per_partition, alignment, target, target.psum_bank_bytes
             )
-            allocate_hbm(function, target.hbm_alignment_bytes)
+            allocate_hbm(function, target.hbm_alignment_bytes, self.hbm_spare_bytes)

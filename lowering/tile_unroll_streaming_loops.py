@@ -7,13 +7,14 @@ nothing but loads, stores, elementwise compute and index arithmetic: no reductio
 the row instead of having the fixed elementwise tile size), has constant bounds, carries no values and runs at
 least `2 * factor` times becomes a loop of step `factor` times larger whose body holds
 `factor` copies of the old body (copy j at the induction variable plus j steps), followed by the leftover
-iterations as straight copies. Only loops whose tiles, times `factor` and times neuron-unroll-loops' factor of 2,
-fit in half a partition of SBUF are unrolled.
+iterations as straight copies. Only loops whose tiles, times `factor` and times the two copies neuron-unroll-loops
+makes at least, fit in half a partition of SBUF are unrolled.
 
 Why: each tile load waits for the compute of the tile two iterations back to free its buffer (neuron-unroll-loops
-double-buffers), so a body's period is about (DMA latency + the compute chain reading the loaded tile) / 2. With
-the ~2 us fixed cost of a DMA and an elementwise chain of a few microseconds that is well above the time the
-tile's bytes take at HBM bandwidth; two copies per body here and two per copy there put four tiles in flight.
+double-buffers, and gives a latency-bound loop a third copy only when it fits), so a body's period is about (DMA
+latency + the compute chain reading the loaded tile) / 2. With the ~2 us fixed cost of a DMA and an elementwise
+chain of a few microseconds that is well above the time the tile's bytes take at HBM bandwidth; two copies per
+body here and two or three per copy there put four to six tiles in flight.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant
 from neuron_mlir.lowering.tile_fuse_loops import body_bytes, streams_tiles
 
-NEURON_UNROLL_FACTOR = 2  # neuron-unroll-loops' default, which the pipeline runs
+# The copies neuron-unroll-loops always makes of an innermost streaming loop (double buffering). It makes a third
+# only when that copy's buffers fit beside everything live (its own check), so this pass budgets for the two.
+NEURON_UNROLL_MIN_COPIES = 2
 
 
 class _Unroller:
@@ -69,7 +72,7 @@ class _Unroller:
             return False
         if not streams_tiles(loop) or any(isinstance(op, tile.ReduceOp) for op in loop.body.walk()):
             return False
-        return body_bytes(loop.body.block) * self.factor * NEURON_UNROLL_FACTOR <= self.budget
+        return body_bytes(loop.body.block) * self.factor * NEURON_UNROLL_MIN_COPIES <= self.budget
 
     def copy_body(self, loop: scf.ForOp, induction: SSAValue, block: Block, before: Operation | None) -> None:
         mapping: dict[SSAValue, SSAValue] = {loop.body.block.args[0]: induction}

@@ -25,8 +25,9 @@ from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 # (8 KiB per partition each in fp32) comfortably inside SBUF while amortising the fixed cost per instruction.
 PARTITION_TILE = PARTITIONS
 FREE_TILE = 2048
-# Share of a partition's SBUF that the tiles of one loop body may hold: the body is unrolled twice for double
-# buffering (neuron-unroll-loops) and other loop nests' buffers, constants and PSUM evacuations need room too.
+# Share of a partition's SBUF that the tiles of one loop body may hold: neuron-unroll-loops gives the body at least
+# two copies (double buffering; a third only when its buffers fit beside everything else), and other loop nests'
+# buffers, constants and PSUM evacuations need room too.
 SBUF_BODY_SHARE = 4
 
 

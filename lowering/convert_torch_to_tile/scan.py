@@ -132,7 +132,12 @@ def emit_scan(
                 product = e3.insert(tile.MatmulOp(triangles[size], x, psum)).result
                 if carry is not None:
                     product = e3.insert(tile.MatmulOp(ones_row[size], carry, psum, product)).result
-                store(e3, to_sbuf(e3, product, out_type), out_view, [*indices, l0, n0])
+                result = to_sbuf(e3, product, out_type)
+                store(e3, result, out_view, [*indices, l0, n0])
+                if isinstance(l0, int) and l0 + size == length:
+                    # the last chunk: no later chunk needs a carry, and a matmul whose group no engine reads
+                    # would hold its PSUM bank with nothing to order the next group's writes after it
+                    return result if carry is None else carry
                 total = e3.insert(tile.MatmulOp(ones_column[size], x, TileType((1, n), f32, Memory.PSUM))).result
                 if carry is None:
                     return to_sbuf(e3, total, f32)

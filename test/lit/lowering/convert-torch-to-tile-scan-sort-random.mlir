@@ -26,7 +26,14 @@ func.func @cumsum_with_carry(%x: tensor<300x5xi64>) -> tensor<300x5xf32> {
 // CHECK:       %[[P1:.*]] = tile.matmul %[[TRI]], %[[X1]]
 // CHECK:       tile.matmul %[[ROW]], %[[CARRY]] acc %[[P1]]
 // CHECK:       tile.binary %[[CARRY]], %{{.*}} {op = "add"} : (!tile.tile<1x5xf32, sbuf>, !tile.tile<1x5xf32, psum>)
+// The last chunk (44 rows) takes the carry and computes none: a total no engine reads would leave an accumulation
+// group in PSUM that nothing orders the next group's writes after.
+// CHECK:       tile.load %x[%c256, %c0]
+// CHECK:       tile.matmul %{{.*}} acc %{{.*}} -> !tile.tile<44x5xf32, psum>
+// CHECK:       tile.store
+// CHECK-NOT:   tile.matmul
 // CHECK-NOT:   tile.select
+// CHECK:       func.return
 
 // -----
 
@@ -36,10 +43,12 @@ func.func @cumsum_float_parts(%x: tensor<6x5xf32>) -> tensor<6x5xf32> {
 }
 // A float cumsum scans its finite part (x - x == 0 selects it) and flags of NaN, +inf and -inf, then combines
 // them: NaN after a NaN or infinities of both signs, +-inf after one sign's, the finite sum otherwise.
+// A scan of one chunk is one matmul per part, with no carry.
 // CHECK-LABEL: func.func @cumsum_float_parts
 // CHECK:       %[[FINITE:.*]] = tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
 // CHECK:       %[[PART:.*]] = tile.select %[[FINITE]], %{{.*}}, %{{.*}}
-// CHECK:       tile.matmul %{{.*}}, %[[PART]]
+// CHECK:       tile.matmul %{{.*}}, %[[PART]] : {{.*}} -> !tile.tile<6x5xf32, psum>
+// CHECK-NOT:   -> !tile.tile<1x5xf32, psum>
 // CHECK:       tile.binary %[[X:.*]], %[[X]] {op = "not_equal"}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0x7ff0000000000000 : f64}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0xfff0000000000000 : f64}
