@@ -125,7 +125,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
         return _Refusal(f"{op} draws random numbers from the device generator, on the host", by_design=True)
     if op._schema.name.startswith(_HOST_ONLY_PREFIXES):
         return _Refusal(f"{op} exchanges data with the host", by_design=True)
-    unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in _unstorable()), None)
+    unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
     if unstorable is not None:
         return _Refusal(f"{op}: {str(unstorable).removeprefix('torch.')} is not supported on the NeuronCore")
     if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
@@ -134,7 +134,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
 
 
 @functools.cache
-def _unstorable() -> frozenset[torch.dtype]:
+def unstorable_dtypes() -> frozenset[torch.dtype]:
     """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`)."""
     from neuron_mlir.frontend.compile_graph import _UNSTORABLE
 
@@ -323,6 +323,15 @@ def _where(template: str) -> str:
     return ""
 
 
+def host_reasons() -> dict[str, str]:
+    """Why ops went to the host, by op name: the first refusal of each op's single-op programs."""
+    reasons: dict[str, str] = {}
+    for key, entry in _programs.items():
+        if isinstance(entry, _Refusal):
+            reasons.setdefault(str(key[0]), entry.reason)
+    return reasons
+
+
 def reset() -> None:
     """Forget the compiled programs, the counts and which ops were warned about."""
     _programs.clear()
@@ -332,4 +341,4 @@ def reset() -> None:
         streams.transfers[counter] = 0
 
 
-__all__ = ["EAGER_STATS", "DeviceFallbackError", "reset", "run"]
+__all__ = ["EAGER_STATS", "DeviceFallbackError", "host_reasons", "reset", "run"]
