@@ -108,6 +108,39 @@ def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
     """One stream runs everything on the simulated device (in order), so no tensor outlives its uses early."""
 
 
+def _to_copy(
+    tensor: torch.Tensor,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    non_blocking: bool = False,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    """`Tensor.to` when it copies. A cast that stays on the device and yields a contiguous tensor runs as a
+    compiled program; other copies allocate the result like PyTorch's composite kernel and `copy_` into it. A copy
+    to the host never pins its result (the simulated device has no pinned host memory, and every copy has finished
+    when it returns), so `non_blocking=True` behaves as a blocking copy."""
+    target = torch.device(device) if device is not None else tensor.device
+    dtype = dtype or tensor.dtype
+    contiguous = memory_format == torch.contiguous_format or (
+        memory_format in (None, torch.preserve_format) and tensor.is_contiguous()
+    )
+    if target.type == DEVICE_TYPE and dtype != tensor.dtype and contiguous:
+        from neuron_mlir.frontend.device import eager
+
+        # a dtype without NeuronCore storage (float64, complex) is a copy of bytes for the host, not a refusal
+        if not {dtype, tensor.dtype} & eager.unstorable_dtypes():
+            return eager.run(aten._to_copy.default, (tensor,), {"dtype": dtype})
+    result = torch.empty_like(tensor, dtype=dtype, device=target, memory_format=memory_format or torch.preserve_format)
+    return result.copy_(tensor)
+
+
+# Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
+# which composite ops never reach).
+OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {"_to_copy": _to_copy}
+
 _KERNELS: dict[Any, Callable[..., Any]] = {
     aten.empty.memory_format: _empty_memory_format,
     aten.empty_strided.default: _empty_strided,
