@@ -324,4 +324,8 @@ def to_device(host: torch.Tensor) -> torch.Tensor:
 
 
 def _dense(tensor: torch.Tensor) -> bool:
-    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor)) and tensor.storage_offset() == 0
+    return _non_overlapping_and_dense(tensor) and tensor.storage_offset() == 0
+
+
+def _non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
+    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor))
