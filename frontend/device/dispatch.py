@@ -137,9 +137,51 @@ def _to_copy(
     return result.copy_(tensor)
 
 
+def _convolution(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """`convolution_overrideable`: the convolution of backends without their own (its composite kernel only
+    raises); the same arguments as `convolution`, which the compiler lowers."""
+    from neuron_mlir.frontend.device import eager
+
+    return eager.run(aten.convolution.default, args, kwargs)
+
+
+def _convolution_backward(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`convolution_backward_overrideable`, as `convolution_backward`, which also wants the bias's size: the
+    output's channels, the weight's first dimension (a transposed convolution's second, times the groups)."""
+    from neuron_mlir.frontend.device import eager
+
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    arguments = (grad_output, input, weight, [channels], stride, padding, dilation, transposed, output_padding)
+    return eager.run(aten.convolution_backward.default, (*arguments, groups, output_mask), {})
+
+
+def _native_layer_norm(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The composite kernel of other backends computes it through `native_batch_norm`; the compiler lowers the
+    layer norm itself."""
+    from neuron_mlir.frontend.device import eager
+
+    return eager.run(aten.native_layer_norm.default, args, kwargs)
+
+
 # Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
 # which composite ops never reach).
-OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {"_to_copy": _to_copy}
+OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
+    "_to_copy": _to_copy,
+    "convolution_overrideable": _convolution,
+    "convolution_backward_overrideable": _convolution_backward,
+    "native_layer_norm": _native_layer_norm,
+}
 
 _KERNELS: dict[Any, Callable[..., Any]] = {
     aten.empty.memory_format: _empty_memory_format,
