@@ -425,10 +425,26 @@ DEVICE_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16)
 
 
 def _on_device(value: Any) -> Any:
-    """A sample's values on the `neuron` device: tensors copied over, a factory op's `device=` pointed at it."""
+    """A sample's tensors on the `neuron` device with their storages: a view keeps its offset, strides and the
+    bytes around it (`as_strided` samples address the storage, not the view), and views of one storage stay
+    views of one device storage."""
     from torch.utils._pytree import tree_map_only
 
-    return tree_map_only(torch.Tensor, lambda t: t.detach().to("neuron"), value)
+    storages: dict[int, torch.Tensor] = {}
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        if tensor.layout != torch.strided or tensor.is_conj() or tensor.is_neg():
+            return tensor.to("neuron")
+        host_storage = tensor.untyped_storage()
+        key = host_storage.data_ptr()
+        if key not in storages or storages[key].dtype != tensor.dtype:
+            elements = host_storage.nbytes() // tensor.element_size()
+            whole = torch.empty(0, dtype=tensor.dtype).set_(host_storage, 0, (elements,), (1,))
+            storages[key] = whole.to("neuron")
+        return storages[key].as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+    return tree_map_only(torch.Tensor, move, value)
 
 
 def _on_host(value: Any) -> Any:
@@ -437,11 +453,12 @@ def _on_host(value: Any) -> Any:
     return tree_map_only(torch.Tensor, lambda t: t.cpu() if t.device.type == "neuron" else t, value)
 
 
-def _device_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    moved = dict(_on_device(kwargs))
-    if moved.get("device") is not None:
-        moved["device"] = torch.device("neuron")
-    return moved
+def _device_sample(sample: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    """A sample's (input, args, kwargs) on the device, a factory op's `device=` pointed at it."""
+    device_input, args, kwargs = _on_device((sample.input, list(sample.args), dict(sample.kwargs)))
+    if kwargs.get("device") is not None:
+        kwargs["device"] = torch.device("neuron")
+    return device_input, args, kwargs
 
 
 def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
@@ -451,14 +468,14 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
 
     random = name in RANDOM_ENTRIES
     function = _random_ops()[name] if random else op.op
-    host_sample = (sample.input, list(sample.args), dict(sample.kwargs))
+    # moved before the CPU runs, which may write their inputs (in-place entries)
+    device_input, device_args, device_kwargs = _device_sample(sample)
+    again_sample = _device_sample(sample) if random else None
     try:
         torch.manual_seed(0)
         expected = function(sample.input, *sample.args, **sample.kwargs)
     except Exception:
         return SampleOutcome(skipped=True)
-    device_input, device_args = _on_device(host_sample[0]), _on_device(host_sample[1])
-    device_kwargs = _device_kwargs(host_sample[2])
     before = Counter(eager.EAGER_STATS.host_ops)
     native_before = sum(eager.EAGER_STATS.native_ops.values())
     try:
@@ -466,7 +483,9 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         actual = _on_host(function(device_input, *device_args, **device_kwargs))
         if random:
             torch.manual_seed(0)
-            again = _on_host(function(_on_device(sample.input), *device_args, **device_kwargs))
+            assert again_sample is not None
+            again_input, again_args, again_kwargs = again_sample
+            again = _on_host(function(again_input, *again_args, **again_kwargs))
     except Exception as error:
         return SampleOutcome(problem=describe_error(error))
     host = Counter(eager.EAGER_STATS.host_ops)

@@ -183,7 +183,30 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "native_layer_norm": _native_layer_norm,
 }
 
+def _native_batch_norm(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`native_batch_norm` updates the running statistics without saying so in its schema, so tracing it alone
+    cannot make the update a value; `_native_batch_norm_legit` is the same computation with the writes declared
+    (what torch.compile's graphs hold), and compiles."""
+    from neuron_mlir.frontend.device import eager
+
+    if running_mean is None and running_var is None:
+        no_stats = (input, weight, bias, training, momentum, eps)
+        return eager.run(aten._native_batch_norm_legit.no_stats, no_stats, {})
+    arguments = (input, weight, bias, running_mean, running_var, training, momentum, eps)
+    return eager.run(aten._native_batch_norm_legit.default, arguments, {})
+
+
 _KERNELS: dict[Any, Callable[..., Any]] = {
+    aten.native_batch_norm.default: _native_batch_norm,
     aten.empty.memory_format: _empty_memory_format,
     aten.empty_strided.default: _empty_strided,
     aten._copy_from.default: _copy_from,

@@ -28,12 +28,13 @@ NATIVE_ENTRIES = [
     # casts and factories
     "to", "bfloat16", "long", "full", "zeros_like", "arange", "linspace", "eye",
     # reductions, softmax, normalization, scans, sort
-    "sum", "argmax", "var", "log_softmax", "native_layer_norm", "cumsum", "topk",
+    "sum", "argmax", "var", "log_softmax", "native_layer_norm", "native_batch_norm", "cumsum", "topk",
     # matmul, convolution, pooling, embedding
-    "matmul", "addmm", "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.embedding",
-    # indexing, scatter, views, shape ops, padding
-    "index_select", "gather", "scatter_add", "masked_fill", "transpose", "expand", "cat", "flip", "tril",
-    "constant_pad_nd",
+    "matmul", "addmm", "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
+    "nn.functional.embedding",
+    # indexing, scatter, views (of a larger storage too), shape ops, padding
+    "index_select", "gather", "scatter_add", "masked_fill", "transpose", "expand", "as_strided.partial_views",
+    "cat", "flip", "tril", "constant_pad_nd",
 ]  # fmt: skip
 
 
