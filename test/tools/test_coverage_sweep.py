@@ -84,3 +84,17 @@ def test_device_mode_counts_host_ops_from_the_dispatch():
     assert verdict.status == "fallback", verdict
     assert verdict.fallback_ops == ["aten.nonzero.default"]
     assert "aten.nonzero.default" in verdict.reason
+
+
+def test_a_reports_compile_verdicts_read_back(tmp_path):
+    results = [
+        coverage_sweep.EntryResult("add", "native"),
+        coverage_sweep.EntryResult("cumsum", "fallback", "ran on the CPU: aten.a.default, aten.b.default", 1),
+        coverage_sweep.EntryResult("mm", "failing", "ValueError: a | b"),
+        coverage_sweep.EntryResult("float", "no graph", "no ATen op to compile"),
+    ]
+    path = tmp_path / "coverage.md"
+    path.write_text(coverage_sweep.report(results, 3))
+    read = {r.name: r for r in coverage_sweep.compile_results_of_report(path)}
+    assert [(read[r.name].status, read[r.name].reason) for r in results] == [(r.status, r.reason) for r in results]
+    assert read["cumsum"].fallback_ops == ["aten.a.default", "aten.b.default"]
