@@ -675,6 +675,7 @@ def _run(
     reuse_stale: bool,
     progress: bool,
     exact: bool,
+    cached_only: bool = False,
 ) -> list[Any]:
     fingerprint = source_fingerprint(mode)
     if cache is not None:
@@ -686,7 +687,7 @@ def _run(
         hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale, max_samples, mode)
         if hit is not None:
             results[name] = hit
-        else:
+        elif not cached_only:
             tasks.append((index, max_samples, fingerprint, str(cache) if cache is not None else None, mode))
     if tasks:
         if jobs <= 1:
@@ -703,7 +704,7 @@ def _run(
         if jobs > 1:
             pool.close()
             pool.join()
-    return [results[name] for _, name in entries]
+    return [results[name] for _, name in entries if name in results]
 
 
 def sweep(
@@ -730,10 +731,11 @@ def device_sweep(
     reuse_stale: bool = False,
     progress: bool = False,
     exact: bool = False,
+    cached_only: bool = False,
 ) -> list[DeviceEntryResult]:
     """Run every selected op_db entry eagerly on the `neuron` device in each dtype of `DEVICE_DTYPES`, as
-    `sweep` does through torch.compile."""
-    return _run("device", names, max_samples, jobs, cache, refresh, reuse_stale, progress, exact)
+    `sweep` does through torch.compile; `cached_only`: only the entries the cache holds, computing none."""
+    return _run("device", names, max_samples, jobs, cache, refresh, reuse_stale, progress, exact, cached_only)
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------
@@ -821,7 +823,13 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
             "program on the simulated NeuronCore (views and metadata ops, which move no data, included); "
             "**fallback**: matched, but some op ran on the host, as counted by the device's dispatch (the ops "
             "and the device's reason are listed below); **failing**: an error or a mismatch; **no graph**: no "
-            "samples of the dtype, or the CPU raised on every one.",
+            "samples of the dtype, or the CPU raised on every one."
+            + (
+                f" This run of the device's sweep covers {len(device)} of the {len(results)} entries (in op_db's "
+                "order); the others have no device verdict yet."
+                if len(device) < len(results)
+                else ""
+            ),
             "",
             "| entries | total | native | fallback | failing | no graph | coverage |",
             "|---|---|---|---|---|---|---|",
@@ -891,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="recompute even fresh cached entries")
     parser.add_argument("--reuse-stale", action="store_true", help="accept cached results of older sources")
     parser.add_argument(
+        "--cached-only", action="store_true", help="the device mode reports the cached entries only, computing none"
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         help="write the markdown report here; with --mode device, the torch.compile columns of the report already "
@@ -907,7 +918,7 @@ def main(argv: list[str] | None = None) -> int:
     exact = options.subset is not None
     run = (options.max_samples, options.jobs, cache, options.refresh, options.reuse_stale, True, exact)
     results = sweep(names, *run) if options.mode in ("compile", "both") else []
-    device = device_sweep(names, *run) if options.mode in ("device", "both") else None
+    device = device_sweep(names, *run, options.cached_only) if options.mode in ("device", "both") else None
     seconds = time.perf_counter() - started
     if options.output is not None:
         kept = compile_results_of_report(options.output) if not results and options.output.exists() else results
