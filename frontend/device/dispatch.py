@@ -205,8 +205,18 @@ def _native_batch_norm(
     return eager.run(aten._native_batch_norm_legit.default, arguments, {})
 
 
+def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
+    """`torch.equal` as device ops: the comparison and its reduction run on the NeuronCore, and only the one
+    boolean travels to the host (values compare after type promotion, NaN equals nothing, as on the CPU)."""
+    check_same_device(aten.equal.default, (tensor, other), {})
+    if tensor.shape != other.shape:
+        return False
+    return bool(torch.eq(tensor, other).all().item())
+
+
 _KERNELS: dict[Any, Callable[..., Any]] = {
     aten.native_batch_norm.default: _native_batch_norm,
+    aten.equal.default: _equal,
     aten.empty.memory_format: _empty_memory_format,
     aten.empty_strided.default: _empty_strided,
     aten._copy_from.default: _copy_from,

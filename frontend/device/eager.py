@@ -66,7 +66,7 @@ _warned: set[str] = set()
 
 # Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
 # come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
-_HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::_to_cpu")
+_HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::_to_cpu")
 
 
 @dataclass

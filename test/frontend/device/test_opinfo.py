@@ -24,7 +24,7 @@ SAMPLES_PER_OP = 3
 NATIVE_ENTRIES = [
     # arithmetic, transcendental, activations, rounding, comparisons
     "add", "div.floor_rounding", "remainder", "pow", "addcmul", "tan", "erf", "nn.functional.silu", "round", "lt",
-    "where", "isnan",
+    "where", "isnan", "equal",
     # casts and factories
     "to", "bfloat16", "long", "full", "zeros_like", "arange", "linspace", "eye",
     # reductions, softmax, normalization, scans, sort
