@@ -21,10 +21,18 @@ to its input scaled or zero) and for reproducibility: two calls after the same `
 results of `torch.empty` and friends (`UNINITIALISED_ENTRIES`) are compared by dtype and shape only; complex
 results as (real, imaginary) pairs and sparse ones densified.
 
-Results are cached per entry in `--cache` (default `.coverage-cache/`), keyed by a fingerprint of the
-compiler's sources; `--reuse-stale` also takes results computed by older sources (for iterating on a few ops),
-`--refresh` recomputes everything asked for. `--subset ci` selects the fast representative entries the test
-suite runs (`CI_SUBSET`).
+The device mode (`--mode device`; `make coverage` runs both) runs the same entries eagerly on the `neuron`
+device instead, in float32 and bfloat16: each sample's tensors moved there (a factory op's `device=` too), the op
+called, the results compared with the CPU's. The device counts every op it sends to the host
+(`frontend/device/eager.py`), so an entry is native only when no op of any sample went there; a fallback lists
+the ops and the device's reason for each. Views and metadata ops move no data and count as native.
+
+Failure reasons keep the exception's first line, without machine paths (`trim_reason`).
+
+Results are cached per entry and mode in `--cache` (default `.coverage-cache/`, the device's in `device/`),
+keyed by a fingerprint of the sources the mode depends on; `--reuse-stale` also takes results computed by older
+sources (for iterating on a few ops), `--refresh` recomputes everything asked for. `--subset ci` selects the
+fast representative entries the test suite runs (`CI_SUBSET`).
 
 Coverage is reported over every entry, and separately for the entries each lowering-coverage issue owns
 (`ISSUE_SUBSETS`): percentage = native / (entries with a graph).
@@ -38,6 +46,7 @@ import hashlib
 import itertools
 import json
 import multiprocessing
+import re
 import sys
 import time
 import warnings
@@ -286,9 +295,19 @@ def describe_error(error: BaseException) -> str:
     """The innermost cause of a compile or run failure, on one line (Dynamo wraps the backend's error)."""
     while error.__cause__ is not None or getattr(error, "inner_exception", None) is not None:
         error = error.__cause__ or error.inner_exception  # type: ignore[attr-defined]
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    text = " ".join(line for line in lines if not line.startswith(("set NEURON_MLIR_DEBUG_DIR", "reproduce with")))
-    return f"{type(error).__name__}: {text or type(error).__name__}"[:400]
+    return trim_reason(f"{type(error).__name__}: {str(error).strip() or type(error).__name__}")
+
+
+_MACHINE_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.+-]+)+[/\\]([\w.+-]+\.\w+)")
+
+
+def trim_reason(text: str) -> str:
+    """A failure's first line, without machine paths (a file keeps its name): Dynamo appends the traced source
+    and a traceback, and paths name the machine that ran the sweep, not the op."""
+    first = next((line.strip() for line in text.strip().splitlines() if line.strip()), "")
+    # Dynamo's appended context, when an older cache joined the lines into one
+    first = re.split(r" (?:While executing|Original traceback:|Use tlparse|from user code:) ", first)[0]
+    return _MACHINE_PATH.sub(r"\1", first)[:300]
 
 
 @dataclass
@@ -400,40 +419,202 @@ def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
     return result
 
 
+# -- the device's eager mode ---------------------------------------------------------------------------------------
+
+DEVICE_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16)
+
+
+def _on_device(value: Any) -> Any:
+    """A sample's tensors on the `neuron` device with their storages: a view keeps its offset, strides and the
+    bytes around it (`as_strided` samples address the storage, not the view), and views of one storage stay
+    views of one device storage."""
+    from torch.utils._pytree import tree_map_only
+
+    storages: dict[int, torch.Tensor] = {}
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        if tensor.layout != torch.strided or tensor.is_conj() or tensor.is_neg():
+            return tensor.to("neuron")
+        host_storage = tensor.untyped_storage()
+        key = host_storage.data_ptr()
+        if key not in storages or storages[key].dtype != tensor.dtype:
+            elements = host_storage.nbytes() // tensor.element_size()
+            whole = torch.empty(0, dtype=tensor.dtype).set_(host_storage, 0, (elements,), (1,))
+            storages[key] = whole.to("neuron")
+        return storages[key].as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+    return tree_map_only(torch.Tensor, move, value)
+
+
+def _on_host(value: Any) -> Any:
+    from torch.utils._pytree import tree_map_only
+
+    return tree_map_only(torch.Tensor, lambda t: t.cpu() if t.device.type == "neuron" else t, value)
+
+
+def _device_sample(sample: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    """A sample's (input, args, kwargs) on the device, a factory op's `device=` pointed at it."""
+    device_input, args, kwargs = _on_device((sample.input, list(sample.args), dict(sample.kwargs)))
+    if kwargs.get("device") is not None:
+        kwargs["device"] = torch.device("neuron")
+    return device_input, args, kwargs
+
+
+def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
+    """Run one sample eagerly on the `neuron` device and compare it with the CPU: the ops that went to the host
+    are read from the device's own count of host calls (`eager.EAGER_STATS.host_ops`)."""
+    from neuron_mlir.frontend.device import eager
+
+    random = name in RANDOM_ENTRIES
+    function = _random_ops()[name] if random else op.op
+    # moved before the CPU runs, which may write their inputs (in-place entries)
+    device_input, device_args, device_kwargs = _device_sample(sample)
+    again_sample = _device_sample(sample) if random else None
+    try:
+        torch.manual_seed(0)
+        expected = function(sample.input, *sample.args, **sample.kwargs)
+    except Exception:
+        return SampleOutcome(skipped=True)
+    before = Counter(eager.EAGER_STATS.host_ops)
+    native_before = sum(eager.EAGER_STATS.native_ops.values())
+    try:
+        torch.manual_seed(0)
+        actual = _on_host(function(device_input, *device_args, **device_kwargs))
+        if random:
+            torch.manual_seed(0)
+            assert again_sample is not None
+            again_input, again_args, again_kwargs = again_sample
+            again = _on_host(function(again_input, *again_args, **again_kwargs))
+    except Exception as error:
+        return SampleOutcome(problem=describe_error(error))
+    host = Counter(eager.EAGER_STATS.host_ops)
+    host.subtract(before)
+    outcome = SampleOutcome(
+        fallback_ops=sorted(op_name for op_name, calls in host.items() if calls > 0),
+        compiled_nodes=sum(eager.EAGER_STATS.native_ops.values()) - native_before,
+    )
+    if random:
+        outcome.problem = _random_properties(name, actual, expected, [sample.input])
+        if outcome.problem is None and _compare(again, actual) is not None:
+            outcome.problem = "two calls after the same torch.manual_seed drew different values"
+    else:
+        outcome.problem = _compare(actual, expected, name in UNINITIALISED_ENTRIES)
+    return outcome
+
+
+def host_reasons() -> dict[str, str]:
+    """Why each op that ran on the host did: the device's refusal of its single-op program (by op name)."""
+    from neuron_mlir.frontend.device import eager
+
+    return eager.host_reasons()
+
+
+def check_device_entry(op: Any, dtype: torch.dtype, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
+    """Run up to `max_samples` CPU samples of `dtype` of one op_db entry eagerly on the device."""
+    name = entry_name(op)
+    started = time.perf_counter()
+    result = EntryResult(name, "no graph")
+    dtype_name = str(dtype).removeprefix("torch.")
+    if dtype not in op.supported_dtypes("cpu"):
+        result.reason = f"no {dtype_name} support on CPU"
+        return result
+    try:
+        samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), max_samples))
+    except Exception as error:
+        result.reason = f"sample_inputs failed: {_short(error)}"
+        return result
+    fallback: set[str] = set()
+    for sample in samples:
+        if time.perf_counter() - started > ENTRY_TIME_BUDGET_S:
+            break
+        outcome = run_device_sample(op, sample, name)
+        if outcome.skipped:
+            continue
+        result.samples += 1
+        fallback |= set(outcome.fallback_ops)
+        if outcome.problem is not None:
+            result.status, result.reason = "failing", outcome.problem
+            break
+    result.fallback_ops = sorted(fallback)
+    result.seconds = round(time.perf_counter() - started, 2)
+    if result.status == "failing":
+        return result
+    if result.samples == 0:
+        result.reason = "eager raised on every sample" if samples else "no samples"
+    elif fallback:
+        reasons = host_reasons()
+        result.status = "fallback"
+        result.reason = "on the host: " + "; ".join(reasons.get(o, o) for o in result.fallback_ops)
+    else:
+        result.status = "native"
+    return result
+
+
 # -- caching and running ----------------------------------------------------------------------------------------
 
+MODES = ("compile", "device")
 
-def source_fingerprint() -> str:
-    """A hash of the compiler's sources: cached results from other sources are stale."""
+
+@dataclass
+class DeviceEntryResult:
+    """The verdicts on one op_db entry run eagerly on the device, one per dtype of `DEVICE_DTYPES`."""
+
+    name: str
+    by_dtype: dict[str, EntryResult] = field(default_factory=dict)
+
+
+def source_fingerprint(mode: str = "compile") -> str:
+    """A hash of the sources a mode's results depend on: cached results from other sources are stale. The
+    `neuron` device (frontend/device/) does not enter torch.compile of CPU tensors, only the device's mode."""
     digest = hashlib.sha256()
+    device_sources = REPO / "frontend" / "device"
     for folder in ("frontend", "ir", "lowering", "runtime", "backend_trn"):
         for path in sorted((REPO / folder).rglob("*.py")):
+            if mode == "compile" and path.is_relative_to(device_sources):
+                continue
             digest.update(path.relative_to(REPO).as_posix().encode())
             digest.update(path.read_bytes())
+    digest.update(mode.encode())
     digest.update((REPO / "tools" / "coverage_sweep.py").read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _cache_path(cache: Path, name: str) -> Path:
-    return cache / (name.replace("/", "_") + ".json")
+def _cache_path(cache: Path, name: str, mode: str = "compile") -> Path:
+    folder = cache / "device" if mode == "device" else cache
+    return folder / (name.replace("/", "_") + ".json")
 
 
-def _cached(cache: Path | None, name: str, fingerprint: str, reuse_stale: bool, max_samples: int) -> EntryResult | None:
+def _load(mode: str, data: dict[str, Any]) -> EntryResult | DeviceEntryResult:
+    if mode == "device":
+        by_dtype = {dtype: EntryResult(**result) for dtype, result in data["by_dtype"].items()}
+        return DeviceEntryResult(data["name"], by_dtype)
+    return EntryResult(**data)
+
+
+def _verdicts(result: EntryResult | DeviceEntryResult) -> list[EntryResult]:
+    return list(result.by_dtype.values()) if isinstance(result, DeviceEntryResult) else [result]
+
+
+def _cached(
+    cache: Path | None, name: str, fingerprint: str, reuse_stale: bool, max_samples: int, mode: str = "compile"
+) -> EntryResult | DeviceEntryResult | None:
     if cache is None:
         return None
-    path = _cache_path(cache, name)
+    path = _cache_path(cache, name, mode)
     if not path.exists():
         return None
     try:
-        result = EntryResult(**json.loads(path.read_text()))
-    except (ValueError, TypeError):
+        result = _load(mode, json.loads(path.read_text()))
+    except (ValueError, TypeError, KeyError):
         return None
-    if result.max_samples != max_samples:
+    verdicts = _verdicts(result)
+    if not verdicts or any(v.max_samples != max_samples for v in verdicts):
         return None
-    return result if reuse_stale or result.fingerprint == fingerprint else None
+    return result if reuse_stale or all(v.fingerprint == fingerprint for v in verdicts) else None
 
 
-def _quietly(function: Callable[..., EntryResult], *args: Any) -> EntryResult:
+def _quietly(function: Callable[..., Any], *args: Any) -> Any:
     import logging
 
     logging.getLogger("torch").setLevel(logging.ERROR)
@@ -442,16 +623,34 @@ def _quietly(function: Callable[..., EntryResult], *args: Any) -> EntryResult:
         return function(*args)
 
 
-def _worker(task: tuple[int, int, str, str | None]) -> EntryResult:
-    index, max_samples, fingerprint, cache = task
+def _check_device(op: Any, max_samples: int) -> DeviceEntryResult:
+    result = DeviceEntryResult(entry_name(op))
+    for dtype in DEVICE_DTYPES:
+        dtype_name = str(dtype).removeprefix("torch.")
+        try:
+            result.by_dtype[dtype_name] = _quietly(check_device_entry, op, dtype, max_samples)
+        except Exception as error:  # a harness bug must not lose the whole sweep
+            result.by_dtype[dtype_name] = EntryResult(result.name, "failing", f"harness: {describe_error(error)}")
+    return result
+
+
+def _worker(task: tuple[int, int, str, str | None, str]) -> EntryResult | DeviceEntryResult:
+    index, max_samples, fingerprint, cache, mode = task
     op = _op_db()[index]
-    try:
-        result = _quietly(check_entry, op, max_samples)
-    except Exception as error:  # a harness bug must not lose the whole sweep
-        result = EntryResult(entry_name(op), "failing", f"harness: {type(error).__name__}: {_short(error)}")
-    result.fingerprint, result.max_samples = fingerprint, max_samples
+    result: EntryResult | DeviceEntryResult
+    if mode == "device":
+        result = _check_device(op, max_samples)
+    else:
+        try:
+            result = _quietly(check_entry, op, max_samples)
+        except Exception as error:  # a harness bug must not lose the whole sweep
+            result = EntryResult(entry_name(op), "failing", f"harness: {type(error).__name__}: {_short(error)}")
+    for verdict in _verdicts(result):
+        verdict.fingerprint, verdict.max_samples = fingerprint, max_samples
     if cache is not None:
-        _cache_path(Path(cache), result.name).write_text(json.dumps(asdict(result)))
+        path = _cache_path(Path(cache), result.name, mode)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(result)))
     return result
 
 
@@ -466,6 +665,48 @@ def select_entries(names: Iterable[str] | None, exact: bool = False) -> list[tup
     ]
 
 
+def _run(
+    mode: str,
+    names: Iterable[str] | None,
+    max_samples: int,
+    jobs: int,
+    cache: Path | None,
+    refresh: bool,
+    reuse_stale: bool,
+    progress: bool,
+    exact: bool,
+    cached_only: bool = False,
+) -> list[Any]:
+    fingerprint = source_fingerprint(mode)
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    entries = select_entries(names, exact)
+    results: dict[str, Any] = {}
+    tasks = []
+    for index, name in entries:
+        hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale, max_samples, mode)
+        if hit is not None:
+            results[name] = hit
+        elif not cached_only:
+            tasks.append((index, max_samples, fingerprint, str(cache) if cache is not None else None, mode))
+    if tasks:
+        if jobs <= 1:
+            fresh: Iterable[Any] = map(_worker, tasks)
+        else:
+            context = multiprocessing.get_context("spawn")
+            pool = context.Pool(jobs, maxtasksperchild=20)
+            fresh = pool.imap_unordered(_worker, tasks)
+        for count, result in enumerate(fresh, 1):
+            results[result.name] = result
+            if progress:
+                verdicts = " ".join(f"{v.status} {v.reason[:60]}" for v in _verdicts(result))
+                print(f"[{count}/{len(tasks)}] {mode} {result.name}: {verdicts}", file=sys.stderr)
+        if jobs > 1:
+            pool.close()
+            pool.join()
+    return [results[name] for _, name in entries if name in results]
+
+
 def sweep(
     names: Iterable[str] | None = None,
     max_samples: int = DEFAULT_MAX_SAMPLES,
@@ -476,35 +717,25 @@ def sweep(
     progress: bool = False,
     exact: bool = False,
 ) -> list[EntryResult]:
-    """Check every selected op_db entry (`select_entries`), `jobs` processes in parallel, reusing cached
-    verdicts when fresh."""
-    fingerprint = source_fingerprint()
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-    entries = select_entries(names, exact)
-    results: dict[str, EntryResult] = {}
-    tasks = []
-    for index, name in entries:
-        hit = None if refresh else _cached(cache, name, fingerprint, reuse_stale, max_samples)
-        if hit is not None:
-            results[name] = hit
-        else:
-            tasks.append((index, max_samples, fingerprint, str(cache) if cache is not None else None))
-    if tasks:
-        if jobs <= 1:
-            fresh: Iterable[EntryResult] = map(_worker, tasks)
-        else:
-            context = multiprocessing.get_context("spawn")
-            pool = context.Pool(jobs, maxtasksperchild=20)
-            fresh = pool.imap_unordered(_worker, tasks)
-        for count, result in enumerate(fresh, 1):
-            results[result.name] = result
-            if progress:
-                print(f"[{count}/{len(tasks)}] {result.name}: {result.status} {result.reason[:100]}", file=sys.stderr)
-        if jobs > 1:
-            pool.close()
-            pool.join()
-    return [results[name] for _, name in entries]
+    """Check every selected op_db entry (`select_entries`) through torch.compile, `jobs` processes in parallel,
+    reusing cached verdicts when fresh."""
+    return _run("compile", names, max_samples, jobs, cache, refresh, reuse_stale, progress, exact)
+
+
+def device_sweep(
+    names: Iterable[str] | None = None,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+    jobs: int = 1,
+    cache: Path | None = None,
+    refresh: bool = False,
+    reuse_stale: bool = False,
+    progress: bool = False,
+    exact: bool = False,
+    cached_only: bool = False,
+) -> list[DeviceEntryResult]:
+    """Run every selected op_db entry eagerly on the `neuron` device in each dtype of `DEVICE_DTYPES`, as
+    `sweep` does through torch.compile; `cached_only`: only the entries the cache holds, computing none."""
+    return _run("device", names, max_samples, jobs, cache, refresh, reuse_stale, progress, exact, cached_only)
 
 
 # -- reporting ---------------------------------------------------------------------------------------------------
@@ -555,9 +786,11 @@ def issue_of(name: str) -> str:
     return ""
 
 
-def report(results: list[EntryResult], max_samples: int) -> str:
-    """The markdown of docs/coverage.md."""
+def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntryResult] | None = None) -> str:
+    """The markdown of docs/coverage.md: torch.compile's verdicts, and the device's when `device` is given."""
     version = torch.__version__.split("+")[0]
+    device_by_name = {d.name: d for d in device or []}
+    dtypes = [str(d).removeprefix("torch.") for d in DEVICE_DTYPES] if device else []
     lines = [
         "# Lowering coverage on PyTorch's OpInfo database",
         "",
@@ -579,29 +812,101 @@ def report(results: list[EntryResult], max_samples: int) -> str:
         subset = [r for r in results if r.name in names]
         if subset:
             lines.append(summary_line(f"issue {issue} subset", subset))
+    if device:
+        lines += [
+            "",
+            "## On the `neuron` device, eagerly",
+            "",
+            f"The same entries with up to {max_samples} CPU samples of each dtype, the tensors moved to the `neuron` "
+            "device (a factory op's `device=` too) and the op called eagerly there, compared with the CPU within "
+            "the tolerance of the result's dtype. **native**: every ATen op of every sample ran as a compiled "
+            "program on the simulated NeuronCore (views and metadata ops, which move no data, included); "
+            "**fallback**: matched, but some op ran on the host, as counted by the device's dispatch (the ops "
+            "and the device's reason are listed below); **failing**: an error or a mismatch; **no graph**: no "
+            "samples of the dtype, or the CPU raised on every one."
+            + (
+                f" This run of the device's sweep covers {len(device)} of the {len(results)} entries (in op_db's "
+                "order); the others have no device verdict yet."
+                if len(device) < len(results)
+                else ""
+            ),
+            "",
+            "| entries | total | native | fallback | failing | no graph | coverage |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for dtype in dtypes:
+            verdicts = [d.by_dtype[dtype] for d in device if dtype in d.by_dtype]
+            lines.append(summary_line(f"device, {dtype}", verdicts))
     lines += ["", "## Notes", "", *NOTES]
-    lines += ["", "## Per entry", "", "| entry | issue | status | reason |", "|---|---|---|---|"]
+    header = "| entry | issue | status | reason |" + "".join(f" device {d} |" for d in dtypes)
+    lines += ["", "## Per entry", "", header, "|---|---|---|---|" + "---|" * len(dtypes)]
     order = {"failing": 0, "fallback": 1, "native": 2, "no graph": 3}
     for r in sorted(results, key=lambda r: (issue_of(r.name) == "", issue_of(r.name), order[r.status], r.name)):
-        lines.append(f"| `{r.name}` | {issue_of(r.name)} | {r.status} | {_cell(r.reason)} |")
+        on_device = device_by_name.get(r.name)
+        cells = "".join(
+            f" {on_device.by_dtype[d].status if on_device and d in on_device.by_dtype else ''} |" for d in dtypes
+        )
+        lines.append(f"| `{r.name}` | {issue_of(r.name)} | {r.status} | {_cell(_reason(r))} |{cells}")
     fallen = Counter(op for r in results for op in r.fallback_ops)
     if fallen:
         lines += ["", "## Ops that fell back to the CPU, by entries", ""]
         lines += [f"- `{op}`: {count}" for op, count in fallen.most_common()]
+    for dtype in dtypes:
+        verdicts = sorted(
+            (d.by_dtype[dtype] for d in device or [] if dtype in d.by_dtype), key=lambda v: (order[v.status], v.name)
+        )
+        troubled = [v for v in verdicts if v.status in ("failing", "fallback")]
+        if troubled:
+            lines += ["", f"## Device entries, {dtype}, not native", "", "| entry | status | reason |", "|---|---|---|"]
+            lines += [f"| `{v.name}` | {v.status} | {_cell(_reason(v))} |" for v in troubled]
+        hosted = Counter(op for v in verdicts for op in v.fallback_ops)
+        if hosted:
+            lines += ["", f"## Ops the device ran on the host, {dtype}, by entries", ""]
+            lines += [f"- `{op}`: {count}" for op, count in hosted.most_common()]
     return "\n".join(lines) + "\n"
+
+
+def _reason(result: EntryResult) -> str:
+    return trim_reason(result.reason) if result.status == "failing" else result.reason
+
+
+def compile_results_of_report(path: Path) -> list[EntryResult]:
+    """The torch.compile verdicts of a report this module wrote (its per-entry table), for refreshing only the
+    device's columns: the compile sweep takes hours where the device's takes minutes."""
+    results = []
+    in_table = False
+    for line in path.read_text().splitlines():
+        if line.startswith("## "):
+            in_table = line == "## Per entry"
+            continue
+        match = re.match(r"\| `([^`]+)` \| [^|]* \| (native|fallback|failing|no graph) \| ((?:[^|\\]|\\.)*)\|", line)
+        if in_table and match:
+            reason = match.group(3).strip().replace("\\|", "|")
+            fallback_ops = reason.removeprefix("ran on the CPU: ").split(", ") if match.group(2) == "fallback" else []
+            results.append(EntryResult(match.group(1), match.group(2), reason, fallback_ops=fallback_ops))
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", help="comma-separated op or entry names (default: all of op_db)")
     parser.add_argument("--subset", choices=["ci", *ISSUE_SUBSETS], help="a named subset of entries")
+    parser.add_argument("--mode", choices=[*MODES, "both"], default="both", help="torch.compile, the device, or both")
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="per-entry result cache directory")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     parser.add_argument("--refresh", action="store_true", help="recompute even fresh cached entries")
     parser.add_argument("--reuse-stale", action="store_true", help="accept cached results of older sources")
-    parser.add_argument("--output", type=Path, help="write the markdown report here")
+    parser.add_argument(
+        "--cached-only", action="store_true", help="the device mode reports the cached entries only, computing none"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="write the markdown report here; with --mode device, the torch.compile columns of the report already "
+        "there are kept",
+    )
     options = parser.parse_args(argv)
     names: list[str] | None = options.ops.split(",") if options.ops else None
     if options.subset == "ci":
@@ -611,19 +916,34 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     cache = None if options.no_cache else options.cache
     exact = options.subset is not None
-    results = sweep(names, options.max_samples, options.jobs, cache, options.refresh, options.reuse_stale, True, exact)
+    run = (options.max_samples, options.jobs, cache, options.refresh, options.reuse_stale, True, exact)
+    results = sweep(names, *run) if options.mode in ("compile", "both") else []
+    device = device_sweep(names, *run, options.cached_only) if options.mode in ("device", "both") else None
     seconds = time.perf_counter() - started
     if options.output is not None:
-        options.output.write_text(report(results, options.max_samples))
+        kept = compile_results_of_report(options.output) if not results and options.output.exists() else results
+        if not kept:
+            parser.error(f"{options.output} holds no torch.compile results to keep: run the compile mode too")
+        options.output.write_text(report(kept, options.max_samples, device))
+        results = [] if kept is not results else results
     for r in results:
         if r.status in ("failing", "fallback"):
-            print(f"{r.status.upper()} {r.name}: {r.reason}")
-    counts = coverage(results)
-    print(f"coverage: {percentage(counts):.1f}% {counts} in {seconds:.0f} s")
-    for issue, subset_names in ISSUE_SUBSETS.items():
-        subset = coverage(r for r in results if r.name in subset_names)
-        if sum(subset.values()):
-            print(f"issue {issue} subset: {percentage(subset):.1f}% {subset}")
+            print(f"{r.status.upper()} {r.name}: {_reason(r)}")
+    if results:
+        counts = coverage(results)
+        print(f"coverage: {percentage(counts):.1f}% {counts}")
+        for issue, subset_names in ISSUE_SUBSETS.items():
+            subset = coverage(r for r in results if r.name in subset_names)
+            if sum(subset.values()):
+                print(f"issue {issue} subset: {percentage(subset):.1f}% {subset}")
+    for dtype in (str(d).removeprefix("torch.") for d in DEVICE_DTYPES if device is not None):
+        verdicts = [d.by_dtype[dtype] for d in device or [] if dtype in d.by_dtype]
+        for v in verdicts:
+            if v.status in ("failing", "fallback"):
+                print(f"DEVICE {dtype} {v.status.upper()} {v.name}: {_reason(v)}")
+        counts = coverage(verdicts)
+        print(f"device {dtype}: {percentage(counts):.1f}% {counts}")
+    print(f"in {seconds:.0f} s")
     return 0
 
 

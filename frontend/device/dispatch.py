@@ -108,7 +108,115 @@ def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
     """One stream runs everything on the simulated device (in order), so no tensor outlives its uses early."""
 
 
+def _to_copy(
+    tensor: torch.Tensor,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    non_blocking: bool = False,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    """`Tensor.to` when it copies. A cast that stays on the device and yields a contiguous tensor runs as a
+    compiled program; other copies allocate the result like PyTorch's composite kernel and `copy_` into it. A copy
+    to the host never pins its result (the simulated device has no pinned host memory, and every copy has finished
+    when it returns), so `non_blocking=True` behaves as a blocking copy."""
+    target = torch.device(device) if device is not None else tensor.device
+    dtype = dtype or tensor.dtype
+    contiguous = memory_format == torch.contiguous_format or (
+        memory_format in (None, torch.preserve_format) and tensor.is_contiguous()
+    )
+    if target.type == DEVICE_TYPE and dtype != tensor.dtype and contiguous:
+        from neuron_mlir.frontend.device import eager
+
+        # a dtype without NeuronCore storage (float64, complex) is a copy of bytes for the host, not a refusal
+        if not {dtype, tensor.dtype} & eager.unstorable_dtypes():
+            return eager.run(aten._to_copy.default, (tensor,), {"dtype": dtype})
+    result = torch.empty_like(tensor, dtype=dtype, device=target, memory_format=memory_format or torch.preserve_format)
+    return result.copy_(tensor)
+
+
+def _convolution(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """`convolution_overrideable`: the convolution of backends without their own (its composite kernel only
+    raises); the same arguments as `convolution`, which the compiler lowers."""
+    from neuron_mlir.frontend.device import eager
+
+    return eager.run(aten.convolution.default, args, kwargs)
+
+
+def _convolution_backward(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`convolution_backward_overrideable`, as `convolution_backward`, which also wants the bias's size: the
+    output's channels, the weight's first dimension (a transposed convolution's second, times the groups)."""
+    from neuron_mlir.frontend.device import eager
+
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    arguments = (grad_output, input, weight, [channels], stride, padding, dilation, transposed, output_padding)
+    return eager.run(aten.convolution_backward.default, (*arguments, groups, output_mask), {})
+
+
+def _native_layer_norm(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The composite kernel of other backends computes it through `native_batch_norm`; the compiler lowers the
+    layer norm itself."""
+    from neuron_mlir.frontend.device import eager
+
+    return eager.run(aten.native_layer_norm.default, args, kwargs)
+
+
+# Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
+# which composite ops never reach).
+OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
+    "_to_copy": _to_copy,
+    "convolution_overrideable": _convolution,
+    "convolution_backward_overrideable": _convolution_backward,
+    "native_layer_norm": _native_layer_norm,
+}
+
+def _native_batch_norm(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`native_batch_norm` updates the running statistics without saying so in its schema, so tracing it alone
+    cannot make the update a value; `_native_batch_norm_legit` is the same computation with the writes declared
+    (what torch.compile's graphs hold), and compiles."""
+    from neuron_mlir.frontend.device import eager
+
+    if running_mean is None and running_var is None:
+        no_stats = (input, weight, bias, training, momentum, eps)
+        return eager.run(aten._native_batch_norm_legit.no_stats, no_stats, {})
+    arguments = (input, weight, bias, running_mean, running_var, training, momentum, eps)
+    return eager.run(aten._native_batch_norm_legit.default, arguments, {})
+
+
+def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
+    """`torch.equal` as device ops: the comparison and its reduction run on the NeuronCore, and only the one
+    boolean travels to the host (values compare after type promotion, NaN equals nothing, as on the CPU)."""
+    check_same_device(aten.equal.default, (tensor, other), {})
+    if tensor.shape != other.shape:
+        return False
+    return bool(torch.eq(tensor, other).all().item())
+
+
 _KERNELS: dict[Any, Callable[..., Any]] = {
+    aten.native_batch_norm.default: _native_batch_norm,
+    aten.equal.default: _equal,
     aten.empty.memory_format: _empty_memory_format,
     aten.empty_strided.default: _empty_strided,
     aten._copy_from.default: _copy_from,
@@ -291,4 +399,8 @@ def to_device(host: torch.Tensor) -> torch.Tensor:
 
 
 def _dense(tensor: torch.Tensor) -> bool:
-    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor)) and tensor.storage_offset() == 0
+    return _non_overlapping_and_dense(tensor) and tensor.storage_offset() == 0
+
+
+def _non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
+    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor))

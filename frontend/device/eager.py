@@ -66,7 +66,7 @@ _warned: set[str] = set()
 
 # Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
 # come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
-_HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::_to_cpu")
+_HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::_to_cpu")
 
 
 @dataclass
@@ -125,7 +125,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
         return _Refusal(f"{op} draws random numbers from the device generator, on the host", by_design=True)
     if op._schema.name.startswith(_HOST_ONLY_PREFIXES):
         return _Refusal(f"{op} exchanges data with the host", by_design=True)
-    unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in _unstorable()), None)
+    unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
     if unstorable is not None:
         return _Refusal(f"{op}: {str(unstorable).removeprefix('torch.')} is not supported on the NeuronCore")
     if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
@@ -134,7 +134,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
 
 
 @functools.cache
-def _unstorable() -> frozenset[torch.dtype]:
+def unstorable_dtypes() -> frozenset[torch.dtype]:
     """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`)."""
     from neuron_mlir.frontend.compile_graph import _UNSTORABLE
 
@@ -204,9 +204,7 @@ def _compile(
         result = op(*call_args, **call_kwargs)
         results = [result] if len(op._schema.returns) == 1 else list(result)
         fresh = [
-            value
-            for declared, value in zip(op._schema.returns, results, strict=True)
-            if declared.alias_info is None
+            value for declared, value in zip(op._schema.returns, results, strict=True) if declared.alias_info is None
         ]
         return (*[values[p] for p in written], *fresh)
 
@@ -272,6 +270,8 @@ def _written_positions(
 def _run_program(
     program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
+    if program.written_positions:
+        _check_overlap(program, flat)
     operands = [_host_operand(flat[p]) for p in program.tensor_positions]
     outputs = program.compiled(operands)
     profile = getattr(program.compiled, "last_profile", None)
@@ -280,6 +280,15 @@ def _run_program(
     written = [flat[p] for p in program.written_positions]
     for tensor, value in zip(written, outputs, strict=False):
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
+            if tensor.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
+                    f"which does not match the required output shape {list(value.shape)}. This behavior is "
+                    "deprecated, and in a future PyTorch release outputs will not be resized unless they have zero "
+                    "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                    "with t.resize_(0).",
+                    stacklevel=2,
+                )
             storage.resize(tensor, value.shape)
         storage.host_alias(tensor).copy_(value)
     fresh = iter(outputs[len(written) :])
@@ -294,15 +303,50 @@ def _run_program(
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def _check_overlap(program: _Program, flat: list[Any]) -> None:
+    """PyTorch's checks before a write (TensorIterator's): no written tensor whose elements share memory (an
+    expanded tensor), and none that partly overlaps an operand it reads; both dense, as PyTorch decides them.
+    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe."""
+    for position in program.written_positions:
+        written = flat[position]
+        # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
+        if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                "location. Please clone() the tensor before performing the operation."
+            )
+        for other_position in program.tensor_positions:
+            other = flat[other_position]
+            if other_position != position and _partly_overlap(written, other):
+                raise RuntimeError(
+                    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                    "single memory location. Please clone() the tensor before performing the operation."
+                )
+
+
+def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    if (
+        a.numel() == 0
+        or b.numel() == 0
+        or not (dispatch._non_overlapping_and_dense(a) and dispatch._non_overlapping_and_dense(b))
+    ):
+        return False
+    a_begin, b_begin = a.data_ptr(), b.data_ptr()
+    a_end, b_end = a_begin + a.numel() * a.element_size(), b_begin + b.numel() * b.element_size()
+    if (a_begin, a_end) == (b_begin, b_end):
+        return a.stride() != b.stride()
+    return a_begin < b_end and b_begin < a_end
+
+
 def _host_operand(value: torch.Tensor) -> torch.Tensor:
     return storage.host_alias(value) if value.device.type == storage.DEVICE_TYPE else value
 
 
 def _refused(op_name: str, reason: str) -> None:
     if _strict():
-        raise DeviceFallbackError(
-            f"neuron-mlir (strict): {reason}; the op would run on the host" + _where(" (at {})")
-        )
+        raise DeviceFallbackError(f"neuron-mlir (strict): {reason}; the op would run on the host" + _where(" (at {})"))
     if op_name in _warned:
         return
     _warned.add(op_name)
@@ -323,6 +367,15 @@ def _where(template: str) -> str:
     return ""
 
 
+def host_reasons() -> dict[str, str]:
+    """Why ops went to the host, by op name: the first refusal of each op's single-op programs."""
+    reasons: dict[str, str] = {}
+    for key, entry in _programs.items():
+        if isinstance(entry, _Refusal):
+            reasons.setdefault(str(key[0]), entry.reason)
+    return reasons
+
+
 def reset() -> None:
     """Forget the compiled programs, the counts and which ops were warned about."""
     _programs.clear()
@@ -332,4 +385,4 @@ def reset() -> None:
         streams.transfers[counter] = 0
 
 
-__all__ = ["EAGER_STATS", "DeviceFallbackError", "reset", "run"]
+__all__ = ["EAGER_STATS", "DeviceFallbackError", "host_reasons", "reset", "run"]

@@ -17,6 +17,7 @@ from torch.utils.backend_registration import generate_methods_for_privateuse1_ba
 from neuron_mlir.frontend.device.storage import DEVICE_TYPE
 
 _library: torch.library.Library | None = None
+_aten_library: torch.library.Library | None = None
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -43,7 +44,7 @@ def is_registered() -> bool:
 
 def register() -> None:
     """Make PrivateUse1 the `neuron` device (once per process; later calls do nothing)."""
-    global _library
+    global _library, _aten_library
     if _library is not None:
         return
     current = torch._C._get_privateuse1_backend_name()
@@ -55,7 +56,7 @@ def register() -> None:
         rename_privateuse1_backend(DEVICE_TYPE)
     # after the rename: these modules make `torch.device("neuron")`s
     from neuron_mlir.frontend.device import storage, torch_neuron
-    from neuron_mlir.frontend.device.dispatch import neuron_fallback
+    from neuron_mlir.frontend.device.dispatch import OVERRIDDEN_KERNELS, neuron_fallback
 
     # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
     generate_methods_for_privateuse1_backend()
@@ -66,7 +67,10 @@ def register() -> None:
     torch.serialization.register_package(19, storage.serialization_tag, storage.serialization_restore)
     library = torch.library.Library("_", "IMPL", "PrivateUse1")
     library.fallback(neuron_fallback)
-    _library = library
+    aten_library = torch.library.Library("aten", "IMPL", "PrivateUse1")
+    for name, kernel in OVERRIDDEN_KERNELS.items():
+        aten_library.impl(name, kernel)
+    _library, _aten_library = library, aten_library
     from neuron_mlir.frontend.distributed import process_group
 
     process_group.register()  # the `neuron` collectives backend, torch.distributed's choice for neuron tensors

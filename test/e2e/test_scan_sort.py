@@ -11,8 +11,8 @@ pytestmark = pytest.mark.usefixtures("fresh_compiler")
 @pytest.mark.parametrize(
     ("shape", "dim", "dtype"),
     [((300, 7), 0, torch.float32), ((3, 260, 600), 1, torch.float32), ((5, 200), -1, torch.float32),
-     ((200, 3), 0, torch.int64), ((), 0, torch.float32), ((64,), 0, torch.bool)],
-    ids=["partition-dim", "middle-dim-wide", "last-dim", "int64", "0d", "bool"],
+     ((5, 5, 5), 1, torch.float32), ((200, 3), 0, torch.int64), ((), 0, torch.float32), ((64,), 0, torch.bool)],
+    ids=["partition-dim", "middle-dim-wide", "last-dim", "one-chunk-looped", "int64", "0d", "bool"],
 )  # fmt: skip
 def test_cumsum(shape, dim, dtype):
     torch.manual_seed(0)

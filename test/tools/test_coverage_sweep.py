@@ -41,3 +41,60 @@ def test_random_properties_catch_wrong_draws():
     unscaled = torch.where(good != 0, x, torch.zeros(50))
     assert coverage_sweep._random_properties("nn.functional.dropout", good, eager, [x]) is None
     assert coverage_sweep._random_properties("nn.functional.dropout", unscaled, eager, [x]) is not None
+
+
+def test_device_verdicts_enter_the_report():
+    results = [coverage_sweep.EntryResult("add", "native"), coverage_sweep.EntryResult("nonzero", "fallback")]
+    host = coverage_sweep.EntryResult(
+        "nonzero", "fallback", "on the host: data-dependent shape", 1, ["aten.nonzero.default"]
+    )
+    device = [
+        coverage_sweep.DeviceEntryResult(
+            "add",
+            {
+                "float32": coverage_sweep.EntryResult("add", "native"),
+                "bfloat16": coverage_sweep.EntryResult("add", "native"),
+            },
+        ),
+        coverage_sweep.DeviceEntryResult("nonzero", {"float32": host, "bfloat16": host}),
+    ]
+    text = coverage_sweep.report(results, 3, device)
+    assert "| device, float32 | 2 | 1 | 1 | 0 | 0 | **50.0%** (1/2) |" in text
+    assert "| `add` | 6 | native |  | native | native |" in text
+    assert "| `nonzero` | fallback | on the host: data-dependent shape |" in text
+    assert "- `aten.nonzero.default`: 1" in text
+
+
+def test_failure_reasons_lose_tracebacks_and_machine_paths():
+    reason = (
+        "DataDependentOutputException: aten._local_scalar_dense.default While executing %narrow : [num_users=1] "
+        'Original traceback: File "/home/ci/repo/tools/coverage_sweep.py", line 312'
+    )
+    assert coverage_sweep.trim_reason(reason) == "DataDependentOutputException: aten._local_scalar_dense.default"
+    assert (
+        coverage_sweep.trim_reason("ValueError: no rule in /opt/x/lowering/a.py\nmore") == "ValueError: no rule in a.py"
+    )
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_device_mode_counts_host_ops_from_the_dispatch():
+    add, nonzero = coverage_sweep.device_sweep(["add", "nonzero"], max_samples=1, exact=True)
+    assert add.by_dtype["float32"].status == "native", add
+    verdict = nonzero.by_dtype["float32"]
+    assert verdict.status == "fallback", verdict
+    assert verdict.fallback_ops == ["aten.nonzero.default"]
+    assert "aten.nonzero.default" in verdict.reason
+
+
+def test_a_reports_compile_verdicts_read_back(tmp_path):
+    results = [
+        coverage_sweep.EntryResult("add", "native"),
+        coverage_sweep.EntryResult("cumsum", "fallback", "ran on the CPU: aten.a.default, aten.b.default", 1),
+        coverage_sweep.EntryResult("mm", "failing", "ValueError: a | b"),
+        coverage_sweep.EntryResult("float", "no graph", "no ATen op to compile"),
+    ]
+    path = tmp_path / "coverage.md"
+    path.write_text(coverage_sweep.report(results, 3))
+    read = {r.name: r for r in coverage_sweep.compile_results_of_report(path)}
+    assert [(read[r.name].status, read[r.name].reason) for r in results] == [(r.status, r.reason) for r in results]
+    assert read["cumsum"].fallback_ops == ["aten.a.default", "aten.b.default"]

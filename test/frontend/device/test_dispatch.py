@@ -144,3 +144,14 @@ def test_index_tensors_may_stay_on_the_host(host_mode):
     expected[torch.tensor([1])] = -1.0
     device[torch.tensor([1])] = -1.0
     same(device, expected)
+
+
+def test_equal_compares_on_the_device(eager_mode, fresh_eager):
+    device = BASE.to("neuron")
+    assert torch.equal(device, device.clone())
+    assert not torch.equal(device, device + 1)
+    assert not torch.equal(device, device.reshape(6, 4))  # other sizes
+    assert torch.equal(device, BASE.long().to("neuron"))  # values compare after promotion, as on the CPU
+    nan = torch.tensor([float("nan")], device="neuron")
+    assert not torch.equal(nan, nan)
+    assert fresh_eager.EAGER_STATS.host_ops.get("aten.equal.default", 0) == 0

@@ -1,5 +1,9 @@
-"""OpInfo samples on the device against the CPU: PyTorch's own sample inputs for common ops, moved to the device
-(host mode: the device's semantics, views and in-place forms included; the compiled path has its own tests)."""
+"""OpInfo samples on the device against the CPU: PyTorch's own sample inputs moved to the device.
+
+Two tests: the device's semantics in host mode (views and in-place forms included) over common ops and several
+samples, and the compiled path over one entry of every op family in float32 and bfloat16, where every ATen op of
+the sample must run natively on the simulated NeuronCore, as the device's dispatch counts it. The whole op_db runs
+in `make coverage` (tools/coverage_sweep.py, the device column)."""
 
 import functools
 
@@ -16,6 +20,23 @@ OPS = [
 ]  # fmt: skip
 SAMPLES_PER_OP = 3
 
+# One or two entries per family (entry names as the sweep spells them), each required to run natively.
+NATIVE_ENTRIES = [
+    # arithmetic, transcendental, activations, rounding, comparisons
+    "add", "div.floor_rounding", "remainder", "pow", "addcmul", "tan", "erf", "nn.functional.silu", "round", "lt",
+    "where", "isnan", "equal",
+    # casts and factories
+    "to", "bfloat16", "long", "full", "zeros_like", "arange", "linspace", "eye",
+    # reductions, softmax, normalization, scans, sort
+    "sum", "argmax", "var", "log_softmax", "native_layer_norm", "native_batch_norm", "cumsum", "topk",
+    # matmul, convolution, pooling, embedding
+    "matmul", "addmm", "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
+    "nn.functional.embedding",
+    # indexing, scatter, views (of a larger storage too), shape ops, padding
+    "index_select", "gather", "scatter_add", "masked_fill", "transpose", "expand", "as_strided.partial_views",
+    "cat", "flip", "tril", "constant_pad_nd",
+]  # fmt: skip
+
 
 @functools.cache
 def _op_info(name):
@@ -26,6 +47,13 @@ def _op_info(name):
     entries = [info for info in op_db if info.name == name]
     assert entries, f"no OpInfo entry named {name}"
     return next((info for info in entries if not info.variant_test_name), entries[0])
+
+
+@functools.cache
+def _entry(name):
+    from neuron_mlir.tools.opinfo_sweep import _op_db, entry_name
+
+    return next(info for info in _op_db() if entry_name(info) == name)
 
 
 def _to_device(value):
@@ -42,3 +70,17 @@ def test_samples_match_the_cpu(host_mode, name):
         actual = info.op(_to_device(sample.input), *_to_device(sample.args), **_to_device(sample.kwargs))
         actual = tree_map_only(torch.Tensor, lambda t: t.cpu(), actual)
         assert_close_to_torch(actual, expected, f"{info.name} sample {index}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", NATIVE_ENTRIES)
+def test_entries_run_natively(monkeypatch, fresh_eager, name, dtype):
+    from neuron_mlir.tools.coverage_sweep import check_device_entry
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    info = _entry(name)
+    if dtype not in info.supported_dtypes("cpu"):
+        pytest.skip(f"{name} has no {dtype} samples on the CPU")
+    verdict = check_device_entry(info, dtype, max_samples=1)
+    assert verdict.samples == 1, verdict
+    assert verdict.status == "native", f"{name}: {verdict.status}: {verdict.reason}"

@@ -37,6 +37,20 @@ func.func @cumsum_with_carry(%x: tensor<300x5xi64>) -> tensor<300x5xf32> {
 
 // -----
 
+func.func @cumsum_one_chunk(%x: tensor<5x7xi64>) -> tensor<5x7xf32> {
+  %c = torch.aten.cumsum %x {dim = 0 : i64, dtype = f32} : (tensor<5x7xi64>) -> tensor<5x7xf32>
+  func.return %c : tensor<5x7xf32>
+}
+// A scan of one chunk has no carry to pass on: one matmul by the triangle, and no column sums, whose PSUM tile
+// no engine would read.
+// CHECK-LABEL: func.func @cumsum_one_chunk
+// CHECK:       %[[X:.*]] = tile.load %x[%c0, %c0] : memref<5x7xi64, #mem<hbm>> -> !tile.tile<5x7xf32, sbuf>
+// CHECK-NEXT:  %[[P:.*]] = tile.matmul %{{.*}}, %[[X]] : {{.*}} -> !tile.tile<5x7xf32, psum>
+// CHECK-NOT:   tile.matmul
+// CHECK:       func.return
+
+// -----
+
 func.func @cumsum_float_parts(%x: tensor<6x5xf32>) -> tensor<6x5xf32> {
   %c = torch.aten.cumsum %x {dim = 0 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
   func.return %c : tensor<6x5xf32>
