@@ -584,28 +584,13 @@ class CompiledGraph:
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        from neuron_mlir.runtime.simulator import run_validated
-
         signature = self.signature
         if signature.guards:
             signature.check_guards(args)
-        inputs = self._arrays(signature.arguments(args)) + self.constants
-        if self._seeded:
-            # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
-            # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
-            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
-            inputs.append(seed.numpy().astype("int32"))
+        arrays = self._arrays(signature.arguments(args))
         args.clear()  # boxed calling convention: let the inputs be freed early
-        # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies
-        outputs, profile = run_validated(
-            self.validated, inputs, check_races=self.options.check_races, share_profile=True
-        )
-        self.last_profile = profile
-        stats_module.record_run(self.name, profile)
-        if self.debug_dir is not None:
-            profile.write_chrome_trace(self.debug_dir / "trace.json")
-        if signature.assertions:
-            signature.check_assertions(outputs)
+        outputs = self.run_arrays(arrays)
+        profile = self.last_profile
         results = signature.results([from_numpy(o) for o in outputs])
         if self.device_outputs is not None:
             from neuron_mlir.frontend.device import streams
@@ -617,6 +602,30 @@ class CompiledGraph:
                 for r, on_device in zip(results, self.device_outputs, strict=True)
             ]
         return results
+
+    def run_arrays(self, arrays: list[Any]) -> list[Any]:
+        """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
+        order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
+        `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`."""
+        from neuron_mlir.runtime.simulator import run_validated
+
+        inputs = arrays + self.constants
+        if self._seeded:
+            # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
+            # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
+            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
+            inputs.append(seed.numpy().astype("int32"))
+        # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies
+        outputs, profile = run_validated(
+            self.validated, inputs, check_races=self.options.check_races, share_profile=True
+        )
+        self.last_profile = profile
+        stats_module.record_run(self.name, profile)
+        if self.debug_dir is not None:
+            profile.write_chrome_trace(self.debug_dir / "trace.json")
+        if self.signature.assertions:
+            self.signature.check_assertions(outputs)
+        return outputs
 
     def _arrays(self, arguments: list[Any]) -> list[Any]:
         """The arguments as NumPy arrays (`to_numpy`).

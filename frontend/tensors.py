@@ -32,6 +32,28 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return value.numpy()
 
 
+_NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {dtype: np.dtype(ml) for dtype, (_, ml) in _VIA_BITS.items()}
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype `to_numpy` gives a tensor of `dtype` (ml_dtypes' for the ones NumPy lacks)."""
+    found = _NUMPY_DTYPES.get(dtype)
+    if found is None:
+        found = _NUMPY_DTYPES[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return found
+
+
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {np.dtype(ml): dtype for dtype, (_, ml) in _VIA_BITS.items()}
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype `from_numpy` gives an array of NumPy dtype `dtype`."""
+    found = _TORCH_DTYPES.get(dtype)
+    if found is None:
+        found = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    return found
+
+
 def from_numpy(array: np.ndarray) -> torch.Tensor:
     """A contiguous torch tensor of `array`'s values (which the caller does not reuse): a copy-free view when
     `array` is C-contiguous, else one copy.

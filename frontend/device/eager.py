@@ -31,10 +31,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend.device import dispatch, storage, streams
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
 
 class DeviceFallbackError(RuntimeError):
@@ -77,6 +79,7 @@ class _Program:
     tensor_positions: list[int]  # positions in the flattened (args, kwargs) of the tensor operands
     written_positions: list[int]  # positions of the written tensors, in the order of the program's first results
     name: str
+    runs_arrays: bool  # `compiled` is a `CompiledGraph`, which runs on NumPy arrays (`run_arrays`)
 
 
 @dataclass
@@ -96,12 +99,45 @@ def _strict() -> bool:
     return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
+@dataclass
+class _OpFacts:
+    """What every call of an op needs from its schema, read once per op."""
+
+    name: str
+    # per declared return: the (name, position) of the argument it returns when it returns a written argument
+    # (in-place `self`, `out=`), else None (a fresh result)
+    returned_arguments: list[tuple[str, int] | None]
+
+
+_op_facts: dict[torch._ops.OpOverload, _OpFacts] = {}
+
+
+def _facts(op: torch._ops.OpOverload) -> _OpFacts:
+    facts = _op_facts.get(op)
+    if facts is None:
+        schema = op._schema
+        returned: list[tuple[str, int] | None] = []
+        for declared in schema.returns:
+            alias = declared.alias_info
+            source = None
+            if alias is not None and alias.is_write:
+                source = next(
+                    (argument.name, index)
+                    for index, argument in enumerate(schema.arguments)
+                    if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set
+                )
+            returned.append(source)
+        facts = _op_facts[op] = _OpFacts(str(op), returned)
+    return facts
+
+
 def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    name = str(op)
+    flat = _leaves(args, kwargs)
+    dispatch.check_same_device(op, flat)
+    name = _facts(op).name
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
         return dispatch.run_on_host(op, args, kwargs)
-    flat = _leaves(args, kwargs)
     key = _signature(op, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
@@ -183,7 +219,7 @@ def _compile(
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from neuron_mlir.frontend.backend import CompileOptions
-    from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
+    from neuron_mlir.frontend.compile_graph import CompiledGraph, NeuronCompileError, compile_graph
 
     pytree_flat, spec = tree_flatten((args, kwargs))
     if len(pytree_flat) != len(flat) or any(a is not b for a, b in zip(pytree_flat, flat, strict=True)):
@@ -233,7 +269,9 @@ def _compile(
         detail = lines[1].strip() if len(lines) > 1 else lines[0]
         return _Refusal(f"{op} is not compiled ({detail})")
     EAGER_STATS.compiled_signatures += 1
-    return _Program(compiled, tensor_positions, written, getattr(compiled, "name", kind))
+    return _Program(
+        compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
+    )
 
 
 def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:
@@ -272,8 +310,7 @@ def _written_positions(
 def _run_program(
     program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
-    operands = [_host_operand(flat[p]) for p in program.tensor_positions]
-    outputs = program.compiled(operands)
+    outputs = _simulate(program, flat)
     profile = getattr(program.compiled, "last_profile", None)
     if profile is not None:
         streams.current_stream().add_run(float(profile.total_ns))
@@ -281,17 +318,52 @@ def _run_program(
     for tensor, value in zip(written, outputs, strict=False):
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
             storage.resize(tensor, value.shape)
-        storage.host_alias(tensor).copy_(value)
+        _write(tensor, value)
     fresh = iter(outputs[len(written) :])
     results = []
-    for declared in op._schema.returns:
-        if declared.alias_info is not None and declared.alias_info.is_write:
-            results.append(dispatch._argument_by_alias_set(op._schema, declared.alias_info.before_set, args, kwargs))
+    for source in _facts(op).returned_arguments:
+        if source is None:
+            results.append(_new_device_tensor(next(fresh)))
         else:
-            results.append(dispatch.to_device(next(fresh)))
-    if not op._schema.returns:
+            name, position = source
+            results.append(kwargs[name] if name in kwargs else args[position])
+    if not results:
         return None
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _simulate(program: _Program, flat: list[Any]) -> list[np.ndarray]:
+    """The program's outputs for the operands in `flat`, as NumPy arrays: dense device operands reach the
+    simulator as arrays over the device bytes themselves, without a torch tensor in between."""
+    compiled = program.compiled
+    if program.runs_arrays:
+        signature = compiled.signature
+        arrays = [_operand_array(flat[p]) for p in program.tensor_positions]
+        return list(signature.results(compiled.run_arrays(signature.arguments(arrays))))
+    return [to_numpy(o) for o in compiled([_host_operand(flat[p]) for p in program.tensor_positions])]
+
+
+def _operand_array(value: torch.Tensor) -> np.ndarray:
+    if not value.is_cpu:
+        array = storage.dense_array(value)
+        if array is not None:
+            return array
+    return to_numpy(value)  # a strided device operand gathered dense, or a CPU scalar tensor
+
+
+def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
+    """Store a program's output `value` into device tensor `tensor` (of its shape), in `tensor`'s own strides."""
+    target = storage.dense_array(tensor)
+    if target is not None and target.dtype == value.dtype:
+        np.copyto(target, value)
+    else:
+        storage.host_alias(tensor).copy_(from_numpy(value))
+
+
+def _new_device_tensor(value: np.ndarray) -> torch.Tensor:
+    tensor = storage.empty(value.shape, torch_dtype(value.dtype))
+    _write(tensor, value)
+    return tensor
 
 
 def _host_operand(value: torch.Tensor) -> torch.Tensor:
