@@ -75,6 +75,8 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
     from neuron_mlir.frontend.device import streams
 
     streams.count_transfer(source, destination)
+    if _is_device(source) and _is_device(destination):
+        streams.device_copy(source, destination)  # a DMA on the device: its simulated time on the stream
     _host_view(destination).copy_(_host_view(source))
     return destination
 

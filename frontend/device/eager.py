@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import os
-import traceback
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, storage, streams
+from neuron_mlir.frontend.device import dispatch, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 
 
@@ -137,6 +136,7 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     name = _facts(op).name
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
+        sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
     key = _signature(op, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
@@ -152,6 +152,7 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     if not entry.by_design:
         _refused(name, entry.reason)
     EAGER_STATS.host_ops[name] += 1
+    sources.record(name, 0.0, on_host=True)
     return dispatch.run_on_host(op, args, kwargs)
 
 
@@ -312,8 +313,9 @@ def _run_program(
 ) -> Any:
     outputs = _simulate(program, flat)
     profile = getattr(program.compiled, "last_profile", None)
-    if profile is not None:
-        streams.current_stream().add_run(float(profile.total_ns))
+    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(_facts(op).name, simulated_ns)
     written = [flat[p] for p in program.written_positions]
     for tensor, value in zip(written, outputs, strict=False):
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
@@ -384,21 +386,16 @@ def _refused(op_name: str, reason: str) -> None:
 
 
 def _where(template: str) -> str:
-    """The user's source line that issued the current op: the innermost frame outside torch and neuron-mlir."""
-    import neuron_mlir.frontend
-
-    # torch's frames and the compiler's own (frontend/: dispatch, tracing, compiling) are not the user's
-    skipped = (os.path.dirname(torch.__file__), os.path.dirname(neuron_mlir.frontend.__file__))
-    for frame in reversed(traceback.extract_stack()):
-        if not frame.filename.startswith(skipped) and "<frozen" not in frame.filename:
-            return template.format(f"{frame.filename}:{frame.lineno}")
-    return ""
+    """The user's source line that issued the current op (`sources.user_line`), in `template`; '' if none."""
+    line = sources.user_line()
+    return template.format(line) if line else ""
 
 
 def reset() -> None:
-    """Forget the compiled programs, the counts and which ops were warned about."""
+    """Forget the compiled programs, the counts, the time per op and line, and which ops were warned about."""
     _programs.clear()
     _warned.clear()
+    sources.reset()
     EAGER_STATS.__init__()  # type: ignore[misc]
     for counter in streams.transfers:
         streams.transfers[counter] = 0
