@@ -580,6 +580,13 @@ class CompiledGraph:
             self.constants = [to_numpy(c).copy() for c in signature.constants]
         self.last_profile: Any = None
         self._seeded = bool(self.program.inputs) and self.program.inputs[-1].name == "rng_seed"
+        # the generator random ops' seeds come from: the `neuron` device's for a graph on the device, so that
+        # torch.neuron's seed and RNG state govern its draws as torch.cuda's do a CUDA graph's; else torch's default
+        self.seed_generator: torch.Generator | None = None
+        if self._seeded and device_outputs is not None:
+            from neuron_mlir.frontend.device.random import device_generator
+
+            self.seed_generator = device_generator()
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
@@ -613,7 +620,7 @@ class CompiledGraph:
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
-            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
+            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=self.seed_generator)
             inputs.append(seed.numpy().astype("int32"))
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies
         outputs, profile = run_validated(

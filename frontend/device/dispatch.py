@@ -183,6 +183,22 @@ def run_on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
     if "generator" in (a.name for a in schema.arguments) and host_kwargs.get("generator") is None:
         host_kwargs["generator"] = random.device_generator()
     written = _written_arguments(schema, args, kwargs)
+    if torch.Tag.nondeterministic_seeded in op.tags and "generator" not in host_kwargs:
+        with random.as_default_generator():  # a random op without a generator argument (native_dropout)
+            return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)
+    return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)
+
+
+def _run_on_host(
+    op: torch._ops.OpOverload,
+    host_args: Any,
+    host_kwargs: dict[str, Any],
+    written: list[tuple[int | str, Any]],
+    aliases: dict[int, torch.Tensor],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    schema = op._schema
     try:
         result = op(*host_args, **host_kwargs)
     except RuntimeError as error:

@@ -270,6 +270,10 @@ def _compile(
         detail = lines[1].strip() if len(lines) > 1 else lines[0]
         return _Refusal(f"{op} is not compiled ({detail})")
     EAGER_STATS.compiled_signatures += 1
+    if isinstance(compiled, CompiledGraph):
+        from neuron_mlir.frontend.device.random import device_generator
+
+        compiled.seed_generator = device_generator()  # a random op's draws (dropout) follow the device's seed
     return _Program(
         compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
     )
