@@ -28,6 +28,7 @@ from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -597,18 +598,16 @@ class CompiledGraph:
         arrays = self._arrays(signature.arguments(args))
         args.clear()  # boxed calling convention: let the inputs be freed early
         outputs = self.run_arrays(arrays)
-        profile = self.last_profile
-        results = signature.results([from_numpy(o) for o in outputs])
-        if self.device_outputs is not None:
-            from neuron_mlir.frontend.device import streams
-            from neuron_mlir.frontend.device.dispatch import to_device
+        if self.device_outputs is None:
+            return signature.results([from_numpy(o) for o in outputs])
+        from neuron_mlir.frontend.device import storage, streams
 
-            streams.current_stream().add_run(float(profile.total_ns))  # device work: on the device's clock
-            results = [
-                to_device(r) if on_device and isinstance(r, torch.Tensor) else r
-                for r, on_device in zip(results, self.device_outputs, strict=True)
-            ]
-        return results
+        streams.current_stream().add_run(float(self.last_profile.total_ns))  # device work: on the device's clock
+        # outputs on the device are copied from the simulator's arrays into device memory, the others viewed
+        return [
+            (storage.from_array(r) if on_device else from_numpy(r)) if isinstance(r, np.ndarray) else r
+            for r, on_device in zip(signature.results(outputs), self.device_outputs, strict=True)
+        ]
 
     def run_arrays(self, arrays: list[Any]) -> list[Any]:
         """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
@@ -638,7 +637,7 @@ class CompiledGraph:
         """The arguments as NumPy arrays (`to_numpy`).
 
         Parameters come back call after call as the same tensors, and converting one costs several times more
-        than checking that it is still where it was: the NumPy view of a contiguous CPU parameter is kept and
+        than checking that it is still where it was: the NumPy view of a contiguous CPU or device parameter is kept and
         reused while the parameter keeps its storage address, shape, strides and dtype (in-place updates write
         the memory the view shows; anything that moves or reshapes the data changes one of those). The view
         keeps nothing alive that the parameter does not; other tensors (activations) are converted every call.
@@ -661,7 +660,8 @@ class CompiledGraph:
                 arrays.append(entry[5])
                 continue
             array = to_numpy(value)
-            if value.is_cpu and value.is_contiguous():  # then `array` is a view of the parameter's memory
+            # then `array` is a view of the parameter's memory (the device's memory is host memory too)
+            if (value.is_cpu or value.device.type == "neuron") and value.is_contiguous():
                 views[position] = (value, value.data_ptr(), value.shape, value.stride(), value.dtype, array)
             arrays.append(array)
         return arrays

@@ -35,7 +35,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
 from neuron_mlir.frontend.device import dispatch, sources, storage, streams
-from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
 class DeviceFallbackError(RuntimeError):
@@ -329,7 +329,7 @@ def _run_program(
     results = []
     for source in _facts(op).returned_arguments:
         if source is None:
-            results.append(_new_device_tensor(next(fresh)))
+            results.append(storage.from_array(next(fresh)))
         else:
             name, position = source
             results.append(kwargs[name] if name in kwargs else args[position])
@@ -364,12 +364,6 @@ def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
         np.copyto(target, value)
     else:
         storage.host_alias(tensor).copy_(from_numpy(value))
-
-
-def _new_device_tensor(value: np.ndarray) -> torch.Tensor:
-    tensor = storage.empty(value.shape, torch_dtype(value.dtype))
-    _write(tensor, value)
-    return tensor
 
 
 def _host_operand(value: torch.Tensor) -> torch.Tensor:

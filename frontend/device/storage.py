@@ -150,6 +150,17 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     return block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
 
 
+def from_array(array: np.ndarray) -> torch.Tensor:
+    """A new contiguous device tensor holding NumPy `array`'s values (ml_dtypes' arrays as bf16 and fp8)."""
+    from neuron_mlir.frontend.tensors import torch_dtype
+
+    tensor = empty(array.shape, torch_dtype(array.dtype))
+    target = dense_array(tensor)
+    assert target is not None, "a new tensor is contiguous"
+    np.copyto(target, array)
+    return tensor
+
+
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
     size = [int(s) for s in size]
