@@ -45,6 +45,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 Operands = dict[str, torch.Tensor]
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
 
 
 def _operands(device: str) -> Operands:
@@ -121,13 +123,13 @@ def ops_section(inner: int, repeat: int) -> list[str]:
         for fn in OPS.values():
             fn(device)
             fn(device)
-        stats_before = torch.neuron.eager_stats()
+        stats_before = neuron.eager_stats()
         rows = []
         for name, fn in OPS.items():
             on_device = _median_per_call(lambda: fn(device), inner, repeat)  # noqa: B023
             on_cpu = _median_per_call(lambda: fn(host), inner, repeat)  # noqa: B023
             rows.append((name, *on_device, *on_cpu))
-    stats = torch.neuron.eager_stats()
+    stats = neuron.eager_stats()
     host_ops = {op: n - stats_before["host_ops"].get(op, 0) for op, n in stats["host_ops"].items()}
     host_ops = {op: n for op, n in host_ops.items() if n}
     lines = [
@@ -206,7 +208,7 @@ def _timed(fn: Callable[[], object], repeat: int, warmup: int = 2) -> tuple[floa
 
 def _simulated_ms(fn: Callable[[], object]) -> float:
     """Simulated device time of `fn`'s work (the device's stream clock), in ms."""
-    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start, end = neuron.Event(enable_timing=True), neuron.Event(enable_timing=True)
     start.record()
     fn()
     end.record()
@@ -227,9 +229,9 @@ def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, t
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             device_cpu, device_wall = _timed(device.step, repeat)
-            before = torch.neuron.eager_stats()
+            before = neuron.eager_stats()
             device.step()
-            after = torch.neuron.eager_stats()
+            after = neuron.eager_stats()
             simulated[name] = (_simulated_ms(device.forward_backward), _simulated_ms(device.optimizer.step))
         host_cpu, host_wall = _timed(host.step, repeat)
         calls = after["native_calls"] + after["host_calls"] - before["native_calls"] - before["host_calls"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from types import CodeType
+from types import CodeType, FrameType
 
 import torch
 
@@ -54,7 +54,7 @@ def _skipped() -> tuple[str, ...]:
 def user_line() -> str:
     """`file:line` of the innermost frame outside torch and the frontend, else the autograd node being run
     (`MmBackward0 (backward)`), else ''."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     skipped = _not_the_users
     while frame is not None:
         code = frame.f_code
@@ -64,7 +64,7 @@ def user_line() -> str:
             not_the_users = skipped[code] = filename.startswith(_skipped()) or filename.startswith("<frozen")
         if not not_the_users:
             return f"{code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     node = torch._C._current_autograd_node()
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
 
