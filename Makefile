@@ -52,12 +52,14 @@ demo: $(STAMP)  ## train on the neuron device; compile and train an MLP and a sm
 	@echo
 	$(PY) examples/train_transformer.py
 
-bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simulator vs eager (bench/)
+bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simulator vs eager, the device (bench/)
 	-$(PY) bench/bench_kernels.py
 	@echo
 	$(PY) bench/bench_models.py
 	@echo
 	$(PY) bench/bench_simulator.py
+	@echo
+	$(PY) bench/bench_device.py
 
 # One model at a time: each takes minutes and several GiB on the simulator.
 models: $(STAMP)  ## the real-width model set: compile, step and simulated times -> docs/models.md, then its tests

@@ -28,6 +28,7 @@ from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -580,22 +581,46 @@ class CompiledGraph:
             self.constants = [to_numpy(c).copy() for c in signature.constants]
         self.last_profile: Any = None
         self._seeded = bool(self.program.inputs) and self.program.inputs[-1].name == "rng_seed"
+        # the generator random ops' seeds come from: the `neuron` device's for a graph on the device, so that
+        # torch.neuron's seed and RNG state govern its draws as torch.cuda's do a CUDA graph's; else torch's default
+        self.seed_generator: torch.Generator | None = None
+        if self._seeded and device_outputs is not None:
+            from neuron_mlir.frontend.device.random import device_generator
+
+            self.seed_generator = device_generator()
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        from neuron_mlir.runtime.simulator import run_validated
-
         signature = self.signature
         if signature.guards:
             signature.check_guards(args)
-        inputs = self._arrays(signature.arguments(args)) + self.constants
+        arrays = self._arrays(signature.arguments(args))
+        args.clear()  # boxed calling convention: let the inputs be freed early
+        outputs = self.run_arrays(arrays)
+        if self.device_outputs is None:
+            return signature.results([from_numpy(o) for o in outputs])
+        from neuron_mlir.frontend.device import storage, streams
+
+        streams.current_stream().add_run(float(self.last_profile.total_ns))  # device work: on the device's clock
+        # outputs on the device are copied from the simulator's arrays into device memory, the others viewed
+        return [
+            (storage.from_array(r) if on_device else from_numpy(r)) if isinstance(r, np.ndarray) else r
+            for r, on_device in zip(signature.results(outputs), self.device_outputs, strict=True)
+        ]
+
+    def run_arrays(self, arrays: list[Any]) -> list[Any]:
+        """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
+        order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
+        `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`."""
+        from neuron_mlir.runtime.simulator import run_validated
+
+        inputs = arrays + self.constants
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
-            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64)
+            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=self.seed_generator)
             inputs.append(seed.numpy().astype("int32"))
-        args.clear()  # boxed calling convention: let the inputs be freed early
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies
         outputs, profile = run_validated(
             self.validated, inputs, check_races=self.options.check_races, share_profile=True
@@ -604,25 +629,15 @@ class CompiledGraph:
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
-        if signature.assertions:
-            signature.check_assertions(outputs)
-        results = signature.results([from_numpy(o) for o in outputs])
-        if self.device_outputs is not None:
-            from neuron_mlir.frontend.device import streams
-            from neuron_mlir.frontend.device.dispatch import to_device
-
-            streams.current_stream().add_run(float(profile.total_ns))  # device work: on the device's clock
-            results = [
-                to_device(r) if on_device and isinstance(r, torch.Tensor) else r
-                for r, on_device in zip(results, self.device_outputs, strict=True)
-            ]
-        return results
+        if self.signature.assertions:
+            self.signature.check_assertions(outputs)
+        return outputs
 
     def _arrays(self, arguments: list[Any]) -> list[Any]:
         """The arguments as NumPy arrays (`to_numpy`).
 
         Parameters come back call after call as the same tensors, and converting one costs several times more
-        than checking that it is still where it was: the NumPy view of a contiguous CPU parameter is kept and
+        than checking that it is still where it was: the NumPy view of a contiguous CPU or device parameter is kept and
         reused while the parameter keeps its storage address, shape, strides and dtype (in-place updates write
         the memory the view shows; anything that moves or reshapes the data changes one of those). The view
         keeps nothing alive that the parameter does not; other tensors (activations) are converted every call.
@@ -645,7 +660,8 @@ class CompiledGraph:
                 arrays.append(entry[5])
                 continue
             array = to_numpy(value)
-            if value.is_cpu and value.is_contiguous():  # then `array` is a view of the parameter's memory
+            # then `array` is a view of the parameter's memory (the device's memory is host memory too)
+            if (value.is_cpu or value.device.type == "neuron") and value.is_contiguous():
                 views[position] = (value, value.data_ptr(), value.shape, value.stride(), value.dtype, array)
             arrays.append(array)
         return arrays

@@ -80,6 +80,36 @@ def module_report(profiles: Mapping[str, Any], max_depth: int | None = None, top
     return "\n".join(lines)
 
 
+# profiles of the `neuron` device's eager work: single-op programs (`graph3_eager_mul_out`) and its copies
+_EAGER_PROFILE = re.compile(r"^(graph\d+_eager_|device_copy_)")
+
+
+def is_eager_profile(name: str) -> bool:
+    """Whether profile `name` is the device's eager work rather than a graph of a compiled model."""
+    return _EAGER_PROFILE.match(name) is not None
+
+
+def eager_report(times: Mapping[tuple[str, str], Any], top: int = 30) -> str:
+    """A text table of the device's eager ops: per op and the user's source line that issued it, the calls, how
+    many ran on the host, and their simulated device time (all runs, not only the latest)."""
+    grand = sum(entry.simulated_ns for entry in times.values()) or 1.0
+    calls = sum(entry.calls for entry in times.values())
+    lines = [
+        f"eager ops on the device: {calls} calls, {grand / 1e3:.3f} us simulated, by op and source line",
+        "",
+        f"  {'op':<36} {'calls':>7} {'on host':>8} {'simulated us':>13} {'share':>7}  source line",
+    ]
+    rows = sorted(times.items(), key=lambda item: (-item[1].simulated_ns, -item[1].calls))
+    for (op, line), entry in rows[:top]:
+        lines.append(
+            f"  {op:<36} {entry.calls:>7} {entry.host_calls:>8} {entry.simulated_ns / 1e3:>13.3f} "
+            f"{entry.simulated_ns / grand:>7.1%}  {line or '(unknown)'}"
+        )
+    if len(rows) > top:
+        lines.append(f"  ... {len(rows) - top} more (op, line) pairs")
+    return "\n".join(lines)
+
+
 def combined_trace(profiles: Mapping[str, Any]) -> dict[str, Any]:
     """One Chrome/Perfetto trace: a process per graph (named with its phase), a track per engine."""
     events: list[dict[str, Any]] = []

@@ -19,8 +19,11 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A contiguous NumPy copy-or-view of a CPU or `neuron` tensor, keeping low-precision dtypes exact."""
     value = tensor.detach()
     if value.device.type == "neuron":  # the device's memory is host memory: read it in place, no copy
-        from neuron_mlir.frontend.device.storage import host_alias
+        from neuron_mlir.frontend.device.storage import dense_array, host_alias
 
+        array = dense_array(value)
+        if array is not None:
+            return array
         value = host_alias(value)
     elif not value.is_cpu:
         value = value.cpu()
@@ -30,6 +33,28 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
         storage, ml_type = _VIA_BITS[value.dtype]
         return value.view(storage).numpy().view(ml_type)
     return value.numpy()
+
+
+_NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {dtype: np.dtype(ml) for dtype, (_, ml) in _VIA_BITS.items()}
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype `to_numpy` gives a tensor of `dtype` (ml_dtypes' for the ones NumPy lacks)."""
+    found = _NUMPY_DTYPES.get(dtype)
+    if found is None:
+        found = _NUMPY_DTYPES[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return found
+
+
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {np.dtype(ml): dtype for dtype, (_, ml) in _VIA_BITS.items()}
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype `from_numpy` gives an array of NumPy dtype `dtype`."""
+    found = _TORCH_DTYPES.get(dtype)
+    if found is None:
+        found = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    return found
 
 
 def from_numpy(array: np.ndarray) -> torch.Tensor:

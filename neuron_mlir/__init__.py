@@ -30,10 +30,19 @@ def profiles() -> dict[str, Any]:
 
 
 def report(max_depth: int | None = None) -> str:
-    """Simulated time of the latest runs by module path (`model.layers.0.mlp`) and forward/backward phase."""
-    from neuron_mlir.frontend.report import module_report
+    """Simulated time of the latest runs of compiled graphs by module path (`model.layers.0.mlp`) and
+    forward/backward phase; then, when the `neuron` device ran eager ops, their time by op and source line."""
+    import sys
 
-    return module_report(profiles(), max_depth)
+    from neuron_mlir.frontend.report import eager_report, is_eager_profile, module_report
+
+    sources = sys.modules.get("neuron_mlir.frontend.device.sources")
+    eager_times = sources.EAGER_TIMES if sources is not None else {}
+    compiled = {name: profile for name, profile in profiles().items() if not is_eager_profile(name)}
+    parts = [module_report(compiled, max_depth)] if compiled or not eager_times else []
+    if eager_times:
+        parts.append(eager_report(eager_times))
+    return "\n\n".join(parts)
 
 
 def write_trace(path: str) -> None:

@@ -75,6 +75,8 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
     from neuron_mlir.frontend.device import streams
 
     streams.count_transfer(source, destination)
+    if _is_device(source) and _is_device(destination):
+        streams.device_copy(source, destination)  # a DMA on the device: its simulated time on the stream
     _host_view(destination).copy_(_host_view(source))
     return destination
 
@@ -240,19 +242,28 @@ def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any
         return kernel(*args, **kwargs)
     if op.is_view or op in _CPU_METADATA_KERNELS:
         return op.redispatch(storage.CPU_KEYS, *args, **kwargs)
-    check_same_device(op, args, kwargs)
-    from neuron_mlir.frontend.device import eager
+    global _eager
+    if _eager is None:
+        from neuron_mlir.frontend.device import eager as _eager
+    return _eager.run(op, args, kwargs)  # which checks the operands' devices first (`check_same_device`)
 
-    return eager.run(op, args, kwargs)
+
+_eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)
 
 
-def check_same_device(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """PyTorch's error for a device tensor next to a CPU tensor (0-d CPU tensors pass, as scalars do on CUDA)."""
-    if op._schema.name in _HOST_OPERANDS_ALLOWED:
-        return
-    tensors = [v for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.Tensor)]
-    host = next((t for t in tensors if t.device.type == "cpu" and t.dim() > 0), None)
-    if host is not None and any(_is_device(t) for t in tensors):
+def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
+    """PyTorch's error for a device tensor next to a CPU tensor (0-d CPU tensors pass, as scalars do on CUDA);
+    `operands` are the op's arguments flattened."""
+    host = None
+    on_device = False
+    for value in operands:
+        if isinstance(value, torch.Tensor):
+            if value.is_cpu:
+                if host is None and value.dim() > 0:
+                    host = value
+            elif value.device.type == DEVICE_TYPE:
+                on_device = True
+    if host is not None and on_device and op._schema.name not in _HOST_OPERANDS_ALLOWED:
         raise RuntimeError(
             f"Expected all tensors to be on the same device, but found at least two devices, {storage.device()} and "
             f"cpu! (in {op._schema.name})"
@@ -280,6 +291,22 @@ def run_on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
     if "generator" in (a.name for a in schema.arguments) and host_kwargs.get("generator") is None:
         host_kwargs["generator"] = random.device_generator()
     written = _written_arguments(schema, args, kwargs)
+    if torch.Tag.nondeterministic_seeded in op.tags and "generator" not in host_kwargs:
+        with random.as_default_generator():  # a random op without a generator argument (native_dropout)
+            return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)
+    return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)
+
+
+def _run_on_host(
+    op: torch._ops.OpOverload,
+    host_args: Any,
+    host_kwargs: dict[str, Any],
+    written: list[tuple[int | str, Any]],
+    aliases: dict[int, torch.Tensor],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    schema = op._schema
     try:
         result = op(*host_args, **host_kwargs)
     except RuntimeError as error:

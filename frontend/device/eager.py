@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import functools
 import os
-import traceback
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, storage, streams
+from neuron_mlir.frontend.device import dispatch, sources, storage, streams
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
 class DeviceFallbackError(RuntimeError):
@@ -77,6 +78,7 @@ class _Program:
     tensor_positions: list[int]  # positions in the flattened (args, kwargs) of the tensor operands
     written_positions: list[int]  # positions of the written tensors, in the order of the program's first results
     name: str
+    runs_arrays: bool  # `compiled` is a `CompiledGraph`, which runs on NumPy arrays (`run_arrays`)
 
 
 @dataclass
@@ -96,12 +98,46 @@ def _strict() -> bool:
     return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
+@dataclass
+class _OpFacts:
+    """What every call of an op needs from its schema, read once per op."""
+
+    name: str
+    # per declared return: the (name, position) of the argument it returns when it returns a written argument
+    # (in-place `self`, `out=`), else None (a fresh result)
+    returned_arguments: list[tuple[str, int] | None]
+
+
+_op_facts: dict[torch._ops.OpOverload, _OpFacts] = {}
+
+
+def _facts(op: torch._ops.OpOverload) -> _OpFacts:
+    facts = _op_facts.get(op)
+    if facts is None:
+        schema = op._schema
+        returned: list[tuple[str, int] | None] = []
+        for declared in schema.returns:
+            alias = declared.alias_info
+            source = None
+            if alias is not None and alias.is_write:
+                source = next(
+                    (argument.name, index)
+                    for index, argument in enumerate(schema.arguments)
+                    if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set
+                )
+            returned.append(source)
+        facts = _op_facts[op] = _OpFacts(str(op), returned)
+    return facts
+
+
 def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    name = str(op)
+    flat = _leaves(args, kwargs)
+    dispatch.check_same_device(op, flat)
+    name = _facts(op).name
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
+        sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    flat = _leaves(args, kwargs)
     key = _signature(op, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
@@ -116,6 +152,7 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     if not entry.by_design:
         _refused(name, entry.reason)
     EAGER_STATS.host_ops[name] += 1
+    sources.record(name, 0.0, on_host=True)
     return dispatch.run_on_host(op, args, kwargs)
 
 
@@ -183,7 +220,7 @@ def _compile(
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from neuron_mlir.frontend.backend import CompileOptions
-    from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
+    from neuron_mlir.frontend.compile_graph import CompiledGraph, NeuronCompileError, compile_graph
 
     pytree_flat, spec = tree_flatten((args, kwargs))
     if len(pytree_flat) != len(flat) or any(a is not b for a, b in zip(pytree_flat, flat, strict=True)):
@@ -231,7 +268,13 @@ def _compile(
         detail = lines[1].strip() if len(lines) > 1 else lines[0]
         return _Refusal(f"{op} is not compiled ({detail})")
     EAGER_STATS.compiled_signatures += 1
-    return _Program(compiled, tensor_positions, written, getattr(compiled, "name", kind))
+    if isinstance(compiled, CompiledGraph):
+        from neuron_mlir.frontend.device.random import device_generator
+
+        compiled.seed_generator = device_generator()  # a random op's draws (dropout) follow the device's seed
+    return _Program(
+        compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
+    )
 
 
 def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:
@@ -272,11 +315,11 @@ def _run_program(
 ) -> Any:
     if program.written_positions:
         _check_overlap(program, flat)
-    operands = [_host_operand(flat[p]) for p in program.tensor_positions]
-    outputs = program.compiled(operands)
+    outputs = _simulate(program, flat)
     profile = getattr(program.compiled, "last_profile", None)
-    if profile is not None:
-        streams.current_stream().add_run(float(profile.total_ns))
+    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(_facts(op).name, simulated_ns)
     written = [flat[p] for p in program.written_positions]
     for tensor, value in zip(written, outputs, strict=False):
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
@@ -290,15 +333,16 @@ def _run_program(
                     stacklevel=2,
                 )
             storage.resize(tensor, value.shape)
-        storage.host_alias(tensor).copy_(value)
+        _write(tensor, value)
     fresh = iter(outputs[len(written) :])
     results = []
-    for declared in op._schema.returns:
-        if declared.alias_info is not None and declared.alias_info.is_write:
-            results.append(dispatch._argument_by_alias_set(op._schema, declared.alias_info.before_set, args, kwargs))
+    for source in _facts(op).returned_arguments:
+        if source is None:
+            results.append(storage.from_array(next(fresh)))
         else:
-            results.append(dispatch.to_device(next(fresh)))
-    if not op._schema.returns:
+            name, position = source
+            results.append(kwargs[name] if name in kwargs else args[position])
+    if not results:
         return None
     return results[0] if len(results) == 1 else tuple(results)
 
@@ -340,6 +384,34 @@ def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_begin < b_end and b_begin < a_end
 
 
+def _simulate(program: _Program, flat: list[Any]) -> list[np.ndarray]:
+    """The program's outputs for the operands in `flat`, as NumPy arrays: dense device operands reach the
+    simulator as arrays over the device bytes themselves, without a torch tensor in between."""
+    compiled = program.compiled
+    if program.runs_arrays:
+        signature = compiled.signature
+        arrays = [_operand_array(flat[p]) for p in program.tensor_positions]
+        return list(signature.results(compiled.run_arrays(signature.arguments(arrays))))
+    return [to_numpy(o) for o in compiled([_host_operand(flat[p]) for p in program.tensor_positions])]
+
+
+def _operand_array(value: torch.Tensor) -> np.ndarray:
+    if not value.is_cpu:
+        array = storage.dense_array(value)
+        if array is not None:
+            return array
+    return to_numpy(value)  # a strided device operand gathered dense, or a CPU scalar tensor
+
+
+def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
+    """Store a program's output `value` into device tensor `tensor` (of its shape), in `tensor`'s own strides."""
+    target = storage.dense_array(tensor)
+    if target is not None and target.dtype == value.dtype:
+        np.copyto(target, value)
+    else:
+        storage.host_alias(tensor).copy_(from_numpy(value))
+
+
 def _host_operand(value: torch.Tensor) -> torch.Tensor:
     return storage.host_alias(value) if value.device.type == storage.DEVICE_TYPE else value
 
@@ -356,15 +428,9 @@ def _refused(op_name: str, reason: str) -> None:
 
 
 def _where(template: str) -> str:
-    """The user's source line that issued the current op: the innermost frame outside torch and neuron-mlir."""
-    import neuron_mlir.frontend
-
-    # torch's frames and the compiler's own (frontend/: dispatch, tracing, compiling) are not the user's
-    skipped = (os.path.dirname(torch.__file__), os.path.dirname(neuron_mlir.frontend.__file__))
-    for frame in reversed(traceback.extract_stack()):
-        if not frame.filename.startswith(skipped) and "<frozen" not in frame.filename:
-            return template.format(f"{frame.filename}:{frame.lineno}")
-    return ""
+    """The user's source line that issued the current op (`sources.user_line`), in `template`; '' if none."""
+    line = sources.user_line()
+    return template.format(line) if line else ""
 
 
 def host_reasons() -> dict[str, str]:
@@ -377,9 +443,10 @@ def host_reasons() -> dict[str, str]:
 
 
 def reset() -> None:
-    """Forget the compiled programs, the counts and which ops were warned about."""
+    """Forget the compiled programs, the counts, the time per op and line, and which ops were warned about."""
     _programs.clear()
     _warned.clear()
+    sources.reset()
     EAGER_STATS.__init__()  # type: ignore[misc]
     for counter in streams.transfers:
         streams.transfers[counter] = 0

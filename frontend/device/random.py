@@ -2,10 +2,16 @@
 
 Random ops on device tensors draw from this generator (a CPU `torch.Generator`, the Mersenne Twister, owned by the
 device), so a program seeded with `torch.manual_seed(s)` draws the same numbers on every run, and
-drawing on the device does not advance the CPU's default generator (as on CUDA).
+drawing on the device does not advance the CPU's default generator (as on CUDA). Ops with a `generator`
+argument (`rand`, `normal_`, `bernoulli`, ...) are given it; random ops without one (`native_dropout`) run with
+it standing in for torch's default generator (`as_default_generator`); compiled programs with random ops
+(dropout compiled eagerly or in a graph on the device) take their seed from it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -39,3 +45,17 @@ def get_rng_state() -> torch.Tensor:
 
 def set_rng_state(state: torch.Tensor) -> None:
     device_generator().set_state(state.cpu())
+
+
+@contextmanager
+def as_default_generator() -> Iterator[None]:
+    """Within the block, torch's default CPU generator draws the device generator's numbers, and the device
+    generator advances by what was drawn; the default generator is left as it was."""
+    default = torch.default_generator
+    saved = default.get_state()
+    default.set_state(device_generator().get_state())
+    try:
+        yield
+    finally:
+        device_generator().set_state(default.get_state())
+        default.set_state(saved)

@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, cast
 
+import numpy as np
 import torch
 
 from neuron_mlir.runtime.device_memory import Block, DeviceMemory, DeviceOutOfMemoryError
@@ -27,6 +28,8 @@ CPU_KEYS = torch.DispatchKeySet(torch.DispatchKey.CPU)
 _BLOCK_ATTRIBUTE = "_neuron_block"
 # dtype -> a flat CPU tensor over the whole block, kept on the storage (made once, not per op)
 _HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
+
+_numpy_dtypes: dict[torch.dtype, np.dtype] = {}
 
 _memory: DeviceMemory | None = None
 _device: torch.device | None = None
@@ -126,6 +129,36 @@ def host_alias(tensor: torch.Tensor) -> torch.Tensor:
     if not flat.numel():
         return torch.empty(0, dtype=dtype).as_strided(tensor.shape, tensor.stride(), 0)
     return flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+
+def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """A NumPy array over the very bytes of contiguous device tensor `tensor` (None when it is not contiguous):
+    what the simulator reads and writes without a torch tensor in between."""
+    if not tensor.is_contiguous():
+        return None
+    block: Block | None = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None)
+    if block is None:
+        raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
+    dtype = tensor.dtype
+    element = _numpy_dtypes.get(dtype)
+    if element is None:  # frontend.tensors imports ml_dtypes: not at registration, which `import torch` runs
+        from neuron_mlir.frontend.tensors import numpy_dtype
+
+        element = _numpy_dtypes[dtype] = numpy_dtype(dtype)
+    itemsize = dtype.itemsize
+    start = tensor.storage_offset() * itemsize
+    return block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
+
+
+def from_array(array: np.ndarray) -> torch.Tensor:
+    """A new contiguous device tensor holding NumPy `array`'s values (ml_dtypes' arrays as bf16 and fp8)."""
+    from neuron_mlir.frontend.tensors import torch_dtype
+
+    tensor = empty(array.shape, torch_dtype(array.dtype))
+    target = dense_array(tensor)
+    assert target is not None, "a new tensor is contiguous"
+    np.copyto(target, array)
+    return tensor
 
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:

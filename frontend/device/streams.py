@@ -111,6 +111,84 @@ def stream(stream: Stream | None) -> Stream:
 # bytes moved between the host and the device by copies (`.to`, `.cpu()`, `copy_`)
 transfers = {"host_to_device_bytes": 0, "device_to_host_bytes": 0, "device_to_device_bytes": 0}
 
+DEVICE_COPY = "device-to-device copy (DMA)"  # how copies between device tensors are named in reports
+
+
+def device_copy(source: torch.Tensor, destination: torch.Tensor) -> float:
+    """Put a copy from device tensor `source` into device tensor `destination` on the current stream as the DMA
+    an HBM-to-HBM transfer is on the NeuronCore: its duration from the cost model (`runtime/cost_model.py`:
+    fixed latency, the DMA engines' rate at the contiguous runs of both sides' layouts, HBM bandwidth), a
+    profile in `neuron_mlir.profiles()` (`device_copy_<dtypes>_<shape>`) and its time on the user's line in
+    `neuron_mlir.report()`. Returns the simulated ns (0 for an empty copy, which moves nothing)."""
+    from neuron_mlir.frontend import stats
+    from neuron_mlir.frontend.device import sources, storage
+    from neuron_mlir.runtime.cost_model import dma_cost
+
+    if destination.numel() == 0:
+        return 0.0
+    target = storage.device_memory().target
+    shape = list(destination.shape)
+    cost = dma_cost(_bytes_shape(source, shape), _bytes_shape(destination, shape), target)
+    duration = cost.alone_ns(target)
+    current_stream().add_run(duration)
+    name = (
+        f"device_copy_{str(source.dtype).removeprefix('torch.')}_{str(destination.dtype).removeprefix('torch.')}_"
+        + "x".join(str(extent) for extent in shape)
+    )
+    stats.record_run(name, _dma_profile(cost, duration, target, sources.user_line()))
+    sources.record(DEVICE_COPY, duration)
+    return duration
+
+
+def _bytes_shape(tensor: torch.Tensor, shape: list[int]) -> Any:
+    """The HBM side of a copy in bytes (the cost model's `OperandShape` of u8 elements): the tensor's elements
+    at its strides, broadcast to the copy's `shape` (a broadcast dimension steps by 0), each element's bytes
+    contiguous."""
+    from neuron_mlir.runtime.cost_model import OperandShape
+    from neuron_mlir.runtime.hardware import Memory
+
+    itemsize = tensor.element_size()
+    strides = [0] * len(shape)
+    offset = len(shape) - tensor.dim()
+    for axis, (extent, stride) in enumerate(zip(tensor.shape, tensor.stride(), strict=True)):
+        if extent != 1:
+            strides[offset + axis] = stride * itemsize
+    return OperandShape(Memory.HBM, "u8", 0, (*shape, itemsize), (*strides, 1))
+
+
+def _dma_profile(cost: Any, duration: float, target: Any, location: str) -> Any:
+    """The profile of one DMA spread over `cost.engines` queues (a descriptor on each, all from time 0): what a
+    program of that single transfer would report."""
+    from array import array
+
+    from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
+
+    queues = [f"dma{q}" for q in range(cost.engines)]
+    events = TraceEvents(
+        array("b", [QUEUE_NAMES.index(q) for q in queues]),
+        array("d", [0.0] * len(queues)),
+        array("d", [duration] * len(queues)),
+        array("l", range(len(queues))),
+    )
+    return Profile(
+        target=target.name,
+        core_version=target.core_version,
+        total_ns=duration,
+        busy_ns={q: duration for q in queues},
+        opcode_counts={"dma_copy": len(queues)},
+        dma_bytes=cost.bytes,
+        hbm_bytes=cost.hbm_bytes,
+        flops=0,
+        flops_by_family={},
+        peak_flops_by_family={family: target.peak_flops(family) for family in ("fp32", "bf16", "fp8")},
+        hbm_bandwidth_bytes_per_ns=target.hbm_bandwidth_gbps,
+        instructions=[InstructionStats(i, "dma_copy", q, location, 1, duration) for i, q in enumerate(queues)],
+        events=events,
+        location_ns={location: duration * len(queues)},
+        location_counts={location: len(queues)},
+        io_bytes=cost.hbm_bytes,
+    )
+
 
 def count_transfer(source: torch.Tensor, destination: torch.Tensor) -> None:
     nbytes = destination.numel() * destination.element_size()

@@ -77,6 +77,41 @@ def test_rng_is_seeded_by_torch_manual_seed(host_mode):
     assert torch.equal(torch.randn(2), expected)
 
 
+RANDOM_OPS = {
+    "rand": lambda: torch.rand(4, 5, device="neuron"),
+    "randn": lambda: torch.randn(4, 5, device="neuron"),
+    "randint": lambda: torch.randint(0, 10, (4, 5), device="neuron"),
+    "randperm": lambda: torch.randperm(9, device="neuron"),
+    "dropout": lambda: torch.nn.functional.dropout(torch.ones(4, 5, device="neuron"), 0.5),
+    "bernoulli": lambda: torch.bernoulli(torch.full((4, 5), 0.3, device="neuron")),
+    "normal_": lambda: torch.empty(4, 5, device="neuron").normal_(),
+    "uniform_": lambda: torch.empty(4, 5, device="neuron").uniform_(),
+}
+
+
+@pytest.mark.parametrize("name", RANDOM_OPS)
+def test_random_ops_follow_the_device_generator(eager_mode, name):
+    draw = RANDOM_OPS[name]
+    torch.manual_seed(11)
+    first = draw().cpu()
+    torch.manual_seed(11)
+    assert torch.equal(draw().cpu(), first)
+    neuron.manual_seed(11)
+    assert torch.equal(draw().cpu(), first)
+    neuron.manual_seed(12)
+    assert not torch.equal(draw().cpu(), first)
+    state = neuron.get_rng_state()
+    drawn = draw().cpu()
+    neuron.set_rng_state(state)
+    assert torch.equal(draw().cpu(), drawn)
+    # the device's draws, compiled ones included (dropout), leave the CPU generator alone
+    torch.manual_seed(3)
+    expected = torch.randn(2)
+    torch.manual_seed(3)
+    draw()
+    assert torch.equal(torch.randn(2), expected)
+
+
 def test_autocast_accepts_the_device():
     with torch.autocast("neuron", dtype=torch.bfloat16):
         assert torch.is_autocast_enabled("neuron")

@@ -1,0 +1,327 @@
+"""The `neuron` device's speed: host overhead per eager op, eager training steps, compiled calls, simulated time.
+
+    python bench/bench_device.py [--sections ops,steps,compiled] [--repeat 7] [--output table.md]
+
+Four measurements, each against a baseline measured in the same process:
+
+* ops: the host's cost of one eager op on device tensors, for a mix of 30 common ops on small tensors (16 x 32
+  fp32), with every op's program already compiled (warm: each op runs twice before it is timed). Per op, the
+  median over `--repeat` rounds of `--inner` back-to-back calls, in CPU time of the process
+  (`time.process_time`, which other work on a shared machine disturbs little) and wall time, next to the same op
+  on CPU tensors; then the geometric means (the goal: <= 100 us of CPU time per op on the device).
+* steps: an eager training step (zero_grad, forward, loss, backward, SGD step) of the MLP of
+  `examples/train_on_device.py` and of the small GPT-2 of `examples/models/zoo.py`, on the device against the
+  same step on the CPU: median wall and CPU time of `--repeat` steps after two warm-up steps (goal: <= 5x).
+* compiled: the same models' forward, loss and backward under `torch.compile(backend="neuron-mlir")` (the loss
+  inside the compiled function), with the model and inputs on the device against on CPU tensors (goal: no slower
+  on the device).
+* simulated: the simulated NeuronCore time of one step, read from the device's stream clock by
+  `torch.neuron.Event`s: the eager step's forward and backward (one program per op) next to the compiled
+  forward and backward (whole graphs, fused), and the eager optimizer step.
+
+torch runs on `--threads` threads (default 1) on both sides: the simulator is single-threaded, and on a shared,
+loaded machine torch's OpenMP pool waits milliseconds for a busy core inside ops of a few microseconds, which
+would make the CPU baseline measure the machine's load instead of the ops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "examples"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+Operands = dict[str, torch.Tensor]
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
+
+
+def _operands(device: str) -> Operands:
+    generator = torch.Generator().manual_seed(0)
+
+    def randn(*size: int) -> torch.Tensor:
+        return torch.randn(*size, generator=generator).to(device)
+
+    return {
+        "a": randn(16, 32),
+        "b": randn(16, 32),
+        "w": randn(32, 24),
+        "bias": randn(24),
+        "positive": (torch.rand(16, 32, generator=generator) + 0.5).to(device),
+        "gamma": randn(32),
+    }
+
+
+# name -> the op over the operands; what a small model's forward, backward and optimizer use most
+OPS: dict[str, Callable[[Operands], Any]] = {
+    "add": lambda t: t["a"] + t["b"],
+    "sub": lambda t: t["a"] - t["b"],
+    "mul": lambda t: t["a"] * t["b"],
+    "div": lambda t: t["a"] / t["positive"],
+    "add scalar": lambda t: t["a"] + 1.5,
+    "neg": lambda t: -t["a"],
+    "abs": lambda t: t["a"].abs(),
+    "exp": lambda t: t["a"].exp(),
+    "log": lambda t: t["positive"].log(),
+    "sqrt": lambda t: t["positive"].sqrt(),
+    "rsqrt": lambda t: t["positive"].rsqrt(),
+    "relu": lambda t: F.relu(t["a"]),
+    "gelu": lambda t: F.gelu(t["a"]),
+    "sigmoid": lambda t: t["a"].sigmoid(),
+    "tanh": lambda t: t["a"].tanh(),
+    "silu": lambda t: F.silu(t["a"]),
+    "softmax": lambda t: t["a"].softmax(-1),
+    "log_softmax": lambda t: t["a"].log_softmax(-1),
+    "sum": lambda t: t["a"].sum(-1),
+    "mean": lambda t: t["a"].mean(),
+    "amax": lambda t: t["a"].amax(-1),
+    "matmul": lambda t: t["a"] @ t["w"],
+    "addmm": lambda t: torch.addmm(t["bias"], t["a"], t["w"]),
+    "maximum": lambda t: torch.maximum(t["a"], t["b"]),
+    "clamp": lambda t: t["a"].clamp(-1, 1),
+    "pow": lambda t: t["a"].pow(2),
+    "mul_ (in place)": lambda t: t["b"].mul_(1.0),
+    "add_ alpha (in place)": lambda t: t["b"].add_(t["a"], alpha=0.0),
+    "layer_norm": lambda t: F.layer_norm(t["a"], (32,), t["gamma"]),
+    "cat": lambda t: torch.cat([t["a"], t["b"]]),
+}
+
+
+def _median_per_call(fn: Callable[[], object], inner: int, repeat: int) -> tuple[float, float]:
+    """Median over `repeat` rounds of the CPU and wall seconds per call of `inner` back-to-back calls."""
+    cpus, walls = [], []
+    for _ in range(repeat):
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(inner):
+            fn()
+        cpus.append((time.process_time() - cpu) / inner)
+        walls.append((time.perf_counter() - wall) / inner)
+    return statistics.median(cpus), statistics.median(walls)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def ops_section(inner: int, repeat: int) -> list[str]:
+    device, host = _operands("neuron"), _operands("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an op the compiler refuses warns once; it is measured on the host path
+        for fn in OPS.values():
+            fn(device)
+            fn(device)
+        stats_before = neuron.eager_stats()
+        rows = []
+        for name, fn in OPS.items():
+            on_device = _median_per_call(lambda: fn(device), inner, repeat)  # noqa: B023
+            on_cpu = _median_per_call(lambda: fn(host), inner, repeat)  # noqa: B023
+            rows.append((name, *on_device, *on_cpu))
+    stats = neuron.eager_stats()
+    host_ops = {op: n - stats_before["host_ops"].get(op, 0) for op, n in stats["host_ops"].items()}
+    host_ops = {op: n for op, n in host_ops.items() if n}
+    lines = [
+        f"eager ops on 16 x 32 fp32 device tensors, warm, median of {repeat} x {inner} calls (us per op)",
+        "",
+        "| op | device CPU us | device wall us | CPU tensors us | device / CPU (CPU time) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, cpu, wall, host_cpu, _ in rows:
+        lines.append(f"| {name} | {cpu * 1e6:.1f} | {wall * 1e6:.1f} | {host_cpu * 1e6:.1f} | {cpu / host_cpu:.0f} |")
+    device_cpu = _geomean([r[1] for r in rows])
+    device_wall = _geomean([r[2] for r in rows])
+    host_cpu = _geomean([r[3] for r in rows])
+    verdict = "met" if device_cpu * 1e6 <= 100 else "not met"
+    lines.append(
+        f"| **geometric mean** (goal <= 100 us CPU: {verdict}) | **{device_cpu * 1e6:.1f}** | {device_wall * 1e6:.1f} "
+        f"| {host_cpu * 1e6:.1f} | {device_cpu / host_cpu:.0f} |"
+    )
+    if host_ops:
+        lines.append("")
+        lines.append("ops that ran on the host (the compiler refuses them): " + ", ".join(sorted(host_ops)))
+    return lines
+
+
+# ---- models -------------------------------------------------------------------------------------------------
+
+
+def _mlp() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    from mlp import MLP
+
+    torch.manual_seed(0)
+    return MLP((64, 128, 10)), torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+
+def _gpt2() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    from models.zoo import gpt2, without_dropout
+
+    model, (tokens,) = gpt2()
+    return without_dropout(model), tokens, tokens
+
+
+MODELS: dict[str, Callable[[], tuple[torch.nn.Module, torch.Tensor, torch.Tensor]]] = {"mlp": _mlp, "gpt2": _gpt2}
+
+
+def _loss(output: Any, labels: torch.Tensor) -> torch.Tensor:
+    output = output[0] if isinstance(output, tuple | list) else output
+    return F.cross_entropy(output.reshape(-1, output.shape[-1]), labels.reshape(-1))
+
+
+class _Setup:
+    """One model, its inputs and an SGD optimizer on one device."""
+
+    def __init__(self, name: str, device: str) -> None:
+        model, inputs, labels = MODELS[name]()
+        self.model = model.train().to(device)
+        self.inputs, self.labels = inputs.to(device), labels.to(device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+    def loss(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return _loss(self.model(inputs), labels)
+
+    def forward_backward(self, loss: Callable[..., torch.Tensor] | None = None) -> None:
+        self.optimizer.zero_grad()
+        (self.loss if loss is None else loss)(self.inputs, self.labels).backward()
+
+    def step(self) -> None:
+        self.forward_backward()
+        self.optimizer.step()
+
+
+def _timed(fn: Callable[[], object], repeat: int, warmup: int = 2) -> tuple[float, float]:
+    for _ in range(warmup):
+        fn()
+    return _median_per_call(fn, 1, repeat)
+
+
+def _simulated_ms(fn: Callable[[], object]) -> float:
+    """Simulated device time of `fn`'s work (the device's stream clock), in ms."""
+    start, end = neuron.Event(enable_timing=True), neuron.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    return start.elapsed_time(end)
+
+
+def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, tuple[float, float]]]:
+    lines = [
+        f"eager training step (zero_grad, forward, cross-entropy, backward, SGD), median of {repeat} steps (ms)",
+        "",
+        "| model | device wall ms | CPU wall ms | device / CPU (wall) | device CPU-time ms | CPU CPU-time ms | "
+        "device / CPU (CPU time) | eager ops per step | of them on the host |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    simulated: dict[str, tuple[float, float]] = {}
+    for name in names:
+        device, host = _Setup(name, "neuron"), _Setup(name, "cpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            device_cpu, device_wall = _timed(device.step, repeat)
+            before = neuron.eager_stats()
+            device.step()
+            after = neuron.eager_stats()
+            simulated[name] = (_simulated_ms(device.forward_backward), _simulated_ms(device.optimizer.step))
+        host_cpu, host_wall = _timed(host.step, repeat)
+        calls = after["native_calls"] + after["host_calls"] - before["native_calls"] - before["host_calls"]
+        on_host = after["host_calls"] - before["host_calls"]
+        ratio = device_wall / host_wall
+        lines.append(
+            f"| {name} | {device_wall * 1e3:.1f} | {host_wall * 1e3:.2f} | {ratio:.1f} (goal <= 5: "
+            f"{'met' if ratio <= 5 else 'not met'}) | {device_cpu * 1e3:.1f} | {host_cpu * 1e3:.2f} | "
+            f"{device_cpu / host_cpu:.1f} | {calls} | {on_host} |"
+        )
+    return lines, simulated
+
+
+def compiled_section(names: list[str], repeat: int, eager_simulated: dict[str, tuple[float, float]]) -> list[str]:
+    import torch._dynamo
+
+    lines = [
+        f"compiled forward, loss and backward (torch.compile, backend neuron-mlir), median of {repeat} calls (ms)",
+        "",
+        "| model | device tensors wall ms | CPU tensors wall ms | device / CPU (wall) | device CPU-time ms | "
+        "CPU tensors CPU-time ms | device / CPU (CPU time) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    compiled_simulated: dict[str, float] = {}
+    for name in names:
+        results = {}
+        for device in ("neuron", "cpu"):
+            torch._dynamo.reset()
+            setup = _Setup(name, device)
+            compiled = torch.compile(setup.loss, backend="neuron-mlir")  # the loss too: one graph, no eager op
+            results[device] = _timed(lambda: setup.forward_backward(compiled), repeat)  # noqa: B023
+            if device == "neuron":
+                compiled_simulated[name] = _simulated_ms(lambda: setup.forward_backward(compiled))  # noqa: B023
+        (device_cpu, device_wall), (host_cpu, host_wall) = results["neuron"], results["cpu"]
+        ratio = device_wall / host_wall
+        lines.append(
+            f"| {name} | {device_wall * 1e3:.1f} | {host_wall * 1e3:.1f} | {ratio:.2f} (goal <= 1: "
+            f"{'met' if ratio <= 1 else 'not met'}) | {device_cpu * 1e3:.1f} | {host_cpu * 1e3:.1f} | "
+            f"{device_cpu / host_cpu:.2f} |"
+        )
+    if eager_simulated:
+        lines += [
+            "",
+            "simulated NeuronCore time of one step (the device's stream clock; the gap is what fusion closes)",
+            "",
+            "| model | eager forward + backward us | compiled forward + backward us | eager / compiled | "
+            "eager SGD step us |",
+            "|---|---|---|---|---|",
+        ]
+        for name in names:
+            if name not in eager_simulated or name not in compiled_simulated:
+                continue
+            eager_fb, eager_optimizer = eager_simulated[name]
+            fused = compiled_simulated[name]
+            lines.append(
+                f"| {name} | {eager_fb * 1e3:.1f} | {fused * 1e3:.1f} | {eager_fb / fused:.1f} | "
+                f"{eager_optimizer * 1e3:.1f} |"
+            )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default="ops,steps,compiled", help="which of ops, steps, compiled to run")
+    parser.add_argument("--models", default=",".join(MODELS), help="models of the steps and compiled sections")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds (ops) or steps and calls (models)")
+    parser.add_argument("--inner", type=int, default=20, help="back-to-back calls per round of an op")
+    parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (see above)")
+    parser.add_argument("--output", help="also write the tables (Markdown) to this file")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    sections = {s for s in args.sections.split(",") if s}
+    names = [n for n in args.models.split(",") if n]
+    output: list[str] = []
+
+    def emit(lines: list[str]) -> None:
+        print("\n".join(lines) + "\n", flush=True)
+        output.extend([*lines, ""])
+
+    if "ops" in sections:
+        emit(ops_section(args.inner, args.repeat))
+    simulated: dict[str, tuple[float, float]] = {}
+    if "steps" in sections:
+        lines, simulated = steps_section(names, args.repeat)
+        emit(lines)
+    if "compiled" in sections:
+        emit(compiled_section(names, args.repeat, simulated))
+    if args.output:
+        Path(args.output).write_text("\n".join(output))
+
+
+if __name__ == "__main__":
+    main()

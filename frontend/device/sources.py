@@ -1,0 +1,84 @@
+"""Where the device's eager work comes from: the user's source line of each op, and the time per op and line.
+
+An eager op reaches the device through torch's dispatcher with the user's Python frames still on the stack: the
+innermost frame outside torch and neuron-mlir's frontend is the line that issued it (a model's `forward`, a
+library's layer, an optimizer's `step` written outside torch). During `backward()` the autograd engine issues the
+ops from C++ with no such frame, and the autograd node being run names them instead (`MmBackward0`, ...).
+
+`record` accumulates, per (op, source line), the calls and the simulated device time they took; `neuron_mlir.report()`
+prints the table (`frontend/report.py`'s `eager_report`). Finding the line walks the frames up from the op and
+remembers per code object whether it is torch's or ours, so it costs a few dictionary lookups per op.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from types import CodeType, FrameType
+
+import torch
+
+_BACKWARD_SUFFIX = " (backward)"
+
+
+@dataclass
+class EagerTime:
+    """Calls of one op from one source line and their simulated device time."""
+
+    calls: int = 0
+    simulated_ns: float = 0.0
+    host_calls: int = 0  # of `calls`, how many ran on the host (no simulated time)
+
+
+# (op, source line) -> its calls and time, in the order first seen
+EAGER_TIMES: dict[tuple[str, str], EagerTime] = {}
+
+_not_the_users: dict[CodeType, bool] = {}
+_skipped_directories: tuple[str, ...] = ()
+
+
+def _skipped() -> tuple[str, ...]:
+    global _skipped_directories
+    if not _skipped_directories:
+        import neuron_mlir.frontend
+
+        # torch's frames and the frontend's (dispatch, eager, compiling) are not the user's
+        _skipped_directories = (
+            os.path.dirname(torch.__file__) + os.sep,
+            os.path.dirname(neuron_mlir.frontend.__file__) + os.sep,
+        )
+    return _skipped_directories
+
+
+def user_line() -> str:
+    """`file:line` of the innermost frame outside torch and the frontend, else the autograd node being run
+    (`MmBackward0 (backward)`), else ''."""
+    frame: FrameType | None = sys._getframe(1)
+    skipped = _not_the_users
+    while frame is not None:
+        code = frame.f_code
+        not_the_users = skipped.get(code)
+        if not_the_users is None:
+            filename = code.co_filename
+            not_the_users = skipped[code] = filename.startswith(_skipped()) or filename.startswith("<frozen")
+        if not not_the_users:
+            return f"{code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    node = torch._C._current_autograd_node()
+    return node.name() + _BACKWARD_SUFFIX if node is not None else ""
+
+
+def record(op_name: str, simulated_ns: float, on_host: bool = False) -> None:
+    """Count one call of `op_name` from the user's current line, with its simulated device time."""
+    key = (op_name, user_line())
+    entry = EAGER_TIMES.get(key)
+    if entry is None:
+        entry = EAGER_TIMES[key] = EagerTime()
+    entry.calls += 1
+    entry.simulated_ns += simulated_ns
+    entry.host_calls += on_host
+
+
+def reset() -> None:
+    EAGER_TIMES.clear()

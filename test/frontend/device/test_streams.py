@@ -1,0 +1,116 @@
+"""The device's clock: copies between device tensors are DMAs with the cost model's time, and the report names
+the user's source line of each eager op."""
+
+import re
+
+import pytest
+import torch
+
+import neuron_mlir
+from neuron_mlir.frontend.device import sources, storage, streams
+from neuron_mlir.runtime.cost_model import OperandShape, dma_cost
+from neuron_mlir.runtime.hardware import Memory
+
+neuron = torch.get_device_module("neuron")
+
+COPIES = {
+    "copy_": lambda a, b: b.copy_(a),
+    "clone": lambda a, b: a.clone(),
+    "contiguous": lambda a, b: a.t().contiguous(),
+    "to dtype": lambda a, b: a.to(torch.bfloat16),
+    "to copy": lambda a, b: a.to(a.device, copy=True),
+}
+
+
+def _dense_hbm(nbytes):
+    return OperandShape(Memory.HBM, "u8", 0, (nbytes,), (1,))
+
+
+@pytest.fixture
+def fresh(fresh_eager):
+    """Profiles, counts and times per line started afresh."""
+    neuron_mlir.reset()
+    yield fresh_eager
+    neuron_mlir.reset()
+
+
+@pytest.fixture
+def compiled_eager(monkeypatch, fresh):
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    monkeypatch.delenv("NEURON_MLIR_STRICT", raising=False)
+    return fresh
+
+
+@pytest.mark.parametrize("name", COPIES)
+def test_a_copy_between_device_tensors_is_a_dma_on_the_stream(host_mode, fresh, name):
+    a = torch.arange(64 * 128, dtype=torch.float32).reshape(64, 128).to("neuron")
+    b = torch.empty(64, 128, device="neuron")
+    stream = neuron.current_stream()
+    before, programs = stream.simulated_ns, stream.programs_run
+    result = COPIES[name](a, b)
+    assert torch.equal(result.cpu().float(), COPIES[name](a.cpu(), b.cpu()).float())
+    elapsed = stream.simulated_ns - before
+    assert stream.programs_run == programs + 1
+    target = storage.device_memory().target
+    # at least the fixed latency and the bytes at the HBM bandwidth (read and written)
+    assert elapsed >= target.dma_fixed_latency_ns + 2 * a.numel() * 4 / target.hbm_bandwidth_gbps / 2
+    copies = {k: p for k, p in neuron_mlir.profiles().items() if k.startswith("device_copy_")}
+    assert len(copies) == 1, copies
+    (profile,) = copies.values()
+    assert profile.total_ns == pytest.approx(elapsed)
+    assert profile.dma_bytes == a.numel() * 4
+    assert [location.rsplit(":", 1)[0] for location in profile.location_ns] == [__file__]  # the user's line
+    assert neuron.eager_stats()["device_to_device_bytes"] > 0
+
+
+def test_the_dma_time_is_the_cost_models(host_mode, fresh):
+    a = torch.randn(256, 512).to("neuron")
+    stream = neuron.current_stream()
+    before = stream.simulated_ns
+    a.clone()
+    dense = stream.simulated_ns - before
+    target = storage.device_memory().target
+    nbytes = a.numel() * 4
+    assert dense == pytest.approx(dma_cost(_dense_hbm(nbytes), _dense_hbm(nbytes), target).alone_ns(target))
+    before = stream.simulated_ns
+    a.t().contiguous()  # a transpose moves one element per descriptor chunk: overhead-bound, much slower
+    assert stream.simulated_ns - before > 10 * dense
+
+
+def test_copies_from_and_to_the_host_take_no_device_time(host_mode, fresh):
+    stream = neuron.current_stream()
+    before = stream.simulated_ns
+    x = torch.randn(8, 8).to("neuron")
+    x.cpu()
+    assert stream.simulated_ns == before
+    empty = torch.empty(0, device="neuron")
+    empty.clone()
+    assert stream.simulated_ns == before  # nothing to move
+
+
+def test_the_report_names_the_users_line_per_op(compiled_eager):
+    x = torch.randn(16, 8).to("neuron")
+    w = torch.randn(8, 4).to("neuron").requires_grad_()
+    for _ in range(3):
+        y = (x @ w).relu()  # the line the forward ops come from
+    line = f"{__file__}:{test_the_report_names_the_users_line_per_op.__code__.co_firstlineno + 4}"
+    y.sum().backward()
+    times = sources.EAGER_TIMES
+    assert times[("aten.mm.out", line)].calls == 3
+    assert times[("aten.mm.out", line)].simulated_ns > 0
+    assert times[("aten.relu.default", line)].calls == 3
+    assert any(op == "aten.mm.out" and where == "MmBackward0 (backward)" for op, where in times)
+    text = neuron_mlir.report()
+    assert "eager ops on the device" in text
+    assert re.search(rf"aten\.mm\.out +3 +0 +[0-9.]+ +[0-9.]+% +{re.escape(line)}", text), text
+    assert "no profiles yet" not in text  # eager work alone makes a report
+
+
+def test_a_copys_line_is_the_users_in_the_report(host_mode, fresh):
+    x = torch.randn(4, 4).to("neuron")
+    x.clone()
+    line = f"{__file__}:{test_a_copys_line_is_the_users_in_the_report.__code__.co_firstlineno + 2}"
+    entry = sources.EAGER_TIMES[(streams.DEVICE_COPY, line)]
+    assert entry.calls == 1
+    assert entry.simulated_ns > 0
+    assert line in neuron_mlir.report()
