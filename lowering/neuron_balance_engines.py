@@ -14,6 +14,20 @@ opcode, properties, buffer types and location, as unrolling makes them) go to on
 in parallel, so a body that needed the sum of its instructions on VectorE now needs about the largest engine's
 share. Integer work stays where it is (GpSimdE's lanes are exact; VectorE rounds through fp32), and so does `power`.
 
+Balanced totals are not a short block when its work is chains: with every copy of a step on one engine, each step
+of the independent chains of a block's tiles (an epilogue's dozen elementwise passes over four tiles) waits for
+the step before on another engine, and the engines take turns. So a second assignment is made, instruction by
+instruction in program order, each movable one to the engine that would finish it soonest given the engines'
+queues and the buffers' last reads and writes (the cost model's times and its dependency penalty), and the block
+is simulated under both: engines as in-order queues, DMAs side by side, nested loop nests whole, a loop body twice
+(the next trip reuses the same buffers). The soonest-finish assignment replaces the by-load one when its span is
+shorter by more than 5%. Where TensorE sets the pace, evacuations (below) keep their by-load halves in it.
+
+The one change of order: a PSUM evacuation whose tile is first read further down its block moves down to just
+before that reader when the simulated span is shorter by more than 1% that way. Early in its engine's queue it
+holds back the independent work behind it, and in a loop body it waits for the previous trip's last reader of
+the same SBUF tile: the next trip's chain would start only when this one's ended.
+
 After the assignment, a `tensor_tensor` left on VectorE whose input is an fp32 tile that a one-step float
 `tensor_scalar` (on any engine) alone wrote becomes one `scalar_tensor_tensor` computing both: VectorE streams
 the same 2N (or N) instead of 2N, the tensor_scalar's engine is freed, and the chain loses a step. The engine
@@ -60,6 +74,11 @@ _MOVABLE: dict[str, tuple[Engine, ...]] = {
 # ALU operators ScalarE's tensor_scalar is given here: plain fp32 arithmetic
 _SCALAR_ENGINE_OPS = frozenset({"add", "subtract", "multiply", "max", "min"})
 _STAY = frozenset({"power"})
+# The soonest-finish assignment replaces the by-load one only when it shortens the block's simulated span by more
+# than this: the estimate ignores DMA queues and contention, so near-ties keep the steadier by-load placement.
+_BETTER = 0.95
+# An evacuation moves down to its tile's first reader only when that shortens the simulated span by more than this.
+_SINK_BETTER = 0.99
 
 
 def _shapes(op: InstructionOp) -> dict[str, cost_model.OperandShape] | None:
@@ -191,6 +210,158 @@ def _balance(block: Block, target: Target, spread_evacuations: bool) -> None:
                 op.properties["engine"] = EngineAttr(best)
 
 
+# --- a block's span under an assignment, simulated ------------------------------------------------------------
+
+_QUEUED = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+@dataclass
+class _Step:
+    """One thing the block issues: an instruction, or a nested loop nest taken whole."""
+
+    op: Operation
+    reads: tuple[SSAValue, ...]
+    writes: tuple[SSAValue, ...]
+    busy: dict[Engine, float]  # a nested op: each engine's time over all its trips
+
+
+def _instruction_buffers(op: InstructionOp) -> tuple[tuple[SSAValue, ...], tuple[SSAValue, ...]]:
+    spec = op.spec()
+    written = set(spec.writes + spec.optional_writes)
+    roles = op.present_roles()
+    reads = tuple(getattr(op, role) for role in roles if role not in written)
+    writes = tuple(getattr(op, role) for role in roles if role in written)
+    return reads, writes
+
+
+def _steps(block: Block, target: Target) -> list[_Step]:
+    steps = []
+    for op in block.ops:
+        if isinstance(op, InstructionOp):
+            reads, writes = _instruction_buffers(op)
+            steps.append(_Step(op, reads, writes, {}))
+        elif op.regions:
+            busy: dict[Engine, float] = {}
+            reads_inside: set[SSAValue] = set()
+            writes_inside: set[SSAValue] = set()
+            for inner in op.walk():
+                if not isinstance(inner, InstructionOp):
+                    continue
+                inner_reads, inner_writes = _instruction_buffers(inner)
+                reads_inside.update(inner_reads)
+                writes_inside.update(inner_writes)
+                if inner.engine_kind in _QUEUED:
+                    trips, parent = 1, inner.parent_op()
+                    while parent is not None and parent is not op.parent_op():
+                        if isinstance(parent, scf.ForOp):
+                            trips *= _trips(parent)
+                        parent = parent.parent_op()
+                    engine = inner.engine_kind
+                    busy[engine] = busy.get(engine, 0.0) + trips * cost_ns(inner, engine, target)
+            steps.append(_Step(op, tuple(reads_inside), tuple(writes_inside), busy))
+    return steps
+
+
+def _dma_ns(op: InstructionOp, target: Target) -> float:
+    shapes = _shapes(op)
+    assert shapes is not None
+    attrs = op.attribute_values()
+    if attrs.get("indirect"):
+        return cost_model.indirect_dma_cost(shapes, attrs, target).alone_ns(target)
+    return cost_model.dma_cost(shapes["src"], shapes["dst"], target).alone_ns(target)
+
+
+class _Timeline:
+    """Engines as in-order queues over a block's steps (`_span_ns` states the rules)."""
+
+    def __init__(self, target: Target, steps: list[_Step]) -> None:
+        self.target = target
+        # Buffers several steps write are written a window each (a panel's inserts): the windows do not wait
+        # for each other, readers wait for them all.
+        writers: dict[SSAValue, int] = {}
+        for step in steps:
+            for buffer in set(step.writes):
+                writers[buffer] = writers.get(buffer, 0) + 1
+        self.windowed = {buffer for buffer, count in writers.items() if count > 1}
+        self.free = dict.fromkeys(_QUEUED, 0.0)
+        self.last_written: dict[Engine, tuple[SSAValue, ...]] = {}
+        self.written: dict[SSAValue, float] = {}
+        self.read: dict[SSAValue, float] = {}
+        self.end = 0.0
+
+    def ready(self, step: _Step) -> float:
+        whole = [buffer for buffer in step.writes if buffer not in self.windowed]
+        after_writes = [self.written.get(buffer, 0.0) for buffer in step.reads + tuple(whole)]
+        after_reads = [self.read.get(buffer, 0.0) for buffer in whole]
+        return max([0.0, *after_writes, *after_reads])
+
+    def finish(self, step: _Step, engine: Engine) -> float:
+        """When `step`'s instruction would end on `engine`, issued now."""
+        op = step.op
+        assert isinstance(op, InstructionOp)
+        ready = self.ready(step)
+        if engine is Engine.DMA:
+            return ready + _dma_ns(op, self.target)
+        if engine not in self.free:
+            return ready
+        penalty = 0.0
+        if any(buffer in self.last_written.get(engine, ()) for buffer in step.reads):
+            penalty = self.target.dependent_op_penalty_cycles / self.target.clock_ghz[engine]
+        return max(ready, self.free[engine]) + penalty + cost_ns(op, engine, self.target)
+
+    def issue(self, step: _Step, engine: Engine | None) -> None:
+        """Run `step` (on `engine` when it is an instruction)."""
+        if engine is None:
+            start = max([self.ready(step)] + [self.free[queue] for queue in step.busy])
+            finish = start + max(step.busy.values(), default=0.0)
+            for queue, busy in step.busy.items():
+                self.free[queue] = start + busy
+        else:
+            finish = self.finish(step, engine)
+            if engine in self.free:
+                self.free[engine] = finish
+                self.last_written[engine] = step.writes
+        for buffer in step.reads:
+            self.read[buffer] = max(self.read.get(buffer, 0.0), finish)
+        for buffer in step.writes:
+            self.written[buffer] = max(self.written.get(buffer, 0.0), finish) if buffer in self.windowed else finish
+        self.end = max(self.end, finish)
+
+
+def _engine(step: _Step, engines: dict[Operation, Engine]) -> Engine | None:
+    op = step.op
+    return engines.get(op, op.engine_kind) if isinstance(op, InstructionOp) else None
+
+
+def _span_ns(steps: list[_Step], engines: dict[Operation, Engine], rounds: int, target: Target) -> float:
+    """When the block's work ends, run `rounds` times back to back, each engine an in-order queue.
+
+    An instruction starts when its engine is free, the writes it reads have ended and the reads and writes of the
+    buffers it writes have ended (a loop body reuses its buffers every trip); reading what the queue's previous
+    instruction wrote costs the simulator's dependency penalty; windows of one buffer (several steps write it) do
+    not wait for each other. DMAs run side by side at their own rates. A nested loop nest starts when its inputs
+    are ready and every engine it uses is free, and holds each for its total."""
+    timeline = _Timeline(target, steps)
+    for _ in range(rounds):
+        for step in steps:
+            timeline.issue(step, _engine(step, engines))
+    return timeline.end
+
+
+def _list_schedule(
+    steps: list[_Step], options: dict[Operation, list[Engine]], target: Target
+) -> dict[Operation, Engine]:
+    """Each instruction with `options` in program order to the one that would finish it soonest, given what the
+    instructions before it already hold (ties keep the first option)."""
+    chosen: dict[Operation, Engine] = {}
+    timeline = _Timeline(target, steps)
+    for step in steps:
+        if step.op in options:
+            chosen[step.op] = min(options[step.op], key=lambda engine: timeline.finish(step, engine))
+        timeline.issue(step, _engine(step, chosen))
+    return chosen
+
+
 def _merge_scalar_tensor_pairs(block: Block) -> None:
     """Each VectorE tensor_tensor fed by a tensor_scalar alone becomes one scalar_tensor_tensor (module docstring)."""
     for op in list(block.ops):
@@ -242,5 +413,66 @@ class NeuronBalanceEnginesPass(ModulePass):
             totals = engine_totals(function, target)
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
-                _balance(block, target, spread_evacuations)
+                _assign(block, target, spread_evacuations)
+                _sink_evacuations(block, target)
                 _merge_scalar_tensor_pairs(block)
+
+
+def _assign(block: Block, target: Target, spread_evacuations: bool) -> None:
+    """The cheaper for the block of two assignments (module docstring): copies together by load, or each
+    instruction by the soonest finish."""
+    options = {op: [op.engine_kind, *_alternatives(op)] for op in block.ops if isinstance(op, InstructionOp)}
+    options = {op: engines for op, engines in options.items() if len(engines) > 1}
+    if not options:
+        return
+    _balance(block, target, spread_evacuations)
+    by_load = {op: op.engine_kind for op in options}
+    if spread_evacuations:  # where TensorE sets the pace its evacuations keep their interleaved halves
+        options = {op: [by_load[op]] if _is_psum_evacuation(op) else engines for op, engines in options.items()}
+    steps = _steps(block, target)
+    by_finish = _list_schedule(steps, options, target)
+    # a loop body's trips follow each other: the next trip's first instructions wait for this one's buffers
+    rounds = 2 if isinstance(block.parent_op(), scf.ForOp) else 1
+    if _span_ns(steps, by_finish, rounds, target) < _span_ns(steps, by_load, rounds, target) * _BETTER:
+        for op, engine in by_finish.items():
+            op.properties["engine"] = EngineAttr(engine)
+
+
+def _first_user(op: InstructionOp) -> Operation | None:
+    """The first operation after `op` in its block that touches its source or destination (inside a nested op
+    too), or the block's terminator."""
+    buffers = {op.src, op.dst}
+    following = op.next_op
+    while following is not None and following.next_op is not None:
+        if any(operand in buffers for inner in following.walk() for operand in inner.operands):
+            return following
+        following = following.next_op
+    return following
+
+
+def _sink_evacuations(block: Block, target: Target) -> None:
+    """Move each PSUM evacuation down to just before the first use of its tile, when the simulated span (module
+    docstring) is shorter by more than `_SINK_BETTER` that way."""
+    moves = []
+    for op in block.ops:
+        if isinstance(op, InstructionOp) and _is_psum_evacuation(op):
+            user = _first_user(op)
+            if user is not None and user is not op.next_op:
+                moves.append((op, user))
+    if not moves:
+        return
+    steps = _steps(block, target)
+    by_op = {step.op: step for step in steps}
+    sunk = [step for step in steps if step.op not in {copy for copy, _ in moves}]
+    for copy, user in moves:
+        following: Operation | None = user
+        while following is not None and following not in by_op:
+            following = following.next_op
+        position = sunk.index(by_op[following]) if following is not None else len(sunk)
+        sunk.insert(position, by_op[copy])
+    rounds = 2 if isinstance(block.parent_op(), scf.ForOp) else 1
+    if _span_ns(sunk, {}, rounds, target) >= _span_ns(steps, {}, rounds, target) * _SINK_BETTER:
+        return
+    for copy, user in moves:
+        copy.detach()
+        block.insert_op_before(copy, user)

@@ -106,6 +106,32 @@ func.func @tan_and_gelu(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32
 
 // -----
 
+func.func @gelu_tanh_backward(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %d = torch.aten.gelu_backward %g, %x {approximate = "tanh"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %d : tensor<4x8xf32>
+}
+// The tanh GELU's derivative through s = sigmoid(2u): s (1 + 6kc (1 - s) x (x^2 + 1/3c)), 1 - s a second sigmoid
+// of the same product (scale -2kc); ten passes before the gradient's product, no tanh and no 1 - tanh^2.
+// CHECK-LABEL: func.func @gelu_tanh_backward
+// CHECK-NOT:   fn = "tanh"
+// CHECK:       %[[G:.*]] = tile.load
+// CHECK:       %[[X:.*]] = tile.load
+// CHECK:       %[[X2:.*]] = tile.unary %[[X]] {fn = "square"}
+// CHECK:       %[[A:.*]] = tile.binary_scalar %[[X2]] {op = "add", scalar = 22.363860002236386 : f64}
+// CHECK:       %[[W:.*]] = tile.binary %[[X]], %[[A]] {op = "multiply"}
+// CHECK:       %[[S:.*]] = tile.unary %[[W]] {fn = "sigmoid", scale = 0.071354816272600249 : f64}
+// CHECK:       %[[SN:.*]] = tile.unary %[[W]] {fn = "sigmoid", scale = -0.071354816272600249 : f64}
+// CHECK:       %[[B:.*]] = tile.binary_scalar %[[X2]] {op = "add", scalar = 7.4546200007454626 : f64}
+// CHECK:       %[[SLOPE:.*]] = tile.binary %[[X]], %[[B]] {op = "multiply"}
+// CHECK:       %[[P:.*]] = tile.binary %[[SN]], %[[SLOPE]] {op = "multiply"}
+// CHECK:       %[[Q:.*]] = tile.binary_scalar %[[P]] {op = "multiply", scalar = 0.21406444881780073 : f64}
+// CHECK:       %[[R:.*]] = tile.binary_scalar %[[Q]] {op = "add", scalar = 1.000000e+00 : f64}
+// CHECK:       %[[D:.*]] = tile.binary %[[S]], %[[R]] {op = "multiply"}
+// CHECK:       tile.binary %[[G]], %[[D]] {op = "multiply"}
+// CHECK-NOT:   tile.unary
+
+// -----
+
 func.func @empty_result(%x: tensor<0x3xf32>) -> tensor<0x3xf32> {
   %e = torch.aten.exp %x : (tensor<0x3xf32>) -> tensor<0x3xf32>
   func.return %e : tensor<0x3xf32>
