@@ -6,9 +6,10 @@ they share, and when the machine is busy (a parallel test run, several simulator
 each product up to a hundred times slower. So the simulator runs `single_threaded`: a run lowers OpenBLAS's
 thread count to one and restores it afterwards.
 
-The largest products are worth both cores: a replayed tape (`runtime.tape`) runs each product of at least
-`WIDE_MIN_MACS` multiply-adds per matrix on all the threads OpenBLAS started with (`wide`), 128 x 128 x 512 in
-about 0.08 ms instead of 0.1 on two idle cores. OpenBLAS splits a product's rows and columns between its
+The largest products are worth both cores when a core is free: a replayed tape (`runtime.tape`) runs each
+product of at least `WIDE_MIN_MACS` multiply-adds per matrix on all the threads OpenBLAS started with (`wide`),
+128 x 128 x 512 in about 0.08 ms instead of 0.1, while the load average says the machine has a core to spare
+(`spare_core`). OpenBLAS splits a product's rows and columns between its
 threads, never the sum over K, so every element is the same sum in the same order: the bits do not depend on the
 thread count.
 
@@ -21,6 +22,7 @@ correct, only slower or faster.
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -63,6 +65,21 @@ def _openblas_controls() -> _Controls | None:
                     setter.argtypes = [ctypes.c_int]
                     return _Controls(getter, setter, max(1, getter()))
     return None
+
+
+def spare_core() -> bool:
+    """Whether the machine seems to have a core for a second BLAS thread: the last minute's load average (this
+    process included) below the cores this process may use.
+
+    On a busy machine a product split over threads waits for the slowest of them, and OpenBLAS's waiting threads
+    spin on the cores others need: a tape-like loop of 128 x 128 x 512 products and copies took 25 times the wall
+    time on two threads than on one at a load average of 25 on two cores."""
+    return os.getloadavg()[0] < _usable_cores()
+
+
+@cache
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def wide_threads() -> int:

@@ -41,19 +41,23 @@ F32 = alu.F32
 class Tape:
     """The recorded steps of one run's data work; `run` does that work again.
 
-    Its products of at least `blas.WIDE_MIN_MACS` multiply-adds per lane run on all of OpenBLAS's threads
-    (`blas.wide`), the rest as the run leaves BLAS (single-threaded in the simulator). Only the tape's own steps
+    When the machine has a core to spare (`blas.spare_core`), its products of at least `blas.WIDE_MIN_MACS`
+    multiply-adds per lane run on all of OpenBLAS's threads (`wide_steps`, `blas.wide`); otherwise, and for
+    everything else, BLAS runs as the run leaves it (single-threaded in the simulator). Only the tape's own steps
     are widened: a lane batch split across threads runs as one step, its products on the threads that share its
     lanes."""
 
-    __slots__ = ("steps",)
+    __slots__ = ("steps", "wide_steps")
 
     def __init__(self, steps: list[Step]) -> None:
-        self.steps = [_widened(step) for step in steps]
+        self.steps = steps
+        widened = [_widened(step) for step in steps]
+        self.wide_steps = widened if any(w is not s for w, s in zip(widened, steps, strict=True)) else steps
 
     def run(self) -> None:
+        steps = self.wide_steps if self.wide_steps is not self.steps and blas.spare_core() else self.steps
         with np.errstate(all="ignore"):
-            for step in self.steps:
+            for step in steps:
                 step()
 
 

@@ -3,6 +3,8 @@ large products, the count restored afterwards, and the same bits whatever the co
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,11 @@ def test_products_have_the_same_bits_on_one_and_on_all_threads(shape):
         np.matmul(lhs, rhs, out=narrow)
         blas.wide(product)()
     assert narrow.tobytes() == widened.tobytes()
+
+
+def test_a_spare_core_is_a_load_average_below_the_usable_cores(monkeypatch):
+    monkeypatch.setattr(blas, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 3.0, 3.0))
+    assert blas.spare_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 0.5, 0.5))
+    assert not blas.spare_core()

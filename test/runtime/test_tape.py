@@ -168,8 +168,9 @@ def test_loops_batched_and_sequential_replay_the_same():
     assert len(steps) < 6 + 3 * 2
 
 
-def test_large_products_replay_on_all_blas_threads_with_the_same_bits():
-    """TensorE's largest products (128 x 128 x 512) replay as `blas.Wide` steps, the small one stays as it is."""
+def test_large_products_replay_on_all_blas_threads_with_the_same_bits(monkeypatch):
+    """TensorE's largest products (128 x 128 x 512) replay as `blas.Wide` steps when a core is spare, the small
+    one stays as it is."""
     b = ProgramBuilder("trn2", auto_waits=True)
     x, w = b.input("x", (128, 128), "f32"), b.input("w", (128, 512), "f32")
     y, s = b.output("y", (128, 512), "f32"), b.output("s", (16, 32), "f32")
@@ -186,7 +187,17 @@ def test_large_products_replay_on_all_blas_threads_with_the_same_bits():
     b.inst("tensor_copy", "vector", {"dst": b.ap(small), "src": b.ap(acc_small)})
     b.dma(b.ap(y), b.ap(out))
     b.dma(b.ap(s), b.ap(small), queue=1)
-    steps = _assert_runs_match_the_plain_path(b.build())
+    program = b.build()
+    for spare in (True, False):  # replays wide and narrow, each the plain path's bits
+        monkeypatch.setattr(blas, "spare_core", lambda spare=spare: spare)
+        _assert_runs_match_the_plain_path(program)
+    validated = validate_program(program)
+    run_validated(validated, _inputs(program, 0), check_races=False)
+    (simulator,) = validated.cache["simulators"]
+    assert simulator.tape is not None
+    narrow = simulator.tape.steps
+    assert not any(isinstance(step, blas.Wide) for step in narrow)
+    steps = simulator.tape.wide_steps
     wide = [step for step in steps if isinstance(step, blas.Wide)]
     products = [step for step in steps if isinstance(step, tape.Product)]
     if blas.wide_threads() > 1:
