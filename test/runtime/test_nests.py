@@ -458,6 +458,27 @@ def test_batches_of_single_instances_get_the_plain_verdict(batches):
     assert max(batches) <= races.RaceChecker.FLUSH_EVERY
 
 
+def interleaved_stores(overlap: bool) -> Program:
+    """Two DMA queues write every other element of one tile, unordered: their byte hulls meet, their bytes do not
+    (unless `overlap`: then the second starts on the first's elements)."""
+    b = ProgramBuilder("trn2")
+    x, y = b.input("x", (16, 8), "f32"), b.output("y", (16, 16), "f32")
+    t = b.sbuf("t", (16, 16), "f32")
+    b.dma(b.ap(t, [(2, 8)]), b.ap(x), queue=0, id=1)
+    b.dma(b.ap(t, [(2, 8)], offset=0 if overlap else 1), b.ap(x), queue=1, id=2)
+    b.dma(b.ap(y), b.ap(t), queue=2, waits=[1, 2])
+    return b.build()
+
+
+@pytest.mark.parametrize("batches", [512], indirect=True)
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_batch_pair_whose_hulls_meet_is_decided_element_by_element(overlap, batches):
+    """The pairs a batch finds by byte hulls are candidates only: the element-wise test decides."""
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    assert assert_runs_agree(interleaved_stores(overlap), [x]) == overlap
+    assert batches
+
+
 def test_every_instance_of_a_first_run_is_checked_in_a_batch(monkeypatch):
     """The counts the checker keeps: on a first run whose nests are too small to be checked as a whole, every
     instance that issued was checked in a batch."""
