@@ -124,9 +124,8 @@ def emit_scan(
             ones_row = {size: _ones(e2, (1, size)) for size in triangles}
             ones_column = {size: _ones(e2, (size, 1)) for size in triangles}
 
-            def step(
-                e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None, last: bool = False
-            ) -> SSAValue | None:
+            def scanned(e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+                """Store the running sums of one chunk (plus the carry); return the chunk as loaded."""
                 x = load(e3, source_view, [*indices, l0, n0], (size, n), f32)
                 if part is not None:
                     x = part(e3, x)
@@ -135,16 +134,18 @@ def emit_scan(
                 if carry is not None:
                     product = e3.insert(tile.MatmulOp(ones_row[size], carry, psum, product)).result
                 store(e3, to_sbuf(e3, product, out_type), out_view, [*indices, l0, n0])
-                if last:
-                    # no chunk follows: a carry nobody reads would leave its matmul's PSUM group unread
-                    return None
+                return x
+
+            def step(e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+                x = scanned(e3, l0, size, carry)
                 total = e3.insert(tile.MatmulOp(ones_column[size], x, TileType((1, n), f32, Memory.PSUM))).result
                 if carry is None:
                     return to_sbuf(e3, total, f32)
                 return e3.insert(tile.BinaryOp(carry, total, "add", _sbuf((1, n)))).result
 
             if length <= chunk:
-                step(e2, 0, length, None, last=True)
+                # no chunk follows: column sums nobody reads would leave their matmul's PSUM group unread
+                scanned(e2, 0, length, None)
                 return
             e2.accumulate_tiles(
                 length,
