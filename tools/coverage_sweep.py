@@ -825,8 +825,8 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
             "and the device's reason are listed below); **failing**: an error or a mismatch; **no graph**: no "
             "samples of the dtype, or the CPU raised on every one."
             + (
-                f" This run of the device's sweep covers {len(device)} of the {len(results)} entries (in op_db's "
-                "order); the others have no device verdict yet."
+                f" This run of the device's sweep covers {len(device)} of the {len(results)} entries; the others "
+                "have no device verdict yet."
                 if len(device) < len(results)
                 else ""
             ),
@@ -837,6 +837,10 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
         for dtype in dtypes:
             verdicts = [d.by_dtype[dtype] for d in device if dtype in d.by_dtype]
             lines.append(summary_line(f"device, {dtype}", verdicts))
+            for issue, names in ISSUE_SUBSETS.items():
+                subset = [v for v in verdicts if v.name in names]
+                if subset:
+                    lines.append(summary_line(f"device, {dtype}, issue {issue} subset", subset))
     lines += ["", "## Notes", "", *NOTES]
     header = "| entry | issue | status | reason |" + "".join(f" device {d} |" for d in dtypes)
     lines += ["", "## Per entry", "", header, "|---|---|---|---|" + "---|" * len(dtypes)]

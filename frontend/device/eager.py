@@ -216,7 +216,11 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
 def _compile(
     op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> _Program | _Refusal:
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensorMode,
+    )
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from neuron_mlir.frontend.backend import CompileOptions
@@ -253,6 +257,10 @@ def _compile(
             # functionalization above it would turn that write into a value
             functional = make_fx(torch.func.functionalize(single_op, remove="mutations_and_views"))(*fakes)
             graph_module = make_fx(functional, decomposition_table=_decompositions())(*fakes)
+    except DynamicOutputShapeException:
+        return _Refusal(f"{op}: its output's shape depends on its values, and programs have static shapes")
+    except DataDependentOutputException:
+        return _Refusal(f"{op}: it reads a tensor's value to decide its computation (a check or a size)")
     except Exception as error:  # an op the tracer cannot take alone: a refusal, not the user's error
         return _Refusal(f"{op} cannot be traced alone ({type(error).__name__}: {str(error).splitlines()[0]})")
     if not any(n.op == "call_function" for n in graph_module.graph.nodes):

@@ -60,6 +60,7 @@ def test_device_verdicts_enter_the_report():
     ]
     text = coverage_sweep.report(results, 3, device)
     assert "| device, float32 | 2 | 1 | 1 | 0 | 0 | **50.0%** (1/2) |" in text
+    assert "| device, bfloat16, issue 6 subset | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in text
     assert "| `add` | 6 | native |  | native | native |" in text
     assert "| `nonzero` | fallback | on the host: data-dependent shape |" in text
     assert "- `aten.nonzero.default`: 1" in text

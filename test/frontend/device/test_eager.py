@@ -59,6 +59,14 @@ def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
         x + 1
 
 
+def test_a_data_dependent_shape_is_a_refusal_saying_so(compiled):
+    x = torch.tensor([[0.0, 1.5], [2.0, 0.0]]).to("neuron")
+    with pytest.warns(UserWarning, match=r"aten\.nonzero\.default: its output's shape depends on its values"):
+        indices = torch.nonzero(x)
+    assert torch.equal(indices.cpu(), torch.nonzero(x.cpu()))
+    assert compiled.EAGER_STATS.host_ops["aten.nonzero.default"] == 1
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
