@@ -21,7 +21,7 @@ instruction in program order, each movable one to the engine that would finish i
 queues and the buffers' last reads and writes (the cost model's times and its dependency penalty), and the block
 is simulated under both: engines as in-order queues, DMAs side by side, nested loop nests whole, a loop body twice
 (the next trip reuses the same buffers). The soonest-finish assignment replaces the by-load one when its span is
-shorter by more than 5%. Where TensorE sets the pace, evacuations (below) keep their by-load halves in it.
+shorter by more than 3%. Where TensorE sets the pace, evacuations (below) keep their by-load halves in it.
 
 The one change of order: a PSUM evacuation whose tile is first read further down its block moves down to just
 before that reader when the simulated span is shorter by more than 1% that way. Early in its engine's queue it
@@ -75,7 +75,7 @@ _SCALAR_ENGINE_OPS = frozenset({"add", "subtract", "multiply", "max", "min"})
 _STAY = frozenset({"power"})
 # The soonest-finish assignment replaces the by-load one only when it shortens the block's simulated span by more
 # than this: the estimate ignores DMA queues and contention, so near-ties keep the steadier by-load placement.
-_BETTER = 0.95
+_BETTER = 0.97
 # An evacuation moves down to its tile's first reader only when that shortens the simulated span by more than this.
 _SINK_BETTER = 0.99
 
