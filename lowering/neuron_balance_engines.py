@@ -21,7 +21,7 @@ instruction in program order, each movable one to the engine that would finish i
 queues and the buffers' last reads and writes (the cost model's times and its dependency penalty), and the block
 is simulated under both: engines as in-order queues, DMAs side by side, nested loop nests whole, a loop body twice
 (the next trip reuses the same buffers). The soonest-finish assignment replaces the by-load one when its span is
-shorter by more than 5%. Where TensorE sets the pace, evacuations (below) keep their by-load halves in it.
+shorter by more than 3%. Where TensorE sets the pace, evacuations (below) keep their by-load halves in it.
 
 The one change of order: a PSUM evacuation whose tile is first read further down its block moves down to just
 before that reader when the simulated span is shorter by more than 1% that way. Early in its engine's queue it
@@ -76,7 +76,7 @@ _SCALAR_ENGINE_OPS = frozenset({"add", "subtract", "multiply", "max", "min"})
 _STAY = frozenset({"power"})
 # The soonest-finish assignment replaces the by-load one only when it shortens the block's simulated span by more
 # than this: the estimate ignores DMA queues and contention, so near-ties keep the steadier by-load placement.
-_BETTER = 0.95
+_BETTER = 0.97
 # An evacuation moves down to its tile's first reader only when that shortens the simulated span by more than this.
 _SINK_BETTER = 0.99
 
@@ -328,12 +328,12 @@ class _Timeline:
         self.end = max(self.end, finish)
 
 
-def _engine(step: _Step, engines: dict[Operation, Engine]) -> Engine | None:
+def _engine(step: _Step, engines: dict[InstructionOp, Engine]) -> Engine | None:
     op = step.op
     return engines.get(op, op.engine_kind) if isinstance(op, InstructionOp) else None
 
 
-def _span_ns(steps: list[_Step], engines: dict[Operation, Engine], rounds: int, target: Target) -> float:
+def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: int, target: Target) -> float:
     """When the block's work ends, run `rounds` times back to back, each engine an in-order queue.
 
     An instruction starts when its engine is free, the writes it reads have ended and the reads and writes of the
@@ -349,15 +349,16 @@ def _span_ns(steps: list[_Step], engines: dict[Operation, Engine], rounds: int, 
 
 
 def _list_schedule(
-    steps: list[_Step], options: dict[Operation, list[Engine]], target: Target
-) -> dict[Operation, Engine]:
+    steps: list[_Step], options: dict[InstructionOp, list[Engine]], target: Target
+) -> dict[InstructionOp, Engine]:
     """Each instruction with `options` in program order to the one that would finish it soonest, given what the
     instructions before it already hold (ties keep the first option)."""
-    chosen: dict[Operation, Engine] = {}
+    chosen: dict[InstructionOp, Engine] = {}
     timeline = _Timeline(target, steps)
     for step in steps:
-        if step.op in options:
-            chosen[step.op] = min(options[step.op], key=lambda engine: timeline.finish(step, engine))
+        op = step.op
+        if isinstance(op, InstructionOp) and op in options:
+            chosen[op] = min(options[op], key=lambda engine: timeline.finish(step, engine))
         timeline.issue(step, _engine(step, chosen))
     return chosen
 
@@ -438,7 +439,7 @@ def _assign(block: Block, target: Target, spread_evacuations: bool) -> None:
             op.properties["engine"] = EngineAttr(engine)
 
 
-def _first_user(op: InstructionOp) -> Operation | None:
+def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
     """The first operation after `op` in its block that touches its source or destination (inside a nested op
     too), or the block's terminator."""
     buffers = {op.src, op.dst}
@@ -455,7 +456,7 @@ def _sink_evacuations(block: Block, target: Target) -> None:
     docstring) is shorter by more than `_SINK_BETTER` that way."""
     moves = []
     for op in block.ops:
-        if isinstance(op, InstructionOp) and _is_psum_evacuation(op):
+        if isinstance(op, neuron.TensorCopyOp) and _is_psum_evacuation(op):
             user = _first_user(op)
             if user is not None and user is not op.next_op:
                 moves.append((op, user))
@@ -474,5 +475,5 @@ def _sink_evacuations(block: Block, target: Target) -> None:
     if _span_ns(sunk, {}, rounds, target) >= _span_ns(steps, {}, rounds, target) * _SINK_BETTER:
         return
     for copy, user in moves:
-        copy.detach()
+        block.detach_op(copy)
         block.insert_op_before(copy, user)

@@ -314,7 +314,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // Four independent chains of three fp32 multiplies (unrolled copies, one tile each): 1067 ns a copy on VectorE,
 // 547 ns on GpSimdE. Copies kept together would leave each step of all four chains to one engine, the next step
 // waiting on it; placed one by one where each finishes soonest, copies of one instruction go to both engines
-// and the chains overlap (simulated span of the block shorter by more than 5%).
+// and the chains overlap (simulated span of the block shorter by more than 3%).
 // CHECK-LABEL: func.func @independent_chains
 // CHECK-COUNT-4: neuron.dma_copy
 // CHECK:       neuron.tensor_tensor gpsimd dst %s0[
