@@ -10,7 +10,7 @@ import weakref
 import numpy as np
 import pytest
 
-from neuron_mlir.runtime import bound_inputs, dtypes
+from neuron_mlir.runtime import bound_inputs, dtypes, tape
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.program import Program, TensorBinding
 from neuron_mlir.runtime.simulator import Simulator, run_program, run_validated
@@ -66,6 +66,13 @@ def _simulator(validated: ValidatedProgram) -> Simulator:
     return simulator
 
 
+def _bound(validated: ValidatedProgram) -> dict[int, int]:
+    """The inputs the program's simulator binds (input position -> buffer)."""
+    binding = _simulator(validated)._binding
+    assert binding is not None
+    return binding.inputs
+
+
 def _loop_reading_inputs() -> Program:
     """A batched nest and single instances reading two inputs, one of them 1 MiB (its pages are given back)."""
     b = ProgramBuilder("trn2", auto_waits=True)
@@ -90,9 +97,7 @@ def test_bound_inputs_give_the_plain_paths_bits(make):
     validated = validate_program(program)
     for run in range(4):
         _run_and_compare(validated, _inputs(program, run % 2), run)
-    simulator = _simulator(validated)
-    assert simulator._binding is not None
-    assert sorted(simulator._binding.inputs) == list(range(len(program.inputs)))
+    assert sorted(_bound(validated)) == list(range(len(program.inputs)))
 
 
 def test_a_bound_input_is_read_where_the_caller_holds_it_and_its_pages_are_given_back():
@@ -147,7 +152,7 @@ def test_an_input_the_program_writes_is_copied_and_the_callers_array_keeps_its_v
     validated = validate_program(program)
     for run in range(4):
         _run_and_compare(validated, _inputs(program, run % 2), run)
-    assert _simulator(validated)._binding.inputs == {1: program.inputs[1].buffer}
+    assert _bound(validated) == {1: program.inputs[1].buffer}
 
 
 def test_an_access_spanning_two_inputs_falls_back_to_copies():
@@ -172,7 +177,7 @@ def test_an_access_spanning_two_inputs_falls_back_to_copies():
     for run in range(3):
         _run_and_compare(validated, _inputs(program, run % 2), run)
     assert bound_inputs.bindable_inputs(program) == {}
-    assert _simulator(validated)._binding.inputs == {}
+    assert _bound(validated) == {}
 
 
 def test_steps_that_cannot_be_made_again_or_reach_past_an_input_refuse_it():
@@ -180,7 +185,7 @@ def test_steps_that_cannot_be_made_again_or_reach_past_an_input_refuse_it():
     first, second, third = memory[:1024], memory[1024:2048], memory[2048:3072]
     made = []
 
-    def maker(views: dict[str, np.ndarray]) -> object:
+    def maker(views: dict[str, np.ndarray]) -> tape.Step:
         made.append(views)
         return lambda: None
 
@@ -211,8 +216,9 @@ def test_a_nest_split_across_threads_reads_bound_inputs(monkeypatch):
     for run in range(3):
         _run_and_compare(validated, _inputs(program, run % 2), run)
     simulator = _simulator(validated)
+    assert simulator.tape is not None
     assert any(getattr(step, "__func__", None) is vectorize.Batch.run for step in simulator.tape.steps)
-    assert sorted(simulator._binding.inputs) == [0, 1]
+    assert sorted(_bound(validated)) == [0, 1]
 
 
 def test_outputs_that_read_a_bound_inputs_buffer_copy_the_callers_array():
@@ -238,4 +244,4 @@ def test_outputs_that_read_a_bound_inputs_buffer_copy_the_callers_array():
         outputs = _run_and_compare(validated, inputs, run)
         assert outputs[2].tobytes() == np.ascontiguousarray(inputs[0].T).tobytes()
         assert not np.shares_memory(outputs[1], inputs[0])  # a copy, the caller's own
-    assert _simulator(validated)._binding.inputs == {0: x}
+    assert _bound(validated) == {0: x}
