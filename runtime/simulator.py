@@ -163,7 +163,10 @@ class Simulator:
         # how it reads them; then `_binding`.
         self._bindable = {position: index for position, index in bindable.items() if index not in written}
         self._binding: bound_inputs.InputBinding | None = None
-        self._copied: list[int] = []  # buffers of bound inputs the current run copied into HBM
+        # Whether the run that bound the inputs is to give back their pages in HBM as it finishes (once: an input
+        # that a later run copies again, not contiguous or for a walk, keeps them rather than fault them in on
+        # every such run)
+        self._release_bound = False
         # output position -> the position of the bindable input whose buffer it reads
         input_of_buffer = {index: position for position, index in self._bindable.items()}
         self._outputs_of_inputs = {
@@ -294,19 +297,20 @@ class Simulator:
         )
 
     def finish(self) -> None:
-        """Drop what a run left that the next one does not need: the walk's state, and the host pages of bound
-        inputs the run copied into HBM (every run that reads them there copies them again first)."""
+        """Drop what a run left that the next one does not need: the walk's state, and after the run that bound
+        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first)."""
         self.timeline = self.races = self.recorder = None
-        if self._binding is not None:
-            for index in self._copied:
+        if self._release_bound and self._binding is not None:
+            for index in self._binding.inputs.values():
                 self.machine.release(index)
-        self._copied = []
+        self._release_bound = False
 
     def _bind_inputs(self, sources: Sequence[bound_inputs.Source]) -> None:
         """Work out which inputs steady runs read in place, from the first run's recorded steps."""
         homes = self.machine.homes
         candidates = {position: homes[index].array for position, index in self._bindable.items()}
         self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources)
+        self._release_bound = True
 
     def _start(self, inputs: Sequence[np.ndarray], bind: bool = False) -> dict[int, np.ndarray]:
         """Memory as fresh (where this program can tell), then the constants and inputs loaded; with `bind`, the
@@ -521,7 +525,6 @@ class Simulator:
         constants, bindings, _ = self._entry_views()
         for view, array in constants:
             view[...] = array
-        bindable = self._bindable
         in_place: dict[int, np.ndarray] = {}
         for position, ((view, expected, shape), value) in enumerate(zip(bindings, inputs, strict=True)):
             array = value if type(value) is np.ndarray else np.asarray(value)
@@ -534,8 +537,6 @@ class Simulator:
                 in_place[position] = array
                 continue
             view[...] = array
-            if position in bindable:
-                self._copied.append(bindable[position])
         return in_place
 
     def outputs(self, bound: Mapping[int, np.ndarray] | None = None) -> list[np.ndarray]:
