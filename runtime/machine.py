@@ -11,6 +11,10 @@ share bytes share host memory, as they share the hardware's.
 Fresh memory is filled with 0xFF bytes: every float type reads it as NaN and integers as -1, so a read of
 memory nobody wrote shows in the results.
 
+Buffers named `releasable` (HBM buffers sharing no byte with another, whose contents every run writes before
+use: inputs bound in place, `runtime.bound_inputs`) get host memory of their own, mapped so that `release` can give
+its pages back to the system between runs; a released buffer reads as zeros until written again.
+
 Accesses become strided NumPy views of the byte arrays (no per-element Python work); a write through a view
 lands in the simulated memory. Views do no bounds checking of their own beyond NumPy's buffer check: the
 validator (`runtime.validate`) proves every access in bounds before a program runs.
@@ -20,7 +24,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+import mmap
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +36,9 @@ from neuron_mlir.runtime.program import Access, BufferDecl, TensorBinding
 from neuron_mlir.runtime.validate import MemorySizes
 
 FILL_BYTE = 0xFF
+# Releasable buffers smaller than this keep their bytes in the ordinary arrays: giving back a few pages gains
+# nothing.
+_MAPPED_BYTES = 1 << 20
 
 # Memory ids of footprints (race checking, dependency tracking), whose byte coordinates are the hardware's
 # addresses: within a partition row on chip, absolute in HBM.
@@ -57,18 +65,25 @@ class Home:
 class Machine:
     """HBM, SBUF and PSUM for one run of a program's memory plan."""
 
-    def __init__(self, buffers: list[BufferDecl], sizes: MemorySizes) -> None:
+    def __init__(self, buffers: list[BufferDecl], sizes: MemorySizes, releasable: Collection[int] = ()) -> None:
         self.sizes = sizes
         self.ranges: dict[Memory, list[tuple[int, int]]] = {}  # merged [start, end) byte ranges per memory
         self.arrays: dict[Memory, list[np.ndarray]] = {}
+        # the mappings of releasable buffers' ranges, by their [start, end) in HBM
+        self._mappings: dict[tuple[int, int], mmap.mmap] = {}
+        mapped = {
+            (buffers[index].address, buffers[index].address + _row_bytes(buffers[index]))
+            for index in releasable
+            if buffers[index].memory is Memory.HBM and _row_bytes(buffers[index]) >= _MAPPED_BYTES
+        }
         for memory in Memory:
-            self._place(memory, [b for b in buffers if b.memory is memory])
+            self._place(memory, [b for b in buffers if b.memory is memory], mapped if memory is Memory.HBM else set())
         self.homes: list[Home] = [self._home(buffer) for buffer in buffers]
         self._clear_key: tuple[tuple[Memory, int, int], ...] | None = None
         self._bytes_held: int | None = None
         self._clear_views: list[np.ndarray] = []
 
-    def _place(self, memory: Memory, buffers: list[BufferDecl]) -> None:
+    def _place(self, memory: Memory, buffers: list[BufferDecl], mapped: Collection[tuple[int, int]]) -> None:
         ranges: list[tuple[int, int]] = []
         for start, end in sorted((b.address, b.address + _row_bytes(b)) for b in buffers):
             if ranges and start < ranges[-1][1]:
@@ -77,7 +92,25 @@ class Machine:
                 ranges.append((start, end))
         rows = 1 if memory is Memory.HBM else self.sizes.partitions
         self.ranges[memory] = ranges
-        self.arrays[memory] = [np.full(rows * (end - start), FILL_BYTE, np.uint8) for start, end in ranges]
+        self.arrays[memory] = [
+            self._mapped(start, end) if (start, end) in mapped else np.full(rows * (end - start), FILL_BYTE, np.uint8)
+            for start, end in ranges
+        ]
+
+    def _mapped(self, start: int, end: int) -> np.ndarray:
+        mapping = mmap.mmap(-1, end - start, flags=mmap.MAP_PRIVATE)
+        self._mappings[(start, end)] = mapping
+        array = np.frombuffer(mapping, np.uint8)
+        array.fill(FILL_BYTE)
+        return array
+
+    def release(self, buffer: int) -> None:
+        """Give the host pages of a releasable buffer back to the system (a no-op for other buffers): its bytes
+        read as zeros until written again. For a buffer every run writes before use (an input), between runs."""
+        home = self.homes[buffer]
+        mapping = self._mappings.get((home.address, home.address + home.array.size))
+        if mapping is not None and home.base == 0:
+            mapping.madvise(mmap.MADV_DONTNEED)
 
     def _home(self, buffer: BufferDecl) -> Home:
         dtype = dtypes.numpy_dtype(buffer.dtype)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy as copy_module
 import dataclasses
+import functools
 import sys
 import time
 import weakref
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, dtypes, heap, refill, tape, vectorize
+from neuron_mlir.runtime import blas, bound_inputs, dtypes, heap, refill, tape, vectorize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -156,10 +157,27 @@ class Simulator:
         self.validated = validated
         self.program = program = validated.program
         self.target = validated.target
-        self.machine = Machine(program.buffers, validated.sizes)
+        bindable = bound_inputs.bindable_inputs(program)
+        self.machine = Machine(program.buffers, validated.sizes, bindable.values())
         self.plans: list[InstructionPlan] = plan_program(
             program, validated.instructions, validated.index_of_id, self.machine, self.target
         )
+        written = {op.site.buffer for plan in self.plans for op in plan.writes}
+        # Inputs that steady runs may read where the caller holds them (`runtime.bound_inputs`), once the tape shows
+        # how it reads them; then `_binding`.
+        self._bindable = {position: index for position, index in bindable.items() if index not in written}
+        self._binding: bound_inputs.InputBinding | None = None
+        # Whether the run that bound the inputs is to give back their pages in HBM as it finishes (once: an input
+        # that a later run copies again, not contiguous or for a walk, keeps them rather than fault them in on
+        # every such run)
+        self._release_bound = False
+        # output position -> the position of the bindable input whose buffer it reads
+        input_of_buffer = {index: position for position, index in self._bindable.items()}
+        self._outputs_of_inputs = {
+            position: input_of_buffer[output.buffer]
+            for position, output in enumerate(program.outputs)
+            if output.buffer in input_of_buffer
+        }
         self.plan_of = {id(plan.inst): plan for plan in self.plans}
         self.live_after = self._live_queues()
         self.next_waits_after = self._next_waits()
@@ -208,14 +226,21 @@ class Simulator:
     ) -> tuple[list[np.ndarray], Profile | None]:
         """A run on the fast paths: the profile when `timing` (or race checking) asked for a walk, else None.
 
-        The data work comes from the tape once there is one; the first run records it while walking."""
-        self._start(inputs)
+        The data work comes from the tape once there is one; the first run records it while walking. A run of the
+        tape alone reads the inputs it can bind where the caller holds them (`runtime.bound_inputs`)."""
         if self.tape is not None and not timing and not check_races:
-            with np.errstate(all="ignore"):
-                self.tape.run()
-            outputs = self.outputs()
+            bound = self._start(inputs, bind=True)
+            steps = self.tape.steps
+            if bound:
+                assert self._binding is not None
+                steps = self._binding.steps(steps, bound)
+            tape.Tape(steps).run()
+            del steps  # the steps made over the caller's arrays
+            outputs = self.outputs(bound)
+            del bound
             self._analyse_refill()
             return outputs, None
+        self._start(inputs)
         timeline = self.timeline = Timeline(self.plans, self.target) if timing or check_races else None
         races = self.races = self._race_checker(deferred=True) if check_races else None
         recorder = self.recorder = _Recorder(self) if self.tape is None else None
@@ -250,6 +275,7 @@ class Simulator:
             self._analyse_refill()
         else:
             self.tape = tape.Tape(recorder.steps)
+            self._bind_inputs(recorder.sources)
             self._unanalysed = recorder.accesses
             # In the next run when it costs no more than the data work (so that run costs at most about two steady
             # ones); else now, in a first run that costs more than that anyway.
@@ -280,18 +306,31 @@ class Simulator:
         )
 
     def finish(self) -> None:
-        """Drop what a run left that the next one does not need."""
+        """Drop what a run left that the next one does not need: the walk's state, and after the run that bound
+        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first)."""
         self.timeline = self.races = self.recorder = None
+        if self._release_bound and self._binding is not None:
+            for index in self._binding.inputs.values():
+                self.machine.release(index)
+        self._release_bound = False
 
-    def _start(self, inputs: Sequence[np.ndarray]) -> None:
-        """Memory as fresh (where this program can tell), then the constants and inputs loaded."""
+    def _bind_inputs(self, sources: Sequence[bound_inputs.Source]) -> None:
+        """Work out which inputs steady runs read in place, from the first run's recorded steps."""
+        homes = self.machine.homes
+        candidates = {position: homes[index].array for position, index in self._bindable.items()}
+        self._binding = bound_inputs.InputBinding.build(candidates, self._bindable, sources)
+        self._release_bound = True
+
+    def _start(self, inputs: Sequence[np.ndarray], bind: bool = False) -> dict[int, np.ndarray]:
+        """Memory as fresh (where this program can tell), then the constants and inputs loaded; with `bind`, the
+        inputs bound in place are not copied, and are returned (input position -> the caller's array)."""
         if self._refill is not None:
             for view in self._refill:
                 view.fill(0xFF)
         elif not self._fresh_memory:
             self.machine.clear(self._loaded_ranges)
         self._fresh_memory = False
-        self.load(inputs)
+        return self.load(inputs, self._binding.inputs if bind and self._binding is not None else {})
 
     def _walk(self, interpreter: Interpreter) -> None:
         for position, node in enumerate(self.program.body):
@@ -486,13 +525,16 @@ class Simulator:
             self._entry = (constants, inputs, outputs)
         return self._entry
 
-    def load(self, inputs: Sequence[np.ndarray]) -> None:
+    def load(self, inputs: Sequence[np.ndarray], bound: Mapping[int, int] | None = None) -> dict[int, np.ndarray]:
+        """The constants and inputs into HBM, but the inputs at positions in `bound` whose arrays are
+        C-contiguous: those are returned (position -> array), to be read where they are."""
         program = self.program
         if len(inputs) != len(program.inputs):
             raise ValueError(f"{program.entry} takes {len(program.inputs)} inputs, got {len(inputs)}")
         constants, bindings, _ = self._entry_views()
         for view, array in constants:
             view[...] = array
+        in_place: dict[int, np.ndarray] = {}
         for position, ((view, expected, shape), value) in enumerate(zip(bindings, inputs, strict=True)):
             array = value if type(value) is np.ndarray else np.asarray(value)
             if array.shape != shape or array.dtype != expected:
@@ -500,10 +542,15 @@ class Simulator:
                     f"input {position} ('{program.inputs[position].name}'): expected {dtypes.dtype_name(expected)}"
                     f"{list(shape)}, got {array.dtype}{list(array.shape)}"
                 )
+            if bound and position in bound and array.flags.c_contiguous:
+                in_place[position] = array
+                continue
             view[...] = array
+        return in_place
 
-    def outputs(self) -> list[np.ndarray]:
-        """Copies of the output bindings, each the caller's own.
+    def outputs(self, bound: Mapping[int, np.ndarray] | None = None) -> list[np.ndarray]:
+        """Copies of the output bindings, each the caller's own; an output of the buffer of an input in `bound`
+        (input position -> the caller's array, read in place this run) is copied from that array.
 
         An array the last run returned that nothing references any more (the caller dropped it, and every view
         and tensor made of it) takes this run's values: a fresh array of a large output costs more than the
@@ -512,6 +559,8 @@ class Simulator:
         returned = self._returned
         arrays = []
         for position, view in enumerate(self._entry_views()[2]):
+            if bound and position in self._outputs_of_inputs:
+                view = self._output_of_input(position, bound, view)
             if position < len(returned) and _held_only_by_list(returned, position):
                 array = returned[position]
                 np.copyto(array, view)
@@ -520,6 +569,22 @@ class Simulator:
             arrays.append(array)
         self._returned = arrays
         return list(arrays)
+
+    def _output_of_input(self, position: int, bound: Mapping[int, np.ndarray], view: np.ndarray) -> np.ndarray:
+        """Output `position`'s binding as a view of the caller's array of the input whose buffer it reads, when
+        that input is in `bound` (its buffer in HBM holds nothing this run), else `view`."""
+        array = bound.get(self._outputs_of_inputs[position])
+        if array is None or view.size == 0:
+            return view
+        binding = self.program.outputs[position]
+        itemsize = view.itemsize
+        return np.ndarray(
+            view.shape,
+            view.dtype,
+            buffer=array.reshape(-1).view(np.uint8),
+            offset=binding.offset * itemsize,
+            strides=tuple(stride * itemsize for stride in binding.strides),
+        )
 
 
 def _references_of_list_item(items: list[Any], position: int) -> int:
@@ -544,6 +609,7 @@ class _Recorder:
         self.simulator = simulator
         self.target = simulator.target
         self.steps: list[tape.Step] = []
+        self.sources: list[bound_inputs.Source] = []  # per step, its maker and views (`runtime.bound_inputs`)
         self.accesses: list[refill.Access] = []
         # CPU seconds spent on the data work itself (about what a run of the tape will take), weighed against
         # `refill.analysis_seconds`, a CPU-time estimate: wall time would let the load of a shared machine decide
@@ -558,6 +624,10 @@ class _Recorder:
         step()
         self.seconds += time.process_time() - started
         self.steps.append(step)
+        maker = functools.partial(
+            tape.instance_step, plan.execute, plan.opcode, attrs=attrs, engine=plan.engine, target=self.target
+        )
+        self.sources.append((maker, views))
         self.accesses.append((plan.opcode, views, attrs))
 
     def nest(self, loop: Loop, lanes: Lanes, known: vectorize.Batch | None) -> vectorize.Batch | None:
@@ -575,7 +645,14 @@ class _Recorder:
                 if batch is not None:
                     self.seconds += batch.run_seconds
         if batch is not None:
-            self.steps.extend(tape.batch_steps(batch))
+            steps = tape.batch_steps(batch)
+            if len(batch.parts) == 1:
+                self.sources.extend(batch.makers[0])
+                self.sources.extend((None, {"dst": real}) for real, _ in batch.write_back)
+            else:  # one step, running its parts on threads
+                self.sources.append((batch.remade, batch.operand_views()))
+            assert len(self.sources) == len(self.steps) + len(steps)
+            self.steps.extend(steps)
             self.accesses.extend(batch.accesses)
         return batch
 

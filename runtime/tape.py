@@ -34,6 +34,9 @@ from neuron_mlir.runtime import alu, blas, isa, semantics
 from neuron_mlir.runtime.hardware import Engine, Target
 
 Step = Callable[[], None]
+# What makes a step of its operand views: `maker(views)` is the step, and the same maker given views of other
+# memory holding the same bytes makes a step that reads them there (`runtime.bound_inputs`).
+Maker = Callable[[dict[str, np.ndarray]], Step]
 
 F32 = alu.F32
 

@@ -511,17 +511,20 @@ class Batch:
         per_worker = -(-lanes[0] // workers)
         bounds = [min(lanes[0], w * per_worker) for w in range(workers + 1)]
         self.parts: list[list[tape.Step]] = []
+        # per part, each step's maker and views: the step is `maker(views)` (`tape.Maker`)
+        self.makers: list[list[tuple[tape.Maker, dict[str, np.ndarray]]]] = []
         self.accesses = self._accesses()
         for worker in range(workers):
             shadows = _shadows(sim, nest, worker, chunk * inner)
-            steps: list[tape.Step] = []
+            made: list[tuple[tape.Maker, dict[str, np.ndarray]]] = []
             for start in range(bounds[worker], bounds[worker + 1], chunk):
                 stop = min(bounds[worker + 1], start + chunk)
                 chunk_lanes = (stop - start, *lanes[1:])
-                steps.extend(self._steps(start, stop, chunk_lanes, shadows))
+                made.extend(self._steps(start, stop, chunk_lanes, shadows))
                 if stop == lanes[0]:
                     last, final_shadows = chunk_lanes, shadows
-            self.parts.append(steps)
+            self.parts.append([maker(views) for maker, views in made])
+            self.makers.append(made)
         # Real memory gets the last lane's private bytes, as sequential execution leaves them there.
         final = tuple(extent - 1 for extent in last)
         self.write_back: list[tuple[np.ndarray, np.ndarray]] = []
@@ -558,15 +561,16 @@ class Batch:
 
     def _steps(
         self, start: int, stop: int, lanes: tuple[int, ...], shadows: list[np.ndarray]
-    ) -> list[tape.Step]:
-        """One step per instruction of one chunk, prepared (`runtime.tape`) where its form allows."""
+    ) -> list[tuple[tape.Maker, dict[str, np.ndarray]]]:
+        """One step per instruction of one chunk, prepared (`runtime.tape`) where its form allows: its maker and
+        the views the maker makes it of."""
         nest, plans, target = self.nest, self.sim.plans, self.sim.target
         private_views: dict[tuple[int, str], np.ndarray] = {}
         for key, info in nest.private.items():
             if key[0] in self.occurrences:
                 private_views[key] = _private_view(info, shadows, lanes)
         nl = len(lanes)
-        steps: list[tape.Step] = []
+        steps: list[tuple[tape.Maker, dict[str, np.ndarray]]] = []
         seen: dict[int, int] = {}
         for index in self.sequence:
             rep = seen.get(index, 0)
@@ -590,27 +594,41 @@ class Batch:
                         per_lane = True
                     attrs[name] = value
             engine = plan.inst.engine
+            maker: tape.Maker
             if per_lane:
                 function = isa.OPCODES[plan.inst.opcode].semantics
-                steps.append(functools.partial(semantics.lanewise, function, views, attrs, engine, target, nl))
+                maker = functools.partial(_lanewise_step, function, attrs=attrs, engine=engine, target=target, nl=nl)
             else:
-                steps.append(tape.lane_step(plan.inst.opcode, views, attrs, engine, target, nl))
+                maker = functools.partial(
+                    tape.lane_step, plan.inst.opcode, attrs=attrs, engine=engine, target=target, nl=nl
+                )
+            steps.append((maker, views))
         return steps
 
     def run(self) -> None:
         """The data work of the nest: every step of every worker, then the write-back."""
-        parts = self.parts
-        if len(parts) == 1:
-            _run_steps(parts[0])
-        else:
-            futures = [_pool().submit(_run_steps, part) for part in parts[1:]]
-            try:
-                _run_steps(parts[0])
-            finally:
-                for future in futures:
-                    future.result()
-        for real, shadow in self.write_back:
-            real[...] = shadow
+        _run_batch(self.parts, self.write_back)
+
+    def operand_views(self) -> dict[str, np.ndarray]:
+        """The operand views of every step of every worker, keyed for `remade`."""
+        return {
+            f"{part} {position} {role}": view
+            for part, made in enumerate(self.makers)
+            for position, (_, views) in enumerate(made)
+            for role, view in views.items()
+        }
+
+    def remade(self, views: dict[str, np.ndarray]) -> tape.Step:
+        """`run` with every step made again of `views` (keyed as `operand_views` keys them): the same work over
+        other memory holding the same bytes (`runtime.bound_inputs`)."""
+        parts = [
+            [
+                maker({role: views[f"{part} {position} {role}"] for role in own})
+                for position, (maker, own) in enumerate(made)
+            ]
+            for part, made in enumerate(self.makers)
+        ]
+        return functools.partial(_run_batch, parts, self.write_back)
 
     def _direct_view(self, group: _Direct, rep: int, start: int, lanes: tuple[int, ...]) -> np.ndarray:
         shape, dtype, array, array_start, strides, itemsize = group.op.view_args
@@ -622,6 +640,27 @@ class Batch:
             offset=offset,
             strides=tuple(d * itemsize for d in group.deltas) + strides,
         )
+
+
+def _run_batch(parts: list[list[tape.Step]], write_back: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    if len(parts) == 1:
+        _run_steps(parts[0])
+    else:
+        futures = [_pool().submit(_run_steps, part) for part in parts[1:]]
+        try:
+            _run_steps(parts[0])
+        finally:
+            for future in futures:
+                future.result()
+    for real, shadow in write_back:
+        real[...] = shadow
+
+
+def _lanewise_step(
+    function: Any, views: dict[str, np.ndarray], attrs: dict[str, Any], engine: Any, target: Any, nl: int
+) -> tape.Step:
+    """An instruction whose register attributes differ between lanes, run lane by lane."""
+    return functools.partial(semantics.lanewise, function, views, attrs, engine, target, nl)
 
 
 def _run_steps(steps: list[tape.Step]) -> None:
