@@ -10,6 +10,7 @@ Output guarantee: the same results from fewer ops, every remaining op with its l
   rank <= 1 tensor; `cat` of one tensor;
 - arithmetic identities with the operand's type: `mul`/`div` by 1, `add`/`sub` of 0 (`.Scalar` overloads), `pow`
   by 1;
+- the sum of two `slice_scatter`s into zeros whose slices split a dimension becomes the `cat` of their sources;
 - view pairs that cancel: `permute` of `permute` (composed, or dropped when the identity), `transpose` of the
   same `transpose`, `t` of `t`, `view`-like of `view`-like back to the original shape, `squeeze.dim` of
   `unsqueeze` on the same dimension; `expand` of `expand` becomes one `expand`.
@@ -158,8 +159,63 @@ class CancelViewPairs(RewritePattern):
         rewriter.replace(op, new)
 
 
+def _zeros(value: SSAValue) -> bool:
+    owner = value.owner
+    if not isinstance(owner, TorchOp) or owner.name != "torch.aten.full":
+        return False
+    fill = owner.arguments().get("fill_value")
+    return not isinstance(fill, bool) and fill == 0
+
+
+class ComplementarySliceScatters(RewritePattern):
+    """The sum of two slice_scatters into zeros whose slices split a dimension is the cat of the two sources.
+
+    AOTAutograd spells the gradient of slices that split a dimension (rotate_half's halves) this way: zeros,
+    each source copied into its slice, and an add of the two. The cat writes each source once."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, TorchOp) or op.name != "torch.aten.add.Tensor" or len(op.operands) != 2:
+            return
+        alpha = op.arguments().get("alpha")
+        if alpha not in (None, 1) or isinstance(alpha, bool):
+            return
+        result_type = op.results[0].type
+        pieces: list[tuple[int, int, int, SSAValue]] = []
+        for operand in op.operands:
+            scatter = operand.owner
+            if not isinstance(scatter, TorchOp) or scatter.name != "torch.aten.slice_scatter":
+                return
+            if scatter.results[0].type != result_type or not _zeros(scatter.operands[0]):
+                return
+            args = scatter.arguments()
+            if args.get("step", 1) != 1:
+                return
+            rank = _rank(scatter.results[0])
+            dim = _normalised([int(args.get("dim", 0))], rank)[0]
+            assert isinstance(result_type, TensorType)
+            extent = result_type.get_shape()[dim]
+            start, end, _ = slice(args.get("start"), args.get("end")).indices(extent)
+            source = args["src"]
+            assert isinstance(source, SSAValue)
+            assert isinstance(source.type, TensorType)
+            if source.type.element_type != result_type.element_type:
+                return
+            pieces.append((dim, start, end, source))
+        (dim, start, middle, first), (other_dim, second_start, end, second) = sorted(pieces, key=lambda p: p[1])
+        assert isinstance(result_type, TensorType)
+        if dim != other_dim or start != 0 or middle != second_start or end != result_type.get_shape()[dim]:
+            return
+        if middle == 0 or middle == end:
+            return
+        cat_class = op_class_for("aten::cat")
+        assert cat_class is not None
+        new = cat_class.from_args({"tensors": [first, second], "dim": dim}, [result_type])
+        new.location = op.location
+        rewriter.replace(op, new)
+
+
 def canonicalize_patterns() -> list[RewritePattern]:
-    return [DropIdentity(), CancelViewPairs()]
+    return [DropIdentity(), CancelViewPairs(), ComplementarySliceScatters()]
 
 
 @dataclass(frozen=True)

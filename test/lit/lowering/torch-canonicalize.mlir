@@ -96,3 +96,37 @@ func.func @views_compose(%x: tensor<2x3x4xf32>, %y: tensor<1x3xf32>) -> (tensor<
   %e2 = torch.aten.expand %e1 {size = array<i64: 5, 2, 3>} : (tensor<2x3xf32>) -> tensor<5x2x3xf32>
   func.return %p2, %e2 : tensor<4x2x3xf32>, tensor<5x2x3xf32>
 }
+
+// -----
+
+// rotate_half's gradient as AOTAutograd spells it: each half scattered into zeros, then the sum, is one cat.
+// CHECK-LABEL: func.func @complementary_slice_scatters
+// CHECK:         %[[N:.*]] = torch.aten.neg %a
+// CHECK-NEXT:    %[[C:.*]] = torch.aten.cat [%b, %[[N]]] {dim = 2 : i64} : (tensor<2x5x3xf32>, tensor<2x5x3xf32>) -> tensor<2x5x6xf32>
+// CHECK-NEXT:    func.return %[[C]]
+func.func @complementary_slice_scatters(%a: tensor<2x5x3xf32>, %b: tensor<2x5x3xf32>) -> tensor<2x5x6xf32> {
+  %n = torch.aten.neg %a : (tensor<2x5x3xf32>) -> tensor<2x5x3xf32>
+  %z = torch.aten.full {size = array<i64: 2, 5, 6>, fill_value = 0 : i64, dtype = f32} : () -> tensor<2x5x6xf32>
+  %s1 = torch.aten.slice_scatter %z, %n {dim = -1 : i64, start = 3 : i64, end = 9223372036854775807 : i64} : (tensor<2x5x6xf32>, tensor<2x5x3xf32>) -> tensor<2x5x6xf32>
+  %s2 = torch.aten.slice_scatter %z, %b {dim = 2 : i64, start = 0 : i64, end = 3 : i64} : (tensor<2x5x6xf32>, tensor<2x5x3xf32>) -> tensor<2x5x6xf32>
+  %r = torch.aten.add.Tensor %s1, %s2 : (tensor<2x5x6xf32>, tensor<2x5x6xf32>) -> tensor<2x5x6xf32>
+  func.return %r : tensor<2x5x6xf32>
+}
+
+// -----
+
+// Scatters into a non-zero tensor, or slices that overlap, keep their sum.
+// CHECK-LABEL: func.func @other_slice_scatters_stay
+// CHECK-COUNT-4: torch.aten.slice_scatter
+// CHECK-NOT:     torch.aten.cat
+func.func @other_slice_scatters_stay(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> (tensor<2x6xf32>, tensor<2x6xf32>) {
+  %z = torch.aten.full {size = array<i64: 2, 6>, fill_value = 1 : i64, dtype = f32} : () -> tensor<2x6xf32>
+  %s1 = torch.aten.slice_scatter %z, %a {dim = 1 : i64, start = 3 : i64, end = 6 : i64} : (tensor<2x6xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  %s2 = torch.aten.slice_scatter %z, %b {dim = 1 : i64, start = 0 : i64, end = 3 : i64} : (tensor<2x6xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  %r = torch.aten.add.Tensor %s1, %s2 : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+  %y = torch.aten.full {size = array<i64: 2, 6>, fill_value = 0 : i64, dtype = f32} : () -> tensor<2x6xf32>
+  %s3 = torch.aten.slice_scatter %y, %a {dim = 1 : i64, start = 2 : i64, end = 5 : i64} : (tensor<2x6xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  %s4 = torch.aten.slice_scatter %y, %b {dim = 1 : i64, start = 0 : i64, end = 3 : i64} : (tensor<2x6xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  %q = torch.aten.add.Tensor %s3, %s4 : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+  func.return %r, %q : tensor<2x6xf32>, tensor<2x6xf32>
+}
