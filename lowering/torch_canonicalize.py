@@ -191,7 +191,9 @@ class ComplementarySliceScatters(RewritePattern):
             if args.get("step", 1) != 1:
                 return
             rank = _rank(scatter.results[0])
-            dim = _normalised([int(args.get("dim", 0))], rank)[0]
+            dim_argument = args.get("dim", 0)
+            assert isinstance(dim_argument, int)
+            dim = _normalised([dim_argument], rank)[0]
             assert isinstance(result_type, TensorType)
             extent = result_type.get_shape()[dim]
             start, end, _ = slice(args.get("start"), args.get("end")).indices(extent)

@@ -210,7 +210,7 @@ def _native_batch_norm(
 def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
     """`torch.equal` as device ops: the comparison and its reduction run on the NeuronCore, and only the one
     boolean travels to the host (values compare after type promotion, NaN equals nothing, as on the CPU)."""
-    check_same_device(aten.equal.default, (tensor, other), {})
+    check_same_device(aten.equal.default, [tensor, other])
     if tensor.shape != other.shape:
         return False
     return bool(torch.eq(tensor, other).all().item())
