@@ -61,11 +61,12 @@ bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simula
 	@echo
 	$(PY) bench/bench_device.py
 
-# One model at a time: each takes minutes and several GiB on the simulator.
+# One model at a time: each takes minutes and several GiB on the simulator. The tests run each case in a fresh
+# process of their own (so no xdist worker is needed) and end with each case's peak resident memory.
 models: $(STAMP)  ## the real-width model set: compile, step and simulated times -> docs/models.md, then its tests
 	$(PY) bench/bench_real_width.py --output docs/models.md
 	@echo
-	$(PY) -m pytest -q -n 1 --real-width test/models/test_real_width_models.py
+	$(PY) -m pytest -q -n 0 --real-width test/models/test_real_width_models.py
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) build *.egg-info .pytest_cache

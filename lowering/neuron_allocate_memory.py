@@ -404,11 +404,11 @@ def _place_hbm(intervals: list[_Interval], alignment: int, spare_bytes: int) -> 
             freed.free(address, address + size, gone.end)
         active = [entry for entry in active if entry[2].end >= interval.start]
         size = _align(max(interval.size, 1), alignment)
-        address = _least_recently_freed(active, freed, size, alignment, budget)
-        if address is None:  # the free ranges are too fragmented for the budget: first fit never is
+        place = _least_recently_freed(active, freed, size, alignment, budget)
+        if place is None:  # the free ranges are too fragmented for the budget, which first fit's plan fits
             return first_fit
-        active.append((address, size, interval))
-        addresses[interval] = address
+        active.append((place, size, interval))
+        addresses[interval] = place
     return addresses
 
 

@@ -29,6 +29,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("real_width") is None]
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The peak resident memory of each case that ran in a process of its own (the real-width models)."""
+    rows = [
+        (report.nodeid, value)
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.getreports(outcome)
+        if report.when == "call"
+        for name, value in report.user_properties
+        if name == "peak_rss_gib"
+    ]
+    if rows:
+        terminalreporter.section("peak resident memory of each case's own process")
+        for nodeid, gib in rows:
+            terminalreporter.write_line(f"{gib:6.2f} GiB  {nodeid}")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_compile_cache(tmp_path_factory):
     """Tests compile into a cache of their own, never the user's ~/.cache/neuron-mlir."""
