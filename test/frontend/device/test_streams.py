@@ -17,7 +17,6 @@ COPIES = {
     "copy_": lambda a, b: b.copy_(a),
     "clone": lambda a, b: a.clone(),
     "contiguous": lambda a, b: a.t().contiguous(),
-    "to dtype": lambda a, b: a.to(torch.bfloat16),
     "to copy": lambda a, b: a.to(a.device, copy=True),
 }
 
@@ -61,6 +60,19 @@ def test_a_copy_between_device_tensors_is_a_dma_on_the_stream(host_mode, fresh, 
     assert profile.dma_bytes == a.numel() * 4
     assert [location.rsplit(":", 1)[0] for location in profile.location_ns] == [__file__]  # the user's line
     assert neuron.eager_stats()["device_to_device_bytes"] > 0
+
+
+def test_a_cast_between_device_dtypes_is_a_compiled_program(compiled_eager):
+    """A dtype cast on the device is compute (the compiler's cast), not a copy of bytes: one program, no DMA."""
+    a = torch.arange(64 * 128, dtype=torch.float32).reshape(64, 128).to("neuron")
+    stream = neuron.current_stream()
+    programs = stream.programs_run
+    result = a.to(torch.bfloat16)
+    assert result.device.type == "neuron"
+    assert torch.equal(result.cpu(), a.cpu().to(torch.bfloat16))
+    assert stream.programs_run == programs + 1
+    assert not any(key.startswith("device_copy_") for key in neuron_mlir.profiles())
+    assert neuron.eager_stats()["native_ops"].get("aten._to_copy.default", 0) == 1
 
 
 def test_the_dma_time_is_the_cost_models(host_mode, fresh):
