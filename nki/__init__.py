@@ -1,0 +1,253 @@
+"""NKI kernels on the simulated NeuronCore: `import neuron_mlir.nki as nki`.
+
+A kernel written for the Neuron Kernel Interface runs with only its imports changed:
+
+    import neuron_mlir.nki as nki
+    import neuron_mlir.nki.language as nl
+    import neuron_mlir.nki.isa as nisa
+
+    @nki.jit
+    def add(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(a), nl.load(b)))
+        return out
+
+    result = nki.simulate(add)(x, y)                   # NumPy in, NumPy out
+    bench = nki.benchmark(add, target="trn1")(x, y)    # + simulated latency and the profile
+
+A kernel is traced once per argument signature (shapes, dtypes, the Python values passed, the launch grid and
+the target) into a neuron-dialect module (`nki.trace` returns it: `neuron-opt` prints and checks it), whose
+instructions are verified by the hardware's rules as they are traced. The module then goes through the
+compiler's own back end: `neuron-assign-dma-queues`, `neuron-allocate-memory`, `neuron-insert-sync`, the
+bundle's program and its validator, and runs on the simulator, which times it with the target's cost model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from neuron_mlir.nki import isa, language
+from neuron_mlir.nki.tracing import NkiError, NkiTensor, Trace, dtype_of, tracing
+from neuron_mlir.runtime.profile import Profile
+from neuron_mlir.runtime.validate import ValidatedProgram
+
+__all__ = [
+    "BenchmarkResult",
+    "Kernel",
+    "NkiError",
+    "NkiTensor",
+    "benchmark",
+    "isa",
+    "jit",
+    "language",
+    "simulate",
+    "simulate_kernel",
+    "trace",
+]
+
+# The passes that take a traced module to a runnable program: the kernel's own instructions and engines stay
+# as written (no fusion or rebalancing), the back end places, queues and synchronises them.
+BACKEND_PASSES = ("neuron-assign-dma-queues", "neuron-allocate-memory", "neuron-insert-sync")
+
+
+def default_target() -> str:
+    """NKI's target override variable, else the project's default target."""
+    from neuron_mlir.runtime.hardware import DEFAULT_TARGET
+
+    return os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", DEFAULT_TARGET)
+
+
+@dataclass
+class _Compiled:
+    module: ModuleOp
+    program: ValidatedProgram
+    outputs: int
+    single: bool  # the kernel returned one tensor, not a tuple
+
+
+class Kernel:
+    """An `@nki.jit` kernel: call it with NumPy arrays (and Python values); `kernel[n]` launches n programs."""
+
+    def __init__(self, function: Callable[..., Any], grid: tuple[int, ...] = (1,), target: str | None = None):
+        self.function = function
+        self.grid = grid
+        self.target = target
+        self._cache: dict[Any, _Compiled] = {}
+        self.traces = 0  # how many signatures were traced
+        self.__name__ = getattr(function, "__name__", "kernel")
+        self.__doc__ = function.__doc__
+
+    def __getitem__(self, grid: Any) -> Kernel:
+        dims = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
+        if not dims or any(g <= 0 for g in dims):
+            raise NkiError(f"kernel {self.__name__}: launch grid {grid!r} must be positive integers")
+        launched = Kernel(self.function, dims, self.target)
+        launched._cache = self._cache
+        return launched
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.simulate(*args, **kwargs)[0]
+
+    # ---- tracing ---------------------------------------------------------------------------------------------
+
+    def _key(self, target: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        def part(value: Any) -> Any:
+            if isinstance(value, np.ndarray):
+                return ("array", value.shape, value.dtype.str)
+            if isinstance(value, list | tuple):
+                return (type(value).__name__, tuple(part(v) for v in value))
+            return ("value", type(value).__name__, value)
+
+        return (target, self.grid, tuple(part(a) for a in args), tuple(sorted((k, part(v)) for k, v in kwargs.items())))
+
+    def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> _Compiled:
+        """The traced and lowered program of this argument signature (cached)."""
+        chosen = target or self.target or default_target()
+        key = self._key(chosen, args, kwargs)
+        if key not in self._cache:
+            self._cache[key] = self._compile(chosen, args, kwargs)
+        return self._cache[key]
+
+    def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> ModuleOp:
+        """The neuron-dialect module traced for these arguments, before placement and synchronisation."""
+        from neuron_mlir.runtime.hardware import get_target
+
+        chosen = target or self.target or default_target()
+        return self._trace(get_target(chosen), args, kwargs)[0]
+
+    def _trace(self, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[ModuleOp, int, bool]:
+        self.traces += 1
+        parameters = list(inspect.signature(self.function).parameters)
+        inputs = []
+        for index, value in enumerate(args):
+            if isinstance(value, np.ndarray):
+                name = parameters[index] if index < len(parameters) else f"arg{index}"
+                inputs.append((name, tuple(value.shape), dtype_of(value.dtype)))
+        for name, value in kwargs.items():
+            if isinstance(value, np.ndarray):
+                inputs.append((name, tuple(value.shape), dtype_of(value.dtype)))
+        active = Trace(self.__name__, target, self.grid)
+        tensors = iter(active.start(inputs))
+        call_args = [next(tensors) if isinstance(a, np.ndarray) else a for a in args]
+        call_kwargs = {k: next(tensors) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        results: Any = None
+        with tracing(active):
+            for program in np.ndindex(*self.grid):
+                active.program_ids = tuple(int(i) for i in program)
+                active.shared_cursor = 0
+                returned = self.function(*call_args, **call_kwargs)
+                if results is None:
+                    results = returned
+        single = isinstance(results, NkiTensor)
+        outputs = [results] if single else list(results or ())
+        if not all(isinstance(o, NkiTensor) for o in outputs):
+            raise NkiError(f"kernel {self.__name__} must return NKI tensors, got {results!r}")
+        module = active.finish(outputs)
+        module.verify()
+        return module, len(outputs), single
+
+    def _compile(self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Compiled:
+        from xdsl.context import Context
+
+        from neuron_mlir.backend_trn.translate import build_program
+        from neuron_mlir.lowering.pipelines import pass_class
+        from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
+        from neuron_mlir.runtime.hardware import get_target
+        from neuron_mlir.runtime.validate import validate_program
+
+        module, outputs, single = self._trace(get_target(target_name), args, kwargs)
+        traced = module.clone()
+        context = Context()
+        for name in BACKEND_PASSES:
+            pass_class(name)().apply(context, module)
+        module.verify()
+        check_stage_contract(module, "synchronised")
+        from neuron_mlir import __version__
+
+        program = build_program(module, require_allocated=True, compiler_version=__version__)
+        return _Compiled(traced, validate_program(program), outputs, single)
+
+    # ---- running ---------------------------------------------------------------------------------------------
+
+    def simulate(self, *args: Any, target: str | None = None, **kwargs: Any) -> tuple[Any, Profile]:
+        """(the kernel's results as NumPy arrays, the run's profile) on the simulated core."""
+        from neuron_mlir.runtime.simulator import run_validated
+
+        compiled = self.compile(*args, target=target, **kwargs)
+        arrays = [np.ascontiguousarray(a) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+        outputs, profile = run_validated(compiled.program, arrays)
+        results = [np.asarray(o) for o in outputs]
+        return (results[0] if compiled.single else tuple(results)), profile
+
+
+def jit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Declare an NKI kernel (`@nki.jit` or `@nki.jit(target="trn1")`)."""
+    target = options.get("target")
+    if function is None:
+        return lambda f: Kernel(f, target=target)
+    return Kernel(function, target=target)
+
+
+def _kernel(kernel: Any) -> Kernel:
+    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+
+
+def simulate(kernel: Any, target: str | None = None) -> Callable[..., Any]:
+    """`nki.simulate(kernel)(*arrays)`: the kernel's results as NumPy arrays."""
+    launched = _kernel(kernel)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return launched.simulate(*args, target=target, **kwargs)[0]
+
+    return run
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """The legacy spelling of `nki.simulate(kernel)(*args)`."""
+    return simulate(kernel)(*args, **kwargs)
+
+
+@dataclass
+class BenchmarkResult:
+    """One simulated run: the results, the latency on the target's cost model and the full profile."""
+
+    outputs: Any
+    profile: Profile
+    target: str
+
+    @property
+    def latency_ns(self) -> float:
+        return float(self.profile.total_ns)
+
+    @property
+    def latency_us(self) -> float:
+        return self.latency_ns / 1e3
+
+    def summary(self) -> str:
+        return self.profile.summary()
+
+
+def benchmark(kernel: Any, target: str | None = None) -> Callable[..., BenchmarkResult]:
+    """`nki.benchmark(kernel, target="trn1")(*arrays)`: results, simulated latency and profile of one run.
+
+    The simulated core is deterministic, so one run is every run: there are no warm-up or repeat counts."""
+    launched = _kernel(kernel)
+
+    def run(*args: Any, **kwargs: Any) -> BenchmarkResult:
+        chosen = target or launched.target or default_target()
+        outputs, profile = launched.simulate(*args, target=chosen, **kwargs)
+        return BenchmarkResult(outputs, profile, chosen)
+
+    return run
+
+
+def trace(kernel: Any, *args: Any, target: str | None = None, **kwargs: Any) -> ModuleOp:
+    """The neuron-dialect module a kernel traces to for these arguments (print it, or feed it to neuron-opt)."""
+    return _kernel(kernel).trace(*args, target=target, **kwargs)

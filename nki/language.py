@@ -1,0 +1,434 @@
+"""`nki.language`: tensors, buffers, dtypes, loops, launch grids and the tile-level functions of NKI.
+
+Creation (`ndarray`, `zeros`, `ones`, `full`, `zeros_like`, `empty_like`) allocates a buffer in the memory its
+`buffer` names: `sbuf`, `psum`, or HBM (`hbm` = `private_hbm`, `shared_hbm`). Loops (`affine_range`,
+`sequential_range`, `static_range`) are Python ranges: the trace unrolls them (see `tracing.py`).
+
+The functions that return new tiles (`load`, `copy`, `matmul`, `transpose`, the elementwise arithmetic,
+activations and reductions, `broadcast_to`, `where`) allocate their result and issue `nki.isa` instructions: an
+elementwise op of two tiles is a VectorE `tensor_tensor` (a [P, 1] operand or a number makes it a
+`tensor_scalar`, with the operands swapped when the number comes first), `divide` is GpSimdE's exact divide, a
+unary function is a ScalarE `activation`, a reduction a VectorE `tensor_reduce`, `matmul` and `transpose` TensorE
+products into PSUM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects.builtin import StringAttr
+
+from neuron_mlir.ir.dialects import neuron
+from neuron_mlir.nki import isa as nisa
+from neuron_mlir.nki.operators import BINARY, REDUCTIONS, UNARY, Operator
+from neuron_mlir.nki.tracing import DynSlice, NkiTensor, current_trace, dtype_of, error, trace
+from neuron_mlir.runtime.hardware import Engine, Memory
+
+# ---- buffers ---------------------------------------------------------------------------------------------------
+
+
+class BufferKind:
+    """Where `nl.ndarray` puts a tensor: `nl.sbuf`, `nl.psum`, `nl.hbm`/`nl.private_hbm`, `nl.shared_hbm`."""
+
+    def __init__(self, name: str, memory: Memory, shared: bool = False) -> None:
+        self.name = name
+        self.memory = memory
+        self.shared = shared
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+sbuf = BufferKind("sbuf", Memory.SBUF)
+psum = BufferKind("psum", Memory.PSUM)
+hbm = BufferKind("hbm", Memory.HBM)
+private_hbm = hbm
+shared_hbm = BufferKind("shared_hbm", Memory.HBM, shared=True)
+
+# ---- dtypes ----------------------------------------------------------------------------------------------------
+
+bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32 = np.dtype(np.float32)
+
+
+# ---- sizes -----------------------------------------------------------------------------------------------------
+
+
+class tile_size:
+    """The tile limits kernels size their loops by (trn1/trn2 figures)."""
+
+    pmax = 128  # partitions of an SBUF/PSUM tile
+    psum_fmax = 512  # fp32 elements of a PSUM tile per partition: one 2 KiB bank
+    psum_bank_fmax = 512
+    gemm_stationary_fmax = 128  # free size of nc_matmul's stationary operand (M)
+    gemm_moving_fmax = 512  # free size of nc_matmul's moving operand (N)
+    bn_stats_fmax = 512
+    psum_num_banks = 8
+
+
+# ---- indexing and loops ----------------------------------------------------------------------------------------
+
+
+def ds(start: int, size: int) -> DynSlice:
+    """`size` elements from `start` along one dimension, as an index entry."""
+    return DynSlice(start, size)
+
+
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    """Iterations without carried dependencies; unrolled by the trace."""
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+def sequential_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    """Iterations that depend on each other; unrolled by the trace, in order."""
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    """A fully unrolled loop."""
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+def program_id(axis: int = 0) -> int:
+    """This program's index along `axis` of the launch grid (`kernel[n]`)."""
+    ids = trace().program_ids
+    if not 0 <= axis < len(ids):
+        raise error(f"nl.program_id({axis}): the launch grid has {len(ids)} axes")
+    return ids[axis]
+
+
+def num_programs(axes: int = 0) -> int:
+    """The size of the launch grid along `axes`."""
+    grid = trace().grid
+    if not 0 <= axes < len(grid):
+        raise error(f"nl.num_programs({axes}): the launch grid has {len(grid)} axes")
+    return grid[axes]
+
+
+def program_ndim() -> int:
+    return len(trace().grid)
+
+
+@contextlib.contextmanager
+def no_reorder() -> Iterator[None]:
+    """Instructions are issued in program order already; kept for kernels that ask for it."""
+    yield
+
+
+# ---- creation --------------------------------------------------------------------------------------------------
+
+
+def ndarray(shape: Sequence[int], dtype: Any, buffer: BufferKind = sbuf, name: str = "", **_: Any) -> NkiTensor:
+    """An uninitialised tensor of `shape` in `buffer` (on chip, dimension 0 is the partitions)."""
+    if not isinstance(buffer, BufferKind):
+        raise error(f"nl.ndarray: buffer {buffer!r} is not nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm")
+    current = trace()
+    dims = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+    if buffer.shared:
+        return current.shared_output(dims, dtype_of(dtype), name)
+    return current.allocate(dims, dtype_of(dtype), buffer.memory, name)
+
+
+def full(shape: Sequence[int], fill_value: float, dtype: Any, buffer: BufferKind = sbuf, name: str = "") -> NkiTensor:
+    tensor = ndarray(shape, dtype, buffer, name)
+    if buffer.memory is Memory.HBM:
+        raise error("nl.full: fills are on-chip (memset); create the tile in nl.sbuf and store it")
+    nisa.memset(tensor, fill_value)
+    return tensor
+
+
+def zeros(shape: Sequence[int], dtype: Any, buffer: BufferKind = sbuf, name: str = "") -> NkiTensor:
+    return full(shape, 0.0, dtype, buffer, name)
+
+
+def ones(shape: Sequence[int], dtype: Any, buffer: BufferKind = sbuf, name: str = "") -> NkiTensor:
+    return full(shape, 1.0, dtype, buffer, name)
+
+
+def _buffer_of(tensor: NkiTensor) -> BufferKind:
+    return {Memory.SBUF: sbuf, Memory.PSUM: psum, Memory.HBM: hbm}[tensor.buffer.memory]
+
+
+def zeros_like(x: NkiTensor, dtype: Any = None, buffer: BufferKind | None = None, name: str = "") -> NkiTensor:
+    return zeros(x.shape, dtype or x.dtype, buffer or _buffer_of(x), name)
+
+
+def empty_like(x: NkiTensor, dtype: Any = None, buffer: BufferKind | None = None, name: str = "") -> NkiTensor:
+    return ndarray(x.shape, dtype or x.dtype, buffer or _buffer_of(x), name)
+
+
+# ---- movement --------------------------------------------------------------------------------------------------
+
+
+def _tile_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape if len(shape) >= 2 else (1, *shape)
+
+
+def load(src: NkiTensor, dtype: Any = None, **_: Any) -> NkiTensor:
+    """A new SBUF tile holding `src` (an HBM view; its first dimension becomes the partitions)."""
+    if not isinstance(src, NkiTensor) or src.buffer.memory is not Memory.HBM:
+        raise error(f"nl.load: src must be an HBM tensor, got {src!r}")
+    tile = ndarray(_tile_shape(src.shape), dtype or src.dtype, sbuf)
+    nisa.dma_copy(tile, src)
+    return tile
+
+
+def store(dst: NkiTensor, value: NkiTensor, **_: Any) -> None:
+    """Write the on-chip tile `value` into the HBM view `dst` (a PSUM tile goes through SBUF first)."""
+    if not isinstance(dst, NkiTensor) or dst.buffer.memory is not Memory.HBM:
+        raise error(f"nl.store: dst must be an HBM tensor, got {dst!r}")
+    if isinstance(value, NkiTensor) and value.buffer.memory is Memory.PSUM:
+        value = copy(value)
+    nisa.dma_copy(dst, value)
+
+
+def _copy(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """A new SBUF tile holding x (from SBUF or PSUM), converted to dtype."""
+    out = ndarray(x.shape, dtype or x.dtype, sbuf)
+    nisa.tensor_copy(out, x)
+    return out
+
+
+copy = UNARY["copy"]
+
+
+def transpose(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """x[P, F]^T as a new PSUM tile [F, P] (TensorE)."""
+    exact = trace().target.matmul_transpose_bit_exact
+    out = ndarray((x.shape[1], x.shape[0]), dtype or (x.dtype if exact else float32), psum)
+    nisa.nc_transpose(out, x)
+    return out
+
+
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
+    """x @ y as a new fp32 PSUM tile [M, N]: x is [M, K] ([K, M] with transpose_x), y [K, N]."""
+    stationary = x
+    if not transpose_x:
+        stationary = _copy(transpose(x), x.dtype)
+    out = ndarray((stationary.shape[1], y.shape[1]), float32, psum)
+    nisa.nc_matmul(out, stationary, y)
+    return out
+
+
+def broadcast_to(x: NkiTensor, shape: Sequence[int]) -> NkiTensor:
+    """x with size-1 dimensions repeated to `shape`; across partitions it is a TensorE product with a ones row
+    (a new tile), along free dimensions a view that reads each element repeatedly."""
+    target = tuple(int(s) for s in shape)
+    if x.shape[0] != target[0]:
+        if x.shape[0] != 1:
+            raise error(f"nl.broadcast_to: cannot broadcast {list(x.shape)} to {list(target)}")
+        # ones[1, P]^T @ x[1, F]: every partition receives the row
+        ones_row = full((1, target[0]), 1.0, x.dtype)
+        product = ndarray((target[0], x.size), float32, psum)
+        nisa.nc_matmul(product, ones_row, x)
+        x = _copy(product, x.dtype)
+    if x.shape == target:
+        return x
+    return x.broadcast_free(target)
+
+
+# ---- elementwise arithmetic ------------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating)
+
+
+def _result_dtype(dtype: Any, *operands: Any) -> np.dtype:
+    if dtype is not None:
+        return dtype_of(dtype)
+    tiles = [o.dtype for o in operands if isinstance(o, NkiTensor)]
+    if all(t == tiles[0] for t in tiles):
+        return tiles[0]
+    return float32 if float32 in tiles else tiles[0]
+
+
+def _is_column(t: NkiTensor) -> bool:
+    return t.size == t.shape[0]
+
+
+def _binary_function(token: Operator) -> Any:
+    api = f"nl.{token.name}"
+
+    def function(x: Any, y: Any, dtype: Any = None, **_: Any) -> NkiTensor:
+        if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
+            raise error(f"{api}: at least one operand must be a tile")
+        out_dtype = _result_dtype(dtype, x, y)
+        if token.name == "divide":
+            return _divide(x, y, out_dtype)
+        if isinstance(x, NkiTensor) and _is_number(y):
+            out = ndarray(x.shape, out_dtype)
+            nisa.tensor_scalar(out, x, token, float(y))
+            return out
+        if _is_number(x) and isinstance(y, NkiTensor):
+            out = ndarray(y.shape, out_dtype)
+            nisa.tensor_scalar(out, y, token, float(x), reverse0=True)
+            return out
+        assert isinstance(x, NkiTensor)
+        assert isinstance(y, NkiTensor)
+        if x.shape != y.shape and x.shape[0] == y.shape[0]:
+            if _is_column(y) and not _is_column(x):
+                out = ndarray(x.shape, out_dtype)
+                nisa.tensor_scalar(out, x, token, y)
+                return out
+            if _is_column(x) and not _is_column(y):
+                out = ndarray(y.shape, out_dtype)
+                nisa.tensor_scalar(out, y, token, x, reverse0=True)
+                return out
+        shape = _broadcast_shape(x.shape, y.shape, api)
+        x, y = broadcast_to(x, shape), broadcast_to(y, shape)
+        if x.buffer.memory is Memory.PSUM and y.buffer.memory is Memory.PSUM:
+            y = _copy(y)
+        out = ndarray(shape, out_dtype)
+        nisa.tensor_tensor(out, x, y, token)
+        return out
+
+    return function
+
+
+def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], api: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in np.broadcast_shapes(a, b))
+    except ValueError:
+        raise error(f"{api}: shapes {list(a)} and {list(b)} do not broadcast") from None
+
+
+def _divide(x: Any, y: Any, out_dtype: np.dtype) -> NkiTensor:
+    """x / y: a multiply by 1/y for a number y, else GpSimdE's IEEE division (from SBUF)."""
+    if isinstance(x, NkiTensor) and _is_number(y):
+        out = ndarray(x.shape, out_dtype)
+        nisa.tensor_scalar(out, x, BINARY["multiply"], 1.0 / float(y))
+        return out
+    if _is_number(x):
+        assert isinstance(y, NkiTensor)
+        numerator = full(y.shape, float(x), float32)
+        return _divide(numerator, y, out_dtype)
+    assert isinstance(x, NkiTensor)
+    assert isinstance(y, NkiTensor)
+    if x.buffer.memory is Memory.PSUM:
+        x = _copy(x)
+    if y.buffer.memory is Memory.PSUM:
+        y = _copy(y)
+    if not (_is_column(y) and y.shape[0] == x.shape[0]):
+        shape = _broadcast_shape(x.shape, y.shape, "nl.divide")
+        x, y = broadcast_to(x, shape), broadcast_to(y, shape)
+    out = ndarray(x.shape, out_dtype)
+    trace().emit(
+        "nl.divide", neuron.GpsimdKernelOp, Engine.GPSIMD, {"dst": out, "in0": x, "in1": y},
+        {"kernel": StringAttr("divide")},
+    )
+    return out
+
+
+def _unary_function(token: Operator) -> Any:
+    def function(x: NkiTensor, dtype: Any = None, **_: Any) -> NkiTensor:
+        out = ndarray(x.shape, _result_dtype(dtype, x))
+        nisa.activation(out, token, x)
+        return out
+
+    return function
+
+
+def _reduction_function(token: Operator) -> Any:
+    api = f"nl.{token.name}"
+
+    def function(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False, **_: Any) -> NkiTensor:
+        axes = nisa._reduced_axes(x, axis, api)
+        kept = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+        shape = kept if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
+        out = ndarray(shape, _result_dtype(dtype, x))
+        if token.name == "mean":
+            nisa.tensor_reduce(out, BINARY["add"], x, axis)
+            count = math.prod(x.shape[d] for d in axes)
+            nisa.tensor_scalar(out, out, BINARY["multiply"], 1.0 / count)
+        else:
+            nisa.tensor_reduce(out, token, x, axis)
+        return out
+
+    return function
+
+
+for _token in BINARY.values():
+    _token.function = _binary_function(_token)
+for _token in UNARY.values():
+    _token.function = _unary_function(_token)
+UNARY["copy"].function = _copy
+for _token in REDUCTIONS.values():
+    _token.function = _reduction_function(_token)
+
+add = BINARY["add"]
+subtract = BINARY["subtract"]
+multiply = BINARY["multiply"]
+divide = BINARY["divide"]
+maximum = BINARY["maximum"]
+minimum = BINARY["minimum"]
+power = BINARY["power"]
+equal = BINARY["equal"]
+not_equal = BINARY["not_equal"]
+greater = BINARY["greater"]
+greater_equal = BINARY["greater_equal"]
+less = BINARY["less"]
+less_equal = BINARY["less_equal"]
+logical_and = BINARY["logical_and"]
+logical_or = BINARY["logical_or"]
+logical_xor = BINARY["logical_xor"]
+bitwise_and = BINARY["bitwise_and"]
+bitwise_or = BINARY["bitwise_or"]
+bitwise_xor = BINARY["bitwise_xor"]
+left_shift = BINARY["left_shift"]
+right_shift = BINARY["right_shift"]
+
+exp = UNARY["exp"]
+log = UNARY["log"]
+sqrt = UNARY["sqrt"]
+rsqrt = UNARY["rsqrt"]
+reciprocal = UNARY["reciprocal"]
+relu = UNARY["relu"]
+sigmoid = UNARY["sigmoid"]
+tanh = UNARY["tanh"]
+gelu = UNARY["gelu"]
+gelu_dx = UNARY["gelu_dx"]
+gelu_apprx_tanh = UNARY["gelu_apprx_tanh"]
+silu = UNARY["silu"]
+silu_dx = UNARY["silu_dx"]
+erf = UNARY["erf"]
+softplus = UNARY["softplus"]
+mish = UNARY["mish"]
+sin = UNARY["sin"]
+arctan = UNARY["arctan"]
+sign = UNARY["sign"]
+abs = UNARY["abs"]
+square = UNARY["square"]
+
+sum = REDUCTIONS["sum"]
+max = REDUCTIONS["max"]
+min = REDUCTIONS["min"]
+prod = REDUCTIONS["prod"]
+mean = REDUCTIONS["mean"]
+
+
+def where(condition: NkiTensor, x: NkiTensor, y: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """x where condition is non-zero, else y (VectorE select; tiles of one shape)."""
+    out = ndarray(x.shape, _result_dtype(dtype, x, y))
+    trace().emit(
+        "nl.where", neuron.SelectOp, Engine.VECTOR, {"dst": out, "predicate": condition, "on_true": x, "on_false": y}
+    )
+    return out
+
+
+def in_kernel() -> bool:
+    """Whether a kernel is being traced (for helpers shared with plain NumPy code)."""
+    return current_trace(required=False) is not None
