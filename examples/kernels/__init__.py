@@ -1,0 +1,1 @@
+"""NKI kernels of the documentation's tutorials, written against neuron_mlir.nki."""
