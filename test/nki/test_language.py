@@ -1,0 +1,218 @@
+"""nki.language and nki.isa calls traced into neuron instructions and run on the simulated core, against NumPy."""
+
+import numpy as np
+import pytest
+from support import numpy_close
+
+import neuron_mlir.nki as nki
+import neuron_mlir.nki.isa as nisa
+import neuron_mlir.nki.language as nl
+from neuron_mlir.ir.dialects import neuron
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@nki.jit
+def softmax_rows(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    exps = nl.exp(nl.subtract(tile, nl.max(tile, axis=1, keepdims=True)))
+    nl.store(out, nl.divide(exps, nl.sum(exps, axis=1, keepdims=True)))
+    return out
+
+
+def test_language_softmax(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    exps = np.exp(x - x.max(1, keepdims=True))
+    numpy_close(nki.simulate(softmax_rows)(x), exps / exps.sum(1, keepdims=True))
+
+
+@nki.jit
+def activation_and_reduce(x, bias):
+    rows = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    stats = nl.ndarray((rows, 2), nl.float32, buffer=nl.shared_hbm)
+    tile, bias_tile = nl.load(x), nl.load(bias)
+    y = nl.ndarray(x.shape, nl.float32)
+    row_sum = nl.ndarray((rows, 1), nl.float32)
+    nisa.activation_reduce(dst=y, op=nl.exp, data=tile, reduce_op=nl.add, reduce_res=row_sum, bias=bias_tile, scale=0.5)
+    negated_max = nl.ndarray((rows, 1), nl.float32)
+    nisa.tensor_reduce(dst=negated_max, op=np.max, data=tile, axis=(1,), negate=True)
+    nl.store(out, y)
+    nl.store(stats[:, 0:1], row_sum)
+    nl.store(stats[:, 1:2], negated_max)
+    return out, stats
+
+
+def test_activation_with_bias_scale_and_reduce(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    bias = rng.standard_normal((128, 1)).astype(np.float32)
+    out, stats = nki.simulate(activation_and_reduce)(x, bias)
+    expected = np.exp(x * 0.5 + bias)
+    numpy_close(out, expected)
+    numpy_close(stats[:, 0], expected.sum(1))
+    numpy_close(stats[:, 1], -x.max(1))
+
+
+@nki.jit
+def matmul_and_transpose(a, w):
+    product = nl.ndarray((a.shape[0], w.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    transposed = nl.ndarray((a.shape[1], a.shape[0]), nl.float32, buffer=nl.shared_hbm)
+    a_tile = nl.load(a)
+    nl.store(product, nl.matmul(a_tile, nl.load(w)))
+    nl.store(transposed, nl.transpose(a_tile))
+    return product, transposed
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_matmul_and_transpose(rng, target):
+    """trn2 transposes on the PE array bit exactly; trn1 multiplies by an identity."""
+    a = rng.standard_normal((64, 128)).astype(np.float32)
+    w = rng.standard_normal((128, 96)).astype(np.float32)
+    product, transposed = nki.simulate(matmul_and_transpose, target=target)(a, w)
+    numpy_close(product, a @ w)
+    numpy_close(transposed, a.T)
+
+
+@nki.jit
+def gpsimd_and_vector(x):
+    partitions, free = x.shape
+    fused = nl.ndarray((partitions, free), nl.float32, buffer=nl.shared_hbm)
+    indices = nl.ndarray((partitions, free), nl.int32, buffer=nl.shared_hbm)
+    selected = nl.ndarray((partitions, free), nl.float32, buffer=nl.shared_hbm)
+    across = nl.ndarray((2, free), nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    doubled_plus = nl.ndarray((partitions, free), nl.float32)
+    nisa.scalar_tensor_tensor(dst=doubled_plus, data=tile, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=tile)
+    nl.store(fused, doubled_plus)
+    iota = nl.ndarray((partitions, free), nl.int32)
+    nisa.iota(iota, [[1, free]], offset=3, channel_multiplier=free)
+    nl.store(indices, iota)
+    lower = nl.ndarray((partitions, free), nl.float32)
+    nisa.affine_select(lower, [[-1, free]], 1, tile, -5.0, cmp_op=nl.greater_equal)
+    nl.store(selected, lower)
+    for row, op in enumerate((nl.add, nl.maximum)):
+        reduced = nl.ndarray((1, free), nl.float32)
+        nisa.tensor_partition_reduce(reduced, op, tile)
+        nl.store(across[row : row + 1, :], reduced)
+    return fused, indices, selected, across
+
+
+def test_gpsimd_and_partition_reductions(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    fused, indices, selected, across = nki.simulate(gpsimd_and_vector)(x)
+    numpy_close(fused, 3 * x)
+    numpy_close(indices, (3 + np.arange(128)[:, None] * 64 + np.arange(64)[None]).astype(np.int32))
+    p, f = np.meshgrid(np.arange(128), np.arange(64), indexing="ij")
+    numpy_close(selected, np.where(p - f >= 0, x, -5.0).astype(np.float32))
+    numpy_close(across[0], x.sum(0))
+    numpy_close(across[1], x.max(0))
+
+
+@nki.jit
+def batch_norm_stats(x):
+    partitions, free = x.shape
+    out = nl.ndarray((partitions, 2), nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    stats = nl.ndarray((partitions, 2 * nisa.BN_STATS_SIZE), nl.float32)
+    half = free // 2
+    nisa.bn_stats(stats[:, 0:6], tile[:, 0:half])
+    nisa.bn_stats(stats[:, 6:12], tile[:, half:free])
+    aggregate = nl.ndarray((partitions, 2), nl.float32)
+    nisa.bn_aggr(aggregate, stats)
+    nl.store(out, aggregate)
+    return out
+
+
+def test_bn_stats_and_aggr(rng):
+    x = (rng.standard_normal((128, 200)) * 3 + 1).astype(np.float32)
+    out = nki.simulate(batch_norm_stats)(x)
+    numpy_close(out[:, 0], x.mean(1))
+    numpy_close(out[:, 1], x.var(1))
+
+
+@nki.jit
+def scaled_by_program(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    rows = a.shape[0] // nl.num_programs(0)
+    mine = nl.ds(nl.program_id(0) * rows, rows)
+    nl.store(out[mine, :], nl.multiply(nl.load(a[mine, :]), float(nl.program_id(0) + 1)))
+    return out
+
+
+def test_launch_grid_programs_share_the_output(rng):
+    a = rng.standard_normal((256, 32)).astype(np.float32)
+    numpy_close(nki.simulate(scaled_by_program[2])(a), np.concatenate([a[:128], 2 * a[128:]]))
+
+
+@nki.jit
+def reshaped_unary(a):
+    rows = a.shape[0] * a.shape[1] // 128
+    out = nl.ndarray((rows, 128), a.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(a.reshape((rows, 128)))
+    nl.store(out, nl.add(nl.reciprocal(nl.exp(tile)), nl.rsqrt(nl.exp(tile))))
+    return out
+
+
+def test_hbm_reshape_and_activations(rng):
+    a = rng.standard_normal((64, 256)).astype(np.float32)
+    numpy_close(nki.simulate(reshaped_unary)(a), (np.exp(-a) + np.exp(-a / 2)).reshape(128, 128))
+
+
+@nki.jit
+def row_broadcast(a, row):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(a), nl.broadcast_to(nl.load(row), a.shape)))
+    return out
+
+
+def test_broadcast_across_partitions_and_trace_once(rng):
+    a = rng.standard_normal((128, 48)).astype(np.float32)
+    row = rng.standard_normal((1, 48)).astype(np.float32)
+    numpy_close(nki.simulate(row_broadcast)(a, row), a * row)
+    traces = row_broadcast.traces
+    nki.simulate(row_broadcast)(a + 1, row)
+    assert row_broadcast.traces == traces, "a second call with the same signature traced again"
+    nki.simulate(row_broadcast)(a[:64].copy(), row)
+    assert row_broadcast.traces == traces + 1, "a new shape must trace anew"
+
+
+def test_trace_is_neuron_ir_with_kernel_locations(rng):
+    a = rng.standard_normal((128, 48)).astype(np.float32)
+    module = nki.trace(row_broadcast, a, a[:1].copy())
+    module.verify()
+    instructions = [op for op in module.walk() if isinstance(op, neuron.InstructionOp)]
+    assert {op.OPCODE for op in instructions} >= {"dma_copy", "nc_matmul", "tensor_copy", "tensor_tensor"}
+    from neuron_mlir.ir.locations import describe_location
+
+    assert all(describe_location(op.location).startswith(f"{__file__}:") for op in instructions)
+    assert all(describe_location(op.location).endswith("(row_broadcast)") for op in instructions)
+
+
+def test_benchmark_reports_latency_and_profile(rng):
+    a = rng.standard_normal((128, 48)).astype(np.float32)
+    result = nki.benchmark(row_broadcast, target="trn1")(a, a[:1].copy())
+    numpy_close(result.outputs, a * a[:1])
+    assert result.target == "trn1"
+    assert result.latency_ns == result.profile.total_ns > 0
+    assert "trn1" in result.summary()
+
+
+@nki.jit
+def psum_accumulate_over_zeros(lhsT, rhs):
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((lhsT.shape[1], rhs.shape[1]), nl.float32, buffer=nl.psum)
+    lhsT_tile, rhs_tile = nl.load(lhsT), nl.load(rhs)
+    nisa.nc_matmul(acc, lhsT_tile, rhs_tile)  # acc holds zeros: accumulate=None adds
+    nisa.nc_matmul(acc, lhsT_tile, rhs_tile, accumulate=True)
+    nl.store(out, acc)
+    return out
+
+
+def test_matmul_accumulates_into_written_psum(rng):
+    lhsT = rng.standard_normal((128, 32)).astype(np.float32)
+    rhs = rng.standard_normal((128, 64)).astype(np.float32)
+    numpy_close(nki.simulate(psum_accumulate_over_zeros)(lhsT, rhs), 2 * (lhsT.T @ rhs))
