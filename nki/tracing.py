@@ -177,7 +177,7 @@ class NkiTensor:
         offset, partition_start = self.offset, self.partition_start
         for dim, item in enumerate(items):
             size, stride = self.shape[dim], self.strides[dim]
-            start, count, step, drop = _index(item, size, dim, self.shape)
+            start, count, step, drop = _index(item, size, dim, self.shape, self.buffer.name)
             if self.buffer.on_chip and dim == 0:
                 if step != 1:
                     raise error(f"the partition dimension cannot be sliced with step {step}")
@@ -319,11 +319,11 @@ def merge_dims(dims: Any) -> list[tuple[int, int]]:
     return merged or [(1, 1)]
 
 
-def _index(item: Any, size: int, dim: int, shape: tuple[int, ...]) -> tuple[int, int, int, bool]:
+def _index(item: Any, size: int, dim: int, shape: tuple[int, ...], name: str) -> tuple[int, int, int, bool]:
     """(start, count, step, drops the dimension) of one index entry, refusing anything outside the dimension."""
 
     def outside(what: str) -> NkiError:
-        return error(f"index {what} of dimension {dim} is out of bounds for a tensor of shape {list(shape)}")
+        return error(f"indexing '{name}': index {what} of dimension {dim} is out of bounds for shape {list(shape)}")
 
     if isinstance(item, DynSlice):
         if item.size <= 0 or item.start < 0 or item.start + item.size > size:
@@ -332,7 +332,7 @@ def _index(item: Any, size: int, dim: int, shape: tuple[int, ...]) -> tuple[int,
     if isinstance(item, slice):
         step = 1 if item.step is None else int(item.step)
         if step <= 0:
-            raise error(f"slice step {step} of dimension {dim}: steps are positive")
+            raise error(f"indexing '{name}': slice step {step} of dimension {dim}: steps are positive")
         start = 0 if item.start is None else int(item.start)
         stop = size if item.stop is None else int(item.stop)
         start = start + size if start < 0 else start
@@ -345,7 +345,7 @@ def _index(item: Any, size: int, dim: int, shape: tuple[int, ...]) -> tuple[int,
         if not 0 <= index < size:
             raise outside(str(int(item)))
         return index, 1, 1, True
-    raise error(f"cannot index dimension {dim} with {item!r} (ints, slices and nl.ds are supported)")
+    raise error(f"indexing '{name}': cannot index dimension {dim} with {item!r} (ints, slices and nl.ds are supported)")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -436,19 +436,20 @@ class Trace:
         """A fresh buffer holding a tensor of `shape`; on chip, dimension 0 is its partitions."""
         shape = tuple(int(s) for s in shape)
         if not shape or any(s <= 0 for s in shape):
-            raise error(f"cannot allocate a tensor of shape {list(shape)}: dimensions are positive")
+            raise error(f"nl.ndarray: cannot allocate a tensor of shape {list(shape)}: dimensions are positive")
         storage = shape if memory is Memory.HBM or len(shape) >= 2 else (*shape, 1)
         if memory is not Memory.HBM:
             if shape[0] > self.target.partitions:
                 raise error(
-                    f"tile of shape {list(shape)} has {shape[0]} partitions; the partition dimension (first) "
-                    f"holds at most nl.tile_size.pmax = {self.target.partitions}"
+                    f"nl.ndarray: tile of shape {list(shape)} has {shape[0]} partitions; the partition dimension "
+                    f"(first) holds at most nl.tile_size.pmax = {self.target.partitions}"
                 )
             row_bytes = math.prod(storage[1:]) * dtype.itemsize
             if memory is Memory.PSUM and row_bytes > PSUM_TILE_BYTES:
                 raise error(
-                    f"PSUM tile of shape {list(shape)} and dtype {dtype_name(dtype)} needs {row_bytes} bytes per "
-                    f"partition; a PSUM tile fits one {PSUM_TILE_BYTES}-byte bank (nl.tile_size.psum_fmax = 512 fp32)"
+                    f"nl.ndarray: PSUM tile of shape {list(shape)} and dtype {dtype_name(dtype)} needs {row_bytes} "
+                    f"bytes per partition; a PSUM tile fits one {PSUM_TILE_BYTES}-byte bank (nl.tile_size.psum_fmax "
+                    "= 512 fp32)"
                 )
         op = neuron.AllocOp(
             buffer_type(storage, element_type_for(dtype_name(dtype)), memory),

@@ -1,0 +1,181 @@
+"""Kernels that break a rule of NKI or of the hardware: the error names the call, the rule and the kernel's line."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import neuron_mlir.nki as nki
+import neuron_mlir.nki.isa as nisa
+import neuron_mlir.nki.language as nl
+
+
+def _line_of(kernel, marker: str) -> str:
+    """'file:line' of the kernel's source line holding `marker`."""
+    lines, first = inspect.getsourcelines(kernel.function)
+    for offset, text in enumerate(lines):
+        if marker in text:
+            return f"{inspect.getsourcefile(kernel.function)}:{first + offset}"
+    raise AssertionError(f"no line with {marker!r}")
+
+
+def _fails(kernel, *args, rule: str, marker: str = "# fails here") -> str:
+    with pytest.raises(nki.NkiError) as caught:
+        nki.simulate(kernel)(*args)
+    message = str(caught.value)
+    assert rule in message
+    assert f"(at {_line_of(kernel, marker)} ({kernel.__name__}))" in message
+    return message
+
+
+A = np.zeros((128, 512), dtype=np.float32)
+
+
+@nki.jit
+def too_many_partitions(a):
+    tile = nl.ndarray((256, 64), nl.float32, buffer=nl.sbuf)  # fails here
+    return tile
+
+
+def test_partition_dimension_over_128():
+    _fails(too_many_partitions, A, rule="256 partitions; the partition dimension (first) holds at most")
+
+
+@nki.jit
+def matmul_into_sbuf(a):
+    tile = nl.load(a[:, 0:128])
+    result = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+    nisa.nc_matmul(result, tile, tile)  # fails here
+    return result
+
+
+def test_matmul_into_sbuf():
+    message = _fails(matmul_into_sbuf, A, rule="the tensor engine cannot write SBUF")
+    assert message.startswith("nki.isa.nc_matmul: neuron.nc_matmul: dst:")
+
+
+@nki.jit
+def wide_psum_tile(a):
+    acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)  # fails here
+    return acc
+
+
+def test_psum_tile_wider_than_a_bank():
+    _fails(wide_psum_tile, A, rule="needs 4096 bytes per partition; a PSUM tile fits one 2048-byte bank")
+
+
+@nki.jit
+def out_of_bounds_load(a):
+    return nl.load(a[0:128, 256:768])  # fails here
+
+
+def test_load_out_of_bounds():
+    _fails(out_of_bounds_load, A, rule="indexing 'a': index 256:768 of dimension 1 is out of bounds for shape [128, 512]")
+
+
+@nki.jit
+def out_of_bounds_ds(a):
+    return nl.load(a[nl.ds(64, 128), :])  # fails here
+
+
+def test_ds_out_of_bounds():
+    _fails(out_of_bounds_ds, A, rule="index ds(64, 128) of dimension 0 is out of bounds")
+
+
+@nki.jit
+def integer_matmul(a):
+    ints = nl.load(a[:, 0:128], dtype=nl.int32)
+    acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, ints, ints)  # fails here
+    return acc
+
+
+def test_matmul_of_integers():
+    _fails(integer_matmul, A, rule="stationary: TensorE reads float inputs, got i32")
+
+
+@nki.jit
+def mixed_precision_matmul(a):
+    wide = nl.load(a[:, 0:128])
+    narrow = nl.load(a[:, 0:128], dtype=nl.bfloat16)
+    acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, wide, narrow)  # fails here
+    return acc
+
+
+def test_matmul_mixing_fp32_and_bf16():
+    _fails(mixed_precision_matmul, A, rule="inputs must both be f32 or both narrower, got f32 and bf16")
+
+
+@nki.jit
+def moving_too_wide(a, b):
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, nl.load(a[:, 0:128]), nl.load(b))  # fails here
+    return acc
+
+
+def test_matmul_moving_free_size():
+    b = np.zeros((128, 1024), dtype=np.float32)
+    _fails(moving_too_wide, A, b, rule="moving: free size 1024 exceeds 512")
+
+
+@nki.jit
+def reads_fresh_tile(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nl.store(out, tile)  # fails here
+    return out
+
+
+def test_read_of_memory_never_written():
+    _fails(reads_fresh_tile, A, rule="src reads elements of SBUF tensor 'sb' [128, 512] that were never written")
+
+
+@nki.jit
+def reduce_partitions(a):
+    tile = nl.load(a)
+    total = nl.ndarray((1, 512), nl.float32)
+    nisa.tensor_reduce(total, nl.add, tile, axis=0)  # fails here
+    return total
+
+
+def test_reduction_over_the_partition_axis():
+    _fails(reduce_partitions, A, rule="reductions run over trailing free axes, never the partition axis 0")
+
+
+@nki.jit
+def tensor_tensor_shapes(a):
+    tile = nl.load(a)
+    out = nl.ndarray((128, 256), nl.float32)
+    nisa.tensor_tensor(out, tile, tile, nl.add)  # fails here
+    return out
+
+
+def test_elementwise_shapes_differ():
+    _fails(tensor_tensor_shapes, A, rule="dst is [128, 256] but in0 is [128, 512]")
+
+
+@nki.jit
+def unknown_activation(a):
+    tile = nl.load(a)
+    nisa.activation(tile, nl.add, tile)  # fails here
+    return tile
+
+
+def test_activation_of_an_alu_operator():
+    _fails(unknown_activation, A, rule="op nl.add is not an activation function of the Scalar engine")
+
+
+@nki.jit
+def returns_a_tile(a):
+    return nl.load(a)
+
+
+def test_kernel_returns_on_chip_tile():
+    with pytest.raises(nki.NkiError, match="a kernel returns whole HBM tensors"):
+        nki.simulate(returns_a_tile)(A)
+
+
+def test_language_call_outside_a_kernel():
+    with pytest.raises(nki.NkiError, match="only inside a kernel being traced"):
+        nl.ndarray((128, 4), nl.float32)
