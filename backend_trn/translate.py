@@ -246,9 +246,15 @@ class _Builder:
     def instruction(self, op: InstructionOp) -> Instruction:
         operands = {role: self.access(op, role) for role in op.present_roles()}
         attrs: dict[str, AttrValue] = {}
+        specs = op.spec().attr_specs
         for name, value in op.attribute_values().items():
-            # an attribute an operand gives is that operand's value: a register, or a constant folded here
-            attrs[name] = self.scalar(getattr(op, f"{name}_dynamic")) if value is DYNAMIC else value
+            # an attribute an operand gives is that operand's value: a register, or a constant folded here (an
+            # i1 condition folds to 0 or 1, which a bool attribute encodes as false or true)
+            if value is DYNAMIC:
+                value = self.scalar(getattr(op, f"{name}_dynamic"))
+                if isinstance(value, int) and specs[name].kind == "bool":
+                    value = bool(value)
+            attrs[name] = value
         if op.instruction_id is not None:
             instruction_id = op.instruction_id.value.data
         else:

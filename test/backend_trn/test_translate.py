@@ -204,3 +204,33 @@ def test_an_op_outside_the_neuron_level_is_named_with_its_source_line() -> None:
     )
     with pytest.raises(ProgramBuildError, match=r"arith.andi is not a neuron instruction \(at model.py:7"):
         build_program(module)
+
+
+def test_a_folded_condition_gives_a_bool_attribute() -> None:
+    """An i1 register attribute whose condition folds (a loop copy's `trip != first` once unrolled) encodes as a
+    bool, as the validator requires of `accumulate`."""
+    module = _parse(
+        """
+func.func @main(%x: memref<128x64xf32, #mem<hbm>>) -> memref<64x64xf32, #mem<hbm>> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %first = arith.cmpi ne, %c0, %c0 : index
+  %later = arith.cmpi ne, %c1, %c0 : index
+  %out = neuron.alloc : memref<64x64xf32, #mem<hbm>>
+  %s = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+  %p = neuron.alloc : memref<64x64xf32, #mem<psum>>
+  neuron.dma_copy dma dst %s[0:128, 0, [[1, 64]]], src %x[0, [[1, 8192]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<hbm>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 64]]], stationary %s[0:128, 0, [[1, 64]]], moving %s[0:128, 0, [[1, 64]]], accumulate %first : memref<64x64xf32, #mem<psum>>, memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+  neuron.nc_matmul tensor dst %p[0:64, 0, [[1, 64]]], stationary %s[0:128, 0, [[1, 64]]], moving %s[0:128, 0, [[1, 64]]], accumulate %later : memref<64x64xf32, #mem<psum>>, memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+  %y = neuron.alloc : memref<64x64xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %y[0:64, 0, [[1, 64]]], src %p[0:64, 0, [[1, 64]]] : memref<64x64xf32, #mem<sbuf>>, memref<64x64xf32, #mem<psum>>
+  neuron.dma_copy dma dst %out[0, [[1, 4096]]], src %y[0:64, 0, [[1, 64]]] {queue = 0 : i64} : memref<64x64xf32, #mem<hbm>>, memref<64x64xf32, #mem<sbuf>>
+  func.return %out : memref<64x64xf32, #mem<hbm>>
+}
+"""
+    )
+    program = build_program(module)
+    flags = [i.attrs["accumulate"] for i in program.instructions() if i.opcode == "nc_matmul"]
+    assert flags == [False, True]
+    assert all(type(flag) is bool for flag in flags)
+    validate_program(program, memory_sizes_needed(program))
