@@ -17,8 +17,8 @@ A kernel written for the Neuron Kernel Interface runs with only its imports chan
 
 A kernel is traced once per argument signature (shapes, dtypes, the Python values passed, the launch grid and
 the target) into a neuron-dialect module (`nki.trace` returns it: `neuron-opt` prints and checks it), whose
-instructions are verified by the hardware's rules as they are traced. The module then goes through the
-compiler's own back end: `neuron-assign-dma-queues`, `neuron-allocate-memory`, `neuron-insert-sync`, the
+instructions are verified by the hardware's rules as they are traced (loops become `scf.for` where the kernel
+lets them, see `tracing.py`). The module then goes through the compiler's own back end (`BACKEND_PASSES`), the
 bundle's program and its validator, and runs on the simulator, which times it with the target's cost model.
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from neuron_mlir.nki import isa, language
-from neuron_mlir.nki.tracing import NkiError, NkiTensor, Trace, dtype_of, tracing
+from neuron_mlir.nki.tracing import LoopKey, NeedsUnrolling, NkiError, NkiTensor, Trace, dtype_of, tracing
 from neuron_mlir.runtime.profile import Profile
 from neuron_mlir.runtime.validate import ValidatedProgram
 
@@ -53,8 +53,15 @@ __all__ = [
 ]
 
 # The passes that take a traced module to a runnable program: the kernel's own instructions and engines stay
-# as written (no fusion or rebalancing), the back end places, queues and synchronises them.
-BACKEND_PASSES = ("neuron-assign-dma-queues", "neuron-allocate-memory", "neuron-insert-sync")
+# as written (no fusion or rebalancing); innermost loops that move data get copies with buffers of their own so
+# that a trip's loads overlap the previous trip's compute (as NKI's compiler pipelines affine loops), and the
+# back end queues, places and synchronises the instructions.
+BACKEND_PASSES = (
+    "neuron-unroll-loops",
+    "neuron-assign-dma-queues",
+    "neuron-allocate-memory",
+    "neuron-insert-sync",
+)
 
 
 def default_target() -> str:
@@ -75,10 +82,17 @@ class _Compiled:
 class Kernel:
     """An `@nki.jit` kernel: call it with NumPy arrays (and Python values); `kernel[n]` launches n programs."""
 
-    def __init__(self, function: Callable[..., Any], grid: tuple[int, ...] = (1,), target: str | None = None):
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        grid: tuple[int, ...] = (1,),
+        target: str | None = None,
+        unroll: bool = False,
+    ):
         self.function = function
         self.grid = grid
         self.target = target
+        self.unroll = unroll  # trace every loop unrolled, not only those that need it
         self._cache: dict[Any, _Compiled] = {}
         self.traces = 0  # how many signatures were traced
         self.__name__ = getattr(function, "__name__", "kernel")
@@ -88,7 +102,7 @@ class Kernel:
         dims = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
         if not dims or any(g <= 0 for g in dims):
             raise NkiError(f"kernel {self.__name__}: launch grid {grid!r} must be positive integers")
-        launched = Kernel(self.function, dims, self.target)
+        launched = Kernel(self.function, dims, self.target, self.unroll)
         launched._cache = self._cache
         return launched
 
@@ -123,7 +137,20 @@ class Kernel:
         return self._trace(get_target(chosen), args, kwargs)[0]
 
     def _trace(self, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[ModuleOp, int, bool]:
+        """Trace with loops as `scf.for`, again with more loops unrolled for each that needs it."""
         self.traces += 1
+        unrolled: frozenset[LoopKey] = frozenset()
+        while True:
+            try:
+                return self._trace_once(target, args, kwargs, unrolled)
+            except NeedsUnrolling as needs:
+                if not needs.loops or needs.loops <= unrolled:
+                    raise NkiError(f"kernel {self.__name__}: {needs.reason}") from None
+                unrolled |= needs.loops
+
+    def _trace_once(
+        self, target: Any, args: Sequence[Any], kwargs: dict[str, Any], unrolled: frozenset[LoopKey]
+    ) -> tuple[ModuleOp, int, bool]:
         parameters = list(inspect.signature(self.function).parameters)
         inputs = []
         for index, value in enumerate(args):
@@ -133,7 +160,7 @@ class Kernel:
         for name, value in kwargs.items():
             if isinstance(value, np.ndarray):
                 inputs.append((name, tuple(value.shape), dtype_of(value.dtype)))
-        active = Trace(self.__name__, target, self.grid)
+        active = Trace(self.__name__, target, self.grid, unrolled, self.unroll)
         tensors = iter(active.start(inputs))
         call_args = [next(tensors) if isinstance(a, np.ndarray) else a for a in args]
         call_kwargs = {k: next(tensors) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
@@ -188,11 +215,11 @@ class Kernel:
 
 
 def jit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Declare an NKI kernel (`@nki.jit` or `@nki.jit(target="trn1")`)."""
-    target = options.get("target")
+    """Declare an NKI kernel (`@nki.jit`, or `@nki.jit(target="trn1", unroll=True)` to unroll every loop)."""
+    target, unroll = options.get("target"), bool(options.get("unroll", False))
     if function is None:
-        return lambda f: Kernel(f, target=target)
-    return Kernel(function, target=target)
+        return lambda f: Kernel(f, target=target, unroll=unroll)
+    return Kernel(function, target=target, unroll=unroll)
 
 
 def _kernel(kernel: Any) -> Kernel:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, f64, i1, i64
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, SSAValue
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import operators
@@ -144,24 +144,22 @@ def nc_matmul(
 ) -> None:
     """dst[M, N] (=|+=) stationary[K, M]^T @ moving[K, N] into PSUM.
 
-    `accumulate=None`: the first write to the PSUM tile's elements overwrites, later ones add (NKI's rule);
-    True adds (the elements must hold data), False overwrites."""
+    `accumulate=None`: the first write to the PSUM tile's elements overwrites, later ones add (NKI's rule; in a
+    traced loop, a register condition: see `Trace.first_write_accumulates`); True adds (the elements must hold
+    data), False overwrites."""
     api = "nki.isa.nc_matmul"
     dst = _tensor(dst, api, "dst")
     if tile_position or tile_size:
         raise error(f"{api}: tile_position/tile_size (PE array tiling) are not supported")
-    if accumulate is None:
-        written = dst.mask()
-        if written.all():
-            accumulate = True
-        elif not written.any():
-            accumulate = False
-        else:
-            raise error(f"{api}: dst is partly written and partly fresh: give accumulate=True or False")
-    elif accumulate:
-        trace().check_written(api, dst, "dst (accumulate=True)")
+    current = trace()
+    decided: bool | SSAValue = current.first_write_accumulates(api, dst) if accumulate is None else bool(accumulate)
+    if decided is True and accumulate:
+        current.check_written(api, dst, "dst (accumulate=True)")
     props: dict[str, Attribute] = {}
-    if accumulate:
+    dynamic: dict[str, SSAValue] = {}
+    if isinstance(decided, SSAValue):
+        dynamic["accumulate"] = decided
+    elif decided:
         props["accumulate"] = _flag(True)
     if is_transpose:
         props["is_transpose"] = _flag(True)
@@ -171,6 +169,7 @@ def nc_matmul(
         Engine.TENSOR,
         {"dst": dst, "stationary": _tensor(stationary, api, "stationary"), "moving": _tensor(moving, api, "moving")},
         props,
+        dynamic,
     )
 
 

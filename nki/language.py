@@ -87,18 +87,23 @@ def ds(start: int, size: int) -> DynSlice:
     return DynSlice(start, size)
 
 
-def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
-    """Iterations without carried dependencies; unrolled by the trace."""
-    return range(start, stop, step) if stop is not None else range(start)
+def _traced_loop(start: Any, stop: Any, step: Any) -> Iterator[Any]:
+    low, high = (0, start) if stop is None else (start, stop)
+    return trace().loop_range(low, high, step)
 
 
-def sequential_range(start: int, stop: int | None = None, step: int = 1) -> range:
-    """Iterations that depend on each other; unrolled by the trace, in order."""
-    return range(start, stop, step) if stop is not None else range(start)
+def affine_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[Any]:
+    """Iterations without carried dependencies: an `scf.for` whose index is symbolic (see `tracing.py`)."""
+    return _traced_loop(start, stop, step)
+
+
+def sequential_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[Any]:
+    """Iterations that depend on each other: an `scf.for` too, whose trips run in order like every loop's."""
+    return _traced_loop(start, stop, step)
 
 
 def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
-    """A fully unrolled loop."""
+    """A loop unrolled while tracing: the index is a Python int."""
     return range(start, stop, step) if stop is not None else range(start)
 
 

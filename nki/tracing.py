@@ -7,21 +7,27 @@ function being built, located at the kernel's own source line, and verifies it a
 verifiers are the hardware's rules (`runtime.isa.check_instruction`), so a kernel that breaks one fails at the
 line that broke it, with the rule.
 
-Loops (`nl.affine_range`, `nl.sequential_range`, `nl.static_range`, `range`) are Python loops and are unrolled
-while tracing: every trip's instructions are emitted with static offsets. (The dialect has `scf.for` loops with
-register offsets, but a kernel's Python sees its loop index as an int: it slices with it, branches on it and
-computes sizes from it, which a symbolic index cannot honour in general.)
+Loops: the body of an `nl.affine_range` or `nl.sequential_range` loop runs once, with a symbolic index (an
+`Affine` expression of the loop variable), and becomes an `scf.for` whose instructions address their operands
+through register offsets computed from the induction variable, so the IR grows with the kernel's text, not with
+its trip counts. Where the body needs the index as a Python number (it branches on it, calls `int()` or
+`range()` with it, indexes the partition axis of a tile with it, multiplies two indices, keeps a tile made in the
+loop for use after it), tracing stops with `NeedsUnrolling` naming the loop, and the kernel is traced again
+with that loop unrolled: every trip's instructions emitted with static offsets. `nl.static_range` and Python's
+`range` are always unrolled.
 
 Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core, but the memory allocator reuses on-chip bytes
 between buffers whose lives do not overlap, so a fresh buffer could read another's old values there. The trace
-therefore tracks which elements of each buffer have been written, and a read of an element never written is an
-error at the line that reads it. The same record gives `nc_matmul`'s `accumulate=None` its meaning: the first
-write to a PSUM tile overwrites, later ones add.
+therefore tracks which elements of each buffer have been written (in a loop, by any trip), and a read of an
+element never written is an error at the line that reads it. The same record gives `nc_matmul`'s
+`accumulate=None` its meaning: the first write to a PSUM element overwrites, later ones add; in a loop whose
+trips write the same elements that is a register condition, "not the first trip".
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import sys
@@ -30,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, IntegerAttr, MemRefType, ModuleOp, i64
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import FunctionType, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects import neuron
@@ -50,6 +56,144 @@ PSUM_TILE_BYTES = 2048
 
 class NkiError(ValueError):
     """A kernel breaks a rule of NKI or of the hardware; the message names the call, the rule and the line."""
+
+
+LoopKey = tuple[str, int]  # the kernel source line of a loop's `nl.affine_range` call
+
+
+class NeedsUnrolling(BaseException):  # not an Exception: a kernel's `except Exception` lets it pass
+    """The kernel needs the index of these loops as a number: trace again with them unrolled."""
+
+    def __init__(self, loops: frozenset[LoopKey], reason: str) -> None:
+        super().__init__(reason)
+        self.loops = loops
+        self.reason = reason
+
+
+@dataclass(eq=False)
+class LoopVar:
+    """The induction variable of a traced `scf.for`: its trips and its SSA value."""
+
+    key: LoopKey
+    trips: range
+    value: SSAValue
+
+    @property
+    def first(self) -> int:
+        return self.trips[0]
+
+    @property
+    def last(self) -> int:
+        return self.trips[-1]
+
+
+class Affine:
+    """`const + sum(coefficient * loop variable)`: a symbolic loop index and what kernels compute from it."""
+
+    __array_ufunc__ = None  # NumPy scalars defer to the reflected operators
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, const: int, terms: Mapping[LoopVar, int]) -> None:
+        self.const = int(const)
+        self.terms = {var: c for var, c in terms.items() if c != 0}
+
+    @staticmethod
+    def of(var: LoopVar) -> Affine:
+        return Affine(0, {var: 1})
+
+    @property
+    def loops(self) -> frozenset[LoopKey]:
+        return frozenset(var.key for var in self.terms)
+
+    def _combine(self, other: Any, sign: int) -> Affine | int:
+        if isinstance(other, Affine):
+            terms = dict(self.terms)
+            for var, c in other.terms.items():
+                terms[var] = terms.get(var, 0) + sign * c
+            return simplify(Affine(self.const + sign * other.const, terms))
+        if isinstance(other, int | np.integer):
+            return Affine(self.const + sign * int(other), self.terms)
+        return self._needs_number(f"combining it with {type(other).__name__}")
+
+    def __add__(self, other: Any) -> Affine | int:
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Affine | int:
+        return self._combine(other, -1)
+
+    def __rsub__(self, other: Any) -> Affine | int:
+        return (-self)._combine(other, 1)
+
+    def __neg__(self) -> Affine:
+        return Affine(-self.const, {var: -c for var, c in self.terms.items()})
+
+    def __mul__(self, other: Any) -> Affine | int:
+        if isinstance(other, int | np.integer):
+            return simplify(Affine(self.const * int(other), {var: c * int(other) for var, c in self.terms.items()}))
+        return self._needs_number("multiplying it by a non-constant")
+
+    __rmul__ = __mul__
+
+    def minimum(self) -> int:
+        return self.const + sum(c * (var.first if c > 0 else var.last) for var, c in self.terms.items())
+
+    def maximum(self) -> int:
+        return self.const + sum(c * (var.last if c > 0 else var.first) for var, c in self.terms.items())
+
+    def at(self, values: Mapping[LoopVar, int]) -> int:
+        return self.const + sum(c * values[var] for var, c in self.terms.items())
+
+    def _needs_number(self, what: str) -> Any:
+        raise NeedsUnrolling(self.loops, f"the loop index is used as a number ({what})")
+
+    def __index__(self) -> int:
+        return self._needs_number("as an index")  # type: ignore[no-any-return]
+
+    def __int__(self) -> int:
+        return self._needs_number("int()")  # type: ignore[no-any-return]
+
+    def __float__(self) -> float:
+        return self._needs_number("float()")  # type: ignore[no-any-return]
+
+    def __bool__(self) -> bool:
+        return self._needs_number("as a condition")  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+
+    def __ne__(self, other: object) -> bool:
+        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+
+    def __lt__(self, other: object) -> bool:
+        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __floordiv__(self, other: object) -> Any:
+        return self._needs_number("in a division")
+
+    __mod__ = __rfloordiv__ = __rmod__ = __truediv__ = __rtruediv__ = __floordiv__
+
+    def __repr__(self) -> str:
+        parts = [f"{c}*i{id(var) % 1000}" for var, c in self.terms.items()]
+        return " + ".join([*parts, str(self.const)])
+
+
+Index = int | Affine
+
+
+def simplify(value: Affine) -> Affine | int:
+    return value if value.terms else value.const
+
+
+def loops_of(*values: Any) -> frozenset[LoopKey]:
+    found: frozenset[LoopKey] = frozenset()
+    for value in values:
+        if isinstance(value, Affine):
+            found |= value.loops
+    return found
 
 
 def _kernel_frame() -> tuple[str, int] | None:
@@ -100,6 +244,8 @@ class Buffer:
     name: str
     # which elements were written: [partitions, row] on chip, flat in HBM
     written: np.ndarray = field(repr=False)
+    # the traced loops open when the buffer was made: one buffer serves every trip of them
+    scope: tuple[LoopVar, ...] = ()
 
     @property
     def on_chip(self) -> bool:
@@ -109,8 +255,10 @@ class Buffer:
 class DynSlice:
     """`nl.ds(start, size)`: `size` elements from `start` along one dimension."""
 
-    def __init__(self, start: int, size: int) -> None:
-        self.start = int(start)
+    def __init__(self, start: Index, size: int) -> None:
+        self.start: Index = start if isinstance(start, Affine) else int(start)
+        if isinstance(size, Affine):
+            raise NeedsUnrolling(size.loops, "nl.ds with a size that depends on a loop index")
         self.size = int(size)
 
     def __repr__(self) -> str:
@@ -126,13 +274,13 @@ class NkiTensor:
         buffer: Buffer,
         shape: Sequence[int],
         strides: Sequence[int],
-        offset: int = 0,
+        offset: Index = 0,
         partition_start: int = 0,
     ) -> None:
         self.buffer = buffer
         self.shape = tuple(int(s) for s in shape)
         self.strides = tuple(int(s) for s in strides)
-        self.offset = int(offset)
+        self.offset: Index = offset if isinstance(offset, Affine) else int(offset)
         self.partition_start = int(partition_start)
 
     # ---- what a kernel reads ---------------------------------------------------------------------------------
@@ -174,13 +322,16 @@ class NkiTensor:
         items += [slice(None)] * (self.ndim - len(items))
         shape: list[int] = []
         strides: list[int] = []
-        offset, partition_start = self.offset, self.partition_start
+        offset: Index = self.offset
+        partition_start = self.partition_start
         for dim, item in enumerate(items):
             size, stride = self.shape[dim], self.strides[dim]
             start, count, step, drop = _index(item, size, dim, self.shape, self.buffer.name)
             if self.buffer.on_chip and dim == 0:
                 if step != 1:
                     raise error(f"the partition dimension cannot be sliced with step {step}")
+                if isinstance(start, Affine):
+                    raise NeedsUnrolling(start.loops, "a loop index selects partitions of a tile")
                 partition_start += start
                 shape.append(count)
                 strides.append(stride)
@@ -238,27 +389,48 @@ class NkiTensor:
     def access_pattern(self, dims: Sequence[tuple[int, int]] | None = None) -> neuron.AccessPatternAttr:
         """The access of this view; `dims` replaces its (merged) free pattern when given."""
         pattern = list(dims) if dims is not None else merge_dims(zip(self.free_strides, self.free_shape, strict=True))
+        static = self.offset.const if isinstance(self.offset, Affine) else self.offset
+        if static < 0:
+            raise NeedsUnrolling(loops_of(self.offset), "an access whose constant offset is negative")
         if self.buffer.on_chip:
-            return neuron.AccessPatternAttr(pattern, self.offset, self.partition_start, self.shape[0])
-        return neuron.AccessPatternAttr(pattern, self.offset)
+            return neuron.AccessPatternAttr(pattern, static, self.partition_start, self.shape[0])
+        return neuron.AccessPatternAttr(pattern, static)
+
+    def masks(self) -> list[np.ndarray]:
+        """The views of the buffer's written-element record this tensor covers, one per trip of the loops its
+        offset depends on (one view without loops), shaped as the tensor."""
+        if not isinstance(self.offset, Affine):
+            return [self._mask(self.offset)]
+        variables = list(self.offset.terms)
+        offset = self.offset
+        return [
+            self._mask(offset.at(dict(zip(variables, values, strict=True))))
+            for values in itertools.product(*(var.trips for var in variables))
+        ]
 
     def mask(self) -> np.ndarray:
-        """The view of the buffer's written-element record this tensor covers, shaped as the tensor."""
+        """The written-element view of a tensor whose offset is known (no loop index in it)."""
+        if isinstance(self.offset, Affine):
+            raise NeedsUnrolling(self.offset.loops, "a whole-record view of a loop-dependent tensor")
+        return self._mask(self.offset)
+
+    def _mask(self, offset: int) -> np.ndarray:
         written = self.buffer.written
         item = written.itemsize
         if self.buffer.on_chip:
             rows = written[self.partition_start : self.partition_start + self.shape[0]]
-            base = rows[:, self.offset :]
+            base = rows[:, offset:]
             return np.lib.stride_tricks.as_strided(
                 base, shape=self.shape, strides=(rows.strides[0], *[s * item for s in self.strides[1:]])
             )
         return np.lib.stride_tricks.as_strided(
-            written[self.offset :], shape=self.shape, strides=[s * item for s in self.strides]
+            written[offset:], shape=self.shape, strides=[s * item for s in self.strides]
         )
 
     def is_whole_buffer(self) -> bool:
         return (
             self.shape == self.buffer.shape
+            and not isinstance(self.offset, Affine)
             and self.offset == 0
             and self.partition_start == 0
             and (self.buffer.on_chip or self.strides == row_major(self.shape))
@@ -319,20 +491,38 @@ def merge_dims(dims: Any) -> list[tuple[int, int]]:
     return merged or [(1, 1)]
 
 
-def _index(item: Any, size: int, dim: int, shape: tuple[int, ...], name: str) -> tuple[int, int, int, bool]:
+def _bounds(value: Index) -> tuple[int, int]:
+    """The least and greatest value of an index over the trips of its loops."""
+    if isinstance(value, Affine):
+        return value.minimum(), value.maximum()
+    return int(value), int(value)
+
+
+def _index(item: Any, size: int, dim: int, shape: tuple[int, ...], name: str) -> tuple[Index, int, int, bool]:
     """(start, count, step, drops the dimension) of one index entry, refusing anything outside the dimension."""
 
     def outside(what: str) -> NkiError:
         return error(f"indexing '{name}': index {what} of dimension {dim} is out of bounds for shape {list(shape)}")
 
     if isinstance(item, DynSlice):
-        if item.size <= 0 or item.start < 0 or item.start + item.size > size:
+        low, high = _bounds(item.start)
+        if item.size <= 0 or low < 0 or high + item.size > size:
             raise outside(repr(item))
         return item.start, item.size, 1, False
     if isinstance(item, slice):
         step = 1 if item.step is None else int(item.step)
         if step <= 0:
             raise error(f"indexing '{name}': slice step {step} of dimension {dim}: steps are positive")
+        if isinstance(item.start, Affine) or isinstance(item.stop, Affine):
+            start_index: Index = 0 if item.start is None else item.start
+            stop_index: Index = size if item.stop is None else item.stop
+            count = stop_index - start_index
+            if isinstance(count, Affine):
+                raise NeedsUnrolling(count.loops, "a slice whose length depends on a loop index")
+            low, high = _bounds(start_index)
+            if count <= 0 or low < 0 or high + count > size:
+                raise outside(f"{item.start}:{item.stop}")
+            return start_index, -(-count // step), step, False
         start = 0 if item.start is None else int(item.start)
         stop = size if item.stop is None else int(item.stop)
         start = start + size if start < 0 else start
@@ -340,6 +530,11 @@ def _index(item: Any, size: int, dim: int, shape: tuple[int, ...], name: str) ->
         if not 0 <= start < stop <= size:
             raise outside(f"{item.start}:{item.stop}")
         return start, -(-(stop - start) // step), step, False
+    if isinstance(item, Affine):
+        low, high = _bounds(item)
+        if low < 0 or high >= size:
+            raise outside(repr(item))
+        return item, 1, 1, True
     if isinstance(item, int | np.integer):
         index = int(item) + size if int(item) < 0 else int(item)
         if not 0 <= index < size:
@@ -355,11 +550,14 @@ def _index(item: Any, size: int, dim: int, shape: tuple[int, ...], name: str) ->
 
 @dataclass
 class Trace:
-    """The function being built for one kernel launch, and where the kernel is."""
+    """The function being built for one kernel launch, where the kernel is, and the loops open around it."""
 
     kernel_name: str
     target: Target
     grid: tuple[int, ...]
+    # loops to unroll (their source lines), and whether every loop is
+    unrolled: frozenset[LoopKey] = frozenset()
+    unroll_all: bool = False
     module: ModuleOp = field(init=False)
     function: func.FuncOp = field(init=False)
     block: Block = field(init=False)
@@ -367,6 +565,10 @@ class Trace:
     # buffers made by nl.ndarray(buffer=nl.shared_hbm) in allocation order: every program of a grid shares them
     shared: list[Buffer] = field(default_factory=list)
     shared_cursor: int = 0
+    loops: list[LoopVar] = field(default_factory=list)
+    # where ops go: (block, the op they go before), innermost last
+    _points: list[tuple[Block, Operation]] = field(default_factory=list)
+    _loop_ops: list[scf.ForOp] = field(default_factory=list)
     _names: dict[str, int] = field(default_factory=dict)
     _constants: dict[Any, NkiTensor] = field(default_factory=dict)
     _end: func.ReturnOp = field(init=False)
@@ -381,6 +583,7 @@ class Trace:
         # a return ends the block while it grows, so each op verifies as it is added; finish() replaces it
         self._end = func.ReturnOp()
         self.block.add_op(self._end)
+        self._points = [(self.block, self._end)]
         tensors = []
         for (name, shape, dtype), arg in zip(inputs, self.block.args, strict=True):
             arg.name_hint = self.fresh_name(name)
@@ -405,6 +608,71 @@ class Trace:
             [arg.type for arg in self.block.args], [value.type for value in values]
         )
         return self.module
+
+    def insert(self, op: Operation) -> Operation:
+        block, before = self._points[-1]
+        block.insert_op_before(op, before)
+        return op
+
+    @contextlib.contextmanager
+    def at_top_level(self) -> Iterator[None]:
+        """Emit into the function's own block, before the outermost open loop: for what outlives the loops."""
+        before = self._loop_ops[0] if self._loop_ops else self._end
+        points, loops = self._points, self.loops
+        self._points, self.loops = [(self.block, before)], []
+        try:
+            yield
+        finally:
+            self._points, self.loops = points, loops
+
+    # ---- loops -----------------------------------------------------------------------------------------------
+
+    def loop_range(self, start: Any, stop: Any, step: Any) -> Iterator[Index]:
+        """The trips of an `nl.affine_range`/`nl.sequential_range` loop: one symbolic trip inside an `scf.for`,
+        or the numbers themselves where the loop is unrolled (or has fewer than two trips)."""
+        frame = _kernel_frame()
+        key: LoopKey = frame if frame is not None else ("<unknown>", 0)
+        bounds = loops_of(start, stop, step)
+        if bounds:
+            raise NeedsUnrolling(bounds, "a loop bound depends on another loop's index")
+        trips = range(int(start), int(stop), int(step))
+        if self.unroll_all or key in self.unrolled or len(trips) < 2:
+            yield from trips
+            return
+        constants = [self.index_constant(value) for value in (trips.start, trips.stop, trips.step)]
+        body = Block(arg_types=[IndexType()])
+        terminator = scf.YieldOp()
+        body.add_op(terminator)
+        loop = scf.ForOp(constants[0], constants[1], constants[2], [], body)
+        loop.location = self.location()
+        self.insert(loop)
+        variable = LoopVar(key, trips, body.args[0])
+        body.args[0].name_hint = self.fresh_name("i")
+        self.loops.append(variable)
+        self._loop_ops.append(loop)
+        self._points.append((body, terminator))
+        try:
+            yield Affine.of(variable)
+        finally:
+            self._points.pop()
+            self._loop_ops.pop()
+            self.loops.pop()
+
+    def index_constant(self, value: int) -> SSAValue:
+        return self.insert(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
+
+    def index_value(self, value: Affine, with_constant: bool = False) -> SSAValue:
+        """An SSA `index` computing the loop-dependent part of `value` (and its constant, when asked)."""
+        total: SSAValue | None = None
+        for var, coefficient in value.terms.items():
+            term = var.value
+            if coefficient != 1:
+                term = self.insert(arith.MuliOp(var.value, self.index_constant(coefficient))).results[0]
+            total = term if total is None else self.insert(arith.AddiOp(total, term)).results[0]
+        assert total is not None
+        if with_constant and value.const:
+            total = self.insert(arith.AddiOp(total, self.index_constant(value.const))).results[0]
+        return total
 
     # ---- naming and locations --------------------------------------------------------------------------------
 
@@ -434,6 +702,8 @@ class Trace:
 
     def allocate(self, shape: Sequence[int], dtype: np.dtype, memory: Memory, name: str = "") -> NkiTensor:
         """A fresh buffer holding a tensor of `shape`; on chip, dimension 0 is its partitions."""
+        if any(isinstance(s, Affine) for s in shape):
+            raise NeedsUnrolling(loops_of(*shape), "a tensor whose shape depends on a loop index")
         shape = tuple(int(s) for s in shape)
         if not shape or any(s <= 0 for s in shape):
             raise error(f"nl.ndarray: cannot allocate a tensor of shape {list(shape)}: dimensions are positive")
@@ -456,14 +726,14 @@ class Trace:
             name_hint=self.fresh_name(name or {"sbuf": "sb", "psum": "ps", "hbm": "hbm"}[memory.value]),
         )
         op.location = self.location()
-        self.block.insert_op_before(op, self._end)
+        self.insert(op)
         self._verify(op, "nl.ndarray")
         if memory is Memory.HBM:
             written = np.zeros(max(math.prod(shape), 1), dtype=bool)
         else:
             written = np.zeros((storage[0], math.prod(storage[1:])), dtype=bool)
         assert op.buffer.name_hint is not None
-        buffer = Buffer(op.buffer, memory, dtype, shape, op.buffer.name_hint, written)
+        buffer = Buffer(op.buffer, memory, dtype, shape, op.buffer.name_hint, written, tuple(self.loops))
         return NkiTensor(buffer, shape, row_major(shape))
 
     def shared_output(self, shape: Sequence[int], dtype: np.dtype, name: str) -> NkiTensor:
@@ -474,15 +744,17 @@ class Trace:
             if buffer.shape != tuple(shape) or buffer.dtype != dtype:
                 raise error(f"program {self.program_ids} allocates shared HBM tensors unlike program 0's")
             return NkiTensor(buffer, buffer.shape, row_major(buffer.shape))
-        tensor = self.allocate(shape, dtype, Memory.HBM, name)
+        with self.at_top_level():
+            tensor = self.allocate(shape, dtype, Memory.HBM, name)
         self.shared.append(tensor.buffer)
         self.shared_cursor += 1
         return tensor
 
     def constant(self, key: Any, make: Any) -> NkiTensor:
-        """A tile the trace builds once and reuses (identities, ones), made by `make()` on first use."""
+        """A tile the trace builds once, outside every loop, and reuses (identities), made by `make()`."""
         if key not in self._constants:
-            self._constants[key] = make()
+            with self.at_top_level():
+                self._constants[key] = make()
         return self._constants[key]
 
     # ---- instructions ----------------------------------------------------------------------------------------
@@ -494,6 +766,7 @@ class Trace:
         engine: Engine,
         accesses: Mapping[str, NkiTensor | tuple[NkiTensor, neuron.AccessPatternAttr]],
         properties: dict[str, Attribute] | None = None,
+        dynamic: dict[str, SSAValue] | None = None,
     ) -> neuron.InstructionOp:
         """Append and verify one instruction; `accesses` gives each role's tensor (and pattern, if not its own).
         Reads of elements never written are refused; written elements are recorded."""
@@ -501,30 +774,62 @@ class Trace:
         resolved: dict[str, tuple[NkiTensor, neuron.AccessPatternAttr]] = {}
         for role, entry in accesses.items():
             tensor, pattern = entry if isinstance(entry, tuple) else (entry, entry.access_pattern())
+            self._check_scope(tensor)
             resolved[role] = (tensor, pattern)
         props = dict(properties or {})
         if engine is Engine.DMA:
             props["queue"] = IntegerAttr(0, i64)
-        op = op_class.build_instruction(
-            engine, {role: (t.buffer.value, p, None) for role, (t, p) in resolved.items()}, props
-        )
+        operands = {}
+        for role, (tensor, pattern) in resolved.items():
+            offset = self.index_value(tensor.offset) if isinstance(tensor.offset, Affine) else None
+            operands[role] = (tensor.buffer.value, pattern, offset)
+        op = op_class.build_instruction(engine, operands, props, dynamic)
         op.location = self.location()
-        self.block.insert_op_before(op, self._end)
+        self.insert(op)
         self._verify(op, api)
         for role in spec.reads + spec.optional_reads:
             if role in resolved:
                 self.check_written(api, resolved[role][0], role)
         for role in spec.writes + spec.optional_writes:
             if role in resolved:
-                resolved[role][0].mask()[...] = True
+                for view in resolved[role][0].masks():
+                    view[...] = True
         return op
 
+    def _check_scope(self, tensor: NkiTensor) -> None:
+        """A buffer made inside a traced loop is one buffer for all its trips: used after the loop, it would hold
+        only the last trip's data, where the kernel means one per trip."""
+        for var in tensor.buffer.scope:
+            if var not in self.loops:
+                raise NeedsUnrolling(frozenset({var.key}), f"tile '{tensor.buffer.name}' is used after its loop")
+
     def check_written(self, api: str, tensor: NkiTensor, role: str) -> None:
-        if not tensor.mask().all():
+        if not all(view.all() for view in tensor.masks()):
             raise error(
                 f"{api}: {role} reads elements of {tensor.buffer.memory.value.upper()} tensor "
                 f"'{tensor.buffer.name}' {list(tensor.shape)} that were never written (fresh memory holds NaN)"
             )
+
+    def first_write_accumulates(self, api: str, dst: NkiTensor) -> bool | SSAValue:
+        """`accumulate=None` of an nc_matmul into dst: False where its elements were never written, True where they
+        were; inside traced loops whose trips all write the same elements, "not the first trip" as a register
+        condition."""
+        views = dst.masks()
+        if all(view.all() for view in views):
+            return True
+        if any(view.any() for view in views):
+            if self.loops:
+                raise NeedsUnrolling(frozenset(v.key for v in self.loops), "a PSUM tile written in part")
+            raise error(f"{api}: dst is partly written and partly fresh: give accumulate=True or False")
+        offset_loops = dst.offset.terms if isinstance(dst.offset, Affine) else {}
+        repeating = [var for var in self.loops if var not in dst.buffer.scope and var not in offset_loops]
+        if not repeating:
+            return False
+        # every trip variable is at least its first value, so the sum equals the sum of the firsts only on the
+        # first trip of all of them
+        trips = self.index_value(Affine(0, dict.fromkeys(repeating, 1)))
+        firsts = self.index_constant(sum(var.first for var in repeating))
+        return self.insert(arith.CmpiOp(trips, firsts, "ne")).results[0]
 
     def _verify(self, op: neuron.AllocOp | neuron.InstructionOp, api: str) -> None:
         try:

@@ -1,0 +1,156 @@
+"""Loops: `nl.affine_range` bodies traced once as `scf.for` loops, and unrolled where the kernel needs numbers."""
+
+import sys
+
+import numpy as np
+import pytest
+from support import REPO, numpy_close
+from xdsl.dialects import scf
+from xdsl.parser import Parser
+
+import neuron_mlir.nki as nki
+import neuron_mlir.nki.isa as nisa
+import neuron_mlir.nki.language as nl
+from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import neuron
+
+sys.path.insert(0, str(REPO / "examples"))
+
+from kernels.matmul import matmul_blocked, matmul_tiled
+
+
+def _instructions(module) -> int:
+    return sum(isinstance(op, neuron.InstructionOp) for op in module.walk())
+
+
+def _loops(module) -> int:
+    return sum(isinstance(op, scf.ForOp) for op in module.walk())
+
+
+def test_the_tiled_matmul_traces_to_a_loop_nest_of_constant_size():
+    small = [np.zeros((256, 256), np.float32), np.zeros((256, 1024), np.float32)]
+    large = [np.zeros((1024, 512), np.float32), np.zeros((1024, 2048), np.float32)]
+    small_module, large_module = nki.trace(matmul_tiled, *small), nki.trace(matmul_tiled, *large)
+    assert _loops(small_module) == _loops(large_module) == 3
+    assert _instructions(small_module) == _instructions(large_module) == 5
+
+
+def test_the_traced_module_round_trips_through_the_parser():
+    module = nki.trace(matmul_blocked, np.zeros((256, 256), np.float32), np.zeros((256, 1024), np.float32), 1, 1, 1)
+    parsed = Parser(make_context(), str(module)).parse_module()
+    parsed.verify()
+    assert str(parsed) == str(module)
+
+
+@pytest.mark.parametrize("kernel", [matmul_tiled, matmul_blocked])
+def test_looped_and_unrolled_traces_agree(kernel):
+    rng = np.random.default_rng(4)
+    lhsT = rng.standard_normal((256, 256)).astype(np.float32)
+    rhs = rng.standard_normal((256, 1024)).astype(np.float32)
+    blocks = {} if kernel is matmul_tiled else {"tiles_in_block_m": 1, "tiles_in_block_n": 1, "tiles_in_block_k": 1}
+    looped = nki.simulate(kernel)(lhsT, rhs, **blocks)
+    unrolled = nki.Kernel(kernel.function, unroll=True)
+    assert _loops(unrolled.trace(lhsT, rhs, **blocks)) == 0
+    numpy_close(looped, nki.simulate(unrolled)(lhsT, rhs, **blocks))
+    numpy_close(looped, lhsT.T @ rhs)
+
+
+@nki.jit
+def branch_on_index(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        rows = nl.ds(i * 128, 128)
+        tile = nl.load(a[rows, :])
+        scale = 2.0 if i == 0 else 3.0  # needs the index as a number: this loop is unrolled
+        nl.store(out[rows, :], nl.multiply(tile, scale))
+    return out
+
+
+def test_a_branch_on_the_index_unrolls_that_loop():
+    a = np.random.default_rng(5).standard_normal((384, 16)).astype(np.float32)
+    assert _loops(nki.trace(branch_on_index, a)) == 0
+    numpy_close(nki.simulate(branch_on_index)(a), np.concatenate([2 * a[:128], 3 * a[128:]]))
+
+
+@nki.jit
+def tiles_kept_after_the_loop(a):
+    out = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in nl.affine_range(a.shape[0] // 128):
+        tiles.append(nl.load(a[nl.ds(i * 128, 128), :]))
+    total = tiles[0]
+    for tile in tiles[1:]:
+        total = nl.add(total, tile)
+    nl.store(out, total)
+    return out
+
+
+def test_a_tile_used_after_its_loop_unrolls_that_loop():
+    a = np.random.default_rng(6).standard_normal((384, 16)).astype(np.float32)
+    numpy_close(nki.simulate(tiles_kept_after_the_loop)(a), a[:128] + a[128:256] + a[256:])
+
+
+@nki.jit
+def row_sums_by_column_block(a):
+    """Accumulates across a loop into a PSUM tile made outside it: the first trip overwrites, the others add."""
+    out = nl.ndarray((a.shape[1], 1), nl.float32, buffer=nl.shared_hbm)
+    ones = nl.ones((128, 1), nl.float32)
+    acc = nl.ndarray((a.shape[1], 1), nl.float32, buffer=nl.psum)
+    for i in nl.affine_range(a.shape[0] // 128):
+        nisa.nc_matmul(acc, nl.load(a[nl.ds(i * 128, 128), :]), ones)
+    nl.store(out, acc)
+    return out
+
+
+def test_psum_accumulation_across_a_traced_loop():
+    a = np.random.default_rng(7).standard_normal((512, 64)).astype(np.float32)
+    module = nki.trace(row_sums_by_column_block, a)
+    assert _loops(module) == 1
+    assert any(op.name == "arith.cmpi" for op in module.walk()), "accumulate should be a register condition"
+    numpy_close(nki.simulate(row_sums_by_column_block)(a)[:, 0], a.sum(0))
+
+
+@nki.jit
+def column_slices(a):
+    """A loop index in a free-axis slice of an SBUF tile and in HBM offsets: register offsets on both."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(a)
+    for j in nl.affine_range(a.shape[1] // 32):
+        columns = nl.ds(j * 32, 32)
+        nl.store(out[:, columns], nl.exp(tile[:, columns]))
+    return out
+
+
+def test_loop_index_in_on_chip_and_hbm_offsets():
+    a = np.random.default_rng(8).standard_normal((128, 256)).astype(np.float32)
+    assert _loops(nki.trace(column_slices, a)) == 1
+    numpy_close(nki.simulate(column_slices)(a), np.exp(a))
+
+
+@nki.jit
+def partitions_by_index(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(a)
+    for i in nl.affine_range(4):
+        rows = nl.ds(i * 32, 32)
+        nl.store(out[rows, :], nl.copy(tile[rows, :]))  # a partition range by index: unrolled
+    return out
+
+
+def test_a_partition_range_chosen_by_index_unrolls():
+    a = np.random.default_rng(9).standard_normal((128, 8)).astype(np.float32)
+    assert _loops(nki.trace(partitions_by_index, a)) == 0
+    numpy_close(nki.simulate(partitions_by_index)(a), a)
+
+
+@nki.jit
+def out_of_bounds_on_the_last_trip(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(3):
+        nl.store(out[nl.ds(i * 128, 128), :], nl.load(a[nl.ds(i * 128, 128), :]))
+    return out
+
+
+def test_bounds_are_checked_over_every_trip():
+    with pytest.raises(nki.NkiError, match=r"index ds\(.*, 128\) of dimension 0 is out of bounds for shape \[256, 8\]"):
+        nki.trace(out_of_bounds_on_the_last_trip, np.zeros((256, 8), np.float32))
