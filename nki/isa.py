@@ -81,7 +81,7 @@ def _scalar_or_column(
     if isinstance(value, NkiTensor):
         accesses[role] = value
     elif isinstance(value, int | float | np.integer | np.floating):
-        props[immediate] = _float(value)
+        props[immediate] = _float(float(value))
     else:
         raise error(f"{api}: {role} must be a number or a [P, 1] tile, got {type(value).__name__}")
 

@@ -33,11 +33,12 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import FunctionType, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import FunctionType, IndexType, IntegerAttr, LocationAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -149,25 +150,25 @@ class Affine:
         raise NeedsUnrolling(self.loops, f"the loop index is used as a number ({what})")
 
     def __index__(self) -> int:
-        return self._needs_number("as an index")  # type: ignore[no-any-return]
+        return self._needs_number("as an index")
 
     def __int__(self) -> int:
-        return self._needs_number("int()")  # type: ignore[no-any-return]
+        return self._needs_number("int()")
 
     def __float__(self) -> float:
-        return self._needs_number("float()")  # type: ignore[no-any-return]
+        return self._needs_number("float()")
 
     def __bool__(self) -> bool:
-        return self._needs_number("as a condition")  # type: ignore[no-any-return]
+        return self._needs_number("as a condition")
 
     def __eq__(self, other: object) -> bool:
-        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+        return self._needs_number("in a comparison")
 
     def __ne__(self, other: object) -> bool:
-        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+        return self._needs_number("in a comparison")
 
     def __lt__(self, other: object) -> bool:
-        return self._needs_number("in a comparison")  # type: ignore[no-any-return]
+        return self._needs_number("in a comparison")
 
     __le__ = __gt__ = __ge__ = __lt__
 
@@ -198,12 +199,12 @@ def loops_of(*values: Any) -> frozenset[LoopKey]:
 
 def _kernel_frame() -> tuple[str, int] | None:
     """(file, line) of the innermost caller outside this package: the kernel's own source line."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith(_PACKAGE_DIR + os.sep):
             return frame.f_code.co_filename, frame.f_lineno
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return None
 
 
@@ -255,7 +256,7 @@ class Buffer:
 class DynSlice:
     """`nl.ds(start, size)`: `size` elements from `start` along one dimension."""
 
-    def __init__(self, start: Index, size: int) -> None:
+    def __init__(self, start: Index, size: Any) -> None:
         self.start: Index = start if isinstance(start, Affine) else int(start)
         if isinstance(size, Affine):
             raise NeedsUnrolling(size.loops, "nl.ds with a size that depends on a loop index")
@@ -684,7 +685,7 @@ class Trace:
         self._names[base] = count + 1
         return base if count == 0 else f"{base}_{count}"
 
-    def location(self) -> Attribute:
+    def location(self) -> LocationAttr:
         frame = _kernel_frame()
         if frame is None:
             return source_location("<unknown>", 0, module_path=self.kernel_name)
@@ -835,7 +836,9 @@ class Trace:
         try:
             op.verify()
         except VerifyException as failure:
-            op.detach()
+            block = op.parent_block()
+            assert block is not None
+            block.detach_op(op)
             op.erase()
             raise NkiError(f"{api}: {failure}") from None
 

@@ -47,11 +47,11 @@ def test_looped_and_unrolled_traces_agree(kernel):
     rng = np.random.default_rng(4)
     lhsT = rng.standard_normal((256, 256)).astype(np.float32)
     rhs = rng.standard_normal((256, 1024)).astype(np.float32)
-    blocks = {} if kernel is matmul_tiled else {"tiles_in_block_m": 1, "tiles_in_block_n": 1, "tiles_in_block_k": 1}
-    looped = nki.simulate(kernel)(lhsT, rhs, **blocks)
+    blocks = () if kernel is matmul_tiled else (1, 1, 1)  # tiles per block of M, N and K
+    looped = nki.simulate(kernel)(lhsT, rhs, *blocks)
     unrolled = nki.Kernel(kernel.function, unroll=True)
-    assert _loops(unrolled.trace(lhsT, rhs, **blocks)) == 0
-    numpy_close(looped, nki.simulate(unrolled)(lhsT, rhs, **blocks))
+    assert _loops(unrolled.trace(lhsT, rhs, *blocks)) == 0
+    numpy_close(looped, nki.simulate(unrolled)(lhsT, rhs, *blocks))
     numpy_close(looped, lhsT.T @ rhs)
 
 
