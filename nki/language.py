@@ -14,6 +14,7 @@ products into PSUM.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
@@ -233,13 +234,18 @@ def broadcast_to(x: NkiTensor, shape: Sequence[int]) -> NkiTensor:
     (a new tile), along free dimensions a view that reads each element repeatedly."""
     target = tuple(int(s) for s in shape)
     if x.shape[0] != target[0]:
-        if x.shape[0] != 1:
-            raise error(f"nl.broadcast_to: cannot broadcast {list(x.shape)} to {list(target)}")
-        # ones[1, P]^T @ x[1, F]: every partition receives the row
+        if x.shape[0] != 1 or x.ndim != 2:
+            raise error(f"nl.broadcast_to: cannot broadcast {list(x.shape)} to {list(target)} (rows [1, F] only)")
+        # ones[1, P]^T @ x[1, F]: every partition receives the row, one PSUM bank of columns at a time
         ones_row = full((1, target[0]), 1.0, x.dtype)
-        product = ndarray((target[0], x.size), float32, psum)
-        nisa.nc_matmul(product, ones_row, x)
-        x = _copy(product, x.dtype)
+        spread = ndarray((target[0], x.size), x.dtype, sbuf)
+        width = tile_size.psum_fmax
+        for first in range(0, x.size, width):
+            columns = slice(first, builtins.min(first + width, x.size))  # this module's min is nl.min
+            product = ndarray((target[0], columns.stop - first), float32, psum)
+            nisa.nc_matmul(product, ones_row, x[:, columns])
+            nisa.tensor_copy(spread[:, columns], product)
+        x = spread
     if x.shape == target:
         return x
     return x.broadcast_free(target)
