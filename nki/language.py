@@ -83,7 +83,7 @@ class tile_size:
 # ---- indexing and loops ----------------------------------------------------------------------------------------
 
 
-def ds(start: int, size: int) -> DynSlice:
+def ds(start: Any, size: Any) -> DynSlice:
     """`size` elements from `start` along one dimension, as an index entry."""
     return DynSlice(start, size)
 

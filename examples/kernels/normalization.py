@@ -10,6 +10,7 @@ loaded once and broadcast across the partitions on TensorE.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ import neuron_mlir.nki.language as nl
 P = nl.tile_size.pmax
 
 
-def _row_tiles(rows: int) -> Iterator[tuple[object, int]]:
+def _row_tiles(rows: int) -> Iterator[tuple[Any, int]]:
     """(first row, row count) of each tile: full tiles in a traced loop, then the remainder."""
     for i in nl.affine_range(rows // P):
         yield i * P, P
