@@ -16,7 +16,7 @@ loop for use after it), tracing stops with `NeedsUnrolling` naming the loop, and
 with that loop unrolled: every trip's instructions emitted with static offsets. `nl.static_range` and Python's
 `range` are always unrolled.
 
-Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core, but the memory allocator reuses on-chip bytes
+Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core (as in NKI's simulator [nki-simulator]), but the memory allocator reuses on-chip bytes
 between buffers whose lives do not overlap, so a fresh buffer could read another's old values there. The trace
 therefore tracks which elements of each buffer have been written (in a loop, by any trip), and a read of an
 element never written is an error at the line that reads it. The same record gives `nc_matmul`'s
@@ -51,7 +51,7 @@ from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# NKI's rule for PSUM tiles: one tile lives in one 2 KiB bank of each partition (512 fp32) [nki tile_size].
+# NKI's rule for PSUM tiles: one tile lives in one 2 KiB bank of each partition (512 fp32) [nki-tile-size].
 PSUM_TILE_BYTES = 2048
 
 

@@ -1,4 +1,4 @@
-"""The tiled matrix multiplication of NKI's matmul tutorial, in its four stages.
+"""The tiled matrix multiplication of NKI's matmul tutorial [nki-matmul-tutorial], in its four stages.
 
 Each computes `result[M, N] = lhsT[K, M].T @ rhs[K, N]` (the left operand arrives transposed, as TensorE reads
 it: the contraction axis K on the partitions) and returns a new HBM tensor in lhsT's dtype.
