@@ -16,12 +16,12 @@ loop for use after it), tracing stops with `NeedsUnrolling` naming the loop, and
 with that loop unrolled: every trip's instructions emitted with static offsets. `nl.static_range` and Python's
 `range` are always unrolled.
 
-Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core (as in NKI's simulator [nki-simulator]), but the memory allocator reuses on-chip bytes
-between buffers whose lives do not overlap, so a fresh buffer could read another's old values there. The trace
-therefore tracks which elements of each buffer have been written (in a loop, by any trip), and a read of an
-element never written is an error at the line that reads it. The same record gives `nc_matmul`'s
-`accumulate=None` its meaning: the first write to a PSUM element overwrites, later ones add; in a loop whose
-trips write the same elements that is a register condition, "not the first trip".
+Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core (as in NKI's simulator [nki-simulator]), but the
+memory allocator reuses on-chip bytes between buffers whose lives do not overlap, so a fresh buffer could read
+another's old values there. The trace therefore tracks which elements of each buffer have been written (in a loop,
+by any trip), and a read of an element never written is an error at the line that reads it. The same record gives
+`nc_matmul`'s `accumulate=None` its meaning: the first write to a PSUM element overwrites, later ones add; in a loop
+whose trips write the same elements that is a register condition, "not the first trip".
 """
 
 from __future__ import annotations
