@@ -40,6 +40,7 @@ from neuron_mlir.runtime.validate import ValidatedProgram
 
 __all__ = [
     "BenchmarkResult",
+    "BenchmarkedKernel",
     "Kernel",
     "NkiError",
     "NkiTensor",
@@ -76,7 +77,8 @@ class _Compiled:
     module: ModuleOp
     program: ValidatedProgram
     outputs: int
-    single: bool  # the kernel returned one tensor, not a tuple
+    returned: str  # "one" tensor, a "tuple" of them, or "none"
+    modified: list[int]  # the inputs (positions among the array arguments) the kernel writes into
 
 
 class Kernel:
@@ -130,13 +132,16 @@ class Kernel:
         return self._cache[key]
 
     def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> ModuleOp:
-        """The neuron-dialect module traced for these arguments, before placement and synchronisation."""
+        """The neuron-dialect module traced for these arguments, before placement and synchronisation (it returns
+        the kernel's results, then the inputs the kernel writes into)."""
         from neuron_mlir.runtime.hardware import get_target
 
         chosen = target or self.target or default_target()
         return self._trace(get_target(chosen), args, kwargs)[0]
 
-    def _trace(self, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[ModuleOp, int, bool]:
+    def _trace(
+        self, target: Any, args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> tuple[ModuleOp, int, str, list[int]]:
         """Trace with loops as `scf.for`, again with more loops unrolled for each that needs it."""
         self.traces += 1
         unrolled: frozenset[LoopKey] = frozenset()
@@ -150,7 +155,7 @@ class Kernel:
 
     def _trace_once(
         self, target: Any, args: Sequence[Any], kwargs: dict[str, Any], unrolled: frozenset[LoopKey]
-    ) -> tuple[ModuleOp, int, bool]:
+    ) -> tuple[ModuleOp, int, str, list[int]]:
         parameters = list(inspect.signature(self.function).parameters)
         inputs = []
         for index, value in enumerate(args):
@@ -172,13 +177,13 @@ class Kernel:
                 returned = self.function(*call_args, **call_kwargs)
                 if results is None:
                     results = returned
-        single = isinstance(results, NkiTensor)
-        outputs = [results] if single else list(results or ())
+        returned = "one" if isinstance(results, NkiTensor) else "none" if results is None else "tuple"
+        outputs = [results] if returned == "one" else list(results or ())
         if not all(isinstance(o, NkiTensor) for o in outputs):
             raise NkiError(f"kernel {self.__name__} must return NKI tensors, got {results!r}")
-        module = active.finish(outputs)
+        module, modified = active.finish(outputs)
         module.verify()
-        return module, len(outputs), single
+        return module, len(outputs), returned, modified
 
     def _compile(self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Compiled:
         from xdsl.context import Context
@@ -189,7 +194,7 @@ class Kernel:
         from neuron_mlir.runtime.hardware import get_target
         from neuron_mlir.runtime.validate import validate_program
 
-        module, outputs, single = self._trace(get_target(target_name), args, kwargs)
+        module, outputs, returned, modified = self._trace(get_target(target_name), args, kwargs)
         traced = module.clone()
         context = Context()
         for name in BACKEND_PASSES:
@@ -199,7 +204,7 @@ class Kernel:
         from neuron_mlir import __version__
 
         program = build_program(module, require_allocated=True, compiler_version=__version__)
-        return _Compiled(traced, validate_program(program), outputs, single)
+        return _Compiled(traced, validate_program(program), outputs, returned, modified)
 
     # ---- running ---------------------------------------------------------------------------------------------
 
@@ -208,10 +213,15 @@ class Kernel:
         from neuron_mlir.runtime.simulator import run_validated
 
         compiled = self.compile(*args, target=target, **kwargs)
-        arrays = [np.ascontiguousarray(a) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
-        outputs, profile = run_validated(compiled.program, arrays)
-        results = [np.asarray(o) for o in outputs]
-        return (results[0] if compiled.single else tuple(results)), profile
+        given = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+        outputs, profile = run_validated(compiled.program, [np.ascontiguousarray(a) for a in given])
+        results = [np.asarray(o) for o in outputs[: compiled.outputs]]
+        # inputs the kernel wrote into get their new contents, as on the device
+        for position, contents in zip(compiled.modified, outputs[compiled.outputs :], strict=True):
+            np.copyto(given[position], contents)
+        if compiled.returned == "none":
+            return None, profile
+        return (results[0] if compiled.returned == "one" else tuple(results)), profile
 
 
 def jit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -257,20 +267,59 @@ class BenchmarkResult:
     def latency_us(self) -> float:
         return self.latency_ns / 1e3
 
+    @property
+    def nc_latency(self) -> Latency:
+        return Latency(self.latency_us)
+
     def summary(self) -> str:
         return self.profile.summary()
 
 
-def benchmark(kernel: Any, target: str | None = None) -> Callable[..., BenchmarkResult]:
+class Latency:
+    """The latency statistics of NKI's benchmark API; a simulated run takes the same time every time."""
+
+    def __init__(self, microseconds: float) -> None:
+        self.microseconds = microseconds
+
+    def get_latency_percentile(self, percentile: float) -> float:
+        """The latency in microseconds at any percentile."""
+        if not 0 <= percentile <= 100:
+            raise ValueError(f"percentile {percentile} is outside 0..100")
+        return self.microseconds
+
+
+def _run_benchmark(
+    launched: Kernel, target: str | None, args: Sequence[Any], kwargs: dict[str, Any]
+) -> BenchmarkResult:
+    chosen = target or launched.target or default_target()
+    outputs, profile = launched.simulate(*args, target=chosen, **kwargs)
+    return BenchmarkResult(outputs, profile, chosen)
+
+
+class BenchmarkedKernel:
+    """`@nki.benchmark(warmup=..., iters=...)`: calls return the results, `benchmark_result` holds the last run."""
+
+    def __init__(self, kernel: Kernel, target: str | None) -> None:
+        self.kernel = kernel
+        self.target = target
+        self.benchmark_result: BenchmarkResult | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.benchmark_result = _run_benchmark(self.kernel, self.target, args, kwargs)
+        return self.benchmark_result.outputs
+
+
+def benchmark(kernel: Any = None, target: str | None = None, **legacy: Any) -> Any:
     """`nki.benchmark(kernel, target="trn1")(*arrays)`: results, simulated latency and profile of one run.
 
-    The simulated core is deterministic, so one run is every run: there are no warm-up or repeat counts."""
+    The simulated core is deterministic, so one run is every run: warm-up and repeat counts mean nothing. The
+    decorator form of NKI's benchmark API, `@nki.benchmark(warmup=2, iters=10)`, gives a `BenchmarkedKernel`."""
+    if kernel is None:
+        return lambda function: BenchmarkedKernel(_kernel(function), target)
     launched = _kernel(kernel)
 
     def run(*args: Any, **kwargs: Any) -> BenchmarkResult:
-        chosen = target or launched.target or default_target()
-        outputs, profile = launched.simulate(*args, target=chosen, **kwargs)
-        return BenchmarkResult(outputs, profile, chosen)
+        return _run_benchmark(launched, target, args, kwargs)
 
     return run
 

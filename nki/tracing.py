@@ -247,6 +247,8 @@ class Buffer:
     written: np.ndarray = field(repr=False)
     # the traced loops open when the buffer was made: one buffer serves every trip of them
     scope: tuple[LoopVar, ...] = ()
+    # an input the kernel writes into (its new contents go back to the caller's array)
+    modified: bool = False
 
     @property
     def on_chip(self) -> bool:
@@ -573,6 +575,7 @@ class Trace:
     _names: dict[str, int] = field(default_factory=dict)
     _constants: dict[Any, NkiTensor] = field(default_factory=dict)
     _end: func.ReturnOp = field(init=False)
+    _inputs: list[Buffer] = field(default_factory=list)
 
     def start(self, inputs: Sequence[tuple[str, tuple[int, ...], np.dtype]]) -> list[NkiTensor]:
         """Begin the function with one HBM argument per input; their tensors."""
@@ -590,10 +593,13 @@ class Trace:
             arg.name_hint = self.fresh_name(name)
             written = np.ones(max(math.prod(shape), 1), dtype=bool)
             buffer = Buffer(arg, Memory.HBM, dtype, shape, arg.name_hint, written)
+            self._inputs.append(buffer)
             tensors.append(NkiTensor(buffer, shape, row_major(shape)))
         return tensors
 
-    def finish(self, results: Sequence[NkiTensor]) -> ModuleOp:
+    def finish(self, results: Sequence[NkiTensor]) -> tuple[ModuleOp, list[int]]:
+        """End the function returning `results`, then every input the kernel wrote into; the module and the
+        positions (among the inputs) of those inputs."""
         values = []
         for result in results:
             if result.buffer.memory is not Memory.HBM or not result.is_whole_buffer():
@@ -602,13 +608,17 @@ class Trace:
                     "(nl.ndarray(..., buffer=nl.shared_hbm))"
                 )
             values.append(result.buffer.value)
+        modified = [
+            index for index, arg in enumerate(self.block.args) if self._inputs[index].modified and arg not in values
+        ]
+        values += [self.block.args[index] for index in modified]
         self.block.insert_op_before(func.ReturnOp(*values), self._end)
         self._end.detach()
         self._end.erase()
         self.function.function_type = FunctionType.from_lists(
             [arg.type for arg in self.block.args], [value.type for value in values]
         )
-        return self.module
+        return self.module, modified
 
     def insert(self, op: Operation) -> Operation:
         block, before = self._points[-1]
@@ -793,7 +803,9 @@ class Trace:
                 self.check_written(api, resolved[role][0], role)
         for role in spec.writes + spec.optional_writes:
             if role in resolved:
-                for view in resolved[role][0].masks():
+                written = resolved[role][0]
+                written.buffer.modified = True
+                for view in written.masks():
                     view[...] = True
         return op
 

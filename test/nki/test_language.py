@@ -216,3 +216,29 @@ def test_matmul_accumulates_into_written_psum(rng):
     lhsT = rng.standard_normal((128, 32)).astype(np.float32)
     rhs = rng.standard_normal((128, 64)).astype(np.float32)
     numpy_close(nki.simulate(psum_accumulate_over_zeros)(lhsT, rhs), 2 * (lhsT.T @ rhs))
+
+
+@nki.jit
+def add_into(a, b, result):
+    """The legacy style: the kernel writes into an output argument and returns nothing."""
+    for i in nl.affine_range(a.shape[0] // 128):
+        rows = nl.ds(i * 128, 128)
+        nl.store(result[rows, :], nl.add(nl.load(a[rows, :]), nl.load(b[rows, :])))
+
+
+def test_writes_into_an_input_reach_the_callers_array(rng):
+    a = rng.standard_normal((256, 8)).astype(np.float32)
+    b = rng.standard_normal((256, 8)).astype(np.float32)
+    result = np.zeros((256, 8), np.float32)
+    before = a.copy()
+    assert nki.simulate(add_into)(a, b, result) is None
+    numpy_close(result, a + b)
+    numpy_close(a, before)
+
+
+def test_legacy_benchmark_decorator(rng):
+    a = rng.standard_normal((128, 48)).astype(np.float32)
+    benchmarked = nki.benchmark(warmup=2, iters=5)(row_broadcast.function)
+    numpy_close(benchmarked(a, a[:1].copy()), a * a[:1])
+    latency = benchmarked.benchmark_result.nc_latency
+    assert latency.get_latency_percentile(50) == latency.get_latency_percentile(99) > 0
