@@ -45,6 +45,7 @@ __all__ = [
     "NkiError",
     "NkiTensor",
     "benchmark",
+    "ir_text",
     "isa",
     "jit",
     "language",
@@ -327,3 +328,14 @@ def benchmark(kernel: Any = None, target: str | None = None, **legacy: Any) -> A
 def trace(kernel: Any, *args: Any, target: str | None = None, **kwargs: Any) -> ModuleOp:
     """The neuron-dialect module a kernel traces to for these arguments (print it, or feed it to neuron-opt)."""
     return _kernel(kernel).trace(*args, target=target, **kwargs)
+
+
+def ir_text(module: ModuleOp) -> str:
+    """A traced module as text with its source locations, as `neuron-opt` and `neuron-run` read it."""
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    stream = StringIO()
+    Printer(stream=stream, print_debuginfo=True).print_op(module)
+    return stream.getvalue() + "\n"

@@ -154,3 +154,20 @@ def out_of_bounds_on_the_last_trip(a):
 def test_bounds_are_checked_over_every_trip():
     with pytest.raises(nki.NkiError, match=r"index ds\(.*, 128\) of dimension 0 is out of bounds for shape \[256, 8\]"):
         nki.trace(out_of_bounds_on_the_last_trip, np.zeros((256, 8), np.float32))
+
+
+def test_the_trace_runs_through_neuron_opt_and_neuron_run(tmp_path, capsys):
+    """The traced text, with the kernel's lines as locations, is ordinary neuron-level IR for the tools."""
+    from neuron_mlir.tools import neuron_opt, neuron_run
+
+    lhsT, rhs = np.ones((256, 128), np.float32), np.ones((256, 512), np.float32)
+    traced = tmp_path / "matmul.mlir"
+    traced.write_text(nki.ir_text(nki.trace(matmul_tiled, lhsT, rhs)))
+    lowered = tmp_path / "lowered.mlir"
+    passes = "neuron-unroll-loops,neuron-assign-dma-queues,neuron-allocate-memory,neuron-insert-sync"
+    neuron_opt.main([str(traced), "--print-debuginfo", "-p", passes, "-o", str(lowered)])
+    text = lowered.read_text()
+    assert '"matmul_tiled"' in text
+    assert "kernels/matmul.py" in text
+    assert neuron_run.main([str(lowered)]) == 0
+    assert "out0: shape [128, 512] dtype f32" in capsys.readouterr().out
