@@ -91,11 +91,13 @@ class Kernel:
         grid: tuple[int, ...] = (1,),
         target: str | None = None,
         unroll: bool = False,
+        seed: int = 0,
     ):
         self.function = function
         self.grid = grid
         self.target = target
         self.unroll = unroll  # trace every loop unrolled, not only those that need it
+        self.seed = seed  # the key of random draws (nisa.dropout)
         self._cache: dict[Any, _Compiled] = {}
         self.traces = 0  # how many signatures were traced
         self.__name__ = getattr(function, "__name__", "kernel")
@@ -105,7 +107,7 @@ class Kernel:
         dims = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
         if not dims or any(g <= 0 for g in dims):
             raise NkiError(f"kernel {self.__name__}: launch grid {grid!r} must be positive integers")
-        launched = Kernel(self.function, dims, self.target, self.unroll)
+        launched = Kernel(self.function, dims, self.target, self.unroll, self.seed)
         launched._cache = self._cache
         return launched
 
@@ -166,7 +168,7 @@ class Kernel:
         for name, value in kwargs.items():
             if isinstance(value, np.ndarray):
                 inputs.append((name, tuple(value.shape), dtype_of(value.dtype)))
-        active = Trace(self.__name__, target, self.grid, unrolled, self.unroll)
+        active = Trace(self.__name__, target, self.grid, unrolled, self.unroll, self.seed)
         tensors = iter(active.start(inputs))
         call_args = [next(tensors) if isinstance(a, np.ndarray) else a for a in args]
         call_kwargs = {k: next(tensors) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
@@ -226,11 +228,12 @@ class Kernel:
 
 
 def jit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Declare an NKI kernel (`@nki.jit`, or `@nki.jit(target="trn1", unroll=True)` to unroll every loop)."""
-    target, unroll = options.get("target"), bool(options.get("unroll", False))
+    """Declare an NKI kernel: `@nki.jit`, or `@nki.jit(target="trn1", unroll=True, seed=7)` (unroll every loop;
+    the key of the kernel's random draws)."""
+    target, unroll, seed = options.get("target"), bool(options.get("unroll", False)), int(options.get("seed", 0))
     if function is None:
-        return lambda f: Kernel(f, target=target, unroll=unroll)
-    return Kernel(function, target=target, unroll=unroll)
+        return lambda f: Kernel(f, target=target, unroll=unroll, seed=seed)
+    return Kernel(function, target=target, unroll=unroll, seed=seed)
 
 
 def _kernel(kernel: Any) -> Kernel:

@@ -484,6 +484,51 @@ def _pattern(pattern: Any, api: str) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, [value for pair in pairs for value in pair])
 
 
+def dropout(dst: NkiTensor, data: NkiTensor, prob: Any) -> None:
+    """dst = data with each element replaced by zero with probability `prob` (a number or a [P, 1] tile).
+
+    The draws are counter-based (GpSimdE's Philox `uniform` kernel keyed by the kernel's seed, `nki.jit(seed=)`):
+    every element of every call, and of every trip of a traced loop, has a counter of its own, so the run is
+    repeatable and no two elements share a draw. Kept elements are not rescaled, as NKI's instruction defines."""
+    api = "nki.isa.dropout"
+    dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")
+    if dst.dtype != data.dtype:
+        raise error(f"{api}: dst is {dst.dtype} but data is {data.dtype}: dropout keeps the dtype")
+    current = trace()
+    partitions = data.shape[0]
+    free = data.size // partitions
+    counters = current.allocate((partitions, free), np.dtype(np.int32), Memory.SBUF, "dropout_counter")
+    base, dynamic_base = current.random_counters(partitions * free)
+    props: dict[str, Attribute] = {
+        "pattern": _pattern([[1, free]], api),
+        "channel_multiplier": IntegerAttr(free, i64),
+    }
+    dynamic: dict[str, SSAValue] = {}
+    if dynamic_base is None:
+        props["base"] = IntegerAttr(base, i64)
+    else:
+        dynamic["base"] = dynamic_base
+    current.emit(api, neuron.IotaOp, Engine.GPSIMD, {"dst": counters}, props, dynamic)
+    key = current.constant(("dropout_key", partitions), lambda: _seed_column(partitions))
+    uniform = current.allocate((partitions, free), np.dtype(np.float32), Memory.SBUF, "dropout_uniform")
+    current.emit(
+        api, neuron.GpsimdKernelOp, Engine.GPSIMD, {"dst": uniform, "in0": counters, "in1": key},
+        {"kernel": StringAttr("uniform")},
+    )
+    # keep where the draw in [0, 1) is at least the drop probability: P(keep) = 1 - prob
+    tensor_scalar(uniform, uniform, operators.BINARY["greater_equal"], prob)
+    flat = data if data.ndim == 2 else data.reshape_on_chip((partitions, free))
+    out = dst if dst.ndim == 2 else dst.reshape_on_chip((partitions, free))
+    tensor_tensor(out, flat, uniform, operators.BINARY["multiply"])
+
+
+def _seed_column(partitions: int) -> NkiTensor:
+    current = trace()
+    key = current.allocate((partitions, 1), np.dtype(np.int32), Memory.SBUF, "dropout_key")
+    memset(key, float(current.seed), engine=gpsimd_engine)
+    return key
+
+
 # ---- batch-norm statistics -------------------------------------------------------------------------------------
 
 # The record bn_stats writes per partition and bn_aggr reads: (count, mean, sum of squared deviations) for the

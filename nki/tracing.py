@@ -358,6 +358,16 @@ class NkiTensor:
             raise error(f"reshape needs a contiguous view; {list(self.shape)} has strides {list(self.strides)}")
         return NkiTensor(self.buffer, new_shape, row_major(new_shape), self.offset)
 
+    def reshape_on_chip(self, shape: Sequence[int]) -> NkiTensor:
+        """The same partitions with the free dimensions regrouped (a contiguous row of each partition)."""
+        new_shape = tuple(int(s) for s in shape)
+        if new_shape[0] != self.shape[0] or math.prod(new_shape) != self.size:
+            raise error(f"cannot regroup {list(self.shape)} as {list(new_shape)}: partitions stay")
+        if self.strides[1:] != row_major(self.shape[1:]):
+            raise error(f"cannot regroup the non-contiguous free dimensions of {list(self.shape)}")
+        strides = (self.strides[0], *row_major(new_shape[1:]))
+        return NkiTensor(self.buffer, new_shape, strides, self.offset, self.partition_start)
+
     def broadcast_free(self, shape: Sequence[int]) -> NkiTensor:
         """This on-chip tile read with its size-1 free dimensions repeated to `shape` (step 0: no copy)."""
         target = tuple(int(s) for s in shape)
@@ -561,6 +571,7 @@ class Trace:
     # loops to unroll (their source lines), and whether every loop is
     unrolled: frozenset[LoopKey] = frozenset()
     unroll_all: bool = False
+    seed: int = 0  # the key of the counter-based random draws (nisa.dropout)
     module: ModuleOp = field(init=False)
     function: func.FuncOp = field(init=False)
     block: Block = field(init=False)
@@ -576,6 +587,7 @@ class Trace:
     _constants: dict[Any, NkiTensor] = field(default_factory=dict)
     _end: func.ReturnOp = field(init=False)
     _inputs: list[Buffer] = field(default_factory=list)
+    _counters: int = 0  # random counters handed out so far
 
     def start(self, inputs: Sequence[tuple[str, tuple[int, ...], np.dtype]]) -> list[NkiTensor]:
         """Begin the function with one HBM argument per input; their tensors."""
@@ -684,6 +696,20 @@ class Trace:
         if with_constant and value.const:
             total = self.insert(arith.AddiOp(total, self.index_constant(value.const))).results[0]
         return total
+
+    def random_counters(self, count: int) -> tuple[int, SSAValue | None]:
+        """The first of `count` counters of their own for each trip of the open traced loops: a constant, or (in
+        loops) the constant plus a register offset, each loop's index weighted past the inner loops' range."""
+        first = self._counters
+        weights: dict[LoopVar, int] = {}
+        span = count
+        for var in reversed(self.loops):
+            weights[var] = span
+            span *= var.last + 1
+        self._counters += span
+        if not weights:
+            return first, None
+        return first, self.index_value(Affine(first, weights), with_constant=True)
 
     # ---- naming and locations --------------------------------------------------------------------------------
 

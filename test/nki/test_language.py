@@ -242,3 +242,35 @@ def test_legacy_benchmark_decorator(rng):
     numpy_close(benchmarked(a, a[:1].copy()), a * a[:1])
     latency = benchmarked.benchmark_result.nc_latency
     assert latency.get_latency_percentile(50) == latency.get_latency_percentile(99) > 0
+
+
+@nki.jit
+def dropout_rows(a, prob):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        rows = nl.ds(i * 128, 128)
+        tile = nl.load(a[rows, :])
+        dropped = nl.ndarray(tile.shape, tile.dtype)
+        nisa.dropout(dropped, tile, nl.load(prob) if isinstance(prob, nki.NkiTensor) else prob)
+        nl.store(out[rows, :], dropped)
+    return out
+
+
+def test_dropout_drops_at_the_rate_asked_and_differs_by_trip(rng):
+    a = rng.uniform(1, 2, (256, 512)).astype(np.float32)
+    assert (nki.simulate(dropout_rows)(a, 0.0) == a).all()
+    assert (nki.simulate(dropout_rows)(a, 1.0) == 0).all()
+    out = nki.simulate(dropout_rows)(a, 0.25)
+    kept = out != 0
+    assert (out[kept] == a[kept]).all(), "kept elements are not rescaled"
+    assert abs(1 - kept.mean() - 0.25) < 0.01
+    # the loop's two trips draw independently: their masks agree about 0.75^2 + 0.25^2 of the time
+    assert abs((kept[:128] == kept[128:]).mean() - 0.625) < 0.02
+    numpy_close(nki.simulate(dropout_rows)(a, 0.25), out)  # repeatable
+
+
+def test_dropout_with_a_probability_per_partition(rng):
+    a = np.ones((128, 1024), np.float32)
+    prob = np.linspace(0, 1, 128, dtype=np.float32)[:, None]
+    drop_rate = (nki.simulate(dropout_rows)(a, prob) == 0).mean(axis=1)
+    assert np.abs(drop_rate - prob[:, 0]).max() < 0.07
