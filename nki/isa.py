@@ -9,7 +9,8 @@ transposes around a free-axis reduction, `reciprocal` a power of -1 on VectorE, 
 with a bias, `bn_stats`/`bn_aggr` reductions writing a per-partition statistics record.
 
 Every instruction is verified as it is traced (see `tracing.py`): a broken hardware rule is an `NkiError`
-naming the call, the operand, the rule and the kernel's line.
+naming the call, the operand, the rule and the kernel's line. NKI's optional `name=` of an instruction is
+accepted; the profile names instructions by the kernel's source line instead.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def dma_copy(
     dge_mode: Any = None,
     engine: Any = None,
     mask: Any = None,
+    name: str | None = None,
 ) -> None:
     """dst = src between HBM and SBUF, element by element in row-major order (equal counts, dtype converted)."""
     api = "nki.isa.dma_copy"
@@ -107,7 +109,7 @@ def dma_copy(
     )
 
 
-def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = None) -> None:
+def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = None, name: str | None = None) -> None:
     """dst = src on chip (VectorE by default), converting the dtype: how PSUM results reach SBUF."""
     api = "nki.isa.tensor_copy"
     trace().emit(
@@ -118,7 +120,7 @@ def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = None) -> None:
     )
 
 
-def memset(dst: NkiTensor, value: float, engine: Any = None) -> None:
+def memset(dst: NkiTensor, value: float, engine: Any = None, name: str | None = None) -> None:
     """Fill dst with `value` (VectorE by default)."""
     api = "nki.isa.memset"
     trace().emit(
@@ -141,6 +143,7 @@ def nc_matmul(
     tile_position: Any = (),
     tile_size: Any = (),
     perf_mode: Any = None,
+    name: str | None = None,
 ) -> None:
     """dst[M, N] (=|+=) stationary[K, M]^T @ moving[K, N] into PSUM.
 
@@ -187,7 +190,7 @@ def identity(size: int, dtype: np.dtype) -> NkiTensor:
     return current.constant(("identity", size, np.dtype(dtype).str), build)
 
 
-def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: Any = None) -> None:
+def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: Any = None, name: str | None = None) -> None:
     """dst[F, P] = data[P, F]^T on TensorE, from SBUF into PSUM.
 
     Where the target's PE transpose is bit exact (trn2, trn3) it is `nc_matmul(is_transpose)`, and dst keeps
@@ -221,6 +224,7 @@ def activation(
     reduce_op: Any = None,
     reduce_res: NkiTensor | None = None,
     reduce_cmd: Any = None,
+    name: str | None = None,
 ) -> None:
     """dst = op(data * scale + bias) on ScalarE; with `reduce_res` ([P, 1]) the free-axis sum of dst too."""
     api = "nki.isa.activation"
@@ -249,13 +253,19 @@ def activation_reduce(
     reduce_res: NkiTensor,
     bias: Any = None,
     scale: Any = 1.0,
+    name: str | None = None,
 ) -> None:
     """`activation` that also writes the free-axis sum of dst into reduce_res ([P, 1])."""
     activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res)
 
 
 def exponential(
-    dst: NkiTensor, src: NkiTensor, max_value: Any = 0.0, reduce_res: NkiTensor | None = None, **_: Any
+    dst: NkiTensor,
+    src: NkiTensor,
+    max_value: Any = 0.0,
+    reduce_res: NkiTensor | None = None,
+    name: str | None = None,
+    **_: Any,
 ) -> None:
     """dst = exp(src - max_value) (max_value a number or a [P, 1] tile), with the row sum into reduce_res."""
     api = "nki.isa.exponential"
@@ -271,7 +281,9 @@ def exponential(
 # ---- VectorE and GpSimdE ---------------------------------------------------------------------------------------
 
 
-def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, engine: Any = None) -> None:
+def tensor_tensor(
+    dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, engine: Any = None, name: str | None = None
+) -> None:
     """dst = data1 op data2 elementwise (VectorE by default)."""
     api = "nki.isa.tensor_tensor"
     trace().emit(
@@ -293,6 +305,7 @@ def tensor_scalar(
     operand1: Any = None,
     reverse1: bool = False,
     engine: Any = None,
+    name: str | None = None,
 ) -> None:
     """dst = (data op0 operand0) op1 operand1, each operand a number or a [P, 1] tile (VectorE by default)."""
     api = "nki.isa.tensor_scalar"
@@ -318,6 +331,7 @@ def scalar_tensor_tensor(
     operand1: NkiTensor,
     reverse0: bool = False,
     reverse1: bool = False,
+    name: str | None = None,
 ) -> None:
     """dst = (data op0 operand0) op1 operand1: operand0 a number or a [P, 1] tile, operand1 a tile like data."""
     api = "nki.isa.scalar_tensor_tensor"
@@ -352,7 +366,13 @@ def _reduced_axes(data: NkiTensor, axis: Any, api: str) -> tuple[int, ...]:
 
 
 def tensor_reduce(
-    dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: bool = False, keepdims: bool = False
+    dst: NkiTensor,
+    op: Any,
+    data: NkiTensor,
+    axis: Any,
+    negate: bool = False,
+    keepdims: bool = False,
+    name: str | None = None,
 ) -> None:
     """dst = reduce(op) of data over its trailing free `axis` (VectorE)."""
     api = "nki.isa.tensor_reduce"
@@ -379,7 +399,7 @@ def tensor_reduce(
     )
 
 
-def tensor_partition_reduce(dst: NkiTensor, op: Any, data: NkiTensor) -> None:
+def tensor_partition_reduce(dst: NkiTensor, op: Any, data: NkiTensor, name: str | None = None) -> None:
     """dst[1, F] = reduce(op) of data[P, F] across partitions.
 
     A sum is the product with a ones column on TensorE (into fp32 PSUM, then copied to dst unless dst is that
@@ -415,7 +435,7 @@ def tensor_partition_reduce(dst: NkiTensor, op: Any, data: NkiTensor) -> None:
     tensor_copy(dst, row)
 
 
-def reciprocal(dst: NkiTensor, data: NkiTensor) -> None:
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """dst = 1 / data on VectorE (the ALU's power of -1)."""
     api = "nki.isa.reciprocal"
     trace().emit(
@@ -427,7 +447,7 @@ def reciprocal(dst: NkiTensor, data: NkiTensor) -> None:
     )
 
 
-def iota(dst: NkiTensor, pattern: Any, offset: int = 0, channel_multiplier: int = 0) -> None:
+def iota(dst: NkiTensor, pattern: Any, offset: int = 0, channel_multiplier: int = 0, name: str | None = None) -> None:
     """dst[p, i...] = offset + p * channel_multiplier + sum(i_d * step_d) over `pattern` [[step, num], ...]."""
     api = "nki.isa.iota"
     trace().emit(
@@ -451,6 +471,7 @@ def affine_select(
     on_false_value: float,
     cmp_op: Any = None,
     offset: int = 0,
+    name: str | None = None,
 ) -> None:
     """dst = on_true_tile where cmp_op(offset + p * channel_multiplier + sum(i_d * step_d), 0), else
     on_false_value (GpSimdE); cmp_op defaults to nl.equal."""
@@ -484,7 +505,7 @@ def _pattern(pattern: Any, api: str) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, [value for pair in pairs for value in pair])
 
 
-def dropout(dst: NkiTensor, data: NkiTensor, prob: Any) -> None:
+def dropout(dst: NkiTensor, data: NkiTensor, prob: Any, name: str | None = None) -> None:
     """dst = data with each element replaced by zero with probability `prob` (a number or a [P, 1] tile).
 
     The draws are counter-based (GpSimdE's Philox `uniform` kernel keyed by the kernel's seed, `nki.jit(seed=)`):
@@ -536,7 +557,7 @@ def _seed_column(partitions: int) -> NkiTensor:
 BN_STATS_SIZE = 6
 
 
-def bn_stats(dst: NkiTensor, data: NkiTensor) -> None:
+def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """dst[P, 6] = (n, mean, M2) of data's even and odd elements (data [P, F], F <= 512, F even)."""
     api = "nki.isa.bn_stats"
     dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")
@@ -558,7 +579,7 @@ def bn_stats(dst: NkiTensor, data: NkiTensor) -> None:
         activation(centred, operators.UNARY["square"], centred, reduce_res=m2)
 
 
-def bn_aggr(dst: NkiTensor, data: NkiTensor) -> None:
+def bn_aggr(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """dst[P, 2] = (mean, variance) of the records bn_stats wrote into data [P, 6k] (Chan's parallel formula)."""
     api = "nki.isa.bn_aggr"
     dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")

@@ -192,6 +192,13 @@ def load(src: NkiTensor, dtype: Any = None, **_: Any) -> NkiTensor:
     return tile
 
 
+def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """A new SBUF tile [P, F] holding the 2-D HBM view src [F, P] transposed (the DMA reads it column-wise)."""
+    if not isinstance(src, NkiTensor) or src.buffer.memory is not Memory.HBM or src.ndim != 2:
+        raise error(f"nl.load_transpose2d: src must be a 2-D HBM tensor, got {src!r}")
+    return load(src.T, dtype)
+
+
 def store(dst: NkiTensor, value: NkiTensor, **_: Any) -> None:
     """Write the on-chip tile `value` into the HBM view `dst` (a PSUM tile goes through SBUF first)."""
     if not isinstance(dst, NkiTensor) or dst.buffer.memory is not Memory.HBM:

@@ -358,6 +358,28 @@ class NkiTensor:
             raise error(f"reshape needs a contiguous view; {list(self.shape)} has strides {list(self.strides)}")
         return NkiTensor(self.buffer, new_shape, row_major(new_shape), self.offset)
 
+    def permute(self, *dims: Any) -> NkiTensor:
+        """The view with its dimensions in the order `dims`; on chip the partition dimension stays first."""
+        order = tuple(int(d) for d in (dims[0] if len(dims) == 1 and isinstance(dims[0], tuple | list) else dims))
+        if sorted(order) != list(range(self.ndim)):
+            raise error(f"permute{order} of a {self.ndim}-d tensor: give each dimension once")
+        if self.buffer.on_chip and order[0] != 0:
+            raise error("an on-chip view keeps the partition dimension first (no data moves across partitions)")
+        return NkiTensor(
+            self.buffer,
+            [self.shape[d] for d in order],
+            [self.strides[d] for d in order],
+            self.offset,
+            self.partition_start,
+        )
+
+    @property
+    def T(self) -> NkiTensor:
+        """The transposed view of a 2-D HBM tensor (a DMA reads it with the strides swapped)."""
+        if self.ndim != 2:
+            raise error(f".T of a {self.ndim}-d tensor: use permute")
+        return self.permute(1, 0)
+
     def reshape_on_chip(self, shape: Sequence[int]) -> NkiTensor:
         """The same partitions with the free dimensions regrouped (a contiguous row of each partition)."""
         new_shape = tuple(int(s) for s in shape)

@@ -274,3 +274,48 @@ def test_dropout_with_a_probability_per_partition(rng):
     prob = np.linspace(0, 1, 128, dtype=np.float32)[:, None]
     drop_rate = (nki.simulate(dropout_rows)(a, prob) == 0).mean(axis=1)
     assert np.abs(drop_rate - prob[:, 0]).max() < 0.07
+
+
+@nki.jit
+def assorted(x, w):
+    """The remaining functions and instructions, each result stored into one slice of a [6, P, F] output."""
+    partitions, free = x.shape
+    out = nl.ndarray((6, partitions, free), nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    nl.store(out[0], nl.where(nl.greater(tile, 0.0), tile, nl.full((partitions, free), -1.0, nl.float32)))
+    centred = nl.subtract(tile, nl.mean(tile, axis=1, keepdims=True))
+    nl.store(out[1], nl.add(centred, nl.min(tile, axis=1, keepdims=True)))
+    two_step = nl.ndarray((partitions, free), nl.float32)
+    nisa.tensor_scalar(two_step, tile, nl.multiply, 3.0, op1=nl.maximum, operand1=0.5)
+    nl.store(out[2], two_step)
+    shifted = nl.ndarray((partitions, free), nl.float32)
+    nisa.exponential(shifted, tile, max_value=1.5)
+    nl.store(out[3], shifted)
+    transposed = nl.ndarray((free, partitions), nl.float32, buffer=nl.psum)
+    nisa.nc_transpose(transposed, nl.load_transpose2d(w))  # w [F, P] -> [P, F] -> back to [F, P]
+    nl.store(out[4].reshape((free, partitions)), transposed)
+    nl.store(out[5], nl.add(nl.zeros((partitions, free), nl.float32), nl.ones((partitions, free), nl.float32)))
+    return out
+
+
+def test_assorted_functions(rng):
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    out = nki.simulate(assorted)(x, w)
+    numpy_close(out[0], np.where(x > 0, x, -1.0).astype(np.float32))
+    numpy_close(out[1], x - x.mean(1, keepdims=True) + x.min(1, keepdims=True))
+    numpy_close(out[2], np.maximum(x * 3, 0.5))
+    numpy_close(out[3], np.exp(x - 1.5))
+    numpy_close(out[4], w)
+    numpy_close(out[5], np.ones_like(x))
+
+
+def test_views_permute_and_transpose(rng):
+    @nki.jit
+    def permuted(a):
+        out = nl.ndarray((a.shape[2], a.shape[0], a.shape[1]), a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a.permute(2, 0, 1)))
+        return out
+
+    a = rng.standard_normal((3, 5, 16)).astype(np.float32)
+    numpy_close(nki.simulate(permuted)(a), a.transpose(2, 0, 1))
