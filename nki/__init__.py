@@ -34,7 +34,16 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from neuron_mlir.nki import isa, language
-from neuron_mlir.nki.tracing import LoopKey, NeedsUnrolling, NkiError, NkiTensor, Trace, dtype_of, tracing
+from neuron_mlir.nki.tracing import (
+    LoopKey,
+    NeedsUnrolling,
+    NkiError,
+    NkiTensor,
+    NkiWarning,
+    Trace,
+    dtype_of,
+    tracing,
+)
 from neuron_mlir.runtime.profile import Profile
 from neuron_mlir.runtime.validate import ValidatedProgram
 
@@ -44,6 +53,7 @@ __all__ = [
     "Kernel",
     "NkiError",
     "NkiTensor",
+    "NkiWarning",
     "benchmark",
     "ir_text",
     "isa",

@@ -19,7 +19,9 @@ with that loop unrolled: every trip's instructions emitted with static offsets. 
 Fresh SBUF, PSUM and HBM buffers hold NaN on the simulated core (as in NKI's simulator [nki-simulator]), but the
 memory allocator reuses on-chip bytes between buffers whose lives do not overlap, so a fresh buffer could read
 another's old values there. The trace therefore tracks which elements of each buffer have been written (in a loop,
-by any trip), and a read of an element never written is an error at the line that reads it. The same record gives
+by any trip). A read of on-chip elements never written warns (`NkiWarning`) at the line that reads, and the
+buffer is filled with fresh memory's bytes where it is made, so those elements read as NaN as they would on a
+fresh core; in HBM such a read is an error. The same record gives
 `nc_matmul`'s `accumulate=None` its meaning: the first write to a PSUM element overwrites, later ones add; in a loop
 whose trips write the same elements that is a register condition, "not the first trip".
 """
@@ -31,6 +33,7 @@ import itertools
 import math
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
@@ -38,7 +41,17 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import FunctionType, IndexType, IntegerAttr, LocationAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    LocationAttr,
+    MemRefType,
+    ModuleOp,
+    f64,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -57,6 +70,10 @@ PSUM_TILE_BYTES = 2048
 
 class NkiError(ValueError):
     """A kernel breaks a rule of NKI or of the hardware; the message names the call, the rule and the line."""
+
+
+class NkiWarning(UserWarning):
+    """A kernel does something legal that is likely a mistake (it reads memory it never wrote)."""
 
 
 LoopKey = tuple[str, int]  # the kernel source line of a loop's `nl.affine_range` call
@@ -865,11 +882,41 @@ class Trace:
                 raise NeedsUnrolling(frozenset({var.key}), f"tile '{tensor.buffer.name}' is used after its loop")
 
     def check_written(self, api: str, tensor: NkiTensor, role: str) -> None:
-        if not all(view.all() for view in tensor.masks()):
-            raise error(
-                f"{api}: {role} reads elements of {tensor.buffer.memory.value.upper()} tensor "
-                f"'{tensor.buffer.name}' {list(tensor.shape)} that were never written (fresh memory holds NaN)"
+        """A read of elements never written: on chip they read as NaN, as fresh memory does (the buffer is filled
+        where it is made), with a warning at the reading line; in HBM it is an error."""
+        if all(view.all() for view in tensor.masks()):
+            return
+        what = (
+            f"{api}: {role} reads elements of {tensor.buffer.memory.value.upper()} tensor "
+            f"'{tensor.buffer.name}' {list(tensor.shape)} that were never written"
+        )
+        if not tensor.buffer.on_chip:
+            raise error(what)
+        warnings.warn(NkiWarning(f"{what}: they hold NaN{self.where()}"), stacklevel=2)
+        self._fill_fresh(tensor.buffer)
+
+    def _fill_fresh(self, buffer: Buffer) -> None:
+        """Fill an on-chip buffer where it is made with the bytes of fresh memory (0xFF: NaN, or -1 and the
+        largest unsigned integers), so reads of elements no instruction wrote see them."""
+        alloc = buffer.value.owner
+        assert isinstance(alloc, neuron.AllocOp)
+        fresh = float(np.frombuffer(b"\xff" * buffer.dtype.itemsize, dtype=buffer.dtype)[0].astype(np.float64))
+        partitions, row = buffer.written.shape
+        block = alloc.parent_block()
+        assert block is not None
+        after: Operation = alloc
+        for start in range(0, row, isa.ENGINE_MAX_NUM):  # an engine access spans at most this many elements
+            width = min(isa.ENGINE_MAX_NUM, row - start)
+            fill = neuron.MemsetOp.build_instruction(
+                Engine.VECTOR,
+                {"dst": (buffer.value, neuron.AccessPatternAttr([(1, width)], start, 0, partitions), None)},
+                {"value": FloatAttr(fresh, f64)},
             )
+            fill.location = alloc.location
+            block.insert_op_after(fill, after)
+            self._verify(fill, "nl.ndarray")
+            after = fill
+        buffer.written[...] = True
 
     def first_write_accumulates(self, api: str, dst: NkiTensor) -> bool | SSAValue:
         """`accumulate=None` of an nc_matmul into dst: False where its elements were never written, True where they

@@ -123,12 +123,29 @@ def test_matmul_moving_free_size():
 def reads_fresh_tile(a):
     out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
     tile = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
-    nl.store(out, tile)  # fails here
+    nisa.memset(tile[0:64, :], 2.0)
+    nl.store(out, tile)  # warns here
     return out
 
 
-def test_read_of_memory_never_written():
-    _fails(reads_fresh_tile, A, rule="src reads elements of SBUF tensor 'sb' [128, 512] that were never written")
+def test_read_of_on_chip_memory_never_written_is_nan_with_a_warning():
+    with pytest.warns(nki.NkiWarning) as caught:
+        out = nki.simulate(reads_fresh_tile)(A)
+    message = str(caught[0].message)
+    assert "src reads elements of SBUF tensor 'sb' [128, 512] that were never written: they hold NaN" in message
+    assert f"(at {_line_of(reads_fresh_tile, '# warns here')} (reads_fresh_tile))" in message
+    assert (out[:64] == 2.0).all()
+    assert np.isnan(out[64:]).all()
+
+
+@nki.jit
+def reads_fresh_hbm(a):
+    scratch = nl.ndarray(a.shape, a.dtype, buffer=nl.hbm)
+    return nl.load(scratch)  # fails here
+
+
+def test_read_of_hbm_never_written():
+    _fails(reads_fresh_hbm, A, rule="src reads elements of HBM tensor 'hbm' [128, 512] that were never written")
 
 
 @nki.jit
