@@ -438,6 +438,44 @@ prod = REDUCTIONS["prod"]
 mean = REDUCTIONS["mean"]
 
 
+def _last_free_axis(x: NkiTensor, axis: Any, api: str) -> None:
+    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    if x.ndim != 2 or [int(a) % x.ndim for a in axes] != [1]:
+        raise error(f"{api}: over the free axis of a 2-D tile [P, F] only, got axis {axis} of {list(x.shape)}")
+
+
+def softmax(x: NkiTensor, axis: Any = -1, dtype: Any = None, **_: Any) -> NkiTensor:
+    """exp(x - max) / sum(exp(x - max)) along the free axis: a VectorE max, one ScalarE exp that also sums the row,
+    a reciprocal and a multiply."""
+    _last_free_axis(x, axis, "nl.softmax")
+    rows = x.shape[0]
+    negated_max = ndarray((rows, 1), float32)
+    nisa.tensor_reduce(negated_max, BINARY["maximum"], x, axis=1, negate=True)
+    exps = ndarray(x.shape, float32)
+    sums = ndarray((rows, 1), float32)
+    nisa.activation(exps, UNARY["exp"], x, bias=negated_max, reduce_res=sums)
+    nisa.reciprocal(sums, sums)
+    out = ndarray(x.shape, _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, exps, BINARY["multiply"], sums)
+    return out
+
+
+def rms_norm(
+    x: NkiTensor, w: NkiTensor, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None, **_: Any
+) -> NkiTensor:
+    """x / sqrt(sum(x^2) / n + epsilon) * w along the free axis (w a tile of x's shape, or a row [1, F])."""
+    _last_free_axis(x, axis, "nl.rms_norm")
+    rows = x.shape[0]
+    squares = ndarray(x.shape, float32)
+    inverse_rms = ndarray((rows, 1), float32)
+    nisa.activation(squares, UNARY["square"], x, reduce_res=inverse_rms)
+    nisa.activation(inverse_rms, UNARY["rsqrt"], inverse_rms, scale=1.0 / n, bias=epsilon)
+    weight = broadcast_to(w, x.shape) if w.shape != x.shape else w
+    out = ndarray(x.shape, _result_dtype(dtype, x))
+    nisa.scalar_tensor_tensor(out, x, BINARY["multiply"], inverse_rms, BINARY["multiply"], weight)
+    return out
+
+
 def where(condition: NkiTensor, x: NkiTensor, y: NkiTensor, dtype: Any = None) -> NkiTensor:
     """x where condition is non-zero, else y (VectorE select; tiles of one shape)."""
     out = ndarray(x.shape, _result_dtype(dtype, x, y))

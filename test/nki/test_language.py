@@ -319,3 +319,21 @@ def test_views_permute_and_transpose(rng):
 
     a = rng.standard_normal((3, 5, 16)).astype(np.float32)
     numpy_close(nki.simulate(permuted)(a), a.transpose(2, 0, 1))
+
+
+@nki.jit
+def language_norms(x, w):
+    out = nl.ndarray((2, *x.shape), nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    nl.store(out[0], nl.softmax(tile, axis=1))
+    nl.store(out[1], nl.rms_norm(tile, nl.load(w), axis=1, n=x.shape[1], epsilon=1e-5))
+    return out
+
+
+def test_language_softmax_and_rms_norm(rng):
+    x = rng.standard_normal((96, 200)).astype(np.float32)
+    w = rng.standard_normal((1, 200)).astype(np.float32)
+    out = nki.simulate(language_norms)(x, w)
+    exps = np.exp(x - x.max(1, keepdims=True))
+    numpy_close(out[0], exps / exps.sum(1, keepdims=True))
+    numpy_close(out[1], x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-5) * w)
