@@ -28,6 +28,7 @@ import inspect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -218,6 +219,13 @@ class Kernel:
 
         program = build_program(module, require_allocated=True, compiler_version=__version__)
         return _Compiled(traced, validate_program(program), outputs, returned, modified)
+
+    def write_bundle(self, path: str | os.PathLike[str], *args: Any, target: str | None = None, **kwargs: Any) -> None:
+        """Write the program of this argument signature as a bundle file (`neuron-run path` runs it); the bundle's
+        inputs are the kernel's array arguments in order, its outputs the results, then the inputs it writes."""
+        from neuron_mlir.backend_trn.emit_bundle import write_bundle
+
+        write_bundle(self.compile(*args, target=target, **kwargs).program, Path(path))
 
     # ---- running ---------------------------------------------------------------------------------------------
 

@@ -171,3 +171,23 @@ def test_the_trace_runs_through_neuron_opt_and_neuron_run(tmp_path, capsys):
     assert "kernels/matmul.py" in text
     assert neuron_run.main([str(lowered)]) == 0
     assert "out0: shape [128, 512] dtype f32" in capsys.readouterr().out
+
+
+def test_a_kernel_writes_a_bundle_that_neuron_run_runs(tmp_path, capsys):
+    from neuron_mlir.runtime.bundle import read_bundle
+    from neuron_mlir.tools import neuron_run
+
+    lhsT = np.random.default_rng(11).standard_normal((256, 128)).astype(np.float32)
+    rhs = np.random.default_rng(12).standard_normal((256, 512)).astype(np.float32)
+    path = tmp_path / "matmul.neuronb"
+    matmul_tiled.write_bundle(path, lhsT, rhs, target="trn1")
+    program = read_bundle(path)
+    assert program.target == "trn1"
+    assert [binding.name for binding in program.inputs] == ["lhsT", "rhs"]
+    np.save(tmp_path / "lhsT.npy", lhsT)
+    np.save(tmp_path / "rhs.npy", rhs)
+    out = tmp_path / "out"
+    assert neuron_run.main([str(path), "--input", f"lhsT={tmp_path / 'lhsT.npy'}", "--input", f"rhs={tmp_path / 'rhs.npy'}",
+                            "--save-outputs", str(out)]) == 0
+    numpy_close(np.load(out / "out0.npy"), lhsT.T @ rhs)
+    assert "simulated trn1" in capsys.readouterr().out
