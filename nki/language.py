@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import StringAttr
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import isa as nisa
 from neuron_mlir.nki.operators import BINARY, REDUCTIONS, UNARY, Operator
-from neuron_mlir.nki.tracing import DynSlice, NkiTensor, current_trace, dtype_of, error, trace
+from neuron_mlir.nki.tracing import Buffer, DynSlice, NkiTensor, current_trace, dtype_of, error, trace
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 # ---- buffers ---------------------------------------------------------------------------------------------------
@@ -43,6 +43,15 @@ class BufferKind:
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
+
+    def __eq__(self, other: object) -> bool:
+        # `tensor.buffer == nl.sbuf`, as kernels ask where a tensor lives: a tensor's buffer record is in this
+        # memory (any HBM buffer equals nl.hbm and nl.shared_hbm)
+        if isinstance(other, Buffer):
+            return other.memory is self.memory
+        return self is other
+
+    __hash__ = object.__hash__
 
 
 sbuf = BufferKind("sbuf", Memory.SBUF)

@@ -337,3 +337,18 @@ def test_language_softmax_and_rms_norm(rng):
     exps = np.exp(x - x.max(1, keepdims=True))
     numpy_close(out[0], exps / exps.sum(1, keepdims=True))
     numpy_close(out[1], x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-5) * w)
+
+
+def test_a_kernel_asks_where_a_tensor_lives(rng):
+    @nki.jit
+    def where_am_i(a):
+        tile = nl.load(a)
+        assert a.buffer == nl.hbm
+        assert tile.buffer == nl.sbuf
+        assert tile.buffer != nl.psum
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, tile)
+        return out
+
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    numpy_close(nki.simulate(where_am_i)(a), a)
