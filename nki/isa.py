@@ -201,15 +201,12 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: Any = None, name: str 
         raise error(f"{api}: only the Tensor engine transpose is supported")
     if data.ndim != 2:
         raise error(f"{api}: data must be a 2-D tile [P, F], got {list(data.shape)}")
-    partitions, free = data.shape
-    current = trace()
-    if current.target.matmul_transpose_bit_exact:
-        eye = identity(partitions, data.dtype)
+    partitions = data.shape[0]
+    eye = identity(partitions, data.dtype)
+    if trace().target.matmul_transpose_bit_exact:
         nc_matmul(dst, eye, data, is_transpose=True, accumulate=False)
     else:
-        eye = identity(partitions, data.dtype)
         nc_matmul(dst, data, eye, accumulate=False)
-    del free
 
 
 # ---- ScalarE ---------------------------------------------------------------------------------------------------
