@@ -485,6 +485,22 @@ def rms_norm(
     return out
 
 
+def var(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False, **_: Any) -> NkiTensor:
+    """The population variance along the free axis of a 2-D tile: the mean, then the mean of squared deviations
+    (a subtract and one ScalarE square that sums the row)."""
+    _last_free_axis(x, axis, "nl.var")
+    rows, count = x.shape
+    centre = ndarray((rows, 1), float32)
+    nisa.tensor_reduce(centre, BINARY["add"], x, axis=1)
+    nisa.tensor_scalar(centre, centre, BINARY["multiply"], 1.0 / count)
+    deviations = ndarray(x.shape, float32)
+    nisa.tensor_scalar(deviations, x, BINARY["subtract"], centre)
+    out = ndarray((rows, 1) if keepdims else (rows,), _result_dtype(dtype, x))
+    nisa.activation(deviations, UNARY["square"], deviations, scale=1.0, reduce_res=centre)
+    nisa.tensor_scalar(out, centre, BINARY["multiply"], 1.0 / count)
+    return out
+
+
 def where(condition: NkiTensor, x: NkiTensor, y: NkiTensor, dtype: Any = None) -> NkiTensor:
     """x where condition is non-zero, else y (VectorE select; tiles of one shape)."""
     out = ndarray(x.shape, _result_dtype(dtype, x, y))

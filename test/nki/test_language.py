@@ -352,3 +352,14 @@ def test_a_kernel_asks_where_a_tensor_lives(rng):
 
     a = rng.standard_normal((4, 4)).astype(np.float32)
     numpy_close(nki.simulate(where_am_i)(a), a)
+
+
+def test_language_var(rng):
+    @nki.jit
+    def row_variance(x):
+        out = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.var(nl.load(x), axis=1, keepdims=True))
+        return out
+
+    x = (rng.standard_normal((100, 300)) * 3 + 5).astype(np.float32)
+    numpy_close(nki.simulate(row_variance)(x)[:, 0], x.var(1))
