@@ -201,6 +201,7 @@ class Kernel:
 
     def _compile(self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Compiled:
         from xdsl.context import Context
+        from xdsl.utils.exceptions import DiagnosticException
 
         from neuron_mlir.backend_trn.translate import build_program
         from neuron_mlir.lowering.pipelines import pass_class
@@ -211,10 +212,14 @@ class Kernel:
         module, outputs, returned, modified = self._trace(get_target(target_name), args, kwargs)
         traced = module.clone()
         context = Context()
-        for name in BACKEND_PASSES:
-            pass_class(name)().apply(context, module)
-        module.verify()
-        check_stage_contract(module, "synchronised")
+        try:
+            for name in BACKEND_PASSES:
+                pass_class(name)().apply(context, module)
+            module.verify()
+            check_stage_contract(module, "synchronised")
+        except DiagnosticException as failure:
+            # the back end's refusals (memory that does not fit, ...) name the op and the kernel's line
+            raise NkiError(f"kernel {self.__name__}: {failure}") from None
         from neuron_mlir import __version__
 
         program = build_program(module, require_allocated=True, compiler_version=__version__)

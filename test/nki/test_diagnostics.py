@@ -196,3 +196,20 @@ def test_kernel_returns_on_chip_tile():
 def test_language_call_outside_a_kernel():
     with pytest.raises(nki.NkiError, match="only inside a kernel being traced"):
         nl.ndarray((128, 4), nl.float32)
+
+
+@nki.jit
+def four_live_tiles(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tiles = [nl.load(a) for _ in range(4)]  # fails here
+    total = tiles[0]
+    for tile in tiles[1:]:
+        total = nl.add(total, tile)
+    nl.store(out, total)
+    return out
+
+
+def test_sbuf_over_capacity_when_placed():
+    wide = np.zeros((128, 16000), dtype=np.float32)
+    message = _fails(four_live_tiles, wide, rule="out of SBUF on trn2: a buffer of 64000 bytes per partition")
+    assert message.startswith("kernel four_live_tiles: neuron.alloc:")
