@@ -84,7 +84,7 @@ def matmul_hoisted(lhsT: nki.NkiTensor, rhs: nki.NkiTensor) -> nki.NkiTensor:
 
 @nki.jit
 def matmul_blocked_free(
-    lhsT: nki.NkiTensor, rhs: nki.NkiTensor, tiles_in_block_m: int = 4, tiles_in_block_n: int = 2
+    lhsT: nki.NkiTensor, rhs: nki.NkiTensor, tiles_in_block_m: int = 2, tiles_in_block_n: int = 2
 ) -> nki.NkiTensor:
     K, M, N = _check_shapes(lhsT, rhs)
     k_tiles = K // TILE_K
