@@ -154,22 +154,33 @@ class Kernel:
         return self._trace(get_target(chosen), args, kwargs)[0]
 
     def _trace(
-        self, target: Any, args: Sequence[Any], kwargs: dict[str, Any]
+        self, target: Any, args: Sequence[Any], kwargs: dict[str, Any], rotate: bool = True
     ) -> tuple[ModuleOp, int, str, list[int]]:
-        """Trace with loops as `scf.for`, again with more loops unrolled for each that needs it."""
+        """Trace with loops as `scf.for`, again with more loops unrolled for each that needs it, and (with
+        `rotate`) once more with the loops that make buffers traced two trips at a time."""
         self.traces += 1
         unrolled: frozenset[LoopKey] = frozenset()
+        rotated: frozenset[LoopKey] = frozenset()
         while True:
             try:
-                return self._trace_once(target, args, kwargs, unrolled)
+                traced, candidates = self._trace_once(target, args, kwargs, unrolled, rotated)
             except NeedsUnrolling as needs:
                 if not needs.loops or needs.loops <= unrolled:
                     raise NkiError(f"kernel {self.__name__}: {needs.reason}") from None
                 unrolled |= needs.loops
+                continue
+            if not rotate or self.unroll or candidates <= rotated:
+                return traced
+            rotated |= candidates
 
     def _trace_once(
-        self, target: Any, args: Sequence[Any], kwargs: dict[str, Any], unrolled: frozenset[LoopKey]
-    ) -> tuple[ModuleOp, int, str, list[int]]:
+        self,
+        target: Any,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        unrolled: frozenset[LoopKey],
+        rotated: frozenset[LoopKey],
+    ) -> tuple[tuple[ModuleOp, int, str, list[int]], frozenset[LoopKey]]:
         parameters = list(inspect.signature(self.function).parameters)
         inputs = []
         for index, value in enumerate(args):
@@ -179,7 +190,9 @@ class Kernel:
         for name, value in kwargs.items():
             if isinstance(value, np.ndarray):
                 inputs.append((name, tuple(value.shape), dtype_of(value.dtype)))
-        active = Trace(self.__name__, target, self.grid, unrolled, self.unroll, self.seed)
+        active = Trace(
+            self.__name__, target, self.grid, unrolled=unrolled, unroll_all=self.unroll, rotated=rotated, seed=self.seed
+        )
         tensors = iter(active.start(inputs))
         call_args = [next(tensors) if isinstance(a, np.ndarray) else a for a in args]
         call_kwargs = {k: next(tensors) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
@@ -197,19 +210,23 @@ class Kernel:
             raise NkiError(f"kernel {self.__name__} must return NKI tensors, got {results!r}")
         module, modified = active.finish(outputs)
         module.verify()
-        return module, len(outputs), returned, modified
+        return (module, len(outputs), returned, modified), active.rotation_candidates()
 
-    def _compile(self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Compiled:
+    def _compile(
+        self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any], rotate: bool = True
+    ) -> _Compiled:
+        """Trace and lower; where the rotated buffers of `_trace` do not fit on chip, trace again without."""
         from xdsl.context import Context
         from xdsl.utils.exceptions import DiagnosticException
 
+        from neuron_mlir import __version__
         from neuron_mlir.backend_trn.translate import build_program
         from neuron_mlir.lowering.pipelines import pass_class
         from neuron_mlir.lowering.verify_stage_contract import check_stage_contract
         from neuron_mlir.runtime.hardware import get_target
         from neuron_mlir.runtime.validate import validate_program
 
-        module, outputs, returned, modified = self._trace(get_target(target_name), args, kwargs)
+        module, outputs, returned, modified = self._trace(get_target(target_name), args, kwargs, rotate)
         traced = module.clone()
         context = Context()
         try:
@@ -218,10 +235,10 @@ class Kernel:
             module.verify()
             check_stage_contract(module, "synchronised")
         except DiagnosticException as failure:
+            if rotate:
+                return self._compile(target_name, args, kwargs, rotate=False)
             # the back end's refusals (memory that does not fit, ...) name the op and the kernel's line
             raise NkiError(f"kernel {self.__name__}: {failure}") from None
-        from neuron_mlir import __version__
-
         program = build_program(module, require_allocated=True, compiler_version=__version__)
         return _Compiled(traced, validate_program(program), outputs, returned, modified)
 

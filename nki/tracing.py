@@ -610,6 +610,8 @@ class Trace:
     # loops to unroll (their source lines), and whether every loop is
     unrolled: frozenset[LoopKey] = frozenset()
     unroll_all: bool = False
+    # loops traced with two copies of the body per trip (`rotation_candidates`)
+    rotated: frozenset[LoopKey] = frozenset()
     seed: int = 0  # the key of the counter-based random draws (nisa.dropout)
     module: ModuleOp = field(init=False)
     function: func.FuncOp = field(init=False)
@@ -627,6 +629,10 @@ class Trace:
     _end: func.ReturnOp = field(init=False)
     _inputs: list[Buffer] = field(default_factory=list)
     _counters: int = 0  # random counters handed out so far
+    # loops (by source line) that directly make on-chip buffers, issue DMAs, or hold other traced loops
+    _allocating_loops: set[LoopKey] = field(default_factory=set)
+    _dma_loops: set[LoopKey] = field(default_factory=set)
+    _outer_loops: set[LoopKey] = field(default_factory=set)
 
     def start(self, inputs: Sequence[tuple[str, tuple[int, ...], np.dtype]]) -> list[NkiTensor]:
         """Begin the function with one HBM argument per input; their tensors."""
@@ -690,35 +696,54 @@ class Trace:
     # ---- loops -----------------------------------------------------------------------------------------------
 
     def loop_range(self, start: Any, stop: Any, step: Any) -> Iterator[Index]:
-        """The trips of an `nl.affine_range`/`nl.sequential_range` loop: one symbolic trip inside an `scf.for`,
-        or the numbers themselves where the loop is unrolled (or has fewer than two trips)."""
+        """The trips of an `nl.affine_range`/`nl.sequential_range` loop: one symbolic trip inside an `scf.for`
+        (two, for a loop in `rotated`: see `rotation_candidates`), or the numbers themselves where the loop is
+        unrolled (or has fewer than two trips)."""
         frame = _kernel_frame()
         key: LoopKey = frame if frame is not None else ("<unknown>", 0)
         bounds = loops_of(start, stop, step)
         if bounds:
             raise NeedsUnrolling(bounds, "a loop bound depends on another loop's index")
         trips = range(int(start), int(stop), int(step))
+        if self.loops:
+            self._outer_loops.add(self.loops[-1].key)
         if self.unroll_all or key in self.unrolled or len(trips) < 2:
             yield from trips
             return
-        constants = [self.index_constant(value) for value in (trips.start, trips.stop, trips.step)]
+        copies = 2 if key in self.rotated else 1
+        rounds = range(trips.start, trips.start + len(trips) // copies * copies * trips.step, copies * trips.step)
+        if len(rounds) < 2:
+            yield from trips
+            return
+        constants = [self.index_constant(value) for value in (rounds.start, rounds.stop, rounds.step)]
         body = Block(arg_types=[IndexType()])
         terminator = scf.YieldOp()
         body.add_op(terminator)
         loop = scf.ForOp(constants[0], constants[1], constants[2], [], body)
         loop.location = self.location()
         self.insert(loop)
-        variable = LoopVar(key, trips, body.args[0])
+        variable = LoopVar(key, rounds, body.args[0])
         body.args[0].name_hint = self.fresh_name("i")
         self.loops.append(variable)
         self._loop_ops.append(loop)
         self._points.append((body, terminator))
         try:
-            yield Affine.of(variable)
+            for copy in range(copies):
+                yield Affine.of(variable) + copy * trips.step
         finally:
             self._points.pop()
             self._loop_ops.pop()
             self.loops.pop()
+        # the trip a rotated loop of odd trip count has left, with its number
+        yield from trips[len(rounds) * copies :]
+
+    def rotation_candidates(self) -> frozenset[LoopKey]:
+        """Traced loops whose bodies make on-chip buffers themselves, except innermost loops that move data
+        (`neuron-unroll-loops` gives those copies by its cost model): traced with two copies of the body per trip,
+        consecutive trips use different buffers, so one trip's loads and matmuls overlap the previous trip's
+        work, as NKI's compiler rotates the buffers of affine loops."""
+        innermost_moving = self._dma_loops - self._outer_loops
+        return frozenset(self._allocating_loops - innermost_moving)
 
     def index_constant(self, value: int) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
@@ -809,6 +834,8 @@ class Trace:
         else:
             written = np.zeros((storage[0], math.prod(storage[1:])), dtype=bool)
         assert op.buffer.name_hint is not None
+        if self.loops and memory is not Memory.HBM:
+            self._allocating_loops.add(self.loops[-1].key)
         buffer = Buffer(op.buffer, memory, dtype, shape, op.buffer.name_hint, written, tuple(self.loops))
         return NkiTensor(buffer, shape, row_major(shape))
 
@@ -855,6 +882,8 @@ class Trace:
         props = dict(properties or {})
         if engine is Engine.DMA:
             props["queue"] = IntegerAttr(0, i64)
+            if self.loops:
+                self._dma_loops.add(self.loops[-1].key)
         operands = {}
         for role, (tensor, pattern) in resolved.items():
             offset = self.index_value(tensor.offset) if isinstance(tensor.offset, Affine) else None
