@@ -193,3 +193,27 @@ def test_a_kernel_writes_a_bundle_that_neuron_run_runs(tmp_path, capsys):
                             "--save-outputs", str(out)]) == 0
     numpy_close(np.load(out / "out0.npy"), lhsT.T @ rhs)
     assert "simulated trn1" in capsys.readouterr().out
+
+
+@nki.jit
+def scaled_sum_over_trips(a, trips):
+    """Each trip makes its own tile (scaled copies of `a`) and accumulates its product into one PSUM tile made
+    outside the loop: the loop is traced two trips at a time, with the odd last trip after it."""
+    out = nl.ndarray((a.shape[1], a.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(a)
+    acc = nl.ndarray((a.shape[1], a.shape[1]), nl.float32, buffer=nl.psum)
+    for _trip in nl.affine_range(trips):
+        scaled = nl.ndarray(a.shape, nl.float32)
+        nisa.tensor_scalar(scaled, tile, nl.multiply, 0.5)
+        nisa.nc_matmul(acc, scaled, tile)
+    nl.store(out, acc)
+    return out
+
+
+@pytest.mark.parametrize("trips", [4, 5])
+def test_a_loop_traced_two_trips_at_a_time_accumulates_every_trip(trips):
+    a = np.random.default_rng(13).standard_normal((128, 64)).astype(np.float32)
+    module = nki.trace(scaled_sum_over_trips, a, trips)
+    matmuls = [op for op in module.walk() if isinstance(op, neuron.MatmulOp)]
+    assert len(matmuls) == (2 if trips == 4 else 3), "two copies in the loop, and the odd trip after it"
+    numpy_close(nki.simulate(scaled_sum_over_trips)(a, trips), trips * 0.5 * (a.T @ a))
