@@ -319,6 +319,22 @@ def tensor_scalar(
     trace().emit(api, neuron.TensorScalarOp, _engine(engine, Engine.VECTOR, api), accesses, props)
 
 
+def tensor_scalar_reduce(
+    dst: NkiTensor,
+    data: NkiTensor,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: NkiTensor,
+    reverse0: bool = False,
+    name: str | None = None,
+) -> None:
+    """dst = data op0 operand0, and reduce_res ([P, 1]) = reduce_op of dst over its free axes: a tensor_scalar
+    and a tensor_reduce on VectorE."""
+    tensor_scalar(dst, data, op0, operand0, reverse0=reverse0)
+    tensor_reduce(reduce_res, reduce_op, dst, axis=tuple(range(1, dst.ndim)))
+
+
 def scalar_tensor_tensor(
     dst: NkiTensor,
     data: NkiTensor,

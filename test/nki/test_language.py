@@ -363,3 +363,21 @@ def test_language_var(rng):
 
     x = (rng.standard_normal((100, 300)) * 3 + 5).astype(np.float32)
     numpy_close(nki.simulate(row_variance)(x)[:, 0], x.var(1))
+
+
+def test_tensor_scalar_reduce(rng):
+    @nki.jit
+    def shifted_row_max(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        maxima = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+        shifted = nl.ndarray(x.shape, nl.float32)
+        row_max = nl.ndarray((x.shape[0], 1), nl.float32)
+        nisa.tensor_scalar_reduce(shifted, nl.load(x), nl.subtract, 1.0, nl.maximum, row_max)
+        nl.store(out, shifted)
+        nl.store(maxima, row_max)
+        return out, maxima
+
+    x = rng.standard_normal((32, 3, 20)).astype(np.float32)
+    out, maxima = nki.simulate(shifted_row_max)(x)
+    numpy_close(out, x - 1)
+    numpy_close(maxima[:, 0], (x - 1).max(axis=(1, 2)))
