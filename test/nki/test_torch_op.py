@@ -113,6 +113,45 @@ def test_declared_shape_that_the_kernel_does_not_return():
     assert f"test_torch_op.py:{line} (_sums_rows)" in message
 
 
+@nki.jit
+def _scale(x, factor=1.0):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(x), factor))
+    return out
+
+
+def _scale_backward(ctx, grad):
+    return _scale_op(grad, ctx.scalars["factor"]), None
+
+
+_scale_op = neuron_mlir.as_torch_op(
+    name="nki_tests::scale", out_shape=lambda x, factor=1.0: x.shape, backward=_scale_backward
+)(_scale)
+
+
+def test_backward_that_is_a_kernel_op_trains_alike_compiled(monkeypatch):
+    """The backward graph holds a kernel op as well; strict mode: neither graph falls back."""
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+
+    def loss_of(x, weight):
+        return (torch.relu(_scale_op(x @ weight, 3.0)) ** 2).sum()
+
+    generator = torch.Generator().manual_seed(5)
+    x, weight = torch.randn(16, 8, generator=generator), torch.randn(8, 32, generator=generator)
+    eager_weight = weight.clone().requires_grad_()
+    eager_loss = loss_of(x, eager_weight)
+    eager_loss.backward()
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled_weight = weight.clone().requires_grad_()
+    compiled_loss = torch.compile(loss_of, backend="neuron-mlir")(x, compiled_weight)
+    compiled_loss.backward()
+    assert neuron_mlir.stats()["graphs_compiled"] >= 2  # forward and backward
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    assert_close_to_torch(compiled_loss.detach(), eager_loss.detach(), "loss")
+    assert_close_to_torch(compiled_weight.grad, eager_weight.grad, "grad weight")
+
+
 def test_tiny_transformer_trains_alike_in_eager_and_compiled():
     model, batches = make_run(width=32, heads=2, layers=1, steps=2, length=8)
     compiled_model = copy.deepcopy(model)
