@@ -27,9 +27,10 @@ type, every other parameter is a Tensor. Where the op runs:
   torch ops is traced by AOTAutograd and compiled like the rest of the model; one that calls another NKI op
   runs that kernel.
 
-Before the kernel runs, the shapes and dtypes of what it traced to return are checked against `out_shape` and
-`out_dtype`: a difference is an `NkiError` naming the op and the kernel's line that made the tensor, since under
-`torch.compile` everything downstream was traced from the declared shapes.
+The shapes and dtypes of what the kernel traces to return are checked against `out_shape` and `out_dtype` before
+it runs, and already in the fake implementation at static shapes (the kernel is traced for zeros of the operands'
+signature, a trace the first real call reuses): a difference is an `NkiError` naming the op and the kernel's line
+that made the tensor, since under `torch.compile` everything downstream is traced from the declared shapes.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ class NkiTorchOp:
 
     # ---- declared results ------------------------------------------------------------------------------------
 
-    def _declared(self, args: Sequence[Any]) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    def _declared(self, args: Sequence[Any]) -> list[tuple[tuple[Any, ...], torch.dtype]]:
         """(shape, dtype) of each output as `out_shape` and `out_dtype` declare them for these arguments."""
         shapes = self.out_shape(*args)
         shape_list = [shapes] if self.outputs == 1 else list(shapes)
@@ -174,17 +175,32 @@ class NkiTorchOp:
                 f"torch op {self.name}: out_shape/out_dtype declare {len(shape_list)}/{len(dtypes)} outputs, "
                 f"the op has {self.outputs}"
             )
-        return [(tuple(int(s) for s in shape), dtype) for shape, dtype in zip(shape_list, dtypes, strict=True)]
+        # sizes stay as given: symbolic under dynamic shapes, where int() would specialise them
+        return [(tuple(shape), dtype) for shape, dtype in zip(shape_list, dtypes, strict=True)]
 
     def _fake(self, *args: Any) -> Any:
+        """The op's results from the declaration; at static shapes the kernel is traced for them first, so that
+        a declaration the kernel contradicts fails while the graph is traced, not when it first runs."""
+        from neuron_mlir.frontend.tensors import numpy_dtype
+
         declared = self._declared(args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        static = all(isinstance(size, int) for t in tensors for size in t.shape) and all(
+            isinstance(size, int) for shape, _ in declared for size in shape
+        )
+        if static:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            # zeros of the operands' signature: the trace depends on shapes and dtypes only, and is cached for them
+            with unset_fake_temporarily():
+                self._check_traced(self._arrays(args, lambda t: np.zeros(t.shape, numpy_dtype(t.dtype))), declared)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         results = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in declared]
         return results[0] if self.outputs == 1 else tuple(results)
 
     # ---- running the kernel ----------------------------------------------------------------------------------
 
-    def _check_traced(self, arrays: Sequence[Any], declared: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> Any:
+    def _check_traced(self, arrays: Sequence[Any], declared: Sequence[tuple[tuple[Any, ...], torch.dtype]]) -> Any:
         """The kernel's compiled program for `arrays`, after checking that it returns the declared tensors."""
         from neuron_mlir.frontend.tensors import numpy_dtype
 
@@ -201,19 +217,19 @@ class NkiTorchOp:
             )
         returned = next(op for op in compiled.module.walk() if isinstance(op, func.ReturnOp))
         for index, (value, (shape, dtype)) in enumerate(zip(returned.operands, declared, strict=False)):
-            traced_shape = tuple(int(s) for s in value.type.get_shape())
+            traced_shape = tuple(int(size) for size in value.type.get_shape())
+            declared_shape = tuple(int(size) for size in shape)
             expected_dtype = element_type_for(dtype_name(dtype_of(numpy_dtype(dtype))))
             traced_dtype = value.type.element_type
-            if traced_shape == shape and traced_dtype == expected_dtype:
+            if traced_shape == declared_shape and traced_dtype == expected_dtype:
                 continue
             owner = value.owner
             where = describe_location(owner.location) if not isinstance(owner, Block) else ""
             where = where or _kernel_line(self.kernel.function)
             what = f"output {index}" if self.outputs > 1 else "its output"
             raise NkiError(
-                f"torch op {self.name}: kernel {self.kernel.__name__} returns {what} as "
-                f"{list(traced_shape)} {traced_dtype}, but out_shape/out_dtype declare {list(shape)} {expected_dtype} "
-                f"(at {where})"
+                f"torch op {self.name}: kernel {self.kernel.__name__} returns {what} as {list(traced_shape)} "
+                f"{traced_dtype}, but out_shape/out_dtype declare {list(declared_shape)} {expected_dtype} (at {where})"
             )
         return compiled
 

@@ -111,6 +111,11 @@ def test_declared_shape_that_the_kernel_does_not_return():
     assert "nki_tests::sums_rows" in message
     assert "[8, 1] f32, but out_shape/out_dtype declare [8] f32" in message
     assert f"test_torch_op.py:{line} (_sums_rows)" in message
+    # under torch.compile the declaration is checked while Dynamo traces with fake tensors, before any compile
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: _declared_wrong(x) + 1.0, backend="neuron-mlir")
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError, match=rf"nki_tests::sums_rows.*test_torch_op.py:{line}"):
+        compiled(torch.ones(8, 4))
 
 
 @nki.jit
