@@ -157,6 +157,34 @@ def test_backward_that_is_a_kernel_op_trains_alike_compiled(monkeypatch):
     assert_close_to_torch(compiled_weight.grad, eager_weight.grad, "grad weight")
 
 
+@nki.jit
+def _sum_and_product(a, b):
+    total = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    product = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    left, right = nl.load(a), nl.load(b)
+    nl.store(total, nl.add(left, right))
+    nl.store(product, nl.multiply(left, right, dtype=nl.float32))
+    return total, product
+
+
+_two_outputs = neuron_mlir.as_torch_op(
+    _sum_and_product,
+    name="nki_tests::sum_and_product",
+    outputs=2,
+    out_shape=lambda a, b: (a.shape, a.shape),
+    out_dtype=lambda a, b: (a.dtype, torch.float32),
+)
+
+
+def test_kernel_with_two_outputs_of_two_dtypes():
+    generator = torch.Generator().manual_seed(6)
+    a, b = (torch.randn(16, 8, generator=generator).to(torch.bfloat16) for _ in range(2))
+    total, product = _two_outputs(a, b)
+    assert_close_to_torch(total, a + b, "sum")
+    assert_close_to_torch(product, a.float() * b.float(), "product")
+    torch.library.opcheck(_two_outputs.custom_op, (a, b), test_utils=("test_schema", "test_faketensor"))
+
+
 def test_tiny_transformer_trains_alike_in_eager_and_compiled():
     model, batches = make_run(width=32, heads=2, layers=1, steps=2, length=8)
     compiled_model = copy.deepcopy(model)
