@@ -5,6 +5,8 @@ lowering, on a dtype without storage, or sent to the CPU by `cpu_ops`, is found 
 imported and each op asked for its legality (`convert_torch_to_tile.legality`). The graph is then partitioned once
 around the nodes that run on the CPU and each region compiled once. A compile that fails after that (a lowering
 that raises on an op declared legal) is an error in strict and non-strict mode alike, never a silent fallback.
+A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`) is partitioned around the same way, but it
+is no fallback: it runs as the kernel's own program on the simulated core, so strict mode accepts it.
 
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
 torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
@@ -104,6 +106,12 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
     return found
 
 
+def _is_nki_kernel(node: torch.fx.Node) -> bool:
+    """Whether the node calls an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`)."""
+    nki_ops = sys.modules.get("neuron_mlir.frontend.nki_ops")  # no kernel op exists before that module is loaded
+    return nki_ops is not None and nki_ops.kernel_op_of(node.target) is not None
+
+
 def _matches(target: str, patterns: Sequence[str]) -> bool:
     """`aten.cumsum.default` matches "aten.cumsum", "aten.cumsum.default" and "cumsum"."""
     bare = target.removeprefix("aten.")
@@ -196,7 +204,11 @@ def _compile_graph(
     missing += [node for node in graph_module.graph.nodes if node.name in illegal and node not in missing]
     if not missing:
         return _compile_whole(graph_module, name, options, debug_dir, looked_up, imported)
-    _report_fallback(missing, options, name, illegal, imported_text if illegal else None, debug_dir)
+    # NKI kernel ops run between the compiled regions as the kernel's own simulated program: not a fallback
+    kernels = [node for node in missing if _is_nki_kernel(node)]
+    on_cpu = [node for node in missing if node not in kernels]
+    if on_cpu:
+        _report_fallback(on_cpu, options, name, illegal, imported_text if illegal else None, debug_dir)
     unsupported = {node.name for node in missing}
     regions: list[str] = []
 
@@ -211,7 +223,7 @@ def _compile_graph(
     from neuron_mlir.frontend.partition import partition
 
     outer, count = partition(graph_module, lambda node: node.name not in unsupported, compile_region)
-    logger.info("%s: %d compiled region(s), %d node(s) on the CPU", name, count, len(missing))
+    logger.info("%s: %d region(s), %d kernel op(s), %d CPU node(s)", name, count, len(kernels), len(on_cpu))
     if debug_dir is not None:
         (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
 

@@ -55,6 +55,14 @@ def write_trace(path: str) -> None:
         json.dump(combined_trace(profiles()), handle)
 
 
+def as_torch_op(kernel: Any = None, **options: Any) -> Any:
+    """Register an NKI kernel (`@nki.jit`) as a `torch.library` custom op: `as_torch_op(kernel, name="lib::op",
+    out_shape=..., backward=...)`, or `@as_torch_op(name=..., out_shape=...)` above `@nki.jit` (docs/nki.md)."""
+    from neuron_mlir.frontend.nki_ops import as_torch_op as register
+
+    return register(kernel, **options)
+
+
 def reset() -> None:
     """Forget stats and profiles and number graphs from 0 again; the `neuron` device forgets its eager programs
     (named like graphs) and counts.

@@ -15,7 +15,7 @@ ALLOWED = {
     "ir": {"runtime"},
     "lowering": {"ir", "runtime"},
     "backend_trn": {"ir", "runtime", "lowering"},
-    "frontend": {"ir", "lowering", "backend_trn", "runtime"},
+    "frontend": {"ir", "lowering", "backend_trn", "runtime", "nki"},
     # NKI kernels trace into the neuron dialect and run through the back end; no torch
     "nki": {"ir", "lowering", "backend_trn", "runtime"},
     "tools": set(FOLDERS),
