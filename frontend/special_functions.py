@@ -95,6 +95,7 @@ NAN = math.nan
 
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_PI = math.log(math.pi)
+_LOG_TWO = math.log(2.0)
 
 
 def _lgamma_positive(y: Tensor) -> Tensor:
@@ -103,8 +104,9 @@ def _lgamma_positive(y: Tensor) -> Tensor:
     takes the product's logarithm off."""
     shifted = y < 8.0
     near = torch.where(shifted, y, 1.0)
-    product = near
-    for step in range(1, 8):
+    # (y+1) ... (y+7) apart from y: a subnormal y times 5040 would lose the bits its logarithm needs
+    product = near + 1.0
+    for step in range(2, 8):
         product = product * (near + float(step))
     z = torch.where(shifted, y + 8.0, y)
     log_z = torch.log(z)
@@ -113,7 +115,7 @@ def _lgamma_positive(y: Tensor) -> Tensor:
     series = inverse * (1 / 12 - inverse_squared * (1 / 360 - inverse_squared * (1 / 1260 - inverse_squared / 1680)))
     # z (log z - 1) rather than (z - 1/2) log z - z: no intermediate overflows before the result does
     stirling = z * (log_z - 1.0) - 0.5 * log_z + _HALF_LOG_TWO_PI + series
-    return torch.where(shifted, stirling - torch.log(product), stirling)
+    return torch.where(shifted, stirling - torch.log(near) - torch.log(product), stirling)
 
 
 def _lgamma(x: Tensor) -> Tensor:
@@ -148,10 +150,11 @@ def _digamma_positive(y: Tensor) -> Tensor:
 
 def _digamma(x: Tensor) -> Tensor:
     """psi(x) = d/dx log Gamma(x). Negative x by the reflection psi(x) = psi(1 - x) - pi / tan(pi x) (A&S 6.3.7),
-    the tangent taken of the fractional part; negative integers are NaN and +-0 gives -+inf, as in eager."""
+    the tangent (of period 1) taken of the remainder to the nearest integer: exact in fp32, it keeps pi r accurate
+    next to a pole, where pi x would have lost it. Negative integers are NaN and +-0 gives -+inf, as in eager."""
     negative = x < 0.0
     positive = _digamma_positive(torch.where(negative, 1.0 - x, x))
-    fraction = x - torch.trunc(x)
+    fraction = x - torch.round(x)
     reflection = positive - math.pi / torch.tan(math.pi * fraction)
     result = torch.where(negative, torch.where(fraction == 0.0, NAN, reflection), positive)
     return torch.where(x == 0.0, torch.where(torch.signbit(x), INFINITY, -INFINITY), result)
@@ -182,10 +185,11 @@ _ZETA_A = (
 )  # fmt: skip
 
 
-def _zeta_positive(x: Tensor, q: Tensor) -> Tensor:
+def _zeta_positive(x: Tensor | float, q: Tensor) -> Tensor:
     """The Hurwitz zeta function sum_k (q + k)^-x for x > 1, q > 0 (Cephes zeta.c): ten terms directly, the rest
     by the Euler-Maclaurin formula at w = q + 9 with twelve Bernoulli terms (A&S 23.1.30). Each remainder term is
-    the previous one times (x + 2i - 1)(x + 2i) / w^2, so no power of x is formed that fp32 cannot hold."""
+    the previous one times (x + 2i - 1)(x + 2i) / w^2, so no power of x is formed that fp32 cannot hold. A Python
+    number x (polygamma's order) keeps those factors constants."""
     total = torch.pow(q, -x)
     for step in range(1, 10):
         total = total + torch.pow(q + float(step), -x)
@@ -201,7 +205,7 @@ def _zeta_positive(x: Tensor, q: Tensor) -> Tensor:
     return total
 
 
-def _zeta(x: Tensor, q: Tensor) -> Tensor:
+def _zeta(x: Tensor | float, q: Tensor) -> Tensor:
     """The Hurwitz zeta function zeta(x, q) with eager's domain: +inf at x = 1 and at integers q <= 0, NaN for
     x < 1 and for q < 0 with x not an integer.
 
@@ -214,16 +218,28 @@ def _zeta(x: Tensor, q: Tensor) -> Tensor:
     count = torch.where(positive, 1.0, -floor_q)
     # 1 - r = -(q + m - 1), exact in fp32 (Sterbenz), where r = q + m itself rounds to 1 for a q just below 0
     one_minus_fraction = torch.where(positive, 0.5, -(q + (count - 1.0)))
-    fraction = torch.where(positive, 0.5, q + count)
-    parity = x - 2.0 * torch.floor(0.5 * x)  # 0 or 1 for integer x
-    sign = 1.0 - 2.0 * parity
-    reflected = _zeta_positive(x, one_minus_fraction) - _zeta_positive(x, one_minus_fraction + count)
-    reflected = sign * reflected + _zeta_positive(x, fraction)
-    result = torch.where(positive, _zeta_positive(x, torch.where(positive, q, 1.0)), reflected)
-    result = torch.where(~positive & (x != torch.floor(x)), NAN, result)
+    # one evaluation serves q itself and, for negative q, r
+    direct = _zeta_positive(x, torch.where(positive, q, q + count))
+    finite_sum = _zeta_positive(x, one_minus_fraction) - _zeta_positive(x, one_minus_fraction + count)
+    if isinstance(x, Tensor):
+        parity = x - 2.0 * torch.floor(0.5 * x)  # 0 or 1 for integer x
+        finite_sum = (1.0 - 2.0 * parity) * finite_sum
+    elif x % 2 == 1:
+        finite_sum = -finite_sum
+    result = torch.where(positive, direct, finite_sum + direct)
+    if isinstance(x, Tensor):
+        result = torch.where(~positive & (x != torch.floor(x)), NAN, result)
+    elif x != math.floor(x):
+        result = torch.where(positive, result, NAN)
     result = torch.where(~positive & (q == floor_q), INFINITY, result)
-    result = torch.where(x < 1.0, NAN, result)
-    return torch.where(x == 1.0, INFINITY, result)
+    if isinstance(x, Tensor):
+        # x = +inf as eager has it: q^-inf is inf below 1 and 1 at 1; above 1 its remainder terms are inf * 0
+        at_infinity = torch.where(q == 1.0, 1.0, torch.where(q > 1.0, NAN, INFINITY))
+        result = torch.where(x == INFINITY, at_infinity, result)
+        return torch.where(x == 1.0, INFINITY, torch.where(x < 1.0, NAN, result))
+    if x <= 1.0:
+        return torch.full_like(q, INFINITY if x == 1.0 else NAN)
+    return result
 
 
 def zeta(x: Tensor | float, q: Tensor | float) -> Tensor:
@@ -256,8 +272,7 @@ def polygamma(n: int, x: Tensor) -> Tensor:
         return _trigamma(x32).to(dtype)
     factorial = math.factorial(n)
     scale = (1.0 if n % 2 else -1.0) * (float(factorial) if factorial.bit_length() <= 1024 else INFINITY)
-    order = torch.full_like(x32, float(n + 1))
-    return (_zeta(order, x32) * scale).to(dtype)
+    return (_zeta(float(n + 1), x32) * scale).to(dtype)
 
 
 
@@ -430,10 +445,20 @@ _K1_B = (
 )
 
 
+def _i0e_near(a: Tensor) -> Tensor:
+    """exp(-a) I0(a) for 0 <= a <= 8."""
+    return _chebyshev_series(0.5 * a - 2.0, _I0_A)
+
+
+def _i1e_near(a: Tensor) -> Tensor:
+    """exp(-a) I1(a) for 0 <= a <= 8."""
+    return _chebyshev_series(0.5 * a - 2.0, _I1_A) * a
+
+
 def _scaled_i0_of_magnitude(a: Tensor) -> Tensor:
     """exp(-a) I0(a) for a = |x| >= 0 (Cephes i0e)."""
     near = a <= 8.0
-    small = _chebyshev_series(0.5 * torch.where(near, a, 8.0) - 2.0, _I0_A)
+    small = _i0e_near(torch.where(near, a, 8.0))
     far_a = torch.where(near, 8.0, a)
     large = _chebyshev_series(32.0 / far_a - 2.0, _I0_B) / torch.sqrt(far_a)
     return torch.where(near, small, large)
@@ -442,7 +467,7 @@ def _scaled_i0_of_magnitude(a: Tensor) -> Tensor:
 def _scaled_i1_of_magnitude(a: Tensor) -> Tensor:
     """exp(-a) I1(a) for a = |x| >= 0 (Cephes i1e)."""
     near = a <= 8.0
-    small = _chebyshev_series(0.5 * torch.where(near, a, 8.0) - 2.0, _I1_A) * a
+    small = _i1e_near(torch.where(near, a, 8.0))
     far_a = torch.where(near, 8.0, a)
     large = _chebyshev_series(32.0 / far_a - 2.0, _I1_B) / torch.sqrt(far_a)
     return torch.where(near, small, large)
@@ -482,7 +507,7 @@ def _k0_parts(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(near, far, near mask) of K0 (Cephes k0.c): near is K0(x) for x <= 2, far is exp(x) K0(x) beyond."""
     near = x <= 2.0
     xn = torch.where(near, x, 1.0)
-    small = _chebyshev_series(xn * xn - 2.0, _K0_A) - torch.log(0.5 * xn) * _i0(xn)
+    small = _chebyshev_series(xn * xn - 2.0, _K0_A) - (torch.log(xn) - _LOG_TWO) * torch.exp(xn) * _i0e_near(xn)
     xf = torch.where(near, 4.0, x)
     large = _chebyshev_series(8.0 / xf - 2.0, _K0_B) / torch.sqrt(xf)
     return small, large, near
@@ -492,7 +517,7 @@ def _k1_parts(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(near, far, near mask) of K1 (Cephes k1.c): near is K1(x) for x <= 2, far is exp(x) K1(x) beyond."""
     near = x <= 2.0
     xn = torch.where(near, x, 1.0)
-    small = torch.log(0.5 * xn) * _i1(xn) + _chebyshev_series(xn * xn - 2.0, _K1_A) / xn
+    small = (torch.log(xn) - _LOG_TWO) * torch.exp(xn) * _i1e_near(xn) + _chebyshev_series(xn * xn - 2.0, _K1_A) / xn
     xf = torch.where(near, 4.0, x)
     large = _chebyshev_series(8.0 / xf - 2.0, _K1_B) / torch.sqrt(xf)
     return small, large, near
@@ -722,7 +747,9 @@ def _airy_ai(x: Tensor) -> Tensor:
     negative = x < -2.09
     xn = torch.where(negative, x, -4.0)
     root = torch.sqrt(-xn)
-    zeta = -2.0 * xn * root / 3.0
+    # a true division by 3, as eager rounds it (a scalar divisor would become a product with 1/3): the phase zeta
+    # of large |x| keeps few fractional bits, and one unit of rounding there moves the result visibly
+    zeta = -2.0 * xn * root / torch.full_like(xn, 3.0)
     z = 1.0 / zeta
     zz = z * z
     modulus = 1.0 + zz * _polynomial(zz, _AIRY_AFN) / _polynomial(zz, _AIRY_AFD)
