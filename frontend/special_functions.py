@@ -83,6 +83,20 @@ def _cos(x: Tensor) -> Tensor:
     return 1.0 - 2.0 * half_sine * half_sine
 
 
+def _remainder_to_nearest_integer(x: Tensor) -> Tensor:
+    """x minus its nearest integer, in [-1/2, 1/2], exactly. From fmod, which is exact for every fp32, rather
+    than from a rounding: the half-integers of [2^22, 2^23) are no integers, and rounding by adding 1.5 * 2^23
+    cannot see them."""
+    fraction = torch.fmod(x, 1.0)
+    return fraction - (fraction > 0.5).to(x.dtype) + (fraction < -0.5).to(x.dtype)
+
+
+def _floor(x: Tensor) -> Tensor:
+    """floor(x), exactly for every fp32 (see `_remainder_to_nearest_integer`); inf and NaN give NaN."""
+    fraction = torch.fmod(x, 1.0)
+    return x - fraction - (fraction < 0.0).to(x.dtype)
+
+
 def _constant(like: Tensor, value: float) -> Tensor:
     return torch.full_like(like, value)
 
@@ -123,7 +137,7 @@ def _lgamma(x: Tensor) -> Tensor:
     taken of the remainder to the nearest integer (exact in fp32), so every integer x <= 0 is a pole (+inf)."""
     reflected = x < 0.0
     positive = _lgamma_positive(torch.where(reflected, 1.0 - x, x))
-    sine = torch.abs(torch.sin(math.pi * (x - torch.round(x))))
+    sine = torch.abs(torch.sin(math.pi * _remainder_to_nearest_integer(x)))
     reflection = _LOG_PI - torch.log(sine) - positive
     result = torch.where(reflected, torch.where(sine == 0.0, INFINITY, reflection), positive)
     return torch.where(torch.isinf(x), INFINITY, result)
@@ -154,7 +168,7 @@ def _digamma(x: Tensor) -> Tensor:
     next to a pole, where pi x would have lost it. Negative integers are NaN and +-0 gives -+inf, as in eager."""
     negative = x < 0.0
     positive = _digamma_positive(torch.where(negative, 1.0 - x, x))
-    fraction = x - torch.round(x)
+    fraction = _remainder_to_nearest_integer(x)
     reflection = positive - math.pi / torch.tan(math.pi * fraction)
     result = torch.where(negative, torch.where(fraction == 0.0, NAN, reflection), positive)
     return torch.where(x == 0.0, torch.where(torch.signbit(x), INFINITY, -INFINITY), result)
@@ -214,7 +228,7 @@ def _zeta(x: Tensor | float, q: Tensor) -> Tensor:
     zeta(x, q) = (-1)^x (zeta(x, 1 - r) - zeta(x, 1 - r + m)) + zeta(x, r), all at positive arguments.
     """
     positive = q > 0.0
-    floor_q = torch.floor(q)
+    floor_q = torch.where(torch.isinf(q), q, _floor(q))
     count = torch.where(positive, 1.0, -floor_q)
     # 1 - r = -(q + m - 1), exact in fp32 (Sterbenz), where r = q + m itself rounds to 1 for a q just below 0
     one_minus_fraction = torch.where(positive, 0.5, -(q + (count - 1.0)))
@@ -222,13 +236,13 @@ def _zeta(x: Tensor | float, q: Tensor) -> Tensor:
     direct = _zeta_positive(x, torch.where(positive, q, q + count))
     finite_sum = _zeta_positive(x, one_minus_fraction) - _zeta_positive(x, one_minus_fraction + count)
     if isinstance(x, Tensor):
-        parity = x - 2.0 * torch.floor(0.5 * x)  # 0 or 1 for integer x
+        parity = x - 2.0 * _floor(0.5 * x)  # 0 or 1 for integer x
         finite_sum = (1.0 - 2.0 * parity) * finite_sum
     elif x % 2 == 1:
         finite_sum = -finite_sum
     result = torch.where(positive, direct, finite_sum + direct)
     if isinstance(x, Tensor):
-        result = torch.where(~positive & (x != torch.floor(x)), NAN, result)
+        result = torch.where(~positive & (torch.fmod(x, 1.0) != 0.0), NAN, result)
     elif x != math.floor(x):
         result = torch.where(positive, result, NAN)
     result = torch.where(~positive & (q == floor_q), INFINITY, result)
