@@ -10,7 +10,10 @@ by an identity that has one (see `zeta`).
 Input contract: a floating-point (bf16, fp16, fp32) or integer tensor; float64 stays with ATen's kernel (the
 decomposition returns NotImplemented), since the NeuronCore has no float64 storage and an fp32 formula would lose
 its precision. Output guarantee: eager's result dtype, computed in fp32 internally, within fp32 tolerance of eager
-over the whole domain, including eager's values at poles, zeros and infinities.
+over the whole domain, including eager's values at poles, zeros and infinities; two exceptions, where eager's own
+fp32 value carries no information: Airy Ai below about -100, whose phase 2/3 |x|^(3/2) keeps too few fractional
+bits (there the error from the exact value is of eager's size), and subnormal arguments of the K functions,
+where eager's scaled and unscaled forms disagree with each other.
 
 The approximations are the published ones eager itself uses where that keeps the match exact in edge cases:
 Cephes (S. Moshier, Cephes Math Library, files named per function) for the Bessel functions, ndtri, zeta and
@@ -95,10 +98,6 @@ def _floor(x: Tensor) -> Tensor:
     """floor(x), exactly for every fp32 (see `_remainder_to_nearest_integer`); inf and NaN give NaN."""
     fraction = torch.fmod(x, 1.0)
     return x - fraction - (fraction < 0.0).to(x.dtype)
-
-
-def _constant(like: Tensor, value: float) -> Tensor:
-    return torch.full_like(like, value)
 
 
 INFINITY = math.inf
