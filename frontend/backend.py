@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from neuron_mlir.frontend.compile_graph import compile_graph
+from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
 
@@ -146,10 +146,11 @@ KEPT_WHOLE = (
 )
 
 
-def decompositions() -> dict[Any, Any]:
+def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
-    (`KEPT_WHOLE`), plus one that traces and the fused kernels of `frontend.decompositions`
-    (nn.TransformerEncoderLayer's inference fast path).
+    (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
+    (nn.TransformerEncoderLayer's inference fast path) and the special functions of `frontend.special_functions`,
+    except those `cpu_ops` names: they reach the graph whole, to run on the CPU as asked.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -158,6 +159,7 @@ def decompositions() -> dict[Any, Any]:
     from torch._decomp import core_aten_decompositions
 
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+    from neuron_mlir.frontend.special_functions import special_function_decompositions
 
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
@@ -165,6 +167,9 @@ def decompositions() -> dict[Any, Any]:
         table.pop(kernel, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
+    table.update(
+        {op: rule for op, rule in special_function_decompositions().items() if not names_op(str(op), cpu_ops)}
+    )
     return table
 
 
@@ -285,7 +290,7 @@ def neuron_mlir_backend(
                 bw_compiler=compiler("backward"),
                 inference_compiler=compiler("inference"),
                 partition_fn=partition_without_aliases,
-                decompositions=decompositions(),
+                decompositions=decompositions(config.cpu_ops),
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)

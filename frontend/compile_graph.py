@@ -100,7 +100,7 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
         if str(node.target) in HOST_CHECKED_ASSERTIONS:
             continue
         op_class = op_class_for(str(node.target))
-        forced = _matches(str(node.target), cpu_ops)
+        forced = names_op(str(node.target), cpu_ops)
         if forced or op_class is None or not is_lowerable(op_class.name) or not _storable(node):
             found.append(node)
     return found
@@ -112,7 +112,7 @@ def _is_nki_kernel(node: torch.fx.Node) -> bool:
     return nki_ops is not None and nki_ops.kernel_op_of(node.target) is not None
 
 
-def _matches(target: str, patterns: Sequence[str]) -> bool:
+def names_op(target: str, patterns: Sequence[str]) -> bool:
     """`aten.cumsum.default` matches "aten.cumsum", "aten.cumsum.default" and "cumsum"."""
     bare = target.removeprefix("aten.")
     packet = bare.removesuffix(".default").split(".")[0]
@@ -151,7 +151,7 @@ def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), illegal: d
     from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
 
     op_name = str(node.target)
-    if _matches(op_name, cpu_ops):
+    if names_op(op_name, cpu_ops):
         return f"{op_name} is sent to the CPU by the cpu_ops option"
     if illegal and node.name in illegal:
         return f"{op_name} cannot be lowered here ({illegal[node.name]})"
@@ -275,7 +275,7 @@ def _node_of(op: Operation, nodes: dict[str | None, torch.fx.Node]) -> torch.fx.
 
 
 def _is_forced_to_cpu(node: torch.fx.Node, cpu_ops: Sequence[str]) -> bool:
-    return bool(cpu_ops) and node.op == "call_function" and _matches(str(node.target), cpu_ops)
+    return bool(cpu_ops) and node.op == "call_function" and names_op(str(node.target), cpu_ops)
 
 
 class _Lookup:

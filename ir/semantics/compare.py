@@ -64,6 +64,29 @@ def mismatch(actual: np.ndarray, expected: np.ndarray) -> str | None:
     )
 
 
+def pointwise_mismatch(actual: np.ndarray, expected: np.ndarray) -> str | None:
+    """As `mismatch`, but every element is judged at its own magnitude (the scale of `atol` is max(1, |expected|)
+    per element, not the array's largest): for values spanning many decades, such as a function checked over its
+    whole domain, where a large value must not excuse an error in a small one."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} differs from expected {expected.shape}"
+    rtol, atol = tolerance(expected.dtype)
+    got, want = actual.astype(np.float64), expected.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        error = np.abs(got - want)
+        allowed = atol * np.maximum(1.0, np.abs(want)) + rtol * np.abs(want)
+        close = np.isfinite(want) & (error <= allowed)
+        bad = ~(close | (got == want) | (np.isnan(got) & np.isnan(want)))
+    if not bad.any():
+        return None
+    index = np.unravel_index(int(np.argmax(np.where(bad, np.nan_to_num(error, nan=np.inf), -1))), bad.shape)
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ (rtol={rtol}, atol={atol} x max(1, |expected|) each); "
+        f"worst at {tuple(int(i) for i in index)}: got {got[index]!r}, expected {want[index]!r}"
+    )
+
+
 def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> list[str]:
     """One description per output that does not match (empty when all do)."""
     if len(actual) != len(expected):

@@ -1,0 +1,183 @@
+"""Special functions the frontend decomposes into natively lowered ops: eager's fp32 values over each function's
+whole domain (poles, signed zeros, infinities, arguments from 1e-30 to 1e30), and graphs without CPU fallback.
+
+The domain sweeps evaluate the decompositions on the CPU, op for op what the compiled graph computes, so that
+~10^4 points per function cost milliseconds; the compiled checks run a few of them through the backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from support import assert_close_to_golden
+from support.compiled import run_compiled
+
+import neuron_mlir
+from neuron_mlir.frontend import special_functions as special
+from neuron_mlir.frontend.tensors import to_numpy
+from neuron_mlir.ir.semantics.compare import pointwise_mismatch
+
+SPECIAL_VALUES = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, 2.0, 3.0, 0.5, 8.0, 5.0, 2.0])
+
+
+def _real_line() -> torch.Tensor:
+    """Both signs of 1e-30 ... 1e30 by decades, -40 ... 40 densely (every integer, the poles, included), a few
+    fp32 steps either side of each integer and the special values."""
+    decades = torch.logspace(-30, 30, 2000)
+    near = torch.linspace(0.0, 40.0, 2001)
+    integers = torch.arange(0.0, 41.0)
+    beside = torch.cat([integers.nextafter(integers + 1), integers.nextafter(integers - 1), integers + 1e-5])
+    # no subnormals: eager's kernels disagree with themselves there (K0 finite but exp(x) K0(x) infinite at 1e-45)
+    beside = beside[beside.abs() >= torch.finfo(torch.float32).tiny]
+    half_integers = torch.tensor([2.0**22 + 0.5, 5e6 + 0.5, 2.0**23 - 0.5])
+    positive = torch.cat([decades, near, beside, half_integers, SPECIAL_VALUES])
+    return torch.cat([positive, -positive, torch.linspace(-40.0, 0.0, 2000) + 0.25])
+
+
+REAL_LINE = _real_line()
+
+
+def _unit_interval_with_tails(low: float) -> torch.Tensor:
+    """[low, 1] densely, the tails towards 0 and 1 by decades down to 1e-38 (and 6e-8 below 1), and outside."""
+    dense = torch.linspace(low, 1.0, 6001)
+    to_zero = torch.logspace(-38, -1, 2000)
+    to_one = 1.0 - torch.logspace(math.log10(6e-8), -1, 1000)
+    edges = torch.tensor([0.0, -0.0, 1.0, -1.0, 1.5, -1.5, math.inf, -math.inf, math.nan])
+    points = torch.cat([dense, to_zero, to_one, edges])
+    return torch.cat([points, -points]) if low < 0 else points
+
+
+# name: (eager, decomposition, points); log_ndtr, which core ATen decomposes through erfcx, is checked compiled
+UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor], torch.Tensor]] = {
+    "lgamma": (torch.lgamma, special.lgamma, REAL_LINE),
+    "digamma": (torch.digamma, special.digamma, REAL_LINE),
+    "erfinv": (torch.erfinv, special.erfinv, _unit_interval_with_tails(-1.0)),
+    "ndtri": (torch.special.ndtri, special.ndtri, _unit_interval_with_tails(0.0)),
+    "erfcx": (torch.special.erfcx, special.erfcx, REAL_LINE),
+    "i0": (torch.i0, special.i0, REAL_LINE),
+    "i0e": (torch.special.i0e, special.i0e, REAL_LINE),
+    "i1": (torch.special.i1, special.i1, REAL_LINE),
+    "i1e": (torch.special.i1e, special.i1e, REAL_LINE),
+    "modified_bessel_i0": (torch.special.modified_bessel_i0, special.i0, REAL_LINE),
+    "modified_bessel_i1": (torch.special.modified_bessel_i1, special.i1, REAL_LINE),
+    "modified_bessel_k0": (torch.special.modified_bessel_k0, special.modified_bessel_k0, REAL_LINE),
+    "modified_bessel_k1": (torch.special.modified_bessel_k1, special.modified_bessel_k1, REAL_LINE),
+    "scaled_modified_bessel_k0": (torch.special.scaled_modified_bessel_k0, special.scaled_modified_bessel_k0, REAL_LINE),
+    "scaled_modified_bessel_k1": (torch.special.scaled_modified_bessel_k1, special.scaled_modified_bessel_k1, REAL_LINE),
+    "bessel_j0": (torch.special.bessel_j0, special.bessel_j0, REAL_LINE),
+    "bessel_j1": (torch.special.bessel_j1, special.bessel_j1, REAL_LINE),
+    "bessel_y0": (torch.special.bessel_y0, special.bessel_y0, REAL_LINE),
+    "bessel_y1": (torch.special.bessel_y1, special.bessel_y1, REAL_LINE),
+    "spherical_bessel_j0": (torch.special.spherical_bessel_j0, special.spherical_bessel_j0, REAL_LINE),
+    # below -100 the phase 2/3 |x|^(3/2) keeps too few fractional bits in fp32 for eager's own value to mean
+    # anything: that range is judged against float64 (test_airy_ai_of_large_negative_arguments_is_as_good_as_eager)
+    "airy_ai": (torch.special.airy_ai, special.airy_ai, REAL_LINE[REAL_LINE.isnan() | (REAL_LINE >= -100.0)]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_decomposition_matches_eager_over_the_domain(name: str) -> None:
+    eager, decomposition, points = UNARY[name]
+    problem = pointwise_mismatch(to_numpy(decomposition(points)), to_numpy(eager(points)))
+    assert problem is None, f"{name}: {problem}"
+
+
+# eager sums zeta's series term by term from a negative x up to 9, |x| steps: its own run time bounds the range
+POLYGAMMA_LINE = REAL_LINE[REAL_LINE.isnan() | (REAL_LINE >= -1e4)]
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4, 7])
+def test_polygamma_matches_eager_over_the_domain(order: int) -> None:
+    ours, eager = special.polygamma(order, POLYGAMMA_LINE), torch.polygamma(order, POLYGAMMA_LINE)
+    problem = pointwise_mismatch(to_numpy(ours), to_numpy(eager))
+    assert problem is None, f"polygamma({order}): {problem}"
+
+
+def test_zeta_matches_eager_over_both_arguments() -> None:
+    # x: the pole at 1, below it, integers and fractions up to where the terms underflow; q of both signs
+    x = torch.tensor([0.5, 1.0, 1.0001, 1.5, 2.0, 3.0, 4.5, 5.0, 7.0, 12.0, 30.0, 90.0, math.inf, math.nan])
+    q = torch.cat([torch.logspace(-20, 20, 300), torch.linspace(-30.0, 0.0, 241), -torch.logspace(-20, 5, 100)])
+    x, q = (grid.reshape(-1) for grid in torch.meshgrid(x, q, indexing="ij"))
+    problem = pointwise_mismatch(to_numpy(special.zeta(x, q)), to_numpy(torch.special.zeta(x, q)))
+    assert problem is None, f"zeta: {problem}"
+    scalar_x = pointwise_mismatch(to_numpy(special.zeta(3.0, q)), to_numpy(torch.special.zeta(3.0, q)))
+    assert scalar_x is None, f"zeta(3, q): {scalar_x}"
+
+
+def test_airy_ai_of_large_negative_arguments_is_as_good_as_eager() -> None:
+    x = -torch.logspace(2, 12, 4000)
+    assert_close_to_golden(special.airy_ai(x), torch.special.airy_ai(x), torch.special.airy_ai(x.double()))
+
+
+def test_float64_keeps_aten_kernel() -> None:
+    assert special.lgamma(torch.ones(3, dtype=torch.float64)) is NotImplemented
+    assert special.polygamma(-1, torch.ones(3)) is NotImplemented
+
+
+def test_integer_input_gives_the_default_float_type() -> None:
+    n = torch.arange(1, 20)
+    assert special.lgamma(n).dtype == torch.float32
+    assert pointwise_mismatch(to_numpy(special.lgamma(n)), to_numpy(torch.lgamma(n))) is None
+
+
+# ---- through the backend -----------------------------------------------------------------------------------------
+
+
+# One graph per family with one function of each kind of formula (compiling every function takes minutes; the
+# coverage sweep's op_db entries run each of them through the backend)
+def _gamma_family(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.lgamma(x), torch.digamma(x), torch.polygamma(2, x)
+
+
+def _error_family(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.erfinv(x / 30.0), torch.special.ndtri((x + 30.0) / 60.0), torch.special.log_ndtr(x)
+
+
+def _bessel_family(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.special.bessel_y1(x), torch.special.airy_ai(x)
+
+
+# half-integers of [2^22, 2^23), the fp32 range where a rounding by 1.5 * 2^23 takes them for integers
+LARGE_HALF_INTEGERS = -torch.tensor([2.0**22 + 0.5, 5e6 + 0.5, 2.0**23 - 0.5])
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(
+    ("family", "extra"),
+    [(_gamma_family, LARGE_HALF_INTEGERS), (_error_family, None), (_bessel_family, None)],
+    ids=["gamma", "error", "bessel"],
+)
+def test_compiled_special_functions_run_natively(
+    family: Callable[[torch.Tensor], tuple[torch.Tensor, ...]], extra: torch.Tensor | None
+) -> None:
+    x = torch.cat([torch.linspace(-30.0, 30.0, 1201), SPECIAL_VALUES, *([] if extra is None else [extra])])
+    expected = family(x)
+    actual = run_compiled(family, x)
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        problem = pointwise_mismatch(to_numpy(got), to_numpy(want))
+        assert problem is None, f"result {index}: {problem}"
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_bfloat16_computes_in_float32() -> None:
+    x = torch.linspace(0.1, 12.0, 300).to(torch.bfloat16)
+    actual = run_compiled(torch.lgamma, x)
+    assert actual.dtype == torch.bfloat16
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    problem = pointwise_mismatch(to_numpy(actual), to_numpy(torch.lgamma(x)))
+    assert problem is None, problem
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_cpu_ops_keeps_a_special_function_whole_for_the_cpu() -> None:
+    x = torch.linspace(0.5, 4.0, 16)
+    compiled = torch.compile(lambda t: torch.lgamma(t) * 2.0, backend="neuron-mlir", options={"cpu_ops": ["lgamma"]})
+    with pytest.warns(UserWarning, match="sent to the CPU by the cpu_ops option"):
+        actual = compiled(x)
+    assert neuron_mlir.stats()["fallback_ops"] == {"aten.lgamma.default": 1}
+    assert pointwise_mismatch(to_numpy(actual), to_numpy(torch.lgamma(x) * 2.0)) is None
