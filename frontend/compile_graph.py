@@ -418,7 +418,12 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         module.verify()
-        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        # backends compile inside AOTAutograd's fake mode, but passes that evaluate ATen (constant folding)
+        # need real values
+        with unset_fake_temporarily():
+            run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
         if progress is not None:
             progress.step(f"{name}: bundle")
         started = time.perf_counter()
