@@ -115,9 +115,10 @@ def _matches(target: str, patterns: Sequence[str]) -> bool:
 # arithmetic, so nodes on these dtypes stay on the CPU
 _UNSTORABLE = {
     torch.float64: "no fp64 engine datapath",
+    # complex32 and complex64 values are carried as real pairs (`complex_pairs`): what remains has a reason there
     torch.complex32: "no complex arithmetic on its engines",
     torch.complex64: "no complex arithmetic on its engines",
-    torch.complex128: "no complex arithmetic on its engines",
+    torch.complex128: "no fp64 engine datapath for its float64 halves",
 }
 
 
@@ -147,6 +148,11 @@ def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), illegal: d
         return f"{op_name} is sent to the CPU by the cpu_ops option"
     if illegal and node.name in illegal:
         return f"{op_name} cannot be lowered here ({illegal[node.name]})"
+    from neuron_mlir.frontend.complex_pairs import REFUSAL
+
+    if REFUSAL in node.meta:  # a complex node that could not be carried as real pairs
+        rest = node.meta[REFUSAL]
+        return f"{op_name}{rest}" if rest.startswith(":") else f"{op_name} {rest}"
     op_class = op_class_for(op_name)
     dtype = _unstorable_dtype(node)
     if dtype is not None and op_class is not None and is_lowerable(op_class.name):
@@ -169,8 +175,14 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
+    from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+
     with heap.compiling():  # the collector kept off the older heap, the compile's garbage freed after
-        return _compile_graph(graph_module, options, kind)
+        rewritten = complex_as_pairs(graph_module)  # complex values become real pairs
+        if rewritten is None:
+            return _compile_graph(graph_module, options, kind)
+        pairs_module, boundary = rewritten
+        return boundary.wrap(_compile_graph(pairs_module, options, kind))
 
 
 def _compile_graph(

@@ -123,7 +123,7 @@ def _scale_and_shift(x, y):
     ("dtype", "cause"),
     [
         (torch.float64, "float64 is not supported on the NeuronCore (no fp64 engine datapath)"),
-        (torch.complex64, "complex64 is not supported on the NeuronCore (no complex arithmetic on its engines)"),
+        (torch.complex128, "complex128 is not supported on the NeuronCore (no fp64 engine datapath for its float64 halves)"),
     ],
 )
 def test_a_fallback_for_a_dtype_names_the_dtype_as_the_cause(dtype, cause):
