@@ -179,13 +179,6 @@ def _is_complex(value: Any) -> bool:
     return any(isinstance(v, torch.Tensor) and v.is_complex() for v in pytree.tree_leaves(value))
 
 
-def _pairable(value: Any) -> bool:
-    """Whether every complex tensor in `value` has a pair dtype."""
-    return all(
-        v.dtype in PAIR_DTYPES for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor) and v.is_complex()
-    )
-
-
 def complex_as_pairs(graph_module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, PairBoundary] | None:
     """The graph with its complex values as real pairs (module docstring), and its boundary; None when the graph
     has no complex value or has symbolic sizes (then its complex nodes stay on the CPU)."""
