@@ -51,6 +51,10 @@ _COMPLEX_REFUSALS = {torch.complex128: "no fp64 engine datapath for its float64 
 _INHERITED_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node", "seq_nr", "partitioner_tag")
 
 
+class PairRuleError(RuntimeError):
+    """A rule raised on arguments it accepted (a bug of the rule); names the node, its op and source line."""
+
+
 class NoPairRule(Exception):
     """The op's rule does not cover these arguments; the message says which rule is broken."""
 
@@ -309,6 +313,12 @@ class _Rewrite:
                 refusal = f"its pair rule does not cover {error}"
                 if len(self.graph.nodes) != mark:
                     self._erase_after(mark)
+            except Exception as error:  # a rule that fails on arguments it accepted has a bug: say where
+                from neuron_mlir.frontend.fx_importer import describe_node
+
+                raise PairRuleError(
+                    f"{describe_node(node)}: its rule for complex pairs failed: {type(error).__name__}: {error}"
+                ) from error
             finally:
                 self.recorder.origin = None
         self._on_cpu(node, refusal, dtype_refusal=rule is None and refusal == unpairable)
@@ -728,8 +738,17 @@ def _like(site: _Site, a: Any, **kwargs: Any) -> Pair:
 @_rule(aten.full.default)
 def _full(site: _Site, size: Sequence[int], fill: Any, **kwargs: Any) -> Pair:
     half = _half_dtype(site)
-    real, imag = _parts(fill)
-    return _pair_of(aten.full.default(list(size), real, dtype=half), aten.full.default(list(size), imag, dtype=half))
+    real, imag = _parts(fill, half)
+    return _pair_of(
+        aten.full.default(list(size), real, dtype=half), aten.full.default(list(size), imag or 0.0, dtype=half)
+    )
+
+
+@_rule(aten.scalar_tensor.default)
+def _scalar_tensor(site: _Site, value: Any, **kwargs: Any) -> Pair:
+    half = _half_dtype(site)
+    real, imag = _parts(value, half)
+    return _pair_of(aten.full.default([], real, dtype=half), aten.full.default([], imag or 0.0, dtype=half))
 
 
 @_rule(aten.where.self)
@@ -817,6 +836,22 @@ def _select(site: _Site, a: Any, dim: int, index: int) -> Pair:
 def _slice(site: _Site, a: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> Pair:
     a = _complex_operand(a)
     return Pair(aten.slice.Tensor(a.tensor, _dim(dim, a.rank), start, end, step))
+
+
+@_rule(aten.slice_scatter.default)
+def _slice_scatter(
+    site: _Site, a: Any, source: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
+) -> Pair:
+    half = _half_dtype(site)
+    a, source = _as_pair(a, half), _as_pair(source, half)
+    return Pair(aten.slice_scatter.default(a.tensor, source.tensor, _dim(dim, a.rank), start, end, step))
+
+
+@_rule(aten.select_scatter.default)
+def _select_scatter(site: _Site, a: Any, source: Any, dim: int, index: int) -> Pair:
+    half = _half_dtype(site)
+    a, source = _as_pair(a, half), _as_pair(source, half)
+    return Pair(aten.select_scatter.default(a.tensor, source.tensor, _dim(dim, a.rank), index))
 
 
 @_rule(aten.flip.default)

@@ -107,6 +107,30 @@ def test_fnet_layer_forward_and_backward_without_fallback():
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
 
 
+def test_spectral_convolution_with_complex_weights_trains_without_fallback():
+    # an FNO-style layer: the one-sided spectrum times complex weights (a parameter), back to the signal; the
+    # backward graphs carry complex gradients (abs, slice_scatter, conj) through the same rewrite
+    torch.manual_seed(7)
+    weights = torch.nn.Parameter(_complex(4, 9))
+    mirror = torch.nn.Parameter(weights.detach().clone())
+    x = torch.randn(4, 16, requires_grad=True)
+    x_mirror = x.detach().clone().requires_grad_()
+
+    def layer(signal, w):
+        spectrum = torch.fft.rfft(signal, norm="ortho") * w
+        return torch.fft.irfft(spectrum, n=16, norm="ortho") + spectrum.abs().sum(-1, keepdim=True)
+
+    out = torch.compile(layer, backend="neuron-mlir")(x, weights)
+    expected = layer(x_mirror, mirror)
+    assert_close_to_torch(out, expected, "output")
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    assert_close_to_torch(x.grad, x_mirror.grad, "signal gradient")
+    assert_close_to_torch(weights.grad, mirror.grad, "weight gradient")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
 def test_op_without_pair_rule_runs_on_cpu_with_its_reason():
     torch.manual_seed(5)
     z = _complex(3, 6)
@@ -124,3 +148,14 @@ def test_complex128_is_refused_in_strict_mode_with_the_reason():
     compiled = torch.compile(lambda z: torch.fft.fft(z) * 2, backend="neuron-mlir", options={"strict": True})
     with pytest.raises(Exception, match=r"_fft_c2c.*complex128 is not supported on the NeuronCore \(no fp64 engine"):
         compiled(torch.randn(4, 8, dtype=torch.complex128))
+
+
+def test_a_failing_rule_is_an_error_naming_the_node(monkeypatch):
+    from neuron_mlir.frontend import complex_pairs
+
+    def broken(site, value):
+        raise ValueError("broken on purpose")
+
+    monkeypatch.setitem(complex_pairs._RULES, torch.ops.aten.neg.default, broken)
+    with pytest.raises(Exception, match=r"aten\.neg\.default.*test_fft\.py:\d+.*rule for complex pairs failed"):
+        run_compiled(lambda z: -torch.fft.fft(z), _complex(2, 4))
