@@ -986,6 +986,41 @@ def _transform(values: torch.Tensor, dim: int, matrix: torch.Tensor, pair_in: bo
     return aten.permute.default(result, back + ([rank] if pair_out else []))
 
 
+def _transform_last_two(
+    rewrite: _Rewrite, real: torch.Tensor, sign: int, scales: tuple[float, float], outputs: int
+) -> torch.Tensor:
+    """The 2-D DFT of a real signal over its last two dimensions (all terms of the first, the first `outputs` of
+    the second) as pairs, in two matmuls and no transposition.
+
+    The first contracts rows: a constant [(k1, c), n1] times each [n1, n2] slice gives the terms of the first
+    dimension with the pair index *before* the second dimension, [k1, (c, j2)]; the second matmul contracts
+    (c, j2) with the complex DFT matrix of the second dimension whose rows are ordered likewise (real parts,
+    then imaginary), which returns the natural layout [k1, (k2, c')]. Moving a transformed dimension next to the
+    pair dimension instead would transpose the pairs between the two matmuls."""
+    *batch, first, second = real.shape
+    count = math.prod(batch)
+    scale1, scale2 = scales
+    rows = rewrite.constant(
+        ("r2c-rows", first, sign, scale1), lambda: _r2c_matrix(first, first, scale1, sign).t().contiguous()
+    )
+    planar = rewrite.constant(
+        ("c2c-planar", second, outputs, sign, scale2),
+        lambda: (
+            _c2c_matrix(second, sign, scale2)
+            .view(second, 2, 2 * second)
+            .transpose(0, 1)[:, :, : 2 * outputs]
+            .reshape(2 * second, 2 * outputs)
+        ),
+    )
+    signal = real.reshape(count, first, second)
+    if count == 1:
+        terms = aten.mm.default(rows, signal.reshape(first, second))
+    else:
+        terms = aten.bmm.default(aten.expand.default(rows, [count, 2 * first, first]), signal)
+    product = aten.mm.default(terms.reshape(count * first, 2 * second), planar)
+    return product.reshape([*batch, first, outputs, 2])
+
+
 def _check_fft_operand(value: Any, dtype: torch.dtype) -> None:
     if value.dtype != dtype:
         raise NoPairRule(f"an FFT of {value.dtype} values (the DFT matrices are float32)")
@@ -999,12 +1034,19 @@ def _fft_c2c(site: _Site, a: Any, dim: Sequence[int], normalization: int, forwar
     values = a.tensor
     sign = -1 if forward else 1
     dims = _dims(dim, a.rank) if dim else []
-    if dims and a.real_source is not None and a.real_source.dtype == torch.float32:
+    last_two = {a.rank - 2, a.rank - 1}
+    source = a.real_source
+    if source is not None and source.dtype == torch.float32 and a.rank >= 2 and last_two <= set(dims):
+        # a real signal cast to complex, transformed over its last two dimensions (FNet's fft2)
+        scales = (_norm_scale(normalization, source.shape[-2]), _norm_scale(normalization, source.shape[-1]))
+        values = _transform_last_two(rewrite, source, sign, scales, source.shape[-1])
+        dims = [d for d in dims if d not in last_two]
+    elif dims and source is not None and source.dtype == torch.float32:
         # a real signal cast to complex: its first transform contracts the real values alone
-        n = a.real_source.shape[dims[0]]
+        n = source.shape[dims[0]]
         scale = _norm_scale(normalization, n)
         matrix = rewrite.constant(("r2c", n, n, sign, scale), lambda: _r2c_matrix(n, n, scale, sign))
-        values = _transform(a.real_source, dims[0], matrix, pair_in=False, pair_out=True)
+        values = _transform(source, dims[0], matrix, pair_in=False, pair_out=True)
         dims = dims[1:]
     elif not dims:
         values = aten.clone.default(values)
@@ -1029,9 +1071,15 @@ def _fft_r2c(site: _Site, a: Any, dim: Sequence[int], normalization: int, onesid
     n = a.shape[last]
     outputs = n // 2 + 1 if onesided else n
     scale = _norm_scale(normalization, n)
-    matrix = rewrite.constant(("r2c", n, outputs, -1, scale), lambda: _r2c_matrix(n, outputs, scale))
-    values = _transform(a, last, matrix, pair_in=False, pair_out=True)
-    for d in reversed(dims[:-1]):
+    rest = dims[:-1]
+    if last == a.dim() - 1 and a.dim() - 2 in rest:  # the last two dimensions (rfft2): no transposition
+        scales = (_norm_scale(normalization, a.shape[-2]), scale)
+        values = _transform_last_two(rewrite, a, -1, scales, outputs)
+        rest = [d for d in rest if d != a.dim() - 2]
+    else:
+        matrix = rewrite.constant(("r2c", n, outputs, -1, scale), lambda: _r2c_matrix(n, outputs, scale))
+        values = _transform(a, last, matrix, pair_in=False, pair_out=True)
+    for d in reversed(rest):
         size = values.shape[d]
         step = _norm_scale(normalization, size)
         square = rewrite.constant(("c2c", size, -1, step), lambda m=size, s=step: _c2c_matrix(m, -1, s))

@@ -22,14 +22,11 @@ def _complex(*shape: int) -> torch.Tensor:
 
 # (name, function, inputs): every ATen FFT op (_fft_r2c, _fft_c2c, _fft_c2r) with each normalisation
 TRANSFORMS = [
-    ("rfft_even", lambda x: torch.fft.rfft(x), lambda: [torch.randn(3, 16)]),
-    ("rfft_odd_ortho", lambda x: torch.fft.rfft(x, norm="ortho"), lambda: [torch.randn(4, 9)]),
-    ("fft_of_real_dim0_forward", lambda x: torch.fft.fft(x, dim=0, norm="forward"), lambda: [torch.randn(7, 5)]),
-    ("ifft_complex_odd", lambda z: torch.fft.ifft(z), lambda: [_complex(2, 15)]),
-    ("irfft_odd_length", lambda z: torch.fft.irfft(z, n=9), lambda: [_complex(3, 5)]),
-    ("irfft_even_ortho", lambda z: torch.fft.irfft(z, norm="ortho"), lambda: [_complex(2, 3, 7)]),
+    ("rfft_even_odd_and_fft_of_real", lambda x, y, w: (torch.fft.rfft(x), torch.fft.rfft(y, norm="ortho"), torch.fft.fft(w, dim=0, norm="forward")), lambda: [torch.randn(3, 16), torch.randn(4, 9), torch.randn(7, 5)]),
+    ("ifft_and_irfft", lambda z, u, v: (torch.fft.ifft(z), torch.fft.irfft(u, n=9), torch.fft.irfft(v, norm="ortho")), lambda: [_complex(2, 15), _complex(3, 5), _complex(2, 3, 7)]),
     ("hfft_and_ihfft", lambda z, x: (torch.fft.hfft(z, n=10), torch.fft.ihfft(x)), lambda: [_complex(4, 6), torch.randn(3, 11)]),
     ("fft2_and_ifft2", lambda x, z: (torch.fft.fft2(x), torch.fft.ifft2(z, norm="ortho")), lambda: [torch.randn(2, 6, 5), _complex(5, 4)]),
+    ("rfft2_batched_fftn_3d", lambda x, y: (torch.fft.rfft2(x, norm="forward"), torch.fft.ifftn(y)), lambda: [torch.randn(3, 6, 7), torch.randn(3, 4, 5)]),
     ("stft", lambda x, w: torch.stft(x, 8, hop_length=3, window=w, return_complex=True), lambda: [torch.randn(2, 40), torch.hann_window(8)]),
     ("rfftn_irfftn", lambda x: torch.fft.irfftn(torch.fft.rfftn(x, dim=(0, 2)), s=(5, 8), dim=(0, 2)), lambda: [torch.randn(5, 3, 8)]),
 ]  # fmt: skip
