@@ -13,8 +13,9 @@ op has a pair rule for (`_RULES`) is a real pair tensor; the rules emit only rea
 each located at the source line of the node it replaces. Placeholders and outputs that were complex are pairs,
 and `PairBoundary.wrap` converts at the call. A node without a rule for its arguments keeps its complex values:
 `view_as_complex` nodes feed it and `view_as_real` nodes carry its results on, so it runs on the CPU between
-compiled regions, with the reason in `meta[REFUSAL]`. complex128 (no fp64 datapath) is never rewritten, and
-neither is a graph with symbolic sizes (the DFT matrices are sized constants).
+compiled regions, with the reason in `meta[REFUSAL]`. complex128 (no fp64 datapath) is never rewritten. A graph
+with symbolic sizes is not rewritten either (the DFT matrices are sized constants): the caller `specialise`s it to
+each call's sizes first (`compile_graph.ComplexGraphPerSizes`).
 
 FFTs (`_fft_r2c`, `_fft_c2c`, `_fft_c2r`) become DFT matmuls on TensorE, one per transformed dimension: the
 dimension is moved next to the pair dimension and flattened with it, so one real matmul by a [2n, 2m] matrix of
@@ -200,6 +201,22 @@ def complex_as_pairs(graph_module: torch.fx.GraphModule) -> tuple[torch.fx.Graph
     if fake_mode is None:
         return None
     return _Rewrite(graph_module, fake_mode).run()
+
+
+def has_symbolic_sizes(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether a value of the graph has a symbolic size (a graph Dynamo traced with dynamic shapes)."""
+    return any(_is_symbolic(node.meta.get("val")) for node in graph_module.graph.nodes)
+
+
+def specialise(graph_module: torch.fx.GraphModule, inputs: Sequence[Any]) -> torch.fx.GraphModule:
+    """The graph traced again at the sizes of `inputs` (real tensors and numbers): every size static, every node
+    with its metadata and source line. A graph with complex values is rewritten into pairs per set of sizes,
+    because its DFT matrices are sized constants."""
+    import torch.fx.traceback as fx_traceback
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with fx_traceback.preserve_node_meta():
+        return make_fx(torch.fx.Interpreter(graph_module).run, tracing_mode="fake")(*inputs)
 
 
 def _is_symbolic(value: Any) -> bool:

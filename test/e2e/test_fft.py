@@ -128,6 +128,19 @@ def test_spectral_convolution_with_complex_weights_trains_without_fallback():
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
 
 
+def test_new_sizes_recompile_the_transforms_without_fallback():
+    # the second size makes Dynamo trace with symbolic sizes: the graph is specialised per call's sizes
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled = torch.compile(lambda x: torch.fft.fft2(x).real * 2, backend="neuron-mlir")
+    for tokens in (8, 12, 12, 16):
+        x = torch.randn(2, tokens, 6)
+        assert_close_to_torch(compiled(x), torch.fft.fft2(x).real * 2, f"{tokens} tokens")
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    assert stats["recompilations"] == 1  # 12 and 16 tokens: one symbolic graph, specialised twice
+
+
 def test_op_without_pair_rule_runs_on_cpu_with_its_reason():
     torch.manual_seed(5)
     z = _complex(3, 6)
