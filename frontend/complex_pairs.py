@@ -683,6 +683,60 @@ def _angle(site: _Site, a: Any) -> torch.Tensor:
     return aten.atan2.default(a.imag, a.real)
 
 
+@_rule(aten.exp.default)
+def _exp(site: _Site, a: Any) -> Pair:
+    # exp(x + iy) = e^x (cos y + i sin y)
+    a = _complex_operand(a)
+    magnitude = aten.exp.default(a.real)
+    return _pair_of(
+        aten.mul.Tensor(magnitude, aten.cos.default(a.imag)), aten.mul.Tensor(magnitude, aten.sin.default(a.imag))
+    )
+
+
+@_rule(aten.log.default)
+def _log(site: _Site, a: Any) -> Pair:
+    # log z = log |z| + i arg z
+    a = _complex_operand(a)
+    return _pair_of(aten.log.default(aten.hypot.default(a.real, a.imag)), aten.atan2.default(a.imag, a.real))
+
+
+@_rule(aten.reciprocal.default)
+def _reciprocal(site: _Site, a: Any) -> Pair:
+    # 1 / z = conj(z) / |z|^2
+    a = _complex_operand(a)
+    norm = aten.add.Tensor(aten.mul.Tensor(a.real, a.real), aten.mul.Tensor(a.imag, a.imag))
+    return _pair_of(aten.div.Tensor(a.real, norm), aten.div.Tensor(aten.neg.default(a.imag), norm))
+
+
+@_rule(aten.sgn.default)
+def _sgn(site: _Site, a: Any) -> Pair:
+    # z / |z|, and 0 for 0
+    a = _complex_operand(a)
+    magnitude = aten.unsqueeze.default(aten.hypot.default(a.real, a.imag), -1)
+    quotient = aten.div.Tensor(a.tensor, magnitude)
+    return Pair(aten.where.self(aten.eq.Scalar(magnitude, 0), aten.full_like.default(quotient, 0.0), quotient))
+
+
+def _swapped(pair: Pair) -> torch.Tensor:
+    """i z as a pair: (-imaginary, real)."""
+    return _pair_of(aten.neg.default(pair.imag), pair.real).tensor
+
+
+@_rule(aten.mm.default, aten.bmm.default)
+def _matmul(site: _Site, a: Any, b: Any) -> Pair:
+    """One real matmul with twice the contraction: the rows of `a` as (re, im) pairs times the block matrix of
+    `b` whose row (k, re) holds b[k] and row (k, im) holds i b[k]."""
+    half = _half_dtype(site)
+    a, b = _as_pair(a, half), _as_pair(b, half)
+    *batch, rows, inner = a.tensor.shape[:-1]
+    columns = b.tensor.shape[-2]
+    block = aten.cat.default([aten.unsqueeze.default(b.tensor, -3), aten.unsqueeze.default(_swapped(b), -3)], -3)
+    left = a.tensor.reshape([*batch, rows, 2 * inner])
+    right = block.reshape([*batch, 2 * inner, 2 * columns])
+    product = site.target(left, right)  # type: ignore[operator]
+    return Pair(product.reshape([*batch, rows, columns, 2]))
+
+
 @_rule(aten.real.default)
 def _real(site: _Site, a: Any) -> torch.Tensor:
     return _complex_operand(a).real
