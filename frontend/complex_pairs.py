@@ -20,12 +20,15 @@ each call's sizes first (`compile_graph.ComplexGraphPerSizes`).
 FFTs (`_fft_r2c`, `_fft_c2c`, `_fft_c2r`) become DFT matmuls on TensorE, one per transformed dimension: the
 dimension is moved next to the pair dimension and flattened with it, so one real matmul by a [2n, 2m] matrix of
 cosines and sines (a compile-time constant, with the normalisation folded in) computes the complex product.
-Multi-dimensional transforms are successive 1-D ones. The matrices grow as n^2: a Cooley-Tukey split into
-transforms of at most 128 points is the step that makes long signals cheap, and is not done here.
+Multi-dimensional transforms are successive 1-D ones, except that a real signal's last two dimensions take two
+matmuls with no transposition between them (`_transform_last_two`). Complex matmuls are one real matmul with a
+block matrix. The DFT matrices grow as n^2: a Cooley-Tukey split into transforms of at most 128 points is the
+step that makes long signals cheap, and is not done here.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -84,20 +87,20 @@ class Pair:
 
 
 def _pair_of(real: torch.Tensor, imag: torch.Tensor) -> Pair:
-    real, imag = torch.broadcast_tensors(real, imag)
+    real, imag = torch.broadcast_tensors(real, imag)  # type: ignore[no-untyped-call]  # unannotated in torch
     return Pair(aten.cat.default([aten.unsqueeze.default(real, -1), aten.unsqueeze.default(imag, -1)], -1))
 
 
 # -- recording the rules' ATen calls as FX nodes -----------------------------------------------------------------
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # unannotated in torch
     """Runs the rules on fake tensors and appends each ATen call they make to `graph` as a node whose arguments
     are the nodes of the fake tensors passed (by identity) and whose metadata is its result and the `origin`
     node's source information."""
 
     def __init__(self, graph: torch.fx.Graph):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
         self.graph = graph
         self.nodes: dict[int, tuple[torch.Tensor, torch.fx.Node]] = {}  # id(fake) -> (fake kept alive, node)
         self.origin: torch.fx.Node | None = None
@@ -304,8 +307,9 @@ class _Rewrite:
         self._bind(node, fake, new)
 
     def _call_function(self, node: torch.fx.Node) -> None:
-        if node.target is operator.getitem and isinstance(self.env.get(node.args[0]), list | tuple):
-            self.env[node] = self.env[node.args[0]][node.args[1]]  # type: ignore[index]
+        source = node.args[0] if node.target is operator.getitem else None
+        if isinstance(source, torch.fx.Node) and isinstance(self.env.get(source), list | tuple):
+            self.env[node] = self.env[source][node.args[1]]
             return
         touches_complex = _is_complex(node.meta.get("val")) or any(
             _is_complex(arg.meta.get("val")) for arg in node.all_input_nodes
@@ -338,6 +342,7 @@ class _Rewrite:
                 ) from error
             finally:
                 self.recorder.origin = None
+        assert refusal is not None
         self._on_cpu(node, refusal, dtype_refusal=rule is None and refusal == unpairable)
 
     def _unpairable_dtype(self, node: torch.fx.Node) -> str | None:
@@ -733,7 +738,7 @@ def _matmul(site: _Site, a: Any, b: Any) -> Pair:
     block = aten.cat.default([aten.unsqueeze.default(b.tensor, -3), aten.unsqueeze.default(_swapped(b), -3)], -3)
     left = a.tensor.reshape([*batch, rows, 2 * inner])
     right = block.reshape([*batch, 2 * inner, 2 * columns])
-    product = site.target(left, right)  # type: ignore[operator]
+    product = site.target(left, right)
     return Pair(product.reshape([*batch, rows, columns, 2]))
 
 
@@ -834,7 +839,7 @@ def _reduce(site: _Site, a: Any, dims: Sequence[int] | None, keepdim: bool = Fal
     if kwargs.get("dtype") is not None:
         raise NoPairRule("a reduction to another dtype")
     a = _complex_operand(a)
-    return Pair(site.target(a.tensor, _dims(dims, a.rank), keepdim))  # type: ignore[operator]
+    return Pair(site.target(a.tensor, _dims(dims, a.rank), keepdim))
 
 
 @_rule(aten.sum.default)
@@ -851,7 +856,7 @@ def _sum(site: _Site, a: Any, dtype: Any = None) -> Pair:
 @_rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def _view(site: _Site, a: Any, size: Sequence[int]) -> Pair:
     a = _complex_operand(a)
-    return Pair(site.target(a.tensor, [*size, 2]))  # type: ignore[operator]
+    return Pair(site.target(a.tensor, [*size, 2]))
 
 
 @_rule(aten.expand.default)
@@ -969,7 +974,7 @@ def _index(site: _Site, a: Any, indices: Sequence[Any]) -> Pair:
 @_rule(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(site: _Site, a: Any, sizes: Any, dim: int = 0) -> list[Pair]:
     a = _complex_operand(a)
-    return [Pair(part) for part in site.target(a.tensor, sizes, _dim(dim, a.rank))]  # type: ignore[operator]
+    return [Pair(part) for part in site.target(a.tensor, sizes, _dim(dim, a.rank))]
 
 
 @_rule(aten.unbind.int)
@@ -1124,7 +1129,7 @@ def _fft_c2c(site: _Site, a: Any, dim: Sequence[int], normalization: int, forwar
     for d in dims:
         n = values.shape[d]
         scale = _norm_scale(normalization, n)
-        matrix = rewrite.constant(("c2c", n, sign, scale), lambda n=n, s=scale: _c2c_matrix(n, sign, s))
+        matrix = rewrite.constant(("c2c", n, sign, scale), functools.partial(_c2c_matrix, n, sign, scale))
         values = _transform(values, d, matrix, pair_in=True, pair_out=True)
     return Pair(values)
 
@@ -1153,7 +1158,7 @@ def _fft_r2c(site: _Site, a: Any, dim: Sequence[int], normalization: int, onesid
     for d in reversed(rest):
         size = values.shape[d]
         step = _norm_scale(normalization, size)
-        square = rewrite.constant(("c2c", size, -1, step), lambda m=size, s=step: _c2c_matrix(m, -1, s))
+        square = rewrite.constant(("c2c", size, -1, step), functools.partial(_c2c_matrix, size, -1, step))
         values = _transform(values, d, square, pair_in=True, pair_out=True)
     return Pair(values)
 
@@ -1170,7 +1175,7 @@ def _fft_c2r(site: _Site, a: Any, dim: Sequence[int], normalization: int, last_d
     for d in dims[:-1]:
         size = values.shape[d]
         step = _norm_scale(normalization, size)
-        square = rewrite.constant(("c2c", size, 1, step), lambda m=size, s=step: _c2c_matrix(m, 1, s))
+        square = rewrite.constant(("c2c", size, 1, step), functools.partial(_c2c_matrix, size, 1, step))
         values = _transform(values, d, square, pair_in=True, pair_out=True)
     last, n = dims[-1], last_dim_size
     inputs = values.shape[last]

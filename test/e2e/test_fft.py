@@ -25,10 +25,8 @@ TRANSFORMS = [
     ("rfft_even_odd_and_fft_of_real", lambda x, y, w: (torch.fft.rfft(x), torch.fft.rfft(y, norm="ortho"), torch.fft.fft(w, dim=0, norm="forward")), lambda: [torch.randn(3, 16), torch.randn(4, 9), torch.randn(7, 5)]),
     ("ifft_and_irfft", lambda z, u, v: (torch.fft.ifft(z), torch.fft.irfft(u, n=9), torch.fft.irfft(v, norm="ortho")), lambda: [_complex(2, 15), _complex(3, 5), _complex(2, 3, 7)]),
     ("hfft_and_ihfft", lambda z, x: (torch.fft.hfft(z, n=10), torch.fft.ihfft(x)), lambda: [_complex(4, 6), torch.randn(3, 11)]),
-    ("fft2_and_ifft2", lambda x, z: (torch.fft.fft2(x), torch.fft.ifft2(z, norm="ortho")), lambda: [torch.randn(2, 6, 5), _complex(5, 4)]),
-    ("rfft2_batched_fftn_3d", lambda x, y: (torch.fft.rfft2(x, norm="forward"), torch.fft.ifftn(y)), lambda: [torch.randn(3, 6, 7), torch.randn(3, 4, 5)]),
-    ("stft", lambda x, w: torch.stft(x, 8, hop_length=3, window=w, return_complex=True), lambda: [torch.randn(2, 40), torch.hann_window(8)]),
-    ("rfftn_irfftn", lambda x: torch.fft.irfftn(torch.fft.rfftn(x, dim=(0, 2)), s=(5, 8), dim=(0, 2)), lambda: [torch.randn(5, 3, 8)]),
+    ("two_and_three_dims", lambda x, z, r, y: (torch.fft.fft2(x), torch.fft.ifft2(z, norm="ortho"), torch.fft.rfft2(r, norm="forward"), torch.fft.ifftn(y)), lambda: [torch.randn(2, 6, 5), _complex(5, 4), torch.randn(3, 6, 7), torch.randn(3, 4, 5)]),
+    ("stft_and_rfftn_irfftn", lambda x, w, v: (torch.stft(x, 8, hop_length=3, window=w, return_complex=True), torch.fft.irfftn(torch.fft.rfftn(v, dim=(0, 2)), s=(5, 8), dim=(0, 2))), lambda: [torch.randn(2, 40), torch.hann_window(8), torch.randn(5, 3, 8)]),
 ]  # fmt: skip
 
 
