@@ -123,9 +123,10 @@ def names_op(target: str, patterns: Sequence[str]) -> bool:
 # arithmetic, so nodes on these dtypes stay on the CPU
 _UNSTORABLE = {
     torch.float64: "no fp64 engine datapath",
+    # complex32 and complex64 values are carried as real pairs (`complex_pairs`): what remains has a reason there
     torch.complex32: "no complex arithmetic on its engines",
     torch.complex64: "no complex arithmetic on its engines",
-    torch.complex128: "no complex arithmetic on its engines",
+    torch.complex128: "no fp64 engine datapath for its float64 halves",
 }
 
 
@@ -155,6 +156,11 @@ def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), illegal: d
         return f"{op_name} is sent to the CPU by the cpu_ops option"
     if illegal and node.name in illegal:
         return f"{op_name} cannot be lowered here ({illegal[node.name]})"
+    from neuron_mlir.frontend.complex_pairs import REFUSAL
+
+    if REFUSAL in node.meta:  # a complex node that could not be carried as real pairs
+        rest = node.meta[REFUSAL]
+        return f"{op_name}{rest}" if rest.startswith(":") else f"{op_name} {rest}"
     op_class = op_class_for(op_name)
     dtype = _unstorable_dtype(node)
     if dtype is not None and op_class is not None and is_lowerable(op_class.name):
@@ -177,8 +183,16 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
+    from neuron_mlir.frontend.complex_pairs import complex_as_pairs, has_complex_values, has_symbolic_sizes
+
+    if has_complex_values(graph_module) and has_symbolic_sizes(graph_module):
+        return ComplexGraphPerSizes(graph_module, options, kind)
     with heap.compiling():  # the collector kept off the older heap, the compile's garbage freed after
-        return _compile_graph(graph_module, options, kind)
+        rewritten = complex_as_pairs(graph_module)  # complex values become real pairs
+        if rewritten is None:
+            return _compile_graph(graph_module, options, kind)
+        pairs_module, boundary = rewritten
+        return boundary.wrap(_compile_graph(pairs_module, options, kind))
 
 
 def _compile_graph(
@@ -430,7 +444,12 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         module.verify()
-        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        # backends compile inside AOTAutograd's fake mode, but passes that evaluate ATen (constant folding)
+        # need real values
+        with unset_fake_temporarily():
+            run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
         if progress is not None:
             progress.step(f"{name}: bundle")
         started = time.perf_counter()
@@ -728,4 +747,49 @@ class ShapeSpecialisedGraph:
             self.by_sizes[sizes] = compiled
             stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)
+        return compiled(args)
+
+
+class ComplexGraphPerSizes:
+    """A graph with complex values and symbolic sizes, compiled once per set of concrete sizes.
+
+    Its complex values become real pairs and its FFTs matmuls by DFT matrices of the transforms' sizes, so the
+    graph is traced again at each call's sizes (`complex_pairs.specialise`) and compiled like a static graph. A
+    graph that cannot be traced at concrete sizes (sizes that depend on data) is compiled as it is, once: its
+    complex nodes then run on the CPU, each with that reason.
+    """
+
+    _boxed_call = True
+
+    def __init__(self, graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str):
+        self.graph_module = graph_module
+        self.options = options
+        self.kind = kind
+        self.by_sizes: dict[tuple[Any, ...], Callable[[list[Any]], list[Any]]] = {}
+        self.as_traced: Callable[[list[Any]], list[Any]] | None = None
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        if self.as_traced is not None:
+            return self.as_traced(args)
+        sizes = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        compiled = self.by_sizes.get(sizes)
+        if compiled is None:
+            from torch._subclasses.fake_tensor import DataDependentOutputException
+            from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+            from neuron_mlir.frontend.complex_pairs import specialise
+
+            try:
+                specialised = specialise(self.graph_module, args)
+            except (DataDependentOutputException, GuardOnDataDependentSymNode):
+                from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+
+                with heap.compiling():
+                    complex_as_pairs(self.graph_module)  # not rewritten: marks its complex nodes with the reason
+                    self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
+                return self.as_traced(args)
+            if self.by_sizes:
+                stats_module.record_recompilation()
+            compiled = compile_graph(specialised, args, self.options, self.kind)
+            self.by_sizes[sizes] = compiled
         return compiled(args)

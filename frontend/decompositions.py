@@ -1,4 +1,5 @@
-"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute.
+"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute, and of ops
+it leaves alone that are simple arithmetic on real tensors (`angle`).
 
 AOTAutograd applies them while it traces (`backend.decompositions()` adds them to its table), so a graph holding
 one of these kernels reaches the compiler as ordinary ATen ops that lower natively instead of one node that runs
@@ -139,9 +140,21 @@ def flash_attention_backward(
     return grad_query.to(dtype), grad_key.to(key.dtype), grad_value.to(value.dtype)
 
 
+def angle(x: torch.Tensor) -> torch.Tensor:
+    """`aten.angle` of a real tensor: pi for negative elements, 0 otherwise, NaN for NaN (in the default float
+    dtype for integers, as eager). A complex tensor keeps the op, which `frontend.complex_pairs` computes as
+    atan2 of its halves."""
+    if x.is_complex():
+        return NotImplemented
+    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+    negative = torch.where(x < 0, math.pi, 0.0).to(dtype)
+    return torch.where(torch.isnan(x), x.to(dtype), negative) if x.is_floating_point() else negative
+
+
 def fused_kernel_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
+        torch.ops.aten.angle.default: angle,
         torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
     }

@@ -771,7 +771,8 @@ NOTES: tuple[str, ...] = (
     "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "
     "GpSimdE's integer lanes, never through fp32.",
-    "- float64 and complex tensors have no NeuronCore storage type: graphs using them run on the CPU (fallback).",
+    "- float64 and complex128 tensors have no NeuronCore storage type: graphs using them run on the CPU (fallback); "
+    "complex64 and complex32 values are carried as real (real, imaginary) pairs (docs/complex-and-fft.md).",
 )
 
 

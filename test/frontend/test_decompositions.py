@@ -91,3 +91,9 @@ def test_transformer_encoder_in_inference_compiles_without_fallback(layer_option
     # eval and no_grad: nn.TransformerEncoderLayer takes its fast path, one _transformer_encoder_layer_fwd per layer
     with torch.no_grad():
         check_compiled(lambda source: model(source, **call_options), x)
+
+
+def test_angle_of_real_values_compiles_without_fallback() -> None:
+    floats = torch.tensor([-1.5, 0.0, -0.0, 2.0, float("nan"), float("-inf"), float("inf")])
+    integers = torch.tensor([-3, 0, 4], dtype=torch.int64)
+    check_compiled(lambda x, i: (torch.angle(x), torch.angle(i)), floats, integers)

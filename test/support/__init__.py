@@ -27,6 +27,10 @@ def assert_close_to_torch(actual, expected, what: str = "result") -> None:
         assert actual is None, f"{what}: expected None"
         return
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, expected {expected.dtype}"
+    if expected.is_complex():  # (real, imaginary) pairs, with the tolerance of the real dtype of the halves
+        import torch
+
+        actual, expected = (torch.view_as_real(t.resolve_conj().resolve_neg()) for t in (actual, expected))
     from neuron_mlir.frontend.tensors import to_numpy
 
     problem = mismatch(to_numpy(actual), to_numpy(expected))
