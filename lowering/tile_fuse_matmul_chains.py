@@ -169,6 +169,19 @@ class _Chain:
     first: Operation  # the first top-level op holding a store of H
 
 
+def panel_element_type(hidden: SSAValue, loads: list[tile.LoadOp]) -> Attribute | None:
+    """The element type the panel built from `hidden`'s rows holds: the type its loads read, which is `hidden`'s
+    own, or bf16 when the loads round fp32 rows (auto-cast operands: rounding the fp32 rows computed on chip is the
+    same rounding); None when the loads disagree or convert otherwise."""
+    stored = hidden.type.element_type  # type: ignore[attr-defined]
+    loaded = {load.tile_type().element_type for load in loads}
+    if loaded == {stored}:
+        return stored
+    if len(loaded) == 1 and stored == f32:
+        return loaded.pop()
+    return None
+
+
 def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
     stores: list[tile.StoreOp] = []
     loads: list[tile.LoadOp] = []
@@ -485,7 +498,9 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             return None
     (fn,) = fns
     bias_of = next(iter(biases)) if biases else None
-    element = hidden.type.element_type  # type: ignore[attr-defined]
+    element = panel_element_type(hidden, loads)
+    if element is None:
+        return None
     block_rows = [[found[p] for p in sorted(found)] for found in loops.values()]
     return _Chain(
         hidden,

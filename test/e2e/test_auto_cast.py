@@ -133,3 +133,37 @@ def test_all_mode_against_eager_fp32_and_autocast():
     with torch.autocast("cpu", dtype=BF16):
         autocast = model(x)
     assert_close_to_torch(out, autocast.float(), "against eager autocast", precision=BF16)
+
+
+class NormMlp(torch.nn.Module):
+    """A layer norm read only by a Linear layer (computed in its prologue), whose GELU only the next Linear layer
+    reads (computed on chip as that layer's panel): tile-fuse-matmul-prologues and -chains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(256)
+        self.up = torch.nn.Linear(256, 384)
+        self.down = torch.nn.Linear(384, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(self.norm(x)), approximate="tanh"))
+
+
+def test_matmul_mode_keeps_the_prologue_and_chain_fusions():
+    torch.manual_seed(0)
+    model, x = NormMlp(), torch.randn(300, 256)
+    hbm_bytes = {}
+    for mode in ("none", "matmul"):
+        with torch.no_grad():
+            out = _compiled(model, mode, x)
+        [profile] = neuron_mlir.profiles().values()
+        hbm_bytes[mode] = profile.hbm_bytes
+    with torch.no_grad():
+        up, down = model.up, model.down
+        (normalized,) = _rounded(model.norm(x))
+        (hidden,) = _rounded(F.gelu(F.linear(normalized, *_rounded(up.weight), up.bias), approximate="tanh"))
+        expected = F.linear(hidden, *_rounded(down.weight), down.bias)
+    # the rows the fused layer norm and GELU compute on chip are rounded as the operands they stand for
+    assert_close_to_torch(out, expected, "against the rounded operands")
+    # neither the normalized rows nor the hidden layer reach HBM, and the DMAs round the weights as they load
+    assert hbm_bytes["matmul"] == hbm_bytes["none"], hbm_bytes
