@@ -11,6 +11,11 @@ latest profile of every graph), the speed-up over "none", the share of matmul FL
 largest error against eager fp32 relative to the output's largest magnitude (the gradients' too with
 `--training`), beside eager bf16 autocast's (`torch.autocast("cpu", torch.bfloat16)`) for scale.
 
+With `--train-steps N`, each model (a language model: `gpt2`, `gpt2-small`) is instead trained for N steps of
+AdamW on one fixed batch (next-token cross entropy) three ways from the same initial weights: compiled with
+auto_cast="matmul", eager fp32, and eager under `torch.autocast("cpu", torch.bfloat16)`; the table shows the
+three loss curves side by side.
+
 Models: `gpt2` and `bert` are examples/models/zoo.py's (tiny widths); `gpt2-small` and `bert-base` are
 examples/models/real_width.py's (published widths, two layers). `linear-gelu` is one Linear layer and its GELU
 over 2048 x 768 -> 3072 tokens, also compiled two more ways: as a `torch.autocast("cpu", torch.bfloat16)` region
@@ -146,6 +151,61 @@ def bench(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def train(name: str, steps: int, args: argparse.Namespace) -> list[tuple[float, float, float]]:
+    """Per step, the loss of training `name` compiled with auto_cast="matmul", in eager fp32 and under eager bf16
+    autocast (the same initial weights and batch)."""
+    import copy
+
+    model, (tokens,) = _model(name)
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+
+    def loss_of(logits: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
+
+    def losses(run: Callable[[torch.nn.Module], torch.Tensor], trained: torch.nn.Module) -> list[float]:
+        optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-3)
+        curve = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = run(trained)
+            loss.backward()
+            optimizer.step()
+            curve.append(float(loss.detach()))
+        return curve
+
+    def autocast_step(trained: torch.nn.Module) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=BF16):
+            return loss_of(trained(tokens))
+
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled_model = copy.deepcopy(model)
+    options = {"auto_cast": "matmul", "target": args.target, "check_races": False}
+    compiled = torch.compile(compiled_model, backend="neuron-mlir", options=options)
+    curves = [
+        losses(lambda _: loss_of(compiled(tokens)), compiled_model),
+        losses(lambda trained: loss_of(trained(tokens)), copy.deepcopy(model)),
+        losses(autocast_step, copy.deepcopy(model)),
+    ]
+    return list(zip(*curves, strict=True))
+
+
+def training_table(name: str, curve: list[tuple[float, float, float]]) -> str:
+    lines = [
+        f"{name}: training loss, one fixed batch, AdamW (lr 1e-3)\n",
+        "| step | compiled, auto_cast=matmul | eager fp32 | eager bf16 autocast |",
+        "|---:|---:|---:|---:|",
+    ]
+    every = max(1, len(curve) // 10)
+    for step, (ours, fp32, autocast) in enumerate(curve, start=1):
+        if step == 1 or step % every == 0 or step == len(curve):
+            lines.append(f"| {step} | {ours:.4f} | {fp32:.4f} | {autocast:.4f} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| model | mode | simulated | vs none | bf16 FLOPs | error vs fp32 | eager autocast's error | CPU nodes |",
@@ -166,8 +226,13 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["linear-gelu", "gpt2", "bert"])
     parser.add_argument("--target", default="trn2")
     parser.add_argument("--training", action="store_true", help="one training step instead of inference")
+    parser.add_argument("--train-steps", type=int, default=0, help="loss curves of this many training steps")
     args = parser.parse_args()
     os.environ.setdefault("NEURON_MLIR_CACHE_DIR", "off")
+    if args.train_steps:
+        for name in args.models:
+            print(training_table(name, train(name, args.train_steps, args)) + "\n")
+        return
     rows: list[dict[str, Any]] = []
     for name in args.models:
         rows.extend(bench(name, args))
