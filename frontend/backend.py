@@ -16,7 +16,10 @@ Options (`options={...}` of torch.compile, each also settable by environment var
     check_races  bool: verify synchronisation on every run (default True)
     cpu_ops    ATen ops to run on the CPU even if the core could (e.g. ["aten.cumsum"]): bisecting a problem;
                a name that is no op of the torch dialect is an error naming the closest ones
-    auto_cast  not implemented yet: only the default, off (False or "none"), is accepted
+    auto_cast  "none" (default, or False): every op computes in the graph's own dtypes, as in eager;
+               "matmul": fp32 matmuls and convolutions multiply bf16-rounded operands on TensorE, accumulating
+               and returning fp32; "all": bf16 everywhere except reductions, normalizations, softmax and losses
+               (lowering/torch_auto_cast.py)
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
     progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
@@ -46,11 +49,7 @@ _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes", "progress",
 }  # fmt: skip
 
-AUTO_CAST_STATUS = (
-    "not implemented yet: only its default, off (False or \"none\"), is accepted, and every op computes in the "
-    "model's own dtypes, as in eager"
-)
-"""What the auto_cast option does today: the README's options table says the same."""
+AUTO_CAST_MODES = ("none", "matmul", "all")
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,8 @@ class CompileOptions:
     time_passes: bool = False
     progress: bool | None = None
     """Show the progress of long compiles: forced on or off, or None to decide by the terminal and logging."""
+    auto_cast: str = "none"
+    """Which fp32 ops compute in bf16: "none", "matmul" or "all" (torch-auto-cast)."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -72,8 +73,7 @@ class CompileOptions:
         if unknown:
             known = ", ".join(sorted(_OPTION_NAMES))
             raise ValueError(f"neuron-mlir: unknown option(s) {', '.join(sorted(unknown))} (known: {known})")
-        if options.get("auto_cast") not in (None, False, "none"):
-            raise ValueError(f"neuron-mlir: auto_cast={options['auto_cast']!r}: {AUTO_CAST_STATUS}")
+        auto_cast = _checked_auto_cast(options.get("auto_cast"))
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
         target = str(options.get("target", os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
@@ -89,7 +89,18 @@ class CompileOptions:
             cache=bool(options.get("cache", True)),
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
             progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
+            auto_cast=auto_cast,
         )
+
+
+def _checked_auto_cast(value: Any) -> str:
+    """The auto_cast mode named by `value` (None and False are "none")."""
+    if value is None or value is False:
+        return "none"
+    if isinstance(value, str) and value in AUTO_CAST_MODES:
+        return value
+    modes = ", ".join(f'"{mode}"' for mode in AUTO_CAST_MODES)
+    raise ValueError(f'neuron-mlir: auto_cast={value!r}: not a mode (modes: {modes}; False means "none")')
 
 
 def _checked_cpu_ops(value: Any) -> tuple[str, ...]:

@@ -264,7 +264,7 @@ def _legality(
     from neuron_mlir.frontend.fx_importer import ssa_name
     from neuron_mlir.lowering.convert_torch_to_tile import legality
 
-    module, signature = import_fx_graph(graph_module, options.target, cpu_nodes=cpu_nodes)
+    module, signature = import_fx_graph(graph_module, options.target, cpu_nodes=cpu_nodes, auto_cast=options.auto_cast)
     text = ir_text(module)
     nodes = {ssa_name(node.name): node for node in graph_module.graph.nodes if node.op == "call_function"}
     illegal: dict[str, str] = {}
@@ -314,7 +314,7 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     text = graph_key_text(graph_module)
     if text is None:
         return _Lookup(None, None)
-    key = cache_key(text, "fx-graph", options.target, __version__, torch.__version__)
+    key = cache_key(text, "fx-graph", options.target, options.auto_cast, __version__, torch.__version__)
     if debug_dir is not None:
         return _Lookup(key, None)
     cache = compile_cache()
@@ -383,7 +383,11 @@ def _compile_whole(
             return _wrap_cached(graph_module, name, options, looked_up.hit, started)
     with compile_progress(options.progress) as progress:
         progress.step(f"{name}: import")
-        module, signature = imported if imported is not None else import_fx_graph(graph_module, options.target)
+        module, signature = (
+            imported
+            if imported is not None
+            else import_fx_graph(graph_module, options.target, auto_cast=options.auto_cast)
+        )
         imported_text = ir_text(module)
         cache = compile_cache() if options.cache else None
         key, metadata = looked_up.key, signature.to_json()
@@ -741,7 +745,9 @@ class ShapeSpecialisedGraph:
             name = f"{self.name}_{len(self.by_sizes)}"
             with compile_progress(self.options.progress) as progress:
                 progress.step(f"{name}: import")
-                module, signature = import_fx_graph(self.graph_module, self.options.target, inputs=list(args))
+                module, signature = import_fx_graph(
+                    self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
+                )
                 program = _lower(module, name, None, progress=progress)
             compiled = CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
             self.by_sizes[sizes] = compiled

@@ -367,9 +367,11 @@ class FxImporter:
         name: str = "main",
         inputs: list[Any] | None = None,
         cpu_nodes: Collection[torch.fx.Node] = (),
+        auto_cast: str = "none",
     ):
         self.graph_module = graph_module
         self.target = target
+        self.auto_cast = auto_cast
         self.name = name
         self.inputs = inputs
         self.cpu_nodes = set(cpu_nodes)
@@ -408,6 +410,8 @@ class FxImporter:
         module = ModuleOp([function])
         module.attributes[TARGET_ATTR_NAME] = TargetAttr(self.target)
         module.attributes["neuron.source"] = StringAttr("fx")
+        if self.auto_cast != "none":  # read by torch-auto-cast
+            module.attributes["neuron.auto_cast"] = StringAttr(self.auto_cast)
         return module, signature
 
     # -- inputs ------------------------------------------------------------------------------------------------
@@ -765,11 +769,14 @@ def import_fx_graph(
     name: str = "main",
     inputs: list[Any] | None = None,
     cpu_nodes: Collection[torch.fx.Node] = (),
+    auto_cast: str = "none",
 ) -> tuple[ModuleOp, GraphSignature]:
     """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
     `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with.
-    `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile)."""
-    return FxImporter(graph_module, target, name, inputs, cpu_nodes).import_graph()
+    `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile).
+    `auto_cast` other than "none" becomes the module's `neuron.auto_cast` attribute, the mode torch-auto-cast
+    compiles it with."""
+    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast).import_graph()
 
 
 # ---- the compile cache's key -------------------------------------------------------------------------------

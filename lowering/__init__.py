@@ -34,6 +34,12 @@ def _torch_recognize_rms_norm() -> type[ModulePass]:
     return TorchRecognizeRmsNormPass
 
 
+def _torch_auto_cast() -> type[ModulePass]:
+    from neuron_mlir.lowering.torch_auto_cast import TorchAutoCastPass
+
+    return TorchAutoCastPass
+
+
 def _torch_fuse_cross_entropy_backward() -> type[ModulePass]:
     from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import TorchFuseCrossEntropyBackwardPass
 
@@ -141,6 +147,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "torch-fold-constants": _torch_fold_constants,
     "torch-recognize-activations": _torch_recognize_activations,
     "torch-recognize-rms-norm": _torch_recognize_rms_norm,
+    "torch-auto-cast": _torch_auto_cast,
     "torch-fuse-cross-entropy-backward": _torch_fuse_cross_entropy_backward,
     "torch-fuse-rms-norm-neighbours": _torch_fuse_rms_norm_neighbours,
     "convert-torch-to-tile": _convert_torch_to_tile,

@@ -18,8 +18,9 @@ from xdsl.utils.exceptions import PassFailedException
 from neuron_mlir.lowering.verify_stage_contract import STAGES, check_stage_contract
 
 # (stage name, passes) in order; the stage name is also the contract checked at its end. The torch stage
-# (torch-level canonicalization, constant folding, and xDSL's cse and dce on the Pure torch ops, then the fusion
-# decisions, marks that convert-torch-to-tile follows) hands on valid torch-dialect IR, which the verifier checks.
+# (torch-level canonicalization, constant folding, the casts of the module's auto_cast mode, and xDSL's cse and
+# dce on the Pure torch ops, then the fusion decisions, marks that convert-torch-to-tile follows) hands on valid
+# torch-dialect IR, which the verifier checks.
 DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "torch",
@@ -28,6 +29,7 @@ DEFAULT_PIPELINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torch-fold-constants",
             "torch-recognize-activations",
             "torch-recognize-rms-norm",
+            "torch-auto-cast",
             "cse",
             "dce",
             "torch-fuse-cross-entropy-backward",

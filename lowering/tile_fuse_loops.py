@@ -19,7 +19,8 @@ Output guarantee: the same results, with
    as a decomposed activation's backward, still fuses whole.
 2. Forwarding: in every block, a `tile.load` of exactly what an earlier `tile.store` of that block wrote (or of
    exactly what an earlier load read), with no store to the same tensor in between, uses that tile instead
-   (with a `tile.copy` where the store or the load converted the element type).
+   (with a `tile.copy` where the store or the load converted the element type). An earlier load that rounded the
+   tensor's values (fp32 to bf16) stands only for loads rounding them the same way.
 3. Dead stores: an HBM tensor allocated in the function that nothing loads and nothing returns (through any view)
    loses its stores, views and allocation; copies and views left without users go too.
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, MemRefType, ModuleOp, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -369,10 +370,14 @@ def _forward(block: Block) -> None:
         elif isinstance(op, tile.LoadOp):
             key = _transfer_key(op, op.source, {})
             value = available.get(key)
-            if value is None:
-                available[key] = op.result
-                continue
             wanted = op.tile_type()
+            stored_type = _memref_element_type(op.source)
+            if value is None or not _holds_for(_tile_element(value), stored_type, wanted.element_type):
+                # An earlier load that rounded what it read cannot stand for a load of other values: the tensor's
+                # own are kept for later loads instead.
+                if value is None or wanted.element_type == stored_type:
+                    available[key] = op.result
+                continue
             if value.type != wanted:
                 copy = tile.CopyOp(value, wanted)
                 copy.location = op.location
@@ -397,6 +402,25 @@ def _written_roots(op: Operation) -> set[SSAValue]:
         elif not isinstance(inner, (tile.LoadOp, tile.ViewOp, tile.GatherOp)):
             written |= {storage_root(v) for v in inner.operands if isinstance(v.type, MemRefType)}
     return written
+
+
+def _holds_for(held: Attribute, stored: Attribute, wanted: Attribute) -> bool:
+    """Whether a tile of `held` values, loaded from a tensor of `stored` ones, gives what a load of `wanted` ones
+    reads: it is what that load reads, or it holds the tensor's values exactly (in their type, or widened from
+    16-bit floats to fp32)."""
+    return held in (wanted, stored) or (held == f32 and isinstance(stored, BFloat16Type | Float16Type))
+
+
+def _memref_element_type(value: SSAValue) -> Attribute:
+    memref_type = value.type
+    assert isinstance(memref_type, MemRefType)
+    return memref_type.element_type
+
+
+def _tile_element(value: SSAValue) -> Attribute:
+    tile_type = value.type
+    assert isinstance(tile_type, TileType)
+    return tile_type.element_type
 
 
 def _as_stored(value: SSAValue, memref_type: MemRefType, store: tile.StoreOp) -> SSAValue:

@@ -159,14 +159,28 @@ class _Chain:
     templates: dict[int, _RowTemplate]  # by the row tile's height
     block_rows: list[list[_RowTemplate]]  # the templates of each of the first matmul's panel loops, in order
     weights: tuple[SSAValue, Layout]  # W1's storage and its [K1 tiles, 128, N1] layout
+    weights_element: Attribute  # the element type the first matmul reads W1 in (its loads may round it)
     bias: tuple[SSAValue, int, int] | None  # b1's storage, stride and offset
     fn: str
     activation: Operation
     matmul: Operation
     k1_tiles: int
     features: int  # N1
-    element_type: Attribute  # H's
+    element_type: Attribute  # the panel's: H's, or what its loads round H's rows to
     first: Operation  # the first top-level op holding a store of H
+
+
+def panel_element_type(hidden: SSAValue, loads: list[tile.LoadOp]) -> Attribute | None:
+    """The element type the panel built from `hidden`'s rows holds: the type its loads read, which is `hidden`'s
+    own, or bf16 when the loads round fp32 rows (auto-cast operands: rounding the fp32 rows computed on chip is the
+    same rounding); None when the loads disagree or convert otherwise."""
+    stored = hidden.type.element_type  # type: ignore[attr-defined]
+    loaded = {load.tile_type().element_type for load in loads}
+    if loaded == {stored}:
+        return stored
+    if len(loaded) == 1 and stored == f32:
+        return loaded.pop()
+    return None
 
 
 def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
@@ -403,6 +417,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         return None
     templates: dict[int, _RowTemplate] = {}
     weights: tuple[SSAValue, Layout] | None = None
+    weights_read: set[Attribute] = set()  # the element types W1's loads read it in (its own, or rounded)
     biases: set[tuple[SSAValue, int, int]] = set()
     fns: set[str] = set()
     activation: Operation | None = None
@@ -458,6 +473,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             if weights is not None and weights != candidate:
                 return None
             weights = candidate
+            weights_read.add(chunk_load.tile_type().element_type)
             if panel not in found_templates:
                 found_templates[panel] = _template(panel[0], panel[1], block)
             template = found_templates[panel]
@@ -485,7 +501,9 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             return None
     (fn,) = fns
     bias_of = next(iter(biases)) if biases else None
-    element = hidden.type.element_type  # type: ignore[attr-defined]
+    element = panel_element_type(hidden, loads)
+    if element is None or len(weights_read) != 1:
+        return None
     block_rows = [[found[p] for p in sorted(found)] for found in loops.values()]
     return _Chain(
         hidden,
@@ -494,6 +512,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         templates,
         block_rows,
         weights,
+        weights_read.pop(),
         bias_of,
         fn,
         activation,
@@ -717,8 +736,7 @@ def _build_panel(
     def load_weights(e: LoopNestBuilder, first: Index, count: int) -> SSAValue:
         """W1's columns of hidden-feature tiles [first, first + count): [128, K1 tiles, count * 128]."""
         e = e.located(chain.matmul.location)
-        element = weights.type.element_type  # type: ignore[attr-defined]
-        tile_type = TileType((PARTITIONS, k1_tiles, count * PARTITIONS), element, Memory.SBUF)
+        tile_type = TileType((PARTITIONS, k1_tiles, count * PARTITIONS), chain.weights_element, Memory.SBUF)
         indices = [e.index(0), e.index(0), e.index(e.mul(first, PARTITIONS))]
         return e.insert(tile.LoadOp(weights, indices, tile_type, (1, 0, 2))).result
 

@@ -66,6 +66,7 @@ from neuron_mlir.lowering.tile_fuse_matmul_chains import (
     Panel,
     hidden_users,
     index_constants,
+    panel_element_type,
     panels_of,
     row_computation,
 )
@@ -101,7 +102,7 @@ class _Prologue:
     panels: list[Panel]
     templates: dict[int, _RowTemplate]
     affine: list[tuple[str, _Vector]]  # the per-feature ops, in order
-    element_type: Attribute  # A's
+    element_type: Attribute  # the panel's: A's, or what its loads round A's rows to
     tiles: int  # full K tiles
     rest: int  # K % 128
     location: Operation  # an op of the layer norm's nest, for locations
@@ -191,7 +192,9 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     storage.update(vector.storage for _, vector in affine)
     if not all(unchanged_from(value, first, block) for value in storage):
         return None
-    element = normalized.type.element_type  # type: ignore[attr-defined]
+    element = panel_element_type(normalized, loads)
+    if element is None:
+        return None
     tiles, rest = divmod(columns, PARTITIONS)
     return _Prologue(normalized, stores, panels, templates, affine, element, tiles, rest, stores[0])
 

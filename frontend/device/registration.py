@@ -71,6 +71,9 @@ def register() -> None:
     for name, kernel in OVERRIDDEN_KERNELS.items():
         aten_library.impl(name, kernel)
     _library, _aten_library = library, aten_library
+    from neuron_mlir.frontend.device import autocast
+
+    autocast.register()  # torch.autocast("neuron"): torch has no kernels for a PrivateUse1 device's autocast key
     from neuron_mlir.frontend.distributed import process_group
 
     process_group.register()  # the `neuron` collectives backend, torch.distributed's choice for neuron tensors

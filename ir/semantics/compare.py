@@ -42,12 +42,15 @@ def tolerance(dtype: np.dtype | str) -> tuple[float, float]:
     return TOLERANCES.get(name, (0.0, 0.0))
 
 
-def mismatch(actual: np.ndarray, expected: np.ndarray) -> str | None:
-    """None when `actual` matches `expected` within the dtype's tolerance, else a one-line description."""
+def mismatch(actual: np.ndarray, expected: np.ndarray, precision: np.dtype | str | None = None) -> str | None:
+    """None when `actual` matches `expected` within the dtype's tolerance, else a one-line description.
+
+    `precision`: the dtype whose tolerance applies when it is not `expected`'s, for results computed in a
+    narrower type than they are stored in (fp32 results of bf16 products, under the `auto_cast` option)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.shape != expected.shape:
         return f"shape {actual.shape} differs from expected {expected.shape}"
-    rtol, atol = tolerance(expected.dtype)
+    rtol, atol = tolerance(expected.dtype if precision is None else precision)
     got, want = actual.astype(np.float64), expected.astype(np.float64)
     both_nan = np.isnan(got) & np.isnan(want)
     finite = np.isfinite(want)

@@ -22,8 +22,11 @@ convolution.py, pooling.py, indexing.py, loss.py, distance.py, sampling.py, acti
 scan.py, sort.py, random.py. The pass decides two fusions only: the ops an RMS norm computes from the rows it
 holds (its input's upcast, its result's scaling: normalization.py), and cross-entropy's backward, where the
 log-softmax backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py:
-both lowerings decide it from the same torch ops). Otherwise each op gets its own loop nest, which tile-level
-passes then fuse (tile-fuse-epilogues folds an elementwise op of a matmul's result into the matmul's stores,
+both lowerings decide it from the same torch ops). And it reads through exact widenings: a matmul or convolution
+whose multiplied operands are fp32 widenings of 16-bit values (`_to_copy(x16, f32)`, torch-auto-cast's casts)
+multiplies the 16-bit values, and a bf16 rounding of fp32 that only such matmuls read is done by their DMAs
+(`narrowed_operands`): neither cast gets a loop nest of its own. Otherwise each op gets its own loop nest, which
+tile-level passes then fuse (tile-fuse-epilogues folds an elementwise op of a matmul's result into the matmul's stores,
 tile-fuse-matmul-prologues computes a layer norm that only a matmul reads in that matmul's panel,
 tile-fuse-matmul-chains a Linear layer and its activation in the next Linear layer's panel). An op whose results
 all hold no element lowers to views of a one-element allocation, whatever its family. A function with random ops
@@ -42,8 +45,8 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, bf16, f32
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
@@ -81,6 +84,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+from neuron_mlir.lowering.torch_auto_cast import MATMUL_OPERANDS, is_plain_cast, widened_source
 from neuron_mlir.runtime.dtypes import DTYPES
 
 # (lowerings, legality) of each family, in the order their tables overlay each other
@@ -172,8 +176,127 @@ def _hbm_for(value: SSAValue) -> MemRefType:
     return tile.hbm_type(tensor_type.get_shape(), tensor_type.element_type)
 
 
+# Matmul-shaped ops whose lowering (`matmul.emit_matmul`) reads its multiplied operands through DMAs that may
+# convert fp32 to bf16 as they load (`ConversionContext.narrow_loads`).
+CONVERTS_ON_LOAD = frozenset({"torch.aten.mm", "torch.aten.bmm", "torch.aten.addmm"})
+
+
+@dataclass
+class NarrowedOperands:
+    """How matmul-shaped ops read operands that are fp32 widenings of 16-bit values (`narrowed_operands`)."""
+
+    sources: dict[Operation, dict[str, SSAValue]]
+    """op -> operand name -> the tensor it reads instead of the widening."""
+    converted: dict[Operation, dict[SSAValue, Attribute]]
+    """op -> fp32 tensor among its `sources` -> the 16-bit type its DMAs convert it to (the rounding is skipped)."""
+    unneeded: set[Operation]
+    """Widenings and roundings no reader needs any more: they are not lowered."""
+
+
+def narrowed_operands(block: Block) -> NarrowedOperands:
+    """Matmul-shaped ops that TensorE can feed 16-bit operands, and the casts that then need no loop nest.
+
+    When every multiplied operand of an fp32 matmul-shaped op (`torch_auto_cast.MATMUL_OPERANDS`) is the exact
+    fp32 widening of a tensor of one 16-bit float type (`_to_copy(x16, f32)`, as torch-auto-cast writes them), the
+    products are those of the 16-bit values, exact in fp32: TensorE computes the same result from the 16-bit
+    tensors themselves, at their rate and from half the bytes, and the widenings nothing else reads are not
+    lowered. When such a 16-bit tensor, or a multiplied operand of a bf16 matmul, is the bf16 rounding of an fp32
+    tensor (`_to_copy(x32, bf16)`) that only ops of `CONVERTS_ON_LOAD` multiply (directly or through skipped
+    widenings), those ops read the fp32 tensor and their DMAs round it as they load: the rounding gets no loop
+    nest (no HBM round trip) either."""
+    sources: dict[Operation, dict[str, SSAValue]] = {}
+    for op in block.ops:
+        names = MATMUL_OPERANDS.get(op.name)
+        if names is None:
+            continue
+        arguments = op.arguments()  # type: ignore[attr-defined]
+        values = [arguments.get(name) for name in names]
+        narrow = [widened_source(value) if isinstance(value, SSAValue) else None for value in values]
+        if any(source is None for source in narrow):
+            continue
+        if len({source.type.element_type for source in narrow}) != 1:  # type: ignore[union-attr]
+            continue
+        sources[op] = {name: source for name, source in zip(names, narrow, strict=True)}  # type: ignore[misc]
+    unneeded: set[Operation] = set()
+    for op, operands in sources.items():
+        arguments = op.arguments()  # type: ignore[attr-defined]
+        for name in operands:
+            widening = arguments[name].owner
+            if all(_reads_narrowed(use.operation, widening.results[0], sources) for use in widening.results[0].uses):
+                unneeded.add(widening)
+    converted: dict[Operation, dict[SSAValue, Attribute]] = {}
+    roundings = {source.owner for operands in sources.values() for source in operands.values()}
+    for op in block.ops:
+        if op.name in CONVERTS_ON_LOAD:
+            arguments = op.arguments()  # type: ignore[attr-defined]
+            roundings |= {arguments[name].owner for name in MATMUL_OPERANDS[op.name]}
+    for rounding in roundings:
+        readers = _readers_of_rounding(rounding, unneeded)
+        if readers is None:
+            continue
+        assert isinstance(rounding, Operation)
+        unneeded.add(rounding)
+        wide, narrow_type = rounding.operands[0], rounding.results[0].type.element_type  # type: ignore[attr-defined]
+        for reader in readers:
+            operands = sources.setdefault(reader, {})
+            arguments = reader.arguments()  # type: ignore[attr-defined]
+            for name in MATMUL_OPERANDS[reader.name]:
+                if rounding.results[0] in (arguments[name], operands.get(name)):
+                    operands[name] = wide
+            converted.setdefault(reader, {})[wide] = narrow_type
+    return NarrowedOperands(sources, converted, unneeded)
+
+
+def _readers_of_rounding(rounding: Operation | Block, unneeded: set[Operation]) -> list[Operation] | None:
+    """The matmuls that read `rounding`, a bf16 rounding of fp32, when they are all it has (as a multiplied operand,
+    directly or through widenings in `unneeded`) and all of `CONVERTS_ON_LOAD`; else None."""
+    if not _rounds_fp32(rounding):
+        return None
+    assert isinstance(rounding, Operation)
+    readers: list[Operation] = []
+    for use in rounding.results[0].uses:
+        user = use.operation
+        if user in unneeded:  # a widening whose readers all read `rounding` instead
+            readers.extend(widening_use.operation for widening_use in user.results[0].uses)
+        elif user.name in CONVERTS_ON_LOAD and _multiplies_only(user, rounding.results[0]):
+            readers.append(user)
+        else:
+            return None
+    return readers if all(reader.name in CONVERTS_ON_LOAD for reader in readers) else None
+
+
+def _multiplies_only(op: Operation, value: SSAValue) -> bool:
+    """Whether `op` reads `value` only as operands it multiplies (not as addmm's bias)."""
+    names = MATMUL_OPERANDS[op.name]
+    arguments = op.arguments()  # type: ignore[attr-defined]
+    return all(argument is not value or name in names for name, argument in arguments.items())
+
+
+def _rounds_fp32(op: Operation | Block) -> bool:
+    """Whether `op` is a plain `_to_copy` of an fp32 tensor to bf16."""
+    if not isinstance(op, Operation) or not is_plain_cast(op):
+        return False
+    wide, narrow = op.operands[0].type, op.results[0].type
+    return (
+        isinstance(wide, TensorType)
+        and isinstance(narrow, TensorType)
+        and wide.element_type == f32
+        and (narrow.element_type == bf16)
+    )
+
+
+def _reads_narrowed(reader: Operation, widened: SSAValue, sources: dict[Operation, dict[str, SSAValue]]) -> bool:
+    """Whether every operand of `reader` that is `widened` is one it reads narrowed."""
+    operands = sources.get(reader)
+    if operands is None:
+        return False
+    arguments = reader.arguments()  # type: ignore[attr-defined]
+    return all(value is not widened or name in operands for name, value in arguments.items())
+
+
 def _convert_function(function: func.FuncOp) -> None:
     block: Block = function.body.block
+    narrowed = narrowed_operands(block)
     context = ConversionContext()
     mapping = context.lowered
     old_args = [arg for arg in block.args if isinstance(arg.type, TensorType)]
@@ -201,9 +324,14 @@ def _convert_function(function: func.FuncOp) -> None:
             continue
         if not op.name.startswith("torch."):
             continue
+        if op in narrowed.unneeded:  # a cast whose readers read its operand instead
+            lowered.append(op)
+            continue
         lowering = LOWERINGS[op.name]
         tensor_results = [result for result in op.results if isinstance(result.type, TensorType)]
         arguments = {name: mapped(value) for name, value in op.arguments().items()}  # type: ignore[attr-defined]
+        arguments |= {name: mapping[source] for name, source in narrowed.sources.get(op, {}).items()}
+        context.narrow_loads = {mapping[wide]: narrow for wide, narrow in narrowed.converted.get(op, {}).items()}
         emitter = LoopNestBuilder(block, op, op.location, context.constants, block, context)
         results: Sequence[SSAValue | None]
         try:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
     from neuron_mlir.lowering.loop_nests import LoopNestBuilder
@@ -31,11 +31,14 @@ class ConversionContext:
     instead.
     `lowered`: each torch value converted so far -> the HBM tensor (or view) it became, so that a lowering taking
     a later op into its own loop nest can read that op's other operands.
+    `narrow_loads`: while one matmul-shaped op is lowered, the fp32 HBM tensors it multiplies only as their bf16
+    rounding -> bf16: its DMAs convert them as they load (see `convert_torch_to_tile.narrowed_operands`).
     """
 
     constants: dict[int, SSAValue] = field(default_factory=dict)
     absorbers: dict[Operation, Absorber] = field(default_factory=dict)
     lowered: dict[SSAValue, SSAValue] = field(default_factory=dict)
+    narrow_loads: dict[SSAValue, Attribute] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

@@ -39,7 +39,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   each, whose engines the neuron level chooses) and stored.
 
 The matmuls read their operands as windows of the panel and the chunk (`tile.extract`), and operands keep their
-element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate).
+element type: bf16 stays bf16 on TensorE (fp32 runs at a quarter of the rate). An fp32 operand the conversion
+says is multiplied only as its bf16 rounding (`operand_load_type`: torch-auto-cast's casts) is rounded by the DMAs
+that load it, so TensorE reads bf16 and no rounded copy of the operand is ever stored.
 """
 
 from __future__ import annotations
@@ -216,9 +218,12 @@ def emit_matmul(
     rank = len(lhs_layout.shape)
     lhs_transposed = _k_contiguous(lhs_layout.strides, lhs_layout.shape, rank - 1, rank - 2)
     rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, rank - 2, rank - 1)
-    itemsize = max(_itemsize(element_type_of(lhs)), _itemsize(element_type_of(rhs)))
+    lhs_type, rhs_type = operand_load_type(em, lhs), operand_load_type(em, rhs)
+    itemsize = max(_itemsize(lhs_type), _itemsize(rhs_type))
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
-    kernel = _Kernel(lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k)
+    kernel = _Kernel(
+        lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k, lhs_type, rhs_type
+    )
     if bias_row is not None:
         kernel.bias_row = bias_row
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
@@ -232,6 +237,15 @@ def emit_matmul(
 
     batches(em, batch_shape, [])
     return out
+
+
+def operand_load_type(em: LoopNestBuilder, operand: SSAValue) -> Attribute:
+    """The element type TensorE reads `operand` in: its own, or the narrower one the conversion asks the op being
+    lowered to read it in (`ConversionContext.narrow_loads`: an fp32 tensor whose bf16 rounding is all the op
+    multiplies), which the operand's DMAs convert to as they load."""
+    context = em.context
+    narrow = context.narrow_loads.get(operand) if context is not None else None
+    return narrow if narrow is not None else element_type_of(operand)
 
 
 def _itemsize(element_type: Attribute) -> int:
@@ -322,6 +336,8 @@ class _Kernel:
     lhs_transposed: bool
     rhs_transposed: bool
     k: int
+    lhs_type: Attribute  # the element type TensorE reads A in (the DMA converts when it is not A's)
+    rhs_type: Attribute  # and B
     bias_row: SSAValue | None = None  # [..., 1, N] HBM, accumulated into PSUM by a rank-1 matmul
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
@@ -550,12 +566,15 @@ class _Kernel:
             split = split_axis(em, self.lhs, rank - 1, k_full, b.k_tile)
             for m0, m_size in subs:
                 indices: list[Index] = [*batch, m0, t0, 0]
-                full.append(load(em, split, indices, (b.k_tile, tiles, m_size), dims=(rank, rank - 1, rank - 2)))
+                full.append(
+                    load(em, split, indices, (b.k_tile, tiles, m_size), self.lhs_type, dims=(rank, rank - 1, rank - 2))
+                )
         elif tiles:
-            rows = [load(em, self.lhs, [*batch, m0, k0], (m_size, tiles * b.k_tile)) for m0, m_size in subs]
+            rows = [
+                load(em, self.lhs, [*batch, m0, k0], (m_size, tiles * b.k_tile), self.lhs_type) for m0, m_size in subs
+            ]
             empty: list[SSAValue] = [
-                em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), element_type_of(self.lhs)))).result
-                for _, m_size in subs
+                em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, m_size), self.lhs_type))).result for _, m_size in subs
             ]
 
             def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
@@ -570,7 +589,9 @@ class _Kernel:
         if rest:
             for m0, m_size in subs:
                 rest_tiles.append(
-                    _k_on_partitions(em, self.lhs, batch, k_full * b.k_tile, k_rest, m0, m_size, rank - 1, rank - 2)
+                    _k_on_partitions(
+                        em, self.lhs, batch, k_full * b.k_tile, k_rest, m0, m_size, rank - 1, rank - 2, self.lhs_type
+                    )
                 )
         return _Panel(full, rest_tiles)
 
@@ -594,12 +615,16 @@ class _Kernel:
         b = self.blocking
         rank = len(batch) + 2
         split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
-        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), element_type_of(self.rhs)))).result
-        piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(element_type_of(self.rhs))))
+        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), self.rhs_type))).result
+        piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(self.rhs_type)))
         if k_tiles <= piece:  # one piece: the load is the whole
-            return load(em, split, [*batch, 0, 0, 0], (b.k_tile, k_tiles, n), dims=(rank - 1, rank - 2, rank))
+            return load(
+                em, split, [*batch, 0, 0, 0], (b.k_tile, k_tiles, n), self.rhs_type, dims=(rank - 1, rank - 2, rank)
+            )
         for t0, tiles in _split(k_tiles, piece):
-            rows = load(em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), dims=(rank - 1, rank - 2, rank))
+            rows = load(
+                em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), self.rhs_type, dims=(rank - 1, rank - 2, rank)
+            )
             whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(0)])).result
         return whole
 
@@ -619,12 +644,26 @@ class _Kernel:
         rank = len(batch) + 2
         if not self.rhs_transposed:
             split = split_axis(em, self.rhs, rank - 2, self.k // b.k_tile, b.k_tile)
-            return load(em, split, [*batch, t0, 0, n0], (b.k_tile, tiles, n_size), dims=(rank - 1, rank - 2, rank))
-        chunk = em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, n_size), element_type_of(self.rhs)))).result
+            return load(
+                em,
+                split,
+                [*batch, t0, 0, n0],
+                (b.k_tile, tiles, n_size),
+                self.rhs_type,
+                dims=(rank - 1, rank - 2, rank),
+            )
+        chunk = em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, n_size), self.rhs_type))).result
         k0 = em.mul(t0, b.k_tile)
         pieces = _split(n_size, b.m_tile)
         rows = [
-            load(em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, tiles * b.k_tile), dims=(rank - 1, rank - 2))
+            load(
+                em,
+                self.rhs,
+                [*batch, k0, em.add(n0, c0)],
+                (c_size, tiles * b.k_tile),
+                self.rhs_type,
+                dims=(rank - 1, rank - 2),
+            )
             for c0, c_size in pieces
         ]
 
@@ -650,13 +689,15 @@ class _Kernel:
         rank = len(batch) + 2
         k0, k_rest = self.k // b.k_tile * b.k_tile, self.k % b.k_tile
         if not self.rhs_transposed:
-            return load(em, self.rhs, [*batch, k0, n0], (k_rest, n_size))
+            return load(em, self.rhs, [*batch, k0, n0], (k_rest, n_size), self.rhs_type)
         pieces = _split(n_size, b.m_tile)
         if len(pieces) == 1:
-            return _k_on_partitions(em, self.rhs, batch, k0, k_rest, n0, n_size, rank - 2, rank - 1)
-        rest = em.insert(tile.EmptyOp(TileType((k_rest, n_size), element_type_of(self.rhs)))).result
+            return _k_on_partitions(em, self.rhs, batch, k0, k_rest, n0, n_size, rank - 2, rank - 1, self.rhs_type)
+        rest = em.insert(tile.EmptyOp(TileType((k_rest, n_size), self.rhs_type))).result
         for c0, c_size in pieces:
-            rows = load(em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, k_rest), dims=(rank - 1, rank - 2))
+            rows = load(
+                em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, k_rest), self.rhs_type, dims=(rank - 1, rank - 2)
+            )
             transposed = em.insert(tile.TransposeOp(rows)).result
             rest = em.insert(tile.InsertOp(transposed, rest, [em.index(c0)])).result
         return rest
@@ -695,8 +736,10 @@ def _k_on_partitions(
     other_size: int,
     k_dim: int,
     other_dim: int,
+    element_type: Attribute | None = None,
 ) -> SSAValue:
-    """The [K, other] SBUF tile of `tensor` with K on partitions, loaded the cheapest way its layout allows.
+    """The [K, other] SBUF tile of `tensor` with K on partitions, loaded the cheapest way its layout allows (as
+    `element_type`, by default the tensor's).
 
     When K is the tensor's contiguous axis, a DMA with K on partitions would move one element per descriptor;
     instead the tile is loaded row-wise ([other, K], contiguous rows) and transposed on TensorE, then copied
@@ -706,10 +749,10 @@ def _k_on_partitions(
     indices: list[Index] = [*batch, 0, 0]
     indices[k_dim], indices[other_dim] = k0, other0
     if _k_contiguous(layout.strides, layout.shape, k_dim, other_dim):
-        rows = load(em, tensor, indices, (other_size, k_size), dims=(other_dim, k_dim))
+        rows = load(em, tensor, indices, (other_size, k_size), element_type, dims=(other_dim, k_dim))
         transposed = em.insert(tile.TransposeOp(rows)).result
         return to_sbuf(em, transposed)
-    return load(em, tensor, indices, (k_size, other_size), dims=(k_dim, other_dim))
+    return load(em, tensor, indices, (k_size, other_size), element_type, dims=(k_dim, other_dim))
 
 
 def broadcast_view(em: LoopNestBuilder, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:

@@ -14,7 +14,7 @@ import torch
 from support import REPO, assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.backend import _OPTION_NAMES, AUTO_CAST_STATUS, CompileOptions
+from neuron_mlir.frontend.backend import _OPTION_NAMES, AUTO_CAST_MODES, CompileOptions
 
 sys.path.insert(0, str(REPO / "examples"))
 from mlp import MLP
@@ -55,16 +55,23 @@ def test_a_misspelled_cpu_op_is_an_error_naming_the_closest_ops():
         assert CompileOptions.from_user({"cpu_ops": [spelling]}).cpu_ops == (spelling,)
 
 
-def test_auto_cast_is_refused_as_the_readme_documents():
+def test_auto_cast_takes_its_modes_and_refuses_anything_else():
     for off in (False, "none", None):
-        CompileOptions.from_user({"auto_cast": off})
-    with pytest.raises(ValueError, match="auto_cast") as info:
-        CompileOptions.from_user({"auto_cast": "bf16"})
-    assert str(info.value) == (
-        "neuron-mlir: auto_cast='bf16': not implemented yet: only its default, off (False or \"none\"), is "
-        "accepted, and every op computes in the model's own dtypes, as in eager"
-    )
-    assert f"| `auto_cast` | | {AUTO_CAST_STATUS} |" in (REPO / "README.md").read_text()
+        assert CompileOptions.from_user({"auto_cast": off}).auto_cast == "none"
+    assert CompileOptions.from_user({}).auto_cast == "none"
+    for mode in ("matmul", "all"):
+        assert CompileOptions.from_user({"auto_cast": mode}).auto_cast == mode
+    for wrong in ("bf16", True, "Matmul"):
+        with pytest.raises(ValueError, match="auto_cast") as info:
+            CompileOptions.from_user({"auto_cast": wrong})
+        assert str(info.value) == (
+            f'neuron-mlir: auto_cast={wrong!r}: not a mode (modes: "none", "matmul", "all"; False means "none")'
+        )
+    assert all(f'`"{mode}"`' in _readme_option("auto_cast") for mode in AUTO_CAST_MODES)
+
+
+def _readme_option(name: str) -> str:
+    return next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith(f"| `{name}` |"))
 
 
 def test_the_readme_options_table_lists_exactly_the_accepted_options():

@@ -12,8 +12,9 @@ from neuron_mlir.ir.semantics.compare import mismatch
 REPO = Path(__file__).resolve().parents[2]
 
 
-def assert_close_to_torch(actual, expected, what: str = "result") -> None:
-    """Compare a compiled result with eager PyTorch's, with the tolerance of the expected dtype.
+def assert_close_to_torch(actual, expected, what: str = "result", precision=None) -> None:
+    """Compare a compiled result with eager PyTorch's, with the tolerance of the expected dtype (or of
+    `precision`, a torch dtype, for results computed in a narrower type than their own).
 
     The one place numeric tests compare numbers: the tolerances live in `neuron_mlir.ir.semantics.compare`.
     """
@@ -21,7 +22,7 @@ def assert_close_to_torch(actual, expected, what: str = "result") -> None:
     if isinstance(expected, Sequence):  # a Tensor is no Sequence
         assert len(actual) == len(expected), f"{what}: {len(actual)} values, expected {len(expected)}"
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            assert_close_to_torch(a, e, f"{what}[{index}]")
+            assert_close_to_torch(a, e, f"{what}[{index}]", precision)
         return
     if expected is None:
         assert actual is None, f"{what}: expected None"
@@ -33,7 +34,8 @@ def assert_close_to_torch(actual, expected, what: str = "result") -> None:
         actual, expected = (torch.view_as_real(t.resolve_conj().resolve_neg()) for t in (actual, expected))
     from neuron_mlir.frontend.tensors import to_numpy
 
-    problem = mismatch(to_numpy(actual), to_numpy(expected))
+    narrower = None if precision is None else str(precision).removeprefix("torch.")
+    problem = mismatch(to_numpy(actual), to_numpy(expected), narrower)
     assert problem is None, f"{what}: {problem}"
 
 
