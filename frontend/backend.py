@@ -157,6 +157,7 @@ def decompositions() -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.data_dependent import data_dependent_decompositions
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
     from neuron_mlir.frontend.routing import routing_decompositions
 
@@ -167,6 +168,7 @@ def decompositions() -> dict[Any, Any]:
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
     table.update(routing_decompositions())
+    table.update(data_dependent_decompositions())
     return table
 
 
