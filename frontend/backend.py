@@ -25,9 +25,10 @@ Options (`options={...}` of torch.compile, each also settable by environment var
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -280,7 +281,7 @@ def neuron_mlir_backend(
 
     try:
         backends = attention_backends(graph_module, example_inputs)
-        with sdpa_kernel(backends), compile_progress(config.progress) as progress:
+        with sdpa_kernel(backends), scalar_reads_traced(example_inputs), compile_progress(config.progress) as progress:
             progress.step("trace (AOTAutograd)")
             return aot_module_simplified(
                 graph_module,
@@ -293,6 +294,26 @@ def neuron_mlir_backend(
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)
+
+
+@contextlib.contextmanager
+def scalar_reads_traced(example_inputs: Sequence[Any]) -> Iterator[None]:
+    """Let AOTAutograd trace reads of a tensor's value (`.item()`, `aten._local_scalar_dense`) that decompositions
+    make (`narrow` with a tensor start, `index_fill` with a tensor value, ...) into unbacked sizes of the graph,
+    which `compile_graph` reads on the host, instead of refusing the whole graph. A decomposition that then
+    branches on such a value still cannot be traced, and its graph runs eagerly as before."""
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(list(example_inputs))
+    if fake_mode is None or fake_mode.shape_env is None:
+        yield
+        return
+    allowed = fake_mode.allow_scalar_outputs
+    fake_mode.allow_scalar_outputs = True
+    try:
+        yield
+    finally:
+        fake_mode.allow_scalar_outputs = allowed
 
 
 def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:

@@ -359,22 +359,34 @@ def test_a_new_batch_size_recompiles_for_it_and_keeps_matching():
 
 
 def _narrow_by_tensor(x, start):
-    return torch.narrow(x, 0, start, 2) * 2.0  # the start's value decides the graph: no static trace
+    return torch.narrow(x, 0, start, 2) * 2.0  # the start is read from a tensor (an .item() in the trace)
+
+
+def test_a_size_read_from_a_tensor_is_read_on_the_host():
+    x = torch.randn(5, 3)
+    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
+    for start in (1, 3):
+        assert_close_to_torch(compiled(x, torch.tensor(start)), _narrow_by_tensor(x, torch.tensor(start)))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def _quantile(x):
+    return torch.quantile(x, 0.3, dim=1) * 2.0  # its decomposition branches on a value read from a tensor
 
 
 def test_a_graph_whose_shapes_depend_on_values_runs_eagerly_with_a_warning():
-    x, start = torch.randn(5, 3), torch.tensor(1)
-    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir")
+    x = torch.randn(5, 3)
+    compiled = torch.compile(_quantile, backend="neuron-mlir")
     with pytest.warns(UserWarning, match="depends on tensor values for its shapes"):
-        out = compiled(x, start)
-    assert_close_to_torch(out, _narrow_by_tensor(x, start))
+        out = compiled(x)
+    assert_close_to_torch(out, _quantile(x))
     assert neuron_mlir.stats()["nodes_fallen_back"] >= 1
 
 
 def test_strict_mode_refuses_a_graph_whose_shapes_depend_on_values():
-    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
+    compiled = torch.compile(_quantile, backend="neuron-mlir", options={"strict": True})
     with pytest.raises(Exception, match=r"(?s)strict.*cannot be traced to static shapes.*test_backend.py"):
-        compiled(torch.randn(5, 3), torch.tensor(1))
+        compiled(torch.randn(5, 3))
 
 
 def test_parameters_updated_in_place_or_replaced_are_seen_by_the_next_call():
