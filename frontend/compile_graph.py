@@ -5,6 +5,9 @@ lowering, on a dtype without storage, or sent to the CPU by `cpu_ops`, is found 
 imported and each op asked for its legality (`convert_torch_to_tile.legality`). The graph is then partitioned once
 around the nodes that run on the CPU and each region compiled once. A compile that fails after that (a lowering
 that raises on an op declared legal) is an error in strict and non-strict mode alike, never a silent fallback.
+A graph with data-dependent sizes (`frontend.data_dependent`) is partitioned around its host nodes too (reads of
+a count from a tensor, arithmetic on it, views cutting a buffer to it); a region whose inputs have such sizes is
+compiled at its calls, once per set of sizes it meets, and an op its sizes rule out is an error naming it.
 
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
 torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
@@ -170,7 +173,11 @@ def compile_graph(
     Nodes the NeuronCore does not run (module docstring) run on the CPU between compiled regions; in strict mode
     they are an error listing each with its reason.
     """
-    with heap.compiling():  # the collector kept off the older heap, the compile's garbage freed after
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOTAutograd calls its compilers inside its fake-tensor mode; the compile itself computes with real tensors
+    # (constant folding evaluates ATen ops on constants, and reads their values)
+    with heap.compiling(), unset_fake_temporarily():  # heap: the collector kept off the older heap meanwhile
         return _compile_graph(graph_module, options, kind)
 
 

@@ -1,7 +1,8 @@
 """Ops whose output size depends on tensor values, computed on the core into buffers of their upper bound.
 
 `nonzero`, `masked_select` and indexing with boolean masks return as many elements as their input has true (or
-nonzero) elements: at most the input's element count, which is static. These decompositions, which AOTAutograd
+nonzero) elements, `unique` as many as it has distinct values: at most the input's element count, which is
+static. These decompositions, which AOTAutograd
 applies while it traces, compute the result into a buffer of that bound with ops of static shapes (a running
 count of the true elements gives each one its slot; the others write a slot past the end that is cut off), plus
 the count as a 0-d tensor. The count is then read by the host (`aten._local_scalar_dense`, an unbacked size
@@ -135,6 +136,40 @@ def index_put_with_masks(
     return torch.ops.aten.index_put.default(destination, [None] * where + chosen, values, accumulate)
 
 
+def unique_sorted(
+    values: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`aten._unique2` with sorted output (torch.unique's default): the distinct values in ascending order, each
+    element's index among them (`return_inverse`, in the input's shape) and each value's number of occurrences
+    (`return_counts`); an output not asked for is empty, as ATen returns it.
+
+    The sorted elements start a new value where they differ from their predecessor; the running count of those
+    starts numbers the values, the first element of each run writes its value to that slot, every element adds
+    one to its slot's count and scatters its number back to its unsorted position."""
+    if not sorted or values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
+        return NotImplemented
+    flat = values.reshape(-1)
+    bound = flat.shape[0]
+    ordered, order = torch.sort(flat)
+    starts = torch.ones(bound, dtype=torch.bool, device=values.device)
+    starts = torch.cat([starts[:1], ordered[1:] != ordered[:-1]])
+    running = torch.cumsum(starts.to(torch.int64), 0)
+    number = running - 1
+    slots = torch.where(starts, number, torch.full_like(number, bound))
+    distinct = torch.index_put(torch.zeros(bound + 1, dtype=values.dtype, device=values.device), (slots,), ordered)
+    count = running[-1]
+    result = _valid_prefix(distinct[:bound], count)
+    inverse = torch.empty(0, dtype=torch.int64, device=values.device)
+    if return_inverse:
+        inverse = torch.index_put(torch.zeros_like(number), (order,), number).reshape(values.shape)
+    counts = torch.empty(0, dtype=torch.int64, device=values.device)
+    if return_counts:
+        ones = torch.ones_like(number)
+        tallies = torch.index_put(torch.zeros_like(number), (number,), ones, accumulate=True)
+        counts = tallies.narrow(0, 0, result.shape[0])
+    return result, inverse, counts
+
+
 def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
@@ -142,6 +177,7 @@ def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
         torch.ops.aten.masked_select.default: masked_select,
         torch.ops.aten.index.Tensor: index_with_masks,
         torch.ops.aten.index_put.default: index_put_with_masks,
+        torch.ops.aten._unique2.default: unique_sorted,
     }
 
 

@@ -370,23 +370,49 @@ def test_a_size_read_from_a_tensor_is_read_on_the_host():
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
-def _quantile(x):
-    return torch.quantile(x, 0.3, dim=1) * 2.0  # its decomposition branches on a value read from a tensor
+def _relu_twice(x):
+    return torch.relu(x) * 2.0
 
 
+@pytest.fixture
+def _relu_branching_on_a_value(monkeypatch):
+    """A decomposition that branches on a tensor's value: no static graph can follow both ways."""
+    from neuron_mlir.frontend import backend
+
+    table = backend.decompositions()
+
+    def branching_relu(x):
+        return x.clamp(min=0) if x.sum().item() > 0 else torch.maximum(x, torch.zeros_like(x))
+
+    monkeypatch.setattr(backend, "decompositions", lambda: {**table, torch.ops.aten.relu.default: branching_relu})
+
+
+@pytest.mark.usefixtures("_relu_branching_on_a_value")
 def test_a_graph_whose_shapes_depend_on_values_runs_eagerly_with_a_warning():
     x = torch.randn(5, 3)
-    compiled = torch.compile(_quantile, backend="neuron-mlir")
+    compiled = torch.compile(_relu_twice, backend="neuron-mlir")
     with pytest.warns(UserWarning, match="depends on tensor values for its shapes"):
         out = compiled(x)
-    assert_close_to_torch(out, _quantile(x))
+    assert_close_to_torch(out, _relu_twice(x))
     assert neuron_mlir.stats()["nodes_fallen_back"] >= 1
 
 
+@pytest.mark.usefixtures("_relu_branching_on_a_value")
 def test_strict_mode_refuses_a_graph_whose_shapes_depend_on_values():
-    compiled = torch.compile(_quantile, backend="neuron-mlir", options={"strict": True})
+    compiled = torch.compile(_relu_twice, backend="neuron-mlir", options={"strict": True})
     with pytest.raises(Exception, match=r"(?s)strict.*cannot be traced to static shapes.*test_backend.py"):
         compiled(torch.randn(5, 3))
+
+
+def _prefixed_mask(x):
+    return torch.cat([torch.ones(12, dtype=torch.bool)[:1], x > 0]).float()  # a slice of a constant: folded
+
+
+def test_constants_fold_with_real_tensors_inside_the_tracer():
+    # the compiler runs inside AOTAutograd's fake-tensor mode; folding reads the values of real constants
+    x = torch.randn(5)
+    compiled = torch.compile(_prefixed_mask, backend="neuron-mlir", options={"strict": True})
+    assert_close_to_torch(compiled(x), _prefixed_mask(x))
 
 
 def test_parameters_updated_in_place_or_replaced_are_seen_by_the_next_call():

@@ -46,6 +46,15 @@ def test_boolean_indexing_and_masked_select():
     _check(selected, x, x.abs() > 0.7)
 
 
+def test_unique_with_inverse_and_counts():
+    def distinct(x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return values * 2, inverse, counts, torch.unique(x[0])
+
+    torch.manual_seed(4)
+    _check(distinct, torch.randint(0, 6, (3, 4)).float())
+
+
 def test_item_sizes_a_tensor():
     def ramp(x):
         count = (x > 0).sum().item()
