@@ -257,10 +257,10 @@ def _compile_around_host_nodes(
         return ShapeSpecialisedGraph(graph_module, None, options, name)
     off_core = {node.name for node in missing} | {node.name for node in host}
 
+    from neuron_mlir.frontend.data_dependent import has_unbacked_inputs
+
     def compile_region(region: torch.fx.GraphModule, submodule: str) -> Callable[[list[Any]], list[Any]]:
         region_name = f"{name}_{submodule}"
-        from neuron_mlir.frontend.data_dependent import has_unbacked_inputs
-
         if has_unbacked_inputs(region):
             return ShapeSpecialisedGraph(region, None, options, region_name)
         return _compile_graph(region, options, kind, region_name)

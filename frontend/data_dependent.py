@@ -2,15 +2,17 @@
 
 `nonzero`, `masked_select` and indexing with boolean masks return as many elements as their input has true (or
 nonzero) elements, `unique` as many as it has distinct values: at most the input's element count, which is
-static. These decompositions, which AOTAutograd
-applies while it traces, compute the result into a buffer of that bound with ops of static shapes (a running
-count of the true elements gives each one its slot; the others write a slot past the end that is cut off), plus
-the count as a 0-d tensor. The count is then read by the host (`aten._local_scalar_dense`, an unbacked size
-`u0` in the graph) and the buffer's valid prefix taken as a view (`aten.slice`), so the graph continues with the
-result's exact size: `frontend.compile_graph` compiles what follows once per value of the count it meets.
+static. These decompositions, which AOTAutograd applies while it traces, compute the result into a buffer of
+that bound with ops of static shapes (a running count of the true elements gives each one its slot; the others
+write a slot past the end that is cut off), plus the count as a 0-d tensor. The count is then read by the host
+(`aten._local_scalar_dense`, an unbacked size `u0` in the graph) and the buffer's valid prefix taken as a view
+(`aten.slice`), so the graph continues with the result's exact size. `host_nodes` finds these reads and cuts
+(and the arithmetic on their sizes) for `frontend.compile_graph`, which runs them on the host and compiles what
+follows once per value of the count it meets.
 
 Dynamo passes such ops to a backend only when asked to (`torch._dynamo.config.capture_dynamic_output_shape_ops`;
-`.item()` with `capture_scalar_outputs`); otherwise it runs them itself between graphs.
+`.item()` with `capture_scalar_outputs`); otherwise it runs them itself between graphs. Traces without a
+symbolic-shape environment (the `neuron` device's single-op compiles) keep the ops whole.
 """
 
 from __future__ import annotations
