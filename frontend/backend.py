@@ -28,9 +28,10 @@ Options (`options={...}` of torch.compile, each also settable by environment var
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,8 +161,9 @@ KEPT_WHOLE = (
 def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
-    (nn.TransformerEncoderLayer's inference fast path) and the special functions of `frontend.special_functions`,
-    except those `cpu_ops` names: they reach the graph whole, to run on the CPU as asked.
+    (nn.TransformerEncoderLayer's inference fast path), the MoE routing kernels of `frontend.routing` and the
+    special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
+    to run on the CPU as asked.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -169,7 +171,9 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.data_dependent import data_dependent_decompositions
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+    from neuron_mlir.frontend.routing import routing_decompositions
     from neuron_mlir.frontend.special_functions import special_function_decompositions
 
     table = dict(core_aten_decompositions())
@@ -181,6 +185,8 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     table.update(
         {op: rule for op, rule in special_function_decompositions().items() if not names_op(str(op), cpu_ops)}
     )
+    table.update(routing_decompositions())
+    table.update(data_dependent_decompositions())
     return table
 
 
@@ -292,7 +298,7 @@ def neuron_mlir_backend(
 
     try:
         backends = attention_backends(graph_module, example_inputs)
-        with sdpa_kernel(backends), compile_progress(config.progress) as progress:
+        with sdpa_kernel(backends), scalar_reads_traced(example_inputs), compile_progress(config.progress) as progress:
             progress.step("trace (AOTAutograd)")
             return aot_module_simplified(
                 graph_module,
@@ -305,6 +311,26 @@ def neuron_mlir_backend(
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)
+
+
+@contextlib.contextmanager
+def scalar_reads_traced(example_inputs: Sequence[Any]) -> Iterator[None]:
+    """Let AOTAutograd trace reads of a tensor's value (`.item()`, `aten._local_scalar_dense`) that decompositions
+    make (`narrow` with a tensor start, `index_fill` with a tensor value, ...) into unbacked sizes of the graph,
+    which `compile_graph` reads on the host, instead of refusing the whole graph. A decomposition that then
+    branches on such a value still cannot be traced, and its graph runs eagerly as before."""
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(list(example_inputs))
+    if fake_mode is None or fake_mode.shape_env is None:
+        yield
+        return
+    allowed = fake_mode.allow_scalar_outputs
+    fake_mode.allow_scalar_outputs = True
+    try:
+        yield
+    finally:
+        fake_mode.allow_scalar_outputs = allowed
 
 
 def attention_backends(graph_module: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:

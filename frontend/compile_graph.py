@@ -7,6 +7,9 @@ around the nodes that run on the CPU and each region compiled once. A compile th
 that raises on an op declared legal) is an error in strict and non-strict mode alike, never a silent fallback.
 A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`) is partitioned around the same way, but it
 is no fallback: it runs as the kernel's own program on the simulated core, so strict mode accepts it.
+A graph with data-dependent sizes (`frontend.data_dependent`) is partitioned around its host nodes too (reads of
+a count from a tensor, arithmetic on it, views cutting a buffer to it); a region whose inputs have such sizes is
+compiled at its calls, once per set of sizes it meets, and an op its sizes rule out is an error naming it.
 
 The callable converts its torch inputs to NumPy, runs the program on the simulated NeuronCore, and returns
 torch tensors in the graph's output order (None where the graph returns None). The program is validated once,
@@ -41,6 +44,7 @@ from neuron_mlir.frontend import stats as stats_module
 from neuron_mlir.frontend.cache import cache_key, compile_cache  # every compile looks up the cache first
 from neuron_mlir.frontend.fx_importer import (
     HOST_CHECKED_ASSERTIONS,
+    SIZE_ASSERTIONS,
     GraphSignature,
     describe_node,
     import_fx_graph,
@@ -97,7 +101,7 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
-        if str(node.target) in HOST_CHECKED_ASSERTIONS:
+        if str(node.target) in HOST_CHECKED_ASSERTIONS or str(node.target) in SIZE_ASSERTIONS:
             continue
         op_class = op_class_for(str(node.target))
         forced = names_op(str(node.target), cpu_ops)
@@ -187,7 +191,11 @@ def compile_graph(
 
     if has_complex_values(graph_module) and has_symbolic_sizes(graph_module):
         return ComplexGraphPerSizes(graph_module, options, kind)
-    with heap.compiling():  # the collector kept off the older heap, the compile's garbage freed after
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOTAutograd calls its compilers inside its fake-tensor mode; the compile itself computes with real tensors
+    # (constant folding evaluates ATen ops on constants, and reads their values)
+    with heap.compiling(), unset_fake_temporarily():  # heap: the collector kept off the older heap meanwhile
         rewritten = complex_as_pairs(graph_module)  # complex values become real pairs
         if rewritten is None:
             return _compile_graph(graph_module, options, kind)
@@ -196,13 +204,18 @@ def compile_graph(
 
 
 def _compile_graph(
-    graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str
+    graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str, name: str | None = None
 ) -> Callable[[list[Any]], list[Any]]:
-    name = f"graph{next(_graph_counter)}_{kind}"
+    name = name or f"graph{next(_graph_counter)}_{kind}"
     debug_dir = Path(options.debug_dir) / name if options.debug_dir else None
     if debug_dir is not None:
         debug_dir.mkdir(parents=True, exist_ok=True)
         (debug_dir / "fx_graph.py").write_text(graph_module.print_readable(print_output=False))
+    from neuron_mlir.frontend.data_dependent import has_unbacked_inputs, host_nodes
+
+    host = host_nodes(graph_module)
+    if host or has_unbacked_inputs(graph_module):
+        return _compile_around_host_nodes(graph_module, name, options, kind, debug_dir, host)
     # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
     # fingerprint): every node was legal, so the legality check (which imports the graph and the lowering
     # package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
@@ -238,6 +251,50 @@ def _compile_graph(
 
     outer, count = partition(graph_module, lambda node: node.name not in unsupported, compile_region)
     logger.info("%s: %d region(s), %d kernel op(s), %d CPU node(s)", name, count, len(kernels), len(on_cpu))
+    if debug_dir is not None:
+        (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
+
+    def run_partitioned(args: list[Any]) -> list[Any]:
+        inputs = list(args)
+        args.clear()
+        result = outer(*inputs)
+        return list(result) if isinstance(result, list | tuple) else [result]
+
+    run_partitioned._boxed_call = True  # type: ignore[attr-defined]
+    return run_partitioned
+
+
+def _compile_around_host_nodes(
+    graph_module: torch.fx.GraphModule,
+    name: str,
+    options: CompileOptions,
+    kind: str,
+    debug_dir: Path | None,
+    host: set[torch.fx.Node],
+) -> Callable[[list[Any]], list[Any]]:
+    """A graph with data-dependent sizes (`frontend.data_dependent`): partitioned around its host nodes (reads
+    of a count, arithmetic on it, the views cutting a buffer to it) and the nodes the core cannot run. A region
+    whose inputs have sizes known only at its call is compiled at each call for the sizes it meets (and kept for
+    them); the others are compiled now, as any graph is."""
+    missing = [node for node in unsupported_nodes(graph_module, options.cpu_ops) if node not in host]
+    if missing:
+        _report_fallback(missing, options, name, {}, None, debug_dir)
+    if not host and not missing:
+        return ShapeSpecialisedGraph(graph_module, None, options, name)
+    off_core = {node.name for node in missing} | {node.name for node in host}
+
+    from neuron_mlir.frontend.data_dependent import has_unbacked_inputs
+
+    def compile_region(region: torch.fx.GraphModule, submodule: str) -> Callable[[list[Any]], list[Any]]:
+        region_name = f"{name}_{submodule}"
+        if has_unbacked_inputs(region):
+            return ShapeSpecialisedGraph(region, None, options, region_name)
+        return _compile_graph(region, options, kind, region_name)
+
+    from neuron_mlir.frontend.partition import partition
+
+    outer, count = partition(graph_module, lambda node: node.name not in off_core, compile_region)
+    logger.info("%s: %d region(s), %d node(s) on the host, %d on the CPU", name, count, len(host), len(missing))
     if debug_dir is not None:
         (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
 
@@ -721,19 +778,31 @@ class ShapeSpecialisedGraph:
 
     The importer specialises symbolic sizes (`GraphSignature.guards`); the first compilation used the sizes the
     graph was traced with. A call with other sizes imports the graph again specialised to them, compiles it and
-    keeps it for the next call with those sizes.
+    keeps it for the next call with those sizes. A graph whose inputs have data-dependent sizes (unbacked: no
+    traced value) starts with no compilation (`first` None) and compiles at its first call.
     """
 
     _boxed_call = True
 
-    def __init__(self, graph_module: torch.fx.GraphModule, first: CompiledGraph, options: CompileOptions):
+    def __init__(
+        self,
+        graph_module: torch.fx.GraphModule,
+        first: CompiledGraph | None,
+        options: CompileOptions,
+        name: str | None = None,
+    ):
         self.graph_module = graph_module
         self.options = options
-        self.name = first.name
-        self.positions = list(first.signature.guards)
-        self.by_sizes: dict[tuple[Any, ...], CompiledGraph] = {
-            tuple(first.signature.guards[p] for p in self.positions): first
-        }
+        self.by_sizes: dict[tuple[Any, ...], CompiledGraph] = {}
+        if first is not None:
+            self.name = first.name
+            self.positions = list(first.signature.guards)
+            self.by_sizes[tuple(first.signature.guards[p] for p in self.positions)] = first
+        else:
+            assert name is not None
+            self.name = name
+            placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+            self.positions = [p for p, node in enumerate(placeholders) if _is_symbolic(node.meta.get("val"))]
 
     def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
         return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
@@ -743,15 +812,21 @@ class ShapeSpecialisedGraph:
         compiled = self.by_sizes.get(sizes)
         if compiled is None:
             name = f"{self.name}_{len(self.by_sizes)}"
+            started = time.perf_counter()
             with compile_progress(self.options.progress) as progress:
                 progress.step(f"{name}: import")
                 module, signature = import_fx_graph(
                     self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
                 )
+                _refuse_illegal(module, name)
                 program = _lower(module, name, None, progress=progress)
             compiled = CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
+            if self.by_sizes:
+                stats_module.record_recompilation()
+            else:
+                nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
+                stats_module.record_compile(nodes, time.perf_counter() - started)
             self.by_sizes[sizes] = compiled
-            stats_module.record_recompilation()
             logger.info("compiled %s for sizes %s", name, sizes)
         return compiled(args)
 
@@ -799,3 +874,23 @@ class ComplexGraphPerSizes:
             compiled = compile_graph(specialised, args, self.options, self.kind)
             self.by_sizes[sizes] = compiled
         return compiled(args)
+
+
+def _is_symbolic(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(extent, torch.SymInt) for extent in value.shape)
+    return isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool)
+
+
+def _refuse_illegal(module: ModuleOp, name: str) -> None:
+    """Raise for an op whose legality rules out the arguments it has at these sizes: a graph compiled at its call
+    was partitioned before its sizes were known, so no CPU fallback is planned for it."""
+    from neuron_mlir.lowering.convert_torch_to_tile import legality
+
+    for op in module.walk():
+        if op.name.startswith("torch.") and (reason := legality(op)) is not None:
+            where = describe_location(op.location)
+            raise NeuronCompileError(
+                f"neuron-mlir: compiling {name}: {op.name} cannot be lowered at the sizes of this call ({reason})"
+                + (f" at {where}" if where else "")
+            )

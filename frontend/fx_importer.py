@@ -28,7 +28,9 @@ backend imports again per set of sizes: `compile_graph.ShapeSpecialisedGraph`). 
 inserts (`_assert_scalar`, `sym_constrain_range*`) are dropped: they hold for the sizes imported. Data-dependent
 sizes (unbacked symbols, e.g. after `nonzero`) have no hint: they become dynamic dimensions (`tensor<?x2xi64>`),
 and using one as a static argument is an error naming the node. Limits: sizes do not become SSA `index` values
-(the dialects have no dynamic sizes yet), so an op whose static argument depends on data cannot be imported.
+(the dialects have no dynamic sizes yet), so an op whose static argument depends on data cannot be imported
+as such: the backend imports the part of a graph after a data-dependent size at its call, with `inputs=` binding
+that size (an unbacked symbol of a placeholder) to the value the host read (`frontend.data_dependent`).
 
 Nodes that run on the CPU. `import_fx_graph(..., cpu_nodes=)` imports a graph some of whose nodes will not be
 compiled, to ask the compiler about the others (`compile_graph`: which ops the NeuronCore lowers): each such node
@@ -311,11 +313,11 @@ def concrete(value: Any, bindings: dict[Any, int] | None = None) -> Any:
     if not isinstance(value, SymbolicNumber):
         return value
     python_type = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)]
-    if bindings:
-        bound = value.node.expr
-        bound = bound.xreplace(bindings) if hasattr(bound, "xreplace") else bound
-        if not getattr(bound, "free_symbols", None):
-            return python_type(bound)
+    bound = value.node.expr
+    if bindings and hasattr(bound, "xreplace"):
+        bound = bound.xreplace(bindings)
+    if not getattr(bound, "free_symbols", None):
+        return python_type(bound)  # bound, or a constant (sizes derived from unbacked ones may simplify to one)
     if not value.node.has_hint():
         return None
     return python_type(value.node.hint)

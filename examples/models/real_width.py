@@ -144,6 +144,10 @@ def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         max_position_embeddings=4096, rope_theta=1e6,
     )  # fmt: skip
     model = from_config(MixtralForCausalLM, config, attn_implementation="sdpa")
+    # the experts loop over the experts hit, as before transformers' grouped experts compiled whole: the golden
+    # float64 run of the tests cannot use torch's grouped matmul (no float64 kernel on the CPU), and the grouped
+    # path at this width is not measured yet
+    model.set_experts_implementation("eager")
     return model, (_tokens(config.vocab_size, 1, 128),)
 
 

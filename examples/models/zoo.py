@@ -60,7 +60,13 @@ def _returning_first_output(model_class: type[Any]) -> type[Any]:
     def forward(self, *inputs):
         return model_class.forward(self, *inputs, return_dict=False)[0]
 
-    return type(model_class.__name__, (model_class,), {"forward": forward, "__module__": __name__})
+    subclass = type(model_class.__name__, (model_class,), {"forward": forward, "__module__": __name__})
+    # transformers reads the source of a model's module to decide whether it may choose the experts
+    # implementation (grouped_mm by default for MoE models); this file is the subclass's module, so the subclass
+    # takes its base class's answer and runs the experts as the model itself does
+    if hasattr(model_class, "_can_set_experts_implementation"):
+        subclass._can_set_experts_implementation_cached_value = model_class._can_set_experts_implementation()
+    return subclass
 
 
 def from_config(model_class: type[Any], config, **options) -> nn.Module:

@@ -366,22 +366,60 @@ def test_a_new_batch_size_recompiles_for_it_and_keeps_matching():
 
 
 def _narrow_by_tensor(x, start):
-    return torch.narrow(x, 0, start, 2) * 2.0  # the start's value decides the graph: no static trace
+    return torch.narrow(x, 0, start, 2) * 2.0  # the start is read from a tensor (an .item() in the trace)
 
 
+def test_a_size_read_from_a_tensor_is_read_on_the_host():
+    x = torch.randn(5, 3)
+    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
+    for start in (1, 3):
+        assert_close_to_torch(compiled(x, torch.tensor(start)), _narrow_by_tensor(x, torch.tensor(start)))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def _relu_twice(x):
+    return torch.relu(x) * 2.0
+
+
+@pytest.fixture
+def _relu_branching_on_a_value(monkeypatch):
+    """A decomposition that branches on a tensor's value: no static graph can follow both ways."""
+    from neuron_mlir.frontend import backend
+
+    table = backend.decompositions()
+
+    def branching_relu(x):
+        return x.clamp(min=0) if x.sum().item() > 0 else torch.maximum(x, torch.zeros_like(x))
+
+    monkeypatch.setattr(backend, "decompositions", lambda: {**table, torch.ops.aten.relu.default: branching_relu})
+
+
+@pytest.mark.usefixtures("_relu_branching_on_a_value")
 def test_a_graph_whose_shapes_depend_on_values_runs_eagerly_with_a_warning():
-    x, start = torch.randn(5, 3), torch.tensor(1)
-    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir")
+    x = torch.randn(5, 3)
+    compiled = torch.compile(_relu_twice, backend="neuron-mlir")
     with pytest.warns(UserWarning, match="depends on tensor values for its shapes"):
-        out = compiled(x, start)
-    assert_close_to_torch(out, _narrow_by_tensor(x, start))
+        out = compiled(x)
+    assert_close_to_torch(out, _relu_twice(x))
     assert neuron_mlir.stats()["nodes_fallen_back"] >= 1
 
 
+@pytest.mark.usefixtures("_relu_branching_on_a_value")
 def test_strict_mode_refuses_a_graph_whose_shapes_depend_on_values():
-    compiled = torch.compile(_narrow_by_tensor, backend="neuron-mlir", options={"strict": True})
+    compiled = torch.compile(_relu_twice, backend="neuron-mlir", options={"strict": True})
     with pytest.raises(Exception, match=r"(?s)strict.*cannot be traced to static shapes.*test_backend.py"):
-        compiled(torch.randn(5, 3), torch.tensor(1))
+        compiled(torch.randn(5, 3))
+
+
+def _prefixed_mask(x):
+    return torch.cat([torch.ones(12, dtype=torch.bool)[:1], x > 0]).float()  # a slice of a constant: folded
+
+
+def test_constants_fold_with_real_tensors_inside_the_tracer():
+    # the compiler runs inside AOTAutograd's fake-tensor mode; folding reads the values of real constants
+    x = torch.randn(5)
+    compiled = torch.compile(_prefixed_mask, backend="neuron-mlir", options={"strict": True})
+    assert_close_to_torch(compiled(x), _prefixed_mask(x))
 
 
 def test_parameters_updated_in_place_or_replaced_are_seen_by_the_next_call():

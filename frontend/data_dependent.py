@@ -1,0 +1,229 @@
+"""Ops whose output size depends on tensor values, computed on the core into buffers of their upper bound.
+
+`nonzero`, `masked_select` and indexing with boolean masks return as many elements as their input has true (or
+nonzero) elements, `unique` as many as it has distinct values: at most the input's element count, which is
+static. These decompositions, which AOTAutograd applies while it traces, compute the result into a buffer of
+that bound with ops of static shapes (a running count of the true elements gives each one its slot; the others
+write a slot past the end that is cut off), plus the count as a 0-d tensor. The count is then read by the host
+(`aten._local_scalar_dense`, an unbacked size `u0` in the graph) and the buffer's valid prefix taken as a view
+(`aten.slice`), so the graph continues with the result's exact size. `host_nodes` finds these reads and cuts
+(and the arithmetic on their sizes) for `frontend.compile_graph`, which runs them on the host and compiles what
+follows once per value of the count it meets.
+
+Dynamo passes such ops to a backend only when asked to (`torch._dynamo.config.capture_dynamic_output_shape_ops`;
+`.item()` with `capture_scalar_outputs`); otherwise it runs them itself between graphs. Traces without a
+symbolic-shape environment (the `neuron` device's single-op compiles) keep the ops whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+_MASK_DTYPES = (torch.bool, torch.uint8)
+
+
+def _fake_mode(*tensors: torch.Tensor) -> object | None:
+    """The fake-tensor mode of the trace when it tracks symbolic shapes (Dynamo's does), else None."""
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(tensors)
+    return fake_mode if getattr(fake_mode, "shape_env", None) is not None else None
+
+
+def _valid_prefix(buffer: torch.Tensor, count: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """The first `count` entries of `buffer` along `dim`, `count` read by the host (an unbacked size).
+
+    The read is an `.item()` that the trace records whether or not Dynamo was asked to capture the user's own
+    (`capture_scalar_outputs`): the op being decomposed already has a data-dependent size."""
+    bound = buffer.shape[dim]
+    fake_mode = _fake_mode(count)
+    allowed = fake_mode.allow_scalar_outputs  # type: ignore[union-attr]
+    fake_mode.allow_scalar_outputs = True  # type: ignore[union-attr]
+    try:
+        size = count.item()
+    finally:
+        fake_mode.allow_scalar_outputs = allowed  # type: ignore[union-attr]
+    torch._check(size >= 0)
+    torch._check(size <= bound)
+    return buffer.narrow(dim, 0, size)
+
+
+def padded_flat_positions(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """([n] int64: the row-major flat positions of the true elements of `mask`, in order, then zeros; the
+    number of true elements, 0-d int64), n = mask.numel().
+
+    The inclusive running count of true elements is each one's slot plus one; false elements write slot n, one
+    past the buffer, which is dropped. Every slot below the count is written exactly once."""
+    flat = mask.reshape(-1)
+    bound = flat.shape[0]
+    running = torch.cumsum(flat.to(torch.int64), 0)
+    slots = torch.where(flat, running - 1, torch.full_like(running, bound))
+    positions = torch.arange(bound, dtype=torch.int64, device=mask.device)
+    buffer = torch.zeros(bound + 1, dtype=torch.int64, device=mask.device)
+    buffer = torch.index_put(buffer, (slots,), positions)
+    return buffer[:bound], running[-1]
+
+
+def _coordinates(flat_positions: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """[n, len(shape)]: the index of each row-major flat position in a tensor of `shape`."""
+    columns = []
+    stride = 1
+    for size in reversed(shape):
+        columns.append(torch.remainder(torch.div(flat_positions, stride, rounding_mode="floor"), size))
+        stride *= size
+    return torch.stack(columns[::-1], dim=1)
+
+
+def _nonzero_mask(values: torch.Tensor) -> torch.Tensor:
+    return values if values.dtype == torch.bool else values != 0
+
+
+def nonzero(values: torch.Tensor) -> torch.Tensor:
+    """`aten.nonzero`: [count, ndim] int64 indices of the nonzero elements, in row-major order."""
+    if values.dim() == 0 or values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
+        return NotImplemented
+    positions, count = padded_flat_positions(_nonzero_mask(values))
+    return _valid_prefix(_coordinates(positions, values.shape), count)
+
+
+def masked_select(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`aten.masked_select`: the elements of `values` where `mask` (broadcast together) is true, flattened."""
+    shape = torch.broadcast_shapes(values.shape, mask.shape)
+    if len(shape) == 0 or values.numel() == 0 or mask.numel() == 0 or _fake_mode(values, mask) is None:
+        return NotImplemented
+    positions, count = padded_flat_positions(mask.expand(shape))
+    chosen = values.expand(shape).reshape(-1)[positions]
+    return _valid_prefix(chosen, count)
+
+
+def index_with_masks(values: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    """`aten.index.Tensor` whose one index is a boolean mask after full slices (`x[mask]`, `x[:, mask]`): the
+    mask's dimensions are replaced by its true positions, gathered at their padded coordinates (index 0 past the
+    count, a valid one), and the result cut to the count along the masked dimension."""
+    where = len(indices) - 1
+    mask = indices[where]
+    if mask is None or mask.dtype not in _MASK_DTYPES or any(index is not None for index in indices[:where]):
+        return NotImplemented
+    if mask.dim() == 0 or mask.numel() == 0 or _fake_mode(values, mask) is None:
+        return NotImplemented
+    positions, count = padded_flat_positions(_nonzero_mask(mask))
+    coordinates = list(_coordinates(positions, mask.shape).unbind(1))
+    gathered = torch.ops.aten.index.Tensor(values, [None] * where + coordinates)
+    return _valid_prefix(gathered, count, dim=where)
+
+
+def index_put_with_masks(
+    destination: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool = False,
+) -> torch.Tensor:
+    """`aten.index_put` whose one index is a boolean mask after full slices and whose values have a
+    data-dependent size along the masked dimension (the backward of `x[mask]` and of `masked_select`): the
+    values go to the mask's true positions, the first `count` of the padded ones, an ordinary scatter once the
+    count is known. Values of static size (`x[mask] = 0`) keep the op whole, which lowers as it is."""
+    where = len(indices) - 1
+    mask = indices[where]
+    if mask is None or mask.dtype not in _MASK_DTYPES or any(index is not None for index in indices[:where]):
+        return NotImplemented
+    if mask.dim() == 0 or values.dim() != destination.dim() - mask.dim() + 1:
+        return NotImplemented
+    count = values.shape[where]
+    if not _unbacked_symbols(count):
+        return NotImplemented
+    positions, _ = padded_flat_positions(_nonzero_mask(mask))
+    chosen = list(_coordinates(positions.narrow(0, 0, count), mask.shape).unbind(1))
+    return torch.ops.aten.index_put.default(destination, [None] * where + chosen, values, accumulate)
+
+
+def unique_sorted(
+    values: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`aten._unique2` with sorted output (torch.unique's default): the distinct values in ascending order, each
+    element's index among them (`return_inverse`, in the input's shape) and each value's number of occurrences
+    (`return_counts`); an output not asked for is empty, as ATen returns it.
+
+    The sorted elements start a new value where they differ from their predecessor; the running count of those
+    starts numbers the values, the first element of each run writes its value to that slot, every element adds
+    one to its slot's count and scatters its number back to its unsorted position."""
+    if not sorted or values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
+        return NotImplemented
+    flat = values.reshape(-1)
+    bound = flat.shape[0]
+    ordered, order = torch.sort(flat)
+    starts = torch.ones(bound, dtype=torch.bool, device=values.device)
+    starts = torch.cat([starts[:1], ordered[1:] != ordered[:-1]])
+    running = torch.cumsum(starts.to(torch.int64), 0)
+    number = running - 1
+    slots = torch.where(starts, number, torch.full_like(number, bound))
+    distinct = torch.index_put(torch.zeros(bound + 1, dtype=values.dtype, device=values.device), (slots,), ordered)
+    count = running[-1]
+    result = _valid_prefix(distinct[:bound], count)
+    inverse = torch.empty(0, dtype=torch.int64, device=values.device)
+    if return_inverse:
+        inverse = torch.index_put(torch.zeros_like(number), (order,), number).reshape(values.shape)
+    counts = torch.empty(0, dtype=torch.int64, device=values.device)
+    if return_counts:
+        ones = torch.ones_like(number)
+        tallies = torch.index_put(torch.zeros_like(number), (number,), ones, accumulate=True)
+        counts = tallies.narrow(0, 0, result.shape[0])
+    return result, inverse, counts
+
+
+def data_dependent_decompositions() -> dict[object, Callable[..., object]]:
+    """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
+    return {
+        torch.ops.aten.nonzero.default: nonzero,
+        torch.ops.aten.masked_select.default: masked_select,
+        torch.ops.aten.index.Tensor: index_with_masks,
+        torch.ops.aten.index_put.default: index_put_with_masks,
+        torch.ops.aten._unique2.default: unique_sorted,
+    }
+
+
+def _unbacked_symbols(value: object) -> set[object]:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return set(free_unbacked_symbols(value)) if value is not None else set()
+
+
+def host_nodes(graph_module: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes that run on the host because they handle data-dependent sizes, not data: reads of a scalar
+    from a tensor (`aten._local_scalar_dense`, the source of every unbacked size), arithmetic and assertions on
+    unbacked sizes, and the views that cut a buffer to one (`aten.slice`/`narrow` of a static tensor to `u0`
+    rows). None of them moves or computes tensor data; compiled regions run everything else."""
+    from neuron_mlir.frontend.fx_importer import SIZE_ASSERTIONS
+
+    found: set[torch.fx.Node] = set()
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        value = node.meta.get("val")
+        reads_a_count = node.target is torch.ops.aten._local_scalar_dense.default
+        size_arithmetic = isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool) and bool(
+            _unbacked_symbols(value)
+        )
+        checks_a_count = str(node.target) in SIZE_ASSERTIONS and any(arg in found for arg in node.all_input_nodes)
+        if reads_a_count or size_arithmetic or checks_a_count or _cuts_to_unbacked_size(node, value):
+            found.add(node)
+    return found
+
+
+def _cuts_to_unbacked_size(node: torch.fx.Node, value: object) -> bool:
+    """A view whose result has an unbacked size that its tensor input does not have."""
+    if not isinstance(node.target, torch._ops.OpOverload) or not node.target.is_view:
+        return False
+    source = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    return bool(_unbacked_symbols(value) - _unbacked_symbols(source))
+
+
+def has_unbacked_inputs(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether a placeholder's value (a size, or a tensor's shape) holds an unbacked size: the graph can only be
+    compiled once that size is known, at its call."""
+    return any(
+        _unbacked_symbols(node.meta.get("val", node.meta.get("example_value")))
+        for node in graph_module.graph.nodes
+        if node.op == "placeholder"
+    )

@@ -1,0 +1,107 @@
+"""Ops whose output size depends on tensor values, captured in graphs (Dynamo's capture_dynamic_output_shape_ops
+and capture_scalar_outputs) and run on the simulated NeuronCore: computed into a buffer of the input's size plus
+a count, the valid prefix taken by the host, and what follows compiled for the count each call meets."""
+
+import pytest
+import torch
+from support import assert_close_to_torch
+
+import neuron_mlir
+from neuron_mlir.frontend.compile_graph import NeuronCompileError
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+@pytest.fixture(autouse=True)
+def _capture_data_dependent_ops():
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):
+        yield
+
+
+def _compiled(fn):
+    return torch.compile(fn, backend="neuron-mlir", options={"strict": True})
+
+
+def _check(fn, *inputs):
+    expected = fn(*inputs)
+    actual = _compiled(fn)(*inputs)
+    assert_close_to_torch(actual, expected, fn.__name__)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def test_nonzero_and_where_of_a_condition():
+    def positions(x):
+        return torch.nonzero(x > 0.2), torch.where(x < -0.5)[1] + 1
+
+    torch.manual_seed(0)
+    _check(positions, torch.randn(6, 7))
+
+
+def test_boolean_indexing_and_masked_select():
+    def selected(x, mask):
+        return x[mask] * 2, x[:, mask[0]].sum(0), torch.masked_select(x, x > 0)
+
+    torch.manual_seed(1)
+    x = torch.randn(5, 6)
+    _check(selected, x, x.abs() > 0.7)
+
+
+def test_unique_with_inverse_and_counts():
+    def distinct(x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return values * 2, inverse, counts, torch.unique(x[0])
+
+    torch.manual_seed(4)
+    _check(distinct, torch.randint(0, 6, (3, 4)).float())
+
+
+def test_item_sizes_a_tensor():
+    def ramp(x):
+        count = (x > 0).sum().item()
+        return torch.arange(count, dtype=torch.float32) + x.sum()
+
+    torch.manual_seed(2)
+    _check(ramp, torch.randn(4, 5))
+
+
+def test_a_new_count_compiles_what_follows_again():
+    def doubled(x):
+        return x[x > 0] * 2
+
+    compiled = _compiled(doubled)
+    for values in ([1.0, -1.0, 2.0, 3.0], [-1.0, -2.0, -3.0, -4.0], [1.0, 2.0, 3.0, 4.0], [5.0, -1.0, 6.0, 7.0]):
+        x = torch.tensor(values)
+        assert_close_to_torch(compiled(x), doubled(x), f"doubled({values})")
+    assert neuron_mlir.stats()["recompilations"] == 2  # counts 3, 0 and 4; the second 3 is compiled already
+
+
+def test_boolean_indexing_trains():
+    def loss(x, weight):
+        return (x[x.sum(-1) > 0] @ weight).tanh().sum() + torch.masked_select(x, x > 0.5).square().sum()
+
+    torch.manual_seed(3)
+    x, weight = torch.randn(8, 5), torch.randn(5, 3)
+    eager = [t.clone().requires_grad_() for t in (x, weight)]
+    compiled = [t.clone().requires_grad_() for t in (x, weight)]
+    expected, actual = loss(*eager), _compiled(loss)(*compiled)
+    expected.backward()
+    actual.backward()
+    assert_close_to_torch(actual, expected, "loss")
+    for name, mine, theirs in zip(("x", "weight"), compiled, eager, strict=True):
+        assert_close_to_torch(mine.grad, theirs.grad, f"grad of {name}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+def test_an_op_refused_at_the_sizes_of_a_call_is_named():
+    def filled(x):
+        rows = (x > 0).sum().item()
+        grid = torch.zeros(rows, 200)
+        return grid.masked_scatter(grid == 0, torch.ones(rows * 200))
+
+    filled_ = _compiled(filled)
+    assert_close_to_torch(filled_(torch.ones(3)), filled(torch.ones(3)), "3 rows")
+    with pytest.raises(Exception, match=r"masked_scatter cannot be lowered at the sizes of this call") as raised:
+        filled_(torch.ones(100))  # 20000 elements: more prefix counts than one tile holds
+    error = raised.value if isinstance(raised.value, NeuronCompileError) else raised.value.__cause__
+    assert isinstance(error, NeuronCompileError)
+    assert "test_data_dependent.py" in str(error)  # the user's source line
