@@ -479,3 +479,17 @@ def test_a_linear_step_with_the_weight_read_in_the_backward_matches_eager():
     reference(x.clone().requires_grad_()).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         assert_close_to_torch(p.grad, q.grad, f"grad of {name}")
+
+
+def test_constants_fold_inside_aot_autograds_fake_mode():
+    """torch-fold-constants reads the values of the constants it folds: real tensors, though the backend compiles
+    while AOTAutograd's fake mode is active."""
+
+    def scaled(x):
+        width = torch.full((), 1.0) - torch.full((), -1.0)  # folds to 2.0
+        return x * 6 / width
+
+    x = torch.randn(3, 4)
+    out = torch.compile(scaled, backend="neuron-mlir", options={"strict": True})(x)
+    assert_close_to_torch(out, scaled(x))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
