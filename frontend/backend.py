@@ -157,6 +157,7 @@ def decompositions() -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.composite_decompositions import composite_decompositions
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
 
     table = dict(core_aten_decompositions())
@@ -165,6 +166,7 @@ def decompositions() -> dict[Any, Any]:
         table.pop(kernel, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
+    table.update(composite_decompositions())
     return table
 
 

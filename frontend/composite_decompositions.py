@@ -1,0 +1,409 @@
+"""Decompositions of ATen ops without a NeuronCore lowering into ops that have one.
+
+Input contract: each function is called by AOTAutograd (and the `neuron` device's tracer) with the arguments of
+its ATen overload, on fake tensors of static shapes; shapes and Python scalars may steer the decomposition,
+tensor values may not (no `.item()`).
+
+Output guarantee: the op's results with its dtypes, shapes and edge cases (NaN, infinities, empty inputs, ties
+where eager's choice is specified) as eager computes them, within the fp32 tolerance of eager where the
+arithmetic is regrouped. A decomposition that cannot keep that promise for some arguments (float64 results,
+which the core cannot hold) hands them to the reference decomposition, or returns NotImplemented.
+
+The families:
+- scans with an associative combine that TensorE's triangular matmul cannot compute (`cumprod`, `cummax`,
+  `cummin`, `logcumsumexp`) run as a Hillis-Steele scan: log2(n) elementwise steps, each combining every element
+  with the one `2^k` before it;
+- order statistics (`median`, `nanmedian`, `kthvalue`, `mode`) read the stable sort the compiler lowers (NaN
+  sorts last), at a position computed per row;
+- searches (`searchsorted`, `bucketize`) and `histc` count comparisons against the whole sequence (or bin
+  range), one broadcast comparison and a sum;
+- creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
+  the `*_copy` ops) become the factory or view op they stand for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+Combine = Callable[[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]
+
+
+# ---- scans --------------------------------------------------------------------------------------------------
+
+
+def _shifted(value: torch.Tensor, dim: int, shift: int, fill: float | int | bool) -> torch.Tensor:
+    """`value` moved `shift` places later along `dim`, the first `shift` places holding `fill`."""
+    length = value.shape[dim]
+    pad_shape = list(value.shape)
+    pad_shape[dim] = shift
+    pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
+    return torch.cat([pad, value.narrow(dim, 0, length - shift)], dim)
+
+
+def inclusive_scan(
+    values: tuple[torch.Tensor, ...], dim: int, identities: tuple[float | int | bool, ...], combine: Combine
+) -> tuple[torch.Tensor, ...]:
+    """The running `combine` of same-shaped `values` along `dim` (Hillis-Steele): for shifts 1, 2, 4, ... below
+    the length, every element combines with the one `shift` places before it, `identities` standing in before
+    the first. `combine(earlier, later)` must be associative, and the identities neutral on its left."""
+    length = values[0].shape[dim]
+    shift = 1
+    while shift < length:
+        earlier = tuple(_shifted(v, dim, shift, i) for v, i in zip(values, identities, strict=True))
+        values = combine(earlier, values)
+        shift *= 2
+    return values
+
+
+def _scan_input(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
+    """A 0-d tensor scans as one element (dim 0 or -1); otherwise `dim` made non-negative."""
+    if x.dim() == 0:
+        return x.reshape(1), 0
+    return x, dim % x.dim()
+
+
+def cumprod(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`aten.cumprod`: integers and bools multiply in int64 unless `dtype` says otherwise, as in eager."""
+    if dtype is None and not (x.is_floating_point() or x.is_complex()):
+        dtype = torch.int64
+    source = x if dtype is None else x.to(dtype)
+    scanned, axis = _scan_input(source, dim)
+    (product,) = inclusive_scan((scanned,), axis, (1,), lambda a, b: (a[0] * b[0],))
+    return product.reshape(x.shape)
+
+
+def _lowest(dtype: torch.dtype, largest: bool) -> float | int | bool:
+    """The value no element can beat: -inf for cummax of floats (+inf for cummin), the type's bound else."""
+    if dtype == torch.bool:
+        return not largest
+    if dtype.is_floating_point:
+        return -math.inf if largest else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+def _cumulative_extreme(x: torch.Tensor, dim: int, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """cummax / cummin with eager's indices: the latest element that is NaN, else the latest that equals the
+    running extreme (eager updates on >= for cummax, <= for cummin, and on every NaN)."""
+    scanned, axis = _scan_input(x, dim)
+    shape = [1] * scanned.dim()
+    shape[axis] = scanned.shape[axis]
+    positions = torch.arange(scanned.shape[axis], device=x.device).reshape(shape).expand(scanned.shape)
+    floating = scanned.is_floating_point()
+
+    def combine(earlier: tuple[torch.Tensor, ...], later: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        (a, a_index), (b, b_index) = earlier, later
+        beats = b >= a if largest else b <= a
+        if floating:
+            beats = torch.isnan(b) | (~torch.isnan(a) & beats)
+        return torch.where(beats, b, a), torch.where(beats, b_index, a_index)
+
+    values, indices = inclusive_scan((scanned, positions), axis, (_lowest(x.dtype, largest), 0), combine)
+    return values.reshape(x.shape), indices.reshape(x.shape)
+
+
+def cummax(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.cummax`: running maxima and the index each was last reached at."""
+    return _cumulative_extreme(x, dim, largest=True)
+
+
+def cummin(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.cummin`: running minima and the index each was last reached at."""
+    return _cumulative_extreme(x, dim, largest=False)
+
+
+def _log_add_exp(earlier: tuple[torch.Tensor, ...], later: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities give themselves
+    (their difference is NaN), and NaN propagates, as in eager's scan."""
+    a, b = earlier[0], later[0]
+    largest = torch.maximum(a, b)
+    same_infinity = torch.isinf(largest) & (a == b)
+    return (torch.where(same_infinity, a, largest + torch.log1p(torch.exp(-(a - b).abs()))),)
+
+
+def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """`aten.logcumsumexp` (and `_logcumsumexp`, its kernel): a scan of log-add-exp, each step stable."""
+    if not x.is_floating_point():
+        return NotImplemented
+    scanned, axis = _scan_input(x, dim)
+    (result,) = inclusive_scan((scanned,), axis, (-math.inf,), _log_add_exp)
+    return result.reshape(x.shape)
+
+
+# ---- order statistics ---------------------------------------------------------------------------------------
+
+
+def _pick(
+    x: torch.Tensor, dim: int, position: Callable[[int, torch.Tensor], torch.Tensor], keepdim: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The element of each row of `x` along `dim` at a position of its stable ascending sort (NaN last), and
+    its index in `x`; `position(length, nan_count)` gives the position, with `nan_count` kept on `dim`."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    ordered, order = torch.sort(x, dim=dim, stable=True)
+    if x.is_floating_point():
+        nans = torch.isnan(x).sum(dim, keepdim=True)
+    else:
+        nans = torch.zeros([*x.shape[:dim], 1, *x.shape[dim + 1 :]], dtype=torch.int64, device=x.device)
+    at = position(x.shape[dim], nans)
+    values, indices = torch.gather(ordered, dim, at), torch.gather(order, dim, at)
+    if not keepdim:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return values, indices
+
+
+def _median_position(length: int, nans: torch.Tensor) -> torch.Tensor:
+    """The lower median, or the first NaN (NaN propagates): sorted NaN sit at length - nans onwards."""
+    return torch.where(nans > 0, length - nans, (length - 1) // 2)
+
+
+def _nanmedian_position(length: int, nans: torch.Tensor) -> torch.Tensor:
+    """The lower median of the numbers; a row of NaN only gives NaN (its index is left to eager's selection
+    algorithm, which no rule reproduces)."""
+    return torch.clamp(torch.div(length - nans - 1, 2, rounding_mode="floor"), min=0)
+
+
+def median_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.median.dim`: the lower median of each row and its index; NaN if the row holds one."""
+    return _pick(x, dim, _median_position, keepdim)
+
+
+def median(x: torch.Tensor) -> torch.Tensor:
+    """`aten.median`: the lower median of all elements, NaN if one is NaN."""
+    return _pick(x.reshape(-1), 0, _median_position, False)[0]
+
+
+def nanmedian_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.nanmedian.dim`: the lower median of each row's numbers, ignoring NaN."""
+    return _pick(x, dim, _nanmedian_position, keepdim)
+
+
+def nanmedian(x: torch.Tensor) -> torch.Tensor:
+    """`aten.nanmedian`: the lower median of all elements that are numbers."""
+    return _pick(x.reshape(-1), 0, _nanmedian_position, False)[0]
+
+
+def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.kthvalue`: the k-th smallest element of each row (NaN counting as the largest) and its index."""
+    length = x.shape[dim] if x.dim() else 1
+    torch._check(1 <= k <= length, lambda: f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _pick(x, dim, lambda n, nans: torch.full_like(nans, k - 1), keepdim)
+
+
+def mode(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.mode`: the most frequent value of each row (the smallest of equally frequent ones) and the index of
+    its last occurrence, as eager's kernel picks them. Frequencies come from comparing every sorted element with
+    every other ([..., n, n] per row)."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    rows = x.movedim(dim, -1)
+    ordered = torch.sort(rows, dim=-1).values
+    frequency = (ordered.unsqueeze(-1) == ordered.unsqueeze(-2)).sum(-1)
+    # argmax takes the first of equal maxima: the smallest value, the sort being ascending
+    value = torch.gather(ordered, -1, torch.argmax(frequency, dim=-1, keepdim=True))
+    positions = torch.arange(rows.shape[-1], device=x.device).expand(rows.shape)
+    index = torch.where(rows == value, positions, -1).amax(-1, keepdim=True)
+    value, index = value.movedim(-1, dim), index.movedim(-1, dim)
+    if not keepdim:
+        value, index = value.squeeze(dim), index.squeeze(dim)
+    return value, index
+
+
+# ---- searches and counts ------------------------------------------------------------------------------------
+
+
+def _count_before(boundaries: torch.Tensor, values: torch.Tensor, right: bool, out_int32: bool) -> torch.Tensor:
+    """For each value, how many boundaries (the last dim of `boundaries`, which broadcasts against `values`'
+    leading dims) it comes after: those with !(b >= v) (!(b > v) when `right`), the count eager's binary search
+    finds on a sorted sequence, with NaN values after every boundary."""
+    b, v = boundaries.unsqueeze(-2), values.unsqueeze(-1)
+    after = ~(b > v) if right else ~(b >= v)
+    return after.sum(-1, dtype=torch.int32 if out_int32 else torch.int64)
+
+
+def searchsorted(
+    sorted_sequence: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`aten.searchsorted.Tensor`: insertion points of `values` in the last dim of `sorted_sequence` (read
+    through `sorter` when given); a 1-d sequence serves every value."""
+    if sorter is not None:
+        sorted_sequence = torch.gather(sorted_sequence, -1, sorter)
+    right = right or side == "right"
+    if sorted_sequence.dim() == 1 and values.dim() != 1:
+        counted = _count_before(sorted_sequence, values.reshape(-1), right, out_int32)
+        return counted.reshape(values.shape)
+    return _count_before(sorted_sequence, values, right, out_int32)
+
+
+def bucketize(
+    x: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False
+) -> torch.Tensor:
+    """`aten.bucketize.Tensor`: the bucket of each element among the 1-d `boundaries`."""
+    return _count_before(boundaries, x.reshape(-1), right, out_int32).reshape(x.shape)
+
+
+def histc(x: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:
+    """`aten.histc`: counts of the elements in `bins` equal bins over [min, max] (the data's range when both are
+    0, widened by 1 on each side when that range is one value), elements outside it ignored, the upper edge in
+    the last bin. Bins are found as eager's kernel finds them, (x - lo) * bins / (hi - lo) truncated."""
+    flat = x.reshape(-1)
+    if min == max and flat.numel() > 0:
+        low, high = torch.aminmax(flat)
+        degenerate = low == high
+        low, high = torch.where(degenerate, low - 1, low), torch.where(degenerate, high + 1, high)
+    else:
+        low = torch.full((), min, dtype=x.dtype, device=x.device)
+        high = torch.full((), max, dtype=x.dtype, device=x.device)
+    inside = (flat >= low) & (flat <= high)
+    position = torch.trunc((flat - low) * bins / (high - low))
+    position = torch.where(position == bins, position - 1, position)
+    edges = torch.arange(bins, device=x.device, dtype=x.dtype)
+    hits = (position.unsqueeze(-1) == edges) & inside.unsqueeze(-1)
+    return hits.sum(0, dtype=x.dtype)
+
+
+# ---- elementwise and indexing -------------------------------------------------------------------------------
+
+
+def ldexp(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """`aten.ldexp.Tensor`: x * 2^other, as ATen computes it."""
+    return torch.mul(x, torch.pow(2.0, other))
+
+
+def put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """`aten.put`: `source` written (or added) at the flat positions `index` of `x`, negative ones from the end."""
+    flat_index = index.reshape(-1)
+    flat_index = torch.where(flat_index < 0, flat_index + x.numel(), flat_index)
+    written = torch.index_put(x.reshape(-1), (flat_index,), source.reshape(-1), accumulate)
+    return written.reshape(x.shape)
+
+
+def dist(x: torch.Tensor, other: torch.Tensor, p: float = 2) -> torch.Tensor:
+    """`aten.dist`: the p-norm of the broadcast difference."""
+    return torch.linalg.vector_norm(x - other, ord=p)
+
+
+# ---- creation and copies ------------------------------------------------------------------------------------
+
+
+def logspace(
+    start: float,
+    end: float,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """`aten.logspace`: base ** linspace(start, end, steps), the exponents in the float dtype asked for. The
+    reference decomposition computes in float64, which the core does not hold; a float64 or integer result keeps
+    it."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch._refs.logspace(start, end, steps, base, dtype=dtype, device=device)
+    exponents = torch.linspace(start, end, steps, dtype=torch.float32, device=device)
+    return torch.pow(base, exponents).to(dtype)
+
+
+def rand_like(x: torch.Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None,
+              **factory: Any) -> torch.Tensor:  # fmt: skip
+    """`aten.rand_like`: uniform draws of `x`'s shape, from the same stream as `rand`."""
+    return torch.rand(x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def empty_permuted(
+    size: Sequence[int],
+    physical_layout: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.empty_permuted`: an empty tensor laid out in `physical_layout` order, a permuted view of a dense one."""
+    dense = torch.empty([size[d] for d in physical_layout], dtype=dtype, device=device)
+    inverse = [0] * len(physical_layout)
+    for position, d in enumerate(physical_layout):
+        inverse[d] = position
+    return dense.permute(inverse)
+
+
+def new_empty_strided(
+    x: torch.Tensor,
+    size: Sequence[int],
+    stride: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.new_empty_strided`: `empty_strided` in `x`'s dtype and device unless given."""
+    return torch.empty_strided(size, stride, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def view_copy(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """`aten.view_copy`: the view, copied."""
+    return aten.view.default(x, size).clone()
+
+
+def permute_copy(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
+    """`aten.permute_copy`: the permuted view, copied (contiguous)."""
+    return x.permute(dims).clone(memory_format=torch.contiguous_format)
+
+
+def unbind_copy(x: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
+    """`aten.unbind_copy.int`: each slice along `dim`, copied."""
+    return tuple(part.clone() for part in x.unbind(dim))
+
+
+def as_strided_copy(
+    x: torch.Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+) -> torch.Tensor:
+    """`aten.as_strided_copy`: the strided view, copied (contiguous)."""
+    return x.as_strided(size, stride, storage_offset).clone(memory_format=torch.contiguous_format)
+
+
+def composite_decompositions() -> dict[object, object]:
+    """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
+    return {
+        aten.cumprod.default: cumprod,
+        aten.cummax.default: cummax,
+        aten.cummin.default: cummin,
+        aten.logcumsumexp.default: logcumsumexp,
+        aten._logcumsumexp.default: logcumsumexp,
+        aten.median.default: median,
+        aten.median.dim: median_dim,
+        aten.nanmedian.default: nanmedian,
+        aten.nanmedian.dim: nanmedian_dim,
+        aten.kthvalue.default: kthvalue,
+        aten.mode.default: mode,
+        aten.searchsorted.Tensor: searchsorted,
+        aten.bucketize.Tensor: bucketize,
+        aten.histc.default: histc,
+        aten.ldexp.Tensor: ldexp,
+        aten.put.default: put,
+        aten.dist.default: dist,
+        aten.logspace.default: logspace,
+        aten.rand_like.default: rand_like,
+        aten.empty_permuted.default: empty_permuted,
+        aten.new_empty_strided.default: new_empty_strided,
+        aten.view_copy.default: view_copy,
+        aten.permute_copy.default: permute_copy,
+        aten.unbind_copy.int: unbind_copy,
+        aten.as_strided_copy.default: as_strided_copy,
+    }

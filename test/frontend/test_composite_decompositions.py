@@ -1,0 +1,122 @@
+"""Decompositions of ops without a lowering: eager's results (edge cases included), and graphs with no fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from support import assert_close_to_torch
+from support.compiled import check_compiled
+
+from neuron_mlir.frontend import composite_decompositions as cd
+
+NAN, INF = math.nan, math.inf
+# NaN, infinities of both signs, zeros and ties, in the middle of a row and at its ends
+EDGES = torch.tensor(
+    [
+        [1.0, 3.0, NAN, 2.0, NAN, 5.0, 0.5],
+        [-INF, 2.0, INF, 2.0, -1.0, 0.0, INF],
+        [2.0, 2.0, 1.0, 1.0, -3.0, -3.0, 4.0],
+        [0.0, INF, 1.0, -2.0, 0.5, -INF, 3.0],
+    ]
+)
+
+
+def _random(*shape: int) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(*shape)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scans_match_eager_on_nan_infinities_and_ties(dim: int) -> None:
+    for x in (EDGES, _random(3, 37)):
+        assert_close_to_torch(cd.cumprod(x, dim), torch.cumprod(x, dim), "cumprod")
+        assert_close_to_torch(cd.cummax(x, dim), tuple(torch.cummax(x, dim)), "cummax")
+        assert_close_to_torch(cd.cummin(x, dim), tuple(torch.cummin(x, dim)), "cummin")
+        assert_close_to_torch(cd.logcumsumexp(x, dim), torch.logcumsumexp(x, dim), "logcumsumexp")
+
+
+def test_integer_scans_keep_eager_dtypes() -> None:
+    x = torch.tensor([[3, -1, 2, 2, 0, 5], [1, 1, 7, -4, 7, 2]], dtype=torch.int32)
+    assert_close_to_torch(cd.cumprod(x, 1), torch.cumprod(x, 1), "cumprod")  # int64, as eager promotes
+    assert_close_to_torch(cd.cumprod(x, 1, dtype=torch.float32), torch.cumprod(x, 1, dtype=torch.float32))
+    assert_close_to_torch(cd.cummax(x, 1), tuple(torch.cummax(x, 1)), "cummax")
+    assert_close_to_torch(cd.cummin(x > 1, 1), tuple(torch.cummin(x > 1, 1)), "cummin of bools")
+    scalar = torch.tensor(2.5)
+    assert_close_to_torch(cd.cumprod(scalar, 0), torch.cumprod(scalar, 0), "0-d cumprod")
+
+
+def test_order_statistics_match_eager() -> None:
+    rows = torch.tensor([[4.0, NAN, 1.0, 3.0, NAN], [5.0, 1.0, 2.0, 9.0, 0.0], [2.0, 7.0, NAN, 1.0, 6.0]])
+    assert_close_to_torch(cd.median_dim(rows, 1), tuple(torch.median(rows, 1)), "median")
+    assert_close_to_torch(cd.nanmedian_dim(rows, 1, True), tuple(torch.nanmedian(rows, 1, True)), "nanmedian")
+    # a row of NaN only: NaN, at an index eager leaves to its selection algorithm
+    assert torch.isnan(cd.nanmedian_dim(torch.full((2, 4), NAN), 1)[0]).all()
+    assert_close_to_torch(cd.median(rows[1]), torch.median(rows[1]), "median of all")
+    assert_close_to_torch(cd.nanmedian(rows[:2]), torch.nanmedian(rows[:2]), "nanmedian of all")
+    distinct = _random(4, 9)
+    assert_close_to_torch(cd.kthvalue(distinct, 3, 0), tuple(torch.kthvalue(distinct, 3, 0)), "kthvalue")
+    assert_close_to_torch(cd.kthvalue(rows[:2], 5), tuple(torch.kthvalue(rows[:2], 5)), "kthvalue of NaN")
+    # the most frequent value, the smallest of equally frequent ones, at its last occurrence
+    counts = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0, 5.0], [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 0.0]])
+    assert_close_to_torch(cd.mode(counts, 1), tuple(torch.mode(counts, 1)), "mode")
+    assert_close_to_torch(cd.mode(counts.t(), 0, True), tuple(torch.mode(counts.t(), 0, True)), "mode, keepdim")
+
+
+def test_searches_and_histograms_match_eager() -> None:
+    sequence = torch.tensor([-2.0, 0.0, 0.0, 1.5, 3.0])
+    values = torch.tensor([[-3.0, 0.0, 1.0], [3.0, 4.0, NAN]])
+    for right in (False, True):
+        expected = torch.searchsorted(sequence, values, right=right)
+        assert_close_to_torch(cd.searchsorted(sequence, values, right=right), expected, f"right={right}")
+        expected = torch.bucketize(values, sequence, right=right, out_int32=True)
+        assert_close_to_torch(cd.bucketize(values, sequence, right=right, out_int32=True), expected)
+    unsorted = _random(2, 6)
+    sorter = torch.argsort(unsorted, dim=-1)
+    probes = _random(2, 4)
+    expected = torch.searchsorted(unsorted, probes, side="right", sorter=sorter)
+    assert_close_to_torch(cd.searchsorted(unsorted, probes, side="right", sorter=sorter), expected, "sorter")
+    data = torch.tensor([0.0, 1.0, 1.0, 2.5, 3.0, -1.0, 7.0, 2.999])
+    assert_close_to_torch(cd.histc(data, 4, 0.0, 3.0), torch.histc(data, 4, 0.0, 3.0), "histc")
+    assert_close_to_torch(cd.histc(data, 5), torch.histc(data, 5), "histc over the data's range")
+    constant = torch.full((3,), 2.0)
+    assert_close_to_torch(cd.histc(constant, 3), torch.histc(constant, 3), "histc of one value")
+
+
+def test_copies_and_factories_match_eager() -> None:
+    x = _random(2, 3, 4)
+    assert cd.empty_permuted((2, 3, 4), (2, 0, 1)).stride() == torch.empty_permuted((2, 3, 4), (2, 0, 1)).stride()
+    assert cd.permute_copy(x, (2, 0, 1)).is_contiguous()
+    assert_close_to_torch(cd.as_strided_copy(x, (3, 2), (1, 3), 2), torch.as_strided_copy(x, (3, 2), (1, 3), 2))
+    assert_close_to_torch(cd.unbind_copy(x, 1), torch.unbind_copy(x, 1), "unbind_copy")
+    index = torch.tensor([[0, -1], [5, 5]])
+    source = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert_close_to_torch(cd.put(x, index, source, True), torch.put(x, index, source, True), "put, accumulated")
+    assert_close_to_torch(cd.dist(x, x[0, 0], 3), torch.dist(x, x[0, 0], 3), "dist")
+    expected = torch.logspace(-3, 2, 6, 2.0, dtype=torch.bfloat16)
+    assert_close_to_torch(cd.logspace(-3, 2, 6, 2.0, dtype=torch.bfloat16), expected, "logspace")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> None:
+    def scans(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.cumprod(x, 1), *torch.cummax(x, 0), torch.logcumsumexp(x, 1), *torch.median(x, 1))
+
+    check_compiled(scans, EDGES)
+    check_compiled(lambda x: (torch.nanmedian(x), *torch.kthvalue(x, 2, 0)), _random(5, 7))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_searches_and_copies_compile_without_fallback() -> None:
+    def searches(sequence: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.searchsorted(sequence, x),
+            torch.bucketize(x, sequence, right=True),
+            torch.isin(x, sequence),
+            torch.histc(x, 6, -1.0, 1.0),
+            torch.put(x, torch.tensor([0, -1]), sequence[:2]),
+            torch.dist(x, sequence[0], 2),
+        )
+
+    check_compiled(searches, torch.tensor([-1.0, -0.5, 0.0, 0.25, 1.0]), _random(3, 4))
