@@ -17,6 +17,7 @@ The families:
   sorts last), at a position computed per row;
 - searches (`searchsorted`, `bucketize`) and `histc` count comparisons against the whole sequence (or bin
   range), one broadcast comparison and a sum;
+- float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
 - creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
   the `*_copy` ops) become the factory or view op they stand for.
 """
@@ -297,6 +298,69 @@ def dist(x: torch.Tensor, other: torch.Tensor, p: float = 2) -> torch.Tensor:
     return torch.linalg.vector_norm(x - other, ord=p)
 
 
+# Binary normalisation by exact powers of two: each step halves the distance to [1, 2) in the exponent, 2^64
+# twice at the bottom to reach the subnormals (down to 2^-149)
+_SCALE_STEPS = (64, 32, 16, 8, 4, 2, 1)
+
+
+def _normalized(magnitude: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, e) with magnitude = m * 2^e and 1 <= m < 2, for positive finite float32 magnitudes, subnormals
+    included. Exact: every step multiplies by a power of two (the estimate of a logarithm would be one off next
+    to powers of two, and powers computed by `pow` are not exact at the ends of the range)."""
+    m, e = magnitude, torch.zeros_like(magnitude)
+    for b in _SCALE_STEPS:
+        large = m >= 2.0**b
+        m, e = torch.where(large, m * 2.0**-b, m), torch.where(large, e + b, e)
+    for b in (64, *_SCALE_STEPS):
+        small = m < 2.0 ** (1 - b)
+        m, e = torch.where(small, m * 2.0**b, m), torch.where(small, e - b, e)
+    return m, e
+
+
+def _scaled(m: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """m * 2^e for integral e in [-126, 127] and a normal result (or one that overflows to infinity), exact."""
+    for b in (64, *_SCALE_STEPS):
+        up, down = e >= b, e <= -b
+        m = torch.where(up, m * 2.0**b, torch.where(down, m * 2.0**-b, m))
+        e = torch.where(up, e - b, torch.where(down, e + b, e))
+    return m
+
+
+def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.frexp.Tensor`: x = mantissa * 2^exponent with 0.5 <= |mantissa| < 1 and an int32 exponent; zeros,
+    infinities and NaN are their own mantissa with exponent 0."""
+    regular = torch.isfinite(x) & (x != 0)
+    m, e = _normalized(torch.where(regular, x.abs(), 1.0).float())
+    mantissa = torch.where(regular, torch.where(x < 0, -m, m).to(x.dtype) * 0.5, x)
+    return mantissa, torch.where(regular, e + 1, 0).to(torch.int32)
+
+
+_SMALLEST_NORMAL, _SMALLEST_SUBNORMAL = 2.0**-126, 2.0**-149
+
+
+def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """`aten.nextafter`: the float next to x towards `other` (`other` itself when equal, NaN from NaN). A normal
+    |x| = m 2^e steps to (m +- 2^-23) 2^e (m - 2^-24 from an exact power of two towards zero), among the
+    subnormals (and from the smallest normal down) by 2^-149, from infinity to the largest float. Float32 only:
+    the core holds no float64."""
+    if x.dtype != torch.float32 or other.dtype != torch.float32:
+        return NotImplemented
+    x, other = torch.broadcast_tensors(x, other)
+    magnitude = x.abs()
+    away = ((other > x) & (x >= 0)) | ((other < x) & (x <= 0))  # |x| grows (from 0, either way)
+    m, e = _normalized(torch.where((magnitude > 0) & torch.isfinite(magnitude), magnitude, 1.0))
+    stepped = torch.where(away, m + 2.0**-23, torch.where(m == 1.0, m - 2.0**-24, m - 2.0**-23))
+    moved = _scaled(stepped, e)
+    subnormal = (magnitude < _SMALLEST_NORMAL) | ((magnitude == _SMALLEST_NORMAL) & ~away)
+    moved = torch.where(
+        subnormal, torch.where(away, magnitude + _SMALLEST_SUBNORMAL, magnitude - _SMALLEST_SUBNORMAL), moved
+    )
+    moved = torch.where(torch.isinf(magnitude), torch.finfo(torch.float32).max, moved)
+    sign = torch.where(x == 0, torch.where(other > 0, 1.0, -1.0), torch.where(x > 0, 1.0, -1.0))
+    result = torch.where(x == other, other, moved * sign)
+    return torch.where(torch.isnan(x) | torch.isnan(other), x + other, result)
+
+
 # ---- creation and copies ------------------------------------------------------------------------------------
 
 
@@ -318,6 +382,35 @@ def logspace(
     if not dtype.is_floating_point or dtype == torch.float64:
         return torch._refs.logspace(start, end, steps, base, dtype=dtype, device=device)
     exponents = torch.linspace(start, end, steps, dtype=torch.float32, device=device)
+    return torch.pow(base, exponents).to(dtype)
+
+
+def logspace_tensor(
+    start: torch.Tensor | float,
+    end: torch.Tensor | float,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """`aten.logspace` with 0-d tensors for `start` or `end`: the same, the exponents computed from the tensors."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return NotImplemented
+    tensors = [t for t in (start, end) if isinstance(t, torch.Tensor)]
+    device = device or tensors[0].device
+    first = start.to(torch.float32) if isinstance(start, torch.Tensor) else torch.full((), start, device=device)
+    last = end.to(torch.float32) if isinstance(end, torch.Tensor) else torch.full((), end, device=device)
+    if steps == 1:
+        exponents = first.reshape(1)
+    else:
+        # linspace's symmetric form, as ATen's kernel: from the start in the first half, from the end after it
+        index = torch.arange(steps, device=device, dtype=torch.float32)
+        step = (last - first) / (steps - 1)
+        exponents = torch.where(index < steps / 2, first + step * index, last - step * (steps - 1 - index))
     return torch.pow(base, exponents).to(dtype)
 
 
@@ -399,6 +492,11 @@ def composite_decompositions() -> dict[object, object]:
         aten.put.default: put,
         aten.dist.default: dist,
         aten.logspace.default: logspace,
+        aten.logspace.Tensor_Tensor: logspace_tensor,
+        aten.logspace.Tensor_Scalar: logspace_tensor,
+        aten.logspace.Scalar_Tensor: logspace_tensor,
+        aten.frexp.Tensor: frexp,
+        aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
         aten.empty_permuted.default: empty_permuted,
         aten.new_empty_strided.default: new_empty_strided,

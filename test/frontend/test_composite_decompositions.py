@@ -9,6 +9,7 @@ import torch
 from support import assert_close_to_torch
 from support.compiled import check_compiled
 
+import neuron_mlir
 from neuron_mlir.frontend import composite_decompositions as cd
 
 NAN, INF = math.nan, math.inf
@@ -120,3 +121,35 @@ def test_decomposed_searches_and_copies_compile_without_fallback() -> None:
         )
 
     check_compiled(searches, torch.tensor([-1.0, -0.5, 0.0, 0.25, 1.0]), _random(3, 4))
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """float32 bit patterns, every NaN as one pattern: exact comparison of floats."""
+    return torch.where(torch.isnan(x), torch.nan, x).view(torch.int32)
+
+
+# the ends of the float32 range (subnormals, the largest floats), powers of two, zeros, infinities, NaN
+EXTREMES = torch.tensor(
+    [0.0, -0.0, 1.0, -3.5, INF, -INF, NAN, 1e-40, -2.0**-149, 2.0**-126, 3e38, 3.4028235e38, 0.75, 1.9999999, 4.0]
+)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_frexp_and_nextafter_are_bit_exact_compiled() -> None:
+    torch.manual_seed(0)
+    x = torch.cat([EXTREMES, torch.randn(200) * 1e5, torch.randn(200) * 1e-39])
+    towards = torch.cat([torch.tensor([1.0, -1.0, 0.0, 0.0, 0.0, 2.0, 1.0, INF, 0.0, 0.0, INF, 0.0, 0.75, 2.0, 0.0]),
+                         torch.randn(400)])  # fmt: skip
+    mantissa, exponent = torch.frexp(x)
+    expected = torch.nextafter(x, towards)
+    for decomposed in (cd.frexp(x), torch.compile(torch.frexp, backend="neuron-mlir")(x)):
+        assert torch.equal(_bits(decomposed[0]), _bits(mantissa))
+        assert torch.equal(decomposed[1], exponent)
+    for decomposed in (cd.nextafter(x, towards), torch.compile(torch.nextafter, backend="neuron-mlir")(x, towards)):
+        assert torch.equal(_bits(decomposed), _bits(expected))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_logspace_from_tensors_compiles_without_fallback() -> None:
+    check_compiled(lambda start: (torch.logspace(start, 2, 7, 2.0), torch.logspace(-1, start, 1)), torch.tensor(-3))
