@@ -15,8 +15,8 @@ The families:
   with the one `2^k` before it;
 - order statistics (`median`, `nanmedian`, `kthvalue`, `mode`) read the stable sort the compiler lowers (NaN
   sorts last), at a position computed per row;
-- searches (`searchsorted`, `bucketize`) and `histc` count comparisons against the whole sequence (or bin
-  range), one broadcast comparison and a sum;
+- searches (`searchsorted`, `bucketize`), `histc` and `segment_reduce` compare every element with the whole
+  sequence (bin range, segment bounds) at once: one broadcast comparison, then a (masked) reduction;
 - float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
 - creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
   the `*_copy` ops) become the factory or view op they stand for.
@@ -24,6 +24,7 @@ The families:
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -277,6 +278,129 @@ def histc(x: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> t
     return hits.sum(0, dtype=x.dtype)
 
 
+def segment_reduce(
+    data: torch.Tensor,
+    reduce: str,
+    *,
+    lengths: torch.Tensor | None = None,
+    indices: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    axis: int = 0,
+    unsafe: bool = False,
+    initial: float | None = None,
+) -> torch.Tensor:
+    """`aten.segment_reduce`: `data` reduced over consecutive segments of dim `axis`, sized by `lengths` or
+    delimited by `offsets` ([*data.shape[:axis], segments (+ 1)]). Each segment is a mask over the dim ([...,
+    segments, n]), so the reduction is one masked reduction: `initial` joins every segment (an empty one is
+    `initial`, else 0 for sums, 1 for products, -inf / inf for max / min and NaN for means), as in eager."""
+    if indices is not None or (lengths is None) == (offsets is None):
+        return NotImplemented
+    axis = axis % data.dim()
+    if offsets is not None:
+        starts, ends = offsets[..., :-1], offsets[..., 1:]
+    else:
+        assert lengths is not None
+        ends = torch.cumsum(lengths, -1)
+        starts = ends - lengths
+    positions = torch.arange(data.shape[axis], device=data.device)
+    member = (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1))  # [..., segments, n]
+    trailing = data.dim() - axis - 1
+    member = member.reshape(*member.shape, *([1] * trailing))
+    values = data.unsqueeze(axis)  # [..., 1, n, ...]
+    identity = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[reduce]
+    masked = torch.where(member, values, identity)
+    dim = axis + 1
+    if reduce in ("sum", "mean"):
+        result = masked.sum(dim)
+    elif reduce == "prod":
+        result = masked.prod(dim)
+    else:
+        result = masked.amax(dim) if reduce == "max" else masked.amin(dim)
+    if initial is not None:
+        combine = {"sum": torch.add, "mean": torch.add, "prod": torch.mul, "max": torch.maximum, "min": torch.minimum}
+        result = combine[reduce](result, torch.full_like(result, initial))
+    if reduce == "mean":
+        count = member.sum(dim).to(data.dtype)
+        empty_value = math.nan if initial is None else initial
+        result = torch.where(count > 0, result / count, empty_value)
+    return result
+
+
+def _edges_between(low: torch.Tensor, high: torch.Tensor, bins: int) -> torch.Tensor:
+    """bins + 1 evenly spaced edges from `low` to `high` (0-d tensors), as ATen's linspace places them: from the
+    low end in the first half, from the high end in the second."""
+    index = torch.arange(bins + 1, device=low.device, dtype=low.dtype)
+    step = (high - low) / bins
+    return torch.where(index < (bins + 1) / 2, low + step * index, high - step * (bins - index))
+
+
+def _histogram_counts(
+    x: torch.Tensor, edges: torch.Tensor, weight: torch.Tensor | None, density: bool
+) -> torch.Tensor:
+    """Counts (or summed weights) of the elements of `x` per bin of the 1-d `edges`: bin i holds
+    edges[i] <= x < edges[i + 1], the last bin its upper edge too, elements outside (and NaN) none."""
+    flat = x.reshape(-1)
+    bins = edges.shape[0] - 1
+    inside = (flat >= edges[0]) & (flat <= edges[-1])
+    position = (edges[1:-1] <= flat.unsqueeze(-1)).sum(-1)  # interior edges passed: the bin, the top edge's last
+    hits = (position.unsqueeze(-1) == torch.arange(bins, device=x.device)) & inside.unsqueeze(-1)
+    amounts = hits.to(x.dtype) if weight is None else hits * weight.reshape(-1, 1).to(x.dtype)
+    counts = amounts.sum(0)
+    if density:
+        counts = counts / (counts.sum() * (edges[1:] - edges[:-1]))
+    return counts
+
+
+def histogram_bin_ct(
+    x: torch.Tensor,
+    bins: int = 100,
+    *,
+    range: Sequence[float] | None = None,
+    weight: torch.Tensor | None = None,
+    density: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.histogram.bin_ct`: `bins` equal bins over `range` (the data's, widened by 0.5 on each side when it
+    is one value, as NumPy does), and their edges."""
+    if range is not None:
+        low = torch.full((), range[0], dtype=x.dtype, device=x.device)
+        high = torch.full((), range[1], dtype=x.dtype, device=x.device)
+    elif x.numel() > 0:
+        low, high = torch.aminmax(x.reshape(-1))
+    else:
+        low, high = torch.zeros((), dtype=x.dtype, device=x.device), torch.zeros((), dtype=x.dtype, device=x.device)
+    degenerate = low == high
+    low, high = torch.where(degenerate, low - 0.5, low), torch.where(degenerate, high + 0.5, high)
+    edges = _edges_between(low, high, bins)
+    return _histogram_counts(x, edges, weight, density), edges
+
+
+def histogram_bins_tensor(
+    x: torch.Tensor, bins: torch.Tensor, *, weight: torch.Tensor | None = None, density: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.histogram.bins_tensor`: the bins between the given (increasing) edges, and a copy of the edges."""
+    return _histogram_counts(x, bins, weight, density), bins.clone()
+
+
+def nonzero_static(x: torch.Tensor, *, size: int, fill_value: int = -1) -> torch.Tensor:
+    """`aten.nonzero_static`: the coordinates of the first `size` nonzero elements in row-major order, as
+    [size, x.dim()] int64, rows past the last nonzero element holding `fill_value`. The k-th nonzero element is
+    the one whose running count of nonzeros is k + 1: one comparison of every output row with every element."""
+    flat = (x != 0).reshape(-1)
+    if x.dim() == 0 or size == 0:
+        return torch.full((size, x.dim()), fill_value, dtype=torch.int64, device=x.device)
+    rank = torch.cumsum(flat.to(torch.int64), 0) - 1
+    wanted = torch.arange(size, device=x.device).unsqueeze(-1)
+    hit = (rank == wanted) & flat  # [size, numel]: one element per row at most
+    position = (hit * torch.arange(flat.shape[0], device=x.device)).sum(-1)
+    strides = [math.prod(x.shape[d + 1 :]) for d in builtins.range(x.dim())]
+    coordinates = torch.stack(
+        [torch.remainder(torch.div(position, stride, rounding_mode="floor"), extent)
+         for stride, extent in zip(strides, x.shape, strict=True)],
+        -1,
+    )  # fmt: skip
+    return torch.where(hit.any(-1, keepdim=True), coordinates, fill_value)
+
+
 # ---- elementwise and indexing -------------------------------------------------------------------------------
 
 
@@ -488,6 +612,10 @@ def composite_decompositions() -> dict[object, object]:
         aten.searchsorted.Tensor: searchsorted,
         aten.bucketize.Tensor: bucketize,
         aten.histc.default: histc,
+        aten.segment_reduce.default: segment_reduce,
+        aten.histogram.bin_ct: histogram_bin_ct,
+        aten.histogram.bins_tensor: histogram_bins_tensor,
+        aten.nonzero_static.default: nonzero_static,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
         aten.dist.default: dist,

@@ -153,3 +153,42 @@ def test_frexp_and_nextafter_are_bit_exact_compiled() -> None:
 @pytest.mark.usefixtures("fresh_compiler")
 def test_logspace_from_tensors_compiles_without_fallback() -> None:
     check_compiled(lambda start: (torch.logspace(start, 2, 7, 2.0), torch.logspace(-1, start, 1)), torch.tensor(-3))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce_matches_eager_with_empty_segments_nan_and_initial(reduce: str) -> None:
+    data = torch.tensor([1.0, 5.0, NAN, -2.0, 3.0])
+    lengths, offsets = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 0, 1, 3, 5])
+    for initial in (None, 2.0):
+        expected = torch._segment_reduce(data, reduce, lengths=lengths, initial=initial)
+        assert_close_to_torch(cd.segment_reduce(data, reduce, lengths=lengths, initial=initial), expected, reduce)
+        assert_close_to_torch(cd.segment_reduce(data, reduce, offsets=offsets, initial=initial), expected, reduce)
+    batched, batched_lengths = _random(2, 5, 3), torch.tensor([[2, 0, 3], [1, 1, 3]])
+    expected = torch._segment_reduce(batched, reduce, lengths=batched_lengths, axis=1)
+    assert_close_to_torch(cd.segment_reduce(batched, reduce, lengths=batched_lengths, axis=1), expected, "axis 1")
+
+
+def test_histogram_and_nonzero_static_match_eager() -> None:
+    x, weight = _random(50), torch.rand(50)
+    for arguments in ({"bins": 7}, {"bins": 5, "range": (-1.0, 1.0)}, {"bins": 3, "weight": weight, "density": True}):
+        assert_close_to_torch(cd.histogram_bin_ct(x, **arguments), tuple(torch.histogram(x, **arguments)))
+    edges = torch.tensor([-1.0, -0.2, 0.0, 0.5, 2.0])
+    assert_close_to_torch(cd.histogram_bins_tensor(x, edges), tuple(torch.histogram(x, edges)), "given edges")
+    one_value = torch.tensor(3.0)  # a range of one value widens by 0.5 each way
+    assert_close_to_torch(cd.histogram_bin_ct(one_value, 2), tuple(torch.histogram(one_value, 2)), "one value")
+    mask = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, -3.0]])
+    for size, fill in ((0, -1), (2, -1), (5, 7)):
+        expected = torch.nonzero_static(mask, size=size, fill_value=fill)
+        assert_close_to_torch(cd.nonzero_static(mask, size=size, fill_value=fill), expected, f"size {size}")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_segments_histograms_and_nonzero_compile_without_fallback() -> None:
+    def counts(x: torch.Tensor, weight: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            *torch.histogram(x, 4, weight=weight, density=True),
+            torch.nonzero_static(x > 0.5, size=6),
+            torch._segment_reduce(x, "mean", lengths=lengths, initial=1.0),
+        )
+
+    check_compiled(counts, _random(12), torch.rand(12), torch.tensor([3, 0, 4, 5]))
