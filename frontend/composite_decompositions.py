@@ -459,30 +459,31 @@ def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mantissa, torch.where(regular, e + 1, 0).to(torch.int32)
 
 
-_SMALLEST_NORMAL, _SMALLEST_SUBNORMAL = 2.0**-126, 2.0**-149
-
-
 def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """`aten.nextafter`: the float next to x towards `other` (`other` itself when equal, NaN from NaN). A normal
-    |x| = m 2^e steps to (m +- 2^-23) 2^e (m - 2^-24 from an exact power of two towards zero), among the
-    subnormals (and from the smallest normal down) by 2^-149, from infinity to the largest float. Float32 only:
-    the core holds no float64."""
-    if x.dtype != torch.float32 or other.dtype != torch.float32:
+    """`aten.nextafter`: the float next to x towards `other` (`other` itself when equal, NaN from NaN), in x's
+    format (float32, bfloat16 or float16, with p bits after the point: 23, 7, 10). A normal |x| = m 2^e steps to
+    (m +- 2^-p) 2^e (m - 2^-(p+1) from an exact power of two towards zero), among the subnormals (and from the
+    smallest normal down) by the smallest subnormal, from infinity to the largest float. Computed in float32,
+    where every such neighbour is exact; float64 has no NeuronCore storage."""
+    dtype = torch.result_type(x, other)
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         return NotImplemented
-    x, other = torch.broadcast_tensors(x, other)
+    info = torch.finfo(dtype)
+    x, other = torch.broadcast_tensors(x.to(dtype).float(), other.to(dtype).float())
     magnitude = x.abs()
     away = ((other > x) & (x >= 0)) | ((other < x) & (x <= 0))  # |x| grows (from 0, either way)
     m, e = _normalized(torch.where((magnitude > 0) & torch.isfinite(magnitude), magnitude, 1.0))
-    stepped = torch.where(away, m + 2.0**-23, torch.where(m == 1.0, m - 2.0**-24, m - 2.0**-23))
+    bits = round(-math.log2(info.eps))  # after the point
+    up, down = 2.0**-bits, 2.0 ** -(bits + 1)
+    stepped = torch.where(away, m + up, torch.where(m == 1.0, m - down, m - up))
     moved = _scaled(stepped, e)
-    subnormal = (magnitude < _SMALLEST_NORMAL) | ((magnitude == _SMALLEST_NORMAL) & ~away)
-    moved = torch.where(
-        subnormal, torch.where(away, magnitude + _SMALLEST_SUBNORMAL, magnitude - _SMALLEST_SUBNORMAL), moved
-    )
-    moved = torch.where(torch.isinf(magnitude), torch.finfo(torch.float32).max, moved)
+    subnormal = (magnitude < info.tiny) | ((magnitude == info.tiny) & ~away)
+    smallest = info.smallest_normal * 2.0**-bits
+    moved = torch.where(subnormal, torch.where(away, magnitude + smallest, magnitude - smallest), moved)
+    moved = torch.where(torch.isinf(magnitude), info.max, moved)
     sign = torch.where(x == 0, torch.where(other > 0, 1.0, -1.0), torch.where(x > 0, 1.0, -1.0))
     result = torch.where(x == other, other, moved * sign)
-    return torch.where(torch.isnan(x) | torch.isnan(other), x + other, result)
+    return torch.where(torch.isnan(x) | torch.isnan(other), x + other, result).to(dtype)
 
 
 # ---- creation and copies ------------------------------------------------------------------------------------

@@ -140,14 +140,21 @@ def test_frexp_and_nextafter_are_bit_exact_compiled() -> None:
     x = torch.cat([EXTREMES, torch.randn(200) * 1e5, torch.randn(200) * 1e-39])
     towards = torch.cat([torch.tensor([1.0, -1.0, 0.0, 0.0, 0.0, 2.0, 1.0, INF, 0.0, 0.0, INF, 0.0, 0.75, 2.0, 0.0]),
                          torch.randn(400)])  # fmt: skip
-    mantissa, exponent = torch.frexp(x)
-    expected = torch.nextafter(x, towards)
-    for decomposed in (cd.frexp(x), torch.compile(torch.frexp, backend="neuron-mlir")(x)):
-        assert torch.equal(_bits(decomposed[0]), _bits(mantissa))
-        assert torch.equal(decomposed[1], exponent)
-    for decomposed in (cd.nextafter(x, towards), torch.compile(torch.nextafter, backend="neuron-mlir")(x, towards)):
-        assert torch.equal(_bits(decomposed), _bits(expected))
+    low = x.to(torch.bfloat16), towards.to(torch.bfloat16)  # its own neighbours, stepped in float32
+
+    def bit_level(x: torch.Tensor, towards: torch.Tensor, *low: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*torch.frexp(x), torch.nextafter(x, towards), torch.nextafter(*low))
+
+    expected = bit_level(x, towards, *low)
+    decomposed = (*cd.frexp(x), cd.nextafter(x, towards), cd.nextafter(*low))
+    compiled = torch.compile(bit_level, backend="neuron-mlir")(x, towards, *low)
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    for results in (decomposed, compiled):
+        assert torch.equal(results[1], expected[1])  # the exponents
+        for index in (0, 2, 3):  # mantissas, float32 and bfloat16 neighbours
+            assert torch.equal(_bits(results[index].float()), _bits(expected[index].float())), index
+    half = x.to(torch.float16), towards.to(torch.float16)
+    assert torch.equal(_bits(cd.nextafter(*half).float()), _bits(torch.nextafter(*half).float()))
 
 
 @pytest.mark.usefixtures("fresh_compiler")
