@@ -18,6 +18,7 @@ The families:
 - searches (`searchsorted`, `bucketize`), `histc` and `segment_reduce` compare every element with the whole
   sequence (bin range, segment bounds) at once: one broadcast comparison, then a (masked) reduction;
 - float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
+- antialiased bilinear resizing is two matmuls with interpolation matrices built from iotas;
 - creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
   the `*_copy` ops) become the factory or view op they stand for.
 """
@@ -486,6 +487,45 @@ def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x) | torch.isnan(other), x + other, result).to(dtype)
 
 
+def _antialias_weights(
+    input_size: int, output_size: int, align_corners: bool, scale_factor: float | None, device: torch.device
+) -> torch.Tensor:
+    """[output_size, input_size] float32 weights of antialiased linear interpolation along one dim, as ATen
+    computes them (in float32 too): output i centred at scale (i + 1/2) in the input, a triangle filter stretched
+    by the scale when downsampling (its support grows with it), the taps of each output normalised to sum 1."""
+    if align_corners:
+        scale = (input_size - 1) / (output_size - 1) if output_size > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor else input_size / output_size
+    support, stretch = (scale, 1.0 / scale) if scale >= 1.0 else (1.0, 1.0)
+    center = (torch.arange(output_size, dtype=torch.float32, device=device) + 0.5).unsqueeze(-1) * scale
+    first = torch.clamp(torch.trunc(center - support + 0.5), min=0)
+    end = torch.clamp(torch.trunc(center + support + 0.5), max=input_size)
+    inputs = torch.arange(input_size, dtype=torch.float32, device=device)
+    weights = torch.clamp(1.0 - ((inputs - center + 0.5) * stretch).abs(), min=0.0)
+    weights = torch.where((inputs >= first) & (inputs < end), weights, 0.0)
+    total = weights.sum(-1, keepdim=True)
+    return torch.where(total != 0, weights / total, weights)
+
+
+def upsample_bilinear2d_aa(
+    x: torch.Tensor,
+    output_size: Sequence[int],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> torch.Tensor:
+    """`aten._upsample_bilinear2d_aa`: antialiased bilinear resizing of [N, C, H, W] as two matmuls with the
+    interpolation matrices of the height and the width, computed from iotas."""
+    if not x.is_floating_point():
+        return NotImplemented
+    height, width = x.shape[-2:]
+    along_height = _antialias_weights(height, output_size[0], align_corners, scales_h, x.device)
+    along_width = _antialias_weights(width, output_size[1], align_corners, scales_w, x.device)
+    resized = torch.matmul(torch.matmul(along_height, x.float()), along_width.t())
+    return resized.to(x.dtype)
+
+
 # ---- creation and copies ------------------------------------------------------------------------------------
 
 
@@ -617,6 +657,7 @@ def composite_decompositions() -> dict[object, object]:
         aten.histogram.bin_ct: histogram_bin_ct,
         aten.histogram.bins_tensor: histogram_bins_tensor,
         aten.nonzero_static.default: nonzero_static,
+        aten._upsample_bilinear2d_aa.default: upsample_bilinear2d_aa,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
         aten.dist.default: dist,

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from support import assert_close_to_torch
 from support.compiled import check_compiled
 
@@ -199,3 +200,19 @@ def test_decomposed_segments_histograms_and_nonzero_compile_without_fallback() -
         )
 
     check_compiled(counts, _random(12), torch.rand(12), torch.tensor([3, 0, 4, 5]))
+
+
+@pytest.mark.parametrize(
+    ("size", "align_corners", "scales"),
+    [((3, 3), False, (None, None)), ((17, 18), False, (1.7, 0.9)), ((4, 31), True, (None, None)), ((1, 1), True, (None, None))],
+    ids=["down", "scale-factors", "align-corners", "to-one"],
+)  # fmt: skip
+def test_antialiased_bilinear_resize_matches_eager(size, align_corners, scales) -> None:
+    x = _random(2, 3, 10, 20)
+    expected = torch.ops.aten._upsample_bilinear2d_aa(x, size, align_corners, *scales)
+    assert_close_to_torch(cd.upsample_bilinear2d_aa(x, size, align_corners, *scales), expected)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_antialiased_interpolate_compiles_without_fallback() -> None:
+    check_compiled(lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", antialias=True), _random(2, 3, 10, 20))
