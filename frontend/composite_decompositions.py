@@ -526,6 +526,24 @@ def upsample_bilinear2d_aa(
     return resized.to(x.dtype)
 
 
+def upsample_bilinear2d_aa_backward(
+    grad_output: torch.Tensor,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> torch.Tensor:
+    """`aten._upsample_bilinear2d_aa_backward`: the transposed resize, W_h^T @ grad @ W_w."""
+    if not grad_output.is_floating_point():
+        return NotImplemented
+    height, width = input_size[-2:]
+    along_height = _antialias_weights(height, output_size[0], align_corners, scales_h, grad_output.device)
+    along_width = _antialias_weights(width, output_size[1], align_corners, scales_w, grad_output.device)
+    grad = torch.matmul(torch.matmul(along_height.t(), grad_output.float()), along_width)
+    return grad.to(grad_output.dtype)
+
+
 # ---- creation and copies ------------------------------------------------------------------------------------
 
 
@@ -658,6 +676,7 @@ def composite_decompositions() -> dict[object, object]:
         aten.histogram.bins_tensor: histogram_bins_tensor,
         aten.nonzero_static.default: nonzero_static,
         aten._upsample_bilinear2d_aa.default: upsample_bilinear2d_aa,
+        aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
         aten.dist.default: dist,

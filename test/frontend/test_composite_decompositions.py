@@ -211,6 +211,10 @@ def test_antialiased_bilinear_resize_matches_eager(size, align_corners, scales) 
     x = _random(2, 3, 10, 20)
     expected = torch.ops.aten._upsample_bilinear2d_aa(x, size, align_corners, *scales)
     assert_close_to_torch(cd.upsample_bilinear2d_aa(x, size, align_corners, *scales), expected)
+    grad = _random(*expected.shape)
+    expected = torch.ops.aten._upsample_bilinear2d_aa_backward(grad, size, x.shape, align_corners, *scales)
+    got = cd.upsample_bilinear2d_aa_backward(grad, size, x.shape, align_corners, *scales)
+    assert_close_to_torch(got, expected, "backward")
 
 
 @pytest.mark.usefixtures("fresh_compiler")
