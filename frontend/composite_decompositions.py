@@ -202,18 +202,25 @@ def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> t
 
 def mode(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """`aten.mode`: the most frequent value of each row (the smallest of equally frequent ones) and the index of
-    its last occurrence, as eager's kernel picks them. Frequencies come from comparing every sorted element with
-    every other ([..., n, n] per row)."""
+    its last occurrence, as eager's kernel picks them. In the sorted row equal values form runs; a running
+    maximum of the runs' first positions gives every element its place in its run, and the first element to
+    reach the longest run's length ends the run of the mode: the last occurrence, the sort being stable. NaN
+    sorts last and equals nothing, each a run of its own (eager's comparison sort leaves NaN unordered, so its
+    choice among rows holding NaN follows no rule)."""
     if x.dim() == 0:
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
     rows = x.movedim(dim, -1)
-    ordered = torch.sort(rows, dim=-1).values
-    frequency = (ordered.unsqueeze(-1) == ordered.unsqueeze(-2)).sum(-1)
+    length = rows.shape[-1]
+    ordered, order = torch.sort(rows, dim=-1, stable=True)
+    positions = torch.arange(length, device=x.device).expand(rows.shape)
+    starts = torch.cat([torch.ones_like(ordered[..., :1], dtype=torch.bool), ordered[..., 1:] != ordered[..., :-1]], -1)
+    (run_start,) = inclusive_scan(
+        (torch.where(starts, positions, 0),), rows.dim() - 1, (0,), lambda a, b: (torch.maximum(a[0], b[0]),)
+    )
     # argmax takes the first of equal maxima: the smallest value, the sort being ascending
-    value = torch.gather(ordered, -1, torch.argmax(frequency, dim=-1, keepdim=True))
-    positions = torch.arange(rows.shape[-1], device=x.device).expand(rows.shape)
-    index = torch.where(rows == value, positions, -1).amax(-1, keepdim=True)
+    end = torch.argmax(positions - run_start, dim=-1, keepdim=True)
+    value, index = torch.gather(ordered, -1, end), torch.gather(order, -1, end)
     value, index = value.movedim(-1, dim), index.movedim(-1, dim)
     if not keepdim:
         value, index = value.squeeze(dim), index.squeeze(dim)

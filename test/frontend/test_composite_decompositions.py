@@ -107,6 +107,8 @@ def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> Non
 
     check_compiled(scans, EDGES)
     check_compiled(lambda x: (torch.nanmedian(x), *torch.kthvalue(x, 2, 0)), _random(5, 7))
+    ties = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0], [1.0, 1.0, 1.0, 2.0, 2.0, 0.0], [5.0, 4.0, 4.0, 5.0, 5.0, 4.0]])
+    check_compiled(lambda x: (*torch.mode(x, 1), *torch.mode(x, 0)), ties)
 
 
 @pytest.mark.usefixtures("fresh_compiler")
