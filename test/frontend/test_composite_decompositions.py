@@ -106,9 +106,12 @@ def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> Non
         return (torch.cumprod(x, 1), *torch.cummax(x, 0), torch.logcumsumexp(x, 1), *torch.median(x, 1))
 
     check_compiled(scans, EDGES)
-    check_compiled(lambda x: (torch.nanmedian(x), *torch.kthvalue(x, 2, 0)), _random(5, 7))
     ties = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0], [1.0, 1.0, 1.0, 2.0, 2.0, 0.0], [5.0, 4.0, 4.0, 5.0, 5.0, 4.0]])
-    check_compiled(lambda x: (*torch.mode(x, 1), *torch.mode(x, 0)), ties)
+
+    def selections(x: torch.Tensor, ties: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.nanmedian(x), *torch.kthvalue(x, 2, 0), *torch.mode(ties, 1), *torch.mode(ties, 0)
+
+    check_compiled(selections, _random(5, 7), ties)
 
 
 @pytest.mark.usefixtures("fresh_compiler")
