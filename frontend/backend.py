@@ -148,8 +148,9 @@ KEPT_WHOLE = (
 
 def decompositions() -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
-    (`KEPT_WHOLE`), plus one that traces and the fused kernels of `frontend.decompositions`
-    (nn.TransformerEncoderLayer's inference fast path).
+    (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
+    (nn.TransformerEncoderLayer's inference fast path) and the ops without a lowering that
+    `frontend.composite_decompositions` computes from lowered ones (scans, order statistics, searches, ...).
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
