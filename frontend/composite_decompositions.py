@@ -25,7 +25,6 @@ The families:
 
 from __future__ import annotations
 
-import builtins
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -400,7 +399,7 @@ def nonzero_static(x: torch.Tensor, *, size: int, fill_value: int = -1) -> torch
     wanted = torch.arange(size, device=x.device).unsqueeze(-1)
     hit = (rank == wanted) & flat  # [size, numel]: one element per row at most
     position = (hit * torch.arange(flat.shape[0], device=x.device)).sum(-1)
-    strides = [math.prod(x.shape[d + 1 :]) for d in builtins.range(x.dim())]
+    strides = [math.prod(x.shape[d + 1 :]) for d in range(x.dim())]
     coordinates = torch.stack(
         [torch.remainder(torch.div(position, stride, rounding_mode="floor"), extent)
          for stride, extent in zip(strides, x.shape, strict=True)],
