@@ -161,9 +161,10 @@ KEPT_WHOLE = (
 def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
-    (nn.TransformerEncoderLayer's inference fast path), the MoE routing kernels of `frontend.routing` and the
-    special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
-    to run on the CPU as asked.
+    (nn.TransformerEncoderLayer's inference fast path), the ops without a lowering that
+    `frontend.composite_decompositions` computes from lowered ones (scans, order statistics, searches, ...), the
+    MoE routing kernels of `frontend.routing` and the special functions of `frontend.special_functions`, except
+    those `cpu_ops` names: they reach the graph whole, to run on the CPU as asked.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -171,6 +172,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     """
     from torch._decomp import core_aten_decompositions
 
+    from neuron_mlir.frontend.composite_decompositions import composite_decompositions
     from neuron_mlir.frontend.data_dependent import data_dependent_decompositions
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
     from neuron_mlir.frontend.routing import routing_decompositions
@@ -182,6 +184,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
         table.pop(kernel, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
+    table.update(composite_decompositions())
     table.update(
         {op: rule for op, rule in special_function_decompositions().items() if not names_op(str(op), cpu_ops)}
     )

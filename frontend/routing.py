@@ -4,10 +4,9 @@ AOTAutograd applies them while it traces (`backend.decompositions()` adds them t
 reaches the compiler as ordinary ATen ops that lower natively, in its forward and its backward, instead of
 nodes that run on the CPU between compiled regions. Each reproduces the kernel's results as eager computes them.
 
-- `histc`: per-expert token counts (transformers' grouped experts count the sorted expert ids with it). Every
-  element's bin comes from one multiply; the counts are a comparison with every bin and a sum, dense work of
-  elements x bins, which for routing is tokens x experts.
-- `empty_permuted`: an uninitialised tensor of a given physical layout (`empty_like` of a permuted tensor).
+The other kernels routing uses, `histc` (per-expert token counts, from the sorted expert ids) and
+`empty_permuted`, are general ops decomposed in `frontend.composite_decompositions`.
+
 - `transformers::grouped_mm_fallback` and its backward (transformers' grouped expert matmul when
   `torch._grouped_mm` cannot serve it: fp32 weights under torch.compile): rows sorted by expert, the rows of
   expert e being [offs[e-1], offs[e]), each multiplied by its expert's weight matrix. The loop over experts
@@ -23,42 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-
-
-def histc(values: torch.Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> torch.Tensor:
-    """`aten.histc`: counts of `values` in `bins` equal bins over [min, max], in the input's dtype; values
-    outside the range (and NaN) are not counted, a value equal to `max` falls in the last bin.
-
-    With min == max the range would be the data's own extremes, which a traced graph cannot branch on: that
-    form stays whole (NotImplemented)."""
-    # `min` and `max` are the schema's argument names (keyword calls use them)
-    low, high = float(min), float(max)
-    if low == high or not values.is_floating_point() or bins <= 0:
-        return NotImplemented
-    flat = values.reshape(-1)
-    position = ((flat - low) * (bins / (high - low))).floor()
-    inside = (flat >= low) & (flat <= high)
-    position = torch.where(flat == high, torch.full_like(position, bins - 1), position)
-    position = torch.where(inside, position, torch.full_like(position, -1))
-    edges = torch.arange(bins, device=values.device, dtype=position.dtype)
-    hits = (position.unsqueeze(-1) == edges).to(values.dtype)
-    return hits.sum(0)
-
-
-def empty_permuted(
-    size: list[int],
-    physical_layout: list[int],
-    *,
-    dtype: torch.dtype | None = None,
-    layout: torch.layout | None = None,
-    device: torch.device | None = None,
-    pin_memory: bool | None = None,
-) -> torch.Tensor:
-    """`aten.empty_permuted`: an uninitialised tensor of `size` whose memory holds its dimensions in the order
-    `physical_layout`: an `empty` of the physical sizes, viewed back in the logical order."""
-    physical = torch.empty([size[dim] for dim in physical_layout], dtype=dtype, device=device)
-    inverse = [physical_layout.index(dim) for dim in range(len(size))]
-    return physical.permute(inverse)
 
 
 def _expert_of_rows(offs: torch.Tensor, rows: int) -> torch.Tensor:
@@ -96,10 +59,7 @@ def routing_decompositions() -> dict[object, Callable[..., object]]:
     """The decompositions of this module, keyed by operator, for AOTAutograd's table. transformers' grouped
     matmul ops are included once transformers has registered them (its MoE integration is imported with any
     MoE model)."""
-    table: dict[object, Callable[..., object]] = {
-        torch.ops.aten.histc.default: histc,
-        torch.ops.aten.empty_permuted.default: empty_permuted,
-    }
+    table: dict[object, Callable[..., object]] = {}
     if torch._C._dispatch_has_kernel("transformers::grouped_mm_fallback"):
         table[torch.ops.transformers.grouped_mm_fallback.default] = grouped_mm
     if torch._C._dispatch_has_kernel("transformers::grouped_mm_fallback_backward"):

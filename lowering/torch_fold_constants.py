@@ -234,31 +234,35 @@ def _is_pure(op: Operation) -> bool:
 def _evaluate(op: TorchOp) -> list[Any] | None:
     """Each result's splat value, computed by ATen on the constant operands; None when a result is not a splat."""
     import torch  # noqa: TID251  (constant folding evaluates with ATen itself, only when there is work)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: TID251
 
     from neuron_mlir.ir.dialects.torch import dtype_name_for
     from neuron_mlir.ir.semantics.torch import evaluate_op
 
-    operands = []
-    for value in op.operands:
-        fill = constant_value(value)
-        assert isinstance(value.type, TensorType)
-        assert fill is not None, "folding needs constant operands"
-        dtype = getattr(torch, dtype_name_for(value.type.get_element_type()))
-        operands.append(torch.full(tuple(value.type.get_shape()), fill, dtype=dtype))
-    try:
-        results = evaluate_op(op, operands)
-    except Exception:  # an op ATen refuses on these values is left for run time to report
-        return None
-    splats: list[Any] = []
-    for result in results:
-        if not isinstance(result, torch.Tensor) or result.is_complex() or result.numel() == 0:
+    # the frontend compiles inside AOTAutograd's fake mode, where the operands would be fake tensors whose values
+    # (the splat test, `.item()`) cannot be read
+    with unset_fake_temporarily():
+        operands = []
+        for value in op.operands:
+            fill = constant_value(value)
+            assert isinstance(value.type, TensorType)
+            assert fill is not None, "folding needs constant operands"
+            dtype = getattr(torch, dtype_name_for(value.type.get_element_type()))
+            operands.append(torch.full(tuple(value.type.get_shape()), fill, dtype=dtype))
+        try:
+            results = evaluate_op(op, operands)
+        except Exception:  # an op ATen refuses on these values is left for run time to report
             return None
-        flat = result.reshape(-1)
-        same = (flat == flat[0]) | (torch.isnan(flat) & torch.isnan(flat[0]))
-        if not bool(torch.all(same)):
-            return None
-        splats.append(flat[0].item())
-    return splats
+        splats: list[Any] = []
+        for result in results:
+            if not isinstance(result, torch.Tensor) or result.is_complex() or result.numel() == 0:
+                return None
+            flat = result.reshape(-1)
+            same = (flat == flat[0]) | (torch.isnan(flat) & torch.isnan(flat[0]))
+            if not bool(torch.all(same)):
+                return None
+            splats.append(flat[0].item())
+        return splats
 
 
 def fold_constants_patterns() -> list[RewritePattern]:

@@ -377,25 +377,30 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
 # -- one entry -------------------------------------------------------------------------------------------------
 
 
-def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
-    """Run up to `max_samples` float32 samples of one op_db entry through the backend."""
+def run_samples(
+    op: Any, dtype: torch.dtype, max_samples: int, run: Callable[[Any, Any, str], SampleOutcome]
+) -> tuple[EntryResult, int]:
+    """Run up to `max_samples` CPU samples of `dtype` of one op_db entry through `run` (a sample, its verdict),
+    and count the nodes they compiled. The first failing sample decides the entry; otherwise the result stays "no
+    graph" with its samples and the ops that fell back over all of them, for the caller to call it "fallback" or
+    "native" in its mode's own words."""
     name = entry_name(op)
     started = time.perf_counter()
     result = EntryResult(name, "no graph")
-    if torch.float32 not in op.supported_dtypes("cpu"):
-        result.reason = "no float32 support on CPU"
-        return result
+    if dtype not in op.supported_dtypes("cpu"):
+        result.reason = f"no {str(dtype).removeprefix('torch.')} support on CPU"
+        return result, 0
     try:
-        samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False), max_samples))
+        samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), max_samples))
     except Exception as error:
         result.reason = f"sample_inputs failed: {_short(error)}"
-        return result
+        return result, 0
     fallback: set[str] = set()
     compiled_nodes = 0
     for sample in samples:
         if time.perf_counter() - started > ENTRY_TIME_BUDGET_S:
             break
-        outcome = run_sample(op, sample, name)
+        outcome = run(op, sample, name)
         if outcome.skipped:
             continue
         result.samples += 1
@@ -406,11 +411,17 @@ def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
             break
     result.fallback_ops = sorted(fallback)
     result.seconds = round(time.perf_counter() - started, 2)
-    if result.status == "failing":
-        return result
-    if result.samples == 0:
+    if result.status != "failing" and result.samples == 0:
         result.reason = "eager raised on every sample" if samples else "no samples"
-    elif fallback:
+    return result, compiled_nodes
+
+
+def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
+    """Run up to `max_samples` float32 samples of one op_db entry through the backend."""
+    result, compiled_nodes = run_samples(op, torch.float32, max_samples, run_sample)
+    if result.status == "failing" or result.samples == 0:
+        return result
+    if result.fallback_ops:
         result.status, result.reason = "fallback", "ran on the CPU: " + ", ".join(result.fallback_ops)
     elif compiled_nodes == 0:
         result.reason = "no ATen op to compile"
@@ -512,37 +523,10 @@ def host_reasons() -> dict[str, str]:
 
 def check_device_entry(op: Any, dtype: torch.dtype, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
     """Run up to `max_samples` CPU samples of `dtype` of one op_db entry eagerly on the device."""
-    name = entry_name(op)
-    started = time.perf_counter()
-    result = EntryResult(name, "no graph")
-    dtype_name = str(dtype).removeprefix("torch.")
-    if dtype not in op.supported_dtypes("cpu"):
-        result.reason = f"no {dtype_name} support on CPU"
+    result, _ = run_samples(op, dtype, max_samples, run_device_sample)
+    if result.status == "failing" or result.samples == 0:
         return result
-    try:
-        samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), max_samples))
-    except Exception as error:
-        result.reason = f"sample_inputs failed: {_short(error)}"
-        return result
-    fallback: set[str] = set()
-    for sample in samples:
-        if time.perf_counter() - started > ENTRY_TIME_BUDGET_S:
-            break
-        outcome = run_device_sample(op, sample, name)
-        if outcome.skipped:
-            continue
-        result.samples += 1
-        fallback |= set(outcome.fallback_ops)
-        if outcome.problem is not None:
-            result.status, result.reason = "failing", outcome.problem
-            break
-    result.fallback_ops = sorted(fallback)
-    result.seconds = round(time.perf_counter() - started, 2)
-    if result.status == "failing":
-        return result
-    if result.samples == 0:
-        result.reason = "eager raised on every sample" if samples else "no samples"
-    elif fallback:
+    if result.fallback_ops:
         reasons = host_reasons()
         result.status = "fallback"
         result.reason = "on the host: " + "; ".join(reasons.get(o, o) for o in result.fallback_ops)

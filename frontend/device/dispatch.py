@@ -176,6 +176,18 @@ def _native_layer_norm(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.T
     return eager.run(aten.native_layer_norm.default, args, kwargs)
 
 
+def _cumulative_extreme(op: torch._ops.OpOverload) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """`cummax` / `cummin`: their composite kernel fills the results through `_cummax_helper`, which writes its
+    arguments without returning them and so cannot be traced alone; the op itself compiles."""
+
+    def kernel(tensor: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+        from neuron_mlir.frontend.device import eager
+
+        return eager.run(op, (tensor, dim), {})
+
+    return kernel
+
+
 # Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
 # which composite ops never reach).
 OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
@@ -183,6 +195,8 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "convolution_overrideable": _convolution,
     "convolution_backward_overrideable": _convolution_backward,
     "native_layer_norm": _native_layer_norm,
+    "cummax": _cumulative_extreme(aten.cummax.default),
+    "cummin": _cumulative_extreme(aten.cummin.default),
 }
 
 def _native_batch_norm(

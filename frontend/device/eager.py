@@ -138,7 +138,7 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    key = _signature(op, flat)
+    key = _signature(op, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
         entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
@@ -186,9 +186,16 @@ def _decompositions() -> dict[Any, Any]:
     return decompositions()
 
 
-def _signature(op: torch._ops.OpOverload, flat: list[Any]) -> tuple[Any, ...] | None:
-    """The program cache key of a call, or None when no key can describe it (symbolic values, other layouts)."""
-    parts: list[Any] = [op]
+def _signature(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> tuple[Any, ...] | None:
+    """The program cache key of a call, or None when no key can describe it (symbolic values, other layouts).
+
+    The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
+    defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
+    holds the keyword names and each argument's length too."""
+    structure = tuple(len(v) if isinstance(v, list | tuple) else -1 for v in (*args, *kwargs.values()))
+    parts: list[Any] = [op, len(args), tuple(kwargs), structure]
     for value in flat:
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:

@@ -117,8 +117,8 @@ def emit_sort(
     values = alloc(em, out_shape, values_type)
     indices = alloc(em, out_shape, i64)
     ranks = alloc(em, shape, f32)
-    (x_rows, rank_rows), row_dims = row_views(em, [source, ranks], axis)
-    (value_rows, index_rows), _ = row_views(em, [values, indices], axis)
+    # one set of row dims for all four: a strided source may merge fewer dims than the fresh results would
+    (x_rows, rank_rows, value_rows, index_rows), row_dims = row_views(em, [source, ranks, values, indices], axis)
     x_columns, rank_columns = _columns(em, x_rows), _columns(em, rank_rows)
     value_columns, index_columns = _columns(em, value_rows), _columns(em, index_rows)
     later = "is_gt" if descending else "is_lt"  # j precedes i when key_j <later> key_i

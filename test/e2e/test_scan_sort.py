@@ -75,3 +75,11 @@ def test_topk():
         torch.randn(5, 10, 5),
         torch.randn(7, 3000),
     )
+
+
+def test_sort_and_topk_of_a_permuted_view():
+    # the permuted input's rows merge into fewer loops than the fresh results' would: both share one row nest
+    torch.manual_seed(3)
+    check_compiled(
+        lambda t: (torch.sort(t.movedim(1, -1)), torch.topk(t.permute(2, 0, 1), 2, 0)), torch.randn(5, 6, 4)
+    )

@@ -9,7 +9,8 @@ import torch
 from support import assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.routing import empty_permuted, grouped_mm, grouped_mm_backward, histc
+from neuron_mlir.frontend.composite_decompositions import empty_permuted, histc
+from neuron_mlir.frontend.routing import grouped_mm, grouped_mm_backward
 
 
 @pytest.mark.parametrize(
@@ -24,8 +25,9 @@ def test_histc_counts_as_eager(values, bins, low, high):
     assert torch.equal(histc(values, bins, low, high), torch.histc(values, bins, low, high))
 
 
-def test_histc_over_the_data_range_stays_whole():
-    assert histc(torch.randn(5), 3, 0.0, 0.0) is NotImplemented
+def test_histc_over_the_data_range_counts_as_eager():
+    values = torch.randn(5)
+    assert torch.equal(histc(values, 3, 0.0, 0.0), torch.histc(values, 3, 0.0, 0.0))
 
 
 def test_empty_permuted_has_the_physical_layout():

@@ -5,6 +5,7 @@ import io
 
 import pytest
 import torch
+from support import assert_close_to_torch
 
 BASE = torch.arange(24, dtype=torch.float32).reshape(4, 6)
 
@@ -155,3 +156,13 @@ def test_equal_compares_on_the_device(eager_mode, fresh_eager):
     nan = torch.tensor([float("nan")], device="neuron")
     assert not torch.equal(nan, nan)
     assert fresh_eager.EAGER_STATS.host_ops.get("aten.equal.default", 0) == 0
+
+
+def test_cummax_and_cummin_run_on_the_device(monkeypatch, fresh_eager):
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    x = torch.tensor([[1.0, 3.0, float("nan"), 2.0, 3.0], [4.0, -1.0, 4.0, 0.5, -2.0]])
+    device = x.to("neuron")
+    for scan in (torch.cummax, torch.cummin):
+        assert_close_to_torch(tuple(t.cpu() for t in scan(device, 1)), tuple(scan(x, 1)), scan.__name__)
+    assert not fresh_eager.EAGER_STATS.host_ops
+    assert fresh_eager.EAGER_STATS.native_ops["aten.cummax.default"] == 1

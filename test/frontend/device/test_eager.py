@@ -38,6 +38,15 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
     assert any(name.startswith("graph") and "eager_mul" in name for name in neuron_mlir.profiles())
 
 
+def test_keyword_arguments_keep_their_names_in_the_signature(compiled):
+    # the dispatcher drops keywords at their defaults: right=True and out_int32=True would flatten alike
+    x, boundaries = torch.tensor([0.3, 1.0]), torch.tensor([-1.0, 0.0, 1.0])
+    for keywords in ({"right": True}, {"out_int32": True}):
+        result = torch.bucketize(x.to("neuron"), boundaries.to("neuron"), **keywords)
+        assert_close_to_torch(result.cpu(), torch.bucketize(x, boundaries, **keywords), str(keywords))
+    assert compiled.EAGER_STATS.compiled_signatures == 2
+
+
 def test_a_refused_op_runs_on_the_host_with_one_warning_naming_it(compiled):
     x = torch.randn(8, 8, dtype=torch.float64).to("neuron")
     with pytest.warns(UserWarning, match=r"aten\.mul\.out: float64 is not supported .*first seen at .*test_eager\.py:"):

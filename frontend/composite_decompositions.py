@@ -1,0 +1,702 @@
+"""Decompositions of ATen ops without a NeuronCore lowering into ops that have one.
+
+Input contract: each function is called by AOTAutograd (and the `neuron` device's tracer) with the arguments of
+its ATen overload, on fake tensors of static shapes; shapes and Python scalars may steer the decomposition,
+tensor values may not (no `.item()`).
+
+Output guarantee: the op's results with its dtypes, shapes and edge cases (NaN, infinities, empty inputs, ties
+where eager's choice is specified) as eager computes them, within the fp32 tolerance of eager where the
+arithmetic is regrouped. A decomposition that cannot keep that promise for some arguments (float64 results,
+which the core cannot hold) hands them to the reference decomposition, or returns NotImplemented.
+
+The families:
+- scans with an associative combine that TensorE's triangular matmul cannot compute (`cumprod`, `cummax`,
+  `cummin`, `logcumsumexp`) run as a Hillis-Steele scan: log2(n) elementwise steps, each combining every element
+  with the one `2^k` before it;
+- order statistics (`median`, `nanmedian`, `kthvalue`, `mode`) read the stable sort the compiler lowers (NaN
+  sorts last), at a position computed per row;
+- searches (`searchsorted`, `bucketize`), `histc` and `segment_reduce` compare every element with the whole
+  sequence (bin range, segment bounds) at once: one broadcast comparison, then a (masked) reduction;
+- float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
+- antialiased bilinear resizing is two matmuls with interpolation matrices built from iotas;
+- creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
+  the `*_copy` ops) become the factory or view op they stand for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+Combine = Callable[[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]
+
+
+# ---- scans --------------------------------------------------------------------------------------------------
+
+
+def _shifted(value: torch.Tensor, dim: int, shift: int, fill: float | int | bool) -> torch.Tensor:
+    """`value` moved `shift` places later along `dim`, the first `shift` places holding `fill`."""
+    length = value.shape[dim]
+    pad_shape = list(value.shape)
+    pad_shape[dim] = shift
+    pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
+    return torch.cat([pad, value.narrow(dim, 0, length - shift)], dim)
+
+
+def inclusive_scan(
+    values: tuple[torch.Tensor, ...], dim: int, identities: tuple[float | int | bool, ...], combine: Combine
+) -> tuple[torch.Tensor, ...]:
+    """The running `combine` of same-shaped `values` along `dim` (Hillis-Steele): for shifts 1, 2, 4, ... below
+    the length, every element combines with the one `shift` places before it, `identities` standing in before
+    the first. `combine(earlier, later)` must be associative, and the identities neutral on its left."""
+    length = values[0].shape[dim]
+    shift = 1
+    while shift < length:
+        earlier = tuple(_shifted(v, dim, shift, i) for v, i in zip(values, identities, strict=True))
+        values = combine(earlier, values)
+        shift *= 2
+    return values
+
+
+def _scan_input(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
+    """A 0-d tensor scans as one element (dim 0 or -1); otherwise `dim` made non-negative."""
+    if x.dim() == 0:
+        return x.reshape(1), 0
+    return x, dim % x.dim()
+
+
+def cumprod(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`aten.cumprod`: integers and bools multiply in int64 unless `dtype` says otherwise, as in eager."""
+    if dtype is None and not (x.is_floating_point() or x.is_complex()):
+        dtype = torch.int64
+    source = x if dtype is None else x.to(dtype)
+    scanned, axis = _scan_input(source, dim)
+    (product,) = inclusive_scan((scanned,), axis, (1,), lambda a, b: (a[0] * b[0],))
+    return product.reshape(x.shape)
+
+
+def _lowest(dtype: torch.dtype, largest: bool) -> float | int | bool:
+    """The value no element can beat: -inf for cummax of floats (+inf for cummin), the type's bound else."""
+    if dtype == torch.bool:
+        return not largest
+    if dtype.is_floating_point:
+        return -math.inf if largest else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+def _cumulative_extreme(x: torch.Tensor, dim: int, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """cummax / cummin with eager's indices: the latest element that is NaN, else the latest that equals the
+    running extreme (eager updates on >= for cummax, <= for cummin, and on every NaN)."""
+    scanned, axis = _scan_input(x, dim)
+    shape = [1] * scanned.dim()
+    shape[axis] = scanned.shape[axis]
+    positions = torch.arange(scanned.shape[axis], device=x.device).reshape(shape).expand(scanned.shape)
+    floating = scanned.is_floating_point()
+
+    def combine(earlier: tuple[torch.Tensor, ...], later: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        (a, a_index), (b, b_index) = earlier, later
+        beats = b >= a if largest else b <= a
+        if floating:
+            beats = torch.isnan(b) | (~torch.isnan(a) & beats)
+        return torch.where(beats, b, a), torch.where(beats, b_index, a_index)
+
+    values, indices = inclusive_scan((scanned, positions), axis, (_lowest(x.dtype, largest), 0), combine)
+    return values.reshape(x.shape), indices.reshape(x.shape)
+
+
+def cummax(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.cummax`: running maxima and the index each was last reached at."""
+    return _cumulative_extreme(x, dim, largest=True)
+
+
+def cummin(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.cummin`: running minima and the index each was last reached at."""
+    return _cumulative_extreme(x, dim, largest=False)
+
+
+def _log_add_exp(earlier: tuple[torch.Tensor, ...], later: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities give themselves
+    (their difference is NaN), and NaN propagates, as in eager's scan."""
+    a, b = earlier[0], later[0]
+    largest = torch.maximum(a, b)
+    same_infinity = torch.isinf(largest) & (a == b)
+    return (torch.where(same_infinity, a, largest + torch.log1p(torch.exp(-(a - b).abs()))),)
+
+
+def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """`aten.logcumsumexp` (and `_logcumsumexp`, its kernel): a scan of log-add-exp, each step stable."""
+    if not x.is_floating_point():
+        return NotImplemented
+    scanned, axis = _scan_input(x, dim)
+    (result,) = inclusive_scan((scanned,), axis, (-math.inf,), _log_add_exp)
+    return result.reshape(x.shape)
+
+
+# ---- order statistics ---------------------------------------------------------------------------------------
+
+
+def _pick(
+    x: torch.Tensor, dim: int, position: Callable[[int, torch.Tensor], torch.Tensor], keepdim: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The element of each row of `x` along `dim` at a position of its stable ascending sort (NaN last), and
+    its index in `x`; `position(length, nan_count)` gives the position, with `nan_count` kept on `dim`."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    ordered, order = torch.sort(x, dim=dim, stable=True)
+    if x.is_floating_point():
+        nans = torch.isnan(x).sum(dim, keepdim=True)
+    else:
+        nans = torch.zeros([*x.shape[:dim], 1, *x.shape[dim + 1 :]], dtype=torch.int64, device=x.device)
+    at = position(x.shape[dim], nans)
+    values, indices = torch.gather(ordered, dim, at), torch.gather(order, dim, at)
+    if not keepdim:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return values, indices
+
+
+def _median_position(length: int, nans: torch.Tensor) -> torch.Tensor:
+    """The lower median, or the first NaN (NaN propagates): sorted NaN sit at length - nans onwards."""
+    return torch.where(nans > 0, length - nans, (length - 1) // 2)
+
+
+def _nanmedian_position(length: int, nans: torch.Tensor) -> torch.Tensor:
+    """The lower median of the numbers; a row of NaN only gives NaN (its index is left to eager's selection
+    algorithm, which no rule reproduces)."""
+    return torch.clamp(torch.div(length - nans - 1, 2, rounding_mode="floor"), min=0)
+
+
+def median_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.median.dim`: the lower median of each row and its index; NaN if the row holds one."""
+    return _pick(x, dim, _median_position, keepdim)
+
+
+def median(x: torch.Tensor) -> torch.Tensor:
+    """`aten.median`: the lower median of all elements, NaN if one is NaN."""
+    return _pick(x.reshape(-1), 0, _median_position, False)[0]
+
+
+def nanmedian_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.nanmedian.dim`: the lower median of each row's numbers, ignoring NaN."""
+    return _pick(x, dim, _nanmedian_position, keepdim)
+
+
+def nanmedian(x: torch.Tensor) -> torch.Tensor:
+    """`aten.nanmedian`: the lower median of all elements that are numbers."""
+    return _pick(x.reshape(-1), 0, _nanmedian_position, False)[0]
+
+
+def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.kthvalue`: the k-th smallest element of each row (NaN counting as the largest) and its index."""
+    length = x.shape[dim] if x.dim() else 1
+    torch._check(1 <= k <= length, lambda: f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _pick(x, dim, lambda n, nans: torch.full_like(nans, k - 1), keepdim)
+
+
+def mode(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.mode`: the most frequent value of each row (the smallest of equally frequent ones) and the index of
+    its last occurrence, as eager's kernel picks them. In the sorted row equal values form runs; a running
+    maximum of the runs' first positions gives every element its place in its run, and the first element to
+    reach the longest run's length ends the run of the mode: the last occurrence, the sort being stable. NaN
+    sorts last and equals nothing, each a run of its own (eager's comparison sort leaves NaN unordered, so its
+    choice among rows holding NaN follows no rule)."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    rows = x.movedim(dim, -1)
+    length = rows.shape[-1]
+    ordered, order = torch.sort(rows, dim=-1, stable=True)
+    positions = torch.arange(length, device=x.device).expand(rows.shape)
+    starts = torch.cat([torch.ones_like(ordered[..., :1], dtype=torch.bool), ordered[..., 1:] != ordered[..., :-1]], -1)
+    (run_start,) = inclusive_scan(
+        (torch.where(starts, positions, 0),), rows.dim() - 1, (0,), lambda a, b: (torch.maximum(a[0], b[0]),)
+    )
+    # argmax takes the first of equal maxima: the smallest value, the sort being ascending
+    end = torch.argmax(positions - run_start, dim=-1, keepdim=True)
+    value, index = torch.gather(ordered, -1, end), torch.gather(order, -1, end)
+    value, index = value.movedim(-1, dim), index.movedim(-1, dim)
+    if not keepdim:
+        value, index = value.squeeze(dim), index.squeeze(dim)
+    return value, index
+
+
+# ---- searches and counts ------------------------------------------------------------------------------------
+
+
+def _count_before(boundaries: torch.Tensor, values: torch.Tensor, right: bool, out_int32: bool) -> torch.Tensor:
+    """For each value, how many boundaries (the last dim of `boundaries`, which broadcasts against `values`'
+    leading dims) it comes after: those with !(b >= v) (!(b > v) when `right`), the count eager's binary search
+    finds on a sorted sequence, with NaN values after every boundary."""
+    b, v = boundaries.unsqueeze(-2), values.unsqueeze(-1)
+    after = ~(b > v) if right else ~(b >= v)
+    return after.sum(-1, dtype=torch.int32 if out_int32 else torch.int64)
+
+
+def searchsorted(
+    sorted_sequence: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`aten.searchsorted.Tensor`: insertion points of `values` in the last dim of `sorted_sequence` (read
+    through `sorter` when given); a 1-d sequence serves every value."""
+    if sorter is not None:
+        sorted_sequence = torch.gather(sorted_sequence, -1, sorter)
+    right = right or side == "right"
+    if sorted_sequence.dim() == 1 and values.dim() != 1:
+        counted = _count_before(sorted_sequence, values.reshape(-1), right, out_int32)
+        return counted.reshape(values.shape)
+    return _count_before(sorted_sequence, values, right, out_int32)
+
+
+def bucketize(
+    x: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False, right: bool = False
+) -> torch.Tensor:
+    """`aten.bucketize.Tensor`: the bucket of each element among the 1-d `boundaries`."""
+    return _count_before(boundaries, x.reshape(-1), right, out_int32).reshape(x.shape)
+
+
+def histc(x: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:
+    """`aten.histc`: counts of the elements in `bins` equal bins over [min, max] (the data's range when both are
+    0, widened by 1 on each side when that range is one value), elements outside it ignored, the upper edge in
+    the last bin. Bins are found as eager's kernel finds them, (x - lo) * bins / (hi - lo) truncated."""
+    flat = x.reshape(-1)
+    if min == max and flat.numel() > 0:
+        low, high = torch.aminmax(flat)
+        degenerate = low == high
+        low, high = torch.where(degenerate, low - 1, low), torch.where(degenerate, high + 1, high)
+    else:
+        low = torch.full((), min, dtype=x.dtype, device=x.device)
+        high = torch.full((), max, dtype=x.dtype, device=x.device)
+    inside = (flat >= low) & (flat <= high)
+    position = torch.trunc((flat - low) * bins / (high - low))
+    position = torch.where(position == bins, position - 1, position)
+    edges = torch.arange(bins, device=x.device, dtype=x.dtype)
+    hits = (position.unsqueeze(-1) == edges) & inside.unsqueeze(-1)
+    return hits.sum(0, dtype=x.dtype)
+
+
+def segment_reduce(
+    data: torch.Tensor,
+    reduce: str,
+    *,
+    lengths: torch.Tensor | None = None,
+    indices: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    axis: int = 0,
+    unsafe: bool = False,
+    initial: float | None = None,
+) -> torch.Tensor:
+    """`aten.segment_reduce`: `data` reduced over consecutive segments of dim `axis`, sized by `lengths` or
+    delimited by `offsets` ([*data.shape[:axis], segments (+ 1)]). Each segment is a mask over the dim ([...,
+    segments, n]), so the reduction is one masked reduction: `initial` joins every segment (an empty one is
+    `initial`, else 0 for sums, 1 for products, -inf / inf for max / min and NaN for means), as in eager."""
+    if indices is not None or (lengths is None) == (offsets is None):
+        return NotImplemented
+    axis = axis % data.dim()
+    if offsets is not None:
+        starts, ends = offsets[..., :-1], offsets[..., 1:]
+    else:
+        assert lengths is not None
+        ends = torch.cumsum(lengths, -1)
+        starts = ends - lengths
+    positions = torch.arange(data.shape[axis], device=data.device)
+    member = (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1))  # [..., segments, n]
+    trailing = data.dim() - axis - 1
+    member = member.reshape(*member.shape, *([1] * trailing))
+    values = data.unsqueeze(axis)  # [..., 1, n, ...]
+    identity = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[reduce]
+    masked = torch.where(member, values, identity)
+    dim = axis + 1
+    if reduce in ("sum", "mean"):
+        result = masked.sum(dim)
+    elif reduce == "prod":
+        result = masked.prod(dim)
+    else:
+        result = masked.amax(dim) if reduce == "max" else masked.amin(dim)
+    if initial is not None:
+        combine = {"sum": torch.add, "mean": torch.add, "prod": torch.mul, "max": torch.maximum, "min": torch.minimum}
+        result = combine[reduce](result, torch.full_like(result, initial))
+    if reduce == "mean":
+        count = member.sum(dim).to(data.dtype)
+        empty_value = math.nan if initial is None else initial
+        result = torch.where(count > 0, result / count, empty_value)
+    return result
+
+
+def _edges_between(low: torch.Tensor, high: torch.Tensor, bins: int) -> torch.Tensor:
+    """bins + 1 evenly spaced edges from `low` to `high` (0-d tensors), as ATen's linspace places them: from the
+    low end in the first half, from the high end in the second."""
+    index = torch.arange(bins + 1, device=low.device, dtype=low.dtype)
+    step = (high - low) / bins
+    return torch.where(index < (bins + 1) / 2, low + step * index, high - step * (bins - index))
+
+
+def _histogram_counts(
+    x: torch.Tensor, edges: torch.Tensor, weight: torch.Tensor | None, density: bool
+) -> torch.Tensor:
+    """Counts (or summed weights) of the elements of `x` per bin of the 1-d `edges`: bin i holds
+    edges[i] <= x < edges[i + 1], the last bin its upper edge too, elements outside (and NaN) none."""
+    flat = x.reshape(-1)
+    bins = edges.shape[0] - 1
+    inside = (flat >= edges[0]) & (flat <= edges[-1])
+    position = (edges[1:-1] <= flat.unsqueeze(-1)).sum(-1)  # interior edges passed: the bin, the top edge's last
+    hits = (position.unsqueeze(-1) == torch.arange(bins, device=x.device)) & inside.unsqueeze(-1)
+    amounts = hits.to(x.dtype) if weight is None else hits * weight.reshape(-1, 1).to(x.dtype)
+    counts = amounts.sum(0)
+    if density:
+        counts = counts / (counts.sum() * (edges[1:] - edges[:-1]))
+    return counts
+
+
+def histogram_bin_ct(
+    x: torch.Tensor,
+    bins: int = 100,
+    *,
+    range: Sequence[float] | None = None,
+    weight: torch.Tensor | None = None,
+    density: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.histogram.bin_ct`: `bins` equal bins over `range` (the data's, widened by 0.5 on each side when it
+    is one value, as NumPy does), and their edges."""
+    if range is not None:
+        low = torch.full((), range[0], dtype=x.dtype, device=x.device)
+        high = torch.full((), range[1], dtype=x.dtype, device=x.device)
+    elif x.numel() > 0:
+        low, high = torch.aminmax(x.reshape(-1))
+    else:
+        low, high = torch.zeros((), dtype=x.dtype, device=x.device), torch.zeros((), dtype=x.dtype, device=x.device)
+    degenerate = low == high
+    low, high = torch.where(degenerate, low - 0.5, low), torch.where(degenerate, high + 0.5, high)
+    edges = _edges_between(low, high, bins)
+    return _histogram_counts(x, edges, weight, density), edges
+
+
+def histogram_bins_tensor(
+    x: torch.Tensor, bins: torch.Tensor, *, weight: torch.Tensor | None = None, density: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.histogram.bins_tensor`: the bins between the given (increasing) edges, and a copy of the edges."""
+    return _histogram_counts(x, bins, weight, density), bins.clone()
+
+
+def nonzero_static(x: torch.Tensor, *, size: int, fill_value: int = -1) -> torch.Tensor:
+    """`aten.nonzero_static`: the coordinates of the first `size` nonzero elements in row-major order, as
+    [size, x.dim()] int64, rows past the last nonzero element holding `fill_value`. The k-th nonzero element is
+    the one whose running count of nonzeros is k + 1: one comparison of every output row with every element."""
+    flat = (x != 0).reshape(-1)
+    if x.dim() == 0 or size == 0:
+        return torch.full((size, x.dim()), fill_value, dtype=torch.int64, device=x.device)
+    rank = torch.cumsum(flat.to(torch.int64), 0) - 1
+    wanted = torch.arange(size, device=x.device).unsqueeze(-1)
+    hit = (rank == wanted) & flat  # [size, numel]: one element per row at most
+    position = (hit * torch.arange(flat.shape[0], device=x.device)).sum(-1)
+    strides = [math.prod(x.shape[d + 1 :]) for d in range(x.dim())]
+    coordinates = torch.stack(
+        [torch.remainder(torch.div(position, stride, rounding_mode="floor"), extent)
+         for stride, extent in zip(strides, x.shape, strict=True)],
+        -1,
+    )  # fmt: skip
+    return torch.where(hit.any(-1, keepdim=True), coordinates, fill_value)
+
+
+# ---- elementwise and indexing -------------------------------------------------------------------------------
+
+
+def ldexp(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """`aten.ldexp.Tensor`: x * 2^other, as ATen computes it."""
+    return torch.mul(x, torch.pow(2.0, other))
+
+
+def put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """`aten.put`: `source` written (or added) at the flat positions `index` of `x`, negative ones from the end."""
+    flat_index = index.reshape(-1)
+    flat_index = torch.where(flat_index < 0, flat_index + x.numel(), flat_index)
+    written = torch.index_put(x.reshape(-1), (flat_index,), source.reshape(-1), accumulate)
+    return written.reshape(x.shape)
+
+
+def dist(x: torch.Tensor, other: torch.Tensor, p: float = 2) -> torch.Tensor:
+    """`aten.dist`: the p-norm of the broadcast difference."""
+    return torch.linalg.vector_norm(x - other, ord=p)
+
+
+# Binary normalisation by exact powers of two: each step halves the distance to [1, 2) in the exponent, 2^64
+# twice at the bottom to reach the subnormals (down to 2^-149)
+_SCALE_STEPS = (64, 32, 16, 8, 4, 2, 1)
+
+
+def _normalized(magnitude: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, e) with magnitude = m * 2^e and 1 <= m < 2, for positive finite float32 magnitudes, subnormals
+    included. Exact: every step multiplies by a power of two (the estimate of a logarithm would be one off next
+    to powers of two, and powers computed by `pow` are not exact at the ends of the range)."""
+    m, e = magnitude, torch.zeros_like(magnitude)
+    for b in _SCALE_STEPS:
+        large = m >= 2.0**b
+        m, e = torch.where(large, m * 2.0**-b, m), torch.where(large, e + b, e)
+    for b in (64, *_SCALE_STEPS):
+        small = m < 2.0 ** (1 - b)
+        m, e = torch.where(small, m * 2.0**b, m), torch.where(small, e - b, e)
+    return m, e
+
+
+def _scaled(m: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """m * 2^e for integral e in [-126, 127] and a normal result (or one that overflows to infinity), exact."""
+    for b in (64, *_SCALE_STEPS):
+        up, down = e >= b, e <= -b
+        m = torch.where(up, m * 2.0**b, torch.where(down, m * 2.0**-b, m))
+        e = torch.where(up, e - b, torch.where(down, e + b, e))
+    return m
+
+
+def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.frexp.Tensor`: x = mantissa * 2^exponent with 0.5 <= |mantissa| < 1 and an int32 exponent; zeros,
+    infinities and NaN are their own mantissa with exponent 0."""
+    regular = torch.isfinite(x) & (x != 0)
+    m, e = _normalized(torch.where(regular, x.abs(), 1.0).float())
+    mantissa = torch.where(regular, torch.where(x < 0, -m, m).to(x.dtype) * 0.5, x)
+    return mantissa, torch.where(regular, e + 1, 0).to(torch.int32)
+
+
+def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """`aten.nextafter`: the float next to x towards `other` (`other` itself when equal, NaN from NaN), in x's
+    format (float32, bfloat16 or float16, with p bits after the point: 23, 7, 10). A normal |x| = m 2^e steps to
+    (m +- 2^-p) 2^e (m - 2^-(p+1) from an exact power of two towards zero), among the subnormals (and from the
+    smallest normal down) by the smallest subnormal, from infinity to the largest float. Computed in float32,
+    where every such neighbour is exact; float64 has no NeuronCore storage."""
+    dtype = torch.result_type(x, other)
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return NotImplemented
+    info = torch.finfo(dtype)
+    x, other = torch.broadcast_tensors(x.to(dtype).float(), other.to(dtype).float())
+    magnitude = x.abs()
+    away = ((other > x) & (x >= 0)) | ((other < x) & (x <= 0))  # |x| grows (from 0, either way)
+    m, e = _normalized(torch.where((magnitude > 0) & torch.isfinite(magnitude), magnitude, 1.0))
+    bits = round(-math.log2(info.eps))  # after the point
+    up, down = 2.0**-bits, 2.0 ** -(bits + 1)
+    stepped = torch.where(away, m + up, torch.where(m == 1.0, m - down, m - up))
+    moved = _scaled(stepped, e)
+    subnormal = (magnitude < info.tiny) | ((magnitude == info.tiny) & ~away)
+    smallest = info.smallest_normal * 2.0**-bits
+    moved = torch.where(subnormal, torch.where(away, magnitude + smallest, magnitude - smallest), moved)
+    moved = torch.where(torch.isinf(magnitude), info.max, moved)
+    sign = torch.where(x == 0, torch.where(other > 0, 1.0, -1.0), torch.where(x > 0, 1.0, -1.0))
+    result = torch.where(x == other, other, moved * sign)
+    return torch.where(torch.isnan(x) | torch.isnan(other), x + other, result).to(dtype)
+
+
+def _antialias_weights(
+    input_size: int, output_size: int, align_corners: bool, scale_factor: float | None, device: torch.device
+) -> torch.Tensor:
+    """[output_size, input_size] float32 weights of antialiased linear interpolation along one dim, as ATen
+    computes them (in float32 too): output i centred at scale (i + 1/2) in the input, a triangle filter stretched
+    by the scale when downsampling (its support grows with it), the taps of each output normalised to sum 1."""
+    if align_corners:
+        scale = (input_size - 1) / (output_size - 1) if output_size > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor else input_size / output_size
+    support, stretch = (scale, 1.0 / scale) if scale >= 1.0 else (1.0, 1.0)
+    center = (torch.arange(output_size, dtype=torch.float32, device=device) + 0.5).unsqueeze(-1) * scale
+    first = torch.clamp(torch.trunc(center - support + 0.5), min=0)
+    end = torch.clamp(torch.trunc(center + support + 0.5), max=input_size)
+    inputs = torch.arange(input_size, dtype=torch.float32, device=device)
+    weights = torch.clamp(1.0 - ((inputs - center + 0.5) * stretch).abs(), min=0.0)
+    weights = torch.where((inputs >= first) & (inputs < end), weights, 0.0)
+    total = weights.sum(-1, keepdim=True)
+    return torch.where(total != 0, weights / total, weights)
+
+
+def upsample_bilinear2d_aa(
+    x: torch.Tensor,
+    output_size: Sequence[int],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> torch.Tensor:
+    """`aten._upsample_bilinear2d_aa`: antialiased bilinear resizing of [N, C, H, W] as two matmuls with the
+    interpolation matrices of the height and the width, computed from iotas."""
+    if not x.is_floating_point():
+        return NotImplemented
+    height, width = x.shape[-2:]
+    along_height = _antialias_weights(height, output_size[0], align_corners, scales_h, x.device)
+    along_width = _antialias_weights(width, output_size[1], align_corners, scales_w, x.device)
+    resized = torch.matmul(torch.matmul(along_height, x.float()), along_width.t())
+    return resized.to(x.dtype)
+
+
+def upsample_bilinear2d_aa_backward(
+    grad_output: torch.Tensor,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> torch.Tensor:
+    """`aten._upsample_bilinear2d_aa_backward`: the transposed resize, W_h^T @ grad @ W_w."""
+    if not grad_output.is_floating_point():
+        return NotImplemented
+    height, width = input_size[-2:]
+    along_height = _antialias_weights(height, output_size[0], align_corners, scales_h, grad_output.device)
+    along_width = _antialias_weights(width, output_size[1], align_corners, scales_w, grad_output.device)
+    grad = torch.matmul(torch.matmul(along_height.t(), grad_output.float()), along_width)
+    return grad.to(grad_output.dtype)
+
+
+# ---- creation and copies ------------------------------------------------------------------------------------
+
+
+def logspace(
+    start: float,
+    end: float,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """`aten.logspace`: base ** linspace(start, end, steps), the exponents in the float dtype asked for. The
+    reference decomposition computes in float64, which the core does not hold; a float64 or integer result keeps
+    it."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch._refs.logspace(start, end, steps, base, dtype=dtype, device=device)
+    exponents = torch.linspace(start, end, steps, dtype=torch.float32, device=device)
+    return torch.pow(base, exponents).to(dtype)
+
+
+def logspace_tensor(
+    start: torch.Tensor | float,
+    end: torch.Tensor | float,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """`aten.logspace` with 0-d tensors for `start` or `end`: the same, the exponents computed from the tensors."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return NotImplemented
+    tensors = [t for t in (start, end) if isinstance(t, torch.Tensor)]
+    device = device or tensors[0].device
+    first = start.to(torch.float32) if isinstance(start, torch.Tensor) else torch.full((), start, device=device)
+    last = end.to(torch.float32) if isinstance(end, torch.Tensor) else torch.full((), end, device=device)
+    if steps == 1:
+        exponents = first.reshape(1)
+    else:
+        # linspace's symmetric form, as ATen's kernel: from the start in the first half, from the end after it
+        index = torch.arange(steps, device=device, dtype=torch.float32)
+        step = (last - first) / (steps - 1)
+        exponents = torch.where(index < steps / 2, first + step * index, last - step * (steps - 1 - index))
+    return torch.pow(base, exponents).to(dtype)
+
+
+def rand_like(x: torch.Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None,
+              **factory: Any) -> torch.Tensor:  # fmt: skip
+    """`aten.rand_like`: uniform draws of `x`'s shape, from the same stream as `rand`."""
+    return torch.rand(x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def empty_permuted(
+    size: Sequence[int],
+    physical_layout: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.empty_permuted`: an empty tensor laid out in `physical_layout` order, a permuted view of a dense one."""
+    dense = torch.empty([size[d] for d in physical_layout], dtype=dtype, device=device)
+    inverse = [0] * len(physical_layout)
+    for position, d in enumerate(physical_layout):
+        inverse[d] = position
+    return dense.permute(inverse)
+
+
+def new_empty_strided(
+    x: torch.Tensor,
+    size: Sequence[int],
+    stride: Sequence[int],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+    **factory: Any,
+) -> torch.Tensor:
+    """`aten.new_empty_strided`: `empty_strided` in `x`'s dtype and device unless given."""
+    return torch.empty_strided(size, stride, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def view_copy(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """`aten.view_copy`: the view, copied."""
+    return aten.view.default(x, size).clone()
+
+
+def permute_copy(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
+    """`aten.permute_copy`: the permuted view, copied (contiguous)."""
+    return x.permute(dims).clone(memory_format=torch.contiguous_format)
+
+
+def unbind_copy(x: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
+    """`aten.unbind_copy.int`: each slice along `dim`, copied."""
+    return tuple(part.clone() for part in x.unbind(dim))
+
+
+def as_strided_copy(
+    x: torch.Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+) -> torch.Tensor:
+    """`aten.as_strided_copy`: the strided view, copied (contiguous)."""
+    return x.as_strided(size, stride, storage_offset).clone(memory_format=torch.contiguous_format)
+
+
+def composite_decompositions() -> dict[object, object]:
+    """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
+    return {
+        aten.cumprod.default: cumprod,
+        aten.cummax.default: cummax,
+        aten.cummin.default: cummin,
+        aten.logcumsumexp.default: logcumsumexp,
+        aten._logcumsumexp.default: logcumsumexp,
+        aten.median.default: median,
+        aten.median.dim: median_dim,
+        aten.nanmedian.default: nanmedian,
+        aten.nanmedian.dim: nanmedian_dim,
+        aten.kthvalue.default: kthvalue,
+        aten.mode.default: mode,
+        aten.searchsorted.Tensor: searchsorted,
+        aten.bucketize.Tensor: bucketize,
+        aten.histc.default: histc,
+        aten.segment_reduce.default: segment_reduce,
+        aten.histogram.bin_ct: histogram_bin_ct,
+        aten.histogram.bins_tensor: histogram_bins_tensor,
+        aten.nonzero_static.default: nonzero_static,
+        aten._upsample_bilinear2d_aa.default: upsample_bilinear2d_aa,
+        aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,
+        aten.ldexp.Tensor: ldexp,
+        aten.put.default: put,
+        aten.dist.default: dist,
+        aten.logspace.default: logspace,
+        aten.logspace.Tensor_Tensor: logspace_tensor,
+        aten.logspace.Tensor_Scalar: logspace_tensor,
+        aten.logspace.Scalar_Tensor: logspace_tensor,
+        aten.frexp.Tensor: frexp,
+        aten.nextafter.default: nextafter,
+        aten.rand_like.default: rand_like,
+        aten.empty_permuted.default: empty_permuted,
+        aten.new_empty_strided.default: new_empty_strided,
+        aten.view_copy.default: view_copy,
+        aten.permute_copy.default: permute_copy,
+        aten.unbind_copy.int: unbind_copy,
+        aten.as_strided_copy.default: as_strided_copy,
+    }

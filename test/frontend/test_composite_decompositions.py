@@ -1,0 +1,227 @@
+"""Decompositions of ops without a lowering: eager's results (edge cases included), and graphs with no fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from support import assert_close_to_torch
+from support.compiled import check_compiled
+
+import neuron_mlir
+from neuron_mlir.frontend import composite_decompositions as cd
+
+NAN, INF = math.nan, math.inf
+# NaN, infinities of both signs, zeros and ties, in the middle of a row and at its ends
+EDGES = torch.tensor(
+    [
+        [1.0, 3.0, NAN, 2.0, NAN, 5.0, 0.5],
+        [-INF, 2.0, INF, 2.0, -1.0, 0.0, INF],
+        [2.0, 2.0, 1.0, 1.0, -3.0, -3.0, 4.0],
+        [0.0, INF, 1.0, -2.0, 0.5, -INF, 3.0],
+    ]
+)
+
+
+def _random(*shape: int) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(*shape)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scans_match_eager_on_nan_infinities_and_ties(dim: int) -> None:
+    for x in (EDGES, _random(3, 37)):
+        assert_close_to_torch(cd.cumprod(x, dim), torch.cumprod(x, dim), "cumprod")
+        assert_close_to_torch(cd.cummax(x, dim), tuple(torch.cummax(x, dim)), "cummax")
+        assert_close_to_torch(cd.cummin(x, dim), tuple(torch.cummin(x, dim)), "cummin")
+        assert_close_to_torch(cd.logcumsumexp(x, dim), torch.logcumsumexp(x, dim), "logcumsumexp")
+
+
+def test_integer_scans_keep_eager_dtypes() -> None:
+    x = torch.tensor([[3, -1, 2, 2, 0, 5], [1, 1, 7, -4, 7, 2]], dtype=torch.int32)
+    assert_close_to_torch(cd.cumprod(x, 1), torch.cumprod(x, 1), "cumprod")  # int64, as eager promotes
+    assert_close_to_torch(cd.cumprod(x, 1, dtype=torch.float32), torch.cumprod(x, 1, dtype=torch.float32))
+    assert_close_to_torch(cd.cummax(x, 1), tuple(torch.cummax(x, 1)), "cummax")
+    assert_close_to_torch(cd.cummin(x > 1, 1), tuple(torch.cummin(x > 1, 1)), "cummin of bools")
+    scalar = torch.tensor(2.5)
+    assert_close_to_torch(cd.cumprod(scalar, 0), torch.cumprod(scalar, 0), "0-d cumprod")
+
+
+def test_order_statistics_match_eager() -> None:
+    rows = torch.tensor([[4.0, NAN, 1.0, 3.0, NAN], [5.0, 1.0, 2.0, 9.0, 0.0], [2.0, 7.0, NAN, 1.0, 6.0]])
+    assert_close_to_torch(cd.median_dim(rows, 1), tuple(torch.median(rows, 1)), "median")
+    assert_close_to_torch(cd.nanmedian_dim(rows, 1, True), tuple(torch.nanmedian(rows, 1, True)), "nanmedian")
+    # a row of NaN only: NaN, at an index eager leaves to its selection algorithm
+    assert torch.isnan(cd.nanmedian_dim(torch.full((2, 4), NAN), 1)[0]).all()
+    assert_close_to_torch(cd.median(rows[1]), torch.median(rows[1]), "median of all")
+    assert_close_to_torch(cd.nanmedian(rows[:2]), torch.nanmedian(rows[:2]), "nanmedian of all")
+    distinct = _random(4, 9)
+    assert_close_to_torch(cd.kthvalue(distinct, 3, 0), tuple(torch.kthvalue(distinct, 3, 0)), "kthvalue")
+    assert_close_to_torch(cd.kthvalue(rows[:2], 5), tuple(torch.kthvalue(rows[:2], 5)), "kthvalue of NaN")
+    # the most frequent value, the smallest of equally frequent ones, at its last occurrence
+    counts = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0, 5.0], [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 0.0]])
+    assert_close_to_torch(cd.mode(counts, 1), tuple(torch.mode(counts, 1)), "mode")
+    assert_close_to_torch(cd.mode(counts.t(), 0, True), tuple(torch.mode(counts.t(), 0, True)), "mode, keepdim")
+
+
+def test_searches_and_histograms_match_eager() -> None:
+    sequence = torch.tensor([-2.0, 0.0, 0.0, 1.5, 3.0])
+    values = torch.tensor([[-3.0, 0.0, 1.0], [3.0, 4.0, NAN]])
+    for right in (False, True):
+        expected = torch.searchsorted(sequence, values, right=right)
+        assert_close_to_torch(cd.searchsorted(sequence, values, right=right), expected, f"right={right}")
+        expected = torch.bucketize(values, sequence, right=right, out_int32=True)
+        assert_close_to_torch(cd.bucketize(values, sequence, right=right, out_int32=True), expected)
+    unsorted = _random(2, 6)
+    sorter = torch.argsort(unsorted, dim=-1)
+    probes = _random(2, 4)
+    expected = torch.searchsorted(unsorted, probes, side="right", sorter=sorter)
+    assert_close_to_torch(cd.searchsorted(unsorted, probes, side="right", sorter=sorter), expected, "sorter")
+    data = torch.tensor([0.0, 1.0, 1.0, 2.5, 3.0, -1.0, 7.0, 2.999])
+    assert_close_to_torch(cd.histc(data, 4, 0.0, 3.0), torch.histc(data, 4, 0.0, 3.0), "histc")
+    assert_close_to_torch(cd.histc(data, 5), torch.histc(data, 5), "histc over the data's range")
+    constant = torch.full((3,), 2.0)
+    assert_close_to_torch(cd.histc(constant, 3), torch.histc(constant, 3), "histc of one value")
+
+
+def test_copies_and_factories_match_eager() -> None:
+    x = _random(2, 3, 4)
+    assert cd.empty_permuted((2, 3, 4), (2, 0, 1)).stride() == torch.empty_permuted((2, 3, 4), (2, 0, 1)).stride()
+    assert cd.permute_copy(x, (2, 0, 1)).is_contiguous()
+    assert_close_to_torch(cd.as_strided_copy(x, (3, 2), (1, 3), 2), torch.as_strided_copy(x, (3, 2), (1, 3), 2))
+    assert_close_to_torch(cd.unbind_copy(x, 1), torch.unbind_copy(x, 1), "unbind_copy")
+    index = torch.tensor([[0, -1], [5, 5]])
+    source = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert_close_to_torch(cd.put(x, index, source, True), torch.put(x, index, source, True), "put, accumulated")
+    assert_close_to_torch(cd.dist(x, x[0, 0], 3), torch.dist(x, x[0, 0], 3), "dist")
+    expected = torch.logspace(-3, 2, 6, 2.0, dtype=torch.bfloat16)
+    assert_close_to_torch(cd.logspace(-3, 2, 6, 2.0, dtype=torch.bfloat16), expected, "logspace")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> None:
+    def scans(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.cumprod(x, 1), *torch.cummax(x, 0), torch.logcumsumexp(x, 1), *torch.median(x, 1))
+
+    check_compiled(scans, EDGES)
+    ties = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0], [1.0, 1.0, 1.0, 2.0, 2.0, 0.0], [5.0, 4.0, 4.0, 5.0, 5.0, 4.0]])
+
+    def selections(x: torch.Tensor, ties: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.nanmedian(x), *torch.kthvalue(x, 2, 0), *torch.mode(ties, 1), *torch.mode(ties, 0)
+
+    check_compiled(selections, _random(5, 7), ties)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_searches_and_copies_compile_without_fallback() -> None:
+    def searches(sequence: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.searchsorted(sequence, x),
+            torch.bucketize(x, sequence, right=True),
+            torch.isin(x, sequence),
+            torch.histc(x, 6, -1.0, 1.0),
+            torch.put(x, torch.tensor([0, -1]), sequence[:2]),
+            torch.dist(x, sequence[0], 2),
+        )
+
+    check_compiled(searches, torch.tensor([-1.0, -0.5, 0.0, 0.25, 1.0]), _random(3, 4))
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """float32 bit patterns, every NaN as one pattern: exact comparison of floats."""
+    return torch.where(torch.isnan(x), torch.nan, x).view(torch.int32)
+
+
+# the ends of the float32 range (subnormals, the largest floats), powers of two, zeros, infinities, NaN
+EXTREMES = torch.tensor(
+    [0.0, -0.0, 1.0, -3.5, INF, -INF, NAN, 1e-40, -2.0**-149, 2.0**-126, 3e38, 3.4028235e38, 0.75, 1.9999999, 4.0]
+)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_frexp_and_nextafter_are_bit_exact_compiled() -> None:
+    torch.manual_seed(0)
+    x = torch.cat([EXTREMES, torch.randn(200) * 1e5, torch.randn(200) * 1e-39])
+    towards = torch.cat([torch.tensor([1.0, -1.0, 0.0, 0.0, 0.0, 2.0, 1.0, INF, 0.0, 0.0, INF, 0.0, 0.75, 2.0, 0.0]),
+                         torch.randn(400)])  # fmt: skip
+    low = x.to(torch.bfloat16), towards.to(torch.bfloat16)  # its own neighbours, stepped in float32
+
+    def bit_level(x: torch.Tensor, towards: torch.Tensor, *low: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*torch.frexp(x), torch.nextafter(x, towards), torch.nextafter(*low))
+
+    expected = bit_level(x, towards, *low)
+    decomposed = (*cd.frexp(x), cd.nextafter(x, towards), cd.nextafter(*low))
+    compiled = torch.compile(bit_level, backend="neuron-mlir")(x, towards, *low)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    for results in (decomposed, compiled):
+        assert torch.equal(results[1], expected[1])  # the exponents
+        for index in (0, 2, 3):  # mantissas, float32 and bfloat16 neighbours
+            assert torch.equal(_bits(results[index].float()), _bits(expected[index].float())), index
+    half = x.to(torch.float16), towards.to(torch.float16)
+    assert torch.equal(_bits(cd.nextafter(*half).float()), _bits(torch.nextafter(*half).float()))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_logspace_from_tensors_compiles_without_fallback() -> None:
+    check_compiled(lambda start: (torch.logspace(start, 2, 7, 2.0), torch.logspace(-1, start, 1)), torch.tensor(-3))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce_matches_eager_with_empty_segments_nan_and_initial(reduce: str) -> None:
+    data = torch.tensor([1.0, 5.0, NAN, -2.0, 3.0])
+    lengths, offsets = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 0, 1, 3, 5])
+    for initial in (None, 2.0):
+        expected = torch._segment_reduce(data, reduce, lengths=lengths, initial=initial)
+        assert_close_to_torch(cd.segment_reduce(data, reduce, lengths=lengths, initial=initial), expected, reduce)
+        assert_close_to_torch(cd.segment_reduce(data, reduce, offsets=offsets, initial=initial), expected, reduce)
+    batched, batched_lengths = _random(2, 5, 3), torch.tensor([[2, 0, 3], [1, 1, 3]])
+    expected = torch._segment_reduce(batched, reduce, lengths=batched_lengths, axis=1)
+    assert_close_to_torch(cd.segment_reduce(batched, reduce, lengths=batched_lengths, axis=1), expected, "axis 1")
+
+
+def test_histogram_and_nonzero_static_match_eager() -> None:
+    x, weight = _random(50), torch.rand(50)
+    for arguments in ({"bins": 7}, {"bins": 5, "range": (-1.0, 1.0)}, {"bins": 3, "weight": weight, "density": True}):
+        assert_close_to_torch(cd.histogram_bin_ct(x, **arguments), tuple(torch.histogram(x, **arguments)))
+    edges = torch.tensor([-1.0, -0.2, 0.0, 0.5, 2.0])
+    assert_close_to_torch(cd.histogram_bins_tensor(x, edges), tuple(torch.histogram(x, edges)), "given edges")
+    one_value = torch.tensor(3.0)  # a range of one value widens by 0.5 each way
+    assert_close_to_torch(cd.histogram_bin_ct(one_value, 2), tuple(torch.histogram(one_value, 2)), "one value")
+    mask = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, -3.0]])
+    for size, fill in ((0, -1), (2, -1), (5, 7)):
+        expected = torch.nonzero_static(mask, size=size, fill_value=fill)
+        assert_close_to_torch(cd.nonzero_static(mask, size=size, fill_value=fill), expected, f"size {size}")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_decomposed_segments_histograms_and_nonzero_compile_without_fallback() -> None:
+    def counts(x: torch.Tensor, weight: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            *torch.histogram(x, 4, weight=weight, density=True),
+            torch.nonzero_static(x > 0.5, size=6),
+            torch._segment_reduce(x, "mean", lengths=lengths, initial=1.0),
+        )
+
+    check_compiled(counts, _random(12), torch.rand(12), torch.tensor([3, 0, 4, 5]))
+
+
+@pytest.mark.parametrize(
+    ("size", "align_corners", "scales"),
+    [((3, 3), False, (None, None)), ((17, 18), False, (1.7, 0.9)), ((4, 31), True, (None, None)), ((1, 1), True, (None, None))],
+    ids=["down", "scale-factors", "align-corners", "to-one"],
+)  # fmt: skip
+def test_antialiased_bilinear_resize_matches_eager(size, align_corners, scales) -> None:
+    x = _random(2, 3, 10, 20)
+    expected = torch.ops.aten._upsample_bilinear2d_aa(x, size, align_corners, *scales)
+    assert_close_to_torch(cd.upsample_bilinear2d_aa(x, size, align_corners, *scales), expected)
+    grad = _random(*expected.shape)
+    expected = torch.ops.aten._upsample_bilinear2d_aa_backward(grad, size, x.shape, align_corners, *scales)
+    got = cd.upsample_bilinear2d_aa_backward(grad, size, x.shape, align_corners, *scales)
+    assert_close_to_torch(got, expected, "backward")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_antialiased_interpolate_compiles_without_fallback() -> None:
+    check_compiled(lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", antialias=True), _random(2, 3, 10, 20))
