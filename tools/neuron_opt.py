@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
 import sys
 import time
 import weakref
@@ -34,7 +35,7 @@ from typing import IO, NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
@@ -52,6 +53,10 @@ from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, 
 
 # An op with regions longer than this is shown by its first and last lines only.
 _MAX_OP_LINES = 12
+# the results an op binds, then its name: bare (custom syntax) or quoted (generic syntax)
+_OP_NAME_AFTER_RESULTS = re.compile(
+    r'\s*(?:%[\w.$#-]+(?::\d+)?\s*(?:,\s*%[\w.$#-]+(?::\d+)?\s*)*=\s*)?(?:([A-Za-z_][\w.$]*)|"([^"]+)")'
+)
 # xDSL keeps its input as it is given: text, or the bytes of a file read in binary mode
 SourceSpan = Span[str] | Span[bytes]
 
@@ -81,9 +86,40 @@ class _PositionRecordingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as error:
+            # xDSL verifies some ops as it builds them (a region's terminator, a property's kind): the failure is
+            # an error at the op, like any other (nested ops catch theirs first: the innermost op is named)
+            name = _op_name_at(start)
+            message = str(error)
+            if name and not message.startswith(name):
+                message = f"{name}: {message}"
+            raise self._diagnostic(start, message) from None
         self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
         return op
+
+    def _parse_dialect_type_or_attribute_body(
+        self, attr_name: str, is_type: bool, is_opaque: bool, starting_opaque_pos: int | None
+    ) -> Attribute:
+        """A dialect attribute or type: one that fails its verifier (a tile of rank 1, an unknown engine) is an
+        error at the attribute, not an exception escaping the parser."""
+        body_start = self.pos
+        try:
+            return super()._parse_dialect_type_or_attribute_body(attr_name, is_type, is_opaque, starting_opaque_pos)
+        except VerifyException as error:
+            # the span starts at the attribute's name (`!tile.tile<`), which the caller has consumed
+            prefix = ("!" if is_type else "#") + attr_name
+            start = body_start - len(prefix)
+            if self.lexer.input.content[start:body_start] not in (prefix, prefix.encode()):
+                start = body_start
+            raise self._diagnostic(Span(start, start, self.lexer.input), f"{prefix}: {error}") from None
+
+    def _diagnostic(self, span: SourceSpan, message: str) -> LocatedDiagnostic:
+        """An invalid op or attribute the parser built, reported as a verifier failure is (it is one): a
+        diagnostic, which `--verify-diagnostics` prints, not a syntax error."""
+        span = dataclasses.replace(span, line_offset=self._line_offset)
+        return LocatedDiagnostic(f"{span.get_location()}: error: {message}\n{_source_excerpt(span)}")
 
 
 class NeuronOptMain(xDSLOptMain):
@@ -271,6 +307,15 @@ class NeuronOptMain(xDSLOptMain):
         if len(lines) > _MAX_OP_LINES:
             lines = [lines[0], "  ...", lines[-1]]
         return "\n".join(lines)
+
+
+def _op_name_at(span: SourceSpan) -> str | None:
+    """The name of the op written at `span` (`%r = torch.aten.relu ...` or `"tile.load"(...)`), if it reads as one."""
+    text = span.input.content[span.start : span.start + 400]
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    match = _OP_NAME_AFTER_RESULTS.match(text)
+    return match.group(1) or match.group(2) if match else None
 
 
 def _source_excerpt(span: SourceSpan) -> str:
