@@ -15,7 +15,8 @@ classified:
 - diagnosed: exit code 1 with a positioned diagnostic first (`file:line:col`, of the input or of the op's
   source location), the tool's own error path;
 - unpositioned: exit code 1, but the diagnostic says nowhere where;
-- mismatch: `--check-semantics` found the output computing something else than the input (a miscompile);
+- mismatch: `--check-semantics` found the output computing something else than the input, or not running at
+  all (a miscompile);
 - crash: any exception escaping neuron-opt's main (a Python traceback), grouped by the innermost frame of the
   project or of xDSL that raised it;
 - hang: no answer within the time limit of a case; the worker is replaced and the run goes on.
@@ -391,7 +392,8 @@ def run_neuron_opt(text: str, args: Sequence[str], path: Path, timeout: float | 
     first_line = message.splitlines()[0] if message.strip() else ""
     if code in (0, None):
         return Outcome(ACCEPTED, "", "", seconds)
-    if "check-semantics: outputs differ" in message:
+    # the input ran, so an output that computes otherwise, or cannot run at all, is the passes' fault
+    if "check-semantics: outputs differ" in message or "error: check-semantics: the output:" in message:
         return Outcome(MISMATCH, first_line, message, seconds)
     if code == 1 and _POSITIONED.match(first_line):
         return Outcome(DIAGNOSED, first_line, message, seconds)

@@ -35,7 +35,7 @@ from typing import IO, NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
@@ -51,6 +51,8 @@ from neuron_mlir.ir.locations import describe_location, file_position
 from neuron_mlir.lowering import ALL_PASSES
 from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, run_pipeline
 
+# `--check-semantics` draws random inputs up to this size (a tensor type may well ask for terabytes)
+_CHECK_SEMANTICS_MAX_INPUT_BYTES = 2 * 2**30
 # An op with regions longer than this is shown by its first and last lines only.
 _MAX_OP_LINES = 12
 # the results an op binds, then its name: bare (custom syntax) or quoted (generic syntax)
@@ -98,6 +100,17 @@ class _PositionRecordingParser(Parser):
             raise self._diagnostic(start, message) from None
         self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
         return op
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        module = super().parse_module(allow_implicit_module)
+        # xDSL's parser resolves a name anywhere in the file (and a loop's initial value sometimes not at all),
+        # and its verifier checks no dominance: a use its definition does not reach is an error here, at the use
+        unreached = _use_before_definition(module)
+        if unreached is not None:
+            op, index = unreached
+            span = self._positions.get(op) or Span(0, 0, self.lexer.input)
+            raise self._diagnostic(span, f"{op.name}: operand {index} is used where its definition does not reach")
+        return module
 
     def _parse_dialect_type_or_attribute_body(
         self, attr_name: str, is_type: bool, is_opaque: bool, starting_opaque_pos: int | None
@@ -181,7 +194,11 @@ class NeuronOptMain(xDSLOptMain):
         parser = _PositionRecordingParser(
             self.ctx, chunk.read(), self.get_input_name(), self.positions, start_offset
         )
-        return parser.parse_module(not self.args.no_implicit_module)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        if module not in self.positions:
+            # the implicit module around the ops: what concerns the module as a whole is reported at its start
+            self.positions[module] = Span(0, 0, parser.lexer.input, start_offset)
+        return module
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The output as xDSL prints it, ending in one newline (not two): a file written with `-o` then equals the
@@ -206,16 +223,7 @@ class NeuronOptMain(xDSLOptMain):
             if not self.args.check_semantics:
                 self._run_passes(prog)
                 return
-            import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
-            from neuron_mlir.ir.semantics import check_semantics, random_inputs
-
-            before = prog.clone()
-            self._run_passes(prog)
-            inputs = random_inputs(before, seed=self.args.check_semantics_seed)
-            problems = check_semantics(before, prog, inputs)
-            if problems:
-                raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
-            print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
+            self._check_semantics(prog)
         except VerifyException as error:
             raise self._verifier_diagnostic(prog, error) from None
         except LocatedDiagnostic:
@@ -225,6 +233,43 @@ class NeuronOptMain(xDSLOptMain):
             if not isinstance(op, Operation):
                 raise
             raise LocatedDiagnostic(self.located(op, str(error))) from None
+
+    def _check_semantics(self, module: ModuleOp) -> None:
+        """The passes, with the input run before them and the output after them on the same random inputs. The
+        input runs first, on the ops as they were read, so an op it cannot run is reported at its position."""
+        import numpy as np
+
+        import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
+        from neuron_mlir.ir.semantics import random_inputs, run_function
+        from neuron_mlir.ir.semantics.compare import compare_all
+        from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
+
+        self._verify(module)  # the reference semantics run valid IR only
+        try:
+            entry = find_function(module, "main").sym_name.data
+        except InterpretationError:
+            raise LocatedDiagnostic(
+                self.located(module, "check-semantics: no function to run: name one @main (or write only one)")
+            ) from None
+        try:
+            inputs = random_inputs(module, entry, self.args.check_semantics_seed, _CHECK_SEMANTICS_MAX_INPUT_BYTES)
+            expected = run_function(module, [np.copy(a) for a in inputs], entry)
+        except InterpretationError as error:
+            raise LocatedDiagnostic(self.located(error.op or module, f"check-semantics: the input: {error}")) from None
+        except MemoryError:
+            raise LocatedDiagnostic(self.located(module, "check-semantics: out of memory running the input")) from None
+        self._run_passes(module)
+        try:
+            actual = run_function(module, [np.copy(a) for a in inputs], entry)
+        except InterpretationError as error:
+            # the input ran: an output that cannot is the passes' fault (it reads "the output" for that reason)
+            raise LocatedDiagnostic(self.located(error.op or module, f"check-semantics: the output: {error}")) from None
+        except MemoryError:
+            raise LocatedDiagnostic(self.located(module, "check-semantics: out of memory running the output")) from None
+        problems = compare_all(actual, expected)
+        if problems:
+            raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
+        print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
 
     def _run_passes(self, module: ModuleOp) -> None:
         """The passes in order, verifying the IR before the first and after each (the IR a pass gets is valid, so
@@ -307,6 +352,37 @@ class NeuronOptMain(xDSLOptMain):
         if len(lines) > _MAX_OP_LINES:
             lines = [lines[0], "  ...", lines[-1]]
         return "\n".join(lines)
+
+
+def _use_before_definition(module: ModuleOp) -> tuple[Operation, int] | None:
+    """The first (op, operand index) whose value is not defined before it in its block or an enclosing one."""
+    order: dict[Operation, int] = {}
+    for op in module.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                order.update((child, position) for position, child in enumerate(block.ops))
+    for op in module.walk():
+        for index, operand in enumerate(op.operands):
+            if not _reaches(operand, op, order):
+                return op, index
+    return None
+
+
+def _reaches(value: SSAValue, user: Operation, order: dict[Operation, int]) -> bool:
+    if isinstance(value, BlockArgument):
+        enclosing: Operation | None = user
+        while enclosing is not None:
+            if enclosing.parent_block() is value.block:
+                return True
+            enclosing = enclosing.parent_op()
+        return False
+    if not isinstance(value, OpResult):
+        return False  # a placeholder of the parser's that no definition replaced
+    definer = value.op
+    enclosing = user
+    while enclosing is not None and enclosing.parent_block() is not definer.parent_block():
+        enclosing = enclosing.parent_op()
+    return enclosing is not None and enclosing is not definer and order[definer] < order[enclosing]
 
 
 def _op_name_at(span: SourceSpan) -> str | None:

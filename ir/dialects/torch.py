@@ -710,6 +710,15 @@ class TorchOp(IRDLOperation):
             parser.raise_error(
                 f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types", start, parser.pos
             )
+        result_types = function_type.outputs.data
+        has_list_result = any(r.kind is ResultKind.TENSOR_LIST for r in schema.results)
+        if len(result_types) < len(schema.results) - has_list_result or (
+            not has_list_result and len(result_types) != len(schema.results)
+        ):
+            expected = f"at least {len(schema.results) - 1}" if has_list_result else str(len(schema.results))
+            parser.raise_error(
+                f"{cls.name} has {expected} results but {len(result_types)} result types", start, parser.pos
+            )
         resolved = iter(parser.resolve_operands(unresolved, operand_types, start))
         operands: list[SSAValue | Sequence[SSAValue] | None] = []
         properties = {k: v for k, v in attributes.items() if k in schema.property_names}

@@ -42,3 +42,4 @@ func.func @loop_body_without_yield(%m: memref<4xf32>) {
   func.return
 }
 // CHECK: parse-verify-error.mlir:39:3: error: scf.for: 'scf.for' terminates with operation func.return instead of scf.yield
+
