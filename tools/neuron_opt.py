@@ -196,8 +196,10 @@ class NeuronOptMain(xDSLOptMain):
         )
         module = parser.parse_module(not self.args.no_implicit_module)
         if module not in self.positions:
-            # the implicit module around the ops: what concerns the module as a whole is reported at its start
-            self.positions[module] = Span(0, 0, parser.lexer.input, start_offset)
+            # the implicit module around the ops: what concerns the module as a whole is reported at its first op
+            first = module.ops.first
+            start = self.positions.get(first) if first is not None else None
+            self.positions[module] = start or Span(0, 0, parser.lexer.input, start_offset)
         return module
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
@@ -321,14 +323,17 @@ class NeuronOptMain(xDSLOptMain):
         """The verifier's message at the op that failed. xDSL names no op: it is the first whose own checks fail,
         nested ops before their parent, the order xDSL verifies in."""
         message = str(error)
-        for op in module.walk(region_first=True):
-            try:
-                op.verify(verify_nested_ops=False)
-            except VerifyException:
-                if not message.startswith(op.name):
-                    message = f"{op.name}: {message}"
-                return LocatedDiagnostic(self.located(op, message))
-        return LocatedDiagnostic(self.located(None, message))
+        # an op's own checks first; then its regions' structure (an empty block where a terminator must be),
+        # which only a full verification of the innermost op holding it finds
+        for verify_nested_ops in (False, True):
+            for op in module.walk(region_first=True):
+                try:
+                    op.verify(verify_nested_ops=verify_nested_ops)
+                except VerifyException:
+                    if not message.startswith(op.name):
+                        message = f"{op.name}: {message}"
+                    return LocatedDiagnostic(self.located(op, message))
+        return LocatedDiagnostic(self.located(module, message))
 
     def located(self, op: Operation | None, message: str) -> str:
         """`file:line:col: error: <message>` followed by the op: its source line and a caret when it was written

@@ -195,6 +195,8 @@ def _check_result(op: Operation, result: SSAValue, value: Any) -> None:
         return  # None: ATen's undefined tensor for a result it did not compute (e.g. an RNN workspace in eval)
     if not isinstance(value, torch.Tensor):
         raise TorchInterpretationError(f"{op.name}: ATen returned {type(value).__name__} for a tensor result", op)
+    if value.layout != torch.strided:
+        raise TorchInterpretationError(f"{op.name}: ATen returned a {value.layout} tensor, the IR's are dense", op)
     expected_dtype = getattr(torch, dtype_name_for(result_type.get_element_type()))
     shape = tuple(result_type.get_shape())
     matches = len(shape) == value.dim() and all(e < 0 or e == f for e, f in zip(shape, value.shape, strict=True))
