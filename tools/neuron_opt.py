@@ -347,8 +347,18 @@ class NeuronOptMain(xDSLOptMain):
             return f"{position}: error: {message}\n{_source_excerpt(span)}"
         if op is None:
             return f"{self.get_input_name()}: error: {message}"
-        op_position = file_position(op.location) or self.get_input_name()
+        op_position = file_position(op.location) or self._enclosing_position(op) or self.get_input_name()
         return f"{op_position}: error: {message}\n{self._op_excerpt(op)}"
+
+    def _enclosing_position(self, op: Operation) -> str | None:
+        """The position of the innermost op around `op` that was written in the input (the function a pass
+        created it in), for an op that has neither a position nor a source location of its own."""
+        parent = op.parent_op()
+        while parent is not None:
+            if (span := self.positions.get(parent)) is not None:
+                return span.get_location()
+            parent = parent.parent_op()
+        return None
 
     def _op_excerpt(self, op: Operation) -> str:
         stream = StringIO()
