@@ -237,8 +237,9 @@ class NeuronOptMain(xDSLOptMain):
             raise LocatedDiagnostic(self.located(op, str(error))) from None
 
     def _check_semantics(self, module: ModuleOp) -> None:
-        """The passes, with the input run before them and the output after them on the same random inputs. The
-        input runs first, on the ops as they were read, so an op it cannot run is reported at its position."""
+        """The passes, then the input (as it was before them) and the output on the same random inputs. The
+        input's copy keeps the positions of the ops it copies, so an op it cannot run is reported where it was
+        written; the passes run first, so the reference semantics see only IR the compiler took."""
         import numpy as np
 
         import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
@@ -246,21 +247,34 @@ class NeuronOptMain(xDSLOptMain):
         from neuron_mlir.ir.semantics.compare import compare_all
         from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 
-        self._verify(module)  # the reference semantics run valid IR only
+        before = module.clone()
+        for copy, original in zip(before.walk(), module.walk(), strict=True):
+            if (span := self.positions.get(original)) is not None:
+                self.positions[copy] = span
+        self._run_passes(module)
         try:
-            entry = find_function(module, "main").sym_name.data
+            entry = find_function(before, "main").sym_name.data
         except InterpretationError:
             raise LocatedDiagnostic(
-                self.located(module, "check-semantics: no function to run: name one @main (or write only one)")
+                self.located(before, "check-semantics: no function to run: name one @main (or write only one)")
             ) from None
         try:
-            inputs = random_inputs(module, entry, self.args.check_semantics_seed, _CHECK_SEMANTICS_MAX_INPUT_BYTES)
-            expected = run_function(module, [np.copy(a) for a in inputs], entry)
+            inputs = random_inputs(before, entry, self.args.check_semantics_seed, _CHECK_SEMANTICS_MAX_INPUT_BYTES)
+            expected = run_function(before, [np.copy(a) for a in inputs], entry)
         except InterpretationError as error:
-            raise LocatedDiagnostic(self.located(error.op or module, f"check-semantics: the input: {error}")) from None
+            raise LocatedDiagnostic(self.located(error.op or before, f"check-semantics: the input: {error}")) from None
         except MemoryError:
-            raise LocatedDiagnostic(self.located(module, "check-semantics: out of memory running the input")) from None
-        self._run_passes(module)
+            raise LocatedDiagnostic(self.located(before, "check-semantics: out of memory running the input")) from None
+        arguments_after = len(find_function(module, entry).function_type.inputs)
+        if arguments_after != len(inputs):
+            # the passes give random ops a seed argument: their results are drawn anew, nothing to compare
+            raise LocatedDiagnostic(
+                self.located(
+                    before,
+                    f"check-semantics: @{entry} takes {arguments_after} arguments after the passes, {len(inputs)} "
+                    "before (a seed for its random ops): the outputs cannot be compared",
+                )
+            )
         try:
             actual = run_function(module, [np.copy(a) for a in inputs], entry)
         except InterpretationError as error:

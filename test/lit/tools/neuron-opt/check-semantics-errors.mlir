@@ -1,6 +1,6 @@
 // What --check-semantics cannot run is a diagnostic at the op (or the function) it concerns, never a traceback:
-// the input runs first, on the ops as they were read (inputs found by the fuzzer, minimised).
-// RUN: neuron-opt %s --split-input-file --verify-diagnostics -p convert-torch-to-tile --check-semantics | filecheck %s
+// the input is reported at the ops as they were written (inputs found by the fuzzer, minimised).
+// RUN: neuron-opt %s --split-input-file --verify-diagnostics -p torch-canonicalize --check-semantics | filecheck %s
 
 // ATen checks what the verifier does not: its refusal is the op's.
 func.func @main(%x: tensor<16x128xf32>, %g: tensor<128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
