@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint typecheck demo bench models clean importer-coverage coverage
+.PHONY: help venv test pytest lit lint typecheck demo bench models clean importer-coverage coverage fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -67,6 +67,10 @@ models: $(STAMP)  ## the real-width model set: compile, step and simulated times
 	$(PY) bench/bench_real_width.py --output docs/models.md
 	@echo
 	$(PY) -m pytest -q -n 0 --real-width test/models/test_real_width_models.py
+
+# Failing inputs (and their tracebacks) land in build/fuzz; the first input of each crash site is minimised.
+fuzz: $(STAMP)  ## 10,000 mutated inputs through neuron-opt: accepted, diagnosed, crashes and hangs
+	$(PY) -m neuron_mlir.tools.fuzz_neuron_opt --cases 10000 --jobs $(PYTEST_WORKERS) --save-dir build/fuzz --minimize
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) build *.egg-info .pytest_cache

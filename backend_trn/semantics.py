@@ -15,20 +15,26 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from neuron_mlir.backend_trn.translate import build_program, is_synchronised, memory_sizes_needed
+from neuron_mlir.backend_trn.translate import ProgramBuildError, build_program, is_synchronised, memory_sizes_needed
 from neuron_mlir.ir.semantics import register_level_semantics
+from neuron_mlir.runtime.races import SimulationError
 from neuron_mlir.runtime.simulator import run_program
+from neuron_mlir.runtime.validate import BundleError
 
 
 def run_neuron_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str = "main") -> list[np.ndarray]:
     """Execute a neuron-level function on the simulator, its arguments and results in signature order."""
     program = build_program(module, entry)
-    outputs, _ = run_program(
-        program,
-        list(inputs),
-        check_races=is_synchronised(program),
-        memory_sizes_override=memory_sizes_needed(program),
-    )
+    try:
+        outputs, _ = run_program(
+            program,
+            list(inputs),
+            check_races=is_synchronised(program),
+            memory_sizes_override=memory_sizes_needed(program),
+        )
+    except (BundleError, SimulationError) as error:
+        # the program the IR denotes breaks a rule of the core (a race, an instruction id used twice, ...)
+        raise ProgramBuildError(f"the program it denotes cannot run: {error}") from error
     return outputs
 
 

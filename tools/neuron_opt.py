@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
 import sys
 import time
 import weakref
@@ -34,7 +35,7 @@ from typing import IO, NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
@@ -50,8 +51,14 @@ from neuron_mlir.ir.locations import describe_location, file_position
 from neuron_mlir.lowering import ALL_PASSES
 from neuron_mlir.lowering.pipelines import NeuronPipelinePass, pipeline_passes, run_pipeline
 
+# `--check-semantics` draws random inputs up to this size (a tensor type may well ask for terabytes)
+_CHECK_SEMANTICS_MAX_INPUT_BYTES = 2 * 2**30
 # An op with regions longer than this is shown by its first and last lines only.
 _MAX_OP_LINES = 12
+# the results an op binds, then its name: bare (custom syntax) or quoted (generic syntax)
+_OP_NAME_AFTER_RESULTS = re.compile(
+    r'\s*(?:%[\w.$#-]+(?::\d+)?\s*(?:,\s*%[\w.$#-]+(?::\d+)?\s*)*=\s*)?(?:([A-Za-z_][\w.$]*)|"([^"]+)")'
+)
 # xDSL keeps its input as it is given: text, or the bytes of a file read in binary mode
 SourceSpan = Span[str] | Span[bytes]
 
@@ -81,9 +88,51 @@ class _PositionRecordingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as error:
+            # xDSL verifies some ops as it builds them (a region's terminator, a property's kind): the failure is
+            # an error at the op, like any other (nested ops catch theirs first: the innermost op is named)
+            name = _op_name_at(start)
+            message = str(error)
+            if name and not message.startswith(name):
+                message = f"{name}: {message}"
+            raise self._diagnostic(start, message) from None
         self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
         return op
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        module = super().parse_module(allow_implicit_module)
+        # xDSL's parser resolves a name anywhere in the file (and a loop's initial value sometimes not at all),
+        # and its verifier checks no dominance: a use its definition does not reach is an error here, at the use
+        unreached = _use_before_definition(module)
+        if unreached is not None:
+            op, index = unreached
+            span = self._positions.get(op) or Span(0, 0, self.lexer.input)
+            raise self._diagnostic(span, f"{op.name}: operand {index} is used where its definition does not reach")
+        return module
+
+    def _parse_dialect_type_or_attribute_body(
+        self, attr_name: str, is_type: bool, is_opaque: bool, starting_opaque_pos: int | None
+    ) -> Attribute:
+        """A dialect attribute or type: one that fails its verifier (a tile of rank 1, an unknown engine) is an
+        error at the attribute, not an exception escaping the parser."""
+        body_start = self.pos
+        try:
+            return super()._parse_dialect_type_or_attribute_body(attr_name, is_type, is_opaque, starting_opaque_pos)
+        except VerifyException as error:
+            # the span starts at the attribute's name (`!tile.tile<`), which the caller has consumed
+            prefix = ("!" if is_type else "#") + attr_name
+            start = body_start - len(prefix)
+            if self.lexer.input.content[start:body_start] not in (prefix, prefix.encode()):
+                start = body_start
+            raise self._diagnostic(Span(start, start, self.lexer.input), f"{prefix}: {error}") from None
+
+    def _diagnostic(self, span: SourceSpan, message: str) -> LocatedDiagnostic:
+        """An invalid op or attribute the parser built, reported as a verifier failure is (it is one): a
+        diagnostic, which `--verify-diagnostics` prints, not a syntax error."""
+        span = dataclasses.replace(span, line_offset=self._line_offset)
+        return LocatedDiagnostic(f"{span.get_location()}: error: {message}\n{_source_excerpt(span)}")
 
 
 class NeuronOptMain(xDSLOptMain):
@@ -145,7 +194,13 @@ class NeuronOptMain(xDSLOptMain):
         parser = _PositionRecordingParser(
             self.ctx, chunk.read(), self.get_input_name(), self.positions, start_offset
         )
-        return parser.parse_module(not self.args.no_implicit_module)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        if module not in self.positions:
+            # the implicit module around the ops: what concerns the module as a whole is reported at its first op
+            first = module.ops.first
+            start = self.positions.get(first) if first is not None else None
+            self.positions[module] = start or Span(0, 0, parser.lexer.input, start_offset)
+        return module
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The output as xDSL prints it, ending in one newline (not two): a file written with `-o` then equals the
@@ -170,16 +225,7 @@ class NeuronOptMain(xDSLOptMain):
             if not self.args.check_semantics:
                 self._run_passes(prog)
                 return
-            import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
-            from neuron_mlir.ir.semantics import check_semantics, random_inputs
-
-            before = prog.clone()
-            self._run_passes(prog)
-            inputs = random_inputs(before, seed=self.args.check_semantics_seed)
-            problems = check_semantics(before, prog, inputs)
-            if problems:
-                raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
-            print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
+            self._check_semantics(prog)
         except VerifyException as error:
             raise self._verifier_diagnostic(prog, error) from None
         except LocatedDiagnostic:
@@ -189,6 +235,57 @@ class NeuronOptMain(xDSLOptMain):
             if not isinstance(op, Operation):
                 raise
             raise LocatedDiagnostic(self.located(op, str(error))) from None
+
+    def _check_semantics(self, module: ModuleOp) -> None:
+        """The passes, then the input (as it was before them) and the output on the same random inputs. The
+        input's copy keeps the positions of the ops it copies, so an op it cannot run is reported where it was
+        written; the passes run first, so the reference semantics see only IR the compiler took."""
+        import numpy as np
+
+        import neuron_mlir.backend_trn  # noqa: F401  (registers the neuron level's semantics)
+        from neuron_mlir.ir.semantics import random_inputs, run_function
+        from neuron_mlir.ir.semantics.compare import compare_all
+        from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
+
+        before = module.clone()
+        for copy, original in zip(before.walk(), module.walk(), strict=True):
+            if (span := self.positions.get(original)) is not None:
+                self.positions[copy] = span
+        self._run_passes(module)
+        try:
+            entry = find_function(before, "main").sym_name.data
+        except InterpretationError:
+            raise LocatedDiagnostic(
+                self.located(before, "check-semantics: no function to run: name one @main (or write only one)")
+            ) from None
+        try:
+            inputs = random_inputs(before, entry, self.args.check_semantics_seed, _CHECK_SEMANTICS_MAX_INPUT_BYTES)
+            expected = run_function(before, [np.copy(a) for a in inputs], entry)
+        except InterpretationError as error:
+            raise LocatedDiagnostic(self.located(error.op or before, f"check-semantics: the input: {error}")) from None
+        except MemoryError:
+            raise LocatedDiagnostic(self.located(before, "check-semantics: out of memory running the input")) from None
+        arguments_after = len(find_function(module, entry).function_type.inputs)
+        if arguments_after != len(inputs):
+            # the passes give random ops a seed argument: their results are drawn anew, nothing to compare
+            raise LocatedDiagnostic(
+                self.located(
+                    before,
+                    f"check-semantics: @{entry} takes {arguments_after} arguments after the passes, {len(inputs)} "
+                    "before (a seed for its random ops): the outputs cannot be compared",
+                )
+            )
+        try:
+            actual = run_function(module, [np.copy(a) for a in inputs], entry)
+        except InterpretationError as error:
+            # the input ran: an output that cannot is the passes' fault (it reads "the output" for that reason)
+            raise LocatedDiagnostic(self.located(error.op or module, f"check-semantics: the output: {error}")) from None
+        except MemoryError:
+            raise LocatedDiagnostic(self.located(module, "check-semantics: out of memory running the output")) from None
+        problems = compare_all(actual, expected)
+        if problems:
+            raise SemanticsMismatch("check-semantics: outputs differ:\n  " + "\n  ".join(problems))
+        print(f"check-semantics: {len(inputs)} inputs, all outputs match", file=sys.stderr)
 
     def _run_passes(self, module: ModuleOp) -> None:
         """The passes in order, verifying the IR before the first and after each (the IR a pass gets is valid, so
@@ -240,14 +337,17 @@ class NeuronOptMain(xDSLOptMain):
         """The verifier's message at the op that failed. xDSL names no op: it is the first whose own checks fail,
         nested ops before their parent, the order xDSL verifies in."""
         message = str(error)
-        for op in module.walk(region_first=True):
-            try:
-                op.verify(verify_nested_ops=False)
-            except VerifyException:
-                if not message.startswith(op.name):
-                    message = f"{op.name}: {message}"
-                return LocatedDiagnostic(self.located(op, message))
-        return LocatedDiagnostic(self.located(None, message))
+        # an op's own checks first; then its regions' structure (an empty block where a terminator must be),
+        # which only a full verification of the innermost op holding it finds
+        for verify_nested_ops in (False, True):
+            for op in module.walk(region_first=True):
+                try:
+                    op.verify(verify_nested_ops=verify_nested_ops)
+                except VerifyException:
+                    if not message.startswith(op.name):
+                        message = f"{op.name}: {message}"
+                    return LocatedDiagnostic(self.located(op, message))
+        return LocatedDiagnostic(self.located(module, message))
 
     def located(self, op: Operation | None, message: str) -> str:
         """`file:line:col: error: <message>` followed by the op: its source line and a caret when it was written
@@ -261,8 +361,18 @@ class NeuronOptMain(xDSLOptMain):
             return f"{position}: error: {message}\n{_source_excerpt(span)}"
         if op is None:
             return f"{self.get_input_name()}: error: {message}"
-        op_position = file_position(op.location) or self.get_input_name()
+        op_position = file_position(op.location) or self._enclosing_position(op) or self.get_input_name()
         return f"{op_position}: error: {message}\n{self._op_excerpt(op)}"
+
+    def _enclosing_position(self, op: Operation) -> str | None:
+        """The position of the innermost op around `op` that was written in the input (the function a pass
+        created it in), for an op that has neither a position nor a source location of its own."""
+        parent = op.parent_op()
+        while parent is not None:
+            if (span := self.positions.get(parent)) is not None:
+                return span.get_location()
+            parent = parent.parent_op()
+        return None
 
     def _op_excerpt(self, op: Operation) -> str:
         stream = StringIO()
@@ -271,6 +381,46 @@ class NeuronOptMain(xDSLOptMain):
         if len(lines) > _MAX_OP_LINES:
             lines = [lines[0], "  ...", lines[-1]]
         return "\n".join(lines)
+
+
+def _use_before_definition(module: ModuleOp) -> tuple[Operation, int] | None:
+    """The first (op, operand index) whose value is not defined before it in its block or an enclosing one."""
+    order: dict[Operation, int] = {}
+    for op in module.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                order.update((child, position) for position, child in enumerate(block.ops))
+    for op in module.walk():
+        for index, operand in enumerate(op.operands):
+            if not _reaches(operand, op, order):
+                return op, index
+    return None
+
+
+def _reaches(value: SSAValue, user: Operation, order: dict[Operation, int]) -> bool:
+    if isinstance(value, BlockArgument):
+        enclosing: Operation | None = user
+        while enclosing is not None:
+            if enclosing.parent_block() is value.block:
+                return True
+            enclosing = enclosing.parent_op()
+        return False
+    if not isinstance(value, OpResult):
+        return False  # a placeholder of the parser's that no definition replaced
+    definer = value.op
+    enclosing = user
+    while enclosing is not None and enclosing.parent_block() is not definer.parent_block():
+        enclosing = enclosing.parent_op()
+    return enclosing is not None and enclosing is not definer and order[definer] < order[enclosing]
+
+
+def _op_name_at(span: SourceSpan) -> str | None:
+    """The name of the op written at `span` (`%r = torch.aten.relu ...` or `"tile.load"(...)`), if it reads as one."""
+    text = span.input.content[span.start : span.start + 400]
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    match = _OP_NAME_AFTER_RESULTS.match(text)
+    return match.group(1) or match.group(2) if match else None
 
 
 def _source_excerpt(span: SourceSpan) -> str:

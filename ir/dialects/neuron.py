@@ -653,6 +653,9 @@ class InstructionOp(IRDLOperation):
             parsed[word] = (buffer, AccessPatternAttr(pattern, offset, start, count), dynamic)
 
         parser.parse_comma_separated_list(parser.Delimiter.NONE, parse_item)
+        required = cls.spec().writes + cls.spec().reads
+        if missing := [role for role in required if role not in parsed]:
+            parser.raise_error(f"{cls.name} needs operand role(s) {', '.join(missing)} (roles: {', '.join(roles)})")
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)

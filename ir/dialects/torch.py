@@ -710,6 +710,15 @@ class TorchOp(IRDLOperation):
             parser.raise_error(
                 f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types", start, parser.pos
             )
+        result_types = function_type.outputs.data
+        has_list_result = any(r.kind is ResultKind.TENSOR_LIST for r in schema.results)
+        if len(result_types) < len(schema.results) - has_list_result or (
+            not has_list_result and len(result_types) != len(schema.results)
+        ):
+            expected = f"at least {len(schema.results) - 1}" if has_list_result else str(len(schema.results))
+            parser.raise_error(
+                f"{cls.name} has {expected} results but {len(result_types)} result types", start, parser.pos
+            )
         resolved = iter(parser.resolve_operands(unresolved, operand_types, start))
         operands: list[SSAValue | Sequence[SSAValue] | None] = []
         properties = {k: v for k, v in attributes.items() if k in schema.property_names}
@@ -772,8 +781,25 @@ class TorchOp(IRDLOperation):
                 )
         if schema.dtype_sets_result:
             self._verify_dtype_result()
+        self._verify_dim_in_range()
         if schema.shape_rule is not None:
             self._verify_shape_rule(schema.shape_rule)
+
+    def _verify_dim_in_range(self) -> None:
+        """An `int dim` names a dimension of the first tensor operand, whatever the op (passes index shapes with
+        it); views check theirs with their shapes, and `unsqueeze` names one of its result."""
+        spec = next((s for s in self.SCHEMA.property_args if s.name == "dim" and s.prop is PropKind.INT), None)
+        if spec is None or self.SCHEMA.shape_rule in _VIEW_SHAPES or self.name == "torch.aten.unsqueeze":
+            return
+        attr = self.properties.get("dim")
+        tensor_types = [v.type for v in self.operands if isinstance(v.type, TensorType)]
+        if not isinstance(attr, IntegerAttr) or not tensor_types:
+            return
+        rank = len(tensor_types[0].get_shape())
+        bound = max(rank, 1)  # ATen takes 0 and -1 for a rank-0 tensor
+        dim = attr.value.data
+        if not -bound <= dim < bound:
+            raise VerifyException(f"{self.name}: 'dim' {dim} is out of range for {rank} dimension(s)")
 
     def _verify_none_positions(self, spec: ArgSpec) -> None:
         positions = self._none_positions(spec)

@@ -15,6 +15,7 @@ function's argument and result order, so a pass's input and output can be run on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -88,18 +89,37 @@ register_level_semantics("torch", _run_torch)
 register_level_semantics("tile", _run_tile)
 
 
-def random_inputs(module: ModuleOp, entry: str = "main", seed: int = 0) -> list[np.ndarray]:
-    """Random arguments for `@entry`: standard normal floats, small integers, random booleans."""
+def random_inputs(
+    module: ModuleOp, entry: str = "main", seed: int = 0, max_bytes: int | None = None
+) -> list[np.ndarray]:
+    """Random arguments for `@entry`: standard normal floats, small integers, random booleans; an argument that
+    is no tensor of static shape, or arguments above `max_bytes` in all, are an InterpretationError."""
     from neuron_mlir.runtime.dtypes import numpy_dtype
 
     rng = np.random.default_rng(seed)
     function = find_function(module, entry)
+    if len(function.body.blocks) != 1:
+        raise InterpretationError(f"@{entry} has {len(function.body.blocks)} blocks: only one runs", function)
     arrays: list[np.ndarray] = []
-    for arg in function.body.block.args:
+    total_bytes = 0
+    for index, arg in enumerate(function.body.block.args):
         arg_type = arg.type
-        assert isinstance(arg_type, TensorType | MemRefType), f"argument of type {arg_type}"
+        if not isinstance(arg_type, TensorType | MemRefType) or any(size < 0 for size in arg_type.get_shape()):
+            raise InterpretationError(
+                f"@{entry} argument {index} is {arg_type}, not a tensor of static shape", function
+            )
         shape = arg_type.get_shape()
-        name = runtime_dtype_name(arg_type.element_type)
+        total_bytes += math.prod(shape) * 8  # drawn as float64 first
+        if max_bytes is not None and total_bytes > max_bytes:
+            raise InterpretationError(
+                f"@{entry} arguments 0-{index} alone take {total_bytes / 2**30:.1f} GiB of random values, more than "
+                f"the {max_bytes / 2**30:.1f} GiB allowed",
+                function,
+            )
+        try:
+            name = runtime_dtype_name(arg_type.element_type)
+        except ValueError as error:
+            raise InterpretationError(f"@{entry} argument {index}: {error}", function) from None
         if name == "i1":
             arrays.append(rng.random(shape) < 0.5)
         elif name.startswith(("i", "u")):

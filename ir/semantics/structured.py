@@ -20,7 +20,12 @@ Handler = Callable[["StructuredInterpreter", Operation, list[Any]], Sequence[Any
 
 
 class InterpretationError(RuntimeError):
-    """An op the interpreter cannot run, named with its source location."""
+    """An op the interpreter cannot run, named with its source location; `op` is that op when there is one (a
+    tool points at it in the IR it read)."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        super().__init__(message)
+        self.op = op
 
 
 def truncating_division(a: int, b: int) -> int:
@@ -82,12 +87,17 @@ class StructuredInterpreter:
 
     def run_op(self, op: Operation) -> None:
         args = [self.values[v] for v in op.operands]
-        if isinstance(op, scf.ForOp):
-            results = self._run_for(op, args)
-        elif (handler := self.handlers.get(type(op))) is not None:
-            results = handler(self, op, args)
-        else:
-            results = self._run_arith(op, args)
+        try:
+            if isinstance(op, scf.ForOp):
+                results = self._run_for(op, args)
+            elif (handler := self.handlers.get(type(op))) is not None:
+                results = handler(self, op, args)
+            else:
+                results = self._run_arith(op, args)
+        except InterpretationError as error:
+            if error.op is None:  # the innermost op that failed, which a nested op has named already
+                error.op = op
+            raise
         for result, value in zip(op.results, results, strict=True):
             self.values[result] = value
 

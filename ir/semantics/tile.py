@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Attribute, Operation
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.semantics.structured import Handler, StructuredInterpreter
+from neuron_mlir.ir.semantics.structured import Handler, InterpretationError, StructuredInterpreter
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime import alu
 from neuron_mlir.runtime.dtypes import numpy_dtype
@@ -39,6 +39,10 @@ class HbmTensor:
         return np.lib.stride_tricks.as_strided(
             self.root[self.offset :], self.shape, tuple(s * itemsize for s in self.strides)
         )
+
+
+class OutOfBoundsError(InterpretationError, IndexError):
+    """An access the IR makes outside its tensor or tile: what no verifier can see when the indices are values."""
 
 
 def numpy_type(element_type: Attribute) -> np.dtype:
@@ -91,7 +95,7 @@ def _load(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list
     tensor, *indices = args
     region = _box(op, tensor, indices)
     if region.shape != op.tile_type().get_shape():
-        raise IndexError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
+        raise OutOfBoundsError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
     return [alu.cast(region, numpy_type(op.tile_type().element_type))]
 
 
@@ -100,7 +104,7 @@ def _store(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
     value, tensor, *indices = args
     region = _box(op, tensor, indices)
     if region.shape != value.shape:
-        raise IndexError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
+        raise OutOfBoundsError(f"{op.name}: the tile at {indices} reaches outside the tensor of shape {tensor.shape}")
     region[...] = alu.cast(value, tensor.root.dtype)
     return []
 
@@ -140,7 +144,7 @@ def _window(
             extent, step = part[axis - dropped], steps[axis - dropped - 1]
             end = int(index) + (extent - 1) * step + 1 if extent else int(index)
             if end > whole[axis]:
-                raise IndexError(f"a window of {part} at {list(indices)} reaches outside a tile of {whole}")
+                raise OutOfBoundsError(f"a window of {part} at {list(indices)} reaches outside a tile of {whole}")
             selection.append(slice(int(index), end, step))
     return tuple(selection)
 
@@ -282,7 +286,7 @@ def _indirect_rows(
     for p, r in np.ndindex(*offsets.shape):
         offset = int(offsets[p, r])
         if not 0 <= offset < bound:
-            raise IndexError(f"{op.name}: offset {offset} at partition {p} is outside [0, {bound})")
+            raise OutOfBoundsError(f"{op.name}: offset {offset} at partition {p} is outside [0, {bound})")
         selection: list[slice | int] = list(indices)
         selection[dim] = slice(indices[dim] + offset, indices[dim] + offset + 1)
         for d, extent in zip(dims, extents, strict=True):

@@ -30,9 +30,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects.torch import ArgSpec, PropKind, ResultKind, TorchOp, dtype_name_for
+from neuron_mlir.ir.semantics.structured import InterpretationError
 
 
-class TorchInterpretationError(RuntimeError):
+class TorchInterpretationError(InterpretationError):
     """The function cannot be run: an unsupported op, or an op whose result disagrees with its type."""
 
 
@@ -111,7 +112,7 @@ def _constant(op: arith.ConstantOp) -> Any:
         return to_torch(array)
     if isinstance(value, IntegerAttr | FloatAttr):
         return value.value.data
-    raise TorchInterpretationError(f"arith.constant: unsupported value {value}")
+    raise TorchInterpretationError(f"arith.constant: unsupported value {value}", op)
 
 
 _RESHAPING_VIEWS = frozenset({"aten::view", "aten::_unsafe_view"})
@@ -150,7 +151,11 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     for spec in schema.args:
         if spec.mutable and spec.kwarg_only and isinstance(argument := kwargs[spec.name], torch.Tensor):
             kwargs[spec.name] = argument.clone()
-    returned = _run_on_cpu(aten_op, args, kwargs)
+    try:
+        returned = _run_on_cpu(aten_op, args, kwargs)
+    except (RuntimeError, ValueError, TypeError, IndexError) as error:
+        # ATen checks what the op's verifier does not (values, and some shape rules): its refusal is this op's
+        raise TorchInterpretationError(f"{op.name}: ATen refuses its operands: {_first_line(error)}", op) from error
     if not schema.results:
         return []  # an op run for its effect (an assertion)
     if len(schema.results) == 1 and schema.results[0].kind is not ResultKind.TENSOR_LIST:
@@ -160,10 +165,16 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     else:
         returned = [v for r, group in zip(schema.results, returned, strict=True) for v in _flatten(r.kind, group)]
     if len(returned) != len(op.results):
-        raise TorchInterpretationError(f"{op.name}: ATen returned {len(returned)} values for {len(op.results)} results")
+        raise TorchInterpretationError(
+            f"{op.name}: ATen returned {len(returned)} values for {len(op.results)} results", op
+        )
     for result, value in zip(op.results, returned, strict=True):
         _check_result(op, result, value)
     return returned
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def evaluate_op(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
@@ -183,13 +194,15 @@ def _check_result(op: Operation, result: SSAValue, value: Any) -> None:
     if not isinstance(result_type, TensorType) or value is None:
         return  # None: ATen's undefined tensor for a result it did not compute (e.g. an RNN workspace in eval)
     if not isinstance(value, torch.Tensor):
-        raise TorchInterpretationError(f"{op.name}: ATen returned {type(value).__name__} for a tensor result")
+        raise TorchInterpretationError(f"{op.name}: ATen returned {type(value).__name__} for a tensor result", op)
+    if value.layout != torch.strided:
+        raise TorchInterpretationError(f"{op.name}: ATen returned a {value.layout} tensor, the IR's are dense", op)
     expected_dtype = getattr(torch, dtype_name_for(result_type.get_element_type()))
     shape = tuple(result_type.get_shape())
     matches = len(shape) == value.dim() and all(e < 0 or e == f for e, f in zip(shape, value.shape, strict=True))
     if value.dtype != expected_dtype or not matches:
         raise TorchInterpretationError(
-            f"{op.name}: ATen computed {tuple(value.shape)} {value.dtype}, the IR says {result_type}"
+            f"{op.name}: ATen computed {tuple(value.shape)} {value.dtype}, the IR says {result_type}", op
         )
 
 
@@ -237,5 +250,5 @@ def run_torch_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: st
             results = _call(op, [values[v] for v in op.operands])
             values.update(zip(op.results, results, strict=True))
         else:
-            raise TorchInterpretationError(f"{op.name} has no torch-level semantics")
+            raise TorchInterpretationError(f"{op.name} has no torch-level semantics", op)
     raise TorchInterpretationError(f"@{entry} does not end with func.return")

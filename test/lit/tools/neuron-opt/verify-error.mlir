@@ -44,3 +44,10 @@ func.func @constraint(%x: tensor<4x3xf32>) -> i64 {
 }
 // DIAG: verify-error.mlir:42:3: error: torch.aten.sym_size.int: result 'result' at position 0 does not verify:
 // DIAG-NEXT: i64 should be of base attribute index
+
+// -----
+
+// A region's structure (an empty body where a terminator must be) is reported at the op holding it.
+func.func @empty_body(%x: tensor<4xf32>) -> tensor<4xf32> {
+}
+// DIAG: verify-error.mlir:51:1: error: func.func: Operation func.func contains empty block in single-block region that expects at least a terminator
