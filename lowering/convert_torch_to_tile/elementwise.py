@@ -357,9 +357,13 @@ class TileMath:
         return self.select(self.isnan(x), then, otherwise, out)
 
     def round_half_even(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
-        """Round to the nearest integer, ties to even: adding and removing 1.5 * 2^23 leaves fp32 no fraction
-        bits, so the add rounds exactly as IEEE does; |x| >= 2^22 (already integral), inf and NaN pass through."""
-        shifted = self.sc("subtract", self.sc("add", x, _MAGIC), _MAGIC)
+        """Round to the nearest integer, ties to even: adding and removing 2^23 with x's sign puts the sum where
+        fp32 has no fraction bits, so the add rounds exactly as IEEE does; |x| >= 2^23 (already integral), inf
+        and NaN pass through. (One unsigned constant such as 1.5 * 2^23 would only serve |x| < 2^22, and fp32
+        still has halves up to 2^23.)"""
+        negative = self.sc("is_lt", x, 0.0)
+        magic = self.sc("add", self.sc("multiply", negative, -2.0 * _INTEGRAL_FROM), _INTEGRAL_FROM)
+        shifted = self.bin("subtract", self.bin("add", x, magic), magic)
         small = self.sc("is_lt", self.act("abs", x), _INTEGRAL_FROM)
         return self.select(small, shifted, x, out)
 
@@ -383,8 +387,7 @@ class TileMath:
         return self.bin("multiply", a, self.act("reciprocal", b), out)
 
 
-_MAGIC = 12582912.0  # 1.5 * 2^23
-_INTEGRAL_FROM = 4194304.0  # 2^22: every fp32 of this magnitude or more is an integer (or inf/NaN)
+_INTEGRAL_FROM = 8388608.0  # 2^23: every fp32 of this magnitude or more is an integer (or inf/NaN)
 
 
 # ---- lowering helpers ----------------------------------------------------------------------------------------
