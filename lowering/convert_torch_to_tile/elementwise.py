@@ -40,7 +40,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     result_shape,
-    store,
     view,
 )
 from neuron_mlir.lowering.layout import Layout, collapse
@@ -98,6 +97,88 @@ def iteration_space(shape: Sequence[int], layouts: Sequence[Layout]) -> tuple[tu
     return dims, canonical
 
 
+@dataclass(frozen=True)
+class Tiling:
+    """Which dimensions of a canonical iteration space a tile covers: `partition` goes on the partition axis
+    (tiles of 128), `free` (increasing, ending with the last dimension) make up the free axes, and the other
+    dimensions are loops, in order."""
+
+    space: tuple[int, ...]
+    partition: int
+    free: tuple[int, ...]
+
+    @property
+    def loops(self) -> tuple[int, ...]:
+        return tuple(d for d in range(len(self.space)) if d != self.partition and d not in self.free)
+
+    @property
+    def tile_dims(self) -> tuple[int, ...]:
+        return (self.partition, *self.free)
+
+
+# A tile whose free axis holds fewer elements than this gathers more dimensions into it: each DMA has a fixed cost
+# of about 2 us, so [128, 64] tiles of a permuted or sliced tensor would spend most of their time on it.
+NARROW_FREE = FREE_TILE // 4
+
+
+def wide_tiling(space: Sequence[int], layouts: Sequence[Layout]) -> tuple[Tiling, list[Layout]]:
+    """The tiling of a canonical [loops..., P, F] space, with a multi-dimensional free axis when F is narrow.
+
+    Dimensions that strides cannot merge (a head axis permuted against the sequence, the half of a row a slice
+    keeps) leave a short last dimension. Then the partition axis is the second-to-last dimension when it fills
+    the 128 lanes (else the longest other one), whole loop dimensions join the free axis from the innermost out
+    while the free size stays within FREE_TILE, and a partition dimension longer than 128 lanes gives its inner
+    factor too (several consecutive rows per partition). A DMA then walks the whole tile with one access pattern.
+    """
+    rank = len(space)
+    last = rank - 1
+    plain = Tiling(tuple(space), rank - 2, (last,))
+    if rank < 2 or space[last] >= NARROW_FREE or any(_broadcast_along_free(layout) for layout in layouts):
+        return plain, list(layouts)
+    candidates = range(rank - 1)
+    partition = rank - 2
+    if space[partition] < PARTITION_TILE:
+        partition = max(candidates, key=lambda d: (min(space[d], PARTITION_TILE), d))
+    budget = FREE_TILE // space[last]
+    free = [last]
+    for dim in range(rank - 2, -1, -1):
+        if dim != partition and space[dim] <= budget:
+            free.append(dim)
+            budget //= space[dim]
+    original = layouts = list(layouts)
+    space = tuple(space)
+    rows_per_lane = _rows_per_lane(space[partition], budget)
+    if rows_per_lane > 1:
+        layouts = [layout.split_dim(partition, space[partition] // rows_per_lane) for layout in layouts]
+        space = layouts[0].shape
+        free = [d + 1 if d > partition else d for d in free] + [partition + 1]
+    tiling = Tiling(space, partition, tuple(sorted(free)))
+    if _tile_elements(tiling) <= _tile_elements(plain):
+        return plain, list(original)
+    return tiling, layouts
+
+
+def _broadcast_along_free(layout: Layout) -> bool:
+    """Whether an operand repeats each row along the last dimension. The plain tiling loads such a column once per
+    partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one element per
+    descriptor, which costs far more than the narrow tiles save (a softmax-backward row scale, for one)."""
+    return len(layout.shape) >= 2 and layout.strides[-1] == 0 and layout.shape[-1] > 1 and any(layout.strides[:-1])
+
+
+def _tile_elements(tiling: Tiling) -> int:
+    return min(tiling.space[tiling.partition], PARTITION_TILE) * min(
+        math.prod(tiling.space[d] for d in tiling.free), FREE_TILE
+    )
+
+
+def _rows_per_lane(extent: int, budget: int) -> int:
+    """The largest divisor g <= budget of a partition dimension's extent that leaves at least 128 groups."""
+    for g in range(min(budget, extent // PARTITION_TILE), 1, -1):
+        if extent % g == 0:
+            return g
+    return 1
+
+
 def emit_elementwise(
     em: LoopNestBuilder,
     out_shape: Sequence[int],
@@ -106,56 +187,82 @@ def emit_elementwise(
     compute: TileCompute | None,
     out: SSAValue | None = None,
     compute_at: PositionedCompute | None = None,
+    wide: bool = False,
 ) -> SSAValue:
     """Allocate (or use) `out`, and fill it with `compute` applied tile by tile to the broadcast operands
-    (or `compute_at`, which also learns where each tile lies)."""
+    (or `compute_at`, which also learns where each tile lies). With `wide` (a `compute` that works on tiles of
+    any rank), a narrow free axis takes in more dimensions (`wide_tiling`)."""
     out_shape = tuple(out_shape)
     if out is None:
         out = alloc(em, out_shape, out_element_type)
     layouts = [layout_of(out)] + [layout_of(value).broadcast_to(out_shape) for value in operands]
     space, canonical = iteration_space(out_shape, layouts)
+    if wide and compute_at is None:
+        tiling, canonical = wide_tiling(space, canonical)
+    else:
+        tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
+    space = tiling.space
     views = [view(em, value, layout) for value, layout in zip([out, *operands], canonical, strict=True)]
     out_view, operand_views = views[0], views[1:]
-    leading = space[:-2]
-    partitions, free = space[-2], space[-1]
+    partitions, free = space[tiling.partition], space[-1]
+    whole_free = [space[d] for d in tiling.free[:-1]]
+    trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
+    plain = tiling.tile_dims == trailing
     by_column = [
-        _broadcast_column(layout) and not is_integer_type(element_type_of(value))
+        _broadcast_column(layout, tiling) and not is_integer_type(element_type_of(value))
         for layout, value in zip(canonical[1:], operands, strict=True)
     ]
+
+    def positions(loop_indices: list[Index], p0: Index, f0: Index) -> list[Index]:
+        indices: list[Index] = [0] * len(space)
+        for dim, index in zip(tiling.loops, loop_indices, strict=True):
+            indices[dim] = index
+        indices[tiling.partition] = p0
+        indices[-1] = f0
+        return indices
+
+    def transfer_dims() -> tuple[int, ...] | None:
+        return None if plain else tiling.tile_dims
 
     def tile_body(inner: LoopNestBuilder, loop_indices: list[Index]) -> None:
         def partition_body(em_p: LoopNestBuilder, p0: Index, p_size: int) -> None:
             columns = [
-                load(em_p, v, [*loop_indices, p0, 0], (p_size, 1)) if column else None
+                load(em_p, v, positions(loop_indices, p0, 0), (p_size, 1)) if column else None
                 for v, column in zip(operand_views, by_column, strict=True)
             ]
 
             def free_body(em_f: LoopNestBuilder, f0: Index, f_size: int) -> None:
-                indices = [*loop_indices, p0, f0]
+                indices = positions(loop_indices, p0, f0)
+                shape = (p_size, *whole_free, f_size)
                 tiles = [
-                    load(em_f, v, indices, (p_size, f_size)) if column is None else _spread(em_f, column, f_size)
+                    load(em_f, v, indices, shape, dims=transfer_dims())
+                    if column is None
+                    else _spread(em_f, column, f_size)
                     for v, column in zip(operand_views, columns, strict=True)
                 ]
-                result_type = TileType((p_size, f_size), out_element_type, Memory.SBUF)
+                result_type = TileType(shape, out_element_type, Memory.SBUF)
                 if compute_at is not None:
                     value = compute_at(em_f, tiles, result_type, TilePosition(indices, canonical[0].strides))
                 else:
                     assert compute is not None
                     value = compute(em_f, tiles, result_type)
-                store(em_f, value, out_view, indices)
+                em_f.insert(tile.StoreOp(value, out_view, [em_f.index(i) for i in indices], transfer_dims()))
 
             em_p.for_tiles(free, FREE_TILE, free_body)
 
         inner.for_tiles(partitions, PARTITION_TILE, partition_body)
 
-    nest(em, list(leading), [], tile_body)
+    nest(em, [space[d] for d in tiling.loops], [], tile_body)
     return out
 
 
-def _broadcast_column(layout: Layout) -> bool:
-    """Whether an operand is a float column broadcast along the free axis ([P, 1] values, free stride 0): loaded
-    as one element per partition and spread on chip, instead of a DMA of one element per descriptor."""
-    p_stride, f_stride = layout.strides[-2], layout.strides[-1]
+def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
+    """Whether an operand is a float column broadcast along the (one-dimensional) free axis ([P, 1] values, free
+    stride 0): loaded as one element per partition and spread on chip, instead of a DMA of one element per
+    descriptor."""
+    if len(tiling.free) != 1:
+        return False
+    p_stride, f_stride = layout.strides[tiling.partition], layout.strides[-1]
     return f_stride == 0 and p_stride != 0 and layout.shape[-1] > 1
 
 
@@ -181,7 +288,7 @@ def nest(
 def copy_to(em: LoopNestBuilder, source: SSAValue, out: SSAValue | None = None) -> SSAValue:
     """A contiguous copy of `source` (or a copy into `out`)."""
     shape = layout_of(source).shape
-    return emit_elementwise(em, shape, element_type_of(source), [source], lambda e, tiles, t: tiles[0], out)
+    return emit_elementwise(em, shape, element_type_of(source), [source], lambda e, tiles, t: tiles[0], out, wide=True)
 
 
 # ---- tile arithmetic -----------------------------------------------------------------------------------------
@@ -250,9 +357,13 @@ class TileMath:
         return self.select(self.isnan(x), then, otherwise, out)
 
     def round_half_even(self, x: SSAValue, out: TileType | None = None) -> SSAValue:
-        """Round to the nearest integer, ties to even: adding and removing 1.5 * 2^23 leaves fp32 no fraction
-        bits, so the add rounds exactly as IEEE does; |x| >= 2^22 (already integral), inf and NaN pass through."""
-        shifted = self.sc("subtract", self.sc("add", x, _MAGIC), _MAGIC)
+        """Round to the nearest integer, ties to even: adding and removing 2^23 with x's sign puts the sum where
+        fp32 has no fraction bits, so the add rounds exactly as IEEE does; |x| >= 2^23 (already integral), inf
+        and NaN pass through. (One unsigned constant such as 1.5 * 2^23 would only serve |x| < 2^22, and fp32
+        still has halves up to 2^23.)"""
+        negative = self.sc("is_lt", x, 0.0)
+        magic = self.sc("add", self.sc("multiply", negative, -2.0 * _INTEGRAL_FROM), _INTEGRAL_FROM)
+        shifted = self.bin("subtract", self.bin("add", x, magic), magic)
         small = self.sc("is_lt", self.act("abs", x), _INTEGRAL_FROM)
         return self.select(small, shifted, x, out)
 
@@ -276,8 +387,7 @@ class TileMath:
         return self.bin("multiply", a, self.act("reciprocal", b), out)
 
 
-_MAGIC = 12582912.0  # 1.5 * 2^23
-_INTEGRAL_FROM = 4194304.0  # 2^22: every fp32 of this magnitude or more is an integer (or inf/NaN)
+_INTEGRAL_FROM = 8388608.0  # 2^23: every fp32 of this magnitude or more is an integer (or inf/NaN)
 
 
 # ---- lowering helpers ----------------------------------------------------------------------------------------
@@ -292,7 +402,7 @@ def elementwise(
 ) -> list[SSAValue]:
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
-    return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute)]
+    return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute, wide=True)]
 
 
 def _exact(tiles: Sequence[SSAValue], result: TileType) -> bool:

@@ -43,7 +43,7 @@ def fill_into(em: LoopNestBuilder, out: SSAValue, value: float) -> None:
     if layout.num_elements == 0:
         return
     fill = lambda e, tiles, result: e.insert(tile.FillOp(float(value), result)).result  # noqa: E731
-    emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out)
+    emit_elementwise(em, layout.shape, element_type_of(out), [], fill, out, wide=True)
 
 
 def copy_into(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
@@ -57,7 +57,7 @@ def copy_into(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
             return tiles[0]
         return e.insert(tile.CopyOp(tiles[0], result)).result
 
-    emit_elementwise(em, shape, element_type_of(out), [source], compute, out)
+    emit_elementwise(em, shape, element_type_of(out), [source], compute, out, wide=True)
 
 
 def _diagonal(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

@@ -96,6 +96,14 @@ def test_rounding_is_exact_with_ties_to_even_and_special_values():
     check_compiled(_rounding, torch.cat([halves, special, torch.randn(300) * 1000]))
 
 
+def test_rounding_of_the_halves_between_2_22_and_2_23_is_exact():
+    # fp32 still has halves up to 2^23; a relative tolerance would let 4194304.5 pass for 4194304.0
+    x = torch.tensor([4194304.5, -4194304.5, 4194305.5, 6291456.5, -8388607.5, 8388607.0, 4194303.5, -2.5])
+    compiled = torch.compile(lambda t: (torch.round(t), torch.floor(t), torch.ceil(t)), backend="neuron-mlir")
+    for actual, expected in zip(compiled(x), (torch.round(x), torch.floor(x), torch.ceil(x)), strict=True):
+        assert torch.equal(actual, expected), (actual - expected).abs().max()
+
+
 def _arithmetic(a, b, s):
     return (
         a + b, a - b * 2, torch.add(a, b, alpha=-3), a * b, a / b, torch.div(a, b, rounding_mode="trunc"),

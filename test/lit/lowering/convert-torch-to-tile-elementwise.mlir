@@ -44,14 +44,17 @@ func.func @rounding(%x: tensor<4x8xf32>, %i: tensor<4x8xi32>) -> (tensor<4x8xf32
   %fi = torch.aten.floor %i : (tensor<4x8xi32>) -> tensor<4x8xi32>
   func.return %r, %f, %fi : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xi32>
 }
-// Round half to even adds and removes 1.5 * 2^23 (0x4168...) and keeps x where |x| >= 2^22 (0x4150...);
+// Round half to even adds and removes 2^23 (0x4160...) with x's sign, and keeps x where |x| >= 2^23;
 // floor subtracts 1 where that rounded up; integers round to themselves.
 // CHECK-LABEL: func.func @rounding
 // CHECK:       %[[X:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
-// CHECK:       %[[UP:.*]] = tile.binary_scalar %[[X]] {op = "add", scalar = 0x4168000000000000 : f64}
-// CHECK:       %[[R:.*]] = tile.binary_scalar %[[UP]] {op = "subtract", scalar = 0x4168000000000000 : f64}
+// CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[X]] {op = "is_lt", scalar = 0.000000e+00 : f64}
+// CHECK:       %[[M2:.*]] = tile.binary_scalar %[[NEG]] {op = "multiply", scalar = 0xC170000000000000 : f64}
+// CHECK:       %[[MAGIC:.*]] = tile.binary_scalar %[[M2]] {op = "add", scalar = 0x4160000000000000 : f64}
+// CHECK:       %[[UP:.*]] = tile.binary %[[X]], %[[MAGIC]] {op = "add"}
+// CHECK:       %[[R:.*]] = tile.binary %[[UP]], %[[MAGIC]] {op = "subtract"}
 // CHECK:       %[[ABS:.*]] = tile.unary %[[X]] {fn = "abs"}
-// CHECK:       %[[SMALL:.*]] = tile.binary_scalar %[[ABS]] {op = "is_lt", scalar = 0x4150000000000000 : f64}
+// CHECK:       %[[SMALL:.*]] = tile.binary_scalar %[[ABS]] {op = "is_lt", scalar = 0x4160000000000000 : f64}
 // CHECK:       tile.select %[[SMALL]], %[[R]], %[[X]]
 // CHECK:       %[[RF:.*]] = tile.select
 // CHECK:       %[[OVER:.*]] = tile.binary %[[RF]], %{{.*}} {op = "is_gt"}
