@@ -233,7 +233,15 @@ def _is_pure(op: Operation) -> bool:
 
 def _evaluate(op: TorchOp) -> list[Any] | None:
     """Each result's splat value, computed by ATen on the constant operands; None when a result is not a splat."""
-    import torch  # noqa: TID251  (constant folding evaluates with ATen itself, only when there is work)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: TID251  (only when there is work)
+
+    # AOTAutograd calls the compiler under its fake-tensor mode: folding needs the values, not their metadata
+    with unset_fake_temporarily():
+        return _evaluate_on_real_tensors(op)
+
+
+def _evaluate_on_real_tensors(op: TorchOp) -> list[Any] | None:
+    import torch  # noqa: TID251
 
     from neuron_mlir.ir.dialects.torch import dtype_name_for
     from neuron_mlir.ir.semantics.torch import evaluate_op
