@@ -148,8 +148,8 @@ KEPT_WHOLE = (
 
 def decompositions() -> dict[Any, Any]:
     """Core-ATen decompositions, minus the ones known to be wrong for training and the kernels lowered whole
-    (`KEPT_WHOLE`), plus one that traces and the fused kernels of `frontend.decompositions`
-    (nn.TransformerEncoderLayer's inference fast path).
+    (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
+    (nn.TransformerEncoderLayer's inference fast path) and the factorizations of `frontend.linalg_decompositions`.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -158,6 +158,7 @@ def decompositions() -> dict[Any, Any]:
     from torch._decomp import core_aten_decompositions
 
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+    from neuron_mlir.frontend.linalg_decompositions import linalg_decompositions
 
     table = dict(core_aten_decompositions())
     table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default, None)
@@ -165,6 +166,7 @@ def decompositions() -> dict[Any, Any]:
         table.pop(kernel, None)
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
+    table.update(linalg_decompositions())
     return table
 
 
