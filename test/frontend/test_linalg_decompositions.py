@@ -160,6 +160,57 @@ def test_a_column_zero_below_the_diagonal_gets_no_reflector() -> None:
     assert_close_to_torch((factors, tau), torch.geqrf(a))
 
 
+@pytest.mark.parametrize("n", ORDERS)
+@pytest.mark.parametrize("norm", [0.1, 4.0, 40.0])
+def test_matrix_exponential_matches_eager(n: int, norm: float) -> None:
+    a = torch.randn(BATCH, n, n, generator=torch.Generator().manual_seed(n))
+    a = a * norm / torch.linalg.matrix_norm(a, 1).unsqueeze(-1).unsqueeze(-1)  # 2^0 to 2^6 squarings
+    assert_close_to_torch(linalg.linalg_matrix_exp(a), torch.linalg.matrix_exp(a))
+
+
+def _canonical_signs(vectors: torch.Tensor) -> torch.Tensor:
+    """Columns with their largest-magnitude entry made positive: vectors are unique up to sign only."""
+    largest = torch.gather(vectors, -2, vectors.abs().argmax(-2, keepdim=True))
+    return vectors * torch.sign(largest)
+
+
+@pytest.mark.parametrize("n", ORDERS)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_jacobi_eigh_matches_lapack_up_to_the_vectors_signs(n: int, uplo: str) -> None:
+    a = torch.randn(BATCH, n, n, generator=torch.Generator().manual_seed(n))
+    # the other triangle holds garbage: only the triangle UPLO names is read
+    a = (a + a.mT).tril() + 50 * torch.ones(n, n).triu(1) if uplo == "L" else (a + a.mT).triu() - 7 * a.tril(-1)
+    values, vectors = linalg.linalg_eigh(a, uplo)
+    expected_values, expected_vectors = torch.linalg.eigh(a, uplo)
+    assert_close_to_torch(values, expected_values, "eigenvalues")
+    assert_close_to_torch(_canonical_signs(vectors), _canonical_signs(expected_vectors), "eigenvectors")
+    assert_close_to_torch(linalg.linalg_eigh(a, uplo, compute_v=False)[0], expected_values, "eigvalsh")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (5, 2), (3, 7), (8, 8)])
+def test_jacobi_svd_matches_lapack_up_to_the_vectors_signs(shape: tuple[int, int]) -> None:
+    a = torch.randn(BATCH, *shape, generator=torch.Generator().manual_seed(sum(shape)))
+    u, s, vh = linalg.linalg_svd(a, full_matrices=False)
+    expected_u, expected_s, expected_vh = torch.linalg.svd(a, full_matrices=False)
+    assert_close_to_torch(s, expected_s, "singular values")
+    flips = torch.sign(torch.gather(u, -2, u.abs().argmax(-2, keepdim=True)))
+    expected_flips = torch.sign(torch.gather(expected_u, -2, u.abs().argmax(-2, keepdim=True)))
+    assert_close_to_torch(u * flips, expected_u * expected_flips, "U")
+    assert_close_to_torch(vh * flips.mT, expected_vh * expected_flips.mT, "Vh")
+    assert_close_to_torch(linalg.linalg_pinv(a), torch.linalg.pinv(a), "pinv")
+    assert_close_to_torch(linalg.linalg_pinv(a, rtol=0.4), torch.linalg.pinv(a, rtol=0.4), "pinv with rtol")
+    assert linalg.linalg_matrix_rank(a).tolist() == torch.linalg.matrix_rank(a).tolist()
+
+
+def test_rank_deficient_matrices_keep_their_rank_and_pseudo_inverse() -> None:
+    thin = torch.randn(BATCH, 6, 2, generator=torch.Generator().manual_seed(0))
+    a = thin @ thin.mT  # rank 2, symmetric
+    assert linalg.linalg_matrix_rank(a).tolist() == [2, 2]
+    assert linalg.linalg_matrix_rank(a, hermitian=True).tolist() == [2, 2]
+    assert_close_to_torch(linalg.linalg_pinv(a), torch.linalg.pinv(a))
+    assert_close_to_torch(linalg.linalg_pinv(a, hermitian=True), torch.linalg.pinv(a, hermitian=True))
+
+
 def test_other_dtypes_and_large_matrices_stay_whole() -> None:
     assert linalg.linalg_inv_ex(well_conditioned(3).double()) is NotImplemented
     too_large = linalg.MAX_UNROLLED_ORDER + 1
@@ -168,27 +219,31 @@ def test_other_dtypes_and_large_matrices_stay_whole() -> None:
 
 
 @pytest.mark.usefixtures("fresh_compiler")
-def test_compiled_cholesky_and_triangular_solves_run_on_the_core() -> None:
-    def solve_through_cholesky(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def test_compiled_factorizations_run_on_the_core() -> None:
+    def factorizations(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         factor, info = torch.linalg.cholesky_ex(a)
-        halfway = torch.linalg.solve_triangular(factor, b, upper=False)
-        return factor, info, torch.linalg.solve_triangular(factor.mT, halfway, upper=True)
+        packed, pivots, lu_info = torch.linalg.lu_factor_ex(a)
+        return (
+            factor,
+            info,
+            torch.linalg.solve_triangular(factor, b, upper=False),
+            packed,
+            pivots,
+            lu_info,
+            torch.linalg.lu_solve(packed, pivots, b),
+            *torch.linalg.qr(a),
+            torch.linalg.matrix_exp(a),
+        )
 
-    check_compiled(solve_through_cholesky, positive_definite(3), rhs(3))
+    check_compiled(factorizations, positive_definite(2), rhs(2))
 
 
 @pytest.mark.usefixtures("fresh_compiler")
-def test_compiled_lu_family_runs_on_the_core() -> None:
-    def lu_family(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        packed, pivots, info = torch.linalg.lu_factor_ex(a)
-        return packed, pivots, info, torch.linalg.lu_solve(packed, pivots, b), torch.linalg.slogdet(a)[1]
+def test_compiled_jacobi_sweeps_run_on_the_core() -> None:
+    def spectra(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.linalg.eigvalsh(a), torch.linalg.svdvals(a)
 
-    check_compiled(lu_family, well_conditioned(3), rhs(3))
-
-
-@pytest.mark.usefixtures("fresh_compiler")
-def test_compiled_qr_runs_on_the_core() -> None:
-    check_compiled(torch.linalg.qr, well_conditioned(4, 3))
+    check_compiled(spectra, positive_definite(2))
 
 
 @pytest.mark.usefixtures("fresh_compiler")
