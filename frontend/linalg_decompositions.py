@@ -24,8 +24,11 @@ import math
 import torch
 
 MAX_UNROLLED_ORDER = 16
-"""The largest matrix order decomposed: the graph holds a few ops per column (per rotation step for the Jacobi
-methods), and larger orders run as one kernel on the CPU instead."""
+"""The largest matrix order decomposed: the graph holds a few ops per column (an n = 16 inverse ~1000 nodes),
+and larger orders run as one kernel on the CPU instead."""
+MAX_JACOBI_ORDER = 8
+"""The largest order of the Jacobi methods (eigh, SVD and what builds on them), whose graphs hold a rotation
+step per pair of columns per sweep: ~1500 nodes at n = 5 or 6, ~2100 at 8, ~5400 at 16."""
 
 
 def _refused(*tensors: torch.Tensor) -> bool:
@@ -576,7 +579,7 @@ def linalg_eigh(A: torch.Tensor, UPLO: str = "L", compute_v: bool = True) -> tup
     """`aten._linalg_eigh`: (eigenvalues ascending, eigenvectors as columns; empty unless `compute_v`) of the
     symmetric matrix whose lower (UPLO 'L') or upper triangle A holds. Eigenvectors are unique up to sign (and
     within repeated eigenvalues): these are the Jacobi rotations', not LAPACK's."""
-    if _refused(A):
+    if _refused(A) or A.shape[-1] > MAX_JACOBI_ORDER:
         return NotImplemented
     n = A.shape[-1]
     if n == 0:
@@ -625,7 +628,7 @@ def linalg_svd(
     """`aten._linalg_svd`: (U, S descending, Vh) with A = U diag(S) Vh. Singular vectors are unique up to sign
     (and within repeated values): these are one-sided Jacobi's, not LAPACK's. Full U or Vh of a non-square
     matrix (a basis of the complement) is left to the kernel."""
-    if _refused(A):
+    if _refused(A) or min(A.shape[-2:]) > MAX_JACOBI_ORDER:
         return NotImplemented
     m, n = A.shape[-2:]
     if compute_uv and full_matrices and m != n:
@@ -683,11 +686,13 @@ def linalg_pinv(
     hermitian: bool = False,
 ) -> torch.Tensor:
     """`aten.linalg_pinv` (atol_rtol_tensor, atol_rtol_float): the pseudo-inverse V diag(1/s) U^T over the
-    singular values (eigenvalue magnitudes when `hermitian`) above max(atol, rtol * the largest)."""
-    if _refused(A) or any(isinstance(t, torch.Tensor) and t.dtype != torch.float32 for t in (atol, rtol)):
+    singular values (eigenvalue magnitudes when `hermitian`) above max(atol, rtol * the largest). Tolerance
+    tensors are taken in A's dtype (linalg.pinv's Python floats arrive as float64 scalars)."""
+    if _refused(A) or min(A.shape[-2:]) > MAX_JACOBI_ORDER:
         return NotImplemented
     if A.numel() == 0:
         return A.new_zeros(*A.shape[:-2], A.shape[-1], A.shape[-2])
+    atol, rtol = (t.to(A.dtype) if isinstance(t, torch.Tensor) else t for t in (atol, rtol))
     atol, rtol = _tolerances(A, atol, rtol)
     if hermitian:
         values, vectors = linalg_eigh(A)
@@ -709,10 +714,11 @@ def linalg_matrix_rank(
 ) -> torch.Tensor:
     """`aten.linalg_matrix_rank` (atol_rtol_tensor, atol_rtol_float): the number of singular values (eigenvalue
     magnitudes when `hermitian`) above max(atol, rtol * the largest), as int64."""
-    if _refused(A) or any(isinstance(t, torch.Tensor) and t.dtype != torch.float32 for t in (atol, rtol)):
+    if _refused(A) or min(A.shape[-2:]) > MAX_JACOBI_ORDER:
         return NotImplemented
     if A.numel() == 0:
         return torch.zeros(A.shape[:-2], dtype=torch.int64, device=A.device)
+    atol, rtol = (t.to(A.dtype) if isinstance(t, torch.Tensor) else t for t in (atol, rtol))
     atol, rtol = _tolerances(A, atol, rtol)
     values = linalg_eigh(A, compute_v=False)[0].abs() if hermitian else linalg_svd(A, compute_uv=False)[1]
     threshold = _threshold(values, atol, rtol, values.amax(-1, keepdim=True))
