@@ -521,7 +521,9 @@ def _index_constant(values: list[int], device: torch.device) -> torch.Tensor:
     return torch.cat([torch.full((1,), value, dtype=torch.int64, device=device) for value in values])
 
 
-def _rotations(diagonal_first: torch.Tensor, diagonal_second: torch.Tensor, off_diagonal: torch.Tensor):
+def _rotations(
+    diagonal_first: torch.Tensor, diagonal_second: torch.Tensor, off_diagonal: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(c, s) of the Jacobi rotations [[c, s], [-s, c]] that diagonalise the symmetric 2 x 2 blocks
     [[a, b], [b, d]]: t = s / c is the smaller root of t^2 + 2 t (d - a) / (2 b) - 1 = 0, written so that b = 0
     gives t = 0 (no rotation) and a = d rotates by 45 degrees."""
@@ -533,7 +535,9 @@ def _rotations(diagonal_first: torch.Tensor, diagonal_second: torch.Tensor, off_
     return cosine, tangent * cosine
 
 
-def _rotation_step(cosine: torch.Tensor, sine: torch.Tensor, block_identity: torch.Tensor, shuffle: torch.Tensor):
+def _rotation_step(
+    cosine: torch.Tensor, sine: torch.Tensor, block_identity: torch.Tensor, shuffle: torch.Tensor
+) -> torch.Tensor:
     """K = J S: the block-diagonal rotation J (pair (2i, 2i + 1) rotated by [[c_i, s_i], [-s_i, c_i]]) followed
     by the round-robin's column shuffle S, as one [..., order, order] matrix."""
     blocks = torch.stack([cosine, sine, -sine, cosine], dim=-1).unflatten(-1, (2, 2))  # [..., half, 2, 2]
