@@ -565,7 +565,7 @@ class FxImporter:
         if node.target is torch.ops.higher_order.with_effects:
             # an effectful op threaded through a token: the op itself, with the token passed through
             token, inner, *inner_args = node.args
-            if str(inner) == HOST_CHECKED_LINALG_ERRORS:
+            if isinstance(inner, torch._ops.OpOverload) and str(inner) == HOST_CHECKED_LINALG_ERRORS:
                 checked = _named_arguments(inner, inner_args, node.kwargs)
                 self.linalg_checks.append(
                     (self._value(checked["info"], node), str(checked["api_name"]), bool(checked["is_matrix"]))

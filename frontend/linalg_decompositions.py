@@ -44,7 +44,7 @@ def _refused(*tensors: torch.Tensor) -> bool:
 
 def _batch_broadcast(first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Both matrices expanded to their common batch shape (the trailing two dims are each one's own)."""
-    batch = torch.broadcast_shapes(first.shape[:-2], second.shape[:-2])
+    batch = torch.broadcast_shapes(first.shape[:-2], second.shape[:-2])  # type: ignore[no-untyped-call]
     return first.expand(*batch, *first.shape[-2:]), second.expand(*batch, *second.shape[-2:])
 
 
@@ -540,7 +540,8 @@ def _rotation_step(
 ) -> torch.Tensor:
     """K = J S: the block-diagonal rotation J (pair (2i, 2i + 1) rotated by [[c_i, s_i], [-s_i, c_i]]) followed
     by the round-robin's column shuffle S, as one [..., order, order] matrix."""
-    blocks = torch.stack([cosine, sine, -sine, cosine], dim=-1).unflatten(-1, (2, 2))  # [..., half, 2, 2]
+    blocks = torch.stack([cosine, sine, -sine, cosine], dim=-1)
+    blocks = blocks.reshape(*blocks.shape[:-1], 2, 2)  # [..., half, 2, 2]
     rotation = (blocks.unsqueeze(-2) * block_identity).flatten(-4, -3).flatten(-2, -1)
     return rotation.index_select(-1, shuffle)
 
@@ -559,7 +560,8 @@ def _jacobi_eigh(A: torch.Tensor, compute_vectors: bool) -> tuple[torch.Tensor, 
     slot_of = list(range(order))
     for _ in range(jacobi_sweeps(n)):
         for _ in range(order - 1):
-            blocks = torch.diagonal(matrix.unflatten(-1, (-1, 2)).unflatten(-3, (-1, 2)), dim1=-4, dim2=-2)
+            paired = matrix.reshape(*matrix.shape[:-2], order // 2, 2, order // 2, 2)
+            blocks = torch.diagonal(paired, dim1=-4, dim2=-2)
             cosine, sine = _rotations(blocks[..., 0, 0, :], blocks[..., 1, 1, :], blocks[..., 0, 1, :])
             step = _rotation_step(cosine, sine, block_identity, shuffle)
             matrix = step.mT @ matrix @ step
@@ -608,7 +610,7 @@ def _jacobi_svd(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     slot_of = list(range(order))
     for _ in range(jacobi_sweeps(n)):
         for _ in range(order - 1):
-            pairs = matrix.unflatten(-1, (-1, 2))
+            pairs = matrix.reshape(*matrix.shape[:-1], order // 2, 2)
             first, second = pairs[..., 0], pairs[..., 1]
             gram = [(first * first).sum(-2), (second * second).sum(-2), (first * second).sum(-2)]
             step = _rotation_step(*_rotations(*gram), block_identity, shuffle)
@@ -759,10 +761,12 @@ def linalg_matrix_exp(A: torch.Tensor) -> torch.Tensor:
     for _ in range(2, 5):
         powers.append(powers[-1] @ scaled)
     coefficients = [1.0 / math.factorial(k) for k in range(EXP_TAYLOR_DEGREE + 1)]
-    blocks = [
-        sum(coefficients[i + r] * powers[r] for r in range(4) if i + r <= EXP_TAYLOR_DEGREE)
-        for i in range(0, EXP_TAYLOR_DEGREE + 1, 4)
-    ]
+    blocks = []
+    for i in range(0, EXP_TAYLOR_DEGREE + 1, 4):
+        block = coefficients[i] * powers[0]
+        for r in range(1, min(4, EXP_TAYLOR_DEGREE + 1 - i)):
+            block = block + coefficients[i + r] * powers[r]
+        blocks.append(block)
     result = blocks[-1]
     for block in reversed(blocks[:-1]):
         result = result @ powers[4] + block
