@@ -163,8 +163,9 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
     (nn.TransformerEncoderLayer's inference fast path), the ops without a lowering that
     `frontend.composite_decompositions` computes from lowered ones (scans, order statistics, searches, ...), the
-    MoE routing kernels of `frontend.routing` and the special functions of `frontend.special_functions`, except
-    those `cpu_ops` names: they reach the graph whole, to run on the CPU as asked.
+    MoE routing kernels of `frontend.routing`, the factorizations of `frontend.linalg_decompositions` and the
+    special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
+    to run on the CPU as asked.
 
     `_scaled_dot_product_flash_attention_for_cpu`'s decomposition hands the attention matrix to the
     (undecomposed) backward where logsumexp belongs, so gradients come out silently wrong; without it the math
@@ -175,6 +176,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     from neuron_mlir.frontend.composite_decompositions import composite_decompositions
     from neuron_mlir.frontend.data_dependent import data_dependent_decompositions
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
+    from neuron_mlir.frontend.linalg_decompositions import linalg_decompositions
     from neuron_mlir.frontend.routing import routing_decompositions
     from neuron_mlir.frontend.special_functions import special_function_decompositions
 
@@ -190,6 +192,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     )
     table.update(routing_decompositions())
     table.update(data_dependent_decompositions())
+    table.update(linalg_decompositions())
     return table
 
 

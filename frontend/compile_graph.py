@@ -43,11 +43,11 @@ from xdsl.printer import Printer
 from neuron_mlir.frontend import stats as stats_module
 from neuron_mlir.frontend.cache import cache_key, compile_cache  # every compile looks up the cache first
 from neuron_mlir.frontend.fx_importer import (
-    HOST_CHECKED_ASSERTIONS,
     SIZE_ASSERTIONS,
     GraphSignature,
     describe_node,
     import_fx_graph,
+    is_host_checked,
     is_shape_arithmetic,
     node_location,
 )
@@ -101,7 +101,7 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
-        if str(node.target) in HOST_CHECKED_ASSERTIONS or str(node.target) in SIZE_ASSERTIONS:
+        if is_host_checked(node) or str(node.target) in SIZE_ASSERTIONS:
             continue
         op_class = op_class_for(str(node.target))
         forced = names_op(str(node.target), cpu_ops)
@@ -721,7 +721,7 @@ class CompiledGraph:
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:
             profile.write_chrome_trace(self.debug_dir / "trace.json")
-        if self.signature.assertions:
+        if self.signature.assertions or self.signature.linalg_checks:
             self.signature.check_assertions(outputs)
         return outputs
 

@@ -94,6 +94,28 @@ HOST_CHECKED_ASSERTIONS = frozenset({"aten._assert_async.msg", "aten._assert_asy
 """Assertions on tensor values: the condition is computed on the core and returned, and the host raises the
 message when it is false (`GraphSignature.check_assertions`)."""
 
+HOST_CHECKED_LINALG_ERRORS = "aten._linalg_check_errors.default"
+"""The error check of a factorization (`torch.linalg.cholesky` raising where `cholesky_ex` returns `info`), an
+effectful op AOTAutograd threads through a token (`with_effects`): the core computes and returns `info`, and the
+host raises PyTorch's own error from it (`GraphSignature.check_linalg_errors`)."""
+
+
+def _is_checks_token(node: torch.fx.Node) -> bool:
+    """Whether a placeholder is an effect token that only host-checked factorization errors thread through."""
+    return bool(node.users) and all(is_host_checked(user) and user.args[0] is node for user in node.users)
+
+
+def is_host_checked(node: torch.fx.Node) -> bool:
+    """Whether a node is a check the host makes on a value the core returns (an assertion, a factorization's
+    error check), rather than a computation."""
+    if str(node.target) in HOST_CHECKED_ASSERTIONS:
+        return True
+    return (
+        node.target is torch.ops.higher_order.with_effects
+        and len(node.args) > 1
+        and str(node.args[1]) == HOST_CHECKED_LINALG_ERRORS
+    )
+
 
 @dataclass(frozen=True)
 class DataDependent:
@@ -130,12 +152,19 @@ class GraphSignature:
     assertions: list[tuple[int, str]] = field(default_factory=list)
     """(function result, message) per `aten._assert_async`: the condition is computed on the core and returned;
     the caller raises the message when it is false, as PyTorch would (`check_assertions`)."""
+    linalg_checks: list[tuple[int, str, bool]] = field(default_factory=list)
+    """(function result, api name, is_matrix) per `aten._linalg_check_errors`: the result is a factorization's
+    `info`, from which the caller raises PyTorch's error (`check_linalg_errors`)."""
 
     def check_assertions(self, values: list[Any]) -> None:
-        """Raise RuntimeError with the assertion's message when a returned condition is false."""
+        """Raise RuntimeError with the assertion's message when a returned condition is false, and PyTorch's
+        error for a factorization whose returned `info` reports a failure."""
         for index, message in self.assertions:
             if not bool(values[index].reshape(-1)[0]):
                 raise RuntimeError(message or "assertion failed (torch._assert_async)")
+        for index, api_name, is_matrix in self.linalg_checks:
+            info = torch.as_tensor(values[index])
+            torch.ops.aten._linalg_check_errors(info, api_name, is_matrix=is_matrix)
 
     def arguments(self, inputs: list[Any]) -> list[Any]:
         """The function's leading arguments for a call with the FX graph's `inputs`; `constants` follow them."""
@@ -176,6 +205,7 @@ class GraphSignature:
                     for position, value in self.guards.items()
                 ],
                 "assertions": [[index, message] for index, message in self.assertions],
+                "linalg_checks": [[index, api_name, is_matrix] for index, api_name, is_matrix in self.linalg_checks],
             }
             return json.dumps(document)
         except (TypeError, ValueError):
@@ -209,6 +239,10 @@ class GraphSignature:
                 assertions=[
                     (_checked(index, int), _checked(message, str))
                     for index, message in _checked(document["assertions"], list)
+                ],
+                linalg_checks=[
+                    (_checked(index, int), _checked(api_name, str), _checked(is_matrix, bool))
+                    for index, api_name, is_matrix in _checked(document["linalg_checks"], list)
                 ],
             )
             spec = _checked(document["output_spec"], str, type(None))
@@ -378,6 +412,7 @@ class FxImporter:
         self.inputs = inputs
         self.cpu_nodes = set(cpu_nodes)
         self.assertions: list[tuple[SSAValue, str]] = []
+        self.linalg_checks: list[tuple[SSAValue, str, bool]] = []
         # symbol -> the size it takes: from `inputs` when given (else symbols take their hints)
         self.bindings: dict[Any, int] = {}
         # FX node -> an SSA value, a list of them (multi-result ops), or a Python value (specialised SymInts)
@@ -420,8 +455,9 @@ class FxImporter:
 
     def _placeholder(self, node: torch.fx.Node, position: int, signature: GraphSignature) -> None:
         value = node.meta["val"] if "val" in node.meta else node.meta.get("example_value")
-        if value is None:
-            signature.inputs.append(None)  # an input that is always None
+        if value is None or _is_checks_token(node):
+            # an input that is always None (AOTAutograd's effect tokens are None at run time too)
+            signature.inputs.append(None)
             self.values[node] = None
             return
         if _is_number(value):
@@ -535,6 +571,13 @@ class FxImporter:
         if node.target is torch.ops.higher_order.with_effects:
             # an effectful op threaded through a token: the op itself, with the token passed through
             token, inner, *inner_args = node.args
+            if isinstance(inner, torch._ops.OpOverload) and str(inner) == HOST_CHECKED_LINALG_ERRORS:
+                checked = _named_arguments(inner, inner_args, node.kwargs)
+                self.linalg_checks.append(
+                    (self._value(checked["info"], node), str(checked["api_name"]), bool(checked["is_matrix"]))
+                )
+                self.values[node] = [None, None]  # the token: None at run time, as it came in
+                return
             if not isinstance(inner, torch._ops.OpOverload):
                 raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported, got {inner}")
             if not isinstance(value, list | tuple):
@@ -655,6 +698,9 @@ class FxImporter:
         for condition, message in self.assertions:
             signature.assertions.append((len(results), message))
             results.append(condition)
+        for info, api_name, is_matrix in self.linalg_checks:
+            signature.linalg_checks.append((len(results), api_name, is_matrix))
+            results.append(info)
         return results
 
     def _output_names(self, output: Any) -> Any:

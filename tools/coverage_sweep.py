@@ -19,7 +19,9 @@ Random ops (`RANDOM_ENTRIES`) cannot match eager's numbers: their samples are ch
 (shape and dtype as eager's, values in the distribution's range with plausible moments, dropout's output equal
 to its input scaled or zero) and for reproducibility: two calls after the same `torch.manual_seed` agree. The
 results of `torch.empty` and friends (`UNINITIALISED_ENTRIES`) are compared by dtype and shape only; complex
-results as (real, imaginary) pairs and sparse ones densified.
+results as (real, imaginary) pairs and sparse ones densified. Eigen- and singular vectors are unique up to sign
+only (`SIGN_FREE_VECTORS`): each vector's sign is aligned with eager's before the comparison (U's column and
+V's jointly, so a mismatched pair still fails), as op_db's own tests compare them modulo sign.
 
 The device mode (`--mode device`; `make coverage` runs both) runs the same entries eagerly on the `neuron`
 device instead, in float32 and bfloat16: each sample's tensors moved there (a factory op's `device=` too), the op
@@ -187,6 +189,35 @@ RANDOM_ENTRIES: frozenset[str] = frozenset({"randn", "randn_like", "rand_like", 
 UNINITIALISED_ENTRIES: frozenset[str] = frozenset(
     {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 )
+
+
+# Entries returning eigen- or singular vectors, unique up to sign: the result positions of (U, V) whose columns
+# (rows for Vh, `True`) flip together, for `_align_signs`.
+SIGN_FREE_VECTORS: dict[str, tuple[tuple[int, bool], ...]] = {
+    "linalg.eigh": ((1, False),),
+    "linalg.svd": ((0, False), (2, True)),
+    "svd": ((0, False), (2, False)),
+}
+
+
+def _align_signs(name: str, actual: Any, expected: Any) -> Any:
+    """`actual` with each vector of a sign-free entry flipped to point as eager's does (the sign of its dot
+    product with eager's, taken from the first of the entry's flipped-together results)."""
+    positions = SIGN_FREE_VECTORS.get(name)
+    if positions is None or not isinstance(actual, tuple | list) or len(actual) != len(expected):
+        return actual
+    results = list(actual)
+    first, first_transposed = positions[0]
+    got, want = results[first], expected[first]
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.numel() == 0:
+        return actual
+    columns = (got.mT if first_transposed else got), (want.mT if first_transposed else want)
+    signs = torch.where((columns[0] * columns[1]).sum(-2, keepdim=True) < 0, -1.0, 1.0).to(got.dtype)
+    for position, transposed in positions:
+        value = results[position]
+        if isinstance(value, torch.Tensor) and value.shape == expected[position].shape:
+            results[position] = (value.mT * signs).mT if transposed else value * signs
+    return type(actual)(*results) if hasattr(actual, "_fields") else type(actual)(results)
 
 
 @dataclass
@@ -370,7 +401,7 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
-        outcome.problem = _compare(actual, expected, name in UNINITIALISED_ENTRIES)
+        outcome.problem = _compare(_align_signs(name, actual, expected), expected, name in UNINITIALISED_ENTRIES)
     return outcome
 
 
@@ -510,7 +541,7 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
-        outcome.problem = _compare(actual, expected, name in UNINITIALISED_ENTRIES)
+        outcome.problem = _compare(_align_signs(name, actual, expected), expected, name in UNINITIALISED_ENTRIES)
     return outcome
 
 

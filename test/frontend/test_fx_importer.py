@@ -358,9 +358,11 @@ def test_compiling_with_dynamic_shapes_runs_specialised(fresh_compiler):
 # -- effects, locations, errors --------------------------------------------------------------------------------
 
 
-def test_effect_tokens_pass_through_and_the_effectful_op_stays():
-    text, _ = checked(lambda a: torch.linalg.inv(a), torch.randn(4, 4) + 4 * torch.eye(4))
-    assert "torch.aten._linalg_check_errors" in text
+def test_a_factorizations_error_check_becomes_a_host_check_of_the_returned_info():
+    text, signature = checked(lambda a: torch.linalg.inv(a), torch.randn(4, 4) + 4 * torch.eye(4))
+    assert "torch.aten._linalg_check_errors" not in text
+    assert [(api_name, is_matrix) for _, api_name, is_matrix in signature.linalg_checks] == [("linalg.inv", True)]
+    assert signature.inputs[0] is None  # the effect token: None at run time, no argument of the function
 
 
 class Block(nn.Module):

@@ -99,3 +99,20 @@ def test_a_reports_compile_verdicts_read_back(tmp_path):
     read = {r.name: r for r in coverage_sweep.compile_results_of_report(path)}
     assert [(read[r.name].status, read[r.name].reason) for r in results] == [(r.status, r.reason) for r in results]
     assert read["cumsum"].fallback_ops == ["aten.a.default", "aten.b.default"]
+
+
+def test_sign_free_vectors_are_aligned_with_eagers_and_flip_together():
+    import torch
+
+    a = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0))
+    values, vectors = torch.linalg.eigh(a + a.mT)
+    flips = torch.tensor([1.0, -1.0, -1.0, 1.0])
+    flipped = (values, vectors * flips)
+    assert coverage_sweep._compare(flipped, (values, vectors)) is not None
+    assert coverage_sweep._compare(coverage_sweep._align_signs("linalg.eigh", flipped, (values, vectors)), (values, vectors)) is None
+    u, s, vh = torch.linalg.svd(a)
+    together = (u * flips, s, (vh.mT * flips).mT)
+    assert coverage_sweep._compare(coverage_sweep._align_signs("linalg.svd", together, (u, s, vh)), (u, s, vh)) is None
+    # U flipped without V is another matrix: still a mismatch
+    alone = (u * flips, s, vh)
+    assert coverage_sweep._compare(coverage_sweep._align_signs("linalg.svd", alone, (u, s, vh)), (u, s, vh)) is not None
