@@ -195,7 +195,9 @@ def nanmedian(x: torch.Tensor) -> torch.Tensor:
 def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """`aten.kthvalue`: the k-th smallest element of each row (NaN counting as the largest) and its index."""
     length = x.shape[dim] if x.dim() else 1
-    torch._check(1 <= k <= length, lambda: f"kthvalue(): selected number k out of range for dimension {dim}")
+    torch._check(  # type: ignore[no-untyped-call]  # unannotated in torch
+        1 <= k <= length, lambda: f"kthvalue(): selected number k out of range for dimension {dim}"
+    )
     return _pick(x, dim, lambda n, nans: torch.full_like(nans, k - 1), keepdim)
 
 
@@ -324,7 +326,9 @@ def segment_reduce(
     else:
         result = masked.amax(dim) if reduce == "max" else masked.amin(dim)
     if initial is not None:
-        combine = {"sum": torch.add, "mean": torch.add, "prod": torch.mul, "max": torch.maximum, "min": torch.minimum}
+        combine: dict[str, Callable[..., torch.Tensor]] = {
+            "sum": torch.add, "mean": torch.add, "prod": torch.mul, "max": torch.maximum, "min": torch.minimum,
+        }  # fmt: skip
         result = combine[reduce](result, torch.full_like(result, initial))
     if reduce == "mean":
         count = member.sum(dim).to(data.dtype)
@@ -476,7 +480,9 @@ def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         return NotImplemented
     info = torch.finfo(dtype)
-    x, other = torch.broadcast_tensors(x.to(dtype).float(), other.to(dtype).float())
+    x, other = torch.broadcast_tensors(  # type: ignore[no-untyped-call]  # unannotated in torch
+        x.to(dtype).float(), other.to(dtype).float()
+    )
     magnitude = x.abs()
     away = ((other > x) & (x >= 0)) | ((other < x) & (x <= 0))  # |x| grows (from 0, either way)
     m, e = _normalized(torch.where((magnitude > 0) & torch.isfinite(magnitude), magnitude, 1.0))
@@ -645,7 +651,7 @@ def view_copy(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
 
 def permute_copy(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     """`aten.permute_copy`: the permuted view, copied (contiguous)."""
-    return x.permute(dims).clone(memory_format=torch.contiguous_format)
+    return x.permute(list(dims)).clone(memory_format=torch.contiguous_format)
 
 
 def unbind_copy(x: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:

@@ -18,13 +18,14 @@ symbolic-shape environment (the `neuron` device's single-op compiles) keep the o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
 
 
-def _fake_mode(*tensors: torch.Tensor) -> object | None:
+def _fake_mode(*tensors: torch.Tensor) -> Any:
     """The fake-tensor mode of the trace when it tracks symbolic shapes (Dynamo's does), else None."""
     from torch._guards import detect_fake_mode
 
@@ -39,15 +40,15 @@ def _valid_prefix(buffer: torch.Tensor, count: torch.Tensor, dim: int = 0) -> to
     (`capture_scalar_outputs`): the op being decomposed already has a data-dependent size."""
     bound = buffer.shape[dim]
     fake_mode = _fake_mode(count)
-    allowed = fake_mode.allow_scalar_outputs  # type: ignore[union-attr]
-    fake_mode.allow_scalar_outputs = True  # type: ignore[union-attr]
+    allowed = fake_mode.allow_scalar_outputs
+    fake_mode.allow_scalar_outputs = True
     try:
         size = count.item()
     finally:
-        fake_mode.allow_scalar_outputs = allowed  # type: ignore[union-attr]
-    torch._check(size >= 0)
-    torch._check(size <= bound)
-    return buffer.narrow(dim, 0, size)
+        fake_mode.allow_scalar_outputs = allowed
+    torch._check(size >= 0)  # type: ignore[no-untyped-call]  # unannotated in torch
+    torch._check(size <= bound)  # type: ignore[no-untyped-call]
+    return buffer.narrow(dim, 0, cast(int, size))  # an unbacked SymInt: int() would specialise it
 
 
 def padded_flat_positions(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,7 +91,7 @@ def nonzero(values: torch.Tensor) -> torch.Tensor:
 
 def masked_select(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`aten.masked_select`: the elements of `values` where `mask` (broadcast together) is true, flattened."""
-    shape = torch.broadcast_shapes(values.shape, mask.shape)
+    shape = torch.broadcast_shapes(values.shape, mask.shape)  # type: ignore[no-untyped-call]  # unannotated in torch
     if len(shape) == 0 or values.numel() == 0 or mask.numel() == 0 or _fake_mode(values, mask) is None:
         return NotImplemented
     positions, count = padded_flat_positions(mask.expand(shape))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -176,7 +176,7 @@ class NkiTorchOp:
                 f"the op has {self.outputs}"
             )
         # sizes stay as given: symbolic under dynamic shapes, where int() would specialise them
-        return [(tuple(shape), dtype) for shape, dtype in zip(shape_list, dtypes, strict=True)]
+        return [(tuple(cast(Sequence[Any], shape)), dtype) for shape, dtype in zip(shape_list, dtypes, strict=True)]
 
     def _fake(self, *args: Any) -> Any:
         """The op's results from the declaration; at static shapes the kernel is traced for them first, so that
@@ -217,10 +217,11 @@ class NkiTorchOp:
             )
         returned = next(op for op in compiled.module.walk() if isinstance(op, func.ReturnOp))
         for index, (value, (shape, dtype)) in enumerate(zip(returned.operands, declared, strict=False)):
-            traced_shape = tuple(int(size) for size in value.type.get_shape())
+            value_type = cast(Any, value.type)  # a shaped type with an element type (memref or tensor)
+            traced_shape = tuple(int(size) for size in value_type.get_shape())
             declared_shape = tuple(int(size) for size in shape)
             expected_dtype = element_type_for(dtype_name(dtype_of(numpy_dtype(dtype))))
-            traced_dtype = value.type.element_type
+            traced_dtype = value_type.element_type
             if traced_shape == declared_shape and traced_dtype == expected_dtype:
                 continue
             owner = value.owner

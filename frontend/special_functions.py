@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 
@@ -37,7 +38,8 @@ Tensor = torch.Tensor
 def _result_dtype(*operands: Tensor | float) -> torch.dtype | None:
     """The dtype eager gives these operands' special function (integers promote to the default float type), or
     None for float64 and complex operands, which keep ATen's kernel."""
-    dtype = torch.result_type(*operands) if len(operands) > 1 else operands[0].dtype  # type: ignore[union-attr]
+    tensors = cast(tuple[Tensor, ...], operands)  # a Python number may follow the first operand
+    dtype = torch.result_type(*tensors) if len(tensors) > 1 else tensors[0].dtype
     if not dtype.is_floating_point:
         if dtype.is_complex:
             return None
@@ -268,7 +270,7 @@ def zeta(x: Tensor | float, q: Tensor | float) -> Tensor:
             return value.to(torch.float32)
         return torch.full_like(like, float(value), dtype=torch.float32)
 
-    x32, q32 = torch.broadcast_tensors(as_float32(x), as_float32(q))
+    x32, q32 = torch.broadcast_tensors(as_float32(x), as_float32(q))  # type: ignore[no-untyped-call]  # unannotated in torch
     return _zeta(x32, q32).to(dtype)
 
 

@@ -135,7 +135,7 @@ def is_plain_cast(op: Operation | None) -> bool:
 def widened_source(value: SSAValue) -> SSAValue | None:
     """The bf16 or fp16 tensor `value` is the exact fp32 widening of (`_to_copy(x16, f32)`), or None."""
     owner = value.owner
-    if not _is_f32(value) or not is_plain_cast(owner):
+    if not _is_f32(value) or not isinstance(owner, Operation) or not is_plain_cast(owner):
         return None
     assert isinstance(owner, Operation)
     source = owner.operands[0]
@@ -235,7 +235,9 @@ def _compute_in_bf16(op: TorchOp, casts: _Casts) -> None:
     block.insert_op_after(replacement, op)
     for old, new in zip(op.results, replacement.results, strict=True):
         if old.uses:
-            old.replace_all_uses_with(_cast(new, f32, replacement.next_op) if new.type != old.type else new)
+            anchor = replacement.next_op
+            assert anchor is not None  # at least the op being replaced follows
+            old.replace_all_uses_with(_cast(new, f32, anchor) if new.type != old.type else new)
     op.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     op.erase()
 
@@ -273,7 +275,7 @@ def _erase_unused_casts(function: func.FuncOp) -> None:
     """The widenings "all" added that every reader skipped (each reader being a bf16 op itself), last first."""
     for op in reversed(list(function.body.block.ops)):
         if is_plain_cast(op) and not op.results[0].uses:
-            op.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+            op.detach()
             op.erase()
 
 

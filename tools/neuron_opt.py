@@ -370,7 +370,7 @@ class NeuronOptMain(xDSLOptMain):
         parent = op.parent_op()
         while parent is not None:
             if (span := self.positions.get(parent)) is not None:
-                return span.get_location()
+                return str(span.get_location())
             parent = parent.parent_op()
         return None
 

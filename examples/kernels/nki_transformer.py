@@ -16,7 +16,7 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -135,7 +135,8 @@ def main() -> None:
     model, batches = make_run(arguments.width, arguments.heads, arguments.layers, arguments.steps, arguments.length)
     compiled_model = copy.deepcopy(model)
     eager_losses = train(model, batches, arguments.learning_rate)
-    compiled_losses = train(torch.compile(compiled_model, backend="neuron-mlir"), batches, arguments.learning_rate)
+    compiled_module = cast(nn.Module, torch.compile(compiled_model, backend="neuron-mlir"))
+    compiled_losses = train(compiled_module, batches, arguments.learning_rate)
     stats = neuron_mlir.stats()
     for step, (eager, compiled) in enumerate(zip(eager_losses, compiled_losses, strict=True)):
         print(f"step {step}: loss eager {eager:.6f}  compiled {compiled:.6f}  difference {abs(eager - compiled):.2e}")

@@ -147,7 +147,7 @@ def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     # the experts loop over the experts hit, as before transformers' grouped experts compiled whole: the golden
     # float64 run of the tests cannot use torch's grouped matmul (no float64 kernel on the CPU), and the grouped
     # path at this width is not measured yet
-    model.set_experts_implementation("eager")
+    model.set_experts_implementation("eager")  # type: ignore[operator]  # a transformers model's method
     return model, (_tokens(config.vocab_size, 1, 128),)
 
 

@@ -65,7 +65,9 @@ def _returning_first_output(model_class: type[Any]) -> type[Any]:
     # implementation (grouped_mm by default for MoE models); this file is the subclass's module, so the subclass
     # takes its base class's answer and runs the experts as the model itself does
     if hasattr(model_class, "_can_set_experts_implementation"):
-        subclass._can_set_experts_implementation_cached_value = model_class._can_set_experts_implementation()
+        subclass._can_set_experts_implementation_cached_value = (  # type: ignore[attr-defined]  # transformers' cache
+            model_class._can_set_experts_implementation()
+        )
     return subclass
 
 

@@ -46,7 +46,7 @@ PROMOTE = (
     "tensordot", "cat", "stack",
 )  # fmt: skip
 
-_AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1
+_AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1  # type: ignore[attr-defined]  # missing from torch's stubs
 _libraries: list[torch.library.Library] = []
 
 
@@ -61,10 +61,10 @@ def _eligible(value: object) -> bool:
 
 
 def _cast_all(args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype) -> tuple[Any, Any]:
-    def cast(value: object) -> object:
-        return value.to(dtype) if _eligible(value) and value.dtype != dtype else value  # type: ignore[union-attr]
+    def cast(value: Any) -> Any:
+        return value.to(dtype) if _eligible(value) and value.dtype != dtype else value
 
-    return pytree.tree_map(cast, (args, kwargs))  # type: ignore[no-any-return]
+    return pytree.tree_map(cast, (args, kwargs))
 
 
 def _target_dtype(policy: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:

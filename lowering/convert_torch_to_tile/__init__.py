@@ -209,7 +209,7 @@ def narrowed_operands(block: Block) -> NarrowedOperands:
         names = MATMUL_OPERANDS.get(op.name)
         if names is None:
             continue
-        arguments = op.arguments()  # type: ignore[attr-defined]
+        arguments = op.arguments()
         values = [arguments.get(name) for name in names]
         narrow = [widened_source(value) if isinstance(value, SSAValue) else None for value in values]
         if any(source is None for source in narrow):
@@ -228,7 +228,7 @@ def narrowed_operands(block: Block) -> NarrowedOperands:
     roundings = {source.owner for operands in sources.values() for source in operands.values()}
     for op in block.ops:
         if op.name in CONVERTS_ON_LOAD:
-            arguments = op.arguments()  # type: ignore[attr-defined]
+            arguments = op.arguments()
             roundings |= {arguments[name].owner for name in MATMUL_OPERANDS[op.name]}
     for rounding in roundings:
         readers = _readers_of_rounding(rounding, unneeded)

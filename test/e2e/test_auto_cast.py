@@ -82,7 +82,8 @@ def test_matmul_mode_convolution():
         return F.conv2d(x, w, b, padding=1)
 
     out = _compiled(conv, "matmul", x, w, b)
-    assert_close_to_torch(out, conv(*_rounded(x, w), b), "against the rounded operands")
+    rounded_x, rounded_w = _rounded(x, w)
+    assert_close_to_torch(out, conv(rounded_x, rounded_w, b), "against the rounded operands")
     assert_close_to_torch(out, conv(x, w, b), "against eager fp32", precision=BF16)
 
 
@@ -94,7 +95,7 @@ def test_matmul_mode_training_step_against_eager_fp32():
         model.zero_grad()
         loss = F.cross_entropy(forward(x), target)
         loss.backward()
-        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]  # type: ignore[union-attr]
 
     with FlopCounterMode(display=False) as counter:
         expected = step(model, model)

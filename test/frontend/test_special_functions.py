@@ -176,7 +176,7 @@ def test_compiled_bfloat16_computes_in_float32() -> None:
 @pytest.mark.usefixtures("fresh_compiler")
 def test_cpu_ops_keeps_a_special_function_whole_for_the_cpu() -> None:
     x = torch.linspace(0.5, 4.0, 16)
-    compiled = torch.compile(lambda t: torch.lgamma(t) * 2.0, backend="neuron-mlir", options={"cpu_ops": ["lgamma"]})
+    compiled = torch.compile(lambda t: torch.lgamma(t) * 2.0, backend="neuron-mlir", options={"cpu_ops": ["lgamma"]})  # type: ignore[dict-item]
     with pytest.warns(UserWarning, match="sent to the CPU by the cpu_ops option"):
         actual = compiled(x)
     assert neuron_mlir.stats()["fallback_ops"] == {"aten.lgamma.default": 1}

@@ -2,6 +2,7 @@
 the user's line (an error in strict mode), and a small MLP trained on the device matching the CPU."""
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -41,7 +42,8 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
 def test_keyword_arguments_keep_their_names_in_the_signature(compiled):
     # the dispatcher drops keywords at their defaults: right=True and out_int32=True would flatten alike
     x, boundaries = torch.tensor([0.3, 1.0]), torch.tensor([-1.0, 0.0, 1.0])
-    for keywords in ({"right": True}, {"out_int32": True}):
+    cases: list[dict[str, Any]] = [{"right": True}, {"out_int32": True}]
+    for keywords in cases:
         result = torch.bucketize(x.to("neuron"), boundaries.to("neuron"), **keywords)
         assert_close_to_torch(result.cpu(), torch.bucketize(x, boundaries, **keywords), str(keywords))
     assert compiled.EAGER_STATS.compiled_signatures == 2
