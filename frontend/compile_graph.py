@@ -247,21 +247,9 @@ def _compile_graph(
             region_dir.mkdir(parents=True, exist_ok=True)
         return _compile_whole(region, region_name, options, region_dir)
 
-    from neuron_mlir.frontend.partition import partition
-
-    outer, count = partition(graph_module, lambda node: node.name not in unsupported, compile_region)
+    run, count = _run_partitioned(graph_module, lambda node: node.name not in unsupported, compile_region, debug_dir)
     logger.info("%s: %d region(s), %d kernel op(s), %d CPU node(s)", name, count, len(kernels), len(on_cpu))
-    if debug_dir is not None:
-        (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
-
-    def run_partitioned(args: list[Any]) -> list[Any]:
-        inputs = list(args)
-        args.clear()
-        result = outer(*inputs)
-        return list(result) if isinstance(result, list | tuple) else [result]
-
-    run_partitioned._boxed_call = True  # type: ignore[attr-defined]
-    return run_partitioned
+    return run
 
 
 def _compile_around_host_nodes(
@@ -291,10 +279,22 @@ def _compile_around_host_nodes(
             return ShapeSpecialisedGraph(region, None, options, region_name)
         return _compile_graph(region, options, kind, region_name)
 
+    run, count = _run_partitioned(graph_module, lambda node: node.name not in off_core, compile_region, debug_dir)
+    logger.info("%s: %d region(s), %d node(s) on the host, %d on the CPU", name, count, len(host), len(missing))
+    return run
+
+
+def _run_partitioned(
+    graph_module: torch.fx.GraphModule,
+    on_core: Callable[[torch.fx.Node], bool],
+    compile_region: Callable[[torch.fx.GraphModule, str], Callable[[list[Any]], list[Any]]],
+    debug_dir: Path | None,
+) -> tuple[Callable[[list[Any]], list[Any]], int]:
+    """The graph split into regions of the nodes `on_core` (each compiled by `compile_region`) and the nodes
+    between them, which run as they are; the callable runs the whole, and the count is the regions'."""
     from neuron_mlir.frontend.partition import partition
 
-    outer, count = partition(graph_module, lambda node: node.name not in off_core, compile_region)
-    logger.info("%s: %d region(s), %d node(s) on the host, %d on the CPU", name, count, len(host), len(missing))
+    outer, count = partition(graph_module, on_core, compile_region)
     if debug_dir is not None:
         (debug_dir / "partitioned_graph.py").write_text(outer.print_readable(print_output=False))
 
@@ -305,7 +305,7 @@ def _compile_around_host_nodes(
         return list(result) if isinstance(result, list | tuple) else [result]
 
     run_partitioned._boxed_call = True  # type: ignore[attr-defined]
-    return run_partitioned
+    return run_partitioned, count
 
 
 _Imported = tuple[ModuleOp, GraphSignature]
