@@ -786,8 +786,8 @@ class TorchOp(IRDLOperation):
             self._verify_shape_rule(schema.shape_rule)
 
     def _verify_dim_in_range(self) -> None:
-        """An `int dim` names a dimension of the first tensor operand, whatever the op (passes index shapes with
-        it); views check theirs with their shapes, and `unsqueeze` names one of its result."""
+        """An `int dim` names a dimension of the tensor operands, whatever the op (passes index shapes with it);
+        views check theirs with their shapes, and `unsqueeze` names one of its result."""
         spec = next((s for s in self.SCHEMA.property_args if s.name == "dim" and s.prop is PropKind.INT), None)
         if spec is None or self.SCHEMA.shape_rule in _VIEW_SHAPES or self.name == "torch.aten.unsqueeze":
             return
@@ -795,7 +795,8 @@ class TorchOp(IRDLOperation):
         tensor_types = [v.type for v in self.operands if isinstance(v.type, TensorType)]
         if not isinstance(attr, IntegerAttr) or not tensor_types:
             return
-        rank = len(tensor_types[0].get_shape())
+        # the widest operand: `cat` skips legacy empty 1-d operands, which may come first (a fresh KV cache)
+        rank = max(len(t.get_shape()) for t in tensor_types)
         bound = max(rank, 1)  # ATen takes 0 and -1 for a rank-0 tensor
         dim = attr.value.data
         if not -bound <= dim < bound:
