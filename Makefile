@@ -26,7 +26,7 @@ test: pytest lit  ## everything CI runs: pytest, then lit/FileCheck
 
 pytest: $(STAMP)  ## the pytest suite (unit, numeric end-to-end, models)
 	@# pytest exits 5 when it collects nothing: that is a broken suite, never a pass.
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --durations=20 test; rc=$$?; \
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=20 test; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
