@@ -505,12 +505,7 @@ def _lower(
     timings: dict[str, float] = {}
     try:
         module.verify()
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        # backends compile inside AOTAutograd's fake mode, but passes that evaluate ATen (constant folding)
-        # need real values
-        with unset_fake_temporarily():
-            run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
+        run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
         if progress is not None:
             progress.step(f"{name}: bundle")
         started = time.perf_counter()
@@ -667,10 +662,7 @@ class CompiledGraph:
         self.signature = signature
         self.options = options
         self.debug_dir = debug_dir
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        with unset_fake_temporarily():  # compiled inside AOTAutograd's fake mode: the constants are real tensors
-            self.constants = [to_numpy(c).copy() for c in signature.constants]
+        self.constants = [to_numpy(c).copy() for c in signature.constants]  # real: compile_graph left fake mode
         self.last_profile: Any = None
         self._seeded = bool(self.program.inputs) and self.program.inputs[-1].name == "rng_seed"
         # the generator random ops' seeds come from: the `neuron` device's for a graph on the device, so that
