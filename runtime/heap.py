@@ -8,13 +8,20 @@ all of that too (a tenth to a fifth of a real-width compile's CPU time); and the
 program is built, so the first full collection after a compile falls into whatever allocates next, often a
 simulator's first run (a few hundred milliseconds, more than the run itself on small graphs).
 
-`compiling()` wraps a compile. As the first compile in a process starts, it collects, then moves every object into the
-collector's permanent generation (`gc.freeze`), which collections never scan: the collections during that
-compile, and all later ones, look only at what came after. As each compile ends (its frames gone, its IR garbage)
-it collects, which scans only the unfrozen objects: the compiles' survivors and their garbage. Objects in the
-permanent generation still die by reference counting; only a cycle among them that becomes garbage later stays,
-which is why the heap is frozen once, not at every compile. A process that froze its heap itself keeps its own
-freeze; one with the collector disabled is left alone.
+`compiling()` wraps a compile. As the first compile in a process starts, it collects, then moves every object into
+the collector's permanent generation (`gc.freeze`), which collections never scan: the collections during that
+compile, and all later ones, look only at what came after. As a compile ends (its frames gone, its IR garbage) it
+collects, which scans only the unfrozen objects: the compiles' survivors, their garbage, and whatever the process
+made since the freeze. Objects in the permanent generation still die by reference counting; only a cycle among
+them that becomes garbage later stays, which is why the heap is frozen once, not at every compile. A process that
+froze its heap itself keeps its own freeze; one with the collector disabled is left alone.
+
+That collection is amortised: it runs only once the compile time since the previous one is at least
+`_COMPILE_PER_COLLECTION` times what the previous one took. A real-width compile (seconds) is collected after
+every time; the single-op compiles of eager execution (a few tenths of a second each) share one collection among
+several. Without the bound, a process whose unfrozen heap grew after its first compile (a test run that loads
+PyTorch's OpInfo database, a script that imports a model library later) spent about as long collecting after
+each single-op compile as compiling it. Nested compiles (a graph compiled while another compiles) count as one.
 
 `small_pages()` wraps a simulator run. NumPy asks the kernel for transparent huge pages for every array of 4 MiB
 or more (`madvise(MADV_HUGEPAGE)`); where the kernel then defragments on demand (its `defrag` setting `madvise`,
@@ -35,29 +42,45 @@ collector keeps it disabled.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
+# Collections after compiles cost at most about 1/_COMPILE_PER_COLLECTION of their time (module docstring).
+_COMPILE_PER_COLLECTION = 10.0
+
 _froze = False
+_depth = 0
+_compile_seconds_since_collection = 0.0
+_last_collection_seconds = 0.0
 
 
 @contextmanager
 def compiling() -> Iterator[None]:
-    """Run a compile with the older heap frozen (once per process) and its garbage collected after (module
-    docstring)."""
-    global _froze
+    """Run a compile with the older heap frozen (once per process) and its garbage collected after, amortised
+    over compiles (module docstring)."""
+    global _froze, _depth, _compile_seconds_since_collection, _last_collection_seconds
     if gc.isenabled() and not _froze:
         if gc.get_freeze_count() == 0:
             gc.collect()  # what is garbage already must not be frozen with the rest
             gc.freeze()
         _froze = True
+    started = time.perf_counter()
+    _depth += 1
     try:
         yield
     finally:
-        if gc.isenabled():
-            gc.collect()
+        _depth -= 1
+        if _depth == 0:
+            _compile_seconds_since_collection += time.perf_counter() - started
+            due = _compile_seconds_since_collection >= _COMPILE_PER_COLLECTION * _last_collection_seconds
+            if gc.isenabled() and due:
+                collection_started = time.perf_counter()
+                gc.collect()
+                _last_collection_seconds = time.perf_counter() - collection_started
+                _compile_seconds_since_collection = 0.0
 
 
 @contextmanager
