@@ -1179,14 +1179,15 @@ def register_op_classes(classes: Sequence[type[TorchOp]]) -> None:
 
 def op_class_for(overload: str) -> type[TorchOp] | None:
     """The op class of an ATen overload: "aten::add.Tensor", "aten.add.Tensor", "aten::mm", "aten.mm.default"
-    (`str(torch.ops.aten.mm.default)` works too). None when the dialect has no such op."""
+    (`str(torch.ops.aten.mm.default)` works too), or of a functional collective ("_c10d_functional.all_reduce"). None
+    when the dialect has no such op."""
     text = str(overload).strip()
     namespace, separator, rest = text.partition("::")
     if not separator:
         namespace, _, rest = text.partition(".")
-    if namespace != "aten" or not rest:
+    if namespace not in ("aten", "_c10d_functional") or not rest:
         return None
-    return _BY_NAME.get("torch.aten." + rest.removesuffix(".default"))
+    return _BY_NAME.get(f"torch.{namespace.lstrip('_')}." + rest.removesuffix(".default"))
 
 
 def all_op_classes() -> tuple[type[TorchOp], ...]:
