@@ -1177,6 +1177,11 @@ def register_op_classes(classes: Sequence[type[TorchOp]]) -> None:
     _BY_NAME.update((cls.name, cls) for cls in classes)
 
 
+PROCESS_GROUPS_ATTR = "neuron.process_groups"
+"""The module attribute that gives the ranks of each process group the module's collectives name (their
+`group_name`): `{"<group name>" = array<i64: ranks...>}`. The frontend resolves the names when it imports a graph."""
+
+
 def op_class_for(overload: str) -> type[TorchOp] | None:
     """The op class of an ATen overload: "aten::add.Tensor", "aten.add.Tensor", "aten::mm", "aten.mm.default"
     (`str(torch.ops.aten.mm.default)` works too), or of a functional collective ("_c10d_functional.all_reduce"). None

@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.torch import PROCESS_GROUPS_ATTR
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
@@ -25,10 +26,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.collectives import REDUCTIONS
-
-PROCESS_GROUPS_ATTR = "neuron.process_groups"
-"""The module attribute naming each process group a collective of the module uses: `{"<group name>" =
-array<i64: ranks...>}`."""
 
 _KINDS = {
     "torch.c10d_functional.all_reduce": "all_reduce",
