@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.dialects.torch import PROCESS_GROUPS_ATTR
+from neuron_mlir.ir.dialects.torch import COLLECTIVE_KINDS, PROCESS_GROUPS_ATTR, process_group_ranks
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
@@ -26,30 +25,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.collectives import REDUCTIONS
-
-_KINDS = {
-    "torch.c10d_functional.all_reduce": "all_reduce",
-    "torch.c10d_functional.all_gather_into_tensor": "all_gather",
-    "torch.c10d_functional.reduce_scatter_tensor": "reduce_scatter",
-    "torch.c10d_functional.all_to_all_single": "all_to_all",
-}
-
-
-def process_group_ranks(op: Operation, name: str) -> tuple[int, ...] | None:
-    """The ranks of the process group `name` as the module holding `op` records them, None when it does not."""
-    module = op
-    while not isinstance(module, ModuleOp):
-        parent = module.parent_op()
-        if parent is None:
-            return None
-        module = parent
-    table = module.attributes.get(PROCESS_GROUPS_ATTR)
-    if not isinstance(table, DictionaryAttr):
-        return None
-    ranks = table.data.get(name)
-    if not isinstance(ranks, DenseArrayBase):
-        return None
-    return tuple(int(rank) for rank in ranks.get_values())
 
 
 def legal(op: Operation) -> str | None:
@@ -81,7 +56,7 @@ def legal(op: Operation) -> str | None:
 
 
 def _collective(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    kind = _KINDS[op.name]
+    kind = COLLECTIVE_KINDS[op.name]
     ranks = process_group_ranks(op, str(args["group_name"]))
     assert ranks is not None, "legal() checked the group"
     result = alloc(em, result_shape(op), result_element_type(op))
@@ -95,6 +70,6 @@ def _wait(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAV
 
 
 COLLECTIVE_LOWERINGS: dict[str, Lowering] = {
-    **dict.fromkeys(_KINDS, _collective),
+    **dict.fromkeys(COLLECTIVE_KINDS, _collective),
     "torch.c10d_functional.wait_tensor": _wait,
 }

@@ -54,7 +54,7 @@ def test_in_process_group_computes_every_collective():
         }
 
     results = _on_ranks(world, work)
-    total = sum(data)
+    total = np.sum(data, axis=0)
     for rank, got in enumerate(results):
         np.testing.assert_array_equal(got["sum"], total)
         np.testing.assert_array_equal(got["avg"], total / world)
@@ -160,7 +160,8 @@ def test_the_cost_picks_the_faster_algorithm_and_the_slower_link():
     assert efa.bytes_per_ns == pytest.approx(400 / 128)
     ring = 2 * 255 * (10_000 + big / (256 * efa.bytes_per_ns))
     tree = 2 * 8 * 10_000 + 2 * big / efa.bytes_per_ns
-    assert (across.ns, across.algorithm) == (pytest.approx(tree), "tree")  # 255 steps of 10 us: the tree wins
+    assert across.algorithm == "tree"  # 255 steps of 10 us: the tree wins
+    assert across.ns == pytest.approx(tree)
     assert tree < ring
     # trn1: 32 cores an instance; NeuronLink-v2 384 GB/s over 2 cores
     assert collectives.link_for((0, 31), TRN1).bytes_per_ns == pytest.approx(192.0)
