@@ -130,6 +130,17 @@ def test_a_compiled_collective_exchanges_and_overlaps_independent_work():
         assert any(e.get("args", {}).get("name") == "Collectives" for e in trace["traceEvents"])
 
 
+def test_a_collective_survives_the_bundle():
+    from neuron_mlir.runtime import bundle
+
+    program = _allreduce_beside_compute(kb=1)
+    back = bundle.read_bundle(bundle.encode_bundle(program))  # validated as it is read
+    assert bundle.programs_equal(program, back)
+    (collective,) = [node for node in back.body if getattr(node, "opcode", None) == "all_reduce"]
+    assert collective.engine is Engine.COLLECTIVE
+    assert collective.attrs["replica_groups"] == ((0, 1),)
+
+
 def test_ring_and_tree_times_follow_their_formulas():
     # trn2: a core's NeuronLink share is 1280 GB/s / 8 cores = 160 B/ns, a step 2 us
     link = collectives.link_for((0, 1, 2, 3), TRN2)

@@ -1,0 +1,170 @@
+"""Data-parallel scaling on paper: simulated step time and efficiency of GPT-2-small and Llama-1B training steps
+at 2 to 64 NeuronCores (and beyond one instance), from per-rank simulated profiles and the collective cost model.
+
+    python bench/bench_scaling.py                      # both models -> the table on stdout
+    python bench/bench_scaling.py --results s.jsonl    # keep the per-rank measurements (reused when present)
+
+Per rank, one training step of the model at the real widths of examples/models/real_width.py (GPT-2 small:
+hidden 768, 12 heads, vocabulary 50257, 2 x 256 tokens; Llama-3.2-1B: hidden 2048, 32/8 heads, SwiGLU 8192,
+vocabulary 32000 tied, 1 x 256 tokens) is compiled with torch.compile(backend="neuron-mlir") for trn2 and run
+once on the simulator, in a fresh process per model and depth: the simulated forward and backward times are the
+sums over the step's graphs (`neuron_mlir.profiles()`). Each model is measured at 1 and 2 layers; the full depth
+(GPT-2 small: 12 layers, Llama-3.2-1B: 16) is extrapolated linearly, since every layer is the same graph:
+T(L) = T(1) + (L - 1) (T(2) - T(1)), for the forward and the backward separately. The parameter count is that of
+the full-depth model (built on the meta device).
+
+The step on N ranks is data parallel as PyTorch's DistributedDataParallel runs it: each rank runs the step on its
+own micro-batch (weak scaling), and the fp32 gradients are all-reduced in buckets of 25 MiB (DDP's default
+`bucket_cap_mb`) while the backward still runs. Buckets become ready as the backward produces their gradients
+(uniformly over the backward's time, last layer first); the collective queue takes them in order, each costing
+`runtime.collectives.collective_ns("all_reduce", bucket bytes, ranks 0..N-1, trn2)`, the faster of a ring and a
+tree over NeuronLink within an instance (128 cores of trn2.48xlarge) and EFA beyond. The step is
+
+    forward + backward + exposed communication,  exposed = max(0, end of the last bucket's all-reduce - backward)
+
+and the scaling efficiency is the one-rank step over the N-rank step (per-rank throughput kept). The optimizer
+step is left out (the same on every N). The figures are simulated, so the table does not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BUCKET_BYTES = 25 * 2**20
+CORES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+MODELS = {"gpt2-small": 12, "llama-1b": 16}  # full depth
+
+
+def _build(name: str, layers: int):
+    """The model at `layers` layers and its inputs (the widths of examples/models/real_width.py)."""
+    import torch
+
+    if name == "gpt2-small":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=layers, n_head=12)
+        model_class, batch, seq = GPT2LMHeadModel, 2, 256
+    else:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(
+            vocab_size=32000, hidden_size=2048, intermediate_size=8192, num_hidden_layers=layers,
+            num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=8192,
+            rope_theta=500000.0, tie_word_embeddings=True, rms_norm_eps=1e-5,
+        )  # fmt: skip
+        model_class, batch, seq = LlamaForCausalLM, 1, 256
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = model_class(config)
+    return model, config, (torch.randint(0, config.vocab_size, (batch, seq)),)
+
+
+def _child(name: str, layers: int) -> None:
+    """Compile and run one training step; print the simulated forward and backward times as JSON."""
+    import torch
+
+    import neuron_mlir
+
+    model, _, inputs = _build(name, layers)
+    sys.path.insert(0, str(REPO / "examples"))
+    from models.zoo import without_dropout
+
+    without_dropout(model.train())
+
+    def step(*args: torch.Tensor) -> torch.Tensor:
+        return model(*args).logits
+
+    compiled = torch.compile(step, backend="neuron-mlir", options={"target": "trn2", "cache": False})
+    output = compiled(*inputs)
+    (output * torch.randn(output.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+    profiles = neuron_mlir.profiles()
+    forward = sum(p.total_ns for graph, p in profiles.items() if "backward" not in graph)
+    backward = sum(p.total_ns for graph, p in profiles.items() if "backward" in graph)
+    print(json.dumps({"model": name, "layers": layers, "forward_ns": forward, "backward_ns": backward}))
+
+
+def _parameters(name: str, layers: int) -> int:
+    import torch
+
+    with torch.device("meta"):
+        model, _, _ = _build(name, layers)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _measure(name: str, layers: int, results: Path | None) -> dict:
+    if results is not None and results.exists():
+        for line in results.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["model"] == name and entry["layers"] == layers:
+                return entry
+    completed = subprocess.run(
+        [sys.executable, __file__, "--child", name, str(layers)], capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{name} at {layers} layers failed:\n{completed.stderr[-4000:]}")
+    entry = json.loads(completed.stdout.strip().splitlines()[-1])
+    if results is not None:
+        with results.open("a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+    return entry
+
+
+def exposed_ns(backward_ns: float, gradient_bytes: int, ranks: int) -> float:
+    """Communication left after the backward: 25 MiB buckets, ready uniformly over the backward, all-reduced in
+    order on the collective queue."""
+    from neuron_mlir.runtime import collectives
+    from neuron_mlir.runtime.hardware import TRN2
+
+    if ranks == 1:
+        return 0.0
+    group = tuple(range(ranks))
+    done, end = 0, 0.0
+    while done < gradient_bytes:
+        size = min(BUCKET_BYTES, gradient_bytes - done)
+        done += size
+        ready = backward_ns * done / gradient_bytes
+        end = max(end, ready) + collectives.collective_ns("all_reduce", size, group, TRN2)
+    return max(0.0, end - backward_ns)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, metavar=("MODEL", "LAYERS"), help=argparse.SUPPRESS)
+    parser.add_argument("--results", type=Path, default=None, help="JSON Lines file of per-rank measurements")
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], int(args.child[1]))
+        return 0
+    header = "| model | params | step, 1 core | " + " | ".join(f"{n}" for n in CORES[1:]) + " |"
+    lines = [header, "|" + "---|" * (len(CORES) + 2)]
+    for name in args.models.split(","):
+        full = MODELS[name]
+        one, two = _measure(name, 1, args.results), _measure(name, 2, args.results)
+        forward = one["forward_ns"] + (full - 1) * (two["forward_ns"] - one["forward_ns"])
+        backward = one["backward_ns"] + (full - 1) * (two["backward_ns"] - one["backward_ns"])
+        parameters = _parameters(name, full)
+        alone = forward + backward
+        cells = []
+        for ranks in CORES[1:]:
+            step = alone + exposed_ns(backward, 4 * parameters, ranks)
+            cells.append(f"{step / 1e6:.1f} ms ({alone / step:.0%})")
+        row = f"| {name} ({full} layers) | {parameters / 1e6:.0f}M | {alone / 1e6:.1f} ms | "
+        lines.append(row + " | ".join(cells) + " |")
+        print(
+            f"# {name}: forward {forward / 1e6:.2f} ms, backward {backward / 1e6:.2f} ms (measured: 1 layer "
+            f"{one['forward_ns'] / 1e6:.2f} + {one['backward_ns'] / 1e6:.2f}, 2 layers {two['forward_ns'] / 1e6:.2f} "
+            f"+ {two['backward_ns'] / 1e6:.2f}); fp32 gradients {4 * parameters / 2**20:.0f} MiB",
+            file=sys.stderr,
+        )
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
