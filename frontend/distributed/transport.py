@@ -6,7 +6,8 @@ run finds the group again by its ranks. The bytes go through that process group'
 tensors: for a `neuron` group, its gloo transport (`process_group.py`); for any other backend, that backend.
 
 The reductions are composed as the `neuron` group composes them for eager collectives (an average is a sum
-divided by the group's size), so a compiled collective gives what the eager one gives.
+divided by the group's size), so a compiled collective gives what the eager one gives. Arrays cross as torch
+tensors of the same dtype (bf16 and fp8 included, `frontend/tensors.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.runtime.collectives import CollectiveError
 
 # ranks (sorted) -> the process group over them, as the graphs compiled in this process named it
@@ -67,17 +69,17 @@ class ProcessGroupTransport:
         return group
 
     def all_reduce(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
-        tensor = torch.from_numpy(np.array(data, copy=True))
+        tensor = from_numpy(np.array(data, copy=True))
         dist.all_reduce(tensor, op=_OPS[reduction], group=self._group(name, group))
         if reduction == "avg":
             tensor.div_(len(group)) if tensor.is_floating_point() else tensor.floor_divide_(len(group))
-        return tensor.numpy()
+        return to_numpy(tensor)
 
     def all_gather(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
-        tensor = torch.from_numpy(np.ascontiguousarray(data))
+        tensor = from_numpy(np.array(data, copy=True))
         output = torch.empty(len(group) * tensor.numel(), dtype=tensor.dtype)
         dist.all_gather_single(output, tensor, group=self._group(name, group))
-        return output.numpy()
+        return to_numpy(output)
 
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
         # composed from an all-reduce and this rank's block, so that every backend serves
@@ -87,7 +89,7 @@ class ProcessGroupTransport:
         return whole[position * block : (position + 1) * block].copy()
 
     def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
-        tensor = torch.from_numpy(np.ascontiguousarray(data))
+        tensor = from_numpy(np.array(data, copy=True))
         output = torch.empty_like(tensor)
         dist.all_to_all_single(output, tensor, group=self._group(name, group))
-        return output.numpy()
+        return to_numpy(output)

@@ -161,7 +161,8 @@ def compiled_collectives(rank: int, world: int) -> None:
         gathered = funcol.all_gather_single(h, 0, group)
         shard = funcol.reduce_scatter_single(h, "sum", 0, group)
         swapped = funcol.all_to_all_single(h, None, None, group)
-        return total * 0.5 + 1, mean, gathered, shard, swapped
+        narrow = funcol.all_reduce(h.to(torch.bfloat16), "max", group)
+        return total * 0.5 + 1, mean, gathered, shard, swapped, narrow
 
     torch.manual_seed(rank)
     x, w = torch.randn(4 * world, 8), torch.randn(8, 6)
@@ -172,7 +173,7 @@ def compiled_collectives(rank: int, world: int) -> None:
     for index, (g, e) in enumerate(zip(got, expected, strict=True)):
         torch.testing.assert_close(g, e, msg=f"result {index}")
     (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]  # one graph: no split
-    assert profile.opcode_counts.get("all_reduce") == 2, profile.opcode_counts
+    assert profile.opcode_counts.get("all_reduce") == 3, profile.opcode_counts
     for opcode in ("all_gather", "reduce_scatter", "all_to_all"):
         assert profile.opcode_counts.get(opcode) == 1, profile.opcode_counts
     assert profile.busy_ns.get("collective", 0.0) > 0, profile.busy_ns
