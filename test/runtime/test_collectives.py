@@ -13,6 +13,7 @@ from neuron_mlir.runtime import collectives
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.collectives import CollectiveError, InProcessGroup
 from neuron_mlir.runtime.hardware import TRN1, TRN2, Engine
+from neuron_mlir.runtime.program import Instruction
 from neuron_mlir.runtime.simulator import run_program
 
 
@@ -136,7 +137,7 @@ def test_a_collective_survives_the_bundle():
     program = _allreduce_beside_compute(kb=1)
     back = bundle.read_bundle(bundle.encode_bundle(program))  # validated as it is read
     assert bundle.programs_equal(program, back)
-    (collective,) = [node for node in back.body if getattr(node, "opcode", None) == "all_reduce"]
+    (collective,) = [node for node in back.body if isinstance(node, Instruction) and node.opcode == "all_reduce"]
     assert collective.engine is Engine.COLLECTIVE
     assert collective.attrs["replica_groups"] == ((0, 1),)
 
