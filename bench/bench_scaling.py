@@ -3,6 +3,7 @@ at 2 to 64 NeuronCores (and beyond one instance), from per-rank simulated profil
 
     python bench/bench_scaling.py                      # both models -> the table on stdout
     python bench/bench_scaling.py --results s.jsonl    # keep the per-rank measurements (reused when present)
+    python bench/bench_scaling.py --collectives-only   # the cost model's all_reduce times alone
 
 Per rank, one training step of the model at the real widths of examples/models/real_width.py (GPT-2 small:
 hidden 768, 12 heads, vocabulary 50257, 2 x 256 tokens; Llama-3.2-1B: hidden 2048, 32/8 heads, SwiGLU 8192,
@@ -132,12 +133,33 @@ def exposed_ns(backward_ns: float, gradient_bytes: int, ranks: int) -> float:
     return max(0.0, end - backward_ns)
 
 
+def collective_table() -> str:
+    """The cost model alone: an all_reduce of 1 MiB and of 64 MiB over 2..256 ranks on each target, with the
+    algorithm and link chosen (no compile: deterministic)."""
+    from neuron_mlir.runtime import collectives
+    from neuron_mlir.runtime.hardware import TARGETS
+
+    lines = ["| target | message | " + " | ".join(str(n) for n in CORES[1:]) + " |", "|" + "---|" * (len(CORES) + 1)]
+    for target in TARGETS.values():
+        for size in (2**20, 64 * 2**20):
+            cells = []
+            for ranks in CORES[1:]:
+                cost = collectives.collective_cost("all_reduce", size, tuple(range(ranks)), target)
+                cells.append(f"{cost.ns / 1e3:,.0f} us {cost.algorithm}{' EFA' if cost.link == 'efa' else ''}")
+            lines.append(f"| {target.name} | {size // 2**20} MiB | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "LAYERS"), help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=None, help="JSON Lines file of per-rank measurements")
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--collectives-only", action="store_true", help="only the cost model's all_reduce table")
     args = parser.parse_args()
+    if args.collectives_only:
+        print(collective_table())
+        return 0
     if args.child:
         _child(args.child[0], int(args.child[1]))
         return 0
@@ -163,6 +185,8 @@ def main() -> int:
             file=sys.stderr,
         )
     print("\n".join(lines))
+    print()
+    print(collective_table())
     return 0
 
 

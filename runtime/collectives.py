@@ -16,11 +16,12 @@ all have groups of one rank needs no transport: the result is the rank's own dat
 Every rank of a group must issue the same collectives in the same order with the same element counts and
 dtypes; a transport raises `CollectiveError` naming the collective when the ranks disagree.
 
-**Cost.** `collective_ns` is the time of one collective on one rank by the better of two algorithms for the
-group's size and placement (`ring_ns`, `tree_ns`), with the link each step crosses: NeuronLink within an
-instance, EFA between instances (`Target.cores_per_instance`). Formulas, for n ranks, a message of S bytes per
-rank (all_reduce: the tensor; all_gather: the gathered result; reduce_scatter and all_to_all: the input), a
-per-step latency a and a per-rank bandwidth B (the slowest link the algorithm crosses):
+**Cost.** `collective_ns` is the time of one collective on one rank by the best algorithm for the group's size
+and placement (`ring_ns`, `tree_ns`, and for an all_reduce across instances `hierarchical_ns`), with the link
+each step crosses: NeuronLink within an instance, EFA between instances (`Target.cores_per_instance`).
+Formulas, for n ranks, a message of S bytes per rank (all_reduce: the tensor; all_gather: the gathered result;
+reduce_scatter and all_to_all: the input), a per-step latency a and a per-rank bandwidth B (the slowest link the
+algorithm crosses):
 
     ring   all_reduce      2 (n - 1) (a + S / (n B))          reduce-scatter then all-gather around the ring
            all_gather,
@@ -32,7 +33,12 @@ per-step latency a and a per-rank bandwidth B (the slowest link the algorithm cr
            all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
 
 B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
-that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Figures
+that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. An
+all_reduce over m instances of k ranks each may also run hierarchically: a ring reduce-scatter among the k ranks
+of each instance over NeuronLink, the all_reduce of each rank's S / k block with its peers in the other instances
+over EFA (ring or tree, m ranks), and a ring all-gather within the instance:
+
+    hierarchical  all_reduce   2 (k - 1) (a_NL + S / (k B_NL)) + allreduce_EFA(S / k, m) Figures
 and sources are in `runtime.hardware` and docs/hardware-sources.md.
 """
 
@@ -327,16 +333,38 @@ def tree_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> fl
 @dataclass(frozen=True)
 class CollectiveCost:
     ns: float
-    algorithm: str  # "ring" or "tree"
+    algorithm: str  # "ring", "tree" or "hierarchical"
     link: str  # "neuronlink" or "efa"
 
 
+def hierarchical_ns(message_bytes: float, group: Sequence[int], target: Target) -> float | None:
+    """An all_reduce across instances in three phases (module docstring); None when the group is within one
+    instance or its instances hold unequal numbers of its ranks."""
+    per_instance = target.cores_per_instance
+    counts: dict[int, int] = {}
+    for rank in group:
+        counts[rank // per_instance] = counts.get(rank // per_instance, 0) + 1
+    if len(counts) <= 1 or len(set(counts.values())) != 1:
+        return None
+    k, m = next(iter(counts.values())), len(counts)
+    neuronlink = Link(target.neuronlink_step_ns, target.neuronlink_core_bytes_per_ns, "neuronlink")
+    efa = Link(target.efa_step_ns, min(target.neuronlink_core_bytes_per_ns, target.efa_core_bytes_per_ns), "efa")
+    within = 2 * ring_ns("reduce_scatter", message_bytes, k, neuronlink)
+    block = message_bytes / k
+    return within + min(ring_ns("all_reduce", block, m, efa), tree_ns("all_reduce", block, m, efa))
+
+
 def collective_cost(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> CollectiveCost:
-    """The faster of the ring and the tree for one collective of `message_bytes` over `group` on `target`."""
+    """The fastest of the ring, the tree and (an all_reduce across instances) the hierarchical algorithm for one
+    collective of `message_bytes` over `group` on `target`."""
     link = link_for(group, target)
-    ring = ring_ns(collective, message_bytes, len(group), link)
-    tree = tree_ns(collective, message_bytes, len(group), link)
-    return CollectiveCost(ring, "ring", link.name) if ring <= tree else CollectiveCost(tree, "tree", link.name)
+    candidates = [
+        CollectiveCost(ring_ns(collective, message_bytes, len(group), link), "ring", link.name),
+        CollectiveCost(tree_ns(collective, message_bytes, len(group), link), "tree", link.name),
+    ]
+    if collective == "all_reduce" and (hierarchical := hierarchical_ns(message_bytes, group, target)) is not None:
+        candidates.append(CollectiveCost(hierarchical, "hierarchical", link.name))
+    return min(candidates, key=lambda cost: cost.ns)
 
 
 def collective_ns(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> float:

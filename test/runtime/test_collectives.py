@@ -172,9 +172,23 @@ def test_the_cost_picks_the_faster_algorithm_and_the_slower_link():
     assert efa.bytes_per_ns == pytest.approx(400 / 128)
     ring = 2 * 255 * (10_000 + big / (256 * efa.bytes_per_ns))
     tree = 2 * 8 * 10_000 + 2 * big / efa.bytes_per_ns
-    assert across.algorithm == "tree"  # 255 steps of 10 us: the tree wins
-    assert across.ns == pytest.approx(tree)
-    assert tree < ring
+    # hierarchical: reduce-scatter and all-gather among 128 cores over NeuronLink, then the 2 instances' blocks of
+    # big / 128 bytes all-reduced over EFA (a ring of 2: 2 steps)
+    within = 2 * 127 * (2000 + big / (128 * 160))
+    block = big / 128
+    hierarchical = within + min(
+        2 * (10_000 + block / (2 * efa.bytes_per_ns)), 2 * 10_000 + 2 * block / efa.bytes_per_ns
+    )
+    assert across.algorithm == "hierarchical"
+    assert across.ns == pytest.approx(hierarchical)
+    assert hierarchical < tree < ring
+    # other collectives across instances have no hierarchical form here: the better of ring and tree
+    gather = collectives.collective_cost("all_gather", big, tuple(range(256)), TRN2)
+    assert gather.ns == pytest.approx(
+        min(255 * (10_000 + big / (256 * efa.bytes_per_ns)), 8 * 10_000 + 255 * big / (256 * efa.bytes_per_ns))
+    )
+    # unequal shares of two instances (128 + 1 ranks): no hierarchical form either
+    assert collectives.hierarchical_ns(big, tuple(range(129)), TRN2) is None
     # trn1: 32 cores an instance; NeuronLink-v2 384 GB/s over 2 cores
     assert collectives.link_for((0, 31), TRN1).bytes_per_ns == pytest.approx(192.0)
     assert collectives.link_for((0, 32), TRN1).name == "efa"
