@@ -25,6 +25,15 @@ tree over NeuronLink within an instance (128 cores of trn2.48xlarge) and EFA bey
 
 and the scaling efficiency is the one-rank step over the N-rank step (per-rank throughput kept). The optimizer
 step is left out (the same on every N). The figures are simulated, so the table does not depend on the machine.
+
+The same step sharded as FSDP2 runs it (`fully_shard` on every layer and on the root, fp32 parameters, reshard
+after forward) is a small event simulation of two resources, the compute and the collective queue (`fsdp_ns`):
+each layer's parameters are all-gathered before its forward and again before its backward, the next layer's
+all-gather issued as the current layer starts (FSDP2's implicit prefetch), its gradients reduce-scattered after
+its backward; the root (embeddings, final norm, LM head) is gathered first and reduce-scattered last, its
+forward compute after the layers and its backward compute before them. The per-layer compute is the measured
+difference between the 2- and 1-layer steps, the root's the rest of the 1-layer step; parameters per layer and
+root likewise from the 2- and 1-layer models.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 BUCKET_BYTES = 25 * 2**20
-CORES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CORES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
 MODELS = {"gpt2-small": 12, "llama-1b": 16}  # full depth
 
 
@@ -90,6 +99,7 @@ def _child(name: str, layers: int) -> None:
 
 
 def _parameters(name: str, layers: int) -> int:
+    """The parameter count of the model at `layers` layers (built on the meta device)."""
     import torch
 
     with torch.device("meta"):
@@ -131,6 +141,48 @@ def exposed_ns(backward_ns: float, gradient_bytes: int, ranks: int) -> float:
         ready = backward_ns * done / gradient_bytes
         end = max(end, ready) + collectives.collective_ns("all_reduce", size, group, TRN2)
     return max(0.0, end - backward_ns)
+
+
+def fsdp_ns(
+    layers: int, layer: tuple[float, float], root: tuple[float, float], params: tuple[int, int], ranks: int
+) -> float:
+    """The FSDP2 step (module docstring): `layer` and `root` are (forward, backward) compute ns, `params` the
+    (layer, root) parameter counts; 4 bytes a parameter."""
+    from neuron_mlir.runtime import collectives
+    from neuron_mlir.runtime.hardware import TRN2
+
+    group = tuple(range(ranks))
+
+    def cost(kind: str, count: int) -> float:
+        return collectives.collective_ns(kind, 4 * count, group, TRN2) if ranks > 1 else 0.0
+
+    queue_free = 0.0
+
+    def issue(at: float, kind: str, count: int) -> float:
+        nonlocal queue_free
+        queue_free = max(queue_free, at) + cost(kind, count)
+        return queue_free
+
+    layer_params, root_params = params
+    root_ready = issue(0.0, "all_gather", root_params)
+    gathered = [issue(0.0, "all_gather", layer_params)]  # the first layer's, prefetched with the root's
+    now = root_ready
+    for index in range(layers):
+        start = max(now, gathered[index])
+        if index + 1 < layers:
+            gathered.append(issue(start, "all_gather", layer_params))
+        now = start + layer[0]
+    now += root[0]  # final norm and LM head
+    # backward: the root's gradients first (its parameters stay gathered), then the layers in reverse
+    regathered = issue(now, "all_gather", layer_params)
+    now += root[1]
+    for index in range(layers):
+        start = max(now, regathered)
+        if index + 1 < layers:
+            regathered = issue(start, "all_gather", layer_params)
+        now = start + layer[1]
+        issue(now, "reduce_scatter", layer_params)
+    return max(now, issue(now, "reduce_scatter", root_params))
 
 
 def collective_table() -> str:
@@ -176,8 +228,19 @@ def main() -> int:
         for ranks in CORES[1:]:
             step = alone + exposed_ns(backward, 4 * parameters, ranks)
             cells.append(f"{step / 1e6:.1f} ms ({alone / step:.0%})")
-        row = f"| {name} ({full} layers) | {parameters / 1e6:.0f}M | {alone / 1e6:.1f} ms | "
+        row = f"| {name} ({full} layers), DDP | {parameters / 1e6:.0f}M | {alone / 1e6:.1f} ms | "
         lines.append(row + " | ".join(cells) + " |")
+        layer = (two["forward_ns"] - one["forward_ns"], two["backward_ns"] - one["backward_ns"])
+        root = (one["forward_ns"] - layer[0], one["backward_ns"] - layer[1])
+        one_layer_params = _parameters(name, 1)
+        layer_params = _parameters(name, 2) - one_layer_params
+        counts = (layer_params, one_layer_params - layer_params)
+        alone_fsdp = fsdp_ns(full, layer, root, counts, 1)
+        cells = []
+        for ranks in CORES[1:]:
+            step = fsdp_ns(full, layer, root, counts, ranks)
+            cells.append(f"{step / 1e6:.1f} ms ({alone_fsdp / step:.0%})")
+        lines.append(f"| {name} ({full} layers), FSDP2 | | {alone_fsdp / 1e6:.1f} ms | " + " | ".join(cells) + " |")
         print(
             f"# {name}: forward {forward / 1e6:.2f} ms, backward {backward / 1e6:.2f} ms (measured: 1 layer "
             f"{one['forward_ns'] / 1e6:.2f} + {one['backward_ns'] / 1e6:.2f}, 2 layers {two['forward_ns'] / 1e6:.2f} "

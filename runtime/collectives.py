@@ -33,12 +33,14 @@ algorithm crosses):
            all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
 
 B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
-that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. An
-all_reduce over m instances of k ranks each may also run hierarchically: a ring reduce-scatter among the k ranks
-of each instance over NeuronLink, the all_reduce of each rank's S / k block with its peers in the other instances
-over EFA (ring or tree, m ranks), and a ring all-gather within the instance:
+that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Over m
+instances of k ranks each, all_reduce, all_gather and reduce_scatter may also run hierarchically, each phase by
+the better of ring and tree: among the k ranks of an instance over NeuronLink on the whole message, and among a
+rank's m peers in the other instances over EFA on its S / k block:
 
-    hierarchical  all_reduce   2 (k - 1) (a_NL + S / (k B_NL)) + allreduce_EFA(S / k, m) Figures
+    hierarchical  all_reduce      reduce_scatter_NL(S, k) + all_reduce_EFA(S / k, m) + all_gather_NL(S, k)
+                  all_gather      all_gather_EFA(S / k, m) + all_gather_NL(S, k)
+                  reduce_scatter  reduce_scatter_NL(S, k) + reduce_scatter_EFA(S / k, m) Figures
 and sources are in `runtime.hardware` and docs/hardware-sources.md.
 """
 
@@ -337,9 +339,10 @@ class CollectiveCost:
     link: str  # "neuronlink" or "efa"
 
 
-def hierarchical_ns(message_bytes: float, group: Sequence[int], target: Target) -> float | None:
-    """An all_reduce across instances in three phases (module docstring); None when the group is within one
-    instance or its instances hold unequal numbers of its ranks."""
+def hierarchical_ns(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> float | None:
+    """An all_reduce, all_gather or reduce_scatter across instances in phases within and between instances
+    (module docstring); None for an all_to_all, a group within one instance, or instances holding unequal numbers
+    of its ranks."""
     per_instance = target.cores_per_instance
     counts: dict[int, int] = {}
     for rank in group:
@@ -349,20 +352,33 @@ def hierarchical_ns(message_bytes: float, group: Sequence[int], target: Target) 
     k, m = next(iter(counts.values())), len(counts)
     neuronlink = Link(target.neuronlink_step_ns, target.neuronlink_core_bytes_per_ns, "neuronlink")
     efa = Link(target.efa_step_ns, min(target.neuronlink_core_bytes_per_ns, target.efa_core_bytes_per_ns), "efa")
-    within = 2 * ring_ns("reduce_scatter", message_bytes, k, neuronlink)
-    block = message_bytes / k
-    return within + min(ring_ns("all_reduce", block, m, efa), tree_ns("all_reduce", block, m, efa))
+
+    def best(kind: str, size: float, ranks: int, link: Link) -> float:
+        return min(ring_ns(kind, size, ranks, link), tree_ns(kind, size, ranks, link))
+
+    block = message_bytes / k  # what each core exchanges with its peers in the other instances
+    if collective == "all_reduce":
+        return (
+            best("reduce_scatter", message_bytes, k, neuronlink)
+            + best("all_reduce", block, m, efa)
+            + best("all_gather", message_bytes, k, neuronlink)
+        )
+    if collective == "all_gather":  # message: the gathered result
+        return best("all_gather", block, m, efa) + best("all_gather", message_bytes, k, neuronlink)
+    if collective == "reduce_scatter":  # message: the input
+        return best("reduce_scatter", message_bytes, k, neuronlink) + best("reduce_scatter", block, m, efa)
+    return None
 
 
 def collective_cost(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> CollectiveCost:
-    """The fastest of the ring, the tree and (an all_reduce across instances) the hierarchical algorithm for one
-    collective of `message_bytes` over `group` on `target`."""
+    """The fastest of the ring, the tree and (across instances) the hierarchical algorithm for one collective of
+    `message_bytes` over `group` on `target`."""
     link = link_for(group, target)
     candidates = [
         CollectiveCost(ring_ns(collective, message_bytes, len(group), link), "ring", link.name),
         CollectiveCost(tree_ns(collective, message_bytes, len(group), link), "tree", link.name),
     ]
-    if collective == "all_reduce" and (hierarchical := hierarchical_ns(message_bytes, group, target)) is not None:
+    if (hierarchical := hierarchical_ns(collective, message_bytes, group, target)) is not None:
         candidates.append(CollectiveCost(hierarchical, "hierarchical", link.name))
     return min(candidates, key=lambda cost: cost.ns)
 

@@ -172,23 +172,22 @@ def test_the_cost_picks_the_faster_algorithm_and_the_slower_link():
     assert efa.bytes_per_ns == pytest.approx(400 / 128)
     ring = 2 * 255 * (10_000 + big / (256 * efa.bytes_per_ns))
     tree = 2 * 8 * 10_000 + 2 * big / efa.bytes_per_ns
-    # hierarchical: reduce-scatter and all-gather among 128 cores over NeuronLink, then the 2 instances' blocks of
-    # big / 128 bytes all-reduced over EFA (a ring of 2: 2 steps)
-    within = 2 * 127 * (2000 + big / (128 * 160))
+    # hierarchical: reduce-scatter and all-gather among the 128 cores of an instance over NeuronLink (here the tree
+    # form: 7 steps against the ring's 127), then the 2 instances' blocks of big / 128 bytes over EFA (ring of 2)
+    within_ring, within_tree = 127 * (2000 + big / (128 * 160)), 7 * 2000 + 127 * big / (128 * 160)
+    assert within_tree < within_ring
     block = big / 128
-    hierarchical = within + min(
-        2 * (10_000 + block / (2 * efa.bytes_per_ns)), 2 * 10_000 + 2 * block / efa.bytes_per_ns
-    )
+    between = min(2 * (10_000 + block / (2 * efa.bytes_per_ns)), 2 * 10_000 + 2 * block / efa.bytes_per_ns)
     assert across.algorithm == "hierarchical"
-    assert across.ns == pytest.approx(hierarchical)
-    assert hierarchical < tree < ring
-    # other collectives across instances have no hierarchical form here: the better of ring and tree
+    assert across.ns == pytest.approx(2 * within_tree + between)
+    assert across.ns < tree < ring
+    # all_gather across instances: the peers' blocks over EFA, then the instance's over NeuronLink
     gather = collectives.collective_cost("all_gather", big, tuple(range(256)), TRN2)
-    assert gather.ns == pytest.approx(
-        min(255 * (10_000 + big / (256 * efa.bytes_per_ns)), 8 * 10_000 + 255 * big / (256 * efa.bytes_per_ns))
-    )
-    # unequal shares of two instances (128 + 1 ranks): no hierarchical form either
-    assert collectives.hierarchical_ns(big, tuple(range(129)), TRN2) is None
+    gather_between = 10_000 + block / (2 * efa.bytes_per_ns)  # ring and tree agree for 2 ranks
+    assert gather.ns == pytest.approx(gather_between + within_tree)
+    # all_to_all and unequal shares of two instances (128 + 1 ranks) have no hierarchical form
+    assert collectives.hierarchical_ns("all_to_all", big, tuple(range(256)), TRN2) is None
+    assert collectives.hierarchical_ns("all_reduce", big, tuple(range(129)), TRN2) is None
     # trn1: 32 cores an instance; NeuronLink-v2 384 GB/s over 2 cores
     assert collectives.link_for((0, 31), TRN1).bytes_per_ns == pytest.approx(192.0)
     assert collectives.link_for((0, 32), TRN1).name == "efa"
