@@ -431,7 +431,6 @@ class FxImporter:
 
     def import_graph(self) -> tuple[ModuleOp, GraphSignature]:
         graph = self.graph_module.graph
-
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         signature = GraphSignature(num_inputs=len(placeholders))
         if self.inputs is not None and len(self.inputs) != len(placeholders):
@@ -916,9 +915,12 @@ def _node_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
     if node.op == "placeholder":
         value = meta["val"] if "val" in meta else meta.get("example_value")
         group_name = process_group_name(value)
-        if group_name is None and _is_opaque(value):
-            raise _Unkeyable(value)  # a mesh's ranks are not in the key: no cache entry for this graph
-        described = _value_key(value) if group_name is None else f"group:{group_name}"
+        if group_name is not None:
+            described = f"group:{group_name}"
+        elif _is_opaque(value):  # a device mesh: no op reads it (its groups' ranks are keyed at the collectives)
+            described = f"opaque:{type(value).__name__}"
+        else:
+            described = _value_key(value)
     elif node.op == "get_attr":
         described = _constant_key(node, graph_module)
     else:
@@ -930,9 +932,13 @@ def _node_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
         # a group's name may stand for other ranks in another run: the ranks are what the IR holds (the key is
         # per process: the compile cache holds IR, never the transport)
         from neuron_mlir.frontend.distributed.transport import resolve_group
+        from neuron_mlir.runtime.collectives import CollectiveError
 
         name = _named_arguments(node.target, node.args, node.kwargs).get("group_name")  # type: ignore[arg-type]
-        groups = f" ranks{resolve_group(process_group_name(name) or str(name))}"
+        try:
+            groups = f" ranks{resolve_group(process_group_name(name) or str(name))}"
+        except (CollectiveError, ValueError, KeyError, RuntimeError) as error:
+            raise _Unkeyable(name) from error  # the import names the group that cannot be resolved
     return (
         f"{node.op} {node.name} {_target_key(node.target)} {_argument_key(node.args)} "
         f"{_argument_key(node.kwargs)} : {described} @{location}|{_module_path(node)}{groups}"
