@@ -180,33 +180,34 @@ def compiled_collectives(rank: int, world: int) -> None:
 
 
 def compiled_tensor_parallel(rank: int, world: int) -> None:
-    """A column- then row-parallel MLP (parallelize_module) compiled by neuron-mlir computes what the whole MLP
-    computes: DTensor's redistributions arrive in the graph as functional collectives."""
+    """A column- then row-parallel MLP (parallelize_module) on neuron tensors, compiled by neuron-mlir, computes
+    what the whole MLP computes: DTensor's redistributions arrive in the graph as functional collectives."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     import neuron_mlir
 
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = init_device_mesh("neuron", (world,))
     torch.manual_seed(0)
     whole = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     model.load_state_dict(whole.state_dict())
-    model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    inputs = torch.randn(4, 8, requires_grad=True)
-    whole_inputs = inputs.detach().clone().requires_grad_()
+    model = parallelize_module(model.to("neuron"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    whole_inputs = torch.randn(4, 8, requires_grad=True)
+    inputs = whole_inputs.detach().to("neuron").requires_grad_()
     earlier = set(neuron_mlir.profiles())
     compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
     got = compiled(inputs)
     expected = whole(whole_inputs)
-    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got.cpu(), expected)
     got.square().sum().backward()  # the input's gradient sums the column shards' parts: an all_reduce
     expected.square().sum().backward()
-    torch.testing.assert_close(inputs.grad, whole_inputs.grad)
+    assert inputs.grad is not None
+    torch.testing.assert_close(inputs.grad.cpu(), whole_inputs.grad)
     for (name, expected_parameter), parameter in zip(whole.named_parameters(), model.parameters(), strict=True):
         assert isinstance(parameter.grad, DTensor), name
-        torch.testing.assert_close(parameter.grad.full_tensor(), expected_parameter.grad, msg=name)
+        torch.testing.assert_close(parameter.grad.full_tensor().cpu(), expected_parameter.grad, msg=name)
     counts = {
         name: profile.opcode_counts.get("all_reduce", 0)
         for name, profile in neuron_mlir.profiles().items()
