@@ -17,7 +17,7 @@ Every rank of a group must issue the same collectives in the same order with the
 dtypes; a transport raises `CollectiveError` naming the collective when the ranks disagree.
 
 **Cost.** `collective_ns` is the time of one collective on one rank by the best algorithm for the group's size
-and placement (`ring_ns`, `tree_ns`, and for an all_reduce across instances `hierarchical_ns`), with the link
+and placement (`ring_ns`, `tree_ns`, and across instances `hierarchical_ns`), with the link
 each step crosses: NeuronLink within an instance, EFA between instances (`Target.cores_per_instance`).
 Formulas, for n ranks, a message of S bytes per rank (all_reduce: the tensor; all_gather: the gathered result;
 reduce_scatter and all_to_all: the input), a per-step latency a and a per-rank bandwidth B (the slowest link the
@@ -40,8 +40,9 @@ rank's m peers in the other instances over EFA on its S / k block:
 
     hierarchical  all_reduce      reduce_scatter_NL(S, k) + all_reduce_EFA(S / k, m) + all_gather_NL(S, k)
                   all_gather      all_gather_EFA(S / k, m) + all_gather_NL(S, k)
-                  reduce_scatter  reduce_scatter_NL(S, k) + reduce_scatter_EFA(S / k, m) Figures
-and sources are in `runtime.hardware` and docs/hardware-sources.md.
+                  reduce_scatter  reduce_scatter_NL(S, k) + reduce_scatter_EFA(S / k, m)
+
+Figures and sources are in `runtime.hardware` and docs/hardware-sources.md.
 """
 
 from __future__ import annotations
