@@ -42,6 +42,10 @@ def resolve_group(name: str) -> tuple[int, ...]:
 
 
 def register_group(ranks: tuple[int, ...], group: dist.ProcessGroup) -> None:
+    """Make `group` the one runs use for its ranks. Two groups over the same ranks (a mesh dimension spanning the
+    world, and the world) are interchangeable for an exchange; the latest registered is used (a group made after
+    another was destroyed replaces it), so that every rank, compiling the same graphs in the same order, exchanges
+    over the same group."""
     _GROUPS[tuple(sorted(ranks))] = group
 
 
