@@ -1,5 +1,4 @@
 // RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile | filecheck %s
-// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,convert-tile-to-neuron | filecheck %s --check-prefix=NEURON
 // RUN: neuron-opt %s --split-input-file -p neuron-pipeline | filecheck %s --check-prefix=PIPELINE
 // RUN: neuron-opt %S/Inputs/collectives_one_rank.torch.mlir -p neuron-pipeline --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
@@ -19,11 +18,9 @@ builtin.module attributes {neuron.process_groups = {"tp" = array<i64: 2, 3>}} {
 // CHECK:       %[[Y:.*]] = memref.alloc() : memref<8x4xf32, #mem<hbm>>
 // CHECK-NEXT:  tile.collective %x into %[[Y]] {kind = "all_reduce", replica_groups = [array<i64: 2, 3>], reduce = "avg"}
 // CHECK:       tile.view %[[Y]]
-// NEURON-LABEL: func.func @all_reduce
-// NEURON:      neuron.all_reduce collective dst %y[0, {{\[}}[4, 8], [1, 4]]], src %x[0, {{\[}}[4, 8], [1, 4]]] {replica_groups = [array<i64: 2, 3>], reduce = "avg"}
 // The load of the reduced tensor waits for the collective, on its own queue.
 // PIPELINE-LABEL: func.func @all_reduce
-// PIPELINE:    neuron.all_reduce collective {{.*}}id = [[ID:[0-9]+]] : i64
+// PIPELINE:    neuron.all_reduce collective dst %y[0, {{\[}}[4, 8], [1, 4]]], src %x[0, {{\[}}[4, 8], [1, 4]]] {replica_groups = [array<i64: 2, 3>], reduce = "avg", id = [[ID:[0-9]+]] : i64}
 // PIPELINE:    neuron.dma_copy dma {{.*}}src %y{{.*}}waits = array<i64: [[ID]]>
 
 // -----
@@ -40,9 +37,9 @@ builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1, 2, 3>
 // CHECK:       tile.collective %x into %{{.*}} {kind = "all_gather", replica_groups = [array<i64: 0, 1, 2, 3>]} : memref<8x4xbf16, #mem<hbm>>, memref<32x4xbf16, #mem<hbm>>
 // CHECK:       tile.collective %x into %{{.*}} {kind = "reduce_scatter", replica_groups = [array<i64: 0, 1, 2, 3>], reduce = "sum"} : memref<8x4xbf16, #mem<hbm>>, memref<2x4xbf16, #mem<hbm>>
 // CHECK:       tile.collective %x into %{{.*}} {kind = "all_to_all", replica_groups = [array<i64: 0, 1, 2, 3>]} : memref<8x4xbf16, #mem<hbm>>, memref<8x4xbf16, #mem<hbm>>
-// NEURON-LABEL: func.func @gather_scatter_swap
-// NEURON:      neuron.all_gather collective
-// NEURON:      neuron.reduce_scatter collective {{.*}}reduce = "sum"
-// NEURON:      neuron.all_to_all collective
+// PIPELINE-LABEL: func.func @gather_scatter_swap
+// PIPELINE:    neuron.all_gather collective {{.*}}replica_groups = [array<i64: 0, 1, 2, 3>]
+// PIPELINE:    neuron.reduce_scatter collective {{.*}}reduce = "sum"
+// PIPELINE:    neuron.all_to_all collective
 
 // SEMANTICS: check-semantics: 2 inputs, all outputs match
