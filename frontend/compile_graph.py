@@ -697,6 +697,8 @@ class CompiledGraph:
         """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
         order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
         `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`."""
+        from neuron_mlir.frontend.distributed.transport import current_transport
+        from neuron_mlir.runtime import collectives
         from neuron_mlir.runtime.simulator import run_validated
 
         inputs = arrays + self.constants
@@ -705,10 +707,12 @@ class CompiledGraph:
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
             seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=self.seed_generator)
             inputs.append(seed.numpy().astype("int32"))
-        # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies
-        outputs, profile = run_validated(
-            self.validated, inputs, check_races=self.options.check_races, share_profile=True
-        )
+        # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies;
+        # collectives reach the other ranks through torch.distributed's process groups
+        with collectives.using(current_transport()):
+            outputs, profile = run_validated(
+                self.validated, inputs, check_races=self.options.check_races, share_profile=True
+            )
         self.last_profile = profile
         stats_module.record_run(self.name, profile)
         if self.debug_dir is not None:

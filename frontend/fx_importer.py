@@ -56,6 +56,8 @@ import torch.utils._pytree as pytree
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    DenseArrayBase,
+    DictionaryAttr,
     IndexType,
     LocationAttr,
     ModuleOp,
@@ -72,7 +74,13 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
-from neuron_mlir.ir.dialects.torch import ResultKind, TorchOp, element_type_for_dtype, op_class_for
+from neuron_mlir.ir.dialects.torch import (
+    PROCESS_GROUPS_ATTR,
+    ResultKind,
+    TorchOp,
+    element_type_for_dtype,
+    op_class_for,
+)
 from neuron_mlir.ir.locations import describe_location, source_location
 
 SymbolicNumber = torch.SymInt | torch.SymFloat | torch.SymBool
@@ -418,6 +426,8 @@ class FxImporter:
         # FX node -> an SSA value, a list of them (multi-result ops), or a Python value (specialised SymInts)
         self.values: dict[torch.fx.Node, Any] = {}
         self.block = Block()
+        # process group name -> its ranks, for every group a collective of the graph names
+        self.process_groups: dict[str, tuple[int, ...]] = {}
 
     def import_graph(self) -> tuple[ModuleOp, GraphSignature]:
         graph = self.graph_module.graph
@@ -449,6 +459,10 @@ class FxImporter:
         module.attributes["neuron.source"] = StringAttr("fx")
         if self.auto_cast != "none":  # read by torch-auto-cast
             module.attributes["neuron.auto_cast"] = StringAttr(self.auto_cast)
+        if self.process_groups:  # read by convert-torch-to-tile's collectives
+            module.attributes[PROCESS_GROUPS_ATTR] = DictionaryAttr(
+                {name: DenseArrayBase.from_list(i64, list(ranks)) for name, ranks in self.process_groups.items()}
+            )
         return module, signature
 
     # -- inputs ------------------------------------------------------------------------------------------------
@@ -459,6 +473,12 @@ class FxImporter:
             # an input that is always None (AOTAutograd's effect tokens are None at run time too)
             signature.inputs.append(None)
             self.values[node] = None
+            return
+        if (group_name := process_group_name(value)) is not None or _is_opaque(value):
+            # a process group or device mesh passed to the graph (DTensor's): a group is named in the IR, the
+            # others are Python values; neither is an argument of the function
+            signature.inputs.append(None)
+            self.values[node] = group_name if group_name is not None else value
             return
         if _is_number(value):
             number = concrete(value, self.bindings)
@@ -611,6 +631,8 @@ class FxImporter:
             raise GraphImportError(f"{describe_node(node)}: the torch dialect has no op for {target}")
         arguments = {name: self._value(v, node) for name, v in raw_arguments.items()}
         self._materialise_wrapped_numbers(op_class, arguments, node)
+        if op_class.name.startswith("torch.c10d_functional.") and "group_name" in arguments:
+            self._record_process_group(str(arguments["group_name"]), node)
         try:
             op = op_class.from_args(arguments, self._result_types(op_class, node, value))
         except (ValueError, TypeError, AssertionError) as error:
@@ -625,6 +647,20 @@ class FxImporter:
             ) from error
         self.block.add_op(op)
         return self._node_value(op, node)
+
+    def _record_process_group(self, name: str, node: torch.fx.Node) -> None:
+        """Resolve the process group a collective names to its ranks (the module's table of groups)."""
+        if name in self.process_groups:
+            return
+        from neuron_mlir.frontend.distributed.transport import resolve_group
+        from neuron_mlir.runtime.collectives import CollectiveError
+
+        try:
+            self.process_groups[name] = resolve_group(name)
+        except (CollectiveError, ValueError, KeyError, RuntimeError) as error:
+            raise GraphImportError(
+                f"{describe_node(node)}: the process group '{name}' cannot be resolved: {error}"
+            ) from error
 
     def _materialise_wrapped_numbers(
         self, op_class: type[TorchOp], arguments: dict[str, Any], node: torch.fx.Node
@@ -724,6 +760,25 @@ def _indexed_names(name: str, value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_indexed_names(f"{name}[{i}]", v) for i, v in enumerate(value)]
     return name
+
+
+def process_group_name(value: Any) -> str | None:
+    """The name of a process group given as a graph value (a node holding one, the fake object tracing made of
+    it, or the group itself); None when `value` is no process group."""
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val", value.meta.get("example_value"))
+    value = getattr(value, "real_obj", value)  # tracing's FakeScriptObject wraps the group
+    if isinstance(value, torch.distributed.ProcessGroup):
+        return str(value.group_name)
+    return None
+
+
+def _is_opaque(value: Any) -> bool:
+    """Whether a graph input is an object torch passes through graphs opaquely (a DeviceMesh, a script object)."""
+    from torch._library.fake_class_registry import FakeScriptObject
+    from torch._opaque_base import OpaqueBase
+
+    return isinstance(value, FakeScriptObject | OpaqueBase | torch.ScriptObject)
 
 
 def is_shape_arithmetic(node: torch.fx.Node) -> bool:
@@ -859,16 +914,34 @@ def _node_key(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> str:
     meta = node.meta
     if node.op == "placeholder":
         value = meta["val"] if "val" in meta else meta.get("example_value")
-        described = _value_key(value)
+        group_name = process_group_name(value)
+        if group_name is not None:
+            described = f"group:{group_name}"
+        elif _is_opaque(value):  # a device mesh: no op reads it (its groups' ranks are keyed at the collectives)
+            described = f"opaque:{type(value).__name__}"
+        else:
+            described = _value_key(value)
     elif node.op == "get_attr":
         described = _constant_key(node, graph_module)
     else:
         described = _value_key(meta["val"]) if "val" in meta else "noval"
     frame = _last_frame(meta.get("stack_trace") or "")
     location = f"{frame[0]}:{frame[1]}" if frame is not None else ""
+    groups = ""
+    if str(node.target).startswith("_c10d_functional.") and "group_name" in str(node.target._schema):  # type: ignore[union-attr]
+        # a group's name may stand for other ranks in another run: the ranks are what the IR holds (the key is
+        # per process: the compile cache holds IR, never the transport)
+        from neuron_mlir.frontend.distributed.transport import resolve_group
+        from neuron_mlir.runtime.collectives import CollectiveError
+
+        name = _named_arguments(node.target, node.args, node.kwargs).get("group_name")  # type: ignore[arg-type]
+        try:
+            groups = f" ranks{resolve_group(process_group_name(name) or str(name))}"
+        except (CollectiveError, ValueError, KeyError, RuntimeError) as error:
+            raise _Unkeyable(name) from error  # the import names the group that cannot be resolved
     return (
         f"{node.op} {node.name} {_target_key(node.target)} {_argument_key(node.args)} "
-        f"{_argument_key(node.kwargs)} : {described} @{location}|{_module_path(node)}"
+        f"{_argument_key(node.kwargs)} : {described} @{location}|{_module_path(node)}{groups}"
     )
 
 

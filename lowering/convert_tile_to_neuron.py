@@ -10,7 +10,8 @@ that leaves the function becomes a `neuron.view`). Each tile op becomes one inst
 hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues, matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
-arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE. A `tile.extract` window is no
+arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE; collectives run on the collective
+queue, one instruction each on the whole HBM tensors. A `tile.extract` window is no
 instruction: matmuls, transposes, inserts and the per-partition columns of a `tile.binary_scalar` (its scalar)
 and a `tile.unary` (its bias) read it in place through an access pattern (at a dynamic offset when its indices
 are loop values), other users get a copy. A `tile.insert` is a copy into the window of its
@@ -770,6 +771,29 @@ def _scan(conv: _FunctionConversion, op: Operation) -> None:
         current = target
 
 
+_COLLECTIVE_OPS: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in neuron.COLLECTIVE_OPS}
+
+
+def _whole_tensor(conv: _FunctionConversion, tensor: SSAValue) -> Access:
+    """An HBM tensor (or view) as one access of all its elements in row-major order."""
+    memref_type = tensor.type
+    assert isinstance(memref_type, MemRefType)
+    strides, offset = tile.memref_strides(memref_type)
+    shape = memref_type.get_shape()
+    pattern = [(stride, extent) for stride, extent in zip(strides, shape, strict=True)] or [(1, 1)]
+    return conv.root(tensor), AccessPatternAttr(pattern, offset), None
+
+
+def _collective(conv: _FunctionConversion, op: Operation) -> None:
+    """One collective instruction on the collective queue, reading and writing the tensors in HBM."""
+    assert isinstance(op, tile.CollectiveOp)
+    properties: dict[str, Attribute] = {"replica_groups": op.replica_groups}
+    if op.reduce is not None:
+        properties["reduce"] = op.reduce
+    accesses = {"src": _whole_tensor(conv, op.source), "dst": _whole_tensor(conv, op.dest)}
+    conv.emit(conv.emitter(op), _COLLECTIVE_OPS[op.kind.data], Engine.COLLECTIVE, accesses, properties)
+
+
 _HANDLERS = {
     tile.ViewOp: _view,
     tile.LoadOp: _load,
@@ -791,6 +815,7 @@ _HANDLERS = {
     tile.KernelOp: _kernel,
     tile.ReduceOp: _reduce,
     tile.ScanOp: _scan,
+    tile.CollectiveOp: _collective,
 }
 
 

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from neuron_mlir.runtime import dtypes
+from neuron_mlir.runtime import collectives, dtypes
 from neuron_mlir.runtime.hardware import GPSIMD_KERNEL_CYCLES_PER_ELEMENT, Engine, Memory, Target
 from neuron_mlir.runtime.program import Access, BufferDecl, Instruction
 
@@ -258,11 +258,23 @@ def instruction_cost(inst: Instruction, buffers: list[BufferDecl], target: Targe
     Register-valued attributes do not change any cost, so the cost is a property of the static instruction.
     """
     ops = {role: operand_shape(access, buffers[access.buffer]) for role, access in inst.operands.items()}
+    if inst.engine is Engine.COLLECTIVE:
+        return collective_instruction_ns(inst.opcode, ops, inst.attrs, target)
     if inst.engine is Engine.DMA:
         if inst.attrs.get("indirect"):
             return indirect_dma_cost(ops, inst.attrs, target)
         return dma_cost(ops["src"], ops["dst"], target)
     return compute_ns(inst.opcode, inst.engine, ops, inst.attrs, target)
+
+
+def collective_instruction_ns(
+    opcode: str, ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target
+) -> float:
+    """A collective's time on its queue (`runtime.collectives.collective_cost`): the message is the all_reduce's
+    tensor, the all_gather's gathered result, the reduce_scatter's and all_to_all's input."""
+    message = ops["dst"] if opcode == "all_gather" else ops["src"]
+    groups = attrs["replica_groups"]
+    return collectives.collective_ns(opcode, message.elements * message.itemsize, groups[0], target)
 
 
 def matmul_flops(inst: Instruction) -> int:

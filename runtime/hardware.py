@@ -26,8 +26,10 @@ class Memory(str, Enum):  # noqa: UP042  (a StrEnum would change str() of member
 class Engine(str, Enum):  # noqa: UP042  (see Memory)
     """The instruction queues of one NeuronCore [nki-arch-trn1].
 
-    Four compute engines with their own sequencers, the sync engine that triggers DMAs, and the DMA queues
-    (one `Engine.DMA` value; the queue number is an attribute of the instruction).
+    Four compute engines with their own sequencers, the sync engine that triggers DMAs, the DMA queues (one
+    `Engine.DMA` value; the queue number is an attribute of the instruction), and the collective queue: the
+    chip's CC-cores [nki-arch-trn2] run collectives between cores over NeuronLink and EFA, beside the core's own
+    queues, so a collective overlaps the compute that does not depend on it.
     """
 
     TENSOR = "tensor"
@@ -36,6 +38,7 @@ class Engine(str, Enum):  # noqa: UP042  (see Memory)
     GPSIMD = "gpsimd"
     SYNC = "sync"
     DMA = "dma"
+    COLLECTIVE = "collective"
 
 
 # Which engine may read / write which memory [nki-arch-trn1, nki-memory]: TensorE reads SBUF and writes PSUM;
@@ -48,6 +51,7 @@ ENGINE_READS: dict[Engine, frozenset[Memory]] = {
     Engine.GPSIMD: frozenset({Memory.SBUF}),
     Engine.SYNC: frozenset(),
     Engine.DMA: frozenset({Memory.HBM, Memory.SBUF}),
+    Engine.COLLECTIVE: frozenset({Memory.HBM}),  # collectives move HBM tensors between cores
 }
 ENGINE_WRITES: dict[Engine, frozenset[Memory]] = {
     Engine.TENSOR: frozenset({Memory.PSUM}),
@@ -56,6 +60,7 @@ ENGINE_WRITES: dict[Engine, frozenset[Memory]] = {
     Engine.GPSIMD: frozenset({Memory.SBUF}),
     Engine.SYNC: frozenset(),
     Engine.DMA: frozenset({Memory.HBM, Memory.SBUF}),
+    Engine.COLLECTIVE: frozenset({Memory.HBM}),
 }
 
 KIB = 1024
@@ -160,6 +165,34 @@ class Target:
     # address arithmetic per row on a GpSimd core; no published number), after `gpsimd_startup_cycles`.
     swdge_cycles_per_descriptor: int = 16
 
+    # --- collectives between cores (runtime/collectives.py) ---------------------------------------------------
+    # Cores per chip and chips per instance: an instance is the domain NeuronLink connects; EFA joins instances.
+    cores_per_chip: int = 1
+    chips_per_instance: int = 1
+    # NeuronLink bandwidth of one chip, GB/s (all its links together), shared by the chip's cores.
+    neuronlink_chip_gbps: float = 0.0
+    # EFA bandwidth of one instance, GB/s, shared by the instance's cores.
+    efa_instance_gbps: float = 0.0
+    # Latency of one step of a collective algorithm (one message and its synchronisation), ns. Assumed: no public
+    # per-hop figure; a NeuronLink step costs about one DMA's fixed latency (`dma_fixed_latency_ns`), an EFA step
+    # a network round trip of the order of 10 us.
+    neuronlink_step_ns: float = 2000.0
+    efa_step_ns: float = 10000.0
+
+    @property
+    def cores_per_instance(self) -> int:
+        return self.cores_per_chip * self.chips_per_instance
+
+    @property
+    def neuronlink_core_bytes_per_ns(self) -> float:
+        """One core's share of its chip's NeuronLink bandwidth when every core communicates (derived)."""
+        return self.neuronlink_chip_gbps / self.cores_per_chip
+
+    @property
+    def efa_core_bytes_per_ns(self) -> float:
+        """One core's share of its instance's EFA bandwidth when every core communicates (derived)."""
+        return self.efa_instance_gbps / self.cores_per_instance
+
     @property
     def dma_aggregate_bytes_per_ns(self) -> float:
         """All DMA engines of the core together: 16 engines x the per-engine rate [nki-dma-bw]."""
@@ -196,8 +229,9 @@ GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
 
 
 def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[Engine, float]:
-    # The sync engine and the DMA queues have no published clock; they are timed in nanoseconds, and we give
-    # them ScalarE's clock (assumed) so that any cycle-denominated overhead on them stays comparable.
+    # The sync engine, the DMA queues and the collective queue have no published clock; they are timed in
+    # nanoseconds, and we give them ScalarE's clock (assumed) so that any cycle-denominated overhead on them stays
+    # comparable.
     return {
         Engine.TENSOR: tensor,
         Engine.VECTOR: vector,
@@ -205,6 +239,7 @@ def _clocks(tensor: float, vector: float, scalar: float, gpsimd: float) -> dict[
         Engine.GPSIMD: gpsimd,
         Engine.SYNC: scalar,
         Engine.DMA: scalar,
+        Engine.COLLECTIVE: scalar,
     }
 
 
@@ -228,6 +263,12 @@ TRN1 = Target(
     hbm_bandwidth_gbps=410.0,  # derived: 820 GB/s per chip [nki-arch-trn1] / 2 cores
     dma_bytes_per_ns=17.0,  # 17 B/ns per engine (272 GB/s per core) [nki-dma-bw]
     matmul_transpose_bit_exact=False,
+    # trn1.32xlarge: 16 chips of 2 cores; NeuronLink-v2 384 GB/s per chip; EFA 800 Gbps = 100 GB/s per instance
+    # [inst-trn1, chip-trn1]
+    cores_per_chip=2,
+    chips_per_instance=16,
+    neuronlink_chip_gbps=384.0,
+    efa_instance_gbps=100.0,
 )
 
 TRN2 = Target(
@@ -252,6 +293,13 @@ TRN2 = Target(
     matmul_transpose_fp32_factor=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
+    # trn2.48xlarge: 16 chips of 8 cores in a 4x4 torus [inst-trn2]; NeuronLink-v3 1.28 TB/s per chip
+    # [chip-trn2]; EFAv3 3.2 Tbps = 400 GB/s per instance (assumed: the figure AWS gives for the instance, not
+    # in the stored copy of [inst-trn2]'s table)
+    cores_per_chip=8,
+    chips_per_instance=16,
+    neuronlink_chip_gbps=1280.0,
+    efa_instance_gbps=400.0,
 )
 
 TRN3 = Target(
@@ -279,6 +327,12 @@ TRN3 = Target(
     vector_16bit_speedup=2,
     scalar_16bit_speedup=2,
     matmul_bf16_psum_output=True,
+    # a Trn3 Gen1 server: 16 chips of 8 cores [inst-trn3]; NeuronLink-v4 2.56 TB/s per chip [chip-trn3]; EFA
+    # per instance as trn2's (assumed: no published figure)
+    cores_per_chip=8,
+    chips_per_instance=16,
+    neuronlink_chip_gbps=2560.0,
+    efa_instance_gbps=400.0,
 )
 
 TARGETS: dict[str, Target] = {t.name: t for t in (TRN1, TRN2, TRN3)}

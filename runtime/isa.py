@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_mlir.runtime import dtypes, hardware, semantics
+from neuron_mlir.runtime import collectives, dtypes, hardware, semantics
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import Reg
 
@@ -167,7 +167,8 @@ def is_register_value(value: object) -> bool:
 class Attr:
     """One attribute of an opcode: the kind of its value, its default, whether a register may give it.
 
-    Kinds: 'bool', 'number', 'int', 'pattern' ((step, num) pairs), or a key of `CHOICES` (a name out of a set).
+    Kinds: 'bool', 'number', 'int', 'pattern' ((step, num) pairs), 'groups' (replica groups: tuples of ranks), or
+    a key of `CHOICES` (a name out of a set).
     """
 
     kind: str
@@ -184,6 +185,7 @@ CHOICES: dict[str, tuple[str, frozenset[str]]] = {
     "cmp": ("comparison", COMPARISON_OPS),
     "indirect": ("indirect side", INDIRECT_SIDES),
     "kernel": ("GpSimd kernel", frozenset(GPSIMD_KERNELS)),
+    "collective_reduce": ("collective reduction", collectives.REDUCTIONS),
 }
 
 
@@ -288,11 +290,17 @@ def check_instruction(
         # an indirect scatter's indexed side spans every row an offset may pick: the rows written are data
         if is_write and not injective(pattern) and attrs.get("indirect") != role:
             raise RuleError(f"the written pattern {list(pattern)} touches some elements twice", role)
+    check_attribute_values(spec, attrs, target)
+    spec.check(operands, attrs, target)
+
+
+def check_attribute_values(spec: OpcodeSpec, attrs: Attrs, target: Target) -> None:
+    """Raise `RuleError` for an attribute of `attrs` (completed with the defaults) whose value has no meaning: an
+    unknown name of a choice, a malformed pattern or replica groups."""
     for name, kind, names in spec.valued_attrs:  # (no register gives any of these)
         value = attrs.get(name)
         if value is not None and value not in names:
             _check_attribute(name, kind, value, target)
-    spec.check(operands, attrs, target)
 
 
 # The memories each engine may (read, write), as tuples: membership in a tuple compares members by identity,
@@ -346,6 +354,8 @@ def _check_attribute(name: str, kind: str, value: object, target: Target) -> Non
         if value not in names:
             known = ", ".join(sorted(choice or "''" for choice in names))
             raise RuleError(f"unknown {what} {value!r} (known: {known})", attribute=name)
+    elif kind == "groups":
+        _check_replica_groups(name, value)
     elif kind == "pattern":
         pattern: Any = value
         if not 1 <= len(pattern) <= target.max_free_dims:
@@ -355,6 +365,25 @@ def _check_attribute(name: str, kind: str, value: object, target: Target) -> Non
         for step, num in pattern:
             if not 1 <= num <= ENGINE_MAX_NUM:
                 raise RuleError(f"pattern entry (step {step}, num {num}) is out of range", attribute=name)
+
+
+def _check_replica_groups(name: str, value: object) -> None:
+    """Replica groups: one or more groups of distinct non-negative ranks, all of one size, no rank in two."""
+    groups: Any = value
+    if not isinstance(groups, tuple) or not groups or not all(isinstance(g, tuple) and g for g in groups):
+        raise RuleError("replica groups must be one or more non-empty groups of ranks", attribute=name)
+    seen: set[int] = set()
+    for group in groups:
+        if any(not isinstance(rank, int) or rank < 0 for rank in group):
+            raise RuleError(f"group {list(group)} holds a rank that is not a non-negative integer", attribute=name)
+        if len(set(group)) != len(group) or seen & set(group):
+            raise RuleError(f"rank(s) {sorted(seen & set(group)) or list(group)} appear twice", attribute=name)
+        seen |= set(group)
+    if len({len(group) for group in groups}) != 1:
+        sizes = [len(group) for group in groups]
+        raise RuleError(
+            f"groups of different sizes {sizes}: every group of a collective has as many ranks", attribute=name
+        )
 
 
 def crosses_bank(first_byte: int, width: int, bank: int) -> bool:
@@ -543,6 +572,31 @@ def _dma_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
 
 
+def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
+    """Both sides in HBM, one dtype, and the element counts the collective's group size implies."""
+
+    def check(ops: Operands, attrs: Attrs, target: Target) -> None:
+        src, dst = ops["src"], ops["dst"]
+        if src.dtype != dst.dtype:
+            raise RuleError(f"src is {src.dtype} but dst is {dst.dtype}: a collective does not convert")
+        groups = attrs["replica_groups"]
+        n = len(groups[0]) if isinstance(groups, tuple) and groups else 1
+        if opcode in ("all_reduce", "all_to_all") and src.elements != dst.elements:
+            raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
+        if opcode == "all_gather" and dst.elements != src.elements * n:
+            raise RuleError(
+                f"dst has {dst.elements} elements but {n} ranks of {src.elements} gather {src.elements * n}"
+            )
+        if opcode == "reduce_scatter" and src.elements != dst.elements * n:
+            raise RuleError(
+                f"src has {src.elements} elements but {n} ranks of {dst.elements} scatter {dst.elements * n}"
+            )
+        if opcode == "all_to_all" and src.elements % n:
+            raise RuleError(f"src's {src.elements} elements do not split into {n} equal blocks")
+
+    return check
+
+
 def _indirect_dma_rules(ops: Operands, attrs: Attrs) -> None:
     """Indirect DMA: int32 SBUF offsets [P, R]; the indexed HBM side [(step, bound), row...]; the other in SBUF.
 
@@ -620,7 +674,7 @@ class OpcodeSpec:
         return tuple(
             (name, a.kind, CHOICES[a.kind][1] if a.kind in CHOICES else frozenset())
             for name, a in self.attr_specs.items()
-            if a.kind in CHOICES or a.kind == "pattern"
+            if a.kind in CHOICES or a.kind in ("pattern", "groups")
         )
 
     @functools.cached_property
@@ -629,6 +683,18 @@ class OpcodeSpec:
         return frozenset(name for name, attr in self.attr_specs.items() if attr.register)
 
 
+_REDUCING = frozenset({"all_reduce", "reduce_scatter"})
+_COLLECTIVE_DOCS = {
+    "all_reduce": "dst = the elementwise `reduce` (sum, avg, product, min, max) of src over the ranks of the "
+    "caller's replica group; src and dst are HBM tensors of one count and dtype. Runs on the collective queue "
+    "through the injected transport (runtime/collectives.py).",
+    "all_gather": "dst = the src of every rank of the group, concatenated in rank order (dst holds group size x "
+    "src's elements).",
+    "reduce_scatter": "The elementwise `reduce` of src over the group, split into group-size equal blocks; dst = the "
+    "block at the caller's position in its group.",
+    "all_to_all": "src is split into group-size equal blocks; block j goes to the group's j-th rank, and dst is the "
+    "blocks received, in rank order.",
+}
 _VEC = frozenset({Engine.VECTOR})
 _VEC_GPSIMD = frozenset({Engine.VECTOR, Engine.GPSIMD})
 _ANY_COMPUTE_BUT_TENSOR = frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD})
@@ -825,6 +891,22 @@ OPCODES: dict[str, OpcodeSpec] = {
             "the value (nothing is clamped or skipped). Scatters with duplicate offsets write in row-major "
             "(p, r) order, the last one wins; with `accumulate` the DMA reads, adds in fp32 and writes each row "
             "in that order, so every duplicate contribution is summed.",
+        ),
+        *(
+            OpcodeSpec(
+                name,
+                frozenset({Engine.COLLECTIVE}),
+                reads=("src",),
+                writes=("dst",),
+                attr_specs={
+                    "replica_groups": Attr("groups"),
+                    **({"reduce": Attr("collective_reduce", "sum")} if name in _REDUCING else {}),
+                },
+                check=_collective_rules(name),
+                semantics=functools.partial(semantics.collective, name),
+                doc=doc,
+            )
+            for name, doc in _COLLECTIVE_DOCS.items()
         ),
     )
 }

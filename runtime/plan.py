@@ -26,9 +26,13 @@ from neuron_mlir.runtime.profile import QUEUE_NAMES
 from neuron_mlir.runtime.program import Access, Instruction, Program, Reg
 from neuron_mlir.runtime.races import AccessSite
 
-_ENGINE_QUEUE = {Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4}
 DMA_QUEUE_BASE = 5
-QUEUES = len(QUEUE_NAMES)  # the queues instances issue to: tensor, vector, scalar, gpsimd, sync, 16 DMA
+QUEUES = len(QUEUE_NAMES)  # the queues instances issue to: tensor, vector, scalar, gpsimd, sync, 16 DMA, collective
+COLLECTIVE_QUEUE = QUEUE_NAMES.index("collective")
+_ENGINE_QUEUE = {
+    Engine.TENSOR: 0, Engine.VECTOR: 1, Engine.SCALAR: 2, Engine.GPSIMD: 3, Engine.SYNC: 4,
+    Engine.COLLECTIVE: COLLECTIVE_QUEUE,
+}  # fmt: skip
 
 # (memory id, first partition, end partition, first byte, end byte): the hull of an access, for overlap tests
 Footprint = tuple[int, int, int, int, int]

@@ -38,6 +38,7 @@ QUEUE_NAMES: tuple[str, ...] = (
     "gpsimd",
     "sync",
     *(f"dma{q}" for q in range(max(target.dma_queues for target in TARGETS.values()))),
+    "collective",
 )
 _TRACK_LABELS = {
     "tensor": "TensorE",
@@ -45,6 +46,7 @@ _TRACK_LABELS = {
     "scalar": "ScalarE",
     "gpsimd": "GpSimdE",
     "sync": "SyncE",
+    "collective": "Collectives",
 }
 
 

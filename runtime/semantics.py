@@ -30,13 +30,14 @@ top of that, per instruction:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import alu
+from neuron_mlir.runtime import alu, collectives
 from neuron_mlir.runtime.hardware import Engine, Target
 from neuron_mlir.runtime.races import SimulationError
 
@@ -416,6 +417,18 @@ def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: in
         dst[...] = src.reshape(dst.shape)
     else:
         store(dst, alu.to_f32(src))
+
+
+def collective(kind: str, ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
+    """A collective (`runtime.collectives`): src's elements in row-major order go to the other ranks of the
+    caller's replica group through the injected transport; dst receives the result in row-major order."""
+    if nl:  # each instance is one exchange with the other ranks, in order
+        lanewise(functools.partial(collective, kind), ops, attrs, engine, target, nl)
+        return
+    src, dst = ops["src"], ops["dst"]
+    flat = np.ascontiguousarray(src).reshape(-1)
+    result = collectives.execute(kind, flat, attrs["replica_groups"], attrs.get("reduce", "sum"))
+    dst[...] = result.reshape(dst.shape)
 
 
 def _dma_indirect(src: np.ndarray, dst: np.ndarray, offsets: np.ndarray, attrs: Attrs) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Target
 from neuron_mlir.runtime.lanes import Lanes
-from neuron_mlir.runtime.plan import DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan, OperandPlan
+from neuron_mlir.runtime.plan import COLLECTIVE_QUEUE, DMA_QUEUE_BASE, QUEUES, Footprint, InstructionPlan, OperandPlan
 from neuron_mlir.runtime.profile import QUEUE_NAMES, InstructionStats, Profile, TraceEvents
 from neuron_mlir.runtime.program import Program
 
@@ -382,7 +382,7 @@ class Timeline:
 
     def forget_bandwidth_history(self) -> None:
         self._issued_since_forget = 0
-        live = [q for q in self.live_queues if q >= DMA_QUEUE_BASE]
+        live = [q for q in self.live_queues if DMA_QUEUE_BASE <= q < COLLECTIVE_QUEUE]
         if live:
             self.bandwidth.forget_before(min(self.queue_free[q] for q in live))
 

@@ -692,6 +692,12 @@ def _check_attr_value(kind: str, value: Any, where: str) -> None:
                 raise BundleError(f"{where}: expected (step, num) integer pairs, got {dim!r}")
             if not INT32_MIN <= dim[0] <= INT32_MAX or not INT32_MIN <= dim[1] <= INT32_MAX:
                 raise BundleError(f"{where}: pattern entry {dim!r} is out of range")
+    elif kind == "groups":
+        if not isinstance(value, tuple) or not value:
+            raise BundleError(f"{where}: expected replica groups (tuples of ranks), got {value!r}")
+        for group in value:
+            if not (isinstance(group, tuple) and group and all(_is_int(v) and 0 <= v <= INT32_MAX for v in group)):
+                raise BundleError(f"{where}: expected a group of non-negative integer ranks, got {group!r}")
     elif not isinstance(value, str) and not (kind == "alu_or_none" and value is None):
         raise BundleError(f"{where}: expected a name, got {value!r}")
 

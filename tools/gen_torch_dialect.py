@@ -4,7 +4,9 @@
     python -m neuron_mlir.tools.gen_torch_dialect --check    # exit 1 when the checked-in file is stale
 
 One class per overload: every overload tagged `torch.Tag.core`, plus `EXTRA_OVERLOADS`, the non-core ones that
-survive AOTAutograd with `core_aten_decompositions()` in real graphs (found with `tools/discover_aten_ops.py`).
+survive AOTAutograd with `core_aten_decompositions()` in real graphs (found with `tools/discover_aten_ops.py`),
+plus `COLLECTIVE_OVERLOADS`, the functional collectives (`_c10d_functional::*`) torch.compile puts in graphs of
+distributed code, as `torch.c10d_functional.*` ops.
 The per-family verifier tables (`SAME_SHAPE`, `BROADCAST`, `VIEW_SHAPE_RULES`, `RESULT_ELEMENT_TYPES`) live here
 too. The output is sorted by op name and depends only on the torch version, so regenerating is a no-op until torch
 or the generator changes.
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed._functional_collectives  # registers the _c10d_functional ops
 from torchgen.model import BaseType, FunctionSchema, ListType, OptionalType, Type
 from xdsl.irdl import IRDLOperation
 
@@ -291,6 +294,18 @@ RESULT_ELEMENT_TYPES: dict[str, tuple[tuple[int, str], ...]] = {
     "aten::native_dropout": ((1, "i1"),),  # the keep mask
 }
 
+# The functional collectives the dialect offers (torch.distributed._functional_collectives, as torch.compile
+# traces DTensor, tensor-parallel and FSDP2 code and direct calls). Their process group arrives as its name: the
+# schemas' `Any group_name` is a string in every graph.
+COLLECTIVE_OVERLOADS: dict[str, str] = {
+    "_c10d_functional::all_gather_into_tensor": "functional all_gather_into_tensor; DTensor Shard -> Replicate",
+    "_c10d_functional::all_reduce": "functional all_reduce; tensor parallel RowwiseParallel's output",
+    "_c10d_functional::all_to_all_single": "functional all_to_all_single; DTensor Shard(i) -> Shard(j)",
+    "_c10d_functional::reduce_scatter_tensor": "functional reduce_scatter_tensor; DTensor Partial -> Shard",
+    "_c10d_functional::wait_tensor": "the wait every asynchronous functional collective is followed by",
+}
+_COLLECTIVE_NAMESPACE = "_c10d_functional"
+
 # Ops whose `dtype` argument is NOT the result's element type (a complex dtype gives a real norm).
 DTYPE_NOT_RESULT: frozenset[str] = frozenset({"aten::linalg_vector_norm"})
 
@@ -421,10 +436,13 @@ def _classify_result(type_: Type, where: str) -> str:
 def describe(op: torch._ops.OpOverload) -> _OpModel:
     """The generator's model of one ATen overload."""
     schema = op._schema
-    signature = str(schema)
-    parsed = FunctionSchema.parse(signature)
+    signature = str(schema).replace("Any group_name", "str group_name")  # a process group's name in graphs
+    namespace = schema.name.split("::")[0]
+    parsed = FunctionSchema.parse(signature.removeprefix(f"{namespace}::"))
     overload = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-    name, _, overload_name = overload.removeprefix("aten::").partition(".")
+    name, _, overload_name = overload.removeprefix(f"{namespace}::").partition(".")
+    dialect_namespace = namespace.lstrip("_")  # torch.aten.*, torch.c10d_functional.*
+    class_prefix = "Aten" if namespace == "aten" else _camel(dialect_namespace)
     taken: set[str] = set()
     args = []
     for parsed_arg, jit_arg in zip(parsed.arguments.flat_all, schema.arguments, strict=True):
@@ -454,13 +472,16 @@ def describe(op: torch._ops.OpOverload) -> _OpModel:
         raise NotImplementedError(f"{overload}: more than one Tensor[] result")
     return _OpModel(
         overload=overload,
-        op_name=f"torch.aten.{name}" + (f".{overload_name}" if overload_name else ""),
-        class_name=f"Aten{_camel(name)}{_camel(overload_name)}Op",
+        op_name=f"torch.{dialect_namespace}.{name}" + (f".{overload_name}" if overload_name else ""),
+        class_name=f"{class_prefix}{_camel(name)}{_camel(overload_name)}Op",
         signature=signature,
         args=tuple(args),
         results=tuple(results),
-        # an op without results exists for its effect (an assertion): never dead code
-        pure=torch.Tag.nondeterministic_seeded not in op.tags and bool(results),
+        # an op without results exists for its effect (an assertion): never dead code; a collective is an exchange
+        # every rank of its group must make, in the same order: never removed or merged either
+        pure=torch.Tag.nondeterministic_seeded not in op.tags
+        and bool(results)
+        and (namespace != _COLLECTIVE_NAMESPACE or name == "wait_tensor"),
     )
 
 
@@ -484,7 +505,7 @@ def core_overloads() -> list[torch._ops.OpOverload]:
 
 
 def selected_overloads() -> list[torch._ops.OpOverload]:
-    """Every core overload plus the extras, sorted by qualified name."""
+    """Every core overload plus the extras and the functional collectives, sorted by qualified name."""
     chosen = {op.name(): op for op in core_overloads()}
     for name in EXTRA_OVERLOADS:
         packet_name, _, overload_name = name.removeprefix("aten::").partition(".")
@@ -492,6 +513,10 @@ def selected_overloads() -> list[torch._ops.OpOverload]:
         if torch.Tag.core in op.tags:
             raise ValueError(f"{name} is core: remove it from EXTRA_OVERLOADS")
         chosen[op.name()] = op
+    for name in COLLECTIVE_OVERLOADS:
+        packet_name, _, overload_name = name.removeprefix(f"{_COLLECTIVE_NAMESPACE}::").partition(".")
+        packet = getattr(getattr(torch.ops, _COLLECTIVE_NAMESPACE), packet_name)
+        chosen[name] = getattr(packet, overload_name or "default")
     return [chosen[name] for name in sorted(chosen)]
 
 
@@ -632,6 +657,7 @@ def render(overloads: list[torch._ops.OpOverload] | None = None) -> str:
     if len(set(class_names)) != len(class_names):
         raise ValueError("two overloads map to the same class name")
     extras = sum(m.overload in EXTRA_OVERLOADS for m in models)
+    collectives = sum(m.overload in COLLECTIVE_OVERLOADS for m in models)
     body = "\n\n\n".join(_render_class(m) for m in models)
     footer = "ALL_OPS: tuple[type[TorchOp], ...] = (\n" + "".join(f"    {c},\n" for c in class_names) + ")\n"
     footer += "\nregister_op_classes(ALL_OPS)\n"
@@ -649,8 +675,10 @@ def render(overloads: list[torch._ops.OpOverload] | None = None) -> str:
     version = torch.__version__.split("+")[0]
     header = (
         f'"""The torch dialect\'s op classes: GENERATED by tools/gen_torch_dialect.py, do not edit.\n\n'
-        f"One class per ATen overload of torch {version}: {len(models) - extras} tagged core and {extras} more that\n"
-        "survive core-ATen decomposition in real graphs. Regenerate after changing the generator or torch:\n\n"
+        f"One class per ATen overload of torch {version}: {len(models) - extras - collectives} tagged core and "
+        f"{extras} more that\nsurvive core-ATen decomposition in real graphs; and "
+        f"{collectives} functional collectives (_c10d_functional).\n"
+        "Regenerate after changing the generator or torch:\n\n"
         "    python -m neuron_mlir.tools.gen_torch_dialect\n\n"
         "The conventions (properties, syntax, builders) are in `neuron_mlir.ir.dialects.torch`.\n"
         '"""\n\n'

@@ -38,6 +38,11 @@ _PALETTE: dict[str, str] = {
     "affine_select": "#dbdb8d",
     "gpsimd_kernel": "#e377c2",
     "dma_copy": "#17becf",
+    # collectives: one hue, darker as they move more of the tensor
+    "all_reduce": "#393b79",
+    "reduce_scatter": "#5254a3",
+    "all_gather": "#6b6ecf",
+    "all_to_all": "#9c9ede",
 }
 _OTHER_COLOUR = "#7f7f7f"
 _ROW_HEIGHT = 22

@@ -11,7 +11,8 @@ divided by the group's size.
 
 What this round does not do yet: the collectives are synchronous (the returned work is already complete, which
 `async_op=True` callers accept), and a collective's simulated time is not on the device's stream: on hardware the
-bytes would move over NeuronLink or EFA, whose cost the compiled collectives will model.
+bytes would move over NeuronLink or EFA. Collectives inside compiled graphs are timed (`runtime/collectives.py`)
+and reach the other ranks through this group (`transport.py`).
 """
 
 from __future__ import annotations

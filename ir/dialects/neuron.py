@@ -586,6 +586,10 @@ class InstructionOp(IRDLOperation):
             if len(numbers) % 2:
                 raise _error(self, f"{name} must hold (step, num) pairs")
             return tuple(zip(numbers[0::2], numbers[1::2], strict=True))
+        if kind == "groups":
+            if not isinstance(value, ArrayAttr) or not all(isinstance(g, DenseArrayBase) for g in value.data):
+                raise _error(self, f"{name} must be a list of rank arrays, e.g. [array<i64: 0, 1>]")
+            return tuple(tuple(int(rank) for rank in group.get_values()) for group in value.data)
         if isinstance(value, IntegerAttr):
             return bool(value.value.data) if kind == "bool" else value.value.data
         if isinstance(value, FloatAttr):
@@ -1048,6 +1052,64 @@ class DmaCopyOp(InstructionOp):
     indirect = opt_prop_def(StringAttr)
     accumulate = opt_prop_def(IntegerAttr)
 
+class _CollectiveOp(InstructionOp):
+    """Shared fields of the collectives: an HBM tensor in, one out, and the replica groups of the ranks taking
+    part (a rank exchanges with the other ranks of the group that holds it)."""
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+    replica_groups = prop_def(ArrayAttr)
+
+
+@irdl_op_definition
+class AllReduceOp(_CollectiveOp):
+    """Collective: dst = the elementwise `reduce` (sum, avg, product, min, max) of src over the caller's replica
+    group, run by the collective queue over NeuronLink/EFA (`runtime.collectives`).
+
+    ```mlir
+    neuron.all_reduce collective dst %y[0, [[1, 4096]]], src %x[0, [[1, 4096]]]
+        {reduce = "sum", replica_groups = [array<i64: 0, 1>]} : memref<...>, memref<...>
+    ```
+    """
+
+    name = "neuron.all_reduce"
+    OPCODE: ClassVar[str] = "all_reduce"
+
+    reduce = opt_prop_def(StringAttr)
+
+
+@irdl_op_definition
+class AllGatherOp(_CollectiveOp):
+    """Collective: dst = every rank's src concatenated in the group's rank order (group size x src's elements)."""
+
+    name = "neuron.all_gather"
+    OPCODE: ClassVar[str] = "all_gather"
+
+
+@irdl_op_definition
+class ReduceScatterOp(_CollectiveOp):
+    """Collective: the elementwise `reduce` of src over the group, split in group-size blocks; dst = the caller's."""
+
+    name = "neuron.reduce_scatter"
+    OPCODE: ClassVar[str] = "reduce_scatter"
+
+    reduce = opt_prop_def(StringAttr)
+
+
+@irdl_op_definition
+class AllToAllOp(_CollectiveOp):
+    """Collective: src's j-th block goes to the group's j-th rank; dst = the blocks received, in rank order."""
+
+    name = "neuron.all_to_all"
+    OPCODE: ClassVar[str] = "all_to_all"
+
+
+COLLECTIVE_OPS: tuple[type[InstructionOp], ...] = (AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp)
+
 INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     MatmulOp,
     ActivationOp,
@@ -1062,6 +1124,7 @@ INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     AffineSelectOp,
     GpsimdKernelOp,
     DmaCopyOp,
+    *COLLECTIVE_OPS,
 )
 OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCTION_OPS}
 

@@ -61,7 +61,7 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
-from neuron_mlir.ir.dialects.neuron import has_static_layout, target_of
+from neuron_mlir.ir.dialects.neuron import element_type_name, has_static_layout, target_of
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
@@ -1210,6 +1210,93 @@ class ScatterOp(_IndirectOp):
         return _tile(self.offsets)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Collectives
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def replica_groups_attr(groups: Sequence[Sequence[int]]) -> ArrayAttr:
+    """`[array<i64: 0, 1>, ...]`: how both levels spell replica groups."""
+    return ArrayAttr([DenseArrayBase.from_list(i64, list(group)) for group in groups])
+
+
+def replica_groups_of(attr: Attribute) -> tuple[tuple[int, ...], ...]:
+    assert isinstance(attr, ArrayAttr)
+    return tuple(tuple(int(rank) for rank in group.get_values()) for group in attr.data)
+
+
+@irdl_op_definition
+class CollectiveOp(IRDLOperation):
+    """A collective between NeuronCores on whole HBM tensors: `kind` is all_reduce, all_gather, reduce_scatter
+    or all_to_all (their semantics: `runtime.isa`'s records of the same names), `reduce` the reduction of
+    all_reduce and reduce_scatter, `replica_groups` the groups of ranks that exchange. `dest` is written whole.
+
+    ```mlir
+    tile.collective %x into %y {kind = "all_reduce", reduce = "sum", replica_groups = [array<i64: 0, 1>]}
+        : memref<8x4xf32, #mem<hbm>>, memref<8x4xf32, #mem<hbm>>
+    ```
+    """
+
+    name = "tile.collective"
+
+    source = operand_def(MemRefType)
+    dest = operand_def(MemRefType)
+    kind = prop_def(StringAttr)
+    reduce = opt_prop_def(StringAttr)
+    replica_groups = prop_def(ArrayAttr)
+
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$source `into` $dest attr-dict `:` type($source) `,` type($dest)"
+
+    def __init__(
+        self, kind: str, source: SSAValue, dest: SSAValue, groups: Sequence[Sequence[int]], reduce: str | None = None
+    ):
+        props: dict[str, Attribute] = {"kind": StringAttr(kind), "replica_groups": replica_groups_attr(groups)}
+        if reduce is not None:
+            props["reduce"] = StringAttr(reduce)
+        super().__init__(operands=[source, dest], properties=props)
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        spec = isa.OPCODES.get(kind)
+        if spec is None or kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+            known = "all_gather, all_reduce, all_to_all, reduce_scatter"
+            raise _error(self, f"unknown collective '{kind}' (known: {known})")
+        for role, value in (("source", self.source), ("dest", self.dest)):
+            memref_type = value.type
+            assert isinstance(memref_type, MemRefType)
+            if memory_of(memref_type) is not Memory.HBM:
+                raise _error(self, f"the {role} of a collective is an HBM tensor")
+        if self.reduce is not None and "reduce" not in spec.attr_specs:
+            raise _error(self, f"{kind} takes no reduction")
+        if not all(isinstance(group, DenseArrayBase) for group in self.replica_groups.data):
+            raise _error(self, "replica_groups must be a list of rank arrays, e.g. [array<i64: 0, 1>]")
+        source, dest = self.source.type, self.dest.type
+        assert isinstance(source, MemRefType)
+        assert isinstance(dest, MemRefType)
+        attrs: dict[str, object] = {"replica_groups": replica_groups_of(self.replica_groups)}
+        if self.reduce is not None:
+            attrs["reduce"] = self.reduce.data
+        operands = {
+            "src": _collective_operand("src", source),
+            "dst": _collective_operand("dst", dest),
+        }
+        try:
+            isa.check_attribute_values(spec, spec.defaults | attrs, target_of(self))
+            spec.check(operands, spec.defaults | attrs, target_of(self))
+        except isa.RuleError as error:
+            where = f"attribute '{error.attribute}': " if error.attribute else ""
+            raise _error(self, f"{kind}: {where}{error.message}") from None
+
+
+def _collective_operand(role: str, memref_type: MemRefType) -> isa.Operand:
+    shape = tuple(memref_type.get_shape())
+    strides = row_major_strides(shape) if shape else ()
+    pattern = tuple(zip(strides, shape, strict=True)) if shape else ((1, 1),)
+    return isa.Operand.of(role, Memory.HBM, element_type_name(memref_type.element_type), 0, 0, pattern, 0, None)
+
+
 ELEMENTWISE_OPS: tuple[type[IRDLOperation], ...] = (UnaryOp, BinaryOp, BinaryScalarOp, SelectOp, CopyOp, FillOp)
 """Per-element compute with value semantics that depends on no element's position (unlike IotaOp) and holds no
 region (unlike KernelOp): what a fusion may move, clone or merge between loop nests freely."""
@@ -1236,6 +1323,7 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     GatherOp,
     ScatterOp,
     KernelOp,
+    CollectiveOp,
 )
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

@@ -62,6 +62,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     ComplexType,
     DenseArrayBase,
+    DictionaryAttr,
     Float8E4M3FNType,
     Float8E5M2Type,
     Float16Type,
@@ -71,6 +72,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    ModuleOp,
     NoneType,
     Signedness,
     StringAttr,
@@ -1177,16 +1179,47 @@ def register_op_classes(classes: Sequence[type[TorchOp]]) -> None:
     _BY_NAME.update((cls.name, cls) for cls in classes)
 
 
+PROCESS_GROUPS_ATTR = "neuron.process_groups"
+"""The module attribute that gives the ranks of each process group the module's collectives name (their
+`group_name`): `{"<group name>" = array<i64: ranks...>}`. The frontend resolves the names when it imports a graph."""
+
+
+# The functional collectives that exchange data, and the collective each is (`runtime.collectives`).
+COLLECTIVE_KINDS: dict[str, str] = {
+    "torch.c10d_functional.all_reduce": "all_reduce",
+    "torch.c10d_functional.all_gather_into_tensor": "all_gather",
+    "torch.c10d_functional.reduce_scatter_tensor": "reduce_scatter",
+    "torch.c10d_functional.all_to_all_single": "all_to_all",
+}
+
+
+def process_group_ranks(op: Operation, name: str) -> tuple[int, ...] | None:
+    """The ranks of the process group `name` as the module holding `op` records them (`PROCESS_GROUPS_ATTR`),
+    None when it does not."""
+    module: Operation = op
+    while not isinstance(module, ModuleOp):
+        parent = module.parent_op()
+        if parent is None:
+            return None
+        module = parent
+    table = module.attributes.get(PROCESS_GROUPS_ATTR)
+    ranks = table.data.get(name) if isinstance(table, DictionaryAttr) else None
+    if not isinstance(ranks, DenseArrayBase):
+        return None
+    return tuple(int(rank) for rank in ranks.get_values())
+
+
 def op_class_for(overload: str) -> type[TorchOp] | None:
     """The op class of an ATen overload: "aten::add.Tensor", "aten.add.Tensor", "aten::mm", "aten.mm.default"
-    (`str(torch.ops.aten.mm.default)` works too). None when the dialect has no such op."""
+    (`str(torch.ops.aten.mm.default)` works too), or of a functional collective ("_c10d_functional.all_reduce"). None
+    when the dialect has no such op."""
     text = str(overload).strip()
     namespace, separator, rest = text.partition("::")
     if not separator:
         namespace, _, rest = text.partition(".")
-    if namespace != "aten" or not rest:
+    if namespace not in ("aten", "_c10d_functional") or not rest:
         return None
-    return _BY_NAME.get("torch.aten." + rest.removesuffix(".default"))
+    return _BY_NAME.get(f"torch.{namespace.lstrip('_')}." + rest.removesuffix(".default"))
 
 
 def all_op_classes() -> tuple[type[TorchOp], ...]:

@@ -21,7 +21,7 @@ from xdsl.ir import Attribute, Operation
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.semantics.structured import Handler, InterpretationError, StructuredInterpreter
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.runtime import alu
+from neuron_mlir.runtime import alu, collectives
 from neuron_mlir.runtime.dtypes import numpy_dtype
 
 
@@ -318,6 +318,20 @@ def _scatter(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> l
     return []
 
 
+def _collective(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
+    """The exchange through the injected transport (`runtime.collectives`), the whole tensors in row-major order."""
+    assert isinstance(op, tile.CollectiveOp)
+    source, dest = args
+    reduction = op.reduce.data if op.reduce is not None else "sum"
+    groups = tile.replica_groups_of(op.replica_groups)
+    try:
+        flat = collectives.execute(op.kind.data, np.ascontiguousarray(source.array()).reshape(-1), groups, reduction)
+    except collectives.CollectiveError as error:
+        raise InterpretationError(f"{op.name}: {error}", op) from error
+    dest.array()[...] = flat.reshape(dest.shape)
+    return []
+
+
 TILE_HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: _alloc,
     tile.ViewOp: _view,
@@ -340,6 +354,7 @@ TILE_HANDLERS: dict[type[Operation], Handler] = {
     tile.ReduceOp: _reduce,
     tile.ScanOp: _scan,
     tile.KernelOp: _kernel,
+    tile.CollectiveOp: _collective,
 }
 
 

@@ -29,8 +29,17 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from neuron_mlir.ir.dialects.torch import ArgSpec, PropKind, ResultKind, TorchOp, dtype_name_for
+from neuron_mlir.ir.dialects.torch import (
+    COLLECTIVE_KINDS,
+    ArgSpec,
+    PropKind,
+    ResultKind,
+    TorchOp,
+    dtype_name_for,
+    process_group_ranks,
+)
 from neuron_mlir.ir.semantics.structured import InterpretationError
+from neuron_mlir.runtime import collectives
 
 
 class TorchInterpretationError(InterpretationError):
@@ -137,6 +146,8 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     import torch  # noqa: TID251
 
     schema = op.SCHEMA
+    if schema.overload_name.startswith("_c10d_functional::"):
+        return _collective(op, operand_values)
     packet_name, _, overload = schema.overload_name.removeprefix("aten::").partition(".")
     aten_op = getattr(getattr(torch.ops.aten, packet_name), overload or "default")
     if schema.overload_name in _RESHAPING_VIEWS:
@@ -171,6 +182,32 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     for result, value in zip(op.results, returned, strict=True):
         _check_result(op, result, value)
     return returned
+
+
+def _collective(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
+    """A functional collective: the exchange through the injected transport (`runtime.collectives`), with the
+    ranks the module records for its group; `wait_tensor` is its input."""
+    import torch  # noqa: TID251
+
+    (value,) = [v for v in operand_values if isinstance(v, torch.Tensor)]
+    kind = COLLECTIVE_KINDS.get(op.name)
+    if kind is None:  # wait_tensor
+        return [value]
+    arguments = op.arguments()
+    ranks = process_group_ranks(op, str(arguments["group_name"]))
+    if ranks is None:
+        name = arguments["group_name"]
+        raise TorchInterpretationError(f"{op.name}: the module names no ranks for the group '{name}'", op)
+    reduction = str(arguments.get("reduce_op", "sum")).lower()
+    try:
+        flat = collectives.execute(kind, to_numpy(value).reshape(-1), (ranks,), reduction)
+    except collectives.CollectiveError as error:
+        raise TorchInterpretationError(f"{op.name}: {error}", op) from error
+    result_type = op.results[0].type
+    assert isinstance(result_type, TensorType)
+    returned = to_torch(flat.reshape(result_type.get_shape()))
+    _check_result(op, op.results[0], returned)
+    return [returned]
 
 
 def _first_line(error: BaseException) -> str:

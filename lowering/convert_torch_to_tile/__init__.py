@@ -19,7 +19,8 @@ Lowerings are grouped by family, each module exporting a `name -> lowering` tabl
 views.py, elementwise.py,
 matmul.py, reduction.py, softmax.py, attention.py, movement.py,
 convolution.py, pooling.py, indexing.py, loss.py, distance.py, sampling.py, activations.py, normalization.py,
-scan.py, sort.py, random.py. The pass decides two fusions only: the ops an RMS norm computes from the rows it
+scan.py, sort.py, random.py, collectives.py (the functional collectives, as `tile.collective`s). The
+pass decides two fusions only: the ops an RMS norm computes from the rows it
 holds (its input's upcast, its result's scaling: normalization.py), and cross-entropy's backward, where the
 log-softmax backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py:
 both lowerings decide it from the same torch ops). And it reads through exact widenings: a matmul or convolution
@@ -56,6 +57,7 @@ from neuron_mlir.lowering.convert_torch_to_tile import (
     activations,
     attention,
     attention_backward,
+    collectives,
     convolution,
     distance,
     elementwise,
@@ -108,6 +110,7 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (loss.LOSS_LOWERINGS, loss.legal),
     (distance.DISTANCE_LOWERINGS, distance.legal),
     (sampling.SAMPLING_LOWERINGS, sampling.legal),
+    (collectives.COLLECTIVE_LOWERINGS, collectives.legal),
 )
 
 LOWERINGS: dict[str, Lowering] = {name: lowering for table, _ in FAMILIES for name, lowering in table.items()}

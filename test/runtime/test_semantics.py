@@ -837,6 +837,13 @@ def _lane_cases():
     yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {"indirect": "dst"}
     yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {
         "indirect": "dst", "accumulate": True}
+    # groups of one rank: no transport, each lane exchanges with itself
+    alone = ((0,),)
+    yield "all_reduce", "collective", {"src": ((6, 4), f32), "dst": ((24,), f32)}, {"replica_groups": alone}
+    yield "all_gather", "collective", {"src": ((6, 4), bf16), "dst": ((6, 4), bf16)}, {"replica_groups": alone}
+    yield "reduce_scatter", "collective", {"src": ((5,), f32), "dst": ((5,), f32)}, {
+        "replica_groups": alone, "reduce": "max"}
+    yield "all_to_all", "collective", {"src": ((3, 2), f32), "dst": ((6,), f32)}, {"replica_groups": alone}
 
 
 def _lane_arrays(operands, lanes: tuple[int, ...], rng) -> dict[str, np.ndarray]:

@@ -65,7 +65,11 @@ def test_extras_are_non_core_and_present() -> None:
         assert cls is not None, name
         packet, _, overload = name.removeprefix("aten::").partition(".")
         assert torch.Tag.core not in getattr(getattr(torch.ops.aten, packet), overload or "default").tags
-    assert len(all_op_classes()) == len(torch_ops.ALL_OPS) == 193 + len(gen_torch_dialect.EXTRA_OVERLOADS)
+    collectives = gen_torch_dialect.COLLECTIVE_OVERLOADS
+    assert all(op_class_for(name) is not None for name in collectives)
+    assert len(all_op_classes()) == len(torch_ops.ALL_OPS) == 193 + len(gen_torch_dialect.EXTRA_OVERLOADS) + len(
+        collectives
+    )
 
 
 def test_generated_module_is_lint_clean(tmp_path) -> None:

@@ -145,12 +145,85 @@ def tensor_parallel(rank: int, world: int) -> None:
         torch.testing.assert_close(parameter.full_tensor().cpu(), expected_parameter.detach(), msg=name)
 
 
+def compiled_collectives(rank: int, world: int) -> None:
+    """Functional collectives inside a graph compiled by neuron-mlir give what they give in eager, and run on the
+    core's collective queue (no graph split, no host fallback)."""
+    import torch.distributed._functional_collectives as funcol
+
+    import neuron_mlir
+
+    group = dist.group.WORLD
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = torch.tanh(x @ w)
+        total = funcol.all_reduce(h, "sum", group)
+        mean = funcol.all_reduce(h * 2, "avg", group)
+        gathered = funcol.all_gather_single(h, 0, group)
+        shard = funcol.reduce_scatter_single(h, "sum", 0, group)
+        swapped = funcol.all_to_all_single(h, None, None, group)
+        narrow = funcol.all_reduce(h.to(torch.bfloat16), "max", group)
+        return total * 0.5 + 1, mean, gathered, shard, swapped, narrow
+
+    torch.manual_seed(rank)
+    x, w = torch.randn(4 * world, 8), torch.randn(8, 6)
+    expected = step(x, w)
+    earlier = set(neuron_mlir.profiles())
+    compiled = torch.compile(step, backend="neuron-mlir", options={"strict": True})
+    got = compiled(x, w)
+    for index, (g, e) in enumerate(zip(got, expected, strict=True)):
+        torch.testing.assert_close(g, e, msg=f"result {index}")
+    (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]  # one graph: no split
+    assert profile.opcode_counts.get("all_reduce") == 3, profile.opcode_counts
+    for opcode in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert profile.opcode_counts.get(opcode) == 1, profile.opcode_counts
+    assert profile.busy_ns.get("collective", 0.0) > 0, profile.busy_ns
+
+
+def compiled_tensor_parallel(rank: int, world: int) -> None:
+    """A column- then row-parallel MLP (parallelize_module) on neuron tensors, compiled by neuron-mlir, computes
+    what the whole MLP computes: DTensor's redistributions arrive in the graph as functional collectives."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import neuron_mlir
+
+    mesh = init_device_mesh("neuron", (world,))
+    torch.manual_seed(0)
+    whole = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model.load_state_dict(whole.state_dict())
+    model = parallelize_module(model.to("neuron"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    whole_inputs = torch.randn(4, 8, requires_grad=True)
+    inputs = whole_inputs.detach().to("neuron").requires_grad_()
+    earlier = set(neuron_mlir.profiles())
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
+    got = compiled(inputs)
+    expected = whole(whole_inputs)
+    torch.testing.assert_close(got.cpu(), expected)
+    got.square().sum().backward()  # the input's gradient sums the column shards' parts: an all_reduce
+    expected.square().sum().backward()
+    assert inputs.grad is not None
+    torch.testing.assert_close(inputs.grad.cpu(), whole_inputs.grad)
+    for (name, expected_parameter), parameter in zip(whole.named_parameters(), model.parameters(), strict=True):
+        assert isinstance(parameter.grad, DTensor), name
+        torch.testing.assert_close(parameter.grad.full_tensor().cpu(), expected_parameter.grad, msg=name)
+    counts = {
+        name: profile.opcode_counts.get("all_reduce", 0)
+        for name, profile in neuron_mlir.profiles().items()
+        if name not in earlier
+    }
+    assert sum(counts.values()) == 2, counts  # the output's in the forward, the input gradient's in the backward
+
+
 SCENARIOS = {
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,
     "data_parallel": data_parallel,
     "default_backend": default_backend,
     "sharded_tensors": sharded_tensors,
+    "compiled_collectives": compiled_collectives,
+    "compiled_tensor_parallel": compiled_tensor_parallel,
 }
 BACKENDS = {"default_backend": None}
 
@@ -159,9 +232,10 @@ def main() -> None:
     scenario = sys.argv[1]
     dist.init_process_group(BACKENDS.get(scenario, "neuron"))  # env:// from torchrun
     try:
-        if scenario not in BACKENDS:
+        if scenario not in BACKENDS:  # (a default-backend scenario runs alone)
             assert dist.get_backend() == "neuron", dist.get_backend()
-        SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
+        for name in scenario.split(","):  # several scenarios share one launch
+            SCENARIOS[name](dist.get_rank(), dist.get_world_size())
     finally:
         dist.destroy_process_group()
 

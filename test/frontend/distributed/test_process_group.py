@@ -37,4 +37,8 @@ def test_device_mesh_and_dtensors_on_neuron_ranks():
 
 
 def test_tensor_parallel_training_equals_the_whole_model():
-    _torchrun("tensor_parallel", eager="host")
+    """Eager tensor parallelism on device tensors; then, compiled by neuron-mlir on the same ranks (one launch: it
+    is most of the time), all_reduce (sum, avg), all_gather, reduce_scatter and all_to_all in one graph, on the
+    collective queue, through the process group's transport, and ColwiseParallel + RowwiseParallel under
+    torch.compile, whose forward and backward graphs hold the all_reduces."""
+    _torchrun("tensor_parallel,compiled_collectives,compiled_tensor_parallel", eager="host")

@@ -130,3 +130,42 @@ func.func @attention_values_wider_than_a_bank(%q: tensor<1x2x16x640xf32>, %k: te
   func.return %0 : tensor<1x2x16x640xf32>
 }
 // CHECK: torch.aten._scaled_dot_product_flash_attention_for_cpu: values wider than one PSUM bank (512 fp32 columns) are not lowered, got Ev = 640 (at model.py:41 (model.attn))
+
+// -----
+
+// A collective whose process group the module does not name: the frontend records every group a graph names.
+func.func @collective_unknown_group(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.c10d_functional.all_reduce %x {reduce_op = "sum", group_name = "7"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":21:0)
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.c10d_functional.all_reduce: the process group '7' is not in the module's neuron.process_groups (the frontend records the ranks of every group a graph names) (at model.py:21)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_bad_reduction(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = torch.c10d_functional.all_reduce %x {reduce_op = "bitwise_or", group_name = "0"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":22:0)
+    func.return %0 : tensor<4xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_reduce: reduction 'bitwise_or' is not one of avg, max, min, product, sum (at model.py:22)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_group_size(%x: tensor<4xf32>) -> tensor<16xf32> {
+    %0 = torch.c10d_functional.all_gather_into_tensor %x {group_size = 4, group_name = "0"} : (tensor<4xf32>) -> tensor<16xf32> loc("model.py":23:0)
+    func.return %0 : tensor<16xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_gather_into_tensor: group_size 4 but the group '0' has 2 ranks (at model.py:23)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_uneven_splits(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
+    %0 = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64: 2, 4>, input_split_sizes = array<i64: 3, 3>, group_name = "0"} : (tensor<6x2xf32>) -> tensor<6x2xf32> loc("model.py":24:0)
+    func.return %0 : tensor<6x2xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_to_all_single: output_split_sizes [2, 4] are not 2 equal splits of 6 rows (at model.py:24)

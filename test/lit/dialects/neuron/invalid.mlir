@@ -903,3 +903,85 @@ func.func @indirect_partitions(%table: memref<1000x64xf32, #mem<hbm>>) {
   func.return
 }
 // CHECK: neuron.dma_copy: offsets: 64 partitions of offsets for 128 of 'dst'
+
+// -----
+
+// ---- collectives ----------------------------------------------------------------------------------------------
+
+func.func @collective_on_a_compute_engine() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce vector dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_reduce: cannot run on the vector engine (allowed: collective)
+
+// -----
+
+func.func @collective_reads_sbuf() {
+  %x = neuron.alloc : memref<8x1xf32, #mem<sbuf>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce collective dst %y[0, [[1, 8]]], src %x[0:8, 0, [[1, 1]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8x1xf32, #mem<sbuf>>
+  func.return
+}
+// CHECK: neuron.all_reduce: src: the collective engine cannot read SBUF
+
+// -----
+
+func.func @collective_gather_count() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_gather collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_gather: dst has 8 elements but 2 ranks of 8 gather 16
+
+// -----
+
+func.func @collective_scatter_count() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.reduce_scatter collective dst %y[0, [[1, 3]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.reduce_scatter: src has 8 elements but 2 ranks of 3 scatter 6
+
+// -----
+
+func.func @collective_converts() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xbf16, #mem<hbm>>
+  neuron.all_to_all collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>]} : memref<8xbf16, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_to_all: src is f32 but dst is bf16: a collective does not convert
+
+// -----
+
+func.func @collective_groups_of_different_sizes() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>, array<i64: 2>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_reduce: attribute 'replica_groups': groups of different sizes [2, 1]: every group of a collective has as many ranks
+
+// -----
+
+func.func @collective_rank_twice() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>, array<i64: 1, 2>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_reduce: attribute 'replica_groups': rank(s) [1] appear twice
+
+// -----
+
+func.func @collective_unknown_reduction() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_reduce collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {replica_groups = [array<i64: 0, 1>], reduce = "mean"} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_reduce: attribute 'reduce': unknown collective reduction 'mean' (known: avg, max, min, product, sum)

@@ -315,6 +315,21 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // Collectives on the collective queue: HBM tensors, replica groups, the reduction.
+  // CHECK-LABEL: func.func @collectives
+  func.func @collectives(%x: memref<8x4xf32, #mem<hbm>>, %y: memref<32xf32, #mem<hbm>>) {
+    %r = neuron.alloc : memref<8x4xf32, #mem<hbm>>
+    // CHECK: neuron.all_reduce collective dst %{{.*}}[0, [[4, 8], [1, 4]]], src %{{.*}}[0, [[4, 8], [1, 4]]] {replica_groups = [array<i64: 0, 1>, array<i64: 2, 3>], reduce = "avg", id = 0 : i64} : memref<8x4xf32, #mem<hbm>>, memref<8x4xf32, #mem<hbm>>
+    neuron.all_reduce collective dst %r[0, [[4, 8], [1, 4]]], src %x[0, [[4, 8], [1, 4]]] {replica_groups = [array<i64: 0, 1>, array<i64: 2, 3>], reduce = "avg", id = 0 : i64} : memref<8x4xf32, #mem<hbm>>, memref<8x4xf32, #mem<hbm>>
+    // CHECK: neuron.all_gather collective dst %{{.*}}[0, [[1, 32]]], src %{{.*}}[0, [[4, 2], [1, 4]]] {replica_groups = [array<i64: 0, 1, 2, 3>]}
+    neuron.all_gather collective dst %y[0, [[1, 32]]], src %r[0, [[4, 2], [1, 4]]] {replica_groups = [array<i64: 0, 1, 2, 3>]} : memref<32xf32, #mem<hbm>>, memref<8x4xf32, #mem<hbm>>
+    // CHECK: neuron.reduce_scatter collective dst %{{.*}}[0, [[1, 8]]], src %{{.*}}[0, [[1, 32]]] {replica_groups = [array<i64: 0, 1, 2, 3>], reduce = "max"}
+    neuron.reduce_scatter collective dst %x[0, [[1, 8]]], src %y[0, [[1, 32]]] {replica_groups = [array<i64: 0, 1, 2, 3>], reduce = "max"} : memref<8x4xf32, #mem<hbm>>, memref<32xf32, #mem<hbm>>
+    // CHECK: neuron.all_to_all collective dst %{{.*}}[0, [[1, 32]]], src %{{.*}}[0, [[1, 32]]] {replica_groups = [array<i64: 0, 1, 2, 3>]}
+    neuron.all_to_all collective dst %y[0, [[1, 32]]], src %y[0, [[1, 32]]] {replica_groups = [array<i64: 0, 1, 2, 3>]} : memref<32xf32, #mem<hbm>>, memref<32xf32, #mem<hbm>>
+    func.return
+  }
+
   // CHECK-LABEL: func.func @generic_form_prints_custom
   func.func @generic_form_prints_custom() {
     // CHECK: %[[A:.*]] = neuron.alloc

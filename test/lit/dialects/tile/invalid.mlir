@@ -587,3 +587,27 @@ func.func @scatter_into_sbuf(%w: memref<1000x64xf32, #mem<sbuf>>, %v: !tile.tile
   func.return
 }
 // CHECK: tile.scatter: the indexed tensor is in HBM
+
+// -----
+
+func.func @collective_kind(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "broadcast", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: unknown collective 'broadcast' (known: all_gather, all_reduce, all_to_all, reduce_scatter)
+
+// -----
+
+func.func @collective_reduction_of_a_gather(%x: memref<8xf32, #mem<hbm>>, %y: memref<16xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_gather", reduce = "sum", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<16xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_gather takes no reduction
+
+// -----
+
+func.func @collective_counts(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_gather", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_gather: dst has 8 elements but 2 ranks of 8 gather 16

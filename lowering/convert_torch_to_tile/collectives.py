@@ -1,0 +1,75 @@
+"""Collective lowerings: the functional collectives become `tile.collective`s on whole HBM tensors.
+
+A functional collective (`torch.c10d_functional.all_reduce`, `all_gather_into_tensor`, `reduce_scatter_tensor`,
+`all_to_all_single`) names its process group; the module's `neuron.process_groups` attribute (written by the
+frontend, which resolves each name) gives the group's ranks, and they become the op's replica group. The result
+is a fresh HBM tensor the collective writes whole; `wait_tensor` is its input (the exchange is complete when the
+collective's instruction is, and the synchronisation of the neuron level orders every reader after it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.torch import COLLECTIVE_KINDS, PROCESS_GROUPS_ATTR, process_group_ranks
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    Lowering,
+    alloc,
+    arguments_of,
+    result_element_type,
+    result_shape,
+    tensor_shape,
+)
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+from neuron_mlir.runtime.collectives import REDUCTIONS
+
+
+def legal(op: Operation) -> str | None:
+    """A collective lowers when its group is known to the module, its reduction is one the collective queue
+    computes, its group size agrees with the group and (all_to_all_single) its splits are equal."""
+    if op.name == "torch.c10d_functional.wait_tensor":
+        return None
+    args = arguments_of(op)
+    ranks = process_group_ranks(op, str(args["group_name"]))
+    if ranks is None:
+        return (
+            f"the process group '{args['group_name']}' is not in the module's {PROCESS_GROUPS_ATTR} (the frontend "
+            "records the ranks of every group a graph names)"
+        )
+    if "reduce_op" in args and str(args["reduce_op"]).lower() not in REDUCTIONS:
+        return f"reduction '{args['reduce_op']}' is not one of {', '.join(sorted(REDUCTIONS))}"
+    if "group_size" in args and int(args["group_size"]) != len(ranks):
+        return f"group_size {args['group_size']} but the group '{args['group_name']}' has {len(ranks)} ranks"
+    if op.name == "torch.c10d_functional.all_to_all_single":
+        shape = tensor_shape(args["input"])
+        rows = shape[0] if shape else 1
+        for name in ("input_split_sizes", "output_split_sizes"):
+            splits = list(args[name] or [])
+            if splits and (len(splits) != len(ranks) or any(s != rows // len(ranks) for s in splits)):
+                return f"{name} {splits} are not {len(ranks)} equal splits of {rows} rows"
+        if rows % len(ranks):
+            return f"{rows} rows do not split equally over {len(ranks)} ranks"
+    return None
+
+
+def _collective(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    kind = COLLECTIVE_KINDS[op.name]
+    ranks = process_group_ranks(op, str(args["group_name"]))
+    assert ranks is not None, "legal() checked the group"
+    result = alloc(em, result_shape(op), result_element_type(op))
+    reduce = str(args["reduce_op"]).lower() if "reduce_op" in args else None
+    em.insert(tile.CollectiveOp(kind, args["input"], result, [ranks], reduce))
+    return [result]
+
+
+def _wait(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    return [args["tensor"]]
+
+
+COLLECTIVE_LOWERINGS: dict[str, Lowering] = {
+    **dict.fromkeys(COLLECTIVE_KINDS, _collective),
+    "torch.c10d_functional.wait_tensor": _wait,
+}

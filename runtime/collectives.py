@@ -1,0 +1,388 @@
+"""Collectives between NeuronCores: what they compute (through an injected transport) and what they cost.
+
+A collective instruction (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all` in `runtime.isa`) runs on
+the core's collective queue and exchanges an HBM tensor with the other ranks of its replica group. The simulator
+models one core, so the other ranks are reached through a `Transport`, injected around a run:
+
+    with collectives.using(transport):
+        run_program(program, inputs)
+
+A transport knows the calling core's rank and moves flat NumPy arrays between ranks. In a process-group run it
+is the frontend's, over torch.distributed (`frontend/distributed/transport.py`); `InProcessGroup` gives N
+simulated ranks in one process, one thread per rank, for tests and tools. The injection is per thread
+(`contextvars`), so ranks running in threads of one process each see their own. A program whose collectives
+all have groups of one rank needs no transport: the result is the rank's own data.
+
+Every rank of a group must issue the same collectives in the same order with the same element counts and
+dtypes; a transport raises `CollectiveError` naming the collective when the ranks disagree.
+
+**Cost.** `collective_ns` is the time of one collective on one rank by the best algorithm for the group's size
+and placement (`ring_ns`, `tree_ns`, and across instances `hierarchical_ns`), with the link
+each step crosses: NeuronLink within an instance, EFA between instances (`Target.cores_per_instance`).
+Formulas, for n ranks, a message of S bytes per rank (all_reduce: the tensor; all_gather: the gathered result;
+reduce_scatter and all_to_all: the input), a per-step latency a and a per-rank bandwidth B (the slowest link the
+algorithm crosses):
+
+    ring   all_reduce      2 (n - 1) (a + S / (n B))          reduce-scatter then all-gather around the ring
+           all_gather,
+           reduce_scatter  (n - 1) (a + S / (n B))
+           all_to_all      (n - 1) (a + S / (n B))            n - 1 pairwise exchanges of one block each
+    tree   all_reduce      2 ceil(log2 n) a + 2 S / B         reduce up a binary tree, broadcast down, pipelined
+           all_gather,
+           reduce_scatter  ceil(log2 n) a + (n - 1) S / (n B) recursive doubling / halving
+           all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
+
+B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
+that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Over m
+instances of k ranks each, all_reduce, all_gather and reduce_scatter may also run hierarchically, each phase by
+the better of ring and tree: among the k ranks of an instance over NeuronLink on the whole message, and among a
+rank's m peers in the other instances over EFA on its S / k block:
+
+    hierarchical  all_reduce      reduce_scatter_NL(S, k) + all_reduce_EFA(S / k, m) + all_gather_NL(S, k)
+                  all_gather      all_gather_EFA(S / k, m) + all_gather_NL(S, k)
+                  reduce_scatter  reduce_scatter_NL(S, k) + reduce_scatter_EFA(S / k, m)
+
+Figures and sources are in `runtime.hardware` and docs/hardware-sources.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from neuron_mlir.runtime.hardware import Target
+
+# The reductions of all_reduce and reduce_scatter (c10d's names).
+REDUCTIONS: frozenset[str] = frozenset({"sum", "avg", "product", "min", "max"})
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+class CollectiveError(RuntimeError):
+    """A collective cannot complete: no transport, a rank outside its group, ranks that disagree."""
+
+
+class Transport(Protocol):
+    """Moves one collective's data between the ranks of a group, for the calling rank.
+
+    `group` is the sorted tuple of ranks taking part (the caller's replica group); arrays are flat and every rank
+    passes the same element count and dtype. Results are new arrays of the input's dtype.
+    """
+
+    @property
+    def rank(self) -> int: ...
+
+    def all_reduce(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray: ...
+
+    def all_gather(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray: ...
+
+    def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray: ...
+
+    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray: ...
+
+
+_CURRENT: contextvars.ContextVar[Transport | None] = contextvars.ContextVar("neuron_transport", default=None)
+
+
+@contextlib.contextmanager
+def using(transport: Transport | None) -> Iterator[None]:
+    """Run the block's collectives through `transport` (None: only single-rank groups are allowed)."""
+    token = _CURRENT.set(transport)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def current() -> Transport | None:
+    """The transport injected for this thread's runs, if any."""
+    return _CURRENT.get()
+
+
+def reduce_arrays(arrays: Sequence[np.ndarray], reduction: str) -> np.ndarray:
+    """The elementwise `reduction` of equally shaped arrays, computed in rank order in the arrays' dtype (as the
+    process group computes it; floats of 16 bits accumulate in fp32 and round once)."""
+    dtype = arrays[0].dtype
+    wide = np.float32 if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+    result = arrays[0].astype(wide, copy=True)
+    for other in arrays[1:]:
+        other = other.astype(wide, copy=False)
+        if reduction in ("sum", "avg"):
+            result += other
+        elif reduction == "product":
+            result *= other
+        elif reduction == "min":
+            np.minimum(result, other, out=result)
+        elif reduction == "max":
+            np.maximum(result, other, out=result)
+        else:
+            raise CollectiveError(f"unknown reduction {reduction!r} (known: {', '.join(sorted(REDUCTIONS))})")
+    if reduction == "avg":
+        result = result / len(arrays) if dtype.kind == "f" else result // len(arrays)
+    return result.astype(dtype)
+
+
+def run(
+    collective: str, data: np.ndarray, group: tuple[int, ...], reduction: str = "sum", name: str | None = None
+) -> np.ndarray:
+    """Execute one collective of the calling rank on the flat array `data` through the current transport."""
+    label = name or collective
+    if len(group) == 1:  # a group of one: nothing to exchange
+        return reduce_arrays([data], reduction) if collective in ("all_reduce", "reduce_scatter") else data.copy()
+    transport = current()
+    if transport is None:
+        raise CollectiveError(
+            f"{label}: the replica group {list(group)} has {len(group)} ranks but no transport is injected "
+            "(run the program inside `collectives.using(transport)`, or under torch.distributed)"
+        )
+    if transport.rank not in group:
+        raise CollectiveError(f"{label}: rank {transport.rank} is not in its replica group {list(group)}")
+    if collective == "all_reduce":
+        return transport.all_reduce(label, data, reduction, group)
+    if collective == "all_gather":
+        return transport.all_gather(label, data, group)
+    if collective == "reduce_scatter":
+        return transport.reduce_scatter(label, data, reduction, group)
+    if collective == "all_to_all":
+        return transport.all_to_all(label, data, group)
+    raise CollectiveError(f"unknown collective {collective!r} (known: {', '.join(COLLECTIVES)})")
+
+
+def execute(
+    collective: str, data: np.ndarray, replica_groups: Sequence[Sequence[int]], reduction: str = "sum"
+) -> np.ndarray:
+    """One collective instruction's exchange for the calling rank: its group out of `replica_groups` (the
+    transport's rank picks it; groups of one rank need no transport), then `run`."""
+    if all(len(group) == 1 for group in replica_groups):
+        return run(collective, data, (0,), reduction)
+    transport = current()
+    if transport is None:
+        return run(collective, data, tuple(replica_groups[0]), reduction)  # raises: no transport
+    return run(collective, data, group_of(transport.rank, replica_groups, collective), reduction)
+
+
+def group_of(rank: int, replica_groups: Sequence[Sequence[int]], name: str) -> tuple[int, ...]:
+    """The replica group holding `rank` (a single group applies to every rank it lists)."""
+    for group in replica_groups:
+        if rank in group:
+            return tuple(sorted(group))
+    raise CollectiveError(f"{name}: rank {rank} is in none of the replica groups {[list(g) for g in replica_groups]}")
+
+
+# ---- N simulated ranks in one process ------------------------------------------------------------------------
+
+
+class InProcessGroup:
+    """N simulated ranks in one process: `endpoint(rank)` is the transport of one rank, each used from its own
+    thread. Each collective is a rendezvous: every rank of the group deposits its array, the last one to arrive
+    computes every rank's result, and all leave with theirs. Ranks that disagree on element count, dtype or the
+    collective itself get a `CollectiveError` naming it; a rank that never arrives makes the others fail after
+    `timeout` seconds instead of hanging."""
+
+    def __init__(self, world_size: int, timeout: float = 60.0) -> None:
+        self.world_size = world_size
+        self.timeout = timeout
+        self._condition = threading.Condition()
+        self._pending: dict[tuple[tuple[int, ...], int], _Rendezvous] = {}
+        self._issued: dict[tuple[tuple[int, ...], int], int] = {}  # (group, rank) -> collectives entered
+
+    def endpoint(self, rank: int) -> InProcessTransport:
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} outside a world of {self.world_size}")
+        return InProcessTransport(self, rank)
+
+    def exchange(
+        self, rank: int, kind: str, name: str, data: np.ndarray, group: tuple[int, ...], reduction: str
+    ) -> np.ndarray:
+        with self._condition:
+            sequence = self._issued.get((group, rank), 0)
+            self._issued[(group, rank)] = sequence + 1
+            key = (group, sequence)
+            meeting = self._pending.setdefault(key, _Rendezvous(kind, name, {}, {}, None))
+            meeting.arrays[rank] = np.array(data, copy=True)
+            if len(meeting.arrays) == len(group):
+                try:
+                    meeting.results = _compute(meeting, kind, name, group, reduction)
+                except CollectiveError as error:
+                    meeting.error = error
+                del self._pending[key]
+                self._condition.notify_all()
+            elif not self._condition.wait_for(lambda: meeting.results or meeting.error, timeout=self.timeout):
+                raise CollectiveError(
+                    f"{name}: timed out after {self.timeout:g} s waiting for ranks "
+                    f"{sorted(set(group) - set(meeting.arrays))} of the group {list(group)}"
+                )
+            if meeting.error is not None:
+                raise CollectiveError(str(meeting.error))
+            return meeting.results[rank]
+
+
+@dataclass
+class _Rendezvous:
+    kind: str
+    name: str
+    arrays: dict[int, np.ndarray]
+    results: dict[int, np.ndarray]
+    error: CollectiveError | None
+
+
+def _compute(
+    meeting: _Rendezvous, kind: str, name: str, group: tuple[int, ...], reduction: str
+) -> dict[int, np.ndarray]:
+    arrays = meeting.arrays
+    first = arrays[group[0]]
+    for rank in group:
+        got = arrays[rank]
+        if got.size != first.size or got.dtype != first.dtype:
+            raise CollectiveError(
+                f"{name}: rank {rank} passes {got.size} elements of {got.dtype}, rank {group[0]} {first.size} of "
+                f"{first.dtype}: every rank of a {kind} passes the same count and dtype"
+            )
+    ordered = [arrays[rank] for rank in group]
+    n = len(group)
+    if kind == "all_reduce":
+        total = reduce_arrays(ordered, reduction)
+        return {rank: total.copy() for rank in group}
+    if kind == "all_gather":
+        gathered = np.concatenate(ordered)
+        return {rank: gathered.copy() for rank in group}
+    if first.size % n:
+        raise CollectiveError(f"{name}: {first.size} elements do not split into {n} equal blocks for a {kind}")
+    if kind == "reduce_scatter":
+        total = reduce_arrays(ordered, reduction)
+        return {rank: block.copy() for rank, block in zip(group, np.split(total, n), strict=True)}
+    if kind == "all_to_all":
+        blocks = [np.split(array, n) for array in ordered]
+        return {rank: np.concatenate([blocks[src][dst] for src in range(n)]) for dst, rank in enumerate(group)}
+    raise CollectiveError(f"unknown collective {kind!r}")
+
+
+class InProcessTransport:
+    """One rank's side of an `InProcessGroup`."""
+
+    def __init__(self, world: InProcessGroup, rank: int) -> None:
+        self._world = world
+        self._rank = rank
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    def all_reduce(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
+        return self._world.exchange(self._rank, "all_reduce", name, data, group, reduction)
+
+    def all_gather(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
+        return self._world.exchange(self._rank, "all_gather", name, data, group, "sum")
+
+    def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
+        return self._world.exchange(self._rank, "reduce_scatter", name, data, group, reduction)
+
+    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
+        return self._world.exchange(self._rank, "all_to_all", name, data, group, "sum")
+
+
+# ---- cost ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    """What one step of an algorithm over a group pays: latency (ns) and a rank's bandwidth (bytes/ns)."""
+
+    step_ns: float
+    bytes_per_ns: float
+    name: str
+
+
+def link_for(group: Sequence[int], target: Target) -> Link:
+    """The slowest link a group's algorithms cross: NeuronLink when every rank is in one instance (ranks numbered
+    consecutively, `cores_per_instance` to an instance), else EFA (bounded by NeuronLink too)."""
+    per_instance = target.cores_per_instance
+    instances = {rank // per_instance for rank in group}
+    neuronlink = target.neuronlink_core_bytes_per_ns
+    if len(instances) <= 1:
+        return Link(target.neuronlink_step_ns, neuronlink, "neuronlink")
+    return Link(target.efa_step_ns, min(neuronlink, target.efa_core_bytes_per_ns), "efa")
+
+
+def ring_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> float:
+    """A ring algorithm's time (module docstring); 0 for one rank."""
+    n = ranks
+    if n <= 1:
+        return 0.0
+    step = link.step_ns + message_bytes / (n * link.bytes_per_ns)
+    return (2 * (n - 1) if collective == "all_reduce" else n - 1) * step
+
+
+def tree_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> float:
+    """A tree (logarithmic) algorithm's time (module docstring); 0 for one rank."""
+    n = ranks
+    if n <= 1:
+        return 0.0
+    depth = math.ceil(math.log2(n))
+    bandwidth = link.bytes_per_ns
+    if collective == "all_reduce":
+        return 2 * depth * link.step_ns + 2 * message_bytes / bandwidth
+    if collective == "all_to_all":
+        return depth * (link.step_ns + message_bytes / (2 * bandwidth))
+    return depth * link.step_ns + (n - 1) * message_bytes / (n * bandwidth)
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    ns: float
+    algorithm: str  # "ring", "tree" or "hierarchical"
+    link: str  # "neuronlink" or "efa"
+
+
+def hierarchical_ns(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> float | None:
+    """An all_reduce, all_gather or reduce_scatter across instances in phases within and between instances
+    (module docstring); None for an all_to_all, a group within one instance, or instances holding unequal numbers
+    of its ranks."""
+    per_instance = target.cores_per_instance
+    counts: dict[int, int] = {}
+    for rank in group:
+        counts[rank // per_instance] = counts.get(rank // per_instance, 0) + 1
+    if len(counts) <= 1 or len(set(counts.values())) != 1:
+        return None
+    k, m = next(iter(counts.values())), len(counts)
+    neuronlink = Link(target.neuronlink_step_ns, target.neuronlink_core_bytes_per_ns, "neuronlink")
+    efa = Link(target.efa_step_ns, min(target.neuronlink_core_bytes_per_ns, target.efa_core_bytes_per_ns), "efa")
+
+    def best(kind: str, size: float, ranks: int, link: Link) -> float:
+        return min(ring_ns(kind, size, ranks, link), tree_ns(kind, size, ranks, link))
+
+    block = message_bytes / k  # what each core exchanges with its peers in the other instances
+    if collective == "all_reduce":
+        return (
+            best("reduce_scatter", message_bytes, k, neuronlink)
+            + best("all_reduce", block, m, efa)
+            + best("all_gather", message_bytes, k, neuronlink)
+        )
+    if collective == "all_gather":  # message: the gathered result
+        return best("all_gather", block, m, efa) + best("all_gather", message_bytes, k, neuronlink)
+    if collective == "reduce_scatter":  # message: the input
+        return best("reduce_scatter", message_bytes, k, neuronlink) + best("reduce_scatter", block, m, efa)
+    return None
+
+
+def collective_cost(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> CollectiveCost:
+    """The fastest of the ring, the tree and (across instances) the hierarchical algorithm for one collective of
+    `message_bytes` over `group` on `target`."""
+    link = link_for(group, target)
+    candidates = [
+        CollectiveCost(ring_ns(collective, message_bytes, len(group), link), "ring", link.name),
+        CollectiveCost(tree_ns(collective, message_bytes, len(group), link), "tree", link.name),
+    ]
+    if (hierarchical := hierarchical_ns(collective, message_bytes, group, target)) is not None:
+        candidates.append(CollectiveCost(hierarchical, "hierarchical", link.name))
+    return min(candidates, key=lambda cost: cost.ns)
+
+
+def collective_ns(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> float:
+    return collective_cost(collective, message_bytes, group, target).ns

@@ -1,0 +1,154 @@
+"""Compiled collectives under torch.distributed in one process (frontend/distributed/transport.py): the importer
+resolves a graph's process groups to ranks, the compile cache keys them, and a run goes through the group. The
+multi-rank cases are torchrun scenarios (ranks.py); here a world of one rank, and a graph without a group."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from neuron_mlir.frontend.fx_importer import GraphImportError, graph_key_text, import_fx_graph
+
+
+def _all_reduce_graph(group_name: str) -> torch.fx.GraphModule:
+    def step(x: torch.Tensor) -> torch.Tensor:
+        reduced = torch.ops._c10d_functional.all_reduce.default(x * 2, "sum", group_name)
+        return torch.ops._c10d_functional.wait_tensor.default(reduced) + 1
+
+    return make_fx(step, tracing_mode="fake")(torch.randn(4, 3))
+
+
+def test_a_group_that_cannot_be_resolved_is_named_with_its_node():
+    assert not dist.is_initialized()
+    graph = _all_reduce_graph("7")
+    assert graph_key_text(graph) is None  # no key without the group's ranks: the import says why
+    with pytest.raises(GraphImportError, match=r"FX node 'all_reduce'.*process group '7'.*not initialized"):
+        import_fx_graph(graph)
+
+
+@pytest.fixture
+def world_of_one():
+    from torch._C._distributed_c10d import HashStore
+
+    store = HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_compiled_collective_runs_through_the_process_group(world_of_one):
+    import neuron_mlir
+
+    def step(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = funcol.all_reduce(torch.tanh(x), "avg", world_of_one)
+        return total * 3, funcol.all_gather_single(x, 0, world_of_one)
+
+    x = torch.randn(4, 6)
+    expected = step(x)
+    earlier = set(neuron_mlir.profiles())
+    got = torch.compile(step, backend="neuron-mlir", options={"strict": True})(x)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e)
+    (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]
+    assert profile.opcode_counts["all_reduce"] == profile.opcode_counts["all_gather"] == 1
+    # the group's ranks, not only its name, are in the compile cache's key
+    assert world_of_one is not None
+    name = world_of_one.group_name
+    key = graph_key_text(_all_reduce_graph(name))
+    assert key is not None
+    assert "ranks(0,)" in key
+
+
+def _gloo_pair(work) -> list:
+    """`work(transport, rank)` on two threads, each rank with its own `neuron` group (gloo underneath) over one
+    in-memory store."""
+    import datetime
+    import threading
+
+    from torch._C._distributed_c10d import HashStore, PrefixStore
+
+    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
+    from neuron_mlir.frontend.distributed.transport import ProcessGroupTransport
+
+    store = HashStore()
+    results: list = [None, None]
+
+    def run(rank: int) -> None:
+        group = NeuronProcessGroup(PrefixStore("pair/", store), rank, 2, datetime.timedelta(seconds=30))
+        try:
+            results[rank] = work(ProcessGroupTransport(rank, {(0, 1): group}), rank)
+        except Exception as error:  # each rank's own outcome
+            results[rank] = error
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_the_process_group_transport_gives_what_the_in_process_group_gives():
+    import numpy as np
+
+    from neuron_mlir.runtime import collectives
+
+    data = [np.arange(6, dtype=np.float32) * (rank + 1) - 2 for rank in (0, 1)]
+
+    def exchange(transport, rank: int) -> list:
+        pair = (0, 1)
+        return [
+            transport.all_reduce("all_reduce", data[rank], "avg", pair),
+            transport.all_reduce("all_reduce", data[rank], "min", pair),
+            transport.all_gather("all_gather", data[rank], pair),
+            transport.reduce_scatter("reduce_scatter", data[rank], "sum", pair),
+            transport.all_to_all("all_to_all", data[rank], pair),
+        ]
+
+    def reference(rank: int) -> list:
+        pair = (0, 1)
+        return [
+            collectives.run("all_reduce", data[rank], pair, "avg"),
+            collectives.run("all_reduce", data[rank], pair, "min"),
+            collectives.run("all_gather", data[rank], pair),
+            collectives.run("reduce_scatter", data[rank], pair, "sum"),
+            collectives.run("all_to_all", data[rank], pair),
+        ]
+
+    world = collectives.InProcessGroup(2)
+    expected: list = [None, None]
+
+    def in_process(rank: int) -> None:
+        with collectives.using(world.endpoint(rank)):
+            expected[rank] = reference(rank)
+
+    import threading
+
+    threads = [threading.Thread(target=in_process, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    got = _gloo_pair(exchange)
+    for rank in (0, 1):
+        for g, e in zip(got[rank], expected[rank], strict=True):
+            np.testing.assert_array_equal(g, e)
+
+
+def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective():
+    import numpy as np
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    def mismatched(transport, rank: int):
+        return transport.all_gather("all_gather (model.py:3)", np.zeros(3 + rank, np.float32), (0, 1))
+
+    for outcome in _gloo_pair(mismatched):
+        assert isinstance(outcome, CollectiveError)
+        assert "all_gather (model.py:3)" in str(outcome)
+        assert "same element count" in str(outcome)
