@@ -65,6 +65,7 @@ from neuron_mlir.ir.dialects.neuron import has_static_layout, target_of
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 
 @irdl_attr_definition
@@ -140,16 +141,6 @@ def _check_partitions(op: Operation, tile_type: TileType, what: str) -> None:
     limit = target_of(op).partitions
     if tile_type.partitions > limit:
         raise _error(op, f"{what} has {tile_type.partitions} partitions, more than the {limit} the hardware has")
-
-
-def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """Element strides of a dense row-major array of `shape`."""
-    strides: list[int] = []
-    running = 1
-    for extent in reversed(shape):
-        strides.append(running)
-        running *= extent
-    return tuple(reversed(strides))
 
 
 def memref_strides(memref_type: MemRefType) -> tuple[tuple[int, ...], int]:
