@@ -65,10 +65,6 @@ from neuron_mlir.runtime.program import row_major_strides
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# NKI's rule for PSUM tiles: one tile lives in one 2 KiB bank of each partition (512 fp32) [nki-tile-size].
-PSUM_TILE_BYTES = 2048
-
-
 class NkiError(ValueError):
     """A kernel breaks a rule of NKI or of the hardware; the message names the call, the rule and the line."""
 
@@ -808,11 +804,12 @@ class Trace:
                     f"(first) holds at most nl.tile_size.pmax = {self.target.partitions}"
                 )
             row_bytes = math.prod(storage[1:]) * dtype.itemsize
-            if memory is Memory.PSUM and row_bytes > PSUM_TILE_BYTES:
+            # NKI's rule for PSUM tiles: one tile lives in one bank of each partition [nki-tile-size]
+            bank = self.target.psum_bank_bytes
+            if memory is Memory.PSUM and row_bytes > bank:
                 raise error(
                     f"nl.ndarray: PSUM tile of shape {list(shape)} and dtype {dtype_name(dtype)} needs {row_bytes} "
-                    f"bytes per partition; a PSUM tile fits one {PSUM_TILE_BYTES}-byte bank (nl.tile_size.psum_fmax "
-                    "= 512 fp32)"
+                    f"bytes per partition; a PSUM tile fits one {bank}-byte bank ({bank // 4} fp32)"
                 )
         op = neuron.AllocOp(
             buffer_type(storage, element_type_for(dtype_name(dtype)), memory),
