@@ -379,10 +379,7 @@ class Simulator:
                 # not as one batch: iteration by iteration, where nests inside may still batch
                 walk = Interpreter(self.plan_of, self.program.num_registers, recorder.instance, self._data_nest)
                 walk.registers[:] = registers
-                induction = loop.induction.index
-                for value in trips:
-                    walk.registers[induction] = value
-                    walk.run(loop.body)
+                walk.iterate(loop, trips)
         for register, value in lanes.exit_registers.items():
             registers[register] = value
         return True
