@@ -152,8 +152,21 @@ def _check_legality(module: ModuleOp) -> None:
             if (problem := _storage_problem(argument.type)) is not None:
                 raise _not_lowerable(function, problem)
         for op in function.body.block.ops:
-            if op.name.startswith("torch.") and (problem := legality(op)) is not None:
-                raise _not_lowerable(op, problem)
+            if op.name.startswith("torch."):
+                if (problem := legality(op)) is not None:
+                    raise _not_lowerable(op, problem)
+            elif not isinstance(op, func.ReturnOp) and (op.regions or _touches_tensors(op)):
+                # the conversion rewrites the torch ops and the return only: anything else that reads a tensor
+                # would be left reading a value that no longer exists
+                raise _not_lowerable(
+                    op,
+                    "convert-torch-to-tile lowers a flat list of torch ops: an op of another dialect may neither "
+                    "read nor make tensors, nor hold regions",
+                )
+
+
+def _touches_tensors(op: Operation) -> bool:
+    return any(isinstance(value.type, TensorType) for value in (*op.operands, *op.results))
 
 
 @dataclass(frozen=True)
