@@ -110,7 +110,7 @@ class _PositionRecordingParser(Parser):
         # the name was just read: it ends before the current token (after a quote in the generic form)
         content = self.lexer.input.content
         needle = name if isinstance(content, str) else name.encode()
-        start = content.rfind(needle, 0, self._current_token.span.start)  # type: ignore[arg-type]
+        start = content.rfind(needle, 0, self._current_token.span.start)
         span = Span(max(start, 0), max(start, 0) + len(name), self.lexer.input)
         dialect = name.split(".", 1)[0]
         if "." in name and dialect not in self.ctx.registered_dialect_names:

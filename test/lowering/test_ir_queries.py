@@ -48,4 +48,6 @@ def test_a_load_cloned_at_another_row_keeps_everything_but_its_row_index() -> No
     other = block.args[1]
     renamed: dict[SSAValue, SSAValue] = {source: other}
     clone_load_at_row(load, row, builder, renamed)
-    assert renamed[load.result].owner.source is other  # type: ignore[attr-defined]
+    renamed_clone = renamed[load.result].owner
+    assert isinstance(renamed_clone, tile.LoadOp)
+    assert renamed_clone.source is other
