@@ -61,7 +61,7 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
-from neuron_mlir.ir.dialects.neuron import has_static_layout, target_of
+from neuron_mlir.ir.dialects.neuron import target_of, view_problem
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
@@ -201,12 +201,8 @@ class ViewOp(IRDLOperation):
         source, result = self.source.type, self.result.type
         assert isinstance(source, MemRefType)
         assert isinstance(result, MemRefType)
-        if source.element_type != result.element_type:
-            raise _error(self, f"a view keeps the element type ({source.element_type} vs {result.element_type})")
-        if memory_of(source) is not Memory.HBM or memory_of(result) is not Memory.HBM:
-            raise _error(self, "views are of HBM tensors")
-        if not has_static_layout(result):
-            raise _error(self, f"a view's strides and offset are static, got {result.layout}")
+        if (problem := view_problem(source, result)) is not None:
+            raise _error(self, problem)
 
 
 class _TileTransferOp(IRDLOperation):
