@@ -52,6 +52,7 @@ from neuron_mlir.runtime.program import (
     Scalar,
     ScalarOp,
     TensorBinding,
+    row_major_strides,
 )
 
 # Index arithmetic that is one register-ALU operation. arith.divsi and arith.remsi round toward zero while the
@@ -302,7 +303,7 @@ def build_program(
         buffer = builder.add_buffer(arg, name, None)
         assert isinstance(arg.type, MemRefType)
         shape = arg.type.get_shape()
-        inputs.append(TensorBinding(name, buffer, shape, tile.row_major_strides(shape), 0))
+        inputs.append(TensorBinding(name, buffer, shape, row_major_strides(shape), 0))
     body = builder.nodes(body_ops)
     terminator = function.body.block.last_op
     outputs = []

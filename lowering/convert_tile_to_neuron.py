@@ -58,6 +58,7 @@ from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
 
@@ -72,7 +73,7 @@ def full_access(buffer: SSAValue) -> Access:
     assert isinstance(memref_type, MemRefType)
     shape = memref_type.get_shape()
     free = shape[1:]
-    strides = tile.row_major_strides(free)
+    strides = row_major_strides(free)
     return buffer, AccessPatternAttr(list(zip(strides, free, strict=True)), 0, 0, shape[0]), None
 
 
@@ -674,7 +675,7 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     # the destination drops the reduced axes: view the [P, 1] column as the kept shape
     kept = source.get_shape()[1 : len(source.get_shape()) - op.reduced_axes] or (1,)
     dst_buffer, _, _ = full_access(buffer)
-    dst_pattern = AccessPatternAttr(list(zip(tile.row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
+    dst_pattern = AccessPatternAttr(list(zip(row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
     accesses = {"dst": (dst_buffer, dst_pattern, None), "src": conv.access(op.input)}
     props: dict[str, Attribute] = {"op": StringAttr(op.op.data)}
     if op.reduced_axes != 1:

@@ -109,6 +109,18 @@ def clone_ops(ops: list[Operation], builder: LoopNestBuilder, mapping: dict[SSAV
         mapping.update(zip(op.results, clone.results, strict=True))
 
 
+def clone_load_at_row(
+    load: tile.LoadOp, row: SSAValue, builder: LoopNestBuilder, mapping: dict[SSAValue, SSAValue]
+) -> None:
+    """Clone `load` as `clone_ops` does, with its first index replaced by `row`: the same load of other rows (a
+    fusion computing a row tile again where another loop nest needs it)."""
+    dims = None if load.dims is None else tuple(load.dims.get_values())
+    indices = [row, *load.indices[1:]]
+    clone = builder.insert(tile.LoadOp(mapping.get(load.source, load.source), indices, load.result.type, dims))
+    clone.location = load.location
+    mapping[load.result] = clone.result
+
+
 def erase_dead(seeds: list[Operation]) -> None:
     """Erase ops that nothing uses and that have no effect but reads, from `seeds` (and what they used) on; an
     emptied loop goes with its body."""

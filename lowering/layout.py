@@ -11,14 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-def row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    strides: list[int] = []
-    running = 1
-    for extent in reversed(shape):
-        strides.append(running)
-        running *= extent
-    return tuple(reversed(strides))
+from neuron_mlir.runtime.program import row_major_strides
 
 
 def normalize_dim(dim: int, rank: int) -> int:
@@ -37,7 +30,7 @@ class Layout:
 
     @staticmethod
     def contiguous(shape: Sequence[int]) -> Layout:
-        return Layout(tuple(shape), row_major(shape), 0)
+        return Layout(tuple(shape), row_major_strides(shape), 0)
 
     @property
     def rank(self) -> int:
@@ -106,7 +99,7 @@ class Layout:
         """
         new_shape = _infer_size(sizes, self.num_elements)
         if self.num_elements == 0 or self.rank == 0:
-            return Layout(new_shape, row_major(new_shape), self.offset)
+            return Layout(new_shape, row_major_strides(new_shape), self.offset)
         new_strides = [0] * len(new_shape)
         view_dim = len(new_shape) - 1
         chunk_stride = self.strides[-1]

@@ -56,6 +56,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
+    clone_load_at_row,
     clone_ops,
     defined_functions,
     erase_dead,
@@ -640,11 +641,7 @@ def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue,
     for position, op in _row_order(templates):
         mapping = mappings[position]
         if isinstance(op, tile.LoadOp):  # the same load of the sub's rows: only the row index changes
-            dims = None if op.dims is None else tuple(op.dims.get_values())
-            indices = [subs[position][0], *op.indices[1:]]
-            clone = em.insert(tile.LoadOp(mapping.get(op.source, op.source), indices, op.result.type, dims))
-            clone.location = op.location
-            mapping[op.result] = clone.result
+            clone_load_at_row(op, subs[position][0], em, mapping)
             continue
         clone_ops([op], em, mapping)
     rows = [mapping[template.row_value] for mapping, template in zip(mappings, templates, strict=True)]

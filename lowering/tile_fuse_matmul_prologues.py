@@ -49,6 +49,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
+    clone_load_at_row,
     clone_ops,
     defined_functions,
     erase_dead,
@@ -231,11 +232,7 @@ def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[SSAVal
     for position, op in _row_order(templates):
         mapping, template = mappings[position], templates[position]
         if isinstance(op, tile.LoadOp):  # the same load of the sub's rows: only the row index changes
-            dims = None if op.dims is None else tuple(op.dims.get_values())
-            indices = [subs[position][0], *op.indices[1:]]
-            clone = em.insert(tile.LoadOp(mapping.get(op.source, op.source), indices, op.result.type, dims))
-            clone.location = op.location
-            mapping[op.result] = clone.result
+            clone_load_at_row(op, subs[position][0], em, mapping)
         elif op.results and op.results[0] is template.row_value and isinstance(op.results[0].type, TileType):
             # the last op rounds to A's type, as the stored rows were rounded before the matmul loaded them
             result = op.results[0].type

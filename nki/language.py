@@ -28,7 +28,7 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import isa as nisa
 from neuron_mlir.nki.operators import BINARY, REDUCTIONS, UNARY, Operator
 from neuron_mlir.nki.tracing import Buffer, DynSlice, NkiTensor, current_trace, dtype_of, error, trace
-from neuron_mlir.runtime.hardware import Engine, Memory
+from neuron_mlir.runtime.hardware import DEFAULT_TARGET, Engine, Memory, get_target
 
 # ---- buffers ---------------------------------------------------------------------------------------------------
 
@@ -77,16 +77,19 @@ float32 = np.dtype(np.float32)
 # ---- sizes -----------------------------------------------------------------------------------------------------
 
 
-class tile_size:
-    """The tile limits kernels size their loops by (trn1/trn2 figures)."""
+_DEFAULT_TARGET = get_target(DEFAULT_TARGET)
 
-    pmax = 128  # partitions of an SBUF/PSUM tile
-    psum_fmax = 512  # fp32 elements of a PSUM tile per partition: one 2 KiB bank
-    psum_bank_fmax = 512
-    gemm_stationary_fmax = 128  # free size of nc_matmul's stationary operand (M)
-    gemm_moving_fmax = 512  # free size of nc_matmul's moving operand (N)
-    bn_stats_fmax = 512
-    psum_num_banks = 8
+
+class tile_size:
+    """The tile limits kernels size their loops by: the default target's figures (`runtime/hardware.py`)."""
+
+    pmax = _DEFAULT_TARGET.partitions  # partitions of an SBUF/PSUM tile
+    psum_fmax = _DEFAULT_TARGET.psum_bank_bytes // 4  # fp32 elements of a PSUM tile per partition: one bank
+    psum_bank_fmax = psum_fmax
+    gemm_stationary_fmax = _DEFAULT_TARGET.matmul_max_stationary_free  # free size of nc_matmul's stationary (M)
+    gemm_moving_fmax = _DEFAULT_TARGET.matmul_max_moving_free  # free size of nc_matmul's moving operand (N)
+    bn_stats_fmax = 512  # NKI's published limit of bn_stats' free size (an API figure, not a hardware one here)
+    psum_num_banks = _DEFAULT_TARGET.psum_banks
 
 
 # ---- indexing and loops ----------------------------------------------------------------------------------------

@@ -61,12 +61,9 @@ from neuron_mlir.ir.locations import describe_location, source_location
 from neuron_mlir.ir.types import element_type_for
 from neuron_mlir.runtime import dtypes, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import row_major_strides
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-# NKI's rule for PSUM tiles: one tile lives in one 2 KiB bank of each partition (512 fp32) [nki-tile-size].
-PSUM_TILE_BYTES = 2048
-
 
 class NkiError(ValueError):
     """A kernel breaks a rule of NKI or of the hardware; the message names the call, the rule and the line."""
@@ -371,9 +368,9 @@ class NkiTensor:
             raise error("reshape applies to HBM tensors: an on-chip view never moves data across partitions")
         if math.prod(new_shape) != self.size:
             raise error(f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(new_shape)}")
-        if self.strides != row_major(self.shape):
+        if self.strides != row_major_strides(self.shape):
             raise error(f"reshape needs a contiguous view; {list(self.shape)} has strides {list(self.strides)}")
-        return NkiTensor(self.buffer, new_shape, row_major(new_shape), self.offset)
+        return NkiTensor(self.buffer, new_shape, row_major_strides(new_shape), self.offset)
 
     def permute(self, *dims: Any) -> NkiTensor:
         """The view with its dimensions in the order `dims`; on chip the partition dimension stays first."""
@@ -402,9 +399,9 @@ class NkiTensor:
         new_shape = tuple(int(s) for s in shape)
         if new_shape[0] != self.shape[0] or math.prod(new_shape) != self.size:
             raise error(f"cannot regroup {list(self.shape)} as {list(new_shape)}: partitions stay")
-        if self.strides[1:] != row_major(self.shape[1:]):
+        if self.strides[1:] != row_major_strides(self.shape[1:]):
             raise error(f"cannot regroup the non-contiguous free dimensions of {list(self.shape)}")
-        strides = (self.strides[0], *row_major(new_shape[1:]))
+        strides = (self.strides[0], *row_major_strides(new_shape[1:]))
         return NkiTensor(self.buffer, new_shape, strides, self.offset, self.partition_start)
 
     def broadcast_free(self, shape: Sequence[int]) -> NkiTensor:
@@ -485,7 +482,7 @@ class NkiTensor:
             and not isinstance(self.offset, Affine)
             and self.offset == 0
             and self.partition_start == 0
-            and (self.buffer.on_chip or self.strides == row_major(self.shape))
+            and (self.buffer.on_chip or self.strides == row_major_strides(self.shape))
         )
 
     # ---- arithmetic on tiles, as nki.language spells it ------------------------------------------------------
@@ -519,15 +516,6 @@ class NkiTensor:
 
     def __neg__(self) -> NkiTensor:
         return self._binary("multiply", -1.0)
-
-
-def row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    strides = []
-    running = 1
-    for extent in reversed(shape):
-        strides.append(running)
-        running *= extent
-    return tuple(reversed(strides))
 
 
 def merge_dims(dims: Any) -> list[tuple[int, int]]:
@@ -651,7 +639,7 @@ class Trace:
             written = np.ones(max(math.prod(shape), 1), dtype=bool)
             buffer = Buffer(arg, Memory.HBM, dtype, shape, arg.name_hint, written)
             self._inputs.append(buffer)
-            tensors.append(NkiTensor(buffer, shape, row_major(shape)))
+            tensors.append(NkiTensor(buffer, shape, row_major_strides(shape)))
         return tensors
 
     def finish(self, results: Sequence[NkiTensor]) -> tuple[ModuleOp, list[int]]:
@@ -816,11 +804,12 @@ class Trace:
                     f"(first) holds at most nl.tile_size.pmax = {self.target.partitions}"
                 )
             row_bytes = math.prod(storage[1:]) * dtype.itemsize
-            if memory is Memory.PSUM and row_bytes > PSUM_TILE_BYTES:
+            # NKI's rule for PSUM tiles: one tile lives in one bank of each partition [nki-tile-size]
+            bank = self.target.psum_bank_bytes
+            if memory is Memory.PSUM and row_bytes > bank:
                 raise error(
                     f"nl.ndarray: PSUM tile of shape {list(shape)} and dtype {dtype_name(dtype)} needs {row_bytes} "
-                    f"bytes per partition; a PSUM tile fits one {PSUM_TILE_BYTES}-byte bank (nl.tile_size.psum_fmax "
-                    "= 512 fp32)"
+                    f"bytes per partition; a PSUM tile fits one {bank}-byte bank ({bank // 4} fp32)"
                 )
         op = neuron.AllocOp(
             buffer_type(storage, element_type_for(dtype_name(dtype)), memory),
@@ -837,7 +826,7 @@ class Trace:
         if self.loops and memory is not Memory.HBM:
             self._allocating_loops.add(self.loops[-1].key)
         buffer = Buffer(op.buffer, memory, dtype, shape, op.buffer.name_hint, written, tuple(self.loops))
-        return NkiTensor(buffer, shape, row_major(shape))
+        return NkiTensor(buffer, shape, row_major_strides(shape))
 
     def shared_output(self, shape: Sequence[int], dtype: np.dtype, name: str) -> NkiTensor:
         """An `nl.shared_hbm` tensor: the k-th one each program of a grid makes is the same buffer."""
@@ -846,7 +835,7 @@ class Trace:
             self.shared_cursor += 1
             if buffer.shape != tuple(shape) or buffer.dtype != dtype:
                 raise error(f"program {self.program_ids} allocates shared HBM tensors unlike program 0's")
-            return NkiTensor(buffer, buffer.shape, row_major(buffer.shape))
+            return NkiTensor(buffer, buffer.shape, row_major_strides(buffer.shape))
         with self.at_top_level():
             tensor = self.allocate(shape, dtype, Memory.HBM, name)
         self.shared.append(tensor.buffer)

@@ -34,7 +34,7 @@ import numpy as np
 
 from neuron_mlir.runtime import dtypes, tape
 from neuron_mlir.runtime.hardware import Memory
-from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.program import Program, row_major_strides
 
 # A recorded step's maker (None: it cannot be made again) and the operand views it was made of.
 Source = tuple[tape.Maker | None, Mapping[str, np.ndarray]]
@@ -63,7 +63,7 @@ def bindable_inputs(program: Program) -> dict[int, int]:
             start == end
             or binding.offset != 0
             or tuple(binding.shape) != tuple(buffer.shape)
-            or tuple(binding.strides) != _row_major(tuple(buffer.shape))
+            or tuple(binding.strides) != row_major_strides(buffer.shape)
         ):
             continue
         shared = any(
@@ -74,14 +74,6 @@ def bindable_inputs(program: Program) -> dict[int, int]:
         if not shared:
             found[positions[0]] = index
     return found
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
 
 
 def _byte_hull(view: np.ndarray) -> tuple[int, int]:

@@ -41,6 +41,7 @@ from neuron_mlir.runtime.program import (
     Scalar,
     ScalarOp,
     TensorBinding,
+    row_major_strides,
 )
 
 
@@ -66,12 +67,8 @@ class _Frame:
 
 
 def _row_major(shape: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    pattern = []
-    step = 1
-    for extent in reversed(shape):
-        pattern.append((step, extent))
-        step *= extent
-    return tuple(reversed(pattern)) or ((1, 1),)
+    """The access pattern that walks `shape` densely in row-major order ([step, num] pairs)."""
+    return tuple(zip(row_major_strides(shape), shape, strict=True)) or ((1, 1),)
 
 
 class ProgramBuilder:
@@ -121,8 +118,7 @@ class ProgramBuilder:
 
     def _binding(self, name: str, buffer: int) -> TensorBinding:
         shape = self.buffers[buffer].shape
-        strides = tuple(step for step, _ in _row_major(shape)) if shape else ()
-        return TensorBinding(name, buffer, shape, strides[: len(shape)])
+        return TensorBinding(name, buffer, shape, row_major_strides(shape))
 
     def input(self, name: str, shape: Sequence[int], dtype: str) -> int:
         """A row-major HBM buffer bound as the next entry argument."""

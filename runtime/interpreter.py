@@ -73,6 +73,10 @@ class Interpreter:
         trips = range(self.value(loop.lower), self.value(loop.upper), int(loop.step))
         if self.nests is not None and len(trips) > 1 and self.nests(loop, trips, self.registers):
             return
+        self.iterate(loop, trips)
+
+    def iterate(self, loop: Loop, trips: range) -> None:
+        """The iterations of `loop` for the induction values `trips`, one after another."""
         registers = self.registers
         induction = loop.induction.index
         for value in trips:

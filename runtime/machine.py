@@ -32,7 +32,7 @@ import numpy as np
 
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Memory
-from neuron_mlir.runtime.program import Access, BufferDecl, TensorBinding
+from neuron_mlir.runtime.program import Access, BufferDecl, TensorBinding, row_major_strides
 from neuron_mlir.runtime.validate import MemorySizes
 
 FILL_BYTE = 0xFF
@@ -186,12 +186,7 @@ class Machine:
         """A whole buffer as an array of its declared shape (row-major; on chip: [partitions, free...])."""
         home = self.homes[buffer]
         itemsize = home.dtype.itemsize
-        strides = []
-        step = itemsize
-        for extent in reversed(shape):
-            strides.append(step)
-            step *= extent
-        strides.reverse()
+        strides = [itemsize * stride for stride in row_major_strides(shape)]
         if home.memory is not Memory.HBM and shape:
             strides[0] = home.partition_stride
         return np.ndarray(shape, home.dtype, buffer=home.array, offset=home.base, strides=tuple(strides))

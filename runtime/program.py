@@ -162,6 +162,16 @@ class Program:
         return instructions_of(self.body)
 
 
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a dense row-major array of `shape`: the last dimension contiguous."""
+    strides: list[int] = []
+    running = 1
+    for extent in reversed(shape):
+        strides.append(running)
+        running *= extent
+    return tuple(reversed(strides))
+
+
 def instructions_of(nodes: Sequence[Node]) -> list[Instruction]:
     """Every static instruction of `nodes`, in program order (loop bodies once)."""
     found: list[Instruction] = []

@@ -53,7 +53,7 @@ from neuron_mlir.runtime.lanes import Lanes, trace
 from neuron_mlir.runtime.machine import Machine
 from neuron_mlir.runtime.plan import QUEUES, InstructionPlan, plan_program, queue_index
 from neuron_mlir.runtime.profile import Profile
-from neuron_mlir.runtime.program import Instruction, Loop, Node, Program
+from neuron_mlir.runtime.program import Instruction, Loop, Node, Program, row_major_strides
 from neuron_mlir.runtime.races import RaceChecker, RaceError, RaceFound, SimulationError
 from neuron_mlir.runtime.timeline import Timeline
 from neuron_mlir.runtime.validate import ValidatedProgram, validate_program
@@ -379,10 +379,7 @@ class Simulator:
                 # not as one batch: iteration by iteration, where nests inside may still batch
                 walk = Interpreter(self.plan_of, self.program.num_registers, recorder.instance, self._data_nest)
                 walk.registers[:] = registers
-                induction = loop.induction.index
-                for value in trips:
-                    walk.registers[induction] = value
-                    walk.run(loop.body)
+                walk.iterate(loop, trips)
         for register, value in lanes.exit_registers.items():
             registers[register] = value
         return True
@@ -478,12 +475,7 @@ class Simulator:
         for binding in program.inputs:
             buffer = program.buffers[binding.buffer]
             full = tuple(binding.shape) == tuple(buffer.shape) and binding.offset == 0
-            strides = tuple(binding.strides)
-            expected, step = [], 1
-            for extent in reversed(buffer.shape):
-                expected.append(step)
-                step *= extent
-            if full and strides == tuple(reversed(expected)):
+            if full and tuple(binding.strides) == row_major_strides(buffer.shape):
                 covered.add(binding.buffer)
         ranges = []
         for index in covered:

@@ -55,7 +55,7 @@ import numpy as np
 
 from neuron_mlir.runtime import isa, semantics, tape
 from neuron_mlir.runtime.lanes import chain_of
-from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg, instructions_of
+from neuron_mlir.runtime.program import Instruction, Loop, Node, Reg, instructions_of, row_major_strides
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_mlir.runtime.lanes import Lanes
@@ -714,12 +714,7 @@ def _private_view(info: _Private, shadows: list[np.ndarray], lanes: tuple[int, .
     """A private operand over lanes: [*lanes, P, F...] in its shadow (lanes row-major over the shadow's lanes)."""
     shadow = shadows[info.shadow]
     span = shadow.shape[2]
-    lane_strides = []
-    stride = shadow.shape[1] * span
-    for extent in reversed(lanes):
-        lane_strides.append(stride)
-        stride *= extent
-    lane_strides.reverse()
+    lane_strides = [shadow.shape[1] * span * stride for stride in row_major_strides(lanes)]
     return np.ndarray(
         lanes + info.shape,
         info.dtype,

@@ -101,6 +101,32 @@ class _PositionRecordingParser(Parser):
         self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
         return op
 
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        """The op class called `name`; a name no dialect defines is an error at the name, naming the closest known
+        ops (or dialects), as a misspelled pass name is."""
+        found = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
+        if found is not None:
+            return found
+        # the name was just read: it ends before the current token (after a quote in the generic form)
+        content = self.lexer.input.content
+        needle = name if isinstance(content, str) else name.encode()
+        start = content.rfind(needle, 0, self._current_token.span.start)
+        span = Span(max(start, 0), max(start, 0) + len(name), self.lexer.input)
+        dialect = name.split(".", 1)[0]
+        if "." in name and dialect not in self.ctx.registered_dialect_names:
+            close = difflib.get_close_matches(dialect, list(self.ctx.registered_dialect_names), n=3, cutoff=0.6)
+            hint = f"; no dialect '{dialect}'" + (f" (closest known: {', '.join(close)})" if close else "")
+        else:
+            # looking the name up loaded its dialect, so its ops are all known now; a name without a dialect is
+            # looked up in the enclosing ops' dialects (`return` in a func.func)
+            dialects = {dialect} if "." in name else set(self._parser_state.dialect_stack)
+            names = [op.name for op in self.ctx.loaded_ops if op.name.split(".", 1)[0] in dialects]
+            if "." not in name:
+                names = [known.split(".", 1)[1] for known in names]
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            hint = f" (closest known: {', '.join(close)})" if close else ""
+        raise self._diagnostic(span, f"unknown op '{name}'{hint}")
+
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         module = super().parse_module(allow_implicit_module)
         # xDSL's parser resolves a name anywhere in the file (and a loop's initial value sometimes not at all),

@@ -284,6 +284,18 @@ def has_static_layout(memref_type: MemRefType) -> bool:
     return all(isinstance(value, IntAttr) for value in (*layout.strides.data, layout.offset))
 
 
+def view_problem(source: MemRefType, result: MemRefType) -> str | None:
+    """The rule a view of `source` as `result` breaks, if any: the one rule of `tile.view` and `neuron.view`. A view
+    is a new layout of the same HBM elements: same element type, static strides and offset."""
+    if source.element_type != result.element_type:
+        return f"a view keeps the element type ({source.element_type} vs {result.element_type})"
+    if memory_of(source) is not Memory.HBM or memory_of(result) is not Memory.HBM:
+        return "views are of HBM memrefs"
+    if not has_static_layout(result):
+        return f"a view's strides and offset are static, got {result.layout}"
+    return None
+
+
 def element_type_name(element_type: Attribute) -> str:
     """The runtime's name of an xDSL element type ('f32', 'bf16', 'i32', ...)."""
     from neuron_mlir.ir.types import runtime_dtype_name
@@ -414,12 +426,11 @@ class ViewOp(IRDLOperation):
         super().__init__(operands=[source], result_types=[result_type])
 
     def verify_(self) -> None:
-        if memory_of(self.source.type) is not Memory.HBM or memory_of(self.result.type) is not Memory.HBM:
-            raise _error(self, "views are of HBM buffers")
-        result = self.result.type
+        source, result = self.source.type, self.result.type
+        assert isinstance(source, MemRefType)
         assert isinstance(result, MemRefType)
-        if not has_static_layout(result):
-            raise _error(self, f"a view's strides and offset are static, got {result.layout}")
+        if (problem := view_problem(source, result)) is not None:
+            raise _error(self, problem)
 
 
 # ----------------------------------------------------------------------------------------------------------------

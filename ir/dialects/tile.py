@@ -61,10 +61,11 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
-from neuron_mlir.ir.dialects.neuron import element_type_name, has_static_layout, target_of
+from neuron_mlir.ir.dialects.neuron import element_type_name, has_static_layout, target_of, view_problem
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 
 @irdl_attr_definition
@@ -142,16 +143,6 @@ def _check_partitions(op: Operation, tile_type: TileType, what: str) -> None:
         raise _error(op, f"{what} has {tile_type.partitions} partitions, more than the {limit} the hardware has")
 
 
-def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """Element strides of a dense row-major array of `shape`."""
-    strides: list[int] = []
-    running = 1
-    for extent in reversed(shape):
-        strides.append(running)
-        running *= extent
-    return tuple(reversed(strides))
-
-
 def memref_strides(memref_type: MemRefType) -> tuple[tuple[int, ...], int]:
     """(strides, offset) in elements of a memref relative to its underlying allocation.
 
@@ -210,12 +201,8 @@ class ViewOp(IRDLOperation):
         source, result = self.source.type, self.result.type
         assert isinstance(source, MemRefType)
         assert isinstance(result, MemRefType)
-        if source.element_type != result.element_type:
-            raise _error(self, f"a view keeps the element type ({source.element_type} vs {result.element_type})")
-        if memory_of(source) is not Memory.HBM or memory_of(result) is not Memory.HBM:
-            raise _error(self, "views are of HBM tensors")
-        if not has_static_layout(result):
-            raise _error(self, f"a view's strides and offset are static, got {result.layout}")
+        if (problem := view_problem(source, result)) is not None:
+            raise _error(self, problem)
 
 
 class _TileTransferOp(IRDLOperation):

@@ -23,6 +23,7 @@ from neuron_mlir.ir.semantics.structured import Handler, InterpretationError, St
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.runtime import alu, collectives
 from neuron_mlir.runtime.dtypes import numpy_dtype
+from neuron_mlir.runtime.program import row_major_strides
 
 
 @dataclass
@@ -65,7 +66,7 @@ def _alloc(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
     shape = memref_type.get_shape()
     dtype = numpy_type(memref_type.element_type)
     root = alu.uninitialised(int(np.prod(shape, dtype=np.int64)), dtype)
-    return [HbmTensor(root, shape, tile.row_major_strides(shape), 0)]
+    return [HbmTensor(root, shape, row_major_strides(shape), 0)]
 
 
 def _view(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
@@ -364,6 +365,6 @@ def run_tile_function(module: ModuleOp, inputs: Sequence[np.ndarray], entry: str
     for value in inputs:
         flat = np.ascontiguousarray(value).reshape(-1).copy()
         shape = tuple(np.shape(value))
-        tensors.append(HbmTensor(flat, shape, tile.row_major_strides(shape), 0))
+        tensors.append(HbmTensor(flat, shape, row_major_strides(shape), 0))
     results = StructuredInterpreter(TILE_HANDLERS).run_function(module, tensors, entry)
     return [np.array(result.array()) for result in results]

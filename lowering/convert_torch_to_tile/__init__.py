@@ -15,23 +15,23 @@ diagnostic naming the op, the rule it breaks and the user's source line (the fro
 every node before compiling, and sends the illegal ones to the CPU). A lowering that then raises anyway has a
 bug: the pass fails with a `LoweringInternalError` naming the op, its line and the exception.
 
-Lowerings are grouped by family, each module exporting a `name -> lowering` table and its `legal` check:
-views.py, elementwise.py,
-matmul.py, reduction.py, softmax.py, attention.py, movement.py,
-convolution.py, pooling.py, indexing.py, loss.py, distance.py, sampling.py, activations.py, normalization.py,
-scan.py, sort.py, random.py, collectives.py (the functional collectives, as `tile.collective`s). The
-pass decides two fusions only: the ops an RMS norm computes from the rows it
-holds (its input's upcast, its result's scaling: normalization.py), and cross-entropy's backward, where the
-log-softmax backward computes the nll_loss_backward it alone reads without that tensor ever existing (loss.py:
-both lowerings decide it from the same torch ops). And it reads through exact widenings: a matmul or convolution
-whose multiplied operands are fp32 widenings of 16-bit values (`_to_copy(x16, f32)`, torch-auto-cast's casts)
-multiplies the 16-bit values, and a bf16 rounding of fp32 that only such matmuls read is done by their DMAs
-(`narrowed_operands`): neither cast gets a loop nest of its own. Otherwise each op gets its own loop nest, which
-tile-level passes then fuse (tile-fuse-epilogues folds an elementwise op of a matmul's result into the matmul's stores,
-tile-fuse-matmul-prologues computes a layer norm that only a matmul reads in that matmul's panel,
-tile-fuse-matmul-chains a Linear layer and its activation in the next Linear layer's panel). An op whose results
-all hold no element lowers to views of a one-element allocation, whatever its family. A function with random ops
-gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+Lowerings are grouped by family, each module exporting a `name -> lowering` table and its `legal` check (`FAMILIES`
+lists them): views.py, elementwise.py, activations.py, normalization.py, scan.py, sort.py, random.py, matmul.py,
+reduction.py, softmax.py, attention.py, attention_backward.py, movement.py, convolution.py, pooling.py,
+indexing.py, loss.py, distance.py, sampling.py, collectives.py (the functional collectives, as
+`tile.collective`s). The pass decides no fusion between ops; it follows two kinds of
+mark the torch stage left, where the IR still bears them out and the tile level's limits allow: the ops an RMS norm
+computes from the rows it holds (its input's upcast, its result's scaling: torch-fuse-rms-norm-neighbours,
+normalization.py), and cross-entropy's backward, where the log-softmax backward computes the nll_loss_backward it
+alone reads without that tensor ever existing (torch-fuse-cross-entropy-backward, loss.py). And it reads through
+exact widenings: a matmul or convolution whose multiplied operands are fp32 widenings of 16-bit values
+(`_to_copy(x16, f32)`, torch-auto-cast's casts) multiplies the 16-bit values, and a bf16 rounding of fp32 that only
+such matmuls read is done by their DMAs (`narrowed_operands`): neither cast gets a loop nest of its own. Otherwise
+each op gets its own loop nest, which tile-level passes then fuse (tile-fuse-epilogues folds an elementwise op of a
+matmul's result into the matmul's stores, tile-fuse-matmul-prologues computes a layer norm that only a matmul reads
+in that matmul's panel, tile-fuse-matmul-chains a Linear layer and its activation in the next Linear layer's
+panel). An op whose results all hold no element lowers to views of a one-element allocation, whatever its family. A
+function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
 What the lowerings of one function share (absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -155,8 +155,21 @@ def _check_legality(module: ModuleOp) -> None:
             if (problem := _storage_problem(argument.type)) is not None:
                 raise _not_lowerable(function, problem)
         for op in function.body.block.ops:
-            if op.name.startswith("torch.") and (problem := legality(op)) is not None:
-                raise _not_lowerable(op, problem)
+            if op.name.startswith("torch."):
+                if (problem := legality(op)) is not None:
+                    raise _not_lowerable(op, problem)
+            elif not isinstance(op, func.ReturnOp) and (op.regions or _touches_tensors(op)):
+                # the conversion rewrites the torch ops and the return only: anything else that reads a tensor
+                # would be left reading a value that no longer exists
+                raise _not_lowerable(
+                    op,
+                    "convert-torch-to-tile lowers a flat list of torch ops: an op of another dialect may neither "
+                    "read nor make tensors, nor hold regions",
+                )
+
+
+def _touches_tensors(op: Operation) -> bool:
+    return any(isinstance(value.type, TensorType) for value in (*op.operands, *op.results))
 
 
 @dataclass(frozen=True)

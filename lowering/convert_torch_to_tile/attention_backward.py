@@ -6,7 +6,7 @@ backward of attention to, see `frontend.backend.attention_backends`) on float gr
 logsumexp [..., Hq, L], any strides, with equal batch dimensions but for grouped key/value heads (Hq = g Hkv,
 key/value head j serving query heads [g j, g j + g), as in the forward kernel); `is_causal` (top-left aligned:
 query i sees keys j <= i) and `scale` (default 1/sqrt(E)). The kernel takes heads of at most one TensorE contraction
-(E, Ev <= 128), at most `MAX_KEYS` keys (a query tile's scores fill one PSUM bank) and `MAX_QUERY_TILES` query
+(E, Ev <= 128), at most `max_keys` keys (a query tile's fp32 scores fill one PSUM bank) and `MAX_QUERY_TILES` query
 tiles (unrolled); dropout and an attention mask are refused (`kernel_refusal`): the frontend then decomposes the op
 into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
 
@@ -55,6 +55,7 @@ from xdsl.dialects.builtin import AnyFloat, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.attention import (
     _Attention,
@@ -78,12 +79,11 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import split_axis, window
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.dtypes import itemsize
+from neuron_mlir.runtime.hardware import TARGETS, Memory, Target
 
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
-# A query tile's scores over all its keys fill at most one PSUM bank (512 fp32 columns); the query tiles of a head
-# are unrolled. Longer sequences are decomposed by the frontend.
-MAX_KEYS = 512
+# The query tiles of a head are unrolled. Longer sequences are decomposed by the frontend.
 MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
 # scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
@@ -120,6 +120,14 @@ def _evacuated(em: LoopNestBuilder, value: SSAValue, element_type: Attribute) ->
     return em.insert(tile.BinaryScalarOp(value, "multiply", _sbuf(shape, element_type), scalar=1.0)).result
 
 
+def max_keys(target: Target | None = None) -> int:
+    """The most keys the kernel takes: a query tile's scores over all its keys, in fp32, fill one PSUM bank of a
+    partition. With no target, the fewest any target takes (what the frontend may keep whole before it knows
+    which target compiles the graph)."""
+    targets = TARGETS.values() if target is None else (target,)
+    return min(t.psum_bank_bytes for t in targets) // itemsize("f32")
+
+
 def kernel_refusal(
     query: Sequence[int],
     key: Sequence[int],
@@ -127,9 +135,10 @@ def kernel_refusal(
     dropout_p: float,
     has_mask: bool,
     is_causal: bool,
+    target: Target | None = None,
 ) -> str | None:
-    """Why the fused kernel does not take an attention backward of these shapes (None: it does). The frontend asks
-    this before tracing, to keep the op whole or decompose it."""
+    """Why the fused kernel does not take an attention backward of these shapes on `target` (None: it does). The
+    frontend asks this before tracing, to keep the op whole or decompose it, without a target (`max_keys`)."""
     if dropout_p != 0.0:
         return "dropout inside attention has no fused backward"
     if has_mask:
@@ -150,8 +159,8 @@ def kernel_refusal(
         return f"heads wider than one TensorE contraction ({PARTITION_TILE}) have no fused backward"
     if length == 0 or keys == 0:
         return "attention over no queries or keys has no fused backward"
-    if keys > MAX_KEYS:
-        return f"more than {MAX_KEYS} keys (one PSUM bank of scores per query tile) have no fused backward"
+    if keys > (limit := max_keys(target)):
+        return f"more than {limit} keys (one PSUM bank of scores per query tile) have no fused backward"
     if _tiles(length) > MAX_QUERY_TILES:
         return f"more than {MAX_QUERY_TILES * PARTITION_TILE} queries have no fused backward"
     return None
@@ -159,7 +168,7 @@ def kernel_refusal(
 
 def legal(op: Operation) -> str | None:
     """The fused backward lowers float attention without dropout or mask, heads of at most one TensorE
-    contraction, at most MAX_KEYS keys and MAX_QUERY_TILES query tiles (module docstring)."""
+    contraction, at most `max_keys` keys and MAX_QUERY_TILES query tiles (module docstring)."""
     args = arguments_of(op)
     for name in ("grad_out", "query", "key", "value", "out"):
         if not isinstance(tensor_element_type(args[name]), AnyFloat):
@@ -172,6 +181,7 @@ def legal(op: Operation) -> str | None:
         float(args.get("dropout_p") or 0.0),
         args.get("attn_mask") is not None,
         bool(args.get("is_causal")),
+        target_of(op),
     )
 
 

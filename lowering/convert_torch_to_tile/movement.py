@@ -33,8 +33,9 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to, emit_elementwise
-from neuron_mlir.lowering.layout import Layout, normalize_dim, row_major
+from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+from neuron_mlir.runtime.program import row_major_strides
 
 
 def fill_into(em: LoopNestBuilder, out: SSAValue, value: float) -> None:
@@ -123,7 +124,7 @@ def _repeat(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SS
     pair_shape = tuple(x for r, n in zip(repeats, sizes, strict=True) for x in (r, n))
     pair_strides = tuple(x for s in strides for x in (0, s))
     out = alloc(em, result_shape(op), result_element_type(op))
-    out_pairs = Layout(pair_shape, row_major(pair_shape), 0)
+    out_pairs = Layout(pair_shape, row_major_strides(pair_shape), 0)
     copy_into(em, view(em, args["self"], Layout(pair_shape, pair_strides, source.offset)), view(em, out, out_pairs))
     return [out]
 

@@ -80,7 +80,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
-from neuron_mlir.lowering.layout import Layout, collapse, row_major
+from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
     is_marked,
@@ -91,6 +91,7 @@ from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
 )
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 
 def _for_row_tiles(
@@ -305,7 +306,7 @@ def _row_plan(em: LoopNestBuilder, op: Operation, x: SSAValue, axis: int, affine
         return None
     leading = shape[:axis] or (1,)
     row_dims, (in_rows, out_rows, stat_rows) = collapse(
-        leading, [layout.strides[:axis] or (0,), row_major(shape)[:axis] or (0,), row_major(leading)]
+        leading, [layout.strides[:axis] or (0,), row_major_strides(shape)[:axis] or (0,), row_major_strides(leading)]
     )
     if not row_dims:
         row_dims, in_rows, out_rows, stat_rows = (1,), (0,), (0,), (0,)
@@ -558,7 +559,7 @@ def _layer_norm_backward_on_chip(
             layout.strides[:axis] or (0,),
             grad_layout.strides[:axis] or (0,),
             *((stats.strides[:axis] or (0,)) for stats in stat_layouts),
-            row_major(shape)[:axis] or (0,),
+            row_major_strides(shape)[:axis] or (0,),
         ],
     )
     if len(row_dims) > 1:
@@ -963,7 +964,7 @@ def _rms_norm_backward_on_chip(
             layout.strides[:axis] or (0,),
             grad_layout.strides[:axis] or (0,),
             stat_layout.strides[:axis] or (0,),
-            row_major(shape)[:axis] or (0,),
+            row_major_strides(shape)[:axis] or (0,),
         ],
     )
     if not row_dims:

@@ -49,9 +49,10 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
-from neuron_mlir.lowering.layout import Layout, row_major
+from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 NEG_INF = float("-inf")
 
@@ -218,7 +219,7 @@ class Geometry:
 
     def displacement(self, offset: Sequence[int]) -> int:
         """The flat input-index displacement of a kernel offset (row-major over the unpadded input)."""
-        strides = row_major(self.spatial)
+        strides = row_major_strides(self.spatial)
         return sum(k * d * st for k, d, st in zip(offset, self.dilation, strides, strict=True))
 
 
@@ -297,7 +298,7 @@ def _avg_pool(rank: int) -> Lowering:
 
 def _index_map(em: LoopNestBuilder, g: Geometry) -> SSAValue:
     """[O...] f32: the flat input index of each output position's window origin, (o*s - p) row-major."""
-    strides = row_major(g.spatial)
+    strides = row_major_strides(g.spatial)
     out = alloc(em, g.out, f32)
     rank = len(g.out)
     if rank == 1:
@@ -388,7 +389,7 @@ def _adaptive_max_pool(rank: int) -> Lowering:
         values = alloc(em, (partitions, count), result_element_type(op, 0))
         indices = alloc(em, (partitions, count), result_element_type(op, 1))
         ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
-        strides = row_major(spatial)
+        strides = row_major_strides(spatial)
 
         def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
             column = TileType((ps, 1), f32)

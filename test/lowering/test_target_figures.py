@@ -6,6 +6,9 @@ change the choices that depend on them (and leave the others alone).
 
 from __future__ import annotations
 
+import dataclasses
+
+from neuron_mlir.lowering.convert_torch_to_tile.attention_backward import kernel_refusal, max_keys
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import BLOCK_BANK_SHARE, Limits, choose_blocking
 from neuron_mlir.lowering.convert_torch_to_tile.rows import rows_per_partition
 from neuron_mlir.runtime.hardware import TARGETS
@@ -37,3 +40,19 @@ def test_row_groups_reach_the_full_rate_size_of_a_dma() -> None:
     # the budget and the row count still bound it
     assert rows_per_partition(512, 1024, 4 * 1024, 1 << 20, full_rate) == 4
     assert rows_per_partition(512, 1024, 1 << 20, 3 * 128, full_rate) == 3
+
+
+def test_the_fused_attention_backward_takes_the_keys_one_psum_bank_holds() -> None:
+    query, value = (1, 2, 128, 64), (1, 2, 256, 64)
+    trn2 = TARGETS["trn2"]
+    bank_keys = trn2.psum_bank_bytes // 4  # fp32 scores per partition of one bank
+    assert kernel_refusal(query, (1, 2, bank_keys, 64), (1, 2, bank_keys, 64), 0.0, False, False, trn2) is None
+    refusal = kernel_refusal(query, (1, 2, bank_keys + 1, 64), (1, 2, bank_keys + 1, 64), 0.0, False, False, trn2)
+    assert refusal == f"more than {bank_keys} keys (one PSUM bank of scores per query tile) have no fused backward"
+    # a target with banks half the size takes half the keys
+    small_banks = dataclasses.replace(trn2, psum_banks=2 * trn2.psum_banks)
+    assert max_keys(small_banks) == bank_keys // 2
+    assert kernel_refusal(query, value, value, 0.0, False, False, small_banks) is None
+    assert kernel_refusal(query, (1, 2, 384, 64), (1, 2, 384, 64), 0.0, False, False, small_banks) is not None
+    # without a target (the frontend, before it knows one): what every target takes
+    assert max_keys() == min(max_keys(target) for target in TARGETS.values())

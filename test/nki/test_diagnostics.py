@@ -1,5 +1,6 @@
 """Kernels that break a rule of NKI or of the hardware: the error names the call, the rule and the kernel's line."""
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 import neuron_mlir.nki as nki
 import neuron_mlir.nki.isa as nisa
 import neuron_mlir.nki.language as nl
+from neuron_mlir.runtime import hardware
 
 
 def _line_of(kernel, marker: str) -> str:
@@ -62,6 +64,19 @@ def wide_psum_tile(a):
 
 def test_psum_tile_wider_than_a_bank():
     _fails(wide_psum_tile, A, rule="needs 4096 bytes per partition; a PSUM tile fits one 2048-byte bank")
+
+
+@nki.jit
+def bank_wide_psum_tile(a):
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)  # fails here
+    return acc
+
+
+def test_the_psum_bank_is_the_targets(monkeypatch):
+    # a target whose 16 KiB of PSUM per partition is cut into 16 banks of 1 KiB: a 2 KiB tile no longer fits
+    trn2 = hardware.TARGETS["trn2"]
+    monkeypatch.setitem(hardware.TARGETS, "trn2", dataclasses.replace(trn2, psum_banks=2 * trn2.psum_banks))
+    _fails(bank_wide_psum_tile, A, rule="needs 2048 bytes per partition; a PSUM tile fits one 1024-byte bank (256 fp32)")
 
 
 @nki.jit

@@ -19,9 +19,26 @@ from neuron_mlir.runtime import isa, races
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import trace, vector_scalar_op
-from neuron_mlir.runtime.program import Loop, Node, Program
+from neuron_mlir.runtime.program import Loop, Node, Program, Reg, ScalarOp
 from neuron_mlir.runtime.simulator import RaceError, Simulator, run_program
 from neuron_mlir.runtime.validate import validate_program
+
+# ---- the definition's loop --------------------------------------------------------------------------------------
+
+
+def test_iterating_a_loop_from_given_trips_and_registers_is_what_the_loop_does():
+    """`Interpreter.iterate` (what a nest that cannot batch falls back to) runs the iterations the loop would, from
+    the registers as they are: a sum of the induction values into register 1, which starts at 10."""
+    body = (ScalarOp(Reg(1), "add", Reg(1), Reg(0)),)
+    loop = Loop(Reg(0), Reg(2), 5, 1, body)
+    whole = Interpreter({}, 3, lambda plan, values: None)
+    whole.registers[1:] = [10, 2]
+    whole.run([loop])
+    part = Interpreter({}, 3, lambda plan, values: None)
+    part.registers[1:] = [10, 2]
+    part.iterate(loop, range(2, 5))
+    assert part.registers == whole.registers == [4, 10 + 2 + 3 + 4, 2]
+
 
 # ---- registers over lanes ---------------------------------------------------------------------------------------
 

@@ -169,3 +169,24 @@ builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
   }
 }
 // CHECK: torch.c10d_functional.all_to_all_single: output_split_sizes [2, 4] are not 2 equal splits of 6 rows (at model.py:24)
+
+// -----
+
+// The conversion rewrites torch ops and the return: another op reading or making a tensor, or holding a region,
+// breaks its input contract and is refused by name (it would be left reading a tensor that no longer exists).
+func.func @region_of_tensors(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %r = scf.execute_region -> (tensor<4xf32>) {
+    scf.yield %x : tensor<4xf32>
+  }
+  func.return %r : tensor<4xf32>
+}
+// CHECK: scf.execute_region: convert-torch-to-tile lowers a flat list of torch ops: an op of another dialect may neither read nor make tensors, nor hold regions
+
+// -----
+
+func.func @tensor_constant(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = arith.constant dense<1.0> : tensor<4xf32> loc("model.py":14:0)
+  %r = torch.aten.add.Tensor %x, %c {alpha = 1.0 : f64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+// CHECK: arith.constant: convert-torch-to-tile lowers a flat list of torch ops: an op of another dialect may neither read nor make tensors, nor hold regions (at model.py:14)

@@ -131,7 +131,16 @@ func.func @view_of_sbuf() {
   %v = neuron.view %a : memref<128x64xf32, #mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>
   func.return
 }
-// CHECK: neuron.view: views are of HBM buffers
+// CHECK: neuron.view: views are of HBM memrefs
+
+// -----
+
+// A view keeps the element type, as tile.view's does (the same rule): the runtime reads a view as its buffer's type.
+func.func @view_element_type(%w: memref<4x2xf32, #mem<hbm>>) -> memref<8xi32, #mem<hbm>> {
+  %v = neuron.view %w : memref<4x2xf32, #mem<hbm>> to memref<8xi32, #mem<hbm>>
+  func.return %v : memref<8xi32, #mem<hbm>>
+}
+// CHECK: neuron.view: a view keeps the element type (f32 vs i32)
 
 // -----
 

@@ -33,7 +33,7 @@ func.func @view_on_chip(%w: memref<128x64xf32, #mem<sbuf>>) {
   %0 = tile.view %w : memref<128x64xf32, #mem<sbuf>> to memref<64x128xf32, strided<[1, 64]>, #mem<hbm>>
   func.return
 }
-// CHECK: tile.view: views are of HBM tensors
+// CHECK: tile.view: views are of HBM memrefs
 
 // -----
 

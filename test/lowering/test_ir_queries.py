@@ -1,0 +1,53 @@
+"""What the passes share of the IR: here, loading a row tile again at other rows."""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.parser import Parser
+
+from neuron_mlir.ir.context import make_context
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.lowering.ir_queries import clone_load_at_row
+from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+
+_FUNCTION = """
+func.func @rows(%x: memref<256x8x300xf32, #mem<hbm>>, %y: memref<256x8x300xf32, #mem<hbm>>, %i: index) -> !tile.tile<37x300xf32, sbuf> {
+  %c2 = arith.constant 2 : index
+  %c0 = arith.constant 0 : index
+  %t = tile.load %x[%i, %c2, %c0] {dims = array<i64: 0, 2>} : memref<256x8x300xf32, #mem<hbm>> -> !tile.tile<37x300xf32, sbuf> loc("model.py":3:1)
+  func.return %t : !tile.tile<37x300xf32, sbuf>
+}
+"""
+
+
+def test_a_load_cloned_at_another_row_keeps_everything_but_its_row_index() -> None:
+    module = Parser(make_context(), _FUNCTION).parse_module()
+    assert isinstance(module, ModuleOp)
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = function.body.block
+    load = next(op for op in block.ops if isinstance(op, tile.LoadOp))
+    row = block.args[2]  # %i
+    source = block.args[0]
+    mapping: dict[SSAValue, SSAValue] = {}
+    builder = LoopNestBuilder(block, block.last_op, function.location)
+    clone_load_at_row(load, row, builder, mapping)
+
+    clone = mapping[load.result].owner
+    assert isinstance(clone, tile.LoadOp)
+    assert clone is not load
+    assert clone.next_op is block.last_op  # inserted where the builder stands
+    assert list(clone.indices) == [row, *load.indices[1:]]
+    assert clone.source is source
+    assert clone.result.type == load.result.type
+    assert clone.dims is not None
+    assert tuple(clone.dims.get_values()) == (0, 2)
+    assert clone.location == load.location
+    # a source the mapping renames is read renamed
+    other = block.args[1]
+    renamed: dict[SSAValue, SSAValue] = {source: other}
+    clone_load_at_row(load, row, builder, renamed)
+    renamed_clone = renamed[load.result].owner
+    assert isinstance(renamed_clone, tile.LoadOp)
+    assert renamed_clone.source is other
