@@ -61,7 +61,20 @@ def register() -> None:
     # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
     generate_methods_for_privateuse1_backend()
     torch._register_device_module(DEVICE_TYPE, torch_neuron)
-    torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    from neuron_mlir.frontend.device import native
+
+    # the native hooks add storage resize, generators and pinned memory; without them, torch's Python hooks
+    if not native.register_hooks(storage.resize_bytes):
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+        if native.unavailable_reason() != "NEURON_MLIR_NATIVE=0":
+            import warnings
+
+            warnings.warn(
+                f"neuron-mlir: the {DEVICE_TYPE} device's native hooks are unavailable ({native.unavailable_reason()}):"
+                " untyped_storage().resize_ (FSDP2), torch.Generator(device='neuron') and pin_memory() raise"
+                " NotImplementedError",
+                stacklevel=2,
+            )
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     # before torch's PrivateUse1 entry (priority 23), which would allocate the storage in C++
     torch.serialization.register_package(19, storage.serialization_tag, storage.serialization_restore)

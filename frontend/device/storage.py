@@ -176,6 +176,25 @@ def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     return bind(tensor, storage, offset, size, stride)
 
 
+def resize_bytes(stored: torch.UntypedStorage, nbytes: int) -> int:
+    """`untyped_storage().resize_(nbytes)` of a device storage, called by the native hooks: a new block of
+    `nbytes` keeps the storage's first bytes and replaces its block (the old one is freed); returns the new bytes'
+    address, which the hook points the storage at. FSDP2 frees unsharded parameters this way (`resize_(0)`) and
+    brings them back before each all-gather (`resize_(n)`)."""
+    old: Block | None = getattr(stored, _BLOCK_ATTRIBUTE, None)
+    try:
+        block = device_memory().allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    if old is not None:
+        kept = min(old.nbytes, nbytes)
+        block.data[:kept] = old.data[:kept]
+    setattr(stored, _BLOCK_ATTRIBUTE, block)
+    if hasattr(stored, _HOST_VIEWS_ATTRIBUTE):
+        delattr(stored, _HOST_VIEWS_ATTRIBUTE)  # they alias the old block
+    return int(block.data.ctypes.data)
+
+
 def numel(size: Sequence[int]) -> int:
     return math.prod(size)
 

@@ -6,6 +6,7 @@ Each scenario checks the `neuron` backend's results on device tensors against th
 a failed check exits the rank with its traceback, which torchrun reports."""
 
 import sys
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -145,7 +146,98 @@ def tensor_parallel(rank: int, world: int) -> None:
         torch.testing.assert_close(parameter.full_tensor().cpu(), expected_parameter.detach(), msg=name)
 
 
+def _mlp() -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def _shard(model: torch.nn.Sequential, **options: Any) -> None:
+    """FSDP2 as models use it: each layer its own group, the root holding the rest."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in (model[0], model[2]):
+        fully_shard(layer, **options)
+    fully_shard(model, **options)
+
+
+def fully_sharded(rank: int, world: int) -> None:
+    """FSDP2 (fully_shard per layer and at the root, parameters resharded after forward) over the ranks, each
+    with its share of the batch, equals one process training on the whole batch: in fp32, and with bf16
+    parameters and fp32 gradient reduction (MixedPrecisionPolicy) against one process computing in bf16."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from torch.distributed.tensor import DTensor
+
+    torch.manual_seed(0)
+    inputs, targets = torch.randn(4 * world, 8), 4 * torch.randn(4 * world, 4)
+    share = slice(4 * rank, 4 * (rank + 1))
+    for precision in (torch.float32, torch.bfloat16):
+        reference = _mlp()
+        model = _mlp()
+        model.load_state_dict(reference.state_dict())
+        model.to("neuron")
+        policy = MixedPrecisionPolicy(param_dtype=precision, reduce_dtype=torch.float32)
+        _shard(model, reshard_after_forward=True, mp_policy=policy)
+        for name, parameter in model.named_parameters():
+            assert isinstance(parameter, DTensor), name
+            assert parameter.to_local().device.type == "neuron", name
+            assert parameter.to_local().shape[0] == parameter.shape[0] // world, name  # dim-0 shards
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            output = model(inputs[share].to("neuron"))
+            assert output.dtype == precision, output.dtype
+            loss = torch.nn.functional.mse_loss(output.float(), targets[share].to("neuron"))
+            loss.backward()
+            # after backward every unsharded parameter is freed again (its storage resized to 0 bytes)
+            unsharded = [
+                fsdp_parameter._unsharded_param
+                for layer in (model[0], model[2])
+                for fsdp_parameter in cast(Any, layer)._get_fsdp_state()._fsdp_param_group.fsdp_params
+            ]
+            assert len(unsharded) == 4
+            assert all(p.untyped_storage().nbytes() == 0 for p in unsharded)
+            _reference_step(reference, reference_optimizer, inputs, targets, precision)
+            gradients = {name: _full(p.grad) for name, p in model.named_parameters()}
+            optimizer.step()
+            for name, parameter in reference.named_parameters():
+                assert gradients[name].dtype == torch.float32, (name, gradients[name].dtype)  # reduced in fp32
+                expected = cast(torch.Tensor, parameter.grad)
+                _assert_close(gradients[name], expected, precision, f"{precision} step {step} grad {name}")
+        for name, parameter in reference.named_parameters():
+            got = _full(dict(model.named_parameters())[name])
+            _assert_close(got, parameter.detach(), precision, f"{precision} parameter {name}")
+
+
+def _full(tensor: torch.Tensor | None) -> torch.Tensor:
+    """The whole of a sharded DTensor (a parameter or its gradient), on the host."""
+    from torch.distributed.tensor import DTensor
+
+    assert isinstance(tensor, DTensor), type(tensor)
+    return tensor.full_tensor().cpu()
+
+
+def _reference_step(reference, optimizer, inputs, targets, precision) -> None:
+    """One step of the whole model on the whole batch, its forward and backward in `precision` (the parameters'
+    copies cast to it, as FSDP2's policy does), the gradients and the update in fp32."""
+    optimizer.zero_grad()
+    low = {name: p.detach().to(precision).requires_grad_() for name, p in reference.named_parameters()}
+    output = torch.func.functional_call(reference, low, (inputs.to(precision),))
+    torch.nn.functional.mse_loss(output.float(), targets).backward()
+    for name, parameter in reference.named_parameters():
+        parameter.grad = low[name].grad.float()
+    optimizer.step()
+
+
+def _assert_close(actual: torch.Tensor, expected: torch.Tensor, precision: torch.dtype, what: str) -> None:
+    from neuron_mlir.ir.semantics.compare import mismatch
+
+    actual, expected = actual.detach().float().numpy(), expected.detach().float().numpy()
+    problem = mismatch(actual, expected, str(precision).removeprefix("torch."))
+    assert problem is None, f"{what}: {problem}"
+
+
 SCENARIOS = {
+    "fully_sharded": fully_sharded,
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,
     "data_parallel": data_parallel,

@@ -38,3 +38,8 @@ def test_device_mesh_and_dtensors_on_neuron_ranks():
 
 def test_tensor_parallel_training_equals_the_whole_model():
     _torchrun("tensor_parallel", eager="host")
+
+
+def test_fully_sharded_training_equals_one_process_on_the_whole_batch():
+    """FSDP2 frees and re-materialises unsharded parameters by resizing their device storages (native hooks)."""
+    _torchrun("fully_sharded", eager="host")
