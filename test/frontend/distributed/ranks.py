@@ -1,6 +1,6 @@
 """One rank of a distributed scenario, launched by torchrun from test_process_group.py:
 
-    torchrun --standalone --nproc-per-node 2 ranks.py <scenario>
+    torchrun --standalone --nproc-per-node 2 ranks.py <scenario>[,<scenario>...] [<checkpoint directory>]
 
 Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
 a failed check exits the rank with its traceback, which torchrun reports."""
@@ -236,7 +236,59 @@ def _assert_close(actual: torch.Tensor, expected: torch.Tensor, precision: torch
     assert problem is None, f"{what}: {problem}"
 
 
+def sharded_checkpoint(rank: int, world: int) -> None:
+    """torch.distributed.checkpoint saves an FSDP2 model's and its optimizer's sharded state from neuron ranks
+    (each rank writes its shards) and loads it into a model initialised otherwise, which then trains on exactly
+    as the saved one does."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load
+    from torch.distributed.checkpoint.state_dict_saver import save
+    from torch.distributed.tensor import DTensor
+
+    directory = sys.argv[2]
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+
+    def sharded(seed: int) -> tuple[torch.nn.Sequential, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = _mlp().to("neuron")
+        _shard(model)
+        return model, torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs.to("neuron")), targets.to("neuron")).backward()
+        optimizer.step()
+
+    saved, saved_optimizer = sharded(0)
+    for _ in range(2):
+        step(saved, saved_optimizer)
+    model_state, optimizer_state = get_state_dict(saved, saved_optimizer)
+    for name, value in model_state.items():
+        assert isinstance(value, DTensor), name
+        assert value.to_local().device.type == "neuron", name
+    save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+
+    loaded, loaded_optimizer = sharded(1)
+    assert not torch.equal(_full(loaded[0].get_parameter("weight")), _full(saved[0].get_parameter("weight")))
+    model_state, optimizer_state = get_state_dict(loaded, loaded_optimizer)
+    load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)  # in place
+    set_state_dict(loaded, loaded_optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert isinstance(got, DTensor), name
+        assert got.to_local().device.type == "neuron", name
+        assert torch.equal(_full(got), _full(expected)), name
+        moments, expected_moments = loaded_optimizer.state[got], saved_optimizer.state[expected]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(_full(moments[key]), _full(expected_moments[key])), (name, key)
+        assert int(moments["step"]) == int(expected_moments["step"]) == 2, name
+    step(saved, saved_optimizer)
+    step(loaded, loaded_optimizer)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), f"{name} after a step"
+
+
 SCENARIOS = {
+    "sharded_checkpoint": sharded_checkpoint,
     "fully_sharded": fully_sharded,
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,
@@ -248,12 +300,13 @@ BACKENDS = {"default_backend": None}
 
 
 def main() -> None:
-    scenario = sys.argv[1]
-    dist.init_process_group(BACKENDS.get(scenario, "neuron"))  # env:// from torchrun
+    scenarios = sys.argv[1].split(",")  # several share one launch: starting the ranks is most of a test's time
+    dist.init_process_group(BACKENDS.get(scenarios[0], "neuron"))  # env:// from torchrun
     try:
-        if scenario not in BACKENDS:
-            assert dist.get_backend() == "neuron", dist.get_backend()
-        SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
+        for scenario in scenarios:
+            if scenario not in BACKENDS:
+                assert dist.get_backend() == "neuron", dist.get_backend()
+            SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
     finally:
         dist.destroy_process_group()
 

@@ -10,11 +10,16 @@ from pathlib import Path
 RANKS = Path(__file__).with_name("ranks.py")
 
 
-def _torchrun(scenario: str, eager: str, processes: int = 2) -> None:
+def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[str, ...] = ()) -> None:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     environment = {**os.environ, "NEURON_MLIR_EAGER": eager}
     result = subprocess.run(
-        [*command, str(RANKS), scenario], capture_output=True, text=True, timeout=600, env=environment, check=False
+        [*command, str(RANKS), scenario, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment,
+        check=False,
     )
     assert result.returncode == 0, f"{scenario} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
 
@@ -40,6 +45,8 @@ def test_tensor_parallel_training_equals_the_whole_model():
     _torchrun("tensor_parallel", eager="host")
 
 
-def test_fully_sharded_training_equals_one_process_on_the_whole_batch():
-    """FSDP2 frees and re-materialises unsharded parameters by resizing their device storages (native hooks)."""
-    _torchrun("fully_sharded", eager="host")
+def test_fully_sharded_training_and_its_sharded_checkpoint(tmp_path):
+    """FSDP2 training equals one process on the whole batch (it frees and re-materialises unsharded parameters by
+    resizing their device storages: the native hooks); torch.distributed.checkpoint saves and loads its sharded
+    state."""
+    _torchrun("fully_sharded,sharded_checkpoint", eager="host", arguments=(str(tmp_path / "checkpoint"),))
