@@ -287,7 +287,49 @@ def sharded_checkpoint(rank: int, world: int) -> None:
         assert torch.equal(_full(got), _full(expected)), f"{name} after a step"
 
 
+def sharded_and_tensor_parallel(rank: int, world: int) -> None:
+    """A 2-D mesh (data x tensor): the MLP split column- then row-wise over the tensor dimension and FSDP2 over
+    the data dimension, each data group with its share of the batch, trains as one process on the whole batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    assert world % 2 == 0, world
+    mesh = init_device_mesh("neuron", (world // 2, 2), mesh_dim_names=("data", "tensor"))
+    data_rank, groups = mesh["data"].get_local_rank(), world // 2
+    torch.manual_seed(0)
+    reference = _mlp()
+    model = _mlp()
+    model.load_state_dict(reference.state_dict())
+    parallelize_module(model.to("neuron"), mesh["tensor"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh["data"])
+    fully_shard(model, mesh=mesh["data"])
+    for name, parameter in model.named_parameters():
+        assert isinstance(parameter, DTensor), name
+        assert parameter.device_mesh.ndim == 2, (name, parameter.placements)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    inputs, targets = torch.randn(4 * groups, 8), torch.randn(4 * groups, 4)
+    share = slice(4 * data_rank, 4 * (data_rank + 1))
+    for step in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        gradients = {name: _full(p.grad) for name, p in model.named_parameters()}
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        reference_optimizer.step()
+        for name, parameter in reference.named_parameters():
+            expected = cast(torch.Tensor, parameter.grad)
+            _assert_close(gradients[name], expected, torch.float32, f"step {step} grad {name}")
+    for (name, expected_parameter), parameter in zip(reference.named_parameters(), model.parameters(), strict=True):
+        _assert_close(_full(parameter), expected_parameter, torch.float32, name)
+
+
 SCENARIOS = {
+    "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
     "sharded_checkpoint": sharded_checkpoint,
     "fully_sharded": fully_sharded,
     "collectives": collectives,

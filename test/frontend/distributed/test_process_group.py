@@ -45,8 +45,10 @@ def test_tensor_parallel_training_equals_the_whole_model():
     _torchrun("tensor_parallel", eager="host")
 
 
-def test_fully_sharded_training_and_its_sharded_checkpoint(tmp_path):
-    """FSDP2 training equals one process on the whole batch (it frees and re-materialises unsharded parameters by
-    resizing their device storages: the native hooks); torch.distributed.checkpoint saves and loads its sharded
-    state."""
-    _torchrun("fully_sharded,sharded_checkpoint", eager="host", arguments=(str(tmp_path / "checkpoint"),))
+def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_path):
+    """On 4 ranks, in one launch: FSDP2 training equals one process on the whole batch (it frees and
+    re-materialises unsharded parameters by resizing their device storages: the native hooks);
+    torch.distributed.checkpoint saves and loads its sharded state; FSDP2 over the data dimension of a 2 x 2 mesh
+    with tensor parallelism over the other trains as one process does."""
+    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel"
+    _torchrun(scenarios, eager="host", processes=4, arguments=(str(tmp_path / "checkpoint"),))
