@@ -258,7 +258,7 @@ def _compile(
 
     examples = [_host_example(flat[p]) for p in tensor_positions]
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        with _clean_dispatch_state(), FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fakes = [mode.from_tensor(e) for e in examples]
             # functional first, then decomposed: a decomposition may write in place (fill_ into copy_), and only
             # functionalization above it would turn that write into a value
@@ -290,6 +290,22 @@ def _compile(
     return _Program(
         compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
     )
+
+
+def _clean_dispatch_state() -> Any:
+    """The dispatcher's thread-local state of a plain call, for tracing: an op reaching the device from inside a
+    tensor subclass's dispatch (DTensor's local ops) arrives with functionalization, functorch's layers and the
+    proxy mode's keys excluded, and the tracer needs them. Autocast stays excluded: it acted before the device."""
+    global _autocast_keys
+    if _autocast_keys is None:
+        keys = [getattr(torch._C.DispatchKey, n) for n in dir(torch._C.DispatchKey) if n.startswith("Autocast")]
+        _autocast_keys = torch._C.DispatchKeySet(keys[0])
+        for key in keys[1:]:
+            _autocast_keys = _autocast_keys | torch._C.DispatchKeySet(key)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), _autocast_keys)
+
+
+_autocast_keys: Any = None
 
 
 def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:

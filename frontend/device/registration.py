@@ -38,6 +38,23 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
+def hide_from_dynamo(*functions: Any) -> None:
+    """Make torch.compile's frame evaluation run these functions, and every function they call, as they are.
+
+    torch calls the device's Python kernels and hooks from C++ while running eager code, and inside a compiled
+    function that eager code runs with Dynamo's frame hook installed (FSDP2's hooks, code around graph breaks):
+    Dynamo would then trace the device's own internals as if they were the user's code, compiling NumPy views of
+    device memory into graphs. A frame strategy set on their code objects tells it to leave them alone; it is
+    set through torch's C binding, so registering the device does not import Dynamo."""
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+    except ImportError:  # a torch without Dynamo's frame hook has nothing to hide from
+        return
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)  # this frame, and recursively its callees
+    for function in functions:
+        set_code_exec_strategy(getattr(function, "__func__", function).__code__, skip)
+
+
 def is_registered() -> bool:
     return _library is not None
 
@@ -84,12 +101,23 @@ def register() -> None:
     for name, kernel in OVERRIDDEN_KERNELS.items():
         aten_library.impl(name, kernel)
     _library, _aten_library = library, aten_library
+    hide_from_dynamo(
+        neuron_fallback,
+        storage.resize_bytes,
+        *OVERRIDDEN_KERNELS.values(),
+        _DeviceGuard.type_,
+        _Hooks.is_available,
+        _Hooks.has_primary_context,
+        _Hooks.is_built,
+    )
     from neuron_mlir.frontend.device import autocast
 
     autocast.register()  # torch.autocast("neuron"): torch has no kernels for a PrivateUse1 device's autocast key
     from neuron_mlir.frontend.distributed import process_group
 
     process_group.register()  # the `neuron` collectives backend, torch.distributed's choice for neuron tensors
+    # c10d calls the group's collectives from C++
+    hide_from_dynamo(*(v for v in vars(process_group.NeuronProcessGroup).values() if callable(v)))
 
 
 def autoload() -> None:
