@@ -24,8 +24,11 @@ def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[st
     assert result.returncode == 0, f"{scenario} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
 
 
-def test_collectives_on_device_tensors_match_the_host():
-    _torchrun("collectives", eager="host")  # the device's semantics; the bytes are what is tested
+def test_collectives_dtensors_and_tensor_parallel_training_on_neuron_ranks():
+    """In one launch (starting the ranks is most of each test's time): the collectives on device tensors match
+    the host (the device's semantics; the bytes are what is tested), a DeviceMesh of neuron ranks shards and
+    redistributes DTensors, and an MLP split column- then row-wise trains as the whole one does."""
+    _torchrun("collectives,sharded_tensors,tensor_parallel", eager="host")
 
 
 def test_data_parallel_training_equals_one_process_on_the_whole_batch():
@@ -35,14 +38,6 @@ def test_data_parallel_training_equals_one_process_on_the_whole_batch():
 
 def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
-
-
-def test_device_mesh_and_dtensors_on_neuron_ranks():
-    _torchrun("sharded_tensors", eager="host")
-
-
-def test_tensor_parallel_training_equals_the_whole_model():
-    _torchrun("tensor_parallel", eager="host")
 
 
 def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_path):
