@@ -81,7 +81,7 @@ def register() -> None:
     from neuron_mlir.frontend.device import native
 
     # the native hooks add storage resize, generators and pinned memory; without them, torch's Python hooks
-    if not native.register_hooks(storage.resize_bytes):
+    if not native.register_hooks(storage.resize_bytes, storage.allocate_for_torch):
         torch._C._acc.register_python_privateuseone_hook(_Hooks())
         if native.unavailable_reason() != "NEURON_MLIR_NATIVE=0":
             import warnings
@@ -104,6 +104,7 @@ def register() -> None:
     hide_from_dynamo(
         neuron_fallback,
         storage.resize_bytes,
+        storage.allocate_for_torch,
         *OVERRIDDEN_KERNELS.values(),
         _DeviceGuard.type_,
         _Hooks.is_available,

@@ -3,9 +3,10 @@
 torch asks a PrivateUse1 device's runtime (`at::PrivateUse1HooksInterface`) for things the Python binding
 `torch._C._acc.PrivateUse1Hooks` does not forward: resizing a storage in place (`untyped_storage().resize_(n)`,
 which FSDP2 uses to free and re-materialise unsharded parameters), new and default generators on the device
-(`torch.Generator(device="neuron")`), and the pinned host memory the accelerator owns (`pin_memory()`,
-`is_pinned()`). `neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the
-resize hook calls back.
+(`torch.Generator(device="neuron")`), the pinned host memory the accelerator owns (`pin_memory()`,
+`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`).
+`neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the resize hook and
+the allocator call back.
 
 The library is compiled with the system's C++ compiler against the installed torch (one file, ~10 s), once per
 torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
@@ -121,7 +122,7 @@ def load() -> ctypes.PyDLL | None:
     except (RuntimeError, OSError) as error:
         _reason = str(error)
         return None
-    library.neuron_register_hooks.argtypes = [ctypes.py_object]
+    library.neuron_register_hooks.argtypes = [ctypes.py_object, ctypes.py_object]
     library.neuron_register_hooks.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
@@ -137,13 +138,16 @@ def unavailable_reason() -> str | None:
     return _reason
 
 
-def register_hooks(resize_bytes: Callable[[torch.UntypedStorage, int], int]) -> bool:
-    """Register the native hooks as the device's runtime; False when the library is unavailable or another
-    PrivateUse1 runtime was registered first (then the caller registers the Python hooks)."""
+def register_hooks(
+    resize_bytes: Callable[[torch.UntypedStorage, int], int], allocate: Callable[[int], tuple[int, object]]
+) -> bool:
+    """Register the native hooks as the device's runtime, and `allocate` (bytes -> (address, owner)) as its C++
+    allocator; False when the library is unavailable or another PrivateUse1 runtime was registered first (then
+    the caller registers the Python hooks)."""
     library = load()
     if library is None:
         return False
-    if not library.neuron_register_hooks(resize_bytes):
+    if not library.neuron_register_hooks(resize_bytes, allocate):
         _set_reason("another PrivateUse1 runtime was registered before the neuron device's")
         return False
     return True

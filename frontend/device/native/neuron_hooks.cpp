@@ -1,6 +1,6 @@
 // The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
-// torch._C._acc: resizing a storage in place, generators on the device, and the pinned host memory the
-// accelerator owns. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
+// torch._C._acc: resizing a storage in place, generators on the device, the pinned host memory the accelerator
+// owns, and an allocator for the storages torch itself makes on the device. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
 // the device's memory itself stays in Python (storage.py), which this library calls back into.
 #include <Python.h>
 
@@ -25,6 +25,53 @@ constexpr c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
 
 // (storage, nbytes) -> address of the storage's new bytes: set by the Python side before any resize can happen
 PyObject* resize_callback = nullptr;
+// nbytes -> (address, owner): a block of device memory and the Python object whose life is the block's
+PyObject* allocate_callback = nullptr;
+
+[[noreturn]] void raise_python_error(PyGILState_STATE state) {
+  python_error error;  // keeps the Python exception (torch.OutOfMemoryError) for torch to raise again
+  error.persist();
+  PyGILState_Release(state);
+  throw error;
+}
+
+void release_owner(void* owner) {
+  if (!Py_IsInitialized()) {
+    return;  // storages that outlive the interpreter: its memory is gone with it
+  }
+  PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(owner));
+  PyGILState_Release(state);
+}
+
+// torch's own allocations on the device (`torch.UntypedStorage(n, device="neuron")`, storage copies) take
+// blocks of the same device memory as the device's tensors; the DataPtr holds the block's owner.
+class DeviceAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyObject* result = PyObject_CallFunction(allocate_callback, "n", static_cast<Py_ssize_t>(nbytes));
+    if (result == nullptr) {
+      raise_python_error(state);
+    }
+    void* address = PyLong_AsVoidPtr(PyTuple_GetItem(result, 0));
+    PyObject* owner = PyTuple_GetItem(result, 1);
+    Py_INCREF(owner);
+    Py_DECREF(result);
+    PyGILState_Release(state);
+    return {address, owner, &release_owner, c10::Device(kDevice, 0)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return nullptr;  // no raw allocations: every block needs its owner
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+DeviceAllocator device_allocator;
 
 // A generator on the device: the CPU's Mersenne Twister (the device draws its random numbers on the host),
 // labelled with the device so that torch accepts it for device tensors and reports its device.
@@ -148,11 +195,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
           : PyObject_CallFunction(resize_callback, "On", wrapped, static_cast<Py_ssize_t>(newsize));
       Py_XDECREF(wrapped);
       if (result == nullptr) {
-        // keeps the Python exception (torch.OutOfMemoryError) for the caller; released with the GIL below
-        python_error error;
-        error.persist();
-        PyGILState_Release(state);
-        throw error;
+        raise_python_error(state);
       }
       address = PyLong_AsVoidPtr(result);
       Py_DECREF(result);
@@ -172,14 +215,18 @@ Hooks hooks;
 
 extern "C" {
 
-// Registers the hooks (once per process); false when another PrivateUse1 runtime registered first.
-bool neuron_register_hooks(PyObject* resize) {
+// Registers the hooks and the device allocator (once per process); false when another PrivateUse1 runtime
+// registered first.
+bool neuron_register_hooks(PyObject* resize, PyObject* allocate) {
   if (at::isPrivateUse1HooksRegistered()) {
     return false;
   }
   Py_INCREF(resize);
+  Py_INCREF(allocate);
   neuron::resize_callback = resize;
+  neuron::allocate_callback = allocate;
   at::RegisterPrivateUse1HooksInterface(&neuron::hooks);
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &neuron::device_allocator);
   return true;
 }
 

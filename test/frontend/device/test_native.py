@@ -129,3 +129,22 @@ def test_without_native_hooks_the_device_works_and_says_what_is_missing(tmp_path
     assert "resize_ (FSDP2)" in warned
     assert resize.startswith("resize:")
     assert "resizePrivateUse1Bytes" in resize
+
+
+def test_storages_torch_allocates_itself_take_device_memory():
+    """`torch.UntypedStorage(n, device=...)` and storage copies go through the device's C++ allocator."""
+    before = neuron.memory_allocated()
+    stored = torch.UntypedStorage(64, device="neuron")
+    assert stored.device == torch.device("neuron", 0)
+    assert neuron.memory_allocated() == before + 64
+    tensor = torch.empty(0, dtype=torch.float32, device="neuron").set_(stored, 0, (16,), (1,))
+    tensor.fill_(3.0)
+    assert torch.equal((tensor * 2).cpu(), torch.full((16,), 6.0))
+    stored.resize_(128)
+    assert torch.equal(tensor.cpu(), torch.full((16,), 3.0))
+    copied = torch.arange(4, dtype=torch.float32).untyped_storage().to(device="neuron")
+    assert torch.equal(torch.empty(0, device="neuron").set_(copied).cpu(), torch.arange(4, dtype=torch.float32))
+    del stored, tensor, copied
+    assert neuron.memory_allocated() == before
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.UntypedStorage(2 * neuron.mem_get_info()[1], device="neuron")
