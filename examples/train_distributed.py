@@ -3,6 +3,7 @@
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel fsdp
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel ddp --steps 5
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel fsdp --checkpoint /tmp/ckpt
+    torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel fsdp --compile
 
 Each rank drives one simulated NeuronCore (`neuron:0` of its process) and trains on its share of every global
 batch; gloo carries the collectives' bytes. `--parallel fsdp` shards every layer and the root with
@@ -10,7 +11,8 @@ batch; gloo carries the collectives' bytes. `--parallel fsdp` shards every layer
 `--bf16`); `--parallel ddp` replicates the model with DistributedDataParallel. Rank 0 prints each step's loss
 next to one process training on the whole batch on the CPU (the same numbers within the dtype's tolerance),
 and every rank its device memory. `--checkpoint DIR` saves the sharded model and optimizer state with
-torch.distributed.checkpoint, then loads it back into a freshly initialised model.
+torch.distributed.checkpoint, then loads it back into a freshly initialised model. `--compile` compiles each
+layer with torch.compile before it is sharded.
 """
 
 from __future__ import annotations
@@ -30,25 +32,29 @@ def make_model() -> torch.nn.Sequential:
     )
 
 
-def parallelise(model: torch.nn.Sequential, how: str, bf16: bool) -> torch.nn.Module:
+def parallelise(model: torch.nn.Sequential, how: str, bf16: bool, compile: bool = False) -> torch.nn.Module:
+    if compile:  # each layer before it is sharded: FSDP2's hooks then run eagerly around the compiled layers
+        for index, layer in enumerate(model):
+            model[index] = torch.compile(layer, backend="neuron-mlir")
     if how == "ddp":
         return torch.nn.parallel.DistributedDataParallel(model)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
     for layer in model:
-        if isinstance(layer, torch.nn.Linear):
+        if any(isinstance(m, torch.nn.Linear) for m in layer.modules()):
             fully_shard(layer, reshard_after_forward=True, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     return model
 
 
 def full_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter whole and on the host (FSDP2's are DTensor shards)."""
+    """Every parameter whole and on the host (FSDP2's are DTensor shards), by its name in the plain model."""
     from torch.distributed.tensor import DTensor
 
     return {
-        name: (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu() for name, p in model.named_parameters()
+        name.replace("._orig_mod", ""): (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+        for name, p in model.named_parameters()
     }
 
 
@@ -60,7 +66,7 @@ def checkpoint_round_trip(model: torch.nn.Module, optimizer: torch.optim.Optimiz
     model_state, optimizer_state = get_state_dict(model, optimizer)
     save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=args.checkpoint)
     torch.manual_seed(1)  # other weights, replaced by the checkpoint's
-    fresh = parallelise(make_model().to("neuron"), args.parallel, args.bf16)
+    fresh = parallelise(make_model().to("neuron"), args.parallel, args.bf16, args.compile)
     fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
     model_state, optimizer_state = get_state_dict(fresh, fresh_optimizer)
     load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=args.checkpoint)
@@ -78,13 +84,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="samples per rank and step")
     parser.add_argument("--bf16", action="store_true", help="FSDP2: bf16 parameters in compute, fp32 reduction")
     parser.add_argument("--checkpoint", help="save and reload the sharded state in this directory")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each layer (neuron-mlir backend)")
     args = parser.parse_args()
 
     dist.init_process_group("neuron")  # torchrun's environment: rank, world size, rendezvous
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     reference = make_model()
-    model = parallelise(copy.deepcopy(reference).to("neuron"), args.parallel, args.bf16)
+    model = parallelise(copy.deepcopy(reference).to("neuron"), args.parallel, args.bf16, args.compile)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
     inputs = torch.randn(args.steps, args.batch * world, 32)

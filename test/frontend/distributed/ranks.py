@@ -216,6 +216,41 @@ def _full(tensor: torch.Tensor | None) -> torch.Tensor:
     return tensor.full_tensor().cpu()
 
 
+def fully_sharded_compiled(rank: int, world: int) -> None:
+    """FSDP2 with torch.compile as large models use them together: each layer compiled before it is sharded, so
+    FSDP2's hooks (which PyTorch keeps out of Dynamo) run eagerly around the compiled layers. Every node of the
+    layers' forward and backward graphs compiles, and training equals one process on the whole batch."""
+    import neuron_mlir
+
+    torch.manual_seed(0)
+    inputs, targets = torch.randn(4 * world, 8), torch.randn(4 * world, 4)
+    share = slice(4 * rank, 4 * (rank + 1))
+    reference = _mlp()
+    model = _mlp()
+    model.load_state_dict(reference.state_dict())
+    model.to("neuron")
+    for index in (0, 2):
+        model[index] = cast(torch.nn.Module, torch.compile(model[index], backend="neuron-mlir"))
+    _shard(model)
+    before = neuron_mlir.stats()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        reference_optimizer.step()
+    after = neuron_mlir.stats()
+    assert after["graphs_compiled"] - before["graphs_compiled"] >= 4, after  # each layer's forward and backward
+    assert after["nodes_fallen_back"] == before["nodes_fallen_back"], after["fallback_ops"]
+    parameters = dict(model.named_parameters())
+    for name, expected in reference.named_parameters():
+        got = _full(parameters[name.replace(".", "._orig_mod.", 1)])
+        _assert_close(got, expected, torch.float32, f"compiled, parameter {name}")
+
+
 def _reference_step(reference, optimizer, inputs, targets, precision) -> None:
     """One step of the whole model on the whole batch, its forward and backward in `precision` (the parameters'
     copies cast to it, as FSDP2's policy does), the gradients and the update in fp32."""
@@ -329,6 +364,7 @@ def sharded_and_tensor_parallel(rank: int, world: int) -> None:
 
 
 SCENARIOS = {
+    "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
     "sharded_checkpoint": sharded_checkpoint,
     "fully_sharded": fully_sharded,

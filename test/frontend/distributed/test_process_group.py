@@ -40,10 +40,11 @@ def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
 
 
-def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_path):
+def test_fully_sharded_training_its_checkpoint_a_data_by_tensor_mesh_and_compiled_layers(tmp_path):
     """On 4 ranks, in one launch: FSDP2 training equals one process on the whole batch (it frees and
     re-materialises unsharded parameters by resizing their device storages: the native hooks);
     torch.distributed.checkpoint saves and loads its sharded state; FSDP2 over the data dimension of a 2 x 2 mesh
-    with tensor parallelism over the other trains as one process does."""
-    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel"
+    with tensor parallelism over the other trains as one process does; and so do layers compiled by torch.compile
+    before they are sharded."""
+    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel,fully_sharded_compiled"
     _torchrun(scenarios, eager="host", processes=4, arguments=(str(tmp_path / "checkpoint"),))
