@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -35,7 +35,7 @@ def make_model() -> torch.nn.Sequential:
 def parallelise(model: torch.nn.Sequential, how: str, bf16: bool, compile: bool = False) -> torch.nn.Module:
     if compile:  # each layer before it is sharded: FSDP2's hooks then run eagerly around the compiled layers
         for index, layer in enumerate(model):
-            model[index] = torch.compile(layer, backend="neuron-mlir")
+            model[index] = cast(torch.nn.Module, torch.compile(layer, backend="neuron-mlir"))
     if how == "ddp":
         return torch.nn.parallel.DistributedDataParallel(model)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
