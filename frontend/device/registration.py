@@ -75,13 +75,18 @@ def register() -> None:
     from neuron_mlir.frontend.device import storage, torch_neuron
     from neuron_mlir.frontend.device.dispatch import OVERRIDDEN_KERNELS, neuron_fallback
 
-    # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
+    # storages' methods only with the native hooks (below): their copies allocate through a C++ allocator
     generate_methods_for_privateuse1_backend()
     torch._register_device_module(DEVICE_TYPE, torch_neuron)
     from neuron_mlir.frontend.device import native
 
     # the native hooks add storage resize, generators and pinned memory; without them, torch's Python hooks
-    if not native.register_hooks(storage.resize_bytes, storage.allocate_for_torch):
+    if native.register_hooks(storage.resize_bytes, storage.allocate_for_torch):
+        # `UntypedStorage.neuron()` / `.is_neuron` allocate through the native hooks' C++ allocator
+        generate_methods_for_privateuse1_backend(
+            for_tensor=False, for_module=False, for_packed_sequence=False, for_storage=True
+        )
+    else:
         torch._C._acc.register_python_privateuseone_hook(_Hooks())
         if native.unavailable_reason() != "NEURON_MLIR_NATIVE=0":
             import warnings

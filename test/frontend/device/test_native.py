@@ -4,6 +4,7 @@ host memory; and the device without them."""
 import os
 import subprocess
 import sys
+from typing import Any, cast
 
 import pytest
 import torch
@@ -144,7 +145,10 @@ def test_storages_torch_allocates_itself_take_device_memory():
     assert torch.equal(tensor.cpu(), torch.full((16,), 3.0))
     copied = torch.arange(4, dtype=torch.float32).untyped_storage().to(device="neuron")
     assert torch.equal(torch.empty(0, device="neuron").set_(copied).cpu(), torch.arange(4, dtype=torch.float32))
-    del stored, tensor, copied
+    moved = cast(Any, torch.ones(2).untyped_storage()).neuron()  # the device's storage methods
+    assert moved.is_neuron
+    assert moved.device == torch.device("neuron", 0)
+    del stored, tensor, copied, moved
     assert neuron.memory_allocated() == before
     with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
         torch.UntypedStorage(2 * neuron.mem_get_info()[1], device="neuron")
