@@ -293,19 +293,28 @@ def _compile(
 
 
 def _clean_dispatch_state() -> Any:
-    """The dispatcher's thread-local state of a plain call, for tracing: an op reaching the device from inside a
-    tensor subclass's dispatch (DTensor's local ops) arrives with functionalization, functorch's layers and the
-    proxy mode's keys excluded, and the tracer needs them. Autocast stays excluded: it acted before the device."""
-    global _autocast_keys
-    if _autocast_keys is None:
-        keys = [getattr(torch._C.DispatchKey, n) for n in dir(torch._C.DispatchKey) if n.startswith("Autocast")]
-        _autocast_keys = torch._C.DispatchKeySet(keys[0])
-        for key in keys[1:]:
-            _autocast_keys = _autocast_keys | torch._C.DispatchKeySet(key)
-    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), _autocast_keys)
+    """The dispatcher's thread-local state for tracing one op: an op reaching the device from inside a tensor
+    subclass's dispatch (DTensor's local ops) arrives with functionalization's, functorch's layers' and the
+    Python modes' keys excluded, which the tracer needs; they are let back in, and the rest of the caller's
+    state (inference mode's exclusions, say) is kept. Autocast stays excluded: it acted before the device."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for name in _TRACER_KEYS:
+        exclude = exclude.remove(getattr(torch._C.DispatchKey, name))
+    for name in dir(torch._C.DispatchKey):
+        if name.startswith("Autocast"):
+            exclude = exclude.add(getattr(torch._C.DispatchKey, name))
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude)
 
 
-_autocast_keys: Any = None
+_TRACER_KEYS = (
+    "Functionalize",
+    "FuncTorchDynamicLayerFrontMode",
+    "FuncTorchDynamicLayerBackMode",
+    "PythonTLSSnapshot",
+    "PreDispatch",
+    "Python",
+    "PythonDispatcher",
+)
 
 
 def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:

@@ -5,6 +5,7 @@
 Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
 a failed check exits the rank with its traceback, which torchrun reports."""
 
+import os
 import sys
 from typing import Any, cast
 
@@ -114,6 +115,19 @@ def sharded_tensors(rank: int, world: int) -> None:
     product = torch.mm(rows, distribute_tensor(weight.to("neuron"), mesh, [Replicate()]))
     assert isinstance(product, DTensor)
     torch.testing.assert_close(product.full_tensor().cpu(), full @ weight)
+    # DTensor hands its local ops to the device from inside its dispatch: they compile like any other op
+    # (strictly: a refusal would be an error), in place as optimizers write them
+    saved = {name: os.environ.get(name) for name in ("NEURON_MLIR_EAGER", "NEURON_MLIR_STRICT")}
+    os.environ.update(NEURON_MLIR_EAGER="compile", NEURON_MLIR_STRICT="1")
+    try:
+        rows.mul_(3.0).add_(doubled)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+    torch.testing.assert_close(rows.full_tensor().cpu(), full * 5)
 
 
 def tensor_parallel(rank: int, world: int) -> None:
