@@ -12,8 +12,8 @@ The library is compiled with the system's C++ compiler against the installed tor
 torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
 `~/.cache/neuron-mlir/native`): `make venv` builds it, and a process that finds it missing builds it on first use
 (under a file lock, so ranks started together build it once). Without a compiler (or with
-`NEURON_MLIR_NATIVE=0`) the device registers torch's Python hooks instead, and what needs the native hooks fails
-with `unavailable_reason()` in its message.
+`NEURON_MLIR_NATIVE=0`) the device registers torch's Python hooks instead; a failed build makes registration warn
+once, naming `unavailable_reason()` and what raises NotImplementedError without the hooks.
 """
 
 from __future__ import annotations
@@ -163,15 +163,3 @@ def default_generator() -> torch.Generator | None:
     if _library is None:
         return None
     return cast(torch.Generator, _library.neuron_default_generator())
-
-
-def missing(feature: str) -> RuntimeError:
-    """The error for a feature that needs the native hooks when they are not loaded."""
-    return RuntimeError(
-        f"the neuron device's {feature} needs its native hooks, which are not loaded: {_reason or 'not registered'}"
-        " (build them with `python -m neuron_mlir.frontend.device.native`)"
-    )
-
-
-if __name__ == "__main__":
-    print(build(verbose=True))
