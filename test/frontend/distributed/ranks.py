@@ -288,7 +288,7 @@ def _assert_close(actual: torch.Tensor, expected: torch.Tensor, precision: torch
 def sharded_checkpoint(rank: int, world: int) -> None:
     """torch.distributed.checkpoint saves an FSDP2 model's and its optimizer's sharded state from neuron ranks
     (each rank writes its shards) and loads it into a model initialised otherwise, which then trains on exactly
-    as the saved one does."""
+    as the saved one does; the model's shards also load whole into an unsharded model on one device."""
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.distributed.checkpoint.state_dict_loader import load
     from torch.distributed.checkpoint.state_dict_saver import save
@@ -330,6 +330,14 @@ def sharded_checkpoint(rank: int, world: int) -> None:
         for key in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(_full(moments[key]), _full(expected_moments[key])), (name, key)
         assert int(moments["step"]) == int(expected_moments["step"]) == 2, name
+    # the shards also load whole into an unsharded model on one device, as for inference after training
+    whole = _mlp().to("neuron")
+    whole_state = whole.state_dict()
+    load({"model": whole_state}, checkpoint_id=directory, no_dist=True)
+    whole.load_state_dict(whole_state)
+    for (name, expected), got in zip(saved.named_parameters(), whole.parameters(), strict=True):
+        assert got.device.type == "neuron", name
+        assert torch.equal(got.detach().cpu(), _full(expected)), f"{name} loaded whole"
     step(saved, saved_optimizer)
     step(loaded, loaded_optimizer)
     for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
