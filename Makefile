@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch is pinned exactly (pyproject.toml) so pip takes the CPU wheel, never a CUDA build.
 	$(PY) -m pip install --quiet -e ".[test]"
+	@# the device's native hooks (storage resize, generators, pinned memory): compiled once, cached
+	$(PY) -m neuron_mlir.frontend.device.native || echo "warning: the neuron device's native hooks did not build"
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create .venv and install neuron-mlir with its test tools

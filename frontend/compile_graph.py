@@ -675,6 +675,14 @@ class CompiledGraph:
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
+    def _draw_seed(self) -> torch.Tensor:
+        if self.seed_generator is None or self.seed_generator.device.type == "cpu":
+            return torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=self.seed_generator)
+        from neuron_mlir.frontend.device.random import on_host
+
+        with on_host(self.seed_generator) as generator:  # the device's generator, drawn through a CPU stand-in
+            return torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=generator)
+
     def __call__(self, args: list[Any]) -> list[Any]:
         signature = self.signature
         if signature.guards:
@@ -705,7 +713,7 @@ class CompiledGraph:
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
             # torch.manual_seed makes runs repeat (lowering/convert_torch_to_tile/random.py)
-            seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=self.seed_generator)
+            seed = self._draw_seed()
             inputs.append(seed.numpy().astype("int32"))
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies;
         # collectives reach the other ranks through torch.distributed's process groups

@@ -123,6 +123,10 @@ def register() -> None:
         name = overload._schema.name.removeprefix("aten::")
         if overload._overloadname != "default":
             name += f".{overload._overloadname}"
-        kernels.impl(name, _kernel(overload, policy), "AutocastPrivateUse1")
+        kernel = _kernel(overload, policy)
+        kernels.impl(name, kernel, "AutocastPrivateUse1")
+    from neuron_mlir.frontend.device.registration import hide_from_dynamo
+
+    hide_from_dynamo(kernel)  # every kernel is a closure of the one code object
     _libraries.extend((fallthrough, kernels))
     torch.set_autocast_dtype(DEVICE_TYPE, torch.bfloat16)

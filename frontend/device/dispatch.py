@@ -302,9 +302,11 @@ def run_on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
     if host_kwargs.get("device") is not None and torch.device(host_kwargs["device"]).type == DEVICE_TYPE:
         host_kwargs["device"] = torch.device("cpu")  # a factory op: made on the host, then copied over
     schema = op._schema
-    if "generator" in (a.name for a in schema.arguments) and host_kwargs.get("generator") is None:
-        host_kwargs["generator"] = random.device_generator()
     written = _written_arguments(schema, args, kwargs)
+    if "generator" in (a.name for a in schema.arguments):
+        with random.on_host(host_kwargs.get("generator") or random.device_generator()) as generator:
+            host_kwargs["generator"] = generator
+            return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)
     if torch.Tag.nondeterministic_seeded in op.tags and "generator" not in host_kwargs:
         with random.as_default_generator():  # a random op without a generator argument (native_dropout)
             return _run_on_host(op, host_args, host_kwargs, written, aliases, args, kwargs)

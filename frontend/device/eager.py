@@ -258,7 +258,7 @@ def _compile(
 
     examples = [_host_example(flat[p]) for p in tensor_positions]
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        with _clean_dispatch_state(), FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fakes = [mode.from_tensor(e) for e in examples]
             # functional first, then decomposed: a decomposition may write in place (fill_ into copy_), and only
             # functionalization above it would turn that write into a value
@@ -290,6 +290,31 @@ def _compile(
     return _Program(
         compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
     )
+
+
+def _clean_dispatch_state() -> Any:
+    """The dispatcher's thread-local state for tracing one op: an op reaching the device from inside a tensor
+    subclass's dispatch (DTensor's local ops) arrives with functionalization's, functorch's layers' and the
+    Python modes' keys excluded, which the tracer needs; they are let back in, and the rest of the caller's
+    state (inference mode's exclusions, say) is kept. Autocast stays excluded: it acted before the device."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for name in _TRACER_KEYS:
+        exclude = exclude.remove(getattr(torch._C.DispatchKey, name))
+    for name in dir(torch._C.DispatchKey):
+        if name.startswith("Autocast"):
+            exclude = exclude.add(getattr(torch._C.DispatchKey, name))
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude)
+
+
+_TRACER_KEYS = (
+    "Functionalize",
+    "FuncTorchDynamicLayerFrontMode",
+    "FuncTorchDynamicLayerBackMode",
+    "PythonTLSSnapshot",
+    "PreDispatch",
+    "Python",
+    "PythonDispatcher",
+)
 
 
 def _graph_outputs(graph_module: torch.fx.GraphModule) -> list[Any]:

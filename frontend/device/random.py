@@ -6,6 +6,12 @@ drawing on the device does not advance the CPU's default generator (as on CUDA).
 argument (`rand`, `normal_`, `bernoulli`, ...) are given it; random ops without one (`native_dropout`) run with
 it standing in for torch's default generator (`as_default_generator`); compiled programs with random ops
 (dropout compiled eagerly or in a graph on the device) take their seed from it.
+
+With the device's native hooks (`native/`), this generator is torch's default generator of the device (a
+`torch.Generator` on `neuron`, `torch.neuron.default_generators[0]`), and `torch.Generator(device="neuron")` makes
+others; both are the CPU's Mersenne Twister labelled with the device. Host kernels accept only CPU generators, so
+a device generator draws through a CPU stand-in carrying its state (`on_host`), which is written back after.
+Without the native hooks the generator is a plain CPU `torch.Generator` owned by the device.
 """
 
 from __future__ import annotations
@@ -22,9 +28,27 @@ _generator: torch.Generator | None = None
 def device_generator() -> torch.Generator:
     global _generator
     if _generator is None:
-        _generator = torch.Generator()
-        _generator.manual_seed(_DEFAULT_SEED)
+        from neuron_mlir.frontend.device import native
+
+        _generator = native.default_generator()
+        if _generator is None:
+            _generator = torch.Generator()
+            _generator.manual_seed(_DEFAULT_SEED)
     return _generator
+
+
+@contextmanager
+def on_host(generator: torch.Generator) -> Iterator[torch.Generator]:
+    """A CPU generator drawing `generator`'s numbers within the block; `generator` advances by what was drawn."""
+    if generator.device.type == "cpu":
+        yield generator
+        return
+    stand_in = torch.Generator()
+    stand_in.set_state(generator.get_state())
+    try:
+        yield stand_in
+    finally:
+        generator.set_state(stand_in.get_state())
 
 
 def manual_seed(seed: int) -> None:

@@ -38,6 +38,23 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
+def hide_from_dynamo(*functions: Any) -> None:
+    """Make torch.compile's frame evaluation run these functions, and every function they call, as they are.
+
+    torch calls the device's Python kernels and hooks from C++ while running eager code, and inside a compiled
+    function that eager code runs with Dynamo's frame hook installed (FSDP2's hooks, code around graph breaks):
+    Dynamo would then trace the device's own internals as if they were the user's code, compiling NumPy views of
+    device memory into graphs. A frame strategy set on their code objects tells it to leave them alone; it is
+    set through torch's C binding, so registering the device does not import Dynamo."""
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+    except ImportError:  # a torch without Dynamo's frame hook has nothing to hide from
+        return
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)  # this frame, and recursively its callees
+    for function in functions:
+        set_code_exec_strategy(getattr(function, "__func__", function).__code__, skip)
+
+
 def is_registered() -> bool:
     return _library is not None
 
@@ -58,10 +75,28 @@ def register() -> None:
     from neuron_mlir.frontend.device import storage, torch_neuron
     from neuron_mlir.frontend.device.dispatch import OVERRIDDEN_KERNELS, neuron_fallback
 
-    # not for storages: `UntypedStorage.to(device)` allocates through a C++ allocator this device does not have
+    # storages' methods only with the native hooks (below): their copies allocate through a C++ allocator
     generate_methods_for_privateuse1_backend()
     torch._register_device_module(DEVICE_TYPE, torch_neuron)
-    torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    from neuron_mlir.frontend.device import native
+
+    # the native hooks add storage resize, generators and pinned memory; without them, torch's Python hooks
+    if native.register_hooks(storage.resize_bytes, storage.allocate_for_torch):
+        # `UntypedStorage.neuron()` / `.is_neuron` allocate through the native hooks' C++ allocator
+        generate_methods_for_privateuse1_backend(
+            for_tensor=False, for_module=False, for_packed_sequence=False, for_storage=True
+        )
+    else:
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+        if native.unavailable_reason() != "NEURON_MLIR_NATIVE=0":
+            import warnings
+
+            warnings.warn(
+                f"neuron-mlir: the {DEVICE_TYPE} device's native hooks are unavailable ({native.unavailable_reason()}):"
+                " untyped_storage().resize_ (FSDP2), torch.Generator(device='neuron') and pin_memory() raise"
+                " NotImplementedError",
+                stacklevel=2,
+            )
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     # before torch's PrivateUse1 entry (priority 23), which would allocate the storage in C++
     torch.serialization.register_package(19, storage.serialization_tag, storage.serialization_restore)
@@ -71,12 +106,24 @@ def register() -> None:
     for name, kernel in OVERRIDDEN_KERNELS.items():
         aten_library.impl(name, kernel)
     _library, _aten_library = library, aten_library
+    hide_from_dynamo(
+        neuron_fallback,
+        storage.resize_bytes,
+        storage.allocate_for_torch,
+        *OVERRIDDEN_KERNELS.values(),
+        _DeviceGuard.type_,
+        _Hooks.is_available,
+        _Hooks.has_primary_context,
+        _Hooks.is_built,
+    )
     from neuron_mlir.frontend.device import autocast
 
     autocast.register()  # torch.autocast("neuron"): torch has no kernels for a PrivateUse1 device's autocast key
     from neuron_mlir.frontend.distributed import process_group
 
     process_group.register()  # the `neuron` collectives backend, torch.distributed's choice for neuron tensors
+    # c10d calls the group's collectives from C++
+    hide_from_dynamo(*(v for v in vars(process_group.NeuronProcessGroup).values() if callable(v)))
 
 
 def autoload() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -64,12 +65,36 @@ def new_storage(nbytes: int) -> torch.UntypedStorage:
     return cast(torch.UntypedStorage, storage)
 
 
+def allocate_for_torch(nbytes: int) -> tuple[int, Block]:
+    """A block for a storage torch allocates itself through the device's C++ allocator (the native hooks'):
+    its address, and the block, which the storage's data pointer keeps alive."""
+    try:
+        block = device_memory().allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    address = int(block.data.ctypes.data)
+    if nbytes:  # empty arrays may share an address; they have no bytes to find
+        _torch_blocks[address] = block
+    return address, block
+
+
+# the blocks of storages from torch's own allocations, by address: such a storage has no block attribute
+_torch_blocks: weakref.WeakValueDictionary[int, Block] = weakref.WeakValueDictionary()
+
+
+def _stored_block(stored: torch.UntypedStorage) -> Block | None:
+    block: Block | None = getattr(stored, _BLOCK_ATTRIBUTE, None)
+    if block is None and _torch_blocks:
+        block = _torch_blocks.get(stored.data_ptr())
+    return block
+
+
 def block_of(tensor: torch.Tensor) -> Block:
     """The HBM block holding `tensor`'s data."""
-    block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None)
+    block = _stored_block(tensor.untyped_storage())
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
-    return cast(Block, block)
+    return block
 
 
 def storage_nbytes(size: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
@@ -119,7 +144,7 @@ def host_alias(tensor: torch.Tensor) -> torch.Tensor:
         setattr(stored, _HOST_VIEWS_ATTRIBUTE, views)
     flat = views.get(dtype)
     if flat is None:
-        block: Block | None = getattr(stored, _BLOCK_ATTRIBUTE, None)
+        block: Block | None = _stored_block(stored)
         if block is None:
             raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
         usable = block.nbytes - block.nbytes % dtype.itemsize
@@ -136,7 +161,7 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     what the simulator reads and writes without a torch tensor in between."""
     if not tensor.is_contiguous():
         return None
-    block: Block | None = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None)
+    block: Block | None = _stored_block(tensor.untyped_storage())
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
     dtype = tensor.dtype
@@ -174,6 +199,25 @@ def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
         getattr(grown, _BLOCK_ATTRIBUTE).data[: old.nbytes] = old.data
         storage = grown
     return bind(tensor, storage, offset, size, stride)
+
+
+def resize_bytes(stored: torch.UntypedStorage, nbytes: int) -> int:
+    """`untyped_storage().resize_(nbytes)` of a device storage, called by the native hooks: a new block of
+    `nbytes` keeps the storage's first bytes and replaces its block (the old one is freed); returns the new bytes'
+    address, which the hook points the storage at. FSDP2 frees unsharded parameters this way (`resize_(0)`) and
+    brings them back before each all-gather (`resize_(n)`)."""
+    old = _stored_block(stored)
+    try:
+        block = device_memory().allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    if old is not None:
+        kept = min(old.nbytes, nbytes)
+        block.data[:kept] = old.data[:kept]
+    setattr(stored, _BLOCK_ATTRIBUTE, block)
+    if hasattr(stored, _HOST_VIEWS_ATTRIBUTE):
+        delattr(stored, _HOST_VIEWS_ATTRIBUTE)  # they alias the old block
+    return int(block.data.ctypes.data)
 
 
 def numel(size: Sequence[int]) -> int:

@@ -13,14 +13,23 @@ from typing import Any
 import torch
 
 
-class Stream:
-    """An in-order queue of the simulated device; `simulated_ns` is the device time of the work it has run."""
+class Stream(torch.Stream):
+    """An in-order queue of the simulated device; `simulated_ns` is the device time of the work it has run.
+
+    A `torch.Stream`, so that torch's stream arguments take it (`Tensor.record_stream`, `torch.accelerator`),
+    but compared by identity: torch's streams of the device all share one id."""
+
+    def __new__(cls, device: Any = None, priority: int = 0) -> Stream:
+        return super().__new__(cls, device=torch.device("neuron", 0), priority=priority)
 
     def __init__(self, device: Any = None, priority: int = 0) -> None:
-        self.device = torch.device("neuron", 0)
         self.priority = priority
         self.simulated_ns = 0.0
         self.programs_run = 0
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
     def synchronize(self) -> None:
         """Work is finished when its call returns on the simulator: nothing to wait for."""
@@ -28,14 +37,15 @@ class Stream:
     def query(self) -> bool:
         return True
 
-    def wait_event(self, event: Event) -> None:
+    # the device's events and streams keep its simulated clock: these take them, not torch's base types
+    def wait_event(self, event: Event) -> None:  # type: ignore[override]
         # an in-order device whose work completes on issue: the event's work is done, but time cannot run backwards
         self.simulated_ns = max(self.simulated_ns, event.simulated_ns)
 
-    def wait_stream(self, stream: Stream) -> None:
+    def wait_stream(self, stream: Stream) -> None:  # type: ignore[override]
         self.simulated_ns = max(self.simulated_ns, stream.simulated_ns)
 
-    def record_event(self, event: Event | None = None) -> Event:
+    def record_event(self, event: Event | None = None) -> Event:  # type: ignore[override]
         event = Event() if event is None else event
         event.record(self)
         return event
@@ -46,7 +56,7 @@ class Stream:
 
     def __enter__(self) -> Stream:
         global _current
-        self._previous = _current
+        self._previous = current_stream()
         _current = self
         return self
 
@@ -86,15 +96,22 @@ class Event:
         return (end_event.simulated_ns - self.simulated_ns) / 1e6
 
 
-_default = Stream()
-_current = _default
+# made on first use: a torch.Stream of the device needs the device registered (its guard)
+_default: Stream | None = None
+_current: Stream | None = None
 
 
 def current_stream(device: Any = None) -> Stream:
+    global _current
+    if _current is None:
+        _current = default_stream()
     return _current
 
 
 def default_stream(device: Any = None) -> Stream:
+    global _default
+    if _default is None:
+        _default = Stream()
     return _default
 
 
@@ -105,7 +122,7 @@ def set_stream(stream: Stream) -> None:
 
 def stream(stream: Stream | None) -> Stream:
     """`with torch.neuron.stream(s):` runs the enclosed work on `s`."""
-    return stream if stream is not None else _current
+    return stream if stream is not None else current_stream()
 
 
 # bytes moved between the host and the device by copies (`.to`, `.cpu()`, `copy_`)

@@ -12,7 +12,14 @@ from typing import Any
 
 import torch
 
-from neuron_mlir.frontend.device.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from neuron_mlir.frontend.device.random import (
+    device_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from neuron_mlir.frontend.device.storage import device_memory
 from neuron_mlir.frontend.device.streams import (
     Event,
@@ -106,6 +113,20 @@ def set_rng_state_all(states: list[torch.Tensor]) -> None:
     set_rng_state(states[0])
 
 
+def native_hooks_available() -> bool:
+    """Whether the device's native hooks are loaded: storage resize (FSDP2), device generators, pinned memory."""
+    from neuron_mlir.frontend.device import native
+
+    return native.loaded()
+
+
+def __getattr__(name: str) -> Any:
+    # made on first use: the default generator is the native hooks' own, and they register after this module
+    if name == "default_generators":
+        return (device_generator(),)
+    raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")
+
+
 def memory_allocated(device: Any = None) -> int:
     """Bytes of device memory held by tensors, exactly (the sum of their storages' sizes)."""
     return device_memory().allocated_bytes
@@ -180,6 +201,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "native_hooks_available",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",

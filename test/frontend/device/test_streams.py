@@ -126,3 +126,18 @@ def test_a_copys_line_is_the_users_in_the_report(host_mode, fresh):
     assert entry.calls == 1
     assert entry.simulated_ns > 0
     assert line in neuron_mlir.report()
+
+
+def test_device_streams_are_torch_streams_told_apart_by_identity(host_mode):
+    """torch's stream arguments take them (`record_stream`, as FSDP-style allocators call it), yet two streams of
+    the one device stay two streams with their own clocks."""
+    side = neuron.Stream()
+    assert isinstance(side, torch.Stream)
+    assert side.device == torch.device("neuron", 0)
+    assert side != neuron.current_stream()
+    assert side == side
+    tensor = torch.ones(3, device="neuron")
+    tensor.record_stream(side)
+    with neuron.stream(side):
+        assert neuron.current_stream() is side
+    assert neuron.current_stream() is neuron.default_stream()

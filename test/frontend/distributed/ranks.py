@@ -1,11 +1,13 @@
 """One rank of a distributed scenario, launched by torchrun from test_process_group.py:
 
-    torchrun --standalone --nproc-per-node 2 ranks.py <scenario>
+    torchrun --standalone --nproc-per-node 2 ranks.py <scenario>[,<scenario>...] [<checkpoint directory>]
 
 Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
 a failed check exits the rank with its traceback, which torchrun reports."""
 
+import os
 import sys
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -113,6 +115,19 @@ def sharded_tensors(rank: int, world: int) -> None:
     product = torch.mm(rows, distribute_tensor(weight.to("neuron"), mesh, [Replicate()]))
     assert isinstance(product, DTensor)
     torch.testing.assert_close(product.full_tensor().cpu(), full @ weight)
+    # DTensor hands its local ops to the device from inside its dispatch: they compile like any other op
+    # (strictly: a refusal would be an error), in place as optimizers write them
+    saved = {name: os.environ.get(name) for name in ("NEURON_MLIR_EAGER", "NEURON_MLIR_STRICT")}
+    os.environ.update(NEURON_MLIR_EAGER="compile", NEURON_MLIR_STRICT="1")
+    try:
+        rows.mul_(3.0).add_(doubled)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+    torch.testing.assert_close(rows.full_tensor().cpu(), full * 5)
 
 
 def tensor_parallel(rank: int, world: int) -> None:
@@ -216,7 +231,236 @@ def compiled_tensor_parallel(rank: int, world: int) -> None:
     assert sum(counts.values()) == 2, counts  # the output's in the forward, the input gradient's in the backward
 
 
+def _mlp() -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def _shard(model: torch.nn.Sequential, **options: Any) -> None:
+    """FSDP2 as models use it: each layer its own group, the root holding the rest."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in (model[0], model[2]):
+        fully_shard(layer, **options)
+    fully_shard(model, **options)
+
+
+def fully_sharded(rank: int, world: int) -> None:
+    """FSDP2 (fully_shard per layer and at the root, parameters resharded after forward) over the ranks, each
+    with its share of the batch, equals one process training on the whole batch: in fp32, and with bf16
+    parameters and fp32 gradient reduction (MixedPrecisionPolicy) against one process computing in bf16."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from torch.distributed.tensor import DTensor
+
+    torch.manual_seed(0)
+    inputs, targets = torch.randn(4 * world, 8), 4 * torch.randn(4 * world, 4)
+    share = slice(4 * rank, 4 * (rank + 1))
+    for precision in (torch.float32, torch.bfloat16):
+        reference = _mlp()
+        model = _mlp()
+        model.load_state_dict(reference.state_dict())
+        model.to("neuron")
+        policy = MixedPrecisionPolicy(param_dtype=precision, reduce_dtype=torch.float32)
+        _shard(model, reshard_after_forward=True, mp_policy=policy)
+        for name, parameter in model.named_parameters():
+            assert isinstance(parameter, DTensor), name
+            assert parameter.to_local().device.type == "neuron", name
+            assert parameter.to_local().shape[0] == parameter.shape[0] // world, name  # dim-0 shards
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            output = model(inputs[share].to("neuron"))
+            assert output.dtype == precision, output.dtype
+            loss = torch.nn.functional.mse_loss(output.float(), targets[share].to("neuron"))
+            loss.backward()
+            # after backward every unsharded parameter is freed again (its storage resized to 0 bytes)
+            unsharded = [
+                fsdp_parameter._unsharded_param
+                for layer in (model[0], model[2])
+                for fsdp_parameter in cast(Any, layer)._get_fsdp_state()._fsdp_param_group.fsdp_params
+            ]
+            assert len(unsharded) == 4
+            assert all(p.untyped_storage().nbytes() == 0 for p in unsharded)
+            _reference_step(reference, reference_optimizer, inputs, targets, precision)
+            gradients = {name: _full(p.grad) for name, p in model.named_parameters()}
+            optimizer.step()
+            for name, parameter in reference.named_parameters():
+                assert gradients[name].dtype == torch.float32, (name, gradients[name].dtype)  # reduced in fp32
+                expected = cast(torch.Tensor, parameter.grad)
+                _assert_close(gradients[name], expected, precision, f"{precision} step {step} grad {name}")
+        for name, parameter in reference.named_parameters():
+            got = _full(dict(model.named_parameters())[name])
+            _assert_close(got, parameter.detach(), precision, f"{precision} parameter {name}")
+
+
+def _full(tensor: torch.Tensor | None) -> torch.Tensor:
+    """The whole of a sharded DTensor (a parameter or its gradient), on the host."""
+    from torch.distributed.tensor import DTensor
+
+    assert isinstance(tensor, DTensor), type(tensor)
+    return tensor.full_tensor().cpu()
+
+
+def fully_sharded_compiled(rank: int, world: int) -> None:
+    """FSDP2 with torch.compile as large models use them together: each layer compiled before it is sharded, so
+    FSDP2's hooks (which PyTorch keeps out of Dynamo) run eagerly around the compiled layers. Every node of the
+    layers' forward and backward graphs compiles, and training equals one process on the whole batch."""
+    import neuron_mlir
+
+    torch.manual_seed(0)
+    inputs, targets = torch.randn(4 * world, 8), torch.randn(4 * world, 4)
+    share = slice(4 * rank, 4 * (rank + 1))
+    reference = _mlp()
+    model = _mlp()
+    model.load_state_dict(reference.state_dict())
+    model.to("neuron")
+    for index in (0, 2):
+        model[index] = cast(torch.nn.Module, torch.compile(model[index], backend="neuron-mlir"))
+    _shard(model)
+    before = neuron_mlir.stats()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        reference_optimizer.step()
+    after = neuron_mlir.stats()
+    assert after["graphs_compiled"] - before["graphs_compiled"] >= 4, after  # each layer's forward and backward
+    assert after["nodes_fallen_back"] == before["nodes_fallen_back"], after["fallback_ops"]
+    parameters = dict(model.named_parameters())
+    for name, expected in reference.named_parameters():
+        got = _full(parameters[name.replace(".", "._orig_mod.", 1)])
+        _assert_close(got, expected, torch.float32, f"compiled, parameter {name}")
+
+
+def _reference_step(reference, optimizer, inputs, targets, precision) -> None:
+    """One step of the whole model on the whole batch, its forward and backward in `precision` (the parameters'
+    copies cast to it, as FSDP2's policy does), the gradients and the update in fp32."""
+    optimizer.zero_grad()
+    low = {name: p.detach().to(precision).requires_grad_() for name, p in reference.named_parameters()}
+    output = torch.func.functional_call(reference, low, (inputs.to(precision),))
+    torch.nn.functional.mse_loss(output.float(), targets).backward()
+    for name, parameter in reference.named_parameters():
+        parameter.grad = low[name].grad.float()
+    optimizer.step()
+
+
+def _assert_close(actual: torch.Tensor, expected: torch.Tensor, precision: torch.dtype, what: str) -> None:
+    from neuron_mlir.ir.semantics.compare import mismatch
+
+    actual, expected = actual.detach().float().numpy(), expected.detach().float().numpy()
+    problem = mismatch(actual, expected, str(precision).removeprefix("torch."))
+    assert problem is None, f"{what}: {problem}"
+
+
+def sharded_checkpoint(rank: int, world: int) -> None:
+    """torch.distributed.checkpoint saves an FSDP2 model's and its optimizer's sharded state from neuron ranks
+    (each rank writes its shards) and loads it into a model initialised otherwise, which then trains on exactly
+    as the saved one does; the model's shards also load whole into an unsharded model on one device."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load
+    from torch.distributed.checkpoint.state_dict_saver import save
+    from torch.distributed.tensor import DTensor
+
+    directory = sys.argv[2]
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+
+    def sharded(seed: int) -> tuple[torch.nn.Sequential, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = _mlp().to("neuron")
+        _shard(model)
+        return model, torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs.to("neuron")), targets.to("neuron")).backward()
+        optimizer.step()
+
+    saved, saved_optimizer = sharded(0)
+    for _ in range(2):
+        step(saved, saved_optimizer)
+    model_state, optimizer_state = get_state_dict(saved, saved_optimizer)
+    for name, value in model_state.items():
+        assert isinstance(value, DTensor), name
+        assert value.to_local().device.type == "neuron", name
+    save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+
+    loaded, loaded_optimizer = sharded(1)
+    assert not torch.equal(_full(loaded[0].get_parameter("weight")), _full(saved[0].get_parameter("weight")))
+    model_state, optimizer_state = get_state_dict(loaded, loaded_optimizer)
+    load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)  # in place
+    set_state_dict(loaded, loaded_optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert isinstance(got, DTensor), name
+        assert got.to_local().device.type == "neuron", name
+        assert torch.equal(_full(got), _full(expected)), name
+        moments, expected_moments = loaded_optimizer.state[got], saved_optimizer.state[expected]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(_full(moments[key]), _full(expected_moments[key])), (name, key)
+        assert int(moments["step"]) == int(expected_moments["step"]) == 2, name
+    # the shards also load whole into an unsharded model on one device, as for inference after training
+    whole = _mlp().to("neuron")
+    whole_state = whole.state_dict()
+    load({"model": whole_state}, checkpoint_id=directory, no_dist=True)
+    whole.load_state_dict(whole_state)
+    for (name, expected), got in zip(saved.named_parameters(), whole.parameters(), strict=True):
+        assert got.device.type == "neuron", name
+        assert torch.equal(got.detach().cpu(), _full(expected)), f"{name} loaded whole"
+    step(saved, saved_optimizer)
+    step(loaded, loaded_optimizer)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), f"{name} after a step"
+
+
+def sharded_and_tensor_parallel(rank: int, world: int) -> None:
+    """A 2-D mesh (data x tensor): the MLP split column- then row-wise over the tensor dimension and FSDP2 over
+    the data dimension, each data group with its share of the batch, trains as one process on the whole batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    assert world % 2 == 0, world
+    mesh = init_device_mesh("neuron", (world // 2, 2), mesh_dim_names=("data", "tensor"))
+    data_rank, groups = mesh["data"].get_local_rank(), world // 2
+    torch.manual_seed(0)
+    reference = _mlp()
+    model = _mlp()
+    model.load_state_dict(reference.state_dict())
+    parallelize_module(model.to("neuron"), mesh["tensor"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh["data"])
+    fully_shard(model, mesh=mesh["data"])
+    for name, parameter in model.named_parameters():
+        assert isinstance(parameter, DTensor), name
+        assert parameter.device_mesh.ndim == 2, (name, parameter.placements)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    inputs, targets = torch.randn(4 * groups, 8), torch.randn(4 * groups, 4)
+    share = slice(4 * data_rank, 4 * (data_rank + 1))
+    for step in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        gradients = {name: _full(p.grad) for name, p in model.named_parameters()}
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        reference_optimizer.step()
+        for name, parameter in reference.named_parameters():
+            expected = cast(torch.Tensor, parameter.grad)
+            _assert_close(gradients[name], expected, torch.float32, f"step {step} grad {name}")
+    for (name, expected_parameter), parameter in zip(reference.named_parameters(), model.parameters(), strict=True):
+        _assert_close(_full(parameter), expected_parameter, torch.float32, name)
+
+
 SCENARIOS = {
+    "fully_sharded_compiled": fully_sharded_compiled,
+    "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
+    "sharded_checkpoint": sharded_checkpoint,
+    "fully_sharded": fully_sharded,
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,
     "data_parallel": data_parallel,
@@ -229,13 +473,13 @@ BACKENDS = {"default_backend": None}
 
 
 def main() -> None:
-    scenario = sys.argv[1]
-    dist.init_process_group(BACKENDS.get(scenario, "neuron"))  # env:// from torchrun
+    scenarios = sys.argv[1].split(",")  # several share one launch: starting the ranks is most of a test's time
+    dist.init_process_group(BACKENDS.get(scenarios[0], "neuron"))  # env:// from torchrun
     try:
-        if scenario not in BACKENDS:  # (a default-backend scenario runs alone)
-            assert dist.get_backend() == "neuron", dist.get_backend()
-        for name in scenario.split(","):  # several scenarios share one launch
-            SCENARIOS[name](dist.get_rank(), dist.get_world_size())
+        for scenario in scenarios:
+            if scenario not in BACKENDS:
+                assert dist.get_backend() == "neuron", dist.get_backend()
+            SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
     finally:
         dist.destroy_process_group()
 

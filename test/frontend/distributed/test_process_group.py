@@ -10,17 +10,29 @@ from pathlib import Path
 RANKS = Path(__file__).with_name("ranks.py")
 
 
-def _torchrun(scenario: str, eager: str, processes: int = 2) -> None:
+def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[str, ...] = ()) -> None:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     environment = {**os.environ, "NEURON_MLIR_EAGER": eager}
     result = subprocess.run(
-        [*command, str(RANKS), scenario], capture_output=True, text=True, timeout=600, env=environment, check=False
+        [*command, str(RANKS), scenario, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment,
+        check=False,
     )
     assert result.returncode == 0, f"{scenario} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
 
 
-def test_collectives_on_device_tensors_match_the_host():
-    _torchrun("collectives", eager="host")  # the device's semantics; the bytes are what is tested
+def test_collectives_dtensors_and_tensor_parallel_training_on_neuron_ranks():
+    """In one launch (starting the ranks is most of each test's time): the collectives on device tensors match
+    the host (the device's semantics; the bytes are what is tested), a DeviceMesh of neuron ranks shards and
+    redistributes DTensors, and an MLP split column- then row-wise trains as the whole one does; then, compiled
+    by neuron-mlir on the same ranks, all_reduce (sum, avg), all_gather, reduce_scatter and all_to_all in one
+    graph, on the collective queue, through the process group's transport, and ColwiseParallel + RowwiseParallel
+    under torch.compile, whose forward and backward graphs hold the all_reduces."""
+    scenarios = "collectives,sharded_tensors,tensor_parallel,compiled_collectives,compiled_tensor_parallel"
+    _torchrun(scenarios, eager="host")
 
 
 def test_data_parallel_training_equals_one_process_on_the_whole_batch():
@@ -32,13 +44,11 @@ def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
 
 
-def test_device_mesh_and_dtensors_on_neuron_ranks():
-    _torchrun("sharded_tensors", eager="host")
-
-
-def test_tensor_parallel_training_equals_the_whole_model():
-    """Eager tensor parallelism on device tensors; then, compiled by neuron-mlir on the same ranks (one launch: it
-    is most of the time), all_reduce (sum, avg), all_gather, reduce_scatter and all_to_all in one graph, on the
-    collective queue, through the process group's transport, and ColwiseParallel + RowwiseParallel under
-    torch.compile, whose forward and backward graphs hold the all_reduces."""
-    _torchrun("tensor_parallel,compiled_collectives,compiled_tensor_parallel", eager="host")
+def test_fully_sharded_training_its_checkpoint_a_data_by_tensor_mesh_and_compiled_layers(tmp_path):
+    """On 4 ranks, in one launch: FSDP2 training equals one process on the whole batch (it frees and
+    re-materialises unsharded parameters by resizing their device storages: the native hooks);
+    torch.distributed.checkpoint saves and loads its sharded state; FSDP2 over the data dimension of a 2 x 2 mesh
+    with tensor parallelism over the other trains as one process does; and so do layers compiled by torch.compile
+    before they are sharded."""
+    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel,fully_sharded_compiled"
+    _torchrun(scenarios, eager="host", processes=4, arguments=(str(tmp_path / "checkpoint"),))

@@ -1,0 +1,165 @@
+"""The device's native hooks: the parts of PyTorch's PrivateUse1 runtime interface Python cannot provide.
+
+torch asks a PrivateUse1 device's runtime (`at::PrivateUse1HooksInterface`) for things the Python binding
+`torch._C._acc.PrivateUse1Hooks` does not forward: resizing a storage in place (`untyped_storage().resize_(n)`,
+which FSDP2 uses to free and re-materialise unsharded parameters), new and default generators on the device
+(`torch.Generator(device="neuron")`), the pinned host memory the accelerator owns (`pin_memory()`,
+`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`).
+`neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the resize hook and
+the allocator call back.
+
+The library is compiled with the system's C++ compiler against the installed torch (one file, ~10 s), once per
+torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
+`~/.cache/neuron-mlir/native`): `make venv` builds it, and a process that finds it missing builds it on first use
+(under a file lock, so ranks started together build it once). Without a compiler (or with
+`NEURON_MLIR_NATIVE=0`) the device registers torch's Python hooks instead; a failed build makes registration warn
+once, naming `unavailable_reason()` and what raises NotImplementedError without the hooks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import torch
+
+SOURCE = Path(__file__).with_name("neuron_hooks.cpp")
+
+_library: ctypes.PyDLL | None = None
+_reason: str | None = None  # why the library is not loaded, once a load was attempted
+
+
+def library_directory() -> Path:
+    setting = os.environ.get("NEURON_MLIR_NATIVE_DIR")
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuron-mlir" / "native"
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+
+
+def _command(compiler: str, output: Path) -> list[str]:
+    from torch.utils import cpp_extension
+
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [
+        compiler,
+        "-O2",
+        "-std=c++20",
+        "-shared",
+        "-fPIC",
+        "-w",  # torch's headers warn in plenty; the file's own code is kept clean by review
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *(f"-I{path}" for path in includes),
+        str(SOURCE),
+        *(f"-L{path}" for path in cpp_extension.library_paths()),
+        *(f"-Wl,-rpath,{path}" for path in cpp_extension.library_paths()),
+        "-lc10",
+        "-ltorch_cpu",
+        "-ltorch_python",
+        "-o",
+        str(output),
+    ]
+
+
+def library_path() -> Path:
+    """Where the library built from this source for this torch and Python lives."""
+    key = hashlib.sha256()
+    key.update(SOURCE.read_bytes())
+    key.update(f"{torch.__version__}|{sys.version}|{platform.machine()}".encode())
+    return library_directory() / f"neuron_hooks-{key.hexdigest()[:16]}.so"
+
+
+def build(*, verbose: bool = False) -> Path:
+    """Compile the library if it is not built yet; returns its path. Raises RuntimeError when it cannot."""
+    target = library_path()
+    if target.exists():
+        return target
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C++ compiler found (set CXX, or install g++)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then use its result
+        if target.exists():
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+            partial = Path(scratch) / target.name
+            command = _command(compiler, partial)
+            if verbose:
+                print(" ".join(command), file=sys.stderr)
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(f"building {SOURCE.name} failed:\n{result.stderr[-4000:]}")
+            os.replace(partial, target)  # atomic: readers see no half-written library
+    return target
+
+
+def load() -> ctypes.PyDLL | None:
+    """The loaded library (built first if needed), or None with `unavailable_reason()` saying why."""
+    global _library, _reason
+    if _library is not None or _reason is not None:
+        return _library
+    if os.environ.get("NEURON_MLIR_NATIVE", "1") == "0":
+        _reason = "NEURON_MLIR_NATIVE=0"
+        return None
+    try:
+        library = ctypes.PyDLL(str(build()))
+    except (RuntimeError, OSError) as error:
+        _reason = str(error)
+        return None
+    library.neuron_register_hooks.argtypes = [ctypes.py_object, ctypes.py_object]
+    library.neuron_register_hooks.restype = ctypes.c_bool
+    library.neuron_default_generator.argtypes = []
+    library.neuron_default_generator.restype = ctypes.py_object
+    _library = library
+    return library
+
+
+def loaded() -> bool:
+    return _library is not None
+
+
+def unavailable_reason() -> str | None:
+    return _reason
+
+
+def register_hooks(
+    resize_bytes: Callable[[torch.UntypedStorage, int], int], allocate: Callable[[int], tuple[int, object]]
+) -> bool:
+    """Register the native hooks as the device's runtime, and `allocate` (bytes -> (address, owner)) as its C++
+    allocator; False when the library is unavailable or another PrivateUse1 runtime was registered first (then
+    the caller registers the Python hooks)."""
+    library = load()
+    if library is None:
+        return False
+    if not library.neuron_register_hooks(resize_bytes, allocate):
+        _set_reason("another PrivateUse1 runtime was registered before the neuron device's")
+        return False
+    return True
+
+
+def _set_reason(reason: str) -> None:
+    global _library, _reason
+    _library, _reason = None, reason
+
+
+def default_generator() -> torch.Generator | None:
+    """The device's default generator (`torch.Generator` on `neuron`), None without the native hooks."""
+    if _library is None:
+        return None
+    return cast(torch.Generator, _library.neuron_default_generator())

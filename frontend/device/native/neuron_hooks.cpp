@@ -1,0 +1,238 @@
+// The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
+// torch._C._acc: resizing a storage in place, generators on the device, the pinned host memory the accelerator
+// owns, and an allocator for the storages torch itself makes on the device. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
+// the device's memory itself stays in Python (storage.py), which this library calls back into.
+#include <Python.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/core/Storage.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/Storage.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace neuron {
+namespace {
+
+constexpr c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
+
+// (storage, nbytes) -> address of the storage's new bytes: set by the Python side before any resize can happen
+PyObject* resize_callback = nullptr;
+// nbytes -> (address, owner): a block of device memory and the Python object whose life is the block's
+PyObject* allocate_callback = nullptr;
+
+[[noreturn]] void raise_python_error(PyGILState_STATE state) {
+  python_error error;  // keeps the Python exception (torch.OutOfMemoryError) for torch to raise again
+  error.persist();
+  PyGILState_Release(state);
+  throw error;
+}
+
+void release_owner(void* owner) {
+  if (!Py_IsInitialized()) {
+    return;  // storages that outlive the interpreter: its memory is gone with it
+  }
+  PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(owner));
+  PyGILState_Release(state);
+}
+
+// torch's own allocations on the device (`torch.UntypedStorage(n, device="neuron")`, storage copies) take
+// blocks of the same device memory as the device's tensors; the DataPtr holds the block's owner.
+class DeviceAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyObject* result = PyObject_CallFunction(allocate_callback, "n", static_cast<Py_ssize_t>(nbytes));
+    if (result == nullptr) {
+      raise_python_error(state);
+    }
+    void* address = PyLong_AsVoidPtr(PyTuple_GetItem(result, 0));
+    PyObject* owner = PyTuple_GetItem(result, 1);
+    Py_INCREF(owner);
+    Py_DECREF(result);
+    PyGILState_Release(state);
+    return {address, owner, &release_owner, c10::Device(kDevice, 0)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return nullptr;  // no raw allocations: every block needs its owner
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+DeviceAllocator device_allocator;
+
+// A generator on the device: the CPU's Mersenne Twister (the device draws its random numbers on the host),
+// labelled with the device so that torch accepts it for device tensors and reports its device.
+class DeviceGenerator final : public at::CPUGeneratorImpl {
+ public:
+  explicit DeviceGenerator(uint64_t seed = c10::default_rng_seed_val) : at::CPUGeneratorImpl(seed) {
+    device_ = c10::Device(kDevice, 0);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  }
+
+ private:
+  DeviceGenerator* clone_impl() const override {
+    auto* copy = new DeviceGenerator();
+    copy->set_state(*get_state());
+    return copy;
+  }
+};
+
+// Host memory the device owns as "pinned": ordinary pages (the simulator's DMA reads host memory directly),
+// remembered so that is_pinned() can tell them from other host memory.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (data) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks_[reinterpret_cast<uintptr_t>(data)] = nbytes;
+    }
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &release;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  bool contains(const void* pointer) const {
+    auto address = reinterpret_cast<uintptr_t>(pointer);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto after = blocks_.upper_bound(address);  // the first block starting past the address
+    if (after == blocks_.begin()) {
+      return false;
+    }
+    --after;
+    return address < after->first + after->second;
+  }
+
+ private:
+  static void release(void* data);
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, size_t> blocks_;  // start address -> bytes
+};
+
+PinnedAllocator pinned_allocator;
+
+void PinnedAllocator::release(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_allocator.mutex_);
+    pinned_allocator.blocks_.erase(reinterpret_cast<uintptr_t>(data));
+  }
+  c10::free_cpu(data);
+}
+
+const at::Generator& default_generator() {
+  static at::Generator generator = at::make_generator<DeviceGenerator>();
+  return generator;
+}
+
+struct Hooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override {
+    return true;
+  }
+  bool isAvailable() const override {
+    return true;
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override {
+    return true;
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return 1;
+  }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return 0;
+  }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    TORCH_CHECK(device == 0, "neuron:", static_cast<int>(device), " does not exist: one NeuronCore per process");
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    setCurrentDevice(device);
+    return 0;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return 0;
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return default_generator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::make_generator<DeviceGenerator>();
+  }
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return &pinned_allocator;
+  }
+  bool isPinnedPtr(const void* data) const override {
+    return pinned_allocator.contains(data);
+  }
+
+  // The storage's bytes move to a new block of device memory of `newsize` bytes (its first bytes kept), which
+  // the Python side allocates and hangs on the storage's Python object; here the storage is pointed at it.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    TORCH_CHECK(resize_callback != nullptr, "the neuron device's storage resize is not initialised");
+    void* address = nullptr;
+    {
+      PyGILState_STATE state = PyGILState_Ensure();
+      PyObject* wrapped = THPStorage_Wrap(storage);
+      PyObject* result = wrapped == nullptr
+          ? nullptr
+          : PyObject_CallFunction(resize_callback, "On", wrapped, static_cast<Py_ssize_t>(newsize));
+      Py_XDECREF(wrapped);
+      if (result == nullptr) {
+        raise_python_error(state);
+      }
+      address = PyLong_AsVoidPtr(result);
+      Py_DECREF(result);
+      PyGILState_Release(state);
+    }
+    auto* impl = storage.unsafeGetStorageImpl();
+    // the block is owned by the storage's Python object, so the pointer does not own it
+    impl->set_data_ptr_noswap(c10::DataPtr(address, c10::Device(kDevice, 0)));
+    impl->set_nbytes(newsize);
+  }
+};
+
+Hooks hooks;
+
+}  // namespace
+}  // namespace neuron
+
+extern "C" {
+
+// Registers the hooks and the device allocator (once per process); false when another PrivateUse1 runtime
+// registered first.
+bool neuron_register_hooks(PyObject* resize, PyObject* allocate) {
+  if (at::isPrivateUse1HooksRegistered()) {
+    return false;
+  }
+  Py_INCREF(resize);
+  Py_INCREF(allocate);
+  neuron::resize_callback = resize;
+  neuron::allocate_callback = allocate;
+  at::RegisterPrivateUse1HooksInterface(&neuron::hooks);
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &neuron::device_allocator);
+  return true;
+}
+
+// The device's default generator as a torch.Generator (a new reference).
+PyObject* neuron_default_generator() {
+  return THPGenerator_initDefaultGenerator(neuron::default_generator());
+}
+
+}  // extern "C"

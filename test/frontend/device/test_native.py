@@ -1,0 +1,154 @@
+"""The device's native hooks (frontend/device/native): storage resize in place, generators on the device, pinned
+host memory; and the device without them."""
+
+import os
+import subprocess
+import sys
+from typing import Any, cast
+
+import pytest
+import torch
+
+from neuron_mlir.frontend.device import native
+
+# torch.neuron, which the device registers when torch is imported (no static attribute of torch)
+neuron = torch.get_device_module("neuron")
+# their semantics, not the compiler's: every op on the host
+pytestmark = pytest.mark.usefixtures("host_mode")
+
+
+def test_the_native_hooks_are_loaded():
+    """`make venv` builds them; a process that finds them missing builds them (test/conftest.py's environment)."""
+    assert native.loaded(), native.unavailable_reason()
+
+
+def test_storage_resize_frees_and_brings_back_device_memory():
+    """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
+    tensor = torch.arange(256, dtype=torch.float32).to("neuron")
+    view = tensor[8:16]
+    stored = tensor.untyped_storage()
+    before = neuron.memory_allocated()
+    stored.resize_(0)
+    assert stored.nbytes() == 0
+    assert tensor.untyped_storage().nbytes() == 0
+    assert neuron.memory_allocated() == before - 1024
+    stored.resize_(1024)
+    assert neuron.memory_allocated() == before
+    with torch.no_grad():
+        tensor.copy_(torch.arange(256, dtype=torch.float32) * 2)
+    assert torch.equal(tensor.cpu(), torch.arange(256, dtype=torch.float32) * 2)
+    assert torch.equal(view.cpu(), torch.arange(8, 16, dtype=torch.float32) * 2)  # views see the new bytes
+
+
+def test_storage_resize_keeps_the_leading_bytes():
+    tensor = torch.arange(16, dtype=torch.int32).to("neuron")
+    tensor.untyped_storage().resize_(128)
+    assert torch.equal(tensor.cpu(), torch.arange(16, dtype=torch.int32))
+    grown = torch.empty(0, dtype=torch.int32, device="neuron").set_(tensor.untyped_storage(), 0, (32,), (1,))
+    assert torch.equal(grown[:16].cpu(), torch.arange(16, dtype=torch.int32))
+    tensor.untyped_storage().resize_(16)
+    shrunk = torch.empty(0, dtype=torch.int32, device="neuron").set_(tensor.untyped_storage(), 0, (4,), (1,))
+    assert torch.equal(shrunk.cpu(), torch.arange(4, dtype=torch.int32))
+
+
+def test_storage_resize_beyond_the_hbm_is_out_of_memory():
+    tensor = torch.ones(4, device="neuron")
+    capacity = neuron.mem_get_info()[1]
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        tensor.untyped_storage().resize_(2 * capacity)
+    assert tensor.untyped_storage().nbytes() == 16
+    assert torch.equal(tensor.cpu(), torch.ones(4))
+
+
+def test_generators_on_the_device_draw_the_cpu_generators_numbers():
+    generator = torch.Generator(device="neuron")
+    assert generator.device == torch.device("neuron", 0)
+    generator.manual_seed(7)
+    first = torch.randn(6, device="neuron", generator=generator)
+    second = torch.randn(6, device="neuron", generator=generator)
+    host = torch.Generator().manual_seed(7)
+    assert torch.equal(first.cpu(), torch.randn(6, generator=host))
+    assert torch.equal(second.cpu(), torch.randn(6, generator=host))  # the device generator advanced
+    state = generator.get_state()
+    again = torch.rand(3, device="neuron", generator=generator)
+    generator.set_state(state)
+    assert torch.equal(torch.rand(3, device="neuron", generator=generator).cpu(), again.cpu())
+    clone = generator.clone_state()
+    assert clone.device == generator.device
+    from_clone = torch.rand(3, generator=clone, device="neuron")
+    assert torch.equal(from_clone.cpu(), torch.rand(3, generator=generator, device="neuron").cpu())
+
+
+def test_the_default_generator_is_the_devices():
+    (default,) = neuron.default_generators
+    assert default.device == torch.device("neuron", 0)
+    torch.manual_seed(11)
+    assert default.initial_seed() == 11
+    drawn = torch.rand(4, device="neuron")
+    default.manual_seed(11)
+    assert torch.equal(torch.rand(4, device="neuron").cpu(), drawn.cpu())
+    assert torch.equal(drawn.cpu(), torch.rand(4, generator=torch.Generator().manual_seed(11)))
+
+
+def test_pinned_memory_belongs_to_the_device():
+    pinned = torch.arange(64, dtype=torch.float32).pin_memory()
+    assert pinned.is_pinned()
+    assert pinned[10:20].is_pinned()  # a pointer inside a pinned block
+    assert torch.equal(pinned, torch.arange(64, dtype=torch.float32))
+    assert not torch.arange(64, dtype=torch.float32).is_pinned()
+    assert torch.empty(8, pin_memory=True).is_pinned()
+    device = pinned.to("neuron", non_blocking=True)
+    assert torch.equal(device.cpu(), pinned)
+
+
+def test_without_native_hooks_the_device_works_and_says_what_is_missing(tmp_path):
+    """No compiler: the device registers torch's Python hooks, warns once naming what then fails."""
+    script = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import torch\n"
+        "print([str(w.message) for w in caught if 'native hooks' in str(w.message)])\n"
+        "assert torch.equal((torch.ones(3, device='neuron') + 1).cpu(), torch.full((3,), 2.0))\n"
+        "try:\n"
+        "    torch.ones(3, device='neuron').untyped_storage().resize_(0)\n"
+        "except NotImplementedError as error:\n"
+        "    print('resize:', error)\n"
+    )
+    environment = {
+        **os.environ,
+        "CXX": "/bin/false",
+        "NEURON_MLIR_NATIVE_DIR": str(tmp_path),
+        "NEURON_MLIR_EAGER": "host",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    warned, resize = result.stdout.splitlines()[:2]
+    assert "building neuron_hooks.cpp failed" in warned
+    assert "resize_ (FSDP2)" in warned
+    assert resize.startswith("resize:")
+    assert "resizePrivateUse1Bytes" in resize
+
+
+def test_storages_torch_allocates_itself_take_device_memory():
+    """`torch.UntypedStorage(n, device=...)` and storage copies go through the device's C++ allocator."""
+    before = neuron.memory_allocated()
+    stored = torch.UntypedStorage(64, device="neuron")
+    assert stored.device == torch.device("neuron", 0)
+    assert neuron.memory_allocated() == before + 64
+    tensor = torch.empty(0, dtype=torch.float32, device="neuron").set_(stored, 0, (16,), (1,))
+    tensor.fill_(3.0)
+    assert torch.equal((tensor * 2).cpu(), torch.full((16,), 6.0))
+    stored.resize_(128)
+    assert torch.equal(tensor.cpu(), torch.full((16,), 3.0))
+    copied = torch.arange(4, dtype=torch.float32).untyped_storage().to(device="neuron")
+    assert torch.equal(torch.empty(0, device="neuron").set_(copied).cpu(), torch.arange(4, dtype=torch.float32))
+    moved = cast(Any, torch.ones(2).untyped_storage()).neuron()  # the device's storage methods
+    assert moved.is_neuron
+    assert moved.device == torch.device("neuron", 0)
+    del stored, tensor, copied, moved
+    assert neuron.memory_allocated() == before
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.UntypedStorage(2 * neuron.mem_get_info()[1], device="neuron")
