@@ -114,6 +114,12 @@ class Target:
     # --- per-instruction cost rules (applied in runtime/cost_model.py) -----------------------------------------
     matmul_min_cycles: int = 64  # matmul initiation interval max(N, 64) cycles [nki-arch-trn1, nki-perf]
     matmul_fp32_factor: int = 4  # fp32 inputs cost 4x [nki-arch-trn1]
+    # fp8 x fp8 matmuls over a full 128-row contraction tile: TensorE's fp8 rate over its bf16 rate. NeuronCore-v2
+    # runs fp8 at the bf16 rate [nki-arch-trn1]; v3's double-row mode contracts 256 rows in the time of 128
+    # [nki-arch-trn2], which the model charges as half the cycles per full tile (pairs of consecutive tiles of one
+    # accumulation); v4 publishes 4x only for MX formats [nki-arch-trn3], whose per-32-element scales per-tensor or
+    # per-row scaled fp8 does not have, so v4 keeps v3's 2x (assumed).
+    matmul_fp8_speedup: int = 1
     vector_min_cycles: int = 64  # VectorE minimum initiation interval, about 64 cycles [nki-isa-2.26]
     scalar_min_cycles: int = 64  # ScalarE activation max(64, N) [nki-isa-2.26]
     gpsimd_startup_cycles: int = 150  # GpSimdE instructions: about 150 cycles of startup [nki-isa-2.26]
@@ -250,6 +256,7 @@ TRN2 = Target(
     hbm_bandwidth_gbps=362.5,  # derived: 2.9 TB/s per chip [chip-trn2] / 8 cores
     dma_bytes_per_ns=23.0,  # 23 B/ns per engine (368 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
+    matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
 )
@@ -275,6 +282,7 @@ TRN3 = Target(
     hbm_bandwidth_gbps=612.5,  # derived: 4.9 TB/s per chip [chip-trn3] / 8 cores
     dma_bytes_per_ns=33.0,  # 33 B/ns per engine (528 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
+    matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
     scalar_16bit_speedup=2,
