@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerType, MemRefType, f32
+from xdsl.dialects.builtin import Float8E4M3FNType, IntegerType, MemRefType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -672,9 +672,28 @@ def _bitwise_not(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> li
 # ---- casts and creation ----------------------------------------------------------------------------------------
 
 
+E4M3FN_MAX = 448.0
+"""The largest finite float8_e4m3fn value (the format has no infinities)."""
+
+
 def _to_copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    from neuron_mlir.lowering.convert_torch_to_tile.random import rounds_stochastically, stochastic_rounding_cast
+
+    if rounds_stochastically(op):
+        return stochastic_rounding_cast(em, op, args)
+
     def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
-        return e.insert(tile.CopyOp(tiles[0], result)).result
+        source = tiles[0]
+        if isinstance(result.element_type, Float8E4M3FNType) and not isinstance(
+            source.type.element_type,  # type: ignore[attr-defined]
+            Float8E4M3FNType,
+        ):
+            # PyTorch's cast to float8_e4m3fn saturates: out-of-range values and infinities become +-448, NaN
+            # stays NaN; an engine's output conversion rounds to nearest even, so clamp first (max and min
+            # propagate NaN). Casts to float8_e5m2 do not saturate (overflow is infinity), as the conversion does.
+            m = TileMath(e, result)
+            return m.sc("min", m.sc("max", source, -E4M3FN_MAX), E4M3FN_MAX, result)
+        return e.insert(tile.CopyOp(source, result)).result
 
     return elementwise(op, args, em, ["self"], compute)
 
