@@ -63,6 +63,7 @@ from xdsl.dialects.builtin import (
     NoneType,
     StringAttr,
     TensorType,
+    UnitAttr,
     UnknownLoc,
     f64,
     i1,
@@ -404,10 +405,12 @@ class FxImporter:
         inputs: list[Any] | None = None,
         cpu_nodes: Collection[torch.fx.Node] = (),
         auto_cast: str = "none",
+        stochastic_rounding: bool = False,
     ):
         self.graph_module = graph_module
         self.target = target
         self.auto_cast = auto_cast
+        self.stochastic_rounding = stochastic_rounding
         self.name = name
         self.inputs = inputs
         self.cpu_nodes = set(cpu_nodes)
@@ -449,6 +452,8 @@ class FxImporter:
         module.attributes["neuron.source"] = StringAttr("fx")
         if self.auto_cast != "none":  # read by torch-auto-cast
             module.attributes["neuron.auto_cast"] = StringAttr(self.auto_cast)
+        if self.stochastic_rounding:  # read by convert-torch-to-tile's casts
+            module.attributes["neuron.stochastic_rounding"] = UnitAttr()
         return module, signature
 
     # -- inputs ------------------------------------------------------------------------------------------------
@@ -818,13 +823,15 @@ def import_fx_graph(
     inputs: list[Any] | None = None,
     cpu_nodes: Collection[torch.fx.Node] = (),
     auto_cast: str = "none",
+    stochastic_rounding: bool = False,
 ) -> tuple[ModuleOp, GraphSignature]:
     """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
     `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with.
     `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile).
     `auto_cast` other than "none" becomes the module's `neuron.auto_cast` attribute, the mode torch-auto-cast
-    compiles it with."""
-    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast).import_graph()
+    compiles it with; `stochastic_rounding` its `neuron.stochastic_rounding` unit attribute (fp32 -> bf16 casts
+    round stochastically)."""
+    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast, stochastic_rounding).import_graph()
 
 
 # ---- the compile cache's key -------------------------------------------------------------------------------

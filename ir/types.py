@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
-    Float8E4M3FNType,
-    Float8E5M2Type,
     IntegerType,
     Signedness,
     bf16,

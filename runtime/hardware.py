@@ -186,10 +186,12 @@ class Target:
         """TensorE peak FLOP/s for matmul inputs of `dtype_family` ('fp32', 'bf16', 'fp8')."""
         return self.tensor_peak_tflops[dtype_family] * 1e12
 
+
 # GpSimdE kernels (`isa.GPSIMD_KERNELS`): cycles per element per partition after the startup (assumed). No public
 # number exists; each lane runs a software routine of about this many SIMD instructions per element: a divide
 # is a reciprocal estimate refined by Newton steps plus the rounding fix-up (~6), Philox-4x32-10 is 10 rounds
-# of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos.
+# of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos;
+# stochastic rounding to bf16 is a mask, an add, a compare and a select on the bit pattern (~4).
 GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
     "divide": 6,
     "divide_trunc": 6,
@@ -198,6 +200,7 @@ GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
     "remainder": 8,
     "uniform": 8,
     "normal": 24,
+    "stochastic_round_bf16": 4,
 }
 
 

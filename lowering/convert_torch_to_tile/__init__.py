@@ -289,8 +289,9 @@ def _multiplies_only(op: Operation, value: SSAValue) -> bool:
 
 
 def _rounds_fp32(op: Operation | Block) -> bool:
-    """Whether `op` is a plain `_to_copy` of an fp32 tensor to bf16."""
-    if not isinstance(op, Operation) or not is_plain_cast(op):
+    """Whether `op` is a plain `_to_copy` of an fp32 tensor to bf16 that rounds to nearest (a DMA's conversion; a
+    stochastically rounded cast keeps its loop nest)."""
+    if not isinstance(op, Operation) or not is_plain_cast(op) or random.rounds_stochastically(op):
         return False
     wide, narrow = op.operands[0].type, op.results[0].type
     return (
