@@ -201,6 +201,9 @@ def compile_graph(
     # AOTAutograd calls its compilers inside its fake-tensor mode; the compile itself computes with real tensors
     # (constant folding evaluates ATen ops on constants, and reads their values)
     with heap.compiling(), unset_fake_temporarily():  # heap: the collector kept off the older heap meanwhile
+        from neuron_mlir.frontend.narrow_float64 import narrow_float64
+
+        narrow_float64(graph_module)  # float64 scalar steps that fp32 computes exactly (fp8 scales)
         rewritten = complex_as_pairs(graph_module)  # complex values become real pairs
         if rewritten is None:
             return _compile_graph(graph_module, options, kind)

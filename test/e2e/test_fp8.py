@@ -89,3 +89,30 @@ def test_scaled_mm_with_scale_result_is_refused_with_the_reason():
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"_scaled_mm.*scale_result is not supported"):
         torch.compile(scaled, backend="neuron-mlir", options={"strict": True})(a, b)
+
+
+def test_torchao_float8_training_compiles_natively():
+    """torchao's float8 training: amax, scale (float64 steps narrowed exactly), saturating casts and `_scaled_mm`
+    in the forward and both backward matmuls, all on the core; outputs and gradients as torchao's eager run."""
+    import copy
+
+    from torchao.float8 import convert_to_float8_training
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.GELU(), torch.nn.Linear(48, 40))
+    convert_to_float8_training(model)
+    eager_model = copy.deepcopy(model)
+    x = torch.randn(40, 64)
+
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
+    out = compiled(x)
+    out.square().mean().backward()
+    expected = eager_model(x)
+    expected.square().mean().backward()
+    assert_close_to_torch(out, expected, "output")
+    for (name, param), eager_param in zip(model.named_parameters(), eager_model.parameters(), strict=True):
+        assert_close_to_torch(param.grad, eager_param.grad, f"{name}.grad")
+    flops = {family for p in neuron_mlir.profiles().values() for family, n in p.flops_by_family.items() if n}
+    assert "fp8" in flops
