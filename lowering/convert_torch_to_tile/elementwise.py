@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import Float8E4M3FNType, IntegerType, MemRefType, f32
+from xdsl.dialects.builtin import Float8E4M3FNType, IntegerType, MemRefType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -676,18 +676,31 @@ E4M3FN_MAX = 448.0
 """The largest finite float8_e4m3fn value (the format has no infinities)."""
 
 
+def _within_e4m3fn_range(value: SSAValue) -> bool:
+    """Whether every value of `value` converts to float8_e4m3fn without saturating: it is e4m3fn itself, or a
+    clamp into [-448, 448] (as fp8 training clamps before casting)."""
+    if isinstance(value.type, TensorType) and isinstance(value.type.element_type, Float8E4M3FNType):
+        return True
+    owner = value.owner
+    if not isinstance(owner, Operation) or owner.name != "torch.aten.clamp":
+        return False
+    bounds = arguments_of(owner)
+    low, high = bounds.get("min"), bounds.get("max")
+    in_range = isinstance(low, int | float) and isinstance(high, int | float)
+    return in_range and float(low) >= -E4M3FN_MAX and float(high) <= E4M3FN_MAX  # type: ignore[arg-type]
+
+
 def _to_copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     from neuron_mlir.lowering.convert_torch_to_tile.random import rounds_stochastically, stochastic_rounding_cast
 
     if rounds_stochastically(op):
         return stochastic_rounding_cast(em, op, args)
 
+    saturate = not _within_e4m3fn_range(op.operands[0])
+
     def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         source = tiles[0]
-        if isinstance(result.element_type, Float8E4M3FNType) and not isinstance(
-            source.type.element_type,  # type: ignore[attr-defined]
-            Float8E4M3FNType,
-        ):
+        if saturate and isinstance(result.element_type, Float8E4M3FNType):
             # PyTorch's cast to float8_e4m3fn saturates: out-of-range values and infinities become +-448, NaN
             # stays NaN; an engine's output conversion rounds to nearest even, so clamp first (max and min
             # propagate NaN). Casts to float8_e5m2 do not saturate (overflow is infinity), as the conversion does.
