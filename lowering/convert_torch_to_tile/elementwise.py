@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import Float8E4M3FNType, IntegerType, MemRefType, TensorType, f32
+from xdsl.dialects.builtin import AnyFloat, Float8E4M3FNType, IntegerType, MemRefType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -440,8 +440,43 @@ def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
 # ---- arithmetic ------------------------------------------------------------------------------------------------
 
 
+_COMMUTATIVE = frozenset({"add", "multiply", "max", "min"})
+
+
+def _single_element_operand(op: Operation, args: dict[str, Any], alu_op: str, second: str) -> tuple[str, str] | None:
+    """(the tensor operand's name, the single-element operand's name) when one float operand of a binary op holds
+    one element and the other many, both of the result's dtype, and the op can take the single element as a
+    per-partition scalar (commutative, or the scalar second)."""
+    names = ("self", second)
+    values = [args.get(name) for name in names]
+    if not all(isinstance(value, SSAValue) for value in values) or len(op.results) != 1:
+        return None
+    result = result_element_type(op)
+    if not isinstance(result, AnyFloat) or any(element_type_of(v) != result for v in values):
+        return None
+    sizes = [math.prod(layout_of(value).shape) for value in values]
+    for position in (1, 0):
+        if sizes[position] == 1 and sizes[1 - position] > 1 and (position == 1 or alu_op in _COMMUTATIVE):
+            return names[1 - position], names[position]
+    return None
+
+
 def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False, second: str = "other") -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        split = _single_element_operand(op, args, alu_op, second)
+        if split is not None and not reverse and (not with_alpha or args.get("alpha") in (None, 1)):
+            # A single-element operand (a scale) is a per-partition scalar column read once per tile, where a
+            # broadcast tile would fetch it element by element.
+            tensor_name, scalar_name = split
+            scalar = args[scalar_name]
+            column_view = view(em, scalar, Layout((PARTITION_TILE, 1), (0, 0), layout_of(scalar).offset))
+
+            def scaled(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+                column = load(e, column_view, [0, 0], (result.partitions, 1))
+                return e.insert(tile.BinaryScalarOp(tiles[0], alu_op, result, column=column)).result
+
+            return elementwise(op, args, em, [tensor_name], scaled)
+
         def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result, _exact(tiles, result))
             lhs, rhs = (tiles[1], tiles[0]) if reverse else (tiles[0], tiles[1])
