@@ -448,13 +448,13 @@ def _single_element_operand(op: Operation, args: dict[str, Any], alu_op: str, se
     one element and the other many, both of the result's dtype, and the op can take the single element as a
     per-partition scalar (commutative, or the scalar second)."""
     names = ("self", second)
-    values = [args.get(name) for name in names]
-    if not all(isinstance(value, SSAValue) for value in values) or len(op.results) != 1:
+    values = [value for value in (args.get(name) for name in names) if isinstance(value, SSAValue)]
+    if len(values) != len(names) or len(op.results) != 1:
         return None
     result = result_element_type(op)
     if not isinstance(result, AnyFloat) or any(element_type_of(v) != result for v in values):
         return None
-    sizes = [math.prod(layout_of(value).shape) for value in values]
+    sizes = [int(np.prod(layout_of(value).shape)) for value in values]
     for position in (1, 0):
         if sizes[position] == 1 and sizes[1 - position] > 1 and (position == 1 or alu_op in _COMMUTATIVE):
             return names[1 - position], names[position]
