@@ -11,8 +11,8 @@ Output guarantee: the same results from fewer ops, every remaining op with its l
 - arithmetic identities with the operand's type: `mul`/`div` by 1, `add`/`sub` of 0 (`.Scalar` overloads), `pow`
   by 1;
 - the sum of two `slice_scatter`s into zeros whose slices split a dimension becomes the `cat` of their sources;
-- elementwise ops of a permuted tensor (unary ones, scaling by a single element, narrowing casts) compute in the
-  tensor's own order and permute their result; a full max or min of a permuted tensor reduces the tensor;
+- elementwise ops of a permuted function input (unary ones, scaling by a single element, narrowing casts) compute
+  in the input's own order and permute their result; a full max or min of such a permute reduces the input;
 - view pairs that cancel: `permute` of `permute` (composed, or dropped when the identity), `transpose` of the
   same `transpose`, `t` of `t`, `view`-like of `view`-like back to the original shape, `squeeze.dim` of
   `unsqueeze` on the same dimension; `expand` of `expand` becomes one `expand`.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -235,6 +235,9 @@ class ElementwiseBeforePermute(RewritePattern):
     """An elementwise op of a permuted tensor computes on the tensor and permutes its result, and an order-free full
     reduction (max, min) of a permuted tensor reduces the tensor itself.
 
+    Only permutes of function inputs (weights), or of values computed from them by such ops, are looked through:
+    elsewhere (attention's heads) the permuted order may be the one the readers want.
+
     fp8 training scales and casts a Linear layer's transposed weight, `cast(clamp(permute(w) * s))`, and takes the
     maximum of its magnitudes: computed in the transposed order every element is a separate DMA element; in w's
     own order the loads are whole rows, and the matmul reads the permuted fp8 result as it reads any transposed
@@ -249,6 +252,8 @@ class ElementwiseBeforePermute(RewritePattern):
         if not isinstance(permute, TorchOp) or permute.name != "torch.aten.permute":
             return
         source = permute.operands[0]
+        if not self._rooted_in_argument(source):
+            return  # only a function input's (a weight's) permute: elsewhere the permuted order may be the better one
         if op.name in _ORDER_FREE_REDUCTIONS and len(op.operands) == 1:
             new = op_class_for(op.name.removeprefix("torch.").replace("aten.", "aten::", 1))
             assert new is not None
@@ -269,6 +274,13 @@ class ElementwiseBeforePermute(RewritePattern):
         outer = permute.__class__.from_args({**permute.arguments(), "self": inner.results[0]}, [result_type])
         outer.location = permute.location
         rewriter.replace(op, [inner, outer], [outer.results[0]])
+
+    @classmethod
+    def _rooted_in_argument(cls, value: SSAValue) -> bool:
+        """Whether `value` is a function argument, or computed from one by ops this pattern moves."""
+        while isinstance(value.owner, TorchOp) and cls._moves(value.owner):
+            value = value.owner.operands[0]
+        return isinstance(value, BlockArgument)
 
     @staticmethod
     def _moves(op: TorchOp) -> bool:
