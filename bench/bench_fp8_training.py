@@ -172,7 +172,11 @@ def main() -> None:
         for precision in args.precisions:
             rows[(name, precision)] = train(name, precision, args.steps, args.target)
             row = rows[(name, precision)]
-            print(f"{name} {precision}: {row['step_us']:.1f} us/step, {row['wall_s']:.0f} s", file=sys.stderr)
+            print(
+                f"{name} {precision}: {row['step_us']:.1f} us/step, final loss {row['losses'][-1]:.4f}, "
+                f"{row['wall_s']:.0f} s",
+                file=sys.stderr,
+            )
     if set(args.precisions) != set(PRECISIONS):
         return  # the table compares all three
     print(table(rows, args.models, args.steps, args.target))
