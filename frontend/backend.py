@@ -20,6 +20,10 @@ Options (`options={...}` of torch.compile, each also settable by environment var
                "matmul": fp32 matmuls and convolutions multiply bf16-rounded operands on TensorE, accumulating
                and returning fp32; "all": bf16 everywhere except reductions, normalizations, softmax and losses
                (lowering/torch_auto_cast.py)
+    stochastic_rounding  bool: casts from fp32 to bf16 round stochastically, each value to one of its two bf16
+               neighbours with the probabilities that make the rounding unbiased (the Neuron runtime's
+               NEURON_RT_STOCHASTIC_ROUNDING_EN=1, which also sets it); the random draws follow
+               `torch.manual_seed` like compiled dropout's (lowering/convert_torch_to_tile/random.py)
     cache      bool: reuse compiled programs across calls and processes (NEURON_MLIR_CACHE_DIR, default True)
     time_passes  bool: print the time of every pass of each compile (NEURON_MLIR_TIME_PASSES=1)
     progress   bool: show graph, stage and pass of compiles longer than ~2 s on stderr (NEURON_MLIR_PROGRESS=0/1;
@@ -47,7 +51,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
-    "target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes", "progress",
+    "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
+    "time_passes", "progress",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -66,6 +71,8 @@ class CompileOptions:
     """Show the progress of long compiles: forced on or off, or None to decide by the terminal and logging."""
     auto_cast: str = "none"
     """Which fp32 ops compute in bf16: "none", "matmul" or "all" (torch-auto-cast)."""
+    stochastic_rounding: bool = False
+    """Whether casts from fp32 to bf16 round stochastically instead of to nearest even."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -91,6 +98,9 @@ class CompileOptions:
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
             progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
             auto_cast=auto_cast,
+            stochastic_rounding=bool(
+                options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))
+            ),
         )
 
 
@@ -163,7 +173,8 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     (`KEPT_WHOLE`), plus one that traces, the fused kernels of `frontend.decompositions`
     (nn.TransformerEncoderLayer's inference fast path), the ops without a lowering that
     `frontend.composite_decompositions` computes from lowered ones (scans, order statistics, searches, ...), the
-    MoE routing kernels of `frontend.routing`, the factorizations of `frontend.linalg_decompositions` and the
+    MoE routing kernels of `frontend.routing`, fp8 scaled matmuls (`frontend.scaled_matmul`), the factorizations
+    of `frontend.linalg_decompositions` and the
     special functions of `frontend.special_functions`, except those `cpu_ops` names: they reach the graph whole,
     to run on the CPU as asked.
 
@@ -178,6 +189,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     from neuron_mlir.frontend.decompositions import fused_kernel_decompositions
     from neuron_mlir.frontend.linalg_decompositions import linalg_decompositions
     from neuron_mlir.frontend.routing import routing_decompositions
+    from neuron_mlir.frontend.scaled_matmul import scaled_matmul_decompositions
     from neuron_mlir.frontend.special_functions import special_function_decompositions
 
     table = dict(core_aten_decompositions())
@@ -193,6 +205,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     table.update(routing_decompositions())
     table.update(data_dependent_decompositions())
     table.update(linalg_decompositions())
+    table.update(scaled_matmul_decompositions())
     return table
 
 

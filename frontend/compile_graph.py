@@ -165,6 +165,11 @@ def fallback_reason(node: torch.fx.Node, cpu_ops: Sequence[str] = (), illegal: d
     if REFUSAL in node.meta:  # a complex node that could not be carried as real pairs
         rest = node.meta[REFUSAL]
         return f"{op_name}{rest}" if rest.startswith(":") else f"{op_name} {rest}"
+    from neuron_mlir.frontend.scaled_matmul import refusal
+
+    refused = refusal(node)
+    if refused is not None:
+        return f"{op_name} cannot be lowered here ({refused})"
     op_class = op_class_for(op_name)
     dtype = _unstorable_dtype(node)
     if dtype is not None and op_class is not None and is_lowerable(op_class.name):
@@ -196,6 +201,9 @@ def compile_graph(
     # AOTAutograd calls its compilers inside its fake-tensor mode; the compile itself computes with real tensors
     # (constant folding evaluates ATen ops on constants, and reads their values)
     with heap.compiling(), unset_fake_temporarily():  # heap: the collector kept off the older heap meanwhile
+        from neuron_mlir.frontend.narrow_float64 import narrow_float64
+
+        narrow_float64(graph_module)  # float64 scalar steps that fp32 computes exactly (fp8 scales)
         rewritten = complex_as_pairs(graph_module)  # complex values become real pairs
         if rewritten is None:
             return _compile_graph(graph_module, options, kind)
@@ -321,7 +329,13 @@ def _legality(
     from neuron_mlir.frontend.fx_importer import ssa_name
     from neuron_mlir.lowering.convert_torch_to_tile import legality
 
-    module, signature = import_fx_graph(graph_module, options.target, cpu_nodes=cpu_nodes, auto_cast=options.auto_cast)
+    module, signature = import_fx_graph(
+        graph_module,
+        options.target,
+        cpu_nodes=cpu_nodes,
+        auto_cast=options.auto_cast,
+        stochastic_rounding=options.stochastic_rounding,
+    )
     text = ir_text(module)
     nodes = {ssa_name(node.name): node for node in graph_module.graph.nodes if node.op == "call_function"}
     illegal: dict[str, str] = {}
@@ -371,7 +385,8 @@ def _look_up(graph_module: torch.fx.GraphModule, options: CompileOptions, debug_
     text = graph_key_text(graph_module)
     if text is None:
         return _Lookup(None, None)
-    key = cache_key(text, "fx-graph", options.target, options.auto_cast, __version__, torch.__version__)
+    precision = (options.auto_cast, *(["stochastic_rounding"] if options.stochastic_rounding else []))
+    key = cache_key(text, "fx-graph", options.target, *precision, __version__, torch.__version__)
     if debug_dir is not None:
         return _Lookup(key, None)
     cache = compile_cache()
@@ -443,7 +458,12 @@ def _compile_whole(
         module, signature = (
             imported
             if imported is not None
-            else import_fx_graph(graph_module, options.target, auto_cast=options.auto_cast)
+            else import_fx_graph(
+                graph_module,
+                options.target,
+                auto_cast=options.auto_cast,
+                stochastic_rounding=options.stochastic_rounding,
+            )
         )
         imported_text = ir_text(module)
         cache = compile_cache() if options.cache else None
@@ -820,7 +840,11 @@ class ShapeSpecialisedGraph:
             with compile_progress(self.options.progress) as progress:
                 progress.step(f"{name}: import")
                 module, signature = import_fx_graph(
-                    self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
+                    self.graph_module,
+                    self.options.target,
+                    inputs=list(args),
+                    auto_cast=self.options.auto_cast,
+                    stochastic_rounding=self.options.stochastic_rounding,
                 )
                 _refuse_illegal(module, name)
                 program = _lower(module, name, None, progress=progress)

@@ -65,6 +65,7 @@ from xdsl.dialects.builtin import (
     NoneType,
     StringAttr,
     TensorType,
+    UnitAttr,
     UnknownLoc,
     f64,
     i1,
@@ -412,10 +413,12 @@ class FxImporter:
         inputs: list[Any] | None = None,
         cpu_nodes: Collection[torch.fx.Node] = (),
         auto_cast: str = "none",
+        stochastic_rounding: bool = False,
     ):
         self.graph_module = graph_module
         self.target = target
         self.auto_cast = auto_cast
+        self.stochastic_rounding = stochastic_rounding
         self.name = name
         self.inputs = inputs
         self.cpu_nodes = set(cpu_nodes)
@@ -463,6 +466,8 @@ class FxImporter:
             module.attributes[PROCESS_GROUPS_ATTR] = DictionaryAttr(
                 {name: DenseArrayBase.from_list(i64, list(ranks)) for name, ranks in self.process_groups.items()}
             )
+        if self.stochastic_rounding:  # read by convert-torch-to-tile's casts
+            module.attributes["neuron.stochastic_rounding"] = UnitAttr()
         return module, signature
 
     # -- inputs ------------------------------------------------------------------------------------------------
@@ -873,13 +878,15 @@ def import_fx_graph(
     inputs: list[Any] | None = None,
     cpu_nodes: Collection[torch.fx.Node] = (),
     auto_cast: str = "none",
+    stochastic_rounding: bool = False,
 ) -> tuple[ModuleOp, GraphSignature]:
     """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
     `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with.
     `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile).
     `auto_cast` other than "none" becomes the module's `neuron.auto_cast` attribute, the mode torch-auto-cast
-    compiles it with."""
-    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast).import_graph()
+    compiles it with; `stochastic_rounding` its `neuron.stochastic_rounding` unit attribute (fp32 -> bf16 casts
+    round stochastically)."""
+    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast, stochastic_rounding).import_graph()
 
 
 # ---- the compile cache's key -------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -30,6 +32,8 @@ _BY_NAME: dict[str, Attribute] = {
     "bf16": bf16,
     "f16": f16,
     "f64": f64,
+    "f8e4m3": Float8E4M3FNType(),
+    "f8e5m2": Float8E5M2Type(),
     "i64": i64,
     "i32": i32,
     "i16": i16,
@@ -51,6 +55,10 @@ def runtime_dtype_name(element_type: Attribute) -> str:
         return "f16"
     if isinstance(element_type, Float64Type):
         return "f64"
+    if isinstance(element_type, Float8E4M3FNType):
+        return "f8e4m3"
+    if isinstance(element_type, Float8E5M2Type):
+        return "f8e5m2"
     if isinstance(element_type, IntegerType):
         width = element_type.width.data
         unsigned = element_type.signedness.data == Signedness.UNSIGNED

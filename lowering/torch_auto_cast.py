@@ -35,7 +35,18 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp, StringAttr, TensorType, bf16, f32
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    Float16Type,
+    Float32Type,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    bf16,
+    f32,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -113,7 +124,10 @@ as they load instead of a pass over the whole tensor."""
 FP32_RESULTS: dict[str, tuple[int, ...]] = {"torch.aten._scaled_dot_product_flash_attention_for_cpu": (1,)}
 """Results that stay fp32 when their op computes in bf16 (as ATen computes them): attention's log-sum-exp."""
 
-_NARROW_FLOATS = (BFloat16Type, Float16Type)
+_NARROW_FLOATS = (BFloat16Type, Float16Type, Float8E4M3FNType, Float8E5M2Type)
+# Types whose every value bf16 holds exactly (fp8's exponent range and mantissa fit inside bf16's): rounding their
+# widening to bf16 changes nothing.
+_WITHIN_BF16 = (BFloat16Type, Float8E4M3FNType, Float8E5M2Type)
 
 
 def _element(value: SSAValue) -> Attribute | None:
@@ -133,7 +147,7 @@ def is_plain_cast(op: Operation | None) -> bool:
 
 
 def widened_source(value: SSAValue) -> SSAValue | None:
-    """The bf16 or fp16 tensor `value` is the exact fp32 widening of (`_to_copy(x16, f32)`), or None."""
+    """The bf16, fp16 or fp8 tensor `value` is the exact fp32 widening of (`_to_copy(x, f32)`), or None."""
     owner = value.owner
     if not _is_f32(value) or not isinstance(owner, Operation) or not is_plain_cast(owner):
         return None
@@ -179,7 +193,7 @@ class _Casts:
 
     def widened_rounding(self, value: SSAValue, before: Operation) -> SSAValue:
         """`value` (fp32) rounded to bf16 and widened back to fp32 exactly: itself when it already is one."""
-        if _widens_bf16(value):
+        if _widens_within_bf16(value):
             return value
         if value not in self.widened:
             self.widened[value] = _cast(self.rounded_to_bf16(value, before), f32, before)
@@ -203,6 +217,12 @@ def _round_matmul_operands(op: TorchOp, casts: _Casts) -> None:
 def _widens_bf16(value: SSAValue) -> bool:
     source = widened_source(value)
     return source is not None and isinstance(_element(source), BFloat16Type)
+
+
+def _widens_within_bf16(value: SSAValue) -> bool:
+    """Whether `value` widens a bf16 or fp8 tensor (so its bf16 rounding is itself)."""
+    source = widened_source(value)
+    return source is not None and isinstance(_element(source), _WITHIN_BF16)
 
 
 def _compute_in_bf16(op: TorchOp, casts: _Casts) -> None:

@@ -11,6 +11,8 @@ Output guarantee: the same results from fewer ops, every remaining op with its l
 - arithmetic identities with the operand's type: `mul`/`div` by 1, `add`/`sub` of 0 (`.Scalar` overloads), `pow`
   by 1;
 - the sum of two `slice_scatter`s into zeros whose slices split a dimension becomes the `cat` of their sources;
+- elementwise ops of a permuted function input (unary ones, scaling by a single element, narrowing casts) compute
+  in the input's own order and permute their result; a full max or min of such a permute reduces the input;
 - view pairs that cancel: `permute` of `permute` (composed, or dropped when the identity), `transpose` of the
   same `transpose`, `t` of `t`, `view`-like of `view`-like back to the original shape, `squeeze.dim` of
   `unsqueeze` on the same dimension; `expand` of `expand` becomes one `expand`.
@@ -20,11 +22,12 @@ leaves alone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -216,8 +219,86 @@ class ComplementarySliceScatters(RewritePattern):
         rewriter.replace(op, new)
 
 
+_ELEMENTWISE_UNARY = frozenset(
+    {"torch.aten.abs", "torch.aten.neg", "torch.aten.clamp", "torch.aten.mul.Scalar", "torch.aten.div.Scalar"}
+)
+_ELEMENTWISE_WITH_SCALE = frozenset({"torch.aten.mul.Tensor", "torch.aten.div.Tensor"})
+_ORDER_FREE_REDUCTIONS = frozenset({"torch.aten.max", "torch.aten.min"})
+
+
+def _numel(value: SSAValue) -> int:
+    assert isinstance(value.type, TensorType)
+    return math.prod(value.type.get_shape())
+
+
+class ElementwiseBeforePermute(RewritePattern):
+    """An elementwise op of a permuted tensor computes on the tensor and permutes its result, and an order-free full
+    reduction (max, min) of a permuted tensor reduces the tensor itself.
+
+    Only permutes of function inputs (weights), or of values computed from them by such ops, are looked through:
+    elsewhere (attention's heads) the permuted order may be the one the readers want.
+
+    fp8 training scales and casts a Linear layer's transposed weight, `cast(clamp(permute(w) * s))`, and takes the
+    maximum of its magnitudes: computed in the transposed order every element is a separate DMA element; in w's
+    own order the loads are whole rows, and the matmul reads the permuted fp8 result as it reads any transposed
+    weight. Moved: unary ops (abs, neg, clamp, multiplication or division by a number), products and quotients by
+    a single-element tensor, and casts to a narrower float (a widening is left where it is: matmuls read
+    widenings of narrow tensors directly)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, TorchOp) or not op.operands or len(op.results) != 1:
+            return
+        permute = op.operands[0].owner
+        if not isinstance(permute, TorchOp) or permute.name != "torch.aten.permute":
+            return
+        source = permute.operands[0]
+        if not self._rooted_in_argument(source):
+            return  # only a function input's (a weight's) permute: elsewhere the permuted order may be the better one
+        if op.name in _ORDER_FREE_REDUCTIONS and len(op.operands) == 1:
+            new = op_class_for(op.name.removeprefix("torch.").replace("aten.", "aten::", 1))
+            assert new is not None
+            replacement = new.from_args({**op.arguments(), "self": source}, [op.results[0].type])
+            replacement.location = op.location
+            rewriter.replace(op, replacement)
+            return
+        if not self._moves(op):
+            return
+        assert isinstance(source.type, TensorType)
+        result_type = op.results[0].type
+        assert isinstance(result_type, TensorType)
+        op_class = op_class_for(op.name.removeprefix("torch.").replace("aten.", "aten::", 1))
+        assert op_class is not None
+        inner = op_class.from_args({**op.arguments(), "self": source}, [TensorType(result_type.element_type,
+                                                                                    source.type.get_shape())])
+        inner.location = op.location
+        outer = permute.__class__.from_args({**permute.arguments(), "self": inner.results[0]}, [result_type])
+        outer.location = permute.location
+        rewriter.replace(op, [inner, outer], [outer.results[0]])
+
+    @classmethod
+    def _rooted_in_argument(cls, value: SSAValue) -> bool:
+        """Whether `value` is a function argument, or computed from one by ops this pattern moves."""
+        while isinstance(value.owner, TorchOp) and cls._moves(value.owner):
+            value = value.owner.operands[0]
+        return isinstance(value, BlockArgument)
+
+    @staticmethod
+    def _moves(op: TorchOp) -> bool:
+        if op.name in _ELEMENTWISE_UNARY:
+            return len(op.operands) == 1
+        if op.name in _ELEMENTWISE_WITH_SCALE:
+            return len(op.operands) == 2 and _numel(op.operands[1]) == 1 and op.operands[0] is not op.operands[1]
+        if op.name == "torch.aten._to_copy" and len(op.operands) == 1:
+            source, result = op.operands[0].type, op.results[0].type
+            assert isinstance(source, TensorType)
+            assert isinstance(result, TensorType)
+            narrow = isinstance(source.element_type, AnyFloat) and isinstance(result.element_type, AnyFloat)
+            return narrow and result.element_type.bitwidth < source.element_type.bitwidth
+        return False
+
+
 def canonicalize_patterns() -> list[RewritePattern]:
-    return [DropIdentity(), CancelViewPairs(), ComplementarySliceScatters()]
+    return [DropIdentity(), CancelViewPairs(), ComplementarySliceScatters(), ElementwiseBeforePermute()]
 
 
 @dataclass(frozen=True)

@@ -438,8 +438,28 @@ def _normal(counter: Any, key: Any) -> np.ndarray:
         return (np.sqrt(np.float32(-2) * np.log(u1)) * np.cos(np.float32(2 * math.pi) * u2)).astype(F32)
 
 
+def stochastic_round_bf16(values: Any, uniform: Any) -> np.ndarray:
+    """fp32 `values` rounded to bf16 stochastically by `uniform` draws in [0, 1), as fp32 (exact bf16 values).
+
+    Truncating an fp32 bit pattern's low 16 bits gives the bf16 neighbour toward zero; adding one unit of bf16
+    precision to the truncated pattern gives the neighbour away from zero (the next binade's first value when the
+    mantissa carries over, infinity past the largest finite value). The low 16 bits over 2^16 are the distance
+    to the first neighbour in units of their spacing, so taking the second when `uniform` is below it makes the
+    expected result `values` itself; with 24-bit draws the probability is exact (a multiple of 2^-16)."""
+    x, u = np.broadcast_arrays(to_f32(values), to_f32(uniform))
+    bits = np.ascontiguousarray(x).view(np.uint32)
+    low = bits & np.uint32(0xFFFF)
+    toward_zero = bits & np.uint32(0xFFFF0000)
+    away = toward_zero + np.uint32(0x10000)
+    chosen = np.where(u < low.astype(F32) * np.float32(2.0**-16), away, toward_zero).astype(np.uint32)
+    rounded = chosen.view(F32)
+    return np.where(np.isfinite(x), rounded, x)
+
+
 def gpsimd_kernel(name: str, in0: Any, in1: Any, integer: bool = False) -> np.ndarray:
     """A kernel of `isa.GPSIMD_KERNELS` on (broadcastable) operands: int32 results in integer mode, else fp32."""
+    if name == "stochastic_round_bf16":
+        return stochastic_round_bf16(in0, in1)
     if name == "uniform":
         return _unit(philox(in0, in1)[0])
     if name == "normal":

@@ -6,7 +6,9 @@ initiation intervals at the engine's own clock, so back-to-back instructions of 
 published numbers describe. `N` is the number of free elements per partition an instruction streams (lanes are
 partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
 
-* TensorE `nc_matmul`: `max(N_moving, 64)` cycles, x4 when the inputs are fp32 [nki-arch-trn1, nki-perf]. The
+* TensorE `nc_matmul`: `max(N_moving, 64)` cycles, x4 when the inputs are fp32 [nki-arch-trn1, nki-perf], and
+  /`matmul_fp8_speedup` when both are fp8 and contract a full 128-row tile (v3's double-row mode: 256 rows in the
+  time of 128 [nki-arch-trn2]; none on v2, whose fp8 runs at the bf16 rate [nki-arch-trn1]). The
   stationary load runs in the background under the previous multiply [nki-arch-trn1], so it costs nothing.
   `is_transpose`: the same streaming cost, x`matmul_transpose_fp32_factor` for fp32 data (bit-exact transposes
   are 2x faster for fp32 from v3 on [nki-arch-trn2]).
@@ -199,6 +201,14 @@ def _scalar_tensor_tensor_speedup(
     return 1
 
 
+def _fp8_full_tile(ops: Mapping[str, OperandShape], transpose: bool, target: Target) -> bool:
+    """Whether a matmul runs at TensorE's fp8 rate: both operands fp8, a full contraction tile, not a transpose
+    (the double-row mode pairs full tiles and cannot transpose [nki-arch-trn2])."""
+    stationary, moving = ops["stationary"], ops["moving"]
+    fp8 = dtypes.matmul_family(stationary.dtype) == "fp8" and dtypes.matmul_family(moving.dtype) == "fp8"
+    return fp8 and not transpose and stationary.partitions == target.matmul_max_k
+
+
 def compute_cycles(
     opcode: str, engine: Engine, ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target
 ) -> float:
@@ -206,9 +216,11 @@ def compute_cycles(
     if opcode == "nc_matmul":
         moving = ops["moving"]
         cycles: float = max(moving.free_count, target.matmul_min_cycles)
+        transpose = bool(attrs.get("is_transpose"))
         if moving.dtype == "f32":
-            transpose = bool(attrs.get("is_transpose"))
             cycles *= target.matmul_transpose_fp32_factor if transpose else target.matmul_fp32_factor
+        elif _fp8_full_tile(ops, transpose, target):
+            cycles /= target.matmul_fp8_speedup
         return float(cycles)
     streamed = [ops[role] for role in _STREAMED_READS[opcode] if role in ops]
     n = max([shape.free_count for shape in streamed] + [ops["dst"].free_count])

@@ -119,6 +119,12 @@ class Target:
     # --- per-instruction cost rules (applied in runtime/cost_model.py) -----------------------------------------
     matmul_min_cycles: int = 64  # matmul initiation interval max(N, 64) cycles [nki-arch-trn1, nki-perf]
     matmul_fp32_factor: int = 4  # fp32 inputs cost 4x [nki-arch-trn1]
+    # fp8 x fp8 matmuls over a full 128-row contraction tile: TensorE's fp8 rate over its bf16 rate. NeuronCore-v2
+    # runs fp8 at the bf16 rate [nki-arch-trn1]; v3's double-row mode contracts 256 rows in the time of 128
+    # [nki-arch-trn2], which the model charges as half the cycles per full tile (pairs of consecutive tiles of one
+    # accumulation); v4 publishes 4x only for MX formats [nki-arch-trn3], whose per-32-element scales per-tensor or
+    # per-row scaled fp8 does not have, so v4 keeps v3's 2x (assumed).
+    matmul_fp8_speedup: int = 1
     vector_min_cycles: int = 64  # VectorE minimum initiation interval, about 64 cycles [nki-isa-2.26]
     scalar_min_cycles: int = 64  # ScalarE activation max(64, N) [nki-isa-2.26]
     gpsimd_startup_cycles: int = 150  # GpSimdE instructions: about 150 cycles of startup [nki-isa-2.26]
@@ -213,10 +219,12 @@ class Target:
         """TensorE peak FLOP/s for matmul inputs of `dtype_family` ('fp32', 'bf16', 'fp8')."""
         return self.tensor_peak_tflops[dtype_family] * 1e12
 
+
 # GpSimdE kernels (`isa.GPSIMD_KERNELS`): cycles per element per partition after the startup (assumed). No public
 # number exists; each lane runs a software routine of about this many SIMD instructions per element: a divide
 # is a reciprocal estimate refined by Newton steps plus the rounding fix-up (~6), Philox-4x32-10 is 10 rounds
-# of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos.
+# of two 32x32 multiplies and xors shared by four words (~8 per word), Box-Muller adds a log, a sqrt and a cos;
+# stochastic rounding to bf16 is a mask, an add, a compare and a select on the bit pattern (~4).
 GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
     "divide": 6,
     "divide_trunc": 6,
@@ -225,6 +233,7 @@ GPSIMD_KERNEL_CYCLES_PER_ELEMENT: dict[str, int] = {
     "remainder": 8,
     "uniform": 8,
     "normal": 24,
+    "stochastic_round_bf16": 4,
 }
 
 
@@ -291,6 +300,7 @@ TRN2 = Target(
     hbm_bandwidth_gbps=362.5,  # derived: 2.9 TB/s per chip [chip-trn2] / 8 cores
     dma_bytes_per_ns=23.0,  # 23 B/ns per engine (368 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
+    matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
     # trn2.48xlarge: 16 chips of 8 cores in a 4x4 torus [inst-trn2]; NeuronLink-v3 1.28 TB/s per chip
@@ -323,6 +333,7 @@ TRN3 = Target(
     hbm_bandwidth_gbps=612.5,  # derived: 4.9 TB/s per chip [chip-trn3] / 8 cores
     dma_bytes_per_ns=33.0,  # 33 B/ns per engine (528 GB/s per core) [nki-dma-bw]
     matmul_transpose_fp32_factor=2,
+    matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
     scalar_16bit_speedup=2,

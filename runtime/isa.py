@@ -100,6 +100,10 @@ ACTIVATION_FUNCTIONS: frozenset[str] = frozenset(
 #   uniform       fp32 in [0, 1) from Philox-4x32-10 of counter in0 under key in1 (counter-based: each element's
 #                 value depends only on its counter and the key, never on the order of evaluation)
 #   normal        fp32 standard normal, Box-Muller on two words of the same Philox output
+#   stochastic_round_bf16
+#                 in0 (fp32) rounded to one of its two bf16 neighbours at random: the one further from zero with
+#                 probability (distance to the nearer one toward zero) / (their spacing), decided by in1 (uniform
+#                 in [0, 1), 24 bits); bf16 values, NaN and infinities pass unchanged. Its mean is in0 exactly.
 GPSIMD_KERNELS: dict[str, int] = {
     "divide": 2,
     "divide_trunc": 2,
@@ -108,6 +112,7 @@ GPSIMD_KERNELS: dict[str, int] = {
     "remainder": 2,
     "uniform": 2,
     "normal": 2,
+    "stochastic_round_bf16": 2,
 }
 
 # Free-axis reduction operators of tensor_reduce and of activation's accumulate.

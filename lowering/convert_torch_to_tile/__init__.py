@@ -46,7 +46,16 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, bf16, f32
+from xdsl.dialects.builtin import (
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    FunctionType,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f32,
+)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -213,9 +222,10 @@ def narrowed_operands(block: Block) -> NarrowedOperands:
     """Matmul-shaped ops that TensorE can feed 16-bit operands, and the casts that then need no loop nest.
 
     When every multiplied operand of an fp32 matmul-shaped op (`torch_auto_cast.MATMUL_OPERANDS`) is the exact
-    fp32 widening of a tensor of one 16-bit float type (`_to_copy(x16, f32)`, as torch-auto-cast writes them), the
-    products are those of the 16-bit values, exact in fp32: TensorE computes the same result from the 16-bit
-    tensors themselves, at their rate and from half the bytes, and the widenings nothing else reads are not
+    fp32 widening of a tensor of one 16-bit float type or of fp8 types (`_to_copy(x16, f32)`, as torch-auto-cast
+    writes them, or `_to_copy(x8, f32)`, as a scaled fp8 matmul decomposes), the products are those of the narrow
+    values, exact in fp32: TensorE computes the same result from the narrow tensors themselves, at their rate and
+    from a half or a quarter of the bytes, and the widenings nothing else reads are not
     lowered. When such a 16-bit tensor, or a multiplied operand of a bf16 matmul, is the bf16 rounding of an fp32
     tensor (`_to_copy(x32, bf16)`) that only ops of `CONVERTS_ON_LOAD` multiply (directly or through skipped
     widenings), those ops read the fp32 tensor and their DMAs round it as they load: the rounding gets no loop
@@ -230,7 +240,7 @@ def narrowed_operands(block: Block) -> NarrowedOperands:
         narrow = [widened_source(value) if isinstance(value, SSAValue) else None for value in values]
         if any(source is None for source in narrow):
             continue
-        if len({source.type.element_type for source in narrow}) != 1:  # type: ignore[union-attr]
+        if not _one_matmul_family({source.type.element_type for source in narrow}):  # type: ignore[union-attr]
             continue
         sources[op] = {name: source for name, source in zip(names, narrow, strict=True)}  # type: ignore[misc]
     unneeded: set[Operation] = set()
@@ -263,6 +273,12 @@ def narrowed_operands(block: Block) -> NarrowedOperands:
     return NarrowedOperands(sources, converted, unneeded)
 
 
+def _one_matmul_family(types: set[Attribute]) -> bool:
+    """Whether TensorE multiplies operands of these 16- or 8-bit types together: one type, or fp8 types only (an
+    e4m3 activation times an e5m2 gradient, as fp8 training's backward has)."""
+    return len(types) == 1 or all(isinstance(t, Float8E4M3FNType | Float8E5M2Type) for t in types)
+
+
 def _readers_of_rounding(rounding: Operation | Block, unneeded: set[Operation]) -> list[Operation] | None:
     """The matmuls that read `rounding`, a bf16 rounding of fp32, when they are all it has (as a multiplied operand,
     directly or through widenings in `unneeded`) and all of `CONVERTS_ON_LOAD`; else None."""
@@ -289,8 +305,9 @@ def _multiplies_only(op: Operation, value: SSAValue) -> bool:
 
 
 def _rounds_fp32(op: Operation | Block) -> bool:
-    """Whether `op` is a plain `_to_copy` of an fp32 tensor to bf16."""
-    if not isinstance(op, Operation) or not is_plain_cast(op):
+    """Whether `op` is a plain `_to_copy` of an fp32 tensor to bf16 that rounds to nearest (a DMA's conversion; a
+    stochastically rounded cast keeps its loop nest)."""
+    if not isinstance(op, Operation) or not is_plain_cast(op) or random.rounds_stochastically(op):
         return False
     wide, narrow = op.operands[0].type, op.results[0].type
     return (

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerType, MemRefType, f32
+from xdsl.dialects.builtin import AnyFloat, Float8E4M3FNType, IntegerType, MemRefType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -440,8 +440,43 @@ def _alpha_scaled(m: TileMath, value: SSAValue, alpha: object) -> SSAValue:
 # ---- arithmetic ------------------------------------------------------------------------------------------------
 
 
+_COMMUTATIVE = frozenset({"add", "multiply", "max", "min"})
+
+
+def _single_element_operand(op: Operation, args: dict[str, Any], alu_op: str, second: str) -> tuple[str, str] | None:
+    """(the tensor operand's name, the single-element operand's name) when one float operand of a binary op holds
+    one element and the other many, both of the result's dtype, and the op can take the single element as a
+    per-partition scalar (commutative, or the scalar second)."""
+    names = ("self", second)
+    values = [value for value in (args.get(name) for name in names) if isinstance(value, SSAValue)]
+    if len(values) != len(names) or len(op.results) != 1:
+        return None
+    result = result_element_type(op)
+    if not isinstance(result, AnyFloat) or any(element_type_of(v) != result for v in values):
+        return None
+    sizes = [int(np.prod(layout_of(value).shape)) for value in values]
+    for position in (1, 0):
+        if sizes[position] == 1 and sizes[1 - position] > 1 and (position == 1 or alu_op in _COMMUTATIVE):
+            return names[1 - position], names[position]
+    return None
+
+
 def _tensor_binary(alu_op: str, with_alpha: bool = False, reverse: bool = False, second: str = "other") -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+        split = _single_element_operand(op, args, alu_op, second)
+        if split is not None and not reverse and (not with_alpha or args.get("alpha") in (None, 1)):
+            # A single-element operand (a scale) is a per-partition scalar column read once per tile, where a
+            # broadcast tile would fetch it element by element.
+            tensor_name, scalar_name = split
+            scalar = args[scalar_name]
+            column_view = view(em, scalar, Layout((PARTITION_TILE, 1), (0, 0), layout_of(scalar).offset))
+
+            def scaled(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+                column = load(e, column_view, [0, 0], (result.partitions, 1))
+                return e.insert(tile.BinaryScalarOp(tiles[0], alu_op, result, column=column)).result
+
+            return elementwise(op, args, em, [tensor_name], scaled)
+
         def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
             m = TileMath(e, result, _exact(tiles, result))
             lhs, rhs = (tiles[1], tiles[0]) if reverse else (tiles[0], tiles[1])
@@ -672,9 +707,41 @@ def _bitwise_not(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> li
 # ---- casts and creation ----------------------------------------------------------------------------------------
 
 
+E4M3FN_MAX = 448.0
+"""The largest finite float8_e4m3fn value (the format has no infinities)."""
+
+
+def _within_e4m3fn_range(value: SSAValue) -> bool:
+    """Whether every value of `value` converts to float8_e4m3fn without saturating: it is e4m3fn itself, or a
+    clamp into [-448, 448] (as fp8 training clamps before casting)."""
+    if isinstance(value.type, TensorType) and isinstance(value.type.element_type, Float8E4M3FNType):
+        return True
+    owner = value.owner
+    if not isinstance(owner, Operation) or owner.name != "torch.aten.clamp":
+        return False
+    bounds = arguments_of(owner)
+    low, high = bounds.get("min"), bounds.get("max")
+    in_range = isinstance(low, int | float) and isinstance(high, int | float)
+    return in_range and float(low) >= -E4M3FN_MAX and float(high) <= E4M3FN_MAX  # type: ignore[arg-type]
+
+
 def _to_copy(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    from neuron_mlir.lowering.convert_torch_to_tile.random import rounds_stochastically, stochastic_rounding_cast
+
+    if rounds_stochastically(op):
+        return stochastic_rounding_cast(em, op, args)
+
+    saturate = not _within_e4m3fn_range(op.operands[0])
+
     def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
-        return e.insert(tile.CopyOp(tiles[0], result)).result
+        source = tiles[0]
+        if saturate and isinstance(result.element_type, Float8E4M3FNType):
+            # PyTorch's cast to float8_e4m3fn saturates: out-of-range values and infinities become +-448, NaN
+            # stays NaN; an engine's output conversion rounds to nearest even, so clamp first (max and min
+            # propagate NaN). Casts to float8_e5m2 do not saturate (overflow is infinity), as the conversion does.
+            m = TileMath(e, result)
+            return m.sc("min", m.sc("max", source, -E4M3FN_MAX), E4M3FN_MAX, result)
+        return e.insert(tile.CopyOp(source, result)).result
 
     return elementwise(op, args, em, ["self"], compute)
 

@@ -1,4 +1,5 @@
 """Random ops from a counter-based generator: reproducible under `torch.manual_seed`, the same on any tiling.
+Stochastically rounded casts draw from the same streams.
 
 Every element of a random result is `uniform(counter, key)` or `normal(counter, key)`, the GpSimdE kernels
 of `runtime.isa.GPSIMD_KERNELS` (Philox-4x32-10; Box-Muller for normals), where
@@ -16,13 +17,14 @@ not those of eager PyTorch (a different generator); their distribution is.
     bernoulli.p             u < p
     native_dropout          keep = u < 1 - p;  output = input * keep / (1 - p), mask = keep (train); identity
                             and an all-true mask otherwise
+    _to_copy fp32 -> bf16   under the module's `neuron.stochastic_rounding`: stochastic_round_bf16(x, u)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xdsl.dialects.builtin import i1, i32
+from xdsl.dialects.builtin import ModuleOp, TensorType, bf16, f32, i1, i32
 from xdsl.ir import Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -154,6 +156,34 @@ def _native_dropout(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) ->
 
     output = emit_elementwise(em, shape, result_element_type(op, 0), [source, mask], apply)
     return [output, mask]
+
+
+STOCHASTIC_ROUNDING_ATTR = "neuron.stochastic_rounding"
+"""The module attribute (a unit attribute) under which casts from fp32 to bf16 round stochastically (the frontend
+sets it from `options={"stochastic_rounding": True}`)."""
+
+
+def rounds_stochastically(op: Operation) -> bool:
+    """Whether `op` is a cast from fp32 to bf16 in a module compiled with stochastic rounding."""
+    if op.name != "torch.aten._to_copy" or not isinstance(op.operands[0].type, TensorType):
+        return False
+    if op.operands[0].type.element_type != f32 or result_element_type(op) != bf16:
+        return False
+    module = op.get_toplevel_object()
+    return isinstance(module, ModuleOp) and STOCHASTIC_ROUNDING_ATTR in module.attributes
+
+
+def stochastic_rounding_cast(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
+    """fp32 -> bf16 with stochastic rounding: each element goes to its upper or lower bf16 neighbour with
+    probabilities that make the expected result the fp32 value (GpSimdE's `stochastic_round_bf16` kernel on a
+    `uniform` draw of the function's random stream, so the draws follow the seed like other random ops)."""
+    stream = RandomStream(em)
+
+    def compute_at(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType, position: TilePosition) -> SSAValue:
+        draws = stream.draw(e, "uniform", result, position)
+        return e.insert(tile.KernelOp(tiles[0], "stochastic_round_bf16", result, draws)).result
+
+    return [emit_elementwise(em, result_shape(op), bf16, [args["self"]], None, compute_at=compute_at)]
 
 
 def legal(op: Operation) -> str | None:

@@ -942,3 +942,48 @@ def test_integer_power_is_pythons_wrapped_to_the_lane_width(dtype):
         else:
             want = (pow(base, exponent, 2**bits) + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
         assert got == want, (base, exponent)
+
+
+def _bf16_neighbours(value: float) -> tuple[float, float]:
+    """The largest bf16 value <= `value` and the smallest >= it."""
+    nearest = ml_dtypes.bfloat16(value)
+    if float(nearest) < value:
+        return float(nearest), float(np.nextafter(nearest, ml_dtypes.bfloat16(np.inf)))
+    if float(nearest) > value:
+        return float(np.nextafter(nearest, ml_dtypes.bfloat16(-np.inf))), float(nearest)
+    return float(nearest), float(nearest)
+
+
+def test_stochastic_rounding_to_bf16_is_unbiased(kernel):
+    """Each value goes to one of its two bf16 neighbours, and the mean of many roundings of one value is the value
+    within the statistical bound: 5 standard errors of a two-point draw, (spacing) * sqrt(p (1 - p) / n)."""
+    n = 4096
+    # one value per partition: just above 1 (spacing 2^-7), just below 1 (2^-8), negative, tiny, large, exact
+    values = np.array([1 + 2**-10, 1 - 3 * 2**-12, -2.71828, 3.1e-5, 12345.678, 1.5, -0.3337, 7e37], np.float32)
+    x = np.repeat(values[:, None], n, axis=1)
+    counters = np.arange(x.size, dtype=np.int32).reshape(x.shape)
+    key = np.full((len(values), 1), 99, np.int32)
+    u = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key}, {"dst": (x.shape, "f32")}, {"kernel": "uniform"}
+    )["dst"]
+    rounded = kernel(
+        "gpsimd_kernel", "gpsimd", {"in0": x, "in1": u}, {"dst": (x.shape, "bf16")}, {"kernel": "stochastic_round_bf16"}
+    )["dst"].astype(np.float64)
+    for row, value in enumerate(values.astype(np.float64)):
+        below, above = _bf16_neighbours(value)
+        assert set(np.unique(rounded[row])) <= {below, above}, (value, np.unique(rounded[row]))
+        spacing = above - below
+        p = 0.0 if spacing == 0 else (value - below) / spacing
+        bound = 5 * spacing * math.sqrt(p * (1 - p) / n)
+        assert abs(rounded[row].mean() - value) <= bound, (value, rounded[row].mean(), bound)
+    # round to nearest is biased on the same data: the test can tell the two apart
+    assert abs(float(np.float32(values[0]).astype(ml_dtypes.bfloat16)) - values[0]) > 5 * 2**-7 * math.sqrt(
+        0.125 * 0.875 / n
+    )
+
+
+def test_stochastic_rounding_passes_specials_and_bf16_values():
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.5, -448.0], np.float32)
+    out = alu.stochastic_round_bf16(special, np.full(special.shape, 0.999, np.float32))
+    np.testing.assert_array_equal(out, special)
+    assert np.signbit(out[4])

@@ -144,3 +144,24 @@ func.func @empty_result(%x: tensor<0x3xf32>) -> tensor<0x3xf32> {
 // CHECK:       %[[ONE:.*]] = memref.alloc() : memref<1xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[E:.*]] = tile.view %[[ONE]] : memref<1xf32, #mem<hbm>> to memref<0x3xf32, strided<[0, 0]>, #mem<hbm>>
 // CHECK-NEXT:  func.return %[[E]]
+
+// -----
+
+func.func @fp8_casts(%x: tensor<4x8xf32>) -> (tensor<4x8xf8E4M3FN>, tensor<4x8xf8E5M2>, tensor<4x8xf8E4M3FN>) {
+  %e4 = torch.aten._to_copy %x {dtype = f8E4M3FN} : (tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN>
+  %e5 = torch.aten._to_copy %x {dtype = f8E5M2} : (tensor<4x8xf32>) -> tensor<4x8xf8E5M2>
+  %c = torch.aten.clamp %x {min = -4.480000e+02 : f64, max = 4.480000e+02 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e4c = torch.aten._to_copy %c {dtype = f8E4M3FN} : (tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN>
+  func.return %e4, %e5, %e4c : tensor<4x8xf8E4M3FN>, tensor<4x8xf8E5M2>, tensor<4x8xf8E4M3FN>
+}
+// PyTorch's cast to float8_e4m3fn saturates: a clamp to +-448 in fp32, then the conversion on the last op's output;
+// to float8_e5m2 a plain conversion (overflow is infinity); an operand already clamped into range is converted
+// without a second clamp.
+// CHECK-LABEL: func.func @fp8_casts
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK-NEXT:  %[[LOW:.*]] = tile.binary_scalar %[[X]] {op = "max", scalar = -4.480000e+02 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf32, sbuf>
+// CHECK-NEXT:  tile.binary_scalar %[[LOW]] {op = "min", scalar = 4.480000e+02 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf8E4M3FN, sbuf>
+// CHECK:       tile.copy %{{.*}} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf8E5M2, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "min", scalar = 4.480000e+02 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[CLAMPED:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK-NEXT:  tile.copy %[[CLAMPED]] : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf8E4M3FN, sbuf>

@@ -53,3 +53,18 @@ func.func @mixed_operands_stay_fp32(%xh: tensor<4x8xbf16>, %wf: tensor<8x16xf16>
   %z = torch.aten.mm %xw, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   func.return %y, %z : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// Widened fp8 operands (a scaled fp8 matmul's): TensorE multiplies the fp8 values, e4m3 by e5m2 as fp8 training's
+// backward does; no widened copy is allocated.
+// CHECK-LABEL: func.func @fp8_operands
+// CHECK:         %[[OUT:.*]] = memref.alloc() : memref<4x16xf32, #mem<hbm>>
+// CHECK-NOT:     memref.alloc
+// CHECK:         tile.matmul {{.*}} : (!tile.tile<8x4xf8E4M3FN, sbuf>, !tile.tile<8x16xf8E5M2, sbuf>) -> !tile.tile<4x16xf32, psum>
+func.func @fp8_operands(%a: tensor<4x8xf8E4M3FN>, %b: tensor<8x16xf8E5M2>) -> tensor<4x16xf32> {
+  %aw = torch.aten._to_copy %a {dtype = f32} : (tensor<4x8xf8E4M3FN>) -> tensor<4x8xf32>
+  %bw = torch.aten._to_copy %b {dtype = f32} : (tensor<8x16xf8E5M2>) -> tensor<8x16xf32>
+  %mm = torch.aten.mm %aw, %bw : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  func.return %mm : tensor<4x16xf32>
+}

@@ -113,3 +113,19 @@ func.func @random_streams(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf
 // CHECK:       %[[U:.*]] = tile.kernel %{{.*}}, %{{.*}} {kernel = "uniform"}
 // CHECK:       tile.binary_scalar %[[U]] {op = "is_lt", scalar = 5.000000e-01 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xi1, sbuf>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 2.000000e+00 : f64}
+
+// -----
+
+builtin.module attributes {neuron.stochastic_rounding} {
+  func.func @stochastic_cast(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+    %r = torch.aten._to_copy %x {dtype = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+    func.return %r : tensor<4x8xbf16>
+  }
+}
+// Under the module's neuron.stochastic_rounding a cast from fp32 to bf16 draws a uniform per element from the
+// function's seeded stream (the seed argument is appended) and rounds with GpSimdE's stochastic_round_bf16.
+// CHECK-LABEL: func.func @stochastic_cast
+// CHECK-SAME:  %rng_seed: memref<1xi32, #mem<hbm>>
+// CHECK:       %[[X:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[U:.*]] = tile.kernel %{{.*}}, %{{.*}} {kernel = "uniform"}
+// CHECK-NEXT:  tile.kernel %[[X]], %[[U]] {kernel = "stochastic_round_bf16"} : (!tile.tile<32x1xf32, sbuf>, !tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xbf16, sbuf>

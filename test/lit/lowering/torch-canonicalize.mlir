@@ -130,3 +130,25 @@ func.func @other_slice_scatters_stay(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -
   %q = torch.aten.add.Tensor %s3, %s4 : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
   func.return %r, %q : tensor<2x6xf32>, tensor<2x6xf32>
 }
+
+// -----
+
+// fp8 training's transposed weight: the magnitudes' maximum, the scaling, the clamp and the cast compute in the
+// weight's own order, and only the fp8 result is permuted (a view the matmul reads as a transposed weight).
+// CHECK-LABEL: func.func @scaled_transposed_weight
+// CHECK-NEXT:    %[[A:.*]] = torch.aten.abs %w : (tensor<48x64xf32>) -> tensor<48x64xf32>
+// CHECK-NEXT:    %[[M:.*]] = torch.aten.max %[[A]] : (tensor<48x64xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[X:.*]] = torch.aten.mul.Tensor %w, %s : (tensor<48x64xf32>, tensor<f32>) -> tensor<48x64xf32>
+// CHECK-NEXT:    %[[C:.*]] = torch.aten.clamp %[[X]]
+// CHECK-NEXT:    %[[Q:.*]] = torch.aten._to_copy %[[C]] {dtype = f8E4M3FN} : (tensor<48x64xf32>) -> tensor<48x64xf8E4M3FN>
+// CHECK-NEXT:    %[[T:.*]] = torch.aten.permute %[[Q]] {dims = array<i64: 1, 0>}
+// CHECK-NEXT:    func.return %[[T]], %[[M]]
+func.func @scaled_transposed_weight(%w: tensor<48x64xf32>, %s: tensor<f32>) -> (tensor<64x48xf8E4M3FN>, tensor<f32>) {
+  %t = torch.aten.permute %w {dims = array<i64: 1, 0>} : (tensor<48x64xf32>) -> tensor<64x48xf32>
+  %a = torch.aten.abs %t : (tensor<64x48xf32>) -> tensor<64x48xf32>
+  %m = torch.aten.max %a : (tensor<64x48xf32>) -> tensor<f32>
+  %x = torch.aten.mul.Tensor %t, %s : (tensor<64x48xf32>, tensor<f32>) -> tensor<64x48xf32>
+  %c = torch.aten.clamp %x {min = -4.480000e+02 : f64, max = 4.480000e+02 : f64} : (tensor<64x48xf32>) -> tensor<64x48xf32>
+  %q = torch.aten._to_copy %c {dtype = f8E4M3FN} : (tensor<64x48xf32>) -> tensor<64x48xf8E4M3FN>
+  func.return %q, %m : tensor<64x48xf8E4M3FN>, tensor<f32>
+}

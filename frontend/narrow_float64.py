@@ -1,0 +1,201 @@
+"""float64 scalar steps between fp32 values computed in fp32, where that gives eager's result.
+
+NeuronCore engines have no float64 datapath, so a node producing float64 runs on the CPU. Some graphs widen an
+fp32 value to float64 only to compute one quotient and round it straight back, as torchao's float8 training
+does for every scale: `scale = float(fp8_max / clamp(amax.double(), min=eps))`, traced as
+`_to_copy(f64) -> clamp -> reciprocal -> mul(fp8_max) -> _to_copy(f32)`. This FX rewrite computes such regions
+in fp32 when the result is provably the same:
+
+* A region is a connected set of float64 nodes whose inputs are widenings (`_to_copy` to float64) of fp32 or
+  narrower floats, or Python numbers, and whose every reader outside the region is a plain cast to fp32 or
+  narrower.
+* Its ops are exact ones (clamp, abs, neg, maximum, minimum: their fp32 result is the float64 one, rounded) and
+  at most one rounding arithmetic op (add, sub, mul, div, reciprocal), after `c * reciprocal(x)` (a Python
+  number c) is rewritten as the one division `c / x`. One correctly rounded float64 operation rounded again to
+  fp32 is the correctly rounded fp32 operation (double rounding is innocuous for +, -, *, / when the wider
+  format has at least 2p + 2 significant bits, 53 >= 2 * 24 + 2: S. A. Figueroa, "When is double rounding
+  innocuous?", ACM SIGNUM Newsletter 30(3), 1995), so the narrowed region returns eager's value bit for bit.
+  One exception: a Python-number clamp bound that is not an fp32 value is rounded to fp32 first, which changes
+  the result (by at most 2^-24 relative) only where the bound itself is chosen (torchao's eps = 1e-12 for an
+  all-zero tensor).
+
+Regions that do not qualify are left alone (and run on the CPU, as before).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+_EXACT = frozenset(
+    {aten.clamp.default, aten.abs.default, aten.neg.default, aten.maximum.default, aten.minimum.default}
+)
+_ROUNDING = frozenset(
+    {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.reciprocal.default}
+)
+_NARROW = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _dtype(node: Any) -> torch.dtype | None:
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return value.dtype if isinstance(value, torch.Tensor) else None
+
+
+def _is_cast(node: torch.fx.Node, dtypes: tuple[torch.dtype, ...]) -> bool:
+    """A plain `_to_copy` to one of `dtypes`."""
+    if node.op != "call_function" or node.target is not aten._to_copy.default:
+        return False
+    extra = set(node.kwargs) - {"dtype"}
+    return not extra and len(node.args) == 1 and node.kwargs.get("dtype") in dtypes
+
+
+def _widens_narrow(node: torch.fx.Node) -> bool:
+    source = node.args[0] if node.args else None
+    return _is_cast(node, (torch.float64,)) and _dtype(source) in _NARROW
+
+
+def _regions(graph: torch.fx.Graph) -> list[list[torch.fx.Node]]:
+    """Connected float64 nodes (through producer and reader edges), in graph order."""
+    wide = [node for node in graph.nodes if node.op == "call_function" and _dtype(node) is torch.float64]
+    members = set(wide)
+    seen: set[torch.fx.Node] = set()
+    regions: list[list[torch.fx.Node]] = []
+    for start in wide:
+        if start in seen:
+            continue
+        region, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node in region:
+                continue
+            region.add(node)
+            neighbours = [*node.all_input_nodes, *node.users]
+            stack.extend(n for n in neighbours if n in members and n not in region)
+        seen |= region
+        regions.append([node for node in wide if node in region])
+    return regions
+
+
+def _qualifies(region: list[torch.fx.Node]) -> bool:
+    members = set(region)
+    rounding = 0
+    for node in region:
+        if _widens_narrow(node):
+            pass
+        elif node.target in _EXACT or node.target in _ROUNDING:
+            if any(arg not in members for arg in node.all_input_nodes):
+                return False  # a float64 value from elsewhere (an input, a factory)
+            if node.target in _ROUNDING and not _folds_into_division(node, members):
+                rounding += 1
+        else:
+            return False
+        if any(user not in members and not _is_cast(user, _NARROW) for user in node.users):
+            return False
+    return rounding <= 1
+
+
+def _folds_into_division(node: torch.fx.Node, members: set[torch.fx.Node]) -> bool:
+    """A reciprocal whose only reader multiplies it by a Python number (the pair becomes one division)."""
+    if node.target is not aten.reciprocal.default or len(node.users) != 1:
+        return False
+    (user,) = node.users
+    return user in members and _scaled_reciprocal(user) is not None
+
+
+def _scaled_reciprocal(node: torch.fx.Node) -> tuple[float, torch.fx.Node] | None:
+    """(c, x) when `node` is `mul(reciprocal(x), c)` or `mul(c, reciprocal(x))` for a Python number c."""
+    if node.target is not aten.mul.Tensor or len(node.args) != 2:
+        return None
+    for first, second in (node.args, node.args[::-1]):
+        if (
+            isinstance(first, torch.fx.Node)
+            and first.target is aten.reciprocal.default
+            and isinstance(second, int | float)
+            and len(first.users) == 1
+        ):
+            return float(second), first.args[0]  # type: ignore[return-value]
+    return None
+
+
+def narrow_float64(graph_module: torch.fx.GraphModule) -> int:
+    """Rewrite the qualifying float64 regions of `graph_module` in place to fp32; returns how many."""
+    graph = graph_module.graph
+    narrowed = 0
+    for region in _regions(graph):
+        if not _qualifies(region):
+            continue
+        members = set(region)
+        replacement: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in region:
+            if _folds_into_division(node, members):
+                continue  # its reader becomes the division
+            if _widens_narrow(node):
+                source = node.args[0]
+                assert isinstance(source, torch.fx.Node)
+                replacement[node] = _in_fp32(graph, node, source)
+                continue
+            scaled = _scaled_reciprocal(node)
+            with graph.inserting_before(node):
+                if scaled is not None:
+                    numerator, denominator = scaled
+                    constant = graph.call_function(
+                        aten.full.default, ([], numerator), {"dtype": torch.float32, "device": _device(node)}
+                    )
+                    constant.meta["val"] = torch.full([], numerator, dtype=torch.float32, device="meta")
+                    new = graph.call_function(aten.div.Tensor, (constant, replacement[denominator]))
+                else:
+                    args = torch.fx.node.map_arg(node.args, lambda n, table=replacement: table.get(n, n))  # type: ignore[misc]
+                    new = graph.call_function(node.target, args, dict(node.kwargs))  # type: ignore[arg-type]
+            new.meta = {**node.meta, "val": _meta_result(new)}
+            replacement[node] = new
+        for node in region:
+            for user in [user for user in node.users if user not in members]:  # the casts leaving the region
+                if user.kwargs["dtype"] is torch.float32:
+                    user.replace_all_uses_with(replacement[node])
+                    graph.erase_node(user)
+                else:
+                    user.replace_input_with(node, replacement[node])
+        for node in reversed(region):
+            graph.erase_node(node)
+        narrowed += 1
+    if narrowed:
+        graph.lint()
+        graph_module.recompile()
+    return narrowed
+
+
+def _in_fp32(graph: torch.fx.Graph, widening: torch.fx.Node, source: torch.fx.Node) -> torch.fx.Node:
+    """The fp32 value a widening stands for: its source, widened to fp32 when narrower."""
+    if _dtype(source) is torch.float32:
+        return source
+    with graph.inserting_before(widening):
+        cast = graph.call_function(aten._to_copy.default, (source,), {"dtype": torch.float32})
+    cast.meta = {**widening.meta, "val": _meta_result(cast)}
+    return cast
+
+
+def _device(node: torch.fx.Node) -> torch.device:
+    value = node.meta.get("val")
+    return value.device if isinstance(value, torch.Tensor) else torch.device("cpu")
+
+
+def _meta_result(node: torch.fx.Node) -> torch.Tensor:
+    """The node's result on the meta device, from its arguments' recorded values."""
+
+    def meta(value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            recorded = value.meta["val"]
+            return torch.empty(recorded.shape, dtype=recorded.dtype, device="meta")
+        return value
+
+    args = torch.fx.node.map_aggregate(node.args, meta)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, meta)
+    if "device" in kwargs:
+        kwargs = {**kwargs, "device": "meta"}
+    result = node.target(*args, **kwargs)  # type: ignore[operator]
+    return result if not isinstance(result, tuple) else operator.getitem(result, 0)

@@ -1,0 +1,118 @@
+"""fp8 tensors compiled for the simulated NeuronCore against eager: casts, fp8 matmuls, `torch._scaled_mm`.
+
+Casts to fp8 must match PyTorch bit for bit (float8_e4m3fn saturates to +-448, float8_e5m2 overflows to
+infinity); matmuls of fp8 operands run on TensorE in fp8 (the profile's flops are fp8's) and match eager within
+the tolerance of their output dtype. Shapes avoid multiples of the tile sizes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import assert_close_to_torch
+from support.compiled import check_compiled, run_compiled
+
+import neuron_mlir
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def _same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    assert actual.dtype == expected.dtype
+    equal = actual.view(torch.uint8) == expected.view(torch.uint8)
+    both_nan = actual.float().isnan() & expected.float().isnan()  # NaN encodings may differ; both are NaN
+    wrong = ~(equal | both_nan)
+    assert not wrong.any(), f"{int(wrong.sum())} elements differ, first at {wrong.nonzero()[0].tolist()}"
+
+
+def _fp8_flops_only() -> None:
+    profiles = neuron_mlir.profiles().values()
+    families = {family for profile in profiles for family, flops in profile.flops_by_family.items() if flops}
+    assert families == {"fp8"}, f"TensorE ran {families}"
+
+
+def test_casts_to_fp8_round_and_saturate_as_torch():
+    special = [447.0, 448.0, 464.0, 479.9, 480.0, 661.0, 1e6, 57344.0, 61439.0, 61440.0, 7e4, 2.0**-10, 1e-12]
+    special += [float("inf"), float("nan")]
+    values = torch.tensor(special + [-v for v in special])
+    x = torch.cat([values, torch.randn(300) * 300]).reshape(3, -1)
+
+    def casts(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.to(E4M3), x.to(E5M2), x.to(torch.bfloat16).to(E4M3), x.to(E4M3).to(torch.float32)
+
+    actual = run_compiled(casts, x)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    for got, want in zip(actual, casts(x), strict=True):
+        _same_bits(got, want) if got.dtype in (E4M3, E5M2) else assert_close_to_torch(got, want)
+
+
+def test_matmul_of_widened_fp8_runs_on_tensore_in_fp8():
+    a = (torch.randn(70, 300) * 4).to(E4M3)
+    b = torch.randn(300, 90).to(E5M2)  # e4m3 activations times e5m2 gradients, as fp8 training's backward has
+    check_compiled(lambda a, b: a.float() @ b.float(), a, b)
+    _fp8_flops_only()
+
+
+def _fp8_operands(m: int, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """a [m, k] row-major and b [k, n] column-major, as `_scaled_mm` wants them."""
+    a = (torch.randn(m, k) * 4).to(E4M3)
+    b = (torch.randn(n, k) * 4).to(E4M3).t()
+    return a, b
+
+
+@pytest.mark.parametrize(
+    ("scales", "out_dtype", "with_bias"),
+    [("tensor", torch.float32, False), ("row", torch.bfloat16, True), ("tensor", E4M3, False)],
+)
+def test_scaled_mm_is_lowered_natively(scales, out_dtype, with_bias):
+    m, k, n = 70, 300, 90
+    a, b = _fp8_operands(m, k, n)
+    if scales == "tensor":
+        scale_a, scale_b = torch.tensor(0.37), torch.tensor(0.019)
+    else:
+        scale_a, scale_b = torch.rand(m, 1) + 0.5, (torch.rand(1, n) + 0.5) / 40
+    bias = torch.randn(n).to(out_dtype) if with_bias else None
+
+    def scaled(a, b, scale_a, scale_b, bias):
+        return torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=True)
+
+    check_compiled(scaled, a, b, scale_a, scale_b, bias)
+    _fp8_flops_only()
+
+
+def test_scaled_mm_with_scale_result_is_refused_with_the_reason():
+    a, b = _fp8_operands(16, 32, 24)
+
+    def scaled(a, b):
+        return torch._scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), scale_result=torch.tensor(2.0))
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"_scaled_mm.*scale_result is not supported"):
+        torch.compile(scaled, backend="neuron-mlir", options={"strict": True})(a, b)
+
+
+def test_torchao_float8_training_compiles_natively():
+    """torchao's float8 training: amax, scale (float64 steps narrowed exactly), saturating casts and `_scaled_mm`
+    in the forward and both backward matmuls, all on the core; outputs and gradients as torchao's eager run."""
+    import copy
+
+    from torchao.float8 import convert_to_float8_training
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.GELU(), torch.nn.Linear(48, 40))
+    convert_to_float8_training(model)
+    eager_model = copy.deepcopy(model)
+    x = torch.randn(40, 64)
+
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True})
+    out = compiled(x)
+    out.square().mean().backward()
+    expected = eager_model(x)
+    expected.square().mean().backward()
+    assert_close_to_torch(out, expected, "output")
+    for (name, param), eager_param in zip(model.named_parameters(), eager_model.parameters(), strict=True):
+        assert_close_to_torch(param.grad, eager_param.grad, f"{name}.grad")
+    flops = {family for p in neuron_mlir.profiles().values() for family, n in p.flops_by_family.items() if n}
+    assert "fp8" in flops

@@ -1,0 +1,49 @@
+"""float64 scalar steps narrowed to fp32 only where that gives eager's value bit for bit (frontend/narrow_float64.py)."""
+
+from __future__ import annotations
+
+import torch
+from support import trace_aten_graphs
+
+from neuron_mlir.frontend.narrow_float64 import narrow_float64
+
+
+def _dtypes(gm: torch.fx.GraphModule) -> set[torch.dtype]:
+    values = [node.meta.get("val") for node in gm.graph.nodes]
+    return {value.dtype for value in values if isinstance(value, torch.Tensor)}
+
+
+def _fp8_scale(x: torch.Tensor) -> torch.Tensor:
+    """torchao's tensorwise scale: fp8_max / max(amax, eps), computed in float64 and rounded to fp32."""
+    amax = x.abs().max().to(torch.float64)
+    return (448.0 / torch.clamp(amax, min=1e-12)).to(torch.float32)
+
+
+def test_one_division_between_fp32_values_is_narrowed_and_exact():
+    x = torch.exp(torch.randn(4096) * 6).reshape(64, 64)
+    [(gm, _)] = trace_aten_graphs(_fp8_scale, x)
+    assert torch.float64 in _dtypes(gm)
+    assert narrow_float64(gm) == 1
+    assert torch.float64 not in _dtypes(gm)
+    targets = {node.target for node in gm.graph.nodes if node.op == "call_function"}
+    assert torch.ops.aten.div.Tensor in targets
+    assert torch.ops.aten.reciprocal.default not in targets
+    for scale in torch.exp(torch.linspace(-80, 80, 2001)):  # amax over 70 binades: equal bits each time
+        sample = torch.full((64, 64), float(scale))
+        (narrowed,) = gm(sample)
+        assert torch.equal(narrowed, _fp8_scale(sample)), float(scale)
+
+
+def test_two_rounding_steps_stay_float64():
+    def two_steps(x: torch.Tensor) -> torch.Tensor:
+        wide = x.sum().to(torch.float64)
+        return (wide * 3.0 + 0.1).to(torch.float32)
+
+    [(gm, _)] = trace_aten_graphs(two_steps, torch.randn(8, 8))
+    assert narrow_float64(gm) == 0
+    assert torch.float64 in _dtypes(gm)
+
+
+def test_float64_results_leaving_the_graph_stay_float64():
+    [(gm, _)] = trace_aten_graphs(lambda x: x.max().to(torch.float64).clamp(min=1.0), torch.randn(8, 8))
+    assert narrow_float64(gm) == 0
