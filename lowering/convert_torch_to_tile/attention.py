@@ -25,7 +25,8 @@ in chunks of one PSUM bank (512 columns) with the online softmax:
 
 The value rows carry a column of ones (when Ev < 512), so the row sums l come out of the second matmul beside O
 instead of from a VectorE reduce of p. A log-sum-exp of 16-bit inputs instead sums the fp32 exponentials (a
-reduce that neuron-fuse-instructions folds into the exponential), as ATen's kernel does: the sum of p rounded to
+reduce that neuron-fuse-instructions folds into the exponential, which then writes p in the input dtype itself:
+ScalarE accumulates its fp32 results before rounding them), as ATen's kernel does: the sum of p rounded to
 bf16 is off by the rounding of its largest term, which a row of few keys shows in the fp32 result.
 
 Schedule. The engines are in-order queues, and one query tile's chain (scores, row max, exponentials, p^T, product)
