@@ -664,7 +664,8 @@ class _Attention:
                 new_state[size * u : size * u + size] = self.combine(e, unit.p, new_max, negative, terms, product, old)
             return new_state
 
-        if max(extents) <= self.chunk:
+        single = max(extents) <= self.chunk
+        if single:
             state = step(em, 0, 1, tuple(extents), None)
         else:
             # Every chunk runs in a loop of its own (chunks of equal widths for every unit share one): a loop body's
@@ -691,7 +692,8 @@ class _Attention:
                     return step(e, k, z, w, s)
 
                 state = carry(em, start, stop, 1, state, run_step, always_loop=True)
-        return [self.finish(em, unit.p, state[size * u : size * u + size]) for u, unit in enumerate(units)]
+        negated = single and self.negated_max
+        return [self.finish(em, unit.p, state[size * u : size * u + size], negated) for u, unit in enumerate(units)]
 
     # ---- one chunk of keys -----------------------------------------------------------------------------------
 
@@ -798,8 +800,14 @@ class _Attention:
     def running_max(
         self, em: LoopNestBuilder, p: int, scores: SSAValue, state: list[SSAValue] | None
     ) -> tuple[SSAValue, SSAValue]:
-        """m' = max(m, rowmax(s)) (floored at MASKED), and -scale m', the exponentials' bias."""
+        """m' = max(m, rowmax(s)) (floored at MASKED), and -scale m', the exponentials' bias. A single chunk
+        without a mask or a scale in its exponentials gives -m' for both (`negated_max`): the negation is then the
+        reduce's own (neuron-fuse-instructions), off the chain from the maximum to the exponentials, and the
+        log-sum-exp subtracts -m' rather than adding m'."""
         chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
+        if state is None and self.negated_max:
+            negative = em.insert(tile.BinaryScalarOp(chunk_max, "multiply", _column(p), scalar=-1.0)).result
+            return negative, negative
         if state is None and self.mask is None:
             # Every row sees a key (key 0 at least when causal): its maximum is a real score, no floor needed.
             new_max = chunk_max
@@ -888,8 +896,16 @@ class _Attention:
         assert product is not None
         return product
 
-    def finish(self, em: LoopNestBuilder, p: int, state: list[SSAValue]) -> tuple[SSAValue, SSAValue | None]:
-        """The unit's output rows O / l in the output dtype, and its log-sum-exp column when it is used."""
+    @property
+    def negated_max(self) -> bool:
+        """Whether a single chunk's state holds -m rather than m (`running_max`)."""
+        return self.mask is None and self.exp_scale == 1.0
+
+    def finish(
+        self, em: LoopNestBuilder, p: int, state: list[SSAValue], negated: bool = False
+    ) -> tuple[SSAValue, SSAValue | None]:
+        """The unit's output rows O / l in the output dtype, and its log-sum-exp column when it is used (`negated`:
+        the state holds -m, see `running_max`)."""
         row_max, out = state[0], state[-1]
         row_sum = window(em, out, [self.value_head], (p, 1)) if self.sum_column else state[1]
         guarded = row_sum
@@ -911,9 +927,12 @@ class _Attention:
         if self.lse is None:
             return result, None
         log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
-        if self.exp_scale != 1.0:
-            row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
-        lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
+        if negated:
+            lse = em.insert(tile.BinaryOp(log_sum, row_max, "subtract", _column(p))).result
+        else:
+            if self.exp_scale != 1.0:
+                row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
+            lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
         if self.mask is None:
             return result, lse
         attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
