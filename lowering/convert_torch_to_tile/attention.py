@@ -111,6 +111,10 @@ TINY_SUM = 1.0e-30
 # Bytes per partition beyond the accumulators and transposes that each unit of a trip may leave in PSUM (its row
 # sum's copy, with alignment).
 UNIT_PSUM_SLACK = 128
+# Pipelined head groups are emitted one after another, without a loop, up to this many: each group then has
+# buffers of its own, so its loads and transposes start while the group before it computes, where in a loop
+# they would wait for the previous trip through the body to release the same buffers.
+UNROLLED_GROUPS = 8
 
 
 def _column(p: int) -> TileType:
@@ -176,6 +180,18 @@ class _Unit:
     t: Index
     m0: Index
     p: int
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """Units of one chunk whose exponentials are computed and whose products are not (`begin_units`)."""
+
+    units: list[_Unit]
+    widths: list[int]
+    values: list[_Rows]
+    maxima: list[tuple[SSAValue, SSAValue]]
+    probabilities: list[SSAValue]
+    summands: list[SSAValue]
 
 
 class _Attention:
@@ -322,12 +338,16 @@ class _Attention:
                 self.head_group(e, outer, None)
                 return
             pairs, odd = divmod(dims[0], group)
-            e.for_each(
-                pairs,
-                lambda inner, i: self.head_group(
-                    inner, outer, [inner.add(inner.mul(i, group), j) for j in range(group)]
-                ),
-            )
+            if self.pipelined and pairs <= UNROLLED_GROUPS:
+                for i in range(pairs):
+                    self.head_group(e, outer, [i * group + j for j in range(group)])
+            else:
+                e.for_each(
+                    pairs,
+                    lambda inner, i: self.head_group(
+                        inner, outer, [inner.add(inner.mul(i, group), j) for j in range(group)]
+                    ),
+                )
             for j in range(odd):
                 self.head_group(e, outer, [pairs * group + j])
 
@@ -481,10 +501,25 @@ class _Attention:
         # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
         # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
         trips, extra = divmod(full, per_head)
-        if self.causal:
+        if self.causal and self.pipelined and self.keys <= self.chunk:
             # Causal trips know their query tiles at compile time: a tile's keys end at its last row, so the keys
-            # above the diagonal are never multiplied, exponentiated or transposed. Each trip is a loop of one trip,
-            # so that its PSUM buffers are released before the next tile's.
+            # above the diagonal are never multiplied, exponentiated or transposed. With every unit's keys in one
+            # chunk the trips are software-pipelined in straight-line code: trip k + 1's scores, maxima and
+            # exponentials are emitted before trip k's p^T, products and normalisation, so that TensorE computes
+            # the next scores while VectorE and ScalarE finish this trip (engine queues run in program order). The
+            # PSUM stays within two trips' halves: the next scores take the banks this trip's exponentials have
+            # read, beside this trip's p^T and products.
+            pending: _Pending | None = None
+            for t0 in range(0, trips * per_head, per_head):
+                spec = [(head, em.add(t0, j)) for head in heads for j in range(per_head)]
+                started = self.begin_units(em, spec, PARTITION_TILE)
+                if pending is not None:
+                    collected = self.end_trip(em, heads, pending, collected)
+                pending = started
+            if pending is not None:
+                collected = self.end_trip(em, heads, pending, collected)
+        elif self.causal:
+            # Each trip is a loop of one trip, so that its PSUM buffers are released before the next tile's.
             for t0 in range(0, trips * per_head, per_head):
 
                 def causal_trip(e: LoopNestBuilder, _: Index, values: list[SSAValue], t0: int = t0) -> list[SSAValue]:
@@ -529,6 +564,14 @@ class _Attention:
             lse = view(em, self.lse, Layout(layout.shape[:-1], layout.strides[:-1], layout.offset))
             for head, columns in zip(heads, collected[1:], strict=True):
                 store_log_sum_exp(em, columns, lse, head.batch)
+
+    def end_trip(
+        self, em: LoopNestBuilder, heads: list[_Head], pending: _Pending, values: list[SSAValue]
+    ) -> list[SSAValue]:
+        """The second half of a software-pipelined trip (`end_units`), its units collected into `values`."""
+        for unit, (out, lse) in zip(pending.units, self.end_units(em, pending), strict=True):
+            values = self.collect(em, values, heads.index(unit.head), unit.t, out, lse)
+        return values
 
     def collect(
         self, em: LoopNestBuilder, values: list[SSAValue], h: int, t: Index, out: SSAValue, lse: SSAValue | None
@@ -694,6 +737,30 @@ class _Attention:
                 state = carry(em, start, stop, 1, state, run_step, always_loop=True)
         negated = single and self.negated_max
         return [self.finish(em, unit.p, state[size * u : size * u + size], negated) for u, unit in enumerate(units)]
+
+    def begin_units(self, em: LoopNestBuilder, spec: list[tuple[_Head, Index]], p: int) -> _Pending:
+        """The first half of `query_tiles` for units whose keys fit one chunk: scores, maxima and exponentials."""
+        units = [_Unit(head, t, em.mul(t, PARTITION_TILE), p) for head, t in spec]
+        widths = [self.extent(unit) for unit in units]
+        assert max(widths) <= self.chunk
+        operands = [unit.head.chunk_operands(em, 0, n) for unit, n in zip(units, widths, strict=True)]
+        scores = [
+            self.scores(em, unit, keys_t, 0, n, self.masks_chunk(unit, 1))
+            for unit, (keys_t, _), n in zip(units, operands, widths, strict=True)
+        ]
+        maxima, probabilities, summands = self.exponentials(em, units, scores, [None] * len(units), widths)
+        return _Pending(units, widths, [values for _, values in operands], maxima, probabilities, summands)
+
+    def end_units(self, em: LoopNestBuilder, pending: _Pending) -> list[tuple[SSAValue, SSAValue | None]]:
+        """The second half: p^T, the products and each unit's output rows and log-sum-exp (`finish`)."""
+        products = self.products(em, pending.units, pending.probabilities, pending.values, pending.widths)
+        results = []
+        for unit, (new_max, negative), terms, product in zip(
+            pending.units, pending.maxima, pending.summands, products, strict=True
+        ):
+            state = self.combine(em, unit.p, new_max, negative, terms, product, None)
+            results.append(self.finish(em, unit.p, state, self.negated_max))
+        return results
 
     # ---- one chunk of keys -----------------------------------------------------------------------------------
 
