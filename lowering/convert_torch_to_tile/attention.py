@@ -335,28 +335,40 @@ class _Attention:
                 e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*outer, i]))
                 return
             if not dims:
-                self.head_group(e, outer, None)
+                _finish(self.head_group(e, outer, None))
                 return
             pairs, odd = divmod(dims[0], group)
             if self.pipelined and pairs <= UNROLLED_GROUPS:
+                # Each group's undone end is emitted within the next group (`query_heads`).
+                previous: Callable[[], None] | None = None
                 for i in range(pairs):
-                    self.head_group(e, outer, [i * group + j for j in range(group)])
+                    previous = self.head_group(e, outer, [i * group + j for j in range(group)], previous)
+                _finish(previous)
             else:
                 e.for_each(
                     pairs,
-                    lambda inner, i: self.head_group(
-                        inner, outer, [inner.add(inner.mul(i, group), j) for j in range(group)]
+                    lambda inner, i: _finish(
+                        self.head_group(inner, outer, [inner.add(inner.mul(i, group), j) for j in range(group)])
                     ),
                 )
             for j in range(odd):
-                self.head_group(e, outer, [pairs * group + j])
+                _finish(self.head_group(e, outer, [pairs * group + j]))
 
         heads(em, tuple(self.key_batch), [])
 
-    def head_group(self, em: LoopNestBuilder, outer: list[Index], key_heads: list[Index] | None) -> None:
+    def head_group(
+        self,
+        em: LoopNestBuilder,
+        outer: list[Index],
+        key_heads: list[Index] | None,
+        previous: Callable[[], None] | None = None,
+    ) -> Callable[[], None] | None:
         """Key/value heads `key_heads` of batch `outer` (None: inputs without a head dimension) with their query
         heads. K^T and the value rows of each are built once; when a head's query heads outnumber a trip's units,
-        they take turns in groups of `units_per_trip` (a loop), all reading that one K^T."""
+        they take turns in groups of `units_per_trip` (a loop), all reading that one K^T.
+
+        `previous` emits what the group before left undone (its last trip's second half and its stores, see
+        `query_heads`); the result is what this group leaves undone, when it does."""
         g = self.groups
         if key_heads is None:
             key_batches, queries = [outer], [(outer, 0)]
@@ -365,8 +377,9 @@ class _Attention:
             queries = [([*outer, em.add(em.mul(kv, g), j)], i) for i, kv in enumerate(key_heads) for j in range(g)]
         size = self.units_per_trip
         if len(queries) <= size:
-            self.query_heads(em, self.prepare_heads(em, key_batches, queries))
-            return
+            return self.query_heads(em, self.prepare_heads(em, key_batches, queries), previous)
+        if previous is not None:
+            previous()
         assert key_heads is not None
         [kv] = key_heads  # one key/value head per group once its query heads fill a trip
         shared = self.prepare_key_values(em, key_batches)
@@ -374,13 +387,14 @@ class _Attention:
         def query_group(e: LoopNestBuilder, first: Index, count: int) -> list[SSAValue]:
             """Query heads [first, first + count) of the key/value head (nothing carried between turns)."""
             group = [([*outer, e.add(e.mul(kv, g), e.add(first, j))], 0) for j in range(count)]
-            self.query_heads(e, self.prepare_heads(e, key_batches, group, shared))
+            _finish(self.query_heads(e, self.prepare_heads(e, key_batches, group, shared)))
             return []
 
         full, rest = divmod(g, size)
         carry(em, 0, full * size, size, [], lambda e, first, _: query_group(e, first, size))
         if rest:
             query_group(em, full * size, rest)
+        return None
 
     def prepare_key_values(self, em: LoopNestBuilder, batches: list[list[Index]]) -> list[_KeyValue] | None:
         """The key/value heads kept in SBUF (None when their rows are streamed per chunk): rows loaded once (one
@@ -473,10 +487,22 @@ class _Attention:
         """Each feature tile's part of a transposed matrix, with the tile's (first feature, size)."""
         return list(zip(parts, self.feature_tiles, strict=True))
 
-    def query_heads(self, em: LoopNestBuilder, heads: list[_Head]) -> None:
-        """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip."""
+    def query_heads(
+        self, em: LoopNestBuilder, heads: list[_Head], previous: Callable[[], None] | None = None
+    ) -> Callable[[], None] | None:
+        """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip.
+
+        `previous` (the group before's undone end) is emitted after this group's first trip's first half when the
+        trips are software-pipelined, else first. Software-pipelined trips of heads whose rows fill whole blocks
+        return their last trip's second half and the stores undone, for the next group to emit after its own first
+        half (`head_group`)."""
         full, rest = divmod(self.length, PARTITION_TILE)
         per_head = self.units_per_trip // len(heads)
+        trips, extra = divmod(full, per_head)
+        software_pipelined = self.pipelined and self.keys <= self.chunk and (self.causal or (trips == 1 and not extra))
+        if previous is not None and not software_pipelined:
+            previous()
+            previous = None
         collected: list[SSAValue] = []
         if self.pipelined and full:
             # Every head's output rows in one tile (head h at [:, :, h, :], stored in one DMA), then each head's
@@ -498,24 +524,39 @@ class _Attention:
                     self.store_unit(e, head.batch, e.mul(t, PARTITION_TILE), out, lse)
             return values
 
-        # Pipelined trips always stay loops: a loop body's PSUM banks live for the whole body, and a head body
-        # that held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
-        trips, extra = divmod(full, per_head)
-        if self.causal and self.pipelined and self.keys <= self.chunk:
+        # Other pipelined trips stay loops: a loop body's PSUM banks live for the whole body, and a head body that
+        # held them directly would be unrolled (and its banks doubled) by neuron-unroll-loops.
+        if software_pipelined:
             # Causal trips know their query tiles at compile time: a tile's keys end at its last row, so the keys
             # above the diagonal are never multiplied, exponentiated or transposed. With every unit's keys in one
-            # chunk the trips are software-pipelined in straight-line code: trip k + 1's scores, maxima and
-            # exponentials are emitted before trip k's p^T, products and normalisation, so that TensorE computes
-            # the next scores while VectorE and ScalarE finish this trip (engine queues run in program order). The
-            # PSUM stays within two trips' halves: the next scores take the banks this trip's exponentials have
-            # read, beside this trip's p^T and products.
+            # chunk the causal trips (or a group's single trip) are software-pipelined in straight-line code: trip
+            # k + 1's scores, maxima and exponentials are emitted before trip k's p^T, products and normalisation,
+            # so that TensorE computes the next scores while VectorE and ScalarE finish this trip (engine queues run
+            # in program order). The PSUM stays within two trips' halves: the next scores take the banks this
+            # trip's exponentials have read, beside this trip's p^T and products.
             pending: _Pending | None = None
             for t0 in range(0, trips * per_head, per_head):
                 spec = [(head, em.add(t0, j)) for head in heads for j in range(per_head)]
                 started = self.begin_units(em, spec, PARTITION_TILE)
+                if previous is not None:
+                    previous()
+                    previous = None
                 if pending is not None:
                     collected = self.end_trip(em, heads, pending, collected)
                 pending = started
+            if previous is not None:
+                previous()
+                previous = None
+            if pending is not None and not extra and not rest and not self.causal:
+                # A group of one trip (and no causal trips to pipeline within it) overlaps the next group instead:
+                # measured with causal groups of several trips too, that was slower (attention backward 12 x 512 x
+                # 64 causal: 104.1 -> 104.3 us, the GPT-2 block 179.1 -> 179.5), so causal groups end their own.
+                final = pending
+
+                def undone() -> None:
+                    self.store_collected(em, heads, self.end_trip(em, heads, final, collected))
+
+                return undone
             if pending is not None:
                 collected = self.end_trip(em, heads, pending, collected)
         elif self.causal:
@@ -555,8 +596,14 @@ class _Attention:
                 return values
 
             carry(em, 0, 1, 1, [], last, always_loop=self.pipelined or self.causal)
+        self.store_collected(em, heads, collected)
+        return None
+
+    def store_collected(self, em: LoopNestBuilder, heads: list[_Head], collected: list[SSAValue]) -> None:
+        """The pipelined trips' collected output rows (and log-sum-exp columns), stored."""
         if not collected:
             return
+        full = self.length // PARTITION_TILE
         # The heads of a group are consecutive (`head_group`): their rows leave in one DMA.
         self.store_rows(em, collected[0], self.out, heads[0].batch, full)
         if self.lse is not None:
@@ -1006,6 +1053,12 @@ class _Attention:
         zero = em.insert(tile.FillOp(0.0, _column(p))).result
         lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
         return result, lse
+
+
+def _finish(undone: Callable[[], None] | None) -> None:
+    """Emit what a head group left undone (`_Attention.query_heads`), if anything."""
+    if undone is not None:
+        undone()
 
 
 def heads_beside_features(
