@@ -8,7 +8,10 @@ what the first wrote, with static accesses) replaced by one instruction at the s
 
 * `activation` writing an fp32 buffer, then an add `tensor_reduce` of all of it: the activation sums its
   output into `accumulate_dst` (ScalarE adds the free-axis sum for 64 cycles instead of VectorE streaming the
-  tile again; the sum of fp32 values is the same as the sum of what was stored).
+  tile again; the sum of fp32 values is the same as the sum of what was stored). When a `tensor_copy` into a
+  16-bit tile was that buffer's other reader (attention's probabilities, a matmul operand), the copy is then
+  forwarded as below: ScalarE sums the fp32 results of its function before its write rounds them, so the
+  accumulated sum stays the fp32 one.
 * `tensor_reduce`, then a `tensor_scalar` multiplying its [P, 1] result by -1 and nothing else reading that
   result: the reduce with `negate`.
 * `tensor_scalar`, then a `tensor_scalar` whose source is the first one's fp32 result and nothing else reads
@@ -178,6 +181,8 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
     _replace(activation, fused)
     reduce.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     reduce.erase()
+    # A copy of the fp32 output (a 16-bit matmul operand) that the walk met before the reduce may now forward.
+    forward_into_copy_reader(fused)
     return True
 
 
@@ -381,8 +386,6 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
     ):
         return False
     if not _float_only(writer):
-        return False
-    if isinstance(writer, neuron.ActivationOp) and writer.accumulate_dst is not None:
         return False
     if not _same(writer.access("dst"), source) or _instruction_users(source[0]) != {writer, copy}:
         return False

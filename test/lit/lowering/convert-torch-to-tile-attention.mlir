@@ -8,36 +8,43 @@ func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x6
   %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
   func.return %0 : tensor<1x4x256x64xbf16>
 }
-// Two query heads per key/value head: a loop over the key/value heads loads each one's keys once, the rows of
-// its query heads 2 kv and 2 kv + 1 (each head's rows apart from the other's in HBM, so one load each), then
-// its values; K^T is transposed once (one transpose per 128 keys), and both query heads' scores read it.
+// Two query heads per key/value head, one straight-line group per key/value head (each with buffers of its own):
+// the group loads its key/value head's keys once, the rows of its query heads 2 kv and 2 kv + 1 (each head's rows
+// apart from the other's in HBM, so one load each), then its values; K^T is transposed once (one transpose per
+// 128 keys), and both query heads' scores read it.
 // CHECK-LABEL: func.func @grouped_query_heads
-// CHECK:       scf.for %[[KV:.*]] = %c0 to %c2 step %c1 {
-// CHECK-NEXT:    %[[Q0:.*]] = arith.muli %[[KV]], %c2 : index
-// CHECK-NEXT:    %[[Q1BASE:.*]] = arith.muli %[[KV]], %c2 : index
-// CHECK-NEXT:    %[[Q1:.*]] = arith.addi %[[Q1BASE]], %c1 : index
-// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[Q0]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[Q1]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:         tile.load %{{.*}}[%c0, %[[KV]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK-NOT:     tile.load
-// CHECK:         %[[KT:.*]] = scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>) {
-// CHECK-NEXT:      tile.extract
-// CHECK-NEXT:      tile.transpose
-// CHECK-NEXT:      arith.muli
-// CHECK-NEXT:      tile.insert
-// CHECK-NEXT:      scf.yield
-// CHECK-NEXT:    }
-// The first query tile of both query heads shares a trip; each one's scores read key block 0 of the one K^T.
-// CHECK:         scf.for %{{.*}} = %c0 to %c1 step %c1
-// CHECK-NEXT:      %[[K0:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
-// CHECK-NEXT:      %[[K1:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
-// CHECK:           tile.matmul %{{.*}}, %[[K0]] :
-// CHECK:           tile.matmul %{{.*}}, %[[K1]] :
-// The second tile reads all of it.
-// CHECK:         scf.for %{{.*}} = %c1 to %c2 step %c1
-// CHECK:           tile.matmul %{{.*}}, %[[KT]] :
-// CHECK:           tile.matmul %{{.*}}, %[[KT]] :
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NOT:   tile.load
+// CHECK:       %[[KT:.*]] = scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>) {
+// CHECK-NEXT:    tile.extract
+// CHECK-NEXT:    tile.transpose
+// CHECK-NEXT:    arith.muli
+// CHECK-NEXT:    tile.insert
+// CHECK-NEXT:    scf.yield
+// CHECK-NEXT:  }
+// Q^T of both query heads, side by side in one loop.
+// CHECK:       scf.for {{.*}} -> (!tile.tile<64x256xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>) {
+// CHECK:         scf.yield
+// CHECK-NEXT:  }
+// The causal trips are software-pipelined in straight-line code. The first query tile of both query heads shares
+// a trip; each one's scores read key block 0 of the one K^T.
+// CHECK-NOT:   scf.for
+// CHECK:       %[[K0:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:  %[[K1:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %[[K0]] :
+// CHECK:       tile.matmul %{{.*}}, %[[K1]] :
+// The second tile's scores read all of it, before the first tile's p^T and products.
+// CHECK-NOT:   tile.transpose
+// CHECK:       tile.matmul %{{.*}}, %[[KT]] :
+// CHECK:       tile.matmul %{{.*}}, %[[KT]] :
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
+// Both query heads' rows leave in one store; then the second group loads key/value head 1's keys.
+// CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
 
 // -----
 
@@ -90,12 +97,16 @@ func.func @heads_beside_features(%qkv: tensor<1x256x3x6x64xbf16>) -> tensor<1x6x
 }
 // Heads viewed out of a fused QKV projection's output lie beside the features: a trip's consecutive heads load
 // their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]).
+// The two groups of three heads are straight-line code, the second group's heads from 3 on.
 // CHECK-LABEL: func.func @heads_beside_features
-// CHECK:       scf.for %[[GROUP:.*]] = %c0 to %c2 step %c1 {
-// CHECK:         %[[H0:.*]] = arith.muli %[[GROUP]], %c3 : index
-// CHECK:         tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
-// CHECK-NEXT:    tile.view
-// CHECK-NEXT:    tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
-// CHECK-NEXT:    tile.view
-// CHECK-NEXT:    tile.load %{{.*}}[%c0, %[[H0]], %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
-// CHECK-NOT:     tile.load
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NOT:   tile.load %{{.*}}[%c0, %c1,
+// CHECK:       tile.load %{{.*}}[%c0, %c3, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c3, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c3, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>

@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-4: all outputs match
+// SEMANTICS-COUNT-6: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -167,5 +167,35 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.tensor_copy vector dst %group[0:128, 64, [[1, 64]]], src %row[0:128, 0, [[1, 64]]] : memref<128x2x64xbf16, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
     neuron.dma_copy dma dst %out[0, [[128, 128], [1, 128]]], src %group[0:128, 0, [[64, 2], [1, 64]]] {queue = 1 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x2x64xbf16, #mem<sbuf>>
     func.return %out : memref<128x128xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// Attention's probabilities: fp32 exponentials copied to bf16 for a matmul before their sum is taken. Once the
+// sum is the activation's accumulate, the copy is its only reader, so the activation writes the bf16 tile
+// itself: ScalarE sums its fp32 results before the write rounds them, so the sum is the fp32 one it was.
+// CHECK-LABEL: func.func @exp_sum_and_copy
+// CHECK:       %[[SUM:.*]] = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+// CHECK-NEXT:  %[[P:.*]] = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+// CHECK-NEXT:  neuron.activation scalar dst %[[P]][0:128, 0, [[1, 96]]], accumulate_dst %[[SUM]][0:128, 0, [[1, 1]]], src %{{.*}} {func = "exp"}
+// CHECK-NOT:   neuron.tensor_copy
+// CHECK-NOT:   neuron.tensor_reduce
+// CHECK-NOT:   memref<128x96xf32, #mem<sbuf>>
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @exp_sum_and_copy(%x: memref<128x96xbf16, #mem<hbm>>) -> (memref<128x96xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>) {
+    %out = neuron.alloc : memref<128x96xbf16, #mem<hbm>>
+    %sums = neuron.alloc : memref<128x1xf32, #mem<hbm>>
+    %t = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 96]]], src %x[0, [[96, 128], [1, 96]]] {queue = 0 : i64} : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xbf16, #mem<hbm>>
+    %e = neuron.alloc : memref<128x96xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e[0:128, 0, [[1, 96]]], src %t[0:128, 0, [[1, 96]]] {func = "exp"} : memref<128x96xf32, #mem<sbuf>>, memref<128x96xbf16, #mem<sbuf>>
+    %p = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.tensor_copy vector dst %p[0:128, 0, [[1, 96]]], src %e[0:128, 0, [[1, 96]]] : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
+    %s = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %s[0:128, 0, [[1, 1]]], src %e[0:128, 0, [[1, 96]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[96, 128], [1, 96]]], src %p[0:128, 0, [[1, 96]]] {queue = 1 : i64} : memref<128x96xbf16, #mem<hbm>>, memref<128x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %sums[0, [[1, 128], [1, 1]]], src %s[0:128, 0, [[1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
+    func.return %out, %sums : memref<128x96xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>
   }
 }
