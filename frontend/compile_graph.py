@@ -216,6 +216,9 @@ def _compile_graph(
     host = host_nodes(graph_module)
     if host or has_unbacked_inputs(graph_module):
         return _compile_around_host_nodes(graph_module, name, options, kind, debug_dir, host)
+    bucketed = _bucketed(graph_module, options, name)
+    if bucketed is not None:
+        return bucketed
     # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
     # fingerprint): every node was legal, so the legality check (which imports the graph and the lowering
     # package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
@@ -245,11 +248,31 @@ def _compile_graph(
         region_dir = debug_dir / submodule if debug_dir is not None else None
         if region_dir is not None:
             region_dir.mkdir(parents=True, exist_ok=True)
+        bucketed = _bucketed(region, options, region_name, legal=True)
+        if bucketed is not None:
+            return bucketed
         return _compile_whole(region, region_name, options, region_dir)
 
     run, count = _run_partitioned(graph_module, lambda node: node.name not in unsupported, compile_region, debug_dir)
     logger.info("%s: %d region(s), %d kernel op(s), %d CPU node(s)", name, count, len(kernels), len(on_cpu))
     return run
+
+
+def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name: str, legal: bool = False) -> Any:
+    """A graph with symbolic sizes whose every node the core runs, as one program per size bucket
+    (`frontend.size_buckets`); None for any other graph (static, partitioned, on the `neuron` device, or one
+    whose padding the bucketing cannot keep out of its results: compiled once per size). `legal`: every node
+    is known to lower (a region of a partitioned graph)."""
+    from neuron_mlir.frontend.complex_pairs import has_symbolic_sizes
+
+    if not has_symbolic_sizes(graph_module) or _device_outputs(graph_module) is not None:
+        return None
+    from neuron_mlir.frontend.size_buckets import bucketed_graph
+
+    if not legal:
+        if unsupported_nodes(graph_module, options.cpu_ops) or _legality(graph_module, options, [])[1]:
+            return None
+    return bucketed_graph(graph_module, options, name)
 
 
 def _compile_around_host_nodes(
