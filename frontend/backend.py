@@ -292,6 +292,7 @@ def neuron_mlir_backend(
     from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
+    _note_recompilation()
     recognize_activations(graph_module)
 
     def compiler(kind: str) -> AOTDispatchCompiler:
@@ -317,6 +318,21 @@ def neuron_mlir_backend(
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)
+
+
+def _note_recompilation() -> None:
+    """When Dynamo compiles a function again because a guard failed (a size outside the range
+    `torch._dynamo.mark_dynamic` gave, a size that was specialised), say which in `stats()["size_notes"]`: a
+    graph with symbolic sizes runs every size of its range with the programs it has (`frontend.size_buckets`),
+    so a new trace of it is worth a note."""
+    from torch._dynamo.utils import get_metrics_context
+
+    from neuron_mlir.frontend import stats
+
+    context = get_metrics_context()
+    reason = context._metrics.get("recompile_reason") if context.in_progress() else None  # Dynamo's own record
+    if reason:
+        stats.record_size_note(f"traced again by Dynamo: {str(reason).split('  #')[0].strip()}")
 
 
 @contextlib.contextmanager

@@ -269,9 +269,8 @@ def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name:
         return None
     from neuron_mlir.frontend.size_buckets import bucketed_graph
 
-    if not legal:
-        if unsupported_nodes(graph_module, options.cpu_ops) or _legality(graph_module, options, [])[1]:
-            return None
+    if not legal and (unsupported_nodes(graph_module, options.cpu_ops) or _legality(graph_module, options, [])[1]):
+        return None
     return bucketed_graph(graph_module, options, name)
 
 

@@ -41,9 +41,9 @@ import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import sympy
+import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
@@ -55,9 +55,9 @@ logger = logging.getLogger("neuron_mlir")
 
 aten = torch.ops.aten
 
-Factor = int | torch.SymInt
-Dim = tuple[Factor, ...]
-Layout = list[Dim]
+Factor: TypeAlias = Any  # an int, a torch.SymInt or a sympy expression: one extent of a dimension's factors
+Dim: TypeAlias = tuple[Factor, ...]
+Layout: TypeAlias = list[Dim]
 
 # the bucket of an unbounded size is the next power of two, never less than this (tiny sizes share one program)
 SMALLEST_BUCKET = 8
@@ -72,6 +72,8 @@ class Refused(Exception):
 def _expr(factor: Any) -> sympy.Expr:
     if isinstance(factor, torch.SymInt):
         return factor.node.expr
+    if isinstance(factor, sympy.Expr):
+        return factor
     return sympy.Integer(int(factor))
 
 
@@ -128,6 +130,13 @@ class BucketPlan:
     host_inputs: list[HostInput] = field(default_factory=list)
     # per flattened output: a layout (tensor, cut to the call's sizes), a sympy expression (SymInt) or None
     outputs: list[Any] = field(default_factory=list)
+    # pairs of size symbols the rewrite took as equal (`_Rewriter.same`)
+    assumed: list[tuple[sympy.Symbol, sympy.Symbol]] = field(default_factory=list)
+
+
+def _args(node: torch.fx.Node) -> tuple[Any, ...]:
+    """A node's arguments, untyped: each rule reads them as its op's schema says."""
+    return tuple(node.args)
 
 
 def _where(node: torch.fx.Node) -> str:
@@ -145,7 +154,7 @@ class _Rewriter:
         vals = [n.meta.get("val") for n in self.graph.nodes if n.op == "placeholder"]
         from torch._guards import detect_fake_mode
 
-        self.fake_mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+        self.fake_mode: Any = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
         self.layouts: dict[torch.fx.Node, Any] = {}
         self.host_inputs: list[HostInput] = []
         self.host_nodes: dict[tuple[str, Any], torch.fx.Node] = {}
@@ -159,10 +168,30 @@ class _Rewriter:
             first = node
         self.last_placeholder = placeholders[-1]
         self.symbols: set[sympy.Symbol] = set()
+        self.assumed: set[tuple[sympy.Symbol, sympy.Symbol]] = set()
+
+    def same(self, a: Dim, b: Dim) -> bool:
+        """Whether two dimensions are laid out alike. Factors that are different size symbols are taken as equal
+        (tensors whose sizes Dynamo could not relate, such as labels beside the tokens they label): an
+        assumption each call checks (`BucketPlan.assumed`), computing a call that breaks it at its own sizes."""
+        left, right = _canonical(a), _canonical(b)
+        if len(left) != len(right):
+            return False
+        pairs = []
+        for x, y in zip(left, right, strict=True):
+            if sympy.simplify(x - y) == 0:
+                continue
+            if not (x.is_Symbol and y.is_Symbol):
+                return False
+            pairs.append((x, y) if str(x) < str(y) else (y, x))
+        self.assumed.update(pairs)
+        return True
 
     # -- building nodes ----------------------------------------------------------------------------------------
 
-    def _call(self, target: Any, args: tuple[Any, ...], like: torch.fx.Node, kwargs: dict[str, Any] | None = None):
+    def _call(
+        self, target: Any, args: tuple[Any, ...], like: torch.fx.Node, kwargs: dict[str, Any] | None = None
+    ) -> torch.fx.Node:
         node = self.graph.call_function(target, args, kwargs or {})
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in like.meta:
@@ -190,14 +219,17 @@ class _Rewriter:
         self.host_nodes[(entry.kind, key)] = node
         return node
 
-    def mask(self, dim: Dim, rank: int, axis: int, like: torch.fx.Node) -> torch.fx.Node:
-        """A bool tensor of `rank` dimensions, True at the real elements of dimension `axis` (`dim`)."""
-        extent: Any = math.prod(dim) if dim else 1
+    def mask(self, dim: Dim, extent: Any, rank: int, axis: int, like: torch.fx.Node) -> torch.fx.Node:
+        """A bool tensor of `rank` dimensions, True at the real elements of dimension `axis` (`dim`, of `extent`
+        elements)."""
         key = tuple(str(_expr(f)) for f in dim)
         node = self._host_input(HostInput("mask", dim=dim), key, (extent,))
-        shape = [1] * rank
-        shape[axis] = extent
-        return self._call(aten.view.default, (node, shape), like)
+        # unsqueezed rather than viewed: a view would hold the symbolic extent as a raw number in the graph
+        for _ in range(axis):
+            node = self._call(aten.unsqueeze.default, (node, 0), like)
+        for _ in range(rank - axis - 1):
+            node = self._call(aten.unsqueeze.default, (node, -1), like)
+        return node
 
     def number(self, expr: sympy.Expr, dtype: torch.dtype) -> torch.fx.Node:
         return self._host_input(HostInput("number", expr=expr, dtype=dtype), (str(expr), dtype), ())
@@ -210,7 +242,7 @@ class _Rewriter:
             if not _padded(layout[axis]):
                 continue
             with self.graph.inserting_before(like):
-                condition = self.mask(layout[axis], value.dim(), axis, like)
+                condition = self.mask(layout[axis], value.shape[axis], value.dim(), axis, like)
                 filler = self._call(aten.scalar_tensor.default, (fill,), like, {"dtype": value.dtype})
                 masked = self._call(aten.where.self, (condition, x, filler), like)
             self.layouts[masked] = layout
@@ -221,13 +253,23 @@ class _Rewriter:
 
     def run(self) -> list[Any]:
         placeholders: list[Any] = []
+        # the order symbols first appear in among the inputs (sizes, then tensor extents): a merged input
+        # extent's factors are taken in this order (`_input_layout`)
+        self.order: dict[sympy.Expr, int] = {}
+        for node in self.graph.nodes:
+            value = node.meta.get("val") if node.op == "placeholder" else None
+            extents: list[Any] = [value] if isinstance(value, torch.SymInt) else []
+            extents += list(value.shape) if isinstance(value, torch.Tensor) else []
+            for extent in extents:
+                if _expr(extent).is_Symbol:
+                    self.order.setdefault(_expr(extent), len(self.order))
         for node in list(self.graph.nodes):
             value = node.meta.get("val")
             if node.op == "placeholder":
                 if isinstance(value, torch.Tensor):
-                    self.layouts[node] = _plain(value)
-                    self._note_symbols(value.shape, node)
-                    placeholders.append(_plain(value))
+                    layout = self._input_layout(value.shape, node)
+                    self.layouts[node] = layout
+                    placeholders.append(layout)
                 elif isinstance(value, torch.SymInt):
                     self.symbols |= value.node.expr.free_symbols
                     placeholders.append(value.node.expr)
@@ -244,15 +286,25 @@ class _Rewriter:
                 self.outputs = self._outputs(node)
         return placeholders
 
-    def _note_symbols(self, shape: Sequence[Any], node: torch.fx.Node) -> None:
+    def _input_layout(self, shape: Sequence[Any], node: torch.fx.Node) -> Layout:
+        """An input's layout: an extent that is a product of size symbols (rows of a forward's merged dimensions,
+        saved for the backward) is taken as those factors in the order the symbols first appear among the inputs.
+        The order is an assumption the uses check: a reshape splitting the extent in another order, or an operand
+        merged otherwise, refuses."""
+        layout: Layout = []
         for extent in shape:
             expr = _expr(extent)
-            if expr.free_symbols and not expr.is_Symbol:
-                raise Refused(f"{node.name}: an input extent {expr} that is not one size symbol")
             self.symbols |= expr.free_symbols
+            if not expr.free_symbols or expr.is_Symbol:
+                layout.append((extent,))
+            elif expr.is_Mul and all(a.is_Symbol for a in expr.args):
+                layout.append(tuple(sorted(expr.args, key=lambda a: (self.order.get(a, len(self.order)), str(a)))))
+            else:
+                raise Refused(f"{node.name}: an input extent {expr} that is not a product of size symbols")
+        return layout
 
     def _outputs(self, node: torch.fx.Node) -> list[Any]:
-        values = node.args[0] if isinstance(node.args[0], list | tuple) else [node.args[0]]
+        values = _args(node)[0] if isinstance(_args(node)[0], list | tuple) else [_args(node)[0]]
         results: list[Any] = []
         for value in values:
             meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
@@ -271,7 +323,7 @@ class _Rewriter:
         target = node.target
         value = node.meta.get("val")
         if target is operator.getitem:
-            source, index = node.args
+            source, index = _args(node)
             if isinstance(source, torch.fx.Node) and source in self.layouts:
                 layouts = self.layouts[source]
                 if isinstance(layouts, list) and layouts and isinstance(layouts[0], list):
@@ -287,9 +339,7 @@ class _Rewriter:
             if isinstance(value, torch.SymInt | int | float | bool) or value is None:
                 return  # size arithmetic, specialised by the importer at the bucket's sizes
             raise self._refuse(node, "a call that is not an ATen op")
-        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool | int | float | bool) and not isinstance(
-            value, torch.Tensor
-        ):
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool | int | float | bool):
             if target in _SIZE_QUERIES:
                 return
             raise self._refuse(node, "a number read from a tensor")
@@ -315,9 +365,9 @@ class _Rewriter:
         target = node.target
         assert isinstance(target, torch._ops.OpOverload)
         schema = target._schema
-        new_args = list(node.args)
+        new_args = list(_args(node))
         changed = False
-        for position, (spec, argument) in enumerate(zip(schema.arguments, node.args, strict=False)):
+        for position, (spec, argument) in enumerate(zip(schema.arguments, _args(node), strict=False)):
             if not isinstance(argument, torch.fx.Node) or not isinstance(argument.meta.get("val"), torch.SymInt):
                 continue
             kind = str(spec.type)
@@ -327,7 +377,7 @@ class _Rewriter:
                 raise self._refuse(node, f"symbolic size used as its argument {spec.name}")
             tensor_dtypes = [
                 a.meta["val"].dtype
-                for a in node.args
+                for a in _args(node)
                 if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
             ]
             dtype = tensor_dtypes[0] if tensor_dtypes else torch.int64
@@ -369,7 +419,7 @@ def _broadcast(rw: _Rewriter, node: torch.fx.Node, layouts: list[Layout]) -> Lay
                 continue
             if chosen is None:
                 chosen = dim
-            elif not _same(chosen, dim):
+            elif not rw.same(chosen, dim):
                 raise rw._refuse(node, f"operands' dimension {axis} are laid out differently")
         result.append(chosen if chosen is not None else (value.shape[axis],))
     return result
@@ -381,11 +431,11 @@ def _pointwise(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _same_layout(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    return list(_layout(rw, node.args[0]))
+    return list(_layout(rw, _args(node)[0]))
 
 
 def _reshape(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = _layout(rw, node.args[0])
+    source = _layout(rw, _args(node)[0])
     factors: list[Factor] = [f for dim in source for f in dim if not _is_one(f)]
     result: Layout = []
     index = 0
@@ -417,42 +467,42 @@ def _reshape(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _permute(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = _layout(rw, node.args[0])
-    order = [d % len(source) for d in node.args[1]] if source else []
+    source = _layout(rw, _args(node)[0])
+    order = [d % len(source) for d in _args(node)[1]] if source else []
     return [source[d] for d in order]
 
 
 def _transpose(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = list(_layout(rw, node.args[0]))
+    source = list(_layout(rw, _args(node)[0]))
     if not source:
         return source
-    a, b = (d % len(source) for d in node.args[1:3])
+    a, b = (d % len(source) for d in _args(node)[1:3])
     source[a], source[b] = source[b], source[a]
     return source
 
 
 def _t(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    return list(reversed(_layout(rw, node.args[0])))
+    return list(reversed(_layout(rw, _args(node)[0])))
 
 
 def _unsqueeze(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = list(_layout(rw, node.args[0]))
-    axis = node.args[1] % (len(source) + 1)
+    source = list(_layout(rw, _args(node)[0]))
+    axis = _args(node)[1] % (len(source) + 1)
     source.insert(axis, (1,))
     return source
 
 
 def _squeeze(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = _layout(rw, node.args[0])
-    shape = node.args[0].meta["val"].shape  # type: ignore[union-attr]
-    axes = node.args[1] if len(node.args) > 1 else list(range(len(source)))
+    source = _layout(rw, _args(node)[0])
+    shape = _args(node)[0].meta["val"].shape
+    axes = _args(node)[1] if len(_args(node)) > 1 else list(range(len(source)))
     axes = [axes] if isinstance(axes, int) else axes
     removed = {a % max(len(source), 1) for a in axes if _expr(shape[a % len(source)]) == 1}
     return [d for i, d in enumerate(source) if i not in removed]
 
 
 def _expand(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = _layout(rw, node.args[0])
+    source = _layout(rw, _args(node)[0])
     shape = node.meta["val"].shape
     lead = len(shape) - len(source)
     result: Layout = []
@@ -466,8 +516,8 @@ def _expand(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _slice(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = list(_layout(rw, node.args[0]))
-    args = list(node.args) + [None] * (5 - len(node.args))
+    source = list(_layout(rw, _args(node)[0]))
+    args = list(_args(node)) + [None] * (5 - len(_args(node)))
     axis = (args[1] or 0) % len(source)
     start, step = args[2] or 0, args[4] or 1
     dim = source[axis]
@@ -484,8 +534,8 @@ def _slice(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _select(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = list(_layout(rw, node.args[0]))
-    axis, index = node.args[1] % len(source), node.args[2]
+    source = list(_layout(rw, _args(node)[0]))
+    axis, index = _args(node)[1] % len(source), _args(node)[2]
     if _padded(source[axis]) and (not isinstance(index, int) or index < 0 or len(source[axis]) > 1):
         raise rw._refuse(node, "a select on a padded dimension by a negative or symbolic index")
     del source[axis]
@@ -493,8 +543,8 @@ def _select(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _split(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
-    source = _layout(rw, node.args[0])
-    axis = (node.args[2] if len(node.args) > 2 else 0) % len(source)
+    source = _layout(rw, _args(node)[0])
+    axis = (_args(node)[2] if len(_args(node)) > 2 else 0) % len(source)
     if _padded(source[axis]):
         raise rw._refuse(node, "a split along a padded dimension")
     results = []
@@ -506,9 +556,9 @@ def _split(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
 
 
 def _cat(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    inputs = [a for a in node.args[0] if isinstance(a, torch.fx.Node)]
+    inputs = [a for a in _args(node)[0] if isinstance(a, torch.fx.Node)]
     value = node.meta["val"]
-    axis = (node.args[1] if len(node.args) > 1 else 0) % value.dim()
+    axis = (_args(node)[1] if len(_args(node)) > 1 else 0) % value.dim()
     layouts = [_layout(rw, a) for a in inputs if a.meta["val"].dim() == value.dim()]
     for layout in layouts[:-1]:
         if _padded(layout[axis]):
@@ -523,17 +573,17 @@ def _cat(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 def _creation(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     if node.target in (aten.arange.start_step, aten.arange.start):
-        start = node.args[0]
-        step = node.args[2] if len(node.args) > 2 else node.kwargs.get("step", 1)
+        start = _args(node)[0]
+        step = _args(node)[2] if len(_args(node)) > 2 else node.kwargs.get("step", 1)
         if not isinstance(start, int) or not isinstance(step, int) or step <= 0:
             raise rw._refuse(node, "an arange with a symbolic or negative start or step")
     value = node.meta["val"]
     return _plain(value)
 
 
-def _reduction(identity: Callable[[torch.dtype], Any]) -> Callable[[_Rewriter, torch.fx.Node], Layout]:
-    def rule(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-        x = node.args[0]
+def _reduction(identity: Callable[[torch.dtype], Any]) -> Callable[[_Rewriter, torch.fx.Node], Any]:
+    def rule(rw: _Rewriter, node: torch.fx.Node) -> Any:
+        x = _args(node)[0]
         assert isinstance(x, torch.fx.Node)
         source = _layout(rw, x)
         rank = len(source)
@@ -552,7 +602,7 @@ def _reduction(identity: Callable[[torch.dtype], Any]) -> Callable[[_Rewriter, t
         )
         value = node.meta["val"]
         if isinstance(value, list | tuple):
-            return [result for _ in value]  # type: ignore[return-value]
+            return [result for _ in value]
         return result
 
     return rule
@@ -560,7 +610,7 @@ def _reduction(identity: Callable[[torch.dtype], Any]) -> Callable[[_Rewriter, t
 
 def _reduced_axes(node: torch.fx.Node, rank: int) -> list[int]:
     names = [spec.name for spec in node.target._schema.arguments]  # type: ignore[union-attr]
-    arguments = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    arguments = dict(zip(names, _args(node), strict=False)) | dict(node.kwargs)
     dims = arguments.get("dim")
     if dims is None or dims == []:
         return list(range(rank))
@@ -570,7 +620,7 @@ def _reduced_axes(node: torch.fx.Node, rank: int) -> list[int]:
 
 def _keepdim(node: torch.fx.Node) -> bool:
     names = [spec.name for spec in node.target._schema.arguments]  # type: ignore[union-attr]
-    arguments = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    arguments = dict(zip(names, _args(node), strict=False)) | dict(node.kwargs)
     return bool(arguments.get("keepdim", False))
 
 
@@ -587,15 +637,15 @@ def _highest(dtype: torch.dtype) -> Any:
 
 
 def _cumulative(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    source = _layout(rw, node.args[0])
-    axis = node.args[1] % len(source)
+    source = _layout(rw, _args(node)[0])
+    axis = _args(node)[1] % len(source)
     if len(source[axis]) > 1 and _padded(source[axis]):
         raise rw._refuse(node, "a scan along merged padded dimensions")
     return list(source)
 
 
 def _mean(rw: _Rewriter, node: torch.fx.Node) -> Layout:
-    x = node.args[0]
+    x = _args(node)[0]
     assert isinstance(x, torch.fx.Node)
     source = _layout(rw, x)
     axes = _reduced_axes(node, len(source))
@@ -622,8 +672,8 @@ def _mean(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 
 def _layer_norm(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
-    source = _layout(rw, node.args[0])
-    normalized = len(node.args[1])
+    source = _layout(rw, _args(node)[0])
+    normalized = len(_args(node)[1])
     if any(_padded(d) for d in source[len(source) - normalized :]):
         raise rw._refuse(node, "a layer norm over a padded dimension")
     stats = list(source[: len(source) - normalized]) + [(1,)] * normalized
@@ -632,39 +682,111 @@ def _layer_norm(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
 
 def _mm(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     offset = 1 if node.target in (aten.addmm.default, aten.baddbmm.default) else 0
-    a, b = node.args[offset], node.args[offset + 1]
-    assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+    a, b = _args(node)[offset], _args(node)[offset + 1]
+    assert isinstance(a, torch.fx.Node)
+    assert isinstance(b, torch.fx.Node)
     la, lb = _layout(rw, a), _layout(rw, b)
     k_a, k_b = len(la) - 1, len(lb) - 2
-    if not _same(la[k_a], lb[k_b]):
+    if not rw.same(la[k_a], lb[k_b]):
         raise rw._refuse(node, "a contraction over differently laid out extents")
-    if len(la) == 3 and not _same(la[0], lb[0]):
+    if len(la) == 3 and not rw.same(la[0], lb[0]):
         raise rw._refuse(node, "a batched product over differently laid out batches")
     if _padded(la[k_a]):
         node.replace_input_with(a, rw.masked(a, [k_a], 0.0, node))
         node.replace_input_with(b, rw.masked(b, [k_b], 0.0, node))
     product: Layout = ([la[0]] if len(la) == 3 else []) + [la[-2], lb[-1]]
     if offset:
-        return _broadcast(rw, node, [_layout(rw, node.args[0]), product])
+        return _broadcast(rw, node, [_layout(rw, _args(node)[0]), product])
     return product
 
 
 def _gather_rows(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     """embedding(weight, indices): padded indices read row 0."""
-    weight, indices = node.args[0], node.args[1]
-    assert isinstance(weight, torch.fx.Node) and isinstance(indices, torch.fx.Node)
+    weight, indices = _args(node)[0], _args(node)[1]
+    assert isinstance(weight, torch.fx.Node)
+    assert isinstance(indices, torch.fx.Node)
     if any(_padded(d) for d in _layout(rw, weight)):
         raise rw._refuse(node, "an embedding table with a padded dimension")
     layout = _layout(rw, indices)
     padded = [i for i, d in enumerate(layout) if _padded(d)]
     if padded:
         node.replace_input_with(indices, rw.masked(indices, padded, 0, node))
-    return list(layout) + [_layout(rw, weight)[-1]]
+    return [*list(layout), _layout(rw, weight)[-1]]
+
+
+def _gather(rw: _Rewriter, node: torch.fx.Node) -> Layout:
+    """gather(x, dim, index): padded index elements read element 0; x's other dimensions as the index's."""
+    x, axis, index = _args(node)[:3]
+    assert isinstance(x, torch.fx.Node)
+    assert isinstance(index, torch.fx.Node)
+    source, layout = _layout(rw, x), _layout(rw, index)
+    axis = axis % len(source)
+    for i, dim in enumerate(layout):
+        if i != axis and _padded(dim) and not rw.same(dim, source[i]):
+            raise rw._refuse(node, f"a gather whose index is laid out unlike its input ({dim} vs {source[i]})")
+    padded = [i for i, d in enumerate(layout) if _padded(d)]
+    if padded:
+        node.replace_input_with(index, rw.masked(index, padded, 0, node))
+    return list(layout)
+
+
+def _nll_loss_backward(rw: _Rewriter, node: torch.fx.Node) -> Layout:
+    """nll_loss_backward(grad, input, target, ...): padded targets pick class 0 (the rows are padding)."""
+    x, target = _args(node)[1], _args(node)[2]
+    assert isinstance(x, torch.fx.Node)
+    assert isinstance(target, torch.fx.Node)
+    source, layout = _layout(rw, x), _layout(rw, target)
+    if layout and not rw.same(layout[0], source[0]):
+        raise rw._refuse(node, "targets laid out unlike the rows they label")
+    padded = [i for i, d in enumerate(layout) if _padded(d)]
+    if padded:
+        node.replace_input_with(target, rw.masked(target, padded, 0, node))
+    return list(source)
+
+
+def _softmax_backward(rw: _Rewriter, node: torch.fx.Node) -> Layout:
+    """(log_)softmax's backward sums the gradient along its dimension: padded gradients read 0 there."""
+    grad, output = _args(node)[0], _args(node)[1]
+    assert isinstance(grad, torch.fx.Node)
+    layout = _broadcast(rw, node, [_layout(rw, grad), _layout(rw, output)])
+    axis = _args(node)[2] % len(layout)
+    if _padded(layout[axis]):
+        node.replace_input_with(grad, rw.masked(grad, [axis], 0.0, node))
+    return layout
+
+
+def _layer_norm_backward(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
+    """The weight and bias gradients sum over the rows: padded rows' gradients read 0."""
+    grad, x = _args(node)[0], _args(node)[1]
+    assert isinstance(grad, torch.fx.Node)
+    source = _broadcast(rw, x, [_layout(rw, grad), _layout(rw, x)])
+    normalized = len(_args(node)[2])
+    rows = len(source) - normalized
+    if any(_padded(d) for d in source[rows:]):
+        raise rw._refuse(node, "a layer norm over a padded dimension")
+    padded = [i for i in range(rows) if _padded(source[i])]
+    if padded:
+        node.replace_input_with(grad, rw.masked(grad, padded, 0.0, node))
+    weight: Layout = [(e,) for e in _args(node)[2]]
+    return [source, weight, weight]
+
+
+def _embedding_backward(rw: _Rewriter, node: torch.fx.Node) -> Layout:
+    """The table's gradient adds the rows' gradients by index: padded rows add 0 to row 0."""
+    grad, indices = _args(node)[0], _args(node)[1]
+    assert isinstance(grad, torch.fx.Node)
+    assert isinstance(indices, torch.fx.Node)
+    layout = _layout(rw, indices)
+    padded = [i for i, d in enumerate(layout) if _padded(d)]
+    if padded:
+        node.replace_input_with(grad, rw.masked(grad, padded, 0.0, node))
+        node.replace_input_with(indices, rw.masked(indices, padded, 0, node))
+    return _plain(node.meta["val"])
 
 
 def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     """x[i0, i1, ...] with index tensors on x's leading dimensions: padded index elements read element 0."""
-    x, indices = node.args[0], node.args[1]
+    x, indices = _args(node)[0], _args(node)[1]
     assert isinstance(x, torch.fx.Node)
     if any(i is None for i in indices):
         raise rw._refuse(node, "an advanced index after a full slice")
@@ -687,14 +809,16 @@ def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
 
 def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
     """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them)."""
-    q, k, v = node.args[:3]
-    assert isinstance(q, torch.fx.Node) and isinstance(k, torch.fx.Node) and isinstance(v, torch.fx.Node)
+    q, k, v = _args(node)[:3]
+    assert isinstance(q, torch.fx.Node)
+    assert isinstance(k, torch.fx.Node)
+    assert isinstance(v, torch.fx.Node)
     lq, lk, lv = _layout(rw, q), _layout(rw, k), _layout(rw, v)
-    if any(_padded(layout[-1]) for layout in (lq, lk, lv)) or not _same(lk[-2], lv[-2]):
+    if any(_padded(layout[-1]) for layout in (lq, lk, lv)) or not rw.same(lk[-2], lv[-2]):
         raise rw._refuse(node, "attention over padded features or keys laid out unlike values")
     kwargs = dict(node.kwargs)
     names = [spec.name for spec in node.target._schema.arguments]  # type: ignore[union-attr]
-    arguments = dict(zip(names, node.args, strict=False)) | kwargs
+    arguments = dict(zip(names, _args(node), strict=False)) | kwargs
     if arguments.get("dropout_p", 0.0):
         raise rw._refuse(node, "attention with dropout")
     if _padded(lk[-2]):
@@ -703,7 +827,7 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         if mask is not None and mask.meta["val"].dtype == torch.bool:
             raise rw._refuse(node, "attention with a boolean mask over padded keys")
         with rw.graph.inserting_before(node):
-            real = rw.mask(keys, 4, 3, node)
+            real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
             if mask is None:
                 zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
                 base: torch.fx.Node = zero
@@ -714,15 +838,15 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         if mask is not None:
             mask_layout = _layout(rw, mask)
             rw.layouts[new_mask] = _broadcast(rw, new_mask, [mask_layout, [(1,), (1,), (1,), keys]])
-        if "attn_mask" in kwargs or len(node.args) <= names.index("attn_mask"):
+        if "attn_mask" in kwargs or len(_args(node)) <= names.index("attn_mask"):
             node.kwargs = {**kwargs, "attn_mask": new_mask}
         else:
-            args = list(node.args)
+            args = list(_args(node))
             args[names.index("attn_mask")] = new_mask
             node.args = tuple(args)
-        if arguments.get("is_causal") and not _same(lq[-2], lk[-2]):
+        if arguments.get("is_causal") and not rw.same(lq[-2], lk[-2]):
             raise rw._refuse(node, "causal attention with queries laid out unlike keys")
-    out = list(lq[:-1]) + [lv[-1]]
+    out = [*list(lq[:-1]), lv[-1]]
     logsumexp = list(lq[:-1])
     return [out, logsumexp]
 
@@ -811,6 +935,12 @@ _RULES: dict[Any, Callable[[_Rewriter, torch.fx.Node], Any]] = {
     aten.addmm.default: _mm,
     aten.embedding.default: _gather_rows,
     aten.index.Tensor: _index,
+    aten.gather.default: _gather,
+    aten.nll_loss_backward.default: _nll_loss_backward,
+    aten._softmax_backward_data.default: _softmax_backward,
+    aten._log_softmax_backward_data.default: _softmax_backward,
+    aten.native_layer_norm_backward.default: _layer_norm_backward,
+    aten.embedding_dense_backward.default: _embedding_backward,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _attention,
 }
 
@@ -851,6 +981,7 @@ def plan_buckets(graph_module: torch.fx.GraphModule) -> BucketPlan | str:
         placeholders=placeholders,
         host_inputs=rewriter.host_inputs,
         outputs=rewriter.outputs,
+        assumed=sorted(rewriter.assumed, key=str),
     )
 
 
@@ -878,10 +1009,12 @@ class BucketedGraph:
 
     _boxed_call = True
 
-    def __init__(self, plan: BucketPlan, options: CompileOptions, name: str):
+    def __init__(self, graph_module: torch.fx.GraphModule, plan: BucketPlan, options: CompileOptions, name: str):
         from neuron_mlir.frontend.compile_graph import ShapeSpecialisedGraph
 
         self.plan = plan
+        # calls that break an assumption of the rewrite run the graph as traced, compiled for their sizes
+        self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized")
         self.name = name
         self.options = options
         self.programs = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
@@ -896,12 +1029,11 @@ class BucketedGraph:
             elif isinstance(layout, list):
                 for dim, extent in zip(layout, arg.shape, strict=True):
                     expr = _expr(dim[0])
-                    if expr.is_Symbol:
-                        if bindings.setdefault(expr, int(extent)) != int(extent):
-                            raise ValueError(
-                                f"neuron-mlir: {self.name}: size {expr} is {bindings[expr]} and {int(extent)} "
-                                "in the same call (inputs that shared a size when traced differ)"
-                            )
+                    if len(dim) == 1 and expr.is_Symbol and bindings.setdefault(expr, int(extent)) != int(extent):
+                        raise ValueError(
+                            f"neuron-mlir: {self.name}: size {expr} is {bindings[expr]} and {int(extent)} "
+                            "in the same call (inputs that shared a size when traced differ)"
+                        )
         return bindings
 
     def _buckets(self, actual: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
@@ -922,13 +1054,20 @@ class BucketedGraph:
         args.clear()
         actual = self._bindings(inputs)
         buckets = self._buckets(actual)
+        broken = [(a, b) for a, b in self.plan.assumed if actual[a] != actual[b] or buckets[a] != buckets[b]]
+        if broken:
+            a, b = broken[0]
+            stats_module.record_size_note(
+                f"{self.name}: {a} = {actual[a]} and {b} = {actual[b]} differ where the program takes them as one "
+                "size: compiled for this call's sizes"
+            )
+            return self.per_size(inputs)
         padded: list[Any] = []
         for layout, arg in zip(self.plan.placeholders, inputs, strict=True):
             if isinstance(layout, sympy.Expr):
                 padded.append(int(layout.xreplace(buckets)))
             elif isinstance(layout, list) and any(_padded(d) for d in layout):
-                shape = [int(_expr(dim[0]).xreplace(buckets)) for dim in layout]
-                padded.append(_pad(arg, shape))
+                padded.append(_pad(arg, layout, actual, buckets))
             else:
                 padded.append(arg)
         for host in self.plan.host_inputs:
@@ -941,14 +1080,19 @@ class BucketedGraph:
         return [_cut(r, layout, actual, buckets) for r, layout in zip(results, self.plan.outputs, strict=True)]
 
 
-def _pad(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
-    if list(tensor.shape) == shape:
+def _pad(
+    tensor: torch.Tensor, layout: Layout, actual: dict[sympy.Symbol, int], buckets: dict[sympy.Symbol, int]
+) -> torch.Tensor:
+    """`tensor` (at the call's sizes) zero-padded to the bucket's, each factor of each dimension padded."""
+    factors = [f for dim in layout for f in dim]
+    at_actual = [int(_expr(f).xreplace(actual)) for f in factors]
+    at_bucket = [int(_expr(f).xreplace(buckets)) for f in factors]
+    shape = [math.prod(int(_expr(f).xreplace(buckets)) for f in dim) for dim in layout]
+    if at_actual == at_bucket:
         return tensor
-    if any(have > want for have, want in zip(tensor.shape, shape, strict=True)):
-        raise ValueError(f"neuron-mlir: an input of shape {list(tensor.shape)} exceeds its bucket {shape}")
-    padded = tensor.new_zeros(shape)
-    padded[tuple(slice(0, extent) for extent in tensor.shape)] = tensor
-    return padded
+    padded = tensor.new_zeros(at_bucket)
+    padded[tuple(slice(0, extent) for extent in at_actual)] = tensor.reshape(at_actual)
+    return padded.reshape(shape)
 
 
 def _host_value(host: HostInput, actual: dict[sympy.Symbol, int], buckets: dict[sympy.Symbol, int]) -> torch.Tensor:
@@ -988,4 +1132,4 @@ def bucketed_graph(graph_module: torch.fx.GraphModule, options: CompileOptions, 
             logger.info("%s: compiled once per size: %s", name, plan)
         return None
     logger.info("%s: bucketed over %s (planned in %.2f s)", name, plan.symbols, time.perf_counter() - started)
-    return BucketedGraph(plan, options, name)
+    return BucketedGraph(graph_module, plan, options, name)
