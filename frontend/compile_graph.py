@@ -787,7 +787,36 @@ def _device_outputs(graph_module: torch.fx.GraphModule) -> list[bool] | None:
     return on_device if any(on_device) else None
 
 
-class ShapeSpecialisedGraph:
+class PerSizes:
+    """A graph compiled once per set of sizes of its arguments, each compilation kept for the next call with
+    those sizes: the first counts as a graph compiled (`_compile` records it), each later one as a
+    recompilation. Subclasses say what the sizes of a call are (`_sizes`) and how to compile for them."""
+
+    _boxed_call = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.by_sizes: dict[tuple[Any, ...], Callable[[list[Any]], list[Any]]] = {}
+
+    def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        raise NotImplementedError
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        sizes = self._sizes(args)
+        compiled = self.by_sizes.get(sizes)
+        if compiled is None:
+            compiled = self._compile(args, f"{self.name}_{len(self.by_sizes)}")
+            if self.by_sizes:
+                stats_module.record_recompilation()
+            self.by_sizes[sizes] = compiled
+            logger.info("compiled %s for sizes %s", self.name, sizes)
+        return compiled(args)
+
+
+class ShapeSpecialisedGraph(PerSizes):
     """A graph with symbolic sizes, compiled once per set of concrete sizes.
 
     The importer specialises symbolic sizes (`GraphSignature.guards`); the first compilation used the sizes the
@@ -796,8 +825,6 @@ class ShapeSpecialisedGraph:
     traced value) starts with no compilation (`first` None) and compiles at its first call.
     """
 
-    _boxed_call = True
-
     def __init__(
         self,
         graph_module: torch.fx.GraphModule,
@@ -805,47 +832,36 @@ class ShapeSpecialisedGraph:
         options: CompileOptions,
         name: str | None = None,
     ):
+        super().__init__(first.name if first is not None else str(name))
         self.graph_module = graph_module
         self.options = options
-        self.by_sizes: dict[tuple[Any, ...], CompiledGraph] = {}
         if first is not None:
-            self.name = first.name
             self.positions = list(first.signature.guards)
             self.by_sizes[tuple(first.signature.guards[p] for p in self.positions)] = first
         else:
             assert name is not None
-            self.name = name
             placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
             self.positions = [p for p, node in enumerate(placeholders) if _is_symbolic(node.meta.get("val"))]
 
     def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
         return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
 
-    def __call__(self, args: list[Any]) -> list[Any]:
-        sizes = self._sizes(args)
-        compiled = self.by_sizes.get(sizes)
-        if compiled is None:
-            name = f"{self.name}_{len(self.by_sizes)}"
-            started = time.perf_counter()
-            with compile_progress(self.options.progress) as progress:
-                progress.step(f"{name}: import")
-                module, signature = import_fx_graph(
-                    self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
-                )
-                _refuse_illegal(module, name)
-                program = _lower(module, name, None, progress=progress)
-            compiled = CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
-            if self.by_sizes:
-                stats_module.record_recompilation()
-            else:
-                nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
-                stats_module.record_compile(nodes, time.perf_counter() - started)
-            self.by_sizes[sizes] = compiled
-            logger.info("compiled %s for sizes %s", name, sizes)
-        return compiled(args)
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        started = time.perf_counter()
+        with compile_progress(self.options.progress) as progress:
+            progress.step(f"{name}: import")
+            module, signature = import_fx_graph(
+                self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
+            )
+            _refuse_illegal(module, name)
+            program = _lower(module, name, None, progress=progress)
+        if not self.by_sizes:
+            nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
+            stats_module.record_compile(nodes, time.perf_counter() - started)
+        return CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
 
 
-class ComplexGraphPerSizes:
+class ComplexGraphPerSizes(PerSizes):
     """A graph with complex values and symbolic sizes, compiled once per set of concrete sizes.
 
     Its complex values become real pairs and its FFTs matmuls by DFT matrices of the transforms' sizes, so the
@@ -854,40 +870,37 @@ class ComplexGraphPerSizes:
     complex nodes then run on the CPU, each with that reason.
     """
 
-    _boxed_call = True
-
     def __init__(self, graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str):
+        super().__init__(f"complex_{kind}")
         self.graph_module = graph_module
         self.options = options
         self.kind = kind
-        self.by_sizes: dict[tuple[Any, ...], Callable[[list[Any]], list[Any]]] = {}
         self.as_traced: Callable[[list[Any]], list[Any]] | None = None
+
+    def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
+        return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.as_traced is not None:
             return self.as_traced(args)
-        sizes = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
-        compiled = self.by_sizes.get(sizes)
-        if compiled is None:
-            from torch._subclasses.fake_tensor import DataDependentOutputException
-            from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+        return super().__call__(args)
 
-            from neuron_mlir.frontend.complex_pairs import specialise
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        from torch._subclasses.fake_tensor import DataDependentOutputException
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-            try:
-                specialised = specialise(self.graph_module, args)
-            except (DataDependentOutputException, GuardOnDataDependentSymNode):
-                from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+        from neuron_mlir.frontend.complex_pairs import specialise
 
-                with heap.compiling():
-                    complex_as_pairs(self.graph_module)  # not rewritten: marks its complex nodes with the reason
-                    self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
-                return self.as_traced(args)
-            if self.by_sizes:
-                stats_module.record_recompilation()
-            compiled = compile_graph(specialised, args, self.options, self.kind)
-            self.by_sizes[sizes] = compiled
-        return compiled(args)
+        try:
+            specialised = specialise(self.graph_module, args)
+        except (DataDependentOutputException, GuardOnDataDependentSymNode):
+            from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+
+            with heap.compiling():
+                complex_as_pairs(self.graph_module)  # not rewritten: marks its complex nodes with the reason
+                self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
+            return self.as_traced
+        return compile_graph(specialised, args, self.options, self.kind)
 
 
 def _is_symbolic(value: Any) -> bool:
