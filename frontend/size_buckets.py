@@ -181,9 +181,12 @@ class _Rewriter:
         for x, y in zip(left, right, strict=True):
             if sympy.simplify(x - y) == 0:
                 continue
-            if not (x.is_Symbol and y.is_Symbol):
+            if len(x.free_symbols) != 1 or len(y.free_symbols) != 1:
                 return False
-            pairs.append((x, y) if str(x) < str(y) else (y, x))
+            (a,), (b,) = x.free_symbols, y.free_symbols
+            if sympy.simplify(x.xreplace({a: b}) - y) != 0:  # the same extent of another symbol (`s - 1`)
+                return False
+            pairs.append((a, b) if str(a) < str(b) else (b, a))
         self.assumed.update(pairs)
         return True
 
@@ -287,8 +290,9 @@ class _Rewriter:
         return placeholders
 
     def _input_layout(self, shape: Sequence[Any], node: torch.fx.Node) -> Layout:
-        """An input's layout: an extent that is a product of size symbols (rows of a forward's merged dimensions,
-        saved for the backward) is taken as those factors in the order the symbols first appear among the inputs.
+        """An input's layout: an extent that is a product of one-symbol extents (rows of a forward's merged
+        dimensions, saved for the backward: `b*s`, `b*(s - 1)`) is taken as those factors in the order their
+        symbols first appear among the inputs.
         The order is an assumption the uses check: a reshape splitting the extent in another order, or an operand
         merged otherwise, refuses."""
         layout: Layout = []
@@ -297,8 +301,13 @@ class _Rewriter:
             self.symbols |= expr.free_symbols
             if not expr.free_symbols or expr.is_Symbol:
                 layout.append((extent,))
-            elif expr.is_Mul and all(a.is_Symbol for a in expr.args):
-                layout.append(tuple(sorted(expr.args, key=lambda a: (self.order.get(a, len(self.order)), str(a)))))
+            elif expr.is_Mul and all(len(a.free_symbols) == 1 for a in expr.args):
+                # each factor one symbol's extent (`s`, `s - 1`: a prefix of the padded extent)
+                def first_seen(factor: sympy.Expr) -> tuple[int, str]:
+                    (symbol,) = factor.free_symbols
+                    return self.order.get(symbol, len(self.order)), str(factor)
+
+                layout.append(tuple(sorted(expr.args, key=first_seen)))
             else:
                 raise Refused(f"{node.name}: an input extent {expr} that is not a product of size symbols")
         return layout
@@ -540,6 +549,34 @@ def _select(rw: _Rewriter, node: torch.fx.Node) -> Layout:
         raise rw._refuse(node, "a select on a padded dimension by a negative or symbolic index")
     del source[axis]
     return source
+
+
+def _slice_scatter(rw: _Rewriter, node: torch.fx.Node) -> Layout:
+    """slice_scatter(input, src, dim, start, end): a slice's backward. At the bucket's sizes the slice is longer
+    than the call's, so src's padding would overwrite real elements of input: it reads input's there instead."""
+    args = list(_args(node)) + [None] * (6 - len(_args(node)))
+    base, src = args[0], args[1]
+    assert isinstance(base, torch.fx.Node)
+    assert isinstance(src, torch.fx.Node)
+    layout, written = list(_layout(rw, base)), _layout(rw, src)
+    axis = (args[2] or 0) % len(layout)
+    start, step = args[3] or 0, args[5] or 1
+    for i, (dim, other) in enumerate(zip(layout, written, strict=True)):
+        if i != axis and not rw.same(dim, other):
+            raise rw._refuse(node, "a slice written back into a tensor laid out otherwise")
+    if not _padded(written[axis]) and not _padded(layout[axis]):
+        return layout
+    if isinstance(start, torch.fx.Node) or start < 0 or step != 1 or len(written[axis]) > 1:
+        raise rw._refuse(node, "a slice written back into a padded dimension from its end or with a step")
+    if _padded(written[axis]):
+        value = src.meta["val"]
+        with rw.graph.inserting_before(node):
+            underneath = rw._call(aten.slice.Tensor, (base, axis, start, args[4]), node)
+            real = rw.mask(written[axis], value.shape[axis], value.dim(), axis, node)
+            kept = rw._call(aten.where.self, (real, src, underneath), node)
+        rw.layouts[underneath] = rw.layouts[kept] = list(written)
+        node.replace_input_with(src, kept)
+    return layout
 
 
 def _split(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
@@ -888,6 +925,7 @@ _RULES: dict[Any, Callable[[_Rewriter, torch.fx.Node], Any]] = {
     aten.expand.default: _expand,
     aten.slice.Tensor: _slice,
     aten.select.int: _select,
+    aten.slice_scatter.default: _slice_scatter,
     aten.split_with_sizes.default: _split,
     aten.split.Tensor: _split,
     aten.cat.default: _cat,
