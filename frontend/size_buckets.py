@@ -169,6 +169,7 @@ class _Rewriter:
         self.last_placeholder = placeholders[-1]
         self.symbols: set[sympy.Symbol] = set()
         self.assumed: set[tuple[sympy.Symbol, sympy.Symbol]] = set()
+        self.attention_masks: dict[tuple[Any, ...], torch.fx.Node] = {}
 
     def same(self, a: Dim, b: Dim) -> bool:
         """Whether two dimensions are laid out alike. Factors that are different size symbols are taken as equal
@@ -863,15 +864,20 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         mask = arguments.get("attn_mask")
         if mask is not None and mask.meta["val"].dtype == torch.bool:
             raise rw._refuse(node, "attention with a boolean mask over padded keys")
-        with rw.graph.inserting_before(node):
-            real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
-            if mask is None:
-                zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
-                base: torch.fx.Node = zero
-            else:
-                base = mask
-            minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
-            new_mask = rw._call(aten.where.self, (real, base, minus), node)
+        # layers sharing one mask share its masked form (one pass over the mask, not one per layer)
+        cache_key = (mask, tuple(str(_expr(f)) for f in keys), q.meta["val"].dtype)
+        new_mask = rw.attention_masks.get(cache_key)
+        if new_mask is None:
+            with rw.graph.inserting_before(mask.next if mask is not None and mask.op != "placeholder" else node):
+                real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
+                if mask is None:
+                    zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
+                    base: torch.fx.Node = zero
+                else:
+                    base = mask
+                minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
+                new_mask = rw._call(aten.where.self, (real, base, minus), node)
+            rw.attention_masks[cache_key] = new_mask
         if mask is not None:
             mask_layout = _layout(rw, mask)
             rw.layouts[new_mask] = _broadcast(rw, new_mask, [mask_layout, [(1,), (1,), (1,), keys]])
