@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import neuron_mlir
 from neuron_mlir.frontend import stats as stats_module
-from neuron_mlir.ir.semantics.compare import tolerance
+from neuron_mlir.ir.semantics.compare import mismatch
 
 # (batch, sequence): irregular sequence lengths over 1..512, batches 1..4; Dynamo specialises sizes 0 and 1, so
 # batch 1 and sequence 1 are graphs of their own
