@@ -390,7 +390,7 @@ class _Rewriter:
                 for a in _args(node)
                 if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
             ]
-            dtype = tensor_dtypes[0] if tensor_dtypes else torch.int64
+            dtype = _number_dtype(tensor_dtypes[0] if tensor_dtypes else torch.int64)
             new_args[position] = self.number(argument.meta["val"].node.expr, dtype)
             changed = True
         if not changed:
@@ -404,6 +404,14 @@ class _Rewriter:
 
 
 # -- the rules: each returns the node's layout (a list of layouts for ops with several results) -----------------
+
+
+def _number_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a size passed as a 0-d tensor beside a tensor of `dtype`: a 0-d operand does not change the
+    result's dtype, and sizes up to 2^24 are exact in float32 (not in a 16-bit float)."""
+    if dtype.is_floating_point:
+        return torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.int64
 
 
 def _layout(rw: _Rewriter, arg: Any) -> Layout:
@@ -694,18 +702,24 @@ def _mean(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     masked = rw.masked(x, axes, 0.0, node)
     count = sympy.Mul(*[_expr(f) for a in axes for f in source[a]])
     keepdim = _keepdim(node)
+    dtype = x.meta["val"].dtype
+    wide = _number_dtype(dtype)
     with rw.graph.inserting_before(node):
-        total = rw._call(aten.sum.dim_IntList, (masked, axes, keepdim), node)
-        divisor = rw.number(count, x.meta["val"].dtype)
-        quotient = rw._call(aten.div.Tensor, (total, divisor), node)
+        # summed and divided in float32 at least, rounded once, as ATen's mean of a 16-bit float does
+        total = rw._call(aten.sum.dim_IntList, (masked, axes, keepdim), node, {"dtype": wide})
+        divisor = rw.number(count, wide)
+        divided = rw._call(aten.div.Tensor, (total, divisor), node)
+        quotient = divided
+        if wide != dtype:
+            quotient = rw._call(aten._to_copy.default, (divided,), node, {"dtype": dtype})
     node.replace_all_uses_with(quotient)
     result = (
         [(1,) if i in axes else d for i, d in enumerate(source)]
         if keepdim
         else [d for i, d in enumerate(source) if i not in axes]
     )
-    rw.layouts[total] = result
-    rw.layouts[quotient] = result
+    for made in (total, divided, quotient):
+        rw.layouts[made] = result
     return result
 
 

@@ -162,3 +162,14 @@ def test_a_training_step_with_labels_beside_the_tokens_is_one_program_per_graph(
     assert len(notes) == 2, notes
     assert all("differ where the program takes them as one size" in n for n in notes), notes
     assert _programs() == 4  # the forward's and the backward's, and each for the last call's sizes
+
+
+def test_a_16_bit_mean_over_a_padded_dimension_divides_in_float32():
+    def pooled(x):
+        return x.mean(1), x / x.shape[1]  # 333 is no bfloat16: the count stays exact
+
+    compiled = torch.compile(pooled, backend="neuron-mlir", options={"strict": True, "cache": False})
+    for length in (333, 257):
+        x = _marked(torch.randn(2, length, dtype=torch.bfloat16), 1, 2, 400)
+        assert_close_to_torch(compiled(x), pooled(x), f"length {length}")
+    assert _programs() == 1
