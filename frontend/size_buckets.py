@@ -836,6 +836,31 @@ def _embedding_backward(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     return _plain(node.meta["val"])
 
 
+def _per_sample(rw: _Rewriter, node: torch.fx.Node) -> Any:
+    """Ops that compute each sample of their first operand's batch (dimension 0) alone (convolutions, pooling,
+    inference batch norm): a padded batch is safe, any other padded dimension refuses."""
+    x = _args(node)[0]
+    batch = _layout(rw, x)[0] if _layout(rw, x) else (1,)
+    for operand in node.all_input_nodes:
+        layout = _layout(rw, operand)
+        if any(_padded(d) for d in layout[1 if operand is x else 0 :]):
+            raise rw._refuse(node, "a padded dimension other than the batch of a per-sample op")
+    value = node.meta["val"]
+    results = value if isinstance(value, list | tuple) else [value]
+    layouts: list[Layout | None] = []
+    for result in results:
+        if not isinstance(result, torch.Tensor):
+            layouts.append(None)
+            continue
+        layout = _plain(result)
+        if layout and _expr(result.shape[0]) == _expr(x.meta["val"].shape[0]):
+            layout[0] = batch  # the batch's factors carry over
+        if any(_padded(d) for d in layout[1:]):
+            raise rw._refuse(node, "a per-sample op with a result padded beyond its batch")
+        layouts.append(layout)
+    return layouts if isinstance(value, list | tuple) else layouts[0]
+
+
 def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     """x[i0, i1, ...] with index tensors on x's leading dimensions: padded index elements read element 0."""
     x, indices = _args(node)[0], _args(node)[1]
@@ -1000,6 +1025,11 @@ _RULES: dict[Any, Callable[[_Rewriter, torch.fx.Node], Any]] = {
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     aten.embedding_dense_backward.default: _embedding_backward,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _attention,
+    aten.convolution.default: _per_sample,
+    aten.max_pool2d_with_indices.default: _per_sample,
+    aten.avg_pool2d.default: _per_sample,
+    aten._adaptive_avg_pool2d.default: _per_sample,
+    aten._native_batch_norm_legit_no_training.default: _per_sample,
 }
 
 

@@ -173,3 +173,17 @@ def test_a_16_bit_mean_over_a_padded_dimension_divides_in_float32():
         x = _marked(torch.randn(2, length, dtype=torch.bfloat16), 1, 2, 400)
         assert_close_to_torch(compiled(x), pooled(x), f"length {length}")
     assert _programs() == 1
+
+
+def test_convolutions_and_pooling_over_a_padded_batch_are_one_program():
+    from torch import nn
+
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2)).eval()
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True, "cache": False})
+    with torch.no_grad():
+        for batch in (2, 5):
+            x = _marked(torch.randn(batch, 3, 6, 6), 0, 2, 6)
+            assert_close_to_torch(compiled(x), model(x), f"batch {batch}")
+    assert _programs() == 1
+    assert neuron_mlir.stats()["size_notes"] == []
