@@ -98,7 +98,7 @@ def _canonical(dim: Dim) -> list[sympy.Expr]:
 
 def _same(a: Dim, b: Dim) -> bool:
     left, right = _canonical(a), _canonical(b)
-    return len(left) == len(right) and all(sympy.simplify(x - y) == 0 for x, y in zip(left, right, strict=True))
+    return len(left) == len(right) and all(sympy.expand(x - y) == 0 for x, y in zip(left, right, strict=True))
 
 
 def _is_one(factor: Any) -> bool:
@@ -180,12 +180,12 @@ class _Rewriter:
             return False
         pairs = []
         for x, y in zip(left, right, strict=True):
-            if sympy.simplify(x - y) == 0:
+            if sympy.expand(x - y) == 0:
                 continue
             if len(x.free_symbols) != 1 or len(y.free_symbols) != 1:
                 return False
             (a,), (b,) = x.free_symbols, y.free_symbols
-            if sympy.simplify(x.xreplace({a: b}) - y) != 0:  # the same extent of another symbol (`s - 1`)
+            if sympy.expand(x.xreplace({a: b}) - y) != 0:  # the same extent of another symbol (`s - 1`)
                 return False
             pairs.append((a, b) if str(a) < str(b) else (b, a))
         self.assumed.update(pairs)
@@ -461,7 +461,7 @@ def _reshape(rw: _Rewriter, node: torch.fx.Node) -> Layout:
         wanted = _expr(size)
         group: list[Factor] = []
         product: sympy.Expr = sympy.Integer(1)
-        while sympy.simplify(product - wanted) != 0:
+        while sympy.expand(product - wanted) != 0:
             if index >= len(factors):
                 raise rw._refuse(node, "a reshape whose extents do not match its input's")
             factor = factors[index]
