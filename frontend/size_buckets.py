@@ -1108,6 +1108,7 @@ class BucketedGraph:
         self.programs = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
+        self._failed: set[tuple[int, ...]] = set()
 
     def _bindings(self, args: list[Any]) -> dict[sympy.Symbol, int]:
         bindings: dict[sympy.Symbol, int] = {}
@@ -1161,10 +1162,22 @@ class BucketedGraph:
         for host in self.plan.host_inputs:
             padded.append(_host_value(host, actual, buckets))
         key = tuple(buckets[s] for s in self.plan.symbols)
+        if key in self._failed:
+            return self.per_size(inputs)
         if key not in self._buckets_seen:
             self._buckets_seen.add(key)
             logger.info("%s: bucket %s for sizes %s", self.name, key, tuple(actual[s] for s in self.plan.symbols))
-        results = self.programs(padded)
+        from neuron_mlir.frontend.compile_graph import NeuronCompileError
+
+        try:
+            results = self.programs(padded)
+        except NeuronCompileError as error:
+            # a lowering whose limits the bucket's sizes exceed (the call's may not): this bucket's calls are
+            # compiled for their own sizes
+            self._failed.add(key)
+            reason = str(error).splitlines()[0]
+            stats_module.record_size_note(f"{self.name}: bucket {key} does not compile ({reason}): compiled per size")
+            return self.per_size(inputs)
         return [_cut(r, layout, actual, buckets) for r, layout in zip(results, self.plan.outputs, strict=True)]
 
 

@@ -105,7 +105,7 @@ def test_a_graph_the_rules_cannot_prove_safe_is_compiled_per_size_with_the_reaso
 
 def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
     from neuron_mlir.frontend.backend import CompileOptions
-    from neuron_mlir.frontend.compile_graph import compile_graph
+    from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
 
     captured = []
 
@@ -128,6 +128,19 @@ def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
     bad = [s if s is not None else torch.randn(4 if i == len(symbols) - 1 else 5, 3) for i, s in enumerate(symbols)]
     with pytest.raises(ValueError, match=r"size s\d+ is \d and \d in the same call"):
         program(list(bad))
+
+    # a bucket whose program does not compile (a lowering's limit the bucket's sizes exceed) runs its calls
+    # with programs compiled for their own sizes
+    def refuse(_args):
+        raise NeuronCompileError("neuron-mlir: compiling graph: too large at these sizes")
+
+    program.programs = refuse
+    bigger = [*[9 if s == 4 else s for s in symbols if s is not None], torch.randn(9, 3), torch.randn(9, 3)]
+    assert_close_to_torch(program(list(bigger))[0], (bigger[-2] + bigger[-1]).sum(0))
+    assert (
+        "does not compile (neuron-mlir: compiling graph: too large at these sizes)"
+        in neuron_mlir.stats()["size_notes"][-1]
+    )
 
 
 def test_a_training_step_with_labels_beside_the_tokens_is_one_program_per_graph():
