@@ -1105,7 +1105,7 @@ class BucketedGraph:
         self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized")
         self.name = name
         self.options = options
-        self.programs = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
+        self.programs: Callable[[list[Any]], list[Any]] = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
