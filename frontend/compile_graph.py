@@ -847,6 +847,8 @@ class ShapeSpecialisedGraph(PerSizes):
         return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
 
     def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        from neuron_mlir import __version__
+
         started = time.perf_counter()
         with compile_progress(self.options.progress) as progress:
             progress.step(f"{name}: import")
@@ -854,7 +856,19 @@ class ShapeSpecialisedGraph(PerSizes):
                 self.graph_module, self.options.target, inputs=list(args), auto_cast=self.options.auto_cast
             )
             _refuse_illegal(module, name)
-            program = _lower(module, name, None, progress=progress)
+            # keyed by the specialised import (as `_compile_whole` keys a graph without an FX key): a size
+            # bucket's program is found again by the next process that meets it
+            imported_text = ir_text(module)
+            cache = compile_cache() if self.options.cache else None
+            key = cache_key(imported_text, self.options.target, __version__)
+            program = cache.get(key) if cache is not None else None
+            if program is not None:
+                stats_module.record_cache_hit()
+            else:
+                program = _lower(module, name, None, imported_text, progress=progress)
+                if cache is not None:
+                    cache.put(key, program, None)
+                    stats_module.record_cache_miss()
         if not self.by_sizes:
             nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
             stats_module.record_compile(nodes, time.perf_counter() - started)
