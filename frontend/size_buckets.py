@@ -23,11 +23,18 @@ the factors' mixed radix is below that factor's actual extent. Then, per op:
 * a reduction over a padded dimension reads its input through a `where` with the reduction's identity (0 for
   sums, -inf for max, softmax and logsumexp, ...); a mean divides the masked sum by the actual count;
 * a contraction over a padded extent (`mm`, `bmm`, `addmm`) zeroes both operands' padding; attention over
-  padded keys adds -inf for them to its mask; gathers (`embedding`, `index.Tensor`) read index 0 at padded
-  positions, so that no padded index points outside the table;
+  padded keys adds -inf for them to its mask; gathers (`embedding`, `index.Tensor`, `gather`) read index 0 at
+  padded positions, so that no padded index points outside the table;
+* backward kernels that sum over rows (layer norm, softmax, embedding, nll_loss) read padded gradients as 0;
+  a slice written back (`slice_scatter`) keeps the tensor's own values under the slice's padding;
+* per-sample ops (convolution, pooling, inference batch norm) take a padded batch as it is;
 * a symbolic size used as a number (`x / s0`) reads the actual extent, a host-computed input;
-* anything else that touches a padded dimension (a negative index, a gather along a padded dimension, a sort,
-  a variance, ...) refuses the graph: the per-size compilation never gives a wrong result.
+* anything else that touches a padded dimension (a negative index, a sort, a variance, a scatter, ...) refuses
+  the graph: the per-size compilation never gives a wrong result.
+
+Two tensors whose sizes Dynamo could not relate (tokens and labels marked separately) may meet where their
+extents must agree: the rewrite takes those symbols as equal (`BucketPlan.assumed`), and a call that breaks
+that runs the graph compiled for its own sizes.
 
 Masks and numbers are inputs computed on the host from the call's extents, so one program serves every size in
 its bucket. The simulated time follows the bucket, not the call's size (docs/dynamic-shapes.md).
@@ -96,11 +103,6 @@ def _canonical(dim: Dim) -> list[sympy.Expr]:
     return result
 
 
-def _same(a: Dim, b: Dim) -> bool:
-    left, right = _canonical(a), _canonical(b)
-    return len(left) == len(right) and all(sympy.expand(x - y) == 0 for x, y in zip(left, right, strict=True))
-
-
 def _is_one(factor: Any) -> bool:
     return _expr(factor) == 1
 
@@ -122,6 +124,9 @@ class HostInput:
 
 @dataclass
 class BucketPlan:
+    """What `plan_buckets` makes of a graph: the rewritten graph (its placeholders: the original ones, then one
+    per host input), the size symbols and their ranges, and how to read, pad and cut each call's values."""
+
     graph_module: torch.fx.GraphModule
     symbols: list[sympy.Symbol]
     ranges: dict[sympy.Symbol, tuple[int, int | None]]
