@@ -1114,6 +1114,13 @@ class BucketedGraph:
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
+        self._noted: set[str] = set()
+
+    def _note(self, note: str) -> None:
+        """A size note, once per graph however many calls meet it."""
+        if note not in self._noted:
+            self._noted.add(note)
+            stats_module.record_size_note(note)
 
     def _bindings(self, args: list[Any]) -> dict[sympy.Symbol, int]:
         bindings: dict[sympy.Symbol, int] = {}
@@ -1135,7 +1142,7 @@ class BucketedGraph:
         for symbol, value in actual.items():
             lower, upper = self.plan.ranges[symbol]
             if value < lower or (upper is not None and value > upper):
-                stats_module.record_size_note(
+                self._note(
                     f"{self.name}: {symbol} = {value} is outside its range [{lower}, {upper}]: compiled for this size"
                 )
                 buckets[symbol] = value
@@ -1151,7 +1158,7 @@ class BucketedGraph:
         broken = [(a, b) for a, b in self.plan.assumed if actual[a] != actual[b] or buckets[a] != buckets[b]]
         if broken:
             a, b = broken[0]
-            stats_module.record_size_note(
+            self._note(
                 f"{self.name}: {a} = {actual[a]} and {b} = {actual[b]} differ where the program takes them as one "
                 "size: compiled for this call's sizes"
             )
@@ -1181,7 +1188,7 @@ class BucketedGraph:
             # compiled for their own sizes
             self._failed.add(key)
             reason = str(error).splitlines()[0]
-            stats_module.record_size_note(f"{self.name}: bucket {key} does not compile ({reason}): compiled per size")
+            self._note(f"{self.name}: bucket {key} does not compile ({reason}): compiled per size")
             return self.per_size(inputs)
         return [_cut(r, layout, actual, buckets) for r, layout in zip(results, self.plan.outputs, strict=True)]
 
