@@ -48,6 +48,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "cpu_ops", "cache", "time_passes", "progress",
+    "size_buckets",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -66,6 +67,9 @@ class CompileOptions:
     """Show the progress of long compiles: forced on or off, or None to decide by the terminal and logging."""
     auto_cast: str = "none"
     """Which fp32 ops compute in bf16: "none", "matmul" or "all" (torch-auto-cast)."""
+    size_buckets: bool = True
+    """Run a graph with symbolic sizes by one program per size bucket (`frontend.size_buckets`); False compiles
+    it once per set of sizes, each program at the call's exact sizes."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -91,6 +95,7 @@ class CompileOptions:
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
             progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
             auto_cast=auto_cast,
+            size_buckets=bool(options.get("size_buckets", True)),
         )
 
 

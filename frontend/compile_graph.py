@@ -265,7 +265,7 @@ def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name:
     is known to lower (a region of a partitioned graph)."""
     from neuron_mlir.frontend.complex_pairs import has_symbolic_sizes
 
-    if not has_symbolic_sizes(graph_module) or _device_outputs(graph_module) is not None:
+    if not options.size_buckets or not has_symbolic_sizes(graph_module) or _device_outputs(graph_module) is not None:
         return None
     from neuron_mlir.frontend.size_buckets import bucketed_graph
 

@@ -74,6 +74,16 @@ def test_sizes_used_as_numbers_read_the_calls_size_and_dynamic_true_buckets_by_p
     assert _programs() == 2  # rows 3-8 in the bucket of 8 rows, 12 in the bucket of 16
 
 
+def test_size_buckets_off_compiles_each_size_exactly():
+    compiled = torch.compile(
+        lambda x: x.sum(0), backend="neuron-mlir", dynamic=True, options={"size_buckets": False, "cache": False}
+    )
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        assert_close_to_torch(compiled(x), x.sum(0), f"{rows} rows")
+    assert neuron_mlir.stats()["recompilations"] == 1
+
+
 def test_a_size_outside_the_marked_range_is_traced_again_with_a_note():
     compiled = torch.compile(lambda x: x.sum(0), backend="neuron-mlir", options={"cache": False})
     x = _marked(torch.randn(4, 3), 0, 2, 8)
