@@ -269,9 +269,13 @@ def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name:
         return None
     from neuron_mlir.frontend.size_buckets import bucketed_graph
 
-    if not legal and (unsupported_nodes(graph_module, options.cpu_ops) or _legality(graph_module, options, [])[1]):
+    if not legal and unsupported_nodes(graph_module, options.cpu_ops):
         return None
-    return bucketed_graph(graph_module, options, name)
+    bucketed = bucketed_graph(graph_module, options, name)
+    # the legality check imports the graph: only for a plan that will be used
+    if bucketed is None or (not legal and _legality(graph_module, options, [])[1]):
+        return None
+    return bucketed
 
 
 def _compile_around_host_nodes(
