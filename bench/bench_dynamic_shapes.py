@@ -118,8 +118,9 @@ def exact_times(model: torch.nn.Module, sizes: list[tuple[int, int]]) -> dict[tu
         except Exception as error:
             print(f"  exact    batch {batch} seq {seq:4d}: does not compile: {str(error).splitlines()[1:2]}")
             ns = math.nan
+        else:
+            print(f"  exact    batch {batch} seq {seq:4d}: {ns / 1e3:9.1f} us", flush=True)
         times[(batch, seq)] = ns
-        print(f"  exact    batch {batch} seq {seq:4d}: {ns / 1e3:9.1f} us", flush=True)
     return times
 
 
