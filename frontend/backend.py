@@ -52,7 +52,7 @@ logger = logging.getLogger("neuron_mlir")
 
 _OPTION_NAMES = {
     "target", "strict", "debug_dir", "check_races", "auto_cast", "stochastic_rounding", "cpu_ops", "cache",
-    "time_passes", "progress",
+    "time_passes", "progress", "size_buckets",
 }  # fmt: skip
 
 AUTO_CAST_MODES = ("none", "matmul", "all")
@@ -73,6 +73,9 @@ class CompileOptions:
     """Which fp32 ops compute in bf16: "none", "matmul" or "all" (torch-auto-cast)."""
     stochastic_rounding: bool = False
     """Whether casts from fp32 to bf16 round stochastically instead of to nearest even."""
+    size_buckets: bool = True
+    """Run a graph with symbolic sizes by one program per size bucket (`frontend.size_buckets`); False compiles
+    it once per set of sizes, each program at the call's exact sizes."""
 
     @staticmethod
     def from_user(options: dict[str, Any] | None) -> CompileOptions:
@@ -101,6 +104,7 @@ class CompileOptions:
             stochastic_rounding=bool(
                 options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))
             ),
+            size_buckets=bool(options.get("size_buckets", True)),
         )
 
 
@@ -305,6 +309,7 @@ def neuron_mlir_backend(
     from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
+    _note_recompilation()
     recognize_activations(graph_module)
 
     def compiler(kind: str) -> AOTDispatchCompiler:
@@ -330,6 +335,21 @@ def neuron_mlir_backend(
             )
     except _untraceable_errors() as error:
         return _run_untraceable_eagerly(graph_module, error, config)
+
+
+def _note_recompilation() -> None:
+    """When Dynamo compiles a function again because a guard failed (a size outside the range
+    `torch._dynamo.mark_dynamic` gave, a size that was specialised), say which in `stats()["size_notes"]`: a
+    graph with symbolic sizes runs every size of its range with the programs it has (`frontend.size_buckets`),
+    so a new trace of it is worth a note."""
+    from torch._dynamo.utils import get_metrics_context
+
+    from neuron_mlir.frontend import stats
+
+    context = get_metrics_context()
+    reason = context._metrics.get("recompile_reason") if context.in_progress() else None  # Dynamo's own record
+    if reason:
+        stats.record_size_note(f"traced again by Dynamo: {str(reason).split('  #')[0].strip()}")
 
 
 @contextlib.contextmanager

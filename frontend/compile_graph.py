@@ -224,6 +224,9 @@ def _compile_graph(
     host = host_nodes(graph_module)
     if host or has_unbacked_inputs(graph_module):
         return _compile_around_host_nodes(graph_module, name, options, kind, debug_dir, host)
+    bucketed = _bucketed(graph_module, options, name)
+    if bucketed is not None:
+        return bucketed
     # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
     # fingerprint): every node was legal, so the legality check (which imports the graph and the lowering
     # package) can wait for a miss. Nodes the user sends to the CPU (`cpu_ops`) are the exception.
@@ -253,11 +256,34 @@ def _compile_graph(
         region_dir = debug_dir / submodule if debug_dir is not None else None
         if region_dir is not None:
             region_dir.mkdir(parents=True, exist_ok=True)
+        bucketed = _bucketed(region, options, region_name, legal=True)
+        if bucketed is not None:
+            return bucketed
         return _compile_whole(region, region_name, options, region_dir)
 
     run, count = _run_partitioned(graph_module, lambda node: node.name not in unsupported, compile_region, debug_dir)
     logger.info("%s: %d region(s), %d kernel op(s), %d CPU node(s)", name, count, len(kernels), len(on_cpu))
     return run
+
+
+def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name: str, legal: bool = False) -> Any:
+    """A graph with symbolic sizes whose every node the core runs, as one program per size bucket
+    (`frontend.size_buckets`); None for any other graph (static, partitioned, on the `neuron` device, or one
+    whose padding the bucketing cannot keep out of its results: compiled once per size). `legal`: every node
+    is known to lower (a region of a partitioned graph)."""
+    from neuron_mlir.frontend.complex_pairs import has_symbolic_sizes
+
+    if not options.size_buckets or not has_symbolic_sizes(graph_module) or _device_outputs(graph_module) is not None:
+        return None
+    from neuron_mlir.frontend.size_buckets import bucketed_graph
+
+    if not legal and unsupported_nodes(graph_module, options.cpu_ops):
+        return None
+    bucketed = bucketed_graph(graph_module, options, name)
+    # the legality check imports the graph: only for a plan that will be used
+    if bucketed is None or (not legal and _legality(graph_module, options, [])[1]):
+        return None
+    return bucketed
 
 
 def _compile_around_host_nodes(
@@ -797,7 +823,36 @@ def _device_outputs(graph_module: torch.fx.GraphModule) -> list[bool] | None:
     return on_device if any(on_device) else None
 
 
-class ShapeSpecialisedGraph:
+class PerSizes:
+    """A graph compiled once per set of sizes of its arguments, each compilation kept for the next call with
+    those sizes: the first counts as a graph compiled (`_compile` records it), each later one as a
+    recompilation. Subclasses say what the sizes of a call are (`_sizes`) and how to compile for them."""
+
+    _boxed_call = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.by_sizes: dict[tuple[Any, ...], Callable[[list[Any]], list[Any]]] = {}
+
+    def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        raise NotImplementedError
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        sizes = self._sizes(args)
+        compiled = self.by_sizes.get(sizes)
+        if compiled is None:
+            compiled = self._compile(args, f"{self.name}_{len(self.by_sizes)}")
+            if self.by_sizes:
+                stats_module.record_recompilation()
+            self.by_sizes[sizes] = compiled
+            logger.info("compiled %s for sizes %s", self.name, sizes)
+        return compiled(args)
+
+
+class ShapeSpecialisedGraph(PerSizes):
     """A graph with symbolic sizes, compiled once per set of concrete sizes.
 
     The importer specialises symbolic sizes (`GraphSignature.guards`); the first compilation used the sizes the
@@ -806,8 +861,6 @@ class ShapeSpecialisedGraph:
     traced value) starts with no compilation (`first` None) and compiles at its first call.
     """
 
-    _boxed_call = True
-
     def __init__(
         self,
         graph_module: torch.fx.GraphModule,
@@ -815,51 +868,54 @@ class ShapeSpecialisedGraph:
         options: CompileOptions,
         name: str | None = None,
     ):
+        super().__init__(first.name if first is not None else str(name))
         self.graph_module = graph_module
         self.options = options
-        self.by_sizes: dict[tuple[Any, ...], CompiledGraph] = {}
         if first is not None:
-            self.name = first.name
             self.positions = list(first.signature.guards)
             self.by_sizes[tuple(first.signature.guards[p] for p in self.positions)] = first
         else:
             assert name is not None
-            self.name = name
             placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
             self.positions = [p for p, node in enumerate(placeholders) if _is_symbolic(node.meta.get("val"))]
 
     def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
         return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
 
-    def __call__(self, args: list[Any]) -> list[Any]:
-        sizes = self._sizes(args)
-        compiled = self.by_sizes.get(sizes)
-        if compiled is None:
-            name = f"{self.name}_{len(self.by_sizes)}"
-            started = time.perf_counter()
-            with compile_progress(self.options.progress) as progress:
-                progress.step(f"{name}: import")
-                module, signature = import_fx_graph(
-                    self.graph_module,
-                    self.options.target,
-                    inputs=list(args),
-                    auto_cast=self.options.auto_cast,
-                    stochastic_rounding=self.options.stochastic_rounding,
-                )
-                _refuse_illegal(module, name)
-                program = _lower(module, name, None, progress=progress)
-            compiled = CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
-            if self.by_sizes:
-                stats_module.record_recompilation()
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        from neuron_mlir import __version__
+
+        started = time.perf_counter()
+        with compile_progress(self.options.progress) as progress:
+            progress.step(f"{name}: import")
+            module, signature = import_fx_graph(
+                self.graph_module,
+                self.options.target,
+                inputs=list(args),
+                auto_cast=self.options.auto_cast,
+                stochastic_rounding=self.options.stochastic_rounding,
+            )
+            _refuse_illegal(module, name)
+            # keyed by the specialised import (as `_compile_whole` keys a graph without an FX key): a size
+            # bucket's program is found again by the next process that meets it
+            imported_text = ir_text(module)
+            cache = compile_cache() if self.options.cache else None
+            key = cache_key(imported_text, self.options.target, __version__)
+            program = cache.get(key) if cache is not None else None
+            if program is not None:
+                stats_module.record_cache_hit()
             else:
-                nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
-                stats_module.record_compile(nodes, time.perf_counter() - started)
-            self.by_sizes[sizes] = compiled
-            logger.info("compiled %s for sizes %s", name, sizes)
-        return compiled(args)
+                program = _lower(module, name, None, imported_text, progress=progress)
+                if cache is not None:
+                    cache.put(key, program, None)
+                    stats_module.record_cache_miss()
+        if not self.by_sizes:
+            nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
+            stats_module.record_compile(nodes, time.perf_counter() - started)
+        return CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
 
 
-class ComplexGraphPerSizes:
+class ComplexGraphPerSizes(PerSizes):
     """A graph with complex values and symbolic sizes, compiled once per set of concrete sizes.
 
     Its complex values become real pairs and its FFTs matmuls by DFT matrices of the transforms' sizes, so the
@@ -868,40 +924,37 @@ class ComplexGraphPerSizes:
     complex nodes then run on the CPU, each with that reason.
     """
 
-    _boxed_call = True
-
     def __init__(self, graph_module: torch.fx.GraphModule, options: CompileOptions, kind: str):
+        super().__init__(f"complex_{kind}")
         self.graph_module = graph_module
         self.options = options
         self.kind = kind
-        self.by_sizes: dict[tuple[Any, ...], Callable[[list[Any]], list[Any]]] = {}
         self.as_traced: Callable[[list[Any]], list[Any]] | None = None
+
+    def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
+        return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         if self.as_traced is not None:
             return self.as_traced(args)
-        sizes = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
-        compiled = self.by_sizes.get(sizes)
-        if compiled is None:
-            from torch._subclasses.fake_tensor import DataDependentOutputException
-            from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+        return super().__call__(args)
 
-            from neuron_mlir.frontend.complex_pairs import specialise
+    def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
+        from torch._subclasses.fake_tensor import DataDependentOutputException
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-            try:
-                specialised = specialise(self.graph_module, args)
-            except (DataDependentOutputException, GuardOnDataDependentSymNode):
-                from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+        from neuron_mlir.frontend.complex_pairs import specialise
 
-                with heap.compiling():
-                    complex_as_pairs(self.graph_module)  # not rewritten: marks its complex nodes with the reason
-                    self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
-                return self.as_traced(args)
-            if self.by_sizes:
-                stats_module.record_recompilation()
-            compiled = compile_graph(specialised, args, self.options, self.kind)
-            self.by_sizes[sizes] = compiled
-        return compiled(args)
+        try:
+            specialised = specialise(self.graph_module, args)
+        except (DataDependentOutputException, GuardOnDataDependentSymNode):
+            from neuron_mlir.frontend.complex_pairs import complex_as_pairs
+
+            with heap.compiling():
+                complex_as_pairs(self.graph_module)  # not rewritten: marks its complex nodes with the reason
+                self.as_traced = _compile_graph(self.graph_module, self.options, self.kind)
+            return self.as_traced
+        return compile_graph(specialised, args, self.options, self.kind)
 
 
 def _is_symbolic(value: Any) -> bool:

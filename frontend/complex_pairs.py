@@ -15,7 +15,7 @@ and `PairBoundary.wrap` converts at the call. A node without a rule for its argu
 `view_as_complex` nodes feed it and `view_as_real` nodes carry its results on, so it runs on the CPU between
 compiled regions, with the reason in `meta[REFUSAL]`. complex128 (no fp64 datapath) is never rewritten. A graph
 with symbolic sizes is not rewritten either (the DFT matrices are sized constants): the caller `specialise`s it to
-each call's sizes first (`compile_graph.ComplexGraphPerSizes`).
+each call's sizes first (`compile_graph.ComplexGraphPerSizes`, a `compile_graph.PerSizes`).
 
 FFTs (`_fft_r2c`, `_fft_c2c`, `_fft_c2r`) become DFT matmuls on TensorE, one per transformed dimension: the
 dimension is moved next to the pair dimension and flattened with it, so one real matmul by a [2n, 2m] matrix of

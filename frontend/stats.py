@@ -17,6 +17,8 @@ class Stats:
     cache_hits: int = 0
     cache_misses: int = 0
     recompilations: int = 0
+    size_notes: list[str] = field(default_factory=list)
+    """Why a graph with symbolic sizes is compiled once per size, and calls outside a bucketed size range."""
     runs: int = 0
     pass_seconds: dict[str, float] = field(default_factory=dict)
     latest_profiles: dict[str, Any] = field(default_factory=dict)
@@ -31,6 +33,7 @@ class Stats:
             "cache_hits": self.cache_hits,
             "cache_misses": self.cache_misses,
             "recompilations": self.recompilations,
+            "size_notes": list(self.size_notes),
             "runs": self.runs,
             "pass_seconds": dict(self.pass_seconds),
         }
@@ -75,6 +78,10 @@ def record_cache_miss() -> None:
 
 def record_recompilation() -> None:
     STATS.recompilations += 1
+
+
+def record_size_note(note: str) -> None:
+    STATS.size_notes.append(note)
 
 
 def record_run(graph: str, profile: Any) -> None:

@@ -15,7 +15,9 @@ __version__ = "0.1.0"
 
 
 def stats() -> dict[str, Any]:
-    """Counts so far: graphs and nodes compiled, nodes that fell back to the CPU (by op), compile time, runs."""
+    """Counts so far: graphs and nodes compiled, nodes that fell back to the CPU (by op), compile time, runs,
+    programs compiled again for new sizes (`recompilations`) and why a graph with symbolic sizes was compiled
+    per size or traced again (`size_notes`)."""
     from neuron_mlir.frontend.stats import STATS
 
     return STATS.as_dict()

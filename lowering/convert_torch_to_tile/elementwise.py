@@ -36,6 +36,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     element_type_of,
+    emitter_target,
     layout_of,
     load,
     result_element_type,
@@ -121,14 +122,15 @@ class Tiling:
 NARROW_FREE = FREE_TILE // 4
 
 
-def wide_tiling(space: Sequence[int], layouts: Sequence[Layout]) -> tuple[Tiling, list[Layout]]:
+def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int) -> tuple[Tiling, list[Layout]]:
     """The tiling of a canonical [loops..., P, F] space, with a multi-dimensional free axis when F is narrow.
 
     Dimensions that strides cannot merge (a head axis permuted against the sequence, the half of a row a slice
     keeps) leave a short last dimension. Then the partition axis is the second-to-last dimension when it fills
     the 128 lanes (else the longest other one), whole loop dimensions join the free axis from the innermost out
     while the free size stays within FREE_TILE, and a partition dimension longer than 128 lanes gives its inner
-    factor too (several consecutive rows per partition). A DMA then walks the whole tile with one access pattern.
+    factor too (several consecutive rows per partition). A DMA then walks the whole tile with one access pattern,
+    so the free axis takes at most `max_free_dims` dimensions (the target's access patterns).
     """
     rank = len(space)
     last = rank - 1
@@ -142,13 +144,13 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout]) -> tuple[Tiling
     budget = FREE_TILE // space[last]
     free = [last]
     for dim in range(rank - 2, -1, -1):
-        if dim != partition and space[dim] <= budget:
+        if dim != partition and space[dim] <= budget and len(free) < max_free_dims:
             free.append(dim)
             budget //= space[dim]
     original = layouts = list(layouts)
     space = tuple(space)
     rows_per_lane = _rows_per_lane(space[partition], budget)
-    if rows_per_lane > 1:
+    if rows_per_lane > 1 and len(free) < max_free_dims:
         layouts = [layout.split_dim(partition, space[partition] // rows_per_lane) for layout in layouts]
         space = layouts[0].shape
         free = [d + 1 if d > partition else d for d in free] + [partition + 1]
@@ -198,7 +200,7 @@ def emit_elementwise(
     layouts = [layout_of(out)] + [layout_of(value).broadcast_to(out_shape) for value in operands]
     space, canonical = iteration_space(out_shape, layouts)
     if wide and compute_at is None:
-        tiling, canonical = wide_tiling(space, canonical)
+        tiling, canonical = wide_tiling(space, canonical, emitter_target(em).max_free_dims)
     else:
         tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
     space = tiling.space

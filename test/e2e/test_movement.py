@@ -46,6 +46,9 @@ CASES = [
     ("circular_pad", lambda x: F.pad(x, (2, 1), mode="circular"), [(1, 3, 7)]),
     ("upsample_nearest2d", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), [(1, 3, 5, 7)]),
     ("upsample_bilinear2d", lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False), [(3, 1, 5, 4)]),
+    # grouped-query attention's key repeat of heads interleaved in the rows, at 512 positions: a wide tile whose
+    # free axis would take five dimensions (an access pattern takes four)
+    ("repeat_heads", lambda y: y.view(4, 512, 2, 8).transpose(1, 2)[:, :, None].expand(4, 2, 2, 512, 8).reshape(4, 4, 512, 8) * 2, [(4, 512, 16)]),
 ]  # fmt: skip
 
 

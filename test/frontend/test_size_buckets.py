@@ -1,0 +1,226 @@
+"""Graphs with symbolic sizes run by one program per size bucket: inputs padded, padding masked out of every
+reduction and contraction, results cut; what the rules cannot prove safe is compiled per size, with a note."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from support import assert_close_to_torch
+
+import neuron_mlir
+from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of
+
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
+
+def _programs() -> int:
+    stats = neuron_mlir.stats()
+    return stats["graphs_compiled"] + stats["recompilations"]
+
+
+def _marked(x: torch.Tensor, dim: int, low: int, high: int) -> torch.Tensor:
+    torch._dynamo.mark_dynamic(x, dim, min=low, max=high)
+    return x
+
+
+def test_a_bounded_range_is_one_bucket_and_an_unbounded_size_the_next_power_of_two():
+    assert bucket_of(5, 2, 40) == 40
+    assert bucket_of(40, 2, 40) == 40
+    assert bucket_of(3, 2, None) == SMALLEST_BUCKET
+    assert bucket_of(33, 2, None) == 64
+    assert bucket_of(64, 2, None) == 64
+
+
+def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_with_one_program():
+    # no causal mask: every real query would see the padded keys if they were not masked
+    def attend(q, kv):
+        out = F.scaled_dot_product_attention(q, kv, kv * 0.5)
+        return out.mean(0), torch.logsumexp(out, dim=2), out.amax(dim=2)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(0)
+    for batch, queries, keys in ((3, 5, 4), (2, 11, 12)):
+        q = _marked(_marked(torch.randn(batch, 2, queries, 8), 0, 2, 4), 2, 2, 12)
+        kv = _marked(_marked(torch.randn(batch, 2, keys, 8), 0, 2, 4), 2, 2, 12)
+        assert_close_to_torch(compiled(q, kv), attend(q, kv), f"batch {batch}, {queries} queries, {keys} keys")
+    assert _programs() == 1
+    assert neuron_mlir.stats()["size_notes"] == []
+
+
+def test_merged_padded_dimensions_are_masked_by_each_factor():
+    # [b, s, 8] -> [b*s, 8]: the mean over all tokens and the sum over s read the merged rows' real elements
+    def tokens(x, w):
+        rows = torch.tanh(x.reshape(-1, 8) @ w)
+        per_sequence = rows.reshape(x.shape[0], x.shape[1], -1).sum(1)
+        weights = torch.softmax(x.sum(2), dim=1)  # over the padded sequence
+        return rows.mean(), per_sequence, weights, rows.t() @ rows  # the last contracts over the b*s rows
+
+    compiled = torch.compile(tokens, backend="neuron-mlir", options={"strict": True, "cache": False})
+    w = torch.randn(8, 4)
+    torch.manual_seed(1)
+    for batch, seq in ((2, 3), (3, 7), (2, 6)):
+        x = _marked(_marked(torch.randn(batch, seq, 8), 0, 2, 3), 1, 2, 7)
+        assert_close_to_torch(compiled(x, w), tokens(x, w), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+
+
+def test_sizes_used_as_numbers_read_the_calls_size_and_dynamic_true_buckets_by_powers_of_two():
+    def scaled(x):
+        return x.sum(0) / x.shape[0] + x.shape[1]
+
+    compiled = torch.compile(scaled, backend="neuron-mlir", dynamic=True, options={"strict": True, "cache": False})
+    for rows in (3, 7, 6, 12):
+        x = torch.randn(rows, 5)
+        assert_close_to_torch(compiled(x), scaled(x), f"{rows} rows")
+    assert _programs() == 2  # rows 3-8 in the bucket of 8 rows, 12 in the bucket of 16
+
+
+def test_size_buckets_off_compiles_each_size_exactly():
+    compiled = torch.compile(
+        lambda x: x.sum(0), backend="neuron-mlir", dynamic=True, options={"size_buckets": False, "cache": False}
+    )
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        assert_close_to_torch(compiled(x), x.sum(0), f"{rows} rows")
+    assert neuron_mlir.stats()["recompilations"] == 1
+
+
+def test_a_size_outside_the_marked_range_is_traced_again_with_a_note():
+    compiled = torch.compile(lambda x: x.sum(0), backend="neuron-mlir", options={"cache": False})
+    x = _marked(torch.randn(4, 3), 0, 2, 8)
+    assert_close_to_torch(compiled(x), x.sum(0))
+    assert neuron_mlir.stats()["size_notes"] == []
+    y = torch.randn(12, 3)
+    assert_close_to_torch(compiled(y), y.sum(0))
+    notes = neuron_mlir.stats()["size_notes"]
+    assert len(notes) == 1, notes
+    assert "traced again by Dynamo" in notes[0], notes
+    assert "<= 8" in notes[0], notes
+
+
+def test_a_graph_the_rules_cannot_prove_safe_is_compiled_per_size_with_the_reason():
+    def last_token(x):
+        return x[:, -1] * 2  # the last element of a padded dimension would be padding
+
+    compiled = torch.compile(last_token, backend="neuron-mlir", dynamic=True, options={"cache": False})
+    for seq in (4, 6):
+        x = torch.randn(2, seq)
+        assert_close_to_torch(compiled(x), last_token(x), f"seq {seq}")
+    notes = neuron_mlir.stats()["size_notes"]
+    assert len(notes) == 1, notes
+    assert "compiled per size" in notes[0], notes[0]
+    assert "aten.select.int" in notes[0], notes[0]
+    assert "test_size_buckets.py" in notes[0], "the note names the user's source line"
+    assert neuron_mlir.stats()["recompilations"] == 1
+
+
+def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
+
+    captured = []
+
+    def backend(graph_module, example_inputs):
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def keep(gm, _):
+            captured.append(gm)
+            return gm
+
+        return aot_module_simplified(graph_module, example_inputs, fw_compiler=keep)
+
+    torch.compile(lambda x, y: (x + y).sum(0), backend=backend, dynamic=True)(torch.randn(4, 3), torch.randn(4, 3))
+    program = compile_graph(captured[0], [], CompileOptions(cache=False), "inference")
+    assert isinstance(program, BucketedGraph)
+    sizes = [n.meta["val"] for n in captured[0].graph.nodes if n.op == "placeholder"]
+    symbols = [int(v.node.hint) if isinstance(v, torch.SymInt) else None for v in sizes]
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    good = [*[s for s in symbols if s is not None], x, y]
+    assert_close_to_torch(program(list(good))[0], (x + y).sum(0))
+    bad = [s if s is not None else torch.randn(4 if i == len(symbols) - 1 else 5, 3) for i, s in enumerate(symbols)]
+    with pytest.raises(ValueError, match=r"size s\d+ is \d and \d in the same call"):
+        program(list(bad))
+
+    # a bucket whose program does not compile (a lowering's limit the bucket's sizes exceed) runs its calls
+    # with programs compiled for their own sizes
+    def refuse(_args):
+        raise NeuronCompileError("neuron-mlir: compiling graph: too large at these sizes")
+
+    program.programs = refuse
+    x, y = torch.randn(9, 3), torch.randn(9, 3)
+    bigger = [*[9 if s == 4 else s for s in symbols if s is not None], x, y]
+    assert_close_to_torch(program(list(bigger))[0], (x + y).sum(0))
+    assert (
+        "does not compile (neuron-mlir: compiling graph: too large at these sizes)"
+        in neuron_mlir.stats()["size_notes"][-1]
+    )
+
+
+def test_a_training_step_with_labels_beside_the_tokens_is_one_program_per_graph():
+    import copy
+
+    from torch import nn
+
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Embedding(20, 8), nn.LayerNorm(8), nn.Linear(8, 20))
+
+    def loss_of(m, x, y):
+        # next-token cross-entropy over the batch's merged tokens: a mean over both padded extents, a slice of
+        # the padded sequence (whose backward writes it back into zeros: slice_scatter)
+        return F.cross_entropy(m(x)[:, :-1].reshape(-1, 20), y[:, 1:].reshape(-1))
+
+    compiled = torch.compile(loss_of, backend="neuron-mlir", options={"strict": True, "cache": False})
+    # marked separately, the labels' sizes are other symbols than the tokens': taken as equal, checked per call
+    for batch, seq in ((2, 5), (4, 3)):
+        # sequences from 3: the slice makes Dynamo guard against 2, whose slice has 1 element
+        x = _marked(_marked(torch.randint(0, 20, (batch, seq)), 0, 2, 4), 1, 3, 8)
+        y = _marked(_marked(torch.randint(0, 20, (batch, seq)), 0, 2, 4), 1, 3, 8)
+        ours, eager = copy.deepcopy(model), copy.deepcopy(model)
+        loss = compiled(ours, x, y)
+        loss.backward()
+        expected = loss_of(eager, x, y)
+        expected.backward()
+        assert_close_to_torch(loss.detach(), expected.detach(), f"loss at {batch}x{seq}")
+        for (name, p), q in zip(ours.named_parameters(), eager.parameters(), strict=True):
+            assert_close_to_torch(p.grad, q.grad, f"{name}.grad at {batch}x{seq}")
+    assert _programs() == 2  # the forward's and the backward's
+    assert neuron_mlir.stats()["size_notes"] == []
+
+
+def test_a_call_breaking_an_assumed_equality_of_sizes_runs_a_program_for_its_sizes():
+    def dot(x, y):  # eager needs only equal element counts; the program takes x's extents as y's
+        return (x.reshape(-1) * y.reshape(-1)).sum()
+
+    compiled = torch.compile(dot, backend="neuron-mlir", options={"strict": True, "cache": False})
+    for left, right in (((2, 3), (2, 3)), ((3, 4), (3, 4)), ((2, 6), (3, 4))):
+        x = _marked(_marked(torch.randn(left), 0, 2, 4), 1, 2, 8)
+        y = _marked(_marked(torch.randn(right), 0, 2, 4), 1, 2, 8)
+        assert_close_to_torch(compiled(x, y), dot(x, y), f"{left} by {right}")
+    notes = neuron_mlir.stats()["size_notes"]
+    assert len(notes) == 1, notes
+    assert "differ where the program takes them as one size" in notes[0], notes
+    assert _programs() == 2  # the bucket's, then the last call's sizes
+
+
+def test_a_16_bit_mean_over_a_padded_dimension_divides_in_float32():
+    def pooled(x):
+        return x.mean(1), x / x.shape[1]  # 333 is no bfloat16: the count stays exact
+
+    compiled = torch.compile(pooled, backend="neuron-mlir", options={"strict": True, "cache": False})
+    for length in (333, 257):
+        x = _marked(torch.randn(2, length, dtype=torch.bfloat16), 1, 2, 400)
+        assert_close_to_torch(compiled(x), pooled(x), f"length {length}")
+    assert _programs() == 1
+
+
+def test_convolutions_and_pooling_over_a_padded_batch_are_one_program():
+    from torch import nn
+
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2)).eval()
+    compiled = torch.compile(model, backend="neuron-mlir", options={"strict": True, "cache": False})
+    with torch.no_grad():
+        for batch in (2, 5):
+            x = _marked(torch.randn(batch, 3, 6, 6), 0, 2, 6)
+            assert_close_to_torch(compiled(x), model(x), f"batch {batch}")
+    assert _programs() == 1
+    assert neuron_mlir.stats()["size_notes"] == []
