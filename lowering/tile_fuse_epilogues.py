@@ -243,9 +243,13 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
     for producer_store in stores:
         if _tile_shape_map(compute, tile_type_of(producer_store.value).get_shape()) is None:
             return None
-        shape = memref_layout(producer_store.dest).shape
-        others = [load for load in compute.loads if storage_root(load.source) is not product]
-        if any(memref_layout(load.source).reshape(shape) is None for load in others):  # not seen through P's shape
+        destination = memref_layout(producer_store.dest)
+        others = [memref_layout(load.source) for load in compute.loads if storage_root(load.source) is not product]
+        if any(
+            other.num_elements != destination.num_elements  # another extent than the product's: no view of it
+            or other.reshape(destination.shape) is None  # not seen through P's shape
+            for other in others
+        ):
             return None
     return _Epilogue(product, out, stores, consumer_stores, compute, first)
 

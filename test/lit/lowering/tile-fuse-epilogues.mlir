@@ -3,7 +3,7 @@
 
 // Elementwise nests reading a matmul's product run as the product's tiles leave PSUM (lowering/
 // tile_fuse_epilogues.py); every case computes what the unfused nests compute.
-// SEMANTICS-COUNT-8: all outputs match
+// SEMANTICS-COUNT-9: all outputs match
 
 // relu of a product: each evacuated tile is rectified and stored into relu's result; the product never reaches
 // HBM and relu has no loop nest of its own.
@@ -148,4 +148,20 @@ func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>) -> tensor<37xf3
   %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
   %1 = torch.aten.sum.dim_IntList %0 {dim = array<i64: 1>} : (tensor<37x130xf32>) -> tensor<37xf32>
   func.return %1 : tensor<37xf32>
+}
+
+// -----
+
+// The division by a 0-d tensor fuses into the column sum's evacuation; the later add reads its 0-d operand through
+// a 128-row broadcast view, more elements than the division's result holds: no view of the product's shape, so it
+// stays a nest of its own (the pass once raised here).
+// CHECK-LABEL: func.func @main(%x: memref<8x8xf32, #mem<hbm>>, %n: memref<f32, #mem<hbm>>, %m: memref<f32, #mem<hbm>>) -> memref<8xf32
+// CHECK:       tile.matmul
+// CHECK:       tile.binary {{.*}} {op = "multiply"}
+// CHECK:       tile.binary_scalar {{.*}} {op = "add"}
+func.func @main(%x: tensor<8x8xf32>, %n: tensor<f32>, %m: tensor<f32>) -> tensor<8xf32> {
+  %0 = torch.aten.sum.dim_IntList %x {dim = array<i64: 0>} : (tensor<8x8xf32>) -> tensor<8xf32>
+  %1 = torch.aten.div.Tensor %0, %n : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %2 = torch.aten.add.Tensor %1, %m {alpha = 1.0 : f64} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  func.return %2 : tensor<8xf32>
 }
