@@ -51,8 +51,11 @@ multiplies its window by the grad_output tile and reduces along the free axes in
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import TensorType, f32
@@ -1369,6 +1372,9 @@ def emit_banded_weight_gradient(
     ci_tile = min(k_tile, n_tile // taps, cin_g)
     if ci_tile < 1 or any(o == 0 for o in out_spatial):
         return None
+    resident = _resident_weight_gradient(em, xp, grad_out, kernel, stride, dilation, groups, out_element_type)
+    if resident is not None:
+        return resident
     element_type = element_type_of(xp)
     rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type))
     gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
@@ -1434,6 +1440,340 @@ def emit_banded_weight_gradient(
             lambda e2, co0, cs: e2.for_tiles(cin_g, ci_tile, lambda e3, ci0, ci: block(e3, g, co0, cs, ci0, ci)),
         ),
     )
+    return gw
+
+
+# Bytes per partition the weight gradient may keep of its transposed operands (grad_output and the input windows
+# with output positions on partitions, every position tile at once); larger problems transpose per block.
+TRANSPOSED_PANEL_BYTES = 96 * 1024
+
+# Bytes per partition of the channel tiles one DMA of the weight gradient loads together (one position tile's
+# grad_output block or input band, all channel tiles side by side).
+GROUPED_LOAD_BYTES = 16 * 1024
+
+# Kernel taps times channel tiles up to which the weight gradient's per-tile transposes are emitted straight
+# (no inner loop), so the loop over position tiles stays innermost and its loads are double buffered.
+STRAIGHT_TRANSPOSES = 64
+
+# Position tiles the weight gradient loads together (one block), and the bytes per partition a block's load of
+# one operand may take: a DMA has a fixed cost of about 2 us, a position tile's rows only a few hundred bytes.
+BLOCK_TILES = 8
+BLOCK_LOAD_BYTES = 12 * 1024
+
+
+@dataclass(frozen=True)
+class _TileKind:
+    """Blocks of output positions of one shape: along each trailing output dim, `counts[d]` blocks of `sizes[d]`
+    positions from offset `starts[d]` on, for every image and leading position. A block is cut along the first
+    trailing dim into `parts` (offset, extent), one position tile each, whose slots are consecutive from
+    `first_slot` on, block after block."""
+
+    first_slot: int
+    counts: tuple[int, ...]
+    starts: tuple[int, ...]
+    sizes: tuple[int, ...]
+    parts: tuple[tuple[int, int], ...]
+
+    def part_positions(self, part: int) -> int:
+        return self.parts[part][1] * math.prod(self.sizes[1:])
+
+
+def _tile_kinds(lead_count: int, tail: Sequence[int], tile_sizes: Sequence[int], group: int) -> list[_TileKind]:
+    """The position tiles of the trailing output dims `tail` (tiles of `tile_sizes`), `group` tiles along the first
+    of them to a block, grouped by shape: the full blocks and the partial last one of each dim. `lead_count`
+    blocks of each shape per block of the tail (images x leading positions)."""
+    options: list[list[tuple[int, int, int]]] = []
+    for d, (extent, size) in enumerate(zip(tail, tile_sizes, strict=True)):
+        block = size * group if d == 0 else size
+        full, rest = divmod(extent, block)
+        options.append([*([(full, 0, block)] if full else []), *([(1, full * block, rest)] if rest else [])])
+    kinds, slot = [], 0
+    for combination in itertools.product(*options):
+        counts = tuple(c for c, _, _ in combination)
+        sizes = tuple(z for _, _, z in combination)
+        parts = tuple((o, min(tile_sizes[0], sizes[0] - o)) for o in range(0, sizes[0], tile_sizes[0]))
+        kinds.append(_TileKind(slot, counts, tuple(s for _, s, _ in combination), sizes, parts))
+        slot += lead_count * math.prod(counts) * len(parts)
+    return kinds
+
+
+def _carry_nest(
+    em: LoopNestBuilder,
+    counts: Sequence[int],
+    values: list[SSAValue],
+    body: Callable[[LoopNestBuilder, list[Index], list[SSAValue]], list[SSAValue]],
+) -> list[SSAValue]:
+    """`values = body(indices, values)` over every index tuple of `counts`, as nested loops carrying them."""
+    if not counts:
+        return body(em, [], values)
+    return carry(
+        em,
+        0,
+        counts[0],
+        1,
+        values,
+        lambda e, i, v: _carry_nest(e, counts[1:], v, lambda e2, rest, v2: body(e2, [i, *rest], v2)),
+    )
+
+
+def _channel_tiles(
+    em: LoopNestBuilder,
+    tensor: SSAValue,
+    first: Index,
+    channels: int,
+    k_tile: int,
+    at: Sequence[Index],
+    shape: Sequence[int],
+) -> list[tuple[SSAValue, int, int]]:
+    """The channels [first, first + channels) of `tensor` [N, C, S...] at (n, spatial offsets) `at` = [n, *rest],
+    `shape` positions each, as [(tile, first channel, channels)] of at most `k_tile` partitions. The full tiles come
+    from one DMA ([k_tile, tiles, *shape]) when they fit GROUPED_LOAD_BYTES, so a position tile costs one transfer
+    per operand rather than one per channel tile."""
+    n, *rest = at
+    rank = layout_of(tensor).rank
+    full, remainder = divmod(channels, k_tile)
+    itemsize = _itemsize(element_type_of(tensor))
+    tiles: list[tuple[SSAValue, int, int]] = []
+    # the tile's free dims walk the tensor's trailing dims
+    spatial_dims = tuple(range(rank - len(shape), rank))
+    if full > 1 and full * math.prod(shape) * itemsize <= GROUPED_LOAD_BYTES:
+        layout = layout_of(tensor)
+        stride = layout.strides[1]
+        # [N, tiles, k_tile, S...] over the channels from `first` (a view of the tensor, whatever `first` is: the
+        # tile index enters as the offset of the load)
+        split = Layout(
+            (layout.shape[0], full, k_tile, *layout.shape[2:]),
+            (layout.strides[0], stride * k_tile, stride, *layout.strides[2:]),
+            layout.offset,
+        )
+        grouped_view = view(em, tensor, split)
+        if isinstance(first, int) and first % k_tile == 0:
+            indices: list[Index] = [n, first // k_tile, 0, *rest]
+            grouped = load(
+                em, grouped_view, indices, (k_tile, full, *shape), dims=(2, 1, *(d + 1 for d in spatial_dims))
+            )
+            for t in range(full):
+                part = em.insert(
+                    tile.ExtractOp(
+                        grouped,
+                        [em.index(t), *(em.index(0) for _ in shape)],
+                        TileType((k_tile, *shape), element_type_of(tensor), Memory.SBUF),
+                    )
+                ).result
+                tiles.append((part, t * k_tile, k_tile))
+            full_done = True
+        else:
+            full_done = False
+    else:
+        full_done = False
+    if not full_done:
+        for t in range(full):
+            value = load(em, tensor, [n, em.add(first, t * k_tile), *rest], (k_tile, *shape), dims=(1, *spatial_dims))
+            tiles.append((value, t * k_tile, k_tile))
+    if remainder:
+        value = load(em, tensor, [n, em.add(first, full * k_tile), *rest], (remainder, *shape), dims=(1, *spatial_dims))
+        tiles.append((value, full * k_tile, remainder))
+    return tiles
+
+
+def _resident_weight_gradient(
+    em: LoopNestBuilder,
+    xp: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    out_element_type: Attribute,
+) -> SSAValue | None:
+    """`emit_banded_weight_gradient`'s result with each operand loaded and transposed once: None when the
+    transposed operands of a group do not fit TRANSPOSED_PANEL_BYTES per partition.
+
+    First the output positions are walked in blocks of several position tiles (up to 128 positions each): a block
+    loads its grad_output rows and input band once, all channels (one DMA per operand when the channel tiles fit
+    together), and TensorE transposes each position tile of it into two panels kept on chip, output positions on
+    partitions: grad_output^T [positions, tiles, Cout/g] and the taps' windows^T [positions, tiles, Cin/g * taps]
+    (taps innermost, the weight's own order). Then each [co, 512] block of the weight gradient accumulates its
+    products over all position tiles in one PSUM bank, and each output-channel tile's row leaves in one store.
+    Transposing per block of the result instead redoes the grad_output transposes for each input-channel tile
+    and the input's for each output-channel tile, and reloads both; loading per position tile pays a DMA's fixed
+    cost for a few hundred bytes per partition.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
+    rank = len(kernel)
+    batch, cin = x_layout.shape[:2]
+    cout = g_layout.shape[1]
+    out_spatial = g_layout.shape[2:]
+    cin_g, cout_g = cin // groups, cout // groups
+    taps = math.prod(kernel)
+    x_type, g_type = element_type_of(xp), element_type_of(grad_out)
+    x_size, g_size = _itemsize(x_type), _itemsize(g_type)
+    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, x_size)
+    lead = list(out_spatial[:-2]) if rank >= 2 else []
+    tail = list(out_spatial[-2:]) if rank >= 2 else [out_spatial[-1]]
+    tile_sizes = [rows, columns] if rank >= 2 else [columns]
+    lead_count = batch * math.prod(lead)
+    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
+
+    def block_bytes(group: int) -> int:
+        """Bytes per partition of one block's loads (all channel tiles of each operand side by side)."""
+        positions = [min(t * group, e) if d == 0 else t for d, (t, e) in enumerate(zip(tile_sizes, tail, strict=True))]
+        spans = _band_spans(positions, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
+        go = -(-cout_g // m_tile) * math.prod(positions) * g_size
+        band = -(-cin_g // k_tile) * math.prod([*lead_spans, *spans]) * x_size
+        return max(go, band)
+
+    group = 1
+    while group < BLOCK_TILES and group * tile_sizes[0] < tail[0] and block_bytes(2 * group) <= BLOCK_LOAD_BYTES:
+        group *= 2
+    kinds = _tile_kinds(lead_count, tail, tile_sizes, group)
+    slots = sum(lead_count * math.prod(kind.counts) * len(kind.parts) for kind in kinds)
+    positions_max = max(kind.part_positions(p) for kind in kinds for p in range(len(kind.parts)))
+    if slots * (cout_g * g_size + cin_g * taps * x_size) > TRANSPOSED_PANEL_BYTES or positions_max > k_tile:
+        return None
+    gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((cout, cin_g * taps))
+    assert gw_rows_layout is not None
+    gw_rows = view(em, gw, gw_rows_layout)
+    ci_tiles = -(-cin_g // k_tile)
+    straight = ci_tiles * taps * group <= STRAIGHT_TRANSPOSES
+    tail_stride = stride[-len(tail) :]
+
+    def per_group(e: LoopNestBuilder, g: Index) -> None:
+        go_panel: SSAValue = e.insert(
+            tile.EmptyOp(TileType((positions_max, slots, cout_g), g_type, Memory.SBUF))
+        ).result
+        x_panel: SSAValue = e.insert(
+            tile.EmptyOp(TileType((positions_max, slots, cin_g * taps), x_type, Memory.SBUF))
+        ).result
+
+        def block(e2: LoopNestBuilder, idx: list[Index], panels: list[SSAValue], kind: _TileKind) -> list[SSAValue]:
+            go_p, x_p = panels
+            n, *rest = idx
+            lead_idx = rest[: len(lead)]
+            flat: Index = n
+            for i, extent in zip(rest, [*lead, *kind.counts], strict=True):
+                flat = e2.add(e2.mul(flat, extent), i)
+            base = e2.add(e2.mul(flat, len(kind.parts)), kind.first_slot)
+            first = [
+                e2.add(start, e2.mul(t, size))
+                for t, start, size in zip(rest[len(lead) :], kind.starts, kind.sizes, strict=True)
+            ]
+            go_blocks = _channel_tiles(
+                e2, grad_out, e2.mul(g, cout_g), cout_g, m_tile, [n, *lead_idx, *first], kind.sizes
+            )
+            band_spans = _band_spans(kind.sizes, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
+            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
+            bands = _channel_tiles(e2, xp, e2.mul(g, cin_g), cin_g, k_tile, [n, *band_at], (*lead_spans, *band_spans))
+            for p, (offset, extent) in enumerate(kind.parts):
+                slot = e2.add(base, p)
+                positions = (extent, *kind.sizes[1:])
+                for go, c0, size in go_blocks:
+                    part_type = TileType((size, *positions), g_type, Memory.SBUF)
+                    at = [offset, *([0] * (len(positions) - 1))]
+                    part = e2.insert(tile.ExtractOp(go, [e2.index(i) for i in at], part_type)).result
+                    transposed = e2.insert(tile.TransposeOp(part)).result
+                    go_p = e2.insert(tile.InsertOp(transposed, go_p, [e2.index(slot), e2.index(c0)])).result
+
+                def per_tap(
+                    e3: LoopNestBuilder,
+                    k_idx: list[Index],
+                    carried: SSAValue,
+                    bands: list[tuple[SSAValue, int, int]],
+                    positions: tuple[int, ...],
+                    offset: int,
+                    slot: Index,
+                ) -> SSAValue:
+                    tap: Index = 0
+                    for k, extent in zip(k_idx, kernel, strict=True):
+                        tap = e3.add(e3.mul(tap, extent), k)
+                    at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
+                    # the part's first window starts `offset` positions (times the stride) into the block's band
+                    at[len(lead)] = e3.add(at[len(lead)], offset * tail_stride[0])
+                    for band, c0, size in bands:
+                        window_type = TileType((size, *positions), x_type, Memory.SBUF)
+                        taken = e3.insert(
+                            tile.ExtractOp(band, [e3.index(i) for i in at], window_type, tail_stride)
+                        ).result
+                        transposed = e3.insert(tile.TransposeOp(taken)).result
+                        column = e3.add(c0 * taps, tap)
+                        carried = e3.insert(
+                            tile.InsertOp(transposed, carried, [e3.index(slot), e3.index(column)], [taps])
+                        ).result
+                    return carried
+
+                tap_at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = functools.partial(
+                    per_tap, bands=bands, positions=positions, offset=offset, slot=slot
+                )
+                if straight:
+                    for k_idx in itertools.product(*(range(k) for k in kernel)):
+                        x_p = tap_at(e2, list(k_idx), x_p)
+                else:
+
+                    def taps_step(
+                        e3: LoopNestBuilder,
+                        k_idx: list[Index],
+                        v: list[SSAValue],
+                        at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = tap_at,
+                    ) -> list[SSAValue]:
+                        return [at(e3, k_idx, v[0])]
+
+                    x_p = _carry_nest(e2, kernel, [x_p], taps_step)[0]
+            return [go_p, x_p]
+
+        panels: list[SSAValue] = [go_panel, x_panel]
+        for kind in kinds:
+            panels = _carry_nest(e, [batch, *lead, *kind.counts], panels, functools.partial(block, kind=kind))
+        go_panel, x_panel = panels
+
+        def block_product(e2: LoopNestBuilder, co0: Index, co_size: int, j0: int, js: int) -> SSAValue:
+            """[co, j0 : j0 + js] of the weight gradient's rows, summed over every position tile in PSUM."""
+            acc: SSAValue | None = None
+            for kind in kinds:
+                for p in range(len(kind.parts)):
+                    count = kind.part_positions(p)
+
+                    def step(
+                        e3: LoopNestBuilder, b: Index, a: SSAValue | None, kind: _TileKind, p: int, count: int
+                    ) -> SSAValue:
+                        slot = e3.add(e3.mul(b, len(kind.parts)), kind.first_slot + p)
+                        stationary_type = TileType((count, co_size), g_type, Memory.SBUF)
+                        at = [e3.index(slot), e3.index(co0)]
+                        stationary = e3.insert(tile.ExtractOp(go_panel, at, stationary_type)).result
+                        moving_type = TileType((count, js), x_type, Memory.SBUF)
+                        moving = e3.insert(tile.ExtractOp(x_panel, [e3.index(slot), e3.index(j0)], moving_type)).result
+                        result_type = TileType((co_size, js), f32, Memory.PSUM)
+                        return e3.insert(tile.MatmulOp(stationary, moving, result_type, a)).result
+
+                    number = lead_count * math.prod(kind.counts)
+                    at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = functools.partial(
+                        step, kind=kind, p=p, count=count
+                    )
+
+                    def fold_step(
+                        e3: LoopNestBuilder,
+                        o: list[Index],
+                        _: list[int],
+                        a: SSAValue | None,
+                        at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = at_slot,
+                    ) -> SSAValue:
+                        return at_slot(e3, o[0], a)
+
+                    acc = fold_nest(e2, [(number, 1)], fold_step, acc)
+            assert acc is not None
+            return acc
+
+        def output_rows(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
+            row = e2.insert(tile.EmptyOp(TileType((co_size, cin_g * taps), out_element_type, Memory.SBUF))).result
+            for j0 in range(0, cin_g * taps, n_tile):
+                product = block_product(e2, co0, co_size, j0, min(n_tile, cin_g * taps - j0))
+                row = e2.insert(tile.InsertOp(product, row, [e2.index(j0)])).result
+            _store(e2, row, gw_rows, [e2.add(e2.mul(g, cout_g), co0), 0], (0, 1))
+
+        e.for_tiles(cout_g, m_tile, output_rows)
+
+    em.for_each(groups, per_group)
     return gw
 
 
