@@ -429,6 +429,10 @@ BAND_BYTES = 48 * 1024
 # Input-channel tiles whose bands the banded convolution keeps on chip at once for all output-channel tiles.
 RESIDENT_CHANNEL_TILES = 16
 
+# Output-channel tiles up to which the banded convolution with resident stationaries emits each tile's
+# instructions separately (stores on different DMA queues, bias columns loaded once) instead of looping.
+STRAIGHT_CHANNEL_TILES = 8
+
 # Output tiles of the banded convolution emitted per loop trip (fewer when their bands would exceed 2 *
 # BAND_BYTES per partition).
 UNROLL_TILES = 4
@@ -753,6 +757,7 @@ def emit_banded_convolution(
         cs: int,
         panel_co0: Index = 0,
         bands: list[SSAValue] | None = None,
+        bias_tile: SSAValue | None = None,
     ) -> None:
         positions = (rs, cs) if rank >= 2 else (cs,)
         first = [r0, c0] if rank >= 2 else [c0]
@@ -804,7 +809,7 @@ def emit_banded_convolution(
             product = _fold_channel_tiles(e, cin_g, k_tile, channel_tile)
         result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
         if bias_column is not None:
-            column = load(e, bias_column, [co_global, 0], (co_size, 1), f32)
+            column = bias_tile if bias_tile is not None else load(e, bias_column, [co_global, 0], (co_size, 1), f32)
             value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
         else:
             value = to_sbuf(e, product, out_element_type)
@@ -895,6 +900,14 @@ def emit_banded_convolution(
             for j, size in [*((j, m_tile) for j in range(full)), *([(full, rest)] if rest else [])]:
                 co_global = e.add(e.mul(g, cout_g), j * m_tile)
                 panel = _weight_panel(e, w, co_global, size, cin_g, taps, k_tile, panel, j * m_tile)
+        co_tiles = [(co0, min(m_tile, cout_g - co0)) for co0 in range(0, cout_g, m_tile)]
+        co_straight = not transposed and len(co_tiles) <= STRAIGHT_CHANNEL_TILES
+        # the bias columns of the output-channel tiles, loaded once for every position tile
+        biases = (
+            [load(e, bias_column, [e.add(e.mul(g, cout_g), co0), 0], (size, 1), f32) for co0, size in co_tiles]
+            if co_straight and bias_column is not None
+            else []
+        )
 
         def position_tile(
             e2: LoopNestBuilder, n: Index, lead_idx: list[Index], r0: Index, rs: int, c0: Index, cs: int
@@ -903,6 +916,13 @@ def emit_banded_convolution(
             positions = (rs, cs) if rank >= 2 else (cs,)
             band_of = load_band(e2, n, g, lead_idx, first, positions)
             bands = [band_of(e2, t, min(k_tile, cin_g - t * k_tile)) for t in range(ci_tiles)]
+            if co_straight:
+                # each output-channel tile its own instructions: its store goes to a DMA queue of its own
+                for j, (co0, co_size) in enumerate(co_tiles):
+                    co_global = e2.add(e2.mul(g, cout_g), co0)
+                    bias_tile = biases[j] if biases else None
+                    output_tile(e2, panel, n, g, lead_idx, co_global, co_size, r0, rs, c0, cs, co0, bands, bias_tile)
+                return
             e2.for_tiles(
                 cout_g,
                 m_tile,
