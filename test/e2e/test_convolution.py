@@ -77,6 +77,10 @@ CONVOLUTIONS = [
      (300, 130, 3, 3), 300),
     ("conv1d_strided_grouped", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, groups=2), (1, 260, 37),
      (260, 130, 3), None),
+    # weight gradient from transposed panels: two channel tiles per DMA, a block of two position tiles (the second
+    # partial), dilated rows
+    ("conv2d_strided_dilated_c256", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, dilation=(2, 1)),
+     (1, 256, 80, 10), (256, 256, 3, 3), 256),
     # few input channels, strided: (channel, kernel row) pairs on the partitions; rows too wide to copy per
     # output row go with the kernel rows on the partitions
     ("conv2d_row_packed_wide_rows", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3), padding=(1, 0)),
@@ -104,6 +108,7 @@ def test_convolution_forward(name, fn, x_shape, w_shape, bias):
 
 BACKWARD = [c for c in CONVOLUTIONS if c[0] in ("conv2d_batch3_c3_to_c130_strided", "conv2d_grouped", "conv1d",
                                                  "conv2d_strided_c130_to_c300", "conv1d_strided_grouped",
+                                                 "conv2d_strided_dilated_c256",
                                                  "conv2d_row_packed_wide_rows",
                                                  "conv3d", "conv_transpose2d", "depthwise_7x7", "depthwise_strided",
                                                  "depthwise_dilated", "depthwise_causal_conv1d")]  # fmt: skip
