@@ -1797,46 +1797,63 @@ def _resident_weight_gradient(
     return gw
 
 
-# Input-channel tiles up to which the input gradient of non-overlapping windows emits each tile's instructions
-# separately (its store on a DMA queue of its own) instead of looping.
+# Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
+# store on a DMA queue of its own) instead of looping.
 STRAIGHT_INPUT_TILES = 8
 
 
-def windows_disjoint(
-    w_shape: Sequence[int], stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], groups: int
-) -> bool:
-    """Whether a strided 1-d or 2-d convolution's windows never overlap and its input gradient takes
-    `emit_disjoint_input_gradient`: kernel <= stride in every dim, no padding, no dilation, one group."""
-    kernel = w_shape[2:]
-    return (
-        len(kernel) in (1, 2)
-        and groups == 1
-        and any(st > 1 for st in stride)
-        and all(k <= st for k, st in zip(kernel, stride, strict=True))
-        and all(p == 0 for p in padding)
-        and all(d == 1 for d in dilation)
-    )
+def splits_into_phases(w_shape: Sequence[int], stride: Sequence[int], groups: int) -> bool:
+    """Whether a strided 1-d or 2-d convolution's input gradient takes `emit_phase_input_gradient` (one group)."""
+    return len(w_shape) - 2 in (1, 2) and groups == 1 and any(st > 1 for st in stride)
 
 
-def emit_disjoint_input_gradient(
+@dataclass(frozen=True)
+class _Phase:
+    """The input positions r + s*m of one residue r along one dim: `count` of them, reached by the kernel taps
+    `taps` as (tap, shift), tap k of output position m + shift."""
+
+    residue: int
+    count: int
+    taps: tuple[tuple[int, int], ...]
+
+
+def _phases(size: int, kernel: int, stride: int, padding: int, dilation: int) -> list[_Phase]:
+    """Input position i = o*s + k*d - p: for residue r = i mod s, the taps k with (r + p - k*d) divisible by s,
+    output position o = m + (r + p - k*d) / s."""
+    phases = []
+    for r in range(stride):
+        taps = tuple(
+            (k, (r + padding - k * dilation) // stride)
+            for k in range(kernel)
+            if (r + padding - k * dilation) % stride == 0
+        )
+        phases.append(_Phase(r, max(0, -(-(size - r) // stride)), taps))
+    return phases
+
+
+def emit_phase_input_gradient(
     em: LoopNestBuilder,
     grad_out: SSAValue,
     w: SSAValue,
     in_spatial: Sequence[int],
     stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
     out_element_type: Attribute,
 ) -> SSAValue | None:
-    """grad_input[n, c, o*s + k] = sum over co of w[co, c, k] * grad_output[n, co, o] for a convolution whose
-    windows do not overlap (`windows_disjoint`), zero where no window reaches; None when the weight's rows or an
+    """grad_input[n, c, i] = sum over co and the (o, k) with o*s + k*d - p = i of w[co, c, k] * grad_output[n, co,
+    o], split by the residue of i modulo the stride (`splits_into_phases`); None when the weight's rows or an
     output row exceed what one tile holds.
 
-    Each input position takes at most one tap of one output position, so the gradient is one product per tap:
-    grad_output's block (output channels on partitions, loaded once for every input-channel tile) times the
-    weight's [co, c] block of that tap, which is a strided window of the weight's own rows (co on partitions, as
-    the contraction needs: no transposes). Each product lands in an SBUF tile of whole input rows at its tap's
-    offset, the stride as its step, and the tile leaves in one store of contiguous rows. The transposed
-    convolution of the zero-inserted grad_output computes stride^d times the positions instead, most of them
-    products of zeros, after a round trip of the zero-filled tensor through HBM.
+    The input positions of one residue r (a phase) are reached by a fixed subset of the kernel taps, tap k from
+    output position m + shift_k for phase position m: each phase is a stride-1 convolution of grad_output with
+    those taps. Per block of phase positions, grad_output's rows (output channels on partitions, with the
+    shifts' halo; zeros past its edges) are loaded once for every input-channel tile, and each phase accumulates
+    its taps' products in PSUM: grad_output's shifted window times the tap's [co, c] weight block, a strided
+    window of the weight's own rows (co on partitions, as the contraction needs: no transposes). Each phase's
+    products land in an SBUF tile of whole input rows at its residue with the stride as step, and the tile
+    leaves in one store. The transposed convolution of the zero-inserted grad_output instead computes stride^d
+    times the products, most of them of zeros, after a round trip of the zero-filled tensor through HBM.
     """
     k_tile, m_tile, n_tile = matmul_limits(em)
     batch, cout, *out_spatial = layout_of(grad_out).shape
@@ -1844,32 +1861,51 @@ def emit_disjoint_input_gradient(
     rank = len(kernel)
     taps = math.prod(kernel)
     w_type = element_type_of(w)
-    if cin * taps * _itemsize(w_type) > PANEL_BYTES or (rank == 2 and out_spatial[1] > n_tile):
+    phases = [
+        _phases(size, k, st, p, d)
+        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
+    ]
+    # per dim: the phase positions (of residue 0, the most) and the shifts' range
+    positions = [dim[0].count for dim in phases]
+    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    if any(not s for s in shifts):
+        return None  # no tap reaches any input position along a dim (the gradient is zero): the general path
+    low = [min(s) for s in shifts]
+    high = [max(s) for s in shifts]
+    row = positions[1] + high[1] - low[1] if rank == 2 else 1
+    if cin * taps * _itemsize(w_type) > PANEL_BYTES or (rank == 2 and positions[1] > n_tile):
         return None
     gx = alloc(em, (batch, cin, *in_spatial), out_element_type)
     if any(o == 0 for o in out_spatial) or batch == 0:
         fill_into(em, gx, 0.0)
         return gx
+    # grad_output with zeros where the shifts reach past it: padded index m + shift - low
+    go = prepare_input(
+        em,
+        grad_out,
+        [-lo for lo in low],
+        [p - 1 + hi - (o - 1) for p, hi, o in zip(positions, high, out_spatial, strict=True)],
+        [1] * rank,
+    )
     rows_layout = layout_of(w).reshape((cout, cin * taps))
     assert rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, rows_layout)
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
     # the weight's rows, each output-channel tile's loaded once
     panels = [load(em, w_rows, [co0, 0], (size, cin * taps)) for co0, size in co_tiles]
-    # whole output rows per block (2-d); the block walks the first output dim
-    row = out_spatial[1] if rank == 2 else 1
-    per_block = max(1, min(out_spatial[0], n_tile // row))
-    zeros = any(k < st for k, st in zip(kernel, stride, strict=True)) or any(
-        i > o * st for i, o, st in zip(in_spatial, out_spatial, stride, strict=True)
-    )
+    columns = positions[1] if rank == 2 else 1
+    per_block = max(1, min(positions[0], n_tile // columns))
+    zeros = any(not phase.taps for dim in phases for phase in dim)
     c_tiles = [(c0, min(k_tile, cin - c0)) for c0 in range(0, cin, k_tile)]
+    phase_grid = list(itertools.product(*phases))
 
     def input_tile(
         e: LoopNestBuilder,
         go_tiles: list[tuple[SSAValue, int, int]],
         n: Index,
-        r0: Index,
-        rs: int,
+        m0: Index,
+        last: bool,
+        ms: int,
         extent: int,
         c0: Index,
         cs: int,
@@ -1877,48 +1913,61 @@ def emit_disjoint_input_gradient(
         shape = (cs, extent, in_spatial[1]) if rank == 2 else (cs, extent)
         out_type = TileType(shape, out_element_type, Memory.SBUF)
         value: SSAValue = e.insert(tile.FillOp(0.0, out_type) if zeros else tile.EmptyOp(out_type)).result
-        for k_idx in itertools.product(*(range(k) for k in kernel)):
-            tap = 0
-            for k, k_extent in zip(k_idx, kernel, strict=True):
-                tap = tap * k_extent + k
+        for phase in phase_grid:
+            if any(not p.taps for p in phase):
+                continue
+            # the block's positions of this phase: fewer in the last block when the residue's count is
+            rows_here = min(ms, phase[0].count - (positions[0] - ms)) if last else ms
+            cols_here = phase[1].count if rank == 2 else 1
+            if rows_here <= 0 or cols_here <= 0:
+                continue
             product: SSAValue | None = None
-            for go, co0, co_size in go_tiles:
-                stationary_type = TileType((co_size, cs), w_type, Memory.SBUF)
-                at = e.add(e.mul(c0, taps), tap)
-                stationary = e.insert(
-                    tile.ExtractOp(panels[co0 // m_tile], [e.index(at)], stationary_type, [taps])
-                ).result
-                result_type = TileType((cs, rs * row), f32, Memory.PSUM)
-                product = e.insert(tile.MatmulOp(stationary, go, result_type, product)).result
+            for tap_pairs in itertools.product(*(p.taps for p in phase)):
+                tap = 0
+                for (k, _), k_extent in zip(tap_pairs, kernel, strict=True):
+                    tap = tap * k_extent + k
+                at = [shift - lo for (_, shift), lo in zip(tap_pairs, low, strict=True)]
+                for go_band, co0, co_size in go_tiles:
+                    stationary_type = TileType((co_size, cs), w_type, Memory.SBUF)
+                    stationary = e.insert(
+                        tile.ExtractOp(
+                            panels[co0 // m_tile], [e.index(e.add(e.mul(c0, taps), tap))], stationary_type, [taps]
+                        )
+                    ).result
+                    window_shape = (co_size, rows_here, cols_here) if rank == 2 else (co_size, rows_here)
+                    window_type = TileType(window_shape, element_type_of(go), Memory.SBUF)
+                    moving = e.insert(tile.ExtractOp(go_band, [e.index(i) for i in at], window_type)).result
+                    result_type = TileType((cs, rows_here * cols_here), f32, Memory.PSUM)
+                    product = e.insert(tile.MatmulOp(stationary, moving, result_type, product)).result
             assert product is not None
             if rank == 2:
-                for i in range(rs):
-                    # one output row's products: row i of the block, at its tap's place in the input rows
-                    line_type = TileType((cs, row), f32, Memory.PSUM)
-                    line = e.insert(tile.ExtractOp(product, [e.index(i * row)], line_type)).result
-                    at_row = [e.index(k_idx[0] + i * stride[0]), e.index(k_idx[1])]
+                for i in range(rows_here):
+                    # one row of the phase's products, at its residue in the input rows
+                    line_type = TileType((cs, cols_here), f32, Memory.PSUM)
+                    line = e.insert(tile.ExtractOp(product, [e.index(i * cols_here)], line_type)).result
+                    at_row = [e.index(phase[0].residue + i * stride[0]), e.index(phase[1].residue)]
                     value = e.insert(tile.InsertOp(line, value, at_row, [stride[1]])).result
             else:
-                value = e.insert(tile.InsertOp(product, value, [e.index(k_idx[0])], [stride[0]])).result
-        start = e.mul(r0, stride[0])
+                value = e.insert(tile.InsertOp(product, value, [e.index(phase[0].residue)], [stride[0]])).result
+        start = e.mul(m0, stride[0])
         _store(e, value, gx, [n, c0, start, 0] if rank == 2 else [n, c0, start], tuple(range(1, rank + 2)))
 
-    def block(e: LoopNestBuilder, n: Index, r0: Index, rs: int, extent: int) -> None:
-        go_shape = (rs, row) if rank == 2 else (rs,)
-        go_tiles = _channel_tiles(e, grad_out, 0, cout, m_tile, [n, r0, 0] if rank == 2 else [n, r0], go_shape)
+    def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool) -> None:
+        band = (ms + high[0] - low[0], row) if rank == 2 else (ms + high[0] - low[0],)
+        go_tiles = _channel_tiles(e, go, 0, cout, m_tile, [n, m0, 0] if rank == 2 else [n, m0], band)
+        extent = in_spatial[0] - (positions[0] - ms) * stride[0] if last else ms * stride[0]
         if len(c_tiles) <= STRAIGHT_INPUT_TILES:
             for c0, cs in c_tiles:
-                input_tile(e, go_tiles, n, r0, rs, extent, c0, cs)
+                input_tile(e, go_tiles, n, m0, last, ms, extent, c0, cs)
         else:
-            e.for_tiles(cin, k_tile, lambda e2, c0, cs: input_tile(e2, go_tiles, n, r0, rs, extent, c0, cs))
+            e.for_tiles(cin, k_tile, lambda e2, c0, cs: input_tile(e2, go_tiles, n, m0, last, ms, extent, c0, cs))
 
     def per_image(e: LoopNestBuilder, n: Index) -> None:
-        # every block but the last covers stride * rows input rows; the last runs to the input's end
-        last_start = (out_spatial[0] - 1) // per_block * per_block
-        last_rows = out_spatial[0] - last_start
+        # every block but the last covers stride * its positions of input rows; the last runs to the input's end
+        last_start = (positions[0] - 1) // per_block * per_block
         if last_start:
-            e.for_tiles(last_start, per_block, lambda e2, r0, rs: block(e2, n, r0, rs, rs * stride[0]))
-        block(e, n, last_start, last_rows, in_spatial[0] - last_start * stride[0])
+            e.for_tiles(last_start, per_block, lambda e2, m0, ms: block(e2, n, m0, ms, False))
+        block(e, n, last_start, positions[0] - last_start, True)
 
     em.for_each(batch, per_image)
     return gx
@@ -1988,8 +2037,10 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
                 for s, o, st, p, d, k in zip(in_spatial, go_spatial, stride, padding, dilation, kernel, strict=True)
             ]
         grad_in: SSAValue | None = None
-        if not transposed and windows_disjoint(layout_of(w).shape, stride, padding, dilation, groups):
-            grad_in = emit_disjoint_input_gradient(em, grad_out, w, in_spatial, stride, result_element_type(op, 0))
+        if not transposed and splits_into_phases(layout_of(w).shape, stride, groups):
+            grad_in = emit_phase_input_gradient(
+                em, grad_out, w, in_spatial, stride, padding, dilation, result_element_type(op, 0)
+            )
         if grad_in is None:
             grad_in = emit_convolution(
                 em,
