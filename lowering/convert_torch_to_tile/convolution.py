@@ -120,6 +120,7 @@ def prepare_input(
     sizes = [(n - 1) * u + 1 + lo + hi for n, u, lo, hi in zip(spatial, spacing, low, high, strict=True)]
     prepared = alloc(em, (*source.shape[:2], *sizes), element_type_of(x))
     inner, outer = source, layout_of(prepared)
+    borders: list[tuple[int, int, int]] = []  # (dim, start, end) of the zeros around the interior
     for i, (n, u, lo, size) in enumerate(zip(spatial, spacing, low, sizes, strict=True)):
         first = max(0, -(lo // u) if lo < 0 else 0)  # first input index whose position lo + j*u is >= 0
         last = min(n - 1, (size - 1 - lo) // u)  # last index whose position is < size
@@ -128,8 +129,18 @@ def prepare_input(
             return prepared
         inner = inner.slice(2 + i, first, last + 1)
         outer = outer.slice(2 + i, lo + first * u, lo + last * u + 1, u)
-    if any(lo > 0 for lo in low) or any(hi > 0 for hi in high) or any(u > 1 for u in spacing):
+        borders += [(2 + i, 0, lo + first * u), (2 + i, lo + last * u + 1, size)]
+    last_dim = 2 + len(spatial) - 1
+    thin = len(spatial) >= 2 and any(dim == last_dim and end > start for dim, start, end in borders)
+    if any(u > 1 for u in spacing) or thin:
+        # zeros between the elements, or short runs of zeros beside each row (filled alone they would move a
+        # few elements per DMA chunk): fill everything, the copy overwrites the interior
         fill_into(em, prepared, 0.0)
+    else:
+        # only the slabs of padding around the interior, whole rows each: the copy writes the rest
+        for dim, start, end in borders:
+            if end > start:
+                fill_into(em, view(em, prepared, layout_of(prepared).slice(dim, start, end)), 0.0)
     if any(u > 1 for u in spacing):
         spread_channels(em, view(em, x, inner), prepared, outer, spacing)
     else:
