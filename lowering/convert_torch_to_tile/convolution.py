@@ -33,10 +33,15 @@ A torch-level rewrite into view/permute + mm instead materialises the patches by
 kernel-column runs (32 bytes for ViT, 8 for ConvNeXt), 15x slower here, and then transposes them for the matmul.
 
 `convolution_backward`: grad_input is the transposed convolution of grad_output (or, for a transposed forward,
-the direct one); grad_weight (`emit_banded_weight_gradient`) contracts over output positions, which must be on
-the partitions: grad_output blocks and the taps' strided band windows are loaded with whole rows and transposed
-on TensorE, one matmul per tile of 128 positions accumulating [co, ci * taps] in PSUM, stored as whole weight
-rows (kernel-row packed like the forward when that was). grad_bias is a reduction.
+the direct one), except for a strided 1-d or 2-d convolution of one group (`emit_phase_input_gradient`): the
+input positions of one residue modulo the stride are reached by a fixed subset of the taps, so each residue is
+a stride-1 convolution of grad_output with those taps, whose products land at the residue's positions of a tile
+of whole input rows; no product of an inserted zero is computed. grad_weight (`emit_banded_weight_gradient`)
+contracts over output positions, which must be on the partitions: grad_output blocks and the taps' strided band
+windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
+(`_resident_weight_gradient`; otherwise per block of the result), one matmul per tile of 128 positions
+accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
+was). grad_bias is a reduction.
 
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
