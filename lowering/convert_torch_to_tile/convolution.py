@@ -137,6 +137,19 @@ def prepare_input(
         borders += [(2 + i, 0, lo + first * u), (2 + i, lo + last * u + 1, size)]
     last_dim = 2 + len(spatial) - 1
     thin = len(spatial) >= 2 and any(dim == last_dim and end > start for dim, start, end in borders)
+    itemsize = _itemsize(element_type_of(x))
+    padding_only = all(u == 1 for u in spacing) and min(low) >= 0 and min(high) >= 0
+    if thin and padding_only and sizes[-1] * itemsize <= CHANNEL_COPY_BYTES:
+        # the interior rows written whole, their zeros beside them built on chip; the slabs above and below
+        # filled alone
+        interior = layout_of(prepared)
+        for i, (lo, n) in enumerate(zip(low[:-1], spatial[:-1], strict=True)):
+            interior = interior.slice(2 + i, lo, lo + n)
+        pad_rows(em, x, view(em, prepared, interior), low[-1])
+        for dim, start, end in borders:
+            if dim != last_dim and end > start:
+                fill_into(em, view(em, prepared, layout_of(prepared).slice(dim, start, end)), 0.0)
+        return prepared
     if any(u > 1 for u in spacing) or thin:
         # zeros between the elements, or short runs of zeros beside each row (filled alone they would move a
         # few elements per DMA chunk): fill everything, the copy overwrites the interior
@@ -276,6 +289,57 @@ def copy_channels(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
         )
 
     _nest(em, [batch, *spatial_loops], per_plane)
+
+
+# Fewer channels than this put an image's rows on the partitions when padding them (`pad_rows`).
+ROWS_ON_PARTITIONS_CHANNELS = 32
+
+
+def pad_rows(em: LoopNestBuilder, source: SSAValue, out: SSAValue, left: int) -> None:
+    """Copy `source` [N, C, S..., W] into the HBM view `out` [N, C, S..., Wp] (Wp >= W + left), each row at
+    column `left` with zeros beside it: tiles of up to 128 channels of whole rows are loaded, inserted into a zero
+    tile of padded rows and stored as contiguous rows, so no DMA moves a row's few zeros alone."""
+    layout = layout_of(source)
+    batch, channels, *spatial = layout.shape
+    padded = layout_of(out).shape[-1]
+    if layout.num_elements == 0:
+        return
+    rank = layout.rank
+    element_type = element_type_of(out)
+    rows_extent, row = spatial[-2], spatial[-1]
+    rows = max(1, min(rows_extent, CHANNEL_COPY_BYTES // (padded * _itemsize(element_type))))
+    if channels < ROWS_ON_PARTITIONS_CHANNELS:
+        # few channels (an image): rows on the partitions, so each DMA spreads over the engines
+        def row_tile(e: LoopNestBuilder, lead: list[Index], r0: Index, rs: int) -> None:
+            dims = (rank - 2, rank - 1)
+            value = load(e, source, [*lead, r0, 0], (rs, row), element_type, dims=dims)
+            zeros = e.insert(tile.FillOp(0.0, TileType((rs, padded), element_type, Memory.SBUF))).result
+            whole = e.insert(tile.InsertOp(value, zeros, [e.index(left)])).result
+            _store(e, whole, out, [*lead, r0, 0], dims)
+
+        _nest(
+            em,
+            [batch, channels, *spatial[:-2]],
+            lambda e, lead: e.for_tiles(rows_extent, PARTITION_TILE, lambda e2, r0, rs: row_tile(e2, lead, r0, rs)),
+        )
+        return
+
+    def pad_tile(e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int) -> None:
+        n, *outer = lead
+        dims = (1, rank - 2, rank - 1)
+        value = load(e, source, [n, c0, *outer, r0, 0], (cs, rs, row), element_type, dims=dims)
+        zeros = e.insert(tile.FillOp(0.0, TileType((cs, rs, padded), element_type, Memory.SBUF))).result
+        whole = e.insert(tile.InsertOp(value, zeros, [e.index(0), e.index(left)])).result
+        _store(e, whole, out, [n, c0, *outer, r0, 0], dims)
+
+    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
+        e.for_tiles(
+            channels,
+            PARTITION_TILE,
+            lambda e2, c0, cs: e2.for_tiles(rows_extent, rows, lambda e3, r0, rs: pad_tile(e3, lead, c0, cs, r0, rs)),
+        )
+
+    _nest(em, [batch, *spatial[:-2]], per_plane)
 
 
 def prepare_weight(em: LoopNestBuilder, w: SSAValue, groups: int, transposed: bool) -> SSAValue:

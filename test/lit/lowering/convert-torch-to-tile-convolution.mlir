@@ -49,8 +49,8 @@ func.func @main(%go: tensor<1x7x4x5xf32>, %x: tensor<1x40x9x11xf32>, %w: tensor<
   %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x7x4x5xf32>, tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>, none)
   func.return %gi, %gw : tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>
 }
-// CHECK:       tile.load %go[%c0, %c0, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<7x4x5xf32, sbuf>
-// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c0, %c0] {dims = array<i64: 1, 2, 3>} : !tile.tile<7x4x5xf32, sbuf>, memref<1x7x4x5xf32, strided<[294, 42, 7, 1], offset: 8>, #mem<hbm>>
+// CHECK:       tile.load %go[%c0, %{{.*}}, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<4x5xf32, sbuf>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c1] : !tile.tile<4x5xf32, sbuf>, !tile.tile<4x7xf32, sbuf>
 // the weight's rows as they are: tap k's [co, c] stationary is every 9th element from k
 // CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<7x360xf32, #mem<hbm>> -> !tile.tile<7x360xf32, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0] : memref<1x7x6x7xf32, #mem<hbm>> -> !tile.tile<7x6x7xf32, sbuf>
