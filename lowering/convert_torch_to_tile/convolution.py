@@ -1071,6 +1071,14 @@ def kernel_row_packing(
         # output rows on partitions: each moves its (channel, kernel row) block of whole rows, one run on the
         # packed side, and up to 128 partitions keep all DMA engines busy
         def copy_blocks(e: LoopNestBuilder, n: Index, r0: Index, rs: int) -> None:
+            if rs * 2 < PARTITION_TILE:
+                # few output rows (partitions), so few DMA engines per transfer: one transfer per channel, each
+                # its own instruction, so they run side by side on different queues
+                for c in range(channels):
+                    at = [n, r0, c, 0, 0]
+                    value = load(e, source, at, (rs, kernel_rows, width), dims=(1, 3, 4))
+                    _store(e, value, packed, at, (1, 3, 4))
+                return
             at = [n, r0, 0, 0, 0]
             value = load(e, source, at, (rs, channels, kernel_rows, width), dims=(1, 2, 3, 4))
             _store(e, value, packed, at, (1, 2, 3, 4))
