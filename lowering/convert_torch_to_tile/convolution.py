@@ -1889,6 +1889,9 @@ def _resident_weight_gradient(
 # store on a DMA queue of its own) instead of looping.
 STRAIGHT_INPUT_TILES = 8
 
+# Bytes per partition of the tile of input rows one block of the phase-split input gradient writes.
+INPUT_ROWS_BYTES = 32 * 1024
+
 
 def splits_into_phases(w_shape: Sequence[int], stride: Sequence[int], groups: int) -> bool:
     """Whether a strided 1-d or 2-d convolution's input gradient takes `emit_phase_input_gradient` (one group)."""
@@ -1982,7 +1985,9 @@ def emit_phase_input_gradient(
     # the weight's rows, each output-channel tile's loaded once
     panels = [load(em, w_rows, [co0, 0], (size, cin * taps)) for co0, size in co_tiles]
     columns = positions[1] if rank == 2 else 1
-    per_block = max(1, min(positions[0], n_tile // columns))
+    # a block's positions fit one PSUM bank, and its tile of input rows INPUT_ROWS_BYTES per partition
+    input_row = stride[0] * (in_spatial[1] if rank == 2 else 1) * _itemsize(out_element_type)
+    per_block = max(1, min(positions[0], n_tile // columns, INPUT_ROWS_BYTES // input_row))
     zeros = any(not phase.taps for dim in phases for phase in dim)
     c_tiles = [(c0, min(k_tile, cin - c0)) for c0 in range(0, cin, k_tile)]
     phase_grid = list(itertools.product(*phases))
