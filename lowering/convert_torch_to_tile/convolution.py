@@ -33,10 +33,15 @@ A torch-level rewrite into view/permute + mm instead materialises the patches by
 kernel-column runs (32 bytes for ViT, 8 for ConvNeXt), 15x slower here, and then transposes them for the matmul.
 
 `convolution_backward`: grad_input is the transposed convolution of grad_output (or, for a transposed forward,
-the direct one); grad_weight (`emit_banded_weight_gradient`) contracts over output positions, which must be on
-the partitions: grad_output blocks and the taps' strided band windows are loaded with whole rows and transposed
-on TensorE, one matmul per tile of 128 positions accumulating [co, ci * taps] in PSUM, stored as whole weight
-rows (kernel-row packed like the forward when that was). grad_bias is a reduction.
+the direct one), except for a strided 1-d or 2-d convolution of one group (`emit_phase_input_gradient`): the
+input positions of one residue modulo the stride are reached by a fixed subset of the taps, so each residue is
+a stride-1 convolution of grad_output with those taps, whose products land at the residue's positions of a tile
+of whole input rows; no product of an inserted zero is computed. grad_weight (`emit_banded_weight_gradient`)
+contracts over output positions, which must be on the partitions: grad_output blocks and the taps' strided band
+windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
+(`_resident_weight_gradient`; otherwise per block of the result), one matmul per tile of 128 positions
+accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
+was). grad_bias is a reduction.
 
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
@@ -51,8 +56,11 @@ multiplies its window by the grad_output tile and reduces along the free axes in
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import TensorType, f32
@@ -117,6 +125,7 @@ def prepare_input(
     sizes = [(n - 1) * u + 1 + lo + hi for n, u, lo, hi in zip(spatial, spacing, low, high, strict=True)]
     prepared = alloc(em, (*source.shape[:2], *sizes), element_type_of(x))
     inner, outer = source, layout_of(prepared)
+    borders: list[tuple[int, int, int]] = []  # (dim, start, end) of the zeros around the interior
     for i, (n, u, lo, size) in enumerate(zip(spatial, spacing, low, sizes, strict=True)):
         first = max(0, -(lo // u) if lo < 0 else 0)  # first input index whose position lo + j*u is >= 0
         last = min(n - 1, (size - 1 - lo) // u)  # last index whose position is < size
@@ -125,8 +134,31 @@ def prepare_input(
             return prepared
         inner = inner.slice(2 + i, first, last + 1)
         outer = outer.slice(2 + i, lo + first * u, lo + last * u + 1, u)
-    if any(lo > 0 for lo in low) or any(hi > 0 for hi in high) or any(u > 1 for u in spacing):
+        borders += [(2 + i, 0, lo + first * u), (2 + i, lo + last * u + 1, size)]
+    last_dim = 2 + len(spatial) - 1
+    thin = len(spatial) >= 2 and any(dim == last_dim and end > start for dim, start, end in borders)
+    itemsize = _itemsize(element_type_of(x))
+    padding_only = all(u == 1 for u in spacing) and min(low) >= 0 and min(high) >= 0
+    if thin and padding_only and sizes[-1] * itemsize <= CHANNEL_COPY_BYTES:
+        # the interior rows written whole, their zeros beside them built on chip; the slabs above and below
+        # filled alone
+        interior = layout_of(prepared)
+        for i, (lo, n) in enumerate(zip(low[:-1], spatial[:-1], strict=True)):
+            interior = interior.slice(2 + i, lo, lo + n)
+        pad_rows(em, x, view(em, prepared, interior), low[-1])
+        for dim, start, end in borders:
+            if dim != last_dim and end > start:
+                fill_into(em, view(em, prepared, layout_of(prepared).slice(dim, start, end)), 0.0)
+        return prepared
+    if any(u > 1 for u in spacing) or thin:
+        # zeros between the elements, or short runs of zeros beside each row (filled alone they would move a
+        # few elements per DMA chunk): fill everything, the copy overwrites the interior
         fill_into(em, prepared, 0.0)
+    else:
+        # only the slabs of padding around the interior, whole rows each: the copy writes the rest
+        for dim, start, end in borders:
+            if end > start:
+                fill_into(em, view(em, prepared, layout_of(prepared).slice(dim, start, end)), 0.0)
     if any(u > 1 for u in spacing):
         spread_channels(em, view(em, x, inner), prepared, outer, spacing)
     else:
@@ -257,6 +289,57 @@ def copy_channels(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
         )
 
     _nest(em, [batch, *spatial_loops], per_plane)
+
+
+# Fewer channels than this put an image's rows on the partitions when padding them (`pad_rows`).
+ROWS_ON_PARTITIONS_CHANNELS = 32
+
+
+def pad_rows(em: LoopNestBuilder, source: SSAValue, out: SSAValue, left: int) -> None:
+    """Copy `source` [N, C, S..., W] into the HBM view `out` [N, C, S..., Wp] (Wp >= W + left), each row at
+    column `left` with zeros beside it: tiles of up to 128 channels of whole rows are loaded, inserted into a zero
+    tile of padded rows and stored as contiguous rows, so no DMA moves a row's few zeros alone."""
+    layout = layout_of(source)
+    batch, channels, *spatial = layout.shape
+    padded = layout_of(out).shape[-1]
+    if layout.num_elements == 0:
+        return
+    rank = layout.rank
+    element_type = element_type_of(out)
+    rows_extent, row = spatial[-2], spatial[-1]
+    rows = max(1, min(rows_extent, CHANNEL_COPY_BYTES // (padded * _itemsize(element_type))))
+    if channels < ROWS_ON_PARTITIONS_CHANNELS:
+        # few channels (an image): rows on the partitions, so each DMA spreads over the engines
+        def row_tile(e: LoopNestBuilder, lead: list[Index], r0: Index, rs: int) -> None:
+            dims = (rank - 2, rank - 1)
+            value = load(e, source, [*lead, r0, 0], (rs, row), element_type, dims=dims)
+            zeros = e.insert(tile.FillOp(0.0, TileType((rs, padded), element_type, Memory.SBUF))).result
+            whole = e.insert(tile.InsertOp(value, zeros, [e.index(left)])).result
+            _store(e, whole, out, [*lead, r0, 0], dims)
+
+        _nest(
+            em,
+            [batch, channels, *spatial[:-2]],
+            lambda e, lead: e.for_tiles(rows_extent, PARTITION_TILE, lambda e2, r0, rs: row_tile(e2, lead, r0, rs)),
+        )
+        return
+
+    def pad_tile(e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int) -> None:
+        n, *outer = lead
+        dims = (1, rank - 2, rank - 1)
+        value = load(e, source, [n, c0, *outer, r0, 0], (cs, rs, row), element_type, dims=dims)
+        zeros = e.insert(tile.FillOp(0.0, TileType((cs, rs, padded), element_type, Memory.SBUF))).result
+        whole = e.insert(tile.InsertOp(value, zeros, [e.index(0), e.index(left)])).result
+        _store(e, whole, out, [n, c0, *outer, r0, 0], dims)
+
+    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
+        e.for_tiles(
+            channels,
+            PARTITION_TILE,
+            lambda e2, c0, cs: e2.for_tiles(rows_extent, rows, lambda e3, r0, rs: pad_tile(e3, lead, c0, cs, r0, rs)),
+        )
+
+    _nest(em, [batch, *spatial[:-2]], per_plane)
 
 
 def prepare_weight(em: LoopNestBuilder, w: SSAValue, groups: int, transposed: bool) -> SSAValue:
@@ -425,6 +508,10 @@ BAND_BYTES = 48 * 1024
 
 # Input-channel tiles whose bands the banded convolution keeps on chip at once for all output-channel tiles.
 RESIDENT_CHANNEL_TILES = 16
+
+# Output-channel tiles up to which the banded convolution with resident stationaries emits each tile's
+# instructions separately (stores on different DMA queues, bias columns loaded once) instead of looping.
+STRAIGHT_CHANNEL_TILES = 8
 
 # Output tiles of the banded convolution emitted per loop trip (fewer when their bands would exceed 2 *
 # BAND_BYTES per partition).
@@ -750,6 +837,7 @@ def emit_banded_convolution(
         cs: int,
         panel_co0: Index = 0,
         bands: list[SSAValue] | None = None,
+        bias_tile: SSAValue | None = None,
     ) -> None:
         positions = (rs, cs) if rank >= 2 else (cs,)
         first = [r0, c0] if rank >= 2 else [c0]
@@ -801,7 +889,7 @@ def emit_banded_convolution(
             product = _fold_channel_tiles(e, cin_g, k_tile, channel_tile)
         result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
         if bias_column is not None:
-            column = load(e, bias_column, [co_global, 0], (co_size, 1), f32)
+            column = bias_tile if bias_tile is not None else load(e, bias_column, [co_global, 0], (co_size, 1), f32)
             value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
         else:
             value = to_sbuf(e, product, out_element_type)
@@ -892,6 +980,14 @@ def emit_banded_convolution(
             for j, size in [*((j, m_tile) for j in range(full)), *([(full, rest)] if rest else [])]:
                 co_global = e.add(e.mul(g, cout_g), j * m_tile)
                 panel = _weight_panel(e, w, co_global, size, cin_g, taps, k_tile, panel, j * m_tile)
+        co_tiles = [(co0, min(m_tile, cout_g - co0)) for co0 in range(0, cout_g, m_tile)]
+        co_straight = not transposed and len(co_tiles) <= STRAIGHT_CHANNEL_TILES
+        # the bias columns of the output-channel tiles, loaded once for every position tile
+        biases = (
+            [load(e, bias_column, [e.add(e.mul(g, cout_g), co0), 0], (size, 1), f32) for co0, size in co_tiles]
+            if co_straight and bias_column is not None
+            else []
+        )
 
         def position_tile(
             e2: LoopNestBuilder, n: Index, lead_idx: list[Index], r0: Index, rs: int, c0: Index, cs: int
@@ -900,6 +996,13 @@ def emit_banded_convolution(
             positions = (rs, cs) if rank >= 2 else (cs,)
             band_of = load_band(e2, n, g, lead_idx, first, positions)
             bands = [band_of(e2, t, min(k_tile, cin_g - t * k_tile)) for t in range(ci_tiles)]
+            if co_straight:
+                # each output-channel tile its own instructions: its store goes to a DMA queue of its own
+                for j, (co0, co_size) in enumerate(co_tiles):
+                    co_global = e2.add(e2.mul(g, cout_g), co0)
+                    bias_tile = biases[j] if biases else None
+                    output_tile(e2, panel, n, g, lead_idx, co_global, co_size, r0, rs, c0, cs, co0, bands, bias_tile)
+                return
             e2.for_tiles(
                 cout_g,
                 m_tile,
@@ -968,6 +1071,14 @@ def kernel_row_packing(
         # output rows on partitions: each moves its (channel, kernel row) block of whole rows, one run on the
         # packed side, and up to 128 partitions keep all DMA engines busy
         def copy_blocks(e: LoopNestBuilder, n: Index, r0: Index, rs: int) -> None:
+            if rs * 2 < PARTITION_TILE:
+                # few output rows (partitions), so few DMA engines per transfer: one transfer per channel, each
+                # its own instruction, so they run side by side on different queues
+                for c in range(channels):
+                    at = [n, r0, c, 0, 0]
+                    value = load(e, source, at, (rs, kernel_rows, width), dims=(1, 3, 4))
+                    _store(e, value, packed, at, (1, 3, 4))
+                return
             at = [n, r0, 0, 0, 0]
             value = load(e, source, at, (rs, channels, kernel_rows, width), dims=(1, 2, 3, 4))
             _store(e, value, packed, at, (1, 2, 3, 4))
@@ -1369,6 +1480,9 @@ def emit_banded_weight_gradient(
     ci_tile = min(k_tile, n_tile // taps, cin_g)
     if ci_tile < 1 or any(o == 0 for o in out_spatial):
         return None
+    resident = _resident_weight_gradient(em, xp, grad_out, kernel, stride, dilation, groups, out_element_type)
+    if resident is not None:
+        return resident
     element_type = element_type_of(xp)
     rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type))
     gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
@@ -1437,6 +1551,521 @@ def emit_banded_weight_gradient(
     return gw
 
 
+# Bytes per partition the weight gradient may keep of its transposed operands (grad_output and the input windows
+# with output positions on partitions, every position tile at once); larger problems transpose per block.
+TRANSPOSED_PANEL_BYTES = 96 * 1024
+
+# Bytes per partition of the channel tiles one DMA of the weight gradient loads together (one position tile's
+# grad_output block or input band, all channel tiles side by side).
+GROUPED_LOAD_BYTES = 16 * 1024
+
+# Kernel taps times channel tiles up to which the weight gradient's per-tile transposes are emitted straight
+# (no inner loop), so the loop over position tiles stays innermost and its loads are double buffered.
+STRAIGHT_TRANSPOSES = 64
+
+# Position tiles the weight gradient loads together (one block), and the bytes per partition a block's load of
+# one operand may take: a DMA has a fixed cost of about 2 us, a position tile's rows only a few hundred bytes.
+BLOCK_TILES = 8
+BLOCK_LOAD_BYTES = 12 * 1024
+
+
+@dataclass(frozen=True)
+class _TileKind:
+    """Blocks of output positions of one shape: along each trailing output dim, `counts[d]` blocks of `sizes[d]`
+    positions from offset `starts[d]` on, for every image and leading position. A block is cut along the first
+    trailing dim into `parts` (offset, extent), one position tile each, whose slots are consecutive from
+    `first_slot` on, block after block."""
+
+    first_slot: int
+    counts: tuple[int, ...]
+    starts: tuple[int, ...]
+    sizes: tuple[int, ...]
+    parts: tuple[tuple[int, int], ...]
+
+    def part_positions(self, part: int) -> int:
+        return self.parts[part][1] * math.prod(self.sizes[1:])
+
+
+def _tile_kinds(lead_count: int, tail: Sequence[int], tile_sizes: Sequence[int], group: int) -> list[_TileKind]:
+    """The position tiles of the trailing output dims `tail` (tiles of `tile_sizes`), `group` tiles along the first
+    of them to a block, grouped by shape: the full blocks and the partial last one of each dim. `lead_count`
+    blocks of each shape per block of the tail (images x leading positions)."""
+    options: list[list[tuple[int, int, int]]] = []
+    for d, (extent, size) in enumerate(zip(tail, tile_sizes, strict=True)):
+        block = size * group if d == 0 else size
+        full, rest = divmod(extent, block)
+        options.append([*([(full, 0, block)] if full else []), *([(1, full * block, rest)] if rest else [])])
+    kinds, slot = [], 0
+    for combination in itertools.product(*options):
+        counts = tuple(c for c, _, _ in combination)
+        sizes = tuple(z for _, _, z in combination)
+        parts = tuple((o, min(tile_sizes[0], sizes[0] - o)) for o in range(0, sizes[0], tile_sizes[0]))
+        kinds.append(_TileKind(slot, counts, tuple(s for _, s, _ in combination), sizes, parts))
+        slot += lead_count * math.prod(counts) * len(parts)
+    return kinds
+
+
+def _carry_nest(
+    em: LoopNestBuilder,
+    counts: Sequence[int],
+    values: list[SSAValue],
+    body: Callable[[LoopNestBuilder, list[Index], list[SSAValue]], list[SSAValue]],
+) -> list[SSAValue]:
+    """`values = body(indices, values)` over every index tuple of `counts`, as nested loops carrying them."""
+    if not counts:
+        return body(em, [], values)
+    return carry(
+        em,
+        0,
+        counts[0],
+        1,
+        values,
+        lambda e, i, v: _carry_nest(e, counts[1:], v, lambda e2, rest, v2: body(e2, [i, *rest], v2)),
+    )
+
+
+def _channel_tiles(
+    em: LoopNestBuilder,
+    tensor: SSAValue,
+    first: Index,
+    channels: int,
+    k_tile: int,
+    at: Sequence[Index],
+    shape: Sequence[int],
+) -> list[tuple[SSAValue, int, int]]:
+    """The channels [first, first + channels) of `tensor` [N, C, S...] at (n, spatial offsets) `at` = [n, *rest],
+    `shape` positions each, as [(tile, first channel, channels)] of at most `k_tile` partitions. The full tiles come
+    from one DMA ([k_tile, tiles, *shape]) when they fit GROUPED_LOAD_BYTES, so a position tile costs one transfer
+    per operand rather than one per channel tile."""
+    n, *rest = at
+    rank = layout_of(tensor).rank
+    full, remainder = divmod(channels, k_tile)
+    itemsize = _itemsize(element_type_of(tensor))
+    tiles: list[tuple[SSAValue, int, int]] = []
+    # the tile's free dims walk the tensor's trailing dims
+    spatial_dims = tuple(range(rank - len(shape), rank))
+    if full > 1 and full * math.prod(shape) * itemsize <= GROUPED_LOAD_BYTES:
+        layout = layout_of(tensor)
+        stride = layout.strides[1]
+        # [N, tiles, k_tile, S...] over the channels from `first` (a view of the tensor, whatever `first` is: the
+        # tile index enters as the offset of the load)
+        split = Layout(
+            (layout.shape[0], full, k_tile, *layout.shape[2:]),
+            (layout.strides[0], stride * k_tile, stride, *layout.strides[2:]),
+            layout.offset,
+        )
+        grouped_view = view(em, tensor, split)
+        if isinstance(first, int) and first % k_tile == 0:
+            indices: list[Index] = [n, first // k_tile, 0, *rest]
+            grouped = load(
+                em, grouped_view, indices, (k_tile, full, *shape), dims=(2, 1, *(d + 1 for d in spatial_dims))
+            )
+            for t in range(full):
+                part = em.insert(
+                    tile.ExtractOp(
+                        grouped,
+                        [em.index(t), *(em.index(0) for _ in shape)],
+                        TileType((k_tile, *shape), element_type_of(tensor), Memory.SBUF),
+                    )
+                ).result
+                tiles.append((part, t * k_tile, k_tile))
+            full_done = True
+        else:
+            full_done = False
+    else:
+        full_done = False
+    if not full_done:
+        for t in range(full):
+            value = load(em, tensor, [n, em.add(first, t * k_tile), *rest], (k_tile, *shape), dims=(1, *spatial_dims))
+            tiles.append((value, t * k_tile, k_tile))
+    if remainder:
+        value = load(em, tensor, [n, em.add(first, full * k_tile), *rest], (remainder, *shape), dims=(1, *spatial_dims))
+        tiles.append((value, full * k_tile, remainder))
+    return tiles
+
+
+def _resident_weight_gradient(
+    em: LoopNestBuilder,
+    xp: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    out_element_type: Attribute,
+) -> SSAValue | None:
+    """`emit_banded_weight_gradient`'s result with each operand loaded and transposed once: None when the
+    transposed operands of a group do not fit TRANSPOSED_PANEL_BYTES per partition.
+
+    First the output positions are walked in blocks of several position tiles (up to 128 positions each): a block
+    loads its grad_output rows and input band once, all channels (one DMA per operand when the channel tiles fit
+    together), and TensorE transposes each position tile of it into two panels kept on chip, output positions on
+    partitions: grad_output^T [positions, tiles, Cout/g] and the taps' windows^T [positions, tiles, Cin/g * taps]
+    (taps innermost, the weight's own order). Then each [co, 512] block of the weight gradient accumulates its
+    products over all position tiles in one PSUM bank, and each output-channel tile's row leaves in one store.
+    Transposing per block of the result instead redoes the grad_output transposes for each input-channel tile
+    and the input's for each output-channel tile, and reloads both; loading per position tile pays a DMA's fixed
+    cost for a few hundred bytes per partition.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
+    rank = len(kernel)
+    batch, cin = x_layout.shape[:2]
+    cout = g_layout.shape[1]
+    out_spatial = g_layout.shape[2:]
+    cin_g, cout_g = cin // groups, cout // groups
+    taps = math.prod(kernel)
+    x_type, g_type = element_type_of(xp), element_type_of(grad_out)
+    x_size, g_size = _itemsize(x_type), _itemsize(g_type)
+    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, x_size)
+    lead = list(out_spatial[:-2]) if rank >= 2 else []
+    tail = list(out_spatial[-2:]) if rank >= 2 else [out_spatial[-1]]
+    tile_sizes = [rows, columns] if rank >= 2 else [columns]
+    lead_count = batch * math.prod(lead)
+    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
+
+    def block_bytes(group: int) -> int:
+        """Bytes per partition of one block's loads (all channel tiles of each operand side by side)."""
+        positions = [min(t * group, e) if d == 0 else t for d, (t, e) in enumerate(zip(tile_sizes, tail, strict=True))]
+        spans = _band_spans(positions, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
+        go = -(-cout_g // m_tile) * math.prod(positions) * g_size
+        band = -(-cin_g // k_tile) * math.prod([*lead_spans, *spans]) * x_size
+        return max(go, band)
+
+    group = 1
+    while group < BLOCK_TILES and group * tile_sizes[0] < tail[0] and block_bytes(2 * group) <= BLOCK_LOAD_BYTES:
+        group *= 2
+    kinds = _tile_kinds(lead_count, tail, tile_sizes, group)
+    slots = sum(lead_count * math.prod(kind.counts) * len(kind.parts) for kind in kinds)
+    positions_max = max(kind.part_positions(p) for kind in kinds for p in range(len(kind.parts)))
+    if slots * (cout_g * g_size + cin_g * taps * x_size) > TRANSPOSED_PANEL_BYTES or positions_max > k_tile:
+        return None
+    gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((cout, cin_g * taps))
+    assert gw_rows_layout is not None
+    gw_rows = view(em, gw, gw_rows_layout)
+    ci_tiles = -(-cin_g // k_tile)
+    straight = ci_tiles * taps * group <= STRAIGHT_TRANSPOSES
+    tail_stride = stride[-len(tail) :]
+
+    def per_group(e: LoopNestBuilder, g: Index) -> None:
+        go_panel: SSAValue = e.insert(
+            tile.EmptyOp(TileType((positions_max, slots, cout_g), g_type, Memory.SBUF))
+        ).result
+        x_panel: SSAValue = e.insert(
+            tile.EmptyOp(TileType((positions_max, slots, cin_g * taps), x_type, Memory.SBUF))
+        ).result
+
+        def block(e2: LoopNestBuilder, idx: list[Index], panels: list[SSAValue], kind: _TileKind) -> list[SSAValue]:
+            go_p, x_p = panels
+            n, *rest = idx
+            lead_idx = rest[: len(lead)]
+            flat: Index = n
+            for i, extent in zip(rest, [*lead, *kind.counts], strict=True):
+                flat = e2.add(e2.mul(flat, extent), i)
+            base = e2.add(e2.mul(flat, len(kind.parts)), kind.first_slot)
+            first = [
+                e2.add(start, e2.mul(t, size))
+                for t, start, size in zip(rest[len(lead) :], kind.starts, kind.sizes, strict=True)
+            ]
+            go_blocks = _channel_tiles(
+                e2, grad_out, e2.mul(g, cout_g), cout_g, m_tile, [n, *lead_idx, *first], kind.sizes
+            )
+            band_spans = _band_spans(kind.sizes, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
+            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
+            bands = _channel_tiles(e2, xp, e2.mul(g, cin_g), cin_g, k_tile, [n, *band_at], (*lead_spans, *band_spans))
+            for p, (offset, extent) in enumerate(kind.parts):
+                slot = e2.add(base, p)
+                positions = (extent, *kind.sizes[1:])
+                for go, c0, size in go_blocks:
+                    part_type = TileType((size, *positions), g_type, Memory.SBUF)
+                    at = [offset, *([0] * (len(positions) - 1))]
+                    part = e2.insert(tile.ExtractOp(go, [e2.index(i) for i in at], part_type)).result
+                    transposed = e2.insert(tile.TransposeOp(part)).result
+                    go_p = e2.insert(tile.InsertOp(transposed, go_p, [e2.index(slot), e2.index(c0)])).result
+
+                def per_tap(
+                    e3: LoopNestBuilder,
+                    k_idx: list[Index],
+                    carried: SSAValue,
+                    bands: list[tuple[SSAValue, int, int]],
+                    positions: tuple[int, ...],
+                    offset: int,
+                    slot: Index,
+                ) -> SSAValue:
+                    tap: Index = 0
+                    for k, extent in zip(k_idx, kernel, strict=True):
+                        tap = e3.add(e3.mul(tap, extent), k)
+                    at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
+                    # the part's first window starts `offset` positions (times the stride) into the block's band
+                    at[len(lead)] = e3.add(at[len(lead)], offset * tail_stride[0])
+                    for band, c0, size in bands:
+                        window_type = TileType((size, *positions), x_type, Memory.SBUF)
+                        taken = e3.insert(
+                            tile.ExtractOp(band, [e3.index(i) for i in at], window_type, tail_stride)
+                        ).result
+                        transposed = e3.insert(tile.TransposeOp(taken)).result
+                        column = e3.add(c0 * taps, tap)
+                        carried = e3.insert(
+                            tile.InsertOp(transposed, carried, [e3.index(slot), e3.index(column)], [taps])
+                        ).result
+                    return carried
+
+                tap_at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = functools.partial(
+                    per_tap, bands=bands, positions=positions, offset=offset, slot=slot
+                )
+                if straight:
+                    for k_idx in itertools.product(*(range(k) for k in kernel)):
+                        x_p = tap_at(e2, list(k_idx), x_p)
+                else:
+
+                    def taps_step(
+                        e3: LoopNestBuilder,
+                        k_idx: list[Index],
+                        v: list[SSAValue],
+                        at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = tap_at,
+                    ) -> list[SSAValue]:
+                        return [at(e3, k_idx, v[0])]
+
+                    x_p = _carry_nest(e2, kernel, [x_p], taps_step)[0]
+            return [go_p, x_p]
+
+        panels: list[SSAValue] = [go_panel, x_panel]
+        for kind in kinds:
+            panels = _carry_nest(e, [batch, *lead, *kind.counts], panels, functools.partial(block, kind=kind))
+        go_panel, x_panel = panels
+
+        def block_product(e2: LoopNestBuilder, co0: Index, co_size: int, j0: int, js: int) -> SSAValue:
+            """[co, j0 : j0 + js] of the weight gradient's rows, summed over every position tile in PSUM."""
+            acc: SSAValue | None = None
+            for kind in kinds:
+                for p in range(len(kind.parts)):
+                    count = kind.part_positions(p)
+
+                    def step(
+                        e3: LoopNestBuilder, b: Index, a: SSAValue | None, kind: _TileKind, p: int, count: int
+                    ) -> SSAValue:
+                        slot = e3.add(e3.mul(b, len(kind.parts)), kind.first_slot + p)
+                        stationary_type = TileType((count, co_size), g_type, Memory.SBUF)
+                        at = [e3.index(slot), e3.index(co0)]
+                        stationary = e3.insert(tile.ExtractOp(go_panel, at, stationary_type)).result
+                        moving_type = TileType((count, js), x_type, Memory.SBUF)
+                        moving = e3.insert(tile.ExtractOp(x_panel, [e3.index(slot), e3.index(j0)], moving_type)).result
+                        result_type = TileType((co_size, js), f32, Memory.PSUM)
+                        return e3.insert(tile.MatmulOp(stationary, moving, result_type, a)).result
+
+                    number = lead_count * math.prod(kind.counts)
+                    at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = functools.partial(
+                        step, kind=kind, p=p, count=count
+                    )
+
+                    def fold_step(
+                        e3: LoopNestBuilder,
+                        o: list[Index],
+                        _: list[int],
+                        a: SSAValue | None,
+                        at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = at_slot,
+                    ) -> SSAValue:
+                        return at_slot(e3, o[0], a)
+
+                    acc = fold_nest(e2, [(number, 1)], fold_step, acc)
+            assert acc is not None
+            return acc
+
+        def output_rows(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
+            row = e2.insert(tile.EmptyOp(TileType((co_size, cin_g * taps), out_element_type, Memory.SBUF))).result
+            for j0 in range(0, cin_g * taps, n_tile):
+                product = block_product(e2, co0, co_size, j0, min(n_tile, cin_g * taps - j0))
+                row = e2.insert(tile.InsertOp(product, row, [e2.index(j0)])).result
+            _store(e2, row, gw_rows, [e2.add(e2.mul(g, cout_g), co0), 0], (0, 1))
+
+        e.for_tiles(cout_g, m_tile, output_rows)
+
+    em.for_each(groups, per_group)
+    return gw
+
+
+# Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
+# store on a DMA queue of its own) instead of looping.
+STRAIGHT_INPUT_TILES = 8
+
+# Bytes per partition of the tile of input rows one block of the phase-split input gradient writes.
+INPUT_ROWS_BYTES = 32 * 1024
+
+
+def splits_into_phases(w_shape: Sequence[int], stride: Sequence[int], groups: int) -> bool:
+    """Whether a strided 1-d or 2-d convolution's input gradient takes `emit_phase_input_gradient` (one group)."""
+    return len(w_shape) - 2 in (1, 2) and groups == 1 and any(st > 1 for st in stride)
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """The input positions r + s*m of one residue r along one dim: `count` of them, reached by the kernel taps
+    `taps` as (tap, shift), tap k of output position m + shift."""
+
+    residue: int
+    count: int
+    taps: tuple[tuple[int, int], ...]
+
+
+def _phases(size: int, kernel: int, stride: int, padding: int, dilation: int) -> list[_Phase]:
+    """Input position i = o*s + k*d - p: for residue r = i mod s, the taps k with (r + p - k*d) divisible by s,
+    output position o = m + (r + p - k*d) / s."""
+    phases = []
+    for r in range(stride):
+        taps = tuple(
+            (k, (r + padding - k * dilation) // stride)
+            for k in range(kernel)
+            if (r + padding - k * dilation) % stride == 0
+        )
+        phases.append(_Phase(r, max(0, -(-(size - r) // stride)), taps))
+    return phases
+
+
+def emit_phase_input_gradient(
+    em: LoopNestBuilder,
+    grad_out: SSAValue,
+    w: SSAValue,
+    in_spatial: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue | None:
+    """grad_input[n, c, i] = sum over co and the (o, k) with o*s + k*d - p = i of w[co, c, k] * grad_output[n, co,
+    o], split by the residue of i modulo the stride (`splits_into_phases`); None when the weight's rows or an
+    output row exceed what one tile holds.
+
+    The input positions of one residue r (a phase) are reached by a fixed subset of the kernel taps, tap k from
+    output position m + shift_k for phase position m: each phase is a stride-1 convolution of grad_output with
+    those taps. Per block of phase positions, grad_output's rows (output channels on partitions, with the
+    shifts' halo; zeros past its edges) are loaded once for every input-channel tile, and each phase accumulates
+    its taps' products in PSUM: grad_output's shifted window times the tap's [co, c] weight block, a strided
+    window of the weight's own rows (co on partitions, as the contraction needs: no transposes). Each phase's
+    products land in an SBUF tile of whole input rows at its residue with the stride as step, and the tile
+    leaves in one store. The transposed convolution of the zero-inserted grad_output instead computes stride^d
+    times the products, most of them of zeros, after a round trip of the zero-filled tensor through HBM.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    batch, cout, *out_spatial = layout_of(grad_out).shape
+    _, cin, *kernel = layout_of(w).shape
+    rank = len(kernel)
+    taps = math.prod(kernel)
+    w_type = element_type_of(w)
+    phases = [
+        _phases(size, k, st, p, d)
+        for size, k, st, p, d in zip(in_spatial, kernel, stride, padding, dilation, strict=True)
+    ]
+    # per dim: the phase positions (of residue 0, the most) and the shifts' range
+    positions = [dim[0].count for dim in phases]
+    shifts = [[shift for phase in dim for _, shift in phase.taps] for dim in phases]
+    if any(not s for s in shifts):
+        return None  # no tap reaches any input position along a dim (the gradient is zero): the general path
+    low = [min(s) for s in shifts]
+    high = [max(s) for s in shifts]
+    row = positions[1] + high[1] - low[1] if rank == 2 else 1
+    if cin * taps * _itemsize(w_type) > PANEL_BYTES or (rank == 2 and positions[1] > n_tile):
+        return None
+    gx = alloc(em, (batch, cin, *in_spatial), out_element_type)
+    if any(o == 0 for o in out_spatial) or batch == 0:
+        fill_into(em, gx, 0.0)
+        return gx
+    # grad_output with zeros where the shifts reach past it: padded index m + shift - low
+    go = prepare_input(
+        em,
+        grad_out,
+        [-lo for lo in low],
+        [p - 1 + hi - (o - 1) for p, hi, o in zip(positions, high, out_spatial, strict=True)],
+        [1] * rank,
+    )
+    rows_layout = layout_of(w).reshape((cout, cin * taps))
+    assert rows_layout is not None, "a convolution weight is contiguous"
+    w_rows = view(em, w, rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    # the weight's rows, each output-channel tile's loaded once
+    panels = [load(em, w_rows, [co0, 0], (size, cin * taps)) for co0, size in co_tiles]
+    columns = positions[1] if rank == 2 else 1
+    # a block's positions fit one PSUM bank, and its tile of input rows INPUT_ROWS_BYTES per partition
+    input_row = stride[0] * (in_spatial[1] if rank == 2 else 1) * _itemsize(out_element_type)
+    per_block = max(1, min(positions[0], n_tile // columns, INPUT_ROWS_BYTES // input_row))
+    zeros = any(not phase.taps for dim in phases for phase in dim)
+    c_tiles = [(c0, min(k_tile, cin - c0)) for c0 in range(0, cin, k_tile)]
+    phase_grid = list(itertools.product(*phases))
+
+    def input_tile(
+        e: LoopNestBuilder,
+        go_tiles: list[tuple[SSAValue, int, int]],
+        n: Index,
+        m0: Index,
+        last: bool,
+        ms: int,
+        extent: int,
+        c0: Index,
+        cs: int,
+    ) -> None:
+        shape = (cs, extent, in_spatial[1]) if rank == 2 else (cs, extent)
+        out_type = TileType(shape, out_element_type, Memory.SBUF)
+        value: SSAValue = e.insert(tile.FillOp(0.0, out_type) if zeros else tile.EmptyOp(out_type)).result
+        for phase in phase_grid:
+            if any(not p.taps for p in phase):
+                continue
+            # the block's positions of this phase: fewer in the last block when the residue's count is
+            rows_here = min(ms, phase[0].count - (positions[0] - ms)) if last else ms
+            cols_here = phase[1].count if rank == 2 else 1
+            if rows_here <= 0 or cols_here <= 0:
+                continue
+            product: SSAValue | None = None
+            for tap_pairs in itertools.product(*(p.taps for p in phase)):
+                tap = 0
+                for (k, _), k_extent in zip(tap_pairs, kernel, strict=True):
+                    tap = tap * k_extent + k
+                at = [shift - lo for (_, shift), lo in zip(tap_pairs, low, strict=True)]
+                for go_band, co0, co_size in go_tiles:
+                    stationary_type = TileType((co_size, cs), w_type, Memory.SBUF)
+                    stationary = e.insert(
+                        tile.ExtractOp(
+                            panels[co0 // m_tile], [e.index(e.add(e.mul(c0, taps), tap))], stationary_type, [taps]
+                        )
+                    ).result
+                    window_shape = (co_size, rows_here, cols_here) if rank == 2 else (co_size, rows_here)
+                    window_type = TileType(window_shape, element_type_of(go), Memory.SBUF)
+                    moving = e.insert(tile.ExtractOp(go_band, [e.index(i) for i in at], window_type)).result
+                    result_type = TileType((cs, rows_here * cols_here), f32, Memory.PSUM)
+                    product = e.insert(tile.MatmulOp(stationary, moving, result_type, product)).result
+            assert product is not None
+            if rank == 2:
+                for i in range(rows_here):
+                    # one row of the phase's products, at its residue in the input rows
+                    line_type = TileType((cs, cols_here), f32, Memory.PSUM)
+                    line = e.insert(tile.ExtractOp(product, [e.index(i * cols_here)], line_type)).result
+                    at_row = [e.index(phase[0].residue + i * stride[0]), e.index(phase[1].residue)]
+                    value = e.insert(tile.InsertOp(line, value, at_row, [stride[1]])).result
+            else:
+                value = e.insert(tile.InsertOp(product, value, [e.index(phase[0].residue)], [stride[0]])).result
+        start = e.mul(m0, stride[0])
+        _store(e, value, gx, [n, c0, start, 0] if rank == 2 else [n, c0, start], tuple(range(1, rank + 2)))
+
+    def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool) -> None:
+        band = (ms + high[0] - low[0], row) if rank == 2 else (ms + high[0] - low[0],)
+        go_tiles = _channel_tiles(e, go, 0, cout, m_tile, [n, m0, 0] if rank == 2 else [n, m0], band)
+        extent = in_spatial[0] - (positions[0] - ms) * stride[0] if last else ms * stride[0]
+        if len(c_tiles) <= STRAIGHT_INPUT_TILES:
+            for c0, cs in c_tiles:
+                input_tile(e, go_tiles, n, m0, last, ms, extent, c0, cs)
+        else:
+            e.for_tiles(cin, k_tile, lambda e2, c0, cs: input_tile(e2, go_tiles, n, m0, last, ms, extent, c0, cs))
+
+    def per_image(e: LoopNestBuilder, n: Index) -> None:
+        # every block but the last covers stride * its positions of input rows; the last runs to the input's end
+        last_start = (positions[0] - 1) // per_block * per_block
+        if last_start:
+            e.for_tiles(last_start, per_block, lambda e2, m0, ms: block(e2, n, m0, ms, False))
+        block(e, n, last_start, positions[0] - last_start, True)
+
+    em.for_each(batch, per_image)
+    return gx
+
+
 def _unused(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue | None:
     """A result output_mask leaves out: None when ATen leaves it undefined, else an (unwritten) tensor."""
     if not isinstance(op.results[index].type, TensorType):
@@ -1500,20 +2129,26 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
                 s - ((o - 1) * st - 2 * p + d * (k - 1) + 1)
                 for s, o, st, p, d, k in zip(in_spatial, go_spatial, stride, padding, dilation, kernel, strict=True)
             ]
-        grad_in = emit_convolution(
-            em,
-            op.name,
-            grad_out,
-            w,
-            None,
-            stride,
-            padding,
-            dilation,
-            not transposed,
-            extra,
-            groups,
-            result_element_type(op, 0),
-        )
+        grad_in: SSAValue | None = None
+        if not transposed and splits_into_phases(layout_of(w).shape, stride, groups):
+            grad_in = emit_phase_input_gradient(
+                em, grad_out, w, in_spatial, stride, padding, dilation, result_element_type(op, 0)
+            )
+        if grad_in is None:
+            grad_in = emit_convolution(
+                em,
+                op.name,
+                grad_out,
+                w,
+                None,
+                stride,
+                padding,
+                dilation,
+                not transposed,
+                extra,
+                groups,
+                result_element_type(op, 0),
+            )
         results.append(grad_in)
     else:
         results.append(_unused(em, op, 0))

@@ -108,6 +108,20 @@ BACKWARD = [c for c in CONVOLUTIONS if c[0] in ("conv2d_batch3_c3_to_c130_stride
                                                  "conv3d", "conv_transpose2d", "depthwise_7x7", "depthwise_strided",
                                                  "depthwise_dilated", "depthwise_causal_conv1d")]  # fmt: skip
 
+# Backward only (their forward is the general strided path's): the weight gradient from transposed panels (two
+# channel tiles per DMA, a block of two position tiles, the second partial, dilated rows), and windows that do not
+# overlap (kernel <= stride), whose input gradient is one product per tap, zeros where no window reaches (kernel <
+# stride, input rows past the last window), in several blocks of output rows.
+BACKWARD += [
+    ("conv2d_strided_dilated_c256", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, dilation=(2, 1)),
+     (1, 256, 80, 10), (256, 256, 3, 3), 256),
+    ("conv2d_1x1_strided_c130_to_c260", lambda x, w, b: F.conv2d(x, w, b, stride=2), (1, 130, 9, 11),
+     (260, 130, 1, 1), 260),
+    ("conv2d_disjoint_uneven", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3)), (1, 5, 13, 16), (7, 5, 2, 2), None),
+    ("conv2d_patches_row_blocks", lambda x, w, b: F.conv2d(x, w, b, stride=2), (1, 4, 66, 64), (8, 4, 2, 2), 8),
+    ("conv1d_disjoint", lambda x, w, b: F.conv1d(x, w, b, stride=4), (2, 6, 30), (9, 6, 3), 9),
+]  # fmt: skip
+
 
 @pytest.mark.usefixtures("fresh_compiler")
 @pytest.mark.parametrize(("name", "fn", "x_shape", "w_shape", "bias"), BACKWARD, ids=[c[0] for c in BACKWARD])

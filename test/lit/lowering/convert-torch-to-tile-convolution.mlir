@@ -29,9 +29,11 @@ func.func @main(%x: tensor<2x3x8x12xf32>, %w: tensor<6x3x4x4xf32>, %b: tensor<6x
   %0 = torch.aten.convolution %x, %w, %b {stride = array<i64: 4, 4>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64} : (tensor<2x3x8x12xf32>, tensor<6x3x4x4xf32>, tensor<6xf32>) -> tensor<2x6x2x3xf32>
   func.return %0 : tensor<2x6x2x3xf32>
 }
-// the rows: per output row (on partitions) its [channels, kernel rows, width] block, whole rows read
-// CHECK:       tile.load %{{.*}}[{{.*}}] : memref<2x2x3x4x12xf32, strided<[288, 48, 96, 12, 1]>, #mem<hbm>> -> !tile.tile<2x3x4x12xf32, sbuf>
-// CHECK:       tile.store %{{.*}}, %{{.*}}[{{.*}}] {dims = array<i64: 1, 2, 3, 4>} : !tile.tile<2x3x4x12xf32, sbuf>, memref<2x2x3x4x12xf32, #mem<hbm>>
+// the rows: per output row (on partitions) its [kernel rows, width] block of each channel, whole rows read; so
+// few output rows take one transfer per channel (each on its own DMA queue)
+// CHECK:       tile.load %{{.*}}[%{{.*}}, %c0, %c0, %c0, %c0] {dims = array<i64: 1, 3, 4>} : memref<2x2x3x4x12xf32, strided<[288, 48, 96, 12, 1]>, #mem<hbm>> -> !tile.tile<2x4x12xf32, sbuf>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[%{{.*}}, %c0, %c0, %c0, %c0] {dims = array<i64: 1, 3, 4>} : !tile.tile<2x4x12xf32, sbuf>, memref<2x2x3x4x12xf32, #mem<hbm>>
+// CHECK:       tile.load %{{.*}}[%{{.*}}, %c0, %c2, %c0, %c0] {dims = array<i64: 1, 3, 4>}
 // 12 = 3 channels x 4 kernel rows contracted per matmul, one matmul per kernel column
 // CHECK:       tile.load %{{.*}} : memref<2x12x2x12xf32, strided<[288, 12, 144, 1]>, #mem<hbm>> -> !tile.tile<12x2x12xf32, sbuf>
 // CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 1, 4>} : !tile.tile<12x2x12xf32, sbuf> -> !tile.tile<12x2x3xf32, sbuf>
@@ -39,26 +41,35 @@ func.func @main(%x: tensor<2x3x8x12xf32>, %w: tensor<6x3x4x4xf32>, %b: tensor<6x
 
 // -----
 
-// The backward of a strided convolution: the input gradient spreads grad_output on chip (zeros between its
-// elements) and stores whole rows; the weight gradient transposes grad_output blocks and the taps' strided
-// windows on TensorE so that positions are on the partitions, one matmul per position tile.
+// The backward of a strided convolution: the input gradient is split by residue modulo the stride (each residue
+// a stride-1 convolution of grad_output with the taps that reach it, shifted windows of grad_output padded by one
+// position), each phase's rows inserted into a tile of whole input rows with the stride as step; the weight
+// gradient transposes grad_output and the taps' strided windows once each into panels with positions on the
+// partitions, then one matmul per position tile accumulates every [co, 512] block.
 // CHECK-LABEL: func.func @main
 func.func @main(%go: tensor<1x7x4x5xf32>, %x: tensor<1x40x9x11xf32>, %w: tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) {
   %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x7x4x5xf32>, tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>, none)
   func.return %gi, %gw : tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>
 }
-// CHECK:       tile.load %go[%c0, %c0, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<7x4x5xf32, sbuf>
-// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<7x4x5xf32, sbuf>, !tile.tile<7x7x9xf32, sbuf>
-// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c2, %c2] {dims = array<i64: 1, 2, 3>} : !tile.tile<7x7x9xf32, sbuf>, memref<1x7x11x13xf32, #mem<hbm>>
-// the transposed convolution's stationaries are w's rows as they are: every 9th element from the flipped tap
-// CHECK:       tile.extract %{{.*}}[%c0, %c8] {steps = array<i64: 9>} : !tile.tile<7x1x360xf32, sbuf> -> !tile.tile<7x40xf32, sbuf>
-// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<7x40xf32, sbuf>, !tile.tile<7x9x11xf32, sbuf>) -> !tile.tile<40x99xf32, psum>
-// the weight gradient
-// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+// CHECK:       tile.load %go[%c0, %{{.*}}, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<4x5xf32, sbuf>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c1] : !tile.tile<4x5xf32, sbuf>, !tile.tile<4x7xf32, sbuf>
+// the weight's rows as they are: tap k's [co, c] stationary is every 9th element from k
+// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<7x360xf32, #mem<hbm>> -> !tile.tile<7x360xf32, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0] : memref<1x7x6x7xf32, #mem<hbm>> -> !tile.tile<7x6x7xf32, sbuf>
+// residue (0, 0): taps 0 and 2 along each dim, four products into one PSUM tile of 5 x 6 positions
+// CHECK:       tile.extract %{{.*}}[%c0] {steps = array<i64: 9>} : !tile.tile<7x360xf32, sbuf> -> !tile.tile<7x40xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%c1, %c1] : !tile.tile<7x6x7xf32, sbuf> -> !tile.tile<7x5x6xf32, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<7x40xf32, sbuf>, !tile.tile<7x5x6xf32, sbuf>) -> !tile.tile<40x30xf32, psum>
+// CHECK-COUNT-3: tile.matmul %{{.*}}, %{{.*}} acc %{{.*}} : (!tile.tile<7x40xf32, sbuf>, !tile.tile<7x5x6xf32, sbuf>, !tile.tile<40x30xf32, psum>) -> !tile.tile<40x30xf32, psum>
+// CHECK:       tile.extract %{{.*}}[%c6] : !tile.tile<40x30xf32, psum> -> !tile.tile<40x6xf32, psum>
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c2, %c0] {steps = array<i64: 2>} : !tile.tile<40x6xf32, psum>, !tile.tile<40x9x11xf32, sbuf>
+// CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c0, %c0] {dims = array<i64: 1, 2, 3>} : !tile.tile<40x9x11xf32, sbuf>, memref<1x40x9x11xf32, #mem<hbm>>
+// the weight gradient: each operand transposed once into its panel
 // CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x40x9x11xf32, #mem<hbm>> -> !tile.tile<40x9x11xf32, sbuf>
-// CHECK:       tile.extract %{{.*}}[%{{.*}}, %{{.*}}] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+// CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<40x4x5xf32, sbuf> -> !tile.tile<20x40xf32, psum>
-// CHECK:       tile.insert %{{.*}}, %{{.*}}[%{{.*}}] {steps = array<i64: 9>} : !tile.tile<20x40xf32, psum>, !tile.tile<20x360xf32, sbuf>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 9>} : !tile.tile<20x40xf32, psum>, !tile.tile<20x1x360xf32, sbuf>
 // CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<20x7xf32, sbuf>, !tile.tile<20x360xf32, sbuf>) -> !tile.tile<7x360xf32, psum>
 // CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0] : !tile.tile<7x360xf32, sbuf>, memref<7x360xf32, #mem<hbm>>
 

@@ -4,8 +4,9 @@
 // The structural lowerings (convolution.py, pooling.py, indexing.py, movement.py, distance.py, matmul.py): one
 // case per branch, each also checked by execution against the torch-level semantics on random inputs.
 
-// Padded, strided, grouped 2-d convolution with a bias: the input is zero-padded once into a fresh tensor (whole
-// rows copied into its interior), groups are a loop, each group's [ci, co] stationaries are transposed on chip
+// Padded, strided, grouped 2-d convolution with a bias: the input is zero-padded once into a fresh tensor (each
+// row written whole with the zeros beside it built on chip, rows on the partitions for so few channels; the rows
+// above and below filled alone), groups are a loop, each group's [ci, co] stationaries are transposed on chip
 // from the weight's rows, each output tile loads its input band once and every kernel offset reads a strided
 // window of it; PSUM accumulates over kernel offsets and the bias joins as a per-partition column when PSUM is
 // evacuated.
@@ -15,8 +16,10 @@ func.func @main(%x: tensor<1x4x7x9xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf
   func.return %0 : tensor<1x6x4x5xf32>
 }
 // CHECK:       memref.alloc() : memref<1x4x9x11xf32, #mem<hbm>>
-// CHECK:       tile.fill {value = 0.000000e+00 : f64}
-// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x4x7x9xf32, #mem<hbm>> -> !tile.tile<4x7x9xf32, sbuf>
+// CHECK:       tile.load %x[%c0, %{{.*}}, %c0, %c0] : memref<1x4x7x9xf32, #mem<hbm>> -> !tile.tile<7x9xf32, sbuf>
+// CHECK-NEXT:  tile.fill {value = 0.000000e+00 : f64} : !tile.tile<7x11xf32, sbuf>
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] : !tile.tile<7x9xf32, sbuf>, !tile.tile<7x11xf32, sbuf>
+// CHECK:       tile.fill {value = 0.000000e+00 : f64} : !tile.tile<4x11xf32, sbuf>
 // CHECK:       scf.for
 // CHECK:         tile.load %{{.*}} : memref<6x18xf32, #mem<hbm>> -> !tile.tile<3x18xf32, sbuf>
 // CHECK:         tile.transpose %{{.*}} : !tile.tile<3x2xf32, sbuf> -> !tile.tile<2x3xf32, psum>
@@ -64,7 +67,8 @@ func.func @main(%x: tensor<1x2x3x4xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x
 
 // -----
 
-// convolution_backward: grad_input is a transposed convolution; grad_weight contracts over positions on the
+// convolution_backward: grad_input per residue modulo the stride (each a stride-1 convolution of grad_output,
+// zero-padded by one position, with the taps that reach it); grad_weight contracts over positions on the
 // partition axis, grad_output blocks and the input's tap windows transposed on chip (here on the kernel-row
 // packed input of the forward: 2 channels x 3 kernel rows, 3 kernel columns); the bias gradient is masked out
 // and stays undefined.
@@ -73,8 +77,8 @@ func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2
   %0, %1, %2 = torch.aten.convolution_backward %g, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x3x2x2xf32>, tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>, none)
   func.return %0, %1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>
 }
-// CHECK:       memref.alloc() : memref<1x3x7x7xf32, #mem<hbm>>
-// CHECK:       tile.matmul
+// CHECK:       memref.alloc() : memref<1x3x4x4xf32, #mem<hbm>>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<3x2xf32, sbuf>, !tile.tile<3x3x3xf32, sbuf>) -> !tile.tile<2x9xf32, psum>
 // CHECK:       memref.alloc() : memref<1x2x2x3x5xf32, #mem<hbm>>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<3x2x2xf32, sbuf> -> !tile.tile<4x3xf32, psum>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<6x2x2xf32, sbuf> -> !tile.tile<4x6xf32, psum>
