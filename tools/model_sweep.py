@@ -81,6 +81,7 @@ MEL_BINS = 16
 AUDIO_POSITIONS = 16  # encoder positions of audio models: Whisper-like models take twice as many frames
 AUDIO_SAMPLES = 1600  # raw waveform samples (wav2vec2's feature encoder strides by 320)
 MAX_POSITIONS = 512
+PARAMETER_NOISE = 0.02  # the standard deviation of the noise added to every initialised parameter (`build`)
 
 
 # -- which classes -------------------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ _WIDTH_NAMES = frozenset(
     {
         *("hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "model_dim", "dim", "d_embed", "hidden_dim"),
         *("word_embed_proj_dim", "embedding_size", "embedding_dim", "projection_dim", "emb_dim", "text_embed_dim"),
-        *("vision_embed_dim", "encoder_hidden_size", "decoder_hidden_size", "proj_dim", "d_latents"),
+        *("vision_embed_dim", "encoder_hidden_size", "decoder_hidden_size", "proj_dim", "d_latents", "codebook_dim"),
     }
 )
 _FFN_NAMES = frozenset(
@@ -599,6 +600,14 @@ def build(architecture: Architecture) -> tuple[Any, Any]:
     torch.manual_seed(0)
     model = model_class(config)
     model.train()
+    # Weights some models initialise to a constant (zero router gates, unit scales) would leave ties, e.g. equal
+    # scores for top-k routing, whose order eager leaves unspecified: every parameter gets a little noise.
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.is_floating_point():
+                noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+                parameter.add_(noise * PARAMETER_NOISE)
     for module in model.modules():  # dropout probabilities that live outside the configuration
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
