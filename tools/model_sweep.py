@@ -201,6 +201,7 @@ _HEAD_NAMES = frozenset(
 _KV_HEAD_NAMES = frozenset({"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"})
 _HEAD_DIM_NAMES = frozenset(
     {"head_dim", "attention_head_dim", "d_kv", "kv_channels", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
+    | {"rotary_dim"}
 )
 _RANK_NAMES = frozenset({"q_lora_rank", "kv_lora_rank"})
 _EXPERT_NAMES = frozenset({"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"})
@@ -215,6 +216,13 @@ _STAGE_DEPTH_NAMES = frozenset({"depths", "num_layers_per_stage", "layers", "sta
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _scaled_sections(sections: list[int], total: int) -> list[int]:
+    """`sections` scaled to sum to `total`, each at least 1 (the last takes the rounding)."""
+    whole = sum(sections)
+    scaled = [max(1, round(v * total / whole)) for v in sections[:-1]]
+    return [*scaled, max(1, total - sum(scaled))]
 
 
 def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
@@ -256,6 +264,9 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
             return min(value, PATCH)
         if name == "num_mel_bins":
             return min(value, MEL_BINS)
+    if isinstance(value, dict) and isinstance(value.get("mrope_section"), list | tuple):
+        # multimodal rotary sections (time, height, width) split half the head's width: scaled with it
+        return {**value, "mrope_section": _scaled_sections(list(value["mrope_section"]), HEAD_DIM // 2)}
     if isinstance(value, list | tuple) and value and all(_is_int(v) for v in value):
         if name == "image_size":
             return type(value)(min(v, IMAGE) for v in value)
@@ -344,21 +355,30 @@ def _image(config: Any, generator: Any) -> Any:
     return torch.randn(BATCH, int(channels), int(height), int(width), generator=generator)
 
 
-def _audio_features(config: Any, generator: Any) -> Any:
+def _audio_features(config: Any, generator: Any, frames_last: bool) -> Any:
+    """Log-mel features: (batch, mel bins, frames) for Whisper-like encoders (`frames_last`, twice their positions
+    in frames), else (batch, frames, features) as the conformers and Speech2Text take them."""
     import torch
 
     mel_bins = _setting(config, "num_mel_bins")
-    if mel_bins is not None:  # (batch, mel bins, frames); Whisper-like encoders take twice their positions
+    if mel_bins is not None:
         frames = 2 * int(_setting(config, "max_source_positions", default=AUDIO_POSITIONS))
-        return torch.randn(BATCH, int(mel_bins), frames, generator=generator)
+        shape = (BATCH, int(mel_bins), frames) if frames_last else (BATCH, frames, int(mel_bins))
+        return torch.randn(*shape, generator=generator)
     per_channel = _setting(config, "input_feat_per_channel", "feature_size", default=MEL_BINS)
     channels = _setting(config, "input_channels", default=1)
     return torch.randn(BATCH, 4 * AUDIO_POSITIONS, int(per_channel) * int(channels), generator=generator)
 
 
-def make_inputs(model: Any, config: Any, architecture: Architecture) -> dict[str, Any]:
+# Layouts `make_inputs` can try, in order, until eager accepts one: the argument names do not say whether audio
+# features put the frames last (Whisper) or the features (conformers).
+INPUT_VARIANTS = 2
+
+
+def make_inputs(model: Any, config: Any, architecture: Architecture, variant: int = 0) -> dict[str, Any]:
     """Keyword inputs for `model`'s forward: its main input and every required argument, by name; a
-    sequence-to-sequence model also gets `decoder_input_ids`. Raises ValueError for an argument it cannot make."""
+    sequence-to-sequence model also gets `decoder_input_ids`. Raises ValueError for an argument it cannot make.
+    `variant` (below `INPUT_VARIANTS`) picks another layout where the name leaves it open."""
     import torch
 
     generator = torch.Generator().manual_seed(1)
@@ -385,7 +405,7 @@ def make_inputs(model: Any, config: Any, architecture: Architecture) -> dict[str
         elif name == "pixel_values":
             inputs[name] = _image(config, generator)
         elif name == "input_features":
-            inputs[name] = _audio_features(config, generator)
+            inputs[name] = _audio_features(config, generator, frames_last=variant == 0)
         elif name == "input_values":
             inputs[name] = torch.randn(BATCH, AUDIO_SAMPLES, generator=generator)
         elif name == "inputs_embeds":
@@ -636,13 +656,24 @@ def run_architecture(
         save(result)
         return result
     projection: list[Any] = []
-    try:
-        torch.manual_seed(0)
-        eager_model = copy.deepcopy(model)
-        expected = _run_steps(eager_model, eager_model, inputs, projection)
-    except Exception as error:
-        traceback.print_exc()
-        result.error = f"eager: {first_line(error)}"
+    eager_error = None
+    for variant in range(INPUT_VARIANTS):
+        try:
+            if variant:
+                changed = make_inputs(model, config, architecture, variant)
+                if all(changed[k].shape == v.shape for k, v in inputs.items()):
+                    break  # no other layout to try
+                inputs, projection = changed, []
+            torch.manual_seed(0)
+            eager_model = copy.deepcopy(model)
+            expected = _run_steps(eager_model, eager_model, inputs, projection)
+            eager_error = None
+            break
+        except Exception as error:
+            traceback.print_exc()
+            eager_error = eager_error or error
+    if eager_error is not None:
+        result.error = f"eager: {first_line(eager_error)}"
         save(result)
         return result
 
