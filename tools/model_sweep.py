@@ -66,6 +66,7 @@ DEFAULT_CACHE = REPO / "build" / "model-sweep"
 DEFAULT_OUTPUT = REPO / "docs" / "models.md"
 SECTION = "model-sweep"
 BACKENDS = ("aot_eager", "neuron-mlir")
+UNFINISHED = "did not finish"  # a backend's verdict while it runs: its process was killed if it stays
 
 BATCH = 2
 SEQUENCE = 8
@@ -686,7 +687,7 @@ def run_architecture(
     save(result)
     for backend in backends:
         name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
-        result.backends[name] = BackendResult("failing", "did not finish")  # replaced unless killed
+        result.backends[name] = BackendResult("failing", UNFINISHED)  # replaced unless killed
         save(result)
         result.backends[name] = _check_backend(backend, model, inputs, expected, golden, projection)
         result.seconds = round(time.perf_counter() - started, 1)
@@ -822,13 +823,19 @@ def run_child(architecture: Architecture, cache: Path, options: Options) -> Arch
     result = load_cached(cache, architecture.name) or ArchitectureResult(architecture.name, architecture.model_type)
     result.fingerprint, result.commit = options.fingerprint, options.commit
     if reason:
-        unfinished = [b for b, r in result.backends.items() if r.error == "did not finish"]
+        unfinished = [b for b, r in result.backends.items() if r.error == UNFINISHED]
         for backend in unfinished:
             result.backends[backend] = BackendResult("failing", reason)
         if not unfinished and not result.error and len(result.backends) < len(options.backends):
             result.error = f"{'eager' if result.built else 'not built'}: {reason}"
     output.write_text(json.dumps(asdict(result)))
     return result
+
+
+def finished(result: ArchitectureResult) -> bool:
+    """False for the result of a child still running (or of one whose parent was killed): a backend that
+    started and has no verdict yet."""
+    return all(r.error != UNFINISHED for r in result.backends.values())
 
 
 def _verdict(result: ArchitectureResult) -> str:
@@ -860,7 +867,7 @@ def sweep(
     todo = []
     for architecture in selected:
         hit = None if refresh else load_cached(cache, architecture.name)
-        complete = hit is not None and (hit.error or all(b in hit.backends for b in options.backends))
+        complete = hit is not None and finished(hit) and (hit.error or all(b in hit.backends for b in options.backends))
         if hit is not None and complete and (reuse_stale or hit.fingerprint == options.fingerprint):
             results[architecture.name] = hit
         else:
@@ -1001,9 +1008,8 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         "|---|---|---|---|---|---|---|---|---|",
     ]
     order = {"failing": 0, "fallback": 1, "native": 2}
-    for architecture in sorted(
-        selected, key=lambda a: (order.get(classify(results.get(a.name))[1], 3), a.model_type, a.name)
-    ):
+    ran = [a for a in selected if a.name in results]  # the classes not run yet are counted above, not listed
+    for architecture in sorted(ran, key=lambda a: (order.get(classify(results[a.name])[1], 3), a.model_type, a.name)):
         result = results.get(architecture.name)
         ceiling, mine = classify(result)
         ours_result = result.backends.get("neuron-mlir") if result else None
@@ -1067,7 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
     for architecture in selected:
         if architecture.name not in results:
             cached = load_cached(options.cache, architecture.name)
-            if cached is not None:
+            if cached is not None and finished(cached):
                 results[architecture.name] = cached
     counts = summary(selected, results)
     print(
