@@ -42,6 +42,7 @@ def test_tiny_configurations():
     assert swin.embed_dim == 32
     assert set(swin.depths) == {1}
     assert max(swin.num_heads) <= 2
+    assert model_sweep._scaled_sections([16, 24, 24], 8) == [2, 3, 3]  # multimodal rotary sections
     whisper = model_sweep.tiny_config("whisper")
     assert whisper.d_model == 32
     assert whisper.max_source_positions == 16
