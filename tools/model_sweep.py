@@ -601,7 +601,10 @@ def _check_backend(
     if backend == "neuron-mlir":
         result.graphs = stats["graphs_compiled"]
         result.fallback_ops = dict(sorted(stats["fallback_ops"].items()))
-        if result.status == "pass" and result.fallback_ops:
+        if result.status == "pass" and result.graphs == 0:
+            # Dynamo may give up on a frame and run it eagerly: matching eager then proves nothing
+            result.status, result.error = "failing", "no graph reached the backend (Dynamo ran the model eagerly)"
+        elif result.status == "pass" and result.fallback_ops:
             result.status = "fallback"
     torch._dynamo.reset()
     return result
