@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test pytest lit lint typecheck demo bench models clean importer-coverage coverage fuzz
+.PHONY: help venv test pytest lit lint typecheck demo bench models model-sweep clean importer-coverage coverage fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -71,6 +71,12 @@ models: $(STAMP)  ## the real-width model set: compile, step and simulated times
 	$(PY) bench/bench_real_width.py --output docs/models.md
 	@echo
 	$(PY) -m pytest -q -n 0 --real-width test/models/test_real_width_models.py
+
+# A process per class (timeout, memory limit), results cached per class in build/model-sweep: an interrupted sweep
+# continues. One class at a time by default (MODEL_SWEEP_JOBS); hours for all of them.
+MODEL_SWEEP_JOBS ?= 1
+model-sweep: $(STAMP)  ## every transformers model class, tiny, vs eager and aot_eager -> docs/models.md
+	$(PY) -m neuron_mlir.tools.model_sweep --jobs $(MODEL_SWEEP_JOBS) --output docs/models.md
 
 # Failing inputs (and their tracebacks) land in build/fuzz; the first input of each crash site is minimised.
 fuzz: $(STAMP)  ## 10,000 mutated inputs through neuron-opt: accepted, diagnosed, crashes and hangs

@@ -19,6 +19,7 @@ The families:
   sequence (bin range, segment bounds) at once: one broadcast comparison, then a (masked) reduction;
 - float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
 - antialiased bilinear resizing is two matmuls with interpolation matrices built from iotas;
+- weight normalisation's backward (`_weight_norm_interface_backward`) is its closed form over the slices;
 - creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
   the `*_copy` ops) become the factory or view op they stand for.
 """
@@ -433,6 +434,19 @@ def dist(x: torch.Tensor, other: torch.Tensor, p: float = 2) -> torch.Tensor:
     return torch.linalg.vector_norm(x - other, ord=p)
 
 
+def weight_norm_interface_backward(
+    grad_w: torch.Tensor, saved_v: torch.Tensor, saved_g: torch.Tensor, saved_norms: torch.Tensor, dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten._weight_norm_interface_backward`: the gradients of w = v * g / ||v|| (the norm over every dimension
+    but `dim`, kept as `saved_norms`), as ATen's differentiable backward writes them: with p = sum(grad_w * v)
+    per slice, grad_g = p / ||v|| and grad_v = g / ||v|| * (grad_w - v * p / ||v||^2)."""
+    dim = dim % saved_v.dim()
+    axes = [d for d in range(saved_v.dim()) if d != dim]
+    product = (grad_w * saved_v).sum(axes, keepdim=True)
+    grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (product / (saved_norms * saved_norms)))
+    return grad_v, (product / saved_norms).reshape(saved_g.shape)
+
+
 # Binary normalisation by exact powers of two: each step halves the distance to [1, 2) in the exponent, 2^64
 # twice at the bottom to reach the subnormals (down to 2^-149)
 _SCALE_STEPS = (64, 32, 16, 8, 4, 2, 1)
@@ -692,6 +706,7 @@ def composite_decompositions() -> dict[object, object]:
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
         aten.dist.default: dist,
+        aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
         aten.logspace.default: logspace,
         aten.logspace.Tensor_Tensor: logspace_tensor,
         aten.logspace.Tensor_Scalar: logspace_tensor,

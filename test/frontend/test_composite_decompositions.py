@@ -226,3 +226,31 @@ def test_antialiased_bilinear_resize_matches_eager(size, align_corners, scales) 
 @pytest.mark.usefixtures("fresh_compiler")
 def test_antialiased_interpolate_compiles_without_fallback() -> None:
     check_compiled(lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", antialias=True), _random(2, 3, 10, 20))
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+def test_weight_norm_backward_matches_aten(dim: int) -> None:
+    # weight-normed convolutions (wav2vec2's and HuBERT's positional convolution) train through this kernel
+    torch.manual_seed(0)
+    v, grad = torch.randn(6, 3, 5), torch.randn(6, 3, 5)
+    g = torch.randn(6, 1, 1) if dim == 0 else torch.randn(1, 1, 5)
+    _, norms = torch.ops.aten._weight_norm_interface(v, g, dim)
+    expected = torch.ops.aten._weight_norm_interface_backward(grad, v, g, norms, dim)
+    assert_close_to_torch(cd.weight_norm_interface_backward(grad, v, g, norms, dim), tuple(expected), "backward")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_weight_normed_convolution_trains_without_fallback() -> None:
+    import copy
+
+    torch.manual_seed(0)
+    eager = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1), dim=2)
+    compiled = copy.deepcopy(eager)
+    x = torch.randn(2, 4, 8)
+    for run in (eager, torch.compile(compiled, backend="neuron-mlir")):
+        (run(x) ** 2).sum().backward()
+    stats = neuron_mlir.stats()
+    assert stats["graphs_compiled"] >= 2
+    assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+    for (name, got), want in zip(compiled.named_parameters(), eager.parameters(), strict=True):
+        assert_close_to_torch(got.grad, want.grad, name)

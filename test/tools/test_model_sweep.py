@@ -1,0 +1,130 @@
+"""The transformers model sweep (tools/model_sweep.py): enumeration, tiny configurations, inputs, the verdicts
+of a run against eager, the child process's timeout, and its own section of docs/models.md. The backend here is
+aot_eager (and a deliberately wrong one); the sweep itself (`make model-sweep`) runs neuron-mlir."""
+
+import os
+
+import pytest
+
+from neuron_mlir.tools import doc_sections, model_sweep
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def every_architecture():
+    return {a.name: a for a in model_sweep.architectures()}
+
+
+def test_enumeration_from_the_auto_mappings(every_architecture):
+    # hundreds of classes; each built from its own configuration, not another model type's that reuses the class
+    assert len(every_architecture) > 1000
+    assert every_architecture["LlamaForCausalLM"].model_type == "llama"
+    assert every_architecture["GPT2LMHeadModel"].model_type == "gpt2"
+    assert every_architecture["WhisperForConditionalGeneration"].model_type == "whisper"
+    # every model type's preferred class comes before any type's second one
+    ranks = [a.rank for a in model_sweep.architectures()]
+    assert ranks == sorted(ranks)
+    assert ranks[0] == 0
+    chosen = model_sweep.select(every_architecture.values(), ["gpt2*"])
+    assert {a.model_type for a in chosen} == {"gpt2"}
+
+
+def test_tiny_configurations():
+    llama = model_sweep.tiny_config("llama")
+    assert (llama.hidden_size, llama.num_attention_heads, llama.num_hidden_layers) == (32, 2, 2)
+    assert llama.vocab_size == 128
+    assert llama.intermediate_size == 64
+    assert llama.use_cache is False
+    assert all(t is None or 0 <= t < 128 for t in (llama.bos_token_id, llama.eos_token_id, llama.pad_token_id))
+    swin = model_sweep.tiny_config("swin")
+    assert swin.embed_dim == 32
+    assert set(swin.depths) == {1}
+    assert max(swin.num_heads) <= 2
+    assert model_sweep._scaled_sections([16, 24, 24], 8) == [2, 3, 3]  # multimodal rotary sections
+    whisper = model_sweep.tiny_config("whisper")
+    assert whisper.d_model == 32
+    assert whisper.max_source_positions == 16
+    assert whisper.num_mel_bins == 16
+
+
+def test_inputs_by_argument_name(every_architecture):
+    model, config = model_sweep.build(every_architecture["WhisperForConditionalGeneration"])
+    inputs = model_sweep.make_inputs(model, config, every_architecture["WhisperForConditionalGeneration"])
+    assert tuple(inputs["input_features"].shape) == (2, 16, 32)
+    assert tuple(inputs["decoder_input_ids"].shape) == (2, 8)
+    assert sum(p.numel() for p in model.parameters()) < 200_000
+
+
+class _TinyLanguageModel:
+    """Stands in for a transformers class in the verdict test: an embedding, a layer norm and a head (a real
+    class costs a minute of Dynamo tracing on a loaded machine; the sweep itself runs them all)."""
+
+    @staticmethod
+    def build(architecture):
+        import torch
+        from transformers import PretrainedConfig
+
+        class Model(torch.nn.Module):
+            main_input_name = "input_ids"
+
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(128, 16)
+                self.norm = torch.nn.LayerNorm(16)
+                self.head = torch.nn.Linear(16, 128)
+                self.unused = torch.nn.Linear(4, 4)  # no gradient in eager, maybe zeros elsewhere: the same
+
+            def forward(self, input_ids):
+                return (self.head(self.norm(self.embed(input_ids))),)
+
+        torch.manual_seed(0)
+        return Model(), PretrainedConfig(vocab_size=128)
+
+
+def test_verdicts_against_eager(every_architecture, monkeypatch):
+    import torch
+
+    # a backend whose forward is off by 1% must fail the comparison that aot_eager passes
+    def wrong(graph_module, example_inputs):
+        def run(*args):
+            outputs = graph_module(*args)
+            first = outputs[0] if isinstance(outputs, tuple | list) else outputs
+            if isinstance(first, torch.Tensor) and first.is_floating_point():
+                first = first * 1.01
+            return (first, *outputs[1:]) if isinstance(outputs, tuple | list) else first
+
+        return run
+
+    monkeypatch.setattr(model_sweep, "build", _TinyLanguageModel.build)
+    saved: list[model_sweep.ArchitectureResult] = []
+    result = model_sweep.run_architecture(every_architecture["GPT2LMHeadModel"], saved.append, ["aot_eager", wrong])
+    assert result.built
+    assert not result.error
+    assert saved[-1] is result
+    assert result.backends["aot_eager"].status == "pass", result.backends["aot_eager"].error
+    assert result.backends["wrong"].status == "failing"
+    assert result.backends["wrong"].error.startswith("forward output 0: "), result.backends["wrong"].error
+    assert model_sweep.classify(result) == ("pass", "not run")
+
+
+def test_a_child_that_times_out_keeps_what_it_saved(every_architecture, tmp_path):
+    options = model_sweep.Options(1.0, 0.0, ["aot_eager"], None, "f", "c")
+    result = model_sweep.run_child(every_architecture["GPT2LMHeadModel"], tmp_path, options)
+    assert "timed out after 1 s" in (result.error + "".join(b.error for b in result.backends.values()))
+    assert model_sweep.load_cached(tmp_path, "GPT2LMHeadModel") is not None
+    assert model_sweep.classify(result)[1] != "native"
+
+
+def test_each_generator_rewrites_only_its_section(tmp_path):
+    page = tmp_path / "models.md"
+    doc_sections.replace_section(page, "real-width", "## Real width\n\nold", title="# Models")
+    doc_sections.replace_section(page, "model-sweep", "## Sweep\n\nfirst")
+    doc_sections.replace_section(page, "real-width", "## Real width\n\nnew")
+    text = page.read_text()
+    assert text.startswith("# Models\n")
+    assert doc_sections.read_section(page, "real-width") == "## Real width\n\nnew"
+    assert doc_sections.read_section(page, "model-sweep") == "## Sweep\n\nfirst"
+    assert text.index("Real width") < text.index("Sweep")
+    assert "old" not in text
