@@ -793,7 +793,7 @@ func.func @gpsimd_kernel_unknown() {
   neuron.gpsimd_kernel gpsimd dst %a[0:4, 0, [[1, 8]]], in0 %a[0:4, 0, [[1, 8]]], in1 %a[0:4, 0, [[1, 8]]] {kernel = "cosh"} : memref<4x8xf32, #mem<sbuf>>, memref<4x8xf32, #mem<sbuf>>, memref<4x8xf32, #mem<sbuf>>
   func.return
 }
-// CHECK: neuron.gpsimd_kernel: attribute 'kernel': unknown GpSimd kernel 'cosh' (known: divide, divide_floor, divide_trunc, fmod, normal, remainder, uniform)
+// CHECK: neuron.gpsimd_kernel: attribute 'kernel': unknown GpSimd kernel 'cosh' (known: divide, divide_floor, divide_trunc, fmod, normal, remainder, stochastic_round_bf16, uniform)
 
 // -----
 
