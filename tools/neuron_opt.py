@@ -98,6 +98,13 @@ class _PositionRecordingParser(Parser):
             if name and not message.startswith(name):
                 message = f"{name}: {message}"
             raise self._diagnostic(start, message) from None
+        except MemoryError:
+            # xDSL expands a dense splat into one Python value per element: a constant of 2^40 elements asks for
+            # terabytes before anything could check its size (the innermost op catches it first)
+            name = _op_name_at(start) or "an op"
+            raise self._diagnostic(
+                start, f"{name}: its attributes hold more elements than this process can allocate"
+            ) from None
         self._positions[op] = dataclasses.replace(start, line_offset=self._line_offset)
         return op
 
