@@ -90,13 +90,15 @@ def pointwise_mismatch(actual: np.ndarray, expected: np.ndarray) -> str | None:
     )
 
 
-def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> list[str]:
-    """One description per output that does not match (empty when all do)."""
+def compare_all(
+    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], precision: np.dtype | str | None = None
+) -> list[str]:
+    """One description per output that does not match (empty when all do); `precision` as for `mismatch`."""
     if len(actual) != len(expected):
         return [f"{len(actual)} outputs, expected {len(expected)}"]
     problems = []
     for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
-        problem = mismatch(got, want)
+        problem = mismatch(got, want, precision)
         if problem is not None:
             problems.append(f"output {index}: {problem}")
     return problems
