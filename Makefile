@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 	# torch is pinned exactly (pyproject.toml) so pip takes the CPU wheel, never a CUDA build.
 	$(PY) -m pip install --quiet -e ".[test]"
 	@# the device's native hooks (storage resize, generators, pinned memory): compiled once, cached
-	$(PY) -m neuron_mlir.frontend.device.native || echo "warning: the neuron device's native hooks did not build"
+	@# without the device's autoload: `import torch` would load the half-imported package it is building for
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -m neuron_mlir.frontend.device.native || echo "warning: the neuron device's native hooks did not build"
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create .venv and install neuron-mlir with its test tools
