@@ -43,23 +43,21 @@ so that a model that outgrows the machine fails alone instead of pushing others 
 from __future__ import annotations
 
 import argparse
-import compileall
 import datetime
 import json
 import math
 import os
 import platform
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 from neuron_mlir.tools.doc_sections import replace_section
+from neuron_mlir.tools.model_sweep import snapshot_packages
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "docs" / "models.md"
@@ -230,15 +228,6 @@ def _child_main(name: str, repeat: int, memory_gib: float, target: str, inductor
 
 
 # ---- the parent: children, then the table ----------------------------------------------------------------
-
-
-def _snapshot_compiler(directory: Path) -> None:
-    """Copy the packages' source (pyproject's package-dir layout) under `directory` and compile it to bytecode."""
-    layout = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for package, folder in sorted(layout.items()):
-        target = directory.joinpath(*package.split("."))
-        shutil.copytree(REPO / folder, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-    compileall.compile_dir(directory, quiet=1)
 
 
 def _run_child(name: str, args: argparse.Namespace, snapshot: Path, inductor: bool = False) -> dict:
@@ -493,7 +482,7 @@ def main() -> int:
     results: dict[str, dict] = {}
     print(_HEADER)
     with tempfile.TemporaryDirectory() as snapshot:
-        _snapshot_compiler(Path(snapshot))
+        snapshot_packages(Path(snapshot))
         for name in names:
             if name in done:
                 results[name] = done[name]

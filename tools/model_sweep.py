@@ -752,8 +752,9 @@ def _commit() -> str:
     ).stdout.strip()
 
 
-def _snapshot(directory: Path) -> None:
-    """Copy the packages (pyproject's package-dir layout) under `directory`, compiled to bytecode."""
+def snapshot_packages(directory: Path) -> None:
+    """Copy the packages (pyproject's package-dir layout) under `directory`, compiled to bytecode: child processes
+    that import them run the code as it was when the parent started, whatever is edited meanwhile."""
     layout = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     for package, folder in sorted(layout.items()):
         target = directory.joinpath(*package.split("."))
@@ -1064,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
     to_run = [] if options.report_only else selected[: options.limit] if options.limit is not None else selected
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as snapshot:
-        _snapshot(Path(snapshot))
+        snapshot_packages(Path(snapshot))
         run_options = Options(
             options.timeout, options.memory_gib, backends, Path(snapshot), source_fingerprint(), _commit()
         )
