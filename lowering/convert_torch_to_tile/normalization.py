@@ -1210,35 +1210,16 @@ def _batch_norm(
     running_mean, running_var = args.get("running_mean"), args.get("running_var")
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
-    results: list[SSAValue] = []
     if training:
-        dims = _batch_dims(x)
-        variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
-        rstd = _rstd(em, variance, eps)
-        out = _normalize(
-            em,
-            x,
-            _channel_view(em, mean, rank, 1),
-            _channel_view(em, rstd, rank, 1),
-            weight,
-            bias,
-            result_element_type(op, 0),
-        )
+        variance, mean = emit_variance(em, x, _batch_dims(x), False, 0.0, f32)
+        centre, rstd = mean, _rstd(em, variance, eps)
     else:
         # the schemas of the eval-mode ops have no optional running statistics
         assert running_mean is not None
         assert running_var is not None
-        rstd = _rstd(em, running_var, eps)
-        out = _normalize(
-            em,
-            x,
-            _channel_view(em, running_mean, rank, 1),
-            _channel_view(em, rstd, rank, 1),
-            weight,
-            bias,
-            result_element_type(op, 0),
-        )
-    results.append(out)
+        centre, rstd = running_mean, _rstd(em, running_var, eps)
+    centre_view, rstd_view = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
+    results = [_normalize(em, x, centre_view, rstd_view, weight, bias, result_element_type(op, 0))]
     index = 1
     for kind in outputs:
         out_type = result_element_type(op, index)
@@ -1314,24 +1295,16 @@ def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
-    if args.get("train"):
-        mean, rstd = args["save_mean"], args["save_invstd"]
-        return _normalize_backward(
-            em,
-            x,
-            grad,
-            _channel_view(em, mean, rank, 1),
-            _channel_view(em, rstd, rank, 1),
-            weight,
-            dims,
-            dims,
-            mask,
-            types,
-        )
-    rstd = _channel_view(em, _rstd(em, args["running_var"], float(args["eps"])), rank, 1)
-    mean = _channel_view(em, args["running_mean"], rank, 1)
-    results = _normalize_backward(em, x, grad, mean, rstd, weight, dims, dims, [False, *mask[1:]], types)
-    if mask[0]:
+    training = bool(args.get("train"))
+    if training:
+        centre, rstd = args["save_mean"], args["save_invstd"]
+    else:
+        centre, rstd = args["running_mean"], _rstd(em, args["running_var"], float(args["eps"]))
+    centre, rstd = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
+    # with running statistics the input gradient is grad * rstd * weight alone (the statistics are constants)
+    backward_mask = mask if training else [False, *mask[1:]]
+    results = _normalize_backward(em, x, grad, centre, rstd, weight, dims, dims, backward_mask, types)
+    if mask[0] and not training:
         operands = [grad, rstd] + ([weight] if weight is not None else [])
 
         def grad_input(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
