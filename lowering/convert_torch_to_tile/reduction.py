@@ -486,39 +486,51 @@ def emit_arg_reduce(
     indices = alloc(em, out_shape, i64)
     values = alloc(em, out_shape, value_type) if value_type is not None else None
     source_type = element_type_of(source)
-    if is_exact_integer(source_type):
-        return values, _exact_integer_arg_reduce(em, space, indices, values, op, source_type)
+    # Integers compare exactly on GpSimdE (fp32 would merge neighbouring integers beyond 2^24 and pick the wrong
+    # one): their values fold in int32 (int64 for int64 inputs), positions are int32 iotas, and there is no NaN
+    # to track. Floats fold in fp32 with fp32 positions (exact up to 2^24), NaN counting as the extreme.
+    exact = is_exact_integer(source_type)
+    if exact:
+        assert isinstance(source_type, IntegerType)
+        work: Attribute = i64 if source_type.width.data > 32 else i32
+        position_type: Attribute = i32
+    else:
+        work = position_type = F32
+    never = float(2**30 if exact else 2**24)  # a position past any chunk's, which a "min" never picks
     index_view = space.kept_view(em, indices)
     value_view = space.kept_view(em, values) if values is not None else None
     better = "is_gt" if op == "max" else "is_lt"
 
     def chunk_extreme(e: LoopNestBuilder, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
         p = row.partitions
-        x = space.load_chunk(e, row, [], f0, size)
-        whole = TileType((p, size), F32, Memory.SBUF)
-        extreme = e.insert(tile.ReduceOp(x, op, _column(p))).result
+        x = space.load_chunk(e, row, [], f0, size, work if exact else None)
+        extreme = e.insert(tile.ReduceOp(x, op, _column(p, work))).result
+        whole = TileType((p, size), work, Memory.SBUF)
         hit = e.insert(tile.BinaryScalarOp(x, "is_equal", whole, column=extreme)).result
-        is_nan = e.insert(tile.BinaryOp(x, x, "not_equal", whole)).result
-        hit = e.insert(tile.BinaryOp(hit, is_nan, "logical_or", whole)).result
-        position = _positions(e, whole, f0)
-        never = e.insert(tile.FillOp(float(2**24), whole)).result
-        candidates = e.insert(tile.SelectOp(hit, position, never, whole)).result
-        index = e.insert(tile.ReduceOp(candidates, "min", _column(p))).result
-        return [extreme, index]
+        if not exact:
+            is_nan = e.insert(tile.BinaryOp(x, x, "not_equal", whole)).result
+            hit = e.insert(tile.BinaryOp(hit, is_nan, "logical_or", whole)).result
+        positions = TileType((p, size), position_type, Memory.SBUF)
+        position = _positions(e, positions, f0)
+        beyond = e.insert(tile.FillOp(never, positions)).result
+        candidates = e.insert(tile.SelectOp(hit, position, beyond, positions)).result
+        return [extreme, e.insert(tile.ReduceOp(candidates, "min", _column(p, position_type))).result]
 
     def combine(e: LoopNestBuilder, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
         p = row.partitions
         extreme, index = chunk_extreme(e, row, f0, size)
         best, best_index = acc
-        column = _column(p)
-        # a later chunk wins only when strictly better, or NaN over a number (NaN is the extreme)
+        column = _column(p, work)
+        # a later chunk wins only when strictly better (the first extreme keeps its index), or NaN over a number
+        # (NaN is the extreme)
         wins = e.insert(tile.BinaryOp(extreme, best, better, column)).result
-        new_nan = e.insert(tile.BinaryOp(extreme, extreme, "not_equal", column)).result
-        old_number = e.insert(tile.BinaryOp(best, best, "is_equal", column)).result
-        nan_wins = e.insert(tile.BinaryOp(new_nan, old_number, "logical_and", column)).result
-        wins = e.insert(tile.BinaryOp(wins, nan_wins, "logical_or", column)).result
+        if not exact:
+            new_nan = e.insert(tile.BinaryOp(extreme, extreme, "not_equal", column)).result
+            old_number = e.insert(tile.BinaryOp(best, best, "is_equal", column)).result
+            nan_wins = e.insert(tile.BinaryOp(new_nan, old_number, "logical_and", column)).result
+            wins = e.insert(tile.BinaryOp(wins, nan_wins, "logical_or", column)).result
         best = e.insert(tile.SelectOp(wins, extreme, best, column)).result
-        best_index = e.insert(tile.SelectOp(wins, index, best_index, column)).result
+        best_index = e.insert(tile.SelectOp(wins, index, best_index, _column(p, position_type))).result
         return [best, best_index]
 
     # one reduced dimension: the space merged nothing into it
@@ -527,7 +539,7 @@ def emit_arg_reduce(
     def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
         best, best_index = e.accumulate_tile_values(
             length,
-            FREE_TILE,
+            INTEGER_TILE if exact else FREE_TILE,
             lambda e2, f0, size: chunk_extreme(e2, row, f0, size),
             lambda e2, f0, size, acc: combine(e2, row, f0, size, acc),
         )
@@ -537,61 +549,6 @@ def emit_arg_reduce(
 
     space.for_rows(em, row_tile)
     return values, indices
-
-
-def _exact_integer_arg_reduce(
-    em: LoopNestBuilder,
-    space: ReductionSpace,
-    indices: SSAValue,
-    values: SSAValue | None,
-    op: str,
-    source_type: Attribute,
-) -> SSAValue:
-    """`emit_arg_reduce` of an integer input, compared exactly on GpSimdE (fp32 would merge neighbouring integers
-    beyond 2^24 and pick the wrong one): the values fold in int32 (int64 for int64 inputs), positions are int32
-    iotas, and there is no NaN to track. Fills `indices` (and `values`) and returns `indices`."""
-    assert isinstance(source_type, IntegerType)
-    work = i64 if source_type.width.data > 32 else i32
-    index_view = space.kept_view(em, indices)
-    value_view = space.kept_view(em, values) if values is not None else None
-    better = "is_gt" if op == "max" else "is_lt"
-
-    def chunk_extreme(e: LoopNestBuilder, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
-        p = row.partitions
-        x = space.load_chunk(e, row, [], f0, size, work)
-        extreme = e.insert(tile.ReduceOp(x, op, _column(p, work))).result
-        hit = e.insert(tile.BinaryScalarOp(x, "is_equal", x.type, column=extreme)).result  # type: ignore[arg-type]
-        positions = TileType((p, size), i32, Memory.SBUF)
-        position = _positions(e, positions, f0)
-        never = e.insert(tile.FillOp(float(2**30), positions)).result
-        candidates = e.insert(tile.SelectOp(hit, position, never, positions)).result
-        return [extreme, e.insert(tile.ReduceOp(candidates, "min", _column(p, i32))).result]
-
-    def combine(e: LoopNestBuilder, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
-        p = row.partitions
-        extreme, index = chunk_extreme(e, row, f0, size)
-        best, best_index = acc
-        # a later chunk wins only when strictly better: the first extreme keeps its index
-        wins = e.insert(tile.BinaryOp(extreme, best, better, _column(p, work))).result
-        best = e.insert(tile.SelectOp(wins, extreme, best, _column(p, work))).result
-        best_index = e.insert(tile.SelectOp(wins, index, best_index, _column(p, i32))).result
-        return [best, best_index]
-
-    (length,) = space.reduced_dims
-
-    def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
-        best, best_index = e.accumulate_tile_values(
-            length,
-            INTEGER_TILE,
-            lambda e2, f0, size: chunk_extreme(e2, row, f0, size),
-            lambda e2, f0, size, acc: combine(e2, row, f0, size, acc),
-        )
-        store(e, to_sbuf(e, best_index, i64), index_view, [*row.indices, 0])
-        if value_view is not None and values is not None:
-            store(e, to_sbuf(e, best, element_type_of(values)), value_view, [*row.indices, 0])
-
-    space.for_rows(em, row_tile)
-    return indices
 
 
 # ---- ATen ops ------------------------------------------------------------------------------------------------
