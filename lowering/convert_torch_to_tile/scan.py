@@ -104,6 +104,34 @@ def _part(e: LoopNestBuilder, x: SSAValue, kind: str) -> SSAValue:
     return e.insert(tile.SelectOp(scalar(difference, "is_equal", 0.0), x, zeros, x_type)).result
 
 
+def _scan_in_chunks(
+    em: LoopNestBuilder,
+    length: int,
+    chunk: int,
+    scan_chunk: Callable[[LoopNestBuilder, Index, int, SSAValue | None], tuple[SSAValue, SSAValue]],
+    add_total: Callable[[LoopNestBuilder, SSAValue, int, SSAValue | None], SSAValue],
+) -> None:
+    """Scan `length` elements in chunks of `chunk`, carrying the total of the chunks before each one.
+
+    `scan_chunk(f0, size, carry)` writes a chunk's running sums plus the carry (None for the first chunk) and
+    returns (its result, its input); `add_total(input, size, carry)` is the carry for the next chunk. The last
+    chunk computes no carry: none is needed, and on TensorE a matmul whose group no engine reads would hold its
+    PSUM bank with nothing to order the next group's writes after it."""
+
+    def step(e: LoopNestBuilder, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+        result, x = scan_chunk(e, f0, size, carry)
+        if isinstance(f0, int) and f0 + size == length:
+            return result if carry is None else carry
+        return add_total(e, x, size, carry)
+
+    em.accumulate_tiles(
+        length,
+        chunk,
+        lambda e, f0, size: step(e, f0, size, None),
+        lambda e, f0, size, carry: step(e, f0, size, carry),
+    )
+
+
 def emit_scan(
     em: LoopNestBuilder,
     source: SSAValue,
@@ -124,7 +152,9 @@ def emit_scan(
             ones_row = {size: _ones(e2, (1, size)) for size in triangles}
             ones_column = {size: _ones(e2, (size, 1)) for size in triangles}
 
-            def step(e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+            def scan_chunk(
+                e3: LoopNestBuilder, l0: Index, size: int, carry: SSAValue | None
+            ) -> tuple[SSAValue, SSAValue]:
                 x = load(e3, source_view, [*indices, l0, n0], (size, n), f32)
                 if part is not None:
                     x = part(e3, x)
@@ -134,21 +164,15 @@ def emit_scan(
                     product = e3.insert(tile.MatmulOp(ones_row[size], carry, psum, product)).result
                 result = to_sbuf(e3, product, out_type)
                 store(e3, result, out_view, [*indices, l0, n0])
-                if isinstance(l0, int) and l0 + size == length:
-                    # the last chunk: no later chunk needs a carry, and a matmul whose group no engine reads
-                    # would hold its PSUM bank with nothing to order the next group's writes after it
-                    return result if carry is None else carry
+                return result, x
+
+            def add_total(e3: LoopNestBuilder, x: SSAValue, size: int, carry: SSAValue | None) -> SSAValue:
                 total = e3.insert(tile.MatmulOp(ones_column[size], x, TileType((1, n), f32, Memory.PSUM))).result
                 if carry is None:
                     return to_sbuf(e3, total, f32)
                 return e3.insert(tile.BinaryOp(carry, total, "add", _sbuf((1, n)))).result
 
-            e2.accumulate_tiles(
-                length,
-                chunk,
-                lambda e3, l0, size: step(e3, l0, size, None),
-                lambda e3, l0, size, carry: step(e3, l0, size, carry),
-            )
+            _scan_in_chunks(e2, length, chunk, scan_chunk, add_total)
 
         e.for_tiles(width, max_n, columns)
 
@@ -178,26 +202,24 @@ def emit_integer_scan(em: LoopNestBuilder, source: SSAValue, out: SSAValue, dim:
                     return value
                 return e3.insert(tile.CopyOp(value, TileType(shape, out_type, Memory.SBUF))).result
 
-            def chunk(e3: LoopNestBuilder, f0: Index, size: int, carry: SSAValue | None) -> SSAValue:
+            def scan_chunk(
+                e3: LoopNestBuilder, f0: Index, size: int, carry: SSAValue | None
+            ) -> tuple[SSAValue, SSAValue]:
                 x = load_exact(e3, source_rows, [*indices, p0, f0], (p, size), scan_type)
                 scanned = widened(e3, e3.insert(tile.ScanOp(x, "add", x.type)).result, (p, size))  # type: ignore[arg-type]
                 if carry is not None:
                     scanned = e3.insert(tile.BinaryScalarOp(scanned, "add", scanned.type, column=carry)).result  # type: ignore[arg-type]
                 store(e3, scanned, out_rows, [*indices, p0, f0])
-                if isinstance(f0, int) and f0 + size == length:
-                    return scanned if carry is None else carry  # the last chunk: no later chunk needs a carry
+                return scanned, x
+
+            def add_total(e3: LoopNestBuilder, x: SSAValue, size: int, carry: SSAValue | None) -> SSAValue:
                 reduced = e3.insert(tile.ReduceOp(x, "add", TileType((p, 1), scan_type, Memory.SBUF))).result
                 total = widened(e3, reduced, (p, 1))
                 if carry is None:
                     return total
                 return e3.insert(tile.BinaryOp(carry, total, "add", column)).result
 
-            e2.accumulate_tiles(
-                length,
-                INTEGER_SCAN_TILE,
-                lambda e3, f0, size: chunk(e3, f0, size, None),
-                lambda e3, f0, size, carry: chunk(e3, f0, size, carry),
-            )
+            _scan_in_chunks(e2, length, INTEGER_SCAN_TILE, scan_chunk, add_total)
 
         e.for_tiles(width, PARTITION_TILE, rows)
 
