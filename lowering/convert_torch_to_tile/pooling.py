@@ -223,6 +223,41 @@ class Geometry:
         return sum(k * d * st for k, d, st in zip(offset, self.dilation, strides, strict=True))
 
 
+def _geometry(args: dict[str, Any], rank: int, spatial: Sequence[int], out: Sequence[int]) -> Geometry:
+    """The geometry a pooling op's arguments give: kernel_size, stride (the kernel's by default), padding (0) and
+    dilation (1; average pooling has none)."""
+    kernel = _param(args["kernel_size"], rank, [])
+    stride = _param(args.get("stride"), rank, kernel)
+    padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
+    return Geometry(spatial, out, kernel, stride, padding, dilation)
+
+
+def _regular_geometry(spatial: Sequence[int], out: Sequence[int]) -> Geometry | None:
+    """An adaptive pooling's windows when every size divides: regular, non-overlapping ones (else None)."""
+    if not all(n % o == 0 for n, o in zip(spatial, out, strict=True)):
+        return None
+    kernel = [n // o for n, o in zip(spatial, out, strict=True)]
+    return Geometry(spatial, out, kernel, kernel, [0] * len(kernel), [1] * len(kernel))
+
+
+def _each_adaptive_window(
+    em: LoopNestBuilder,
+    partitions: int,
+    spatial: Sequence[int],
+    out: Sequence[int],
+    body: Callable[[LoopNestBuilder, Index, int, int, tuple[tuple[int, int], ...]], None],
+) -> None:
+    """body(emitter, p0, partitions, flat output position, its window's (start, end) per dim) for every output
+    position of an adaptive pooling whose sizes do not divide, per tile of partitions."""
+    ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out, strict=True)]
+
+    def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
+        for flat, window in enumerate(itertools.product(*ranges)):
+            body(e, p0, ps, flat, window)
+
+    em.for_tiles(partitions, PARTITION_TILE, per_partition)
+
+
 def _counts(em: LoopNestBuilder, g: Geometry, include_pad: bool) -> SSAValue | None:
     """[1, O...] window element counts (None when every window counts the kernel volume)."""
     padded = tuple(n + p + h for n, p, h in zip(g.spatial, g.padding, g.high, strict=True))
@@ -276,10 +311,7 @@ def _window_sum(
 def _avg_pool(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        kernel = _param(args["kernel_size"], rank, [])
-        g = Geometry(spatial, result_shape(op)[-rank:], kernel, _param(args.get("stride"), rank, kernel),
-                     _param(args.get("padding", 0), rank, [0] * rank), [1] * rank)  # fmt: skip
+        g = _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:])
         xp = pad_planes(em, x, g.padding, g.high, 0.0)
         divisor = args.get("divisor_override")
         scale: SSAValue | float | None
@@ -287,7 +319,7 @@ def _avg_pool(rank: int) -> Lowering:
             scale = 1.0 / float(divisor)
         else:
             counts = _counts(em, g, bool(args.get("count_include_pad", True)))
-            scale = 1.0 / math.prod(kernel) if counts is None else counts
+            scale = 1.0 / math.prod(g.kernel) if counts is None else counts
         partitions = layout_of(x).shape[0]
         wins = windows(em, xp, g.kernel, g.out, g.stride, g.dilation)
         out = _window_sum(em, wins, g, partitions, scale, result_element_type(op))
@@ -328,12 +360,7 @@ def _index_map(em: LoopNestBuilder, g: Geometry) -> SSAValue:
 def _max_pool_with_indices(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        kernel = _param(args["kernel_size"], rank, [])
-        stride = _param(args.get("stride"), rank, kernel)
-        padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
-        g = Geometry(spatial, result_shape(op)[-rank:], kernel, stride, padding, dilation)
-        return _emit_max_pool(em, op, x, g)
+        return _emit_max_pool(em, op, x, _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:]))
 
     return lower
 
@@ -382,35 +409,33 @@ def _adaptive_max_pool(rank: int) -> Lowering:
         spatial = layout_of(x).shape[1:]
         out_spatial = result_shape(op)[-rank:]
         partitions = layout_of(x).shape[0]
-        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
-            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
-            return _emit_max_pool(em, op, x, Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank))
+        regular = _regular_geometry(spatial, out_spatial)
+        if regular is not None:
+            return _emit_max_pool(em, op, x, regular)
         count = math.prod(out_spatial)
         values = alloc(em, (partitions, count), result_element_type(op, 0))
         indices = alloc(em, (partitions, count), result_element_type(op, 1))
-        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
         strides = row_major_strides(spatial)
 
-        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
+        def window_max(e: LoopNestBuilder, p0: Index, ps: int, flat: int, window: tuple[tuple[int, int], ...]) -> None:
             column = TileType((ps, 1), f32)
-            for flat, window in enumerate(itertools.product(*ranges)):
-                sizes = tuple(hi - lo for lo, hi in window)
-                region_type = TileType((ps, *sizes), f32)
-                region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
-                best = e.insert(tile.ReduceOp(region, "max", column, axes=rank)).result
-                zeros = e.insert(tile.FillOp(0.0, region_type)).result
-                spread = e.insert(tile.BinaryScalarOp(zeros, "add", region_type, column=best)).result
-                hit = e.insert(tile.BinaryOp(region, spread, "is_equal", region_type)).result
-                base = sum(lo * st for (lo, _), st in zip(window, strides, strict=True))
-                position = e.insert(tile.IotaOp(region_type, list(strides), base)).result
-                never = e.insert(tile.FillOp(float(math.prod(spatial)), region_type)).result
-                first = e.insert(tile.SelectOp(hit, position, never, region_type)).result
-                first = e.insert(tile.ReduceOp(first, "min", column, axes=rank)).result
-                for value, out in ((best, values), (first, indices)):
-                    stored = to_sbuf(e, value, out.type.element_type)  # type: ignore[attr-defined]
-                    e.insert(tile.StoreOp(stored, out, [e.index(p0), e.index(flat)]))
+            sizes = tuple(hi - lo for lo, hi in window)
+            region_type = TileType((ps, *sizes), f32)
+            region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
+            best = e.insert(tile.ReduceOp(region, "max", column, axes=rank)).result
+            zeros = e.insert(tile.FillOp(0.0, region_type)).result
+            spread = e.insert(tile.BinaryScalarOp(zeros, "add", region_type, column=best)).result
+            hit = e.insert(tile.BinaryOp(region, spread, "is_equal", region_type)).result
+            base = sum(lo * st for (lo, _), st in zip(window, strides, strict=True))
+            position = e.insert(tile.IotaOp(region_type, list(strides), base)).result
+            never = e.insert(tile.FillOp(float(math.prod(spatial)), region_type)).result
+            first = e.insert(tile.SelectOp(hit, position, never, region_type)).result
+            first = e.insert(tile.ReduceOp(first, "min", column, axes=rank)).result
+            for value, out in ((best, values), (first, indices)):
+                stored = to_sbuf(e, value, out.type.element_type)  # type: ignore[attr-defined]
+                e.insert(tile.StoreOp(stored, out, [e.index(p0), e.index(flat)]))
 
-        em.for_tiles(partitions, PARTITION_TILE, per_partition)
+        _each_adaptive_window(em, partitions, spatial, out_spatial, window_max)
         shape = result_shape(op)
         return [view(em, values, Layout.contiguous(shape)), view(em, indices, Layout.contiguous(shape))]
 
@@ -427,24 +452,21 @@ def _adaptive_avg_pool(rank: int) -> Lowering:
         spatial = layout_of(x).shape[1:]
         out_spatial = result_shape(op)[-rank:]
         partitions = layout_of(x).shape[0]
-        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
-            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
-            g = Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank)
+        g = _regular_geometry(spatial, out_spatial)
+        if g is not None:
             wins = windows(em, x, g.kernel, g.out, g.stride, g.dilation)
-            out = _window_sum(em, wins, g, partitions, 1.0 / math.prod(kernel), result_element_type(op))
+            out = _window_sum(em, wins, g, partitions, 1.0 / math.prod(g.kernel), result_element_type(op))
             return [view(em, out, Layout.contiguous(result_shape(op)))]
         out = alloc(em, (partitions, math.prod(out_spatial)), result_element_type(op))
-        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
 
-        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-            for flat, window in enumerate(itertools.product(*ranges)):
-                sizes = [hi - lo for lo, hi in window]
-                region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
-                total = e.insert(tile.ReduceOp(region, "add", TileType((ps, 1), f32), axes=rank)).result
-                mean = _scalar(e, "multiply", total, 1.0 / math.prod(sizes), result_element_type(op))
-                e.insert(tile.StoreOp(mean, out, [e.index(p0), e.index(flat)]))
+        def window_mean(e: LoopNestBuilder, p0: Index, ps: int, flat: int, window: tuple[tuple[int, int], ...]) -> None:
+            sizes = [hi - lo for lo, hi in window]
+            region = load(e, x, [p0, *(lo for lo, _ in window)], (ps, *sizes), f32)
+            total = e.insert(tile.ReduceOp(region, "add", TileType((ps, 1), f32), axes=rank)).result
+            mean = _scalar(e, "multiply", total, 1.0 / math.prod(sizes), result_element_type(op))
+            e.insert(tile.StoreOp(mean, out, [e.index(p0), e.index(flat)]))
 
-        em.for_tiles(partitions, PARTITION_TILE, per_partition)
+        _each_adaptive_window(em, partitions, spatial, out_spatial, window_mean)
         return [view(em, out, Layout.contiguous(result_shape(op)))]
 
     return lower
@@ -495,10 +517,7 @@ def _scatter_windows(
     interior = layout_of(gp)
     for i, (n, p) in enumerate(zip(g.spatial, g.padding, strict=True)):
         interior = interior.slice(1 + i, p, p + n)
-    result = view(em, gp, interior)
-    if out_element_type != f32:
-        result = copy_to_type(em, result, out_element_type)
-    return result
+    return _from_f32(em, view(em, gp, interior), out_element_type)
 
 
 def copy_to_type(em: LoopNestBuilder, source: SSAValue, element_type: Attribute) -> SSAValue:
@@ -507,15 +526,18 @@ def copy_to_type(em: LoopNestBuilder, source: SSAValue, element_type: Attribute)
     return out
 
 
+def _from_f32(em: LoopNestBuilder, gradient: SSAValue, element_type: Attribute) -> SSAValue:
+    """An fp32 gradient accumulated in HBM, in the result's element type (a copy unless that is fp32)."""
+    return gradient if element_type == f32 else copy_to_type(em, gradient, element_type)
+
+
 def _avg_pool_backward(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = layout_of(args["self"])
         grad_out = planes(em, args["grad_output"], rank)
         spatial = x.shape[-rank:]
         partitions = layout_of(grad_out).shape[0]
-        kernel = _param(args["kernel_size"], rank, [])
-        g = Geometry(spatial, layout_of(grad_out).shape[1:], kernel, _param(args.get("stride"), rank, kernel),
-                     _param(args.get("padding", 0), rank, [0] * rank), [1] * rank)  # fmt: skip
+        g = _geometry(args, rank, spatial, layout_of(grad_out).shape[1:])
         divisor = args.get("divisor_override")
         counts = None
         if divisor is None:
@@ -523,7 +545,7 @@ def _avg_pool_backward(rank: int) -> Lowering:
         inverse_counts = None
         if counts is not None:
             inverse_counts = _broadcast_planes(em, counts, partitions, True)
-        scale = 1.0 / float(divisor) if divisor is not None else 1.0 / math.prod(kernel)
+        scale = 1.0 / float(divisor) if divisor is not None else 1.0 / math.prod(g.kernel)
         tiles = PositionTiles(partitions, g.out)
 
         def contribution(e: LoopNestBuilder, go: SSAValue, k, p0: Index, pos: list[Index], size) -> SSAValue:  # type: ignore[no-untyped-def]
@@ -573,10 +595,7 @@ def _max_pool_backward(rank: int) -> Lowering:
             return load(e, grad_out, [p0, f0], (ps, fs), f32)
 
         emit_scatter(em, op.name, grad, access, values, accumulate=True)
-        result: SSAValue = grad
-        if result_element_type(op) != f32:
-            result = copy_to_type(em, grad, result_element_type(op))
-        return [_reshaped(em, result, result_shape(op))]
+        return [_reshaped(em, _from_f32(em, grad, result_element_type(op)), result_shape(op))]
 
     return lower
 
@@ -587,10 +606,9 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
         grad_out = planes(em, args["grad_output"], rank)
         out_spatial = layout_of(grad_out).shape[1:]
         partitions = layout_of(grad_out).shape[0]
-        if all(n % o == 0 for n, o in zip(spatial, out_spatial, strict=True)):
-            kernel = [n // o for n, o in zip(spatial, out_spatial, strict=True)]
-            g = Geometry(spatial, out_spatial, kernel, kernel, [0] * rank, [1] * rank)
-            scale = 1.0 / math.prod(kernel)
+        g = _regular_geometry(spatial, out_spatial)
+        if g is not None:
+            scale = 1.0 / math.prod(g.kernel)
             grad = _scatter_windows(
                 em, grad_out, g, partitions, lambda e, go, *_: _scalar(e, "multiply", go, scale),
                 result_element_type(op),
@@ -599,27 +617,33 @@ def _adaptive_avg_pool_backward(rank: int) -> Lowering:
         gp = alloc(em, (partitions, *spatial), f32)
         fill_into(em, gp, 0.0)
         flat_grad = _reshaped(em, grad_out, (partitions, math.prod(out_spatial)))
-        ranges = [_adaptive_windows(n, o) for n, o in zip(spatial, out_spatial, strict=True)]
 
-        def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-            for flat, window in enumerate(itertools.product(*ranges)):
-                sizes = [hi - lo for lo, hi in window]
-                column = load(e, flat_grad, [p0, flat], (ps, 1), f32)
-                share = _scalar(e, "multiply", column, 1.0 / math.prod(sizes))
-                at = [p0, *(lo for lo, _ in window)]
-                region = load(e, gp, at, (ps, *sizes), f32)
-                added = e.insert(
-                    tile.BinaryScalarOp(region, "add", TileType(tile_shape(region), f32), column=share)
-                ).result
-                e.insert(tile.StoreOp(added, gp, [e.index(i) for i in at]))
+        def window_share(
+            e: LoopNestBuilder, p0: Index, ps: int, flat: int, window: tuple[tuple[int, int], ...]
+        ) -> None:
+            sizes = [hi - lo for lo, hi in window]
+            column = load(e, flat_grad, [p0, flat], (ps, 1), f32)
+            share = _scalar(e, "multiply", column, 1.0 / math.prod(sizes))
+            at = [p0, *(lo for lo, _ in window)]
+            region = load(e, gp, at, (ps, *sizes), f32)
+            added = e.insert(tile.BinaryScalarOp(region, "add", TileType(tile_shape(region), f32), column=share)).result
+            e.insert(tile.StoreOp(added, gp, [e.index(i) for i in at]))
 
-        em.for_tiles(partitions, PARTITION_TILE, per_partition)
-        result: SSAValue = gp
-        if result_element_type(op) != f32:
-            result = copy_to_type(em, gp, result_element_type(op))
-        return [_reshaped(em, result, result_shape(op))]
+        _each_adaptive_window(em, partitions, spatial, out_spatial, window_share)
+        return [_reshaped(em, _from_f32(em, gp, result_element_type(op)), result_shape(op))]
 
     return lower
+
+
+def _col2im_geometry(args: dict[str, Any], out_shape: Sequence[int]) -> Geometry:
+    """col2im's windows: one per block (column) position, over the output's last two dims."""
+    spatial = tuple(out_shape[-2:])
+    kernel = _param(args["kernel_size"], 2, [])
+    dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
+    stride = _param(args["stride"], 2, [1])
+    blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
+                   zip(spatial, padding, dilation, kernel, stride, strict=True))  # fmt: skip
+    return Geometry(spatial, blocks, kernel, stride, padding, dilation)
 
 
 def _col2im(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -628,18 +652,11 @@ def _col2im(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SS
     The input [N, C * kh * kw, L] is viewed as [N * C, kh, kw, Lh, Lw]; for each kernel offset its [planes, Lh, Lw]
     slab is added (read, add, write) into the zero-initialised padded output through that offset's window view.
     """
-    source = args["self"]
     out_shape = result_shape(op)
-    spatial = tuple(out_shape[-2:])
-    kernel = _param(args["kernel_size"], 2, [])
-    dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
-    stride = _param(args["stride"], 2, [1])
-    blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
-                   zip(spatial, padding, dilation, kernel, stride, strict=True))  # fmt: skip
+    g = _col2im_geometry(args, out_shape)
     channels = out_shape[-3]
     batch = math.prod(out_shape[:-3])
-    slabs = _reshaped(em, source, (batch * channels, *kernel, *blocks))
-    g = Geometry(spatial, blocks, kernel, stride, padding, dilation)
+    slabs = _reshaped(em, args["self"], (batch * channels, *g.kernel, *g.out))
     folded = _scatter_windows(em, slabs, g, batch * channels, lambda e, go, *_: go, result_element_type(op))
     return [_reshaped(em, folded, out_shape)]
 
@@ -650,12 +667,8 @@ def legal(op: Operation) -> str | None:
     args = arguments_of(op)
     if op.name == "torch.aten.col2im":
         shape, out_shape = tensor_shape(args["self"]), tensor_shape(op.results[0])
-        kernel = _param(args["kernel_size"], 2, [])
-        dilation, padding = _param(args["dilation"], 2, [1]), _param(args["padding"], 2, [0, 0])
-        stride = _param(args["stride"], 2, [1])
-        blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in
-                       zip(out_shape[-2:], padding, dilation, kernel, stride, strict=True))  # fmt: skip
-        channels = out_shape[-3]
+        g = _col2im_geometry(args, out_shape)
+        channels, kernel, blocks = out_shape[-3], list(g.kernel), g.out
         if len(shape) < 2 or shape[-1] != math.prod(blocks) or shape[-2] != channels * math.prod(kernel):
             return f"input {shape} does not hold {channels} x {kernel} columns of {blocks} blocks"
         return None
