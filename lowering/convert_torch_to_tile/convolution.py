@@ -39,7 +39,7 @@ a stride-1 convolution of grad_output with those taps, whose products land at th
 of whole input rows; no product of an inserted zero is computed. grad_weight (`emit_banded_weight_gradient`)
 contracts over output positions, which must be on the partitions: grad_output blocks and the taps' strided band
 windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
-(`_resident_weight_gradient`; otherwise per block of the result), one matmul per tile of 128 positions
+(the resident strategy; otherwise per block of the result), one matmul per tile of 128 positions
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
 was). grad_bias is a reduction.
 
@@ -108,6 +108,32 @@ def _store(
     rank = layout_of(tensor).rank
     mapping = None if tuple(dims) == (rank - 2, rank - 1) else dims
     em.insert(tile.StoreOp(value, tensor, [em.index(i) for i in indices], mapping))
+
+
+def _for_channel_tiles(
+    em: LoopNestBuilder,
+    planes: Sequence[int],
+    channels: int,
+    tiles: Sequence[tuple[int, int]],
+    body: Callable[[LoopNestBuilder, list[Index], Index, int, list[Index], list[int]], None],
+) -> None:
+    """body(emitter, plane indices, c0, channels, offsets, sizes) for each tile of up to 128 channels and of
+    `tiles` ((extent, tile size) per trailing dim), at every index of `planes` (the image and leading dims)."""
+
+    def trailing(
+        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, offsets: list[Index], sizes: list[int], depth: int
+    ) -> None:
+        if depth == len(tiles):
+            body(e, lead, c0, cs, offsets, sizes)
+            return
+        extent, size = tiles[depth]
+        e.for_tiles(extent, size, lambda e2, o, n: trailing(e2, lead, c0, cs, [*offsets, o], [*sizes, n], depth + 1))
+
+    _nest(
+        em,
+        planes,
+        lambda e, lead: e.for_tiles(channels, PARTITION_TILE, lambda e2, c0, cs: trailing(e2, lead, c0, cs, [], [], 0)),
+    )
 
 
 # ---- preparing operands --------------------------------------------------------------------------------------
@@ -214,29 +240,10 @@ def spread_channels(
         ]
         _store(e, spread, prepared, [n, c0, *lead_at, *tail_at], (1, *tail_dims))
 
-    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
-        if rank >= 2:
-            e.for_tiles(
-                channels,
-                PARTITION_TILE,
-                lambda e2, c0, cs: e2.for_tiles(
-                    rows_extent,
-                    rows,
-                    lambda e3, r0, rs: e3.for_tiles(
-                        row, columns, lambda e4, col0, ns: spread_tile(e4, lead, c0, cs, [r0, col0], [rs, ns])
-                    ),
-                ),
-            )
-        else:
-            e.for_tiles(
-                channels,
-                PARTITION_TILE,
-                lambda e2, c0, cs: e2.for_tiles(
-                    row, columns, lambda e3, col0, ns: spread_tile(e3, lead, c0, cs, [col0], [ns])
-                ),
-            )
-
-    _nest(em, [batch, *spatial[:-2]] if rank >= 2 else [batch], per_plane)
+    if rank >= 2:
+        _for_channel_tiles(em, [batch, *spatial[:-2]], channels, [(rows_extent, rows), (row, columns)], spread_tile)
+    else:
+        _for_channel_tiles(em, [batch], channels, [(row, columns)], spread_tile)
 
 
 # Bytes per partition of one tile of `copy_channels`.
@@ -263,8 +270,9 @@ def copy_channels(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
     rank = layout.rank
 
     def copy_tile(
-        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int, col0: Index, ns: int
+        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, offsets: list[Index], sizes: list[int]
     ) -> None:
+        (r0, col0), (rs, ns) = offsets, sizes
         n, *outer = lead
         shape: tuple[int, ...]
         dims: tuple[int, ...]
@@ -275,20 +283,7 @@ def copy_channels(em: LoopNestBuilder, source: SSAValue, out: SSAValue) -> None:
         value = load(e, source, indices, shape, element_type_of(out), dims=dims)
         _store(e, value, out, indices, dims)
 
-    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
-        e.for_tiles(
-            channels,
-            PARTITION_TILE,
-            lambda e2, c0, cs: e2.for_tiles(
-                rows_extent,
-                rows,
-                lambda e3, r0, rs: e3.for_tiles(
-                    row, columns, lambda e4, col0, ns: copy_tile(e4, lead, c0, cs, r0, rs, col0, ns)
-                ),
-            ),
-        )
-
-    _nest(em, [batch, *spatial_loops], per_plane)
+    _for_channel_tiles(em, [batch, *spatial_loops], channels, [(rows_extent, rows), (row, columns)], copy_tile)
 
 
 # Fewer channels than this put an image's rows on the partitions when padding them (`pad_rows`).
@@ -324,7 +319,10 @@ def pad_rows(em: LoopNestBuilder, source: SSAValue, out: SSAValue, left: int) ->
         )
         return
 
-    def pad_tile(e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, r0: Index, rs: int) -> None:
+    def pad_tile(
+        e: LoopNestBuilder, lead: list[Index], c0: Index, cs: int, offsets: list[Index], sizes: list[int]
+    ) -> None:
+        (r0,), (rs,) = offsets, sizes
         n, *outer = lead
         dims = (1, rank - 2, rank - 1)
         value = load(e, source, [n, c0, *outer, r0, 0], (cs, rs, row), element_type, dims=dims)
@@ -332,14 +330,7 @@ def pad_rows(em: LoopNestBuilder, source: SSAValue, out: SSAValue, left: int) ->
         whole = e.insert(tile.InsertOp(value, zeros, [e.index(0), e.index(left)])).result
         _store(e, whole, out, [n, c0, *outer, r0, 0], dims)
 
-    def per_plane(e: LoopNestBuilder, lead: list[Index]) -> None:
-        e.for_tiles(
-            channels,
-            PARTITION_TILE,
-            lambda e2, c0, cs: e2.for_tiles(rows_extent, rows, lambda e3, r0, rs: pad_tile(e3, lead, c0, cs, r0, rs)),
-        )
-
-    _nest(em, [batch, *spatial[:-2]], per_plane)
+    _for_channel_tiles(em, [batch, *spatial[:-2]], channels, [(rows_extent, rows)], pad_tile)
 
 
 def prepare_weight(em: LoopNestBuilder, w: SSAValue, groups: int, transposed: bool) -> SSAValue:
@@ -396,6 +387,95 @@ def _position_tiles(out_spatial: Sequence[int], n_tile: int) -> tuple[list[int],
     return list(out_spatial[:-2] if len(out_spatial) >= 2 else []), rows, columns
 
 
+def _flat_tap(em: LoopNestBuilder, k_idx: Sequence[Index], kernel: Sequence[int]) -> Index:
+    """The row-major index of kernel offset `k_idx` among the kernel's taps."""
+    flat: Index = 0
+    for k, extent in zip(k_idx, kernel, strict=True):
+        flat = em.add(em.mul(flat, extent), k)
+    return flat
+
+
+def _output_spatial(
+    spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> tuple[int, ...]:
+    """The output positions of an unpadded convolution along each spatial dim."""
+    return tuple((s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation, stride, strict=True))
+
+
+def _for_position_tiles(
+    em: LoopNestBuilder,
+    out_spatial: Sequence[int],
+    rows: int,
+    columns: int,
+    body: Callable[[LoopNestBuilder, Index, int, Index, int], None],
+    unroll_rows: int = 1,
+    unroll_columns: int = 1,
+) -> None:
+    """body(emitter, r0, rows, c0, columns) for every tile of `rows` x `columns` output positions of one plane
+    (the last two output dims; one row at r0 = 0 for a 1-d convolution), `unroll_*` tiles per loop trip."""
+
+    def along_row(e: LoopNestBuilder, r0: Index, rs: int) -> None:
+        _for_tiles_unrolled(e, out_spatial[-1], columns, unroll_columns, lambda e2, c0, cs: body(e2, r0, rs, c0, cs))
+
+    if len(out_spatial) >= 2:
+        _for_tiles_unrolled(em, out_spatial[-2], rows, unroll_rows, along_row)
+    else:
+        along_row(em, 0, 1)
+
+
+class _ConvolutionOutput:
+    """Where the output tiles of a convolution out[N, Cout, O...] go: a tile of whole rows of positions is stored
+    through a view with the last two dims merged (one run per partition), and the bias is added per partition
+    (output channel) as PSUM is evacuated."""
+
+    def __init__(self, em: LoopNestBuilder, out: SSAValue, bias: SSAValue | None, whole_rows: bool) -> None:
+        self.out, self.whole_rows = out, whole_rows
+        shape = layout_of(out).shape
+        self.rank = len(shape) - 2
+        self.rows = out
+        if whole_rows:
+            merged = layout_of(out).reshape((*shape[:-2], shape[-2] * shape[-1]))
+            assert merged is not None
+            self.rows = view(em, out, merged)
+        self.bias_column = view(em, bias, layout_of(bias).unsqueeze(1)) if bias is not None else None
+
+    def bias_tile(self, em: LoopNestBuilder, co_global: Index, co_size: int) -> SSAValue | None:
+        """The bias of output channels [co_global, + co_size) as a column (None without a bias)."""
+        if self.bias_column is None:
+            return None
+        return load(em, self.bias_column, [co_global, 0], (co_size, 1), f32)
+
+    def store(
+        self,
+        em: LoopNestBuilder,
+        product: SSAValue,
+        n: Index,
+        co_global: Index,
+        co_size: int,
+        lead_idx: list[Index],
+        r0: Index,
+        c0: Index,
+        bias_tile: SSAValue | None = None,
+    ) -> None:
+        """Evacuate the PSUM tile `product` [co, positions] (plus the bias) and store it at (n, co, lead, r0, c0)."""
+        element_type = element_type_of(self.out)
+        product_type = product.type
+        assert isinstance(product_type, TileType)
+        result_type = TileType(product_type.get_shape(), element_type, Memory.SBUF)
+        if self.bias_column is not None:
+            column = bias_tile if bias_tile is not None else self.bias_tile(em, co_global, co_size)
+            value: SSAValue = em.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
+        else:
+            value = to_sbuf(em, product, element_type)
+        if self.whole_rows:
+            store_at = [n, co_global, *lead_idx, em.mul(r0, layout_of(self.out).shape[-1])]
+        elif self.rank >= 2:
+            store_at = [n, co_global, *lead_idx, r0, c0]
+        else:
+            store_at = [n, co_global, c0]
+        _store(em, value, self.rows, store_at, (1, layout_of(self.rows).rank - 1))
+
+
 def emit_direct_convolution(
     em: LoopNestBuilder,
     xp: SSAValue,
@@ -414,24 +494,12 @@ def emit_direct_convolution(
     kernel = w_layout.shape[:rank]
     cin_g, cout = w_layout.shape[rank:]
     cout_g = cout // groups
-    spatial = x_layout.shape[2:]
-    out_spatial = tuple(
-        (s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation, stride, strict=True)
-    )
+    out_spatial = _output_spatial(x_layout.shape[2:], kernel, stride, dilation)
     out = alloc(em, (batch, cout, *out_spatial), out_element_type)
     # the shifted-window view: [N, Cin, K..., O...]; kernel offsets and output positions are view dims
     windows = _windows(em, xp, kernel, out_spatial, stride, dilation)
     lead, rows, columns = _position_tiles(out_spatial, n_tile)
-    if rank >= 2 and columns == out_spatial[-1]:
-        # whole rows per tile: store through the output with its last two dims merged
-        merged = layout_of(out).reshape((batch, cout, *out_spatial[:-2], out_spatial[-2] * out_spatial[-1]))
-        assert merged is not None
-        out_rows = view(em, out, merged)
-    else:
-        out_rows = out
-    bias_column = None
-    if bias is not None:
-        bias_column = view(em, bias, layout_of(bias).unsqueeze(1))
+    output = _ConvolutionOutput(em, out, bias, rank >= 2 and columns == out_spatial[-1])
 
     def output_tile(
         e: LoopNestBuilder,
@@ -463,39 +531,19 @@ def emit_direct_convolution(
             return e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
 
         product = fold_nest(e, [*((k, 1) for k in kernel), (cin_g, k_tile)], step)
-        result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
-        if bias_column is not None:
-            column = load(e, bias_column, [co_global, 0], (co_size, 1), f32)
-            value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
-        else:
-            value = to_sbuf(e, product, out_element_type)
-        if out_rows is out:
-            if rank >= 2:
-                store_at: list[Index] = [n, co_global, *lead_idx, r0, c0]
-            else:
-                store_at = [n, co_global, c0]
-        else:
-            store_at = [n, co_global, *lead_idx, e.mul(r0, out_spatial[-1])]
-        _store(e, value, out_rows, store_at, (1, layout_of(out_rows).rank - 1))
+        output.store(e, product, n, co_global, co_size, lead_idx, r0, c0)
 
     def per_image(e: LoopNestBuilder, idx: list[Index]) -> None:
         n, g, *lead_idx = idx
 
         def positions(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
-            if rank >= 2:
-                e2.for_tiles(
-                    out_spatial[-2],
-                    rows,
-                    lambda e3, r0, rs: e3.for_tiles(
-                        out_spatial[-1],
-                        columns,
-                        lambda e4, c0, cs: output_tile(e4, n, g, lead_idx, co0, co_size, r0, rs, c0, cs),
-                    ),
-                )
-            else:
-                e2.for_tiles(
-                    out_spatial[-1], columns, lambda e3, c0, cs: output_tile(e3, n, g, [], co0, co_size, 0, 1, c0, cs)
-                )
+            _for_position_tiles(
+                e2,
+                out_spatial,
+                rows,
+                columns,
+                lambda e3, r0, rs, c0, cs: output_tile(e3, n, g, lead_idx, co0, co_size, r0, rs, c0, cs),
+            )
 
         e.for_tiles(cout_g, m_tile, positions)
 
@@ -782,9 +830,7 @@ def emit_banded_convolution(
     cout_g = cout // groups
     taps = math.prod(kernel)
     spatial = x_layout.shape[2:]
-    out_spatial = tuple(
-        (s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation, stride, strict=True)
-    )
+    out_spatial = _output_spatial(spatial, kernel, stride, dilation)
     out = alloc(em, (batch, cout, *out_spatial), out_element_type)
     element_type = element_type_of(xp)
     rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, n_tile, _itemsize(element_type))
@@ -796,13 +842,7 @@ def emit_banded_convolution(
     )
     unroll = max(1, min(UNROLL_TILES, 2 * BAND_BYTES // max(1, band_bytes)))
     lead = list(out_spatial[:-2]) if rank >= 2 else []
-    if rank >= 2 and columns == out_spatial[-1]:
-        merged = layout_of(out).reshape((batch, cout, *out_spatial[:-2], out_spatial[-2] * out_spatial[-1]))
-        assert merged is not None
-        out_rows = view(em, out, merged)
-    else:
-        out_rows = out
-    bias_column = view(em, bias, layout_of(bias).unsqueeze(1)) if bias is not None else None
+    output = _ConvolutionOutput(em, out, bias, rank >= 2 and columns == out_spatial[-1])
     lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
     if transposed:
         on_chip = -(-cin_g // k_tile) * min(cout_g, m_tile) * taps * _itemsize(element_type_of(w)) <= PANEL_BYTES
@@ -865,10 +905,7 @@ def emit_banded_convolution(
                         tile.ExtractOp(panel, [e3.index(t), e3.index(column)], stationary_type, [taps])
                     ).result
                 elif panel is not None:
-                    flat = 0
-                    for k, extent in zip(k_idx, kernel, strict=True):
-                        flat = e3.add(e3.mul(flat, extent), k)
-                    stationary = window(e3, panel, [t, flat, panel_co0], (ci_size, co_size))
+                    stationary = window(e3, panel, [t, _flat_tap(e3, k_idx, kernel), panel_co0], (ci_size, co_size))
                 else:
                     assert wt is not None
                     stationary = load(e3, wt, [*k_idx, ci0, co_global], (ci_size, co_size))
@@ -887,17 +924,7 @@ def emit_banded_convolution(
             assert product is not None
         else:
             product = _fold_channel_tiles(e, cin_g, k_tile, channel_tile)
-        result_type = TileType((co_size, rs * cs), out_element_type, Memory.SBUF)
-        if bias_column is not None:
-            column = bias_tile if bias_tile is not None else load(e, bias_column, [co_global, 0], (co_size, 1), f32)
-            value: SSAValue = e.insert(tile.BinaryScalarOp(product, "add", result_type, column=column)).result
-        else:
-            value = to_sbuf(e, product, out_element_type)
-        if out_rows is out:
-            store_at: list[Index] = [n, co_global, *lead_idx, r0, c0] if rank >= 2 else [n, co_global, c0]
-        else:
-            store_at = [n, co_global, *lead_idx, e.mul(r0, out_spatial[-1])]
-        _store(e, value, out_rows, store_at, (1, layout_of(out_rows).rank - 1))
+        output.store(e, product, n, co_global, co_size, lead_idx, r0, c0, bias_tile)
 
     # Unroll the innermost loop that repeats output tiles, so that several tiles' band loads are different
     # instructions (on different DMA queues, into different buffers) and overlap the matmuls of the others.
@@ -914,24 +941,15 @@ def emit_banded_convolution(
 
         def per_image(e2: LoopNestBuilder, idx: list[Index]) -> None:
             n, *lead_idx = idx
-            if rank >= 2:
-                _for_tiles_unrolled(
-                    e2,
-                    out_spatial[-2],
-                    rows,
-                    unroll_rows,
-                    lambda e3, r0, rs: _for_tiles_unrolled(
-                        e3,
-                        out_spatial[-1],
-                        columns,
-                        unroll_columns,
-                        lambda e4, c0, cs: body(e4, n, lead_idx, r0, rs, c0, cs),
-                    ),
-                )
-            else:
-                _for_tiles_unrolled(
-                    e2, out_spatial[-1], columns, unroll_columns, lambda e3, c0, cs: body(e3, n, [], 0, 1, c0, cs)
-                )
+            _for_position_tiles(
+                e2,
+                out_spatial,
+                rows,
+                columns,
+                lambda e3, r0, rs, c0, cs: body(e3, n, lead_idx, r0, rs, c0, cs),
+                unroll_rows,
+                unroll_columns,
+            )
 
         extents = [batch, *lead]
         _nest(
@@ -984,8 +1002,8 @@ def emit_banded_convolution(
         co_straight = not transposed and len(co_tiles) <= STRAIGHT_CHANNEL_TILES
         # the bias columns of the output-channel tiles, loaded once for every position tile
         biases = (
-            [load(e, bias_column, [e.add(e.mul(g, cout_g), co0), 0], (size, 1), f32) for co0, size in co_tiles]
-            if co_straight and bias_column is not None
+            [output.bias_tile(e, e.add(e.mul(g, cout_g), co0), size) for co0, size in co_tiles]
+            if co_straight and output.bias_column is not None
             else []
         )
 
@@ -1150,6 +1168,36 @@ def _diagonal(em: LoopNestBuilder, mask: SSAValue, columns: SSAValue, tap: Index
     ).result
 
 
+def _depthwise_windows(
+    em: LoopNestBuilder,
+    planar_x: SSAValue,
+    windows: SSAValue,
+    banded: bool,
+    at: tuple[Index, Index, Index, Index],
+    size: tuple[int, int, int],
+    kernel: Sequence[int],
+    dilation: Sequence[int],
+    element_type: Attribute | None = None,
+) -> Callable[[LoopNestBuilder, Index, Index], SSAValue]:
+    """The input windows [channels, rows, columns] of the taps (kh, kw) of one output tile (at (n, c0, r0, c0) of
+    `size`) of a 2-d depthwise convolution: with stride 1 (`banded`) windows of the band of input rows the tile
+    reads (its rows and the kernel's halo), loaded here once; else each tap's window loaded from the strided
+    window view [N, C, KH, KW, OH, OW]."""
+    n, c0, r0, col0 = at
+    c_size, rs, cs = size
+    band = None
+    if banded:
+        band_shape = (c_size, rs + dilation[0] * (kernel[0] - 1), cs + dilation[1] * (kernel[1] - 1))
+        band = load(em, planar_x, [n, c0, r0, col0], band_shape, element_type, dims=(1, 2, 3))
+
+    def tap_window(e: LoopNestBuilder, kh: Index, kw: Index) -> SSAValue:
+        if band is not None:
+            return window(e, band, [e.mul(kh, dilation[0]), e.mul(kw, dilation[1])], (c_size, rs, cs))
+        return load(e, windows, [n, c0, kh, kw, r0, col0], (c_size, rs, cs), element_type, dims=(1, 4, 5))
+
+    return tap_window
+
+
 def emit_depthwise_convolution(
     em: LoopNestBuilder,
     xp: SSAValue,
@@ -1169,9 +1217,7 @@ def emit_depthwise_convolution(
     batch, channels, *spatial = layout_of(planar_x).shape
     kernel = layout_of(planar_w).shape[2:]
     taps = kernel[0] * kernel[1]
-    out_spatial = [
-        (s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(spatial, kernel, dilation2, stride2, strict=True)
-    ]
+    out_spatial = _output_spatial(spatial, kernel, stride2, dilation2)
     out = alloc(em, (batch, channels, *out_spatial[2 - rank :]), out_element_type)
     planar_out = _as_planar(em, out, rank)
     windows = _windows(em, planar_x, kernel, out_spatial, stride2, dilation2)
@@ -1203,10 +1249,9 @@ def emit_depthwise_convolution(
             [diagonals] = carry(e, 0, taps, 1, [empty], build)
 
         def output_tile(e2: LoopNestBuilder, n: Index, r0: Index, rs: int, col0: Index, cs: int) -> None:
-            band = None
-            if banded:
-                band_shape = (c_size, rs + dilation2[0] * (kernel[0] - 1), cs + dilation2[1] * (kernel[1] - 1))
-                band = load(e2, planar_x, [n, c0, r0, col0], band_shape, dims=(1, 2, 3))
+            tap_window = _depthwise_windows(
+                e2, planar_x, windows, banded, (n, c0, r0, col0), (c_size, rs, cs), kernel, dilation2
+            )
 
             def step(e3: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
                 kh, kw = offsets
@@ -1215,11 +1260,7 @@ def emit_depthwise_convolution(
                     stationary = window(e3, diagonals, [tap, 0], (c_size, c_size))
                 else:
                     stationary = _diagonal(e3, mask, tap_columns, source_tap(e3, tap), operand_type)
-                if band is not None:
-                    at = [e3.mul(kh, dilation2[0]), e3.mul(kw, dilation2[1])]
-                    moving = window(e3, band, at, (c_size, rs, cs))
-                else:
-                    moving = load(e3, windows, [n, c0, kh, kw, r0, col0], (c_size, rs, cs), dims=(1, 4, 5))
+                moving = tap_window(e3, kh, kw)
                 result_type = TileType((c_size, rs * cs), f32, Memory.PSUM)
                 return e3.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
 
@@ -1236,16 +1277,12 @@ def emit_depthwise_convolution(
             else:
                 _store(e2, value, planar_out, [n, c0, r0, col0], (1, 3))
 
-        def per_image(e2: LoopNestBuilder, n: Index) -> None:
-            e2.for_tiles(
-                out_spatial[0],
-                rows,
-                lambda e3, r0, rs: e3.for_tiles(
-                    out_spatial[1], columns, lambda e4, col0, cs: output_tile(e4, n, r0, rs, col0, cs)
-                ),
-            )
-
-        e.for_each(batch, per_image)
+        e.for_each(
+            batch,
+            lambda e2, n: _for_position_tiles(
+                e2, out_spatial, rows, columns, lambda e3, r0, rs, col0, cs: output_tile(e3, n, r0, rs, col0, cs)
+            ),
+        )
 
     em.for_tiles(channels, m_tile, per_channel_tile)
     return out
@@ -1285,19 +1322,14 @@ def emit_depthwise_weight_gradient(
             if acc is None:
                 acc = e2.insert(tile.FillOp(0.0, TileType((c_size, taps), f32, Memory.SBUF))).result
             go = load(e2, planar_go, [n, c0, r0, col0], (c_size, rs, cs), f32, dims=(1, 2, 3))
-            band = None
-            if banded:
-                band_shape = (c_size, rs + dilation2[0] * (kernel2[0] - 1), cs + dilation2[1] * (kernel2[1] - 1))
-                band = load(e2, planar_x, [n, c0, r0, col0], band_shape, f32, dims=(1, 2, 3))
+            tap_window = _depthwise_windows(
+                e2, planar_x, windows, banded, (n, c0, r0, col0), (c_size, rs, cs), kernel2, dilation2, f32
+            )
 
             def per_row(e3: LoopNestBuilder, kh: Index, carried: list[SSAValue]) -> list[SSAValue]:
                 def per_tap(e4: LoopNestBuilder, kw: Index, values: list[SSAValue]) -> list[SSAValue]:
                     tap = e4.add(e4.mul(kh, kernel2[1]), kw)
-                    if band is not None:
-                        at = [e4.mul(kh, dilation2[0]), e4.mul(kw, dilation2[1])]
-                        taken = window(e4, band, at, (c_size, rs, cs))
-                    else:
-                        taken = load(e4, windows, [n, c0, kh, kw, r0, col0], (c_size, rs, cs), f32, dims=(1, 4, 5))
+                    taken = tap_window(e4, kh, kw)
                     product = e4.insert(
                         tile.BinaryOp(taken, go, "multiply", TileType((c_size, rs, cs), f32, Memory.SBUF))
                     ).result
@@ -1346,25 +1378,23 @@ def emit_convolution(
     stride, padding = _expand_param(stride, rank), _expand_param(padding, rank)
     dilation, output_padding = _expand_param(dilation, rank), _expand_param(output_padding or [0], rank)
     kernel = layout_of(w).shape[2:]
-    if rank <= 2 and is_depthwise(layout_of(w).shape, groups):
-        if transposed:
-            reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
-            low = [r - p for r, p in zip(reach, padding, strict=True)]
-            high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
-            xp = prepare_input(em, x, low, high, stride)
-            return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
-        xp = prepare_input(em, x, padding, padding, [1] * rank)
-        return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
+    depthwise = rank <= 2 and is_depthwise(layout_of(w).shape, groups)
     if transposed:
+        # the direct convolution (stride 1) of the zero-inserted input, padded by the kernel's reach less the
+        # padding, with the flipped filter
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
         low = [r - p for r, p in zip(reach, padding, strict=True)]
         high = [r - p + op for r, p, op in zip(reach, padding, output_padding, strict=True)]
         xp = prepare_input(em, x, low, high, stride)
+        if depthwise:
+            return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
         if any(st > 1 for st in stride):
             return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
         wt = prepare_weight(em, w, groups, True)
         return emit_direct_convolution(em, xp, wt, bias, [1] * rank, dilation, groups, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
+    if depthwise:
+        return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
     if any(st > 1 for st in stride):
         k_tile = matmul_limits(em)[0]
         if packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
@@ -1445,109 +1475,6 @@ def emit_weight_gradient(
         )
 
     _nest(em, [groups, *kernel], per_offset)
-    return gw
-
-
-def emit_banded_weight_gradient(
-    em: LoopNestBuilder,
-    xp: SSAValue,
-    grad_out: SSAValue,
-    kernel: Sequence[int],
-    stride: Sequence[int],
-    dilation: Sequence[int],
-    groups: int,
-    out_element_type: Attribute,
-) -> SSAValue | None:
-    """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d], without element-strided DMAs;
-    None when a block of one input channel's taps exceeds a matmul's moving operand.
-
-    The contraction runs over output positions, which TensorE needs on the partitions of both operands, where
-    they are the contiguous (free) axis of grad_output and of the input. So each tile of up to 128 positions
-    loads its grad_output block [co, positions] and its input band [ci, band] with whole rows, and transposes on
-    TensorE: the grad_output block into the stationary [positions, co], each tap's strided window of the band
-    into [positions, ci], inserted into the moving tile [positions, ci * taps] with the taps innermost (the
-    weight's own order). One matmul per position tile accumulates [co, ci * taps] in PSUM, stored as whole
-    rows of the weight gradient.
-    """
-    k_tile, m_tile, n_tile = matmul_limits(em)
-    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
-    rank = len(kernel)
-    batch, cin = x_layout.shape[:2]
-    cout = g_layout.shape[1]
-    out_spatial = g_layout.shape[2:]
-    cin_g, cout_g = cin // groups, cout // groups
-    taps = math.prod(kernel)
-    ci_tile = min(k_tile, n_tile // taps, cin_g)
-    if ci_tile < 1 or any(o == 0 for o in out_spatial):
-        return None
-    resident = _resident_weight_gradient(em, xp, grad_out, kernel, stride, dilation, groups, out_element_type)
-    if resident is not None:
-        return resident
-    element_type = element_type_of(xp)
-    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type))
-    gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
-    gw_rows_layout = layout_of(gw).reshape((cout, cin_g * taps))
-    assert gw_rows_layout is not None
-    gw_rows = view(em, gw, gw_rows_layout)
-    lead = list(out_spatial[:-2]) if rank >= 2 else []
-    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
-    tail = 2 if rank >= 2 else 1
-
-    def block(e: LoopNestBuilder, g: Index, co0: Index, co_size: int, ci0: Index, ci_size: int) -> None:
-        co_global = e.add(e.mul(g, cout_g), co0)
-        ci_global = e.add(e.mul(g, cin_g), ci0)
-
-        def position_tile(
-            e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None
-        ) -> SSAValue:
-            n, *lead_idx = offsets[: 1 + len(lead)]
-            first = offsets[1 + len(lead) :]
-            positions = tuple(sizes[1 + len(lead) :])
-            count = math.prod(positions)
-            go_dims = tuple([1, *range(2 + len(lead), 2 + rank)])
-            go = load(e2, grad_out, [n, co_global, *lead_idx, *first], (co_size, *positions), dims=go_dims)
-            go_t = to_sbuf(e2, e2.insert(tile.TransposeOp(go)).result)
-            band_spans = _band_spans(positions, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
-            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
-            band = load(
-                e2, xp, [n, ci_global, *band_at], (ci_size, *lead_spans, *band_spans), dims=tuple(range(1, rank + 2))
-            )
-            moving: SSAValue = e2.insert(
-                tile.EmptyOp(TileType((count, ci_size * taps), element_type, Memory.SBUF))
-            ).result
-
-            def per_tap(e3: LoopNestBuilder, k_idx: list[Index], carried: SSAValue) -> SSAValue:
-                flat: Index = 0
-                for k, extent in zip(k_idx, kernel, strict=True):
-                    flat = e3.add(e3.mul(flat, extent), k)
-                at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
-                window_type = TileType((ci_size, *positions), element_type, Memory.SBUF)
-                taken = e3.insert(tile.ExtractOp(band, [e3.index(i) for i in at], window_type, stride[-tail:])).result
-                transposed = e3.insert(tile.TransposeOp(taken)).result
-                return e3.insert(tile.InsertOp(transposed, carried, [e3.index(flat)], [taps])).result
-
-            def level(e3: LoopNestBuilder, done: list[Index], left: Sequence[int], carried: SSAValue) -> SSAValue:
-                if not left:
-                    return per_tap(e3, done, carried)
-                return carry(e3, 0, left[0], 1, [carried], lambda e4, k, c: [level(e4, [*done, k], left[1:], c[0])])[0]
-
-            moving = level(e2, [], kernel, moving)
-            result_type = TileType((co_size, ci_size * taps), f32, Memory.PSUM)
-            return e2.insert(tile.MatmulOp(go_t, moving, result_type, acc)).result
-
-        nest = [(batch, 1), *((o, 1) for o in lead)]
-        nest += [(out_spatial[-2], rows), (out_spatial[-1], columns)] if rank >= 2 else [(out_spatial[-1], columns)]
-        product = _fold_nest_unrolled(e, nest, UNROLL_TILES, position_tile)
-        _store(e, to_sbuf(e, product, out_element_type), gw_rows, [co_global, e.mul(ci0, taps)], (0, 1))
-
-    em.for_each(
-        groups,
-        lambda e, g: e.for_tiles(
-            cout_g,
-            m_tile,
-            lambda e2, co0, cs: e2.for_tiles(cin_g, ci_tile, lambda e3, ci0, ci: block(e3, g, co0, cs, ci0, ci)),
-        ),
-    )
     return gw
 
 
@@ -1684,7 +1611,85 @@ def _channel_tiles(
     return tiles
 
 
-def _resident_weight_gradient(
+@dataclass(frozen=True)
+class _WeightGradient:
+    """What both strategies of the banded weight gradient share: operands, shapes and the position tiling."""
+
+    xp: SSAValue
+    grad_out: SSAValue
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    out_element_type: Attribute
+    k_tile: int
+    m_tile: int
+    n_tile: int
+    batch: int
+    cin_g: int
+    cout_g: int
+    spatial: tuple[int, ...]  # of xp
+    out_spatial: tuple[int, ...]
+    rows: int  # output rows per position tile (2-d and 3-d)
+    columns: int  # output columns per position tile
+
+    @property
+    def taps(self) -> int:
+        return math.prod(self.kernel)
+
+    @property
+    def rank(self) -> int:
+        return len(self.kernel)
+
+    @property
+    def lead(self) -> list[int]:
+        """The leading output dims (a 3-d convolution's first), walked one position at a time."""
+        return list(self.out_spatial[:-2]) if self.rank >= 2 else []
+
+    @property
+    def lead_spans(self) -> list[int]:
+        """The band's extent along the leading dims: every kernel offset of one position."""
+        lead = len(self.lead)
+        return [_band_extent(1, k, 1, d) for k, d in zip(self.kernel[:lead], self.dilation[:lead], strict=True)]
+
+    @property
+    def tail_stride(self) -> tuple[int, ...]:
+        """The stride along the dims a position tile spans (the last two, or the last of a 1-d convolution)."""
+        return self.stride[-2:] if self.rank >= 2 else self.stride[-1:]
+
+    def band_spans(self, positions: Sequence[int]) -> list[int]:
+        return _band_spans(positions, self.kernel, self.stride, self.dilation, self.spatial, self.out_spatial)
+
+
+def _insert_tap_windows(
+    em: LoopNestBuilder,
+    wg: _WeightGradient,
+    k_idx: list[Index],
+    bands: Sequence[tuple[SSAValue, int, int]],
+    positions: tuple[int, ...],
+    offset: int,
+    into: SSAValue,
+    slot: Sequence[Index] = (),
+) -> SSAValue:
+    """Insert tap `k_idx`'s windows of `bands` ([(band, first channel, channels)]: channel tiles of one block of
+    input rows), transposed on TensorE to [positions, channels], into `into` at [*slot, channel * taps + tap]
+    with the taps innermost (the weight's own order). The windows start `offset` positions (times the stride)
+    into the band along the first dim a position tile spans."""
+    tap = _flat_tap(em, k_idx, wg.kernel)
+    at = [em.mul(k, d) for k, d in zip(k_idx, wg.dilation, strict=True)]
+    lead = len(wg.lead)
+    at[lead] = em.add(at[lead], offset * wg.tail_stride[0])
+    for band, c0, size in bands:
+        window_type = TileType((size, *positions), element_type_of(wg.xp), Memory.SBUF)
+        taken = em.insert(tile.ExtractOp(band, [em.index(i) for i in at], window_type, wg.tail_stride)).result
+        transposed = em.insert(tile.TransposeOp(taken)).result
+        column = em.add(c0 * wg.taps, tap)
+        at_column = [*(em.index(i) for i in slot), em.index(column)]
+        into = em.insert(tile.InsertOp(transposed, into, at_column, [wg.taps])).result
+    return into
+
+
+def emit_banded_weight_gradient(
     em: LoopNestBuilder,
     xp: SSAValue,
     grad_out: SSAValue,
@@ -1693,9 +1698,147 @@ def _resident_weight_gradient(
     dilation: Sequence[int],
     groups: int,
     out_element_type: Attribute,
+    resident: bool | None = None,
 ) -> SSAValue | None:
-    """`emit_banded_weight_gradient`'s result with each operand loaded and transposed once: None when the
-    transposed operands of a group do not fit TRANSPOSED_PANEL_BYTES per partition.
+    """gw[Cout, Cin/g, K...] = sum over n, o of go[n, co, o] * xp[n, ci, o*s + k*d], without element-strided DMAs;
+    None when a block of one input channel's taps exceeds a matmul's moving operand (or, `resident` forced, when
+    the panels do not fit).
+
+    The contraction runs over output positions, which TensorE needs on the partitions of both operands, where
+    they are the contiguous (free) axis of grad_output and of the input. So each tile of up to 128 positions
+    loads its grad_output block [co, positions] and its input band [ci, band] with whole rows, and transposes on
+    TensorE: the grad_output block into the stationary [positions, co], each tap's strided window of the band
+    into [positions, ci], inserted into the moving tile [positions, ci * taps] with the taps innermost (the
+    weight's own order). Matmuls over the position tiles accumulate [co, ci * taps] in PSUM, stored as whole
+    rows of the weight gradient.
+
+    Two strategies share that: `resident` (the default wherever a group's transposed operands fit
+    TRANSPOSED_PANEL_BYTES per partition, `_weight_gradient_resident`) transposes every position tile once
+    into panels kept on chip and then multiplies out each block of the result; otherwise
+    (`_weight_gradient_per_block`) each [co, ci] block of the result loads and transposes its position tiles
+    itself.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
+    batch, cin = x_layout.shape[:2]
+    out_spatial = tuple(g_layout.shape[2:])
+    taps = math.prod(kernel)
+    if min(k_tile, n_tile // taps, cin // groups) < 1 or any(o == 0 for o in out_spatial):
+        return None
+    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, _itemsize(element_type_of(xp)))
+    wg = _WeightGradient(
+        xp, grad_out, tuple(kernel), tuple(stride), tuple(dilation), groups, out_element_type,
+        k_tile, m_tile, n_tile, batch, cin // groups, g_layout.shape[1] // groups,
+        tuple(x_layout.shape[2:]), out_spatial, rows, columns,
+    )  # fmt: skip
+    plan = _resident_plan(wg) if resident is not False else None
+    if resident and plan is None:
+        return None
+    gw = alloc(em, (g_layout.shape[1], wg.cin_g, *kernel), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((g_layout.shape[1], wg.cin_g * taps))
+    assert gw_rows_layout is not None
+    gw_rows = view(em, gw, gw_rows_layout)
+    if plan is not None:
+        _weight_gradient_resident(em, wg, plan, gw_rows)
+    else:
+        _weight_gradient_per_block(em, wg, gw_rows)
+    return gw
+
+
+def _weight_gradient_per_block(em: LoopNestBuilder, wg: _WeightGradient, gw_rows: SSAValue) -> None:
+    """The banded weight gradient block by block of the result: each [co, ci * taps] block loads its operands
+    per position tile and transposes them (a block of ci's taps at most one matmul's moving operand)."""
+    rank, lead, taps = wg.rank, wg.lead, wg.taps
+    ci_tile = min(wg.k_tile, wg.n_tile // taps, wg.cin_g)
+    element_type = element_type_of(wg.xp)
+
+    def block(e: LoopNestBuilder, g: Index, co0: Index, co_size: int, ci0: Index, ci_size: int) -> None:
+        co_global = e.add(e.mul(g, wg.cout_g), co0)
+        ci_global = e.add(e.mul(g, wg.cin_g), ci0)
+
+        def position_tile(
+            e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None
+        ) -> SSAValue:
+            n, *lead_idx = offsets[: 1 + len(lead)]
+            first = offsets[1 + len(lead) :]
+            positions = tuple(sizes[1 + len(lead) :])
+            count = math.prod(positions)
+            go_dims = tuple([1, *range(2 + len(lead), 2 + rank)])
+            go = load(e2, wg.grad_out, [n, co_global, *lead_idx, *first], (co_size, *positions), dims=go_dims)
+            go_t = to_sbuf(e2, e2.insert(tile.TransposeOp(go)).result)
+            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], wg.stride, strict=True)]
+            band_shape = (ci_size, *wg.lead_spans, *wg.band_spans(positions))
+            band = load(e2, wg.xp, [n, ci_global, *band_at], band_shape, dims=tuple(range(1, rank + 2)))
+            moving: SSAValue = e2.insert(
+                tile.EmptyOp(TileType((count, ci_size * taps), element_type, Memory.SBUF))
+            ).result
+
+            def per_tap(e3: LoopNestBuilder, k_idx: list[Index], carried: list[SSAValue]) -> list[SSAValue]:
+                return [_insert_tap_windows(e3, wg, k_idx, [(band, 0, ci_size)], positions, 0, carried[0])]
+
+            [moving] = _carry_nest(e2, wg.kernel, [moving], per_tap)
+            result_type = TileType((co_size, ci_size * taps), f32, Memory.PSUM)
+            return e2.insert(tile.MatmulOp(go_t, moving, result_type, acc)).result
+
+        nest = [(wg.batch, 1), *((o, 1) for o in lead)]
+        if rank >= 2:
+            nest += [(wg.out_spatial[-2], wg.rows), (wg.out_spatial[-1], wg.columns)]
+        else:
+            nest += [(wg.out_spatial[-1], wg.columns)]
+        product = _fold_nest_unrolled(e, nest, UNROLL_TILES, position_tile)
+        _store(e, to_sbuf(e, product, wg.out_element_type), gw_rows, [co_global, e.mul(ci0, taps)], (0, 1))
+
+    em.for_each(
+        wg.groups,
+        lambda e, g: e.for_tiles(
+            wg.cout_g,
+            wg.m_tile,
+            lambda e2, co0, cs: e2.for_tiles(wg.cin_g, ci_tile, lambda e3, ci0, ci: block(e3, g, co0, cs, ci0, ci)),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _ResidentPlan:
+    """How the resident weight gradient walks the output positions: blocks of `group` position tiles along the
+    first dim a tile spans, of the shapes `kinds`, `slots` position tiles in all, at most `positions_max`
+    positions each."""
+
+    group: int
+    kinds: list[_TileKind]
+    slots: int
+    positions_max: int
+
+
+def _resident_plan(wg: _WeightGradient) -> _ResidentPlan | None:
+    """The resident strategy's blocks, or None when a group's transposed operands exceed TRANSPOSED_PANEL_BYTES
+    per partition (or a position tile the partitions)."""
+    x_size, g_size = _itemsize(element_type_of(wg.xp)), _itemsize(element_type_of(wg.grad_out))
+    lead, rank = wg.lead, wg.rank
+    tail = list(wg.out_spatial[-2:]) if rank >= 2 else [wg.out_spatial[-1]]
+    tile_sizes = [wg.rows, wg.columns] if rank >= 2 else [wg.columns]
+    lead_count = wg.batch * math.prod(lead)
+
+    def block_bytes(group: int) -> int:
+        """Bytes per partition of one block's loads (all channel tiles of each operand side by side)."""
+        positions = [min(t * group, e) if d == 0 else t for d, (t, e) in enumerate(zip(tile_sizes, tail, strict=True))]
+        go = -(-wg.cout_g // wg.m_tile) * math.prod(positions) * g_size
+        band = -(-wg.cin_g // wg.k_tile) * math.prod([*wg.lead_spans, *wg.band_spans(positions)]) * x_size
+        return max(go, band)
+
+    group = 1
+    while group < BLOCK_TILES and group * tile_sizes[0] < tail[0] and block_bytes(2 * group) <= BLOCK_LOAD_BYTES:
+        group *= 2
+    kinds = _tile_kinds(lead_count, tail, tile_sizes, group)
+    slots = sum(lead_count * math.prod(kind.counts) * len(kind.parts) for kind in kinds)
+    positions_max = max(kind.part_positions(p) for kind in kinds for p in range(len(kind.parts)))
+    if slots * (wg.cout_g * g_size + wg.cin_g * wg.taps * x_size) > TRANSPOSED_PANEL_BYTES or positions_max > wg.k_tile:
+        return None
+    return _ResidentPlan(group, kinds, slots, positions_max)
+
+
+def _weight_gradient_resident(em: LoopNestBuilder, wg: _WeightGradient, plan: _ResidentPlan, gw_rows: SSAValue) -> None:
+    """The banded weight gradient with each operand loaded and transposed once.
 
     First the output positions are walked in blocks of several position tiles (up to 128 positions each): a block
     loads its grad_output rows and input band once, all channels (one DMA per operand when the channel tiles fit
@@ -1707,53 +1850,18 @@ def _resident_weight_gradient(
     and the input's for each output-channel tile, and reloads both; loading per position tile pays a DMA's fixed
     cost for a few hundred bytes per partition.
     """
-    k_tile, m_tile, n_tile = matmul_limits(em)
-    x_layout, g_layout = layout_of(xp), layout_of(grad_out)
-    rank = len(kernel)
-    batch, cin = x_layout.shape[:2]
-    cout = g_layout.shape[1]
-    out_spatial = g_layout.shape[2:]
-    cin_g, cout_g = cin // groups, cout // groups
-    taps = math.prod(kernel)
-    x_type, g_type = element_type_of(xp), element_type_of(grad_out)
-    x_size, g_size = _itemsize(x_type), _itemsize(g_type)
-    rows, columns = _band_tiles(out_spatial, kernel, stride, dilation, k_tile, x_size)
-    lead = list(out_spatial[:-2]) if rank >= 2 else []
-    tail = list(out_spatial[-2:]) if rank >= 2 else [out_spatial[-1]]
-    tile_sizes = [rows, columns] if rank >= 2 else [columns]
-    lead_count = batch * math.prod(lead)
-    lead_spans = [_band_extent(1, k, 1, d) for k, d in zip(kernel[: len(lead)], dilation[: len(lead)], strict=True)]
-
-    def block_bytes(group: int) -> int:
-        """Bytes per partition of one block's loads (all channel tiles of each operand side by side)."""
-        positions = [min(t * group, e) if d == 0 else t for d, (t, e) in enumerate(zip(tile_sizes, tail, strict=True))]
-        spans = _band_spans(positions, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
-        go = -(-cout_g // m_tile) * math.prod(positions) * g_size
-        band = -(-cin_g // k_tile) * math.prod([*lead_spans, *spans]) * x_size
-        return max(go, band)
-
-    group = 1
-    while group < BLOCK_TILES and group * tile_sizes[0] < tail[0] and block_bytes(2 * group) <= BLOCK_LOAD_BYTES:
-        group *= 2
-    kinds = _tile_kinds(lead_count, tail, tile_sizes, group)
-    slots = sum(lead_count * math.prod(kind.counts) * len(kind.parts) for kind in kinds)
-    positions_max = max(kind.part_positions(p) for kind in kinds for p in range(len(kind.parts)))
-    if slots * (cout_g * g_size + cin_g * taps * x_size) > TRANSPOSED_PANEL_BYTES or positions_max > k_tile:
-        return None
-    gw = alloc(em, (cout, cin_g, *kernel), out_element_type)
-    gw_rows_layout = layout_of(gw).reshape((cout, cin_g * taps))
-    assert gw_rows_layout is not None
-    gw_rows = view(em, gw, gw_rows_layout)
-    ci_tiles = -(-cin_g // k_tile)
-    straight = ci_tiles * taps * group <= STRAIGHT_TRANSPOSES
-    tail_stride = stride[-len(tail) :]
+    lead, taps, kinds = wg.lead, wg.taps, plan.kinds
+    x_type, g_type = element_type_of(wg.xp), element_type_of(wg.grad_out)
+    lead_count = wg.batch * math.prod(lead)
+    ci_tiles = -(-wg.cin_g // wg.k_tile)
+    straight = ci_tiles * taps * plan.group <= STRAIGHT_TRANSPOSES
 
     def per_group(e: LoopNestBuilder, g: Index) -> None:
         go_panel: SSAValue = e.insert(
-            tile.EmptyOp(TileType((positions_max, slots, cout_g), g_type, Memory.SBUF))
+            tile.EmptyOp(TileType((plan.positions_max, plan.slots, wg.cout_g), g_type, Memory.SBUF))
         ).result
         x_panel: SSAValue = e.insert(
-            tile.EmptyOp(TileType((positions_max, slots, cin_g * taps), x_type, Memory.SBUF))
+            tile.EmptyOp(TileType((plan.positions_max, plan.slots, wg.cin_g * taps), x_type, Memory.SBUF))
         ).result
 
         def block(e2: LoopNestBuilder, idx: list[Index], panels: list[SSAValue], kind: _TileKind) -> list[SSAValue]:
@@ -1769,11 +1877,11 @@ def _resident_weight_gradient(
                 for t, start, size in zip(rest[len(lead) :], kind.starts, kind.sizes, strict=True)
             ]
             go_blocks = _channel_tiles(
-                e2, grad_out, e2.mul(g, cout_g), cout_g, m_tile, [n, *lead_idx, *first], kind.sizes
+                e2, wg.grad_out, e2.mul(g, wg.cout_g), wg.cout_g, wg.m_tile, [n, *lead_idx, *first], kind.sizes
             )
-            band_spans = _band_spans(kind.sizes, kernel, stride, dilation, x_layout.shape[2:], out_spatial)
-            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], stride, strict=True)]
-            bands = _channel_tiles(e2, xp, e2.mul(g, cin_g), cin_g, k_tile, [n, *band_at], (*lead_spans, *band_spans))
+            band_at = [e2.mul(i, st) for i, st in zip([*lead_idx, *first], wg.stride, strict=True)]
+            band_shape = (*wg.lead_spans, *wg.band_spans(kind.sizes))
+            bands = _channel_tiles(e2, wg.xp, e2.mul(g, wg.cin_g), wg.cin_g, wg.k_tile, [n, *band_at], band_shape)
             for p, (offset, extent) in enumerate(kind.parts):
                 slot = e2.add(base, p)
                 positions = (extent, *kind.sizes[1:])
@@ -1784,55 +1892,26 @@ def _resident_weight_gradient(
                     transposed = e2.insert(tile.TransposeOp(part)).result
                     go_p = e2.insert(tile.InsertOp(transposed, go_p, [e2.index(slot), e2.index(c0)])).result
 
-                def per_tap(
+                def taps_step(
                     e3: LoopNestBuilder,
                     k_idx: list[Index],
-                    carried: SSAValue,
-                    bands: list[tuple[SSAValue, int, int]],
-                    positions: tuple[int, ...],
-                    offset: int,
-                    slot: Index,
-                ) -> SSAValue:
-                    tap: Index = 0
-                    for k, extent in zip(k_idx, kernel, strict=True):
-                        tap = e3.add(e3.mul(tap, extent), k)
-                    at = [e3.mul(k, d) for k, d in zip(k_idx, dilation, strict=True)]
-                    # the part's first window starts `offset` positions (times the stride) into the block's band
-                    at[len(lead)] = e3.add(at[len(lead)], offset * tail_stride[0])
-                    for band, c0, size in bands:
-                        window_type = TileType((size, *positions), x_type, Memory.SBUF)
-                        taken = e3.insert(
-                            tile.ExtractOp(band, [e3.index(i) for i in at], window_type, tail_stride)
-                        ).result
-                        transposed = e3.insert(tile.TransposeOp(taken)).result
-                        column = e3.add(c0 * taps, tap)
-                        carried = e3.insert(
-                            tile.InsertOp(transposed, carried, [e3.index(slot), e3.index(column)], [taps])
-                        ).result
-                    return carried
+                    v: list[SSAValue],
+                    positions: tuple[int, ...] = positions,
+                    offset: int = offset,
+                    slot: Index = slot,
+                ) -> list[SSAValue]:
+                    return [_insert_tap_windows(e3, wg, k_idx, bands, positions, offset, v[0], [slot])]
 
-                tap_at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = functools.partial(
-                    per_tap, bands=bands, positions=positions, offset=offset, slot=slot
-                )
                 if straight:
-                    for k_idx in itertools.product(*(range(k) for k in kernel)):
-                        x_p = tap_at(e2, list(k_idx), x_p)
+                    for k_idx in itertools.product(*(range(k) for k in wg.kernel)):
+                        [x_p] = taps_step(e2, list(k_idx), [x_p])
                 else:
-
-                    def taps_step(
-                        e3: LoopNestBuilder,
-                        k_idx: list[Index],
-                        v: list[SSAValue],
-                        at: Callable[[LoopNestBuilder, list[Index], SSAValue], SSAValue] = tap_at,
-                    ) -> list[SSAValue]:
-                        return [at(e3, k_idx, v[0])]
-
-                    x_p = _carry_nest(e2, kernel, [x_p], taps_step)[0]
+                    [x_p] = _carry_nest(e2, wg.kernel, [x_p], taps_step)
             return [go_p, x_p]
 
         panels: list[SSAValue] = [go_panel, x_panel]
         for kind in kinds:
-            panels = _carry_nest(e, [batch, *lead, *kind.counts], panels, functools.partial(block, kind=kind))
+            panels = _carry_nest(e, [wg.batch, *lead, *kind.counts], panels, functools.partial(block, kind=kind))
         go_panel, x_panel = panels
 
         def block_product(e2: LoopNestBuilder, co0: Index, co_size: int, j0: int, js: int) -> SSAValue:
@@ -1843,9 +1922,15 @@ def _resident_weight_gradient(
                     count = kind.part_positions(p)
 
                     def step(
-                        e3: LoopNestBuilder, b: Index, a: SSAValue | None, kind: _TileKind, p: int, count: int
+                        e3: LoopNestBuilder,
+                        o: list[Index],
+                        _: list[int],
+                        a: SSAValue | None,
+                        kind: _TileKind = kind,
+                        p: int = p,
+                        count: int = count,
                     ) -> SSAValue:
-                        slot = e3.add(e3.mul(b, len(kind.parts)), kind.first_slot + p)
+                        slot = e3.add(e3.mul(o[0], len(kind.parts)), kind.first_slot + p)
                         stationary_type = TileType((count, co_size), g_type, Memory.SBUF)
                         at = [e3.index(slot), e3.index(co0)]
                         stationary = e3.insert(tile.ExtractOp(go_panel, at, stationary_type)).result
@@ -1854,35 +1939,21 @@ def _resident_weight_gradient(
                         result_type = TileType((co_size, js), f32, Memory.PSUM)
                         return e3.insert(tile.MatmulOp(stationary, moving, result_type, a)).result
 
-                    number = lead_count * math.prod(kind.counts)
-                    at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = functools.partial(
-                        step, kind=kind, p=p, count=count
-                    )
-
-                    def fold_step(
-                        e3: LoopNestBuilder,
-                        o: list[Index],
-                        _: list[int],
-                        a: SSAValue | None,
-                        at_slot: Callable[[LoopNestBuilder, Index, SSAValue | None], SSAValue] = at_slot,
-                    ) -> SSAValue:
-                        return at_slot(e3, o[0], a)
-
-                    acc = fold_nest(e2, [(number, 1)], fold_step, acc)
+                    acc = fold_nest(e2, [(lead_count * math.prod(kind.counts), 1)], step, acc)
             assert acc is not None
             return acc
 
         def output_rows(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
-            row = e2.insert(tile.EmptyOp(TileType((co_size, cin_g * taps), out_element_type, Memory.SBUF))).result
-            for j0 in range(0, cin_g * taps, n_tile):
-                product = block_product(e2, co0, co_size, j0, min(n_tile, cin_g * taps - j0))
+            width = wg.cin_g * taps
+            row = e2.insert(tile.EmptyOp(TileType((co_size, width), wg.out_element_type, Memory.SBUF))).result
+            for j0 in range(0, width, wg.n_tile):
+                product = block_product(e2, co0, co_size, j0, min(wg.n_tile, width - j0))
                 row = e2.insert(tile.InsertOp(product, row, [e2.index(j0)])).result
-            _store(e2, row, gw_rows, [e2.add(e2.mul(g, cout_g), co0), 0], (0, 1))
+            _store(e2, row, gw_rows, [e2.add(e2.mul(g, wg.cout_g), co0), 0], (0, 1))
 
-        e.for_tiles(cout_g, m_tile, output_rows)
+        e.for_tiles(wg.cout_g, wg.m_tile, output_rows)
 
-    em.for_each(groups, per_group)
-    return gw
+    em.for_each(wg.groups, per_group)
 
 
 # Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
@@ -2090,8 +2161,8 @@ def _direct_weight_gradient(
     rank = len(stride)
     kernel = layout_of(w).shape[2:]
     k_tile = matmul_limits(em)[0]
+    xp = prepare_input(em, x, padding, padding, [1] * rank)
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
-        xp = prepare_input(em, x, padding, padding, [1] * rank)
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         packed = emit_banded_weight_gradient(
             em, rows, grad_out, layout_of(w_rows).shape[2:], [1, stride[1]], [1, dilation[1]], 1, out_element_type
@@ -2100,7 +2171,6 @@ def _direct_weight_gradient(
             merged = layout_of(packed).reshape(layout_of(w).shape)
             assert merged is not None, "a fresh tensor is contiguous"
             return view(em, packed, merged)
-    xp = prepare_input(em, x, padding, padding, [1] * rank)
     banded = emit_banded_weight_gradient(em, xp, grad_out, kernel, stride, dilation, groups, out_element_type)
     if banded is not None:
         return banded
