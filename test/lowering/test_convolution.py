@@ -53,7 +53,7 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
     taken: list[bool] = []
 
     def forced(*args, **kwargs):
-        gradient = original(*args, **kwargs, resident=resident)
+        gradient = original(*args, **{**kwargs, "resident": resident})
         taken.append(gradient is not None)
         return gradient
 
