@@ -331,6 +331,25 @@ def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, e
     return negative_mean, rstd
 
 
+class _Broadcasts:
+    """The affine parameters as [p, length] tiles broadcast over partitions, each loaded once per height p, at the
+    function's level (`load` before a loop that reads them)."""
+
+    def __init__(self, em: LoopNestBuilder, affine: list[SSAValue], strides: list[int], length: int) -> None:
+        self.em, self.affine, self.strides, self.length = em, affine, strides, length
+        self.tiles: dict[int, list[SSAValue]] = {}
+
+    def load(self, p: int) -> list[SSAValue]:
+        if p not in self.tiles:
+            layouts = [
+                Layout((p, self.length), (0, stride), layout_of(value).offset)
+                for value, stride in zip(self.affine, self.strides, strict=True)
+            ]
+            views = [view(self.em, value, layout) for value, layout in zip(self.affine, layouts, strict=True)]
+            self.tiles[p] = [load(self.em, broadcast, [0, 0], (p, self.length)) for broadcast in views]
+        return self.tiles[p]
+
+
 def _layer_norm_on_chip(
     em: LoopNestBuilder,
     op: Operation,
@@ -354,20 +373,17 @@ def _layer_norm_on_chip(
     # weight and bias as [p, N] tiles broadcast over partitions, loaded once for each row-tile height
     last = row_dims[-1]
     heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
-    params: dict[int, list[SSAValue]] = {}
-    for p in sorted(heights):
-        params[p] = []
-        for value, stride in zip(affine, plan.affine_strides, strict=True):
-            broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
-            params[p].append(load(em, broadcast, [0, 0], (p, length)))
+    params = _Broadcasts(em, affine, plan.affine_strides, length)
 
     # Row groups only for a layer norm that returns its statistics (training): without them, the nest of one row
     # tile per trip below is the form tile-fuse-matmul-prologues and tile-fuse-matmul-chains compute inside a
     # matmul's panel, and those passes do not read row groups.
     if len(row_dims) == 1 and any(wanted) and _layer_norm_row_groups(
-        em, plan, x_view, out_view, stat_views, params, out_type, wanted, eps, weight, bias
+        em, plan, x_view, out_view, stat_views, params, heights, out_type, wanted, eps, weight, bias
     ):
         return
+    for p in sorted(heights):
+        params.load(p)
 
     def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0, 0]
@@ -379,7 +395,7 @@ def _layer_norm_on_chip(
         value: SSAValue = e.insert(
             tile.BinaryScalarOp(centred, "multiply", m.inner if affine else final, column=rstd)
         ).result
-        tiles = list(params[p])
+        tiles = list(params.load(p))
         if weight is not None:
             value = m.bin("multiply", value, tiles.pop(0), final if bias is None else None)
         if bias is not None:
@@ -400,7 +416,8 @@ def _layer_norm_row_groups(
     x_view: SSAValue,
     out_view: SSAValue,
     stat_views: list[SSAValue],
-    params: dict[int, list[SSAValue]],
+    params: _Broadcasts,
+    heights: set[int],
     out_type: Attribute,
     wanted: list[bool],
     eps: float,
@@ -443,7 +460,9 @@ def _layer_norm_row_groups(
         negative_means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
         square_type = TileType((p, length), f32, Memory.SBUF)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
-        affine = params[p]
+        # straight-line code loads the parameters after the first group's rows, which the rows need first (DMA
+        # bandwidth goes to the transfers in program order); a loop finds them loaded before it
+        affine = params.load(p)
 
         def mean(j: int) -> None:
             total = e.insert(tile.ReduceOp(x_tiles[j], "add", _column(p))).result
@@ -506,6 +525,8 @@ def _layer_norm_row_groups(
         [lambda state, j, i=i: state[0][i](j) for i in range(step_count)],  # type: ignore[misc]
         lambda state: state[1](),
     ):
+        for p in sorted(heights):
+            params.load(p)
         for_row_groups(em, rows, per_partition, group_body)
     return True
 
@@ -626,11 +647,15 @@ def _layer_norm_backward_on_chip(
     moving_type = types[1] if mask[1] and _bytes(types[1]) == 2 else f32
     heights = {min(PARTITION_TILE, rows)} | ({rows % PARTITION_TILE} if rows % PARTITION_TILE else set())
     weights: dict[int, SSAValue] = {}
-    ones: dict[tuple[int, Attribute], SSAValue] = {}
-    for p in sorted(heights):
-        if weight is not None and mask[0]:
+
+    def load_weight(p: int) -> None:
+        """The weight as a [p, length] tile broadcast over partitions, loaded once per height (outside any loop)."""
+        if weight is not None and mask[0] and p not in weights:
             broadcast = view(em, weight, Layout((p, length), (0, weight_stride), layout_of(weight).offset))
             weights[p] = load(em, broadcast, [0, 0], (p, length))
+
+    ones: dict[tuple[int, Attribute], SSAValue] = {}
+    for p in sorted(heights):
         for element_type in {moving_type, grad_type} if (mask[1] or mask[2]) else set():
             ones[(p, element_type)] = em.insert(tile.FillOp(1.0, TileType((p, 1), element_type, Memory.SBUF))).result
     accumulators: list[SSAValue] = [
@@ -657,8 +682,11 @@ def _layer_norm_backward_on_chip(
     def open_group(e: LoopNestBuilder, group: Any) -> tuple[list[Callable[[int], None]], Callable[[], None]]:
         """The group's loads; returns its steps (each for row j) and its store."""
         p = group.partitions
-        xs, grads = group.load(e, x_view), group.load(e, grad_view)
+        # in the order the rows read them: DMA bandwidth goes to the transfers in program order
         means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
+        xs, grads = group.load(e, x_view), group.load(e, grad_view)
+        if pipelined:  # straight-line code: the weight's load after the first group's, which the rows need first
+            load_weight(p)
         result = group.empty(e, (length,), types[0]) if out_view is not None else None
         row_type = TileType((p, length), f32, Memory.SBUF)
         column = TileType((p, 1), f32, Memory.SBUF)
@@ -762,6 +790,8 @@ def _layer_norm_backward_on_chip(
         accumulators = sums["weight"] + sums["bias"]
     else:
         pipelined = False
+        for p in sorted(heights):
+            load_weight(p)
         accumulators = for_row_groups(em, rows, per_partition, group_body, accumulators)
     results: list[SSAValue | None] = [out, None, None]
     for index in (1, 2):
