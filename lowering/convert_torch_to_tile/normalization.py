@@ -682,11 +682,15 @@ def _layer_norm_backward_on_chip(
     def open_group(e: LoopNestBuilder, group: Any) -> tuple[list[Callable[[int], None]], Callable[[], None]]:
         """The group's loads; returns its steps (each for row j) and its store."""
         p = group.partitions
-        # in the order the rows read them: DMA bandwidth goes to the transfers in program order
-        means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
-        xs, grads = group.load(e, x_view), group.load(e, grad_view)
-        if pipelined:  # straight-line code: the weight's load after the first group's, which the rows need first
+        if pipelined:
+            # in the order the rows read them (DMA bandwidth goes to the transfers in program order), the weight's
+            # after the first group's
+            means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
+            xs, grads = group.load(e, x_view), group.load(e, grad_view)
             load_weight(p)
+        else:
+            xs, grads = group.load(e, x_view), group.load(e, grad_view)
+            means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
         result = group.empty(e, (length,), types[0]) if out_view is not None else None
         row_type = TileType((p, length), f32, Memory.SBUF)
         column = TileType((p, 1), f32, Memory.SBUF)

@@ -46,6 +46,9 @@ State = TypeVar("State")
 # The most 128-row tiles `pipelined_row_groups` puts in straight-line code: the program grows with the rows (about a
 # dozen instructions per row tile), so longer kernels keep the loop over groups.
 PIPELINED_ROW_TILES = 32
+# The fewest groups `pipelined_row_groups` takes: two groups are the two copies neuron-unroll-loops makes of the
+# loop's body, which overlap as well (a BERT-base layer norm backward of 512 rows: 2.5 us slower in one wavefront).
+PIPELINED_MIN_GROUPS = 3
 
 
 def wavefront(rows: int, steps: Sequence[Callable[[int], None]], oldest_first: bool = True) -> None:
@@ -199,10 +202,10 @@ def pipelined_row_groups(
     row j of a group, `close_group` (its stores) right after its last row's last step. The engines then work on
     the last rows of a group and the first rows of the next at once, and each load is emitted in the order the
     rows need it (DMA bandwidth is shared in program order). False, with nothing emitted, when the rows take more
-    than `PIPELINED_ROW_TILES` row tiles."""
-    if -(-rows // PARTITION_TILE) > PIPELINED_ROW_TILES:
-        return False
+    than `PIPELINED_ROW_TILES` row tiles or make fewer than `PIPELINED_MIN_GROUPS` groups."""
     groups = row_groups(rows, per_partition)
+    if -(-rows // PARTITION_TILE) > PIPELINED_ROW_TILES or len(groups) < PIPELINED_MIN_GROUPS:
+        return False
     owners = [(number, j) for number, group in enumerate(groups) for j in range(group.per_partition)]
     states: dict[int, State] = {}
     last = len(steps) - 1
