@@ -341,12 +341,10 @@ class _Broadcasts:
 
     def load(self, p: int) -> list[SSAValue]:
         if p not in self.tiles:
-            layouts = [
-                Layout((p, self.length), (0, stride), layout_of(value).offset)
-                for value, stride in zip(self.affine, self.strides, strict=True)
-            ]
-            views = [view(self.em, value, layout) for value, layout in zip(self.affine, layouts, strict=True)]
-            self.tiles[p] = [load(self.em, broadcast, [0, 0], (p, self.length)) for broadcast in views]
+            self.tiles[p] = []
+            for value, stride in zip(self.affine, self.strides, strict=True):
+                broadcast = view(self.em, value, Layout((p, self.length), (0, stride), layout_of(value).offset))
+                self.tiles[p].append(load(self.em, broadcast, [0, 0], (p, self.length)))
         return self.tiles[p]
 
 
