@@ -331,6 +331,23 @@ def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, e
     return negative_mean, rstd
 
 
+class _Broadcasts:
+    """The affine parameters as [p, length] tiles broadcast over partitions, each loaded once per height p, at the
+    function's level (`load` before a loop that reads them)."""
+
+    def __init__(self, em: LoopNestBuilder, affine: list[SSAValue], strides: list[int], length: int) -> None:
+        self.em, self.affine, self.strides, self.length = em, affine, strides, length
+        self.tiles: dict[int, list[SSAValue]] = {}
+
+    def load(self, p: int) -> list[SSAValue]:
+        if p not in self.tiles:
+            self.tiles[p] = []
+            for value, stride in zip(self.affine, self.strides, strict=True):
+                broadcast = view(self.em, value, Layout((p, self.length), (0, stride), layout_of(value).offset))
+                self.tiles[p].append(load(self.em, broadcast, [0, 0], (p, self.length)))
+        return self.tiles[p]
+
+
 def _layer_norm_on_chip(
     em: LoopNestBuilder,
     op: Operation,
@@ -354,20 +371,17 @@ def _layer_norm_on_chip(
     # weight and bias as [p, N] tiles broadcast over partitions, loaded once for each row-tile height
     last = row_dims[-1]
     heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
-    params: dict[int, list[SSAValue]] = {}
-    for p in sorted(heights):
-        params[p] = []
-        for value, stride in zip(affine, plan.affine_strides, strict=True):
-            broadcast = view(em, value, Layout((p, length), (0, stride), layout_of(value).offset))
-            params[p].append(load(em, broadcast, [0, 0], (p, length)))
+    params = _Broadcasts(em, affine, plan.affine_strides, length)
 
     # Row groups only for a layer norm that returns its statistics (training): without them, the nest of one row
     # tile per trip below is the form tile-fuse-matmul-prologues and tile-fuse-matmul-chains compute inside a
     # matmul's panel, and those passes do not read row groups.
     if len(row_dims) == 1 and any(wanted) and _layer_norm_row_groups(
-        em, plan, x_view, out_view, stat_views, params, out_type, wanted, eps, weight, bias
+        em, plan, x_view, out_view, stat_views, params, heights, out_type, wanted, eps, weight, bias
     ):
         return
+    for p in sorted(heights):
+        params.load(p)
 
     def row_tile(e: LoopNestBuilder, prefix: list[Index], p0: Index, p: int) -> None:
         indices = [*prefix, p0, 0]
@@ -379,7 +393,7 @@ def _layer_norm_on_chip(
         value: SSAValue = e.insert(
             tile.BinaryScalarOp(centred, "multiply", m.inner if affine else final, column=rstd)
         ).result
-        tiles = list(params[p])
+        tiles = list(params.load(p))
         if weight is not None:
             value = m.bin("multiply", value, tiles.pop(0), final if bias is None else None)
         if bias is not None:
@@ -400,7 +414,8 @@ def _layer_norm_row_groups(
     x_view: SSAValue,
     out_view: SSAValue,
     stat_views: list[SSAValue],
-    params: dict[int, list[SSAValue]],
+    params: _Broadcasts,
+    heights: set[int],
     out_type: Attribute,
     wanted: list[bool],
     eps: float,
@@ -409,13 +424,16 @@ def _layer_norm_row_groups(
 ) -> bool:
     """Layer norm over one dimension of rows in row groups (`rows.py`): each DMA moves several rows per partition,
     and the rows of a group are computed in straight-line code in wavefront order, so that the engines overlap
-    the rows' chains (each row's statistics, then its normalization). False, with nothing emitted, when the rows
-    make fewer than two full groups: then one row tile per trip, two trips in flight (neuron-unroll-loops), keeps
-    as many rows in flight with less waiting on a group's last row (a ViT-B/16 layer's 394 rows: 5 us less)."""
+    the rows' chains (each row's statistics, then its normalization); up to `rows.PIPELINED_ROW_TILES` row tiles,
+    the rows of all groups in one wavefront (`rows.pipelined_row_groups`: 2048 rows of 768, 38.5 -> 35.9 µs).
+    False, with nothing emitted, when the rows make fewer than two full groups: then one row tile per trip, two
+    trips in flight (neuron-unroll-loops), keeps as many rows in flight with less waiting on a group's last row (a
+    ViT-B/16 layer's 394 rows: 5 us less)."""
     from neuron_mlir.lowering.convert_torch_to_tile.rows import (
         STRAIGHT_LINE_ROWS,
         RowGroup,
         for_row_groups,
+        pipelined_row_groups,
         rows_per_partition,
         wavefront,
     )
@@ -431,7 +449,8 @@ def _layer_norm_row_groups(
         return False
     stat_rows = [view(em, v, Layout((rows,), (layout_of(v).strides[0],), layout_of(v).offset)) for v in stat_views]
 
-    def group_body(e: LoopNestBuilder, group: RowGroup, carried: list[SSAValue]) -> list[SSAValue]:
+    def open_group(e: LoopNestBuilder, group: RowGroup) -> tuple[list[Callable[[int], None]], Callable[[], None]]:
+        """The group's load; returns its steps (each for row j) and its stores."""
         p = group.partitions
         xs = group.load(e, x_view)
         indices = range(group.per_partition)
@@ -439,7 +458,9 @@ def _layer_norm_row_groups(
         negative_means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
         square_type = TileType((p, length), f32, Memory.SBUF)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
-        affine = params[p]
+        # straight-line code loads the parameters after the first group's rows, which the rows need first (DMA
+        # bandwidth goes to the transfers in program order); a loop finds them loaded before it
+        affine = params.load(p)
 
         def mean(j: int) -> None:
             total = e.insert(tile.ReduceOp(x_tiles[j], "add", _column(p))).result
@@ -463,27 +484,48 @@ def _layer_norm_row_groups(
         def shift(j: int) -> None:
             values[j] = m.bin("add", values[j], affine[-1], m.result)
 
-        steps = [mean, deviation, normalize]
+        steps: list[Callable[[int], None]] = [mean, deviation, normalize]
         steps += [scale] if weight is not None else []
         steps += [shift] if bias is not None else []
+
+        def close() -> None:
+            result = group.empty(e, (length,), out_type)
+            for j, value in enumerate(values):
+                result = group.put(e, value, result, j)
+            group.store(e, result, out_view)
+            for kind, (stat_wanted, stat_view) in enumerate(zip(wanted, stat_rows, strict=True)):
+                if not stat_wanted:
+                    continue
+                columns = group.empty(e, (), f32)
+                for j in indices:
+                    value = rstds[j]
+                    if kind == 0:
+                        value = e.insert(
+                            tile.BinaryScalarOp(negative_means[j], "multiply", _column(p), scalar=-1.0)
+                        ).result
+                    columns = group.put(e, value, columns, j)
+                group.store(e, columns, stat_view)
+
+        return steps, close
+
+    def group_body(e: LoopNestBuilder, group: RowGroup, carried: list[SSAValue]) -> list[SSAValue]:
+        steps, close = open_group(e, group)
         wavefront(group.per_partition, steps)
-        result = group.empty(e, (length,), out_type)
-        for j, value in enumerate(values):
-            result = group.put(e, value, result, j)
-        group.store(e, result, out_view)
-        for kind, (stat_wanted, stat_view) in enumerate(zip(wanted, stat_rows, strict=True)):
-            if not stat_wanted:
-                continue
-            columns = group.empty(e, (), f32)
-            for j in indices:
-                value = rstds[j]
-                if kind == 0:
-                    value = e.insert(tile.BinaryScalarOp(negative_means[j], "multiply", _column(p), scalar=-1.0)).result
-                columns = group.put(e, value, columns, j)
-            group.store(e, columns, stat_view)
+        close()
         return carried
 
-    for_row_groups(em, rows, per_partition, group_body)
+    step_count = 3 + (weight is not None) + (bias is not None)
+    if not pipelined_row_groups(
+        em,
+        rows,
+        per_partition,
+        open_group,
+        [lambda state, j, i=i: state[0][i](j) for i in range(step_count)],  # type: ignore[misc]
+        lambda state: state[1](),
+    ):
+        for p in sorted(heights):
+            params.load(p)
+        for_row_groups(em, rows, per_partition, group_body)
     return True
 
 
@@ -531,14 +573,19 @@ def _layer_norm_backward_on_chip(
     The parameter gradients sum over every row: a ones column as the stationary contracts a row tile's
     partitions, and PSUM accumulates over all row tiles (fp32; the moving products in the gradient's 16-bit type
     when it has one, at TensorE's full rate). x and grad_out are read once, grad_input written once, and nothing
-    else reaches HBM. The rows of a group are straight-line code in wavefront order (`rows.wavefront`), the newest
-    row's step first: with the parameter gradients' product last, the first steps of every row fill the queues
-    of the engines that start the chain (measured: 64 against 81 µs, oldest first, for 2048 rows of 768).
+    else reaches HBM. Up to `rows.PIPELINED_ROW_TILES` row tiles, every group is straight-line code and the rows
+    of all groups run in one wavefront (`rows.pipelined_row_groups`), one instruction per step (the product for
+    the parameter gradients right after xhat), so each engine's queue alternates between the rows in flight and
+    no step waits for a chain emitted in the same wavefront slot (2048 rows of 768: 64.1 -> 53.6 µs). Longer
+    kernels loop over the groups, each group's rows in wavefront order, the newest row's step first: with the
+    parameter gradients' product last, the first steps of every row fill the queues of the engines that start
+    the chain (measured: 64 against 81 µs, oldest first, for 2048 rows of 768).
     """
     from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
     from neuron_mlir.lowering.convert_torch_to_tile.rows import (
         STRAIGHT_LINE_ROWS,
         for_row_groups,
+        pipelined_row_groups,
         rows_per_partition,
         wavefront,
     )
@@ -598,11 +645,15 @@ def _layer_norm_backward_on_chip(
     moving_type = types[1] if mask[1] and _bytes(types[1]) == 2 else f32
     heights = {min(PARTITION_TILE, rows)} | ({rows % PARTITION_TILE} if rows % PARTITION_TILE else set())
     weights: dict[int, SSAValue] = {}
-    ones: dict[tuple[int, Attribute], SSAValue] = {}
-    for p in sorted(heights):
-        if weight is not None and mask[0]:
+
+    def load_weight(p: int) -> None:
+        """The weight as a [p, length] tile broadcast over partitions, loaded once per height (outside any loop)."""
+        if weight is not None and mask[0] and p not in weights:
             broadcast = view(em, weight, Layout((p, length), (0, weight_stride), layout_of(weight).offset))
             weights[p] = load(em, broadcast, [0, 0], (p, length))
+
+    ones: dict[tuple[int, Attribute], SSAValue] = {}
+    for p in sorted(heights):
         for element_type in {moving_type, grad_type} if (mask[1] or mask[2]) else set():
             ones[(p, element_type)] = em.insert(tile.FillOp(1.0, TileType((p, 1), element_type, Memory.SBUF))).result
     accumulators: list[SSAValue] = [
@@ -622,10 +673,22 @@ def _layer_norm_backward_on_chip(
             updated.append(e.insert(tile.MatmulOp(stationary, part, TileType((1, size), f32, Memory.PSUM), acc)).result)
         return updated
 
-    def group_body(e: LoopNestBuilder, group: Any, accs: list[SSAValue]) -> list[SSAValue]:
+    n_weight = len(chunks) * mask[1]
+    # the parameter gradients' accumulators as the rows emitted so far left them
+    sums = {"weight": accumulators[:n_weight], "bias": accumulators[n_weight:]}
+
+    def open_group(e: LoopNestBuilder, group: Any) -> tuple[list[Callable[[int], None]], Callable[[], None]]:
+        """The group's loads; returns its steps (each for row j) and its store."""
         p = group.partitions
-        xs, grads = group.load(e, x_view), group.load(e, grad_view)
-        means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
+        if pipelined:
+            # in the order the rows read them (DMA bandwidth goes to the transfers in program order), the weight's
+            # after the first group's
+            means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
+            xs, grads = group.load(e, x_view), group.load(e, grad_view)
+            load_weight(p)
+        else:
+            xs, grads = group.load(e, x_view), group.load(e, grad_view)
+            means, rstds = group.load(e, mean_view, f32), group.load(e, rstd_view, f32)
         result = group.empty(e, (length,), types[0]) if out_view is not None else None
         row_type = TileType((p, length), f32, Memory.SBUF)
         column = TileType((p, 1), f32, Memory.SBUF)
@@ -638,7 +701,6 @@ def _layer_norm_backward_on_chip(
         # per row: xhat, g, -mean(g), -sum(g xhat) / N, the running value of grad_input
         xhats, gs, shifts, slopes, values = (list(x_rows) for _ in range(5))
         filled = [result]  # grad_input's group tile, row by row
-        sums = {"weight": accs[: len(chunks) * mask[1]], "bias": accs[len(chunks) * mask[1] :]}
 
         def normalize(j: int) -> None:
             centred = e.insert(tile.BinaryScalarOp(x_rows[j], "subtract", row_type, column=mean_cols[j])).result
@@ -652,36 +714,87 @@ def _layer_norm_backward_on_chip(
             if mask[2]:
                 sums["bias"] = accumulate(e, p, grad_rows[j], sums["bias"])
 
-        def scaled_gradient(j: int) -> None:
+        g_xhats = list(x_rows)
+
+        def weighted(j: int) -> None:
             gs[j] = grad_rows[j]
             if weight is not None:
                 gs[j] = e.insert(tile.BinaryOp(grad_rows[j], weights[p], "multiply", row_type)).result
+
+        def weighted_sum(j: int) -> None:
             g_sum = e.insert(tile.ReduceOp(gs[j], "add", column)).result
             shifts[j] = e.insert(tile.BinaryScalarOp(g_sum, "multiply", column, scalar=1.0 / length)).result
 
-        def correlation(j: int) -> None:
-            g_xhat = e.insert(tile.BinaryOp(gs[j], xhats[j], "multiply", row_type)).result
-            g_xhat_sum = e.insert(tile.ReduceOp(g_xhat, "add", column)).result
+        def scaled_gradient(j: int) -> None:
+            weighted(j)
+            weighted_sum(j)
+
+        def products(j: int) -> None:
+            g_xhats[j] = e.insert(tile.BinaryOp(gs[j], xhats[j], "multiply", row_type)).result
+
+        def products_sum(j: int) -> None:
+            g_xhat_sum = e.insert(tile.ReduceOp(g_xhats[j], "add", column)).result
             slopes[j] = e.insert(tile.BinaryScalarOp(g_xhat_sum, "multiply", column, scalar=-1.0 / length)).result
 
+        def correlation(j: int) -> None:
+            products(j)
+            products_sum(j)
+
+        def sloped(j: int) -> None:
+            values[j] = e.insert(tile.BinaryScalarOp(xhats[j], "multiply", row_type, column=slopes[j])).result
+
+        def added(j: int) -> None:
+            values[j] = e.insert(tile.BinaryOp(values[j], gs[j], "add", row_type)).result
+
         def combine(j: int) -> None:
-            value = e.insert(tile.BinaryScalarOp(xhats[j], "multiply", row_type, column=slopes[j])).result
-            values[j] = e.insert(tile.BinaryOp(value, gs[j], "add", row_type)).result
+            sloped(j)
+            added(j)
 
         def finish(j: int) -> None:
             value = e.insert(tile.BinaryScalarOp(values[j], "subtract", row_type, column=shifts[j])).result
             value = e.insert(tile.BinaryScalarOp(value, "multiply", out_type, column=rstd_cols[j])).result
             filled[0] = group.put(e, value, filled[0], j)
 
-        steps = [normalize] + ([scaled_gradient, correlation, combine, finish] if result is not None else [])
-        steps.append(parameter_gradients)
-        wavefront(count, steps, oldest_first=False)
-        if filled[0] is not None:
-            assert out_view is not None
-            group.store(e, filled[0], out_view)
+        steps: list[Callable[[int], None]] = [normalize]
+        if pipelined:  # one instruction (and the column arithmetic after it) per step: see the docstring
+            steps.append(parameter_gradients)
+            if result is not None:
+                steps += [weighted, weighted_sum, products, products_sum, sloped, added, finish]
+        else:
+            steps += [scaled_gradient, correlation, combine, finish] if result is not None else []
+            steps.append(parameter_gradients)
+
+        def close() -> None:
+            if filled[0] is not None:
+                assert out_view is not None
+                group.store(e, filled[0], out_view)
+
+        return steps, close
+
+    def group_body(e: LoopNestBuilder, group: Any, accs: list[SSAValue]) -> list[SSAValue]:
+        sums["weight"], sums["bias"] = accs[:n_weight], accs[n_weight:]
+        steps, close = open_group(e, group)
+        wavefront(group.per_partition, steps, oldest_first=False)
+        close()
         return sums["weight"] + sums["bias"]
 
-    accumulators = for_row_groups(em, rows, per_partition, group_body, accumulators)
+    pipelined = True
+    step_count = 2 + 7 * (out_view is not None)
+    done = pipelined_row_groups(
+        em,
+        rows,
+        per_partition,
+        open_group,
+        [lambda state, j, i=i: state[0][i](j) for i in range(step_count)],  # type: ignore[misc]
+        lambda state: state[1](),
+    )
+    if done:
+        accumulators = sums["weight"] + sums["bias"]
+    else:
+        pipelined = False
+        for p in sorted(heights):
+            load_weight(p)
+        accumulators = for_row_groups(em, rows, per_partition, group_body, accumulators)
     results: list[SSAValue | None] = [out, None, None]
     for index in (1, 2):
         if not mask[index]:

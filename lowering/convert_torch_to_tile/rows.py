@@ -14,14 +14,18 @@ chain after another). `STRAIGHT_LINE_ROWS` bounds k for that.
 
 `for_row_groups` covers [0, rows): groups of 128 k rows in a loop, then the remaining whole 128-row tiles as one
 group of fewer rows per partition, then the partial last tile (fewer than 128 rows) as a group of one row per
-partition. `RowGroup.load` and `RowGroup.store` move a group's tile between SBUF and a row view ([rows, ...], any
-strides) of an HBM tensor.
+partition. `pipelined_row_groups` covers the same groups in straight-line code with one wavefront over the rows of
+all of them, when they are few enough (`PIPELINED_ROW_TILES`): in a loop each engine's queue holds one group's
+steps before the next group's, so a group's first steps wait until the engines have finished the group before,
+and each group pays its chain's latency. `RowGroup.load` and `RowGroup.store` move a group's tile between SBUF
+and a row view ([rows, ...], any strides) of an HBM tensor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from xdsl.ir import Attribute, SSAValue
 
@@ -36,6 +40,15 @@ from neuron_mlir.runtime.hardware import Memory
 # The most rows per partition of a group computed in straight-line code: the code grows with it, and past a few
 # rows the DMA is at full rate and the chains overlap anyway.
 STRAIGHT_LINE_ROWS = 8
+
+State = TypeVar("State")
+
+# The most 128-row tiles `pipelined_row_groups` puts in straight-line code: the program grows with the rows (about a
+# dozen instructions per row tile), so longer kernels keep the loop over groups.
+PIPELINED_ROW_TILES = 32
+# The fewest groups `pipelined_row_groups` takes: two groups are the two copies neuron-unroll-loops makes of the
+# loop's body, which overlap as well (a BERT-base layer norm backward of 512 rows: 2.5 us slower in one wavefront).
+PIPELINED_MIN_GROUPS = 3
 
 
 def wavefront(rows: int, steps: Sequence[Callable[[int], None]], oldest_first: bool = True) -> None:
@@ -158,3 +171,55 @@ def for_row_groups(
     if rest:
         carried = body(em, RowGroup(first, rest, 1, 0, first), carried)
     return carried
+
+
+def row_groups(rows: int, per_partition: int) -> list[RowGroup]:
+    """The groups `for_row_groups` covers [0, rows) with, each at a constant position (no loop)."""
+    k = max(1, per_partition)
+    span = PARTITION_TILE * k
+    groups = [RowGroup(first, PARTITION_TILE, k, 0, first) for first in range(0, rows // span * span, span)]
+    first = rows // span * span
+    tiles, rest = divmod(rows - first, PARTITION_TILE)
+    if tiles:
+        groups.append(RowGroup(first, PARTITION_TILE, tiles, 0, first))
+        first += tiles * PARTITION_TILE
+    if rest:
+        groups.append(RowGroup(first, rest, 1, 0, first))
+    return groups
+
+
+def pipelined_row_groups(
+    em: LoopNestBuilder,
+    rows: int,
+    per_partition: int,
+    open_group: Callable[[LoopNestBuilder, RowGroup], State],
+    steps: Sequence[Callable[[State, int], None]],
+    close_group: Callable[[State], None],
+    oldest_first: bool = True,
+) -> bool:
+    """Every row group of [0, rows) (`row_groups`) in straight-line code, the rows of all groups in one wavefront:
+    `open_group` (the group's loads) just before its first row's first step, `step(state, j)` for each step of
+    row j of a group, `close_group` (its stores) right after its last row's last step. The engines then work on
+    the last rows of a group and the first rows of the next at once, and each load is emitted in the order the
+    rows need it (DMA bandwidth is shared in program order). False, with nothing emitted, when the rows take more
+    than `PIPELINED_ROW_TILES` row tiles or make fewer than `PIPELINED_MIN_GROUPS` groups."""
+    groups = row_groups(rows, per_partition)
+    if -(-rows // PARTITION_TILE) > PIPELINED_ROW_TILES or len(groups) < PIPELINED_MIN_GROUPS:
+        return False
+    owners = [(number, j) for number, group in enumerate(groups) for j in range(group.per_partition)]
+    states: dict[int, State] = {}
+    last = len(steps) - 1
+
+    def scheduled(index: int, step: Callable[[State, int], None]) -> Callable[[int], None]:
+        def run(row: int) -> None:
+            number, j = owners[row]
+            if index == 0 and j == 0:
+                states[number] = open_group(em, groups[number])
+            step(states[number], j)
+            if index == last and j == groups[number].per_partition - 1:
+                close_group(states.pop(number))
+
+        return run
+
+    wavefront(len(owners), [scheduled(i, step) for i, step in enumerate(steps)], oldest_first)
+    return True

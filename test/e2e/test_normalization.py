@@ -75,13 +75,19 @@ def test_batch_norm_eval_mode_uses_running_statistics():
 
 @pytest.mark.parametrize(
     ("width", "shape", "dtype"),
-    [(64, (3, 300, 64), torch.float32), (96, (8, 400, 96), torch.bfloat16), (768, (2, 260, 768), torch.float32)],
-    ids=["groups-of-7-rows", "bf16-groups-and-tiles", "two-psum-chunks"],
+    [
+        (64, (3, 300, 64), torch.float32),
+        (96, (8, 400, 96), torch.bfloat16),
+        (768, (2, 260, 768), torch.float32),
+        (32, (2, 2100, 32), torch.bfloat16),
+    ],
+    ids=["groups-of-7-rows", "bf16-groups-and-tiles", "two-psum-chunks", "loop-over-groups"],
 )
 def test_layer_norm_backward_row_groups(width, shape, dtype):
     """native_layer_norm_backward (kept whole) in one pass over row groups: several rows per partition per DMA,
     then the whole 128-row tiles left, then a partial tile; weight and bias gradients accumulated in PSUM over all
-    rows, in one or two 512-wide chunks. The gradients sum thousands of rows, which eager bf16 gets wrong by
+    rows, in one or two 512-wide chunks. Up to `rows.PIPELINED_ROW_TILES` row tiles the groups are straight-line
+    code in one wavefront; beyond (4200 rows), a loop over the groups. The gradients sum thousands of rows, which eager bf16 gets wrong by
     several percent (its weight gradient here is off by 4.6 of 111), so they are judged against float64."""
 
     def make(precision: torch.dtype) -> torch.nn.Module:
