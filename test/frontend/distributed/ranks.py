@@ -301,39 +301,114 @@ def _full(tensor: torch.Tensor | None) -> torch.Tensor:
     return tensor.full_tensor().cpu()
 
 
-def fully_sharded_compiled(rank: int, world: int) -> None:
-    """FSDP2 with torch.compile as large models use them together: each layer compiled before it is sharded, so
-    FSDP2's hooks (which PyTorch keeps out of Dynamo) run eagerly around the compiled layers. Every node of the
-    layers' forward and backward graphs compiles, and training equals one process on the whole batch."""
+class _Block(torch.nn.Module):
+    """A residual MLP block defined in user code, as a transformer's blocks are: Dynamo compiles the frames of user
+    code it meets after a graph break, never those of torch.nn's own modules (a bare Linear or Sequential)."""
+
+    def __init__(self, width: int = 8, hidden: int = 16) -> None:
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(width, hidden), torch.nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class _Net(torch.nn.Module):
+    """Blocks, then a head the root module itself applies."""
+
+    def __init__(self, width: int = 8, hidden: int = 16, outputs: int = 4) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Block(width, hidden) for _ in range(2)])
+        self.head = torch.nn.Linear(width, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _train_against_reference(
+    model: torch.nn.Module, run: Any, reference: torch.nn.Module, rank: int, world: int, what: str, steps: int = 2
+) -> dict[str, Any]:
+    """`steps` SGD steps of `run` (the model or a compiled form of it) on this rank's share of a batch, and of
+    `reference` on the whole batch; returns the compiler's counters' growth over the steps."""
     import neuron_mlir
 
-    torch.manual_seed(0)
-    inputs, targets = torch.randn(4 * world, 8), torch.randn(4 * world, 4)
+    width = reference.blocks[0].up.in_features
+    outputs = reference.head.out_features
+    torch.manual_seed(1)
+    inputs, targets = torch.randn(4 * world, width), torch.randn(4 * world, outputs)
     share = slice(4 * rank, 4 * (rank + 1))
-    reference = _mlp()
-    model = _mlp()
-    model.load_state_dict(reference.state_dict())
-    model.to("neuron")
-    for index in (0, 2):
-        model[index] = cast(torch.nn.Module, torch.compile(model[index], backend="neuron-mlir"))
-    _shard(model)
     before = neuron_mlir.stats()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(2):
+    for _ in range(steps):
         optimizer.zero_grad()
-        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        torch.nn.functional.mse_loss(run(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
         optimizer.step()
         reference_optimizer.zero_grad()
         torch.nn.functional.mse_loss(reference(inputs), targets).backward()
         reference_optimizer.step()
     after = neuron_mlir.stats()
-    assert after["graphs_compiled"] - before["graphs_compiled"] >= 4, after  # each layer's forward and backward
-    assert after["nodes_fallen_back"] == before["nodes_fallen_back"], after["fallback_ops"]
-    parameters = dict(model.named_parameters())
+    from torch.distributed.tensor import DTensor
+
+    # a block compiled before sharding is held by its compiled wrapper (`_orig_mod`)
+    parameters = {name.replace("._orig_mod", ""): p for name, p in model.named_parameters()}
     for name, expected in reference.named_parameters():
-        got = _full(parameters[name.replace(".", "._orig_mod.", 1)])
-        _assert_close(got, expected, torch.float32, f"compiled, parameter {name}")
+        got = parameters[name]
+        got = _full(got) if isinstance(got, DTensor) else got.detach().cpu()
+        _assert_close(got, expected, torch.float32, f"{what}: parameter {name}")
+    return {key: after[key] - before[key] for key in ("graphs_compiled", "nodes_compiled", "nodes_fallen_back")}
+
+
+def fully_sharded_compiled(rank: int, world: int) -> None:
+    """FSDP2 with torch.compile in the three ways models combine them, each training as one process does on the
+    whole batch with every node of the compiled graphs in neuron programs: each block compiled before it is
+    sharded; each block compiled after sharding (`block.compile()`); the whole sharded model compiled. FSDP2's
+    hooks always run eagerly (PyTorch disables Dynamo in them): after sharding they break the graph where a
+    sharded module is called, and Dynamo compiles the blocks' forward as frames of their
+    own, whose backward graphs compile too."""
+    from torch.distributed.fsdp import fully_shard
+
+    for pattern in ("compiled, then sharded", "sharded, then block.compile()", "sharded, then torch.compile(model)"):
+        torch._dynamo.reset()  # Dynamo keeps the blocks' compiled frames on their code: each pattern traces anew
+        torch.manual_seed(0)
+        reference, model = _Net(), _Net()
+        model.load_state_dict(reference.state_dict())
+        model.to("neuron")
+        if pattern.startswith("compiled"):
+            for index, block in enumerate(model.blocks):
+                model.blocks[index] = cast(torch.nn.Module, torch.compile(block, backend="neuron-mlir"))
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        run: Any = model
+        if pattern.endswith("block.compile()"):
+            for block in model.blocks:
+                block.compile(backend="neuron-mlir")
+        elif pattern.endswith("torch.compile(model)"):
+            run = torch.compile(model, backend="neuron-mlir")
+        grown = _train_against_reference(model, run, reference, rank, world, pattern)
+        # each block's forward and backward; the root's own head runs eagerly in every pattern (compiling the whole
+        # model, the block calls break the graph inside the root's loop over its blocks, and Dynamo runs that frame
+        # eagerly: PyTorch's behaviour, whatever the backend)
+        assert grown["graphs_compiled"] >= 4, (pattern, grown)
+        assert grown["nodes_fallen_back"] == 0, (pattern, grown)
+
+
+def compiled_data_parallel(rank: int, world: int) -> None:
+    """torch.compile(DDP(model)): Dynamo's DDP optimizer splits the forward graph where DDP's gradient buckets
+    end (1 MiB here, so each block's parameters fill one), each piece's forward and backward compile, and DDP's
+    bucketed all-reduces run between the backward pieces. Training equals one process on the whole batch."""
+    torch.manual_seed(0)
+    reference, model = _Net(256, 512, 4), _Net(256, 512, 4)  # a block's parameters: 1 MiB
+    model.load_state_dict(reference.state_dict())
+    replica = torch.nn.parallel.DistributedDataParallel(model.to("neuron"), bucket_cap_mb=1)
+    grown = _train_against_reference(
+        model, torch.compile(replica, backend="neuron-mlir"), reference, rank, world, "compiled DDP"
+    )
+    assert grown["graphs_compiled"] >= 4, grown  # split: at least two pieces, each a forward and a backward
+    assert grown["nodes_fallen_back"] == 0, grown
 
 
 def _reference_step(reference, optimizer, inputs, targets, precision) -> None:
@@ -468,6 +543,7 @@ SCENARIOS = {
     "sharded_tensors": sharded_tensors,
     "compiled_collectives": compiled_collectives,
     "compiled_tensor_parallel": compiled_tensor_parallel,
+    "compiled_data_parallel": compiled_data_parallel,
 }
 BACKENDS = {"default_backend": None}
 

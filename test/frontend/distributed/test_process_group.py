@@ -30,8 +30,13 @@ def test_collectives_dtensors_and_tensor_parallel_training_on_neuron_ranks():
     redistributes DTensors, and an MLP split column- then row-wise trains as the whole one does; then, compiled
     by neuron-mlir on the same ranks, all_reduce (sum, avg), all_gather, reduce_scatter and all_to_all in one
     graph, on the collective queue, through the process group's transport, and ColwiseParallel + RowwiseParallel
-    under torch.compile, whose forward and backward graphs hold the all_reduces."""
-    scenarios = "collectives,sharded_tensors,tensor_parallel,compiled_collectives,compiled_tensor_parallel"
+    under torch.compile, whose forward and backward graphs hold the all_reduces; torch.compile of a DDP model,
+    split by Dynamo where DDP's buckets end; and FSDP2 with torch.compile (blocks compiled before or after
+    sharding, or the whole sharded model), each training as one process does on the whole batch."""
+    scenarios = (
+        "collectives,sharded_tensors,tensor_parallel,compiled_collectives,compiled_tensor_parallel,"
+        "compiled_data_parallel,fully_sharded_compiled"
+    )
     _torchrun(scenarios, eager="host")
 
 
@@ -44,11 +49,10 @@ def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
 
 
-def test_fully_sharded_training_its_checkpoint_a_data_by_tensor_mesh_and_compiled_layers(tmp_path):
+def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_path):
     """On 4 ranks, in one launch: FSDP2 training equals one process on the whole batch (it frees and
     re-materialises unsharded parameters by resizing their device storages: the native hooks);
     torch.distributed.checkpoint saves and loads its sharded state; FSDP2 over the data dimension of a 2 x 2 mesh
-    with tensor parallelism over the other trains as one process does; and so do layers compiled by torch.compile
-    before they are sharded."""
-    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel,fully_sharded_compiled"
+    with tensor parallelism over the other trains as one process does."""
+    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel"
     _torchrun(scenarios, eager="host", processes=4, arguments=(str(tmp_path / "checkpoint"),))
