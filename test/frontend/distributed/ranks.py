@@ -328,14 +328,13 @@ class _Net(torch.nn.Module):
 
 
 def _train_against_reference(
-    model: torch.nn.Module, run: Any, reference: torch.nn.Module, rank: int, world: int, what: str, steps: int = 2
+    model: torch.nn.Module, run: Any, reference: _Net, rank: int, world: int, what: str, steps: int = 2
 ) -> dict[str, Any]:
     """`steps` SGD steps of `run` (the model or a compiled form of it) on this rank's share of a batch, and of
     `reference` on the whole batch; returns the compiler's counters' growth over the steps."""
     import neuron_mlir
 
-    width = reference.blocks[0].up.in_features
-    outputs = reference.head.out_features
+    width, outputs = reference.head.in_features, reference.head.out_features
     torch.manual_seed(1)
     inputs, targets = torch.randn(4 * world, width), torch.randn(4 * world, outputs)
     share = slice(4 * rank, 4 * (rank + 1))
@@ -531,6 +530,43 @@ def sharded_and_tensor_parallel(rank: int, world: int) -> None:
         _assert_close(_full(parameter), expected_parameter, torch.float32, name)
 
 
+def shared_cache(rank: int, world: int) -> None:
+    """The ranks compile the same graph at once into one disk cache directory (beside the checkpoint directory),
+    and the last rank dies halfway through writing its entry: every other rank runs the right program, whether
+    it found the entry or compiled it. The launching test then checks that every entry on disk is whole."""
+    from pathlib import Path
+
+    import neuron_mlir.frontend.cache as cache
+
+    os.environ["NEURON_MLIR_CACHE_DIR"] = str(Path(sys.argv[2]).parent / "shared-cache")
+    dies = rank == world - 1
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ w) * 2 + 1
+
+    if dies:
+        real_replace = os.replace
+
+        def die_halfway(source: Any, destination: Any) -> None:
+            if not str(destination).endswith((".bundle", ".meta")):  # not an entry (the fingerprint's memo)
+                real_replace(source, destination)
+                return
+            # the temporary file holds the whole entry now: cut it to half, as if the process died writing it
+            with open(source, "r+b") as handle:
+                handle.truncate(os.path.getsize(source) // 2)
+            # status 0, so that torchrun lets the other ranks finish (a failed rank makes it stop them all)
+            os._exit(0)
+
+        os.replace = die_halfway  # type: ignore[assignment]  # the cache's atomic writes end in a rename
+        # it looks in no cache, as if it came first: it compiles and writes, whatever the others did
+        cache.CompileCache.get_entry = lambda self, key, with_metadata=False: None  # type: ignore[method-assign]
+    dist.barrier()  # all start together
+    x, w = torch.linspace(-1, 1, 32).reshape(4, 8), torch.linspace(-0.5, 0.5, 48).reshape(8, 6)
+    got = torch.compile(step, backend="neuron-mlir", options={"strict": True})(x, w)
+    assert not dies, "the dying rank wrote its entry whole"
+    _assert_close(got, step(x, w), torch.float32, f"rank {rank}'s compiled step")
+
+
 SCENARIOS = {
     "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
@@ -544,6 +580,7 @@ SCENARIOS = {
     "compiled_collectives": compiled_collectives,
     "compiled_tensor_parallel": compiled_tensor_parallel,
     "compiled_data_parallel": compiled_data_parallel,
+    "shared_cache": shared_cache,
 }
 BACKENDS = {"default_backend": None}
 
