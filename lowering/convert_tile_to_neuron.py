@@ -791,6 +791,8 @@ def _collective(conv: _FunctionConversion, op: Operation) -> None:
     properties: dict[str, Attribute] = {"replica_groups": op.replica_groups}
     if op.reduce is not None:
         properties["reduce"] = op.reduce
+    if op.root is not None:
+        properties["root"] = op.root
     accesses = {"src": _whole_tensor(conv, op.source), "dst": _whole_tensor(conv, op.dest)}
     conv.emit(conv.emitter(op), _COLLECTIVE_OPS[op.kind.data], Engine.COLLECTIVE, accesses, properties)
 

@@ -586,7 +586,7 @@ def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
             raise RuleError(f"src is {src.dtype} but dst is {dst.dtype}: a collective does not convert")
         groups = attrs["replica_groups"]
         n = len(groups[0]) if isinstance(groups, tuple) and groups else 1
-        if opcode in ("all_reduce", "all_to_all") and src.elements != dst.elements:
+        if opcode in ("all_reduce", "all_to_all", "broadcast") and src.elements != dst.elements:
             raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
         if opcode == "all_gather" and dst.elements != src.elements * n:
             raise RuleError(
@@ -598,6 +598,8 @@ def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
             )
         if opcode == "all_to_all" and src.elements % n:
             raise RuleError(f"src's {src.elements} elements do not split into {n} equal blocks")
+        if opcode == "broadcast" and not 0 <= int(attrs["root"]) < n:
+            raise RuleError(f"root {attrs['root']} is no position in a replica group of {n} ranks", attribute="root")
 
     return check
 
@@ -699,6 +701,8 @@ _COLLECTIVE_DOCS = {
     "block at the caller's position in its group.",
     "all_to_all": "src is split into group-size equal blocks; block j goes to the group's j-th rank, and dst is the "
     "blocks received, in rank order.",
+    "broadcast": "dst = the src of the group's `root`-th rank (its position in the replica group), on every rank of "
+    "the group; src and dst have one count and dtype.",
 }
 _VEC = frozenset({Engine.VECTOR})
 _VEC_GPSIMD = frozenset({Engine.VECTOR, Engine.GPSIMD})
@@ -906,6 +910,7 @@ OPCODES: dict[str, OpcodeSpec] = {
                 attr_specs={
                     "replica_groups": Attr("groups"),
                     **({"reduce": Attr("collective_reduce", "sum")} if name in _REDUCING else {}),
+                    **({"root": Attr("int", 0)} if name == "broadcast" else {}),
                 },
                 check=_collective_rules(name),
                 semantics=functools.partial(semantics.collective, name),

@@ -427,7 +427,9 @@ def collective(kind: str, ops: Operands, attrs: Attrs, engine: Engine, target: T
         return
     src, dst = ops["src"], ops["dst"]
     flat = np.ascontiguousarray(src).reshape(-1)
-    result = collectives.execute(kind, flat, attrs["replica_groups"], attrs.get("reduce", "sum"))
+    result = collectives.execute(
+        kind, flat, attrs["replica_groups"], attrs.get("reduce", "sum"), int(attrs.get("root", 0))
+    )
     dst[...] = result.reshape(dst.shape)
 
 

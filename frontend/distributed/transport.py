@@ -125,3 +125,9 @@ class ProcessGroupTransport:
         output = torch.empty_like(tensor)
         dist.all_to_all_single(output, tensor, group=self._group(name, group, data))
         return to_numpy(output)
+
+    def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
+        tensor = from_numpy(np.array(data, copy=True))
+        # a process group numbers its ranks in sorted order (new_group sorts them), as replica groups do
+        dist.broadcast(tensor, group_src=root, group=self._group(name, group, data))
+        return to_numpy(tensor)

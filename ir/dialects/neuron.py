@@ -1119,7 +1119,23 @@ class AllToAllOp(_CollectiveOp):
     OPCODE: ClassVar[str] = "all_to_all"
 
 
-COLLECTIVE_OPS: tuple[type[InstructionOp], ...] = (AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp)
+@irdl_op_definition
+class BroadcastOp(_CollectiveOp):
+    """Collective: dst = the src of the group's `root`-th rank (its position in the replica group), on every rank.
+
+    ```mlir
+    neuron.broadcast collective dst %y[0, [[1, 4096]]], src %x[0, [[1, 4096]]]
+        {root = 1 : i64, replica_groups = [array<i64: 0, 1>]} : memref<...>, memref<...>
+    ```
+    """
+
+    name = "neuron.broadcast"
+    OPCODE: ClassVar[str] = "broadcast"
+
+    root = opt_prop_def(IntegerAttr)
+
+
+COLLECTIVE_OPS: tuple[type[InstructionOp], ...] = (AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp)
 
 INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     MatmulOp,

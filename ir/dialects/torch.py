@@ -1190,6 +1190,13 @@ COLLECTIVE_KINDS: dict[str, str] = {
     "torch.c10d_functional.all_gather_into_tensor": "all_gather",
     "torch.c10d_functional.reduce_scatter_tensor": "reduce_scatter",
     "torch.c10d_functional.all_to_all_single": "all_to_all",
+    "torch.c10d_functional.broadcast": "broadcast",
+}
+# The coalesced forms: one call exchanging a list of tensors, each as the single form would (one collective each).
+COALESCED_COLLECTIVE_KINDS: dict[str, str] = {
+    "torch.c10d_functional.all_reduce_coalesced": "all_reduce",
+    "torch.c10d_functional.all_gather_into_tensor_coalesced": "all_gather",
+    "torch.c10d_functional.reduce_scatter_tensor_coalesced": "reduce_scatter",
 }
 
 

@@ -177,7 +177,14 @@ def compiled_collectives(rank: int, world: int) -> None:
         shard = funcol.reduce_scatter_single(h, "sum", 0, group)
         swapped = funcol.all_to_all_single(h, None, None, group)
         narrow = funcol.all_reduce(h.to(torch.bfloat16), "max", group)
-        return total * 0.5 + 1, mean, gathered, shard, swapped, narrow
+        broadcast = funcol.broadcast(h, 1, group)
+        coalesced = funcol.all_reduce_coalesced([h, x], "sum", group)
+        gathered_pair = funcol.all_gather_into_tensor_coalesced([h, x], group)
+        scattered_pair = funcol.reduce_scatter_tensor_coalesced([h, x], "avg", [0, 0], group)
+        return (
+            total * 0.5 + 1, mean, gathered, shard, swapped, narrow, broadcast,
+            *coalesced, *gathered_pair, *scattered_pair,
+        )  # fmt: skip
 
     torch.manual_seed(rank)
     x, w = torch.randn(4 * world, 8), torch.randn(8, 6)
@@ -188,9 +195,9 @@ def compiled_collectives(rank: int, world: int) -> None:
     for index, (g, e) in enumerate(zip(got, expected, strict=True)):
         torch.testing.assert_close(g, e, msg=f"result {index}")
     (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]  # one graph: no split
-    assert profile.opcode_counts.get("all_reduce") == 3, profile.opcode_counts
-    for opcode in ("all_gather", "reduce_scatter", "all_to_all"):
-        assert profile.opcode_counts.get(opcode) == 1, profile.opcode_counts
+    # a coalesced call is one collective per tensor of its list
+    expected_counts = {"all_reduce": 5, "all_gather": 3, "reduce_scatter": 3, "all_to_all": 1, "broadcast": 1}
+    assert {op: profile.opcode_counts.get(op) for op in expected_counts} == expected_counts, profile.opcode_counts
     assert profile.busy_ns.get("collective", 0.0) > 0, profile.busy_ns
 
 

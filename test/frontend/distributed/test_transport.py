@@ -108,6 +108,7 @@ def test_the_process_group_transport_gives_what_the_in_process_group_gives():
             transport.all_gather("all_gather", data[rank], pair),
             transport.reduce_scatter("reduce_scatter", data[rank], "sum", pair),
             transport.all_to_all("all_to_all", data[rank], pair),
+            transport.broadcast("broadcast", data[rank], 1, pair),
         ]
 
     def reference(rank: int) -> list:
@@ -118,6 +119,7 @@ def test_the_process_group_transport_gives_what_the_in_process_group_gives():
             collectives.run("all_gather", data[rank], pair),
             collectives.run("reduce_scatter", data[rank], pair, "sum"),
             collectives.run("all_to_all", data[rank], pair),
+            collectives.run("broadcast", data[rank], pair, root=1),
         ]
 
     world = collectives.InProcessGroup(2)

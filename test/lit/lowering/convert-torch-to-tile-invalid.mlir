@@ -172,6 +172,16 @@ builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
 
 // -----
 
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_broadcast_source(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = torch.c10d_functional.broadcast %x {src = 2, group_name = "0"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":25:0)
+    func.return %0 : tensor<4xf32>
+  }
+}
+// CHECK: torch.c10d_functional.broadcast: source rank 2 is not a rank of the group '0' (2 ranks) (at model.py:25)
+
+// -----
+
 // The conversion rewrites torch ops and the return: another op reading or making a tensor, or holding a region,
 // breaks its input contract and is refused by name (it would be left reading a tensor that no longer exists).
 func.func @region_of_tensors(%x: tensor<4xf32>) -> tensor<4xf32> {
