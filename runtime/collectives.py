@@ -34,6 +34,8 @@ link the algorithm crosses):
            all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
            broadcast       ceil(log2 n) (a + S / B)           a binomial tree: every holder sends the whole message
 
+An uneven all_to_all (split counts per rank) is priced as an even one of the same input size.
+
 B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
 that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Over m
 instances of k ranks each, all_reduce, all_gather and reduce_scatter may also run hierarchically, each phase by
@@ -86,7 +88,17 @@ class Transport(Protocol):
 
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray: ...
 
-    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray: ...
+    def all_to_all(
+        self,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        input_splits: tuple[int, ...] = (),
+        output_splits: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        """Block j of `data` goes to the group's j-th rank: equal blocks, or (uneven) `input_splits` elements each;
+        the result is the blocks received in rank order (`output_splits` elements each)."""
+        ...
 
     def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
         """Every rank receives the data of the group's `root`-th rank (its position in `group`)."""
@@ -141,12 +153,15 @@ def run(
     reduction: str = "sum",
     name: str | None = None,
     root: int = 0,
+    splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
 ) -> np.ndarray:
     """Execute one collective of the calling rank on the flat array `data` through the current transport (`root`:
-    a broadcast's source, its position in `group`)."""
+    a broadcast's source, its position in `group`; `splits`: an uneven all_to_all's input and output counts)."""
     label = name or collective
     if len(group) == 1:  # a group of one: nothing to exchange
         return reduce_arrays([data], reduction) if collective in ("all_reduce", "reduce_scatter") else data.copy()
+    if any(splits) and (len(splits[0]) != len(group) or len(splits[1]) != len(group)):
+        raise CollectiveError(f"{label}: split counts {list(splits[0])}, {list(splits[1])} for {len(group)} ranks")
     transport = current()
     if transport is None:
         raise CollectiveError(
@@ -162,6 +177,8 @@ def run(
     if collective == "reduce_scatter":
         return transport.reduce_scatter(label, data, reduction, group)
     if collective == "all_to_all":
+        if any(splits):
+            return transport.all_to_all(label, data, group, splits[0], splits[1])
         return transport.all_to_all(label, data, group)
     if collective == "broadcast":
         if not 0 <= root < len(group):
@@ -176,6 +193,7 @@ def execute(
     replica_groups: Sequence[Sequence[int]],
     reduction: str = "sum",
     root: int = 0,
+    splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
 ) -> np.ndarray:
     """One collective instruction's exchange for the calling rank: its group out of `replica_groups` (the
     transport's rank picks it; groups of one rank need no transport), then `run`."""
@@ -184,7 +202,8 @@ def execute(
     transport = current()
     if transport is None:
         return run(collective, data, tuple(replica_groups[0]), reduction, root=root)  # raises: no transport
-    return run(collective, data, group_of(transport.rank, replica_groups, collective), reduction, root=root)
+    group = group_of(transport.rank, replica_groups, collective)
+    return run(collective, data, group, reduction, root=root, splits=splits)
 
 
 def group_of(rank: int, replica_groups: Sequence[Sequence[int]], name: str) -> tuple[int, ...]:
@@ -218,14 +237,23 @@ class InProcessGroup:
         return InProcessTransport(self, rank)
 
     def exchange(
-        self, rank: int, kind: str, name: str, data: np.ndarray, group: tuple[int, ...], reduction: str, root: int = 0
+        self,
+        rank: int,
+        kind: str,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        reduction: str,
+        root: int = 0,
+        splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
     ) -> np.ndarray:
         with self._condition:
             sequence = self._issued.get((group, rank), 0)
             self._issued[(group, rank)] = sequence + 1
             key = (group, sequence)
-            meeting = self._pending.setdefault(key, _Rendezvous(kind, name, {}, {}, None))
+            meeting = self._pending.setdefault(key, _Rendezvous(kind, name, {}, {}, None, {}))
             meeting.arrays[rank] = np.array(data, copy=True)
+            meeting.splits[rank] = splits
             if len(meeting.arrays) == len(group):
                 try:
                     meeting.results = _compute(meeting, kind, name, group, reduction, root)
@@ -250,6 +278,7 @@ class _Rendezvous:
     arrays: dict[int, np.ndarray]
     results: dict[int, np.ndarray]
     error: CollectiveError | None
+    splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 def _compute(
@@ -257,6 +286,8 @@ def _compute(
 ) -> dict[int, np.ndarray]:
     arrays = meeting.arrays
     first = arrays[group[0]]
+    if kind == "all_to_all" and any(any(splits) for splits in meeting.splits.values()):
+        return _uneven_all_to_all(meeting, name, group)
     for rank in group:
         got = arrays[rank]
         if got.size != first.size or got.dtype != first.dtype:
@@ -285,6 +316,31 @@ def _compute(
     raise CollectiveError(f"unknown collective {kind!r}")
 
 
+def _uneven_all_to_all(meeting: _Rendezvous, name: str, group: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """Rank i's j-th block (input_splits[j] elements) becomes rank j's i-th block, in rank order; each
+    count sent must be the count its receiver expects."""
+    blocks: dict[tuple[int, int], np.ndarray] = {}
+    for i, sender in enumerate(group):
+        sent, _ = meeting.splits[sender]
+        if len(sent) != len(group) or sum(sent) != meeting.arrays[sender].size:
+            raise CollectiveError(f"{name}: rank {sender}'s input splits {list(sent)} do not split its input")
+        if meeting.arrays[sender].dtype != meeting.arrays[group[0]].dtype:
+            raise CollectiveError(f"{name}: rank {sender} passes another dtype than rank {group[0]}")
+        for j, piece in enumerate(np.split(meeting.arrays[sender], np.cumsum(sent)[:-1])):
+            blocks[i, j] = piece
+    results = {}
+    for j, receiver in enumerate(group):
+        _, expected = meeting.splits[receiver]
+        for i, sender in enumerate(group):
+            if expected[i] != blocks[i, j].size:
+                raise CollectiveError(
+                    f"{name}: rank {sender} sends {blocks[i, j].size} elements to rank {receiver}, which expects "
+                    f"{expected[i]}: every rank's input split for a peer is that peer's output split for it"
+                )
+        results[receiver] = np.concatenate([blocks[i, j] for i in range(len(group))])
+    return results
+
+
 class InProcessTransport:
     """One rank's side of an `InProcessGroup`."""
 
@@ -305,8 +361,16 @@ class InProcessTransport:
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
         return self._world.exchange(self._rank, "reduce_scatter", name, data, group, reduction)
 
-    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
-        return self._world.exchange(self._rank, "all_to_all", name, data, group, "sum")
+    def all_to_all(
+        self,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        input_splits: tuple[int, ...] = (),
+        output_splits: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        splits = (input_splits, output_splits)
+        return self._world.exchange(self._rank, "all_to_all", name, data, group, "sum", splits=splits)
 
     def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
         return self._world.exchange(self._rank, "broadcast", name, data, group, "sum", root)

@@ -1217,7 +1217,8 @@ class CollectiveOp(IRDLOperation):
     """A collective between NeuronCores on whole HBM tensors: `kind` is all_reduce, all_gather, reduce_scatter,
     all_to_all or broadcast (their semantics: `runtime.isa`'s records of the same names), `reduce` the reduction
     of all_reduce and reduce_scatter, `root` a broadcast's source (its position in the replica group),
-    `replica_groups` the groups of ranks that exchange. `dest` is written whole.
+    `replica_groups` the groups of ranks that exchange, `input_splits`/`output_splits` an uneven all_to_all's element
+    counts sent to and received from each rank of the group. `dest` is written whole.
 
     ```mlir
     tile.collective %x into %y {kind = "all_reduce", reduce = "sum", replica_groups = [array<i64: 0, 1>]}
@@ -1232,6 +1233,8 @@ class CollectiveOp(IRDLOperation):
     kind = prop_def(StringAttr)
     reduce = opt_prop_def(StringAttr)
     root = opt_prop_def(IntegerAttr)
+    input_splits = opt_prop_def(DenseArrayBase)
+    output_splits = opt_prop_def(DenseArrayBase)
     replica_groups = prop_def(ArrayAttr)
 
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
@@ -1246,12 +1249,16 @@ class CollectiveOp(IRDLOperation):
         groups: Sequence[Sequence[int]],
         reduce: str | None = None,
         root: int | None = None,
+        splits: tuple[Sequence[int], Sequence[int]] | None = None,
     ):
         props: dict[str, Attribute] = {"kind": StringAttr(kind), "replica_groups": replica_groups_attr(groups)}
         if reduce is not None:
             props["reduce"] = StringAttr(reduce)
         if root is not None:
             props["root"] = IntegerAttr(root, 64)
+        if splits is not None:
+            props["input_splits"] = DenseArrayBase.from_list(i64, list(splits[0]))
+            props["output_splits"] = DenseArrayBase.from_list(i64, list(splits[1]))
         super().__init__(operands=[source, dest], properties=props)
 
     def verify_(self) -> None:
@@ -1279,6 +1286,12 @@ class CollectiveOp(IRDLOperation):
             attrs["reduce"] = self.reduce.data
         if self.root is not None:
             attrs["root"] = self.root.value.data
+        if (self.input_splits is not None or self.output_splits is not None) and kind != "all_to_all":
+            raise _error(self, f"{kind} takes no split counts")
+        for name in ("input_splits", "output_splits"):
+            counts = getattr(self, name)
+            if counts is not None:
+                attrs[name] = tuple(int(c) for c in counts.get_values())
         operands = {
             "src": _collective_operand("src", source),
             "dst": _collective_operand("dst", dest),

@@ -327,8 +327,12 @@ def _collective(interp: StructuredInterpreter, op: Operation, args: list[Any]) -
     groups = tile.replica_groups_of(op.replica_groups)
     try:
         root = op.root.value.data if op.root is not None else 0
+        sent, received = (
+            tuple(int(c) for c in counts.get_values()) if counts is not None else ()
+            for counts in (op.input_splits, op.output_splits)
+        )
         flat = collectives.execute(
-            op.kind.data, np.ascontiguousarray(source.array()).reshape(-1), groups, reduction, root
+            op.kind.data, np.ascontiguousarray(source.array()).reshape(-1), groups, reduction, root, (sent, received)
         )
     except collectives.CollectiveError as error:
         raise InterpretationError(f"{op.name}: {error}", op) from error

@@ -36,6 +36,7 @@ from neuron_mlir.ir.dialects.torch import (
     PropKind,
     ResultKind,
     TorchOp,
+    all_to_all_splits,
     dtype_name_for,
     process_group_ranks,
 )
@@ -202,10 +203,11 @@ def _collective(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
         raise TorchInterpretationError(f"{op.name}: the module names no ranks for the group '{name}'", op)
     reduction = str(arguments.get("reduce_op", "sum")).lower()
     root = int(str(arguments["src"])) if kind == "broadcast" else 0
+    splits = (all_to_all_splits(op) if kind == "all_to_all" else None) or ((), ())
     results: list[object] = []
     for index, value in enumerate(tensors):
         try:
-            flat = collectives.execute(kind, to_numpy(value).reshape(-1), (ranks,), reduction, root)
+            flat = collectives.execute(kind, to_numpy(value).reshape(-1), (ranks,), reduction, root, splits)
         except collectives.CollectiveError as error:
             raise TorchInterpretationError(f"{op.name}: {error}", op) from error
         result_type = op.results[index].type

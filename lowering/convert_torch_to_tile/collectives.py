@@ -19,6 +19,7 @@ from neuron_mlir.ir.dialects.torch import (
     COALESCED_COLLECTIVE_KINDS,
     COLLECTIVE_KINDS,
     PROCESS_GROUPS_ATTR,
+    all_to_all_splits,
     process_group_ranks,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
@@ -35,8 +36,8 @@ from neuron_mlir.runtime.collectives import REDUCTIONS
 
 def legal(op: Operation) -> str | None:
     """A collective lowers when its group is known to the module, its reduction is one the collective queue
-    computes, its group size agrees with the group, (all_to_all_single) its splits are equal and (broadcast) its
-    source is a rank of the group."""
+    computes, its group size agrees with the group, (all_to_all_single) its splits give one count per rank adding
+    up to the tensors' rows and (broadcast) its source is a rank of the group."""
     if op.name == "torch.c10d_functional.wait_tensor":
         return None
     args = arguments_of(op)
@@ -53,14 +54,16 @@ def legal(op: Operation) -> str | None:
     if op.name == "torch.c10d_functional.broadcast" and not 0 <= int(args["src"]) < len(ranks):
         return f"source rank {args['src']} is not a rank of the group '{args['group_name']}' ({len(ranks)} ranks)"
     if op.name == "torch.c10d_functional.all_to_all_single":
-        shape = tensor_shape(args["input"])
-        rows = shape[0] if shape else 1
-        for name in ("input_split_sizes", "output_split_sizes"):
+        shapes = {"input_split_sizes": tensor_shape(args["input"]), "output_split_sizes": result_shape(op)}
+        for name, shape in shapes.items():
             splits = list(args[name] or [])
-            if splits and (len(splits) != len(ranks) or any(s != rows // len(ranks) for s in splits)):
-                return f"{name} {splits} are not {len(ranks)} equal splits of {rows} rows"
-        if rows % len(ranks):
-            return f"{rows} rows do not split equally over {len(ranks)} ranks"
+            rows = shape[0] if shape else 1
+            if splits and len(splits) != len(ranks):
+                return f"{name} {splits} give {len(splits)} counts for a group of {len(ranks)} ranks"
+            if splits and sum(splits) != rows:
+                return f"{name} {splits} add up to {sum(splits)} rows, not the {rows} of its tensor"
+            if not splits and rows % len(ranks):
+                return f"{rows} rows do not split equally over {len(ranks)} ranks"
     return None
 
 
@@ -71,7 +74,8 @@ def _collective(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
     result = alloc(em, result_shape(op), result_element_type(op))
     reduce = str(args["reduce_op"]).lower() if "reduce_op" in args else None
     root = int(args["src"]) if kind == "broadcast" else None
-    em.insert(tile.CollectiveOp(kind, args["input"], result, [ranks], reduce, root))
+    splits = all_to_all_splits(op) if kind == "all_to_all" else None
+    em.insert(tile.CollectiveOp(kind, args["input"], result, [ranks], reduce, root, splits))
     return [result]
 
 

@@ -208,3 +208,18 @@ def _raise_first(results: list) -> None:
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+def test_an_uneven_all_to_all_moves_the_counts_each_rank_names():
+    # rank 0 sends 1 element to itself and 3 to rank 1; rank 1 sends 2 to rank 0 and 2 to itself
+    data = [np.arange(4, dtype=np.float32), np.arange(4, dtype=np.float32) + 10]
+    splits = {0: ((1, 3), (1, 2)), 1: ((2, 2), (3, 2))}
+    results = _on_ranks(2, lambda rank: collectives.run("all_to_all", data[rank], (0, 1), splits=splits[rank]))
+    np.testing.assert_array_equal(results[0], [0, 10, 11])
+    np.testing.assert_array_equal(results[1], [1, 2, 3, 12, 13])
+    # a rank expecting another count than its peer sends: both fail, naming the counts
+    wrong = {0: ((1, 3), (1, 2)), 1: ((2, 2), (2, 2))}
+    results = _on_ranks(2, lambda rank: collectives.run("all_to_all", data[rank], (0, 1), splits=wrong[rank]))
+    for result in results:
+        assert isinstance(result, CollectiveError), result
+        assert "rank 0 sends 3 elements to rank 1, which expects 2" in str(result)

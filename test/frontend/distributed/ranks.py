@@ -198,6 +198,22 @@ def compiled_collectives(rank: int, world: int) -> None:
     # a coalesced call is one collective per tensor of its list
     expected_counts = {"all_reduce": 5, "all_gather": 3, "reduce_scatter": 3, "all_to_all": 1, "broadcast": 1}
     assert {op: profile.opcode_counts.get(op) for op in expected_counts} == expected_counts, profile.opcode_counts
+
+    # uneven all_to_all_single: rank i sends i + j + 1 rows to rank j (each rank's graph has its own counts)
+    sent = [rank + peer + 1 for peer in range(world)]
+    received = [peer + rank + 1 for peer in range(world)]
+
+    def exchange(y: torch.Tensor) -> torch.Tensor:
+        return funcol.all_to_all_single(torch.sin(y), received, sent, group) * 2
+
+    y = torch.randn(sum(sent), 3)
+    expected_exchange = exchange(y)
+    assert expected_exchange.shape == (sum(received), 3)
+    earlier = set(neuron_mlir.profiles())
+    got_exchange = torch.compile(exchange, backend="neuron-mlir", options={"strict": True})(y)
+    torch.testing.assert_close(got_exchange, expected_exchange, msg="uneven all_to_all_single")
+    (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]
+    assert profile.opcode_counts.get("all_to_all") == 1, profile.opcode_counts
     assert profile.busy_ns.get("collective", 0.0) > 0, profile.busy_ns
 
 

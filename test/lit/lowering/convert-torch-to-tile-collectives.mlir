@@ -69,4 +69,18 @@ builtin.module attributes {neuron.process_groups = {"dp" = array<i64: 0, 1>}} {
 // PIPELINE-COUNT-2: neuron.all_gather collective
 // PIPELINE-COUNT-2: neuron.reduce_scatter collective
 
+// -----
+
+// Uneven all_to_all_single: its row splits become element counts sent to and received from each rank.
+builtin.module attributes {neuron.process_groups = {"ep" = array<i64: 0, 1>}} {
+  func.func @uneven_all_to_all(%x: tensor<6x2xf32>) -> tensor<4x2xf32> {
+    %a = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64: 1, 3>, input_split_sizes = array<i64: 2, 4>, group_name = "ep"} : (tensor<6x2xf32>) -> tensor<4x2xf32>
+    func.return %a : tensor<4x2xf32>
+  }
+}
+// CHECK-LABEL: func.func @uneven_all_to_all
+// CHECK:       tile.collective %x into %{{.*}} {kind = "all_to_all", replica_groups = [array<i64: 0, 1>], input_splits = array<i64: 4, 8>, output_splits = array<i64: 2, 6>} : memref<6x2xf32, #mem<hbm>>, memref<4x2xf32, #mem<hbm>>
+// PIPELINE-LABEL: func.func @uneven_all_to_all
+// PIPELINE:    neuron.all_to_all collective {{.*}}input_splits = array<i64: 4, 8>, output_splits = array<i64: 2, 6>
+
 // SEMANTICS: check-semantics: 2 inputs, all outputs match

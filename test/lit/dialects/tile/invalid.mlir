@@ -630,6 +630,22 @@ func.func @collective_broadcast_counts(%x: memref<8xf32, #mem<hbm>>, %y: memref<
 
 // -----
 
+func.func @collective_splits_of_a_reduction(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_reduce", input_splits = array<i64: 4, 4>, output_splits = array<i64: 4, 4>, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_reduce takes no split counts
+
+// -----
+
+func.func @collective_uneven_splits(%x: memref<8xf32, #mem<hbm>>, %y: memref<6xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_to_all", input_splits = array<i64: 2, 6>, output_splits = array<i64: 2, 2>, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<6xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_to_all: attribute 'output_splits': the counts add up to 4 but dst has 6 elements
+
+// -----
+
 func.func @collective_reduction_of_a_gather(%x: memref<8xf32, #mem<hbm>>, %y: memref<16xf32, #mem<hbm>>) {
   tile.collective %x into %y {kind = "all_gather", reduce = "sum", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<16xf32, #mem<hbm>>
   func.return
