@@ -223,3 +223,19 @@ def test_an_uneven_all_to_all_moves_the_counts_each_rank_names():
     for result in results:
         assert isinstance(result, CollectiveError), result
         assert "rank 0 sends 3 elements to rank 1, which expects 2" in str(result)
+
+
+def test_a_collective_that_fails_names_its_source_line_on_every_rank():
+    def program(elements: int):
+        b = ProgramBuilder("trn2")
+        x, y = b.input("x", (elements,), "f32"), b.output("y", (elements,), "f32")
+        b.inst("all_reduce", Engine.COLLECTIVE, {"src": b.ap(x), "dst": b.ap(y)}, {"replica_groups": ((0, 1),)},
+               location="model.py:42")  # fmt: skip
+        return b.build()
+
+    programs = [program(8), program(6)]  # the ranks disagree on the element count
+    results = _on_ranks(2, lambda rank: run_program(programs[rank], [np.zeros(8 - 2 * rank, np.float32)]))
+    for result in results:
+        assert isinstance(result, CollectiveError), result
+        assert "same count and dtype" in str(result), str(result)
+        assert str(result).endswith("(at model.py:42)"), str(result)
