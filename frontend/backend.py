@@ -306,9 +306,14 @@ def neuron_mlir_backend(
     **_: Any,
 ) -> Any:
     """The backend registered as `neuron-mlir` (entry point `torch_dynamo_backends`)."""
+    from torch._dynamo.utils import counters
     from torch._functorch.aot_autograd import aot_module_simplified
 
     config = CompileOptions.from_user(options)
+    # Dynamo's DDP graph splitter (DDPOptimizer) reads this count to learn that AOTAutograd compiled a piece: only
+    # then does it make the fake first call that AOTAutograd answers with fake outputs when it propagates shapes
+    # between the pieces. Uncounted, that fake answer would be handed to the first real call instead.
+    counters["aot_autograd"]["total"] += 1
     _note_recompilation()
     recognize_activations(graph_module)
 

@@ -791,6 +791,10 @@ def _collective(conv: _FunctionConversion, op: Operation) -> None:
     properties: dict[str, Attribute] = {"replica_groups": op.replica_groups}
     if op.reduce is not None:
         properties["reduce"] = op.reduce
+    if op.root is not None:
+        properties["root"] = op.root
+    if op.input_splits is not None and op.output_splits is not None:
+        properties["input_splits"], properties["output_splits"] = op.input_splits, op.output_splits
     accesses = {"src": _whole_tensor(conv, op.source), "dst": _whole_tensor(conv, op.dest)}
     conv.emit(conv.emitter(op), _COLLECTIVE_OPS[op.kind.data], Engine.COLLECTIVE, accesses, properties)
 

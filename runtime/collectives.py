@@ -1,7 +1,7 @@
 """Collectives between NeuronCores: what they compute (through an injected transport) and what they cost.
 
-A collective instruction (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all` in `runtime.isa`) runs on
-the core's collective queue and exchanges an HBM tensor with the other ranks of its replica group. The simulator
+A collective instruction (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `broadcast` in `runtime.isa`)
+runs on the core's collective queue and exchanges an HBM tensor with the other ranks of its replica group. The simulator
 models one core, so the other ranks are reached through a `Transport`, injected around a run:
 
     with collectives.using(transport):
@@ -20,17 +20,21 @@ dtypes; a transport raises `CollectiveError` naming the collective when the rank
 and placement (`ring_ns`, `tree_ns`, and across instances `hierarchical_ns`), with the link
 each step crosses: NeuronLink within an instance, EFA between instances (`Target.cores_per_instance`).
 Formulas, for n ranks, a message of S bytes per rank (all_reduce: the tensor; all_gather: the gathered result;
-reduce_scatter and all_to_all: the input), a per-step latency a and a per-rank bandwidth B (the slowest link the
-algorithm crosses):
+reduce_scatter, all_to_all and broadcast: the input), a per-step latency a and a per-rank bandwidth B (the slowest
+link the algorithm crosses):
 
     ring   all_reduce      2 (n - 1) (a + S / (n B))          reduce-scatter then all-gather around the ring
            all_gather,
            reduce_scatter  (n - 1) (a + S / (n B))
            all_to_all      (n - 1) (a + S / (n B))            n - 1 pairwise exchanges of one block each
+           broadcast       2 (n - 1) (a + S / (n B))          the root scatters n blocks, then a ring all-gather
     tree   all_reduce      2 ceil(log2 n) a + 2 S / B         reduce up a binary tree, broadcast down, pipelined
            all_gather,
            reduce_scatter  ceil(log2 n) a + (n - 1) S / (n B) recursive doubling / halving
            all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
+           broadcast       ceil(log2 n) (a + S / B)           a binomial tree: every holder sends the whole message
+
+An uneven all_to_all (split counts per rank) is priced as an even one of the same input size.
 
 B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
 that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Over m
@@ -61,7 +65,7 @@ from neuron_mlir.runtime.hardware import Target
 
 # The reductions of all_reduce and reduce_scatter (c10d's names).
 REDUCTIONS: frozenset[str] = frozenset({"sum", "avg", "product", "min", "max"})
-COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
 class CollectiveError(RuntimeError):
@@ -84,7 +88,21 @@ class Transport(Protocol):
 
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray: ...
 
-    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray: ...
+    def all_to_all(
+        self,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        input_splits: tuple[int, ...] = (),
+        output_splits: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        """Block j of `data` goes to the group's j-th rank: equal blocks, or (uneven) `input_splits` elements each;
+        the result is the blocks received in rank order (`output_splits` elements each)."""
+        ...
+
+    def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
+        """Every rank receives the data of the group's `root`-th rank (its position in `group`)."""
+        ...
 
 
 _CURRENT: contextvars.ContextVar[Transport | None] = contextvars.ContextVar("neuron_transport", default=None)
@@ -129,12 +147,21 @@ def reduce_arrays(arrays: Sequence[np.ndarray], reduction: str) -> np.ndarray:
 
 
 def run(
-    collective: str, data: np.ndarray, group: tuple[int, ...], reduction: str = "sum", name: str | None = None
+    collective: str,
+    data: np.ndarray,
+    group: tuple[int, ...],
+    reduction: str = "sum",
+    name: str | None = None,
+    root: int = 0,
+    splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
 ) -> np.ndarray:
-    """Execute one collective of the calling rank on the flat array `data` through the current transport."""
+    """Execute one collective of the calling rank on the flat array `data` through the current transport (`root`:
+    a broadcast's source, its position in `group`; `splits`: an uneven all_to_all's input and output counts)."""
     label = name or collective
     if len(group) == 1:  # a group of one: nothing to exchange
         return reduce_arrays([data], reduction) if collective in ("all_reduce", "reduce_scatter") else data.copy()
+    if any(splits) and (len(splits[0]) != len(group) or len(splits[1]) != len(group)):
+        raise CollectiveError(f"{label}: split counts {list(splits[0])}, {list(splits[1])} for {len(group)} ranks")
     transport = current()
     if transport is None:
         raise CollectiveError(
@@ -150,21 +177,33 @@ def run(
     if collective == "reduce_scatter":
         return transport.reduce_scatter(label, data, reduction, group)
     if collective == "all_to_all":
+        if any(splits):
+            return transport.all_to_all(label, data, group, splits[0], splits[1])
         return transport.all_to_all(label, data, group)
+    if collective == "broadcast":
+        if not 0 <= root < len(group):
+            raise CollectiveError(f"{label}: root {root} is no position in the group {list(group)}")
+        return transport.broadcast(label, data, root, group)
     raise CollectiveError(f"unknown collective {collective!r} (known: {', '.join(COLLECTIVES)})")
 
 
 def execute(
-    collective: str, data: np.ndarray, replica_groups: Sequence[Sequence[int]], reduction: str = "sum"
+    collective: str,
+    data: np.ndarray,
+    replica_groups: Sequence[Sequence[int]],
+    reduction: str = "sum",
+    root: int = 0,
+    splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
 ) -> np.ndarray:
     """One collective instruction's exchange for the calling rank: its group out of `replica_groups` (the
     transport's rank picks it; groups of one rank need no transport), then `run`."""
     if all(len(group) == 1 for group in replica_groups):
-        return run(collective, data, (0,), reduction)
+        return run(collective, data, (0,), reduction, root=root)
     transport = current()
     if transport is None:
-        return run(collective, data, tuple(replica_groups[0]), reduction)  # raises: no transport
-    return run(collective, data, group_of(transport.rank, replica_groups, collective), reduction)
+        return run(collective, data, tuple(replica_groups[0]), reduction, root=root)  # raises: no transport
+    group = group_of(transport.rank, replica_groups, collective)
+    return run(collective, data, group, reduction, root=root, splits=splits)
 
 
 def group_of(rank: int, replica_groups: Sequence[Sequence[int]], name: str) -> tuple[int, ...]:
@@ -198,17 +237,26 @@ class InProcessGroup:
         return InProcessTransport(self, rank)
 
     def exchange(
-        self, rank: int, kind: str, name: str, data: np.ndarray, group: tuple[int, ...], reduction: str
+        self,
+        rank: int,
+        kind: str,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        reduction: str,
+        root: int = 0,
+        splits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
     ) -> np.ndarray:
         with self._condition:
             sequence = self._issued.get((group, rank), 0)
             self._issued[(group, rank)] = sequence + 1
             key = (group, sequence)
-            meeting = self._pending.setdefault(key, _Rendezvous(kind, name, {}, {}, None))
+            meeting = self._pending.setdefault(key, _Rendezvous(kind, name, {}, {}, None, {}))
             meeting.arrays[rank] = np.array(data, copy=True)
+            meeting.splits[rank] = splits
             if len(meeting.arrays) == len(group):
                 try:
-                    meeting.results = _compute(meeting, kind, name, group, reduction)
+                    meeting.results = _compute(meeting, kind, name, group, reduction, root)
                 except CollectiveError as error:
                     meeting.error = error
                 del self._pending[key]
@@ -230,13 +278,16 @@ class _Rendezvous:
     arrays: dict[int, np.ndarray]
     results: dict[int, np.ndarray]
     error: CollectiveError | None
+    splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 def _compute(
-    meeting: _Rendezvous, kind: str, name: str, group: tuple[int, ...], reduction: str
+    meeting: _Rendezvous, kind: str, name: str, group: tuple[int, ...], reduction: str, root: int = 0
 ) -> dict[int, np.ndarray]:
     arrays = meeting.arrays
     first = arrays[group[0]]
+    if kind == "all_to_all" and any(any(splits) for splits in meeting.splits.values()):
+        return _uneven_all_to_all(meeting, name, group)
     for rank in group:
         got = arrays[rank]
         if got.size != first.size or got.dtype != first.dtype:
@@ -252,6 +303,8 @@ def _compute(
     if kind == "all_gather":
         gathered = np.concatenate(ordered)
         return {rank: gathered.copy() for rank in group}
+    if kind == "broadcast":
+        return {rank: ordered[root].copy() for rank in group}
     if first.size % n:
         raise CollectiveError(f"{name}: {first.size} elements do not split into {n} equal blocks for a {kind}")
     if kind == "reduce_scatter":
@@ -261,6 +314,31 @@ def _compute(
         blocks = [np.split(array, n) for array in ordered]
         return {rank: np.concatenate([blocks[src][dst] for src in range(n)]) for dst, rank in enumerate(group)}
     raise CollectiveError(f"unknown collective {kind!r}")
+
+
+def _uneven_all_to_all(meeting: _Rendezvous, name: str, group: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """Rank i's j-th block (input_splits[j] elements) becomes rank j's i-th block, in rank order; each
+    count sent must be the count its receiver expects."""
+    blocks: dict[tuple[int, int], np.ndarray] = {}
+    for i, sender in enumerate(group):
+        sent, _ = meeting.splits[sender]
+        if len(sent) != len(group) or sum(sent) != meeting.arrays[sender].size:
+            raise CollectiveError(f"{name}: rank {sender}'s input splits {list(sent)} do not split its input")
+        if meeting.arrays[sender].dtype != meeting.arrays[group[0]].dtype:
+            raise CollectiveError(f"{name}: rank {sender} passes another dtype than rank {group[0]}")
+        for j, piece in enumerate(np.split(meeting.arrays[sender], np.cumsum(sent)[:-1])):
+            blocks[i, j] = piece
+    results = {}
+    for j, receiver in enumerate(group):
+        _, expected = meeting.splits[receiver]
+        for i, sender in enumerate(group):
+            if expected[i] != blocks[i, j].size:
+                raise CollectiveError(
+                    f"{name}: rank {sender} sends {blocks[i, j].size} elements to rank {receiver}, which expects "
+                    f"{expected[i]}: every rank's input split for a peer is that peer's output split for it"
+                )
+        results[receiver] = np.concatenate([blocks[i, j] for i in range(len(group))])
+    return results
 
 
 class InProcessTransport:
@@ -283,8 +361,19 @@ class InProcessTransport:
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
         return self._world.exchange(self._rank, "reduce_scatter", name, data, group, reduction)
 
-    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
-        return self._world.exchange(self._rank, "all_to_all", name, data, group, "sum")
+    def all_to_all(
+        self,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        input_splits: tuple[int, ...] = (),
+        output_splits: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        splits = (input_splits, output_splits)
+        return self._world.exchange(self._rank, "all_to_all", name, data, group, "sum", splits=splits)
+
+    def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
+        return self._world.exchange(self._rank, "broadcast", name, data, group, "sum", root)
 
 
 # ---- cost ----------------------------------------------------------------------------------------------------
@@ -316,7 +405,7 @@ def ring_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> fl
     if n <= 1:
         return 0.0
     step = link.step_ns + message_bytes / (n * link.bytes_per_ns)
-    return (2 * (n - 1) if collective == "all_reduce" else n - 1) * step
+    return (2 * (n - 1) if collective in ("all_reduce", "broadcast") else n - 1) * step
 
 
 def tree_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> float:
@@ -330,6 +419,8 @@ def tree_ns(collective: str, message_bytes: float, ranks: int, link: Link) -> fl
         return 2 * depth * link.step_ns + 2 * message_bytes / bandwidth
     if collective == "all_to_all":
         return depth * (link.step_ns + message_bytes / (2 * bandwidth))
+    if collective == "broadcast":
+        return depth * (link.step_ns + message_bytes / bandwidth)
     return depth * link.step_ns + (n - 1) * message_bytes / (n * bandwidth)
 
 

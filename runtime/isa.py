@@ -172,7 +172,8 @@ def is_register_value(value: object) -> bool:
 class Attr:
     """One attribute of an opcode: the kind of its value, its default, whether a register may give it.
 
-    Kinds: 'bool', 'number', 'int', 'pattern' ((step, num) pairs), 'groups' (replica groups: tuples of ranks), or
+    Kinds: 'bool', 'number', 'int', 'pattern' ((step, num) pairs), 'groups' (replica groups: tuples of ranks),
+    'counts' (a tuple of non-negative integers; empty when not given), or
     a key of `CHOICES` (a name out of a set).
     """
 
@@ -361,6 +362,10 @@ def _check_attribute(name: str, kind: str, value: object, target: Target) -> Non
             raise RuleError(f"unknown {what} {value!r} (known: {known})", attribute=name)
     elif kind == "groups":
         _check_replica_groups(name, value)
+    elif kind == "counts":
+        counts: Any = value
+        if not isinstance(counts, tuple) or any(not isinstance(c, int) or c < 0 for c in counts):
+            raise RuleError(f"{value!r} is not a list of non-negative counts", attribute=name)
     elif kind == "pattern":
         pattern: Any = value
         if not 1 <= len(pattern) <= target.max_free_dims:
@@ -586,7 +591,10 @@ def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
             raise RuleError(f"src is {src.dtype} but dst is {dst.dtype}: a collective does not convert")
         groups = attrs["replica_groups"]
         n = len(groups[0]) if isinstance(groups, tuple) and groups else 1
-        if opcode in ("all_reduce", "all_to_all") and src.elements != dst.elements:
+        uneven = opcode == "all_to_all" and bool(attrs.get("input_splits") or attrs.get("output_splits"))
+        if uneven:
+            _check_splits(attrs, src.elements, dst.elements, n)
+        elif opcode in ("all_reduce", "all_to_all", "broadcast") and src.elements != dst.elements:
             raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
         if opcode == "all_gather" and dst.elements != src.elements * n:
             raise RuleError(
@@ -596,10 +604,23 @@ def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
             raise RuleError(
                 f"src has {src.elements} elements but {n} ranks of {dst.elements} scatter {dst.elements * n}"
             )
-        if opcode == "all_to_all" and src.elements % n:
+        if opcode == "all_to_all" and not uneven and src.elements % n:
             raise RuleError(f"src's {src.elements} elements do not split into {n} equal blocks")
+        if opcode == "broadcast" and not 0 <= int(attrs["root"]) < n:
+            raise RuleError(f"root {attrs['root']} is no position in a replica group of {n} ranks", attribute="root")
 
     return check
+
+
+def _check_splits(attrs: Attrs, sent: int, received: int, n: int) -> None:
+    """An uneven all_to_all: both split lists given, one count per rank of the group, adding up to the tensors."""
+    for name, total in (("input_splits", sent), ("output_splits", received)):
+        splits: Any = attrs.get(name) or ()
+        if len(splits) != n:
+            raise RuleError(f"{len(splits)} counts for a replica group of {n} ranks", attribute=name)
+        if sum(splits) != total:
+            side = "src" if name == "input_splits" else "dst"
+            raise RuleError(f"the counts add up to {sum(splits)} but {side} has {total} elements", attribute=name)
 
 
 def _indirect_dma_rules(ops: Operands, attrs: Attrs) -> None:
@@ -679,7 +700,7 @@ class OpcodeSpec:
         return tuple(
             (name, a.kind, CHOICES[a.kind][1] if a.kind in CHOICES else frozenset())
             for name, a in self.attr_specs.items()
-            if a.kind in CHOICES or a.kind in ("pattern", "groups")
+            if a.kind in CHOICES or a.kind in ("pattern", "groups", "counts")
         )
 
     @functools.cached_property
@@ -698,7 +719,11 @@ _COLLECTIVE_DOCS = {
     "reduce_scatter": "The elementwise `reduce` of src over the group, split into group-size equal blocks; dst = the "
     "block at the caller's position in its group.",
     "all_to_all": "src is split into group-size equal blocks; block j goes to the group's j-th rank, and dst is the "
-    "blocks received, in rank order.",
+    "blocks received, in rank order. Uneven: `input_splits` gives the element count of each block sent (in rank "
+    "order) and `output_splits` of each block received; rank i's j-th input count equals rank j's i-th output count.",
+
+    "broadcast": "dst = the src of the group's `root`-th rank (its position in the replica group), on every rank of "
+    "the group; src and dst have one count and dtype.",
 }
 _VEC = frozenset({Engine.VECTOR})
 _VEC_GPSIMD = frozenset({Engine.VECTOR, Engine.GPSIMD})
@@ -906,6 +931,12 @@ OPCODES: dict[str, OpcodeSpec] = {
                 attr_specs={
                     "replica_groups": Attr("groups"),
                     **({"reduce": Attr("collective_reduce", "sum")} if name in _REDUCING else {}),
+                    **({"root": Attr("int", 0)} if name == "broadcast" else {}),
+                    **(
+                        {"input_splits": Attr("counts", ()), "output_splits": Attr("counts", ())}
+                        if name == "all_to_all"
+                        else {}
+                    ),
                 },
                 check=_collective_rules(name),
                 semantics=functools.partial(semantics.collective, name),

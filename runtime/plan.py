@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import cost_model, dtypes, isa
+from neuron_mlir.runtime import collectives, cost_model, dtypes, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.machine import MEMORY_NAMES, Machine
 from neuron_mlir.runtime.profile import QUEUE_NAMES
@@ -160,6 +160,8 @@ class InstructionPlan:
         self.queue = queue_index(inst)
         self.location = program.locations[inst.location] if inst.location >= 0 else ""
         self.execute: Callable[..., None] = spec.semantics
+        if inst.engine is Engine.COLLECTIVE and self.location:
+            self.execute = _located(spec.semantics, self.location)
         self.operands = [
             OperandPlan(machine, role, access, role in written_roles) for role, access in inst.operands.items()
         ]
@@ -275,3 +277,15 @@ def _cost(
         found = costs[key] = cost_model.instruction_cost(inst, buffers, target)
     return found
 
+
+def _located(semantics: Callable[..., None], location: str) -> Callable[..., None]:
+    """A collective's semantics whose failures (ranks that disagree, a peer gone) name the user's source line of
+    the collective: every rank raises, and each says where its program issued the exchange."""
+
+    def run(*args: Any) -> None:
+        try:
+            semantics(*args)
+        except collectives.CollectiveError as error:
+            raise collectives.CollectiveError(f"{error} (at {location})") from error
+
+    return run

@@ -427,7 +427,10 @@ def collective(kind: str, ops: Operands, attrs: Attrs, engine: Engine, target: T
         return
     src, dst = ops["src"], ops["dst"]
     flat = np.ascontiguousarray(src).reshape(-1)
-    result = collectives.execute(kind, flat, attrs["replica_groups"], attrs.get("reduce", "sum"))
+    splits = (tuple(attrs.get("input_splits") or ()), tuple(attrs.get("output_splits") or ()))
+    result = collectives.execute(
+        kind, flat, attrs["replica_groups"], attrs.get("reduce", "sum"), int(attrs.get("root", 0)), splits
+    )
     dst[...] = result.reshape(dst.shape)
 
 

@@ -692,6 +692,9 @@ def _check_attr_value(kind: str, value: Any, where: str) -> None:
                 raise BundleError(f"{where}: expected (step, num) integer pairs, got {dim!r}")
             if not INT32_MIN <= dim[0] <= INT32_MAX or not INT32_MIN <= dim[1] <= INT32_MAX:
                 raise BundleError(f"{where}: pattern entry {dim!r} is out of range")
+    elif kind == "counts":
+        if not isinstance(value, tuple) or not all(_is_int(v) and 0 <= v <= INT32_MAX for v in value):
+            raise BundleError(f"{where}: expected non-negative integer counts, got {value!r}")
     elif kind == "groups":
         if not isinstance(value, tuple) or not value:
             raise BundleError(f"{where}: expected replica groups (tuples of ranks), got {value!r}")

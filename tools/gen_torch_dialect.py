@@ -300,6 +300,10 @@ RESULT_ELEMENT_TYPES: dict[str, tuple[tuple[int, str], ...]] = {
 COLLECTIVE_OVERLOADS: dict[str, str] = {
     "_c10d_functional::all_gather_into_tensor": "functional all_gather_into_tensor; DTensor Shard -> Replicate",
     "_c10d_functional::all_reduce": "functional all_reduce; tensor parallel RowwiseParallel's output",
+    "_c10d_functional::all_reduce_coalesced": "functional all_reduce_coalesced; several tensors in one call",
+    "_c10d_functional::all_gather_into_tensor_coalesced": "functional all_gather_into_tensor_coalesced",
+    "_c10d_functional::broadcast": "functional broadcast; a root rank's tensor to every rank",
+    "_c10d_functional::reduce_scatter_tensor_coalesced": "functional reduce_scatter_tensor_coalesced",
     "_c10d_functional::all_to_all_single": "functional all_to_all_single; DTensor Shard(i) -> Shard(j)",
     "_c10d_functional::reduce_scatter_tensor": "functional reduce_scatter_tensor; DTensor Partial -> Shard",
     "_c10d_functional::wait_tensor": "the wait every asynchronous functional collective is followed by",

@@ -9,6 +9,13 @@ prefix), and a collective runs gloo's on host copies of the device tensors, then
 device tensors in place. CPU tensors go to gloo as they are. Reductions gloo lacks are composed: AVG is a SUM
 divided by the group's size.
 
+Before a collective exchanges anything, the ranks compare what they call (one small all-gather of the
+collective's kind, element count, dtype and reduction or root): ranks that call different collectives, or pass
+different counts or dtypes, all raise `CollectiveError` naming the collective, what each rank passed and the
+user's source line, where gloo alone would hand mismatched buffers to each other (a wrong result on one rank, a
+closed connection on another). A failure of the transport itself (a peer that died, one that did not arrive within
+the group's timeout) is raised as a `CollectiveError` naming the collective too.
+
 What this round does not do yet: the collectives are synchronous (the returned work is already complete, which
 `async_op=True` callers accept), and a collective's simulated time is not on the device's stream: on hardware the
 bytes would move over NeuronLink or EFA. Collectives inside compiled graphs are timed (`runtime/collectives.py`)
@@ -17,8 +24,9 @@ and reach the other ranks through this group (`transport.py`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -42,8 +50,45 @@ from torch._C._distributed_c10d import (
 )
 from torch.futures import Future
 
+from neuron_mlir.runtime.collectives import CollectiveError
+
 BACKEND = "neuron"
 DEVICE = "neuron"
+
+# What the ranks compare before a collective: codes for its kind and its tensors' dtype (a dtype not listed is
+# compared by a code of its name).
+_KINDS = (
+    "all_reduce",
+    "reduce",
+    "reduce_scatter",
+    "broadcast",
+    "all_gather",
+    "gather",
+    "scatter",
+    "all_to_all",
+    "barrier",
+)
+_DTYPES = (
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
+)
+_UNCOMPARED = -1  # an element count the ranks may legitimately disagree on (all_to_all with split sizes)
+
+
+def _dtype_name(code: int) -> str:
+    return str(_DTYPES[code]).removeprefix("torch.") if 0 <= code < len(_DTYPES) else "another dtype"
 
 
 def _completed(result: Any) -> dist.Work:
@@ -109,6 +154,48 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def rank(self) -> int:
         return self._rank
 
+    # ---- agreement and failures ------------------------------------------------------------------------------
+
+    def _agree(
+        self,
+        collective: str,
+        tensors: Sequence[torch.Tensor],
+        setting: int = 0,
+        setting_name: str = "",
+        *,
+        compare_count: bool = True,
+    ) -> None:
+        """Raise on every rank when the ranks call different collectives or pass different element counts, dtypes
+        or settings (`setting`: the reduction or the root, called `setting_name`)."""
+        if self._world_size == 1:
+            return
+        count = sum(t.numel() for t in tensors) if compare_count else _UNCOMPARED
+        dtype = tensors[0].dtype if tensors else None
+        dtype_code = _DTYPES.index(dtype) if dtype in _DTYPES else len(_DTYPES) if dtype is not None else -2
+        mine = torch.tensor([_KINDS.index(collective), count, dtype_code, setting], dtype=torch.int64)
+        everyone = torch.empty(self._world_size * mine.numel(), dtype=torch.int64)
+        self._transport._allgather_base(everyone, mine, AllgatherOptions()).wait()
+        facts = everyone.view(self._world_size, mine.numel()).tolist()
+        problem = _disagreement(collective, facts, self._rank, setting_name)
+        if problem is not None:
+            from neuron_mlir.frontend.device.sources import user_line
+
+            line = user_line()
+            raise CollectiveError(f"{problem}" + (f" (at {line})" if line else ""))
+
+    @contextlib.contextmanager
+    def _failing_as(self, collective: str) -> Iterator[None]:
+        """Name the collective in a failure of the transport (a peer gone, a timeout)."""
+        try:
+            yield
+        except CollectiveError:
+            raise
+        except RuntimeError as error:
+            raise CollectiveError(
+                f"{collective} on rank {self._rank} of the neuron process group ({self._world_size} ranks) failed: "
+                f"{error}"
+            ) from error
+
     def _finish(self, copies: _HostCopies, transport_work: dist.Work | None, result: Any = None) -> dist.Work:
         """Wait for gloo's part, write the results back to the device, and hand the caller a completed work."""
         if transport_work is not None:
@@ -131,15 +218,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
                     tensor.div_(divisor)
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        opts = opts if isinstance(opts, AllreduceOptions) else _with_op(AllreduceOptions(), opts)
-        op, divisor = self._reduce_op(opts.reduceOp)
-        copies = _HostCopies()
-        hosts = copies.all(tensors, written=True)
-        gloo = AllreduceOptions()
-        gloo.reduceOp = op
-        self._transport.allreduce(hosts, gloo).wait()
-        self._average(hosts, divisor)
-        return self._finish(copies, None, tensors)
+        with self._failing_as("all_reduce"):
+            opts = opts if isinstance(opts, AllreduceOptions) else _with_op(AllreduceOptions(), opts)
+            self._agree("all_reduce", tensors, _op_code(opts.reduceOp), "reduction")
+            op, divisor = self._reduce_op(opts.reduceOp)
+            copies = _HostCopies()
+            hosts = copies.all(tensors, written=True)
+            gloo = AllreduceOptions()
+            gloo.reduceOp = op
+            self._transport.allreduce(hosts, gloo).wait()
+            self._average(hosts, divisor)
+            return self._finish(copies, None, tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         reduce_op = opts.reduceOp if isinstance(opts, AllreduceCoalescedOptions) else ReduceOp.SUM
@@ -148,28 +237,32 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return _completed(tensors)
 
     def reduce(self, tensors: list[torch.Tensor], opts: ReduceOptions) -> dist.Work:
-        op, divisor = self._reduce_op(opts.reduceOp)
-        copies = _HostCopies()
-        hosts = copies.all(tensors, written=True)
-        gloo = ReduceOptions()
-        gloo.reduceOp, gloo.rootRank, gloo.rootTensor = op, opts.rootRank, opts.rootTensor
-        self._transport.reduce(hosts, gloo).wait()
-        if self._rank == opts.rootRank:
-            self._average(hosts, divisor)
-        return self._finish(copies, None, tensors)
+        with self._failing_as("reduce"):
+            self._agree("reduce", tensors, opts.rootRank, "root")
+            op, divisor = self._reduce_op(opts.reduceOp)
+            copies = _HostCopies()
+            hosts = copies.all(tensors, written=True)
+            gloo = ReduceOptions()
+            gloo.reduceOp, gloo.rootRank, gloo.rootTensor = op, opts.rootRank, opts.rootTensor
+            self._transport.reduce(hosts, gloo).wait()
+            if self._rank == opts.rootRank:
+                self._average(hosts, divisor)
+            return self._finish(copies, None, tensors)
 
     def reduce_scatter(
         self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: ReduceScatterOptions
     ) -> dist.Work:
-        op, divisor = self._reduce_op(opts.reduceOp)
-        copies = _HostCopies()
-        host_outputs = copies.all(outputs, written=True)
-        host_inputs = [copies.all(group) for group in inputs]
-        gloo = ReduceScatterOptions()
-        gloo.reduceOp = op
-        self._transport.reduce_scatter(host_outputs, host_inputs, gloo).wait()
-        self._average(host_outputs, divisor)
-        return self._finish(copies, None, outputs)
+        with self._failing_as("reduce_scatter"):
+            self._agree("reduce_scatter", outputs, _op_code(opts.reduceOp), "reduction")
+            op, divisor = self._reduce_op(opts.reduceOp)
+            copies = _HostCopies()
+            host_outputs = copies.all(outputs, written=True)
+            host_inputs = [copies.all(group) for group in inputs]
+            gloo = ReduceScatterOptions()
+            gloo.reduceOp = op
+            self._transport.reduce_scatter(host_outputs, host_inputs, gloo).wait()
+            self._average(host_outputs, divisor)
+            return self._finish(copies, None, outputs)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: ReduceScatterOptions) -> dist.Work:
         chunks = list(input.chunk(self._world_size))
@@ -178,27 +271,35 @@ class NeuronProcessGroup(dist.ProcessGroup):
     # ---- data movement ----------------------------------------------------------------------------------------
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        copies = _HostCopies()
-        hosts = copies.all(tensors, written=True)
-        gloo = BroadcastOptions()
-        if isinstance(opts, BroadcastOptions):
-            gloo.rootRank, gloo.rootTensor = opts.rootRank, opts.rootTensor
-        elif opts is not None:
-            gloo.rootRank = int(opts)
-        return self._finish(copies, self._transport.broadcast(hosts, gloo), tensors)
+        with self._failing_as("broadcast"):
+            copies = _HostCopies()
+            hosts = copies.all(tensors, written=True)
+            gloo = BroadcastOptions()
+            if isinstance(opts, BroadcastOptions):
+                gloo.rootRank, gloo.rootTensor = opts.rootRank, opts.rootTensor
+            elif opts is not None:
+                gloo.rootRank = int(opts)
+            self._agree("broadcast", tensors, gloo.rootRank, "root")
+            return self._finish(copies, self._transport.broadcast(hosts, gloo), tensors)
 
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        copies = _HostCopies()
-        host_outputs = [copies.all(group, written=True) for group in outputs]
-        host_inputs = copies.all(inputs)
-        return self._finish(copies, self._transport.allgather(host_outputs, host_inputs, AllgatherOptions()), outputs)
+        with self._failing_as("all_gather"):
+            self._agree("all_gather", inputs)
+            copies = _HostCopies()
+            host_outputs = [copies.all(group, written=True) for group in outputs]
+            host_inputs = copies.all(inputs)
+            return self._finish(
+                copies, self._transport.allgather(host_outputs, host_inputs, AllgatherOptions()), outputs
+            )
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
-        copies = _HostCopies()
-        host_output, host_input = copies(output, written=True), copies(input)
-        return self._finish(
-            copies, self._transport._allgather_base(host_output, host_input, AllgatherOptions()), output
-        )
+        with self._failing_as("all_gather"):
+            self._agree("all_gather", [input])
+            copies = _HostCopies()
+            host_output, host_input = copies(output, written=True), copies(input)
+            return self._finish(
+                copies, self._transport._allgather_base(host_output, host_input, AllgatherOptions()), output
+            )
 
     def all_gather_single_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
@@ -215,25 +316,31 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return _completed(outputs)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: GatherOptions) -> dist.Work:
-        copies = _HostCopies()
-        host_outputs = [copies.all(group, written=True) for group in outputs]
-        host_inputs = copies.all(inputs)
-        gloo = GatherOptions()
-        gloo.rootRank = opts.rootRank
-        return self._finish(copies, self._transport.gather(host_outputs, host_inputs, gloo), outputs)
+        with self._failing_as("gather"):
+            self._agree("gather", inputs, opts.rootRank, "root")
+            copies = _HostCopies()
+            host_outputs = [copies.all(group, written=True) for group in outputs]
+            host_inputs = copies.all(inputs)
+            gloo = GatherOptions()
+            gloo.rootRank = opts.rootRank
+            return self._finish(copies, self._transport.gather(host_outputs, host_inputs, gloo), outputs)
 
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: ScatterOptions) -> dist.Work:
-        copies = _HostCopies()
-        host_outputs = copies.all(outputs, written=True)
-        host_inputs = [copies.all(group) for group in inputs]
-        gloo = ScatterOptions()
-        gloo.rootRank = opts.rootRank
-        return self._finish(copies, self._transport.scatter(host_outputs, host_inputs, gloo), outputs)
+        with self._failing_as("scatter"):
+            self._agree("scatter", outputs, opts.rootRank, "root")
+            copies = _HostCopies()
+            host_outputs = copies.all(outputs, written=True)
+            host_inputs = [copies.all(group) for group in inputs]
+            gloo = ScatterOptions()
+            gloo.rootRank = opts.rootRank
+            return self._finish(copies, self._transport.scatter(host_outputs, host_inputs, gloo), outputs)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: AllToAllOptions) -> dist.Work:
-        copies = _HostCopies()
-        host_outputs, host_inputs = copies.all(outputs, written=True), copies.all(inputs)
-        return self._finish(copies, self._transport.alltoall(host_outputs, host_inputs, AllToAllOptions()), outputs)
+        with self._failing_as("all_to_all"):
+            self._agree("all_to_all", inputs, compare_count=False)
+            copies = _HostCopies()
+            host_outputs, host_inputs = copies.all(outputs, written=True), copies.all(inputs)
+            return self._finish(copies, self._transport.alltoall(host_outputs, host_inputs, AllToAllOptions()), outputs)
 
     def all_to_all_single(
         self,
@@ -243,28 +350,72 @@ class NeuronProcessGroup(dist.ProcessGroup):
         input_split_sizes: list[int],
         opts: AllToAllOptions,
     ) -> dist.Work:
-        copies = _HostCopies()
-        host_output, host_input = copies(output, written=True), copies(input)
-        return self._finish(
-            copies,
-            self._transport.alltoall_base(
-                host_output, host_input, output_split_sizes, input_split_sizes, AllToAllOptions()
-            ),
-            output,
-        )
+        with self._failing_as("all_to_all"):
+            self._agree("all_to_all", [input], compare_count=not (input_split_sizes or output_split_sizes))
+            copies = _HostCopies()
+            host_output, host_input = copies(output, written=True), copies(input)
+            return self._finish(
+                copies,
+                self._transport.alltoall_base(
+                    host_output, host_input, output_split_sizes, input_split_sizes, AllToAllOptions()
+                ),
+                output,
+            )
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
-        copies = _HostCopies()
-        return self._finish(copies, self._transport.send(copies.all(tensors), dst, tag))
+        with self._failing_as("send"):
+            copies = _HostCopies()
+            return self._finish(copies, self._transport.send(copies.all(tensors), dst, tag))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
-        copies = _HostCopies()
-        hosts = copies.all(tensors, written=True)
-        return self._finish(copies, self._transport.recv(hosts, src, tag), tensors)
+        with self._failing_as("recv"):
+            copies = _HostCopies()
+            hosts = copies.all(tensors, written=True)
+            return self._finish(copies, self._transport.recv(hosts, src, tag), tensors)
 
     def barrier(self, opts: BarrierOptions | None = None) -> dist.Work:
-        self._transport.barrier(BarrierOptions()).wait()
-        return _completed(None)
+        with self._failing_as("barrier"):
+            self._agree("barrier", [])
+            self._transport.barrier(BarrierOptions()).wait()
+            return _completed(None)
+
+
+def _op_code(op: Any) -> int:
+    """The number of a reduction (a ReduceOp or its RedOpType member)."""
+    return int(op.op) if hasattr(op, "op") else int(op)
+
+
+def _disagreement(collective: str, facts: list[list[int]], rank: int, setting_name: str) -> str | None:
+    """What the ranks' facts ([kind, element count, dtype code, setting] per rank) disagree on, said from `rank`'s
+    side; None when they agree."""
+    kind, count, dtype, setting = facts[rank]
+    for other, (other_kind, other_count, other_dtype, other_setting) in enumerate(facts):
+        if other_kind != kind:
+            return (
+                f"{collective}: rank {rank} calls {collective} where rank {other} calls {_KINDS[other_kind]}: every "
+                "rank of a group calls the same collectives in the same order"
+            )
+        if count != _UNCOMPARED and other_count != count:
+            return (
+                f"{collective}: rank {rank} passes {count} elements, rank {other} {other_count}: every rank of the "
+                "group passes the same element count"
+            )
+        if other_dtype != dtype:
+            return (
+                f"{collective}: rank {rank} passes {_dtype_name(dtype)}, rank {other} {_dtype_name(other_dtype)}: "
+                "every rank of the group passes the same dtype"
+            )
+        if other_setting != setting:
+            shown = (
+                (ReduceOp.RedOpType(setting).name, ReduceOp.RedOpType(other_setting).name)
+                if setting_name == "reduction"
+                else (setting, other_setting)
+            )
+            return (
+                f"{collective}: rank {rank}'s {setting_name} is {shown[0]}, rank {other}'s {shown[1]}: every rank of "
+                f"the group passes the same {setting_name}"
+            )
+    return None
 
 
 def _with_op(options: AllreduceOptions, op: Any) -> AllreduceOptions:

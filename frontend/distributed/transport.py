@@ -72,24 +72,43 @@ class ProcessGroupTransport:
     def rank(self) -> int:
         return self._rank
 
-    def _group(self, name: str, ranks: tuple[int, ...], data: np.ndarray) -> dist.ProcessGroup:
+    def _group(
+        self, name: str, ranks: tuple[int, ...], data: np.ndarray, splits: tuple[tuple[int, ...], ...] = ()
+    ) -> dist.ProcessGroup:
         group = self._groups.get(tuple(sorted(ranks)))
         if group is None:
             raise CollectiveError(f"{name}: no process group over the ranks {list(ranks)} is known to this process")
-        self._check_agreement(name, data, ranks, group)
+        self._check_agreement(name, data, ranks, group, splits)
         return group
 
     def _check_agreement(
-        self, name: str, data: np.ndarray, ranks: tuple[int, ...], group: dist.ProcessGroup
+        self,
+        name: str,
+        data: np.ndarray,
+        ranks: tuple[int, ...],
+        group: dist.ProcessGroup,
+        splits: tuple[tuple[int, ...], ...] = (),
     ) -> None:
-        """Raise on every rank when the ranks pass different element counts or dtypes."""
-        mine = torch.tensor([data.size, zlib.crc32(str(data.dtype).encode())], dtype=torch.int64)
-        everyone = torch.empty(len(ranks) * 2, dtype=torch.int64)
+        """Raise on every rank when the ranks pass different element counts or dtypes, or (an uneven all_to_all,
+        `splits` = this rank's input and output counts) when a count sent is not the count its receiver expects."""
+        n = len(ranks)
+        counts = [count for side in splits for count in side] if splits else [-1] * (2 * n)
+        mine = torch.tensor([data.size, zlib.crc32(str(data.dtype).encode()), *counts], dtype=torch.int64)
+        everyone = torch.empty(n * mine.numel(), dtype=torch.int64)
         dist.all_gather_single(everyone, mine, group=group)
-        facts = everyone.view(len(ranks), 2).tolist()
-        first_count, first_dtype = facts[0]
-        for rank, (count, dtype) in zip(ranks, facts, strict=True):
-            if count != first_count:
+        facts = everyone.view(n, mine.numel()).tolist()
+        if splits:
+            for i, sender in enumerate(ranks):
+                for j, receiver in enumerate(ranks):
+                    sent, expected = facts[i][2 + j], facts[j][2 + n + i]
+                    if sent != expected:
+                        raise CollectiveError(
+                            f"{name}: rank {sender} sends {sent} elements to rank {receiver}, which expects "
+                            f"{expected}: every rank's input split for a peer is that peer's output split for it"
+                        )
+        first_count, first_dtype = facts[0][:2]
+        for rank, (count, dtype, *_) in zip(ranks, facts, strict=True):
+            if count != first_count and not splits:
                 raise CollectiveError(
                     f"{name}: rank {rank} passes {count} elements, rank {ranks[0]} {first_count}: every rank of the "
                     "group passes the same element count"
@@ -120,8 +139,26 @@ class ProcessGroupTransport:
         position = group.index(self._rank)
         return whole[position * block : (position + 1) * block].copy()
 
-    def all_to_all(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
+    def all_to_all(
+        self,
+        name: str,
+        data: np.ndarray,
+        group: tuple[int, ...],
+        input_splits: tuple[int, ...] = (),
+        output_splits: tuple[int, ...] = (),
+    ) -> np.ndarray:
         tensor = from_numpy(np.array(data, copy=True))
-        output = torch.empty_like(tensor)
-        dist.all_to_all_single(output, tensor, group=self._group(name, group, data))
+        if not (input_splits or output_splits):
+            output = torch.empty_like(tensor)
+            dist.all_to_all_single(output, tensor, group=self._group(name, group, data))
+            return to_numpy(output)
+        process_group = self._group(name, group, data, (input_splits, output_splits))
+        output = torch.empty(sum(output_splits), dtype=tensor.dtype)
+        dist.all_to_all_single(output, tensor, list(output_splits), list(input_splits), group=process_group)
         return to_numpy(output)
+
+    def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
+        tensor = from_numpy(np.array(data, copy=True))
+        # a process group numbers its ranks in sorted order (new_group sorts them), as replica groups do
+        dist.broadcast(tensor, group_src=root, group=self._group(name, group, data))
+        return to_numpy(tensor)

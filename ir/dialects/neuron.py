@@ -597,6 +597,10 @@ class InstructionOp(IRDLOperation):
             if len(numbers) % 2:
                 raise _error(self, f"{name} must hold (step, num) pairs")
             return tuple(zip(numbers[0::2], numbers[1::2], strict=True))
+        if kind == "counts":
+            if not isinstance(value, DenseArrayBase):
+                raise _error(self, f"{name} must be an array of counts, e.g. array<i64: 2, 6>")
+            return tuple(int(v) for v in value.get_values())
         if kind == "groups":
             if not isinstance(value, ArrayAttr) or not all(isinstance(g, DenseArrayBase) for g in value.data):
                 raise _error(self, f"{name} must be a list of rank arrays, e.g. [array<i64: 0, 1>]")
@@ -1113,13 +1117,33 @@ class ReduceScatterOp(_CollectiveOp):
 
 @irdl_op_definition
 class AllToAllOp(_CollectiveOp):
-    """Collective: src's j-th block goes to the group's j-th rank; dst = the blocks received, in rank order."""
+    """Collective: src's j-th block goes to the group's j-th rank; dst = the blocks received, in rank order. The
+    blocks are equal, or (uneven) `input_splits` and `output_splits` give their element counts."""
 
     name = "neuron.all_to_all"
     OPCODE: ClassVar[str] = "all_to_all"
 
+    input_splits = opt_prop_def(DenseArrayBase)
+    output_splits = opt_prop_def(DenseArrayBase)
 
-COLLECTIVE_OPS: tuple[type[InstructionOp], ...] = (AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp)
+
+@irdl_op_definition
+class BroadcastOp(_CollectiveOp):
+    """Collective: dst = the src of the group's `root`-th rank (its position in the replica group), on every rank.
+
+    ```mlir
+    neuron.broadcast collective dst %y[0, [[1, 4096]]], src %x[0, [[1, 4096]]]
+        {root = 1 : i64, replica_groups = [array<i64: 0, 1>]} : memref<...>, memref<...>
+    ```
+    """
+
+    name = "neuron.broadcast"
+    OPCODE: ClassVar[str] = "broadcast"
+
+    root = opt_prop_def(IntegerAttr)
+
+
+COLLECTIVE_OPS: tuple[type[InstructionOp], ...] = (AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp)
 
 INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     MatmulOp,

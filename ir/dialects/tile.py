@@ -1214,9 +1214,11 @@ def replica_groups_of(attr: Attribute) -> tuple[tuple[int, ...], ...]:
 
 @irdl_op_definition
 class CollectiveOp(IRDLOperation):
-    """A collective between NeuronCores on whole HBM tensors: `kind` is all_reduce, all_gather, reduce_scatter
-    or all_to_all (their semantics: `runtime.isa`'s records of the same names), `reduce` the reduction of
-    all_reduce and reduce_scatter, `replica_groups` the groups of ranks that exchange. `dest` is written whole.
+    """A collective between NeuronCores on whole HBM tensors: `kind` is all_reduce, all_gather, reduce_scatter,
+    all_to_all or broadcast (their semantics: `runtime.isa`'s records of the same names), `reduce` the reduction
+    of all_reduce and reduce_scatter, `root` a broadcast's source (its position in the replica group),
+    `replica_groups` the groups of ranks that exchange, `input_splits`/`output_splits` an uneven all_to_all's element
+    counts sent to and received from each rank of the group. `dest` is written whole.
 
     ```mlir
     tile.collective %x into %y {kind = "all_reduce", reduce = "sum", replica_groups = [array<i64: 0, 1>]}
@@ -1230,6 +1232,9 @@ class CollectiveOp(IRDLOperation):
     dest = operand_def(MemRefType)
     kind = prop_def(StringAttr)
     reduce = opt_prop_def(StringAttr)
+    root = opt_prop_def(IntegerAttr)
+    input_splits = opt_prop_def(DenseArrayBase)
+    output_splits = opt_prop_def(DenseArrayBase)
     replica_groups = prop_def(ArrayAttr)
 
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
@@ -1237,18 +1242,30 @@ class CollectiveOp(IRDLOperation):
     assembly_format = "$source `into` $dest attr-dict `:` type($source) `,` type($dest)"
 
     def __init__(
-        self, kind: str, source: SSAValue, dest: SSAValue, groups: Sequence[Sequence[int]], reduce: str | None = None
+        self,
+        kind: str,
+        source: SSAValue,
+        dest: SSAValue,
+        groups: Sequence[Sequence[int]],
+        reduce: str | None = None,
+        root: int | None = None,
+        splits: tuple[Sequence[int], Sequence[int]] | None = None,
     ):
         props: dict[str, Attribute] = {"kind": StringAttr(kind), "replica_groups": replica_groups_attr(groups)}
         if reduce is not None:
             props["reduce"] = StringAttr(reduce)
+        if root is not None:
+            props["root"] = IntegerAttr(root, 64)
+        if splits is not None:
+            props["input_splits"] = DenseArrayBase.from_list(i64, list(splits[0]))
+            props["output_splits"] = DenseArrayBase.from_list(i64, list(splits[1]))
         super().__init__(operands=[source, dest], properties=props)
 
     def verify_(self) -> None:
         kind = self.kind.data
         spec = isa.OPCODES.get(kind)
-        if spec is None or kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
-            known = "all_gather, all_reduce, all_to_all, reduce_scatter"
+        if spec is None or kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
+            known = "all_gather, all_reduce, all_to_all, broadcast, reduce_scatter"
             raise _error(self, f"unknown collective '{kind}' (known: {known})")
         for role, value in (("source", self.source), ("dest", self.dest)):
             memref_type = value.type
@@ -1257,6 +1274,8 @@ class CollectiveOp(IRDLOperation):
                 raise _error(self, f"the {role} of a collective is an HBM tensor")
         if self.reduce is not None and "reduce" not in spec.attr_specs:
             raise _error(self, f"{kind} takes no reduction")
+        if (self.root is not None) != (kind == "broadcast"):
+            raise _error(self, "a broadcast names its root" if kind == "broadcast" else f"{kind} takes no root")
         if not all(isinstance(group, DenseArrayBase) for group in self.replica_groups.data):
             raise _error(self, "replica_groups must be a list of rank arrays, e.g. [array<i64: 0, 1>]")
         source, dest = self.source.type, self.dest.type
@@ -1265,6 +1284,14 @@ class CollectiveOp(IRDLOperation):
         attrs: dict[str, object] = {"replica_groups": replica_groups_of(self.replica_groups)}
         if self.reduce is not None:
             attrs["reduce"] = self.reduce.data
+        if self.root is not None:
+            attrs["root"] = self.root.value.data
+        if (self.input_splits is not None or self.output_splits is not None) and kind != "all_to_all":
+            raise _error(self, f"{kind} takes no split counts")
+        for name in ("input_splits", "output_splits"):
+            counts = getattr(self, name)
+            if counts is not None:
+                attrs[name] = tuple(int(c) for c in counts.get_values())
         operands = {
             "src": _collective_operand("src", source),
             "dst": _collective_operand("dst", dest),

@@ -47,6 +47,7 @@ layout, memory format or device works too, read through its name) or ready-made 
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -1190,7 +1191,36 @@ COLLECTIVE_KINDS: dict[str, str] = {
     "torch.c10d_functional.all_gather_into_tensor": "all_gather",
     "torch.c10d_functional.reduce_scatter_tensor": "reduce_scatter",
     "torch.c10d_functional.all_to_all_single": "all_to_all",
+    "torch.c10d_functional.broadcast": "broadcast",
 }
+# The coalesced forms: one call exchanging a list of tensors, each as the single form would (one collective each).
+COALESCED_COLLECTIVE_KINDS: dict[str, str] = {
+    "torch.c10d_functional.all_reduce_coalesced": "all_reduce",
+    "torch.c10d_functional.all_gather_into_tensor_coalesced": "all_gather",
+    "torch.c10d_functional.reduce_scatter_tensor_coalesced": "reduce_scatter",
+}
+
+
+def all_to_all_splits(op: Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The element counts an `all_to_all_single` sends to and receives from each rank (its row splits times a
+    row's elements) when it names uneven splits; None for equal blocks. The op's lists must already be checked
+    (one count per rank, adding up to the tensors' rows): an empty list means equal splits of its tensor."""
+    arguments = op.arguments()  # type: ignore[attr-defined]
+    sizes = [list(arguments[name] or []) for name in ("input_split_sizes", "output_split_sizes")]
+    if not any(sizes):
+        return None
+    counts = []
+    for listed, value in zip(sizes, (op.operands[0], op.results[0]), strict=True):
+        value_type = value.type
+        assert isinstance(value_type, TensorType)
+        shape = value_type.get_shape()
+        rows, row = (shape[0], math.prod(shape[1:])) if shape else (1, 1)
+        other = sizes[1] if listed is sizes[0] else sizes[0]
+        listed = listed or [rows // len(other)] * len(other)
+        counts.append(tuple(int(split) * row for split in listed))
+    if len(set(counts[0] + counts[1])) == 1:
+        return None  # equal after all
+    return counts[0], counts[1]
 
 
 def process_group_ranks(op: Operation, name: str) -> tuple[int, ...] | None:

@@ -326,7 +326,14 @@ def _collective(interp: StructuredInterpreter, op: Operation, args: list[Any]) -
     reduction = op.reduce.data if op.reduce is not None else "sum"
     groups = tile.replica_groups_of(op.replica_groups)
     try:
-        flat = collectives.execute(op.kind.data, np.ascontiguousarray(source.array()).reshape(-1), groups, reduction)
+        root = op.root.value.data if op.root is not None else 0
+        sent, received = (
+            tuple(int(c) for c in counts.get_values()) if counts is not None else ()
+            for counts in (op.input_splits, op.output_splits)
+        )
+        flat = collectives.execute(
+            op.kind.data, np.ascontiguousarray(source.array()).reshape(-1), groups, reduction, root, (sent, received)
+        )
     except collectives.CollectiveError as error:
         raise InterpretationError(f"{op.name}: {error}", op) from error
     dest.array()[...] = flat.reshape(dest.shape)

@@ -30,11 +30,13 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects.torch import (
+    COALESCED_COLLECTIVE_KINDS,
     COLLECTIVE_KINDS,
     ArgSpec,
     PropKind,
     ResultKind,
     TorchOp,
+    all_to_all_splits,
     dtype_name_for,
     process_group_ranks,
 )
@@ -186,28 +188,34 @@ def _call(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
 
 def _collective(op: TorchOp, operand_values: Sequence[object]) -> list[object]:
     """A functional collective: the exchange through the injected transport (`runtime.collectives`), with the
-    ranks the module records for its group; `wait_tensor` is its input."""
+    ranks the module records for its group; `wait_tensor` is its input; a coalesced form exchanges each tensor
+    of its list in turn."""
     import torch  # noqa: TID251
 
-    (value,) = [v for v in operand_values if isinstance(v, torch.Tensor)]
-    kind = COLLECTIVE_KINDS.get(op.name)
+    tensors = [v for v in operand_values if isinstance(v, torch.Tensor)]  # a coalesced form's list, flattened
+    kind = COLLECTIVE_KINDS.get(op.name) or COALESCED_COLLECTIVE_KINDS.get(op.name)
     if kind is None:  # wait_tensor
-        return [value]
+        return [tensors[0]]
     arguments = op.arguments()
     ranks = process_group_ranks(op, str(arguments["group_name"]))
     if ranks is None:
         name = arguments["group_name"]
         raise TorchInterpretationError(f"{op.name}: the module names no ranks for the group '{name}'", op)
     reduction = str(arguments.get("reduce_op", "sum")).lower()
-    try:
-        flat = collectives.execute(kind, to_numpy(value).reshape(-1), (ranks,), reduction)
-    except collectives.CollectiveError as error:
-        raise TorchInterpretationError(f"{op.name}: {error}", op) from error
-    result_type = op.results[0].type
-    assert isinstance(result_type, TensorType)
-    returned = to_torch(flat.reshape(result_type.get_shape()))
-    _check_result(op, op.results[0], returned)
-    return [returned]
+    root = int(str(arguments["src"])) if kind == "broadcast" else 0
+    splits = (all_to_all_splits(op) if kind == "all_to_all" else None) or ((), ())
+    results: list[object] = []
+    for index, value in enumerate(tensors):
+        try:
+            flat = collectives.execute(kind, to_numpy(value).reshape(-1), (ranks,), reduction, root, splits)
+        except collectives.CollectiveError as error:
+            raise TorchInterpretationError(f"{op.name}: {error}", op) from error
+        result_type = op.results[index].type
+        assert isinstance(result_type, TensorType)
+        returned = to_torch(flat.reshape(result_type.get_shape()))
+        _check_result(op, op.results[index], returned)
+        results.append(returned)
+    return results
 
 
 def _first_line(error: BaseException) -> str:

@@ -52,6 +52,8 @@ def test_in_process_group_computes_every_collective():
             "scatter": collectives.run("reduce_scatter", mine, everyone, "sum"),
             "swap": collectives.run("all_to_all", mine, everyone),
             "pairs": collectives.execute("all_reduce", mine, ((0, 2), (1, 3)), "product"),
+            "broadcast": collectives.run("broadcast", mine, everyone, root=2),
+            "pair broadcast": collectives.execute("broadcast", mine, ((0, 2), (1, 3)), root=1),
         }
 
     results = _on_ranks(world, work)
@@ -64,6 +66,8 @@ def test_in_process_group_computes_every_collective():
         np.testing.assert_array_equal(got["scatter"], total[2 * rank : 2 * rank + 2])
         np.testing.assert_array_equal(got["swap"], np.concatenate([d[2 * rank : 2 * rank + 2] for d in data]))
         np.testing.assert_array_equal(got["pairs"], data[rank % 2] * data[rank % 2 + 2])
+        np.testing.assert_array_equal(got["broadcast"], data[2])
+        np.testing.assert_array_equal(got["pair broadcast"], data[rank % 2 + 2])  # the second rank of its pair
 
 
 def test_ranks_that_disagree_fail_naming_the_collective():
@@ -154,6 +158,8 @@ def test_ring_and_tree_times_follow_their_formulas():
     assert collectives.tree_ns("all_reduce", s, n, link) == pytest.approx(2 * 2 * 2000 + 2 * s / 160)
     assert collectives.tree_ns("all_gather", s, n, link) == pytest.approx(2 * 2000 + 3 * s / (4 * 160))
     assert collectives.tree_ns("all_to_all", s, n, link) == pytest.approx(2 * (2000 + s / (2 * 160)))
+    assert collectives.ring_ns("broadcast", s, n, link) == pytest.approx(2 * 3 * (2000 + s / (4 * 160)))
+    assert collectives.tree_ns("broadcast", s, n, link) == pytest.approx(2 * (2000 + s / 160))
     assert collectives.ring_ns("all_reduce", s, 1, link) == collectives.tree_ns("all_reduce", s, 1, link) == 0
 
 
@@ -191,3 +197,45 @@ def test_the_cost_picks_the_faster_algorithm_and_the_slower_link():
     # trn1: 32 cores an instance; NeuronLink-v2 384 GB/s over 2 cores
     assert collectives.link_for((0, 31), TRN1).bytes_per_ns == pytest.approx(192.0)
     assert collectives.link_for((0, 32), TRN1).name == "efa"
+
+
+def test_a_broadcast_root_outside_its_group_is_refused():
+    with pytest.raises(CollectiveError, match=r"broadcast: root 2 is no position in the group \[0, 1\]"):
+        _raise_first(_on_ranks(2, lambda rank: collectives.run("broadcast", np.zeros(2, np.float32), (0, 1), root=2)))
+
+
+def _raise_first(results: list) -> None:
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+def test_an_uneven_all_to_all_moves_the_counts_each_rank_names():
+    # rank 0 sends 1 element to itself and 3 to rank 1; rank 1 sends 2 to rank 0 and 2 to itself
+    data = [np.arange(4, dtype=np.float32), np.arange(4, dtype=np.float32) + 10]
+    splits = {0: ((1, 3), (1, 2)), 1: ((2, 2), (3, 2))}
+    results = _on_ranks(2, lambda rank: collectives.run("all_to_all", data[rank], (0, 1), splits=splits[rank]))
+    np.testing.assert_array_equal(results[0], [0, 10, 11])
+    np.testing.assert_array_equal(results[1], [1, 2, 3, 12, 13])
+    # a rank expecting another count than its peer sends: both fail, naming the counts
+    wrong = {0: ((1, 3), (1, 2)), 1: ((2, 2), (2, 2))}
+    results = _on_ranks(2, lambda rank: collectives.run("all_to_all", data[rank], (0, 1), splits=wrong[rank]))
+    for result in results:
+        assert isinstance(result, CollectiveError), result
+        assert "rank 0 sends 3 elements to rank 1, which expects 2" in str(result)
+
+
+def test_a_collective_that_fails_names_its_source_line_on_every_rank():
+    def program(elements: int):
+        b = ProgramBuilder("trn2")
+        x, y = b.input("x", (elements,), "f32"), b.output("y", (elements,), "f32")
+        b.inst("all_reduce", Engine.COLLECTIVE, {"src": b.ap(x), "dst": b.ap(y)}, {"replica_groups": ((0, 1),)},
+               location="model.py:42")  # fmt: skip
+        return b.build()
+
+    programs = [program(8), program(6)]  # the ranks disagree on the element count
+    results = _on_ranks(2, lambda rank: run_program(programs[rank], [np.zeros(8 - 2 * rank, np.float32)]))
+    for result in results:
+        assert isinstance(result, CollectiveError), result
+        assert "same count and dtype" in str(result), str(result)
+        assert str(result).endswith("(at model.py:42)"), str(result)

@@ -844,6 +844,7 @@ def _lane_cases():
     yield "reduce_scatter", "collective", {"src": ((5,), f32), "dst": ((5,), f32)}, {
         "replica_groups": alone, "reduce": "max"}
     yield "all_to_all", "collective", {"src": ((3, 2), f32), "dst": ((6,), f32)}, {"replica_groups": alone}
+    yield "broadcast", "collective", {"src": ((3, 2), f32), "dst": ((6,), f32)}, {"replica_groups": alone, "root": 0}
 
 
 def _lane_arrays(operands, lanes: tuple[int, ...], rng) -> dict[str, np.ndarray]:

@@ -177,7 +177,14 @@ def compiled_collectives(rank: int, world: int) -> None:
         shard = funcol.reduce_scatter_single(h, "sum", 0, group)
         swapped = funcol.all_to_all_single(h, None, None, group)
         narrow = funcol.all_reduce(h.to(torch.bfloat16), "max", group)
-        return total * 0.5 + 1, mean, gathered, shard, swapped, narrow
+        broadcast = funcol.broadcast(h, 1, group)
+        coalesced = funcol.all_reduce_coalesced([h, x], "sum", group)
+        gathered_pair = funcol.all_gather_into_tensor_coalesced([h, x], group)
+        scattered_pair = funcol.reduce_scatter_tensor_coalesced([h, x], "avg", [0, 0], group)
+        return (
+            total * 0.5 + 1, mean, gathered, shard, swapped, narrow, broadcast,
+            *coalesced, *gathered_pair, *scattered_pair,
+        )  # fmt: skip
 
     torch.manual_seed(rank)
     x, w = torch.randn(4 * world, 8), torch.randn(8, 6)
@@ -188,9 +195,25 @@ def compiled_collectives(rank: int, world: int) -> None:
     for index, (g, e) in enumerate(zip(got, expected, strict=True)):
         torch.testing.assert_close(g, e, msg=f"result {index}")
     (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]  # one graph: no split
-    assert profile.opcode_counts.get("all_reduce") == 3, profile.opcode_counts
-    for opcode in ("all_gather", "reduce_scatter", "all_to_all"):
-        assert profile.opcode_counts.get(opcode) == 1, profile.opcode_counts
+    # a coalesced call is one collective per tensor of its list
+    expected_counts = {"all_reduce": 5, "all_gather": 3, "reduce_scatter": 3, "all_to_all": 1, "broadcast": 1}
+    assert {op: profile.opcode_counts.get(op) for op in expected_counts} == expected_counts, profile.opcode_counts
+
+    # uneven all_to_all_single: rank i sends i + j + 1 rows to rank j (each rank's graph has its own counts)
+    sent = [rank + peer + 1 for peer in range(world)]
+    received = [peer + rank + 1 for peer in range(world)]
+
+    def exchange(y: torch.Tensor) -> torch.Tensor:
+        return funcol.all_to_all_single(torch.sin(y), received, sent, group) * 2
+
+    y = torch.randn(sum(sent), 3)
+    expected_exchange = exchange(y)
+    assert expected_exchange.shape == (sum(received), 3)
+    earlier = set(neuron_mlir.profiles())
+    got_exchange = torch.compile(exchange, backend="neuron-mlir", options={"strict": True})(y)
+    torch.testing.assert_close(got_exchange, expected_exchange, msg="uneven all_to_all_single")
+    (profile,) = [p for name, p in neuron_mlir.profiles().items() if name not in earlier]
+    assert profile.opcode_counts.get("all_to_all") == 1, profile.opcode_counts
     assert profile.busy_ns.get("collective", 0.0) > 0, profile.busy_ns
 
 
@@ -301,39 +324,113 @@ def _full(tensor: torch.Tensor | None) -> torch.Tensor:
     return tensor.full_tensor().cpu()
 
 
-def fully_sharded_compiled(rank: int, world: int) -> None:
-    """FSDP2 with torch.compile as large models use them together: each layer compiled before it is sharded, so
-    FSDP2's hooks (which PyTorch keeps out of Dynamo) run eagerly around the compiled layers. Every node of the
-    layers' forward and backward graphs compiles, and training equals one process on the whole batch."""
+class _Block(torch.nn.Module):
+    """A residual MLP block defined in user code, as a transformer's blocks are: Dynamo compiles the frames of user
+    code it meets after a graph break, never those of torch.nn's own modules (a bare Linear or Sequential)."""
+
+    def __init__(self, width: int = 8, hidden: int = 16) -> None:
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(width, hidden), torch.nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class _Net(torch.nn.Module):
+    """Blocks, then a head the root module itself applies."""
+
+    def __init__(self, width: int = 8, hidden: int = 16, outputs: int = 4) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Block(width, hidden) for _ in range(2)])
+        self.head = torch.nn.Linear(width, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _train_against_reference(
+    model: torch.nn.Module, run: Any, reference: _Net, rank: int, world: int, what: str, steps: int = 2
+) -> dict[str, Any]:
+    """`steps` SGD steps of `run` (the model or a compiled form of it) on this rank's share of a batch, and of
+    `reference` on the whole batch; returns the compiler's counters' growth over the steps."""
     import neuron_mlir
 
-    torch.manual_seed(0)
-    inputs, targets = torch.randn(4 * world, 8), torch.randn(4 * world, 4)
+    width, outputs = reference.head.in_features, reference.head.out_features
+    torch.manual_seed(1)
+    inputs, targets = torch.randn(4 * world, width), torch.randn(4 * world, outputs)
     share = slice(4 * rank, 4 * (rank + 1))
-    reference = _mlp()
-    model = _mlp()
-    model.load_state_dict(reference.state_dict())
-    model.to("neuron")
-    for index in (0, 2):
-        model[index] = cast(torch.nn.Module, torch.compile(model[index], backend="neuron-mlir"))
-    _shard(model)
     before = neuron_mlir.stats()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(2):
+    for _ in range(steps):
         optimizer.zero_grad()
-        torch.nn.functional.mse_loss(model(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
+        torch.nn.functional.mse_loss(run(inputs[share].to("neuron")), targets[share].to("neuron")).backward()
         optimizer.step()
         reference_optimizer.zero_grad()
         torch.nn.functional.mse_loss(reference(inputs), targets).backward()
         reference_optimizer.step()
     after = neuron_mlir.stats()
-    assert after["graphs_compiled"] - before["graphs_compiled"] >= 4, after  # each layer's forward and backward
-    assert after["nodes_fallen_back"] == before["nodes_fallen_back"], after["fallback_ops"]
-    parameters = dict(model.named_parameters())
+    from torch.distributed.tensor import DTensor
+
+    # a block compiled before sharding is held by its compiled wrapper (`_orig_mod`)
+    parameters = {name.replace("._orig_mod", ""): p for name, p in model.named_parameters()}
     for name, expected in reference.named_parameters():
-        got = _full(parameters[name.replace(".", "._orig_mod.", 1)])
-        _assert_close(got, expected, torch.float32, f"compiled, parameter {name}")
+        got = parameters[name]
+        got = _full(got) if isinstance(got, DTensor) else got.detach().cpu()
+        _assert_close(got, expected, torch.float32, f"{what}: parameter {name}")
+    return {key: after[key] - before[key] for key in ("graphs_compiled", "nodes_compiled", "nodes_fallen_back")}
+
+
+def fully_sharded_compiled(rank: int, world: int) -> None:
+    """FSDP2 with torch.compile in the three ways models combine them, each training as one process does on the
+    whole batch with every node of the compiled graphs in neuron programs: each block compiled before it is
+    sharded; each block compiled after sharding (`block.compile()`); the whole sharded model compiled. FSDP2's
+    hooks always run eagerly (PyTorch disables Dynamo in them): after sharding they break the graph where a
+    sharded module is called, and Dynamo compiles the blocks' forward as frames of their
+    own, whose backward graphs compile too."""
+    from torch.distributed.fsdp import fully_shard
+
+    for pattern in ("compiled, then sharded", "sharded, then block.compile()", "sharded, then torch.compile(model)"):
+        torch._dynamo.reset()  # Dynamo keeps the blocks' compiled frames on their code: each pattern traces anew
+        torch.manual_seed(0)
+        reference, model = _Net(), _Net()
+        model.load_state_dict(reference.state_dict())
+        model.to("neuron")
+        if pattern.startswith("compiled"):
+            for index, block in enumerate(model.blocks):
+                model.blocks[index] = cast(torch.nn.Module, torch.compile(block, backend="neuron-mlir"))
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        run: Any = model
+        if pattern.endswith("block.compile()"):
+            for block in model.blocks:
+                block.compile(backend="neuron-mlir")
+        elif pattern.endswith("torch.compile(model)"):
+            run = torch.compile(model, backend="neuron-mlir")
+        grown = _train_against_reference(model, run, reference, rank, world, pattern)
+        # each block's forward and backward; the root's own head runs eagerly in every pattern (compiling the whole
+        # model, the block calls break the graph inside the root's loop over its blocks, and Dynamo runs that frame
+        # eagerly: PyTorch's behaviour, whatever the backend)
+        assert grown["graphs_compiled"] >= 4, (pattern, grown)
+        assert grown["nodes_fallen_back"] == 0, (pattern, grown)
+
+
+def compiled_data_parallel(rank: int, world: int) -> None:
+    """torch.compile(DDP(model)): Dynamo's DDP optimizer splits the forward graph where DDP's gradient buckets
+    end (1 MiB here, so each block's parameters fill one), each piece's forward and backward compile, and DDP's
+    bucketed all-reduces run between the backward pieces. Training equals one process on the whole batch."""
+    torch.manual_seed(0)
+    reference, model = _Net(256, 512, 4), _Net(256, 512, 4)  # a block's parameters: 1 MiB
+    model.load_state_dict(reference.state_dict())
+    replica = torch.nn.parallel.DistributedDataParallel(model.to("neuron"), bucket_cap_mb=1)
+    grown = _train_against_reference(
+        model, torch.compile(replica, backend="neuron-mlir"), reference, rank, world, "compiled DDP"
+    )
+    assert grown["graphs_compiled"] >= 4, grown  # split: at least two pieces, each a forward and a backward
+    assert grown["nodes_fallen_back"] == 0, grown
 
 
 def _reference_step(reference, optimizer, inputs, targets, precision) -> None:
@@ -456,6 +553,43 @@ def sharded_and_tensor_parallel(rank: int, world: int) -> None:
         _assert_close(_full(parameter), expected_parameter, torch.float32, name)
 
 
+def shared_cache(rank: int, world: int) -> None:
+    """The ranks compile the same graph at once into one disk cache directory (beside the checkpoint directory),
+    and the last rank dies halfway through writing its entry: every other rank runs the right program, whether
+    it found the entry or compiled it. The launching test then checks that every entry on disk is whole."""
+    from pathlib import Path
+
+    import neuron_mlir.frontend.cache as cache
+
+    os.environ["NEURON_MLIR_CACHE_DIR"] = str(Path(sys.argv[2]).parent / "shared-cache")
+    dies = rank == world - 1
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ w) * 2 + 1
+
+    if dies:
+        real_replace = os.replace
+
+        def die_halfway(source: Any, destination: Any) -> None:
+            if not str(destination).endswith((".bundle", ".meta")):  # not an entry (the fingerprint's memo)
+                real_replace(source, destination)
+                return
+            # the temporary file holds the whole entry now: cut it to half, as if the process died writing it
+            with open(source, "r+b") as handle:
+                handle.truncate(os.path.getsize(source) // 2)
+            # status 0, so that torchrun lets the other ranks finish (a failed rank makes it stop them all)
+            os._exit(0)
+
+        os.replace = die_halfway  # type: ignore[assignment]  # the cache's atomic writes end in a rename
+        # it looks in no cache, as if it came first: it compiles and writes, whatever the others did
+        cache.CompileCache.get_entry = lambda self, key, with_metadata=False: None  # type: ignore[method-assign]
+    dist.barrier()  # all start together
+    x, w = torch.linspace(-1, 1, 32).reshape(4, 8), torch.linspace(-0.5, 0.5, 48).reshape(8, 6)
+    got = torch.compile(step, backend="neuron-mlir", options={"strict": True})(x, w)
+    assert not dies, "the dying rank wrote its entry whole"
+    _assert_close(got, step(x, w), torch.float32, f"rank {rank}'s compiled step")
+
+
 SCENARIOS = {
     "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
@@ -468,6 +602,8 @@ SCENARIOS = {
     "sharded_tensors": sharded_tensors,
     "compiled_collectives": compiled_collectives,
     "compiled_tensor_parallel": compiled_tensor_parallel,
+    "compiled_data_parallel": compiled_data_parallel,
+    "shared_cache": shared_cache,
 }
 BACKENDS = {"default_backend": None}
 

@@ -3,9 +3,14 @@ torchrun, each rank with its own simulated NeuronCore, gloo carrying the bytes
 (frontend/distributed/process_group.py). The ranks' code is in ranks.py."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
+from torch._C._distributed_c10d import ReduceOp
 
 RANKS = Path(__file__).with_name("ranks.py")
 
@@ -30,8 +35,13 @@ def test_collectives_dtensors_and_tensor_parallel_training_on_neuron_ranks():
     redistributes DTensors, and an MLP split column- then row-wise trains as the whole one does; then, compiled
     by neuron-mlir on the same ranks, all_reduce (sum, avg), all_gather, reduce_scatter and all_to_all in one
     graph, on the collective queue, through the process group's transport, and ColwiseParallel + RowwiseParallel
-    under torch.compile, whose forward and backward graphs hold the all_reduces."""
-    scenarios = "collectives,sharded_tensors,tensor_parallel,compiled_collectives,compiled_tensor_parallel"
+    under torch.compile, whose forward and backward graphs hold the all_reduces; torch.compile of a DDP model,
+    split by Dynamo where DDP's buckets end; and FSDP2 with torch.compile (blocks compiled before or after
+    sharding, or the whole sharded model), each training as one process does on the whole batch."""
+    scenarios = (
+        "collectives,sharded_tensors,tensor_parallel,compiled_collectives,compiled_tensor_parallel,"
+        "compiled_data_parallel,fully_sharded_compiled"
+    )
     _torchrun(scenarios, eager="host")
 
 
@@ -44,11 +54,143 @@ def test_torch_picks_the_neuron_backend_for_neuron_tensors():
     _torchrun("default_backend", eager="host")
 
 
-def test_fully_sharded_training_its_checkpoint_a_data_by_tensor_mesh_and_compiled_layers(tmp_path):
+def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_path):
     """On 4 ranks, in one launch: FSDP2 training equals one process on the whole batch (it frees and
     re-materialises unsharded parameters by resizing their device storages: the native hooks);
     torch.distributed.checkpoint saves and loads its sharded state; FSDP2 over the data dimension of a 2 x 2 mesh
-    with tensor parallelism over the other trains as one process does; and so do layers compiled by torch.compile
-    before they are sharded."""
-    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel,fully_sharded_compiled"
+    with tensor parallelism over the other trains as one process does. Last, the four ranks compile one graph
+    into one disk cache at once, one dying halfway through writing its entry: the others run the right program,
+    and no entry on disk is torn (each is written to a temporary file and renamed)."""
+    from neuron_mlir.frontend.cache import CompileCache
+
+    scenarios = "fully_sharded,sharded_checkpoint,sharded_and_tensor_parallel,shared_cache"
     _torchrun(scenarios, eager="host", processes=4, arguments=(str(tmp_path / "checkpoint"),))
+    directory = tmp_path / "shared-cache"
+    entries = sorted(directory.glob("*.bundle"))
+    assert entries, sorted(path.name for path in directory.iterdir())
+    for path in entries:  # whole: the bundle validates, the metadata is there
+        assert CompileCache(directory).get_entry(path.stem, with_metadata=True) is not None, path.name
+    assert list(directory.glob("*.tmp")), "the dying rank left its half-written temporary file"
+
+
+def _neuron_pair(work, timeout_seconds: float = 30.0) -> list:
+    """`work(group, rank)` on two threads, each rank with its own `neuron` process group over one in-memory store
+    (gloo carrying the bytes, as between processes); each rank's result or exception."""
+    import datetime
+    import threading
+
+    from torch._C._distributed_c10d import HashStore, PrefixStore
+
+    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
+
+    store = HashStore()
+    results: list = [None, None]
+
+    def run(rank: int) -> None:
+        timeout = datetime.timedelta(seconds=timeout_seconds)
+        group = NeuronProcessGroup(PrefixStore("pair/", store), rank, 2, timeout)
+        try:
+            results[rank] = work(group, rank)
+        except Exception as error:  # each rank's own outcome
+            results[rank] = error
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _all_reduce(group, tensor, op=None):
+    from torch._C._distributed_c10d import AllreduceOptions, ReduceOp
+
+    options = AllreduceOptions()
+    options.reduceOp = ReduceOp(ReduceOp.SUM if op is None else op)
+    group.allreduce([tensor], options).wait()
+    return tensor
+
+
+def _broadcast(group, tensor):
+    from torch._C._distributed_c10d import BroadcastOptions
+
+    group.broadcast([tensor], BroadcastOptions()).wait()
+    return tensor
+
+
+@pytest.mark.parametrize(
+    ("call", "diagnostic"),
+    [
+        (lambda group, rank: _all_reduce(group, torch.ones(3 + rank)), r"all_reduce: rank \d passes \d elements"),
+        (
+            lambda group, rank: _all_reduce(group, torch.ones(3, dtype=(torch.float32, torch.int32)[rank])),
+            r"all_reduce: rank \d passes (float32|int32), rank \d (int32|float32): every rank of the group passes "
+            "the same dtype",
+        ),
+        (
+            lambda group, rank: _all_reduce(group, torch.ones(3)) if rank else _broadcast(group, torch.ones(3)),
+            r"rank \d calls (broadcast|all_reduce) where rank \d calls (all_reduce|broadcast)",
+        ),
+        (
+            lambda group, rank: _all_reduce(group, torch.ones(3), (ReduceOp.SUM, ReduceOp.MAX)[rank]),
+            r"all_reduce: rank \d's reduction is (SUM|MAX), rank \d's (MAX|SUM)",
+        ),
+    ],
+    ids=["element count", "dtype", "collective", "reduction"],
+)
+def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective_and_the_line(call, diagnostic):
+    """gloo alone gives one rank a wrong result and the other a closed connection (or both wrong values, for a
+    dtype mismatch): the ranks compare what they pass first, and each raises."""
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    for outcome in _neuron_pair(call):
+        assert isinstance(outcome, CollectiveError), outcome
+        assert re.search(diagnostic, str(outcome)), str(outcome)
+        assert "test_process_group.py:" in str(outcome)  # the user's line that called the collective
+    # and ranks that agree still exchange
+    results = _neuron_pair(lambda group, rank: _all_reduce(group, torch.full((3,), float(rank + 1))))
+    for result in results:
+        torch.testing.assert_close(result, torch.full((3,), 3.0))
+
+
+def test_a_rank_that_hangs_or_leaves_makes_the_other_fail_within_the_timeout():
+    """A peer that does not arrive fails the collective after the group's timeout, naming it; a peer whose group
+    is gone (its process died) fails it at once."""
+    import time
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    timeout = 1.0
+
+    def hangs(group, rank: int):
+        if rank == 1:
+            time.sleep(timeout + 1.5)  # arrives after the other rank gave up
+            return None
+        started = time.monotonic()
+        try:
+            _all_reduce(group, torch.ones(3))
+        except CollectiveError as error:
+            return error, time.monotonic() - started
+        return None
+
+    outcome, waited = _neuron_pair(hangs, timeout_seconds=timeout)[0]
+    assert "all_reduce on rank 0 of the neuron process group (2 ranks) failed" in str(outcome), str(outcome)
+    assert "Timed out" in str(outcome) or "timed out" in str(outcome), str(outcome)
+    assert timeout <= waited < timeout + 5, waited
+
+    def leaves(group, rank: int):
+        _all_reduce(group, torch.ones(3))  # both ranks connected
+        if rank == 1:
+            group._transport = None  # its connections close, as when its process dies
+            del group
+            return None
+        started = time.monotonic()
+        try:
+            _broadcast(group, torch.ones(3))
+        except CollectiveError as error:
+            return error, time.monotonic() - started
+        return None
+
+    outcome, waited = _neuron_pair(leaves, timeout_seconds=30.0)[0]
+    assert "broadcast on rank 0" in str(outcome), str(outcome)
+    assert waited < 10, waited  # long before the 30 s timeout

@@ -108,6 +108,7 @@ def test_the_process_group_transport_gives_what_the_in_process_group_gives():
             transport.all_gather("all_gather", data[rank], pair),
             transport.reduce_scatter("reduce_scatter", data[rank], "sum", pair),
             transport.all_to_all("all_to_all", data[rank], pair),
+            transport.broadcast("broadcast", data[rank], 1, pair),
         ]
 
     def reference(rank: int) -> list:
@@ -118,6 +119,7 @@ def test_the_process_group_transport_gives_what_the_in_process_group_gives():
             collectives.run("all_gather", data[rank], pair),
             collectives.run("reduce_scatter", data[rank], pair, "sum"),
             collectives.run("all_to_all", data[rank], pair),
+            collectives.run("broadcast", data[rank], pair, root=1),
         ]
 
     world = collectives.InProcessGroup(2)
@@ -152,3 +154,19 @@ def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective():
         assert isinstance(outcome, CollectiveError)
         assert "all_gather (model.py:3)" in str(outcome)
         assert "same element count" in str(outcome)
+
+
+def test_an_uneven_all_to_all_goes_through_the_process_group_and_counts_that_disagree_fail():
+    import numpy as np
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    data = [np.arange(4, dtype=np.float32), np.arange(4, dtype=np.float32) + 10]
+    splits = {0: ((1, 3), (1, 2)), 1: ((2, 2), (3, 2))}
+    got = _gloo_pair(lambda transport, rank: transport.all_to_all("all_to_all", data[rank], (0, 1), *splits[rank]))
+    np.testing.assert_array_equal(got[0], [0, 10, 11])
+    np.testing.assert_array_equal(got[1], [1, 2, 3, 12, 13])
+    wrong = {0: ((1, 3), (1, 2)), 1: ((2, 2), (2, 2))}
+    for outcome in _gloo_pair(lambda transport, rank: transport.all_to_all("a2a", data[rank], (0, 1), *wrong[rank])):
+        assert isinstance(outcome, CollectiveError), outcome
+        assert "a2a: rank 0 sends 3 elements to rank 1, which expects 2" in str(outcome)

@@ -164,11 +164,31 @@ builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
 
 builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
   func.func @collective_uneven_splits(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
-    %0 = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64: 2, 4>, input_split_sizes = array<i64: 3, 3>, group_name = "0"} : (tensor<6x2xf32>) -> tensor<6x2xf32> loc("model.py":24:0)
+    %0 = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64: 2, 3>, input_split_sizes = array<i64: 3, 3>, group_name = "0"} : (tensor<6x2xf32>) -> tensor<6x2xf32> loc("model.py":24:0)
     func.return %0 : tensor<6x2xf32>
   }
 }
-// CHECK: torch.c10d_functional.all_to_all_single: output_split_sizes [2, 4] are not 2 equal splits of 6 rows (at model.py:24)
+// CHECK: torch.c10d_functional.all_to_all_single: output_split_sizes [2, 3] add up to 5 rows, not the 6 of its tensor (at model.py:24)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_split_count(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
+    %0 = torch.c10d_functional.all_to_all_single %x {output_split_sizes = array<i64>, input_split_sizes = array<i64: 1, 2, 3>, group_name = "0"} : (tensor<6x2xf32>) -> tensor<6x2xf32> loc("model.py":26:0)
+    func.return %0 : tensor<6x2xf32>
+  }
+}
+// CHECK: torch.c10d_functional.all_to_all_single: input_split_sizes [1, 2, 3] give 3 counts for a group of 2 ranks (at model.py:26)
+
+// -----
+
+builtin.module attributes {neuron.process_groups = {"0" = array<i64: 0, 1>}} {
+  func.func @collective_broadcast_source(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = torch.c10d_functional.broadcast %x {src = 2, group_name = "0"} : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":25:0)
+    func.return %0 : tensor<4xf32>
+  }
+}
+// CHECK: torch.c10d_functional.broadcast: source rank 2 is not a rank of the group '0' (2 ranks) (at model.py:25)
 
 // -----
 

@@ -947,6 +947,26 @@ func.func @collective_gather_count() {
 
 // -----
 
+func.func @collective_broadcast_root() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.broadcast collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {root = 3 : i64, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.broadcast: {{.*}}root 3 is no position in a replica group of 2 ranks
+
+// -----
+
+func.func @collective_split_counts() {
+  %x = neuron.alloc : memref<8xf32, #mem<hbm>>
+  %y = neuron.alloc : memref<8xf32, #mem<hbm>>
+  neuron.all_to_all collective dst %y[0, [[1, 8]]], src %x[0, [[1, 8]]] {input_splits = array<i64: 1, 2, 5>, output_splits = array<i64: 4, 4>, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.all_to_all: {{.*}}3 counts for a replica group of 2 ranks
+
+// -----
+
 func.func @collective_scatter_count() {
   %x = neuron.alloc : memref<8xf32, #mem<hbm>>
   %y = neuron.alloc : memref<8xf32, #mem<hbm>>

@@ -591,10 +591,58 @@ func.func @scatter_into_sbuf(%w: memref<1000x64xf32, #mem<sbuf>>, %v: !tile.tile
 // -----
 
 func.func @collective_kind(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "gather", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: unknown collective 'gather' (known: all_gather, all_reduce, all_to_all, broadcast, reduce_scatter)
+
+// -----
+
+func.func @collective_broadcast_without_root(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
   tile.collective %x into %y {kind = "broadcast", replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
   func.return
 }
-// CHECK: tile.collective: unknown collective 'broadcast' (known: all_gather, all_reduce, all_to_all, reduce_scatter)
+// CHECK: tile.collective: a broadcast names its root
+
+// -----
+
+func.func @collective_root_of_a_reduction(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_reduce", root = 0 : i64, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_reduce takes no root
+
+// -----
+
+func.func @collective_root_outside_the_group(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "broadcast", root = 2 : i64, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: broadcast: attribute 'root': root 2 is no position in a replica group of 2 ranks
+
+// -----
+
+func.func @collective_broadcast_counts(%x: memref<8xf32, #mem<hbm>>, %y: memref<16xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "broadcast", root = 1 : i64, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<16xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: broadcast: dst has 16 elements but src has 8
+
+// -----
+
+func.func @collective_splits_of_a_reduction(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_reduce", input_splits = array<i64: 4, 4>, output_splits = array<i64: 4, 4>, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_reduce takes no split counts
+
+// -----
+
+func.func @collective_uneven_splits(%x: memref<8xf32, #mem<hbm>>, %y: memref<6xf32, #mem<hbm>>) {
+  tile.collective %x into %y {kind = "all_to_all", input_splits = array<i64: 2, 6>, output_splits = array<i64: 2, 2>, replica_groups = [array<i64: 0, 1>]} : memref<8xf32, #mem<hbm>>, memref<6xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.collective: all_to_all: attribute 'output_splits': the counts add up to 4 but dst has 6 elements
 
 // -----
 
