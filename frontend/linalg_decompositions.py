@@ -633,12 +633,11 @@ def linalg_svd(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`aten._linalg_svd`: (U, S descending, Vh) with A = U diag(S) Vh. Singular vectors are unique up to sign
     (and within repeated values): these are one-sided Jacobi's, not LAPACK's. Full U or Vh of a non-square
-    matrix (a basis of the complement) is left to the kernel."""
+    matrix add an orthonormal basis of the complement of the reduced one's span, from the complete Householder QR
+    of the reduced factor; like LAPACK's, that basis is one of many (any rotation of it is as valid)."""
     if _refused(A) or min(A.shape[-2:]) > MAX_JACOBI_ORDER:
         return NotImplemented
     m, n = A.shape[-2:]
-    if compute_uv and full_matrices and m != n:
-        return NotImplemented
     if min(m, n) == 0:
         k = min(m, n)
         empty = A.new_empty(0)
@@ -654,7 +653,20 @@ def linalg_svd(
         v, singular_values, u = _jacobi_svd(A.mT)
     if not compute_uv:
         return A.new_empty(0), singular_values, A.new_empty(0)
+    if full_matrices and m != n:
+        if m > n:
+            u = _completed(u)
+        else:
+            v = _completed(v)
     return u, singular_values, v.mT
+
+
+def _completed(columns: torch.Tensor) -> torch.Tensor:
+    """Orthonormal columns [..., m, k] (k < m) followed by an orthonormal basis of their complement: the last
+    m - k columns of the complete Q of their Householder QR, which are orthogonal to the span of the first k."""
+    k = columns.shape[-1]
+    q, _ = linalg_qr(columns, "complete")
+    return torch.cat([columns, q[..., k:]], dim=-1)
 
 
 def _tolerances(

@@ -7,8 +7,9 @@ does for every scale: `scale = float(fp8_max / clamp(amax.double(), min=eps))`, 
 in fp32 when the result is provably the same:
 
 * A region is a connected set of float64 nodes whose inputs are widenings (`_to_copy` to float64) of fp32 or
-  narrower floats, or Python numbers, and whose every reader outside the region is a plain cast to fp32 or
-  narrower.
+  narrower floats, Python numbers, or float64 `full`s of a Python number (the tolerance scalars of linalg's
+  decompositions) that fp32 holds exactly or that only casts read (one rounding either way), and whose every
+  reader outside the region is a plain cast to fp32 or narrower.
 * Its ops are exact ones (clamp, abs, neg, maximum, minimum: their fp32 result is the float64 one, rounded) and
   at most one rounding arithmetic op (add, sub, mul, div, reciprocal), after `c * reciprocal(x)` (a Python
   number c) is rewritten as the one division `c / x`. One correctly rounded float64 operation rounded again to
@@ -24,6 +25,7 @@ Regions that do not qualify are left alone (and run on the CPU, as before).
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -52,6 +54,20 @@ def _is_cast(node: torch.fx.Node, dtypes: tuple[torch.dtype, ...]) -> bool:
         return False
     extra = set(node.kwargs) - {"dtype"}
     return not extra and len(node.args) == 1 and node.kwargs.get("dtype") in dtypes
+
+
+def _exact_constant(node: torch.fx.Node) -> bool:
+    """A float64 `full` of a Python number whose fp32 `full` gives eager's values: fp32 represents the number
+    exactly, or only casts to fp32 or narrower read it (the cast rounds the number once, as the fp32 `full` does)."""
+    if node.op != "call_function" or node.target is not aten.full.default or len(node.args) != 2:
+        return False
+    value = node.args[1]
+    extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory"}
+    if extra or node.kwargs.get("dtype") is not torch.float64 or not isinstance(value, int | float):
+        return False
+    if math.isnan(value) or float(torch.tensor(float(value), dtype=torch.float32).item()) == float(value):
+        return True
+    return all(_is_cast(user, _NARROW) for user in node.users)
 
 
 def _widens_narrow(node: torch.fx.Node) -> bool:
@@ -85,7 +101,7 @@ def _qualifies(region: list[torch.fx.Node]) -> bool:
     members = set(region)
     rounding = 0
     for node in region:
-        if _widens_narrow(node):
+        if _widens_narrow(node) or _exact_constant(node):
             pass
         elif node.target in _EXACT or node.target in _ROUNDING:
             if any(arg not in members for arg in node.all_input_nodes):
@@ -141,7 +157,9 @@ def narrow_float64(graph_module: torch.fx.GraphModule) -> int:
                 continue
             scaled = _scaled_reciprocal(node)
             with graph.inserting_before(node):
-                if scaled is not None:
+                if _exact_constant(node):
+                    new = graph.call_function(aten.full.default, node.args, {**node.kwargs, "dtype": torch.float32})
+                elif scaled is not None:
                     numerator, denominator = scaled
                     constant = graph.call_function(
                         aten.full.default, ([], numerator), {"dtype": torch.float32, "device": _device(node)}

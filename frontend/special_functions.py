@@ -10,10 +10,13 @@ by an identity that has one (see `zeta`).
 Input contract: a floating-point (bf16, fp16, fp32) or integer tensor; float64 stays with ATen's kernel (the
 decomposition returns NotImplemented), since the NeuronCore has no float64 storage and an fp32 formula would lose
 its precision. Output guarantee: eager's result dtype, computed in fp32 internally, within fp32 tolerance of eager
-over the whole domain, including eager's values at poles, zeros and infinities; two exceptions, where eager's own
+over the whole domain, including eager's values at poles, zeros and infinities; exceptions, where eager's own
 fp32 value carries no information: Airy Ai below about -100, whose phase 2/3 |x|^(3/2) keeps too few fractional
-bits (there the error from the exact value is of eager's size), and subnormal arguments of the K functions,
-where eager's scaled and unscaled forms disagree with each other.
+bits (there the error from the exact value is of eager's size); subnormal arguments of the K functions,
+where eager's scaled and unscaled forms disagree with each other; Chebyshev polynomials of degree above 8 within
+about 1e-5 of x = -1 (eager's angle acos(x) ~ pi keeps fp32's absolute rounding, a relative error of 1e-4 in
+sin(acos(x)); ours is within float64's value by the golden rule) or of degree in the thousands on (-1, 0) (n ulps of
+that angle), and at NaN x from degree 2 on, where eager returns an uninitialised value and we return NaN.
 
 The approximations are the published ones eager itself uses where that keeps the match exact in edge cases:
 Cephes (S. Moshier, Cephes Math Library, files named per function) for the Bessel functions, ndtri, zeta and
@@ -799,6 +802,157 @@ def _airy_ai(x: Tensor) -> Tensor:
     return torch.where(torch.isinf(x), NAN, value)
 
 
+# ---- Chebyshev polynomials ---------------------------------------------------------------------------------------
+
+# Eager evaluates T_n, U_n, V_n, W_n (and the shifted ones, at 2x - 1) by the three-term recurrence
+# r_k = 2x r_(k-1) - r_(k-2), n steps of it, except inside (-1, 1) above a small n, where it takes the
+# trigonometric closed form. n is per element, so its loop count is data: here the recurrence is unrolled to
+# _CHEBYSHEV_RECURRENCE_STEPS and every larger n takes a closed form, trigonometric inside (-1, 1) and hyperbolic
+# outside (J. C. Mason and D. C. Handscomb, "Chebyshev Polynomials", CRC 2003, sections 1.2-1.3; with
+# x = cos(theta), resp. cosh(t): T_n = cos(n theta), U_n = sin((n+1) theta) / sin(theta),
+# V_n = cos((n+1/2) theta) / cos(theta/2), W_n = sin((n+1/2) theta) / sin(theta/2)).
+_CHEBYSHEV_RECURRENCE_STEPS = 8
+# log(FLT_MAX): eager's fp32 recurrence overflows to inf where the polynomial's magnitude passes it, and two
+# steps later computes inf - inf
+_LOG_FLOAT32_MAX = math.log(torch.finfo(torch.float32).max)
+# static_cast<int64_t> of eager: NaN and magnitudes from 2^63 on become INT64_MIN, a negative degree
+_INT64_LIMIT = 2.0**63
+
+
+class _Chebyshev:
+    """One kind: its first-degree polynomial (a, b: a x + b), the offset c of its angle's multiplier n + c, and
+    which closed form it has."""
+
+    def __init__(self, linear: tuple[float, float], offset: float, cosine_at_positive: bool) -> None:
+        self.linear = linear
+        self.offset = offset
+        # whether the closed form at x >= 0 has a cosine (cosh) numerator; x < 0 is reflected,
+        # X_n(-x) = (-1)^n X'_n(x), where V and W swap and T, U stay themselves
+        self.cosine_at_positive = cosine_at_positive
+
+
+_CHEBYSHEV = {
+    "t": _Chebyshev((1.0, 0.0), 0.0, True),
+    "u": _Chebyshev((2.0, 0.0), 1.0, False),
+    "v": _Chebyshev((2.0, -1.0), 0.5, True),
+    "w": _Chebyshev((2.0, 1.0), 0.5, False),
+}
+
+
+def _degree(n: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(n truncated towards zero as fp32, whether eager's int64 conversion makes it negative, n's parity as 0/1)."""
+    if n.dtype.is_floating_point:
+        n32 = n.to(torch.float32)
+        degree = torch.trunc(n32)
+        negative = (degree < 0.0) | torch.isnan(n32) | (torch.abs(degree) >= _INT64_LIMIT)
+        parity = torch.abs(torch.fmod(degree, 2.0))
+        return degree, negative, parity
+    degree = n.to(torch.float32)
+    return degree, n < 0, torch.remainder(n, 2).to(torch.float32)
+
+
+def _chebyshev(kind: str, x: Tensor, n: Tensor, trig_above: int, snap_to_parity: bool = False) -> Tensor:
+    """The Chebyshev polynomial of `kind` at fp32 x, degree n (any dtype), as eager computes it.
+
+    Up to _CHEBYSHEV_RECURRENCE_STEPS eager's recurrence, step for step; above that eager's own trigonometric form
+    inside (-1, 1) (it switches above `trig_above`). Outside [-1, 1] the hyperbolic form replaces eager's n steps:
+    with t = acosh|x|, the numerator e^(m t) +- e^(-m t) (m = n + c) over the kind's denominator, where
+    sinh(t) = sqrt((|x| - 1)(|x| + 1)), cosh(t/2) = sqrt((|x| + 1) / 2) and sinh(t/2) = sqrt((|x| - 1) / 2) come
+    from |x| without cancellation. Its logarithm tells where eager's recurrence overflows: inf from the degree
+    whose magnitude passes fp32's largest value, NaN (inf - inf) two degrees later. Negative x by reflection, so
+    that the angle theta = acos|x| lies in [0, pi/2], where the half-angle denominators keep their precision.
+    """
+    chebyshev = _CHEBYSHEV[kind]
+    degree, negative_degree, parity = _degree(n)
+    x, degree = torch.broadcast_tensors(x, degree)  # type: ignore[no-untyped-call]  # unannotated in torch
+    sign = torch.where((x < 0.0) & (parity == 1.0), -1.0, 1.0)
+
+    # eager's recurrence, unrolled; the value of degree k is picked where n == k
+    a, b = chebyshev.linear
+    twice = x + x
+    previous = torch.ones_like(x)
+    current = a * x + b if b != 0.0 else (twice if a == 2.0 else x)
+    recurred = torch.where(degree == 0.0, previous, current)
+    for k in range(2, _CHEBYSHEV_RECURRENCE_STEPS + 1):
+        previous, current = current, twice * current - previous
+        recurred = torch.where(degree == float(k), current, recurred)
+
+    magnitude = torch.abs(x)
+    inside = magnitude < 1.0
+    cosine = torch.full_like(x, chebyshev.cosine_at_positive, dtype=torch.bool)
+    if kind in ("v", "w"):
+        cosine = cosine == (x >= 0.0)
+    multiplier = degree + chebyshev.offset
+
+    # inside (-1, 1): theta in [0, pi/2]
+    theta = torch.acos(torch.where(inside, magnitude, 0.5))
+    angle = multiplier * theta
+    trig_numerator = torch.where(cosine, _cos(angle), torch.sin(angle))
+    if kind == "t":
+        trig_denominator: Tensor | float = 1.0
+    elif kind == "u":
+        trig_denominator = torch.sin(theta)
+    else:
+        trig_denominator = torch.where(cosine, _cos(0.5 * theta), torch.sin(0.5 * theta))
+    trigonometric = sign * trig_numerator / trig_denominator
+    if kind in ("v", "w"):
+        # where cos(theta/2) rounds to 1 in fp32 (|x| >= 1 - 2^-23) eager returns the limit 2n + 1, except
+        # for shifted W, which returns (-1)^n there (`snap_to_parity`)
+        snapped = ~cosine & (magnitude >= 1.0 - 2.0**-23)
+        limit = 1.0 - 2.0 * parity if snap_to_parity else sign * (2.0 * degree + 1.0)
+        trigonometric = torch.where(snapped, limit, trigonometric)
+
+    # outside [-1, 1]: t = acosh|x| = log1p((|x| - 1) + sqrt((|x| - 1)(|x| + 1)))
+    outer = torch.where(inside, 2.0, magnitude)
+    below, above = torch.sqrt(outer - 1.0), torch.sqrt(outer + 1.0)
+    t = torch.log1p((outer - 1.0) + below * above)
+    if kind == "t":
+        log_denominator: Tensor | float = _LOG_TWO  # cosh(m t) = (e^(m t) + e^(-m t)) / 2
+    elif kind == "u":
+        log_denominator = _LOG_TWO + torch.log(below) + torch.log(above)
+    else:
+        half = torch.where(cosine, above, below)  # sqrt(2) cosh(t/2), resp. sqrt(2) sinh(t/2)
+        log_denominator = 0.5 * _LOG_TWO + torch.log(half)
+    growth = multiplier * t - log_denominator
+    decay = torch.exp(-multiplier * t - log_denominator)
+    hyperbolic = sign * torch.where(cosine, torch.exp(growth) + decay, torch.exp(growth) - decay)
+    hyperbolic = torch.where(growth > _LOG_FLOAT32_MAX, sign * INFINITY, hyperbolic)
+    hyperbolic = torch.where((multiplier - 2.0) * t - log_denominator > _LOG_FLOAT32_MAX, NAN, hyperbolic)
+
+    value = torch.where(inside, trigonometric, hyperbolic)
+    value = torch.where(
+        (degree <= float(_CHEBYSHEV_RECURRENCE_STEPS)) & ~(inside & (degree > trig_above)), recurred, value
+    )
+    # x = +-1: eager's exact values (the closed forms divide 0 by 0 there)
+    at_one = {"t": 1.0, "u": degree + 1.0, "v": 1.0, "w": 2.0 * degree + 1.0}[kind]
+    at_minus_one = {"t": 1.0, "u": degree + 1.0, "v": 2.0 * degree + 1.0, "w": 1.0}[kind]
+    value = torch.where(x == 1.0, at_one, torch.where(x == -1.0, sign * at_minus_one, value))
+    return torch.where(negative_degree, 0.0, value)
+
+
+def _chebyshev_decomposition(kind: str, shifted: bool) -> Callable[[Tensor | float, Tensor | float], Tensor]:
+    """`aten.special_[shifted_]chebyshev_polynomial_<kind>` and its Python-number overloads. The shifted
+    polynomials are eager's own at 2x - 1 (x + x - 1 in fp32, as eager rounds it); eager leaves its recurrence
+    for the trigonometric form above n = 6 for T, U, V shifted or not, above n = 8 for unshifted U, V, W and above
+    n = 4 for shifted W."""
+    trig_above = (4 if kind == "w" else 6) if shifted else (6 if kind == "t" else 8)
+
+    def decomposition(x: Tensor | float, n: Tensor | float) -> Tensor:
+        dtype = _result_dtype(x, n)
+        if dtype is None:
+            return NotImplemented
+        like = x if isinstance(x, Tensor) else n
+        assert isinstance(like, Tensor)
+        x32 = x.to(torch.float32) if isinstance(x, Tensor) else torch.full_like(like, float(x), dtype=torch.float32)
+        degree = n if isinstance(n, Tensor) else torch.full_like(like, float(n), dtype=torch.float32)
+        if shifted:
+            x32 = x32 + x32 - 1.0
+        return _chebyshev(kind, x32, degree, trig_above, snap_to_parity=shifted and kind == "w").to(dtype)
+
+    decomposition.__name__ = f"{'shifted_' if shifted else ''}chebyshev_polynomial_{kind}"
+    return decomposition
+
+
 # ---- the table ---------------------------------------------------------------------------------------------------
 
 lgamma = _unary(_lgamma)
@@ -851,4 +1005,12 @@ def special_function_decompositions() -> dict[object, object]:
         aten.special_bessel_y1.default: bessel_y1,
         aten.special_spherical_bessel_j0.default: spherical_bessel_j0,
         aten.special_airy_ai.default: airy_ai,
+        **{
+            getattr(getattr(aten, f"special_{prefix}chebyshev_polynomial_{kind}"), overload): (
+                _chebyshev_decomposition(kind, bool(prefix))
+            )
+            for prefix in ("", "shifted_")
+            for kind in _CHEBYSHEV
+            for overload in ("default", "x_scalar", "n_scalar")
+        },
     }

@@ -37,7 +37,8 @@ sources (for iterating on a few ops), `--refresh` recomputes everything asked fo
 fast representative entries the test suite runs (`CI_SUBSET`).
 
 Coverage is reported over every entry, and separately for the entries each lowering-coverage issue owns
-(`ISSUE_SUBSETS`): percentage = native / (entries with a graph).
+(`ISSUE_SUBSETS`): percentage = native / (entries with a graph). Fallbacks whose float32 samples give float64 or
+complex128 results (no NeuronCore storage type holds them) have a row of their own, and the others one beside it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ DEFAULT_MAX_SAMPLES = 3
 ENTRY_TIME_BUDGET_S = 120.0
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = REPO / ".coverage-cache"
+# Results that no NeuronCore storage type holds, and the reason an entry computing them falls back with
+WIDE_DTYPES = (torch.float64, torch.complex128)
+WIDE_FALLBACK = "float64 or complex128 results, ran on the CPU: "
 DEFAULT_OUTPUT = REPO / "docs" / "coverage.md"
 
 # The OpInfo entries each lowering-coverage issue is measured on (entry names as `entry_name` spells them).
@@ -232,6 +236,9 @@ class EntryResult:
     seconds: float = 0.0
     fingerprint: str = ""
     max_samples: int = DEFAULT_MAX_SAMPLES  # results of older caches, which did not record it, used the default
+    # eager's result of a float32 sample is float64 or complex128 (`x.double()`, `softmax(x, dtype=float64)`): a
+    # fallback by design, since the NeuronCore has no such storage type; reported in a row of its own
+    wide_result: bool = False
 
 
 # -- one sample ----------------------------------------------------------------------------------------------
@@ -347,6 +354,7 @@ class SampleOutcome:
     fallback_ops: list[str] = field(default_factory=list)
     compiled_nodes: int = 0
     skipped: bool = False  # eager raised: the sample is not a test of the compiler
+    wide_result: bool = False  # eager's result holds a float64 or complex128 tensor
 
 
 def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
@@ -396,6 +404,9 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     if backend_errors:
         return SampleOutcome(problem=describe_error(backend_errors[0]))
     outcome = SampleOutcome(fallback_ops=sorted(stats["fallback_ops"]), compiled_nodes=stats["nodes_compiled"])
+    outcome.wide_result = any(
+        isinstance(leaf, torch.Tensor) and leaf.dtype in WIDE_DTYPES for leaf in _leaves(expected)
+    )
     if random:
         outcome.problem = _random_properties(name, actual, expected, tensors)
         if outcome.problem is None and _compare(again, actual) is not None:
@@ -436,6 +447,7 @@ def run_samples(
             continue
         result.samples += 1
         fallback |= set(outcome.fallback_ops)
+        result.wide_result |= outcome.wide_result
         compiled_nodes += outcome.compiled_nodes
         if outcome.problem is not None:
             result.status, result.reason = "failing", outcome.problem
@@ -453,7 +465,8 @@ def check_entry(op: Any, max_samples: int = DEFAULT_MAX_SAMPLES) -> EntryResult:
     if result.status == "failing" or result.samples == 0:
         return result
     if result.fallback_ops:
-        result.status, result.reason = "fallback", "ran on the CPU: " + ", ".join(result.fallback_ops)
+        prefix = WIDE_FALLBACK if result.wide_result else "ran on the CPU: "
+        result.status, result.reason = "fallback", prefix + ", ".join(result.fallback_ops)
     elif compiled_nodes == 0:
         result.reason = "no ATen op to compile"
     else:
@@ -766,6 +779,11 @@ def percentage(counts: dict[str, int]) -> float:
     return 100.0 * counts["native"] / max(1, graphs)
 
 
+def wide_fallbacks(results: Iterable[EntryResult]) -> list[EntryResult]:
+    """The fallbacks whose results are float64 or complex128, which no NeuronCore storage type holds."""
+    return [r for r in results if r.status == "fallback" and r.wide_result]
+
+
 def summary_line(label: str, results: list[EntryResult]) -> str:
     counts = coverage(results)
     graphs = counts["native"] + counts["fallback"] + counts["failing"]
@@ -787,7 +805,9 @@ NOTES: tuple[str, ...] = (
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "
     "GpSimdE's integer lanes, never through fp32.",
     "- float64 and complex128 tensors have no NeuronCore storage type: graphs using them run on the CPU (fallback); "
-    "complex64 and complex32 values are carried as real (real, imaginary) pairs (docs/complex-and-fft.md).",
+    "complex64 and complex32 values are carried as real (real, imaginary) pairs (docs/complex-and-fft.md). Entries "
+    "whose float32 samples give float64 or complex128 results (`x.double()`, `softmax(x, dtype=torch.float64)`) "
+    "are such fallbacks by design: they are counted in a row of their own, and the coverage of the others beside.",
 )
 
 
@@ -807,6 +827,7 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
     version = torch.__version__.split("+")[0]
     device_by_name = {d.name: d for d in device or []}
     dtypes = [str(d).removeprefix("torch.") for d in DEVICE_DTYPES] if device else []
+    wide = wide_fallbacks(results)
     lines = [
         "# Lowering coverage on PyTorch's OpInfo database",
         "",
@@ -823,6 +844,8 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
         "| entries | total | native | fallback | failing | no graph | coverage |",
         "|---|---|---|---|---|---|---|",
         summary_line("all of op_db", results),
+        summary_line("float64 or complex128 results", wide),
+        summary_line("all but those", [r for r in results if not (r.status == "fallback" and r.wide_result)]),
     ]
     for issue, names in ISSUE_SUBSETS.items():
         subset = [r for r in results if r.name in names]
@@ -902,8 +925,12 @@ def compile_results_of_report(path: Path) -> list[EntryResult]:
         match = re.match(r"\| `([^`]+)` \| [^|]* \| (native|fallback|failing|no graph) \| ((?:[^|\\]|\\.)*)\|", line)
         if in_table and match:
             reason = match.group(3).strip().replace("\\|", "|")
-            fallback_ops = reason.removeprefix("ran on the CPU: ").split(", ") if match.group(2) == "fallback" else []
-            results.append(EntryResult(match.group(1), match.group(2), reason, fallback_ops=fallback_ops))
+            wide = reason.startswith(WIDE_FALLBACK)
+            ops = reason.removeprefix(WIDE_FALLBACK if wide else "ran on the CPU: ")
+            fallback_ops = ops.split(", ") if match.group(2) == "fallback" else []
+            results.append(
+                EntryResult(match.group(1), match.group(2), reason, fallback_ops=fallback_ops, wide_result=wide)
+            )
     return results
 
 
@@ -952,6 +979,10 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         counts = coverage(results)
         print(f"coverage: {percentage(counts):.1f}% {counts}")
+        wide = wide_fallbacks(results)
+        if wide:
+            rest = coverage(r for r in results if not (r.status == "fallback" and r.wide_result))
+            print(f"float64 or complex128 results: {len(wide)}; the others: {percentage(rest):.1f}% {rest}")
         for issue, subset_names in ISSUE_SUBSETS.items():
             subset = coverage(r for r in results if r.name in subset_names)
             if sum(subset.values()):

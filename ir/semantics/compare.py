@@ -55,7 +55,8 @@ def mismatch(actual: np.ndarray, expected: np.ndarray, precision: np.dtype | str
     both_nan = np.isnan(got) & np.isnan(want)
     finite = np.isfinite(want)
     scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
-    error = np.abs(got - want)
+    with np.errstate(invalid="ignore"):  # inf - inf: judged below, by the infinities' equality
+        error = np.abs(got - want)
     bad = ~both_nan & ~(error <= atol * scale + rtol * np.abs(want))
     bad &= ~(np.isinf(want) & (got == want))
     if not bad.any():

@@ -113,7 +113,8 @@ def _store(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> lis
 def _matmul(interp: StructuredInterpreter, op: Operation, args: list[Any]) -> list[Any]:
     stationary, moving, *acc = args
     k = stationary.shape[0]
-    product = stationary.reshape(k, -1).astype(np.float32).T @ moving.reshape(k, -1).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and overflow are IEEE results, not faults
+        product = stationary.reshape(k, -1).astype(np.float32).T @ moving.reshape(k, -1).astype(np.float32)
     if acc:
         product = acc[0] + product
     return [product.astype(np.float32)]

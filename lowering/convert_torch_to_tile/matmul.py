@@ -46,6 +46,7 @@ that load it, so TensorE reads bf16 and no rounded copy of the operand is ever s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -769,7 +770,8 @@ def _mm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAVal
 
 def _addmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """`beta * self + alpha * (mat1 @ mat2)`: the bias joins as PSUM is evacuated."""
-    return [_scaled_product_plus(em, op, args["self"], args["mat1"], args["mat2"], args)]
+    lhs, args = _non_finite_alpha_into_lhs(em, args["mat1"], args)
+    return [_scaled_product_plus(em, op, args["self"], lhs, args["mat2"], args)]
 
 
 def _addbmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -782,7 +784,32 @@ def _addbmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SS
     n = rhs.shape[-1]
     merged_lhs = _merged(em, args["batch1"], lhs.permute([1, 0, 2]), (m, batches * k))
     merged_rhs = _merged(em, args["batch2"], rhs, (batches * k, n))
+    merged_lhs, args = _non_finite_alpha_into_lhs(em, merged_lhs, args)
     return [_scaled_product_plus(em, op, args["self"], merged_lhs, merged_rhs, args)]
+
+
+def _non_finite_alpha_into_lhs(
+    em: LoopNestBuilder, lhs: SSAValue, args: dict[str, Any]
+) -> tuple[SSAValue, dict[str, Any]]:
+    """For an infinite or NaN `alpha`, `alpha * lhs` (and alpha 1 left to apply), else `lhs` and `args` as they
+    are.
+
+    PyTorch's CPU addmm and addbmm hand alpha to the BLAS, which scales the left operand's elements before the
+    products: each element is sum_k (alpha * a_ik) * b_kj, so an infinite alpha makes NaN of any zero a_ik (inf *
+    0) and of infinite terms of both signs, where alpha * (a @ b) would be an infinity. For a finite alpha the two
+    orders differ by rounding only, and scaling the product as PSUM is evacuated costs no pass over an operand.
+    """
+    alpha = float(args.get("alpha", 1))
+    if math.isfinite(alpha):
+        return lhs, args
+    from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
+
+    def scale(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        return _times(e, tiles[0], alpha, result)
+
+    shape = layout_of(lhs).shape
+    scaled = emit_elementwise(em, shape, element_type_of(lhs), [lhs], scale)
+    return scaled, {**args, "alpha": 1.0}
 
 
 def _addmv(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

@@ -205,6 +205,22 @@ def test_jacobi_svd_matches_lapack_up_to_the_vectors_signs(shape: tuple[int, int
     assert linalg.linalg_matrix_rank(a).tolist() == torch.linalg.matrix_rank(a).tolist()
 
 
+@pytest.mark.parametrize("shape", [(5, 2), (2, 5), (4, 1)])
+def test_full_svd_of_a_non_square_matrix_completes_the_basis(shape: tuple[int, int]) -> None:
+    # the complement's basis is not unique (LAPACK's is one of many): checked by its properties, not by eager's
+    a = torch.randn(BATCH, *shape, generator=torch.Generator().manual_seed(sum(shape)))
+    u, s, vh = linalg.linalg_svd(a, full_matrices=True)
+    m, n = shape
+    assert u.shape == (BATCH, m, m)
+    assert vh.shape == (BATCH, n, n)
+    diagonal = torch.zeros(BATCH, m, n)
+    diagonal[:, range(min(m, n)), range(min(m, n))] = s
+    assert_close_to_torch(u @ diagonal @ vh, a, "U S Vh")
+    assert_close_to_torch(u.mT @ u, torch.eye(m).expand(BATCH, m, m), "U^T U")
+    assert_close_to_torch(vh @ vh.mT, torch.eye(n).expand(BATCH, n, n), "Vh Vh^T")
+    assert_close_to_torch(s, torch.linalg.svdvals(a), "singular values")
+
+
 def test_rank_deficient_matrices_keep_their_rank_and_pseudo_inverse() -> None:
     thin = torch.randn(BATCH, 6, 2, generator=torch.Generator().manual_seed(0))
     a = thin @ thin.mT  # rank 2, symmetric
@@ -260,6 +276,8 @@ LINALG_CALLS = {
     "matrix_exp": torch.linalg.matrix_exp,
     "eigh": torch.linalg.eigh,
     "svd": lambda a: torch.linalg.svd(a, full_matrices=False),
+    # traced as the full factorization of which only S is read
+    "svdvals_of_a_non_square_matrix": lambda a: torch.linalg.svdvals(a[..., :2]),
     "pinv": torch.linalg.pinv,
     "pinv_hermitian": lambda a: torch.linalg.pinv(a, hermitian=True),
 }

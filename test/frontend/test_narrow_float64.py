@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from support import trace_aten_graphs
 
@@ -47,3 +49,42 @@ def test_two_rounding_steps_stay_float64():
 def test_float64_results_leaving_the_graph_stay_float64():
     [(gm, _)] = trace_aten_graphs(lambda x: x.max().to(torch.float64).clamp(min=1.0), torch.randn(8, 8))
     assert narrow_float64(gm) == 0
+
+
+def _with_constant(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * torch.full((), value, dtype=torch.float64).to(torch.float32)
+
+    return scaled
+
+
+def test_a_float64_constant_fp32_holds_becomes_an_fp32_constant():
+    # linalg.pinv's decomposition makes its tolerances so: float64 fulls cast straight to fp32
+    x = torch.randn(8, 8)
+    [(gm, _)] = trace_aten_graphs(_with_constant(0.5), x)
+    assert narrow_float64(gm) == 1
+    assert torch.float64 not in _dtypes(gm)
+    (narrowed,) = gm(x)
+    assert torch.equal(narrowed, _with_constant(0.5)(x))
+
+
+def test_a_float64_constant_fp32_cannot_hold_stays_float64_in_arithmetic():
+    def product(x: torch.Tensor) -> torch.Tensor:  # x * 0.1 rounded once in float64, then to fp32: not fp32's
+        return (x.to(torch.float64) * torch.full((), 0.1, dtype=torch.float64)).to(torch.float32)
+
+    [(gm, _)] = trace_aten_graphs(product, torch.randn(8, 8))
+    assert narrow_float64(gm) == 0
+    assert torch.float64 in _dtypes(gm)
+
+
+def test_a_float64_constant_only_cast_becomes_the_rounded_fp32_constant():
+    # torch.pinverse's rcond: 1e-15 is no fp32 value, but the cast rounds it once, as an fp32 constant does
+    def rcond(x: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(x, torch.full((), 1e-15, dtype=torch.float64).to(torch.float32))
+
+    x = torch.randn(8, 8) * 1e-15
+    [(gm, _)] = trace_aten_graphs(rcond, x)
+    assert narrow_float64(gm) == 1
+    assert torch.float64 not in _dtypes(gm)
+    (narrowed,) = gm(x)
+    assert torch.equal(narrowed, rcond(x))

@@ -23,7 +23,14 @@ def test_classification_and_report():
         coverage_sweep.EntryResult("mm", "failing", "ValueError: boom"),
         coverage_sweep.EntryResult("float", "no graph", "no ATen op to compile"),
     ]
-    text = coverage_sweep.report(results, 3)
+    wide = coverage_sweep.EntryResult(
+        "double", "fallback", "float64 or complex128 results, ran on the CPU: aten._to_copy.default", 1
+    )
+    wide.wide_result = True
+    text = coverage_sweep.report([*results, wide], 3)
+    assert "| all of op_db | 5 | 1 | 2 | 1 | 1 | **25.0%** (1/4) |" in text
+    assert "| float64 or complex128 results | 1 | 0 | 1 | 0 | 0 | **0.0%** (0/1) |" in text
+    assert "| all but those | 4 | 1 | 1 | 1 | 1 | **33.3%** (1/3) |" in text
     assert "| issue 6 subset | 3 | 1 | 1 | 0 | 1 | **50.0%** (1/2) |" in text
     assert "| issue 7 subset | 1 | 0 | 0 | 1 | 0 | **0.0%** (0/1) |" in text
     assert "| `cumsum` | 6 | fallback | ran on the CPU: aten.cumsum.default |" in text
@@ -93,12 +100,19 @@ def test_a_reports_compile_verdicts_read_back(tmp_path):
         coverage_sweep.EntryResult("cumsum", "fallback", "ran on the CPU: aten.a.default, aten.b.default", 1),
         coverage_sweep.EntryResult("mm", "failing", "ValueError: a | b"),
         coverage_sweep.EntryResult("float", "no graph", "no ATen op to compile"),
+        coverage_sweep.EntryResult(
+            "double", "fallback", "float64 or complex128 results, ran on the CPU: aten._to_copy.default", 1
+        ),
     ]
+    results[-1].wide_result = True
     path = tmp_path / "coverage.md"
     path.write_text(coverage_sweep.report(results, 3))
     read = {r.name: r for r in coverage_sweep.compile_results_of_report(path)}
     assert [(read[r.name].status, read[r.name].reason) for r in results] == [(r.status, r.reason) for r in results]
     assert read["cumsum"].fallback_ops == ["aten.a.default", "aten.b.default"]
+    assert read["double"].wide_result
+    assert read["double"].fallback_ops == ["aten._to_copy.default"]
+    assert not read["cumsum"].wide_result
 
 
 def test_sign_free_vectors_are_aligned_with_eagers_and_flip_together():

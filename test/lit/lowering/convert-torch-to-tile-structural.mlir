@@ -324,6 +324,33 @@ func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32
 
 // -----
 
+// An infinite alpha scales batch1's elements before the products, as PyTorch's CPU addbmm (through the BLAS)
+// does: inf * 0 terms and infinities of both signs in one sum give NaN, where inf * (the sum) would not.
+// CHECK-LABEL: func.func @main
+func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32>) -> tensor<5x7xf32> {
+  %0 = torch.aten.addbmm %c, %a, %b {beta = 5.000000e-01 : f64, alpha = 0x7FF0000000000000 : f64} : (tensor<5x7xf32>, tensor<3x5x4xf32>, tensor<3x4x7xf32>) -> tensor<5x7xf32>
+  func.return %0 : tensor<5x7xf32>
+}
+// CHECK:       tile.binary_scalar {{.*}} {op = "multiply", scalar = 0x7ff0000000000000 : f64}
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<5x7xf32, psum>
+// CHECK-NOT:   0x7ff0000000000000
+// CHECK:       func.return
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// addmm likewise: a NaN or infinite alpha multiplies mat1 before the product.
+// CHECK-LABEL: func.func @main
+func.func @main(%c: tensor<5x7xf32>, %a: tensor<5x4xf32>, %b: tensor<4x7xf32>) -> tensor<5x7xf32> {
+  %0 = torch.aten.addmm %c, %a, %b {beta = 1.000000e+00 : f64, alpha = 0xFFF0000000000000 : f64} : (tensor<5x7xf32>, tensor<5x4xf32>, tensor<4x7xf32>) -> tensor<5x7xf32>
+  func.return %0 : tensor<5x7xf32>
+}
+// CHECK:       tile.binary_scalar {{.*}} {op = "multiply", scalar = 0xfff0000000000000 : f64}
+// CHECK:       tile.matmul {{.*}} -> !tile.tile<5x7xf32, psum>
+// SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
 // addmv: the vector is a one-column moving operand.
 // CHECK-LABEL: func.func @main
 func.func @main(%c: tensor<5xf32>, %a: tensor<5x4xf32>, %v: tensor<4xf32>) -> tensor<5xf32> {
