@@ -401,7 +401,8 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
             )
         for other_position in program.tensor_positions:
             other = flat[other_position]
-            if other_position != position and _partly_overlap(written, other):
+            # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
+            if other is not written and _partly_overlap(written, other):
                 raise RuntimeError(
                     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
                     "single memory location. Please clone() the tensor before performing the operation."
