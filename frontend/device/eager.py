@@ -200,7 +200,8 @@ def _signature(
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
                 return None
-            parts.append((tuple(value.shape), value.dtype, value.device.type == storage.DEVICE_TYPE))
+            # torch.Size is a tuple: it hashes and compares as one
+            parts.append((value.shape, value.dtype, value.device.type == storage.DEVICE_TYPE))
         elif isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return None
         else:
