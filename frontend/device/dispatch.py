@@ -199,6 +199,61 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "cummin": _cumulative_extreme(aten.cummin.default),
 }
 
+
+def foreach_kernels() -> dict[str, Callable[..., Any]]:
+    """Kernels for the in-place `_foreach_*` ops (an optimizer's step): each call is one eager program over all its
+    tensors. Their composite kernel, which other backends get, calls the per-tensor op once per tensor,
+    and an optimizer step over a model's parameters was then dozens of programs per foreach call."""
+    kernels: dict[str, Callable[..., Any]] = {}
+    # the registered names carry their overloads (`aten::_foreach_add_.List`): one per op packet
+    for name in sorted({n.split(".")[0] for n in torch._C._dispatch_get_all_op_names()}):
+        if not name.startswith("aten::_foreach_") or name in _FOREACH_KEPT:
+            continue
+        packet = getattr(aten, name.removeprefix("aten::"), None)
+        if packet is None:
+            continue
+        for overload_name in packet.overloads():
+            qualified = name if overload_name == "default" else f"{name}.{overload_name}"
+            # only ops whose other backends run the composite kernel (the device's replaces it), never `out=`
+            if overload_name.endswith("out") or not torch._C._dispatch_has_kernel_for_dispatch_key(
+                qualified, "CompositeExplicitAutograd"
+            ):
+                continue
+            base = getattr(aten, name.removeprefix("aten::_foreach_"), None)
+            op = getattr(packet, overload_name)
+            # in place only: the functional ones return lists, which single-op programs do not return
+            if base is not None and op._schema.is_mutable and _foreach_by_element(op):
+                kernels[qualified.removeprefix("aten::")] = _foreach_kernel(op, base)
+    return kernels
+
+
+# Foreach ops left to their composite kernel: copies may cross devices (one program runs on one), and the norm's,
+# max's and mm's per-tensor ops are not their names without the prefix (`linalg_vector_norm` for `_foreach_norm`).
+_FOREACH_KEPT = {f"aten::_foreach_{name}" for name in ("copy", "copy_", "norm", "max", "mm")}
+
+
+def _foreach_by_element(op: torch._ops.OpOverload) -> bool:
+    from neuron_mlir.frontend.device.eager import foreach_by_element
+
+    return foreach_by_element(op)
+
+
+def _foreach_kernel(op: torch._ops.OpOverload, base: Any) -> Callable[..., Any]:
+    """One program for the whole call; where the compiler refuses it, the per-tensor ops one by one (`base`, the
+    op's per-tensor packet: `add_` for `_foreach_add_`), as the composite kernel runs them."""
+
+    def foreach_kernel(*args: Any, **kwargs: Any) -> Any:
+        from neuron_mlir.frontend.device import eager
+
+        def per_tensor() -> Any:
+            results = eager.per_element(op, base, *args, **kwargs)
+            return results if op._schema.returns else None
+
+        return eager.run_or(op, args, kwargs, per_tensor)
+
+    return foreach_kernel
+
+
 def _native_batch_norm(
     input: torch.Tensor,
     weight: torch.Tensor | None,
