@@ -320,6 +320,130 @@ def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any
 _eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)
 
 
+def structured_kernels() -> dict[str, Callable[..., Any]]:
+    """Kernels for the functional forms of structured ops (`add.Tensor`, `mm`, `sum.dim_IntList` ...).
+
+    Other backends run their composite kernel: the op's meta function sizes the output, `empty_strided` allocates
+    it, and the `out=` variant fills it: two calls of the device's fallback per op. With all tensor operands
+    contiguous (so the output is contiguous too) the kernel runs the functional op as one eager program instead;
+    otherwise, and where the compiler refuses the op, it does what the composite kernel does (`_via_out_variant`),
+    so that the output's strides, the errors for bad arguments and the out= program are the same as before."""
+    kernels: dict[str, Callable[..., Any]] = {}
+    registered = set(torch._C._dispatch_get_all_op_names())
+    structured = sorted(
+        name
+        for name in registered
+        if name.startswith("aten::")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutogradNonFunctional")
+    )
+    for qualified in structured:
+        name, _, overload_name = qualified.partition(".")
+        packet = getattr(aten, name.removeprefix("aten::"), None)
+        if packet is None:
+            continue
+        op = getattr(packet, overload_name or "default", None)
+        if (
+            op is None
+            or op._schema.is_mutable
+            or op in _KERNELS
+            or qualified.removeprefix("aten::") in OVERRIDDEN_KERNELS
+            or not op._schema.returns
+        ):
+            continue
+        overloads = [
+            getattr(packet, o) for o in packet.overloads() if (f"{name}.{o}" if o != "default" else name) in registered
+        ]
+        out = _out_variant(op, overloads)
+        if out is not None:
+            kernels[qualified.removeprefix("aten::")] = _structured_kernel(op, out)
+    return kernels
+
+
+def _out_variant(op: torch._ops.OpOverload, overloads: list[torch._ops.OpOverload]) -> torch._ops.OpOverload | None:
+    """The `out=` overload taking `op`'s arguments, one output per result."""
+    arguments = [(a.name, str(a.type)) for a in op._schema.arguments]
+    for candidate in overloads:
+        schema = candidate._schema
+        outs = [a for a in schema.arguments if a.is_out]
+        if (
+            len(outs) == len(op._schema.returns)
+            and [(a.name, str(a.type)) for a in schema.arguments if not a.is_out] == arguments
+        ):
+            return candidate
+    return None
+
+
+def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) -> Callable[..., Any]:
+    def structured_kernel(*args: Any, **kwargs: Any) -> Any:
+        global _eager
+        if _eager is None:
+            from neuron_mlir.frontend.device import eager as _eager
+        flat = _eager._leaves(args, kwargs)
+        if not all(v.is_contiguous() for v in flat if isinstance(v, torch.Tensor)) and not _contiguous_results(
+            op, args, kwargs, flat
+        ):
+            return _via_out_variant(op, out, args, kwargs)
+        return _eager.run_or(
+            op, args, kwargs, lambda: _via_out_variant(op, out, args, kwargs), lambda: _on_meta(op, args, kwargs)
+        )
+
+    return structured_kernel
+
+
+# (op, every argument with each tensor's strides) -> whether the op's results are contiguous
+_contiguous: dict[tuple[Any, ...], bool] = {}
+
+
+def _contiguous_results(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> bool:
+    """Whether `op` gives contiguous results for these arguments, some of them not contiguous (a matmul of a
+    transposed weight does; an elementwise op of a transpose keeps its strides), as the meta kernel decides."""
+    key = (
+        op,
+        tuple(kwargs),
+        *((v.shape, v.stride(), v.dtype, v.device.type) if isinstance(v, torch.Tensor) else (type(v), v) for v in flat),
+    )
+    try:
+        found = _contiguous.get(key)
+    except TypeError:  # a value without a hash (a symbolic size): not remembered
+        return all(r.is_contiguous() for r in _on_meta(op, args, kwargs))
+    if found is None:
+        found = _contiguous[key] = all(r.is_contiguous() for r in _on_meta(op, args, kwargs))
+    return found
+
+
+def _on_meta(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """`op`'s results for device tensors of the arguments' geometry on the meta device. Arguments the op does not
+    take raise the CPU kernel's error, PyTorch's eager error (the meta kernels word some of them differently)."""
+
+    def on_meta(value: torch.Tensor) -> torch.Tensor:
+        if not _is_device(value):
+            return value  # a CPU scalar keeps its part in type promotion
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+
+    meta_args, meta_kwargs = tree_map_only(torch.Tensor, on_meta, (args, kwargs))
+    try:
+        result = op(*meta_args, **meta_kwargs)
+    except RuntimeError:
+        run_on_host(op, args, kwargs)  # raises PyTorch's own error
+        raise
+    return [result] if len(op._schema.returns) == 1 else list(result)
+
+
+def _via_out_variant(
+    op: torch._ops.OpOverload, out: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """`op` as its composite kernel runs it: outputs sized and strided by the op on meta tensors (which raises
+    PyTorch's error for bad arguments), allocated on the device, then filled by the `out=` variant."""
+
+    results = _on_meta(op, args, kwargs)
+    outputs = [storage.empty_strided(r.shape, r.stride(), r.dtype) for r in results]
+    names = [a.name for a in out._schema.arguments if a.is_out]
+    out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
 def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
     """PyTorch's error for a device tensor next to a CPU tensor (0-d CPU tensors pass, as scalars do on CUDA);
     `operands` are the op's arguments flattened."""

@@ -136,11 +136,16 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def run_or(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], otherwise: Callable[[], Any]
+    op: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    otherwise: Callable[[], Any],
+    validate: Callable[[], None] | None = None,
 ) -> Any:
     """`run`, but a call the compiler refuses runs `otherwise()` rather than `op` on the host (a foreach op's
-    per-tensor ops, each of which may compile)."""
-    return _run(op, args, kwargs, otherwise)
+    per-tensor ops, each of which may compile); `validate()`, called before a new signature is compiled, raises
+    the user's error for arguments the op does not take (nothing of such a call is kept)."""
+    return _run(op, args, kwargs, otherwise, validate)
 
 
 def _run(
@@ -148,6 +153,7 @@ def _run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     otherwise: Callable[[], Any] | None,
+    validate: Callable[[], None] | None = None,
 ) -> Any:
     flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
@@ -159,8 +165,11 @@ def _run(
     key = _signature(op, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
+        if validate is not None:
+            validate()
         entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
-        if isinstance(entry, _Refusal) and not entry.by_design:
+        # a refusal with `otherwise` is not a trip to the host: the ops `otherwise` runs count for themselves
+        if isinstance(entry, _Refusal) and not entry.by_design and otherwise is None:
             EAGER_STATS.refused_signatures += 1
         if key is not None:
             _programs[key] = entry

@@ -30,7 +30,7 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
     assert compiled.EAGER_STATS.compiled_signatures == 1
     second = y * x  # same signature: no new program
     assert compiled.EAGER_STATS.compiled_signatures == 1
-    assert compiled.EAGER_STATS.native_ops["aten.mul.out"] == 2
+    assert compiled.EAGER_STATS.native_ops["aten.mul.Tensor"] == 2  # the functional op itself, no out= form
     assert stream.simulated_ns > before  # the simulated time of both runs is on the stream
     assert_close_to_torch(first.cpu(), x.cpu() * y.cpu())
     assert_close_to_torch(second.cpu(), x.cpu() * y.cpu())
@@ -163,3 +163,17 @@ def test_a_refused_foreach_call_runs_its_per_tensor_ops(compiled):
         assert_close_to_torch(actual.cpu(), want * 3.0)
     assert compiled.EAGER_STATS.host_ops["aten.mul.out"] == 2, compiled.EAGER_STATS.host_ops
     assert "aten._foreach_mul_.Scalar" not in compiled.EAGER_STATS.host_ops
+
+
+def test_a_structured_op_is_one_program_of_its_functional_form(compiled):
+    """Not `empty` then the out= form: the functional op itself, with the CPU's result strides and errors."""
+    x = torch.randn(6, 4).to("neuron")
+    w = torch.randn(5, 4).to("neuron")
+    product = x @ w.t()  # a transposed operand, a contiguous result
+    assert_close_to_torch(product.cpu(), x.cpu() @ w.cpu().t())
+    assert compiled.EAGER_STATS.native_ops["aten.mm.default"] == 1, compiled.EAGER_STATS.native_ops
+    shifted = x.t() + 1  # an elementwise op of a transpose keeps its strides, as on the CPU
+    assert shifted.stride() == (x.cpu().t() + 1).stride()
+    assert_close_to_torch(shifted.cpu(), x.cpu().t() + 1)
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(6\) must match the size of tensor b \(5\)"):
+        x + w
