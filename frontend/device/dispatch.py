@@ -3,6 +3,9 @@
 Input contract: torch's dispatcher calls `neuron_fallback(op, *args, **kwargs)` for every op on device tensors
 that has no kernel of its own for PrivateUse1. Composite kernels run first, so most ops arrive decomposed, and
 structured ops arrive as their `out=` variant with an output of another size (often none), which the kernel resizes.
+The functional forms of structured ops and the in-place foreach ops have kernels of their own here
+(`structured_kernels`, `foreach_kernels`): one eager program per call where the compiler takes it, else what the
+composite kernel does.
 
 Output guarantee: the op's result follows PyTorch's semantics for a device tensor:
 * memory management (`empty*`, `resize_`, `set_`) and copies across devices are served by `storage`;
