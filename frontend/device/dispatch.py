@@ -225,7 +225,7 @@ def foreach_kernels() -> dict[str, Callable[..., Any]]:
             base = getattr(aten, name.removeprefix("aten::_foreach_"), None)
             op = getattr(packet, overload_name)
             # in place only: the functional ones return lists, which single-op programs do not return
-            if base is not None and op._schema.is_mutable and _foreach_by_element(op):
+            if base is not None and op._schema.is_mutable and foreach_by_element(op):
                 kernels[qualified.removeprefix("aten::")] = _foreach_kernel(op, base)
     return kernels
 
@@ -235,10 +235,14 @@ def foreach_kernels() -> dict[str, Callable[..., Any]]:
 _FOREACH_KEPT = {f"aten::_foreach_{name}" for name in ("copy", "copy_", "norm", "max", "mm")}
 
 
-def _foreach_by_element(op: torch._ops.OpOverload) -> bool:
-    from neuron_mlir.frontend.device.eager import foreach_by_element
-
-    return foreach_by_element(op)
+def foreach_by_element(op: torch._ops.OpOverload) -> bool:
+    """Whether foreach op `op` is its per-tensor op over its lists' elements with its other arguments alike for
+    every element: every tensor argument is a list (a lone tensor may be one scalar per element, as
+    `_foreach_addcdiv.Tensor`'s is)."""
+    return all(
+        not isinstance(argument.type, torch.TensorType) and "Tensor?" not in str(argument.type)
+        for argument in op._schema.arguments
+    )
 
 
 def _foreach_kernel(op: torch._ops.OpOverload, base: Any) -> Callable[..., Any]:

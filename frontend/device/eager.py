@@ -231,19 +231,9 @@ def _eager_decompositions() -> dict[Any, Any]:
             continue
         for overload_name in packet.overloads():
             overload = getattr(packet, overload_name)
-            if not overload._schema.is_mutable and overload not in table and foreach_by_element(overload):
+            if not overload._schema.is_mutable and overload not in table and dispatch.foreach_by_element(overload):
                 table[overload] = functools.partial(per_element, overload, base)
     return table
-
-
-def foreach_by_element(op: torch._ops.OpOverload) -> bool:
-    """Whether foreach op `op` is its per-tensor op over its lists' elements with its other arguments alike for
-    every element: every tensor argument is a list (a lone tensor may be one scalar per element, as
-    `_foreach_addcdiv.Tensor`'s is)."""
-    return all(
-        not isinstance(argument.type, torch.TensorType) and "Tensor?" not in str(argument.type)
-        for argument in op._schema.arguments
-    )
 
 
 def per_element(op: torch._ops.OpOverload, base: Any, *args: Any, **kwargs: Any) -> list[Any]:
