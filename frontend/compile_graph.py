@@ -23,6 +23,7 @@ every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neu
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import sys
@@ -55,6 +56,7 @@ from neuron_mlir.frontend.progress import CompileProgress, compile_progress
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 from neuron_mlir.ir.locations import describe_location
 from neuron_mlir.runtime import heap
+from neuron_mlir.runtime.collectives import COLLECTIVES
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -685,6 +687,14 @@ def _report_fallback(
             )
 
 
+@functools.cache
+def _run_validated() -> Callable[..., Any]:
+    """`runtime.simulator.run_validated`, imported with the first run (compiling alone does not need it)."""
+    from neuron_mlir.runtime.simulator import run_validated
+
+    return run_validated
+
+
 class CompiledGraph:
     """A compiled graph: call with the graph's inputs (a list, boxed), get its outputs as torch tensors."""
 
@@ -718,6 +728,8 @@ class CompiledGraph:
             from neuron_mlir.frontend.device.random import device_generator
 
             self.seed_generator = device_generator()
+        # a program without collectives runs without looking up torch.distributed's state (once per eager op)
+        self._collectives = any(inst.opcode in COLLECTIVES for inst in program.instructions)
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
 
@@ -751,10 +763,6 @@ class CompiledGraph:
         """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
         order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
         `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`."""
-        from neuron_mlir.frontend.distributed.transport import current_transport
-        from neuron_mlir.runtime import collectives
-        from neuron_mlir.runtime.simulator import run_validated
-
         inputs = arrays + self.constants
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
@@ -763,8 +771,16 @@ class CompiledGraph:
             inputs.append(seed.numpy().astype("int32"))
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies;
         # collectives reach the other ranks through torch.distributed's process groups
-        with collectives.using(current_transport()):
-            outputs, profile = run_validated(
+        if self._collectives:
+            from neuron_mlir.frontend.distributed.transport import current_transport
+            from neuron_mlir.runtime import collectives
+
+            with collectives.using(current_transport()):
+                outputs, profile = _run_validated()(
+                    self.validated, inputs, check_races=self.options.check_races, share_profile=True
+                )
+        else:
+            outputs, profile = _run_validated()(
                 self.validated, inputs, check_races=self.options.check_races, share_profile=True
             )
         self.last_profile = profile

@@ -18,7 +18,8 @@ Guarantees: an input is bound only when binding it cannot change a result:
   copied); an output of that buffer (a graph returning its input) is copied out of the caller's array;
 * every recorded step that reads it can be made again, and reads it through a view that lies inside it;
 * per run, the caller's array is C-contiguous (its bytes in the buffer's order); any other array is copied into
-  HBM for that run, as before, and the steps keep reading HBM.
+  HBM for that run, as before, and the steps keep reading HBM. So is a small array (the simulator's
+  `_BIND_MIN_BYTES`): copying it costs less than making the steps that read it again.
 
 An input that fails a static condition is copied on every run. The first run (the walk with the timeline, the
 race checker and the recording) and every run that walks the program again copy all inputs.

@@ -17,8 +17,9 @@ This module stands alone on NumPy, as the rest of runtime/ does.
 from __future__ import annotations
 
 import bisect
+import sys
 import threading
-import weakref
+from typing import Any
 
 import numpy as np
 
@@ -43,18 +44,31 @@ class DeviceOutOfMemoryError(MemoryError):
 class Block:
     """One allocation: `address` in HBM, `nbytes` requested, `data` its bytes (a uint8 array of `nbytes`)."""
 
-    __slots__ = ("__weakref__", "_finalizer", "address", "data", "nbytes", "reserved")
+    __slots__ = ("__weakref__", "_memory", "address", "data", "nbytes", "reserved")
 
-    def __init__(self, address: int, nbytes: int, reserved: int) -> None:
+    def __init__(self, address: int, nbytes: int, reserved: int, memory: DeviceMemory | None = None) -> None:
         self.address = address
         self.nbytes = nbytes
         self.reserved = reserved
         self.data = np.empty(nbytes, dtype=np.uint8)
-        self._finalizer: weakref.finalize[..., Block] | None = None
+        # the memory its range goes back to when it is freed or dies (None: freed, or not handed out yet)
+        self._memory = memory
 
     @property
     def alive(self) -> bool:
-        return self._finalizer is not None and self._finalizer.alive
+        return self._memory is not None
+
+    def _give_back(self) -> None:
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            memory._release(self.address, self.nbytes, self.reserved)
+
+    # A method called as the object dies rather than a `weakref.finalize`, whose set-up costs more than the rest
+    # of an allocation (every eager op on the device allocates its result). Not as the interpreter shuts down,
+    # when the memory's counters no longer matter.
+    def __del__(self, finalizing: Any = sys.is_finalizing) -> None:
+        if not finalizing():
+            self._give_back()
 
     def __repr__(self) -> str:
         return f"Block(address=0x{self.address:x}, nbytes={self.nbytes})"
@@ -110,15 +124,14 @@ class DeviceMemory:
         except MemoryError:
             self._release(address, nbytes, reserved)
             raise
-        block._finalizer = weakref.finalize(block, self._release, address, nbytes, reserved)
-        block._finalizer.atexit = False
+        block._memory = self
         return block
 
     def free(self, block: Block) -> None:
         """Give `block`'s range back now (freeing a block twice is an error)."""
-        if block._finalizer is None or not block._finalizer.alive:
+        if block._memory is not self:
             raise ValueError(f"{block!r} is not allocated")
-        block._finalizer()
+        block._give_back()
 
     def _release(self, address: int, nbytes: int, reserved: int) -> None:
         with self._lock:

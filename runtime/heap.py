@@ -108,14 +108,21 @@ def _hugepage_switch() -> Callable[[bool], bool] | None:
 _HUGEPAGE_SWITCH = _hugepage_switch()
 
 
-@contextmanager
-def small_pages() -> Iterator[None]:
-    """Within the block, NumPy's new arrays do not ask for transparent huge pages (module docstring)."""
-    if _HUGEPAGE_SWITCH is None:
-        yield
-        return
-    previous = _HUGEPAGE_SWITCH(False)
-    try:
-        yield
-    finally:
-        _HUGEPAGE_SWITCH(previous)
+class small_pages:
+    """Within the block, NumPy's new arrays do not ask for transparent huge pages (module docstring).
+
+    A class rather than a generator: it wraps every simulator run, and an eager op on the `neuron` device is one
+    run of a few tens of microseconds."""
+
+    __slots__ = ("_previous",)
+
+    def __init__(self) -> None:
+        self._previous = False
+
+    def __enter__(self) -> None:
+        if _HUGEPAGE_SWITCH is not None:
+            self._previous = _HUGEPAGE_SWITCH(False)
+
+    def __exit__(self, *exc: object) -> None:
+        if _HUGEPAGE_SWITCH is not None:
+            _HUGEPAGE_SWITCH(self._previous)

@@ -64,10 +64,15 @@ __all__ = ["RaceError", "SimulationError", "queue_index", "run_program", "run_va
 # of a program whose memories exceed a limit would be a first run (planning, a walk, recording). More simulators,
 # left by concurrent runs, are kept only up to this size each.
 _POOLED_MACHINE_BYTES = 1 << 30
+# Inputs smaller than this are copied into HBM on every run rather than bound in place (`runtime.bound_inputs`):
+# remaking the tape steps that read a bound input costs microseconds per step, more than copying up to this many
+# bytes (a single-op program of eager execution on small tensors runs in tens of microseconds).
+_BIND_MIN_BYTES = 1 << 16
 # How many entry register states of one loop a simulator remembers the trace (and batch) of.
 _TRACES_PER_LOOP = 16
 # The views a run loads and reads (`Simulator._entry_views`): (constant's view, its value) pairs, (view, dtype,
 # shape) per input binding, the view of each output binding.
+_NO_CONTEXT = nullcontext()
 _EntryViews = tuple[
     list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.dtype[Any], tuple[int, ...]]], list[np.ndarray]
 ]
@@ -131,7 +136,9 @@ def _run_pooled(
         with heap.no_collections():  # a first run's objects live on: scanned once, after it
             simulator = Simulator(validated)
     try:
-        with blas.single_threaded(), heap.no_collections() if simulator.tape is None else nullcontext():
+        # OpenBLAS's thread count matters only to matmuls, the only instructions that call BLAS
+        threads = blas.single_threaded() if simulator.uses_blas else _NO_CONTEXT
+        with threads, heap.no_collections() if simulator.tape is None else _NO_CONTEXT:
             if not vectorize:
                 return simulator.run_reference(inputs, check_races)
             known: Profile | None = cache.get("profile")
@@ -159,6 +166,7 @@ class Simulator:
         self.target = validated.target
         bindable = bound_inputs.bindable_inputs(program)
         self.machine = Machine(program.buffers, validated.sizes, bindable.values())
+        self.uses_blas = any(inst.opcode == "nc_matmul" for inst in validated.instructions)
         self.plans: list[InstructionPlan] = plan_program(
             program, validated.instructions, validated.index_of_id, self.machine, self.target
         )
@@ -234,7 +242,10 @@ class Simulator:
             if bound:
                 assert self._binding is not None
                 steps = self._binding.steps(steps, bound)
-            tape.Tape(steps).run()
+            if steps is self.tape.steps:
+                self.tape.run()
+            else:
+                tape.Tape(steps).run()
             del steps  # the steps made over the caller's arrays
             outputs = self.outputs(bound)
             del bound
@@ -519,7 +530,8 @@ class Simulator:
 
     def load(self, inputs: Sequence[np.ndarray], bound: Mapping[int, int] | None = None) -> dict[int, np.ndarray]:
         """The constants and inputs into HBM, but the inputs at positions in `bound` whose arrays are
-        C-contiguous: those are returned (position -> array), to be read where they are."""
+        C-contiguous and of `_BIND_MIN_BYTES` or more: those are returned (position -> array), to be read where
+        they are."""
         program = self.program
         if len(inputs) != len(program.inputs):
             raise ValueError(f"{program.entry} takes {len(program.inputs)} inputs, got {len(inputs)}")
@@ -534,7 +546,7 @@ class Simulator:
                     f"input {position} ('{program.inputs[position].name}'): expected {dtypes.dtype_name(expected)}"
                     f"{list(shape)}, got {array.dtype}{list(array.shape)}"
                 )
-            if bound and position in bound and array.flags.c_contiguous:
+            if bound and position in bound and array.flags.c_contiguous and array.nbytes >= _BIND_MIN_BYTES:
                 in_place[position] = array
                 continue
             view[...] = array

@@ -3,6 +3,9 @@
 Input contract: torch's dispatcher calls `neuron_fallback(op, *args, **kwargs)` for every op on device tensors
 that has no kernel of its own for PrivateUse1. Composite kernels run first, so most ops arrive decomposed, and
 structured ops arrive as their `out=` variant with an output of another size (often none), which the kernel resizes.
+The functional forms of structured ops and the in-place foreach ops have kernels of their own here
+(`structured_kernels`, `foreach_kernels`): one eager program per call where the compiler takes it, else what the
+composite kernel does.
 
 Output guarantee: the op's result follows PyTorch's semantics for a device tensor:
 * memory management (`empty*`, `resize_`, `set_`) and copies across devices are served by `storage`;
@@ -199,6 +202,65 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "cummin": _cumulative_extreme(aten.cummin.default),
 }
 
+
+def foreach_kernels() -> dict[str, Callable[..., Any]]:
+    """Kernels for the in-place `_foreach_*` ops (an optimizer's step): each call is one eager program over all its
+    tensors. Their composite kernel, which other backends get, calls the per-tensor op once per tensor,
+    and an optimizer step over a model's parameters was then dozens of programs per foreach call."""
+    kernels: dict[str, Callable[..., Any]] = {}
+    # the registered names carry their overloads (`aten::_foreach_add_.List`): one per op packet
+    for name in sorted({n.split(".")[0] for n in torch._C._dispatch_get_all_op_names()}):
+        if not name.startswith("aten::_foreach_") or name in _FOREACH_KEPT:
+            continue
+        packet = getattr(aten, name.removeprefix("aten::"), None)
+        if packet is None:
+            continue
+        for overload_name in packet.overloads():
+            qualified = name if overload_name == "default" else f"{name}.{overload_name}"
+            # only ops whose other backends run the composite kernel (the device's replaces it), never `out=`
+            if overload_name.endswith("out") or not torch._C._dispatch_has_kernel_for_dispatch_key(
+                qualified, "CompositeExplicitAutograd"
+            ):
+                continue
+            base = getattr(aten, name.removeprefix("aten::_foreach_"), None)
+            op = getattr(packet, overload_name)
+            # in place only: the functional ones return lists, which single-op programs do not return
+            if base is not None and op._schema.is_mutable and foreach_by_element(op):
+                kernels[qualified.removeprefix("aten::")] = _foreach_kernel(op, base)
+    return kernels
+
+
+# Foreach ops left to their composite kernel: copies may cross devices (one program runs on one), and the norm's,
+# max's and mm's per-tensor ops are not their names without the prefix (`linalg_vector_norm` for `_foreach_norm`).
+_FOREACH_KEPT = {f"aten::_foreach_{name}" for name in ("copy", "copy_", "norm", "max", "mm")}
+
+
+def foreach_by_element(op: torch._ops.OpOverload) -> bool:
+    """Whether foreach op `op` is its per-tensor op over its lists' elements with its other arguments alike for
+    every element: every tensor argument is a list (a lone tensor may be one scalar per element, as
+    `_foreach_addcdiv.Tensor`'s is)."""
+    return all(
+        not isinstance(argument.type, torch.TensorType) and "Tensor?" not in str(argument.type)
+        for argument in op._schema.arguments
+    )
+
+
+def _foreach_kernel(op: torch._ops.OpOverload, base: Any) -> Callable[..., Any]:
+    """One program for the whole call; where the compiler refuses it, the per-tensor ops one by one (`base`, the
+    op's per-tensor packet: `add_` for `_foreach_add_`), as the composite kernel runs them."""
+
+    def foreach_kernel(*args: Any, **kwargs: Any) -> Any:
+        from neuron_mlir.frontend.device import eager
+
+        def per_tensor() -> Any:
+            results = eager.per_element(op, base, *args, **kwargs)
+            return results if op._schema.returns else None
+
+        return eager.run_or(op, args, kwargs, per_tensor)
+
+    return foreach_kernel
+
+
 def _native_batch_norm(
     input: torch.Tensor,
     weight: torch.Tensor | None,
@@ -263,6 +325,130 @@ def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any
 
 
 _eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)
+
+
+def structured_kernels() -> dict[str, Callable[..., Any]]:
+    """Kernels for the functional forms of structured ops (`add.Tensor`, `mm`, `sum.dim_IntList` ...).
+
+    Other backends run their composite kernel: the op's meta function sizes the output, `empty_strided` allocates
+    it, and the `out=` variant fills it: two calls of the device's fallback per op. With all tensor operands
+    contiguous (so the output is contiguous too) the kernel runs the functional op as one eager program instead;
+    otherwise, and where the compiler refuses the op, it does what the composite kernel does (`_via_out_variant`),
+    so that the output's strides, the errors for bad arguments and the out= program are the same as before."""
+    kernels: dict[str, Callable[..., Any]] = {}
+    registered = set(torch._C._dispatch_get_all_op_names())
+    structured = sorted(
+        name
+        for name in registered
+        if name.startswith("aten::")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutogradNonFunctional")
+    )
+    for qualified in structured:
+        name, _, overload_name = qualified.partition(".")
+        packet = getattr(aten, name.removeprefix("aten::"), None)
+        if packet is None:
+            continue
+        op = getattr(packet, overload_name or "default", None)
+        if (
+            op is None
+            or op._schema.is_mutable
+            or op in _KERNELS
+            or qualified.removeprefix("aten::") in OVERRIDDEN_KERNELS
+            or not op._schema.returns
+        ):
+            continue
+        overloads = [
+            getattr(packet, o) for o in packet.overloads() if (f"{name}.{o}" if o != "default" else name) in registered
+        ]
+        out = _out_variant(op, overloads)
+        if out is not None:
+            kernels[qualified.removeprefix("aten::")] = _structured_kernel(op, out)
+    return kernels
+
+
+def _out_variant(op: torch._ops.OpOverload, overloads: list[torch._ops.OpOverload]) -> torch._ops.OpOverload | None:
+    """The `out=` overload taking `op`'s arguments, one output per result."""
+    arguments = [(a.name, str(a.type)) for a in op._schema.arguments]
+    for candidate in overloads:
+        schema = candidate._schema
+        outs = [a for a in schema.arguments if a.is_out]
+        if (
+            len(outs) == len(op._schema.returns)
+            and [(a.name, str(a.type)) for a in schema.arguments if not a.is_out] == arguments
+        ):
+            return candidate
+    return None
+
+
+def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) -> Callable[..., Any]:
+    def structured_kernel(*args: Any, **kwargs: Any) -> Any:
+        global _eager
+        if _eager is None:
+            from neuron_mlir.frontend.device import eager as _eager
+        flat = _eager._leaves(args, kwargs)
+        if not all(v.is_contiguous() for v in flat if isinstance(v, torch.Tensor)) and not _contiguous_results(
+            op, args, kwargs, flat
+        ):
+            return _via_out_variant(op, out, args, kwargs)
+        return _eager.run_or(
+            op, args, kwargs, lambda: _via_out_variant(op, out, args, kwargs), lambda: _on_meta(op, args, kwargs)
+        )
+
+    return structured_kernel
+
+
+# (op, every argument with each tensor's strides) -> whether the op's results are contiguous
+_contiguous: dict[tuple[Any, ...], bool] = {}
+
+
+def _contiguous_results(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> bool:
+    """Whether `op` gives contiguous results for these arguments, some of them not contiguous (a matmul of a
+    transposed weight does; an elementwise op of a transpose keeps its strides), as the meta kernel decides."""
+    key = (
+        op,
+        tuple(kwargs),
+        *((v.shape, v.stride(), v.dtype, v.device.type) if isinstance(v, torch.Tensor) else (type(v), v) for v in flat),
+    )
+    try:
+        found = _contiguous.get(key)
+    except TypeError:  # a value without a hash (a symbolic size): not remembered
+        return all(r.is_contiguous() for r in _on_meta(op, args, kwargs))
+    if found is None:
+        found = _contiguous[key] = all(r.is_contiguous() for r in _on_meta(op, args, kwargs))
+    return found
+
+
+def _on_meta(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """`op`'s results for device tensors of the arguments' geometry on the meta device. Arguments the op does not
+    take raise the CPU kernel's error, PyTorch's eager error (the meta kernels word some of them differently)."""
+
+    def on_meta(value: torch.Tensor) -> torch.Tensor:
+        if not _is_device(value):
+            return value  # a CPU scalar keeps its part in type promotion
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+
+    meta_args, meta_kwargs = tree_map_only(torch.Tensor, on_meta, (args, kwargs))
+    try:
+        result = op(*meta_args, **meta_kwargs)
+    except RuntimeError:
+        run_on_host(op, args, kwargs)  # raises PyTorch's own error
+        raise
+    return [result] if len(op._schema.returns) == 1 else list(result)
+
+
+def _via_out_variant(
+    op: torch._ops.OpOverload, out: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """`op` as its composite kernel runs it: outputs sized and strided by the op on meta tensors (which raises
+    PyTorch's error for bad arguments), allocated on the device, then filled by the `out=` variant."""
+
+    results = _on_meta(op, args, kwargs)
+    outputs = [storage.empty_strided(r.shape, r.stride(), r.dtype) for r in results]
+    names = [a.name for a in out._schema.arguments if a.is_out]
+    out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
@@ -446,4 +632,5 @@ def _dense(tensor: torch.Tensor) -> bool:
 
 
 def _non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
-    return bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor))
+    # a contiguous tensor is the common case, told by a flag torch keeps; the general test costs tens of us
+    return tensor.is_contiguous() or bool(torch._prims_common.is_non_overlapping_and_dense_or_false(tensor))

@@ -27,6 +27,7 @@ import functools
 import os
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,29 @@ def _facts(op: torch._ops.OpOverload) -> _OpFacts:
 
 
 def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _run(op, args, kwargs, None)
+
+
+def run_or(
+    op: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    otherwise: Callable[[], Any],
+    validate: Callable[[], None] | None = None,
+) -> Any:
+    """`run`, but a call the compiler refuses runs `otherwise()` rather than `op` on the host (a foreach op's
+    per-tensor ops, each of which may compile); `validate()`, called before a new signature is compiled, raises
+    the user's error for arguments the op does not take (nothing of such a call is kept)."""
+    return _run(op, args, kwargs, otherwise, validate)
+
+
+def _run(
+    op: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    otherwise: Callable[[], Any] | None,
+    validate: Callable[[], None] | None = None,
+) -> Any:
     flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
     name = _facts(op).name
@@ -141,14 +165,19 @@ def run(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     key = _signature(op, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
+        if validate is not None:
+            validate()
         entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
-        if isinstance(entry, _Refusal) and not entry.by_design:
+        # a refusal with `otherwise` is not a trip to the host: the ops `otherwise` runs count for themselves
+        if isinstance(entry, _Refusal) and not entry.by_design and otherwise is None:
             EAGER_STATS.refused_signatures += 1
         if key is not None:
             _programs[key] = entry
     if isinstance(entry, _Program):
         EAGER_STATS.native_ops[name] += 1
         return _run_program(entry, op, args, kwargs, flat)
+    if otherwise is not None:
+        return otherwise()
     if not entry.by_design:
         _refused(name, entry.reason)
     EAGER_STATS.host_ops[name] += 1
@@ -186,6 +215,64 @@ def _decompositions() -> dict[Any, Any]:
     return decompositions()
 
 
+@functools.cache
+def _eager_decompositions() -> dict[Any, Any]:
+    """The decomposition table of single-op tracing: torch.compile's, and each functional `_foreach_*` op as its
+    per-tensor op over the lists' elements (`_foreach_add.List(xs, ys, alpha=a)` as `add(x, y, alpha=a)` per
+    pair), so that a foreach call over a model's parameters is one program rather than one per tensor."""
+    table = dict(_decompositions())
+    # the registered names carry their overloads (`aten::_foreach_add_.List`): one per op packet
+    for name in sorted({n.split(".")[0] for n in torch._C._dispatch_get_all_op_names()}):
+        if not name.startswith("aten::_foreach_"):
+            continue
+        packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+        base = getattr(torch.ops.aten, name.removeprefix("aten::_foreach_"), None)
+        if packet is None or base is None:
+            continue
+        for overload_name in packet.overloads():
+            overload = getattr(packet, overload_name)
+            if not overload._schema.is_mutable and overload not in table and dispatch.foreach_by_element(overload):
+                table[overload] = functools.partial(per_element, overload, base)
+    return table
+
+
+def per_element(op: torch._ops.OpOverload, base: Any, *args: Any, **kwargs: Any) -> list[Any]:
+    """Foreach op `op` as `base` (its per-tensor op's packet, which picks the overload by the arguments) over the
+    elements of its list arguments, its other arguments passed to every call. Arguments the foreach op takes by
+    position beyond those the per-tensor op takes so are its keyword-only ones, in order (`_foreach_addcdiv_`'s
+    `value` or `scalars` is `addcdiv_`'s `value`)."""
+    limit, keyword_only = _per_tensor_arguments(base)
+    positional = list(args[:limit])
+    keywords = dict(kwargs)
+    for value, name in zip(args[limit:], (n for n in keyword_only if n not in kwargs), strict=False):
+        keywords[name] = value
+    count = next(len(v) for v in (*positional, *keywords.values()) if isinstance(v, list | tuple))
+
+    def element(value: Any, index: int) -> Any:
+        return value[index] if isinstance(value, list | tuple) else value
+
+    return [
+        base(*(element(a, i) for a in positional), **{k: element(v, i) for k, v in keywords.items()})
+        for i in range(count)
+    ]
+
+
+_per_tensor_facts: dict[Any, tuple[int, list[str]]] = {}
+
+
+def _per_tensor_arguments(packet: Any) -> tuple[int, list[str]]:
+    """The most arguments an overload of `packet` takes by position, and its keyword-only argument names."""
+    facts = _per_tensor_facts.get(packet)
+    if facts is None:
+        limit, keyword_only = 0, []
+        for overload in packet.overloads():
+            arguments = getattr(packet, overload)._schema.arguments
+            limit = max(limit, sum(not a.kwarg_only for a in arguments))
+            keyword_only += [a.name for a in arguments if a.kwarg_only and a.name not in keyword_only]
+        facts = _per_tensor_facts[packet] = (limit, keyword_only)
+    return facts
+
+
 def _signature(
     op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> tuple[Any, ...] | None:
@@ -200,7 +287,8 @@ def _signature(
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
                 return None
-            parts.append((tuple(value.shape), value.dtype, value.device.type == storage.DEVICE_TYPE))
+            # torch.Size is a tuple: it hashes and compares as one
+            parts.append((value.shape, value.dtype, value.device.type == storage.DEVICE_TYPE))
         elif isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return None
         else:
@@ -250,7 +338,9 @@ def _compile(
             values[position] = tensor.clone() if position in written else tensor
         call_args, call_kwargs = tree_unflatten(values, spec)
         result = op(*call_args, **call_kwargs)
-        results = [result] if len(op._schema.returns) == 1 else list(result)
+        returns = len(op._schema.returns)
+        # ops that only write their arguments return nothing (`_foreach_add_`)
+        results = [result] if returns == 1 else list(result) if returns else []
         fresh = [
             value for declared, value in zip(op._schema.returns, results, strict=True) if declared.alias_info is None
         ]
@@ -263,7 +353,7 @@ def _compile(
             # functional first, then decomposed: a decomposition may write in place (fill_ into copy_), and only
             # functionalization above it would turn that write into a value
             functional = make_fx(torch.func.functionalize(single_op, remove="mutations_and_views"))(*fakes)
-            graph_module = make_fx(functional, decomposition_table=_decompositions())(*fakes)
+            graph_module = make_fx(functional, decomposition_table=_eager_decompositions())(*fakes)
     except DynamicOutputShapeException:
         return _Refusal(f"{op}: its output's shape depends on its values, and programs have static shapes")
     except DataDependentOutputException:
@@ -391,6 +481,13 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
     """PyTorch's checks before a write (TensorIterator's): no written tensor whose elements share memory (an
     expanded tensor), and none that partly overlaps an operand it reads; both dense, as PyTorch decides them.
     A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe."""
+    operands = [flat[p] for p in program.tensor_positions]
+    # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
+    # model's parameters writes dozens of tensors, each read beside dozens of others)
+    by_storage: dict[tuple[str, int], list[torch.Tensor]] = {}
+    if len(operands) > 2:
+        for operand in operands:
+            by_storage.setdefault((operand.device.type, operand.untyped_storage().data_ptr()), []).append(operand)
     for position in program.written_positions:
         written = flat[position]
         # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
@@ -399,9 +496,10 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
                 "unsupported operation: more than one element of the written-to tensor refers to a single memory "
                 "location. Please clone() the tensor before performing the operation."
             )
-        for other_position in program.tensor_positions:
-            other = flat[other_position]
-            if other_position != position and _partly_overlap(written, other):
+        others = by_storage[(written.device.type, written.untyped_storage().data_ptr())] if by_storage else operands
+        for other in others:
+            # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
+            if other is not written and _partly_overlap(written, other):
                 raise RuntimeError(
                     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
                     "single memory location. Please clone() the tensor before performing the operation."

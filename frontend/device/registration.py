@@ -73,7 +73,12 @@ def register() -> None:
         rename_privateuse1_backend(DEVICE_TYPE)
     # after the rename: these modules make `torch.device("neuron")`s
     from neuron_mlir.frontend.device import storage, torch_neuron
-    from neuron_mlir.frontend.device.dispatch import OVERRIDDEN_KERNELS, neuron_fallback
+    from neuron_mlir.frontend.device.dispatch import (
+        OVERRIDDEN_KERNELS,
+        foreach_kernels,
+        neuron_fallback,
+        structured_kernels,
+    )
 
     # storages' methods only with the native hooks (below): their copies allocate through a C++ allocator
     generate_methods_for_privateuse1_backend()
@@ -103,7 +108,8 @@ def register() -> None:
     library = torch.library.Library("_", "IMPL", "PrivateUse1")
     library.fallback(neuron_fallback)
     aten_library = torch.library.Library("aten", "IMPL", "PrivateUse1")
-    for name, kernel in OVERRIDDEN_KERNELS.items():
+    foreach, structured = foreach_kernels(), structured_kernels()
+    for name, kernel in (*OVERRIDDEN_KERNELS.items(), *foreach.items(), *structured.items()):
         aten_library.impl(name, kernel)
     _library, _aten_library = library, aten_library
     hide_from_dynamo(
@@ -111,6 +117,9 @@ def register() -> None:
         storage.resize_bytes,
         storage.allocate_for_torch,
         *OVERRIDDEN_KERNELS.values(),
+        # every foreach kernel is a closure of one code object, and so is every structured op's
+        *list(foreach.values())[:1],
+        *list(structured.values())[:1],
         _DeviceGuard.type_,
         _Hooks.is_available,
         _Hooks.has_primary_context,

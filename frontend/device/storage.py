@@ -31,6 +31,7 @@ _BLOCK_ATTRIBUTE = "_neuron_block"
 _HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
 
 _numpy_dtypes: dict[torch.dtype, np.dtype] = {}
+_torch_dtypes: dict[np.dtype, torch.dtype] = {}
 
 _memory: DeviceMemory | None = None
 _device: torch.device | None = None
@@ -177,12 +178,17 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
 
 def from_array(array: np.ndarray) -> torch.Tensor:
     """A new contiguous device tensor holding NumPy `array`'s values (ml_dtypes' arrays as bf16 and fp8)."""
-    from neuron_mlir.frontend.tensors import torch_dtype
+    dtype = _torch_dtypes.get(array.dtype)
+    if dtype is None:
+        from neuron_mlir.frontend.tensors import torch_dtype
 
-    tensor = empty(array.shape, torch_dtype(array.dtype))
-    target = dense_array(tensor)
-    assert target is not None, "a new tensor is contiguous"
-    np.copyto(target, array)
+        dtype = _torch_dtypes[array.dtype] = torch_dtype(array.dtype)
+    shape = array.shape
+    nbytes = array.size * dtype.itemsize
+    stored = new_storage(nbytes)
+    tensor = bind(torch._C._acc.create_empty_tensor((0,), dtype), stored, 0, shape, contiguous_strides(shape))
+    # the new block's bytes are the tensor's, in order
+    np.copyto(getattr(stored, _BLOCK_ATTRIBUTE).data.view(array.dtype).reshape(shape), array)
     return tensor
 
 

@@ -30,7 +30,7 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
     assert compiled.EAGER_STATS.compiled_signatures == 1
     second = y * x  # same signature: no new program
     assert compiled.EAGER_STATS.compiled_signatures == 1
-    assert compiled.EAGER_STATS.native_ops["aten.mul.out"] == 2
+    assert compiled.EAGER_STATS.native_ops["aten.mul.Tensor"] == 2  # the functional op itself, no out= form
     assert stream.simulated_ns > before  # the simulated time of both runs is on the stream
     assert_close_to_torch(first.cpu(), x.cpu() * y.cpu())
     assert_close_to_torch(second.cpu(), x.cpu() * y.cpu())
@@ -130,3 +130,50 @@ def test_optimizers_default_and_fused_kernels_match_the_cpu(compiled, optimizer,
                 step.step()
     assert_close_to_torch(model.weight.detach().cpu(), reference.weight.detach())
     assert_close_to_torch(model.bias.detach().cpu(), reference.bias.detach())
+
+
+def test_a_foreach_call_is_one_program_over_all_its_tensors(compiled):
+    shapes = [(8, 16), (16,), (3, 5)]
+    generator = torch.Generator().manual_seed(0)
+    host = [[torch.randn(s, generator=generator) for s in shapes] for _ in range(3)]
+    host[2] = [z.abs() + 1 for z in host[2]]
+    xs, ys, zs = ([t.to("neuron") for t in tensors] for tensors in host)
+    torch._foreach_add_(xs, ys, alpha=0.5)
+    torch._foreach_addcdiv_(xs, ys, zs, [0.1, 0.2, 0.3])  # the scalars are `addcdiv_`'s keyword `value`
+    torch._foreach_mul_(ys, 2.0)
+    expected = [x + 0.5 * y for x, y in zip(host[0], host[1], strict=True)]
+    torch._foreach_addcdiv_(expected, host[1], host[2], [0.1, 0.2, 0.3])
+    for actual, want, doubled, base in zip(xs, expected, ys, host[1], strict=True):
+        assert_close_to_torch(actual.cpu(), want)
+        assert_close_to_torch(doubled.cpu(), base * 2.0)
+    native = compiled.EAGER_STATS.native_ops
+    assert native["aten._foreach_add_.List"] == 1, native
+    assert native["aten._foreach_mul_.Scalar"] == 1, native
+    assert not any(name.startswith(("aten.add", "aten.mul")) for name in native), native  # no per-tensor op
+
+
+def test_a_refused_foreach_call_runs_its_per_tensor_ops(compiled):
+    # float64 has no NeuronCore storage: the call is refused, and each tensor's op goes its own way (the host)
+    host = [torch.randn(4, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)]
+    xs = [t.to("neuron") for t in host]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch._foreach_mul_(xs, 3.0)
+    for actual, want in zip(xs, host, strict=True):
+        assert_close_to_torch(actual.cpu(), want * 3.0)
+    assert compiled.EAGER_STATS.host_ops["aten.mul.out"] == 2, compiled.EAGER_STATS.host_ops
+    assert "aten._foreach_mul_.Scalar" not in compiled.EAGER_STATS.host_ops
+
+
+def test_a_structured_op_is_one_program_of_its_functional_form(compiled):
+    """Not `empty` then the out= form: the functional op itself, with the CPU's result strides and errors."""
+    x = torch.randn(6, 4).to("neuron")
+    w = torch.randn(5, 4).to("neuron")
+    product = x @ w.t()  # a transposed operand, a contiguous result
+    assert_close_to_torch(product.cpu(), x.cpu() @ w.cpu().t())
+    assert compiled.EAGER_STATS.native_ops["aten.mm.default"] == 1, compiled.EAGER_STATS.native_ops
+    shifted = x.t() + 1  # an elementwise op of a transpose keeps its strides, as on the CPU
+    assert shifted.stride() == (x.cpu().t() + 1).stride()
+    assert_close_to_torch(shifted.cpu(), x.cpu().t() + 1)
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(6\) must match the size of tensor b \(5\)"):
+        x + w
