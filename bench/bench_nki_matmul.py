@@ -95,14 +95,19 @@ def _compiled_matmul(lhsT: np.ndarray, rhs: np.ndarray, target: str, row_major: 
 
     torch._dynamo.reset()
     neuron_mlir.reset()
-    options = {"target": target, "check_races": False, "cache": False}
+    options: dict[str, Any] = {"target": target, "check_races": False, "cache": False}
     left, right = from_numpy(lhsT), from_numpy(rhs)
+
+    def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+    def product_of_transposed(a_t: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a_t.t() @ b
+
     if row_major:
-        compiled = torch.compile(lambda a, b: a @ b, backend="neuron-mlir", options=options)
-        result = compiled(left.t().contiguous(), right)
+        result = torch.compile(product, backend="neuron-mlir", options=options)(left.t().contiguous(), right)
     else:
-        compiled = torch.compile(lambda a_t, b: a_t.t() @ b, backend="neuron-mlir", options=options)
-        result = compiled(left, right)
+        result = torch.compile(product_of_transposed, backend="neuron-mlir", options=options)(left, right)
     (profile,) = neuron_mlir.profiles().values()
     return to_numpy(result), profile
 
