@@ -67,9 +67,10 @@ def matmul_hoisted(lhsT: nki.NkiTensor, rhs: nki.NkiTensor) -> nki.NkiTensor:
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TILE_M):
         # every contraction tile of this row block, loaded once for all column blocks. As in the published
-        # kernel, each lhsT tile gets a TILE_N-wide slot of which it fills TILE_M columns: at the tutorial's
-        # size that panel takes 64 KiB of each partition's SBUF instead of 16, so two rhs column panels (64 KiB
-        # each) no longer fit beside it, and the next column's loads cannot overlap this column's matmuls
+        # kernel ([nki-samples-matmul] in docs/hardware-sources.md), each lhsT tile gets a TILE_N-wide slot of
+        # which it fills TILE_M columns: at the tutorial's size that panel takes 64 KiB of each partition's SBUF
+        # instead of 16, so two rhs column panels (64 KiB each) no longer fit beside it, and the next column's
+        # loads cannot overlap this column's matmuls
         lhsT_tiles = nl.ndarray((TILE_K, k_tiles, TILE_N), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(k_tiles):
             nisa.dma_copy(
