@@ -48,6 +48,7 @@ import operator
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -303,6 +304,9 @@ def _checked(value: Any, *kinds: type) -> Any:
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+# Frames of the project's own call wrappers that Dynamo traces through on the way to an op: a call of an NKI
+# kernel op passes `NkiTorchOp.__call__`, whose line is not the user's
+_WRAPPER_FILES = frozenset({str(Path(__file__).with_name("nki_ops.py"))})
 
 
 def node_location(node: torch.fx.Node) -> LocationAttr:
@@ -319,8 +323,9 @@ def node_location(node: torch.fx.Node) -> LocationAttr:
 # once per text, not once per node (the cache key and the importer spell every node's location).
 @functools.lru_cache(maxsize=4096)
 def _last_frame(trace: str) -> tuple[str, str] | None:
-    """(file, line) of the innermost frame of a stack trace, None if it has none."""
-    frames = _FRAME.findall(trace)
+    """(file, line) of the innermost frame of a stack trace outside the project's call wrappers, None if it has
+    none."""
+    frames = [frame for frame in _FRAME.findall(trace) if frame[0] not in _WRAPPER_FILES]
     return frames[-1] if frames else None
 
 
@@ -623,7 +628,7 @@ class FxImporter:
 
     def _import_kernel_call(self, node: torch.fx.Node, call: Any, value: Any) -> Any:
         """A call of an NKI kernel registered as a torch op: one `torch.nki_kernel` (`call`: its `KernelCall`)."""
-        from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i1, i64
+        from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
         assert isinstance(node.target, torch._ops.OpOverload)
         arguments = _named_arguments(node.target, node.args, node.kwargs)

@@ -106,7 +106,7 @@ def test_compiled_program_inlines_the_kernel(monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
 
     def layer(x, weight):
-        return torch.tanh(rms_norm_op(x.t(), weight)) + 1.0  # x.t(): a transposed view of the input
+        return torch.tanh(rms_norm_op(x.t(), weight)) + 1.0  # x.t(): a transposed view of the input (the call)
 
     generator = torch.Generator().manual_seed(3)
     x, weight = torch.randn(96, 40, generator=generator), torch.randn(96, generator=generator)
@@ -120,6 +120,12 @@ def test_compiled_program_inlines_the_kernel(monkeypatch):
     (profile,) = neuron_mlir.profiles().values()
     assert "nki_examples::rms_norm" in profile.summary()
     assert any(location.startswith("normalization.py:") for location in map(_file_of, profile.location_ns))
+    # the row-major copy of the operand is located at the call in the model's code, not in the op's wrapper
+    lines = Path(__file__).read_text().splitlines()
+    call = next(i for i, text in enumerate(lines, 1) if "a transposed view of the input (the call)" in text)
+    files = {_file_of(location) for location in profile.location_ns}
+    assert f"test_torch_op.py:{call}" in files, files
+    assert not any(name.startswith("nki_ops.py") for name in files), files
     # the kernel alone on the same core: the inlined instructions do the same work, so take about as long
     alone = rms_norm_op.kernel.simulate(x.t().contiguous().numpy(), weight.numpy(), target="trn2")[1]
     assert profile.kernel_counts()["nki_examples::rms_norm"] >= alone.instruction_count - 2
