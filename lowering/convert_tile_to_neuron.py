@@ -58,6 +58,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.kernel_calls import traced_kernel
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
 from neuron_mlir.runtime.profile import KERNEL_LOCATION_PREFIX
@@ -804,11 +805,9 @@ def _nki_kernel(conv: _FunctionConversion, op: Operation) -> None:
     it, with no copy), and every instruction is located at the kernel's line, named after the torch op, so that
     diagnostics and the profile's per-kernel rows point at it."""
     assert isinstance(op, tile.NkiKernelOp)
-    from neuron_mlir.nki import NkiError, traced_call
-
     try:
-        function = traced_call(op, list(op.inputs))
-    except (NkiError, LookupError) as error:
+        function = traced_kernel(op, list(op.inputs))
+    except (ValueError, LookupError) as error:  # NkiError is a ValueError
         raise _diagnostic(op, str(error)) from None
     body = function.body.block
     for argument, value in zip(body.args, op.inputs, strict=True):

@@ -337,6 +337,15 @@ def traced_call(op: Any, values: Sequence[Any]) -> Any:
     return next(inner for inner in module.ops if isinstance(inner, func.FuncOp))
 
 
+def _register_tracer() -> None:
+    from neuron_mlir.lowering.kernel_calls import register_kernel_tracer
+
+    register_kernel_tracer(traced_call)
+
+
+_register_tracer()
+
+
 def register_call(call: KernelCall) -> None:
     """Make a kernel callable from compiled programs by its torch op's name."""
     _CALLS[call.name] = call

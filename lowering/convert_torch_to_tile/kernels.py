@@ -22,18 +22,17 @@ from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.torch import NkiKernelOp
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, alloc
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.kernel_calls import traced_kernel
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.program import row_major_strides
 
 
 def legal(op: Operation) -> str | None:
     """The kernel is registered, traces for these operands, and returns what the op declares."""
-    from neuron_mlir.nki import NkiError, traced_call
-
     assert isinstance(op, NkiKernelOp)
     try:
-        function = traced_call(op, list(op.inputs))
-    except (NkiError, LookupError) as error:
+        function = traced_kernel(op, list(op.inputs))
+    except (ValueError, LookupError) as error:  # the kernel's NkiError is a ValueError
         return str(error)
     returned = function.body.block.last_op
     assert isinstance(returned, func.ReturnOp)
