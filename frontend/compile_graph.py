@@ -5,8 +5,10 @@ lowering, on a dtype without storage, or sent to the CPU by `cpu_ops`, is found 
 imported and each op asked for its legality (`convert_torch_to_tile.legality`). The graph is then partitioned once
 around the nodes that run on the CPU and each region compiled once. A compile that fails after that (a lowering
 that raises on an op declared legal) is an error in strict and non-strict mode alike, never a silent fallback.
-A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`) is partitioned around the same way, but it
-is no fallback: it runs as the kernel's own program on the simulated core, so strict mode accepts it.
+A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`) is one `torch.nki_kernel` op whose
+kernel's instructions the compiler inlines into the program; where the kernel does not trace for the call (its
+legality), the graph is partitioned around it the same way, but it is no fallback: it runs as the kernel's own
+program on the simulated core, so strict mode accepts it.
 A graph with data-dependent sizes (`frontend.data_dependent`) is partitioned around its host nodes too (reads of
 a count from a tensor, arithmetic on it, views cutting a buffer to it); a region whose inputs have such sizes is
 compiled at its calls, once per set of sizes it meets, and an op its sizes rule out is an error naming it.
@@ -104,6 +106,8 @@ def unsupported_nodes(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str]
         if node.op != "call_function" or node.target is operator.getitem or is_shape_arithmetic(node):
             continue
         if is_host_checked(node) or str(node.target) in SIZE_ASSERTIONS:
+            continue
+        if _is_nki_kernel(node):  # inlined into the program where its kernel traces (its op's legality)
             continue
         op_class = op_class_for(str(node.target))
         forced = names_op(str(node.target), cpu_ops)
@@ -244,7 +248,8 @@ def _compile_graph(
     missing += [node for node in graph_module.graph.nodes if node.name in illegal and node not in missing]
     if not missing:
         return _compile_whole(graph_module, name, options, debug_dir, looked_up, imported)
-    # NKI kernel ops run between the compiled regions as the kernel's own simulated program: not a fallback
+    # NKI kernel ops that cannot be inlined run between the compiled regions as the kernel's own simulated
+    # program: not a fallback
     kernels = [node for node in missing if _is_nki_kernel(node)]
     on_cpu = [node for node in missing if node not in kernels]
     if on_cpu:

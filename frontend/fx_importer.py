@@ -48,6 +48,7 @@ import operator
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,6 +78,7 @@ from xdsl.utils.exceptions import VerifyException
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
 from neuron_mlir.ir.dialects.torch import (
     PROCESS_GROUPS_ATTR,
+    NkiKernelOp,
     ResultKind,
     TorchOp,
     element_type_for_dtype,
@@ -302,6 +304,9 @@ def _checked(value: Any, *kinds: type) -> Any:
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+# Frames of the project's own call wrappers that Dynamo traces through on the way to an op: a call of an NKI
+# kernel op passes `NkiTorchOp.__call__`, whose line is not the user's
+_WRAPPER_FILES = frozenset({str(Path(__file__).with_name("nki_ops.py"))})
 
 
 def node_location(node: torch.fx.Node) -> LocationAttr:
@@ -318,8 +323,9 @@ def node_location(node: torch.fx.Node) -> LocationAttr:
 # once per text, not once per node (the cache key and the importer spell every node's location).
 @functools.lru_cache(maxsize=4096)
 def _last_frame(trace: str) -> tuple[str, str] | None:
-    """(file, line) of the innermost frame of a stack trace, None if it has none."""
-    frames = _FRAME.findall(trace)
+    """(file, line) of the innermost frame of a stack trace outside the project's call wrappers, None if it has
+    none."""
+    frames = [frame for frame in _FRAME.findall(trace) if frame[0] not in _WRAPPER_FILES]
     return frames[-1] if frames else None
 
 
@@ -611,10 +617,46 @@ class FxImporter:
             result = self._import_overload(node, inner, _named_arguments(inner, inner_args, node.kwargs), inner_value)
             self.values[node] = [self._value(token, node), result]
             return
+        kernel_call = kernel_call_of(node.target)
+        if kernel_call is not None:
+            self.values[node] = self._import_kernel_call(node, kernel_call, value)
+            return
         if not isinstance(node.target, torch._ops.OpOverload):
             raise GraphImportError(f"{describe_node(node)}: only ATen operators are imported")
         arguments = _named_arguments(node.target, node.args, node.kwargs)
         self.values[node] = self._import_overload(node, node.target, arguments, value)
+
+    def _import_kernel_call(self, node: torch.fx.Node, call: Any, value: Any) -> Any:
+        """A call of an NKI kernel registered as a torch op: one `torch.nki_kernel` (`call`: its `KernelCall`)."""
+        from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+
+        assert isinstance(node.target, torch._ops.OpOverload)
+        arguments = _named_arguments(node.target, node.args, node.kwargs)
+        inputs: list[SSAValue] = []
+        scalars: dict[str, Attribute] = {}
+        for name in call.parameters:
+            argument = self._value(arguments.get(name, call.defaults.get(name)), node)
+            if name in call.tensor_parameters:
+                if not isinstance(argument, SSAValue):
+                    raise GraphImportError(f"{describe_node(node)}: argument {name!r} of {call.name} is not a tensor")
+                inputs.append(argument)
+            elif isinstance(argument, bool):
+                scalars[name] = IntegerAttr(int(argument), i1)
+            elif isinstance(argument, int):
+                scalars[name] = IntegerAttr(argument, i64)
+            elif isinstance(argument, float):
+                scalars[name] = FloatAttr(argument, f64)
+            else:
+                raise GraphImportError(f"{describe_node(node)}: argument {name!r} of {call.name} is {argument!r}")
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        result_types = [tensor_type(v, node, self.bindings) for v in values]
+        op = NkiKernelOp(call.name, inputs, result_types, scalars, call.fingerprint)
+        op.location = node_location(node)
+        self.block.add_op(op)
+        results = list(op.results)
+        if results:
+            results[0].name_hint = ssa_name(node.name)
+        return results if isinstance(value, list | tuple) else results[0]
 
     def _cpu_results(self, node: torch.fx.Node, value: Any) -> Any:
         """A CPU node's results as later nodes see them: a new argument per tensor (None stays None)."""
@@ -829,6 +871,15 @@ def _torch_dtype(element_type: Attribute) -> torch.dtype:
     from neuron_mlir.ir.dialects.torch import dtype_name_for
 
     return getattr(torch, dtype_name_for(element_type))
+
+
+def kernel_call_of(target: Any) -> Any:
+    """The `nki.KernelCall` of an FX node's target when it is an NKI kernel registered as a torch op."""
+    import sys
+
+    nki_ops = sys.modules.get("neuron_mlir.frontend.nki_ops")  # no kernel op exists before that module is loaded
+    registered = nki_ops.kernel_op_of(target) if nki_ops is not None else None
+    return registered.call if registered is not None else None
 
 
 def _named_arguments(target: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

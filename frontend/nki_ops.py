@@ -19,8 +19,10 @@ type, every other parameter is a Tensor. Where the op runs:
 - `neuron` device tensors: the program reads the device memory of contiguous operands directly, its results are
   new device tensors, and its simulated time is added to the current stream like any eager op's.
 - Fake tensors (Dynamo, AOTAutograd): `out_shape` (and `out_dtype`) make the results, so the op traces as one
-  node. The `neuron-mlir` backend does not lower that node: it runs between the compiled regions as the kernel's
-  own program (see `frontend.compile_graph`), never counted as a CPU fallback.
+  node. The `neuron-mlir` backend imports it as a `torch.nki_kernel` and inlines the kernel's traced
+  instructions into the compiled program (the op's `nki.KernelCall`, registered here, is how the compiler finds
+  the kernel); where the kernel cannot be inlined it runs between the compiled regions as its own program (see
+  `frontend.compile_graph`), never counted as a CPU fallback.
 - Autograd: `backward(ctx, *grads)` returns one gradient per op input (None for scalars), as
   `torch.library.register_autograd` takes it. Unless `setup_context` is given, `ctx.saved_tensors` holds the
   tensor inputs in order followed by the outputs, and `ctx.scalars` the other inputs by name. A backward of
@@ -149,6 +151,15 @@ class NkiTorchOp:
         namespace, op_name = name.split("::")
         self.op = getattr(getattr(torch.ops, namespace), op_name).default
         _KERNEL_OPS[name] = self
+        from neuron_mlir.nki import KernelCall, register_call
+
+        defaults = {
+            p.name: p.default
+            for p in inspect.signature(self.kernel.function).parameters.values()
+            if p.name not in self.tensor_parameters
+        }
+        self.call = KernelCall(name, self.kernel, tuple(self.parameters), tuple(self.tensor_parameters), defaults)
+        register_call(self.call)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.custom_op(*args, **kwargs)

@@ -11,7 +11,8 @@ hardware would use: loads and stores are `dma_copy`s spread round-robin over the
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
 arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE; collectives run on the collective
-queue, one instruction each on the whole HBM tensors. A `tile.extract` window is no
+queue, one instruction each on the whole HBM tensors; a `tile.nki_kernel` is replaced by the kernel's traced
+instructions, which read and write the call's HBM tensors in place. A `tile.extract` window is no
 instruction: matmuls, transposes, inserts and the per-partition columns of a `tile.binary_scalar` (its scalar)
 and a `tile.unary` (its bias) read it in place through an access pattern (at a dynamic offset when its indices
 are loop values), other users get a copy. A `tile.insert` is a copy into the window of its
@@ -39,6 +40,7 @@ from xdsl.dialects.builtin import (
     LocationAttr,
     MemRefType,
     ModuleOp,
+    NameLoc,
     StringAttr,
     f32,
     f64,
@@ -56,8 +58,10 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.kernel_calls import traced_kernel
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
+from neuron_mlir.runtime.profile import KERNEL_LOCATION_PREFIX
 from neuron_mlir.runtime.program import row_major_strides
 
 Access = tuple[SSAValue, AccessPatternAttr, SSAValue | None]
@@ -799,6 +803,48 @@ def _collective(conv: _FunctionConversion, op: Operation) -> None:
     conv.emit(conv.emitter(op), _COLLECTIVE_OPS[op.kind.data], Engine.COLLECTIVE, accesses, properties)
 
 
+def _nki_kernel(conv: _FunctionConversion, op: Operation) -> None:
+    """The kernel's traced instructions, placed where the call is: its HBM arguments become the call's input
+    tensors, the HBM tensors it returns become the call's output tensors (each written where the kernel writes
+    it, with no copy), and every instruction is located at the kernel's line, named after the torch op, so that
+    diagnostics and the profile's per-kernel rows point at it."""
+    assert isinstance(op, tile.NkiKernelOp)
+    try:
+        function = traced_kernel(op, list(op.inputs))
+    except (ValueError, LookupError) as error:  # NkiError is a ValueError
+        raise _diagnostic(op, str(error)) from None
+    body = function.body.block
+    for argument, value in zip(body.args, op.inputs, strict=True):
+        # a row-major view at offset 0 addresses the elements of its allocation the kernel's patterns address
+        argument.replace_all_uses_with(conv.root(value))
+    returned = body.last_op
+    assert isinstance(returned, func.ReturnOp)
+    for value, output in zip(returned.operands, op.outputs, strict=True):
+        allocation = value.owner
+        if not isinstance(allocation, neuron.AllocOp):
+            raise _diagnostic(op, "the kernel returns a view of another tensor; inlined, it writes its outputs")
+        value.replace_all_uses_with(conv.root(output))
+    returned.detach()
+    returned.erase(safe_erase=False)
+    tag = StringAttr(KERNEL_LOCATION_PREFIX + op.kernel.data)
+    parent = op.parent_block()
+    assert parent is not None
+    for inner in list(body.ops):
+        inner.detach()
+        if isinstance(inner, neuron.AllocOp) and not inner.buffer.uses:
+            inner.erase()  # a returned tensor, now the call's output
+            continue
+        for nested in inner.walk():
+            nested.location = _in_kernel(nested.location, tag)
+        parent.insert_op_before(inner, op)
+
+
+def _in_kernel(location: LocationAttr, tag: StringAttr) -> LocationAttr:
+    """The kernel's source position, named as a call of the kernel op `tag`."""
+    inner = location.location if isinstance(location, NameLoc) else location
+    return NameLoc(tag, inner)
+
+
 _HANDLERS = {
     tile.ViewOp: _view,
     tile.LoadOp: _load,
@@ -821,6 +867,7 @@ _HANDLERS = {
     tile.ReduceOp: _reduce,
     tile.ScanOp: _scan,
     tile.CollectiveOp: _collective,
+    tile.NkiKernelOp: _nki_kernel,
 }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "BenchmarkResult",
     "BenchmarkedKernel",
     "Kernel",
+    "KernelCall",
     "NkiError",
     "NkiTensor",
     "NkiWarning",
@@ -265,6 +266,94 @@ class Kernel:
         if compiled.returned == "none":
             return None, profile
         return (results[0] if compiled.returned == "one" else tuple(results)), profile
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """A kernel registered as a torch op (`neuron_mlir.as_torch_op`), as a compiled program calls it: the
+    compiler inlines the kernel's traced instructions where the op is (convert-tile-to-neuron)."""
+
+    name: str  # the op's qualified name, "mylib::rms_norm"
+    kernel: Kernel
+    parameters: tuple[str, ...]
+    tensor_parameters: tuple[str, ...]
+    defaults: dict[str, Any]  # the scalar parameters' defaults
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what the traced instructions depend on besides the arguments: the kernel's source, its
+        launch grid and its options."""
+        import hashlib
+
+        try:
+            source = inspect.getsource(self.kernel.function)
+        except (OSError, TypeError):
+            source = repr(self.kernel.function)
+        text = f"{source}\0{self.kernel.grid}\0{self.kernel.unroll}\0{self.kernel.seed}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def traced(
+        self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], scalars: dict[str, Any], target: str
+    ) -> ModuleOp:
+        """The kernel's traced module (before placement) for tensors of these shapes and dtypes (the tensor
+        parameters in order) and these scalars, on `target`: the same trace the kernel runs alone."""
+        shapes = iter(inputs)
+        args: list[Any] = []
+        for name in self.parameters:
+            if name in self.tensor_parameters:
+                shape, dtype = next(shapes)
+                args.append(np.zeros(shape, dtype))
+            else:
+                args.append(scalars.get(name, self.defaults.get(name)))
+        compiled = self.kernel.compile(*args, target=target)
+        if compiled.returned == "none" or compiled.modified:
+            raise NkiError(f"kernel {self.kernel.__name__} of torch op {self.name} writes into its inputs")
+        return compiled.module.clone()
+
+
+_CALLS: dict[str, KernelCall] = {}
+
+
+def traced_call(op: Any, values: Sequence[Any]) -> Any:
+    """The traced function (a fresh copy, before placement) of the kernel that `op` calls (a torch or tile
+    `nki_kernel`) with tensors typed as `values` (SSA values of tensor or memref types), on the target of the
+    module holding `op`. Raises `NkiError` when the kernel does not trace, LookupError when this process has no
+    such kernel."""
+    from xdsl.dialects import func
+
+    from neuron_mlir.ir.dialects.neuron import target_of
+    from neuron_mlir.ir.dialects.torch import NkiKernelOp
+    from neuron_mlir.ir.types import runtime_dtype_name
+    from neuron_mlir.runtime.dtypes import numpy_dtype
+
+    name = op.kernel.data
+    call = registered_call(name)
+    if call is None:
+        raise LookupError(f"the kernel of torch op {name} is not registered in this process (neuron_mlir.as_torch_op)")
+    signature = [
+        (tuple(value.type.get_shape()), numpy_dtype(runtime_dtype_name(value.type.element_type))) for value in values
+    ]
+    module = call.traced(signature, NkiKernelOp.scalar_values_of(op.scalars), target_of(op).name)
+    return next(inner for inner in module.ops if isinstance(inner, func.FuncOp))
+
+
+def _register_tracer() -> None:
+    from neuron_mlir.lowering.kernel_calls import register_kernel_tracer
+
+    register_kernel_tracer(traced_call)
+
+
+_register_tracer()
+
+
+def register_call(call: KernelCall) -> None:
+    """Make a kernel callable from compiled programs by its torch op's name."""
+    _CALLS[call.name] = call
+
+
+def registered_call(name: str) -> KernelCall | None:
+    """The kernel registered as the torch op `name` in this process, if any."""
+    return _CALLS.get(name)
 
 
 def jit(function: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -24,7 +24,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.nki import operators
-from neuron_mlir.nki.tracing import NkiTensor, error, trace
+from neuron_mlir.nki.tracing import NkiTensor, dtype_name, error, trace
 from neuron_mlir.runtime.hardware import Engine, Memory
 
 
@@ -51,6 +51,38 @@ class reduce_cmd(enum.Enum):
     reset = "reset"
     reset_reduce = "reset_reduce"
     reduce = "reduce"
+
+
+class matmul_perf_mode(enum.Enum):
+    """TensorE's performance mode of `nc_matmul`: `double_row` pairs full 128-row fp8 tiles (NeuronCore-v3 and
+    later). The simulated core charges fp8 matmuls of full tiles that rate on those targets either way."""
+
+    none = "none"
+    double_row = "double_row"
+
+
+_FP8 = frozenset({"f8e4m3", "f8e5m2"})
+
+
+def _check_perf_mode(api: str, mode: Any, stationary: NkiTensor, moving: NkiTensor, is_transpose: bool) -> None:
+    """The public rules of `perf_mode`: a `matmul_perf_mode` (or its name); double_row needs a target with
+    TensorE's fp8 double-row mode (not NeuronCore-v2), fp8 operands, and is no transpose."""
+    if mode is None:
+        return
+    try:
+        chosen = mode if isinstance(mode, matmul_perf_mode) else matmul_perf_mode(str(mode))
+    except ValueError:
+        raise error(f"{api}: perf_mode {mode!r} is not an nki.isa.matmul_perf_mode") from None
+    if chosen is matmul_perf_mode.none:
+        return
+    target = trace().target
+    if target.matmul_fp8_speedup < 2:
+        raise error(f"{api}: perf_mode double_row is not supported on {target.name} ({target.core_version})")
+    dtypes = {dtype_name(tensor.dtype) for tensor in (stationary, moving)}
+    if not dtypes <= _FP8:
+        raise error(f"{api}: perf_mode double_row multiplies fp8 operands, got {', '.join(sorted(dtypes))}")
+    if is_transpose:
+        raise error(f"{api}: perf_mode double_row cannot transpose")
 
 
 def _engine(choice: Any, default: Engine, api: str) -> Engine:
@@ -154,6 +186,8 @@ def nc_matmul(
     dst = _tensor(dst, api, "dst")
     if tile_position or tile_size:
         raise error(f"{api}: tile_position/tile_size (PE array tiling) are not supported")
+    stationary, moving = _tensor(stationary, api, "stationary"), _tensor(moving, api, "moving")
+    _check_perf_mode(api, perf_mode, stationary, moving, is_transpose)
     current = trace()
     decided: bool | SSAValue = current.first_write_accumulates(api, dst) if accumulate is None else bool(accumulate)
     if decided is True and accumulate:

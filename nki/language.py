@@ -72,6 +72,11 @@ uint32 = np.dtype(np.uint32)
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
+# fp8 [nki-shared]: e4m3fn (no infinities, largest 448) and e5m2 have storage types; NKI's float8_e4m3 (the
+# variant with infinities, largest 240) has none, so using it is a diagnostic naming the dtype
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 
 
 # ---- sizes -----------------------------------------------------------------------------------------------------

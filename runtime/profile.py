@@ -76,6 +76,18 @@ class TraceEvents:
         return len(self.start)
 
 
+KERNEL_LOCATION_PREFIX = "nki "
+"""How the location of an NKI kernel's instruction inlined into a compiled program names the kernel's torch op:
+`kernel.py:42 (nki mylib::rms_norm)`."""
+
+
+def kernel_of_location(location: str) -> str | None:
+    """The torch op of the NKI kernel an instruction at `location` (a profile's location string) comes from."""
+    start = location.rfind("(" + KERNEL_LOCATION_PREFIX)
+    if start < 0 or not location.endswith(")"):
+        return None
+    return location[start + 1 + len(KERNEL_LOCATION_PREFIX) : -1]
+
 @dataclass
 class Profile:
     target: str
@@ -141,6 +153,24 @@ class Profile:
     @property
     def achieved_flops_per_s(self) -> float:
         return self.flops / (self.total_ns * 1e-9) if self.total_ns > 0 else 0.0
+
+    def kernel_ns(self) -> dict[str, float]:
+        """Busy time (summed over the engines and queues) of each NKI kernel inlined into the program, by its
+        torch op's name, and the same for the instructions each ran (`kernel_counts`)."""
+        busy: dict[str, float] = {}
+        for location, ns in self.location_ns.items():
+            kernel = kernel_of_location(location)
+            if kernel is not None:
+                busy[kernel] = busy.get(kernel, 0.0) + ns
+        return busy
+
+    def kernel_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for location, count in self.location_counts.items():
+            kernel = kernel_of_location(location)
+            if kernel is not None:
+                counts[kernel] = counts.get(kernel, 0) + count
+        return counts
 
     @property
     def instruction_count(self) -> int:
@@ -217,6 +247,13 @@ class Profile:
         lines.append(f"  {'opcode':<16} {'count':>10}")
         for opcode, count in sorted(self.opcode_counts.items(), key=lambda item: -item[1]):
             lines.append(f"  {opcode:<16} {count:>10}")
+        kernels = self.kernel_ns()
+        if kernels:
+            counts_by_kernel = self.kernel_counts()
+            lines.append("")
+            lines.append(f"  {'busy':>12} {'count':>8}  NKI kernel")
+            for kernel, busy in sorted(kernels.items(), key=lambda item: -item[1]):
+                lines.append(f"  {_us(busy):>12} {counts_by_kernel.get(kernel, 0):>8}  {kernel}")
         if self.location_ns:
             lines.append("")
             lines.append(f"  {'busy':>12} {'count':>8}  source location")

@@ -5,7 +5,8 @@ it: the contraction axis K on the partitions) and returns a new HBM tensor in lh
 
 1. `matmul_tiled`: one PSUM tile per [128, 512] block of the result, loading both operand tiles for every step
    of the contraction.
-2. `matmul_hoisted`: the lhsT tiles of a row block are loaded once and reused across the column blocks.
+2. `matmul_hoisted`: the lhsT tiles of a row block are loaded once and reused across the column blocks (in
+   slots as wide as the rhs tiles, as the published kernel allocates them).
 3. `matmul_blocked_free`: the M and N dimensions are blocked, so each loaded operand tile feeds several matmuls.
 4. `matmul_blocked`: K is blocked too, and partial sums accumulate in SBUF, which bounds the SBUF each block
    needs while keeping every loaded tile in use for a whole block of the result.
@@ -65,17 +66,23 @@ def matmul_hoisted(lhsT: nki.NkiTensor, rhs: nki.NkiTensor) -> nki.NkiTensor:
     k_tiles = K // TILE_K
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TILE_M):
-        # every contraction tile of this row block, loaded once for all column blocks
-        lhsT_tiles = nl.ndarray((TILE_K, k_tiles, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
+        # every contraction tile of this row block, loaded once for all column blocks. As in the published
+        # kernel ([nki-samples-matmul] in docs/hardware-sources.md), each lhsT tile gets a TILE_N-wide slot of
+        # which it fills TILE_M columns: at the tutorial's size that panel takes 64 KiB of each partition's SBUF
+        # instead of 16, so two rhs column panels (64 KiB each) no longer fit beside it, and the next column's
+        # loads cannot overlap this column's matmuls
+        lhsT_tiles = nl.ndarray((TILE_K, k_tiles, TILE_N), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(k_tiles):
-            nisa.dma_copy(dst=lhsT_tiles[:, k, :], src=lhsT[nl.ds(k * TILE_K, TILE_K), nl.ds(m * TILE_M, TILE_M)])
+            nisa.dma_copy(
+                dst=lhsT_tiles[:, k, nl.ds(0, TILE_M)], src=lhsT[nl.ds(k * TILE_K, TILE_K), nl.ds(m * TILE_M, TILE_M)]
+            )
         for n in nl.affine_range(N // TILE_N):
             rhs_tiles = nl.ndarray((TILE_K, k_tiles, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(k_tiles):
                 nisa.dma_copy(dst=rhs_tiles[:, k, :], src=rhs[nl.ds(k * TILE_K, TILE_K), nl.ds(n * TILE_N, TILE_N)])
             acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(k_tiles):
-                nisa.nc_matmul(dst=acc, stationary=lhsT_tiles[:, k, :], moving=rhs_tiles[:, k, :])
+                nisa.nc_matmul(dst=acc, stationary=lhsT_tiles[:, k, nl.ds(0, TILE_M)], moving=rhs_tiles[:, k, :])
             out_tile = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=out_tile, src=acc)
             nisa.dma_copy(dst=result[nl.ds(m * TILE_M, TILE_M), nl.ds(n * TILE_N, TILE_N)], src=out_tile)

@@ -141,6 +141,10 @@ def main() -> None:
     for step, (eager, compiled) in enumerate(zip(eager_losses, compiled_losses, strict=True)):
         print(f"step {step}: loss eager {eager:.6f}  compiled {compiled:.6f}  difference {abs(eager - compiled):.2e}")
     print(f"graphs compiled: {stats['graphs_compiled']}, nodes run on the CPU: {stats['nodes_fallen_back']}")
+    # the kernel's instructions are inlined into the compiled programs: its row in each program's profile
+    for graph, profile in neuron_mlir.profiles().items():
+        busy = profile.kernel_ns().get(rms_norm_op.name, 0.0)
+        print(f"{graph}: {profile.total_us:.1f} us, of which the RMSNorm kernel keeps engines busy {busy / 1e3:.1f} us")
 
 
 if __name__ == "__main__":

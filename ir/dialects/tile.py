@@ -25,6 +25,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntAttr,
@@ -41,6 +42,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
     VarConstraint,
@@ -1311,6 +1313,61 @@ def _collective_operand(role: str, memref_type: MemRefType) -> isa.Operand:
     return isa.Operand.of(role, Memory.HBM, element_type_name(memref_type.element_type), 0, 0, pattern, 0, None)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# NKI kernels
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class NkiKernelOp(IRDLOperation):
+    """A call of an NKI kernel registered as a torch op, on whole HBM tensors: it reads `inputs` (row-major, as
+    the kernel's HBM arguments are) and writes each of `outputs` whole. `kernel`, `scalars` and `fingerprint`
+    are those of `torch.nki_kernel`; convert-tile-to-neuron inlines the kernel's traced instructions here.
+
+    ```mlir
+    tile.nki_kernel (%x, %w) into (%y) {kernel = "mylib::rms_norm", scalars = {eps = 1.0e-06 : f64}, ...}
+        : memref<8x32xf32, #mem<hbm>>, memref<32xf32, #mem<hbm>> into memref<8x32xf32, #mem<hbm>>
+    ```
+    """
+
+    name = "tile.nki_kernel"
+
+    inputs = var_operand_def(MemRefType)
+    outputs = var_operand_def(MemRefType)
+    kernel = prop_def(StringAttr)
+    scalars = prop_def(DictionaryAttr)
+    fingerprint = prop_def(StringAttr)
+
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "`(` $inputs `)` `into` `(` $outputs `)` attr-dict `:` type($inputs) `into` type($outputs)"
+    )
+
+    def __init__(
+        self,
+        kernel: StringAttr,
+        inputs: Sequence[SSAValue],
+        outputs: Sequence[SSAValue],
+        scalars: DictionaryAttr,
+        fingerprint: StringAttr,
+    ):
+        super().__init__(
+            operands=[list(inputs), list(outputs)],
+            properties={"kernel": kernel, "scalars": scalars, "fingerprint": fingerprint},
+        )
+
+    def verify_(self) -> None:
+        for role, values in (("input", self.inputs), ("output", self.outputs)):
+            for value in values:
+                memref_type = value.type
+                assert isinstance(memref_type, MemRefType)
+                if memory_of(memref_type) is not Memory.HBM:
+                    raise _error(self, f"an {role} of a kernel call is an HBM tensor")
+                if memref_strides(memref_type) != (row_major_strides(memref_type.get_shape()), 0):
+                    raise _error(self, f"an {role} of a kernel call is a row-major tensor, got {memref_type}")
+
+
 ELEMENTWISE_OPS: tuple[type[IRDLOperation], ...] = (UnaryOp, BinaryOp, BinaryScalarOp, SelectOp, CopyOp, FillOp)
 """Per-element compute with value semantics that depends on no element's position (unlike IotaOp) and holds no
 region (unlike KernelOp): what a fusion may move, clone or merge between loop nests freely."""
@@ -1338,6 +1395,7 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     ScatterOp,
     KernelOp,
     CollectiveOp,
+    NkiKernelOp,
 )
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

@@ -86,11 +86,15 @@ from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     AttrConstraint,
     IRDLOperation,
+    ParsePropInAttrDict,
     base,
     eq,
+    irdl_op_definition,
     irdl_to_attr_constraint,
     opt_prop_def,
     prop_def,
+    var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -1257,8 +1261,68 @@ def all_op_classes() -> tuple[type[TorchOp], ...]:
     return tuple(sorted(_BY_NAME.values(), key=lambda cls: cls.name))
 
 
+@irdl_op_definition
+class NkiKernelOp(IRDLOperation):
+    """A call of an NKI kernel registered as a torch op (`neuron_mlir.as_torch_op`): `kernel` is the op's
+    qualified name ("mylib::rms_norm"), `scalars` its non-tensor arguments by parameter name, `fingerprint` a
+    digest of the kernel's source (so that a program compiled for one version of the kernel is not reused for
+    another). The tensor operands are the kernel's tensor parameters in order; the results its outputs.
+
+    ```mlir
+    %y = torch.nki_kernel %x, %w {kernel = "mylib::rms_norm", scalars = {eps = 1.0e-06 : f64}, fingerprint = "..."}
+        : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    ```
+    """
+
+    name = "torch.nki_kernel"
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    kernel = prop_def(StringAttr)
+    scalars = prop_def(DictionaryAttr)
+    fingerprint = prop_def(StringAttr)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` functional-type($inputs, $outputs)"
+
+    def __init__(
+        self,
+        kernel: str,
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        scalars: Mapping[str, Attribute],
+        fingerprint: str,
+    ) -> None:
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[list(result_types)],
+            properties={
+                "kernel": StringAttr(kernel),
+                "scalars": DictionaryAttr(dict(scalars)),
+                "fingerprint": StringAttr(fingerprint),
+            },
+        )
+
+    def arguments(self) -> dict[str, Any]:
+        """As the lowerings read a torch op's arguments: the tensor operands under `inputs`."""
+        return {"inputs": list(self.inputs)}
+
+    @staticmethod
+    def scalar_values_of(scalars: DictionaryAttr) -> dict[str, int | float | bool]:
+        """The kernel's non-tensor arguments (the `scalars` of a torch or tile `nki_kernel`) as Python values."""
+        values: dict[str, int | float | bool] = {}
+        for key, attr in scalars.data.items():
+            if isinstance(attr, FloatAttr):
+                values[key] = float(attr.value.data)
+            elif isinstance(attr, IntegerAttr):
+                width = attr.type.width.data if isinstance(attr.type, IntegerType) else 64
+                values[key] = bool(attr.value.data) if width == 1 else int(attr.value.data)
+        return values
+
+
 # The generated module subclasses TorchOp and registers its classes above. `Torch` holds `_OP_CLASSES` itself,
 # so the dialect is complete even when `torch_ops` is imported first and this module finishes before it does.
 import neuron_mlir.ir.dialects.torch_ops  # noqa: E402, F401
 
+_OP_CLASSES.append(NkiKernelOp)  # the one op not generated from an ATen schema
 Torch = Dialect("torch", _OP_CLASSES, [])

@@ -17,21 +17,21 @@ bug: the pass fails with a `LoweringInternalError` naming the op, its line and t
 
 Lowerings are grouped by family, each module exporting a `name -> lowering` table and its `legal` check (`FAMILIES`
 lists them): views.py, elementwise.py, activations.py, normalization.py, scan.py, sort.py, random.py, matmul.py,
-reduction.py, softmax.py, attention.py, attention_backward.py, movement.py, convolution.py, pooling.py,
-indexing.py, loss.py, distance.py, sampling.py, collectives.py (the functional collectives, as
-`tile.collective`s). The pass decides no fusion between ops; it follows two kinds of
-mark the torch stage left, where the IR still bears them out and the tile level's limits allow: the ops an RMS norm
-computes from the rows it holds (its input's upcast, its result's scaling: torch-fuse-rms-norm-neighbours,
-normalization.py), and cross-entropy's backward, where the log-softmax backward computes the nll_loss_backward it
-alone reads without that tensor ever existing (torch-fuse-cross-entropy-backward, loss.py). And it reads through
-exact widenings: a matmul or convolution whose multiplied operands are fp32 widenings of 16-bit values
-(`_to_copy(x16, f32)`, torch-auto-cast's casts) multiplies the 16-bit values, and a bf16 rounding of fp32 that only
-such matmuls read is done by their DMAs (`narrowed_operands`): neither cast gets a loop nest of its own. Otherwise
-each op gets its own loop nest, which tile-level passes then fuse (tile-fuse-epilogues folds an elementwise op of a
-matmul's result into the matmul's stores, tile-fuse-matmul-prologues computes a layer norm that only a matmul reads
-in that matmul's panel, tile-fuse-matmul-chains a Linear layer and its activation in the next Linear layer's
-panel). An op whose results all hold no element lowers to views of a one-element allocation, whatever its family. A
-function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+reduction.py, softmax.py, attention.py, attention_backward.py, movement.py, convolution.py, pooling.py, indexing.py,
+loss.py, distance.py, sampling.py, collectives.py (the functional collectives, as `tile.collective`s), kernels.py
+(calls of NKI kernels registered as torch ops, as `tile.nki_kernel`s). The pass decides no fusion between ops; it
+follows two kinds of mark the torch stage left, where the IR still bears them out and the tile level's limits allow:
+the ops an RMS norm computes from the rows it holds (its input's upcast, its result's scaling:
+torch-fuse-rms-norm-neighbours, normalization.py), and cross-entropy's backward, where the log-softmax backward
+computes the nll_loss_backward it alone reads without that tensor ever existing (torch-fuse-cross-entropy-backward,
+loss.py). And it reads through exact widenings: a matmul or convolution whose multiplied operands are fp32 widenings
+of 16-bit values (`_to_copy(x16, f32)`, torch-auto-cast's casts) multiplies the 16-bit values, and a bf16 rounding
+of fp32 that only such matmuls read is done by their DMAs (`narrowed_operands`): neither cast gets a loop nest of
+its own. Otherwise each op gets its own loop nest, which tile-level passes then fuse (tile-fuse-epilogues folds an
+elementwise op of a matmul's result into the matmul's stores, tile-fuse-matmul-prologues computes a layer norm that
+only a matmul reads in that matmul's panel, tile-fuse-matmul-chains a Linear layer and its activation in the next
+Linear layer's panel). An op whose results all hold no element lowers to views of a one-element allocation, whatever
+its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
 
 What the lowerings of one function share (absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -71,6 +71,7 @@ from neuron_mlir.lowering.convert_torch_to_tile import (
     distance,
     elementwise,
     indexing,
+    kernels,
     loss,
     matmul,
     movement,
@@ -120,6 +121,7 @@ FAMILIES: tuple[tuple[dict[str, Lowering], Legality], ...] = (
     (distance.DISTANCE_LOWERINGS, distance.legal),
     (sampling.SAMPLING_LOWERINGS, sampling.legal),
     (collectives.COLLECTIVE_LOWERINGS, collectives.legal),
+    (kernels.KERNEL_LOWERINGS, kernels.legal),
 )
 
 LOWERINGS: dict[str, Lowering] = {name: lowering for table, _ in FAMILIES for name, lowering in table.items()}

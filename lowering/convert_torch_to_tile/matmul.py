@@ -19,7 +19,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   128 x 512 fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
-  TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute; the first K
+  TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute, or in groups of
+  three or four where a chunk's load would outlast its matmuls (`chunks_in_flight`); the first K
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
@@ -72,7 +73,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import Memory, Target
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
 Epilogue = Callable[[LoopNestBuilder, SSAValue, list[Index], TileType], SSAValue]
@@ -95,6 +96,9 @@ RESIDENT_SBUF_SHARE = 1 / 4
 # Chunks per panel at least (smaller chunks for short K): the first chunk's load cannot overlap any compute of the
 # block, and the unrolled chunk loop needs a few trips to double-buffer.
 MIN_CHUNKS = 4
+# Moving chunks a block loads at once at most (`chunks_in_flight`): each holds `MOVING_CHUNK_BYTES` of every
+# partition, beside the stationary panel.
+MAX_CHUNKS_IN_FLIGHT = 4
 
 
 def matmul_limits(em: LoopNestBuilder) -> tuple[int, int, int]:
@@ -110,6 +114,7 @@ class Limits:
     sbuf_bytes: int
     psum_bank_bytes: int
     psum_banks: int
+    target: Target | None = None  # its DMA and TensorE rates time a chunk's load against its matmuls
 
 
 def _limits(em: LoopNestBuilder) -> Limits:
@@ -119,6 +124,7 @@ def _limits(em: LoopNestBuilder) -> Limits:
         target.sbuf_bytes_per_partition,
         target.psum_bank_bytes,
         target.psum_banks,
+        target,
     )
 
 
@@ -136,6 +142,7 @@ class Blocking:
     hoisted: bool  # one panel holds all of K: built once per block row and reused by every output block of it
     resident: bool = False  # B is built once, whole, with K on partitions, and every block reads windows of it
     paired: bool = False  # full block rows go two per trip (hoisted panels that fit the budget twice)
+    chunks_in_flight: int = 2  # moving chunks loaded together, then computed in turn (`chunks_in_flight`)
 
 
 def choose_blocking(
@@ -195,7 +202,43 @@ def choose_blocking(
         # matmuls (exposed DMA latency); without it the block loop is the innermost loop with DMAs, which
         # neuron-unroll-loops doubles: the next block's loads and accumulators get buffers of their own.
         chunk_tiles = max(1, -(-panel_tiles // 2))
-    return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, False, paired)
+    in_flight = 2
+    if not rhs_transposed and limits.target is not None:
+        in_flight = chunks_in_flight(chunk_tiles, min(m, m_subs * m_tile), block_n, itemsize, k // k_tile, limits)
+    return Blocking(
+        k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, False, paired, in_flight
+    )
+
+
+def chunks_in_flight(chunk_tiles: int, block_m: int, block_n: int, itemsize: int, k_tiles: int, limits: Limits) -> int:
+    """How many moving chunks a block loads together before computing them in turn (2 to
+    `MAX_CHUNKS_IN_FLIGHT`). A chunk's buffer is free again once its matmuls are done, so the next load into it
+    has the compute of the other chunks in flight to arrive under: with the DMA's fixed latency
+    (`dma_fixed_latency_ns`) a chunk of short rows (B's block is a few hundred columns: runs below the full-rate
+    size) can take longer to load than its matmuls take, and two in flight leave TensorE waiting each time.
+    Times from the cost model's rules: the transfer at the DMA engines' aggregate rate and the efficiency of its
+    runs, a matmul `max(columns, matmul_min_cycles)` TensorE cycles (`matmul_fp32_factor` times that for fp32).
+    The count divides the block's chunks where one up to the most does (no chunk left to load alone)."""
+    from neuron_mlir.runtime.cost_model import dma_efficiency
+    from neuron_mlir.runtime.hardware import Engine
+
+    target = limits.target
+    assert target is not None
+    k_tile, m_tile, n_tile = limits.matmul
+    run = block_n * itemsize  # B is row-major here: each K row of the chunk is one run of the block's columns
+    rate = target.dma_aggregate_bytes_per_ns * dma_efficiency(run, target)
+    load_ns = target.dma_fixed_latency_ns + k_tile * chunk_tiles * run / rate
+    matmuls = chunk_tiles * -(-block_m // m_tile) * -(-block_n // n_tile)
+    cycles = max(min(block_n, n_tile), target.matmul_min_cycles) * (target.matmul_fp32_factor if itemsize == 4 else 1)
+    compute_ns = matmuls * cycles / target.clock_ghz[Engine.TENSOR]
+    needed = 2
+    while needed < MAX_CHUNKS_IN_FLIGHT and load_ns > (needed - 1) * compute_ns:
+        needed += 1
+    if needed == 2 or needed * MOVING_CHUNK_BYTES > limits.sbuf_bytes * (1 - STATIONARY_SBUF_SHARE) / 2:
+        return 2
+    chunks = k_tiles // chunk_tiles
+    dividing = [count for count in range(needed, MAX_CHUNKS_IN_FLIGHT + 1) if chunks % count == 0]
+    return dividing[0] if dividing else needed
 
 
 def emit_matmul(
@@ -476,14 +519,16 @@ class _Kernel:
         """Fold K tiles [t0, t0 + tiles) (and the partial last tile when `rest`) into the block's accumulators.
 
         Moving chunks of `chunk_tiles` K tiles are each one DMA (or one set of row loads to transpose). They go
-        in pairs: both loads first, then the K loop over each, so the next pair's first load overlaps this
-        pair's second half (double buffering). The first K tile of the block is peeled (it starts the PSUM
-        accumulation); the pair loop stays a loop even for one trip, and a K loop for more than one.
+        in groups of `chunks_in_flight` (a pair at least): all loads first, then the K loop over each, so the
+        next group's loads overlap this group's later chunks (double buffering, or deeper where a chunk's load
+        outlasts its matmuls). The first K tile of the block is peeled (it starts the PSUM accumulation); the
+        group loop stays a loop even for one trip, and a K loop for more than one.
         """
         b = self.blocking
         chunk = b.chunk_tiles
+        group = b.chunks_in_flight
         full_chunks, last = divmod(tiles, chunk)
-        pairs, odd = divmod(full_chunks, 2)
+        groups, left = divmod(full_chunks, group)
 
         def compute(
             e: LoopNestBuilder, moving: _Moving, c0: Index, count: int, acc: list[SSAValue] | None
@@ -504,19 +549,23 @@ class _Kernel:
         def load(e: LoopNestBuilder, c0: Index, count: int) -> _Moving:
             return self.moving_chunk(e, batch, e.add(t0, c0), count, n0, n_size)
 
-        def pair(e: LoopNestBuilder, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
-            second = e.add(c0, chunk)
-            first_chunk, second_chunk = load(e, c0, chunk), load(e, second, chunk)
-            acc = compute(e, first_chunk, c0, chunk, acc)
-            return compute(e, second_chunk, second, chunk, acc)
+        def in_flight(e: LoopNestBuilder, c0: Index, acc: list[SSAValue] | None) -> list[SSAValue]:
+            starts = [c0] + [e.add(c0, index * chunk) for index in range(1, group)]
+            loaded = [load(e, start, chunk) for start in starts]
+            for moving, start in zip(loaded, starts, strict=True):
+                acc = compute(e, moving, start, chunk, acc)
+            assert acc is not None
+            return acc
 
         done = 0
-        if pairs and accs is None:
-            accs, done = pair(em, 0, None), 1
-        if pairs > done:
+        if groups and accs is None:
+            accs, done = in_flight(em, 0, None), 1
+        if groups > done:
             assert accs is not None
-            accs = carry(em, done * 2 * chunk, pairs * 2 * chunk, 2 * chunk, accs, pair, always_loop=True)
-        for c0, count in ((2 * pairs * chunk, chunk if odd else 0), (full_chunks * chunk, last)):
+            stop = groups * group * chunk
+            accs = carry(em, done * group * chunk, stop, group * chunk, accs, in_flight, always_loop=True)
+        leftover = [((groups * group + index) * chunk, chunk) for index in range(left)]
+        for c0, count in (*leftover, (full_chunks * chunk, last)):
             if count:
                 accs = compute(em, load(em, c0, count), c0, count, accs)
         if rest:

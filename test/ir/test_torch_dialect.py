@@ -119,7 +119,8 @@ def test_import_does_not_load_torch_and_is_complete_in_either_order(first_import
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     torch_loaded, dialect_ops, generated_ops, elapsed = output.split()
     assert torch_loaded == "False"
-    assert int(dialect_ops) == int(generated_ops) == len(torch_ops.ALL_OPS)
+    # the generated ops and the one written by hand, torch.nki_kernel (a call of an NKI kernel)
+    assert int(dialect_ops) - 1 == int(generated_ops) == len(torch_ops.ALL_OPS)
     assert float(elapsed) < 1.0
 
 

@@ -56,3 +56,25 @@ def test_the_fused_attention_backward_takes_the_keys_one_psum_bank_holds() -> No
     assert kernel_refusal(query, (1, 2, 384, 64), (1, 2, 384, 64), 0.0, False, False, small_banks) is not None
     # without a target (the frontend, before it knows one): what every target takes
     assert max_keys() == min(max_keys(target) for target in TARGETS.values())
+
+
+def test_moving_chunks_in_flight_cover_the_dma_latency() -> None:
+    # trn1, bf16 [4096, 8192] @ [8192, 8192] with A^T given: a chunk of 512-column rows takes longer to load
+    # (fixed latency + 1 KiB runs) than its matmuls take, so more than two chunks are loaded at once
+    target = TARGETS["trn1"]
+
+    def blocking_on(chosen: object) -> int:
+        limits = Limits(
+            (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
+            target.sbuf_bytes_per_partition,
+            target.psum_bank_bytes,
+            target.psum_banks,
+            chosen,  # type: ignore[arg-type]
+        )
+        return choose_blocking(4096, 8192, 8192, 2, False, False, limits).chunks_in_flight
+
+    assert blocking_on(target) == 4
+    # without the DMA's fixed latency the load is shorter than the matmuls: double buffering suffices
+    assert blocking_on(dataclasses.replace(target, dma_fixed_latency_ns=0.0)) == 2
+    # no target, no timing: pairs
+    assert blocking_on(None) == 2

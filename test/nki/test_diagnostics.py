@@ -228,3 +228,22 @@ def test_sbuf_over_capacity_when_placed():
     wide = np.zeros((128, 16000), dtype=np.float32)
     message = _fails(four_live_tiles, wide, rule="out of SBUF on trn2: a buffer of 64000 bytes per partition")
     assert message.startswith("kernel four_live_tiles: neuron.alloc:")
+
+
+@nki.jit
+def double_row_matmul(a, b):
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, nl.load(a), nl.load(b), perf_mode=nisa.matmul_perf_mode.double_row)  # fails here
+    return acc
+
+
+def test_double_row_needs_fp8_and_a_target_that_has_it():
+    a8 = np.zeros((128, 128), dtype=nl.float8_e4m3fn)
+    b8 = np.zeros((128, 512), dtype=nl.float8_e4m3fn)
+    rule = "perf_mode double_row multiplies fp8 operands, got bf16, f8e4m3"
+    _fails(double_row_matmul, a8.astype(nl.bfloat16), b8, rule=rule)
+    with pytest.raises(nki.NkiError, match=r"double_row is not supported on trn1 \(NeuronCore-v2\)"):
+        nki.simulate(double_row_matmul, target="trn1")(a8, b8)
+    # NKI's float8_e4m3 (with infinities) has no storage type on the simulated core: a diagnostic, not a guess
+    with pytest.raises(nki.NkiError, match=r"float8_e4m3.* has no NeuronCore storage type"):
+        nki.simulate(double_row_matmul)(np.zeros((128, 128), dtype=nl.float8_e4m3), b8)

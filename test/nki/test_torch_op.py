@@ -91,6 +91,50 @@ def test_compiled_is_one_node_and_no_fallback(inputs, monkeypatch):
     assert stats["graphs_compiled"] >= 1
 
 
+def _one_program_with_the_kernel(op_name: str) -> dict[str, float]:
+    """The kernel's busy time in each compiled program, after checking that no graph was partitioned (the
+    kernel ran inside a program, not as a program of its own between regions)."""
+    profiles = neuron_mlir.profiles()
+    assert profiles
+    assert not any("submod" in name for name in profiles), list(profiles)
+    return {name: profile.kernel_ns().get(op_name, 0.0) for name, profile in profiles.items()}
+
+
+def test_compiled_program_inlines_the_kernel(monkeypatch):
+    """The kernel's instructions are placed in the compiled program (a strided operand is first made row-major):
+    one program, whose profile has the kernel's row, and the kernel's lines among its source locations."""
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+
+    def layer(x, weight):
+        return torch.tanh(rms_norm_op(x.t(), weight)) + 1.0  # x.t(): a transposed view of the input (the call)
+
+    generator = torch.Generator().manual_seed(3)
+    x, weight = torch.randn(96, 40, generator=generator), torch.randn(96, generator=generator)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    assert_close_to_torch(torch.compile(layer, backend="neuron-mlir")(x, weight), layer(x, weight))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    busy = _one_program_with_the_kernel("nki_examples::rms_norm")
+    assert len(busy) == 1
+    assert all(ns > 0 for ns in busy.values()), busy
+    (profile,) = neuron_mlir.profiles().values()
+    assert "nki_examples::rms_norm" in profile.summary()
+    assert any(location.startswith("normalization.py:") for location in map(_file_of, profile.location_ns))
+    # the row-major copy of the operand is located at the call in the model's code, not in the op's wrapper
+    lines = Path(__file__).read_text().splitlines()
+    call = next(i for i, text in enumerate(lines, 1) if "a transposed view of the input (the call)" in text)
+    files = {_file_of(location) for location in profile.location_ns}
+    assert f"test_torch_op.py:{call}" in files, files
+    assert not any(name.startswith("nki_ops.py") for name in files), files
+    # the kernel alone on the same core: the inlined instructions do the same work, so take about as long
+    alone = rms_norm_op.kernel.simulate(x.t().contiguous().numpy(), weight.numpy(), target="trn2")[1]
+    assert profile.kernel_counts()["nki_examples::rms_norm"] >= alone.instruction_count - 2
+
+
+def _file_of(location: str) -> str:
+    return Path(location.split(" ")[0]).name
+
+
 @nki.jit
 def _sums_rows(x):
     rows = x.shape[0]
@@ -193,6 +237,9 @@ def test_tiny_transformer_trains_alike_in_eager_and_compiled():
     neuron_mlir.reset()
     compiled_losses = train(torch.compile(compiled_model, backend="neuron-mlir"), batches, learning_rate=0.1)  # type: ignore[arg-type]
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    # the forward programs hold the RMSNorm kernel (the backward is torch ops): no graph was split around it
+    busy = _one_program_with_the_kernel("nki_examples::rms_norm")
+    assert any(ns > 0 for name, ns in busy.items() if "forward" in name), busy
     assert eager_losses[-1] < eager_losses[0]
     assert_close_to_torch(torch.tensor(compiled_losses), torch.tensor(eager_losses), "losses")
     for (name, trained), compiled_parameter in zip(model.named_parameters(), compiled_model.parameters(), strict=True):

@@ -51,3 +51,13 @@ func.func @gather_dynamic_start(%w: memref<1000x64xf32, #mem<hbm>>, %ids: memref
   func.return
 }
 // CHECK: tile.gather: the index of the indexed dimension 0 must be a constant (at model.py:7 (model.embed))
+
+// -----
+
+// A kernel call is replaced by the kernel's traced instructions: the kernel must be registered in the process
+// (by `neuron_mlir.as_torch_op`), which a module read from a file cannot provide.
+func.func @unregistered_kernel(%x: memref<8x32xf32, #mem<hbm>>, %y: memref<8x32xf32, #mem<hbm>>) {
+  tile.nki_kernel (%x) into (%y) {kernel = "mylib::absent", scalars = {}, fingerprint = ""} : memref<8x32xf32, #mem<hbm>> into memref<8x32xf32, #mem<hbm>> loc("model.py":7:0)
+  func.return
+}
+// CHECK: tile.nki_kernel: the kernel of torch op mylib::absent is not registered in this process (neuron_mlir.as_torch_op) (at model.py:7)

@@ -659,3 +659,12 @@ func.func @collective_counts(%x: memref<8xf32, #mem<hbm>>, %y: memref<8xf32, #me
   func.return
 }
 // CHECK: tile.collective: all_gather: dst has 8 elements but 2 ranks of 8 gather 16
+
+// -----
+
+// A kernel's HBM arguments are row-major tensors: convert-torch-to-tile copies a strided view first.
+func.func @nki_kernel_strided_input(%x: memref<32x8xf32, strided<[1, 32]>, #mem<hbm>>, %y: memref<32x8xf32, #mem<hbm>>) {
+  tile.nki_kernel (%x) into (%y) {kernel = "mylib::k", scalars = {}, fingerprint = ""} : memref<32x8xf32, strided<[1, 32]>, #mem<hbm>> into memref<32x8xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: tile.nki_kernel: an input of a kernel call is a row-major tensor, got memref<32x8xf32, strided<[1, 32]>, #mem<hbm>>

@@ -337,3 +337,12 @@ func.func @gather_elements(%x: memref<4096xf32, #mem<hbm>>, %i: !tile.tile<64x7x
   %e = tile.gather %x[%c0], %i {dim = 0 : i64} : memref<4096xf32, #mem<hbm>>, !tile.tile<64x7xi32, sbuf> -> !tile.tile<64x7xf32, sbuf>
   func.return %e : !tile.tile<64x7xf32, sbuf>
 }
+
+// ---- tile.nki_kernel ------------------------------------------------------------------------------------------
+
+// CHECK-LABEL: func.func @nki_kernel
+func.func @nki_kernel(%x: memref<8x32xf32, #mem<hbm>>, %w: memref<32xf32, #mem<hbm>>, %y: memref<8x32xf32, #mem<hbm>>) {
+  // CHECK: tile.nki_kernel(%{{.*}}, %{{.*}}) into(%{{.*}}) {kernel = "mylib::rms_norm", scalars = {eps = 1.000000e-06 : f64}, fingerprint = "0123"} : memref<8x32xf32, #mem<hbm>>, memref<32xf32, #mem<hbm>> into memref<8x32xf32, #mem<hbm>>
+  tile.nki_kernel (%x, %w) into (%y) {kernel = "mylib::rms_norm", scalars = {eps = 1.0e-06 : f64}, fingerprint = "0123"} : memref<8x32xf32, #mem<hbm>>, memref<32xf32, #mem<hbm>> into memref<8x32xf32, #mem<hbm>>
+  func.return
+}
