@@ -54,6 +54,7 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
     clone_load_at_row,
@@ -803,18 +804,8 @@ def index_constants(block: Block) -> dict[int, SSAValue]:
 
 def fuse_matmul_chains(function: func.FuncOp) -> int:
     """Compute every chain's hidden activations in its second matmul's panels (module docstring); the count."""
-    block = function.body.block
-    constants = index_constants(block)
-    fused = 0
-    for alloc in [op for op in block.ops if isinstance(op, memref.AllocOp)]:
-        if alloc.parent is None:
-            continue
-        chain = _chain(alloc.memref, block)
-        if chain is None:
-            continue
-        _fuse(chain, block, constants)
-        fused += 1
-    return fused
+    constants = index_constants(function.body.block)
+    return fuse_at_allocations(function, _chain, lambda chain, block: _fuse(chain, block, constants))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
     clone_load_at_row,
@@ -356,17 +357,7 @@ def _fuse(prologue: _Prologue, block: Block) -> None:
 
 def fuse_matmul_prologues(function: func.FuncOp) -> int:
     """Compute every layer norm a matmul alone reads in that matmul's prologue (module docstring); the count."""
-    block = function.body.block
-    fused = 0
-    for alloc in [op for op in block.ops if isinstance(op, memref.AllocOp)]:
-        if alloc.parent is None:
-            continue
-        prologue = _prologue(alloc.memref, block)
-        if prologue is None:
-            continue
-        _fuse(prologue, block)
-        fused += 1
-    return fused
+    return fuse_at_allocations(function, _prologue, _fuse)
 
 
 @dataclass(frozen=True)
