@@ -60,11 +60,10 @@ from neuron_mlir.lowering.ir_queries import (
     clone_load_at_row,
     clone_ops,
     defined_functions,
-    erase_dead,
+    erase_stores,
     integer_constant,
     memref_layout,
     parent_block,
-    parent_op,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -781,14 +780,7 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
         built = _build_panel(chain, em, panel.subs, weights, biases)
         for old, new in zip(panel.loop.results, built, strict=True):
             old.replace_all_uses_with(new)
-    seeds: list[Operation] = [panel.loop for panel in chain.panels]
-    for store in chain.stores:
-        seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(parent_op(store))
-        store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-        store.erase()
-    seeds.append(_defining_op(chain.hidden))
-    erase_dead(seeds)
+    erase_stores(chain.stores, [panel.loop for panel in chain.panels] + [_defining_op(chain.hidden)])
 
 
 def index_constants(block: Block) -> dict[int, SSAValue]:

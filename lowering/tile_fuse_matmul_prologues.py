@@ -53,10 +53,9 @@ from neuron_mlir.lowering.ir_queries import (
     clone_load_at_row,
     clone_ops,
     defined_functions,
-    erase_dead,
+    erase_stores,
     integer_constant,
     memref_layout,
-    parent_op,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -344,15 +343,9 @@ def _fuse(prologue: _Prologue, block: Block) -> None:
                 rest[1].replace_all_uses_with(new_rest)
     seeds: list[Operation] = [panel.loop for panel in prologue.panels]
     seeds += [rest[1].owner for panel in prologue.panels for rest in panel.rests if rest is not None]  # type: ignore[misc]
-    for store in prologue.stores:
-        seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(parent_op(store))
-        store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-        store.erase()
     owner = prologue.normalized.owner
     assert isinstance(owner, Operation)
-    seeds.append(owner)
-    erase_dead(seeds)
+    erase_stores(prologue.stores, [*seeds, owner])
 
 
 def fuse_matmul_prologues(function: func.FuncOp) -> int:
