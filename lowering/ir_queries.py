@@ -2,12 +2,13 @@
 
 What a pass walks (a module's function definitions), what a value is (an index constant, a tile, the allocation
 under a chain of views), where an op sits (its ancestor directly in a block) and the clean-up after a rewrite
-(erasing what nothing reads any more). The passes keep their own logic; these are the facts they share.
+(erasing what nothing reads any more, and the stores a fusion replaced with what only they used). The passes keep
+their own logic; these are the facts they share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
@@ -119,6 +120,19 @@ def clone_load_at_row(
     clone = builder.insert(tile.LoadOp(mapping.get(load.source, load.source), indices, load.result.type, dims))
     clone.location = load.location
     mapping[load.result] = clone.result
+
+
+def erase_stores(stores: Iterable[Operation], seeds: Iterable[Operation]) -> None:
+    """Erase `stores` (writes a rewrite has made redundant), then, as `erase_dead` does, whatever only they and
+    `seeds` kept alive: the stored values' computations, the nests that held the stores, `seeds` and what those
+    used."""
+    pending = list(seeds)
+    for store in stores:
+        pending.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
+        pending.append(parent_op(store))
+        store.detach()
+        store.erase()
+    erase_dead(pending)
 
 
 def erase_dead(seeds: list[Operation]) -> None:

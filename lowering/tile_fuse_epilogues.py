@@ -40,6 +40,7 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
     defined_functions,
@@ -452,20 +453,12 @@ def _erase_views(value: SSAValue) -> None:
 
 def fuse_epilogues(function: func.FuncOp) -> int:
     """Fold every epilogue of the function's body into its producer (module docstring); the count fused."""
-    block = function.body.block
-    fused = 0
-    pending: list[SSAValue] = [op.memref for op in block.ops if isinstance(op, memref.AllocOp)]
-    while pending:
-        product = pending.pop(0)
-        if product.owner.parent is None:
-            continue
-        epilogue = _epilogue(product, block)
-        if epilogue is None:
-            continue
+
+    def fuse(epilogue: _Epilogue, block: Block) -> SSAValue:
         _fuse(epilogue, block)
-        fused += 1
-        pending.insert(0, epilogue.out)  # the consumer's result is now a product the same way
-    return fused
+        return epilogue.out  # the consumer's result is now a product the same way
+
+    return fuse_at_allocations(function, _epilogue, fuse)
 
 
 @dataclass(frozen=True)

@@ -54,16 +54,16 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
     clone_load_at_row,
     clone_ops,
     defined_functions,
-    erase_dead,
+    erase_stores,
     integer_constant,
     memref_layout,
     parent_block,
-    parent_op,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -780,14 +780,7 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
         built = _build_panel(chain, em, panel.subs, weights, biases)
         for old, new in zip(panel.loop.results, built, strict=True):
             old.replace_all_uses_with(new)
-    seeds: list[Operation] = [panel.loop for panel in chain.panels]
-    for store in chain.stores:
-        seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(parent_op(store))
-        store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-        store.erase()
-    seeds.append(_defining_op(chain.hidden))
-    erase_dead(seeds)
+    erase_stores(chain.stores, [panel.loop for panel in chain.panels] + [_defining_op(chain.hidden)])
 
 
 def index_constants(block: Block) -> dict[int, SSAValue]:
@@ -803,18 +796,8 @@ def index_constants(block: Block) -> dict[int, SSAValue]:
 
 def fuse_matmul_chains(function: func.FuncOp) -> int:
     """Compute every chain's hidden activations in its second matmul's panels (module docstring); the count."""
-    block = function.body.block
-    constants = index_constants(block)
-    fused = 0
-    for alloc in [op for op in block.ops if isinstance(op, memref.AllocOp)]:
-        if alloc.parent is None:
-            continue
-        chain = _chain(alloc.memref, block)
-        if chain is None:
-            continue
-        _fuse(chain, block, constants)
-        fused += 1
-    return fused
+    constants = index_constants(function.body.block)
+    return fuse_at_allocations(function, _chain, lambda chain, block: _fuse(chain, block, constants))
 
 
 @dataclass(frozen=True)

@@ -47,15 +47,15 @@ from xdsl.passes import ModulePass
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
+from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
     clone_load_at_row,
     clone_ops,
     defined_functions,
-    erase_dead,
+    erase_stores,
     integer_constant,
     memref_layout,
-    parent_op,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -343,30 +343,14 @@ def _fuse(prologue: _Prologue, block: Block) -> None:
                 rest[1].replace_all_uses_with(new_rest)
     seeds: list[Operation] = [panel.loop for panel in prologue.panels]
     seeds += [rest[1].owner for panel in prologue.panels for rest in panel.rests if rest is not None]  # type: ignore[misc]
-    for store in prologue.stores:
-        seeds.extend(owner for owner in (operand.owner for operand in store.operands) if isinstance(owner, Operation))
-        seeds.append(parent_op(store))
-        store.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-        store.erase()
     owner = prologue.normalized.owner
     assert isinstance(owner, Operation)
-    seeds.append(owner)
-    erase_dead(seeds)
+    erase_stores(prologue.stores, [*seeds, owner])
 
 
 def fuse_matmul_prologues(function: func.FuncOp) -> int:
     """Compute every layer norm a matmul alone reads in that matmul's prologue (module docstring); the count."""
-    block = function.body.block
-    fused = 0
-    for alloc in [op for op in block.ops if isinstance(op, memref.AllocOp)]:
-        if alloc.parent is None:
-            continue
-        prologue = _prologue(alloc.memref, block)
-        if prologue is None:
-            continue
-        _fuse(prologue, block)
-        fused += 1
-    return fused
+    return fuse_at_allocations(function, _prologue, _fuse)
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from neuron_mlir.lowering.fusion_walks import FUSE, mark_fusions
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.layout import normalize_dim
 
-FUSE = "neuron.fuse"
 INTO_LOG_SOFTMAX_BACKWARD = "log_softmax_backward"
 NLL_LOSS_BACKWARD = "torch.aten.nll_loss_backward"
 LOG_SOFTMAX_BACKWARD = "torch.aten._log_softmax_backward_data"
@@ -67,14 +67,7 @@ def fused_nll_loss_backward(op: Operation) -> Operation | None:
 def mark_cross_entropy_backward(function: func.FuncOp) -> int:
     """Mark every nll_loss_backward of `function` that forms cross-entropy's backward with its reader, and
     unmark any other op so marked; the count marked."""
-    marked = 0
-    for op in function.body.walk():
-        if log_softmax_backward_reader(op) is not None:
-            op.attributes[FUSE] = StringAttr(INTO_LOG_SOFTMAX_BACKWARD)
-            marked += 1
-        elif op.attributes.get(FUSE) == StringAttr(INTO_LOG_SOFTMAX_BACKWARD):
-            del op.attributes[FUSE]
-    return marked
+    return mark_fusions(function, INTO_LOG_SOFTMAX_BACKWARD, lambda op: log_softmax_backward_reader(op) is not None)
 
 
 @dataclass(frozen=True)

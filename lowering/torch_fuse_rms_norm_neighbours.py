@@ -33,10 +33,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.types import runtime_dtype_name
+from neuron_mlir.lowering.fusion_walks import FUSE, mark_fusions
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.runtime.dtypes import itemsize
 
-FUSE = "neuron.fuse"
 INTO_RMS_NORM_ROWS = "rms_norm_rows"
 RMS_NORM = "torch.aten._fused_rms_norm"
 RMS_NORM_BACKWARD = "torch.aten._fused_rms_norm_backward"
@@ -161,13 +161,8 @@ def is_marked(op: Operation | None) -> bool:
 def mark_rms_norm_neighbours(function: func.FuncOp) -> int:
     """Mark the neighbours of every RMS norm (and backward) of `function`, unmark any other op so marked; the count
     marked."""
-    chosen = {id(op): op for norm in function.body.walk() for op in neighbours(norm)}
-    for op in function.body.walk():
-        if id(op) in chosen:
-            op.attributes[FUSE] = StringAttr(INTO_RMS_NORM_ROWS)
-        elif is_marked(op):
-            del op.attributes[FUSE]
-    return len(chosen)
+    chosen = {id(op) for norm in function.body.walk() for op in neighbours(norm)}
+    return mark_fusions(function, INTO_RMS_NORM_ROWS, lambda op: id(op) in chosen)
 
 
 @dataclass(frozen=True)

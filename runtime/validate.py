@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -133,6 +133,20 @@ class ValidatedProgram:
 
 
 # ---- small type predicates ---------------------------------------------------------------------------------
+
+
+_Entry = TypeVar("_Entry", BufferDecl, TensorBinding)
+
+
+def _named_entries(kind: str, entries: Sequence[object], expected: type[_Entry]) -> Iterator[tuple[_Entry, str]]:
+    """Each of a program's buffers or bindings, once it is an `expected` with a string name, with the way
+    diagnostics name it (`input 2 ('x')`)."""
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, expected):
+            raise BundleError(f"{kind} {index}: expected a {expected.__name__}, got {type(entry).__name__}")
+        if not isinstance(entry.name, str):
+            raise BundleError(f"{kind} {index}: name must be a string")
+        yield entry, f"{kind} {index} ('{entry.name}')"
 
 
 def _is_int(value: object) -> bool:
@@ -331,13 +345,7 @@ class _Validator:
         buffers = self.program.buffers
         if not isinstance(buffers, list) or len(buffers) > MAX_BUFFERS:
             raise BundleError(f"buffers must be a list of at most {MAX_BUFFERS} BufferDecl")
-        for index, buffer in enumerate(buffers):
-            where = f"buffer {index}"
-            if not isinstance(buffer, BufferDecl):
-                raise BundleError(f"{where}: expected a BufferDecl, got {type(buffer).__name__}")
-            if not isinstance(buffer.name, str):
-                raise BundleError(f"{where}: name must be a string")
-            where = f"buffer {index} ('{buffer.name}')"
+        for buffer, where in _named_entries("buffer", buffers, BufferDecl):
             if not isinstance(buffer.memory, Memory):
                 raise BundleError(f"{where}: memory must be hbm, sbuf or psum, got {buffer.memory!r}")
             if not isinstance(buffer.dtype, str) or buffer.dtype not in dtypes.DTYPES:
@@ -405,13 +413,7 @@ class _Validator:
         if not isinstance(bindings, list):
             raise BundleError(f"{kind}s must be a list of TensorBinding")
         names = set()
-        for index, binding in enumerate(bindings):
-            where = f"{kind} {index}"
-            if not isinstance(binding, TensorBinding):
-                raise BundleError(f"{where}: expected a TensorBinding, got {type(binding).__name__}")
-            if not isinstance(binding.name, str):
-                raise BundleError(f"{where}: name must be a string")
-            where = f"{kind} {index} ('{binding.name}')"
+        for binding, where in _named_entries(kind, bindings, TensorBinding):
             if binding.name in names:
                 raise BundleError(f"{where}: duplicate {kind} name")
             names.add(binding.name)

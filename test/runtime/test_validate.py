@@ -13,7 +13,7 @@ import pytest
 from neuron_mlir.runtime import validate
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
-from neuron_mlir.runtime.program import Access, BufferDecl, Instruction, Program
+from neuron_mlir.runtime.program import Access, BufferDecl, Instruction, Program, TensorBinding
 from neuron_mlir.runtime.simulator import run_program
 from neuron_mlir.runtime.validate import BundleError, validate_program
 
@@ -232,6 +232,28 @@ def bare_program(*instructions: Instruction, buffers: list[BufferDecl] | None = 
         outputs=[],
         body=list(instructions),
     )
+
+
+@pytest.mark.parametrize(
+    ("buffers", "inputs", "outputs", "message"),
+    [
+        ([object()], [], [], r"buffer 0: expected a BufferDecl, got object"),
+        ([BufferDecl(7, Memory.HBM, 0, (4,), "f32")], [], [], r"buffer 0: name must be a string"),  # type: ignore[arg-type]  # the mistake under test
+        ([BufferDecl("x", Memory.HBM, 0, (4,), "f32")], [None], [], r"input 0: expected a TensorBinding, got NoneType"),
+        ([BufferDecl("x", Memory.HBM, 0, (4,), "f32")], [], [TensorBinding(3, 0, (4,), (1,))], r"output 0: name must"),  # type: ignore[arg-type]  # the mistake under test
+        (
+            [BufferDecl("x", Memory.HBM, 0, (4,), "f32")],
+            [TensorBinding("a", 0, (4,), (1,)), TensorBinding("a", 0, (4,), (1,))],
+            [],
+            r"input 1 \('a'\): duplicate input name",
+        ),
+        ([BufferDecl("x", Memory.HBM, 0, (4,), "f32")], [], [TensorBinding("y", 2, (4,), (1,))], r"output 0 \('y'\)"),
+    ],
+)
+def test_buffers_and_bindings_are_named_in_diagnostics(buffers, inputs, outputs, message):
+    program = Program(target="trn2", buffers=buffers, inputs=inputs, outputs=outputs, body=[])
+    with pytest.raises(BundleError, match=message):
+        validate_program(program)
 
 
 def access(buffer: int = 0, **fields) -> Access:
