@@ -10,7 +10,8 @@ value may be computed at larger sizes than the call's (a bucket) without its rea
 the host computes at each call (the call's actual extents as masks and numbers) and how to cut the results.
 
 How a call runs (`BucketedGraph`): each size symbol takes its bucket (`bucket_of`: the top of its range when the
-range is bounded, else the next power of two), the tensor inputs are padded with zeros to the bucket's sizes,
+range is bounded, or for the graph's widest range the top of its lower or upper half, `split_symbols`; else the
+next power of two), the tensor inputs are padded with zeros to the bucket's sizes,
 the program compiled for that bucket runs, and each result is cut back to the call's sizes. Padding leaves
 arbitrary values (even NaN) in the padded region of every intermediate; the rewrite keeps them out of the real
 elements. The analysis tracks, per dimension of every tensor, its factors (a dimension made by merging others,
@@ -1085,12 +1086,50 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     return copied
 
 
-def bucket_of(value: int, lower: int, upper: int | None) -> int:
+def range_split(lower: int, upper: int) -> int | None:
+    """The top of the lower of a bounded range's two buckets, or None when the range keeps one bucket.
+
+    For sizes spread evenly on a log scale and a time growing as a power of the size, the split that minimises
+    the mean log of (bucket's time / size's time) is the geometric middle of the range. Sizes below
+    `SMALLEST_BUCKET` cost about the same as it (fixed costs dominate), so the range counts from there; the
+    middle is rounded up to a power of two."""
+    middle = math.sqrt(max(lower, SMALLEST_BUCKET) * upper)
+    split = 1 << max(math.ceil(middle) - 1, 0).bit_length()
+    return split if lower <= split < upper else None
+
+
+def bucket_of(value: int, lower: int, upper: int | None, split: bool = False) -> int:
     """The size a symbol of range [lower, upper] is compiled for when it is `value`: the range's top when the
-    range is bounded (one program for the range), else the next power of two (at least `SMALLEST_BUCKET`)."""
+    range is bounded (one program for the range; with `split`, two: up to `range_split`'s size and up to the top),
+    else the next power of two (at least `SMALLEST_BUCKET`)."""
     if upper is not None and upper <= LARGEST_RANGE_BUCKET:
-        return upper
+        middle = range_split(lower, upper) if split else None
+        return middle if middle is not None and value <= middle else upper
     return max(SMALLEST_BUCKET, 1 << max(value - 1, 0).bit_length())
+
+
+def split_symbols(
+    ranges: dict[sympy.Symbol, tuple[int, int | None]], assumed: Sequence[tuple[sympy.Symbol, sympy.Symbol]]
+) -> set[sympy.Symbol]:
+    """The symbols whose bounded range takes two buckets: those of the widest range (largest top / bottom) that
+    `range_split` splits, with every symbol taken as equal to them, so that a graph has at most two programs per
+    range bucketing whatever its number of symbols."""
+    widths = {
+        symbol: upper / max(lower, 1)
+        for symbol, (lower, upper) in ranges.items()
+        if upper is not None and upper <= LARGEST_RANGE_BUCKET and range_split(lower, upper) is not None
+    }
+    if not widths:
+        return set()
+    chosen = {max(widths, key=lambda symbol: widths[symbol])}  # the first of equally wide ranges
+    grew = True
+    while grew:  # the symbols taken as equal, transitively, share the split (their buckets must agree)
+        grew = False
+        for a, b in assumed:
+            if (a in chosen) != (b in chosen):
+                chosen |= {a, b}
+                grew = True
+    return chosen
 
 
 class BucketedGraph:
@@ -1115,6 +1154,7 @@ class BucketedGraph:
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
         self._noted: set[str] = set()
+        self._split = split_symbols(plan.ranges, plan.assumed)
 
     def _note(self, note: str) -> None:
         """A size note, once per graph however many calls meet it."""
@@ -1147,7 +1187,7 @@ class BucketedGraph:
                 )
                 buckets[symbol] = value
             else:
-                buckets[symbol] = bucket_of(value, lower, upper)
+                buckets[symbol] = bucket_of(value, lower, upper, symbol in self._split)
         return buckets
 
     def __call__(self, args: list[Any]) -> list[Any]:

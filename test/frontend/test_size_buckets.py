@@ -2,12 +2,14 @@
 reduction and contraction, results cut; what the rules cannot prove safe is compiled per size, with a note."""
 
 import pytest
+import sympy  # type: ignore[import-untyped]
 import torch
 import torch.nn.functional as F
 from support import assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of
+from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of, range_split, split_symbols
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -28,6 +30,44 @@ def test_a_bounded_range_is_one_bucket_and_an_unbounded_size_the_next_power_of_t
     assert bucket_of(3, 2, None) == SMALLEST_BUCKET
     assert bucket_of(33, 2, None) == 64
     assert bucket_of(64, 2, None) == 64
+
+
+def test_the_widest_bounded_range_splits_into_two_buckets_at_its_geometric_middle():
+    # the range counts from SMALLEST_BUCKET: sqrt(8 * 512) = 64
+    assert range_split(2, 512) == 64
+    assert (bucket_of(7, 2, 512, split=True), bucket_of(64, 2, 512, split=True)) == (64, 64)
+    assert (bucket_of(65, 2, 512, split=True), bucket_of(7, 2, 512)) == (512, 512)
+    assert range_split(2, 12) is None  # sqrt(8 * 12) rounds up to 16, above the top: one bucket
+    assert bucket_of(5, 2, 12, split=True) == 12
+    batch, seq, labels, other = sympy.symbols("b s t o")
+    ranges = {batch: (2, 4), seq: (2, 512), labels: (2, 512), other: (2, None)}
+    assert split_symbols(ranges, []) == {seq}  # one split per graph: at most two programs
+    assert split_symbols(ranges, [(labels, seq)]) == {seq, labels}  # sizes taken as one share the split
+    assert split_symbols({batch: (2, 4)}, []) == set()
+
+
+def _call_ns(compiled, *args):
+    stats_module.STATS.latest_profiles.clear()
+    result = compiled(*args)
+    return result, sum(float(p.total_ns) for p in stats_module.STATS.latest_profiles.values())
+
+
+def test_a_call_in_the_lower_bucket_runs_the_smaller_program():
+    def scores(x, w):
+        h = torch.relu(x @ w)
+        return torch.softmax(h @ h.transpose(1, 2), dim=-1).sum(1)
+
+    compiled = torch.compile(scores, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(5)
+    w = torch.randn(8, 8)
+    times = {}
+    for seq in (5, 40, 20):  # range 2..64 splits at 32
+        x = _marked(torch.randn(2, seq, 8), 1, 2, 64)
+        result, times[seq] = _call_ns(compiled, x, w)
+        assert_close_to_torch(result, scores(x, w), f"seq {seq}")
+    assert _programs() == 2
+    assert times[5] == times[20]  # one program per bucket
+    assert times[5] < times[40]
 
 
 def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_with_one_program():
