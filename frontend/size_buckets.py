@@ -890,6 +890,38 @@ def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     return front + list(rest)
 
 
+def _is_minus_infinity(value: Any) -> bool:
+    """Whether `value` (an argument of a node) is the number -inf, or a 0-d tensor made from it."""
+    if isinstance(value, torch.fx.Node):
+        if value.target is not aten.scalar_tensor.default:
+            return False
+        value = value.args[0]
+    return isinstance(value, float) and value == -math.inf
+
+
+def _fold_key_mask(
+    rw: _Rewriter, mask: torch.fx.Node, real: torch.fx.Node, keys: Dim, like: torch.fx.Node
+) -> torch.fx.Node | None:
+    """An additive mask made by `where(allowed, x, -inf)` (transformers' masks are) masked for padded keys as
+    `where(allowed & real, x, -inf)`: the key mask joins the boolean condition, whose pass the mask's own
+    elementwise work fuses with, rather than a `where` over the whole float mask. None for any other mask."""
+    if mask.target is not aten.where.self or len(mask.args) != 3 or mask.kwargs:
+        return None
+    allowed, x, other = mask.args
+    if not isinstance(allowed, torch.fx.Node) or not _is_minus_infinity(other):
+        return None
+    condition = allowed.meta.get("val")
+    if not isinstance(condition, torch.Tensor) or condition.dtype != torch.bool or condition.dim() != 4:
+        return None
+    both = rw._call(aten.bitwise_and.Tensor, (allowed, real), like)
+    rw.layouts[both] = _broadcast(rw, both, [_layout(rw, allowed), [(1,), (1,), (1,), keys]])
+    folded = rw._call(aten.where.self, (both, x, other), like)
+    rw.layouts[folded] = _broadcast(
+        rw, folded, [rw.layouts[both], *(_layout(rw, a) for a in (x, other) if isinstance(a, torch.fx.Node))]
+    )
+    return folded
+
+
 def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
     """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them)."""
     q, k, v = _args(node)[:3]
@@ -915,17 +947,20 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         if new_mask is None:
             with rw.graph.inserting_before(mask.next if mask is not None and mask.op != "placeholder" else node):
                 real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
-                if mask is None:
-                    zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
-                    base: torch.fx.Node = zero
+                folded = _fold_key_mask(rw, mask, real, keys, node) if mask is not None else None
+                if folded is not None:
+                    new_mask = folded
                 else:
-                    base = mask
-                minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
-                new_mask = rw._call(aten.where.self, (real, base, minus), node)
+                    if mask is None:
+                        zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
+                        base: torch.fx.Node = zero
+                    else:
+                        base = mask
+                    minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
+                    new_mask = rw._call(aten.where.self, (real, base, minus), node)
+                    if mask is not None:
+                        rw.layouts[new_mask] = _broadcast(rw, new_mask, [_layout(rw, mask), [(1,), (1,), (1,), keys]])
             rw.attention_masks[cache_key] = new_mask
-        if mask is not None:
-            mask_layout = _layout(rw, mask)
-            rw.layouts[new_mask] = _broadcast(rw, new_mask, [mask_layout, [(1,), (1,), (1,), keys]])
         if "attn_mask" in kwargs or len(_args(node)) <= names.index("attn_mask"):
             node.kwargs = {**kwargs, "attn_mask": new_mask}
         else:

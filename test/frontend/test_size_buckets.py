@@ -86,6 +86,38 @@ def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_wi
     assert neuron_mlir.stats()["size_notes"] == []
 
 
+def test_an_additive_mask_takes_the_key_mask_into_its_condition(monkeypatch):
+    # where(allowed, 0, -inf), as transformers builds masks: the padded keys join `allowed` (a pass over booleans
+    # that fuses with the mask's own) instead of a `where` over the whole float mask
+    plans = []
+    keep = BucketedGraph.__init__
+
+    def init(self, graph_module, plan, options, name):
+        plans.append(plan)
+        keep(self, graph_module, plan, options, name)
+
+    monkeypatch.setattr(BucketedGraph, "__init__", init)
+
+    def attend(q, kv):
+        positions = torch.arange(q.shape[2])
+        allowed = positions[None, :] <= positions[:, None] + 2  # the last real queries would see padded keys
+        mask = torch.where(allowed[None, None].expand(q.shape[0], 1, -1, -1), 0.0, float("-inf"))
+        return F.scaled_dot_product_attention(q, kv, kv * 0.5, attn_mask=mask)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(4)
+    for batch, seq in ((3, 5), (2, 9)):
+        q = _marked(_marked(torch.randn(batch, 2, seq, 8), 0, 2, 4), 2, 2, 12)
+        kv = _marked(_marked(torch.randn(batch, 2, seq, 8), 0, 2, 4), 2, 2, 12)
+        assert_close_to_torch(compiled(q, kv), attend(q, kv), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    (plan,) = plans
+    (attention,) = [n for n in plan.graph_module.graph.nodes if "attention" in str(n.target)]
+    folded = attention.kwargs["attn_mask"]
+    assert folded.target is torch.ops.aten.where.default or folded.target is torch.ops.aten.where.self
+    assert folded.args[0].target is torch.ops.aten.bitwise_and.Tensor
+
+
 def test_merged_padded_dimensions_are_masked_by_each_factor():
     # [b, s, 8] -> [b*s, 8]: the mean over all tokens and the sum over s read the merged rows' real elements
     def tokens(x, w):
