@@ -3,12 +3,14 @@ loop bounded by index arithmetic on them runs the trips the call needs and the r
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.bundle import read_bundle, write_bundle
-from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.program import Program, Reg, ScalarInput
 from neuron_mlir.runtime.simulator import run_program, run_validated
 from neuron_mlir.runtime.validate import BundleError, validate_program
 
@@ -66,3 +68,17 @@ def test_scalar_arguments_are_checked_against_their_range_and_kept_by_bundles(tm
     assert read.scalars == program.scalars
     _, profile = run_program(read, [x], scalars=[200])
     assert profile.opcode_counts["activation"] == 2
+
+
+def test_malformed_scalar_declarations_are_refused():
+    program = _row_tiles()
+    (n,) = program.scalars
+    cases = [
+        ([n, ScalarInput("n", Reg(n.register.index + 1), 1, 4)], "the name 'n' is taken"),
+        ([n, ScalarInput("m", n.register, 1, 4)], "holds another input"),
+        ([ScalarInput("n", n.register, 5, 1)], "is not an ordered pair"),
+        ([ScalarInput("n", Reg(program.num_registers), 1, 4)], "outside the program's"),
+    ]
+    for scalars, problem in cases:
+        with pytest.raises(BundleError, match=problem):
+            validate_program(dataclasses.replace(program, scalars=scalars))
