@@ -55,6 +55,7 @@ import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.fx_importer import PADDING_WRITTEN
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -203,6 +204,8 @@ class _Rewriter:
         self, target: Any, args: tuple[Any, ...], like: torch.fx.Node, kwargs: dict[str, Any] | None = None
     ) -> torch.fx.Node:
         node = self.graph.call_function(target, args, kwargs or {})
+        # what the rewrite adds writes its padding: a program's loops bounded by the call's sizes skip none of it
+        node.meta[PADDING_WRITTEN] = None
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in like.meta:
                 node.meta[key] = like.meta[key]
@@ -919,11 +922,14 @@ def _fold_key_mask(
     rw.layouts[folded] = _broadcast(
         rw, folded, [rw.layouts[both], *(_layout(rw, a) for a in (x, other) if isinstance(a, torch.fx.Node))]
     )
+    # only the padded keys must be -inf: the padded queries' rows are padding (the keys are the mask's last axis)
+    both.meta[PADDING_WRITTEN] = folded.meta[PADDING_WRITTEN] = (3,)
     return folded
 
 
 def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
-    """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them)."""
+    """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them), and
+    their keys and values are set to 0 (padding may be NaN, and 0 * NaN is NaN)."""
     q, k, v = _args(node)[:3]
     assert isinstance(q, torch.fx.Node)
     assert isinstance(k, torch.fx.Node)
@@ -969,6 +975,12 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
             node.args = tuple(args)
         if arguments.get("is_causal") and not rw.same(lq[-2], lk[-2]):
             raise rw._refuse(node, "causal attention with queries laid out unlike keys")
+        # a padded key's -inf score still meets its key and value: 0 * NaN is NaN, so they must be finite
+        for operand in dict.fromkeys((k, v)):  # one pass when keys and values are one tensor
+            masked = rw.masked(operand, [operand.meta["val"].dim() - 2], 0.0, node)
+            if masked is not operand:
+                masked.meta[PADDING_WRITTEN] = (operand.meta["val"].dim() - 2,)
+                node.replace_input_with(operand, masked)
     out = [*list(lq[:-1]), lv[-1]]
     logsumexp = list(lq[:-1])
     return [out, logsumexp]
@@ -1184,7 +1196,10 @@ class BucketedGraph:
         self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized")
         self.name = name
         self.options = options
-        self.programs: Callable[[list[Any]], list[Any]] = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
+        # the bucketed sizes are the programs' size arguments: loops over a dimension they bound run the call's trips
+        self.programs = ShapeSpecialisedGraph(
+            plan.graph_module, None, options, name, size_arguments=[str(s) for s in plan.symbols]
+        )
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
@@ -1257,7 +1272,7 @@ class BucketedGraph:
         from neuron_mlir.frontend.compile_graph import NeuronCompileError
 
         try:
-            results = self.programs(padded)
+            results = self.programs.call_sized(padded, {str(s): actual[s] for s in self.plan.symbols})
         except NeuronCompileError as error:
             # a lowering whose limits the bucket's sizes exceed (the call's may not): this bucket's calls are
             # compiled for their own sizes

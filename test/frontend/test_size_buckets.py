@@ -70,6 +70,38 @@ def test_a_call_in_the_lower_bucket_runs_the_smaller_program():
     assert times[5] < times[40]
 
 
+def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
+    # batch (2..3, bucket 3) and sequence (2..256, upper bucket 256): both are loop or row-tile dimensions of the
+    # elementwise nests, bounded by the call's sizes, so one program's time follows the call
+    def gate(x, y):
+        return torch.where(x > y, x * y, y - 0.5 * x)
+
+    compiled = torch.compile(gate, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(2)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        x = _marked(_marked(torch.randn(batch, seq, 512), 0, 2, 3), 1, 2, 256)
+        y = _marked(_marked(torch.randn(batch, seq, 512), 0, 2, 3), 1, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, x, y)
+        assert_close_to_torch(result, gate(x, y), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
+def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches_eager():
+    # the scaled keys' padded rows stay unwritten (NaN in fresh memory): a -inf score times a NaN value would be
+    # NaN, so the padded keys and values must be set to 0 before the attention reads them
+    def attend(q, x):
+        kv = (x * 0.5).view(x.shape[0], x.shape[1], 8, 64).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, kv, kv + 1.0)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(3)
+    q = _marked(torch.randn(2, 8, 150, 64), 2, 2, 256)
+    x = _marked(torch.randn(2, 150, 512), 1, 2, 256)
+    assert_close_to_torch(compiled(q, x), attend(q, x))
+
+
 def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_with_one_program():
     # no causal mask: every real query would see the padded keys if they were not masked
     def attend(q, kv):
@@ -185,7 +217,7 @@ def test_a_graph_the_rules_cannot_prove_safe_is_compiled_per_size_with_the_reaso
     assert neuron_mlir.stats()["recompilations"] == 1
 
 
-def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
+def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call(monkeypatch):
     from neuron_mlir.frontend.backend import CompileOptions
     from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
 
@@ -214,10 +246,10 @@ def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
 
     # a bucket whose program does not compile (a lowering's limit the bucket's sizes exceed) runs its calls
     # with programs compiled for their own sizes
-    def refuse(_args):
+    def refuse(_args, _sizes):
         raise NeuronCompileError("neuron-mlir: compiling graph: too large at these sizes")
 
-    program.programs = refuse
+    monkeypatch.setattr(program.programs, "call_sized", refuse)
     x, y = torch.randn(9, 3), torch.randn(9, 3)
     bigger = [*[9 if s == 4 else s for s in symbols if s is not None], x, y]
     assert_close_to_torch(program(list(bigger))[0], (x + y).sum(0))
