@@ -4,11 +4,13 @@ Input contract: a module whose `@entry` function holds only neuron instructions,
 buffers, index arithmetic (`arith` on `index` and integer constants) and `scf.for` loops that carry no values,
 as `convert-tile-to-neuron` and the neuron-level passes leave it. With `require_allocated`, every on-chip buffer
 must have its address (`neuron-allocate-memory`); without it, buffers lacking one get fresh, non-overlapping
-addresses, and `memory_sizes_needed` says how far the simulated memories must grow to hold them.
+addresses, and `memory_sizes_needed` says how far the simulated memories must grow to hold them. `index`
+arguments are size arguments, ranged by the function's `neuron.size_arguments`.
 
 Output guarantee: `build_program` returns a `runtime.program.Program` in which buffers become the memory plan,
 `scf.for` loops stay `Loop` nodes, index arithmetic becomes `ScalarOp`s on registers (folded when static) and
-each instruction op becomes the `Instruction` of the same opcode, at the op's source location. IR outside the
+each instruction op becomes the `Instruction` of the same opcode, at the op's source location; size arguments
+become the program's scalar inputs (`ScalarInput`), whose registers the call's values start. IR outside the
 contract raises `ProgramBuildError` naming the op and its source line. The program is not validated here: the
 runtime's validator (`runtime/validate.py`) accepts it before it runs or is written.
 
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
@@ -34,6 +38,7 @@ from xdsl.ir import Operation, SSAValue
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
+from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
 from neuron_mlir.ir.locations import at_source, describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 from neuron_mlir.ir.types import runtime_dtype_name
@@ -50,6 +55,7 @@ from neuron_mlir.runtime.program import (
     Program,
     Reg,
     Scalar,
+    ScalarInput,
     ScalarOp,
     TensorBinding,
     row_major_strides,
@@ -295,8 +301,20 @@ def build_program(
             hbm_end = max(hbm_end, decl.address + size)
     builder.fresh_address[Memory.HBM] = _align(hbm_end, target.hbm_alignment_bytes)
     inputs = []
+    scalars: list[ScalarInput] = []
+    ranges = _size_ranges(function)
     taken: set[str] = set()
     for index, arg in enumerate(function.body.block.args):
+        if isinstance(arg.type, IndexType):  # a size argument: a register the call's value starts
+            if len(scalars) >= len(ranges):
+                raise ProgramBuildError(
+                    f"@{function.sym_name.data}: index argument {index} has no range in {SIZE_ARGUMENTS_ATTR}"
+                )
+            name, lower, upper = ranges[len(scalars)]
+            register = builder.register()
+            builder.scalars[arg] = register
+            scalars.append(ScalarInput(name, register, lower, upper))
+            continue
         name = arg.name_hint or f"arg{index}"
         name = name if name not in taken else f"{name}_{index}"
         taken.add(name)
@@ -326,7 +344,20 @@ def build_program(
         locations=builder.locations,
         entry=function.sym_name.data,
         compiler_version=compiler_version,
+        scalars=scalars,
     )
+
+
+def _size_ranges(function: func.FuncOp) -> list[tuple[str, int, int]]:
+    """The (name, lower, upper) of each size argument of `function`, in order (`SIZE_ARGUMENTS_ATTR`)."""
+    table = function.attributes.get(SIZE_ARGUMENTS_ATTR)
+    if not isinstance(table, ArrayAttr):
+        return []
+    ranges = []
+    for entry in table.data:
+        name, lower, upper = entry.data
+        ranges.append((name.data, lower.value.data, upper.value.data))
+    return ranges
 
 
 def memory_sizes_needed(program: Program) -> dict[str, int] | None:

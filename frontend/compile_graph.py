@@ -31,7 +31,7 @@ import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -747,12 +747,16 @@ class CompiledGraph:
             return torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, generator=generator)
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        return self.call_sized(args, None)
+
+    def call_sized(self, args: list[Any], sizes: Mapping[str, int] | None) -> list[Any]:
+        """A call whose program takes size arguments (`Program.scalars`): `sizes` gives their values by name."""
         signature = self.signature
         if signature.guards:
             signature.check_guards(args)
         arrays = self._arrays(signature.arguments(args))
         args.clear()  # boxed calling convention: let the inputs be freed early
-        outputs = self.run_arrays(arrays)
+        outputs = self.run_arrays(arrays, sizes)
         if self.device_outputs is None:
             return signature.results([from_numpy(o) for o in outputs])
         from neuron_mlir.frontend.device import storage, streams
@@ -764,10 +768,11 @@ class CompiledGraph:
             for r, on_device in zip(signature.results(outputs), self.device_outputs, strict=True)
         ]
 
-    def run_arrays(self, arrays: list[Any]) -> list[Any]:
+    def run_arrays(self, arrays: list[Any], sizes: Mapping[str, int] | None = None) -> list[Any]:
         """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
         order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
-        `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`."""
+        `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`. `sizes` gives
+        the program's size arguments their values."""
         inputs = arrays + self.constants
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
@@ -776,17 +781,26 @@ class CompiledGraph:
             inputs.append(seed.numpy().astype("int32"))
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies;
         # collectives reach the other ranks through torch.distributed's process groups
+        scalars = self._scalar_values(sizes)
         if self._collectives:
             from neuron_mlir.frontend.distributed.transport import current_transport
             from neuron_mlir.runtime import collectives
 
             with collectives.using(current_transport()):
                 outputs, profile = _run_validated()(
-                    self.validated, inputs, check_races=self.options.check_races, share_profile=True
+                    self.validated,
+                    inputs,
+                    check_races=self.options.check_races,
+                    share_profile=True,
+                    scalars=scalars,
                 )
         else:
             outputs, profile = _run_validated()(
-                self.validated, inputs, check_races=self.options.check_races, share_profile=True
+                self.validated,
+                inputs,
+                check_races=self.options.check_races,
+                share_profile=True,
+                scalars=scalars,
             )
         self.last_profile = profile
         stats_module.record_run(self.name, profile)
@@ -795,6 +809,16 @@ class CompiledGraph:
         if self.signature.assertions or self.signature.linalg_checks:
             self.signature.check_assertions(outputs)
         return outputs
+
+    def _scalar_values(self, sizes: Mapping[str, int] | None) -> tuple[int, ...]:
+        declared = self.program.scalars
+        if not declared:
+            return ()
+        missing = [s.name for s in declared if sizes is None or s.name not in sizes]
+        if missing:
+            raise ValueError(f"neuron-mlir: {self.name}: the program takes the sizes {missing}, which the call lacks")
+        assert sizes is not None
+        return tuple(int(sizes[s.name]) for s in declared)
 
     def _arrays(self, arguments: list[Any]) -> list[Any]:
         """The arguments as NumPy arrays (`to_numpy`).
@@ -862,6 +886,10 @@ class PerSizes:
         raise NotImplementedError
 
     def __call__(self, args: list[Any]) -> list[Any]:
+        return self._compiled(args)(args)
+
+    def _compiled(self, args: list[Any]) -> Callable[[list[Any]], list[Any]]:
+        """The compilation for `args`' sizes, compiled now if there is none yet."""
         sizes = self._sizes(args)
         compiled = self.by_sizes.get(sizes)
         if compiled is None:
@@ -870,7 +898,7 @@ class PerSizes:
                 stats_module.record_recompilation()
             self.by_sizes[sizes] = compiled
             logger.info("compiled %s for sizes %s", self.name, sizes)
-        return compiled(args)
+        return compiled
 
 
 class ShapeSpecialisedGraph(PerSizes):
@@ -888,10 +916,14 @@ class ShapeSpecialisedGraph(PerSizes):
         first: CompiledGraph | None,
         options: CompileOptions,
         name: str | None = None,
+        size_arguments: Sequence[str] = (),
     ):
         super().__init__(first.name if first is not None else str(name))
         self.graph_module = graph_module
         self.options = options
+        # size symbols each program takes as integer arguments (a size bucket's): its loops over dimensions they
+        # bound run the call's trips
+        self.size_arguments = list(size_arguments)
         if first is not None:
             self.positions = list(first.signature.guards)
             self.by_sizes[tuple(first.signature.guards[p] for p in self.positions)] = first
@@ -902,6 +934,12 @@ class ShapeSpecialisedGraph(PerSizes):
 
     def _sizes(self, args: list[Any]) -> tuple[Any, ...]:
         return tuple(tuple(args[p].shape) if isinstance(args[p], torch.Tensor) else args[p] for p in self.positions)
+
+    def call_sized(self, args: list[Any], size_values: Mapping[str, int]) -> list[Any]:
+        """A call of a program taking size arguments (`size_arguments`): `size_values` gives the call's values."""
+        compiled = self._compiled(args)
+        assert isinstance(compiled, CompiledGraph)
+        return compiled.call_sized(args, size_values)
 
     def _compile(self, args: list[Any], name: str) -> Callable[[list[Any]], list[Any]]:
         from neuron_mlir import __version__
@@ -915,6 +953,7 @@ class ShapeSpecialisedGraph(PerSizes):
                 inputs=list(args),
                 auto_cast=self.options.auto_cast,
                 stochastic_rounding=self.options.stochastic_rounding,
+                size_arguments=self.size_arguments,
             )
             _refuse_illegal(module, name)
             # keyed by the specialised import (as `_compile_whole` keys a graph without an FX key): a size

@@ -46,7 +46,7 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,11 @@ import torch.utils._pytree as pytree
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
     IndexType,
+    IntegerAttr,
     LocationAttr,
     ModuleOp,
     NameLoc,
@@ -72,19 +74,26 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
 from neuron_mlir.ir.dialects.torch import (
     PROCESS_GROUPS_ATTR,
     NkiKernelOp,
+    SIZE_ARGUMENTS_ATTR,
+    SIZE_BOUNDS_ATTR,
     ResultKind,
     TorchOp,
     element_type_for_dtype,
     op_class_for,
 )
 from neuron_mlir.ir.locations import describe_location, source_location
+
+PADDING_WRITTEN = "neuron_padding_written"
+"""A node's metadata key (set by the size-bucket rewrite on the nodes it adds): the dimensions of its result whose
+padding it must write (a `where` setting padding to a reduction's identity), None for all of them. The importer
+names no size bound (`SIZE_BOUNDS_ATTR`) for those dimensions, so the lowering writes their padding."""
 
 SymbolicNumber = torch.SymInt | torch.SymFloat | torch.SymBool
 """Symbolic values a node's metadata may hold."""
@@ -420,8 +429,11 @@ class FxImporter:
         cpu_nodes: Collection[torch.fx.Node] = (),
         auto_cast: str = "none",
         stochastic_rounding: bool = False,
+        size_arguments: Sequence[str] = (),
     ):
         self.graph_module = graph_module
+        # size symbols whose value at each call the program takes as an integer argument (`SIZE_ARGUMENTS_ATTR`)
+        self.size_arguments = list(size_arguments)
         self.target = target
         self.auto_cast = auto_cast
         self.stochastic_rounding = stochastic_rounding
@@ -474,7 +486,35 @@ class FxImporter:
             )
         if self.stochastic_rounding:  # read by convert-torch-to-tile's casts
             module.attributes["neuron.stochastic_rounding"] = UnitAttr()
+        bounded = self._bounded_symbols()
+        if bounded:  # read by convert-torch-to-tile, which makes them the function's index arguments
+            function.attributes[SIZE_ARGUMENTS_ATTR] = ArrayAttr(
+                [ArrayAttr([StringAttr(name), IntegerAttr(1, i64), IntegerAttr(top, i64)]) for name, top in bounded]
+            )
         return module, signature
+
+    def _bounded_symbols(self) -> list[tuple[str, int]]:
+        """The size arguments with the size each is compiled for (the top of its range): symbols the inputs bind."""
+        by_name = {str(symbol): size for symbol, size in self.bindings.items()}
+        return [(name, by_name[name]) for name in self.size_arguments if by_name.get(name, 0) >= 1]
+
+    def _mark_size_bounds(self, op: Operation, node: torch.fx.Node, value: Any) -> None:
+        """Name, on `op`, the size argument bounding each dimension of its first result that is exactly one."""
+        if not self.size_arguments or not isinstance(value, torch.Tensor):
+            return
+        written = node.meta.get(PADDING_WRITTEN, ())
+        if written is None:
+            return
+        names = []
+        shape: Sequence[Any] = value.shape  # SymInts where the graph's sizes are symbolic
+        for dim, extent in enumerate(shape):
+            if not isinstance(extent, torch.SymInt) or dim in written:
+                names.append("")
+                continue
+            expr = extent.node.expr
+            names.append(str(expr) if expr.is_Symbol and str(expr) in self.size_arguments else "")
+        if any(names):
+            op.attributes[SIZE_BOUNDS_ATTR] = ArrayAttr([StringAttr(n) for n in names])
 
     # -- inputs ------------------------------------------------------------------------------------------------
 
@@ -685,6 +725,7 @@ class FxImporter:
         except (ValueError, TypeError, AssertionError) as error:
             raise GraphImportError(f"{describe_node(node)}: {error}") from error
         op.location = node_location(node)
+        self._mark_size_bounds(op, node, value[0] if isinstance(value, list | tuple) and value else value)
         try:
             op.verify()
         except VerifyException as error:
@@ -930,14 +971,18 @@ def import_fx_graph(
     cpu_nodes: Collection[torch.fx.Node] = (),
     auto_cast: str = "none",
     stochastic_rounding: bool = False,
+    size_arguments: Sequence[str] = (),
 ) -> tuple[ModuleOp, GraphSignature]:
     """Import an ATen-level FX graph (see the module docstring); symbolic sizes are specialised to those of
     `inputs` (the values of the placeholders) when given, else to the sizes the graph was traced with.
     `cpu_nodes` import as arguments holding their results (to ask about the other nodes, not to compile).
     `auto_cast` other than "none" becomes the module's `neuron.auto_cast` attribute, the mode torch-auto-cast
     compiles it with; `stochastic_rounding` its `neuron.stochastic_rounding` unit attribute (fp32 -> bf16 casts
-    round stochastically)."""
-    return FxImporter(graph_module, target, name, inputs, cpu_nodes, auto_cast, stochastic_rounding).import_graph()
+    round stochastically). `size_arguments` names size symbols the program takes as integer arguments at each
+    call (`SIZE_ARGUMENTS_ATTR`, `SIZE_BOUNDS_ATTR`)."""
+    return FxImporter(
+        graph_module, target, name, inputs, cpu_nodes, auto_cast, stochastic_rounding, size_arguments
+    ).import_graph()
 
 
 # ---- the compile cache's key -------------------------------------------------------------------------------

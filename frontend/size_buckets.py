@@ -10,7 +10,8 @@ value may be computed at larger sizes than the call's (a bucket) without its rea
 the host computes at each call (the call's actual extents as masks and numbers) and how to cut the results.
 
 How a call runs (`BucketedGraph`): each size symbol takes its bucket (`bucket_of`: the top of its range when the
-range is bounded, else the next power of two), the tensor inputs are padded with zeros to the bucket's sizes,
+range is bounded, or for the graph's widest range the top of its lower or upper half, `split_symbols`; else the
+next power of two), the tensor inputs are padded with zeros to the bucket's sizes,
 the program compiled for that bucket runs, and each result is cut back to the call's sizes. Padding leaves
 arbitrary values (even NaN) in the padded region of every intermediate; the rewrite keeps them out of the real
 elements. The analysis tracks, per dimension of every tensor, its factors (a dimension made by merging others,
@@ -54,6 +55,7 @@ import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.fx_importer import PADDING_WRITTEN
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -202,6 +204,8 @@ class _Rewriter:
         self, target: Any, args: tuple[Any, ...], like: torch.fx.Node, kwargs: dict[str, Any] | None = None
     ) -> torch.fx.Node:
         node = self.graph.call_function(target, args, kwargs or {})
+        # what the rewrite adds writes its padding: a program's loops bounded by the call's sizes skip none of it
+        node.meta[PADDING_WRITTEN] = None
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in like.meta:
                 node.meta[key] = like.meta[key]
@@ -889,8 +893,43 @@ def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
     return front + list(rest)
 
 
+def _is_minus_infinity(value: Any) -> bool:
+    """Whether `value` (an argument of a node) is the number -inf, or a 0-d tensor made from it."""
+    if isinstance(value, torch.fx.Node):
+        if value.target is not aten.scalar_tensor.default:
+            return False
+        value = value.args[0]
+    return isinstance(value, float) and value == -math.inf
+
+
+def _fold_key_mask(
+    rw: _Rewriter, mask: torch.fx.Node, real: torch.fx.Node, keys: Dim, like: torch.fx.Node
+) -> torch.fx.Node | None:
+    """An additive mask made by `where(allowed, x, -inf)` (transformers' masks are) masked for padded keys as
+    `where(allowed & real, x, -inf)`: the key mask joins the boolean condition, whose pass the mask's own
+    elementwise work fuses with, rather than a `where` over the whole float mask. None for any other mask."""
+    if mask.target is not aten.where.self or len(mask.args) != 3 or mask.kwargs:
+        return None
+    allowed, x, other = mask.args
+    if not isinstance(allowed, torch.fx.Node) or not _is_minus_infinity(other):
+        return None
+    condition = allowed.meta.get("val")
+    if not isinstance(condition, torch.Tensor) or condition.dtype != torch.bool or condition.dim() != 4:
+        return None
+    both = rw._call(aten.bitwise_and.Tensor, (allowed, real), like)
+    rw.layouts[both] = _broadcast(rw, both, [_layout(rw, allowed), [(1,), (1,), (1,), keys]])
+    folded = rw._call(aten.where.self, (both, x, other), like)
+    rw.layouts[folded] = _broadcast(
+        rw, folded, [rw.layouts[both], *(_layout(rw, a) for a in (x, other) if isinstance(a, torch.fx.Node))]
+    )
+    # only the padded keys must be -inf: the padded queries' rows are padding (the keys are the mask's last axis)
+    both.meta[PADDING_WRITTEN] = folded.meta[PADDING_WRITTEN] = (3,)
+    return folded
+
+
 def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
-    """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them)."""
+    """Flash attention: padded keys get -inf added to the mask (scores of real queries never reach them), and
+    their keys and values are set to 0 (padding may be NaN, and 0 * NaN is NaN)."""
     q, k, v = _args(node)[:3]
     assert isinstance(q, torch.fx.Node)
     assert isinstance(k, torch.fx.Node)
@@ -914,17 +953,20 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         if new_mask is None:
             with rw.graph.inserting_before(mask.next if mask is not None and mask.op != "placeholder" else node):
                 real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
-                if mask is None:
-                    zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
-                    base: torch.fx.Node = zero
+                folded = _fold_key_mask(rw, mask, real, keys, node) if mask is not None else None
+                if folded is not None:
+                    new_mask = folded
                 else:
-                    base = mask
-                minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
-                new_mask = rw._call(aten.where.self, (real, base, minus), node)
+                    if mask is None:
+                        zero = rw._call(aten.scalar_tensor.default, (0.0,), node, {"dtype": q.meta["val"].dtype})
+                        base: torch.fx.Node = zero
+                    else:
+                        base = mask
+                    minus = rw._call(aten.scalar_tensor.default, (-math.inf,), node, {"dtype": q.meta["val"].dtype})
+                    new_mask = rw._call(aten.where.self, (real, base, minus), node)
+                    if mask is not None:
+                        rw.layouts[new_mask] = _broadcast(rw, new_mask, [_layout(rw, mask), [(1,), (1,), (1,), keys]])
             rw.attention_masks[cache_key] = new_mask
-        if mask is not None:
-            mask_layout = _layout(rw, mask)
-            rw.layouts[new_mask] = _broadcast(rw, new_mask, [mask_layout, [(1,), (1,), (1,), keys]])
         if "attn_mask" in kwargs or len(_args(node)) <= names.index("attn_mask"):
             node.kwargs = {**kwargs, "attn_mask": new_mask}
         else:
@@ -933,6 +975,12 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
             node.args = tuple(args)
         if arguments.get("is_causal") and not rw.same(lq[-2], lk[-2]):
             raise rw._refuse(node, "causal attention with queries laid out unlike keys")
+        # a padded key's -inf score still meets its key and value: 0 * NaN is NaN, so they must be finite
+        for operand in dict.fromkeys((k, v)):  # one pass when keys and values are one tensor
+            masked = rw.masked(operand, [operand.meta["val"].dim() - 2], 0.0, node)
+            if masked is not operand:
+                masked.meta[PADDING_WRITTEN] = (operand.meta["val"].dim() - 2,)
+                node.replace_input_with(operand, masked)
     out = [*list(lq[:-1]), lv[-1]]
     logsumexp = list(lq[:-1])
     return [out, logsumexp]
@@ -1085,12 +1133,50 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     return copied
 
 
-def bucket_of(value: int, lower: int, upper: int | None) -> int:
+def range_split(lower: int, upper: int) -> int | None:
+    """The top of the lower of a bounded range's two buckets, or None when the range keeps one bucket.
+
+    For sizes spread evenly on a log scale and a time growing as a power of the size, the split that minimises
+    the mean log of (bucket's time / size's time) is the geometric middle of the range. Sizes below
+    `SMALLEST_BUCKET` cost about the same as it (fixed costs dominate), so the range counts from there; the
+    middle is rounded up to a power of two."""
+    middle = math.sqrt(max(lower, SMALLEST_BUCKET) * upper)
+    split = 1 << max(math.ceil(middle) - 1, 0).bit_length()
+    return split if lower <= split < upper else None
+
+
+def bucket_of(value: int, lower: int, upper: int | None, split: bool = False) -> int:
     """The size a symbol of range [lower, upper] is compiled for when it is `value`: the range's top when the
-    range is bounded (one program for the range), else the next power of two (at least `SMALLEST_BUCKET`)."""
+    range is bounded (one program for the range; with `split`, two: up to `range_split`'s size and up to the top),
+    else the next power of two (at least `SMALLEST_BUCKET`)."""
     if upper is not None and upper <= LARGEST_RANGE_BUCKET:
-        return upper
+        middle = range_split(lower, upper) if split else None
+        return middle if middle is not None and value <= middle else upper
     return max(SMALLEST_BUCKET, 1 << max(value - 1, 0).bit_length())
+
+
+def split_symbols(
+    ranges: dict[sympy.Symbol, tuple[int, int | None]], assumed: Sequence[tuple[sympy.Symbol, sympy.Symbol]]
+) -> set[sympy.Symbol]:
+    """The symbols whose bounded range takes two buckets: those of the widest range (largest top / bottom) that
+    `range_split` splits, with every symbol taken as equal to them, so that a graph has at most two programs per
+    range bucketing whatever its number of symbols."""
+    widths = {
+        symbol: upper / max(lower, 1)
+        for symbol, (lower, upper) in ranges.items()
+        if upper is not None and upper <= LARGEST_RANGE_BUCKET and range_split(lower, upper) is not None
+    }
+    if not widths:
+        return set()
+    chosen = {max(widths, key=lambda symbol: widths[symbol])}  # the first of equally wide ranges
+    grew = True
+    while grew:  # the symbols taken as equal, transitively, share the split (their buckets must agree)
+        grew = False
+        for a, b in assumed:
+            if (a in chosen) != (b in chosen):
+                chosen |= {a, b}
+                grew = True
+    return chosen
 
 
 class BucketedGraph:
@@ -1110,11 +1196,15 @@ class BucketedGraph:
         self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized")
         self.name = name
         self.options = options
-        self.programs: Callable[[list[Any]], list[Any]] = ShapeSpecialisedGraph(plan.graph_module, None, options, name)
+        # the bucketed sizes are the programs' size arguments: loops over a dimension they bound run the call's trips
+        self.programs = ShapeSpecialisedGraph(
+            plan.graph_module, None, options, name, size_arguments=[str(s) for s in plan.symbols]
+        )
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
         self._noted: set[str] = set()
+        self._split = split_symbols(plan.ranges, plan.assumed)
 
     def _note(self, note: str) -> None:
         """A size note, once per graph however many calls meet it."""
@@ -1147,7 +1237,7 @@ class BucketedGraph:
                 )
                 buckets[symbol] = value
             else:
-                buckets[symbol] = bucket_of(value, lower, upper)
+                buckets[symbol] = bucket_of(value, lower, upper, symbol in self._split)
         return buckets
 
     def __call__(self, args: list[Any]) -> list[Any]:
@@ -1182,7 +1272,7 @@ class BucketedGraph:
         from neuron_mlir.frontend.compile_graph import NeuronCompileError
 
         try:
-            results = self.programs(padded)
+            results = self.programs.call_sized(padded, {str(s): actual[s] for s in self.plan.symbols})
         except NeuronCompileError as error:
             # a lowering whose limits the bucket's sizes exceed (the call's may not): this bucket's calls are
             # compiled for their own sizes

@@ -4,11 +4,12 @@ Input contract: tile-level functions (convert-torch-to-tile's output), where eac
 nest storing its result to a fresh HBM tensor that the next op's nest loads again.
 
 Output guarantee: the same results, with
-1. Fusion: consecutive top-level `scf.for` nests with the same loop structure (equal constant bounds at every
-   level, no loop-carried values; the straight-line code between loops, such as peeled remainder tiles, may
-   differ) become one nest when the later nest reads the earlier one's HBM results only at the tile the earlier
-   one stored in the matching place (same view type, tile shape, dims and indices). The later nest's code goes
-   right after the earlier nest's code of the same place, so each tile is produced and consumed in one iteration.
+1. Fusion: consecutive top-level `scf.for` nests with the same loop structure (equal bounds at every level:
+   constants, or the same value of the function's top level such as a size argument; no loop-carried values;
+   the straight-line code between loops, such as peeled remainder tiles, may differ) become one nest when the
+   later nest reads the earlier one's HBM results only at the tile the earlier one stored in the matching place
+   (same view type, tile shape, dims and indices). The later nest's code goes right after the earlier nest's
+   code of the same place, so each tile is produced and consumed in one iteration.
    `memref.alloc`, `tile.view` and index constants between the nests move above the first; straight-line tile
    code between them (the first nest's peeled remainder tiles) stays after the fused loop when the second nest
    provably touches other elements of every tensor that code stores or that it stores (index ranges from the
@@ -52,14 +53,29 @@ _INDEX = (arith.ConstantOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 # Ops that may sit between two nests and move above the first (they neither read nor write tensor data).
 _MOVABLE = (memref.AllocOp, tile.ViewOp, arith.ConstantOp)
 
-# a loop's constant bounds (None where not constant) with its body's loops, in order
-_Skeleton = tuple[tuple[tuple[int | None, int | None, int | None], "_Skeleton"], ...]
+# a loop's bounds (constants, top-level values; None otherwise: `_bound`) with its body's loops, in order
+_Skeleton = tuple[tuple[tuple[int | SSAValue | None, int | SSAValue | None, int | SSAValue | None], "_Skeleton"], ...]
 # what makes two transfers move the same data: root buffer, its type, indices (constants folded), tile shape, mapping
 _TransferKey = tuple[SSAValue, Attribute, tuple[int | SSAValue, ...], tuple[int, ...], tuple[int, ...]]
 
 
-def _bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
+def _constant_bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
     return integer_constant(loop.lb), integer_constant(loop.ub), integer_constant(loop.step)
+
+
+def _bound(value: SSAValue) -> int | SSAValue | None:
+    """A loop bound two nests can share: a constant, or a value of the function's top level (a size argument or
+    index arithmetic on one), which every nest of the function sees unchanged. None otherwise."""
+    constant = integer_constant(value)
+    if constant is not None:
+        return constant
+    owner = value.owner
+    block = owner if isinstance(owner, Block) else owner.parent_block()
+    return value if block is not None and isinstance(block.parent_op(), func.FuncOp) else None
+
+
+def _bounds(loop: scf.ForOp) -> tuple[int | SSAValue | None, int | SSAValue | None, int | SSAValue | None]:
+    return _bound(loop.lb), _bound(loop.ub), _bound(loop.step)
 
 
 def _skeleton(block: Block) -> _Skeleton:
@@ -294,7 +310,7 @@ def _index_range(value: SSAValue) -> tuple[int, int] | None:
         return constant, constant
     owner = value.owner
     if isinstance(owner, Block) and isinstance(loop := owner.parent_op(), scf.ForOp):
-        lower, upper, step = _bounds(loop)
+        lower, upper, step = _constant_bounds(loop)
         if lower is not None and upper is not None and step is not None and upper > lower and step > 0:
             return lower, lower + (upper - lower - 1) // step * step
     return None

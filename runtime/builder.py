@@ -39,6 +39,7 @@ from neuron_mlir.runtime.program import (
     Program,
     Reg,
     Scalar,
+    ScalarInput,
     ScalarOp,
     TensorBinding,
     row_major_strides,
@@ -81,6 +82,7 @@ class ProgramBuilder:
         self.constants: dict[int, np.ndarray] = {}
         self.locations: list[str] = []
         self.num_registers = 0
+        self.scalars: list[ScalarInput] = []
         self._next = {Memory.SBUF: 0, Memory.PSUM: 0, Memory.HBM: 0}
         self._next_id = 0
         self._stack: list[_Frame] = []
@@ -167,6 +169,12 @@ class ProgramBuilder:
         self.num_registers += 1
         return Reg(self.num_registers - 1)
 
+    def scalar_input(self, name: str, lower: int, upper: int) -> Reg:
+        """An integer argument of the entry point in [lower, upper]: the register holding the call's value."""
+        register = self.reg()
+        self.scalars.append(ScalarInput(name, register, lower, upper))
+        return register
+
     def location(self, text: str) -> int:
         if text not in self.locations:
             self.locations.append(text)
@@ -244,6 +252,7 @@ class ProgramBuilder:
             num_registers=self.num_registers,
             locations=list(self.locations),
             compiler_version="runtime.builder",
+            scalars=list(self.scalars),
         )
 
     def _add_waits(self, pending: list[_PendingInstruction]) -> None:

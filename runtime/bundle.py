@@ -40,6 +40,7 @@ from neuron_mlir.runtime.program import (
     Node,
     Program,
     Reg,
+    ScalarInput,
     ScalarOp,
     TensorBinding,
 )
@@ -209,6 +210,17 @@ def encode_manifest(program: Program) -> tuple[dict[str, Any], bytes]:
             "name": program.entry,
             "inputs": [_encode_binding(b, program) for b in program.inputs],
             "outputs": [_encode_binding(b, program) for b in program.outputs],
+            # integer arguments (register-bounded loops); absent when there are none
+            **(
+                {
+                    "scalars": [
+                        {"name": x.name, "register": x.register.index, "lower": x.lower, "upper": x.upper}
+                        for x in program.scalars
+                    ]
+                }
+                if program.scalars
+                else {}
+            ),
         },
         "memory_plan": [
             {
@@ -448,7 +460,19 @@ class _Decoder:
             self.buffer(entry, f"memory_plan[{i}]")
             for i, entry in enumerate(self.array(fields["memory_plan"], "memory_plan"))
         ]
-        entry = self.obj(fields["entry"], "entry", ("name", "inputs", "outputs"))
+        entry = self.obj(fields["entry"], "entry", ("name", "inputs", "outputs"), ("scalars",))
+        scalars = []
+        for i, item in enumerate(self.array(entry.get("scalars", []), "entry.scalars")):
+            where = f"entry.scalars[{i}]"
+            scalar = self.obj(item, where, ("name", "register", "lower", "upper"))
+            scalars.append(
+                ScalarInput(
+                    self.string(scalar["name"], f"{where}.name"),
+                    Reg(self.integer(scalar["register"], f"{where}.register")),
+                    self.integer(scalar["lower"], f"{where}.lower"),
+                    self.integer(scalar["upper"], f"{where}.upper"),
+                )
+            )
         inputs = [
             self.binding(item, f"entry.inputs[{i}]", buffers)
             for i, item in enumerate(self.array(entry["inputs"], "entry.inputs"))
@@ -473,6 +497,7 @@ class _Decoder:
             locations=locations,
             entry=self.string(entry["name"], "entry.name"),
             compiler_version=self.string(fields["compiler_version"], "manifest.compiler_version"),
+            scalars=scalars,
         )
 
     def buffer(self, value: Any, where: str) -> BufferDecl:

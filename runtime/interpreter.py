@@ -9,7 +9,8 @@
 * a `Loop` evaluates its bounds once, then sets its induction register to each value of
   `range(lower, upper, step)` in turn and runs its body; after the loop the register keeps its last value.
 
-All registers start at 0, so register values depend on immediates and loop counters only, never on data.
+All registers start at 0 but those of the program's scalar arguments, which the caller sets to the run's values
+before `run`; so register values depend on immediates, loop counters and those arguments only, never on data.
 
 What an instance *does* is the caller's `issue(plan, values)`: the simulator executes its semantics
 (`runtime.semantics`), places it on the timeline (`runtime.timeline`) and checks it for races

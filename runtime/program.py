@@ -8,6 +8,9 @@ instruction lists in `waits` the ids of the instructions whose most recent issue
 before it starts (one hardware semaphore per producer, counted per instance). Instructions on the same queue
 run in order and need no waits.
 
+Registers start at 0, except those of the entry's scalar arguments (`ScalarInput`), which start at the call's
+values: a loop bounded by such a register (or by index arithmetic on it) runs as many trips as the call needs.
+
 Memory is byte addressed. HBM is flat. SBUF and PSUM are two-dimensional: `partitions` rows, each
 `bytes_per_partition` long; a buffer there occupies the same byte range `[address, address + row_bytes)` in each
 of its partitions, starting at partition 0.
@@ -142,6 +145,20 @@ class TensorBinding:
     offset: int = 0
 
 
+@dataclass(frozen=True)
+class ScalarInput:
+    """An entry-point integer argument: register `register` holds the call's value when the program starts.
+
+    The value lies in `[lower, upper]` (the validator checks every access for each value in that range, and a
+    run with a value outside it is refused): the actual extent of a dimension the program's buffers hold at
+    `upper`, so that loops over it take their trip counts from the call."""
+
+    name: str
+    register: Reg
+    lower: int
+    upper: int
+
+
 @dataclass
 class Program:
     """A complete program for one NeuronCore: memory plan, entry signature, constants and instructions."""
@@ -156,6 +173,7 @@ class Program:
     locations: list[str] = field(default_factory=list)  # "file:line (module.path)" per location index
     entry: str = "main"
     compiler_version: str = ""
+    scalars: list[ScalarInput] = field(default_factory=list)  # integer arguments, in call order
 
     def instructions(self) -> list[Instruction]:
         """Every static instruction, in program order (loop bodies once)."""

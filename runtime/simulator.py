@@ -9,8 +9,10 @@ What a run is, is defined by `runtime.interpreter` (which instruction instances 
 register values) and, per instance, by three parts that never consult one another: `runtime.semantics` (what it
 computes), `runtime.timeline` (when it runs: queues, semaphores, DMA bandwidth, the cost model) and
 `runtime.races` (whether every conflicting access on another queue is ordered with it; a `RaceError` names both
-instructions otherwise). Registers depend on immediates and loop counters only and nothing on the timeline or in
-the race check reads data, so every run of a program issues the same instances with the same times.
+instructions otherwise). Registers depend on immediates, loop counters and the run's scalar arguments only and
+nothing on the timeline or in the race check reads data, so every run of a program with the same scalar arguments
+issues the same instances with the same times (a register-bounded loop runs the trips its registers give, and
+only the instances that issue take time).
 
 `vectorize=False` executes that definition literally, instance by instance: the reference. The default takes
 fast paths, each proven by the tests to give the reference's bits, profile and race verdict:
@@ -85,8 +87,12 @@ def run_program(
     check_races: bool = True,
     memory_sizes_override: Mapping[Any, int] | None = None,
     vectorize: bool = True,
+    scalars: Sequence[int] = (),
 ) -> tuple[list[np.ndarray], Profile]:
     """Validate and run `program` on `inputs` (in `program.inputs` order); return (outputs, profile).
+
+    `scalars` are the values of the program's scalar arguments (`program.scalars`, in order): the registers they
+    start in, each within its declared range.
 
     Inputs must have exactly the bindings' shapes and dtypes. Outputs are fresh arrays read through
     `program.outputs`, in order. `memory_sizes_override` maps 'sbuf'/'psum' to bytes per partition and 'hbm' to
@@ -96,9 +102,9 @@ def run_program(
     A `ValidatedProgram` (without an override) runs as `run_validated` runs it, without validating again.
     """
     if isinstance(program, ValidatedProgram) and memory_sizes_override is None:
-        return run_validated(program, inputs, check_races=check_races, vectorize=vectorize)
+        return run_validated(program, inputs, check_races=check_races, vectorize=vectorize, scalars=scalars)
     validated = _validated(program.program if isinstance(program, ValidatedProgram) else program, memory_sizes_override)
-    return run_validated(validated, inputs, check_races=check_races, vectorize=vectorize)
+    return run_validated(validated, inputs, check_races=check_races, vectorize=vectorize, scalars=scalars)
 
 
 def run_validated(
@@ -108,16 +114,30 @@ def run_validated(
     check_races: bool = True,
     vectorize: bool = True,
     share_profile: bool = False,
+    scalars: Sequence[int] = (),
 ) -> tuple[list[np.ndarray], Profile]:
     """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`).
 
     Runs of the same `ValidatedProgram` share their preparation; the program must not change after validation.
+    Runs with the same scalar arguments share it: the instances a run issues, and so its tape and profile, follow
+    from them.
     With `share_profile`, a run whose profile was already known returns the program's stored profile itself
     rather than a copy (copying a large program's profile costs more than a small run): the caller must not
     change it.
     """
     with heap.small_pages():  # the memories and outputs of a run are GiBs of fresh pages at real widths
-        return _run_pooled(validated, inputs, check_races, vectorize, share_profile)
+        return _run_pooled(validated, inputs, check_races, vectorize, share_profile, _scalar_values(validated, scalars))
+
+
+def _scalar_values(validated: ValidatedProgram, scalars: Sequence[int]) -> tuple[int, ...]:
+    """The scalar arguments of a run, checked against the program's declarations."""
+    declared = validated.program.scalars
+    if len(scalars) != len(declared):
+        raise ValueError(f"the program takes {len(declared)} scalar arguments, got {len(scalars)}")
+    for value, scalar in zip(scalars, declared, strict=True):
+        if not scalar.lower <= int(value) <= scalar.upper:
+            raise ValueError(f"scalar argument {scalar.name} = {value} is outside [{scalar.lower}, {scalar.upper}]")
+    return tuple(int(value) for value in scalars)
 
 
 def _run_pooled(
@@ -126,15 +146,17 @@ def _run_pooled(
     check_races: bool,
     vectorize: bool,
     share_profile: bool,
+    scalars: tuple[int, ...] = (),
 ) -> tuple[list[np.ndarray], Profile]:
-    """`run_validated` on a simulator of the program's pool (a new one when none is free)."""
-    cache = validated.cache
+    """`run_validated` on a simulator of the program's pool for these scalar arguments (a new one when none is
+    free)."""
+    cache = validated.cache if not scalars else validated.cache.setdefault(f"scalars {scalars}", {})
     pool: list[Simulator] = cache.setdefault("simulators", [])
     try:
         simulator = pool.pop()
     except IndexError:
         with heap.no_collections():  # a first run's objects live on: scanned once, after it
-            simulator = Simulator(validated)
+            simulator = Simulator(validated, scalars)
     try:
         # OpenBLAS's thread count matters only to matmuls, the only instructions that call BLAS
         threads = blas.single_threaded() if simulator.uses_blas else _NO_CONTEXT
@@ -160,9 +182,11 @@ def _run_pooled(
 class Simulator:
     """One program prepared on one machine: plans, memories, loop analyses and, after its first run, its tape."""
 
-    def __init__(self, validated: ValidatedProgram) -> None:
+    def __init__(self, validated: ValidatedProgram, scalars: tuple[int, ...] = ()) -> None:
         self.validated = validated
         self.program = program = validated.program
+        # (register, value) of each scalar argument: the registers a walk starts from
+        self.entry_registers = [(s.register.index, value) for s, value in zip(program.scalars, scalars, strict=True)]
         self.target = validated.target
         bindable = bound_inputs.bindable_inputs(program)
         self.machine = Machine(program.buffers, validated.sizes, bindable.values())
@@ -226,7 +250,7 @@ class Simulator:
                 info = (plan.id, plan.opcode, plan.queue, plan.location, start, end)
                 races.issue(plan.index, plan.queue, plan.waits, plan.sites, plan.shifts(values), info)
 
-        self._walk(Interpreter(self.plan_of, self.program.num_registers, issue))
+        self._walk(self._interpreter(issue))
         return self.outputs(), timeline.profile(self.program)
 
     def run(
@@ -268,7 +292,7 @@ class Simulator:
         try:
             # (the recorder runs prepared steps, which leave floating-point flags to their caller as the tape does)
             with np.errstate(all="ignore"):
-                self._walk(Interpreter(self.plan_of, self.program.num_registers, issue, self._nest))
+                self._walk(self._interpreter(issue, self._nest))
             if races is not None:
                 races.flush()
         except RaceFound:
@@ -342,6 +366,13 @@ class Simulator:
             self.machine.clear(self._loaded_ranges)
         self._fresh_memory = False
         return self.load(inputs, self._binding.inputs if bind and self._binding is not None else {})
+
+    def _interpreter(self, issue: Any, nests: Any = None) -> Interpreter:
+        """An interpreter at the program's entry: registers 0 but the scalar arguments'."""
+        interpreter = Interpreter(self.plan_of, self.program.num_registers, issue, nests)
+        for register, value in self.entry_registers:
+            interpreter.registers[register] = value
+        return interpreter
 
     def _walk(self, interpreter: Interpreter) -> None:
         for position, node in enumerate(self.program.body):
@@ -692,6 +723,7 @@ def _fields(program: Program) -> tuple[Any, ...]:
         program.locations,
         program.entry,
         program.compiler_version,
+        tuple(program.scalars),
     )
 
 

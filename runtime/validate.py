@@ -19,7 +19,8 @@ bundle and `simulator.run_program` on every in-memory program. It checks, and on
   loop trip counts bounded, no divisor that can be zero, and no two matmul accumulation groups writing
   overlapping-but-different PSUM regions while both may be in flight (neither yet read by another engine).
 
-Registers are 32-bit: they start at 0, ScalarOps wrap to int32, and a loop sets its induction register to
+Registers are 32-bit: they start at 0 (a scalar argument's register at any value of its declared range, each
+checked), ScalarOps wrap to int32, and a loop sets its induction register to
 `lower + k * step` at the start of each iteration (bounds are read once, at loop entry).
 """
 
@@ -43,6 +44,7 @@ from neuron_mlir.runtime.program import (
     Node,
     Program,
     Reg,
+    ScalarInput,
     ScalarOp,
     TensorBinding,
 )
@@ -331,6 +333,7 @@ class _Validator:
         self.check_constants()
         self.check_bindings("input", program.inputs)
         self.check_bindings("output", program.outputs)
+        self.check_scalars()
         if not isinstance(program.body, (list, tuple)):
             raise BundleError("program body must be a list of nodes")
         self.check_nodes(program.body, "body", depth=0)
@@ -340,6 +343,27 @@ class _Validator:
                     raise BundleError(f"{_where(inst)}: waits on instruction {wait}, which does not exist")
         _Interpreter(self).run(program.body)
         return ValidatedProgram(program, self.target, self.sizes, self.instructions, self.index_of_id)
+
+    def check_scalars(self) -> None:
+        names: set[str] = set()
+        registers: set[int] = set()
+        for position, scalar in enumerate(self.program.scalars):
+            where = f"scalar input {position}"
+            if not isinstance(scalar, ScalarInput) or not isinstance(scalar.name, str):
+                raise BundleError(f"{where}: expected a named scalar input, got {scalar!r}")
+            if scalar.name in names:
+                raise BundleError(f"{where}: the name {scalar.name!r} is taken by an earlier scalar input")
+            self.check_reg(scalar.register, f"{where} ({scalar.name}), register")
+            if scalar.register.index in registers:
+                raise BundleError(f"{where} ({scalar.name}): register r{scalar.register.index} holds another input")
+            ordered = _is_int(scalar.lower) and _is_int(scalar.upper) and scalar.lower <= scalar.upper
+            if not (ordered and scalar.lower >= INT32_MIN and scalar.upper <= INT32_MAX):
+                raise BundleError(
+                    f"{where} ({scalar.name}): range [{scalar.lower!r}, {scalar.upper!r}] is not an ordered pair of "
+                    "32-bit integers"
+                )
+            names.add(scalar.name)
+            registers.add(scalar.register.index)
 
     def check_buffers(self) -> None:
         buffers = self.program.buffers
@@ -744,7 +768,10 @@ class _Interpreter:
         self.visits = 0
 
     def run(self, body: Sequence[Node]) -> None:
-        state = _State([_const(0)] * self.v.program.num_registers, {})
+        regs = [_const(0)] * self.v.program.num_registers
+        for scalar in self.v.program.scalars:  # every value of the declared range
+            regs[scalar.register.index] = _span(scalar.lower, scalar.upper, 1)
+        state = _State(regs, {})
         self.nodes(body, state, "body")
 
     def value(self, scalar: int | Reg, state: _State) -> Span:

@@ -1189,6 +1189,20 @@ PROCESS_GROUPS_ATTR = "neuron.process_groups"
 `group_name`): `{"<group name>" = array<i64: ranks...>}`. The frontend resolves the names when it imports a graph."""
 
 
+SIZE_ARGUMENTS_ATTR = "neuron.size_arguments"
+"""The function attribute naming the integer arguments a program takes at each call: the actual sizes of the
+dimensions a size bucket pads, `[["s0", lower, upper], ...]` in call order. The function is compiled for
+`upper` (the bucket's size); each call passes a value in `[lower, upper]`. convert-torch-to-tile makes them
+`index` arguments of the function, and the translation to a program its scalar inputs."""
+
+SIZE_BOUNDS_ATTR = "neuron.size_bounds"
+"""The op attribute naming, per dimension of the op's first result, the size argument (`SIZE_ARGUMENTS_ATTR`)
+whose value at a call bounds that dimension's real extent (`""` for a dimension no argument bounds). Elements at
+or beyond the bound are padding: a lowering may leave them unwritten, since the size buckets keep padding out of
+every real element (docs/dynamic-shapes.md). Passes that rebuild an op may drop it: the op then writes all of
+its elements, as it did before."""
+
+
 # The functional collectives that exchange data, and the collective each is (`runtime.collectives`).
 COLLECTIVE_KINDS: dict[str, str] = {
     "torch.c10d_functional.all_reduce": "all_reduce",

@@ -31,7 +31,10 @@ its own. Otherwise each op gets its own loop nest, which tile-level passes then 
 elementwise op of a matmul's result into the matmul's stores, tile-fuse-matmul-prologues computes a layer norm that
 only a matmul reads in that matmul's panel, tile-fuse-matmul-chains a Linear layer and its activation in the next
 Linear layer's panel). An op whose results all hold no element lowers to views of a one-element allocation, whatever
-its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py).
+its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py). A
+function with size arguments (`neuron.size_arguments`, from a size bucket) gets one `index` argument per size after its
+tensors; the elementwise family bounds its loops over a dimension an op's `neuron.size_bounds` names by that
+argument, so it writes the real rows only (elementwise.py).
 
 What the lowerings of one function share (absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -47,9 +50,11 @@ from typing import Any
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     Float8E4M3FNType,
     Float8E5M2Type,
     FunctionType,
+    IndexType,
     MemRefType,
     ModuleOp,
     TensorType,
@@ -60,6 +65,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile import (
@@ -339,6 +345,12 @@ def _convert_function(function: func.FuncOp) -> None:
         new_arg = block.insert_arg(_hbm_for(arg), len(block.args))
         new_arg.name_hint = arg.name_hint
         mapping[arg] = new_arg
+    sizes = function.attributes.get(SIZE_ARGUMENTS_ATTR)
+    for entry in sizes.data if isinstance(sizes, ArrayAttr) else ():
+        # after the tensors: the translation makes them the program's scalar inputs, in this order
+        size_arg = block.insert_arg(IndexType(), len(block.args))
+        size_arg.name_hint = entry.data[0].data
+        context.size_arguments[entry.data[0].data] = size_arg
 
     def mapped(value: Any) -> Any:
         if isinstance(value, SSAValue):

@@ -33,12 +33,17 @@ class ConversionContext:
     a later op into its own loop nest can read that op's other operands.
     `narrow_loads`: while one matmul-shaped op is lowered, the fp32 HBM tensors it multiplies only as their bf16
     rounding -> bf16: its DMAs convert them as they load (see `convert_torch_to_tile.narrowed_operands`).
+    `size_arguments`: the function's size arguments by name (`ir.dialects.torch.SIZE_ARGUMENTS_ATTR`): `index`
+    arguments holding, at each call, the real extent of the dimensions an op's `SIZE_BOUNDS_ATTR` names.
     """
 
     constants: dict[int, SSAValue] = field(default_factory=dict)
     absorbers: dict[Operation, Absorber] = field(default_factory=dict)
     lowered: dict[SSAValue, SSAValue] = field(default_factory=dict)
     narrow_loads: dict[SSAValue, Attribute] = field(default_factory=dict)
+    size_arguments: dict[str, SSAValue] = field(default_factory=dict)
+    # (size argument, tile) -> where the tiles covering its extent end, computed once at the function's top
+    size_uppers: dict[tuple[SSAValue, int], SSAValue] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

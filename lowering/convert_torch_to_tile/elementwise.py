@@ -6,6 +6,12 @@ the last the free axis (tiles of 2048), and any leading dimensions become loops.
 [P, n / P] when n has a divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their
 views, so broadcasting never copies.
 
+In a program compiled for a size bucket, an op whose result has dimensions bounded by the call's sizes
+(`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
+extent: a bounded loop dimension runs the call's trips, a bounded partition dimension ceil(n / 128) row tiles
+(`bounded_space`). Rows beyond the bound are padding and stay unwritten (the size buckets never read padding as
+real data); a bounded free dimension still runs its whole extent.
+
 Each ATen op is a small computation on the loaded tiles (`TileMath`), with the engine each step naturally runs
 on: ScalarE activations (with their free scale and bias) for transcendental functions, VectorE for arithmetic,
 comparisons and selects, GpSimdE for exact integer arithmetic and the division family (`tile.kernel`).
@@ -23,11 +29,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, Float8E4M3FNType, IntegerType, MemRefType, TensorType, f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    Float8E4M3FNType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    TensorType,
+    f32,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.dialects.torch import SIZE_BOUNDS_ATTR
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
@@ -96,6 +114,92 @@ def iteration_space(shape: Sequence[int], layouts: Sequence[Layout]) -> tuple[tu
         canonical = [layout.split_dim(0, lanes) for layout in canonical]
         return canonical[0].shape, canonical
     return dims, canonical
+
+
+def size_bounds(em: LoopNestBuilder, op: Operation) -> tuple[SSAValue | None, ...] | None:
+    """Per dimension of `op`'s first result, the size argument bounding its real extent (`SIZE_BOUNDS_ATTR`), or
+    None when no dimension has one."""
+    names = op.attributes.get(SIZE_BOUNDS_ATTR)
+    if em.context is None or not isinstance(names, ArrayAttr):
+        return None
+    arguments = em.context.size_arguments
+    bounds = tuple(arguments.get(n.data) if isinstance(n, StringAttr) and n.data else None for n in names.data)
+    return bounds if any(b is not None for b in bounds) else None
+
+
+def bounded_space(
+    shape: Sequence[int], layouts: Sequence[Layout], bounds: Sequence[SSAValue | None]
+) -> tuple[tuple[int, ...], list[Layout], dict[int, SSAValue]] | None:
+    """A canonical [loops..., P, F] space in which each bounded dimension stays a dimension of its own, with the
+    layouts viewed in it and the bounded dimensions whose trips can follow the call (space index -> bound): a
+    loop dimension, or the partition dimension when its extent is a multiple of the partition tile (so that each
+    row tile it starts lies inside the bucket). None when none can, or when the free axis would be narrow (tiles
+    of a few elements would cost more in fixed DMA costs than the trips save): the op then runs its whole
+    extent, merged as usual."""
+    if len(bounds) != len(shape):
+        return None
+    # segments of consecutive dimensions that may merge: each bounded dimension is one of its own
+    segments: list[tuple[int, int, SSAValue | None]] = []
+    start = 0
+    for dim, bound in enumerate(bounds):
+        if bound is not None and shape[dim] > 1:
+            if start < dim:
+                segments.append((start, dim, None))
+            segments.append((dim, dim + 1, bound))
+            start = dim + 1
+    if start < len(shape):
+        segments.append((start, len(shape), None))
+    dims: list[int] = []
+    strides: list[list[int]] = [[] for _ in layouts]
+    bounded: dict[int, SSAValue] = {}
+    for first, end, bound in segments:
+        merged, merged_strides = collapse(shape[first:end], [layout.strides[first:end] for layout in layouts])
+        if bound is not None:
+            bounded[len(dims)] = bound
+        dims.extend(merged)
+        for mine, more in zip(strides, merged_strides, strict=True):
+            mine.extend(more)
+    rank = len(dims)
+    dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d == rank - 2 and dims[d] % PARTITION_TILE == 0)}
+    if rank < 2 or not dynamic or dims[-1] < NARROW_FREE:
+        return None
+    canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
+    return tuple(dims), canonical, dynamic
+
+
+def _bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
+    """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end. Computed once per function, at
+    its top (after the index constants), so that nests bounded alike have the same bound and tile-fuse-loops
+    fuses them."""
+    if tile == 1:
+        return bound
+    cache = em.context.size_uppers if em.context is not None else {}
+    if (bound, tile) not in cache:
+        block = em.constant_block
+        rounded = arith.AddiOp(bound, em.index(tile - 1))
+        tiles = arith.FloorDivSIOp(rounded.result, em.index(tile))
+        upper = arith.MuliOp(tiles.result, em.index(tile))
+        ops: list[Operation] = [rounded, tiles, upper]
+        anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
+        for op in ops:
+            op.location = em.location
+            if anchor is None:
+                block.add_op(op)
+            else:
+                block.insert_op_before(op, anchor)
+        cache[bound, tile] = upper.result
+    return cache[bound, tile]
+
+
+def _bounded_loop(
+    em: LoopNestBuilder, bound: SSAValue, tile: int, body: Callable[[LoopNestBuilder, Index, int], None]
+) -> None:
+    """`body(emitter, offset, tile)` for the tiles of `tile` that start below `bound` (a size argument)."""
+    block = Block(arg_types=[IndexType()])
+    em.insert(scf.ForOp(em.index(0), _bounded_upper(em, bound, tile), em.index(tile), [], block))
+    inner = em.nested(block)
+    body(inner, block.args[0], tile)
+    inner.insert(scf.YieldOp())
 
 
 @dataclass(frozen=True)
@@ -190,16 +294,23 @@ def emit_elementwise(
     out: SSAValue | None = None,
     compute_at: PositionedCompute | None = None,
     wide: bool = False,
+    bounds: Sequence[SSAValue | None] | None = None,
 ) -> SSAValue:
     """Allocate (or use) `out`, and fill it with `compute` applied tile by tile to the broadcast operands
     (or `compute_at`, which also learns where each tile lies). With `wide` (a `compute` that works on tiles of
-    any rank), a narrow free axis takes in more dimensions (`wide_tiling`)."""
+    any rank), a narrow free axis takes in more dimensions (`wide_tiling`). `bounds` (per output dimension, a
+    size argument or None) lets the nest write only the rows below them (`bounded_space`)."""
     out_shape = tuple(out_shape)
     if out is None:
         out = alloc(em, out_shape, out_element_type)
     layouts = [layout_of(out)] + [layout_of(value).broadcast_to(out_shape) for value in operands]
-    space, canonical = iteration_space(out_shape, layouts)
-    if wide and compute_at is None:
+    bounded = bounded_space(out_shape, layouts, bounds) if bounds is not None else None
+    dynamic: dict[int, SSAValue] = {}
+    if bounded is not None:
+        space, canonical, dynamic = bounded
+    else:
+        space, canonical = iteration_space(out_shape, layouts)
+    if wide and compute_at is None and not dynamic:
         tiling, canonical = wide_tiling(space, canonical, emitter_target(em).max_free_dims)
     else:
         tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
@@ -252,10 +363,34 @@ def emit_elementwise(
 
             em_p.for_tiles(free, FREE_TILE, free_body)
 
-        inner.for_tiles(partitions, PARTITION_TILE, partition_body)
+        if tiling.partition in dynamic:
+            _bounded_loop(inner, dynamic[tiling.partition], PARTITION_TILE, partition_body)
+        else:
+            inner.for_tiles(partitions, PARTITION_TILE, partition_body)
 
-    nest(em, [space[d] for d in tiling.loops], [], tile_body)
+    if dynamic:
+        loop_bounds = [dynamic.get(d, space[d]) for d in tiling.loops]
+        bounded_nest(em, loop_bounds, [], tile_body)
+    else:
+        nest(em, [space[d] for d in tiling.loops], [], tile_body)
     return out
+
+
+def bounded_nest(
+    em: LoopNestBuilder,
+    extents: list[int | SSAValue],
+    indices: list[Index],
+    body: Callable[[LoopNestBuilder, list[Index]], None],
+) -> None:
+    """`nest` whose extents may be size arguments (a loop running the call's trips)."""
+    if not extents:
+        body(em, indices)
+        return
+    extent = extents[0]
+    if isinstance(extent, int):
+        em.for_each(extent, lambda inner, i: bounded_nest(inner, extents[1:], [*indices, i], body))
+    else:
+        _bounded_loop(em, extent, 1, lambda inner, i, _: bounded_nest(inner, extents[1:], [*indices, i], body))
 
 
 def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
@@ -404,7 +539,8 @@ def elementwise(
 ) -> list[SSAValue]:
     """Lower `op` as `compute` over the named tensor operands (None operands are skipped)."""
     values = [args[name] for name in operands if args.get(name) is not None]
-    return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute, wide=True)]
+    bounds = size_bounds(em, op)
+    return [emit_elementwise(em, result_shape(op), result_element_type(op), values, compute, wide=True, bounds=bounds)]
 
 
 def _exact(tiles: Sequence[SSAValue], result: TileType) -> bool:

@@ -2,12 +2,14 @@
 reduction and contraction, results cut; what the rules cannot prove safe is compiled per size, with a note."""
 
 import pytest
+import sympy  # type: ignore[import-untyped]
 import torch
 import torch.nn.functional as F
 from support import assert_close_to_torch
 
 import neuron_mlir
-from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of
+from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of, range_split, split_symbols
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -30,6 +32,76 @@ def test_a_bounded_range_is_one_bucket_and_an_unbounded_size_the_next_power_of_t
     assert bucket_of(64, 2, None) == 64
 
 
+def test_the_widest_bounded_range_splits_into_two_buckets_at_its_geometric_middle():
+    # the range counts from SMALLEST_BUCKET: sqrt(8 * 512) = 64
+    assert range_split(2, 512) == 64
+    assert (bucket_of(7, 2, 512, split=True), bucket_of(64, 2, 512, split=True)) == (64, 64)
+    assert (bucket_of(65, 2, 512, split=True), bucket_of(7, 2, 512)) == (512, 512)
+    assert range_split(2, 12) is None  # sqrt(8 * 12) rounds up to 16, above the top: one bucket
+    assert bucket_of(5, 2, 12, split=True) == 12
+    batch, seq, labels, other = sympy.symbols("b s t o")
+    ranges = {batch: (2, 4), seq: (2, 512), labels: (2, 512), other: (2, None)}
+    assert split_symbols(ranges, []) == {seq}  # one split per graph: at most two programs
+    assert split_symbols(ranges, [(labels, seq)]) == {seq, labels}  # sizes taken as one share the split
+    assert split_symbols({batch: (2, 4)}, []) == set()
+
+
+def _call_ns(compiled, *args):
+    stats_module.STATS.latest_profiles.clear()
+    result = compiled(*args)
+    return result, sum(float(p.total_ns) for p in stats_module.STATS.latest_profiles.values())
+
+
+def test_a_call_in_the_lower_bucket_runs_the_smaller_program():
+    def scores(x, w):
+        h = torch.relu(x @ w)
+        return torch.softmax(h @ h.transpose(1, 2), dim=-1).sum(1)
+
+    compiled = torch.compile(scores, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(5)
+    w = torch.randn(8, 8)
+    times = {}
+    for seq in (5, 40, 20):  # range 2..64 splits at 32
+        x = _marked(torch.randn(2, seq, 8), 1, 2, 64)
+        result, times[seq] = _call_ns(compiled, x, w)
+        assert_close_to_torch(result, scores(x, w), f"seq {seq}")
+    assert _programs() == 2
+    assert times[5] == times[20]  # one program per bucket
+    assert times[5] < times[40]
+
+
+def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
+    # batch (2..3, bucket 3) and sequence (2..256, upper bucket 256): both are loop or row-tile dimensions of the
+    # elementwise nests, bounded by the call's sizes, so one program's time follows the call
+    def gate(x, y):
+        return torch.where(x > y, x * y, y - 0.5 * x)
+
+    compiled = torch.compile(gate, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(2)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        x = _marked(_marked(torch.randn(batch, seq, 512), 0, 2, 3), 1, 2, 256)
+        y = _marked(_marked(torch.randn(batch, seq, 512), 0, 2, 3), 1, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, x, y)
+        assert_close_to_torch(result, gate(x, y), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
+def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches_eager():
+    # the scaled keys' padded rows stay unwritten (NaN in fresh memory): a -inf score times a NaN value would be
+    # NaN, so the padded keys and values must be set to 0 before the attention reads them
+    def attend(q, x):
+        kv = (x * 0.5).view(x.shape[0], x.shape[1], 8, 64).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, kv, kv + 1.0)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(3)
+    q = _marked(torch.randn(2, 8, 150, 64), 2, 2, 256)
+    x = _marked(torch.randn(2, 150, 512), 1, 2, 256)
+    assert_close_to_torch(compiled(q, x), attend(q, x))
+
+
 def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_with_one_program():
     # no causal mask: every real query would see the padded keys if they were not masked
     def attend(q, kv):
@@ -44,6 +116,38 @@ def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_wi
         assert_close_to_torch(compiled(q, kv), attend(q, kv), f"batch {batch}, {queries} queries, {keys} keys")
     assert _programs() == 1
     assert neuron_mlir.stats()["size_notes"] == []
+
+
+def test_an_additive_mask_takes_the_key_mask_into_its_condition(monkeypatch):
+    # where(allowed, 0, -inf), as transformers builds masks: the padded keys join `allowed` (a pass over booleans
+    # that fuses with the mask's own) instead of a `where` over the whole float mask
+    plans = []
+    keep = BucketedGraph.__init__
+
+    def init(self, graph_module, plan, options, name):
+        plans.append(plan)
+        keep(self, graph_module, plan, options, name)
+
+    monkeypatch.setattr(BucketedGraph, "__init__", init)
+
+    def attend(q, kv):
+        positions = torch.arange(q.shape[2])
+        allowed = positions[None, :] <= positions[:, None] + 2  # the last real queries would see padded keys
+        mask = torch.where(allowed[None, None].expand(q.shape[0], 1, -1, -1), 0.0, float("-inf"))
+        return F.scaled_dot_product_attention(q, kv, kv * 0.5, attn_mask=mask)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(4)
+    for batch, seq in ((3, 5), (2, 9)):
+        q = _marked(_marked(torch.randn(batch, 2, seq, 8), 0, 2, 4), 2, 2, 12)
+        kv = _marked(_marked(torch.randn(batch, 2, seq, 8), 0, 2, 4), 2, 2, 12)
+        assert_close_to_torch(compiled(q, kv), attend(q, kv), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    (plan,) = plans
+    (attention,) = [n for n in plan.graph_module.graph.nodes if "attention" in str(n.target)]
+    folded = attention.kwargs["attn_mask"]
+    assert folded.target is torch.ops.aten.where.default or folded.target is torch.ops.aten.where.self
+    assert folded.args[0].target is torch.ops.aten.bitwise_and.Tensor
 
 
 def test_merged_padded_dimensions_are_masked_by_each_factor():
@@ -113,7 +217,7 @@ def test_a_graph_the_rules_cannot_prove_safe_is_compiled_per_size_with_the_reaso
     assert neuron_mlir.stats()["recompilations"] == 1
 
 
-def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
+def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call(monkeypatch):
     from neuron_mlir.frontend.backend import CompileOptions
     from neuron_mlir.frontend.compile_graph import NeuronCompileError, compile_graph
 
@@ -142,10 +246,10 @@ def test_inputs_that_shared_a_size_when_traced_must_share_it_at_each_call():
 
     # a bucket whose program does not compile (a lowering's limit the bucket's sizes exceed) runs its calls
     # with programs compiled for their own sizes
-    def refuse(_args):
+    def refuse(_args, _sizes):
         raise NeuronCompileError("neuron-mlir: compiling graph: too large at these sizes")
 
-    program.programs = refuse
+    monkeypatch.setattr(program.programs, "call_sized", refuse)
     x, y = torch.randn(9, 3), torch.randn(9, 3)
     bigger = [*[9 if s == 4 else s for s in symbols if s is not None], x, y]
     assert_close_to_torch(program(list(bigger))[0], (x + y).sum(0))

@@ -1,0 +1,39 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-loops | filecheck %s
+
+// Elementwise nests over dimensions bounded by the call's sizes (`neuron.size_arguments`, `neuron.size_bounds`:
+// lowering/convert_torch_to_tile/elementwise.py). Numbers and trip counts are checked end to end in
+// test/frontend/test_size_buckets.py.
+
+// A size bucket's [4, 256, 512] program: the batch and sequence stay dimensions of their own, the batch loop
+// runs the call's s0 trips and the rows run ceil(s1 / 128) row tiles, whose end is computed once at the top so
+// that the two nests, bounded alike, fuse.
+// CHECK-LABEL: func.func @main(%x: memref<4x256x512xf32, #mem<hbm>>, %s0: index, %s1: index)
+// CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:      tile.load %x[%[[B]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x512xf32, sbuf>
+// CHECK-NEXT:      tile.binary_scalar
+// CHECK-NEXT:      tile.binary_scalar
+// CHECK-NEXT:      tile.store
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+// CHECK-NOT:   scf.for
+func.func @main(%x: tensor<4x256x512xf32>) -> tensor<4x256x512xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
+  %0 = torch.aten.mul.Scalar %x {other = 2.000000e+00 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x256x512xf32>) -> tensor<4x256x512xf32>
+  %1 = torch.aten.add.Scalar %0 {other = 1.000000e+00 : f64, alpha = 1 : i64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x256x512xf32>) -> tensor<4x256x512xf32>
+  func.return %1 : tensor<4x256x512xf32>
+}
+
+// -----
+
+// Rows of 64 elements would make [128, 64] tiles: the op runs merged over its whole extent, as without bounds
+// (the size argument is still the function's).
+// CHECK-LABEL: func.func @narrow(%x: memref<4x256x64xf32, #mem<hbm>>, %s1: index)
+// CHECK-NOT:   %s1
+// CHECK:       func.return
+func.func @narrow(%x: tensor<4x256x64xf32>) -> tensor<4x256x64xf32> attributes {neuron.size_arguments = [["s1", 1 : i64, 256 : i64]]} {
+  %0 = torch.aten.mul.Scalar %x {other = 2.000000e+00 : f64, neuron.size_bounds = ["", "s1", ""]} : (tensor<4x256x64xf32>) -> tensor<4x256x64xf32>
+  func.return %0 : tensor<4x256x64xf32>
+}
