@@ -80,9 +80,9 @@ from xdsl.utils.exceptions import VerifyException
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
 from neuron_mlir.ir.dialects.torch import (
     PROCESS_GROUPS_ATTR,
-    NkiKernelOp,
     SIZE_ARGUMENTS_ATTR,
     SIZE_BOUNDS_ATTR,
+    NkiKernelOp,
     ResultKind,
     TorchOp,
     element_type_for_dtype,
