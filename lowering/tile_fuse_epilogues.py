@@ -326,13 +326,20 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
         return views[key]
 
     out_views: dict[Attribute, SSAValue] = {}
-    columns: dict[tuple[SSAValue, int], SSAValue] = {}  # single-element operands' views, per column height
-    zeros: list[SSAValue] = []
-
-    def zero() -> SSAValue:
-        if not zeros:
-            zeros.append(before_producer(arith.ConstantOp(IntegerAttr(0, IndexType()))).result)
-        return zeros[0]
+    # single-element operands: one view each, a column as tall as the tallest product tile, made before the
+    # producer's first store (which the rewrite below erases)
+    columns: dict[SSAValue, SSAValue] = {}
+    singles = [load for load in compute.loads if _single_element(load, compute.store)]
+    if singles:
+        zero = before_producer(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        rows = max(tile_type_of(store.value).get_shape()[0] for store in epilogue.producer_stores)
+        for load in singles:
+            if load.source not in columns:
+                storage = storage_root(load.source)
+                view_type = tile.hbm_type((rows, 1), _element(storage), (0, 0), memref_layout(load.source).offset)
+                view = before_producer(tile.ViewOp(storage, view_type))
+                view.location = load.location
+                columns[load.source] = view.result
 
     def out_view_for(store: tile.StoreOp) -> SSAValue:
         dest_type = store.dest.type
@@ -371,18 +378,11 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 assert isinstance(wanted, TileType)
                 if storage_root(load.source) is product:
                     loaded[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes), emit)
-                elif _single_element(load, compute.store):
+                elif load in singles:
                     column = _retyped(wanted, shapes)
                     key = (load.source, column.get_shape()[0])
-                    if key not in columns:
-                        storage = storage_root(load.source)
-                        layout = memref_layout(load.source)
-                        view_type = tile.hbm_type(column.get_shape(), _element(storage), (0, 0), layout.offset)
-                        view = before_producer(tile.ViewOp(storage, view_type))
-                        view.location = load.location
-                        columns[key] = view.result
-                    if key not in group_columns:  # one load serves the group's tiles
-                        new_load = tile.LoadOp(columns[key], [zero(), zero()], column)
+                    if key not in group_columns:  # one load serves the group's tiles of this height
+                        new_load = tile.LoadOp(columns[load.source], [zero, zero], column)
                         new_load.location = load.location
                         emit(new_load)
                         group_columns[key] = new_load.result
