@@ -120,8 +120,8 @@ def test_torchao_float8_training_compiles_natively():
 
 def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
     """The backward's second cast of the weight (torchao saves the fp32 weight and casts it again) reads the
-    forward's fp8 weight and scale instead (frontend/reuse_fp8_casts.py): the backward graph takes the fp8 weight
-    as an input and takes no maximum over the weight; gradients as torchao's eager run."""
+    forward's fp8 weight and scale instead (frontend/reuse_fp8_casts.py): the backward graph takes the fp8 weight,
+    in the weight's own order, as an input and takes no maximum over the weight; gradients as torchao's eager run."""
     import copy
 
     from torchao.float8 import convert_to_float8_training
@@ -152,7 +152,8 @@ def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
     inputs = [n.meta["val"] for n in nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
     weight_shapes = {(32, 48), (48, 32)}  # the second layer's, as is or transposed
     fp8_weights = [v for v in inputs if v.dtype == E4M3 and tuple(v.shape) in weight_shapes]
-    assert fp8_weights, [(v.dtype, v.shape) for v in inputs]
+    # in the weight's own order (as the forward stored it), not W^T made contiguous
+    assert [tuple(v.shape) for v in fp8_weights] == [(32, 48)], [(v.dtype, v.shape) for v in inputs]
     weight_maxima = [
         n for n in nodes
         if n.op == "call_function" and n.target is torch.ops.aten.max.default
