@@ -55,10 +55,12 @@ demo: $(STAMP)  ## train on the neuron device; compile and train an MLP and a sm
 	@echo
 	$(PY) examples/train_transformer.py
 
-bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, simulator vs eager, the device (bench/)
+bench: $(STAMP)  ## generated code vs roofline, compile time vs Inductor, auto_cast modes, simulator, the device (bench/)
 	-$(PY) bench/bench_kernels.py
 	@echo
 	$(PY) bench/bench_models.py
+	@echo
+	$(PY) bench/bench_auto_cast.py
 	@echo
 	$(PY) bench/bench_simulator.py
 	@echo

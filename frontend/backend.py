@@ -228,8 +228,11 @@ def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: 
     In the functional joint graph an alias is its input; but when a forward value and an alias of it are both
     needed by the backward (rsqrt's backward reads its result through an alias, RMSNorm's through the rsqrt
     too), the partition saves both, and the backward graph receives one tensor as two unrelated inputs. Read as
-    one value, the backward's torch-level passes can see it is (torch-recognize-rms-norm's backward chain)."""
+    one value, the backward's torch-level passes can see it is (torch-recognize-rms-norm's backward chain).
+    A backward's repeated fp8 casts of forward values read the forward's (`frontend.reuse_fp8_casts`)."""
     from torch._functorch.partitioners import default_partition
+
+    from neuron_mlir.frontend.reuse_fp8_casts import reuse_forward_fp8_casts
 
     graph = joint_module.graph
     for node in list(graph.nodes):
@@ -239,6 +242,9 @@ def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: 
             continue
         node.replace_all_uses_with(node.args[0])
         graph.erase_node(node)
+    nodes = list(graph.nodes)
+    forward_end = _forward_end(nodes)
+    reuse_forward_fp8_casts(graph, [i <= forward_end for i in range(len(nodes))])
     backward_views_from_inputs(graph)
     joint_module.recompile()
     return default_partition(joint_module, joint_inputs, **options)
@@ -256,12 +262,10 @@ def backward_views_from_inputs(graph: torch.fx.Graph) -> None:
     The default partition places nodes where the joint graph has them: the forward is everything up to its last
     node (tagged `is_forward`, or a primal input), so each copy goes right before its first backward reader.
     """
-    from torch._functorch._aot_autograd.utils import _is_fwd_seed_offset, _is_primal
-    from torch._functorch.partitioners import _has_tag_is_forward
+    from torch._functorch._aot_autograd.utils import _is_primal
 
     nodes = list(graph.nodes)
-    in_forward = [_has_tag_is_forward(node) or _is_primal(node) or _is_fwd_seed_offset(node) for node in nodes]
-    forward_end = max((i for i, forward in enumerate(in_forward) if forward), default=-1)
+    forward_end = _forward_end(nodes)
     position = {node: i for i, node in enumerate(nodes)}
     input_views: set[torch.fx.Node] = set()
     for node in nodes[: forward_end + 1]:
@@ -277,6 +281,15 @@ def backward_views_from_inputs(graph: torch.fx.Graph) -> None:
             replayed = _replay(graph, node, input_views, {})
         for reader in readers:
             reader.replace_input_with(node, replayed)
+
+
+def _forward_end(nodes: list[torch.fx.Node]) -> int:
+    """The index of the joint graph's last forward node: the default partition's forward is every node up to it."""
+    from torch._functorch._aot_autograd.utils import _is_fwd_seed_offset, _is_primal
+    from torch._functorch.partitioners import _has_tag_is_forward
+
+    in_forward = [_has_tag_is_forward(node) or _is_primal(node) or _is_fwd_seed_offset(node) for node in nodes]
+    return max((i for i, forward in enumerate(in_forward) if forward), default=-1)
 
 
 def _replay(

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -229,6 +229,11 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
         assert compute is not None
         store = compute.store
         for load in compute.loads:
+            if _single_element(load, store):
+                storage = storage_root(load.source)
+                if storage is product or storage is out or not unchanged_from(storage, first, block):
+                    return None
+                continue
             if list(load.indices) != list(store.indices) or load.dims is not None or store.dims is not None:
                 return None
             if tile_type_of(load.result).get_shape() != tile_type_of(store.value).get_shape():
@@ -245,7 +250,11 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
         if _tile_shape_map(compute, tile_type_of(producer_store.value).get_shape()) is None:
             return None
         destination = memref_layout(producer_store.dest)
-        others = [memref_layout(load.source) for load in compute.loads if storage_root(load.source) is not product]
+        others = [
+            memref_layout(load.source)
+            for load in compute.loads
+            if storage_root(load.source) is not product and not _single_element(load, compute.store)
+        ]
         if any(
             other.num_elements != destination.num_elements  # another extent than the product's: no view of it
             or other.reshape(destination.shape) is None  # not seen through P's shape
@@ -253,6 +262,22 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
         ):
             return None
     return _Epilogue(product, out, stores, consumer_stores, compute, first)
+
+
+def _single_element(load: tile.LoadOp, store: tile.StoreOp) -> bool:
+    """Whether `load` reads one element broadcast to a [P, 1] column (a per-tensor scale) beside the nest's wider
+    tiles that `store` writes: every stride of its view is 0, so it loads the same values at any index. Such an
+    operand is loaded beside each product tile, as a column of as many partitions as the tile."""
+    layout = memref_layout(load.source)
+    shape, stored = tile_type_of(load.result).get_shape(), tile_type_of(store.value).get_shape()
+    return (
+        len(shape) == 2
+        and shape[1] == 1
+        and len(stored) == 2
+        and stored[1] > 1
+        and load.dims is None
+        and all(stride == 0 for stride in layout.strides)
+    )
 
 
 def _forward_users(value: SSAValue) -> Iterator[Operation]:
@@ -302,6 +327,20 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
         return views[key]
 
     out_views: dict[Attribute, SSAValue] = {}
+    # single-element operands: one view each, a column as tall as the tallest product tile, made before the
+    # producer's first store (which the rewrite below erases)
+    columns: dict[SSAValue, SSAValue] = {}
+    singles = [load for load in compute.loads if _single_element(load, compute.store)]
+    if singles:
+        zero = before_producer(arith.ConstantOp(IntegerAttr(0, IndexType()))).result
+        rows = max(tile_type_of(store.value).get_shape()[0] for store in epilogue.producer_stores)
+        for load in singles:
+            if load.source not in columns:
+                storage = storage_root(load.source)
+                view_type = tile.hbm_type((rows, 1), _element(storage), (0, 0), memref_layout(load.source).offset)
+                view = before_producer(tile.ViewOp(storage, view_type))
+                view.location = load.location
+                columns[load.source] = view.result
 
     def out_view_for(store: tile.StoreOp) -> SSAValue:
         dest_type = store.dest.type
@@ -328,6 +367,7 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
             cursor = op
 
         values: list[dict[SSAValue, SSAValue]] = []
+        group_columns: dict[tuple[SSAValue, int], SSAValue] = {}
         shape_maps = []
         for store in group:
             shapes = _tile_shape_map(compute, tile_type_of(store.value).get_shape())
@@ -339,6 +379,15 @@ def _fuse(epilogue: _Epilogue, block: Block) -> None:
                 assert isinstance(wanted, TileType)
                 if storage_root(load.source) is product:
                     loaded[load.result] = _as_loaded(store, _element(product), _retyped(wanted, shapes), emit)
+                elif load in singles:
+                    column = _retyped(wanted, shapes)
+                    key = (load.source, column.get_shape()[0])
+                    if key not in group_columns:  # one load serves the group's tiles of this height
+                        new_load = tile.LoadOp(columns[load.source], [zero, zero], column)
+                        new_load.location = load.location
+                        emit(new_load)
+                        group_columns[key] = new_load.result
+                    loaded[load.result] = group_columns[key]
                 else:
                     source = operand_view(load.source, memref_layout(store.dest).shape)
                     new_load = tile.LoadOp(source, list(store.indices), _retyped(wanted, shapes))

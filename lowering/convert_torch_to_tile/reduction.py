@@ -237,7 +237,7 @@ def emit_reduce(
         return emit_elementwise(em, out_shape, out_element_type, [], lambda e, t, r: _fill(e, value, r), out)
     if (
         not space.kept
-        and transform in (None, _nonzero)
+        and transform in (None, _nonzero, _magnitude)
         and _reduce_on_every_lane(em, source, op, out, scale, transform)
     ):
         return out
@@ -584,6 +584,10 @@ def _nonzero(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
     return e.insert(tile.BinaryScalarOp(chunk, "not_equal", chunk.type, scalar=0.0)).result  # type: ignore[arg-type]
 
 
+def _magnitude(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+    return e.insert(tile.UnaryOp(chunk, "abs", chunk.type)).result  # type: ignore[arg-type]
+
+
 def _any(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, dims, keepdim = args["self"], _dims(args), bool(args.get("keepdim", False))
     return [emit_reduce(em, source, dims, keepdim, "max", result_element_type(op), None, _nonzero, 0.0)]
@@ -684,13 +688,13 @@ def _vector_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> li
             return e.insert(tile.BinaryScalarOp(chunk, "not_equal", chunk_type, scalar=0.0)).result
         if order == 2:
             return e.insert(tile.UnaryOp(chunk, "square", chunk_type)).result
-        magnitude = e.insert(tile.UnaryOp(chunk, "abs", chunk_type)).result
-        if order in (1, math.inf, -math.inf):
+        magnitude = _magnitude(e, chunk, row)
+        if order == 1:
             return magnitude
         return e.insert(tile.BinaryScalarOp(magnitude, "power", chunk_type, scalar=order)).result
 
     if math.isinf(order):
-        return [emit_reduce(em, source, dims, keepdim, "max" if order > 0 else "min", out_type, None, powered)]
+        return [emit_reduce(em, source, dims, keepdim, "max" if order > 0 else "min", out_type, None, _magnitude)]
     if order in (0, 1):
         return [emit_reduce(em, source, dims, keepdim, "add", out_type, None, powered, 0.0)]
     total = emit_reduce(em, source, dims, keepdim, "add", F32, None, powered, 0.0)

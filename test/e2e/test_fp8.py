@@ -116,3 +116,47 @@ def test_torchao_float8_training_compiles_natively():
         assert_close_to_torch(param.grad, eager_param.grad, f"{name}.grad")
     flops = {family for p in neuron_mlir.profiles().values() for family, n in p.flops_by_family.items() if n}
     assert "fp8" in flops
+
+
+def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
+    """The backward's second cast of the weight (torchao saves the fp32 weight and casts it again) reads the
+    forward's fp8 weight and scale instead (frontend/reuse_fp8_casts.py): the backward graph takes the fp8 weight,
+    in the weight's own order, as an input and takes no maximum over the weight; gradients as torchao's eager run."""
+    import copy
+
+    from torchao.float8 import convert_to_float8_training
+
+    from neuron_mlir.frontend import backend
+    from neuron_mlir.frontend.compile_graph import compile_graph as original
+
+    graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def recording(gm, example_inputs, config, kind):
+        graphs[kind] = gm
+        return original(gm, example_inputs, config, kind)
+
+    monkeypatch.setattr(backend, "compile_graph", recording)
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 32))  # the second's dX needs its W
+    convert_to_float8_training(model)
+    eager_model = copy.deepcopy(model)
+    x = torch.randn(24, 64)
+    torch._dynamo.reset()
+    neuron_mlir.reset()
+    torch.compile(model, backend="neuron-mlir", options={"strict": True})(x).square().mean().backward()
+    eager_model(x).square().mean().backward()
+    for (name, param), eager_param in zip(model.named_parameters(), eager_model.parameters(), strict=True):
+        assert_close_to_torch(param.grad, eager_param.grad, f"{name}.grad")
+
+    nodes = list(graphs["backward"].graph.nodes)
+    inputs = [n.meta["val"] for n in nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
+    weight_shapes = {(32, 48), (48, 32)}  # the second layer's, as is or transposed
+    fp8_weights = [v for v in inputs if v.dtype == E4M3 and tuple(v.shape) in weight_shapes]
+    # in the weight's own order (as the forward stored it), not W^T made contiguous
+    assert [tuple(v.shape) for v in fp8_weights] == [(32, 48)], [(v.dtype, v.shape) for v in inputs]
+    weight_maxima = [
+        n for n in nodes
+        if n.op == "call_function" and n.target is torch.ops.aten.max.default
+        and tuple(n.args[0].meta["val"].shape) in weight_shapes
+    ]  # fmt: skip
+    assert not weight_maxima, weight_maxima

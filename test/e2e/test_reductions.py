@@ -65,6 +65,18 @@ def test_full_reductions_of_large_tensors_on_every_lane(target):
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_largest_magnitudes(dtype):
+    """max(abs(x)), fp8 scaling's amax, folds magnitudes as it loads (one norm): a negative extreme, NaN, and
+    per-row maxima."""
+    torch.manual_seed(3)
+    x = torch.randn(300, 70).to(dtype)
+    x[17, 3] = -40.0
+    y = torch.randn(5000).to(dtype)
+    y[77] = float("nan")
+    check_compiled(lambda t, u: (t.abs().max(), t.abs().amax(1, keepdim=True), u.abs().max()), x, y)
+
+
 def test_empty_reductions_give_the_identity():
     check_compiled(lambda x: (x.sum(1), x.prod(1), x.mean(1), x.any(1)), torch.randn(4, 0))
 

@@ -165,3 +165,30 @@ func.func @main(%x: tensor<8x8xf32>, %n: tensor<f32>, %m: tensor<f32>) -> tensor
   %2 = torch.aten.add.Tensor %1, %m {alpha = 1.0 : f64} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
   func.return %2 : tensor<8xf32>
 }
+
+// -----
+
+// A scaled fp8 matmul (`_scaled_mm`'s per-tensor scales): each multiply by a 0-d tensor reads one element through
+// a broadcast column view; it is loaded once per evacuation group as a column of the product tile's partitions,
+// and both multiplies run as the tiles leave PSUM (tiles of 128 and of 72 rows). No nest of its own is left.
+// CHECK-LABEL: func.func @main(%a: memref<200x384xf8E4M3FN, #mem<hbm>>, %b: memref<384x640xf8E4M3FN, #mem<hbm>>, %s: memref<f32, #mem<hbm>>, %t: memref<f32, #mem<hbm>>)
+// CHECK:       tile.matmul
+// CHECK:       %[[S:.*]] = tile.view %s : memref<f32, #mem<hbm>> to memref<128x1xf32, strided<[0, 0]>, #mem<hbm>>
+// CHECK:       %[[SC:.*]] = tile.load %[[S]]{{.*}} -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[SC72:.*]] = tile.load %[[S]]{{.*}} -> !tile.tile<72x1xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} column %[[SC]] {op = "multiply"} : (!tile.tile<128x512xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} column %[[SC72]] {op = "multiply"} : (!tile.tile<72x512xf32, sbuf>
+// CHECK:       %[[T:.*]] = tile.view %t : memref<f32, #mem<hbm>> to memref<128x1xf32, strided<[0, 0]>, #mem<hbm>>
+// CHECK:       %[[TC:.*]] = tile.load %[[T]]{{.*}} -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[R:.*]] = tile.binary_scalar %{{.*}} column %[[TC]] {op = "multiply"} : (!tile.tile<128x512xf32, sbuf>
+// CHECK:       tile.store %[[R]]
+// CHECK-NOT:   scf.for
+// CHECK:       func.return
+func.func @main(%a: tensor<200x384xf8E4M3FN>, %b: tensor<384x640xf8E4M3FN>, %s: tensor<f32>, %t: tensor<f32>) -> tensor<200x640xf32> {
+  %0 = torch.aten._to_copy %a {dtype = f32} : (tensor<200x384xf8E4M3FN>) -> tensor<200x384xf32>
+  %1 = torch.aten._to_copy %b {dtype = f32} : (tensor<384x640xf8E4M3FN>) -> tensor<384x640xf32>
+  %2 = torch.aten.mm %0, %1 : (tensor<200x384xf32>, tensor<384x640xf32>) -> tensor<200x640xf32>
+  %3 = torch.aten.mul.Tensor %2, %s : (tensor<200x640xf32>, tensor<f32>) -> tensor<200x640xf32>
+  %4 = torch.aten.mul.Tensor %3, %t : (tensor<200x640xf32>, tensor<f32>) -> tensor<200x640xf32>
+  func.return %4 : tensor<200x640xf32>
+}

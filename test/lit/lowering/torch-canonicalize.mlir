@@ -133,11 +133,11 @@ func.func @other_slice_scatters_stay(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -
 
 // -----
 
-// fp8 training's transposed weight: the magnitudes' maximum, the scaling, the clamp and the cast compute in the
-// weight's own order, and only the fp8 result is permuted (a view the matmul reads as a transposed weight).
+// fp8 training's transposed weight: the magnitudes' maximum (one norm: |w| is not a tensor of its own), the
+// scaling, the clamp and the cast compute in the weight's own order, and only the fp8 result is permuted (a view
+// the matmul reads as a transposed weight).
 // CHECK-LABEL: func.func @scaled_transposed_weight
-// CHECK-NEXT:    %[[A:.*]] = torch.aten.abs %w : (tensor<48x64xf32>) -> tensor<48x64xf32>
-// CHECK-NEXT:    %[[M:.*]] = torch.aten.max %[[A]] : (tensor<48x64xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[M:.*]] = torch.aten.linalg_vector_norm %w {ord = 0x7ff0000000000000 : f64} : (tensor<48x64xf32>) -> tensor<f32>
 // CHECK-NEXT:    %[[X:.*]] = torch.aten.mul.Tensor %w, %s : (tensor<48x64xf32>, tensor<f32>) -> tensor<48x64xf32>
 // CHECK-NEXT:    %[[C:.*]] = torch.aten.clamp %[[X]]
 // CHECK-NEXT:    %[[Q:.*]] = torch.aten._to_copy %[[C]] {dtype = f8E4M3FN} : (tensor<48x64xf32>) -> tensor<48x64xf8E4M3FN>
@@ -151,4 +151,25 @@ func.func @scaled_transposed_weight(%w: tensor<48x64xf32>, %s: tensor<f32>) -> (
   %c = torch.aten.clamp %x {min = -4.480000e+02 : f64, max = 4.480000e+02 : f64} : (tensor<64x48xf32>) -> tensor<64x48xf32>
   %q = torch.aten._to_copy %c {dtype = f8E4M3FN} : (tensor<64x48xf32>) -> tensor<64x48xf8E4M3FN>
   func.return %q, %m : tensor<64x48xf8E4M3FN>, tensor<f32>
+}
+
+// -----
+
+// The largest magnitude is one reduction that folds |x| as it loads; an abs that something else reads stays.
+// CHECK-LABEL: func.func @magnitude_maximum
+// CHECK-NEXT:    %[[M:.*]] = torch.aten.linalg_vector_norm %x {ord = 0x7ff0000000000000 : f64} : (tensor<48x64xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[N:.*]] = torch.aten.linalg_vector_norm %x {ord = 0x7ff0000000000000 : f64, dim = array<i64: 1>, keepdim = true} : (tensor<48x64xf32>) -> tensor<48x1xf32>
+// CHECK-NEXT:    %[[A:.*]] = torch.aten.abs %y
+// CHECK-NEXT:    %[[K:.*]] = torch.aten.max %[[A]]
+// CHECK-NEXT:    %[[S:.*]] = torch.aten.sum.dim_IntList %[[A]]
+// CHECK-NEXT:    func.return %[[M]], %[[N]], %[[K]], %[[S]]
+func.func @magnitude_maximum(%x: tensor<48x64xf32>, %y: tensor<48x64xf32>) -> (tensor<f32>, tensor<48x1xf32>, tensor<f32>, tensor<f32>) {
+  %a = torch.aten.abs %x : (tensor<48x64xf32>) -> tensor<48x64xf32>
+  %m = torch.aten.max %a : (tensor<48x64xf32>) -> tensor<f32>
+  %b = torch.aten.abs %x : (tensor<48x64xf32>) -> tensor<48x64xf32>
+  %n = torch.aten.amax %b {dim = array<i64: 1>, keepdim = true} : (tensor<48x64xf32>) -> tensor<48x1xf32>
+  %c = torch.aten.abs %y : (tensor<48x64xf32>) -> tensor<48x64xf32>
+  %k = torch.aten.max %c : (tensor<48x64xf32>) -> tensor<f32>
+  %s = torch.aten.sum.dim_IntList %c {dim = array<i64: 0, 1>} : (tensor<48x64xf32>) -> tensor<f32>
+  func.return %m, %n, %k, %s : tensor<f32>, tensor<48x1xf32>, tensor<f32>, tensor<f32>
 }
