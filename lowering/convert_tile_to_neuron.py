@@ -55,10 +55,10 @@ from neuron_mlir.ir.dialects import memory as mem
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.neuron import AccessPatternAttr, InstructionOp
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.kernel_calls import traced_kernel
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.ir_queries import defined_functions
-from neuron_mlir.lowering.kernel_calls import traced_kernel
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Engine, Memory
 from neuron_mlir.runtime.profile import KERNEL_LOCATION_PREFIX

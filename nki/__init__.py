@@ -338,7 +338,7 @@ def traced_call(op: Any, values: Sequence[Any]) -> Any:
 
 
 def _register_tracer() -> None:
-    from neuron_mlir.lowering.kernel_calls import register_kernel_tracer
+    from neuron_mlir.ir.kernel_calls import register_kernel_tracer
 
     register_kernel_tracer(traced_call)
 

@@ -20,9 +20,9 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.torch import NkiKernelOp
+from neuron_mlir.ir.kernel_calls import traced_kernel
 from neuron_mlir.lowering.convert_torch_to_tile.common import Lowering, alloc
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
-from neuron_mlir.lowering.kernel_calls import traced_kernel
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 from neuron_mlir.runtime.program import row_major_strides
 

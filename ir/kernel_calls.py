@@ -4,6 +4,10 @@ The kernels live in `nki/`, which sits above `lowering/` (it runs the back-end p
 lowerings cannot import it. Instead `neuron_mlir.nki` registers its tracer here when it is imported, which
 every registered kernel has been (a kernel op is made from an `nki.jit` kernel). A module whose kernel calls
 name no kernel of this process (read from a file by `neuron-opt`, say) gets a diagnostic naming the op.
+
+The registry belongs to the op's definition, as a dialect's registration does, not to a pass: it is filled
+once when `neuron_mlir.nki` is imported and no conversion changes it, so no pass carries state from one
+conversion to the next through it.
 """
 
 from __future__ import annotations
