@@ -25,6 +25,7 @@ every stage (`<n>_<stage>.mlir`, with locations, each reproducible with the `neu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -781,26 +782,19 @@ class CompiledGraph:
             inputs.append(seed.numpy().astype("int32"))
         # the profile is the program's stored one (no copy per call); neuron_mlir.profiles() hands out copies;
         # collectives reach the other ranks through torch.distributed's process groups
-        scalars = self._scalar_values(sizes)
+        run_context: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if self._collectives:
             from neuron_mlir.frontend.distributed.transport import current_transport
             from neuron_mlir.runtime import collectives
 
-            with collectives.using(current_transport()):
-                outputs, profile = _run_validated()(
-                    self.validated,
-                    inputs,
-                    check_races=self.options.check_races,
-                    share_profile=True,
-                    scalars=scalars,
-                )
-        else:
+            run_context = collectives.using(current_transport())
+        with run_context:
             outputs, profile = _run_validated()(
                 self.validated,
                 inputs,
                 check_races=self.options.check_races,
                 share_profile=True,
-                scalars=scalars,
+                scalars=self._scalar_values(sizes),
             )
         self.last_profile = profile
         stats_module.record_run(self.name, profile)
