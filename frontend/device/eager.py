@@ -80,6 +80,9 @@ class _Program:
     written_positions: list[int]  # positions of the written tensors, in the order of the program's first results
     name: str
     runs_arrays: bool  # `compiled` is a `CompiledGraph`, which runs on NumPy arrays (`run_arrays`)
+    # indices among the op's declared returns of the results it leaves out (None), which the program does not
+    # compute: a backward op's `output_mask` entries that are False. The mask is an argument of the signature.
+    absent_returns: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -332,6 +335,8 @@ def _compile(
     if returns_views:
         return _Refusal(f"{op} returns a view of its operand")
 
+    absent: set[int] = set()
+
     def single_op(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         values = list(flat)
         for position, tensor in zip(tensor_positions, tensors, strict=True):
@@ -341,8 +346,14 @@ def _compile(
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
         results = [result] if returns == 1 else list(result) if returns else []
+        # a result left out (a backward op's output mask) is no output of the program: it is None at every call
+        # of the signature, since only the op's non-tensor arguments (part of the signature) decide it
+        absent.clear()
+        absent.update(i for i, value in enumerate(results) if value is None)
         fresh = [
-            value for declared, value in zip(op._schema.returns, results, strict=True) if declared.alias_info is None
+            value
+            for declared, value in zip(op._schema.returns, results, strict=True)
+            if declared.alias_info is None and value is not None
         ]
         return (*[values[p] for p in written], *fresh)
 
@@ -378,7 +389,12 @@ def _compile(
 
         compiled.seed_generator = device_generator()  # a random op's draws (dropout) follow the device's seed
     return _Program(
-        compiled, tensor_positions, written, getattr(compiled, "name", kind), isinstance(compiled, CompiledGraph)
+        compiled,
+        tensor_positions,
+        written,
+        getattr(compiled, "name", kind),
+        isinstance(compiled, CompiledGraph),
+        frozenset(absent),
     )
 
 
@@ -465,9 +481,11 @@ def _run_program(
             storage.resize(tensor, value.shape)
         _write(tensor, value)
     fresh = iter(outputs[len(written) :])
-    results = []
-    for source in _facts(op).returned_arguments:
-        if source is None:
+    results: list[torch.Tensor | None] = []
+    for index, source in enumerate(_facts(op).returned_arguments):
+        if index in program.absent_returns:
+            results.append(None)
+        elif source is None:
             results.append(storage.from_array(next(fresh)))
         else:
             name, position = source

@@ -177,3 +177,46 @@ def test_a_structured_op_is_one_program_of_its_functional_form(compiled):
     assert_close_to_torch(shifted.cpu(), x.cpu().t() + 1)
     with pytest.raises(RuntimeError, match=r"size of tensor a \(6\) must match the size of tensor b \(5\)"):
         x + w
+
+
+def test_a_layer_norm_training_step_runs_its_backward_on_the_device(compiled):
+    """The first layer's input needs no gradient, so autograd asks native_layer_norm_backward for the weight's and
+    bias's gradients only (output mask [False, True, True]): a program of the two present results, not the host."""
+    torch.manual_seed(0)
+
+    def model() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+
+    reference, device_model = model(), model().to("neuron")
+    device_model.load_state_dict(reference.state_dict())
+    inputs = torch.randn(8, 16)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="neuron-mlir")
+        for module, device in ((reference, "cpu"), (device_model, "neuron")):
+            module(inputs.to(device)).square().mean().backward()
+    assert compiled.EAGER_STATS.native_ops["aten.native_layer_norm_backward.default"] == 1
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    for (name, expected), actual in zip(reference.named_parameters(), device_model.parameters(), strict=True):
+        grad = actual.grad
+        assert grad is not None, name
+        assert grad.device.type == "neuron", name
+        assert_close_to_torch(grad.cpu(), expected.grad, f"{name}.grad")
+
+
+@pytest.mark.parametrize(
+    "mask", [[True, False, False], [False, True, False], [True, False, True]], ids=["input", "weight", "input_bias"]
+)
+def test_a_backward_op_returns_none_where_its_output_mask_says_so(compiled, mask):
+    """The results the mask asks for equal the CPU's; the others are None, as the op's meta kernel says (the CPU
+    kernel may compute the weight's gradient with the input's unasked, which no caller reads)."""
+    x, grad = torch.randn(2, 3, 5, 5), torch.randn(2, 4, 3, 3)
+    weight = torch.randn(4, 3, 3, 3)
+    arguments = ([4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, mask)
+    expected = torch.ops.aten.convolution_backward(grad, x, weight, *arguments)
+    actual = torch.ops.aten.convolution_backward(grad.to("neuron"), x.to("neuron"), weight.to("neuron"), *arguments)
+    assert [a is None for a in actual] == [not m for m in mask]
+    for index, wanted in enumerate(mask):
+        if wanted:
+            assert_close_to_torch(actual[index].cpu(), expected[index], f"{mask}[{index}]")
+    assert compiled.EAGER_STATS.native_ops["aten.convolution_backward.default"] == 1
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
