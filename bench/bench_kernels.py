@@ -407,7 +407,8 @@ def _reference_profiles(case: Case, options: dict[str, Any]) -> list[Any]:
     torch._dynamo.reset()
     neuron_mlir.reset()
     function, inputs = case.reference()
-    compiled = torch.compile(function, backend="neuron-mlir", options={**options, **dict(case.reference_options)})
+    reference_options: dict[str, Any] = {**options, **dict(case.reference_options)}
+    compiled = torch.compile(function, backend="neuron-mlir", options=reference_options)
     with torch.no_grad():
         compiled(*inputs)
     return list(neuron_mlir.profiles().values())
