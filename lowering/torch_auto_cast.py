@@ -22,6 +22,14 @@ module's `neuron.auto_cast` string attribute (which the frontend sets from `opti
   therefore pass bf16 tensors from one to the next (a rounding of a widened bf16 value is that value), and the
   graph's inputs and outputs keep their fp32 types.
 
+In every mode, "none" included, a bf16 rounding of fp32 that reaches matmuls only through a `permute`
+(`permute(_to_copy(w, bf16))`, as Dynamo writes an autocast region's Linear weight, and as torch-canonicalize
+leaves a narrowing cast of a permuted weight) is moved after the permute: `_to_copy(permute(w), bf16)`. Rounding
+commutes with reordering, so the values are the same; but a rounding that matmuls read directly is done by their
+DMAs as they load (`CONVERTS_ON_LOAD`, convert-torch-to-tile), with no loop nest and no bf16 copy in HBM, where a
+rounding read through a permute was a pass of its own. Only roundings to nearest move (not in a module compiled
+with stochastic rounding, whose casts keep their loop nests).
+
 Output guarantee: valid torch-dialect IR whose function signatures are unchanged, every added op carrying the
 location of the op it serves. The rewritten graph's results differ from the input graph's by the rounding of
 the operands named above to bf16 (the eager-vs-compiled comparison of such graphs uses bf16 tolerances); ops in
@@ -68,6 +76,14 @@ MATMUL_OPERANDS: dict[str, tuple[str, ...]] = {
     "torch.aten.convolution_backward": ("grad_output", "input", "weight"),
 }
 """The ops TensorE computes, with the operands it multiplies (what "matmul" rounds to bf16)."""
+
+CONVERTS_ON_LOAD = frozenset({"torch.aten.mm", "torch.aten.bmm", "torch.aten.addmm"})
+"""Matmul-shaped ops whose lowering reads its multiplied operands through DMAs that may round fp32 to bf16 as they
+load (convert-torch-to-tile's `matmul.emit_matmul`)."""
+
+STOCHASTIC_ROUNDING_ATTR = "neuron.stochastic_rounding"
+"""The module attribute (a unit attribute) under which casts from fp32 to bf16 round stochastically (the frontend
+sets it from `options={"stochastic_rounding": True}`)."""
 
 BF16_OPS = frozenset(
     {
@@ -273,6 +289,55 @@ def auto_cast_mode(module: ModuleOp, option: str | None = None) -> str:
     return mode
 
 
+def round_after_permutes(function: func.FuncOp) -> None:
+    """Move each bf16 rounding of fp32 that matmuls of `CONVERTS_ON_LOAD` read only through a permute (as operands
+    they multiply) after that permute, where their DMAs can do it (the module docstring says why)."""
+    module = function.get_toplevel_object()
+    if isinstance(module, ModuleOp) and STOCHASTIC_ROUNDING_ATTR in module.attributes:
+        return
+    for permute in list(function.body.block.ops):
+        if not isinstance(permute, TorchOp) or permute.name != "torch.aten.permute":
+            continue
+        rounding = permute.operands[0].owner
+        if not isinstance(rounding, TorchOp) or not is_plain_cast(rounding):
+            continue
+        if not _is_f32(rounding.operands[0]) or _element_type(rounding.results[0]) != bf16:
+            continue
+        result = permute.results[0]
+        if not result.uses or not all(_multiplies_only(use.operation, result) for use in result.uses):
+            continue
+        result_type = result.type
+        assert isinstance(result_type, TensorType)
+        wide = permute.__class__.from_args(
+            {**permute.arguments(), "self": rounding.operands[0]}, [TensorType(f32, result_type.get_shape())]
+        )
+        wide.location = permute.location
+        moved = rounding.__class__.from_args({**rounding.arguments(), "self": wide.results[0]}, [result_type])
+        moved.location = rounding.location
+        block = permute.parent_block()
+        assert block is not None
+        block.insert_ops_before([wide, moved], permute)
+        result.replace_all_uses_with(moved.results[0])
+        permute.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+        permute.erase()
+        if not rounding.results[0].uses:
+            rounding.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+            rounding.erase()
+
+
+def _multiplies_only(op: Operation, value: SSAValue) -> bool:
+    """Whether `op` is of `CONVERTS_ON_LOAD` and reads `value` only as operands it multiplies (not addmm's bias)."""
+    if op.name not in CONVERTS_ON_LOAD:
+        return False
+    names = MATMUL_OPERANDS[op.name]
+    arguments = op.arguments()  # type: ignore[attr-defined]
+    return all(argument is not value or name in names for name, argument in arguments.items())
+
+
+def _element_type(value: SSAValue) -> Attribute | None:
+    return value.type.element_type if isinstance(value.type, TensorType) else None
+
+
 def auto_cast_function(function: func.FuncOp, mode: str) -> None:
     """Rewrite `function` for `mode` ("matmul" or "all"; "none" changes nothing)."""
     if mode == "none":
@@ -309,4 +374,5 @@ class TorchAutoCastPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         mode = auto_cast_mode(op, self.mode)
         for function in defined_functions(op):
+            round_after_permutes(function)
             auto_cast_function(function, mode)

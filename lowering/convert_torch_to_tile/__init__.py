@@ -102,7 +102,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.context import ConversionContext
 from neuron_mlir.lowering.convert_torch_to_tile.views import VIEW_LOWERINGS
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
-from neuron_mlir.lowering.torch_auto_cast import MATMUL_OPERANDS, is_plain_cast, widened_source
+from neuron_mlir.lowering.torch_auto_cast import CONVERTS_ON_LOAD, MATMUL_OPERANDS, is_plain_cast, widened_source
 from neuron_mlir.runtime.dtypes import DTYPES
 
 # (lowerings, legality) of each family, in the order their tables overlay each other
@@ -207,11 +207,6 @@ def _hbm_for(value: SSAValue) -> MemRefType:
     tensor_type = value.type
     assert isinstance(tensor_type, TensorType)
     return tile.hbm_type(tensor_type.get_shape(), tensor_type.element_type)
-
-
-# Matmul-shaped ops whose lowering (`matmul.emit_matmul`) reads its multiplied operands through DMAs that may
-# convert fp32 to bf16 as they load (`ConversionContext.narrow_loads`).
-CONVERTS_ON_LOAD = frozenset({"torch.aten.mm", "torch.aten.bmm", "torch.aten.addmm"})
 
 
 @dataclass

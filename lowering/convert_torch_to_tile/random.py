@@ -39,6 +39,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, TilePosition, emit_elementwise
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
+from neuron_mlir.lowering.torch_auto_cast import STOCHASTIC_ROUNDING_ATTR
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
 SEED_ARGUMENT = "rng_seed"
@@ -156,11 +157,6 @@ def _native_dropout(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) ->
 
     output = emit_elementwise(em, shape, result_element_type(op, 0), [source, mask], apply)
     return [output, mask]
-
-
-STOCHASTIC_ROUNDING_ATTR = "neuron.stochastic_rounding"
-"""The module attribute (a unit attribute) under which casts from fp32 to bf16 round stochastically (the frontend
-sets it from `options={"stochastic_rounding": True}`)."""
 
 
 def rounds_stochastically(op: Operation) -> bool:

@@ -108,3 +108,40 @@ func.func @softmax_and_sum_stay_fp32(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, 
   %m = torch.aten.sum.dim_IntList %r {dim = array<i64: -1>, keepdim = false} : (tensor<4x16xf32>) -> tensor<4xf32>
   func.return %r, %m : tensor<4x16xf32>, tensor<4xf32>
 }
+
+// -----
+
+// In every mode, a bf16 rounding of fp32 that matmuls multiply only through a permute (an autocast region's
+// Linear weight, as Dynamo writes it) is moved after the permute, where the matmul's DMAs round it as they load.
+// CHECK-LABEL: func.func @autocast_weight
+// CHECK-NEXT:    %xh = torch.aten._to_copy %x {dtype = bf16}
+// CHECK-NEXT:    %[[WT:.*]] = torch.aten.permute %w {dims = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT:    %[[WTH:.*]] = torch.aten._to_copy %[[WT]] {dtype = bf16} : (tensor<8x16xf32>) -> tensor<8x16xbf16>
+// CHECK-NEXT:    %y = torch.aten.mm %xh, %[[WTH]]
+// NONE-LABEL: func.func @autocast_weight
+// NONE:          torch.aten.permute %w
+// NONE:          torch.aten.mm %xh
+// ALL-LABEL: func.func @autocast_weight
+// ALL:           torch.aten.permute %w
+// ALL:           torch.aten.mm %xh
+func.func @autocast_weight(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> tensor<4x16xbf16> {
+  %xh = torch.aten._to_copy %x {dtype = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  %wh = torch.aten._to_copy %w {dtype = bf16} : (tensor<16x8xf32>) -> tensor<16x8xbf16>
+  %wt = torch.aten.permute %wh {dims = array<i64: 1, 0>} : (tensor<16x8xbf16>) -> tensor<8x16xbf16>
+  %y = torch.aten.mm %xh, %wt : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  func.return %y : tensor<4x16xbf16>
+}
+
+// -----
+
+// A permuted rounding that anything but a multiplied operand reads stays as it is: here addmm's bias.
+// CHECK-LABEL: func.func @permuted_rounding_read_as_a_bias
+// CHECK-NEXT:    %wh = torch.aten._to_copy %w {dtype = bf16}
+// CHECK-NEXT:    %wt = torch.aten.permute %wh
+// CHECK-NEXT:    %y = torch.aten.addmm %wt, %a, %b
+func.func @permuted_rounding_read_as_a_bias(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>, %w: tensor<4x4xf32>) -> tensor<4x4xbf16> {
+  %wh = torch.aten._to_copy %w {dtype = bf16} : (tensor<4x4xf32>) -> tensor<4x4xbf16>
+  %wt = torch.aten.permute %wh {dims = array<i64: 1, 0>} : (tensor<4x4xbf16>) -> tensor<4x4xbf16>
+  %y = torch.aten.addmm %wt, %a, %b : (tensor<4x4xbf16>, tensor<4x8xbf16>, tensor<8x4xbf16>) -> tensor<4x4xbf16>
+  func.return %y : tensor<4x4xbf16>
+}
