@@ -42,6 +42,7 @@ whose row tiles depend on more than their row index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -182,6 +183,32 @@ def panel_element_type(hidden: SSAValue, loads: list[tile.LoadOp]) -> Attribute 
     if len(loaded) == 1 and stored == f32:
         return loaded.pop()
     return None
+
+
+def read_as_matmul_rows(
+    value: SSAValue, block: Block, accepts_columns: Callable[[int], bool]
+) -> tuple[int, list[tile.StoreOp], list[tile.LoadOp], list[Panel]] | None:
+    """How a matrix allocated in `block` is written whole and read only as whole rows by matmuls' panel loops:
+    (its columns, the stores, the loads, the panels), or None. A fusion that moves the matrix's rows into those
+    panels (a chain's hidden layer, a prologue's normalised rows) starts from this; `accepts_columns` is its own
+    rule on the row width."""
+    if not isinstance(value.owner, memref.AllocOp) or value.owner.parent_block() is not block:
+        return None
+    loads_all = [user for user, _ in users_through_views(value) if isinstance(user, tile.LoadOp)]
+    if not loads_all:
+        return None
+    total = memref_layout(value).num_elements
+    columns = memref_layout(loads_all[0].source).shape[-1]
+    if not accepts_columns(columns) or total % columns:
+        return None
+    users = hidden_users(value, total // columns, columns)
+    if users is None:
+        return None
+    stores, loads = users
+    panels = panels_of(loads, columns)
+    if panels is None:
+        return None
+    return columns, stores, loads, panels
 
 
 def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
@@ -395,22 +422,10 @@ def _stationary_panel(value: SSAValue) -> tuple[scf.ForOp, int] | None:
 
 def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
     """The chain `hidden` is the middle of (module docstring), or None."""
-    if not isinstance(hidden.owner, memref.AllocOp) or hidden.owner.parent_block() is not block:
+    read = read_as_matmul_rows(hidden, block, lambda columns: columns > 0 and columns % PARTITIONS == 0)
+    if read is None:
         return None
-    total = memref_layout(hidden).num_elements
-    loads_all = [user for user, _ in users_through_views(hidden) if isinstance(user, tile.LoadOp)]
-    if not loads_all:
-        return None
-    columns = memref_layout(loads_all[0].source).shape[-1]
-    if columns % PARTITIONS or not columns or total % columns:
-        return None
-    users = hidden_users(hidden, total // columns, columns)
-    if users is None:
-        return None
-    stores, loads = users
-    panels = panels_of(loads, columns)
-    if panels is None:
-        return None
+    columns, stores, loads, panels = read
     first = min((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
     last = max((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
     earliest_load = min((ancestor_in(load, block) for load in loads), key=block.get_operation_index)

@@ -59,16 +59,14 @@ from neuron_mlir.lowering.ir_queries import (
     storage_root,
     tile_type_of,
     unchanged_from,
-    users_through_views,
 )
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.tile_fuse_matmul_chains import (
     Panel,
-    hidden_users,
     index_constants,
     panel_element_type,
-    panels_of,
+    read_as_matmul_rows,
     row_computation,
 )
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
@@ -146,22 +144,10 @@ def _writes_only(top: Operation, allowed: set[Operation]) -> bool:
 
 def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     """The prologue fusion `normalized` allows (module docstring), or None."""
-    if not isinstance(normalized.owner, memref.AllocOp) or normalized.owner.parent_block() is not block:
+    read = read_as_matmul_rows(normalized, block, lambda columns: columns >= PARTITIONS)
+    if read is None:
         return None
-    loads_all = [user for user, _ in users_through_views(normalized) if isinstance(user, tile.LoadOp)]
-    if not loads_all:
-        return None
-    total = memref_layout(normalized).num_elements
-    columns = memref_layout(loads_all[0].source).shape[-1]
-    if columns < PARTITIONS or total % columns:
-        return None
-    users = hidden_users(normalized, total // columns, columns)
-    if users is None:
-        return None
-    stores, loads = users
-    panels = panels_of(loads, columns)
-    if panels is None:
-        return None
+    columns, stores, loads, panels = read
     nests = {ancestor_in(store, block) for store in stores}
     if not all(_writes_only(nest, set(stores)) for nest in nests):
         return None
