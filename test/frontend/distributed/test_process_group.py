@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.neuron_pair import neuron_pair
 from torch._C._distributed_c10d import ReduceOp
 
 RANKS = Path(__file__).with_name("ranks.py")
@@ -73,35 +74,6 @@ def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_pat
     assert list(directory.glob("*.tmp")), "the dying rank left its half-written temporary file"
 
 
-def _neuron_pair(work, timeout_seconds: float = 30.0) -> list:
-    """`work(group, rank)` on two threads, each rank with its own `neuron` process group over one in-memory store
-    (gloo carrying the bytes, as between processes); each rank's result or exception."""
-    import datetime
-    import threading
-
-    from torch._C._distributed_c10d import HashStore, PrefixStore
-
-    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
-
-    store = HashStore()
-    results: list = [None, None]
-
-    def run(rank: int) -> None:
-        timeout = datetime.timedelta(seconds=timeout_seconds)
-        group = NeuronProcessGroup(PrefixStore("pair/", store), rank, 2, timeout)
-        try:
-            results[rank] = work(group, rank)
-        except Exception as error:  # each rank's own outcome
-            results[rank] = error
-
-    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
-
-
 def _all_reduce(group, tensor, op=None):
     from torch._C._distributed_c10d import AllreduceOptions, ReduceOp
 
@@ -143,12 +115,12 @@ def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective_and_the_li
     dtype mismatch): the ranks compare what they pass first, and each raises."""
     from neuron_mlir.runtime.collectives import CollectiveError
 
-    for outcome in _neuron_pair(call):
+    for outcome in neuron_pair(call):
         assert isinstance(outcome, CollectiveError), outcome
         assert re.search(diagnostic, str(outcome)), str(outcome)
         assert "test_process_group.py:" in str(outcome)  # the user's line that called the collective
     # and ranks that agree still exchange
-    results = _neuron_pair(lambda group, rank: _all_reduce(group, torch.full((3,), float(rank + 1))))
+    results = neuron_pair(lambda group, rank: _all_reduce(group, torch.full((3,), float(rank + 1))))
     for result in results:
         torch.testing.assert_close(result, torch.full((3,), 3.0))
 
@@ -173,7 +145,7 @@ def test_a_rank_that_hangs_or_leaves_makes_the_other_fail_within_the_timeout():
             return error, time.monotonic() - started
         return None
 
-    outcome, waited = _neuron_pair(hangs, timeout_seconds=timeout)[0]
+    outcome, waited = neuron_pair(hangs, timeout_seconds=timeout)[0]
     assert "all_reduce on rank 0 of the neuron process group (2 ranks) failed" in str(outcome), str(outcome)
     assert "Timed out" in str(outcome) or "timed out" in str(outcome), str(outcome)
     assert timeout <= waited < timeout + 5, waited
@@ -191,6 +163,6 @@ def test_a_rank_that_hangs_or_leaves_makes_the_other_fail_within_the_timeout():
             return error, time.monotonic() - started
         return None
 
-    outcome, waited = _neuron_pair(leaves, timeout_seconds=30.0)[0]
+    outcome, waited = neuron_pair(leaves, timeout_seconds=30.0)[0]
     assert "broadcast on rank 0" in str(outcome), str(outcome)
     assert waited < 10, waited  # long before the 30 s timeout

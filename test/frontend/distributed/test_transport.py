@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from support.neuron_pair import neuron_pair
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from neuron_mlir.frontend.fx_importer import GraphImportError, graph_key_text, import_fx_graph
@@ -65,32 +66,10 @@ def test_a_compiled_collective_runs_through_the_process_group(world_of_one):
 
 
 def _gloo_pair(work) -> list:
-    """`work(transport, rank)` on two threads, each rank with its own `neuron` group (gloo underneath) over one
-    in-memory store."""
-    import datetime
-    import threading
-
-    from torch._C._distributed_c10d import HashStore, PrefixStore
-
-    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
+    """`work(transport, rank)` on two `neuron` ranks (gloo underneath), each through its own transport."""
     from neuron_mlir.frontend.distributed.transport import ProcessGroupTransport
 
-    store = HashStore()
-    results: list = [None, None]
-
-    def run(rank: int) -> None:
-        group = NeuronProcessGroup(PrefixStore("pair/", store), rank, 2, datetime.timedelta(seconds=30))
-        try:
-            results[rank] = work(ProcessGroupTransport(rank, {(0, 1): group}), rank)
-        except Exception as error:  # each rank's own outcome
-            results[rank] = error
-
-    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
+    return neuron_pair(lambda group, rank: work(ProcessGroupTransport(rank, {(0, 1): group}), rank))
 
 
 def test_the_process_group_transport_gives_what_the_in_process_group_gives():

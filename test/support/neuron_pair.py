@@ -1,0 +1,37 @@
+"""Two `neuron` process-group ranks on two threads of one process, for tests of collectives and their faults.
+
+Each rank has its own `NeuronProcessGroup` over one in-memory store, with gloo carrying the bytes as between
+processes, so a test sees every rank's outcome (result or exception) without a torchrun launch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+def neuron_pair(work: Callable[[Any, int], Any], timeout_seconds: float = 30.0) -> list:
+    """`work(group, rank)` on two threads, one rank each; each rank's result or exception."""
+    from torch._C._distributed_c10d import HashStore, PrefixStore
+
+    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
+
+    store = HashStore()
+    results: list = [None, None]
+
+    def run(rank: int) -> None:
+        timeout = datetime.timedelta(seconds=timeout_seconds)
+        group = NeuronProcessGroup(PrefixStore("pair/", store), rank, 2, timeout)
+        try:
+            results[rank] = work(group, rank)
+        except Exception as error:  # each rank's own outcome
+            results[rank] = error
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
