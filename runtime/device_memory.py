@@ -85,6 +85,11 @@ class DeviceMemory:
         self._free_starts: list[int] = [0]
         self._free_sizes: list[int] = [self.capacity]
         self._lock = threading.Lock()
+        # Allocating inside the lock can run the garbage collector, and a block it collects gives its range back
+        # from `__del__` on this same thread: waiting for the lock there would wait forever. Such ranges are kept
+        # here and returned before the lock is let go, so the counters are exact whenever no one holds it.
+        self._holder: int | None = None
+        self._deferred: list[tuple[int, int, int]] = []
         self.allocated_bytes = 0
         self.reserved_bytes = 0
         self.peak_allocated_bytes = 0
@@ -100,7 +105,8 @@ class DeviceMemory:
             raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         # a zero-byte request still takes one aligned slot, so every live block has its own address
         reserved = max(self.alignment, -(-nbytes // self.alignment) * self.alignment)
-        with self._lock:
+        self._acquire()
+        try:
             index = next((i for i, size in enumerate(self._free_sizes) if size >= reserved), None)
             if index is None:
                 free = sum(self._free_sizes)
@@ -119,6 +125,8 @@ class DeviceMemory:
             self.peak_reserved_bytes = max(self.peak_reserved_bytes, self.reserved_bytes)
             self.allocations += 1
             self.live_blocks += 1
+        finally:
+            self._let_go()
         try:
             block = Block(address, nbytes, reserved)
         except MemoryError:
@@ -133,45 +141,74 @@ class DeviceMemory:
             raise ValueError(f"{block!r} is not allocated")
         block._give_back()
 
+    def _acquire(self) -> None:
+        self._lock.acquire()
+        self._holder = threading.get_ident()
+
+    def _let_go(self) -> None:
+        """Return the ranges deferred while the lock was held (collecting may defer more meanwhile), then release."""
+        try:
+            while self._deferred:
+                self._return_range(*self._deferred.pop())
+        finally:
+            self._holder = None
+            self._lock.release()
+
     def _release(self, address: int, nbytes: int, reserved: int) -> None:
-        with self._lock:
-            index = bisect.bisect_left(self._free_starts, address)
-            starts, sizes = self._free_starts, self._free_sizes
-            merges_previous = index > 0 and starts[index - 1] + sizes[index - 1] == address
-            merges_next = index < len(starts) and address + reserved == starts[index]
-            if merges_previous and merges_next:
-                sizes[index - 1] += reserved + sizes[index]
-                del starts[index], sizes[index]
-            elif merges_previous:
-                sizes[index - 1] += reserved
-            elif merges_next:
-                starts[index] = address
-                sizes[index] += reserved
-            else:
-                starts.insert(index, address)
-                sizes.insert(index, reserved)
-            self.allocated_bytes -= nbytes
-            self.reserved_bytes -= reserved
-            self.frees += 1
-            self.live_blocks -= 1
+        if self._holder == threading.get_ident():  # a block collected while this thread is inside the lock
+            self._deferred.append((address, nbytes, reserved))
+            return
+        self._acquire()
+        try:
+            self._return_range(address, nbytes, reserved)
+        finally:
+            self._let_go()
+
+    def _return_range(self, address: int, nbytes: int, reserved: int) -> None:
+        index = bisect.bisect_left(self._free_starts, address)
+        starts, sizes = self._free_starts, self._free_sizes
+        merges_previous = index > 0 and starts[index - 1] + sizes[index - 1] == address
+        merges_next = index < len(starts) and address + reserved == starts[index]
+        if merges_previous and merges_next:
+            sizes[index - 1] += reserved + sizes[index]
+            del starts[index], sizes[index]
+        elif merges_previous:
+            sizes[index - 1] += reserved
+        elif merges_next:
+            starts[index] = address
+            sizes[index] += reserved
+        else:
+            starts.insert(index, address)
+            sizes.insert(index, reserved)
+        self.allocated_bytes -= nbytes
+        self.reserved_bytes -= reserved
+        self.frees += 1
+        self.live_blocks -= 1
 
     @property
     def free_bytes(self) -> int:
         return self.capacity - self.reserved_bytes
 
     def largest_free_range(self) -> int:
-        with self._lock:
+        self._acquire()
+        try:
             return max(self._free_sizes, default=0)
+        finally:
+            self._let_go()
 
     def reset_peak(self) -> None:
         """Start measuring the peaks from the current usage."""
-        with self._lock:
+        self._acquire()
+        try:
             self.peak_allocated_bytes = self.allocated_bytes
             self.peak_reserved_bytes = self.reserved_bytes
+        finally:
+            self._let_go()
 
     def stats(self) -> dict[str, int]:
         """The counters, named as torch names its allocator statistics (`torch.cuda.memory_stats`)."""
-        with self._lock:
+        self._acquire()
+        try:
             return {
                 "allocated_bytes.all.current": self.allocated_bytes,
                 "allocated_bytes.all.peak": self.peak_allocated_bytes,
@@ -183,6 +220,8 @@ class DeviceMemory:
                 "num_ooms": self.out_of_memory_errors,
                 "capacity_bytes": self.capacity,
             }
+        finally:
+            self._let_go()
 
 
 def _human(count: int) -> str:

@@ -1,6 +1,7 @@
 """The device memory allocator: addresses, exact counters, freeing by death, merging holes, out of memory."""
 
 import gc
+import threading
 
 import pytest
 
@@ -42,6 +43,39 @@ def test_a_block_is_freed_when_its_last_reference_dies():
     assert memory.allocated_bytes == 0
     assert memory.live_blocks == 0
     assert memory.stats()["allocation.all.freed"] == 1
+
+
+def test_a_block_collected_while_allocating_gives_its_range_back():
+    """Allocating inside the allocator's lock can run the garbage collector, which may free a block on the same
+    thread: its range goes back once the allocation lets go of the lock (it waited for that lock forever before)."""
+    memory = DeviceMemory(TRN2, capacity=1 << 20)
+    dying = [memory.allocate(1000)]
+    second: list = []
+
+    def free_inside_the_lock(phase: str, info: dict) -> None:
+        if phase == "start" and dying and memory._lock.locked():
+            dying.clear()  # the block's last reference: it dies here, in the collection inside allocate
+
+    def allocate_collecting() -> None:
+        thresholds = gc.get_threshold()
+        gc.set_threshold(1)  # every new container object of the allocator starts a collection
+        try:
+            second.append(memory.allocate(100))
+        finally:
+            gc.set_threshold(*thresholds)
+
+    gc.callbacks.append(free_inside_the_lock)
+    try:
+        worker = threading.Thread(target=allocate_collecting, daemon=True)
+        worker.start()
+        worker.join(timeout=10)
+    finally:
+        gc.callbacks.remove(free_inside_the_lock)
+    assert not dying, "no collection ran inside the allocator's lock: the test did not test it"
+    assert not worker.is_alive(), "allocate waited for the lock its own thread held"
+    assert memory.stats()["allocation.all.freed"] == 1
+    assert memory.allocated_bytes == 100
+    assert memory.free_bytes == (1 << 20) - 128  # the dead block's range is free again
 
 
 def test_freed_neighbours_merge_into_one_hole():

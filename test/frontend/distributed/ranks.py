@@ -5,6 +5,7 @@
 Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
 a failed check exits the rank with its traceback, which torchrun reports."""
 
+import faulthandler
 import os
 import sys
 from typing import Any, cast
@@ -606,9 +607,13 @@ SCENARIOS = {
     "shared_cache": shared_cache,
 }
 BACKENDS = {"default_backend": None}
+# a launch takes 10-40 s on a loaded machine; the launching test waits a minute longer than a rank may live
+RANK_TIMEOUT_SECONDS = 180
 
 
 def main() -> None:
+    # a rank that hangs prints every thread's stack and exits, so the launch fails showing where it stopped
+    faulthandler.dump_traceback_later(RANK_TIMEOUT_SECONDS, exit=True)
     scenarios = sys.argv[1].split(",")  # several share one launch: starting the ranks is most of a test's time
     dist.init_process_group(BACKENDS.get(scenarios[0], "neuron"))  # env:// from torchrun
     try:

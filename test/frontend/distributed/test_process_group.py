@@ -14,6 +14,7 @@ from support.neuron_pair import neuron_pair
 from torch._C._distributed_c10d import ReduceOp
 
 RANKS = Path(__file__).with_name("ranks.py")
+LAUNCH_TIMEOUT_SECONDS = 240  # each rank dumps its stacks and exits after 180 s (ranks.py), so a hang shows where
 
 
 def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[str, ...] = ()) -> None:
@@ -23,7 +24,7 @@ def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[st
         [*command, str(RANKS), scenario, *arguments],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=LAUNCH_TIMEOUT_SECONDS,
         env=environment,
         check=False,
     )
