@@ -231,7 +231,7 @@ def _compile_graph(
     host = host_nodes(graph_module)
     if host or has_unbacked_inputs(graph_module):
         return _compile_around_host_nodes(graph_module, name, options, kind, debug_dir, host)
-    bucketed = _bucketed(graph_module, options, name)
+    bucketed = _bucketed(graph_module, options, name, debug_dir)
     if bucketed is not None:
         return bucketed
     # A graph found whole in the compile cache compiled whole with this very compiler (the key holds its
@@ -264,7 +264,7 @@ def _compile_graph(
         region_dir = debug_dir / submodule if debug_dir is not None else None
         if region_dir is not None:
             region_dir.mkdir(parents=True, exist_ok=True)
-        bucketed = _bucketed(region, options, region_name, legal=True)
+        bucketed = _bucketed(region, options, region_name, region_dir, legal=True)
         if bucketed is not None:
             return bucketed
         return _compile_whole(region, region_name, options, region_dir)
@@ -274,11 +274,18 @@ def _compile_graph(
     return run
 
 
-def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name: str, legal: bool = False) -> Any:
+def _bucketed(
+    graph_module: torch.fx.GraphModule,
+    options: CompileOptions,
+    name: str,
+    debug_dir: Path | None,
+    legal: bool = False,
+) -> Any:
     """A graph with symbolic sizes whose every node the core runs, as one program per size bucket
     (`frontend.size_buckets`); None for any other graph (static, partitioned, on the `neuron` device, or one
     whose padding the bucketing cannot keep out of its results: compiled once per size). `legal`: every node
-    is known to lower (a region of a partitioned graph)."""
+    is known to lower (a region of a partitioned graph). `debug_dir`: the graph's debug directory, where each
+    program gets a directory of its own."""
     from neuron_mlir.frontend.complex_pairs import has_symbolic_sizes
 
     if not options.size_buckets or not has_symbolic_sizes(graph_module) or _device_outputs(graph_module) is not None:
@@ -287,7 +294,7 @@ def _bucketed(graph_module: torch.fx.GraphModule, options: CompileOptions, name:
 
     if not legal and unsupported_nodes(graph_module, options.cpu_ops):
         return None
-    bucketed = bucketed_graph(graph_module, options, name)
+    bucketed = bucketed_graph(graph_module, options, name, debug_dir)
     # the legality check imports the graph: only for a plan that will be used
     if bucketed is None or (not legal and _legality(graph_module, options, [])[1]):
         return None
@@ -310,7 +317,7 @@ def _compile_around_host_nodes(
     if missing:
         _report_fallback(missing, options, name, {}, None, debug_dir)
     if not host and not missing:
-        return ShapeSpecialisedGraph(graph_module, None, options, name)
+        return ShapeSpecialisedGraph(graph_module, None, options, name, debug_dir=debug_dir)
     off_core = {node.name for node in missing} | {node.name for node in host}
 
     from neuron_mlir.frontend.data_dependent import has_unbacked_inputs
@@ -318,7 +325,8 @@ def _compile_around_host_nodes(
     def compile_region(region: torch.fx.GraphModule, submodule: str) -> Callable[[list[Any]], list[Any]]:
         region_name = f"{name}_{submodule}"
         if has_unbacked_inputs(region):
-            return ShapeSpecialisedGraph(region, None, options, region_name)
+            region_dir = debug_dir / submodule if debug_dir is not None else None
+            return ShapeSpecialisedGraph(region, None, options, region_name, debug_dir=region_dir)
         return _compile_graph(region, options, kind, region_name)
 
     run, count = _run_partitioned(graph_module, lambda node: node.name not in off_core, compile_region, debug_dir)
@@ -461,7 +469,7 @@ def _wrapped(
 ) -> Callable[[list[Any]], list[Any]]:
     compiled: Any = CompiledGraph(name, program, signature, options, debug_dir, _device_outputs(graph_module))
     if signature.guards:
-        compiled = ShapeSpecialisedGraph(graph_module, compiled, options)
+        compiled = ShapeSpecialisedGraph(graph_module, compiled, options, debug_dir=debug_dir)
     nodes = sum(1 for n in graph_module.graph.nodes if n.op == "call_function")
     stats_module.record_compile(nodes, time.perf_counter() - started)
     logger.info("compiled %s: %d nodes in %.2f s", name, nodes, time.perf_counter() - started)
@@ -911,10 +919,14 @@ class ShapeSpecialisedGraph(PerSizes):
         options: CompileOptions,
         name: str | None = None,
         size_arguments: Sequence[str] = (),
+        debug_dir: Path | None = None,
     ):
         super().__init__(first.name if first is not None else str(name))
         self.graph_module = graph_module
         self.options = options
+        # the graph's debug directory: each program compiled here dumps its IR, bundle and trace in a directory
+        # of its own, named after the program
+        self.debug_dir = debug_dir
         # size symbols each program takes as integer arguments (a size bucket's): its loops over dimensions they
         # bound run the call's trips
         self.size_arguments = list(size_arguments)
@@ -953,20 +965,24 @@ class ShapeSpecialisedGraph(PerSizes):
             # keyed by the specialised import (as `_compile_whole` keys a graph without an FX key): a size
             # bucket's program is found again by the next process that meets it
             imported_text = ir_text(module)
+            program_dir = self.debug_dir / name if self.debug_dir is not None else None
+            if program_dir is not None:
+                program_dir.mkdir(parents=True, exist_ok=True)
             cache = compile_cache() if self.options.cache else None
             key = cache_key(imported_text, self.options.target, __version__)
-            program = cache.get(key) if cache is not None else None
+            # with a debug directory the files come from compiling, as for a whole graph
+            program = cache.get(key) if cache is not None and program_dir is None else None
             if program is not None:
                 stats_module.record_cache_hit()
             else:
-                program = _lower(module, name, None, imported_text, progress=progress)
+                program = _lower(module, name, program_dir, imported_text, progress=progress)
                 if cache is not None:
                     cache.put(key, program, None)
                     stats_module.record_cache_miss()
         if not self.by_sizes:
             nodes = sum(1 for n in self.graph_module.graph.nodes if n.op == "call_function")
             stats_module.record_compile(nodes, time.perf_counter() - started)
-        return CompiledGraph(name, program, signature, self.options, None, _device_outputs(self.graph_module))
+        return CompiledGraph(name, program, signature, self.options, program_dir, _device_outputs(self.graph_module))
 
 
 class ComplexGraphPerSizes(PerSizes):

@@ -49,6 +49,7 @@ import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sympy  # type: ignore[import-untyped]
@@ -1188,18 +1189,32 @@ class BucketedGraph:
 
     _boxed_call = True
 
-    def __init__(self, graph_module: torch.fx.GraphModule, plan: BucketPlan, options: CompileOptions, name: str):
+    def __init__(
+        self,
+        graph_module: torch.fx.GraphModule,
+        plan: BucketPlan,
+        options: CompileOptions,
+        name: str,
+        debug_dir: Path | None = None,
+    ):
         from neuron_mlir.frontend.compile_graph import ShapeSpecialisedGraph
 
         self.plan = plan
         # calls that break an assumption of the rewrite run the graph as traced, compiled for their sizes
-        self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized")
+        self.per_size = ShapeSpecialisedGraph(graph_module, None, options, f"{name}_sized", debug_dir=debug_dir)
         self.name = name
         self.options = options
         # the bucketed sizes are the programs' size arguments: loops over a dimension they bound run the call's trips
         self.programs = ShapeSpecialisedGraph(
-            plan.graph_module, None, options, name, size_arguments=[str(s) for s in plan.symbols]
+            plan.graph_module,
+            None,
+            options,
+            name,
+            size_arguments=[str(s) for s in plan.symbols],
+            debug_dir=debug_dir,
         )
+        if debug_dir is not None:  # the graph as rewritten for buckets, beside the graph as traced (fx_graph.py)
+            (debug_dir / "bucketed_fx_graph.py").write_text(plan.graph_module.print_readable(print_output=False))
         self.placeholder_count = len(plan.placeholders)
         self._buckets_seen: set[tuple[int, ...]] = set()
         self._failed: set[tuple[int, ...]] = set()
@@ -1325,8 +1340,11 @@ def _cut(result: Any, layout: Any, actual: dict[sympy.Symbol, int], buckets: dic
     return cut.reshape(sizes).contiguous()
 
 
-def bucketed_graph(graph_module: torch.fx.GraphModule, options: CompileOptions, name: str) -> BucketedGraph | None:
-    """A `BucketedGraph` for `graph_module`, or None (why: logged and noted in stats) when it cannot be one."""
+def bucketed_graph(
+    graph_module: torch.fx.GraphModule, options: CompileOptions, name: str, debug_dir: Path | None = None
+) -> BucketedGraph | None:
+    """A `BucketedGraph` for `graph_module`, or None (why: logged and noted in stats) when it cannot be one.
+    `debug_dir`: the graph's debug directory (each bucket's program dumps its files in a directory of its own)."""
     started = time.perf_counter()
     plan = plan_buckets(graph_module)
     if isinstance(plan, str):
@@ -1335,4 +1353,4 @@ def bucketed_graph(graph_module: torch.fx.GraphModule, options: CompileOptions, 
             logger.info("%s: compiled once per size: %s", name, plan)
         return None
     logger.info("%s: bucketed over %s (planned in %.2f s)", name, plan.symbols, time.perf_counter() - started)
-    return BucketedGraph(graph_module, plan, options, name)
+    return BucketedGraph(graph_module, plan, options, name, debug_dir)

@@ -124,9 +124,9 @@ def test_an_additive_mask_takes_the_key_mask_into_its_condition(monkeypatch):
     plans = []
     keep = BucketedGraph.__init__
 
-    def init(self, graph_module, plan, options, name):
+    def init(self, graph_module, plan, *rest):
         plans.append(plan)
-        keep(self, graph_module, plan, options, name)
+        keep(self, graph_module, plan, *rest)
 
     monkeypatch.setattr(BucketedGraph, "__init__", init)
 
@@ -176,6 +176,25 @@ def test_sizes_used_as_numbers_read_the_calls_size_and_dynamic_true_buckets_by_p
         x = torch.randn(rows, 5)
         assert_close_to_torch(compiled(x), scaled(x), f"{rows} rows")
     assert _programs() == 2  # rows 3-8 in the bucket of 8 rows, 12 in the bucket of 16
+
+
+def test_the_debug_directory_holds_each_bucket_programs_ir_bundle_and_trace(tmp_path):
+    def scaled(x, w):
+        return torch.relu(x @ w).sum(-1)
+
+    compiled = torch.compile(scaled, backend="neuron-mlir", options={"strict": True, "debug_dir": str(tmp_path)})
+    w = torch.randn(16, 8)
+    for rows in (5, 40):  # range 2..64 splits at 32: one program per bucket
+        x = _marked(torch.randn(rows, 16), 0, 2, 64)
+        assert_close_to_torch(compiled(x, w), scaled(x, w), f"{rows} rows")
+    (graph,) = tmp_path.iterdir()
+    assert {"fx_graph.py", "bucketed_fx_graph.py"} <= {p.name for p in graph.iterdir()}
+    programs = sorted(p for p in graph.iterdir() if p.is_dir())
+    assert len(programs) == 2
+    for program in programs:
+        files = {p.name for p in program.iterdir()}
+        assert {"0_imported.mlir", "program.bundle", "trace.json", "reproduce.sh"} <= files, files
+        assert "neuron.size_arguments" in (program / "0_imported.mlir").read_text()  # read by its loops
 
 
 def test_size_buckets_off_compiles_each_size_exactly():
