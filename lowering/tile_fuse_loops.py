@@ -371,28 +371,29 @@ def _dominates_before(value: SSAValue, op: Operation) -> bool:
 
 def _forward(block: Block) -> None:
     """Store-to-load and load-to-load forwarding within `block` (and, separately, every nested block)."""
-    available: dict[_TransferKey, SSAValue] = {}
+    # what is known per tensor: a write forgets one tensor's entries without touching (and rehashing) the others'
+    available: dict[SSAValue, dict[_TransferKey, SSAValue]] = {}
     for op in list(block.ops):
         for region in op.regions:
             for inner in region.blocks:
                 _forward(inner)
         if isinstance(op, tile.StoreOp):
-            tensor = storage_root(op.dest)
-            available = {key: value for key, value in available.items() if key[0] is not tensor}
+            key = _transfer_key(op, op.dest, {})
             stored = op.value
             memref_type = op.memref_type()
             assert isinstance(memref_type, MemRefType)
-            available[_transfer_key(op, op.dest, {})] = _as_stored(stored, memref_type, op)
+            available[key[0]] = {key: _as_stored(stored, memref_type, op)}
         elif isinstance(op, tile.LoadOp):
             key = _transfer_key(op, op.source, {})
-            value = available.get(key)
+            known = available.setdefault(key[0], {})
+            value = known.get(key)
             wanted = op.tile_type()
             stored_type = _memref_element_type(op.source)
             if value is None or not _holds_for(_tile_element(value), stored_type, wanted.element_type):
                 # An earlier load that rounded what it read cannot stand for a load of other values: the tensor's
                 # own are kept for later loads instead.
                 if value is None or wanted.element_type == stored_type:
-                    available[key] = op.result
+                    known[key] = op.result
                 continue
             if value.type != wanted:
                 copy = tile.CopyOp(value, wanted)
@@ -404,8 +405,8 @@ def _forward(block: Block) -> None:
             op.erase()
         elif not isinstance(op, (*_COMPUTE, *_INDEX, tile.ViewOp, memref.AllocOp)):
             # a nested region, a scatter, anything else that may write tensors: forget what it could overwrite
-            written = _written_roots(op)
-            available = {key: value for key, value in available.items() if key[0] not in written}
+            for tensor in _written_roots(op):
+                available.pop(tensor, None)
 
 
 def _written_roots(op: Operation) -> set[SSAValue]:
