@@ -90,6 +90,14 @@ def _broadcast(group, tensor):
     return tensor
 
 
+def _all_to_all(group, input_splits, output_splits):
+    from torch._C._distributed_c10d import AllToAllOptions
+
+    output, input = torch.empty(sum(output_splits)), torch.ones(sum(input_splits))
+    group.all_to_all_single(output, input, output_splits, input_splits, AllToAllOptions()).wait()
+    return output
+
+
 @pytest.mark.parametrize(
     ("call", "diagnostic"),
     [
@@ -107,8 +115,12 @@ def _broadcast(group, tensor):
             lambda group, rank: _all_reduce(group, torch.ones(3), (ReduceOp.SUM, ReduceOp.MAX)[rank]),
             r"all_reduce: rank \d's reduction is (SUM|MAX), rank \d's (MAX|SUM)",
         ),
+        (  # rank 0 sends 3 elements to rank 1, which expects 2
+            lambda group, rank: _all_to_all(group, ([1, 3], [2, 2])[rank], ([1, 2], [2, 2])[rank]),
+            r"all_to_all: rank 0 sends 3 elements to rank 1, which expects 2",
+        ),
     ],
-    ids=["element count", "dtype", "collective", "reduction"],
+    ids=["element count", "dtype", "collective", "reduction", "all_to_all splits"],
 )
 def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective_and_the_line(call, diagnostic):
     """gloo alone gives one rank a wrong result and the other a closed connection (or both wrong values, for a
