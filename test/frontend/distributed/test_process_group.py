@@ -74,6 +74,14 @@ def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_pat
     assert list(directory.glob("*.tmp")), "the dying rank left its half-written temporary file"
 
 
+def test_the_example_compiled_and_faults_of_compiled_collectives_between_processes():
+    """In one launch: examples/train_distributed.py --compile (FSDP2 blocks compiled after sharding, the DDP
+    model compiled) trains as one process does; ranks whose compiled graphs call mismatched collectives all raise
+    naming the collective and their line, then exchange again; and a rank whose process ends inside a compiled
+    all_reduce makes the other fail within the group's timeout, naming the collective (last: a rank is gone)."""
+    _torchrun("example_training,compiled_mismatch,dies_in_a_collective", eager="host")
+
+
 def _all_reduce(group, tensor, op=None):
     from torch._C._distributed_c10d import AllreduceOptions, ReduceOp
 
