@@ -670,12 +670,11 @@ def compiled_mismatch(rank: int, world: int) -> None:
 
 
 def dies_in_a_collective(rank: int, world: int) -> None:
-    """The last rank's process ends while it waits inside a compiled all_reduce (its exit status 0, so that
-    torchrun lets the others finish); the others then call the same all_reduce and fail within the group's
-    timeout with a CollectiveError naming the collective and the user's line, instead of hanging. Last in its
-    launch: a rank is gone after it."""
+    """The last rank's process ends inside a compiled all_reduce: the ranks have compared what they call, and it
+    exits where gloo would send its bytes (status 0, so that torchrun lets the others finish). The others fail
+    within the group's timeout with a CollectiveError naming the collective and the user's line, instead of
+    hanging. Last in its launch: a rank is gone after it."""
     import datetime
-    import threading
     import time
 
     import torch.distributed._functional_collectives as funcol
@@ -692,10 +691,23 @@ def dies_in_a_collective(rank: int, world: int) -> None:
     x = torch.ones(2, 3)
     _assert_close(compiled(x), step(x), torch.float32, "before the death")  # compiled, exchanged once
     if rank == world - 1:
-        threading.Timer(0.2, os._exit, (0,)).start()  # dies while blocked in the exchange below
+
+        class Dying:
+            """gloo's process group of `group`, whose all_reduce ends the process instead."""
+
+            def __init__(self, gloo: Any) -> None:
+                self._gloo = gloo
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._gloo, name)
+
+            def allreduce(self, *args: Any) -> None:
+                os._exit(0)
+
+        backend = cast(Any, group)
+        backend._transport = Dying(backend._transport)
         compiled(x)
         raise AssertionError("the dying rank's collective completed")
-    time.sleep(0.5)  # arrive after the peer died
     started = time.monotonic()
     try:
         compiled(x)
