@@ -4,15 +4,18 @@
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel ddp --steps 5
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel fsdp --checkpoint /tmp/ckpt
     torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel fsdp --compile
+    torchrun --standalone --nproc-per-node 2 examples/train_distributed.py --parallel ddp --compile
 
 Each rank drives one simulated NeuronCore (`neuron:0` of its process) and trains on its share of every global
-batch; gloo carries the collectives' bytes. `--parallel fsdp` shards every layer and the root with
+batch; gloo carries the collectives' bytes. `--parallel fsdp` shards every block and the root with
 `fully_shard` (parameters resharded after forward, bf16 compute with fp32 gradient reduction under
 `--bf16`); `--parallel ddp` replicates the model with DistributedDataParallel. Rank 0 prints each step's loss
 next to one process training on the whole batch on the CPU (the same numbers within the dtype's tolerance),
 and every rank its device memory. `--checkpoint DIR` saves the sharded model and optimizer state with
-torch.distributed.checkpoint, then loads it back into a freshly initialised model. `--compile` compiles each
-layer with torch.compile before it is sharded.
+torch.distributed.checkpoint, then loads it back into a freshly initialised model. `--compile` compiles the
+model as users of each API do: under FSDP2 each block after it is sharded (`block.compile()`, FSDP2's hooks
+gathering and freeing its parameters around the compiled forward and backward; the root's head runs eagerly), under
+DDP the wrapped model (`torch.compile(DDP(model))`, which Dynamo splits where DDP's gradient buckets end).
 """
 
 from __future__ import annotations
@@ -26,25 +29,47 @@ import torch
 import torch.distributed as dist
 
 
-def make_model() -> torch.nn.Sequential:
-    return torch.nn.Sequential(
-        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 10)
-    )
+class Block(torch.nn.Module):
+    """A layer and its activation, in user code as a transformer's blocks are: Dynamo compiles frames of user code,
+    never those of torch.nn's own modules."""
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(inputs, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.linear(x))
 
 
-def parallelise(model: torch.nn.Sequential, how: str, bf16: bool, compile: bool = False) -> torch.nn.Module:
-    if compile:  # each layer before it is sharded: FSDP2's hooks then run eagerly around the compiled layers
-        for index, layer in enumerate(model):
-            model[index] = cast(torch.nn.Module, torch.compile(layer, backend="neuron-mlir"))
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(32, 64), Block(64, 64)])
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def make_model() -> Model:
+    return Model()
+
+
+def parallelise(model: Model, how: str, bf16: bool, compile: bool = False) -> torch.nn.Module:
     if how == "ddp":
-        return torch.nn.parallel.DistributedDataParallel(model)
+        replica = torch.nn.parallel.DistributedDataParallel(model)
+        return cast(torch.nn.Module, torch.compile(replica, backend="neuron-mlir")) if compile else replica
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32)
-    for layer in model:
-        if any(isinstance(m, torch.nn.Linear) for m in layer.modules()):
-            fully_shard(layer, reshard_after_forward=True, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+    for block in model.blocks:
+        fully_shard(block, reshard_after_forward=True, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)  # the root: the head's parameters
+    if compile:  # after sharding, in place: the parameters' names and the state dict stay the model's own
+        for block in model.blocks:
+            block.compile(backend="neuron-mlir")
     return model
 
 
@@ -53,7 +78,9 @@ def full_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.tensor import DTensor
 
     return {
-        name.replace("._orig_mod", ""): (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+        name.removeprefix("_orig_mod.").removeprefix("module."): (p.full_tensor() if isinstance(p, DTensor) else p)
+        .detach()
+        .cpu()
         for name, p in model.named_parameters()
     }
 
@@ -77,17 +104,20 @@ def checkpoint_round_trip(model: torch.nn.Module, optimizer: torch.optim.Optimiz
         print(f"checkpoint in {args.checkpoint}: loaded into a fresh model, parameters equal: {same}")
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parallel", choices=("fsdp", "ddp"), default="fsdp")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8, help="samples per rank and step")
     parser.add_argument("--bf16", action="store_true", help="FSDP2: bf16 parameters in compute, fp32 reduction")
     parser.add_argument("--checkpoint", help="save and reload the sharded state in this directory")
-    parser.add_argument("--compile", action="store_true", help="torch.compile each layer (neuron-mlir backend)")
-    args = parser.parse_args()
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (neuron-mlir backend)")
+    return parser.parse_args(argv)
 
-    dist.init_process_group("neuron")  # torchrun's environment: rank, world size, rendezvous
+
+def train(args: argparse.Namespace) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Train on this rank's share of each global batch beside one process on the whole batch; each parameter at
+    the end, whole and on the host: as the ranks trained it, as the one process did."""
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     reference = make_model()
@@ -113,8 +143,9 @@ def main() -> None:
         dist.all_reduce(mean_loss, op=dist.ReduceOp.AVG)  # the global batch's loss: the mean of the shares'
         if rank == 0:
             print(f"  step {step}: loss {mean_loss.item():.6f} over the ranks, {expected.item():.6f} in one process")
-    ours = full_parameters(getattr(model, "module", model))  # DDP wraps the model
-    worst = max(float((ours[name] - p.detach()).abs().max()) for name, p in reference.named_parameters())
+    ours = full_parameters(model)
+    pairs = {name: (ours[name], p.detach()) for name, p in reference.named_parameters()}
+    worst = max(float((mine - theirs).abs().max()) for mine, theirs in pairs.values())
     module: Any = torch.get_device_module("neuron")
     print(
         f"rank {rank}: largest parameter difference to one process {worst:.2e}; device memory "
@@ -122,7 +153,16 @@ def main() -> None:
     )
     if args.checkpoint:
         checkpoint_round_trip(model, optimizer, args)
-    dist.destroy_process_group()
+    return pairs
+
+
+def main() -> None:
+    args = arguments()
+    dist.init_process_group("neuron")  # torchrun's environment: rank, world size, rendezvous
+    try:
+        train(args)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__" and "LOCAL_RANK" not in os.environ:

@@ -36,8 +36,9 @@ Nodes that run on the CPU. `import_fx_graph(..., cpu_nodes=)` imports a graph so
 compiled, to ask the compiler about the others (`compile_graph`: which ops the NeuronCore lowers): each such node
 contributes no op, and its tensor results enter as extra function arguments of their metadata's types.
 
-Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace`) and
-named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles point at the model.
+Locations. Each op is located at the user's source line (the last frame of the node's `stack_trace` outside
+torch's own files) and named by the module path that ran it (`model.layers.0.mlp`), so diagnostics and profiles
+point at the model.
 """
 
 from __future__ import annotations
@@ -316,6 +317,9 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 # Frames of the project's own call wrappers that Dynamo traces through on the way to an op: a call of an NKI
 # kernel op passes `NkiTorchOp.__call__`, whose line is not the user's
 _WRAPPER_FILES = frozenset({str(Path(__file__).with_name("nki_ops.py"))})
+# Frames of torch's own Python functions Dynamo inlines (the functional collectives, DTensor's redistributions):
+# the user's line is the innermost frame outside them
+_TORCH_DIRECTORY = str(Path(torch.__file__).parent) + "/"
 
 
 def node_location(node: torch.fx.Node) -> LocationAttr:
@@ -332,10 +336,11 @@ def node_location(node: torch.fx.Node) -> LocationAttr:
 # once per text, not once per node (the cache key and the importer spell every node's location).
 @functools.lru_cache(maxsize=4096)
 def _last_frame(trace: str) -> tuple[str, str] | None:
-    """(file, line) of the innermost frame of a stack trace outside the project's call wrappers, None if it has
-    none."""
+    """(file, line) of the innermost frame of a stack trace outside the project's call wrappers and, where the
+    trace has one, outside torch's own files; None if it has none."""
     frames = [frame for frame in _FRAME.findall(trace) if frame[0] not in _WRAPPER_FILES]
-    return frames[-1] if frames else None
+    outside_torch = [frame for frame in frames if not frame[0].startswith(_TORCH_DIRECTORY)]
+    return (outside_torch or frames)[-1] if frames else None
 
 
 def _module_path(node: torch.fx.Node) -> str | None:

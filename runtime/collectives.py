@@ -34,7 +34,19 @@ link the algorithm crosses):
            all_to_all      ceil(log2 n) (a + S / (2 B))       Bruck's algorithm: half the blocks per step
            broadcast       ceil(log2 n) (a + S / B)           a binomial tree: every holder sends the whole message
 
-An uneven all_to_all (split counts per rank) is priced as an even one of the same input size.
+An uneven all_to_all (`uneven_all_to_all_cost`: the bytes sent to and received from each rank of the group) is
+priced by what actually crosses the rank's link, sent_j and received_j bytes to and from the group's j-th rank,
+the rank's own block (position p) staying on the core:
+
+    direct         (n - 1) a + max(sum of sent_j, sum of received_j; j != p) / B
+                   every pairwise send posted at once: the link's busier direction bounds the exchange
+    padded Bruck   ceil(log2 n) (a + n m / (2 B))     m = the largest block sent or received, j != p
+                   Bruck relays other ranks' blocks, so every block travels padded to the largest
+
+Both reduce to the even formulas when every block is S / n. Two things a rank cannot see: its position (ranks
+with the same counts share one program), so among the positions whose sent and received counts agree (the own
+block is one of them) the one giving the highest price is taken; and the other ranks' exchanges, so a peer with
+more to move finishes later than this price says, and this rank's profile does not show the wait.
 
 B is a core's share of its chip's NeuronLink bandwidth when the group fits in one instance, else the smaller of
 that and its share of the instance's EFA bandwidth; a is the NeuronLink or EFA step latency likewise. Over m
@@ -477,3 +489,35 @@ def collective_cost(collective: str, message_bytes: float, group: Sequence[int],
 
 def collective_ns(collective: str, message_bytes: float, group: Sequence[int], target: Target) -> float:
     return collective_cost(collective, message_bytes, group, target).ns
+
+
+def uneven_all_to_all_cost(
+    sent_bytes: Sequence[float], received_bytes: Sequence[float], group: Sequence[int], target: Target
+) -> CollectiveCost:
+    """An all_to_all whose blocks differ: `sent_bytes[j]` go to and `received_bytes[j]` come from the group's j-th
+    rank (module docstring). An even exchange has one price however it is written: equal counts cost what
+    `collective_cost("all_to_all", ...)` says for the whole input."""
+    n = len(group)
+    if len(sent_bytes) != n or len(received_bytes) != n:
+        raise CollectiveError(f"all_to_all: {len(sent_bytes)} and {len(received_bytes)} block sizes for {n} ranks")
+    link = link_for(group, target)
+    if n <= 1:
+        return CollectiveCost(0.0, "ring", link.name)
+    depth = math.ceil(math.log2(n))
+
+    def priced(own: int) -> CollectiveCost:
+        peers = [j for j in range(n) if j != own]
+        outgoing = sum(sent_bytes[j] for j in peers)
+        incoming = sum(received_bytes[j] for j in peers)
+        largest = max(max(sent_bytes[j], received_bytes[j]) for j in peers)
+        direct = (n - 1) * link.step_ns + max(outgoing, incoming) / link.bytes_per_ns
+        bruck = depth * (link.step_ns + n * largest / (2 * link.bytes_per_ns))
+        return min(CollectiveCost(direct, "ring", link.name), CollectiveCost(bruck, "tree", link.name), key=_ns)
+
+    # the rank's own block is one it both sends and receives; which one the program does not say
+    own_candidates = [j for j in range(n) if sent_bytes[j] == received_bytes[j]] or list(range(n))
+    return max((priced(own) for own in own_candidates), key=_ns)
+
+
+def _ns(cost: CollectiveCost) -> float:
+    return cost.ns

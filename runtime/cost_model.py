@@ -283,9 +283,17 @@ def collective_instruction_ns(
     opcode: str, ops: Mapping[str, OperandShape], attrs: Mapping[str, Any], target: Target
 ) -> float:
     """A collective's time on its queue (`runtime.collectives.collective_cost`): the message is the all_reduce's
-    tensor, the all_gather's gathered result, the reduce_scatter's and all_to_all's input."""
-    message = ops["dst"] if opcode == "all_gather" else ops["src"]
+    tensor, the all_gather's gathered result, the reduce_scatter's and all_to_all's input. An uneven all_to_all is
+    priced by the blocks it sends and receives (`uneven_all_to_all_cost`): an even one of the same input would
+    hide a block much larger than the others, which every rank then waits for."""
     groups = attrs["replica_groups"]
+    sent, received = attrs.get("input_splits") or (), attrs.get("output_splits") or ()
+    if opcode == "all_to_all" and (sent or received):
+        itemsize = ops["src"].itemsize
+        return collectives.uneven_all_to_all_cost(
+            [count * itemsize for count in sent], [count * itemsize for count in received], groups[0], target
+        ).ns
+    message = ops["dst"] if opcode == "all_gather" else ops["src"]
     return collectives.collective_ns(opcode, message.elements * message.itemsize, groups[0], target)
 
 

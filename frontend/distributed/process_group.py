@@ -10,11 +10,13 @@ device tensors in place. CPU tensors go to gloo as they are. Reductions gloo lac
 divided by the group's size.
 
 Before a collective exchanges anything, the ranks compare what they call (one small all-gather of the
-collective's kind, element count, dtype and reduction or root): ranks that call different collectives, or pass
-different counts or dtypes, all raise `CollectiveError` naming the collective, what each rank passed and the
-user's source line, where gloo alone would hand mismatched buffers to each other (a wrong result on one rank, a
-closed connection on another). A failure of the transport itself (a peer that died, one that did not arrive within
-the group's timeout) is raised as a `CollectiveError` naming the collective too.
+collective's kind, element count, dtype and reduction or root, and an all_to_all's block sizes): ranks that call
+different collectives, or pass different counts or dtypes, all raise `CollectiveError` naming the collective,
+what each rank passed and the user's source line, where gloo alone would hand mismatched buffers to each other (a
+wrong result on one rank, a closed connection on another). A failure of the transport itself (a peer that died,
+one that did not arrive within the group's timeout) is raised as a `CollectiveError` naming the collective too.
+A caller that compared already (the compiled collectives' transport, `transport.py`) runs the collectives that
+carry its exchange inside `agreed(...)`, which compares nothing more and names failures after its collective.
 
 What this round does not do yet: the collectives are synchronous (the returned work is already complete, which
 `async_op=True` callers accept), and a collective's simulated time is not on the device's stream: on hardware the
@@ -129,6 +131,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         super().__init__(rank, world_size)  # type: ignore[call-arg]  # the stubs know only the store form
         self._rank, self._world_size = rank, world_size
         self._group_name = self._group_desc = ""
+        self._agreed_as: str | None = None  # inside `agreed`: the collective the caller compared
         # the stubs give gloo's process group none of its collectives: it is used through c10d's protocol
         self._transport: Any = ProcessGroupGloo(PrefixStore("gloo/", store), rank, world_size, timeout)
 
@@ -164,24 +167,37 @@ class NeuronProcessGroup(dist.ProcessGroup):
         setting_name: str = "",
         *,
         compare_count: bool = True,
+        blocks: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> None:
         """Raise on every rank when the ranks call different collectives or pass different element counts, dtypes
-        or settings (`setting`: the reduction or the root, called `setting_name`)."""
-        if self._world_size == 1:
+        or settings (`setting`: the reduction or the root, called `setting_name`), or (an all_to_all, `blocks`:
+        the element counts this rank sends to and receives from each rank) when a rank sends a peer another count
+        than the peer expects."""
+        if self._world_size == 1 or self._agreed_as is not None:
             return
         count = sum(t.numel() for t in tensors) if compare_count else _UNCOMPARED
         dtype = tensors[0].dtype if tensors else None
-        dtype_code = _DTYPES.index(dtype) if dtype in _DTYPES else len(_DTYPES) if dtype is not None else -2
-        mine = torch.tensor([_KINDS.index(collective), count, dtype_code, setting], dtype=torch.int64)
+        mine = agreement_facts(collective, count, dtype, setting, blocks, self._world_size)
         everyone = torch.empty(self._world_size * mine.numel(), dtype=torch.int64)
         self._transport._allgather_base(everyone, mine, AllgatherOptions()).wait()
         facts = everyone.view(self._world_size, mine.numel()).tolist()
-        problem = _disagreement(collective, facts, self._rank, setting_name)
+        problem = disagreement(collective, facts, self._rank, setting_name)
         if problem is not None:
             from neuron_mlir.frontend.device.sources import user_line
 
             line = user_line()
             raise CollectiveError(f"{problem}" + (f" (at {line})" if line else ""))
+
+    @contextlib.contextmanager
+    def agreed(self, collective: str) -> Iterator[None]:
+        """Run the block's collectives without comparing them first: the caller compared what they carry (as
+        `collective`, the name their failures are given). One group's collectives are issued in order, as every
+        rank issues them, so the block holds no other caller's."""
+        self._agreed_as = collective
+        try:
+            yield
+        finally:
+            self._agreed_as = None
 
     @contextlib.contextmanager
     def _failing_as(self, collective: str) -> Iterator[None]:
@@ -192,8 +208,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             raise
         except RuntimeError as error:
             raise CollectiveError(
-                f"{collective} on rank {self._rank} of the neuron process group ({self._world_size} ranks) failed: "
-                f"{error}"
+                f"{self._agreed_as or collective} on rank {self._rank} of the neuron process group "
+                f"({self._world_size} ranks) failed: {error}"
             ) from error
 
     def _finish(self, copies: _HostCopies, transport_work: dist.Work | None, result: Any = None) -> dist.Work:
@@ -337,7 +353,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: AllToAllOptions) -> dist.Work:
         with self._failing_as("all_to_all"):
-            self._agree("all_to_all", inputs, compare_count=False)
+            blocks = ([t.numel() for t in inputs], [t.numel() for t in outputs])
+            self._agree("all_to_all", inputs, compare_count=False, blocks=blocks)
             copies = _HostCopies()
             host_outputs, host_inputs = copies.all(outputs, written=True), copies.all(inputs)
             return self._finish(copies, self._transport.alltoall(host_outputs, host_inputs, AllToAllOptions()), outputs)
@@ -351,7 +368,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts: AllToAllOptions,
     ) -> dist.Work:
         with self._failing_as("all_to_all"):
-            self._agree("all_to_all", [input], compare_count=not (input_split_sizes or output_split_sizes))
+            blocks = (
+                _block_elements(input, input_split_sizes, self._world_size),
+                _block_elements(output, output_split_sizes, self._world_size),
+            )
+            self._agree("all_to_all", [input], compare_count=False, blocks=blocks)
             copies = _HostCopies()
             host_output, host_input = copies(output, written=True), copies(input)
             return self._finish(
@@ -385,25 +406,61 @@ def _op_code(op: Any) -> int:
     return int(op.op) if hasattr(op, "op") else int(op)
 
 
-def _disagreement(collective: str, facts: list[list[int]], rank: int, setting_name: str) -> str | None:
-    """What the ranks' facts ([kind, element count, dtype code, setting] per rank) disagree on, said from `rank`'s
-    side; None when they agree."""
-    kind, count, dtype, setting = facts[rank]
-    for other, (other_kind, other_count, other_dtype, other_setting) in enumerate(facts):
+def _block_elements(tensor: torch.Tensor, split_sizes: Sequence[int], ranks: int) -> list[int]:
+    """The element counts of an all_to_all_single's blocks, one per rank: `split_sizes` rows each, or equal."""
+    rows = tensor.shape[0] if tensor.dim() else 1
+    row_elements = tensor.numel() // rows if rows else 0
+    return [size * row_elements for size in (split_sizes or [rows // ranks] * ranks)]
+
+
+def _dtype_code(dtype: torch.dtype | None) -> int:
+    if dtype is None:
+        return -2
+    return _DTYPES.index(dtype) if dtype in _DTYPES else len(_DTYPES)
+
+
+def agreement_facts(
+    collective: str,
+    count: int,
+    dtype: torch.dtype | None,
+    setting: int,
+    blocks: tuple[Sequence[int], Sequence[int]] | None,
+    ranks: int,
+) -> torch.Tensor:
+    """What one rank tells the others of a collective before it: [kind, element count, dtype, setting], then the
+    element counts it sends to and receives from each rank (-1 when it has none): a row of the same length on
+    every rank, so the all-gather that compares them is itself well formed."""
+    sent, received = blocks if blocks is not None else ([-1] * ranks, [-1] * ranks)
+    row = [_KINDS.index(collective), count, _dtype_code(dtype), setting, *sent, *received]
+    return torch.tensor(row, dtype=torch.int64)
+
+
+def disagreement(
+    label: str, facts: list[list[int]], rank: int, setting_name: str, global_ranks: Sequence[int] | None = None
+) -> str | None:
+    """What the ranks' facts (`agreement_facts` rows, by rank of the group) disagree on, said from `rank`'s side
+    and begun with `label` (the collective, maybe where it was issued); None when they agree. Ranks are named by
+    their rank in the group, or by `global_ranks`."""
+    kind, count, dtype, setting = facts[rank][:4]
+    n = len(facts)
+    name = list(global_ranks) if global_ranks is not None else list(range(n))
+    me = name[rank]
+    for other, (other_kind, other_count, other_dtype, other_setting, *_) in enumerate(facts):
+        them = name[other]
         if other_kind != kind:
             return (
-                f"{collective}: rank {rank} calls {collective} where rank {other} calls {_KINDS[other_kind]}: every "
-                "rank of a group calls the same collectives in the same order"
+                f"{label}: rank {me} calls {_KINDS[kind]} where rank {them} calls {_KINDS[other_kind]}: every rank "
+                "of a group calls the same collectives in the same order"
             )
         if count != _UNCOMPARED and other_count != count:
             return (
-                f"{collective}: rank {rank} passes {count} elements, rank {other} {other_count}: every rank of the "
-                "group passes the same element count"
+                f"{label}: rank {me} passes {count} elements, rank {them} {other_count}: every rank of the group "
+                "passes the same element count"
             )
         if other_dtype != dtype:
             return (
-                f"{collective}: rank {rank} passes {_dtype_name(dtype)}, rank {other} {_dtype_name(other_dtype)}: "
-                "every rank of the group passes the same dtype"
+                f"{label}: rank {me} passes {_dtype_name(dtype)}, rank {them} {_dtype_name(other_dtype)}: every "
+                "rank of the group passes the same dtype"
             )
         if other_setting != setting:
             shown = (
@@ -412,9 +469,17 @@ def _disagreement(collective: str, facts: list[list[int]], rank: int, setting_na
                 else (setting, other_setting)
             )
             return (
-                f"{collective}: rank {rank}'s {setting_name} is {shown[0]}, rank {other}'s {shown[1]}: every rank of "
-                f"the group passes the same {setting_name}"
+                f"{label}: rank {me}'s {setting_name} is {shown[0]}, rank {them}'s {shown[1]}: every rank of the "
+                f"group passes the same {setting_name}"
             )
+    for sender in range(n):  # an all_to_all's blocks: what each rank sends a peer is what the peer expects
+        for receiver in range(n):
+            sent, expected = facts[sender][4 + receiver], facts[receiver][4 + n + sender]
+            if sent != expected:
+                return (
+                    f"{label}: rank {name[sender]} sends {sent} elements to rank {name[receiver]}, which expects "
+                    f"{expected}: every rank's input split for a peer is that peer's output split for it"
+                )
     return None
 
 

@@ -5,8 +5,12 @@ resolves each process group a graph names to its ranks and registers the group h
 run finds the group again by its ranks. The bytes go through that process group's own collectives on host
 tensors: for a `neuron` group, its gloo transport (`process_group.py`); for any other backend, that backend.
 
-Before each exchange the ranks compare what they pass (element count and dtype, one small all-gather): ranks that
-disagree all raise `CollectiveError` naming the collective, instead of handing the backend mismatched buffers.
+Before each exchange the ranks compare what they pass (the collective, its element count, dtype, reduction or
+root and an all_to_all's block sizes: one small all-gather, the same comparison as the `neuron` group's eager
+collectives): ranks that disagree all raise `CollectiveError` naming the collective, instead of handing the
+backend mismatched buffers. Over a `neuron` group that comparison is the only one: its exchange runs inside the
+group's `agreed`, so neither the comparing all-gather nor the collective compares again (two exchanges per
+collective, not four). A failure of the backend (a peer gone, a timeout) is raised naming the collective.
 The reductions are composed as the `neuron` group composes them for eager collectives (an average is a sum
 divided by the group's size), so a compiled collective gives what the eager one gives. Arrays cross as torch
 tensors of the same dtype (bf16 and fp8 included, `frontend/tensors.py`).
@@ -14,14 +18,15 @@ tensors of the same dtype (bf16 and fp8 included, `frontend/tensors.py`).
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from neuron_mlir.frontend.tensors import from_numpy, to_numpy
+from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup, agreement_facts, disagreement
+from neuron_mlir.frontend.tensors import from_numpy, to_numpy, torch_dtype
 from neuron_mlir.runtime.collectives import CollectiveError
 
 # ranks (sorted) -> the process group over them, as the graphs compiled in this process named it
@@ -29,6 +34,8 @@ _GROUPS: dict[tuple[int, ...], dist.ProcessGroup] = {}
 
 _OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT}
 _OPS |= {"min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+# what the ranks compare of a reduction (an average is exchanged as a sum, but is not one)
+_REDUCTION_CODES: dict[str, int] = {name: op.value for name, op in _OPS.items()} | {"avg": dist.ReduceOp.AVG.value}
 
 
 def resolve_group(name: str) -> tuple[int, ...]:
@@ -72,56 +79,46 @@ class ProcessGroupTransport:
     def rank(self) -> int:
         return self._rank
 
-    def _group(
-        self, name: str, ranks: tuple[int, ...], data: np.ndarray, splits: tuple[tuple[int, ...], ...] = ()
-    ) -> dist.ProcessGroup:
+    @contextlib.contextmanager
+    def _exchange(
+        self,
+        kind: str,
+        name: str,
+        ranks: tuple[int, ...],
+        data: np.ndarray,
+        setting: int = 0,
+        setting_name: str = "",
+        blocks: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+    ) -> Iterator[dist.ProcessGroup]:
+        """The process group over `ranks`, once the ranks agree on the collective (`kind`, called `name` in
+        diagnostics: its element count, dtype, `setting` and an all_to_all's `blocks`); the block's exchange and
+        any failure of the backend are named after it."""
         group = self._groups.get(tuple(sorted(ranks)))
         if group is None:
             raise CollectiveError(f"{name}: no process group over the ranks {list(ranks)} is known to this process")
-        self._check_agreement(name, data, ranks, group, splits)
-        return group
-
-    def _check_agreement(
-        self,
-        name: str,
-        data: np.ndarray,
-        ranks: tuple[int, ...],
-        group: dist.ProcessGroup,
-        splits: tuple[tuple[int, ...], ...] = (),
-    ) -> None:
-        """Raise on every rank when the ranks pass different element counts or dtypes, or (an uneven all_to_all,
-        `splits` = this rank's input and output counts) when a count sent is not the count its receiver expects."""
-        n = len(ranks)
-        counts = [count for side in splits for count in side] if splits else [-1] * (2 * n)
-        mine = torch.tensor([data.size, zlib.crc32(str(data.dtype).encode()), *counts], dtype=torch.int64)
-        everyone = torch.empty(n * mine.numel(), dtype=torch.int64)
-        dist.all_gather_single(everyone, mine, group=group)
-        facts = everyone.view(n, mine.numel()).tolist()
-        if splits:
-            for i, sender in enumerate(ranks):
-                for j, receiver in enumerate(ranks):
-                    sent, expected = facts[i][2 + j], facts[j][2 + n + i]
-                    if sent != expected:
-                        raise CollectiveError(
-                            f"{name}: rank {sender} sends {sent} elements to rank {receiver}, which expects "
-                            f"{expected}: every rank's input split for a peer is that peer's output split for it"
-                        )
-        first_count, first_dtype = facts[0][:2]
-        for rank, (count, dtype, *_) in zip(ranks, facts, strict=True):
-            if count != first_count and not splits:
-                raise CollectiveError(
-                    f"{name}: rank {rank} passes {count} elements, rank {ranks[0]} {first_count}: every rank of the "
-                    "group passes the same element count"
-                )
-            if dtype != first_dtype:
-                raise CollectiveError(
-                    f"{name}: rank {rank} passes another dtype than rank {ranks[0]} (this rank's: {data.dtype}): every "
-                    "rank of the group passes the same dtype"
-                )
+        # a `neuron` group compares nothing more: its collectives in the block run as this one's exchange
+        carried = group.agreed(name) if isinstance(group, NeuronProcessGroup) else contextlib.nullcontext()
+        try:
+            with carried:
+                count = -1 if blocks is not None else data.size
+                mine = agreement_facts(kind, count, torch_dtype(data.dtype), setting, blocks, len(ranks))
+                everyone = torch.empty(len(ranks) * mine.numel(), dtype=torch.int64)
+                dist.all_gather_single(everyone, mine, group=group)
+                facts = everyone.view(len(ranks), mine.numel()).tolist()
+                position = sorted(ranks).index(self._rank)
+                problem = disagreement(name, facts, position, setting_name, sorted(ranks))
+                if problem is not None:
+                    raise CollectiveError(problem)
+                yield group
+        except CollectiveError:
+            raise
+        except RuntimeError as error:
+            raise CollectiveError(f"{name} on rank {self._rank} failed: {error}") from error
 
     def all_reduce(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
         tensor = from_numpy(np.array(data, copy=True))
-        dist.all_reduce(tensor, op=_OPS[reduction], group=self._group(name, group, data))
+        with self._exchange("all_reduce", name, group, data, _REDUCTION_CODES[reduction], "reduction") as pg:
+            dist.all_reduce(tensor, op=_OPS[reduction], group=pg)
         if reduction == "avg":
             tensor.div_(len(group)) if tensor.is_floating_point() else tensor.floor_divide_(len(group))
         return to_numpy(tensor)
@@ -129,12 +126,18 @@ class ProcessGroupTransport:
     def all_gather(self, name: str, data: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
         tensor = from_numpy(np.array(data, copy=True))
         output = torch.empty(len(group) * tensor.numel(), dtype=tensor.dtype)
-        dist.all_gather_single(output, tensor, group=self._group(name, group, data))
+        with self._exchange("all_gather", name, group, data) as pg:
+            dist.all_gather_single(output, tensor, group=pg)
         return to_numpy(output)
 
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
         # composed from an all-reduce and this rank's block, so that every backend serves
-        whole = self.all_reduce(name, data, reduction, group)
+        tensor = from_numpy(np.array(data, copy=True))
+        with self._exchange("reduce_scatter", name, group, data, _REDUCTION_CODES[reduction], "reduction") as pg:
+            dist.all_reduce(tensor, op=_OPS[reduction], group=pg)
+        if reduction == "avg":
+            tensor.div_(len(group)) if tensor.is_floating_point() else tensor.floor_divide_(len(group))
+        whole = to_numpy(tensor)
         block = whole.size // len(group)
         position = group.index(self._rank)
         return whole[position * block : (position + 1) * block].copy()
@@ -148,17 +151,21 @@ class ProcessGroupTransport:
         output_splits: tuple[int, ...] = (),
     ) -> np.ndarray:
         tensor = from_numpy(np.array(data, copy=True))
-        if not (input_splits or output_splits):
-            output = torch.empty_like(tensor)
-            dist.all_to_all_single(output, tensor, group=self._group(name, group, data))
-            return to_numpy(output)
-        process_group = self._group(name, group, data, (input_splits, output_splits))
-        output = torch.empty(sum(output_splits), dtype=tensor.dtype)
-        dist.all_to_all_single(output, tensor, list(output_splits), list(input_splits), group=process_group)
+        n = len(group)
+        sent = input_splits or (data.size // n,) * n
+        received = output_splits or (data.size // n,) * n
+        with self._exchange("all_to_all", name, group, data, blocks=(sent, received)) as pg:
+            if not (input_splits or output_splits):
+                output = torch.empty_like(tensor)
+                dist.all_to_all_single(output, tensor, group=pg)
+            else:
+                output = torch.empty(sum(output_splits), dtype=tensor.dtype)
+                dist.all_to_all_single(output, tensor, list(output_splits), list(input_splits), group=pg)
         return to_numpy(output)
 
     def broadcast(self, name: str, data: np.ndarray, root: int, group: tuple[int, ...]) -> np.ndarray:
         tensor = from_numpy(np.array(data, copy=True))
         # a process group numbers its ranks in sorted order (new_group sorts them), as replica groups do
-        dist.broadcast(tensor, group_src=root, group=self._group(name, group, data))
+        with self._exchange("broadcast", name, group, data, root, "root") as pg:
+            dist.broadcast(tensor, group_src=root, group=pg)
         return to_numpy(tensor)

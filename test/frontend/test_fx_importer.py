@@ -384,6 +384,25 @@ def test_locations_name_the_source_line_and_module_path():
     assert re.search(r'torch.aten.tanh .* loc\("model.1"\(".*test_fx_importer.py":\d+:0\)\)', text), text
 
 
+def test_an_op_traced_inside_torch_is_located_at_the_users_line():
+    """Dynamo inlines torch's own Python functions (a functional collective, DTensor's redistribution): their frames
+    end the node's stack trace, but the op belongs to the user's line that called them."""
+    from pathlib import Path
+
+    from neuron_mlir.frontend.fx_importer import node_location
+
+    inside = Path(torch.__file__).parent / "distributed" / "_functional_collectives.py"
+    graph = torch.fx.Graph()
+    node = graph.placeholder("x")
+    node.meta["stack_trace"] = (
+        '  File "/home/user/train.py", line 12, in step\n    y = funcol.all_reduce(x, "sum", group)\n'
+        f'  File "{inside}", line 179, in all_reduce\n    tensor = torch.ops._c10d_functional.all_reduce(...)\n'
+    )
+    assert '"/home/user/train.py":12:0' in str(node_location(node))
+    node.meta["stack_trace"] = f'  File "{inside}", line 179, in all_reduce\n    tensor = ...\n'  # torch's alone
+    assert f'"{inside}":179:0' in str(node_location(node))
+
+
 def _stack_trace_node(graph, node, line=7):
     node.meta["stack_trace"] = f'  File "/home/user/model.py", line {line}, in forward\n    y = op(x)\n'
     node.meta["nn_module_stack"] = {"L__self___attn": ("L['self'].layers[0].attn", nn.Module)}

@@ -199,6 +199,42 @@ def test_the_cost_picks_the_faster_algorithm_and_the_slower_link():
     assert collectives.link_for((0, 32), TRN1).name == "efa"
 
 
+def test_an_uneven_all_to_all_is_priced_by_the_blocks_that_cross_the_link():
+    group, block = (0, 1, 2, 3), 2**20
+    a, per_block = 2000.0, block / 160.0  # trn2 NeuronLink: a step, and a block's time at a core's 160 B/ns
+    # equal counts are the even exchange, however written
+    even = collectives.uneven_all_to_all_cost([block] * 4, [block] * 4, group, TRN2)
+    expected = collectives.collective_cost("all_to_all", 4 * block, group, TRN2)
+    assert (even.algorithm, even.link) == (expected.algorithm, expected.link)
+    assert even.ns == pytest.approx(expected.ns)
+    # one peer gets ten blocks: every send posted at once, the outgoing side carries 12 blocks (the own one stays);
+    # the padded Bruck form would move 4 x 10 blocks per step
+    skewed = collectives.uneven_all_to_all_cost([block, 10 * block, block, block], [block] * 4, group, TRN2)
+    assert skewed.algorithm == "ring"
+    assert skewed.ns == pytest.approx(3 * a + 12 * per_block)
+    assert skewed.ns > collectives.collective_ns("all_to_all", 13 * block, group, TRN2)  # the even price, as before
+    # which block is the rank's own the counts do not say (ranks 0, 2 or 3 here): the highest price is taken, as
+    # rank 2, whose link then carries 11 blocks in
+    sent, received = [8 * block, block, block, block], [8 * block, 2 * block, block, block]
+    assert collectives.uneven_all_to_all_cost(sent, received, group, TRN2).ns == pytest.approx(3 * a + 11 * per_block)
+    # small blocks: the padded Bruck form's two steps beat the three of the direct one
+    small = collectives.uneven_all_to_all_cost([64, 256, 64, 64], [64] * 4, group, TRN2)
+    assert small.algorithm == "tree"
+    assert small.ns == pytest.approx(2 * (a + 4 * 256 / (2 * 160.0)))
+    # the cost model prices the instruction by its split counts (elements of 4 bytes)
+    from neuron_mlir.runtime import cost_model
+
+    b = ProgramBuilder("trn2")
+    counts = (block // 4, 10 * block // 4, block // 4, block // 4)
+    x, y = b.input("x", (sum(counts),), "f32"), b.output("y", (block,), "f32")
+    b.inst("all_to_all", Engine.COLLECTIVE, {"src": b.ap(x), "dst": b.ap(y)},
+           {"replica_groups": (group,), "input_splits": counts, "output_splits": (block // 16,) * 4})  # fmt: skip
+    program = b.build()
+    (instruction,) = [node for node in program.body if isinstance(node, Instruction)]
+    priced = cost_model.instruction_cost(instruction, program.buffers, TRN2)
+    assert priced == collectives.uneven_all_to_all_cost([4 * c for c in counts], [block / 4] * 4, group, TRN2).ns
+
+
 def test_a_broadcast_root_outside_its_group_is_refused():
     with pytest.raises(CollectiveError, match=r"broadcast: root 2 is no position in the group \[0, 1\]"):
         _raise_first(_on_ranks(2, lambda rank: collectives.run("broadcast", np.zeros(2, np.float32), (0, 1), root=2)))

@@ -591,6 +591,136 @@ def shared_cache(rank: int, world: int) -> None:
     _assert_close(got, step(x, w), torch.float32, f"rank {rank}'s compiled step")
 
 
+def example_training(rank: int, world: int) -> None:
+    """examples/train_distributed.py with --compile trains as one process does on the whole batch: FSDP2 with
+    each block compiled after sharding, and torch.compile of the DDP model; every node of the compiled graphs
+    in neuron programs."""
+    from pathlib import Path
+
+    import neuron_mlir
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    import train_distributed
+
+    for parallel, least_graphs in (("fsdp", 4), ("ddp", 2)):  # each block's forward and backward; the model's
+        torch._dynamo.reset()
+        before = neuron_mlir.stats()
+        args = train_distributed.arguments(["--parallel", parallel, "--compile", "--steps", "2"])
+        parameters = train_distributed.train(args)
+        after = neuron_mlir.stats()
+        for name, (mine, theirs) in parameters.items():
+            _assert_close(mine, theirs, torch.float32, f"{parallel} --compile: parameter {name}")
+        grown = {key: after[key] - before[key] for key in ("graphs_compiled", "nodes_fallen_back")}
+        assert grown["graphs_compiled"] >= least_graphs, (parallel, grown)
+        assert grown["nodes_fallen_back"] == 0, (parallel, grown)
+
+
+def _line_of(function: Any, text: str) -> int:
+    """The line of `function`'s source holding `text` (where a collective is called)."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(function)
+    (offset,) = [i for i, line in enumerate(lines) if text in line]
+    return first + offset
+
+
+def compiled_mismatch(rank: int, world: int) -> None:
+    """Ranks whose compiled graphs call different collectives, or pass different element counts: every rank raises
+    a CollectiveError naming the collective, what differs and the line of the graph's source that called it;
+    nothing is exchanged, so the group still serves the ranks' next collectives."""
+    import re
+
+    import torch.distributed._functional_collectives as funcol
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    group = dist.group.WORLD
+
+    def reduce(x: torch.Tensor) -> torch.Tensor:
+        return funcol.all_reduce(torch.tanh(x), "sum", group) * 2
+
+    def reduce_or_gather(x: torch.Tensor) -> torch.Tensor:
+        if rank == 0:
+            return funcol.all_reduce(torch.tanh(x), "sum", group) * 2
+        return funcol.all_gather_single(torch.tanh(x), 0, group)[: x.shape[0]] * 2
+
+    cases = (
+        (reduce, torch.ones(2 + rank, 3), r"all_reduce: rank \d passes \d+ elements, rank \d \d+", "all_reduce("),
+        (
+            reduce_or_gather,
+            torch.ones(2, 3),
+            r"(all_reduce|all_gather): rank \d calls (all_reduce|all_gather) where rank \d calls (all_gather|all_reduce)",
+            ("all_reduce(", "all_gather_single(")[rank],
+        ),
+    )
+    for function, x, diagnostic, call in cases:
+        torch._dynamo.reset()
+        compiled = torch.compile(function, backend="neuron-mlir", options={"strict": True})
+        try:
+            compiled(x)
+        except CollectiveError as error:
+            message = str(error)
+        else:
+            raise AssertionError(f"{function.__name__}: the ranks disagree but the collective ran")
+        assert re.search(diagnostic, message), message
+        assert f"ranks.py:{_line_of(function, call)}" in message, message  # the user's line of the collective
+    x = torch.full((2, 3), float(rank + 1))  # ranks that agree exchange as before
+    torch._dynamo.reset()
+    got = torch.compile(reduce, backend="neuron-mlir", options={"strict": True})(x)
+    _assert_close(got, reduce(x), torch.float32, "after the refused collectives")
+
+
+def dies_in_a_collective(rank: int, world: int) -> None:
+    """The last rank's process ends inside a compiled all_reduce: the ranks have compared what they call, and it
+    exits where gloo would send its bytes (status 0, so that torchrun lets the others finish). The others fail
+    within the group's timeout with a CollectiveError naming the collective and the user's line, instead of
+    hanging. Last in its launch: a rank is gone after it."""
+    import datetime
+    import time
+
+    import torch.distributed._functional_collectives as funcol
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    timeout = 5.0
+    group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return funcol.all_reduce(torch.tanh(x), "sum", group) * 2
+
+    compiled = torch.compile(step, backend="neuron-mlir", options={"strict": True})
+    x = torch.ones(2, 3)
+    _assert_close(compiled(x), step(x), torch.float32, "before the death")  # compiled, exchanged once
+    if rank == world - 1:
+
+        class Dying:
+            """gloo's process group of `group`, whose all_reduce ends the process instead."""
+
+            def __init__(self, gloo: Any) -> None:
+                self._gloo = gloo
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._gloo, name)
+
+            def allreduce(self, *args: Any) -> None:
+                os._exit(0)
+
+        backend = cast(Any, group)
+        backend._transport = Dying(backend._transport)
+        compiled(x)
+        raise AssertionError("the dying rank's collective completed")
+    started = time.monotonic()
+    try:
+        compiled(x)
+    except CollectiveError as error:
+        message, waited = str(error), time.monotonic() - started
+    else:
+        raise AssertionError("a collective with a dead peer completed")
+    assert "all_reduce" in message, message
+    assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
+    assert waited < timeout + 2, waited
+
+
 SCENARIOS = {
     "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
@@ -605,6 +735,9 @@ SCENARIOS = {
     "compiled_tensor_parallel": compiled_tensor_parallel,
     "compiled_data_parallel": compiled_data_parallel,
     "shared_cache": shared_cache,
+    "example_training": example_training,
+    "compiled_mismatch": compiled_mismatch,
+    "dies_in_a_collective": dies_in_a_collective,
 }
 BACKENDS = {"default_backend": None}
 # a launch takes 10-40 s on a loaded machine; the launching test waits a minute longer than a rank may live

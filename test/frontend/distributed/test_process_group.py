@@ -75,6 +75,14 @@ def test_fully_sharded_training_its_checkpoint_and_a_data_by_tensor_mesh(tmp_pat
     assert list(directory.glob("*.tmp")), "the dying rank left its half-written temporary file"
 
 
+def test_the_example_compiled_and_faults_of_compiled_collectives_between_processes():
+    """In one launch: examples/train_distributed.py --compile (FSDP2 blocks compiled after sharding, the DDP
+    model compiled) trains as one process does; ranks whose compiled graphs call mismatched collectives all raise
+    naming the collective and their line, then exchange again; and a rank whose process ends inside a compiled
+    all_reduce makes the other fail within the group's timeout, naming the collective (last: a rank is gone)."""
+    _torchrun("example_training,compiled_mismatch,dies_in_a_collective", eager="host")
+
+
 def _all_reduce(group, tensor, op=None):
     from torch._C._distributed_c10d import AllreduceOptions, ReduceOp
 
@@ -89,6 +97,14 @@ def _broadcast(group, tensor):
 
     group.broadcast([tensor], BroadcastOptions()).wait()
     return tensor
+
+
+def _all_to_all(group, input_splits, output_splits):
+    from torch._C._distributed_c10d import AllToAllOptions
+
+    output, input = torch.empty(sum(output_splits)), torch.ones(sum(input_splits))
+    group.all_to_all_single(output, input, output_splits, input_splits, AllToAllOptions()).wait()
+    return output
 
 
 @pytest.mark.parametrize(
@@ -108,8 +124,12 @@ def _broadcast(group, tensor):
             lambda group, rank: _all_reduce(group, torch.ones(3), (ReduceOp.SUM, ReduceOp.MAX)[rank]),
             r"all_reduce: rank \d's reduction is (SUM|MAX), rank \d's (MAX|SUM)",
         ),
+        (  # rank 0 sends 3 elements to rank 1, which expects 2
+            lambda group, rank: _all_to_all(group, ([1, 3], [2, 2])[rank], ([1, 2], [2, 2])[rank]),
+            r"all_to_all: rank 0 sends 3 elements to rank 1, which expects 2",
+        ),
     ],
-    ids=["element count", "dtype", "collective", "reduction"],
+    ids=["element count", "dtype", "collective", "reduction", "all_to_all splits"],
 )
 def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective_and_the_line(call, diagnostic):
     """gloo alone gives one rank a wrong result and the other a closed connection (or both wrong values, for a

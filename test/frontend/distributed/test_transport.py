@@ -149,3 +149,52 @@ def test_an_uneven_all_to_all_goes_through_the_process_group_and_counts_that_dis
     for outcome in _gloo_pair(lambda transport, rank: transport.all_to_all("a2a", data[rank], (0, 1), *wrong[rank])):
         assert isinstance(outcome, CollectiveError), outcome
         assert "a2a: rank 0 sends 3 elements to rank 1, which expects 2" in str(outcome)
+
+
+class _CountedGloo:
+    """A neuron group's gloo process group whose calls that move bytes are counted."""
+
+    def __init__(self, gloo, counts: list) -> None:
+        self._gloo, self._counts = gloo, counts
+
+    def __getattr__(self, name: str):
+        found = getattr(self._gloo, name)
+        if name.startswith("_allgather") or name in ("allreduce", "allgather", "broadcast", "alltoall_base"):
+
+            def counted(*args):
+                self._counts.append(name)
+                return found(*args)
+
+            return counted
+        return found
+
+
+def test_a_compiled_collective_over_a_neuron_group_is_compared_once():
+    """One all-gather of what the ranks pass, then the collective: the group does not compare the comparison's
+    all-gather or the collective again. Ranks calling different collectives are told so, on both ranks."""
+    import numpy as np
+
+    from neuron_mlir.frontend.distributed.transport import ProcessGroupTransport
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    def counted_all_reduce(group, rank: int):
+        counts: list = []
+        group._transport = _CountedGloo(group._transport, counts)
+        transport = ProcessGroupTransport(rank, {(0, 1): group})
+        result = transport.all_reduce("all_reduce", np.full(4, rank + 1.0, np.float32), "sum", (0, 1))
+        return result, counts
+
+    for result, counts in neuron_pair(counted_all_reduce):
+        np.testing.assert_array_equal(result, np.full(4, 3.0, np.float32))
+        assert counts == ["_allgather_base", "allreduce"], counts
+
+    def reduce_or_gather(transport, rank: int):
+        data = np.zeros(4, np.float32)
+        if rank == 0:
+            return transport.all_reduce("all_reduce (model.py:7)", data, "sum", (0, 1))
+        return transport.all_gather("all_gather (model.py:8)", data, (0, 1))
+
+    for rank, outcome in enumerate(_gloo_pair(reduce_or_gather)):
+        assert isinstance(outcome, CollectiveError), outcome
+        mine, theirs = ("all_reduce", "all_gather")[rank], ("all_gather", "all_reduce")[rank]
+        assert f"(model.py:{7 + rank}): rank {rank} calls {mine} where rank {1 - rank} calls {theirs}" in str(outcome)
