@@ -151,6 +151,25 @@ def angle(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x), x.to(dtype), negative) if x.is_floating_point() else negative
 
 
+def take(input: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`aten.take`: the elements of `input`, read as one row-major vector, at `index` (negative indices count from
+    the end), in `index`'s shape. Eager checks every index against the element count before reading; here the check
+    is a host-checked assertion (`torch._assert_async`: computed on the core with the gather, raised by the host
+    after the call), so an index out of range still fails the call with a message naming the op. An empty input
+    with indices raises as eager does, from the shapes alone."""
+    count = input.numel()
+    if count == 0 and index.numel() > 0:
+        raise IndexError("take: cannot do a non-empty take() from an empty tensor")
+    flat_index = index.reshape(-1)
+    torch._assert_async(
+        torch.all((flat_index >= -count) & (flat_index < count)),
+        f"take: an index out of range for a tensor of {count} elements",
+    )
+    # clamped so that the gather of a call the assertion fails stays in bounds: the message is then the error
+    wrapped = torch.where(flat_index < 0, flat_index + count, flat_index).clamp(0, max(count - 1, 0))
+    return input.reshape(-1).index_select(0, wrapped).reshape(index.shape)
+
+
 def _chunked_cross_entropy_terms(
     input: torch.Tensor,
     linear_weight: torch.Tensor,
@@ -256,6 +275,7 @@ def fused_kernel_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
         torch.ops.aten.angle.default: angle,
+        torch.ops.aten.take.default: take,
         torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         **_linear_cross_entropy_decompositions(),

@@ -17,6 +17,7 @@ import neuron_mlir
 from neuron_mlir.frontend.decompositions import (
     linear_cross_entropy_batch_chunked,
     linear_cross_entropy_batch_chunked_no_reduction,
+    take,
     transformer_encoder_layer_fwd,
 )
 
@@ -160,3 +161,16 @@ def test_chunked_linear_cross_entropy_trains_without_fallback() -> None:
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
     assert_close_to_torch(actual, expected)
+
+
+def test_take_compiles_without_fallback_and_refuses_indices_out_of_range() -> None:
+    x = torch.randn(3, 4)
+    index = torch.tensor([[0, -1, 5], [11, -12, 3]])
+    compiled = torch.compile(torch.take, backend="neuron-mlir")
+    assert torch.equal(compiled(x, index), torch.take(x, index))
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
+    with pytest.raises(RuntimeError, match="take: an index out of range for a tensor of 12 elements"):
+        compiled(x, index + 1)
+    with pytest.raises(IndexError, match="non-empty take"):
+        take(torch.empty(0), torch.tensor([0]))
