@@ -1,5 +1,6 @@
-"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute, and of ops
-it leaves alone that are simple arithmetic on real tensors (`angle`).
+"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute (and of
+PyTorch's custom ops of the same kind: the chunked linear cross-entropy), and of ops it leaves alone that are
+simple arithmetic or a gather on real tensors (`angle`, `take`).
 
 AOTAutograd applies them while it traces (`backend.decompositions()` adds them to its table), so a graph holding
 one of these kernels reaches the compiler as ordinary ATen ops that lower natively instead of one node that runs
