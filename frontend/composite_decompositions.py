@@ -26,6 +26,7 @@ The families:
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -378,8 +379,8 @@ def histogram_bin_ct(
         high = torch.full((), range[1], dtype=x.dtype, device=x.device)
     elif x.numel() > 0:
         low, high = torch.aminmax(x.reshape(-1))
-    else:
-        low, high = torch.zeros((), dtype=x.dtype, device=x.device), torch.zeros((), dtype=x.dtype, device=x.device)
+    else:  # no data: [0, 1], as eager
+        low, high = torch.zeros((), dtype=x.dtype, device=x.device), torch.ones((), dtype=x.dtype, device=x.device)
     degenerate = low == high
     low, high = torch.where(degenerate, low - 0.5, low), torch.where(degenerate, high + 0.5, high)
     edges = _edges_between(low, high, bins)
@@ -391,6 +392,94 @@ def histogram_bins_tensor(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`aten.histogram.bins_tensor`: the bins between the given (increasing) edges, and a copy of the edges."""
     return _histogram_counts(x, bins, weight, density), bins.clone()
+
+
+def _histogramdd_outer_edges(
+    x: torch.Tensor, dims: int, range: Sequence[float] | None
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(leftmost, rightmost) edge per dimension of the [N, dims] samples `x`: `range`'s pairs, else each column's
+    minimum and maximum ([0, 1] for no samples), widened by 0.5 on each side where they are equal, as ATen does."""
+    outer = []
+    for dim in builtins.range(dims):  # `range` is the op's argument here
+        if range is not None:
+            low = torch.full((), range[2 * dim], dtype=x.dtype, device=x.device)
+            high = torch.full((), range[2 * dim + 1], dtype=x.dtype, device=x.device)
+        elif x.shape[0] > 0:
+            low, high = torch.aminmax(x[:, dim])
+        else:  # no samples: [0, 1], as eager
+            low, high = torch.zeros((), dtype=x.dtype, device=x.device), torch.ones((), dtype=x.dtype, device=x.device)
+        degenerate = low == high
+        outer.append((torch.where(degenerate, low - 0.5, low), torch.where(degenerate, high + 0.5, high)))
+    return outer
+
+
+def _histogramdd_counts(
+    x: torch.Tensor, edges: Sequence[torch.Tensor], weight: torch.Tensor | None, density: bool
+) -> torch.Tensor:
+    """The D-dimensional histogram of the samples `x` ([..., D], one sample per row) over per-dimension `edges`:
+    a sample lands in the bin of each coordinate as `_histogram_counts` places it (the last bin closed), and only
+    when every coordinate is inside its edges; `density` divides by the total and each bin's volume."""
+    dims = len(edges)
+    samples = x.reshape(-1, dims)
+    shape = [edge.shape[0] - 1 for edge in edges]
+    inside = torch.ones(samples.shape[0], dtype=torch.bool, device=x.device)
+    flat_bin = torch.zeros(samples.shape[0], dtype=torch.int64, device=x.device)
+    for dim, edge in enumerate(edges):
+        column = samples[:, dim]
+        inside = inside & (column >= edge[0]) & (column <= edge[-1])
+        position = (edge[1:-1] <= column.unsqueeze(-1)).sum(-1)  # interior edges passed: the bin
+        flat_bin = flat_bin * shape[dim] + position
+    total = math.prod(shape)
+    hits = (flat_bin.unsqueeze(-1) == torch.arange(total, device=x.device)) & inside.unsqueeze(-1)
+    amounts = hits.to(x.dtype) if weight is None else hits * weight.reshape(-1, 1).to(x.dtype)
+    counts = amounts.sum(0).reshape(shape)
+    if density:
+        volume = torch.ones(shape, dtype=x.dtype, device=x.device)
+        for dim, edge in enumerate(edges):
+            view = [1] * dims
+            view[dim] = shape[dim]
+            volume = volume * (edge[1:] - edge[:-1]).reshape(view)
+        counts = counts / (counts.sum() * volume)
+    return counts
+
+
+def histogramdd_bin_edges(
+    x: torch.Tensor,
+    bins: Sequence[int],
+    *,
+    range: Sequence[float] | None = None,
+    weight: torch.Tensor | None = None,
+    density: bool = False,
+) -> list[torch.Tensor]:
+    """`aten._histogramdd_bin_edges`: per dimension of the samples ([..., D]), bins[d] + 1 evenly spaced edges
+    between its outer edges (`_histogramdd_outer_edges`), placed as ATen's linspace places them."""
+    samples = x.reshape(-1, len(bins))
+    outer = _histogramdd_outer_edges(samples, len(bins), range)
+    return [_edges_between(low, high, count) for (low, high), count in zip(outer, bins, strict=True)]
+
+
+def histogramdd_from_bin_cts(
+    x: torch.Tensor,
+    bins: Sequence[int],
+    *,
+    range: Sequence[float] | None = None,
+    weight: torch.Tensor | None = None,
+    density: bool = False,
+) -> torch.Tensor:
+    """`aten._histogramdd_from_bin_cts`: the histogram over `histogramdd_bin_edges`' edges."""
+    edges = histogramdd_bin_edges(x, bins, range=range)
+    return _histogramdd_counts(x, edges, weight, density)
+
+
+def histogramdd_from_bin_tensors(
+    x: torch.Tensor,
+    bins: Sequence[torch.Tensor],
+    *,
+    weight: torch.Tensor | None = None,
+    density: bool = False,
+) -> torch.Tensor:
+    """`aten._histogramdd_from_bin_tensors`: the histogram over the given (increasing) edges per dimension."""
+    return _histogramdd_counts(x, bins, weight, density)
 
 
 def nonzero_static(x: torch.Tensor, *, size: int, fill_value: int = -1) -> torch.Tensor:
@@ -700,6 +789,9 @@ def composite_decompositions() -> dict[object, object]:
         aten.segment_reduce.default: segment_reduce,
         aten.histogram.bin_ct: histogram_bin_ct,
         aten.histogram.bins_tensor: histogram_bins_tensor,
+        aten._histogramdd_bin_edges.default: histogramdd_bin_edges,
+        aten._histogramdd_from_bin_cts.default: histogramdd_from_bin_cts,
+        aten._histogramdd_from_bin_tensors.default: histogramdd_from_bin_tensors,
         aten.nonzero_static.default: nonzero_static,
         aten._upsample_bilinear2d_aa.default: upsample_bilinear2d_aa,
         aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,

@@ -1,5 +1,6 @@
-"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute, and of ops
-it leaves alone that are simple arithmetic on real tensors (`angle`).
+"""Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute (and of
+PyTorch's custom ops of the same kind: the chunked linear cross-entropy), and of ops it leaves alone that are
+simple arithmetic or a gather on real tensors (`angle`, `take`).
 
 AOTAutograd applies them while it traces (`backend.decompositions()` adds them to its table), so a graph holding
 one of these kernels reaches the compiler as ordinary ATen ops that lower natively instead of one node that runs
@@ -151,10 +152,151 @@ def angle(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x), x.to(dtype), negative) if x.is_floating_point() else negative
 
 
+def take(input: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`aten.take`: the elements of `input`, read as one row-major vector, at `index` (negative indices count from
+    the end), in `index`'s shape. Eager checks every index against the element count before reading; here the check
+    is a host-checked assertion (`torch._assert_async`: computed on the core with the gather, raised by the host
+    after the call), so an index out of range still fails the call with a message naming the op. An empty input
+    with indices raises as eager does, from the shapes alone."""
+    count = input.numel()
+    if count == 0 and index.numel() > 0:
+        raise IndexError("take: cannot do a non-empty take() from an empty tensor")
+    flat_index = index.reshape(-1)
+    torch._assert_async(
+        torch.all((flat_index >= -count) & (flat_index < count)),
+        f"take: an index out of range for a tensor of {count} elements",
+    )
+    # clamped so that the gather of a call the assertion fails stays in bounds: the message is then the error
+    wrapped = torch.where(flat_index < 0, flat_index + count, flat_index).clamp(0, max(count - 1, 0))
+    return input.reshape(-1).index_select(0, wrapped).reshape(index.shape)
+
+
+def _chunked_cross_entropy_terms(
+    input: torch.Tensor,
+    linear_weight: torch.Tensor,
+    target: torch.Tensor,
+    linear_bias: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    ignore_index: int,
+    acc_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logits shifted by their row maximum, each row's loss -log_softmax at its target, the row's class weight
+    (0 where the target is `ignore_index`), the gathered target) of the chunked linear cross-entropy, in
+    `acc_dtype`, as its accumulator computes them: a target equal to an `ignore_index` outside the classes is
+    read as class 0 (its weight is 0 anyway)."""
+    num_classes = linear_weight.shape[0]
+    logits = input.to(acc_dtype) @ linear_weight.to(acc_dtype).T
+    if linear_bias is not None:
+        logits = logits + linear_bias.to(acc_dtype)
+    shifted = logits - logits.amax(dim=1, keepdim=True)
+    ignored = target == ignore_index
+    gathered = torch.where(ignored, 0, target) if not 0 <= ignore_index < num_classes else target
+    target_logit = shifted.gather(1, gathered.unsqueeze(1)).squeeze(1)
+    row_loss = torch.log(torch.exp(shifted).sum(dim=1)) - target_logit
+    if weight is None:
+        row_weight = (~ignored).to(acc_dtype)
+    else:
+        row_weight = torch.where(ignored, 0.0, weight.to(acc_dtype).index_select(0, gathered))
+    return shifted, row_loss, row_weight, gathered
+
+
+def linear_cross_entropy_batch_chunked(
+    input: torch.Tensor,
+    linear_weight: torch.Tensor,
+    target: torch.Tensor,
+    linear_bias: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    reduction: str,
+    ignore_index: int,
+    label_smoothing: float,
+    batch_chunk_size: int,
+    acc_policy: str,
+    acc_dtype: torch.dtype,
+    allow_retain_graph: bool,
+    compute_input_grad: bool,
+    compute_linear_weight_grad: bool,
+    compute_linear_bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`torch_nn._linear_cross_entropy_batch_chunked`, the "mean"/"sum" form of `F.linear_cross_entropy` with
+    chunking options: (loss, grad_input, grad_linear_weight, grad_linear_bias), the gradients computed with the
+    loss (the op's backward scales them by the upstream gradient), each an empty tensor unless asked for.
+
+    The batch chunks only bound the eager kernel's memory; the whole batch at once computes the same sums.
+    logits z = x W^T + b, loss = sum_n c_n (log sum_j exp z_nj - z_n,t_n) with c_n the target's class weight
+    (0 for `ignore_index`), over sum_n c_n for "mean" (NaN when that is 0); dL/dz_n = c_n (softmax(z_n) -
+    onehot(t_n)) with the same normalisation, so grad_input = dz W, grad_linear_weight = dz^T x, grad_linear_bias
+    = sum_n dz_n. Label smoothing, which the op refuses, keeps it whole (ATen's error)."""
+    if label_smoothing > 0.0 or reduction not in ("mean", "sum"):
+        return NotImplemented
+    dtype = input.dtype
+    shifted, row_loss, row_weight, gathered = _chunked_cross_entropy_terms(
+        input, linear_weight, target, linear_bias, weight, ignore_index, acc_dtype
+    )
+    if reduction == "mean":
+        total = row_weight.sum()
+        row_weight = row_weight / torch.where(total == 0.0, math.nan, total)
+    loss = (row_weight * row_loss).sum().to(dtype)
+    empty_matrix = input.new_empty((0, 0))
+    grad_input, grad_linear_weight = empty_matrix, empty_matrix.to(linear_weight.device)
+    grad_linear_bias = input.new_empty((0,))
+    if compute_input_grad or compute_linear_weight_grad or compute_linear_bias_grad:
+        num_classes = linear_weight.shape[0]
+        probabilities = torch.exp(shifted) / torch.exp(shifted).sum(dim=1, keepdim=True)
+        onehot = (torch.arange(num_classes, device=target.device) == gathered.unsqueeze(1)).to(shifted.dtype)
+        grad_logits = row_weight.unsqueeze(1) * (probabilities - onehot)
+        if compute_input_grad:
+            grad_input = (grad_logits @ linear_weight.to(shifted.dtype)).to(dtype)
+        if compute_linear_weight_grad:
+            grad_linear_weight = (grad_logits.T @ input.to(shifted.dtype)).to(dtype)
+        if compute_linear_bias_grad:
+            grad_linear_bias = grad_logits.sum(dim=0).to(dtype)
+    return loss, grad_input, grad_linear_weight, grad_linear_bias
+
+
+def linear_cross_entropy_batch_chunked_no_reduction(
+    input: torch.Tensor,
+    linear_weight: torch.Tensor,
+    target: torch.Tensor,
+    linear_bias: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    ignore_index: int,
+    batch_chunk_size: int,
+    acc_policy: str,
+    acc_dtype: torch.dtype,
+) -> torch.Tensor:
+    """`torch_nn._linear_cross_entropy_batch_chunked_no_reduction`, the "none" form: each row's loss times its
+    target's class weight (0 for `ignore_index`), in the input's dtype (its backward recomputes the gradients)."""
+    _, row_loss, row_weight, _ = _chunked_cross_entropy_terms(
+        input, linear_weight, target, linear_bias, weight, ignore_index, acc_dtype
+    )
+    return (row_weight * row_loss).to(input.dtype)
+
+
 def fused_kernel_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
         torch.ops.aten.angle.default: angle,
+        torch.ops.aten.take.default: take,
         torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
+        **_linear_cross_entropy_decompositions(),
     }
+
+
+def _linear_cross_entropy_decompositions() -> dict[object, object]:
+    """The chunked linear cross-entropy ops, where this PyTorch defines them (their module registers them when
+    imported, which `F.linear_cross_entropy` does only at its first call)."""
+    try:
+        import torch.nn.modules.linear_cross_entropy
+    except ImportError:
+        return {}
+    namespace = getattr(torch.ops, "torch_nn", None)
+    table: dict[object, object] = {}
+    for name, rule in (
+        ("_linear_cross_entropy_batch_chunked", linear_cross_entropy_batch_chunked),
+        ("_linear_cross_entropy_batch_chunked_no_reduction", linear_cross_entropy_batch_chunked_no_reduction),
+    ):
+        packet = getattr(namespace, name, None) if namespace is not None else None
+        if packet is not None:
+            table[packet.default] = rule
+    return table

@@ -16,7 +16,11 @@ bits (there the error from the exact value is of eager's size); subnormal argume
 where eager's scaled and unscaled forms disagree with each other; Chebyshev polynomials of degree above 8 within
 about 1e-5 of x = -1 (eager's angle acos(x) ~ pi keeps fp32's absolute rounding, a relative error of 1e-4 in
 sin(acos(x)); ours is within float64's value by the golden rule) or of degree in the thousands on (-1, 0) (n ulps of
-that angle), and at NaN x from degree 2 on, where eager returns an uninitialised value and we return NaN.
+that angle), and at NaN x from degree 2 on, where eager returns an uninitialised value and we return NaN (also
+Laguerre and Legendre); Hermite, Laguerre and Legendre polynomials next to a root from degree ~13 on and within a
+factor ~100 of fp32's overflow (see their section: eager's loop fuses multiply and subtract); Laguerre and
+Legendre degrees above 64 in a tensor, which fail the call with a message (a Python-number degree above 64 keeps
+ATen's kernel).
 
 The approximations are the published ones eager itself uses where that keeps the match exact in edge cases:
 Cephes (S. Moshier, Cephes Math Library, files named per function) for the Bessel functions, ndtri, zeta and
@@ -953,6 +957,160 @@ def _chebyshev_decomposition(kind: str, shifted: bool) -> Callable[[Tensor | flo
     return decomposition
 
 
+# ---- Hermite, Laguerre and Legendre polynomials ------------------------------------------------------------------
+
+# Eager evaluates each of these by its three-term recurrence in fp32 (A&S 22.7.10-13; with k the degree reached):
+#   Hermite H     H_(k+1) = 2x H_k - 2k H_(k-1)                        H_0 = 1, H_1 = 2x
+#   Hermite He    He_(k+1) = x He_k - k He_(k-1)                       He_0 = 1, He_1 = x
+#   Laguerre      L_(k+1) = ((2k + 1 - x) L_k - k L_(k-1)) / (k + 1)   L_0 = 1, L_1 = 1 - x
+#   Legendre      P_(k+1) = ((2k + 1) x P_k - k P_(k-1)) / (k + 1)     P_0 = 1, P_1 = x
+# running n - 1 steps for an element of degree n, a count the data decides. Here the recurrence is unrolled to a
+# fixed number of steps, each step's value picked where the degree equals it, with eager's operations in eager's
+# order (so the values are eager's, not merely close to them).
+#
+# Eager's loop is compiled with each step's multiply and subtract fused into one rounding; ours rounds the product
+# first. Where the polynomial is well conditioned the two agree to a few ulps; next to a root, where the
+# recurrence cancels digits, both lose digits in proportion (ours within fp32 tolerance of the float64
+# polynomial, relative to the degree's largest magnitude over x, or as close to it as eager); and within a
+# factor ~100 of fp32's largest value, the two overflow at different steps, so one may give +-inf or NaN where the
+# other still has a finite value.
+#
+# Hermite: eager returns NaN above degree 128, and its recurrence is NaN for every x well before that: once a
+# value overflows to +-inf, the next is inf too and the one after is inf - inf (at x = 0 already 0 x inf). The
+# orthonormal values He_k / sqrt(k!) (resp. H_k / sqrt(2^k k!)) stay of order one at one of every two
+# consecutive degrees (A&S 22.14.17 bounds them above; the recurrence keeps them from falling together), so
+# the unnormalised ones pass fp32's largest value once sqrt(k!) does, at k ~ 57. Eager's last degree with any
+# value other than NaN, on a dense sample of x (every 1.5e-5 of [-15, 15], 10^6 normal draws, and both signs of
+# 1e-40 ... 10 by 10^5 decades), is 52 for H and 60 for He; the recurrence here runs to those degrees and gives
+# NaN above them.
+_HERMITE_H_LAST_FINITE_DEGREE = 52
+_HERMITE_HE_LAST_FINITE_DEGREE = 60
+# Laguerre and Legendre stay finite at any degree inside their intervals of orthogonality (|P_n(x)| <= 1 on
+# [-1, 1], |L_n(x)| <= e^(x/2) for x >= 0: A&S 22.14.7, 22.14.12), so no degree is NaN everywhere. A graph
+# computes them to this degree; a larger degree in a tensor fails the call with a message naming the function
+# (checked on the core, raised by the host), and a larger Python-number degree leaves the op to the CPU.
+ORTHOGONAL_POLYNOMIAL_MAX_DEGREE = 64
+
+
+def _unrolled_recurrence(
+    x: Tensor,
+    degree: Tensor,
+    first: Tensor,
+    step: Callable[[float, Tensor, Tensor], Tensor],
+    last: int,
+) -> Tensor:
+    """The value of degree `degree` (fp32, truncated; negative handled by the caller) for degrees 0 ... `last`:
+    1, `first` and then `step(k, P_(k-1), P_k)` = P_(k+1); larger degrees keep degree 1's value (callers replace
+    them)."""
+    previous = torch.ones_like(x)
+    current = first
+    value = torch.where(degree == 0.0, previous, current)
+    for k in range(1, last):
+        previous, current = current, step(float(k), previous, current)
+        value = torch.where(degree == float(k + 1), current, value)
+    return value
+
+
+def _hermite_h_step(x: Tensor) -> Callable[[float, Tensor, Tensor], Tensor]:
+    twice = x + x
+    return lambda k, previous, current: twice * current - (k + k) * previous
+
+
+def _hermite_he_step(x: Tensor) -> Callable[[float, Tensor, Tensor], Tensor]:
+    return lambda k, previous, current: x * current - k * previous
+
+
+def _laguerre_step(x: Tensor) -> Callable[[float, Tensor, Tensor], Tensor]:
+    one_minus_x = 1.0 - x
+    return lambda k, previous, current: ((k + k + one_minus_x) * current - k * previous) / (k + 1.0)
+
+
+def _legendre_step(x: Tensor) -> Callable[[float, Tensor, Tensor], Tensor]:
+    return lambda k, previous, current: ((k + k + 1.0) * x * current - k * previous) / (k + 1.0)
+
+
+class _Orthogonal:
+    """One family: its degree-1 polynomial, its step, the largest degree the unrolled recurrence reaches and
+    whether eager's values above it are NaN (Hermite) rather than unreached (Laguerre, Legendre)."""
+
+    def __init__(
+        self,
+        first: Callable[[Tensor], Tensor],
+        step: Callable[[Tensor], Callable[[float, Tensor, Tensor], Tensor]],
+        last: int,
+        nan_above: bool,
+    ) -> None:
+        self.first = first
+        self.step = step
+        self.last = last
+        self.nan_above = nan_above
+
+
+ORTHOGONAL_POLYNOMIALS = {
+    "hermite_polynomial_h": _Orthogonal(lambda x: x + x, _hermite_h_step, _HERMITE_H_LAST_FINITE_DEGREE, True),
+    "hermite_polynomial_he": _Orthogonal(lambda x: x, _hermite_he_step, _HERMITE_HE_LAST_FINITE_DEGREE, True),
+    "laguerre_polynomial_l": _Orthogonal(lambda x: 1.0 - x, _laguerre_step, ORTHOGONAL_POLYNOMIAL_MAX_DEGREE, False),
+    "legendre_polynomial_p": _Orthogonal(lambda x: x, _legendre_step, ORTHOGONAL_POLYNOMIAL_MAX_DEGREE, False),
+}
+
+
+def _orthogonal_polynomial(name: str, x: Tensor, n: Tensor | int) -> Tensor:
+    """`name`'s polynomial at fp32 x of degree n (a tensor of any dtype, or a Python integer the recurrence is
+    unrolled for exactly), as eager computes it, with eager's special cases: 0 at negative degrees (and at NaN
+    or infinite ones, which eager's int64 conversion makes negative), Laguerre 1 at x = +-0, Legendre +-1 at
+    x = +-1 (-1 only for odd degree at x = -1). A tensor degree above the reach of a family without a NaN
+    horizon fails the call (`torch._assert_async`: computed on the core, raised by the host)."""
+    family = ORTHOGONAL_POLYNOMIALS[name]
+    if isinstance(n, int):
+        last = max(1, min(n, family.last))
+        degree = torch.full_like(x, float(n))
+        negative_degree = torch.full_like(x, n < 0, dtype=torch.bool)
+        parity = torch.full_like(x, float(n % 2))
+    else:
+        degree, negative_degree, parity = _degree(n)
+        x, degree, negative_degree, parity = torch.broadcast_tensors(x, degree, negative_degree, parity)  # type: ignore[no-untyped-call]  # unannotated in torch
+        last = family.last
+        if not family.nan_above:
+            torch._assert_async(
+                torch.all(negative_degree | (degree <= float(last))),
+                f"special.{name}: a degree above {last}, the largest its compiled recurrence reaches; run it "
+                f'on the CPU instead (the backend option cpu_ops=["special_{name}"])',
+            )
+    value = _unrolled_recurrence(x, degree, family.first(x), family.step(x), last)
+    if family.nan_above:
+        value = torch.where(degree > float(family.last), NAN, value)
+    if name == "laguerre_polynomial_l":
+        value = torch.where(x == 0.0, 1.0, value)
+    elif name == "legendre_polynomial_p":
+        at_minus_one = 1.0 - 2.0 * parity
+        value = torch.where(x == 1.0, 1.0, torch.where(x == -1.0, at_minus_one, value))
+    return torch.where(negative_degree, 0.0, value)
+
+
+def _orthogonal_decomposition(name: str) -> Callable[[Tensor | float, Tensor | float], Tensor]:
+    """`aten.special_<name>` and its Python-number overloads; a Python-number degree above the reach of Laguerre's
+    or Legendre's recurrence returns NotImplemented (ATen's kernel runs it)."""
+    family = ORTHOGONAL_POLYNOMIALS[name]
+
+    def decomposition(x: Tensor | float, n: Tensor | float) -> Tensor:
+        dtype = _result_dtype(x, n)
+        if dtype is None:
+            return NotImplemented
+        like = x if isinstance(x, Tensor) else n
+        assert isinstance(like, Tensor)
+        x32 = x.to(torch.float32) if isinstance(x, Tensor) else torch.full_like(like, float(x), dtype=torch.float32)
+        if isinstance(n, Tensor):
+            return _orthogonal_polynomial(name, x32, n).to(dtype)
+        # eager converts the number as it does a tensor's elements: NaN, infinities and |n| >= 2^63 are negative
+        degree = int(n) if math.isfinite(n) and abs(n) < _INT64_LIMIT else -1
+        if degree > family.last and not family.nan_above:
+            return NotImplemented
+        return _orthogonal_polynomial(name, x32, degree).to(dtype)
+
+    decomposition.__name__ = name
+    return decomposition
+
+
 # ---- the table ---------------------------------------------------------------------------------------------------
 
 lgamma = _unary(_lgamma)
@@ -1011,6 +1169,11 @@ def special_function_decompositions() -> dict[object, object]:
             )
             for prefix in ("", "shifted_")
             for kind in _CHEBYSHEV
+            for overload in ("default", "x_scalar", "n_scalar")
+        },
+        **{
+            getattr(getattr(aten, f"special_{name}"), overload): _orthogonal_decomposition(name)
+            for name in ORTHOGONAL_POLYNOMIALS
             for overload in ("default", "x_scalar", "n_scalar")
         },
     }

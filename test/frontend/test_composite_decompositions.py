@@ -190,10 +190,38 @@ def test_histogram_and_nonzero_static_match_eager() -> None:
     assert_close_to_torch(cd.histogram_bins_tensor(x, edges), tuple(torch.histogram(x, edges)), "given edges")
     one_value = torch.tensor(3.0)  # a range of one value widens by 0.5 each way
     assert_close_to_torch(cd.histogram_bin_ct(one_value, 2), tuple(torch.histogram(one_value, 2)), "one value")
+    no_value = torch.zeros(0)  # no data: [0, 1]
+    assert_close_to_torch(cd.histogram_bin_ct(no_value, 2), tuple(torch.histogram(no_value, 2)), "no value")
     mask = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, -3.0]])
     for size, fill in ((0, -1), (2, -1), (5, 7)):
         expected = torch.nonzero_static(mask, size=size, fill_value=fill)
         assert_close_to_torch(cd.nonzero_static(mask, size=size, fill_value=fill), expected, f"size {size}")
+
+
+def test_histogramdd_matches_eager() -> None:
+    samples, weight = _random(40, 3), torch.rand(40)
+    samples[3, 1] = samples[7, 1]  # a tie
+    box = [-1.0, 1.0, -2.0, 2.0, 0.0, 5.0]
+    cases: list[tuple[list[int], list[float] | None, torch.Tensor | None, bool]] = [
+        ([2, 3, 4], None, None, False),
+        ([3, 2, 2], box, weight, False),
+        ([1, 2, 1], None, weight, True),
+    ]
+    for bins, box_range, weights, density in cases:
+        what = f"bins {bins}, range {box_range}, weighted {weights is not None}, density {density}"
+        expected = torch.histogramdd(samples, bins, range=box_range, weight=weights, density=density)
+        edges = cd.histogramdd_bin_edges(samples, bins, range=box_range)
+        assert_close_to_torch(edges, list(expected.bin_edges), f"edges, {what}")
+        counts = cd.histogramdd_from_bin_cts(samples, bins, range=box_range, weight=weights, density=density)
+        assert_close_to_torch(counts, expected.hist, what)
+        given = torch.histogramdd(samples, list(expected.bin_edges), weight=weights, density=density)
+        counts = cd.histogramdd_from_bin_tensors(samples, expected.bin_edges, weight=weights, density=density)
+        assert_close_to_torch(counts, given.hist, f"given edges, {what}")
+    empty = torch.zeros(0, 2)  # no samples: each dimension's edges span [0, 1]
+    expected_empty = torch.histogramdd(empty, [2, 2])
+    assert_close_to_torch(cd.histogramdd_bin_edges(empty, [2, 2]), list(expected_empty.bin_edges), "no samples")
+    one_value = torch.ones(3, 1)  # a range of one value widens by 0.5 each way
+    assert_close_to_torch(cd.histogramdd_from_bin_cts(one_value, [2]), torch.histogramdd(one_value, [2]).hist)
 
 
 @pytest.mark.usefixtures("fresh_compiler")
@@ -201,6 +229,8 @@ def test_decomposed_segments_histograms_and_nonzero_compile_without_fallback() -
     def counts(x: torch.Tensor, weight: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (
             *torch.histogram(x, 4, weight=weight, density=True),
+            torch.histogramdd(x.reshape(6, 2), [2, 3], weight=weight[:6]).hist,
+            *torch.histogramdd(x.reshape(6, 2), [2, 3], weight=weight[:6]).bin_edges,
             torch.nonzero_static(x > 0.5, size=6),
             torch._segment_reduce(x, "mean", lengths=lengths, initial=1.0),
         )

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import pytest
 import torch
+import torch.nn.functional as F
+import torch.nn.modules.linear_cross_entropy  # registers the chunked ops in torch.ops.torch_nn
 from support import assert_close_to_torch
 from support.compiled import check_compiled
 from torch import nn
 
-from neuron_mlir.frontend.decompositions import transformer_encoder_layer_fwd
+import neuron_mlir
+from neuron_mlir.frontend.decompositions import (
+    linear_cross_entropy_batch_chunked,
+    linear_cross_entropy_batch_chunked_no_reduction,
+    take,
+    transformer_encoder_layer_fwd,
+)
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
@@ -97,3 +108,69 @@ def test_angle_of_real_values_compiles_without_fallback() -> None:
     floats = torch.tensor([-1.5, 0.0, -0.0, 2.0, float("nan"), float("-inf"), float("inf")])
     integers = torch.tensor([-3, 0, 4], dtype=torch.int64)
     check_compiled(lambda x, i: (torch.angle(x), torch.angle(i)), floats, integers)
+
+
+# Chunked linear cross-entropy (`F.linear_cross_entropy` with options): its two custom ops, against their kernels
+LINEAR_CROSS_ENTROPY_OPTIONS = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=3, allow_retain_graph=True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignore_index", [-100, 2, 9], ids=["none_ignored", "in_range", "out_of_range"])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("with_weight", [False, True], ids=["unweighted", "weighted"])
+def test_chunked_linear_cross_entropy_decompositions_match_the_kernels(
+    reduction: str, ignore_index: int, with_bias: bool, with_weight: bool
+) -> None:
+    generator = torch.Generator().manual_seed(0)
+    x, linear_weight = torch.randn(8, 5, generator=generator), torch.randn(6, 5, generator=generator)
+    bias = torch.randn(6, generator=generator) if with_bias else None
+    weight = torch.rand(6, generator=generator) if with_weight else None
+    target = torch.tensor([0, 2, 5, 2, 1, 3, 4, 2])
+    ops = torch.ops.torch_nn
+    if reduction == "none":
+        arguments = (x, linear_weight, target, bias, weight, ignore_index, 3, "fp32", torch.float32)
+        expected = ops._linear_cross_entropy_batch_chunked_no_reduction(*arguments)
+        assert_close_to_torch(linear_cross_entropy_batch_chunked_no_reduction(*arguments), expected)
+        return
+    flags = (True, True, True, with_bias)
+    arguments = (x, linear_weight, target, bias, weight, reduction, ignore_index, 0.0, 3, "fp32", torch.float32, *flags)
+    expected = ops._linear_cross_entropy_batch_chunked(*arguments)
+    assert_close_to_torch(list(linear_cross_entropy_batch_chunked(*arguments)), list(expected))
+
+
+def test_chunked_linear_cross_entropy_trains_without_fallback() -> None:
+    generator = torch.Generator().manual_seed(0)
+    x, linear_weight = torch.randn(8, 5, generator=generator), torch.randn(6, 5, generator=generator)
+    bias = torch.randn(6, generator=generator)
+    target = torch.tensor([0, 2, 5, 2, 1, 3, 4, 2])
+
+    def loss(x: torch.Tensor, linear_weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        options = LINEAR_CROSS_ENTROPY_OPTIONS
+        mean = F.linear_cross_entropy(x, linear_weight, target, linear_bias=bias, ignore_index=2, options=options)
+        rows = F.linear_cross_entropy(x, linear_weight, target, reduction="none", options=options)
+        return mean + (rows * torch.arange(8.0)).sum()
+
+    def gradients(function: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
+        leaves = [tensor.clone().requires_grad_() for tensor in (x, linear_weight, bias)]
+        value = function(*leaves)
+        value.backward()
+        return [value.detach(), *(cast(torch.Tensor, leaf.grad) for leaf in leaves)]
+
+    expected = gradients(loss)
+    actual = gradients(torch.compile(loss, backend="neuron-mlir"))
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
+    assert_close_to_torch(actual, expected)
+
+
+def test_take_compiles_without_fallback_and_refuses_indices_out_of_range() -> None:
+    x = torch.randn(3, 4)
+    index = torch.tensor([[0, -1, 5], [11, -12, 3]])
+    compiled = torch.compile(torch.take, backend="neuron-mlir")
+    assert torch.equal(compiled(x, index), torch.take(x, index))
+    stats = neuron_mlir.stats()
+    assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
+    with pytest.raises(RuntimeError, match="take: an index out of range for a tensor of 12 elements"):
+        compiled(x, index + 1)
+    with pytest.raises(IndexError, match="non-empty take"):
+        take(torch.empty(0), torch.tensor([0]))

@@ -19,7 +19,7 @@ from support.compiled import run_compiled
 import neuron_mlir
 from neuron_mlir.frontend import special_functions as special
 from neuron_mlir.frontend.tensors import to_numpy
-from neuron_mlir.ir.semantics.compare import pointwise_mismatch
+from neuron_mlir.ir.semantics.compare import GOLDEN_FACTOR, GOLDEN_FLOOR_ULPS, pointwise_mismatch, tolerance
 
 SPECIAL_VALUES = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, 2.0, 3.0, 0.5, 8.0, 5.0, 2.0])
 
@@ -183,6 +183,111 @@ def test_chebyshev_polynomials_match_eager(kind: str, shifted: bool) -> None:
         assert_close_to_golden(ours_near, eager_near, eager(x[golden].double(), n[golden].double()))
 
 
+# Hermite, Laguerre and Legendre polynomials: x densely over [-12, 12] (the ends of Legendre's interval and their
+# fp32 neighbours, Laguerre's zero of both signs, the overflow of large |x|, infinities, NaN) and every degree up
+# to past the recurrence's reach (Hermite's NaN horizon, Laguerre's and Legendre's largest degree)
+ORTHOGONAL_X = torch.cat(
+    [
+        torch.linspace(-12.0, 12.0, 601),
+        torch.tensor([1.0, -1.0, 0.0, -0.0, 1.0 + 2**-23, -1.0 - 2**-23, 1.0 - 2**-24, -1.0 + 2**-24]),
+        torch.tensor([30.0, -30.0, 1e20, -1e20, math.inf, -math.inf, math.nan]),
+    ]
+)
+ORTHOGONAL_TOP_DEGREE = 70
+ORTHOGONAL_N = torch.cat(
+    [torch.arange(-2.0, ORTHOGONAL_TOP_DEGREE + 1.0), torch.tensor([0.5, 8.9, -0.5, 1e19, math.nan, math.inf])]
+)
+
+
+def _degree_rows_mismatch(ours: torch.Tensor, eager: torch.Tensor, golden: torch.Tensor, n: torch.Tensor) -> str | None:
+    """None when, for each degree, ours is within fp32 tolerance of the float64 polynomial or as close to it as
+    eager (within `GOLDEN_FACTOR` and `GOLDEN_FLOOR_ULPS`), errors relative to the degree's largest magnitude over
+    x (the measure of `golden_mismatch`, one degree at a time: next to a root the recurrence's cancellation leaves
+    eager's own values few correct digits)."""
+    if not torch.isfinite(ours[torch.isfinite(golden)]).all():
+        return "non-finite values where the float64 polynomial is finite"
+    finite = torch.isfinite(golden)
+    rows = n[finite].long()
+    width = int(rows.max()) + 1 if rows.numel() else 1
+
+    def row_max(values: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(width, dtype=torch.float64).scatter_reduce(0, rows, values[finite], "amax")
+
+    scale = row_max(golden.abs()).clamp(min=1.0)
+    ours_error = row_max((ours.double() - golden).abs()) / scale
+    eager_error = row_max((eager.double() - golden).abs()) / scale
+    rtol, _ = tolerance("float32")
+    allowed = torch.clamp(GOLDEN_FACTOR * eager_error + GOLDEN_FLOOR_ULPS * torch.finfo(torch.float32).eps, min=rtol)
+    if (ours_error <= allowed).all():
+        return None
+    degree = int(torch.argmax(ours_error - allowed))
+    return f"degree {degree}: error {float(ours_error[degree]):.3g} of its largest magnitude, allowed {float(allowed[degree]):.3g}"
+
+
+# Up to this degree the recurrence cancels too little for rounding to show: eager's values within fp32 tolerance
+ORTHOGONAL_WELL_CONDITIONED_DEGREE = 12
+
+
+@pytest.mark.parametrize("name", sorted(special.ORTHOGONAL_POLYNOMIALS))
+def test_orthogonal_polynomials_match_eager(name: str) -> None:
+    """Eager's fp32 values up to degree 12 (and everywhere at the special cases); above, where the recurrence
+    cancels digits next to the roots, within fp32 tolerance of the float64 polynomial or as close as eager
+    (`_degree_rows_mismatch`)."""
+    x, n = (grid.reshape(-1) for grid in torch.meshgrid(ORTHOGONAL_X, ORTHOGONAL_N, indexing="ij"))
+    reach = special.ORTHOGONAL_POLYNOMIALS[name].last
+    if name.startswith(("laguerre", "legendre")):
+        x, n = x[~(n > reach)], n[~(n > reach)]  # above the reach a tensor degree fails the call (below)
+    eager = getattr(torch.special, name)
+    table = special.special_function_decompositions()
+    ours = cast(Callable[..., torch.Tensor], table[getattr(torch.ops.aten, f"special_{name}").default])
+    # Left out: values within a factor 1e2 of fp32's largest, where eager's loop (its multiply and subtract fused
+    # into one rounding) and ours (rounding the product first) overflow at different steps, so that one gives
+    # +-inf or NaN where the other still has a finite value; and, for Laguerre and Legendre, NaN x from degree 2
+    # on, where eager's loop stops before its first step and returns an uninitialised value
+    golden = eager(x.double(), n.double())
+    trusted = ~(golden.abs() > 3e36)
+    if name.startswith(("laguerre", "legendre")):
+        trusted &= ~(torch.isnan(x) & (n >= 2.0))
+    x, n, golden = x[trusted], n[trusted], golden[trusted]
+    for degree in (n, n.nan_to_num().clamp(-5, ORTHOGONAL_TOP_DEGREE).long()):
+        got, want = ours(x, degree), eager(x, degree)
+        # where eager's own recurrence overflowed (a finite float64 value), ours overflows too
+        assert not torch.isfinite(got[~torch.isfinite(want)]).any(), f"{name}: finite where eager overflowed"
+        high = (n > ORTHOGONAL_WELL_CONDITIONED_DEGREE) & (n <= ORTHOGONAL_TOP_DEGREE)
+        exact = ~high | ~torch.isfinite(want) | ~torch.isfinite(golden)
+        problem = pointwise_mismatch(to_numpy(got[exact]), to_numpy(want[exact]))
+        assert problem is None, f"{name}, {degree.dtype} n: {problem}"
+    problem = _degree_rows_mismatch(ours(x, n)[~exact], eager(x, n)[~exact], golden[~exact], n[~exact])
+    assert problem is None, f"{name}: {problem}"
+    scalar = cast(Callable[..., torch.Tensor], table[getattr(torch.ops.aten, f"special_{name}").n_scalar])
+    values = ORTHOGONAL_X[~torch.isnan(ORTHOGONAL_X) & (ORTHOGONAL_X.abs() < 20.0)]
+    for degree_number in (-1, 0, 1, 2, 7, 8.9):
+        problem = pointwise_mismatch(to_numpy(scalar(values, degree_number)), to_numpy(eager(values, degree_number)))
+        assert problem is None, f"{name}, n = {degree_number}: {problem}"
+    high = scalar(values, reach), eager(values, reach), eager(values.double(), float(reach))
+    kept = high[2].abs() <= 3e36
+    reached = torch.full_like(values[kept], float(reach))
+    problem = _degree_rows_mismatch(high[0][kept], high[1][kept], high[2][kept], reached)
+    assert problem is None, f"{name}, n = {reach}: {problem}"
+
+
+def test_hermite_polynomials_are_nan_above_their_horizon() -> None:
+    # eager's values past the horizon are NaN at every fp32 x (its recurrence has overflowed): a dense sample
+    x = torch.cat([torch.linspace(-20.0, 20.0, 400001), torch.logspace(-38, 1, 4000), -torch.logspace(-38, 1, 4000)])
+    for name in ("hermite_polynomial_h", "hermite_polynomial_he"):
+        beyond = float(special.ORTHOGONAL_POLYNOMIALS[name].last + 1)
+        assert torch.isnan(getattr(torch.special, name)(x, torch.tensor(beyond))).all(), name
+
+
+def test_a_python_number_degree_beyond_the_reach_keeps_aten_kernel() -> None:
+    table = special.special_function_decompositions()
+    reach = special.ORTHOGONAL_POLYNOMIALS["legendre_polynomial_p"].last
+    legendre = cast(Callable[..., object], table[torch.ops.aten.special_legendre_polynomial_p.n_scalar])
+    assert legendre(torch.zeros(3), reach + 1) is NotImplemented
+    hermite = cast(Callable[..., torch.Tensor], table[torch.ops.aten.special_hermite_polynomial_h.n_scalar])
+    assert torch.isnan(hermite(torch.zeros(3), 100)).all()
+
+
 # ---- through the backend -----------------------------------------------------------------------------------------
 
 
@@ -231,6 +336,28 @@ def test_compiled_chebyshev_polynomial_runs_natively() -> None:
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
     problem = pointwise_mismatch(to_numpy(actual), to_numpy(torch.special.chebyshev_polynomial_v(x, n)))
     assert problem is None, problem
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_legendre_polynomial_runs_natively_and_refuses_degrees_beyond_its_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the recurrence's reach lowered to 6 for a small graph (64 steps take most of a minute to compile); the
+    # coverage sweep's op_db entries compile the full reach of all four families
+    monkeypatch.setattr(special.ORTHOGONAL_POLYNOMIALS["legendre_polynomial_p"], "last", 6)
+    x, n = torch.meshgrid(
+        torch.tensor([-3.0, -1.0, -0.6, 0.0, 0.3, 1.0, 2.5, math.nan]),
+        torch.tensor([-1.0, 0.0, 1.0, 2.0, 5.0, 6.7, 1e19, math.nan]),
+        indexing="ij",
+    )
+    compiled = torch.compile(torch.special.legendre_polynomial_p, backend="neuron-mlir")
+    actual = compiled(x, n)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    trusted = ~(torch.isnan(x) & (n >= 2.0))  # eager's uninitialised value
+    expected = torch.special.legendre_polynomial_p(x, n)
+    assert pointwise_mismatch(to_numpy(actual[trusted]), to_numpy(expected[trusted])) is None
+    with pytest.raises(RuntimeError, match=r"legendre_polynomial_p: a degree above 6, .* cpu_ops"):
+        compiled(x, n + 1.0)
 
 
 @pytest.mark.usefixtures("fresh_compiler")
