@@ -24,12 +24,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When several block rows read the same B, or one block row has several blocks, or B has K contiguous (a Linear
-  layer's weight), and all of it fits `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or
-  transposed) once per batch, after the first block row's panel, and the blocks read windows of it instead of
-  loading chunks. For one block row B is read once either way, but chunks loaded per block reuse their buffers:
-  the next block's loads wait for this block's matmuls, and with a K loop in the block (no unrolled block loop)
-  TensorE waits for them at every block. For a K-contiguous B
+* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), and all of it fits
+  `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
+  first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
   rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
@@ -212,17 +209,15 @@ def choose_blocking(
     # Several block rows read the same B: when all of it fits its share of SBUF, it is loaded (and transposed)
     # once instead of once per block row; the blocks then only read it, in one K loop each. A B to transpose is
     # kept whole for a single block row too: loaded as whole rows rather than a PSUM bank's worth of K at a time.
-    # So is a B of several blocks: all its loads are issued at the start, none waits for a buffer to free up.
     k_tiles = k_full + (1 if k % k_tile else 0)
     fits = k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
-    n_subs = max(1, min(accumulators // m_subs, n_tiles))
-    several_blocks = n > n_subs * n_tile
-    resident = (m > m_subs * m_tile or rhs_transposed or several_blocks) and hoisted and fits
+    resident = (m > m_subs * m_tile or rhs_transposed) and hoisted and fits
     # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls. They
     # keep to the share a fusion leaves: with A read from HBM, a second panel in the room the larger budget gives
     # was measured slower (a panel's long load ahead of the moving chunks; 8192-long K in bf16 on trn1).
     shared = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
     paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= shared
+    n_subs = max(1, min(accumulators // m_subs, n_tiles))
     if resident:
         chunk_tiles = max(1, panel_tiles)
         if panel_tiles * min(n, n_subs * n_tile) * itemsize <= 2 * MOVING_CHUNK_BYTES:

@@ -107,14 +107,3 @@ def test_a_panel_read_from_hbm_takes_what_the_moving_operand_leaves() -> None:
     assert choose_blocking(4096, 8192, 8192, 2, False, False, limits, lhs_from_hbm=True) == choose_blocking(
         4096, 8192, 8192, 2, False, False, limits
     )
-
-
-def test_b_of_several_blocks_in_one_block_row_is_loaded_once_up_front() -> None:
-    # GPT-2's c_attn: 512 rows (one block row), K = 768, N = 2304 (five blocks): B fits its SBUF share, so all
-    # its loads are issued at the start instead of per block into buffers the previous block still reads
-    limits = _limits(TARGETS["trn2"].psum_banks)
-    assert choose_blocking(512, 768, 2304, 2, True, False, limits).resident
-    # one block of N: nothing to load ahead of another block
-    assert not choose_blocking(512, 768, 512, 2, True, False, limits).resident
-    # a B too large for its share keeps its chunks
-    assert not choose_blocking(512, 768, 65536, 2, True, False, limits).resident
