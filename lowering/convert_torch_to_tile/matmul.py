@@ -52,9 +52,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects import scf
+from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import IndexType, f32
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
@@ -85,7 +85,9 @@ Epilogue = Callable[[LoopNestBuilder, SSAValue, list[Index], TileType], SSAValue
 BLOCK_BANK_SHARE = 2
 # Share of SBUF (per partition) the stationary panel of an output block may take: the transposed A^T slices and
 # the rows they are transposed from. The rest holds the moving chunks (several in flight), the evacuated
-# outputs and whatever the epilogue loads.
+# outputs, whatever the epilogue loads, and, when A is computed on chip, what its computation keeps beside the
+# panel: tile-fuse-matmul-prologues computes a layer norm's rows in fp32 where the panel's rows load, and
+# tile-fuse-matmul-chains a Linear layer's panel and its W1 tiles.
 STATIONARY_SBUF_SHARE = 3 / 8
 # Bytes per partition of one moving-chunk DMA. A DMA pays ~2 us of fixed latency (runtime/hardware.py), so each
 # should carry enough TensorE work (~7 us at this size in bf16) for the next ones to arrive under it.
@@ -99,6 +101,9 @@ MIN_CHUNKS = 4
 # Moving chunks a block loads at once at most (`chunks_in_flight`): each holds `MOVING_CHUNK_BYTES` of every
 # partition, beside the stationary panel.
 MAX_CHUNKS_IN_FLIGHT = 4
+# Evacuated blocks an output block's stores may keep in SBUF at once (this block's and the next one's): with the
+# moving operand, what a panel of A read from HBM leaves room for (`stationary_budget`).
+EVACUATED_BLOCKS = 2
 
 
 def matmul_limits(em: LoopNestBuilder) -> tuple[int, int, int]:
@@ -145,19 +150,48 @@ class Blocking:
     chunks_in_flight: int = 2  # moving chunks loaded together, then computed in turn (`chunks_in_flight`)
 
 
+def stationary_budget(k: int, n: int, itemsize: int, lhs_from_hbm: bool, limits: Limits) -> int:
+    """Bytes per partition the stationary panel of a block row may take (with the rows it is transposed from).
+
+    `STATIONARY_SBUF_SHARE` of SBUF when A may be computed on chip: tile-fuse-matmul-prologues and
+    tile-fuse-matmul-chains run after the blocking is chosen and keep their own rows, parameters and weight tiles
+    beside the panel. When A is read from HBM (one of the function's arguments: both fusions only replace rows of
+    an allocation of the function), nothing else shares the block row's SBUF, and the panel takes what the moving
+    operand (the chunks in flight, or all of B when it fits to be kept resident) and the evacuated blocks leave:
+    at K = 8192 in bf16 that is a block row of 512 rows instead of 256, and B read half as often."""
+    default = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
+    if not lhs_from_hbm:
+        return default
+    k_tile = limits.matmul[0]
+    k_tiles = -(-k // k_tile)
+    moving = MAX_CHUNKS_IN_FLIGHT * MOVING_CHUNK_BYTES
+    if k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE:
+        moving = max(moving, k_tiles * n * itemsize)
+    evacuated = EVACUATED_BLOCKS * (limits.psum_banks // BLOCK_BANK_SHARE) * limits.psum_bank_bytes
+    return max(default, limits.sbuf_bytes - moving - evacuated)
+
+
 def choose_blocking(
-    m: int, k: int, n: int, itemsize: int, lhs_transposed: bool, rhs_transposed: bool, limits: Limits
+    m: int,
+    k: int,
+    n: int,
+    itemsize: int,
+    lhs_transposed: bool,
+    rhs_transposed: bool,
+    limits: Limits,
+    lhs_from_hbm: bool = False,
 ) -> Blocking:
     """The blocking of an [M, K] @ [K, N] matmul from its shape, element size and the target's limits.
 
     `*_transposed`: whether that operand has K contiguous, so its K-on-partition tiles come from TensorE
     transposes of row-wise loads (the stationary rows then take SBUF as well, the moving transposes PSUM).
+    `lhs_from_hbm`: A's rows can only be loaded, never computed on chip by a fusion (`stationary_budget`).
     """
     k_tile, m_tile, n_tile = limits.matmul
     m_tiles = max(1, -(-m // m_tile))
     n_tiles = max(1, -(-n // n_tile))
     k_full = k // k_tile
-    budget = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
+    budget = stationary_budget(k, n, itemsize, lhs_from_hbm, limits)
     per_tile = m_tile * itemsize * (2 if lhs_transposed else 1)  # bytes per partition per K tile and m sub-tile
     block_accumulators = limits.psum_banks // BLOCK_BANK_SHARE
     accumulators = block_accumulators
@@ -178,8 +212,11 @@ def choose_blocking(
     k_tiles = k_full + (1 if k % k_tile else 0)
     fits = k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
     resident = (m > m_subs * m_tile or rhs_transposed) and hoisted and fits
-    # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls.
-    paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= budget
+    # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls. They
+    # keep to the share a fusion leaves: with A read from HBM, a second panel in the room the larger budget gives
+    # was measured slower (a panel's long load ahead of the moving chunks; 8192-long K in bf16 on trn1).
+    shared = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
+    paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= shared
     n_subs = max(1, min(accumulators // m_subs, n_tiles))
     if resident:
         chunk_tiles = max(1, panel_tiles)
@@ -204,13 +241,23 @@ def choose_blocking(
         chunk_tiles = max(1, -(-panel_tiles // 2))
     in_flight = 2
     if not rhs_transposed and limits.target is not None:
-        in_flight = chunks_in_flight(chunk_tiles, min(m, m_subs * m_tile), block_n, itemsize, k // k_tile, limits)
-    return Blocking(
-        k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, False, paired, in_flight
-    )
+        room = None
+        if lhs_from_hbm:  # what the panel leaves beside the evacuated blocks (`stationary_budget`)
+            panel_bytes = (2 if paired else 1) * m_subs * (k_full + 1 if hoisted else panel_tiles) * per_tile
+            room = limits.sbuf_bytes - panel_bytes - EVACUATED_BLOCKS * accumulators * limits.psum_bank_bytes
+        in_flight = chunks_in_flight(chunk_tiles, min(m, m_subs * m_tile), block_n, itemsize, k // k_tile, limits, room)
+    return Blocking(k_tile, m_tile, n_tile, m_subs, n_subs, panel_tiles, chunk_tiles, hoisted, False, paired, in_flight)
 
 
-def chunks_in_flight(chunk_tiles: int, block_m: int, block_n: int, itemsize: int, k_tiles: int, limits: Limits) -> int:
+def chunks_in_flight(
+    chunk_tiles: int,
+    block_m: int,
+    block_n: int,
+    itemsize: int,
+    k_tiles: int,
+    limits: Limits,
+    room: int | None = None,
+) -> int:
     """How many moving chunks a block loads together before computing them in turn (2 to
     `MAX_CHUNKS_IN_FLIGHT`). A chunk's buffer is free again once its matmuls are done, so the next load into it
     has the compute of the other chunks in flight to arrive under: with the DMA's fixed latency
@@ -218,7 +265,8 @@ def chunks_in_flight(chunk_tiles: int, block_m: int, block_n: int, itemsize: int
     size) can take longer to load than its matmuls take, and two in flight leave TensorE waiting each time.
     Times from the cost model's rules: the transfer at the DMA engines' aggregate rate and the efficiency of its
     runs, a matmul `max(columns, matmul_min_cycles)` TensorE cycles (`matmul_fp32_factor` times that for fp32).
-    The count divides the block's chunks where one up to the most does (no chunk left to load alone)."""
+    The count divides the block's chunks where one up to the most does (no chunk left to load alone). `room`:
+    the bytes per partition the chunks may take."""
     from neuron_mlir.runtime.cost_model import dma_efficiency
     from neuron_mlir.runtime.hardware import Engine
 
@@ -234,10 +282,16 @@ def chunks_in_flight(chunk_tiles: int, block_m: int, block_n: int, itemsize: int
     needed = 2
     while needed < MAX_CHUNKS_IN_FLIGHT and load_ns > (needed - 1) * compute_ns:
         needed += 1
-    if needed == 2 or needed * MOVING_CHUNK_BYTES > limits.sbuf_bytes * (1 - STATIONARY_SBUF_SHARE) / 2:
+    if room is None:  # half of what the panel's share leaves: the rest may be a fused prologue's
+        room = int(limits.sbuf_bytes * (1 - STATIONARY_SBUF_SHARE) / 2)
+    if needed == 2 or needed * MOVING_CHUNK_BYTES > room:
         return 2
     chunks = k_tiles // chunk_tiles
-    dividing = [count for count in range(needed, MAX_CHUNKS_IN_FLIGHT + 1) if chunks % count == 0]
+    dividing = [
+        count
+        for count in range(needed, MAX_CHUNKS_IN_FLIGHT + 1)
+        if chunks % count == 0 and count * MOVING_CHUNK_BYTES <= room
+    ]
     return dividing[0] if dividing else needed
 
 
@@ -264,7 +318,7 @@ def emit_matmul(
     rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, rank - 2, rank - 1)
     lhs_type, rhs_type = operand_load_type(em, lhs), operand_load_type(em, rhs)
     itemsize = max(_itemsize(lhs_type), _itemsize(rhs_type))
-    blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
+    blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em), _argument(lhs))
     kernel = _Kernel(
         lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k, lhs_type, rhs_type
     )
@@ -281,6 +335,13 @@ def emit_matmul(
 
     batches(em, batch_shape, [])
     return out
+
+
+def _argument(value: SSAValue) -> bool:
+    """Whether `value` is (a view of) one of the function's arguments: its rows can only come from HBM."""
+    while isinstance(value.owner, tile.ViewOp):
+        value = value.owner.source
+    return isinstance(value, BlockArgument) and isinstance(value.block.parent_op(), func.FuncOp)
 
 
 def operand_load_type(em: LoopNestBuilder, operand: SSAValue) -> Attribute:

@@ -27,3 +27,15 @@ def test_chunks_loaded_in_groups_of_four_give_the_product() -> None:
     lhs_t = torch.randn(k, m, generator=generator).to(torch.bfloat16)
     rhs = torch.randn(k, n, generator=generator).to(torch.bfloat16)
     check_compiled(lambda a_t, b: a_t.t() @ b, lhs_t, rhs)
+
+
+def test_a_row_major_argument_in_full_block_rows_gives_the_product() -> None:
+    # trn1, K = 8192 in bf16: A, a function argument, is transposed into a panel of 512 rows
+    # (`stationary_budget`); the same product with A computed by a layer norm first keeps the panel to the
+    # share a fused prologue leaves, and both compile and match
+    k, m, n = 8192, 512, 256
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=generator).to(torch.bfloat16)
+    b = (torch.randn(k, n, generator=generator) / k**0.5).to(torch.bfloat16)
+    check_compiled(lambda a, b: a @ b, a, b, options={"target": "trn1"})
+    check_compiled(lambda a, b: torch.nn.functional.layer_norm(a, (k,)) @ b, a, b, options={"target": "trn1"})

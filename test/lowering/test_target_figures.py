@@ -78,3 +78,32 @@ def test_moving_chunks_in_flight_cover_the_dma_latency() -> None:
     assert blocking_on(dataclasses.replace(target, dma_fixed_latency_ns=0.0)) == 2
     # no target, no timing: pairs
     assert blocking_on(None) == 2
+
+
+def test_a_panel_read_from_hbm_takes_what_the_moving_operand_leaves() -> None:
+    # trn1, bf16 [4096, 8192] @ [8192, 8192] with A row-major: its panel and the rows it is transposed from
+    # take 2 x 65 K tiles x 256 bytes per 128 rows. A fusion may compute A's rows beside the panel, so an A
+    # the function computes keeps the panel to its share (256-row block rows at this K); an A that is one of
+    # the function's arguments has nothing beside it but the moving chunks and the evacuated blocks: 512 rows.
+    target = TARGETS["trn1"]
+    limits = Limits(
+        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
+        target.sbuf_bytes_per_partition,
+        target.psum_bank_bytes,
+        target.psum_banks,
+        target,
+    )
+    computed = choose_blocking(4096, 8192, 8192, 2, True, False, limits)
+    loaded = choose_blocking(4096, 8192, 8192, 2, True, False, limits, lhs_from_hbm=True)
+    assert (computed.m_subs, loaded.m_subs) == (2, 4)
+    assert computed.hoisted
+    assert loaded.hoisted
+    # the panel, the chunks in flight and two blocks of evacuated fp32 tiles fit SBUF together
+    panel = loaded.m_subs * (8192 // 128 + 1) * 2 * 128 * 2
+    moving = loaded.chunks_in_flight * loaded.chunk_tiles * loaded.n_subs * loaded.n_tile * 2
+    evacuated = 2 * loaded.m_subs * loaded.n_subs * target.psum_bank_bytes
+    assert panel + moving + evacuated <= target.sbuf_bytes_per_partition
+    # the blocking of an A^T given (no rows beside the panel) does not change: it already fits
+    assert choose_blocking(4096, 8192, 8192, 2, False, False, limits, lhs_from_hbm=True) == choose_blocking(
+        4096, 8192, 8192, 2, False, False, limits
+    )

@@ -12,19 +12,25 @@ import neuron_mlir
 from support import assert_close_to_torch
 
 
-def run_compiled(fn: Callable[..., Any], *inputs: Any) -> Any:
-    """`fn(*inputs)` through `torch.compile(fn, backend="neuron-mlir")`, on fresh clones of the inputs."""
+def run_compiled(fn: Callable[..., Any], *inputs: Any, options: dict[str, Any] | None = None) -> Any:
+    """`fn(*inputs)` through `torch.compile(fn, backend="neuron-mlir", options=options)`, on fresh clones of the
+    inputs."""
     torch._dynamo.reset()
     neuron_mlir.reset()
-    compiled = torch.compile(fn, backend="neuron-mlir")
+    compiled = torch.compile(fn, backend="neuron-mlir", options=options)
     return compiled(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
 
 
-def check_compiled(fn: Callable[..., Any], *inputs: Any, skip: Callable[[int], bool] | None = None) -> Any:
-    """Every result of the compiled `fn` equals eager's within the tolerance of its dtype (`skip(i)` leaves out
-    result i), and no node ran on the CPU. Returns the compiled results."""
+def check_compiled(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    skip: Callable[[int], bool] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """Every result of the compiled `fn` (compiled with `options`) equals eager's within the tolerance of its
+    dtype (`skip(i)` leaves out result i), and no node ran on the CPU. Returns the compiled results."""
     expected = fn(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-    actual = run_compiled(fn, *inputs)
+    actual = run_compiled(fn, *inputs, options=options)
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, f"fell back to the CPU: {stats['fallback_ops']}"
     assert stats["graphs_compiled"] >= 1
