@@ -88,10 +88,16 @@ MAX_QUERY_TILES = 8
 # Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
 # scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
 TILES_PER_STAGE = 8
-# Query tiles per trip over the heads: one stage (the 12 causal heads of 512 queries, bf16, take 59.9 us at trips
-# of 8 query tiles in one stage, 63.1 us in two stages of 4, 74.3 us at trips of 16 tiles, 75.8 us at trips of 12
-# in one stage, with the trips unrolled).
-TILES_PER_TRIP = 8
+# Scores per trip over the heads, in 128-query rows of keys (query tiles times the keys each sees, over the trip's
+# heads): the 12 causal heads of 512 queries, bf16, take 59.9 us at trips of two heads (2560 columns: one stage of
+# 8 query tiles), 63.1 us in two stages of 4, 74.3 us at trips of four heads (5120), 75.8 us at three heads in one
+# stage, with the trips unrolled; ViT-B/16's 24 heads of 197 queries and keys (394 columns each) take 715.3 us at
+# trips of four heads (its training step), 711.1 us at trips of eight (3152 columns) and 707.9 us at twelve (4728),
+# but any limit above 3840 gives the causal heads of 512 queries trips of three.
+TRIP_SCORE_COLUMNS = 3200
+# And at most this many query tiles per trip, whose heads' rows, transposes and gradients all stay in SBUF until the
+# trip stores: short sequences have few scores per head, and a trip of hundreds of them would not fit.
+MAX_TRIP_TILES = 16
 # Trips over the heads are emitted one after another, without a loop, up to this many: each trip then has buffers
 # of its own, so its loads start while the trips before it compute, where a loop's double buffering makes each
 # trip's loads wait until the trip two before has released its buffers (the 12 causal heads of 512 queries, bf16:
@@ -312,9 +318,10 @@ class _AttentionBackward:
                     by_shape[shape] = _Attention.future_to_bias(em, em.insert(positions).result)
                 self.biases[i] = by_shape[shape]
 
-        # Key/value heads whose query heads have few query tiles share a loop trip (up to TILES_PER_TRIP query tiles),
-        # their query tiles emitted stage by stage together.
-        group = max(1, TILES_PER_TRIP // (_tiles(self.length) * self.groups))
+        # Key/value heads whose query heads have few scores share a loop trip (up to TRIP_SCORE_COLUMNS), their query
+        # tiles emitted stage by stage together.
+        columns = self.groups * sum(self.extent(i) for i in range(_tiles(self.length)))
+        group = max(1, min(TRIP_SCORE_COLUMNS // columns, MAX_TRIP_TILES // (self.groups * _tiles(self.length))))
 
         def heads(e: LoopNestBuilder, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:

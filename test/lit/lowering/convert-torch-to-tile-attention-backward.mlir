@@ -5,9 +5,9 @@
 // recomputed from the log-sum-exp, and the gradients leave in one store each. Values are checked end to end in
 // test/e2e/test_attention.py.
 
-func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf16>, %k: tensor<1x8x256x64xbf16>, %v: tensor<1x8x256x64xbf16>, %o: tensor<1x8x256x64xbf16>, %lse: tensor<1x8x256xf32>) -> (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>) {
-  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256xf32>) -> (tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>)
-  func.return %dq, %dk, %dv : tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>, tensor<1x8x256x64xbf16>
+func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64xbf16>, %k: tensor<1x16x256x64xbf16>, %v: tensor<1x16x256x64xbf16>, %o: tensor<1x16x256x64xbf16>, %lse: tensor<1x16x256xf32>) -> (tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>) {
+  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = true} : (tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256xf32>) -> (tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>)
+  func.return %dq, %dk, %dv : tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>, tensor<1x16x256x64xbf16>
 }
 // The causal bias is built before the loop over the heads, once: both query tiles straddle the diagonal, and it
 // covers their diagonal blocks only (key minus query position, [128, 128] for each).
@@ -17,16 +17,17 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:  tile.binary_scalar
 // CHECK-NEXT:  %[[BIAS:.*]] = tile.binary_scalar %{{.*}} {op = "multiply", scalar = -1.000000e+30 : f64} : (!tile.tile<128x128xbf16, sbuf>)
 // CHECK-NOT:   tile.iota
-// Four heads of two query tiles each share a trip (TILES_PER_TRIP: heads 4 t to 4 t + 3), and the two trips follow
-// each other without a loop (UNROLLED_TRIPS), so that each has buffers of its own.
+// Eight heads of two query tiles each share a trip (TRIP_SCORE_COLUMNS: 384 columns of scores per head, heads 8 t
+// to 8 t + 7), and the two trips follow each other without a loop (UNROLLED_TRIPS), so that each has buffers of its
+// own.
 // CHECK-NOT:   scf.for
 // Six loads per head. K, Q, dO and O load their rows in order, all of each in one. V, only read transposed, loads
 // runs of two consecutive rows per partition (a row of 64 bf16 alone is a 128-byte run), and its transposes go back
 // in place, every other column, as they leave PSUM. Transposes leave PSUM through an exact multiply by 1, which
 // neuron-balance-engines places (a plain insert's copy would keep its destination's engine). The log-sum-exp loads
 // as rows of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
-// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x8x2x128x64xbf16, #mem<hbm>>
-// CHECK:       %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>>
+// CHECK:       %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e+00 : f64} : (!tile.tile<64x128xbf16, psum>) -> !tile.tile<64x128xbf16, sbuf>
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.extract %[[V0]][%c1, %c0]
@@ -35,10 +36,10 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
 // CHECK-COUNT-3: tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-NEXT:  tile.view
-// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x8x1x2x128xf32, strided<[2048, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
+// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x1x2x128xf32, strided<[4096, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
 // CHECK-NEXT:  tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
 // CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// The stage's query tiles (both tiles of the four heads 4 t to 4 t + 3): tile 0 over its 128 keys with the causal
+// The first stage's query tiles (both tiles of the heads 8 t to 8 t + 3): tile 0 over its 128 keys with the causal
 // bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
 // another, both exponentials writing one [128, 256] tile of probabilities.
 // CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
@@ -60,13 +61,27 @@ func.func @causal_backward(%g: tensor<1x8x256x64xbf16>, %q: tensor<1x8x256x64xbf
 // and its product with P is bf16 too.
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
-// No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all four heads' rows together,
-// into tensors stored [B, L, H, E] (as the forward's output), so that a row of the four heads is one contiguous run
+// No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all eight heads' rows together,
+// into tensors stored [B, L, H, E] (as the forward's output), so that a row of the eight heads is one contiguous run
 // and merging the heads afterwards is a view.
-// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x4x64xbf16, sbuf>, memref<1x8x2x128x64xbf16, strided<[131072, 64, 65536, 512, 1]>, #mem<hbm>>
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>, memref<1x16x2x128x64xbf16, strided<[262144, 64, 131072, 1024, 1]>, #mem<hbm>>
 // CHECK-NOT:     tile.store
-// The second trip: heads 4 to 7.
-// CHECK:         tile.load %{{.*}}[%c0, %c4, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c4, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
+// The second trip: heads 8 to 15.
+// CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
+// CHECK-NOT:     tile.store
+// CHECK:       func.return
+
+// Short heads have few scores each (16 queries of 16 keys): a trip takes as many heads as its scores allow
+// (TRIP_SCORE_COLUMNS) but at most 16 query tiles (MAX_TRIP_TILES), whose rows all stay in SBUF until it stores:
+// heads 0 to 15, then the remaining 8.
+func.func @short_heads_backward(%g: tensor<1x24x16x32xbf16>, %q: tensor<1x24x16x32xbf16>, %k: tensor<1x24x16x32xbf16>, %v: tensor<1x24x16x32xbf16>, %o: tensor<1x24x16x32xbf16>, %lse: tensor<1x24x16xf32>) -> (tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>) {
+  %dq, %dk, %dv = torch.aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %o, %lse, none {dropout_p = 0.000000e+00 : f64, is_causal = false} : (tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16xf32>) -> (tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>)
+  func.return %dq, %dk, %dv : tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>, tensor<1x24x16x32xbf16>
+}
+// CHECK-LABEL: func.func @short_heads_backward
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0] {dims = array<i64: 2, 1, 3>} : !tile.tile<16x16x32xbf16, sbuf>
+// CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c16, %c0, %c0] {dims = array<i64: 2, 1, 3>} : !tile.tile<16x8x32xbf16, sbuf>
 // CHECK-NOT:     tile.store
 // CHECK:       func.return
