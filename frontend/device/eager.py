@@ -83,6 +83,10 @@ class _Program:
     # indices among the op's declared returns of the results it leaves out (None), which the program does not
     # compute: a backward op's `output_mask` entries that are False. The mask is an argument of the signature.
     absent_returns: frozenset[int] = frozenset()
+    # per output of the traced graph (the written tensors', then the fresh results'), the program output it is and
+    # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
+    # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
+    layouts: list[tuple[int, tuple[int, ...], np.dtype] | None] | None = None
 
 
 @dataclass
@@ -461,13 +465,21 @@ def _run_program(
 ) -> Any:
     if program.written_positions:
         _check_overlap(program, flat)
-    outputs = _simulate(program, flat)
+    written = [flat[p] for p in program.written_positions]
+    fresh_tensors: dict[int, torch.Tensor] = {}
+    into: list[np.ndarray | None] = []
+    if program.layouts is not None:
+        into = _destinations(program, flat, written, fresh_tensors)
+    outputs = _simulate(program, flat, into)
+    if program.runs_arrays and program.layouts is None:
+        program.layouts = _layouts(program, outputs)
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
     sources.record(_facts(op).name, simulated_ns)
-    written = [flat[p] for p in program.written_positions]
-    for tensor, value in zip(written, outputs, strict=False):
+    for index, (tensor, value) in enumerate(zip(written, outputs, strict=False)):
+        if index in fresh_tensors:
+            continue  # written in place by the simulator
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
             if tensor.numel() != 0:
                 warnings.warn(
@@ -480,13 +492,15 @@ def _run_program(
                 )
             storage.resize(tensor, value.shape)
         _write(tensor, value)
-    fresh = iter(outputs[len(written) :])
+    fresh = iter(range(len(written), len(outputs)))
     results: list[torch.Tensor | None] = []
     for index, source in enumerate(_facts(op).returned_arguments):
         if index in program.absent_returns:
             results.append(None)
         elif source is None:
-            results.append(storage.from_array(next(fresh)))
+            position = next(fresh)
+            tensor = fresh_tensors.get(position)
+            results.append(storage.from_array(outputs[position]) if tensor is None else tensor)
         else:
             name, position = source
             results.append(kwargs[name] if name in kwargs else args[position])
@@ -540,14 +554,58 @@ def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_begin < b_end and b_begin < a_end
 
 
-def _simulate(program: _Program, flat: list[Any]) -> list[np.ndarray]:
+def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tuple[int, ...], np.dtype] | None]:
+    """`_Program.layouts` from a run's outputs (those of the traced graph)."""
+    indices = program.compiled.signature.outputs
+    uses = Counter(indices)
+    return [
+        (index, tuple(value.shape), value.dtype)
+        if index is not None and uses[index] == 1 and isinstance(value, np.ndarray)
+        else None
+        for index, value in zip(indices, outputs, strict=True)
+    ]
+
+
+def _destinations(
+    program: _Program, flat: list[Any], written: list[torch.Tensor], tensors: dict[int, torch.Tensor]
+) -> list[np.ndarray | None]:
+    """Per program output, the device memory the simulator is to write it to (None: an array of its own): a
+    written tensor's own bytes when it is contiguous, of the result's shape and dtype, and shares its storage with
+    no other operand (whose value a later output might read from it); new device memory for a fresh result.
+    `tensors` receives, per output of the traced graph so served, the device tensor it is."""
+    assert program.layouts is not None
+    into: list[np.ndarray | None] = [None] * len(program.compiled.program.outputs)
+    shared: Counter[int] | None = None
+    for position, layout in enumerate(program.layouts):
+        if layout is None:
+            continue
+        index, shape, dtype = layout
+        if position < len(written):
+            tensor = written[position]
+            if tensor.shape != shape:
+                continue
+            if shared is None:
+                shared = Counter(
+                    flat[p].untyped_storage().data_ptr() for p in program.tensor_positions if not flat[p].is_cpu
+                )
+            target = storage.dense_array(tensor) if shared[tensor.untyped_storage().data_ptr()] == 1 else None
+            if target is None or target.dtype != dtype:
+                continue
+            tensors[position], into[index] = tensor, target
+        else:
+            tensors[position], into[index] = storage.empty_array(shape, dtype)
+    return into
+
+
+def _simulate(program: _Program, flat: list[Any], into: list[np.ndarray | None]) -> list[np.ndarray]:
     """The program's outputs for the operands in `flat`, as NumPy arrays: dense device operands reach the
-    simulator as arrays over the device bytes themselves, without a torch tensor in between."""
+    simulator as arrays over the device bytes themselves, without a torch tensor in between; outputs `into` gives
+    memory for are written there."""
     compiled = program.compiled
     if program.runs_arrays:
         signature = compiled.signature
         arrays = [_operand_array(flat[p]) for p in program.tensor_positions]
-        return list(signature.results(compiled.run_arrays(signature.arguments(arrays))))
+        return list(signature.results(compiled.run_arrays(signature.arguments(arrays), None, into)))
     return [to_numpy(o) for o in compiled([_host_operand(flat[p]) for p in program.tensor_positions])]
 
 

@@ -178,18 +178,24 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
 
 def from_array(array: np.ndarray) -> torch.Tensor:
     """A new contiguous device tensor holding NumPy `array`'s values (ml_dtypes' arrays as bf16 and fp8)."""
-    dtype = _torch_dtypes.get(array.dtype)
-    if dtype is None:
-        from neuron_mlir.frontend.tensors import torch_dtype
-
-        dtype = _torch_dtypes[array.dtype] = torch_dtype(array.dtype)
-    shape = array.shape
-    nbytes = array.size * dtype.itemsize
-    stored = new_storage(nbytes)
-    tensor = bind(torch._C._acc.create_empty_tensor((0,), dtype), stored, 0, shape, contiguous_strides(shape))
-    # the new block's bytes are the tensor's, in order
-    np.copyto(getattr(stored, _BLOCK_ATTRIBUTE).data.view(array.dtype).reshape(shape), array)
+    tensor, values = empty_array(array.shape, array.dtype)
+    np.copyto(values, array)
     return tensor
+
+
+def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np.ndarray]:
+    """A new contiguous device tensor of `shape` for values of NumPy `dtype` (ml_dtypes' as bf16 and fp8), and a
+    NumPy array over its bytes, of that shape and dtype: what the simulator writes a result into."""
+    torch_dtype = _torch_dtypes.get(dtype)
+    if torch_dtype is None:
+        from neuron_mlir.frontend.tensors import torch_dtype as to_torch
+
+        torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
+    shape = tuple(shape)
+    stored = new_storage(math.prod(shape) * torch_dtype.itemsize)
+    tensor = bind(torch._C._acc.create_empty_tensor((0,), torch_dtype), stored, 0, shape, contiguous_strides(shape))
+    # the new block's bytes are the tensor's, in order
+    return tensor, getattr(stored, _BLOCK_ATTRIBUTE).data.view(dtype).reshape(shape)
 
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:

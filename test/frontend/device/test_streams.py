@@ -137,7 +137,8 @@ def test_backward_runs_on_the_calling_thread_and_names_its_ops_by_node(host_mode
     y = _Doubled.apply(w.relu())
     y.sum().backward()
     assert threads == [threading.get_ident()]  # no hand-over to a device thread of the autograd engine
-    assert w.grad is not None and torch.equal(w.grad.cpu(), torch.full((4, 4), 2.0))
+    assert w.grad is not None
+    assert torch.equal(w.grad.cpu(), torch.full((4, 4), 2.0))
     user = f"{__file__}:{_Doubled.backward.__code__.co_firstlineno + 2}"
     assert (sources.EAGER_TIMES[("aten.mul.Tensor", user)]).calls == 1
     assert any(
