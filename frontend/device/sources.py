@@ -86,9 +86,10 @@ def _engine_entry() -> CodeType:
     return _engine_run_backward.__code__
 
 
-def record(op_name: str, simulated_ns: float, on_host: bool = False) -> None:
-    """Count one call of `op_name` from the user's current line, with its simulated device time."""
-    key = (op_name, user_line())
+def record(op_name: str, simulated_ns: float, on_host: bool = False, line: str | None = None) -> None:
+    """Count one call of `op_name` from the user's current line (`line`, when the caller found it already), with
+    its simulated device time."""
+    key = (op_name, user_line() if line is None else line)
     entry = EAGER_TIMES.get(key)
     if entry is None:
         entry = EAGER_TIMES[key] = EagerTime()
