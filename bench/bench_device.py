@@ -12,7 +12,8 @@ Four measurements, each against a baseline measured in the same process:
 * steps: an eager training step (zero_grad, forward, loss, backward, SGD step) of the MLP of
   `examples/train_on_device.py` and of the small GPT-2 of `examples/models/zoo.py`, on the device against the
   same step on the CPU: median wall and CPU time of `--repeat` steps of each after two warm-up steps, the device's
-  and the CPU's steps alternating so that both see the same load (goal: <= 5x), and
+  and the CPU's steps taking turns so that both see the same load, each turn's first step untimed (it runs with
+  the caches the other side left) (goal: <= 5x), and
   how long the device side's threads waited for a core (their run-queue time in Linux's schedstat). The device
   side neither sleeps nor waits for anything but the autograd engine's hand-over between its threads, so on a
   machine with a core free its wall time is its CPU time; on a machine with more runnable work than cores a step
@@ -233,12 +234,19 @@ def _paired(
     first: Callable[[], object], second: Callable[[], object], repeat: int, warmup: int = 2
 ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """The medians of CPU, wall and run-queue seconds (`_median_per_call`) of `repeat` calls each of `first` and
-    `second` after `warmup` calls of each, their calls alternating (one of each per round), so that both medians
-    come from the same stretch of a shared machine's load rather than from two stretches one after the other."""
+    `second` after `warmup` calls of each, the two taking turns so that both medians come from the same stretch of
+    a shared machine's load rather than from two stretches one after the other. Each turn makes one call untimed
+    before the timed one: the first call after the other side's has its caches cold (a device step leaves the CPU
+    step of the same model twice as slow), and each side is measured as it runs in a loop of its own."""
     for _ in range(warmup):
         first()
         second()
-    rounds = [(_median_per_call(first, 1, 1), _median_per_call(second, 1, 1)) for _ in range(repeat)]
+    rounds = []
+    for _ in range(repeat):
+        first()
+        timed_first = _median_per_call(first, 1, 1)
+        second()
+        rounds.append((timed_first, _median_per_call(second, 1, 1)))
 
     def medians(samples: list[tuple[float, float, float]]) -> tuple[float, float, float]:
         cpu, wall, wait = zip(*samples, strict=True)
