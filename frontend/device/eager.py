@@ -463,13 +463,12 @@ def _written_positions(
 def _run_program(
     program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
-    if program.written_positions:
-        _check_overlap(program, flat)
+    alone = _check_overlap(program, flat) if program.written_positions else []
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
     if program.layouts is not None:
-        into = _destinations(program, flat, written, fresh_tensors)
+        into = _destinations(program, written, alone, fresh_tensors)
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
         program.layouts = _layouts(program, outputs)
@@ -509,10 +508,12 @@ def _run_program(
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _check_overlap(program: _Program, flat: list[Any]) -> None:
+def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     """PyTorch's checks before a write (TensorIterator's): no written tensor whose elements share memory (an
     expanded tensor), and none that partly overlaps an operand it reads; both dense, as PyTorch decides them.
-    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe."""
+    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe.
+
+    Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
     operands = [flat[p] for p in program.tensor_positions]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
     # model's parameters writes dozens of tensors, each read beside dozens of others)
@@ -520,6 +521,7 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
     if len(operands) > 2:
         for operand in operands:
             by_storage.setdefault((operand.device.type, operand.untyped_storage().data_ptr()), []).append(operand)
+    alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
         # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
@@ -528,7 +530,10 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
                 "unsupported operation: more than one element of the written-to tensor refers to a single memory "
                 "location. Please clone() the tensor before performing the operation."
             )
-        others = by_storage[(written.device.type, written.untyped_storage().data_ptr())] if by_storage else operands
+        key = (written.device.type, written.untyped_storage().data_ptr())
+        others = by_storage[key] if by_storage else operands
+        # the written tensor counts once: passed again, or another view of its storage, it is not alone
+        alone.append(sum((o.device.type, o.untyped_storage().data_ptr()) == key for o in others) == 1)
         for other in others:
             # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
             if other is not written and _partly_overlap(written, other):
@@ -536,6 +541,7 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
                     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
                     "single memory location. Please clone() the tensor before performing the operation."
                 )
+    return alone
 
 
 def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -567,28 +573,23 @@ def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tu
 
 
 def _destinations(
-    program: _Program, flat: list[Any], written: list[torch.Tensor], tensors: dict[int, torch.Tensor]
+    program: _Program, written: list[torch.Tensor], alone: list[bool], tensors: dict[int, torch.Tensor]
 ) -> list[np.ndarray | None]:
     """Per program output, the device memory the simulator is to write it to (None: an array of its own): a
-    written tensor's own bytes when it is contiguous, of the result's shape and dtype, and shares its storage with
-    no other operand (whose value a later output might read from it); new device memory for a fresh result.
-    `tensors` receives, per output of the traced graph so served, the device tensor it is."""
+    written tensor's own bytes when it is contiguous, of the result's shape and dtype, and `alone` says it shares
+    its storage with no other operand (whose value a later output might read from it); new device memory for a
+    fresh result. `tensors` receives, per output of the traced graph so served, the device tensor it is."""
     assert program.layouts is not None
     into: list[np.ndarray | None] = [None] * len(program.compiled.program.outputs)
-    shared: Counter[int] | None = None
     for position, layout in enumerate(program.layouts):
         if layout is None:
             continue
         index, shape, dtype = layout
         if position < len(written):
             tensor = written[position]
-            if tensor.shape != shape:
+            if tensor.shape != shape or not alone[position]:
                 continue
-            if shared is None:
-                shared = Counter(
-                    flat[p].untyped_storage().data_ptr() for p in program.tensor_positions if not flat[p].is_cpu
-                )
-            target = storage.dense_array(tensor) if shared[tensor.untyped_storage().data_ptr()] == 1 else None
+            target = storage.dense_array(tensor)
             if target is None or target.dtype != dtype:
                 continue
             tensors[position], into[index] = tensor, target
