@@ -106,9 +106,10 @@ def _strict() -> bool:
     return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
-@dataclass
+@dataclass(eq=False)
 class _OpFacts:
-    """What every call of an op needs from its schema, read once per op."""
+    """What every call of an op needs from its schema, read once per op. Compared and hashed by identity (one per
+    op): it stands for its op in the programs' keys, where an `OpOverload`'s hash is a Python call."""
 
     name: str
     # per declared return: the (name, position) of the argument it returns when it returns a written argument
@@ -164,12 +165,13 @@ def _run(
 ) -> Any:
     flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
-    name = _facts(op).name
+    facts = _facts(op)
+    name = facts.name
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    key = _signature(op, args, kwargs, flat)
+    key = _signature(facts, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
         if validate is not None:
@@ -182,7 +184,7 @@ def _run(
             _programs[key] = entry
     if isinstance(entry, _Program):
         EAGER_STATS.native_ops[name] += 1
-        return _run_program(entry, op, args, kwargs, flat)
+        return _run_program(entry, facts, args, kwargs, flat)
     if otherwise is not None:
         return otherwise()
     if not entry.by_design:
@@ -281,15 +283,16 @@ def _per_tensor_arguments(packet: Any) -> tuple[int, list[str]]:
 
 
 def _signature(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> tuple[Any, ...] | None:
-    """The program cache key of a call, or None when no key can describe it (symbolic values, other layouts).
+    """The program cache key of a call of the op of `facts`, or None when no key can describe it (symbolic values,
+    other layouts).
 
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
     structure = tuple(len(v) if isinstance(v, list | tuple) else -1 for v in (*args, *kwargs.values()))
-    parts: list[Any] = [op, len(args), tuple(kwargs), structure]
+    parts: list[Any] = [facts, len(args), tuple(kwargs), structure]
     for value in flat:
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
@@ -461,7 +464,7 @@ def _written_positions(
 
 
 def _run_program(
-    program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    program: _Program, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
     alone = _check_overlap(program, flat) if program.written_positions else []
     written = [flat[p] for p in program.written_positions]
@@ -475,7 +478,7 @@ def _run_program(
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(_facts(op).name, simulated_ns)
+    sources.record(facts.name, simulated_ns)
     for index, (tensor, value) in enumerate(zip(written, outputs, strict=False)):
         if index in fresh_tensors:
             continue  # written in place by the simulator
@@ -493,7 +496,7 @@ def _run_program(
         _write(tensor, value)
     fresh = iter(range(len(written), len(outputs)))
     results: list[torch.Tensor | None] = []
-    for index, source in enumerate(_facts(op).returned_arguments):
+    for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
             results.append(None)
         elif source is None:
@@ -653,7 +656,7 @@ def host_reasons() -> dict[str, str]:
     reasons: dict[str, str] = {}
     for key, entry in _programs.items():
         if isinstance(entry, _Refusal):
-            reasons.setdefault(str(key[0]), entry.reason)
+            reasons.setdefault(key[0].name, entry.reason)
     return reasons
 
 
