@@ -631,9 +631,10 @@ class Simulator:
                 arrays.append(destination)
                 kept.append(None)
                 continue
-            reusable = returned[position] if position < len(returned) else None
-            if reusable is not None and _held_only_by_list(returned, position):
-                array = reusable
+            # (no local name for the candidate: it would be one more reference than the list's)
+            if position < len(returned) and returned[position] is not None and _held_only_by_list(returned, position):
+                array = returned[position]
+                assert array is not None
                 np.copyto(array, view)
             else:
                 array = np.array(view, copy=True)
