@@ -11,7 +11,9 @@ Four measurements, each against a baseline measured in the same process:
   on CPU tensors; then the geometric means (the goal: <= 100 us of CPU time per op on the device).
 * steps: an eager training step (zero_grad, forward, loss, backward, SGD step) of the MLP of
   `examples/train_on_device.py` and of the small GPT-2 of `examples/models/zoo.py`, on the device against the
-  same step on the CPU: median wall and CPU time of `--repeat` steps after two warm-up steps (goal: <= 5x), and
+  same step on the CPU: median wall and CPU time of `--repeat` steps of each after two warm-up steps, the device's
+  and the CPU's steps taking turns so that both see the same load, each turn's first step untimed (it runs with
+  the caches the other side left) (goal: <= 5x), and
   how long the device side's threads waited for a core (their run-queue time in Linux's schedstat). The device
   side neither sleeps nor waits for anything but the autograd engine's hand-over between its threads, so on a
   machine with a core free its wall time is its CPU time; on a machine with more runnable work than cores a step
@@ -32,6 +34,7 @@ would make the CPU baseline measure the machine's load instead of the ops.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import statistics
@@ -227,10 +230,29 @@ class _Setup:
         self.optimizer.step()
 
 
-def _timed(fn: Callable[[], object], repeat: int, warmup: int = 2) -> tuple[float, float, float]:
+def _paired(
+    first: Callable[[], object], second: Callable[[], object], repeat: int, warmup: int = 2
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """The medians of CPU, wall and run-queue seconds (`_median_per_call`) of `repeat` calls each of `first` and
+    `second` after `warmup` calls of each, the two taking turns so that both medians come from the same stretch of
+    a shared machine's load rather than from two stretches one after the other. Each turn makes one call untimed
+    before the timed one: the first call after the other side's has its caches cold (a device step leaves the CPU
+    step of the same model twice as slow), and each side is measured as it runs in a loop of its own."""
     for _ in range(warmup):
-        fn()
-    return _median_per_call(fn, 1, repeat)
+        first()
+        second()
+    rounds = []
+    for _ in range(repeat):
+        first()
+        timed_first = _median_per_call(first, 1, 1)
+        second()
+        rounds.append((timed_first, _median_per_call(second, 1, 1)))
+
+    def medians(samples: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+        cpu, wall, wait = zip(*samples, strict=True)
+        return statistics.median(cpu), statistics.median(wall), statistics.median(wait)
+
+    return medians([a for a, _ in rounds]), medians([b for _, b in rounds])
 
 
 def _simulated_ms(fn: Callable[[], object]) -> float:
@@ -255,12 +277,11 @@ def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, t
         device, host = _Setup(name, "neuron"), _Setup(name, "cpu")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            device_cpu, device_wall, device_wait = _timed(device.step, repeat)
+            (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(device.step, host.step, repeat)
             before = neuron.eager_stats()
             device.step()
             after = neuron.eager_stats()
             simulated[name] = (_simulated_ms(device.forward_backward), _simulated_ms(device.optimizer.step))
-        host_cpu, host_wall, _ = _timed(host.step, repeat)
         calls = after["native_calls"] + after["host_calls"] - before["native_calls"] - before["host_calls"]
         on_host = after["host_calls"] - before["host_calls"]
         ratio, cpu_ratio = device_wall / host_wall, device_cpu / host_cpu
@@ -284,15 +305,14 @@ def compiled_section(names: list[str], repeat: int, eager_simulated: dict[str, t
     ]
     compiled_simulated: dict[str, float] = {}
     for name in names:
-        results = {}
+        torch._dynamo.reset()
+        calls = []
         for device in ("neuron", "cpu"):
-            torch._dynamo.reset()
             setup = _Setup(name, device)
             compiled = torch.compile(setup.loss, backend="neuron-mlir")  # the loss too: one graph, no eager op
-            results[device] = _timed(lambda: setup.forward_backward(compiled), repeat)  # noqa: B023
-            if device == "neuron":
-                compiled_simulated[name] = _simulated_ms(lambda: setup.forward_backward(compiled))  # noqa: B023
-        (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = results["neuron"], results["cpu"]
+            calls.append(functools.partial(setup.forward_backward, compiled))
+        (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(calls[0], calls[1], repeat)
+        compiled_simulated[name] = _simulated_ms(calls[0])
         ratio, cpu_ratio = device_wall / host_wall, device_cpu / host_cpu
         lines.append(
             f"| {name} | {device_wall * 1e3:.1f} | {device_cpu * 1e3:.1f} | {device_wait * 1e3:.1f} | "

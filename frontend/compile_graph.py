@@ -32,6 +32,7 @@ import logging
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from io import StringIO
 from pathlib import Path
@@ -746,6 +747,9 @@ class CompiledGraph:
         self._collectives = any(inst.opcode in COLLECTIVES for inst in program.instructions)
         # argument position -> (parameter, data_ptr, shape, strides, dtype, its NumPy view), see `_arrays`
         self._parameter_views: dict[int, tuple[Any, ...]] = {}
+        # per program output that is one device output of the graph: its shape and NumPy dtype, as the first
+        # call returned it (None before it); later calls have the simulator write it into new device memory
+        self._device_layouts: dict[int, tuple[tuple[int, ...], np.dtype]] | None = None
 
     def _draw_seed(self) -> torch.Tensor:
         if self.seed_generator is None or self.seed_generator.device.type == "cpu":
@@ -765,23 +769,51 @@ class CompiledGraph:
             signature.check_guards(args)
         arrays = self._arrays(signature.arguments(args))
         args.clear()  # boxed calling convention: let the inputs be freed early
-        outputs = self.run_arrays(arrays, sizes)
         if self.device_outputs is None:
-            return signature.results([from_numpy(o) for o in outputs])
+            return signature.results([from_numpy(o) for o in self.run_arrays(arrays, sizes)])
         from neuron_mlir.frontend.device import storage, streams
 
+        # outputs on the device are written by the simulator into new device memory (once their layouts are
+        # known) or copied there from its arrays, the others viewed
+        tensors: dict[int, torch.Tensor] = {}
+        into: list[np.ndarray | None] = []
+        if self._device_layouts and sizes is None:
+            into = [None] * len(self.program.outputs)
+            for index, (shape, dtype) in self._device_layouts.items():
+                tensors[index], into[index] = storage.empty_array(shape, dtype)
+        outputs = self.run_arrays(arrays, sizes, into)
         streams.current_stream().add_run(float(self.last_profile.total_ns))  # device work: on the device's clock
-        # outputs on the device are copied from the simulator's arrays into device memory, the others viewed
+        if self._device_layouts is None:
+            self._device_layouts = self._layouts_of(outputs)
         return [
-            (storage.from_array(r) if on_device else from_numpy(r)) if isinstance(r, np.ndarray) else r
-            for r, on_device in zip(signature.results(outputs), self.device_outputs, strict=True)
+            tensors[index]
+            if index in tensors
+            else (storage.from_array(r) if on_device else from_numpy(r))
+            if isinstance(r, np.ndarray)
+            else r
+            for r, on_device, index in zip(
+                signature.results(outputs), self.device_outputs, signature.outputs, strict=True
+            )
         ]
 
-    def run_arrays(self, arrays: list[Any], sizes: Mapping[str, int] | None = None) -> list[Any]:
+    def _layouts_of(self, outputs: list[Any]) -> dict[int, tuple[tuple[int, ...], np.dtype]]:
+        """Per program output that exactly one graph output returns, on the device: its shape and dtype."""
+        assert self.device_outputs is not None
+        uses = Counter(index for index in self.signature.outputs if index is not None)
+        return {
+            index: (tuple(outputs[index].shape), outputs[index].dtype)
+            for index, on_device in zip(self.signature.outputs, self.device_outputs, strict=True)
+            if index is not None and on_device and uses[index] == 1 and isinstance(outputs[index], np.ndarray)
+        }
+
+    def run_arrays(
+        self, arrays: list[Any], sizes: Mapping[str, int] | None = None, into: Sequence[np.ndarray | None] = ()
+    ) -> list[Any]:
         """One run on the simulator of the function's arguments as NumPy arrays (the graph's tensor inputs in
         order, no Python values, sizes as compiled): the program's outputs as NumPy arrays, before
         `signature.results` maps them to the graph's outputs. The run's profile is `last_profile`. `sizes` gives
-        the program's size arguments their values."""
+        the program's size arguments their values; `into`, per program output, an array to write it to (None: a
+        new array), as `runtime.simulator.run_validated` takes it."""
         inputs = arrays + self.constants
         if self._seeded:
             # random ops draw from a counter-based generator keyed by a seed from torch's own generator, so
@@ -803,6 +835,7 @@ class CompiledGraph:
                 check_races=self.options.check_races,
                 share_profile=True,
                 scalars=self._scalar_values(sizes),
+                into=into,
             )
         self.last_profile = profile
         stats_module.record_run(self.name, profile)

@@ -115,6 +115,7 @@ def run_validated(
     vectorize: bool = True,
     share_profile: bool = False,
     scalars: Sequence[int] = (),
+    into: Sequence[np.ndarray | None] = (),
 ) -> tuple[list[np.ndarray], Profile]:
     """`run_program` for a program that already passed `validate_program` (e.g. from `bundle.read_bundle`).
 
@@ -124,9 +125,14 @@ def run_validated(
     With `share_profile`, a run whose profile was already known returns the program's stored profile itself
     rather than a copy (copying a large program's profile costs more than a small run): the caller must not
     change it.
+    `into` gives, per output, an array of its shape and dtype to write it to (None: a new array): that array is
+    then the output, written straight from the program's HBM (the caller's memory for the result: no copy in
+    between).
     """
     with heap.small_pages():  # the memories and outputs of a run are GiBs of fresh pages at real widths
-        return _run_pooled(validated, inputs, check_races, vectorize, share_profile, _scalar_values(validated, scalars))
+        return _run_pooled(
+            validated, inputs, check_races, vectorize, share_profile, _scalar_values(validated, scalars), into
+        )
 
 
 def _scalar_values(validated: ValidatedProgram, scalars: Sequence[int]) -> tuple[int, ...]:
@@ -147,6 +153,7 @@ def _run_pooled(
     vectorize: bool,
     share_profile: bool,
     scalars: tuple[int, ...] = (),
+    into: Sequence[np.ndarray | None] = (),
 ) -> tuple[list[np.ndarray], Profile]:
     """`run_validated` on a simulator of the program's pool for these scalar arguments (a new one when none is
     free)."""
@@ -162,10 +169,13 @@ def _run_pooled(
         threads = blas.single_threaded() if simulator.uses_blas else _NO_CONTEXT
         with threads, heap.no_collections() if simulator.tape is None else _NO_CONTEXT:
             if not vectorize:
-                return simulator.run_reference(inputs, check_races)
+                outputs, reference_profile = simulator.run_reference(inputs, check_races)
+                return _written_into(outputs, into), reference_profile
             known: Profile | None = cache.get("profile")
             races_needed = check_races and not cache.get("race_free", False)
-            outputs, profile = simulator.run(inputs, timing=known is None or races_needed, check_races=races_needed)
+            outputs, profile = simulator.run(
+                inputs, timing=known is None or races_needed, check_races=races_needed, into=into
+            )
         if profile is None:
             assert known is not None
             return outputs, known if share_profile else known.copy()
@@ -177,6 +187,15 @@ def _run_pooled(
         simulator.finish()
         if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
             pool.append(simulator)
+
+
+def _written_into(outputs: list[np.ndarray], into: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """`outputs` with those that `into` gives an array for copied there (that array in their place)."""
+    for position, destination in enumerate(into):
+        if destination is not None:
+            np.copyto(destination, outputs[position])
+            outputs[position] = destination
+    return outputs
 
 
 class Simulator:
@@ -228,7 +247,7 @@ class Simulator:
         self._fresh_memory = True
         self._loaded_ranges = self._ranges_load_overwrites()
         self._entry: _EntryViews | None = None  # see `_entry_views`
-        self._returned: list[np.ndarray] = []  # the last run's outputs (see `outputs`)
+        self._returned: list[np.ndarray | None] = []  # the last run's outputs (see `outputs`)
         # What the current run's walk feeds each instance to (see `run`).
         self.timeline: Timeline | None = None
         self.races: RaceChecker | None = None
@@ -254,7 +273,12 @@ class Simulator:
         return self.outputs(), timeline.profile(self.program)
 
     def run(
-        self, inputs: Sequence[np.ndarray], *, timing: bool, check_races: bool
+        self,
+        inputs: Sequence[np.ndarray],
+        *,
+        timing: bool,
+        check_races: bool,
+        into: Sequence[np.ndarray | None] = (),
     ) -> tuple[list[np.ndarray], Profile | None]:
         """A run on the fast paths: the profile when `timing` (or race checking) asked for a walk, else None.
 
@@ -271,7 +295,7 @@ class Simulator:
             else:
                 tape.Tape(steps).run()
             del steps  # the steps made over the caller's arrays
-            outputs = self.outputs(bound)
+            outputs = self.outputs(bound, into)
             del bound
             self._analyse_refill()
             return outputs, None
@@ -305,7 +329,7 @@ class Simulator:
             assert self.tape is not None
             with np.errstate(all="ignore"):
                 self.tape.run()
-        outputs = self.outputs()
+        outputs = self.outputs(None, into)
         if recorder is None:
             self._analyse_refill()
         else:
@@ -583,9 +607,12 @@ class Simulator:
             view[...] = array
         return in_place
 
-    def outputs(self, bound: Mapping[int, np.ndarray] | None = None) -> list[np.ndarray]:
+    def outputs(
+        self, bound: Mapping[int, np.ndarray] | None = None, into: Sequence[np.ndarray | None] = ()
+    ) -> list[np.ndarray]:
         """Copies of the output bindings, each the caller's own; an output of the buffer of an input in `bound`
-        (input position -> the caller's array, read in place this run) is copied from that array.
+        (input position -> the caller's array, read in place this run) is copied from that array. An output that
+        `into` gives an array for is copied there, and is that array.
 
         An array the last run returned that nothing references any more (the caller dropped it, and every view
         and tensor made of it) takes this run's values: a fresh array of a large output costs more than the
@@ -593,17 +620,28 @@ class Simulator:
         kernel (for gpt2-small's 595 MiB of outputs per training step, a second of CPU time against 0.1)."""
         returned = self._returned
         arrays = []
+        # the arrays a later run may take again: not the caller's destinations (None there)
+        kept: list[Any] = []
         for position, view in enumerate(self._entry_views()[2]):
             if bound and position in self._outputs_of_inputs:
                 view = self._output_of_input(position, bound, view)
-            if position < len(returned) and _held_only_by_list(returned, position):
+            destination = into[position] if position < len(into) else None
+            if destination is not None:
+                np.copyto(destination, view)
+                arrays.append(destination)
+                kept.append(None)
+                continue
+            # (no local name for the candidate: it would be one more reference than the list's)
+            if position < len(returned) and returned[position] is not None and _held_only_by_list(returned, position):
                 array = returned[position]
+                assert array is not None
                 np.copyto(array, view)
             else:
                 array = np.array(view, copy=True)
             arrays.append(array)
-        self._returned = arrays
-        return list(arrays)
+            kept.append(array)
+        self._returned = kept
+        return arrays
 
     def _output_of_input(self, position: int, bound: Mapping[int, np.ndarray], view: np.ndarray) -> np.ndarray:
         """Output `position`'s binding as a view of the caller's array of the input whose buffer it reads, when
@@ -707,10 +745,14 @@ _VALIDATED: dict[int, tuple[weakref.ref[Program], Any, tuple[Any, ...], Validate
 
 
 def _fields(program: Program) -> tuple[Any, ...]:
-    constants = tuple(
-        (index, type(array), getattr(array, "dtype", None), getattr(array, "shape", None))
-        for index, array in program.constants.items()
-    ) if isinstance(program.constants, dict) else program.constants
+    constants = (
+        tuple(
+            (index, type(array), getattr(array, "dtype", None), getattr(array, "shape", None))
+            for index, array in program.constants.items()
+        )
+        if isinstance(program.constants, dict)
+        else program.constants
+    )
     return (
         type(program),
         program.target,
@@ -758,5 +800,3 @@ def _validated(program: Program, override: Mapping[Any, int] | None) -> Validate
     )
     _VALIDATED[key] = (reference, override_key, snapshot, validated)
     return validated
-
-

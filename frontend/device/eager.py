@@ -83,6 +83,10 @@ class _Program:
     # indices among the op's declared returns of the results it leaves out (None), which the program does not
     # compute: a backward op's `output_mask` entries that are False. The mask is an argument of the signature.
     absent_returns: frozenset[int] = frozenset()
+    # per output of the traced graph (the written tensors', then the fresh results'), the program output it is and
+    # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
+    # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
+    layouts: list[tuple[int, tuple[int, ...], np.dtype] | None] | None = None
 
 
 @dataclass
@@ -102,9 +106,10 @@ def _strict() -> bool:
     return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
-@dataclass
+@dataclass(eq=False)
 class _OpFacts:
-    """What every call of an op needs from its schema, read once per op."""
+    """What every call of an op needs from its schema, read once per op. Compared and hashed by identity (one per
+    op): it stands for its op in the programs' keys, where an `OpOverload`'s hash is a Python call."""
 
     name: str
     # per declared return: the (name, position) of the argument it returns when it returns a written argument
@@ -160,12 +165,13 @@ def _run(
 ) -> Any:
     flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
-    name = _facts(op).name
+    facts = _facts(op)
+    name = facts.name
     if _mode() == "host":
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    key = _signature(op, args, kwargs, flat)
+    key = _signature(facts, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
         if validate is not None:
@@ -178,7 +184,7 @@ def _run(
             _programs[key] = entry
     if isinstance(entry, _Program):
         EAGER_STATS.native_ops[name] += 1
-        return _run_program(entry, op, args, kwargs, flat)
+        return _run_program(entry, facts, args, kwargs, flat)
     if otherwise is not None:
         return otherwise()
     if not entry.by_design:
@@ -277,15 +283,16 @@ def _per_tensor_arguments(packet: Any) -> tuple[int, list[str]]:
 
 
 def _signature(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> tuple[Any, ...] | None:
-    """The program cache key of a call, or None when no key can describe it (symbolic values, other layouts).
+    """The program cache key of a call of the op of `facts`, or None when no key can describe it (symbolic values,
+    other layouts).
 
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
     structure = tuple(len(v) if isinstance(v, list | tuple) else -1 for v in (*args, *kwargs.values()))
-    parts: list[Any] = [op, len(args), tuple(kwargs), structure]
+    parts: list[Any] = [facts, len(args), tuple(kwargs), structure]
     for value in flat:
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
@@ -457,17 +464,24 @@ def _written_positions(
 
 
 def _run_program(
-    program: _Program, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    program: _Program, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
-    if program.written_positions:
-        _check_overlap(program, flat)
-    outputs = _simulate(program, flat)
+    alone = _check_overlap(program, flat) if program.written_positions else []
+    written = [flat[p] for p in program.written_positions]
+    fresh_tensors: dict[int, torch.Tensor] = {}
+    into: list[np.ndarray | None] = []
+    if program.layouts is not None:
+        into = _destinations(program, written, alone, fresh_tensors)
+    outputs = _simulate(program, flat, into)
+    if program.runs_arrays and program.layouts is None:
+        program.layouts = _layouts(program, outputs)
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
-    sources.record(_facts(op).name, simulated_ns)
-    written = [flat[p] for p in program.written_positions]
-    for tensor, value in zip(written, outputs, strict=False):
+    sources.record(facts.name, simulated_ns)
+    for index, (tensor, value) in enumerate(zip(written, outputs, strict=False)):
+        if index in fresh_tensors:
+            continue  # written in place by the simulator
         if tensor.shape != value.shape:  # an out= tensor of another size is resized, as `resize_output` does
             if tensor.numel() != 0:
                 warnings.warn(
@@ -480,13 +494,15 @@ def _run_program(
                 )
             storage.resize(tensor, value.shape)
         _write(tensor, value)
-    fresh = iter(outputs[len(written) :])
+    fresh = iter(range(len(written), len(outputs)))
     results: list[torch.Tensor | None] = []
-    for index, source in enumerate(_facts(op).returned_arguments):
+    for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
             results.append(None)
         elif source is None:
-            results.append(storage.from_array(next(fresh)))
+            position = next(fresh)
+            tensor = fresh_tensors.get(position)
+            results.append(storage.from_array(outputs[position]) if tensor is None else tensor)
         else:
             name, position = source
             results.append(kwargs[name] if name in kwargs else args[position])
@@ -495,10 +511,12 @@ def _run_program(
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _check_overlap(program: _Program, flat: list[Any]) -> None:
+def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     """PyTorch's checks before a write (TensorIterator's): no written tensor whose elements share memory (an
     expanded tensor), and none that partly overlaps an operand it reads; both dense, as PyTorch decides them.
-    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe."""
+    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe.
+
+    Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
     operands = [flat[p] for p in program.tensor_positions]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
     # model's parameters writes dozens of tensors, each read beside dozens of others)
@@ -506,6 +524,7 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
     if len(operands) > 2:
         for operand in operands:
             by_storage.setdefault((operand.device.type, operand.untyped_storage().data_ptr()), []).append(operand)
+    alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
         # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
@@ -514,7 +533,10 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
                 "unsupported operation: more than one element of the written-to tensor refers to a single memory "
                 "location. Please clone() the tensor before performing the operation."
             )
-        others = by_storage[(written.device.type, written.untyped_storage().data_ptr())] if by_storage else operands
+        key = (written.device.type, written.untyped_storage().data_ptr())
+        others = by_storage[key] if by_storage else operands
+        # the written tensor counts once: passed again, or another view of its storage, it is not alone
+        alone.append(sum((o.device.type, o.untyped_storage().data_ptr()) == key for o in others) == 1)
         for other in others:
             # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
             if other is not written and _partly_overlap(written, other):
@@ -522,6 +544,7 @@ def _check_overlap(program: _Program, flat: list[Any]) -> None:
                     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
                     "single memory location. Please clone() the tensor before performing the operation."
                 )
+    return alone
 
 
 def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -540,14 +563,53 @@ def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_begin < b_end and b_begin < a_end
 
 
-def _simulate(program: _Program, flat: list[Any]) -> list[np.ndarray]:
+def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tuple[int, ...], np.dtype] | None]:
+    """`_Program.layouts` from a run's outputs (those of the traced graph)."""
+    indices = program.compiled.signature.outputs
+    uses = Counter(indices)
+    return [
+        (index, tuple(value.shape), value.dtype)
+        if index is not None and uses[index] == 1 and isinstance(value, np.ndarray)
+        else None
+        for index, value in zip(indices, outputs, strict=True)
+    ]
+
+
+def _destinations(
+    program: _Program, written: list[torch.Tensor], alone: list[bool], tensors: dict[int, torch.Tensor]
+) -> list[np.ndarray | None]:
+    """Per program output, the device memory the simulator is to write it to (None: an array of its own): a
+    written tensor's own bytes when it is contiguous, of the result's shape and dtype, and `alone` says it shares
+    its storage with no other operand (whose value a later output might read from it); new device memory for a
+    fresh result. `tensors` receives, per output of the traced graph so served, the device tensor it is."""
+    assert program.layouts is not None
+    into: list[np.ndarray | None] = [None] * len(program.compiled.program.outputs)
+    for position, layout in enumerate(program.layouts):
+        if layout is None:
+            continue
+        index, shape, dtype = layout
+        if position < len(written):
+            tensor = written[position]
+            if tensor.shape != shape or not alone[position]:
+                continue
+            target = storage.dense_array(tensor)
+            if target is None or target.dtype != dtype:
+                continue
+            tensors[position], into[index] = tensor, target
+        else:
+            tensors[position], into[index] = storage.empty_array(shape, dtype)
+    return into
+
+
+def _simulate(program: _Program, flat: list[Any], into: list[np.ndarray | None]) -> list[np.ndarray]:
     """The program's outputs for the operands in `flat`, as NumPy arrays: dense device operands reach the
-    simulator as arrays over the device bytes themselves, without a torch tensor in between."""
+    simulator as arrays over the device bytes themselves, without a torch tensor in between; outputs `into` gives
+    memory for are written there."""
     compiled = program.compiled
     if program.runs_arrays:
         signature = compiled.signature
         arrays = [_operand_array(flat[p]) for p in program.tensor_positions]
-        return list(signature.results(compiled.run_arrays(signature.arguments(arrays))))
+        return list(signature.results(compiled.run_arrays(signature.arguments(arrays), None, into)))
     return [to_numpy(o) for o in compiled([_host_operand(flat[p]) for p in program.tensor_positions])]
 
 
@@ -594,7 +656,7 @@ def host_reasons() -> dict[str, str]:
     reasons: dict[str, str] = {}
     for key, entry in _programs.items():
         if isinstance(entry, _Refusal):
-            reasons.setdefault(str(key[0]), entry.reason)
+            reasons.setdefault(key[0].name, entry.reason)
     return reasons
 
 

@@ -103,6 +103,13 @@ def register() -> None:
                 stacklevel=2,
             )
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    # The autograd engine runs a device's part of a backward pass on a thread of its own per device, so that a
+    # GPU's streams overlap the CPU's work. The simulated NeuronCore's work is host work: the hand-over to that
+    # thread and back for every pass only adds CPU time (a tenth to a sixth of an eager MLP training step). The
+    # engine runs a pass on the calling thread when multithreading is off for it, a per-thread setting: off for
+    # the thread that registers the device (the main thread, as `import torch` loads it). The order of the ops,
+    # their results and `torch.autograd.set_multithreading_enabled` in user code are unchanged.
+    torch._C._set_multithreading_enabled(False)
     # before torch's PrivateUse1 entry (priority 23), which would allocate the storage in C++
     torch.serialization.register_package(19, storage.serialization_tag, storage.serialization_restore)
     library = torch.library.Library("_", "IMPL", "PrivateUse1")

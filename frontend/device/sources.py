@@ -12,6 +12,7 @@ remembers per code object whether it is torch's or ours, so it costs a few dicti
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -53,11 +54,19 @@ def _skipped() -> tuple[str, ...]:
 
 def user_line() -> str:
     """`file:line` of the innermost frame outside torch and the frontend, else the autograd node being run
-    (`MmBackward0 (backward)`), else ''."""
+    (`MmBackward0 (backward)`), else ''.
+
+    The autograd engine runs a backward pass on the thread that called `backward()` (see `registration`), below
+    the user's `loss.backward()` frame: the walk stops at the engine's entry, so that an op of the pass is named
+    by its node, as when the engine ran it on a thread of its own, while a user's frame inside the pass (a
+    custom Function's backward, a hook) still names it."""
     frame: FrameType | None = sys._getframe(1)
     skipped = _not_the_users
+    engine_entry = _engine_entry()
     while frame is not None:
         code = frame.f_code
+        if code is engine_entry:
+            break
         not_the_users = skipped.get(code)
         if not_the_users is None:
             filename = code.co_filename
@@ -69,9 +78,18 @@ def user_line() -> str:
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
 
 
-def record(op_name: str, simulated_ns: float, on_host: bool = False) -> None:
-    """Count one call of `op_name` from the user's current line, with its simulated device time."""
-    key = (op_name, user_line())
+@functools.cache
+def _engine_entry() -> CodeType:
+    """The code of torch's Python frame that hands a backward pass to the autograd engine."""
+    from torch.autograd.graph import _engine_run_backward
+
+    return _engine_run_backward.__code__
+
+
+def record(op_name: str, simulated_ns: float, on_host: bool = False, line: str | None = None) -> None:
+    """Count one call of `op_name` from the user's current line (`line`, when the caller found it already), with
+    its simulated device time."""
+    key = (op_name, user_line() if line is None else line)
     entry = EAGER_TIMES.get(key)
     if entry is None:
         entry = EAGER_TIMES[key] = EagerTime()

@@ -29,6 +29,9 @@ CPU_KEYS = torch.DispatchKeySet(torch.DispatchKey.CPU)
 _BLOCK_ATTRIBUTE = "_neuron_block"
 # dtype -> a flat CPU tensor over the whole block, kept on the storage (made once, not per op)
 _HOST_VIEWS_ATTRIBUTE = "_neuron_host_views"
+# (offset, shape, dtype) -> a NumPy array over those bytes of the block (`dense_array`), kept on the storage
+_DENSE_ARRAYS_ATTRIBUTE = "_neuron_dense_arrays"
+_DENSE_ARRAYS_PER_STORAGE = 16  # more views of one storage than a model's step asks for: start afresh
 
 _numpy_dtypes: dict[torch.dtype, np.dtype] = {}
 _torch_dtypes: dict[np.dtype, torch.dtype] = {}
@@ -159,10 +162,21 @@ def host_alias(tensor: torch.Tensor) -> torch.Tensor:
 
 def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     """A NumPy array over the very bytes of contiguous device tensor `tensor` (None when it is not contiguous):
-    what the simulator reads and writes without a torch tensor in between."""
+    what the simulator reads and writes without a torch tensor in between.
+
+    The arrays are kept on the storage by offset, shape and dtype (a parameter, an optimizer's state and the
+    activations a backward reads are asked for again and again), as its host views are, and dropped with them
+    when the storage gets another block (`resize_bytes`)."""
     if not tensor.is_contiguous():
         return None
-    block: Block | None = _stored_block(tensor.untyped_storage())
+    stored = tensor.untyped_storage()
+    arrays: dict[tuple[Any, ...], np.ndarray] | None = getattr(stored, _DENSE_ARRAYS_ATTRIBUTE, None)
+    key = (tensor.storage_offset(), tensor.shape, tensor.dtype)
+    if arrays is not None:
+        found = arrays.get(key)
+        if found is not None:
+            return found
+    block: Block | None = _stored_block(stored)
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
     dtype = tensor.dtype
@@ -173,23 +187,34 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
         element = _numpy_dtypes[dtype] = numpy_dtype(dtype)
     itemsize = dtype.itemsize
     start = tensor.storage_offset() * itemsize
-    return block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
+    array = block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
+    if arrays is None or len(arrays) >= _DENSE_ARRAYS_PER_STORAGE:
+        arrays = {}
+        setattr(stored, _DENSE_ARRAYS_ATTRIBUTE, arrays)
+    arrays[key] = array
+    return array
 
 
 def from_array(array: np.ndarray) -> torch.Tensor:
     """A new contiguous device tensor holding NumPy `array`'s values (ml_dtypes' arrays as bf16 and fp8)."""
-    dtype = _torch_dtypes.get(array.dtype)
-    if dtype is None:
-        from neuron_mlir.frontend.tensors import torch_dtype
-
-        dtype = _torch_dtypes[array.dtype] = torch_dtype(array.dtype)
-    shape = array.shape
-    nbytes = array.size * dtype.itemsize
-    stored = new_storage(nbytes)
-    tensor = bind(torch._C._acc.create_empty_tensor((0,), dtype), stored, 0, shape, contiguous_strides(shape))
-    # the new block's bytes are the tensor's, in order
-    np.copyto(getattr(stored, _BLOCK_ATTRIBUTE).data.view(array.dtype).reshape(shape), array)
+    tensor, values = empty_array(array.shape, array.dtype)
+    np.copyto(values, array)
     return tensor
+
+
+def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np.ndarray]:
+    """A new contiguous device tensor of `shape` for values of NumPy `dtype` (ml_dtypes' as bf16 and fp8), and a
+    NumPy array over its bytes, of that shape and dtype: what the simulator writes a result into."""
+    torch_dtype = _torch_dtypes.get(dtype)
+    if torch_dtype is None:
+        from neuron_mlir.frontend.tensors import torch_dtype as to_torch
+
+        torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
+    shape = tuple(shape)
+    stored = new_storage(math.prod(shape) * torch_dtype.itemsize)
+    tensor = bind(torch._C._acc.create_empty_tensor((0,), torch_dtype), stored, 0, shape, contiguous_strides(shape))
+    # the new block's bytes are the tensor's, in order
+    return tensor, getattr(stored, _BLOCK_ATTRIBUTE).data.view(dtype).reshape(shape)
 
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
@@ -221,8 +246,9 @@ def resize_bytes(stored: torch.UntypedStorage, nbytes: int) -> int:
         kept = min(old.nbytes, nbytes)
         block.data[:kept] = old.data[:kept]
     setattr(stored, _BLOCK_ATTRIBUTE, block)
-    if hasattr(stored, _HOST_VIEWS_ATTRIBUTE):
-        delattr(stored, _HOST_VIEWS_ATTRIBUTE)  # they alias the old block
+    for attribute in (_HOST_VIEWS_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE):
+        if hasattr(stored, attribute):
+            delattr(stored, attribute)  # they alias the old block
     return int(block.data.ctypes.data)
 
 

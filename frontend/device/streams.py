@@ -143,18 +143,45 @@ def device_copy(source: torch.Tensor, destination: torch.Tensor) -> float:
 
     if destination.numel() == 0:
         return 0.0
+    # a copy's cost, name and profile depend only on both sides' geometry and dtypes (and the profile on the
+    # user's line): a training step's copies repeat, and pricing one costs more than the copy of a small tensor
     target = storage.device_memory().target
-    shape = list(destination.shape)
-    cost = dma_cost(_bytes_shape(source, shape), _bytes_shape(destination, shape), target)
-    duration = cost.alone_ns(target)
-    current_stream().add_run(duration)
-    name = (
-        f"device_copy_{str(source.dtype).removeprefix('torch.')}_{str(destination.dtype).removeprefix('torch.')}_"
-        + "x".join(str(extent) for extent in shape)
+    key = (
+        source.shape,
+        source.stride(),
+        source.dtype,
+        destination.shape,
+        destination.stride(),
+        destination.dtype,
+        target.name,
     )
-    stats.record_run(name, _dma_profile(cost, duration, target, sources.user_line()))
-    sources.record(DEVICE_COPY, duration)
+    priced = _priced_copies.get(key)
+    if priced is None:
+        shape = list(destination.shape)
+        cost = dma_cost(_bytes_shape(source, shape), _bytes_shape(destination, shape), target)
+        name = (
+            f"device_copy_{str(source.dtype).removeprefix('torch.')}_{str(destination.dtype).removeprefix('torch.')}_"
+            + "x".join(str(extent) for extent in shape)
+        )
+        if len(_priced_copies) >= _PRICED_COPIES:
+            _priced_copies.clear()
+        priced = _priced_copies[key] = (cost, cost.alone_ns(target), name, {})
+    cost, duration, name, profiles = priced
+    current_stream().add_run(duration)
+    line = sources.user_line()
+    profile = profiles.get(line)
+    if profile is None:
+        # a profile is handed out by `neuron_mlir.profiles()` as a copy: one object serves every such copy
+        profile = profiles[line] = _dma_profile(cost, duration, target, line)
+    stats.record_run(name, profile)
+    sources.record(DEVICE_COPY, duration, line=line)
     return duration
+
+
+# (both sides' sizes, strides and dtypes, the target's name) -> the copy's DMA cost, duration, profile name and
+# profiles per user line
+_priced_copies: dict[tuple[Any, ...], tuple[Any, float, str, dict[str, Any]]] = {}
+_PRICED_COPIES = 4096  # more distinct copies than a program's steps make: start afresh
 
 
 def _bytes_shape(tensor: torch.Tensor, shape: list[int]) -> Any:

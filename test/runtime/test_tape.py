@@ -7,6 +7,7 @@ Inputs change between runs, so a step that had frozen data instead of reading me
 from __future__ import annotations
 
 import functools
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -287,6 +288,28 @@ def test_outputs_reuse_only_arrays_nothing_references_any_more():
     assert [_address(o) for o in outputs[:3]] != addresses[:3]
     assert _address(outputs[3]) == reusable
     assert [held.tobytes(), view.tobytes(), tensor.view(torch.int16).numpy().tobytes()] == kept
+
+
+def test_outputs_are_written_into_the_callers_arrays():
+    """`into` gives an array per output (None: a new one): the output is that array, holding the plain path's
+    bits, on the tape's runs and the first, and no later run hands it out as an array of its own."""
+    program = _every_prepared_form()
+    validated = validate_program(program)
+    for seed in (0, 1, 0):
+        expected, _ = run_program(program, _inputs(program, seed), vectorize=False)
+        into = [np.full(e.shape, 7, e.dtype) if position % 2 == 0 else None for position, e in enumerate(expected)]
+        outputs, _ = run_validated(validated, _inputs(program, seed), check_races=False, into=into)
+        assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+        for destination, output in zip(into, outputs, strict=True):
+            assert destination is None or output is destination
+        given = [weakref.ref(d) for d in into if d is not None]
+        del outputs, into, destination, output
+        assert all(ref() is None for ref in given)  # the simulator keeps no caller's array for a later run
+    reference, _ = run_program(program, _inputs(program, 1), vectorize=False)
+    into = [np.empty(e.shape, e.dtype) for e in reference]
+    outputs, _ = run_validated(validated, _inputs(program, 1), check_races=False, vectorize=False, into=into)
+    assert all(o is d for o, d in zip(outputs, into, strict=True))  # the plain path writes them there too
+    assert [o.tobytes() for o in outputs] == [e.tobytes() for e in reference]
 
 
 @pytest.mark.parametrize("in_first_run", [True, False], ids=["analysed-in-the-first-run", "in-the-second"])

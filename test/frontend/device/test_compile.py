@@ -27,3 +27,42 @@ def test_compiled_mlp_on_the_device_matches_the_cpu(fresh_compiler, monkeypatch)
         assert gradient is not None, name
         assert gradient.device.type == "neuron", name
         assert_close_to_torch(gradient.cpu(), parameter.grad, f"{name}.grad")
+
+
+def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler, monkeypatch):
+    from neuron_mlir.frontend.device import storage
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to("neuron")
+    compiled = torch.compile(model, backend="neuron-mlir")
+    inputs = [torch.randn(3, 8) for _ in range(3)]
+    copied = []
+    from_array = storage.from_array
+
+    def counted(array):
+        copied.append(array.shape)
+        return from_array(array)
+
+    monkeypatch.setattr(storage, "from_array", counted)
+    outputs = []
+    for x in inputs:
+        output = compiled(x.to("neuron"))
+        output.sum().backward()
+        outputs.append(output)
+        if len(outputs) == 1:
+            assert copied  # the first call learns the outputs' layouts
+            copied.clear()
+    assert not copied  # the later calls' outputs and gradients are written where their device tensors live
+    assert all(output.device.type == "neuron" for output in outputs)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    for x, output in zip(inputs, outputs, strict=True):
+        assert_close_to_torch(output.cpu(), reference(x).detach())
+    grads = [p.grad for p in model.parameters()]
+    expected = sum(reference(x).sum() for x in inputs)
+    expected.backward()
+    for gradient, parameter in zip(grads, reference.parameters(), strict=True):
+        assert gradient is not None
+        assert gradient.device.type == "neuron"
+        assert_close_to_torch(gradient.cpu(), parameter.grad)

@@ -220,3 +220,41 @@ def test_a_backward_op_returns_none_where_its_output_mask_says_so(compiled, mask
             assert_close_to_torch(actual[index].cpu(), expected[index], f"{mask}[{index}]")
     assert compiled.EAGER_STATS.native_ops["aten.convolution_backward.default"] == 1
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_results_are_written_straight_into_device_memory(compiled, monkeypatch):
+    from neuron_mlir.frontend.device import storage
+
+    a, b = torch.randn(16, 8), torch.randn(16, 8)
+    x, y = a.to("neuron"), b.to("neuron")
+    copied = []
+    from_array = storage.from_array
+
+    def counted(array):
+        copied.append(array.shape)
+        return from_array(array)
+
+    monkeypatch.setattr(storage, "from_array", counted)
+
+    def ops():
+        written = x.clone()
+        written.mul_(y)  # in place: the simulator writes `written`'s own bytes
+        rows = x.clone()
+        rows[0].add_(rows[1])  # a view sharing its storage with an operand: written after the run
+        values, indices = x.max(dim=1)  # two fresh results
+        return written, rows, values, indices, x.to(torch.bfloat16)
+
+    first = ops()
+    assert copied  # the first run of each program learns its outputs' layouts
+    copied.clear()
+    second = ops()
+    assert not copied  # fresh results go straight into new device memory
+    expected_rows = a.clone()
+    expected_rows[0] += expected_rows[1]
+    maxima = a.max(dim=1)
+    expected = (a * b, expected_rows, maxima.values, maxima.indices, a.to(torch.bfloat16))
+    for run in (first, second):
+        for name, actual, wanted in zip(("mul_", "rows", "max", "argmax", "cast"), run, expected, strict=True):
+            assert actual.device.type == "neuron", name
+            assert actual.dtype == wanted.dtype, name
+            assert_close_to_torch(actual.cpu(), wanted, name)

@@ -40,6 +40,21 @@ def test_storage_resize_frees_and_brings_back_device_memory():
     assert torch.equal(view.cpu(), torch.arange(8, 16, dtype=torch.float32) * 2)  # views see the new bytes
 
 
+def test_the_arrays_the_simulator_reads_follow_a_resized_storage():
+    from neuron_mlir.frontend.device import storage
+
+    tensor = torch.arange(8, dtype=torch.float32).to("neuron")
+    array = storage.dense_array(tensor)
+    assert storage.dense_array(tensor) is array  # kept on the storage, not made per op
+    tensor.untyped_storage().resize_(0)
+    tensor.untyped_storage().resize_(32)  # a new block: the kept array shows the old one
+    tensor.copy_(torch.ones(8))
+    renewed = storage.dense_array(tensor)
+    assert renewed is not None
+    assert renewed is not array
+    assert renewed.tolist() == [1.0] * 8
+
+
 def test_storage_resize_keeps_the_leading_bytes():
     tensor = torch.arange(16, dtype=torch.int32).to("neuron")
     tensor.untyped_storage().resize_(128)

@@ -118,6 +118,41 @@ def test_the_report_names_the_users_line_per_op(compiled_eager):
     assert "no profiles yet" not in text  # eager work alone makes a report
 
 
+class _Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2  # a user's line inside the backward pass
+
+
+def test_backward_runs_on_the_calling_thread_and_names_its_ops_by_node(host_mode, fresh):
+    import threading
+
+    threads = []
+    w = torch.ones(4, 4).to("neuron").requires_grad_()
+    w.register_hook(lambda grad: threads.append(threading.get_ident()))
+    y = _Doubled.apply(w.relu())
+    y.sum().backward()
+    assert threads == [threading.get_ident()]  # no hand-over to a device thread of the autograd engine
+    assert w.grad is not None
+    assert torch.equal(w.grad.cpu(), torch.full((4, 4), 2.0))
+    user = f"{__file__}:{_Doubled.backward.__code__.co_firstlineno + 2}"
+    assert (sources.EAGER_TIMES[("aten.mul.Tensor", user)]).calls == 1
+    assert any(
+        op == "aten.threshold_backward.default" and where == "ReluBackward0 (backward)"
+        for op, where in sources.EAGER_TIMES
+    )
+    # the engine's entry ends the walk: the caller's `backward()` line names no op of the pass
+    backward_line = (
+        f"{__file__}:{test_backward_runs_on_the_calling_thread_and_names_its_ops_by_node.__code__.co_firstlineno + 7}"
+    )
+    on_that_line = {op for op, where in sources.EAGER_TIMES if where == backward_line}
+    assert on_that_line == {"aten.sum.dim_IntList", "aten.fill_.Scalar"}  # the forward's sum, the loss's gradient
+
+
 def test_a_copys_line_is_the_users_in_the_report(host_mode, fresh):
     x = torch.randn(4, 4).to("neuron")
     x.clone()
