@@ -959,7 +959,10 @@ class ShapeSpecialisedGraph(PerSizes):
             if program is not None:
                 stats_module.record_cache_hit()
             else:
-                program = _lower(module, name, None, imported_text, progress=progress)
+                debug_dir = Path(self.options.debug_dir) / name if self.options.debug_dir else None
+                if debug_dir is not None:
+                    debug_dir.mkdir(parents=True, exist_ok=True)
+                program = _lower(module, name, debug_dir, imported_text, progress=progress)
                 if cache is not None:
                     cache.put(key, program, None)
                     stats_module.record_cache_miss()
