@@ -265,10 +265,10 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: 
 
 
 def _broadcast_along_free(layout: Layout) -> bool:
-    """Whether an operand repeats each row along the last dimension. The plain tiling loads such a column once per
-    partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one element per
-    descriptor, which costs far more than the narrow tiles save (a softmax-backward row scale, for one)."""
-    return len(layout.shape) >= 2 and layout.strides[-1] == 0 and layout.shape[-1] > 1 and any(layout.strides[:-1])
+    """Whether an operand repeats each row (or one value) along the last dimension. The plain tiling loads such a
+    column once per partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one
+    element per descriptor, which costs far more than the narrow tiles save (a softmax-backward row scale)."""
+    return len(layout.shape) >= 2 and layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
 def _tile_elements(tiling: Tiling) -> int:
@@ -395,12 +395,11 @@ def bounded_nest(
 
 def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
     """Whether an operand is a float column broadcast along the (one-dimensional) free axis ([P, 1] values, free
-    stride 0): loaded as one element per partition and spread on chip, instead of a DMA of one element per
-    descriptor."""
+    stride 0), or one value broadcast everywhere (a 0-d tensor: `where(mask, 0.0, -inf)`'s): loaded as one
+    element per partition and spread on chip, instead of a DMA of one element per descriptor."""
     if len(tiling.free) != 1:
         return False
-    p_stride, f_stride = layout.strides[tiling.partition], layout.strides[-1]
-    return f_stride == 0 and p_stride != 0 and layout.shape[-1] > 1
+    return layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
