@@ -96,6 +96,13 @@ PADDING_WRITTEN = "neuron_padding_written"
 padding it must write (a `where` setting padding to a reduction's identity), None for all of them. The importer
 names no size bound (`SIZE_BOUNDS_ATTR`) for those dimensions, so the lowering writes their padding."""
 
+SIZE_FACTORS = "neuron_size_factors"
+"""A node's metadata key (set by the size-bucket rewrite): per dimension of its (first) result, the extents it is
+merged from, major to minor: a size symbol's name or a static extent each (`[b, s, 32] -> [b*s, 32]` gives
+`(("s0", "s1"), (32,))`). At the bucket's sizes element `i` of such a dimension is real iff each of its digits in
+that mixed radix is below its factor's real extent, so the importer names a merged dimension's bound as its
+factors (`"s0*s1"`, `SIZE_BOUNDS_ATTR`), which a lowering may split the dimension into."""
+
 SymbolicNumber = torch.SymInt | torch.SymFloat | torch.SymBool
 """Symbolic values a node's metadata may hold."""
 
@@ -504,12 +511,14 @@ class FxImporter:
         return [(name, by_name[name]) for name in self.size_arguments if by_name.get(name, 0) >= 1]
 
     def _mark_size_bounds(self, op: Operation, node: torch.fx.Node, value: Any) -> None:
-        """Name, on `op`, the size argument bounding each dimension of its first result that is exactly one."""
+        """Name, on `op`, the size argument bounding each dimension of its first result that is exactly one, or
+        the factors of a dimension merged from size arguments and static extents (`SIZE_FACTORS`: `"s0*s1"`)."""
         if not self.size_arguments or not isinstance(value, torch.Tensor):
             return
         written = node.meta.get(PADDING_WRITTEN, ())
         if written is None:
             return
+        factors = node.meta.get(SIZE_FACTORS)
         names = []
         shape: Sequence[Any] = value.shape  # SymInts where the graph's sizes are symbolic
         for dim, extent in enumerate(shape):
@@ -517,7 +526,14 @@ class FxImporter:
                 names.append("")
                 continue
             expr = extent.node.expr
-            names.append(str(expr) if expr.is_Symbol and str(expr) in self.size_arguments else "")
+            if expr.is_Symbol:
+                names.append(str(expr) if str(expr) in self.size_arguments else "")
+                continue
+            merged = factors[dim] if isinstance(factors, list | tuple) and dim < len(factors) else ()
+            named = [f for f in merged if isinstance(f, str)]
+            # every factor a size argument or a static extent: the lowering can split the dimension into them
+            usable = len(merged) > 1 and named and all(f in self.size_arguments for f in named)
+            names.append("*".join(str(f) for f in merged) if usable else "")
         if any(names):
             op.attributes[SIZE_BOUNDS_ATTR] = ArrayAttr([StringAttr(n) for n in names])
 

@@ -56,7 +56,7 @@ import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
-from neuron_mlir.frontend.fx_importer import PADDING_WRITTEN
+from neuron_mlir.frontend.fx_importer import PADDING_WRITTEN, SIZE_FACTORS
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -1113,6 +1113,7 @@ def plan_buckets(graph_module: torch.fx.GraphModule) -> BucketPlan | str:
         lower = int(known.lower) if known is not None and isinstance(known.lower, sympy.Integer) else 0
         upper = int(known.upper) if known is not None and isinstance(known.upper, sympy.Integer) else None
         ranges[symbol] = (lower, upper)
+    _record_factors(rewriter)
     copied.graph.eliminate_dead_code()
     copied.graph.lint()
     copied.recompile()
@@ -1125,6 +1126,33 @@ def plan_buckets(graph_module: torch.fx.GraphModule) -> BucketPlan | str:
         outputs=rewriter.outputs,
         assumed=sorted(rewriter.assumed, key=str),
     )
+
+
+def _record_factors(rw: _Rewriter) -> None:
+    """Each node's result layout as the importer reads it (`SIZE_FACTORS`): per dimension, its factors as size
+    symbols' names and static extents (a factor that is another expression, `s - 1`, leaves the dimension out)."""
+    for node, layout in rw.layouts.items():
+        if node.op != "call_function" or not isinstance(layout, list) or not layout:
+            continue
+        if isinstance(layout[0], list):  # several results: the importer bounds the first
+            layout = layout[0]
+        if not isinstance(layout, list) or not all(isinstance(dim, tuple) for dim in layout):
+            continue
+        dims: list[tuple[str | int, ...]] = []
+        for dim in layout:
+            factors: list[str | int] = []
+            for factor in dim:
+                expr = _expr(factor)
+                if expr.is_Integer:
+                    if int(expr) != 1:
+                        factors.append(int(expr))
+                elif expr.is_Symbol:
+                    factors.append(str(expr))
+                else:
+                    factors = []
+                    break
+            dims.append(tuple(factors))
+        node.meta[SIZE_FACTORS] = tuple(dims)
 
 
 def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:

@@ -12,6 +12,11 @@ into memory that copy j's compute does not touch: the DMA for the next tile over
 and `neuron-insert-sync` orders each copy only after the copy that last used the same buffers. IR grows by at
 most `copies` times the innermost bodies; results are unchanged.
 
+An innermost loop that moves data and whose upper bound is computed at run time (a size bucket's program
+looping over the call's rows: constant lower bound and step) gets two copies over its whole rounds, a loop up to
+`lower + (upper - lower) // (2 * step) * 2 * step`, followed by the loop itself over the trip left (none or one),
+so that it overlaps its DMAs as a constant loop does while the program's size stays independent of the call.
+
 How many copies each loop gets (with `factor` unset; `factor=n` gives every loop n copies):
 
 * A copy holds its buffers for its whole chain: the loads (DMA latency plus transfer), the compute on its
@@ -60,6 +65,12 @@ def _is_innermost(loop: scf.ForOp) -> bool:
 
 def _moves_data(loop: scf.ForOp) -> bool:
     return any(isinstance(op, neuron.DmaCopyOp) for op in loop.body.walk())
+
+
+def _bounded_at_run_time(loop: scf.ForOp) -> bool:
+    """Whether only the upper bound of `loop` is computed at run time (its lower bound and step constants)."""
+    step = integer_constant(loop.step)
+    return integer_constant(loop.lb) is not None and step is not None and step > 0 and integer_constant(loop.ub) is None
 
 
 def _trips(loop: scf.ForOp) -> int | None:
@@ -282,6 +293,48 @@ class _Unroller:
         loop.detach()
         loop.erase()
 
+    def unroll_bounded(self, loop: scf.ForOp, copies: int) -> None:
+        """Unroll `loop` (constant lower bound and step, an upper bound computed at run time: a size argument's
+        trips) into a loop of `copies` copies over the whole rounds, `(upper - lower) // (copies * step)` of
+        them, followed by `loop` itself over the trips left (fewer than `copies`, still rolled). The program
+        keeps its size whatever the call's trip count."""
+        lower, step = integer_constant(loop.lb), integer_constant(loop.step)
+        assert lower is not None
+        assert step is not None
+        before = InsertPoint.before(loop)
+        span: SSAValue = loop.ub
+        index_ops: list[Operation] = []
+        if lower:
+            difference = arith.SubiOp(loop.ub, self.constant(lower))
+            index_ops.append(difference)
+            span = difference.result
+        rounds = arith.FloorDivSIOp(span, self.constant(copies * step))
+        covered = arith.MuliOp(rounds.result, self.constant(copies * step))
+        index_ops += [rounds, covered]
+        end: SSAValue = covered.result
+        if lower:
+            shifted = arith.AddiOp(covered.result, self.constant(lower))
+            index_ops.append(shifted)
+            end = shifted.result
+        for op in index_ops:
+            op.location = loop.location
+            _insert(op, before)
+        body = Block(arg_types=[IndexType()])
+        main = scf.ForOp(self.constant(lower), end, self.constant(copies * step), [], body)
+        main.location = loop.location
+        _insert(main, before)
+        inside = InsertPoint.at_end(body)
+        for copy in range(copies):
+            induction: SSAValue = body.args[0]
+            if copy:
+                offset = arith.AddiOp(body.args[0], self.constant(copy * step))
+                offset.location = loop.location
+                _insert(offset, inside)
+                induction = offset.result
+            self.copy_body(loop, induction, inside)
+        body.add_op(scf.YieldOp())
+        loop.operands[0] = end  # the rest: from where the rounds end
+
 
 def _insert(op: Operation, point: InsertPoint) -> None:
     if point.insert_before is not None:
@@ -314,6 +367,10 @@ class NeuronUnrollLoopsPass(ModulePass):
                 if not (_is_innermost(loop) and _moves_data(loop)):
                     continue
                 trips = _trips(loop)
+                if trips is None and self.factor is None and _bounded_at_run_time(loop):
+                    # a size bucket's loop over the call's rows: two copies (their count is not known here)
+                    unroller.unroll_bounded(loop, 2)
+                    continue
                 if trips is None or trips < 2:
                     continue  # dynamic bounds, or nothing to overlap: leave the loop as it is
                 if self.factor is not None:

@@ -34,7 +34,8 @@ Linear layer's panel). An op whose results all hold no element lowers to views o
 its family. A function with random ops gets a trailing `%rng_seed: memref<1xi32>` argument (random.py). A
 function with size arguments (`neuron.size_arguments`, from a size bucket) gets one `index` argument per size after its
 tensors; the elementwise family bounds its loops over a dimension an op's `neuron.size_bounds` names by that
-argument, so it writes the real rows only (elementwise.py).
+argument, so it writes the real rows only (elementwise.py), and a 2-D matmul whose rows are merged from size
+arguments (`"s0*s1"`: token rows `[b*s, h]`) loops over their factors, each bounded by its argument (matmul.py).
 
 What the lowerings of one function share (absorbed ops, index constants) lives in a
 `ConversionContext` made for that function (context.py), never in module state: a conversion depends on its
@@ -346,6 +347,7 @@ def _convert_function(function: func.FuncOp) -> None:
         size_arg = block.insert_arg(IndexType(), len(block.args))
         size_arg.name_hint = entry.data[0].data
         context.size_arguments[entry.data[0].data] = size_arg
+        context.size_extents[entry.data[0].data] = entry.data[2].value.data
 
     def mapped(value: Any) -> Any:
         if isinstance(value, SSAValue):

@@ -42,6 +42,8 @@ class ConversionContext:
     lowered: dict[SSAValue, SSAValue] = field(default_factory=dict)
     narrow_loads: dict[SSAValue, Attribute] = field(default_factory=dict)
     size_arguments: dict[str, SSAValue] = field(default_factory=dict)
+    # each size argument's extent in the bucket the function is compiled for (the top of its range)
+    size_extents: dict[str, int] = field(default_factory=dict)
     # (size argument, tile) -> where the tiles covering its extent end, computed once at the function's top
     size_uppers: dict[tuple[SSAValue, int], SSAValue] = field(default_factory=dict)
 

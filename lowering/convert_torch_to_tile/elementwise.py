@@ -127,6 +127,27 @@ def size_bounds(em: LoopNestBuilder, op: Operation) -> tuple[SSAValue | None, ..
     return bounds if any(b is not None for b in bounds) else None
 
 
+def size_factors(em: LoopNestBuilder, op: Operation, dim: int) -> list[tuple[SSAValue | None, int]] | None:
+    """The factors dimension `dim` of `op`'s first result is merged from, major to minor, when
+    `SIZE_BOUNDS_ATTR` names them (`"s0*s1"`, `"s0*16"`): each a size argument with its extent in the bucket, or
+    None with a static extent. None when the dimension names no merged factors."""
+    names = op.attributes.get(SIZE_BOUNDS_ATTR)
+    if em.context is None or not isinstance(names, ArrayAttr) or not -len(names.data) <= dim < len(names.data):
+        return None
+    entry = names.data[dim]
+    if not isinstance(entry, StringAttr) or "*" not in entry.data:
+        return None
+    factors: list[tuple[SSAValue | None, int]] = []
+    for name in entry.data.split("*"):
+        if name.isdigit():
+            factors.append((None, int(name)))
+        elif name in em.context.size_arguments:
+            factors.append((em.context.size_arguments[name], em.context.size_extents[name]))
+        else:
+            return None
+    return factors
+
+
 def bounded_space(
     shape: Sequence[int], layouts: Sequence[Layout], bounds: Sequence[SSAValue | None]
 ) -> tuple[tuple[int, ...], list[Layout], dict[int, SSAValue]] | None:
@@ -167,7 +188,7 @@ def bounded_space(
     return tuple(dims), canonical, dynamic
 
 
-def _bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
+def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
     """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end. Computed once per function, at
     its top (after the index constants), so that nests bounded alike have the same bound and tile-fuse-loops
     fuses them."""
@@ -191,12 +212,12 @@ def _bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
     return cache[bound, tile]
 
 
-def _bounded_loop(
+def bounded_loop(
     em: LoopNestBuilder, bound: SSAValue, tile: int, body: Callable[[LoopNestBuilder, Index, int], None]
 ) -> None:
     """`body(emitter, offset, tile)` for the tiles of `tile` that start below `bound` (a size argument)."""
     block = Block(arg_types=[IndexType()])
-    em.insert(scf.ForOp(em.index(0), _bounded_upper(em, bound, tile), em.index(tile), [], block))
+    em.insert(scf.ForOp(em.index(0), bounded_upper(em, bound, tile), em.index(tile), [], block))
     inner = em.nested(block)
     body(inner, block.args[0], tile)
     inner.insert(scf.YieldOp())
@@ -265,10 +286,10 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: 
 
 
 def _broadcast_along_free(layout: Layout) -> bool:
-    """Whether an operand repeats each row along the last dimension. The plain tiling loads such a column once per
-    partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one element per
-    descriptor, which costs far more than the narrow tiles save (a softmax-backward row scale, for one)."""
-    return len(layout.shape) >= 2 and layout.strides[-1] == 0 and layout.shape[-1] > 1 and any(layout.strides[:-1])
+    """Whether an operand repeats each row (or one value) along the last dimension. The plain tiling loads such a
+    column once per partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one
+    element per descriptor, which costs far more than the narrow tiles save (a softmax-backward row scale)."""
+    return len(layout.shape) >= 2 and layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
 def _tile_elements(tiling: Tiling) -> int:
@@ -364,7 +385,7 @@ def emit_elementwise(
             em_p.for_tiles(free, FREE_TILE, free_body)
 
         if tiling.partition in dynamic:
-            _bounded_loop(inner, dynamic[tiling.partition], PARTITION_TILE, partition_body)
+            bounded_loop(inner, dynamic[tiling.partition], PARTITION_TILE, partition_body)
         else:
             inner.for_tiles(partitions, PARTITION_TILE, partition_body)
 
@@ -390,17 +411,16 @@ def bounded_nest(
     if isinstance(extent, int):
         em.for_each(extent, lambda inner, i: bounded_nest(inner, extents[1:], [*indices, i], body))
     else:
-        _bounded_loop(em, extent, 1, lambda inner, i, _: bounded_nest(inner, extents[1:], [*indices, i], body))
+        bounded_loop(em, extent, 1, lambda inner, i, _: bounded_nest(inner, extents[1:], [*indices, i], body))
 
 
 def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
     """Whether an operand is a float column broadcast along the (one-dimensional) free axis ([P, 1] values, free
-    stride 0): loaded as one element per partition and spread on chip, instead of a DMA of one element per
-    descriptor."""
+    stride 0), or one value broadcast everywhere (a 0-d tensor: `where(mask, 0.0, -inf)`'s): loaded as one
+    element per partition and spread on chip, instead of a DMA of one element per descriptor."""
     if len(tiling.free) != 1:
         return False
-    p_stride, f_stride = layout.strides[tiling.partition], layout.strides[-1]
-    return f_stride == 0 and p_stride != 0 and layout.shape[-1] > 1
+    return layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:

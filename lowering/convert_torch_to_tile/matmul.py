@@ -47,6 +47,7 @@ that load it, so TensorE reads bf16 and no rounded copy of the operand is ever s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,7 +71,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
+    bounded_loop,
+    bounded_nest,
+    copy_to,
+    size_bounds,
+    size_factors,
+)
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory, Target
@@ -295,6 +302,37 @@ def chunks_in_flight(
     return dividing[0] if dividing else needed
 
 
+@dataclass(frozen=True)
+class RowBound:
+    """The real rows of an [M, K] @ [K, N] product in a size bucket's program, M merged from size arguments and
+    static extents (`[b*s, h]` token rows): M is `outer` (each a loop: a size argument bounding its trips, or None
+    for a static extent) times `inner` rows, of which the first `rows` (a size argument) are real."""
+
+    outer: tuple[tuple[SSAValue | None, int], ...]
+    inner: int
+    rows: SSAValue
+
+
+def row_bound(em: LoopNestBuilder, op: Operation, m: int) -> RowBound | None:
+    """The `RowBound` of a 2-D product's rows that `op`'s size bounds name (`size_factors`, or one size argument):
+    its last factor must be a size argument and the row tiles of 128 it starts must lie inside the bucket's
+    rows."""
+    if len(result_shape(op)) != 2:
+        return None
+    factors = size_factors(em, op, 0)
+    if factors is None:  # rows that are exactly a size argument's extent (a batch of one)
+        bounds = size_bounds(em, op)
+        factors = [(bounds[0], m)] if bounds is not None and bounds[0] is not None else None
+    if not factors or factors[-1][0] is None or math.prod(extent for _, extent in factors) != m:
+        return None
+    rows, inner = factors[-1]
+    assert rows is not None
+    # rows that fit one tile stay merged with the outer factors: per-factor tiles would be smaller, not fewer
+    if inner % matmul_limits(em)[1]:
+        return None
+    return RowBound(tuple(factors[:-1]), inner, rows)
+
+
 def emit_matmul(
     em: LoopNestBuilder,
     lhs: SSAValue,
@@ -302,12 +340,19 @@ def emit_matmul(
     out_element_type: Attribute,
     epilogue: Epilogue | None = None,
     bias_row: SSAValue | None = None,
+    rows: RowBound | None = None,
 ) -> SSAValue:
     """`lhs @ rhs (+ bias_row)` for [M, K] @ [K, N], or batched [B, M, K] @ [B, K, N]; any strides.
 
     `bias_row` ([..., 1, N], any strides) is added to every row of the product by TensorE: one more matmul per
     accumulator, a ones row [1, m] against the bias row [1, n], so the evacuation stays a plain copy.
+    `rows` (a 2-D product in a size bucket's program) lets the product compute only the real rows' tiles
+    (`emit_bounded_matmul`).
     """
+    if rows is not None:
+        bounded = emit_bounded_matmul(em, lhs, rhs, out_element_type, epilogue, bias_row, rows)
+        if bounded is not None:
+            return bounded
     lhs_layout, rhs_layout = layout_of(lhs), layout_of(rhs)
     batch_shape = lhs_layout.shape[:-2]
     m, k = lhs_layout.shape[-2:]
@@ -342,6 +387,91 @@ def _argument(value: SSAValue) -> bool:
     while isinstance(value.owner, tile.ViewOp):
         value = value.owner.source
     return isinstance(value, BlockArgument) and isinstance(value.block.parent_op(), func.FuncOp)
+
+
+def emit_bounded_matmul(
+    em: LoopNestBuilder,
+    lhs: SSAValue,
+    rhs: SSAValue,
+    out_element_type: Attribute,
+    epilogue: Epilogue | None,
+    bias_row: SSAValue | None,
+    rows: RowBound,
+) -> SSAValue | None:
+    """`lhs @ rhs` over M = outer x inner rows of which the call's are real (`RowBound`): the product's M is
+    viewed as [outer..., inner], the outer factors become loops (the call's trips where a size argument bounds
+    them) and each runs ceil(rows / 128) block rows of one m tile, so the call's work follows its size. Rows
+    beyond the call's in a computed tile are padding, as are the tiles never computed. B, the same for every
+    outer index, is loaded once before the loops when it is kept whole on chip. None when lhs's rows cannot be
+    viewed that way (strides that do not split)."""
+    lhs_layout, rhs_layout = layout_of(lhs), layout_of(rhs)
+    m, k = lhs_layout.shape
+    n = rhs_layout.shape[-1]
+    outer = tuple(extent for _, extent in rows.outer)
+    split_lhs = lhs_layout.reshape((*outer, rows.inner, k))
+    if split_lhs is None:
+        return None
+    out = alloc(em, (m, n), out_element_type)
+    out_split = layout_of(out).reshape((*outer, rows.inner, n))
+    assert out_split is not None
+    zeros = (0,) * len(outer)
+    lhs_view = view(em, lhs, split_lhs)
+    rhs_view = view(em, rhs, Layout((*outer, k, n), (*zeros, *rhs_layout.strides), rhs_layout.offset))
+    out_view = view(em, out, out_split)
+    lhs_transposed = _k_contiguous(lhs_layout.strides, lhs_layout.shape, 1, 0)
+    rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, 0, 1)
+    lhs_type, rhs_type = operand_load_type(em, lhs), operand_load_type(em, rhs)
+    itemsize = max(_itemsize(lhs_type), _itemsize(rhs_type))
+    # blocked as the whole product, but one m tile per block row: the call's rows end within a tile, not within
+    # a block of several
+    blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em))
+    blocking = dataclasses.replace(blocking, m_subs=1, paired=False)
+    if epilogue is not None:
+        flat_epilogue = epilogue
+
+        def split_epilogue(
+            e: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType
+        ) -> SSAValue:
+            # the caller's epilogue indexes the [M, N] product
+            *factors, r0, c0 = indices
+            flat, stride = r0, rows.inner
+            for index, extent in zip(reversed(factors), reversed(outer), strict=True):
+                flat = e.add(e.mul(index, stride), flat)
+                stride *= extent
+            return flat_epilogue(e, product, [flat, c0], result_type)
+
+        epilogue = split_epilogue
+    kernel = _Kernel(
+        lhs_view,
+        rhs_view,
+        out_view,
+        out_element_type,
+        epilogue,
+        blocking,
+        lhs_transposed,
+        rhs_transposed,
+        k,
+        lhs_type,
+        rhs_type,
+    )
+    if bias_row is not None:
+        bias_layout = layout_of(bias_row)
+        kernel.bias_row = view(
+            em, bias_row, Layout((*outer, 1, n), (*zeros, *bias_layout.strides[-2:]), bias_layout.offset)
+        )
+        ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
+        kernel.ones = em.insert(tile.FillOp(1.0, ones_type)).result
+    if blocking.resident and k > 0:
+        kernel.build_resident(em, [0] * len(outer), n)
+
+    def body(inner: LoopNestBuilder, batch: list[Index]) -> None:
+        def block_row(e: LoopNestBuilder, m0: Index, _: int) -> None:
+            kernel.block_row(e, batch, m0, blocking.m_tile, n)
+
+        bounded_loop(inner, rows.rows, blocking.m_tile, block_row)
+
+    bounded_nest(em, [bound if bound is not None else extent for bound, extent in rows.outer], [], body)
+    return out
 
 
 def operand_load_type(em: LoopNestBuilder, operand: SSAValue) -> Attribute:
@@ -875,7 +1005,8 @@ def broadcast_view(em: LoopNestBuilder, value: SSAValue, shape: tuple[int, ...])
 
 
 def _mm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    return [emit_matmul(em, args["self"], args["mat2"], result_element_type(op))]
+    rows = row_bound(em, op, layout_of(args["self"]).shape[-2])
+    return [emit_matmul(em, args["self"], args["mat2"], result_element_type(op), rows=rows)]
 
 
 def _addmm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -994,6 +1125,7 @@ def _scaled_product_plus(
 ) -> SSAValue:
     """`beta * bias + alpha * (lhs @ rhs)` with the bias broadcast to the product's shape."""
     beta, alpha = float(args.get("beta", 1)), float(args.get("alpha", 1))
+    rows = row_bound(em, op, layout_of(lhs).shape[0]) if out_shape is None else None
     out_shape = out_shape or result_shape(op)
     bias = broadcast_view(em, bias_value, out_shape)
     bias_layout = layout_of(bias)
@@ -1003,7 +1135,7 @@ def _scaled_product_plus(
         # plain copy, which VectorE or ScalarE may run. In 16-bit types the bias matmul costs a fifth of
         # VectorE's fp32 add of the bias from PSUM; in fp32 (a quarter of TensorE's rate) it would not.
         row = view(em, bias, Layout((1, out_shape[1]), bias_layout.strides, bias_layout.offset))
-        return emit_matmul(em, lhs, rhs, result_element_type(op), bias_row=row)
+        return emit_matmul(em, lhs, rhs, result_element_type(op), bias_row=row, rows=rows)
 
     def epilogue(e: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:
         shape = result_type.get_shape()
@@ -1017,7 +1149,7 @@ def _scaled_product_plus(
             product = _times(e, product, alpha, work)
         return e.insert(tile.BinaryOp(product, bias_tile, "add", result_type)).result
 
-    return emit_matmul(em, lhs, rhs, result_element_type(op), epilogue)
+    return emit_matmul(em, lhs, rhs, result_element_type(op), epilogue, rows=rows)
 
 
 def _times(em: LoopNestBuilder, value: SSAValue, factor: float, result_type: TileType) -> SSAValue:

@@ -88,6 +88,25 @@ def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
     assert times[2, 70] < times[2, 200] < times[3, 200]
 
 
+def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
+    # [b, s, 64] -> [b*s, 64] rows (batch 2..3, bucket 3; sequence 2..256, upper bucket 256): the product's rows
+    # loop over the call's batch and its ceil(s / 128) row tiles, so one program's time follows the call
+    def linear(x, w, b):
+        h = x.reshape(-1, x.shape[-1]) @ w + b
+        return torch.relu(h).view(x.shape[0], x.shape[1], -1)
+
+    compiled = torch.compile(linear, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(4)
+    w, b = torch.randn(64, 96), torch.randn(96)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        x = _marked(_marked(torch.randn(batch, seq, 64), 0, 2, 3), 1, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, x, w, b)
+        assert_close_to_torch(result, linear(x, w, b), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
 def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches_eager():
     # the scaled keys' padded rows stay unwritten (NaN in fresh memory): a -inf score times a NaN value would be
     # NaN, so the padded keys and values must be set to 0 before the attention reads them

@@ -165,3 +165,25 @@ func.func @fp8_casts(%x: tensor<4x8xf32>) -> (tensor<4x8xf8E4M3FN>, tensor<4x8xf
 // CHECK:       tile.binary_scalar %{{.*}} {op = "min", scalar = 4.480000e+02 : f64} : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf32, sbuf>
 // CHECK:       %[[CLAMPED:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
 // CHECK-NEXT:  tile.copy %[[CLAMPED]] : (!tile.tile<32x1xf32, sbuf>) -> !tile.tile<32x1xf8E4M3FN, sbuf>
+
+// -----
+
+// A 0-d operand (transformers' `where(mask, 0.0, -inf)`) is one value broadcast everywhere: loaded as one element
+// per partition and spread along the free axis on chip, not by a DMA of one element per descriptor.
+// CHECK-LABEL: func.func @zero_dimensional_operands
+// CHECK:       %[[ZERO:.*]] = tile.view %zero : memref<f32, #mem<hbm>> to memref<128x4096xf32, strided<[0, 0]>, #mem<hbm>>
+// CHECK:       %[[LOWEST:.*]] = tile.view %lowest
+// CHECK:       %[[ZCOL:.*]] = tile.load %[[ZERO]][%c0, %c0] {{.*}} -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[LCOL:.*]] = tile.load %[[LOWEST]][%c0, %c0] {{.*}} -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       scf.for
+// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x2048xi1, sbuf>
+// CHECK-NEXT:    tile.fill
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %[[ZCOL]] {op = "add"}
+// CHECK-NEXT:    tile.fill
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %[[LCOL]] {op = "add"}
+// CHECK-NEXT:    tile.select
+// CHECK-NEXT:    tile.store
+func.func @zero_dimensional_operands(%mask: tensor<2x512x512xi1>, %zero: tensor<f32>, %lowest: tensor<f32>) -> tensor<2x512x512xf32> {
+  %where = torch.aten.where.self %mask, %zero, %lowest : (tensor<2x512x512xi1>, tensor<f32>, tensor<f32>) -> tensor<2x512x512xf32>
+  func.return %where : tensor<2x512x512xf32>
+}

@@ -148,3 +148,42 @@ func.func @no_dma() {
 // CHECK:       scf.for %{{.*}} = %c0 to %c4 step %c1 {
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// A loop whose upper bound is computed at run time (a size bucket's row tiles: ceil(n / 128) * 128 from the
+// size argument %n) gets two copies over its whole rounds; the trips left (none or one) run in the loop itself,
+// now starting where the rounds end.
+// CHECK-LABEL: func.func @call_rows
+func.func @call_rows(%x: memref<512x64xf32, #mem<hbm>>, %y: memref<512x64xf32, #mem<hbm>>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c127 = arith.constant 127 : index
+  %c128 = arith.constant 128 : index
+  %rounded = arith.addi %n, %c127 : index
+  %tiles = arith.floordivsi %rounded, %c128 : index
+  %end = arith.muli %tiles, %c128 : index
+  scf.for %i = %c0 to %end step %c128 {
+    %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    %offset = arith.muli %i, %c64 : index
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<512x64xf32, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<512x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+  }
+  func.return
+}
+// CHECK:       %[[END:.*]] = arith.muli %tiles, %c128{{.*}} : index
+// CHECK-NEXT:  %[[ROUNDS:.*]] = arith.floordivsi %[[END]], %c256 : index
+// CHECK-NEXT:  %[[COVERED:.*]] = arith.muli %[[ROUNDS]], %c256 : index
+// CHECK-NEXT:  scf.for %[[I:.*]] = %c0{{.*}} to %[[COVERED]] step %c256 {
+// CHECK-COUNT-2: neuron.activation
+// CHECK-NEXT:    neuron.dma_copy
+// CHECK-NEXT:  }
+// CHECK-NEXT:  scf.for %{{.*}} = %[[COVERED]] to %[[END]] step %c128{{.*}} {
+// CHECK-NEXT:    neuron.alloc
+// CHECK-NEXT:    arith.muli
+// CHECK-NEXT:    neuron.dma_copy
+// CHECK-NEXT:    neuron.activation
+// CHECK-NEXT:    neuron.dma_copy
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
