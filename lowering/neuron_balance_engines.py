@@ -114,6 +114,31 @@ def cost_ns(op: InstructionOp, engine: Engine, target: Target) -> float:
     return cost_model.compute_ns(op.spec().name, engine, shapes, _attrs(op), target)
 
 
+class _Costs:
+    """The cost model's times for one block's assignment, each computed once: the assignment asks for the same
+    instruction's time on the same engine many times (by load, by finish, the spans of both), and reading an
+    instruction's access patterns costs more than the model itself. Made for a stretch of the pass in which no
+    instruction's operands change (engines may)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._compute: dict[tuple[InstructionOp, Engine], float] = {}
+        self._dma: dict[InstructionOp, float] = {}
+
+    def ns(self, op: InstructionOp, engine: Engine) -> float:
+        key = (op, engine)
+        known = self._compute.get(key)
+        if known is None:
+            known = self._compute[key] = cost_ns(op, engine, self.target)
+        return known
+
+    def dma_ns(self, op: InstructionOp) -> float:
+        known = self._dma.get(op)
+        if known is None:
+            known = self._dma[op] = _dma_ns(op, self.target)
+        return known
+
+
 def _alternatives(op: InstructionOp) -> tuple[Engine, ...]:
     """Engines besides VectorE that may run `op` with the same results."""
     opcode = op.spec().name
@@ -170,7 +195,7 @@ def _is_psum_evacuation(op: InstructionOp) -> bool:
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
 
-def _balance(block: Block, target: Target, spread_evacuations: bool) -> None:
+def _balance(block: Block, costs: _Costs, spread_evacuations: bool) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
     # spread over different engines would make each copy's chain wait behind the previous copy's. PSUM
@@ -188,20 +213,20 @@ def _balance(block: Block, target: Target, spread_evacuations: bool) -> None:
                 key = (key, count % 2)
             classes.setdefault(key, []).append(op)
         else:
-            load[op.engine_kind] += cost_ns(op, op.engine_kind, target)
+            load[op.engine_kind] += costs.ns(op, op.engine_kind)
     movable = []
     for position, members in enumerate(classes.values()):
-        costs = {engine: len(members) * cost_ns(members[0], engine, target) for engine in _alternatives(members[0])}
-        costs[Engine.VECTOR] = len(members) * cost_ns(members[0], Engine.VECTOR, target)
+        on = {engine: len(members) * costs.ns(members[0], engine) for engine in _alternatives(members[0])}
+        on[Engine.VECTOR] = len(members) * costs.ns(members[0], Engine.VECTOR)
         # Among equal costs, evacuation halves are placed from the block's last to its first: the last
         # accumulator is ready last and the block ends when its copy does, so its half gets the engine that
         # finishes it soonest, and the other half, ready sooner, takes what is left.
         order = -position if spread_evacuations and _is_psum_evacuation(members[0]) else position
-        movable.append((costs[Engine.VECTOR], order, members, costs))
+        movable.append((on[Engine.VECTOR], order, members, on))
     movable.sort(key=lambda item: (-item[0], item[1]))
-    for own, _, members, costs in movable:
+    for own, _, members, on in movable:
         best, finish = Engine.VECTOR, load[Engine.VECTOR] + own
-        for engine, cost in costs.items():
+        for engine, cost in on.items():
             if load[engine] + cost < finish:
                 best, finish = engine, load[engine] + cost
         load[best] = finish
@@ -234,7 +259,7 @@ def _instruction_buffers(op: InstructionOp) -> tuple[tuple[SSAValue, ...], tuple
     return reads, writes
 
 
-def _steps(block: Block, target: Target) -> list[_Step]:
+def _steps(block: Block, costs: _Costs) -> list[_Step]:
     steps = []
     for op in block.ops:
         if isinstance(op, InstructionOp):
@@ -257,7 +282,7 @@ def _steps(block: Block, target: Target) -> list[_Step]:
                             trips *= _trips(parent)
                         parent = parent.parent_op()
                     engine = inner.engine_kind
-                    busy[engine] = busy.get(engine, 0.0) + trips * cost_ns(inner, engine, target)
+                    busy[engine] = busy.get(engine, 0.0) + trips * costs.ns(inner, engine)
             steps.append(_Step(op, tuple(reads_inside), tuple(writes_inside), busy))
     return steps
 
@@ -274,8 +299,9 @@ def _dma_ns(op: InstructionOp, target: Target) -> float:
 class _Timeline:
     """Engines as in-order queues over a block's steps (`_span_ns` states the rules)."""
 
-    def __init__(self, target: Target, steps: list[_Step]) -> None:
-        self.target = target
+    def __init__(self, costs: _Costs, steps: list[_Step]) -> None:
+        self.costs = costs
+        self.target = costs.target
         # Buffers several steps write are written a window each (a panel's inserts): the windows do not wait
         # for each other, readers wait for them all.
         writers: dict[SSAValue, int] = {}
@@ -301,13 +327,13 @@ class _Timeline:
         assert isinstance(op, InstructionOp)
         ready = self.ready(step)
         if engine is Engine.DMA:
-            return ready + _dma_ns(op, self.target)
+            return ready + self.costs.dma_ns(op)
         if engine not in self.free:
             return ready
         penalty = 0.0
         if any(buffer in self.last_written.get(engine, ()) for buffer in step.reads):
             penalty = self.target.dependent_op_penalty_cycles / self.target.clock_ghz[engine]
-        return max(ready, self.free[engine]) + penalty + cost_ns(op, engine, self.target)
+        return max(ready, self.free[engine]) + penalty + self.costs.ns(op, engine)
 
     def issue(self, step: _Step, engine: Engine | None) -> None:
         """Run `step` (on `engine` when it is an instruction)."""
@@ -333,7 +359,7 @@ def _engine(step: _Step, engines: dict[InstructionOp, Engine]) -> Engine | None:
     return engines.get(op, op.engine_kind) if isinstance(op, InstructionOp) else None
 
 
-def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: int, target: Target) -> float:
+def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: int, costs: _Costs) -> float:
     """When the block's work ends, run `rounds` times back to back, each engine an in-order queue.
 
     An instruction starts when its engine is free, the writes it reads have ended and the reads and writes of the
@@ -341,7 +367,7 @@ def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: i
     instruction wrote costs the simulator's dependency penalty; windows of one buffer (several steps write it) do
     not wait for each other. DMAs run side by side at their own rates. A nested loop nest starts when its inputs
     are ready and every engine it uses is free, and holds each for its total."""
-    timeline = _Timeline(target, steps)
+    timeline = _Timeline(costs, steps)
     for _ in range(rounds):
         for step in steps:
             timeline.issue(step, _engine(step, engines))
@@ -349,12 +375,12 @@ def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: i
 
 
 def _list_schedule(
-    steps: list[_Step], options: dict[InstructionOp, list[Engine]], target: Target
+    steps: list[_Step], options: dict[InstructionOp, list[Engine]], costs: _Costs
 ) -> dict[InstructionOp, Engine]:
     """Each instruction with `options` in program order to the one that would finish it soonest, given what the
     instructions before it already hold (ties keep the first option)."""
     chosen: dict[InstructionOp, Engine] = {}
-    timeline = _Timeline(target, steps)
+    timeline = _Timeline(costs, steps)
     for step in steps:
         op = step.op
         if isinstance(op, InstructionOp) and op in options:
@@ -414,27 +440,28 @@ class NeuronBalanceEnginesPass(ModulePass):
             totals = engine_totals(function, target)
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
-                _assign(block, target, spread_evacuations)
-                _sink_evacuations(block, target)
+                costs = _Costs(target)  # the merges below change instructions' operands: one table per block
+                _assign(block, costs, spread_evacuations)
+                _sink_evacuations(block, costs)
                 _merge_scalar_tensor_pairs(block)
 
 
-def _assign(block: Block, target: Target, spread_evacuations: bool) -> None:
+def _assign(block: Block, costs: _Costs, spread_evacuations: bool) -> None:
     """The cheaper for the block of two assignments (module docstring): copies together by load, or each
     instruction by the soonest finish."""
     options = {op: [op.engine_kind, *_alternatives(op)] for op in block.ops if isinstance(op, InstructionOp)}
     options = {op: engines for op, engines in options.items() if len(engines) > 1}
     if not options:
         return
-    _balance(block, target, spread_evacuations)
+    _balance(block, costs, spread_evacuations)
     by_load = {op: op.engine_kind for op in options}
     if spread_evacuations:  # where TensorE sets the pace its evacuations keep their interleaved halves
         options = {op: [by_load[op]] if _is_psum_evacuation(op) else engines for op, engines in options.items()}
-    steps = _steps(block, target)
-    by_finish = _list_schedule(steps, options, target)
+    steps = _steps(block, costs)
+    by_finish = _list_schedule(steps, options, costs)
     # a loop body's trips follow each other: the next trip's first instructions wait for this one's buffers
     rounds = 2 if isinstance(block.parent_op(), scf.ForOp) else 1
-    if _span_ns(steps, by_finish, rounds, target) < _span_ns(steps, by_load, rounds, target) * _BETTER:
+    if _span_ns(steps, by_finish, rounds, costs) < _span_ns(steps, by_load, rounds, costs) * _BETTER:
         for op, engine in by_finish.items():
             op.properties["engine"] = EngineAttr(engine)
 
@@ -451,7 +478,7 @@ def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
     return following
 
 
-def _sink_evacuations(block: Block, target: Target) -> None:
+def _sink_evacuations(block: Block, costs: _Costs) -> None:
     """Move each PSUM evacuation down to just before the first use of its tile, when the simulated span (module
     docstring) is shorter by more than `_SINK_BETTER` that way."""
     moves = []
@@ -462,7 +489,7 @@ def _sink_evacuations(block: Block, target: Target) -> None:
                 moves.append((op, user))
     if not moves:
         return
-    steps = _steps(block, target)
+    steps = _steps(block, costs)
     by_op = {step.op: step for step in steps}
     sunk = [step for step in steps if step.op not in {copy for copy, _ in moves}]
     for copy, user in moves:
@@ -472,7 +499,7 @@ def _sink_evacuations(block: Block, target: Target) -> None:
         position = sunk.index(by_op[following]) if following is not None else len(sunk)
         sunk.insert(position, by_op[copy])
     rounds = 2 if isinstance(block.parent_op(), scf.ForOp) else 1
-    if _span_ns(sunk, {}, rounds, target) >= _span_ns(steps, {}, rounds, target) * _SINK_BETTER:
+    if _span_ns(sunk, {}, rounds, costs) >= _span_ns(steps, {}, rounds, costs) * _SINK_BETTER:
         return
     for copy, user in moves:
         block.detach_op(copy)
