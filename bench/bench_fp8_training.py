@@ -69,13 +69,13 @@ def _model(name: str, tokens_per_step: int = 0) -> tuple[torch.nn.Module, torch.
 def _batch(model: torch.nn.Module, tokens_per_step: int) -> torch.Tensor:
     """A batch of `tokens_per_step` random tokens: one sequence, or as many sequences of the model's largest
     length as it takes."""
-    config = model.config
-    longest = getattr(config, "n_positions", None) or config.max_position_embeddings
+    config: Any = model.config  # a transformers config
+    longest = int(getattr(config, "n_positions", None) or config.max_position_embeddings)
     length = min(tokens_per_step, longest)
     if tokens_per_step % length:
         raise SystemExit(f"--tokens {tokens_per_step}: not a multiple of the model's sequence length {length}")
     generator = torch.Generator().manual_seed(0)
-    return torch.randint(0, config.vocab_size, (tokens_per_step // length, length), generator=generator)
+    return torch.randint(0, int(config.vocab_size), (tokens_per_step // length, length), generator=generator)
 
 
 def linear_layers_for_conv1d(model: torch.nn.Module) -> torch.nn.Module:
