@@ -11,10 +11,16 @@ latest profile of every graph), the speed-up over "none", the share of matmul FL
 largest error against eager fp32 relative to the output's largest magnitude (the gradients' too with
 `--training`), beside eager bf16 autocast's (`torch.autocast("cpu", torch.bfloat16)`) for scale.
 
-With `--train-steps N`, each model (a language model: `gpt2`, `gpt2-small`) is instead trained for N steps of
-AdamW on one fixed batch (next-token cross entropy) three ways from the same initial weights: compiled with
-auto_cast="matmul", eager fp32, and eager under `torch.autocast("cpu", torch.bfloat16)`; the table shows the
-three loss curves side by side.
+With `--train-steps N`, each model (a language model: `gpt2`, `llama`, `gpt2-small`) is instead trained for N
+steps of AdamW on one fixed batch (next-token cross entropy) three ways from the same initial weights: compiled
+with auto_cast="matmul", eager fp32, and eager under `torch.autocast("cpu", torch.bfloat16)`; the table shows the
+three loss curves side by side. With `--seeds K` (K > 1) this is done from K initial weights: seed 0 is the model
+as built, seed s > 0 draws every parameter tensor anew from a normal distribution with that tensor's own mean and
+standard deviation (the zoo's language models initialise their weights from normal distributions; constant
+tensors, such as norms' weights and biases, stay as they are), with torch's generator seeded with s. The table
+then shows per step the spread (lowest and highest loss) of the K eager bf16 autocast runs beside the K compiled
+runs, and the verdict line says whether every compiled run stays within the eager bf16 runs' spread at every step
+and how far each compiled run is from the eager bf16 run of its own seed, relative to that spread.
 
 Models: `gpt2` and `bert` are examples/models/zoo.py's (tiny widths); `gpt2-small` and `bert-base` are
 examples/models/real_width.py's (published widths, two layers). `linear-gelu` is one Linear layer and its GELU
@@ -51,6 +57,7 @@ def _model(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
     builders: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
         "gpt2": zoo.gpt2,
+        "llama": zoo.llama,
         "bert": zoo.bert,
         "gpt2-small": gpt2_small,
         "bert-base": bert_base,
@@ -151,11 +158,27 @@ def bench(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def train(name: str, steps: int, args: argparse.Namespace) -> list[tuple[float, float, float]]:
-    """Per step, the loss of training `name` compiled with auto_cast="matmul", in eager fp32 and under eager bf16
-    autocast (the same initial weights and batch)."""
+def reseeded(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """A copy of `model` whose parameter tensors are drawn anew (seed > 0) from normal distributions with each
+    tensor's own mean and standard deviation; constant tensors are kept. Seed 0 is the model itself."""
     import copy
 
+    copied = copy.deepcopy(model)
+    if seed == 0:
+        return copied
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in copied.parameters():
+            if parameter.numel() < 2 or float(parameter.std()) == 0.0:
+                continue
+            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+            parameter.copy_(noise * parameter.std() + parameter.mean())
+    return copied
+
+
+def train(name: str, steps: int, seeds: int, args: argparse.Namespace) -> list[list[tuple[float, float, float]]]:
+    """Per seed and step, the loss of training `name` compiled with auto_cast="matmul", in eager fp32 and under
+    eager bf16 autocast (the same initial weights, `reseeded` for the seed, and the same batch)."""
     model, (tokens,) = _model(name)
     model.train()
     for module in model.modules():
@@ -182,18 +205,28 @@ def train(name: str, steps: int, args: argparse.Namespace) -> list[tuple[float, 
 
     torch._dynamo.reset()
     neuron_mlir.reset()
-    compiled_model = copy.deepcopy(model)
+    compiled_model = reseeded(model, 0)
     options = {"auto_cast": "matmul", "target": args.target, "check_races": False}
     compiled = torch.compile(compiled_model, backend="neuron-mlir", options=options)
-    curves = [
-        losses(lambda _: loss_of(compiled(tokens)), compiled_model),
-        losses(lambda trained: loss_of(trained(tokens)), copy.deepcopy(model)),
-        losses(autocast_step, copy.deepcopy(model)),
-    ]
-    return list(zip(*curves, strict=True))
+    runs = []
+    for seed in range(seeds):
+        initial = reseeded(model, seed)
+        # the compiled graphs read the parameters as inputs: loading new values reuses the compiled programs
+        compiled_model.load_state_dict(initial.state_dict())
+        curves = [
+            losses(lambda _: loss_of(compiled(tokens)), compiled_model),
+            losses(lambda trained: loss_of(trained(tokens)), reseeded(initial, 0)),
+            losses(autocast_step, reseeded(initial, 0)),
+        ]
+        runs.append(list(zip(*curves, strict=True)))
+        print(f"{name}: seed {seed} done", file=sys.stderr)
+    return runs
 
 
-def training_table(name: str, curve: list[tuple[float, float, float]]) -> str:
+def training_table(name: str, runs: list[list[tuple[float, float, float]]]) -> str:
+    if len(runs) > 1:
+        return spread_table(name, runs)
+    curve = runs[0]
     lines = [
         f"{name}: training loss, one fixed batch, AdamW (lr 1e-3)\n",
         "| step | compiled, auto_cast=matmul | eager fp32 | eager bf16 autocast |",
@@ -203,6 +236,50 @@ def training_table(name: str, curve: list[tuple[float, float, float]]) -> str:
     for step, (ours, fp32, autocast) in enumerate(curve, start=1):
         if step == 1 or step % every == 0 or step == len(curve):
             lines.append(f"| {step} | {ours:.4f} | {fp32:.4f} | {autocast:.4f} |")
+    return "\n".join(lines)
+
+
+def spread_table(name: str, runs: list[list[tuple[float, float, float]]]) -> str:
+    """The compiled runs against the spread of the eager bf16 autocast runs over the seeds, step by step."""
+    steps = len(runs[0])
+    lines = [
+        f"{name}: training loss over {len(runs)} seeds, one fixed batch, AdamW (lr 1e-3)\n",
+        "| step | eager bf16 autocast: lowest - highest | compiled, auto_cast=matmul: lowest - highest | "
+        "compiled: mean | largest same-seed difference: compiled - eager bf16 | eager fp32 - eager bf16 |",
+        "|---:|---|---|---:|---:|---:|",
+    ]
+    every = max(1, steps // 10)
+    outside, excess, mean_outside = 0, 0.0, 0
+    worst = {"compiled": (0.0, 0), "fp32": (0.0, 0)}  # largest same-seed difference / spread, and its step
+    for step in range(steps):
+        ours = [run[step][0] for run in runs]
+        fp32 = [run[step][1] for run in runs]
+        bf16 = [run[step][2] for run in runs]
+        low, high = min(bf16), max(bf16)
+        for value in ours:
+            if not low <= value <= high:
+                outside += 1
+                excess = max(excess, low - value, value - high)
+        mean = sum(ours) / len(ours)
+        mean_outside += not low <= mean <= high
+        largest = {}
+        for label, values in (("compiled", ours), ("fp32", fp32)):
+            largest[label] = max((a - b for a, b in zip(values, bf16, strict=True)), key=abs)
+            share = abs(largest[label]) / (high - low) if high > low else float("inf")
+            if share > worst[label][0]:
+                worst[label] = (share, step + 1)
+        if step == 0 or (step + 1) % every == 0 or step + 1 == steps:
+            lines.append(
+                f"| {step + 1} | {low:.4f} - {high:.4f} | {min(ours):.4f} - {max(ours):.4f} | {mean:.4f} | "
+                f"{largest['compiled']:+.4f} | {largest['fp32']:+.4f} |"
+            )
+    lines.append(
+        f"\nThe compiled runs' mean is within the eager bf16 spread at {steps - mean_outside} of {steps} steps. "
+        f"Compiled (run, step) points outside it: {outside} of {steps * len(runs)}, by at most {excess:.4f} (the "
+        f"runs of the seeds whose eager bf16 runs bound the spread). Largest same-seed difference from eager bf16, "
+        f"relative to the spread at its step: compiled {worst['compiled'][0]:.1%} (step {worst['compiled'][1]}), "
+        f"eager fp32 {worst['fp32'][0]:.1%} (step {worst['fp32'][1]})."
+    )
     return "\n".join(lines)
 
 
@@ -227,11 +304,12 @@ def main() -> None:
     parser.add_argument("--target", default="trn2")
     parser.add_argument("--training", action="store_true", help="one training step instead of inference")
     parser.add_argument("--train-steps", type=int, default=0, help="loss curves of this many training steps")
+    parser.add_argument("--seeds", type=int, default=1, help="initial weights to train from (with --train-steps)")
     args = parser.parse_args()
     os.environ.setdefault("NEURON_MLIR_CACHE_DIR", "off")
     if args.train_steps:
         for name in args.models:
-            print(training_table(name, train(name, args.train_steps, args)) + "\n")
+            print(training_table(name, train(name, args.train_steps, args.seeds, args)) + "\n")
         return
     rows: list[dict[str, Any]] = []
     for name in args.models:

@@ -2,6 +2,7 @@
 
     python bench/bench_fp8_training.py                        # the zoo's Llama and GPT-2, 50 steps each
     python bench/bench_fp8_training.py --steps 0 --models llama-1b-layer gpt2-small   # one step, real widths
+    python bench/bench_fp8_training.py --steps 0 --models llama-1b-layer --tokens 4096  # more tokens per step
 
 Each model is trained from the same initial fp32 weights on one fixed batch (next-token cross entropy, AdamW with
 lr 1e-3, the optimizer eager on the host) three ways, each compiled with torch.compile(backend="neuron-mlir",
@@ -19,7 +20,9 @@ optimizer is not compiled). The loss difference compares fp8 with bf16 at the la
 would take hours to simulate on a loaded machine).
 
 Models: `llama` and `gpt2` are examples/models/zoo.py's (widths 32); `llama-1b-layer` and `gpt2-small` are
-examples/models/real_width.py's (published widths, one and two layers).
+examples/models/real_width.py's (published widths, one and two layers). `--tokens N` replaces a model's batch by N
+random tokens: one sequence of N tokens, or N / L sequences of the model's largest length L (GPT-2's 1024) when N
+exceeds it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ sys.path.insert(0, str(REPO / "examples"))
 PRECISIONS = ("fp32", "bf16", "fp8")
 
 
-def _model(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+def _model(name: str, tokens_per_step: int = 0) -> tuple[torch.nn.Module, torch.Tensor]:
     from models import zoo
     from models.real_width import gpt2_small, llama_1b_layer
 
@@ -55,10 +58,24 @@ def _model(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
         "gpt2-small": gpt2_small,
     }
     model, (tokens,) = builders[name]()
+    if tokens_per_step:
+        tokens = _batch(model, tokens_per_step)
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     return model, tokens
+
+
+def _batch(model: torch.nn.Module, tokens_per_step: int) -> torch.Tensor:
+    """A batch of `tokens_per_step` random tokens: one sequence, or as many sequences of the model's largest
+    length as it takes."""
+    config: Any = model.config  # a transformers config
+    longest = int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+    length = min(tokens_per_step, longest)
+    if tokens_per_step % length:
+        raise SystemExit(f"--tokens {tokens_per_step}: not a multiple of the model's sequence length {length}")
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, int(config.vocab_size), (tokens_per_step // length, length), generator=generator)
 
 
 def linear_layers_for_conv1d(model: torch.nn.Module) -> torch.nn.Module:
@@ -87,9 +104,11 @@ def _variant(model: torch.nn.Module, precision: str) -> tuple[torch.nn.Module, d
     return trained, {"auto_cast": "matmul" if precision == "bf16" else "none"}
 
 
-def train(name: str, precision: str, steps: int, target: str) -> dict[str, Any]:
+def train(
+    name: str, precision: str, steps: int, target: str, tokens_per_step: int = 0, summaries: bool = False
+) -> dict[str, Any]:
     """Losses per step and the simulated time of the last step."""
-    model, tokens = _model(name)
+    model, tokens = _model(name, tokens_per_step)
     torch.manual_seed(0)
     trained, options = _variant(model, precision)
     trained.train()
@@ -109,6 +128,9 @@ def train(name: str, precision: str, steps: int, target: str) -> dict[str, Any]:
         optimizer.step()
         losses.append(float(loss.detach()))
     profiles = neuron_mlir.profiles()
+    if summaries:
+        for graph, profile in profiles.items():
+            print(f"{name} {precision}, {graph}:\n{profile.summary(top_locations=15)}\n", file=sys.stderr)
     step_ns = sum(profile.total_ns for profile in profiles.values())
     families: dict[str, int] = {}
     for profile in profiles.values():
@@ -120,6 +142,7 @@ def train(name: str, precision: str, steps: int, target: str) -> dict[str, Any]:
         "step_us": step_ns / 1000,
         "fp8_share": families.get("fp8", 0) / total,
         "wall_s": time.perf_counter() - started,
+        "batch": tuple(tokens.shape),
     }
 
 
@@ -165,15 +188,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="training steps (0: one step, timed only)")
     parser.add_argument("--target", default="trn2")
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
+    parser.add_argument("--summaries", action="store_true", help="print each graph's profile summary")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=0,
+        help="tokens per step (default: the model's own batch); one sequence, or "
+        "sequences of the model's largest length",
+    )
     args = parser.parse_args()
     os.environ.setdefault("NEURON_MLIR_CACHE_DIR", "off")
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for name in args.models:
         for precision in args.precisions:
-            rows[(name, precision)] = train(name, precision, args.steps, args.target)
+            rows[(name, precision)] = train(name, precision, args.steps, args.target, args.tokens, args.summaries)
             row = rows[(name, precision)]
             print(
-                f"{name} {precision}: {row['step_us']:.1f} us/step, final loss {row['losses'][-1]:.4f}, "
+                f"{name} {precision} ({' x '.join(map(str, row['batch']))} tokens): {row['step_us']:.1f} us/step, "
+                f"final loss {row['losses'][-1]:.4f}, "
                 f"{row['wall_s']:.0f} s",
                 file=sys.stderr,
             )

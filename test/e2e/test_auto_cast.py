@@ -177,15 +177,16 @@ def test_matmul_mode_keeps_the_prologue_and_chain_fusions():
 
 
 class AutocastLinearGelu(torch.nn.Module):
-    """An fp32 Linear layer and its GELU inside a `torch.autocast("cpu", bf16)` region: Dynamo rounds the input,
+    """An fp32 Linear layer and its GELU inside a `torch.autocast(device, bf16)` region: Dynamo rounds the input,
     the weight and the bias to bf16 and reads the weight through a permute."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         super().__init__()
         self.linear = torch.nn.Linear(200, 600)
+        self.device = device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast("cpu", dtype=BF16):
+        with torch.autocast(self.device, dtype=BF16):
             return F.gelu(self.linear(x), approximate="tanh").float()
 
 
@@ -204,3 +205,23 @@ def test_autocast_region_rounds_the_transposed_weight_as_the_matmul_loads_it():
         [reference] = neuron_mlir.profiles().values()
     assert set(profile.flops_by_family) == {"bf16"}, profile.flops_by_family
     assert profile.total_ns <= 1.1 * reference.total_ns, (profile.total_ns, reference.total_ns)
+
+
+def test_device_autocast_region_compiles_like_the_cpu_one():
+    """`torch.autocast("neuron")` over device tensors under torch.compile: the device's autocast kernels
+    (frontend/device/autocast.py) insert the casts, which must reach the same program as a CPU region's, the
+    weight rounded by the matmul's loads."""
+    torch.manual_seed(0)
+    model, x = AutocastLinearGelu().eval(), torch.randn(130, 200)
+    on_device = AutocastLinearGelu("neuron").eval()
+    on_device.load_state_dict(model.state_dict())
+    on_device.to("neuron")
+    with torch.no_grad():
+        _compiled(model, "none", x)
+        [reference] = neuron_mlir.profiles().values()
+        out = _compiled(on_device, "none", x.to("neuron"))
+        [profile] = neuron_mlir.profiles().values()
+        assert out.device.type == "neuron"
+        assert_close_to_torch(out.cpu(), model(x), "against eager CPU autocast", precision=BF16)
+    assert set(profile.flops_by_family) == {"bf16"}, profile.flops_by_family
+    assert (profile.total_ns, profile.hbm_bytes) == (reference.total_ns, reference.hbm_bytes)

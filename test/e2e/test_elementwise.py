@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 from support import assert_close_to_torch, capture_aten_graphs
-from support.compiled import check_compiled
+from support.compiled import check_compiled, run_compiled
 
 import neuron_mlir
 
@@ -208,3 +208,29 @@ def test_creation_ops():
 
 def test_empty_tensors():
     check_compiled(lambda t: (torch.exp(t), t + 1, t.sum(0)), torch.randn(0, 3))
+
+
+def _choices(mask: torch.Tensor, x: torch.Tensor, single: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.where(mask, single, x), torch.where(mask, x, single), torch.where(mask, 0.0, x)
+
+
+def test_where_with_a_single_element_choice():
+    """A one-element choice (a ReLU's backward selects a 0-d zero) is read once per tile and spread on chip, not
+    fetched element by element: eager's values on either side, signed zeros, infinities and NaN included, and the
+    select costs about what a select between two whole tensors does."""
+    torch.manual_seed(0)
+    x = torch.randn(130, 700)
+    x[0, :5] = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])
+    mask = torch.rand(130, 700) > 0.5
+    for value in (-0.0, math.nan, -math.inf):
+        single = torch.tensor(value)
+        results = check_compiled(_choices, mask, x, single)
+        expected = _choices(mask, x, single)
+        for actual, wanted in zip(results, expected, strict=True):
+            assert torch.equal(actual.signbit(), wanted.signbit())
+            assert torch.equal(actual.isnan(), wanted.isnan())
+    check_compiled(_choices, mask, x.bfloat16(), torch.tensor(2.5, dtype=torch.bfloat16))
+    [profile] = neuron_mlir.profiles().values()
+    run_compiled(lambda m, a, b: torch.where(m, a, b), mask, x.bfloat16(), x.bfloat16())
+    [whole] = neuron_mlir.profiles().values()
+    assert profile.total_ns <= 3 * whole.total_ns, (profile.total_ns, whole.total_ns)  # three selects against one
