@@ -424,11 +424,12 @@ def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
 
 
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
-    """The float [P, 1] `column` repeated along `width` free elements (0 + column: exact)."""
+    """The float [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
+    included, where +0 + -0 would be +0)."""
     source = column.type
     assert isinstance(source, TileType)
     wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)
-    zeros = em.insert(tile.FillOp(0.0, wide)).result
+    zeros = em.insert(tile.FillOp(-0.0, wide)).result
     return em.insert(tile.BinaryScalarOp(zeros, "add", wide, column=column)).result
 
 
@@ -807,43 +808,10 @@ def _clamp_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> l
 
 
 def _where(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-    single = _single_element_choice(op, args)
-    if single is not None:
-        # A single-element choice (a 0-d zero, as a ReLU's backward selects) broadcast as a tile would be fetched
-        # element by element; it is read as one per-partition column per tile and spread on chip instead:
-        # -0.0 + v is v for every v, signed zeros and NaN included.
-        scalar_name, tensor_name = single
-        scalar = args[scalar_name]
-        column_view = view(em, scalar, Layout((PARTITION_TILE, 1), (0, 0), layout_of(scalar).offset))
-
-        def spread(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
-            column = load(e, column_view, [0, 0], (result.partitions, 1))
-            filled = e.insert(tile.FillOp(-0.0, result)).result
-            value = e.insert(tile.BinaryScalarOp(filled, "add", result, column=column)).result
-            chosen = (value, tiles[1]) if scalar_name == "self" else (tiles[1], value)
-            return e.insert(tile.SelectOp(tiles[0], chosen[0], chosen[1], result)).result
-
-        return elementwise(op, args, em, ["condition", tensor_name], spread)
-
     def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         return e.insert(tile.SelectOp(tiles[0], tiles[1], tiles[2], result)).result
 
     return elementwise(op, args, em, ["condition", "self", "other"], compute)
-
-
-def _single_element_choice(op: Operation, args: dict[str, Any]) -> tuple[str, str] | None:
-    """(the single-element choice's name, the other choice's name) when one float choice of a `where` holds one
-    element of the result's dtype and the other choice holds as many elements as the result."""
-    result = result_element_type(op)
-    values = [value for value in (args.get("self"), args.get("other")) if isinstance(value, SSAValue)]
-    if not isinstance(result, AnyFloat) or len(values) != 2:
-        return None
-    elements = math.prod(result_shape(op))
-    sizes = [math.prod(layout_of(value).shape) for value in values]
-    for position, name in enumerate(("self", "other")):
-        if sizes[position] == 1 < elements == sizes[1 - position] and element_type_of(values[position]) == result:
-            return name, ("other", "self")[position]
-    return None
 
 
 def _unary_exact_or_float(
