@@ -28,6 +28,10 @@ before that reader when the simulated span is shorter by more than 1% that way. 
 holds back the independent work behind it, and in a loop body it waits for the previous trip's last reader of
 the same SBUF tile: the next trip's chain would start only when this one's ended.
 
+Before the assignment, such a pair whose `scalar_tensor_tensor` (below) costs VectorE less than the two cost on
+their cheapest engines together becomes that one instruction, so that the assignment weighs the one pass it is:
+a bf16 (x - s) * y streams at one element per cycle [nki-isa-2.26], where costed apart the pair looked like a
+ScalarE and a GpSimdE pass and the merge was never chosen (a layer norm backward's (x - mean) * grad_out).
 After the assignment, a `tensor_tensor` left on VectorE whose input is an fp32 tile that a one-step float
 `tensor_scalar` (on any engine) alone wrote becomes one `scalar_tensor_tensor` computing both: VectorE streams
 the same 2N (or N) instead of 2N, the tensor_scalar's engine is freed, and the chain loses a step. The engine
@@ -372,6 +376,27 @@ def _merge_scalar_tensor_pairs(block: Block) -> None:
                 forward_into_copy_reader(fused)
 
 
+def _cheapest_ns(op: InstructionOp, target: Target) -> float:
+    return min(cost_ns(op, engine, target) for engine in (op.engine_kind, *_alternatives(op)))
+
+
+def _merge_cheaper_pairs(block: Block, target: Target) -> None:
+    """Before the assignment, each tensor_scalar -> tensor_tensor pair whose scalar_tensor_tensor costs VectorE
+    less than the two instructions cost on their cheapest engines together (a bf16 (x - s) * y streams at one
+    element per cycle) becomes that instruction, so that the assignment weighs the one pass it is."""
+
+    def cheaper(
+        first: neuron.TensorScalarOp, second: neuron.TensorTensorOp, merged: neuron.ScalarTensorTensorOp
+    ) -> bool:
+        return cost_ns(merged, Engine.VECTOR, target) < _cheapest_ns(first, target) + _cheapest_ns(second, target)
+
+    for op in list(block.ops):
+        if isinstance(op, neuron.TensorTensorOp) and op.parent is not None and op.engine_kind is Engine.VECTOR:
+            fused = fuse_scalar_tensor_tensor(op, cheaper)
+            if fused is not None:
+                forward_into_copy_reader(fused)
+
+
 def _trips(loop: scf.ForOp) -> int:
     """A loop's trip count when its bounds are constants, else 1."""
     bounds = [value.owner for value in (loop.lb, loop.ub, loop.step)]
@@ -414,6 +439,7 @@ class NeuronBalanceEnginesPass(ModulePass):
             totals = engine_totals(function, target)
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
+                _merge_cheaper_pairs(block, target)
                 _assign(block, target, spread_evacuations)
                 _sink_evacuations(block, target)
                 _merge_scalar_tensor_pairs(block)
