@@ -381,20 +381,48 @@ def _cheapest_ns(op: InstructionOp, target: Target) -> float:
 
 
 def _merge_cheaper_pairs(block: Block, target: Target) -> None:
-    """Before the assignment, each tensor_scalar -> tensor_tensor pair whose scalar_tensor_tensor costs VectorE
-    less than the two instructions cost on their cheapest engines together (a bf16 (x - s) * y streams at one
-    element per cycle) becomes that instruction, so that the assignment weighs the one pass it is."""
+    """Before the assignment, the tensor_scalar -> tensor_tensor pairs whose scalar_tensor_tensor costs VectorE less
+    than the two instructions cost on their cheapest engines together (a bf16 (x - s) * y streams at one element
+    per cycle) become that instruction, so that the assignment weighs the one pass each is, when that lowers the
+    block's bound: the larger of the work only VectorE, ScalarE or GpSimdE can run and a third of all the work.
+    Merged, the pairs are VectorE's alone, and where VectorE's own work already sets the bound (a softmax
+    backward's row sums) they are cheaper apart on the other engines."""
+    pairs: dict[neuron.TensorTensorOp, tuple[float, float]] = {}  # second -> (the pair's cost apart, merged)
 
     def cheaper(
         first: neuron.TensorScalarOp, second: neuron.TensorTensorOp, merged: neuron.ScalarTensorTensorOp
     ) -> bool:
-        return cost_ns(merged, Engine.VECTOR, target) < _cheapest_ns(first, target) + _cheapest_ns(second, target)
+        apart = _cheapest_ns(first, target) + _cheapest_ns(second, target)
+        cost = cost_ns(merged, Engine.VECTOR, target)
+        if cost < apart:
+            pairs[second] = (apart, cost)
+        return False  # decided below, for the block as a whole
 
-    for op in list(block.ops):
-        if isinstance(op, neuron.TensorTensorOp) and op.parent is not None and op.engine_kind is Engine.VECTOR:
-            fused = fuse_scalar_tensor_tensor(op, cheaper)
-            if fused is not None:
-                forward_into_copy_reader(fused)
+    for op in [op for op in block.ops if isinstance(op, neuron.TensorTensorOp) and op.engine_kind is Engine.VECTOR]:
+        fuse_scalar_tensor_tensor(op, cheaper)
+    if not pairs:
+        return
+    own = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
+    total = 0.0
+    for op in block.ops:
+        if not isinstance(op, InstructionOp) or op.engine_kind not in own:
+            continue
+        if _alternatives(op):
+            total += _cheapest_ns(op, target)
+        else:
+            cost = cost_ns(op, op.engine_kind, target)
+            own[op.engine_kind] += cost
+            total += cost
+    apart_bound = max(*own.values(), total / 3)
+    merged_costs = sum(merged for _, merged in pairs.values())
+    merged_total = total - sum(apart for apart, _ in pairs.values()) + merged_costs
+    merged_bound = max(own[Engine.VECTOR] + merged_costs, own[Engine.SCALAR], own[Engine.GPSIMD], merged_total / 3)
+    if merged_bound >= apart_bound:
+        return
+    for second in pairs:
+        fused = fuse_scalar_tensor_tensor(second)
+        if fused is not None:
+            forward_into_copy_reader(fused)
 
 
 def _trips(loop: scf.ForOp) -> int:

@@ -455,7 +455,7 @@ def _layer_norm_row_groups(
         xs = group.load(e, x_view)
         indices = range(group.per_partition)
         x_tiles = [group.row(e, xs, j) for j in indices]
-        negative_means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
+        means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
         square_type = TileType((p, length), f32, Memory.SBUF)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
         # straight-line code loads the parameters after the first group's rows, which the rows need first (DMA
@@ -464,22 +464,28 @@ def _layer_norm_row_groups(
 
         def mean(j: int) -> None:
             total = e.insert(tile.ReduceOp(x_tiles[j], "add", _column(p))).result
-            negative_means[j] = e.insert(
-                tile.BinaryScalarOp(total, "multiply", _column(p), scalar=-1.0 / length)
-            ).result
+            means[j] = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=1.0 / length)).result
 
         def deviation(j: int) -> None:
-            squares = e.insert(tile.UnaryOp(x_tiles[j], "square", square_type, bias=negative_means[j])).result
+            # (mean - x)^2: the activation's bias is per partition, its scale -1
+            squares = e.insert(
+                tile.UnaryOp(x_tiles[j], "square", square_type, scale=-1.0, bias=means[j])
+            ).result
             summed = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
             rstds[j] = e.insert(tile.UnaryOp(summed, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
 
         def normalize(j: int) -> None:
-            centred = e.insert(tile.BinaryScalarOp(x_tiles[j], "add", m.inner, column=negative_means[j])).result
-            scaled_type = m.inner if affine else m.result
-            values[j] = e.insert(tile.BinaryScalarOp(centred, "multiply", scaled_type, column=rstds[j])).result
+            centred = e.insert(tile.BinaryScalarOp(x_tiles[j], "subtract", m.inner, column=means[j])).result
+            if weight is not None:
+                # (x - mean) * weight first: one scalar_tensor_tensor pass, at one element per cycle in bf16
+                values[j] = m.bin("multiply", centred, affine[0], None)
+            else:
+                scaled_type = m.inner if affine else m.result
+                values[j] = e.insert(tile.BinaryScalarOp(centred, "multiply", scaled_type, column=rstds[j])).result
 
         def scale(j: int) -> None:
-            values[j] = m.bin("multiply", values[j], affine[0], m.result if bias is None else None)
+            scaled_type = m.inner if bias is not None else m.result
+            values[j] = e.insert(tile.BinaryScalarOp(values[j], "multiply", scaled_type, column=rstds[j])).result
 
         def shift(j: int) -> None:
             values[j] = m.bin("add", values[j], affine[-1], m.result)
@@ -498,12 +504,7 @@ def _layer_norm_row_groups(
                     continue
                 columns = group.empty(e, (), f32)
                 for j in indices:
-                    value = rstds[j]
-                    if kind == 0:
-                        value = e.insert(
-                            tile.BinaryScalarOp(negative_means[j], "multiply", _column(p), scalar=-1.0)
-                        ).result
-                    columns = group.put(e, value, columns, j)
+                    columns = group.put(e, means[j] if kind == 0 else rstds[j], columns, j)
                 group.store(e, columns, stat_view)
 
         return steps, close
