@@ -28,6 +28,10 @@ before that reader when the simulated span is shorter by more than 1% that way. 
 holds back the independent work behind it, and in a loop body it waits for the previous trip's last reader of
 the same SBUF tile: the next trip's chain would start only when this one's ended.
 
+Before the assignment, such a pair whose `scalar_tensor_tensor` (below) costs VectorE less than the two cost on
+their cheapest engines together becomes that one instruction, so that the assignment weighs the one pass it is:
+a bf16 (x - s) * y streams at one element per cycle [nki-isa-2.26], where costed apart the pair looked like a
+ScalarE and a GpSimdE pass and the merge was never chosen (a layer norm backward's (x - mean) * grad_out).
 After the assignment, a `tensor_tensor` left on VectorE whose input is an fp32 tile that a one-step float
 `tensor_scalar` (on any engine) alone wrote becomes one `scalar_tensor_tensor` computing both: VectorE streams
 the same 2N (or N) instead of 2N, the tensor_scalar's engine is freed, and the chain loses a step. The engine
@@ -398,6 +402,55 @@ def _merge_scalar_tensor_pairs(block: Block) -> None:
                 forward_into_copy_reader(fused)
 
 
+def _cheapest_ns(op: InstructionOp, target: Target) -> float:
+    return min(cost_ns(op, engine, target) for engine in (op.engine_kind, *_alternatives(op)))
+
+
+def _merge_cheaper_pairs(block: Block, target: Target) -> None:
+    """Before the assignment, the tensor_scalar -> tensor_tensor pairs whose scalar_tensor_tensor costs VectorE less
+    than the two instructions cost on their cheapest engines together (a bf16 (x - s) * y streams at one element
+    per cycle) become that instruction, so that the assignment weighs the one pass each is, when that lowers the
+    block's bound: the larger of the work only VectorE, ScalarE or GpSimdE can run and a third of all the work.
+    Merged, the pairs are VectorE's alone, and where VectorE's own work already sets the bound (a softmax
+    backward's row sums) they are cheaper apart on the other engines."""
+    pairs: dict[neuron.TensorTensorOp, tuple[float, float]] = {}  # second -> (the pair's cost apart, merged)
+
+    def cheaper(
+        first: neuron.TensorScalarOp, second: neuron.TensorTensorOp, merged: neuron.ScalarTensorTensorOp
+    ) -> bool:
+        apart = _cheapest_ns(first, target) + _cheapest_ns(second, target)
+        cost = cost_ns(merged, Engine.VECTOR, target)
+        if cost < apart:
+            pairs[second] = (apart, cost)
+        return False  # decided below, for the block as a whole
+
+    for op in [op for op in block.ops if isinstance(op, neuron.TensorTensorOp) and op.engine_kind is Engine.VECTOR]:
+        fuse_scalar_tensor_tensor(op, cheaper)
+    if not pairs:
+        return
+    own = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
+    total = 0.0
+    for op in block.ops:
+        if not isinstance(op, InstructionOp) or op.engine_kind not in own:
+            continue
+        if _alternatives(op):
+            total += _cheapest_ns(op, target)
+        else:
+            cost = cost_ns(op, op.engine_kind, target)
+            own[op.engine_kind] += cost
+            total += cost
+    apart_bound = max(*own.values(), total / 3)
+    merged_costs = sum(merged for _, merged in pairs.values())
+    merged_total = total - sum(apart for apart, _ in pairs.values()) + merged_costs
+    merged_bound = max(own[Engine.VECTOR] + merged_costs, own[Engine.SCALAR], own[Engine.GPSIMD], merged_total / 3)
+    if merged_bound >= apart_bound:
+        return
+    for second in pairs:
+        fused = fuse_scalar_tensor_tensor(second)
+        if fused is not None:
+            forward_into_copy_reader(fused)
+
+
 def _trips(loop: scf.ForOp) -> int:
     """A loop's trip count when its bounds are constants, else 1."""
     bounds = [value.owner for value in (loop.lb, loop.ub, loop.step)]
@@ -440,7 +493,8 @@ class NeuronBalanceEnginesPass(ModulePass):
             totals = engine_totals(function, target)
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
-                costs = _Costs(target)  # the merges below change instructions' operands: one table per block
+                _merge_cheaper_pairs(block, target)
+                costs = _Costs(target)  # the merges change instructions' operands: one table per block, after them
                 _assign(block, costs, spread_evacuations)
                 _sink_evacuations(block, costs)
                 _merge_scalar_tensor_pairs(block)

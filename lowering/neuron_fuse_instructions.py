@@ -32,7 +32,7 @@ A buffer left without users is deleted; a buffer the merged instruction writes e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -275,9 +275,13 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     return True
 
 
-def fuse_scalar_tensor_tensor(second: neuron.TensorTensorOp) -> neuron.ScalarTensorTensorOp | None:
+def fuse_scalar_tensor_tensor(
+    second: neuron.TensorTensorOp,
+    accept: Callable[[neuron.TensorScalarOp, neuron.TensorTensorOp, neuron.ScalarTensorTensorOp], bool] | None = None,
+) -> neuron.ScalarTensorTensorOp | None:
     """tensor_scalar -> t (fp32, one step, read only by the second); tensor_tensor of t and u on VectorE  ==>
     scalar_tensor_tensor (t's step, then the tensor_tensor's operator with u), returned (None: not merged).
+    `accept(first, second, merged)`, when given, decides on the merged instruction before anything changes.
 
     Not part of this pass: whether the merge pays depends on where the engine balancing puts the pair (a
     tensor_tensor on GpSimdE and a tensor_scalar on ScalarE may cost less than one VectorE pass), so
@@ -313,6 +317,9 @@ def fuse_scalar_tensor_tensor(second: neuron.TensorTensorOp) -> neuron.ScalarTen
         properties["reverse1"] = IntegerAttr(1, i1)
     fused = neuron.ScalarTensorTensorOp.build_instruction(Engine.VECTOR, accesses, properties)
     assert isinstance(fused, neuron.ScalarTensorTensorOp)
+    if accept is not None and not accept(first, second, fused):
+        fused.erase()
+        return None
     _replace(second, fused)
     first.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     first.erase()

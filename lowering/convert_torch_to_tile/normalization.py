@@ -408,6 +408,10 @@ def _layer_norm_on_chip(
     _for_row_tiles(em, row_dims, row_tile)
 
 
+# Rows per partition of the layer norm forward's groups when they run in one wavefront (`_layer_norm_row_groups`).
+_PIPELINED_FORWARD_ROWS = 2
+
+
 def _layer_norm_row_groups(
     em: LoopNestBuilder,
     plan: _RowPlan,
@@ -430,10 +434,13 @@ def _layer_norm_row_groups(
     trips in flight (neuron-unroll-loops), keeps as many rows in flight with less waiting on a group's last row (a
     ViT-B/16 layer's 394 rows: 5 us less)."""
     from neuron_mlir.lowering.convert_torch_to_tile.rows import (
+        PIPELINED_MIN_GROUPS,
+        PIPELINED_ROW_TILES,
         STRAIGHT_LINE_ROWS,
         RowGroup,
         for_row_groups,
         pipelined_row_groups,
+        row_groups,
         rows_per_partition,
         wavefront,
     )
@@ -447,6 +454,12 @@ def _layer_norm_row_groups(
     per_partition = min(STRAIGHT_LINE_ROWS, fitting)
     if rows < 2 * PARTITION_TILE * per_partition:
         return False
+    # In one wavefront the later groups' transfers overlap the rows before them, so full-rate DMAs matter less
+    # than the first group's arrival and the last group's store, which grow with the rows per partition: two
+    # (2048 rows of 768: 32.9 -> 31.9 µs against three).
+    pipelined_rows = min(per_partition, _PIPELINED_FORWARD_ROWS)
+    if rows <= PIPELINED_ROW_TILES * PARTITION_TILE and len(row_groups(rows, pipelined_rows)) >= PIPELINED_MIN_GROUPS:
+        per_partition = pipelined_rows
     stat_rows = [view(em, v, Layout((rows,), (layout_of(v).strides[0],), layout_of(v).offset)) for v in stat_views]
 
     def open_group(e: LoopNestBuilder, group: RowGroup) -> tuple[list[Callable[[int], None]], Callable[[], None]]:
@@ -455,7 +468,7 @@ def _layer_norm_row_groups(
         xs = group.load(e, x_view)
         indices = range(group.per_partition)
         x_tiles = [group.row(e, xs, j) for j in indices]
-        negative_means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
+        means, rstds, values = list(x_tiles), list(x_tiles), list(x_tiles)
         square_type = TileType((p, length), f32, Memory.SBUF)
         m = TileMath(e, TileType((p, length), out_type, Memory.SBUF))
         # straight-line code loads the parameters after the first group's rows, which the rows need first (DMA
@@ -464,22 +477,28 @@ def _layer_norm_row_groups(
 
         def mean(j: int) -> None:
             total = e.insert(tile.ReduceOp(x_tiles[j], "add", _column(p))).result
-            negative_means[j] = e.insert(
-                tile.BinaryScalarOp(total, "multiply", _column(p), scalar=-1.0 / length)
-            ).result
+            means[j] = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=1.0 / length)).result
 
         def deviation(j: int) -> None:
-            squares = e.insert(tile.UnaryOp(x_tiles[j], "square", square_type, bias=negative_means[j])).result
+            # (mean - x)^2: the activation's bias is per partition, its scale -1
+            squares = e.insert(
+                tile.UnaryOp(x_tiles[j], "square", square_type, scale=-1.0, bias=means[j])
+            ).result
             summed = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
             rstds[j] = e.insert(tile.UnaryOp(summed, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
 
         def normalize(j: int) -> None:
-            centred = e.insert(tile.BinaryScalarOp(x_tiles[j], "add", m.inner, column=negative_means[j])).result
-            scaled_type = m.inner if affine else m.result
-            values[j] = e.insert(tile.BinaryScalarOp(centred, "multiply", scaled_type, column=rstds[j])).result
+            centred = e.insert(tile.BinaryScalarOp(x_tiles[j], "subtract", m.inner, column=means[j])).result
+            if weight is not None:
+                # (x - mean) * weight first: one scalar_tensor_tensor pass, at one element per cycle in bf16
+                values[j] = m.bin("multiply", centred, affine[0], None)
+            else:
+                scaled_type = m.inner if affine else m.result
+                values[j] = e.insert(tile.BinaryScalarOp(centred, "multiply", scaled_type, column=rstds[j])).result
 
         def scale(j: int) -> None:
-            values[j] = m.bin("multiply", values[j], affine[0], m.result if bias is None else None)
+            scaled_type = m.inner if bias is not None else m.result
+            values[j] = e.insert(tile.BinaryScalarOp(values[j], "multiply", scaled_type, column=rstds[j])).result
 
         def shift(j: int) -> None:
             values[j] = m.bin("add", values[j], affine[-1], m.result)
@@ -498,12 +517,7 @@ def _layer_norm_row_groups(
                     continue
                 columns = group.empty(e, (), f32)
                 for j in indices:
-                    value = rstds[j]
-                    if kind == 0:
-                        value = e.insert(
-                            tile.BinaryScalarOp(negative_means[j], "multiply", _column(p), scalar=-1.0)
-                        ).result
-                    columns = group.put(e, value, columns, j)
+                    columns = group.put(e, means[j] if kind == 0 else rstds[j], columns, j)
                 group.store(e, columns, stat_view)
 
         return steps, close
@@ -563,23 +577,27 @@ def _layer_norm_backward_on_chip(
     """Layer norm backward in one pass over row groups (`rows.py`), or None when the rows do not fit, their
     dimensions do not merge into one, or the parameter gradients need more PSUM banks than they may take.
 
-    Per row of x and grad_out (normalized dims on the free axis), with the saved mean and rstd as fp32 columns:
+    Per row of x and grad_out (normalized dims on the free axis), with the saved mean and rstd as fp32 columns,
+    xhat = (x - mean) rstd and N the row's length:
 
-        xhat = (x - mean) * rstd                       one two-step tensor_scalar
-        g = grad_out * weight
-        grad_input = (g + xhat * (-sum(g xhat) / N) - sum(g) / N) * rstd
-        grad_weight += ones^T (grad_out xhat),  grad_bias += ones^T grad_out     TensorE, accumulated in PSUM
+        u = (x - mean) * grad_out                      one scalar_tensor_tensor (bf16: one element per cycle)
+        g = grad_out * weight,  a = sum(g)             the sum by a ScalarE copy of g, which the later passes read
+        b = sum(u * weight)                            = sum(g xhat) / rstd
+        grad_input = (g - a / N) * rstd + (x - mean) * (-rstd^3 b / N)
+        grad_weight += rstd^T u,  grad_bias += ones^T grad_out          TensorE, accumulated in PSUM
 
-    The parameter gradients sum over every row: a ones column as the stationary contracts a row tile's
-    partitions, and PSUM accumulates over all row tiles (fp32; the moving products in the gradient's 16-bit type
-    when it has one, at TensorE's full rate). x and grad_out are read once, grad_input written once, and nothing
-    else reaches HBM. Up to `rows.PIPELINED_ROW_TILES` row tiles, every group is straight-line code and the rows
-    of all groups run in one wavefront (`rows.pipelined_row_groups`), one instruction per step (the product for
-    the parameter gradients right after xhat), so each engine's queue alternates between the rows in flight and
-    no step waits for a chain emitted in the same wavefront slot (2048 rows of 768: 64.1 -> 53.6 µs). Longer
-    kernels loop over the groups, each group's rows in wavefront order, the newest row's step first: with the
-    parameter gradients' product last, the first steps of every row fill the queues of the engines that start
-    the chain (measured: 64 against 81 µs, oldest first, for 2048 rows of 768).
+    which is rstd (g - mean(g) - xhat mean(g xhat)) without forming xhat: eight passes over each element, the
+    two row sums included, where that order takes nine and each of its tensor_tensor passes reads an fp32 xhat.
+    The parameter gradients sum over every row: a column as the stationary contracts a row tile's partitions
+    (each row's rstd for the weight, ones for the bias), and PSUM accumulates over all row tiles (fp32). x and
+    grad_out are read once, grad_input written once, and nothing else reaches HBM. Up to
+    `rows.PIPELINED_ROW_TILES` row tiles, every group is straight-line code and the rows of all groups run in one
+    wavefront (`rows.pipelined_row_groups`), one pass per step (the parameter gradients' matmuls right after u),
+    so each engine's queue alternates between the rows in flight and no step waits for a chain emitted in the
+    same wavefront slot (2048 rows of 768: 64.1 -> 53.6 µs; 45.5 µs with the passes above). Longer kernels loop
+    over the groups, each group's rows in wavefront order, the newest row's step first: with the parameter
+    gradients' matmuls last, the first steps of every row fill the queues of the engines that start the chain
+    (measured: 64 against 81 µs, oldest first, for 2048 rows of 768, with the textbook passes).
     """
     from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
     from neuron_mlir.lowering.convert_torch_to_tile.rows import (
@@ -619,7 +637,7 @@ def _layer_norm_backward_on_chip(
     if len(chunks) * (mask[1] + mask[2]) > target.psum_banks // _GRADIENT_BANK_SHARE:
         return None
     in_bytes = _bytes(element_type_of(x)) + _bytes(element_type_of(grad))
-    # per row of a partition: the fp32 work tiles of one row (xhat, g, their product, grad_input's steps)
+    # per row of a partition: the fp32 work tiles of one row (u, g and its copy, u * weight, grad_input's two terms)
     work_bytes = length * (4 * 6 + _bytes(types[0]) + (_bytes(element_type_of(weight)) if weight is not None else 0))
     # the rows of a group are computed one after another in straight-line code, each with its own work tiles, so
     # that the engines overlap the rows' chains (and neuron-unroll-loops overlaps two groups)
@@ -641,8 +659,6 @@ def _layer_norm_backward_on_chip(
     mean_view, rstd_view = rows_view(mean, mean_rows, None), rows_view(rstd, rstd_rows, None)
     out_view = rows_view(out, out_rows, 1) if out is not None else None
     grad_type = element_type_of(grad)
-    # the parameter gradients' moving operands: the products rounded to the gradient's 16-bit type, if it has one
-    moving_type = types[1] if mask[1] and _bytes(types[1]) == 2 else f32
     heights = {min(PARTITION_TILE, rows)} | ({rows % PARTITION_TILE} if rows % PARTITION_TILE else set())
     weights: dict[int, SSAValue] = {}
 
@@ -652,19 +668,21 @@ def _layer_norm_backward_on_chip(
             broadcast = view(em, weight, Layout((p, length), (0, weight_stride), layout_of(weight).offset))
             weights[p] = load(em, broadcast, [0, 0], (p, length))
 
-    ones: dict[tuple[int, Attribute], SSAValue] = {}
-    for p in sorted(heights):
-        for element_type in {moving_type, grad_type} if (mask[1] or mask[2]) else set():
-            ones[(p, element_type)] = em.insert(tile.FillOp(1.0, TileType((p, 1), element_type, Memory.SBUF))).result
+    # the bias gradient's stationary: a ones column in grad_out's type
+    ones = {
+        p: em.insert(tile.FillOp(1.0, TileType((p, 1), grad_type, Memory.SBUF))).result
+        for p in sorted(heights)
+        if mask[2]
+    }
     accumulators: list[SSAValue] = [
         em.insert(tile.FillOp(0.0, TileType((1, size), f32, Memory.PSUM))).result
         for _ in range(mask[1] + mask[2])
         for _, size in chunks
     ]
 
-    def accumulate(e: LoopNestBuilder, p: int, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+    def accumulate(e: LoopNestBuilder, stationary: SSAValue, moving: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+        p = moving.type.get_shape()[0]  # type: ignore[attr-defined]
         element_type = moving.type.element_type  # type: ignore[attr-defined]
-        stationary = ones[(p, element_type)]
         updated: list[SSAValue] = []
         for acc, (c0, size) in zip(accs, chunks, strict=True):
             part = moving
@@ -692,29 +710,31 @@ def _layer_norm_backward_on_chip(
         result = group.empty(e, (length,), types[0]) if out_view is not None else None
         row_type = TileType((p, length), f32, Memory.SBUF)
         column = TileType((p, 1), f32, Memory.SBUF)
+        # rstd^3 of every row of the group at once (the coefficient of x - mean in grad_input)
+        group_columns = TileType((p, group.per_partition), f32, Memory.SBUF)
+        rstd_squares = e.insert(tile.BinaryOp(rstds, rstds, "multiply", group_columns)).result
+        rstd_cubes = e.insert(tile.BinaryOp(rstd_squares, rstds, "multiply", group_columns)).result
 
         count = group.per_partition
         x_rows, grad_rows = [group.row(e, xs, j) for j in range(count)], [group.row(e, grads, j) for j in range(count)]
         mean_cols = [group.row(e, means, j) for j in range(count)]
         rstd_cols = [group.row(e, rstds, j) for j in range(count)]
+        cube_cols = [group.row(e, rstd_cubes, j) for j in range(count)]
         out_type = TileType((p, length), types[0], Memory.SBUF)
-        # per row: xhat, g, -mean(g), -sum(g xhat) / N, the running value of grad_input
-        xhats, gs, shifts, slopes, values = (list(x_rows) for _ in range(5))
+        # per row: (x - mean) grad, g = grad * weight, -mean(g), -rstd^3 sum(g (x - mean)) / N, the two terms of
+        # grad_input
+        centred, gs, shifts, slopes, sloped, shifted = (list(x_rows) for _ in range(6))
         filled = [result]  # grad_input's group tile, row by row
 
-        def normalize(j: int) -> None:
-            centred = e.insert(tile.BinaryScalarOp(x_rows[j], "subtract", row_type, column=mean_cols[j])).result
-            xhats[j] = e.insert(tile.BinaryScalarOp(centred, "multiply", row_type, column=rstd_cols[j])).result
+        def centred_gradient(j: int) -> None:
+            difference = e.insert(tile.BinaryScalarOp(x_rows[j], "subtract", row_type, column=mean_cols[j])).result
+            centred[j] = e.insert(tile.BinaryOp(difference, grad_rows[j], "multiply", row_type)).result
 
         def parameter_gradients(j: int) -> None:
-            if mask[1]:
-                product_type = TileType((p, length), moving_type, Memory.SBUF)
-                product = e.insert(tile.BinaryOp(grad_rows[j], xhats[j], "multiply", product_type)).result
-                sums["weight"] = accumulate(e, p, product, sums["weight"])
+            if mask[1]:  # sum over rows of rstd (x - mean) grad: rstd as the stationary column
+                sums["weight"] = accumulate(e, rstd_cols[j], centred[j], sums["weight"])
             if mask[2]:
-                sums["bias"] = accumulate(e, p, grad_rows[j], sums["bias"])
-
-        g_xhats = list(x_rows)
+                sums["bias"] = accumulate(e, ones[p], grad_rows[j], sums["bias"])
 
         def weighted(j: int) -> None:
             gs[j] = grad_rows[j]
@@ -722,46 +742,40 @@ def _layer_norm_backward_on_chip(
                 gs[j] = e.insert(tile.BinaryOp(grad_rows[j], weights[p], "multiply", row_type)).result
 
         def weighted_sum(j: int) -> None:
+            # a ScalarE copy that sums what it writes: VectorE streams the other row sum and the (x - mean) grad
+            gs[j] = e.insert(tile.UnaryOp(gs[j], "copy", row_type)).result
             g_sum = e.insert(tile.ReduceOp(gs[j], "add", column)).result
-            shifts[j] = e.insert(tile.BinaryScalarOp(g_sum, "multiply", column, scalar=1.0 / length)).result
-
-        def scaled_gradient(j: int) -> None:
-            weighted(j)
-            weighted_sum(j)
-
-        def products(j: int) -> None:
-            g_xhats[j] = e.insert(tile.BinaryOp(gs[j], xhats[j], "multiply", row_type)).result
-
-        def products_sum(j: int) -> None:
-            g_xhat_sum = e.insert(tile.ReduceOp(g_xhats[j], "add", column)).result
-            slopes[j] = e.insert(tile.BinaryScalarOp(g_xhat_sum, "multiply", column, scalar=-1.0 / length)).result
+            shifts[j] = e.insert(tile.BinaryScalarOp(g_sum, "multiply", column, scalar=-1.0 / length)).result
 
         def correlation(j: int) -> None:
-            products(j)
-            products_sum(j)
+            # sum(g (x - mean)) = sum((x - mean) grad * weight)
+            products = centred[j]
+            if weight is not None:
+                products = e.insert(tile.BinaryOp(centred[j], weights[p], "multiply", row_type)).result
+            total = e.insert(tile.ReduceOp(products, "add", column)).result
+            scaled = e.insert(tile.BinaryScalarOp(total, "multiply", column, column=cube_cols[j])).result
+            slopes[j] = e.insert(tile.BinaryScalarOp(scaled, "multiply", column, scalar=-1.0 / length)).result
 
-        def sloped(j: int) -> None:
-            values[j] = e.insert(tile.BinaryScalarOp(xhats[j], "multiply", row_type, column=slopes[j])).result
+        def shifted_gradient(j: int) -> None:
+            value = e.insert(tile.BinaryScalarOp(gs[j], "add", row_type, column=shifts[j])).result
+            shifted[j] = e.insert(tile.BinaryScalarOp(value, "multiply", row_type, column=rstd_cols[j])).result
 
-        def added(j: int) -> None:
-            values[j] = e.insert(tile.BinaryOp(values[j], gs[j], "add", row_type)).result
-
-        def combine(j: int) -> None:
-            sloped(j)
-            added(j)
+        def sloped_input(j: int) -> None:
+            difference = e.insert(tile.BinaryScalarOp(x_rows[j], "subtract", row_type, column=mean_cols[j])).result
+            sloped[j] = e.insert(tile.BinaryScalarOp(difference, "multiply", row_type, column=slopes[j])).result
 
         def finish(j: int) -> None:
-            value = e.insert(tile.BinaryScalarOp(values[j], "subtract", row_type, column=shifts[j])).result
-            value = e.insert(tile.BinaryScalarOp(value, "multiply", out_type, column=rstd_cols[j])).result
+            value = e.insert(tile.BinaryOp(sloped[j], shifted[j], "add", out_type)).result
             filled[0] = group.put(e, value, filled[0], j)
 
-        steps: list[Callable[[int], None]] = [normalize]
-        if pipelined:  # one instruction (and the column arithmetic after it) per step: see the docstring
+        steps: list[Callable[[int], None]] = [centred_gradient] if mask[0] or mask[1] else [lambda j: None]
+        if pipelined:  # one pass (and the column arithmetic after it) per step: see the docstring
             steps.append(parameter_gradients)
             if result is not None:
-                steps += [weighted, weighted_sum, products, products_sum, sloped, added, finish]
+                steps += [weighted, weighted_sum, correlation, shifted_gradient, sloped_input, finish]
         else:
-            steps += [scaled_gradient, correlation, combine, finish] if result is not None else []
+            if result is not None:
+                steps += [weighted, weighted_sum, correlation, shifted_gradient, sloped_input, finish]
             steps.append(parameter_gradients)
 
         def close() -> None:
@@ -779,7 +793,7 @@ def _layer_norm_backward_on_chip(
         return sums["weight"] + sums["bias"]
 
     pipelined = True
-    step_count = 2 + 7 * (out_view is not None)
+    step_count = 2 + 6 * (out_view is not None)
     done = pipelined_row_groups(
         em,
         rows,

@@ -118,9 +118,11 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // One pass over row groups (lowering/convert_torch_to_tile/rows.py): 512 rows as 4 per partition, each operand
 // one DMA of [128, 4, 64] (the statistics as fp32 columns); the 4 rows of every partition computed in
 // straight-line code in wavefront order (the engines overlap the rows), each row read in place
-// from the group's tile, grad_input rounded into the group's result tile and stored at once; the weight and bias
-// gradients accumulated in PSUM (ones^T products on TensorE, started from zero); then the last 88 rows as one row
-// per partition; one store of each gradient.
+// from the group's tile, grad_input rounded into the group's result tile and stored at once; the weight gradient
+// accumulated in PSUM as rstd^T ((x - mean) grad) (each row's rstd column the stationary), the bias gradient as
+// ones^T grad_out, both started from zero; then the last 88 rows as one row per partition; one store of each
+// gradient. grad_input's row sums: sum(g) of a ScalarE copy of g = grad_out * weight, sum((x - mean) grad_out
+// weight), times rstd^3 computed for the group's rows at once.
 // CHECK-LABEL: func.func @layer_norm_backward_rows
 // CHECK:       %[[ONES:.*]] = tile.fill {value = 1.000000e+00 : f64} : !tile.tile<128x1xbf16, sbuf>
 // CHECK:       %[[W0:.*]] = tile.fill {value = 0.000000e+00 : f64} : !tile.tile<1x64xf32, psum>
@@ -128,15 +130,20 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // CHECK:       %[[X:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
 // CHECK:       %[[G:.*]] = tile.load %{{.*}}[%c0, %c0, %c0] : memref<150x4x64xbf16, #mem<hbm>> -> !tile.tile<128x4x64xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
-// CHECK:       tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
+// CHECK:       %[[RSTD:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<150x4xbf16, #mem<hbm>> -> !tile.tile<128x4xf32, sbuf>
+// CHECK:       %[[SQUARES:.*]] = tile.binary %[[RSTD]], %[[RSTD]] {op = "multiply"} : (!tile.tile<128x4xf32, sbuf>
+// CHECK-NEXT:  tile.binary %[[SQUARES]], %[[RSTD]] {op = "multiply"} : (!tile.tile<128x4xf32, sbuf>
 // CHECK:       %[[X0:.*]] = tile.extract %[[X]][%c0, %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
 // CHECK:       %[[G3:.*]] = tile.extract %[[G]][%c3, %c0] : !tile.tile<128x4x64xbf16, sbuf> -> !tile.tile<128x64xbf16, sbuf>
-// CHECK:       tile.binary_scalar %[[X0]] column %{{.*}} {op = "subtract"}
-// CHECK:       tile.reduce
+// CHECK:       %[[R0:.*]] = tile.extract %[[RSTD]][%c0] : !tile.tile<128x4xf32, sbuf> -> !tile.tile<128x1xf32, sbuf>
+// CHECK:       %[[D0:.*]] = tile.binary_scalar %[[X0]] column %{{.*}} {op = "subtract"}
+// CHECK-NEXT:  %[[U0:.*]] = tile.binary %[[D0]], %{{.*}} {op = "multiply"} : (!tile.tile<128x64xf32, sbuf>, !tile.tile<128x64xbf16, sbuf>) -> !tile.tile<128x64xf32, sbuf>
+// CHECK:       %[[C:.*]] = tile.unary %{{.*}} {fn = "copy"} : (!tile.tile<128x64xf32, sbuf>) -> !tile.tile<128x64xf32, sbuf>
+// CHECK-NEXT:  tile.reduce %[[C]] {op = "add"}
 // CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0]
-// CHECK:       %[[WA:.*]] = tile.matmul %[[ONES]], %{{.*}} acc %[[W0]]
+// CHECK:       %[[WA:.*]] = tile.matmul %[[R0]], %[[U0]] acc %[[W0]] : (!tile.tile<128x1xf32, sbuf>, !tile.tile<128x64xf32, sbuf>, !tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xf32, psum>
 // CHECK-NEXT:  tile.matmul %[[ONES]], %{{.*}} acc %[[B0]]
-// CHECK:       tile.matmul %[[ONES]], %{{.*}} acc %[[WA]]
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} acc %[[WA]]
 // CHECK:       %[[DX:.*]] = tile.insert %{{.*}}, %{{.*}}[%c3, %c0]
 // CHECK:       tile.store %[[DX]], %{{.*}}[%c0, %c0, %c0] : !tile.tile<128x4x64xbf16, sbuf>, memref<150x4x64xbf16, #mem<hbm>>
 // CHECK:       tile.load {{.*}} -> !tile.tile<88x1x64xbf16, sbuf>

@@ -288,7 +288,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 // -----
 
 // A pair the assignment spreads stays apart: with both inputs in SBUF the fp32 tensor_tensor costs 1067 ns on
-// VectorE against 552 ns on GpSimdE, and one VectorE pass of both steps would cost the 1067 ns.
+// VectorE against 552 ns on GpSimdE, and one VectorE pass of both steps, (x + s) * t, would cost the 1067 ns.
 // CHECK-LABEL: func.func @pair_apart
 // CHECK:       neuron.tensor_scalar
 // CHECK:       neuron.tensor_tensor gpsimd
@@ -301,11 +301,81 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     %c = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
     neuron.dma_copy dma dst %c[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
     %d = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
-    neuron.tensor_scalar vector dst %d[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]], operand0 %c[0:128, 0, [[1, 1]]] {op0 = "subtract"} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %d[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]], operand0 %c[0:128, 0, [[1, 1]]] {op0 = "add"} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
     %r = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
     neuron.tensor_tensor vector dst %r[0:128, 0, [[1, 512]]], in0 %d[0:128, 0, [[1, 512]]], in1 %t[0:128, 0, [[1, 512]]] {op = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
     neuron.dma_copy dma dst %o[0, [[512, 128], [1, 512]]], src %r[0:128, 0, [[1, 512]]] {queue = 2 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
     func.return %o : memref<128x512xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// (x - s) * t with x and t bf16 is one VectorE pass at one element per cycle (533 ns), less than the
+// tensor_scalar and the tensor_tensor cost on their cheapest engines together (ScalarE 427 ns, GpSimdE 552 ns).
+// Beside four fp32 scalings (427 ns at best, on ScalarE), the block's bound is a third of all the work, which
+// merging lowers (918 -> 769 ns): the pair merges before the assignment, which then weighs the one instruction.
+// Costed apart, its tensor_tensor would go to GpSimdE and the pair would stay two passes.
+// CHECK-LABEL: func.func @fast_pair_merged
+// CHECK-NOT:   neuron.tensor_scalar
+// CHECK:       neuron.scalar_tensor_tensor vector dst %{{.*}}, src %[[T:.*]][0:128, 0, [[1, 512]]], in1 %[[T]][0:128, 0, [[1, 512]]], operand0 %{{.*}} {op0 = "subtract", op1 = "multiply"}
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @fast_pair_merged(%x: memref<128x512xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>, %f: memref<128x512xf32, #mem<hbm>>) -> (memref<128x512xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>) {
+    %o = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    %t = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<hbm>>
+    %c = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %c[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %u = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %u[0:128, 0, [[1, 512]]], src %f[0, [[512, 128], [1, 512]]] {queue = 3 : i64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<hbm>>
+    %d = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %d[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]], operand0 %c[0:128, 0, [[1, 1]]] {op0 = "subtract"} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %r = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %r[0:128, 0, [[1, 512]]], in0 %d[0:128, 0, [[1, 512]]], in1 %t[0:128, 0, [[1, 512]]] {op = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[0, [[512, 128], [1, 512]]], src %r[0:128, 0, [[1, 512]]] {queue = 2 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %p0 = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %p0[0:128, 0, [[1, 512]]], src %u[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 2.0 : f64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %p1 = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %p1[0:128, 0, [[1, 512]]], src %u[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 3.0 : f64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %p2 = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %p2[0:128, 0, [[1, 512]]], src %u[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 4.0 : f64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %p3 = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %p3[0:128, 0, [[1, 512]]], src %u[0:128, 0, [[1, 512]]] {op0 = "multiply", scalar0 = 5.0 : f64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %q = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %q[0:128, 0, [[1, 1]]], src %p3[0:128, 0, [[1, 8]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %qo = neuron.alloc : memref<128x1xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %qo[0, [[1, 128], [1, 1]]], src %q[0:128, 0, [[1, 1]]] {queue = 4 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
+    func.return %o, %qo : memref<128x512xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// The same pair beside a row sum only VectorE runs (533 ns of its own, which bounds the block): merged, the pair
+// would be VectorE's too (1067 ns), so it stays apart for the assignment to spread.
+// CHECK-LABEL: func.func @fast_pair_beside_vector_work
+// CHECK:       neuron.tensor_scalar
+// CHECK:       neuron.tensor_tensor
+// CHECK-NOT:   neuron.scalar_tensor_tensor
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @fast_pair_beside_vector_work(%x: memref<128x512xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>, %f: memref<128x512xf32, #mem<hbm>>) -> (memref<128x512xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>) {
+    %o = neuron.alloc : memref<128x512xbf16, #mem<hbm>>
+    %t = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 512]]], src %x[0, [[512, 128], [1, 512]]] {queue = 0 : i64} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xbf16, #mem<hbm>>
+    %c = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %c[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %u = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %u[0:128, 0, [[1, 512]]], src %f[0, [[512, 128], [1, 512]]] {queue = 3 : i64} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xf32, #mem<hbm>>
+    %d = neuron.alloc : memref<128x512xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %d[0:128, 0, [[1, 512]]], src %t[0:128, 0, [[1, 512]]], operand0 %c[0:128, 0, [[1, 1]]] {op0 = "subtract"} : memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %r = neuron.alloc : memref<128x512xbf16, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %r[0:128, 0, [[1, 512]]], in0 %d[0:128, 0, [[1, 512]]], in1 %t[0:128, 0, [[1, 512]]] {op = "multiply"} : memref<128x512xbf16, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>, memref<128x512xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[0, [[512, 128], [1, 512]]], src %r[0:128, 0, [[1, 512]]] {queue = 2 : i64} : memref<128x512xbf16, #mem<hbm>>, memref<128x512xbf16, #mem<sbuf>>
+    %q = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %q[0:128, 0, [[1, 1]]], src %u[0:128, 0, [[1, 512]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x512xf32, #mem<sbuf>>
+    %qo = neuron.alloc : memref<128x1xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %qo[0, [[1, 128], [1, 1]]], src %q[0:128, 0, [[1, 1]]] {queue = 4 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
+    func.return %o, %qo : memref<128x512xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>
   }
 }
 
