@@ -54,6 +54,18 @@ def _result_dtype(*operands: Tensor | float) -> torch.dtype | None:
     return None if dtype == torch.float64 else dtype
 
 
+def _polynomial_operands(x: Tensor | float, n: Tensor | float) -> tuple[torch.dtype, Tensor, Tensor] | None:
+    """For a polynomial of degree `n` at `x` (either may be a Python number): the result's dtype, the tensor
+    operand, and `x` as fp32 in that tensor's shape; None where ATen's kernel keeps the call (`_result_dtype`)."""
+    dtype = _result_dtype(x, n)
+    if dtype is None:
+        return None
+    like = x if isinstance(x, Tensor) else n
+    assert isinstance(like, Tensor)
+    x32 = x.to(torch.float32) if isinstance(x, Tensor) else torch.full_like(like, float(x), dtype=torch.float32)
+    return dtype, like, x32
+
+
 def _unary(function: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     """`function` of an fp32 tensor as the decomposition of an ATen op: in fp32, the result in eager's dtype."""
 
@@ -942,12 +954,10 @@ def _chebyshev_decomposition(kind: str, shifted: bool) -> Callable[[Tensor | flo
     trig_above = (4 if kind == "w" else 6) if shifted else (6 if kind == "t" else 8)
 
     def decomposition(x: Tensor | float, n: Tensor | float) -> Tensor:
-        dtype = _result_dtype(x, n)
-        if dtype is None:
+        operands = _polynomial_operands(x, n)
+        if operands is None:
             return NotImplemented
-        like = x if isinstance(x, Tensor) else n
-        assert isinstance(like, Tensor)
-        x32 = x.to(torch.float32) if isinstance(x, Tensor) else torch.full_like(like, float(x), dtype=torch.float32)
+        dtype, like, x32 = operands
         degree = n if isinstance(n, Tensor) else torch.full_like(like, float(n), dtype=torch.float32)
         if shifted:
             x32 = x32 + x32 - 1.0
@@ -1093,12 +1103,10 @@ def _orthogonal_decomposition(name: str) -> Callable[[Tensor | float, Tensor | f
     family = ORTHOGONAL_POLYNOMIALS[name]
 
     def decomposition(x: Tensor | float, n: Tensor | float) -> Tensor:
-        dtype = _result_dtype(x, n)
-        if dtype is None:
+        operands = _polynomial_operands(x, n)
+        if operands is None:
             return NotImplemented
-        like = x if isinstance(x, Tensor) else n
-        assert isinstance(like, Tensor)
-        x32 = x.to(torch.float32) if isinstance(x, Tensor) else torch.full_like(like, float(x), dtype=torch.float32)
+        dtype, _, x32 = operands
         if isinstance(n, Tensor):
             return _orthogonal_polynomial(name, x32, n).to(dtype)
         # eager converts the number as it does a tensor's elements: NaN, infinities and |n| >= 2^63 are negative

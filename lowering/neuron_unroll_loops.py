@@ -260,6 +260,20 @@ class _Unroller:
             clone = op.clone(value_mapper=mapping)
             _insert(clone, destination)
 
+    def fill_rounds(self, loop: scf.ForOp, body: Block, copies: int, step: int) -> None:
+        """Fill `body`, the body of a loop stepping `copies` trips of `loop` at a time, with `copies` copies of
+        `loop`'s body at the round's variable plus 0, step, 2 * step, ..., and its yield."""
+        inside = InsertPoint.at_end(body)
+        for copy in range(copies):
+            induction: SSAValue = body.args[0]
+            if copy:
+                offset = arith.AddiOp(body.args[0], self.constant(copy * step))
+                offset.location = loop.location
+                _insert(offset, inside)
+                induction = offset.result
+            self.copy_body(loop, induction, inside)
+        body.add_op(scf.YieldOp())
+
     def unroll(self, loop: scf.ForOp, copies: int) -> None:
         """Replace `loop` (constant bounds, at least `copies` trips) by one whose body holds `copies` copies."""
         lower, step, trips = integer_constant(loop.lb), integer_constant(loop.step), _trips(loop)
@@ -274,17 +288,7 @@ class _Unroller:
             new_loop = scf.ForOp(self.constant(lower), self.constant(new_upper), self.constant(copies * step), [], body)
             new_loop.location = loop.location
             _insert(new_loop, before)
-            inside = InsertPoint.at_end(body)
-            for copy in range(copies):
-                if copy == 0:
-                    induction: SSAValue = body.args[0]
-                else:
-                    offset = arith.AddiOp(body.args[0], self.constant(copy * step))
-                    offset.location = loop.location
-                    _insert(offset, inside)
-                    induction = offset.result
-                self.copy_body(loop, induction, inside)
-            body.add_op(scf.YieldOp())
+            self.fill_rounds(loop, body, copies, step)
             done = full * copies
         else:
             done = 0
@@ -323,16 +327,7 @@ class _Unroller:
         main = scf.ForOp(self.constant(lower), end, self.constant(copies * step), [], body)
         main.location = loop.location
         _insert(main, before)
-        inside = InsertPoint.at_end(body)
-        for copy in range(copies):
-            induction: SSAValue = body.args[0]
-            if copy:
-                offset = arith.AddiOp(body.args[0], self.constant(copy * step))
-                offset.location = loop.location
-                _insert(offset, inside)
-                induction = offset.result
-            self.copy_body(loop, induction, inside)
-        body.add_op(scf.YieldOp())
+        self.fill_rounds(loop, body, copies, step)
         loop.operands[0] = end  # the rest: from where the rounds end
 
 
