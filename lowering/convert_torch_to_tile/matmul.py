@@ -128,16 +128,20 @@ class Limits:
     psum_banks: int
     target: Target | None = None  # its DMA and TensorE rates time a chunk's load against its matmuls
 
+    @classmethod
+    def of(cls, target: Target) -> Limits:
+        """The limits of `target`, its rates included."""
+        return cls(
+            (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
+            target.sbuf_bytes_per_partition,
+            target.psum_bank_bytes,
+            target.psum_banks,
+            target,
+        )
+
 
 def _limits(em: LoopNestBuilder) -> Limits:
-    target = emitter_target(em)
-    return Limits(
-        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
-        target.sbuf_bytes_per_partition,
-        target.psum_bank_bytes,
-        target.psum_banks,
-        target,
-    )
+    return Limits.of(emitter_target(em))
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,7 @@ from neuron_mlir.runtime.hardware import DEFAULT_TARGET, TARGETS
 
 def test_chunks_loaded_in_groups_of_four_give_the_product() -> None:
     k, m, n = 2560, 512, 512
-    target = TARGETS[DEFAULT_TARGET]
-    limits = Limits(
-        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
-        target.sbuf_bytes_per_partition,
-        target.psum_bank_bytes,
-        target.psum_banks,
-        target,
-    )
+    limits = Limits.of(TARGETS[DEFAULT_TARGET])
     # A^T given (K on partitions, no transposes); B row-major with 512-column runs per chunk row
     blocking = choose_blocking(m, k, n, 2, False, False, limits)
     assert blocking.chunks_in_flight == 4, blocking

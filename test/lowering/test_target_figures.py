@@ -86,13 +86,7 @@ def test_a_panel_read_from_hbm_takes_what_the_moving_operand_leaves() -> None:
     # the function computes keeps the panel to its share (256-row block rows at this K); an A that is one of
     # the function's arguments has nothing beside it but the moving chunks and the evacuated blocks: 512 rows.
     target = TARGETS["trn1"]
-    limits = Limits(
-        (target.matmul_max_k, target.matmul_max_stationary_free, target.matmul_max_moving_free),
-        target.sbuf_bytes_per_partition,
-        target.psum_bank_bytes,
-        target.psum_banks,
-        target,
-    )
+    limits = Limits.of(target)
     computed = choose_blocking(4096, 8192, 8192, 2, True, False, limits)
     loaded = choose_blocking(4096, 8192, 8192, 2, True, False, limits, lhs_from_hbm=True)
     assert (computed.m_subs, loaded.m_subs) == (2, 4)

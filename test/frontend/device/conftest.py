@@ -1,4 +1,4 @@
-"""Fixtures of the device tests: the eager mode, and the device's counters started afresh."""
+"""Fixtures of the device tests: the eager mode, the device's counters started afresh, copies counted."""
 
 import pytest
 
@@ -23,3 +23,20 @@ def fresh_eager():
     eager.reset()
     yield eager
     eager.reset()
+
+
+@pytest.fixture
+def arrays_copied_in(monkeypatch):
+    """The shapes of the arrays copied into new device storage (`storage.from_array`) while the test runs: a
+    result the simulator wrote straight into device memory is not among them."""
+    from neuron_mlir.frontend.device import storage
+
+    copied: list[tuple[int, ...]] = []
+    from_array = storage.from_array
+
+    def counted(array):
+        copied.append(array.shape)
+        return from_array(array)
+
+    monkeypatch.setattr(storage, "from_array", counted)
+    return copied

@@ -29,22 +29,13 @@ def test_compiled_mlp_on_the_device_matches_the_cpu(fresh_compiler, monkeypatch)
         assert_close_to_torch(gradient.cpu(), parameter.grad, f"{name}.grad")
 
 
-def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler, monkeypatch):
-    from neuron_mlir.frontend.device import storage
-
+def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler, monkeypatch, arrays_copied_in):
     monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to("neuron")
     compiled = torch.compile(model, backend="neuron-mlir")
     inputs = [torch.randn(3, 8) for _ in range(3)]
-    copied = []
-    from_array = storage.from_array
-
-    def counted(array):
-        copied.append(array.shape)
-        return from_array(array)
-
-    monkeypatch.setattr(storage, "from_array", counted)
+    copied = arrays_copied_in
     outputs = []
     for x in inputs:
         output = compiled(x.to("neuron"))
