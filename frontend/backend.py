@@ -43,6 +43,7 @@ import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
 from neuron_mlir.frontend.data_dependent import specialise_split_points
+from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
 
@@ -331,6 +332,7 @@ def neuron_mlir_backend(
     _note_recompilation()
     recognize_activations(graph_module)
     specialise_split_points(graph_module)
+    route_composite_calls(graph_module, config.cpu_ops)
 
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:

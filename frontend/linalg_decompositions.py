@@ -20,6 +20,7 @@ they come out of Jacobi rotations, not LAPACK's tridiagonal or bidiagonal reduct
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -741,6 +742,45 @@ def linalg_matrix_rank(
     values = linalg_eigh(A, compute_v=False)[0].abs() if hermitian else linalg_svd(A, compute_uv=False)[1]
     threshold = _threshold(values, atol, rtol, values.amax(-1, keepdim=True))
     return (values > threshold).sum(-1)
+
+
+def matrix_rank(
+    A: torch.Tensor,
+    tol: torch.Tensor | float | None = None,
+    hermitian: bool = False,
+    *,
+    atol: torch.Tensor | float | None = None,
+    rtol: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """`torch.linalg.matrix_rank` (the legacy `tol` is an atol with rtol 0) by `linalg_matrix_rank`, or by
+    torch's own where that returns NotImplemented."""
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    result = linalg_matrix_rank(A, atol, rtol, hermitian)
+    if result is NotImplemented:
+        return torch.linalg.matrix_rank(A, atol=atol, rtol=rtol, hermitian=hermitian)
+    return result
+
+
+def route_composite_calls(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str] = ()) -> int:
+    """Point the calls of Dynamo's graph whose ATen op is a composite with a decomposition here at that
+    decomposition, before AOTAutograd traces the graph; returns how many (those `cpu_ops` names keep torch's).
+
+    `linalg_matrix_rank` is CompositeImplicitAutograd: ATen expands it before any tracer's table is asked, into
+    SVD and a threshold that its float64 tolerance scalars (`atol` 0, `rtol` eps max(m, n)) turn into float64
+    arithmetic and a mixed comparison, which has no NeuronCore datapath. A call with `out=` is left alone."""
+    from neuron_mlir.frontend.compile_graph import names_op
+
+    if names_op("aten.linalg_matrix_rank.atol_rtol_tensor", cpu_ops):
+        return 0
+    routed = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is torch.linalg.matrix_rank and "out" not in node.kwargs:
+            node.target = matrix_rank
+            routed += 1
+    if routed:
+        graph_module.recompile()
+    return routed
 
 
 # -- matrix exponential ------------------------------------------------------------------------------------------

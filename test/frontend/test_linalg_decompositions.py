@@ -264,6 +264,22 @@ def test_compiled_jacobi_sweeps_run_on_the_core() -> None:
     check_compiled(torch.linalg.eigvalsh, positive_definite(2))
 
 
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_matrix_rank_runs_on_the_core() -> None:
+    # ATen expands matrix_rank before the tracer's table is asked, into float64 tolerance arithmetic: the backend
+    # routes the call to the decomposition instead; the second matrix has rank 1
+    a = torch.stack([well_conditioned(2)[0], torch.tensor([[1.0, 2.0], [2.0, 4.0]])])
+
+    def ranks(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.linalg.matrix_rank(a),
+            torch.linalg.matrix_rank(a, hermitian=True),
+            torch.linalg.matrix_rank(a, atol=torch.tensor([1.5, 1e-3]), rtol=torch.tensor(0.0)),
+        )
+
+    check_compiled(ranks, a)
+
+
 LINALG_CALLS = {
     "cholesky_inverse": lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a)),
     "det": torch.linalg.det,
