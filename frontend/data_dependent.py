@@ -252,6 +252,8 @@ def specialise_split_points(graph_module: torch.fx.GraphModule) -> int:
             continue
         if len(node.args) < 2 or not isinstance(node.args[1], torch.fx.Node):
             continue
+        if not isinstance(node.args[1].meta.get("example_value"), torch.Tensor):
+            continue  # a size (SymInt) of the graph: its results' sizes follow it, nothing to write in
         results = node.meta.get("example_value")
         source = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
         if not isinstance(results, tuple | list) or not isinstance(source, torch.Tensor):
