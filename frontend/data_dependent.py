@@ -235,6 +235,7 @@ def has_unbacked_inputs(graph_module: torch.fx.GraphModule) -> bool:
 
 
 _TENSOR_SPLITS: tuple[object, ...] = (torch.tensor_split, torch.Tensor.tensor_split)
+_SPLIT_KEYWORDS = ("indices_or_sections", "tensor_indices_or_sections", "sections", "indices")
 
 
 def specialise_split_points(graph_module: torch.fx.GraphModule) -> int:
@@ -250,10 +251,10 @@ def specialise_split_points(graph_module: torch.fx.GraphModule) -> int:
         method = node.op == "call_method" and node.target == "tensor_split"
         if not (method or (node.op == "call_function" and node.target in _TENSOR_SPLITS)):
             continue
-        if len(node.args) < 2 or not isinstance(node.args[1], torch.fx.Node):
-            continue
-        if not isinstance(node.args[1].meta.get("example_value"), torch.Tensor):
-            continue  # a size (SymInt) of the graph: its results' sizes follow it, nothing to write in
+        keyword = next((key for key in _SPLIT_KEYWORDS if key in node.kwargs), None)
+        split = node.args[1] if len(node.args) > 1 else node.kwargs.get(keyword) if keyword else None
+        if not isinstance(split, torch.fx.Node) or not isinstance(split.meta.get("example_value"), torch.Tensor):
+            continue  # a list, or a size (SymInt) of the graph: nothing Dynamo read from a tensor
         results = node.meta.get("example_value")
         source = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
         if not isinstance(results, tuple | list) or not isinstance(source, torch.Tensor):
@@ -269,6 +270,7 @@ def specialise_split_points(graph_module: torch.fx.GraphModule) -> int:
             offset += size
             points.append(offset)
         node.args = (node.args[0], points, *node.args[2:])
+        node.kwargs = {key: value for key, value in node.kwargs.items() if key != keyword}
         rewritten += 1
     if rewritten:
         graph_module.recompile()

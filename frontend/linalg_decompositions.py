@@ -14,8 +14,9 @@ where they decide a result: partial pivoting takes the first row of largest magn
 getrf writes them), Householder reflectors take beta = -sign(alpha) ||x|| (R's diagonal may be negative, as
 geqrf's), the symmetric indefinite LDL^T takes sytf2's Bunch-Kaufman pivots (1x1 and 2x2 blocks, the same
 thresholds and first-largest choices), `info` is the first failing column (1-based, 0 when none: potrf's
-non-positive leading minor, getrf's zero pivot, sytf2's zero column). Only the triangle LAPACK reads is read. Eigen- and singular vectors are unique up to sign only;
-they come out of Jacobi rotations, not LAPACK's tridiagonal or bidiagonal reductions.
+non-positive leading minor, getrf's zero pivot, sytf2's zero column). Only the triangle LAPACK reads is read.
+Eigen- and singular vectors are unique up to sign only; they come out of Jacobi rotations, not LAPACK's
+tridiagonal or bidiagonal reductions.
 """
 
 from __future__ import annotations

@@ -322,6 +322,16 @@ def test_compiled_matrix_rank_runs_on_the_core() -> None:
     check_compiled(ranks, a)
 
 
+def test_matrix_rank_calls_are_routed_unless_cpu_ops_names_them() -> None:
+    graph_module = torch.fx.symbolic_trace(lambda a: torch.linalg.matrix_rank(a, hermitian=True))
+    assert linalg.route_composite_calls(graph_module, cpu_ops=("linalg_matrix_rank",)) == 0
+    assert linalg.route_composite_calls(graph_module) == 1
+    assert [node.target for node in graph_module.graph.nodes if node.op == "call_function"] == [linalg.matrix_rank]
+    a = torch.stack([well_conditioned(3)[0], torch.ones(3, 3)])
+    a = a + a.mT
+    assert graph_module(a).tolist() == torch.linalg.matrix_rank(a, hermitian=True).tolist() == [3, 1]
+
+
 LINALG_CALLS = {
     "cholesky_inverse": lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a)),
     "det": torch.linalg.det,
