@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from neuron_mlir.frontend.compile_graph import compile_graph, names_op
+from neuron_mlir.frontend.data_dependent import specialise_split_points
+from neuron_mlir.frontend.linalg_decompositions import route_composite_calls
 from neuron_mlir.frontend.progress import compile_progress, progress_setting
 from neuron_mlir.frontend.recognize_activations import recognize_activations
 
@@ -329,6 +331,8 @@ def neuron_mlir_backend(
     counters["aot_autograd"]["total"] += 1
     _note_recompilation()
     recognize_activations(graph_module)
+    specialise_split_points(graph_module)
+    route_composite_calls(graph_module, config.cpu_ops)
 
     def compiler(kind: str) -> AOTDispatchCompiler:
         def compile_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:

@@ -10,6 +10,10 @@ write a slot past the end that is cut off), plus the count as a 0-d tensor. The 
 (and the arithmetic on their sizes) for `frontend.compile_graph`, which runs them on the host and compiles what
 follows once per value of the count it meets.
 
+`tensor_split` by a tensor of sections or indices is the other kind: its number of results depends on the values,
+which Dynamo reads while it traces, guarding on them; `specialise_split_points` writes them into the graph as
+constants before AOTAutograd traces it.
+
 Dynamo passes such ops to a backend only when asked to (`torch._dynamo.config.capture_dynamic_output_shape_ops`;
 `.item()` with `capture_scalar_outputs`); otherwise it runs them itself between graphs. Traces without a
 symbolic-shape environment (the `neuron` device's single-op compiles) keep the ops whole.
@@ -228,3 +232,46 @@ def has_unbacked_inputs(graph_module: torch.fx.GraphModule) -> bool:
         for node in graph_module.graph.nodes
         if node.op == "placeholder"
     )
+
+
+_TENSOR_SPLITS: tuple[object, ...] = (torch.tensor_split, torch.Tensor.tensor_split)
+_SPLIT_KEYWORDS = ("indices_or_sections", "tensor_indices_or_sections", "sections", "indices")
+
+
+def specialise_split_points(graph_module: torch.fx.GraphModule) -> int:
+    """Give each `tensor_split` of Dynamo's graph whose sections or indices are a tensor the split points its
+    traced results show, as a list of integers; returns how many it rewrote.
+
+    Dynamo traces such a call with the tensor's value (the number of results depends on it) and guards on that
+    value, so a call with another value traces again: the graph is specialised already, and the list says so
+    where AOTAutograd can see it. Traced with the tensor, the op reads its value (`.item()` / `.tolist()`), which
+    a fake tensor cannot give. A result with a symbolic size along the split axis leaves the call as it is."""
+    rewritten = 0
+    for node in graph_module.graph.nodes:
+        method = node.op == "call_method" and node.target == "tensor_split"
+        if not (method or (node.op == "call_function" and node.target in _TENSOR_SPLITS)):
+            continue
+        keyword = next((key for key in _SPLIT_KEYWORDS if key in node.kwargs), None)
+        split = node.args[1] if len(node.args) > 1 else node.kwargs.get(keyword) if keyword else None
+        if not isinstance(split, torch.fx.Node) or not isinstance(split.meta.get("example_value"), torch.Tensor):
+            continue  # a list, or a size (SymInt) of the graph: nothing Dynamo read from a tensor
+        results = node.meta.get("example_value")
+        source = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
+        if not isinstance(results, tuple | list) or not isinstance(source, torch.Tensor):
+            continue
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+        if not isinstance(dim, int):
+            continue
+        sizes = [result.shape[dim] for result in results]
+        if not all(isinstance(size, int) for size in sizes):
+            continue
+        points, offset = [], 0
+        for size in sizes[:-1]:
+            offset += size
+            points.append(offset)
+        node.args = (node.args[0], points, *node.args[2:])
+        node.kwargs = {key: value for key, value in node.kwargs.items() if key != keyword}
+        rewritten += 1
+    if rewritten:
+        graph_module.recompile()
+    return rewritten

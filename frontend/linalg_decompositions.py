@@ -12,14 +12,17 @@ graph grows linearly with n (Jacobi sweeps: with n times the sweep count), never
 Output guarantee: the kernel's results as LAPACK computes them, up to fp32 rounding, following its conventions
 where they decide a result: partial pivoting takes the first row of largest magnitude (pivots 1-based int32, as
 getrf writes them), Householder reflectors take beta = -sign(alpha) ||x|| (R's diagonal may be negative, as
-geqrf's), `info` is the first failing column (1-based, 0 when none: potrf's non-positive leading minor, getrf's
-zero pivot). Only the triangle LAPACK reads is read. Eigen- and singular vectors are unique up to sign only;
-they come out of Jacobi rotations, not LAPACK's tridiagonal or bidiagonal reductions.
+geqrf's), the symmetric indefinite LDL^T takes sytf2's Bunch-Kaufman pivots (1x1 and 2x2 blocks, the same
+thresholds and first-largest choices), `info` is the first failing column (1-based, 0 when none: potrf's
+non-positive leading minor, getrf's zero pivot, sytf2's zero column). Only the triangle LAPACK reads is read.
+Eigen- and singular vectors are unique up to sign only; they come out of Jacobi rotations, not LAPACK's
+tridiagonal or bidiagonal reductions.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -743,6 +746,262 @@ def linalg_matrix_rank(
     return (values > threshold).sum(-1)
 
 
+def matrix_rank(
+    A: torch.Tensor,
+    tol: torch.Tensor | float | None = None,
+    hermitian: bool = False,
+    *,
+    atol: torch.Tensor | float | None = None,
+    rtol: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """`torch.linalg.matrix_rank` (the legacy `tol` is an atol with rtol 0) by `linalg_matrix_rank`, or by
+    torch's own where that returns NotImplemented."""
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    result = linalg_matrix_rank(A, atol, rtol, hermitian)
+    if result is NotImplemented:
+        return torch.linalg.matrix_rank(A, atol=atol, rtol=rtol, hermitian=hermitian)
+    return result
+
+
+def route_composite_calls(graph_module: torch.fx.GraphModule, cpu_ops: Sequence[str] = ()) -> int:
+    """Point the calls of Dynamo's graph whose ATen op is a composite with a decomposition here at that
+    decomposition, before AOTAutograd traces the graph; returns how many (those `cpu_ops` names keep torch's).
+
+    `linalg_matrix_rank` is CompositeImplicitAutograd: ATen expands it before any tracer's table is asked, into
+    SVD and a threshold that its float64 tolerance scalars (`atol` 0, `rtol` eps max(m, n)) turn into float64
+    arithmetic and a mixed comparison, which has no NeuronCore datapath. A call with `out=` is left alone."""
+    from neuron_mlir.frontend.compile_graph import names_op
+
+    if names_op("aten.linalg_matrix_rank.atol_rtol_tensor", cpu_ops):
+        return 0
+    routed = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is torch.linalg.matrix_rank and "out" not in node.kwargs:
+            node.target = matrix_rank
+            routed += 1
+    if routed:
+        graph_module.recompile()
+    return routed
+
+
+# -- symmetric indefinite LDL^T (Bunch-Kaufman) --------------------------------------------------------------------
+
+BUNCH_KAUFMAN_ALPHA = (1.0 + math.sqrt(17.0)) / 8.0
+"""The pivot threshold of Bunch and Kaufman's partial pivoting, which bounds the growth of the factors' entries
+(J. R. Bunch, L. Kaufman, "Some stable methods for calculating inertia and solving symmetric linear systems",
+Math. Comp. 31, 1977; LAPACK sytf2 uses the same constant)."""
+
+
+def _select(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """values[..., index, :] of matrices [..., n, m] (or values[..., index] of vectors [..., n]) with a per-matrix
+    index [...]: a one-hot masked sum, exact (the other entries are replaced, not multiplied, so their infinities
+    and NaNs stay out)."""
+    vector = values.dim() == index.dim() + 1
+    positions = torch.arange(values.shape[-1 if vector else -2], device=values.device)
+    hot = positions == index.unsqueeze(-1)  # [..., n]
+    return torch.where(hot, values, 0.0).sum(-1) if vector else torch.where(hot.unsqueeze(-1), values, 0.0).sum(-2)
+
+
+def _swap_indices(n: int, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """[..., n] int64: 0 ... n-1 with entries `first` and `second` exchanged, per matrix."""
+    positions = torch.arange(n, device=first.device)
+    first, second = first.unsqueeze(-1), second.unsqueeze(-1)
+    return torch.where(positions == first, second, torch.where(positions == second, first, positions))
+
+
+def _ldl_factor(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(LD, pivots, info) of A's lower triangle as LAPACK sytf2 (uplo L) computes them: A = L D L^T with
+    Bunch-Kaufman partial pivoting, D of 1x1 and 2x2 blocks, L unit lower, both in LD's lower triangle (a 2x2
+    block's off-diagonal entry below its first diagonal entry), LD's upper triangle zero. pivots (1-based int32):
+    k + 1 for a 1x1 block at step k without interchange, p + 1 for one that exchanged rows and columns k and p,
+    -(p + 1) twice for a 2x2 block at steps k, k + 1 that exchanged k + 1 and p. info: the first step whose
+    column is zero (1-based), 0 when none; such a step leaves its column as it is.
+
+    The steps are unrolled over the order; each matrix of the batch takes its own pivots, so a step is a 1x1
+    block, a 2x2 block or (the step after a 2x2 block) nothing, chosen per matrix by `where`. The working matrix
+    is kept symmetric (both triangles) for the row reads of the pivot search; the interchanges are gathers."""
+    n = A.shape[-1]
+    batch = A.shape[:-2]
+    rows = torch.arange(n, device=A.device)
+    row_grid, column_grid = rows.unsqueeze(-1), rows.unsqueeze(-2)
+    work = torch.tril(A) + torch.tril(A, -1).mT
+    factors = torch.zeros_like(A)
+    skip = torch.zeros(batch, dtype=torch.bool, device=A.device)
+    info = torch.zeros(batch, dtype=torch.int32, device=A.device)
+    pivots: list[torch.Tensor] = []
+    alpha = BUNCH_KAUFMAN_ALPHA
+    for k in range(n):
+        active = ~skip
+        column = work[..., :, k]
+        diagonal = work[..., k, k].abs()
+        if k < n - 1:
+            candidates = torch.where(rows > k, column.abs(), -1.0)
+            largest = candidates.amax(-1)
+            other = torch.argmax(candidates, dim=-1)  # the first largest, as idamax
+        else:
+            largest = torch.zeros_like(diagonal)
+            other = torch.full_like(info, k, dtype=torch.int64)
+        zero = (torch.maximum(diagonal, largest) == 0.0) | torch.isnan(diagonal)
+        other_row = _select(work, other)
+        off_row = torch.where((rows >= k) & (rows != other.unsqueeze(-1)), other_row.abs(), -1.0).amax(-1)
+        other_diagonal = _select(other_row, other).abs()
+        keep = zero | (diagonal >= alpha * largest) | (diagonal >= alpha * largest * (largest / off_row))
+        two = active & ~keep & ~(other_diagonal >= alpha * off_row)
+        one = active & ~zero & ~two
+        partner = torch.where(keep, k, other)  # the row and column exchanged with k (k + 1 for a 2x2 block)
+        target = k + two.to(torch.int64)
+        order = _swap_indices(n, target, torch.where(active, partner, target))
+        work = work.gather(-2, order.unsqueeze(-1).expand(*batch, n, n))
+        work = work.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
+        pivot_value = work[..., k, k]
+        column = work[..., :, k]
+        below = rows > k
+        # a 1x1 block: the multipliers x / d and the rank-1 update of the trailing block
+        inverse = 1.0 / pivot_value
+        multipliers = torch.where(below, column * inverse.unsqueeze(-1), 0.0)
+        single = work - torch.where(below, column, 0.0).unsqueeze(-1) * multipliers.unsqueeze(-2)
+        single_column = torch.where(below, multipliers, torch.where(rows == k, pivot_value.unsqueeze(-1), 0.0))
+        trailing = (row_grid > k) & (column_grid > k)
+        new_work = torch.where(one.unsqueeze(-1).unsqueeze(-1) & trailing, single, work)
+        new_factors = torch.where(
+            (column_grid == k) & one.unsqueeze(-1).unsqueeze(-1), single_column.unsqueeze(-1), factors
+        )
+        if k < n - 1:
+            # a 2x2 block [[a, b], [b, c]] at k, k + 1: sytf2's scaled inverse, then the rank-2 update
+            off = work[..., k + 1, k]
+            scaled_c = work[..., k + 1, k + 1] / off
+            scaled_a = pivot_value / off
+            scale = (1.0 / (scaled_c * scaled_a - 1.0)) / off
+            beyond = rows > k + 1
+            first = torch.where(beyond, column, 0.0)
+            second = torch.where(beyond, work[..., :, k + 1], 0.0)
+            first_weights = scale.unsqueeze(-1) * (scaled_c.unsqueeze(-1) * first - second)
+            second_weights = scale.unsqueeze(-1) * (scaled_a.unsqueeze(-1) * second - first)
+            double = (
+                work
+                - first.unsqueeze(-1) * first_weights.unsqueeze(-2)
+                - second.unsqueeze(-1) * second_weights.unsqueeze(-2)
+            )
+            first_column = torch.where(beyond, first_weights, torch.where(rows == k, pivot_value.unsqueeze(-1), 0.0))
+            first_column = torch.where(rows == k + 1, off.unsqueeze(-1), first_column)
+            second_column = torch.where(
+                beyond, second_weights, torch.where(rows == k + 1, work[..., k + 1, k + 1].unsqueeze(-1), 0.0)
+            )
+            pair = two.unsqueeze(-1).unsqueeze(-1)
+            new_work = torch.where(pair & (row_grid > k + 1) & (column_grid > k + 1), double, new_work)
+            new_factors = torch.where(pair & (column_grid == k), first_column.unsqueeze(-1), new_factors)
+            new_factors = torch.where(pair & (column_grid == k + 1), second_column.unsqueeze(-1), new_factors)
+        # a zero column stays as it is
+        kept_column = torch.where(rows >= k, column, 0.0).unsqueeze(-1)
+        new_factors = torch.where(
+            (column_grid == k) & (active & zero).unsqueeze(-1).unsqueeze(-1), kept_column, new_factors
+        )
+        work, factors = new_work, new_factors
+        pivot = torch.where(two, -(partner + 1), partner + 1)
+        pivots.append(torch.where(skip, pivots[-1] if pivots else pivot, pivot))
+        info = torch.where((info == 0) & active & zero, k + 1, info)
+        skip = two
+    if n == 0:
+        return factors, torch.zeros(*batch, 0, dtype=torch.int32, device=A.device), info
+    return factors, torch.stack(pivots, dim=-1).to(torch.int32), info
+
+
+def linalg_ldl_factor_ex(
+    A: torch.Tensor, *, hermitian: bool = False, check_errors: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`aten.linalg_ldl_factor_ex`: (LD, pivots, info) as sytrf computes them for A's lower triangle (`hermitian`
+    changes nothing for real matrices)."""
+    if _refused(A) or check_errors:
+        return NotImplemented
+    return _ldl_factor(A)
+
+
+def _ldl_solve(factors: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """X with A X = B from sytrf's (LD, pivots) of A, as LAPACK sytrs (uplo L) solves: L D Y = P B step by step
+    forward (each block's interchange, its column's elimination, its D block's solve), then L^T X = Y backward
+    with the interchanges undone. `pivots` says per matrix which steps are 1x1 blocks and which pairs are 2x2."""
+    n = factors.shape[-1]
+    batch = factors.shape[:-2]
+    columns = B.shape[-1]
+    rows = torch.arange(n, device=B.device)
+    pivots = pivots.to(torch.int64)
+    # second[k]: step k is the second of a 2x2 block
+    second = [torch.zeros(batch, dtype=torch.bool, device=B.device)]
+    for k in range(1, n):
+        second.append(~second[-1] & (pivots[..., k - 1] < 0))
+
+    def swap(values: torch.Tensor, first: torch.Tensor | int, other: torch.Tensor) -> torch.Tensor:
+        order = _swap_indices(n, torch.as_tensor(first, device=B.device).expand_as(other), other)
+        return values.gather(-2, order.unsqueeze(-1).expand(*batch, n, columns))
+
+    def row(values: torch.Tensor, index: int) -> torch.Tensor:
+        return values[..., index : index + 1, :]
+
+    for k in range(n):
+        one = ~second[k] & (pivots[..., k] > 0)
+        two = ~second[k] & (pivots[..., k] < 0)
+        mask_one, mask_two = one.unsqueeze(-1).unsqueeze(-1), two.unsqueeze(-1).unsqueeze(-1)
+        partner = pivots[..., k].abs() - 1
+        # 1x1: interchange k and partner, eliminate below, divide by d
+        swapped = swap(B, k, torch.where(one, partner, k))
+        below = (rows > k).unsqueeze(-1)
+        single = swapped - torch.where(below, factors[..., :, k : k + 1], 0.0) * row(swapped, k)
+        single = torch.where((rows == k).unsqueeze(-1), single / factors[..., k : k + 1, k : k + 1], single)
+        result = torch.where(mask_one, single, B)
+        if k < n - 1:
+            swapped = swap(B, k + 1, torch.where(two, partner, k + 1))
+            beyond = (rows > k + 1).unsqueeze(-1)
+            double = (
+                swapped
+                - torch.where(beyond, factors[..., :, k : k + 1], 0.0) * row(swapped, k)
+                - torch.where(beyond, factors[..., :, k + 1 : k + 2], 0.0) * row(swapped, k + 1)
+            )
+            off = factors[..., k + 1 : k + 2, k : k + 1]
+            scaled_a = factors[..., k : k + 1, k : k + 1] / off
+            scaled_c = factors[..., k + 1 : k + 2, k + 1 : k + 2] / off
+            denominator = scaled_a * scaled_c - 1.0
+            first, other = row(double, k) / off, row(double, k + 1) / off
+            double = torch.where((rows == k).unsqueeze(-1), (scaled_c * first - other) / denominator, double)
+            double = torch.where((rows == k + 1).unsqueeze(-1), (scaled_a * other - first) / denominator, double)
+            result = torch.where(mask_two, double, result)
+        B = result
+    for k in range(n - 1, -1, -1):
+        # the step that closes a block: a 1x1 block, or the second step of a 2x2 one (which also does k - 1)
+        closes_one = ~second[k] & (pivots[..., k] > 0)
+        closes_two = second[k]
+        partner = pivots[..., k].abs() - 1
+        below = (rows > k).unsqueeze(-1)
+        tail = torch.where(below, B, 0.0)
+        updated = B - torch.where(
+            (rows == k).unsqueeze(-1), (factors[..., :, k : k + 1] * tail).sum(-2, keepdim=True), 0.0
+        )
+        if k > 0:
+            pair = updated - torch.where(
+                (rows == k - 1).unsqueeze(-1), (factors[..., :, k - 1 : k] * tail).sum(-2, keepdim=True), 0.0
+            )
+            updated = torch.where(closes_two.unsqueeze(-1).unsqueeze(-1), pair, updated)
+        closes = closes_one | closes_two
+        updated = swap(updated, k, torch.where(closes, partner, k))
+        B = torch.where(closes.unsqueeze(-1).unsqueeze(-1), updated, B)
+    return B
+
+
+def linalg_ldl_solve(
+    LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, hermitian: bool = False
+) -> torch.Tensor:
+    """`aten.linalg_ldl_solve`: X with A X = B from sytrf's factorization of A (`hermitian` changes nothing
+    for real matrices); the batch dimensions broadcast."""
+    if _refused(LD, B):
+        return NotImplemented
+    batch = torch.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])  # type: ignore[no-untyped-call]  # unannotated in torch
+    n = LD.shape[-1]
+    LD = LD.expand(*batch, n, n)
+    pivots = pivots.expand(*batch, n)
+    B = B.expand(*batch, *B.shape[-2:])
+    return _ldl_solve(LD, pivots, B)
+
+
 # -- matrix exponential ------------------------------------------------------------------------------------------
 
 EXP_TAYLOR_DEGREE = 12
@@ -811,6 +1070,8 @@ def linalg_decompositions() -> dict[object, object]:
         aten.linalg_qr.default: linalg_qr,
         aten.ormqr.default: ormqr,
         aten.linalg_matrix_exp.default: linalg_matrix_exp,
+        aten.linalg_ldl_factor_ex.default: linalg_ldl_factor_ex,
+        aten.linalg_ldl_solve.default: linalg_ldl_solve,
         aten._linalg_eigh.default: linalg_eigh,
         aten._linalg_svd.default: linalg_svd,
         aten.linalg_pinv.atol_rtol_tensor: linalg_pinv,

@@ -105,3 +105,17 @@ def test_an_op_refused_at_the_sizes_of_a_call_is_named():
     error = raised.value if isinstance(raised.value, NeuronCompileError) else raised.value.__cause__
     assert isinstance(error, NeuronCompileError)
     assert "test_data_dependent.py" in str(error)  # the user's source line
+
+
+def test_tensor_split_by_a_tensor_takes_the_split_points_dynamo_traced():
+    # Dynamo traces the sections' value and guards on it: a new value traces (and compiles) again
+    def halves_doubled(x, sections):
+        return [part * 2.0 for part in torch.tensor_split(x, sections, dim=1)]
+
+    x = torch.randn(3, 7, 2)
+    compiled = _compiled(halves_doubled)
+    for sections in (torch.tensor(3), torch.tensor(2)):
+        actual = compiled(x, sections)
+        assert [part.shape[1] for part in actual] == [part.shape[1] for part in halves_doubled(x, sections)]
+        assert_close_to_torch(actual, halves_doubled(x, sections), f"tensor_split into {int(sections)}")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0

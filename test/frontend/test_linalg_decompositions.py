@@ -264,6 +264,74 @@ def test_compiled_jacobi_sweeps_run_on_the_core() -> None:
     check_compiled(torch.linalg.eigvalsh, positive_definite(2))
 
 
+def indefinite(n: int, batch: int = 16, seed: int = 0) -> torch.Tensor:
+    """Random symmetric-indefinite batches whose small diagonals make Bunch-Kaufman choose 2x2 blocks and
+    interchanges, one matrix with a zero column (info > 0), the upper triangles garbage (sytrf reads the lower)."""
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, n, n, generator=generator)
+    a[: batch // 2].diagonal(dim1=-2, dim2=-1).mul_(0.01)
+    if n > 2:
+        a[-1, :, 1] = 0.0
+        a[-1, 1, :] = 0.0
+    return a
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_bunch_kaufman_ldl_matches_sytrf_pivots_included(n: int) -> None:
+    a = indefinite(n)
+    factors, pivots, info = linalg.linalg_ldl_factor_ex(a)
+    expected_factors, expected_pivots, expected_info = torch.linalg.ldl_factor_ex(a)
+    assert torch.equal(pivots, expected_pivots)
+    assert torch.equal(info, expected_info)
+    assert_close_to_torch(factors, expected_factors, "LD")
+    if n >= 5:
+        assert (pivots < 0).any(), "the batch should hold 2x2 blocks"
+        assert (info > 0).any(), "the batch should hold a zero column"
+    solvable = info == 0
+    b = rhs(n, seed=2)[:1].expand(len(a), n, 3)[solvable]
+    x = linalg.linalg_ldl_solve(expected_factors[solvable], expected_pivots[solvable], b)
+    assert_close_to_torch(x, torch.linalg.ldl_solve(expected_factors[solvable], expected_pivots[solvable], b), "X")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_ldl_factor_and_solve_run_on_the_core() -> None:
+    # order 2 for a small graph (each step adds ~200 nodes): one 1x1 pair of steps, one 2x2 block
+    a = indefinite(2, batch=2)
+    assert torch.linalg.ldl_factor_ex(a)[1].tolist() == [[-2, -2], [1, 2]]
+
+    def factor_and_solve(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        factors, pivots, info = torch.linalg.ldl_factor_ex(a)
+        return factors, pivots, info, torch.linalg.ldl_solve(factors, pivots, b)
+
+    check_compiled(factor_and_solve, a, rhs(2))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_matrix_rank_runs_on_the_core() -> None:
+    # ATen expands matrix_rank before the tracer's table is asked, into float64 tolerance arithmetic: the backend
+    # routes the call to the decomposition instead; the second matrix has rank 1
+    a = torch.stack([well_conditioned(2)[0], torch.tensor([[1.0, 2.0], [2.0, 4.0]])])
+
+    def ranks(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.linalg.matrix_rank(a),
+            torch.linalg.matrix_rank(a, hermitian=True),
+            torch.linalg.matrix_rank(a, atol=torch.tensor([1.5, 1e-3]), rtol=torch.tensor(0.0)),
+        )
+
+    check_compiled(ranks, a)
+
+
+def test_matrix_rank_calls_are_routed_unless_cpu_ops_names_them() -> None:
+    graph_module = torch.fx.symbolic_trace(lambda a: torch.linalg.matrix_rank(a, hermitian=True))
+    assert linalg.route_composite_calls(graph_module, cpu_ops=("linalg_matrix_rank",)) == 0
+    assert linalg.route_composite_calls(graph_module) == 1
+    assert [node.target for node in graph_module.graph.nodes if node.op == "call_function"] == [linalg.matrix_rank]
+    a = torch.stack([well_conditioned(3)[0], torch.ones(3, 3)])
+    a = a + a.mT
+    assert graph_module(a).tolist() == torch.linalg.matrix_rank(a, hermitian=True).tolist() == [3, 1]
+
+
 LINALG_CALLS = {
     "cholesky_inverse": lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a)),
     "det": torch.linalg.det,

@@ -108,6 +108,42 @@ def test_zeta_matches_eager_over_both_arguments() -> None:
     assert scalar_x is None, f"zeta(3, q): {scalar_x}"
 
 
+# a and x of the incomplete gamma functions: both signs, the edges, 1e-30 ... 1e30 by two decades and 0 ... 120 by 3/4
+# (x close to a, the slowest point of both the series and the continued fraction, for every a up to the reach)
+INCOMPLETE_GAMMA_AXIS = torch.cat(
+    [
+        torch.tensor([0.0, -0.0, -1.0, math.inf, -math.inf, math.nan]),
+        torch.logspace(-30, 30, 31),
+        torch.linspace(0.0, 120.0, 161),
+    ]
+)
+
+
+@pytest.mark.parametrize("upper", [False, True], ids=["igamma", "igammac"])
+def test_incomplete_gamma_matches_eager_over_both_arguments(upper: bool) -> None:
+    a, x = (grid.reshape(-1) for grid in torch.meshgrid(INCOMPLETE_GAMMA_AXIS, INCOMPLETE_GAMMA_AXIS, indexing="ij"))
+    # beyond the reach (a > 100 with x near a) the call fails (test_incomplete_gamma_refuses_arguments_beyond_reach)
+    inside = ~((a > special.IGAMMA_MAX_A) & (x > 0.5 * a) & (x < 2.0 * a) & torch.isfinite(a))
+    a, x = a[inside], x[inside]
+    ours = special.special_function_decompositions()[
+        torch.ops.aten.igammac.default if upper else torch.ops.aten.igamma.default
+    ]
+    eager = torch.igammac if upper else torch.igamma
+    problem = pointwise_mismatch(to_numpy(ours(a, x)), to_numpy(eager(a, x)))  # type: ignore[operator]
+    assert problem is None, f"{eager.__name__}: {problem}"
+
+
+def test_incomplete_gamma_refuses_arguments_beyond_reach() -> None:
+    # on the CPU the host-checked assertion raises at once; compiled, the host raises it after the run (as the
+    # Legendre polynomial's test shows)
+    igamma = special.special_function_decompositions()[torch.ops.aten.igamma.default]
+    a = torch.tensor([150.0, 150.0, 150.0, 1e6])
+    x = torch.tensor([20.0, 400.0, 1.0, 2e6])  # a converged series; x >= 2 a
+    assert pointwise_mismatch(to_numpy(igamma(a, x)), to_numpy(torch.igamma(a, x))) is None  # type: ignore[operator]
+    with pytest.raises(RuntimeError, match=r'igamma: a above 100 with x near a, .* cpu_ops=\["igamma"\]'):
+        igamma(a, torch.where(x == 1.0, 150.0, x))  # type: ignore[operator]
+
+
 def test_airy_ai_of_large_negative_arguments_is_as_good_as_eager() -> None:
     x = -torch.logspace(2, 12, 4000)
     assert_close_to_golden(special.airy_ai(x), torch.special.airy_ai(x), torch.special.airy_ai(x.double()))
@@ -358,6 +394,27 @@ def test_compiled_legendre_polynomial_runs_natively_and_refuses_degrees_beyond_i
     assert pointwise_mismatch(to_numpy(actual[trusted]), to_numpy(expected[trusted])) is None
     with pytest.raises(RuntimeError, match=r"legendre_polynomial_p: a degree above 6, .* cpu_ops"):
         compiled(x, n + 1.0)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_compiled_incomplete_gamma_runs_natively(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the unrolled counts and their reach lowered for a small graph (the full counts take a quarter of a minute to
+    # compile); the domain test above checks the full counts, and the coverage sweep's op_db entries compile them
+    monkeypatch.setattr(special, "_IGAMMA_SERIES_TERMS", 16)
+    monkeypatch.setattr(special, "_IGAMMA_FRACTION_DEPTH", 10)
+    monkeypatch.setattr(special, "IGAMMA_MAX_A", 1.0)
+    a, x = torch.meshgrid(
+        torch.tensor([-1.0, 0.0, 1e-3, 0.5, 1.0, 20.0, math.inf, math.nan]),
+        torch.tensor([0.0, 1e-3, 0.2, 0.9, 7.0, 50.0, math.inf, math.nan]),
+        indexing="ij",
+    )
+    # igammac: both of its branches are complements (1 - P below x = a + 1, P = 1 - Q above in igamma)
+    compiled = torch.compile(torch.igammac, backend="neuron-mlir")
+    actual = compiled(a, x)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    assert pointwise_mismatch(to_numpy(actual), to_numpy(torch.igammac(a, x))) is None
 
 
 @pytest.mark.usefixtures("fresh_compiler")
