@@ -24,7 +24,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), and all of it fits
+* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), or a single block
+  row of more than two blocks with a short K and an A computed in the graph reads it, and all of it fits
   `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
