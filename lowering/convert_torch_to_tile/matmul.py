@@ -24,7 +24,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers.
-* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), and all of it fits
+* When several block rows read the same B, or B has K contiguous (a Linear layer's weight), or a single block
+  row of more than two blocks with a short K and an A computed in the graph reads it, and all of it fits
   `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
@@ -223,15 +224,26 @@ def choose_blocking(
     k_tiles = k_full + (1 if k % k_tile else 0)
     fits = k_tiles * n * itemsize <= limits.sbuf_bytes * RESIDENT_SBUF_SHARE
     resident = (m > m_subs * m_tile or rhs_transposed) and hoisted and fits
+    # A single block row reads B once, so keeping it whole only issues its loads ahead of the blocks. That pays
+    # for a short K (each block's B one pair of chunks, below) when the row has more than two blocks: otherwise
+    # each block's chunks load into the buffers the block before used, and TensorE idles at those boundaries
+    # (the GPT-2 block's c_attn and c_fc, A computed by their layer norms: 179.1 -> 177.3 us). With two blocks it
+    # took 3.8 us off the GPT-2 block's attention projection but put 4.9 us on a ViT-B/16 step's backward (394
+    # rows, K = N = 768, after the DMA-bound attention backward, whose transfers B's early loads then share), so
+    # two blocks load per block. An A read from HBM was not measured: its budget (`stationary_budget`) decides.
+    n_subs = max(1, min(accumulators // m_subs, n_tiles))
+    block_n = min(n, n_subs * n_tile)
+    short_k = panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES
+    if hoisted and fits and short_k and not lhs_from_hbm and -(-n // block_n) > 2:
+        resident = True
     # Two hoisted panels in SBUF at once let the next block row's panel load under this row's matmuls. They
     # keep to the share a fusion leaves: with A read from HBM, a second panel in the room the larger budget gives
     # was measured slower (a panel's long load ahead of the moving chunks; 8192-long K in bf16 on trn1).
     shared = int(limits.sbuf_bytes * STATIONARY_SBUF_SHARE)
     paired = hoisted and m >= 2 * m_subs * m_tile and 2 * m_subs * (k_full + 1) * per_tile <= shared
-    n_subs = max(1, min(accumulators // m_subs, n_tiles))
     if resident:
         chunk_tiles = max(1, panel_tiles)
-        if panel_tiles * min(n, n_subs * n_tile) * itemsize <= 2 * MOVING_CHUNK_BYTES:
+        if short_k:
             # A short K, as below: two chunks and no K loop, so the block loop is the innermost one and
             # neuron-unroll-loops gives the next block accumulators of its own.
             chunk_tiles = max(1, -(-panel_tiles // 2))

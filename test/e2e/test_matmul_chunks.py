@@ -32,3 +32,19 @@ def test_a_row_major_argument_in_full_block_rows_gives_the_product() -> None:
     b = (torch.randn(k, n, generator=generator) / k**0.5).to(torch.bfloat16)
     check_compiled(lambda a, b: a @ b, a, b, options={"target": "trn1"})
     check_compiled(lambda a, b: torch.nn.functional.layer_norm(a, (k,)) @ b, a, b, options={"target": "trn1"})
+
+
+def test_a_single_block_row_of_more_than_two_blocks_keeps_b_whole() -> None:
+    # one block row (256 rows), a short K: with three blocks of columns B is loaded whole ahead of them, with two
+    # each block loads its own columns (`choose_blocking`); both products match
+    k, m = 256, 256
+    limits = Limits.of(TARGETS[DEFAULT_TARGET])
+    block_n = choose_blocking(m, k, 512, 2, True, False, limits).n_subs * limits.matmul[2]
+    assert choose_blocking(m, k, 3 * block_n, 2, True, False, limits).resident
+    assert not choose_blocking(m, k, 2 * block_n, 2, True, False, limits).resident
+    assert not choose_blocking(m, k, 3 * block_n, 2, True, False, limits, lhs_from_hbm=True).resident
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=generator).to(torch.bfloat16)
+    for n in (2 * block_n, 3 * block_n):
+        b = (torch.randn(k, n, generator=generator) / k**0.5).to(torch.bfloat16)
+        check_compiled(lambda a, b: torch.relu(a) @ b, a, b)
