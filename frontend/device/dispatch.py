@@ -77,6 +77,7 @@ def _host_view(tensor: torch.Tensor) -> torch.Tensor:
 def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     from neuron_mlir.frontend.device import streams
 
+    storage.observe()  # a pending region runs first: its time comes before the copy's on the stream
     streams.count_transfer(source, destination)
     if _is_device(source) and _is_device(destination):
         streams.device_copy(source, destination)  # a DMA on the device: its simulated time on the stream

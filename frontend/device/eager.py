@@ -24,6 +24,7 @@ NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a com
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import warnings
 from collections import Counter
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, sources, storage, streams
+from neuron_mlir.frontend.device import dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
@@ -87,6 +88,11 @@ class _Program:
     # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
     # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
     layouts: list[tuple[int, tuple[int, ...], np.dtype] | None] | None = None
+    # the traced single-op graph, which a deferred region stitches with its neighbours' (`region`)
+    graph_module: torch.fx.GraphModule | None = None
+    # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
+    # its results (decided with its first run)
+    deferrable: bool = False
 
 
 @dataclass
@@ -402,6 +408,12 @@ def _compile(
         getattr(compiled, "name", kind),
         isinstance(compiled, CompiledGraph),
         frozenset(absent),
+        graph_module=graph_module,
+        deferrable=isinstance(compiled, CompiledGraph)
+        and not compiled._seeded
+        and not compiled.signature.guards
+        and not compiled.signature.assertions
+        and not compiled.signature.linalg_checks,
     )
 
 
@@ -472,6 +484,16 @@ def _run_program(
     into: list[np.ndarray | None] = []
     if program.layouts is not None:
         into = _destinations(program, written, alone, fresh_tensors)
+        if program.deferrable and len(fresh_tensors) == len(program.layouts) and region.enabled():
+            targets = [
+                (fresh_tensors[position], into[layout[0]])
+                for position, layout in enumerate(program.layouts)
+                if layout is not None
+            ]
+            operands = [flat[p] for p in program.tensor_positions]
+            if region.record(program, facts.name, operands, targets):  # type: ignore[arg-type]
+                return _results(program, facts, args, kwargs, fresh_tensors, [])
+    storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
         program.layouts = _layouts(program, outputs)
@@ -494,7 +516,20 @@ def _run_program(
                 )
             storage.resize(tensor, value.shape)
         _write(tensor, value)
-    fresh = iter(range(len(written), len(outputs)))
+    return _results(program, facts, args, kwargs, fresh_tensors, outputs)
+
+
+def _results(
+    program: _Program,
+    facts: _OpFacts,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fresh_tensors: dict[int, torch.Tensor],
+    outputs: list[np.ndarray],
+) -> Any:
+    """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
+    holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
+    fresh = itertools.count(len(program.written_positions))
     results: list[torch.Tensor | None] = []
     for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
@@ -662,6 +697,7 @@ def host_reasons() -> dict[str, str]:
 
 def reset() -> None:
     """Forget the compiled programs, the counts, the time per op and line, and which ops were warned about."""
+    region.reset()
     _programs.clear()
     _warned.clear()
     sources.reset()

@@ -1,0 +1,443 @@
+"""Deferred regions: consecutive eager ops on device tensors recorded and run as one compiled program.
+
+Input contract: `record` is offered every eager op whose single-op program is known (`eager._Program` with its
+results' layouts learned from a first run) together with the device memory the program's results go to (a
+written tensor's own bytes, or a new block per fresh result), after the op's own checks have passed at the user's
+line. Everything else that reads or writes device bytes calls `storage.observe()` first (host aliases, NumPy
+views handed to compiled graphs and collectives, resizes, copies, events and stream switches), and so does the
+eager path before an op it does not record.
+
+Output guarantee: the device's memory, the current stream's simulated time and the time per op and line read, at
+every observation, what running each recorded op alone in order would have left. A region runs as one program
+compiled by `frontend.compile_graph` from the recorded ops' single-op graphs stitched in order (an FX graph of
+core ATen ops), cached in memory by its ops, their operand links and which results it stores, and on disk by the
+compile cache as any graph is. A result whose tensors all died before the region ran is no output of it and stays
+on chip. A region the compiler refuses, or whose run fails, runs op by op with the single-op programs, so that a
+failure names the line that issued the failing op.
+
+What is recorded and what flushes: an op whose operands are device tensors (or 0-d CPU scalars, whose values are
+taken when recorded) that are either outside the region's pending results or exactly one of them (the same bytes;
+a reshaped or dimension-permuted view of it is a view or permute node of the graph), and whose written tensors and
+results all cover pending bytes exactly or none. Anything else (a slice of a pending result, say) runs the region
+first, then the op alone. The region also runs when a backward pass ends, when an optimizer step ends and when it
+reaches `NEURON_MLIR_REGION_OPS` ops (default 256), so that a training loop's regions repeat step after step and
+are found in the cache. `NEURON_MLIR_DEFER=0` turns recording off (every op its own program, as before).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuron_mlir.frontend.device import sources, storage, streams
+
+
+def enabled() -> bool:
+    return os.environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0")
+
+
+def _limit() -> int:
+    return int(os.environ.get("NEURON_MLIR_REGION_OPS", "256"))
+
+
+# an operand's source: ("input", index into the region's inputs) or ("value", value id, view), where the view is
+# None (the value itself), ("view", shape) or ("permute", contiguous shape, dims)
+Source = tuple[Any, ...]
+
+
+@dataclass(eq=False)
+class _Op:
+    program: Any  # eager._Program
+    name: str
+    line: str
+    sources: list[Source]
+    values: list[int]  # value ids of the program's graph outputs, in order
+    targets: list[np.ndarray]  # per graph output, the device memory it is stored to
+
+
+@dataclass(eq=False)
+class _Written:
+    """The pending value of some bytes of a block: the latest value a recorded op gives them."""
+
+    value: int
+    start: int
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass(eq=False)
+class _Region:
+    ops: list[_Op] = field(default_factory=list)
+    # region inputs: arrays over device bytes, or values taken when recorded, or gathers made at the run
+    inputs: list[Callable[[], np.ndarray]] = field(default_factory=list)
+    input_types: list[tuple[tuple[int, ...], torch.dtype]] = field(default_factory=list)
+    input_keys: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    # id(block) -> (a weak reference to the block, its pending values)
+    pending: dict[int, tuple[weakref.ref[Any], list[_Written]]] = field(default_factory=dict)
+    stream: Any = None
+    backward_task: int = -1
+    value_count: int = 0
+    # per value id: (the block it is stored to, as a weak reference, and the pending entry it is, if any)
+    stored: dict[int, tuple[weakref.ref[Any], _Written]] = field(default_factory=dict)
+
+
+_region = _Region()
+
+
+@dataclass
+class _Compiled:
+    compiled: Any  # CompiledGraph
+    outputs: list[int]  # value ids stored by the program, in the order of the graph's outputs
+
+
+# region key -> its program, or None when the compiler refused it (its ops then run one by one)
+_programs: dict[tuple[Any, ...], _Compiled | None] = {}
+REGION_STATS = {"regions_run": 0, "region_ops": 0, "regions_compiled": 0, "regions_refused": 0, "flushes": 0}
+
+
+def pending_ops() -> int:
+    return len(_region.ops)
+
+
+def _entries(block: Any) -> list[_Written] | None:
+    found = _region.pending.get(id(block))
+    if found is None or found[0]() is not block:
+        return None
+    return found[1]
+
+
+def _source_of(tensor: torch.Tensor) -> Source | None:
+    """Where an operand's value comes from in the region, or None when it overlaps pending bytes otherwise than
+    exactly (the region must run first)."""
+    if tensor.is_cpu:
+        _region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
+        _region.input_types.append((tuple(tensor.shape), tensor.dtype))
+        return ("input", len(_region.inputs) - 1)
+    block = storage.block_of(tensor)
+    itemsize = tensor.dtype.itemsize
+    start = int(tensor.storage_offset()) * itemsize
+    nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+    entries = _entries(block)
+    if entries:
+        for entry in entries:
+            if entry.start < start + nbytes and start < entry.start + entry.nbytes:
+                if entry.start != start or entry.nbytes != nbytes or entry.dtype != tensor.dtype:
+                    return None
+                return _viewed(entry, tensor)
+    key = (id(block), start, tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
+    index = _region.input_keys.get(key)
+    if index is None:
+        dense = storage.dense_array(tensor)
+        _region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
+        _region.input_types.append((tuple(tensor.shape), tensor.dtype))
+        index = _region.input_keys[key] = len(_region.inputs) - 1
+    return ("input", index)
+
+
+def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: array
+
+
+def _viewed(entry: _Written, tensor: torch.Tensor) -> Source | None:
+    shape = tuple(tensor.shape)
+    if shape == entry.shape:
+        return ("value", entry.value, None)
+    if tensor.numel() != np.prod(entry.shape, dtype=np.int64):
+        return None
+    if tensor.is_contiguous():
+        return ("value", entry.value, ("view", shape))
+    strides = tensor.stride()
+    dims = sorted(range(len(shape)), key=lambda d: -strides[d])
+    base = [shape[d] for d in dims]
+    if storage.contiguous_strides(base) != [strides[d] for d in dims]:
+        return None
+    inverse = [dims.index(d) for d in range(len(shape))]
+    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    from neuron_mlir.frontend.tensors import to_numpy
+
+    return to_numpy(tensor)
+
+
+def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
+    """A strided operand's elements, gathered dense when the region runs (its bytes are the same then: every
+    write to device memory outside the region runs the region first, and the region writes its results last)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    element = np.dtype(numpy_dtype(tensor.dtype))
+    itemsize = element.itemsize
+    start = tensor.storage_offset() * itemsize
+    shape, strides = tuple(tensor.shape), tuple(s * itemsize for s in tensor.stride())
+    data = block.data
+
+    def gather_typed() -> np.ndarray:
+        typed = data[start : start + _span(shape, strides, itemsize)].view(element)
+        return np.ascontiguousarray(np.lib.stride_tricks.as_strided(typed, shape=shape, strides=strides))
+
+    return gather_typed
+
+
+def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    if any(extent == 0 for extent in shape):
+        return 0
+    return itemsize + sum((extent - 1) * stride for extent, stride in zip(shape, strides, strict=True))
+
+
+def _writes_cleanly(tensor: torch.Tensor) -> bool:
+    """Whether a written tensor's bytes are pending exactly or not at all."""
+    block = storage.block_of(tensor)
+    entries = _entries(block)
+    if not entries:
+        return True
+    itemsize = tensor.dtype.itemsize
+    start = tensor.storage_offset() * itemsize
+    nbytes = tensor.numel() * itemsize
+    return all(
+        (e.start, e.nbytes) == (start, nbytes) or e.start >= start + nbytes or start >= e.start + e.nbytes
+        for e in entries
+    )
+
+
+def record(
+    program: Any,
+    name: str,
+    operands: list[Any],
+    outputs: list[tuple[torch.Tensor, np.ndarray]],
+) -> bool:
+    """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
+    graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
+    the op cannot join the region; the region has then run, and the caller runs the op alone."""
+    region = _region
+    stream = streams.current_stream()
+    task = torch._C._current_graph_task_id()
+    if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
+        flush()
+    if not all(_writes_cleanly(t) for t, _ in outputs if not t.is_cpu):
+        flush()
+        return False
+    checkpoint = len(region.inputs), dict(region.input_keys)
+    found = [_source_of(t) for t in operands]
+    if any(s is None for s in found):
+        del region.inputs[checkpoint[0] :]
+        del region.input_types[checkpoint[0] :]
+        region.input_keys = checkpoint[1]
+        flush()
+        return False
+    if not region.ops:
+        region.stream = stream
+        storage.set_observer(flush)
+        _install_hooks()
+    if task != -1 and region.backward_task != task:
+        torch.autograd.Variable._execution_engine.queue_callback(flush)
+    region.backward_task = task
+    values = []
+    for tensor, target in outputs:
+        value = region.value_count
+        region.value_count += 1
+        values.append(value)
+        block = storage.block_of(tensor)
+        itemsize = tensor.dtype.itemsize
+        start = int(tensor.storage_offset()) * itemsize
+        entry = _Written(value, start, tensor.numel() * itemsize, tensor.dtype, tuple(tensor.shape))
+        held = region.pending.get(id(block))
+        if held is None or held[0]() is not block:
+            held = region.pending[id(block)] = (weakref.ref(block), [])
+        held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (entry.start, entry.nbytes)]
+        held[1].append(entry)
+        region.stored[value] = (held[0], entry)
+        del target  # kept on the op
+    region.ops.append(
+        _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
+    )
+    if len(region.ops) >= _limit():
+        flush()
+    return True
+
+
+_hooks_installed = False
+
+
+def _install_hooks() -> None:
+    """An optimizer step's end runs the region: a training loop's regions then repeat step after step."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(lambda *_: flush())
+
+
+def flush() -> None:
+    """Run the pending region (nothing when none is pending)."""
+    global _region
+    region = _region
+    if not region.ops:
+        return
+    _region = _Region()
+    storage.set_observer(None)
+    REGION_STATS["flushes"] += 1
+    # the values some live tensor still holds: a result overwritten later, or whose tensors all died, is not stored
+    outputs = [value for value, (block, entry) in region.stored.items() if _is_latest(region, block(), entry)]
+    key = _key(region, outputs)
+    if key in _programs:
+        compiled = _programs[key]
+    else:
+        compiled = _programs[key] = _compile(region, outputs)
+    if compiled is None:
+        _run_one_by_one(region)
+        return
+    try:
+        _run(region, compiled)
+    except Exception:
+        _programs[key] = None
+        _run_one_by_one(region)
+
+
+def _is_latest(region: _Region, block: Any, entry: _Written) -> bool:
+    if block is None:
+        return False
+    held = region.pending.get(id(block))
+    return held is not None and held[0]() is block and any(e is entry for e in held[1])
+
+
+def _key(region: _Region, outputs: list[int]) -> tuple[Any, ...]:
+    parts: list[Any] = [tuple(region.input_types), tuple(outputs)]
+    for op in region.ops:
+        parts.append((id(op.program), tuple(op.sources)))
+    return tuple(parts)
+
+
+def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.frontend.compile_graph import CompiledGraph, NeuronCompileError, compile_graph
+
+    examples = [torch.empty(shape, dtype=dtype) for shape, dtype in region.input_types]
+    ops = region.ops
+
+    def stitched(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values: dict[int, torch.Tensor] = {}
+        for op in ops:
+            operands = [_resolve(source, inputs, values) for source in op.sources]
+            results = op.program.graph_module(*operands)
+            for value, result in zip(op.values, results, strict=True):
+                values[value] = result
+        return tuple(values[v] for v in outputs)
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fakes = [mode.from_tensor(e) for e in examples]
+            graph_module = make_fx(stitched)(*fakes)
+        options = CompileOptions.from_user({"strict": True, "progress": False})
+        compiled = compile_graph(graph_module, examples, options, "eager_region")
+    except NeuronCompileError:
+        REGION_STATS["regions_refused"] += 1
+        return None
+    if not isinstance(compiled, CompiledGraph) or compiled._seeded or compiled.signature.guards:
+        REGION_STATS["regions_refused"] += 1
+        return None
+    REGION_STATS["regions_compiled"] += 1
+    return _Compiled(compiled, outputs)
+
+
+def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
+    if source[0] == "input":
+        return inputs[source[1]]
+    value = values[source[1]]
+    view = source[2]
+    if view is None:
+        return value
+    if view[0] == "view":
+        return value.reshape(view[1])
+    return value.reshape(view[1]).permute(view[2])
+
+
+def _run(region: _Region, compiled: _Compiled) -> None:
+    program = compiled.compiled
+    signature = program.signature
+    arrays = [make() for make in region.inputs]
+    targets = {value: target for op in region.ops for value, target in zip(op.values, op.targets, strict=True)}
+    into: list[np.ndarray | None] = [None] * len(program.program.outputs)
+    uses: dict[int, int] = {}
+    for index in signature.outputs:
+        if index is not None:
+            uses[index] = uses.get(index, 0) + 1
+    for value, index in zip(compiled.outputs, signature.outputs, strict=True):
+        if index is not None and uses[index] == 1:
+            into[index] = targets[value]
+    results = signature.results(program.run_arrays(signature.arguments(arrays), None, into))
+    for value, index, result in zip(compiled.outputs, signature.outputs, results, strict=True):
+        target = targets[value]
+        if index is None or uses[index] != 1 or result is not target:
+            np.copyto(target, np.asarray(result).reshape(target.shape))
+    total = float(program.last_profile.total_ns)
+    _account(region, total)
+    REGION_STATS["regions_run"] += 1
+    REGION_STATS["region_ops"] += len(region.ops)
+
+
+def _account(region: _Region, total: float) -> None:
+    """The region's time on its stream, split among its ops' lines by their single-op programs' times."""
+    region.stream.add_run(total)
+    alone = [_single_ns(op.program) for op in region.ops]
+    whole = sum(alone)
+    for op, ns in zip(region.ops, alone, strict=True):
+        sources.record(op.name, total * ns / whole if whole else total / len(region.ops), line=op.line)
+
+
+def _single_ns(program: Any) -> float:
+    profile = getattr(program.compiled, "last_profile", None)
+    return float(profile.total_ns) if profile is not None else 0.0
+
+
+def _run_one_by_one(region: _Region) -> None:
+    """Each recorded op's own program, in order, reading earlier results from the memory they were stored to."""
+    arrays = [make() for make in region.inputs]
+    stored: dict[int, np.ndarray] = {}
+    for op in region.ops:
+        operands = [_operand(source, arrays, stored) for source in op.sources]
+        compiled = op.program.compiled
+        signature = compiled.signature
+        try:
+            outputs = signature.results(compiled.run_arrays(signature.arguments(operands), None, []))
+        except Exception as error:
+            error.add_note(f"neuron-mlir: raised by {op.name} issued at {op.line}")
+            raise
+        for value, target, result in zip(op.values, op.targets, outputs, strict=True):
+            np.copyto(target, np.asarray(result).reshape(target.shape))
+            stored[value] = target
+        ns = _single_ns(op.program)
+        region.stream.add_run(ns)
+        sources.record(op.name, ns, line=op.line)
+
+
+def _operand(source: Source, arrays: list[np.ndarray], stored: dict[int, np.ndarray]) -> np.ndarray:
+    if source[0] == "input":
+        return arrays[source[1]]
+    value = stored[source[1]]
+    view = source[2]
+    if view is None:
+        return value
+    if view[0] == "view":
+        return value.reshape(view[1])
+    return np.ascontiguousarray(value.reshape(view[1]).transpose(view[2]))
+
+
+def reset() -> None:
+    """Forget the region programs (the pending region runs first)."""
+    flush()
+    _programs.clear()
+    for counter in REGION_STATS:
+        REGION_STATS[counter] = 0
