@@ -88,8 +88,10 @@ class _Program:
     # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
     # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
     layouts: list[tuple[int, tuple[int, ...], np.dtype] | None] | None = None
-    # the traced single-op graph, which a deferred region stitches with its neighbours' (`region`)
+    # the traced single-op graph, which a deferred region stitches with its neighbours' (`region`), and per output
+    # of it the shape and NumPy dtype the trace gives it
     graph_module: torch.fx.GraphModule | None = None
+    results: list[tuple[tuple[int, ...], np.dtype]] | None = None
     # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
     # its results (decided with its first run)
     deferrable: bool = False
@@ -409,12 +411,27 @@ def _compile(
         isinstance(compiled, CompiledGraph),
         frozenset(absent),
         graph_module=graph_module,
+        results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
         and not compiled._seeded
         and not compiled.signature.guards
         and not compiled.signature.assertions
         and not compiled.signature.linalg_checks,
     )
+
+
+def _traced_results(graph_module: torch.fx.GraphModule) -> list[tuple[tuple[int, ...], np.dtype]] | None:
+    """Per output of a traced single-op graph, its shape and NumPy dtype (None when some output has no static
+    tensor value)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    results = []
+    for node in _graph_outputs(graph_module):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or any(not isinstance(s, int) for s in value.shape):
+            return None
+        results.append((tuple(int(s) for s in value.shape), np.dtype(numpy_dtype(value.dtype))))
+    return results
 
 
 def _clean_dispatch_state() -> Any:
@@ -482,17 +499,14 @@ def _run_program(
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
+    if program.deferrable and region.enabled():
+        targets = _region_targets(program, written)
+        operands = [flat[p] for p in program.tensor_positions]
+        if targets is not None and region.record(program, facts.name, operands, targets):
+            fresh_tensors = {position: tensor for position, (tensor, _) in enumerate(targets)}
+            return _results(program, facts, args, kwargs, fresh_tensors, [])
     if program.layouts is not None:
         into = _destinations(program, written, alone, fresh_tensors)
-        if program.deferrable and len(fresh_tensors) == len(program.layouts) and region.enabled():
-            targets = [
-                (fresh_tensors[position], into[layout[0]])
-                for position, layout in enumerate(program.layouts)
-                if layout is not None
-            ]
-            operands = [flat[p] for p in program.tensor_positions]
-            if region.record(program, facts.name, operands, targets):  # type: ignore[arg-type]
-                return _results(program, facts, args, kwargs, fresh_tensors, [])
     storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
@@ -608,6 +622,33 @@ def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tu
         else None
         for index, value in zip(indices, outputs, strict=True)
     ]
+
+
+def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray]] | None:
+    """Per output of the traced graph, the device tensor a deferred region stores it to and the array over its
+    bytes: a written tensor itself when it is contiguous and of the result's shape and dtype, else new device
+    memory; None when some output has no such place (the op then runs alone). Unlike a run's own destinations,
+    a written tensor passed again as an operand qualifies: the region reads its operands before it writes."""
+    results = program.results
+    if results is None:
+        return None
+    for position, (shape, dtype) in enumerate(results[: len(written)]):
+        tensor = written[position]
+        if tensor.shape != shape:
+            return None
+        target = storage.dense_array(tensor)
+        if target is None or target.dtype != dtype:
+            return None
+    targets: list[tuple[torch.Tensor, np.ndarray]] = []
+    for position, (shape, dtype) in enumerate(results):
+        if position < len(written):
+            tensor = written[position]
+            target = storage.dense_array(tensor)
+            assert target is not None
+            targets.append((tensor, target))
+        else:
+            targets.append(storage.empty_array(shape, dtype))
+    return targets
 
 
 def _destinations(

@@ -84,6 +84,9 @@ class _Region:
     stream: Any = None
     backward_task: int = -1
     value_count: int = 0
+    # id() of the blocks the region's inputs are read from, and per value id that of the block it is stored to
+    input_blocks: set[int] = field(default_factory=set)
+    target_blocks: dict[int, int] = field(default_factory=dict)
     # per value id: (the block it is stored to, as a weak reference, and the pending entry it is, if any)
     stored: dict[int, tuple[weakref.ref[Any], _Written]] = field(default_factory=dict)
 
@@ -99,6 +102,7 @@ class _Compiled:
 
 # region key -> its program, or None when the compiler refused it (its ops then run one by one)
 _programs: dict[tuple[Any, ...], _Compiled | None] = {}
+last_program: Any = None  # the compiled program of the region that ran last (its profile: `last_profile`)
 REGION_STATS = {"regions_run": 0, "region_ops": 0, "regions_compiled": 0, "regions_refused": 0, "flushes": 0}
 
 
@@ -134,6 +138,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     key = (id(block), start, tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
     index = _region.input_keys.get(key)
     if index is None:
+        _region.input_blocks.add(id(block))
         dense = storage.dense_array(tensor)
         _region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
         _region.input_types.append((tuple(tensor.shape), tensor.dtype))
@@ -254,6 +259,7 @@ def record(
         held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (entry.start, entry.nbytes)]
         held[1].append(entry)
         region.stored[value] = (held[0], entry)
+        region.target_blocks[value] = id(block)
         del target  # kept on the op
     region.ops.append(
         _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
@@ -288,6 +294,10 @@ def flush() -> None:
     REGION_STATS["flushes"] += 1
     # the values some live tensor still holds: a result overwritten later, or whose tensors all died, is not stored
     outputs = [value for value, (block, entry) in region.stored.items() if _is_latest(region, block(), entry)]
+    if not outputs:  # every result died unread: nothing to compute
+        for op in region.ops:
+            sources.record(op.name, 0.0, line=op.line)
+        return
     key = _key(region, outputs)
     if key in _programs:
         compiled = _programs[key]
@@ -365,6 +375,7 @@ def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
 
 
 def _run(region: _Region, compiled: _Compiled) -> None:
+    global last_program
     program = compiled.compiled
     signature = program.signature
     arrays = [make() for make in region.inputs]
@@ -374,8 +385,12 @@ def _run(region: _Region, compiled: _Compiled) -> None:
     for index in signature.outputs:
         if index is not None:
             uses[index] = uses.get(index, 0) + 1
+    # the simulator writes an output given a place straight there after the run, in output order, and an output
+    # that is an input's buffer is read from the caller's array then: memory that an input of the region is read
+    # from receives its new value only after the run
+    read = region.input_blocks
     for value, index in zip(compiled.outputs, signature.outputs, strict=True):
-        if index is not None and uses[index] == 1:
+        if index is not None and uses[index] == 1 and region.target_blocks[value] not in read:
             into[index] = targets[value]
     results = signature.results(program.run_arrays(signature.arguments(arrays), None, into))
     for value, index, result in zip(compiled.outputs, signature.outputs, results, strict=True):
@@ -383,6 +398,7 @@ def _run(region: _Region, compiled: _Compiled) -> None:
         if index is None or uses[index] != 1 or result is not target:
             np.copyto(target, np.asarray(result).reshape(target.shape))
     total = float(program.last_profile.total_ns)
+    last_program = program
     _account(region, total)
     REGION_STATS["regions_run"] += 1
     REGION_STATS["region_ops"] += len(region.ops)
