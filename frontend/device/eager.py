@@ -60,6 +60,7 @@ class EagerStats:
             "compiled_signatures": self.compiled_signatures,
             "refused_signatures": self.refused_signatures,
             **streams.transfers,
+            **region.REGION_STATS,
         }
 
 
