@@ -1,7 +1,7 @@
 """Deferred regions: consecutive eager ops on device tensors recorded and run as one compiled program.
 
-Input contract: `record` is offered every eager op whose single-op program is known (`eager._Program` with its
-results' layouts learned from a first run) together with the device memory the program's results go to (a
+Input contract: `record` is offered every eager op whose single-op program compiled (`eager._Program`, with its
+results' shapes and dtypes from its trace) together with the device memory the program's results go to (a
 written tensor's own bytes, or a new block per fresh result), after the op's own checks have passed at the user's
 line. Everything else that reads or writes device bytes calls `storage.observe()` first (host aliases, NumPy
 views handed to compiled graphs and collectives, resizes, copies, events and stream switches), and so does the
@@ -151,13 +151,13 @@ def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
 
 
 def _viewed(entry: _Written, tensor: torch.Tensor) -> Source | None:
+    # a pending value is contiguous: an operand over the same bytes is it, a reshape of it, or a permutation of
+    # the dimensions of a reshape of it (a square matrix's transpose has the value's shape, not its strides)
     shape = tuple(tensor.shape)
-    if shape == entry.shape:
-        return ("value", entry.value, None)
     if tensor.numel() != np.prod(entry.shape, dtype=np.int64):
         return None
     if tensor.is_contiguous():
-        return ("value", entry.value, ("view", shape))
+        return ("value", entry.value, None if shape == entry.shape else ("view", shape))
     strides = tensor.stride()
     dims = sorted(range(len(shape)), key=lambda d: -strides[d])
     base = [shape[d] for d in dims]
@@ -229,12 +229,12 @@ def record(
     if not all(_writes_cleanly(t) for t, _ in outputs if not t.is_cpu):
         flush()
         return False
-    checkpoint = len(region.inputs), dict(region.input_keys)
+    mark = len(region.inputs)
     found = [_source_of(t) for t in operands]
     if any(s is None for s in found):
-        del region.inputs[checkpoint[0] :]
-        del region.input_types[checkpoint[0] :]
-        region.input_keys = checkpoint[1]
+        # the region runs without the inputs this op added
+        del region.inputs[mark:], region.input_types[mark:]
+        region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
         flush()
         return False
     if not region.ops:
@@ -332,7 +332,7 @@ def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from neuron_mlir.frontend.backend import CompileOptions
-    from neuron_mlir.frontend.compile_graph import CompiledGraph, NeuronCompileError, compile_graph
+    from neuron_mlir.frontend.compile_graph import CompiledGraph, compile_graph
 
     examples = [torch.empty(shape, dtype=dtype) for shape, dtype in region.input_types]
     ops = region.ops
@@ -352,7 +352,7 @@ def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
             graph_module = make_fx(stitched)(*fakes)
         options = CompileOptions.from_user({"strict": True, "progress": False})
         compiled = compile_graph(graph_module, examples, options, "eager_region")
-    except NeuronCompileError:
+    except Exception:  # a region that does not trace or compile (NeuronCompileError and others) runs op by op
         REGION_STATS["regions_refused"] += 1
         return None
     if not isinstance(compiled, CompiledGraph) or compiled._seeded or compiled.signature.guards:

@@ -58,6 +58,18 @@ def test_the_same_region_again_is_found_in_the_cache(deferred):
     assert deferred.REGION_STATS["regions_compiled"] == compiled
 
 
+def test_a_transpose_of_a_square_pending_result_is_not_the_result(deferred):
+    x = torch.randn(4, 4)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t + 1.0
+        return y.t().sum(dim=1)  # the same bytes and shape as `y`, other strides
+
+    _warm(steps, dx)
+    assert_close_to_torch(steps(dx).cpu(), steps(x))
+
+
 def test_a_slice_of_a_pending_result_runs_the_region_first(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")
