@@ -26,6 +26,7 @@ are found in the cache. `NEURON_MLIR_DEFER=0` turns recording off (every op its 
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Callable
@@ -84,6 +85,7 @@ class _Region:
     stream: Any = None
     backward_task: int = -1
     value_count: int = 0
+    limit: int = 0  # ops after which the region runs (`NEURON_MLIR_REGION_OPS`, read when it starts)
     # id() of the blocks the region's inputs are read from, and per value id that of the block it is stored to
     input_blocks: set[int] = field(default_factory=set)
     target_blocks: dict[int, int] = field(default_factory=dict)
@@ -120,29 +122,35 @@ def _entries(block: Any) -> list[_Written] | None:
 def _source_of(tensor: torch.Tensor) -> Source | None:
     """Where an operand's value comes from in the region, or None when it overlaps pending bytes otherwise than
     exactly (the region must run first)."""
+    region = _region
     if tensor.is_cpu:
-        _region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
-        _region.input_types.append((tuple(tensor.shape), tensor.dtype))
-        return ("input", len(_region.inputs) - 1)
+        region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
+        region.input_types.append((tuple(tensor.shape), tensor.dtype))
+        return ("input", len(region.inputs) - 1)
     block = storage.block_of(tensor)
-    itemsize = tensor.dtype.itemsize
+    dtype = tensor.dtype
+    itemsize = dtype.itemsize
     start = int(tensor.storage_offset()) * itemsize
-    nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
-    entries = _entries(block)
-    if entries:
-        for entry in entries:
+    contiguous = tensor.is_contiguous()
+    if contiguous:
+        nbytes = tensor.numel() * itemsize
+    else:
+        nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+    held = region.pending.get(id(block))
+    if held is not None and held[0]() is block:
+        for entry in held[1]:
             if entry.start < start + nbytes and start < entry.start + entry.nbytes:
-                if entry.start != start or entry.nbytes != nbytes or entry.dtype != tensor.dtype:
+                if entry.start != start or entry.nbytes != nbytes or entry.dtype != dtype:
                     return None
-                return _viewed(entry, tensor)
-    key = (id(block), start, tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
-    index = _region.input_keys.get(key)
+                return _viewed(entry, tensor, contiguous)
+    key = (id(block), start, tensor.shape, None if contiguous else tensor.stride(), dtype)
+    index = region.input_keys.get(key)
     if index is None:
-        _region.input_blocks.add(id(block))
-        dense = storage.dense_array(tensor)
-        _region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
-        _region.input_types.append((tuple(tensor.shape), tensor.dtype))
-        index = _region.input_keys[key] = len(_region.inputs) - 1
+        region.input_blocks.add(id(block))
+        dense = storage.dense_array(tensor) if contiguous else None
+        region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
+        region.input_types.append((tuple(tensor.shape), dtype))
+        index = region.input_keys[key] = len(region.inputs) - 1
     return ("input", index)
 
 
@@ -150,13 +158,13 @@ def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
     return lambda: array
 
 
-def _viewed(entry: _Written, tensor: torch.Tensor) -> Source | None:
+def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source | None:
     # a pending value is contiguous: an operand over the same bytes is it, a reshape of it, or a permutation of
     # the dimensions of a reshape of it (a square matrix's transpose has the value's shape, not its strides)
     shape = tuple(tensor.shape)
-    if tensor.numel() != np.prod(entry.shape, dtype=np.int64):
+    if tensor.numel() != math.prod(entry.shape):
         return None
-    if tensor.is_contiguous():
+    if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
     strides = tensor.stride()
     dims = sorted(range(len(shape)), key=lambda d: -strides[d])
@@ -221,11 +229,12 @@ def record(
     """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
     graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
     the op cannot join the region; the region has then run, and the caller runs the op alone."""
-    region = _region
     stream = streams.current_stream()
     task = torch._C._current_graph_task_id()
+    region = _region
     if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
-        flush()
+        flush()  # another stream, or past a backward pass: a region of its own
+        region = _region
     if not all(_writes_cleanly(t) for t, _ in outputs if not t.is_cpu):
         flush()
         return False
@@ -239,6 +248,7 @@ def record(
         return False
     if not region.ops:
         region.stream = stream
+        region.limit = _limit()
         storage.set_observer(flush)
         _install_hooks()
     if task != -1 and region.backward_task != task:
@@ -264,7 +274,7 @@ def record(
     region.ops.append(
         _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
     )
-    if len(region.ops) >= _limit():
+    if len(region.ops) >= region.limit:
         flush()
     return True
 

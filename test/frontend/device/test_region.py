@@ -166,6 +166,16 @@ def test_backward_and_optimizer_step_end_their_regions(deferred):
         assert_close_to_torch(device_parameter.detach().cpu(), host_parameter.detach(), "parameter after 3 steps")
 
 
+def test_a_change_of_stream_starts_a_region(deferred):
+    dx = torch.randn(4, 4, device="neuron")
+    _warm(lambda t: t * 3.0, dx)
+    first = dx * 3.0
+    with neuron.stream(neuron.Stream()):
+        second = first * 3.0  # recorded into a new region, after the first one ran
+    assert_close_to_torch(second.cpu(), dx.cpu() * 9.0)
+    assert_close_to_torch(first.cpu(), dx.cpu() * 3.0)
+
+
 def test_the_region_length_limit(deferred, monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_REGION_OPS", "2")
     dx = torch.randn(4, device="neuron")
