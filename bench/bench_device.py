@@ -185,10 +185,10 @@ def ops_section(inner: int, repeat: int) -> list[str]:
         f"recorded, {inner} as one region, CPU us |",
         "|---|---|---|---|---|---|",
     ]
-    for name, cpu, wall, _, host_cpu, _, _, recorded in rows:
+    for name, cpu, wall, _, host_cpu, _, _, per_op in rows:
         lines.append(
             f"| {name} | {cpu * 1e6:.1f} | {wall * 1e6:.1f} | {host_cpu * 1e6:.1f} | {cpu / host_cpu:.0f} | "
-            f"{recorded * 1e6:.1f} |"
+            f"{per_op * 1e6:.1f} |"
         )
     device_cpu = _geomean([r[1] for r in rows])
     device_wall = _geomean([r[2] for r in rows])
