@@ -279,6 +279,37 @@ def record(
     return True
 
 
+@dataclass(eq=False)
+class _CopyProgram:
+    """A copy between device tensors of one shape and dtype, recorded like an op: its graph is a contiguous clone
+    of the source (the region's program fuses it like any op); run alone, it is a copy of the bytes."""
+
+    graph_module: Callable[[torch.Tensor], tuple[torch.Tensor]]
+    compiled: Any = None
+
+
+_copy_programs: dict[tuple[Any, ...], _CopyProgram] = {}
+
+
+def _clone(source: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.ops.aten.clone.default(source, memory_format=torch.contiguous_format),)
+
+
+def record_copy(source: torch.Tensor, destination: torch.Tensor) -> bool:
+    """Record `destination.copy_(source)` between device tensors of one shape and dtype into a contiguous
+    destination; False (nothing recorded) otherwise, the region having run if it had to."""
+    if source.dtype != destination.dtype or source.shape != destination.shape or destination.numel() == 0:
+        return False
+    target = storage.dense_array(destination)
+    if target is None:
+        return False
+    key = (tuple(destination.shape), destination.dtype)
+    program = _copy_programs.get(key)
+    if program is None:
+        program = _copy_programs[key] = _CopyProgram(_clone)
+    return record(program, streams.DEVICE_COPY, [source], [(destination, target)])
+
+
 _hooks_installed = False
 
 
@@ -434,6 +465,11 @@ def _run_one_by_one(region: _Region) -> None:
     stored: dict[int, np.ndarray] = {}
     for op in region.ops:
         operands = [_operand(source, arrays, stored) for source in op.sources]
+        if isinstance(op.program, _CopyProgram):
+            np.copyto(op.targets[0], operands[0].reshape(op.targets[0].shape))
+            stored[op.values[0]] = op.targets[0]
+            sources.record(op.name, 0.0, line=op.line)
+            continue
         compiled = op.program.compiled
         signature = compiled.signature
         try:

@@ -70,6 +70,27 @@ def test_a_transpose_of_a_square_pending_result_is_not_the_result(deferred):
     assert_close_to_torch(steps(dx).cpu(), steps(x))
 
 
+def test_copies_between_device_tensors_join_the_region(deferred):
+    x = torch.randn(3, 5)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t * 2.0
+        z = y.t().contiguous()  # a copy of a transposed pending result
+        w = t.clone()  # a copy of a region input
+        w.copy_(z.t())  # into a pending result, from a view of another
+        return z + 1.0, w
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    z, w = steps(dx)
+    assert deferred.pending_ops() == 5  # mul, three copies, add
+    expected_z, expected_w = steps(x)
+    assert_close_to_torch(z.cpu(), expected_z)
+    assert_close_to_torch(w.cpu(), expected_w)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
 def test_a_slice_of_a_pending_result_runs_the_region_first(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")
