@@ -42,7 +42,10 @@ from neuron_mlir.frontend.device import sources, storage, streams
 
 
 def enabled() -> bool:
-    return os.environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0")
+    """Whether eager ops are recorded: not with `NEURON_MLIR_DEFER=0`, nor when every op runs on the host
+    (`NEURON_MLIR_EAGER=host`, where a copy is the host's too)."""
+    environ = os.environ
+    return environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0") and environ.get("NEURON_MLIR_EAGER") != "host"
 
 
 def _limit() -> int:
@@ -323,7 +326,16 @@ def _install_hooks() -> None:
     _hooks_installed = True
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    register_optimizer_step_post_hook(lambda *_: flush())
+    from neuron_mlir.frontend.device.registration import hide_from_dynamo
+
+    register_optimizer_step_post_hook(_after_optimizer_step)
+    # torch calls them from C++ (the autograd engine's callback) and from optimizer code that a compiled function
+    # may run: the region's internals are not the user's code to trace
+    hide_from_dynamo(flush, _after_optimizer_step)
+
+
+def _after_optimizer_step(*_: Any) -> None:
+    flush()
 
 
 def flush() -> None:
