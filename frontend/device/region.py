@@ -210,15 +210,8 @@ def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> in
     return itemsize + sum((extent - 1) * stride for extent, stride in zip(shape, strides, strict=True))
 
 
-def _writes_cleanly(tensor: torch.Tensor) -> bool:
-    """Whether a written tensor's bytes are pending exactly or not at all."""
-    block = storage.block_of(tensor)
-    entries = _entries(block)
-    if not entries:
-        return True
-    itemsize = tensor.dtype.itemsize
-    start = tensor.storage_offset() * itemsize
-    nbytes = tensor.numel() * itemsize
+def _writes_cleanly(entries: list[_Written], start: int, nbytes: int) -> bool:
+    """Whether a write of `nbytes` from `start` covers each pending value of its block exactly or not at all."""
     return all(
         (e.start, e.nbytes) == (start, nbytes) or e.start >= start + nbytes or start >= e.start + e.nbytes
         for e in entries
@@ -240,9 +233,18 @@ def record(
     if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
-    if not all(_writes_cleanly(t) for t, _ in outputs if not t.is_cpu):
-        flush()
-        return False
+    # per output: its block, and the bytes it covers there
+    spans = []
+    for tensor, _ in outputs:
+        block = storage.block_of(tensor)
+        itemsize = tensor.dtype.itemsize
+        start = int(tensor.storage_offset()) * itemsize
+        nbytes = tensor.numel() * itemsize
+        held = region.pending.get(id(block))
+        if held is not None and held[0]() is block and not _writes_cleanly(held[1], start, nbytes):
+            flush()
+            return False
+        spans.append((block, start, nbytes))
     mark = len(region.inputs)
     found = [_source_of(t) for t in operands]
     if any(s is None for s in found):
@@ -260,22 +262,19 @@ def record(
         torch.autograd.Variable._execution_engine.queue_callback(flush)
     region.backward_task = task
     values = []
-    for tensor, target in outputs:
+    for (tensor, _), (block, start, nbytes) in zip(outputs, spans, strict=True):
         value = region.value_count
         region.value_count += 1
         values.append(value)
-        block = storage.block_of(tensor)
-        itemsize = tensor.dtype.itemsize
-        start = int(tensor.storage_offset()) * itemsize
-        entry = _Written(value, start, tensor.numel() * itemsize, tensor.dtype, tuple(tensor.shape))
+        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape))
         held = region.pending.get(id(block))
         if held is None or held[0]() is not block:
-            held = region.pending[id(block)] = (weakref.ref(block), [])
-        held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (entry.start, entry.nbytes)]
-        held[1].append(entry)
+            held = region.pending[id(block)] = (weakref.ref(block), [entry])
+        else:
+            held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (start, nbytes)]
+            held[1].append(entry)
         region.stored[value] = (held[0], entry)
         region.target_blocks[value] = id(block)
-        del target  # kept on the op
     region.ops.append(
         _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
     )
