@@ -400,8 +400,12 @@ def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
                 values[value] = result
         return tuple(values[v] for v in outputs)
 
+    from neuron_mlir.frontend.device.eager import _clean_dispatch_state
+
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        # the dispatcher's state as a single op's trace has it: a flush may come from inside a tensor subclass's
+        # dispatch or an autocast region
+        with _clean_dispatch_state(), FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fakes = [mode.from_tensor(e) for e in examples]
             graph_module = make_fx(stitched)(*fakes)
         options = CompileOptions.from_user({"strict": True, "progress": False})
