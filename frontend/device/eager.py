@@ -627,28 +627,27 @@ def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tu
 
 def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray]] | None:
     """Per output of the traced graph, the device tensor a deferred region stores it to and the array over its
-    bytes: a written tensor itself when it is contiguous and of the result's shape and dtype, else new device
-    memory; None when some output has no such place (the op then runs alone). Unlike a run's own destinations,
-    a written tensor passed again as an operand qualifies: the region reads its operands before it writes."""
+    bytes: a written tensor itself when it is of the result's shape and dtype and dense in some order of its
+    dimensions (a strided array over its bytes, then), else new device memory; None when some output has no such
+    place (the op then runs alone). Unlike a run's own destinations, a written tensor passed again as an operand
+    qualifies: the region reads its operands before it writes."""
     results = program.results
     if results is None:
         return None
+    places: list[np.ndarray] = []
     for position, (shape, dtype) in enumerate(results[: len(written)]):
         tensor = written[position]
         if tensor.shape != shape:
             return None
         target = storage.dense_array(tensor)
+        if target is None:
+            target = region.permuted_array(tensor)
         if target is None or target.dtype != dtype:
             return None
-    targets: list[tuple[torch.Tensor, np.ndarray]] = []
-    for position, (shape, dtype) in enumerate(results):
-        if position < len(written):
-            tensor = written[position]
-            target = storage.dense_array(tensor)
-            assert target is not None
-            targets.append((tensor, target))
-        else:
-            targets.append(storage.empty_array(shape, dtype))
+        places.append(target)
+    targets: list[tuple[torch.Tensor, np.ndarray]] = list(zip(written, places, strict=True))
+    for shape, dtype in results[len(written) :]:
+        targets.append(storage.empty_array(shape, dtype))
     return targets
 
 

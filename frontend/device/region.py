@@ -76,6 +76,8 @@ class _Written:
     nbytes: int
     dtype: torch.dtype
     shape: tuple[int, ...]
+    # the strides it is stored at when not contiguous (a dense permutation of its dimensions), else None
+    strides: tuple[int, ...] | None = None
 
 
 @dataclass(eq=False)
@@ -167,17 +169,43 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
     # a pending value is contiguous: an operand over the same bytes is it, a reshape of it, or a permutation of
     # the dimensions of a reshape of it (a square matrix's transpose has the value's shape, not its strides)
     shape = tuple(tensor.shape)
+    if entry.strides is not None:  # stored in another order: read back only in that order
+        same = shape == entry.shape and tuple(tensor.stride()) == entry.strides
+        return ("value", entry.value, None) if same else None
     if tensor.numel() != math.prod(entry.shape):
         return None
     if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
-    strides = tensor.stride()
+    found = _permutation(shape, tuple(tensor.stride()))
+    if found is None:
+        return None
+    dims, base = found
+    inverse = [dims.index(d) for d in range(len(shape))]
+    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+
+
+def _permutation(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]] | None:
+    """The dimensions in memory order and the contiguous shape in that order, when a tensor of `shape` at
+    `strides` is dense in some order of its dimensions; else None."""
     dims = sorted(range(len(shape)), key=lambda d: -strides[d])
     base = [shape[d] for d in dims]
     if storage.contiguous_strides(base) != [strides[d] for d in dims]:
         return None
-    inverse = [dims.index(d) for d in range(len(shape))]
-    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+    return dims, base
+
+
+def permuted_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """A strided NumPy array over the bytes of device tensor `tensor` when it is dense in some order of its
+    dimensions (an elementwise result of a transpose keeps that layout), else None."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    shape, strides = tuple(tensor.shape), tuple(tensor.stride())
+    if tensor.numel() == 0 or _permutation(shape, strides) is None:
+        return None
+    element = np.dtype(numpy_dtype(tensor.dtype))
+    start = int(tensor.storage_offset()) * element.itemsize
+    data = storage.block_of(tensor).data[start : start + tensor.numel() * element.itemsize].view(element)
+    return np.lib.stride_tricks.as_strided(data, shape=shape, strides=[s * element.itemsize for s in strides])
 
 
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -266,7 +294,8 @@ def record(
         value = region.value_count
         region.value_count += 1
         values.append(value)
-        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape))
+        strides = None if tensor.is_contiguous() else tuple(tensor.stride())
+        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape), strides)
         held = region.pending.get(id(block))
         if held is None or held[0]() is not block:
             held = region.pending[id(block)] = (weakref.ref(block), [entry])
@@ -448,8 +477,14 @@ def _run(region: _Region, compiled: _Compiled) -> None:
     # from receives its new value only after the run
     read = region.input_blocks
     for value, index in zip(compiled.outputs, signature.outputs, strict=True):
-        if index is not None and uses[index] == 1 and region.target_blocks[value] not in read:
-            into[index] = targets[value]
+        target = targets[value]
+        if (
+            index is not None
+            and uses[index] == 1
+            and region.target_blocks[value] not in read
+            and target.flags.c_contiguous  # a result stored in another order is copied there after the run
+        ):
+            into[index] = target
     results = signature.results(program.run_arrays(signature.arguments(arrays), None, into))
     for value, index, result in zip(compiled.outputs, signature.outputs, results, strict=True):
         target = targets[value]
@@ -508,7 +543,7 @@ def _operand(source: Source, arrays: list[np.ndarray], stored: dict[int, np.ndar
     value = stored[source[1]]
     view = source[2]
     if view is None:
-        return value
+        return np.ascontiguousarray(value)  # a result stored in another order is read back dense
     if view[0] == "view":
         return value.reshape(view[1])
     return np.ascontiguousarray(value.reshape(view[1]).transpose(view[2]))

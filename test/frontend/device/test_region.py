@@ -91,6 +91,24 @@ def test_copies_between_device_tensors_join_the_region(deferred):
     assert deferred.REGION_STATS["regions_run"] - runs == 1
 
 
+def test_results_stored_in_a_transposed_order(deferred):
+    x = torch.randn(4, 6)
+
+    def steps(t):
+        y = (t + 1.0).t() * 2.0  # an elementwise op of a transpose keeps its strides: stored transposed
+        z = y.sum(dim=1)  # read back at those strides
+        y.t().add_(1.0)  # written through the other order: `y`'s bytes pending at two geometries
+        return y.exp(), z
+
+    _warm(steps, x.to("neuron"))
+    dx = x.to("neuron")
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 2  # the read in the other order ran the first region
+
+
 def test_a_slice_of_a_pending_result_runs_the_region_first(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")
