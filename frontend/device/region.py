@@ -54,7 +54,8 @@ def _limit() -> int:
 
 
 # an operand's source: ("input", index into the region's inputs) or ("value", value id, view), where the view is
-# None (the value itself), ("view", shape) or ("permute", contiguous shape, dims)
+# None (the value itself), ("view", shape), ("permute", contiguous shape, dims) or ("strided", shape, strides,
+# element offset) for part of the value's elements
 Source = tuple[Any, ...]
 
 
@@ -148,9 +149,11 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     if held is not None and held[0]() is block:
         for entry in held[1]:
             if entry.start < start + nbytes and start < entry.start + entry.nbytes:
-                if entry.start != start or entry.nbytes != nbytes or entry.dtype != dtype:
+                if entry.dtype != dtype:
                     return None
-                return _viewed(entry, tensor, contiguous)
+                if entry.start == start and entry.nbytes == nbytes:
+                    return _viewed(entry, tensor, contiguous)
+                return _within(entry, tensor, start, nbytes)
     key = (id(block), start, tensor.shape, None if contiguous else tensor.stride(), dtype)
     index = region.input_keys.get(key)
     if index is None:
@@ -183,6 +186,16 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
     dims, base = found
     inverse = [dims.index(d) for d in range(len(shape))]
     return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+
+
+def _within(entry: _Written, tensor: torch.Tensor, start: int, nbytes: int) -> Source | None:
+    """A view of part of a pending value's bytes (a slice, a row), as an `as_strided` of the value; None when it
+    reaches outside them or the value is stored in another order."""
+    itemsize = tensor.dtype.itemsize
+    offset = start - entry.start
+    if entry.strides is not None or offset < 0 or offset + nbytes > entry.nbytes or offset % itemsize:
+        return None
+    return ("value", entry.value, ("strided", tuple(tensor.shape), tuple(tensor.stride()), offset // itemsize))
 
 
 def _permutation(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]] | None:
@@ -459,6 +472,8 @@ def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
         return value
     if view[0] == "view":
         return value.reshape(view[1])
+    if view[0] == "strided":  # the value is contiguous: its elements in order from its storage offset
+        return torch.ops.aten.as_strided.default(value, view[1], view[2], value.storage_offset() + view[3])
     return value.reshape(view[1]).permute(view[2])
 
 
@@ -547,6 +562,11 @@ def _operand(source: Source, arrays: list[np.ndarray], stored: dict[int, np.ndar
         return np.ascontiguousarray(value)  # a result stored in another order is read back dense
     if view[0] == "view":
         return value.reshape(view[1])
+    if view[0] == "strided":
+        itemsize = value.itemsize
+        flat = value.reshape(-1)[view[3] :]
+        strided = np.lib.stride_tricks.as_strided(flat, shape=view[1], strides=[s * itemsize for s in view[2]])
+        return np.ascontiguousarray(strided)
     return np.ascontiguousarray(value.reshape(view[1]).transpose(view[2]))
 
 

@@ -109,18 +109,38 @@ def test_results_stored_in_a_transposed_order(deferred):
     assert deferred.REGION_STATS["regions_run"] - runs == 2  # the read in the other order ran the first region
 
 
-def test_a_slice_of_a_pending_result_runs_the_region_first(deferred):
+def test_slices_of_a_pending_result_join_the_region(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")
 
     def steps(t):
         y = t * 3.0
-        return (y[1:4] + 1.0, y)  # a slice overlaps the pending y otherwise than exactly
+        return y[1:4] + 1.0, y[:, 1:3] * 2.0, y[2], y  # rows, a strided block, a row of the pending `y`
 
     _warm(steps, dx)
-    part, whole = steps(dx)
-    assert_close_to_torch(part.cpu(), x[1:4] * 3.0 + 1.0)
-    assert_close_to_torch(whole.cpu(), x * 3.0)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
+def test_pending_bytes_read_as_another_dtype_run_the_region_first(deferred):
+    x = torch.randn(6, 4)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t * 3.0
+        return y.view(torch.int32) + 1, y
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    bits, whole = steps(dx)
+    assert deferred.pending_ops() == 0  # the region ran before the add, which ran alone
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+    expected_bits, expected_whole = steps(x)
+    assert torch.equal(bits.cpu(), expected_bits)
+    assert_close_to_torch(whole.cpu(), expected_whole)
 
 
 def test_in_place_and_out_on_region_inputs_and_results(deferred):
