@@ -8,12 +8,15 @@ Four measurements, each against a baseline measured in the same process:
   fp32), with every op's program already compiled (warm: each op runs twice before it is timed). Per op, the
   median over `--repeat` rounds of `--inner` back-to-back calls, in CPU time of the process
   (`time.process_time`, which other work on a shared machine disturbs little) and wall time, next to the same op
-  on CPU tensors; then the geometric means (the goal: <= 100 us of CPU time per op on the device).
+  on CPU tensors; then the geometric means (the goal: <= 100 us of CPU time per op on the device). Each op runs
+  as its own program there (`NEURON_MLIR_DEFER=0`); a last column gives the CPU time per op of `--inner` calls
+  recorded into one deferred region, their results kept, and the region run.
 * steps: an eager training step (zero_grad, forward, loss, backward, SGD step) of the MLP of
   `examples/train_on_device.py` and of the small GPT-2 of `examples/models/zoo.py`, on the device against the
   same step on the CPU: median wall and CPU time of `--repeat` steps of each after two warm-up steps, the device's
   and the CPU's steps taking turns so that both see the same load, each turn's first step untimed (it runs with
-  the caches the other side left) (goal: <= 5x), and
+  the caches the other side left) (goal: <= 5x), each model twice: its eager ops recorded into deferred
+  regions (the default) and each op its own program (`NEURON_MLIR_DEFER=0`), and
   how long the device side's threads waited for a core (their run-queue time in Linux's schedstat). The device
   side neither sleeps nor waits for anything but the autograd engine's hand-over between its threads, so on a
   machine with a core free its wall time is its CPU time; on a machine with more runnable work than cores a step
@@ -23,8 +26,8 @@ Four measurements, each against a baseline measured in the same process:
   inside the compiled function), with the model and inputs on the device against on CPU tensors (goal: no slower
   on the device).
 * simulated: the simulated NeuronCore time of one step, read from the device's stream clock by
-  `torch.neuron.Event`s: the eager step's forward and backward (one program per op) next to the compiled
-  forward and backward (whole graphs, fused), and the eager optimizer step.
+  `torch.neuron.Event`s: the eager step's forward and backward (in deferred regions, and one program per op)
+  next to the compiled forward and backward (whole graphs, fused), and the eager optimizer step.
 
 torch runs on `--threads` threads (default 1) on both sides: the simulator is single-threaded, and on a shared,
 loaded machine torch's OpenMP pool waits milliseconds for a busy core inside ops of a few microseconds, which
@@ -146,37 +149,55 @@ def _geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
+def _recorded(fn: Callable[[Operands], Any], operands: Operands, inner: int) -> None:
+    """`inner` calls of op `fn` recorded into one deferred region, their results kept, and the region run."""
+    kept = [fn(operands) for _ in range(inner)]
+    neuron.synchronize()
+    del kept
+
+
 def ops_section(inner: int, repeat: int) -> list[str]:
     device, host = _operands("neuron"), _operands("cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an op the compiler refuses warns once; it is measured on the host path
         for fn in OPS.values():
-            fn(device)
-            fn(device)
+            with _Deferral(False):
+                fn(device)
+                fn(device)
+            with _Deferral(True):
+                _recorded(fn, device, inner)  # the region's program compiled
         stats_before = neuron.eager_stats()
         rows = []
         for name, fn in OPS.items():
-            on_device = _median_per_call(lambda: fn(device), inner, repeat)  # noqa: B023
+            with _Deferral(False):
+                on_device = _median_per_call(lambda: fn(device), inner, repeat)  # noqa: B023
+            with _Deferral(True):
+                recorded = _median_per_call(lambda: _recorded(fn, device, inner), 1, repeat)  # noqa: B023
             on_cpu = _median_per_call(lambda: fn(host), inner, repeat)  # noqa: B023
-            rows.append((name, *on_device, *on_cpu))
+            rows.append((name, *on_device, *on_cpu, recorded[0] / inner))
     stats = neuron.eager_stats()
     host_ops = {op: n - stats_before["host_ops"].get(op, 0) for op, n in stats["host_ops"].items()}
     host_ops = {op: n for op, n in host_ops.items() if n}
     lines = [
         f"eager ops on 16 x 32 fp32 device tensors, warm, median of {repeat} x {inner} calls (us per op)",
         "",
-        "| op | device CPU us | device wall us | CPU tensors us | device / CPU (CPU time) |",
-        "|---|---|---|---|---|",
+        "| op | device CPU us | device wall us | CPU tensors us | device / CPU (CPU time) | "
+        f"recorded, {inner} as one region, CPU us |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, cpu, wall, _, host_cpu, _, _ in rows:
-        lines.append(f"| {name} | {cpu * 1e6:.1f} | {wall * 1e6:.1f} | {host_cpu * 1e6:.1f} | {cpu / host_cpu:.0f} |")
+    for name, cpu, wall, _, host_cpu, _, _, per_op in rows:
+        lines.append(
+            f"| {name} | {cpu * 1e6:.1f} | {wall * 1e6:.1f} | {host_cpu * 1e6:.1f} | {cpu / host_cpu:.0f} | "
+            f"{per_op * 1e6:.1f} |"
+        )
     device_cpu = _geomean([r[1] for r in rows])
     device_wall = _geomean([r[2] for r in rows])
     host_cpu = _geomean([r[4] for r in rows])
+    recorded_cpu = _geomean([r[7] for r in rows])
     verdict = "met" if device_cpu * 1e6 <= 100 else "not met"
     lines.append(
         f"| **geometric mean** (goal <= 100 us CPU: {verdict}) | **{device_cpu * 1e6:.1f}** | {device_wall * 1e6:.1f} "
-        f"| {host_cpu * 1e6:.1f} | {device_cpu / host_cpu:.0f} |"
+        f"| {host_cpu * 1e6:.1f} | {device_cpu / host_cpu:.0f} | {recorded_cpu * 1e6:.1f} |"
     )
     if host_ops:
         lines.append("")
@@ -264,32 +285,64 @@ def _simulated_ms(fn: Callable[[], object]) -> float:
     return start.elapsed_time(end)
 
 
+class _Deferral:
+    """Eager ops recorded into deferred regions (the default) or each run as its own program, while in effect."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self) -> None:
+        self.previous = os.environ.get("NEURON_MLIR_DEFER")
+        os.environ["NEURON_MLIR_DEFER"] = "1" if self.on else "0"
+
+    def __exit__(self, *exc: object) -> None:
+        neuron.synchronize()  # a pending region runs under the setting that recorded it
+        if self.previous is None:
+            del os.environ["NEURON_MLIR_DEFER"]
+        else:
+            os.environ["NEURON_MLIR_DEFER"] = self.previous
+
+
 def steps_section(names: list[str], repeat: int) -> tuple[list[str], dict[str, tuple[float, float]]]:
     lines = [
-        f"eager training step (zero_grad, forward, cross-entropy, backward, SGD), median of {repeat} steps (ms)",
+        f"eager training step (zero_grad, forward, cross-entropy, backward, SGD), median of {repeat} steps (ms); "
+        "each model with its eager ops in deferred regions and with each op its own program",
         "",
-        "| model | device wall ms | device CPU-time ms | device threads' run-queue wait ms | CPU wall ms | "
-        "CPU CPU-time ms | device / CPU (wall) | device / CPU (CPU time) | eager ops per step | of them on the host |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | eager ops | device wall ms | device CPU-time ms | device threads' run-queue wait ms | CPU wall ms | "
+        "CPU CPU-time ms | device / CPU (wall) | device / CPU (CPU time) | eager ops per step | of them on the host "
+        "| programs run per step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     simulated: dict[str, tuple[float, float]] = {}
     for name in names:
-        device, host = _Setup(name, "neuron"), _Setup(name, "cpu")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(device.step, host.step, repeat)
-            before = neuron.eager_stats()
-            device.step()
-            after = neuron.eager_stats()
-            simulated[name] = (_simulated_ms(device.forward_backward), _simulated_ms(device.optimizer.step))
-        calls = after["native_calls"] + after["host_calls"] - before["native_calls"] - before["host_calls"]
-        on_host = after["host_calls"] - before["host_calls"]
-        ratio, cpu_ratio = device_wall / host_wall, device_cpu / host_cpu
-        lines.append(
-            f"| {name} | {device_wall * 1e3:.1f} | {device_cpu * 1e3:.1f} | {device_wait * 1e3:.1f} | "
-            f"{host_wall * 1e3:.2f} | {host_cpu * 1e3:.2f} | {ratio:.1f} ({_verdict(ratio, 5)}) | "
-            f"{cpu_ratio:.1f} ({_verdict(cpu_ratio, 5)}) | {calls} | {on_host} |"
-        )
+        for deferred in (True, False):
+            device, host = _Setup(name, "neuron"), _Setup(name, "cpu")
+            with warnings.catch_warnings(), _Deferral(deferred):
+                warnings.simplefilter("ignore")
+                (device_cpu, device_wall, device_wait), (host_cpu, host_wall, _) = _paired(
+                    device.step, host.step, repeat
+                )
+                before = neuron.eager_stats()
+                programs = neuron.current_stream().programs_run
+                device.step()
+                programs = neuron.current_stream().programs_run - programs
+                after = neuron.eager_stats()
+                if deferred:
+                    simulated[name] = (_simulated_ms(device.forward_backward), _simulated_ms(device.optimizer.step))
+                else:
+                    simulated[name + " alone"] = (
+                        _simulated_ms(device.forward_backward),
+                        _simulated_ms(device.optimizer.step),
+                    )
+            calls = after["native_calls"] + after["host_calls"] - before["native_calls"] - before["host_calls"]
+            on_host = after["host_calls"] - before["host_calls"]
+            ratio, cpu_ratio = device_wall / host_wall, device_cpu / host_cpu
+            lines.append(
+                f"| {name} | {'deferred regions' if deferred else 'each alone'} | {device_wall * 1e3:.1f} | "
+                f"{device_cpu * 1e3:.1f} | {device_wait * 1e3:.1f} | "
+                f"{host_wall * 1e3:.2f} | {host_cpu * 1e3:.2f} | {ratio:.1f} ({_verdict(ratio, 5)}) | "
+                f"{cpu_ratio:.1f} ({_verdict(cpu_ratio, 5)}) | {calls} | {on_host} | {programs} |"
+            )
     return lines, simulated
 
 
@@ -324,19 +377,20 @@ def compiled_section(names: list[str], repeat: int, eager_simulated: dict[str, t
             "",
             "simulated NeuronCore time of one step (the device's stream clock; the gap is what fusion closes)",
             "",
-            "| model | eager forward + backward us | compiled forward + backward us | eager / compiled | "
+            "| model | eager ops | eager forward + backward us | compiled forward + backward us | eager / compiled | "
             "eager SGD step us |",
-            "|---|---|---|---|---|",
+            "|---|---|---|---|---|---|",
         ]
         for name in names:
-            if name not in eager_simulated or name not in compiled_simulated:
-                continue
-            eager_fb, eager_optimizer = eager_simulated[name]
-            fused = compiled_simulated[name]
-            lines.append(
-                f"| {name} | {eager_fb * 1e3:.1f} | {fused * 1e3:.1f} | {eager_fb / fused:.1f} | "
-                f"{eager_optimizer * 1e3:.1f} |"
-            )
+            for key, how in ((name, "deferred regions"), (name + " alone", "each alone")):
+                if key not in eager_simulated or name not in compiled_simulated:
+                    continue
+                eager_fb, eager_optimizer = eager_simulated[key]
+                fused = compiled_simulated[name]
+                lines.append(
+                    f"| {name} | {how} | {eager_fb * 1e3:.1f} | {fused * 1e3:.1f} | {eager_fb / fused:.1f} | "
+                    f"{eager_optimizer * 1e3:.1f} |"
+                )
     return lines
 
 

@@ -864,6 +864,9 @@ class CompiledGraph:
         the memory the view shows; anything that moves or reshapes the data changes one of those). The view
         keeps nothing alive that the parameter does not; other tensors (activations) are converted every call.
         """
+        from neuron_mlir.frontend.device.storage import observe
+
+        observe()  # parameters viewed in place: recorded eager ops that write them run first
         views = self._parameter_views
         arrays = []
         for position, value in enumerate(arguments):

@@ -280,6 +280,7 @@ class NkiTorchOp:
             from neuron_mlir.frontend.tensors import to_numpy
 
             def device_array(tensor: torch.Tensor) -> np.ndarray:
+                storage.observe()
                 dense = storage.dense_array(tensor) if tensor.device.type == storage.DEVICE_TYPE else None
                 return dense if dense is not None else np.ascontiguousarray(to_numpy(storage.host_alias(tensor)))
 

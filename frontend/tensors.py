@@ -19,8 +19,9 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A contiguous NumPy copy-or-view of a CPU or `neuron` tensor, keeping low-precision dtypes exact."""
     value = tensor.detach()
     if value.device.type == "neuron":  # the device's memory is host memory: read it in place, no copy
-        from neuron_mlir.frontend.device.storage import dense_array, host_alias
+        from neuron_mlir.frontend.device.storage import dense_array, host_alias, observe
 
+        observe()
         array = dense_array(value)
         if array is not None:
             return array

@@ -79,6 +79,11 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
 
     streams.count_transfer(source, destination)
     if _is_device(source) and _is_device(destination):
+        from neuron_mlir.frontend.device import region
+
+        if region.enabled() and region.record_copy(source, destination):
+            return destination  # part of the pending region's program
+        storage.observe()  # a pending region runs first: its time comes before the copy's on the stream
         streams.device_copy(source, destination)  # a DMA on the device: its simulated time on the stream
     _host_view(destination).copy_(_host_view(source))
     return destination

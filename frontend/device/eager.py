@@ -24,6 +24,7 @@ NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a com
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import warnings
 from collections import Counter
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, sources, storage, streams
+from neuron_mlir.frontend.device import dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
@@ -59,6 +60,7 @@ class EagerStats:
             "compiled_signatures": self.compiled_signatures,
             "refused_signatures": self.refused_signatures,
             **streams.transfers,
+            **region.REGION_STATS,
         }
 
 
@@ -87,6 +89,13 @@ class _Program:
     # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
     # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
     layouts: list[tuple[int, tuple[int, ...], np.dtype] | None] | None = None
+    # the traced single-op graph, which a deferred region stitches with its neighbours' (`region`), and per output
+    # of it the shape and NumPy dtype the trace gives it
+    graph_module: torch.fx.GraphModule | None = None
+    results: list[tuple[tuple[int, ...], np.dtype]] | None = None
+    # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
+    # its results (decided with its first run)
+    deferrable: bool = False
 
 
 @dataclass
@@ -402,7 +411,28 @@ def _compile(
         getattr(compiled, "name", kind),
         isinstance(compiled, CompiledGraph),
         frozenset(absent),
+        graph_module=graph_module,
+        results=_traced_results(graph_module),
+        deferrable=isinstance(compiled, CompiledGraph)
+        and not compiled._seeded
+        and not compiled.signature.guards
+        and not compiled.signature.assertions
+        and not compiled.signature.linalg_checks,
     )
+
+
+def _traced_results(graph_module: torch.fx.GraphModule) -> list[tuple[tuple[int, ...], np.dtype]] | None:
+    """Per output of a traced single-op graph, its shape and NumPy dtype (None when some output has no static
+    tensor value)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    results = []
+    for node in _graph_outputs(graph_module):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or any(not isinstance(s, int) for s in value.shape):
+            return None
+        results.append((tuple(int(s) for s in value.shape), np.dtype(numpy_dtype(value.dtype))))
+    return results
 
 
 def _clean_dispatch_state() -> Any:
@@ -470,8 +500,15 @@ def _run_program(
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
+    if program.deferrable and region.enabled():
+        targets = _region_targets(program, written)
+        operands = [flat[p] for p in program.tensor_positions]
+        if targets is not None and region.record(program, facts.name, operands, targets):
+            fresh_tensors = {position: tensor for position, (tensor, _) in enumerate(targets)}
+            return _results(program, facts, args, kwargs, fresh_tensors, [])
     if program.layouts is not None:
         into = _destinations(program, written, alone, fresh_tensors)
+    storage.observe()  # recorded ops run first: they may write this op's operands
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
         program.layouts = _layouts(program, outputs)
@@ -494,7 +531,20 @@ def _run_program(
                 )
             storage.resize(tensor, value.shape)
         _write(tensor, value)
-    fresh = iter(range(len(written), len(outputs)))
+    return _results(program, facts, args, kwargs, fresh_tensors, outputs)
+
+
+def _results(
+    program: _Program,
+    facts: _OpFacts,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fresh_tensors: dict[int, torch.Tensor],
+    outputs: list[np.ndarray],
+) -> Any:
+    """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
+    holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
+    fresh = itertools.count(len(program.written_positions))
     results: list[torch.Tensor | None] = []
     for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
@@ -573,6 +623,32 @@ def _layouts(program: _Program, outputs: list[np.ndarray]) -> list[tuple[int, tu
         else None
         for index, value in zip(indices, outputs, strict=True)
     ]
+
+
+def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray]] | None:
+    """Per output of the traced graph, the device tensor a deferred region stores it to and the array over its
+    bytes: a written tensor itself when it is of the result's shape and dtype and dense in some order of its
+    dimensions (a strided array over its bytes, then), else new device memory; None when some output has no such
+    place (the op then runs alone). Unlike a run's own destinations, a written tensor passed again as an operand
+    qualifies: the region reads its operands before it writes."""
+    results = program.results
+    if results is None:
+        return None
+    places: list[np.ndarray] = []
+    for position, (shape, dtype) in enumerate(results[: len(written)]):
+        tensor = written[position]
+        if tensor.shape != shape:
+            return None
+        target = storage.dense_array(tensor)
+        if target is None:
+            target = region.permuted_array(tensor)
+        if target is None or target.dtype != dtype:
+            return None
+        places.append(target)
+    targets: list[tuple[torch.Tensor, np.ndarray]] = list(zip(written, places, strict=True))
+    for shape, dtype in results[len(written) :]:
+        targets.append(storage.empty_array(shape, dtype))
+    return targets
 
 
 def _destinations(
@@ -662,6 +738,7 @@ def host_reasons() -> dict[str, str]:
 
 def reset() -> None:
     """Forget the compiled programs, the counts, the time per op and line, and which ops were warned about."""
+    region.reset()
     _programs.clear()
     _warned.clear()
     sources.reset()

@@ -40,6 +40,22 @@ _memory: DeviceMemory | None = None
 _device: torch.device | None = None
 
 
+# what runs a pending region of recorded eager ops (`region.flush`) while one is pending, else None
+_observer: Any = None
+
+
+def set_observer(observer: Any) -> None:
+    global _observer
+    _observer = observer
+
+
+def observe() -> None:
+    """Device bytes are about to be read or written outside the pending region of recorded eager ops (if one is
+    pending): run it first, so that they hold what running every op as it came would have left."""
+    if _observer is not None:
+        _observer()
+
+
 def device() -> torch.device:
     """`neuron:0` (made on first use: the name exists only once PrivateUse1 is renamed)."""
     global _device
@@ -140,6 +156,8 @@ def empty(size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 
 def host_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A CPU tensor over the very bytes of device tensor `tensor`: writes through either show in both."""
+    if _observer is not None:
+        _observer()
     stored = tensor.untyped_storage()
     dtype = tensor.dtype
     views: dict[torch.dtype, torch.Tensor] | None = getattr(stored, _HOST_VIEWS_ATTRIBUTE, None)
@@ -219,6 +237,7 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
+    observe()
     size = [int(s) for s in size]
     stride = contiguous_strides(size)
     offset = int(tensor.storage_offset())
@@ -237,6 +256,7 @@ def resize_bytes(stored: torch.UntypedStorage, nbytes: int) -> int:
     `nbytes` keeps the storage's first bytes and replaces its block (the old one is freed); returns the new bytes'
     address, which the hook points the storage at. FSDP2 frees unsharded parameters this way (`resize_(0)`) and
     brings them back before each all-gather (`resize_(n)`)."""
+    observe()
     old = _stored_block(stored)
     try:
         block = device_memory().allocate(nbytes)

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from neuron_mlir.frontend.device import storage
+
 
 class Stream(torch.Stream):
     """An in-order queue of the simulated device; `simulated_ns` is the device time of the work it has run.
@@ -32,17 +34,20 @@ class Stream(torch.Stream):
     __hash__ = object.__hash__
 
     def synchronize(self) -> None:
-        """Work is finished when its call returns on the simulator: nothing to wait for."""
+        """Work is finished when its call returns on the simulator: nothing to wait for but recorded ops."""
+        storage.observe()
 
     def query(self) -> bool:
         return True
 
     # the device's events and streams keep its simulated clock: these take them, not torch's base types
     def wait_event(self, event: Event) -> None:  # type: ignore[override]
+        storage.observe()
         # an in-order device whose work completes on issue: the event's work is done, but time cannot run backwards
         self.simulated_ns = max(self.simulated_ns, event.simulated_ns)
 
     def wait_stream(self, stream: Stream) -> None:  # type: ignore[override]
+        storage.observe()
         self.simulated_ns = max(self.simulated_ns, stream.simulated_ns)
 
     def record_event(self, event: Event | None = None) -> Event:  # type: ignore[override]
@@ -77,6 +82,7 @@ class Event:
         self.recorded = False
 
     def record(self, stream: Stream | None = None) -> None:
+        storage.observe()  # recorded ops pending on the stream come before the event
         self.simulated_ns = (stream or current_stream()).simulated_ns
         self.recorded = True
 
@@ -87,7 +93,8 @@ class Event:
         return True
 
     def synchronize(self) -> None:
-        """Recorded work is already finished (see the module docstring)."""
+        """Recorded work is already finished (see the module docstring) once pending ops have run."""
+        storage.observe()
 
     def elapsed_time(self, end_event: Event) -> float:
         """Simulated device time from this event to `end_event`, in milliseconds."""
@@ -117,6 +124,7 @@ def default_stream(device: Any = None) -> Stream:
 
 def set_stream(stream: Stream) -> None:
     global _current
+    storage.observe()
     _current = stream
 
 

@@ -10,6 +10,17 @@ def eager_mode(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["deferred", "alone"])
+def deferral(request, monkeypatch):
+    """Both ways compiled eager ops run: recorded into deferred regions, and each as its own program."""
+    from neuron_mlir.frontend.device import region
+
+    region.flush()
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "1" if request.param == "deferred" else "0")
+    yield request.param
+    region.flush()
+
+
 @pytest.fixture
 def host_mode(monkeypatch):
     """Every eager op on the host: the device's semantics without compiling (fast)."""

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 neuron = torch.get_device_module("neuron")
+# every test both with eager ops recorded into deferred regions and with each op its own program
+pytestmark = pytest.mark.usefixtures("deferral")
 
 
 def _pair(shape=(4, 6)):

@@ -21,7 +21,8 @@ def compiled(monkeypatch, fresh_eager):
     return fresh_eager
 
 
-def test_an_op_compiles_once_per_signature_and_runs_natively(compiled):
+def test_an_op_compiles_once_per_signature_and_runs_natively(compiled, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")  # each op its own program, its time on the stream at once
     x = torch.randn(64, 32, device="neuron")
     y = torch.randn(64, 32, device="neuron")
     stream = neuron.current_stream()
@@ -222,7 +223,8 @@ def test_a_backward_op_returns_none_where_its_output_mask_says_so(compiled, mask
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
-def test_results_are_written_straight_into_device_memory(compiled, arrays_copied_in):
+def test_results_are_written_straight_into_device_memory(compiled, arrays_copied_in, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")  # each op its own program (test_region.py covers regions)
     a, b = torch.randn(16, 8), torch.randn(16, 8)
     x, y = a.to("neuron"), b.to("neuron")
     copied = arrays_copied_in

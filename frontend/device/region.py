@@ -1,0 +1,579 @@
+"""Deferred regions: consecutive eager ops on device tensors recorded and run as one compiled program.
+
+Input contract: `record` is offered every eager op whose single-op program compiled (`eager._Program`, with its
+results' shapes and dtypes from its trace) together with the device memory the program's results go to (a
+written tensor's own bytes, or a new block per fresh result), after the op's own checks have passed at the user's
+line. Everything else that reads or writes device bytes calls `storage.observe()` first (host aliases, NumPy
+views handed to compiled graphs and collectives, resizes, copies, events and stream switches), and so does the
+eager path before an op it does not record.
+
+Output guarantee: the device's memory, the current stream's simulated time and the time per op and line read, at
+every observation, what running each recorded op alone in order would have left. A region runs as one program
+compiled by `frontend.compile_graph` from the recorded ops' single-op graphs stitched in order (an FX graph of
+core ATen ops), cached in memory by its ops, their operand links and which results it stores, and on disk by the
+compile cache as any graph is. A result whose tensors all died before the region ran is no output of it and stays
+on chip. A region the compiler refuses, or whose run fails, runs op by op with the single-op programs, so that a
+failure names the line that issued the failing op.
+
+What is recorded and what flushes: an op whose operands are device tensors (or 0-d CPU scalars, whose values are
+taken when recorded) that are either outside the region's pending results or over one of them (the same bytes: a
+reshaped or dimension-permuted view of it is a view or permute node of the graph; part of its bytes, a slice or a
+row, an as_strided node), and whose written tensors and results all cover pending bytes exactly or none (a written
+tensor dense in another order of its dimensions is a result stored transposed, read back only at those strides); and
+a copy between device tensors of one shape and dtype into a contiguous one (`record_copy`: `clone`, `contiguous()`,
+`copy_`), as a contiguous clone. Anything else (pending bytes read as another dtype, a write to part of a pending
+result) runs the region first, then the op alone. The region also runs when a backward pass ends, when an optimizer
+step ends and when it reaches `NEURON_MLIR_REGION_OPS` ops (default 256), so that a training loop's regions repeat
+step after step and are found in the cache. `NEURON_MLIR_DEFER=0` turns recording off (every op its own program, as
+before).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuron_mlir.frontend.device import sources, storage, streams
+
+
+def enabled() -> bool:
+    """Whether eager ops are recorded: not with `NEURON_MLIR_DEFER=0`, nor when every op runs on the host
+    (`NEURON_MLIR_EAGER=host`, where a copy is the host's too)."""
+    environ = os.environ
+    return environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0") and environ.get("NEURON_MLIR_EAGER") != "host"
+
+
+def _limit() -> int:
+    return int(os.environ.get("NEURON_MLIR_REGION_OPS", "256"))
+
+
+# an operand's source: ("input", index into the region's inputs) or ("value", value id, view), where the view is
+# None (the value itself), ("view", shape), ("permute", contiguous shape, dims) or ("strided", shape, strides,
+# element offset) for part of the value's elements
+Source = tuple[Any, ...]
+
+
+@dataclass(eq=False)
+class _Op:
+    program: Any  # eager._Program
+    name: str
+    line: str
+    sources: list[Source]
+    values: list[int]  # value ids of the program's graph outputs, in order
+    targets: list[np.ndarray]  # per graph output, the device memory it is stored to
+
+
+@dataclass(eq=False)
+class _Written:
+    """The pending value of some bytes of a block: the latest value a recorded op gives them."""
+
+    value: int
+    start: int
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    # the strides it is stored at when not contiguous (a dense permutation of its dimensions), else None
+    strides: tuple[int, ...] | None = None
+
+
+@dataclass(eq=False)
+class _Region:
+    ops: list[_Op] = field(default_factory=list)
+    # region inputs: arrays over device bytes, or values taken when recorded, or gathers made at the run
+    inputs: list[Callable[[], np.ndarray]] = field(default_factory=list)
+    input_types: list[tuple[tuple[int, ...], torch.dtype]] = field(default_factory=list)
+    input_keys: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    # id(block) -> (a weak reference to the block, its pending values)
+    pending: dict[int, tuple[weakref.ref[Any], list[_Written]]] = field(default_factory=dict)
+    stream: Any = None
+    backward_task: int = -1
+    value_count: int = 0
+    limit: int = 0  # ops after which the region runs (`NEURON_MLIR_REGION_OPS`, read when it starts)
+    # id() of the blocks the region's inputs are read from, and per value id that of the block it is stored to
+    input_blocks: set[int] = field(default_factory=set)
+    target_blocks: dict[int, int] = field(default_factory=dict)
+    # per value id: (the block it is stored to, as a weak reference, and the pending entry it is, if any)
+    stored: dict[int, tuple[weakref.ref[Any], _Written]] = field(default_factory=dict)
+
+
+_region = _Region()
+
+
+@dataclass
+class _Compiled:
+    compiled: Any  # CompiledGraph
+    outputs: list[int]  # value ids stored by the program, in the order of the graph's outputs
+
+
+# region key -> its program, or None when the compiler refused it (its ops then run one by one)
+_programs: dict[tuple[Any, ...], _Compiled | None] = {}
+last_program: Any = None  # the compiled program of the region that ran last (its profile: `last_profile`)
+REGION_STATS = {"regions_run": 0, "region_ops": 0, "regions_compiled": 0, "regions_refused": 0, "flushes": 0}
+
+
+def pending_ops() -> int:
+    return len(_region.ops)
+
+
+def _entries(block: Any) -> list[_Written] | None:
+    found = _region.pending.get(id(block))
+    if found is None or found[0]() is not block:
+        return None
+    return found[1]
+
+
+def _source_of(tensor: torch.Tensor) -> Source | None:
+    """Where an operand's value comes from in the region, or None when it overlaps pending bytes otherwise than
+    exactly (the region must run first)."""
+    region = _region
+    if tensor.is_cpu:
+        region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
+        region.input_types.append((tuple(tensor.shape), tensor.dtype))
+        return ("input", len(region.inputs) - 1)
+    block = storage.block_of(tensor)
+    dtype = tensor.dtype
+    itemsize = dtype.itemsize
+    start = int(tensor.storage_offset()) * itemsize
+    contiguous = tensor.is_contiguous()
+    if contiguous:
+        nbytes = tensor.numel() * itemsize
+    else:
+        nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+    held = region.pending.get(id(block))
+    if held is not None and held[0]() is block:
+        for entry in held[1]:
+            if entry.start < start + nbytes and start < entry.start + entry.nbytes:
+                if entry.dtype != dtype:
+                    return None
+                if entry.start == start and entry.nbytes == nbytes:
+                    return _viewed(entry, tensor, contiguous)
+                return _within(entry, tensor, start, nbytes)
+    key = (id(block), start, tensor.shape, None if contiguous else tensor.stride(), dtype)
+    index = region.input_keys.get(key)
+    if index is None:
+        region.input_blocks.add(id(block))
+        dense = storage.dense_array(tensor) if contiguous else None
+        region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
+        region.input_types.append((tuple(tensor.shape), dtype))
+        index = region.input_keys[key] = len(region.inputs) - 1
+    return ("input", index)
+
+
+def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: array
+
+
+def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source | None:
+    # a pending value is contiguous: an operand over the same bytes is it, a reshape of it, or a permutation of
+    # the dimensions of a reshape of it (a square matrix's transpose has the value's shape, not its strides)
+    shape = tuple(tensor.shape)
+    if entry.strides is not None:  # stored in another order: read back only in that order
+        same = shape == entry.shape and tuple(tensor.stride()) == entry.strides
+        return ("value", entry.value, None) if same else None
+    if tensor.numel() != math.prod(entry.shape):
+        return None
+    if contiguous:
+        return ("value", entry.value, None if shape == entry.shape else ("view", shape))
+    found = _permutation(shape, tuple(tensor.stride()))
+    if found is None:
+        return None
+    dims, base = found
+    inverse = [dims.index(d) for d in range(len(shape))]
+    return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
+
+
+def _within(entry: _Written, tensor: torch.Tensor, start: int, nbytes: int) -> Source | None:
+    """A view of part of a pending value's bytes (a slice, a row), as an `as_strided` of the value; None when it
+    reaches outside them or the value is stored in another order."""
+    itemsize = tensor.dtype.itemsize
+    offset = start - entry.start
+    if entry.strides is not None or offset < 0 or offset + nbytes > entry.nbytes or offset % itemsize:
+        return None
+    return ("value", entry.value, ("strided", tuple(tensor.shape), tuple(tensor.stride()), offset // itemsize))
+
+
+def _permutation(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], list[int]] | None:
+    """The dimensions in memory order and the contiguous shape in that order, when a tensor of `shape` at
+    `strides` is dense in some order of its dimensions; else None."""
+    dims = sorted(range(len(shape)), key=lambda d: -strides[d])
+    base = [shape[d] for d in dims]
+    if storage.contiguous_strides(base) != [strides[d] for d in dims]:
+        return None
+    return dims, base
+
+
+def permuted_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """A strided NumPy array over the bytes of device tensor `tensor` when it is dense in some order of its
+    dimensions (an elementwise result of a transpose keeps that layout), else None."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    shape, strides = tuple(tensor.shape), tuple(tensor.stride())
+    if tensor.numel() == 0 or _permutation(shape, strides) is None:
+        return None
+    element = np.dtype(numpy_dtype(tensor.dtype))
+    start = int(tensor.storage_offset()) * element.itemsize
+    data = storage.block_of(tensor).data[start : start + tensor.numel() * element.itemsize].view(element)
+    return np.lib.stride_tricks.as_strided(data, shape=shape, strides=[s * element.itemsize for s in strides])
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    from neuron_mlir.frontend.tensors import to_numpy
+
+    return to_numpy(tensor)
+
+
+def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
+    """A strided operand's elements, gathered dense when the region runs (its bytes are the same then: every
+    write to device memory outside the region runs the region first, and the region writes its results last)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+
+    element = np.dtype(numpy_dtype(tensor.dtype))
+    itemsize = element.itemsize
+    start = tensor.storage_offset() * itemsize
+    shape, strides = tuple(tensor.shape), tuple(s * itemsize for s in tensor.stride())
+    data = block.data
+
+    def gather_typed() -> np.ndarray:
+        typed = data[start : start + _span(shape, strides, itemsize)].view(element)
+        return np.ascontiguousarray(np.lib.stride_tricks.as_strided(typed, shape=shape, strides=strides))
+
+    return gather_typed
+
+
+def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    if any(extent == 0 for extent in shape):
+        return 0
+    return itemsize + sum((extent - 1) * stride for extent, stride in zip(shape, strides, strict=True))
+
+
+def _writes_cleanly(entries: list[_Written], start: int, nbytes: int) -> bool:
+    """Whether a write of `nbytes` from `start` covers each pending value of its block exactly or not at all."""
+    return all(
+        (e.start, e.nbytes) == (start, nbytes) or e.start >= start + nbytes or start >= e.start + e.nbytes
+        for e in entries
+    )
+
+
+def record(
+    program: Any,
+    name: str,
+    operands: list[Any],
+    outputs: list[tuple[torch.Tensor, np.ndarray]],
+) -> bool:
+    """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
+    graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
+    the op cannot join the region; the region has then run, and the caller runs the op alone."""
+    stream = streams.current_stream()
+    task = torch._C._current_graph_task_id()
+    region = _region
+    if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
+        flush()  # another stream, or past a backward pass: a region of its own
+        region = _region
+    # per output: its block, and the bytes it covers there
+    spans = []
+    for tensor, _ in outputs:
+        block = storage.block_of(tensor)
+        itemsize = tensor.dtype.itemsize
+        start = int(tensor.storage_offset()) * itemsize
+        nbytes = tensor.numel() * itemsize
+        held = region.pending.get(id(block))
+        if held is not None and held[0]() is block and not _writes_cleanly(held[1], start, nbytes):
+            flush()
+            return False
+        spans.append((block, start, nbytes))
+    mark = len(region.inputs)
+    found = [_source_of(t) for t in operands]
+    if any(s is None for s in found):
+        # the region runs without the inputs this op added
+        del region.inputs[mark:], region.input_types[mark:]
+        region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
+        flush()
+        return False
+    if not region.ops:
+        region.stream = stream
+        region.limit = _limit()
+        storage.set_observer(flush)
+        _install_hooks()
+    if task != -1 and region.backward_task != task:
+        torch.autograd.Variable._execution_engine.queue_callback(flush)
+    region.backward_task = task
+    values = []
+    for (tensor, _), (block, start, nbytes) in zip(outputs, spans, strict=True):
+        value = region.value_count
+        region.value_count += 1
+        values.append(value)
+        strides = None if tensor.is_contiguous() else tuple(tensor.stride())
+        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape), strides)
+        held = region.pending.get(id(block))
+        if held is None or held[0]() is not block:
+            held = region.pending[id(block)] = (weakref.ref(block), [entry])
+        else:
+            held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (start, nbytes)]
+            held[1].append(entry)
+        region.stored[value] = (held[0], entry)
+        region.target_blocks[value] = id(block)
+    region.ops.append(
+        _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
+    )
+    if len(region.ops) >= region.limit:
+        flush()
+    return True
+
+
+@dataclass(eq=False)
+class _CopyProgram:
+    """A copy between device tensors of one shape and dtype, recorded like an op: its graph is a contiguous clone
+    of the source (the region's program fuses it like any op); run alone, it is a copy of the bytes."""
+
+    graph_module: Callable[[torch.Tensor], tuple[torch.Tensor]]
+    compiled: Any = None
+
+
+_copy_programs: dict[tuple[Any, ...], _CopyProgram] = {}
+
+
+def _clone(source: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.ops.aten.clone.default(source, memory_format=torch.contiguous_format),)
+
+
+def record_copy(source: torch.Tensor, destination: torch.Tensor) -> bool:
+    """Record `destination.copy_(source)` between device tensors of one shape and dtype into a contiguous
+    destination; False (nothing recorded) otherwise, the region having run if it had to."""
+    if source.dtype != destination.dtype or source.shape != destination.shape or destination.numel() == 0:
+        return False
+    target = storage.dense_array(destination)
+    if target is None:
+        return False
+    key = (tuple(destination.shape), destination.dtype)
+    program = _copy_programs.get(key)
+    if program is None:
+        program = _copy_programs[key] = _CopyProgram(_clone)
+    return record(program, streams.DEVICE_COPY, [source], [(destination, target)])
+
+
+_hooks_installed = False
+
+
+def _install_hooks() -> None:
+    """An optimizer step's end runs the region: a training loop's regions then repeat step after step."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from neuron_mlir.frontend.device.registration import hide_from_dynamo
+
+    register_optimizer_step_post_hook(_after_optimizer_step)
+    # torch calls them from C++ (the autograd engine's callback) and from optimizer code that a compiled function
+    # may run: the region's internals are not the user's code to trace
+    hide_from_dynamo(flush, _after_optimizer_step)
+
+
+def _after_optimizer_step(*_: Any) -> None:
+    flush()
+
+
+def flush() -> None:
+    """Run the pending region (nothing when none is pending)."""
+    global _region
+    region = _region
+    if not region.ops:
+        return
+    _region = _Region()
+    storage.set_observer(None)
+    REGION_STATS["flushes"] += 1
+    # the values some live tensor still holds: a result overwritten later, or whose tensors all died, is not stored
+    outputs = [value for value, (block, entry) in region.stored.items() if _is_latest(region, block(), entry)]
+    if not outputs:  # every result died unread: nothing to compute
+        for op in region.ops:
+            sources.record(op.name, 0.0, line=op.line)
+        return
+    key = _key(region, outputs)
+    if key in _programs:
+        compiled = _programs[key]
+    else:
+        compiled = _programs[key] = _compile(region, outputs)
+    if compiled is None:
+        _run_one_by_one(region)
+        return
+    try:
+        _run(region, compiled)
+    except Exception:
+        _programs[key] = None
+        _run_one_by_one(region)
+
+
+def _is_latest(region: _Region, block: Any, entry: _Written) -> bool:
+    if block is None:
+        return False
+    held = region.pending.get(id(block))
+    return held is not None and held[0]() is block and any(e is entry for e in held[1])
+
+
+def _key(region: _Region, outputs: list[int]) -> tuple[Any, ...]:
+    parts: list[Any] = [tuple(region.input_types), tuple(outputs)]
+    for op in region.ops:
+        parts.append((id(op.program), tuple(op.sources)))
+    return tuple(parts)
+
+
+def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from neuron_mlir.frontend.backend import CompileOptions
+    from neuron_mlir.frontend.compile_graph import CompiledGraph, compile_graph
+
+    examples = [torch.empty(shape, dtype=dtype) for shape, dtype in region.input_types]
+    ops = region.ops
+
+    def stitched(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values: dict[int, torch.Tensor] = {}
+        for op in ops:
+            operands = [_resolve(source, inputs, values) for source in op.sources]
+            results = op.program.graph_module(*operands)
+            for value, result in zip(op.values, results, strict=True):
+                values[value] = result
+        return tuple(values[v] for v in outputs)
+
+    from neuron_mlir.frontend.device.eager import _clean_dispatch_state
+
+    try:
+        # the dispatcher's state as a single op's trace has it: a flush may come from inside a tensor subclass's
+        # dispatch or an autocast region
+        with _clean_dispatch_state(), FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fakes = [mode.from_tensor(e) for e in examples]
+            graph_module = make_fx(stitched)(*fakes)
+        options = CompileOptions.from_user({"strict": True, "progress": False})
+        compiled = compile_graph(graph_module, examples, options, "eager_region")
+    except Exception:  # a region that does not trace or compile (NeuronCompileError and others) runs op by op
+        REGION_STATS["regions_refused"] += 1
+        return None
+    if not isinstance(compiled, CompiledGraph) or compiled._seeded or compiled.signature.guards:
+        REGION_STATS["regions_refused"] += 1
+        return None
+    REGION_STATS["regions_compiled"] += 1
+    return _Compiled(compiled, outputs)
+
+
+def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
+    if source[0] == "input":
+        return inputs[source[1]]
+    value = values[source[1]]
+    view = source[2]
+    if view is None:
+        return value
+    if view[0] == "view":
+        return value.reshape(view[1])
+    if view[0] == "strided":  # the value is contiguous: its elements in order from its storage offset
+        return torch.ops.aten.as_strided.default(value, view[1], view[2], value.storage_offset() + view[3])
+    return value.reshape(view[1]).permute(view[2])
+
+
+def _run(region: _Region, compiled: _Compiled) -> None:
+    global last_program
+    program = compiled.compiled
+    signature = program.signature
+    arrays = [make() for make in region.inputs]
+    targets = {value: target for op in region.ops for value, target in zip(op.values, op.targets, strict=True)}
+    into: list[np.ndarray | None] = [None] * len(program.program.outputs)
+    uses: dict[int, int] = {}
+    for index in signature.outputs:
+        if index is not None:
+            uses[index] = uses.get(index, 0) + 1
+    # the simulator writes an output given a place straight there after the run, in output order, and an output
+    # that is an input's buffer is read from the caller's array then: memory that an input of the region is read
+    # from receives its new value only after the run
+    read = region.input_blocks
+    for value, index in zip(compiled.outputs, signature.outputs, strict=True):
+        target = targets[value]
+        if (
+            index is not None
+            and uses[index] == 1
+            and region.target_blocks[value] not in read
+            and target.flags.c_contiguous  # a result stored in another order is copied there after the run
+        ):
+            into[index] = target
+    results = signature.results(program.run_arrays(signature.arguments(arrays), None, into))
+    for value, index, result in zip(compiled.outputs, signature.outputs, results, strict=True):
+        target = targets[value]
+        if index is None or uses[index] != 1 or result is not target:
+            np.copyto(target, np.asarray(result).reshape(target.shape))
+    total = float(program.last_profile.total_ns)
+    last_program = program
+    _account(region, total)
+    REGION_STATS["regions_run"] += 1
+    REGION_STATS["region_ops"] += len(region.ops)
+
+
+def _account(region: _Region, total: float) -> None:
+    """The region's time on its stream, split among its ops' lines by their single-op programs' times."""
+    region.stream.add_run(total)
+    alone = [_single_ns(op.program) for op in region.ops]
+    whole = sum(alone)
+    for op, ns in zip(region.ops, alone, strict=True):
+        sources.record(op.name, total * ns / whole if whole else total / len(region.ops), line=op.line)
+
+
+def _single_ns(program: Any) -> float:
+    profile = getattr(program.compiled, "last_profile", None)
+    return float(profile.total_ns) if profile is not None else 0.0
+
+
+def _run_one_by_one(region: _Region) -> None:
+    """Each recorded op's own program, in order, reading earlier results from the memory they were stored to."""
+    arrays = [make() for make in region.inputs]
+    stored: dict[int, np.ndarray] = {}
+    for op in region.ops:
+        operands = [_operand(source, arrays, stored) for source in op.sources]
+        if isinstance(op.program, _CopyProgram):
+            np.copyto(op.targets[0], operands[0].reshape(op.targets[0].shape))
+            stored[op.values[0]] = op.targets[0]
+            sources.record(op.name, 0.0, line=op.line)
+            continue
+        compiled = op.program.compiled
+        signature = compiled.signature
+        try:
+            outputs = signature.results(compiled.run_arrays(signature.arguments(operands), None, []))
+        except Exception as error:
+            error.add_note(f"neuron-mlir: raised by {op.name} issued at {op.line}")
+            raise
+        for value, target, result in zip(op.values, op.targets, outputs, strict=True):
+            np.copyto(target, np.asarray(result).reshape(target.shape))
+            stored[value] = target
+        ns = _single_ns(op.program)
+        region.stream.add_run(ns)
+        sources.record(op.name, ns, line=op.line)
+
+
+def _operand(source: Source, arrays: list[np.ndarray], stored: dict[int, np.ndarray]) -> np.ndarray:
+    if source[0] == "input":
+        return arrays[source[1]]
+    value = stored[source[1]]
+    view = source[2]
+    if view is None:
+        return np.ascontiguousarray(value)  # a result stored in another order is read back dense
+    if view[0] == "view":
+        return value.reshape(view[1])
+    if view[0] == "strided":
+        itemsize = value.itemsize
+        flat = value.reshape(-1)[view[3] :]
+        strided = np.lib.stride_tricks.as_strided(flat, shape=view[1], strides=[s * itemsize for s in view[2]])
+        return np.ascontiguousarray(strided)
+    return np.ascontiguousarray(value.reshape(view[1]).transpose(view[2]))
+
+
+def reset() -> None:
+    """Forget the region programs (the pending region runs first)."""
+    flush()
+    _programs.clear()
+    for counter in REGION_STATS:
+        REGION_STATS[counter] = 0

@@ -1,0 +1,309 @@
+"""Deferred regions: eager ops recorded and run as one program give what running each alone gives, with views,
+in-place writes and `out=` of pending results, tensors freed before the run, the flush points, the stream's time
+and errors at the user's line."""
+
+import pytest
+import torch
+from support import assert_close_to_torch
+
+neuron = torch.get_device_module("neuron")
+
+
+@pytest.fixture
+def deferred(monkeypatch):
+    from neuron_mlir.frontend.device import region
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "1")
+    return region
+
+
+def _warm(fn, *args):
+    """`fn` run once so that its ops' programs are known (a region records only ops that have run before)."""
+    fn(*args)
+    neuron.synchronize()
+
+
+def _ops(x, w):
+    h = torch.relu(x @ w)
+    h = h.reshape(2, -1)  # a reshape of a pending result: a view node in the region
+    g = h.t().sum(dim=1)  # a transpose of it
+    h.add_(1.0)  # in place on a pending result
+    return h, g
+
+
+def test_a_region_gives_the_values_of_the_ops_alone(deferred):
+    x, w = torch.randn(4, 8), torch.randn(8, 6)
+    dx, dw = x.to("neuron"), w.to("neuron")
+    _warm(_ops, dx, dw)
+    before = dict(deferred.REGION_STATS)
+    h, s = _ops(dx, dw)
+    assert deferred.pending_ops() > 0  # recorded, not run
+    expected_h, expected_s = _ops(x, w)
+    assert_close_to_torch(h.cpu(), expected_h, "in-place result of a reshape")  # .cpu() runs the region
+    assert deferred.pending_ops() == 0
+    assert_close_to_torch(s.cpu(), expected_s, "sum of a transpose")
+    assert deferred.REGION_STATS["region_ops"] - before["region_ops"] == 4  # mm, relu, sum, add_
+
+
+def test_the_same_region_again_is_found_in_the_cache(deferred):
+    dx, dw = torch.randn(4, 8, device="neuron"), torch.randn(8, 6, device="neuron")
+    _warm(_ops, dx, dw)
+    _ops(dx, dw)
+    neuron.synchronize()
+    compiled = deferred.REGION_STATS["regions_compiled"]
+    for _ in range(3):
+        _ops(dx, dw)
+        neuron.synchronize()
+    assert deferred.REGION_STATS["regions_compiled"] == compiled
+
+
+def test_a_transpose_of_a_square_pending_result_is_not_the_result(deferred):
+    x = torch.randn(4, 4)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t + 1.0
+        return y.t().sum(dim=1)  # the same bytes and shape as `y`, other strides
+
+    _warm(steps, dx)
+    assert_close_to_torch(steps(dx).cpu(), steps(x))
+
+
+def test_copies_between_device_tensors_join_the_region(deferred):
+    x = torch.randn(3, 5)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t * 2.0
+        z = y.t().contiguous()  # a copy of a transposed pending result
+        w = t.clone()  # a copy of a region input
+        w.copy_(z.t())  # into a pending result, from a view of another
+        return z + 1.0, w
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    z, w = steps(dx)
+    assert deferred.pending_ops() == 5  # mul, three copies, add
+    expected_z, expected_w = steps(x)
+    assert_close_to_torch(z.cpu(), expected_z)
+    assert_close_to_torch(w.cpu(), expected_w)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
+def test_results_stored_in_a_transposed_order(deferred):
+    x = torch.randn(4, 6)
+
+    def steps(t):
+        y = (t + 1.0).t() * 2.0  # an elementwise op of a transpose keeps its strides: stored transposed
+        z = y.sum(dim=1)  # read back at those strides
+        y.t().add_(1.0)  # written through the other order: `y`'s bytes pending at two geometries
+        return y.exp(), z
+
+    _warm(steps, x.to("neuron"))
+    dx = x.to("neuron")
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 2  # the read in the other order ran the first region
+
+
+def test_slices_of_a_pending_result_join_the_region(deferred):
+    x = torch.randn(6, 4)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t * 3.0
+        return y[1:4] + 1.0, y[:, 1:3] * 2.0, y[2], y  # rows, a strided block, a row of the pending `y`
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
+def test_pending_bytes_read_as_another_dtype_run_the_region_first(deferred):
+    x = torch.randn(6, 4)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t * 3.0
+        return y.view(torch.int32) + 1, y
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    bits, whole = steps(dx)
+    assert deferred.pending_ops() == 0  # the region ran before the add, which ran alone
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+    expected_bits, expected_whole = steps(x)
+    assert torch.equal(bits.cpu(), expected_bits)
+    assert_close_to_torch(whole.cpu(), expected_whole)
+
+
+def test_in_place_and_out_on_region_inputs_and_results(deferred):
+    x = torch.randn(5, 3)
+
+    def steps(t, out):
+        t.mul_(2.0)  # an input written in place: later reads see the new value
+        torch.add(t, 1.0, out=out)
+        out.sub_(t)
+        t.add_(out)
+        return t, out
+
+    device_out = torch.empty(5, 3, device="neuron")
+    _warm(steps, x.to("neuron"), device_out)
+    device_x = x.to("neuron")
+    steps(device_x, device_out)
+    host_x, host_out = steps(x.clone(), torch.empty(5, 3))
+    assert_close_to_torch(device_x.cpu(), host_x)
+    assert_close_to_torch(device_out.cpu(), host_out)
+
+
+def test_a_result_freed_before_the_run_is_not_stored_and_memory_stays_exact(deferred):
+    dx = torch.randn(64, 64, device="neuron")
+
+    def steps(t):
+        a = t * 2.0
+        b = a + 1.0
+        del a
+        return b.exp()
+
+    _warm(steps, dx)
+    start = neuron.memory_allocated()
+    result = steps(dx)
+    # `a` and `b` died while pending: their memory is given back at once, and only the result's is held
+    assert neuron.memory_allocated() - start == result.numel() * result.element_size()
+    assert_close_to_torch(result.cpu(), (dx.cpu() * 2.0 + 1.0).exp())
+
+
+@pytest.mark.parametrize(
+    "observe",
+    [
+        lambda t: t.sum().item(),
+        lambda t: t.tolist(),
+        lambda t: repr(t),
+        lambda t: neuron.synchronize(),
+        lambda t: t.to("cpu"),
+        lambda t: t.nonzero(),  # its size depends on the values: an op on the host
+    ],
+    ids=["item", "tolist", "print", "synchronize", "copy to the host", "size-dependent op"],
+)
+def test_observing_a_value_runs_the_region(deferred, observe):
+    dx = torch.randn(3, 4, device="neuron")
+    _warm(lambda t: torch.tanh(t) * 2.0, dx)
+    y = torch.tanh(dx) * 2.0
+    assert deferred.pending_ops() > 0
+    observe(y)
+    assert deferred.pending_ops() == 0
+    assert_close_to_torch(y.cpu(), torch.tanh(dx.cpu()) * 2.0)
+
+
+def test_backward_and_optimizer_step_end_their_regions(deferred):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    reference.load_state_dict(model.state_dict())
+    model.to("neuron")
+    x, labels = torch.randn(4, 8), torch.tensor([0, 2, 1, 2])
+    dx, dlabels = x.to("neuron"), labels.to("neuron")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    host_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(dx), dlabels).backward()
+        assert deferred.pending_ops() == 0  # the backward's end ran its region
+        optimizer.step()
+        assert deferred.pending_ops() == 0  # and so did the step's end
+        host_optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(reference(x), labels).backward()
+        host_optimizer.step()
+    assert deferred.REGION_STATS["regions_run"] >= 2
+    for device_parameter, host_parameter in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close_to_torch(device_parameter.detach().cpu(), host_parameter.detach(), "parameter after 3 steps")
+
+
+def test_a_change_of_stream_starts_a_region(deferred):
+    dx = torch.randn(4, 4, device="neuron")
+    _warm(lambda t: t * 3.0, dx)
+    first = dx * 3.0
+    with neuron.stream(neuron.Stream()):
+        second = first * 3.0  # recorded into a new region, after the first one ran
+    assert_close_to_torch(second.cpu(), dx.cpu() * 9.0)
+    assert_close_to_torch(first.cpu(), dx.cpu() * 3.0)
+
+
+def test_the_region_length_limit(deferred, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_REGION_OPS", "2")
+    dx = torch.randn(4, device="neuron")
+    _warm(lambda t: t + 1.0, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    y = dx
+    for _ in range(4):
+        y = y + 1.0
+    assert deferred.REGION_STATS["regions_run"] - runs == 2
+    assert_close_to_torch(y.cpu(), dx.cpu() + 4.0)
+
+
+def test_simulated_time_and_time_per_line(deferred):
+    from neuron_mlir.frontend.device import sources
+
+    dx = torch.randn(16, 16, device="neuron")
+    _warm(lambda t: (t @ t).relu(), dx)
+    start, end = neuron.Event(enable_timing=True), neuron.Event(enable_timing=True)
+    calls = sum(e.calls for e in sources.EAGER_TIMES.values())
+    start.record()
+    y = (dx @ dx).relu()
+    end.record()  # runs the region: its time lies between the events
+    assert deferred.last_program.name.endswith("eager_region")
+    assert start.elapsed_time(end) == pytest.approx(deferred.last_program.last_profile.total_ns / 1e6)
+    assert sum(e.calls for e in sources.EAGER_TIMES.values()) - calls == 2  # each op counted at its own line
+    assert_close_to_torch(y.cpu(), (dx.cpu() @ dx.cpu()).relu())
+
+
+def test_an_op_that_fails_in_a_region_names_its_line(deferred, monkeypatch):
+    from neuron_mlir.frontend.compile_graph import CompiledGraph
+
+    dx = torch.randn(4, 4, device="neuron")
+    _warm(lambda t: torch.exp(t) + 1.0, dx)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(deferred, "_run", fail)  # the region's program fails: its ops run one by one
+    run_arrays = CompiledGraph.run_arrays
+
+    def exp_fails(self, *args, **kwargs):
+        if self.name.endswith("_exp_default"):
+            fail()
+        return run_arrays(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledGraph, "run_arrays", exp_fails)
+    y = torch.exp(dx) + 1.0
+    with pytest.raises(RuntimeError, match="simulated failure") as raised:
+        y.cpu()
+    assert any("test_region.py:" in note and "exp" in note for note in raised.value.__notes__)
+
+
+def test_errors_still_raise_at_the_users_line(deferred):
+    dx, dw = torch.randn(4, 8, device="neuron"), torch.randn(8, 6, device="neuron")
+    _warm(_ops, dx, dw)
+    _ops(dx, dw)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        dx @ dx  # checked when issued, not when the region runs
+    h, _ = _ops(dx, dw)
+    assert_close_to_torch(h.cpu(), _ops(dx.cpu(), dw.cpu())[0])
+
+
+def test_deferral_off(monkeypatch, fresh_eager):
+    from neuron_mlir.frontend.device import region
+
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    monkeypatch.setenv("NEURON_MLIR_DEFER", "0")
+    dx = torch.randn(4, device="neuron")
+    for _ in range(2):
+        y = dx * 2.0
+        assert region.pending_ops() == 0
+    assert_close_to_torch(y.cpu(), dx.cpu() * 2.0)
