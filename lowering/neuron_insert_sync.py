@@ -47,7 +47,7 @@ from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.ir_queries import defined_functions, index_interval, size_argument_ranges
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -67,7 +67,10 @@ _SCAN_ALL = 48  # records of a kind few enough that a query visits them all inst
 
 @dataclass(frozen=True)
 class _LoopRange:
-    """The induction's values: lower + step * t for t in [0, trips); trips None when the bounds are not constant."""
+    """The induction's values: lower + step * t for t in [0, trips); trips None when nothing bounds them. A bound
+    computed at run time from size arguments (a size bucket's loop over the call's rows) counts with the most
+    trips the arguments' ranges allow, and a lower bound computed so with its least value and step 1: the range
+    then holds every value the induction may take, and more."""
 
     lower: int
     step: int
@@ -186,6 +189,7 @@ class _State:
     interned: dict[FootprintKey, Footprint] = field(default_factory=dict)
     accesses: dict[InstructionOp, tuple[list[Footprint], list[Footprint]]] = field(default_factory=dict)
     conflicts: dict[tuple[Footprint, Footprint, int, int], bool] = field(default_factory=dict)
+    sizes: dict[SSAValue, tuple[int, int]] = field(default_factory=dict)  # each size argument's range
 
     def group(self, footprint: Footprint) -> _Group:
         key = (footprint.memory, footprint.buffer)
@@ -197,12 +201,16 @@ class _State:
 
     def loop_range(self, loop: scf.ForOp) -> _LoopRange:
         if loop not in self.ranges:
-            lower, upper, step = (self.value_of(v) for v in (loop.lb, loop.ub, loop.step))
-            if lower is None or step is None or step <= 0:
+            lower, step = self.value_of(loop.lb), self.value_of(loop.step)
+            lowest, highest = index_interval(loop.lb, self.sizes), index_interval(loop.ub, self.sizes)
+            if step is None or step <= 0 or lowest is None:
                 self.ranges[loop] = _LoopRange(lower or 0, step or 1, None)
+            elif highest is None:
+                self.ranges[loop] = _LoopRange(lowest[0], step, None)
+            elif lower is None:  # from where an earlier loop over the call's rows stopped
+                self.ranges[loop] = _LoopRange(lowest[0], 1, max(0, highest[1] - lowest[0]))
             else:
-                trips = None if upper is None else max(0, -((lower - upper) // step))
-                self.ranges[loop] = _LoopRange(lower, step, trips)
+                self.ranges[loop] = _LoopRange(lower, step, max(0, -((lower - highest[1]) // step)))
         return self.ranges[loop]
 
     def value_of(self, value: SSAValue) -> int | None:
@@ -595,7 +603,7 @@ class NeuronInsertSyncPass(ModulePass):
                 instruction.properties["id"] = IntegerAttr(number, i64)
                 instruction.properties.pop("waits", None)
             waits: dict[InstructionOp, set[int]] = {}
-            _visit(function.body.block, _State(), waits)
+            _visit(function.body.block, _State(sizes=size_argument_ranges(function)), waits)
             for instruction, ids in waits.items():
                 own = instruction.instruction_id.value.data if instruction.instruction_id is not None else -1
                 ordered = sorted(i for i in ids if i != own)
