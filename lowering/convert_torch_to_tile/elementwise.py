@@ -188,28 +188,37 @@ def bounded_space(
     return tuple(dims), canonical, dynamic
 
 
-def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
-    """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end. Computed once per function, at
-    its top (after the index constants), so that nests bounded alike have the same bound and tile-fuse-loops
-    fuses them."""
-    if tile == 1:
+def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int, rounds: int = 1) -> SSAValue:
+    """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end; with `rounds`, where the whole
+    rounds of `rounds` such tiles end (the trips a loop of `rounds` tiles per trip runs before the tiles left).
+    Computed once per function, at its top (after the index constants), so that nests bounded alike have the
+    same bound and tile-fuse-loops fuses them."""
+    if tile == 1 and rounds == 1:
         return bound
     cache = em.context.size_uppers if em.context is not None else {}
-    if (bound, tile) not in cache:
+    if (bound, tile, rounds) not in cache:
         block = em.constant_block
-        rounded = arith.AddiOp(bound, em.index(tile - 1))
-        tiles = arith.FloorDivSIOp(rounded.result, em.index(tile))
-        upper = arith.MuliOp(tiles.result, em.index(tile))
-        ops: list[Operation] = [rounded, tiles, upper]
+        ops: list[Operation] = []
+        dividend: SSAValue
+        if rounds == 1:
+            ops.append(arith.AddiOp(bound, em.index(tile - 1)))
+            dividend = ops[-1].results[0]
+        else:  # floor(ceil(bound / tile) / rounds) rounds of tiles
+            dividend = bounded_upper(em, bound, tile)
+        ops.append(arith.FloorDivSIOp(dividend, em.index(tile * rounds)))
+        ops.append(arith.MuliOp(ops[-1].results[0], em.index(tile * rounds)))
+        upper = ops[-1]
         anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
+        if isinstance(dividend.owner, Operation) and rounds > 1:  # after the tiles' end it divides
+            anchor = dividend.owner.next_op
         for op in ops:
             op.location = em.location
             if anchor is None:
                 block.add_op(op)
             else:
                 block.insert_op_before(op, anchor)
-        cache[bound, tile] = upper.result
-    return cache[bound, tile]
+        cache[bound, tile, rounds] = upper.results[0]
+    return cache[bound, tile, rounds]
 
 
 def bounded_loop(
