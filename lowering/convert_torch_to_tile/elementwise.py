@@ -352,7 +352,7 @@ def emit_elementwise(
     trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
     plain = tiling.tile_dims == trailing
     by_column = [
-        _broadcast_column(layout, tiling) and not is_integer_type(element_type_of(value))
+        _broadcast_column(layout, tiling) and _spreads_exactly(element_type_of(value))
         for layout, value in zip(canonical[1:], operands, strict=True)
     ]
 
@@ -432,9 +432,16 @@ def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
     return layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
+def _spreads_exactly(element_type: Attribute) -> bool:
+    """Whether `_spread` keeps every value of `element_type`: floats, and integers of at most 16 bits (booleans:
+    the masks that pick real rows), which the engines' fp32 arithmetic holds exactly; wider integers would be
+    rounded."""
+    return not isinstance(element_type, IntegerType) or element_type.bitwidth <= 16
+
+
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
-    """The float [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
-    included, where +0 + -0 would be +0)."""
+    """The [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
+    included, where +0 + -0 would be +0; integers of `_spreads_exactly` exact through fp32)."""
     source = column.type
     assert isinstance(source, TileType)
     wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)
