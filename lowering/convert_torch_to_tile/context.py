@@ -45,7 +45,7 @@ class ConversionContext:
     # each size argument's extent in the bucket the function is compiled for (the top of its range)
     size_extents: dict[str, int] = field(default_factory=dict)
     # (size argument, tile, rounds) -> where the (rounds of) tiles covering its extent end, computed once at the
-    # function's top
+    # function's top; rounds 0: how many tiles cover it
     size_uppers: dict[tuple[SSAValue, int, int], SSAValue] = field(default_factory=dict)
 
 

@@ -195,30 +195,49 @@ def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int, rounds: int =
     same bound and tile-fuse-loops fuses them."""
     if tile == 1 and rounds == 1:
         return bound
+    key = (bound, tile, rounds)
     cache = em.context.size_uppers if em.context is not None else {}
-    if (bound, tile, rounds) not in cache:
-        block = em.constant_block
-        ops: list[Operation] = []
+    if key not in cache:
         dividend: SSAValue
         if rounds == 1:
-            ops.append(arith.AddiOp(bound, em.index(tile - 1)))
-            dividend = ops[-1].results[0]
+            rounded = arith.AddiOp(bound, em.index(tile - 1))
+            _at_top(em, [rounded], None)
+            dividend = rounded.result
         else:  # floor(ceil(bound / tile) / rounds) rounds of tiles
             dividend = bounded_upper(em, bound, tile)
-        ops.append(arith.FloorDivSIOp(dividend, em.index(tile * rounds)))
-        ops.append(arith.MuliOp(ops[-1].results[0], em.index(tile * rounds)))
-        upper = ops[-1]
-        anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
-        if isinstance(dividend.owner, Operation) and rounds > 1:  # after the tiles' end it divides
-            anchor = dividend.owner.next_op
-        for op in ops:
-            op.location = em.location
-            if anchor is None:
-                block.add_op(op)
-            else:
-                block.insert_op_before(op, anchor)
-        cache[bound, tile, rounds] = upper.results[0]
-    return cache[bound, tile, rounds]
+        rounds_done = arith.FloorDivSIOp(dividend, em.index(tile * rounds))
+        upper = arith.MuliOp(rounds_done.result, em.index(tile * rounds))
+        _at_top(em, [rounds_done, upper], dividend)
+        cache[key] = upper.result
+    return cache[key]
+
+
+def bounded_tiles(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
+    """ceil(bound / tile): how many tiles of `tile` cover [0, bound), computed once at the function's top (the
+    trip count of a loop over tile indices)."""
+    key = (bound, tile, 0)
+    cache = em.context.size_uppers if em.context is not None else {}
+    if key not in cache:
+        upper = bounded_upper(em, bound, tile)
+        count = arith.FloorDivSIOp(upper, em.index(tile))
+        _at_top(em, [count], upper)
+        cache[key] = count.result
+    return cache[key]
+
+
+def _at_top(em: LoopNestBuilder, ops: list[Operation], after: SSAValue | None) -> None:
+    """Insert `ops` into the function's top block: right after `after`'s definition, or before its first op that
+    is not an index constant."""
+    block = em.constant_block
+    anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
+    if after is not None and isinstance(after.owner, Operation):
+        anchor = after.owner.next_op
+    for op in ops:
+        op.location = em.location
+        if anchor is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, anchor)
 
 
 def bounded_loop(
