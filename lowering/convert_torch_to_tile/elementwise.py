@@ -370,10 +370,7 @@ def emit_elementwise(
     whole_free = [space[d] for d in tiling.free[:-1]]
     trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
     plain = tiling.tile_dims == trailing
-    by_column = [
-        _broadcast_column(layout, tiling) and _spreads_exactly(element_type_of(value))
-        for layout, value in zip(canonical[1:], operands, strict=True)
-    ]
+    by_column = [_broadcast_column(layout, tiling) for layout in canonical[1:]]
 
     def positions(loop_indices: list[Index], p0: Index, f0: Index) -> list[Index]:
         indices: list[Index] = [0] * len(space)
@@ -443,24 +440,18 @@ def bounded_nest(
 
 
 def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
-    """Whether an operand is a float column broadcast along the (one-dimensional) free axis ([P, 1] values, free
-    stride 0), or one value broadcast everywhere (a 0-d tensor: `where(mask, 0.0, -inf)`'s): loaded as one
-    element per partition and spread on chip, instead of a DMA of one element per descriptor."""
+    """Whether an operand is a column broadcast along the (one-dimensional) free axis ([P, 1] values, free stride
+    0: a float, a boolean mask, integer positions), or one value broadcast everywhere (a 0-d tensor:
+    `where(mask, 0.0, -inf)`'s): loaded as one element per partition and spread on chip, instead of a DMA of one
+    element per descriptor."""
     if len(tiling.free) != 1:
         return False
     return layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
-def _spreads_exactly(element_type: Attribute) -> bool:
-    """Whether `_spread` keeps every value of `element_type`: floats, and integers of at most 16 bits (booleans:
-    the masks that pick real rows), which the engines' fp32 arithmetic holds exactly; wider integers would be
-    rounded."""
-    return not isinstance(element_type, IntegerType) or element_type.bitwidth <= 16
-
-
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
     """The [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
-    included, where +0 + -0 would be +0; integers of `_spreads_exactly` exact through fp32)."""
+    included, where +0 + -0 would be +0; an integer column adds in integer mode, exact at every width)."""
     source = column.type
     assert isinstance(source, TileType)
     wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)

@@ -191,8 +191,8 @@ func.func @zero_dimensional_operands(%mask: tensor<2x512x512xi1>, %zero: tensor<
 // -----
 
 // A boolean column broadcast along the free axis (a size bucket's mask of real keys, `where(real[s, None], k, 0)`)
-// is spread on chip like a float one: one element per partition, then -0 + column (exact for booleans and
-// integers of at most 16 bits), not a DMA of one element per descriptor.
+// is spread on chip like a float one: one element per partition, then -0 + column (in integer mode for
+// booleans and integers: exact), not a DMA of one element per descriptor.
 // CHECK-LABEL: func.func @boolean_column
 // CHECK:       %[[REAL:.*]] = tile.view %real : memref<1x1x512x1xi1, #mem<hbm>> to memref<8x512x64xi1, strided<[0, 1, 0]>, #mem<hbm>>
 // CHECK:       scf.for
