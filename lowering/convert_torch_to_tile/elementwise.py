@@ -149,14 +149,18 @@ def size_factors(em: LoopNestBuilder, op: Operation, dim: int) -> list[tuple[SSA
 
 
 def bounded_space(
-    shape: Sequence[int], layouts: Sequence[Layout], bounds: Sequence[SSAValue | None]
+    shape: Sequence[int],
+    layouts: Sequence[Layout],
+    bounds: Sequence[SSAValue | None],
+    merged_tile: int | None = None,
 ) -> tuple[tuple[int, ...], list[Layout], dict[int, SSAValue]] | None:
     """A canonical [loops..., P, F] space in which each bounded dimension stays a dimension of its own, with the
     layouts viewed in it and the bounded dimensions whose trips can follow the call (space index -> bound): a
     loop dimension, or the partition dimension when its extent is a multiple of the partition tile (so that each
     row tile it starts lies inside the bucket). None when none can, or when the free axis would be narrow (tiles
-    of a few elements would cost more in fixed DMA costs than the trips save): the op then runs its whole
-    extent, merged as usual."""
+    of a few elements would cost more in fixed DMA costs than the trips save) and narrower than `merged_tile`,
+    the free size the op's tiles have when it runs merged (its tiles then stay as they are, and only the trips
+    change): the op then runs its whole extent, merged as usual."""
     if len(bounds) != len(shape):
         return None
     # segments of consecutive dimensions that may merge: each bounded dimension is one of its own
@@ -182,7 +186,7 @@ def bounded_space(
             mine.extend(more)
     rank = len(dims)
     dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d == rank - 2 and dims[d] % PARTITION_TILE == 0)}
-    if rank < 2 or not dynamic or dims[-1] < NARROW_FREE:
+    if rank < 2 or not dynamic or dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE):
         return None
     canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
     return tuple(dims), canonical, dynamic
@@ -353,7 +357,16 @@ def emit_elementwise(
     if out is None:
         out = alloc(em, out_shape, out_element_type)
     layouts = [layout_of(out)] + [layout_of(value).broadcast_to(out_shape) for value in operands]
-    bounded = bounded_space(out_shape, layouts, bounds) if bounds is not None else None
+    bounded = None
+    if bounds is not None:
+        # the free size of the merged tiles: the last dimension of the merged space, unless a wide tiling would
+        # gather more into it
+        merged_space, merged_layouts = iteration_space(out_shape, layouts)
+        merged_tile = merged_space[-1] if merged_space else None
+        if wide and compute_at is None and merged_tile is not None:
+            tiling, _ = wide_tiling(merged_space, merged_layouts, emitter_target(em).max_free_dims)
+            merged_tile = math.prod(tiling.space[d] for d in tiling.free) if len(tiling.free) > 1 else merged_tile
+        bounded = bounded_space(out_shape, layouts, bounds, merged_tile)
     dynamic: dict[int, SSAValue] = {}
     if bounded is not None:
         space, canonical, dynamic = bounded

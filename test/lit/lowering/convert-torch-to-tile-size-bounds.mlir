@@ -75,3 +75,19 @@ func.func @token_rows(%x: tensor<1024x64xf32>, %w: tensor<64x96xf32>, %b: tensor
   %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<1024x64xf32>, tensor<64x96xf32>) -> tensor<1024x96xf32>
   func.return %0 : tensor<1024x96xf32>
 }
+
+// -----
+
+// The zeroing of padded keys in a size bucket's program: rows of 16 elements, as narrow bounded as merged (the
+// mask broadcasts along the free axis, so no wider tiling applies), so the batch loop runs the call's s0 trips
+// over the same [128, 16] tiles instead of every batch of the bucket.
+// CHECK-LABEL: func.func @narrow_as_merged
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[H:.*]] = %c0 to %c2 step %c1 {
+// CHECK-NEXT:      scf.for %[[ROW:.*]] = %c0 to %c512 step %c128 {
+// CHECK:             tile.load %keys[%[[B]], %[[H]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x16xf32, sbuf>
+// CHECK:             tile.store %{{.*}}, %where[%[[B]], %[[H]], %[[ROW]], %c0] : !tile.tile<128x16xf32, sbuf>
+func.func @narrow_as_merged(%keys: tensor<4x2x512x16xf32>, %real: tensor<1x1x512x1xi1>, %zero: tensor<f32>) -> tensor<4x2x512x16xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64]]} {
+  %where = torch.aten.where.self %real, %keys, %zero {neuron.size_bounds = ["s0", "", "", ""]} : (tensor<1x1x512x1xi1>, tensor<4x2x512x16xf32>, tensor<f32>) -> tensor<4x2x512x16xf32>
+  func.return %where : tensor<4x2x512x16xf32>
+}
