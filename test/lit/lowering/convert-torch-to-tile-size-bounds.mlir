@@ -91,3 +91,22 @@ func.func @narrow_as_merged(%keys: tensor<4x2x512x16xf32>, %real: tensor<1x1x512
   %where = torch.aten.where.self %real, %keys, %zero {neuron.size_bounds = ["s0", "", "", ""]} : (tensor<1x1x512x1xi1>, tensor<4x2x512x16xf32>, tensor<f32>) -> tensor<4x2x512x16xf32>
   func.return %where : tensor<4x2x512x16xf32>
 }
+
+// -----
+
+// A layer norm over token rows [b, s, 32] (rows of 32 features, merged to [1024, 32] for the nest) in a size
+// bucket's program: its rows split back to [4, 256], the batch loop runs the call's s0 trips and each runs
+// ceil(s1 / 128) row tiles.
+// CHECK-LABEL: func.func @token_rows_norm
+// CHECK:       %[[END:.*]] = arith.muli %{{.*}}, %c128 : index
+// CHECK:       %[[X:.*]] = tile.view %{{.*}} : memref<1024x32xf32, #mem<hbm>> to memref<4x256x32xf32, #mem<hbm>>
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:      tile.load %[[X]][%[[B]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK:           tile.store
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>) -> tensor<4x256x32xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x256x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x256x32xf32>, tensor<4x256x1xf32>, tensor<4x256x1xf32>)
+  func.return %0 : tensor<4x256x32xf32>
+}
