@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
@@ -33,6 +34,49 @@ def integer_constant(value: SSAValue) -> int | None:
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     return None
+
+
+def size_argument_ranges(function: func.FuncOp) -> dict[SSAValue, tuple[int, int]]:
+    """The values each size argument of `function` (an `index` argument) may take at a call: the inclusive range
+    its `SIZE_ARGUMENTS_ATTR` entry declares, which the program's callers and validator enforce."""
+    table = function.attributes.get(SIZE_ARGUMENTS_ATTR)
+    if not isinstance(table, ArrayAttr) or function.is_declaration:
+        return {}
+    sizes = [arg for arg in function.body.block.args if isinstance(arg.type, IndexType)]
+    ranges: dict[SSAValue, tuple[int, int]] = {}
+    for arg, entry in zip(sizes, table.data, strict=False):
+        _, lower, upper = entry.data
+        ranges[arg] = (lower.value.data, upper.value.data)
+    return ranges
+
+
+def index_interval(value: SSAValue, known: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
+    """The least and greatest value an index computed from constants and the values in `known` (each with its
+    inclusive range) can take, through add, subtract, multiply, signed floor division by a positive constant and
+    index casts; None for anything else (a loop induction, a load)."""
+    if value in known:
+        return known[value]
+    constant = integer_constant(value)
+    if constant is not None:
+        return constant, constant
+    owner = value.owner
+    if isinstance(owner, arith.IndexCastOp):
+        return index_interval(owner.input, known)
+    if not isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp | arith.FloorDivSIOp):
+        return None
+    lhs, rhs = index_interval(owner.lhs, known), index_interval(owner.rhs, known)
+    if lhs is None or rhs is None:
+        return None
+    if isinstance(owner, arith.AddiOp):
+        return lhs[0] + rhs[0], lhs[1] + rhs[1]
+    if isinstance(owner, arith.SubiOp):
+        return lhs[0] - rhs[1], lhs[1] - rhs[0]
+    if isinstance(owner, arith.MuliOp):
+        ends = [a * b for a in lhs for b in rhs]
+        return min(ends), max(ends)
+    if rhs[0] != rhs[1] or rhs[0] <= 0:
+        return None  # a divisor that is not one positive constant
+    return lhs[0] // rhs[0], lhs[1] // rhs[0]  # floor division is monotonic in the dividend
 
 
 def tile_type_of(value: SSAValue) -> TileType:

@@ -27,6 +27,12 @@ positive multiple of the step), which is how loop-carried dependences are found 
 different iterations (a stream's stores, a matmul's output tiles) are not ordered against each other. After the
 loop, its records stand for all of its iterations (the induction ranges over the loop's bounds).
 
+A loop whose bounds are computed at run time (a size bucket's loop over the call's rows) counts with the most
+trips its size arguments' declared ranges allow. When such a loop may run no trip at all (a two-copy loop's rounds
+and the trip left after them), its accesses may never have been issued: waiting on the latest of them would wait
+on nothing, so a later access waits on each of them and still on the queue's latest access before the loop, and
+a write inside such a loop removes no older record.
+
 Only what can conflict is compared: records are grouped by memory (and HBM argument; allocated HBM scratch is one
 group), reads apart from writes, and each distinct access (queue, footprint, the passes of the loops it depends
 on) keeps only its latest instance; a write that exactly covers older records replaces them.
@@ -47,7 +53,7 @@ from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.ir_queries import defined_functions, index_interval, size_argument_ranges
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -67,7 +73,10 @@ _SCAN_ALL = 48  # records of a kind few enough that a query visits them all inst
 
 @dataclass(frozen=True)
 class _LoopRange:
-    """The induction's values: lower + step * t for t in [0, trips); trips None when the bounds are not constant."""
+    """The induction's values: lower + step * t for t in [0, trips); trips None when nothing bounds them. A bound
+    computed at run time from size arguments (a size bucket's loop over the call's rows) counts with the most
+    trips the arguments' ranges allow, and a lower bound computed so with its least value and step 1: the range
+    then holds every value the induction may take, and more."""
 
     lower: int
     step: int
@@ -104,8 +113,10 @@ class Footprint:
 # (sequence number, instruction id) of its latest instance, where `passes` says, for each open loop the
 # footprint depends on, which of the two analysis passes recorded it. An older instance of the same key can never
 # be the wait an instruction picks (the newer one conflicts exactly when it does, and the latest per queue wins),
-# so the records stay as few as the distinct accesses, however long the program.
-RecordKey = tuple[QueueKey, Footprint, tuple[int, ...]]
+# so the records stay as few as the distinct accesses, however long the program. `guard` names the loops that may
+# run no trip (bounds computed at run time) open when the access was recorded: an access inside one may not have
+# been issued at all, so it never stands for the older instances of its queue (see `_synchronise`).
+RecordKey = tuple[QueueKey, Footprint, tuple[int, ...], tuple[scf.ForOp, ...]]
 
 
 class Records:
@@ -186,6 +197,9 @@ class _State:
     interned: dict[FootprintKey, Footprint] = field(default_factory=dict)
     accesses: dict[InstructionOp, tuple[list[Footprint], list[Footprint]]] = field(default_factory=dict)
     conflicts: dict[tuple[Footprint, Footprint, int, int], bool] = field(default_factory=dict)
+    sizes: dict[SSAValue, tuple[int, int]] = field(default_factory=dict)  # each size argument's range
+    guards: list[scf.ForOp] = field(default_factory=list)  # the open loops that may run no trip, outermost first
+    guard_entry: dict[scf.ForOp, int] = field(default_factory=dict)  # the sequence number where each was entered
 
     def group(self, footprint: Footprint) -> _Group:
         key = (footprint.memory, footprint.buffer)
@@ -197,13 +211,28 @@ class _State:
 
     def loop_range(self, loop: scf.ForOp) -> _LoopRange:
         if loop not in self.ranges:
-            lower, upper, step = (self.value_of(v) for v in (loop.lb, loop.ub, loop.step))
-            if lower is None or step is None or step <= 0:
+            lower, step = self.value_of(loop.lb), self.value_of(loop.step)
+            lowest, highest = index_interval(loop.lb, self.sizes), index_interval(loop.ub, self.sizes)
+            if step is None or step <= 0 or lowest is None:
                 self.ranges[loop] = _LoopRange(lower or 0, step or 1, None)
+            elif highest is None:
+                self.ranges[loop] = _LoopRange(lowest[0], step, None)
+            elif lower is None:  # from where an earlier loop over the call's rows stopped
+                self.ranges[loop] = _LoopRange(lowest[0], 1, max(0, highest[1] - lowest[0]))
             else:
-                trips = None if upper is None else max(0, -((lower - upper) // step))
-                self.ranges[loop] = _LoopRange(lower, step, trips)
+                self.ranges[loop] = _LoopRange(lower, step, max(0, -((lower - highest[1]) // step)))
         return self.ranges[loop]
+
+    def may_skip(self, loop: scf.ForOp) -> bool:
+        """Whether `loop` may run no trip: its bounds are computed at run time and can meet (the rounds of a
+        two-copy loop over the call's rows, and the trips left after them), or are not known at all."""
+        lowest, highest = index_interval(loop.lb, self.sizes), index_interval(loop.ub, self.sizes)
+        return lowest is None or highest is None or highest[0] <= lowest[1]
+
+    def issued(self, guard: tuple[scf.ForOp, ...], sequence: int) -> bool:
+        """Whether an access recorded at `sequence` inside the loops `guard` has surely been issued before the
+        current one: each of those loops is still open and was entered (in its current instance) before it."""
+        return all(loop in self.guard_entry and sequence > self.guard_entry[loop] for loop in guard)
 
     def value_of(self, value: SSAValue) -> int | None:
         """The constant an index value always has, or None."""
@@ -423,8 +452,8 @@ class _State:
                 for key in inside:
                     entry = records.entries[key]
                     records.remove(key)
-                    queue, footprint, passes = key
-                    merged = (queue, footprint, passes[:depth])
+                    queue, footprint, passes, guard = key
+                    merged = (queue, footprint, passes[:depth], guard)
                     known = records.entries.get(merged)
                     if known is None or known[0] < entry[0]:
                         records.set(merged, entry)
@@ -510,18 +539,22 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
     queue = _queue_of(op)
     reads, writes = state.footprints(op)
     latest: dict[QueueKey, tuple[int, int]] = {}  # queue -> (record sequence number, instruction id)
+    unsure: set[int] = set()  # conflicting instructions that may not have been issued (`Records`' guard)
 
     def wait_for(records: Records, footprint: Footprint) -> None:
         entries = records.entries
         candidates = [(entries[key], key) for key in records.overlapping(footprint) if key[0] != queue]
         # newest first: once a queue has a conflicting record, its older ones need no test
         candidates.sort(key=_sequence_of, reverse=True)
-        for (sequence, instruction_id), (record_queue, record_footprint, passes) in candidates:
+        for (sequence, instruction_id), (record_queue, record_footprint, passes, guard) in candidates:
             known = latest.get(record_queue)
             if known is not None and known[0] >= sequence:
                 continue  # a later instruction of that queue is waited on already
             if state.conflict(record_footprint, passes, footprint):
-                latest[record_queue] = (sequence, instruction_id)
+                if state.issued(guard, sequence):
+                    latest[record_queue] = (sequence, instruction_id)
+                else:  # waited on, but the queue's older conflicting instances are still looked for
+                    unsure.add(instruction_id)
 
     for footprint in reads:  # read after write
         wait_for(state.group(footprint).writes, footprint)
@@ -530,9 +563,10 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
         wait_for(group.writes, footprint)
         wait_for(group.reads, footprint)
     waits.setdefault(op, set()).update(instruction_id for _, instruction_id in latest.values())
+    waits[op].update(unsure)
     for footprint in writes:
-        if not footprint.exact:
-            continue
+        if not footprint.exact or state.guards:
+            continue  # (a write that may not be issued covers nothing)
         # Records whose every instance lies inside this write's bytes conflict with it, so it is ordered after
         # them: whoever conflicts with them later conflicts with this write too, and waiting on it is enough.
         group = state.group(footprint)
@@ -552,7 +586,8 @@ def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, se
             group = state.group(footprint)
             records = group.writes if writing else group.reads
             state.sequence += 1
-            records.set((queue, footprint, tuple(state.passes[: footprint.depth])), (state.sequence, own_id))
+            key = (queue, footprint, tuple(state.passes[: footprint.depth]), tuple(state.guards))
+            records.set(key, (state.sequence, own_id))
 
 
 def _visit(block: Block, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
@@ -572,6 +607,10 @@ def _visit_loop(loop: scf.ForOp, state: _State, waits: dict[InstructionOp, set[i
     state.depth_of[loop] = depth
     state.loops.append(loop)
     state.passes.append(0)
+    guarded = state.may_skip(loop)
+    if guarded:
+        state.guards.append(loop)
+        state.guard_entry[loop] = state.sequence
     _visit(loop.body.block, state, waits)
     trips = state.loop_range(loop).trips
     if trips is None or trips > 1:
@@ -581,6 +620,9 @@ def _visit_loop(loop: scf.ForOp, state: _State, waits: dict[InstructionOp, set[i
         _visit(loop.body.block, state, waits)
     state.loops.pop()
     state.passes.pop()
+    if guarded:  # from here its accesses may or may not have been issued
+        state.guards.pop()
+        del state.guard_entry[loop]
     state.close_loop(depth)
 
 
@@ -595,7 +637,7 @@ class NeuronInsertSyncPass(ModulePass):
                 instruction.properties["id"] = IntegerAttr(number, i64)
                 instruction.properties.pop("waits", None)
             waits: dict[InstructionOp, set[int]] = {}
-            _visit(function.body.block, _State(), waits)
+            _visit(function.body.block, _State(sizes=size_argument_ranges(function)), waits)
             for instruction, ids in waits.items():
                 own = instruction.instruction_id.value.data if instruction.instruction_id is not None else -1
                 ordered = sorted(i for i in ids if i != own)

@@ -73,8 +73,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects.builtin import AnyFloat, f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import AnyFloat, IndexType, f32
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
@@ -96,6 +97,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import bounded_loop, bounded_tiles, size_bounds
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, matmul_limits, split_axis, window
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
@@ -230,8 +232,15 @@ class _Attention:
         self.lse = alloc(em, (*self.batch, self.length, 1), f32) if wants_lse else None
         self.result_values: tuple[SSAValue, SSAValue | None] = (self.out, self.lse)
         self.result_shape = (*self.batch, self.length)
+        # In a size bucket's program, the call's extents of the batch dimensions and of the queries (the size
+        # arguments bounding the output's dimensions): padded batches and query tiles past the call's are skipped,
+        # their output rows left unwritten (docs/dynamic-shapes.md)
+        bounds = size_bounds(em, op) or (None,) * (len(self.batch) + 2)
+        self.batch_bounds: tuple[SSAValue | None, ...] = bounds[: len(self.batch)]
+        self.query_bound = bounds[len(self.batch)] if self.length % PARTITION_TILE == 0 else None
         if self.groups > 1 and self.length == 1 and not self.causal:
             self.stack_query_heads(em)
+            self.query_bound = None
         itemsize = max(1, getattr(self.element_type, "bitwidth", 32) // 8)
         # Bytes per partition of a transposed [E, N] matrix per 128 of N: E itself within one contraction tile,
         # whole partitions of every feature tile beyond.
@@ -332,7 +341,11 @@ class _Attention:
 
         def heads(e: LoopNestBuilder, dims: tuple[int, ...], outer: list[Index]) -> None:
             if len(dims) > 1:
-                e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*outer, i]))
+                bound = self.batch_bounds[len(outer)]
+                if bound is not None:  # the call's batches only
+                    bounded_loop(e, bound, 1, lambda inner, i, _: heads(inner, dims[1:], [*outer, i]))
+                else:
+                    e.for_each(dims[0], lambda inner, i: heads(inner, dims[1:], [*outer, i]))
                 return
             if not dims:
                 _finish(self.head_group(e, outer, None))
@@ -567,6 +580,14 @@ class _Attention:
                     return trip(e, t0, per_head, values)
 
                 collected = carry(em, t0, t0 + 1, 1, collected, causal_trip, always_loop=True)
+        elif self.query_bound is not None and not self.pipelined and not extra:
+            # the call's query tiles only: ceil(L / 128) trips of one tile (the bucket's L a multiple of 128)
+            block = Block(arg_types=[IndexType()])
+            count = bounded_tiles(em, self.query_bound, PARTITION_TILE)
+            em.insert(scf.ForOp(em.index(0), count, em.index(1), [], block))
+            inner = em.nested(block)
+            trip(inner, block.args[0], 1, [])
+            inner.insert(scf.YieldOp())
         else:
             collected = carry(
                 em,

@@ -44,8 +44,9 @@ class ConversionContext:
     size_arguments: dict[str, SSAValue] = field(default_factory=dict)
     # each size argument's extent in the bucket the function is compiled for (the top of its range)
     size_extents: dict[str, int] = field(default_factory=dict)
-    # (size argument, tile) -> where the tiles covering its extent end, computed once at the function's top
-    size_uppers: dict[tuple[SSAValue, int], SSAValue] = field(default_factory=dict)
+    # (size argument, tile, rounds) -> where the (rounds of) tiles covering its extent end, computed once at the
+    # function's top; rounds 0: how many tiles cover it
+    size_uppers: dict[tuple[SSAValue, int, int], SSAValue] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

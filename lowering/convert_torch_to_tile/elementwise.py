@@ -149,14 +149,18 @@ def size_factors(em: LoopNestBuilder, op: Operation, dim: int) -> list[tuple[SSA
 
 
 def bounded_space(
-    shape: Sequence[int], layouts: Sequence[Layout], bounds: Sequence[SSAValue | None]
+    shape: Sequence[int],
+    layouts: Sequence[Layout],
+    bounds: Sequence[SSAValue | None],
+    merged_tile: int | None = None,
 ) -> tuple[tuple[int, ...], list[Layout], dict[int, SSAValue]] | None:
     """A canonical [loops..., P, F] space in which each bounded dimension stays a dimension of its own, with the
     layouts viewed in it and the bounded dimensions whose trips can follow the call (space index -> bound): a
     loop dimension, or the partition dimension when its extent is a multiple of the partition tile (so that each
     row tile it starts lies inside the bucket). None when none can, or when the free axis would be narrow (tiles
-    of a few elements would cost more in fixed DMA costs than the trips save): the op then runs its whole
-    extent, merged as usual."""
+    of a few elements would cost more in fixed DMA costs than the trips save) and narrower than `merged_tile`,
+    the free size the op's tiles have when it runs merged (its tiles then stay as they are, and only the trips
+    change): the op then runs its whole extent, merged as usual."""
     if len(bounds) != len(shape):
         return None
     # segments of consecutive dimensions that may merge: each bounded dimension is one of its own
@@ -182,34 +186,62 @@ def bounded_space(
             mine.extend(more)
     rank = len(dims)
     dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d == rank - 2 and dims[d] % PARTITION_TILE == 0)}
-    if rank < 2 or not dynamic or dims[-1] < NARROW_FREE:
+    if rank < 2 or not dynamic or dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE):
         return None
     canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
     return tuple(dims), canonical, dynamic
 
 
-def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
-    """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end. Computed once per function, at
-    its top (after the index constants), so that nests bounded alike have the same bound and tile-fuse-loops
-    fuses them."""
-    if tile == 1:
+def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int, rounds: int = 1) -> SSAValue:
+    """ceil(bound / tile) * tile: where tiles of `tile` covering [0, bound) end; with `rounds`, where the whole
+    rounds of `rounds` such tiles end (the trips a loop of `rounds` tiles per trip runs before the tiles left).
+    Computed once per function, at its top (after the index constants), so that nests bounded alike have the
+    same bound and tile-fuse-loops fuses them."""
+    if tile == 1 and rounds == 1:
         return bound
+    key = (bound, tile, rounds)
     cache = em.context.size_uppers if em.context is not None else {}
-    if (bound, tile) not in cache:
-        block = em.constant_block
-        rounded = arith.AddiOp(bound, em.index(tile - 1))
-        tiles = arith.FloorDivSIOp(rounded.result, em.index(tile))
-        upper = arith.MuliOp(tiles.result, em.index(tile))
-        ops: list[Operation] = [rounded, tiles, upper]
-        anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
-        for op in ops:
-            op.location = em.location
-            if anchor is None:
-                block.add_op(op)
-            else:
-                block.insert_op_before(op, anchor)
-        cache[bound, tile] = upper.result
-    return cache[bound, tile]
+    if key not in cache:
+        dividend: SSAValue
+        if rounds == 1:
+            rounded = arith.AddiOp(bound, em.index(tile - 1))
+            _at_top(em, [rounded], None)
+            dividend = rounded.result
+        else:  # floor(ceil(bound / tile) / rounds) rounds of tiles
+            dividend = bounded_upper(em, bound, tile)
+        rounds_done = arith.FloorDivSIOp(dividend, em.index(tile * rounds))
+        upper = arith.MuliOp(rounds_done.result, em.index(tile * rounds))
+        _at_top(em, [rounds_done, upper], dividend)
+        cache[key] = upper.result
+    return cache[key]
+
+
+def bounded_tiles(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
+    """ceil(bound / tile): how many tiles of `tile` cover [0, bound), computed once at the function's top (the
+    trip count of a loop over tile indices)."""
+    key = (bound, tile, 0)
+    cache = em.context.size_uppers if em.context is not None else {}
+    if key not in cache:
+        upper = bounded_upper(em, bound, tile)
+        count = arith.FloorDivSIOp(upper, em.index(tile))
+        _at_top(em, [count], upper)
+        cache[key] = count.result
+    return cache[key]
+
+
+def _at_top(em: LoopNestBuilder, ops: list[Operation], after: SSAValue | None) -> None:
+    """Insert `ops` into the function's top block: right after `after`'s definition, or before its first op that
+    is not an index constant."""
+    block = em.constant_block
+    anchor = next((op for op in block.ops if not isinstance(op, arith.ConstantOp)), None)
+    if after is not None and isinstance(after.owner, Operation):
+        anchor = after.owner.next_op
+    for op in ops:
+        op.location = em.location
+        if anchor is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, anchor)
 
 
 def bounded_loop(
@@ -325,7 +357,16 @@ def emit_elementwise(
     if out is None:
         out = alloc(em, out_shape, out_element_type)
     layouts = [layout_of(out)] + [layout_of(value).broadcast_to(out_shape) for value in operands]
-    bounded = bounded_space(out_shape, layouts, bounds) if bounds is not None else None
+    bounded = None
+    if bounds is not None:
+        # the free size of the merged tiles: the last dimension of the merged space, unless a wide tiling would
+        # gather more into it
+        merged_space, merged_layouts = iteration_space(out_shape, layouts)
+        merged_tile = merged_space[-1] if merged_space else None
+        if wide and compute_at is None and merged_tile is not None:
+            tiling, _ = wide_tiling(merged_space, merged_layouts, emitter_target(em).max_free_dims)
+            merged_tile = math.prod(tiling.space[d] for d in tiling.free) if len(tiling.free) > 1 else merged_tile
+        bounded = bounded_space(out_shape, layouts, bounds, merged_tile)
     dynamic: dict[int, SSAValue] = {}
     if bounded is not None:
         space, canonical, dynamic = bounded
@@ -342,10 +383,7 @@ def emit_elementwise(
     whole_free = [space[d] for d in tiling.free[:-1]]
     trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
     plain = tiling.tile_dims == trailing
-    by_column = [
-        _broadcast_column(layout, tiling) and not is_integer_type(element_type_of(value))
-        for layout, value in zip(canonical[1:], operands, strict=True)
-    ]
+    by_column = [_broadcast_column(layout, tiling) for layout in canonical[1:]]
 
     def positions(loop_indices: list[Index], p0: Index, f0: Index) -> list[Index]:
         indices: list[Index] = [0] * len(space)
@@ -415,17 +453,18 @@ def bounded_nest(
 
 
 def _broadcast_column(layout: Layout, tiling: Tiling) -> bool:
-    """Whether an operand is a float column broadcast along the (one-dimensional) free axis ([P, 1] values, free
-    stride 0), or one value broadcast everywhere (a 0-d tensor: `where(mask, 0.0, -inf)`'s): loaded as one
-    element per partition and spread on chip, instead of a DMA of one element per descriptor."""
+    """Whether an operand is a column broadcast along the (one-dimensional) free axis ([P, 1] values, free stride
+    0: a float, a boolean mask, integer positions), or one value broadcast everywhere (a 0-d tensor:
+    `where(mask, 0.0, -inf)`'s): loaded as one element per partition and spread on chip, instead of a DMA of one
+    element per descriptor."""
     if len(tiling.free) != 1:
         return False
     return layout.strides[-1] == 0 and layout.shape[-1] > 1
 
 
 def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
-    """The float [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
-    included, where +0 + -0 would be +0)."""
+    """The [P, 1] `column` repeated along `width` free elements (-0 + column: exact, signed zeros and NaN
+    included, where +0 + -0 would be +0; an integer column adds in integer mode, exact at every width)."""
     source = column.type
     assert isinstance(source, TileType)
     wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)

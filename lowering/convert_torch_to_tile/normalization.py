@@ -78,7 +78,12 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     tensor_shape,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import TileMath, emit_elementwise
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
+    TileMath,
+    bounded_loop,
+    emit_elementwise,
+    size_bounds,
+)
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
@@ -380,6 +385,13 @@ def _layer_norm_on_chip(
         em, plan, x_view, out_view, stat_views, params, heights, out_type, wanted, eps, weight, bias
     ):
         return
+    # a size bucket's program runs the call's rows only, without statistics (inference): saved statistics of
+    # unwritten rows would reach a backward's sums over rows
+    bounded = None if any(wanted) else _bounded_rows(em, op, plan, [x_view, out_view, *stat_views])
+    if bounded is not None:
+        row_dims, row_bounds, (x_view, out_view, *stat_views) = bounded
+        last = row_dims[-1]
+        heights = {min(PARTITION_TILE, last)} | ({last % PARTITION_TILE} if last % PARTITION_TILE else set())
     for p in sorted(heights):
         params.load(p)
 
@@ -405,7 +417,66 @@ def _layer_norm_on_chip(
         if wanted[1]:
             store(e, rstd, stat_views[1], [*prefix, p0, 0])
 
-    _for_row_tiles(em, row_dims, row_tile)
+    if bounded is not None:
+        _for_bounded_row_tiles(em, row_dims, row_bounds, row_tile)
+    else:
+        _for_row_tiles(em, row_dims, row_tile)
+
+
+def _bounded_rows(
+    em: LoopNestBuilder, op: Operation, plan: _RowPlan, views: list[SSAValue]
+) -> tuple[tuple[int, ...], tuple[SSAValue | None, ...], list[SSAValue]] | None:
+    """In a size bucket's program, the rows of a layer norm whose leading dimensions are bounded by size
+    arguments (`neuron.size_bounds`), unmerged: their extents, their bounds, and `views` ([rows, N] views of x,
+    the output and the statistics) viewed as [leading..., N]. None when the last leading dimension is not
+    bounded, or not in whole row tiles, or the merged rows do not split back."""
+    bounds = size_bounds(em, op)
+    shape = result_shape(op, 0)
+    axis = len(shape)  # where the normalized dims start
+    while axis > 0 and math.prod(shape[axis:]) < plan.length:
+        axis -= 1
+    leading = tuple(shape[:axis])
+    if bounds is None or not leading or math.prod(shape[axis:]) != plan.length:
+        return None
+    # the rows' own bound must follow the call (whole row tiles inside the bucket): otherwise the nest keeps the
+    # merged form tile-fuse-matmul-prologues computes inside a following matmul's panel (measured: a batch bound
+    # alone over 64-row tiles lost that fusion and cost more than the skipped batches saved)
+    if bounds[axis - 1] is None or leading[-1] % PARTITION_TILE or math.prod(leading) != math.prod(plan.row_dims):
+        return None
+    split: list[SSAValue] = []
+    for value in views:
+        layout = layout_of(value)
+        reshaped = layout.reshape((*leading, layout.shape[-1]))
+        if reshaped is None:
+            return None
+        split.append(view(em, value, reshaped))
+    return leading, tuple(bounds[:axis]), split
+
+
+def _for_bounded_row_tiles(
+    em: LoopNestBuilder,
+    row_dims: tuple[int, ...],
+    bounds: tuple[SSAValue | None, ...],
+    row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None],
+) -> None:
+    """`_for_row_tiles` whose loops run the call's trips where a size argument bounds their dimension: the
+    leading ones its value, the last `ceil(bound / 128)` row tiles when its extent is a multiple of 128 (every
+    row tile inside the bucket)."""
+
+    def rows(e: LoopNestBuilder, prefix: list[Index]) -> None:
+        dim = len(prefix)
+        extent, bound = row_dims[dim], bounds[dim]
+        if dim == len(row_dims) - 1:
+            if bound is not None and extent % PARTITION_TILE == 0:
+                bounded_loop(e, bound, PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+            else:
+                e.for_tiles(extent, PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
+        elif bound is not None:
+            bounded_loop(e, bound, 1, lambda e2, i, _: rows(e2, [*prefix, i]))
+        else:
+            e.for_each(extent, lambda e2, i: rows(e2, [*prefix, i]))
+
+    rows(em, [])
 
 
 # Rows per partition of the layer norm forward's groups when they run in one wavefront (`_layer_norm_row_groups`).

@@ -107,6 +107,25 @@ def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
     assert times[2, 70] < times[2, 200] < times[3, 200]
 
 
+def test_masked_attention_runs_the_calls_batches_and_query_tiles():
+    # batch 2..3 (bucket 3), sequence 2..256 (upper bucket 256): the attention loops over the call's batches and
+    # its ceil(s / 128) query tiles, so one program's time follows the call; padded keys still see -inf
+    def attend(q, k, v, allowed):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.where(allowed, 0.0, float("-inf")))
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(5)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        q, k, v = (_marked(_marked(torch.randn(batch, 2, seq, 32), 0, 2, 3), 2, 2, 256) for _ in range(3))
+        allowed = torch.ones(seq, seq, dtype=torch.bool).tril().expand(batch, 1, seq, seq).contiguous()
+        allowed = _marked(_marked(_marked(allowed, 0, 2, 3), 2, 2, 256), 3, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, q, k, v, allowed)
+        assert_close_to_torch(result, attend(q, k, v, allowed), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
 def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches_eager():
     # the scaled keys' padded rows stay unwritten (NaN in fresh memory): a -inf score times a NaN value would be
     # NaN, so the padded keys and values must be set to 0 before the attention reads them

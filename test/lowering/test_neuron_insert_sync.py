@@ -223,7 +223,7 @@ def test_record_index_returns_every_overlapping_record(seed: int, monkeypatch: p
     records = Records()
     kept = []
     for sequence in range(300):
-        key = (("vector", 0), footprint(), ())
+        key = (("vector", 0), footprint(), (), ())
         records.set(key, (sequence, sequence))
         kept.append(key)
         if rng.random() < 0.3:

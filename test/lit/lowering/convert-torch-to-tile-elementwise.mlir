@@ -187,3 +187,20 @@ func.func @zero_dimensional_operands(%mask: tensor<2x512x512xi1>, %zero: tensor<
   %where = torch.aten.where.self %mask, %zero, %lowest : (tensor<2x512x512xi1>, tensor<f32>, tensor<f32>) -> tensor<2x512x512xf32>
   func.return %where : tensor<2x512x512xf32>
 }
+
+// -----
+
+// A boolean column broadcast along the free axis (a size bucket's mask of real keys, `where(real[s, None], k, 0)`)
+// is spread on chip like a float one: one element per partition, then -0 + column (in integer mode for
+// booleans and integers: exact), not a DMA of one element per descriptor.
+// CHECK-LABEL: func.func @boolean_column
+// CHECK:       %[[REAL:.*]] = tile.view %real : memref<1x1x512x1xi1, #mem<hbm>> to memref<8x512x64xi1, strided<[0, 1, 0]>, #mem<hbm>>
+// CHECK:       scf.for
+// CHECK:         %[[COLUMN:.*]] = tile.load %[[REAL]][{{.*}}] {{.*}} -> !tile.tile<128x1xi1, sbuf>
+// CHECK:         %[[FILLED:.*]] = tile.fill {value = -0.000000e+00 : f64} : !tile.tile<128x64xi1, sbuf>
+// CHECK-NEXT:    %[[SPREAD:.*]] = tile.binary_scalar %[[FILLED]] column %[[COLUMN]] {op = "add"} {{.*}} -> !tile.tile<128x64xi1, sbuf>
+// CHECK:         tile.select %[[SPREAD]]
+func.func @boolean_column(%keys: tensor<4x2x512x64xf32>, %real: tensor<1x1x512x1xi1>, %zero: tensor<f32>) -> tensor<4x2x512x64xf32> {
+  %where = torch.aten.where.self %real, %keys, %zero : (tensor<1x1x512x1xi1>, tensor<4x2x512x64xf32>, tensor<f32>) -> tensor<4x2x512x64xf32>
+  func.return %where : tensor<4x2x512x64xf32>
+}

@@ -42,24 +42,71 @@ func.func @narrow(%x: tensor<4x256x64xf32>) -> tensor<4x256x64xf32> attributes {
 
 // A Linear layer over token rows [b*s, 64] (`"s0*s1"`: rows merged from the batch and the sequence, padded per
 // factor): M is viewed as [4, 256], the batch loop runs the call's s0 trips and each runs ceil(s1 / 128) block
-// rows of one m tile; B, the same for every batch, loads once before the loops.
+// rows of one m tile, two per trip over the whole pairs (one panel for both, the next pair's loads under this
+// pair's blocks), then the tile left; B, the same for every batch, loads once before the loops.
 // CHECK-LABEL: func.func @token_rows(%x: memref<1024x64xf32, #mem<hbm>>, %w: memref<64x96xf32, #mem<hbm>>, %b: memref<96xf32, #mem<hbm>>, %s0: index, %s1: index)
 // CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
 // CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
 // CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK-NEXT:  %[[PAIRS:.*]] = arith.floordivsi %[[END]], %c256 : index
+// CHECK-NEXT:  %[[PAIRS_END:.*]] = arith.muli %[[PAIRS]], %c256 : index
 // CHECK:       %[[OUT:.*]] = memref.alloc() : memref<1024x96xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[X:.*]] = tile.view %x : memref<1024x64xf32, #mem<hbm>> to memref<4x256x64xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[W:.*]] = tile.view %w : memref<64x96xf32, #mem<hbm>> to memref<4x64x96xf32, strided<[0, 96, 1]>, #mem<hbm>>
 // CHECK-NEXT:  %[[Y:.*]] = tile.view %[[OUT]] : memref<1024x96xf32, #mem<hbm>> to memref<4x256x96xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[B:.*]] = tile.load %[[W]][%c0, %c0, %c0] {{.*}} -> !tile.tile<64x96xf32, sbuf>
 // CHECK-NEXT:  scf.for %[[BATCH:.*]] = %c0 to %s0 step %c1 {
-// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[PAIRS_END]] step %c256 {
+// CHECK-NEXT:      %[[SECOND:.*]] = arith.addi %[[ROW]], %c128 : index
 // CHECK-NEXT:      tile.load %[[X]][%[[BATCH]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
+// CHECK:           tile.load %[[X]][%[[BATCH]], %[[SECOND]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
 // CHECK:           tile.matmul %{{.*}}, %[[B]]
 // CHECK:           tile.store %{{.*}}, %[[Y]][%[[BATCH]], %[[ROW]], %c0]
+// CHECK:           tile.matmul %{{.*}}, %[[B]]
+// CHECK:           tile.store %{{.*}}, %[[Y]][%[[BATCH]], %[[SECOND]], %c0]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    scf.for %[[LAST:.*]] = %[[PAIRS_END]] to %[[END]] step %c128 {
+// CHECK-NEXT:      tile.load %[[X]][%[[BATCH]], %[[LAST]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
+// CHECK:           tile.matmul %{{.*}}, %[[B]]
+// CHECK:           tile.store %{{.*}}, %[[Y]][%[[BATCH]], %[[LAST]], %c0]
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
 func.func @token_rows(%x: tensor<1024x64xf32>, %w: tensor<64x96xf32>, %b: tensor<96xf32>) -> tensor<1024x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
   %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<1024x64xf32>, tensor<64x96xf32>) -> tensor<1024x96xf32>
   func.return %0 : tensor<1024x96xf32>
+}
+
+// -----
+
+// The zeroing of padded keys in a size bucket's program: rows of 16 elements, as narrow bounded as merged (the
+// mask broadcasts along the free axis, so no wider tiling applies), so the batch loop runs the call's s0 trips
+// over the same [128, 16] tiles instead of every batch of the bucket.
+// CHECK-LABEL: func.func @narrow_as_merged
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[H:.*]] = %c0 to %c2 step %c1 {
+// CHECK-NEXT:      scf.for %[[ROW:.*]] = %c0 to %c512 step %c128 {
+// CHECK:             tile.load %keys[%[[B]], %[[H]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x16xf32, sbuf>
+// CHECK:             tile.store %{{.*}}, %where[%[[B]], %[[H]], %[[ROW]], %c0] : !tile.tile<128x16xf32, sbuf>
+func.func @narrow_as_merged(%keys: tensor<4x2x512x16xf32>, %real: tensor<1x1x512x1xi1>, %zero: tensor<f32>) -> tensor<4x2x512x16xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64]]} {
+  %where = torch.aten.where.self %real, %keys, %zero {neuron.size_bounds = ["s0", "", "", ""]} : (tensor<1x1x512x1xi1>, tensor<4x2x512x16xf32>, tensor<f32>) -> tensor<4x2x512x16xf32>
+  func.return %where : tensor<4x2x512x16xf32>
+}
+
+// -----
+
+// A layer norm over token rows [b, s, 32] (rows of 32 features, merged to [1024, 32] for the nest) in a size
+// bucket's program: its rows split back to [4, 256], the batch loop runs the call's s0 trips and each runs
+// ceil(s1 / 128) row tiles.
+// CHECK-LABEL: func.func @token_rows_norm
+// CHECK:       %[[END:.*]] = arith.muli %{{.*}}, %c128 : index
+// CHECK:       %[[X:.*]] = tile.view %{{.*}} : memref<1024x32xf32, #mem<hbm>> to memref<4x256x32xf32, #mem<hbm>>
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:      tile.load %[[X]][%[[B]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK:           tile.store
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>) -> tensor<4x256x32xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x256x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x256x32xf32>, tensor<4x256x1xf32>, tensor<4x256x1xf32>)
+  func.return %0 : tensor<4x256x32xf32>
 }
