@@ -180,7 +180,8 @@ def dma_transpose_cost(src: OperandShape, dst: OperandShape, target: Target) -> 
     hbm = moved if src.memory is Memory.HBM else 0
     rows, columns = dst.free_count, dst.partitions
     block_p, block_f = target.dma_transpose_block_partitions, target.dma_transpose_block_elements
-    filled = (columns / (math.ceil(columns / block_p) * block_p)) * (rows / (math.ceil(rows / block_f) * block_f))
+    blocks = max(1, math.ceil(columns / block_p)) * block_p * max(1, math.ceil(rows / block_f)) * block_f
+    filled = max(1, columns * rows) / blocks
     rate = target.dma_transpose_hbm_efficiency if src.memory is Memory.HBM else target.dma_transpose_sbuf_efficiency
     chunk = block_f * dst.itemsize
     return DmaCost(target.dma_fixed_latency_ns, moved, hbm, target.dma_queues, chunk, rate * filled)
