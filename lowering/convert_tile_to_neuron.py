@@ -7,7 +7,9 @@ Output guarantee: no tile op, tile type or loop-carried value remains. Every til
 `neuron.alloc`ed SBUF or PSUM buffer of the tile's shape, allocated where the value was defined; HBM tensors are
 `neuron.alloc`s in HBM; views are folded into the DMA access patterns that read and write through them (a view
 that leaves the function becomes a `neuron.view`). Each tile op becomes one instruction on the engine the
-hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues, matmuls are
+hardware would use: loads and stores are `dma_copy`s spread round-robin over the DMA queues (a 2-D load whose
+partitions walk the tensor's contiguous dimension, of 2-byte elements it does not convert, is a `dma_transpose`
+on targets whose DMAs transpose, where a copy would move one element per descriptor), matmuls are
 `nc_matmul`s on TensorE that accumulate in place into their accumulator's PSUM buffer, activations run on
 ScalarE, elementwise arithmetic, copies, selects, fills and reductions on VectorE, except that integer
 arithmetic (exact 32-bit), `power`, iotas and kernel functions run on GpSimdE; collectives run on the collective
@@ -60,7 +62,8 @@ from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.semantics.tile import is_integer_op
 from neuron_mlir.lowering.ir_queries import defined_functions
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.runtime.hardware import Engine, Memory
+from neuron_mlir.runtime.dtypes import itemsize
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.profile import KERNEL_LOCATION_PREFIX
 from neuron_mlir.runtime.program import row_major_strides
 
@@ -84,8 +87,7 @@ def full_access(buffer: SSAValue) -> Access:
 @dataclass
 class _FunctionConversion:
     function: func.FuncOp
-    dma_queues: int  # the target's
-    partitions: int  # the target's
+    target: Target
     constants: dict[int, SSAValue] = field(default_factory=dict)
     buffers: dict[SSAValue, SSAValue] = field(default_factory=dict)  # tile value -> on-chip buffer
     roots: dict[SSAValue, SSAValue] = field(default_factory=dict)  # HBM memref -> the buffer underneath
@@ -143,7 +145,7 @@ class _FunctionConversion:
             return self.identities[element_type]
         first = self.entry.first_op
         em = LoopNestBuilder(self.entry, first, location, self.constants, self.entry)
-        size = self.partitions
+        size = self.target.partitions
         buffer_type = mem.buffer_type((size, size), element_type, Memory.SBUF)
         ones = em.insert(neuron.AllocOp(buffer_type, name_hint="ones")).buffer
         eye = em.insert(neuron.AllocOp(buffer_type, name_hint="identity")).buffer
@@ -161,7 +163,7 @@ class _FunctionConversion:
 
     def queue(self) -> int:
         chosen = self.next_queue
-        self.next_queue = (self.next_queue + 1) % self.dma_queues
+        self.next_queue = (self.next_queue + 1) % self.target.dma_queues
         return chosen
 
     # ---- walking ---------------------------------------------------------------------------------------------
@@ -302,16 +304,37 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
     em = conv.emitter(op)
     tile_type = op.tile_type()
     source = conv.hbm_access(em, op.source, op.indices, op.mapped_dims(), tile_type.get_shape())
+    transposed = _transposed_source(conv, op, source)
+    instruction: type[neuron.InstructionOp] = neuron.DmaCopyOp if transposed is None else neuron.DmaTransposeOp
+    source = source if transposed is None else transposed
     insert = _insert_loading_in_place(conv, op)
     if insert is not None:
         buffer = conv.buffer(insert.dest)
         destination = _window(em, full_access(buffer), tile_type, insert.indices, insert.step_values())
         conv.buffers[op.result] = buffer
         conv.loaded_in_place.add(insert)
-        conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": destination, "src": source})
+        conv.emit(em, instruction, Engine.DMA, {"dst": destination, "src": source})
         return
     buffer = conv.result_buffer(em, op)
-    conv.emit(em, neuron.DmaCopyOp, Engine.DMA, {"dst": full_access(buffer), "src": source})
+    conv.emit(em, instruction, Engine.DMA, {"dst": full_access(buffer), "src": source})
+
+
+def _transposed_source(conv: _FunctionConversion, load: tile.LoadOp, source: Access) -> Access | None:
+    """The source of a DMA transpose for `load`, when the target has one and the load is a 2-D tile whose
+    partitions walk the tensor's contiguous dimension (a transposed tile) in a 2-byte dtype it does not convert:
+    the source read as rows [free, partitions]. A dma_copy would move such a tile one element per descriptor."""
+    tile_type = load.tile_type()
+    if not conv.target.dma_transpose_hbm_efficiency or len(tile_type.get_shape()) != 2:
+        return None
+    element_type = load.memref_type().element_type
+    if element_type != tile_type.element_type or itemsize(neuron.element_type_name(element_type)) != 2:
+        return None
+    buffer, pattern, dynamic = source
+    (partition_step, partitions), (free_step, free) = pattern.dims
+    if partition_step != 1 or free_step <= 1 or partitions == 1 or free == 1:
+        return None
+    rows = AccessPatternAttr([(free_step, free), (partition_step, partitions)], pattern.offset.data)
+    return buffer, rows, dynamic
 
 
 def _insert_loading_in_place(conv: _FunctionConversion, load: tile.LoadOp) -> tile.InsertOp | None:
@@ -878,7 +901,7 @@ class ConvertTileToNeuronPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = neuron.target_of(op)
         for function in defined_functions(op):
-            conversion = _FunctionConversion(function, dma_queues=target.dma_queues, partitions=target.partitions)
+            conversion = _FunctionConversion(function, target)
             conversion.convert_block(function.body.block)
             for replaced in reversed(conversion.replaced):
                 replaced.detach()

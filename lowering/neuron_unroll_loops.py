@@ -64,7 +64,7 @@ def _is_innermost(loop: scf.ForOp) -> bool:
 
 
 def _moves_data(loop: scf.ForOp) -> bool:
-    return any(isinstance(op, neuron.DmaCopyOp) for op in loop.body.walk())
+    return any(isinstance(op, neuron.DmaCopyOp | neuron.DmaTransposeOp) for op in loop.body.walk())
 
 
 def _bounded_at_run_time(loop: scf.ForOp) -> bool:

@@ -29,6 +29,8 @@ partitions: fewer than 128 partitions cost the same [nki-arch-trn1, nki-perf]).
   below 256 B, full at 4 KiB [nki-dma-bw].
   Concurrent transfers share the core's DMA engines and HBM bandwidth; the timeline arbitrates (see
   `timeline.py`), this module gives each transfer's demands.
+* DMA transpose: the same fixed latency, then all the core's engines at 90% of a copy's rate from HBM, 50% from
+  SBUF [nki-arch-trn2], times the part of the destination's [128 partitions, 16 elements] blocks it fills.
 
 The timeline adds one dynamic rule: a compute instruction that reads what the previous instruction of its queue
 wrote pays `dependent_op_penalty_cycles` (100 cycles when each instruction depends on the previous one
@@ -170,6 +172,21 @@ def dma_cost(src: OperandShape, dst: OperandShape, target: Target) -> DmaCost:
     return DmaCost(target.dma_fixed_latency_ns, moved, hbm, engines, chunk, dma_efficiency(chunk, target))
 
 
+def dma_transpose_cost(src: OperandShape, dst: OperandShape, target: Target) -> DmaCost:
+    """A DMA transpose: every engine of the core works on the destination's blocks of [128 partitions, 16
+    elements] together, at `dma_transpose_hbm_efficiency` (from HBM) or `dma_transpose_sbuf_efficiency` (from
+    SBUF) of a copy's rate [nki-arch-trn2], scaled by the part of each block the destination fills (assumed)."""
+    moved = dst.elements * dst.itemsize
+    hbm = moved if src.memory is Memory.HBM else 0
+    rows, columns = dst.free_count, dst.partitions
+    block_p, block_f = target.dma_transpose_block_partitions, target.dma_transpose_block_elements
+    blocks = max(1, math.ceil(columns / block_p)) * block_p * max(1, math.ceil(rows / block_f)) * block_f
+    filled = max(1, columns * rows) / blocks
+    rate = target.dma_transpose_hbm_efficiency if src.memory is Memory.HBM else target.dma_transpose_sbuf_efficiency
+    chunk = block_f * dst.itemsize
+    return DmaCost(target.dma_fixed_latency_ns, moved, hbm, target.dma_queues, chunk, rate * filled)
+
+
 def _all_16bit(shapes: list[OperandShape]) -> bool:
     return all(shape.dtype in _SIXTEEN_BIT for shape in shapes)
 
@@ -275,6 +292,8 @@ def instruction_cost(inst: Instruction, buffers: list[BufferDecl], target: Targe
     if inst.engine is Engine.DMA:
         if inst.attrs.get("indirect"):
             return indirect_dma_cost(ops, inst.attrs, target)
+        if inst.opcode == "dma_transpose":
+            return dma_transpose_cost(ops["src"], ops["dst"], target)
         return dma_cost(ops["src"], ops["dst"], target)
     return compute_ns(inst.opcode, inst.engine, ops, inst.attrs, target)
 

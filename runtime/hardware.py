@@ -147,6 +147,16 @@ class Target:
     dma_efficiency_at_min_bytes: float = 0.5
     # One DMA engine serves 8 partitions; 128 partitions use all 16 [nki-dma, nki-perf]
     dma_partitions_per_engine: int = 8
+    # DMA transposes (the DMA engines transpose 2-byte elements while they move them, from NeuronCore-v3 on): the
+    # fraction of a copy's DMA throughput they reach from HBM into SBUF (up to 90%) and from SBUF to SBUF (up to
+    # 50%) [nki-arch-trn2]. 0: the model gives the target no DMA transpose (NeuronCore-v2 publishes no figure).
+    dma_transpose_hbm_efficiency: float = 0.0
+    dma_transpose_sbuf_efficiency: float = 0.0
+    # The engines of a DMA transpose work together on blocks of [128 partitions, 16 contiguous elements] of the
+    # destination; sizes that are not multiples of these reach less of the rate [nki-arch-trn2] (the model: in
+    # proportion to the part of each block that holds data, assumed).
+    dma_transpose_block_partitions: int = 128
+    dma_transpose_block_elements: int = 16
     # is_transpose matmuls: bit-exact pass-through, 2x faster for fp32 than without the transpose mode, from v3
     # on [nki-arch-trn2]; on v2 the transpose goes through the array arithmetic at the fp32 matmul rate (assumed).
     matmul_transpose_fp32_factor: int = 4
@@ -303,6 +313,8 @@ TRN2 = Target(
     matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
+    dma_transpose_hbm_efficiency=0.9,
+    dma_transpose_sbuf_efficiency=0.5,
     # trn2.48xlarge: 16 chips of 8 cores in a 4x4 torus [inst-trn2]; NeuronLink-v3 1.28 TB/s per chip
     # [chip-trn2]; EFAv3 3.2 Tbps = 400 GB/s per instance (assumed: the figure AWS gives for the instance, not
     # in the stored copy of [inst-trn2]'s table)
@@ -336,6 +348,9 @@ TRN3 = Target(
     matmul_fp8_speedup=2,
     vector_16bit_copy_speedup=4,
     vector_16bit_speedup=2,
+    # DMA transposes: trn2's figures (assumed: [nki-arch-trn3] publishes none of its own)
+    dma_transpose_hbm_efficiency=0.9,
+    dma_transpose_sbuf_efficiency=0.5,
     scalar_16bit_speedup=2,
     matmul_bf16_psum_output=True,
     # a Trn3 Gen1 server: 16 chips of 8 cores [inst-trn3]; NeuronLink-v4 2.56 TB/s per chip [chip-trn3]; EFA

@@ -582,6 +582,36 @@ def _dma_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
 
 
+def _dma_transpose_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
+    """src, read in row-major order, is an [R, C] matrix; dst in SBUF is its transpose [C partitions, R]."""
+    src, dst = ops["src"], ops["dst"]
+    if not target.dma_transpose_hbm_efficiency:
+        raise RuleError(f"{target.name} ({target.core_version}) has no DMA transpose")
+    if dst.memory is not Memory.SBUF or src.memory not in (Memory.HBM, Memory.SBUF):
+        raise RuleError(f"reads HBM or SBUF and writes SBUF, not {src.memory.value} to {dst.memory.value}")
+    if src.dtype != dst.dtype:
+        raise RuleError(f"src is {src.dtype} but dst is {dst.dtype}: a DMA transpose does not convert")
+    if dtypes.itemsize(src.dtype) != 2:
+        raise RuleError(f"transposes 2-byte elements only, got {src.dtype}")
+    columns, rows = dst.partitions, dst.free_count
+    if src.elements != rows * columns:
+        raise RuleError(f"dst has {dst.elements} elements but src has {src.elements}")
+    if src.memory is Memory.SBUF:
+        if (src.partitions, src.free_count) != (rows, columns):
+            raise RuleError(f"src {src.describe()} is not the transpose of dst {dst.describe()}")
+        return
+    # an HBM source: its innermost dimensions hold one row of C elements
+    inner = 1
+    for num in reversed(src.free_shape):
+        if inner >= columns:
+            break
+        inner *= num
+    if inner != columns:
+        raise RuleError(
+            f"src's pattern {list(src.pattern)} does not end in rows of {columns} elements (dst's partitions)"
+        )
+
+
 def _collective_rules(opcode: str) -> Callable[[Operands, Attrs, Target], None]:
     """Both sides in HBM, one dtype, and the element counts the collective's group size implies."""
 
@@ -921,6 +951,18 @@ OPCODES: dict[str, OpcodeSpec] = {
             "the value (nothing is clamped or skipped). Scatters with duplicate offsets write in row-major "
             "(p, r) order, the last one wins; with `accumulate` the DMA reads, adds in fp32 and writes each row "
             "in that order, so every duplicate contribution is summed.",
+        ),
+        OpcodeSpec(
+            "dma_transpose",
+            frozenset({Engine.DMA}),
+            reads=("src",),
+            writes=("dst",),
+            check=_dma_transpose_rules,
+            semantics=semantics.dma_transpose,
+            doc="Transpose while moving (NeuronCore-v3 on): src's elements in row-major order form an [R, C] "
+            "matrix (in SBUF: R partitions of C elements; in HBM: a pattern whose innermost dimensions hold C "
+            "elements), and dst, an SBUF access of C partitions and R elements each, receives its transpose: "
+            "dst[c, r] = src[r, c], bit exact. 2-byte dtypes, src's and dst's the same.",
         ),
         *(
             OpcodeSpec(

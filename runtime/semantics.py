@@ -23,7 +23,8 @@ top of that, per instruction:
 * Exact integers: an instruction on GpSimdE (native 32-bit integer math [nki-arch-trn1]) whose tensor operands
   are all of integer types and whose immediates are integral computes on integers, wrapping to 32 bits (64 bits
   when an operand is int64: software 64-bit lanes).
-* Copies between equal dtypes (tensor_copy, dma_copy, select's chosen values, is_transpose on v3+) are bit exact.
+* Copies between equal dtypes (tensor_copy, dma_copy, dma_transpose, select's chosen values, is_transpose on v3+)
+  are bit exact.
 * Reductions (tensor_reduce, activation's accumulate) sum in fp32; their order is unspecified, as on hardware.
 * nc_matmul: products and sums in fp32 (PSUM accumulation is fp32), whatever the input dtypes.
 """
@@ -417,6 +418,15 @@ def dma_copy(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: in
         dst[...] = src.reshape(dst.shape)
     else:
         store(dst, alu.to_f32(src))
+
+
+def dma_transpose(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:
+    """dst[c, r] = src[r, c]: src's elements in row-major order as [R, C], dst [C, R...] (see isa.py)."""
+    src, dst = ops["src"], ops["dst"]
+    lanes = dst.shape[:nl]
+    columns = dst.shape[nl]
+    matrix = src.reshape((*lanes, -1, columns))
+    dst[...] = np.swapaxes(matrix, -1, -2).reshape(dst.shape)
 
 
 def collective(kind: str, ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: int = 0) -> None:

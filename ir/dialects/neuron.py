@@ -1067,6 +1067,28 @@ class DmaCopyOp(InstructionOp):
     indirect = opt_prop_def(StringAttr)
     accumulate = opt_prop_def(IntegerAttr)
 
+@irdl_op_definition
+class DmaTransposeOp(InstructionOp):
+    """DMA: dst[c, r] = src[r, c], src's elements in row-major order an [R, C] matrix and dst an SBUF access of C
+    partitions (NeuronCore-v3 on). src is in HBM (its pattern ends in rows of C elements) or SBUF (R partitions of
+    C); 2-byte dtypes, src's and dst's the same. The rules are `dma_transpose` in `runtime.isa`.
+
+    ```mlir
+    neuron.dma_transpose dma dst %kt[0:64, 0, [[1, 512]]], src %k[0, [[64, 512], [1, 64]]] {queue = 0 : i64} : ...
+    ```
+    """
+
+    name = "neuron.dma_transpose"
+    OPCODE: ClassVar[str] = "dma_transpose"
+
+    dst = operand_def(MemRefType)
+    dst_offset = opt_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = opt_operand_def(IndexType)
+    dst_ap = prop_def(AccessPatternAttr)
+    src_ap = prop_def(AccessPatternAttr)
+
+
 class _CollectiveOp(InstructionOp):
     """Shared fields of the collectives: an HBM tensor in, one out, and the replica groups of the ranks taking
     part (a rank exchanges with the other ranks of the group that holds it)."""
@@ -1159,6 +1181,7 @@ INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     AffineSelectOp,
     GpsimdKernelOp,
     DmaCopyOp,
+    DmaTransposeOp,
     *COLLECTIVE_OPS,
 )
 OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCTION_OPS}

@@ -47,6 +47,22 @@ def test_attention_inference(shape: tuple[int, int, int, int, int], dtype, causa
 
 
 @pytest.mark.parametrize(
+    ("target", "transposes"),
+    [("trn2", 2), ("trn1", 0)],
+)
+def test_bf16_attention_loads_keys_and_queries_transposed_by_dma(target: str, transposes: int):
+    """On a target whose DMAs transpose 2-byte elements, K^T and Q^T of heads longer than one 128-row block load by a
+    DMA transpose each (no row load, no TensorE transpose); trn1 transposes on TensorE. Both match eager."""
+    inputs = _inputs(1, 1, 256, 256, 64, torch.bfloat16)
+    with torch.no_grad():
+        check_compiled(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *inputs, options={"target": target}
+        )
+    [profile] = neuron_mlir.profiles().values()
+    assert profile.opcode_counts.get("dma_transpose", 0) == transposes
+
+
+@pytest.mark.parametrize(
     ("shape", "causal"),
     [
         ((1, 5, 384, 256, 32), True),  # a group of three heads, then two heads of one tile per trip

@@ -235,6 +235,33 @@ def test_transposing_dma_is_element_bound():
     assert single_instruction_ns(b, inst) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("source", "partitions", "free", "filled"),
+    [("hbm", 128, 512, 1.0), ("hbm", 64, 512, 0.5), ("sbuf", 128, 128, 1.0), ("hbm", 128, 24, 24 / 32)],
+)
+def test_dma_transpose_moves_at_its_share_of_all_engines(source, partitions, free, filled):
+    """All 16 engines together, at 90% (HBM) or 50% (SBUF) of a copy's rate, scaled by the [128, 16] blocks
+    the destination fills."""
+    hw = TARGETS["trn2"]
+    b = ProgramBuilder("trn2")
+    src = b.hbm("x", (free, partitions), "bf16") if source == "hbm" else b.sbuf("x", (free, partitions), "bf16")
+    tile = b.sbuf("t", (partitions, free), "bf16")
+    inst = b.inst("dma_transpose", "dma", {"dst": b.ap(tile), "src": b.ap(src)})
+    share = (0.9 if source == "hbm" else 0.5) * filled
+    nbytes = partitions * free * 2
+    expected = hw.dma_fixed_latency_ns + nbytes / (16 * hw.dma_bytes_per_ns * share)
+    assert single_instruction_ns(b, inst) == pytest.approx(expected)
+
+
+def test_dma_transpose_beats_an_element_strided_copy():
+    """The transposed load a dma_copy can only do one element per descriptor (`test_transposing_dma_is_element_bound`)."""
+    b, copy = dma_program("trn2", 128, 128, dtype="bf16", transposed=True)
+    t = ProgramBuilder("trn2")
+    src, tile = t.hbm("x", (128, 128), "bf16"), t.sbuf("t", (128, 128), "bf16")
+    transpose = t.inst("dma_transpose", "dma", {"dst": t.ap(tile), "src": t.ap(src)})
+    assert single_instruction_ns(t, transpose) < single_instruction_ns(b, copy) / 10
+
+
 def test_matmul_flops_count():
     b, _ = matmul_program("trn2", "bf16", 128, 96, 512)
     inst = b.build().instructions()[0]

@@ -575,6 +575,26 @@ def test_dma_converts_and_transposes_through_strided_hbm_views():
     np.testing.assert_array_equal(y, x.T.astype(BF16))
 
 
+def test_dma_transpose_from_hbm_and_between_sbuf_tiles_is_bit_exact():
+    rng = np.random.default_rng(19)
+    x = rand((96, 40), np.float32, rng).astype(BF16)
+    x[3, 5], x[7, 1] = np.nan, -np.inf
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x_hbm = b.input("x", x.shape, "bf16")
+    y_hbm = b.output("y", (40, 96), "bf16")
+    z_hbm = b.output("z", (96, 40), "bf16")
+    tile = b.sbuf("t", (40, 96), "bf16")
+    back = b.sbuf("u", (96, 40), "bf16")
+    # HBM rows [96, 40] -> [40 partitions, 96]; then SBUF [40, 96] -> [96 partitions, 40] (the original again)
+    b.inst("dma_transpose", "dma", {"dst": b.ap(tile), "src": b.ap(x_hbm)}, queue=1)
+    b.inst("dma_transpose", "dma", {"dst": b.ap(back), "src": b.ap(tile)}, queue=2)
+    b.dma(b.ap(y_hbm), b.ap(tile), queue=3)
+    b.dma(b.ap(z_hbm), b.ap(back), queue=4)
+    (y, z), _ = run_program(b.build(), [x])
+    np.testing.assert_array_equal(y.view(np.uint16), x.T.view(np.uint16))
+    np.testing.assert_array_equal(z.view(np.uint16), x.view(np.uint16))
+
+
 def test_offset_and_partition_start_accesses():
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     b = ProgramBuilder("trn2", auto_waits=True)
@@ -832,6 +852,8 @@ def _lane_cases():
         "kernel": "divide_floor"}
     yield "dma_copy", "dma", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
     yield "dma_copy", "dma", {"src": ((384,), f32), "dst": ((16, 24), f32)}, {}
+    yield "dma_transpose", "dma", {"src": ((16, 24), bf16), "dst": ((24, 16), bf16)}, {}
+    yield "dma_transpose", "dma", {"src": ((16, 3, 8), bf16), "dst": ((24, 16), bf16)}, {}
     offsets = ((4, 3), i32, (0, 10))
     yield "dma_copy", "dma", {"src": ((10, 6), f32), "dst": ((4, 18), bf16), "offsets": offsets}, {"indirect": "src"}
     yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {"indirect": "dst"}

@@ -433,3 +433,19 @@ def test_a_register_offset_matmul_destination_stays_inside_one_bank():
     validate_program(_matmuls_at_register_offsets(step=512))  # rows at bytes 0, 2048, 4096: one bank each
     with pytest.raises(BundleError, match=r"bytes 1536\.\.2559 of each partition cross a 2048-byte PSUM bank"):
         validate_program(_matmuls_at_register_offsets(step=384))
+
+
+@pytest.mark.parametrize(
+    ("target", "dtype", "message"),
+    [("trn2", "bf16", None), ("trn1", "bf16", "trn1 .NeuronCore-v2. has no DMA transpose"), ("trn2", "f32", "2-byte")],
+)
+def test_dma_transpose_rules_are_the_dialects(target, dtype, message):
+    """The bundle validator refuses a DMA transpose by the rule the neuron dialect's verifier applies (invalid.mlir)."""
+    b = ProgramBuilder(target)
+    x, t = b.hbm("x", (512, 64), dtype), b.sbuf("t", (64, 512), dtype)
+    b.inst("dma_transpose", "dma", {"dst": b.ap(t), "src": b.ap(x)})
+    if message is None:
+        validate_program(b.build())
+        return
+    with pytest.raises(BundleError, match=message):
+        validate_program(b.build())

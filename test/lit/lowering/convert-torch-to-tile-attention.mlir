@@ -4,14 +4,16 @@
 // grouped query heads sharing their key/value head's K^T, a decoding step's query heads stacked as one head's
 // rows, and heads wider than one TensorE contraction. Values are checked end to end in test/e2e/test_attention.py.
 
-func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x4x256x64xbf16> {
-  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
-  func.return %0 : tensor<1x4x256x64xbf16>
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x4x256x64xbf16> {
+    %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
+    func.return %0 : tensor<1x4x256x64xbf16>
+  }
 }
 // Two query heads per key/value head, one straight-line group per key/value head (each with buffers of its own):
 // the group loads its key/value head's keys once, the rows of its query heads 2 kv and 2 kv + 1 (each head's rows
-// apart from the other's in HBM, so one load each), then its values; K^T is transposed once (one transpose per
-// 128 keys), and both query heads' scores read it.
+// apart from the other's in HBM, so one load each), then its values; K^T is transposed once on TensorE (trn1's
+// DMAs do not transpose: one transpose per 128 keys), and both query heads' scores read it.
 // CHECK-LABEL: func.func @grouped_query_heads
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
@@ -45,6 +47,26 @@ func.func @grouped_query_heads(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x6
 // CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
 // CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
+
+// -----
+
+func.func @grouped_query_heads_dma_transposes(%q: tensor<1x4x256x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x4x256x64xbf16> {
+  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, none {is_causal = true} : (tensor<1x4x256x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>) -> (tensor<1x4x256x64xbf16>, tensor<1x4x256xf32>)
+  func.return %0 : tensor<1x4x256x64xbf16>
+}
+// The same on trn2, whose DMAs transpose 2-byte elements: the group loads its key/value head's K^T and each query
+// head's Q^T transposed (features on partitions: dims 3, 2), scaled once, then its value rows; no TensorE
+// transpose before the scores, which read the one K^T.
+// CHECK-LABEL: func.func @grouped_query_heads_dma_transposes
+// CHECK:       %[[KT:.*]] = tile.load %k[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x2x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.load %q[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x4x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.binary_scalar
+// CHECK-NEXT:  tile.load %q[%c0, %c1, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x4x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.binary_scalar
+// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NOT:   tile.transpose
+// CHECK:       %[[K0:.*]] = tile.extract %[[KT]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK:       tile.matmul %{{.*}}, %[[K0]] :
 
 // -----
 
@@ -85,18 +107,21 @@ func.func @wide_heads(%q: tensor<1x1x128x192xf32>, %k: tensor<1x1x128x192xf32>, 
 
 // -----
 
-func.func @heads_beside_features(%qkv: tensor<1x256x3x6x64xbf16>) -> tensor<1x6x256x64xbf16> {
-  %q = torch.aten.select.int %qkv {dim = 2 : i64, index = 0 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
-  %k = torch.aten.select.int %qkv {dim = 2 : i64, index = 1 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
-  %v = torch.aten.select.int %qkv {dim = 2 : i64, index = 2 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
-  %qh = torch.aten.permute %q {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
-  %kh = torch.aten.permute %k {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
-  %vh = torch.aten.permute %v {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
-  %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %qh, %kh, %vh, none {is_causal = true} : (tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>) -> (tensor<1x6x256x64xbf16>, tensor<1x6x256xf32>)
-  func.return %0 : tensor<1x6x256x64xbf16>
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @heads_beside_features(%qkv: tensor<1x256x3x6x64xbf16>) -> tensor<1x6x256x64xbf16> {
+    %q = torch.aten.select.int %qkv {dim = 2 : i64, index = 0 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+    %k = torch.aten.select.int %qkv {dim = 2 : i64, index = 1 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+    %v = torch.aten.select.int %qkv {dim = 2 : i64, index = 2 : i64} : (tensor<1x256x3x6x64xbf16>) -> tensor<1x256x6x64xbf16>
+    %qh = torch.aten.permute %q {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+    %kh = torch.aten.permute %k {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+    %vh = torch.aten.permute %v {dims = array<i64: 0, 2, 1, 3>} : (tensor<1x256x6x64xbf16>) -> tensor<1x6x256x64xbf16>
+    %0, %1 = torch.aten._scaled_dot_product_flash_attention_for_cpu %qh, %kh, %vh, none {is_causal = true} : (tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>, tensor<1x6x256x64xbf16>) -> (tensor<1x6x256x64xbf16>, tensor<1x6x256xf32>)
+    func.return %0 : tensor<1x6x256x64xbf16>
+  }
 }
 // Heads viewed out of a fused QKV projection's output lie beside the features: a trip's consecutive heads load
-// their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]).
+// their keys, queries and values in one DMA each, a row of those heads being one run (head h at [:, :, h, :]); on
+// trn1, where keys and queries are not loaded by DMA transposes.
 // The two groups of three heads are straight-line code, the second group's heads from 3 on.
 // CHECK-LABEL: func.func @heads_beside_features
 // CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} {{.*}} -> !tile.tile<128x2x3x64xbf16, sbuf>

@@ -183,6 +183,43 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 
 // -----
 
+func.func @dma_transpose_of_4_byte_elements(%x: memref<512x64xf32, #mem<hbm>>) {
+  %t = neuron.alloc : memref<64x512xf32, #mem<sbuf>>
+  neuron.dma_transpose dma dst %t[0:64, 0, [[1, 512]]], src %x[0, [[64, 512], [1, 64]]] {queue = 0 : i64} : memref<64x512xf32, #mem<sbuf>>, memref<512x64xf32, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_transpose: transposes 2-byte elements only, got f32
+
+// -----
+
+func.func @dma_transpose_rows_not_the_partitions(%x: memref<512x64xbf16, #mem<hbm>>) {
+  %t = neuron.alloc : memref<64x512xbf16, #mem<sbuf>>
+  neuron.dma_transpose dma dst %t[0:64, 0, [[1, 512]]], src %x[0, [[1, 64], [64, 512]]] {queue = 0 : i64} : memref<64x512xbf16, #mem<sbuf>>, memref<512x64xbf16, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_transpose: src's pattern [(1, 64), (64, 512)] does not end in rows of 64 elements (dst's partitions)
+
+// -----
+
+func.func @dma_transpose_into_hbm(%x: memref<512x64xbf16, #mem<hbm>>, %y: memref<64x512xbf16, #mem<hbm>>) {
+  neuron.dma_transpose dma dst %y[0, [[512, 64], [1, 512]]], src %x[0, [[64, 512], [1, 64]]] {queue = 0 : i64} : memref<64x512xbf16, #mem<hbm>>, memref<512x64xbf16, #mem<hbm>>
+  func.return
+}
+// CHECK: neuron.dma_transpose: reads HBM or SBUF and writes SBUF, not hbm to hbm
+
+// -----
+
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @dma_transpose_on_trn1(%x: memref<512x64xbf16, #mem<hbm>>) {
+    %t = neuron.alloc : memref<64x512xbf16, #mem<sbuf>>
+    neuron.dma_transpose dma dst %t[0:64, 0, [[1, 512]]], src %x[0, [[64, 512], [1, 64]]] {queue = 0 : i64} : memref<64x512xbf16, #mem<sbuf>>, memref<512x64xbf16, #mem<hbm>>
+    func.return
+  }
+}
+// CHECK: neuron.dma_transpose: trn1 (NeuronCore-v2) has no DMA transpose
+
+// -----
+
 func.func @queue_on_compute_engine() {
   %a = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
   neuron.memset vector dst %a[0:128, 0, [[1, 1]]] {value = 1.0 : f64, queue = 0 : i64} : memref<128x1xf32, #mem<sbuf>>

@@ -315,6 +315,18 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     func.return
   }
 
+  // DMA transposes: a [512, 64] head from HBM into [64, 512], and a [128, 64] SBUF block into [64, 128].
+  // CHECK-LABEL: func.func @dma_transpose
+  func.func @dma_transpose(%k: memref<512x64xbf16, #mem<hbm>>) {
+    %kt = neuron.alloc : memref<64x512xbf16, #mem<sbuf>>
+    %rows = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    // CHECK: neuron.dma_transpose dma dst %{{.*}}[0:64, 0, [[1, 512]]], src %{{.*}}[0, [[64, 512], [1, 64]]] {queue = 0 : i64}
+    neuron.dma_transpose dma dst %kt[0:64, 0, [[1, 512]]], src %k[0, [[64, 512], [1, 64]]] {queue = 0 : i64} : memref<64x512xbf16, #mem<sbuf>>, memref<512x64xbf16, #mem<hbm>>
+    // CHECK: neuron.dma_transpose dma dst %{{.*}}[0:64, 128, [[1, 128]]], src %{{.*}}[0:128, 0, [[1, 64]]] {queue = 1 : i64}
+    neuron.dma_transpose dma dst %kt[0:64, 128, [[1, 128]]], src %rows[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<64x512xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    func.return
+  }
+
   // Collectives on the collective queue: HBM tensors, replica groups, the reduction.
   // CHECK-LABEL: func.func @collectives
   func.func @collectives(%x: memref<8x4xf32, #mem<hbm>>, %y: memref<32xf32, #mem<hbm>>) {
