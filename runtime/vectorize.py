@@ -675,7 +675,8 @@ def _shadows(sim: _Simulator, nest: Nest, worker: int, lanes: int) -> list[np.nd
     """One [lanes, rows, span] byte array per shadow, carved from the simulator's scratch for `worker`.
 
     A batch keeps views of the scratch array it was built with; a later batch needing more gets a new, larger
-    array (the old one lives on with the batches that use it). Batches of one simulator never run at once."""
+    array (the old one lives on with the batches that use it). Batches of one simulator never run at once, nor do
+    those of simulators sharing their scratch (`runtime.host_arena`), and a shadow holds nothing between runs."""
     sizes = [lanes * shadow.lane_bytes for shadow in nest.shadows]
     total = sum(-(-size // 64) * 64 for size in sizes)
     scratch = sim.scratch

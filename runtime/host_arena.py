@@ -1,0 +1,85 @@
+"""Host memory that the simulators of a process share, one run at a time.
+
+A simulator's memories hold nothing from one of its runs to the next: each run loads the constants and inputs,
+fills again the bytes it reads before writing them (`runtime.refill`; all of them until that is known) and copies
+its outputs out before it ends. So the memories of the simulators of different programs (a training step's
+forward and backward graphs, the single-op programs of eager execution) need not be apart: they can be the same
+host bytes, as long as no two runs use them at once. At real widths that is most of a simulator's resident size:
+the HBM scratch, outputs and constants, SBUF and PSUM, and the lane shadows of batched loop nests
+(`runtime.vectorize`), hundreds of MiB per graph, which a step of separate memories holds for every graph at once.
+
+The arena is one large anonymous mapping (`_RESERVE_BYTES` of address space, of which only the pages some run
+touches become resident, so the resident size is the largest machine's rather than the sum). A machine's arrays
+are carved from its start in the order asked for; a machine larger than the mapping gets a new mapping of its own
+size or more, which later machines use (the older mapping stays with the machines carved from it).
+
+A run that uses arena memory holds the arena's claim from before its machine is made or its memory touched until
+its outputs are copied out (`claim`, a lock taken without waiting). A run that finds the arena claimed (a run on
+another thread, or one nested in a run on the same thread) uses a simulator of memories of its own instead, so
+runs never wait for each other and cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import mmap
+import resource
+import threading
+
+import numpy as np
+
+# Address space reserved for the arena. Pages never touched cost nothing but page-table entries; where the
+# process's address space is limited (RLIMIT_AS), a quarter of the limit at most.
+_RESERVE_BYTES = 16 << 30
+# Arrays start at page boundaries: a machine's arrays never share a page, and views are aligned for every dtype.
+_ALIGN = mmap.PAGESIZE
+
+
+def _reserve(minimum: int) -> int:
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    wanted = _RESERVE_BYTES if limit == resource.RLIM_INFINITY else min(_RESERVE_BYTES, limit // 4)
+    return max(minimum, wanted)
+
+
+class HostArena:
+    """Memory for the machines and lane shadows of simulators whose runs never overlap (module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mapping: np.ndarray | None = None
+        # per worker thread, the lane shadows of batched nests (`runtime.vectorize`): shared by the simulators
+        # that use the arena, as their memories are
+        self.scratch: list[np.ndarray] = []
+
+    def claim(self) -> bool:
+        """Take the arena for one run, without waiting; False when another run holds it."""
+        return self._lock.acquire(blocking=False)
+
+    def release(self) -> None:
+        """Give back the claim `claim` took."""
+        self._lock.release()
+
+    def carve(self, sizes: list[int]) -> list[np.ndarray]:
+        """1-D uint8 arrays of `sizes` bytes, disjoint from one another, from the arena's current mapping (a new
+        one when they do not fit). The caller holds the claim; the arrays' contents are whatever the last run
+        left there."""
+        starts, total = [], 0
+        for size in sizes:
+            starts.append(total)
+            total += -(-size // _ALIGN) * _ALIGN
+        if self._mapping is None or self._mapping.size < total:
+            self._mapping = _mapped(_reserve(total))
+        mapping = self._mapping
+        return [mapping[start : start + size] for start, size in zip(starts, sizes, strict=True)]
+
+
+def _mapped(size: int) -> np.ndarray:
+    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    # ordinary pages: a huge page would make a machine touching a few bytes of it resident for 2 MiB, and its
+    # first touch may wait for the kernel to compact memory (`runtime.heap`, `small_pages`)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(mapping, np.uint8)
+
+
+# The process's arena: every simulator run of `runtime.simulator` that can claim it uses it.
+SHARED = HostArena()
