@@ -10,8 +10,9 @@ the HBM scratch, outputs and constants, SBUF and PSUM, and the lane shadows of b
 
 The arena is one large anonymous mapping (`_RESERVE_BYTES` of address space, of which only the pages some run
 touches become resident, so the resident size is the largest machine's rather than the sum). A machine's arrays
-are carved from its start in the order asked for; a machine larger than the mapping gets a new mapping of its own
-size or more, which later machines use (the older mapping stays with the machines carved from it).
+are carved from its start in the order asked for, the lane shadows of batched nests from its end; a machine larger
+than the mapping gets a new mapping of its own size or more, which later machines use (the older mapping stays
+with the machines carved from it).
 
 A run that uses arena memory holds the arena's claim from before its machine is made or its memory touched until
 its outputs are copied out (`claim`, a lock taken without waiting). A run that finds the arena claimed (a run on
@@ -46,9 +47,8 @@ class HostArena:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._mapping: np.ndarray | None = None
-        # per worker thread, the lane shadows of batched nests (`runtime.vectorize`): shared by the simulators
-        # that use the arena, as their memories are
-        self.scratch: list[np.ndarray] = []
+        self._carved = 0  # bytes from the mapping's start that machines use (the largest machine carved from it)
+        self._slot = 0  # bytes of each worker's lane shadows at the mapping's end (`shadow_space`)
 
     def claim(self) -> bool:
         """Take the arena for one run, without waiting; False when another run holds it."""
@@ -68,8 +68,25 @@ class HostArena:
             total += -(-size // _ALIGN) * _ALIGN
         if self._mapping is None or self._mapping.size < total:
             self._mapping = _mapped(_reserve(total))
+            self._carved = self._slot = 0
+        self._carved = max(self._carved, total)
         mapping = self._mapping
         return [mapping[start : start + size] for start, size in zip(starts, sizes, strict=True)]
+
+    def shadow_space(self, worker: int, size: int) -> np.ndarray | None:
+        """At least `size` bytes for the lane shadows of `worker` (`runtime.vectorize`), the same bytes for every
+        simulator: worker w's slot ends w slots below the mapping's end, slots as large as the largest size asked.
+        None when the slots would reach the machines' bytes. The caller holds the claim.
+
+        A batch keeps the views it was built with after the slots grow: its workers' slots, disjoint from one
+        another, keep lying above the machine it runs with, and only one batch runs at a time."""
+        mapping = self._mapping
+        slot = max(self._slot, -(-size // _ALIGN) * _ALIGN)
+        if mapping is None or (worker + 1) * slot > mapping.size - self._carved:
+            return None
+        self._slot = slot
+        end = mapping.size - worker * slot
+        return mapping[end - slot : end]
 
 
 def _mapped(size: int) -> np.ndarray:

@@ -264,8 +264,7 @@ class Simulator:
         self.nests: dict[int, vectorize.Nest | None] = {}
         # Per loop, per entry registers: its trace (None: not traceable) and the batch of its data work, if any.
         self._traces: dict[int, OrderedDict[tuple[int, ...], tuple[Lanes | None, Any]]] = {}
-        # per worker thread, lane shadows of batched loops (runtime.vectorize)
-        self.scratch: list[np.ndarray] = arena.scratch if arena is not None else []
+        self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (`shadow_space`)
         # The data work of the first complete run, replayed by the later ones, and the bytes a run reads before
         # writing them (the only ones a later run must fill again; None: all of them).
         self.tape: tape.Tape | None = None
@@ -482,6 +481,22 @@ class Simulator:
         if id(loop) not in self.nests:
             self.nests[id(loop)] = vectorize.analyse(loop, self.plan_of, self.machine.homes)
         return self.nests[id(loop)]
+
+    def shadow_space(self, worker: int, size: int) -> np.ndarray:
+        """At least `size` bytes for the lane shadows of `worker` (`runtime.vectorize`): the arena's, shared with
+        other simulators, when it has room, else this simulator's scratch. A batch keeps views of the bytes it was
+        built with; when a later batch needs more, its scratch is a new, larger array (the old one lives on with
+        the batches that use it). Batches never run at once, and a shadow holds nothing between runs."""
+        if self.arena is not None:
+            space = self.arena.shadow_space(worker, size)
+            if space is not None:
+                return space
+        scratch = self.scratch
+        while len(scratch) <= worker:
+            scratch.append(np.empty(0, np.uint8))
+        if scratch[worker].size < size:
+            scratch[worker] = np.empty(max(size, 2 * scratch[worker].size), np.uint8)
+        return scratch[worker]
 
     # ---- static facts ----------------------------------------------------------------------------------------
 

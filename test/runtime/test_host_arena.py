@@ -148,3 +148,21 @@ def _unclaimed():
     yield
     assert host_arena.SHARED.claim(), "a run left the shared memory claimed"
     host_arena.SHARED.release()
+
+
+def test_lane_shadows_lie_at_the_end_above_every_machine(monkeypatch):
+    """Every simulator's shadows for a worker are the same bytes at the mapping's end, the workers' slots disjoint
+    and as large as the largest size asked; none when they would reach the machines' bytes."""
+    monkeypatch.setattr(host_arena, "_RESERVE_BYTES", 1 << 20)
+    arena = host_arena.HostArena()
+    (machine,) = arena.carve([600_000])
+    first = [arena.shadow_space(worker, 10_000) for worker in range(2)]
+    assert all(space is not None and space.size >= 10_000 for space in first)
+    assert not np.shares_memory(first[0], first[1])
+    assert not any(np.shares_memory(space, machine) for space in first)
+    again = arena.shadow_space(0, 5_000)
+    assert again is not None
+    assert np.shares_memory(again, first[0])
+    assert again.size == first[0].size
+    assert arena.shadow_space(0, 450_000) is None  # it would reach the machine's bytes
+    assert arena.shadow_space(2, 150_000) is None
