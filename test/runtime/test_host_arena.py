@@ -156,8 +156,12 @@ def test_lane_shadows_lie_at_the_end_above_every_machine(monkeypatch):
     monkeypatch.setattr(host_arena, "_RESERVE_BYTES", 1 << 20)
     arena = host_arena.HostArena()
     (machine,) = arena.carve([600_000])
-    first = [arena.shadow_space(worker, 10_000) for worker in range(2)]
-    assert all(space is not None and space.size >= 10_000 for space in first)
+    first = []
+    for worker in range(2):
+        space = arena.shadow_space(worker, 10_000)
+        assert space is not None
+        assert space.size >= 10_000
+        first.append(space)
     assert not np.shares_memory(first[0], first[1])
     assert not any(np.shares_memory(space, machine) for space in first)
     again = arena.shadow_space(0, 5_000)
