@@ -393,7 +393,13 @@ class Simulator:
 
     def finish(self) -> None:
         """Drop what a run left that the next one does not need: the walk's state, and after the run that bound
-        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first)."""
+        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first); after a
+        run that checked races, the offsets its checks kept with the operand sites (a program's races are checked
+        once: at real widths these are hundreds of MiB)."""
+        if self.races is not None:
+            for plan in self.plans:
+                for site in plan.sites:
+                    site.forget_offsets()
         self.timeline = self.races = self.recorder = None
         if self._release_bound and self._binding is not None:
             for index in self._binding.inputs.values():
