@@ -67,7 +67,10 @@ class HostArena:
             starts.append(total)
             total += -(-size // _ALIGN) * _ALIGN
         if self._mapping is None or self._mapping.size < total:
-            self._mapping = _mapped(_reserve(total))
+            try:
+                self._mapping = _mapped(_reserve(total))
+            except OSError:  # the system refuses to promise that much address space (strict overcommit)
+                self._mapping = _mapped(total)
             self._carved = self._slot = 0
         self._carved = max(self._carved, total)
         mapping = self._mapping

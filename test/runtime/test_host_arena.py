@@ -170,3 +170,20 @@ def test_lane_shadows_lie_at_the_end_above_every_machine(monkeypatch):
     assert again.size == first[0].size
     assert arena.shadow_space(0, 450_000) is None  # it would reach the machine's bytes
     assert arena.shadow_space(2, 150_000) is None
+
+
+def test_a_refused_reservation_maps_only_what_the_machine_needs(monkeypatch):
+    reserved = []
+    real = host_arena._mapped
+
+    def refusing(size: int) -> np.ndarray:
+        reserved.append(size)
+        if size > 1 << 20:
+            raise OSError(12, "Cannot allocate memory")
+        return real(size)
+
+    monkeypatch.setattr(host_arena, "_mapped", refusing)
+    arena = host_arena.HostArena()
+    (array,) = arena.carve([5000])
+    assert array.size == 5000
+    assert reserved == [host_arena._reserve(5000), 8192]
