@@ -25,13 +25,14 @@ from __future__ import annotations
 import bisect
 import math
 import mmap
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from neuron_mlir.runtime import dtypes
 from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.host_arena import HostArena
 from neuron_mlir.runtime.program import Access, BufferDecl, TensorBinding, row_major_strides
 from neuron_mlir.runtime.validate import MemorySizes
 
@@ -65,7 +66,13 @@ class Home:
 class Machine:
     """HBM, SBUF and PSUM for one run of a program's memory plan."""
 
-    def __init__(self, buffers: list[BufferDecl], sizes: MemorySizes, releasable: Collection[int] = ()) -> None:
+    def __init__(
+        self,
+        buffers: list[BufferDecl],
+        sizes: MemorySizes,
+        releasable: Collection[int] = (),
+        arena: HostArena | None = None,
+    ) -> None:
         self.sizes = sizes
         self.ranges: dict[Memory, list[tuple[int, int]]] = {}  # merged [start, end) byte ranges per memory
         self.arrays: dict[Memory, list[np.ndarray]] = {}
@@ -77,25 +84,35 @@ class Machine:
             if buffers[index].memory is Memory.HBM and _row_bytes(buffers[index]) >= _MAPPED_BYTES
         }
         for memory in Memory:
-            self._place(memory, [b for b in buffers if b.memory is memory], mapped if memory is Memory.HBM else set())
+            self.ranges[memory] = _merged(b for b in buffers if b.memory is memory)
+        # The other ranges' host arrays: the arena's memory (the caller holds its claim), or arrays of their own.
+        wanted = [
+            (memory, position, (1 if memory is Memory.HBM else sizes.partitions) * (end - start))
+            for memory in Memory
+            for position, (start, end) in enumerate(self.ranges[memory])
+            if memory is not Memory.HBM or (start, end) not in mapped
+        ]
+        shared: dict[tuple[Memory, int], np.ndarray] = {}
+        if arena is not None:
+            carved = arena.carve([size for _, _, size in wanted])
+            shared = {(memory, position): array for (memory, position, _), array in zip(wanted, carved, strict=True)}
+        for memory in Memory:
+            arrays = []
+            for position, (start, end) in enumerate(self.ranges[memory]):
+                array = shared.get((memory, position))
+                if memory is Memory.HBM and (start, end) in mapped:
+                    array = self._mapped(start, end)
+                elif array is None:
+                    rows = 1 if memory is Memory.HBM else sizes.partitions
+                    array = np.full(rows * (end - start), FILL_BYTE, np.uint8)
+                else:
+                    array.fill(FILL_BYTE)
+                arrays.append(array)
+            self.arrays[memory] = arrays
         self.homes: list[Home] = [self._home(buffer) for buffer in buffers]
         self._clear_key: tuple[tuple[Memory, int, int], ...] | None = None
         self._bytes_held: int | None = None
         self._clear_views: list[np.ndarray] = []
-
-    def _place(self, memory: Memory, buffers: list[BufferDecl], mapped: Collection[tuple[int, int]]) -> None:
-        ranges: list[tuple[int, int]] = []
-        for start, end in sorted((b.address, b.address + _row_bytes(b)) for b in buffers):
-            if ranges and start < ranges[-1][1]:
-                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
-            else:
-                ranges.append((start, end))
-        rows = 1 if memory is Memory.HBM else self.sizes.partitions
-        self.ranges[memory] = ranges
-        self.arrays[memory] = [
-            self._mapped(start, end) if (start, end) in mapped else np.full(rows * (end - start), FILL_BYTE, np.uint8)
-            for start, end in ranges
-        ]
 
     def _mapped(self, start: int, end: int) -> np.ndarray:
         mapping = mmap.mmap(-1, end - start, flags=mmap.MAP_PRIVATE)
@@ -204,6 +221,17 @@ class Machine:
             offset=home.base + binding.offset * itemsize,
             strides=tuple(s * itemsize for s in binding.strides),
         )
+
+
+def _merged(buffers: Iterable[BufferDecl]) -> list[tuple[int, int]]:
+    """The [start, end) byte ranges the buffers cover, overlapping ones merged, in address order."""
+    ranges: list[tuple[int, int]] = []
+    for start, end in sorted((b.address, b.address + _row_bytes(b)) for b in buffers):
+        if ranges and start < ranges[-1][1]:
+            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
+        else:
+            ranges.append((start, end))
+    return ranges
 
 
 def _row_bytes(buffer: BufferDecl) -> int:

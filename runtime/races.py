@@ -93,6 +93,12 @@ class AccessSite:
                 self._sorted = found
         return found + shift
 
+    def forget_offsets(self) -> None:
+        """Drop the offsets `byte_offsets` and `byte_runs` keep (up to 8 MiB each): only race checks read them, and
+        a program's race checks are done in one run."""
+        self._sorted = None
+        self._runs = None
+
     def byte_runs(self, shift: int) -> tuple[np.ndarray, int]:
         """Sorted start bytes of the access's runs of adjacent elements, and the runs' length in bytes: a run is
         the innermost dimension when its elements are adjacent (step 1), else one element. The runs cover exactly

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, bound_inputs, dtypes, heap, refill, tape, vectorize
+from neuron_mlir.runtime import blas, bound_inputs, dtypes, heap, host_arena, refill, tape, vectorize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -159,34 +159,56 @@ def _run_pooled(
     free)."""
     cache = validated.cache if not scalars else validated.cache.setdefault(f"scalars {scalars}", {})
     pool: list[Simulator] = cache.setdefault("simulators", [])
+    # The run uses the process's shared memories when no other run holds them (`runtime.host_arena`), else a
+    # simulator of memories of its own.
+    arena = host_arena.SHARED if host_arena.SHARED.claim() else None
+    simulator = None
     try:
-        simulator = pool.pop()
-    except IndexError:
-        with heap.no_collections():  # a first run's objects live on: scanned once, after it
-            simulator = Simulator(validated, scalars)
-    try:
-        # OpenBLAS's thread count matters only to matmuls, the only instructions that call BLAS
-        threads = blas.single_threaded() if simulator.uses_blas else _NO_CONTEXT
-        with threads, heap.no_collections() if simulator.tape is None else _NO_CONTEXT:
-            if not vectorize:
-                outputs, reference_profile = simulator.run_reference(inputs, check_races)
-                return _written_into(outputs, into), reference_profile
-            known: Profile | None = cache.get("profile")
-            races_needed = check_races and not cache.get("race_free", False)
-            outputs, profile = simulator.run(
-                inputs, timing=known is None or races_needed, check_races=races_needed, into=into
-            )
-        if profile is None:
-            assert known is not None
-            return outputs, known if share_profile else known.copy()
-        cache["profile"] = profile.copy()
-        if check_races:
-            cache["race_free"] = True
-        return outputs, profile
+        for position in range(len(pool) - 1, -1, -1):
+            if pool[position].arena is arena:
+                simulator = pool.pop(position)
+                break
+        else:
+            with heap.no_collections():  # a first run's objects live on: scanned once, after it
+                simulator = Simulator(validated, scalars, arena)
+        return _run_on(simulator, cache, inputs, check_races, vectorize, share_profile, into)
     finally:
-        simulator.finish()
-        if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
-            pool.append(simulator)
+        if simulator is not None:
+            simulator.finish()
+            if not pool or simulator.machine.bytes_held <= _POOLED_MACHINE_BYTES:
+                pool.append(simulator)
+        if arena is not None:
+            arena.release()
+
+
+def _run_on(
+    simulator: Simulator,
+    cache: dict[str, Any],
+    inputs: Sequence[np.ndarray],
+    check_races: bool,
+    vectorize: bool,
+    share_profile: bool,
+    into: Sequence[np.ndarray | None],
+) -> tuple[list[np.ndarray], Profile]:
+    """One run of `simulator` (`_run_pooled`'s), its profile kept in the program's `cache`."""
+    # OpenBLAS's thread count matters only to matmuls, the only instructions that call BLAS
+    threads = blas.single_threaded() if simulator.uses_blas else _NO_CONTEXT
+    with threads, heap.no_collections() if simulator.tape is None else _NO_CONTEXT:
+        if not vectorize:
+            outputs, reference_profile = simulator.run_reference(inputs, check_races)
+            return _written_into(outputs, into), reference_profile
+        known: Profile | None = cache.get("profile")
+        races_needed = check_races and not cache.get("race_free", False)
+        outputs, profile = simulator.run(
+            inputs, timing=known is None or races_needed, check_races=races_needed, into=into
+        )
+    if profile is None:
+        assert known is not None
+        return outputs, known if share_profile else known.copy()
+    cache["profile"] = profile.copy()
+    if check_races:
+        cache["race_free"] = True
+    return outputs, profile
 
 
 def _written_into(outputs: list[np.ndarray], into: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -201,14 +223,19 @@ def _written_into(outputs: list[np.ndarray], into: Sequence[np.ndarray | None]) 
 class Simulator:
     """One program prepared on one machine: plans, memories, loop analyses and, after its first run, its tape."""
 
-    def __init__(self, validated: ValidatedProgram, scalars: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, validated: ValidatedProgram, scalars: tuple[int, ...] = (), arena: host_arena.HostArena | None = None
+    ) -> None:
+        """`arena`: memories from it (`runtime.host_arena`; every run of this simulator holds its claim), else
+        of its own."""
         self.validated = validated
+        self.arena = arena
         self.program = program = validated.program
         # (register, value) of each scalar argument: the registers a walk starts from
         self.entry_registers = [(s.register.index, value) for s, value in zip(program.scalars, scalars, strict=True)]
         self.target = validated.target
         bindable = bound_inputs.bindable_inputs(program)
-        self.machine = Machine(program.buffers, validated.sizes, bindable.values())
+        self.machine = Machine(program.buffers, validated.sizes, bindable.values(), arena)
         self.uses_blas = any(inst.opcode == "nc_matmul" for inst in validated.instructions)
         self.plans: list[InstructionPlan] = plan_program(
             program, validated.instructions, validated.index_of_id, self.machine, self.target
@@ -237,7 +264,7 @@ class Simulator:
         self.nests: dict[int, vectorize.Nest | None] = {}
         # Per loop, per entry registers: its trace (None: not traceable) and the batch of its data work, if any.
         self._traces: dict[int, OrderedDict[tuple[int, ...], tuple[Lanes | None, Any]]] = {}
-        self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (runtime.vectorize)
+        self.scratch: list[np.ndarray] = []  # per worker thread, lane shadows of batched loops (`shadow_space`)
         # The data work of the first complete run, replayed by the later ones, and the bytes a run reads before
         # writing them (the only ones a later run must fill again; None: all of them).
         self.tape: tape.Tape | None = None
@@ -366,7 +393,13 @@ class Simulator:
 
     def finish(self) -> None:
         """Drop what a run left that the next one does not need: the walk's state, and after the run that bound
-        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first)."""
+        the inputs, the host pages of their copies in HBM (a run that reads them there copies them first); after a
+        run that checked races, the offsets its checks kept with the operand sites (a program's races are checked
+        once: at real widths these are hundreds of MiB)."""
+        if self.races is not None:
+            for plan in self.plans:
+                for site in plan.sites:
+                    site.forget_offsets()
         self.timeline = self.races = self.recorder = None
         if self._release_bound and self._binding is not None:
             for index in self._binding.inputs.values():
@@ -454,6 +487,22 @@ class Simulator:
         if id(loop) not in self.nests:
             self.nests[id(loop)] = vectorize.analyse(loop, self.plan_of, self.machine.homes)
         return self.nests[id(loop)]
+
+    def shadow_space(self, worker: int, size: int) -> np.ndarray:
+        """At least `size` bytes for the lane shadows of `worker` (`runtime.vectorize`): the arena's, shared with
+        other simulators, when it has room, else this simulator's scratch. A batch keeps views of the bytes it was
+        built with; when a later batch needs more, its scratch is a new, larger array (the old one lives on with
+        the batches that use it). Batches never run at once, and a shadow holds nothing between runs."""
+        if self.arena is not None:
+            space = self.arena.shadow_space(worker, size)
+            if space is not None:
+                return space
+        scratch = self.scratch
+        while len(scratch) <= worker:
+            scratch.append(np.empty(0, np.uint8))
+        if scratch[worker].size < size:
+            scratch[worker] = np.empty(max(size, 2 * scratch[worker].size), np.uint8)
+        return scratch[worker]
 
     # ---- static facts ----------------------------------------------------------------------------------------
 

@@ -672,20 +672,14 @@ def _run_steps(steps: list[tape.Step]) -> None:
 
 
 def _shadows(sim: _Simulator, nest: Nest, worker: int, lanes: int) -> list[np.ndarray]:
-    """One [lanes, rows, span] byte array per shadow, carved from the simulator's scratch for `worker`.
-
-    A batch keeps views of the scratch array it was built with; a later batch needing more gets a new, larger
-    array (the old one lives on with the batches that use it). Batches of one simulator never run at once."""
+    """One [lanes, rows, span] byte array per shadow, carved from the simulator's shadow space for `worker`
+    (`Simulator.shadow_space`)."""
     sizes = [lanes * shadow.lane_bytes for shadow in nest.shadows]
     total = sum(-(-size // 64) * 64 for size in sizes)
-    scratch = sim.scratch
-    while len(scratch) <= worker:
-        scratch.append(np.empty(0, np.uint8))
-    if scratch[worker].size < total:
-        scratch[worker] = np.empty(max(total, 2 * scratch[worker].size), np.uint8)
+    space = sim.shadow_space(worker, total)
     arrays, offset = [], 0
     for shadow, size in zip(nest.shadows, sizes, strict=True):
-        flat = scratch[worker][offset : offset + size]
+        flat = space[offset : offset + size]
         arrays.append(flat.reshape(lanes, shadow.rows, shadow.hi - shadow.lo))
         offset += -(-size // 64) * 64
     return arrays
