@@ -1495,6 +1495,10 @@ STRAIGHT_TRANSPOSES = 64
 BLOCK_TILES = 8
 BLOCK_LOAD_BYTES = 12 * 1024
 
+# Bytes per partition up to which the weight gradient's rows of every output-channel tile are held at once, so
+# that their stores run side by side on different DMA queues.
+STRAIGHT_ROWS_BYTES = 16 * 1024
+
 
 @dataclass(frozen=True)
 class _TileKind:
@@ -1951,7 +1955,15 @@ def _weight_gradient_resident(em: LoopNestBuilder, wg: _WeightGradient, plan: _R
                 row = e2.insert(tile.InsertOp(product, row, [e2.index(j0)])).result
             _store(e2, row, gw_rows, [e2.add(e2.mul(g, wg.cout_g), co0), 0], (0, 1))
 
-        e.for_tiles(wg.cout_g, wg.m_tile, output_rows)
+        co_tiles = [(co0, min(wg.m_tile, wg.cout_g - co0)) for co0 in range(0, wg.cout_g, wg.m_tile)]
+        row_bytes = wg.cin_g * taps * _itemsize(wg.out_element_type)
+        if len(co_tiles) <= STRAIGHT_CHANNEL_TILES and len(co_tiles) * row_bytes <= STRAIGHT_ROWS_BYTES:
+            # each output-channel tile's row its own buffer and store: in a loop, a trip's evacuation waits for
+            # the previous trip's store (mostly the DMA's fixed latency) to free the buffer
+            for co0, co_size in co_tiles:
+                output_rows(e, co0, co_size)
+        else:
+            e.for_tiles(wg.cout_g, wg.m_tile, output_rows)
 
     em.for_each(wg.groups, per_group)
 
