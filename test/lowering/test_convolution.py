@@ -122,3 +122,46 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
     )
     for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=True):
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+def _forward_module(x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], out: tuple[int, ...]) -> str:
+    def tensor(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+    bias = (w[0],)
+    return f"""
+func.func @main(%x: {tensor(x)}, %w: {tensor(w)}, %b: {tensor(bias)}) -> {tensor(out)} {{
+  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
+  func.return %0 : {tensor(out)}
+}}
+"""
+
+
+# (name, input, weight, stride, output): fp32 weight rows of 2 KiB, two to a partition per load, over two loads
+# (1 x 1) and one (2 x 2, four taps per row).
+INTERLEAVED_CASES = [
+    ("1x1_two_loads", (1, 512, 4, 6), (512, 512, 1, 1), (2, 2), (1, 512, 2, 3)),
+    ("2x2_taps", (1, 128, 4, 4), (256, 128, 2, 2), (2, 2), (1, 256, 2, 2)),
+]
+
+
+@pytest.mark.parametrize(("name", "x", "w", "stride", "out"), INTERLEAVED_CASES, ids=[c[0] for c in INTERLEAVED_CASES])
+def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, stride, out):
+    """Stationaries built from several weight rows per partition (output channels J apart in each transpose)."""
+    original = convolution._interleaved_weight_panel
+    taken: list[int] = []
+
+    def recording(*args, **kwargs):
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "_interleaved_weight_panel", recording)
+    text = _forward_module(x, w, stride, out)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    assert taken, f"{name}: the weight rows were not interleaved"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
