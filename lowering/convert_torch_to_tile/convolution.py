@@ -1,29 +1,27 @@
 """Convolutions (1-d, 2-d, 3-d; strided, padded, dilated, grouped, transposed) and their backward as TensorE matmuls.
 
-One general path, `emit_direct_convolution`, computes a stride-`s`, dilation-`d`, unpadded convolution of a
-prepared input `xp[N, Cin, S...]` with a prepared weight `wt[K..., Cin/g, Cout]`:
+Every convolution but a depthwise one computes a stride-`s`, dilation-`d`, unpadded convolution of a prepared
+input `xp[N, Cin, S...]` with the weight w[Cout, Cin/g, K...] (`emit_banded_convolution`):
 
-    out[n, co, o...] = sum over kernel offsets k... and input channels ci of wt[k..., ci, co] * xp[n, ci, o*s + k*d]
+    out[n, co, o...] = sum over kernel offsets k... and input channels ci of w[co, ci, k...] * xp[n, ci, o*s + k*d]
 
 Each output tile is [Cout tile (<= 128, stationary free), output positions (<= one PSUM bank, moving free)];
-its PSUM accumulation runs over (kernel offsets x input-channel tiles of 128), each step one matmul. The moving
-operand of offset k is a tile of the *shifted window view* of xp (shape [N, Cin, K..., O...], strides
-[.., .., d*stride, s*stride]): the DMA access pattern does the windowing, so no im2col is ever materialised.
-Groups are a loop whose index offsets the channel ranges. The bias is added per partition (output channel) as
-PSUM is evacuated.
+its PSUM accumulation runs over (kernel offsets x input-channel tiles of 128), each step one matmul. Groups are
+a loop whose index offsets the channel ranges. The bias is added per partition (output channel) as PSUM is
+evacuated.
 
 Padding and the zero insertion of transposed convolutions are handled by preparing `xp` once: a zero-filled
 HBM tensor with the input copied into its (strided, possibly cropped) interior; zero insertion spreads each tile
 of whole rows on chip (`spread_channels`), so both sides of every DMA move whole rows. A transposed convolution
-is the direct convolution (stride 1) of that zero-inserted input with the flipped, in/out-swapped weight.
+is the convolution (stride 1) of that zero-inserted input with the flipped, in/out-swapped weight.
 
-Strided convolutions (and transposed ones) take the banded path, `emit_banded_convolution`, because a window
-view with stride s > 1 moves one element per DMA chunk (the cost model charges such a chunk as 256 bytes: 0.4%
-efficiency for bf16). Per output tile and input-channel tile the band of input rows the tile's positions read is
-loaded once with whole rows, and each tap's moving operand is a strided window of that SBUF tile read in place
-(`tile.extract` with steps: TensorE's moving operand is an access pattern). The [ci, co] stationaries come from
-the weight's rows on chip: one strided window per tap, transposed on TensorE (a transposed convolution's weight
-rows are already [ci, co]). Few input channels (RGB stems: ViT's 16 x 16 / 16 patch embedding, ConvNeXt's 4 x 4
+Per output tile and input-channel tile the band of input rows the tile's positions read is loaded once with
+whole rows, and each tap's moving operand is a (strided) window of that SBUF tile read in place (`tile.extract`
+with steps: TensorE's moving operand is an access pattern). Loading each tap's window view from HBM instead
+moves one output row per DMA chunk (one element with a stride above 1): ResNet-50's 7 x 7 planes are 14-byte
+runs, each charged as a 256-byte chunk, and such convolutions ran 10-100x slower. The [ci, co] stationaries come
+from the weight's rows on chip: one strided window per tap, transposed on TensorE (a transposed convolution's
+weight rows are already [ci, co]). Few input channels (RGB stems: ViT's 16 x 16 / 16 patch embedding, ConvNeXt's 4 x 4
 / 4 stem, ResNet's 7 x 7 / 2) would contract over 3 of 128 partitions per tap, so `kernel_row_packing` first
 copies the input rows each output row reads so that (channel, kernel row) pairs form one partition dim: the
 convolution becomes one of a 1 x KW filter over C * KH channels (48 for ViT). This is also how a patch embedding
@@ -476,81 +474,6 @@ class _ConvolutionOutput:
         _store(em, value, self.rows, store_at, (1, layout_of(self.rows).rank - 1))
 
 
-def emit_direct_convolution(
-    em: LoopNestBuilder,
-    xp: SSAValue,
-    wt: SSAValue,
-    bias: SSAValue | None,
-    stride: Sequence[int],
-    dilation: Sequence[int],
-    groups: int,
-    out_element_type: Attribute,
-) -> SSAValue:
-    """out[N, Cout, O...] of the unpadded convolution of xp[N, Cin, S...] with wt[K..., Cin/g, Cout]."""
-    k_tile, m_tile, n_tile = matmul_limits(em)
-    x_layout, w_layout = layout_of(xp), layout_of(wt)
-    rank = x_layout.rank - 2
-    batch = x_layout.shape[0]
-    kernel = w_layout.shape[:rank]
-    cin_g, cout = w_layout.shape[rank:]
-    cout_g = cout // groups
-    out_spatial = _output_spatial(x_layout.shape[2:], kernel, stride, dilation)
-    out = alloc(em, (batch, cout, *out_spatial), out_element_type)
-    # the shifted-window view: [N, Cin, K..., O...]; kernel offsets and output positions are view dims
-    windows = _windows(em, xp, kernel, out_spatial, stride, dilation)
-    lead, rows, columns = _position_tiles(out_spatial, n_tile)
-    output = _ConvolutionOutput(em, out, bias, rank >= 2 and columns == out_spatial[-1])
-
-    def output_tile(
-        e: LoopNestBuilder,
-        n: Index,
-        g: Index,
-        lead_idx: list[Index],
-        co0: Index,
-        co_size: int,
-        r0: Index,
-        rs: int,
-        c0: Index,
-        cs: int,
-    ) -> None:
-        co_global = e.add(e.mul(g, cout_g), co0)
-
-        def step(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
-            *k_idx, ci0 = offsets
-            ci_size = sizes[-1]
-            stationary = load(e2, wt, [*k_idx, ci0, co_global], (ci_size, co_size))
-            ci_global = e2.add(e2.mul(g, cin_g), ci0)
-            if rank >= 2:
-                position = [*lead_idx, r0, c0]
-                shape: tuple[int, ...] = (ci_size, rs, cs)
-                dims: tuple[int, ...] = (1, 2 + 2 * rank - 2, 2 + 2 * rank - 1)
-            else:
-                position, shape, dims = [c0], (ci_size, cs), (1, 2 + 2 * rank - 1)
-            moving = load(e2, windows, [n, ci_global, *k_idx, *position], shape, dims=dims)
-            result_type = TileType((co_size, rs * cs), f32, Memory.PSUM)
-            return e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
-
-        product = fold_nest(e, [*((k, 1) for k in kernel), (cin_g, k_tile)], step)
-        output.store(e, product, n, co_global, co_size, lead_idx, r0, c0)
-
-    def per_image(e: LoopNestBuilder, idx: list[Index]) -> None:
-        n, g, *lead_idx = idx
-
-        def positions(e2: LoopNestBuilder, co0: Index, co_size: int) -> None:
-            _for_position_tiles(
-                e2,
-                out_spatial,
-                rows,
-                columns,
-                lambda e3, r0, rs, c0, cs: output_tile(e3, n, g, lead_idx, co0, co_size, r0, rs, c0, cs),
-            )
-
-        e.for_tiles(cout_g, m_tile, positions)
-
-    _nest(em, [batch, groups, *lead], per_image)
-    return out
-
-
 # Bytes per partition of the input band a strided convolution's output tile reads (two are in flight).
 BAND_BYTES = 48 * 1024
 
@@ -872,7 +795,7 @@ def emit_banded_convolution(
     out_element_type: Attribute,
     transposed: bool = False,
 ) -> SSAValue:
-    """`emit_direct_convolution`'s result for a strided convolution of xp with w[Cout, Cin/g, K...], without
+    """The convolution of xp with w[Cout, Cin/g, K...] (stride `stride`, dilation `dilation`), without
     element-strided DMAs. `transposed`: w is a transposed convolution's [Cin, Cout/g, K...], the convolution
     the one of its flipped, in/out-swapped filter (xp is then the zero-inserted input and the stride 1).
 
@@ -1456,23 +1379,15 @@ def emit_convolution(
         xp = prepare_input(em, x, low, high, stride)
         if depthwise:
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
-        if any(st > 1 for st in stride):
-            return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
-        wt = prepare_weight(em, w, groups, True)
-        return emit_direct_convolution(em, xp, wt, bias, [1] * rank, dilation, groups, out_element_type)
+        return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    if any(st > 1 for st in stride):
-        k_tile = matmul_limits(em)[0]
-        if packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
-            rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
-            return emit_banded_convolution(
-                em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type
-            )
-        return emit_banded_convolution(em, xp, w, bias, stride, dilation, groups, out_element_type)
-    wt = prepare_weight(em, w, groups, False)
-    return emit_direct_convolution(em, xp, wt, bias, stride, dilation, groups, out_element_type)
+    k_tile = matmul_limits(em)[0]
+    if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
+        rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
+        return emit_banded_convolution(em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type)
+    return emit_banded_convolution(em, xp, w, bias, stride, dilation, groups, out_element_type)
 
 
 def _convolution(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
