@@ -696,9 +696,10 @@ def _interleaved_weight_panel(
     element_type = element_type_of(w)
     width = cin_g * taps
     per_partition = interleaved_rows(cout_g, width, m_tile, element_type)
-    assert layout_of(w).reshape((layout_of(w).shape[0], width)) is not None, "a convolution weight is contiguous"
+    flat = layout_of(w).reshape((layout_of(w).shape[0], width))
+    assert flat is not None, "a convolution weight is contiguous"
     rows_layout = Layout(
-        (layout_of(w).shape[0] // per_partition, per_partition, width), (per_partition * width, width, 1)
+        (flat.shape[0] // per_partition, per_partition, width), (per_partition * width, width, 1), flat.offset
     )
     rows_view = view(em, w, rows_layout)
     ci_tiles = -(-cin_g // k_tile)
