@@ -70,3 +70,98 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
         [False, True, False],
     )  # fmt: skip
     numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
+
+
+def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:
+    def tensor(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+    def array(values: tuple[int, ...]) -> str:
+        return f"array<i64: {', '.join(map(str, values))}>"
+
+    zeros, ones = tuple(0 for _ in stride), tuple(1 for _ in stride)
+    bias = (w[0],)
+    return f"""
+func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, {tensor(bias)}) {{
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = {array(bias)}, stride = {array(stride)}, padding = {array(zeros)}, dilation = {array(ones)}, transposed = false, output_padding = {array(zeros)}, groups = 1 : i64, output_mask = array<i1: true, true, true>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> ({tensor(x)}, {tensor(w)}, {tensor(bias)})
+  func.return %gi, %gw, %gb : {tensor(x)}, {tensor(w)}, {tensor(bias)}
+}}
+"""
+
+
+# (name, grad_output, input, weight, stride): a 1 x 1 / 2 convolution over two output-channel tiles, a 2 x 2 / 2
+# patchify one, a 3 x 3 / 2 one.
+BACKWARD_CASES = [
+    ("1x1_stride2", (1, 130, 3, 4), (1, 24, 6, 8), (130, 24, 1, 1), (2, 2)),
+    ("2x2_patchify", (2, 9, 3, 3), (2, 5, 6, 7), (9, 5, 2, 2), (2, 2)),
+    ("3x3_stride2", (1, 6, 3, 4), (1, 20, 8, 9), (6, 20, 3, 3), (2, 2)),
+]
+
+
+@pytest.mark.parametrize(("name", "go", "x", "w", "stride"), BACKWARD_CASES, ids=[c[0] for c in BACKWARD_CASES])
+def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, name, go, x, w, stride):
+    """A direct convolution's backward emits the weight gradient's panels first and its products last (after the
+    input and bias gradients); all three gradients stay PyTorch's."""
+    original = convolution._weight_gradient_resident
+    later: list[bool] = []
+
+    def recording(*args, **kwargs):
+        later.append(args[4] is not None if len(args) > 4 else kwargs.get("deferred") is not None)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "_weight_gradient_resident", recording)
+    text = _backward_module(go, x, w, stride)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    assert later == [True], f"{name}: the weight gradient's products were not left for after the input gradient"
+    got = run_function(module, inputs)
+    go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.ops.aten.convolution_backward(
+        go_t, x_t, w_t, [w[0]], list(stride), [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]
+    )
+    for label, ours, theirs in zip(("input", "weight", "bias"), got, expected, strict=True):
+        numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
+
+
+def _forward_module(x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], out: tuple[int, ...]) -> str:
+    def tensor(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+    bias = (w[0],)
+    return f"""
+func.func @main(%x: {tensor(x)}, %w: {tensor(w)}, %b: {tensor(bias)}) -> {tensor(out)} {{
+  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
+  func.return %0 : {tensor(out)}
+}}
+"""
+
+
+# (name, input, weight, stride, output): fp32 weight rows of 2 KiB, two to a partition per load, over two loads
+# (1 x 1) and one (2 x 2, four taps per row).
+INTERLEAVED_CASES = [
+    ("1x1_two_loads", (1, 512, 4, 6), (512, 512, 1, 1), (2, 2), (1, 512, 2, 3)),
+    ("2x2_taps", (1, 128, 4, 4), (256, 128, 2, 2), (2, 2), (1, 256, 2, 2)),
+]
+
+
+@pytest.mark.parametrize(("name", "x", "w", "stride", "out"), INTERLEAVED_CASES, ids=[c[0] for c in INTERLEAVED_CASES])
+def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, stride, out):
+    """Stationaries built from several weight rows per partition (output channels J apart in each transpose)."""
+    original = convolution._interleaved_weight_panel
+    taken: list[int] = []
+
+    def recording(*args, **kwargs):
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "_interleaved_weight_panel", recording)
+    text = _forward_module(x, w, stride, out)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    assert taken, f"{name}: the weight rows were not interleaved"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")

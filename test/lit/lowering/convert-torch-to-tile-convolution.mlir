@@ -45,12 +45,20 @@ func.func @main(%x: tensor<2x3x8x12xf32>, %w: tensor<6x3x4x4xf32>, %b: tensor<6x
 // a stride-1 convolution of grad_output with the taps that reach it, shifted windows of grad_output padded by one
 // position), each phase's rows inserted into a tile of whole input rows with the stride as step; the weight
 // gradient transposes grad_output and the taps' strided windows once each into panels with positions on the
-// partitions, then one matmul per position tile accumulates every [co, 512] block.
+// partitions (emitted before the input gradient), then one matmul per position tile accumulates every [co, 512]
+// block (emitted after it).
 // CHECK-LABEL: func.func @main
 func.func @main(%go: tensor<1x7x4x5xf32>, %x: tensor<1x40x9x11xf32>, %w: tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) {
   %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {bias_sizes = array<i64: 0>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64, output_mask = array<i1: true, true, false>} : (tensor<1x7x4x5xf32>, tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>) -> (tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>, none)
   func.return %gi, %gw : tensor<1x40x9x11xf32>, tensor<7x40x3x3xf32>
 }
+// the weight gradient first: each operand transposed once into its panel
+// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x40x9x11xf32, #mem<hbm>> -> !tile.tile<40x9x11xf32, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
+// CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<40x4x5xf32, sbuf> -> !tile.tile<20x40xf32, psum>
+// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 9>} : !tile.tile<20x40xf32, psum>, !tile.tile<20x1x360xf32, sbuf>
+// then the input gradient
 // CHECK:       tile.load %go[%c0, %{{.*}}, %c0, %c0] : memref<1x7x4x5xf32, #mem<hbm>> -> !tile.tile<4x5xf32, sbuf>
 // CHECK:       tile.insert %{{.*}}, %{{.*}}[%c1] : !tile.tile<4x5xf32, sbuf>, !tile.tile<4x7xf32, sbuf>
 // the weight's rows as they are: tap k's [co, c] stationary is every 9th element from k
@@ -64,12 +72,7 @@ func.func @main(%go: tensor<1x7x4x5xf32>, %x: tensor<1x40x9x11xf32>, %w: tensor<
 // CHECK:       tile.extract %{{.*}}[%c6] : !tile.tile<40x30xf32, psum> -> !tile.tile<40x6xf32, psum>
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c2, %c0] {steps = array<i64: 2>} : !tile.tile<40x6xf32, psum>, !tile.tile<40x9x11xf32, sbuf>
 // CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0, %c0, %c0] {dims = array<i64: 1, 2, 3>} : !tile.tile<40x9x11xf32, sbuf>, memref<1x40x9x11xf32, #mem<hbm>>
-// the weight gradient: each operand transposed once into its panel
-// CHECK:       tile.load %x[%c0, %c0, %c0, %c0] : memref<1x40x9x11xf32, #mem<hbm>> -> !tile.tile<40x9x11xf32, sbuf>
-// CHECK:       tile.transpose %{{.*}} : !tile.tile<7x4x5xf32, sbuf> -> !tile.tile<20x7xf32, psum>
-// CHECK:       tile.extract %{{.*}}[%c0, %c0] {steps = array<i64: 2, 2>} : !tile.tile<40x9x11xf32, sbuf> -> !tile.tile<40x4x5xf32, sbuf>
-// CHECK:       tile.transpose %{{.*}} : !tile.tile<40x4x5xf32, sbuf> -> !tile.tile<20x40xf32, psum>
-// CHECK:       tile.insert %{{.*}}, %{{.*}}[%c0, %c0] {steps = array<i64: 9>} : !tile.tile<20x40xf32, psum>, !tile.tile<20x1x360xf32, sbuf>
+// the weight gradient's products last
 // CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<20x7xf32, sbuf>, !tile.tile<20x360xf32, sbuf>) -> !tile.tile<7x360xf32, psum>
 // CHECK:       tile.store %{{.*}}, %{{.*}}[%c0, %c0] : !tile.tile<7x360xf32, sbuf>, memref<7x360xf32, #mem<hbm>>
 
