@@ -219,6 +219,12 @@ def choose_blocking(
         if panel_tiles >= 3 or accumulators < block_accumulators:
             break
         accumulators //= 2
+    if lhs_from_hbm and not hoisted:
+        # The larger budget is sized for one panel that holds all of K. A panel of part of K is reloaded per K
+        # step, the next step's while this one's matmuls run, so two of them live at once: only the share a
+        # fusion leaves has room for that (a [512, 30522] @ [30522, 768] product, the input gradient of a
+        # masked-LM decoder, ran out of SBUF with the larger one).
+        return choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, limits)
     # Several block rows read the same B: when all of it fits its share of SBUF, it is loaded (and transposed)
     # once instead of once per block row; the blocks then only read it, in one K loop each. A B to transpose is
     # kept whole for a single block row too: loaded as whole rows rather than a PSUM bank's worth of K at a time.

@@ -86,6 +86,10 @@ CASES: dict[str, Case] = {
     "linear-4096x4096-rows1-bf16": _linear(1, 4096, 4096, BF16),
     "linear-64x64-rows8192-f32": _linear(8192, 64, 64, F32),
     "linear-1000x77-rows129-f32": _linear(129, 1000, 77, F32),
+    # a masked-LM decoder's input gradient: K is the vocabulary, A one of the graph's inputs
+    "mm-512x30522x768-f32": Case(
+        torch.mm, lambda: (_randn(512, 30522, grad=False), _randn(30522, 768, grad=False)), training=False
+    ),
     # attention: training traces the math path, inference the fused kernel
     "attention-bert-train-f32": _attention(4, 12, 128, 64, False, F32, True),
     "attention-gpt2-causal-train-bf16": _attention(2, 12, 512, 64, True, BF16, True),
