@@ -1195,7 +1195,7 @@ class _SegmentedOperand:
                 position += int(size)
             starts = _SEGMENT_STARTS[key] = tuple(found)
         start = starts[self.index]
-        return None if start < 0 else op.operands[start]
+        return None if start < 0 else op._operands[start]  # the tuple `op.operands` wraps, read directly
 
     def __set__(self, op: Operation, value: object) -> None:
         raise NotImplementedError("an instruction's operands are replaced through its operand list, not by name")
