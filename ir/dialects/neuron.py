@@ -27,6 +27,7 @@ instruction has an `id` and the `waits` that order it after producers on other q
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -211,6 +212,23 @@ class AccessPatternAttr(ParametrizedAttribute):
         with printer.in_angle_brackets():
             printer.print_string(_format_pattern_body(self))
 
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _access_pattern(
+    pattern: tuple[tuple[int, int], ...], offset: int, partition_start: int, partitions: int
+) -> AccessPatternAttr:
+    return AccessPatternAttr(pattern, offset, partition_start, partitions)
+
+
+def access_pattern(
+    pattern: Sequence[tuple[int, int]], offset: int = 0, partition_start: int = 0, partitions: int = 0
+) -> AccessPatternAttr:
+    """`AccessPatternAttr(pattern, offset, partition_start, partitions)`, made once per distinct value: a lowering
+    asks for the same few patterns thousands of times, and building one (a dozen attributes, each verified) cost
+    more than the rest of convert-tile-to-neuron's work on it. Attributes are immutable values, so ops share it."""
+    key = tuple((int(step), int(num)) for step, num in pattern)
+    return _access_pattern(key, int(offset), int(partition_start), int(partitions))
 
 def _parse_pattern_body(
     parser: AttrParser, allow_dynamic: bool
