@@ -81,7 +81,7 @@ def full_access(buffer: SSAValue) -> Access:
     shape = memref_type.get_shape()
     free = shape[1:]
     strides = row_major_strides(free)
-    return buffer, AccessPatternAttr(list(zip(strides, free, strict=True)), 0, 0, shape[0]), None
+    return buffer, neuron.access_pattern(list(zip(strides, free, strict=True)), 0, 0, shape[0]), None
 
 
 @dataclass
@@ -272,7 +272,7 @@ class _FunctionConversion:
         dynamic_value = em.index(dynamic) if isinstance(dynamic, SSAValue) else None
         if isinstance(dynamic, int):
             static += dynamic
-        return self.root(tensor), AccessPatternAttr(pattern, static), dynamic_value
+        return self.root(tensor), neuron.access_pattern(pattern, static), dynamic_value
 
 
 def _constant_index(value: SSAValue) -> int | None:
@@ -411,7 +411,7 @@ def _transpose(conv: _FunctionConversion, op: Operation) -> None:
         buffer = conv.new_buffer(em, TileType(result.get_shape(), f32, Memory.PSUM), op.result.name_hint)
         conv.buffers[op.result] = buffer
     k = source.partitions
-    square = AccessPatternAttr([(1, k)], 0, 0, k)
+    square = neuron.access_pattern([(1, k)], 0, 0, k)
     accesses = {
         "dst": full_access(buffer),
         "stationary": (eye, square, None),
@@ -445,7 +445,7 @@ def _window(
         (step * every, extent)
         for (step, _), extent, every in zip(dims[len(dims) - len(free) :], free, steps, strict=True)
     ]
-    window = AccessPatternAttr(kept, static, pattern.partition_start.data, part.partitions)
+    window = neuron.access_pattern(kept, static, pattern.partition_start.data, part.partitions)
     return buffer, window, em.index(offset) if isinstance(offset, SSAValue) else None
 
 
@@ -658,7 +658,7 @@ def _indirect_access(conv: _FunctionConversion, em: LoopNestBuilder, op: tile.Ga
     strides, _ = tile.memref_strides(memref_type)
     bound = memref_type.get_shape()[op.indexed_dim] - start
     indexed = [(strides[op.indexed_dim], bound), *pattern.dims]
-    return buffer, AccessPatternAttr(indexed, pattern.offset.data), dynamic
+    return buffer, neuron.access_pattern(indexed, pattern.offset.data), dynamic
 
 
 def _gather(conv: _FunctionConversion, op: Operation) -> None:
@@ -702,7 +702,7 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
     # the destination drops the reduced axes: view the [P, 1] column as the kept shape
     kept = source.get_shape()[1 : len(source.get_shape()) - op.reduced_axes] or (1,)
     dst_buffer, _, _ = full_access(buffer)
-    dst_pattern = AccessPatternAttr(list(zip(row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
+    dst_pattern = neuron.access_pattern(list(zip(row_major_strides(kept), kept, strict=True)), 0, 0, result.partitions)
     accesses = {"dst": (dst_buffer, dst_pattern, None), "src": conv.access(op.input)}
     props: dict[str, Attribute] = {"op": StringAttr(op.op.data)}
     if op.reduced_axes != 1:
@@ -713,7 +713,7 @@ def _reduce(conv: _FunctionConversion, op: Operation) -> None:
 def _lanes(buffer: SSAValue, rows: int, row_stride: int, start: int, length: int, partitions: int) -> Access:
     """Columns [start, start + length) of each of the `rows` rows (`row_stride` apart) of every partition."""
     pattern = [(row_stride, rows), (1, length)] if rows > 1 else [(1, length)]
-    return buffer, AccessPatternAttr(pattern, start, 0, partitions), None
+    return buffer, neuron.access_pattern(pattern, start, 0, partitions), None
 
 
 def _integer_fold(
@@ -809,7 +809,7 @@ def _whole_tensor(conv: _FunctionConversion, tensor: SSAValue) -> Access:
     strides, offset = tile.memref_strides(memref_type)
     shape = memref_type.get_shape()
     pattern = [(stride, extent) for stride, extent in zip(strides, shape, strict=True)] or [(1, 1)]
-    return conv.root(tensor), AccessPatternAttr(pattern, offset), None
+    return conv.root(tensor), neuron.access_pattern(pattern, offset), None
 
 
 def _collective(conv: _FunctionConversion, op: Operation) -> None:

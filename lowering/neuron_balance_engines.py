@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
@@ -111,9 +111,15 @@ def _attrs(op: InstructionOp) -> dict[str, object]:
     return attrs
 
 
-def cost_ns(op: InstructionOp, engine: Engine, target: Target) -> float:
-    """The cost model's time for `op` on `engine`."""
-    shapes = _shapes(op)
+def cost_ns(
+    op: InstructionOp,
+    engine: Engine,
+    target: Target,
+    shapes: dict[str, cost_model.OperandShape] | None = None,
+) -> float:
+    """The cost model's time for `op` on `engine` (`shapes`: `op`'s operand shapes, when known already)."""
+    if shapes is None:
+        shapes = _shapes(op)
     assert shapes is not None
     return cost_model.compute_ns(op.spec().name, engine, shapes, _attrs(op), target)
 
@@ -128,12 +134,15 @@ class _Costs:
         self.target = target
         self._compute: dict[tuple[InstructionOp, Engine], float] = {}
         self._dma: dict[InstructionOp, float] = {}
+        self._shapes: dict[InstructionOp, dict[str, cost_model.OperandShape] | None] = {}
 
     def ns(self, op: InstructionOp, engine: Engine) -> float:
         key = (op, engine)
         known = self._compute.get(key)
         if known is None:
-            known = self._compute[key] = cost_ns(op, engine, self.target)
+            if op not in self._shapes:
+                self._shapes[op] = _shapes(op)
+            known = self._compute[key] = cost_ns(op, engine, self.target, self._shapes[op])
         return known
 
     def dma_ns(self, op: InstructionOp) -> float:
@@ -172,11 +181,16 @@ def _alternatives(op: InstructionOp) -> tuple[Engine, ...]:
     return tuple(chosen)
 
 
-def _signature(op: InstructionOp) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str]:
-    """What copies of one instruction made by unrolling share: opcode, properties, buffer types, location."""
-    properties = tuple(sorted((name, str(attr)) for name, attr in op.properties.items()))
-    types = tuple(str(getattr(op, role).type) for role in op.present_roles())
-    return (op.name, properties, types, str(op.location))
+def _signature(op: InstructionOp) -> tuple[str, tuple[tuple[str, Attribute], ...], tuple[Attribute, ...], Attribute]:
+    """What copies of one instruction made by unrolling share: opcode, properties, buffer types, location (the
+    attributes themselves, which compare by value: printing them cost more than the rest of the pass)."""
+    properties = tuple(sorted(op.properties.items(), key=_name_of))
+    types = tuple(getattr(op, role).type for role in op.present_roles())
+    return (op.name, properties, types, op.location)
+
+
+def _name_of(item: tuple[str, Attribute]) -> str:
+    return item[0]
 
 
 def _writes(op: Operation, buffer: SSAValue) -> bool:
@@ -403,7 +417,8 @@ def _merge_scalar_tensor_pairs(block: Block) -> None:
 
 
 def _cheapest_ns(op: InstructionOp, target: Target) -> float:
-    return min(cost_ns(op, engine, target) for engine in (op.engine_kind, *_alternatives(op)))
+    shapes = _shapes(op)
+    return min(cost_ns(op, engine, target, shapes) for engine in (op.engine_kind, *_alternatives(op)))
 
 
 def _merge_cheaper_pairs(block: Block, target: Target) -> None:

@@ -16,6 +16,7 @@ reports the rule instead: `unknown memory space 'dram' (expected hbm, sbuf or ps
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -88,7 +89,13 @@ def memory_of(buffer_type: Attribute) -> Memory:
 
 
 def buffer_type(shape: Sequence[int], element_type: Attribute, memory: Memory) -> MemRefType:
-    """`memref<shape x element_type, #mem<memory>>`."""
+    """`memref<shape x element_type, #mem<memory>>`, made once per distinct value (attributes are immutable, and
+    building and verifying a memref type cost a lowering more than the op that uses it)."""
+    return _buffer_type(tuple(int(extent) for extent in shape), element_type, Memory(memory))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _buffer_type(shape: tuple[int, ...], element_type: Attribute, memory: Memory) -> MemRefType:
     return MemRefType(element_type, shape, memory_space=memory_space(memory))
 
 

@@ -27,8 +27,9 @@ instruction has an `id` and the `waits` that order it after producers on other q
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -211,6 +212,23 @@ class AccessPatternAttr(ParametrizedAttribute):
         with printer.in_angle_brackets():
             printer.print_string(_format_pattern_body(self))
 
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _access_pattern(
+    pattern: tuple[tuple[int, int], ...], offset: int, partition_start: int, partitions: int
+) -> AccessPatternAttr:
+    return AccessPatternAttr(pattern, offset, partition_start, partitions)
+
+
+def access_pattern(
+    pattern: Sequence[tuple[int, int]], offset: int = 0, partition_start: int = 0, partitions: int = 0
+) -> AccessPatternAttr:
+    """`AccessPatternAttr(pattern, offset, partition_start, partitions)`, made once per distinct value: a lowering
+    asks for the same few patterns thousands of times, and building one (a dozen attributes, each verified) cost
+    more than the rest of convert-tile-to-neuron's work on it. Attributes are immutable values, so ops share it."""
+    key = tuple((int(step), int(num)) for step, num in pattern)
+    return _access_pattern(key, int(offset), int(partition_start), int(partitions))
 
 def _parse_pattern_body(
     parser: AttrParser, allow_dynamic: bool
@@ -1185,6 +1203,48 @@ INSTRUCTION_OPS: tuple[type[InstructionOp], ...] = (
     *COLLECTIVE_OPS,
 )
 OPCODE_TO_OP: dict[str, type[InstructionOp]] = {op.OPCODE: op for op in INSTRUCTION_OPS}
+
+
+# Where each operand definition's operand sits, per value of an instruction's operand segment sizes (the bytes of
+# the property): -1 for an absent optional operand.
+_SEGMENT_STARTS: dict[bytes, tuple[int, ...]] = {}
+
+
+class _SegmentedOperand:
+    """An instruction's operand by name, located through `_SEGMENT_STARTS`.
+
+    xDSL's accessor decodes the segment sizes property on every read; the passes read instructions' operands by
+    role in their inner loops (footprints, costs, buffers), where that decoding was most of their time. The value
+    read is the same: the operand at the start of its segment, None for an empty optional one."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __get__(self, op: Operation | None, owner: type | None = None) -> Any:
+        if op is None:
+            return self
+        sizes = op.properties["operandSegmentSizes"]
+        assert isinstance(sizes, DenseArrayBase)
+        key = sizes.data.data
+        starts = _SEGMENT_STARTS.get(key)
+        if starts is None:
+            found, position = [], 0
+            for size in sizes.get_values():
+                found.append(position if size else -1)
+                position += int(size)
+            starts = _SEGMENT_STARTS[key] = tuple(found)
+        start = starts[self.index]
+        return None if start < 0 else op._operands[start]  # the tuple `op.operands` wraps, read directly
+
+    def __set__(self, op: Operation, value: object) -> None:
+        raise NotImplementedError("an instruction's operands are replaced through its operand list, not by name")
+
+
+for _instruction in INSTRUCTION_OPS:
+    for _index, (_name, _) in enumerate(_instruction.get_irdl_definition().operands):
+        setattr(_instruction, _name, _SegmentedOperand(_index))
 
 Neuron = Dialect(
     "neuron",
