@@ -1085,6 +1085,7 @@ class DmaCopyOp(InstructionOp):
     indirect = opt_prop_def(StringAttr)
     accumulate = opt_prop_def(IntegerAttr)
 
+
 @irdl_op_definition
 class DmaTransposeOp(InstructionOp):
     """DMA: dst[c, r] = src[r, c], src's elements in row-major order an [R, C] matrix and dst an SBUF access of C
