@@ -103,6 +103,9 @@ def register() -> None:
                 stacklevel=2,
             )
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    from neuron_mlir.frontend.device import module_conversion
+
+    module_conversion.install()  # `Module.to("neuron")` would untie tied weights (module_conversion's docstring)
     # The autograd engine runs a device's part of a backward pass on a thread of its own per device, so that a
     # GPU's streams overlap the CPU's work. The simulated NeuronCore's work is host work: the hand-over to that
     # thread and back for every pass only adds CPU time (a tenth to a sixth of an eager MLP training step). The
