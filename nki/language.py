@@ -210,9 +210,23 @@ def load(src: NkiTensor, dtype: Any = None, **_: Any) -> NkiTensor:
 
 
 def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
-    """A new SBUF tile [P, F] holding the 2-D HBM view src [F, P] transposed (the DMA reads it column-wise)."""
+    """A new SBUF tile [P, F] holding the 2-D HBM view src [F, P] transposed.
+
+    Where the target has DMA transposes (trn2, trn3) and src's rows are contiguous 2-byte elements loaded
+    without conversion, it is one `nisa.dma_transpose`; otherwise (trn1, other dtypes) a copy reading src
+    column-wise with element strides, which every target's DMA can do, more slowly."""
     if not isinstance(src, NkiTensor) or src.buffer.memory is not Memory.HBM or src.ndim != 2:
         raise error(f"nl.load_transpose2d: src must be a 2-D HBM tensor, got {src!r}")
+    wanted = dtype_of(dtype) if dtype is not None else src.dtype
+    if (
+        trace().target.dma_transpose_hbm_efficiency
+        and wanted == src.dtype
+        and src.dtype.itemsize == 2
+        and src.strides[-1] == 1
+    ):
+        tile = ndarray((src.shape[1], src.shape[0]), src.dtype, sbuf)
+        nisa.dma_transpose(tile, src)
+        return tile
     return load(src.T, dtype)
 
 
@@ -362,7 +376,10 @@ def _divide(x: Any, y: Any, out_dtype: np.dtype) -> NkiTensor:
         x, y = broadcast_to(x, shape), broadcast_to(y, shape)
     out = ndarray(x.shape, out_dtype)
     trace().emit(
-        "nl.divide", neuron.GpsimdKernelOp, Engine.GPSIMD, {"dst": out, "in0": x, "in1": y},
+        "nl.divide",
+        neuron.GpsimdKernelOp,
+        Engine.GPSIMD,
+        {"dst": out, "in0": x, "in1": y},
         {"kernel": StringAttr("divide")},
     )
     return out
