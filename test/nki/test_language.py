@@ -199,6 +199,11 @@ def test_benchmark_reports_latency_and_profile(rng):
     assert result.target == "trn1"
     assert result.latency_ns == result.profile.total_ns > 0
     assert "trn1" in result.summary()
+    # the simulator's trace (Chrome/Perfetto JSON) places every instruction at the kernel's line
+    spans = [event for event in result.profile.chrome_trace()["traceEvents"] if event["ph"] == "X"]
+    assert spans
+    assert all(event["args"]["location"].endswith("(row_broadcast)") for event in spans)
+    assert {event["name"] for event in spans} >= {"dma_copy", "nc_matmul"}
 
 
 @nki.jit

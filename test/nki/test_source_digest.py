@@ -41,7 +41,8 @@ def _load(tmp_path, name, **values):
     path = directory / "digest_kernel.py"
     path.write_text(KERNEL_MODULE.format(**settings))
     spec = importlib.util.spec_from_file_location("digest_kernel", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.pop("digest_kernel", None)
     spec.loader.exec_module(module)
