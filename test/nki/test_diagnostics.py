@@ -282,3 +282,19 @@ def test_dma_transpose_dst_is_the_transpose():
     _fails(
         dma_transpose_wrong_shape, np.zeros((32, 64), dtype=nl.bfloat16), rule="dst must be src's transpose [64, 32]"
     )
+
+
+@nki.jit
+def hwdge_transpose(a):
+    out = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a, dge_mode=nisa.dge_mode.hwdge)  # fails here
+    nl.store(out, tile)
+    return out
+
+
+def test_dma_transpose_by_hardware_dge_keeps_its_shape_rule():
+    rule = "a hardware-DGE transpose needs src.shape[0] == 16 and src.shape[-1] a multiple of 128, got [32, 64]"
+    _fails(hwdge_transpose, np.zeros((32, 64), dtype=nl.bfloat16), rule=rule)
+    a = np.arange(16 * 128).reshape(16, 128).astype(nl.bfloat16)  # within the rule it runs
+    np.testing.assert_array_equal(nki.simulate(hwdge_transpose)(a), a.T)
