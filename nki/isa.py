@@ -150,6 +150,9 @@ class dge_mode(enum.Enum):
     hwdge = "hwdge"
 
 
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
 def dma_transpose(
     dst: NkiTensor,
     src: NkiTensor,
@@ -159,25 +162,29 @@ def dma_transpose(
     oob_mode: Any = None,
     name: str | None = None,
 ) -> None:
-    """dst[c, r] = src[r, c] by the DMA engine (`neuron.dma_transpose`, NeuronCore-v3 on): src a 2-D tile in HBM
-    or SBUF, dst its [C, R] transpose in SBUF, both of one 2-byte dtype.
+    """dst = src with its axes permuted by the DMA engine (`neuron.dma_transpose`, NeuronCore-v3 on), dst in SBUF,
+    both of one 2-byte dtype: NKI's permutations, (1, 0) of a 2-D src, (2, 1, 0) of a 3-D one, (3, 1, 2, 0) of a
+    4-D one, so src's last axis always becomes dst's partitions.
 
-    The 3-D and 4-D permutations and the indirect (software DGE) form are refused by name; on a target without
-    DMA transposes (trn1) the instruction's own rule refuses the call at the kernel's line."""
+    The instruction transposes src's elements, read in row-major order as an [R, C] matrix, into dst's C
+    partitions; the other axes' order in dst is the pattern in which dst's free elements are written. The
+    indirect (software DGE) form is refused by name; on a target without DMA transposes (trn1) the
+    instruction's own rule refuses the call at the kernel's line."""
     api = "nki.isa.dma_transpose"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
-    if src.ndim != 2 or dst.ndim != 2 or (axes is not None and tuple(axes) != (1, 0)):
+    order = _DMA_TRANSPOSE_AXES.get(src.ndim)
+    if order is None or dst.ndim != src.ndim or (axes is not None and tuple(axes) != order):
         raise error(
-            f"{api}: only the 2-D transpose (axes (1, 0)) of a [R, C] tile is supported, got src "
+            f"{api}: the permutations are (1, 0), (2, 1, 0) and (3, 1, 2, 0) of a 2-, 3- or 4-D src, got src "
             f"{list(src.shape)}, dst {list(dst.shape)}, axes {axes}"
         )
-    rows, columns = src.shape
-    if tuple(dst.shape) != (columns, rows):
-        raise error(f"{api}: dst must be src's transpose [{columns}, {rows}], got {list(dst.shape)}")
+    expected = [src.shape[axis] for axis in order]
+    if list(dst.shape) != expected:
+        raise error(f"{api}: dst must be src permuted by {order}, {expected}, got {list(dst.shape)}")
     mode = "unknown" if dge_mode is None else getattr(dge_mode, "value", dge_mode)
     if mode == "swdge" or mode == "none":
         raise error(f"{api}: dge_mode {mode} is not a direct transpose (only unknown and hwdge are)")
-    if mode == "hwdge" and (rows != 16 or columns % 128):
+    if mode == "hwdge" and (src.shape[0] != 16 or src.shape[-1] % 128):
         raise error(
             f"{api}: a hardware-DGE transpose needs src.shape[0] == 16 and src.shape[-1] a multiple of 128, "
             f"got {list(src.shape)}"
@@ -185,7 +192,10 @@ def dma_transpose(
     source: NkiTensor | tuple[NkiTensor, neuron.AccessPatternAttr] = src
     if not src.buffer.on_chip:  # the instruction reads HBM row by row: keep the row dimension unmerged
         source = (src, src.access_pattern(list(zip(src.strides, src.shape, strict=True))))
-    trace().emit(api, neuron.DmaTransposeOp, Engine.DMA, {"dst": dst, "src": source})
+    written: NkiTensor | tuple[NkiTensor, neuron.AccessPatternAttr] = dst
+    if src.ndim > 2:  # src's leading axes, outermost first, at their places in dst
+        written = (dst, dst.access_pattern([(dst.strides[order.index(i)], src.shape[i]) for i in range(src.ndim - 1)]))
+    trace().emit(api, neuron.DmaTransposeOp, Engine.DMA, {"dst": written, "src": source})
 
 
 def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = None, name: str | None = None) -> None:

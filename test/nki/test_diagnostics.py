@@ -279,9 +279,11 @@ def dma_transpose_wrong_shape(a):
 
 
 def test_dma_transpose_dst_is_the_transpose():
-    _fails(
-        dma_transpose_wrong_shape, np.zeros((32, 64), dtype=nl.bfloat16), rule="dst must be src's transpose [64, 32]"
-    )
+    rule = "dst must be src permuted by (1, 0), [64, 32], got [32, 64]"
+    _fails(dma_transpose_wrong_shape, np.zeros((32, 64), dtype=nl.bfloat16), rule=rule)
+    # a permutation NKI does not have
+    with pytest.raises(nki.NkiError, match=r"the permutations are \(1, 0\), \(2, 1, 0\) and \(3, 1, 2, 0\)"):
+        nki.simulate(dma_transpose_wrong_shape)(np.zeros((4, 8, 16, 2, 2), dtype=nl.bfloat16))
 
 
 @nki.jit

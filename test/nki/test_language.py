@@ -455,3 +455,21 @@ def test_load_transpose2d_uses_the_dma_transpose_where_it_can(rng, target, dtype
     run = nki.benchmark(loads_transposed, target=target)(w)
     assert run.profile.opcode_counts.get("dma_transpose", 0) == transposes
     np.testing.assert_array_equal(run.outputs, np.ascontiguousarray(w.T))
+
+
+@nki.jit
+def permuted_by_dma(a):
+    axes = {3: (2, 1, 0), 4: (3, 1, 2, 0)}[a.ndim]
+    shape = tuple(a.shape[axis] for axis in axes)
+    out = nl.ndarray(shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a, axes=axes)
+    nl.store(out, tile)
+    return out
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((3, 5, 64), (2, 1, 0)), ((2, 3, 4, 32), (3, 1, 2, 0))])
+def test_dma_transpose_of_3d_and_4d_tensors(rng, shape, axes):
+    a = rng.standard_normal(shape).astype(nl.bfloat16)
+    out = nki.simulate(permuted_by_dma, target="trn2")(a)
+    np.testing.assert_array_equal(_bits(out), _bits(np.ascontiguousarray(np.transpose(a, axes))))
