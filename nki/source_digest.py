@@ -8,9 +8,9 @@ tuples of them) those functions read by name. Editing a helper or a tile-size co
 key, as editing the kernel does.
 
 What is not covered: code reached through an attribute of a module object (`helpers.tile_loop(...)`), and
-mutable globals (lists, dicts, arrays) read by the kernel. Functions of the compiler itself, of the Python
-standard library and of installed packages are left out: they change only with the installation, which the
-compiler's own fingerprint and the package versions cover.
+mutable globals (lists, dicts, arrays) read by the kernel. Functions of the compiler itself are left out (the
+compiler's fingerprint covers them), and so is the Python standard library, which changes only with the
+interpreter. Functions of other installed packages count as user code.
 """
 
 from __future__ import annotations
@@ -23,9 +23,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
-_INSTALLED = tuple(
-    sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib") if (path := sysconfig.get_paths().get(key))})
-)
+
+
+def _paths(*keys: str) -> tuple[str, ...]:
+    return tuple(sorted({path for key in keys if (path := sysconfig.get_paths().get(key))}))
+
+
+_STANDARD_LIBRARY = _paths("stdlib", "platstdlib")
+_INSTALLED_PACKAGES = _paths("purelib", "platlib")
 
 
 def _is_plain(value: Any) -> bool:
@@ -43,7 +48,10 @@ def _is_user_function(value: Any) -> bool:
         path = inspect.getsourcefile(value)
     except TypeError:
         return False
-    return path is not None and not path.startswith(_INSTALLED)
+    if path is None:
+        return False
+    # a virtual environment's site-packages may lie under the standard library's directory
+    return path.startswith(_INSTALLED_PACKAGES) or not path.startswith(_STANDARD_LIBRARY)
 
 
 def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:

@@ -67,3 +67,16 @@ def test_the_kernel_calls_fingerprint_is_the_digest_with_its_options(tmp_path):
     assert call.fingerprint == again.fingerprint
     seeded = nki.KernelCall("test::digest", nki.jit(kernel.function, seed=5), ("x",), ("x",), {})
     assert seeded.fingerprint != call.fingerprint
+
+
+def test_the_standard_library_is_left_out_and_installed_packages_are_user_code():
+    import json
+
+    import pytest
+
+    from neuron_mlir.nki import language
+    from neuron_mlir.nki.source_digest import _is_user_function
+
+    assert not _is_user_function(json.dumps)
+    assert not _is_user_function(language.load)  # the compiler's own: its fingerprint covers it
+    assert _is_user_function(pytest.approx)
