@@ -55,7 +55,7 @@ def fused_self_attention(q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, s
             columns = nl.ds(j * score_tile, score_tile)
             product = nl.ndarray((P, score_tile), dtype=nl.float32, buffer=nl.psum)
             nisa.nc_matmul(dst=product, stationary=q_t, moving=k_t[:, columns])
-            nisa.tensor_scalar(dst=scores[:, columns], data=product, op0=nl.multiply, operand0=scale)
+            nisa.activation(dst=scores[:, columns], op=nl.copy, data=product, scale=scale)
 
         negated_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=negated_max, op=nl.maximum, data=scores, axis=1, negate=True)
