@@ -4,10 +4,10 @@ A compiled program that inlines a kernel is cached on disk under a key that cove
 (`frontend/cache.py`), not the user's. The kernel's part of the key is this digest: the kernel function's source
 and, found through its bytecode, every user function it reaches (by a global name, a closure cell or a default
 argument, transitively) with its source, and every module-level constant of a plain type (numbers, strings,
-tuples of them) those functions read by name. Editing a helper or a tile-size constant therefore gives a new
-key, as editing the kernel does.
+tuples of them) those functions read by name. Editing a function the kernel calls or a tile-size constant
+therefore gives a new key, as editing the kernel does.
 
-What is not covered: code reached through an attribute of a module object (`helpers.tile_loop(...)`), and
+What is not covered: code reached through an attribute of a module object (`tiling.blocks(...)`), and
 mutable globals (lists, dicts, arrays) read by the kernel. Functions of the compiler itself are left out (the
 compiler's fingerprint covers them), and so is the Python standard library, which changes only with the
 interpreter. Functions of other installed packages count as user code.
@@ -83,7 +83,7 @@ def _referenced(function: types.FunctionType) -> Iterator[tuple[str, Any]]:
 def _source(function: types.FunctionType) -> str:
     try:
         return inspect.getsource(function)
-    except (OSError, TypeError):  # defined in a string (exec) or an interactive session
+    except (OSError, TypeError):  # defined in a string (exec) or at an interactive prompt
         code = function.__code__
         return f"{code.co_code.hex()} {code.co_consts!r} {code.co_names!r}"
 

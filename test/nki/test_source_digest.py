@@ -49,10 +49,10 @@ def _load(tmp_path, name, **values):
     return module.kernel
 
 
-def test_helpers_and_constants_the_kernel_reaches_change_the_digest(tmp_path):
+def test_functions_and_constants_the_kernel_reaches_change_the_digest(tmp_path):
     base = source_digest(_load(tmp_path, "base").function)
     assert source_digest(_load(tmp_path, "same").function) == base
-    # what the kernel reaches: a helper two calls down, the helper it calls, a module constant it reads
+    # what the kernel reaches: a function two calls down, the one calling it, a module constant it reads
     assert source_digest(_load(tmp_path, "scale", scale=3.0).function) != base
     assert source_digest(_load(tmp_path, "rows", rows=64).function) != base
     # what it does not reach
