@@ -1,8 +1,8 @@
 """`nki.language`: tensors, buffers, dtypes, loops, launch grids and the tile-level functions of NKI.
 
 Creation (`ndarray`, `zeros`, `ones`, `full`, `zeros_like`, `empty_like`) allocates a buffer in the memory its
-`buffer` names: `sbuf`, `psum`, or HBM (`hbm` = `private_hbm`, `shared_hbm`). Loops (`affine_range`,
-`sequential_range`, `static_range`) are Python ranges: the trace unrolls them (see `tracing.py`).
+`buffer` names: `sbuf`, `psum`, or HBM (`hbm` = `private_hbm`, `shared_hbm`). `affine_range`,
+`sequential_range` and `fori_loop` are traced as loops, `static_range` is unrolled (see `tracing.py`).
 
 The functions that return new tiles (`load`, `copy`, `matmul`, `transpose`, the elementwise arithmetic,
 activations and reductions, `broadcast_to`, `where`) allocate their result and issue `nki.isa` instructions: an
@@ -118,6 +118,24 @@ def affine_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[Any]:
 def sequential_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[Any]:
     """Iterations that depend on each other: an `scf.for` too, whose trips run in order like every loop's."""
     return _traced_loop(start, stop, step)
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Any, step: Any = 1, unroll: bool = False) -> None:
+    """NKI's compiled loop, `body_fun(i)` for i in range(lower, upper, step), traced as an `scf.for` like
+    `sequential_range` (`unroll=True`: unrolled while tracing). The bounds must be known when the kernel is
+    traced: bounds held in registers (run-time bounds) are not supported."""
+    for name, value in (("lower", lower), ("upper", upper), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise error(
+                f"nl.fori_loop: {name} must be an int known when the kernel is traced, got {type(value).__name__} "
+                "(run-time bounds in registers are not supported)"
+            )
+    if step <= 0:
+        raise error(f"nl.fori_loop: step must be a positive int, got {step}")
+    if not callable(body_fun):
+        raise error(f"nl.fori_loop: body_fun must be a function of the loop index, got {type(body_fun).__name__}")
+    for index in static_range(lower, upper, step) if unroll else _traced_loop(lower, upper, step):
+        body_fun(index)
 
 
 def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
