@@ -62,6 +62,14 @@ class matmul_perf_mode(enum.Enum):
     double_row = "double_row"
 
 
+class oob_mode(enum.Enum):
+    """What a DMA does with an out-of-bounds index. The accesses a kernel writes here are direct and checked
+    while tracing (over every trip of a loop), so an index outside a tensor is a trace error in either mode."""
+
+    error = "error"
+    skip = "skip"
+
+
 _FP8 = frozenset({"f8e4m3", "f8e5m2"})
 
 

@@ -473,3 +473,17 @@ def test_dma_transpose_of_3d_and_4d_tensors(rng, shape, axes):
     a = rng.standard_normal(shape).astype(nl.bfloat16)
     out = nki.simulate(permuted_by_dma, target="trn2")(a)
     np.testing.assert_array_equal(_bits(out), _bits(np.ascontiguousarray(np.transpose(a, axes))))
+
+
+@nki.jit
+def copied_with_dma_modes(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=a, oob_mode=nisa.oob_mode.error, dge_mode=nisa.dge_mode.unknown)
+    nisa.dma_copy(dst=out, src=tile, oob_mode=nisa.oob_mode.skip, dge_mode=nisa.dge_mode.hwdge)
+    return out
+
+
+def test_dma_copy_takes_nkis_dma_enums(rng):
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(copied_with_dma_modes)(a), a)
