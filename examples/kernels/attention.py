@@ -11,6 +11,10 @@ For each block of 128 query rows:
 3. the numerator is transposed 128 keys at a time on TensorE (keys to the partitions) and multiplied by the
    matching 128 rows of v, accumulating the [128, d_head] result in one PSUM tile across the key blocks.
 
+With `causal=True` an `affine_select` on GpSimdE sets the scores of keys after each query row's to a large
+negative number before the row max (so they add nothing), and the key blocks past the diagonal are skipped in
+step 3; the query loop is then unrolled, as the select's offset is the block's first row.
+
 q and k arrive row-major, so their transposes are loaded by `nl.load_transpose2d`, which is one DMA transpose
 where the target has it (trn2, trn3, 2-byte dtypes) and an element-strided load elsewhere.
 
@@ -29,11 +33,15 @@ import neuron_mlir.nki.language as nl
 
 P = nl.tile_size.pmax  # query rows per block, keys per transposed block
 KEYS_PER_SCORE_TILE = nl.tile_size.gemm_moving_fmax  # score columns per PSUM tile (one bank of fp32)
+MASKED = -3.0e38  # a masked score: finite, so the row max stays a number, and exp(MASKED - max) is 0
 
 
 @nki.jit
-def fused_self_attention(q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, scale: float = 0.0) -> nki.NkiTensor:
-    """softmax(q @ k.T * scale) @ v for q, k, v [seq, d_head]; scale 0 means 1 / sqrt(d_head)."""
+def fused_self_attention(
+    q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, scale: float = 0.0, causal: bool = False
+) -> nki.NkiTensor:
+    """softmax(q @ k.T * scale) @ v for q, k, v [seq, d_head]; scale 0 means 1 / sqrt(d_head); `causal`: query
+    row r sees keys 0..r only."""
     seq, d_head = q.shape
     if k.shape != (seq, d_head) or v.shape != (seq, d_head):
         raise ValueError("q, k and v must have the same shape [seq, d_head]")
@@ -57,6 +65,16 @@ def fused_self_attention(q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, s
             nisa.nc_matmul(dst=product, stationary=q_t, moving=k_t[:, columns])
             nisa.activation(dst=scores[:, columns], op=nl.copy, data=product, scale=scale)
 
+        if causal:  # key c stays where i * P + p - c >= 0 (p the partition); the others lose every exp
+            nisa.affine_select(
+                dst=scores,
+                pattern=[[-1, seq]],
+                channel_multiplier=1,
+                on_true_tile=scores,
+                on_false_value=MASKED,
+                cmp_op=nl.greater_equal,
+                offset=i * P,
+            )
         negated_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=negated_max, op=nl.maximum, data=scores, axis=1, negate=True)
         # the numerator in v's dtype: TensorE multiplies it by v next
@@ -65,7 +83,9 @@ def fused_self_attention(q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, s
         nisa.activation(dst=numerator, op=nl.exp, data=scores, bias=negated_max, reduce_op=nl.add, reduce_res=row_sums)
 
         attended = nl.ndarray((P, d_head), dtype=nl.float32, buffer=nl.psum)
-        for t in nl.affine_range(seq // P):
+        # causal: the key blocks after the diagonal's hold only zeros of the numerator, so they are skipped
+        # (the query loop is unrolled by then: affine_select's offset needs i as a number)
+        for t in nl.affine_range(i + 1 if causal else seq // P):
             keys = nl.ds(t * P, P)
             numerator_t = nl.ndarray((P, P), dtype=v.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=numerator_t, src=nl.transpose(numerator[:, keys]))
@@ -80,9 +100,13 @@ def fused_self_attention(q: nki.NkiTensor, k: nki.NkiTensor, v: nki.NkiTensor, s
     return out
 
 
-def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float = 0.0) -> np.ndarray:
+def reference_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float = 0.0, causal: bool = False
+) -> np.ndarray:
     q32, k32, v32 = (a.astype(np.float32) for a in (q, k, v))
     scores = q32 @ k32.T * (scale or 1.0 / math.sqrt(q.shape[1]))
+    if causal:
+        scores = np.where(np.tri(len(q), dtype=bool), scores, -np.inf)
     exps = np.exp(scores - scores.max(-1, keepdims=True))
     return ((exps / exps.sum(-1, keepdims=True)) @ v32).astype(q.dtype)
 

@@ -72,20 +72,20 @@ def test_blocked_matmul_runs_faster_than_tiled_on_trn1():
 
 
 @pytest.mark.parametrize(
-    ("dtype", "seq", "target"),
-    [("float32", 384, "trn2"), ("bfloat16", 512, "trn2"), ("bfloat16", 256, "trn1")],
+    ("dtype", "seq", "target", "causal"),
+    [("float32", 384, "trn2", False), ("bfloat16", 512, "trn2", True), ("bfloat16", 256, "trn1", False)],
 )
-def test_fused_self_attention(dtype, seq, target):
+def test_fused_self_attention(dtype, seq, target, causal):
     """384 keys take 128-column score tiles, 512 one 512-column tile; bf16 q/k load by DMA transposes on trn2
-    and by strided loads on trn1."""
+    and by strided loads on trn1; the causal case masks the scores and skips the key blocks past the diagonal."""
     import ml_dtypes
 
     numpy_dtype = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
     rng = np.random.default_rng(4)
     q, k, v = ((rng.standard_normal((seq, 64)) * 2).astype(numpy_dtype) for _ in range(3))
-    run = nki.benchmark(fused_self_attention, target=target)(q, k, v)
+    run = nki.benchmark(fused_self_attention, target=target)(q, k, v, causal=causal)
     assert run.outputs.dtype == q.dtype
-    numpy_close(run.outputs, reference_attention(q, k, v))
+    numpy_close(run.outputs, reference_attention(q, k, v, causal=causal))
     transposed_loads = 1 + seq // 128  # k once, q per block of 128 rows
     expected = transposed_loads if target == "trn2" and dtype == "bfloat16" else 0
     assert run.profile.opcode_counts.get("dma_transpose", 0) == expected
