@@ -35,6 +35,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from neuron_mlir.nki import isa, language
+from neuron_mlir.nki.source_digest import source_digest
 from neuron_mlir.nki.tracing import (
     LoopKey,
     NeedsUnrolling,
@@ -213,9 +214,7 @@ class Kernel:
         module.verify()
         return (module, len(outputs), returned, modified), active.rotation_candidates()
 
-    def _compile(
-        self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any], rotate: bool = True
-    ) -> _Compiled:
+    def _compile(self, target_name: str, args: Sequence[Any], kwargs: dict[str, Any], rotate: bool = True) -> _Compiled:
         """Trace and lower; where the rotated buffers of `_trace` do not fit on chip, trace again without."""
         from xdsl.context import Context
         from xdsl.utils.exceptions import DiagnosticException
@@ -281,16 +280,9 @@ class KernelCall:
 
     @property
     def fingerprint(self) -> str:
-        """A digest of what the traced instructions depend on besides the arguments: the kernel's source, its
-        launch grid and its options."""
-        import hashlib
-
-        try:
-            source = inspect.getsource(self.kernel.function)
-        except (OSError, TypeError):
-            source = repr(self.kernel.function)
-        text = f"{source}\0{self.kernel.grid}\0{self.kernel.unroll}\0{self.kernel.seed}"
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """A digest of what the traced instructions depend on besides the arguments: the kernel's source and the
+        user code it reaches (`source_digest`), its launch grid and its options."""
+        return source_digest(self.kernel.function, f"{self.kernel.grid}\0{self.kernel.unroll}\0{self.kernel.seed}")
 
     def traced(
         self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], scalars: dict[str, Any], target: str

@@ -2,11 +2,12 @@
 
 Signatures are NKI 0.6's: the destination first, nothing returned. Most calls are one neuron instruction of the
 same name (`dma_copy`, `nc_matmul`, `activation`, `tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`,
-`tensor_reduce`, `tensor_copy`, `memset`, `iota`, `affine_select`). The others are short, fixed sequences of
-them, named in their docstrings: `nc_transpose` is a TensorE transpose (or a product with an identity where the
-target's transpose is not bit exact), `tensor_partition_reduce` a product with a ones column (a sum) or two
-transposes around a free-axis reduction, `reciprocal` a power of -1 on VectorE, `exponential` an activation
-with a bias, `bn_stats`/`bn_aggr` reductions writing a per-partition statistics record.
+`tensor_reduce`, `tensor_copy`, `memset`, `iota`, `affine_select`, `dma_transpose`). The others are short,
+fixed sequences of them, named in their docstrings: `nc_transpose` is a TensorE transpose (or a product with
+an identity where the target's transpose is not bit exact), `tensor_partition_reduce` a product with a ones
+column (a sum) or two transposes around a free-axis reduction, `reciprocal` a power of -1 on VectorE,
+`exponential` an activation with a bias, `bn_stats`/`bn_aggr` reductions writing a per-partition statistics
+record.
 
 Every instruction is verified as it is traced (see `tracing.py`): a broken hardware rule is an `NkiError`
 naming the call, the operand, the rule and the kernel's line. NKI's optional `name=` of an instruction is
@@ -59,6 +60,14 @@ class matmul_perf_mode(enum.Enum):
 
     none = "none"
     double_row = "double_row"
+
+
+class oob_mode(enum.Enum):
+    """What a DMA does with an out-of-bounds index. The accesses a kernel writes here are direct and checked
+    while tracing (over every trip of a loop), so an index outside a tensor is a trace error in either mode."""
+
+    error = "error"
+    skip = "skip"
 
 
 _FP8 = frozenset({"f8e4m3", "f8e5m2"})
@@ -136,9 +145,65 @@ def dma_copy(
     api = "nki.isa.dma_copy"
     if mask is not None:
         raise error(f"{api}: mask= was removed in NKI 0.2; slice the tensors instead")
-    trace().emit(
-        api, neuron.DmaCopyOp, Engine.DMA, {"dst": _tensor(dst, api, "dst"), "src": _tensor(src, api, "src")}
-    )
+    trace().emit(api, neuron.DmaCopyOp, Engine.DMA, {"dst": _tensor(dst, api, "dst"), "src": _tensor(src, api, "src")})
+
+
+class dge_mode(enum.Enum):
+    """Where a DMA's descriptors come from. The simulated core prices every DMA the same way whatever the
+    mode, so the choice only selects which of NKI's rules a call must keep."""
+
+    unknown = "unknown"
+    none = "none"
+    swdge = "swdge"
+    hwdge = "hwdge"
+
+
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(
+    dst: NkiTensor,
+    src: NkiTensor,
+    axes: Any = None,
+    priority: Any = None,
+    dge_mode: Any = None,
+    oob_mode: Any = None,
+    name: str | None = None,
+) -> None:
+    """dst = src with its axes permuted by the DMA engine (`neuron.dma_transpose`, NeuronCore-v3 on), dst in SBUF,
+    both of one 2-byte dtype: NKI's permutations, (1, 0) of a 2-D src, (2, 1, 0) of a 3-D one, (3, 1, 2, 0) of a
+    4-D one, so src's last axis always becomes dst's partitions.
+
+    The instruction transposes src's elements, read in row-major order as an [R, C] matrix, into dst's C
+    partitions; the other axes' order in dst is the pattern in which dst's free elements are written. The
+    indirect (software DGE) form is refused by name; on a target without DMA transposes (trn1) the
+    instruction's own rule refuses the call at the kernel's line."""
+    api = "nki.isa.dma_transpose"
+    dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
+    order = _DMA_TRANSPOSE_AXES.get(src.ndim)
+    if order is None or dst.ndim != src.ndim or (axes is not None and tuple(axes) != order):
+        raise error(
+            f"{api}: the permutations are (1, 0), (2, 1, 0) and (3, 1, 2, 0) of a 2-, 3- or 4-D src, got src "
+            f"{list(src.shape)}, dst {list(dst.shape)}, axes {axes}"
+        )
+    expected = [src.shape[axis] for axis in order]
+    if list(dst.shape) != expected:
+        raise error(f"{api}: dst must be src permuted by {order}, {expected}, got {list(dst.shape)}")
+    mode = "unknown" if dge_mode is None else getattr(dge_mode, "value", dge_mode)
+    if mode == "swdge" or mode == "none":
+        raise error(f"{api}: dge_mode {mode} is not a direct transpose (only unknown and hwdge are)")
+    if mode == "hwdge" and (src.shape[0] != 16 or src.shape[-1] % 128):
+        raise error(
+            f"{api}: a hardware-DGE transpose needs src.shape[0] == 16 and src.shape[-1] a multiple of 128, "
+            f"got {list(src.shape)}"
+        )
+    source: NkiTensor | tuple[NkiTensor, neuron.AccessPatternAttr] = src
+    if not src.buffer.on_chip:  # the instruction reads HBM row by row: keep the row dimension unmerged
+        source = (src, src.access_pattern(list(zip(src.strides, src.shape, strict=True))))
+    written: NkiTensor | tuple[NkiTensor, neuron.AccessPatternAttr] = dst
+    if src.ndim > 2:  # src's leading axes, outermost first, at their places in dst
+        written = (dst, dst.access_pattern([(dst.strides[order.index(i)], src.shape[i]) for i in range(src.ndim - 1)]))
+    trace().emit(api, neuron.DmaTransposeOp, Engine.DMA, {"dst": written, "src": source})
 
 
 def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = None, name: str | None = None) -> None:
@@ -156,7 +221,10 @@ def memset(dst: NkiTensor, value: float, engine: Any = None, name: str | None = 
     """Fill dst with `value` (VectorE by default)."""
     api = "nki.isa.memset"
     trace().emit(
-        api, neuron.MemsetOp, _engine(engine, Engine.VECTOR, api), {"dst": _tensor(dst, api, "dst")},
+        api,
+        neuron.MemsetOp,
+        _engine(engine, Engine.VECTOR, api),
+        {"dst": _tensor(dst, api, "dst")},
         {"value": _float(value)},
     )
 
@@ -580,7 +648,10 @@ def dropout(dst: NkiTensor, data: NkiTensor, prob: Any, name: str | None = None)
     key = current.constant(("dropout_key", partitions), lambda: _seed_column(partitions))
     uniform = current.allocate((partitions, free), np.dtype(np.float32), Memory.SBUF, "dropout_uniform")
     current.emit(
-        api, neuron.GpsimdKernelOp, Engine.GPSIMD, {"dst": uniform, "in0": counters, "in1": key},
+        api,
+        neuron.GpsimdKernelOp,
+        Engine.GPSIMD,
+        {"dst": uniform, "in0": counters, "in1": key},
         {"kernel": StringAttr("uniform")},
     )
     # keep where the draw in [0, 1) is at least the drop probability: P(keep) = 1 - prob

@@ -1,8 +1,8 @@
 """`nki.language`: tensors, buffers, dtypes, loops, launch grids and the tile-level functions of NKI.
 
 Creation (`ndarray`, `zeros`, `ones`, `full`, `zeros_like`, `empty_like`) allocates a buffer in the memory its
-`buffer` names: `sbuf`, `psum`, or HBM (`hbm` = `private_hbm`, `shared_hbm`). Loops (`affine_range`,
-`sequential_range`, `static_range`) are Python ranges: the trace unrolls them (see `tracing.py`).
+`buffer` names: `sbuf`, `psum`, or HBM (`hbm` = `private_hbm`, `shared_hbm`). `affine_range`,
+`sequential_range` and `fori_loop` are traced as loops, `static_range` is unrolled (see `tracing.py`).
 
 The functions that return new tiles (`load`, `copy`, `matmul`, `transpose`, the elementwise arithmetic,
 activations and reductions, `broadcast_to`, `where`) allocate their result and issue `nki.isa` instructions: an
@@ -120,6 +120,24 @@ def sequential_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[An
     return _traced_loop(start, stop, step)
 
 
+def fori_loop(lower: Any, upper: Any, body_fun: Any, step: Any = 1, unroll: bool = False) -> None:
+    """NKI's compiled loop, `body_fun(i)` for i in range(lower, upper, step), traced as an `scf.for` like
+    `sequential_range` (`unroll=True`: unrolled while tracing). The bounds must be known when the kernel is
+    traced: bounds held in registers (run-time bounds) are not supported."""
+    for name, value in (("lower", lower), ("upper", upper), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise error(
+                f"nl.fori_loop: {name} must be an int known when the kernel is traced, got {type(value).__name__} "
+                "(run-time bounds in registers are not supported)"
+            )
+    if step <= 0:
+        raise error(f"nl.fori_loop: step must be a positive int, got {step}")
+    if not callable(body_fun):
+        raise error(f"nl.fori_loop: body_fun must be a function of the loop index, got {type(body_fun).__name__}")
+    for index in static_range(lower, upper, step) if unroll else _traced_loop(lower, upper, step):
+        body_fun(index)
+
+
 def static_range(start: int, stop: int | None = None, step: int = 1) -> range:
     """A loop unrolled while tracing: the index is a Python int."""
     return range(start, stop, step) if stop is not None else range(start)
@@ -210,9 +228,23 @@ def load(src: NkiTensor, dtype: Any = None, **_: Any) -> NkiTensor:
 
 
 def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
-    """A new SBUF tile [P, F] holding the 2-D HBM view src [F, P] transposed (the DMA reads it column-wise)."""
+    """A new SBUF tile [P, F] holding the 2-D HBM view src [F, P] transposed.
+
+    Where the target has DMA transposes (trn2, trn3) and src's rows are contiguous 2-byte elements loaded
+    without conversion, it is one `nisa.dma_transpose`; otherwise (trn1, other dtypes) a copy reading src
+    column-wise with element strides, which every target's DMA can do, more slowly."""
     if not isinstance(src, NkiTensor) or src.buffer.memory is not Memory.HBM or src.ndim != 2:
         raise error(f"nl.load_transpose2d: src must be a 2-D HBM tensor, got {src!r}")
+    wanted = dtype_of(dtype) if dtype is not None else src.dtype
+    if (
+        trace().target.dma_transpose_hbm_efficiency
+        and wanted == src.dtype
+        and src.dtype.itemsize == 2
+        and src.strides[-1] == 1
+    ):
+        tile = ndarray((src.shape[1], src.shape[0]), src.dtype, sbuf)
+        nisa.dma_transpose(tile, src)
+        return tile
     return load(src.T, dtype)
 
 
@@ -362,7 +394,10 @@ def _divide(x: Any, y: Any, out_dtype: np.dtype) -> NkiTensor:
         x, y = broadcast_to(x, shape), broadcast_to(y, shape)
     out = ndarray(x.shape, out_dtype)
     trace().emit(
-        "nl.divide", neuron.GpsimdKernelOp, Engine.GPSIMD, {"dst": out, "in0": x, "in1": y},
+        "nl.divide",
+        neuron.GpsimdKernelOp,
+        Engine.GPSIMD,
+        {"dst": out, "in0": x, "in1": y},
         {"kernel": StringAttr("divide")},
     )
     return out

@@ -76,7 +76,9 @@ def test_the_psum_bank_is_the_targets(monkeypatch):
     # a target whose 16 KiB of PSUM per partition is cut into 16 banks of 1 KiB: a 2 KiB tile no longer fits
     trn2 = hardware.TARGETS["trn2"]
     monkeypatch.setitem(hardware.TARGETS, "trn2", dataclasses.replace(trn2, psum_banks=2 * trn2.psum_banks))
-    _fails(bank_wide_psum_tile, A, rule="needs 2048 bytes per partition; a PSUM tile fits one 1024-byte bank (256 fp32)")
+    _fails(
+        bank_wide_psum_tile, A, rule="needs 2048 bytes per partition; a PSUM tile fits one 1024-byte bank (256 fp32)"
+    )
 
 
 @nki.jit
@@ -85,7 +87,9 @@ def out_of_bounds_load(a):
 
 
 def test_load_out_of_bounds():
-    _fails(out_of_bounds_load, A, rule="indexing 'a': index 256:768 of dimension 1 is out of bounds for shape [128, 512]")
+    _fails(
+        out_of_bounds_load, A, rule="indexing 'a': index 256:768 of dimension 1 is out of bounds for shape [128, 512]"
+    )
 
 
 @nki.jit
@@ -247,3 +251,52 @@ def test_double_row_needs_fp8_and_a_target_that_has_it():
     # NKI's float8_e4m3 (with infinities) has no storage type on the simulated core: a diagnostic, not a guess
     with pytest.raises(nki.NkiError, match=r"float8_e4m3.* has no NeuronCore storage type"):
         nki.simulate(double_row_matmul)(np.zeros((128, 128), dtype=nl.float8_e4m3), b8)
+
+
+@nki.jit
+def dma_transposed(a):
+    tile = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a)  # fails here
+    return tile
+
+
+def test_dma_transpose_needs_a_target_that_has_it():
+    a = np.zeros((32, 64), dtype=nl.bfloat16)
+    with pytest.raises(nki.NkiError) as caught:
+        nki.simulate(dma_transposed, target="trn1")(a)
+    message = str(caught.value)
+    assert message.startswith("nki.isa.dma_transpose: neuron.dma_transpose: trn1 (NeuronCore-v2) has no DMA transpose")
+    assert f"(at {_line_of(dma_transposed, '# fails here')} (dma_transposed))" in message
+    # the instruction's own rules, at the same line, on a target that has it
+    _fails(dma_transposed, a.astype(np.float32), rule="transposes 2-byte elements only, got f32")
+
+
+@nki.jit
+def dma_transpose_wrong_shape(a):
+    tile = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a)  # fails here
+    return tile
+
+
+def test_dma_transpose_dst_is_the_transpose():
+    rule = "dst must be src permuted by (1, 0), [64, 32], got [32, 64]"
+    _fails(dma_transpose_wrong_shape, np.zeros((32, 64), dtype=nl.bfloat16), rule=rule)
+    # a permutation NKI does not have
+    with pytest.raises(nki.NkiError, match=r"the permutations are \(1, 0\), \(2, 1, 0\) and \(3, 1, 2, 0\)"):
+        nki.simulate(dma_transpose_wrong_shape)(np.zeros((4, 8, 16, 2, 2), dtype=nl.bfloat16))
+
+
+@nki.jit
+def hwdge_transpose(a):
+    out = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray((a.shape[1], a.shape[0]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a, dge_mode=nisa.dge_mode.hwdge)  # fails here
+    nl.store(out, tile)
+    return out
+
+
+def test_dma_transpose_by_hardware_dge_keeps_its_shape_rule():
+    rule = "a hardware-DGE transpose needs src.shape[0] == 16 and src.shape[-1] a multiple of 128, got [32, 64]"
+    _fails(hwdge_transpose, np.zeros((32, 64), dtype=nl.bfloat16), rule=rule)
+    a = np.arange(16 * 128).reshape(16, 128).astype(nl.bfloat16)  # within the rule it runs
+    np.testing.assert_array_equal(nki.simulate(hwdge_transpose)(a), a.T)

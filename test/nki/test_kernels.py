@@ -10,6 +10,7 @@ import neuron_mlir.nki as nki
 
 sys.path.insert(0, str(REPO / "examples"))
 
+from kernels.attention import fused_self_attention, reference_attention
 from kernels.matmul import matmul_blocked, matmul_blocked_free, matmul_hoisted, matmul_tiled
 from kernels.tensor_add import tensor_add, tensor_add_nl
 
@@ -31,9 +32,7 @@ MATMUL_STAGES = [
     pytest.param(matmul_tiled, {}, id="tiled"),
     pytest.param(matmul_hoisted, {}, id="hoisted"),
     pytest.param(matmul_blocked_free, {"tiles_in_block_m": 2, "tiles_in_block_n": 1}, id="blocked_free"),
-    pytest.param(
-        matmul_blocked, {"tiles_in_block_m": 1, "tiles_in_block_n": 1, "tiles_in_block_k": 1}, id="blocked"
-    ),
+    pytest.param(matmul_blocked, {"tiles_in_block_m": 1, "tiles_in_block_n": 1, "tiles_in_block_k": 1}, id="blocked"),
 ]
 
 
@@ -70,3 +69,23 @@ def test_blocked_matmul_runs_faster_than_tiled_on_trn1():
     numpy_close(blocked.outputs, tiled.outputs)
     assert blocked.profile.dma_bytes < tiled.profile.dma_bytes
     assert blocked.latency_ns < tiled.latency_ns
+
+
+@pytest.mark.parametrize(
+    ("dtype", "seq", "target", "causal"),
+    [("float32", 384, "trn2", False), ("bfloat16", 512, "trn2", True), ("bfloat16", 256, "trn1", False)],
+)
+def test_fused_self_attention(dtype, seq, target, causal):
+    """384 keys take 128-column score tiles, 512 one 512-column tile; bf16 q/k load by DMA transposes on trn2
+    and by strided loads on trn1; the causal case masks the scores and skips the key blocks past the diagonal."""
+    import ml_dtypes
+
+    numpy_dtype = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(4)
+    q, k, v = ((rng.standard_normal((seq, 64)) * 2).astype(numpy_dtype) for _ in range(3))
+    run = nki.benchmark(fused_self_attention, target=target)(q, k, v, causal=causal)
+    assert run.outputs.dtype == q.dtype
+    numpy_close(run.outputs, reference_attention(q, k, v, causal=causal))
+    transposed_loads = 1 + seq // 128  # k once, q per block of 128 rows
+    expected = transposed_loads if target == "trn2" and dtype == "bfloat16" else 0
+    assert run.profile.opcode_counts.get("dma_transpose", 0) == expected

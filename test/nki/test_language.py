@@ -199,6 +199,11 @@ def test_benchmark_reports_latency_and_profile(rng):
     assert result.target == "trn1"
     assert result.latency_ns == result.profile.total_ns > 0
     assert "trn1" in result.summary()
+    # the simulator's trace (Chrome/Perfetto JSON) places every instruction at the kernel's line
+    spans = [event for event in result.profile.chrome_trace()["traceEvents"] if event["ph"] == "X"]
+    assert spans
+    assert all(event["args"]["location"].endswith("(row_broadcast)") for event in spans)
+    assert {event["name"] for event in spans} >= {"dma_copy", "nc_matmul"}
 
 
 @nki.jit
@@ -403,3 +408,82 @@ def test_fp8_matmul_at_the_double_row_rate(rhs_dtype):
     numpy_close(run.outputs, lhsT.astype(np.float32).T @ rhs.astype(np.float32))
     wide = nki.benchmark(_fp8_matmul, target="trn2")(lhsT.astype(nl.bfloat16), rhs.astype(nl.bfloat16))
     assert run.profile.busy_ns["tensor"] * 2 == pytest.approx(wide.profile.busy_ns["tensor"])
+
+
+@nki.jit
+def dma_transposes(a):
+    rows, columns = a.shape
+    transposed = nl.ndarray((columns, rows), a.dtype, buffer=nl.shared_hbm)
+    round_trip = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    loaded = nl.ndarray((columns, rows), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(loaded, a)  # from HBM
+    back = nl.ndarray((rows, columns), a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(back, loaded, axes=(1, 0))  # between SBUF tiles
+    nl.store(transposed, loaded)
+    nl.store(round_trip, back)
+    return transposed, round_trip
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    return array.view(np.uint16)
+
+
+def test_dma_transpose_is_the_dma_instruction_and_bit_exact(rng):
+    a = rng.standard_normal((96, 80)).astype(nl.bfloat16)
+    a[3, 5] = np.nan  # a DMA moves bits: NaN and -0 come through unchanged
+    a[7, 1] = -0.0
+    run = nki.benchmark(dma_transposes, target="trn2")(a)
+    transposed, round_trip = run.outputs
+    np.testing.assert_array_equal(_bits(transposed), _bits(np.ascontiguousarray(a.T)))
+    np.testing.assert_array_equal(_bits(round_trip), _bits(a))
+    assert run.profile.opcode_counts["dma_transpose"] == 2
+
+
+@nki.jit
+def loads_transposed(w):
+    out = nl.ndarray((w.shape[1], w.shape[0]), w.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load_transpose2d(w))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("target", "dtype", "transposes"),
+    [("trn2", nl.bfloat16, 1), ("trn3", nl.float16, 1), ("trn1", nl.bfloat16, 0), ("trn2", np.float32, 0)],
+)
+def test_load_transpose2d_uses_the_dma_transpose_where_it_can(rng, target, dtype, transposes):
+    w = rng.standard_normal((48, 80)).astype(dtype)
+    run = nki.benchmark(loads_transposed, target=target)(w)
+    assert run.profile.opcode_counts.get("dma_transpose", 0) == transposes
+    np.testing.assert_array_equal(run.outputs, np.ascontiguousarray(w.T))
+
+
+@nki.jit
+def permuted_by_dma(a):
+    axes = {3: (2, 1, 0), 4: (3, 1, 2, 0)}[a.ndim]
+    shape = tuple(a.shape[axis] for axis in axes)
+    out = nl.ndarray(shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(tile, a, axes=axes)
+    nl.store(out, tile)
+    return out
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((3, 5, 64), (2, 1, 0)), ((2, 3, 4, 32), (3, 1, 2, 0))])
+def test_dma_transpose_of_3d_and_4d_tensors(rng, shape, axes):
+    a = rng.standard_normal(shape).astype(nl.bfloat16)
+    out = nki.simulate(permuted_by_dma, target="trn2")(a)
+    np.testing.assert_array_equal(_bits(out), _bits(np.ascontiguousarray(np.transpose(a, axes))))
+
+
+@nki.jit
+def copied_with_dma_modes(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=a, oob_mode=nisa.oob_mode.error, dge_mode=nisa.dge_mode.unknown)
+    nisa.dma_copy(dst=out, src=tile, oob_mode=nisa.oob_mode.skip, dge_mode=nisa.dge_mode.hwdge)
+    return out
+
+
+def test_dma_copy_takes_nkis_dma_enums(rng):
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(copied_with_dma_modes)(a), a)

@@ -189,8 +189,20 @@ def test_a_kernel_writes_a_bundle_that_neuron_run_runs(tmp_path, capsys):
     np.save(tmp_path / "lhsT.npy", lhsT)
     np.save(tmp_path / "rhs.npy", rhs)
     out = tmp_path / "out"
-    assert neuron_run.main([str(path), "--input", f"lhsT={tmp_path / 'lhsT.npy'}", "--input", f"rhs={tmp_path / 'rhs.npy'}",
-                            "--save-outputs", str(out)]) == 0
+    assert (
+        neuron_run.main(
+            [
+                str(path),
+                "--input",
+                f"lhsT={tmp_path / 'lhsT.npy'}",
+                "--input",
+                f"rhs={tmp_path / 'rhs.npy'}",
+                "--save-outputs",
+                str(out),
+            ]
+        )
+        == 0
+    )
     numpy_close(np.load(out / "out0.npy"), lhsT.T @ rhs)
     assert "simulated trn1" in capsys.readouterr().out
 
@@ -217,3 +229,39 @@ def test_a_loop_traced_two_trips_at_a_time_accumulates_every_trip(trips):
     matmuls = [op for op in module.walk() if isinstance(op, neuron.MatmulOp)]
     assert len(matmuls) == (2 if trips == 4 else 3), "two copies in the loop, and the odd trip after it"
     numpy_close(nki.simulate(scaled_sum_over_trips)(a, trips), trips * 0.5 * (a.T @ a))
+
+
+@nki.jit
+def rows_added_by_fori_loop(a, b, unroll=False):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+
+    def body(i):
+        rows = nl.ds(i * 128, 128)
+        nl.store(out[rows, :], nl.add(nl.load(a[rows, :]), nl.load(b[rows, :])))
+
+    nl.fori_loop(1, a.shape[0] // 128, body, unroll=unroll)  # row block 0 is left to the next line
+    nl.store(out[0:128, :], nl.load(a[0:128, :]))
+    return out
+
+
+@pytest.mark.parametrize(("unroll", "loops"), [(False, 1), (True, 0)])
+def test_fori_loop_is_a_traced_loop_unless_unrolled(unroll, loops):
+    rng = np.random.default_rng(8)
+    a, b = (rng.standard_normal((512, 64)).astype(np.float32) for _ in range(2))
+    expected = a + b
+    expected[:128] = a[:128]
+    numpy_close(nki.simulate(rows_added_by_fori_loop)(a, b, unroll=unroll), expected)
+    assert _loops(nki.trace(rows_added_by_fori_loop, a, b, unroll=unroll)) == loops
+
+
+def test_fori_loop_bounds_are_known_when_traced():
+    @nki.jit
+    def register_bound(a):
+        nl.fori_loop(0, nl.load(a), lambda i: None)
+        return a
+
+    with pytest.raises(
+        nki.NkiError, match=r"nl\.fori_loop: upper must be an int known when the kernel is traced"
+    ) as caught:
+        nki.simulate(register_bound)(np.zeros((1, 1), np.int32))
+    assert str(caught.value).endswith("(register_bound))")
