@@ -639,6 +639,62 @@ def sharded_checkpoint(rank: int, world: int) -> None:
         assert torch.equal(_full(got), _full(expected)), f"{name} after a step"
 
 
+def sharded_checkpoint_compiled(rank: int, world: int) -> None:
+    """`sharded_checkpoint` for a model whose blocks are compiled by neuron-mlir after sharding (`block.compile()`):
+    its sharded state saves, loads in place into a compiled model initialised otherwise, whose compiled blocks then
+    train on exactly as the saved model's do (the parameters are the programs' inputs, not baked in)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load
+    from torch.distributed.checkpoint.state_dict_saver import save
+    from torch.distributed.fsdp import fully_shard
+
+    import neuron_mlir
+
+    directory = sys.argv[2] + "-compiled"
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+
+    def sharded(seed: int) -> tuple[_Net, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = _Net().to("neuron")
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        for block in model.blocks:
+            block.compile(backend="neuron-mlir")
+        return model, torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs.to("neuron")), targets.to("neuron")).backward()
+        optimizer.step()
+
+    torch._dynamo.reset()
+    before = neuron_mlir.stats()
+    saved, saved_optimizer = sharded(0)
+    for _ in range(2):
+        step(saved, saved_optimizer)
+    grown = {key: neuron_mlir.stats()[key] - before[key] for key in ("graphs_compiled", "nodes_fallen_back")}
+    assert grown["graphs_compiled"] >= 2, grown  # the blocks' forward and backward
+    assert grown["nodes_fallen_back"] == 0, grown
+    model_state, optimizer_state = get_state_dict(saved, saved_optimizer)
+    save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+
+    loaded, loaded_optimizer = sharded(1)
+    step(loaded, loaded_optimizer)  # its compiled blocks run (and its optimizer has state) before the load
+    model_state, optimizer_state = get_state_dict(loaded, loaded_optimizer)
+    load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+    set_state_dict(loaded, loaded_optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), name
+        moments, expected_moments = loaded_optimizer.state[got], saved_optimizer.state[expected]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(_full(moments[key]), _full(expected_moments[key])), (name, key)
+    step(saved, saved_optimizer)
+    step(loaded, loaded_optimizer)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), f"{name} after a compiled step"
+
+
 def sharded_and_tensor_parallel(rank: int, world: int) -> None:
     """A 2-D mesh (data x tensor): the MLP split column- then row-wise over the tensor dimension and FSDP2 over
     the data dimension, each data group with its share of the batch, trains as one process on the whole batch."""
@@ -818,8 +874,9 @@ def compiled_mismatch(rank: int, world: int) -> None:
 def hangs_in_a_collective(rank: int, world: int) -> None:
     """The last rank does not arrive at a compiled all_reduce (it sleeps past the group's timeout, as a rank stuck
     in a long computation or a deadlock would): every other rank fails within the timeout with a CollectiveError
-    naming the collective and the user's line, instead of hanging. The late rank then leaves that group alone and
-    meets the others again on the world group, which still serves them."""
+    naming the collective and the user's line, instead of hanging. The ranks gloo connects to the late one time
+    out; a rank whose peer timed out and closed its connection may fail by that instead, as early. The late rank
+    then leaves that group alone and meets the others again on the world group, which still serves them."""
     import datetime
     import time
 
@@ -837,6 +894,7 @@ def hangs_in_a_collective(rank: int, world: int) -> None:
     compiled = torch.compile(step, backend="neuron-mlir", options={"strict": True})
     x = torch.ones(2, 3)
     _assert_close(compiled(x), step(x), torch.float32, "before the hang")  # compiled, exchanged once
+    timed_out = 0
     if rank == world - 1:
         time.sleep(timeout + 1.0)  # arrives after every other rank gave up
     else:
@@ -848,13 +906,16 @@ def hangs_in_a_collective(rank: int, world: int) -> None:
         else:
             raise AssertionError("a collective with a hung peer completed")
         assert "all_reduce" in message, message
-        assert "timed out" in message.lower() or "timeout" in message.lower(), message
         assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
-        assert timeout - 0.5 <= waited < timeout + 2, waited
-    dist.barrier()  # the world group is untouched by the other group's failure
-    total = torch.ones(3, device="neuron")
-    dist.all_reduce(total)
-    torch.testing.assert_close(total.cpu(), torch.full((3,), float(world)))
+        timed_out = int("timed out" in message.lower())
+        assert timed_out or "Connection closed" in message, message
+        assert timeout - 0.5 <= waited < timeout + 3, (waited, message)
+    # the world group is untouched by the other group's failure: every rank meets there, and some rank saw the
+    # timeout itself (a closed connection is a peer's timeout passed on)
+    outcomes = torch.tensor([timed_out], dtype=torch.int64, device="neuron")
+    dist.all_reduce(outcomes)
+    assert int(outcomes.item()) >= 1, "no rank timed out"
+    dist.destroy_process_group(group)
 
 
 def dies_in_a_collective(rank: int, world: int) -> None:
@@ -912,6 +973,7 @@ SCENARIOS = {
     "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
     "sharded_checkpoint": sharded_checkpoint,
+    "sharded_checkpoint_compiled": sharded_checkpoint_compiled,
     "fully_sharded": fully_sharded,
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,

@@ -46,6 +46,7 @@ SCENARIOS = (
     "fully_sharded",  # items 3, 4: FSDP2, fp32 and bf16-params/fp32-reduce
     "fully_sharded_compiled",  # items 3, 4: FSDP2 with torch.compile, three ways
     "sharded_checkpoint",  # item 3: torch.distributed.checkpoint of sharded state
+    "sharded_checkpoint_compiled",  # item 3: the same for a model whose blocks are compiled
     "sharded_and_tensor_parallel",  # items 3, 4: FSDP2 x TP on a data x tensor mesh
     "sharded_and_sequence_parallel",  # items 3, 4: SequenceParallel on a data x tensor mesh, eager and compiled
     "shared_cache",  # item 6: ranks compiling one graph into one disk cache, one dying mid-write
@@ -62,7 +63,7 @@ def test_every_scenario_on_neuron_ranks(processes, tmp_path):
     NeuronCore (ranks.py: each scenario checks itself against one process computing the same). On 2 ranks the
     data x tensor meshes are 1 x 2; on 4, 2 x 2. On 2 ranks DDP also runs with every eager op compiled as a
     program of its own (the device's compiled eager mode; the other scenarios compute eager device ops as the
-    host does, which is what a collective's bytes depend on). After the launch: every compile cache entry the
+    host does, which is what a collective's bytes depend on), and the example script trains. After the launch: every compile cache entry the
     ranks wrote at once into one directory is whole, and the rank that stopped mid-write left only its
     temporary file."""
     from neuron_mlir.frontend.cache import CompileCache
@@ -70,6 +71,8 @@ def test_every_scenario_on_neuron_ranks(processes, tmp_path):
     scenarios = list(SCENARIOS)
     if processes == 2:
         scenarios.insert(scenarios.index("data_parallel") + 1, "data_parallel_on_compiled_ops")
+    else:  # the example is what the README launches on 2 ranks; its FSDP2 and DDP run above on 4 as well
+        scenarios.remove("example_training")
     _torchrun(",".join(scenarios), eager="host", processes=processes, arguments=(str(tmp_path / "checkpoint"),))
     directory = tmp_path / "shared-cache"
     entries = sorted(directory.glob("*.bundle"))
@@ -158,7 +161,7 @@ def test_ranks_that_disagree_fail_on_every_rank_naming_the_collective_and_the_li
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_rank_that_hangs_or_leaves_makes_the_others_fail_within_the_timeout(world):
-    """A peer that does not arrive fails the collective on every other rank after the group's timeout, naming it;
+    """A peer that does not arrive fails the collective on every other rank within the group's timeout, naming it;
     a peer whose group is gone (its process died) fails it at once on the ranks connected to it, and on every
     other rank within the timeout."""
     import time
@@ -179,12 +182,16 @@ def test_a_rank_that_hangs_or_leaves_makes_the_others_fail_within_the_timeout(wo
             return error, time.monotonic() - started
         return None
 
+    timed_out = 0
     for rank, outcome in enumerate(neuron_ranks(hangs, world, timeout_seconds=timeout)[:last]):
         assert isinstance(outcome, tuple), outcome
         error, waited = outcome
         assert f"all_reduce on rank {rank} of the neuron process group ({world} ranks) failed" in str(error), error
-        assert "Timed out" in str(error) or "timed out" in str(error), str(error)
-        assert timeout <= waited < timeout + 5, waited
+        # a rank connected to the late one times out; another may see that peer close its connection instead
+        timed_out += "timed out" in str(error).lower()
+        assert "timed out" in str(error).lower() or "Connection closed" in str(error), str(error)
+        assert timeout - 0.5 <= waited < timeout + 5, waited
+    assert timed_out >= 1
 
     # two ranks wait the long timeout never (they are connected); among four, ranks not connected to the dead one
     # wait for the group's timeout
