@@ -17,18 +17,50 @@ RANKS = Path(__file__).with_name("ranks.py")
 LAUNCH_TIMEOUT_SECONDS = 240  # each rank dumps its stacks and exits after 180 s (ranks.py), so a hang shows where
 
 
-def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[str, ...] = ()) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _torchrun(scenario: str, eager: str, processes: int = 2, arguments: tuple[str, ...] = (), nodes: int = 1) -> None:
+    """torchrun on this machine: one node (`--standalone`), or `nodes` nodes of `processes / nodes` ranks each, one
+    torchrun agent per node meeting the others at node 0's TCP store, as on several machines."""
     environment = {**os.environ, "NEURON_MLIR_EAGER": eager}
-    result = subprocess.run(
-        [*command, str(RANKS), scenario, *arguments],
-        capture_output=True,
-        text=True,
-        timeout=LAUNCH_TIMEOUT_SECONDS,
-        env=environment,
-        check=False,
-    )
-    assert result.returncode == 0, f"{scenario} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
+    if nodes == 1:
+        launches = [["--standalone", f"--nproc-per-node={processes}"]]
+    else:
+        port = _free_port()
+        launches = [
+            [
+                *(f"--nnodes={nodes}", f"--node-rank={node}", f"--nproc-per-node={processes // nodes}"),
+                *("--master-addr=127.0.0.1", f"--master-port={port}"),
+            ]
+            for node in range(nodes)
+        ]
+    agents = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", *launch, str(RANKS), scenario, *arguments],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+        for launch in launches
+    ]
+    outputs = []
+    try:
+        for agent in agents:
+            outputs.append((agent, *agent.communicate(timeout=LAUNCH_TIMEOUT_SECONDS)))
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+    for node, (agent, stdout, stderr) in enumerate(outputs):
+        where = f" (node {node} of {nodes})" if nodes > 1 else ""
+        assert agent.returncode == 0, f"{scenario} failed{where}:\n{stdout[-4000:]}\n{stderr[-8000:]}"
 
 
 # Every scenario of ranks.py, in the order one launch runs them (starting the ranks is most of a launch's time, so
@@ -57,10 +89,12 @@ SCENARIOS = (
 )
 
 
-@pytest.mark.parametrize("processes", [2, 4])
-def test_every_scenario_on_neuron_ranks(processes, tmp_path):
+@pytest.mark.parametrize(("processes", "nodes"), [(2, 1), (4, 2)], ids=["2 ranks", "4 ranks on 2 nodes"])
+def test_every_scenario_on_neuron_ranks(processes, nodes, tmp_path):
     """Each item of the distributed stack on 2 and on 4 ranks, each rank a process with its own simulated
-    NeuronCore (ranks.py: each scenario checks itself against one process computing the same). On 2 ranks the
+    NeuronCore (ranks.py: each scenario checks itself against one process computing the same). The 4 ranks are
+    launched as two nodes of two, each node's torchrun meeting the other at a TCP store as on two machines (the
+    ranks' local and global ranks differ; the disk cache and checkpoint directory are shared). On 2 ranks the
     data x tensor meshes are 1 x 2; on 4, 2 x 2. On 2 ranks DDP also runs with every eager op compiled as a
     program of its own (the device's compiled eager mode; the other scenarios compute eager device ops as the
     host does, which is what a collective's bytes depend on), and the example script trains. After the launch: every compile cache entry the
@@ -73,7 +107,8 @@ def test_every_scenario_on_neuron_ranks(processes, tmp_path):
         scenarios.insert(scenarios.index("data_parallel") + 1, "data_parallel_on_compiled_ops")
     else:  # the example is what the README launches on 2 ranks; its FSDP2 and DDP run above on 4 as well
         scenarios.remove("example_training")
-    _torchrun(",".join(scenarios), eager="host", processes=processes, arguments=(str(tmp_path / "checkpoint"),))
+    checkpoint = str(tmp_path / "checkpoint")
+    _torchrun(",".join(scenarios), eager="host", processes=processes, arguments=(checkpoint,), nodes=nodes)
     directory = tmp_path / "shared-cache"
     entries = sorted(directory.glob("*.bundle"))
     assert entries, sorted(path.name for path in directory.iterdir())
