@@ -4,6 +4,7 @@ at 2 to 64 NeuronCores (and beyond one instance), from per-rank simulated profil
     python bench/bench_scaling.py                      # both models -> the table on stdout
     python bench/bench_scaling.py --results s.jsonl    # keep the per-rank measurements (reused when present)
     python bench/bench_scaling.py --collectives-only   # the cost model's all_reduce times alone
+    python bench/bench_scaling.py --results s.jsonl --plot docs/performance-scaling.svg   # and the plot
 
 Per rank, one training step of the model at the real widths of examples/models/real_width.py (GPT-2 small:
 hidden 768, 12 heads, vocabulary 50257, 2 x 256 tokens; Llama-3.2-1B: hidden 2048, 32/8 heads, SwiGLU 8192,
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -202,12 +204,66 @@ def collective_table() -> str:
     return "\n".join(lines)
 
 
+def efficiency_svg(series: dict[str, list[tuple[int, float]]]) -> str:
+    """A line plot of scaling efficiency (0-100%) against the number of NeuronCores (log scale), one line per
+    series (name -> [(cores, efficiency)]), as a self-contained SVG."""
+    width, height, left, right, top, bottom = 720, 400, 60, 200, 20, 50
+    plot_w, plot_h = width - left - right, height - top - bottom
+    cores = sorted({n for points in series.values() for n, _ in points})
+    low, high = math.log2(cores[0]), math.log2(cores[-1])
+    lowest = min(e for points in series.values() for _, e in points)
+    floor = min(80.0, 10.0 * math.floor(10.0 * lowest))  # the axis starts near the lowest to show the differences
+
+    def x(n: int) -> float:
+        return left + plot_w * (math.log2(n) - low) / (high - low)
+
+    def y(efficiency: float) -> float:
+        return top + plot_h * (100.0 - 100.0 * efficiency) / (100.0 - floor)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
+    for percent in range(int(floor), 101, 5):
+        level = y(percent / 100)
+        parts.append(f'<line x1="{left}" y1="{level:.1f}" x2="{left + plot_w}" y2="{level:.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{left - 6}" y="{level + 4:.1f}" text-anchor="end">{percent}%</text>')
+    for n in cores:
+        parts.append(f'<line x1="{x(n):.1f}" y1="{top}" x2="{x(n):.1f}" y2="{top + plot_h}" stroke="#eee"/>')
+        parts.append(f'<text x="{x(n):.1f}" y="{top + plot_h + 16}" text-anchor="middle">{n}</text>')
+    parts.append(
+        f'<text x="{left + plot_w / 2}" y="{height - 10}" text-anchor="middle">NeuronCores (trn2; 128 to an '
+        "instance, EFA beyond)</text>"
+    )
+    parts.append(
+        f'<text transform="translate(14 {top + plot_h / 2}) rotate(-90)" text-anchor="middle">scaling efficiency</text>'
+    )
+    colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+    for index, (name, points) in enumerate(series.items()):
+        colour, dash = colours[index % len(colours)], "" if "DDP" in name else ' stroke-dasharray="6 3"'
+        path = " ".join(f"{x(n):.1f},{y(e):.1f}" for n, e in points)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        for n, e in points:
+            parts.append(f'<circle cx="{x(n):.1f}" cy="{y(e):.1f}" r="3" fill="{colour}"/>')
+        legend = top + 10 + 20 * index
+        parts.append(
+            f'<line x1="{left + plot_w + 12}" y1="{legend}" x2="{left + plot_w + 36}" y2="{legend}" '
+            f'stroke="{colour}" stroke-width="2"{dash}/>'
+        )
+        parts.append(f'<text x="{left + plot_w + 42}" y="{legend + 4}">{name}</text>')
+    parts.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="black"/>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "LAYERS"), help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=None, help="JSON Lines file of per-rank measurements")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--collectives-only", action="store_true", help="only the cost model's all_reduce table")
+    parser.add_argument("--plot", type=Path, default=None, help="also write the efficiency plot as this SVG file")
     args = parser.parse_args()
     if args.collectives_only:
         print(collective_table())
@@ -217,6 +273,7 @@ def main() -> int:
         return 0
     header = "| model | params | step, 1 core | " + " | ".join(f"{n}" for n in CORES[1:]) + " |"
     lines = [header, "|" + "---|" * (len(CORES) + 2)]
+    series: dict[str, list[tuple[int, float]]] = {}
     for name in args.models.split(","):
         full = MODELS[name]
         one, two = _measure(name, 1, args.results), _measure(name, 2, args.results)
@@ -225,9 +282,11 @@ def main() -> int:
         parameters = _parameters(name, full)
         alone = forward + backward
         cells = []
+        series[f"{name}, DDP"] = [(1, 1.0)]
         for ranks in CORES[1:]:
             step = alone + exposed_ns(backward, 4 * parameters, ranks)
             cells.append(f"{step / 1e6:.1f} ms ({alone / step:.0%})")
+            series[f"{name}, DDP"].append((ranks, alone / step))
         row = f"| {name} ({full} layers), DDP | {parameters / 1e6:.0f}M | {alone / 1e6:.1f} ms | "
         lines.append(row + " | ".join(cells) + " |")
         layer = (two["forward_ns"] - one["forward_ns"], two["backward_ns"] - one["backward_ns"])
@@ -237,9 +296,11 @@ def main() -> int:
         counts = (layer_params, one_layer_params - layer_params)
         alone_fsdp = fsdp_ns(full, layer, root, counts, 1)
         cells = []
+        series[f"{name}, FSDP2"] = [(1, 1.0)]
         for ranks in CORES[1:]:
             step = fsdp_ns(full, layer, root, counts, ranks)
             cells.append(f"{step / 1e6:.1f} ms ({alone_fsdp / step:.0%})")
+            series[f"{name}, FSDP2"].append((ranks, alone_fsdp / step))
         lines.append(f"| {name} ({full} layers), FSDP2 | | {alone_fsdp / 1e6:.1f} ms | " + " | ".join(cells) + " |")
         print(
             f"# {name}: forward {forward / 1e6:.2f} ms, backward {backward / 1e6:.2f} ms (measured: 1 layer "
@@ -250,6 +311,8 @@ def main() -> int:
     print("\n".join(lines))
     print()
     print(collective_table())
+    if args.plot is not None:
+        args.plot.write_text(efficiency_svg(series))
     return 0
 
 

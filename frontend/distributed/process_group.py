@@ -18,10 +18,12 @@ one that did not arrive within the group's timeout) is raised as a `CollectiveEr
 A caller that compared already (the compiled collectives' transport, `transport.py`) runs the collectives that
 carry its exchange inside `agreed(...)`, which compares nothing more and names failures after its collective.
 
-What this round does not do yet: the collectives are synchronous (the returned work is already complete, which
-`async_op=True` callers accept), and a collective's simulated time is not on the device's stream: on hardware the
-bytes would move over NeuronLink or EFA. Collectives inside compiled graphs are timed (`runtime/collectives.py`)
-and reach the other ranks through this group (`transport.py`).
+Point-to-point sends and receives return their work in flight (a receive writes the device tensor back when it is
+waited for): gloo completes a send only once its peer has posted the receive, so ranks that all send before they
+receive (a ring of batched p2p ops) would otherwise wait on each other forever. The collectives are synchronous
+(the returned work is already complete, which `async_op=True` callers accept), and a collective's simulated time is
+not on the device's stream: on hardware the bytes would move over NeuronLink or EFA. Collectives inside compiled
+graphs are timed (`runtime/collectives.py`) and reach the other ranks through this group (`transport.py`).
 """
 
 from __future__ import annotations
@@ -122,6 +124,35 @@ class _HostCopies:
             for device_tensor, host in self._pending:
                 device_tensor.copy_(host)
         self._pending.clear()
+
+
+class _InFlight(dist.Work):
+    """A point-to-point transfer still in gloo's hands: `wait` waits for gloo, then writes a receive's result back
+    to the device. gloo completes a send only once its peer posts the matching receive, so a send that waited
+    before returning would deadlock ranks that all send first and then receive (a ring of batched p2p ops)."""
+
+    def __init__(self, transport_work: Any, copies: _HostCopies, failing_as: Any, result: Any = None) -> None:
+        super().__init__()
+        self._transport_work, self._copies, self._failing_as, self._result = transport_work, copies, failing_as, result
+        self._done = False
+
+    def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)) -> bool:
+        if not self._done:
+            with self._failing_as():
+                self._transport_work.wait() if not timeout else self._transport_work.wait(timeout)
+            self._copies.write_back()
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+    def is_success(self) -> bool:
+        return self._done
+
+    def result(self) -> Any:
+        self.wait()
+        return self._result
 
 
 class NeuronProcessGroup(dist.ProcessGroup):
@@ -383,16 +414,21 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 output,
             )
 
+    # point to point: the work returned is still in flight (`_InFlight`); nothing is compared first, since a send
+    # and its receive are different calls on different ranks
+
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
         with self._failing_as("send"):
             copies = _HostCopies()
-            return self._finish(copies, self._transport.send(copies.all(tensors), dst, tag))
+            work = self._transport.send(copies.all(tensors), dst, tag)
+            return _InFlight(work, copies, lambda: self._failing_as("send"), tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         with self._failing_as("recv"):
             copies = _HostCopies()
             hosts = copies.all(tensors, written=True)
-            return self._finish(copies, self._transport.recv(hosts, src, tag), tensors)
+            work = self._transport.recv(hosts, src, tag)
+            return _InFlight(work, copies, lambda: self._failing_as("recv"), tensors)
 
     def barrier(self, opts: BarrierOptions | None = None) -> dist.Work:
         with self._failing_as("barrier"):

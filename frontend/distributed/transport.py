@@ -131,16 +131,15 @@ class ProcessGroupTransport:
         return to_numpy(output)
 
     def reduce_scatter(self, name: str, data: np.ndarray, reduction: str, group: tuple[int, ...]) -> np.ndarray:
-        # composed from an all-reduce and this rank's block, so that every backend serves
+        # the backend's own reduce-scatter (gloo's for a `neuron` group, as its eager reduce_scatter uses): each rank
+        # receives only its block, and sums in the order the eager collective sums
         tensor = from_numpy(np.array(data, copy=True))
+        output = torch.empty(tensor.numel() // len(group), dtype=tensor.dtype)
         with self._exchange("reduce_scatter", name, group, data, _REDUCTION_CODES[reduction], "reduction") as pg:
-            dist.all_reduce(tensor, op=_OPS[reduction], group=pg)
+            dist.reduce_scatter_single(output, tensor, op=_OPS[reduction], group=pg)
         if reduction == "avg":
-            tensor.div_(len(group)) if tensor.is_floating_point() else tensor.floor_divide_(len(group))
-        whole = to_numpy(tensor)
-        block = whole.size // len(group)
-        position = group.index(self._rank)
-        return whole[position * block : (position + 1) * block].copy()
+            output.div_(len(group)) if output.is_floating_point() else output.floor_divide_(len(group))
+        return to_numpy(output)
 
     def all_to_all(
         self,

@@ -70,27 +70,34 @@ def test_in_process_group_computes_every_collective():
         np.testing.assert_array_equal(got["pair broadcast"], data[rank % 2 + 2])  # the second rank of its pair
 
 
-def test_ranks_that_disagree_fail_naming_the_collective():
-    def work(rank: int) -> np.ndarray:
-        return collectives.run("all_gather", np.zeros(3 + rank, np.float32), (0, 1), name="all_gather (line 7)")
+@pytest.mark.parametrize("world", [2, 4])
+def test_ranks_that_disagree_fail_naming_the_collective(world):
+    everyone = tuple(range(world))
 
-    results = _on_ranks(2, work)
+    def work(rank: int) -> np.ndarray:
+        return collectives.run("all_gather", np.zeros(3 + rank, np.float32), everyone, name="all_gather (line 7)")
+
+    results = _on_ranks(world, work)
     for error in results:
         assert isinstance(error, CollectiveError)
         assert "all_gather (line 7)" in str(error)
         assert "same count and dtype" in str(error)
 
 
-def test_a_missing_rank_times_out_instead_of_hanging():
-    def work(rank: int) -> np.ndarray | None:
-        if rank == 1:
-            return None  # never joins the collective
-        return collectives.run("all_reduce", np.ones(2, np.float32), (0, 1))
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_missing_rank_times_out_instead_of_hanging(world):
+    everyone, last = tuple(range(world)), world - 1
 
-    results = _on_ranks(2, work, timeout=0.5)
-    assert isinstance(results[0], CollectiveError)
-    assert "timed out" in str(results[0])
-    assert "[1]" in str(results[0])
+    def work(rank: int) -> np.ndarray | None:
+        if rank == last:
+            return None  # never joins the collective
+        return collectives.run("all_reduce", np.ones(2, np.float32), everyone)
+
+    results = _on_ranks(world, work, timeout=0.5)
+    for error in results[:last]:
+        assert isinstance(error, CollectiveError)
+        assert "timed out" in str(error)
+        assert f"[{last}]" in str(error)
 
 
 def test_a_group_of_many_ranks_needs_a_transport():

@@ -5,9 +5,12 @@
 Each scenario checks the `neuron` backend's results on device tensors against the same computation on the host;
 a failed check exits the rank with its traceback, which torchrun reports."""
 
+import contextlib
 import faulthandler
 import os
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
@@ -15,40 +18,47 @@ import torch.distributed as dist
 
 
 def collectives(rank: int, world: int) -> None:
+    """Every collective of item 1 on device tensors, against the same computation on the host."""
     device = torch.device("neuron")
-    base = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    base = torch.arange(3 * world, dtype=torch.float32).reshape(world, 3)
     mine = base + 10 * rank
     everyone = [base + 10 * r for r in range(world)]
+    total = sum(everyone)
+    assert isinstance(total, torch.Tensor)
 
     for op, expected in (
-        (dist.ReduceOp.SUM, sum(everyone)),
-        (dist.ReduceOp.AVG, sum(everyone) / world),
+        (dist.ReduceOp.SUM, total),
+        (dist.ReduceOp.AVG, total / world),
         (dist.ReduceOp.MAX, torch.stack(everyone).amax(0)),
         (dist.ReduceOp.MIN, torch.stack(everyone).amin(0)),
         (dist.ReduceOp.PRODUCT, torch.stack(everyone).prod(0)),
     ):
         tensor = mine.to(device)
         work = dist.all_reduce(tensor, op=op, async_op=True)
+        assert work is not None
         work.wait()
         assert tensor.device.type == "neuron"
         torch.testing.assert_close(tensor.cpu(), expected, msg=f"all_reduce {op}")
 
     tensor = mine.to(device)
-    dist.broadcast(tensor, src=1)
-    torch.testing.assert_close(tensor.cpu(), everyone[1])
+    dist.broadcast(tensor, src=world - 1)
+    torch.testing.assert_close(tensor.cpu(), everyone[-1])
 
-    gathered = [torch.empty(2, 3, device=device) for _ in range(world)]
+    gathered = [torch.empty(world, 3, device=device) for _ in range(world)]
     dist.all_gather(gathered, mine.to(device))
     for got, want in zip(gathered, everyone, strict=True):
         torch.testing.assert_close(got.cpu(), want)
 
-    flat = torch.empty(2 * world, 3, device=device)
+    flat = torch.empty(world * world, 3, device=device)
     dist.all_gather_into_tensor(flat, mine.to(device))
     torch.testing.assert_close(flat.cpu(), torch.cat(everyone))
 
     shard = torch.empty(1, 3, device=device)
     dist.reduce_scatter_tensor(shard, mine.to(device), op=dist.ReduceOp.SUM)
-    torch.testing.assert_close(shard.cpu(), sum(e[:1] for e in everyone) if rank == 0 else sum(e[1:] for e in everyone))
+    torch.testing.assert_close(shard.cpu(), total[rank : rank + 1])
+    rows = torch.empty(3, device=device)  # the list form: one input per rank
+    dist.reduce_scatter(rows, list(mine.to(device).unbind()), op=dist.ReduceOp.MAX)
+    torch.testing.assert_close(rows.cpu(), torch.stack(everyone).amax(0)[rank])
 
     sent = torch.arange(world * 2, dtype=torch.float32) + 100 * rank
     received = torch.empty(world * 2, device=device)
@@ -57,14 +67,50 @@ def collectives(rank: int, world: int) -> None:
         [torch.arange(world * 2, dtype=torch.float32)[2 * rank : 2 * rank + 2] + 100 * r for r in range(world)]
     )
     torch.testing.assert_close(received.cpu(), expected)
+    blocks = [torch.empty(3, device=device) for _ in range(world)]  # the list form: row r of mine goes to rank r
+    dist.all_to_all(blocks, list(mine.to(device).unbind()))
+    for peer, block in enumerate(blocks):
+        torch.testing.assert_close(block.cpu(), everyone[peer][rank], msg=f"all_to_all from rank {peer}")
 
+    # point to point around a ring: a blocking pair between ranks 0 and 1, then every rank at once, batched
     if rank == 0:
         dist.send(mine.to(device), dst=1)
-    else:
-        box = torch.empty(2, 3, device=device)
+    elif rank == 1:
+        box = torch.empty(world, 3, device=device)
         dist.recv(box, src=0)
         torch.testing.assert_close(box.cpu(), everyone[0])
+    after, before = (rank + 1) % world, (rank - 1) % world
+    box = torch.empty(world, 3, device=device)
+    works = dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, mine.to(device), after), dist.P2POp(dist.irecv, box, before)]
+    )
+    for work in works:
+        work.wait()
+    torch.testing.assert_close(box.cpu(), everyone[before], msg="batched p2p")
     dist.barrier()
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Environment variables set for a block (the device reads its eager mode per op)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+def data_parallel_on_compiled_ops(rank: int, world: int) -> None:
+    """`data_parallel` with every eager op of the ranks compiled as a single-op program and run on the rank's
+    simulated core (the device's compiled eager mode, where the other scenarios compute device ops as the host
+    does): DDP's buckets all-reduce gradients the compiled programs computed."""
+    with _environment(NEURON_MLIR_EAGER="compile"):
+        data_parallel(rank, world)
 
 
 def data_parallel(rank: int, world: int) -> None:
@@ -91,7 +137,9 @@ def data_parallel(rank: int, world: int) -> None:
 
 
 def default_backend(rank: int, world: int) -> None:
-    """init_process_group() with no backend: torch picks `neuron` for neuron tensors, and CPU tensors still work."""
+    """init_process_group() with no backend (the launch's first scenario): torch picks `neuron` for neuron tensors,
+    and CPU tensors still work."""
+    print("backend config", dist.get_backend_config(), flush=True)
     for device in ("neuron", "cpu"):
         tensor = torch.full((3,), float(rank + 1), device=device)
         dist.all_reduce(tensor)
@@ -118,16 +166,8 @@ def sharded_tensors(rank: int, world: int) -> None:
     torch.testing.assert_close(product.full_tensor().cpu(), full @ weight)
     # DTensor hands its local ops to the device from inside its dispatch: they compile like any other op
     # (strictly: a refusal would be an error), in place as optimizers write them
-    saved = {name: os.environ.get(name) for name in ("NEURON_MLIR_EAGER", "NEURON_MLIR_STRICT")}
-    os.environ.update(NEURON_MLIR_EAGER="compile", NEURON_MLIR_STRICT="1")
-    try:
+    with _environment(NEURON_MLIR_EAGER="compile", NEURON_MLIR_STRICT="1"):
         rows.mul_(3.0).add_(doubled)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = value
     torch.testing.assert_close(rows.full_tensor().cpu(), full * 5)
 
 
@@ -253,6 +293,92 @@ def compiled_tensor_parallel(rank: int, world: int) -> None:
         if name not in earlier
     }
     assert sum(counts.values()) == 2, counts  # the output's in the forward, the input gradient's in the backward
+
+
+class _NormedMlp(torch.nn.Module):
+    """A transformer's MLP sublayer: layer norm, then up and down projections."""
+
+    def __init__(self, width: int = 8, hidden: int = 16) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.up, self.down = torch.nn.Linear(width, hidden), torch.nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.tanh(self.up(self.norm(x))))
+
+
+def sharded_and_sequence_parallel(rank: int, world: int) -> None:
+    """Sequence parallelism as Megatron-style models use it, on a 2-D mesh (data x tensor, 1 x 2 on two ranks):
+    over the tensor dimension the layer norm runs on each rank's part of the sequence (SequenceParallel), the up
+    projection gathers the sequence and splits its features (ColwiseParallel from a sequence-sharded input), the
+    down projection reduce-scatters back to sequence shards (RowwiseParallel to a sequence-sharded output); FSDP2
+    shards the result over the data dimension. Each rank feeds its data group's share of the batch and its slice
+    of the sequence; training equals one process on the whole batch, in eager and compiled by neuron-mlir (whose
+    graphs then hold the all_gather and the reduce_scatter, FSDP2's hooks running eagerly around them)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    import neuron_mlir
+
+    assert world % 2 == 0, world
+    mesh = init_device_mesh("neuron", (world // 2, 2), mesh_dim_names=("data", "tensor"))
+    groups, data_rank, tensor_rank = world // 2, mesh["data"].get_local_rank(), mesh["tensor"].get_local_rank()
+    plan = {
+        "norm": SequenceParallel(),
+        "up": ColwiseParallel(input_layouts=Shard(1)),
+        "down": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    torch.manual_seed(2)
+    inputs, targets = torch.randn(2 * groups, 4, 8), torch.randn(2 * groups, 4, 8)
+    mine = (slice(2 * data_rank, 2 * data_rank + 2), slice(2 * tensor_rank, 2 * tensor_rank + 2))
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        reference, model = _NormedMlp(), _NormedMlp()
+        model.load_state_dict(reference.state_dict())
+        parallelize_module(model.to("neuron"), mesh["tensor"], plan)
+        fully_shard(model, mesh=mesh["data"])
+        run: Any = torch.compile(model, backend="neuron-mlir") if compiled else model
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        before, earlier = neuron_mlir.stats(), set(neuron_mlir.profiles())
+        how = "compiled" if compiled else "eager"
+        for step in range(2):
+            optimizer.zero_grad()
+            output = run(inputs[mine].to("neuron"))
+            assert not isinstance(output, DTensor), type(output)
+            assert output.shape == (2, 2, 8), output.shape
+            # the whole batch's mean squared error, of which FSDP2 averages the data groups' gradients and the
+            # tensor dimension sums its ranks' parts
+            loss = (output - targets[mine].to("neuron")).square().sum() * groups / targets.numel()
+            loss.backward()
+            optimizer.step()
+            reference_optimizer.zero_grad()
+            expected = reference(inputs)
+            torch.nn.functional.mse_loss(expected, targets).backward()
+            reference_optimizer.step()
+            _assert_close(output.detach().cpu(), expected[mine].detach(), torch.float32, f"{how} step {step}")
+        for (name, expected_parameter), parameter in zip(reference.named_parameters(), model.parameters(), strict=True):
+            assert isinstance(parameter, DTensor), name
+            assert parameter.device_mesh.ndim == 2, name
+            _assert_close(_full(parameter), expected_parameter, torch.float32, f"{how} {name}")
+        if compiled:  # the forward and the backward: every node in neuron programs
+            grown = {key: neuron_mlir.stats()[key] - before[key] for key in ("graphs_compiled", "nodes_fallen_back")}
+            assert grown["graphs_compiled"] >= 2, grown
+            assert grown["nodes_fallen_back"] == 0, grown
+            counts = {
+                op: sum(p.opcode_counts.get(op, 0) for name, p in neuron_mlir.profiles().items() if name not in earlier)
+                for op in ("all_gather", "reduce_scatter")
+            }
+            # the sequence's gather and the reduce-scatter back to shards, in the forward and in the backward
+            assert counts == {"all_gather": 2, "reduce_scatter": 2}, counts
 
 
 def _mlp() -> torch.nn.Sequential:
@@ -513,6 +639,62 @@ def sharded_checkpoint(rank: int, world: int) -> None:
         assert torch.equal(_full(got), _full(expected)), f"{name} after a step"
 
 
+def sharded_checkpoint_compiled(rank: int, world: int) -> None:
+    """`sharded_checkpoint` for a model whose blocks are compiled by neuron-mlir after sharding (`block.compile()`):
+    its sharded state saves, loads in place into a compiled model initialised otherwise, whose compiled blocks then
+    train on exactly as the saved model's do (the parameters are the programs' inputs, not baked in)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load
+    from torch.distributed.checkpoint.state_dict_saver import save
+    from torch.distributed.fsdp import fully_shard
+
+    import neuron_mlir
+
+    directory = sys.argv[2] + "-compiled"
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+
+    def sharded(seed: int) -> tuple[_Net, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = _Net().to("neuron")
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        for block in model.blocks:
+            block.compile(backend="neuron-mlir")
+        return model, torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs.to("neuron")), targets.to("neuron")).backward()
+        optimizer.step()
+
+    torch._dynamo.reset()
+    before = neuron_mlir.stats()
+    saved, saved_optimizer = sharded(0)
+    for _ in range(2):
+        step(saved, saved_optimizer)
+    grown = {key: neuron_mlir.stats()[key] - before[key] for key in ("graphs_compiled", "nodes_fallen_back")}
+    assert grown["graphs_compiled"] >= 2, grown  # the blocks' forward and backward
+    assert grown["nodes_fallen_back"] == 0, grown
+    model_state, optimizer_state = get_state_dict(saved, saved_optimizer)
+    save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+
+    loaded, loaded_optimizer = sharded(1)
+    step(loaded, loaded_optimizer)  # its compiled blocks run (and its optimizer has state) before the load
+    model_state, optimizer_state = get_state_dict(loaded, loaded_optimizer)
+    load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+    set_state_dict(loaded, loaded_optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), name
+        moments, expected_moments = loaded_optimizer.state[got], saved_optimizer.state[expected]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(_full(moments[key]), _full(expected_moments[key])), (name, key)
+    step(saved, saved_optimizer)
+    step(loaded, loaded_optimizer)
+    for (name, expected), got in zip(saved.named_parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(_full(got), _full(expected)), f"{name} after a compiled step"
+
+
 def sharded_and_tensor_parallel(rank: int, world: int) -> None:
     """A 2-D mesh (data x tensor): the MLP split column- then row-wise over the tensor dimension and FSDP2 over
     the data dimension, each data group with its share of the batch, trains as one process on the whole batch."""
@@ -554,22 +736,30 @@ def sharded_and_tensor_parallel(rank: int, world: int) -> None:
         _assert_close(_full(parameter), expected_parameter, torch.float32, name)
 
 
+class _DiedWriting(BaseException):
+    """Ends a rank's compile where its process would die: not an Exception, so nothing on the way catches it."""
+
+
 def shared_cache(rank: int, world: int) -> None:
     """The ranks compile the same graph at once into one disk cache directory (beside the checkpoint directory),
-    and the last rank dies halfway through writing its entry: every other rank runs the right program, whether
-    it found the entry or compiled it. The launching test then checks that every entry on disk is whole."""
+    and the last rank stops dead halfway through writing its entry, its temporary file cut to half and never
+    renamed, as when its process dies there: every other rank runs the right program, whether it found the entry
+    or compiled it. The launching test then checks that every entry on disk is whole. (The stopped rank unwinds
+    instead of exiting, so that the launch's later scenarios still have every rank: the others see only the disk,
+    which is the same either way.)"""
     from pathlib import Path
 
     import neuron_mlir.frontend.cache as cache
 
+    saved = os.environ.get("NEURON_MLIR_CACHE_DIR")
     os.environ["NEURON_MLIR_CACHE_DIR"] = str(Path(sys.argv[2]).parent / "shared-cache")
     dies = rank == world - 1
+    real_replace, real_get_entry = os.replace, cache.CompileCache.get_entry
 
     def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x @ w) * 2 + 1
 
     if dies:
-        real_replace = os.replace
 
         def die_halfway(source: Any, destination: Any) -> None:
             if not str(destination).endswith((".bundle", ".meta")):  # not an entry (the fingerprint's memo)
@@ -578,17 +768,28 @@ def shared_cache(rank: int, world: int) -> None:
             # the temporary file holds the whole entry now: cut it to half, as if the process died writing it
             with open(source, "r+b") as handle:
                 handle.truncate(os.path.getsize(source) // 2)
-            # status 0, so that torchrun lets the other ranks finish (a failed rank makes it stop them all)
-            os._exit(0)
+            raise _DiedWriting
 
         os.replace = die_halfway  # type: ignore[assignment]  # the cache's atomic writes end in a rename
         # it looks in no cache, as if it came first: it compiles and writes, whatever the others did
         cache.CompileCache.get_entry = lambda self, key, with_metadata=False: None  # type: ignore[method-assign]
     dist.barrier()  # all start together
     x, w = torch.linspace(-1, 1, 32).reshape(4, 8), torch.linspace(-0.5, 0.5, 48).reshape(8, 6)
-    got = torch.compile(step, backend="neuron-mlir", options={"strict": True})(x, w)
-    assert not dies, "the dying rank wrote its entry whole"
-    _assert_close(got, step(x, w), torch.float32, f"rank {rank}'s compiled step")
+    torch._dynamo.reset()
+    try:
+        got = torch.compile(step, backend="neuron-mlir", options={"strict": True})(x, w)
+    except _DiedWriting:
+        assert dies
+    else:
+        assert not dies, "the dying rank wrote its entry whole"
+        _assert_close(got, step(x, w), torch.float32, f"rank {rank}'s compiled step")
+    finally:
+        os.replace, cache.CompileCache.get_entry = real_replace, real_get_entry  # type: ignore[method-assign]
+        if saved is None:
+            del os.environ["NEURON_MLIR_CACHE_DIR"]
+        else:
+            os.environ["NEURON_MLIR_CACHE_DIR"] = saved
+    dist.barrier()  # the others compiled, or read an entry, before the launching test looks at the directory
 
 
 def example_training(rank: int, world: int) -> None:
@@ -650,7 +851,7 @@ def compiled_mismatch(rank: int, world: int) -> None:
             reduce_or_gather,
             torch.ones(2, 3),
             r"(all_reduce|all_gather): rank \d calls (all_reduce|all_gather) where rank \d calls (all_gather|all_reduce)",
-            ("all_reduce(", "all_gather_single(")[rank],
+            "all_reduce(" if rank == 0 else "all_gather_single(",
         ),
     )
     for function, x, diagnostic, call in cases:
@@ -668,6 +869,53 @@ def compiled_mismatch(rank: int, world: int) -> None:
     torch._dynamo.reset()
     got = torch.compile(reduce, backend="neuron-mlir", options={"strict": True})(x)
     _assert_close(got, reduce(x), torch.float32, "after the refused collectives")
+
+
+def hangs_in_a_collective(rank: int, world: int) -> None:
+    """The last rank does not arrive at a compiled all_reduce (it sleeps past the group's timeout, as a rank stuck
+    in a long computation or a deadlock would): every other rank fails within the timeout with a CollectiveError
+    naming the collective and the user's line, instead of hanging. The ranks gloo connects to the late one time
+    out; a rank whose peer timed out and closed its connection may fail by that instead, as early. The late rank
+    then leaves that group alone and meets the others again on the world group, which still serves them."""
+    import datetime
+    import time
+
+    import torch.distributed._functional_collectives as funcol
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    timeout = 2.0
+    group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return funcol.all_reduce(torch.tanh(x), "sum", group) * 2
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="neuron-mlir", options={"strict": True})
+    x = torch.ones(2, 3)
+    _assert_close(compiled(x), step(x), torch.float32, "before the hang")  # compiled, exchanged once
+    timed_out = 0
+    if rank == world - 1:
+        time.sleep(timeout + 1.0)  # arrives after every other rank gave up
+    else:
+        started = time.monotonic()
+        try:
+            compiled(x)
+        except CollectiveError as error:
+            message, waited = str(error), time.monotonic() - started
+        else:
+            raise AssertionError("a collective with a hung peer completed")
+        assert "all_reduce" in message, message
+        assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
+        timed_out = int("timed out" in message.lower())
+        assert timed_out or "Connection closed" in message, message
+        assert timeout - 0.5 <= waited < timeout + 3, (waited, message)
+    # the world group is untouched by the other group's failure: every rank meets there, and some rank saw the
+    # timeout itself (a closed connection is a peer's timeout passed on)
+    outcomes = torch.tensor([timed_out], dtype=torch.int64, device="neuron")
+    dist.all_reduce(outcomes)
+    assert int(outcomes.item()) >= 1, "no rank timed out"
+    dist.destroy_process_group(group)
 
 
 def dies_in_a_collective(rank: int, world: int) -> None:
@@ -725,10 +973,13 @@ SCENARIOS = {
     "fully_sharded_compiled": fully_sharded_compiled,
     "sharded_and_tensor_parallel": sharded_and_tensor_parallel,
     "sharded_checkpoint": sharded_checkpoint,
+    "sharded_checkpoint_compiled": sharded_checkpoint_compiled,
     "fully_sharded": fully_sharded,
     "collectives": collectives,
     "tensor_parallel": tensor_parallel,
+    "sharded_and_sequence_parallel": sharded_and_sequence_parallel,
     "data_parallel": data_parallel,
+    "data_parallel_on_compiled_ops": data_parallel_on_compiled_ops,
     "default_backend": default_backend,
     "sharded_tensors": sharded_tensors,
     "compiled_collectives": compiled_collectives,
@@ -737,23 +988,29 @@ SCENARIOS = {
     "shared_cache": shared_cache,
     "example_training": example_training,
     "compiled_mismatch": compiled_mismatch,
+    "hangs_in_a_collective": hangs_in_a_collective,
     "dies_in_a_collective": dies_in_a_collective,
 }
-BACKENDS = {"default_backend": None}
+# a launch whose first scenario is one of these calls init_process_group() without a backend: torch picks `neuron`
+LEFT_TO_TORCH = {"default_backend"}
 # a launch takes 10-40 s on a loaded machine; the launching test waits a minute longer than a rank may live
 RANK_TIMEOUT_SECONDS = 180
 
 
 def main() -> None:
+    from neuron_mlir.frontend.distributed.process_group import NeuronProcessGroup
+
     # a rank that hangs prints every thread's stack and exits, so the launch fails showing where it stopped
     faulthandler.dump_traceback_later(RANK_TIMEOUT_SECONDS, exit=True)
     scenarios = sys.argv[1].split(",")  # several share one launch: starting the ranks is most of a test's time
-    dist.init_process_group(BACKENDS.get(scenarios[0], "neuron"))  # env:// from torchrun
+    dist.init_process_group(None if scenarios[0] in LEFT_TO_TORCH else "neuron")  # env:// from torchrun
     try:
+        # torch makes the `neuron` group the world group itself, chosen or left to torch
+        assert isinstance(dist.group.WORLD, NeuronProcessGroup), type(dist.group.WORLD)
         for scenario in scenarios:
-            if scenario not in BACKENDS:
-                assert dist.get_backend() == "neuron", dist.get_backend()
+            started = time.monotonic()
             SCENARIOS[scenario](dist.get_rank(), dist.get_world_size())
+            print(f"rank {dist.get_rank()}: {scenario} {time.monotonic() - started:.1f} s", flush=True)
     finally:
         dist.destroy_process_group()
 

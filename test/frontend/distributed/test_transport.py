@@ -159,7 +159,13 @@ class _CountedGloo:
 
     def __getattr__(self, name: str):
         found = getattr(self._gloo, name)
-        if name.startswith("_allgather") or name in ("allreduce", "allgather", "broadcast", "alltoall_base"):
+        if name.startswith("_allgather") or name in (
+            "allreduce",
+            "allgather",
+            "broadcast",
+            "alltoall_base",
+            "reduce_scatter",
+        ):
 
             def counted(*args):
                 self._counts.append(name)
@@ -198,3 +204,29 @@ def test_a_compiled_collective_over_a_neuron_group_is_compared_once():
         assert isinstance(outcome, CollectiveError), outcome
         mine, theirs = ("all_reduce", "all_gather")[rank], ("all_gather", "all_reduce")[rank]
         assert f"(model.py:{7 + rank}): rank {rank} calls {mine} where rank {1 - rank} calls {theirs}" in str(outcome)
+
+
+def test_a_compiled_reduce_scatter_is_gloos_and_sums_as_the_eager_one():
+    """The compiled transport's reduce_scatter over a `neuron` group is gloo's reduce-scatter (each rank receives
+    its block only, not the whole all-reduced tensor), and its sums are bit for bit the eager collective's."""
+    import numpy as np
+    from torch._C._distributed_c10d import ReduceScatterOptions
+
+    from neuron_mlir.frontend.distributed.transport import ProcessGroupTransport
+
+    data = [np.random.default_rng(rank).standard_normal(1000).astype(np.float32) for rank in (0, 1)]
+
+    def both(group, rank: int):
+        counts: list = []
+        group._transport = _CountedGloo(group._transport, counts)
+        transport = ProcessGroupTransport(rank, {(0, 1): group})
+        compiled = transport.reduce_scatter("reduce_scatter", data[rank], "sum", (0, 1))
+        exchanged = list(counts)
+        eager = torch.empty(500)
+        group.reduce_scatter_single(eager, torch.from_numpy(data[rank]), ReduceScatterOptions()).wait()
+        return compiled, exchanged, eager.numpy()
+
+    for rank, (compiled, exchanged, eager) in enumerate(neuron_pair(both)):
+        assert exchanged == ["_allgather_base", "reduce_scatter"], exchanged
+        np.testing.assert_array_equal(compiled, eager)
+        np.testing.assert_array_equal(compiled, (data[0] + data[1])[500 * rank : 500 * (rank + 1)])
