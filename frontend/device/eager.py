@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -108,11 +107,11 @@ _programs: dict[tuple[Any, ...], _Program | _Refusal] = {}
 
 
 def _mode() -> str:
-    return os.environ.get("NEURON_MLIR_EAGER", "compile")
+    return storage.setting("NEURON_MLIR_EAGER", "compile")
 
 
 def _strict() -> bool:
-    return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
+    return storage.setting("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
 @dataclass(eq=False)

@@ -31,7 +31,6 @@ before).
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,12 +45,12 @@ from neuron_mlir.frontend.device import sources, storage, streams
 def enabled() -> bool:
     """Whether eager ops are recorded: not with `NEURON_MLIR_DEFER=0`, nor when every op runs on the host
     (`NEURON_MLIR_EAGER=host`, where a copy is the host's too)."""
-    environ = os.environ
-    return environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0") and environ.get("NEURON_MLIR_EAGER") != "host"
+    setting = storage.setting
+    return setting("NEURON_MLIR_DEFER", "1") not in ("", "0") and setting("NEURON_MLIR_EAGER", "compile") != "host"
 
 
 def _limit() -> int:
-    return int(os.environ.get("NEURON_MLIR_REGION_OPS", "256"))
+    return int(storage.setting("NEURON_MLIR_REGION_OPS", "256"))
 
 
 # an operand's source: ("input", index into the region's inputs) or ("value", value id, view), where the view is

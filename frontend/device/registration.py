@@ -102,7 +102,8 @@ def register() -> None:
                 " NotImplementedError",
                 stacklevel=2,
             )
-    torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    if not native.register_device_guard():
+        torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     from neuron_mlir.frontend.device import module_conversion
 
     module_conversion.install()  # `Module.to("neuron")` would untie tied weights (module_conversion's docstring)

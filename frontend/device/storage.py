@@ -40,6 +40,25 @@ _memory: DeviceMemory | None = None
 _device: torch.device | None = None
 
 
+# On POSIX, os.environ keeps the encoded environment in a dict its setters update; reading it directly skips the
+# encoding and decoding of `os.environ.get`, a good part of a microsecond per setting that every eager op reads.
+_ENVIRON_DATA: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_ENCODED_NAMES: dict[str, bytes] = {}
+
+
+def setting(name: str, default: str) -> str:
+    """`os.environ.get(name, default)`, cheaper: for the settings read on every eager op (they may change between
+    ops: a test or a bench turns deferral on and off)."""
+    data = _ENVIRON_DATA
+    if data is None:
+        return os.environ.get(name, default)
+    key = _ENCODED_NAMES.get(name)
+    if key is None:
+        key = _ENCODED_NAMES[name] = os.fsencode(name)
+    value = data.get(key)
+    return default if value is None else os.fsdecode(value)
+
+
 # what runs a pending region of recorded eager ops (`region.flush`) while one is pending, else None
 _observer: Any = None
 

@@ -4,7 +4,9 @@ torch asks a PrivateUse1 device's runtime (`at::PrivateUse1HooksInterface`) for 
 `torch._C._acc.PrivateUse1Hooks` does not forward: resizing a storage in place (`untyped_storage().resize_(n)`,
 which FSDP2 uses to free and re-materialise unsharded parameters), new and default generators on the device
 (`torch.Generator(device="neuron")`), the pinned host memory the accelerator owns (`pin_memory()`,
-`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`).
+`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`);
+and a device guard answering in C++ what torch's Python-backed one answers by a call into the interpreter on every
+guarded op and autograd node.
 `neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the resize hook and
 the allocator call back.
 
@@ -124,6 +126,8 @@ def load() -> ctypes.PyDLL | None:
         return None
     library.neuron_register_hooks.argtypes = [ctypes.py_object, ctypes.py_object]
     library.neuron_register_hooks.restype = ctypes.c_bool
+    library.neuron_register_device_guard.argtypes = []
+    library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
     _library = library
@@ -151,6 +155,13 @@ def register_hooks(
         _set_reason("another PrivateUse1 runtime was registered before the neuron device's")
         return False
     return True
+
+
+def register_device_guard() -> bool:
+    """Register the native device guard (no Python call per guarded op); False when the library is unavailable
+    or PrivateUse1 has a guard already (then the caller registers torch's Python guard)."""
+    library = _library
+    return library is not None and bool(library.neuron_register_device_guard())
 
 
 def _set_reason(reason: str) -> None:

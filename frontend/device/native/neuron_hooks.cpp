@@ -1,6 +1,6 @@
 // The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
-// torch._C._acc: resizing a storage in place, generators on the device, the pinned host memory the accelerator
-// owns, and an allocator for the storages torch itself makes on the device. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
+// torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
+// the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
 // the device's memory itself stays in Python (storage.py), which this library calls back into.
 #include <Python.h>
 
@@ -10,6 +10,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/Storage.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
@@ -210,6 +211,49 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 
 Hooks hooks;
 
+// The device guard: one device (index 0) with one stream, whose ordering the Python side keeps (streams.py), so
+// every switch is a no-op. torch asks a backend's guard for its device type on every guarded kernel call and on
+// every node the autograd engine runs (dozens of times per training step of a small model); torch._C._acc's guard
+// answers from a Python method, each answer a call into the interpreter, where this one answers in C++.
+struct DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override {
+    return kDevice;
+  }
+  c10::Device exchangeDevice(c10::Device) const override {
+    return getDevice();
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kDevice, 0);
+  }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::Stream getNewStream(c10::Device, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::Stream exchangeStream(c10::Stream) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return 1;
+  }
+  // events and streams are the Python side's (torch.neuron.Event, streams.py): torch's own see them complete
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override {
+    return true;
+  }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override {
+    return true;
+  }
+  void synchronizeStream(const c10::Stream&) const override {}
+};
+
+DeviceGuard device_guard;
+
 }  // namespace
 }  // namespace neuron
 
@@ -227,6 +271,15 @@ bool neuron_register_hooks(PyObject* resize, PyObject* allocate) {
   neuron::allocate_callback = allocate;
   at::RegisterPrivateUse1HooksInterface(&neuron::hooks);
   c10::SetAllocator(c10::DeviceType::PrivateUse1, &neuron::device_allocator);
+  return true;
+}
+
+// Registers the device guard; false when PrivateUse1 has one already.
+bool neuron_register_device_guard() {
+  if (c10::impl::hasDeviceGuardImpl(neuron::kDevice)) {
+    return false;
+  }
+  c10::impl::registerDeviceGuard(neuron::kDevice, &neuron::device_guard);
   return true;
 }
 

@@ -22,6 +22,21 @@ def test_the_native_hooks_are_loaded():
     assert native.loaded(), native.unavailable_reason()
 
 
+def test_the_device_guard_answers_without_python(monkeypatch: pytest.MonkeyPatch):
+    """torch asks the guard for its device on every guarded kernel and autograd node: the native guard answers
+    in C++, never through the Python guard's `type_`; a training step's tensors stay on `neuron:0`."""
+    from neuron_mlir.frontend.device import registration
+
+    calls: list[int] = []
+    monkeypatch.setattr(registration._DeviceGuard, "type_", lambda self: calls.append(1))
+    weight = torch.ones(4, 3, device="neuron", requires_grad=True)
+    loss = (torch.ones(2, 4, device="neuron") @ weight).relu().sum()
+    loss.backward()
+    assert weight.grad is not None
+    assert weight.grad.device == torch.device("neuron", 0)
+    assert calls == []
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
