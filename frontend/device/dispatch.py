@@ -391,12 +391,18 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
         if _eager is None:
             from neuron_mlir.frontend.device import eager as _eager
         flat = _eager._leaves(args, kwargs)
-        if not all(v.is_contiguous() for v in flat if isinstance(v, torch.Tensor)) and not _contiguous_results(
-            op, args, kwargs, flat
-        ):
-            return _via_out_variant(op, out, args, kwargs)
+        for value in flat:
+            if isinstance(value, torch.Tensor) and not value.is_contiguous():
+                if not _contiguous_results(op, args, kwargs, flat):
+                    return _via_out_variant(op, out, args, kwargs)
+                break
         return _eager.run_or(
-            op, args, kwargs, lambda: _via_out_variant(op, out, args, kwargs), lambda: _on_meta(op, args, kwargs)
+            op,
+            args,
+            kwargs,
+            lambda: _via_out_variant(op, out, args, kwargs),
+            lambda: _on_meta(op, args, kwargs),
+            flat,
         )
 
     return structured_kernel

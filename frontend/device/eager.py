@@ -123,13 +123,15 @@ class _OpFacts:
     # per declared return: the (name, position) of the argument it returns when it returns a written argument
     # (in-place `self`, `out=`), else None (a fresh result)
     returned_arguments: list[tuple[str, int] | None]
+    op: torch._ops.OpOverload
 
 
-_op_facts: dict[torch._ops.OpOverload, _OpFacts] = {}
+# by id(op): an OpOverload hashes by a Python method; ops live as long as the process (the facts keep theirs)
+_op_facts: dict[int, _OpFacts] = {}
 
 
 def _facts(op: torch._ops.OpOverload) -> _OpFacts:
-    facts = _op_facts.get(op)
+    facts = _op_facts.get(id(op))
     if facts is None:
         schema = op._schema
         returned: list[tuple[str, int] | None] = []
@@ -143,7 +145,7 @@ def _facts(op: torch._ops.OpOverload) -> _OpFacts:
                     if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set
                 )
             returned.append(source)
-        facts = _op_facts[op] = _OpFacts(str(op), returned)
+        facts = _op_facts[id(op)] = _OpFacts(str(op), returned, op)
     return facts
 
 
@@ -157,11 +159,13 @@ def run_or(
     kwargs: dict[str, Any],
     otherwise: Callable[[], Any],
     validate: Callable[[], None] | None = None,
+    flat: list[Any] | None = None,
 ) -> Any:
     """`run`, but a call the compiler refuses runs `otherwise()` rather than `op` on the host (a foreach op's
     per-tensor ops, each of which may compile); `validate()`, called before a new signature is compiled, raises
-    the user's error for arguments the op does not take (nothing of such a call is kept)."""
-    return _run(op, args, kwargs, otherwise, validate)
+    the user's error for arguments the op does not take (nothing of such a call is kept). `flat` is
+    `_leaves(args, kwargs)` when the caller has it already."""
+    return _run(op, args, kwargs, otherwise, validate, flat)
 
 
 def _run(
@@ -170,8 +174,10 @@ def _run(
     kwargs: dict[str, Any],
     otherwise: Callable[[], Any] | None,
     validate: Callable[[], None] | None = None,
+    flat: list[Any] | None = None,
 ) -> Any:
-    flat = _leaves(args, kwargs)
+    if flat is None:
+        flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
     facts = _facts(op)
     name = facts.name
@@ -299,19 +305,26 @@ def _signature(
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
-    structure = tuple(len(v) if isinstance(v, list | tuple) else -1 for v in (*args, *kwargs.values()))
-    parts: list[Any] = [facts, len(args), tuple(kwargs), structure]
+    structure = [len(v) if isinstance(v, list | tuple) else -1 for v in args]
+    if kwargs:
+        structure += [len(v) if isinstance(v, list | tuple) else -1 for v in kwargs.values()]
+    parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
+    append = parts.append
+    tensor, strided, symbolic = torch.Tensor, torch.strided, _SYMBOLIC
     for value in flat:
-        if isinstance(value, torch.Tensor):
-            if value.layout != torch.strided:
+        if isinstance(value, tensor):
+            if value.layout != strided:
                 return None
             # torch.Size is a tuple: it hashes and compares as one
-            parts.append((value.shape, value.dtype, value.device.type == storage.DEVICE_TYPE))
-        elif isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            append((value.shape, value.dtype, not value.is_cpu and value.device.type == storage.DEVICE_TYPE))
+        elif isinstance(value, symbolic):
             return None
         else:
-            parts.append((type(value), value))
+            append((type(value), value))
     return tuple(parts)
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -59,7 +59,7 @@ def _limit() -> int:
 Source = tuple[Any, ...]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Op:
     program: Any  # eager._Program
     name: str
@@ -69,7 +69,7 @@ class _Op:
     targets: list[np.ndarray]  # per graph output, the device memory it is stored to
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Written:
     """The pending value of some bytes of a block: the latest value a recorded op gives them."""
 
@@ -288,13 +288,16 @@ def record(
             return False
         spans.append((block, start, nbytes))
     mark = len(region.inputs)
-    found = [_source_of(t) for t in operands]
-    if any(s is None for s in found):
-        # the region runs without the inputs this op added
-        del region.inputs[mark:], region.input_types[mark:]
-        region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
-        flush()
-        return False
+    found: list[Source] = []
+    for operand in operands:
+        source = _source_of(operand)
+        if source is None:
+            # the region runs without the inputs this op added
+            del region.inputs[mark:], region.input_types[mark:]
+            region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
+            flush()
+            return False
+        found.append(source)
     if not region.ops:
         region.stream = stream
         region.limit = _limit()
@@ -318,9 +321,7 @@ def record(
             held[1].append(entry)
         region.stored[value] = (held[0], entry)
         region.target_blocks[value] = id(block)
-    region.ops.append(
-        _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
-    )
+    region.ops.append(_Op(program, name, sources.user_line(), found, values, [t for _, t in outputs]))
     if len(region.ops) >= region.limit:
         flush()
     return True

@@ -248,10 +248,35 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
         torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
     shape = tuple(shape)
-    stored = new_storage(math.prod(shape) * torch_dtype.itemsize)
-    tensor = bind(torch._C._acc.create_empty_tensor((0,), torch_dtype), stored, 0, shape, contiguous_strides(shape))
+    nbytes = math.prod(shape) * torch_dtype.itemsize
+    # `new_storage` inlined: every eager op's fresh result and every compiled graph's device output comes here
+    try:
+        block = (_memory or device_memory()).allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    data = block.data
+    stored = torch._C._construct_storage_from_data_pointer(data.ctypes.data, _device or device(), nbytes)
+    setattr(stored, _BLOCK_ATTRIBUTE, block)
+    tensor = torch._C._acc.create_empty_tensor((0,), torch_dtype)
+    _set_storage(CPU_KEYS, tensor, stored, 0, shape, _strides(shape))
     # the new block's bytes are the tensor's, in order
-    return tensor, getattr(stored, _BLOCK_ATTRIBUTE).data.view(dtype).reshape(shape)
+    return tensor, data.view(dtype).reshape(shape)
+
+
+# the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle.redispatch_boxed
+_contiguous_strides: dict[tuple[int, ...], list[int]] = {}
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    """`contiguous_strides(shape)`, remembered per shape (a training step asks for the same few again and again;
+    the lists are passed to torch, which copies them)."""
+    found = _contiguous_strides.get(shape)
+    if found is None:
+        if len(_contiguous_strides) > 4096:
+            _contiguous_strides.clear()
+        found = _contiguous_strides[shape] = contiguous_strides(shape)
+    return found
 
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
