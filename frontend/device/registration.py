@@ -72,7 +72,7 @@ def register() -> None:
     if current != DEVICE_TYPE:
         rename_privateuse1_backend(DEVICE_TYPE)
     # after the rename: these modules make `torch.device("neuron")`s
-    from neuron_mlir.frontend.device import storage, torch_neuron
+    from neuron_mlir.frontend.device import dispatch, storage, torch_neuron
     from neuron_mlir.frontend.device.dispatch import (
         OVERRIDDEN_KERNELS,
         foreach_kernels,
@@ -122,6 +122,10 @@ def register() -> None:
     foreach, structured = foreach_kernels(), structured_kernels()
     for name, kernel in (*OVERRIDDEN_KERNELS.items(), *foreach.items(), *structured.items()):
         aten_library.impl(name, kernel)
+    # view ops in C++ where the native hooks are loaded (the fallback serves them from Python otherwise); after the
+    # Python kernels, which the list leaves out
+    if native.loaded():
+        native.register_metadata_kernels(dispatch.metadata_ops())
     _library, _aten_library = library, aten_library
     hide_from_dynamo(
         neuron_fallback,

@@ -1,7 +1,8 @@
 // The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
 // torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
 // the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
-// the device's memory itself stays in Python (storage.py), which this library calls back into.
+// the device's memory itself stays in Python (storage.py), which this library calls back into. It also serves the
+// metadata-only view ops (`view`, `as_strided`, ...) without a call into Python.
 #include <Python.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,6 +15,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
+#include <torch/library.h>
 
 #include <cstring>
 #include <map>
@@ -254,6 +256,14 @@ struct DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
 
 DeviceGuard device_guard;
 
+// A view op on device tensors writes only sizes, strides and the storage offset: the CPU kernel does that over the
+// device tensor itself (its storage untouched), as dispatch.neuron_fallback does for the ops not registered here.
+void metadata_on_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+torch::Library* metadata_library = nullptr;  // lives as long as the process: its registrations are the kernels
+
 }  // namespace
 }  // namespace neuron
 
@@ -281,6 +291,35 @@ bool neuron_register_device_guard() {
   }
   c10::impl::registerDeviceGuard(neuron::kDevice, &neuron::device_guard);
   return true;
+}
+
+// Registers `metadata_on_cpu` as the device's kernel of each aten op in `names` (a list of "name.overload"
+// strings); false (a Python exception set) when an entry is not a string or torch refuses a registration, the
+// ones before it staying registered.
+bool neuron_register_metadata_kernels(PyObject* names) {
+  PyGILState_STATE state = PyGILState_Ensure();
+  bool done = true;
+  try {
+    if (neuron::metadata_library == nullptr) {
+      neuron::metadata_library = new torch::Library(
+          torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    }
+    Py_ssize_t count = PyList_Size(names);
+    for (Py_ssize_t index = 0; index < count && done; ++index) {
+      const char* name = PyUnicode_AsUTF8(PyList_GetItem(names, index));
+      if (name == nullptr) {
+        done = false;
+        break;
+      }
+      neuron::metadata_library->impl(
+          name, torch::CppFunction::makeFromBoxedFunction<&neuron::metadata_on_cpu>());
+    }
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    done = false;
+  }
+  PyGILState_Release(state);
+  return done;
 }
 
 // The device's default generator as a torch.Generator (a new reference).

@@ -37,6 +37,29 @@ def test_the_device_guard_answers_without_python(monkeypatch: pytest.MonkeyPatch
     assert calls == []
 
 
+@pytest.mark.parametrize("op", ["view", "as_strided", "unfold", "_reshape_alias"])
+def test_view_ops_have_native_kernels(op: str):
+    """Views reach the device as `view` and `as_strided` (transpose, expand, slicing and `t` are composites ending
+    in one): they run their CPU kernel from C++, not through the Python fallback."""
+    table = torch._C._dispatch_dump_table(f"aten::{op}")
+    entry = next(line for line in table.splitlines() if line.startswith("PrivateUse1:"))
+    assert "neuron_hooks.cpp" in entry
+
+
+def test_views_through_the_native_kernels_alias_their_base():
+    base = torch.arange(24, dtype=torch.float32).to("neuron")
+    grid = base.view(4, 6)
+    column = grid.t()[2]  # transpose, then select: as_strided over the same storage
+    assert column.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    assert (column.shape, column.stride(), column.storage_offset()) == ((4,), (6,), 2)
+    column.mul_(-1)
+    expected = torch.arange(24, dtype=torch.float32).view(4, 6)
+    expected[:, 2] *= -1
+    assert torch.equal(base.cpu(), expected.reshape(-1))
+    windows = base.unfold(0, 4, 4)
+    assert torch.equal(windows.cpu(), expected.reshape(-1).unfold(0, 4, 4))
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
