@@ -257,10 +257,23 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
     data = block.data
     stored = torch._C._construct_storage_from_data_pointer(data.ctypes.data, _device or device(), nbytes)
     setattr(stored, _BLOCK_ATTRIBUTE, block)
-    tensor = torch._C._acc.create_empty_tensor((0,), torch_dtype)
-    _set_storage(CPU_KEYS, tensor, stored, 0, shape, _strides(shape))
+    if _tensor_over is not None:
+        tensor = _tensor_over(stored, shape, torch_dtype)
+    else:
+        tensor = torch._C._acc.create_empty_tensor((0,), torch_dtype)
+        _set_storage(CPU_KEYS, tensor, stored, 0, shape, _strides(shape))
     # the new block's bytes are the tensor's, in order
     return tensor, data.view(dtype).reshape(shape)
+
+
+# the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
+_tensor_over: Any = None
+
+
+def use_native(tensor_over: Any) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`), or without it (None)."""
+    global _tensor_over
+    _tensor_over = tensor_over
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

@@ -34,7 +34,7 @@ import sysconfig
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -130,6 +130,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_register_hooks.restype = ctypes.c_bool
     library.neuron_register_metadata_kernels.argtypes = [ctypes.py_object]
     library.neuron_register_metadata_kernels.restype = ctypes.c_bool
+    library.neuron_tensor_over.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
+    library.neuron_tensor_over.restype = ctypes.py_object
     library.neuron_register_device_guard.argtypes = []
     library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
@@ -178,6 +180,13 @@ def register_metadata_kernels(names: list[str]) -> bool:
     if not library.neuron_register_metadata_kernels(list(names)):
         raise RuntimeError("registering the device's view kernels failed")  # the Python error is chained
     return True
+
+
+def tensor_over() -> Callable[[torch.UntypedStorage, tuple[int, ...], torch.dtype], torch.Tensor] | None:
+    """The native constructor of a contiguous device tensor over the start of a device storage, `(storage, shape,
+    dtype) -> tensor`, or None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_tensor_over)
 
 
 def _set_reason(reason: str) -> None:

@@ -60,6 +60,35 @@ def test_views_through_the_native_kernels_alias_their_base():
     assert torch.equal(windows.cpu(), expected.reshape(-1).unfold(0, 4, 4))
 
 
+def test_fresh_results_are_made_by_the_native_constructor():
+    """`storage.empty_array`, which every fresh eager result and compiled output goes through, makes its tensor in
+    C++ over the new block: contiguous, of the dtype, sharing the array's bytes."""
+    import ml_dtypes
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    make = native.tensor_over()
+    assert make is not None
+    assert storage._tensor_over is make
+    for shape, dtype in (
+        ((3, 4), np.dtype(np.float32)),
+        ((), np.dtype(np.int32)),
+        ((0, 5), np.dtype(ml_dtypes.bfloat16)),
+    ):
+        tensor, array = storage.empty_array(shape, dtype)
+        assert tensor.device == torch.device("neuron", 0)
+        assert tuple(tensor.shape) == shape
+        assert tensor.is_contiguous()
+        assert not tensor.requires_grad
+        assert tensor.dtype == {np.float32: torch.float32, np.int32: torch.int32}.get(dtype.type, torch.bfloat16)
+        array[...] = 3
+        assert torch.equal(tensor.cpu(), torch.full(shape, 3, dtype=tensor.dtype))
+    small = storage.new_storage(8)
+    with pytest.raises(RuntimeError, match="too small"):
+        make(small, (4,), torch.float32)
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
