@@ -95,6 +95,12 @@ class _Program:
     # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
     # its results (decided with its first run)
     deferrable: bool = False
+    # whether its results depend on no operand's values, only on their shapes and dtypes (`fill_`, `zero_`: the
+    # graph reads its operands only through `*_like` factories), so that every run gives the same outputs ...
+    constant: bool = False
+    # ... which, for a deferrable program, are kept from its first run alone: later calls outside a region write
+    # them and account the run's simulated time without running the simulator again (`_replay`)
+    memo: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -430,7 +436,34 @@ def _compile(
         and not compiled.signature.guards
         and not compiled.signature.assertions
         and not compiled.signature.linalg_checks,
+        constant=_reads_no_values(graph_module),
     )
+
+
+# ops whose first argument gives only its shape, dtype and layout to the result, not its values
+_METADATA_READS = {
+    torch.ops.aten.full_like.default,
+    torch.ops.aten.empty_like.default,
+    torch.ops.aten.zeros_like.default,
+    torch.ops.aten.ones_like.default,
+}
+
+
+def _reads_no_values(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether no output of a traced single-op graph depends on the values of its inputs (placeholders)."""
+    dependent: set[torch.fx.Node] = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder":
+            dependent.add(node)
+        elif node.op == "output":
+            return not any(n in dependent for n in node.all_input_nodes)
+        else:
+            inputs = node.all_input_nodes
+            if node.target in _METADATA_READS:
+                inputs = [n for n in inputs if n is not node.args[0]]
+            if any(n in dependent for n in inputs):
+                dependent.add(node)
+    return False
 
 
 def _traced_results(graph_module: torch.fx.GraphModule) -> list[tuple[tuple[int, ...], np.dtype]] | None:
@@ -512,7 +545,13 @@ def _run_program(
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
-    if program.deferrable and region.enabled():
+    # a constant program outside a region (the gradient of `loss.backward()` before a compiled backward graph):
+    # replayed from its first run, which runs alone to keep its outputs; inside a region it is recorded, where
+    # the region's program computes it on chip
+    constant = program.constant and program.deferrable and not region.pending_ops()
+    if constant and program.memo is not None and _replay(program, facts.name, written):
+        return _results(program, facts, args, kwargs, fresh_tensors, program.memo)
+    if program.deferrable and not constant and region.enabled():
         targets = _region_targets(program, written)
         operands = [flat[p] for p in program.tensor_positions]
         if targets is not None and region.record(program, facts.name, operands, targets):
@@ -524,6 +563,8 @@ def _run_program(
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
         program.layouts = _layouts(program, outputs)
+    if constant and program.memo is None:
+        program.memo = [np.array(value, copy=True) for value in outputs]
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
@@ -544,6 +585,28 @@ def _run_program(
             storage.resize(tensor, value.shape)
         _write(tensor, value)
     return _results(program, facts, args, kwargs, fresh_tensors, outputs)
+
+
+def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
+    """A constant program's run from its kept outputs (`_Program.memo`): its written tensors receive them, its
+    simulated time goes on the stream and to the op's line, and its profile counts a run, as a run of it would
+    leave them (fresh results are made from the kept outputs by `_results`). False, with nothing done, when a
+    written tensor is not of its output's shape (an out= tensor the run would resize)."""
+    outputs = program.memo
+    assert outputs is not None
+    if any(tensor.shape != value.shape for tensor, value in zip(written, outputs, strict=False)):
+        return False
+    for tensor, value in zip(written, outputs, strict=False):
+        _write(tensor, value)
+    compiled = program.compiled
+    profile = compiled.last_profile
+    simulated_ns = float(profile.total_ns)
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(name, simulated_ns)
+    from neuron_mlir.frontend.stats import record_run
+
+    record_run(compiled.name, profile)
+    return True
 
 
 def _results(
