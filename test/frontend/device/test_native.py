@@ -192,6 +192,13 @@ def test_without_native_hooks_the_device_works_and_says_what_is_missing(tmp_path
         "    import torch\n"
         "print([str(w.message) for w in caught if 'native hooks' in str(w.message)])\n"
         "assert torch.equal((torch.ones(3, device='neuron') + 1).cpu(), torch.full((3,), 2.0))\n"
+        # views through the Python fallback, a backward through torch's Python device guard
+        "base = torch.arange(6.0).to('neuron')\n"
+        "base.view(2, 3).t()[1].mul_(-1)\n"
+        "assert base.cpu().tolist() == [0.0, -1.0, 2.0, 3.0, -4.0, 5.0]\n"
+        "weight = torch.ones(3, device='neuron', requires_grad=True)\n"
+        "(weight * 3).sum().backward()\n"
+        "assert torch.equal(weight.grad.cpu(), torch.full((3,), 3.0))\n"
         "try:\n"
         "    torch.ones(3, device='neuron').untyped_storage().resize_(0)\n"
         "except NotImplementedError as error:\n"
