@@ -166,6 +166,9 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype
     """A new device tensor with its own storage."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
     storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
+    shape = tuple(size)
+    if _tensor_over is not None and stride == _strides(shape):
+        return cast(torch.Tensor, _tensor_over(storage, shape, dtype))
     return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
 
 
