@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import torch
@@ -15,19 +17,24 @@ _VIA_BITS = {
 _FROM_ML_DTYPES = {np.dtype(ml): (storage, dtype) for dtype, (storage, ml) in _VIA_BITS.items()}
 
 
+_device_storage: Any = None  # frontend.device.storage, imported with the first device tensor converted
+
+
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A contiguous NumPy copy-or-view of a CPU or `neuron` tensor, keeping low-precision dtypes exact."""
-    value = tensor.detach()
-    if value.device.type == "neuron":  # the device's memory is host memory: read it in place, no copy
-        from neuron_mlir.frontend.device.storage import dense_array, host_alias, observe
-
-        observe()
-        array = dense_array(value)
+    if tensor.is_cpu:
+        value = tensor.detach()
+    elif tensor.device.type == "neuron":  # the device's memory is host memory: read it in place, no copy
+        global _device_storage
+        if _device_storage is None:
+            from neuron_mlir.frontend.device import storage as _device_storage
+        _device_storage.observe()
+        array = _device_storage.dense_array(tensor)  # of the bytes alone: no autograd view needed
         if array is not None:
             return array
-        value = host_alias(value)
-    elif not value.is_cpu:
-        value = value.cpu()
+        value = _device_storage.host_alias(tensor.detach())
+    else:
+        value = tensor.detach().cpu()
     if not value.is_contiguous():
         value = value.contiguous()
     if value.dtype in _VIA_BITS:

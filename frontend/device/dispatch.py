@@ -332,6 +332,35 @@ def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any
 _eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)
 
 
+# kernels that would make a device op run other than through the fallback (the backend's own, or a composite)
+_KERNEL_KEYS = (
+    "PrivateUse1",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+)
+
+
+def metadata_ops() -> list[str]:
+    """The aten ops (`name.overload`) that reach `neuron_fallback` and are served there by their CPU kernel over
+    the device tensor: the view ops with a CPU kernel and no composite or device kernel (`view`, `as_strided`;
+    `transpose`, `expand`, `t` and slicing are composites that end in `as_strided`), and `_CPU_METADATA_KERNELS`.
+    The native hooks register a C++ kernel doing the same for each, so that a view costs no call into Python."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    names = []
+    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
+        if not qualified.startswith("aten::") or not has_kernel(qualified, "CPU"):
+            continue
+        name, _, overload_name = qualified.removeprefix("aten::").partition(".")
+        packet = getattr(aten, name, None)
+        op = getattr(packet, overload_name or "default", None) if packet is not None else None
+        if not isinstance(op, torch._ops.OpOverload) or op in _KERNELS:
+            continue
+        if (op.is_view or op in _CPU_METADATA_KERNELS) and not any(has_kernel(qualified, k) for k in _KERNEL_KEYS):
+            names.append(qualified.removeprefix("aten::"))
+    return names
+
+
 def structured_kernels() -> dict[str, Callable[..., Any]]:
     """Kernels for the functional forms of structured ops (`add.Tensor`, `mm`, `sum.dim_IntList` ...).
 
@@ -391,12 +420,18 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
         if _eager is None:
             from neuron_mlir.frontend.device import eager as _eager
         flat = _eager._leaves(args, kwargs)
-        if not all(v.is_contiguous() for v in flat if isinstance(v, torch.Tensor)) and not _contiguous_results(
-            op, args, kwargs, flat
-        ):
-            return _via_out_variant(op, out, args, kwargs)
+        for value in flat:
+            if isinstance(value, torch.Tensor) and not value.is_contiguous():
+                if not _contiguous_results(op, args, kwargs, flat):
+                    return _via_out_variant(op, out, args, kwargs)
+                break
         return _eager.run_or(
-            op, args, kwargs, lambda: _via_out_variant(op, out, args, kwargs), lambda: _on_meta(op, args, kwargs)
+            op,
+            args,
+            kwargs,
+            lambda: _via_out_variant(op, out, args, kwargs),
+            lambda: _on_meta(op, args, kwargs),
+            flat,
         )
 
     return structured_kernel

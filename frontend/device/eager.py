@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -96,6 +95,12 @@ class _Program:
     # whether a deferred region may record it: a program of arrays without a random seed, guards or checks of
     # its results (decided with its first run)
     deferrable: bool = False
+    # whether its results depend on no operand's values, only on their shapes and dtypes (`fill_`, `zero_`: the
+    # graph reads its operands only through `*_like` factories), so that every run gives the same outputs ...
+    constant: bool = False
+    # ... which, for a deferrable program, are kept from its first run alone: later calls outside a region write
+    # them and account the run's simulated time without running the simulator again (`_replay`)
+    memo: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -108,11 +113,11 @@ _programs: dict[tuple[Any, ...], _Program | _Refusal] = {}
 
 
 def _mode() -> str:
-    return os.environ.get("NEURON_MLIR_EAGER", "compile")
+    return storage.setting("NEURON_MLIR_EAGER", "compile")
 
 
 def _strict() -> bool:
-    return os.environ.get("NEURON_MLIR_STRICT", "0") not in ("", "0")
+    return storage.setting("NEURON_MLIR_STRICT", "0") not in ("", "0")
 
 
 @dataclass(eq=False)
@@ -124,13 +129,15 @@ class _OpFacts:
     # per declared return: the (name, position) of the argument it returns when it returns a written argument
     # (in-place `self`, `out=`), else None (a fresh result)
     returned_arguments: list[tuple[str, int] | None]
+    op: torch._ops.OpOverload
 
 
-_op_facts: dict[torch._ops.OpOverload, _OpFacts] = {}
+# by id(op): an OpOverload hashes by a Python method; ops live as long as the process (the facts keep theirs)
+_op_facts: dict[int, _OpFacts] = {}
 
 
 def _facts(op: torch._ops.OpOverload) -> _OpFacts:
-    facts = _op_facts.get(op)
+    facts = _op_facts.get(id(op))
     if facts is None:
         schema = op._schema
         returned: list[tuple[str, int] | None] = []
@@ -144,7 +151,7 @@ def _facts(op: torch._ops.OpOverload) -> _OpFacts:
                     if argument.alias_info is not None and argument.alias_info.before_set & alias.before_set
                 )
             returned.append(source)
-        facts = _op_facts[op] = _OpFacts(str(op), returned)
+        facts = _op_facts[id(op)] = _OpFacts(str(op), returned, op)
     return facts
 
 
@@ -158,11 +165,13 @@ def run_or(
     kwargs: dict[str, Any],
     otherwise: Callable[[], Any],
     validate: Callable[[], None] | None = None,
+    flat: list[Any] | None = None,
 ) -> Any:
     """`run`, but a call the compiler refuses runs `otherwise()` rather than `op` on the host (a foreach op's
     per-tensor ops, each of which may compile); `validate()`, called before a new signature is compiled, raises
-    the user's error for arguments the op does not take (nothing of such a call is kept)."""
-    return _run(op, args, kwargs, otherwise, validate)
+    the user's error for arguments the op does not take (nothing of such a call is kept). `flat` is
+    `_leaves(args, kwargs)` when the caller has it already."""
+    return _run(op, args, kwargs, otherwise, validate, flat)
 
 
 def _run(
@@ -171,8 +180,10 @@ def _run(
     kwargs: dict[str, Any],
     otherwise: Callable[[], Any] | None,
     validate: Callable[[], None] | None = None,
+    flat: list[Any] | None = None,
 ) -> Any:
-    flat = _leaves(args, kwargs)
+    if flat is None:
+        flat = _leaves(args, kwargs)
     dispatch.check_same_device(op, flat)
     facts = _facts(op)
     name = facts.name
@@ -300,19 +311,26 @@ def _signature(
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
-    structure = tuple(len(v) if isinstance(v, list | tuple) else -1 for v in (*args, *kwargs.values()))
-    parts: list[Any] = [facts, len(args), tuple(kwargs), structure]
+    structure = [len(v) if isinstance(v, list | tuple) else -1 for v in args]
+    if kwargs:
+        structure += [len(v) if isinstance(v, list | tuple) else -1 for v in kwargs.values()]
+    parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
+    append = parts.append
+    tensor, strided, symbolic = torch.Tensor, torch.strided, _SYMBOLIC
     for value in flat:
-        if isinstance(value, torch.Tensor):
-            if value.layout != torch.strided:
+        if isinstance(value, tensor):
+            if value.layout != strided:
                 return None
             # torch.Size is a tuple: it hashes and compares as one
-            parts.append((value.shape, value.dtype, value.device.type == storage.DEVICE_TYPE))
-        elif isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            append((value.shape, value.dtype, not value.is_cpu and value.device.type == storage.DEVICE_TYPE))
+        elif isinstance(value, symbolic):
             return None
         else:
-            parts.append((type(value), value))
+            append((type(value), value))
     return tuple(parts)
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -418,7 +436,34 @@ def _compile(
         and not compiled.signature.guards
         and not compiled.signature.assertions
         and not compiled.signature.linalg_checks,
+        constant=_reads_no_values(graph_module),
     )
+
+
+# ops whose first argument gives only its shape, dtype and layout to the result, not its values
+_METADATA_READS = {
+    torch.ops.aten.full_like.default,
+    torch.ops.aten.empty_like.default,
+    torch.ops.aten.zeros_like.default,
+    torch.ops.aten.ones_like.default,
+}
+
+
+def _reads_no_values(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether no output of a traced single-op graph depends on the values of its inputs (placeholders)."""
+    dependent: set[torch.fx.Node] = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder":
+            dependent.add(node)
+        elif node.op == "output":
+            return not any(n in dependent for n in node.all_input_nodes)
+        else:
+            inputs = node.all_input_nodes
+            if node.target in _METADATA_READS:
+                inputs = [n for n in inputs if n is not node.args[0]]
+            if any(n in dependent for n in inputs):
+                dependent.add(node)
+    return False
 
 
 def _traced_results(graph_module: torch.fx.GraphModule) -> list[tuple[tuple[int, ...], np.dtype]] | None:
@@ -500,7 +545,13 @@ def _run_program(
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
-    if program.deferrable and region.enabled():
+    # a constant program outside a region (the gradient of `loss.backward()` before a compiled backward graph):
+    # replayed from its first run, which runs alone to keep its outputs; inside a region it is recorded, where
+    # the region's program computes it on chip
+    constant = program.constant and program.deferrable and not region.pending_ops()
+    if constant and program.memo is not None and _replay(program, facts.name, written):
+        return _results(program, facts, args, kwargs, fresh_tensors, program.memo)
+    if program.deferrable and not constant and region.enabled():
         targets = _region_targets(program, written)
         operands = [flat[p] for p in program.tensor_positions]
         if targets is not None and region.record(program, facts.name, operands, targets):
@@ -512,6 +563,8 @@ def _run_program(
     outputs = _simulate(program, flat, into)
     if program.runs_arrays and program.layouts is None:
         program.layouts = _layouts(program, outputs)
+    if constant and program.memo is None:
+        program.memo = [np.array(value, copy=True) for value in outputs]
     profile = getattr(program.compiled, "last_profile", None)
     simulated_ns = float(profile.total_ns) if profile is not None else 0.0
     streams.current_stream().add_run(simulated_ns)
@@ -532,6 +585,28 @@ def _run_program(
             storage.resize(tensor, value.shape)
         _write(tensor, value)
     return _results(program, facts, args, kwargs, fresh_tensors, outputs)
+
+
+def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
+    """A constant program's run from its kept outputs (`_Program.memo`): its written tensors receive them, its
+    simulated time goes on the stream and to the op's line, and its profile counts a run, as a run of it would
+    leave them (fresh results are made from the kept outputs by `_results`). False, with nothing done, when a
+    written tensor is not of its output's shape (an out= tensor the run would resize)."""
+    outputs = program.memo
+    assert outputs is not None
+    if any(tensor.shape != value.shape for tensor, value in zip(written, outputs, strict=False)):
+        return False
+    for tensor, value in zip(written, outputs, strict=False):
+        _write(tensor, value)
+    compiled = program.compiled
+    profile = compiled.last_profile
+    simulated_ns = float(profile.total_ns)
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(name, simulated_ns)
+    from neuron_mlir.frontend.stats import record_run
+
+    record_run(compiled.name, profile)
+    return True
 
 
 def _results(

@@ -31,7 +31,6 @@ before).
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,12 +45,12 @@ from neuron_mlir.frontend.device import sources, storage, streams
 def enabled() -> bool:
     """Whether eager ops are recorded: not with `NEURON_MLIR_DEFER=0`, nor when every op runs on the host
     (`NEURON_MLIR_EAGER=host`, where a copy is the host's too)."""
-    environ = os.environ
-    return environ.get("NEURON_MLIR_DEFER", "1") not in ("", "0") and environ.get("NEURON_MLIR_EAGER") != "host"
+    setting = storage.setting
+    return setting("NEURON_MLIR_DEFER", "1") not in ("", "0") and setting("NEURON_MLIR_EAGER", "compile") != "host"
 
 
 def _limit() -> int:
-    return int(os.environ.get("NEURON_MLIR_REGION_OPS", "256"))
+    return int(storage.setting("NEURON_MLIR_REGION_OPS", "256"))
 
 
 # an operand's source: ("input", index into the region's inputs) or ("value", value id, view), where the view is
@@ -60,7 +59,7 @@ def _limit() -> int:
 Source = tuple[Any, ...]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Op:
     program: Any  # eager._Program
     name: str
@@ -70,7 +69,7 @@ class _Op:
     targets: list[np.ndarray]  # per graph output, the device memory it is stored to
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Written:
     """The pending value of some bytes of a block: the latest value a recorded op gives them."""
 
@@ -289,13 +288,16 @@ def record(
             return False
         spans.append((block, start, nbytes))
     mark = len(region.inputs)
-    found = [_source_of(t) for t in operands]
-    if any(s is None for s in found):
-        # the region runs without the inputs this op added
-        del region.inputs[mark:], region.input_types[mark:]
-        region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
-        flush()
-        return False
+    found: list[Source] = []
+    for operand in operands:
+        source = _source_of(operand)
+        if source is None:
+            # the region runs without the inputs this op added
+            del region.inputs[mark:], region.input_types[mark:]
+            region.input_keys = {k: v for k, v in region.input_keys.items() if v < mark}
+            flush()
+            return False
+        found.append(source)
     if not region.ops:
         region.stream = stream
         region.limit = _limit()
@@ -319,9 +321,7 @@ def record(
             held[1].append(entry)
         region.stored[value] = (held[0], entry)
         region.target_blocks[value] = id(block)
-    region.ops.append(
-        _Op(program, name, sources.user_line(), [s for s in found if s is not None], values, [t for _, t in outputs])
-    )
+    region.ops.append(_Op(program, name, sources.user_line(), found, values, [t for _, t in outputs]))
     if len(region.ops) >= region.limit:
         flush()
     return True

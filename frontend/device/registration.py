@@ -72,7 +72,7 @@ def register() -> None:
     if current != DEVICE_TYPE:
         rename_privateuse1_backend(DEVICE_TYPE)
     # after the rename: these modules make `torch.device("neuron")`s
-    from neuron_mlir.frontend.device import storage, torch_neuron
+    from neuron_mlir.frontend.device import dispatch, storage, torch_neuron
     from neuron_mlir.frontend.device.dispatch import (
         OVERRIDDEN_KERNELS,
         foreach_kernels,
@@ -102,7 +102,8 @@ def register() -> None:
                 " NotImplementedError",
                 stacklevel=2,
             )
-    torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    if not native.register_device_guard():
+        torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     from neuron_mlir.frontend.device import module_conversion
 
     module_conversion.install()  # `Module.to("neuron")` would untie tied weights (module_conversion's docstring)
@@ -121,6 +122,11 @@ def register() -> None:
     foreach, structured = foreach_kernels(), structured_kernels()
     for name, kernel in (*OVERRIDDEN_KERNELS.items(), *foreach.items(), *structured.items()):
         aten_library.impl(name, kernel)
+    # view ops in C++ where the native hooks are loaded (the fallback serves them from Python otherwise); after the
+    # Python kernels, which the list leaves out
+    if native.loaded():
+        native.register_metadata_kernels(dispatch.metadata_ops())
+        storage.use_native(native.tensor_over())
     _library, _aten_library = library, aten_library
     hide_from_dynamo(
         neuron_fallback,

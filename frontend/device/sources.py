@@ -12,7 +12,6 @@ remembers per code object whether it is torch's or ours, so it costs a few dicti
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ def user_line() -> str:
     custom Function's backward, a hook) still names it."""
     frame: FrameType | None = sys._getframe(1)
     skipped = _not_the_users
-    engine_entry = _engine_entry()
+    engine_entry = _engine_code or _engine_entry()
     while frame is not None:
         code = frame.f_code
         if code is engine_entry:
@@ -72,18 +71,30 @@ def user_line() -> str:
             filename = code.co_filename
             not_the_users = skipped[code] = filename.startswith(_skipped()) or filename.startswith("<frozen")
         if not not_the_users:
-            return f"{code.co_filename}:{frame.f_lineno}"
+            # a training loop issues its ops from the same instructions step after step: each one's line is
+            # worked out once (the line number is decoded from the code's line table)
+            where = (code, frame.f_lasti)
+            line = _lines.get(where)
+            if line is None:
+                line = _lines[where] = f"{code.co_filename}:{frame.f_lineno}"
+            return line
         frame = frame.f_back
     node = torch._C._current_autograd_node()
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
 
 
-@functools.cache
 def _engine_entry() -> CodeType:
     """The code of torch's Python frame that hands a backward pass to the autograd engine."""
+    global _engine_code
     from torch.autograd.graph import _engine_run_backward
 
-    return _engine_run_backward.__code__
+    _engine_code = _engine_run_backward.__code__
+    return _engine_code
+
+
+_engine_code: CodeType | None = None
+# (code, instruction offset) of a user's frame -> its `file:line`
+_lines: dict[tuple[CodeType, int], str] = {}
 
 
 def record(op_name: str, simulated_ns: float, on_host: bool = False, line: str | None = None) -> None:

@@ -40,6 +40,25 @@ _memory: DeviceMemory | None = None
 _device: torch.device | None = None
 
 
+# On POSIX, os.environ keeps the encoded environment in a dict its setters update; reading it directly skips the
+# encoding and decoding of `os.environ.get`, a good part of a microsecond per setting that every eager op reads.
+_ENVIRON_DATA: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_ENCODED_NAMES: dict[str, bytes] = {}
+
+
+def setting(name: str, default: str) -> str:
+    """`os.environ.get(name, default)`, cheaper: for the settings read on every eager op (they may change between
+    ops: a test or a bench turns deferral on and off)."""
+    data = _ENVIRON_DATA
+    if data is None:
+        return os.environ.get(name, default)
+    key = _ENCODED_NAMES.get(name)
+    if key is None:
+        key = _ENCODED_NAMES[name] = os.fsencode(name)
+    value = data.get(key)
+    return default if value is None else os.fsdecode(value)
+
+
 # what runs a pending region of recorded eager ops (`region.flush`) while one is pending, else None
 _observer: Any = None
 
@@ -147,6 +166,9 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype
     """A new device tensor with its own storage."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
     storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
+    shape = tuple(size)
+    if _tensor_over is not None and stride == _strides(shape):
+        return cast(torch.Tensor, _tensor_over(storage, shape, dtype))
     return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
 
 
@@ -229,10 +251,48 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
         torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
     shape = tuple(shape)
-    stored = new_storage(math.prod(shape) * torch_dtype.itemsize)
-    tensor = bind(torch._C._acc.create_empty_tensor((0,), torch_dtype), stored, 0, shape, contiguous_strides(shape))
+    nbytes = math.prod(shape) * torch_dtype.itemsize
+    # `new_storage` inlined: every eager op's fresh result and every compiled graph's device output comes here
+    try:
+        block = (_memory or device_memory()).allocate(nbytes)
+    except DeviceOutOfMemoryError as error:
+        raise torch.OutOfMemoryError(str(error)) from None
+    data = block.data
+    stored = torch._C._construct_storage_from_data_pointer(data.ctypes.data, _device or device(), nbytes)
+    setattr(stored, _BLOCK_ATTRIBUTE, block)
+    if _tensor_over is not None:
+        tensor = _tensor_over(stored, shape, torch_dtype)
+    else:
+        tensor = torch._C._acc.create_empty_tensor((0,), torch_dtype)
+        _set_storage(CPU_KEYS, tensor, stored, 0, shape, _strides(shape))
     # the new block's bytes are the tensor's, in order
-    return tensor, getattr(stored, _BLOCK_ATTRIBUTE).data.view(dtype).reshape(shape)
+    return tensor, data.view(dtype).reshape(shape)
+
+
+# the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
+_tensor_over: Any = None
+
+
+def use_native(tensor_over: Any) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`), or without it (None)."""
+    global _tensor_over
+    _tensor_over = tensor_over
+
+
+# the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle.redispatch_boxed
+_contiguous_strides: dict[tuple[int, ...], list[int]] = {}
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    """`contiguous_strides(shape)`, remembered per shape (a training step asks for the same few again and again;
+    the lists are passed to torch, which copies them)."""
+    found = _contiguous_strides.get(shape)
+    if found is None:
+        if len(_contiguous_strides) > 4096:
+            _contiguous_strides.clear()
+        found = _contiguous_strides[shape] = contiguous_strides(shape)
+    return found
 
 
 def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:

@@ -4,7 +4,11 @@ torch asks a PrivateUse1 device's runtime (`at::PrivateUse1HooksInterface`) for 
 `torch._C._acc.PrivateUse1Hooks` does not forward: resizing a storage in place (`untyped_storage().resize_(n)`,
 which FSDP2 uses to free and re-materialise unsharded parameters), new and default generators on the device
 (`torch.Generator(device="neuron")`), the pinned host memory the accelerator owns (`pin_memory()`,
-`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`).
+`is_pinned()`), and an allocator for storages torch makes itself (`torch.UntypedStorage(n, device="neuron")`);
+a device guard answering in C++ what torch's Python-backed one answers by a call into the interpreter on every
+guarded op and autograd node; and kernels for the view ops that reach the device (`view`, `as_strided`: every
+`transpose`, `expand`, slice and `t` ends in one), which run the CPU kernel over the device tensor without the
+Python fallback's call.
 `neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the resize hook and
 the allocator call back.
 
@@ -30,7 +34,7 @@ import sysconfig
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -124,6 +128,12 @@ def load() -> ctypes.PyDLL | None:
         return None
     library.neuron_register_hooks.argtypes = [ctypes.py_object, ctypes.py_object]
     library.neuron_register_hooks.restype = ctypes.c_bool
+    library.neuron_register_metadata_kernels.argtypes = [ctypes.py_object]
+    library.neuron_register_metadata_kernels.restype = ctypes.c_bool
+    library.neuron_tensor_over.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
+    library.neuron_tensor_over.restype = ctypes.py_object
+    library.neuron_register_device_guard.argtypes = []
+    library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
     _library = library
@@ -151,6 +161,32 @@ def register_hooks(
         _set_reason("another PrivateUse1 runtime was registered before the neuron device's")
         return False
     return True
+
+
+def register_device_guard() -> bool:
+    """Register the native device guard (no Python call per guarded op); False when the library is unavailable
+    or PrivateUse1 has a guard already (then the caller registers torch's Python guard)."""
+    library = _library
+    return library is not None and bool(library.neuron_register_device_guard())
+
+
+def register_metadata_kernels(names: list[str]) -> bool:
+    """Register a C++ kernel for each aten op in `names` ("view", "as_strided", "unfold.default" style: name and
+    overload) that runs the op's CPU kernel over the device tensor, as `dispatch.neuron_fallback` does for view ops
+    from Python; False when the library is unavailable. Raises RuntimeError when torch refuses one."""
+    library = _library
+    if library is None:
+        return False
+    if not library.neuron_register_metadata_kernels(list(names)):
+        raise RuntimeError("registering the device's view kernels failed")  # the Python error is chained
+    return True
+
+
+def tensor_over() -> Callable[[torch.UntypedStorage, tuple[int, ...], torch.dtype], torch.Tensor] | None:
+    """The native constructor of a contiguous device tensor over the start of a device storage, `(storage, shape,
+    dtype) -> tensor`, or None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_tensor_over)
 
 
 def _set_reason(reason: str) -> None:

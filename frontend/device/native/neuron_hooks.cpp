@@ -1,7 +1,8 @@
 // The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
-// torch._C._acc: resizing a storage in place, generators on the device, the pinned host memory the accelerator
-// owns, and an allocator for the storages torch itself makes on the device. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
-// the device's memory itself stays in Python (storage.py), which this library calls back into.
+// torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
+// the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
+// the device's memory itself stays in Python (storage.py), which this library calls back into. It also serves the
+// metadata-only view ops (`view`, `as_strided`, ...) without a call into Python.
 #include <Python.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -10,11 +11,17 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/Storage.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
+#include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <map>
 #include <mutex>
 
@@ -210,6 +217,57 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 
 Hooks hooks;
 
+// The device guard: one device (index 0) with one stream, whose ordering the Python side keeps (streams.py), so
+// every switch is a no-op. torch asks a backend's guard for its device type on every guarded kernel call and on
+// every node the autograd engine runs (dozens of times per training step of a small model); torch._C._acc's guard
+// answers from a Python method, each answer a call into the interpreter, where this one answers in C++.
+struct DeviceGuard final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override {
+    return kDevice;
+  }
+  c10::Device exchangeDevice(c10::Device) const override {
+    return getDevice();
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kDevice, 0);
+  }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::Stream getNewStream(c10::Device, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::Stream exchangeStream(c10::Stream) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, getDevice());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return 1;
+  }
+  // events and streams are the Python side's (torch.neuron.Event, streams.py): torch's own see them complete
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override {
+    return true;
+  }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override {
+    return true;
+  }
+  void synchronizeStream(const c10::Stream&) const override {}
+};
+
+DeviceGuard device_guard;
+
+// A view op on device tensors writes only sizes, strides and the storage offset: the CPU kernel does that over the
+// device tensor itself (its storage untouched), as dispatch.neuron_fallback does for the ops not registered here.
+void metadata_on_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+torch::Library* metadata_library = nullptr;  // lives as long as the process: its registrations are the kernels
+
 }  // namespace
 }  // namespace neuron
 
@@ -228,6 +286,86 @@ bool neuron_register_hooks(PyObject* resize, PyObject* allocate) {
   at::RegisterPrivateUse1HooksInterface(&neuron::hooks);
   c10::SetAllocator(c10::DeviceType::PrivateUse1, &neuron::device_allocator);
   return true;
+}
+
+// Registers the device guard; false when PrivateUse1 has one already.
+bool neuron_register_device_guard() {
+  if (c10::impl::hasDeviceGuardImpl(neuron::kDevice)) {
+    return false;
+  }
+  c10::impl::registerDeviceGuard(neuron::kDevice, &neuron::device_guard);
+  return true;
+}
+
+// Registers `metadata_on_cpu` as the device's kernel of each aten op in `names` (a list of "name.overload"
+// strings); false (a Python exception set) when an entry is not a string or torch refuses a registration, the
+// ones before it staying registered.
+bool neuron_register_metadata_kernels(PyObject* names) {
+  PyGILState_STATE state = PyGILState_Ensure();
+  bool done = true;
+  try {
+    if (neuron::metadata_library == nullptr) {
+      neuron::metadata_library = new torch::Library(
+          torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    }
+    Py_ssize_t count = PyList_Size(names);
+    for (Py_ssize_t index = 0; index < count && done; ++index) {
+      const char* name = PyUnicode_AsUTF8(PyList_GetItem(names, index));
+      if (name == nullptr) {
+        done = false;
+        break;
+      }
+      neuron::metadata_library->impl(
+          name, torch::CppFunction::makeFromBoxedFunction<&neuron::metadata_on_cpu>());
+    }
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    done = false;
+  }
+  PyGILState_Release(state);
+  return done;
+}
+
+// A new contiguous device tensor of `shape` (a tuple of ints) and `dtype` (a torch.dtype) over the start of device
+// storage `storage` (an untyped storage the caller has made big enough): what storage.empty_array otherwise makes
+// from an empty tensor and `set_`'s CPU kernel (a tenth of a fresh result's cost). A new reference, or nullptr
+// with a Python exception set.
+PyObject* neuron_tensor_over(PyObject* storage, PyObject* shape, PyObject* dtype) {
+  try {
+    if (!THPStorage_Check(storage) || !THPDtype_Check(dtype) || !PyTuple_Check(shape)) {
+      PyErr_SetString(PyExc_TypeError, "neuron_tensor_over takes a storage, a tuple of sizes and a dtype");
+      return nullptr;
+    }
+    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+    std::vector<int64_t> sizes(rank);
+    std::vector<int64_t> strides(rank);
+    int64_t stride = 1;
+    int64_t numel = 1;
+    for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
+      int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
+      if (size == -1 && PyErr_Occurred()) {
+        return nullptr;
+      }
+      TORCH_CHECK(size >= 0, "neuron_tensor_over: a negative size");
+      sizes[axis] = size;
+      strides[axis] = stride;
+      stride *= std::max<int64_t>(size, 1);
+      numel *= size;
+    }
+    auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+    c10::Storage stored = THPStorage_Unpack(storage);
+    TORCH_CHECK(stored.device_type() == neuron::kDevice, "neuron_tensor_over: the storage is not on the device");
+    TORCH_CHECK(
+        static_cast<int64_t>(stored.nbytes()) >= numel * static_cast<int64_t>(c10::elementSize(scalar_type)),
+        "neuron_tensor_over: the storage is too small for the tensor");
+    at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
+        std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
+    tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
+    return THPVariable_Wrap(std::move(tensor));
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
 }
 
 // The device's default generator as a torch.Generator (a new reference).

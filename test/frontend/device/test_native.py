@@ -22,6 +22,73 @@ def test_the_native_hooks_are_loaded():
     assert native.loaded(), native.unavailable_reason()
 
 
+def test_the_device_guard_answers_without_python(monkeypatch: pytest.MonkeyPatch):
+    """torch asks the guard for its device on every guarded kernel and autograd node: the native guard answers
+    in C++, never through the Python guard's `type_`; a training step's tensors stay on `neuron:0`."""
+    from neuron_mlir.frontend.device import registration
+
+    calls: list[int] = []
+    monkeypatch.setattr(registration._DeviceGuard, "type_", lambda self: calls.append(1))
+    weight = torch.ones(4, 3, device="neuron", requires_grad=True)
+    loss = (torch.ones(2, 4, device="neuron") @ weight).relu().sum()
+    loss.backward()
+    assert weight.grad is not None
+    assert weight.grad.device == torch.device("neuron", 0)
+    assert calls == []
+
+
+@pytest.mark.parametrize("op", ["view", "as_strided", "unfold", "_reshape_alias"])
+def test_view_ops_have_native_kernels(op: str):
+    """Views reach the device as `view` and `as_strided` (transpose, expand, slicing and `t` are composites ending
+    in one): they run their CPU kernel from C++, not through the Python fallback."""
+    table = torch._C._dispatch_dump_table(f"aten::{op}")
+    entry = next(line for line in table.splitlines() if line.startswith("PrivateUse1:"))
+    assert "neuron_hooks.cpp" in entry
+
+
+def test_views_through_the_native_kernels_alias_their_base():
+    base = torch.arange(24, dtype=torch.float32).to("neuron")
+    grid = base.view(4, 6)
+    column = grid.t()[2]  # transpose, then select: as_strided over the same storage
+    assert column.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    assert (column.shape, column.stride(), column.storage_offset()) == ((4,), (6,), 2)
+    column.mul_(-1)
+    expected = torch.arange(24, dtype=torch.float32).view(4, 6)
+    expected[:, 2] *= -1
+    assert torch.equal(base.cpu(), expected.reshape(-1))
+    windows = base.unfold(0, 4, 4)
+    assert torch.equal(windows.cpu(), expected.reshape(-1).unfold(0, 4, 4))
+
+
+def test_fresh_results_are_made_by_the_native_constructor():
+    """`storage.empty_array`, which every fresh eager result and compiled output goes through, makes its tensor in
+    C++ over the new block: contiguous, of the dtype, sharing the array's bytes."""
+    import ml_dtypes
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    make = native.tensor_over()
+    assert make is not None
+    assert storage._tensor_over is make
+    for shape, dtype in (
+        ((3, 4), np.dtype(np.float32)),
+        ((), np.dtype(np.int32)),
+        ((0, 5), np.dtype(ml_dtypes.bfloat16)),
+    ):
+        tensor, array = storage.empty_array(shape, dtype)
+        assert tensor.device == torch.device("neuron", 0)
+        assert tuple(tensor.shape) == shape
+        assert tensor.is_contiguous()
+        assert not tensor.requires_grad
+        assert tensor.dtype == {np.float32: torch.float32, np.int32: torch.int32}.get(dtype.type, torch.bfloat16)
+        array[...] = 3
+        assert torch.equal(tensor.cpu(), torch.full(shape, 3, dtype=tensor.dtype))
+    small = storage.new_storage(8)
+    with pytest.raises(RuntimeError, match="too small"):
+        make(small, (4,), torch.float32)
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
@@ -125,6 +192,13 @@ def test_without_native_hooks_the_device_works_and_says_what_is_missing(tmp_path
         "    import torch\n"
         "print([str(w.message) for w in caught if 'native hooks' in str(w.message)])\n"
         "assert torch.equal((torch.ones(3, device='neuron') + 1).cpu(), torch.full((3,), 2.0))\n"
+        # views through the Python fallback, a backward through torch's Python device guard
+        "base = torch.arange(6.0).to('neuron')\n"
+        "base.view(2, 3).t()[1].mul_(-1)\n"
+        "assert base.cpu().tolist() == [0.0, -1.0, 2.0, 3.0, -4.0, 5.0]\n"
+        "weight = torch.ones(3, device='neuron', requires_grad=True)\n"
+        "(weight * 3).sum().backward()\n"
+        "assert torch.equal(weight.grad.cpu(), torch.full((3,), 3.0))\n"
         "try:\n"
         "    torch.ones(3, device='neuron').untyped_storage().resize_(0)\n"
         "except NotImplementedError as error:\n"

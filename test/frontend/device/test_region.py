@@ -307,3 +307,45 @@ def test_deferral_off(monkeypatch, fresh_eager):
         y = dx * 2.0
         assert region.pending_ops() == 0
     assert_close_to_torch(y.cpu(), dx.cpu() * 2.0)
+
+
+def test_a_constant_op_outside_a_region_replays_its_first_run(deferred, monkeypatch):
+    """`fill_` and `zero_` read no operand's value: outside a region (the gradient `loss.backward()` makes before
+    a compiled backward graph) the first run's outputs are kept and written again, with the run's simulated time;
+    inside a region they are recorded like any op."""
+    from neuron_mlir.frontend.compile_graph import CompiledGraph
+
+    runs: list[str] = []
+    run_arrays = CompiledGraph.run_arrays
+
+    def counted(self, *args, **kwargs):
+        runs.append(self.name)
+        return run_arrays(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledGraph, "run_arrays", counted)
+    target = torch.empty(5, 3, device="neuron")
+    times = []
+    for value in (2.5, 2.5, 2.5):
+        start = neuron.Event(enable_timing=True)
+        end = neuron.Event(enable_timing=True)
+        start.record()
+        target.fill_(value)
+        end.record()
+        times.append(start.elapsed_time(end))
+        assert torch.equal(target.cpu(), torch.full((5, 3), 2.5))
+    assert len([name for name in runs if "fill" in name]) == 1  # the first call ran, the others replayed it
+    assert times[0] > 0
+    assert times == [times[0]] * 3
+    target.zero_()
+    target.zero_()
+    assert torch.equal(target.cpu(), torch.zeros(5, 3))
+    # inside a region: recorded with its neighbours, not run alone
+    other = torch.ones(5, 3, device="neuron")
+    _warm(lambda: (other * 3, target.fill_(4.0)))
+    runs.clear()
+    product = other * 3
+    target.fill_(4.0)
+    assert deferred.pending_ops() == 2
+    assert torch.equal(target.cpu(), torch.full((5, 3), 4.0))
+    assert torch.equal(product.cpu(), torch.full((5, 3), 3.0))
+    assert not [name for name in runs if "fill" in name]
