@@ -31,6 +31,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile import pooling_bands
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -360,9 +361,21 @@ def _index_map(em: LoopNestBuilder, g: Geometry) -> SSAValue:
 def _max_pool_with_indices(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
-        return _emit_max_pool(em, op, x, _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:]))
+        g = _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:])
+        if _in_bands(g):
+            return pooling_bands.emit_max_pool(em, op, x, _band_geometry(g))
+        return _emit_max_pool(em, op, x, g)
 
     return lower
+
+
+def _in_bands(g: Geometry) -> bool:
+    """Whether a max pooling (or its backward) takes the row-band path of pooling_bands.py."""
+    return pooling_bands.fits(_band_geometry(g))
+
+
+def _band_geometry(g: Geometry) -> tuple[pooling_bands.BandGeometry, ...]:
+    return pooling_bands.geometry_of(g.spatial, g.out, g.kernel, g.stride, g.padding, g.dilation, g.high)
 
 
 def _emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:
@@ -581,6 +594,13 @@ def _max_pool_backward(rank: int) -> Lowering:
         from neuron_mlir.lowering.convert_torch_to_tile.indexing import IndexedAccess, IndexTerm, emit_scatter
 
         spatial = layout_of(args["self"]).shape[-rank:]
+        if rank == 2:
+            out_planes = planes(em, args["grad_output"], rank)
+            g = _geometry(args, rank, spatial, layout_of(out_planes).shape[1:])
+            if _in_bands(g):
+                index_planes = planes(em, args["indices"], rank)
+                grad = pooling_bands.emit_max_pool_backward(em, op, out_planes, index_planes, _band_geometry(g))
+                return [_reshaped(em, grad, result_shape(op))]
         grad_out = _reshaped(
             em, planes(em, args["grad_output"], rank), (-1, math.prod(layout_of(args["grad_output"]).shape[-rank:]))
         )
