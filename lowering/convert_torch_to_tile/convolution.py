@@ -2212,6 +2212,16 @@ def _direct_weight_gradient(
     return emit_weight_gradient(em, x, grad_out, kernel, stride, padding, dilation, groups, out_element_type)
 
 
+def _tiles_the_input(kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                     dilation: Sequence[int]) -> bool:  # fmt: skip
+    """Whether the windows tile the input (kernel = stride, no padding or dilation: a patchify layer).
+
+    Its input gradient is then one product per tap and position, which only waits for grad_output's loads, so
+    it goes first, the weight gradient's transposes and products after it on TensorE (ConvNeXt's 2 x 2 / 2
+    downsampling, backward 22.2 -> 21.2 us; weight gradient first it waits behind the transposes)."""
+    return list(kernel) == list(stride) and not any(padding) and all(d == 1 for d in dilation)
+
+
 def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     grad_out, x, w = args["grad_output"], args["input"], args["weight"]
     rank = layout_of(x).rank - 2
@@ -2286,9 +2296,12 @@ def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, An
         return _unused(em, op, 2)
 
     direct = not transposed and not (rank <= 2 and is_depthwise(layout_of(w).shape, groups))
-    if not direct:
+    if not direct or _tiles_the_input(kernel, stride, padding, dilation):
         grad_input = input_gradient()
-        return [grad_input, weight_gradient(), bias_gradient()]
+        grad_weight = weight_gradient()
+        for emit in deferred:
+            emit()
+        return [grad_input, grad_weight, bias_gradient()]
     # A direct convolution's weight gradient comes first, and a resident one's products (a few dozen matmuls)
     # after the input and bias gradients. TensorE runs its instructions in program order and each DMA queue its
     # transfers: the weight gradient's transposes then fill the time its operands take to load, the input
