@@ -9,6 +9,9 @@ pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mo
 - avg_pool: the window sum times 1/count, where count (which depends on the position only: padding and ceil
   mode cut windows short) comes from the same window sum over a plane of ones, or is the kernel volume, or the
   divisor override.
+- 2-d max pooling and its backward take `pooling_bands.py` when a padded row fits an engine access pattern
+  (whole input rows read once into SBUF, taps as strided windows of them, the backward gathered per stride
+  phase); what follows is the general path (1-d and 3-d pooling, rows too wide for a band).
 - max_pool_with_indices: kernel offsets are unrolled; a strict `>` keeps the first maximum (PyTorch's order),
   a select carries the winning offset's flat displacement, and adding a per-position map of window origins
   (built once by GpSimdE iota) gives PyTorch's flat input index.
@@ -423,6 +426,8 @@ def _adaptive_max_pool(rank: int) -> Lowering:
         out_spatial = result_shape(op)[-rank:]
         partitions = layout_of(x).shape[0]
         regular = _regular_geometry(spatial, out_spatial)
+        if regular is not None and _in_bands(regular):
+            return pooling_bands.emit_max_pool(em, op, x, _band_geometry(regular))
         if regular is not None:
             return _emit_max_pool(em, op, x, regular)
         count = math.prod(out_spatial)

@@ -107,3 +107,16 @@ def test_band_max_pool_without_indices_in_inference(taken):
         got = torch.compile(lambda t: F.max_pool2d(t, 3, 2, 1), backend="neuron-mlir")(x)
     assert torch.equal(got, F.max_pool2d(x, 3, 2, 1))
     assert ("forward", 0) in taken
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_band_adaptive_max_pool_of_dividing_sizes(taken):
+    """An adaptive max pooling whose sizes divide is a regular one and takes the bands too."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 5, 9, 8)
+    values, indices = torch.compile(lambda t: F.adaptive_max_pool2d(t, (3, 2), return_indices=True),
+                                    backend="neuron-mlir")(x)  # fmt: skip
+    expected_values, expected_indices = F.adaptive_max_pool2d(x, (3, 2), return_indices=True)
+    assert torch.equal(values, expected_values)
+    assert torch.equal(indices, expected_indices)
+    assert ("forward", 0) in taken
