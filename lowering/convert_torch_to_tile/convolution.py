@@ -2271,12 +2271,15 @@ def _direct_weight_gradient(
 
 def _tiles_the_input(kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int]) -> bool:  # fmt: skip
-    """Whether the windows tile the input (kernel = stride, no padding or dilation: a patchify layer).
+    """Whether the windows tile the input (kernel = stride > 1, no padding or dilation: a patchify or
+    downsampling layer; a 1 x 1 stride-1 convolution keeps the other order: ResNet's 256 -> 128 at 56 x 56,
+    backward 43.5 us, 46.3 this way).
 
     Its input gradient is then one product per tap and position, which only waits for grad_output's loads, so
     it goes first, the weight gradient's transposes and products after it on TensorE (ConvNeXt's 2 x 2 / 2
     downsampling, backward 22.2 -> 21.2 us; weight gradient first it waits behind the transposes)."""
-    return list(kernel) == list(stride) and not any(padding) and all(d == 1 for d in dilation)
+    tiles = list(kernel) == list(stride) and any(st > 1 for st in stride)
+    return tiles and not any(padding) and all(d == 1 for d in dilation)
 
 
 def _convolution_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
