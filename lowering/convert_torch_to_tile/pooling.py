@@ -18,7 +18,8 @@ pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mo
 - adaptive average pooling: regular windows when every size divides, else one reduction per output position.
 - backward: average pooling reads, adds and writes the zero-initialised padded gradient through the same window
   views, one kernel offset (or adaptive output position) at a time; max pooling scatters grad_output to the saved
-  indices with an accumulating indirect DMA (indexing.py), exact for any in-range index.
+  indices with an accumulating indirect DMA (indexing.py), exact for any in-range index. (The band path gathers
+  instead, for indices that lie in their own windows, as a forward computes them: PyTorch's CUDA contract.)
 - col2im (fold) is the same window accumulation with one slab of columns per kernel offset.
 """
 
