@@ -379,7 +379,9 @@ def _in_bands(g: Geometry) -> bool:
 
 
 def _band_geometry(g: Geometry) -> tuple[pooling_bands.BandGeometry, ...]:
-    return pooling_bands.geometry_of(g.spatial, g.out, g.kernel, g.stride, g.padding, g.dilation, g.high)
+    """g per spatial dim (rows first), as pooling_bands.py takes it."""
+    dims = zip(g.spatial, g.out, g.kernel, g.stride, g.padding, g.dilation, g.high, strict=True)
+    return tuple(pooling_bands.BandGeometry(*dim) for dim in dims)
 
 
 def _emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:

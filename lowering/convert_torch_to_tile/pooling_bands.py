@@ -96,20 +96,6 @@ class BandGeometry:
         return self.phase(self.k - 1)[0]
 
 
-def geometry_of(
-    spatial: Sequence[int],
-    out: Sequence[int],
-    kernel: Sequence[int],
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    high: Sequence[int],
-) -> tuple[BandGeometry, ...]:
-    """The per-dim geometry of a pooling (rows first)."""
-    dims = zip(spatial, out, kernel, stride, padding, dilation, high, strict=True)
-    return tuple(BandGeometry(*dim) for dim in dims)
-
-
 def fits(geometry: Sequence[BandGeometry]) -> bool:
     """Whether the band path takes a pooling: 2-d, and a band row (and a stride of them) is one access pattern
     step, with room for a few rows in a block."""
