@@ -9,13 +9,17 @@ pooling's neutral value (-inf for max, 0 for sums), sized to also cover `ceil_mo
 - avg_pool: the window sum times 1/count, where count (which depends on the position only: padding and ceil
   mode cut windows short) comes from the same window sum over a plane of ones, or is the kernel volume, or the
   divisor override.
+- 2-d max pooling and its backward take `pooling_bands.py` when a padded row fits an engine access pattern
+  (whole input rows read once into SBUF, taps as strided windows of them, the backward gathered per stride
+  phase); what follows is the general path (1-d and 3-d pooling, rows too wide for a band).
 - max_pool_with_indices: kernel offsets are unrolled; a strict `>` keeps the first maximum (PyTorch's order),
   a select carries the winning offset's flat displacement, and adding a per-position map of window origins
   (built once by GpSimdE iota) gives PyTorch's flat input index.
 - adaptive average pooling: regular windows when every size divides, else one reduction per output position.
 - backward: average pooling reads, adds and writes the zero-initialised padded gradient through the same window
   views, one kernel offset (or adaptive output position) at a time; max pooling scatters grad_output to the saved
-  indices with an accumulating indirect DMA (indexing.py), exact for any in-range index.
+  indices with an accumulating indirect DMA (indexing.py), exact for any in-range index. (The band path gathers
+  instead, for indices that lie in their own windows, as a forward computes them: PyTorch's CUDA contract.)
 - col2im (fold) is the same window accumulation with one slab of columns per kernel offset.
 """
 
@@ -31,6 +35,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile import pooling_bands
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     PARTITION_TILE,
@@ -360,9 +365,23 @@ def _index_map(em: LoopNestBuilder, g: Geometry) -> SSAValue:
 def _max_pool_with_indices(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
         x = planes(em, args["self"], rank)
-        return _emit_max_pool(em, op, x, _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:]))
+        g = _geometry(args, rank, layout_of(x).shape[1:], result_shape(op)[-rank:])
+        if _in_bands(g):
+            return pooling_bands.emit_max_pool(em, op, x, _band_geometry(g))
+        return _emit_max_pool(em, op, x, g)
 
     return lower
+
+
+def _in_bands(g: Geometry) -> bool:
+    """Whether a max pooling (or its backward) takes the row-band path of pooling_bands.py."""
+    return pooling_bands.fits(_band_geometry(g))
+
+
+def _band_geometry(g: Geometry) -> tuple[pooling_bands.BandGeometry, ...]:
+    """g per spatial dim (rows first), as pooling_bands.py takes it."""
+    dims = zip(g.spatial, g.out, g.kernel, g.stride, g.padding, g.dilation, g.high, strict=True)
+    return tuple(pooling_bands.BandGeometry(*dim) for dim in dims)
 
 
 def _emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, g: Geometry) -> list[SSAValue]:
@@ -410,6 +429,8 @@ def _adaptive_max_pool(rank: int) -> Lowering:
         out_spatial = result_shape(op)[-rank:]
         partitions = layout_of(x).shape[0]
         regular = _regular_geometry(spatial, out_spatial)
+        if regular is not None and _in_bands(regular):
+            return pooling_bands.emit_max_pool(em, op, x, _band_geometry(regular))
         if regular is not None:
             return _emit_max_pool(em, op, x, regular)
         count = math.prod(out_spatial)
@@ -581,6 +602,13 @@ def _max_pool_backward(rank: int) -> Lowering:
         from neuron_mlir.lowering.convert_torch_to_tile.indexing import IndexedAccess, IndexTerm, emit_scatter
 
         spatial = layout_of(args["self"]).shape[-rank:]
+        if rank == 2:
+            out_planes = planes(em, args["grad_output"], rank)
+            g = _geometry(args, rank, spatial, layout_of(out_planes).shape[1:])
+            if _in_bands(g):
+                index_planes = planes(em, args["indices"], rank)
+                grad = pooling_bands.emit_max_pool_backward(em, op, out_planes, index_planes, _band_geometry(g))
+                return [_reshaped(em, grad, result_shape(op))]
         grad_out = _reshaped(
             em, planes(em, args["grad_output"], rank), (-1, math.prod(layout_of(args["grad_output"]).shape[-rank:]))
         )

@@ -58,11 +58,16 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
         return gradient
 
     monkeypatch.setattr(convolution, "emit_banded_weight_gradient", forced)
+    _weight_gradient_matches(name, go, x, w, stride, dilation, groups)
+    assert taken == [True], f"the {'resident' if resident else 'per-block'} strategy did not lower {name}"
+
+
+def _weight_gradient_matches(name, go, x, w, stride, dilation, groups) -> None:
+    """Convert the weight gradient's torch function to tile IR and run it against PyTorch's."""
     text = _weight_gradient_module(go, x, w, stride, dilation, groups)
     inputs = random_inputs(Parser(make_context(), text).parse_module())
     module = Parser(make_context(), text).parse_module()
     ConvertTorchToTilePass().apply(Context(), module)
-    assert taken == [True], f"the {'resident' if resident else 'per-block'} strategy did not lower {name}"
     [got] = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
     _, expected, _ = torch.ops.aten.convolution_backward(
@@ -70,6 +75,33 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
         [False, True, False],
     )  # fmt: skip
     numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
+
+
+# (name, grad_output, input, weight, stride, dilation, groups): an RGB patchify stem (3 channels x 16 taps), a
+# strided one of 2 x 3 windows, a grouped dilated 1-d one (2 channels per group x 3 taps).
+FOLDED_CASES = [
+    ("rgb_patchify", (1, 5, 3, 3), (1, 3, 12, 12), (5, 3, 4, 4), (4, 4), (1, 1), 1),
+    ("rgb_strided", (2, 4, 4, 3), (2, 3, 9, 8), (4, 3, 2, 3), (2, 2), (1, 1), 1),
+    ("1d_grouped_dilated", (2, 6, 9), (2, 4, 21), (6, 2, 3), (2,), (2,), 2),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "dilation", "groups"), FOLDED_CASES, ids=[c[0] for c in FOLDED_CASES]
+)
+def test_weight_gradient_folds_few_channels_taps(monkeypatch, name, go, x, w, stride, dilation, groups):
+    """Few input channels: every tap's window lands in one PSUM tile through its selector matmul (instead of a
+    transpose per tap); the weight gradient stays PyTorch's."""
+    original = convolution._insert_taps_folded
+    calls: list[int] = []
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "_insert_taps_folded", recording)
+    _weight_gradient_matches(name, go, x, w, stride, dilation, groups)
+    assert calls, f"{name}: the taps were not folded"
 
 
 def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:

@@ -160,11 +160,38 @@ def _graphs():
             yield pytest.param(graph, id=f"{name}-{['forward', 'backward'][index]}")
 
 
+def _window_indices(module, inputs) -> None:
+    """Replace random max-pool indices (arguments of a backward graph) by ones a forward computes.
+
+    The backward's contract, as in PyTorch's CUDA kernel, is that each index lies in its own output position's
+    window (pooling_bands.py gathers per window); random small integers do not."""
+    function = next(op for op in module.walk() if op.name == "func.func")
+    arguments = list(function.body.block.args)
+    for op in module.walk():
+        if op.name != "torch.aten.max_pool2d_with_indices_backward":
+            continue
+        indices, source = op.operands[2], op.operands[1]
+        if indices not in arguments:
+            continue
+        attrs = {name: [int(v) for v in attr.get_values()] for name, attr in op.properties.items()
+                 if name in ("kernel_size", "stride", "padding", "dilation")}  # fmt: skip
+        shape = source.type.get_shape()
+        ceil_mode = op.properties.get("ceil_mode")
+        generator = torch.Generator().manual_seed(2)
+        _, valid = torch.ops.aten.max_pool2d_with_indices(
+            torch.randn(shape, generator=generator), attrs["kernel_size"], attrs.get("stride", []),
+            attrs.get("padding", [0]), attrs.get("dilation", [1]), bool(ceil_mode and ceil_mode.value.data),
+        )  # fmt: skip
+        position = arguments.index(indices)
+        inputs[position] = valid.numpy().astype(inputs[position].dtype)
+
+
 @pytest.mark.parametrize("graph", list(_graphs()))
 def test_each_pass_preserves_semantics(graph):
     module, _ = import_fx_graph(graph)
     module.verify()
     inputs = random_inputs(module, seed=1)
+    _window_indices(module, inputs)
     ctx = Context()
     for stage, passes in DEFAULT_PIPELINE:
         for pass_name in passes:

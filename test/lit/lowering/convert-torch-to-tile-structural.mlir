@@ -67,9 +67,10 @@ func.func @main(%x: tensor<1x2x3x4xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x
 
 // -----
 
-// convolution_backward: grad_weight contracts over positions on the partition axis, grad_output blocks and the
-// input's tap windows transposed on chip first (here on the kernel-row packed input of the forward: 2 channels x
-// 3 kernel rows, 3 kernel columns), its products after grad_input; grad_input per residue modulo the stride
+// convolution_backward: grad_weight contracts over positions on the partition axis, grad_output blocks transposed
+// on chip first and the input's tap windows put there by selector matmuls, all taps into one PSUM tile (here on
+// the kernel-row packed input of the forward: 2 channels x 3 kernel rows, 3 kernel columns: 18 columns), its
+// products after grad_input; grad_input per residue modulo the stride
 // (each a stride-1 convolution of grad_output, zero-padded by one position, with the taps that reach it); the
 // bias gradient is masked out and stays undefined.
 // CHECK-LABEL: func.func @main
@@ -78,8 +79,10 @@ func.func @main(%g: tensor<1x3x2x2xf32>, %x: tensor<1x2x5x5xf32>, %w: tensor<3x2
   func.return %0, %1 : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>
 }
 // CHECK:       memref.alloc() : memref<1x2x2x3x5xf32, #mem<hbm>>
+// CHECK:       tile.iota {steps = array<i64: 1>, base = -2 : i64, channel_multiplier = -3 : i64} : !tile.tile<6x18xf32, sbuf>
 // CHECK:       tile.transpose %{{.*}} : !tile.tile<3x2x2xf32, sbuf> -> !tile.tile<4x3xf32, psum>
-// CHECK:       tile.transpose %{{.*}} : !tile.tile<6x2x2xf32, sbuf> -> !tile.tile<4x6xf32, psum>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<6x2x2xf32, sbuf>, !tile.tile<6x18xf32, sbuf>) -> !tile.tile<4x18xf32, psum>
+// CHECK:       tile.matmul %{{.*}}, %{{.*}} acc %{{.*}} : (!tile.tile<6x2x2xf32, sbuf>, !tile.tile<6x18xf32, sbuf>, !tile.tile<4x18xf32, psum>) -> !tile.tile<4x18xf32, psum>
 // CHECK:       tile.view %{{.*}} : memref<3x6x1x3xf32, #mem<hbm>> to memref<3x2x3x3xf32, #mem<hbm>>
 // CHECK:       memref.alloc() : memref<1x3x4x4xf32, #mem<hbm>>
 // CHECK:       tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<3x2xf32, sbuf>, !tile.tile<3x3x3xf32, sbuf>) -> !tile.tile<2x9xf32, psum>
@@ -113,22 +116,29 @@ func.func @main(%x: tensor<1x3x6x6xf32>) -> tensor<1x3x3x3xf32> {
 
 // -----
 
-// Max pooling with indices: kernel offsets unrolled, strict `>` keeps the first maximum, the winning offset's
-// displacement is selected alongside and added to an iota map of window origins.
+// Max pooling with indices over a row band (pooling_bands.py): the planes' rows loaded once into SBUF, each
+// kernel column's taps a strided window of the band, then each kernel row's a strided window of the column
+// maxima; a strict `>` keeps the first maximum, the winning column offset and then row displacement are carried
+// alongside and added to an iota map of window origins.
 // CHECK-LABEL: func.func @main
 func.func @main(%x: tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>) {
   %0, %1 = torch.aten.max_pool2d_with_indices %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>} : (tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>)
   func.return %0, %1 : tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>
 }
-// CHECK:       tile.iota {steps = array<i64: 2>, channel_multiplier = 10 : i64}
+// CHECK:       tile.load %{{.*}} -> !tile.tile<3x6x5xf32, sbuf>
+// CHECK:       tile.extract %{{.*}}[%c0, %c1] {steps = array<i64: 1, 2>} : !tile.tile<3x6x5xf32, sbuf> -> !tile.tile<3x6x2xf32, sbuf>
 // CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "is_gt"}
+// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "max"}
+// CHECK:       tile.extract %{{.*}}[%c1, %c0] {steps = array<i64: 2, 1>} : !tile.tile<3x6x2xf32, sbuf> -> !tile.tile<3x3x2xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "add", scalar = 5.000000e+00 : f64}
 // CHECK:       tile.select
-// CHECK:       tile.fill {value = 6.000000e+00 : f64}
+// CHECK:       tile.iota {steps = array<i64: 10, 2>} : !tile.tile<3x3x2xf32, sbuf>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----
 
-// Max-pool backward: an accumulating scatter of grad_output to plane * area + saved index (indirect DMA).
+// Max-pool backward over row bands: per kernel tap, grad_output where the saved index minus the window origin is
+// the tap's displacement, shifted into its stride phase and summed there; no scatter.
 // (The indices come from the forward op so that the execution check sees valid ones.)
 // CHECK-LABEL: func.func @main
 func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x4x5xf32> {
@@ -136,8 +146,12 @@ func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x
   %0 = torch.aten.max_pool2d_with_indices_backward %g, %x, %i {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x3x4xf32>, tensor<1x3x4x5xf32>, tensor<1x3x3x4xi64>) -> tensor<1x3x4x5xf32>
   func.return %0 : tensor<1x3x4x5xf32>
 }
-// CHECK:       tile.iota {steps = array<i64: 0>, channel_multiplier = 20 : i64} : !tile.tile<3x12xf32, sbuf>
-// CHECK:       tile.scatter {{.*}} {dim = 1 : i64, accumulate} : !tile.tile<3x12xf32, sbuf>, memref<1x60xf32, strided<[1, 1]>, #mem<hbm>>
+// CHECK:       tile.iota {steps = array<i64: 5, 1>, base = -6 : i64} : !tile.tile<3x5x6xf32, sbuf>
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 6.000000e+00 : f64}
+// CHECK:       tile.select
+// CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
+// CHECK-NOT:   tile.scatter
+// CHECK:       tile.store %{{.*}} : !tile.tile<3x4x5xf32, sbuf>, memref<3x4x5xf32, #mem<hbm>>
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
 
 // -----

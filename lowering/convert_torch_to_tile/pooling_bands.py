@@ -1,0 +1,352 @@
+"""2-d max pooling and its backward over SBUF-resident bands of whole rows (the path for a CNN's pooling layers).
+
+Planes (batch x channels) lie on the partitions, as in pooling.py. Instead of one strided DMA per kernel offset
+and output tile, a block of output rows reads its input rows once: one DMA of whole rows per plane into a band
+in SBUF whose border holds the padding's -inf (written on chip, so no padded copy of the input goes through
+HBM). The kernel taps are then strided windows of that band (`tile.extract` with steps), which VectorE reads
+in place:
+
+- forward: the maximum is separable: first over the kernel's columns (a [band rows, out columns] tile), then
+  over its rows. The indices follow the same two stages, in PyTorch's scan order (row-major over the window,
+  the first of equal maxima wins): a column stage keeps the first winning column offset (later offsets only
+  replace it on a strict `>`, so `max(arg, better * offset)` is that select), a row stage the first winning row
+  with its column, and the window origin's flat index (a GpSimdE iota) is added at the end. With no user of
+  the indices only the maxima are computed.
+- backward: the input gradient is gathered, not scattered (as PyTorch's CUDA kernel does: every index lies in
+  its own window). The input's padded rows and columns split into `stride`-spaced phases; kernel tap k
+  (offset k * dilation = q * stride + a) sends output position o to phase a, lattice position o + q. So per
+  tap, `select(index - origin == displacement(k), grad, 0)` over the output positions, shifted by q (a window
+  of a tile with q rows and columns of zero border), summed per phase in PyTorch's order of accumulation
+  (output positions row-major: taps in reverse scan order), then each phase is written into the gradient's
+  rows with the stride as step. Every element is written once; fp32 sums are bit-exact with the CPU's.
+
+Row blocks are unrolled and sized for a share of SBUF; partition tiles loop. `fits` says when this path
+applies (2-d, whole rows in an engine access pattern); pooling.py keeps the general one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    PARTITION_TILE,
+    alloc,
+    element_type_of,
+    layout_of,
+    load,
+    result_element_type,
+    result_shape,
+    to_sbuf,
+    view,
+)
+from neuron_mlir.lowering.layout import Layout
+from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime import hardware
+from neuron_mlir.runtime.hardware import Memory
+
+NEG_INF = float("-inf")
+# Per-partition bytes one row block's tiles may take (a share of the smallest target's 192 KiB, so that two
+# blocks can be in flight).
+BLOCK_BYTES = 48 * 1024
+# The same for a forward without indices: its few maxima per block take less time than the block's load, so
+# smaller blocks let each load overlap the previous block's maxima (ResNet-50's pool: 42.7 us in one block of
+# 48 KiB, 32.1 in blocks of 16 KiB, 30.6 in blocks of 8 KiB; with indices and in the backward, 16 KiB blocks
+# were slower: 137.2 -> 153.1 us for the training step).
+VALUES_BLOCK_BYTES = 8 * 1024
+# A band row must be addressable by one engine access pattern step (int16 elements).
+MAX_STEP = hardware.ACCESS_PATTERN_STEP_RANGE[1]
+
+
+def _itemsize(element_type: Attribute) -> int:
+    width = getattr(element_type, "width", None)
+    if width is not None:
+        return max(1, width.data // 8)
+    bitwidth = getattr(element_type, "bitwidth", 32)
+    return max(1, int(bitwidth) // 8)
+
+
+class BandGeometry:
+    """One spatial dim of a 2-d max pooling: input n, output o, kernel k, stride s, padding p, dilation d and the
+    high-side padding `high` (ceil mode's last windows)."""
+
+    def __init__(self, n: int, o: int, k: int, s: int, p: int, d: int, high: int) -> None:
+        self.n, self.o, self.k, self.s, self.p, self.d, self.high = n, o, k, s, p, d, high
+        self.padded = n + p + high
+
+    def band_rows(self, rows: int) -> int:
+        """Padded input rows that `rows` consecutive outputs read."""
+        return (rows - 1) * self.s + self.d * (self.k - 1) + 1
+
+    def phase(self, k: int) -> tuple[int, int]:
+        """(shift q, phase a) of tap k: offset k * d = q * s + a."""
+        return divmod(k * self.d, self.s)
+
+    @property
+    def lattice(self) -> int:
+        """Lattice positions per phase covering the padded extent."""
+        return -(-self.padded // self.s)
+
+    @property
+    def shift(self) -> int:
+        return self.phase(self.k - 1)[0]
+
+
+def fits(geometry: Sequence[BandGeometry]) -> bool:
+    """Whether the band path takes a pooling: 2-d, and a band row (and a stride of them) is one access pattern
+    step, with room for a few rows in a block."""
+    if len(geometry) != 2 or min(g.o for g in geometry) < 1:
+        return False
+    rows, cols = geometry
+    width = cols.padded
+    return max(rows.s, rows.d) * width <= MAX_STEP and 16 * width <= BLOCK_BYTES
+
+
+def _fill(em: LoopNestBuilder, value: float, shape: Sequence[int], element_type: Attribute) -> SSAValue:
+    return em.insert(tile.FillOp(value, TileType(tuple(shape), element_type, Memory.SBUF))).result
+
+
+def _window(em: LoopNestBuilder, source: SSAValue, at: Sequence[int], shape: Sequence[int],
+            steps: Sequence[int] | None = None) -> SSAValue:  # fmt: skip
+    source_type = source.type
+    assert isinstance(source_type, TileType)
+    result = TileType(tuple(shape), source_type.element_type, Memory.SBUF)
+    return em.insert(tile.ExtractOp(source, [em.index(i) for i in at], result, steps)).result
+
+
+def _binary(em: LoopNestBuilder, op: str, lhs: SSAValue, rhs: SSAValue, element_type: Attribute) -> SSAValue:
+    assert isinstance(lhs.type, TileType)
+    result = TileType(lhs.type.get_shape(), element_type, Memory.SBUF)
+    return em.insert(tile.BinaryOp(lhs, rhs, op, result)).result
+
+
+def _scalar(em: LoopNestBuilder, op: str, value: SSAValue, scalar: float, element_type: Attribute) -> SSAValue:
+    assert isinstance(value.type, TileType)
+    result = TileType(value.type.get_shape(), element_type, Memory.SBUF)
+    return em.insert(tile.BinaryScalarOp(value, op, result, scalar=scalar)).result
+
+
+def _bordered(
+    em: LoopNestBuilder,
+    source: SSAValue,
+    p0: Index,
+    ps: int,
+    shape: tuple[int, int],
+    rows: tuple[int, int],
+    at: tuple[int, int],
+    columns: int,
+    border: float,
+    element_type: Attribute,
+) -> SSAValue:
+    """A [ps, shape] SBUF tile holding source[p0:p0+ps, rows[0]:rows[1], :columns] at `at`, `border` elsewhere.
+
+    The rows arrive by one DMA straight into the tile; only the border is written by the engines."""
+    height, width = shape
+    band = em.insert(tile.EmptyOp(TileType((ps, height, width), element_type, Memory.SBUF))).result
+    count = rows[1] - rows[0]
+    if count > 0:
+        value = load(em, source, [p0, rows[0], 0], (ps, count, columns), element_type)
+        band = em.insert(tile.InsertOp(value, band, [em.index(at[0]), em.index(at[1])])).result
+    top, left = (at[0], at[1]) if count > 0 else (height, 0)
+    bottom = height - top - max(count, 0)
+    right = width - left - columns
+    pieces = [
+        ((top, width), (0, 0)),
+        ((bottom, width), (top + max(count, 0), 0)),
+        ((max(count, 0), left), (top, 0)),
+        ((max(count, 0), right), (top, left + columns)),
+    ]
+    for (h, w), (r, c) in pieces:
+        if h > 0 and w > 0:
+            band = em.insert(tile.InsertOp(_fill(em, border, (ps, h, w), element_type), band,
+                                           [em.index(r), em.index(c)])).result  # fmt: skip
+    return band
+
+
+def _row_blocks(total: int, per_row_bytes: int, fixed: int = 0, budget: int | None = None) -> list[tuple[int, int]]:
+    """(start, count) blocks of `total` rows, each within `budget` (BLOCK_BYTES) at `per_row_bytes` (+ `fixed`
+    rows)."""
+    budget = BLOCK_BYTES if budget is None else budget
+    rows = max(1, min(total, budget // max(1, per_row_bytes) - fixed))
+    count = -(-total // rows)
+    rows = -(-total // count)  # even blocks
+    return [(start, min(rows, total - start)) for start in range(0, total, rows)]
+
+
+def emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, geometry: Sequence[BandGeometry]) -> list[SSAValue]:
+    """Max pooling of planes x[P, H, W] over row bands: values and (when used) PyTorch's flat input indices."""
+    gh, gw = geometry
+    partitions = layout_of(x).shape[0]
+    x_type = element_type_of(x)
+    value_type, index_type = result_element_type(op, 0), result_element_type(op, 1)
+    want_indices = bool(op.results[1].uses)
+    values = alloc(em, (partitions, gh.o, gw.o), value_type)
+    indices = alloc(em, (partitions, gh.o, gw.o), index_type) if want_indices else None
+    # the column stage's offsets (at most d * (k - 1)) are exact in a 16-bit float up to 256
+    column_type = x_type if _itemsize(x_type) == 2 and gw.d * (gw.k - 1) <= 256 else f32
+    size = _itemsize(x_type)
+    per_row = gh.s * (gw.padded * size + gw.o * (size + (3 * 4 if want_indices else 0)))
+    per_row += gw.o * (size + (4 * 4 if want_indices else 0))
+    blocks = _row_blocks(gh.o, per_row, 1, None if want_indices else min(BLOCK_BYTES, VALUES_BLOCK_BYTES))
+
+    def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
+        for o0, rows in blocks:
+            _max_pool_block(e, x, p0, ps, o0, rows, gh, gw, values, indices, column_type)
+
+    em.for_tiles(partitions, PARTITION_TILE, per_partition)
+    shape = result_shape(op)
+    results = [view(em, values, Layout.contiguous(shape))]
+    if indices is None:  # nothing reads them: an unwritten tensor of the right type
+        indices = alloc(em, (partitions, gh.o, gw.o), index_type)
+    return [*results, view(em, indices, Layout.contiguous(shape))]
+
+
+def _max_pool_block(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    p0: Index,
+    ps: int,
+    o0: int,
+    rows: int,
+    gh: BandGeometry,
+    gw: BandGeometry,
+    values: SSAValue,
+    indices: SSAValue | None,
+    column_type: Attribute,
+) -> None:
+    x_type = element_type_of(x)
+    height = gh.band_rows(rows)
+    first = o0 * gh.s  # the band's first padded row
+    real = (max(first, gh.p) - gh.p, min(first + height, gh.p + gh.n) - gh.p)
+    band = _bordered(em, x, p0, ps, (height, gw.padded), real, (real[0] + gh.p - first, gw.p), gw.n, NEG_INF, x_type)
+
+    # column stage: [ps, height, out columns]
+    best: SSAValue | None = None
+    arg: SSAValue | None = None
+    for kw in range(gw.k):
+        tap = _window(em, band, [0, kw * gw.d], (ps, height, gw.o), [1, gw.s])
+        if best is None:
+            best = tap
+            continue
+        if indices is not None:
+            better = _binary(em, "is_gt", tap, best, column_type)
+            moved = _scalar(em, "multiply", better, float(kw * gw.d), column_type)
+            arg = moved if arg is None else _binary(em, "max", arg, moved, column_type)
+        best = _binary(em, "max", best, tap, x_type)
+    assert best is not None
+    if indices is not None and arg is None:
+        arg = _fill(em, 0.0, (ps, height, gw.o), column_type)
+
+    # row stage: [ps, rows, out columns]
+    result: SSAValue | None = None
+    where: SSAValue | None = None
+    shape = (ps, rows, gw.o)
+    for kh in range(gh.k):
+        tap = _window(em, best, [kh * gh.d, 0], shape, [gh.s, 1])
+        column = None if arg is None else _window(em, arg, [kh * gh.d, 0], shape, [gh.s, 1])
+        here = None if column is None else _scalar(em, "add", column, float(kh * gh.d * gw.n), f32)
+        if result is None:
+            result, where = tap, here
+            continue
+        if here is not None and where is not None:
+            better = _binary(em, "is_gt", tap, result, f32)
+            where = em.insert(tile.SelectOp(better, here, where, TileType(shape, f32, Memory.SBUF))).result
+        result = _binary(em, "max", result, tap, x_type)
+    assert result is not None
+    if isinstance(result.owner, tile.ExtractOp):  # a 1 x 1 kernel: the window itself
+        result = em.insert(tile.CopyOp(result, TileType(shape, x_type, Memory.SBUF))).result
+    values_type = element_type_of(values)
+    em.insert(tile.StoreOp(to_sbuf(em, result, values_type), values, [em.index(i) for i in (p0, o0, 0)]))
+    if indices is None or where is None:
+        return
+    base = (o0 * gh.s - gh.p) * gw.n - gw.p
+    origin = em.insert(tile.IotaOp(TileType(shape, f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
+    flat = _binary(em, "add", where, origin, f32)
+    em.insert(tile.StoreOp(to_sbuf(em, flat, element_type_of(indices)), indices, [em.index(i) for i in (p0, o0, 0)]))
+
+
+def emit_max_pool_backward(
+    em: LoopNestBuilder,
+    op: Operation,
+    grad_out: SSAValue,
+    indices: SSAValue,
+    geometry: Sequence[BandGeometry],
+) -> SSAValue:
+    """grad_input planes [P, H, W] of a 2-d max pooling from grad_out and indices planes [P, OH, OW]."""
+    gh, gw = geometry
+    partitions = layout_of(grad_out).shape[0]
+    out_type = result_element_type(op)
+    grad = alloc(em, (partitions, gh.n, gw.n), out_type)
+    columns = gw.lattice + gw.shift
+    # about eight f32 tiles of the shifted output domain live at once, and the gradient rows
+    per_row = 8 * 4 * columns + gh.s * gw.n * _itemsize(out_type)
+    blocks = _row_blocks(gh.lattice, per_row, gh.shift)
+
+    def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
+        for u0, rows in blocks:
+            _backward_block(e, grad_out, indices, grad, p0, ps, u0, rows, gh, gw)
+
+    em.for_tiles(partitions, PARTITION_TILE, per_partition)
+    return grad
+
+
+def _backward_block(
+    em: LoopNestBuilder,
+    grad_out: SSAValue,
+    indices: SSAValue,
+    grad: SSAValue,
+    p0: Index,
+    ps: int,
+    u0: int,
+    rows: int,
+    gh: BandGeometry,
+    gw: BandGeometry,
+) -> None:
+    """Lattice rows [u0, u0 + rows) of every phase, and the gradient rows they hold."""
+    # the output positions the block's taps read: rows [u0 - shift, u0 + rows), columns [-shift, lattice)
+    first = u0 - gh.shift
+    shape = (rows + gh.shift, gw.lattice + gw.shift)
+    real = (max(first, 0), min(u0 + rows, gh.o))
+    at = (real[0] - first, gw.shift)
+    g = _bordered(em, grad_out, p0, ps, shape, real, at, gw.o, 0.0, f32)
+    index = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -1.0, f32)
+    base = (first * gh.s - gh.p) * gw.n - gw.shift * gw.s - gw.p
+    origin = em.insert(tile.IotaOp(TileType((ps, *shape), f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
+    relative = _binary(em, "subtract", index, origin, f32)
+    zeros = _fill(em, 0.0, (ps, *shape), f32)
+
+    lattice = (ps, rows, gw.lattice)
+    phases: dict[tuple[int, int], SSAValue] = {}
+    for kh in reversed(range(gh.k)):  # PyTorch adds in output order: the last tap's output comes first
+        qh, ah = gh.phase(kh)
+        for kw in reversed(range(gw.k)):
+            qw, aw = gw.phase(kw)
+            hit = _scalar(em, "is_equal", relative, float(kh * gh.d * gw.n + kw * gw.d), f32)
+            share = em.insert(tile.SelectOp(hit, g, zeros, TileType((ps, *shape), f32, Memory.SBUF))).result
+            shifted = _window(em, share, [gh.shift - qh, gw.shift - qw], lattice)
+            key = (ah, aw)
+            phases[key] = shifted if key not in phases else _binary(em, "add", phases[key], shifted, f32)
+
+    # the gradient rows of the block: padded rows [u0 * s, (u0 + rows) * s) inside the input
+    top = max(u0 * gh.s, gh.p)
+    bottom = min((u0 + rows) * gh.s, gh.p + gh.n)
+    if bottom <= top:
+        return
+    out_type = element_type_of(grad)
+    block = em.insert(tile.EmptyOp(TileType((ps, bottom - top, gw.n), out_type, Memory.SBUF))).result
+    for ah in range(gh.s):
+        u_lo, u_hi = -(-(top - ah) // gh.s), -(-(bottom - ah) // gh.s)
+        for aw in range(gw.s):
+            v_lo, v_hi = -(-(gw.p - aw) // gw.s), -(-(gw.p + gw.n - aw) // gw.s)
+            if u_hi <= u_lo or v_hi <= v_lo:
+                continue
+            part = (ps, u_hi - u_lo, v_hi - v_lo)
+            summed = phases.get((ah, aw))
+            value = _fill(em, 0.0, part, f32) if summed is None else _window(em, summed, [u_lo - u0, v_lo], part)
+            spot = (u_lo * gh.s + ah - top, v_lo * gw.s + aw - gw.p)
+            block = em.insert(tile.InsertOp(value, block, [em.index(i) for i in spot], [gh.s, gw.s])).result
+    em.insert(tile.StoreOp(block, grad, [em.index(i) for i in (p0, top - gh.p, 0)]))
