@@ -88,6 +88,28 @@ def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
     assert times[2, 70] < times[2, 200] < times[3, 200]
 
 
+def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
+    # an embedding and a gather of positions by index tensors ([b, 1, s, 1], as transformers' mask code indexes
+    # position ids): their loops run the call's batches and row tiles, so one program's time follows the call
+    def look_up(table, tokens, positions):
+        rows = positions.shape[1]
+        batch = torch.arange(tokens.shape[0])[:, None, None, None]
+        picked = positions[batch, torch.arange(rows)[None, None, :, None]]
+        return F.embedding(tokens, table), picked
+
+    compiled = torch.compile(look_up, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(6)
+    table = torch.randn(96, 32)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        tokens = _marked(_marked(torch.randint(0, 96, (batch, seq)), 0, 2, 3), 1, 2, 256)
+        positions = _marked(_marked(torch.randint(0, 512, (batch, seq)), 0, 2, 3), 1, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, table, tokens, positions)
+        assert_close_to_torch(result, look_up(table, tokens, positions), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
 def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
     # [b, s, 64] -> [b*s, 64] rows (batch 2..3, bucket 3; sequence 2..256, upper bucket 256): the product's rows
     # loop over the call's batch and its ceil(s / 128) row tiles, so one program's time follows the call

@@ -147,3 +147,22 @@ func.func @padded_keys(%q: tensor<2x256x16xf32>, %k: tensor<2x256x16xf32>, %v: t
   %out, %lse = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, %mask {neuron.size_bounds = ["", "s1", ""], neuron.padded_keys = "s1"} : (tensor<2x256x16xf32>, tensor<2x256x16xf32>, tensor<2x256x16xf32>, tensor<1x1x256xf32>) -> (tensor<2x256x16xf32>, tensor<2x256xf32>)
   func.return %out : tensor<2x256x16xf32>
 }
+
+// -----
+
+// A gather (here an embedding of [4, 256] token ids) whose output dimensions are bounded: the batch loop runs the
+// call's s0 trips and the token rows ceil(s1 / 128) row tiles, each an indirect DMA of 128 rows.
+// CHECK-LABEL: func.func @gathered_rows(%w: memref<96x32xf32, #mem<hbm>>, %i: memref<4x256xi64, #mem<hbm>>, %s0: index, %s1: index)
+// CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK:           tile.gather {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK-NEXT:      tile.store %{{.*}}, %{{.*}}[%[[B]], %[[ROW]], %c0]
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @gathered_rows(%w: tensor<96x32xf32>, %i: tensor<4x256xi64>) -> tensor<4x256x32xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
+  %0 = torch.aten.embedding %w, %i {neuron.size_bounds = ["s0", "s1", ""]} : (tensor<96x32xf32>, tensor<4x256xi64>) -> tensor<4x256x32xf32>
+  func.return %0 : tensor<4x256x32xf32>
+}
