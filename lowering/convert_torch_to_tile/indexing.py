@@ -71,6 +71,9 @@ from neuron_mlir.runtime.hardware import Memory
 EXACT_OFFSETS = 1 << 24
 # Element gathers move one element per descriptor: keep each DMA at 128 x 512 descriptors.
 ELEMENT_TILE = 512
+# The column tile of an element gather whose free dimension is bounded by the call's size: the loop runs
+# ceil(n / BOUNDED_COLUMNS) of them.
+BOUNDED_COLUMNS = 128
 # A zero fill's stores: bytes per partition of each (1 MiB per DMA, well past a DMA's fixed cost), and how many
 # a loop body holds (one per DMA queue).
 ZERO_FILL_BYTES = 8 * 1024
@@ -218,12 +221,19 @@ class IndexedAccess:
         call's ceil(n / 128) row tiles; the rest of the output is padding, left unwritten."""
         free_tile = FREE_TILE if self.rows else ELEMENT_TILE
         lead_bounds: Sequence[SSAValue | None] = (None,) * len(self.lead)
-        row_bound = None
+        row_bound = column_bound = None
         if bounds is not None and len(bounds) == len(self.shape) >= 2:
             lead_bounds = bounds[:-2]
             row_bound = bounds[-2] if self.partitions % PARTITION_TILE == 0 else None
+            # element gathers cost a descriptor per element: a bounded free dimension runs the call's columns in
+            # tiles of BOUNDED_COLUMNS (rows move whole, their width is not the call's)
+            if not self.rows and self.free % BOUNDED_COLUMNS == 0 and self.free > BOUNDED_COLUMNS:
+                column_bound = bounds[-1]
 
         def columns(e: LoopNestBuilder, done: list[Index], p0: Index, ps: int) -> None:
+            if column_bound is not None:
+                bounded_loop(e, column_bound, BOUNDED_COLUMNS, lambda inner, f0, fs: body(inner, done, p0, ps, f0, fs))
+                return
             e.for_tiles(self.free, free_tile, lambda inner, f0, fs: body(inner, done, p0, ps, f0, fs))
 
         def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:

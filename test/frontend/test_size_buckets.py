@@ -89,13 +89,15 @@ def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
 
 
 def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
-    # an embedding and a gather of positions by index tensors ([b, 1, s, 1], as transformers' mask code indexes
-    # position ids): their loops run the call's batches and row tiles, so one program's time follows the call
+    # an embedding and gathers of positions by index tensors ([b, 1, s, 1] and [b, 1, 1, s], as transformers'
+    # mask code indexes position ids): their loops run the call's batches, row tiles and column tiles, so one
+    # program's time follows the call
     def look_up(table, tokens, positions):
         rows = positions.shape[1]
         batch = torch.arange(tokens.shape[0])[:, None, None, None]
-        picked = positions[batch, torch.arange(rows)[None, None, :, None]]
-        return F.embedding(tokens, table), picked
+        queries = positions[batch, torch.arange(rows)[None, None, :, None]]
+        keys = positions[batch, torch.arange(rows)[None, None, None, :]]
+        return F.embedding(tokens, table), queries, keys
 
     compiled = torch.compile(look_up, backend="neuron-mlir", options={"strict": True, "cache": False})
     torch.manual_seed(6)
