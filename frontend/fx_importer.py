@@ -80,6 +80,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.neuron import TARGET_ATTR_NAME, TargetAttr
 from neuron_mlir.ir.dialects.torch import (
+    PADDED_KEYS_ATTR,
     PROCESS_GROUPS_ATTR,
     SIZE_ARGUMENTS_ATTR,
     SIZE_BOUNDS_ATTR,
@@ -95,6 +96,11 @@ PADDING_WRITTEN = "neuron_padding_written"
 """A node's metadata key (set by the size-bucket rewrite on the nodes it adds): the dimensions of its result whose
 padding it must write (a `where` setting padding to a reduction's identity), None for all of them. The importer
 names no size bound (`SIZE_BOUNDS_ATTR`) for those dimensions, so the lowering writes their padding."""
+
+PADDED_KEYS = "neuron_padded_keys"
+"""A flash attention node's metadata key (set by the size-bucket rewrite): the size symbol counting its real keys.
+The importer writes it as the op's `PADDED_KEYS_ATTR`, and the lowering zeroes the padded key and value rows on
+chip instead of the graph zeroing them in passes of their own."""
 
 SIZE_FACTORS = "neuron_size_factors"
 """A node's metadata key (set by the size-bucket rewrite): per dimension of its (first) result, the extents it is
@@ -747,6 +753,13 @@ class FxImporter:
             raise GraphImportError(f"{describe_node(node)}: {error}") from error
         op.location = node_location(node)
         self._mark_size_bounds(op, node, value[0] if isinstance(value, list | tuple) and value else value)
+        padded_keys = node.meta.get(PADDED_KEYS)
+        if padded_keys is not None:
+            if padded_keys not in self.size_arguments:
+                raise GraphImportError(
+                    f"{describe_node(node)}: padded keys counted by {padded_keys}, not a size argument"
+                )
+            op.attributes[PADDED_KEYS_ATTR] = StringAttr(padded_keys)
         try:
             op.verify()
         except VerifyException as error:

@@ -24,8 +24,9 @@ the factors' mixed radix is below that factor's actual extent. Then, per op:
 * a reduction over a padded dimension reads its input through a `where` with the reduction's identity (0 for
   sums, -inf for max, softmax and logsumexp, ...); a mean divides the masked sum by the actual count;
 * a contraction over a padded extent (`mm`, `bmm`, `addmm`) zeroes both operands' padding; attention over
-  padded keys adds -inf for them to its mask; gathers (`embedding`, `index.Tensor`, `gather`) read index 0 at
-  padded positions, so that no padded index points outside the table;
+  padded keys adds -inf for them to its mask and has the kernel zero their key and value rows (or a pass, when
+  the keys are not counted by one size); gathers (`embedding`, `index.Tensor`, `gather`) read index 0 at padded
+  positions, so that no padded index points outside the table;
 * backward kernels that sum over rows (layer norm, softmax, embedding, nll_loss) read padded gradients as 0;
   a slice written back (`slice_scatter`) keeps the tensor's own values under the slice's padding;
 * per-sample ops (convolution, pooling, inference batch norm) take a padded batch as it is;
@@ -56,7 +57,7 @@ import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
-from neuron_mlir.frontend.fx_importer import PADDING_WRITTEN, SIZE_FACTORS
+from neuron_mlir.frontend.fx_importer import PADDED_KEYS, PADDING_WRITTEN, SIZE_FACTORS
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -976,7 +977,12 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
             node.args = tuple(args)
         if arguments.get("is_causal") and not rw.same(lq[-2], lk[-2]):
             raise rw._refuse(node, "causal attention with queries laid out unlike keys")
-        # a padded key's -inf score still meets its key and value: 0 * NaN is NaN, so they must be finite
+        # a padded key's -inf score still meets its key and value: 0 * NaN is NaN, so they must be finite. Keys
+        # counted by one size symbol are zeroed by the kernel as it loads them (`PADDED_KEYS`), others by a pass
+        counted = [f for f in keys if not _is_one(f)]
+        if len(counted) == 1 and _expr(counted[0]).is_Symbol:
+            node.meta[PADDED_KEYS] = str(_expr(counted[0]))
+            return [[*list(lq[:-1]), lv[-1]], list(lq[:-1])]
         for operand in dict.fromkeys((k, v)):  # one pass when keys and values are one tensor
             masked = rw.masked(operand, [operand.meta["val"].dim() - 2], 0.0, node)
             if masked is not operand:

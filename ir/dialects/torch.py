@@ -1202,6 +1202,13 @@ or beyond the bound are padding: a lowering may leave them unwritten, since the 
 every real element (docs/dynamic-shapes.md). Passes that rebuild an op may drop it: the op then writes all of
 its elements, as it did before."""
 
+PADDED_KEYS_ATTR = "neuron.padded_keys"
+"""The attribute of a flash attention op whose keys a size bucket pads: the size argument (`SIZE_ARGUMENTS_ATTR`)
+whose value at a call is the number of real keys. Keys at and past it are padding that may hold anything, even
+NaN (rows the bounded nests before the op left unwritten); their mask entries are -inf, and the lowering sets
+their key and value rows to 0 on chip, so that no padded row reaches a real output (0 * NaN is NaN). Unlike
+`SIZE_BOUNDS_ATTR` it must not be dropped: a pass that rebuilds the op keeps its attributes."""
+
 
 # The functional collectives that exchange data, and the collective each is (`runtime.collectives`).
 COLLECTIVE_KINDS: dict[str, str] = {

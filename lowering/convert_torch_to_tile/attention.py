@@ -74,13 +74,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import AnyFloat, IndexType, f32
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import AnyFloat, IndexType, StringAttr, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import element_type_name, target_of
 from neuron_mlir.ir.dialects.tile import TileType
+from neuron_mlir.ir.dialects.torch import PADDED_KEYS_ATTR
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
@@ -119,6 +120,9 @@ UNIT_PSUM_SLACK = 128
 # buffers of its own, so its loads and transposes start while the group before it computes, where in a loop
 # they would wait for the previous trip through the body to release the same buffers.
 UNROLLED_GROUPS = 8
+# Key widths a kernel over padded keys is emitted for at most (one per 128-key block of the bucket): each is a
+# copy of the heads' work, and a call runs the one of its own key blocks.
+KEY_VARIANTS = 8
 
 
 def _column(p: int) -> TileType:
@@ -240,6 +244,15 @@ class _Attention:
         bounds = size_bounds(em, op) or (None,) * (len(self.batch) + 2)
         self.batch_bounds: tuple[SSAValue | None, ...] = bounds[: len(self.batch)]
         self.query_bound = bounds[len(self.batch)] if self.length % PARTITION_TILE == 0 else None
+        # Keys a size bucket pads (`PADDED_KEYS_ATTR`): the call's key count, past which key and value rows are
+        # padding the kernel sets to 0 as it loads them (their mask entries are -inf, but 0 * NaN is NaN)
+        self.key_count: SSAValue | None = None
+        padded = op.attributes.get(PADDED_KEYS_ATTR)
+        if isinstance(padded, StringAttr):
+            arguments = em.context.size_arguments if em.context is not None else {}
+            if padded.data not in arguments:
+                raise ValueError(f"{PADDED_KEYS_ATTR} names {padded.data}, not a size argument of the function")
+            self.key_count = arguments[padded.data]
         if self.groups > 1 and self.length == 1 and not self.causal:
             self.stack_query_heads(em)
             self.query_bound = None
@@ -337,6 +350,45 @@ class _Attention:
             square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+        variants = self.key_variants()
+        if not variants:
+            self.emit_heads(em)
+            return
+        # The call's keys in whole blocks: one copy of the heads' work per key width of 128 * j, in a loop of one
+        # trip when the call's ceil(keys / 128) is j and of none otherwise, so that scores, exponentials,
+        # transposes and products run over the call's key blocks only (an access pattern's extents are fixed, so
+        # a width cannot come from a register)
+        assert self.key_count is not None
+        keys, count = self.keys, variants
+        key_tiles = bounded_tiles(em, self.key_count, PARTITION_TILE)
+
+        # 1 when the call has j key blocks or more (it has 1 to `count`): (blocks + count - j) // count
+        at_least: list[Index] = [1, 1]
+        for j in range(2, count + 1):
+            shifted = em.index(em.add(key_tiles, count - j))
+            at_least.append(em.insert(arith.FloorDivSIOp(shifted, em.index(count))).result)
+        at_least.append(0)
+        for j in range(1, count + 1):
+            trips = em.add(at_least[j], em.mul(at_least[j + 1], -1))
+            block = Block(arg_types=[IndexType()])
+            em.insert(scf.ForOp(em.index(0), em.index(trips), em.index(1), [], block))
+            inner = em.nested(block)
+            self.keys = j * PARTITION_TILE
+            self.emit_heads(inner)
+            inner.insert(scf.YieldOp())
+        self.keys = keys
+
+    def key_variants(self) -> int:
+        """How many key widths the kernel is emitted for (`emit`): the bucket's 128-key blocks when its keys are
+        padded (`key_count`), masked, not causal, whole blocks and at most `KEY_VARIANTS` of them; else 0 (one
+        kernel over every key)."""
+        if self.key_count is None or self.mask is None or self.causal or self.pipelined:
+            return 0
+        blocks, rest = divmod(self.keys, PARTITION_TILE)
+        return blocks if not rest and 1 < blocks <= KEY_VARIANTS else 0
+
+    def emit_heads(self, em: LoopNestBuilder) -> None:
+        """Every head's work over `self.keys` keys."""
         # Key/value heads per group: `units_per_trip` heads without grouped queries (each a trip's unit), fewer
         # with them, so that a group's query heads still fill about one trip.
         group = max(1, self.units_per_trip // self.groups)
@@ -416,8 +468,8 @@ class _Attention:
         DMA per matrix), K^T built once, the ones column beside the values."""
         if not self.keep_keys:
             return None
-        key_rows = self.load_heads(em, self.key, batches, self.keys, self.head)
-        value_rows = self.load_heads(em, self.value, batches, self.keys, self.value_head)
+        key_rows = self.real_rows(em, self.load_heads(em, self.key, batches, self.keys, self.head))
+        value_rows = self.real_rows(em, self.load_heads(em, self.value, batches, self.keys, self.value_head))
         keys_t = self.transpose_rows(em, key_rows, self.keys)
         return [
             _KeyValue(batch, head_keys_t, rows)
@@ -455,9 +507,11 @@ class _Attention:
             and dma_transposable(self.query, self.element_type, target)
         )
         if transposed_keys:
-            keys_t = [[load_head_transposed(em, self.key, batch)] for batch in key_batches]
+            keys_t = [
+                [self.real_columns(em, load_head_transposed(em, self.key, batch, self.keys))] for batch in key_batches
+            ]
         if keep_keys and not transposed_keys:
-            key_rows = self.load_heads(em, self.key, key_batches, self.keys, self.head)
+            key_rows = self.real_rows(em, self.load_heads(em, self.key, key_batches, self.keys, self.head))
         if self.keep_queries and transposed_queries:
             queries_t = []
             for batch in query_batches:
@@ -467,7 +521,7 @@ class _Attention:
             # Q^T of the whole head, like K^T, when the queries stay: no transpose waits inside the units' work.
             query_rows = self.load_heads(em, self.query, query_batches, self.length, self.head)
         if keep_keys:
-            value_rows = self.load_heads(em, self.value, key_batches, self.keys, self.value_head)
+            value_rows = self.real_rows(em, self.load_heads(em, self.value, key_batches, self.keys, self.value_head))
         if keep_keys and not transposed_keys:
             keys_t = self.transpose_rows(em, key_rows, self.keys)
         if self.keep_queries and not transposed_queries:
@@ -498,6 +552,7 @@ class _Attention:
                     return chunk_keys_t, key_value.values.shifted(first)
                 chunk_keys = self.load_rows(e, self.key, key_batch, first, n, self.head)
                 chunk_values = self.load_rows(e, self.value, key_batch, first, n, self.value_head)
+                [chunk_keys, chunk_values] = self.real_rows(e, [chunk_keys, chunk_values], first)
                 [chunk_keys_t] = self.transpose_rows(e, [chunk_keys], n)
                 [chunk_values] = self.with_ones(e, [chunk_values])
                 return chunk_keys_t, chunk_values
@@ -718,6 +773,43 @@ class _Attention:
         shape = (PARTITION_TILE, blocks, len(batches), width)
         full = load(em, split, [*batches[0], 0, 0, 0], shape, dims=(rank - 1, rank - 2, rank - 3, rank))
         return [_Rows(full, None, width, 0, h) for h in range(len(batches))]
+
+    def real_rows(self, em: LoopNestBuilder, rows: list[_Rows], first: Index = 0) -> list[_Rows]:
+        """Key or value rows (block 0 of each at key block `first`) with the rows of padded keys (at and past the
+        call's key count, `key_count`) set to 0; the rows themselves without padded keys."""
+        if self.key_count is None or not rows:
+            return rows
+
+        def full(value: SSAValue) -> SSAValue:  # [128, blocks, (heads,) width]: block j holds keys 128 (first + j) + p
+            rank = len(value.type.get_shape())  # type: ignore[attr-defined]
+            return self.real_only(em, value, [PARTITION_TILE] + [0] * (rank - 2), 1, em.mul(first, PARTITION_TILE))
+
+        def last(value: SSAValue) -> SSAValue:  # [rest, width]: the matrix's partial last block
+            rest = value.type.get_shape()[0]  # type: ignore[attr-defined]
+            return self.real_only(em, value, [0], 1, self.keys - rest)
+
+        return _each_matrix(rows, full, last, rows[0].width)
+
+    def real_columns(self, em: LoopNestBuilder, keys_t: SSAValue) -> SSAValue:
+        """K^T [E, S] with the columns of padded keys set to 0."""
+        if self.key_count is None:
+            return keys_t
+        return self.real_only(em, keys_t, [1], 0, 0)
+
+    def real_only(
+        self, em: LoopNestBuilder, value: SSAValue, steps: list[int], per_partition: int, first_key: Index
+    ) -> SSAValue:
+        """`value` with 0 where its key position (`first_key` + partition * `per_partition` + the free indices
+        times `steps`) is at or past the call's key count: a select, so that NaN padding does not pass."""
+        assert self.key_count is not None
+        value_type = value.type
+        assert isinstance(value_type, TileType)
+        shape = value_type.get_shape()
+        offset = em.index(em.add(first_key, em.mul(self.key_count, -1)))
+        positions = em.insert(tile.IotaOp(_sbuf(shape), steps, channel_multiplier=per_partition, offset=offset)).result
+        real = em.insert(tile.BinaryScalarOp(positions, "is_lt", _sbuf(shape), scalar=0.0)).result
+        zeros = em.insert(tile.FillOp(0.0, _sbuf(shape, value_type.element_type))).result
+        return em.insert(tile.SelectOp(real, value, zeros, _sbuf(shape, value_type.element_type))).result
 
     def scaled_tile(self, em: LoopNestBuilder, value: SSAValue, scale: float) -> SSAValue:
         """`value` times `scale` in its dtype (itself when the scale is 1)."""
@@ -1188,11 +1280,14 @@ def dma_transposable(tensor: SSAValue, element_type: Attribute, target: Target) 
     )
 
 
-def load_head_transposed(em: LoopNestBuilder, tensor: SSAValue, batch: list[Index]) -> SSAValue:
-    """One head's [N, width] matrix as its transpose [width, N], moved by one DMA transpose (`dma_transposable`):
-    the DMA engines do what a row load, a TensorE transpose per 128 rows and the evacuations of their PSUM tiles
-    did."""
-    count, width = layout_of(tensor).shape[-2:]
+def load_head_transposed(
+    em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int | None = None
+) -> SSAValue:
+    """One head's [N, width] matrix (its first `count` rows) as its transpose [width, N], moved by one DMA
+    transpose (`dma_transposable`): the DMA engines do what a row load, a TensorE transpose per 128 rows and the
+    evacuations of their PSUM tiles did."""
+    rows, width = layout_of(tensor).shape[-2:]
+    count = rows if count is None else count
     rank = len(batch) + 2
     return load(em, tensor, [*batch, 0, 0], (width, count), dims=(rank - 1, rank - 2))
 

@@ -59,7 +59,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     tensor_shape,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import copy_to
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import bounded_loop, copy_to, size_bounds
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.movement import copy_into, fill_into
 from neuron_mlir.lowering.layout import Layout, normalize_dim
@@ -71,6 +71,9 @@ from neuron_mlir.runtime.hardware import Memory
 EXACT_OFFSETS = 1 << 24
 # Element gathers move one element per descriptor: keep each DMA at 128 x 512 descriptors.
 ELEMENT_TILE = 512
+# The column tile of an element gather whose free dimension is bounded by the call's size: the loop runs
+# ceil(n / BOUNDED_COLUMNS) of them.
+BOUNDED_COLUMNS = 128
 # A zero fill's stores: bytes per partition of each (1 MiB per DMA, well past a DMA's fixed cost), and how many
 # a loop body holds (one per DMA queue).
 ZERO_FILL_BYTES = 8 * 1024
@@ -207,22 +210,44 @@ class IndexedAccess:
         return em.insert(tile.CopyOp(total, TileType(shape, i32))).result
 
     def run(
-        self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, list[Index], Index, int, Index, int], None]
+        self,
+        em: LoopNestBuilder,
+        body: Callable[[LoopNestBuilder, list[Index], Index, int, Index, int], None],
+        bounds: Sequence[SSAValue | None] | None = None,
     ) -> None:
-        """body(emitter, lead indices, p0, ps, f0, fs) over every tile of the output."""
+        """body(emitter, lead indices, p0, ps, f0, fs) over every tile of the output. With `bounds` (per output
+        dimension, the size argument bounding its real extent: `size_bounds`), a bounded leading dimension runs the
+        call's trips and a bounded partition dimension, when its extent is a multiple of the partition tile, the
+        call's ceil(n / 128) row tiles; the rest of the output is padding, left unwritten."""
         free_tile = FREE_TILE if self.rows else ELEMENT_TILE
+        lead_bounds: Sequence[SSAValue | None] = (None,) * len(self.lead)
+        row_bound = column_bound = None
+        if bounds is not None and len(bounds) == len(self.shape) >= 2:
+            lead_bounds = bounds[:-2]
+            row_bound = bounds[-2] if self.partitions % PARTITION_TILE == 0 else None
+            # element gathers cost a descriptor per element: a bounded free dimension runs the call's columns in
+            # tiles of BOUNDED_COLUMNS (rows move whole, their width is not the call's)
+            if not self.rows and self.free % BOUNDED_COLUMNS == 0 and self.free > BOUNDED_COLUMNS:
+                column_bound = bounds[-1]
+
+        def columns(e: LoopNestBuilder, done: list[Index], p0: Index, ps: int) -> None:
+            if column_bound is not None:
+                bounded_loop(e, column_bound, BOUNDED_COLUMNS, lambda inner, f0, fs: body(inner, done, p0, ps, f0, fs))
+                return
+            e.for_tiles(self.free, free_tile, lambda inner, f0, fs: body(inner, done, p0, ps, f0, fs))
 
         def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
             if left:
-                e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
+                bound = lead_bounds[len(done)]
+                if bound is not None:
+                    bounded_loop(e, bound, 1, lambda inner, i, _: level(inner, [*done, i], left[1:]))
+                else:
+                    e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
                 return
-            e.for_tiles(
-                self.partitions,
-                PARTITION_TILE,
-                lambda e2, p0, ps: e2.for_tiles(
-                    self.free, free_tile, lambda e3, f0, fs: body(e3, done, p0, ps, f0, fs)
-                ),
-            )
+            if row_bound is not None:
+                bounded_loop(e, row_bound, PARTITION_TILE, lambda inner, p0, ps: columns(inner, done, p0, ps))
+            else:
+                e.for_tiles(self.partitions, PARTITION_TILE, lambda inner, p0, ps: columns(inner, done, p0, ps))
 
         level(em, [], self.lead)
 
@@ -268,9 +293,15 @@ def _check_exact(op_name: str, access: IndexedAccess) -> None:
 
 
 def emit_gather(
-    em: LoopNestBuilder, op_name: str, source: SSAValue, access: IndexedAccess, out_element_type: Attribute
+    em: LoopNestBuilder,
+    op_name: str,
+    source: SSAValue,
+    access: IndexedAccess,
+    out_element_type: Attribute,
+    bounds: Sequence[SSAValue | None] | None = None,
 ) -> SSAValue:
-    """out[shape] with out[o] = source element at offset(o); the access must be exact (`inexact`)."""
+    """out[shape] with out[o] = source element at offset(o); the access must be exact (`inexact`). With `bounds`
+    (the output's `size_bounds`), only the call's part of the output is gathered (`IndexedAccess.run`)."""
     _check_exact(op_name, access)
     out = alloc(em, access.shape, out_element_type)
     out_view = _views_rank2(em, out, access.shape)
@@ -288,8 +319,14 @@ def emit_gather(
         ).result
         e.insert(tile.StoreOp(rows, out_view, [e.index(i) for i in [*lead, p0, f0]]))
 
-    access.run(em, body)
+    access.run(em, body, bounds)
     return out
+
+
+def _output_bounds(em: LoopNestBuilder, op: Operation, access: IndexedAccess) -> Sequence[SSAValue | None] | None:
+    """The size arguments bounding the op's result dimensions, when the access's output is that result."""
+    bounds = size_bounds(em, op)
+    return bounds if bounds is not None and tuple(result_shape(op)) == access.shape else None
 
 
 def emit_scatter(
@@ -434,7 +471,7 @@ def _embedding_access(em: LoopNestBuilder | None, weight: Operand, indices: Oper
 
 def _embedding(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     weight, access = _exact_source(em, args["weight"], lambda w: _embedding_access(em, w, args["indices"]))
-    return [emit_gather(em, op.name, weight, access, result_element_type(op))]
+    return [emit_gather(em, op.name, weight, access, result_element_type(op), _output_bounds(em, op, access))]
 
 
 def _index_select_access(em: LoopNestBuilder | None, source: Operand, index: Operand, dim: int) -> IndexedAccess:
@@ -457,7 +494,7 @@ def _index_select(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> l
     source, access = _exact_source(
         em, args["self"], lambda source: _index_select_access(em, source, args["index"], args["dim"])
     )
-    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+    return [emit_gather(em, op.name, source, access, result_element_type(op), _output_bounds(em, op, access))]
 
 
 def _along_dim(em: LoopNestBuilder | None, source: Operand, dim: int, index: Operand) -> IndexedAccess:
@@ -468,13 +505,13 @@ def _along_dim(em: LoopNestBuilder | None, source: Operand, dim: int, index: Ope
 
 def _gather(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     source, access = _exact_source(em, args["self"], lambda source: _along_dim(em, source, args["dim"], args["index"]))
-    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+    return [emit_gather(em, op.name, source, access, result_element_type(op), _output_bounds(em, op, access))]
 
 
 def _index_tensor(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     indices = list(args["indices"])
     source, access = _exact_source(em, args["self"], lambda source: advanced_access(em, source, indices))
-    return [emit_gather(em, op.name, source, access, result_element_type(op))]
+    return [emit_gather(em, op.name, source, access, result_element_type(op), _output_bounds(em, op, access))]
 
 
 def _scatter_with_reduce(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> Sequence[SSAValue | None]:

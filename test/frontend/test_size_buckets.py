@@ -88,6 +88,30 @@ def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
     assert times[2, 70] < times[2, 200] < times[3, 200]
 
 
+def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
+    # an embedding and gathers of positions by index tensors ([b, 1, s, 1] and [b, 1, 1, s], as transformers'
+    # mask code indexes position ids): their loops run the call's batches, row tiles and column tiles, so one
+    # program's time follows the call
+    def look_up(table, tokens, positions):
+        rows = positions.shape[1]
+        batch = torch.arange(tokens.shape[0])[:, None, None, None]
+        queries = positions[batch, torch.arange(rows)[None, None, :, None]]
+        keys = positions[batch, torch.arange(rows)[None, None, None, :]]
+        return F.embedding(tokens, table), queries, keys
+
+    compiled = torch.compile(look_up, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(6)
+    table = torch.randn(96, 32)
+    times = {}
+    for batch, seq in ((2, 70), (2, 200), (3, 200)):
+        tokens = _marked(_marked(torch.randint(0, 96, (batch, seq)), 0, 2, 3), 1, 2, 256)
+        positions = _marked(_marked(torch.randint(0, 512, (batch, seq)), 0, 2, 3), 1, 2, 256)
+        result, times[batch, seq] = _call_ns(compiled, table, tokens, positions)
+        assert_close_to_torch(result, look_up(table, tokens, positions), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert times[2, 70] < times[2, 200] < times[3, 200]
+
+
 def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
     # [b, s, 64] -> [b*s, 64] rows (batch 2..3, bucket 3; sequence 2..256, upper bucket 256): the product's rows
     # loop over the call's batch and its ceil(s / 128) row tiles, so one program's time follows the call
@@ -127,8 +151,9 @@ def test_masked_attention_runs_the_calls_batches_and_query_tiles():
 
 
 def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches_eager():
-    # the scaled keys' padded rows stay unwritten (NaN in fresh memory): a -inf score times a NaN value would be
-    # NaN, so the padded keys and values must be set to 0 before the attention reads them
+    # the scaled keys' padded rows past the call's row tile stay unwritten (NaN in fresh memory: 100 keys of 256
+    # write one row tile): a -inf score times a NaN value would be NaN, so the kernel sets padded keys and values
+    # to 0 as it loads them
     def attend(q, x):
         kv = (x * 0.5).view(x.shape[0], x.shape[1], 8, 64).transpose(1, 2)
         return F.scaled_dot_product_attention(q, kv, kv + 1.0)
@@ -136,7 +161,7 @@ def test_attention_over_keys_whose_padding_a_bounded_nest_left_unwritten_matches
     compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
     torch.manual_seed(3)
     q = _marked(torch.randn(2, 8, 150, 64), 2, 2, 256)
-    x = _marked(torch.randn(2, 150, 512), 1, 2, 256)
+    x = _marked(torch.randn(2, 100, 512), 1, 2, 256)
     assert_close_to_torch(compiled(q, x), attend(q, x))
 
 

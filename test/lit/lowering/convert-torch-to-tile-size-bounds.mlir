@@ -110,3 +110,59 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
   %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x256x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x256x32xf32>, tensor<4x256x1xf32>, tensor<4x256x1xf32>)
   func.return %0 : tensor<4x256x32xf32>
 }
+
+// -----
+
+// Attention over keys a size bucket pads (`neuron.padded_keys`: the call's s1 keys, padded to 256): the heads'
+// work is emitted once per key width (128 and 256 keys), each in a loop of one trip when the call's
+// ceil(s1 / 128) key blocks are that many and of none otherwise, and the key and value rows of padded keys are
+// set to 0 as they load (a select on key position - s1 < 0), so that unwritten padding (NaN) never meets a -inf
+// score.
+// CHECK-LABEL: func.func @padded_keys(%q: memref<2x256x16xf32, #mem<hbm>>, %k: memref<2x256x16xf32, #mem<hbm>>, %v: memref<2x256x16xf32, #mem<hbm>>, %mask: memref<1x1x256xf32, #mem<hbm>>, %s1: index)
+// CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK-NEXT:  %[[BLOCKS:.*]] = arith.floordivsi %[[END]], %c128 : index
+// CHECK:       %[[TWO:.*]] = arith.floordivsi %[[BLOCKS]], %c2 : index
+// CHECK-NEXT:  %[[NOT_TWO:.*]] = arith.muli %[[TWO]], %c_neg1 : index
+// CHECK-NEXT:  %[[ONE:.*]] = arith.addi %c1, %[[NOT_TWO]] : index
+// CHECK-NEXT:  scf.for %{{.*}} = %c0 to %[[ONE]] step %c1 {
+// CHECK-NEXT:    scf.for %[[B:.*]] = %c0 to %c2 step %c1 {
+// CHECK:           %[[KEYS:.*]] = tile.load %{{.*}}[%[[B]], %c0, %c0, %c0] {{.*}} -> !tile.tile<128x1x16xf32, sbuf>
+// CHECK-NEXT:      %[[NEG:.*]] = arith.muli %s1, %c_neg1 : index
+// CHECK-NEXT:      %[[POSITIONS:.*]] = tile.iota %[[NEG]] {steps = array<i64: 128, 0>, channel_multiplier = 1 : i64} : !tile.tile<128x1x16xf32, sbuf>
+// CHECK-NEXT:      %[[REAL:.*]] = tile.binary_scalar %[[POSITIONS]] {op = "is_lt", scalar = 0.000000e+00 : f64}
+// CHECK-NEXT:      %[[ZEROS:.*]] = tile.fill {value = 0.000000e+00 : f64} : !tile.tile<128x1x16xf32, sbuf>
+// CHECK-NEXT:      tile.select %[[REAL]], %[[KEYS]], %[[ZEROS]]
+// CHECK:           tile.select
+// CHECK:           tile.matmul {{.*}} -> !tile.tile<128x128xf32, psum>
+// CHECK:           tile.load %{{.*}} : memref<2x256x256xf32, strided<[0, 0, 1]>, #mem<hbm>> -> !tile.tile<128x128xf32, sbuf>
+// CHECK:       scf.for %{{.*}} = %c0 to %[[TWO]] step %c1 {
+// CHECK-NEXT:    scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// CHECK:           tile.load {{.*}} -> !tile.tile<128x2x16xf32, sbuf>
+// CHECK:           tile.select
+// CHECK:           tile.matmul {{.*}} -> !tile.tile<128x256xf32, psum>
+// CHECK:           tile.load %{{.*}} : memref<2x256x256xf32, strided<[0, 0, 1]>, #mem<hbm>> -> !tile.tile<128x256xf32, sbuf>
+func.func @padded_keys(%q: tensor<2x256x16xf32>, %k: tensor<2x256x16xf32>, %v: tensor<2x256x16xf32>, %mask: tensor<1x1x256xf32>) -> tensor<2x256x16xf32> attributes {neuron.size_arguments = [["s1", 1 : i64, 256 : i64]]} {
+  %out, %lse = torch.aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v, %mask {neuron.size_bounds = ["", "s1", ""], neuron.padded_keys = "s1"} : (tensor<2x256x16xf32>, tensor<2x256x16xf32>, tensor<2x256x16xf32>, tensor<1x1x256xf32>) -> (tensor<2x256x16xf32>, tensor<2x256xf32>)
+  func.return %out : tensor<2x256x16xf32>
+}
+
+// -----
+
+// A gather (here an embedding of [4, 256] token ids) whose output dimensions are bounded: the batch loop runs the
+// call's s0 trips and the token rows ceil(s1 / 128) row tiles, each an indirect DMA of 128 rows.
+// CHECK-LABEL: func.func @gathered_rows(%w: memref<96x32xf32, #mem<hbm>>, %i: memref<4x256xi64, #mem<hbm>>, %s0: index, %s1: index)
+// CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK:           tile.gather {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK-NEXT:      tile.store %{{.*}}, %{{.*}}[%[[B]], %[[ROW]], %c0]
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @gathered_rows(%w: tensor<96x32xf32>, %i: tensor<4x256xi64>) -> tensor<4x256x32xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
+  %0 = torch.aten.embedding %w, %i {neuron.size_bounds = ["s0", "s1", ""]} : (tensor<96x32xf32>, tensor<4x256xi64>) -> tensor<4x256x32xf32>
+  func.return %0 : tensor<4x256x32xf32>
+}
