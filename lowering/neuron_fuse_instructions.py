@@ -90,7 +90,7 @@ def _merge(replaced: InstructionOp, fused: InstructionOp, absorbed: Operation, s
     """`fused` takes `replaced`'s place, `absorbed` (whose work it now does) goes, and so does the `scratch`
     buffer that passed a value between the two when nothing else uses it."""
     _replace(replaced, fused)
-    absorbed.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+    absorbed.detach()
     absorbed.erase()
     if scratch is not None:
         _erase_if_unused(scratch)
