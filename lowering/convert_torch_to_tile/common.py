@@ -56,6 +56,23 @@ def row_chunk_columns(em: LoopNestBuilder, length: int, column_bytes: int) -> in
     return -(-length // count)
 
 
+def for_row_tiles(
+    em: LoopNestBuilder,
+    row_dims: Sequence[int],
+    row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], object],
+) -> None:
+    """`row_tile(e, prefix, p0, p)` for every tile of up to 128 rows of the last of `row_dims` (at least one),
+    under a loop per leading row dim (`prefix` their indices)."""
+
+    def tiles(e: LoopNestBuilder, prefix: list[Index]) -> None:
+        def one_tile(e2: LoopNestBuilder, p0: Index, p: int) -> None:
+            row_tile(e2, prefix, p0, p)
+
+        e.for_tiles(row_dims[-1], PARTITION_TILE, one_tile)
+
+    em.for_each_index(row_dims[:-1], tiles)
+
+
 def memref_type_of(value: SSAValue) -> MemRefType:
     assert isinstance(value.type, MemRefType), f"expected an HBM memref, got {value.type}"
     return value.type

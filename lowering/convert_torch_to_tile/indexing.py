@@ -212,10 +212,7 @@ class IndexedAccess:
         """body(emitter, lead indices, p0, ps, f0, fs) over every tile of the output."""
         free_tile = FREE_TILE if self.rows else ELEMENT_TILE
 
-        def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-            if left:
-                e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
-                return
+        def level(e: LoopNestBuilder, done: list[Index]) -> None:
             e.for_tiles(
                 self.partitions,
                 PARTITION_TILE,
@@ -224,7 +221,7 @@ class IndexedAccess:
                 ),
             )
 
-        level(em, [], self.lead)
+        em.for_each_index(self.lead, level)
 
     def table(
         self, em: LoopNestBuilder, source: SSAValue, origin: Index, ps: int, fs: int
@@ -583,14 +580,11 @@ def emit_dense_scatter_reduce(
             stored = e.insert(tile.CopyOp(result, TileType((ps, ts), element_type))).result
             e.insert(tile.StoreOp(stored, out_view, [e.index(i) for i in [*done, p0, t0]]))
 
-    def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-        if left:
-            e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
-            return
+    def level(e: LoopNestBuilder, done: list[Index]) -> None:
         e.for_tiles(partitions, PARTITION_TILE, lambda e2, p0, ps: body(e2, done, p0, ps))
 
     if width > 0 and math.prod(rest) > 0:
-        level(em, [], lead)
+        em.for_each_index(lead, level)
     return out
 
 

@@ -70,6 +70,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     body_budget_bytes,
     element_type_of,
     emitter_target,
+    for_row_tiles,
     layout_of,
     load,
     result_element_type,
@@ -97,21 +98,6 @@ from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
-
-
-def _for_row_tiles(
-    em: LoopNestBuilder, row_dims: tuple[int, ...], row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None]
-) -> None:
-    """`row_tile(e, prefix, p0, p)` for every tile of up to 128 rows of the last row dim, under a loop per leading
-    row dim (`prefix` their indices)."""
-
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, row_dims, [])
 
 
 def _reshaped(em: LoopNestBuilder, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -420,7 +406,7 @@ def _layer_norm_on_chip(
     if bounded is not None:
         _for_bounded_row_tiles(em, row_dims, row_bounds, row_tile)
     else:
-        _for_row_tiles(em, row_dims, row_tile)
+        for_row_tiles(em, row_dims, row_tile)
 
 
 def _bounded_rows(
@@ -459,7 +445,7 @@ def _for_bounded_row_tiles(
     bounds: tuple[SSAValue | None, ...],
     row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None],
 ) -> None:
-    """`_for_row_tiles` whose loops run the call's trips where a size argument bounds their dimension: the
+    """`for_row_tiles` whose loops run the call's trips where a size argument bounds their dimension: the
     leading ones its value, the last `ceil(bound / 128)` row tiles when its extent is a multiple of 128 (every
     row tile inside the bucket)."""
 
@@ -1047,7 +1033,7 @@ def _rms_norm_on_chip(
         if store_rstd:
             store(e, rstd, rstd_view, [*prefix, p0, 0])
 
-    _for_row_tiles(em, row_dims, row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     for absorbed_op, written in ((neighbours.upcast, upcast), (neighbours.scale, scaled)):
         if absorbed_op is not None and written is not None:
             absorb(em, absorbed_op, _written_by_row_pass(written))
@@ -1246,18 +1232,8 @@ def _rms_norm_backward_on_chip(
             store(e, e.insert(tile.BinaryOp(correction, direct, "add", rounded)).result, narrow_view, indices)
         return updated
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-
-            def one_tile(e2: LoopNestBuilder, p0: Index, p: int) -> None:
-                row_tile(e2, prefix, p0, p)
-
-            e.for_tiles(extents[0], PARTITION_TILE, one_tile)
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
     if column_sum is None:
-        rows(em, tuple(row_dims), [])
+        for_row_tiles(em, row_dims, row_tile)
     else:
         from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
 

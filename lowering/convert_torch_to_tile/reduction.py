@@ -201,13 +201,12 @@ class ReductionSpace:
         return load(e, self.source_view, indices, shape, F32, dims)
 
     def for_rows(self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, RowTile], None]) -> None:
-        def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-            if not extents:
-                e.for_tiles(self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p)))
-                return
-            e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
-
-        loops(em, self.leading, [])
+        em.for_each_index(
+            self.leading,
+            lambda e, prefix: e.for_tiles(
+                self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p))
+            ),
+        )
 
 
 def emit_reduce(
@@ -368,13 +367,10 @@ def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: 
             ).result
         store(e, to_sbuf(e, total, element_type_of(out)), out_rows, [*leading, 0, k0])
 
-    def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if not extents:
-            e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks))
-            return
-        e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
-
-    loops(em, space.leading, [])
+    em.for_each_index(
+        space.leading,
+        lambda e, prefix: e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks)),
+    )
 
 
 def _reduce_on_every_lane(

@@ -46,12 +46,12 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
-    PARTITION_TILE,
     Lowering,
     alloc,
     body_budget_bytes,
     dims_out_of_range,
     element_type_of,
+    for_row_tiles,
     layout_of,
     load,
     result_element_type,
@@ -78,15 +78,6 @@ def _row(p: int, n: int) -> TileType:
 
 
 RowTile = Callable[[LoopNestBuilder, list[Index], Index, int], None]
-
-
-def _for_each_row_tile(em: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index], row_tile: RowTile) -> None:
-    """`row_tile(e, outer indices, p0, partitions)` for every tile of 128 rows of the innermost row dimension, in
-    one loop per outer row dimension."""
-    if len(extents) == 1:
-        em.for_tiles(extents[0], PARTITION_TILE, lambda e, p0, p: row_tile(e, prefix, p0, p))
-        return
-    em.for_each(extents[0], lambda e, i: _for_each_row_tile(e, extents[1:], [*prefix, i], row_tile))
 
 
 def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
@@ -189,7 +180,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         else:
             e.for_tiles(length, chunk_columns, write)
 
-    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     return out
 
 
@@ -259,7 +250,7 @@ def emit_softmax_backward(
         total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
         e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
 
-    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     return out
 
 
