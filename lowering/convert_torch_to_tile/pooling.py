@@ -132,10 +132,7 @@ class PositionTiles:
         """body(emitter, p0, partitions, position indices (lead..., r0, c0 or c0), rows, columns)."""
 
         def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-            def lead(e2: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-                if left:
-                    e2.for_each(left[0], lambda e3, i: lead(e3, [*done, i], left[1:]))
-                    return
+            def lead(e2: LoopNestBuilder, done: list[Index]) -> None:
                 if self.rank >= 2:
                     e2.for_tiles(
                         self.out[-2],
@@ -147,7 +144,7 @@ class PositionTiles:
                 else:
                     e2.for_tiles(self.out[-1], self.columns, lambda e3, c0, cs: body(e3, p0, ps, [c0], 1, cs))
 
-            lead(e, [], self.out[:-2] if self.rank >= 2 else ())
+            e.for_each_index(self.out[:-2] if self.rank >= 2 else (), lead)
 
         em.for_tiles(self.partitions, PARTITION_TILE, per_partition)
 
