@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -237,6 +238,24 @@ def _regular_geometry(spatial: Sequence[int], out: Sequence[int]) -> Geometry | 
     return Geometry(spatial, out, kernel, kernel, [0] * len(kernel), [1] * len(kernel))
 
 
+@dataclass(frozen=True)
+class _AdaptiveInput:
+    """An adaptive pooling's input as [P, S...] planes, its spatial sizes in and out, and its windows when they
+    are regular (every size divides)."""
+
+    x: SSAValue
+    spatial: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    partitions: int
+    regular: Geometry | None
+
+
+def _adaptive_input(em: LoopNestBuilder, op: Operation, args: dict[str, Any], rank: int) -> _AdaptiveInput:
+    x = planes(em, args["self"], rank)
+    spatial, out_spatial = layout_of(x).shape[1:], result_shape(op)[-rank:]
+    return _AdaptiveInput(x, spatial, out_spatial, layout_of(x).shape[0], _regular_geometry(spatial, out_spatial))
+
+
 def _each_adaptive_window(
     em: LoopNestBuilder,
     partitions: int,
@@ -402,13 +421,10 @@ def _adaptive_max_pool(rank: int) -> Lowering:
     window (max, then the first position holding it: the smallest flat index among the equal ones)."""
 
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        out_spatial = result_shape(op)[-rank:]
-        partitions = layout_of(x).shape[0]
-        regular = _regular_geometry(spatial, out_spatial)
-        if regular is not None:
-            return _emit_max_pool(em, op, x, regular)
+        pooled = _adaptive_input(em, op, args, rank)
+        x, spatial, out_spatial, partitions = pooled.x, pooled.spatial, pooled.out_spatial, pooled.partitions
+        if pooled.regular is not None:
+            return _emit_max_pool(em, op, x, pooled.regular)
         count = math.prod(out_spatial)
         values = alloc(em, (partitions, count), result_element_type(op, 0))
         indices = alloc(em, (partitions, count), result_element_type(op, 1))
@@ -445,11 +461,9 @@ def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 def _adaptive_avg_pool(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        out_spatial = result_shape(op)[-rank:]
-        partitions = layout_of(x).shape[0]
-        g = _regular_geometry(spatial, out_spatial)
+        pooled = _adaptive_input(em, op, args, rank)
+        x, spatial, out_spatial, partitions = pooled.x, pooled.spatial, pooled.out_spatial, pooled.partitions
+        g = pooled.regular
         if g is not None:
             wins = windows(em, x, g.kernel, g.out, g.stride, g.dilation)
             out = _window_sum(em, wins, g, partitions, 1.0 / math.prod(g.kernel), result_element_type(op))
