@@ -1434,11 +1434,8 @@ def _empty(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue:
 
     result_type = op.results[index].type
     assert isinstance(result_type, TensorType)
-    if 0 in result_type.get_shape():
-        return empty_tensor(em, result_type)
-    raise ValueError(
-        f"result {index} has shape {result_type.get_shape()}, but batch norm saves no statistics here (shape (0,))"
-    )
+    assert 0 in result_type.get_shape(), "`legal` refuses a statistics result with elements here"
+    return empty_tensor(em, result_type)
 
 
 def _batch_norm_functional(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -1451,10 +1448,7 @@ def _batch_norm_no_training(em: LoopNestBuilder, op: Operation, args: dict[str, 
 
 def _batch_norm_no_stats(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Batch statistics without running ones (instance norm, batch norm with track_running_stats=False)."""
-    if not args["training"]:
-        raise ValueError(
-            "without running statistics batch norm normalizes with batch statistics: training must be true"
-        )
+    assert args["training"], "`legal` refuses batch norm without running statistics outside training"
     return _batch_norm(em, op, args, True, "mr")
 
 
