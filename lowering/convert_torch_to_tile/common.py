@@ -17,8 +17,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 
 # Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
@@ -71,6 +73,11 @@ def for_row_tiles(
         e.for_tiles(row_dims[-1], PARTITION_TILE, one_tile)
 
     em.for_each_index(row_dims[:-1], tiles)
+
+
+def element_bytes(element_type: Attribute) -> int:
+    """Bytes per element of a storage type (what SBUF budgets and DMA sizes count)."""
+    return itemsize(runtime_dtype_name(element_type))
 
 
 def memref_type_of(value: SSAValue) -> MemRefType:

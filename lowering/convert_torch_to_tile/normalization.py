@@ -79,6 +79,9 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     tensor_shape,
     view,
 )
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    element_bytes as _bytes,
+)
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     bounded_loop,
@@ -95,7 +98,6 @@ from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
     weight_gradient,
     weight_product,
 )
-from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
 
@@ -251,10 +253,6 @@ def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
         _cast(em, mean, result_element_type(op, 1), stats_shape),
         _cast(em, rstd, result_element_type(op, 2), stats_shape),
     ]
-
-
-def _bytes(element_type: Attribute) -> int:
-    return itemsize(runtime_dtype_name(element_type))
 
 
 def _single_stride(layout: Layout, first: int) -> int | None:

@@ -43,13 +43,13 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
     Lowering,
     alloc,
     body_budget_bytes,
     dims_out_of_range,
+    element_bytes,
     element_type_of,
     for_row_tiles,
     layout_of,
@@ -63,7 +63,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.loss import emit_cross_entropy_b
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import fused_nll_loss_backward
-from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -102,7 +101,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
     out_view = view(em, out, Layout((*row_dims, length), (*out_rows, out_layout.strides[dim]), out_layout.offset))
 
     in_type = element_type_of(source)
-    row_bytes = length * (_bytes(in_type) + 4 + _bytes(out_element_type))
+    row_bytes = length * (element_bytes(in_type) + 4 + element_bytes(out_element_type))
     single = length <= FREE_TILE or row_bytes <= body_budget_bytes(em)
     chunk_columns = row_chunk_columns(em, length, row_bytes // length)
 
@@ -206,10 +205,10 @@ def emit_softmax_backward(
         view(em, value, Layout((*row_dims, length), (*rows, layout.strides[dim]), layout.offset))
         for value, rows, layout in zip((grad, output, out), row_strides, layouts, strict=True)
     )
-    in_bytes = _bytes(element_type_of(grad)) + _bytes(element_type_of(output))
-    single = length <= FREE_TILE or length * (in_bytes + 8 + _bytes(out_element_type)) <= body_budget_bytes(em)
+    in_bytes = element_bytes(element_type_of(grad)) + element_bytes(element_type_of(output))
+    single = length <= FREE_TILE or length * (in_bytes + 8 + element_bytes(out_element_type)) <= body_budget_bytes(em)
     if len(row_dims) == 1:
-        row_bytes = length * (in_bytes + 8 + 2 * _bytes(out_element_type))
+        row_bytes = length * (in_bytes + 8 + 2 * element_bytes(out_element_type))
         if row_bytes <= body_budget_bytes(em):
             _softmax_backward_row_groups(em, grad_view, output_view, out_view, log, out_element_type, row_bytes)
             return out
@@ -276,7 +275,7 @@ def _softmax_backward_row_groups(
     )
 
     rows, length = layout_of(grad_view).shape
-    smallest = min(_bytes(element_type_of(grad_view)), _bytes(element_type_of(output_view)))
+    smallest = min(element_bytes(element_type_of(grad_view)), element_bytes(element_type_of(output_view)))
     full_rate = emitter_target(em).dma_full_rate_bytes_per_partition
     wanted = rows_per_partition(length * smallest, row_bytes, body_budget_bytes(em), rows, full_rate)
     per_partition = min(STRAIGHT_LINE_ROWS, wanted)
@@ -322,10 +321,6 @@ def _softmax_backward_row_groups(
         return carried
 
     for_row_groups(em, rows, per_partition, group_body)
-
-
-def _bytes(element_type: Any) -> int:
-    return itemsize(runtime_dtype_name(element_type))
 
 
 def _softmax_backward(log: bool) -> Lowering:
