@@ -128,8 +128,12 @@ class _FunctionConversion:
         buffer_type = mem.buffer_type(tile_type.get_shape(), tile_type.element_type, tile_type.memory)
         return em.insert(neuron.AllocOp(buffer_type, name_hint=hint)).buffer
 
-    def result_buffer(self, em: LoopNestBuilder, op: Operation) -> SSAValue:
+    def result_buffer(self, em: LoopNestBuilder, op: Operation, in_place: SSAValue | None = None) -> SSAValue:
+        """The buffer of `op`'s result: `in_place` (an operand's buffer the op updates) or a new one."""
         result = op.results[0]
+        if in_place is not None:
+            self.buffers[result] = in_place
+            return in_place
         assert isinstance(result.type, TileType)
         buffer = self.new_buffer(em, result.type, result.name_hint)
         self.buffers[result] = buffer
@@ -381,11 +385,8 @@ def _matmul(conv: _FunctionConversion, op: Operation) -> None:
     if op.acc is not None:
         if not op.acc.has_one_use():
             raise _diagnostic(op, "the accumulator of a matmul must have no other use (it is updated in place)")
-        buffer = conv.buffer(op.acc)
-        conv.buffers[op.result] = buffer
         props["accumulate"] = IntegerAttr(1, i1)
-    else:
-        buffer = conv.result_buffer(em, op)
+    buffer = conv.result_buffer(em, op, conv.buffer(op.acc) if op.acc is not None else None)
     accesses = {
         "dst": full_access(buffer),
         "stationary": conv.access(op.stationary),
@@ -500,11 +501,9 @@ def _insert(conv: _FunctionConversion, op: Operation) -> None:
         conv.buffers[op.result] = conv.buffer(op.dest)
         return
     em = conv.emitter(op)
-    if op.dest.has_one_use():
-        buffer = conv.buffer(op.dest)
-        conv.buffers[op.result] = buffer
-    else:
-        buffer = conv.result_buffer(em, op)
+    in_place = op.dest.has_one_use()
+    buffer = conv.result_buffer(em, op, conv.buffer(op.dest) if in_place else None)
+    if not in_place:  # others still read the destination: insert into a copy
         conv.emit(em, neuron.TensorCopyOp, Engine.VECTOR, {"dst": full_access(buffer), "src": conv.access(op.dest)})
     value = op.value.type
     assert isinstance(value, TileType)
@@ -555,12 +554,7 @@ def _arithmetic_engine(op: Operation) -> Engine:
 def _binary(conv: _FunctionConversion, op: Operation) -> None:
     assert isinstance(op, tile.BinaryOp)
     em = conv.emitter(op)
-    in_place = _in_place_target(conv, op, [op.lhs, op.rhs])
-    if in_place is not None:
-        conv.buffers[op.result] = in_place
-        buffer = in_place
-    else:
-        buffer = conv.result_buffer(em, op)
+    buffer = conv.result_buffer(em, op, _in_place_target(conv, op, [op.lhs, op.rhs]))
     accesses = {
         "dst": full_access(buffer),
         "in0": conv.access(op.lhs),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
@@ -82,6 +82,12 @@ def index_interval(value: SSAValue, known: dict[SSAValue, tuple[int, int]]) -> t
 def tile_type_of(value: SSAValue) -> TileType:
     assert isinstance(value.type, TileType)
     return value.type
+
+
+def tensor_shape_of(value: SSAValue) -> tuple[int, ...]:
+    """The shape of a torch-level tensor value."""
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
 
 
 def storage_root(value: SSAValue) -> SSAValue:

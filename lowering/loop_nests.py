@@ -8,7 +8,7 @@ number of tiles. Every op created gets the location of the op being lowered.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from xdsl.dialects import arith, scf
@@ -126,6 +126,18 @@ class LoopNestBuilder:
         inner = self.nested(block)
         body(inner, block.args[0])
         inner.insert(scf.YieldOp())
+
+    def for_each_index(self, extents: Sequence[int], body: Callable[[LoopNestBuilder, list[Index]], None]) -> None:
+        """Run `body(emitter, [i0, i1, ...])` for every index tuple of `extents`: one `for_each` per extent,
+        outermost first (none for no extents; no call when an extent is 0)."""
+
+        def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
+            if not left:
+                body(e, done)
+                return
+            e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
+
+        level(self, [], extents)
 
     def for_tiles(self, extent: int, tile: int, body: Callable[[LoopNestBuilder, Index, int], None]) -> None:
         """Cover [0, extent) with tiles: `body(emitter, offset, size)` for the full tiles and the remainder."""

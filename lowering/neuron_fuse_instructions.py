@@ -86,6 +86,31 @@ def _replace(old: InstructionOp, new: InstructionOp) -> None:
     old.erase()
 
 
+def _merge(replaced: InstructionOp, fused: InstructionOp, absorbed: Operation, scratch: SSAValue | None) -> None:
+    """`fused` takes `replaced`'s place, `absorbed` (whose work it now does) goes, and so does the `scratch`
+    buffer that passed a value between the two when nothing else uses it."""
+    _replace(replaced, fused)
+    absorbed.detach()
+    absorbed.erase()
+    if scratch is not None:
+        _erase_if_unused(scratch)
+
+
+def _untouched_between(first: Operation, last: Operation, buffer: SSAValue) -> bool:
+    """Whether no op between `first` and `last` (one block) reads or writes `buffer`."""
+    block = last.parent_block()
+    assert block is not None
+    return not any(_touches(op, {buffer}) for op in _between(block, first, last))
+
+
+def _scalar_reads_stable(first: InstructionOp, second: InstructionOp) -> bool:
+    """Whether the reads of a tensor_scalar `first` may move down to `second`: nothing in between writes them."""
+    block = second.parent_block()
+    assert block is not None
+    read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
+    return not any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second))
+
+
 def _between(block: Block, first: Operation, last: Operation) -> Iterator[Operation]:
     """The ops strictly between `first` and `last` in `block` (first precedes last), nested ones included."""
     current = first.next_op
@@ -169,18 +194,12 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
         return False
     if not _same(activation.access("dst"), source):
         return False
-    block = reduce.parent_block()
-    assert block is not None
-    if any(_touches(op, {target[0]}) for op in _between(block, activation, reduce)):
-        return False
-    if not _hoist_alloc(target[0], activation):
+    if not _untouched_between(activation, reduce, target[0]) or not _hoist_alloc(target[0], activation):
         return False
     accesses = _accesses(activation)
     accesses["accumulate_dst"] = target
     fused = neuron.ActivationOp.build_instruction(activation.engine_kind, accesses, _properties(activation))
-    _replace(activation, fused)
-    reduce.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-    reduce.erase()
+    _merge(activation, fused, reduce, None)
     # A copy of the fp32 output (a 16-bit matmul operand) that the walk met before the reduce may now forward.
     forward_into_copy_reader(fused)
     return True
@@ -206,21 +225,14 @@ def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
         return False
     if source[0].type != target[0].type or source[1] != target[1]:
         return False
-    block = scale.parent_block()
-    assert block is not None
-    if any(_touches(op, {target[0]}) for op in _between(block, reduce, scale)):
-        return False
-    if not _hoist_alloc(target[0], reduce):
+    if not _untouched_between(reduce, scale, target[0]) or not _hoist_alloc(target[0], reduce):
         return False
     accesses = _accesses(reduce)
     accesses["dst"] = target
     properties = _properties(reduce)
     properties["negate"] = IntegerAttr(1, i1)
     fused = neuron.TensorReduceOp.build_instruction(reduce.engine_kind, accesses, properties)
-    _replace(reduce, fused)
-    scale.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-    scale.erase()
-    _erase_if_unused(source[0])
+    _merge(reduce, fused, scale, source[0])
     return True
 
 
@@ -251,11 +263,7 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
         return False
     if not _same(first.access("dst"), source) or _instruction_users(source[0]) != {first, second}:
         return False
-    # the first step's reads move down to the second instruction: nothing in between may write them
-    block = second.parent_block()
-    assert block is not None
-    read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
-    if any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second)):
+    if not _scalar_reads_stable(first, second):
         return False
     accesses = _accesses(first)
     accesses["dst"] = second.access("dst")  # type: ignore[assignment]
@@ -268,10 +276,7 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     if second.reverse0 is not None:
         properties["reverse1"] = second.reverse0
     fused = neuron.TensorScalarOp.build_instruction(second.engine_kind, accesses, properties)
-    _replace(second, fused)
-    first.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-    first.erase()
-    _erase_if_unused(source[0])
+    _merge(second, fused, first, source[0])
     return True
 
 
@@ -300,11 +305,7 @@ def fuse_scalar_tensor_tensor(
     assert src is not None
     if memory_of(src[0].type) is Memory.PSUM and memory_of(other[0].type) is Memory.PSUM:
         return None
-    # the scalar step's reads move down to the second instruction: nothing in between may write them
-    block = second.parent_block()
-    assert block is not None
-    read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
-    if any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second)):
+    if not _scalar_reads_stable(first, second):
         return None
     accesses = {role: access for role, access in _accesses(first).items() if role in ("src", "operand0")}
     accesses["in1"] = other
@@ -320,10 +321,7 @@ def fuse_scalar_tensor_tensor(
     if accept is not None and not accept(first, second, fused):
         fused.erase()
         return None
-    _replace(second, fused)
-    first.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-    first.erase()
-    _erase_if_unused(source[0])
+    _merge(second, fused, first, source[0])
     return fused
 
 
@@ -398,19 +396,14 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
         return False
     if source[1] != full_access(source[0])[1]:
         return False
-    block = copy.parent_block()
-    assert block is not None
-    if any(_touches(op, {target[0]}) for op in _between(block, writer, copy)):
+    if not _untouched_between(writer, copy, target[0]):
         return False
     if not _available_at(target[2], writer) or not _hoist_alloc(target[0], writer):
         return False
     accesses = _accesses(writer)
     accesses["dst"] = target
     fused = type(writer).build_instruction(writer.engine_kind, accesses, _properties(writer))
-    _replace(writer, fused)
-    copy.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
-    copy.erase()
-    _erase_if_unused(source[0])
+    _merge(writer, fused, copy, source[0])
     return True
 
 

@@ -34,18 +34,13 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.fusion_walks import FUSE, mark_fusions
-from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.ir_queries import defined_functions, tensor_shape_of
 from neuron_mlir.runtime.dtypes import itemsize
 
 INTO_RMS_NORM_ROWS = "rms_norm_rows"
 RMS_NORM = "torch.aten._fused_rms_norm"
 RMS_NORM_BACKWARD = "torch.aten._fused_rms_norm_backward"
 _PRESERVED_FORMATS = (None, "preserve_format")
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
 
 
 def _later_in_block(op: Operation, candidate: Operation) -> bool:
@@ -79,7 +74,7 @@ def upcast_of_input(norm: Operation) -> Operation | None:
     source = norm.operands[0]
     for use in source.uses:
         result = _plain_cast(use.operation)
-        if result is None or result.element_type != f32 or tuple(result.get_shape()) != _shape(source):
+        if result is None or result.element_type != f32 or tuple(result.get_shape()) != tensor_shape_of(source):
             continue
         if _later_in_block(norm, use.operation):
             return use.operation
@@ -95,7 +90,7 @@ def weight_product(norm: Operation) -> tuple[Operation, SSAValue] | None:
         if product.name != "torch.aten.mul.Tensor" or product.results[0].type != result.type:
             continue
         weight = product.operands[1 - use.index]
-        shape = _shape(weight)
+        shape = tensor_shape_of(weight)
         if weight is result or math.prod(shape) != length or not shape or shape[-1] != length:
             continue
         if _later_in_block(norm, product):
@@ -118,14 +113,14 @@ def weight_gradient(norm: Operation) -> tuple[Operation, Operation, SSAValue] | 
     """(product, sum, saved) when `sum(grad_out * saved, dims before the row)` of `_fused_rms_norm_backward`'s
     grad_out is the weight gradient its row pass can accumulate, or None."""
     grad_out, x = norm.operands[0], norm.operands[1]
-    rank = len(_shape(x))
+    rank = len(tensor_shape_of(x))
     axis = rank - len(norm.arguments()["normalized_shape"])  # type: ignore[attr-defined]
     for use in grad_out.uses:
         product = use.operation
         if product.name != "torch.aten.mul.Tensor" or not _later_in_block(norm, product):
             continue
         saved = product.operands[1 - use.index]
-        if saved is grad_out or _shape(saved) != _shape(x) or not product.results[0].has_one_use():
+        if saved is grad_out or tensor_shape_of(saved) != tensor_shape_of(x) or not product.results[0].has_one_use():
             continue
         total = next(iter(product.results[0].uses)).operation
         if total.name != "torch.aten.sum.dim_IntList":

@@ -48,6 +48,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from xdsl.rewriter import InsertPoint
 
 from neuron_mlir.ir.dialects.torch import TorchOp, op_class_for
+from neuron_mlir.lowering.ir_queries import tensor_shape_of
 
 _NARROW_FLOATS = ("bf16", "f16")
 
@@ -59,11 +60,6 @@ def _torch_op(value: SSAValue, name: str) -> TorchOp | None:
 
 def _close(value: object, expected: float) -> bool:
     return isinstance(value, int | float) and math.isclose(float(value), expected, rel_tol=1e-9)
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
 
 
 def _is_square_of(value: SSAValue, x: SSAValue) -> bool:
@@ -92,7 +88,7 @@ def _rms_epsilon(rstd: SSAValue, x: SSAValue) -> float | None:
     if mean is None or not isinstance(eps, int | float) or not _is_square_of(mean.operands[0], x):
         return None
     args = mean.arguments()
-    rank = len(_shape(x))
+    rank = len(tensor_shape_of(x))
     if _reduced_dims(args.get("dim"), rank) != [rank - 1] or not args.get("keepdim") or args.get("dtype") is not None:
         return None
     return float(eps)
@@ -140,7 +136,7 @@ class RecognizeRmsNorm(RewritePattern):
             return
         for x, rstd in (op.operands, op.operands[::-1]):
             eps = _rms_epsilon(rstd, x)
-            if eps is not None and op.results[0].type == x.type and _shape(x):
+            if eps is not None and op.results[0].type == x.type and tensor_shape_of(x):
                 self._rewrite(op, x, rstd, eps, rewriter)
                 return
 
@@ -149,7 +145,7 @@ class RecognizeRmsNorm(RewritePattern):
         source, normalized = (narrowed[0], narrowed[2]) if narrowed is not None else (x, op)
         fused_class = op_class_for("aten::_fused_rms_norm")
         assert fused_class is not None
-        args = {"input": source, "normalized_shape": [_shape(x)[-1]], "weight": None, "eps": eps}
+        args = {"input": source, "normalized_shape": [tensor_shape_of(x)[-1]], "weight": None, "eps": eps}
         fused = fused_class.from_args(args, [normalized.results[0].type, rstd.type])
         fused.location = op.location
         # before the chain's first op (the upcast when there is one), so that every reader of a result follows it
@@ -200,7 +196,7 @@ def _row_sum_of_product(value: SSAValue, g: SSAValue, x: SSAValue) -> bool:
     total = _torch_op(value, "torch.aten.sum.dim_IntList")
     if total is None or not total.arguments().get("keepdim") or total.arguments().get("dtype") is not None:
         return False
-    rank = len(_shape(x))
+    rank = len(tensor_shape_of(x))
     if _reduced_dims(total.arguments().get("dim"), rank) != [rank - 1]:
         return False
     product = _torch_op(total.operands[0], "torch.aten.mul.Tensor")
@@ -210,7 +206,7 @@ def _row_sum_of_product(value: SSAValue, g: SSAValue, x: SSAValue) -> bool:
 def _correction_matches(value: SSAValue, g: SSAValue, x: SSAValue, rstd: SSAValue) -> bool:
     """Whether `value` is (-0.5 * sum(g x) * rstd^3 / N) * (2 x), as autograd differentiates
     x * rsqrt(mean(x^2) + eps) through the mean (N the last dim; the broadcast spelled as expand or not)."""
-    length = _shape(x)[-1]
+    length = tensor_shape_of(x)[-1]
     for left, right in _operand_pairs(_torch_op(value, "torch.aten.mul.Tensor")):
         if _scaled(right, 2.0) is not x:
             continue
@@ -238,16 +234,20 @@ def _backward_operands(g: SSAValue) -> tuple[SSAValue, SSAValue | None]:
     narrow = upcast.operands[0]
     if _element_name(narrow) not in _NARROW_FLOATS:
         return g, None
-    length = _shape(g)[-1]
+    length = tensor_shape_of(g)[-1]
     for grad, weight in _operand_pairs(_torch_op(narrow, "torch.aten.mul.Tensor")):
-        if _shape(grad) == _shape(g) and _shape(weight) == (length,) and weight.type == _vector_type(narrow):
+        if (
+            tensor_shape_of(grad) == tensor_shape_of(g)
+            and tensor_shape_of(weight) == (length,)
+            and weight.type == _vector_type(narrow)
+        ):
             return grad, weight
     return narrow, None
 
 
 def _vector_type(value: SSAValue) -> TensorType:
     assert isinstance(value.type, TensorType)
-    return TensorType(value.type.element_type, [_shape(value)[-1]])
+    return TensorType(value.type.element_type, [tensor_shape_of(value)[-1]])
 
 
 class RecognizeRmsNormBackward(RewritePattern):
@@ -261,7 +261,8 @@ class RecognizeRmsNormBackward(RewritePattern):
             return
         for direct, correction in _operand_pairs(op):
             for g, rstd in _operand_pairs(_torch_op(direct, "torch.aten.mul.Tensor")):
-                if _shape(g) != _shape(op.results[0]) or _shape(rstd) != (*_shape(g)[:-1], 1):
+                shape = tensor_shape_of(g)
+                if shape != tensor_shape_of(op.results[0]) or tensor_shape_of(rstd) != (*shape[:-1], 1):
                     continue
                 x = _correction_input(correction, g)
                 if x is None or x.type != op.results[0].type or not _correction_matches(correction, g, x, rstd):
@@ -276,7 +277,7 @@ class RecognizeRmsNormBackward(RewritePattern):
         args = {
             "grad_out": grad_out,
             "input": x,
-            "normalized_shape": [_shape(x)[-1]],
+            "normalized_shape": [tensor_shape_of(x)[-1]],
             "rstd": rstd,
             "weight": weight,
             "output_mask": [True, False],

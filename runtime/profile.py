@@ -27,7 +27,7 @@ import json
 import os
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from neuron_mlir.runtime.hardware import TARGETS
 
@@ -87,6 +87,20 @@ def kernel_of_location(location: str) -> str | None:
     if start < 0 or not location.endswith(")"):
         return None
     return location[start + 1 + len(KERNEL_LOCATION_PREFIX) : -1]
+
+
+_Number = TypeVar("_Number", int, float)
+
+
+def _by_kernel(by_location: dict[str, _Number]) -> dict[str, _Number]:
+    """A per-location table summed per NKI kernel (locations outside kernels are left out)."""
+    totals: dict[str, _Number] = {}
+    for location, amount in by_location.items():
+        kernel = kernel_of_location(location)
+        if kernel is not None:
+            totals[kernel] = totals[kernel] + amount if kernel in totals else amount
+    return totals
+
 
 @dataclass
 class Profile:
@@ -157,20 +171,10 @@ class Profile:
     def kernel_ns(self) -> dict[str, float]:
         """Busy time (summed over the engines and queues) of each NKI kernel inlined into the program, by its
         torch op's name, and the same for the instructions each ran (`kernel_counts`)."""
-        busy: dict[str, float] = {}
-        for location, ns in self.location_ns.items():
-            kernel = kernel_of_location(location)
-            if kernel is not None:
-                busy[kernel] = busy.get(kernel, 0.0) + ns
-        return busy
+        return _by_kernel(self.location_ns)
 
     def kernel_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for location, count in self.location_counts.items():
-            kernel = kernel_of_location(location)
-            if kernel is not None:
-                counts[kernel] = counts.get(kernel, 0) + count
-        return counts
+        return _by_kernel(self.location_counts)
 
     @property
     def instruction_count(self) -> int:

@@ -17,8 +17,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
+from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory, Target
 
 # Partition tiles use every lane; free-axis tiles of 2048 elements keep several operands of one loop body
@@ -54,6 +56,28 @@ def row_chunk_columns(em: LoopNestBuilder, length: int, column_bytes: int) -> in
     widest = max(FREE_TILE, body_budget_bytes(em) // max(column_bytes, 1))
     count = -(-length // widest)
     return -(-length // count)
+
+
+def for_row_tiles(
+    em: LoopNestBuilder,
+    row_dims: Sequence[int],
+    row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], object],
+) -> None:
+    """`row_tile(e, prefix, p0, p)` for every tile of up to 128 rows of the last of `row_dims` (at least one),
+    under a loop per leading row dim (`prefix` their indices)."""
+
+    def tiles(e: LoopNestBuilder, prefix: list[Index]) -> None:
+        def one_tile(e2: LoopNestBuilder, p0: Index, p: int) -> None:
+            row_tile(e2, prefix, p0, p)
+
+        e.for_tiles(row_dims[-1], PARTITION_TILE, one_tile)
+
+    em.for_each_index(row_dims[:-1], tiles)
+
+
+def element_bytes(element_type: Attribute) -> int:
+    """Bytes per element of a storage type (what SBUF budgets and DMA sizes count)."""
+    return itemsize(runtime_dtype_name(element_type))
 
 
 def memref_type_of(value: SSAValue) -> MemRefType:

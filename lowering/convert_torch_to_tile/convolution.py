@@ -90,16 +90,6 @@ from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
 
 
-def _nest(em: LoopNestBuilder, extents: Sequence[int], body: Callable[[LoopNestBuilder, list[Index]], None]) -> None:
-    def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-        if not left:
-            body(e, done)
-            return
-        e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
-
-    level(em, [], extents)
-
-
 def _store(
     em: LoopNestBuilder, value: SSAValue, tensor: SSAValue, indices: Sequence[Index], dims: Sequence[int]
 ) -> None:
@@ -127,8 +117,7 @@ def _for_channel_tiles(
         extent, size = tiles[depth]
         e.for_tiles(extent, size, lambda e2, o, n: trailing(e2, lead, c0, cs, [*offsets, o], [*sizes, n], depth + 1))
 
-    _nest(
-        em,
+    em.for_each_index(
         planes,
         lambda e, lead: e.for_tiles(channels, PARTITION_TILE, lambda e2, c0, cs: trailing(e2, lead, c0, cs, [], [], 0)),
     )
@@ -310,8 +299,7 @@ def pad_rows(em: LoopNestBuilder, source: SSAValue, out: SSAValue, left: int) ->
             whole = e.insert(tile.InsertOp(value, zeros, [e.index(left)])).result
             _store(e, whole, out, [*lead, r0, 0], dims)
 
-        _nest(
-            em,
+        em.for_each_index(
             [batch, channels, *spatial[:-2]],
             lambda e, lead: e.for_tiles(rows_extent, PARTITION_TILE, lambda e2, r0, rs: row_tile(e2, lead, r0, rs)),
         )
@@ -942,8 +930,7 @@ def emit_banded_convolution(
             )
 
         extents = [batch, *lead]
-        _nest(
-            e,
+        e.for_each_index(
             extents[:-1],
             lambda e2, outer: _for_tiles_unrolled(
                 e2, extents[-1], 1, unroll_images, lambda e3, i, _: per_image(e3, [*outer, i])
@@ -1458,7 +1445,7 @@ def emit_weight_gradient(
             lambda e2, co0, cs: e2.for_tiles(cin_g, n_tile, lambda e3, ci0, ci: output_tile(e3, idx, co0, cs, ci0, ci)),
         )
 
-    _nest(em, [groups, *kernel], per_offset)
+    em.for_each_index([groups, *kernel], per_offset)
     return gw
 
 

@@ -179,11 +179,7 @@ def _cdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSA
     out = alloc(em, result_shape(op), element_type)
     spread = _broadcast_rows(em, x2, PARTITION_TILE)
 
-    def per_batch(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-        if left:
-            e.for_each(left[0], lambda inner, i: per_batch(inner, [*done, i], left[1:]))
-            return
-
+    def per_batch(e: LoopNestBuilder, done: list[Index]) -> None:
         def rows_tile(e2: LoopNestBuilder, p0: Index, ps: int) -> None:
             def per_row(e3: LoopNestBuilder, r: Index) -> None:
                 column = _direct_rows(e3, p, x1, spread, [*done, p0, 0], [*done, r, 0, 0], ps, width, element_type)
@@ -193,7 +189,7 @@ def _cdist(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSA
 
         e.for_tiles(rows1, PARTITION_TILE, rows_tile)
 
-    per_batch(em, [], batch)
+    em.for_each_index(batch, per_batch)
     return [out]
 
 

@@ -431,7 +431,7 @@ def emit_elementwise(
         loop_bounds = [dynamic.get(d, space[d]) for d in tiling.loops]
         bounded_nest(em, loop_bounds, [], tile_body)
     else:
-        nest(em, [space[d] for d in tiling.loops], [], tile_body)
+        em.for_each_index([space[d] for d in tiling.loops], tile_body)
     return out
 
 
@@ -470,16 +470,6 @@ def _spread(em: LoopNestBuilder, column: SSAValue, width: int) -> SSAValue:
     wide = TileType((source.partitions, width), source.element_type, Memory.SBUF)
     zeros = em.insert(tile.FillOp(-0.0, wide)).result
     return em.insert(tile.BinaryScalarOp(zeros, "add", wide, column=column)).result
-
-
-def nest(
-    em: LoopNestBuilder, extents: list[int], indices: list[Index], body: Callable[[LoopNestBuilder, list[Index]], None]
-) -> None:
-    """`body(emitter, indices)` inside one `scf.for` per extent (straight-line code for extents of 1)."""
-    if not extents:
-        body(em, indices)
-        return
-    em.for_each(extents[0], lambda inner, i: nest(inner, extents[1:], [*indices, i], body))
 
 
 def copy_to(em: LoopNestBuilder, source: SSAValue, out: SSAValue | None = None) -> SSAValue:

@@ -620,14 +620,11 @@ def emit_dense_scatter_reduce(
             stored = e.insert(tile.CopyOp(result, TileType((ps, ts), element_type))).result
             e.insert(tile.StoreOp(stored, out_view, [e.index(i) for i in [*done, p0, t0]]))
 
-    def level(e: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-        if left:
-            e.for_each(left[0], lambda inner, i: level(inner, [*done, i], left[1:]))
-            return
+    def level(e: LoopNestBuilder, done: list[Index]) -> None:
         e.for_tiles(partitions, PARTITION_TILE, lambda e2, p0, ps: body(e2, done, p0, ps))
 
     if width > 0 and math.prod(rest) > 0:
-        level(em, [], lead)
+        em.for_each_index(lead, level)
     return out
 
 

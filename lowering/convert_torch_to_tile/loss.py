@@ -40,11 +40,11 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    element_bytes,
     element_type_of,
     layout_of,
     load,
@@ -66,7 +66,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.movement import fill_into
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import LOG_SOFTMAX_BACKWARD, NLL_LOSS_BACKWARD, fused_reader
-from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 _MEAN = 1
@@ -135,10 +134,6 @@ class _Rows:
 
         em.for_tiles(self.rows, PARTITION_TILE, scale)
         return coefficient, clamped
-
-
-def _bytes(element_type: Attribute) -> int:
-    return itemsize(runtime_dtype_name(element_type))
 
 
 def _weight_column(layout: Layout) -> Layout:
@@ -210,7 +205,8 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
     source, matrix = rows.matrix(em, rows.log_probabilities), rows.matrix(em, out)
     classes = rows.classes
     # the row chunk, the fp32 exponentials and the result
-    chunk_columns = row_chunk_columns(em, classes, _bytes(element_type_of(source)) + 4 + _bytes(out_element_type))
+    column_bytes = element_bytes(element_type_of(source)) + 4 + element_bytes(out_element_type)
+    chunk_columns = row_chunk_columns(em, classes, column_bytes)
 
     def row_tile(e: LoopNestBuilder, p0: Index, p: int) -> None:
         negative = load(e, coefficient, [p0, 0], (p, 1), f32)

@@ -63,6 +63,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
+    element_bytes,
     element_type_of,
     emitter_target,
     layout_of,
@@ -385,7 +386,7 @@ def emit_matmul(
     lhs_transposed = _k_contiguous(lhs_layout.strides, lhs_layout.shape, rank - 1, rank - 2)
     rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, rank - 2, rank - 1)
     lhs_type, rhs_type = operand_load_type(em, lhs), operand_load_type(em, rhs)
-    itemsize = max(_itemsize(lhs_type), _itemsize(rhs_type))
+    itemsize = max(element_bytes(lhs_type), element_bytes(rhs_type))
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em), _argument(lhs))
     kernel = _Kernel(
         lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k, lhs_type, rhs_type
@@ -444,7 +445,7 @@ def emit_bounded_matmul(
     lhs_transposed = _k_contiguous(lhs_layout.strides, lhs_layout.shape, 1, 0)
     rhs_transposed = _k_contiguous(rhs_layout.strides, rhs_layout.shape, 0, 1)
     lhs_type, rhs_type = operand_load_type(em, lhs), operand_load_type(em, rhs)
-    itemsize = max(_itemsize(lhs_type), _itemsize(rhs_type))
+    itemsize = max(element_bytes(lhs_type), element_bytes(rhs_type))
     # blocked as the whole product, but one m tile per block row: the call's rows end within a tile, not within
     # a block of several
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em), _argument(lhs))
@@ -533,11 +534,6 @@ def operand_load_type(em: LoopNestBuilder, operand: SSAValue) -> Attribute:
     context = em.context
     narrow = context.narrow_loads.get(operand) if context is not None else None
     return narrow if narrow is not None else element_type_of(operand)
-
-
-def _itemsize(element_type: Attribute) -> int:
-    width = getattr(element_type, "bitwidth", 32)
-    return max(1, int(width) // 8)
 
 
 def _split(size: int, piece: int) -> list[tuple[int, int]]:
@@ -909,7 +905,7 @@ class _Kernel:
         rank = len(batch) + 2
         split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
         whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), self.rhs_type))).result
-        piece = max(1, MOVING_CHUNK_BYTES // (n * _itemsize(self.rhs_type)))
+        piece = max(1, MOVING_CHUNK_BYTES // (n * element_bytes(self.rhs_type)))
         if k_tiles <= piece:  # one piece: the load is the whole
             return load(
                 em, split, [*batch, 0, 0, 0], (b.k_tile, k_tiles, n), self.rhs_type, dims=(rank - 1, rank - 2, rank)
@@ -1181,7 +1177,7 @@ def _scaled_product_plus(
     out_shape = out_shape or result_shape(op)
     bias = broadcast_view(em, bias_value, out_shape)
     bias_layout = layout_of(bias)
-    sixteen_bit = all(_itemsize(element_type_of(value)) == 2 for value in (bias, lhs, rhs))
+    sixteen_bit = all(element_bytes(element_type_of(value)) == 2 for value in (bias, lhs, rhs))
     if beta == 1.0 and alpha == 1.0 and len(out_shape) == 2 and bias_layout.strides[0] == 0 and sixteen_bit:
         # The same bias for every row (a Linear layer's): TensorE adds it into PSUM, and the evacuation is a
         # plain copy, which VectorE or ScalarE may run. In 16-bit types the bias matmul costs a fifth of

@@ -70,6 +70,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     body_budget_bytes,
     element_type_of,
     emitter_target,
+    for_row_tiles,
     layout_of,
     load,
     result_element_type,
@@ -77,6 +78,9 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     store,
     tensor_shape,
     view,
+)
+from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    element_bytes as _bytes,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
@@ -94,24 +98,8 @@ from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
     weight_gradient,
     weight_product,
 )
-from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
-
-
-def _for_row_tiles(
-    em: LoopNestBuilder, row_dims: tuple[int, ...], row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None]
-) -> None:
-    """`row_tile(e, prefix, p0, p)` for every tile of up to 128 rows of the last row dim, under a loop per leading
-    row dim (`prefix` their indices)."""
-
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-            e.for_tiles(extents[0], PARTITION_TILE, lambda e2, p0, p: row_tile(e2, prefix, p0, p))
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
-    rows(em, row_dims, [])
 
 
 def _reshaped(em: LoopNestBuilder, tensor: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -267,10 +255,6 @@ def _layer_norm(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> lis
     ]
 
 
-def _bytes(element_type: Attribute) -> int:
-    return itemsize(runtime_dtype_name(element_type))
-
-
 def _single_stride(layout: Layout, first: int) -> int | None:
     """The one stride of dims `first`.. of `layout` merged into one (None when they are not one run)."""
     shape = layout.shape[first:]
@@ -420,7 +404,7 @@ def _layer_norm_on_chip(
     if bounded is not None:
         _for_bounded_row_tiles(em, row_dims, row_bounds, row_tile)
     else:
-        _for_row_tiles(em, row_dims, row_tile)
+        for_row_tiles(em, row_dims, row_tile)
 
 
 def _bounded_rows(
@@ -459,7 +443,7 @@ def _for_bounded_row_tiles(
     bounds: tuple[SSAValue | None, ...],
     row_tile: Callable[[LoopNestBuilder, list[Index], Index, int], None],
 ) -> None:
-    """`_for_row_tiles` whose loops run the call's trips where a size argument bounds their dimension: the
+    """`for_row_tiles` whose loops run the call's trips where a size argument bounds their dimension: the
     leading ones its value, the last `ceil(bound / 128)` row tiles when its extent is a multiple of 128 (every
     row tile inside the bucket)."""
 
@@ -1047,7 +1031,7 @@ def _rms_norm_on_chip(
         if store_rstd:
             store(e, rstd, rstd_view, [*prefix, p0, 0])
 
-    _for_row_tiles(em, row_dims, row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     for absorbed_op, written in ((neighbours.upcast, upcast), (neighbours.scale, scaled)):
         if absorbed_op is not None and written is not None:
             absorb(em, absorbed_op, _written_by_row_pass(written))
@@ -1246,18 +1230,8 @@ def _rms_norm_backward_on_chip(
             store(e, e.insert(tile.BinaryOp(correction, direct, "add", rounded)).result, narrow_view, indices)
         return updated
 
-    def rows(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if len(extents) == 1:
-
-            def one_tile(e2: LoopNestBuilder, p0: Index, p: int) -> None:
-                row_tile(e2, prefix, p0, p)
-
-            e.for_tiles(extents[0], PARTITION_TILE, one_tile)
-            return
-        e.for_each(extents[0], lambda e2, i: rows(e2, extents[1:], [*prefix, i]))
-
     if column_sum is None:
-        rows(em, tuple(row_dims), [])
+        for_row_tiles(em, row_dims, row_tile)
     else:
         from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry
 
@@ -1458,11 +1432,8 @@ def _empty(em: LoopNestBuilder, op: Operation, index: int) -> SSAValue:
 
     result_type = op.results[index].type
     assert isinstance(result_type, TensorType)
-    if 0 in result_type.get_shape():
-        return empty_tensor(em, result_type)
-    raise ValueError(
-        f"result {index} has shape {result_type.get_shape()}, but batch norm saves no statistics here (shape (0,))"
-    )
+    assert 0 in result_type.get_shape(), "`legal` refuses a statistics result with elements here"
+    return empty_tensor(em, result_type)
 
 
 def _batch_norm_functional(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
@@ -1475,10 +1446,7 @@ def _batch_norm_no_training(em: LoopNestBuilder, op: Operation, args: dict[str, 
 
 def _batch_norm_no_stats(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
     """Batch statistics without running ones (instance norm, batch norm with track_running_stats=False)."""
-    if not args["training"]:
-        raise ValueError(
-            "without running statistics batch norm normalizes with batch statistics: training must be true"
-        )
+    assert args["training"], "`legal` refuses batch norm without running statistics outside training"
     return _batch_norm(em, op, args, True, "mr")
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import f32
@@ -137,10 +138,7 @@ class PositionTiles:
         """body(emitter, p0, partitions, position indices (lead..., r0, c0 or c0), rows, columns)."""
 
         def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-            def lead(e2: LoopNestBuilder, done: list[Index], left: Sequence[int]) -> None:
-                if left:
-                    e2.for_each(left[0], lambda e3, i: lead(e3, [*done, i], left[1:]))
-                    return
+            def lead(e2: LoopNestBuilder, done: list[Index]) -> None:
                 if self.rank >= 2:
                     e2.for_tiles(
                         self.out[-2],
@@ -152,7 +150,7 @@ class PositionTiles:
                 else:
                     e2.for_tiles(self.out[-1], self.columns, lambda e3, c0, cs: body(e3, p0, ps, [c0], 1, cs))
 
-            lead(e, [], self.out[:-2] if self.rank >= 2 else ())
+            e.for_each_index(self.out[:-2] if self.rank >= 2 else (), lead)
 
         em.for_tiles(self.partitions, PARTITION_TILE, per_partition)
 
@@ -243,6 +241,24 @@ def _regular_geometry(spatial: Sequence[int], out: Sequence[int]) -> Geometry | 
         return None
     kernel = [n // o for n, o in zip(spatial, out, strict=True)]
     return Geometry(spatial, out, kernel, kernel, [0] * len(kernel), [1] * len(kernel))
+
+
+@dataclass(frozen=True)
+class _AdaptiveInput:
+    """An adaptive pooling's input as [P, S...] planes, its spatial sizes in and out, and its windows when they
+    are regular (every size divides)."""
+
+    x: SSAValue
+    spatial: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    partitions: int
+    regular: Geometry | None
+
+
+def _adaptive_input(em: LoopNestBuilder, op: Operation, args: dict[str, Any], rank: int) -> _AdaptiveInput:
+    x = planes(em, args["self"], rank)
+    spatial, out_spatial = layout_of(x).shape[1:], result_shape(op)[-rank:]
+    return _AdaptiveInput(x, spatial, out_spatial, layout_of(x).shape[0], _regular_geometry(spatial, out_spatial))
 
 
 def _each_adaptive_window(
@@ -424,11 +440,9 @@ def _adaptive_max_pool(rank: int) -> Lowering:
     window (max, then the first position holding it: the smallest flat index among the equal ones)."""
 
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        out_spatial = result_shape(op)[-rank:]
-        partitions = layout_of(x).shape[0]
-        regular = _regular_geometry(spatial, out_spatial)
+        pooled = _adaptive_input(em, op, args, rank)
+        x, spatial, out_spatial, partitions = pooled.x, pooled.spatial, pooled.out_spatial, pooled.partitions
+        regular = pooled.regular
         if regular is not None and _in_bands(regular):
             return pooling_bands.emit_max_pool(em, op, x, _band_geometry(regular))
         if regular is not None:
@@ -469,11 +483,9 @@ def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 def _adaptive_avg_pool(rank: int) -> Lowering:
     def lower(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:
-        x = planes(em, args["self"], rank)
-        spatial = layout_of(x).shape[1:]
-        out_spatial = result_shape(op)[-rank:]
-        partitions = layout_of(x).shape[0]
-        g = _regular_geometry(spatial, out_spatial)
+        pooled = _adaptive_input(em, op, args, rank)
+        x, spatial, out_spatial, partitions = pooled.x, pooled.spatial, pooled.out_spatial, pooled.partitions
+        g = pooled.regular
         if g is not None:
             wins = windows(em, x, g.kernel, g.out, g.stride, g.dilation)
             out = _window_sum(em, wins, g, partitions, 1.0 / math.prod(g.kernel), result_element_type(op))

@@ -56,6 +56,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     dims_out_of_range,
+    element_bytes,
     element_type_of,
     fold_nest,
     layout_of,
@@ -201,13 +202,12 @@ class ReductionSpace:
         return load(e, self.source_view, indices, shape, F32, dims)
 
     def for_rows(self, em: LoopNestBuilder, body: Callable[[LoopNestBuilder, RowTile], None]) -> None:
-        def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-            if not extents:
-                e.for_tiles(self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p)))
-                return
-            e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
-
-        loops(em, self.leading, [])
+        em.for_each_index(
+            self.leading,
+            lambda e, prefix: e.for_tiles(
+                self.partitions, PARTITION_TILE, lambda e2, p0, p: body(e2, RowTile([*prefix, p0], p))
+            ),
+        )
 
 
 def emit_reduce(
@@ -297,10 +297,6 @@ def _sums_rows(space: ReductionSpace) -> bool:
 ROW_GROUP_BYTES = 8 * 1024
 
 
-def _itemsize(element_type: Attribute) -> int:
-    return max(1, int(getattr(element_type, "bitwidth", 32)) // 8)
-
-
 def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: SSAValue, scale: float | None) -> None:
     """out[kept] = sum over the reduced dims, the innermost reduced dim as TensorE's contraction (see the module
     docstring): per chunk of up to 512 kept elements, one PSUM row accumulates ones[rows]^T @ rows."""
@@ -328,7 +324,7 @@ def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: 
     row_tiles, rest = divmod(rows, k_tile)
     # rows as [row tiles, k_tile]: a group of row tiles is one DMA, [k_tile, tiles, ks]
     grouped = split_axis(em, space.source_view, rank - 1, row_tiles, k_tile) if row_tiles else None
-    group = max(1, ROW_GROUP_BYTES // (n_tile * _itemsize(operand_type)))
+    group = max(1, ROW_GROUP_BYTES // (n_tile * element_bytes(operand_type)))
 
     def chunk(e: LoopNestBuilder, leading: list[Index], k0: Index, ks: int) -> None:
         result_type = TileType((1, ks), F32, Memory.PSUM)
@@ -368,13 +364,10 @@ def _sum_rows_on_tensor_engine(em: LoopNestBuilder, space: ReductionSpace, out: 
             ).result
         store(e, to_sbuf(e, total, element_type_of(out)), out_rows, [*leading, 0, k0])
 
-    def loops(e: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index]) -> None:
-        if not extents:
-            e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks))
-            return
-        e.for_each(extents[0], lambda e2, i: loops(e2, extents[1:], [*prefix, i]))
-
-    loops(em, space.leading, [])
+    em.for_each_index(
+        space.leading,
+        lambda e, prefix: e.for_tiles(space.partitions, n_tile, lambda e2, k0, ks: chunk(e2, prefix, k0, ks)),
+    )
 
 
 def _reduce_on_every_lane(

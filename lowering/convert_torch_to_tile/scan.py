@@ -48,7 +48,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise, nest
+from neuron_mlir.lowering.convert_torch_to_tile.elementwise import emit_elementwise
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import matmul_limits
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import chunk_integer_type, is_exact_integer, load_exact
 from neuron_mlir.lowering.layout import Layout
@@ -176,7 +176,7 @@ def emit_scan(
 
         e.for_tiles(width, max_n, columns)
 
-    nest(em, list(loops), [], body)
+    em.for_each_index(loops, body)
 
 
 def emit_integer_scan(em: LoopNestBuilder, source: SSAValue, out: SSAValue, dim: int) -> None:
@@ -223,7 +223,7 @@ def emit_integer_scan(em: LoopNestBuilder, source: SSAValue, out: SSAValue, dim:
 
         e.for_tiles(width, PARTITION_TILE, rows)
 
-    nest(em, list(loops), [], body)
+    em.for_each_index(loops, body)
 
 
 def _combine(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:

@@ -43,15 +43,15 @@ from xdsl.ir import Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     FREE_TILE,
-    PARTITION_TILE,
     Lowering,
     alloc,
     body_budget_bytes,
     dims_out_of_range,
+    element_bytes,
     element_type_of,
+    for_row_tiles,
     layout_of,
     load,
     result_element_type,
@@ -63,7 +63,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.loss import emit_cross_entropy_b
 from neuron_mlir.lowering.layout import Layout, collapse, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import fused_nll_loss_backward
-from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -78,15 +77,6 @@ def _row(p: int, n: int) -> TileType:
 
 
 RowTile = Callable[[LoopNestBuilder, list[Index], Index, int], None]
-
-
-def _for_each_row_tile(em: LoopNestBuilder, extents: tuple[int, ...], prefix: list[Index], row_tile: RowTile) -> None:
-    """`row_tile(e, outer indices, p0, partitions)` for every tile of 128 rows of the innermost row dimension, in
-    one loop per outer row dimension."""
-    if len(extents) == 1:
-        em.for_tiles(extents[0], PARTITION_TILE, lambda e, p0, p: row_tile(e, prefix, p0, p))
-        return
-    em.for_each(extents[0], lambda e, i: _for_each_row_tile(e, extents[1:], [*prefix, i], row_tile))
 
 
 def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out_element_type: Any) -> SSAValue:
@@ -111,7 +101,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
     out_view = view(em, out, Layout((*row_dims, length), (*out_rows, out_layout.strides[dim]), out_layout.offset))
 
     in_type = element_type_of(source)
-    row_bytes = length * (_bytes(in_type) + 4 + _bytes(out_element_type))
+    row_bytes = length * (element_bytes(in_type) + 4 + element_bytes(out_element_type))
     single = length <= FREE_TILE or row_bytes <= body_budget_bytes(em)
     chunk_columns = row_chunk_columns(em, length, row_bytes // length)
 
@@ -189,7 +179,7 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         else:
             e.for_tiles(length, chunk_columns, write)
 
-    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     return out
 
 
@@ -215,10 +205,10 @@ def emit_softmax_backward(
         view(em, value, Layout((*row_dims, length), (*rows, layout.strides[dim]), layout.offset))
         for value, rows, layout in zip((grad, output, out), row_strides, layouts, strict=True)
     )
-    in_bytes = _bytes(element_type_of(grad)) + _bytes(element_type_of(output))
-    single = length <= FREE_TILE or length * (in_bytes + 8 + _bytes(out_element_type)) <= body_budget_bytes(em)
+    in_bytes = element_bytes(element_type_of(grad)) + element_bytes(element_type_of(output))
+    single = length <= FREE_TILE or length * (in_bytes + 8 + element_bytes(out_element_type)) <= body_budget_bytes(em)
     if len(row_dims) == 1:
-        row_bytes = length * (in_bytes + 8 + 2 * _bytes(out_element_type))
+        row_bytes = length * (in_bytes + 8 + 2 * element_bytes(out_element_type))
         if row_bytes <= body_budget_bytes(em):
             _softmax_backward_row_groups(em, grad_view, output_view, out_view, log, out_element_type, row_bytes)
             return out
@@ -259,7 +249,7 @@ def emit_softmax_backward(
         total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
         e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
 
-    _for_each_row_tile(em, tuple(row_dims), [], row_tile)
+    for_row_tiles(em, row_dims, row_tile)
     return out
 
 
@@ -285,7 +275,7 @@ def _softmax_backward_row_groups(
     )
 
     rows, length = layout_of(grad_view).shape
-    smallest = min(_bytes(element_type_of(grad_view)), _bytes(element_type_of(output_view)))
+    smallest = min(element_bytes(element_type_of(grad_view)), element_bytes(element_type_of(output_view)))
     full_rate = emitter_target(em).dma_full_rate_bytes_per_partition
     wanted = rows_per_partition(length * smallest, row_bytes, body_budget_bytes(em), rows, full_rate)
     per_partition = min(STRAIGHT_LINE_ROWS, wanted)
@@ -331,10 +321,6 @@ def _softmax_backward_row_groups(
         return carried
 
     for_row_groups(em, rows, per_partition, group_body)
-
-
-def _bytes(element_type: Any) -> int:
-    return itemsize(runtime_dtype_name(element_type))
 
 
 def _softmax_backward(log: bool) -> Lowering:

@@ -39,7 +39,6 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     to_sbuf,
     view,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.elementwise import nest
 from neuron_mlir.lowering.layout import Layout, normalize_dim
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import Memory
@@ -184,8 +183,8 @@ def emit_sort(
 
         e.for_tiles(kept, PARTITION_TILE, r_tile)
 
-    nest(em, list(row_dims), [], rank_row)
-    nest(em, list(row_dims), [], place_row)
+    em.for_each_index(row_dims, rank_row)
+    em.for_each_index(row_dims, place_row)
     return values, indices
 
 
