@@ -28,8 +28,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   row of more than two blocks with a short K and an A computed in the graph reads it, and all of it fits
   `RESIDENT_SBUF_SHARE` of SBUF with K on partitions, it is loaded (or transposed) once per batch, after the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
-  that also means long row loads: per-block chunks are transposed a PSUM bank at a time, one or two K tiles of
-  rows each (256- or 512-byte runs in bf16), where the whole B is loaded as whole rows. Full block rows whose
+  that also means long row loads: per-block chunks are loaded as rows of the chunk's K tiles, the chunk sized by
+  `MOVING_CHUNK_BYTES` as a row-major B's is (runs of 512 bytes or more in fp8 and bf16), where the whole B is
+  loaded as whole rows. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
   while this trip's second row computes.
 * A's rows are loaded whole for a hoisted panel ([m, K] at the block row's rows, and the partial last K tile
@@ -259,10 +260,10 @@ def choose_blocking(
     if rhs_transposed:  # one K tile of the block's moving transposes fits a PSUM bank
         n_subs = max(1, min(n_subs, limits.psum_bank_bytes // (n_tile * itemsize)))
     block_n = min(n, n_subs * n_tile)
-    if rhs_transposed:  # the chunk's transposes share a PSUM bank
-        chunk_tiles = limits.psum_bank_bytes // (block_n * itemsize)
-    else:
-        chunk_tiles = MOVING_CHUNK_BYTES // (block_n * itemsize)
+    # A B with K contiguous is loaded as rows of the chunk's K tiles and transposed one K tile at a time (one
+    # PSUM tile per column piece), so its chunk is bounded by SBUF as a row-major B's is: the longer its rows, the
+    # fewer DMAs and the longer their runs (a bank's worth of K was 256-byte runs in fp8 and bf16: half rate).
+    chunk_tiles = MOVING_CHUNK_BYTES // (block_n * itemsize)
     chunk_tiles = max(1, min(chunk_tiles, panel_tiles // MIN_CHUNKS))
     if not rhs_transposed and hoisted and panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES:
         # A short K: the block's whole B is one pair of chunks, loaded at the block's start with no chunk loop.

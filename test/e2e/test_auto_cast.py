@@ -180,13 +180,14 @@ class AutocastLinearGelu(torch.nn.Module):
     """An fp32 Linear layer and its GELU inside a `torch.autocast(device, bf16)` region: Dynamo rounds the input,
     the weight and the bias to bf16 and reads the weight through a permute."""
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", dtype: torch.dtype = BF16) -> None:
         super().__init__()
         self.linear = torch.nn.Linear(200, 600)
         self.device = device
+        self.dtype = dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(self.device, dtype=BF16):
+        with torch.autocast(self.device, dtype=self.dtype):
             return F.gelu(self.linear(x), approximate="tanh").float()
 
 
@@ -225,3 +226,16 @@ def test_device_autocast_region_compiles_like_the_cpu_one():
         assert_close_to_torch(out.cpu(), model(x), "against eager CPU autocast", precision=BF16)
     assert set(profile.flops_by_family) == {"bf16"}, profile.flops_by_family
     assert (profile.total_ns, profile.hbm_bytes) == (reference.total_ns, reference.hbm_bytes)
+
+
+def test_float16_autocast_region_matches_eager_autocast():
+    """A `torch.autocast("cpu", torch.float16)` region under torch.compile matches eager CPU autocast at fp16's
+    tolerance (a bf16 rounding would not), its matmul at TensorE's 16-bit rate (the "bf16" rate class, which
+    fp16 shares)."""
+    torch.manual_seed(0)
+    model, x = AutocastLinearGelu(dtype=torch.float16).eval(), torch.randn(130, 200)
+    with torch.no_grad():
+        out = _compiled(model, "none", x)
+        [profile] = neuron_mlir.profiles().values()
+        assert_close_to_torch(out, model(x), "against eager autocast", precision=torch.float16)
+    assert set(profile.flops_by_family) == {"bf16"}, profile.flops_by_family

@@ -9,7 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from neuron_mlir.lowering.convert_torch_to_tile.attention_backward import kernel_refusal, max_keys
-from neuron_mlir.lowering.convert_torch_to_tile.matmul import BLOCK_BANK_SHARE, Limits, choose_blocking
+from neuron_mlir.lowering.convert_torch_to_tile.matmul import (
+    BLOCK_BANK_SHARE,
+    MOVING_CHUNK_BYTES,
+    Limits,
+    choose_blocking,
+)
 from neuron_mlir.lowering.convert_torch_to_tile.rows import rows_per_partition
 from neuron_mlir.runtime.hardware import TARGETS
 
@@ -101,3 +106,16 @@ def test_a_panel_read_from_hbm_takes_what_the_moving_operand_leaves() -> None:
     assert choose_blocking(4096, 8192, 8192, 2, False, False, limits, lhs_from_hbm=True) == choose_blocking(
         4096, 8192, 8192, 2, False, False, limits
     )
+
+
+def test_a_k_contiguous_weight_loads_rows_of_a_whole_moving_chunk() -> None:
+    # x @ W^T of a Linear layer too large to keep whole (K = 2048, 32000 outputs, 256 rows): W's rows are
+    # loaded a moving chunk's K tiles at a time, within the chunk's SBUF budget, not a PSUM bank's worth
+    # (which was 256-byte runs in bf16 and in fp8: half the DMA rate)
+    limits = _limits(8)
+    for itemsize in (1, 2):
+        blocking = choose_blocking(256, 2048, 32000, itemsize, False, True, limits)
+        assert not blocking.resident
+        block_n = blocking.n_subs * blocking.n_tile
+        assert blocking.chunk_tiles * blocking.k_tile * itemsize >= 512
+        assert blocking.chunk_tiles * block_n * itemsize <= MOVING_CHUNK_BYTES
