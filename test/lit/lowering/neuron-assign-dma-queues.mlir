@@ -1,8 +1,7 @@
 // RUN: neuron-opt %s -p neuron-unroll-loops,neuron-assign-dma-queues | filecheck %s
 
 // After unrolling, the two copies of the body repeat queues 0 and 1. A DMA in a loop runs on its queue every
-// trip, so each takes a queue no other DMA of the loop holds: the next trip's load never waits behind this trip's
-// store.
+// trip; there the function's k-th DMA takes queue k mod 16, so the body's four DMAs are on distinct queues.
 // CHECK-LABEL: func.func @scale_rows
 // CHECK:       scf.for
 // CHECK:         neuron.dma_copy dma {{.*}} {queue = 0 : i64}
