@@ -33,7 +33,7 @@ The DMA engine count is the target's, one queue each, as the simulator has them.
 
 A DMA inside a loop runs on its queue every trip, and an estimate of the first trips is no guide to a fit over
 all of them: with loop DMAs placed by the estimate (their first two trips walked, the later ones by the second's
-advance) a Llama layer's forward took 1.9x as long, and with loop DMAs dealt round-robin beside straight-line
+advance) a Llama layer's forward took 1.5-1.9x as long, and with loop DMAs dealt round-robin beside straight-line
 ones placed by the estimate, the two collided (a Linear layer's backward 335.0 -> 362.7 us). So a function with
 DMAs in loops keeps the round-robin numbering, which puts a loop body's DMAs on distinct queues. Loops of
 compute alone are walked by the estimate (their first two trips, the later ones by the second's advance), for
