@@ -1,27 +1,262 @@
-"""neuron-assign-dma-queues: give the DMA instructions of each function distinct queues, round-robin.
+"""neuron-assign-dma-queues: give each DMA instruction the queue on which it can start soonest.
 
 Input contract: neuron-level functions after loop unrolling (`neuron-unroll-loops`), whose copies of a loop body
-repeat the queue numbers of the body they were cloned from.
+repeat the queue numbers of the body they were cloned from; every instruction has its engine.
 
-Output guarantee: the same instructions; the k-th DMA instruction of a function in program order runs on queue
-k mod the target's DMA queue count. Each queue is in order, so two transfers on one queue never overlap even when
-nothing else orders them: after unrolling, the load of the next tile shared a queue with the load of this one and
-waited for it, and double buffering overlapped nothing. Spread over the queues, transfers wait only for what the
-synchronisation pass says they depend on, and their fixed latencies overlap.
+Output guarantee: the same instructions in the same order; every DMA instruction has a queue below the target's
+DMA queue count (`Target.dma_queues`). In a function whose loops hold DMAs, the k-th DMA in program order is on
+queue k mod that count; in straight-line code each DMA's queue is chosen by a list scheduler over the
+function's program order (below).
+
+Why. Each queue runs its transfers in order, so a transfer waits for everything queued before it on its queue,
+whatever the synchronisation pass says it depends on. Dealt out round-robin, a load whose operands are ready at
+the start could land behind a store that waits for the compute of a whole trip, and every load after it on that
+queue with it. Here the function runs in an estimate, instruction by instruction in program order, with the rules
+the simulator times it by:
+
+* compute engines are in-order queues; an instruction takes the cost model's time (`runtime.cost_model`), plus
+  the dependency penalty when it reads what the previous instruction of its engine wrote;
+* an instruction starts when the writes it reads have ended, and when the reads and writes of the buffers it
+  writes have ended (a buffer several instructions write is written in windows: the windows do not wait for each
+  other, and its readers wait for all of them);
+* a DMA takes its fixed latency, then moves its bytes through the core's DMA engines and HBM bandwidth shared
+  with the transfers around it, granted in program order (`runtime.timeline.Bandwidth`, the simulator's own
+  arbitration).
+
+Each DMA goes to the queue that lets it start earliest: max(when the queue is free, when its operands are
+ready), where a queue counts as free in time only when it frees half a fixed DMA latency before the operands are
+ready (`_SLACK`: the estimate is not the simulator's timing). Among queues that tie, it takes the one that became
+free last, which keeps the queues that free up early for the transfers after it whose operands are ready early
+(the next trip's loads, emitted after this trip's stores). The estimate only orders the choice: the
+synchronisation pass still orders every conflicting pair of instructions, and the simulator times them exactly.
+The DMA engine count is the target's, one queue each, as the simulator has them.
+
+A DMA inside a loop runs on its queue every trip, and an estimate of the first trips is no guide to a fit over
+all of them: with loop DMAs placed by the estimate (their first two trips walked, the later ones by the second's
+advance) a Llama layer's forward took 1.5-1.9x as long, and with loop DMAs dealt round-robin beside straight-line
+ones placed by the estimate, the two collided (a Linear layer's backward 335.0 -> 362.7 us). So a function with
+DMAs in loops keeps the round-robin numbering, which puts a loop body's DMAs on distinct queues. Loops of
+compute alone are walked by the estimate (their first two trips, the later ones by the second's advance), for
+the DMAs after them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.lowering.ir_queries import defined_functions
-from neuron_mlir.runtime.hardware import Engine
+from neuron_mlir.lowering.neuron_balance_engines import InstructionCosts, instruction_buffers, loop_trips
+from neuron_mlir.runtime import cost_model
+from neuron_mlir.runtime.hardware import Engine, Target
+from neuron_mlir.runtime.timeline import Bandwidth
+
+_COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+# A queue counts as free for a DMA when it is estimated free this many fixed DMA latencies before the DMA's operands
+# are ready: the estimate is not the simulator's timing, and a queue chosen with no slack at all delays the DMA by
+# any error (the GPT-2 block's inference 167.5 -> 168.5 us with none, unchanged with half a latency).
+_SLACK = 0.5
+# Transfers estimated between two drops of the bandwidth history no later transfer can reach.
+_FORGET_EVERY = 64
+
+
+def _root(value: SSAValue) -> SSAValue:
+    """The buffer a view reads or writes."""
+    owner = value.owner
+    while isinstance(owner, neuron.ViewOp):
+        value = owner.source
+        owner = value.owner
+    return value
+
+
+def _transfer(op: InstructionOp, costs: InstructionCosts) -> cost_model.DmaCost:
+    shapes = costs.shapes(op)
+    attrs = op.attribute_values()
+    if attrs.get("indirect"):
+        return cost_model.indirect_dma_cost(shapes, attrs, costs.target)
+    if op.spec().name == "dma_transpose":
+        return cost_model.dma_transpose_cost(shapes["src"], shapes["dst"], costs.target)
+    return cost_model.dma_cost(shapes["src"], shapes["dst"], costs.target)
+
+
+@dataclass
+class _Access:
+    """What an instruction reads and writes, as root buffers."""
+
+    reads: tuple[SSAValue, ...]
+    writes: tuple[SSAValue, ...]
+    whole: tuple[SSAValue, ...]  # the written buffers that no other instruction writes a window of
+
+
+@dataclass
+class _Estimate:
+    """The function's run as the module docstring describes it, with the queue choices made so far."""
+
+    target: Target
+    costs: InstructionCosts
+    windowed: set[SSAValue]
+    queue_free: list[float] = field(default_factory=list)
+    engine_free: dict[Engine, float] = field(default_factory=dict)
+    last_written: dict[Engine, tuple[SSAValue, ...]] = field(default_factory=dict)
+    written: dict[SSAValue, float] = field(default_factory=dict)
+    read: dict[SSAValue, float] = field(default_factory=dict)
+    bandwidth: Bandwidth | None = None  # the core's DMA engines and HBM, shared as the simulator shares them
+    issued: int = 0
+    chosen: dict[InstructionOp, int] = field(default_factory=dict)
+    accesses: dict[InstructionOp, _Access] = field(default_factory=dict)
+    transfers: dict[InstructionOp, cost_model.DmaCost] = field(default_factory=dict)
+    touched: set[tuple[str, object]] | None = None  # clocks set during a loop's second trip
+
+    def __post_init__(self) -> None:
+        self.queue_free = [0.0] * self.target.dma_queues
+        self.engine_free = dict.fromkeys(_COMPUTE, 0.0)
+        self.bandwidth = Bandwidth(self.target.dma_aggregate_bytes_per_ns, self.target.hbm_bandwidth_gbps)
+
+    def access(self, op: InstructionOp) -> _Access:
+        known = self.accesses.get(op)
+        if known is None:
+            reads, writes = instruction_buffers(op)
+            roots_written = tuple(dict.fromkeys(_root(buffer) for buffer in writes))
+            whole = tuple(buffer for buffer in roots_written if buffer not in self.windowed)
+            known = self.accesses[op] = _Access(tuple(dict.fromkeys(_root(b) for b in reads)), roots_written, whole)
+        return known
+
+    def ready(self, access: _Access) -> float:
+        written, read = self.written, self.read
+        ready = 0.0
+        for buffer in access.reads:
+            ready = max(ready, written.get(buffer, 0.0))
+        for buffer in access.whole:
+            ready = max(ready, written.get(buffer, 0.0), read.get(buffer, 0.0))
+        return ready
+
+    def transfer(self, op: InstructionOp, start: float) -> float:
+        """When a DMA issued at `start` ends."""
+        cost = self.transfers.get(op)
+        if cost is None:
+            cost = self.transfers[op] = _transfer(op, self.costs)
+        assert self.bandwidth is not None
+        self.issued += 1
+        if self.issued % _FORGET_EVERY == 0:  # no later transfer starts before every queue is free
+            self.bandwidth.forget_before(min(self.queue_free))
+        hbm_per_byte = cost.hbm_bytes / cost.bytes if cost.bytes else 0.0
+        rate = cost.engine_rate(self.target)
+        return self.bandwidth.transfer(start + cost.fixed_ns, cost.bytes, rate, cost.efficiency, hbm_per_byte)
+
+    def choose(self, ready: float) -> int:
+        """The queue for a DMA whose operands are ready at `ready` (module docstring)."""
+        free = self.queue_free
+        wanted = ready - self.target.dma_fixed_latency_ns * _SLACK
+        return min(
+            range(self.target.dma_queues),
+            key=lambda queue: (max(free[queue], wanted), -min(free[queue], wanted), queue),
+        )
+
+    def issue(self, op: InstructionOp) -> None:
+        access = self.access(op)
+        ready = self.ready(access)
+        engine = op.engine_kind
+        if engine is Engine.DMA:
+            queue = self.chosen.get(op)
+            if queue is None:
+                queue = self.chosen[op] = self.choose(ready)
+            end = self.transfer(op, max(ready, self.queue_free[queue]))
+            self.queue_free[queue] = end
+            self._touch("queue", queue)
+        elif engine in self.engine_free:
+            start = max(ready, self.engine_free[engine])
+            duration = self.costs.ns(op, engine)
+            if any(buffer in self.last_written.get(engine, ()) for buffer in access.reads):
+                duration += self.target.dependent_op_penalty_cycles / self.target.clock_ghz[engine]
+            end = start + duration
+            self.engine_free[engine] = end
+            self.last_written[engine] = access.writes
+            self._touch("engine", engine)
+        else:  # the sync engine and the collective queue: nothing here competes with them
+            end = ready
+        for buffer in access.reads:
+            self.read[buffer] = max(self.read.get(buffer, 0.0), end)
+            self._touch("read", buffer)
+        for buffer in access.writes:
+            self.written[buffer] = max(self.written.get(buffer, 0.0), end) if buffer in self.windowed else end
+            self._touch("written", buffer)
+
+    def _touch(self, kind: str, key: object) -> None:
+        if self.touched is not None:
+            self.touched.add((kind, key))
+
+    def latest(self) -> float:
+        return max([*self.queue_free, *self.engine_free.values()])
+
+    def advance(self, touched: set[tuple[str, object]], by: float) -> None:
+        """Move the clocks a loop's trip set by `by` later (the trips the estimate does not walk)."""
+        for kind, key in touched:
+            if kind == "queue":
+                assert isinstance(key, int)
+                self.queue_free[key] += by
+            elif kind == "engine":
+                assert isinstance(key, Engine)
+                self.engine_free[key] += by
+            elif kind == "read":
+                assert isinstance(key, SSAValue)
+                self.read[key] += by
+            else:
+                assert isinstance(key, SSAValue)
+                self.written[key] += by
+
+
+def _instructions(block: Block) -> Iterator[InstructionOp]:
+    for op in block.walk():
+        if isinstance(op, InstructionOp):
+            yield op
+
+
+def _windowed(body: Block) -> set[SSAValue]:
+    writers: dict[SSAValue, int] = {}
+    for op in _instructions(body):
+        for buffer in {_root(b) for b in instruction_buffers(op)[1]}:
+            writers[buffer] = writers.get(buffer, 0) + 1
+    return {buffer for buffer, count in writers.items() if count > 1}
+
+
+def _visit(block: Block, estimate: _Estimate) -> None:
+    for op in block.ops:
+        if isinstance(op, InstructionOp):
+            estimate.issue(op)
+        elif isinstance(op, scf.ForOp):
+            _visit_loop(op, estimate)
+        elif op.regions:
+            for region in op.regions:
+                for inner in region.blocks:
+                    _visit(inner, estimate)
+
+
+def _visit_loop(loop: scf.ForOp, estimate: _Estimate) -> None:
+    trips = loop_trips(loop)
+    _visit(loop.body.block, estimate)
+    if trips > 1:
+        outer_touched = estimate.touched
+        estimate.touched = set()
+        before = estimate.latest()
+        _visit(loop.body.block, estimate)
+        touched = estimate.touched
+        estimate.touched = outer_touched
+        if outer_touched is not None:
+            outer_touched.update(touched)
+        if trips > 2:
+            estimate.advance(touched, (trips - 2) * max(0.0, estimate.latest() - before))
+
+
+def _has_dma(op: Operation) -> bool:
+    return any(isinstance(i, InstructionOp) and i.engine_kind is Engine.DMA for i in op.walk())
 
 
 @dataclass(frozen=True)
@@ -29,10 +264,17 @@ class NeuronAssignDmaQueuesPass(ModulePass):
     name = "neuron-assign-dma-queues"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        queues = neuron.target_of(op).dma_queues
+        target = neuron.target_of(op)
         for function in defined_functions(op):
-            transfers = [
-                i for i in function.body.walk() if isinstance(i, InstructionOp) and i.engine_kind is Engine.DMA
-            ]
-            for number, transfer in enumerate(transfers):
-                transfer.properties["queue"] = IntegerAttr(number % queues, i64)
+            if not _has_dma(function):
+                continue
+            body = function.body.block
+            dmas = [i for i in _instructions(body) if i.engine_kind is Engine.DMA]
+            if any(isinstance(op, scf.ForOp) and _has_dma(op) for op in body.walk()):
+                for number, transfer in enumerate(dmas):
+                    transfer.properties["queue"] = IntegerAttr(number % target.dma_queues, i64)
+                continue
+            estimate = _Estimate(target, InstructionCosts(target), _windowed(body))
+            _visit(body, estimate)
+            for transfer, queue in estimate.chosen.items():
+                transfer.properties["queue"] = IntegerAttr(queue, i64)

@@ -124,7 +124,7 @@ def cost_ns(
     return cost_model.compute_ns(op.spec().name, engine, shapes, _attrs(op), target)
 
 
-class _Costs:
+class InstructionCosts:
     """The cost model's times for one block's assignment, each computed once: the assignment asks for the same
     instruction's time on the same engine many times (by load, by finish, the spans of both), and reading an
     instruction's access patterns costs more than the model itself. Made for a stretch of the pass in which no
@@ -136,13 +136,19 @@ class _Costs:
         self._dma: dict[InstructionOp, float] = {}
         self._shapes: dict[InstructionOp, dict[str, cost_model.OperandShape] | None] = {}
 
+    def shapes(self, op: InstructionOp) -> dict[str, cost_model.OperandShape]:
+        """`op`'s operand shapes, as the cost model reads them."""
+        if op not in self._shapes:
+            self._shapes[op] = _shapes(op)
+        shapes = self._shapes[op]
+        assert shapes is not None
+        return shapes
+
     def ns(self, op: InstructionOp, engine: Engine) -> float:
         key = (op, engine)
         known = self._compute.get(key)
         if known is None:
-            if op not in self._shapes:
-                self._shapes[op] = _shapes(op)
-            known = self._compute[key] = cost_ns(op, engine, self.target, self._shapes[op])
+            known = self._compute[key] = cost_ns(op, engine, self.target, self.shapes(op))
         return known
 
     def dma_ns(self, op: InstructionOp) -> float:
@@ -213,7 +219,7 @@ def _is_psum_evacuation(op: InstructionOp) -> bool:
     return not any(use.operation is not op and _writes(use.operation, op.dst) for use in op.dst.uses)
 
 
-def _balance(block: Block, costs: _Costs, spread_evacuations: bool) -> None:
+def _balance(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> None:
     load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
     # Copies of one instruction (tile-level unrolling) move together: engines are in-order queues, so copies
     # spread over different engines would make each copy's chain wait behind the previous copy's. PSUM
@@ -268,7 +274,7 @@ class _Step:
     busy: dict[Engine, float]  # a nested op: each engine's time over all its trips
 
 
-def _instruction_buffers(op: InstructionOp) -> tuple[tuple[SSAValue, ...], tuple[SSAValue, ...]]:
+def instruction_buffers(op: InstructionOp) -> tuple[tuple[SSAValue, ...], tuple[SSAValue, ...]]:
     spec = op.spec()
     written = set(spec.writes + spec.optional_writes)
     roles = op.present_roles()
@@ -277,11 +283,11 @@ def _instruction_buffers(op: InstructionOp) -> tuple[tuple[SSAValue, ...], tuple
     return reads, writes
 
 
-def _steps(block: Block, costs: _Costs) -> list[_Step]:
+def _steps(block: Block, costs: InstructionCosts) -> list[_Step]:
     steps = []
     for op in block.ops:
         if isinstance(op, InstructionOp):
-            reads, writes = _instruction_buffers(op)
+            reads, writes = instruction_buffers(op)
             steps.append(_Step(op, reads, writes, {}))
         elif op.regions:
             busy: dict[Engine, float] = {}
@@ -290,14 +296,14 @@ def _steps(block: Block, costs: _Costs) -> list[_Step]:
             for inner in op.walk():
                 if not isinstance(inner, InstructionOp):
                     continue
-                inner_reads, inner_writes = _instruction_buffers(inner)
+                inner_reads, inner_writes = instruction_buffers(inner)
                 reads_inside.update(inner_reads)
                 writes_inside.update(inner_writes)
                 if inner.engine_kind in _QUEUED:
                     trips, parent = 1, inner.parent_op()
                     while parent is not None and parent is not op.parent_op():
                         if isinstance(parent, scf.ForOp):
-                            trips *= _trips(parent)
+                            trips *= loop_trips(parent)
                         parent = parent.parent_op()
                     engine = inner.engine_kind
                     busy[engine] = busy.get(engine, 0.0) + trips * costs.ns(inner, engine)
@@ -317,7 +323,7 @@ def _dma_ns(op: InstructionOp, target: Target) -> float:
 class _Timeline:
     """Engines as in-order queues over a block's steps (`_span_ns` states the rules)."""
 
-    def __init__(self, costs: _Costs, steps: list[_Step]) -> None:
+    def __init__(self, costs: InstructionCosts, steps: list[_Step]) -> None:
         self.costs = costs
         self.target = costs.target
         # Buffers several steps write are written a window each (a panel's inserts): the windows do not wait
@@ -377,7 +383,7 @@ def _engine(step: _Step, engines: dict[InstructionOp, Engine]) -> Engine | None:
     return engines.get(op, op.engine_kind) if isinstance(op, InstructionOp) else None
 
 
-def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: int, costs: _Costs) -> float:
+def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: int, costs: InstructionCosts) -> float:
     """When the block's work ends, run `rounds` times back to back, each engine an in-order queue.
 
     An instruction starts when its engine is free, the writes it reads have ended and the reads and writes of the
@@ -393,7 +399,7 @@ def _span_ns(steps: list[_Step], engines: dict[InstructionOp, Engine], rounds: i
 
 
 def _list_schedule(
-    steps: list[_Step], options: dict[InstructionOp, list[Engine]], costs: _Costs
+    steps: list[_Step], options: dict[InstructionOp, list[Engine]], costs: InstructionCosts
 ) -> dict[InstructionOp, Engine]:
     """Each instruction with `options` in program order to the one that would finish it soonest, given what the
     instructions before it already hold (ties keep the first option)."""
@@ -466,7 +472,7 @@ def _merge_cheaper_pairs(block: Block, target: Target) -> None:
             forward_into_copy_reader(fused)
 
 
-def _trips(loop: scf.ForOp) -> int:
+def loop_trips(loop: scf.ForOp) -> int:
     """A loop's trip count when its bounds are constants, else 1."""
     bounds = [value.owner for value in (loop.lb, loop.ub, loop.step)]
     if not all(isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr) for owner in bounds):
@@ -484,7 +490,7 @@ def engine_totals(function: func.FuncOp, target: Target) -> dict[Engine, float]:
         trips, parent = 1, op.parent_op()
         while parent is not None and parent is not function:
             if isinstance(parent, scf.ForOp):
-                trips *= _trips(parent)
+                trips *= loop_trips(parent)
             parent = parent.parent_op()
         totals[op.engine_kind] += trips * cost_ns(op, op.engine_kind, target)
     return totals
@@ -509,13 +515,14 @@ class NeuronBalanceEnginesPass(ModulePass):
             spread_evacuations = totals[Engine.TENSOR] >= max(totals.values())  # TensorE sets the pace
             for block in _blocks(function):
                 _merge_cheaper_pairs(block, target)
-                costs = _Costs(target)  # the merges change instructions' operands: one table per block, after them
+                # the merges change instructions' operands: one table per block, after them
+                costs = InstructionCosts(target)
                 _assign(block, costs, spread_evacuations)
                 _sink_evacuations(block, costs)
                 _merge_scalar_tensor_pairs(block)
 
 
-def _assign(block: Block, costs: _Costs, spread_evacuations: bool) -> None:
+def _assign(block: Block, costs: InstructionCosts, spread_evacuations: bool) -> None:
     """The cheaper for the block of two assignments (module docstring): copies together by load, or each
     instruction by the soonest finish."""
     options = {op: [op.engine_kind, *_alternatives(op)] for op in block.ops if isinstance(op, InstructionOp)}
@@ -547,7 +554,7 @@ def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
     return following
 
 
-def _sink_evacuations(block: Block, costs: _Costs) -> None:
+def _sink_evacuations(block: Block, costs: InstructionCosts) -> None:
     """Move each PSUM evacuation down to just before the first use of its tile, when the simulated span (module
     docstring) is shorter by more than `_SINK_BETTER` that way."""
     moves = []

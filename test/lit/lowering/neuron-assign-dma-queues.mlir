@@ -1,7 +1,7 @@
 // RUN: neuron-opt %s -p neuron-unroll-loops,neuron-assign-dma-queues | filecheck %s
 
-// After unrolling, the two copies of the body repeat queues 0 and 1; numbered in program order they get queues
-// 0 to 3, so the second copy's load no longer waits behind the first one's on the same queue.
+// After unrolling, the two copies of the body repeat queues 0 and 1. A DMA in a loop runs on its queue every
+// trip; there the function's k-th DMA takes queue k mod 16, so the body's four DMAs are on distinct queues.
 // CHECK-LABEL: func.func @scale_rows
 // CHECK:       scf.for
 // CHECK:         neuron.dma_copy dma {{.*}} {queue = 0 : i64}
@@ -9,13 +9,27 @@
 // CHECK:         neuron.dma_copy dma {{.*}} {queue = 2 : i64}
 // CHECK:         neuron.dma_copy dma {{.*}} {queue = 3 : i64}
 // CHECK:       }
-// Queues wrap around after the target's 16: the twentieth transfer is on queue 3.
+// Twenty transfers ready at once: the first sixteen take a queue each, the next ones the queues that free first.
 // CHECK-LABEL: func.func @many
 // CHECK-COUNT-16: {queue = {{[0-9]+}} : i64}
 // CHECK-NEXT:  neuron.dma_copy dma {{.*}} {queue = 0 : i64}
 // CHECK-NEXT:  neuron.dma_copy dma {{.*}} {queue = 1 : i64}
 // CHECK-NEXT:  neuron.dma_copy dma {{.*}} {queue = 2 : i64}
 // CHECK-NEXT:  neuron.dma_copy dma {{.*}} {queue = 3 : i64}
+// A store waits for three exponentials over its tile, then sixteen loads ready at once. The store takes the queue
+// of the load it waits for anyway; the loads take the fifteen idle queues and then the one that frees first, and
+// none queues behind the store. Dealt out round-robin, the seventeenth and eighteenth DMAs would be on the store's
+// queue and behind it.
+// CHECK-LABEL: func.func @store_behind_compute
+// CHECK:       neuron.dma_copy dma dst %t{{.*}} {queue = 0 : i64}
+// CHECK:       neuron.dma_copy dma dst %y{{.*}} {queue = 0 : i64}
+// CHECK-NOT:   {queue = 0 : i64}
+// CHECK:       neuron.dma_copy dma dst %w0{{.*}} {queue = 1 : i64}
+// CHECK-NOT:   {queue = 0 : i64}
+// CHECK:       neuron.dma_copy dma dst %w14{{.*}} {queue = 15 : i64}
+// CHECK-NOT:   {queue = 0 : i64}
+// CHECK:       neuron.dma_copy dma dst %w15{{.*}} {queue = 1 : i64}
+// CHECK-NEXT:  func.return
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @scale_rows(%x: memref<8x128x64xf32, #mem<hbm>>, %y: memref<8x128x64xf32, #mem<hbm>>) {
     %c0 = arith.constant 0 : index
@@ -52,6 +66,47 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.dma_copy dma dst %y[1088, [[1, 64]]], src %x[1088, [[1, 64]]] {queue = 5 : i64} : memref<20x64xf32, #mem<hbm>>, memref<20x64xf32, #mem<hbm>>
     neuron.dma_copy dma dst %y[1152, [[1, 64]]], src %x[1152, [[1, 64]]] {queue = 5 : i64} : memref<20x64xf32, #mem<hbm>>, memref<20x64xf32, #mem<hbm>>
     neuron.dma_copy dma dst %y[1216, [[1, 64]]], src %x[1216, [[1, 64]]] {queue = 5 : i64} : memref<20x64xf32, #mem<hbm>>, memref<20x64xf32, #mem<hbm>>
+    func.return
+  }
+  func.func @store_behind_compute(%x: memref<128x4096xf32, #mem<hbm>>, %y: memref<128x4096xf32, #mem<hbm>>, %w: memref<16x128x64xf32, #mem<hbm>>) {
+    %t = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 4096]]], src %x[0, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<hbm>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 4096]]], src %t[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 4096]]], src %t[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %t[0:128, 0, [[1, 4096]]], src %t[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %y[0, [[4096, 128], [1, 4096]]], src %t[0:128, 0, [[1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<hbm>>, memref<128x4096xf32, #mem<sbuf>>
+    %w0 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w0[0:128, 0, [[1, 64]]], src %w[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w1 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w1[0:128, 0, [[1, 64]]], src %w[8192, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w2 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w2[0:128, 0, [[1, 64]]], src %w[16384, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w3 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w3[0:128, 0, [[1, 64]]], src %w[24576, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w4 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w4[0:128, 0, [[1, 64]]], src %w[32768, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w5 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w5[0:128, 0, [[1, 64]]], src %w[40960, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w6 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w6[0:128, 0, [[1, 64]]], src %w[49152, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w7 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w7[0:128, 0, [[1, 64]]], src %w[57344, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w8 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w8[0:128, 0, [[1, 64]]], src %w[65536, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w9 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w9[0:128, 0, [[1, 64]]], src %w[73728, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w10 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w10[0:128, 0, [[1, 64]]], src %w[81920, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w11 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w11[0:128, 0, [[1, 64]]], src %w[90112, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w12 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w12[0:128, 0, [[1, 64]]], src %w[98304, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w13 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w13[0:128, 0, [[1, 64]]], src %w[106496, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w14 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w14[0:128, 0, [[1, 64]]], src %w[114688, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
+    %w15 = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %w15[0:128, 0, [[1, 64]]], src %w[122880, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<16x128x64xf32, #mem<hbm>>
     func.return
   }
 }
