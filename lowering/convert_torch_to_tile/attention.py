@@ -88,11 +88,13 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     body_budget_bytes,
+    column_tile,
     element_type_of,
     emitter_target,
     layout_of,
     load,
     result_element_type,
+    sbuf_tile,
     store,
     tensor_element_type,
     tensor_shape,
@@ -123,14 +125,6 @@ UNROLLED_GROUPS = 8
 # Key widths a kernel over padded keys is emitted for at most (one per 128-key block of the bucket): each is a
 # copy of the heads' work, and a call runs the one of its own key blocks.
 KEY_VARIANTS = 8
-
-
-def _column(p: int) -> TileType:
-    return TileType((p, 1), f32, Memory.SBUF)
-
-
-def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
-    return TileType(shape, element_type, Memory.SBUF)
 
 
 @dataclass(frozen=True)
@@ -344,10 +338,10 @@ class _Attention:
             # Every query tile's causal bias, built once for all heads ([128, tile, key] from key - (128 tile +
             # row)), and added to the scores in PSUM by TensorE as identity^T @ bias: VectorE, the busiest engine
             # of the kernel, does no masking.
-            biases = _sbuf((PARTITION_TILE, tiles, self.keys), self.element_type)
+            biases = sbuf_tile((PARTITION_TILE, tiles, self.keys), self.element_type)
             positions = tile.IotaOp(biases, steps=[-PARTITION_TILE, 1], channel_multiplier=-1)
             self.causal_biases = self.future_to_bias(em, em.insert(positions).result)
-            square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
+            square = sbuf_tile((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
         variants = self.key_variants()
@@ -600,11 +594,11 @@ class _Attention:
             # Every head's output rows in one tile (head h at [:, :, h, :], stored in one DMA), then each head's
             # log-sum-exp columns.
             grouped = (len(heads),) if heads[0].batch else ()
-            rows = _sbuf((PARTITION_TILE, full, *grouped, self.value_head), self.out_type)
+            rows = sbuf_tile((PARTITION_TILE, full, *grouped, self.value_head), self.out_type)
             collected.append(em.insert(tile.EmptyOp(rows)).result)
             if self.lse is not None:
                 for _ in heads:
-                    collected.append(em.insert(tile.EmptyOp(_sbuf((PARTITION_TILE, full)))).result)
+                    collected.append(em.insert(tile.EmptyOp(sbuf_tile((PARTITION_TILE, full)))).result)
 
         def trip(e: LoopNestBuilder, t0: Index, count: int, values: list[SSAValue]) -> list[SSAValue]:
             spec = [(head, e.add(t0, j)) for head in heads for j in range(count)]
@@ -806,16 +800,18 @@ class _Attention:
         assert isinstance(value_type, TileType)
         shape = value_type.get_shape()
         offset = em.index(em.add(first_key, em.mul(self.key_count, -1)))
-        positions = em.insert(tile.IotaOp(_sbuf(shape), steps, channel_multiplier=per_partition, offset=offset)).result
-        real = em.insert(tile.BinaryScalarOp(positions, "is_lt", _sbuf(shape), scalar=0.0)).result
-        zeros = em.insert(tile.FillOp(0.0, _sbuf(shape, value_type.element_type))).result
-        return em.insert(tile.SelectOp(real, value, zeros, _sbuf(shape, value_type.element_type))).result
+        positions = em.insert(
+            tile.IotaOp(sbuf_tile(shape), steps, channel_multiplier=per_partition, offset=offset)
+        ).result
+        real = em.insert(tile.BinaryScalarOp(positions, "is_lt", sbuf_tile(shape), scalar=0.0)).result
+        zeros = em.insert(tile.FillOp(0.0, sbuf_tile(shape, value_type.element_type))).result
+        return em.insert(tile.SelectOp(real, value, zeros, sbuf_tile(shape, value_type.element_type))).result
 
     def scaled_tile(self, em: LoopNestBuilder, value: SSAValue, scale: float) -> SSAValue:
         """`value` times `scale` in its dtype (itself when the scale is 1)."""
         if scale == 1.0:
             return value
-        result = _sbuf(value.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
+        result = sbuf_tile(value.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
         return em.insert(tile.BinaryScalarOp(value, "multiply", result, scalar=scale)).result
 
     def scaled(self, em: LoopNestBuilder, rows: list[_Rows], scale: float) -> list[_Rows]:
@@ -824,7 +820,7 @@ class _Attention:
         is exact, so the product rounds to the same values either way)."""
 
         def times(value: SSAValue) -> SSAValue:
-            result = _sbuf(value.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
+            result = sbuf_tile(value.type.get_shape(), self.element_type)  # type: ignore[attr-defined]
             return em.insert(tile.BinaryScalarOp(value, "multiply", result, scalar=scale)).result
 
         return _each_matrix(rows, times, times, rows[0].width if rows else 0)
@@ -833,7 +829,10 @@ class _Attention:
         """K^T [E, count] of each key rows, as one SBUF tile per feature tile ([e, count]): one TensorE transpose
         per 128 keys and feature tile."""
         transposed: list[list[SSAValue]] = [
-            [em.insert(tile.EmptyOp(_sbuf((size, count), self.element_type))).result for _, size in self.feature_tiles]
+            [
+                em.insert(tile.EmptyOp(sbuf_tile((size, count), self.element_type))).result
+                for _, size in self.feature_tiles
+            ]
             for _ in rows
         ]
         parts = len(self.feature_tiles)
@@ -906,10 +905,10 @@ class _Attention:
             # PSUM buffers live for the whole body, so two chunks in one body would need twice the banks.
             state = []
             for _ in units:
-                state.append(em.insert(tile.FillOp(MASKED, _column(p))).result)
+                state.append(em.insert(tile.FillOp(MASKED, column_tile(p))).result)
                 if not self.sum_column:
-                    state.append(em.insert(tile.FillOp(0.0, _column(p))).result)
-                state.append(em.insert(tile.FillOp(0.0, _sbuf((p, self.product_width)))).result)
+                    state.append(em.insert(tile.FillOp(0.0, column_tile(p))).result)
+                state.append(em.insert(tile.FillOp(0.0, sbuf_tile((p, self.product_width)))).result)
             chunks = -(-max(extents) // self.chunk)
             runs: list[tuple[int, int, tuple[int, ...]]] = []
             for k in range(chunks):
@@ -990,7 +989,7 @@ class _Attention:
 
         def ones_beside(value: SSAValue) -> SSAValue:
             *outer, _ = value.type.get_shape()  # type: ignore[attr-defined]
-            ones = em.insert(tile.FillOp(1.0, _sbuf((*outer, self.product_width), self.element_type))).result
+            ones = em.insert(tile.FillOp(1.0, sbuf_tile((*outer, self.product_width), self.element_type))).result
             return em.insert(tile.InsertOp(value, ones, [em.index(0)] * len(outer[1:]) + [em.index(0)])).result
 
         return _each_matrix(rows, ones_beside, ones_beside, self.product_width)
@@ -1008,7 +1007,7 @@ class _Attention:
         maxima = [self.running_max(em, u.p, s, old) for u, s, old in zip(units, scores, states, strict=True)]
         exp_type = f32 if self.fp32_sums else self.element_type
         summands: list[SSAValue] = [
-            em.insert(tile.UnaryOp(s, "exp", _sbuf((u.p, n), exp_type), scale=self.exp_scale, bias=negative)).result
+            em.insert(tile.UnaryOp(s, "exp", sbuf_tile((u.p, n), exp_type), scale=self.exp_scale, bias=negative)).result
             for u, s, (_, negative), n in zip(units, scores, maxima, widths, strict=True)
         ]
         probabilities = [to_sbuf(em, terms, self.element_type) for terms in summands]
@@ -1043,16 +1042,16 @@ class _Attention:
             scores = em.insert(tile.MatmulOp(query_part, keys_part, scores_type, scores)).result
         assert scores is not None
         if self.mask is not None:
-            scores = em.insert(tile.BinaryScalarOp(scores, "multiply", _sbuf((p, n)), scalar=self.scale)).result
+            scores = em.insert(tile.BinaryScalarOp(scores, "multiply", sbuf_tile((p, n)), scalar=self.scale)).result
             mask = load(em, self.mask, [*unit.head.batch, unit.m0, c0], (p, n))
-            scores = em.insert(tile.BinaryOp(scores, mask, "add", _sbuf((p, n)))).result
+            scores = em.insert(tile.BinaryOp(scores, mask, "add", sbuf_tile((p, n)))).result
         if causal and self.mask is None and self.identity is not None:
             identity = window(em, self.identity, [0], (p, p))
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
             scores = em.insert(tile.MatmulOp(identity, bias, scores_type, scores)).result
         elif causal:
             bias = self.causal_bias(em, unit.t, unit.m0, c0, p, n)
-            scores = em.insert(tile.BinaryOp(scores, bias, "add", _sbuf((p, n)))).result
+            scores = em.insert(tile.BinaryOp(scores, bias, "add", sbuf_tile((p, n)))).result
         return scores
 
     def running_max(
@@ -1062,18 +1061,20 @@ class _Attention:
         without a mask or a scale in its exponentials gives -m' for both (`negated_max`): the negation is then the
         reduce's own (neuron-fuse-instructions), off the chain from the maximum to the exponentials, and the
         log-sum-exp subtracts -m' rather than adding m'."""
-        chunk_max = em.insert(tile.ReduceOp(scores, "max", _column(p))).result
+        chunk_max = em.insert(tile.ReduceOp(scores, "max", column_tile(p))).result
         if state is None and self.negated_max:
-            negative = em.insert(tile.BinaryScalarOp(chunk_max, "multiply", _column(p), scalar=-1.0)).result
+            negative = em.insert(tile.BinaryScalarOp(chunk_max, "multiply", column_tile(p), scalar=-1.0)).result
             return negative, negative
         if state is None and self.mask is None:
             # Every row sees a key (key 0 at least when causal): its maximum is a real score, no floor needed.
             new_max = chunk_max
         elif state is None:
-            new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", _column(p), scalar=MASKED)).result
+            new_max = em.insert(tile.BinaryScalarOp(chunk_max, "max", column_tile(p), scalar=MASKED)).result
         else:
-            new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", _column(p))).result
-        negative_max = em.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-self.exp_scale)).result
+            new_max = em.insert(tile.BinaryOp(state[0], chunk_max, "max", column_tile(p))).result
+        negative_max = em.insert(
+            tile.BinaryScalarOp(new_max, "multiply", column_tile(p), scalar=-self.exp_scale)
+        ).result
         return new_max, negative_max
 
     def combine(
@@ -1087,19 +1088,21 @@ class _Attention:
         state: list[SSAValue] | None,
     ) -> list[SSAValue]:
         """The running state after one chunk: (m', [l' =] l exp(m - m') + sum(p), O exp(m - m') + p V)."""
-        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(summands, "add", _column(p))).result
+        chunk_sum = None if self.sum_column else em.insert(tile.ReduceOp(summands, "add", column_tile(p))).result
         if state is None:
             # One chunk: the product stays in PSUM, read once by the normalisation.
             return [new_max, product] if chunk_sum is None else [new_max, chunk_sum, product]
         old_max, old_out = state[0], state[-1]
-        correction = em.insert(tile.UnaryOp(old_max, "exp", _column(p), scale=self.exp_scale, bias=negative_max)).result
-        out_type = _sbuf((p, self.product_width))
+        correction = em.insert(
+            tile.UnaryOp(old_max, "exp", column_tile(p), scale=self.exp_scale, bias=negative_max)
+        ).result
+        out_type = sbuf_tile((p, self.product_width))
         scaled_out = em.insert(tile.BinaryScalarOp(old_out, "multiply", out_type, column=correction)).result
         new_out = em.insert(tile.BinaryOp(scaled_out, product, "add", out_type)).result
         if chunk_sum is None:
             return [new_max, new_out]
-        scaled_sum = em.insert(tile.BinaryScalarOp(state[1], "multiply", _column(p), column=correction)).result
-        new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", _column(p))).result
+        scaled_sum = em.insert(tile.BinaryScalarOp(state[1], "multiply", column_tile(p), column=correction)).result
+        new_sum = em.insert(tile.BinaryOp(scaled_sum, chunk_sum, "add", column_tile(p))).result
         return [new_max, new_sum, new_out]
 
     def causal_bias(self, em: LoopNestBuilder, t: Index, m0: Index, c0: Index, p: int, n: int) -> SSAValue:
@@ -1109,7 +1112,7 @@ class _Attention:
         relative = em.add(c0, em.mul(m0, -1))  # key minus query position at [0, 0]
         offset = relative if not isinstance(relative, int) else None
         base = relative if isinstance(relative, int) else 0
-        positions = tile.IotaOp(_sbuf((p, n)), steps=[1], base=base, channel_multiplier=-1, offset=offset)
+        positions = tile.IotaOp(sbuf_tile((p, n)), steps=[1], base=base, channel_multiplier=-1, offset=offset)
         return self.future_to_bias(em, em.insert(positions).result)
 
     @staticmethod
@@ -1132,12 +1135,12 @@ class _Attention:
         one key block index across the trip's units together, each block index on its own)."""
         blocks = -(-n // PARTITION_TILE)
         parts = min(n, PARTITION_TILE)
-        result = em.insert(tile.EmptyOp(_sbuf((parts, blocks, p), self.element_type))).result
+        result = em.insert(tile.EmptyOp(sbuf_tile((parts, blocks, p), self.element_type))).result
         for j in range(blocks):
             width = min(PARTITION_TILE, n - j * PARTITION_TILE)
             part = window(em, probabilities, [j * PARTITION_TILE], (p, width))
             part_t = em.insert(tile.TransposeOp(part)).result
-            evacuated = _sbuf((width, p), self.element_type)
+            evacuated = sbuf_tile((width, p), self.element_type)
             part_t = em.insert(tile.BinaryScalarOp(part_t, "multiply", evacuated, scalar=1.0)).result
             result = em.insert(tile.InsertOp(part_t, result, [em.index(j), em.index(0)])).result
         return result
@@ -1168,34 +1171,36 @@ class _Attention:
         row_sum = window(em, out, [self.value_head], (p, 1)) if self.sum_column else state[1]
         guarded = row_sum
         if self.mask is not None:  # without one, every row sums to at least 1 (its maximum's exp(0))
-            guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", _column(p), scalar=TINY_SUM)).result
+            guarded = em.insert(tile.BinaryScalarOp(row_sum, "max", column_tile(p), scalar=TINY_SUM)).result
         if guarded is row_sum and self.sum_column and self.product_width <= 2 * self.target(em).scalar_min_cycles:
             # The reciprocal of the whole (narrow) product, read where TensorE left it, costs about what the sum
             # column's own reciprocal does, where that column would first be copied out of PSUM; only its last
             # column (1 / l) is used, as the scalar column the multiply reads in place.
-            inverses = em.insert(tile.UnaryOp(out, "reciprocal", _sbuf((p, self.product_width)))).result
+            inverses = em.insert(tile.UnaryOp(out, "reciprocal", sbuf_tile((p, self.product_width)))).result
             inverse = window(em, inverses, [self.value_head], (p, 1))
         else:
-            inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", _column(p))).result
+            inverse = em.insert(tile.UnaryOp(guarded, "reciprocal", column_tile(p))).result
         # Only the value columns are normalised (not the sum column beside them), so that the product is all that
         # a pipelined unit's insert into its trip's output tile reads, and it writes that tile's window itself.
         values = window(em, out, [0], (p, self.value_head))
-        out_type = _sbuf((p, self.value_head), self.out_type)
+        out_type = sbuf_tile((p, self.value_head), self.out_type)
         result: SSAValue = em.insert(tile.BinaryScalarOp(values, "multiply", out_type, column=inverse)).result
         if self.lse is None:
             return result, None
-        log_sum = em.insert(tile.UnaryOp(guarded, "log", _column(p))).result
+        log_sum = em.insert(tile.UnaryOp(guarded, "log", column_tile(p))).result
         if negated:
-            lse = em.insert(tile.BinaryOp(log_sum, row_max, "subtract", _column(p))).result
+            lse = em.insert(tile.BinaryOp(log_sum, row_max, "subtract", column_tile(p))).result
         else:
             if self.exp_scale != 1.0:
-                row_max = em.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=self.exp_scale)).result
-            lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", _column(p))).result
+                row_max = em.insert(
+                    tile.BinaryScalarOp(row_max, "multiply", column_tile(p), scalar=self.exp_scale)
+                ).result
+            lse = em.insert(tile.BinaryOp(row_max, log_sum, "add", column_tile(p))).result
         if self.mask is None:
             return result, lse
-        attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", _column(p), scalar=0.0)).result
-        zero = em.insert(tile.FillOp(0.0, _column(p))).result
-        lse = em.insert(tile.SelectOp(attended, lse, zero, _column(p))).result
+        attended = em.insert(tile.BinaryScalarOp(row_sum, "is_gt", column_tile(p), scalar=0.0)).result
+        zero = em.insert(tile.FillOp(0.0, column_tile(p))).result
+        lse = em.insert(tile.SelectOp(attended, lse, zero, column_tile(p))).result
         return result, lse
 
 

@@ -71,6 +71,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     layout_of,
     load,
     result_element_type,
+    sbuf_tile,
     tensor_element_type,
     tensor_shape,
     to_sbuf,
@@ -105,10 +106,6 @@ MAX_TRIP_TILES = 16
 UNROLLED_TRIPS = 8
 
 
-def _sbuf(shape: tuple[int, ...], element_type: Attribute = f32) -> TileType:
-    return TileType(shape, element_type, Memory.SBUF)
-
-
 def _psum(shape: tuple[int, ...]) -> TileType:
     return TileType(shape, f32, Memory.PSUM)
 
@@ -123,7 +120,7 @@ def _evacuated(em: LoopNestBuilder, value: SSAValue, element_type: Attribute) ->
     ScalarE takes twice VectorE's time for 16-bit data), while the multiply, which neuron-fuse-instructions writes
     straight into the window, is placed by neuron-balance-engines against the other VectorE and ScalarE work."""
     shape = value.type.get_shape()  # type: ignore[attr-defined]
-    return em.insert(tile.BinaryScalarOp(value, "multiply", _sbuf(shape, element_type), scalar=1.0)).result
+    return em.insert(tile.BinaryScalarOp(value, "multiply", sbuf_tile(shape, element_type), scalar=1.0)).result
 
 
 def max_keys(target: Target | None = None) -> int:
@@ -234,10 +231,10 @@ class _Gathered:
         self.full: SSAValue | None = None
         self.last: SSAValue | None = None
         if self.full_blocks:
-            full_type = _sbuf((PARTITION_TILE, self.full_blocks, *heads_dim, width), element_type)
+            full_type = sbuf_tile((PARTITION_TILE, self.full_blocks, *heads_dim, width), element_type)
             self.full = em.insert(tile.EmptyOp(full_type)).result
         if self.rest:
-            self.last = em.insert(tile.EmptyOp(_sbuf((self.rest, *heads_dim, width), element_type))).result
+            self.last = em.insert(tile.EmptyOp(sbuf_tile((self.rest, *heads_dim, width), element_type))).result
 
     def insert(self, em: LoopNestBuilder, head: int, block: int, value: SSAValue) -> None:
         """Block `block` of head `head` (its position among the gathered heads), cast to the gradient's dtype."""
@@ -304,7 +301,7 @@ class _AttentionBackward:
         self.biases: dict[int, SSAValue] = {}
         self.identity: SSAValue | None = None
         if self.causal:
-            square = _sbuf((PARTITION_TILE, PARTITION_TILE), self.element_type)
+            square = sbuf_tile((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
             self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
         by_shape: dict[tuple[int, int], SSAValue] = {}
@@ -314,7 +311,7 @@ class _AttentionBackward:
                 # all visible. Tiles of one shape share the bias: key minus query position is the same.
                 shape = (self.rows_in(self.length, i), self.extent(i) - i * PARTITION_TILE)
                 if shape not in by_shape:
-                    positions = tile.IotaOp(_sbuf(shape, self.element_type), steps=[1], channel_multiplier=-1)
+                    positions = tile.IotaOp(sbuf_tile(shape, self.element_type), steps=[1], channel_multiplier=-1)
                     by_shape[shape] = _Attention.future_to_bias(em, em.insert(positions).result)
                 self.biases[i] = by_shape[shape]
 
@@ -361,7 +358,7 @@ class _AttentionBackward:
         """[width, count]: the rows' transpose, one TensorE transpose per 128 rows. The blocks leave PSUM as plain
         copies: through `_evacuated` the BERT-base training step's backward (48 heads of one query tile) took
         404.3 -> 409.0 us, for 1.0 us less in the 12 causal heads of 512 queries."""
-        result = em.insert(tile.EmptyOp(_sbuf((rows.width, count), self.element_type))).result
+        result = em.insert(tile.EmptyOp(sbuf_tile((rows.width, count), self.element_type))).result
         for t in range(_tiles(count)):
             block = em.insert(tile.TransposeOp(rows.block(em, t, self.rows_in(count, t)))).result
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
@@ -387,7 +384,7 @@ class _AttentionBackward:
             row = load(em, split, indices, (blocks, width), dims=dims)
             column = em.insert(tile.TransposeOp(row)).result
             columns.append(
-                em.insert(tile.BinaryScalarOp(column, "multiply", _sbuf((width, blocks)), scalar=-1.0)).result
+                em.insert(tile.BinaryScalarOp(column, "multiply", sbuf_tile((width, blocks)), scalar=-1.0)).result
             )
         return columns[0], columns[1]
 
@@ -405,10 +402,10 @@ class _AttentionBackward:
             shape = (p, full, self.value_head) if part == "full" else (p, self.value_head)
             dot_shape = (p, full) if part == "full" else (p, 1)
             products = em.insert(
-                tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", _sbuf(shape))
+                tile.BinaryOp(getattr(grad_out, part), getattr(out, part), "multiply", sbuf_tile(shape))
             ).result
-            dots = em.insert(tile.ReduceOp(products, "add", _sbuf(dot_shape))).result
-            dots = em.insert(tile.BinaryScalarOp(dots, "multiply", _sbuf(dot_shape), scalar=-self.scale)).result
+            dots = em.insert(tile.ReduceOp(products, "add", sbuf_tile(dot_shape))).result
+            dots = em.insert(tile.BinaryScalarOp(dots, "multiply", sbuf_tile(dot_shape), scalar=-self.scale)).result
             negated = lse[0] if part == "full" else lse[1]
             assert negated is not None
             for t in range(rows_count):
@@ -478,7 +475,7 @@ class _AttentionBackward:
         rank = len(batch) + 2
         runs = split_axis(em, tensor, rank - 2, PARTITION_TILE, blocks)
         rows = load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
-        result = em.insert(tile.EmptyOp(_sbuf((width, count), self.element_type))).result
+        result = em.insert(tile.EmptyOp(sbuf_tile((width, count), self.element_type))).result
         for r in range(blocks):
             block_t = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
             block = _evacuated(em, block_t, self.element_type)
@@ -515,7 +512,7 @@ class _AttentionBackward:
                 block = sums.get(j)
                 if block is None:
                     block = em.insert(
-                        tile.FillOp(0.0, _sbuf((w, width), element_type_of(self.results[gathered])))
+                        tile.FillOp(0.0, sbuf_tile((w, width), element_type_of(self.results[gathered])))
                     ).result
                 self.gathered[gathered].insert(em, key_value.position, j, block)
 
@@ -535,7 +532,7 @@ class _AttentionBackward:
             if not m0:
                 probabilities.append(self.exponentials(em, head, i, p, 0, n, self.biases[i]))
                 continue
-            probs: SSAValue = em.insert(tile.EmptyOp(_sbuf((p, n), self.element_type))).result
+            probs: SSAValue = em.insert(tile.EmptyOp(sbuf_tile((p, n), self.element_type))).result
             probs = em.insert(tile.InsertOp(self.exponentials(em, head, i, p, 0, m0), probs, [em.index(0)])).result
             diagonal = self.exponentials(em, head, i, p, m0, n - m0, self.biases[i])
             probabilities.append(em.insert(tile.InsertOp(diagonal, probs, [em.index(m0)])).result)
@@ -552,13 +549,13 @@ class _AttentionBackward:
                 tile.UnaryOp(
                     grad_probabilities,
                     "copy",
-                    _sbuf((p, n), self.element_type),
+                    sbuf_tile((p, n), self.element_type),
                     scale=self.scale,
                     bias=scaled_row_dot,
                 )
             ).result
             grad_scores.append(
-                em.insert(tile.BinaryOp(centred, probs, "multiply", _sbuf((p, n), self.element_type))).result
+                em.insert(tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))).result
             )
         # dV's products need only P: on TensorE they run while dS is computed. dS^T's transposes before dK's
         # products: their evacuations overlap those products on TensorE.
@@ -592,7 +589,7 @@ class _AttentionBackward:
             identity = window(em, self.identity, [0], (p, p))
             scores = em.insert(tile.MatmulOp(identity, bias, _psum((p, count)), scores)).result
         negative_lse, _ = head.columns[i]
-        result_type = _sbuf((p, count), self.element_type)
+        result_type = sbuf_tile((p, count), self.element_type)
         return em.insert(tile.UnaryOp(scores, "exp", result_type, scale=self.scale, bias=negative_lse)).result
 
     def key_value_products(
@@ -639,7 +636,7 @@ class _AttentionBackward:
         if total is None:
             return to_sbuf(em, part)
         shape = part.type.get_shape()  # type: ignore[attr-defined]
-        return em.insert(tile.BinaryOp(total, part, "add", _sbuf(shape))).result
+        return em.insert(tile.BinaryOp(total, part, "add", sbuf_tile(shape))).result
 
 
 def _flash_attention_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue]:

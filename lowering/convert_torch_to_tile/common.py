@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.dialects.builtin import MemRefType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -129,6 +129,16 @@ def row_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[li
     """`row_layouts` applied: the tensors viewed as [rows..., length], and the row dims."""
     layouts, row_dims = row_layouts(values, dim)
     return [view(em, value, layout) for value, layout in zip(values, layouts, strict=True)], row_dims
+
+
+def sbuf_tile(shape: Sequence[int], element_type: Attribute = f32) -> TileType:
+    """An on-chip (SBUF) tile of `shape`, fp32 unless said otherwise: the type of most scratch tiles."""
+    return TileType(tuple(shape), element_type, Memory.SBUF)
+
+
+def column_tile(partitions: int, element_type: Attribute = f32) -> TileType:
+    """A [partitions, 1] SBUF tile: one value per row, as row statistics and per-row scalars are kept."""
+    return sbuf_tile((partitions, 1), element_type)
 
 
 def alloc(em: LoopNestBuilder, shape: Sequence[int], element_type: Attribute) -> SSAValue:

@@ -44,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    column_tile,
     element_bytes,
     element_type_of,
     layout_of,
@@ -69,10 +70,6 @@ from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import LOG_SOFTMAX_B
 from neuron_mlir.runtime.hardware import Memory
 
 _MEAN = 1
-
-
-def _column(p: int, element_type: Attribute = f32) -> TileType:
-    return TileType((p, 1), element_type, Memory.SBUF)
 
 
 class _Rows:
@@ -103,13 +100,13 @@ class _Rows:
 
         def keep_mask(e: LoopNestBuilder, p0: Index, p: int) -> tuple[SSAValue, SSAValue]:
             target = load(e, self.target, [p0, 0], (p, 1), f32)
-            keep = e.insert(tile.BinaryScalarOp(target, "not_equal", _column(p), scalar=self.ignore_index)).result
+            keep = e.insert(tile.BinaryScalarOp(target, "not_equal", column_tile(p), scalar=self.ignore_index)).result
             return target, keep
 
         def clamp(e: LoopNestBuilder, p0: Index, p: int) -> None:
             target, keep = keep_mask(e, p0, p)
-            index = e.insert(tile.BinaryOp(target, keep, "multiply", _column(p))).result
-            store(e, e.insert(tile.CopyOp(index, _column(p, i32))).result, clamped, [p0, 0])
+            index = e.insert(tile.BinaryOp(target, keep, "multiply", column_tile(p))).result
+            store(e, e.insert(tile.CopyOp(index, column_tile(p, i32))).result, clamped, [p0, 0])
 
         em.for_tiles(self.rows, PARTITION_TILE, clamp)
         weights = None
@@ -121,15 +118,15 @@ class _Rows:
         def scale(e: LoopNestBuilder, p0: Index, p: int) -> None:
             _, keep = keep_mask(e, p0, p)
             grad = load(e, self.grad, [p0, 0], (p, 1), f32)
-            value = e.insert(tile.BinaryOp(grad, keep, "multiply", _column(p))).result
+            value = e.insert(tile.BinaryOp(grad, keep, "multiply", column_tile(p))).result
             if weights is not None:
                 weight = load(e, weights, [p0, 0], (p, 1), f32)
-                value = e.insert(tile.BinaryOp(value, weight, "multiply", _column(p))).result
+                value = e.insert(tile.BinaryOp(value, weight, "multiply", column_tile(p))).result
             if self.mean:
                 total = load(e, self.total_weight, [p0, 0], (p, 1), f32)
-                inverse = e.insert(tile.UnaryOp(total, "reciprocal", _column(p))).result
-                value = e.insert(tile.BinaryOp(value, inverse, "multiply", _column(p))).result
-            value = e.insert(tile.BinaryScalarOp(value, "multiply", _column(p), scalar=-1.0)).result
+                inverse = e.insert(tile.UnaryOp(total, "reciprocal", column_tile(p))).result
+                value = e.insert(tile.BinaryOp(value, inverse, "multiply", column_tile(p))).result
+            value = e.insert(tile.BinaryScalarOp(value, "multiply", column_tile(p), scalar=-1.0)).result
             store(e, value, coefficient, [p0, 0])
 
         em.for_tiles(self.rows, PARTITION_TILE, scale)
@@ -187,7 +184,7 @@ def _nll_loss_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any])
 
     def values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         value = load(e, coefficients, [*lead, p0, 0], (ps, 1), f32)
-        return e.insert(tile.CopyOp(value, _column(ps, element_type))).result
+        return e.insert(tile.CopyOp(value, column_tile(ps, element_type))).result
 
     access = _target_access(em, matrix, clamped, group)
     emit_scatter(em, op.name, _grouped(em, matrix, group), access, values, accumulate=False)
@@ -210,7 +207,7 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
 
     def row_tile(e: LoopNestBuilder, p0: Index, p: int) -> None:
         negative = load(e, coefficient, [p0, 0], (p, 1), f32)
-        negative = e.insert(tile.BinaryScalarOp(negative, "multiply", _column(p), scalar=-1.0)).result
+        negative = e.insert(tile.BinaryScalarOp(negative, "multiply", column_tile(p), scalar=-1.0)).result
 
         def chunk(e2: LoopNestBuilder, f0: Index, size: int) -> None:
             values = load(e2, source, [p0, f0], (p, size))
@@ -229,12 +226,12 @@ def emit_cross_entropy_backward(em: LoopNestBuilder, nll: Operation, out_element
 
     def target_values(e: LoopNestBuilder, lead: list[Index], p0: Index, ps: int, f0: Index, fs: int) -> SSAValue:
         exponential = load(e, picked, [*lead, p0, 0], (ps, 1))
-        exponential = e.insert(tile.UnaryOp(exponential, "exp", _column(ps))).result
+        exponential = e.insert(tile.UnaryOp(exponential, "exp", column_tile(ps))).result
         # c * (1 - exp(picked)) = c - c * exp(picked)
         c = load(e, coefficients, [*lead, p0, 0], (ps, 1), f32)
-        product = e.insert(tile.BinaryOp(c, exponential, "multiply", _column(ps))).result
-        value = e.insert(tile.BinaryOp(c, product, "subtract", _column(ps))).result
-        return e.insert(tile.CopyOp(value, _column(ps, out_element_type))).result
+        product = e.insert(tile.BinaryOp(c, exponential, "multiply", column_tile(ps))).result
+        value = e.insert(tile.BinaryOp(c, product, "subtract", column_tile(ps))).result
+        return e.insert(tile.CopyOp(value, column_tile(ps, out_element_type))).result
 
     access = _target_access(em, matrix, clamped, group)
     emit_scatter(em, LOG_SOFTMAX_BACKWARD, _grouped(em, matrix, group), access, target_values, False)

@@ -68,6 +68,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     body_budget_bytes,
+    column_tile,
     element_type_of,
     emitter_target,
     for_row_tiles,
@@ -304,19 +305,15 @@ def _row_plan(em: LoopNestBuilder, op: Operation, x: SSAValue, axis: int, affine
     return _RowPlan(x_view_layout, tuple(row_dims), tuple(out_rows), tuple(stat_rows), length, affine, strides)
 
 
-def _column(p: int) -> TileType:
-    return TileType((p, 1), f32, Memory.SBUF)
-
-
 def _row_statistics(e: LoopNestBuilder, tile_x: SSAValue, p: int, length: int, eps: float) -> tuple[SSAValue, SSAValue]:
     """-mean and rstd of each row of `tile_x` ([p, length]) as [p, 1] fp32 columns."""
-    total = e.insert(tile.ReduceOp(tile_x, "add", _column(p))).result
-    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=-1.0 / length)).result
+    total = e.insert(tile.ReduceOp(tile_x, "add", column_tile(p))).result
+    negative_mean = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=-1.0 / length)).result
     squares = e.insert(
         tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF), bias=negative_mean)
     ).result
-    deviation = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
-    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
+    deviation = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
+    rstd = e.insert(tile.UnaryOp(deviation, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)).result
     return negative_mean, rstd
 
 
@@ -396,7 +393,7 @@ def _layer_norm_on_chip(
             value = m.bin("add", value, tiles.pop(0), final)
         store(e, value, out_view, indices)
         if wanted[0]:
-            mean = e.insert(tile.BinaryScalarOp(negative_mean, "multiply", _column(p), scalar=-1.0)).result
+            mean = e.insert(tile.BinaryScalarOp(negative_mean, "multiply", column_tile(p), scalar=-1.0)).result
             store(e, mean, stat_views[0], [*prefix, p0, 0])
         if wanted[1]:
             store(e, rstd, stat_views[1], [*prefix, p0, 0])
@@ -531,16 +528,18 @@ def _layer_norm_row_groups(
         affine = params.load(p)
 
         def mean(j: int) -> None:
-            total = e.insert(tile.ReduceOp(x_tiles[j], "add", _column(p))).result
-            means[j] = e.insert(tile.BinaryScalarOp(total, "multiply", _column(p), scalar=1.0 / length)).result
+            total = e.insert(tile.ReduceOp(x_tiles[j], "add", column_tile(p))).result
+            means[j] = e.insert(tile.BinaryScalarOp(total, "multiply", column_tile(p), scalar=1.0 / length)).result
 
         def deviation(j: int) -> None:
             # (mean - x)^2: the activation's bias is per partition, its scale -1
             squares = e.insert(
                 tile.UnaryOp(x_tiles[j], "square", square_type, scale=-1.0, bias=means[j])
             ).result
-            summed = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
-            rstds[j] = e.insert(tile.UnaryOp(summed, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
+            summed = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
+            rstds[j] = e.insert(
+                tile.UnaryOp(summed, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)
+            ).result
 
         def normalize(j: int) -> None:
             centred = e.insert(tile.BinaryScalarOp(x_tiles[j], "subtract", m.inner, column=means[j])).result
@@ -1014,8 +1013,8 @@ def _rms_norm_on_chip(
             widened = e.insert(tile.CopyOp(tile_x, TileType((p, length), f32, Memory.SBUF))).result
             store(e, widened, upcast_view, indices)
         squares = e.insert(tile.UnaryOp(tile_x, "square", TileType((p, length), f32, Memory.SBUF))).result
-        summed = e.insert(tile.ReduceOp(squares, "add", _column(p))).result
-        rstd = e.insert(tile.UnaryOp(summed, "rsqrt", _column(p), scale=1.0 / length, bias_value=eps)).result
+        summed = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
+        rstd = e.insert(tile.UnaryOp(summed, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)).result
         final = TileType((p, length), out_type, Memory.SBUF)
         inner = TileType((p, length), f32, Memory.SBUF)
         tiles = list(params[p])
@@ -1215,11 +1214,11 @@ def _rms_norm_backward_on_chip(
         if weight is not None:
             gw = e.insert(tile.BinaryOp(gw, weights[p], "multiply", row_type)).result
         product = e.insert(tile.BinaryOp(gw, tile_x, "multiply", row_type)).result
-        summed = e.insert(tile.ReduceOp(product, "add", _column(p))).result
-        square = e.insert(tile.BinaryOp(r, r, "multiply", _column(p))).result
-        cube = e.insert(tile.BinaryOp(square, r, "multiply", _column(p))).result
-        scaled = e.insert(tile.BinaryOp(cube, summed, "multiply", _column(p))).result
-        c = e.insert(tile.BinaryScalarOp(scaled, "multiply", _column(p), scalar=-1.0 / length)).result
+        summed = e.insert(tile.ReduceOp(product, "add", column_tile(p))).result
+        square = e.insert(tile.BinaryOp(r, r, "multiply", column_tile(p))).result
+        cube = e.insert(tile.BinaryOp(square, r, "multiply", column_tile(p))).result
+        scaled = e.insert(tile.BinaryOp(cube, summed, "multiply", column_tile(p))).result
+        c = e.insert(tile.BinaryScalarOp(scaled, "multiply", column_tile(p), scalar=-1.0 / length)).result
         correction = e.insert(tile.BinaryScalarOp(tile_x, "multiply", row_type, column=c)).result
         direct = e.insert(tile.BinaryScalarOp(gw, "multiply", row_type, column=r)).result
         if store_out:

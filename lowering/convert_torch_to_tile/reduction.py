@@ -55,6 +55,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
     Lowering,
     alloc,
+    column_tile,
     dims_out_of_range,
     element_bytes,
     element_type_of,
@@ -87,10 +88,6 @@ def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> t
     if keepdim:
         return tuple(1 if i in chosen else extent for i, extent in enumerate(shape))
     return tuple(extent for i, extent in enumerate(shape) if i not in chosen)
-
-
-def _column(p: int, element_type: Attribute = F32) -> TileType:
-    return TileType((p, 1), element_type, Memory.SBUF)
 
 
 def is_exact_integer(element_type: Attribute) -> bool:
@@ -253,9 +250,9 @@ def emit_reduce(
         if transform is not None:
             chunk = transform(e, chunk, row)
         if integer_type is not None and integer_type != column_type:
-            folded = e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, integer_type))).result
-            return e.insert(tile.CopyOp(folded, _column(row.partitions, column_type))).result
-        return e.insert(tile.ReduceOp(chunk, op, _column(row.partitions, column_type))).result
+            folded = e.insert(tile.ReduceOp(chunk, op, column_tile(row.partitions, integer_type))).result
+            return e.insert(tile.CopyOp(folded, column_tile(row.partitions, column_type))).result
+        return e.insert(tile.ReduceOp(chunk, op, column_tile(row.partitions, column_type))).result
 
     def fold(e: LoopNestBuilder, acc: SSAValue, value: SSAValue) -> SSAValue:
         return e.insert(tile.BinaryOp(acc, value, combine, acc.type)).result  # type: ignore[arg-type]
@@ -277,7 +274,7 @@ def emit_reduce(
     def row_tile(e: LoopNestBuilder, row: RowTile) -> None:
         result = over(e, row, space.reduced_dims, [])
         if scale is not None:
-            result = e.insert(tile.BinaryScalarOp(result, "multiply", _column(row.partitions), scalar=scale)).result
+            result = e.insert(tile.BinaryScalarOp(result, "multiply", column_tile(row.partitions), scalar=scale)).result
         store(e, to_sbuf(e, result, out_element_type), out_view, [*row.indices, 0])
 
     space.for_rows(em, row_tile)
@@ -404,12 +401,12 @@ def _reduce_on_every_lane(
         if transform is not None:
             chunk = transform(e, chunk, row)
         if chunk_type != column_type:
-            folded = e.insert(tile.ReduceOp(chunk, op, _column(lanes, chunk_type))).result
-            return e.insert(tile.CopyOp(folded, _column(lanes, column_type))).result
-        return e.insert(tile.ReduceOp(chunk, op, _column(lanes, column_type))).result
+            folded = e.insert(tile.ReduceOp(chunk, op, column_tile(lanes, chunk_type))).result
+            return e.insert(tile.CopyOp(folded, column_tile(lanes, column_type))).result
+        return e.insert(tile.ReduceOp(chunk, op, column_tile(lanes, column_type))).result
 
     def fold(e: LoopNestBuilder, f0: Index, size: int, acc: SSAValue) -> SSAValue:
-        return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], _column(lanes, column_type))).result
+        return e.insert(tile.BinaryOp(acc, partial(e, f0, size), _COMBINE[op], column_tile(lanes, column_type))).result
 
     column = em.accumulate_tiles(width, INTEGER_TILE if integer else FREE_TILE, partial, fold)
     if integer:
@@ -417,14 +414,14 @@ def _reduce_on_every_lane(
         return True
     single = TileType((1, 1), F32, Memory.PSUM)
     if op == "add":
-        ones = em.insert(tile.FillOp(1.0, _column(lanes))).result
+        ones = em.insert(tile.FillOp(1.0, column_tile(lanes))).result
         total: SSAValue = em.insert(tile.MatmulOp(column, ones, single)).result
     else:
         row_tile = em.insert(tile.TransposeOp(column)).result
-        total = em.insert(tile.ReduceOp(row_tile, op, _column(1))).result
+        total = em.insert(tile.ReduceOp(row_tile, op, column_tile(1))).result
     total = to_sbuf(em, total, F32)
     if scale is not None:
-        total = em.insert(tile.BinaryScalarOp(total, "multiply", _column(1), scalar=scale)).result
+        total = em.insert(tile.BinaryScalarOp(total, "multiply", column_tile(1), scalar=scale)).result
     out_layout = layout_of(out)
     store(
         em, to_sbuf(em, total, element_type_of(out)), view(em, out, Layout((1, 1), (0, 0), out_layout.offset)), [0, 0]
@@ -442,7 +439,7 @@ def _combine_lanes_exactly(em: LoopNestBuilder, column: SSAValue, op: str, out: 
     scratch = alloc(em, (lanes,), element_type)
     store(em, column, view(em, scratch, Layout((lanes, 1), (1, 1), 0)), [0, 0])
     row = load(em, view(em, scratch, Layout((1, lanes), (lanes, 1), 0)), [0, 0], (1, lanes))
-    total = em.insert(tile.ReduceOp(row, op, _column(1, element_type))).result
+    total = em.insert(tile.ReduceOp(row, op, column_tile(1, element_type))).result
     store(em, total, view(em, out, Layout((1, 1), (0, 0), layout_of(out).offset)), [0, 0])
 
 
@@ -497,7 +494,7 @@ def emit_arg_reduce(
     def chunk_extreme(e: LoopNestBuilder, row: RowTile, f0: Index, size: int) -> list[SSAValue]:
         p = row.partitions
         x = space.load_chunk(e, row, [], f0, size, work if exact else None)
-        extreme = e.insert(tile.ReduceOp(x, op, _column(p, work))).result
+        extreme = e.insert(tile.ReduceOp(x, op, column_tile(p, work))).result
         whole = TileType((p, size), work, Memory.SBUF)
         hit = e.insert(tile.BinaryScalarOp(x, "is_equal", whole, column=extreme)).result
         if not exact:
@@ -507,13 +504,13 @@ def emit_arg_reduce(
         position = _positions(e, positions, f0)
         beyond = e.insert(tile.FillOp(never, positions)).result
         candidates = e.insert(tile.SelectOp(hit, position, beyond, positions)).result
-        return [extreme, e.insert(tile.ReduceOp(candidates, "min", _column(p, position_type))).result]
+        return [extreme, e.insert(tile.ReduceOp(candidates, "min", column_tile(p, position_type))).result]
 
     def combine(e: LoopNestBuilder, row: RowTile, f0: Index, size: int, acc: list[SSAValue]) -> list[SSAValue]:
         p = row.partitions
         extreme, index = chunk_extreme(e, row, f0, size)
         best, best_index = acc
-        column = _column(p, work)
+        column = column_tile(p, work)
         # a later chunk wins only when strictly better (the first extreme keeps its index), or NaN over a number
         # (NaN is the extreme)
         wins = e.insert(tile.BinaryOp(extreme, best, better, column)).result
@@ -523,7 +520,7 @@ def emit_arg_reduce(
             nan_wins = e.insert(tile.BinaryOp(new_nan, old_number, "logical_and", column)).result
             wins = e.insert(tile.BinaryOp(wins, nan_wins, "logical_or", column)).result
         best = e.insert(tile.SelectOp(wins, extreme, best, column)).result
-        best_index = e.insert(tile.SelectOp(wins, index, best_index, _column(p, position_type))).result
+        best_index = e.insert(tile.SelectOp(wins, index, best_index, column_tile(p, position_type))).result
         return [best, best_index]
 
     # one reduced dimension: the space merged nothing into it

@@ -44,6 +44,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     row_layouts,
+    sbuf_tile,
     store,
     to_sbuf,
     view,
@@ -61,18 +62,14 @@ from neuron_mlir.runtime.hardware import Memory
 INTEGER_SCAN_TILE = 1024
 
 
-def _sbuf(shape: tuple[int, ...]) -> TileType:
-    return TileType(shape, f32, Memory.SBUF)
-
-
 def _triangle(em: LoopNestBuilder, size: int) -> SSAValue:
     """[size, size] fp32 with T[k, m] = 1 where k <= m: iota m - k, then m - k >= 0."""
-    difference = em.insert(tile.IotaOp(_sbuf((size, size)), [1], channel_multiplier=-1)).result
-    return em.insert(tile.BinaryScalarOp(difference, "is_ge", _sbuf((size, size)), scalar=0.0)).result
+    difference = em.insert(tile.IotaOp(sbuf_tile((size, size)), [1], channel_multiplier=-1)).result
+    return em.insert(tile.BinaryScalarOp(difference, "is_ge", sbuf_tile((size, size)), scalar=0.0)).result
 
 
 def _ones(em: LoopNestBuilder, shape: tuple[int, int]) -> SSAValue:
-    return em.insert(tile.FillOp(1.0, _sbuf(shape))).result
+    return em.insert(tile.FillOp(1.0, sbuf_tile(shape))).result
 
 
 def scan_views(em: LoopNestBuilder, values: list[SSAValue], dim: int) -> tuple[list[SSAValue], tuple[int, ...]]:
@@ -170,7 +167,7 @@ def emit_scan(
                 total = e3.insert(tile.MatmulOp(ones_column[size], x, TileType((1, n), f32, Memory.PSUM))).result
                 if carry is None:
                     return to_sbuf(e3, total, f32)
-                return e3.insert(tile.BinaryOp(carry, total, "add", _sbuf((1, n)))).result
+                return e3.insert(tile.BinaryOp(carry, total, "add", sbuf_tile((1, n)))).result
 
             _scan_in_chunks(e2, length, chunk, scan_chunk, add_total)
 

@@ -48,6 +48,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     Lowering,
     alloc,
     body_budget_bytes,
+    column_tile,
     dims_out_of_range,
     element_bytes,
     element_type_of,
@@ -66,10 +67,6 @@ from neuron_mlir.lowering.torch_fuse_cross_entropy_backward import fused_nll_los
 from neuron_mlir.runtime.hardware import Memory
 
 _FLOAT32_MAX = 3.4028234663852886e38
-
-
-def _column(p: int) -> TileType:
-    return TileType((p, 1), f32, Memory.SBUF)
 
 
 def _row(p: int, n: int) -> TileType:
@@ -112,21 +109,21 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
             return load(e2, source_view, [*indices, f0], (p, size), in_type)
 
         def reduce(e2: LoopNestBuilder, value: SSAValue, op: str) -> SSAValue:
-            return e2.insert(tile.ReduceOp(value, op, _column(p))).result
+            return e2.insert(tile.ReduceOp(value, op, column_tile(p))).result
 
         def combine(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, op: str) -> SSAValue:
-            return e2.insert(tile.BinaryOp(a, b, op, _column(p))).result
+            return e2.insert(tile.BinaryOp(a, b, op, column_tile(p))).result
 
         def shifted_exp(e2: LoopNestBuilder, value: SSAValue, negative_max: SSAValue, size: int) -> SSAValue:
             return e2.insert(tile.UnaryOp(value, "exp", _row(p, size), bias=negative_max)).result
 
         def finite_max(e2: LoopNestBuilder, value: SSAValue) -> SSAValue:
             # a chunk of -inf alone (masked classes) must give exp(-inf - max) = 0, not exp(-inf + inf) = NaN
-            return e2.insert(tile.BinaryScalarOp(value, "max", _column(p), scalar=-_FLOAT32_MAX)).result
+            return e2.insert(tile.BinaryScalarOp(value, "max", column_tile(p), scalar=-_FLOAT32_MAX)).result
 
         def online_first(e2: LoopNestBuilder, value: SSAValue, size: int) -> list[SSAValue]:
             chunk_max = finite_max(e2, reduce(e2, value, "max"))
-            negative = e2.insert(tile.BinaryScalarOp(chunk_max, "multiply", _column(p), scalar=-1.0)).result
+            negative = e2.insert(tile.BinaryScalarOp(chunk_max, "multiply", column_tile(p), scalar=-1.0)).result
             return [chunk_max, reduce(e2, shifted_exp(e2, value, negative, size), "add")]
 
         def online_step(
@@ -134,15 +131,15 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
         ) -> list[SSAValue]:
             # the sum so far was taken against the old maximum: rescale it by exp(old - new)
             new_max = combine(e2, running_max, finite_max(e2, reduce(e2, value, "max")), "max")
-            negative = e2.insert(tile.BinaryScalarOp(new_max, "multiply", _column(p), scalar=-1.0)).result
-            rescale = e2.insert(tile.UnaryOp(running_max, "exp", _column(p), bias=negative)).result
+            negative = e2.insert(tile.BinaryScalarOp(new_max, "multiply", column_tile(p), scalar=-1.0)).result
+            rescale = e2.insert(tile.UnaryOp(running_max, "exp", column_tile(p), bias=negative)).result
             kept = combine(e2, running_sum, rescale, "multiply")
             return [new_max, combine(e2, kept, reduce(e2, shifted_exp(e2, value, negative, size), "add"), "add")]
 
         whole = chunk(e, 0, length) if single else None
         if whole is not None:
             row_max = reduce(e, whole, "max")
-            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
+            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", column_tile(p), scalar=-1.0)).result
             exponentials = shifted_exp(e, whole, negative_max, length)
             total = reduce(e, exponentials, "add")
         else:
@@ -153,12 +150,12 @@ def emit_softmax(em: LoopNestBuilder, source: SSAValue, dim: int, log: bool, out
                 lambda e2, f0, size: online_first(e2, chunk(e2, f0, size), size),
                 lambda e2, f0, size, acc: online_step(e2, chunk(e2, f0, size), size, acc[0], acc[1]),
             )
-            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", _column(p), scalar=-1.0)).result
+            negative_max = e.insert(tile.BinaryScalarOp(row_max, "multiply", column_tile(p), scalar=-1.0)).result
         if log:
-            log_total = e.insert(tile.UnaryOp(total, "log", _column(p))).result
+            log_total = e.insert(tile.UnaryOp(total, "log", column_tile(p))).result
             shift = combine(e, row_max, log_total, "add")
         else:
-            scale = e.insert(tile.UnaryOp(total, "reciprocal", _column(p))).result
+            scale = e.insert(tile.UnaryOp(total, "reciprocal", column_tile(p))).result
 
         def write(e2: LoopNestBuilder, f0: Index, size: int) -> None:
             result_type = TileType((p, size), out_element_type, Memory.SBUF)
@@ -224,7 +221,7 @@ def emit_softmax_backward(
 
         def partial_sum(e2: LoopNestBuilder, g: SSAValue, y: SSAValue, size: int) -> SSAValue:
             summed = g if log else e2.insert(tile.BinaryOp(g, y, "multiply", _row(p, size))).result
-            return e2.insert(tile.ReduceOp(summed, "add", _column(p))).result
+            return e2.insert(tile.ReduceOp(summed, "add", column_tile(p))).result
 
         def write(e2: LoopNestBuilder, g: SSAValue, y: SSAValue, total: SSAValue, f0: Index, size: int) -> None:
             result_type = TileType((p, size), out_element_type, Memory.SBUF)
@@ -244,7 +241,7 @@ def emit_softmax_backward(
 
         def add_chunk(e2: LoopNestBuilder, f0: Index, size: int, acc: SSAValue | None = None) -> SSAValue:
             value = partial_sum(e2, *operands(e2, f0, size), size)
-            return value if acc is None else e2.insert(tile.BinaryOp(acc, value, "add", _column(p))).result
+            return value if acc is None else e2.insert(tile.BinaryOp(acc, value, "add", column_tile(p))).result
 
         total = e.accumulate_tiles(length, FREE_TILE, add_chunk, add_chunk)
         e.for_tiles(length, FREE_TILE, lambda e2, f0, size: write(e2, *operands(e2, f0, size), total, f0, size))
@@ -300,7 +297,7 @@ def _softmax_backward_row_groups(
                 firsts[j] = e.insert(tile.BinaryOp(gs[j], ys[j], "multiply", row_type)).result
 
         def total(j: int) -> None:
-            totals[j] = e.insert(tile.ReduceOp(gs[j] if log else firsts[j], "add", _column(p))).result
+            totals[j] = e.insert(tile.ReduceOp(gs[j] if log else firsts[j], "add", column_tile(p))).result
 
         def second(j: int) -> None:
             if log:
