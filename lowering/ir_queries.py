@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType,
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
-from neuron_mlir.ir.dialects import tile
+from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
 from neuron_mlir.lowering.layout import Layout
@@ -91,8 +91,8 @@ def tensor_shape_of(value: SSAValue) -> tuple[int, ...]:
 
 
 def storage_root(value: SSAValue) -> SSAValue:
-    """The allocation (or function argument) under a chain of `tile.view`s."""
-    while isinstance(value.owner, tile.ViewOp):
+    """The allocation (or function argument) under a chain of views, `tile.view` or `neuron.view`."""
+    while isinstance(value.owner, tile.ViewOp | neuron.ViewOp):
         value = value.owner.source
     return value
 

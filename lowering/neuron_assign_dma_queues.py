@@ -53,7 +53,7 @@ from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.neuron import InstructionOp
-from neuron_mlir.lowering.ir_queries import defined_functions
+from neuron_mlir.lowering.ir_queries import defined_functions, storage_root
 from neuron_mlir.lowering.neuron_balance_engines import InstructionCosts, instruction_buffers, loop_trips
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import Engine, Target
@@ -67,14 +67,6 @@ _SLACK = 0.5
 # Transfers estimated between two drops of the bandwidth history no later transfer can reach.
 _FORGET_EVERY = 64
 
-
-def _root(value: SSAValue) -> SSAValue:
-    """The buffer a view reads or writes."""
-    owner = value.owner
-    while isinstance(owner, neuron.ViewOp):
-        value = owner.source
-        owner = value.owner
-    return value
 
 
 def _transfer(op: InstructionOp, costs: InstructionCosts) -> cost_model.DmaCost:
@@ -124,9 +116,10 @@ class _Estimate:
         known = self.accesses.get(op)
         if known is None:
             reads, writes = instruction_buffers(op)
-            roots_written = tuple(dict.fromkeys(_root(buffer) for buffer in writes))
+            roots_written = tuple(dict.fromkeys(storage_root(buffer) for buffer in writes))
             whole = tuple(buffer for buffer in roots_written if buffer not in self.windowed)
-            known = self.accesses[op] = _Access(tuple(dict.fromkeys(_root(b) for b in reads)), roots_written, whole)
+            roots_read = tuple(dict.fromkeys(storage_root(b) for b in reads))
+            known = self.accesses[op] = _Access(roots_read, roots_written, whole)
         return known
 
     def ready(self, access: _Access) -> float:
@@ -222,7 +215,7 @@ def _instructions(block: Block) -> Iterator[InstructionOp]:
 def _windowed(body: Block) -> set[SSAValue]:
     writers: dict[SSAValue, int] = {}
     for op in _instructions(body):
-        for buffer in {_root(b) for b in instruction_buffers(op)[1]}:
+        for buffer in {storage_root(b) for b in instruction_buffers(op)[1]}:
             writers[buffer] = writers.get(buffer, 0) + 1
     return {buffer for buffer, count in writers.items() if count > 1}
 

@@ -53,7 +53,7 @@ from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
 from neuron_mlir.ir.locations import OpDiagnostic, at_source
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions, index_interval, size_argument_ranges
+from neuron_mlir.lowering.ir_queries import defined_functions, index_interval, size_argument_ranges, storage_root
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Engine, Memory
 
@@ -308,7 +308,7 @@ class _State:
         size = itemsize(runtime_dtype_name(memref_type.element_type))
         memory = memory_of(memref_type)
         if memory is Memory.HBM:
-            root = _root_buffer(buffer)
+            root = storage_root(buffer)
             scratch = root.owner
             if isinstance(scratch, neuron.AllocOp) and scratch.address is not None:
                 # allocated scratch may share bytes with other scratch (neuron-allocate-memory reuses HBM by
@@ -525,13 +525,6 @@ def _queue_of(op: InstructionOp) -> QueueKey:
     engine = op.engine_kind
     return (engine.value, op.queue.value.data if engine is Engine.DMA and op.queue is not None else 0)
 
-
-def _root_buffer(value: SSAValue) -> SSAValue:
-    owner = value.owner
-    while isinstance(owner, neuron.ViewOp):
-        value = owner.source
-        owner = value.owner
-    return value
 
 
 def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
