@@ -871,6 +871,25 @@ def compiled_mismatch(rank: int, world: int) -> None:
     _assert_close(got, reduce(x), torch.float32, "after the refused collectives")
 
 
+def _failed_all_reduce(compiled: Any, x: torch.Tensor, step: Any, peer: str) -> tuple[str, float]:
+    """Calls `compiled(x)`, whose all_reduce must fail for `peer`: the error and the seconds it took, checked to
+    name the collective and the line of `step` that called it."""
+    import time
+
+    from neuron_mlir.runtime.collectives import CollectiveError
+
+    started = time.monotonic()
+    try:
+        compiled(x)
+    except CollectiveError as error:
+        message, waited = str(error), time.monotonic() - started
+    else:
+        raise AssertionError(f"a collective with {peer} completed")
+    assert "all_reduce" in message, message
+    assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
+    return message, waited
+
+
 def hangs_in_a_collective(rank: int, world: int) -> None:
     """The last rank does not arrive at a compiled all_reduce (it sleeps past the group's timeout, as a rank stuck
     in a long computation or a deadlock would): every other rank fails within the timeout with a CollectiveError
@@ -882,7 +901,6 @@ def hangs_in_a_collective(rank: int, world: int) -> None:
 
     import torch.distributed._functional_collectives as funcol
 
-    from neuron_mlir.runtime.collectives import CollectiveError
 
     timeout = 2.0
     group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
@@ -898,15 +916,7 @@ def hangs_in_a_collective(rank: int, world: int) -> None:
     if rank == world - 1:
         time.sleep(timeout + 1.0)  # arrives after every other rank gave up
     else:
-        started = time.monotonic()
-        try:
-            compiled(x)
-        except CollectiveError as error:
-            message, waited = str(error), time.monotonic() - started
-        else:
-            raise AssertionError("a collective with a hung peer completed")
-        assert "all_reduce" in message, message
-        assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
+        message, waited = _failed_all_reduce(compiled, x, step, "a hung peer")
         timed_out = int("timed out" in message.lower())
         assert timed_out or "Connection closed" in message, message
         assert timeout - 0.5 <= waited < timeout + 3, (waited, message)
@@ -924,11 +934,9 @@ def dies_in_a_collective(rank: int, world: int) -> None:
     within the group's timeout with a CollectiveError naming the collective and the user's line, instead of
     hanging. Last in its launch: a rank is gone after it."""
     import datetime
-    import time
 
     import torch.distributed._functional_collectives as funcol
 
-    from neuron_mlir.runtime.collectives import CollectiveError
 
     timeout = 5.0
     group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
@@ -957,15 +965,7 @@ def dies_in_a_collective(rank: int, world: int) -> None:
         backend._transport = Dying(backend._transport)
         compiled(x)
         raise AssertionError("the dying rank's collective completed")
-    started = time.monotonic()
-    try:
-        compiled(x)
-    except CollectiveError as error:
-        message, waited = str(error), time.monotonic() - started
-    else:
-        raise AssertionError("a collective with a dead peer completed")
-    assert "all_reduce" in message, message
-    assert f"ranks.py:{_line_of(step, 'all_reduce(')}" in message, message
+    _, waited = _failed_all_reduce(compiled, x, step, "a dead peer")
     assert waited < timeout + 2, waited
 
 
