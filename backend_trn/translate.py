@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -38,7 +37,7 @@ from xdsl.ir import Operation, SSAValue
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import InstructionOp
-from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
+from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR, size_arguments
 from neuron_mlir.ir.locations import at_source, describe_location
 from neuron_mlir.ir.semantics.structured import InterpretationError, find_function
 from neuron_mlir.ir.types import runtime_dtype_name
@@ -350,14 +349,7 @@ def build_program(
 
 def _size_ranges(function: func.FuncOp) -> list[tuple[str, int, int]]:
     """The (name, lower, upper) of each size argument of `function`, in order (`SIZE_ARGUMENTS_ATTR`)."""
-    table = function.attributes.get(SIZE_ARGUMENTS_ATTR)
-    if not isinstance(table, ArrayAttr):
-        return []
-    ranges = []
-    for entry in table.data:
-        name, lower, upper = entry.data
-        ranges.append((name.data, lower.value.data, upper.value.data))
-    return ranges
+    return [(size.name, size.lower, size.upper) for size in size_arguments(function)]
 
 
 def memory_sizes_needed(program: Program) -> dict[str, int] | None:

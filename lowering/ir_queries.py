@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from neuron_mlir.ir.dialects import neuron, tile
 from neuron_mlir.ir.dialects.tile import TileType
-from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
+from neuron_mlir.ir.dialects.torch import size_arguments
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
@@ -39,15 +39,10 @@ def integer_constant(value: SSAValue) -> int | None:
 def size_argument_ranges(function: func.FuncOp) -> dict[SSAValue, tuple[int, int]]:
     """The values each size argument of `function` (an `index` argument) may take at a call: the inclusive range
     its `SIZE_ARGUMENTS_ATTR` entry declares, which the program's callers and validator enforce."""
-    table = function.attributes.get(SIZE_ARGUMENTS_ATTR)
-    if not isinstance(table, ArrayAttr) or function.is_declaration:
+    if function.is_declaration:
         return {}
     sizes = [arg for arg in function.body.block.args if isinstance(arg.type, IndexType)]
-    ranges: dict[SSAValue, tuple[int, int]] = {}
-    for arg, entry in zip(sizes, table.data, strict=False):
-        _, lower, upper = entry.data
-        ranges[arg] = (lower.value.data, upper.value.data)
-    return ranges
+    return {arg: (size.lower, size.upper) for arg, size in zip(sizes, size_arguments(function), strict=False)}
 
 
 def index_interval(value: SSAValue, known: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:

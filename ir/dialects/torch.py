@@ -60,6 +60,7 @@ from xdsl.dialects.builtin import (
     I1,
     I64,
     AnyFloatConstr,
+    ArrayAttr,
     BFloat16Type,
     ComplexType,
     DenseArrayBase,
@@ -99,6 +100,8 @@ from xdsl.irdl import (
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from neuron_mlir.ir.locations import OpDiagnostic, at_source
 
 # --------------------------------------------------------------------------------------------------------------
 # Schema metadata
@@ -1194,6 +1197,47 @@ SIZE_ARGUMENTS_ATTR = "neuron.size_arguments"
 dimensions a size bucket pads, `[["s0", lower, upper], ...]` in call order. The function is compiled for
 `upper` (the bucket's size); each call passes a value in `[lower, upper]`. convert-torch-to-tile makes them
 `index` arguments of the function, and the translation to a program its scalar inputs."""
+
+@dataclass(frozen=True)
+class SizeArgument:
+    """One entry of `SIZE_ARGUMENTS_ATTR`: a call passes `name` a value in `[lower, upper]`."""
+
+    name: str
+    lower: int
+    upper: int
+
+
+def size_arguments(function: Operation) -> list[SizeArgument]:
+    """The size arguments `function` declares (`SIZE_ARGUMENTS_ATTR`), in call order; [] when it declares none.
+    Raises an OpDiagnostic at `function` naming the entry and the rule it breaks: each is `["name", lower, upper]`
+    with a unique name and integer bounds, 1 <= lower <= upper."""
+    def refused(rule: str) -> OpDiagnostic:
+        name = function.properties.get("sym_name") or function.attributes.get("sym_name")
+        where = f"@{name.data}" if isinstance(name, StringAttr) else function.name
+        return OpDiagnostic(f"{where}: {SIZE_ARGUMENTS_ATTR} {rule}{at_source(function)}", function)
+
+    table = function.attributes.get(SIZE_ARGUMENTS_ATTR)
+    if table is None:
+        return []
+    if not isinstance(table, ArrayAttr):
+        raise refused('must be an array of ["name", lower, upper] entries')
+    entries: list[SizeArgument] = []
+    for index, entry in enumerate(table.data):
+        fields = entry.data if isinstance(entry, ArrayAttr) else ()
+        name, lower, upper = fields if len(fields) == 3 else (None, None, None)
+        if not (
+            isinstance(name, StringAttr)
+            and all(isinstance(b, IntegerAttr) and isinstance(b.type, IntegerType) for b in (lower, upper))
+        ):
+            raise refused(f'entry {index} must be ["name", lower, upper] with integer bounds, not {entry}')
+        low, high = lower.value.data, upper.value.data  # type: ignore[union-attr]
+        if not 1 <= low <= high:
+            raise refused(f"entry {index} ({name.data}) must have 1 <= lower <= upper, not [{low}, {high}]")
+        if any(e.name == name.data for e in entries):
+            raise refused(f"names {name.data} twice")
+        entries.append(SizeArgument(name.data, low, high))
+    return entries
+
 
 SIZE_BOUNDS_ATTR = "neuron.size_bounds"
 """The op attribute naming, per dimension of the op's first result, the size argument (`SIZE_ARGUMENTS_ATTR`)

@@ -51,7 +51,6 @@ from typing import Any
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     Float8E4M3FNType,
     Float8E5M2Type,
     FunctionType,
@@ -66,7 +65,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.ir.dialects.torch import SIZE_ARGUMENTS_ATTR
+from neuron_mlir.ir.dialects.torch import size_arguments
 from neuron_mlir.ir.locations import at_source
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile import (
@@ -169,6 +168,7 @@ def legality(op: Operation) -> str | None:
 def _check_legality(module: ModuleOp) -> None:
     """Fail on the first op (or function argument) the pass does not lower, before converting anything."""
     for function in defined_functions(module):
+        size_arguments(function)  # a malformed table is refused at the function
         for argument in function.body.block.args:
             if (problem := _storage_problem(argument.type)) is not None:
                 raise _not_lowerable(function, problem)
@@ -341,13 +341,12 @@ def _convert_function(function: func.FuncOp) -> None:
         new_arg = block.insert_arg(_hbm_for(arg), len(block.args))
         new_arg.name_hint = arg.name_hint
         mapping[arg] = new_arg
-    sizes = function.attributes.get(SIZE_ARGUMENTS_ATTR)
-    for entry in sizes.data if isinstance(sizes, ArrayAttr) else ():
+    for size in size_arguments(function):
         # after the tensors: the translation makes them the program's scalar inputs, in this order
         size_arg = block.insert_arg(IndexType(), len(block.args))
-        size_arg.name_hint = entry.data[0].data
-        context.size_arguments[entry.data[0].data] = size_arg
-        context.size_extents[entry.data[0].data] = entry.data[2].value.data
+        size_arg.name_hint = size.name
+        context.size_arguments[size.name] = size_arg
+        context.size_extents[size.name] = size.upper
 
     def mapped(value: Any) -> Any:
         if isinstance(value, SSAValue):
