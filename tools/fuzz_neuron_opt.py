@@ -19,7 +19,7 @@ classified:
   all (a miscompile);
 - crash: any exception escaping neuron-opt's main (a Python traceback), grouped by the innermost frame of the
   project or of xDSL that raised it;
-- hang: no answer within the time limit of a case; the worker is replaced and the run goes on.
+- hang: more CPU seconds than a case's time limit (or no answer at all); the worker is replaced and the run goes on.
 
 A run prints a summary and exits with 1 when anything but accepted and diagnosed cases occurred. `--save-dir`
 keeps every failing input (and its traceback), `--minimize` shrinks the first input of each crash site to the
@@ -52,8 +52,10 @@ LIT_ROOT = REPOSITORY / "test" / "lit"
 # What a worker may use: a mutated shape can ask for tensors of terabytes, which must fail as a diagnostic, not
 # take the machine's memory with it.
 WORKER_MEMORY_BYTES = 6 * 1024**3
-# A worker that does not answer this long after a case's own time limit is stuck where no signal reaches.
-HARD_TIMEOUT_GRACE_SECONDS = 10.0
+# A case's own limit counts the CPU seconds its worker spends, so that a loaded machine does not make slow cases
+# hangs; a worker that gives no answer for this many times that limit of wall time is stuck where no signal
+# reaches (asleep, or starved) and is killed.
+HARD_TIMEOUT_FACTOR = 5.0
 
 PIPELINE_ARGS: tuple[tuple[str, ...], ...] = (
     ("-p", "neuron-pipeline"),
@@ -363,7 +365,8 @@ def crash_site(error: BaseException) -> str:
 
 
 def run_neuron_opt(text: str, args: Sequence[str], path: Path, timeout: float | None = None) -> Outcome:
-    """Run neuron-opt's main on `text` (written to `path`) in this process, and classify what it did."""
+    """Run neuron-opt's main on `text` (written to `path`) in this process, and classify what it did; a case that
+    spends more than `timeout` CPU seconds is a hang."""
     from neuron_mlir.tools.neuron_opt import main
 
     path.write_text(text)
@@ -371,22 +374,22 @@ def run_neuron_opt(text: str, args: Sequence[str], path: Path, timeout: float | 
     started = time.perf_counter()
     code: object = 0
     if timeout is not None:
-        signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        signal.signal(signal.SIGPROF, _on_alarm)
+        signal.setitimer(signal.ITIMER_PROF, timeout)
     try:
         with redirect_stdout(stdout), redirect_stderr(stderr):
             main([str(path), *args, "-o", os.devnull])
     except SystemExit as exit_:
         code = exit_.code
     except CaseTimeout:
-        return Outcome(HANG, f"no answer within {timeout} s", "", time.perf_counter() - started)
+        return Outcome(HANG, f"more than {timeout:g} CPU seconds", "", time.perf_counter() - started)
     except Exception as error:  # everything else escaping main is what the fuzzer looks for
         site = crash_site(error)
         detail = "".join(traceback.format_exception(error))
         return Outcome(CRASH, site, detail, time.perf_counter() - started)
     finally:
         if timeout is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
     seconds = time.perf_counter() - started
     message = stderr.getvalue()
     first_line = message.splitlines()[0] if message.strip() else ""
@@ -401,11 +404,17 @@ def run_neuron_opt(text: str, args: Sequence[str], path: Path, timeout: float | 
 
 
 def _worker(connection: multiprocessing.connection.Connection, directory: str, timeout: float) -> None:
-    """Runs the cases the parent sends until it sends None."""
+    """Runs the cases the parent sends until it sends None. It imports what cases use before it says it is ready:
+    a time limit that fired inside an import would leave the module half-initialised for every later case."""
     import resource
+
+    import torch  # noqa: F401, TID251  # the semantics checker's reference runs import it lazily
+
+    from neuron_mlir.tools.neuron_opt import main  # noqa: F401
 
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     sys.setrecursionlimit(5000)
+    connection.send(None)
     while True:
         case = connection.recv()
         if case is None:
@@ -429,6 +438,11 @@ class _WorkerHandle:
         self.case: Case | None = None
         self.started = 0.0
 
+    def wait_ready(self) -> None:
+        """Wait for the worker's imports, which no case's time should pay for."""
+        with suppress(EOFError, OSError):  # a worker that died starting is reported with its first case
+            self.connection.recv()
+
     def send(self, case: Case) -> None:
         self.case, self.started = case, time.perf_counter()
         self.connection.send(case)
@@ -447,6 +461,8 @@ def run_cases(cases: Iterable[Case], jobs: int = 1, timeout: float = 60.0) -> It
     pending = iter(cases)
     with tempfile.TemporaryDirectory(prefix="neuron-opt-fuzz-") as directory:
         workers = [_WorkerHandle(context, directory, timeout) for _ in range(jobs)]
+        for worker in workers:
+            worker.wait_ready()
         busy: list[_WorkerHandle] = []
         try:
             for worker in workers:
@@ -466,15 +482,19 @@ def run_cases(cases: Iterable[Case], jobs: int = 1, timeout: float = 60.0) -> It
                         except (EOFError, OSError):
                             worker.process.join()
                             outcome = Outcome(CRASH, f"worker died (exit code {worker.process.exitcode})", "", 0.0)
-                    elif time.perf_counter() - worker.started > timeout + HARD_TIMEOUT_GRACE_SECONDS:
-                        outcome = Outcome(HANG, f"no answer within {timeout} s (killed)", "", 0.0)
+                    elif time.perf_counter() - worker.started > timeout * HARD_TIMEOUT_FACTOR:
+                        limit = timeout * HARD_TIMEOUT_FACTOR
+                        outcome = Outcome(HANG, f"no answer within {limit:g} s of wall time (killed)", "", 0.0)
                     if outcome is None:
                         continue
                     yield worker.case, outcome
-                    if not worker.process.is_alive() or (outcome.kind == HANG and "killed" in outcome.signature):
+                    # a time limit can fire anywhere (inside a module's import, a cache's update): a worker
+                    # interrupted by one is not trusted with another case
+                    if not worker.process.is_alive() or outcome.kind == HANG:
                         worker.stop()
                         busy.remove(worker)
                         worker = _WorkerHandle(context, directory, timeout)
+                        worker.wait_ready()
                         workers.append(worker)
                         busy.append(worker)
                     case = next(pending, None)
@@ -575,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-case", type=int, default=0, help="index of the first case (to replay a range)")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed: the cases follow from it")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take before it is a hang")
+    parser.add_argument("--timeout", type=float, default=60.0, help="CPU seconds a case may take before it is a hang")
     parser.add_argument("--corpus", type=Path, action="append", help="files or directories (default test/lit)")
     parser.add_argument("--max-seed-chars", type=int, help="leave out corpus chunks longer than this")
     parser.add_argument("--save-dir", type=Path, help="write each failing case's input and traceback here")
