@@ -21,7 +21,13 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from neuron_mlir.runtime.device_memory import Block, DeviceMemory, DeviceOutOfMemoryError
+from neuron_mlir.runtime.device_memory import (
+    AddressSpace,
+    Block,
+    DeviceMemory,
+    DeviceOutOfMemoryError,
+    PythonAddressSpace,
+)
 
 DEVICE_TYPE = "neuron"
 # the kernels of `set_` and of the view ops are registered for CPU; they only write metadata
@@ -89,8 +95,17 @@ def device_memory() -> DeviceMemory:
     if _memory is None:
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
-        _memory = DeviceMemory(get_target(os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
+        _memory = DeviceMemory(get_target(os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)), None, _address_space)
     return _memory
+
+
+def _address_space(capacity: int, alignment: int) -> AddressSpace:
+    """The native library's address space when it is loaded (no Python code per allocation and free), else the
+    Python one."""
+    from neuron_mlir.frontend.device import native
+
+    space = native.address_space(capacity, alignment) if native.loaded() else None
+    return cast(AddressSpace, space) if space is not None else PythonAddressSpace(capacity, alignment)
 
 
 def new_storage(nbytes: int) -> torch.UntypedStorage:

@@ -89,6 +89,24 @@ def test_fresh_results_are_made_by_the_native_constructor():
         make(small, (4,), torch.float32)
 
 
+def test_device_memory_is_the_native_address_space():
+    """The device's blocks come from the native address space: a tensor's block is taken and given back without
+    Python code, and `memory_allocated` follows tensors exactly as they are made and die."""
+    from neuron_mlir.frontend.device import storage
+
+    memory = storage.device_memory()
+    assert type(memory.space).__name__ == "AddressSpace"
+    before = neuron.memory_allocated()
+    tensor = torch.ones(1000, device="neuron")
+    block = storage.block_of(tensor)
+    assert type(block).__module__ == "neuron_hooks"
+    assert neuron.memory_allocated() == before + 4000
+    freed = memory.stats()["allocation.all.freed"]
+    del tensor, block
+    assert neuron.memory_allocated() == before
+    assert memory.stats()["allocation.all.freed"] == freed + 1
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
