@@ -266,10 +266,16 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
         torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
     shape = tuple(shape)
+    memory = _memory or device_memory()
+    if _fresh_tensor is not None:  # the whole of it in one native call
+        made = _fresh_tensor(memory.space, shape, torch_dtype, dtype, _BLOCK_ATTRIBUTE)
+        if made is not None:
+            return made
+        # no room (the allocation below raises the out-of-memory error), or the memory's space is not native
     nbytes = math.prod(shape) * torch_dtype.itemsize
     # `new_storage` inlined: every eager op's fresh result and every compiled graph's device output comes here
     try:
-        block = (_memory or device_memory()).allocate(nbytes)
+        block = memory.allocate(nbytes)
     except DeviceOutOfMemoryError as error:
         raise torch.OutOfMemoryError(str(error)) from None
     data = block.data
@@ -286,12 +292,16 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
 # the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
 _tensor_over: Any = None
+# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`)
+_fresh_tensor: Any = None
 
 
-def use_native(tensor_over: Any) -> None:
-    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`), or without it (None)."""
-    global _tensor_over
-    _tensor_over = tensor_over
+def use_native(tensor_over: Any, fresh_tensor: Any = None) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their maker
+    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), or without them
+    (None)."""
+    global _tensor_over, _fresh_tensor
+    _tensor_over, _fresh_tensor = tensor_over, fresh_tensor
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

@@ -140,6 +140,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_default_generator.restype = ctypes.py_object
     library.neuron_address_space.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
     library.neuron_address_space.restype = ctypes.py_object
+    library.neuron_fresh_tensor_function.argtypes = []
+    library.neuron_fresh_tensor_function.restype = ctypes.py_object
     _library = library
     return library
 
@@ -199,6 +201,15 @@ def address_space(capacity: int, alignment: int) -> Any | None:
     Python code (a block's range returns as the block is deallocated)."""
     library = load()
     return None if library is None else library.neuron_address_space(capacity, alignment)
+
+
+def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
+    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute) -> (tensor, array)`:
+    a block of native address space `space` for a contiguous tensor of `shape` and torch `dtype`, a storage over
+    its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of dtype `element` over the
+    bytes; None when the space cannot hold the block. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
 
 
 def _set_reason(reason: str) -> None:

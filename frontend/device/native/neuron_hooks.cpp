@@ -293,6 +293,7 @@ struct BlockObject {
   PyObject* data;  // the block's bytes: a uint8 array of `nbytes`
   PyObject* weakrefs;
   int64_t address, nbytes, reserved;
+  void* pointer;  // where `data`'s bytes are in host memory
   bool alive;  // its range is still taken
 };
 
@@ -420,6 +421,13 @@ PyObject* space_allocate(PyObject* self, PyObject* argument) {
   if (data == nullptr) {
     return nullptr;
   }
+  Py_buffer view;
+  if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) {
+    Py_DECREF(data);
+    return nullptr;
+  }
+  void* pointer = view.buf;  // the array keeps its bytes where they are for its life
+  PyBuffer_Release(&view);
   auto* block = PyObject_New(BlockObject, block_type);
   if (block == nullptr) {
     Py_DECREF(data);
@@ -449,6 +457,7 @@ PyObject* space_allocate(PyObject* self, PyObject* argument) {
   space->peak_reserved_bytes = std::max(space->peak_reserved_bytes, space->reserved_bytes);
   space->allocations += 1;
   space->live_blocks += 1;
+  block->pointer = pointer;
   Py_INCREF(self);
   block->space = self;
   block->data = data;
@@ -678,6 +687,108 @@ PyObject* neuron_address_space(long long capacity, long long alignment) {
   space->numpy_empty = empty;
   space->uint8 = uint8;
   return reinterpret_cast<PyObject*>(space);
+}
+
+// A fresh device result in one call: a block of `space` (an AddressSpace) for a contiguous tensor of `shape` (a
+// tuple of ints) and `dtype` (a torch.dtype), a storage over its bytes carrying the block as `attribute` (a str: the
+// block lives as long as the storage), the tensor, and a NumPy array of `element` (a numpy.dtype) and `shape` over
+// the same bytes: what storage.empty_array makes in Python. Returns (tensor, array), None when the space cannot
+// hold the block or is not a native one (the caller's Python path then raises the out-of-memory error, or makes the
+// result from its Python space), or nullptr with a Python exception set.
+PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype, PyObject* element, PyObject* attribute) {
+  try {
+    if (Py_TYPE(space) != neuron::space_type) {
+      Py_RETURN_NONE;  // a memory of the Python address space: its Python path makes the result
+    }
+    if (!THPDtype_Check(dtype) || !PyTuple_Check(shape)) {
+      PyErr_SetString(PyExc_TypeError, "neuron_fresh_tensor takes an address space, a tuple of sizes and a dtype");
+      return nullptr;
+    }
+    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+    std::vector<int64_t> sizes(rank);
+    std::vector<int64_t> strides(rank);
+    int64_t stride = 1;
+    int64_t numel = 1;
+    for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
+      int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
+      if (size == -1 && PyErr_Occurred()) {
+        return nullptr;
+      }
+      if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "neuron_fresh_tensor: a negative size");
+        return nullptr;
+      }
+      sizes[axis] = size;
+      strides[axis] = stride;
+      stride *= std::max<int64_t>(size, 1);
+      numel *= size;
+    }
+    auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+    int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
+    PyObject* count = PyLong_FromLongLong(nbytes);
+    if (count == nullptr) {
+      return nullptr;
+    }
+    PyObject* made = neuron::space_allocate(space, count);
+    Py_DECREF(count);
+    if (made == nullptr || made == Py_None) {
+      return made;
+    }
+    auto* block = reinterpret_cast<neuron::BlockObject*>(made);
+    c10::Storage stored(
+        c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), c10::DataPtr(block->pointer, c10::Device(neuron::kDevice, 0)),
+        /*allocator=*/nullptr, /*resizable=*/false);
+    PyObject* wrapped = THPStorage_Wrap(stored);
+    if (wrapped == nullptr || PyObject_SetAttr(wrapped, attribute, made) != 0) {
+      Py_XDECREF(wrapped);
+      Py_DECREF(made);
+      return nullptr;
+    }
+    Py_DECREF(wrapped);  // torch keeps the storage's Python object (and the block on it) while the storage lives
+    at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
+        std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
+    tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
+    PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
+    Py_DECREF(made);
+    if (typed == nullptr) {
+      return nullptr;
+    }
+    PyObject* array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
+    Py_DECREF(typed);
+    if (array == nullptr) {
+      return nullptr;
+    }
+    PyObject* result = PyTuple_New(2);
+    if (result == nullptr) {
+      Py_DECREF(array);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(result, 0, THPVariable_Wrap(std::move(tensor)));
+    PyTuple_SET_ITEM(result, 1, array);
+    return result;
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+namespace {
+PyObject* fresh_tensor_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 5) {
+    PyErr_SetString(PyExc_TypeError, "fresh_tensor(space, shape, dtype, element, attribute) takes 5 arguments");
+    return nullptr;
+  }
+  return neuron_fresh_tensor(args[0], args[1], args[2], args[3], args[4]);
+}
+PyMethodDef fresh_tensor_method = {
+    "fresh_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(fresh_tensor_fastcall)), METH_FASTCALL,
+    "fresh_tensor(space, shape, dtype, element, attribute) -> (tensor, array) | None"};
+}  // namespace
+
+// `neuron_fresh_tensor` as a builtin function (a new reference): a call costs what a builtin's does, not a ctypes
+// call's conversions.
+PyObject* neuron_fresh_tensor_function() {
+  return PyCFunction_New(&fresh_tensor_method, nullptr);
 }
 
 }  // extern "C"

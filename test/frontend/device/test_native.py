@@ -89,6 +89,31 @@ def test_fresh_results_are_made_by_the_native_constructor():
         make(small, (4,), torch.float32)
 
 
+def test_fresh_results_come_whole_from_one_native_call():
+    """`storage.empty_array` makes block, storage, tensor and array in one native call: the block hangs on the
+    storage (it dies with the last tensor over it), the counters follow, and a request the HBM cannot hold is
+    still the out-of-memory error naming the bytes."""
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    assert storage._fresh_tensor is not None
+    memory = storage.device_memory()
+    before = (memory.allocated_bytes, memory.stats()["allocation.all.allocated"])
+    tensor, array = storage.empty_array((5, 6), np.dtype(np.float32))
+    block = storage.block_of(tensor)
+    assert (block.nbytes, array.shape, array.dtype) == (120, (5, 6), np.dtype(np.float32))
+    assert array.ctypes.data == tensor.data_ptr() == block.data.ctypes.data
+    assert (memory.allocated_bytes, memory.stats()["allocation.all.allocated"]) == (before[0] + 120, before[1] + 1)
+    view = tensor[1:]
+    del tensor, array, block
+    assert memory.allocated_bytes == before[0] + 120  # the view keeps the storage, and the block on it
+    del view
+    assert memory.allocated_bytes == before[0]
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        storage.empty_array((1 << 40,), np.dtype(np.float32))
+
+
 def test_device_memory_is_the_native_address_space():
     """The device's blocks come from the native address space: a tensor's block is taken and given back without
     Python code, and `memory_allocated` follows tensors exactly as they are made and die."""
