@@ -180,9 +180,14 @@ def bind(
 def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A new device tensor with its own storage."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
     shape = tuple(size)
-    if _tensor_over is not None and stride == _strides(shape):
+    contiguous = stride == _strides(shape)
+    if contiguous and _fresh_tensor is not None:  # block, storage and tensor in one native call
+        made = _fresh_tensor((_memory or device_memory()).space, shape, dtype, None, _BLOCK_ATTRIBUTE)
+        if made is not None:
+            return cast(torch.Tensor, made[0])
+    storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
+    if _tensor_over is not None and contiguous:
         return cast(torch.Tensor, _tensor_over(storage, shape, dtype))
     return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
 

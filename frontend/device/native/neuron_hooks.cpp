@@ -692,7 +692,8 @@ PyObject* neuron_address_space(long long capacity, long long alignment) {
 // A fresh device result in one call: a block of `space` (an AddressSpace) for a contiguous tensor of `shape` (a
 // tuple of ints) and `dtype` (a torch.dtype), a storage over its bytes carrying the block as `attribute` (a str: the
 // block lives as long as the storage), the tensor, and a NumPy array of `element` (a numpy.dtype) and `shape` over
-// the same bytes: what storage.empty_array makes in Python. Returns (tensor, array), None when the space cannot
+// the same bytes (None when `element` is None): what storage.empty_array makes in Python. Returns (tensor, array),
+// None when the space cannot
 // hold the block or is not a native one (the caller's Python path then raises the out-of-memory error, or makes the
 // result from its Python space), or nullptr with a Python exception set.
 PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype, PyObject* element, PyObject* attribute) {
@@ -748,13 +749,19 @@ PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype,
     at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
         std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
     tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
-    PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
-    Py_DECREF(made);
-    if (typed == nullptr) {
-      return nullptr;
+    PyObject* array = Py_None;  // no array wanted: `element` is None
+    if (element == Py_None) {
+      Py_INCREF(array);
+    } else {
+      PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
+      if (typed == nullptr) {
+        Py_DECREF(made);
+        return nullptr;
+      }
+      array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
+      Py_DECREF(typed);
     }
-    PyObject* array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
-    Py_DECREF(typed);
+    Py_DECREF(made);
     if (array == nullptr) {
       return nullptr;
     }

@@ -90,9 +90,9 @@ def test_fresh_results_are_made_by_the_native_constructor():
 
 
 def test_fresh_results_come_whole_from_one_native_call():
-    """`storage.empty_array` makes block, storage, tensor and array in one native call: the block hangs on the
-    storage (it dies with the last tensor over it), the counters follow, and a request the HBM cannot hold is
-    still the out-of-memory error naming the bytes."""
+    """`storage.empty_array` makes block, storage, tensor and array in one native call (contiguous `torch.empty`
+    too): the block hangs on the storage (it dies with the last tensor over it), the counters follow, and a request
+    the HBM cannot hold is still the out-of-memory error naming the bytes."""
     import numpy as np
 
     from neuron_mlir.frontend.device import storage
@@ -112,6 +112,17 @@ def test_fresh_results_come_whole_from_one_native_call():
     assert memory.allocated_bytes == before[0]
     with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
         storage.empty_array((1 << 40,), np.dtype(np.float32))
+    # contiguous `torch.empty` takes the same path (without the array), strided ones the Python one
+    empty = torch.empty(3, 4, dtype=torch.bfloat16, device="neuron")
+    strided = torch.empty_strided((3, 4), (1, 3), dtype=torch.bfloat16, device="neuron")
+    assert memory.allocated_bytes == before[0] + 2 * 24
+    for tensor in (empty, strided):
+        assert storage.block_of(tensor).nbytes == 24
+        tensor.fill_(2)
+        assert torch.equal(tensor.cpu(), torch.full((3, 4), 2, dtype=torch.bfloat16))
+    assert strided.stride() == (1, 3)
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.empty(1 << 40, device="neuron")
 
 
 def test_device_memory_is_the_native_address_space():
