@@ -6,7 +6,9 @@ as any tensor uses it (views, autograd's saved shallow copies and `detach()` all
 lives exactly as long as the storage, and dies (giving its HBM range back) with the last tensor that uses it.
 
 Tensors are given their storage, sizes and strides by the CPU kernels of `set_` and the view ops, which only
-write metadata: a device tensor never reaches an allocator of torch's own. The same bytes are visible on the host
+write metadata, or, for a fresh contiguous tensor, made whole by the native hooks (`native.fresh_tensor`: block,
+storage and tensor in one call, when the memory's address space is the native one): a device tensor never reaches
+an allocator of torch's own. The same bytes are visible on the host
 as CPU tensors (`host_alias`), the way the CPU fallback and the host side of compiled ops read and write them.
 """
 
