@@ -6,7 +6,9 @@ as any tensor uses it (views, autograd's saved shallow copies and `detach()` all
 lives exactly as long as the storage, and dies (giving its HBM range back) with the last tensor that uses it.
 
 Tensors are given their storage, sizes and strides by the CPU kernels of `set_` and the view ops, which only
-write metadata: a device tensor never reaches an allocator of torch's own. The same bytes are visible on the host
+write metadata, or, for a fresh contiguous tensor, made whole by the native hooks (`native.fresh_tensor`: block,
+storage and tensor in one call, when the memory's address space is the native one): a device tensor never reaches
+an allocator of torch's own. The same bytes are visible on the host
 as CPU tensors (`host_alias`), the way the CPU fallback and the host side of compiled ops read and write them.
 """
 
@@ -21,7 +23,13 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from neuron_mlir.runtime.device_memory import Block, DeviceMemory, DeviceOutOfMemoryError
+from neuron_mlir.runtime.device_memory import (
+    AddressSpace,
+    Block,
+    DeviceMemory,
+    DeviceOutOfMemoryError,
+    PythonAddressSpace,
+)
 
 DEVICE_TYPE = "neuron"
 # the kernels of `set_` and of the view ops are registered for CPU; they only write metadata
@@ -89,8 +97,17 @@ def device_memory() -> DeviceMemory:
     if _memory is None:
         from neuron_mlir.runtime.hardware import DEFAULT_TARGET, get_target
 
-        _memory = DeviceMemory(get_target(os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)))
+        _memory = DeviceMemory(get_target(os.environ.get("NEURON_MLIR_TARGET", DEFAULT_TARGET)), None, _address_space)
     return _memory
+
+
+def _address_space(capacity: int, alignment: int) -> AddressSpace:
+    """The native library's address space when it is loaded (no Python code per allocation and free), else the
+    Python one."""
+    from neuron_mlir.frontend.device import native
+
+    space = native.address_space(capacity, alignment) if native.loaded() else None
+    return cast(AddressSpace, space) if space is not None else PythonAddressSpace(capacity, alignment)
 
 
 def new_storage(nbytes: int) -> torch.UntypedStorage:
@@ -165,9 +182,14 @@ def bind(
 def empty_strided(size: Sequence[int], stride: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A new device tensor with its own storage."""
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
     shape = tuple(size)
-    if _tensor_over is not None and stride == _strides(shape):
+    contiguous = stride == _strides(shape)
+    if contiguous and _fresh_tensor is not None:  # block, storage and tensor in one native call
+        made = _fresh_tensor((_memory or device_memory()).space, shape, dtype, None, _BLOCK_ATTRIBUTE)
+        if made is not None:
+            return cast(torch.Tensor, made[0])
+    storage = new_storage(storage_nbytes(size, stride, dtype.itemsize))
+    if _tensor_over is not None and contiguous:
         return cast(torch.Tensor, _tensor_over(storage, shape, dtype))
     return bind(torch._C._acc.create_empty_tensor((0,), dtype), storage, 0, size, stride)
 
@@ -251,10 +273,16 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
         torch_dtype = _torch_dtypes[dtype] = to_torch(dtype)
     shape = tuple(shape)
+    memory = _memory or device_memory()
+    if _fresh_tensor is not None:  # the whole of it in one native call
+        made = _fresh_tensor(memory.space, shape, torch_dtype, dtype, _BLOCK_ATTRIBUTE)
+        if made is not None:
+            return made
+        # no room (the allocation below raises the out-of-memory error), or the memory's space is not native
     nbytes = math.prod(shape) * torch_dtype.itemsize
     # `new_storage` inlined: every eager op's fresh result and every compiled graph's device output comes here
     try:
-        block = (_memory or device_memory()).allocate(nbytes)
+        block = memory.allocate(nbytes)
     except DeviceOutOfMemoryError as error:
         raise torch.OutOfMemoryError(str(error)) from None
     data = block.data
@@ -271,12 +299,16 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
 
 # the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
 _tensor_over: Any = None
+# the native hooks' maker of a whole fresh result (`native.fresh_tensor()`)
+_fresh_tensor: Any = None
 
 
-def use_native(tensor_over: Any) -> None:
-    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`), or without it (None)."""
-    global _tensor_over
-    _tensor_over = tensor_over
+def use_native(tensor_over: Any, fresh_tensor: Any = None) -> None:
+    """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their maker
+    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), or without them
+    (None)."""
+    global _tensor_over, _fresh_tensor
+    _tensor_over, _fresh_tensor = tensor_over, fresh_tensor
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

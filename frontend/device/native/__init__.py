@@ -9,8 +9,10 @@ a device guard answering in C++ what torch's Python-backed one answers by a call
 guarded op and autograd node; and kernels for the view ops that reach the device (`view`, `as_strided`: every
 `transpose`, `expand`, slice and `t` ends in one), which run the CPU kernel over the device tensor without the
 Python fallback's call.
-`neuron_hooks.cpp` implements them; the device's memory stays in Python (`storage.py`), which the resize hook and
-the allocator call back.
+The library also holds the device memory's address space (`address_space`: the first-fit ranges and counters of
+`runtime/device_memory.py`, whose blocks are taken and given back without running Python code).
+`neuron_hooks.cpp` implements them; the storages over the blocks stay in Python (`storage.py`), which the resize
+hook and the allocator call back.
 
 The library is compiled with the system's C++ compiler against the installed torch (one file, ~10 s), once per
 torch version, Python version and source, and kept in `$NEURON_MLIR_NATIVE_DIR` (default
@@ -136,6 +138,10 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
+    library.neuron_address_space.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+    library.neuron_address_space.restype = ctypes.py_object
+    library.neuron_fresh_tensor_function.argtypes = []
+    library.neuron_fresh_tensor_function.restype = ctypes.py_object
     _library = library
     return library
 
@@ -187,6 +193,23 @@ def tensor_over() -> Callable[[torch.UntypedStorage, tuple[int, ...], torch.dtyp
     dtype) -> tensor`, or None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_tensor_over)
+
+
+def address_space(capacity: int, alignment: int) -> Any | None:
+    """A native address space for `runtime.device_memory.DeviceMemory` (`capacity` bytes handed out in multiples
+    of `alignment`, first fit), or None without the library: its blocks are taken and given back without running
+    Python code (a block's range returns as the block is deallocated)."""
+    library = load()
+    return None if library is None else library.neuron_address_space(capacity, alignment)
+
+
+def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
+    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute) -> (tensor, array)`:
+    a block of native address space `space` for a contiguous tensor of `shape` and torch `dtype`, a storage over
+    its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of dtype `element` over the
+    bytes; None when the space cannot hold the block. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
 
 
 def _set_reason(reason: str) -> None:

@@ -1,9 +1,11 @@
 // The parts of PyTorch's PrivateUse1 runtime interface that a device written in Python cannot provide through
 // torch._C._acc, or only at a price: resizing a storage in place, generators on the device, the pinned host memory
 // the accelerator owns, an allocator for the storages torch itself makes on the device, and the device guard. Built and loaded by neuron_mlir/frontend/device/native/__init__.py (ctypes, no pybind11);
-// the device's memory itself stays in Python (storage.py), which this library calls back into. It also serves the
-// metadata-only view ops (`view`, `as_strided`, ...) without a call into Python.
+// the storages over the device's memory stay in Python (storage.py), which this library calls back into. It also
+// serves the metadata-only view ops (`view`, `as_strided`, ...) without a call into Python, and holds the HBM's
+// address space (the blocks' ranges and the memory counters).
 #include <Python.h>
+#include <structmember.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
@@ -268,6 +270,275 @@ void metadata_on_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
 
 torch::Library* metadata_library = nullptr;  // lives as long as the process: its registrations are the kernels
 
+// ---- the device's HBM address space ----
+// The first-fit allocator of runtime/device_memory.py (free ranges in address order, neighbours merged when a block
+// is freed, exact counters) as a Python type: allocating a block and giving its range back run no Python code, so an
+// eager op's fresh result costs one call, and a dying block's range returns from its deallocation without a Python
+// `__del__`. The block's bytes are a NumPy uint8 array of exactly the requested size, as the Python blocks' are.
+
+struct SpaceObject {
+  PyObject_HEAD
+  int64_t capacity;
+  int64_t alignment;
+  std::map<int64_t, int64_t>* free_ranges;  // start -> size, address order
+  int64_t allocated_bytes, reserved_bytes, peak_allocated_bytes, peak_reserved_bytes;
+  int64_t allocations, frees, live_blocks;
+  PyObject* numpy_empty;  // numpy.empty
+  PyObject* uint8;  // numpy.uint8
+};
+
+struct BlockObject {
+  PyObject_HEAD
+  PyObject* space;  // the SpaceObject its range belongs to (a strong reference, kept after the release)
+  PyObject* data;  // the block's bytes: a uint8 array of `nbytes`
+  PyObject* weakrefs;
+  int64_t address, nbytes, reserved;
+  void* pointer;  // where `data`'s bytes are in host memory
+  bool alive;  // its range is still taken
+};
+
+PyTypeObject* space_type = nullptr;
+PyTypeObject* block_type = nullptr;
+
+void give_back(SpaceObject* space, int64_t address, int64_t nbytes, int64_t reserved) {
+  auto& ranges = *space->free_ranges;
+  auto next = ranges.lower_bound(address);
+  bool merges_next = next != ranges.end() && address + reserved == next->first;
+  bool merges_previous = false;
+  auto previous = next;
+  if (next != ranges.begin()) {
+    --previous;
+    merges_previous = previous->first + previous->second == address;
+  }
+  if (merges_previous) {
+    previous->second += reserved;
+    if (merges_next) {
+      previous->second += next->second;
+      ranges.erase(next);
+    }
+  } else if (merges_next) {
+    int64_t size = next->second + reserved;
+    ranges.erase(next);
+    ranges.emplace(address, size);
+  } else {
+    ranges.emplace(address, reserved);
+  }
+  space->allocated_bytes -= nbytes;
+  space->reserved_bytes -= reserved;
+  space->frees += 1;
+  space->live_blocks -= 1;
+}
+
+void release_block(BlockObject* block) {
+  if (block->alive) {
+    block->alive = false;
+    give_back(reinterpret_cast<SpaceObject*>(block->space), block->address, block->nbytes, block->reserved);
+  }
+}
+
+void block_dealloc(PyObject* self) {
+  auto* block = reinterpret_cast<BlockObject*>(self);
+  PyTypeObject* type = Py_TYPE(self);
+  if (block->weakrefs != nullptr) {
+    PyObject_ClearWeakRefs(self);
+  }
+  release_block(block);
+  Py_XDECREF(block->data);
+  Py_XDECREF(block->space);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyObject* block_release(PyObject* self, PyObject*) {
+  release_block(reinterpret_cast<BlockObject*>(self));
+  Py_RETURN_NONE;
+}
+
+PyObject* block_alive(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<BlockObject*>(self)->alive);
+}
+
+PyObject* block_owner(PyObject* self, void*) {
+  auto* block = reinterpret_cast<BlockObject*>(self);
+  PyObject* owner = block->alive ? block->space : Py_None;
+  Py_INCREF(owner);
+  return owner;
+}
+
+PyObject* block_repr(PyObject* self) {
+  auto* block = reinterpret_cast<BlockObject*>(self);
+  return PyUnicode_FromFormat(
+      "Block(address=0x%llx, nbytes=%lld)", static_cast<unsigned long long>(block->address),
+      static_cast<long long>(block->nbytes));
+}
+
+PyMethodDef block_methods[] = {
+    {"release", block_release, METH_NOARGS, "Give the block's range back now (nothing when it is given back)."},
+    {nullptr, nullptr, 0, nullptr}};
+PyGetSetDef block_getset[] = {
+    {"alive", block_alive, nullptr, "Whether its range is still taken.", nullptr},
+    {"space", block_owner, nullptr, "The address space its range is taken from, None once given back.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+PyMemberDef block_members[] = {
+    {"address", T_LONGLONG, offsetof(BlockObject, address), READONLY, nullptr},
+    {"nbytes", T_LONGLONG, offsetof(BlockObject, nbytes), READONLY, nullptr},
+    {"reserved", T_LONGLONG, offsetof(BlockObject, reserved), READONLY, nullptr},
+    {"data", T_OBJECT, offsetof(BlockObject, data), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(BlockObject, weakrefs), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+PyType_Slot block_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(block_dealloc)},
+    {Py_tp_repr, reinterpret_cast<void*>(block_repr)},
+    {Py_tp_methods, block_methods},
+    {Py_tp_getset, block_getset},
+    {Py_tp_members, block_members},
+    {Py_tp_doc, const_cast<char*>("One allocation of the device's HBM: `address`, `nbytes` requested, `data` its bytes.")},
+    {0, nullptr}};
+PyType_Spec block_spec = {
+    "neuron_hooks.Block", sizeof(BlockObject), 0, Py_TPFLAGS_DEFAULT, block_slots};
+
+// space.allocate(nbytes) -> a new Block, or None when no free range holds it (nothing changed then)
+PyObject* space_allocate(PyObject* self, PyObject* argument) {
+  auto* space = reinterpret_cast<SpaceObject*>(self);
+  int64_t nbytes = PyLong_AsLongLong(argument);
+  if (nbytes == -1 && PyErr_Occurred()) {
+    return nullptr;
+  }
+  if (nbytes < 0) {
+    PyErr_Format(PyExc_ValueError, "cannot allocate a negative number of bytes (%lld)", static_cast<long long>(nbytes));
+    return nullptr;
+  }
+  // a zero-byte request still takes one aligned slot, so every live block has its own address
+  int64_t alignment = space->alignment;
+  int64_t reserved = std::max(alignment, (nbytes + alignment - 1) / alignment * alignment);
+  auto& ranges = *space->free_ranges;
+  auto found = std::find_if(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
+  if (found == ranges.end()) {
+    Py_RETURN_NONE;
+  }
+  // the bytes first: a failure leaves the space as it was
+  PyObject* data = PyObject_CallFunction(space->numpy_empty, "LO", static_cast<long long>(nbytes), space->uint8);
+  if (data == nullptr) {
+    return nullptr;
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) {
+    Py_DECREF(data);
+    return nullptr;
+  }
+  void* pointer = view.buf;  // the array keeps its bytes where they are for its life
+  PyBuffer_Release(&view);
+  auto* block = PyObject_New(BlockObject, block_type);
+  if (block == nullptr) {
+    Py_DECREF(data);
+    return nullptr;
+  }
+  // the array's making may have run the garbage collector, whose dying blocks changed the ranges: look again
+  found = std::find_if(ranges.begin(), ranges.end(), [&](const auto& range) { return range.second >= reserved; });
+  if (found == ranges.end()) {
+    block->space = nullptr;
+    block->data = data;
+    block->weakrefs = nullptr;
+    block->alive = false;
+    Py_DECREF(reinterpret_cast<PyObject*>(block));
+    Py_RETURN_NONE;
+  }
+  int64_t address = found->first;
+  if (found->second == reserved) {
+    ranges.erase(found);
+  } else {
+    int64_t size = found->second - reserved;
+    ranges.erase(found);
+    ranges.emplace(address + reserved, size);
+  }
+  space->allocated_bytes += nbytes;
+  space->reserved_bytes += reserved;
+  space->peak_allocated_bytes = std::max(space->peak_allocated_bytes, space->allocated_bytes);
+  space->peak_reserved_bytes = std::max(space->peak_reserved_bytes, space->reserved_bytes);
+  space->allocations += 1;
+  space->live_blocks += 1;
+  block->pointer = pointer;
+  Py_INCREF(self);
+  block->space = self;
+  block->data = data;
+  block->weakrefs = nullptr;
+  block->address = address;
+  block->nbytes = nbytes;
+  block->reserved = reserved;
+  block->alive = true;
+  return reinterpret_cast<PyObject*>(block);
+}
+
+PyObject* space_largest_free(PyObject* self, PyObject*) {
+  int64_t largest = 0;
+  for (const auto& range : *reinterpret_cast<SpaceObject*>(self)->free_ranges) {
+    largest = std::max(largest, range.second);
+  }
+  return PyLong_FromLongLong(largest);
+}
+
+PyObject* space_reset_peak(PyObject* self, PyObject*) {
+  auto* space = reinterpret_cast<SpaceObject*>(self);
+  space->peak_allocated_bytes = space->allocated_bytes;
+  space->peak_reserved_bytes = space->reserved_bytes;
+  Py_RETURN_NONE;
+}
+
+PyObject* space_free_ranges(PyObject* self, PyObject*) {
+  auto& ranges = *reinterpret_cast<SpaceObject*>(self)->free_ranges;
+  PyObject* result = PyList_New(0);
+  for (const auto& range : ranges) {
+    if (result == nullptr) {
+      return nullptr;
+    }
+    PyObject* pair = Py_BuildValue("(LL)", static_cast<long long>(range.first), static_cast<long long>(range.second));
+    if (pair == nullptr || PyList_Append(result, pair) != 0) {
+      Py_XDECREF(pair);
+      Py_DECREF(result);
+      return nullptr;
+    }
+    Py_DECREF(pair);
+  }
+  return result;
+}
+
+void space_dealloc(PyObject* self) {
+  auto* space = reinterpret_cast<SpaceObject*>(self);
+  PyTypeObject* type = Py_TYPE(self);
+  delete space->free_ranges;
+  Py_XDECREF(space->numpy_empty);
+  Py_XDECREF(space->uint8);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyMethodDef space_methods[] = {
+    {"allocate", space_allocate, METH_O, "A new block of nbytes (contents undefined), or None when none fits."},
+    {"largest_free", space_largest_free, METH_NOARGS, "The largest free range, in bytes."},
+    {"reset_peak", space_reset_peak, METH_NOARGS, "Start measuring the peaks from the current usage."},
+    {"free_ranges", space_free_ranges, METH_NOARGS, "The free ranges as (start, size) pairs in address order."},
+    {nullptr, nullptr, 0, nullptr}};
+PyMemberDef space_members[] = {
+    {"capacity", T_LONGLONG, offsetof(SpaceObject, capacity), READONLY, nullptr},
+    {"alignment", T_LONGLONG, offsetof(SpaceObject, alignment), READONLY, nullptr},
+    {"allocated_bytes", T_LONGLONG, offsetof(SpaceObject, allocated_bytes), READONLY, nullptr},
+    {"reserved_bytes", T_LONGLONG, offsetof(SpaceObject, reserved_bytes), READONLY, nullptr},
+    {"peak_allocated_bytes", T_LONGLONG, offsetof(SpaceObject, peak_allocated_bytes), READONLY, nullptr},
+    {"peak_reserved_bytes", T_LONGLONG, offsetof(SpaceObject, peak_reserved_bytes), READONLY, nullptr},
+    {"allocations", T_LONGLONG, offsetof(SpaceObject, allocations), READONLY, nullptr},
+    {"frees", T_LONGLONG, offsetof(SpaceObject, frees), READONLY, nullptr},
+    {"live_blocks", T_LONGLONG, offsetof(SpaceObject, live_blocks), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+PyType_Slot space_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(space_dealloc)},
+    {Py_tp_methods, space_methods},
+    {Py_tp_members, space_members},
+    {Py_tp_doc, const_cast<char*>("The free ranges and counters of one simulated HBM.")},
+    {0, nullptr}};
+PyType_Spec space_spec = {
+    "neuron_hooks.AddressSpace", sizeof(SpaceObject), 0, Py_TPFLAGS_DEFAULT, space_slots};
+
+
 }  // namespace
 }  // namespace neuron
 
@@ -371,6 +642,160 @@ PyObject* neuron_tensor_over(PyObject* storage, PyObject* shape, PyObject* dtype
 // The device's default generator as a torch.Generator (a new reference).
 PyObject* neuron_default_generator() {
   return THPGenerator_initDefaultGenerator(neuron::default_generator());
+}
+
+// A new address space of `capacity` bytes handed out in multiples of `alignment` (a new reference, or nullptr
+// with a Python exception set).
+PyObject* neuron_address_space(long long capacity, long long alignment) {
+  if (capacity < 0 || alignment <= 0) {
+    PyErr_SetString(PyExc_ValueError, "neuron_address_space: a negative capacity or a non-positive alignment");
+    return nullptr;
+  }
+  if (neuron::space_type == nullptr) {
+    neuron::space_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&neuron::space_spec));
+    neuron::block_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&neuron::block_spec));
+    if (neuron::space_type == nullptr || neuron::block_type == nullptr) {
+      return nullptr;
+    }
+  }
+  PyObject* numpy = PyImport_ImportModule("numpy");
+  if (numpy == nullptr) {
+    return nullptr;
+  }
+  PyObject* empty = PyObject_GetAttrString(numpy, "empty");
+  PyObject* uint8 = PyObject_GetAttrString(numpy, "uint8");
+  Py_DECREF(numpy);
+  if (empty == nullptr || uint8 == nullptr) {
+    Py_XDECREF(empty);
+    Py_XDECREF(uint8);
+    return nullptr;
+  }
+  auto* space = PyObject_New(neuron::SpaceObject, neuron::space_type);
+  if (space == nullptr) {
+    Py_DECREF(empty);
+    Py_DECREF(uint8);
+    return nullptr;
+  }
+  space->capacity = capacity;
+  space->alignment = alignment;
+  space->free_ranges = new std::map<int64_t, int64_t>();
+  if (capacity > 0) {
+    space->free_ranges->emplace(0, capacity);
+  }
+  space->allocated_bytes = space->reserved_bytes = space->peak_allocated_bytes = space->peak_reserved_bytes = 0;
+  space->allocations = space->frees = space->live_blocks = 0;
+  space->numpy_empty = empty;
+  space->uint8 = uint8;
+  return reinterpret_cast<PyObject*>(space);
+}
+
+// A fresh device result in one call: a block of `space` (an AddressSpace) for a contiguous tensor of `shape` (a
+// tuple of ints) and `dtype` (a torch.dtype), a storage over its bytes carrying the block as `attribute` (a str: the
+// block lives as long as the storage), the tensor, and a NumPy array of `element` (a numpy.dtype) and `shape` over
+// the same bytes (None when `element` is None): what storage.empty_array makes in Python. Returns (tensor, array),
+// None when the space cannot
+// hold the block or is not a native one (the caller's Python path then raises the out-of-memory error, or makes the
+// result from its Python space), or nullptr with a Python exception set.
+PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype, PyObject* element, PyObject* attribute) {
+  try {
+    if (Py_TYPE(space) != neuron::space_type) {
+      Py_RETURN_NONE;  // a memory of the Python address space: its Python path makes the result
+    }
+    if (!THPDtype_Check(dtype) || !PyTuple_Check(shape)) {
+      PyErr_SetString(PyExc_TypeError, "neuron_fresh_tensor takes an address space, a tuple of sizes and a dtype");
+      return nullptr;
+    }
+    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+    std::vector<int64_t> sizes(rank);
+    std::vector<int64_t> strides(rank);
+    int64_t stride = 1;
+    int64_t numel = 1;
+    for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
+      int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
+      if (size == -1 && PyErr_Occurred()) {
+        return nullptr;
+      }
+      if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "neuron_fresh_tensor: a negative size");
+        return nullptr;
+      }
+      sizes[axis] = size;
+      strides[axis] = stride;
+      stride *= std::max<int64_t>(size, 1);
+      numel *= size;
+    }
+    auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+    int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
+    PyObject* count = PyLong_FromLongLong(nbytes);
+    if (count == nullptr) {
+      return nullptr;
+    }
+    PyObject* made = neuron::space_allocate(space, count);
+    Py_DECREF(count);
+    if (made == nullptr || made == Py_None) {
+      return made;
+    }
+    auto* block = reinterpret_cast<neuron::BlockObject*>(made);
+    c10::Storage stored(
+        c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), c10::DataPtr(block->pointer, c10::Device(neuron::kDevice, 0)),
+        /*allocator=*/nullptr, /*resizable=*/false);
+    PyObject* wrapped = THPStorage_Wrap(stored);
+    if (wrapped == nullptr || PyObject_SetAttr(wrapped, attribute, made) != 0) {
+      Py_XDECREF(wrapped);
+      Py_DECREF(made);
+      return nullptr;
+    }
+    Py_DECREF(wrapped);  // torch keeps the storage's Python object (and the block on it) while the storage lives
+    at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
+        std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
+    tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
+    PyObject* array = Py_None;  // no array wanted: `element` is None
+    if (element == Py_None) {
+      Py_INCREF(array);
+    } else {
+      PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
+      if (typed == nullptr) {
+        Py_DECREF(made);
+        return nullptr;
+      }
+      array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
+      Py_DECREF(typed);
+    }
+    Py_DECREF(made);
+    if (array == nullptr) {
+      return nullptr;
+    }
+    PyObject* result = PyTuple_New(2);
+    if (result == nullptr) {
+      Py_DECREF(array);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(result, 0, THPVariable_Wrap(std::move(tensor)));
+    PyTuple_SET_ITEM(result, 1, array);
+    return result;
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+namespace {
+PyObject* fresh_tensor_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 5) {
+    PyErr_SetString(PyExc_TypeError, "fresh_tensor(space, shape, dtype, element, attribute) takes 5 arguments");
+    return nullptr;
+  }
+  return neuron_fresh_tensor(args[0], args[1], args[2], args[3], args[4]);
+}
+PyMethodDef fresh_tensor_method = {
+    "fresh_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(fresh_tensor_fastcall)), METH_FASTCALL,
+    "fresh_tensor(space, shape, dtype, element, attribute) -> (tensor, array) | None"};
+}  // namespace
+
+// `neuron_fresh_tensor` as a builtin function (a new reference): a call costs what a builtin's does, not a ctypes
+// call's conversions.
+PyObject* neuron_fresh_tensor_function() {
+  return PyCFunction_New(&fresh_tensor_method, nullptr);
 }
 
 }  // extern "C"

@@ -89,6 +89,60 @@ def test_fresh_results_are_made_by_the_native_constructor():
         make(small, (4,), torch.float32)
 
 
+def test_fresh_results_come_whole_from_one_native_call():
+    """`storage.empty_array` makes block, storage, tensor and array in one native call (contiguous `torch.empty`
+    too): the block hangs on the storage (it dies with the last tensor over it), the counters follow, and a request
+    the HBM cannot hold is still the out-of-memory error naming the bytes."""
+    import numpy as np
+
+    from neuron_mlir.frontend.device import storage
+
+    assert storage._fresh_tensor is not None
+    memory = storage.device_memory()
+    before = (memory.allocated_bytes, memory.stats()["allocation.all.allocated"])
+    tensor, array = storage.empty_array((5, 6), np.dtype(np.float32))
+    block = storage.block_of(tensor)
+    assert (block.nbytes, array.shape, array.dtype) == (120, (5, 6), np.dtype(np.float32))
+    assert array.ctypes.data == tensor.data_ptr() == block.data.ctypes.data
+    assert (memory.allocated_bytes, memory.stats()["allocation.all.allocated"]) == (before[0] + 120, before[1] + 1)
+    view = tensor[1:]
+    del tensor, array, block
+    assert memory.allocated_bytes == before[0] + 120  # the view keeps the storage, and the block on it
+    del view
+    assert memory.allocated_bytes == before[0]
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        storage.empty_array((1 << 40,), np.dtype(np.float32))
+    # contiguous `torch.empty` takes the same path (without the array), strided ones the Python one
+    empty = torch.empty(3, 4, dtype=torch.bfloat16, device="neuron")
+    strided = torch.empty_strided((3, 4), (1, 3), dtype=torch.bfloat16, device="neuron")
+    assert memory.allocated_bytes == before[0] + 2 * 24
+    for tensor in (empty, strided):
+        assert storage.block_of(tensor).nbytes == 24
+        tensor.fill_(2)
+        assert torch.equal(tensor.cpu(), torch.full((3, 4), 2, dtype=torch.bfloat16))
+    assert strided.stride() == (1, 3)
+    with pytest.raises(torch.OutOfMemoryError, match="tried to allocate"):
+        torch.empty(1 << 40, device="neuron")
+
+
+def test_device_memory_is_the_native_address_space():
+    """The device's blocks come from the native address space: a tensor's block is taken and given back without
+    Python code, and `memory_allocated` follows tensors exactly as they are made and die."""
+    from neuron_mlir.frontend.device import storage
+
+    memory = storage.device_memory()
+    assert type(memory.space).__name__ == "AddressSpace"
+    before = neuron.memory_allocated()
+    tensor = torch.ones(1000, device="neuron")
+    block = storage.block_of(tensor)
+    assert type(block).__module__ == "neuron_hooks"
+    assert neuron.memory_allocated() == before + 4000
+    freed = memory.stats()["allocation.all.freed"]
+    del tensor, block
+    assert neuron.memory_allocated() == before
+    assert memory.stats()["allocation.all.freed"] == freed + 1
+
+
 def test_storage_resize_frees_and_brings_back_device_memory():
     """FSDP2's free and re-materialisation of an unsharded parameter: resize_(0), then resize_(n) and a copy."""
     tensor = torch.arange(256, dtype=torch.float32).to("neuron")
