@@ -121,7 +121,10 @@ def test_torchao_float8_training_compiles_natively():
 def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
     """The backward's second cast of the weight (torchao saves the fp32 weight and casts it again) reads the
     forward's fp8 weight and scale instead (frontend/reuse_fp8_casts.py): the backward graph takes the fp8 weight,
-    in the weight's own order, as an input and takes no maximum over the weight; gradients as torchao's eager run."""
+    in the weight's own order, as an input and takes no maximum over the weight; gradients as torchao's eager run.
+    The 3-D input is cast whole in the forward and viewed as rows after, while the backward views the fp32 input
+    first: its cast is recognised through the view too, so the backward receives no fp32 input and takes no
+    maximum over one."""
     import copy
 
     from torchao.float8 import convert_to_float8_training
@@ -140,7 +143,7 @@ def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
     model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 32))  # the second's dX needs its W
     convert_to_float8_training(model)
     eager_model = copy.deepcopy(model)
-    x = torch.randn(24, 64)
+    x = torch.randn(2, 12, 64)
     torch._dynamo.reset()
     neuron_mlir.reset()
     torch.compile(model, backend="neuron-mlir", options={"strict": True})(x).square().mean().backward()
@@ -160,3 +163,12 @@ def test_torchao_float8_backward_reuses_the_forward_fp8_weight(monkeypatch):
         and tuple(n.args[0].meta["val"].shape) in weight_shapes
     ]  # fmt: skip
     assert not weight_maxima, weight_maxima
+    input_shapes = {(2, 12, 64), (24, 64), (2, 12, 48), (24, 48)}  # both layers' inputs, as is or as rows
+    fp32_inputs = [v for v in inputs if v.dtype == torch.float32 and tuple(v.shape) in input_shapes]
+    assert not fp32_inputs, [(v.dtype, v.shape) for v in inputs]
+    input_maxima = [
+        n for n in nodes
+        if n.op == "call_function" and n.target is torch.ops.aten.max.default
+        and any(tuple(a.meta["val"].shape) in {(2, 12, 64), (24, 64)} for a in n.args[0].all_input_nodes)
+    ]  # fmt: skip
+    assert not input_maxima, input_maxima

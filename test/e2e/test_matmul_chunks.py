@@ -48,3 +48,24 @@ def test_a_single_block_row_of_more_than_two_blocks_keeps_b_whole() -> None:
     for n in (2 * block_n, 3 * block_n):
         b = (torch.randn(k, n, generator=generator) / k**0.5).to(torch.bfloat16)
         check_compiled(lambda a, b: torch.relu(a) @ b, a, b)
+
+
+def test_a_short_k_contiguous_b_is_one_chunk_per_block() -> None:
+    # fp8 Linear weights (B = W^T, K contiguous) up to K = 2048: each block loads and transposes all of K as one
+    # chunk, so its block loop is the innermost loop with DMAs; a longer K, or bf16 at K = 2048, keeps a chunk loop
+    limits = Limits.of(TARGETS[DEFAULT_TARGET])
+    short = choose_blocking(256, 2048, 8192, 1, True, True, limits)
+    assert short.chunk_tiles == short.panel_tiles == 16, short
+    long = choose_blocking(256, 8192, 2048, 1, True, True, limits)
+    assert long.chunk_tiles < long.panel_tiles, long
+    wide = choose_blocking(256, 2048, 8192, 2, True, True, limits)
+    assert wide.chunk_tiles < wide.panel_tiles, wide
+    # sizes off the tiles (a partial last K tile, a partial last block of columns), B too large to keep whole
+    m, k, n = 130, 1000, 7400
+    blocking = choose_blocking(m, k, n, 1, True, True, limits)
+    assert not blocking.resident, blocking
+    assert blocking.chunk_tiles == k // limits.matmul[0], blocking
+    generator = torch.Generator().manual_seed(0)
+    a = (torch.randn(m, k, generator=generator) * 4).to(torch.float8_e4m3fn)
+    w = (torch.randn(n, k, generator=generator) * 4).to(torch.float8_e4m3fn)
+    check_compiled(lambda a, w: a.float() @ w.float().t(), a, w)
