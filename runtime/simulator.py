@@ -401,6 +401,12 @@ class Simulator:
                 for site in plan.sites:
                     site.forget_offsets()
         self.timeline = self.races = self.recorder = None
+        if self.tape is not None:
+            # Runs of the tape walk nothing, so the walk's caches, the loops' traces (register tables of every
+            # iteration) and the nests' analyses (byte masks), would stay resident for nothing: tens of MiB at
+            # real widths. A later walk (race checking asked for the first time) makes them again as it goes.
+            self._traces.clear()
+            self.nests.clear()
         if self._release_bound and self._binding is not None:
             for index in self._binding.inputs.values():
                 self.machine.release(index)
