@@ -672,7 +672,8 @@ class Simulator:
         An array the last run returned that nothing references any more (the caller dropped it, and every view
         and tensor made of it) takes this run's values: a fresh array of a large output costs more than the
         copy itself, its pages faulted in, zeroed and, as NumPy asks for huge pages, often compacted by the
-        kernel (for gpt2-small's 595 MiB of outputs per training step, a second of CPU time against 0.1)."""
+        kernel (for gpt2-small's 595 MiB of outputs per training step, a second of CPU time against 0.1). Only
+        row-major arrays are taken again: one in a transposed layout is new on every run."""
         returned = self._returned
         arrays = []
         # the arrays a later run may take again: not the caller's destinations (None there)
@@ -694,7 +695,10 @@ class Simulator:
             else:
                 array = np.array(view, copy=True)
             arrays.append(array)
-            kept.append(array)
+            # An array in another order than row-major (a transposed HBM layout) is copied once more by a caller
+            # that needs row-major order (the frontend's torch tensors): kept here, it would be held twice
+            # between runs (whisper-small: 35 MiB), so it is made afresh each run.
+            kept.append(array if array.flags.c_contiguous else None)
         self._returned = kept
         return arrays
 

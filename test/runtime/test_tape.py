@@ -322,6 +322,34 @@ def test_outputs_reuse_only_arrays_nothing_references_any_more():
     assert [held.tobytes(), view.tobytes(), tensor.view(torch.int16).numpy().tobytes()] == kept
 
 
+def test_outputs_in_a_transposed_layout_are_not_kept_for_the_next_run():
+    """A caller copies an output in a transposed layout into row-major order (torch does): the simulator keeps
+    no reference to such an array, and the next run makes a new one; row-major outputs are taken again."""
+    from neuron_mlir.runtime.program import TensorBinding
+
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (64, 32), "f32")
+    y = b.output("y", (64, 32), "f32")
+    b.outputs.append(TensorBinding("y_t", y, (32, 64), (1, 32)))  # the same bytes, read as the transpose
+    t = b.sbuf("t", (64, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+    b.dma(b.ap(y), b.ap(t), queue=1)
+    program = b.build()
+    validated = validate_program(program)
+    addresses = []
+    for seed in (0, 1, 0):
+        expected, _ = run_program(program, _inputs(program, seed), vectorize=False)
+        outputs, _ = run_validated(validated, _inputs(program, seed), check_races=False)
+        assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+        assert outputs[1].strides == (4, 128)  # the binding's layout
+        addresses.append(_address(outputs[0]))
+        transposed = weakref.ref(outputs[1])
+        del outputs
+        assert transposed() is None
+    assert addresses[1] == addresses[2]  # the row-major output's array, taken again
+
+
 def test_outputs_are_written_into_the_callers_arrays():
     """`into` gives an array per output (None: a new one): the output is that array, holding the plain path's
     bits, on the tape's runs and the first, and no later run hands it out as an array of its own."""
