@@ -25,6 +25,7 @@ its steps under that setting, which changes warnings only, never values.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -285,17 +286,42 @@ def _prepare_scalar_tensor_tensor(
     if scalar is None:
         return None
     a, b = (scalar, values) if attrs.get("reverse0") else (values, scalar)
-    scratch = np.empty(np.broadcast_shapes(a.shape, b.shape), F32)
-    lhs, rhs = (other, scratch) if attrs.get("reverse1") else (scratch, other)
-    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    rows = _into_rows(dst, nl, shape, other.shape)
     if rows is None:
         return None
+    if attrs.get("reverse1"):
+
+        def reversed_step() -> None:
+            scratch = _scratch(shape)
+            first_ufunc(a, b, out=scratch)
+            ufunc(other, scratch, out=rows)
+
+        return reversed_step
 
     def step() -> None:
+        scratch = _scratch(shape)
         first_ufunc(a, b, out=scratch)
-        ufunc(lhs, rhs, out=rows)
+        ufunc(scratch, other, out=rows)
 
     return step
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...]) -> np.ndarray:
+    """An fp32 array of `shape` for a step's intermediate, one per shape and thread. A step writes it before
+    reading it and leaves nothing in it that it needs later, and one thread runs one step at a time, so the steps
+    of a thread share it: an array of its own per step kept a program's worth of them resident (a tape holds
+    thousands of such steps; 3-d ones over a batch's lanes are MiBs each)."""
+    arrays = getattr(_SCRATCH, "arrays", None)
+    if arrays is None:
+        arrays = _SCRATCH.arrays = {}
+    array = arrays.get(shape)
+    if array is None:
+        array = arrays[shape] = np.empty(shape, F32)
+    return array
 
 
 def _prepare_activation(

@@ -163,3 +163,35 @@ def _copy_view(view: np.ndarray) -> np.ndarray:
 
 def test_cases_cover_every_prepared_opcode():
     assert {case[0] for case in CASES if case[4]} == set(tape._PREPARERS)
+
+
+def test_steps_of_one_shape_share_their_intermediate_and_each_gives_its_own_bits():
+    """scalar_tensor_tensor's steps compute (src op0 s) into an fp32 intermediate of one per shape and thread
+    rather than an array each: interleaved, two steps of one shape each still give the semantics' bits, and on
+    another thread a step gets an intermediate of that thread's."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    attrs = isa.with_defaults("scalar_tensor_tensor", {"op0": "multiply", "scalar0": 0.5, "op1": "add"})
+    cases = []
+    for _ in range(2):
+        operands = {role: _memory((16, 24), F32, (), rng) for role in ("src", "in1", "dst")}
+        step = tape.instance_step(
+            isa.OPCODES["scalar_tensor_tensor"].semantics, "scalar_tensor_tensor", operands, attrs, Engine.VECTOR, TRN2
+        )
+        assert not isinstance(step, functools.partial)  # prepared
+        reference = {role: _copy_view(array) for role, array in operands.items()}
+        cases.append((step, operands, reference))
+    for step, _, _ in cases:
+        step()
+    for _, _, reference in cases:
+        isa.OPCODES["scalar_tensor_tensor"].semantics(reference, attrs, Engine.VECTOR, TRN2)
+    for _, operands, reference in cases:
+        assert operands["dst"].tobytes() == reference["dst"].tobytes()
+    here = tape._scratch((16, 24))
+    there = []
+    thread = threading.Thread(target=lambda: there.append(tape._scratch((16, 24))))
+    thread.start()
+    thread.join()
+    assert here is tape._scratch((16, 24))
+    assert there[0] is not here
