@@ -25,6 +25,7 @@ its steps under that setting, which changes warnings only, never values.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -66,7 +67,7 @@ class Tape:
 
 
 def _widened(step: Step) -> Step:
-    if isinstance(step, Product) and step.macs >= blas.WIDE_MIN_MACS:
+    if isinstance(step, Product | GatheringProduct) and step.macs >= blas.WIDE_MIN_MACS:
         return blas.wide(step)
     return step
 
@@ -372,8 +373,18 @@ def _prepare_nc_matmul(
         return None
     lead, k = stationary.shape[:nl], stationary.shape[nl]
     stationary2, moving2 = _view(stationary, (*lead, k, -1)), _view(moving, (*lead, k, -1))
-    if stationary2 is None or moving2 is None:
+    if stationary2 is None:
         return None
+    if moving2 is None:
+        # a moving tile whose free dimensions do not merge (a convolution's strided window): the semantics
+        # function's reshape copies it into a contiguous [*lanes, K, N] array, the step does the same per run
+        if attrs.get("is_transpose"):
+            return None
+        lhs = np.swapaxes(stationary2, -1, -2)
+        rows = semantics.writable_rows(dst, nl)
+        if rows is None or rows.shape != (*lhs.shape[:-1], math.prod(moving.shape[nl + 1 :])):
+            return None
+        return GatheringProduct(lhs, moving, (*lead, k, -1), rows, bool(attrs.get("accumulate")))
     if attrs.get("is_transpose"):
         return _prepare_transpose(ops, attrs, engine, target, nl, stationary2, moving2)
     lhs, rhs = np.swapaxes(stationary2, -1, -2), moving2
@@ -399,6 +410,27 @@ class Product:
             np.add(self.rows, self.lhs @ self.rhs, out=self.rows)  # the same sum as rows + product, stored
         else:
             np.matmul(self.lhs, self.rhs, out=self.rows)  # BLAS writes the product straight into PSUM
+
+
+class GatheringProduct:
+    """A prepared matmul step whose moving operand's free dimensions do not merge (a convolution's strided window):
+    the moving tile is reshaped to [*lanes, K, N] on every run (a copy), as the semantics function reshapes it, and
+    multiplied as a `Product` multiplies."""
+
+    __slots__ = ("accumulate", "lhs", "macs", "moving", "rows", "shape")
+
+    def __init__(
+        self, lhs: np.ndarray, moving: np.ndarray, shape: tuple[int, ...], rows: np.ndarray, accumulate: bool
+    ) -> None:
+        self.lhs, self.moving, self.shape, self.rows, self.accumulate = lhs, moving, shape, rows, accumulate
+        self.macs = lhs.shape[-2] * lhs.shape[-1] * rows.shape[-1]  # multiply-adds of one lane's product
+
+    def __call__(self) -> None:
+        rhs = self.moving.reshape(self.shape)
+        if self.accumulate:
+            np.add(self.rows, self.lhs @ rhs, out=self.rows)
+        else:
+            np.matmul(self.lhs, rhs, out=self.rows)
 
 
 @functools.cache

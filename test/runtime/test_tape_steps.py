@@ -66,6 +66,10 @@ def _cases():
     yield "nc_matmul", "tensor", matmul, {}, True
     yield "nc_matmul", "tensor", matmul, {"accumulate": True}, True
     yield "nc_matmul", "tensor", {**matmul, "moving": ((32, 40), BF16), "stationary": ((32, 24), BF16)}, {}, False
+    # a moving window whose free dimensions do not merge (rows of 4 x 10 with gaps): reshaped per run
+    window = {**matmul, "moving": ((32, 4, 10), F32)}
+    yield "nc_matmul", "tensor", window, {}, True
+    yield "nc_matmul", "tensor", window, {"accumulate": True}, True
     square = {"stationary": ((24, 24), F32), "moving": ((24, 40), F32), "dst": ((40, 24), F32)}
     yield "nc_matmul", "tensor", {**square, "stationary": ((24, 24), "identity")}, {"is_transpose": True}, True
     yield "nc_matmul", "tensor", square, {"is_transpose": True}, True  # not an identity: the product, in the step
