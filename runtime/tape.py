@@ -212,11 +212,28 @@ def _prepare_tensor_tensor(
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
     if ufunc is None or semantics._integer_domain(engine, [in0, in1], []):
         return None
-    lhs, rhs = _f32_rows(in0, nl), _f32_rows(in1, nl)
-    if lhs is None or rhs is None:
+    if in0.dtype != F32 or in1.dtype != F32:
         return None
-    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
-    return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
+    lhs, rhs = _rows(in0, nl), _rows(in1, nl)
+    if lhs is not None and rhs is not None:
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
+        return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
+    # an operand whose free dimensions do not merge (a strided window): reshaped per run, the same copy the
+    # semantics function's reshape makes
+    shape0, shape1 = (*in0.shape[: nl + 1], -1), (*in1.shape[: nl + 1], -1)
+    rows = _into_rows(
+        dst,
+        nl,
+        (*in0.shape[: nl + 1], math.prod(in0.shape[nl + 1 :])),
+        (*in1.shape[: nl + 1], math.prod(in1.shape[nl + 1 :])),
+    )
+    if rows is None:
+        return None
+
+    def step() -> None:
+        ufunc(in0.reshape(shape0), in1.reshape(shape1), out=rows)
+
+    return step
 
 
 def _prepare_tensor_scalar(

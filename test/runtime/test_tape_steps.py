@@ -35,6 +35,9 @@ def _cases():
     for op in ("add", "subtract", "multiply", "max", "min"):
         yield "tensor_tensor", "vector", pair, {"op": op}, True
     yield "tensor_tensor", "vector", pair, {"op": "power"}, False
+    # an operand whose rows do not merge (4 x 6 with a gap after each 6): reshaped per run
+    yield "tensor_tensor", "vector", {**pair, "in1": ((16, 4, 6), F32)}, {"op": "subtract"}, True
+    yield "tensor_tensor", "vector", {**pair, "in0": ((16, 4, 6), F32), "in1": ((16, 4, 6), F32)}, {"op": "max"}, True
     yield "tensor_tensor", "vector", {**pair, "in1": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "vector", {**pair, "dst": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I32), "in1": ((16, 24), I32), "dst": ((16, 24), I32)}, {
