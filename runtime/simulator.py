@@ -401,6 +401,12 @@ class Simulator:
                 for site in plan.sites:
                     site.forget_offsets()
         self.timeline = self.races = self.recorder = None
+        if self.tape is not None:
+            # Runs of the tape walk nothing, so the walk's caches, the loops' traces (register tables of every
+            # iteration) and the nests' analyses (byte masks), would stay resident for nothing: tens of MiB at
+            # real widths. A later walk (race checking asked for the first time) makes them again as it goes.
+            self._traces.clear()
+            self.nests.clear()
         if self._release_bound and self._binding is not None:
             for index in self._binding.inputs.values():
                 self.machine.release(index)
@@ -666,7 +672,8 @@ class Simulator:
         An array the last run returned that nothing references any more (the caller dropped it, and every view
         and tensor made of it) takes this run's values: a fresh array of a large output costs more than the
         copy itself, its pages faulted in, zeroed and, as NumPy asks for huge pages, often compacted by the
-        kernel (for gpt2-small's 595 MiB of outputs per training step, a second of CPU time against 0.1)."""
+        kernel (for gpt2-small's 595 MiB of outputs per training step, a second of CPU time against 0.1). Only
+        row-major arrays are taken again: one in a transposed layout is new on every run."""
         returned = self._returned
         arrays = []
         # the arrays a later run may take again: not the caller's destinations (None there)
@@ -688,7 +695,10 @@ class Simulator:
             else:
                 array = np.array(view, copy=True)
             arrays.append(array)
-            kept.append(array)
+            # An array in another order than row-major (a transposed HBM layout) is copied once more by a caller
+            # that needs row-major order (the frontend's torch tensors): kept here, it would be held twice
+            # between runs (whisper-small: 35 MiB), so it is made afresh each run.
+            kept.append(array if array.flags.c_contiguous else None)
         self._returned = kept
         return arrays
 

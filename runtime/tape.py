@@ -25,6 +25,8 @@ its steps under that setting, which changes warnings only, never values.
 from __future__ import annotations
 
 import functools
+import math
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,7 +67,7 @@ class Tape:
 
 
 def _widened(step: Step) -> Step:
-    if isinstance(step, Product) and step.macs >= blas.WIDE_MIN_MACS:
+    if isinstance(step, Product | GatheringProduct) and step.macs >= blas.WIDE_MIN_MACS:
         return blas.wide(step)
     return step
 
@@ -210,11 +212,28 @@ def _prepare_tensor_tensor(
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
     if ufunc is None or semantics._integer_domain(engine, [in0, in1], []):
         return None
-    lhs, rhs = _f32_rows(in0, nl), _f32_rows(in1, nl)
-    if lhs is None or rhs is None:
+    if in0.dtype != F32 or in1.dtype != F32:
         return None
-    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
-    return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
+    lhs, rhs = _rows(in0, nl), _rows(in1, nl)
+    if lhs is not None and rhs is not None:
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
+        return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
+    # an operand whose free dimensions do not merge (a strided window): reshaped per run, the same copy the
+    # semantics function's reshape makes
+    shape0, shape1 = (*in0.shape[: nl + 1], -1), (*in1.shape[: nl + 1], -1)
+    rows = _into_rows(
+        dst,
+        nl,
+        (*in0.shape[: nl + 1], math.prod(in0.shape[nl + 1 :])),
+        (*in1.shape[: nl + 1], math.prod(in1.shape[nl + 1 :])),
+    )
+    if rows is None:
+        return None
+
+    def step() -> None:
+        ufunc(in0.reshape(shape0), in1.reshape(shape1), out=rows)
+
+    return step
 
 
 def _prepare_tensor_scalar(
@@ -285,17 +304,42 @@ def _prepare_scalar_tensor_tensor(
     if scalar is None:
         return None
     a, b = (scalar, values) if attrs.get("reverse0") else (values, scalar)
-    scratch = np.empty(np.broadcast_shapes(a.shape, b.shape), F32)
-    lhs, rhs = (other, scratch) if attrs.get("reverse1") else (scratch, other)
-    rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    rows = _into_rows(dst, nl, shape, other.shape)
     if rows is None:
         return None
+    if attrs.get("reverse1"):
+
+        def reversed_step() -> None:
+            scratch = _scratch(shape)
+            first_ufunc(a, b, out=scratch)
+            ufunc(other, scratch, out=rows)
+
+        return reversed_step
 
     def step() -> None:
+        scratch = _scratch(shape)
         first_ufunc(a, b, out=scratch)
-        ufunc(lhs, rhs, out=rows)
+        ufunc(scratch, other, out=rows)
 
     return step
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...]) -> np.ndarray:
+    """An fp32 array of `shape` for a step's intermediate, one per shape and thread. A step writes it before
+    reading it and leaves nothing in it that it needs later, and one thread runs one step at a time, so the steps
+    of a thread share it: an array of its own per step kept a program's worth of them resident (a tape holds
+    thousands of such steps; 3-d ones over a batch's lanes are MiBs each)."""
+    arrays = getattr(_SCRATCH, "arrays", None)
+    if arrays is None:
+        arrays = _SCRATCH.arrays = {}
+    array = arrays.get(shape)
+    if array is None:
+        array = arrays[shape] = np.empty(shape, F32)
+    return array
 
 
 def _prepare_activation(
@@ -346,8 +390,18 @@ def _prepare_nc_matmul(
         return None
     lead, k = stationary.shape[:nl], stationary.shape[nl]
     stationary2, moving2 = _view(stationary, (*lead, k, -1)), _view(moving, (*lead, k, -1))
-    if stationary2 is None or moving2 is None:
+    if stationary2 is None:
         return None
+    if moving2 is None:
+        # a moving tile whose free dimensions do not merge (a convolution's strided window): the semantics
+        # function's reshape copies it into a contiguous [*lanes, K, N] array, the step does the same per run
+        if attrs.get("is_transpose"):
+            return None
+        lhs = np.swapaxes(stationary2, -1, -2)
+        rows = semantics.writable_rows(dst, nl)
+        if rows is None or rows.shape != (*lhs.shape[:-1], math.prod(moving.shape[nl + 1 :])):
+            return None
+        return GatheringProduct(lhs, moving, (*lead, k, -1), rows, bool(attrs.get("accumulate")))
     if attrs.get("is_transpose"):
         return _prepare_transpose(ops, attrs, engine, target, nl, stationary2, moving2)
     lhs, rhs = np.swapaxes(stationary2, -1, -2), moving2
@@ -373,6 +427,27 @@ class Product:
             np.add(self.rows, self.lhs @ self.rhs, out=self.rows)  # the same sum as rows + product, stored
         else:
             np.matmul(self.lhs, self.rhs, out=self.rows)  # BLAS writes the product straight into PSUM
+
+
+class GatheringProduct:
+    """A prepared matmul step whose moving operand's free dimensions do not merge (a convolution's strided window):
+    the moving tile is reshaped to [*lanes, K, N] on every run (a copy), as the semantics function reshapes it, and
+    multiplied as a `Product` multiplies."""
+
+    __slots__ = ("accumulate", "lhs", "macs", "moving", "rows", "shape")
+
+    def __init__(
+        self, lhs: np.ndarray, moving: np.ndarray, shape: tuple[int, ...], rows: np.ndarray, accumulate: bool
+    ) -> None:
+        self.lhs, self.moving, self.shape, self.rows, self.accumulate = lhs, moving, shape, rows, accumulate
+        self.macs = lhs.shape[-2] * lhs.shape[-1] * rows.shape[-1]  # multiply-adds of one lane's product
+
+    def __call__(self) -> None:
+        rhs = self.moving.reshape(self.shape)
+        if self.accumulate:
+            np.add(self.rows, self.lhs @ rhs, out=self.rows)
+        else:
+            np.matmul(self.lhs, rhs, out=self.rows)
 
 
 @functools.cache

@@ -148,7 +148,7 @@ def test_every_prepared_form_matches_the_plain_path():
     assert len(steps) - len(_prepared(steps)) >= 5
 
 
-def test_loops_batched_and_sequential_replay_the_same():
+def _loops_batched_and_sequential() -> Program:
     b = ProgramBuilder("trn2", auto_waits=True)
     x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 7 * 16), "f32")
     t = b.sbuf("t", (128, 16), "f32")
@@ -162,11 +162,43 @@ def test_loops_batched_and_sequential_replay_the_same():
         b.scalar(column, "mul", i, 16)
         b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(t)}, {"op0": "add", "scalar0": 1.0})
         b.dma(b.ap(y, [(112, 128), (1, 16)], offset=96), b.ap(t), queue=2)
-    program = b.build()
-    steps = _assert_runs_match_the_plain_path(program)
+    return b.build()
+
+
+def test_loops_batched_and_sequential_replay_the_same():
+    steps = _assert_runs_match_the_plain_path(_loops_batched_and_sequential())
     # the batched loop replays as its three instructions over all lanes (and the write-back of its private tile),
     # not as 6 x 3 instances; the sequential loop instance by instance
     assert len(steps) < 6 + 3 * 2
+
+
+def test_the_walk_s_caches_go_with_the_run_that_made_the_tape_and_a_later_walk_makes_them_again():
+    """Runs of the tape walk nothing, so the loops' traces and nest analyses are dropped once the tape exists; a
+    later run that walks (race checking asked for the first time) traces the loops again and agrees with the
+    plain path."""
+    program = _loops_batched_and_sequential()
+    validated = validate_program(program)
+    expected, reference = run_program(program, _inputs(program, 1), vectorize=False)
+    run_validated(validated, _inputs(program, 0), check_races=False)
+    (simulator,) = validated.cache["simulators"]
+    assert simulator.tape is not None
+    assert not simulator._traces
+    assert not simulator.nests
+    traced = []
+    original = simulator._run_nest
+
+    def run_nest(*args, **kwargs):
+        traced.append(len(simulator._traces))
+        return original(*args, **kwargs)
+
+    simulator._run_nest = run_nest
+    outputs, profile = run_validated(validated, _inputs(program, 1), check_races=True)  # walks again
+    assert traced
+    assert traced[0] == 0
+    assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+    assert profile == reference
+    assert not simulator._traces
+    assert not simulator.nests
 
 
 def test_large_products_replay_on_all_blas_threads_with_the_same_bits(monkeypatch):
@@ -288,6 +320,34 @@ def test_outputs_reuse_only_arrays_nothing_references_any_more():
     assert [_address(o) for o in outputs[:3]] != addresses[:3]
     assert _address(outputs[3]) == reusable
     assert [held.tobytes(), view.tobytes(), tensor.view(torch.int16).numpy().tobytes()] == kept
+
+
+def test_outputs_in_a_transposed_layout_are_not_kept_for_the_next_run():
+    """A caller copies an output in a transposed layout into row-major order (torch does): the simulator keeps
+    no reference to such an array, and the next run makes a new one; row-major outputs are taken again."""
+    from neuron_mlir.runtime.program import TensorBinding
+
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x = b.input("x", (64, 32), "f32")
+    y = b.output("y", (64, 32), "f32")
+    b.outputs.append(TensorBinding("y_t", y, (32, 64), (1, 32)))  # the same bytes, read as the transpose
+    t = b.sbuf("t", (64, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+    b.dma(b.ap(y), b.ap(t), queue=1)
+    program = b.build()
+    validated = validate_program(program)
+    addresses = []
+    for seed in (0, 1, 0):
+        expected, _ = run_program(program, _inputs(program, seed), vectorize=False)
+        outputs, _ = run_validated(validated, _inputs(program, seed), check_races=False)
+        assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected]
+        assert outputs[1].strides == (4, 128)  # the binding's layout
+        addresses.append(_address(outputs[0]))
+        transposed = weakref.ref(outputs[1])
+        del outputs
+        assert transposed() is None
+    assert addresses[1] == addresses[2]  # the row-major output's array, taken again
 
 
 def test_outputs_are_written_into_the_callers_arrays():

@@ -35,6 +35,9 @@ def _cases():
     for op in ("add", "subtract", "multiply", "max", "min"):
         yield "tensor_tensor", "vector", pair, {"op": op}, True
     yield "tensor_tensor", "vector", pair, {"op": "power"}, False
+    # an operand whose rows do not merge (4 x 6 with a gap after each 6): reshaped per run
+    yield "tensor_tensor", "vector", {**pair, "in1": ((16, 4, 6), F32)}, {"op": "subtract"}, True
+    yield "tensor_tensor", "vector", {**pair, "in0": ((16, 4, 6), F32), "in1": ((16, 4, 6), F32)}, {"op": "max"}, True
     yield "tensor_tensor", "vector", {**pair, "in1": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "vector", {**pair, "dst": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I32), "in1": ((16, 24), I32), "dst": ((16, 24), I32)}, {
@@ -66,6 +69,10 @@ def _cases():
     yield "nc_matmul", "tensor", matmul, {}, True
     yield "nc_matmul", "tensor", matmul, {"accumulate": True}, True
     yield "nc_matmul", "tensor", {**matmul, "moving": ((32, 40), BF16), "stationary": ((32, 24), BF16)}, {}, False
+    # a moving window whose free dimensions do not merge (rows of 4 x 10 with gaps): reshaped per run
+    window = {**matmul, "moving": ((32, 4, 10), F32)}
+    yield "nc_matmul", "tensor", window, {}, True
+    yield "nc_matmul", "tensor", window, {"accumulate": True}, True
     square = {"stationary": ((24, 24), F32), "moving": ((24, 40), F32), "dst": ((40, 24), F32)}
     yield "nc_matmul", "tensor", {**square, "stationary": ((24, 24), "identity")}, {"is_transpose": True}, True
     yield "nc_matmul", "tensor", square, {"is_transpose": True}, True  # not an identity: the product, in the step
@@ -163,3 +170,35 @@ def _copy_view(view: np.ndarray) -> np.ndarray:
 
 def test_cases_cover_every_prepared_opcode():
     assert {case[0] for case in CASES if case[4]} == set(tape._PREPARERS)
+
+
+def test_steps_of_one_shape_share_their_intermediate_and_each_gives_its_own_bits():
+    """scalar_tensor_tensor's steps compute (src op0 s) into an fp32 intermediate of one per shape and thread
+    rather than an array each: interleaved, two steps of one shape each still give the semantics' bits, and on
+    another thread a step gets an intermediate of that thread's."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    attrs = isa.with_defaults("scalar_tensor_tensor", {"op0": "multiply", "scalar0": 0.5, "op1": "add"})
+    cases = []
+    for _ in range(2):
+        operands = {role: _memory((16, 24), F32, (), rng) for role in ("src", "in1", "dst")}
+        step = tape.instance_step(
+            isa.OPCODES["scalar_tensor_tensor"].semantics, "scalar_tensor_tensor", operands, attrs, Engine.VECTOR, TRN2
+        )
+        assert not isinstance(step, functools.partial)  # prepared
+        reference = {role: _copy_view(array) for role, array in operands.items()}
+        cases.append((step, operands, reference))
+    for step, _, _ in cases:
+        step()
+    for _, _, reference in cases:
+        isa.OPCODES["scalar_tensor_tensor"].semantics(reference, attrs, Engine.VECTOR, TRN2)
+    for _, operands, reference in cases:
+        assert operands["dst"].tobytes() == reference["dst"].tobytes()
+    here = tape._scratch((16, 24))
+    there = []
+    thread = threading.Thread(target=lambda: there.append(tape._scratch((16, 24))))
+    thread.start()
+    thread.join()
+    assert here is tape._scratch((16, 24))
+    assert there[0] is not here
