@@ -27,8 +27,9 @@ in place:
 Row blocks are emitted one chain of dependent passes each; the forward's go two side by side, a pass of each
 in turn, so that an engine waiting for another's pass has the other block's work.
 
-Row blocks are unrolled and sized for a share of SBUF (the first and last halved); partition tiles loop. `fits`
-says when this path applies (2-d, whole rows in an engine access pattern); pooling.py keeps the general one.
+Row blocks are unrolled and sized for a share of SBUF (the forward's first and last halved); partition tiles
+loop. `fits` says when this path applies (2-d, whole rows in an engine access pattern); pooling.py keeps the
+general one.
 """
 
 from __future__ import annotations
@@ -189,17 +190,20 @@ def _bordered(
     return band
 
 
-def _row_blocks(total: int, per_row_bytes: int, fixed: int = 0, budget: int | None = None) -> list[tuple[int, int]]:
+def _row_blocks(
+    total: int, per_row_bytes: int, fixed: int = 0, budget: int | None = None, taper: bool = False
+) -> list[tuple[int, int]]:
     """(start, count) blocks of `total` rows, each within `budget` (BLOCK_BYTES) at `per_row_bytes` (+ `fixed`
-    rows). The first and the last of several blocks are split in two: nothing overlaps the first block's load
-    or the last block's store, so those are kept short (ResNet-50's pool: 52.6 -> 51.0 us forward with indices,
-    63.7 -> 62.3 backward, 30.6 -> 30.0 without indices)."""
+    rows). With `taper` the first and the last of several blocks are split in two: nothing overlaps the first
+    block's load or the last block's store, so those are kept short (ResNet-50's pool alone: forward with indices
+    54.2 -> 51.6 us, without 30.6 -> 30.3; its backward 63.7 -> 62.3 alone, but the real-width ResNet-50's
+    backward graph 4490.9 -> 4542.0 us, so the backward keeps even blocks)."""
     budget = BLOCK_BYTES if budget is None else budget
     rows = max(1, min(total, budget // max(1, per_row_bytes) - fixed))
     count = -(-total // rows)
     rows = -(-total // count)  # even blocks
     blocks = [(start, min(rows, total - start)) for start in range(0, total, rows)]
-    if len(blocks) < 2:
+    if not taper or len(blocks) < 2:
         return blocks
     tapered: list[tuple[int, int]] = []
     for i, (start, size) in enumerate(blocks):
@@ -236,7 +240,7 @@ def emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, geometry: Seq
     size = _itemsize(x_type)
     per_row = gh.s * (gw.padded * size + gw.o * (size + (3 * 4 if want_indices else 0)))
     per_row += gw.o * (size + (4 * 4 if want_indices else 0))
-    blocks = _row_blocks(gh.o, per_row, 1, None if want_indices else min(BLOCK_BYTES, VALUES_BLOCK_BYTES))
+    blocks = _row_blocks(gh.o, per_row, 1, None if want_indices else min(BLOCK_BYTES, VALUES_BLOCK_BYTES), True)
 
     def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
         _interleaved([_max_pool_block(e, x, p0, ps, o0, rows, gh, gw, values, indices, column_type)
