@@ -10,25 +10,33 @@ in place:
   over its rows. The indices follow the same two stages, in PyTorch's scan order (row-major over the window,
   the first of equal maxima wins): a column stage keeps the first winning column offset (later offsets only
   replace it on a strict `>`, so `max(arg, better * offset)` is that select), a row stage the first winning row
-  with its column, and the window origin's flat index (a GpSimdE iota) is added at the end. With no user of
-  the indices only the maxima are computed.
+  with its column, and the window origin's flat index (a GpSimdE iota) is added at the end, written as the
+  int64 result. Offsets inside a window are bf16 while it holds them exactly (`offset_type`: below 256, as for
+  ResNet-50's 112-wide planes), fp32 beyond. With no user of the indices only the maxima are computed.
 - backward: the input gradient is gathered, not scattered (as PyTorch's CUDA kernel does: every index lies in
   its own window). The input's padded rows and columns split into `stride`-spaced phases; kernel tap k
   (offset k * dilation = q * stride + a) sends output position o to phase a, lattice position o + q. So per
   tap, `select(index - origin == displacement(k), grad, 0)` over the output positions, shifted by q (a window
-  of a tile with q rows and columns of zero border), summed per phase in PyTorch's order of accumulation
-  (output positions row-major: taps in reverse scan order), then each phase is written into the gradient's
-  rows with the stride as step. Every element is written once; fp32 sums are bit-exact with the CPU's.
+  of a tile with q rows and columns of border, where the indices hold a value no tap matches), summed in fp32
+  per phase in PyTorch's order of accumulation (output positions row-major: taps in reverse scan order), then
+  each phase is written into the gradient's rows with the stride as step. The offsets `index - origin` take
+  the forward's `offset_type` and grad_output its own 16-bit type up to the sums (VectorE compares 16-bit
+  tiles at 4x and selects at 2x its fp32 rate). Every element is written once; fp32 sums are bit-exact with
+  the CPU's.
 
-Row blocks are unrolled and sized for a share of SBUF; partition tiles loop. `fits` says when this path
-applies (2-d, whole rows in an engine access pattern); pooling.py keeps the general one.
+Row blocks are emitted one chain of dependent passes each; the forward's go two side by side, a pass of each
+in turn, so that an engine waiting for another's pass has the other block's work.
+
+Row blocks are unrolled and sized for a share of SBUF (the forward's first and last halved); partition tiles
+loop. `fits` says when this path applies (2-d, whole rows in an engine access pattern); pooling.py keeps the
+general one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import bf16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from neuron_mlir.ir.dialects import tile
@@ -58,6 +66,13 @@ BLOCK_BYTES = 48 * 1024
 # 48 KiB, 32.1 in blocks of 16 KiB, 30.6 in blocks of 8 KiB; with indices and in the backward, 16 KiB blocks
 # were slower: 137.2 -> 153.1 us for the training step).
 VALUES_BLOCK_BYTES = 8 * 1024
+# Offsets from a window's origin below this are integers bf16 holds exactly; in bf16 VectorE compares them at 4x
+# its fp32 rate (and selects and adds at 2x).
+EXACT_BF16 = 256
+# Forward row blocks emitted side by side, a pass of each in turn (`_interleaved`): ResNet-50's pool 51.6 -> 51.0 us
+# with indices, 30.3 -> 30.0 without. The backward keeps one block at a time: two side by side took 62.3 -> 65.5
+# us (both blocks' stores then come late, and the engines are as busy either way).
+FORWARD_INTERLEAVE = 2
 # A band row must be addressable by one engine access pattern step (int16 elements).
 MAX_STEP = hardware.ACCESS_PATTERN_STEP_RANGE[1]
 
@@ -94,6 +109,13 @@ class BandGeometry:
     @property
     def shift(self) -> int:
         return self.phase(self.k - 1)[0]
+
+
+def offset_type(geometry: Sequence[BandGeometry]) -> Attribute:
+    """The element type of flat offsets inside a window: bf16 while the largest (the last tap's) is exact in it."""
+    rows, cols = geometry
+    largest = (rows.k - 1) * rows.d * cols.n + (cols.k - 1) * cols.d
+    return bf16 if largest < EXACT_BF16 else f32
 
 
 def fits(geometry: Sequence[BandGeometry]) -> bool:
@@ -139,10 +161,11 @@ def _bordered(
     rows: tuple[int, int],
     at: tuple[int, int],
     columns: int,
-    border: float,
+    border: float | None,
     element_type: Attribute,
 ) -> SSAValue:
-    """A [ps, shape] SBUF tile holding source[p0:p0+ps, rows[0]:rows[1], :columns] at `at`, `border` elsewhere.
+    """A [ps, shape] SBUF tile holding source[p0:p0+ps, rows[0]:rows[1], :columns] at `at`, `border` elsewhere
+    (None: left unwritten, for a reader that never uses it).
 
     The rows arrive by one DMA straight into the tile; only the border is written by the engines."""
     height, width = shape
@@ -161,20 +184,46 @@ def _bordered(
         ((max(count, 0), right), (top, left + columns)),
     ]
     for (h, w), (r, c) in pieces:
-        if h > 0 and w > 0:
+        if border is not None and h > 0 and w > 0:
             band = em.insert(tile.InsertOp(_fill(em, border, (ps, h, w), element_type), band,
                                            [em.index(r), em.index(c)])).result  # fmt: skip
     return band
 
 
-def _row_blocks(total: int, per_row_bytes: int, fixed: int = 0, budget: int | None = None) -> list[tuple[int, int]]:
+def _row_blocks(
+    total: int, per_row_bytes: int, fixed: int = 0, budget: int | None = None, taper: bool = False
+) -> list[tuple[int, int]]:
     """(start, count) blocks of `total` rows, each within `budget` (BLOCK_BYTES) at `per_row_bytes` (+ `fixed`
-    rows)."""
+    rows). With `taper` the first and the last of several blocks are split in two: nothing overlaps the first
+    block's load or the last block's store, so those are kept short (ResNet-50's pool alone: forward with indices
+    54.2 -> 51.6 us, without 30.6 -> 30.3; its backward 63.7 -> 62.3 alone, but the real-width ResNet-50's
+    backward graph 4490.9 -> 4542.0 us, so the backward keeps even blocks)."""
     budget = BLOCK_BYTES if budget is None else budget
     rows = max(1, min(total, budget // max(1, per_row_bytes) - fixed))
     count = -(-total // rows)
     rows = -(-total // count)  # even blocks
-    return [(start, min(rows, total - start)) for start in range(0, total, rows)]
+    blocks = [(start, min(rows, total - start)) for start in range(0, total, rows)]
+    if not taper or len(blocks) < 2:
+        return blocks
+    tapered: list[tuple[int, int]] = []
+    for i, (start, size) in enumerate(blocks):
+        half = size // 2 if i in (0, len(blocks) - 1) else 0
+        tapered += [(start, half), (start + half, size - half)] if half else [(start, size)]
+    return tapered
+
+
+def _interleaved(blocks: Sequence[Iterator[None]], width: int) -> None:
+    """Run the blocks' emitters `width` at a time, a step of each in turn. Each block is one chain of dependent
+    passes that the engines take turns on; with the next block's passes between them, an engine waiting for
+    another has independent work (each engine runs its instructions in program order)."""
+    active: list[Iterator[None]] = []
+    pending = list(blocks)
+    while active or pending:
+        while pending and len(active) < width:
+            active.append(pending.pop(0))
+        for block in list(active):
+            if next(block, StopIteration) is StopIteration:
+                active.remove(block)
 
 
 def emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, geometry: Sequence[BandGeometry]) -> list[SSAValue]:
@@ -191,11 +240,11 @@ def emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, geometry: Seq
     size = _itemsize(x_type)
     per_row = gh.s * (gw.padded * size + gw.o * (size + (3 * 4 if want_indices else 0)))
     per_row += gw.o * (size + (4 * 4 if want_indices else 0))
-    blocks = _row_blocks(gh.o, per_row, 1, None if want_indices else min(BLOCK_BYTES, VALUES_BLOCK_BYTES))
+    blocks = _row_blocks(gh.o, per_row, 1, None if want_indices else min(BLOCK_BYTES, VALUES_BLOCK_BYTES), True)
 
     def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-        for o0, rows in blocks:
-            _max_pool_block(e, x, p0, ps, o0, rows, gh, gw, values, indices, column_type)
+        _interleaved([_max_pool_block(e, x, p0, ps, o0, rows, gh, gw, values, indices, column_type)
+                      for o0, rows in blocks], FORWARD_INTERLEAVE)  # fmt: skip
 
     em.for_tiles(partitions, PARTITION_TILE, per_partition)
     shape = result_shape(op)
@@ -217,8 +266,10 @@ def _max_pool_block(
     values: SSAValue,
     indices: SSAValue | None,
     column_type: Attribute,
-) -> None:
+) -> Iterator[None]:
+    """Output rows [o0, o0 + rows): emitted a step per `next`."""
     x_type = element_type_of(x)
+    where_type = offset_type((gh, gw))
     height = gh.band_rows(rows)
     first = o0 * gh.s  # the band's first padded row
     real = (max(first, gh.p) - gh.p, min(first + height, gh.p + gh.n) - gh.p)
@@ -232,29 +283,34 @@ def _max_pool_block(
         if best is None:
             best = tap
             continue
+        yield
         if indices is not None:
             better = _binary(em, "is_gt", tap, best, column_type)
-            moved = _scalar(em, "multiply", better, float(kw * gw.d), column_type)
+            moved = better if kw * gw.d == 1 else _scalar(em, "multiply", better, float(kw * gw.d), column_type)
             arg = moved if arg is None else _binary(em, "max", arg, moved, column_type)
         best = _binary(em, "max", best, tap, x_type)
     assert best is not None
     if indices is not None and arg is None:
         arg = _fill(em, 0.0, (ps, height, gw.o), column_type)
 
-    # row stage: [ps, rows, out columns]
+    # row stage: [ps, rows, out columns]; the winner's offset from the window's origin in `where`
     result: SSAValue | None = None
     where: SSAValue | None = None
     shape = (ps, rows, gw.o)
     for kh in range(gh.k):
+        yield
         tap = _window(em, best, [kh * gh.d, 0], shape, [gh.s, 1])
-        column = None if arg is None else _window(em, arg, [kh * gh.d, 0], shape, [gh.s, 1])
-        here = None if column is None else _scalar(em, "add", column, float(kh * gh.d * gw.n), f32)
+        here = None
+        if arg is not None:
+            here = _window(em, arg, [kh * gh.d, 0], shape, [gh.s, 1])
+            if kh > 0 or column_type != where_type:
+                here = _scalar(em, "add", here, float(kh * gh.d * gw.n), where_type)
         if result is None:
             result, where = tap, here
             continue
         if here is not None and where is not None:
-            better = _binary(em, "is_gt", tap, result, f32)
-            where = em.insert(tile.SelectOp(better, here, where, TileType(shape, f32, Memory.SBUF))).result
+            better = _binary(em, "is_gt", tap, result, where_type)
+            where = em.insert(tile.SelectOp(better, here, where, TileType(shape, where_type, Memory.SBUF))).result
         result = _binary(em, "max", result, tap, x_type)
     assert result is not None
     if isinstance(result.owner, tile.ExtractOp):  # a 1 x 1 kernel: the window itself
@@ -263,10 +319,11 @@ def _max_pool_block(
     em.insert(tile.StoreOp(to_sbuf(em, result, values_type), values, [em.index(i) for i in (p0, o0, 0)]))
     if indices is None or where is None:
         return
+    yield
     base = (o0 * gh.s - gh.p) * gw.n - gw.p
     origin = em.insert(tile.IotaOp(TileType(shape, f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
-    flat = _binary(em, "add", where, origin, f32)
-    em.insert(tile.StoreOp(to_sbuf(em, flat, element_type_of(indices)), indices, [em.index(i) for i in (p0, o0, 0)]))
+    flat = _binary(em, "add", where, origin, element_type_of(indices))
+    em.insert(tile.StoreOp(flat, indices, [em.index(i) for i in (p0, o0, 0)]))
 
 
 def emit_max_pool_backward(
@@ -287,8 +344,7 @@ def emit_max_pool_backward(
     blocks = _row_blocks(gh.lattice, per_row, gh.shift)
 
     def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-        for u0, rows in blocks:
-            _backward_block(e, grad_out, indices, grad, p0, ps, u0, rows, gh, gw)
+        _interleaved([_backward_block(e, grad_out, indices, grad, p0, ps, u0, rows, gh, gw) for u0, rows in blocks], 1)
 
     em.for_tiles(partitions, PARTITION_TILE, per_partition)
     return grad
@@ -305,19 +361,26 @@ def _backward_block(
     rows: int,
     gh: BandGeometry,
     gw: BandGeometry,
-) -> None:
-    """Lattice rows [u0, u0 + rows) of every phase, and the gradient rows they hold."""
+) -> Iterator[None]:
+    """Lattice rows [u0, u0 + rows) of every phase, and the gradient rows they hold: emitted a step per `next`."""
     # the output positions the block's taps read: rows [u0 - shift, u0 + rows), columns [-shift, lattice)
     first = u0 - gh.shift
     shape = (rows + gh.shift, gw.lattice + gw.shift)
     real = (max(first, 0), min(u0 + rows, gh.o))
     at = (real[0] - first, gw.shift)
-    g = _bordered(em, grad_out, p0, ps, shape, real, at, gw.o, 0.0, f32)
-    index = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -1.0, f32)
+    # grad_output stays in its own type up to the phases' sums (a select moves it unchanged); the offsets from
+    # each window's origin go to bf16 when it holds them exactly. The border of the indices holds -2^24, whose
+    # offset is negative from every origin, so no tap selects there and grad_output's border is never read as a
+    # value (left unwritten: its zero fill was eight small instructions per block, 62.3 -> 60.4 us for ResNet-50's
+    # pool); offsets that round in bf16 are only those outside a window, which no index of a real position has.
+    grad_type = element_type_of(grad_out) if _itemsize(element_type_of(grad_out)) == 2 else f32
+    relative_type = offset_type((gh, gw))
+    g = _bordered(em, grad_out, p0, ps, shape, real, at, gw.o, None, grad_type)
+    index = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -(2.0**24), f32)
     base = (first * gh.s - gh.p) * gw.n - gw.shift * gw.s - gw.p
     origin = em.insert(tile.IotaOp(TileType((ps, *shape), f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
-    relative = _binary(em, "subtract", index, origin, f32)
-    zeros = _fill(em, 0.0, (ps, *shape), f32)
+    relative = _binary(em, "subtract", index, origin, relative_type)
+    zeros = _fill(em, 0.0, (ps, *shape), grad_type)
 
     lattice = (ps, rows, gw.lattice)
     phases: dict[tuple[int, int], SSAValue] = {}
@@ -325,8 +388,9 @@ def _backward_block(
         qh, ah = gh.phase(kh)
         for kw in reversed(range(gw.k)):
             qw, aw = gw.phase(kw)
-            hit = _scalar(em, "is_equal", relative, float(kh * gh.d * gw.n + kw * gw.d), f32)
-            share = em.insert(tile.SelectOp(hit, g, zeros, TileType((ps, *shape), f32, Memory.SBUF))).result
+            yield
+            hit = _scalar(em, "is_equal", relative, float(kh * gh.d * gw.n + kw * gw.d), relative_type)
+            share = em.insert(tile.SelectOp(hit, g, zeros, TileType((ps, *shape), grad_type, Memory.SBUF))).result
             shifted = _window(em, share, [gh.shift - qh, gw.shift - qw], lattice)
             key = (ah, aw)
             phases[key] = shifted if key not in phases else _binary(em, "add", phases[key], shifted, f32)
@@ -336,6 +400,7 @@ def _backward_block(
     bottom = min((u0 + rows) * gh.s, gh.p + gh.n)
     if bottom <= top:
         return
+    yield
     out_type = element_type_of(grad)
     block = em.insert(tile.EmptyOp(TileType((ps, bottom - top, gw.n), out_type, Memory.SBUF))).result
     for ah in range(gh.s):

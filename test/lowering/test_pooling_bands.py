@@ -79,7 +79,16 @@ CASES = [
     ),
     # a kernel smaller than the stride: input rows and columns no window reads get a zero gradient
     ("2x2_s3", lambda x: F.max_pool2d(x, 2, 3, return_indices=True), (2, 2, 11, 10), torch.float32),
+    # windows so wide (dilation 3: offsets up to 2 * 3 * 43 + 6, odd ones among them) that offsets inside one
+    # pass bf16's exact integers: they stay fp32
+    (
+        "wide_windows",
+        lambda x: F.max_pool2d(x, 3, 2, 1, dilation=3, return_indices=True),
+        (1, 3, 20, 43),
+        torch.float32,
+    ),
 ]
+TIED = ("3x3_s1_p1", "wide_windows")
 
 
 @pytest.mark.usefixtures("fresh_compiler")
@@ -89,13 +98,25 @@ def test_band_max_pool_matches_eager(monkeypatch, taken, budget, name, fn, shape
     monkeypatch.setattr(pooling_bands, "BLOCK_BYTES", budget)
     torch.manual_seed(0)
     # few distinct values: windows tie often, so the first maximum and the order of accumulation are tested
-    x = torch.randint(-3, 4, shape).to(dtype) if name == "3x3_s1_p1" else torch.randn(shape, dtype=dtype)
+    x = torch.randint(-3, 4, shape).to(dtype) if name in TIED else torch.randn(shape, dtype=dtype)
     _check(fn, x, exact=dtype == torch.float32)
     kinds = [kind for kind, _ in taken]
     assert "forward" in kinds, taken
     assert "backward" in kinds, taken
     blocks = [count for kind, count in taken if kind == "blocks"]
     assert (max(blocks) > 1) == (budget == 1024), blocks
+
+
+def test_window_offsets_take_bf16_only_while_exact():
+    """Offsets from a window's origin (up to (k - 1) * d * width + (k - 1) * d) are bf16 below 256, else fp32:
+    the cases above cover both."""
+
+    def geometry(width: int, dilation: int) -> tuple[pooling_bands.BandGeometry, ...]:
+        return tuple(pooling_bands.BandGeometry(width, 8, 3, 2, 1, dilation, 0) for _ in range(2))
+
+    assert str(pooling_bands.offset_type(geometry(112, 1))) == "bf16"  # ResNet-50's pool: 2 * 112 + 2 = 226
+    assert str(pooling_bands.offset_type(geometry(127, 1))) == "f32"  # 2 * 127 + 2 = 256
+    assert str(pooling_bands.offset_type(geometry(43, 3))) == "f32"  # the wide windows above: 2 * 3 * 43 + 6
 
 
 @pytest.mark.usefixtures("fresh_compiler")
