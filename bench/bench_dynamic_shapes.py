@@ -147,7 +147,7 @@ def breakdown(model: torch.nn.Module, size: tuple[int, int], top: int = 20) -> N
     for mode in ("exact", "marked"):
         torch._dynamo.reset()
         neuron_mlir.reset()
-        options = {"cache": False}
+        options: dict[str, Any] = {"cache": False}
         compiled = torch.compile(
             model, backend="neuron-mlir", dynamic=False if mode == "exact" else None, options=options
         )

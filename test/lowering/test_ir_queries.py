@@ -75,7 +75,7 @@ def test_index_intervals_follow_minimum_and_maximum() -> None:
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     n = function.body.block.args[0]
     values = {op.results[0].name_hint: op.results[0] for op in function.body.block.ops if op.results}
-    known = {n: (1, 512)}
+    known: dict[SSAValue, tuple[int, int]] = {n: (1, 512)}
     assert index_interval(values["end"], known) == (128, 512)
     assert index_interval(values["second"], known) == (128, 256)
     assert index_interval(values["at_least"], known) == (256, 512)
