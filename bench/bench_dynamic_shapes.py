@@ -8,6 +8,12 @@ programs compiled per Dynamo graph, per-size time ratios and their geometric mea
 docs/performance.md.
 
     python bench/bench_dynamic_shapes.py [--model gpt2|llama] [--sizes 5] [--modes marked,dynamic]
+    python bench/bench_dynamic_shapes.py --breakdown 4x128,2x7
+
+`--breakdown` instead compares, at each size given, the bucketed program (marked ranges, its bucket compiled at
+a size of the same bucket first) with the exact-size program per source location: busy time (engines and
+queues) and wall time, each instant of the call split evenly among the locations with an instruction running
+then, so that a location's wall times sum to the call's and overlap shows as a smaller share.
 
 Simulated times are deterministic; the machine's load does not change them.
 """
@@ -106,6 +112,66 @@ def run_mode(model: torch.nn.Module, mode: str, sizes: list[tuple[int, int]]) ->
     }
 
 
+def location_times(profiles: list[Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Busy and wall time per source location over `profiles` (the wall time of each instant shared evenly among
+    the locations active then)."""
+    busy: dict[str, float] = {}
+    wall: dict[str, float] = {}
+    for profile in profiles:
+        for location, ns in profile.location_ns.items():
+            busy[location] = busy.get(location, 0.0) + ns
+        table = profile.instructions
+        points = []
+        for start, end, index in zip(profile.events.start, profile.events.end, profile.events.instruction, strict=True):
+            if end > start:
+                points += [(start, 1, table[index].location), (end, -1, table[index].location)]
+        points.sort(key=lambda point: (point[0], point[1]))
+        active: dict[str, int] = {}
+        previous = 0.0
+        for time, change, location in points:
+            if active and time > previous:
+                share = (time - previous) / len(active)
+                for name in active:
+                    wall[name] = wall.get(name, 0.0) + share
+            previous = time
+            active[location] = active.get(location, 0) + change
+            if not active[location]:
+                del active[location]
+    return busy, wall
+
+
+def breakdown(model: torch.nn.Module, size: tuple[int, int], top: int = 20) -> None:
+    """Print the busy and wall time per source location of the bucketed and the exact program at `size`."""
+    batch, seq = size
+    runs = {}
+    for mode in ("exact", "marked"):
+        torch._dynamo.reset()
+        neuron_mlir.reset()
+        options: dict[str, Any] = {"cache": False}
+        compiled = torch.compile(
+            model, backend="neuron-mlir", dynamic=False if mode == "exact" else None, options=options
+        )
+        tokens = torch.randint(0, 96, (batch, seq))
+        if mode == "marked":
+            # another size of the same buckets first, so that the call runs a program compiled for a bucket
+            other = torch.randint(0, 96, (3 if batch > 1 else 1, seq - 1 if seq > 2 else seq + 1))
+            mark(other)
+            call_time_ns(compiled, other)
+            mark(tokens)
+        ns = call_time_ns(compiled, tokens)[1]
+        runs[mode] = (ns, *location_times(list(stats_module.STATS.latest_profiles.values())))
+    (exact_ns, exact_busy, exact_wall), (marked_ns, marked_busy, marked_wall) = runs["exact"], runs["marked"]
+    print(f"\n{batch} x {seq}: exact {exact_ns / 1e3:.1f} us, bucketed {marked_ns / 1e3:.1f} us")
+    print(f"{'busy exact':>11} {'bucketed':>9} {'wall exact':>11} {'bucketed':>9}  source location (by wall excess)")
+    excess = {at: marked_wall.get(at, 0.0) - exact_wall.get(at, 0.0) for at in set(exact_wall) | set(marked_wall)}
+    locations = sorted(excess, key=lambda at: -excess[at])
+    for location in locations[:top]:
+        print(
+            f"{exact_busy.get(location, 0) / 1e3:11.1f} {marked_busy.get(location, 0) / 1e3:9.1f} "
+            f"{exact_wall.get(location, 0) / 1e3:11.1f} {marked_wall.get(location, 0) / 1e3:9.1f}  {location[-100:]}"
+        )
+
+
 def exact_times(model: torch.nn.Module, sizes: list[tuple[int, int]]) -> dict[tuple[int, int], float]:
     times = {}
     for batch, seq in sizes:
@@ -129,9 +195,15 @@ def main() -> None:
     parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama"])
     parser.add_argument("--sizes", type=int, default=len(SIZES), help="how many of the 15 sizes")
     parser.add_argument("--modes", default="marked,dynamic")
+    parser.add_argument("--breakdown", help="sizes (4x128,2x7) to compare per source location, nothing else")
     args = parser.parse_args()
     sizes = SIZES[: args.sizes]
     model = build(args.model)
+    if args.breakdown:
+        for size in args.breakdown.split(","):
+            batch, seq = (int(part) for part in size.split("x"))
+            breakdown(model, (batch, seq))
+        return
     results = {mode: run_mode(model, mode, sizes) for mode in args.modes.split(",")}
     exact = exact_times(model, sizes)
     print(f"\n{args.model}, inference, {len(sizes)} sizes")

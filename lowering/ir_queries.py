@@ -47,8 +47,8 @@ def size_argument_ranges(function: func.FuncOp) -> dict[SSAValue, tuple[int, int
 
 def index_interval(value: SSAValue, known: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
     """The least and greatest value an index computed from constants and the values in `known` (each with its
-    inclusive range) can take, through add, subtract, multiply, signed floor division by a positive constant and
-    index casts; None for anything else (a loop induction, a load)."""
+    inclusive range) can take, through add, subtract, multiply, signed floor division by a positive constant,
+    signed minimum and maximum and index casts; None for anything else (a loop induction, a load)."""
     if value in known:
         return known[value]
     constant = integer_constant(value)
@@ -57,11 +57,16 @@ def index_interval(value: SSAValue, known: dict[SSAValue, tuple[int, int]]) -> t
     owner = value.owner
     if isinstance(owner, arith.IndexCastOp):
         return index_interval(owner.input, known)
-    if not isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp | arith.FloorDivSIOp):
+    arithmetic = arith.AddiOp | arith.SubiOp | arith.MuliOp | arith.FloorDivSIOp | arith.MinSIOp | arith.MaxSIOp
+    if not isinstance(owner, arithmetic):
         return None
     lhs, rhs = index_interval(owner.lhs, known), index_interval(owner.rhs, known)
     if lhs is None or rhs is None:
         return None
+    if isinstance(owner, arith.MinSIOp):
+        return min(lhs[0], rhs[0]), min(lhs[1], rhs[1])
+    if isinstance(owner, arith.MaxSIOp):
+        return max(lhs[0], rhs[0]), max(lhs[1], rhs[1])
     if isinstance(owner, arith.AddiOp):
         return lhs[0] + rhs[0], lhs[1] + rhs[1]
     if isinstance(owner, arith.SubiOp):

@@ -17,6 +17,16 @@ looping over the call's rows: constant lower bound and step) gets two copies ove
 `lower + (upper - lower) // (2 * step) * 2 * step`, followed by the loop itself over the trip left (none or one),
 so that it overlaps its DMAs as a constant loop does while the program's size stays independent of the call.
 
+A loop bounded at run time that moves data and whose declared size ranges allow at most `SHORT_TRIPS` trips
+(a bucket's loop over the call's batches, or over the row tiles of a 512-row bucket), innermost or not, becomes
+straight-line code instead: one copy per trip it may run, copy j at the induction `lower + j * step`, as plain
+code when the ranges guarantee that trip and otherwise inside a loop from `lower + j * step` to
+`min(upper, lower + (j + 1) * step)`, which runs one trip or none. The copies share no buffer, so the scheduler
+overlaps them as it overlaps a constant loop unrolled: a rolled loop over four batches, each one row tile, ran its
+trips one after another where a program compiled for that size streams them two or more at a time. Loops nested
+in a loop so expanded are expanded (or unrolled) first, so a batch loop of a nest over `[b, ceil(s / 128)]` tiles
+gives every tile of the call a copy of its own, up to `SHORT_TRIPS` squared.
+
 How many copies each loop gets (with `factor` unset; `factor=n` gives every loop n copies):
 
 * A copy holds its buffers for its whole chain: the loads (DMA latency plus transfer), the compute on its
@@ -50,13 +60,18 @@ from xdsl.utils.exceptions import PassFailedException
 
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
-from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant
+from neuron_mlir.lowering.ir_queries import defined_functions, index_interval, integer_constant, size_argument_ranges
 from neuron_mlir.runtime.cost_model import OperandShape, compute_ns, dma_cost, indirect_dma_cost
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
 # A trip within this factor of its busiest resource counts as throughput-bound: one more copy would buy less than
 # the SBUF it takes from the tile sizes of later loops.
 _SLACK = 1.2
+
+# The most trips a loop bounded at run time may have to be emitted as one guarded copy per trip: four covers the
+# call's batches of a bucket up to 4 and the 128-row tiles of a 512-row bucket; a nest of two such loops is 16
+# copies of its body.
+SHORT_TRIPS = 4
 
 
 def _is_innermost(loop: scf.ForOp) -> bool:
@@ -71,6 +86,15 @@ def _bounded_at_run_time(loop: scf.ForOp) -> bool:
     """Whether only the upper bound of `loop` is computed at run time (its lower bound and step constants)."""
     step = integer_constant(loop.step)
     return integer_constant(loop.lb) is not None and step is not None and step > 0 and integer_constant(loop.ub) is None
+
+
+def _trip_range(loop: scf.ForOp, sizes: dict[SSAValue, tuple[int, int]]) -> tuple[int, int] | None:
+    """The least and most trips of `loop` (constant lower bound and step) over the size arguments' ranges."""
+    lower, step = integer_constant(loop.lb), integer_constant(loop.step)
+    upper = index_interval(loop.ub, sizes)
+    if lower is None or step is None or step <= 0 or upper is None:
+        return None
+    return max(0, -((lower - upper[0]) // step)), max(0, -((lower - upper[1]) // step))
 
 
 def _trips(loop: scf.ForOp) -> int | None:
@@ -330,6 +354,31 @@ class _Unroller:
         self.fill_rounds(loop, body, copies, step)
         loop.operands[0] = end  # the rest: from where the rounds end
 
+    def expand_short(self, loop: scf.ForOp, trips: tuple[int, int]) -> None:
+        """Replace `loop` (constant lower bound and step, at most `trips[1]` trips of which `trips[0]` are sure)
+        by one copy of its body per trip: the sure ones as plain code, each other one in a loop of one trip or
+        none (from its induction to `min(upper, induction + step)`). Each copy's induction is a constant."""
+        lower, step = integer_constant(loop.lb), integer_constant(loop.step)
+        assert lower is not None
+        assert step is not None
+        before = InsertPoint.before(loop)
+        for trip in range(trips[1]):
+            induction = self.constant(lower + trip * step)
+            if trip < trips[0]:
+                self.copy_body(loop, induction, before)
+                continue
+            end = arith.MinSIOp(loop.ub, self.constant(lower + (trip + 1) * step))
+            end.location = loop.location
+            _insert(end, before)
+            body = Block(arg_types=[IndexType()])
+            guard = scf.ForOp(induction, end.result, self.constant(step), [], body)
+            guard.location = loop.location
+            _insert(guard, before)
+            self.copy_body(loop, induction, InsertPoint.at_end(body))
+            body.add_op(scf.YieldOp())
+        loop.detach()
+        loop.erase()
+
 
 def _insert(op: Operation, point: InsertPoint) -> None:
     if point.insert_before is not None:
@@ -355,16 +404,25 @@ class NeuronUnrollLoopsPass(ModulePass):
         target = neuron.target_of(op)
         for function in defined_functions(op):
             unroller = _Unroller(function)
+            sizes = size_argument_ranges(function)
             loops = [loop for loop in function.body.walk() if isinstance(loop, scf.ForOp)]
+            outer: list[scf.ForOp] = []
             for loop in loops:
                 if loop.iter_args:
                     continue  # tile-level loops carry values: this pass runs after convert-tile-to-neuron
-                if not (_is_innermost(loop) and _moves_data(loop)):
+                if not _moves_data(loop):
+                    continue
+                if not _is_innermost(loop):
+                    outer.append(loop)
                     continue
                 trips = _trips(loop)
                 if trips is None and self.factor is None and _bounded_at_run_time(loop):
-                    # a size bucket's loop over the call's rows: two copies (their count is not known here)
-                    unroller.unroll_bounded(loop, 2)
+                    short = _trip_range(loop, sizes)
+                    if short is not None and short[1] <= SHORT_TRIPS:
+                        unroller.expand_short(loop, short)
+                    else:
+                        # a size bucket's loop over the call's rows: two copies (their count is not known here)
+                        unroller.unroll_bounded(loop, 2)
                     continue
                 if trips is None or trips < 2:
                     continue  # dynamic bounds, or nothing to overlap: leave the loop as it is
@@ -373,3 +431,9 @@ class NeuronUnrollLoopsPass(ModulePass):
                         unroller.unroll(loop, self.factor)
                     continue
                 unroller.unroll(loop, choose_copies(loop, trips, target, self.max_copies))
+            # then the short loops around them, the inner ones first, so that each copies expanded bodies
+            for loop in reversed(outer):
+                if self.factor is None and _bounded_at_run_time(loop):
+                    short = _trip_range(loop, sizes)
+                    if short is not None and short[1] <= SHORT_TRIPS:
+                        unroller.expand_short(loop, short)

@@ -47,6 +47,9 @@ class ConversionContext:
     # (size argument, tile, rounds) -> where the (rounds of) tiles covering its extent end, computed once at the
     # function's top; rounds 0: how many tiles cover it
     size_uppers: dict[tuple[SSAValue, int, int], SSAValue] = field(default_factory=dict)
+    # the factors of a merged dimension (size argument or None, extent; major to minor) -> one past its last real
+    # element, computed once at the function's top
+    size_prefixes: dict[tuple[tuple[SSAValue | None, int], ...], SSAValue] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

@@ -205,7 +205,8 @@ def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int, rounds: int =
         dividend: SSAValue
         if rounds == 1:
             rounded = arith.AddiOp(bound, em.index(tile - 1))
-            _at_top(em, [rounded], None)
+            # after the bound's own computation when it has one (`real_prefix`)
+            _at_top(em, [rounded], bound if isinstance(bound.owner, Operation) else None)
             dividend = rounded.result
         else:  # floor(ceil(bound / tile) / rounds) rounds of tiles
             dividend = bounded_upper(em, bound, tile)
@@ -226,6 +227,44 @@ def bounded_tiles(em: LoopNestBuilder, bound: SSAValue, tile: int) -> SSAValue:
         count = arith.FloorDivSIOp(upper, em.index(tile))
         _at_top(em, [count], upper)
         cache[key] = count.result
+    return cache[key]
+
+
+def real_prefix(em: LoopNestBuilder, factors: Sequence[tuple[SSAValue | None, int]]) -> SSAValue:
+    """One past the last real element of a dimension merged from `factors` (major to minor: a size argument and
+    its extent in the bucket, or None for a static extent, real throughout): `1 + sum((f_i - 1) * stride_i)`. At
+    the bucket's sizes element `i*S + j` of `[b, s] -> [b*s]` is real iff `i < b` and `j < s`, so every element at
+    or past `(b - 1) * S + s` is padding, while some below it are too (the rows `s..S` of each batch but the
+    last). A nest whose tiles of a merged dimension are wider than its minor factor (`[4*64]` rows in tiles of
+    128) can still run only the tiles that start below it. Computed once per function, at its top."""
+    key = tuple(factors)
+    cache = em.context.size_prefixes if em.context is not None else {}
+    if key not in cache:
+        ops: list[Operation] = []
+        total: SSAValue | None = None
+        constant, stride = 1, 1
+        for bound, extent in reversed(factors):
+            if bound is None:
+                constant += (extent - 1) * stride
+            else:
+                less = arith.SubiOp(bound, em.index(1))
+                term: Operation = less
+                if stride != 1:
+                    term = arith.MuliOp(less.result, em.index(stride))
+                    ops.append(less)
+                ops.append(term)
+                if total is not None:
+                    summed = arith.AddiOp(total, term.results[0])
+                    ops.append(summed)
+                    total = summed.result
+                else:
+                    total = term.results[0]
+            stride *= extent
+        assert total is not None, "a merged dimension with no size argument among its factors"
+        end = arith.AddiOp(total, em.index(constant))
+        ops.append(end)
+        _at_top(em, ops, None)
+        cache[key] = end.result
     return cache[key]
 
 

@@ -81,6 +81,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     bounded_nest,
     bounded_upper,
     copy_to,
+    real_prefix,
     size_bounds,
     size_factors,
 )
@@ -343,7 +344,8 @@ def chunks_in_flight(
 class RowBound:
     """The real rows of an [M, K] @ [K, N] product in a size bucket's program, M merged from size arguments and
     static extents (`[b*s, h]` token rows): M is `outer` (each a loop: a size argument bounding its trips, or None
-    for a static extent) times `inner` rows, of which the first `rows` (a size argument) are real."""
+    for a static extent) times `inner` rows, of which the first `rows` (a size argument, or one past the last real
+    row of merged rows: `real_prefix`) are real or padding, and the rest padding."""
 
     outer: tuple[tuple[SSAValue | None, int], ...]
     inner: int
@@ -364,9 +366,13 @@ def row_bound(em: LoopNestBuilder, op: Operation, m: int) -> RowBound | None:
         return None
     rows, inner = factors[-1]
     assert rows is not None
-    # rows that fit one tile stay merged with the outer factors: per-factor tiles would be smaller, not fewer
-    if inner % matmul_limits(em)[1]:
-        return None
+    m_tile = matmul_limits(em)[1]
+    if inner % m_tile:
+        # rows that fit one tile stay merged with the outer factors (per-factor tiles would be smaller, not
+        # fewer): the merged rows' tiles that start below the last real row (`real_prefix`)
+        if len(factors) == 1 or m % m_tile:
+            return None
+        return RowBound((), m, real_prefix(em, factors))
     return RowBound(tuple(factors[:-1]), inner, rows)
 
 

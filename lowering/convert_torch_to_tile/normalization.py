@@ -87,6 +87,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     TileMath,
     bounded_loop,
     emit_elementwise,
+    real_prefix,
     size_bounds,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
@@ -422,8 +423,17 @@ def _bounded_rows(
     # the rows' own bound must follow the call (whole row tiles inside the bucket): otherwise the nest keeps the
     # merged form tile-fuse-matmul-prologues computes inside a following matmul's panel (measured: a batch bound
     # alone over 64-row tiles lost that fusion and cost more than the skipped batches saved)
-    if bounds[axis - 1] is None or leading[-1] % PARTITION_TILE or math.prod(leading) != math.prod(plan.row_dims):
+    rows = math.prod(leading)
+    if bounds[axis - 1] is None or rows != math.prod(plan.row_dims):
         return None
+    row_bounds: tuple[SSAValue | None, ...] = tuple(bounds[:axis])
+    if leading[-1] % PARTITION_TILE:
+        # rows shorter than a tile per batch ([4, 64] token rows) stay merged, in tiles that start below the last
+        # real row (`real_prefix`), when the merged rows are whole tiles
+        if len(leading) == 1 or rows % PARTITION_TILE:
+            return None
+        row_bounds = (real_prefix(em, list(zip(row_bounds, leading, strict=True))),)
+        leading = (rows,)
     split: list[SSAValue] = []
     for value in views:
         layout = layout_of(value)
@@ -431,7 +441,7 @@ def _bounded_rows(
         if reshaped is None:
             return None
         split.append(view(em, value, reshaped))
-    return leading, tuple(bounds[:axis]), split
+    return leading, row_bounds, split
 
 
 def _for_bounded_row_tiles(

@@ -88,6 +88,27 @@ def test_elementwise_loops_over_bucketed_dimensions_run_the_calls_rows():
     assert times[2, 70] < times[2, 200] < times[3, 200]
 
 
+def test_token_rows_shorter_than_a_tile_run_up_to_the_last_real_row():
+    # [b, s, 64] rows, batch 2..4 and sequence 2..64 (upper bucket 64): 256 token rows, fewer than a tile per
+    # batch, stay merged, and the Linear layer and the layer norm run the merged rows' tiles up to the last real
+    # row, (b - 1) * 64 + s: one tile at 2 x 40 (104 rows), both at 4 x 60 (252)
+    def linear_norm(x, w, b, g, h):
+        y = x.reshape(-1, x.shape[-1]) @ w + b
+        return F.layer_norm(y.view(x.shape[0], x.shape[1], -1), (96,), g, h)
+
+    compiled = torch.compile(linear_norm, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(6)
+    w, b, g, h = torch.randn(64, 96), torch.randn(96), torch.randn(96), torch.randn(96)
+    matmul = {}
+    for batch, seq in ((2, 40), (4, 60)):
+        x = _marked(_marked(torch.randn(batch, seq, 64), 0, 2, 4), 1, 2, 64)
+        result, _ = _call_ns(compiled, x, w, b, g, h)
+        matmul[batch, seq] = sum(p.busy_ns.get("tensor", 0.0) for p in stats_module.STATS.latest_profiles.values())
+        assert_close_to_torch(result, linear_norm(x, w, b, g, h), f"batch {batch}, seq {seq}")
+    assert _programs() == 1
+    assert 0.0 < matmul[2, 40] < matmul[4, 60]
+
+
 def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
     # an embedding and gathers of positions by index tensors ([b, 1, s, 1] and [b, 1, 1, s], as transformers'
     # mask code indexes position ids): their loops run the call's batches, row tiles and column tiles, so one
@@ -114,7 +135,9 @@ def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
 
 def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
     # [b, s, 64] -> [b*s, 64] rows (batch 2..3, bucket 3; sequence 2..256, upper bucket 256): the product's rows
-    # loop over the call's batch and its ceil(s / 128) row tiles, so one program's time follows the call
+    # loop over the call's batch and its ceil(s / 128) row tiles, so one program's work follows the call. TensorE's
+    # busy time counts that work; the call's time need not grow with it one for one: the batches' copies overlap,
+    # and which DMA queues a call's copies share is fixed at compile time (2 x 70 and 2 x 200 run different copies)
     def linear(x, w, b):
         h = x.reshape(-1, x.shape[-1]) @ w + b
         return torch.relu(h).view(x.shape[0], x.shape[1], -1)
@@ -122,13 +145,16 @@ def test_a_linear_layer_over_merged_token_rows_runs_the_calls_rows():
     compiled = torch.compile(linear, backend="neuron-mlir", options={"strict": True, "cache": False})
     torch.manual_seed(4)
     w, b = torch.randn(64, 96), torch.randn(96)
-    times = {}
+    times, matmul = {}, {}
     for batch, seq in ((2, 70), (2, 200), (3, 200)):
         x = _marked(_marked(torch.randn(batch, seq, 64), 0, 2, 3), 1, 2, 256)
         result, times[batch, seq] = _call_ns(compiled, x, w, b)
+        matmul[batch, seq] = sum(p.busy_ns.get("tensor", 0.0) for p in stats_module.STATS.latest_profiles.values())
         assert_close_to_torch(result, linear(x, w, b), f"batch {batch}, seq {seq}")
     assert _programs() == 1
-    assert times[2, 70] < times[2, 200] < times[3, 200]
+    assert matmul[2, 70] < matmul[2, 200] < matmul[3, 200]
+    assert times[2, 70] < times[3, 200]
+    assert times[2, 200] < times[3, 200]
 
 
 def test_masked_attention_runs_the_calls_batches_and_query_tiles():

@@ -1,4 +1,4 @@
-"""What the passes share of the IR: here, loading a row tile again at other rows."""
+"""What the passes share of the IR: here, loading a row tile again at other rows, and the range of an index."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.lowering.ir_queries import clone_load_at_row
+from neuron_mlir.lowering.ir_queries import clone_load_at_row, index_interval
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 _FUNCTION = """
@@ -51,3 +51,31 @@ def test_a_load_cloned_at_another_row_keeps_everything_but_its_row_index() -> No
     renamed_clone = renamed[load.result].owner
     assert isinstance(renamed_clone, tile.LoadOp)
     assert renamed_clone.source is other
+
+
+_BOUNDS = """
+func.func @guards(%n: index) {
+  %c1 = arith.constant 1 : index
+  %c127 = arith.constant 127 : index
+  %c128 = arith.constant 128 : index
+  %c256 = arith.constant 256 : index
+  %rounded = arith.addi %n, %c127 : index
+  %tiles = arith.floordivsi %rounded, %c128 : index
+  %end = arith.muli %tiles, %c128 : index
+  %second = arith.minsi %end, %c256 : index
+  %at_least = arith.maxsi %end, %c256 : index
+  func.return
+}
+"""
+
+
+def test_index_intervals_follow_minimum_and_maximum() -> None:
+    # the guard of a short loop's second copy ends at min(ceil(n / 128) * 128, 256): for n in 1..512, 128..256
+    module = Parser(make_context(), _BOUNDS).parse_module()
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    n = function.body.block.args[0]
+    values = {op.results[0].name_hint: op.results[0] for op in function.body.block.ops if op.results}
+    known: dict[SSAValue, tuple[int, int]] = {n: (1, 512)}
+    assert index_interval(values["end"], known) == (128, 512)
+    assert index_interval(values["second"], known) == (128, 256)
+    assert index_interval(values["at_least"], known) == (256, 512)

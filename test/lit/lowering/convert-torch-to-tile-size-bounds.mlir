@@ -113,6 +113,39 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 
 // -----
 
+// Token rows shorter than a tile per batch ([4, 64] rows, a lower bucket's program): the rows stay merged, and the
+// merged rows' tiles run up to the last real row, (s0 - 1) * 64 + s1 (`real_prefix`, computed once at the
+// function's top): one tile of the two at a call of 2 x 7 tokens. Both the Linear layer and the layer norm.
+// CHECK-LABEL: func.func @short_token_rows
+// CHECK:       %[[LESS1:.*]] = arith.subi %s1, %c1 : index
+// CHECK-NEXT:  %[[LESS0:.*]] = arith.subi %s0, %c1 : index
+// CHECK-NEXT:  %[[BATCHES:.*]] = arith.muli %[[LESS0]], %c64 : index
+// CHECK-NEXT:  %[[SUM:.*]] = arith.addi %[[LESS1]], %[[BATCHES]] : index
+// CHECK-NEXT:  %[[PREFIX:.*]] = arith.addi %[[SUM]], %c1 : index
+// CHECK-NEXT:  %[[ROUNDED:.*]] = arith.addi %[[PREFIX]], %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK-NEXT:  %[[PAIRS:.*]] = arith.floordivsi %[[END]], %c256 : index
+// CHECK-NEXT:  %[[PAIRS_END:.*]] = arith.muli %[[PAIRS]], %c256 : index
+// CHECK:       scf.for %{{.*}} = %c0 to %[[PAIRS_END]] step %c256 {
+// CHECK-COUNT-2: tile.matmul
+// CHECK:       }
+// CHECK:       scf.for %{{.*}} = %[[PAIRS_END]] to %[[END]] step %c128 {
+// CHECK:         tile.matmul
+// CHECK:       }
+// CHECK:       scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:    tile.load %{{.*}}[%[[ROW]], %c0] {{.*}} -> !tile.tile<128x96xf32, sbuf>
+// CHECK:         tile.store
+// CHECK-NEXT:  }
+func.func @short_token_rows(%x: tensor<256x64xf32>, %w: tensor<64x96xf32>, %b: tensor<96xf32>, %g: tensor<96xf32>, %h: tensor<96xf32>) -> tensor<4x64x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 64 : i64]]} {
+  %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<256x64xf32>, tensor<64x96xf32>) -> tensor<256x96xf32>
+  %1 = torch.aten.view %0 {size = array<i64: 4, 64, 96>, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<256x96xf32>) -> tensor<4x64x96xf32>
+  %2, %3, %4 = torch.aten.native_layer_norm %1, %g, %h {normalized_shape = array<i64: 96>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x64x96xf32>, tensor<96xf32>, tensor<96xf32>) -> (tensor<4x64x96xf32>, tensor<4x64x1xf32>, tensor<4x64x1xf32>)
+  func.return %2 : tensor<4x64x96xf32>
+}
+
+// -----
+
 // Attention over keys a size bucket pads (`neuron.padded_keys`: the call's s1 keys, padded to 256): the heads'
 // work is emitted once per key width (128 and 256 keys), each in a loop of one trip when the call's
 // ceil(s1 / 128) key blocks are that many and of none otherwise, and the key and value rows of padded keys are

@@ -187,3 +187,54 @@ func.func @call_rows(%x: memref<512x64xf32, #mem<hbm>>, %y: memref<512x64xf32, #
 // CHECK-NEXT:    neuron.dma_copy
 // CHECK-NEXT:  }
 // CHECK-NEXT:  func.return
+
+// -----
+
+// A size bucket's nest over the call's batches (%b, 1..4) and the 128-row tiles of its sequence (%s, 1..512): each
+// loop may run at most four trips, so each becomes one copy per trip. The tiles' loop (innermost) first: tile 0
+// always runs (s >= 1) and is plain code, tiles 1 to 3 each in a loop from 128 j to min(end, 128 (j + 1)), one trip
+// or none; then the batches' loop around them the same way, four copies of the expanded body, 16 tile bodies in
+// all. Every copy's induction is a constant and allocates its own buffers, so the copies overlap.
+// CHECK-LABEL: func.func @short_call_loops
+func.func @short_call_loops(%x: memref<4x512x64xf32, #mem<hbm>>, %y: memref<4x512x64xf32, #mem<hbm>>, %b: index, %s: index) attributes {neuron.size_arguments = [["b", 1 : i64, 4 : i64], ["s", 1 : i64, 512 : i64]]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c127 = arith.constant 127 : index
+  %c128 = arith.constant 128 : index
+  %c32768 = arith.constant 32768 : index
+  %rounded = arith.addi %s, %c127 : index
+  %tiles = arith.floordivsi %rounded, %c128 : index
+  %end = arith.muli %tiles, %c128 : index
+  scf.for %i = %c0 to %b step %c1 {
+    scf.for %j = %c0 to %end step %c128 {
+      %t = neuron.alloc : memref<128x64xf32, #mem<sbuf>>
+      %batch = arith.muli %i, %c32768 : index
+      %row = arith.muli %j, %c64 : index
+      %offset = arith.addi %batch, %row : index
+      neuron.dma_copy dma dst %t[0:128, 0, [[1, 64]]], src %x[%offset + 0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xf32, #mem<sbuf>>, memref<4x512x64xf32, #mem<hbm>>
+      neuron.activation scalar dst %t[0:128, 0, [[1, 64]]], src %t[0:128, 0, [[1, 64]]] {func = "exp"} : memref<128x64xf32, #mem<sbuf>>, memref<128x64xf32, #mem<sbuf>>
+      neuron.dma_copy dma dst %y[%offset + 0, [[64, 128], [1, 64]]], src %t[0:128, 0, [[1, 64]]] {queue = 1 : i64} : memref<4x512x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
+    }
+  }
+  func.return
+}
+// CHECK-NOT:   scf.for %{{.*}} = %c0
+// CHECK:       neuron.activation
+// CHECK:       %[[E1:.*]] = arith.minsi %end, %c256{{.*}} : index
+// CHECK-NEXT:  scf.for %{{.*}} = %c128{{.*}} to %[[E1]] step %c128{{.*}} {
+// CHECK-NEXT:    neuron.alloc
+// CHECK-NEXT:    arith.muli %c0
+// CHECK-NEXT:    arith.muli %c128
+// CHECK:       arith.minsi %end, %c384
+// CHECK:       arith.minsi %end, %c512
+// Batch 0 always runs (b >= 1): plain code, above; batches 1 to 3 each in a loop of one trip or none
+// CHECK:       %[[B1:.*]] = arith.minsi %b, %c2{{.*}} : index
+// CHECK-NEXT:  scf.for %{{.*}} = %c1{{.*}} to %[[B1]] step %c1{{.*}} {
+// CHECK-COUNT-4: neuron.activation
+// CHECK:       }
+// CHECK:       arith.minsi %b, %c3
+// CHECK:       arith.minsi %b, %c4
+// CHECK-COUNT-4: neuron.activation
+// CHECK-NOT:   neuron.activation
+// CHECK:       func.return
