@@ -31,8 +31,10 @@ func.func @same_name_twice(%x: tensor<256x16xf32>) -> tensor<256x16xf32> attribu
 
 // -----
 
-// The engine-level passes read the same table, through the same check.
+// The engine-level passes read the same table, through the same check (and convert-torch-to-tile checks every
+// function's table, whatever its body).
 func.func @engine_level(%x: memref<1024x64xf32, #mem<hbm>>, %n: index) attributes {neuron.size_arguments = [["n", 1.0 : f32, 1024 : i64]]} {
   func.return
 }
+// CHECK: @engine_level: neuron.size_arguments entry 0 must be ["name", lower, upper] with integer bounds
 // SYNC: @engine_level: neuron.size_arguments entry 0 must be ["name", lower, upper] with integer bounds
