@@ -12,8 +12,8 @@ into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so t
 
 Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
 intermediate reaches HBM. Per (batch, head), Q, K, V, dO and O are loaded once: where the target's DMAs transpose
-2-byte elements, K and dO as K^T and dO^T (their rows made by TensorE transposes), else as rows; Q, V and O as
-rows, and Q^T and V^T built by TensorE transposes. Then for each query tile i (128 queries, p rows), over all the
+2-byte elements, K, Q and dO as K^T, Q^T and dO^T (their rows made by TensorE transposes), else as rows; V and O
+as rows, and V^T built by TensorE transposes. Then for each query tile i (128 queries, p rows), over all the
 keys it sees at once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of those:
 
     s     = Q_i K^T                           TensorE (a Q^T block, K^T), PSUM [p, n]
@@ -534,7 +534,7 @@ class _AttentionBackward:
     def prepare_key_value(
         self, em: LoopNestBuilder, batch: list[Index], position: int, gathered: list[_Gathered]
     ) -> _KeyValue:
-        loaded = self.load_rows_or_transposed(em, self.key, batch, self.keys, self.head, by_dma=True)
+        loaded = self.load_rows_or_transposed(em, self.key, batch, self.keys, self.head)
         value = self.load_value(em, batch)
         key_value = _KeyValue(batch, position, gathered, None)
 
@@ -556,18 +556,19 @@ class _AttentionBackward:
                 pending(em)
 
     def load_rows_or_transposed(
-        self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int, width: int, by_dma: bool
+        self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int, width: int
     ) -> tuple[_Rows | None, SSAValue | None]:
         """One head's matrix the kernel reads both as rows and transposed: its transpose by one DMA transpose when
-        `by_dma` and the target's DMAs can (`dma_transposable`), else its rows (`both_ways` makes the other form
+        the target's DMAs can (`dma_transposable`), else its rows (`both_ways` makes the other form
         on TensorE). A head's rows of 64 2-byte features are 128-byte runs, a quarter of a copy's DMA rate, where
         a DMA transpose of such a head moves at 0.45 of it; TensorE then pays twice as much for the transposes
-        back into rows (a transpose costs the columns of its input: 128 per block instead of 64). K and dO take
-        the DMA transpose: in the 12 causal heads of 512 queries (bf16, trn2) the backward took 59.3 us with all
-        four inputs as rows, 58.4 with K, Q or dO alone by DMA, 57.5 with K and dO, 57.8 with all three (with
-        each head's transposes emitted at its first use, `ready`: 58.9, 55.9 for dO alone, 55.4 with K and dO,
-        55.5 with all three); V keeps its runs of consecutive rows."""
-        if by_dma and dma_transposable(tensor, self.element_type, self.target):
+        back into rows (a transpose costs the columns of its input: 128 per block instead of 64). In the 12 causal
+        heads of 512 queries (bf16, trn2) the backward took 59.3 us with K, Q and dO as rows, 57.9 to 58.3 with
+        one of them by DMA, 57.8 with Q and dO, 58.2 with all three; with each head's transposes emitted at its
+        first use (`ready`) and the trips pipelined, 56.0 with K and dO and 55.5 with all three, which the
+        training steps (BERT-base, GPT-2, the Llama layer, ViT-B/16) also prefer. V keeps its runs of
+        consecutive rows."""
+        if dma_transposable(tensor, self.element_type, self.target):
             return None, load_head_transposed(em, tensor, batch, count)
         return load_head_rows(em, tensor, batch, 0, count, width), None
 
@@ -637,10 +638,8 @@ class _AttentionBackward:
         return result
 
     def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue, position: int) -> _Head:
-        loaded_query = self.load_rows_or_transposed(em, self.query, batch, self.length, self.head, by_dma=False)
-        loaded_grad_out = self.load_rows_or_transposed(
-            em, self.grad_out, batch, self.length, self.value_head, by_dma=True
-        )
+        loaded_query = self.load_rows_or_transposed(em, self.query, batch, self.length, self.head)
+        loaded_grad_out = self.load_rows_or_transposed(em, self.grad_out, batch, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
         lse_rows = self.load_lse(em, batch)
         head = _Head(batch, key_value, position, None)

@@ -246,10 +246,11 @@ def test_attention_backward_at_real_sizes(shape: tuple[int, int, int, int, int],
     )
 
 
-@pytest.mark.parametrize(("target", "transposes"), [("trn2", 2), ("trn1", 0)])
-def test_bf16_attention_backward_loads_keys_and_output_gradients_transposed_by_dma(target: str, transposes: int):
-    """On a target whose DMAs transpose 2-byte elements, the backward loads K^T and dO^T by a DMA transpose per head
-    (TensorE transposes them back into rows); trn1 loads rows and transposes them on TensorE. Both match eager."""
+@pytest.mark.parametrize(("target", "transposes"), [("trn2", 3), ("trn1", 0)])
+def test_bf16_attention_backward_loads_inputs_transposed_by_dma(target: str, transposes: int):
+    """On a target whose DMAs transpose 2-byte elements, the backward loads K^T, Q^T and dO^T by a DMA transpose per
+    head (TensorE transposes them back into rows); trn1 loads rows and transposes them on TensorE. Both match
+    eager."""
     heads = 2
     _check_training(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),

@@ -21,16 +21,15 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // to 8 t + 7), and the two trips follow each other without a loop (UNROLLED_TRIPS), so that each has buffers of its
 // own.
 // CHECK-NOT:   scf.for
-// Six loads per head, all of a trip's loads before any of its transposes. K and dO, read both as rows and
+// Six loads per head, all of a trip's loads before any of its transposes. K, Q and dO, read both as rows and
 // transposed, load by a DMA transpose each (trn2's DMAs transpose 2-byte elements: a head moves at 0.45 of a copy's
-// rate where its 128-byte rows move at 0.25), and TensorE transposes them back into rows. Q and O load their rows in
-// order, all of each in one. V, only read transposed, loads runs of two consecutive rows per partition (a row of 64
+// rate where its 128-byte rows move at 0.25), and TensorE transposes them back into rows. O loads its rows in order,
+// all of them in one. V, only read transposed, loads runs of two consecutive rows per partition (a row of 64
 // bf16 alone is a 128-byte run). The log-sum-exp loads as rows of 128 queries, one per query tile.
 // CHECK:       %[[KT0:.*]] = tile.load %k[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.view %v
 // CHECK-NEXT:  %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK-NEXT:  tile.view %q
-// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.load %q[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.load %g[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.view %o
 // CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
