@@ -11,9 +11,10 @@ tiles (unrolled); dropout and an attention mask are refused (`kernel_refusal`): 
 into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so those cases still compile.
 
 Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
-intermediate reaches HBM. Per (batch, head), the rows of Q, K, V, dO and O are loaded once and Q^T, K^T, V^T and
-dO^T built by TensorE transposes; then for each query tile i (128 queries, p rows), over all the keys it sees at
-once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of those:
+intermediate reaches HBM. Per (batch, head), Q, K, V, dO and O are loaded once: where the target's DMAs transpose
+2-byte elements, K, Q and dO as K^T, Q^T and dO^T (their rows made by TensorE transposes), else as rows; V and O
+as rows, and V^T built by TensorE transposes. Then for each query tile i (128 queries, p rows), over all the
+keys it sees at once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of those:
 
     s     = Q_i K^T                           TensorE (a Q^T block, K^T), PSUM [p, n]
     P     = exp(scale s - lse_i)              ScalarE, lse a per-partition bias: the forward's softmax, recomputed
@@ -31,7 +32,9 @@ stages. Causal attention skips the key blocks after a query tile's last row and 
 once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
-heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time.
+heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time;
+unrolled trips are software-pipelined by stage (a stage's P and dS before the previous stage's products), and each
+head's transposes are emitted just before its first scores, after the loads of its whole trip.
 
 DMA runs. A DMA's rate grows with its contiguous runs: 128 bytes (one head's row of 64 bf16) move at a quarter of
 the DMA engines' rate, a 4-byte run costs as much as 128 bytes. Each gradient's full 128-row blocks of all the
@@ -47,7 +50,7 @@ exponentials, dP - D and every accumulation are fp32.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,8 +63,10 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.convert_torch_to_tile.attention import (
     _Attention,
     _Rows,
+    dma_transposable,
     heads_beside_features,
     load_head_rows,
+    load_head_transposed,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
     PARTITION_TILE,
@@ -194,10 +199,13 @@ class _KeyValue:
     sums per key block over the query tiles of every query head it serves."""
 
     batch: list[Index]
-    key: _Rows
-    key_t: SSAValue
-    value_t: SSAValue
     position: int
+    gathered: list[_Gathered]
+    # What remains to emit of its preparation once its loads are emitted (`_AttentionBackward.ready`).
+    pending: Callable[[LoopNestBuilder], None] | None
+    key: _Rows = field(init=False)
+    key_t: SSAValue = field(init=False)
+    value_t: SSAValue = field(init=False)
     grad_keys: dict[int, SSAValue] = field(default_factory=dict)
     grad_values: dict[int, SSAValue] = field(default_factory=dict)
     stored: set[int] = field(default_factory=set)
@@ -210,12 +218,23 @@ class _Head:
 
     batch: list[Index]
     kv: _KeyValue
-    query: _Rows
-    grad_out: _Rows
-    query_t: SSAValue
-    grad_out_t: SSAValue
-    columns: list[tuple[SSAValue, SSAValue]]
     position: int
+    pending: Callable[[LoopNestBuilder], None] | None
+    query: _Rows = field(init=False)
+    grad_out: _Rows = field(init=False)
+    query_t: SSAValue = field(init=False)
+    grad_out_t: SSAValue = field(init=False)
+    columns: list[tuple[SSAValue, SSAValue]] = field(init=False)
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """A stage's query tiles after their first half: (rows, first key of the causal diagonal, keys seen) per
+    tile, P and dS."""
+
+    shapes: list[tuple[int, int, int]]
+    probabilities: list[SSAValue]
+    grad_scores: list[SSAValue]
 
 
 class _Gathered:
@@ -261,6 +280,16 @@ class _Gathered:
             em.insert(tile.StoreOp(self.last, tensor, indices, dims=(rank - 2, *head_dims, rank - 1)))
 
 
+@dataclass(frozen=True)
+class _Trip:
+    """One trip over the heads: its query heads, key/value heads, gathered gradients and query-tile stages."""
+
+    heads: list[_Head]
+    key_values: list[_KeyValue]
+    gathered: list[_Gathered]
+    stages: list[list[tuple[_Head, int]]]
+
+
 class _AttentionBackward:
     """One attention backward op's kernel; `emit` writes its loop nest over the heads."""
 
@@ -284,6 +313,7 @@ class _AttentionBackward:
             em, lse, Layout((*lse_layout.shape[:-1], 1, self.length), (*lse_layout.strides, 1), lse_layout.offset)
         )
         self.element_type = element_type_of(self.query)
+        self.target = target_of(op)
         # Stored with the heads beside the features, as the forward's output: the gradients then merge their heads
         # for the projections' backward (`transpose(1, 2).reshape(B, L, H * E)`) as views.
         self.results = [
@@ -329,8 +359,11 @@ class _AttentionBackward:
                 return
             trips, odd = divmod(dims[0], group)
             if trips <= UNROLLED_TRIPS:
-                for t in range(trips):
-                    self.head_group(e, [[*outer, t * group + h] for h in range(group)])
+                batches = [[[*outer, t * group + h] for h in range(group)] for t in range(trips)]
+                if odd:
+                    batches.append([[*outer, trips * group + h] for h in range(odd)])
+                self.pipelined_trips(e, batches)
+                return
             else:
                 e.for_each(
                     trips,
@@ -364,24 +397,38 @@ class _AttentionBackward:
             result = em.insert(tile.InsertOp(block, result, [em.index(t * PARTITION_TILE)])).result
         return result
 
-    def negated_lse(self, em: LoopNestBuilder, batch: list[Index]) -> tuple[SSAValue | None, SSAValue | None]:
-        """-lse of one head's queries as per-partition columns: [128, tiles] for the full query tiles (tile t in
-        column t) and [rest, 1] for a partial last one. The log-sum-exp loads with the queries on the free axis and
-        is transposed on TensorE: loaded one query per partition, each DMA descriptor would move 4 bytes, which
-        costs the DMA engines as much as a transfer a hundred times larger."""
+    def load_lse(self, em: LoopNestBuilder, batch: list[Index]) -> tuple[SSAValue | None, SSAValue | None]:
+        """The log-sum-exp of one head's queries as rows: [tiles, 128] for the full query tiles and [1, rest] for a
+        partial last one (`negated_lse` makes them columns)."""
         full, rest = divmod(self.length, PARTITION_TILE)
         rank = len(batch) + 2
-        columns: list[SSAValue | None] = []
+        rows: list[SSAValue | None] = []
         for blocks, width, first in ((full, PARTITION_TILE, 0), (1 if rest else 0, rest, full * PARTITION_TILE)):
             if not blocks:
-                columns.append(None)
+                rows.append(None)
                 continue
             if width == PARTITION_TILE:
                 split = split_axis(em, self.lse, rank - 1, full, PARTITION_TILE)
                 indices, dims = [*batch, 0, 0, 0], (rank - 1, rank)
             else:
                 split, indices, dims = self.lse, [*batch, 0, first], (rank - 2, rank - 1)
-            row = load(em, split, indices, (blocks, width), dims=dims)
+            rows.append(load(em, split, indices, (blocks, width), dims=dims))
+        return rows[0], rows[1]
+
+    @staticmethod
+    def negated_lse(
+        em: LoopNestBuilder, rows: tuple[SSAValue | None, SSAValue | None]
+    ) -> tuple[SSAValue | None, SSAValue | None]:
+        """-lse of one head's queries as per-partition columns: [128, tiles] for the full query tiles (tile t in
+        column t) and [rest, 1] for a partial last one. The log-sum-exp loads with the queries on the free axis
+        (`load_lse`) and is transposed on TensorE: loaded one query per partition, each DMA descriptor would move 4
+        bytes, which costs the DMA engines as much as a transfer a hundred times larger."""
+        columns: list[SSAValue | None] = []
+        for row in rows:
+            if row is None:
+                columns.append(None)
+                continue
+            blocks, width = row.type.get_shape()  # type: ignore[attr-defined]
             column = em.insert(tile.TransposeOp(row)).result
             columns.append(
                 em.insert(tile.BinaryScalarOp(column, "multiply", sbuf_tile((width, blocks)), scalar=-1.0)).result
@@ -419,9 +466,43 @@ class _AttentionBackward:
         """The key/value heads `key_batches` with their query heads: each one's rows loaded and transposed, then all
         the query heads' query tiles in stages of TILES_PER_STAGE, then the gradients stored (dK and dV summed over
         the query heads a key/value head serves)."""
+        trip = self.begin_trip(em, key_batches)
+        for units in trip.stages:
+            self.products(em, units, self.scores(em, units))
+        self.finish_trip(em, trip)
+
+    def pipelined_trips(self, em: LoopNestBuilder, trips: list[list[list[Index]]]) -> None:
+        """Trips over the heads in straight-line code, software-pipelined by stage: a stage's scores, P and dS are
+        emitted before the previous stage's products, so that each engine's queue alternates between two stages
+        (ScalarE's exponentials of one while TensorE multiplies for the other) and a trip's loads start before the
+        trip before it computes its gradients. Measured against trips one after another (K and dO loaded by DMA
+        transposes in both): the ViT-B/16 step 683.5 -> 677.2 us, the Llama layer 2558.0 -> 2547.1, GPT-2's
+        717.8 -> 716.9; slower by a little for BERT-base's step (655.3 -> 656.8) and the 12 causal heads of 512
+        queries (backward 55.4 -> 56.0 us), whose trips hold a single stage of one query tile per head or whose
+        first stage waits for its loads either way."""
+        pending: tuple[_Trip, list[tuple[_Head, int]], _Scores, bool] | None = None
+        for key_batches in trips:
+            trip = self.begin_trip(em, key_batches)
+            for index, units in enumerate(trip.stages):
+                scores = self.scores(em, units)
+                if pending is not None:
+                    self.finish_stage(em, *pending)
+                pending = (trip, units, scores, index == len(trip.stages) - 1)
+        if pending is not None:
+            self.finish_stage(em, *pending)
+
+    def finish_stage(
+        self, em: LoopNestBuilder, trip: _Trip, units: list[tuple[_Head, int]], scores: _Scores, last: bool
+    ) -> None:
+        self.products(em, units, scores)
+        if last:
+            self.finish_trip(em, trip)
+
+    def begin_trip(self, em: LoopNestBuilder, key_batches: list[list[Index]]) -> _Trip:
+        """The trip's rows loaded and transposed and its gathered gradients allocated."""
         batched = bool(key_batches[0])
         query_heads = len(key_batches) * self.groups
-        self.gathered = [
+        gathered = [
             _Gathered(em, query_heads, self.length, self.head, element_type_of(self.results[0]), batched),
             _Gathered(em, len(key_batches), self.keys, self.head, element_type_of(self.results[1]), batched),
             _Gathered(em, len(key_batches), self.keys, self.value_head, element_type_of(self.results[2]), batched),
@@ -429,7 +510,7 @@ class _AttentionBackward:
         heads: list[_Head] = []
         key_values: list[_KeyValue] = []
         for key_batch in key_batches:
-            key_value = self.prepare_key_value(em, key_batch, len(key_values))
+            key_value = self.prepare_key_value(em, key_batch, len(key_values), gathered)
             key_values.append(key_value)
             *outer, kv = key_batch
             query_batches = (
@@ -439,18 +520,85 @@ class _AttentionBackward:
             )
             heads += [self.prepare_head(em, batch, key_value, len(heads) + j) for j, batch in enumerate(query_batches)]
         units = [(head, i) for head in heads for i in range(_tiles(self.length))]
-        for first in range(0, len(units), TILES_PER_STAGE):
-            self.query_tiles(em, units[first : first + TILES_PER_STAGE])
-        for key_value in key_values:
-            self.finish_key_value(em, key_value)
-        self.gathered[0].store(em, self.results[0], heads[0].batch)
-        self.gathered[1].store(em, self.results[1], key_values[0].batch)
-        self.gathered[2].store(em, self.results[2], key_values[0].batch)
+        stages = [units[first : first + TILES_PER_STAGE] for first in range(0, len(units), TILES_PER_STAGE)]
+        return _Trip(heads, key_values, gathered, stages)
 
-    def prepare_key_value(self, em: LoopNestBuilder, batch: list[Index], position: int) -> _KeyValue:
-        key = load_head_rows(em, self.key, batch, 0, self.keys, self.head)
-        key_t = self.transposed(em, key, self.keys)
-        return _KeyValue(batch, key, key_t, self.loaded_transposed(em, self.value, batch), position)
+    def finish_trip(self, em: LoopNestBuilder, trip: _Trip) -> None:
+        """The trip's remaining dK and dV blocks gathered, then its three gradients stored."""
+        for key_value in trip.key_values:
+            self.finish_key_value(em, key_value)
+        trip.gathered[0].store(em, self.results[0], trip.heads[0].batch)
+        trip.gathered[1].store(em, self.results[1], trip.key_values[0].batch)
+        trip.gathered[2].store(em, self.results[2], trip.key_values[0].batch)
+
+    def prepare_key_value(
+        self, em: LoopNestBuilder, batch: list[Index], position: int, gathered: list[_Gathered]
+    ) -> _KeyValue:
+        loaded = self.load_rows_or_transposed(em, self.key, batch, self.keys, self.head)
+        value = self.load_value(em, batch)
+        key_value = _KeyValue(batch, position, gathered, None)
+
+        def convert(e: LoopNestBuilder) -> None:
+            key_value.key, key_value.key_t = self.both_ways(e, loaded, self.keys)
+            key_value.value_t = self.value_transposed(e, value)
+
+        key_value.pending = convert
+        return key_value
+
+    @staticmethod
+    def ready(em: LoopNestBuilder, head: _Head) -> None:
+        """Emits what remains of the preparation of `head` and its key/value head (the transposes after their
+        loads), once, just before their first use: a trip's first scores then wait only for their own head's
+        loads, not for every head of the trip."""
+        for prepared in (head.kv, head):
+            if prepared.pending is not None:
+                pending, prepared.pending = prepared.pending, None
+                pending(em)
+
+    def load_rows_or_transposed(
+        self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index], count: int, width: int
+    ) -> tuple[_Rows | None, SSAValue | None]:
+        """One head's matrix the kernel reads both as rows and transposed: its transpose by one DMA transpose when
+        the target's DMAs can (`dma_transposable`), else its rows (`both_ways` makes the other form
+        on TensorE). A head's rows of 64 2-byte features are 128-byte runs, a quarter of a copy's DMA rate, where
+        a DMA transpose of such a head moves at 0.45 of it; TensorE then pays twice as much for the transposes
+        back into rows (a transpose costs the columns of its input: 128 per block instead of 64). In the 12 causal
+        heads of 512 queries (bf16, trn2) the backward took 59.3 us with K, Q and dO as rows, 57.9 to 58.3 with
+        one of them by DMA, 57.8 with Q and dO, 58.2 with all three; with each head's transposes emitted at its
+        first use (`ready`) and the trips pipelined, 56.0 with K and dO and 55.5 with all three, which the
+        training steps (BERT-base, GPT-2, the Llama layer, ViT-B/16) also prefer. V keeps its runs of
+        consecutive rows."""
+        if dma_transposable(tensor, self.element_type, self.target):
+            return None, load_head_transposed(em, tensor, batch, count)
+        return load_head_rows(em, tensor, batch, 0, count, width), None
+
+    def both_ways(
+        self, em: LoopNestBuilder, loaded: tuple[_Rows | None, SSAValue | None], count: int
+    ) -> tuple[_Rows, SSAValue]:
+        """The rows and the transpose of a matrix `load_rows_or_transposed` loaded in one of the two forms."""
+        rows, transposed = loaded
+        if rows is not None:
+            return rows, self.transposed(em, rows, count)
+        assert transposed is not None
+        return self.rows_of(em, transposed, count), transposed
+
+    def rows_of(self, em: LoopNestBuilder, transposed: SSAValue, count: int) -> _Rows:
+        """The rows of a [width, count] transpose, one TensorE transpose per 128 rows, in `load_head_rows`'s
+        layout."""
+        width = transposed.type.get_shape()[0]  # type: ignore[attr-defined]
+        blocks, rest = divmod(count, PARTITION_TILE)
+        full: SSAValue | None = None
+        last: SSAValue | None = None
+        if blocks:
+            full = em.insert(tile.EmptyOp(sbuf_tile((PARTITION_TILE, blocks, width), self.element_type))).result
+            for t in range(blocks):
+                part = window(em, transposed, [t * PARTITION_TILE], (width, PARTITION_TILE))
+                block = em.insert(tile.TransposeOp(part)).result
+                full = em.insert(tile.InsertOp(block, full, [em.index(t), em.index(0)])).result
+        if rest:
+            part = window(em, transposed, [blocks * PARTITION_TILE], (width, rest))
+            last = to_sbuf(em, em.insert(tile.TransposeOp(part)).result, self.element_type)
+        return _Rows(full, last, width)
 
     @staticmethod
     def runs_per_partition(tensor: SSAValue) -> bool:
@@ -461,42 +609,49 @@ class _AttentionBackward:
         blocks, rest = divmod(count, PARTITION_TILE)
         return not rest and blocks > 1 and layout.strides[-1] == 1 and layout.strides[-2] == width
 
-    def loaded_transposed(self, em: LoopNestBuilder, tensor: SSAValue, batch: list[Index]) -> SSAValue:
-        """[width, count]: one head's matrix transposed, for a matrix the kernel reads only transposed (V).
+    def load_value(self, em: LoopNestBuilder, batch: list[Index]) -> _Rows | SSAValue:
+        """V's rows, in order (`_Rows`) or as runs of consecutive rows per partition (`value_transposed`)."""
+        count, width = layout_of(self.value).shape[-2:]
+        if not self.runs_per_partition(self.value):
+            return load_head_rows(em, self.value, batch, 0, count, width)
+        blocks = count // PARTITION_TILE
+        rank = len(batch) + 2
+        runs = split_axis(em, self.value, rank - 2, PARTITION_TILE, blocks)
+        return load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
+
+    def value_transposed(self, em: LoopNestBuilder, loaded: _Rows | SSAValue) -> SSAValue:
+        """[width, count]: V transposed, the matrix the kernel reads only transposed.
 
         When its rows are contiguous in HBM and fill whole 128-row blocks, partition p loads the consecutive rows
         [p b, p b + b) (b blocks): one run of b rows per partition, which moves at a higher DMA rate than a row per
         descriptor. Row r of every partition then transposes to the columns {p b + r}, which the copy out of PSUM
         puts in place (every b-th column from r), so the result is the same as from rows loaded in order."""
-        count, width = layout_of(tensor).shape[-2:]
-        if not self.runs_per_partition(tensor):
-            return self.transposed(em, load_head_rows(em, tensor, batch, 0, count, width), count)
+        count, width = layout_of(self.value).shape[-2:]
+        if isinstance(loaded, _Rows):
+            return self.transposed(em, loaded, count)
         blocks = count // PARTITION_TILE
-        rank = len(batch) + 2
-        runs = split_axis(em, tensor, rank - 2, PARTITION_TILE, blocks)
-        rows = load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
         result = em.insert(tile.EmptyOp(sbuf_tile((width, count), self.element_type))).result
         for r in range(blocks):
-            block_t = em.insert(tile.TransposeOp(window(em, rows, [r, 0], (PARTITION_TILE, width)))).result
+            block_t = em.insert(tile.TransposeOp(window(em, loaded, [r, 0], (PARTITION_TILE, width)))).result
             block = _evacuated(em, block_t, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
         return result
 
     def prepare_head(self, em: LoopNestBuilder, batch: list[Index], key_value: _KeyValue, position: int) -> _Head:
-        query = load_head_rows(em, self.query, batch, 0, self.length, self.head)
-        grad_out = load_head_rows(em, self.grad_out, batch, 0, self.length, self.value_head)
+        loaded_query = self.load_rows_or_transposed(em, self.query, batch, self.length, self.head)
+        loaded_grad_out = self.load_rows_or_transposed(em, self.grad_out, batch, self.length, self.value_head)
         out = load_head_rows(em, self.out, batch, 0, self.length, self.value_head)
-        lse = self.negated_lse(em, batch)
-        return _Head(
-            batch,
-            key_value,
-            query,
-            grad_out,
-            self.transposed(em, query, self.length),
-            self.transposed(em, grad_out, self.length),
-            self.row_columns(em, grad_out, out, lse),
-            position,
-        )
+        lse_rows = self.load_lse(em, batch)
+        head = _Head(batch, key_value, position, None)
+
+        def convert(e: LoopNestBuilder) -> None:
+            lse = self.negated_lse(e, lse_rows)
+            head.query, head.query_t = self.both_ways(e, loaded_query, self.length)
+            head.grad_out, head.grad_out_t = self.both_ways(e, loaded_grad_out, self.length)
+            head.columns = self.row_columns(e, head.grad_out, out, lse)
+
+        head.pending = convert
+        return head
 
     def finish_key_value(self, em: LoopNestBuilder, key_value: _KeyValue) -> None:
         """dK and dV blocks of one key/value head not yet gathered: the fp32 sums over several stages, or zeros for
@@ -514,16 +669,17 @@ class _AttentionBackward:
                     block = em.insert(
                         tile.FillOp(0.0, sbuf_tile((w, width), element_type_of(self.results[gathered])))
                     ).result
-                self.gathered[gathered].insert(em, key_value.position, j, block)
+                key_value.gathered[gathered].insert(em, key_value.position, j, block)
 
-    def query_tiles(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> None:
-        """The query tiles `units` (head, tile), emitted stage by stage across them: each engine's queue then
-        alternates between tiles, so that one tile's exponentials (ScalarE) run while TensorE multiplies for
-        another, where one tile alone would leave every engine waiting on the previous link of its chain. Each
-        tile's dQ joins its head's `grad_queries`, its dK and dV parts the head's sums."""
+    def scores(self, em: LoopNestBuilder, units: list[tuple[_Head, int]]) -> _Scores:
+        """The first half of the query tiles `units` (head, tile): P and dS of each, emitted step by step across
+        them, so that each engine's queue alternates between tiles (one tile's exponentials on ScalarE while
+        TensorE multiplies for another) where one tile alone would leave every engine waiting on the previous link
+        of its chain."""
         shapes = [(self.rows_in(self.length, i), i * PARTITION_TILE, self.extent(i)) for _, i in units]
         probabilities: list[SSAValue] = []
         for (head, i), (p, m0, n) in zip(units, shapes, strict=True):
+            self.ready(em, head)
             if i not in self.biases:
                 probabilities.append(self.exponentials(em, head, i, p, 0, n))
                 continue
@@ -557,6 +713,12 @@ class _AttentionBackward:
             grad_scores.append(
                 em.insert(tile.BinaryOp(centred, probs, "multiply", sbuf_tile((p, n), self.element_type))).result
             )
+        return _Scores(shapes, probabilities, grad_scores)
+
+    def products(self, em: LoopNestBuilder, units: list[tuple[_Head, int]], scores: _Scores) -> None:
+        """The second half: each tile's dQ into its trip's gathered gradient, its dK and dV parts into the key/value
+        heads' sums."""
+        shapes, probabilities, grad_scores = scores.shapes, scores.probabilities, scores.grad_scores
         # dV's products need only P: on TensorE they run while dS is computed. dS^T's transposes before dK's
         # products: their evacuations overlap those products on TensorE.
         self.key_value_products(em, units, shapes, probabilities, keys=False)
@@ -574,7 +736,7 @@ class _AttentionBackward:
                 key_rows = head.kv.key.block(em, j, self.rows_in(self.keys, j))
                 grad_query = em.insert(tile.MatmulOp(block_t, key_rows, _psum((p, self.head)), grad_query)).result
             assert grad_query is not None  # every query tile sees key block 0
-            self.gathered[0].insert(em, head.position, i, grad_query)
+            head.kv.gathered[0].insert(em, head.position, i, grad_query)
 
     def exponentials(
         self, em: LoopNestBuilder, head: _Head, i: int, p: int, first: int, count: int, bias: SSAValue | None = None
@@ -627,7 +789,7 @@ class _AttentionBackward:
                 if not final:
                     sums[j] = self.accumulate(em, sums.get(j), total)
                     continue
-                self.gathered[1 if keys else 2].insert(em, key_value.position, j, total)
+                key_value.gathered[1 if keys else 2].insert(em, key_value.position, j, total)
                 key_value.stored.add(j)
 
     @staticmethod

@@ -174,7 +174,7 @@ def test_attention_output_layout_makes_merging_heads_a_view():
     _hbm_traffic_is_only_inputs_and_outputs()
 
 
-def _check_training(function, inputs, *, fused: bool) -> None:
+def _check_training(function, inputs, *, fused: bool, options: dict | None = None) -> None:
     """Output and input gradients of one forward and backward, compiled, against eager in the inputs' dtype and a
     float64 golden run; with `fused`, the backward graph is one kernel: no [L, S] intermediate reaches HBM."""
     torch.manual_seed(1)
@@ -187,7 +187,7 @@ def _check_training(function, inputs, *, fused: bool) -> None:
         out.backward(grad_out.to(out.dtype))
         return [out.detach()] + [x.grad for x in tensors if x.requires_grad]
 
-    compiled = run(torch.compile(function, backend="neuron-mlir"), inputs)
+    compiled = run(torch.compile(function, backend="neuron-mlir", options=options), inputs)
     with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH]):
         eager = run(function, inputs)
         golden = run(function, [x.double() if x.is_floating_point() else x for x in inputs])
@@ -244,6 +244,22 @@ def test_attention_backward_at_real_sizes(shape: tuple[int, int, int, int, int],
     _check_training(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _inputs(*shape, dtype), fused=True
     )
+
+
+@pytest.mark.parametrize(("target", "transposes"), [("trn2", 3), ("trn1", 0)])
+def test_bf16_attention_backward_loads_inputs_transposed_by_dma(target: str, transposes: int):
+    """On a target whose DMAs transpose 2-byte elements, the backward loads K^T, Q^T and dO^T by a DMA transpose per
+    head (TensorE transposes them back into rows); trn1 loads rows and transposes them on TensorE. Both match
+    eager."""
+    heads = 2
+    _check_training(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        _inputs(1, heads, 256, 256, 64, torch.bfloat16),
+        fused=True,
+        options={"target": target},
+    )
+    [backward] = [p for name, p in neuron_mlir.profiles().items() if "backward" in name]
+    assert backward.opcode_counts.get("dma_transpose", 0) == transposes * heads
 
 
 def test_attention_backward_of_projected_heads():

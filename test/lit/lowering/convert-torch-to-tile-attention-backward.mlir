@@ -21,24 +21,38 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // to 8 t + 7), and the two trips follow each other without a loop (UNROLLED_TRIPS), so that each has buffers of its
 // own.
 // CHECK-NOT:   scf.for
-// Six loads per head. K, Q, dO and O load their rows in order, all of each in one. V, only read transposed, loads
-// runs of two consecutive rows per partition (a row of 64 bf16 alone is a 128-byte run), and its transposes go back
-// in place, every other column, as they leave PSUM. Transposes leave PSUM through an exact multiply by 1, which
-// neuron-balance-engines places (a plain insert's copy would keep its destination's engine). The log-sum-exp loads
-// as rows of 128 queries, one per query tile, and becomes per-partition columns through a TensorE transpose.
-// CHECK:       tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>>
-// CHECK:       %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e+00 : f64} : (!tile.tile<64x128xbf16, psum>) -> !tile.tile<64x128xbf16, sbuf>
+// Six loads per head, all of a trip's loads before any of its transposes. K, Q and dO, read both as rows and
+// transposed, load by a DMA transpose each (trn2's DMAs transpose 2-byte elements: a head moves at 0.45 of a copy's
+// rate where its 128-byte rows move at 0.25), and TensorE transposes them back into rows. O loads its rows in order,
+// all of them in one. V, only read transposed, loads runs of two consecutive rows per partition (a row of 64
+// bf16 alone is a 128-byte run). The log-sum-exp loads as rows of 128 queries, one per query tile.
+// CHECK:       %[[KT0:.*]] = tile.load %k[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.view %v
+// CHECK-NEXT:  %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.load %q[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.load %g[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.view %o
+// CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x1x2x128xf32, strided<[4096, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
+// CHECK-NEXT:  tile.load %k[%c0, %c1, %c0, %c0] {dims = array<i64: 3, 2>}
+// CHECK-NOT:   tile.transpose
+// CHECK:       tile.load %{{.*}}[%c0, %c7, %c0, %c0, %c0] : memref<1x16x1x2x128xf32
+// Then each head's transposes, just before its first scores: K's rows from K^T; V^T, whose blocks go back in place,
+// every other column, as they leave PSUM through an exact multiply by 1, which neuron-balance-engines places (a
+// plain insert's copy would keep its destination's engine); the log-sum-exp's per-partition columns.
+// CHECK-NEXT:  tile.empty : !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.extract %[[KT0]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<64x128xbf16, sbuf> -> !tile.tile<128x64xbf16, psum>
+// CHECK:       tile.extract %[[V0]][%c0, %c0]
+// CHECK-NEXT:  tile.transpose
+// CHECK-NEXT:  tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e+00 : f64} : (!tile.tile<64x128xbf16, psum>) -> !tile.tile<64x128xbf16, sbuf>
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.extract %[[V0]][%c1, %c0]
 // CHECK-NEXT:  tile.transpose
 // CHECK-NEXT:  tile.binary_scalar
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
-// CHECK-COUNT-3: tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
-// CHECK-NEXT:  tile.view
-// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x1x2x128xf32, strided<[4096, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
 // CHECK-NEXT:  tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
-// CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // The first stage's query tiles (both tiles of the heads 8 t to 8 t + 3): tile 0 over its 128 keys with the causal
 // bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
 // another, both exponentials writing one [128, 256] tile of probabilities.
@@ -61,13 +75,16 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // and its product with P is bf16 too.
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
+// The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its P and dS before
+// the first trip's products and stores.
+// CHECK-NOT:     tile.store
+// CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
+// CHECK-NOT:     tile.store
+// CHECK:         tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64}
 // No [L, S] tile reaches HBM: the trip's three gradients leave in one store each, all eight heads' rows together,
 // into tensors stored [B, L, H, E] (as the forward's output), so that a row of the eight heads is one contiguous run
 // and merging the heads afterwards is a view.
 // CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>} : !tile.tile<128x2x8x64xbf16, sbuf>, memref<1x16x2x128x64xbf16, strided<[262144, 64, 131072, 1024, 1]>, #mem<hbm>>
-// CHECK-NOT:     tile.store
-// The second trip: heads 8 to 15.
-// CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-COUNT-3: tile.store %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 1, 4>}
 // CHECK-NOT:     tile.store
 // CHECK:       func.return
