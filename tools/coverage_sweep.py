@@ -184,10 +184,25 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         "rand_like": torch.rand_like,
         "bernoulli": torch.bernoulli,
         "nn.functional.dropout": torch.nn.functional.dropout,
+        "normal": torch.normal,
+        "normal.number_mean": lambda std, mean, *args, **kwargs: torch.normal(mean, std, *args, **kwargs),
+        **{name: getattr(torch.Tensor, method) for name, method in IN_PLACE_DRAWS.items()},
     }
 
 
-RANDOM_ENTRIES: frozenset[str] = frozenset({"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout"})
+# Entries that overwrite their input with draws from a distribution (the Tensor method each calls).
+IN_PLACE_DRAWS: dict[str, str] = {
+    "normal.in_place": "normal_",
+    "uniform": "uniform_",
+    "exponential": "exponential_",
+    "cauchy": "cauchy_",
+    "log_normal": "log_normal_",
+    "geometric": "geometric_",
+}
+RANDOM_ENTRIES: frozenset[str] = frozenset(
+    {"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout", "normal", "normal.number_mean"}
+    | IN_PLACE_DRAWS.keys()
+)
 
 # Entries whose results are uninitialised memory: only their dtype and shape are defined.
 UNINITIALISED_ENTRIES: frozenset[str] = frozenset(
@@ -287,8 +302,11 @@ def _compare(actual: Any, expected: Any, uninitialised: bool = False) -> str | N
     return None
 
 
-def _random_properties(name: str, actual: Any, expected: Any, inputs: list[torch.Tensor]) -> str | None:
-    """Checks of a random op's compiled result that hold whatever numbers were drawn."""
+def _random_properties(
+    name: str, actual: Any, expected: Any, inputs: list[torch.Tensor], args: tuple[Any, ...] = ()
+) -> str | None:
+    """Checks of a random op's compiled result that hold whatever numbers were drawn; `args` are the sample's
+    arguments after its input (a distribution's parameters)."""
     got, want = _leaves(actual), _leaves(expected)
     if len(got) != len(want):
         return f"{len(got)} results, eager gave {len(want)}"
@@ -315,6 +333,8 @@ def _random_properties(name: str, actual: Any, expected: Any, inputs: list[torch
             return f"{name}: mean {mean:.3f}, std {std:.3f} of {values.numel()} draws"
     if name == "bernoulli" and not bool(((values == 0) | (values == 1)).all()):
         return "bernoulli: values other than 0 and 1"
+    if name in IN_PLACE_DRAWS:
+        return _support_problem(name, values, inputs[0].double() if inputs else None, args)
     if name == "nn.functional.dropout" and inputs:
         source = inputs[0].double()
         reference = _leaves(expected)[0].double()
@@ -326,6 +346,22 @@ def _random_properties(name: str, actual: Any, expected: Any, inputs: list[torch
             ratio = values[kept] / source[kept]
             if kept.any() and scale.numel() and not torch.allclose(ratio, scale.expand_as(ratio), rtol=1e-5):
                 return "dropout: kept values are not the input times 1 / (1 - p)"
+    return None
+
+
+def _support_problem(name: str, values: torch.Tensor, source: torch.Tensor | None, args: tuple[Any, ...]) -> str | None:
+    """Whether an in-place draw left values outside its distribution's support (the parameters from `args`, at
+    their defaults when absent) or left its input as it was."""
+    if source is not None and source.shape == values.shape and values.numel() > 1 and torch.equal(source, values):
+        return f"{name}: the input came back unchanged"
+    if name == "uniform":
+        low, high = (*args, 0.0, 1.0)[:2] if len(args) != 1 else (args[0], 1.0)
+        if not bool(((values >= low) & (values <= high)).all()):
+            return f"uniform: values outside [{low}, {high}]"
+    if name in ("exponential", "log_normal") and not bool((values >= 0).all()):
+        return f"{name}: negative values"
+    if name == "geometric" and not bool(((values >= 1) & (values == values.floor())).all()):
+        return "geometric: values that are not whole numbers of trials >= 1"
     return None
 
 
@@ -408,7 +444,7 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         isinstance(leaf, torch.Tensor) and leaf.dtype in WIDE_DTYPES for leaf in _leaves(expected)
     )
     if random:
-        outcome.problem = _random_properties(name, actual, expected, tensors)
+        outcome.problem = _random_properties(name, actual, expected, tensors, tuple(sample.args))
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
@@ -526,6 +562,8 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     # moved before the CPU runs, which may write their inputs (in-place entries)
     device_input, device_args, device_kwargs = _device_sample(sample)
     again_sample = _device_sample(sample) if random else None
+    # the input as given: an in-place draw's CPU run overwrites it
+    original = [sample.input.clone()] if random and isinstance(sample.input, torch.Tensor) else []
     try:
         torch.manual_seed(0)
         expected = function(sample.input, *sample.args, **sample.kwargs)
@@ -550,7 +588,7 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         compiled_nodes=sum(eager.EAGER_STATS.native_ops.values()) - native_before,
     )
     if random:
-        outcome.problem = _random_properties(name, actual, expected, [sample.input])
+        outcome.problem = _random_properties(name, actual, expected, original, tuple(sample.args))
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:

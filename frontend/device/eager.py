@@ -15,9 +15,11 @@ into the written tensors' own strides. The compile cache (`frontend.cache`, in m
 programs across processes. The simulated time of every run accumulates on the current stream, and each program's
 latest profile is in `neuron_mlir.profiles()` like a compiled graph's.
 
-An op the compiler refuses (no lowering, a dtype the core cannot hold, random ops, whose numbers come from the
-device generator on the host) runs on the host over aliases of the device memory (`dispatch.run_on_host`), with
-one warning per op naming it and the user's line, or an error in strict mode (NEURON_MLIR_STRICT=1).
+An op the compiler refuses (no lowering, a dtype the core cannot hold) runs on the host over aliases of the device
+memory (`dispatch.run_on_host`), with one warning per op naming it and the user's line, or an error in strict mode
+(NEURON_MLIR_STRICT=1). Random ops compile like the others, their programs seeded from the device generator; those
+given a generator of the caller's own, or drawing a distribution the compiler does not, run on the host by design,
+from that generator or the device's, without a warning.
 NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a compiler problem from the device's).
 """
 
@@ -67,8 +69,8 @@ EAGER_STATS = EagerStats()
 _warned: set[str] = set()
 
 
-# Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
-# come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
+# Ops that run on the host by design, besides random draws given a generator of the caller's own and those the
+# compiler does not draw (`_given_generator`, `_draws_random_numbers`): these hand a value to the host.
 _HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::_to_cpu")
 
 
@@ -197,6 +199,9 @@ def _run(
         if validate is not None:
             validate()
         entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
+        if isinstance(entry, _Refusal) and _draws_random_numbers(op):
+            # a distribution the compiler does not draw: the host draws it from the device generator
+            entry = _Refusal(f"{entry.reason}; it draws from the device generator, on the host", by_design=True)
         # a refusal with `otherwise` is not a trip to the host: the ops `otherwise` runs count for themselves
         if isinstance(entry, _Refusal) and not entry.by_design and otherwise is None:
             EAGER_STATS.refused_signatures += 1
@@ -216,8 +221,8 @@ def _run(
 
 def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     """Why a call runs on the host without trying to compile it, if it does."""
-    if any(a.name == "generator" for a in op._schema.arguments):
-        return _Refusal(f"{op} draws random numbers from the device generator, on the host", by_design=True)
+    if _given_generator(op, flat):
+        return _Refusal(f"{op} draws random numbers from the generator it is given, on the host", by_design=True)
     if op._schema.name.startswith(_HOST_ONLY_PREFIXES):
         return _Refusal(f"{op} exchanges data with the host", by_design=True)
     unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
@@ -226,6 +231,17 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
         return _Refusal(f"{op} has no device tensor operand")
     return None
+
+
+def _draws_random_numbers(op: torch._ops.OpOverload) -> bool:
+    return any(a.name == "generator" for a in op._schema.arguments)
+
+
+def _given_generator(op: torch._ops.OpOverload, flat: list[Any]) -> bool:
+    """Whether a random op is called with a generator of the caller's own. Without one it draws from the device
+    generator, which a compiled program follows (its seed is drawn from it, `CompiledGraph.seed_generator`); a
+    given generator's numbers are the host's Mersenne Twister's, drawn there."""
+    return _draws_random_numbers(op) and any(isinstance(v, torch.Generator) for v in flat)
 
 
 @functools.cache

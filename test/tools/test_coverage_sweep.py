@@ -48,6 +48,16 @@ def test_random_properties_catch_wrong_draws():
     unscaled = torch.where(good != 0, x, torch.zeros(50))
     assert coverage_sweep._random_properties("nn.functional.dropout", good, eager, [x]) is None
     assert coverage_sweep._random_properties("nn.functional.dropout", unscaled, eager, [x]) is not None
+    # in-place draws: inside the support their parameters give, and not the input left as it was
+    check = coverage_sweep._random_properties
+    draws = torch.rand(20) * 4 - 1
+    assert check("uniform", draws, draws, [x[:20]], (-1, 3)) is None
+    assert check("uniform", draws, draws, [x[:20]], (0, 1)) is not None
+    assert check("uniform", x[:20], x[:20], [x[:20]], (-9, 9)) is not None  # unchanged
+    assert check("exponential", draws.abs(), draws, [x[:20]], (0.5,)) is None
+    assert check("exponential", draws - 2, draws, [x[:20]], (0.5,)) is not None
+    assert check("geometric", draws.abs().ceil() + 1, draws, [x[:20]], (0.2,)) is None
+    assert check("geometric", draws.abs() + 1, draws, [x[:20]], (0.2,)) is not None
 
 
 def test_device_verdicts_enter_the_report():

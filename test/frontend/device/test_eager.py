@@ -251,3 +251,55 @@ def test_results_are_written_straight_into_device_memory(compiled, arrays_copied
             assert actual.device.type == "neuron", name
             assert actual.dtype == wanted.dtype, name
             assert_close_to_torch(actual.cpu(), wanted, name)
+
+
+# In-place draws of each distribution with its parameters, and a check of its support and moments over 4096 draws
+# (bounds of about five standard errors: a wrong distribution fails, a right one does not by chance).
+DISTRIBUTIONS = {
+    "uniform_": (lambda t: t.uniform_(-2.0, 3.0), lambda v: bool(((v >= -2) & (v <= 3)).all()), 0.5, 2.5 / 3**0.5),
+    "normal_": (lambda t: t.normal_(1.0, 3.0), lambda v: True, 1.0, 3.0),
+    "exponential_": (lambda t: t.exponential_(2.0), lambda v: bool((v >= 0).all()), 0.5, 0.5),
+    "geometric_": (lambda t: t.geometric_(0.5), lambda v: bool(((v >= 1) & (v == v.floor())).all()), 2.0, 2**0.5),
+    "log_normal_": (lambda t: t.log_normal_(0.0, 0.25), lambda v: bool((v > 0).all()), 1.0315, 0.2611),
+    "bernoulli_": (
+        lambda t: t.bernoulli_(torch.full_like(t, 0.3)),
+        lambda v: bool(((v == 0) | (v == 1)).all()),
+        0.3,
+        0.21**0.5,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", DISTRIBUTIONS)
+def test_random_draws_run_natively_from_the_device_generator(compiled, name):
+    draw, in_support, mean, std = DISTRIBUTIONS[name]
+    torch.manual_seed(5)
+    values = draw(torch.empty(4096, device="neuron")).cpu().double()
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert in_support(values)
+    assert abs(values.mean().item() - mean) < 5 * std / 64
+    assert abs(values.std().item() - std) < 0.1 * std
+    torch.manual_seed(5)
+    assert torch.equal(draw(torch.empty(4096, device="neuron")).cpu().double(), values)
+
+
+def test_cauchy_and_normal_of_tensors_draw_natively(compiled):
+    torch.manual_seed(2)
+    draws = torch.empty(4096, device="neuron").cauchy_(1.0, 2.0).cpu()
+    assert abs(draws.median().item() - 1.0) < 0.2  # the median, and half the interquartile range, are the params
+    assert abs((draws.quantile(0.75) - draws.quantile(0.25)).item() / 2 - 2.0) < 0.3
+    mean = torch.linspace(-3, 3, 4096)
+    exact = torch.normal(mean.to("neuron"), torch.zeros(4096, device="neuron"))
+    assert torch.equal(exact.cpu(), mean)  # no spread: the mean itself
+    spread = torch.normal(mean.to("neuron"), 2.0).cpu() - mean
+    assert abs(spread.mean().item()) < 5 * 2 / 64
+    assert abs(spread.std().item() - 2) < 0.2
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_a_callers_generator_draws_on_the_host_as_the_cpu_does(compiled):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # on the host by design: no warning
+        drawn = torch.empty(16, device="neuron").exponential_(generator=torch.Generator().manual_seed(3))
+    assert torch.equal(drawn.cpu(), torch.empty(16).exponential_(generator=torch.Generator().manual_seed(3)))
+    assert compiled.EAGER_STATS.host_ops["aten.exponential_.default"] == 1
