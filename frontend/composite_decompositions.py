@@ -767,6 +767,22 @@ def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = 
     return trials.to(x.dtype)
 
 
+MAX_EXACT_RANGE = 2**24
+"""The widest integer range drawn from one float32 uniform: every integer below it is a float32, and the 24 random
+bits of a draw reach each of them."""
+
+
+def random_between(x: torch.Tensor, low: int, high: int | None = None) -> torch.Tensor:
+    """What `random_.from` writes into `x`: integers uniform in [low, high), low + floor(u * (high - low)),
+    computed in float32 and clipped below `high` (the product may round up to it). Ranges a float32 draw does not
+    span evenly (wider than `MAX_EXACT_RANGE`, or open-ended: `high` None) raise NotImplementedError, and the
+    op draws on the host."""
+    if high is None or not 0 < high - low <= MAX_EXACT_RANGE or max(abs(low), abs(high)) > MAX_EXACT_RANGE:
+        raise NotImplementedError(f"random_ over [{low}, {high}) needs more than a float32 draw's 24 bits")
+    steps = torch.floor(_uniform_like(x) * float(high - low))
+    return (torch.clamp(steps, max=float(high - low - 1)) + float(low)).to(x.dtype)
+
+
 def normal_tensor(
     mean: torch.Tensor | float, std: torch.Tensor | float, *, generator: torch.Generator | None = None
 ) -> torch.Tensor:

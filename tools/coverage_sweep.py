@@ -186,6 +186,8 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         "nn.functional.dropout": torch.nn.functional.dropout,
         "normal": torch.normal,
         "normal.number_mean": lambda std, mean, *args, **kwargs: torch.normal(mean, std, *args, **kwargs),
+        "randint": torch.randint,
+        "randint_like": torch.randint_like,
         **{name: getattr(torch.Tensor, method) for name, method in IN_PLACE_DRAWS.items()},
     }
 
@@ -201,6 +203,7 @@ IN_PLACE_DRAWS: dict[str, str] = {
 }
 RANDOM_ENTRIES: frozenset[str] = frozenset(
     {"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout", "normal", "normal.number_mean"}
+    | {"randint", "randint_like"}
     | IN_PLACE_DRAWS.keys()
 )
 
@@ -306,7 +309,7 @@ def _random_properties(
     name: str, actual: Any, expected: Any, inputs: list[torch.Tensor], args: tuple[Any, ...] = ()
 ) -> str | None:
     """Checks of a random op's compiled result that hold whatever numbers were drawn; `args` are the sample's
-    arguments after its input (a distribution's parameters)."""
+    input and arguments (a distribution's parameters among them)."""
     got, want = _leaves(actual), _leaves(expected)
     if len(got) != len(want):
         return f"{len(got)} results, eager gave {len(want)}"
@@ -334,7 +337,13 @@ def _random_properties(
     if name == "bernoulli" and not bool(((values == 0) | (values == 1)).all()):
         return "bernoulli: values other than 0 and 1"
     if name in IN_PLACE_DRAWS:
-        return _support_problem(name, values, inputs[0].double() if inputs else None, args)
+        return _support_problem(name, values, inputs[0].double() if inputs else None, args[1:])
+    if name in ("randint", "randint_like"):
+        # randint(high, size) or randint(low, high, size); randint_like(x, high) or randint_like(x, low, high)
+        bounds = [a for a in (args if name == "randint" else args[1:]) if type(a) is int]
+        low, high = (0, *bounds)[-2:]
+        if not bool(((values >= low) & (values < high) & (values == values.floor())).all()):
+            return f"{name}: values other than whole numbers in [{low}, {high})"
     if name == "nn.functional.dropout" and inputs:
         source = inputs[0].double()
         reference = _leaves(expected)[0].double()
@@ -444,7 +453,7 @@ def run_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         isinstance(leaf, torch.Tensor) and leaf.dtype in WIDE_DTYPES for leaf in _leaves(expected)
     )
     if random:
-        outcome.problem = _random_properties(name, actual, expected, tensors, tuple(sample.args))
+        outcome.problem = _random_properties(name, actual, expected, tensors, (sample.input, *sample.args))
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
@@ -588,7 +597,7 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
         compiled_nodes=sum(eager.EAGER_STATS.native_ops.values()) - native_before,
     )
     if random:
-        outcome.problem = _random_properties(name, actual, expected, original, tuple(sample.args))
+        outcome.problem = _random_properties(name, actual, expected, original, (sample.input, *sample.args))
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:

@@ -233,6 +233,19 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     return None
 
 
+def _random_from(
+    x: torch.Tensor, low: int, high: int | None = None, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    from neuron_mlir.frontend.composite_decompositions import random_between
+
+    return x.copy_(random_between(x, low, high))
+
+
+# Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
+# Python keyword), so the draw it stands for is traced instead.
+_TRACED_AS: dict[Any, Callable[..., Any]] = {getattr(torch.ops.aten.random_, "from"): _random_from}
+
+
 def _draws_random_numbers(op: torch._ops.OpOverload) -> bool:
     return any(a.name == "generator" for a in op._schema.arguments)
 
@@ -265,7 +278,7 @@ def _eager_decompositions() -> dict[Any, Any]:
     """The decomposition table of single-op tracing: torch.compile's, and each functional `_foreach_*` op as its
     per-tensor op over the lists' elements (`_foreach_add.List(xs, ys, alpha=a)` as `add(x, y, alpha=a)` per
     pair), so that a foreach call over a model's parameters is one program rather than one per tensor."""
-    table = dict(_decompositions())
+    table = {**_reference_decompositions_of_unlowered(), **_decompositions()}
     # the registered names carry their overloads (`aten::_foreach_add_.List`): one per op packet
     for name in sorted({n.split(".")[0] for n in torch._C._dispatch_get_all_op_names()}):
         if not name.startswith("aten::_foreach_"):
@@ -278,6 +291,30 @@ def _eager_decompositions() -> dict[Any, Any]:
             overload = getattr(packet, overload_name)
             if not overload._schema.is_mutable and overload not in table and dispatch.foreach_by_element(overload):
                 table[overload] = functools.partial(per_element, overload, base)
+    return table
+
+
+def _reference_decompositions_of_unlowered() -> dict[Any, Any]:
+    """torch's reference decompositions of the ops the compiler has no lowering for. torch.compile meets most of
+    these already decomposed (AOTAutograd traces through their CompositeImplicit kernels, which torch writes in
+    Python: `upsample_bilinear2d.vec`), the device meets them whole, as the functional form of the structured
+    kernel those composites call (`upsample_bilinear2d.default`). Ops the compiler lowers stay whole: their
+    lowering, not torch's decomposition, decides how they run."""
+    from torch._decomp import decomposition_table
+
+    from neuron_mlir.ir.dialects.torch import op_class_for
+    from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
+
+    table = {}
+    for op, rule in decomposition_table.items():
+        # a CompositeImplicit op (`reshape`) decomposes by its own kernel while it is traced
+        if not isinstance(op, torch._ops.OpOverload) or torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "CompositeImplicitAutograd"
+        ):
+            continue
+        op_class = op_class_for(str(op))
+        if op_class is None or not is_lowerable(op_class.name):
+            table[op] = rule
     return table
 
 
@@ -392,7 +429,7 @@ def _compile(
         for position, tensor in zip(tensor_positions, tensors, strict=True):
             values[position] = tensor.clone() if position in written else tensor
         call_args, call_kwargs = tree_unflatten(values, spec)
-        result = op(*call_args, **call_kwargs)
+        result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
         results = [result] if returns == 1 else list(result) if returns else []

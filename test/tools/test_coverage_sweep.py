@@ -51,13 +51,19 @@ def test_random_properties_catch_wrong_draws():
     # in-place draws: inside the support their parameters give, and not the input left as it was
     check = coverage_sweep._random_properties
     draws = torch.rand(20) * 4 - 1
-    assert check("uniform", draws, draws, [x[:20]], (-1, 3)) is None
-    assert check("uniform", draws, draws, [x[:20]], (0, 1)) is not None
-    assert check("uniform", x[:20], x[:20], [x[:20]], (-9, 9)) is not None  # unchanged
-    assert check("exponential", draws.abs(), draws, [x[:20]], (0.5,)) is None
-    assert check("exponential", draws - 2, draws, [x[:20]], (0.5,)) is not None
-    assert check("geometric", draws.abs().ceil() + 1, draws, [x[:20]], (0.2,)) is None
-    assert check("geometric", draws.abs() + 1, draws, [x[:20]], (0.2,)) is not None
+    source = x[:20]
+    assert check("uniform", draws, draws, [source], (source, -1, 3)) is None
+    assert check("uniform", draws, draws, [source], (source, 0, 1)) is not None
+    assert check("uniform", source, source, [source], (source, -9, 9)) is not None  # unchanged
+    assert check("exponential", draws.abs(), draws, [source], (source, 0.5)) is None
+    assert check("exponential", draws - 2, draws, [source], (source, 0.5)) is not None
+    assert check("geometric", draws.abs().ceil() + 1, draws, [source], (source, 0.2)) is None
+    assert check("geometric", draws.abs() + 1, draws, [source], (source, 0.2)) is not None
+    integers = torch.randint(3, 10, (20,))
+    assert check("randint", integers, integers, [], (3, 10, (20,))) is None
+    assert check("randint", integers, integers, [], (9, (20,))) is not None
+    assert check("randint_like", integers, integers, [source], (source, 3, 10)) is None
+    assert check("randint_like", integers + 0.5, integers, [source], (source, 3, 11)) is not None
 
 
 def test_device_verdicts_enter_the_report():

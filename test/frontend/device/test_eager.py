@@ -303,3 +303,29 @@ def test_a_callers_generator_draws_on_the_host_as_the_cpu_does(compiled):
         drawn = torch.empty(16, device="neuron").exponential_(generator=torch.Generator().manual_seed(3))
     assert torch.equal(drawn.cpu(), torch.empty(16).exponential_(generator=torch.Generator().manual_seed(3)))
     assert compiled.EAGER_STATS.host_ops["aten.exponential_.default"] == 1
+
+
+def test_randint_draws_natively_within_a_float32_draws_range(compiled):
+    torch.manual_seed(4)
+    values = torch.randint(3, 10, (4096,), device="neuron").cpu()
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert values.dtype == torch.int64
+    counts = torch.bincount(values, minlength=10)
+    assert counts[:3].sum() == 0
+    assert bool((abs(counts[3:] - 4096 / 7) < 5 * (4096 / 7) ** 0.5).all()), counts
+    torch.manual_seed(4)
+    assert torch.equal(torch.randint(3, 10, (4096,), device="neuron").cpu(), values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # wider than 24 random bits reach evenly: the host draws it, by design
+        wide = torch.randint(0, 2**40, (8,), device="neuron").cpu()
+    assert bool(((wide >= 0) & (wide < 2**40)).all())
+    assert compiled.EAGER_STATS.host_ops["aten.random_.from"] == 1
+
+
+def test_an_op_without_a_lowering_runs_by_torchs_decomposition(compiled):
+    # bilinear upsampling reaches the device as upsample_bilinear2d, which torch.compile meets decomposed
+    x = torch.randn(1, 2, 5, 6)
+    result = torch.nn.functional.interpolate(x.to("neuron"), scale_factor=2, mode="bilinear")
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert compiled.EAGER_STATS.native_ops["aten.upsample_bilinear2d.default"] == 1, compiled.EAGER_STATS.native_ops
+    assert_close_to_torch(result.cpu(), torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"))
