@@ -784,7 +784,7 @@ def random_between(x: torch.Tensor, low: int, high: int | None = None) -> torch.
 
 
 def normal_tensor(
-    mean: torch.Tensor | float, std: torch.Tensor | float, *, generator: torch.Generator | None = None
+    mean: torch.Tensor | float, std: torch.Tensor | float = 1.0, *, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """`aten.normal` with a tensor mean, a tensor std or both: mean + std * z over their broadcast shape, in their
     promoted dtype (a zero std gives the mean exactly)."""

@@ -553,9 +553,18 @@ def _on_host(value: Any) -> Any:
     return tree_map_only(torch.Tensor, lambda t: t.cpu() if t.device.type == "neuron" else t, value)
 
 
-def _device_sample(sample: Any) -> tuple[Any, list[Any], dict[str, Any]]:
-    """A sample's (input, args, kwargs) on the device, a factory op's `device=` pointed at it."""
+# Positional arguments that op_db builds on the CPU whatever device it tests (`torch.tensor(...)` rather than
+# `make_tensor(device=...)`), because the op takes them there: tensor_split's tensor of indices or sections.
+HOST_ARGUMENTS: dict[str, frozenset[int]] = {"tensor_split": frozenset({0})}
+
+
+def _device_sample(sample: Any, name: str = "") -> tuple[Any, list[Any], dict[str, Any]]:
+    """A sample's (input, args, kwargs) on the device, a factory op's `device=` pointed at it; the arguments of
+    `HOST_ARGUMENTS` stay where op_db makes them."""
     device_input, args, kwargs = _on_device((sample.input, list(sample.args), dict(sample.kwargs)))
+    for position in HOST_ARGUMENTS.get(name, ()):
+        if position < len(args):
+            args[position] = sample.args[position]
     if kwargs.get("device") is not None:
         kwargs["device"] = torch.device("neuron")
     return device_input, args, kwargs
@@ -569,8 +578,8 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     random = name in RANDOM_ENTRIES
     function = _random_ops()[name] if random else op.op
     # moved before the CPU runs, which may write their inputs (in-place entries)
-    device_input, device_args, device_kwargs = _device_sample(sample)
-    again_sample = _device_sample(sample) if random else None
+    device_input, device_args, device_kwargs = _device_sample(sample, name)
+    again_sample = _device_sample(sample, name) if random else None
     # the input as given: an in-place draw's CPU run overwrites it
     original = [sample.input.clone()] if random and isinstance(sample.input, torch.Tensor) else []
     try:

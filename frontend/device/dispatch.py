@@ -484,11 +484,29 @@ def _via_out_variant(
     """`op` as its composite kernel runs it: outputs sized and strided by the op on meta tensors (which raises
     PyTorch's error for bad arguments), allocated on the device, then filled by the `out=` variant."""
 
+    if op in _filling:
+        # the out= variant's kernel calls the functional op again (`linalg_pinv`'s does): the host runs it
+        return _eager.run(op, args, kwargs)
     results = _on_meta(op, args, kwargs)
-    outputs = [storage.empty_strided(r.shape, r.stride(), r.dtype) for r in results]
+    outputs = [_empty_like_meta(r) for r in results]
     names = [a.name for a in out._schema.arguments if a.is_out]
-    out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    _filling.add(op)
+    try:
+        out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    finally:
+        _filling.discard(op)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+# the functional ops whose out= variant `_via_out_variant` is running
+_filling: set[torch._ops.OpOverload] = set()
+
+
+def _empty_like_meta(result: Any) -> Any:
+    """Device outputs of a meta result's geometry: a tensor, or a list of them (a `Tensor[]` return)."""
+    if isinstance(result, list | tuple):
+        return [_empty_like_meta(r) for r in result]
+    return storage.empty_strided(result.shape, result.stride(), result.dtype)
 
 
 def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
