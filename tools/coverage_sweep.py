@@ -184,6 +184,8 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         "rand_like": torch.rand_like,
         "bernoulli": torch.bernoulli,
         "nn.functional.dropout": torch.nn.functional.dropout,
+        **{name: getattr(torch.nn.functional, name.removeprefix("nn.functional.")) for name in DROPOUTS[1:]},
+        "nn.functional.feature_alpha_dropout.with_train": torch.nn.functional.feature_alpha_dropout,
         "normal": torch.normal,
         "normal.number_mean": lambda std, mean, *args, **kwargs: torch.normal(mean, std, *args, **kwargs),
         "randint": torch.randint,
@@ -191,6 +193,15 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         **{name: getattr(torch.Tensor, method) for name, method in IN_PLACE_DRAWS.items()},
     }
 
+
+# Entries that keep each element (or channel) as an affine function of the input or replace it by one constant:
+# the dropouts (x / (1 - p), or 0) and the alpha dropouts (a x + b, or a constant keeping mean and variance).
+DROPOUTS: tuple[str, ...] = (
+    "nn.functional.dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+)
 
 # Entries that overwrite their input with draws from a distribution (the Tensor method each calls).
 IN_PLACE_DRAWS: dict[str, str] = {
@@ -203,7 +214,7 @@ IN_PLACE_DRAWS: dict[str, str] = {
 }
 RANDOM_ENTRIES: frozenset[str] = frozenset(
     {"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout", "normal", "normal.number_mean"}
-    | {"randint", "randint_like"}
+    | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train"}
     | IN_PLACE_DRAWS.keys()
 )
 
@@ -344,17 +355,33 @@ def _random_properties(
         low, high = (0, *bounds)[-2:]
         if not bool(((values >= low) & (values < high) & (values == values.floor())).all()):
             return f"{name}: values other than whole numbers in [{low}, {high})"
-    if name == "nn.functional.dropout" and inputs:
-        source = inputs[0].double()
-        reference = _leaves(expected)[0].double()
-        if source.shape == values.shape == reference.shape:
-            # eager's kept values tell the scale 1 / (1 - p): every kept value is the input times it
-            eager_kept = (reference != 0) & (source != 0)
-            scale = (reference[eager_kept] / source[eager_kept])[:1]
-            kept = (values != 0) & (source != 0)
-            ratio = values[kept] / source[kept]
-            if kept.any() and scale.numel() and not torch.allclose(ratio, scale.expand_as(ratio), rtol=1e-5):
-                return "dropout: kept values are not the input times 1 / (1 - p)"
+    if (name in DROPOUTS or name.startswith("nn.functional.feature_alpha_dropout")) and inputs:
+        return _dropout_problem(name, first, inputs[0], _leaves(expected)[0])
+    return None
+
+
+def _dropout_problem(name: str, actual: torch.Tensor, source: torch.Tensor, reference: torch.Tensor) -> str | None:
+    """Whether a dropout's result has an element that is neither the dropped constant nor the kept affine image
+    of its input, both read off eager's result: the dropped constant is its most common value (0 for dropout),
+    and the kept map a x + b is the least-squares line through its other elements (1 / (1 - p) and 0 for
+    dropout), within the tolerance of the result's dtype."""
+    from neuron_mlir.frontend.tensors import to_numpy
+    from neuron_mlir.ir.semantics.compare import tolerance
+
+    if not source.shape == actual.shape == reference.shape or reference.numel() == 0:
+        return None
+    rtol, atol = tolerance(to_numpy(reference[:0]).dtype)
+    x, eager, values = source.double().flatten(), reference.double().flatten(), actual.double().flatten()
+    dropped = eager.mode().values
+    eager_kept = ~torch.isclose(eager, dropped, rtol, atol)
+    if int(eager_kept.sum()) < 2 or bool((x[eager_kept] == x[eager_kept][0]).all()):
+        return None  # eager kept too little to tell the line
+    design = torch.stack([x[eager_kept], torch.ones_like(x[eager_kept])], dim=1)
+    slope, offset = torch.linalg.lstsq(design, eager[eager_kept].unsqueeze(1)).solution.flatten().tolist()
+    scale = max(1.0, float(eager.abs().max()))
+    kept = torch.isclose(values, slope * x + offset, rtol, atol * scale)
+    if not bool((kept | torch.isclose(values, dropped, rtol, atol * scale)).all()):
+        return f"{name}: values neither dropped ({float(dropped):.4g}) nor {slope:.4g} x + {offset:.4g}"
     return None
 
 

@@ -59,6 +59,12 @@ def test_random_properties_catch_wrong_draws():
     assert check("exponential", draws - 2, draws, [source], (source, 0.5)) is not None
     assert check("geometric", draws.abs().ceil() + 1, draws, [source], (source, 0.2)) is None
     assert check("geometric", draws.abs() + 1, draws, [source], (source, 0.2)) is not None
+    # alpha dropout: kept elements a x + b, dropped ones one constant, both read off eager's result
+    alpha = "nn.functional.alpha_dropout"
+    eager_mask, mask = torch.rand(50) > 0.3, torch.rand(50) > 0.3
+    eager = torch.where(eager_mask, 1.5 * x + 0.2, torch.full((50,), -0.7))
+    assert check(alpha, torch.where(mask, 1.5 * x + 0.2, torch.full((50,), -0.7)), eager, [x]) is None
+    assert check(alpha, torch.where(mask, 1.5 * x, torch.full((50,), -0.7)), eager, [x]) is not None
     integers = torch.randint(3, 10, (20,))
     assert check("randint", integers, integers, [], (3, 10, (20,))) is None
     assert check("randint", integers, integers, [], (9, (20,))) is not None
