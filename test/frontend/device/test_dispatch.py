@@ -183,3 +183,12 @@ def test_an_out_variant_calling_its_functional_op_back_runs_on_the_host(monkeypa
         result = torch.pinverse(x.to("neuron"))
     assert_close_to_torch(result.cpu(), torch.pinverse(x))
     assert fresh_eager.EAGER_STATS.host_ops["aten.linalg_pinv.atol_rtol_tensor"] == 1
+
+
+def test_a_composites_scalar_operand_reaches_a_structured_kernel_as_a_number(monkeypatch, fresh_eager):
+    # take_along_dim's C++ composite calls remainder(indices, size) with the size as a wrapped-number tensor
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    indices = torch.tensor([[0, -1], [3, -4], [5, 2], [1, -6]])
+    result = torch.take_along_dim(BASE.to("neuron"), indices.to("neuron"), dim=1)
+    same(result, torch.take_along_dim(BASE, indices, dim=1))
+    assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
