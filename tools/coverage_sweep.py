@@ -959,6 +959,13 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
         for dtype in dtypes:
             verdicts = [d.by_dtype[dtype] for d in device if dtype in d.by_dtype]
             lines.append(summary_line(f"device, {dtype}", verdicts))
+            if dtype == "float32":
+                # the entries whose float32 samples give float64 or complex128 results, as torch.compile's
+                # verdicts tell them: such results are host work by design on the device too
+                wide_names = {r.name for r in wide}
+                held = [v for v in verdicts if v.status == "fallback" and v.name in wide_names]
+                lines.append(summary_line("device, float32, float64 or complex128 results", held))
+                lines.append(summary_line("device, float32, all but those", [v for v in verdicts if v not in held]))
             for issue, names in ISSUE_SUBSETS.items():
                 subset = [v for v in verdicts if v.name in names]
                 if subset:

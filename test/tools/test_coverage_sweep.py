@@ -89,6 +89,11 @@ def test_device_verdicts_enter_the_report():
     ]
     text = coverage_sweep.report(results, 3, device)
     assert "| device, float32 | 2 | 1 | 1 | 0 | 0 | **50.0%** (1/2) |" in text
+    # an entry torch.compile found giving float64 results counts in the device's float64 row, not beside it
+    results[1].wide_result = True
+    wide_text = coverage_sweep.report(results, 3, device)
+    assert "| device, float32, float64 or complex128 results | 1 | 0 | 1 | 0 | 0 | **0.0%** (0/1) |" in wide_text
+    assert "| device, float32, all but those | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in wide_text
     assert "| device, bfloat16, issue 6 subset | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in text
     assert "| `add` | 6 | native |  | native | native |" in text
     assert "| `nonzero` | fallback | on the host: data-dependent shape |" in text
