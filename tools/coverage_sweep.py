@@ -882,7 +882,12 @@ NOTES: tuple[str, ...] = (
     "- Random ops draw from the device's counter-based generator (Philox-4x32-10 on GpSimdE, keyed by a seed "
     "that the frontend draws from torch's CPU generator at every call): reproducible under `torch.manual_seed`, "
     "but not eager's numbers. Their entries pass on properties: shape and dtype, range and moments of the "
-    "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds.",
+    "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds. "
+    "On the device, random ops compile the same way, seeded from the device generator, and their entries pass on "
+    "the same properties (in-place draws also on their distribution's support; every dropout's elements either "
+    "its dropped constant or its kept affine image of the input, both read off eager's result); the host draws "
+    "only where the caller passes a generator or the compiler has no such distribution (`randperm`, "
+    "`multinomial`).",
     "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
     "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "
