@@ -631,6 +631,7 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     outcome = SampleOutcome(
         fallback_ops=sorted(op_name for op_name, calls in host.items() if calls > 0),
         compiled_nodes=sum(eager.EAGER_STATS.native_ops.values()) - native_before,
+        wide_result=any(isinstance(leaf, torch.Tensor) and leaf.dtype in WIDE_DTYPES for leaf in _leaves(expected)),
     )
     if random:
         outcome.problem = _random_properties(name, actual, expected, original, (sample.input, *sample.args))
@@ -965,10 +966,10 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
             verdicts = [d.by_dtype[dtype] for d in device if dtype in d.by_dtype]
             lines.append(summary_line(f"device, {dtype}", verdicts))
             if dtype == "float32":
-                # the entries whose float32 samples give float64 or complex128 results, as torch.compile's
-                # verdicts tell them: such results are host work by design on the device too
+                # the entries whose float32 samples give float64 or complex128 results (as the device's run or
+                # torch.compile's verdicts tell them): such results are host work by design on the device too
                 wide_names = {r.name for r in wide}
-                held = [v for v in verdicts if v.status == "fallback" and v.name in wide_names]
+                held = [v for v in verdicts if v.status == "fallback" and (v.wide_result or v.name in wide_names)]
                 lines.append(summary_line("device, float32, float64 or complex128 results", held))
                 lines.append(summary_line("device, float32, all but those", [v for v in verdicts if v not in held]))
             for issue, names in ISSUE_SUBSETS.items():
