@@ -856,6 +856,18 @@ def as_strided_copy(
     return x.as_strided(size, stride, storage_offset).clone(memory_format=torch.contiguous_format)
 
 
+def index_put_impl(
+    x: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool = False,
+    unsafe: bool = False,
+) -> torch.Tensor:
+    """`aten._index_put_impl` (what `index_put_` calls on a tensor): `index_put`; `unsafe` only lets ATen skip its
+    bounds check of the indices, which changes no result of valid ones."""
+    return aten.index_put.default(x, list(indices), values, accumulate)
+
+
 def composite_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
@@ -884,6 +896,7 @@ def composite_decompositions() -> dict[object, object]:
         aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
+        aten._index_put_impl.default: index_put_impl,
         aten.dist.default: dist,
         aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
         aten.logspace.default: logspace,

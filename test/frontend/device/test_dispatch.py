@@ -192,3 +192,13 @@ def test_a_composites_scalar_operand_reaches_a_structured_kernel_as_a_number(mon
     result = torch.take_along_dim(BASE.to("neuron"), indices.to("neuron"), dim=1)
     same(result, torch.take_along_dim(BASE, indices, dim=1))
     assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
+
+
+def test_index_put_in_place_runs_on_the_device(monkeypatch, fresh_eager):
+    # index_put_ reaches the device as _index_put_impl_, whose functional form is index_put with a bounds-check flag
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    rows, values = torch.tensor([0, 2, 2]), torch.arange(18, dtype=torch.float32).reshape(3, 6)
+    device = BASE.to("neuron")
+    device.index_put_((rows.to("neuron"),), values.to("neuron"), accumulate=True)
+    same(device, BASE.clone().index_put_((rows,), values, accumulate=True))
+    assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
