@@ -23,8 +23,8 @@ def compiled(monkeypatch, fresh_eager):
 
 def test_an_op_compiles_once_per_signature_and_runs_natively(compiled, monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_DEFER", "0")  # each op its own program, its time on the stream at once
-    x = torch.randn(64, 32, device="neuron")
-    y = torch.randn(64, 32, device="neuron")
+    x = torch.randn(64, 32).to("neuron")
+    y = torch.randn(64, 32).to("neuron")
     stream = neuron.current_stream()
     before = stream.simulated_ns
     first = x * y
@@ -35,7 +35,7 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled, monkeypat
     assert stream.simulated_ns > before  # the simulated time of both runs is on the stream
     assert_close_to_torch(first.cpu(), x.cpu() * y.cpu())
     assert_close_to_torch(second.cpu(), x.cpu() * y.cpu())
-    x * torch.randn(64, 1, device="neuron")  # a new shape is a new signature
+    x * torch.randn(64, 1).to("neuron")  # a new shape is a new signature
     assert compiled.EAGER_STATS.compiled_signatures == 2
     assert any(name.startswith("graph") and "eager_mul" in name for name in neuron_mlir.profiles())
 
