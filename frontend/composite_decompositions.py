@@ -20,6 +20,9 @@ The families:
 - float32 bit-level ops (`frexp`, `nextafter`) normalise by exact powers of two, bit-exact without reading bits;
 - antialiased bilinear resizing is two matmuls with interpolation matrices built from iotas;
 - weight normalisation's backward (`_weight_norm_interface_backward`) is its closed form over the slices;
+- random distributions (`exponential`, `cauchy`, `log_normal`, `geometric`, `bernoulli` with a tensor of
+  probabilities, `normal` with tensor parameters) by their inverse CDFs of the uniform and normal draws the
+  compiler generates;
 - creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
   the `*_copy` ops) become the factory or view op they stand for.
 """
@@ -718,6 +721,90 @@ def rand_like(x: torch.Tensor, *, dtype: torch.dtype | None = None, device: torc
     return torch.rand(x.shape, dtype=dtype or x.dtype, device=device or x.device)
 
 
+# ---- random distributions ---------------------------------------------------------------------------------
+# Drawn from the uniform and normal streams the compiler generates (`rand`, `randn`: Philox on GpSimdE), by the
+# inverse of each distribution's CDF, in float32 and rounded once to the result's dtype (a 16-bit uniform may
+# round up to 1, where the inverse CDFs below are infinite). A caller's own generator keeps the op whole.
+
+
+def _uniform_like(x: torch.Tensor) -> torch.Tensor:
+    """Uniform draws in [0, 1) of `x`'s shape, in float32."""
+    return torch.rand(x.shape, dtype=torch.float32, device=x.device)
+
+
+def exponential(x: torch.Tensor, lambd: float = 1.0, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`aten.exponential`: -log(1 - u) / lambd, which is >= 0 and finite for u in [0, 1)."""
+    if generator is not None or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        return NotImplemented
+    return (torch.log1p(-_uniform_like(x)) * (-1.0 / lambd)).to(x.dtype)
+
+
+def cauchy(
+    x: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """`aten.cauchy`: median + sigma * tan(pi * (u - 1/2))."""
+    if generator is not None or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        return NotImplemented
+    return (torch.tan((_uniform_like(x) - 0.5) * math.pi) * sigma + median).to(x.dtype)
+
+
+def log_normal(
+    x: torch.Tensor, mean: float = 1.0, std: float = 2.0, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """`aten.log_normal`: exp(mean + std * z) for standard normal z."""
+    if generator is not None or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        return NotImplemented
+    normal = torch.randn(x.shape, dtype=torch.float32, device=x.device)
+    return torch.exp(normal * std + mean).to(x.dtype)
+
+
+def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`aten.geometric`: the number of Bernoulli(p) trials up to the first success, floor(log(1 - u) / log(1 - p))
+    + 1, which is >= 1 for u in [0, 1)."""
+    if generator is not None or x.dtype in (torch.float64, torch.bool) or x.is_complex():
+        return NotImplemented
+    trials = torch.floor(torch.log1p(-_uniform_like(x)) / math.log1p(-p)) + 1
+    return trials.to(x.dtype)
+
+
+MAX_EXACT_RANGE = 2**24
+"""The widest integer range drawn from one float32 uniform: every integer below it is a float32, and the 24 random
+bits of a draw reach each of them."""
+
+
+def random_between(x: torch.Tensor, low: int, high: int | None = None) -> torch.Tensor:
+    """What `random_.from` writes into `x`: integers uniform in [low, high), low + floor(u * (high - low)),
+    computed in float32 and clipped below `high` (the product may round up to it). Ranges a float32 draw does not
+    span evenly (wider than `MAX_EXACT_RANGE`, or open-ended: `high` None) raise NotImplementedError, and the
+    op draws on the host."""
+    if high is None or not 0 < high - low <= MAX_EXACT_RANGE or max(abs(low), abs(high)) > MAX_EXACT_RANGE:
+        raise NotImplementedError(f"random_ over [{low}, {high}) needs more than a float32 draw's 24 bits")
+    steps = torch.floor(_uniform_like(x) * float(high - low))
+    return (torch.clamp(steps, max=float(high - low - 1)) + float(low)).to(x.dtype)
+
+
+def normal_tensor(
+    mean: torch.Tensor | float, std: torch.Tensor | float = 1.0, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """`aten.normal` with a tensor mean, a tensor std or both: mean + std * z over their broadcast shape, in their
+    promoted dtype (a zero std gives the mean exactly)."""
+    tensors = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
+    dtype = torch.result_type(mean, std)
+    if generator is not None or not dtype.is_floating_point or dtype == torch.float64:
+        return NotImplemented
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))  # type: ignore[no-untyped-call]
+    normal = torch.randn(shape, dtype=torch.float32, device=tensors[0].device)
+    as_float = [t.to(torch.float32) if isinstance(t, torch.Tensor) else t for t in (mean, std)]
+    return (normal * as_float[1] + as_float[0]).to(dtype)
+
+
+def bernoulli_tensor(x: torch.Tensor, p: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`aten.bernoulli.Tensor`: 1 where a uniform draw falls below the probability (broadcast to `x`), else 0."""
+    if generator is not None or x.dtype == torch.float64 or p.dtype == torch.float64:
+        return NotImplemented
+    return (_uniform_like(x) < p.to(torch.float32)).to(x.dtype)
+
+
 def empty_permuted(
     size: Sequence[int],
     physical_layout: Sequence[int],
@@ -769,6 +856,18 @@ def as_strided_copy(
     return x.as_strided(size, stride, storage_offset).clone(memory_format=torch.contiguous_format)
 
 
+def index_put_impl(
+    x: torch.Tensor,
+    indices: Sequence[torch.Tensor | None],
+    values: torch.Tensor,
+    accumulate: bool = False,
+    unsafe: bool = False,
+) -> torch.Tensor:
+    """`aten._index_put_impl` (what `index_put_` calls on a tensor): `index_put`; `unsafe` only lets ATen skip its
+    bounds check of the indices, which changes no result of valid ones."""
+    return aten.index_put.default(x, list(indices), values, accumulate)
+
+
 def composite_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
@@ -797,6 +896,7 @@ def composite_decompositions() -> dict[object, object]:
         aten._upsample_bilinear2d_aa_backward.default: upsample_bilinear2d_aa_backward,
         aten.ldexp.Tensor: ldexp,
         aten.put.default: put,
+        aten._index_put_impl.default: index_put_impl,
         aten.dist.default: dist,
         aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
         aten.logspace.default: logspace,
@@ -806,6 +906,14 @@ def composite_decompositions() -> dict[object, object]:
         aten.frexp.Tensor: frexp,
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
+        aten.exponential.default: exponential,
+        aten.cauchy.default: cauchy,
+        aten.log_normal.default: log_normal,
+        aten.geometric.default: geometric,
+        aten.bernoulli.Tensor: bernoulli_tensor,
+        aten.normal.Tensor_Tensor: normal_tensor,
+        aten.normal.Tensor_float: normal_tensor,
+        aten.normal.float_Tensor: normal_tensor,
         aten.empty_permuted.default: empty_permuted,
         aten.new_empty_strided.default: new_empty_strided,
         aten.view_copy.default: view_copy,

@@ -632,7 +632,7 @@ def _jacobi_svd(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 
 def linalg_svd(
-    A: torch.Tensor, full_matrices: bool = True, compute_uv: bool = True, driver: str | None = None
+    A: torch.Tensor, full_matrices: bool = False, compute_uv: bool = True, driver: str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`aten._linalg_svd`: (U, S descending, Vh) with A = U diag(S) Vh. Singular vectors are unique up to sign
     (and within repeated values): these are one-sided Jacobi's, not LAPACK's. Full U or Vh of a non-square

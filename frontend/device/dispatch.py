@@ -415,10 +415,16 @@ def _out_variant(op: torch._ops.OpOverload, overloads: list[torch._ops.OpOverloa
 
 
 def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) -> Callable[..., Any]:
+    tensor_arguments = [i for i, a in enumerate(op._schema.arguments) if isinstance(a.type, torch.TensorType)]
+
     def structured_kernel(*args: Any, **kwargs: Any) -> Any:
         global _eager
         if _eager is None:
             from neuron_mlir.frontend.device import eager as _eager
+        for index in tensor_arguments:
+            if index < len(args) and isinstance(args[index], int | float | complex):
+                args = _numbers_as_tensors(args, tensor_arguments)
+                break
         flat = _eager._leaves(args, kwargs)
         for value in flat:
             if isinstance(value, torch.Tensor) and not value.is_contiguous():
@@ -435,6 +441,18 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
         )
 
     return structured_kernel
+
+
+def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> tuple[Any, ...]:
+    """The arguments with Python numbers where the schema takes a tensor as 0-d CPU tensors. A C++ composite
+    passes a scalar operand as a wrapped-number tensor (`remainder(indices, 5)` within `take_along_dim`), which
+    reaches Python as the number; a 0-d CPU tensor of the dtype a number promotes as (int64, the default float
+    dtype, bool, complex) takes part in type promotion as the number does."""
+    values = list(args)
+    for index in tensor_arguments:
+        if index < len(values) and isinstance(values[index], int | float | complex):
+            values[index] = torch.tensor(values[index])
+    return tuple(values)
 
 
 # (op, every argument with each tensor's strides) -> whether the op's results are contiguous
@@ -484,11 +502,29 @@ def _via_out_variant(
     """`op` as its composite kernel runs it: outputs sized and strided by the op on meta tensors (which raises
     PyTorch's error for bad arguments), allocated on the device, then filled by the `out=` variant."""
 
+    if op in _filling:
+        # the out= variant's kernel calls the functional op again (`linalg_pinv`'s does): the host runs it
+        return _eager.run(op, args, kwargs)
     results = _on_meta(op, args, kwargs)
-    outputs = [storage.empty_strided(r.shape, r.stride(), r.dtype) for r in results]
+    outputs = [_empty_like_meta(r) for r in results]
     names = [a.name for a in out._schema.arguments if a.is_out]
-    out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    _filling.add(op)
+    try:
+        out(*args, **kwargs, **dict(zip(names, outputs, strict=True)))
+    finally:
+        _filling.discard(op)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+# the functional ops whose out= variant `_via_out_variant` is running
+_filling: set[torch._ops.OpOverload] = set()
+
+
+def _empty_like_meta(result: Any) -> Any:
+    """Device outputs of a meta result's geometry: a tensor, or a list of them (a `Tensor[]` return)."""
+    if isinstance(result, list | tuple):
+        return [_empty_like_meta(r) for r in result]
+    return storage.empty_strided(result.shape, result.stride(), result.dtype)
 
 
 def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:

@@ -15,9 +15,11 @@ into the written tensors' own strides. The compile cache (`frontend.cache`, in m
 programs across processes. The simulated time of every run accumulates on the current stream, and each program's
 latest profile is in `neuron_mlir.profiles()` like a compiled graph's.
 
-An op the compiler refuses (no lowering, a dtype the core cannot hold, random ops, whose numbers come from the
-device generator on the host) runs on the host over aliases of the device memory (`dispatch.run_on_host`), with
-one warning per op naming it and the user's line, or an error in strict mode (NEURON_MLIR_STRICT=1).
+An op the compiler refuses (no lowering, a dtype the core cannot hold) runs on the host over aliases of the device
+memory (`dispatch.run_on_host`), with one warning per op naming it and the user's line, or an error in strict mode
+(NEURON_MLIR_STRICT=1). Random ops compile like the others, their programs seeded from the device generator; those
+given a generator of the caller's own, or drawing a distribution the compiler does not, run on the host by design,
+from that generator or the device's, without a warning.
 NEURON_MLIR_EAGER=host runs every op on the host without warnings (to tell a compiler problem from the device's).
 """
 
@@ -67,8 +69,8 @@ EAGER_STATS = EagerStats()
 _warned: set[str] = set()
 
 
-# Ops that run on the host by design, besides random draws (any op with a `generator` argument: their numbers
-# come from the device generator, the stream torch.manual_seed fixes): these hand a value to the host.
+# Ops that run on the host by design, besides random draws given a generator of the caller's own and those the
+# compiler does not draw (`_given_generator`, `_draws_random_numbers`): these hand a value to the host.
 _HOST_ONLY_PREFIXES = ("aten::_local_scalar_dense", "aten::is_nonzero", "aten::_to_cpu")
 
 
@@ -197,6 +199,9 @@ def _run(
         if validate is not None:
             validate()
         entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
+        if isinstance(entry, _Refusal) and _draws_random_numbers(op):
+            # a distribution the compiler does not draw: the host draws it from the device generator
+            entry = _Refusal(f"{entry.reason}; it draws from the device generator, on the host", by_design=True)
         # a refusal with `otherwise` is not a trip to the host: the ops `otherwise` runs count for themselves
         if isinstance(entry, _Refusal) and not entry.by_design and otherwise is None:
             EAGER_STATS.refused_signatures += 1
@@ -216,8 +221,8 @@ def _run(
 
 def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     """Why a call runs on the host without trying to compile it, if it does."""
-    if any(a.name == "generator" for a in op._schema.arguments):
-        return _Refusal(f"{op} draws random numbers from the device generator, on the host", by_design=True)
+    if _given_generator(op, flat):
+        return _Refusal(f"{op} draws random numbers from the generator it is given, on the host", by_design=True)
     if op._schema.name.startswith(_HOST_ONLY_PREFIXES):
         return _Refusal(f"{op} exchanges data with the host", by_design=True)
     unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
@@ -226,6 +231,30 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
         return _Refusal(f"{op} has no device tensor operand")
     return None
+
+
+def _random_from(
+    x: torch.Tensor, low: int, high: int | None = None, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    from neuron_mlir.frontend.composite_decompositions import random_between
+
+    return x.copy_(random_between(x, low, high))
+
+
+# Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
+# Python keyword), so the draw it stands for is traced instead.
+_TRACED_AS: dict[Any, Callable[..., Any]] = {getattr(torch.ops.aten.random_, "from"): _random_from}
+
+
+def _draws_random_numbers(op: torch._ops.OpOverload) -> bool:
+    return any(a.name == "generator" for a in op._schema.arguments)
+
+
+def _given_generator(op: torch._ops.OpOverload, flat: list[Any]) -> bool:
+    """Whether a random op is called with a generator of the caller's own. Without one it draws from the device
+    generator, which a compiled program follows (its seed is drawn from it, `CompiledGraph.seed_generator`); a
+    given generator's numbers are the host's Mersenne Twister's, drawn there."""
+    return _draws_random_numbers(op) and any(isinstance(v, torch.Generator) for v in flat)
 
 
 @functools.cache
@@ -249,7 +278,7 @@ def _eager_decompositions() -> dict[Any, Any]:
     """The decomposition table of single-op tracing: torch.compile's, and each functional `_foreach_*` op as its
     per-tensor op over the lists' elements (`_foreach_add.List(xs, ys, alpha=a)` as `add(x, y, alpha=a)` per
     pair), so that a foreach call over a model's parameters is one program rather than one per tensor."""
-    table = dict(_decompositions())
+    table = {**_reference_decompositions_of_unlowered(), **_decompositions()}
     # the registered names carry their overloads (`aten::_foreach_add_.List`): one per op packet
     for name in sorted({n.split(".")[0] for n in torch._C._dispatch_get_all_op_names()}):
         if not name.startswith("aten::_foreach_"):
@@ -262,6 +291,30 @@ def _eager_decompositions() -> dict[Any, Any]:
             overload = getattr(packet, overload_name)
             if not overload._schema.is_mutable and overload not in table and dispatch.foreach_by_element(overload):
                 table[overload] = functools.partial(per_element, overload, base)
+    return table
+
+
+def _reference_decompositions_of_unlowered() -> dict[Any, Any]:
+    """torch's reference decompositions of the ops the compiler has no lowering for. torch.compile meets most of
+    these already decomposed (AOTAutograd traces through their CompositeImplicit kernels, which torch writes in
+    Python: `upsample_bilinear2d.vec`), the device meets them whole, as the functional form of the structured
+    kernel those composites call (`upsample_bilinear2d.default`). Ops the compiler lowers stay whole: their
+    lowering, not torch's decomposition, decides how they run."""
+    from torch._decomp import decomposition_table
+
+    from neuron_mlir.ir.dialects.torch import op_class_for
+    from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
+
+    table = {}
+    for op, rule in decomposition_table.items():
+        # a CompositeImplicit op (`reshape`) decomposes by its own kernel while it is traced
+        if not isinstance(op, torch._ops.OpOverload) or torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "CompositeImplicitAutograd"
+        ):
+            continue
+        op_class = op_class_for(str(op))
+        if op_class is None or not is_lowerable(op_class.name):
+            table[op] = rule
     return table
 
 
@@ -376,7 +429,7 @@ def _compile(
         for position, tensor in zip(tensor_positions, tensors, strict=True):
             values[position] = tensor.clone() if position in written else tensor
         call_args, call_kwargs = tree_unflatten(values, spec)
-        result = op(*call_args, **call_kwargs)
+        result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
         results = [result] if returns == 1 else list(result) if returns else []

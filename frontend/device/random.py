@@ -2,10 +2,11 @@
 
 Random ops on device tensors draw from this generator (a CPU `torch.Generator`, the Mersenne Twister, owned by the
 device), so a program seeded with `torch.manual_seed(s)` draws the same numbers on every run, and
-drawing on the device does not advance the CPU's default generator (as on CUDA). Ops with a `generator`
-argument (`rand`, `normal_`, `bernoulli`, ...) are given it; random ops without one (`native_dropout`) run with
-it standing in for torch's default generator (`as_default_generator`); compiled programs with random ops
-(dropout compiled eagerly or in a graph on the device) take their seed from it.
+drawing on the device does not advance the CPU's default generator (as on CUDA). Compiled programs with random
+ops (`rand`, `normal_`, `bernoulli`, dropout, ... compiled eagerly or in a graph on the device) take their seed from
+it. On the host (random ops the compiler does not draw, `randperm`, `multinomial`), ops with a `generator` argument
+are given it; random ops without one run with it standing in for torch's default generator
+(`as_default_generator`).
 
 With the device's native hooks (`native/`), this generator is torch's default generator of the device (a
 `torch.Generator` on `neuron`, `torch.neuron.default_generators[0]`), and `torch.Generator(device="neuron")` makes

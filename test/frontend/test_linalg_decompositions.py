@@ -387,3 +387,37 @@ def test_linalg_checks_survive_the_signatures_json() -> None:
     assert text is not None
     again = GraphSignature.from_json(text, torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()))
     assert again.linalg_checks == [(1, "linalg.inv", True)]
+
+
+def test_a_reduced_svd_of_a_non_square_matrix_traces_to_reduced_factors() -> None:
+    # the dispatcher leaves out full_matrices=False, the schema's default: the decomposition must default to it
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from neuron_mlir.frontend.backend import decompositions
+
+    a = torch.randn(3, 2)
+    graph = make_fx(lambda a: torch.linalg.svd(a, full_matrices=False), decomposition_table=decompositions())(a)
+    assert [tuple(t.shape) for t in graph(a)] == [(3, 2), (2,), (2, 2)]
+
+
+def test_every_decomposition_defaults_its_arguments_as_the_schema_does() -> None:
+    # an argument at its schema default may reach a decomposition left out, and the function's own default decides
+    import inspect
+
+    from torch._decomp import core_aten_decompositions
+
+    from neuron_mlir.frontend.backend import decompositions
+
+    core = core_aten_decompositions()
+    differing = []
+    for op, rule in decompositions().items():
+        if core.get(op) is rule or not getattr(rule, "__module__", "").startswith("neuron_mlir"):
+            continue
+        parameters = inspect.signature(rule).parameters
+        for argument in op._schema.arguments:
+            parameter = parameters.get(argument.name)
+            if not argument.has_default_value() or parameter is None:
+                continue
+            if parameter.default is inspect.Parameter.empty or parameter.default != argument.default_value:
+                differing.append(f"{op} {argument.name}: {parameter.default} for {argument.default_value}")
+    assert differing == []

@@ -48,6 +48,28 @@ def test_random_properties_catch_wrong_draws():
     unscaled = torch.where(good != 0, x, torch.zeros(50))
     assert coverage_sweep._random_properties("nn.functional.dropout", good, eager, [x]) is None
     assert coverage_sweep._random_properties("nn.functional.dropout", unscaled, eager, [x]) is not None
+    # in-place draws: inside the support their parameters give, and not the input left as it was
+    check = coverage_sweep._random_properties
+    draws = torch.rand(20) * 4 - 1
+    source = x[:20]
+    assert check("uniform", draws, draws, [source], (source, -1, 3)) is None
+    assert check("uniform", draws, draws, [source], (source, 0, 1)) is not None
+    assert check("uniform", source, source, [source], (source, -9, 9)) is not None  # unchanged
+    assert check("exponential", draws.abs(), draws, [source], (source, 0.5)) is None
+    assert check("exponential", draws - 2, draws, [source], (source, 0.5)) is not None
+    assert check("geometric", draws.abs().ceil() + 1, draws, [source], (source, 0.2)) is None
+    assert check("geometric", draws.abs() + 1, draws, [source], (source, 0.2)) is not None
+    # alpha dropout: kept elements a x + b, dropped ones one constant, both read off eager's result
+    alpha = "nn.functional.alpha_dropout"
+    eager_mask, mask = torch.rand(50) > 0.3, torch.rand(50) > 0.3
+    eager = torch.where(eager_mask, 1.5 * x + 0.2, torch.full((50,), -0.7))
+    assert check(alpha, torch.where(mask, 1.5 * x + 0.2, torch.full((50,), -0.7)), eager, [x]) is None
+    assert check(alpha, torch.where(mask, 1.5 * x, torch.full((50,), -0.7)), eager, [x]) is not None
+    integers = torch.randint(3, 10, (20,))
+    assert check("randint", integers, integers, [], (3, 10, (20,))) is None
+    assert check("randint", integers, integers, [], (9, (20,))) is not None
+    assert check("randint_like", integers, integers, [source], (source, 3, 10)) is None
+    assert check("randint_like", integers + 0.5, integers, [source], (source, 3, 11)) is not None
 
 
 def test_device_verdicts_enter_the_report():
@@ -67,6 +89,11 @@ def test_device_verdicts_enter_the_report():
     ]
     text = coverage_sweep.report(results, 3, device)
     assert "| device, float32 | 2 | 1 | 1 | 0 | 0 | **50.0%** (1/2) |" in text
+    # an entry torch.compile found giving float64 results counts in the device's float64 row, not beside it
+    results[1].wide_result = True
+    wide_text = coverage_sweep.report(results, 3, device)
+    assert "| device, float32, float64 or complex128 results | 1 | 0 | 1 | 0 | 0 | **0.0%** (0/1) |" in wide_text
+    assert "| device, float32, all but those | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in wide_text
     assert "| device, bfloat16, issue 6 subset | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in text
     assert "| `add` | 6 | native |  | native | native |" in text
     assert "| `nonzero` | fallback | on the host: data-dependent shape |" in text

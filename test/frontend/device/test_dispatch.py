@@ -166,3 +166,39 @@ def test_cummax_and_cummin_run_on_the_device(monkeypatch, fresh_eager):
         assert_close_to_torch(tuple(t.cpu() for t in scan(device, 1)), tuple(scan(x, 1)), scan.__name__)
     assert not fresh_eager.EAGER_STATS.host_ops
     assert fresh_eager.EAGER_STATS.native_ops["aten.cummax.default"] == 1
+
+
+def test_a_structured_op_returning_a_list_fills_its_out_variant(eager_mode, fresh_eager):
+    split = torch.ops.aten.split_with_sizes_copy.default  # torch's stub of the Python function returns None
+    parts = split(BASE.to("neuron"), [1, 3], 0)
+    for part, expected in zip(parts, split(BASE, [1, 3], 0), strict=True):
+        same(part, expected)
+
+
+def test_an_out_variant_calling_its_functional_op_back_runs_on_the_host(monkeypatch, fresh_eager):
+    # pinverse's float64 tolerance keeps linalg_pinv off the core, and its out= kernel calls the functional op again
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    x = torch.randn(4, 3)
+    with pytest.warns(UserWarning, match="linalg_pinv"):
+        result = torch.pinverse(x.to("neuron"))
+    assert_close_to_torch(result.cpu(), torch.pinverse(x))
+    assert fresh_eager.EAGER_STATS.host_ops["aten.linalg_pinv.atol_rtol_tensor"] == 1
+
+
+def test_a_composites_scalar_operand_reaches_a_structured_kernel_as_a_number(monkeypatch, fresh_eager):
+    # take_along_dim's C++ composite calls remainder(indices, size) with the size as a wrapped-number tensor
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    indices = torch.tensor([[0, -1], [3, -4], [5, 2], [1, -6]])
+    result = torch.take_along_dim(BASE.to("neuron"), indices.to("neuron"), dim=1)
+    same(result, torch.take_along_dim(BASE, indices, dim=1))
+    assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops
+
+
+def test_index_put_in_place_runs_on_the_device(monkeypatch, fresh_eager):
+    # index_put_ reaches the device as _index_put_impl_, whose functional form is index_put with a bounds-check flag
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "compile")
+    rows, values = torch.tensor([0, 2, 2]), torch.arange(18, dtype=torch.float32).reshape(3, 6)
+    device = BASE.to("neuron")
+    device.index_put_((rows.to("neuron"),), values.to("neuron"), accumulate=True)
+    same(device, BASE.clone().index_put_((rows,), values, accumulate=True))
+    assert not fresh_eager.EAGER_STATS.host_ops, fresh_eager.EAGER_STATS.host_ops

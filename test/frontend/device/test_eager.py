@@ -23,8 +23,8 @@ def compiled(monkeypatch, fresh_eager):
 
 def test_an_op_compiles_once_per_signature_and_runs_natively(compiled, monkeypatch):
     monkeypatch.setenv("NEURON_MLIR_DEFER", "0")  # each op its own program, its time on the stream at once
-    x = torch.randn(64, 32, device="neuron")
-    y = torch.randn(64, 32, device="neuron")
+    x = torch.randn(64, 32).to("neuron")
+    y = torch.randn(64, 32).to("neuron")
     stream = neuron.current_stream()
     before = stream.simulated_ns
     first = x * y
@@ -35,7 +35,7 @@ def test_an_op_compiles_once_per_signature_and_runs_natively(compiled, monkeypat
     assert stream.simulated_ns > before  # the simulated time of both runs is on the stream
     assert_close_to_torch(first.cpu(), x.cpu() * y.cpu())
     assert_close_to_torch(second.cpu(), x.cpu() * y.cpu())
-    x * torch.randn(64, 1, device="neuron")  # a new shape is a new signature
+    x * torch.randn(64, 1).to("neuron")  # a new shape is a new signature
     assert compiled.EAGER_STATS.compiled_signatures == 2
     assert any(name.startswith("graph") and "eager_mul" in name for name in neuron_mlir.profiles())
 
@@ -251,3 +251,81 @@ def test_results_are_written_straight_into_device_memory(compiled, arrays_copied
             assert actual.device.type == "neuron", name
             assert actual.dtype == wanted.dtype, name
             assert_close_to_torch(actual.cpu(), wanted, name)
+
+
+# In-place draws of each distribution with its parameters, and a check of its support and moments over 4096 draws
+# (bounds of about five standard errors: a wrong distribution fails, a right one does not by chance).
+DISTRIBUTIONS = {
+    "uniform_": (lambda t: t.uniform_(-2.0, 3.0), lambda v: bool(((v >= -2) & (v <= 3)).all()), 0.5, 2.5 / 3**0.5),
+    "normal_": (lambda t: t.normal_(1.0, 3.0), lambda v: True, 1.0, 3.0),
+    "exponential_": (lambda t: t.exponential_(2.0), lambda v: bool((v >= 0).all()), 0.5, 0.5),
+    "geometric_": (lambda t: t.geometric_(0.5), lambda v: bool(((v >= 1) & (v == v.floor())).all()), 2.0, 2**0.5),
+    "log_normal_": (lambda t: t.log_normal_(0.0, 0.25), lambda v: bool((v > 0).all()), 1.0315, 0.2611),
+    "bernoulli_": (
+        lambda t: t.bernoulli_(torch.full_like(t, 0.3)),
+        lambda v: bool(((v == 0) | (v == 1)).all()),
+        0.3,
+        0.21**0.5,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", DISTRIBUTIONS)
+def test_random_draws_run_natively_from_the_device_generator(compiled, name):
+    draw, in_support, mean, std = DISTRIBUTIONS[name]
+    torch.manual_seed(5)
+    values = draw(torch.empty(4096, device="neuron")).cpu().double()
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert in_support(values)
+    assert abs(values.mean().item() - mean) < 5 * std / 64
+    assert abs(values.std().item() - std) < 0.1 * std
+    torch.manual_seed(5)
+    assert torch.equal(draw(torch.empty(4096, device="neuron")).cpu().double(), values)
+
+
+def test_cauchy_and_normal_of_tensors_draw_natively(compiled):
+    torch.manual_seed(2)
+    draws = torch.empty(4096, device="neuron").cauchy_(1.0, 2.0).cpu()
+    assert abs(draws.median().item() - 1.0) < 0.2  # the median, and half the interquartile range, are the params
+    assert abs((draws.quantile(0.75) - draws.quantile(0.25)).item() / 2 - 2.0) < 0.3
+    mean = torch.linspace(-3, 3, 4096)
+    exact = torch.normal(mean.to("neuron"), torch.zeros(4096, device="neuron"))
+    assert torch.equal(exact.cpu(), mean)  # no spread: the mean itself
+    spread = torch.normal(mean.to("neuron"), 2.0).cpu() - mean
+    assert abs(spread.mean().item()) < 5 * 2 / 64
+    assert abs(spread.std().item() - 2) < 0.2
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_a_callers_generator_draws_on_the_host_as_the_cpu_does(compiled):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # on the host by design: no warning
+        drawn = torch.empty(16, device="neuron").exponential_(generator=torch.Generator().manual_seed(3))
+    assert torch.equal(drawn.cpu(), torch.empty(16).exponential_(generator=torch.Generator().manual_seed(3)))
+    assert compiled.EAGER_STATS.host_ops["aten.exponential_.default"] == 1
+
+
+def test_randint_draws_natively_within_a_float32_draws_range(compiled):
+    torch.manual_seed(4)
+    values = torch.randint(3, 10, (4096,), device="neuron").cpu()
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert values.dtype == torch.int64
+    counts = torch.bincount(values, minlength=10)
+    assert counts[:3].sum() == 0
+    assert bool((abs(counts[3:] - 4096 / 7) < 5 * (4096 / 7) ** 0.5).all()), counts
+    torch.manual_seed(4)
+    assert torch.equal(torch.randint(3, 10, (4096,), device="neuron").cpu(), values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # wider than 24 random bits reach evenly: the host draws it, by design
+        wide = torch.randint(0, 2**40, (8,), device="neuron").cpu()
+    assert bool(((wide >= 0) & (wide < 2**40)).all())
+    assert compiled.EAGER_STATS.host_ops["aten.random_.from"] == 1
+
+
+def test_an_op_without_a_lowering_runs_by_torchs_decomposition(compiled):
+    # bilinear upsampling reaches the device as upsample_bilinear2d, which torch.compile meets decomposed
+    x = torch.randn(1, 2, 5, 6)
+    result = torch.nn.functional.interpolate(x.to("neuron"), scale_factor=2, mode="bilinear")
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+    assert compiled.EAGER_STATS.native_ops["aten.upsample_bilinear2d.default"] == 1, compiled.EAGER_STATS.native_ops
+    assert_close_to_torch(result.cpu(), torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"))
