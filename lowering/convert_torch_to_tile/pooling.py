@@ -716,6 +716,36 @@ def legal(op: Operation) -> str | None:
     source = args.get("self")
     if source is not None and len(tensor_shape(source)) < rank + 1:
         return f"the input needs a channel dimension and {rank} spatial dimensions"
+    if "kernel_size" in args and source is not None:
+        windows = args.get("grad_output", op.results[0])
+        return _window_problem(args, rank, tensor_shape(source)[-rank:], tensor_shape(windows)[-rank:])
+    return None
+
+
+def _window_problem(args: dict[str, Any], rank: int, spatial: Sequence[int], out: Sequence[int]) -> str | None:
+    """The rule of PyTorch's pooling shape check (`pool2d_shape_check` and kin) that a pooling's windows break,
+    or None: positive kernel, stride and dilation, padding at most half the dilated kernel, and the output size
+    the formula gives (at least 1, `ceil_mode`'s last window starting inside the padded input) equal to `out`."""
+    kernel = _param(args["kernel_size"], rank, [])
+    stride = _param(args.get("stride"), rank, kernel)
+    padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
+    if not len(kernel) == len(stride) == len(padding) == len(dilation) == rank:
+        return f"kernel_size, stride, padding and dilation need {rank} values each"
+    if min(*kernel, *stride, *dilation) <= 0 or min(padding) < 0:
+        return f"kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, padding {padding} >= 0"
+    expected = []
+    for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation, strict=True):
+        if p > (d * (k - 1) + 1) // 2:
+            return f"padding {padding} must be at most half of the kernel {kernel}"
+        span = n + 2 * p - d * (k - 1) - 1
+        size = (span + (s - 1 if args.get("ceil_mode") else 0)) // s + 1
+        if args.get("ceil_mode") and (size - 1) * s >= n + p:
+            size -= 1  # the last window must start inside the input or its left padding
+        expected.append(size)
+    if min(expected) < 1:
+        return f"the kernel {kernel} does not fit the input {list(spatial)} (output size {expected})"
+    if list(out) != expected:
+        return f"the output's spatial size {list(out)} is not the {expected} the windows give"
     return None
 
 

@@ -39,6 +39,33 @@ func.func @pool_without_channels(%x: tensor<6x6xf32>) -> tensor<3x3xf32> {
 
 // -----
 
+// A pooling's windows follow PyTorch's shape check: a kernel taller than the input gives no output.
+func.func @pool_kernel_past_the_input(%x: tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>) {
+  %0, %1 = torch.aten.max_pool2d_with_indices %x {kernel_size = array<i64: 4096, 2>, stride = array<i64: 2, 2>} : (tensor<1x3x6x5xf32>) -> (tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>) loc("model.pool"("model.py":9:0))
+  func.return %0, %1 : tensor<1x3x3x2xf32>, tensor<1x3x3x2xi64>
+}
+// CHECK: torch.aten.max_pool2d_with_indices: the kernel [4096, 2] does not fit the input [6, 5] (output size [-2044, 2]) (at model.py:9 (model.pool))
+
+// -----
+
+// Padding is at most half the kernel.
+func.func @pool_padding_past_half(%x: tensor<1x3x6x6xf32>) -> tensor<1x3x8x8xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 2, 2>} : (tensor<1x3x6x6xf32>) -> tensor<1x3x8x8xf32> loc("model.pool"("model.py":9:0))
+  func.return %0 : tensor<1x3x8x8xf32>
+}
+// CHECK: torch.aten.avg_pool2d: padding [2, 2] must be at most half of the kernel [2, 2] (at model.py:9 (model.pool))
+
+// -----
+
+// The result has the size the windows give.
+func.func @pool_wrong_output(%x: tensor<1x3x6x6xf32>) -> tensor<1x3x4x3xf32> {
+  %0 = torch.aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<1x3x6x6xf32>) -> tensor<1x3x4x3xf32> loc("model.pool"("model.py":9:0))
+  func.return %0 : tensor<1x3x4x3xf32>
+}
+// CHECK: torch.aten.avg_pool2d: the output's spatial size [4, 3] is not the [3, 3] the windows give (at model.py:9 (model.pool))
+
+// -----
+
 // as_strided's strides count storage elements: negative ones are invalid ...
 func.func @as_strided_negative(%x: tensor<12xf32>) -> tensor<3x2xf32> {
   %0 = torch.aten.as_strided %x {size = array<i64: 3, 2>, stride = array<i64: -2, 1>} : (tensor<12xf32>) -> tensor<3x2xf32> loc("model.py":11:0)
