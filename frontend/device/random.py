@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from torch._compile import _disable_dynamo
 
 _DEFAULT_SEED = 67280421310721  # torch's own default seed, for a device nobody has seeded
 _generator: torch.Generator | None = None
@@ -64,10 +65,15 @@ def initial_seed() -> int:
     return device_generator().initial_seed()
 
 
+# Code under torch.compile saves and restores the accelerator's state (`torch.testing`'s `freeze_rng_state`,
+# `torch.random.fork_rng`): Dynamo runs these eagerly, as it runs torch.cuda's, instead of tracing a generator's
+# state (Dynamo is imported at the first call, not with the device).
+@_disable_dynamo
 def get_rng_state() -> torch.Tensor:
     return device_generator().get_state()
 
 
+@_disable_dynamo
 def set_rng_state(state: torch.Tensor) -> None:
     device_generator().set_state(state.cpu())
 

@@ -57,3 +57,20 @@ def test_repeated_calls_write_outputs_straight_into_device_memory(fresh_compiler
         assert gradient is not None
         assert gradient.device.type == "neuron"
         assert_close_to_torch(gradient.cpu(), parameter.grad)
+
+
+def test_compiled_code_saving_the_accelerators_random_state_runs(fresh_compiler):
+    # torch.testing's freeze_rng_state (and fork_rng) save and restore the current accelerator's state, which the
+    # device now is: under torch.compile those calls run eagerly around the graph instead of failing in Dynamo
+    from torch.testing._utils import freeze_rng_state
+
+    def seeded_tanh(x: torch.Tensor) -> torch.Tensor:
+        with freeze_rng_state():
+            torch.manual_seed(42)
+            return torch.tanh(x) * 2
+
+    state = neuron.get_rng_state()
+    x = torch.randn(4, 5)
+    output = torch.compile(seeded_tanh, backend="neuron-mlir")(x)
+    assert_close_to_torch(output, torch.tanh(x) * 2)
+    assert torch.equal(neuron.get_rng_state(), state)
