@@ -35,8 +35,9 @@ pytest: $(STAMP)  ## the pytest suite (unit, numeric end-to-end, models)
 lit: $(STAMP)  ## the lit/FileCheck suite in test/lit
 	$(VENV)/bin/lit -sv test/lit
 
-lint: $(STAMP)  ## ruff, then the type checker (mypy, as `make typecheck`)
+lint: $(STAMP)  ## ruff (lint and formatting), then the type checker (mypy, as `make typecheck`)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m neuron_mlir.tools.typecheck
 
 typecheck: $(STAMP)  ## mypy over the packages, tests, bench and examples (configured in pyproject.toml)

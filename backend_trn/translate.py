@@ -206,9 +206,7 @@ class _Builder:
         the correction folds to 0, in the IR here or in the validator's range analysis of the registers.
         """
         floor_remainder = self.scalar_op("rem", lhs, rhs, out)
-        signs_differ = self.scalar_op(
-            "ne", self.scalar_op("lt", lhs, 0, out), self.scalar_op("lt", rhs, 0, out), out
-        )
+        signs_differ = self.scalar_op("ne", self.scalar_op("lt", lhs, 0, out), self.scalar_op("lt", rhs, 0, out), out)
         correction = self.scalar_op("mul", signs_differ, self.scalar_op("ne", floor_remainder, 0, out), out)
         if remainder:
             return self.scalar_op("sub", floor_remainder, self.scalar_op("mul", correction, rhs, out), out)

@@ -57,8 +57,10 @@ def main() -> None:
     expected = lhsT[:, :128].astype(np.float32).T @ rhs.astype(np.float32)
     tutorial_size = (k, m, n) == (8192, 4096, 8192) and options.dtype == "bf16" and options.target == "trn1"
     print(f"lhsT [{k}, {m}]^T @ rhs [{k}, {n}], {options.dtype}, {options.target}")
-    print(f"{'stage':<14} {'simulated':>12} {'published':>10} {'ratio':>6} {'MFU':>6} {'DMA':>10} {'rel error':>10} "
-          f"{'wall':>7}")
+    print(
+        f"{'stage':<14} {'simulated':>12} {'published':>10} {'ratio':>6} {'MFU':>6} {'DMA':>10} {'rel error':>10} "
+        f"{'wall':>7}"
+    )
     for name in options.stage or list(STAGES):
         started = time.perf_counter()
         run = nki.benchmark(STAGES[name], target=options.target)(lhsT, rhs)

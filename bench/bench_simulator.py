@@ -240,8 +240,10 @@ def kernels_table(repeat: int, target: str) -> None:
 
     _kernels()
     torch.manual_seed(0)
-    header = f"{'case':<28} {'compile s':>9} {'sim wall s':>10} {'eager s':>9} {'ratio':>8} " \
-             f"{'simulated us':>13} {'roofline us':>12} {'of roofline':>11} {'MFU':>6}"
+    header = (
+        f"{'case':<28} {'compile s':>9} {'sim wall s':>10} {'eager s':>9} {'ratio':>8} "
+        f"{'simulated us':>13} {'roofline us':>12} {'of roofline':>11} {'MFU':>6}"
+    )
     print(header)
     print("-" * len(header))
     for name, (fn, make_inputs) in KERNELS.items():

@@ -45,8 +45,10 @@ def main() -> int:
     target = torch.randn(args.batch, sizes[-1])
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (eager, model)]
 
-    print(f"neuron-mlir {neuron_mlir.__version__}: MLP {' -> '.join(map(str, sizes))}, batch {args.batch}, "
-          f"target {args.target}\n")
+    print(
+        f"neuron-mlir {neuron_mlir.__version__}: MLP {' -> '.join(map(str, sizes))}, batch {args.batch}, "
+        f"target {args.target}\n"
+    )
     worst = {"forward": 0.0, "gradients": 0.0, "loss": 0.0}
     started = time.perf_counter()
     for step in range(args.steps):
@@ -74,9 +76,11 @@ def main() -> int:
     for what, value in worst.items():
         print(f"  {what:<10} {value:.3e}")
     stats = neuron_mlir.stats()
-    print(f"\ncompiled {stats['graphs_compiled']} graphs ({stats['nodes_compiled']} ATen nodes) in "
-          f"{stats['compile_seconds']:.2f} s; nodes run on the CPU instead: {stats['nodes_fallen_back']}; "
-          f"{args.steps} training steps took {wall:.2f} s of wall time")
+    print(
+        f"\ncompiled {stats['graphs_compiled']} graphs ({stats['nodes_compiled']} ATen nodes) in "
+        f"{stats['compile_seconds']:.2f} s; nodes run on the CPU instead: {stats['nodes_fallen_back']}; "
+        f"{args.steps} training steps took {wall:.2f} s of wall time"
+    )
 
     for name, profile in neuron_mlir.profiles().items():
         print(f"\n=== {name} ===")

@@ -57,8 +57,10 @@ def main() -> int:
     compiled = torch.compile(model, backend="neuron-mlir", options={"target": args.target})
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (reference, model)]
     parameters = sum(p.numel() for p in model.parameters())
-    print(f"neuron-mlir {neuron_mlir.__version__}: {args.model} ({parameters:,} parameters), inputs "
-          f"{[tuple(t.shape) for t in inputs]}, target {args.target}\n")
+    print(
+        f"neuron-mlir {neuron_mlir.__version__}: {args.model} ({parameters:,} parameters), inputs "
+        f"{[tuple(t.shape) for t in inputs]}, target {args.target}\n"
+    )
     started = time.perf_counter()
     for step in range(args.steps):
         losses = []
@@ -69,12 +71,16 @@ def main() -> int:
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-        print(f"  step {step}: loss eager {losses[0]:.6f}   neuron-mlir {losses[1]:.6f}   "
-              f"difference {abs(losses[0] - losses[1]):.2e}")
+        print(
+            f"  step {step}: loss eager {losses[0]:.6f}   neuron-mlir {losses[1]:.6f}   "
+            f"difference {abs(losses[0] - losses[1]):.2e}"
+        )
     wall = time.perf_counter() - started
     stats = neuron_mlir.stats()
-    print(f"\ncompiled {stats['graphs_compiled']} graphs ({stats['nodes_compiled']} ATen nodes) in "
-          f"{stats['compile_seconds']:.1f} s; {args.steps} steps took {wall:.1f} s of wall time")
+    print(
+        f"\ncompiled {stats['graphs_compiled']} graphs ({stats['nodes_compiled']} ATen nodes) in "
+        f"{stats['compile_seconds']:.1f} s; {args.steps} steps took {wall:.1f} s of wall time"
+    )
     fallen = stats["fallback_ops"]
     print("nodes run on the CPU instead: " + (", ".join(f"{op} x{n}" for op, n in fallen.items()) or "none"))
     print()

@@ -103,9 +103,7 @@ class CompileOptions:
             time_passes=bool(options.get("time_passes", _flag("NEURON_MLIR_TIME_PASSES"))),
             progress=progress_setting(options.get("progress", os.environ.get("NEURON_MLIR_PROGRESS"))),
             auto_cast=auto_cast,
-            stochastic_rounding=bool(
-                options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))
-            ),
+            stochastic_rounding=bool(options.get("stochastic_rounding", _flag("NEURON_RT_STOCHASTIC_ROUNDING_EN"))),
             size_buckets=bool(options.get("size_buckets", True)),
         )
 
@@ -205,9 +203,7 @@ def decompositions(cpu_ops: Sequence[str] = ()) -> dict[Any, Any]:
     table[torch.ops.aten.lerp.Scalar] = _lerp_scalar
     table.update(fused_kernel_decompositions())
     table.update(composite_decompositions())
-    table.update(
-        {op: rule for op, rule in special_function_decompositions().items() if not names_op(str(op), cpu_ops)}
-    )
+    table.update({op: rule for op, rule in special_function_decompositions().items() if not names_op(str(op), cpu_ops)})
     table.update(routing_decompositions())
     table.update(data_dependent_decompositions())
     table.update(linalg_decompositions())

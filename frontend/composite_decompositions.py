@@ -350,9 +350,7 @@ def _edges_between(low: torch.Tensor, high: torch.Tensor, bins: int) -> torch.Te
     return torch.where(index < (bins + 1) / 2, low + step * index, high - step * (bins - index))
 
 
-def _histogram_counts(
-    x: torch.Tensor, edges: torch.Tensor, weight: torch.Tensor | None, density: bool
-) -> torch.Tensor:
+def _histogram_counts(x: torch.Tensor, edges: torch.Tensor, weight: torch.Tensor | None, density: bool) -> torch.Tensor:
     """Counts (or summed weights) of the elements of `x` per bin of the 1-d `edges`: bin i holds
     edges[i] <= x < edges[i + 1], the last bin its upper edge too, elements outside (and NaN) none."""
     flat = x.reshape(-1)

@@ -34,12 +34,8 @@ import torch.fx
 
 aten = torch.ops.aten
 
-_EXACT = frozenset(
-    {aten.clamp.default, aten.abs.default, aten.neg.default, aten.maximum.default, aten.minimum.default}
-)
-_ROUNDING = frozenset(
-    {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.reciprocal.default}
-)
+_EXACT = frozenset({aten.clamp.default, aten.abs.default, aten.neg.default, aten.maximum.default, aten.minimum.default})
+_ROUNDING = frozenset({aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.reciprocal.default})
 _NARROW = (torch.float32, torch.bfloat16, torch.float16)
 
 

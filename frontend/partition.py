@@ -63,9 +63,7 @@ def partition(
     compile_region: RegionCompiler,
 ) -> tuple[torch.fx.GraphModule, int]:
     """Split `graph_module` and compile its supported regions; returns (outer module, number of regions)."""
-    partitioner = CapabilityBasedPartitioner(
-        graph_module, _Supported(is_supported), allows_single_node_partition=True
-    )
+    partitioner = CapabilityBasedPartitioner(graph_module, _Supported(is_supported), allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     fused = partitioner.fuse_partitions(partitions)
     regions = 0

@@ -310,9 +310,7 @@ def fuse_scalar_tensor_tensor(
     accesses = {role: access for role, access in _accesses(first).items() if role in ("src", "operand0")}
     accesses["in1"] = other
     accesses["dst"] = second.access("dst")  # type: ignore[assignment]
-    properties = {
-        name: attr for name, attr in _properties(first).items() if name in ("op0", "scalar0", "reverse0")
-    }
+    properties = {name: attr for name, attr in _properties(first).items() if name in ("op0", "scalar0", "reverse0")}
     properties["op1"] = StringAttr(second.op.data)
     if reverse:
         properties["reverse1"] = IntegerAttr(1, i1)

@@ -526,7 +526,6 @@ def _queue_of(op: InstructionOp) -> QueueKey:
     return (engine.value, op.queue.value.data if engine is Engine.DMA and op.queue is not None else 0)
 
 
-
 def _synchronise(op: InstructionOp, state: _State, waits: dict[InstructionOp, set[int]]) -> None:
     own_id = op.instruction_id.value.data if op.instruction_id is not None else -1
     queue = _queue_of(op)

@@ -65,6 +65,7 @@ from neuron_mlir.runtime.program import row_major_strides
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
+
 class NkiError(ValueError):
     """A kernel breaks a rule of NKI or of the hardware; the message names the call, the rule and the line."""
 

@@ -46,8 +46,7 @@ def bindable_inputs(program: Program) -> dict[int, int]:
     conditions of the module's contract but the writes, which the plans know)."""
     buffers = program.buffers
     extents = [
-        (buffer.address, buffer.address + buffer.elements_per_row * dtypes.itemsize(buffer.dtype))
-        for buffer in buffers
+        (buffer.address, buffer.address + buffer.elements_per_row * dtypes.itemsize(buffer.dtype)) for buffer in buffers
     ]
     per_buffer: dict[int, list[int]] = {}
     for position, binding in enumerate(program.inputs):
@@ -68,8 +67,11 @@ def bindable_inputs(program: Program) -> dict[int, int]:
         ):
             continue
         shared = any(
-            other != index and buffers[other].memory is Memory.HBM and extents[other][0] < end
-            and start < extents[other][1] and extents[other][0] != extents[other][1]
+            other != index
+            and buffers[other].memory is Memory.HBM
+            and extents[other][0] < end
+            and start < extents[other][1]
+            and extents[other][0] != extents[other][1]
             for other in range(len(buffers))
         )
         if not shared:

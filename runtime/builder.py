@@ -212,9 +212,7 @@ class ProgramBuilder:
         self._emit(pending)
         return id
 
-    def dma(
-        self, dst: Access, src: Access, *, queue: int = 0, waits: Sequence[int] = (), **kwargs: Any
-    ) -> int:
+    def dma(self, dst: Access, src: Access, *, queue: int = 0, waits: Sequence[int] = (), **kwargs: Any) -> int:
         return self.inst("dma_copy", Engine.DMA, {"dst": dst, "src": src}, queue=queue, waits=waits, **kwargs)
 
     def scalar(self, dest: Reg, op: str, lhs: Scalar, rhs: Scalar) -> Reg:
@@ -257,8 +255,7 @@ class ProgramBuilder:
 
     def _add_waits(self, pending: list[_PendingInstruction]) -> None:
         extents = [
-            (b.memory, b.address, b.address + b.elements_per_row * dtypes.itemsize(b.dtype))
-            for b in self.buffers
+            (b.memory, b.address, b.address + b.elements_per_row * dtypes.itemsize(b.dtype)) for b in self.buffers
         ]
 
         def shares(a: int, b: int) -> bool:
@@ -267,14 +264,8 @@ class ProgramBuilder:
 
         def touched(inst: _PendingInstruction) -> tuple[set[int], set[int]]:
             spec = isa.OPCODES[inst.opcode]
-            writes = {
-                a.buffer for role, a in inst.operands.items() if role in spec.writes + spec.optional_writes
-            }
-            reads = {
-                a.buffer
-                for role, a in inst.operands.items()
-                if role not in spec.writes + spec.optional_writes
-            }
+            writes = {a.buffer for role, a in inst.operands.items() if role in spec.writes + spec.optional_writes}
+            reads = {a.buffer for role, a in inst.operands.items() if role not in spec.writes + spec.optional_writes}
             return reads, writes
 
         def queue_of(inst: _PendingInstruction) -> tuple[Engine, int]:

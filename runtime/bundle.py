@@ -90,9 +90,7 @@ def pack(manifest: dict[str, Any], data: bytes) -> bytes:
     manifest_end = HEADER_SIZE + len(text)
     data_offset = _align(manifest_end)
     total = data_offset + len(data)
-    header = _HEADER.pack(
-        MAGIC, FORMAT_VERSION, HEADER_SIZE, HEADER_SIZE, len(text), data_offset, len(data), total
-    )
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, HEADER_SIZE, HEADER_SIZE, len(text), data_offset, len(data), total)
     body = text + b" " * (data_offset - manifest_end) + data
     checksum = hashlib.sha256(header + body).digest()
     return header + checksum + bytes(HEADER_SIZE - _CHECKSUM_AT - len(checksum)) + body
@@ -106,11 +104,9 @@ def unpack(raw: bytes) -> tuple[dict[str, Any], bytes]:
     if len(raw) < len(MAGIC) or raw[: len(MAGIC)] != MAGIC:
         raise BundleError("not a neuron-mlir bundle (bad magic number)")
     if len(raw) < HEADER_SIZE:
-        raise BundleError(
-            f"bundle is truncated: {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header"
-        )
-    _, version, header_size, manifest_offset, manifest_length, data_offset, data_length, total = (
-        _HEADER.unpack(raw[:_CHECKSUM_AT])
+        raise BundleError(f"bundle is truncated: {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header")
+    _, version, header_size, manifest_offset, manifest_length, data_offset, data_length, total = _HEADER.unpack(
+        raw[:_CHECKSUM_AT]
     )
     if version != FORMAT_VERSION:
         raise BundleError(
@@ -119,22 +115,14 @@ def unpack(raw: bytes) -> tuple[dict[str, Any], bytes]:
     if total != len(raw):
         if total > len(raw):
             raise BundleError(f"bundle is truncated: the header says {total} bytes, the file has {len(raw)}")
-        raise BundleError(
-            f"bundle has {len(raw) - total} trailing bytes after the {total} its header declares"
-        )
+        raise BundleError(f"bundle has {len(raw) - total} trailing bytes after the {total} its header declares")
     if header_size != HEADER_SIZE or manifest_offset != HEADER_SIZE:
-        raise BundleError(
-            f"bundle header size {header_size} / manifest offset {manifest_offset} must be {HEADER_SIZE}"
-        )
-    if raw[_CHECKSUM_AT + 32 : HEADER_SIZE] != bytes(HEADER_SIZE - _CHECKSUM_AT - 32) or raw[56:64] != bytes(
-        8
-    ):
+        raise BundleError(f"bundle header size {header_size} / manifest offset {manifest_offset} must be {HEADER_SIZE}")
+    if raw[_CHECKSUM_AT + 32 : HEADER_SIZE] != bytes(HEADER_SIZE - _CHECKSUM_AT - 32) or raw[56:64] != bytes(8):
         raise BundleError("bundle header has non-zero reserved bytes")
     manifest_end = manifest_offset + manifest_length
     if manifest_length > MAX_MANIFEST_BYTES:
-        raise BundleError(
-            f"bundle manifest of {manifest_length} bytes exceeds the {MAX_MANIFEST_BYTES}-byte limit"
-        )
+        raise BundleError(f"bundle manifest of {manifest_length} bytes exceeds the {MAX_MANIFEST_BYTES}-byte limit")
     if data_offset % ALIGNMENT or not manifest_end <= data_offset or data_offset + data_length != total:
         raise BundleError(
             f"bundle sections are inconsistent (manifest {manifest_offset}+{manifest_length}, data "
@@ -146,9 +134,7 @@ def unpack(raw: bytes) -> tuple[dict[str, Any], bytes]:
     if raw[manifest_end:data_offset].strip(b" "):
         raise BundleError("bundle manifest padding holds data")
     try:
-        manifest = json.loads(
-            raw[manifest_offset:manifest_end].decode("utf-8"), object_pairs_hook=_unique_keys
-        )
+        manifest = json.loads(raw[manifest_offset:manifest_end].decode("utf-8"), object_pairs_hook=_unique_keys)
     except RecursionError:
         raise BundleError("bundle manifest nests too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
@@ -332,9 +318,7 @@ def read_validated_bundle(source: str | os.PathLike[str] | bytes | bytearray | m
             with open(source, "rb") as handle:
                 raw = handle.read()
         except OSError as error:
-            raise BundleError(
-                f"cannot read bundle {os.fspath(source)!r}: {error.strerror or error}"
-            ) from None
+            raise BundleError(f"cannot read bundle {os.fspath(source)!r}: {error.strerror or error}") from None
     # Decoding and validating allocate many small objects, none of them garbage: in a process holding a large
     # heap (torch's), the collections they would trigger cost more than the reading itself.
     collecting = gc.isenabled()
@@ -381,9 +365,7 @@ class _Decoder:
     # ---- typed field access --------------------------------------------------------------------------------
 
     @staticmethod
-    def obj(
-        value: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
+    def obj(value: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise BundleError(f"{where}: expected a JSON object, got {_json_kind(value)}")
         missing = [key for key in required if key not in value]
@@ -453,9 +435,7 @@ class _Decoder:
             raise BundleError(f"manifest.format: expected '{FORMAT_NAME}', got {fields['format']!r}")
         version = self.integer(fields["format_version"], "manifest.format_version")
         if version != FORMAT_VERSION:
-            raise BundleError(
-                f"manifest format version {version} does not match the header's {FORMAT_VERSION}"
-            )
+            raise BundleError(f"manifest format version {version} does not match the header's {FORMAT_VERSION}")
         buffers = [
             self.buffer(entry, f"memory_plan[{i}]")
             for i, entry in enumerate(self.array(fields["memory_plan"], "memory_plan"))
@@ -482,8 +462,7 @@ class _Decoder:
             for i, item in enumerate(self.array(entry["outputs"], "entry.outputs"))
         ]
         locations = [
-            self.string(text, f"locations[{i}]")
-            for i, text in enumerate(self.array(fields["locations"], "locations"))
+            self.string(text, f"locations[{i}]") for i, text in enumerate(self.array(fields["locations"], "locations"))
         ]
         body = [self.node(node, f"body[{i}]", 0) for i, node in enumerate(self.array(fields["body"], "body"))]
         return Program(
@@ -503,7 +482,11 @@ class _Decoder:
     def buffer(self, value: Any, where: str) -> BufferDecl:
         if type(value) is dict and value.keys() == _BUFFER_FIELDS:  # the common case, as in `instruction`
             name, memory, address, shape, dtype = (
-                value["name"], value["memory"], value["address"], value["shape"], value["dtype"]
+                value["name"],
+                value["memory"],
+                value["address"],
+                value["shape"],
+                value["dtype"],
             )
             if (
                 type(name) is str
@@ -639,9 +622,7 @@ class _Decoder:
                         attrs[name] = item
                     else:
                         attrs[name] = self.attr(item, f"instruction {inst_id}, attribute '{name}'", 0)
-                return Instruction(
-                    inst_id, opcode, _ENGINES[engine], operands, attrs, queue, tuple(waits), location
-                )
+                return Instruction(inst_id, opcode, _ENGINES[engine], operands, attrs, queue, tuple(waits), location)
         return self.checked_instruction(value, where)
 
     def checked_instruction(self, value: dict[str, Any], where: str) -> Instruction:
@@ -658,15 +639,11 @@ class _Decoder:
         operands_value = fields["operands"]
         if not isinstance(operands_value, dict):
             raise BundleError(f"{where}: operands must be a JSON object")
-        operands = {
-            role: self.access(access, f"{where}, operand '{role}'") for role, access in operands_value.items()
-        }
+        operands = {role: self.access(access, f"{where}, operand '{role}'") for role, access in operands_value.items()}
         attrs_value = fields["attrs"]
         if not isinstance(attrs_value, dict):
             raise BundleError(f"{where}: attrs must be a JSON object")
-        attrs = {
-            name: self.attr(item, f"{where}, attribute '{name}'", 0) for name, item in attrs_value.items()
-        }
+        attrs = {name: self.attr(item, f"{where}, attribute '{name}'", 0) for name, item in attrs_value.items()}
         waits = tuple(
             self.integer(w, f"{where}: waits[{i}]")
             for i, w in enumerate(self.array(fields["waits"], f"{where}: waits"))
@@ -710,9 +687,7 @@ class _Decoder:
         )
 
     def access(self, value: Any, where: str) -> Access:
-        fields = self.obj(
-            value, where, ("buffer", "pattern", "offset", "offset_reg", "partition_start", "partitions")
-        )
+        fields = self.obj(value, where, ("buffer", "pattern", "offset", "offset_reg", "partition_start", "partitions"))
         pattern: list[tuple[int, int]] = []
         for i, dim in enumerate(self.array(fields["pattern"], f"{where}: pattern", 64)):
             pair = self.ints(dim, f"{where}: pattern[{i}]")
@@ -744,9 +719,7 @@ class _Decoder:
             fields = self.obj(value, where, ("float",))
             special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
             if fields["float"] not in special:
-                raise BundleError(
-                    f"{where}: unknown special float {fields['float']!r} (expected nan, inf, -inf)"
-                )
+                raise BundleError(f"{where}: unknown special float {fields['float']!r} (expected nan, inf, -inf)")
             return special[fields["float"]]
         raise BundleError(f"{where}: unsupported value {_json_kind(value)}")
 

@@ -435,9 +435,7 @@ def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
     k = stationary.partitions
     m, n = stationary.free_count, moving.free_count
     if moving.partitions != k:
-        raise RuleError(
-            f"stationary and moving contract over different partition counts ({k} vs {moving.partitions})"
-        )
+        raise RuleError(f"stationary and moving contract over different partition counts ({k} vs {moving.partitions})")
     if k > target.matmul_max_k:
         raise RuleError(f"contraction size {k} exceeds {target.matmul_max_k}")
     if m > target.matmul_max_stationary_free:
@@ -457,9 +455,7 @@ def _matmul_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
             raise RuleError("a transpose cannot accumulate")
     else:
         if (stationary.dtype == "f32") != (moving.dtype == "f32"):
-            raise RuleError(
-                f"inputs must both be f32 or both narrower, got {stationary.dtype} and {moving.dtype}"
-            )
+            raise RuleError(f"inputs must both be f32 or both narrower, got {stationary.dtype} and {moving.dtype}")
         if dst.partitions != m or dst.free_count != n:
             raise RuleError(f"is {dst.describe()} but the product is [{m}, {n}]", "dst")
         allowed = ("f32", "bf16") if target.matmul_bf16_psum_output else ("f32",)
@@ -525,9 +521,7 @@ def _tensor_reduce_rules(ops: Operands, attrs: Attrs, target: Target) -> None:
         raise RuleError(f"cannot reduce {axes} axes of a {len(src.free_shape)}-d free pattern", attribute="axes")
     kept = math.prod(src.free_shape[: len(src.free_shape) - axes])
     if dst.partitions != src.partitions or dst.free_count != kept:
-        raise RuleError(
-            f"is {dst.describe()} but src reduced over {axes} axes is [{src.partitions}, {kept}]", "dst"
-        )
+        raise RuleError(f"is {dst.describe()} but src reduced over {axes} axes is [{src.partitions}, {kept}]", "dst")
 
 
 def _elementwise_rules(*sources: str) -> Callable[[Operands, Attrs, Target], None]:
@@ -668,9 +662,7 @@ def _indirect_dma_rules(ops: Operands, attrs: Attrs) -> None:
     if attrs["accumulate"] and indirect != "dst":
         raise RuleError("accumulate needs indirect = 'dst' (a scatter)")
     if table.memory is not Memory.HBM or other.memory is not Memory.SBUF or offsets.memory is not Memory.SBUF:
-        raise RuleError(
-            f"the indexed side '{table.role}' must be in HBM, '{other.role}' and 'offsets' in SBUF"
-        )
+        raise RuleError(f"the indexed side '{table.role}' must be in HBM, '{other.role}' and 'offsets' in SBUF")
     if offsets.dtype != "i32":
         raise RuleError(f"must be i32, got {offsets.dtype}", "offsets")
     if offsets.partitions != other.partitions:
@@ -751,7 +743,6 @@ _COLLECTIVE_DOCS = {
     "all_to_all": "src is split into group-size equal blocks; block j goes to the group's j-th rank, and dst is the "
     "blocks received, in rank order. Uneven: `input_splits` gives the element count of each block sent (in rank "
     "order) and `output_splits` of each block received; rank i's j-th input count equals rank j's i-th output count.",
-
     "broadcast": "dst = the src of the group's `root`-th rank (its position in the replica group), on every rank of "
     "the group; src and dst have one count and dtype.",
 }

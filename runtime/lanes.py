@@ -211,9 +211,7 @@ class _Tracer:
                     self.body(loop.body)
 
 
-def trace(
-    loop: Loop, trips: range, registers: Sequence[int], plan_of: Mapping[int, InstructionPlan]
-) -> Lanes | None:
+def trace(loop: Loop, trips: range, registers: Sequence[int], plan_of: Mapping[int, InstructionPlan]) -> Lanes | None:
     """The nest rooted at `loop`, entered with `registers` and running `trips`, as Lanes (or None: see above)."""
     chain = chain_of(loop)
     depth = len(chain)
@@ -222,9 +220,7 @@ def trace(
     try:
         for level, chain_loop in enumerate(chain):
             if level:
-                trips = range(
-                    tracer.uniform(chain_loop.lower), tracer.uniform(chain_loop.upper), int(chain_loop.step)
-                )
+                trips = range(tracer.uniform(chain_loop.lower), tracer.uniform(chain_loop.upper), int(chain_loop.step))
             if not trips:
                 return None
             shape.append(len(trips))

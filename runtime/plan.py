@@ -168,9 +168,7 @@ class InstructionPlan:
         self.reads = [op for op in self.operands if not op.site.is_write]
         self.writes = [op for op in self.operands if op.site.is_write]
         self.sites = [op.site for op in self.operands]
-        self.attrs = isa.with_defaults(
-            inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)}
-        )
+        self.attrs = isa.with_defaults(inst.opcode, {k: v for k, v in inst.attrs.items() if not isinstance(v, Reg)})
         self.register_attrs = [(name, value.index) for name, value in inst.attrs.items() if isinstance(value, Reg)]
         self.attr_is_flag = {name: isinstance(spec.attrs.get(name), bool) for name, _ in self.register_attrs}
         # The registers an instance's values list: each operand's offset register once, then attribute registers.
@@ -246,7 +244,10 @@ class InstructionPlan:
 
 
 def plan_program(
-    program: Program, instructions: Sequence[Instruction], index_of_id: dict[int, int], machine: Machine,
+    program: Program,
+    instructions: Sequence[Instruction],
+    index_of_id: dict[int, int],
+    machine: Machine,
     target: Target,
 ) -> list[InstructionPlan]:
     """Plans of `instructions` (the program's static instructions in program order), indexed like them."""

@@ -147,9 +147,7 @@ class Profile:
 
     @property
     def compute_bound_ns(self) -> float:
-        return sum(
-            flops / self.peak_flops_by_family[family] * 1e9 for family, flops in self.flops_by_family.items()
-        )
+        return sum(flops / self.peak_flops_by_family[family] * 1e9 for family, flops in self.flops_by_family.items())
 
     @property
     def hbm_bound_ns(self) -> float:
@@ -221,8 +219,7 @@ class Profile:
         )
         if self.flops:
             families = ", ".join(
-                f"{family} {self.peak_flops_by_family[family] / 1e12:.1f}"
-                for family in sorted(self.flops_by_family)
+                f"{family} {self.peak_flops_by_family[family] / 1e12:.1f}" for family in sorted(self.flops_by_family)
             )
             lines.append(
                 f"  matmul FLOPs      {self.flops / 1e9:>9.3f} G   achieved {self.achieved_flops_per_s / 1e12:.2f} "
@@ -241,9 +238,7 @@ class Profile:
         for queue in QUEUE_NAMES:
             if queue in self.busy_ns or queue in ("tensor", "vector", "scalar", "gpsimd"):
                 busy = self.busy_ns.get(queue, 0.0)
-                lines.append(
-                    f"  {queue:<8} {_us(busy):>12} {self.utilisation(queue):>7.1%} {counts.get(queue, 0):>13}"
-                )
+                lines.append(f"  {queue:<8} {_us(busy):>12} {self.utilisation(queue):>7.1%} {counts.get(queue, 0):>13}")
         if any(q.startswith("dma") for q in self.busy_ns):
             active = self.dma_active_ns()
             lines.append(f"  {'dma any':<8} {_us(active):>12} {active / total if total else 0:>7.1%}")

@@ -751,9 +751,13 @@ class RaceChecker:
                     for group in nests if site.is_write else nests[:1]:
                         for nest in group:
                             other = nest.site
-                            if nest.queue == queue or nest.last_seq <= first[nest.queue] or (
-                                other.partition_end <= site.partition_start
-                                or site.partition_end <= other.partition_start
+                            if (
+                                nest.queue == queue
+                                or nest.last_seq <= first[nest.queue]
+                                or (
+                                    other.partition_end <= site.partition_start
+                                    or site.partition_end <= other.partition_start
+                                )
                             ):
                                 continue
                             low, high = shifts.hull(position, op)
@@ -774,8 +778,10 @@ class RaceChecker:
                         # entries only grow: what the first lane here has seen, the later ones have too
                         for record in issued.unordered(int(first[other_queue])):
                             other = record.site
-                            if not record.alive or other.partition_end <= site.partition_start or (
-                                site.partition_end <= other.partition_start
+                            if (
+                                not record.alive
+                                or other.partition_end <= site.partition_start
+                                or (site.partition_end <= other.partition_start)
                             ):
                                 continue
                             # unordered in lanes base - 1 + t (t >= 1) while anchor + t * slope < the record's number
@@ -789,9 +795,7 @@ class RaceChecker:
                             self._overlapping(other, record.shift, site, lane_shifts[:unordered_lanes] - record.shift)
         return True
 
-    def _check_within(
-        self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int
-    ) -> bool:
+    def _check_within(self, lanes: Lanes, anchor: np.ndarray, slopes: np.ndarray, shifts: _Shifts, base: int) -> bool:
         """Pairs of instances both in lanes from `base` on; False when that cannot be decided here."""
         positions = lanes.positions
         width, lanes_here = len(positions), lanes.count - base

@@ -228,9 +228,7 @@ def activation(ops: Operands, attrs: Attrs, engine: Engine, target: Target, nl: 
     src, dst = ops["src"], ops["dst"]
     x = alu.to_f32(_rows(src, nl))
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
-    scale = (
-        alu.to_f32(_rows(scale_vector, nl)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
-    )
+    scale = alu.to_f32(_rows(scale_vector, nl)) if scale_vector is not None else np.float32(attrs.get("scale", 1.0))
     shift = alu.to_f32(_rows(bias, nl)) if bias is not None else np.float32(attrs.get("bias_value", 0.0))
     accumulate_dst = ops.get("accumulate_dst")
     vectors = [v for v in (scale_vector, bias) if v is not None]
@@ -353,9 +351,7 @@ def _immediate_as(value: Any, dtype: np.dtype) -> np.ndarray:
     if isinstance(value, float) and value.is_integer() and alu.is_integer_dtype(dtype) and dtype.itemsize == 8:
         value = int(value)  # a 64-bit fill takes integral values exactly (up to 2^53 as a float immediate)
     if isinstance(value, int) and alu.is_integer_dtype(dtype):
-        return alu.cast(
-            alu.wrap32(np.array(value, _INT64)) if dtype.itemsize <= 4 else np.array(value), dtype
-        )
+        return alu.cast(alu.wrap32(np.array(value, _INT64)) if dtype.itemsize <= 4 else np.array(value), dtype)
     return alu.cast(np.array(value, F32), dtype)
 
 

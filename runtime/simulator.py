@@ -542,9 +542,11 @@ class Simulator:
             return {plan.queue: (plan, sure)}
         if not isinstance(node, Loop):
             return {}
-        runs = isinstance(node.lower, int) and isinstance(node.upper, int) and len(
-            range(node.lower, node.upper, node.step)
-        ) > 0
+        runs = (
+            isinstance(node.lower, int)
+            and isinstance(node.upper, int)
+            and len(range(node.lower, node.upper, node.step)) > 0
+        )
         found: dict[int, tuple[InstructionPlan, bool]] = {}
         for child in node.body:
             for queue, first in self._first_per_queue(child, sure and runs).items():

@@ -339,7 +339,8 @@ class Timeline:
                 hit = np.zeros(count, bool)
                 if count > 1:
                     hit[1:] = _any_overlap(
-                        [_lanes_slice(f, 1, count) for f in reads], [_lanes_slice(f, 0, count - 1) for f in writes],
+                        [_lanes_slice(f, 1, count) for f in reads],
+                        [_lanes_slice(f, 0, count - 1) for f in writes],
                         count - 1,
                     )
                 previous = self.previous_writes[queue]
@@ -472,4 +473,3 @@ def _overlaps_any(reads: list[Footprint], previous: list[Footprint]) -> bool:
             if memory == other_memory and p0 < q1 and q0 < p1 and lo < other_hi and other_lo < hi:
                 return True
     return False
-

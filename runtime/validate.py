@@ -105,13 +105,9 @@ def memory_sizes(target: Target, override: Mapping[Any, int] | None = None) -> M
         try:
             memory = Memory(key)
         except ValueError:
-            raise BundleError(
-                f"memory_sizes_override: unknown memory {key!r} (expected sbuf, psum or hbm)"
-            ) from None
+            raise BundleError(f"memory_sizes_override: unknown memory {key!r} (expected sbuf, psum or hbm)") from None
         if not _is_int(value) or value <= 0:
-            raise BundleError(
-                f"memory_sizes_override[{memory.value}]: expected a positive integer, got {value!r}"
-            )
+            raise BundleError(f"memory_sizes_override[{memory.value}]: expected a positive integer, got {value!r}")
         if memory is not Memory.HBM and value > MAX_OVERRIDE_ROW_BYTES:
             raise BundleError(
                 f"memory_sizes_override[{memory.value}]: {value} bytes per partition is more than the simulator "
@@ -321,9 +317,7 @@ class _Validator:
             if not isinstance(getattr(program, name), str):
                 raise BundleError(f"program {name} must be a string")
         if not _is_int(program.num_registers) or not 0 <= program.num_registers <= MAX_REGISTERS:
-            raise BundleError(
-                f"num_registers must be an integer in 0..{MAX_REGISTERS}, got {program.num_registers!r}"
-            )
+            raise BundleError(f"num_registers must be an integer in 0..{MAX_REGISTERS}, got {program.num_registers!r}")
         if not isinstance(program.locations, list) or len(program.locations) > MAX_LOCATIONS:
             raise BundleError("locations must be a list of strings")
         for index, text in enumerate(program.locations):
@@ -373,17 +367,11 @@ class _Validator:
             if not isinstance(buffer.memory, Memory):
                 raise BundleError(f"{where}: memory must be hbm, sbuf or psum, got {buffer.memory!r}")
             if not isinstance(buffer.dtype, str) or buffer.dtype not in dtypes.DTYPES:
-                raise BundleError(
-                    f"{where}: unknown dtype {buffer.dtype!r} (known: {', '.join(dtypes.DTYPES)})"
-                )
+                raise BundleError(f"{where}: unknown dtype {buffer.dtype!r} (known: {', '.join(dtypes.DTYPES)})")
             if not _is_int(buffer.address) or buffer.address < 0:
                 raise BundleError(f"{where}: address must be a non-negative integer, got {buffer.address!r}")
             shape = buffer.shape
-            if (
-                not isinstance(shape, (tuple, list))
-                or not all(_is_int(d) and d >= 1 for d in shape)
-                or len(shape) > 16
-            ):
+            if not isinstance(shape, (tuple, list)) or not all(_is_int(d) and d >= 1 for d in shape) or len(shape) > 16:
                 raise BundleError(f"{where}: shape must be a tuple of positive integers, got {shape!r}")
             itemsize = dtypes.itemsize(buffer.dtype)
             self.buffer_dtypes.append(dtypes.numpy_dtype(buffer.dtype))
@@ -400,9 +388,7 @@ class _Validator:
             if not shape:
                 raise BundleError(f"{where}: an on-chip buffer needs a partition dimension")
             if shape[0] > self.sizes.partitions:
-                raise BundleError(
-                    f"{where}: {shape[0]} partitions exceed the {self.sizes.partitions} of the core"
-                )
+                raise BundleError(f"{where}: {shape[0]} partitions exceed the {self.sizes.partitions} of the core")
             self.buffer_elements.append(math.prod(shape[1:]))
             row = self.buffer_elements[-1] * itemsize
             limit = self.sizes.row_bytes(buffer.memory)
@@ -422,9 +408,7 @@ class _Validator:
             buffer = self.program.buffers[index]
             where = f"constant for buffer {index} ('{buffer.name}')"
             if buffer.memory is not Memory.HBM:
-                raise BundleError(
-                    f"{where}: constants live in HBM, the buffer is in {buffer.memory.value.upper()}"
-                )
+                raise BundleError(f"{where}: constants live in HBM, the buffer is in {buffer.memory.value.upper()}")
             if not isinstance(array, np.ndarray):
                 raise BundleError(f"{where}: expected a NumPy array, got {type(array).__name__}")
             if array.dtype != dtypes.numpy_dtype(buffer.dtype) or array.shape != tuple(buffer.shape):
@@ -509,16 +493,12 @@ class _Validator:
                 self.check_scalar(node.lower, f"{here} (loop), lower bound")
                 self.check_scalar(node.upper, f"{here} (loop), upper bound")
                 if not _is_int(node.step) or node.step == 0 or not INT32_MIN <= node.step <= INT32_MAX:
-                    raise BundleError(
-                        f"{here} (loop): step must be a non-zero 32-bit integer, got {node.step!r}"
-                    )
+                    raise BundleError(f"{here} (loop): step must be a non-zero 32-bit integer, got {node.step!r}")
                 if not isinstance(node.body, (tuple, list)):
                     raise BundleError(f"{here} (loop): body must be a sequence of nodes")
                 self.check_nodes(node.body, f"{here}.body", depth + 1)
             else:
-                raise BundleError(
-                    f"{here}: expected an Instruction, ScalarOp or Loop, got {type(node).__name__}"
-                )
+                raise BundleError(f"{here}: expected an Instruction, ScalarOp or Loop, got {type(node).__name__}")
 
     def check_instruction(self, inst: Instruction) -> None:
         # Locations (`_where`) are formatted only for an error: formatting them eagerly took a large share of
@@ -546,9 +526,7 @@ class _Validator:
         if len(inst.waits) > 1024:
             raise BundleError(f"{_where(inst)}: more than 1024 waits")
         if not _is_int(inst.location) or not -1 <= inst.location < len(self.program.locations):
-            raise BundleError(
-                f"{_where(inst)}: location {inst.location!r} is not an index into the location table"
-            )
+            raise BundleError(f"{_where(inst)}: location {inst.location!r} is not an index into the location table")
         self.check_attrs(inst, spec)
         self.check_operands(inst, spec)
         queue = inst.queue if engine is Engine.DMA or inst.queue != 0 else None  # the encoding's 0: no queue
@@ -591,9 +569,7 @@ class _Validator:
         infos: dict[str, _Operand] = {}
         for role, access in operands.items():
             if role not in roles:
-                raise BundleError(
-                    f"{_where(inst)}: unknown operand role {role!r} (roles: {', '.join(spec.roles)})"
-                )
+                raise BundleError(f"{_where(inst)}: unknown operand role {role!r} (roles: {', '.join(spec.roles)})")
             infos[role] = self.check_access(inst, role, access)
         self.operands[id(inst)] = infos
 
@@ -637,9 +613,7 @@ class _Validator:
             free_count *= num
         if in_hbm:
             if count != 0 or start != 0:
-                raise BundleError(
-                    f"{_where(inst, role)}: an HBM access has no partition range (partitions must be 0)"
-                )
+                raise BundleError(f"{_where(inst, role)}: an HBM access has no partition range (partitions must be 0)")
         elif 1 <= count <= self.sizes.partitions and (start < 0 or start + count > buffer.shape[0]):
             # (other counts break the instruction set's rules, which say so)
             raise BundleError(
@@ -686,6 +660,7 @@ def _required_attrs(spec: isa.OpcodeSpec) -> tuple[str, ...]:
 
 
 # ---- attributes --------------------------------------------------------------------------------------------
+
 
 def _plain_attr_ok(kind: str, value: object) -> bool:
     """Whether `value` is of an attribute `kind`'s type in its commonest sorts (a plain bool, a plain number, a
@@ -788,11 +763,7 @@ class _Interpreter:
                 self.instruction(node, state)
             elif isinstance(node, ScalarOp):
                 lhs, rhs = self.value(node.lhs, state), self.value(node.rhs, state)
-                if (
-                    node.op in ("floordiv", "rem")
-                    and rhs[0] <= 0 <= rhs[1]
-                    and (rhs[2] == 0 or rhs[0] % rhs[2] == 0)
-                ):
+                if node.op in ("floordiv", "rem") and rhs[0] <= 0 <= rhs[1] and (rhs[2] == 0 or rhs[0] % rhs[2] == 0):
                     raise BundleError(
                         f"{here} (scalar op {node.op}): the divisor may be zero (range {rhs[0]}..{rhs[1]})"
                     )
@@ -839,9 +810,7 @@ class _Interpreter:
                 widened_at = rounds
             if widened_at is not None:
                 # Registers still growing may take any 32-bit value.
-                following.regs = [
-                    r if r == c else TOP for r, c in zip(following.regs, current.regs, strict=True)
-                ]
+                following.regs = [r if r == c else TOP for r, c in zip(following.regs, current.regs, strict=True)]
                 if rounds >= widened_at + 2:
                     break
             current = following
@@ -939,9 +908,7 @@ class _Interpreter:
         elif (hi - lo) // stride < 4096:
             starts = range(lo, hi + 1, stride)
         else:
-            raise BundleError(
-                f"{_where(inst, 'dst')}: cannot prove the PSUM destination stays inside one bank"
-            )
+            raise BundleError(f"{_where(inst, 'dst')}: cannot prove the PSUM destination stays inside one bank")
         for start in starts:
             if isa.crosses_bank(start, width, bank):
                 raise BundleError(f"{_where(inst, 'dst')}: {isa.bank_crossing(start, width, bank)}")
@@ -957,9 +924,7 @@ class _Interpreter:
                 del state.groups[key]
 
 
-def validate_program(
-    program: Program, memory_sizes_override: Mapping[Any, int] | None = None
-) -> ValidatedProgram:
+def validate_program(program: Program, memory_sizes_override: Mapping[Any, int] | None = None) -> ValidatedProgram:
     """Check everything about `program` (see the module docstring); raise `BundleError` on the first problem."""
     try:
         return _Validator(program, memory_sizes_override).run()

@@ -237,6 +237,7 @@ EXTRA_OVERLOADS: dict[str, str] = {
     "aten::view_copy": "opinfo: view_copy",
 }
 
+
 def _overloads(names: str) -> frozenset[str]:
     """`"add.Tensor mm"` -> {"aten::add.Tensor", "aten::mm"}."""
     return frozenset(f"aten::{name}" for name in names.split())

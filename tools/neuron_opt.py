@@ -224,9 +224,7 @@ class NeuronOptMain(xDSLOptMain):
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if (self.args.frontend or file_extension) != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
-        parser = _PositionRecordingParser(
-            self.ctx, chunk.read(), self.get_input_name(), self.positions, start_offset
-        )
+        parser = _PositionRecordingParser(self.ctx, chunk.read(), self.get_input_name(), self.positions, start_offset)
         module = parser.parse_module(not self.args.no_implicit_module)
         if module not in self.positions:
             # the implicit module around the ops: what concerns the module as a whole is reported at its first op

@@ -127,9 +127,7 @@ def main(args: Sequence[str] | None = None) -> int:
         else:
             program = bundle.read_bundle(path)
         inputs = _load_inputs(program, options.input, options.seed)
-        outputs, profile = run_program(
-            program, inputs, check_races=check_races, memory_sizes_override=memory_sizes
-        )
+        outputs, profile = run_program(program, inputs, check_races=check_races, memory_sizes_override=memory_sizes)
     except (bundle.BundleError, ValueError, OSError, SimulationError) as error:
         print(f"neuron-run: {error}", file=sys.stderr)
         return 1

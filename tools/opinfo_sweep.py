@@ -194,9 +194,7 @@ def sweep(
     """Check every op_db entry (or those whose name or op name is in `names`), `jobs` processes in parallel."""
     database = _op_db()
     wanted = set(names) if names is not None else None
-    indices = [
-        i for i, op in enumerate(database) if wanted is None or op.name in wanted or entry_name(op) in wanted
-    ]
+    indices = [i for i, op in enumerate(database) if wanted is None or op.name in wanted or entry_name(op) in wanted]
     tasks = [(i, max_samples, semantics) for i in indices]
     if jobs <= 1:
         return [_worker(task) for task in tasks]

@@ -105,9 +105,7 @@ def matmul_blocked_free(
         for n2 in nl.affine_range(N // block_n):
             rhs_tiles = nl.ndarray((TILE_K, k_tiles, block_n), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(k_tiles):
-                nisa.dma_copy(
-                    dst=rhs_tiles[:, k, :], src=rhs[nl.ds(k * TILE_K, TILE_K), nl.ds(n2 * block_n, block_n)]
-                )
+                nisa.dma_copy(dst=rhs_tiles[:, k, :], src=rhs[nl.ds(k * TILE_K, TILE_K), nl.ds(n2 * block_n, block_n)])
             for m1 in nl.affine_range(tiles_in_block_m):
                 for n1 in nl.affine_range(tiles_in_block_n):
                     acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)

@@ -51,7 +51,11 @@ def rms_norm(x: nki.NkiTensor, weight: nki.NkiTensor, eps: float = 1e-6) -> nki.
         nisa.activation(inverse_rms, nl.rsqrt, sum_squares, scale=1.0 / columns, bias=eps)
         normalised = nl.ndarray((count, columns), dtype=x.dtype)
         nisa.scalar_tensor_tensor(
-            dst=normalised, data=tile, op0=nl.multiply, operand0=inverse_rms, op1=nl.multiply,
+            dst=normalised,
+            data=tile,
+            op0=nl.multiply,
+            operand0=inverse_rms,
+            op1=nl.multiply,
             operand1=weight_rows[0:count, :],
         )
         nl.store(out[block, :], normalised)

@@ -1,6 +1,6 @@
 """Elementwise addition of two HBM tensors, 128 rows per tile: the smallest complete NKI kernel.
 
-    python examples/kernels/tensor_add.py      # runs it on the simulated NeuronCore and prints the profile
+python examples/kernels/tensor_add.py      # runs it on the simulated NeuronCore and prints the profile
 """
 
 from __future__ import annotations

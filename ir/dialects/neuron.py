@@ -213,7 +213,6 @@ class AccessPatternAttr(ParametrizedAttribute):
             printer.print_string(_format_pattern_body(self))
 
 
-
 @functools.lru_cache(maxsize=1 << 16)
 def _access_pattern(
     pattern: tuple[tuple[int, int], ...], offset: int, partition_start: int, partitions: int
@@ -229,6 +228,7 @@ def access_pattern(
     more than the rest of convert-tile-to-neuron's work on it. Attributes are immutable values, so ops share it."""
     key = tuple((int(step), int(num)) for step, num in pattern)
     return _access_pattern(key, int(offset), int(partition_start), int(partitions))
+
 
 def _parse_pattern_body(
     parser: AttrParser, allow_dynamic: bool
@@ -793,6 +793,7 @@ class ActivationOp(InstructionOp):
     bias_value = opt_prop_def(FloatAttr)
     alpha = opt_prop_def(FloatAttr)
 
+
 @irdl_op_definition
 class TensorTensorOp(InstructionOp):
     """Elementwise binary ALU op: `dst = in0 <op> in1` (VectorE, or GpSimdE for integer work).
@@ -817,6 +818,7 @@ class TensorTensorOp(InstructionOp):
     in0_ap = prop_def(AccessPatternAttr)
     in1_ap = prop_def(AccessPatternAttr)
     op = prop_def(StringAttr)
+
 
 @irdl_op_definition
 class TensorScalarOp(InstructionOp):
@@ -851,6 +853,7 @@ class TensorScalarOp(InstructionOp):
     op1 = opt_prop_def(StringAttr)
     scalar1 = opt_prop_def(FloatAttr)
     reverse1 = opt_prop_def(IntegerAttr)
+
 
 @irdl_op_definition
 class ScalarTensorTensorOp(InstructionOp):
@@ -910,6 +913,7 @@ class TensorReduceOp(InstructionOp):
     axes = opt_prop_def(IntegerAttr)
     negate = opt_prop_def(IntegerAttr)
 
+
 @irdl_op_definition
 class TensorCopyOp(InstructionOp):
     """`dst = src`, converting the element type (bit exact when types match). VectorE, ScalarE or GpSimdE.
@@ -930,6 +934,7 @@ class TensorCopyOp(InstructionOp):
     src_offset = opt_operand_def(IndexType)
     dst_ap = prop_def(AccessPatternAttr)
     src_ap = prop_def(AccessPatternAttr)
+
 
 @irdl_op_definition
 class SelectOp(InstructionOp):
@@ -955,6 +960,7 @@ class SelectOp(InstructionOp):
     predicate_ap = prop_def(AccessPatternAttr)
     on_true_ap = prop_def(AccessPatternAttr)
     on_false_ap = prop_def(AccessPatternAttr)
+
 
 @irdl_op_definition
 class MemsetOp(InstructionOp):
@@ -1032,6 +1038,7 @@ class AffineSelectOp(InstructionOp):
     pattern = prop_def(DenseArrayBase)
     on_false_value = prop_def(FloatAttr)
 
+
 @irdl_op_definition
 class GpsimdKernelOp(InstructionOp):
     """GpSimdE kernel: `dst = kernel(in0, in1)` elementwise for a function of `runtime.isa.GPSIMD_KERNELS`.
@@ -1057,6 +1064,7 @@ class GpsimdKernelOp(InstructionOp):
     in0_ap = prop_def(AccessPatternAttr)
     in1_ap = opt_prop_def(AccessPatternAttr)
     kernel = prop_def(StringAttr)
+
 
 @irdl_op_definition
 class DmaCopyOp(InstructionOp):

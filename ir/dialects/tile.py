@@ -1080,8 +1080,9 @@ class _IndirectOp(IRDLOperation):
                     raise _error(self, f"a row of {extent} along dimension {d} exceeds its size {shape[d]}")
         elif dims or rows.get_shape() != offsets.get_shape():
             raise _error(
-                self, f"with {per_partition} offsets per partition each row is one element: rows must be "
-                f"{offsets.get_shape()} with no dims"
+                self,
+                f"with {per_partition} offsets per partition each row is one element: rows must be "
+                f"{offsets.get_shape()} with no dims",
             )
 
 
@@ -1340,9 +1341,7 @@ class NkiKernelOp(IRDLOperation):
 
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
-    assembly_format = (
-        "`(` $inputs `)` `into` `(` $outputs `)` attr-dict `:` type($inputs) `into` type($outputs)"
-    )
+    assembly_format = "`(` $inputs `)` `into` `(` $outputs `)` attr-dict `:` type($inputs) `into` type($outputs)"
 
     def __init__(
         self,

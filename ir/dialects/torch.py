@@ -712,9 +712,7 @@ class TorchOp(IRDLOperation):
         parser.parse_punctuation(":")
         start = parser.pos
         function_type = parser.parse_function_type()
-        unresolved = [
-            u for item in items for u in (item if isinstance(item, list) else [item]) if u is not None
-        ]
+        unresolved = [u for item in items for u in (item if isinstance(item, list) else [item]) if u is not None]
         operand_types = function_type.inputs.data
         if len(operand_types) != len(unresolved):
             parser.raise_error(
@@ -867,7 +865,6 @@ class TorchOp(IRDLOperation):
             raise VerifyException(
                 f"{self.name}: result shape {_shape_text(found)} is not the broadcast of operand shapes {listed}"
             )
-
 
     def _verify_view(self, rule: ShapeRule) -> None:
         source = self.operands[0].type
@@ -1198,6 +1195,7 @@ dimensions a size bucket pads, `[["s0", lower, upper], ...]` in call order. The 
 `upper` (the bucket's size); each call passes a value in `[lower, upper]`. convert-torch-to-tile makes them
 `index` arguments of the function, and the translation to a program its scalar inputs."""
 
+
 @dataclass(frozen=True)
 class SizeArgument:
     """One entry of `SIZE_ARGUMENTS_ATTR`: a call passes `name` a value in `[lower, upper]`."""
@@ -1211,6 +1209,7 @@ def size_arguments(function: Operation) -> list[SizeArgument]:
     """The size arguments `function` declares (`SIZE_ARGUMENTS_ATTR`), in call order; [] when it declares none.
     Raises an OpDiagnostic at `function` naming the entry and the rule it breaks: each is `["name", lower, upper]`
     with a unique name and integer bounds, 1 <= lower <= upper."""
+
     def refused(rule: str) -> OpDiagnostic:
         name = function.properties.get("sym_name") or function.attributes.get("sym_name")
         where = f"@{name.data}" if isinstance(name, StringAttr) else function.name

@@ -363,8 +363,12 @@ def _layer_norm_on_chip(
     # Row groups only for a layer norm that returns its statistics (training): without them, the nest of one row
     # tile per trip below is the form tile-fuse-matmul-prologues and tile-fuse-matmul-chains compute inside a
     # matmul's panel, and those passes do not read row groups.
-    if len(row_dims) == 1 and any(wanted) and _layer_norm_row_groups(
-        em, plan, x_view, out_view, stat_views, params, heights, out_type, wanted, eps, weight, bias
+    if (
+        len(row_dims) == 1
+        and any(wanted)
+        and _layer_norm_row_groups(
+            em, plan, x_view, out_view, stat_views, params, heights, out_type, wanted, eps, weight, bias
+        )
     ):
         return
     # a size bucket's program runs the call's rows only, without statistics (inference): saved statistics of
@@ -543,9 +547,7 @@ def _layer_norm_row_groups(
 
         def deviation(j: int) -> None:
             # (mean - x)^2: the activation's bias is per partition, its scale -1
-            squares = e.insert(
-                tile.UnaryOp(x_tiles[j], "square", square_type, scale=-1.0, bias=means[j])
-            ).result
+            squares = e.insert(tile.UnaryOp(x_tiles[j], "square", square_type, scale=-1.0, bias=means[j])).result
             summed = e.insert(tile.ReduceOp(squares, "add", column_tile(p))).result
             rstds[j] = e.insert(
                 tile.UnaryOp(summed, "rsqrt", column_tile(p), scale=1.0 / length, bias_value=eps)

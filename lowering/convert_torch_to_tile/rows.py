@@ -64,9 +64,7 @@ def wavefront(rows: int, steps: Sequence[Callable[[int], None]], oldest_first: b
                 steps[index](row)
 
 
-def rows_per_partition(
-    row_bytes: int, group_bytes_per_row: int, budget: int, rows: int, full_rate_bytes: int
-) -> int:
+def rows_per_partition(row_bytes: int, group_bytes_per_row: int, budget: int, rows: int, full_rate_bytes: int) -> int:
     """How many rows a group puts on each partition: enough for `row_bytes` (the bytes one row of the smallest
     operand moves) to reach `full_rate_bytes` per partition, the size from which a DMA runs at full rate (the
     target's `dma_full_rate_bytes_per_partition`), as long as the group's tiles (`group_bytes_per_row` per row:

@@ -120,11 +120,13 @@ def test_a_loop_induction_remainder_keeps_its_range_in_the_validator() -> None:
 
 
 def test_a_constant_division_by_zero_is_named() -> None:
-    module = _parse(_register_program(5, 0, dynamic=False).replace("arith.divsi %a, %b : index",
-                                                                    'arith.divsi %a, %b : index loc("m.py":3:1)'))
+    module = _parse(
+        _register_program(5, 0, dynamic=False).replace(
+            "arith.divsi %a, %b : index", 'arith.divsi %a, %b : index loc("m.py":3:1)'
+        )
+    )
     with pytest.raises(ProgramBuildError, match=r"arith.divsi divides by a zero constant \(at m.py:3"):
         build_program(module)
-
 
 
 _HBM = "memref<128x64xf32, #mem<hbm>>"

@@ -38,7 +38,11 @@ MATMULS = [
     ("bmm_batch_3", torch.bmm, [(3, 5, 129), (3, 129, 1)]),
     ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), [(130,), (3, 131), (131, 130)]),
     ("mm_empty_k", lambda a, b: a @ b, [(5, 0), (0, 7)]),
-    ("addbmm_batch_3", lambda c, a, b: torch.addbmm(c, a, b, beta=0.5, alpha=1.5), [(1, 130), (3, 5, 43), (3, 43, 130)]),
+    (
+        "addbmm_batch_3",
+        lambda c, a, b: torch.addbmm(c, a, b, beta=0.5, alpha=1.5),
+        [(1, 130), (3, 5, 43), (3, 43, 130)],
+    ),
     ("addmv", lambda c, a, v: torch.addmv(c, a, v, alpha=-2.0), [(130,), (130, 129), (129,)]),
     ("bilinear", lambda x1, x2, w, b: torch.nn.functional.bilinear(x1, x2, w, b), [(3, 5), (3, 4), (7, 5, 4), (7,)]),
     # Blocked matmuls (lowering/convert_torch_to_tile/matmul.py): block rows of several m sub-tiles with a partial

@@ -80,6 +80,4 @@ def test_topk():
 def test_sort_and_topk_of_a_permuted_view():
     # the permuted input's rows merge into fewer loops than the fresh results' would: both share one row nest
     torch.manual_seed(3)
-    check_compiled(
-        lambda t: (torch.sort(t.movedim(1, -1)), torch.topk(t.permute(2, 0, 1), 2, 0)), torch.randn(5, 6, 4)
-    )
+    check_compiled(lambda t: (torch.sort(t.movedim(1, -1)), torch.topk(t.permute(2, 0, 1), 2, 0)), torch.randn(5, 6, 4))

@@ -130,7 +130,10 @@ def _scale_and_shift(x, y):
     ("dtype", "cause"),
     [
         (torch.float64, "float64 is not supported on the NeuronCore (no fp64 engine datapath)"),
-        (torch.complex128, "complex128 is not supported on the NeuronCore (no fp64 engine datapath for its float64 halves)"),
+        (
+            torch.complex128,
+            "complex128 is not supported on the NeuronCore (no fp64 engine datapath for its float64 halves)",
+        ),
     ],
 )
 def test_a_fallback_for_a_dtype_names_the_dtype_as_the_cause(dtype, cause):
@@ -223,8 +226,13 @@ def test_debug_dir_holds_every_stage_and_reproduces(tmp_path, monkeypatch):
 
     program = read_bundle(forward / "program.bundle")
     params = [p.detach().numpy() for p in model.parameters()]
-    inputs = {"primals1": params[0], "primals2": params[1], "primals3": x.numpy(), "primals4": params[2],
-              "primals5": params[3]}
+    inputs = {
+        "primals1": params[0],
+        "primals2": params[1],
+        "primals3": x.numpy(),
+        "primals4": params[2],
+        "primals5": params[3],
+    }
     outputs, _ = run_program(program, [inputs[b.name] for b in program.inputs])
     assert_close_to_torch(torch.from_numpy(outputs[0]), out.detach())
 
@@ -335,7 +343,12 @@ def test_a_lowering_that_raises_on_a_legal_op_is_an_internal_error_not_a_fallbac
 def test_time_per_pass_is_reported_by_a_flag(capsys):
     _mlp_run({"time_passes": True, "cache": False})  # a cache hit would lower nothing
     printed = capsys.readouterr().err
-    for pass_name in ("convert-torch-to-tile", "convert-tile-to-neuron", "neuron-allocate-memory", "neuron-insert-sync"):
+    for pass_name in (
+        "convert-torch-to-tile",
+        "convert-tile-to-neuron",
+        "neuron-allocate-memory",
+        "neuron-insert-sync",
+    ):
         assert pass_name in printed
     assert set(neuron_mlir.stats()["pass_seconds"]) >= {"convert-torch-to-tile", "neuron-insert-sync"}
 

@@ -78,7 +78,10 @@ def _rewritten_entry(path, edit) -> None:
         (lambda m: m["body"][2].update(engine="warp"), "instruction 2: unknown engine 'warp'"),
         (lambda m: m["body"][0].update(waits=[0.5]), "instruction 0: waits[0]: expected an integer"),
         (lambda m: m["memory_plan"][2].update(memory="l3"), "memory_plan[2].memory: unknown memory 'l3'"),
-        (lambda m: m["body"][1]["attrs"].update(func="sparkle"), "attribute 'func': unknown activation function 'sparkle'"),
+        (
+            lambda m: m["body"][1]["attrs"].update(func="sparkle"),
+            "attribute 'func': unknown activation function 'sparkle'",
+        ),
         (lambda m: m["body"][1]["operands"]["dst"].update(partitions=200), "200 partitions"),
     ],
 )

@@ -107,7 +107,9 @@ def test_decomposed_scans_and_order_statistics_compile_without_fallback() -> Non
         return (torch.cumprod(x, 1), *torch.cummax(x, 0), torch.logcumsumexp(x, 1), *torch.median(x, 1))
 
     check_compiled(scans, EDGES)
-    ties = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 2.0], [1.0, 1.0, 1.0, 2.0, 2.0, 0.0], [5.0, 4.0, 4.0, 5.0, 5.0, 4.0]])
+    ties = torch.tensor(
+        [[3.0, 1.0, 3.0, 1.0, 2.0, 2.0], [1.0, 1.0, 1.0, 2.0, 2.0, 0.0], [5.0, 4.0, 4.0, 5.0, 5.0, 4.0]]
+    )
 
     def selections(x: torch.Tensor, ties: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.nanmedian(x), *torch.kthvalue(x, 2, 0), *torch.mode(ties, 1), *torch.mode(ties, 0)
@@ -137,7 +139,7 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
 
 # the ends of the float32 range (subnormals, the largest floats), powers of two, zeros, infinities, NaN
 EXTREMES = torch.tensor(
-    [0.0, -0.0, 1.0, -3.5, INF, -INF, NAN, 1e-40, -2.0**-149, 2.0**-126, 3e38, 3.4028235e38, 0.75, 1.9999999, 4.0]
+    [0.0, -0.0, 1.0, -3.5, INF, -INF, NAN, 1e-40, -(2.0**-149), 2.0**-126, 3e38, 3.4028235e38, 0.75, 1.9999999, 4.0]
 )
 
 

@@ -434,8 +434,11 @@ def test_metadata_that_disagrees_with_the_verifier_is_an_importer_bug_with_its_l
         _stack_trace_node(graph, op, line=12)
         graph.output((op,))
 
-    with pytest.raises(GraphImportError, match=r"FX node 'add_tensor' \(aten.add.Tensor\) at /home/user/model.py:12 .*"
-                       r"does not verify.*importer bug.*broadcast"):
+    with pytest.raises(
+        GraphImportError,
+        match=r"FX node 'add_tensor' \(aten.add.Tensor\) at /home/user/model.py:12 .*"
+        r"does not verify.*importer bug.*broadcast",
+    ):
         import_fx_graph(hand_made(build))
 
 

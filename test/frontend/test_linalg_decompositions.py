@@ -88,7 +88,10 @@ def test_triangular_solves_match_lapack(n: int, upper: bool) -> None:
 
 # square, wider (or taller) by 2 and narrower by 1, where that stays within the unrolled orders
 RECTANGULAR = [
-    (n, extra) for n in ORDERS for extra in (0, 2, -1) if n + extra >= 1 and n + max(extra, 0) <= linalg.MAX_UNROLLED_ORDER
+    (n, extra)
+    for n in ORDERS
+    for extra in (0, 2, -1)
+    if n + extra >= 1 and n + max(extra, 0) <= linalg.MAX_UNROLLED_ORDER
 ]
 
 
@@ -359,9 +362,7 @@ def test_every_decomposition_traces_to_ops_the_core_lowers(name: str) -> None:
     from neuron_mlir.frontend.backend import decompositions
     from neuron_mlir.frontend.compile_graph import unsupported_nodes
 
-    graph = make_fx(LINALG_CALLS[name], decomposition_table=decompositions(), tracing_mode="fake")(
-        positive_definite(3)
-    )
+    graph = make_fx(LINALG_CALLS[name], decomposition_table=decompositions(), tracing_mode="fake")(positive_definite(3))
     # error checks trace as plain calls here; AOTAutograd threads them through a token, and they become host
     # checks (test_compiled_checks_raise_eagers_error_from_the_host)
     unsupported = [str(node.target) for node in unsupported_nodes(graph)]

@@ -65,7 +65,7 @@ def test_an_intermediate_read_elsewhere_stays_for_its_reader():
         lambda x: 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * torch.pow(x, 2.0)))),  # a square
         lambda x, y: 0.5 * x * (1.0 + torch.tanh(_K * (y + 0.044715 * torch.pow(x, 3.0)))),  # two tensors
         lambda x: 0.5 * x * (2.0 + torch.tanh(_K * (x + 0.044715 * torch.pow(x, 3.0)))),  # not 1 + tanh
-        lambda x, y: 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * (x * x * y))))  # not a cube of x
+        lambda x, y: 0.5 * x * (1.0 + torch.tanh(_K * (x + 0.044715 * (x * x * y)))),  # not a cube of x
     ],
 )
 def test_other_arithmetic_is_left_alone(near_miss):

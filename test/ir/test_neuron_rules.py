@@ -101,7 +101,9 @@ def _random_instruction(seed: int) -> str:
     queue = f"queue = {rng.choice([0, 3, 16] if engine == 'dma' else [3, 16])} : i64"
     queue = queue if engine == "dma" or rng.random() < 0.05 else ""
     if kind == "memset":
-        f.instruction("memset", engine, {"dst": _on_chip(rng, f, dtype)}, ", ".join(filter(None, ["value = 1.0 : f64", queue])))
+        f.instruction(
+            "memset", engine, {"dst": _on_chip(rng, f, dtype)}, ", ".join(filter(None, ["value = 1.0 : f64", queue]))
+        )
     elif kind in ("tensor_copy", "dma_copy"):
         partitions = rng.choice([32, 64, 128])
         free = rng.choice([16, 16, 32])
@@ -145,7 +147,9 @@ def _random_instruction(seed: int) -> str:
         dst = f.access("sbuf", "i32", 64, free)
         nums = rng.choice([[16], [4, 4], [2, 8], [1, 1, 1, 1, 16]])
         pattern = ", ".join(f"1, {num}" for num in nums)
-        f.instruction("iota", engine, {"dst": dst}, ", ".join(filter(None, [f"pattern = array<i64: {pattern}>", queue])))
+        f.instruction(
+            "iota", engine, {"dst": dst}, ", ".join(filter(None, [f"pattern = array<i64: {pattern}>", queue]))
+        )
     return f.text()
 
 
@@ -186,11 +190,21 @@ def test_verifier_and_validator_accept_and_refuse_alike(seed: int) -> None:
 
 def test_the_cases_cover_acceptance_and_each_kind_of_refusal() -> None:
     """The random instructions exercise both verdicts and rules of operands, attributes and opcodes."""
-    verdicts = [_dialect_verdict(Parser(make_context(), _random_instruction(seed)).parse_module()) for seed in range(400)]
+    verdicts = [
+        _dialect_verdict(Parser(make_context(), _random_instruction(seed)).parse_module()) for seed in range(400)
+    ]
     refused = [v for v in verdicts if v is not None]
     assert 40 <= len(refused) <= 360
     assert any(v.startswith("attribute '") for v in refused)
     assert any(re.match(r"(dst|src|in\d|stationary|moving): ", v) for v in refused)
-    for rule in ["TensorE reads float inputs", "cannot run on the", "touches some elements twice", "PSUM bank",
-                 "does not fit an engine access pattern", "given without op1", "covers the free shape", "queue"]:
+    for rule in [
+        "TensorE reads float inputs",
+        "cannot run on the",
+        "touches some elements twice",
+        "PSUM bank",
+        "does not fit an engine access pattern",
+        "given without op1",
+        "covers the free shape",
+        "queue",
+    ]:
         assert any(rule in v for v in refused), rule

@@ -232,7 +232,9 @@ def test_from_args_dtype_layout_device_and_memory_format() -> None:
         assert op.properties["layout"] == StringAttr("strided")
         assert op.properties["device"] == StringAttr("cpu")
     assert from_torch.properties["memory_format"] == StringAttr("contiguous_format")
-    as_attribute = torch_ops.Aten_ToCopyOp.from_args({"self": value(2), "dtype": BFloat16Type()}, [tensor(2, element_type=BFloat16Type())])
+    as_attribute = torch_ops.Aten_ToCopyOp.from_args(
+        {"self": value(2), "dtype": BFloat16Type()}, [tensor(2, element_type=BFloat16Type())]
+    )
     as_attribute.verify()
     assert "{dtype = bf16}" in str(as_attribute)
 
@@ -280,7 +282,9 @@ def test_call_arguments_rebuild_the_aten_call() -> None:
         [tensor(4), tensor(1), tensor(1)],
     )
     assert norm.call_arguments(["X", "B"]) == (["X", [4], None, "B", 1e-5], {})
-    to_copy = torch_ops.Aten_ToCopyOp.from_args({"self": x, "dtype": "float16"}, [tensor(4, element_type=Float16Type())])
+    to_copy = torch_ops.Aten_ToCopyOp.from_args(
+        {"self": x, "dtype": "float16"}, [tensor(4, element_type=Float16Type())]
+    )
     args, kwargs = to_copy.call_arguments(["X"], lambda spec, v: f"<{spec.name}>")
     assert args == ["X"]
     assert kwargs == {
@@ -521,7 +525,12 @@ def test_every_view_op_has_a_shape_rule() -> None:
         returns = signature.rsplit("->", 1)[1]
         is_view = "(a)" in returns or "(a)[]" in returns
         is_view_copy = cls.name.removeprefix("torch.aten.").split(".")[0] in (
-            "view_copy", "permute_copy", "as_strided_copy", "narrow_copy", "unbind_copy", "_unsafe_view",
+            "view_copy",
+            "permute_copy",
+            "as_strided_copy",
+            "narrow_copy",
+            "unbind_copy",
+            "_unsafe_view",
         )
         if is_view or is_view_copy:
             assert cls.SCHEMA.shape_rule is not None, cls.name
@@ -535,9 +544,13 @@ def test_every_view_op_has_a_shape_rule() -> None:
 
 
 def test_list_length_and_none_positions_rules() -> None:
-    pool = torch_ops.AtenAvgPool2dOp.from_args({"self": value(1, 1, 4, 4), "kernel_size": [2, 2, 2]}, [tensor(1, 1, 2, 2)])
+    pool = torch_ops.AtenAvgPool2dOp.from_args(
+        {"self": value(1, 1, 4, 4), "kernel_size": [2, 2, 2]}, [tensor(1, 1, 2, 2)]
+    )
     assert verify_message(pool) == "torch.aten.avg_pool2d: 'kernel_size' must have 2 elements, found 3"
-    index = torch_ops.AtenIndexTensorOp.from_args({"self": value(4), "indices": [None, value(2, element_type=i64)]}, [tensor(2)])
+    index = torch_ops.AtenIndexTensorOp.from_args(
+        {"self": value(4), "indices": [None, value(2, element_type=i64)]}, [tensor(2)]
+    )
     index.properties["indices_none_positions"] = DenseArrayBase.from_list(i64, [1, 0])
     assert "'indices_none_positions' must hold increasing positions below 3" in verify_message(index)
 
@@ -714,7 +727,9 @@ def import_graph(gm: torch.fx.GraphModule) -> ModuleOp:
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outputs = output.args[0] if isinstance(output.args[0], tuple | list) else [output.args[0]]
     outputs = [n for n in outputs if n is not None]  # backward graphs return None for inputs without gradient
-    function = FuncOp("main", ([type_of(n.meta["val"]) for n in placeholders], [type_of(n.meta["val"]) for n in outputs]))
+    function = FuncOp(
+        "main", ([type_of(n.meta["val"]) for n in placeholders], [type_of(n.meta["val"]) for n in outputs])
+    )
     builder = Builder(InsertPoint.at_end(function.body.block))
     values = dict(zip(placeholders, function.body.block.args, strict=True))
 

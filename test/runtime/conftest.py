@@ -118,9 +118,7 @@ def build_rich_program(tiles: int = 2, target: str = "trn2"):
         {"dst": b.ap(mask), "on_true": b.ap(x_tile)},
         {"cmp": "is_ge", "channel_multiplier": 1, "pattern": ((-1, 512),), "on_false_value": -np.inf},
     )
-    b.inst(
-        "tensor_tensor", "vector", {"dst": b.ap(mask), "in0": b.ap(mask), "in1": b.ap(x_tile)}, {"op": "max"}
-    )
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(mask), "in0": b.ap(mask), "in1": b.ap(x_tile)}, {"op": "max"})
     b.dma(b.ap(z), b.ap(mask), queue=4)
     return b.build()
 

@@ -43,9 +43,7 @@ def test_round_trip_gives_an_equal_program_and_the_same_results(program, raw, tm
 
 def test_layout(raw):
     assert raw[:8] == b"\x89NEURON\n"
-    version, header_size, manifest_offset, _, data_offset, data_length, total = struct.unpack(
-        "<IIQQQQQ", raw[8:56]
-    )
+    version, header_size, manifest_offset, _, data_offset, data_length, total = struct.unpack("<IIQQQQQ", raw[8:56])
     assert (version, header_size, manifest_offset, total) == (1, 128, 128, len(raw))
     assert data_offset % 64 == 0
     assert data_offset + data_length == len(raw)
@@ -123,9 +121,7 @@ def set_field(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
-def edit_instruction(
-    opcode: str, change: Callable[[dict[str, Any]], object]
-) -> Callable[[dict[str, Any]], None]:
+def edit_instruction(opcode: str, change: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, Any]], None]:
     def edit(manifest: dict[str, Any]) -> None:
         change(first(manifest, opcode))
 
@@ -218,15 +214,11 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         "instruction id 0 is used twice",
     ),
     "unknown ALU operator": (
-        lambda raw: remanifest(
-            raw, edit_instruction("tensor_tensor", lambda i: i["attrs"].update(op="divide"))
-        ),
+        lambda raw: remanifest(raw, edit_instruction("tensor_tensor", lambda i: i["attrs"].update(op="divide"))),
         r"attribute 'op': unknown ALU operator 'divide'",
     ),
     "unknown activation function": (
-        lambda raw: remanifest(
-            raw, edit_instruction("activation", lambda i: i["attrs"].update(func="swish"))
-        ),
+        lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i["attrs"].update(func="swish"))),
         r"attribute 'func': unknown activation function 'swish'",
     ),
     "unknown attribute": (
@@ -238,9 +230,7 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"attribute 'scale': expected a number, got '2'",
     ),
     "register attribute not allowed": (
-        lambda raw: remanifest(
-            raw, edit_instruction("activation", lambda i: i["attrs"].update(scale={"reg": 0}))
-        ),
+        lambda raw: remanifest(raw, edit_instruction("activation", lambda i: i["attrs"].update(scale={"reg": 0}))),
         r"attribute 'scale': cannot be a register",
     ),
     "unknown operand role": (
@@ -254,9 +244,7 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
         r"missing operand 'in1'",
     ),
     "register out of range": (
-        lambda raw: remanifest(
-            raw, edit_instruction("dma_copy", lambda i: i["operands"]["src"].update(offset_reg=77))
-        ),
+        lambda raw: remanifest(raw, edit_instruction("dma_copy", lambda i: i["operands"]["src"].update(offset_reg=77))),
         r"register r77 is outside the program's \d+ registers",
     ),
     "loop step zero": (
@@ -268,9 +256,7 @@ MALFORMED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
             raw,
             edit_instruction(
                 "tensor_copy",
-                lambda i: [
-                    i["operands"][r].update(partition_start=16, partitions=32) for r in ("dst", "src")
-                ],
+                lambda i: [i["operands"][r].update(partition_start=16, partitions=32) for r in ("dst", "src")],
             ),
         ),
         r"an access of 32 partitions cannot start at partition 16 \(allowed: 0, 32, 64, 96\)",
@@ -430,9 +416,7 @@ def test_run_program_validates_in_memory_programs(program, monkeypatch):
 
 
 def test_input_checks(program):
-    with pytest.raises(
-        ValueError, match=r"input 0 \('x'\): expected f32\[256, 512\], got float64\[256, 512\]"
-    ):
+    with pytest.raises(ValueError, match=r"input 0 \('x'\): expected f32\[256, 512\], got float64\[256, 512\]"):
         run_program(program, [np.zeros((256, 512))])
     with pytest.raises(ValueError, match="takes 1 inputs, got 0"):
         run_program(program, [])

@@ -105,9 +105,7 @@ def test_vector_engine_n_per_input_with_64_cycle_minimum(target, free):
     assert single_instruction_ns(b, inst) == pytest.approx(max(64, 2 * free) / clock)
 
 
-@pytest.mark.parametrize(
-    ("target", "copy_speedup", "other_speedup"), [("trn1", 1, 1), ("trn2", 4, 2), ("trn3", 4, 2)]
-)
+@pytest.mark.parametrize(("target", "copy_speedup", "other_speedup"), [("trn1", 1, 1), ("trn2", 4, 2), ("trn3", 4, 2)])
 def test_vector_16bit_performance_modes(target, copy_speedup, other_speedup):
     clock = TARGETS[target].clock_ghz[Engine.VECTOR]
     b, inst = vector_program(target, "tensor_copy", "bf16", 2048)
@@ -151,9 +149,7 @@ def test_scalar_engine_max_64_n(target, free):
 def test_activation_with_accumulate_adds_64_cycles():
     b = ProgramBuilder("trn2")
     a, d, s = b.sbuf("a", (128, 512), "f32"), b.sbuf("d", (128, 512), "f32"), b.sbuf("s", (128, 1), "f32")
-    inst = b.inst(
-        "activation", "scalar", {"dst": b.ap(d), "src": b.ap(a), "accumulate_dst": b.ap(s)}, {"func": "exp"}
-    )
+    inst = b.inst("activation", "scalar", {"dst": b.ap(d), "src": b.ap(a), "accumulate_dst": b.ap(s)}, {"func": "exp"})
     assert single_instruction_ns(b, inst) == pytest.approx((512 + 64) / 1.2)
 
 
@@ -180,9 +176,7 @@ def test_dependent_instruction_penalty():
     a, c, d = b.sbuf("a", (128, 512), "f32"), b.sbuf("c", (128, 512), "f32"), b.sbuf("d", (128, 512), "f32")
     b.inst("tensor_copy", "vector", {"dst": b.ap(c), "src": b.ap(a)})
     dependent = b.inst("tensor_copy", "vector", {"dst": b.ap(d), "src": b.ap(c)})
-    independent = b.inst(
-        "tensor_copy", "vector", {"dst": b.ap(a), "src": b.ap(b.sbuf("e", (128, 512), "f32"))}
-    )
+    independent = b.inst("tensor_copy", "vector", {"dst": b.ap(a), "src": b.ap(b.sbuf("e", (128, 512), "f32"))})
     _, profile = run_program(b.build(), [], check_races=False)
     busy = {s.id: s.busy_ns for s in profile.instructions}
     assert busy[dependent] == pytest.approx((512 + 100) / 0.96)

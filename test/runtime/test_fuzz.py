@@ -291,9 +291,7 @@ def run_loaded(program: Program, rng: np.random.Generator) -> None:
         run_program(program, inputs)
 
 
-@pytest.mark.parametrize(
-    ("kind", "chunk"), [(kind, chunk) for kind, n in CHUNKS.items() for chunk in range(n)]
-)
+@pytest.mark.parametrize(("kind", "chunk"), [(kind, chunk) for kind, n in CHUNKS.items() for chunk in range(n)])
 def test_mutants_raise_only_bundle_errors(seeds, kind, chunk):
     rng = random.Random(f"{kind}-{chunk}")
     run_rng = np.random.default_rng(chunk)

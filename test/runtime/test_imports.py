@@ -30,9 +30,7 @@ def test_runtime_imports_only_numpy_ml_dtypes_stdlib_and_itself():
             if module.startswith("neuron_mlir."):
                 assert module.startswith("neuron_mlir.runtime"), f"{path.name} imports {module}"
             else:
-                assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names, (
-                    f"{path.name} imports {module}"
-                )
+                assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names, f"{path.name} imports {module}"
 
 
 def test_loading_the_runtime_pulls_in_no_compiler():

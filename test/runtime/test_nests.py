@@ -427,6 +427,7 @@ def random_straight_line(seed: int, drop_waits: bool = True) -> Program:
     x, y = b.input("x", (16, 64), "f32"), b.output("y", (16, 64), "f32")
     space = b.sbuf("space", (16, 48), "f32")
     tiles = [b.ap(space, [(1, 16)], offset=8 * k) for k in range(5)]  # each shares half its bytes with the next
+
     def work() -> None:
         kind = rng.choice(["load", "store", "compute", "compute"])
         tile = tiles[int(rng.integers(len(tiles)))]

@@ -111,7 +111,5 @@ def test_dropping_the_buffer_reuse_waits_is_a_race():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((512, 256)).astype(np.float32)
     b = rng.standard_normal((512, 1024)).astype(np.float32)
-    with pytest.raises(
-        RaceError, match=r"\(dma_copy, dma\d+ queue\) writes .* \(nc_matmul, tensor queue\) read"
-    ):
+    with pytest.raises(RaceError, match=r"\(dma_copy, dma\d+ queue\) writes .* \(nc_matmul, tensor queue\) read"):
         run_program(pipelined_matmul(256, 512, 1024, reuse_waits=False), [a, b])

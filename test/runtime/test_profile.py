@@ -54,9 +54,7 @@ def tiled_matmul(target: str, dtype: str, m: int, k: int, n: int):
         c_row = b.scalar(b.reg(), "mul", mi, 128 * n)
         c_col = b.scalar(b.reg(), "mul", ni, 512)
         c_offset = b.scalar(b.reg(), "add", c_row, c_col)
-        b.dma(
-            b.ap(c_hbm, [(n, 128), (1, 512)], reg=c_offset), b.ap(out), queue=2, location="model.py:7 (store)"
-        )
+        b.dma(b.ap(c_hbm, [(n, 128), (1, 512)], reg=c_offset), b.ap(out), queue=2, location="model.py:7 (store)")
     return b.build()
 
 
@@ -103,9 +101,7 @@ def test_busy_times_and_counts(matmul_run):
         "tensor_copy": matmuls // (k // 128),
     }
     assert profile.busy_ns["tensor"] == pytest.approx(matmuls * 4 * 512 / hw.clock_ghz[Engine.TENSOR])
-    assert profile.busy_ns["vector"] == pytest.approx(
-        matmuls // (k // 128) * 512 / hw.clock_ghz[Engine.VECTOR]
-    )
+    assert profile.busy_ns["vector"] == pytest.approx(matmuls // (k // 128) * 512 / hw.clock_ghz[Engine.VECTOR])
     assert set(profile.busy_ns) == {"tensor", "vector", "dma0", "dma1", "dma2"}
     per_queue: dict[int, float] = {}
     for queue, start, end in zip(profile.events.queue, profile.events.start, profile.events.end, strict=True):
@@ -152,9 +148,7 @@ def test_chrome_trace(matmul_run, tmp_path):
     assert {e["tid"] for e in complete} == set(names)
     matmuls = [e for e in complete if e["name"] == "nc_matmul"]
     assert len(matmuls) == profile.opcode_counts["nc_matmul"]
-    assert all(
-        e["args"]["location"] == "model.py:5 (mm)" and isinstance(e["args"]["id"], int) for e in matmuls
-    )
+    assert all(e["args"]["location"] == "model.py:5 (mm)" and isinstance(e["args"]["id"], int) for e in matmuls)
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in complete)
     # one track per queue: events on a track never overlap
     for tid in names:

@@ -50,7 +50,9 @@ REFERENCE_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
     "gelu_apprx_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
     "silu": lambda x: x / (1 + np.exp(-x)),
-    "gelu_dx": lambda x: 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+    "gelu_dx": lambda x: (
+        0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    ),
     "silu_dx": lambda x: (1 + np.exp(-x)) ** -1 * (1 + x * (1 - (1 + np.exp(-x)) ** -1)),
     "erf": np.vectorize(math.erf),
     "softplus": lambda x: np.log1p(np.exp(x)),
@@ -109,9 +111,7 @@ def test_activation_scale_vector_bias_value_and_accumulate(kernel):
     )
     expected = np.exp(x.reshape(64, -1) * scale - 1).reshape(x.shape)
     np.testing.assert_allclose(results["dst"], expected, rtol=2e-6)
-    np.testing.assert_allclose(
-        results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5
-    )
+    np.testing.assert_allclose(results["accumulate_dst"][:, 0], expected.reshape(64, -1).sum(axis=1), rtol=1e-5)
 
 
 # ---- tensor_tensor -----------------------------------------------------------------------------------------
@@ -146,9 +146,7 @@ def test_tensor_tensor_ops_f32(kernel, op):
     a[:, 5:8] = 0
     if op == "power":
         a = np.abs(a)
-    out = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": (a.shape, "f32")}, {"op": op})[
-        "dst"
-    ]
+    out = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": (a.shape, "f32")}, {"op": op})["dst"]
     with np.errstate(divide="ignore"):
         expected = FLOAT_ALU[op](a, b)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
@@ -183,13 +181,9 @@ def test_tensor_tensor_one_input_in_psum(kernel):
 def test_integer_ops_exact_on_gpsimd_and_fp32_on_vector(kernel):
     a = np.array([[2**24 + 1, -7, 2**31 - 1, 5]], dtype=np.int32)
     b = np.array([[1, 2, 1, 3]], dtype=np.int32)
-    exact = kernel("tensor_tensor", "gpsimd", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})[
-        "dst"
-    ]
+    exact = kernel("tensor_tensor", "gpsimd", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})["dst"]
     np.testing.assert_array_equal(exact, [[2**24 + 2, -5, -(2**31), 8]])  # 32-bit wrap
-    rounded = kernel(
-        "tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"}
-    )["dst"]
+    rounded = kernel("tensor_tensor", "vector", {"in0": a, "in1": b}, {"dst": ((1, 4), "i32")}, {"op": "add"})["dst"]
     # VectorE widens to fp32: 2^24 + 1 is not representable, and the saturating cast caps 2^31
     assert rounded[0, 0] == 2**24 + 2 or rounded[0, 0] == 2**24
     assert rounded[0, 2] == 2**31 - 1
@@ -211,9 +205,7 @@ BITVEC_B = np.array([[0b1010, 0, 3, 40]], dtype=np.int32)
 )
 @pytest.mark.parametrize("engine", ["vector", "gpsimd"])
 def test_bitvec_ops_on_int32(kernel, op, expected, engine):
-    out = kernel(
-        "tensor_tensor", engine, {"in0": BITVEC_A, "in1": BITVEC_B}, {"dst": ((1, 4), "i32")}, {"op": op}
-    )
+    out = kernel("tensor_tensor", engine, {"in0": BITVEC_A, "in1": BITVEC_B}, {"dst": ((1, 4), "i32")}, {"op": op})
     np.testing.assert_array_equal(out["dst"][0], expected)
 
 
@@ -328,9 +320,7 @@ def test_tensor_reduce(kernel, op, axes):
     rng = np.random.default_rng(9)
     x = rand((128, 6, 7), np.float32, rng, 0.9)
     kept = (128, 6) if axes == 1 else (128, 1)
-    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": (kept, "f32")}, {"op": op, "axes": axes})[
-        "dst"
-    ]
+    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": (kept, "f32")}, {"op": op, "axes": axes})["dst"]
     expected = REDUCERS[op](x.astype(np.float64), tuple(range(3 - axes, 3))).reshape(kept)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
@@ -338,9 +328,7 @@ def test_tensor_reduce(kernel, op, axes):
 def test_tensor_reduce_negate_bf16(kernel):
     rng = np.random.default_rng(10)
     x = rand((1, 513), BF16, rng)
-    out = kernel(
-        "tensor_reduce", "vector", {"src": x}, {"dst": ((1, 1), "bf16")}, {"op": "max", "negate": True}
-    )
+    out = kernel("tensor_reduce", "vector", {"src": x}, {"dst": ((1, 1), "bf16")}, {"op": "max", "negate": True})
     assert out["dst"][0, 0] == (-x.astype(np.float32).max()).astype(BF16)
 
 
@@ -668,7 +656,9 @@ def test_erf_accuracy():
 
 def _torch_like_floor_divide(a, b):
     """Python's float floor division, which is what PyTorch's div(rounding_mode='floor') computes."""
-    return np.array([x // y if y != 0 else (x / y if x != 0 else math.nan) for x, y in zip(a.ravel(), b.ravel(), strict=True)])
+    return np.array(
+        [x // y if y != 0 else (x / y if x != 0 else math.nan) for x, y in zip(a.ravel(), b.ravel(), strict=True)]
+    )
 
 
 @pytest.mark.parametrize("name", ["divide", "divide_trunc", "divide_floor", "fmod", "remainder"])
@@ -712,9 +702,9 @@ def test_gpsimd_division_kernels_exact_on_int32(kernel, name):
 def test_gpsimd_kernel_column_operand(kernel):
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     b = np.array([[2], [3], [5]], np.int32)
-    out = kernel(
-        "gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i32")}, {"kernel": "remainder"}
-    )["dst"]
+    out = kernel("gpsimd_kernel", "gpsimd", {"in0": a, "in1": b}, {"dst": (a.shape, "i32")}, {"kernel": "remainder"})[
+        "dst"
+    ]
     np.testing.assert_array_equal(out, a % b)
 
 
@@ -728,7 +718,11 @@ def test_random_kernels_are_counter_based_and_well_distributed(kernel):
     counters = np.arange(128 * 512, dtype=np.int32).reshape(128, 512)
     key = np.full((128, 1), 1234, np.int32)
     uniform = kernel(
-        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key}, {"dst": (counters.shape, "f32")}, {"kernel": "uniform"}
+        "gpsimd_kernel",
+        "gpsimd",
+        {"in0": counters, "in1": key},
+        {"dst": (counters.shape, "f32")},
+        {"kernel": "uniform"},
     )["dst"]
     assert uniform.min() >= 0
     assert uniform.max() < 1
@@ -736,7 +730,10 @@ def test_random_kernels_are_counter_based_and_well_distributed(kernel):
     assert abs(uniform.var() - 1 / 12) < 0.005
     # the value of an element depends only on its counter: a permuted evaluation gives the same numbers
     shuffled = kernel(
-        "gpsimd_kernel", "gpsimd", {"in0": counters[::-1].copy(), "in1": key}, {"dst": (counters.shape, "f32")},
+        "gpsimd_kernel",
+        "gpsimd",
+        {"in0": counters[::-1].copy(), "in1": key},
+        {"dst": (counters.shape, "f32")},
         {"kernel": "uniform"},
     )["dst"]
     np.testing.assert_array_equal(shuffled, uniform[::-1])
@@ -747,7 +744,10 @@ def test_random_kernels_are_counter_based_and_well_distributed(kernel):
     assert abs(normal.mean()) < 0.02
     assert abs(normal.std() - 1) < 0.02
     other_key = kernel(
-        "gpsimd_kernel", "gpsimd", {"in0": counters, "in1": key + 1}, {"dst": (counters.shape, "f32")},
+        "gpsimd_kernel",
+        "gpsimd",
+        {"in0": counters, "in1": key + 1},
+        {"dst": (counters.shape, "f32")},
         {"kernel": "uniform"},
     )["dst"]
     assert np.mean(other_key == uniform) < 0.001
@@ -822,18 +822,39 @@ def _lane_cases():
         yield "tensor_tensor", "gpsimd", ints, {"op": "multiply"}
     yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0, "op1": "subtract", "scalar1": 1.0}
     yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), f32)}, {"op0": "min", "reverse0": True}
-    yield "tensor_scalar", "vector", {**tile, "operand1": ((16, 1), f32)}, {
-        "op0": "is_ge", "scalar0": 0.5, "op1": "add", "reverse1": True}
-    yield "tensor_scalar", "gpsimd", {"src": ((16, 24), i32), "dst": ((16, 24), i32)}, {
-        "op0": "left_shift", "scalar0": 3.0}
+    yield (
+        "tensor_scalar",
+        "vector",
+        {**tile, "operand1": ((16, 1), f32)},
+        {"op0": "is_ge", "scalar0": 0.5, "op1": "add", "reverse1": True},
+    )
+    yield (
+        "tensor_scalar",
+        "gpsimd",
+        {"src": ((16, 24), i32), "dst": ((16, 24), i32)},
+        {"op0": "left_shift", "scalar0": 3.0},
+    )
     triple = {"src": ((16, 24), f32), "in1": ((16, 4, 6), f32), "dst": ((16, 24), f32)}
-    yield "scalar_tensor_tensor", "vector", {**triple, "operand0": ((16, 1), f32)}, {
-        "op0": "subtract", "op1": "multiply"}
-    yield "scalar_tensor_tensor", "vector", {**triple, "in1": ((16, 24), bf16), "dst": ((16, 24), bf16)}, {
-        "op0": "multiply", "scalar0": -0.5, "reverse0": True, "op1": "add", "reverse1": True}
+    yield (
+        "scalar_tensor_tensor",
+        "vector",
+        {**triple, "operand0": ((16, 1), f32)},
+        {"op0": "subtract", "op1": "multiply"},
+    )
+    yield (
+        "scalar_tensor_tensor",
+        "vector",
+        {**triple, "in1": ((16, 24), bf16), "dst": ((16, 24), bf16)},
+        {"op0": "multiply", "scalar0": -0.5, "reverse0": True, "op1": "add", "reverse1": True},
+    )
     yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), f32)}, {"op": "add"}
     yield "tensor_reduce", "vector", {"src": ((16, 4, 6), bf16), "dst": ((16, 1), f32)}, {"op": "max", "axes": 2}
-    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), f32), "dst": ((16, 4), bf16)}, {"op": "abs_max", "negate": True}
+    yield (
+        "tensor_reduce",
+        "vector",
+        {"src": ((16, 4, 6), f32), "dst": ((16, 4), bf16)},
+        {"op": "abs_max", "negate": True},
+    )
     yield "tensor_copy", "vector", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
     yield "tensor_copy", "vector", {"src": ((16, 24), f32), "dst": ((16, 4, 6), f32)}, {}
     yield "tensor_copy", "gpsimd", {"src": ((16, 24), i64), "dst": ((16, 24), i32)}, {}
@@ -843,13 +864,25 @@ def _lane_cases():
     yield "memset", "vector", {"dst": ((16, 24), bf16)}, {"value": -0.1}
     yield "iota", "gpsimd", {"dst": ((16, 24), i32)}, {"pattern": ((1, 24),), "channel_multiplier": 24, "base": 5}
     yield "iota", "gpsimd", {"dst": ((16, 4, 6), f32)}, {"pattern": ((6, 4), (-1, 6)), "base": -3}
-    yield "affine_select", "gpsimd", {"on_true": ((16, 24), f32), "dst": ((16, 24), f32)}, {
-        "cmp": "is_ge", "pattern": ((-1, 24),), "channel_multiplier": 1, "on_false_value": -1.0}
+    yield (
+        "affine_select",
+        "gpsimd",
+        {"on_true": ((16, 24), f32), "dst": ((16, 24), f32)},
+        {"cmp": "is_ge", "pattern": ((-1, 24),), "channel_multiplier": 1, "on_false_value": -1.0},
+    )
     for kernel in ("divide", "remainder", "uniform"):
-        yield "gpsimd_kernel", "gpsimd", {"in0": ((16, 24), f32), "in1": ((16, 1), f32), "dst": ((16, 24), f32)}, {
-            "kernel": kernel}
-    yield "gpsimd_kernel", "gpsimd", {"in0": ((16, 24), i32), "in1": ((16, 24), i32), "dst": ((16, 24), i32)}, {
-        "kernel": "divide_floor"}
+        yield (
+            "gpsimd_kernel",
+            "gpsimd",
+            {"in0": ((16, 24), f32), "in1": ((16, 1), f32), "dst": ((16, 24), f32)},
+            {"kernel": kernel},
+        )
+    yield (
+        "gpsimd_kernel",
+        "gpsimd",
+        {"in0": ((16, 24), i32), "in1": ((16, 24), i32), "dst": ((16, 24), i32)},
+        {"kernel": "divide_floor"},
+    )
     yield "dma_copy", "dma", {"src": ((16, 24), f32), "dst": ((16, 24), bf16)}, {}
     yield "dma_copy", "dma", {"src": ((384,), f32), "dst": ((16, 24), f32)}, {}
     yield "dma_transpose", "dma", {"src": ((16, 24), bf16), "dst": ((24, 16), bf16)}, {}
@@ -857,14 +890,22 @@ def _lane_cases():
     offsets = ((4, 3), i32, (0, 10))
     yield "dma_copy", "dma", {"src": ((10, 6), f32), "dst": ((4, 18), bf16), "offsets": offsets}, {"indirect": "src"}
     yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {"indirect": "dst"}
-    yield "dma_copy", "dma", {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets}, {
-        "indirect": "dst", "accumulate": True}
+    yield (
+        "dma_copy",
+        "dma",
+        {"src": ((4, 18), f32), "dst": ((10, 6), f32), "offsets": offsets},
+        {"indirect": "dst", "accumulate": True},
+    )
     # groups of one rank: no transport, each lane exchanges with itself
     alone = ((0,),)
     yield "all_reduce", "collective", {"src": ((6, 4), f32), "dst": ((24,), f32)}, {"replica_groups": alone}
     yield "all_gather", "collective", {"src": ((6, 4), bf16), "dst": ((6, 4), bf16)}, {"replica_groups": alone}
-    yield "reduce_scatter", "collective", {"src": ((5,), f32), "dst": ((5,), f32)}, {
-        "replica_groups": alone, "reduce": "max"}
+    yield (
+        "reduce_scatter",
+        "collective",
+        {"src": ((5,), f32), "dst": ((5,), f32)},
+        {"replica_groups": alone, "reduce": "max"},
+    )
     yield "all_to_all", "collective", {"src": ((3, 2), f32), "dst": ((6,), f32)}, {"replica_groups": alone}
     yield "broadcast", "collective", {"src": ((3, 2), f32), "dst": ((6,), f32)}, {"replica_groups": alone, "root": 0}
 

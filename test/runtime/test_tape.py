@@ -132,7 +132,9 @@ def _every_prepared_form() -> Program:
     )
     b.inst("nc_matmul", "tensor", {"dst": b.ap(flipped), "stationary": b.ap(eye), "moving": b.ap(v, partitions=32)},
            {"is_transpose": True})  # fmt: skip
-    b.inst("tensor_copy", "vector", {"dst": b.ap(t, [(1, 32)], partitions=32, partition_start=32), "src": b.ap(flipped)})
+    b.inst(
+        "tensor_copy", "vector", {"dst": b.ap(t, [(1, 32)], partitions=32, partition_start=32), "src": b.ap(flipped)}
+    )
     b.dma(b.ap(y), b.ap(t))
     b.dma(b.ap(z), b.ap(ws), queue=1)
     b.dma(b.ap(q), b.ap(tb), queue=2)
@@ -382,8 +384,10 @@ def test_memory_read_before_it_is_written_reads_fresh_on_every_run(in_first_run,
     monkeypatch.setattr(refill, "SECONDS_PER_ACCESS", 0.0 if in_first_run else 1e6)
     b = ProgramBuilder("trn2", auto_waits=True)
     x = b.input("x", (64, 32), "f32")
-    before, after, mixed = b.output("before", (64, 32), "f32"), b.output("after", (64, 32), "f32"), b.output(
-        "mixed", (64, 32), "f32"
+    before, after, mixed = (
+        b.output("before", (64, 32), "f32"),
+        b.output("after", (64, 32), "f32"),
+        b.output("mixed", (64, 32), "f32"),
     )
     t, u = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32")
     b.dma(b.ap(before), b.ap(t))  # t not written yet: fresh bytes

@@ -17,9 +17,7 @@ ACT_NS = 512 / 1.2  # activation of 512 elements on ScalarE
 def intervals(profile) -> dict[int, list[tuple[float, float]]]:
     """Instruction id -> [(start, end)] of each instance, in issue order."""
     found: dict[int, list[tuple[float, float]]] = {}
-    for start, end, index in zip(
-        profile.events.start, profile.events.end, profile.events.instruction, strict=True
-    ):
+    for start, end, index in zip(profile.events.start, profile.events.end, profile.events.instruction, strict=True):
         found.setdefault(profile.instructions[index].id, []).append((start, end))
     return found
 
@@ -46,9 +44,7 @@ def test_a_wait_serialises():
     b = ProgramBuilder("trn2")
     t = tiles(b, 3)
     vector = b.inst("tensor_copy", "vector", {"dst": b.ap(t[0]), "src": b.ap(t[1])})
-    scalar = b.inst(
-        "activation", "scalar", {"dst": b.ap(t[2]), "src": b.ap(t[0])}, {"func": "exp"}, waits=[vector]
-    )
+    scalar = b.inst("activation", "scalar", {"dst": b.ap(t[2]), "src": b.ap(t[0])}, {"func": "exp"}, waits=[vector])
     _, profile = run_program(b.build(), [])
     spans = intervals(profile)
     assert spans[scalar][0][0] == pytest.approx(COPY_NS)
@@ -68,9 +64,7 @@ def test_one_queue_runs_in_order():
 def test_a_wait_on_an_instruction_not_yet_issued_does_not_wait():
     b = ProgramBuilder("trn2")
     t = tiles(b, 4)
-    early = b.inst(
-        "activation", "scalar", {"dst": b.ap(t[0]), "src": b.ap(t[1])}, {"func": "exp"}, waits=[99]
-    )
+    early = b.inst("activation", "scalar", {"dst": b.ap(t[0]), "src": b.ap(t[1])}, {"func": "exp"}, waits=[99])
     b.inst("tensor_copy", "vector", {"dst": b.ap(t[2]), "src": b.ap(t[3])}, id=99)
     _, profile = run_program(b.build(), [])
     assert intervals(profile)[early][0][0] == 0.0
@@ -123,9 +117,7 @@ def test_dma_queues_share_the_cores_bandwidth():
     # Both start together; the first keeps its full rate, the second gets what is left, then finishes after it.
     assert spans[first][0][0] == 0.0
     assert spans[first][0][1] == pytest.approx(alone)
-    assert spans[second][0][1] == pytest.approx(
-        TRN2.dma_fixed_latency_ns + 2 * nbytes / TRN2.hbm_bandwidth_gbps
-    )
+    assert spans[second][0][1] == pytest.approx(TRN2.dma_fixed_latency_ns + 2 * nbytes / TRN2.hbm_bandwidth_gbps)
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])

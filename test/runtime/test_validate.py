@@ -273,9 +273,7 @@ def access(buffer: int = 0, **fields) -> Access:
             "touches some elements twice",
         ),
         (
-            Instruction(
-                0, "memset", Engine.VECTOR, {"dst": access(pattern=((1, 2), (1, 32)))}, {"value": 0.0}
-            ),
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access(pattern=((1, 2), (1, 32)))}, {"value": 0.0}),
             "touches some elements twice",
         ),
         (
@@ -353,9 +351,7 @@ def access(buffer: int = 0, **fields) -> Access:
             r"dst is \[128, 64\] but in1 is \[128, 32\]",
         ),
         (
-            Instruction(
-                0, "memset", Engine.VECTOR, {"dst": access(partitions=64, partition_start=32)}, {"value": 0.0}
-            ),
+            Instruction(0, "memset", Engine.VECTOR, {"dst": access(partitions=64, partition_start=32)}, {"value": 0.0}),
             r"cannot start at partition 32 \(allowed: 0, 64\)",
         ),
     ],

@@ -438,7 +438,9 @@ def test_dtypes_and_every_elementwise_opcode_in_a_loop(lane_settings):
             {"dst": b.ap(mask), "src": b.ap(idx), "operand0": b.ap(red)},
             {"op0": "is_gt", "op1": "multiply", "scalar1": 2.0},
         )
-        b.inst("select", "vector", {"dst": b.ap(xb), "predicate": b.ap(mask), "on_true": b.ap(xb), "on_false": b.ap(xf)})
+        b.inst(
+            "select", "vector", {"dst": b.ap(xb), "predicate": b.ap(mask), "on_true": b.ap(xb), "on_false": b.ap(xf)}
+        )
         b.inst("tensor_tensor", "gpsimd", {"dst": b.ap(nj), "in0": b.ap(ni), "in1": b.ap(ni)}, {"op": "multiply"})
         b.inst("gpsimd_kernel", "gpsimd", {"dst": b.ap(ni), "in0": b.ap(nj), "in1": b.ap(ni)}, {"kernel": "remainder"})
         b.dma(b.ap(y, [(tiles * 32, 64), (1, 32)], reg=column), b.ap(xb), queue=2)
@@ -498,7 +500,9 @@ def test_a_race_inside_a_vectorised_loop_is_still_reported():
     with fixed.loop(0, 4) as i:
         column = fixed.scalar(fixed.reg(), "mul", i, 32)
         fixed.dma(fixed.ap(t), fixed.ap(x, [(128, 128), (1, 32)], reg=column), waits=[1], id=0)
-        fixed.inst("activation", "scalar", {"dst": fixed.ap(u), "src": fixed.ap(t)}, {"func": "exp"}, waits=[0, 2], id=1)
+        fixed.inst(
+            "activation", "scalar", {"dst": fixed.ap(u), "src": fixed.ap(t)}, {"func": "exp"}, waits=[0, 2], id=1
+        )
         fixed.dma(fixed.ap(y, [(128, 128), (1, 32)], reg=column), fixed.ap(u), queue=1, waits=[1], id=2)
     assert assert_same(fixed.build(), inputs) == [True]
 
@@ -702,12 +706,18 @@ def random_loop_program(seed: int) -> Program:
                 func = funcs[int(rng.integers(len(funcs)))]
                 b.inst("activation", "scalar", {"dst": b.ap(dst), "src": b.ap(src)}, {"func": func, "scale": 0.5})
             elif op == "tt":
-                b.inst("tensor_tensor", "vector", {"dst": b.ap(dst), "in0": b.ap(src), "in1": b.ap(other)}, {"op": "add"})
+                b.inst(
+                    "tensor_tensor", "vector", {"dst": b.ap(dst), "in0": b.ap(src), "in1": b.ap(other)}, {"op": "add"}
+                )
             elif op == "ts":
-                b.inst("tensor_scalar", "vector", {"dst": b.ap(dst), "src": b.ap(src)}, {"op0": "multiply", "scalar0": 1.5})
+                b.inst(
+                    "tensor_scalar", "vector", {"dst": b.ap(dst), "src": b.ap(src)}, {"op0": "multiply", "scalar0": 1.5}
+                )
             else:
                 with b.loop(0, 2):
-                    b.inst("tensor_scalar", "gpsimd", {"dst": b.ap(dst), "src": b.ap(dst)}, {"op0": "add", "scalar0": 1.0})
+                    b.inst(
+                        "tensor_scalar", "gpsimd", {"dst": b.ap(dst), "src": b.ap(dst)}, {"op0": "add", "scalar0": 1.0}
+                    )
 
     for tile in tiles if rng.random() < 0.5 else []:  # sometimes tiles start initialised
         b.inst("memset", "vector", {"dst": b.ap(tile)}, {"value": 0.25})

@@ -74,7 +74,9 @@ def capture_aten_graphs(module, *inputs, backward: bool = False):
 
     def backend(gm, example_inputs):
         recognize_activations(gm)
-        return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions()
+        )
 
     torch._dynamo.reset()
     compiled = torch.compile(module, backend=backend)
@@ -110,7 +112,9 @@ def capture_aten_graphs_with_inputs(module, *inputs, backward: bool = False):
 
     def backend(gm, example_inputs):
         recognize_activations(gm)
-        return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions())
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions=decompositions()
+        )
 
     torch._dynamo.reset()
     compiled = torch.compile(module, backend=backend)
@@ -150,7 +154,11 @@ def trace_aten_graphs(fn, *inputs, backward: bool = False):
         recognize_activations(gm)
         with sdpa_kernel(attention_backends(gm, example_inputs)):
             return aot_module_simplified(
-                gm, example_inputs, fw_compiler=keep, bw_compiler=keep, inference_compiler=keep,
+                gm,
+                example_inputs,
+                fw_compiler=keep,
+                bw_compiler=keep,
+                inference_compiler=keep,
                 decompositions=decompositions(),
             )
 

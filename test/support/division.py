@@ -12,8 +12,7 @@ import itertools
 # (dividend, divisor) with every sign combination, exact and inexact quotients, and magnitudes beyond 2^53
 # (where a quotient computed through a float would be wrong)
 DIVISION_PAIRS = [
-    (a, b)
-    for a, b in itertools.product([7, -7, 6, -6, 0, 1, -1, 2**60 + 1, -(2**60) - 1], [3, -3, 1, -1, 2**31 - 1])
+    (a, b) for a, b in itertools.product([7, -7, 6, -6, 0, 1, -1, 2**60 + 1, -(2**60) - 1], [3, -3, 1, -1, 2**31 - 1])
 ]
 
 

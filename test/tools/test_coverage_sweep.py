@@ -150,7 +150,12 @@ def test_sign_free_vectors_are_aligned_with_eagers_and_flip_together():
     flips = torch.tensor([1.0, -1.0, -1.0, 1.0])
     flipped = (values, vectors * flips)
     assert coverage_sweep._compare(flipped, (values, vectors)) is not None
-    assert coverage_sweep._compare(coverage_sweep._align_signs("linalg.eigh", flipped, (values, vectors)), (values, vectors)) is None
+    assert (
+        coverage_sweep._compare(
+            coverage_sweep._align_signs("linalg.eigh", flipped, (values, vectors)), (values, vectors)
+        )
+        is None
+    )
     u, s, vh = torch.linalg.svd(a)
     together = (u * flips, s, (vh.mT * flips).mT)
     assert coverage_sweep._compare(coverage_sweep._align_signs("linalg.svd", together, (u, s, vh)), (u, s, vh)) is None

@@ -67,8 +67,10 @@ def test_extras_are_non_core_and_present() -> None:
         assert torch.Tag.core not in getattr(getattr(torch.ops.aten, packet), overload or "default").tags
     collectives = gen_torch_dialect.COLLECTIVE_OVERLOADS
     assert all(op_class_for(name) is not None for name in collectives)
-    assert len(all_op_classes()) == len(torch_ops.ALL_OPS) == 193 + len(gen_torch_dialect.EXTRA_OVERLOADS) + len(
-        collectives
+    assert (
+        len(all_op_classes())
+        == len(torch_ops.ALL_OPS)
+        == 193 + len(gen_torch_dialect.EXTRA_OVERLOADS) + len(collectives)
     )
 
 

@@ -59,8 +59,10 @@ def test_round_trip_keeps_every_dtype_bit_exact(host_mode, dtype):
     assert on_device.dtype == dtype
     assert on_device.shape == source.shape
     back = on_device.cpu()
-    assert torch.equal(back.view(torch.uint8), source.view(torch.uint8)) if dtype.itemsize == 1 else torch.equal(
-        back, source
+    assert (
+        torch.equal(back.view(torch.uint8), source.view(torch.uint8))
+        if dtype.itemsize == 1
+        else torch.equal(back, source)
     )
     assert torch.equal(on_device.t().cpu(), source.t())
 

@@ -901,7 +901,6 @@ def hangs_in_a_collective(rank: int, world: int) -> None:
 
     import torch.distributed._functional_collectives as funcol
 
-
     timeout = 2.0
     group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
 
@@ -936,7 +935,6 @@ def dies_in_a_collective(rank: int, world: int) -> None:
     import datetime
 
     import torch.distributed._functional_collectives as funcol
-
 
     timeout = 5.0
     group = dist.new_group(backend="neuron", timeout=datetime.timedelta(seconds=timeout))
