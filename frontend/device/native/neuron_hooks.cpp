@@ -597,6 +597,41 @@ bool neuron_register_metadata_kernels(PyObject* names) {
   return done;
 }
 
+namespace {
+
+// The sizes, row-major strides and element count of a contiguous tensor of `shape` (a tuple of ints); false with a
+// Python exception set when a size is not an int or is negative (`caller` names the function in the message).
+struct ContiguousLayout {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t numel = 1;
+};
+
+bool contiguous_layout(PyObject* shape, const char* caller, ContiguousLayout& layout) {
+  Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+  layout.sizes.assign(rank, 0);
+  layout.strides.assign(rank, 0);
+  layout.numel = 1;
+  int64_t stride = 1;
+  for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
+    int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
+    if (size == -1 && PyErr_Occurred()) {
+      return false;
+    }
+    if (size < 0) {
+      PyErr_Format(PyExc_ValueError, "%s: a negative size", caller);
+      return false;
+    }
+    layout.sizes[axis] = size;
+    layout.strides[axis] = stride;
+    stride *= std::max<int64_t>(size, 1);
+    layout.numel *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
 // A new contiguous device tensor of `shape` (a tuple of ints) and `dtype` (a torch.dtype) over the start of device
 // storage `storage` (an untyped storage the caller has made big enough): what storage.empty_array otherwise makes
 // from an empty tensor and `set_`'s CPU kernel (a tenth of a fresh result's cost). A new reference, or nullptr
@@ -607,22 +642,11 @@ PyObject* neuron_tensor_over(PyObject* storage, PyObject* shape, PyObject* dtype
       PyErr_SetString(PyExc_TypeError, "neuron_tensor_over takes a storage, a tuple of sizes and a dtype");
       return nullptr;
     }
-    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
-    std::vector<int64_t> sizes(rank);
-    std::vector<int64_t> strides(rank);
-    int64_t stride = 1;
-    int64_t numel = 1;
-    for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
-      int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
-      if (size == -1 && PyErr_Occurred()) {
-        return nullptr;
-      }
-      TORCH_CHECK(size >= 0, "neuron_tensor_over: a negative size");
-      sizes[axis] = size;
-      strides[axis] = stride;
-      stride *= std::max<int64_t>(size, 1);
-      numel *= size;
+    ContiguousLayout layout;
+    if (!contiguous_layout(shape, "neuron_tensor_over", layout)) {
+      return nullptr;
     }
+    const auto& [sizes, strides, numel] = layout;
     auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
     c10::Storage stored = THPStorage_Unpack(storage);
     TORCH_CHECK(stored.device_type() == neuron::kDevice, "neuron_tensor_over: the storage is not on the device");
@@ -705,25 +729,11 @@ PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype,
       PyErr_SetString(PyExc_TypeError, "neuron_fresh_tensor takes an address space, a tuple of sizes and a dtype");
       return nullptr;
     }
-    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
-    std::vector<int64_t> sizes(rank);
-    std::vector<int64_t> strides(rank);
-    int64_t stride = 1;
-    int64_t numel = 1;
-    for (Py_ssize_t axis = rank - 1; axis >= 0; --axis) {
-      int64_t size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, axis));
-      if (size == -1 && PyErr_Occurred()) {
-        return nullptr;
-      }
-      if (size < 0) {
-        PyErr_SetString(PyExc_ValueError, "neuron_fresh_tensor: a negative size");
-        return nullptr;
-      }
-      sizes[axis] = size;
-      strides[axis] = stride;
-      stride *= std::max<int64_t>(size, 1);
-      numel *= size;
+    ContiguousLayout layout;
+    if (!contiguous_layout(shape, "neuron_fresh_tensor", layout)) {
+      return nullptr;
     }
+    const auto& [sizes, strides, numel] = layout;
     auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
     int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(scalar_type));
     PyObject* count = PyLong_FromLongLong(nbytes);
