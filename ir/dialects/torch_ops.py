@@ -226,7 +226,9 @@ class C10dFunctionalWaitTensorOp(TorchOp):
     name = "torch.c10d_functional.wait_tensor"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "_c10d_functional::wait_tensor(Tensor tensor) -> Tensor",
-        args=(ArgSpec("tensor", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("tensor", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -349,14 +351,7 @@ class Aten_BatchNormWithUpdateFunctionalOp(TorchOp):
             ArgSpec("momentum", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-            ResultSpec("result3", ResultKind.TENSOR),
-            ResultSpec("running_mean_out", ResultKind.TENSOR),
-            ResultSpec("running_var_out", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR), ResultSpec("result3", ResultKind.TENSOR), ResultSpec("running_mean_out", ResultKind.TENSOR), ResultSpec("running_var_out", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -407,7 +402,9 @@ class Aten_ConjOp(TorchOp):
     name = "torch.aten._conj"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::_conj(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -424,7 +421,9 @@ class Aten_ConjPhysicalOp(TorchOp):
     name = "torch.aten._conj_physical"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::_conj_physical(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -451,12 +450,7 @@ class Aten_EmbeddingBagOp(TorchOp):
             ArgSpec("include_last_offset", ArgKind.PROPERTY, PropKind.BOOL, default=False),
             ArgSpec("padding_idx", ArgKind.PROPERTY, PropKind.INT, default=-1),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-            ResultSpec("result3", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR), ResultSpec("result3", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -493,12 +487,7 @@ class Aten_EmbeddingBagForwardOnlyOp(TorchOp):
             ArgSpec("include_last_offset", ArgKind.PROPERTY, PropKind.BOOL, default=False),
             ArgSpec("padding_idx", ArgKind.PROPERTY, PropKind.INT, default=-1),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-            ResultSpec("result3", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR), ResultSpec("result3", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -602,10 +591,7 @@ class Aten_FusedRmsNormOp(TorchOp):
             ArgSpec("weight", ArgKind.OPTIONAL_TENSOR),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT, optional=True),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -632,10 +618,7 @@ class Aten_FusedRmsNormBackwardOp(TorchOp):
             ArgSpec("weight", ArgKind.OPTIONAL_TENSOR),
             ArgSpec("output_mask", ArgKind.PROPERTY, PropKind.BOOL_LIST, length=2),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -753,12 +736,10 @@ class Aten_LinalgDetOp(TorchOp):
     name = "torch.aten._linalg_det"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)",
-        args=(ArgSpec("A", ArgKind.TENSOR),),
-        results=(
-            ResultSpec("result", ResultKind.TENSOR),
-            ResultSpec("LU", ResultKind.TENSOR),
-            ResultSpec("pivots", ResultKind.TENSOR),
+        args=(
+            ArgSpec("A", ArgKind.TENSOR),
         ),
+        results=(ResultSpec("result", ResultKind.TENSOR), ResultSpec("LU", ResultKind.TENSOR), ResultSpec("pivots", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -780,10 +761,7 @@ class Aten_LinalgEighOp(TorchOp):
             ArgSpec("UPLO", ArgKind.PROPERTY, PropKind.STR, default="L"),
             ArgSpec("compute_v", ArgKind.PROPERTY, PropKind.BOOL, default=True),
         ),
-        results=(
-            ResultSpec("eigenvalues", ResultKind.TENSOR),
-            ResultSpec("eigenvectors", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("eigenvalues", ResultKind.TENSOR), ResultSpec("eigenvectors", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -801,13 +779,10 @@ class Aten_LinalgSlogdetOp(TorchOp):
     name = "torch.aten._linalg_slogdet"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)",
-        args=(ArgSpec("A", ArgKind.TENSOR),),
-        results=(
-            ResultSpec("sign", ResultKind.TENSOR),
-            ResultSpec("logabsdet", ResultKind.TENSOR),
-            ResultSpec("LU", ResultKind.TENSOR),
-            ResultSpec("pivots", ResultKind.TENSOR),
+        args=(
+            ArgSpec("A", ArgKind.TENSOR),
         ),
+        results=(ResultSpec("sign", ResultKind.TENSOR), ResultSpec("logabsdet", ResultKind.TENSOR), ResultSpec("LU", ResultKind.TENSOR), ResultSpec("pivots", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -831,12 +806,7 @@ class Aten_LinalgSolveExOp(TorchOp):
             ArgSpec("left", ArgKind.PROPERTY, PropKind.BOOL, default=True, kwarg_only=True),
             ArgSpec("check_errors", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("result", ResultKind.TENSOR),
-            ResultSpec("LU", ResultKind.TENSOR),
-            ResultSpec("pivots", ResultKind.TENSOR),
-            ResultSpec("info", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result", ResultKind.TENSOR), ResultSpec("LU", ResultKind.TENSOR), ResultSpec("pivots", ResultKind.TENSOR), ResultSpec("info", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -863,11 +833,7 @@ class Aten_LinalgSvdOp(TorchOp):
             ArgSpec("compute_uv", ArgKind.PROPERTY, PropKind.BOOL, default=True),
             ArgSpec("driver", ArgKind.PROPERTY, PropKind.STR, optional=True, default=None, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("U", ResultKind.TENSOR),
-            ResultSpec("S", ResultKind.TENSOR),
-            ResultSpec("Vh", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("U", ResultKind.TENSOR), ResultSpec("S", ResultKind.TENSOR), ResultSpec("Vh", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -887,7 +853,9 @@ class Aten_LocalScalarDenseOp(TorchOp):
     name = "torch.aten._local_scalar_dense"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::_local_scalar_dense(Tensor self) -> Scalar",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.SCALAR),),
     )
     traits = traits_def(Pure())
@@ -961,11 +929,7 @@ class Aten_NativeBatchNormLegitOp(TorchOp):
             ArgSpec("momentum", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -998,11 +962,7 @@ class Aten_NativeBatchNormLegitNoStatsOp(TorchOp):
             ArgSpec("momentum", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -1035,13 +995,7 @@ class Aten_NativeBatchNormLegitFunctionalOp(TorchOp):
             ArgSpec("momentum", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-            ResultSpec("running_mean_out", ResultKind.TENSOR),
-            ResultSpec("running_var_out", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR), ResultSpec("running_mean_out", ResultKind.TENSOR), ResultSpec("running_var_out", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -1077,11 +1031,7 @@ class Aten_NativeBatchNormLegitNoTrainingOp(TorchOp):
             ArgSpec("momentum", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -1134,10 +1084,7 @@ class Aten_ScaledDotProductFlashAttentionForCpuOp(TorchOp):
             ArgSpec("attn_mask", ArgKind.OPTIONAL_TENSOR, default=None, kwarg_only=True),
             ArgSpec("scale", ArgKind.PROPERTY, PropKind.FLOAT, optional=True, default=None, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("output", ResultKind.TENSOR),
-            ResultSpec("logsumexp", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("output", ResultKind.TENSOR), ResultSpec("logsumexp", ResultKind.TENSOR),),
     )
 
     query = operand_def(TensorType)
@@ -1170,11 +1117,7 @@ class Aten_ScaledDotProductFlashAttentionForCpuBackwardOp(TorchOp):
             ArgSpec("attn_mask", ArgKind.OPTIONAL_TENSOR, default=None, kwarg_only=True),
             ArgSpec("scale", ArgKind.PROPERTY, PropKind.FLOAT, optional=True, default=None, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("grad_query", ResultKind.TENSOR),
-            ResultSpec("grad_key", ResultKind.TENSOR),
-            ResultSpec("grad_value", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("grad_query", ResultKind.TENSOR), ResultSpec("grad_key", ResultKind.TENSOR), ResultSpec("grad_value", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -1255,9 +1198,7 @@ class Aten_ToCopyOp(TorchOp):
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
             ArgSpec("non_blocking", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
@@ -1285,9 +1226,7 @@ class Aten_ToSparseOp(TorchOp):
         args=(
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "blocksize", ArgKind.PROPERTY, PropKind.INT_LIST, optional=True, default=None, kwarg_only=True, length=2
-            ),
+            ArgSpec("blocksize", ArgKind.PROPERTY, PropKind.INT_LIST, optional=True, default=None, kwarg_only=True, length=2),
             ArgSpec("dense_dim", ArgKind.PROPERTY, PropKind.INT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
@@ -1514,10 +1453,7 @@ class Aten_WeightNormInterfaceOp(TorchOp):
             ArgSpec("g", ArgKind.TENSOR),
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=0),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -1542,10 +1478,7 @@ class Aten_WeightNormInterfaceBackwardOp(TorchOp):
             ArgSpec("saved_norms", ArgKind.TENSOR),
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -1565,7 +1498,9 @@ class AtenAbsOp(TorchOp):
     name = "torch.aten.abs"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::abs(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -1582,7 +1517,9 @@ class AtenAcosOp(TorchOp):
     name = "torch.aten.acos"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::acos(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -1599,7 +1536,9 @@ class AtenAcoshOp(TorchOp):
     name = "torch.aten.acosh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::acosh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -1640,10 +1579,7 @@ class AtenAdaptiveMaxPool2dOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("output_size", ArgKind.PROPERTY, PropKind.INT_LIST, length=2),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -1664,10 +1600,7 @@ class AtenAdaptiveMaxPool3dOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("output_size", ArgKind.PROPERTY, PropKind.INT_LIST, length=3),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -1808,7 +1741,9 @@ class AtenAliasOp(TorchOp):
     name = "torch.aten.alias"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::alias(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -1869,7 +1804,9 @@ class AtenAngleOp(TorchOp):
     name = "torch.aten.angle"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::angle(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -1885,7 +1822,9 @@ class AtenAnyOp(TorchOp):
     name = "torch.aten.any"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::any(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -2098,7 +2037,9 @@ class AtenAsinOp(TorchOp):
     name = "torch.aten.asin"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::asin(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2115,7 +2056,9 @@ class AtenAsinhOp(TorchOp):
     name = "torch.aten.asinh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::asinh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2132,7 +2075,9 @@ class AtenAtanOp(TorchOp):
     name = "torch.aten.atan"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::atan(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2192,7 +2137,9 @@ class AtenAtanhOp(TorchOp):
     name = "torch.aten.atanh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::atanh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2424,7 +2371,9 @@ class AtenBitwiseNotOp(TorchOp):
     name = "torch.aten.bitwise_not"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::bitwise_not(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2612,7 +2561,9 @@ class AtenCeilOp(TorchOp):
     name = "torch.aten.ceil"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::ceil(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2740,9 +2691,7 @@ class AtenCloneOp(TorchOp):
         "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
         args=(
             ArgSpec("self", ArgKind.TENSOR),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
@@ -2878,11 +2827,7 @@ class AtenConvolutionBackwardOp(TorchOp):
             ArgSpec("groups", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("output_mask", ArgKind.PROPERTY, PropKind.BOOL_LIST, length=3),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -2952,7 +2897,9 @@ class AtenCosOp(TorchOp):
     name = "torch.aten.cos"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::cos(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2969,7 +2916,9 @@ class AtenCoshOp(TorchOp):
     name = "torch.aten.cosh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::cosh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -2990,10 +2939,7 @@ class AtenCummaxOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -3014,10 +2960,7 @@ class AtenCumminOp(TorchOp):
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -3081,7 +3024,9 @@ class AtenDetachOp(TorchOp):
     name = "torch.aten.detach"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::detach(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -3149,7 +3094,9 @@ class AtenDigammaOp(TorchOp):
     name = "torch.aten.digamma"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::digamma(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -3382,9 +3329,7 @@ class AtenEmptyMemoryFormatOp(TorchOp):
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         dtype_sets_result=True,
@@ -3509,7 +3454,9 @@ class AtenErfOp(TorchOp):
     name = "torch.aten.erf"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::erf(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -3526,7 +3473,9 @@ class AtenErfcOp(TorchOp):
     name = "torch.aten.erfc"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::erfc(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -3542,7 +3491,9 @@ class AtenErfinvOp(TorchOp):
     name = "torch.aten.erfinv"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::erfinv(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -3558,7 +3509,9 @@ class AtenExpOp(TorchOp):
     name = "torch.aten.exp"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::exp(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -3575,7 +3528,9 @@ class AtenExp2Op(TorchOp):
     name = "torch.aten.exp2"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::exp2(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -3614,7 +3569,9 @@ class AtenExpm1Op(TorchOp):
     name = "torch.aten.expm1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::expm1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -3693,7 +3650,9 @@ class AtenFloorOp(TorchOp):
     name = "torch.aten.floor"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::floor(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -3798,10 +3757,7 @@ class AtenFractionalMaxPool2dOp(TorchOp):
             ArgSpec("output_size", ArgKind.PROPERTY, PropKind.INT_LIST, length=2),
             ArgSpec("random_samples", ArgKind.TENSOR),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -3826,10 +3782,7 @@ class AtenFractionalMaxPool3dOp(TorchOp):
             ArgSpec("output_size", ArgKind.PROPERTY, PropKind.INT_LIST, length=3),
             ArgSpec("random_samples", ArgKind.TENSOR),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -3848,11 +3801,10 @@ class AtenFrexpTensorOp(TorchOp):
     name = "torch.aten.frexp.Tensor"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
-        results=(
-            ResultSpec("mantissa", ResultKind.TENSOR),
-            ResultSpec("exponent", ResultKind.TENSOR),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
         ),
+        results=(ResultSpec("mantissa", ResultKind.TENSOR), ResultSpec("exponent", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -3904,9 +3856,7 @@ class AtenFullLikeOp(TorchOp):
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
@@ -4064,11 +4014,10 @@ class AtenGeqrfOp(TorchOp):
     name = "torch.aten.geqrf"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::geqrf(Tensor self) -> (Tensor a, Tensor tau)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
-        results=(
-            ResultSpec("a", ResultKind.TENSOR),
-            ResultSpec("tau", ResultKind.TENSOR),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
         ),
+        results=(ResultSpec("a", ResultKind.TENSOR), ResultSpec("tau", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4258,10 +4207,7 @@ class AtenHistogramBinCtOp(TorchOp):
             ArgSpec("weight", ArgKind.OPTIONAL_TENSOR, default=None, kwarg_only=True),
             ArgSpec("density", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("hist", ResultKind.TENSOR),
-            ResultSpec("bin_edges", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("hist", ResultKind.TENSOR), ResultSpec("bin_edges", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4287,10 +4233,7 @@ class AtenHistogramBinsTensorOp(TorchOp):
             ArgSpec("weight", ArgKind.OPTIONAL_TENSOR, default=None, kwarg_only=True),
             ArgSpec("density", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("hist", ResultKind.TENSOR),
-            ResultSpec("bin_edges", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("hist", ResultKind.TENSOR), ResultSpec("bin_edges", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4329,7 +4272,9 @@ class AtenI0Op(TorchOp):
     name = "torch.aten.i0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::i0(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -4482,7 +4427,9 @@ class AtenIsinfOp(TorchOp):
     name = "torch.aten.isinf"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::isinf(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
         result_element_types=((0, i1),),
@@ -4500,7 +4447,9 @@ class AtenIsnanOp(TorchOp):
     name = "torch.aten.isnan"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::isnan(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
         result_element_types=((0, i1),),
@@ -4524,10 +4473,7 @@ class AtenKthvalueOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=-1),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4631,7 +4577,9 @@ class AtenLgammaOp(TorchOp):
     name = "torch.aten.lgamma"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::lgamma(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -4647,7 +4595,9 @@ class AtenLiftFreshCopyOp(TorchOp):
     name = "torch.aten.lift_fresh_copy"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::lift_fresh_copy(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -4669,10 +4619,7 @@ class AtenLinalgCholeskyExOp(TorchOp):
             ArgSpec("upper", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
             ArgSpec("check_errors", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("L", ResultKind.TENSOR),
-            ResultSpec("info", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("L", ResultKind.TENSOR), ResultSpec("info", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4690,11 +4637,10 @@ class AtenLinalgEigOp(TorchOp):
     name = "torch.aten.linalg_eig"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
-        results=(
-            ResultSpec("eigenvalues", ResultKind.TENSOR),
-            ResultSpec("eigenvectors", ResultKind.TENSOR),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
         ),
+        results=(ResultSpec("eigenvalues", ResultKind.TENSOR), ResultSpec("eigenvectors", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4734,10 +4680,7 @@ class AtenLinalgInvExOp(TorchOp):
             ArgSpec("A", ArgKind.TENSOR),
             ArgSpec("check_errors", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("inverse", ResultKind.TENSOR),
-            ResultSpec("info", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("inverse", ResultKind.TENSOR), ResultSpec("info", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4759,11 +4702,7 @@ class AtenLinalgLdlFactorExOp(TorchOp):
             ArgSpec("hermitian", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
             ArgSpec("check_errors", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("LD", ResultKind.TENSOR),
-            ResultSpec("pivots", ResultKind.TENSOR),
-            ResultSpec("info", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("LD", ResultKind.TENSOR), ResultSpec("pivots", ResultKind.TENSOR), ResultSpec("info", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4810,11 +4749,7 @@ class AtenLinalgLuOp(TorchOp):
             ArgSpec("A", ArgKind.TENSOR),
             ArgSpec("pivot", ArgKind.PROPERTY, PropKind.BOOL, default=True, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("P", ResultKind.TENSOR),
-            ResultSpec("L", ResultKind.TENSOR),
-            ResultSpec("U", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("P", ResultKind.TENSOR), ResultSpec("L", ResultKind.TENSOR), ResultSpec("U", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4837,11 +4772,7 @@ class AtenLinalgLuFactorExOp(TorchOp):
             ArgSpec("pivot", ArgKind.PROPERTY, PropKind.BOOL, default=True, kwarg_only=True),
             ArgSpec("check_errors", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("LU", ResultKind.TENSOR),
-            ResultSpec("pivots", ResultKind.TENSOR),
-            ResultSpec("info", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("LU", ResultKind.TENSOR), ResultSpec("pivots", ResultKind.TENSOR), ResultSpec("info", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -4886,7 +4817,9 @@ class AtenLinalgMatrixExpOp(TorchOp):
     name = "torch.aten.linalg_matrix_exp"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::linalg_matrix_exp(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -4931,10 +4864,7 @@ class AtenLinalgQrOp(TorchOp):
             ArgSpec("A", ArgKind.TENSOR),
             ArgSpec("mode", ArgKind.PROPERTY, PropKind.STR, default="reduced"),
         ),
-        results=(
-            ResultSpec("Q", ResultKind.TENSOR),
-            ResultSpec("R", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("Q", ResultKind.TENSOR), ResultSpec("R", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5003,7 +4933,9 @@ class AtenLogOp(TorchOp):
     name = "torch.aten.log"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::log(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -5020,7 +4952,9 @@ class AtenLog10Op(TorchOp):
     name = "torch.aten.log10"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::log10(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -5037,7 +4971,9 @@ class AtenLog1pOp(TorchOp):
     name = "torch.aten.log1p"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::log1p(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -5054,7 +4990,9 @@ class AtenLog2Op(TorchOp):
     name = "torch.aten.log2"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::log2(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -5136,7 +5074,9 @@ class AtenLogicalNotOp(TorchOp):
     name = "torch.aten.logical_not"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::logical_not(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
         result_element_types=((0, i1),),
@@ -5248,11 +5188,7 @@ class AtenLuUnpackOp(TorchOp):
             ArgSpec("unpack_data", ArgKind.PROPERTY, PropKind.BOOL, default=True),
             ArgSpec("unpack_pivots", ArgKind.PROPERTY, PropKind.BOOL, default=True),
         ),
-        results=(
-            ResultSpec("P", ResultKind.TENSOR),
-            ResultSpec("L", ResultKind.TENSOR),
-            ResultSpec("U", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("P", ResultKind.TENSOR), ResultSpec("L", ResultKind.TENSOR), ResultSpec("U", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5294,7 +5230,9 @@ class AtenMaxOp(TorchOp):
     name = "torch.aten.max"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::max(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -5315,10 +5253,7 @@ class AtenMaxDimOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -5345,10 +5280,7 @@ class AtenMaxPool2dWithIndicesOp(TorchOp):
             ArgSpec("dilation", ArgKind.PROPERTY, PropKind.INT_LIST, default=(1, 1), length=2),
             ArgSpec("ceil_mode", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -5410,10 +5342,7 @@ class AtenMaxPool3dWithIndicesOp(TorchOp):
             ArgSpec("dilation", ArgKind.PROPERTY, PropKind.INT_LIST, default=(1, 1, 1), length=3),
             ArgSpec("ceil_mode", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -5534,7 +5463,9 @@ class AtenMedianOp(TorchOp):
     name = "torch.aten.median"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::median(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -5555,10 +5486,7 @@ class AtenMedianDimOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5576,7 +5504,9 @@ class AtenMinOp(TorchOp):
     name = "torch.aten.min"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::min(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -5597,10 +5527,7 @@ class AtenMinDimOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -5658,12 +5585,7 @@ class AtenMkldnnRnnLayerOp(TorchOp):
             ArgSpec("batch_first", ArgKind.PROPERTY, PropKind.BOOL),
             ArgSpec("train", ArgKind.PROPERTY, PropKind.BOOL),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-            ResultSpec("result3", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR), ResultSpec("result3", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5721,10 +5643,7 @@ class AtenModeOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=-1),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5807,7 +5726,9 @@ class AtenNanmedianOp(TorchOp):
     name = "torch.aten.nanmedian"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::nanmedian(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -5828,10 +5749,7 @@ class AtenNanmedianDimOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -5886,11 +5804,7 @@ class AtenNativeBatchNormBackwardOp(TorchOp):
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("output_mask", ArgKind.PROPERTY, PropKind.BOOL_LIST, length=3),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -5922,10 +5836,7 @@ class AtenNativeDropoutOp(TorchOp):
             ArgSpec("p", ArgKind.PROPERTY, PropKind.FLOAT),
             ArgSpec("train", ArgKind.PROPERTY, PropKind.BOOL, optional=True),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
         result_element_types=((1, i1),),
     )
@@ -5954,11 +5865,7 @@ class AtenNativeGroupNormOp(TorchOp):
             ArgSpec("group", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -5995,11 +5902,7 @@ class AtenNativeGroupNormBackwardOp(TorchOp):
             ArgSpec("group", ArgKind.PROPERTY, PropKind.INT),
             ArgSpec("output_mask", ArgKind.PROPERTY, PropKind.BOOL_LIST, length=3),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -6032,11 +5935,7 @@ class AtenNativeLayerNormOp(TorchOp):
             ArgSpec("bias", ArgKind.OPTIONAL_TENSOR),
             ArgSpec("eps", ArgKind.PROPERTY, PropKind.FLOAT),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -6068,11 +5967,7 @@ class AtenNativeLayerNormBackwardOp(TorchOp):
             ArgSpec("bias", ArgKind.OPTIONAL_TENSOR),
             ArgSpec("output_mask", ArgKind.PROPERTY, PropKind.BOOL_LIST, length=3),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-            ResultSpec("result2", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR), ResultSpec("result2", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -6141,7 +6036,9 @@ class AtenNegOp(TorchOp):
     name = "torch.aten.neg"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::neg(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -6239,7 +6136,9 @@ class AtenNonzeroOp(TorchOp):
     name = "torch.aten.nonzero"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::nonzero(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         result_element_types=((0, i64),),
     )
@@ -6707,9 +6606,7 @@ class AtenRandintLikeOp(TorchOp):
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         dtype_sets_result=True,
@@ -6740,9 +6637,7 @@ class AtenRandintLikeLowDtypeOp(TorchOp):
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         dtype_sets_result=True,
@@ -6798,9 +6693,7 @@ class AtenRandnLikeOp(TorchOp):
             ArgSpec("layout", ArgKind.PROPERTY, PropKind.LAYOUT, optional=True, default=None, kwarg_only=True),
             ArgSpec("device", ArgKind.PROPERTY, PropKind.DEVICE, optional=True, default=None, kwarg_only=True),
             ArgSpec("pin_memory", ArgKind.PROPERTY, PropKind.BOOL, optional=True, default=None, kwarg_only=True),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         dtype_sets_result=True,
@@ -6848,7 +6741,9 @@ class AtenReciprocalOp(TorchOp):
     name = "torch.aten.reciprocal"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::reciprocal(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -6925,7 +6820,9 @@ class AtenReluOp(TorchOp):
     name = "torch.aten.relu"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::relu(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7067,9 +6964,7 @@ class AtenResizeOp(TorchOp):
         args=(
             ArgSpec("self", ArgKind.TENSOR),
             ArgSpec("size", ArgKind.PROPERTY, PropKind.INT_LIST),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
@@ -7091,9 +6986,7 @@ class AtenResize_Op(TorchOp):
         args=(
             ArgSpec("self", ArgKind.TENSOR, mutable=True),
             ArgSpec("size", ArgKind.PROPERTY, PropKind.INT_LIST),
-            ArgSpec(
-                "memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True
-            ),
+            ArgSpec("memory_format", ArgKind.PROPERTY, PropKind.MEMORY_FORMAT, optional=True, default=None, kwarg_only=True),
         ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
@@ -7112,7 +7005,9 @@ class AtenRoundOp(TorchOp):
     name = "torch.aten.round"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::round(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7157,10 +7052,7 @@ class AtenRreluWithNoiseFunctionalOp(TorchOp):
             ArgSpec("training", ArgKind.PROPERTY, PropKind.BOOL, default=False),
             ArgSpec("generator", ArgKind.PROPERTY, PropKind.GENERATOR, optional=True, default=None),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("noise_out", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("noise_out", ResultKind.TENSOR),),
     )
 
     self = operand_def(TensorType)
@@ -7180,7 +7072,9 @@ class AtenRsqrtOp(TorchOp):
     name = "torch.aten.rsqrt"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::rsqrt(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7463,7 +7357,9 @@ class AtenSigmoidOp(TorchOp):
     name = "torch.aten.sigmoid"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sigmoid(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7480,7 +7376,9 @@ class AtenSignOp(TorchOp):
     name = "torch.aten.sign"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sign(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7497,7 +7395,9 @@ class AtenSignbitOp(TorchOp):
     name = "torch.aten.signbit"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::signbit(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7513,7 +7413,9 @@ class AtenSiluOp(TorchOp):
     name = "torch.aten.silu"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::silu(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7551,7 +7453,9 @@ class AtenSinOp(TorchOp):
     name = "torch.aten.sin"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sin(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7568,7 +7472,9 @@ class AtenSinhOp(TorchOp):
     name = "torch.aten.sinh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sinh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -7646,10 +7552,7 @@ class AtenSortOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=-1),
             ArgSpec("descending", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -7674,10 +7577,7 @@ class AtenSortStableOp(TorchOp):
             ArgSpec("dim", ArgKind.PROPERTY, PropKind.INT, default=-1, kwarg_only=True),
             ArgSpec("descending", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -7696,7 +7596,9 @@ class AtenSpecialAiryAiOp(TorchOp):
     name = "torch.aten.special_airy_ai"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_airy_ai(Tensor x) -> Tensor",
-        args=(ArgSpec("x", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("x", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7712,7 +7614,9 @@ class AtenSpecialBesselJ0Op(TorchOp):
     name = "torch.aten.special_bessel_j0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_bessel_j0(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7728,7 +7632,9 @@ class AtenSpecialBesselJ1Op(TorchOp):
     name = "torch.aten.special_bessel_j1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_bessel_j1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7744,7 +7650,9 @@ class AtenSpecialBesselY0Op(TorchOp):
     name = "torch.aten.special_bessel_y0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_bessel_y0(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7760,7 +7668,9 @@ class AtenSpecialBesselY1Op(TorchOp):
     name = "torch.aten.special_bessel_y1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_bessel_y1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7856,7 +7766,9 @@ class AtenSpecialErfcxOp(TorchOp):
     name = "torch.aten.special_erfcx"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_erfcx(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7912,7 +7824,9 @@ class AtenSpecialI0eOp(TorchOp):
     name = "torch.aten.special_i0e"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_i0e(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7928,7 +7842,9 @@ class AtenSpecialI1Op(TorchOp):
     name = "torch.aten.special_i1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_i1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -7944,7 +7860,9 @@ class AtenSpecialI1eOp(TorchOp):
     name = "torch.aten.special_i1e"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_i1e(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8000,7 +7918,9 @@ class AtenSpecialModifiedBesselI0Op(TorchOp):
     name = "torch.aten.special_modified_bessel_i0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_modified_bessel_i0(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8016,7 +7936,9 @@ class AtenSpecialModifiedBesselI1Op(TorchOp):
     name = "torch.aten.special_modified_bessel_i1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_modified_bessel_i1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8032,7 +7954,9 @@ class AtenSpecialModifiedBesselK0Op(TorchOp):
     name = "torch.aten.special_modified_bessel_k0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_modified_bessel_k0(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8048,7 +7972,9 @@ class AtenSpecialModifiedBesselK1Op(TorchOp):
     name = "torch.aten.special_modified_bessel_k1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_modified_bessel_k1(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8064,7 +7990,9 @@ class AtenSpecialNdtriOp(TorchOp):
     name = "torch.aten.special_ndtri"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_ndtri(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8080,7 +8008,9 @@ class AtenSpecialScaledModifiedBesselK0Op(TorchOp):
     name = "torch.aten.special_scaled_modified_bessel_k0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_scaled_modified_bessel_k0(Tensor x) -> Tensor",
-        args=(ArgSpec("x", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("x", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8096,7 +8026,9 @@ class AtenSpecialScaledModifiedBesselK1Op(TorchOp):
     name = "torch.aten.special_scaled_modified_bessel_k1"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_scaled_modified_bessel_k1(Tensor x) -> Tensor",
-        args=(ArgSpec("x", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("x", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8192,7 +8124,9 @@ class AtenSpecialSphericalBesselJ0Op(TorchOp):
     name = "torch.aten.special_spherical_bessel_j0"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::special_spherical_bessel_j0(Tensor x) -> Tensor",
-        args=(ArgSpec("x", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("x", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
@@ -8251,7 +8185,9 @@ class AtenSqrtOp(TorchOp):
     name = "torch.aten.sqrt"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sqrt(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -8401,7 +8337,9 @@ class AtenSymNumelOp(TorchOp):
     name = "torch.aten.sym_numel"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sym_numel(Tensor self) -> SymInt",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.SYM_INT),),
     )
     traits = traits_def(Pure())
@@ -8437,7 +8375,9 @@ class AtenSymStorageOffsetOp(TorchOp):
     name = "torch.aten.sym_storage_offset"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::sym_storage_offset(Tensor self) -> SymInt",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.SYM_INT),),
     )
     traits = traits_def(Pure())
@@ -8473,7 +8413,9 @@ class AtenTOp(TorchOp):
     name = "torch.aten.t"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::t(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.TRANSPOSE_2D,
     )
@@ -8490,7 +8432,9 @@ class AtenTanOp(TorchOp):
     name = "torch.aten.tan"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::tan(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -8507,7 +8451,9 @@ class AtenTanhOp(TorchOp):
     name = "torch.aten.tanh"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::tanh(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -8554,10 +8500,7 @@ class AtenTopkOp(TorchOp):
             ArgSpec("largest", ArgKind.PROPERTY, PropKind.BOOL, default=True),
             ArgSpec("sorted", ArgKind.PROPERTY, PropKind.BOOL, default=True),
         ),
-        results=(
-            ResultSpec("values", ResultKind.TENSOR),
-            ResultSpec("indices", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("values", ResultKind.TENSOR), ResultSpec("indices", ResultKind.TENSOR),),
         result_element_types=((1, i64),),
     )
     traits = traits_def(Pure())
@@ -8585,10 +8528,7 @@ class AtenTriangularSolveOp(TorchOp):
             ArgSpec("transpose", ArgKind.PROPERTY, PropKind.BOOL, default=False),
             ArgSpec("unitriangular", ArgKind.PROPERTY, PropKind.BOOL, default=False),
         ),
-        results=(
-            ResultSpec("solution", ResultKind.TENSOR),
-            ResultSpec("cloned_coefficient", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("solution", ResultKind.TENSOR), ResultSpec("cloned_coefficient", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -8608,7 +8548,9 @@ class AtenTruncOp(TorchOp):
     name = "torch.aten.trunc"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::trunc(Tensor self) -> Tensor",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.SAME,
     )
@@ -8815,10 +8757,7 @@ class AtenVarMeanCorrectionOp(TorchOp):
             ArgSpec("correction", ArgKind.PROPERTY, PropKind.SCALAR, optional=True, default=None, kwarg_only=True),
             ArgSpec("keepdim", ArgKind.PROPERTY, PropKind.BOOL, default=False, kwarg_only=True),
         ),
-        results=(
-            ResultSpec("result0", ResultKind.TENSOR),
-            ResultSpec("result1", ResultKind.TENSOR),
-        ),
+        results=(ResultSpec("result0", ResultKind.TENSOR), ResultSpec("result1", ResultKind.TENSOR),),
     )
     traits = traits_def(Pure())
 
@@ -8858,7 +8797,9 @@ class AtenViewAsComplexOp(TorchOp):
     name = "torch.aten.view_as_complex"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::view_as_complex(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.VIEW_AS_COMPLEX,
     )
@@ -8875,7 +8816,9 @@ class AtenViewAsRealOp(TorchOp):
     name = "torch.aten.view_as_real"
     SCHEMA: ClassVar[OpSchema] = OpSchema(
         "aten::view_as_real(Tensor(a) self) -> Tensor(a)",
-        args=(ArgSpec("self", ArgKind.TENSOR),),
+        args=(
+            ArgSpec("self", ArgKind.TENSOR),
+        ),
         results=(ResultSpec("result", ResultKind.TENSOR),),
         shape_rule=ShapeRule.VIEW_AS_REAL,
     )
