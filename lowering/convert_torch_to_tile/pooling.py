@@ -229,10 +229,15 @@ class Geometry:
 def _geometry(args: dict[str, Any], rank: int, spatial: Sequence[int], out: Sequence[int]) -> Geometry:
     """The geometry a pooling op's arguments give: kernel_size, stride (the kernel's by default), padding (0) and
     dilation (1; average pooling has none)."""
+    return Geometry(spatial, out, *_window_parameters(args, rank))
+
+
+def _window_parameters(args: dict[str, Any], rank: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """kernel_size, stride (the kernel's by default), padding (0) and dilation (1) of a pooling's arguments."""
     kernel = _param(args["kernel_size"], rank, [])
     stride = _param(args.get("stride"), rank, kernel)
     padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
-    return Geometry(spatial, out, kernel, stride, padding, dilation)
+    return kernel, stride, padding, dilation
 
 
 def _regular_geometry(spatial: Sequence[int], out: Sequence[int]) -> Geometry | None:
@@ -726,9 +731,7 @@ def _window_problem(args: dict[str, Any], rank: int, spatial: Sequence[int], out
     """The rule of PyTorch's pooling shape check (`pool2d_shape_check` and kin) that a pooling's windows break,
     or None: positive kernel, stride and dilation, padding at most half the dilated kernel, and the output size
     the formula gives (at least 1, `ceil_mode`'s last window starting inside the padded input) equal to `out`."""
-    kernel = _param(args["kernel_size"], rank, [])
-    stride = _param(args.get("stride"), rank, kernel)
-    padding, dilation = _param(args.get("padding", 0), rank, [0] * rank), _param(args.get("dilation", 1), rank, [1])
+    kernel, stride, padding, dilation = _window_parameters(args, rank)
     if not len(kernel) == len(stride) == len(padding) == len(dilation) == rank:
         return f"kernel_size, stride, padding and dilation need {rank} values each"
     if min(*kernel, *stride, *dilation) <= 0 or min(padding) < 0:
