@@ -263,12 +263,13 @@ def choose_blocking(
     if rhs_transposed:  # one K tile of the block's moving transposes fits a PSUM bank
         n_subs = max(1, min(n_subs, limits.psum_bank_bytes // (n_tile * itemsize)))
     block_n = min(n, n_subs * n_tile)
+    short_k = panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES  # of the block as it now is
     # A B with K contiguous is loaded as rows of the chunk's K tiles and transposed one K tile at a time (one
     # PSUM tile per column piece), so its chunk is bounded by SBUF as a row-major B's is: the longer its rows, the
     # fewer DMAs and the longer their runs (a bank's worth of K was 256-byte runs in fp8 and bf16: half rate).
     chunk_tiles = MOVING_CHUNK_BYTES // (block_n * itemsize)
     chunk_tiles = max(1, min(chunk_tiles, panel_tiles // MIN_CHUNKS))
-    if rhs_transposed and hoisted and m_subs > 1 and panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES:
+    if rhs_transposed and hoisted and m_subs > 1 and short_k:
         # A short K to transpose (fp8 weights up to K = 2048, 16-bit up to 1024): the block's whole B is one
         # chunk, loaded as rows of all of K at the block's start with no chunk loop, so the block loop is the
         # innermost one with DMAs and neuron-unroll-loops gives the next block's loads and transposes buffers of
@@ -278,7 +279,7 @@ def choose_blocking(
         # 1024] 237.7 -> 171.6 us). A block of one stationary tile has too few matmuls per chunk to hide the
         # next block's loads (bf16 [128, 1024] x [8192, 1024] took 110.8 -> 120.3 us), so it keeps the loop.
         chunk_tiles = max(1, panel_tiles)
-    if not rhs_transposed and hoisted and panel_tiles * block_n * itemsize <= 2 * MOVING_CHUNK_BYTES:
+    if not rhs_transposed and hoisted and short_k:
         # A short K: the block's whole B is one pair of chunks, loaded at the block's start with no chunk loop.
         # A chunk loop of one or two trips reuses its buffers, so each trip's loads would wait for the last one's
         # matmuls (exposed DMA latency); without it the block loop is the innermost loop with DMAs, which
