@@ -10,8 +10,9 @@ every `MODEL_*_MAPPING_NAMES` of `transformers.models.auto.modeling_auto`), one 
 offline (HF_HUB_OFFLINE; nothing is downloaded, `from_pretrained` is never called) from its configuration class's
 defaults, shrunk by `shrink_config`: width 32, 2 heads, 2 layers, vocabulary 128, 32-pixel images, short audio,
 dropout and stochastic depth off. Its inputs are made from the model's main input name and the required
-arguments of its `forward` (`make_inputs`). Then, in a fresh process per class (`--timeout`, `--memory-gib` as an
-address-space limit set by `resource.setrlimit`):
+arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout`, `--memory-gib`
+as an address-space limit set by `resource.setrlimit`), forked from a server that imported torch, transformers and
+the compiler once:
 
 1. eager: a forward under `torch.no_grad()`, and a training step: forward, the loss sum(output * R) over the
    first floating output with a fixed random R, backward;
@@ -27,7 +28,7 @@ otherwise (the first line of the error, a mismatch, a timeout or the memory limi
 
 Results are cached per class in `--cache` (build/model-sweep/), written as each backend finishes, so an
 interrupted sweep continues where it stopped; a cached result counts when it was computed by the current sources
-(a fingerprint of the compiler's packages and this file), or always with `--reuse-stale`. The children import a
+(a fingerprint of the compiler's packages and this file), or always with `--reuse-stale`. The server imports a
 copy of the packages taken when the sweep starts, so edits to the checkout during a long run change nothing.
 The report is the generated section "model-sweep" of docs/models.md (`tools/doc_sections.py`), next to the
 real-width set's section, which `make models` writes.
@@ -45,6 +46,9 @@ import fnmatch
 import hashlib
 import inspect
 import json
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.forkserver
 import os
 import resource
 import shutil
@@ -698,7 +702,20 @@ def run_architecture(
     return result
 
 
-def _child(name: str, output: Path, memory_gib: float, backends: list[str]) -> int:
+def _forked_child(
+    fields: tuple[str, str, str, int],
+    output: Path,
+    log: Path,
+    memory_gib: float,
+    backends: list[str],
+    stamp: tuple[str, str],
+) -> None:
+    """One architecture, in a process forked from the sweep's server (`_server`): its output to `log`, its verdicts
+    saved to `output` as each stage ends; exit status 3 when it ran out of memory."""
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for stream in (1, 2):
+        os.dup2(descriptor, stream)
+    os.close(descriptor)
     if memory_gib > 0:
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -709,8 +726,7 @@ def _child(name: str, output: Path, memory_gib: float, backends: list[str]) -> i
     torch.set_num_threads(1)
     logging.getLogger("torch").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    by_name = {a.name: a for a in architectures()}
-    fingerprint, commit = os.environ.get("MODEL_SWEEP_FINGERPRINT", ""), os.environ.get("MODEL_SWEEP_COMMIT", "")
+    fingerprint, commit = stamp
 
     def save(result: ArchitectureResult) -> None:
         result.fingerprint, result.commit = fingerprint, commit
@@ -720,10 +736,12 @@ def _child(name: str, output: Path, memory_gib: float, backends: list[str]) -> i
 
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            run_architecture(by_name[name], save, backends)
+            run_architecture(Architecture(*fields), save, backends)
         except MemoryError:
-            return 3
-    return 0
+            sys.exit(3)
+    print(f"CPU seconds since the fork: {time.process_time():.1f}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 # -- the parent: a process per architecture -------------------------------------------------------------------------
@@ -786,44 +804,82 @@ class Options:
     commit: str
 
 
+# What every class's process imports: the server imports it once and each class's process starts from there
+_PRELOAD = (
+    "torch", "transformers", "transformers.modeling_utils", "torch._dynamo", "torch._functorch.aot_autograd",
+    "neuron_mlir.frontend.backend", "neuron_mlir.tools.model_sweep",
+)  # fmt: skip
+_CHILD_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "NEURON_MLIR_CACHE_DIR": "off",
+    "NEURON_MLIR_PROGRESS": "0",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+_server_context: multiprocessing.context.ForkServerContext | None = None
+
+
+def preload_modules() -> list[str]:
+    """What the server imports before it forks a class's process: `_PRELOAD` and the modules of the pipeline's
+    passes."""
+    from neuron_mlir.lowering.pipelines import pass_class, pipeline_passes
+
+    return [*_PRELOAD, *sorted({pass_class(n).__module__ for n in pipeline_passes()})]
+
+
+def _server(snapshot: Path | None) -> multiprocessing.context.ForkServerContext:
+    """The process every class's process is forked from, started on first use: a fresh interpreter, under the
+    children's environment and importing the packages from `snapshot` when given, that imported `_PRELOAD` and the
+    pipeline's passes once (about 6 CPU seconds a class saved). Its snapshot and environment are the first call's
+    for the rest of this process's life."""
+    global _server_context
+    if _server_context is None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(preload_modules())
+        saved = dict(os.environ)
+        os.environ.update(_CHILD_ENVIRONMENT)
+        if snapshot is not None:
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(snapshot), saved.get("PYTHONPATH")]))
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        _server_context = context
+    return _server_context
+
+
 def run_child(architecture: Architecture, cache: Path, options: Options) -> ArchitectureResult:
-    """One architecture in a fresh process; what it saved before a timeout or death is kept, the unfinished
+    """One architecture in a process of its own; what it saved before a timeout or death is kept, the unfinished
     backend marked failing with the reason."""
     output = cache_path(cache, architecture.name)
     output.unlink(missing_ok=True)
-    environment = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "NEURON_MLIR_CACHE_DIR": "off",
-        "NEURON_MLIR_PROGRESS": "0",
-        "OMP_NUM_THREADS": "1",
-        "MODEL_SWEEP_FINGERPRINT": options.fingerprint,
-        "MODEL_SWEEP_COMMIT": options.commit,
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    if options.snapshot is not None:
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(options.snapshot), os.environ.get("PYTHONPATH")]))
-    command = [
-        sys.executable, "-m", "neuron_mlir.tools.model_sweep", "--child", architecture.name, "--child-output",
-        str(output), "--memory-gib", str(options.memory_gib), "--backends", ",".join(options.backends),
-    ]  # fmt: skip
     log = cache / "logs" / f"{architecture.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    fields = (architecture.name, architecture.model_type, architecture.mapping, architecture.rank)
+    stamp = (options.fingerprint, options.commit)
+    # the module by its import name: run as `python -m`, this file's own functions would pickle as `__main__`'s
+    from neuron_mlir.tools import model_sweep
+
+    child = _server(options.snapshot).Process(
+        target=model_sweep._forked_child,
+        args=(fields, output, log, options.memory_gib, list(options.backends), stamp),
+        name=f"model-sweep {architecture.name}",
+    )
+    child.start()
+    child.join(options.timeout)
     reason = ""
-    with open(log, "w", encoding="utf-8") as stderr:
-        try:
-            completed = subprocess.run(
-                command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment, timeout=options.timeout,
-                cwd=options.snapshot or REPO, check=False,
-            )  # fmt: skip
-            if completed.returncode == 3:
-                reason = f"out of memory (address space limited to {options.memory_gib:g} GiB)"
-            elif completed.returncode != 0:
-                last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
-                reason = f"the process died (exit status {completed.returncode}: {last})"
-        except subprocess.TimeoutExpired:
-            reason = f"timed out after {options.timeout:.0f} s"
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        reason = f"timed out after {options.timeout:.0f} s"
+    elif child.exitcode == 3:
+        reason = f"out of memory (address space limited to {options.memory_gib:g} GiB)"
+    elif child.exitcode != 0:
+        last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
+        reason = f"the process died (exit status {child.exitcode}: {last})"
+    child.close()
     result = load_cached(cache, architecture.name) or ArchitectureResult(architecture.name, architecture.model_type)
     result.fingerprint, result.commit = options.fingerprint, options.commit
     if reason:
@@ -1049,12 +1105,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-report", action="store_true", help="run, but leave the report alone")
     parser.add_argument("--report-only", action="store_true", help="run nothing: the report of the cached results")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--child-output", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     backends = [b for b in options.backends.split(",") if b]
-    if options.child:
-        return _child(options.child, options.child_output, options.memory_gib, backends)
     os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
     every = architectures()
     selected = select(every, options.only)
