@@ -804,10 +804,12 @@ class Options:
     commit: str
 
 
-# What every class's process imports: the server imports it once and each class's process starts from there
+# What every class's process imports: the server imports it once and each class's process starts from there. Not
+# this module: run as `python -m`, a child imports it afresh as its `__mp_main__`, and runpy warns when it finds
+# the module imported already.
 _PRELOAD = (
     "torch", "transformers", "transformers.modeling_utils", "torch._dynamo", "torch._functorch.aot_autograd",
-    "neuron_mlir.frontend.backend", "neuron_mlir.tools.model_sweep",
+    "neuron_mlir.frontend.backend",
 )  # fmt: skip
 _CHILD_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
