@@ -116,6 +116,16 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # unannota
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        # a composite op (`reshape`, `broadcast_tensors`) reaches the mode whole where autograd's keys are
+        # excluded (a device op compiled from inside the dispatcher): its decomposition is recorded instead, as
+        # AOTAutograd's graphs hold it
+        if func.namespace == "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd"
+        ):
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
         result = func(*args, **kwargs)
         if not any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(result)):
             return result  # a query of metadata (prim.device, sizes): nothing to compute
@@ -152,22 +162,35 @@ class PairBoundary:
 
     def wrap(self, compiled: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
         """The boxed callable taking and returning complex tensors around `compiled`, which takes pairs."""
-        inputs, outputs = self.inputs, self.outputs
+        return _PairCall(self, compiled)
 
-        def run(args: list[Any]) -> list[Any]:
-            for position in inputs:
-                value = args[position]
-                if isinstance(value, torch.Tensor):  # a view of the same memory (a conjugate view resolved first)
-                    args[position] = torch.view_as_real(value.resolve_conj().resolve_neg())
-            results = list(compiled(args))
-            for position in outputs:
-                value = results[position]
-                if isinstance(value, torch.Tensor):
-                    results[position] = torch.view_as_complex(_complex_viewable(value))
-            return results
 
-        run._boxed_call = True  # type: ignore[attr-defined]
-        return run
+class _PairCall:
+    """`PairBoundary.wrap`'s boxed callable. Its other attributes are those of the callable it wraps (a compiled
+    graph's name and latest profile, which the device's eager ops account on the stream)."""
+
+    _boxed_call = True
+
+    def __init__(self, boundary: PairBoundary, compiled: Callable[[list[Any]], list[Any]]):
+        self._boundary = boundary
+        self._compiled = compiled
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        for position in self._boundary.inputs:
+            value = args[position]
+            if isinstance(value, torch.Tensor):  # a view of the same memory (a conjugate view resolved first)
+                args[position] = torch.view_as_real(value.resolve_conj().resolve_neg())
+        results = list(self._compiled(args))
+        for position in self._boundary.outputs:
+            value = results[position]
+            if isinstance(value, torch.Tensor):
+                results[position] = torch.view_as_complex(_complex_viewable(value))
+        return results
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_boundary", "_compiled"):
+            raise AttributeError(name)
+        return getattr(self._compiled, name)
 
 
 def _complex_viewable(pair: torch.Tensor) -> torch.Tensor:
@@ -504,6 +527,11 @@ def _rule(*ops: Any) -> Callable[[_Rule], _Rule]:
     return register
 
 
+def has_pair_rule(op: Any) -> bool:
+    """Whether ATen op `op` (an overload) has a rule computing it on (real, imaginary) pairs."""
+    return op in _RULES
+
+
 def _result_dtype(site: _Site) -> torch.dtype:
     value = site.meta["val"]
     return value.dtype
@@ -818,6 +846,11 @@ def _full(site: _Site, size: Sequence[int], fill: Any, **kwargs: Any) -> Pair:
     return _pair_of(
         aten.full.default(list(size), real, dtype=half), aten.full.default(list(size), imag or 0.0, dtype=half)
     )
+
+
+@_rule(aten.full_like.default)
+def _full_like(site: _Site, a: Any, fill: Any, **kwargs: Any) -> Pair:
+    return _full(site, list(site.meta["val"].shape), fill)
 
 
 @_rule(aten.scalar_tensor.default)

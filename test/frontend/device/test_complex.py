@@ -1,7 +1,9 @@
 """Complex tensors on the device: conjugate and negative views (their bits, resolved by copies and by host
 kernels), and complex ops run as programs on (real, imaginary) pairs."""
 
+import pytest
 import torch
+from support import assert_close_to_torch
 
 
 def _complex_pair(shape=(2, 3)):
@@ -29,3 +31,39 @@ def test_a_copy_into_a_conjugate_view_writes_conjugated_values(host_mode):
     written = torch.zeros_like(device)
     written.conj().copy_(device)
     assert torch.equal(written.cpu(), host.conj())
+
+
+def _fft_cases(signal, spectrum):
+    return {
+        "rfft": lambda: torch.fft.rfft(signal),
+        "fft": lambda: torch.fft.fft(spectrum, norm="ortho"),
+        "ifft2": lambda: torch.fft.ifft2(spectrum),
+        "irfft": lambda: torch.fft.irfft(spectrum, n=10),
+        "hfft": lambda: torch.fft.hfft(spectrum.conj()),  # a conjugate view into a program
+        "ihfft": lambda: torch.fft.ihfft(signal, dim=0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_fft_cases(None, None)))
+def test_ffts_run_on_the_device_as_programs_of_pairs(name, fresh_eager, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")  # a trip to the host is an error
+    signal = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    spectrum, device_spectrum = _complex_pair((3, 8))
+    expected = _fft_cases(signal, spectrum)[name]()
+    actual = _fft_cases(signal.to("neuron"), device_spectrum)[name]()
+    assert actual.device.type == "neuron"
+    assert_close_to_torch(actual.cpu(), expected, name)
+    assert fresh_eager.EAGER_STATS.host_ops == {}
+    assert any("fft" in op for op in fresh_eager.EAGER_STATS.native_ops), fresh_eager.EAGER_STATS.native_ops
+
+
+def test_complex_results_and_fills_are_programs_of_pairs(fresh_eager, monkeypatch):
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+    magnitude = torch.rand(4, 5, generator=torch.Generator().manual_seed(2))
+    angle = torch.randn(4, 5, generator=torch.Generator().manual_seed(3))
+    on_device = magnitude.to("neuron"), angle.to("neuron")
+    assert_close_to_torch(torch.polar(*on_device).cpu(), torch.polar(magnitude, angle))
+    assert_close_to_torch(torch.complex(*on_device).cpu(), torch.complex(magnitude, angle))
+    filled = torch.zeros(2, 3, dtype=torch.complex64, device="neuron").fill_(1 - 2j)
+    assert torch.equal(filled.cpu(), torch.full((2, 3), 1 - 2j, dtype=torch.complex64))
+    assert fresh_eager.EAGER_STATS.host_ops == {}
