@@ -262,12 +262,12 @@ def _given_generator(op: torch._ops.OpOverload, flat: list[Any]) -> bool:
 @functools.cache
 def unstorable_dtypes() -> frozenset[torch.dtype]:
     """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`), but
-    for the complex dtypes the compiler carries as (real, imaginary) pairs (`complex_pairs.PAIR_DTYPES`): a
-    program on complex64 device tensors reads and writes their bytes as float32 pairs."""
+    for complex64, which the compiler carries as float32 (real, imaginary) pairs (`complex_pairs`): a program on
+    complex64 device tensors reads and writes their bytes as pairs. complex32 stays on the host: its results
+    cross as NumPy arrays, and NumPy has no complex type of two float16 halves."""
     from neuron_mlir.frontend.compile_graph import _UNSTORABLE
-    from neuron_mlir.frontend.complex_pairs import PAIR_DTYPES
 
-    return frozenset(_UNSTORABLE) - frozenset(PAIR_DTYPES)
+    return frozenset(_UNSTORABLE) - {torch.complex64}
 
 
 @functools.cache
