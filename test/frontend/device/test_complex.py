@@ -67,3 +67,16 @@ def test_complex_results_and_fills_are_programs_of_pairs(fresh_eager, monkeypatc
     filled = torch.zeros(2, 3, dtype=torch.complex64, device="neuron").fill_(1 - 2j)
     assert torch.equal(filled.cpu(), torch.full((2, 3), 1 - 2j, dtype=torch.complex64))
     assert fresh_eager.EAGER_STATS.host_ops == {}
+
+
+def test_a_program_reads_and_writes_conjugate_views_by_their_values(fresh_eager, monkeypatch):
+    """`mm` passes the Conjugate key (BLAS takes conjugate operands): the program gets the view itself."""
+    monkeypatch.setenv("NEURON_MLIR_STRICT", "1")
+    host, device = _complex_pair((3, 4))
+    other, device_other = _complex_pair((4, 2))
+    assert_close_to_torch(torch.mm(device.conj(), device_other).cpu(), torch.mm(host.conj(), other))
+    written = torch.empty(3, 2, dtype=torch.complex64, device="neuron")
+    torch.mm(device, device_other, out=written.conj())
+    assert_close_to_torch(written.cpu(), torch.mm(host, other).conj())
+    assert fresh_eager.EAGER_STATS.native_ops["aten.mm.default"] == 1
+    assert fresh_eager.EAGER_STATS.host_ops == {}
