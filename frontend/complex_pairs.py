@@ -478,13 +478,22 @@ class _Rewrite:
         """The fake tensor of a constant of the graph (a get_attr node), made once per `key`."""
         from torch.utils._python_dispatch import _disable_current_modes
 
+        origin = self.recorder.origin
+        value_of_origin = origin.meta.get("val") if origin is not None else None
+        # the device of the node being rewritten: a graph of `neuron` tensors computes its constants there too
+        device = value_of_origin.device if isinstance(value_of_origin, torch.Tensor) else torch.device("cpu")
+        key = (*key, device)
         if key not in self.constants:
             with _disable_current_modes():  # real values, not recorded: neither the recorder nor fake mode
                 value = build()
+                if device.type == "cpu":
+                    fake = self.fake_mode.from_tensor(value, static_shapes=True)
+                else:  # the value stays a host constant of the program; its fake is on the graph's device
+                    with self.fake_mode:
+                        fake = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
             name = f"_complex_pairs_constant{len(self.constants)}"
             self.attributes[name] = value
             new = self.graph.get_attr(name)
-            fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self.recorder.annotate(new, fake)
             self.recorder.bind(fake, new)
             self.constants[key] = fake

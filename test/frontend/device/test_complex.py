@@ -80,3 +80,18 @@ def test_a_program_reads_and_writes_conjugate_views_by_their_values(fresh_eager,
     assert_close_to_torch(written.cpu(), torch.mm(host, other).conj())
     assert fresh_eager.EAGER_STATS.native_ops["aten.mm.default"] == 1
     assert fresh_eager.EAGER_STATS.host_ops == {}
+
+
+def test_a_compiled_fft_takes_and_returns_device_tensors(fresh_eager):
+    """torch.compile over complex device tensors: the DFT matrices are constants of a graph on the device."""
+
+    def spectrum(signal, values):
+        return torch.fft.rfft(signal) * 2, torch.fft.ifft(values.conj())
+
+    signal = torch.randn(4, 16, generator=torch.Generator().manual_seed(4))
+    values, device_values = _complex_pair((4, 16))
+    compiled = torch.compile(spectrum, backend="neuron-mlir", options={"strict": True})
+    actual = compiled(signal.to("neuron"), device_values)
+    assert all(result.device.type == "neuron" for result in actual)
+    assert_close_to_torch([result.cpu() for result in actual], spectrum(signal, values))
+    assert fresh_eager.EAGER_STATS.host_ops == {}
