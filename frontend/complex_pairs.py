@@ -562,7 +562,7 @@ def _as_pair(value: Any, dtype: torch.dtype) -> Pair:
 
 
 def _zeros(like: torch.Tensor) -> torch.Tensor:
-    return aten.full.default(list(like.shape), 0.0, dtype=like.dtype)
+    return aten.full.default(list(like.shape), 0.0, dtype=like.dtype, device=like.device)
 
 
 def _parts(value: Any, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -611,7 +611,7 @@ def _assembled(site: _Site, real: Any, imag: Any) -> Pair:
     def full(part: Any) -> torch.Tensor:
         if isinstance(part, torch.Tensor):
             return aten.expand.default(_cast(part, half), shape) if list(part.shape) != shape else _cast(part, half)
-        return aten.full.default(shape, 0.0 if part is None else part, dtype=half)
+        return aten.full.default(shape, 0.0 if part is None else part, dtype=half, device=value.device)
 
     return _pair_of(full(real), full(imag))
 
@@ -845,15 +845,20 @@ def _like(site: _Site, a: Any, **kwargs: Any) -> Pair:
     shape = list(site.meta["val"].shape)
     half = _half_dtype(site)
     fill = 1.0 if site.target is aten.ones_like.default else 0.0
-    return _pair_of(aten.full.default(shape, fill, dtype=half), aten.full.default(shape, 0.0, dtype=half))
+    device = site.meta["val"].device
+    return _pair_of(
+        aten.full.default(shape, fill, dtype=half, device=device),
+        aten.full.default(shape, 0.0, dtype=half, device=device),
+    )
 
 
 @_rule(aten.full.default)
 def _full(site: _Site, size: Sequence[int], fill: Any, **kwargs: Any) -> Pair:
-    half = _half_dtype(site)
+    half, device = _half_dtype(site), site.meta["val"].device
     real, imag = _parts(fill, half)
     return _pair_of(
-        aten.full.default(list(size), real, dtype=half), aten.full.default(list(size), imag or 0.0, dtype=half)
+        aten.full.default(list(size), real, dtype=half, device=device),
+        aten.full.default(list(size), imag or 0.0, dtype=half, device=device),
     )
 
 
@@ -866,7 +871,11 @@ def _full_like(site: _Site, a: Any, fill: Any, **kwargs: Any) -> Pair:
 def _scalar_tensor(site: _Site, value: Any, **kwargs: Any) -> Pair:
     half = _half_dtype(site)
     real, imag = _parts(value, half)
-    return _pair_of(aten.full.default([], real, dtype=half), aten.full.default([], imag or 0.0, dtype=half))
+    device = site.meta["val"].device
+    return _pair_of(
+        aten.full.default([], real, dtype=half, device=device),
+        aten.full.default([], imag or 0.0, dtype=half, device=device),
+    )
 
 
 @_rule(aten.where.self)
