@@ -140,7 +140,8 @@ def _to_copy(
     if target.type == DEVICE_TYPE and dtype != tensor.dtype and contiguous:
         from neuron_mlir.frontend.device import eager
 
-        # a dtype without NeuronCore storage (float64, complex) is a copy of bytes for the host, not a refusal
+        # a dtype without NeuronCore storage (float64, complex128, complex32) is a copy of bytes for the host, not
+        # a refusal
         if not {dtype, tensor.dtype} & eager.unstorable_dtypes():
             return eager.run(aten._to_copy.default, (tensor,), {"dtype": dtype})
     result = torch.empty_like(tensor, dtype=dtype, device=target, memory_format=memory_format or torch.preserve_format)
