@@ -96,3 +96,14 @@ def test_a_compiled_fft_takes_and_returns_device_tensors(fresh_eager):
     assert all(result.device.type == "neuron" for result in actual)
     assert_close_to_torch([result.cpu() for result in actual], spectrum(signal, values))
     assert fresh_eager.EAGER_STATS.host_ops == {}
+
+
+def test_a_cast_to_a_real_dtype_keeps_the_real_part_and_warns(fresh_eager, monkeypatch):
+    from neuron_mlir.frontend.device import dispatch
+
+    monkeypatch.setattr(dispatch, "_complex_to_real_warned", False)  # once per process, as PyTorch's
+    host, device = _complex_pair()
+    with pytest.warns(UserWarning, match="discards the imaginary part"):
+        real = device.to(torch.float32)
+    assert torch.equal(real.cpu(), host.real)
+    assert fresh_eager.EAGER_STATS.native_ops["aten._to_copy.default"] == 1
