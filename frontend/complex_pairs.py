@@ -116,6 +116,16 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # unannota
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        # a composite op (`reshape`, `broadcast_tensors`) reaches the mode whole where autograd's keys are
+        # excluded (a device op compiled from inside the dispatcher): its decomposition is recorded instead, as
+        # AOTAutograd's graphs hold it
+        if func.namespace == "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd"
+        ):
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
         result = func(*args, **kwargs)
         if not any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(result)):
             return result  # a query of metadata (prim.device, sizes): nothing to compute
@@ -152,22 +162,35 @@ class PairBoundary:
 
     def wrap(self, compiled: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
         """The boxed callable taking and returning complex tensors around `compiled`, which takes pairs."""
-        inputs, outputs = self.inputs, self.outputs
+        return _PairCall(self, compiled)
 
-        def run(args: list[Any]) -> list[Any]:
-            for position in inputs:
-                value = args[position]
-                if isinstance(value, torch.Tensor):  # a view of the same memory (a conjugate view resolved first)
-                    args[position] = torch.view_as_real(value.resolve_conj().resolve_neg())
-            results = list(compiled(args))
-            for position in outputs:
-                value = results[position]
-                if isinstance(value, torch.Tensor):
-                    results[position] = torch.view_as_complex(_complex_viewable(value))
-            return results
 
-        run._boxed_call = True  # type: ignore[attr-defined]
-        return run
+class _PairCall:
+    """`PairBoundary.wrap`'s boxed callable. Its other attributes are those of the callable it wraps (a compiled
+    graph's name and latest profile, which the device's eager ops account on the stream)."""
+
+    _boxed_call = True
+
+    def __init__(self, boundary: PairBoundary, compiled: Callable[[list[Any]], list[Any]]):
+        self._boundary = boundary
+        self._compiled = compiled
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        for position in self._boundary.inputs:
+            value = args[position]
+            if isinstance(value, torch.Tensor):  # a view of the same memory (a conjugate view resolved first)
+                args[position] = torch.view_as_real(value.resolve_conj().resolve_neg())
+        results = list(self._compiled(args))
+        for position in self._boundary.outputs:
+            value = results[position]
+            if isinstance(value, torch.Tensor):
+                results[position] = torch.view_as_complex(_complex_viewable(value))
+        return results
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_boundary", "_compiled"):
+            raise AttributeError(name)
+        return getattr(self._compiled, name)
 
 
 def _complex_viewable(pair: torch.Tensor) -> torch.Tensor:
@@ -455,13 +478,22 @@ class _Rewrite:
         """The fake tensor of a constant of the graph (a get_attr node), made once per `key`."""
         from torch.utils._python_dispatch import _disable_current_modes
 
+        origin = self.recorder.origin
+        value_of_origin = origin.meta.get("val") if origin is not None else None
+        # the device of the node being rewritten: a graph of `neuron` tensors computes its constants there too
+        device = value_of_origin.device if isinstance(value_of_origin, torch.Tensor) else torch.device("cpu")
+        key = (*key, device)
         if key not in self.constants:
             with _disable_current_modes():  # real values, not recorded: neither the recorder nor fake mode
                 value = build()
+                if device.type == "cpu":
+                    fake = self.fake_mode.from_tensor(value, static_shapes=True)
+                else:  # the value stays a host constant of the program; its fake is on the graph's device
+                    with self.fake_mode:
+                        fake = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
             name = f"_complex_pairs_constant{len(self.constants)}"
             self.attributes[name] = value
             new = self.graph.get_attr(name)
-            fake = self.fake_mode.from_tensor(value, static_shapes=True)
             self.recorder.annotate(new, fake)
             self.recorder.bind(fake, new)
             self.constants[key] = fake
@@ -504,6 +536,11 @@ def _rule(*ops: Any) -> Callable[[_Rule], _Rule]:
     return register
 
 
+def has_pair_rule(op: Any) -> bool:
+    """Whether ATen op `op` (an overload) has a rule computing it on (real, imaginary) pairs."""
+    return op in _RULES
+
+
 def _result_dtype(site: _Site) -> torch.dtype:
     value = site.meta["val"]
     return value.dtype
@@ -525,7 +562,7 @@ def _as_pair(value: Any, dtype: torch.dtype) -> Pair:
 
 
 def _zeros(like: torch.Tensor) -> torch.Tensor:
-    return aten.full.default(list(like.shape), 0.0, dtype=like.dtype)
+    return aten.full.default(list(like.shape), 0.0, dtype=like.dtype, device=like.device)
 
 
 def _parts(value: Any, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -574,7 +611,7 @@ def _assembled(site: _Site, real: Any, imag: Any) -> Pair:
     def full(part: Any) -> torch.Tensor:
         if isinstance(part, torch.Tensor):
             return aten.expand.default(_cast(part, half), shape) if list(part.shape) != shape else _cast(part, half)
-        return aten.full.default(shape, 0.0 if part is None else part, dtype=half)
+        return aten.full.default(shape, 0.0 if part is None else part, dtype=half, device=value.device)
 
     return _pair_of(full(real), full(imag))
 
@@ -808,23 +845,37 @@ def _like(site: _Site, a: Any, **kwargs: Any) -> Pair:
     shape = list(site.meta["val"].shape)
     half = _half_dtype(site)
     fill = 1.0 if site.target is aten.ones_like.default else 0.0
-    return _pair_of(aten.full.default(shape, fill, dtype=half), aten.full.default(shape, 0.0, dtype=half))
+    device = site.meta["val"].device
+    return _pair_of(
+        aten.full.default(shape, fill, dtype=half, device=device),
+        aten.full.default(shape, 0.0, dtype=half, device=device),
+    )
 
 
 @_rule(aten.full.default)
 def _full(site: _Site, size: Sequence[int], fill: Any, **kwargs: Any) -> Pair:
-    half = _half_dtype(site)
+    half, device = _half_dtype(site), site.meta["val"].device
     real, imag = _parts(fill, half)
     return _pair_of(
-        aten.full.default(list(size), real, dtype=half), aten.full.default(list(size), imag or 0.0, dtype=half)
+        aten.full.default(list(size), real, dtype=half, device=device),
+        aten.full.default(list(size), imag or 0.0, dtype=half, device=device),
     )
+
+
+@_rule(aten.full_like.default)
+def _full_like(site: _Site, a: Any, fill: Any, **kwargs: Any) -> Pair:
+    return _full(site, list(site.meta["val"].shape), fill)
 
 
 @_rule(aten.scalar_tensor.default)
 def _scalar_tensor(site: _Site, value: Any, **kwargs: Any) -> Pair:
     half = _half_dtype(site)
     real, imag = _parts(value, half)
-    return _pair_of(aten.full.default([], real, dtype=half), aten.full.default([], imag or 0.0, dtype=half))
+    device = site.meta["val"].device
+    return _pair_of(
+        aten.full.default([], real, dtype=half, device=device),
+        aten.full.default([], imag or 0.0, dtype=half, device=device),
+    )
 
 
 @_rule(aten.where.self)

@@ -35,6 +35,8 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
         value = _device_storage.host_alias(tensor.detach())
     else:
         value = tensor.detach().cpu()
+    if value.is_conj() or value.is_neg():  # a view standing for conjugated or negated bytes: its values
+        value = value.resolve_conj().resolve_neg()
     if not value.is_contiguous():
         value = value.contiguous()
     if value.dtype in _VIA_BITS:

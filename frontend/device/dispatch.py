@@ -22,6 +22,7 @@ Mixing a device tensor with a CPU tensor of one dimension or more is PyTorch's u
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -140,11 +141,26 @@ def _to_copy(
     if target.type == DEVICE_TYPE and dtype != tensor.dtype and contiguous:
         from neuron_mlir.frontend.device import eager
 
-        # a dtype without NeuronCore storage (float64, complex) is a copy of bytes for the host, not a refusal
+        # a dtype without NeuronCore storage (float64, complex128, complex32) is a copy of bytes for the host, not
+        # a refusal
         if not {dtype, tensor.dtype} & eager.unstorable_dtypes():
+            if tensor.is_complex() and not dtype.is_complex and dtype != torch.bool:
+                _warn_complex_to_real()
             return eager.run(aten._to_copy.default, (tensor,), {"dtype": dtype})
     result = torch.empty_like(tensor, dtype=dtype, device=target, memory_format=memory_format or torch.preserve_format)
     return result.copy_(tensor)
+
+
+_complex_to_real_warned = False
+
+
+def _warn_complex_to_real() -> None:
+    """PyTorch's warning for a cast of complex values to a real dtype, once per process as its copy gives it (the
+    device's compiled cast does not go through that copy)."""
+    global _complex_to_real_warned
+    if not _complex_to_real_warned:
+        _complex_to_real_warned = True
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
 
 
 def _convolution(*args: Any, **kwargs: Any) -> torch.Tensor:

@@ -12,8 +12,10 @@ their functional op writing a copy of the written argument), and compiles it wit
 op, every tensor operand's shape and dtype, and every other argument's value; strides do not enter it, because the
 host side gathers every operand into the dense layout the program reads, and the program's results are scattered
 into the written tensors' own strides. The compile cache (`frontend.cache`, in memory and on disk) keeps the
-programs across processes. The simulated time of every run accumulates on the current stream, and each program's
-latest profile is in `neuron_mlir.profiles()` like a compiled graph's.
+programs across processes. Complex64 operands and results are carried as float32 (real, imaginary) pairs, the
+compiler's rule for complex values (`frontend.complex_pairs`): an FFT is DFT matmuls on TensorE. The simulated
+time of every run accumulates on the current stream, and each program's latest profile is in
+`neuron_mlir.profiles()` like a compiled graph's.
 
 An op the compiler refuses (no lowering, a dtype the core cannot hold) runs on the host over aliases of the device
 memory (`dispatch.run_on_host`), with one warning per op naming it and the user's line, or an error in strict mode
@@ -259,10 +261,13 @@ def _given_generator(op: torch._ops.OpOverload, flat: list[Any]) -> bool:
 
 @functools.cache
 def unstorable_dtypes() -> frozenset[torch.dtype]:
-    """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`)."""
+    """dtypes the NeuronCore holds no element type for (the compiler's list: `compile_graph._UNSTORABLE`), but
+    for complex64, which the compiler carries as float32 (real, imaginary) pairs (`complex_pairs`): a program on
+    complex64 device tensors reads and writes their bytes as pairs. complex32 stays on the host: its results
+    cross as NumPy arrays, and NumPy has no complex type of two float16 halves."""
     from neuron_mlir.frontend.compile_graph import _UNSTORABLE
 
-    return frozenset(_UNSTORABLE)
+    return frozenset(_UNSTORABLE) - {torch.complex64}
 
 
 @functools.cache
@@ -299,9 +304,11 @@ def _reference_decompositions_of_unlowered() -> dict[Any, Any]:
     these already decomposed (AOTAutograd traces through their CompositeImplicit kernels, which torch writes in
     Python: `upsample_bilinear2d.vec`), the device meets them whole, as the functional form of the structured
     kernel those composites call (`upsample_bilinear2d.default`). Ops the compiler lowers stay whole: their
-    lowering, not torch's decomposition, decides how they run."""
+    lowering, not torch's decomposition, decides how they run; so do the complex ops computed on (real, imaginary)
+    pairs (`complex_pairs`: `complex`, `polar`), whose decompositions write into views of a complex result."""
     from torch._decomp import decomposition_table
 
+    from neuron_mlir.frontend.complex_pairs import has_pair_rule
     from neuron_mlir.ir.dialects.torch import op_class_for
     from neuron_mlir.lowering.convert_torch_to_tile import is_lowerable
 
@@ -311,6 +318,8 @@ def _reference_decompositions_of_unlowered() -> dict[Any, Any]:
         if not isinstance(op, torch._ops.OpOverload) or torch._C._dispatch_has_kernel_for_dispatch_key(
             op.name(), "CompositeImplicitAutograd"
         ):
+            continue
+        if has_pair_rule(op):
             continue
         op_class = op_class_for(str(op))
         if op_class is None or not is_lowerable(op_class.name):

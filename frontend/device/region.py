@@ -136,6 +136,8 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
         region.input_types.append((tuple(tensor.shape), tensor.dtype))
         return ("input", len(region.inputs) - 1)
+    if tensor.is_conj() or tensor.is_neg():
+        return None  # a conjugate or negative view: its bytes are not its values, the op runs alone
     block = storage.block_of(tensor)
     dtype = tensor.dtype
     itemsize = dtype.itemsize
@@ -210,11 +212,12 @@ def _permutation(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list
 
 def permuted_array(tensor: torch.Tensor) -> np.ndarray | None:
     """A strided NumPy array over the bytes of device tensor `tensor` when it is dense in some order of its
-    dimensions (an elementwise result of a transpose keeps that layout), else None."""
+    dimensions (an elementwise result of a transpose keeps that layout) and no conjugate or negative view, else
+    None."""
     from neuron_mlir.frontend.tensors import numpy_dtype
 
     shape, strides = tuple(tensor.shape), tuple(tensor.stride())
-    if tensor.numel() == 0 or _permutation(shape, strides) is None:
+    if tensor.numel() == 0 or tensor.is_conj() or tensor.is_neg() or _permutation(shape, strides) is None:
         return None
     element = np.dtype(numpy_dtype(tensor.dtype))
     start = int(tensor.storage_offset()) * element.itemsize

@@ -18,6 +18,8 @@ from neuron_mlir.frontend.device.storage import DEVICE_TYPE
 
 _library: torch.library.Library | None = None
 _aten_library: torch.library.Library | None = None
+# the pass-through registrations of `_copy_from` for the math-bit keys (`register`), kept alive with the process
+_math_bit_libraries: list[torch.library.Library] = []
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -127,6 +129,16 @@ def register() -> None:
     if native.loaded():
         native.register_metadata_kernels(dispatch.metadata_ops())
         storage.use_native(native.tensor_over(), native.fresh_tensor())
+    # torch's fallback for the Conjugate (Negative) key materialises a conjugate (negative) operand with `clone`,
+    # whose `copy_` hands a device tensor to `_copy_from`, which is not on the key's pass-through list (the CPU's
+    # and CUDA's copies never call it): that call reached the same fallback with the same operand and recursed
+    # until the stack overflowed. Passed through, `_copy_from` gets the view itself, and copies through host
+    # aliases carrying its bit (`storage.host_alias`), as the CPU's `copy_` does.
+    for key in ("Conjugate", "Negative"):
+        math_bit = torch.library.Library("aten", "IMPL", key)
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            math_bit.impl(name, torch.library.fallthrough_kernel)
+        _math_bit_libraries.append(math_bit)
     _library, _aten_library = library, aten_library
     hide_from_dynamo(
         neuron_fallback,

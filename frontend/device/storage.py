@@ -199,7 +199,8 @@ def empty(size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 
 
 def host_alias(tensor: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor over the very bytes of device tensor `tensor`: writes through either show in both."""
+    """A CPU tensor over the very bytes of device tensor `tensor`: writes through either show in both. It carries
+    `tensor`'s conjugate and negative bits."""
     if _observer is not None:
         _observer()
     stored = tensor.untyped_storage()
@@ -218,19 +219,29 @@ def host_alias(tensor: torch.Tensor) -> torch.Tensor:
         flat = torch.from_numpy(block.data[:usable]).view(dtype) if usable else torch.empty(0, dtype=dtype)
         views[dtype] = flat
     if not flat.numel():
-        return torch.empty(0, dtype=dtype).as_strided(tensor.shape, tensor.stride(), 0)
-    return flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+        alias = torch.empty(0, dtype=dtype).as_strided(tensor.shape, tensor.stride(), 0)
+    else:
+        alias = flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+    # a conjugate or negative view (`x.conj()`, `x.conj().imag`) stands for values its bytes hold conjugated or
+    # negated: the alias carries the same bit, so that the CPU kernels reading or writing it resolve it as they do
+    # for CPU tensors
+    if tensor.is_conj():
+        alias = alias.conj()
+    if tensor.is_neg():
+        alias = torch._neg_view(alias)
+    return alias
 
 
 def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
-    """A NumPy array over the very bytes of contiguous device tensor `tensor` (None when it is not contiguous):
+    """A NumPy array over the very bytes of contiguous device tensor `tensor` (None when it is not contiguous, or is
+    a conjugate or negative view):
     what the simulator reads and writes without a torch tensor in between.
 
     The arrays are kept on the storage by offset, shape and dtype (a parameter, an optimizer's state and the
     activations a backward reads are asked for again and again), as its host views are, and dropped with them
     when the storage gets another block (`resize_bytes`)."""
-    if not tensor.is_contiguous():
-        return None
+    if not tensor.is_contiguous() or tensor.is_conj() or tensor.is_neg():
+        return None  # the bytes of a conjugate or negative view are not its values
     stored = tensor.untyped_storage()
     arrays: dict[tuple[Any, ...], np.ndarray] | None = getattr(stored, _DENSE_ARRAYS_ATTRIBUTE, None)
     key = (tensor.storage_offset(), tensor.shape, tensor.dtype)

@@ -35,6 +35,8 @@ NATIVE_ENTRIES = [
     # indexing, scatter, views (of a larger storage too), shape ops, padding
     "index_select", "gather", "scatter_add", "masked_fill", "transpose", "expand", "as_strided.partial_views",
     "cat", "flip", "tril", "constant_pad_nd",
+    # complex values as (real, imaginary) pairs: FFTs (of a conjugate view), complex results
+    "fft.hfft", "polar",
 ]  # fmt: skip
 
 
