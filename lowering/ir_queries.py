@@ -135,12 +135,14 @@ def ancestor_in(op: Operation, block: Block) -> Operation:
 
 def unchanged_from(storage: SSAValue, first: Operation, block: Block) -> bool:
     """Whether `storage` is a function argument or defined before `first`, and nothing writes it (a store, or any
-    op but a load or a gather reading it) from `first` on: its contents at `first` are final."""
+    op but a load, a gather or the function's return reading it) from `first` on: its contents at `first` are
+    final. A training forward returns the values its backward reads (a residual sum), and returning one hands it
+    over as it is."""
     owner = storage.owner
     if isinstance(owner, Operation) and not ancestor_in(owner, block).is_before_in_block(first):
         return False
     for user, _ in users_through_views(storage):
-        if isinstance(user, tile.LoadOp | tile.GatherOp):
+        if isinstance(user, tile.LoadOp | tile.GatherOp | func.ReturnOp):
             continue
         if not ancestor_in(user, block).is_before_in_block(first):
             return False

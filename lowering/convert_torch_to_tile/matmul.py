@@ -19,8 +19,11 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   128 x 512 fp32 bank at most), so each moving tile (a K tile of B, up to 512 columns) feeds `m_subs` matmuls and each
   stationary tile `n_subs`. B is streamed in chunks of `chunk_tiles` K tiles, each one DMA ([K tile, tiles,
   columns]: `MOVING_CHUNK_BYTES` per partition) or, when K is B's contiguous axis, row loads transposed on
-  TensorE. Chunks go in pairs (both loads, then the K loop over each), so loads overlap compute, or in groups of
-  three or four where a chunk's load would outlast its matmuls (`chunks_in_flight`); the first K
+  TensorE; where the target's DMAs transpose 2-byte elements (trn2, trn3) and B is loaded as it is stored, each
+  K tile of such a B is one DMA transpose instead (a Linear layer's bf16 weight: the transposes would otherwise
+  take TensorE time beside the matmuls, where the DMA moves the same bytes at 0.9 of a copy's rate). Chunks go
+  in pairs (both loads, then the K loop over each), so loads overlap compute, or in groups of three or four
+  where a chunk's load would outlast its matmuls (`chunks_in_flight`); the first K
   tile is peeled to start the accumulation, and every loop of more than one trip whose trip count depends on K
   stays a loop. When the
   block's whole B fits two chunks (short K), it is exactly one pair, so the unrolled block loop double-buffers;
@@ -948,7 +951,9 @@ class _Kernel:
     def load_moving(
         self, em: LoopNestBuilder, batch: list[Index], t0: Index, tiles: int, n0: Index, n_size: int
     ) -> SSAValue:
-        """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size) as one [K_TILE, tiles, n_size] tile."""
+        """B over K tiles [t0, t0 + tiles) and columns [n0, n0 + n_size) as one [K_TILE, tiles, n_size] tile.
+        A K-contiguous B comes from DMA transposes where `_dma_transposable`, else from row loads and TensorE
+        transposes."""
         b = self.blocking
         rank = len(batch) + 2
         if not self.rhs_transposed:
@@ -963,6 +968,12 @@ class _Kernel:
             )
         chunk = em.insert(tile.EmptyOp(TileType((b.k_tile, tiles, n_size), self.rhs_type))).result
         k0 = em.mul(t0, b.k_tile)
+        if _dma_transposable(em, self.rhs, self.rhs_type):
+            for t in range(tiles):
+                k_t = em.add(k0, t * b.k_tile)
+                tile_t = load(em, self.rhs, [*batch, k_t, n0], (b.k_tile, n_size), self.rhs_type)
+                chunk = em.insert(tile.InsertOp(tile_t, chunk, [em.index(t), em.index(0)])).result
+            return chunk
         pieces = _split(n_size, b.m_tile)
         rows = [
             load(
@@ -997,7 +1008,7 @@ class _Kernel:
         b = self.blocking
         rank = len(batch) + 2
         k0, k_rest = self.k // b.k_tile * b.k_tile, self.k % b.k_tile
-        if not self.rhs_transposed:
+        if not self.rhs_transposed or _dma_transposable(em, self.rhs, self.rhs_type):
             return load(em, self.rhs, [*batch, k0, n0], (k_rest, n_size), self.rhs_type)
         pieces = _split(n_size, b.m_tile)
         if len(pieces) == 1:
@@ -1028,6 +1039,16 @@ def split_axis(em: LoopNestBuilder, tensor: SSAValue, k_dim: int, k_tiles: int, 
         *layout.strides[k_dim + 1 :],
     )
     return view(em, tensor, Layout(shape, strides, layout.offset))
+
+
+def _dma_transposable(em: LoopNestBuilder, tensor: SSAValue, element_type: Attribute) -> bool:
+    """Whether tiles of `tensor` with its contiguous axis on partitions load by DMA transpose: the target has one
+    and the elements are 2-byte ones the load does not convert (convert-tile-to-neuron's `_transposed_source`)."""
+    return (
+        bool(emitter_target(em).dma_transpose_hbm_efficiency)
+        and element_type_of(tensor) == element_type
+        and element_bytes(element_type) == 2
+    )
 
 
 def _k_contiguous(layout_strides: tuple[int, ...], shape: tuple[int, ...], k_dim: int, other_dim: int) -> bool:

@@ -70,6 +70,42 @@ func.func @scalar_and_broadcast(%a: tensor<5x130xf32>, %b: tensor<130xf32>) -> t
 // CASES:       tile.view %b : memref<130xf32, #mem<hbm>> to memref<5x130xf32, strided<[0, 1]>, #mem<hbm>>
 // CASES:       tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
 
+// -----
+
+// A Linear layer's bf16 weight [N, K] has K contiguous. Where DMAs transpose 2-byte elements (trn2), each K tile
+// of it, the partial last one too, loads with K on partitions straight into the resident B: the DMA transposes
+// as it moves, and TensorE transposes only A's rows. On trn1 (next case) the weight's rows go through TensorE.
+// CASES-LABEL: func.func @linear_weight_trn2
+// CASES:       %[[WT:.*]] = tile.view %w : memref<300x200xbf16, #mem<hbm>> to memref<200x300xbf16, strided<[1, 200]>, #mem<hbm>>
+// CASES-COUNT-4: tile.transpose %{{.*}} : !tile.tile<{{[0-9]+}}x{{[0-9]+}}xbf16, sbuf> -> !tile.tile<{{[0-9]+}}x{{[0-9]+}}xbf16, psum>
+// CASES-NOT:   tile.transpose
+// CASES:       %[[FULL:.*]] = tile.load %[[WT]][%c0, %c0] : memref<200x300xbf16, strided<[1, 200]>, #mem<hbm>> -> !tile.tile<128x300xbf16, sbuf>
+// CASES-NEXT:  tile.insert %[[FULL]], %{{.*}}[%c0, %c0] : !tile.tile<128x300xbf16, sbuf>, !tile.tile<128x1x300xbf16, sbuf>
+// CASES-NEXT:  tile.load %[[WT]][%c128, %c0] : memref<200x300xbf16, strided<[1, 200]>, #mem<hbm>> -> !tile.tile<72x300xbf16, sbuf>
+// CASES-NOT:   tile.transpose
+// CASES:       func.return
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @linear_weight_trn2(%x: tensor<130x200xbf16>, %w: tensor<300x200xbf16>) -> tensor<130x300xbf16> {
+    %0 = torch.aten.permute %w {dims = array<i64: 1, 0>} : (tensor<300x200xbf16>) -> tensor<200x300xbf16>
+    %1 = torch.aten.mm %x, %0 : (tensor<130x200xbf16>, tensor<200x300xbf16>) -> tensor<130x300xbf16>
+    func.return %1 : tensor<130x300xbf16>
+  }
+}
+
+// -----
+
+// CASES-LABEL: func.func @linear_weight_trn1
+// CASES-COUNT-4: tile.transpose %{{.*}} : !tile.tile<{{[0-9]+}}x{{[0-9]+}}xbf16, sbuf> -> !tile.tile<{{[0-9]+}}x{{[0-9]+}}xbf16, psum>
+// CASES:       tile.load %{{.*}}[%c0, %c0] {dims = array<i64: 1, 0>} : memref<200x300xbf16, strided<[1, 200]>, #mem<hbm>> -> !tile.tile<128x128xbf16, sbuf>
+// CASES:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
+builtin.module attributes {neuron.target = #neuron.target<trn1>} {
+  func.func @linear_weight_trn1(%x: tensor<130x200xbf16>, %w: tensor<300x200xbf16>) -> tensor<130x300xbf16> {
+    %0 = torch.aten.permute %w {dims = array<i64: 1, 0>} : (tensor<300x200xbf16>) -> tensor<200x300xbf16>
+    %1 = torch.aten.mm %x, %0 : (tensor<130x200xbf16>, tensor<200x300xbf16>) -> tensor<130x300xbf16>
+    func.return %1 : tensor<130x300xbf16>
+  }
+}
+
 // The MLP of examples/mlp.py (37x300 -> 520 -> 130 -> 10), forward graph as AOTAutograd hands it over.
 // Arguments become HBM memrefs; the weight transpose and the bias broadcast are free strided views.
 // CHECK-LABEL: func.func @main(%primals1: memref<520x300xf32, #mem<hbm>>

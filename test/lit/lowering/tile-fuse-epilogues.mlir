@@ -3,7 +3,7 @@
 
 // Elementwise nests reading a matmul's product run as the product's tiles leave PSUM (lowering/
 // tile_fuse_epilogues.py); every case computes what the unfused nests compute.
-// SEMANTICS-COUNT-9: all outputs match
+// SEMANTICS-COUNT-10: all outputs match
 
 // relu of a product: each evacuated tile is rectified and stored into relu's result; the product never reaches
 // HBM and relu has no loop nest of its own.
@@ -80,6 +80,28 @@ func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>, %c: tensor<129x
   %1 = torch.aten.mm %a, %c : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
   %2 = torch.aten.add.Tensor %0, %1 : (tensor<37x130xf32>, tensor<37x130xf32>) -> tensor<37x130xf32>
   func.return %2 : tensor<37x130xf32>
+}
+
+// -----
+
+// The same sum in a training forward, which also returns the earlier product for its backward: returning it
+// does not write it, so the add still runs in the later product's epilogue (a residual sum saved for the
+// backward, as a Linear layer's input after the attention).
+// CHECK-LABEL: func.func @main(%a: memref<37x129xf32, #mem<hbm>>, %b: memref<129x130xf32, #mem<hbm>>, %c: memref<129x130xf32
+// CHECK:       %[[FIRST:.*]] = memref.alloc() : memref<37x130xf32
+// CHECK:       tile.store %{{.*}}, %[[FIRST]]
+// CHECK:       %[[SECOND:.*]] = tile.copy %{{.*}} : (!tile.tile<37x130xf32, psum>) -> !tile.tile<37x130xf32, sbuf>
+// CHECK-NEXT:  %[[SUM:.*]] = memref.alloc() : memref<37x130xf32
+// CHECK-NEXT:  %[[T:.*]] = tile.load %[[FIRST]]
+// CHECK-NEXT:  %[[S:.*]] = tile.binary %[[T]], %[[SECOND]] {op = "add"}
+// CHECK-NEXT:  tile.store %[[S]], %[[SUM]]
+// CHECK-NOT:   tile.load
+// CHECK:       func.return %[[SUM]], %[[FIRST]]
+func.func @main(%a: tensor<37x129xf32>, %b: tensor<129x130xf32>, %c: tensor<129x130xf32>) -> (tensor<37x130xf32>, tensor<37x130xf32>) {
+  %0 = torch.aten.mm %a, %b : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %1 = torch.aten.mm %a, %c : (tensor<37x129xf32>, tensor<129x130xf32>) -> tensor<37x130xf32>
+  %2 = torch.aten.add.Tensor %0, %1 : (tensor<37x130xf32>, tensor<37x130xf32>) -> tensor<37x130xf32>
+  func.return %2, %0 : tensor<37x130xf32>, tensor<37x130xf32>
 }
 
 // -----
