@@ -64,7 +64,11 @@ from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.dialects.memory import memory_of
 from neuron_mlir.ir.dialects.neuron import EngineAttr, InstructionOp, element_type_name
 from neuron_mlir.lowering.ir_queries import defined_functions
-from neuron_mlir.lowering.neuron_fuse_instructions import forward_into_copy_reader, fuse_scalar_tensor_tensor
+from neuron_mlir.lowering.neuron_fuse_instructions import (
+    ProgramOrder,
+    forward_into_copy_reader,
+    fuse_scalar_tensor_tensor,
+)
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Memory, Target
 
@@ -415,11 +419,12 @@ def _list_schedule(
 
 def _merge_scalar_tensor_pairs(block: Block) -> None:
     """Each VectorE tensor_tensor fed by a tensor_scalar alone becomes one scalar_tensor_tensor (module docstring)."""
+    order = ProgramOrder()
     for op in list(block.ops):
         if isinstance(op, neuron.TensorTensorOp) and op.parent is not None and op.engine_kind is Engine.VECTOR:
-            fused = fuse_scalar_tensor_tensor(op)
+            fused = fuse_scalar_tensor_tensor(op, order=order)
             if fused is not None:
-                forward_into_copy_reader(fused)
+                forward_into_copy_reader(fused, order)
 
 
 def _cheapest_ns(op: InstructionOp, target: Target) -> float:
@@ -445,8 +450,9 @@ def _merge_cheaper_pairs(block: Block, target: Target) -> None:
             pairs[second] = (apart, cost)
         return False  # decided below, for the block as a whole
 
+    order = ProgramOrder()
     for op in [op for op in block.ops if isinstance(op, neuron.TensorTensorOp) and op.engine_kind is Engine.VECTOR]:
-        fuse_scalar_tensor_tensor(op, cheaper)
+        fuse_scalar_tensor_tensor(op, cheaper, order)
     if not pairs:
         return
     own = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0, Engine.GPSIMD: 0.0}
@@ -467,9 +473,9 @@ def _merge_cheaper_pairs(block: Block, target: Target) -> None:
     if merged_bound >= apart_bound:
         return
     for second in pairs:
-        fused = fuse_scalar_tensor_tensor(second)
+        fused = fuse_scalar_tensor_tensor(second, order=order)
         if fused is not None:
-            forward_into_copy_reader(fused)
+            forward_into_copy_reader(fused, order)
 
 
 def loop_trips(loop: scf.ForOp) -> int:

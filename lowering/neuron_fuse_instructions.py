@@ -32,7 +32,8 @@ A buffer left without users is deleted; a buffer the merged instruction writes e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -76,51 +77,180 @@ def _accesses(op: InstructionOp) -> dict[str, Access]:
     return {role: access for role in op.present_roles() if (access := op.access(role)) is not None}
 
 
-def _replace(old: InstructionOp, new: InstructionOp) -> None:
+class _Sorted:
+    """Ops of one block in program order, with their positions (`ProgramOrder`'s)."""
+
+    def __init__(self, positions: list[float], ops: list[Operation]) -> None:
+        self.positions, self.ops = positions, ops
+
+    def remove(self, op: Operation, position: float) -> None:
+        index = bisect_left(self.positions, position)
+        if index < len(self.ops) and self.ops[index] is op:
+            del self.positions[index], self.ops[index]
+
+    def add(self, op: Operation, position: float) -> None:
+        index = bisect_left(self.positions, position)
+        self.positions.insert(index, position)
+        self.ops.insert(index, op)
+
+    def last_before(self, position: float) -> Operation | None:
+        index = bisect_left(self.positions, position) - 1
+        return self.ops[index] if index >= 0 else None
+
+    def any_between(self, start: float, end: float) -> bool:
+        return bisect_right(self.positions, start) < bisect_left(self.positions, end)
+
+
+class ProgramOrder:
+    """Where instructions stand in their blocks, and for each buffer the ops of a block that use or write it, so
+    that what the merges ask (the closest earlier writer of a buffer, whether anything between two instructions
+    touches one) is a binary search among the buffer's own users instead of a walk over the block: a block of n
+    instructions is merged in time about linear in n, not quadratic.
+
+    Made for one application of a pass and told of every change the merges make (`_merge`, `_hoist_alloc`,
+    `_available_at`): a merged instruction takes the position of the one it replaces and the lists of the
+    buffers the merge touched, an op moved up takes a position just before the op it now precedes. An op it was
+    not told of numbers its block again."""
+
+    def __init__(self) -> None:
+        self._positions: dict[Operation, float] = {}
+        self._numbered: set[Block] = set()
+        # buffer -> block -> (users, writers): the ops of the block (or the ops of it enclosing them) that use
+        # the buffer, and those that write it (directly or inside)
+        self._users: dict[SSAValue, dict[Block, tuple[_Sorted, _Sorted]]] = {}
+
+    def position(self, op: Operation) -> float:
+        position = self._positions.get(op)
+        if position is None:
+            block = op.parent_block()
+            assert block is not None
+            self._number(block)
+            position = self._positions[op]
+        return position
+
+    def _number(self, block: Block) -> None:
+        if block in self._numbered:
+            self._users.clear()  # positions listed under the old numbering
+        self._numbered.add(block)
+        for index, op in enumerate(block.ops):
+            self._positions[op] = index
+
+    def precedes(self, first: Operation, second: Operation) -> bool:
+        """Whether `first` stands before `second` (two ops of one block)."""
+        return self.position(first) < self.position(second)
+
+    def moved_before(self, moved: Operation, anchor: Operation) -> None:
+        """`moved` (no instruction: an alloc, index arithmetic) now stands just before `anchor`."""
+        self._positions[moved] = self.position(anchor) - 0.5
+
+    def replaced(self, old: Operation, new: Operation) -> None:
+        position = self._positions.get(old)
+        if position is not None:
+            self._positions[new] = position
+
+    def merged(self, replaced: Operation, fused: Operation, absorbed: Operation, buffers: set[SSAValue]) -> None:
+        """`fused` stands where `replaced` stood and `absorbed` is gone (both of one block); `buffers` are all the
+        three used. Their lists for that block are edited in place (a merge near the end of a long block must
+        not list a buffer's many users again); lists for the blocks around it are made again when asked."""
+        block = fused.parent_block()
+        position = self.position(fused)
+        for buffer in buffers:
+            per_block = self._users.get(buffer)
+            if per_block is None:
+                continue
+            for listed_block in list(per_block):
+                if listed_block is not block:
+                    del per_block[listed_block]
+                    continue
+                for listed in per_block[listed_block]:
+                    for gone in (replaced, absorbed):
+                        listed.remove(gone, self._positions.get(gone, -1.0))
+                users, writers = per_block[listed_block]
+                if any(operand is buffer for operand in fused.operands):
+                    users.add(fused, position)
+                    if _writes(fused, buffer):
+                        writers.add(fused, position)
+
+    def _users_in(self, buffer: SSAValue, block: Block) -> tuple[_Sorted, _Sorted]:
+        listed = self._users.get(buffer, {}).get(block)
+        if listed is not None:
+            return listed
+        writes: dict[Operation, bool] = {}
+        for use in buffer.uses:
+            ancestor = _ancestor_in(use.operation, block)
+            if ancestor is not None:
+                writes[ancestor] = writes.get(ancestor, False) or _writes(use.operation, buffer)
+        if any(op not in self._positions for op in writes):
+            self._number(block)  # before listing: numbering again drops the lists made under the old numbering
+        ops = sorted(writes, key=self.position)
+        users = _Sorted([self.position(op) for op in ops], ops)
+        written = [op for op in ops if writes[op]]
+        listed = (users, _Sorted([self.position(op) for op in written], written))
+        self._users.setdefault(buffer, {})[block] = listed
+        return listed
+
+    def previous_writer(self, op: InstructionOp, buffer: SSAValue) -> InstructionOp | None:
+        """The closest instruction before `op` in its block that writes `buffer` (None past a nested region that
+        writes it)."""
+        block = op.parent_block()
+        assert block is not None
+        writer = self._users_in(buffer, block)[1].last_before(self.position(op))
+        return writer if isinstance(writer, InstructionOp) and not writer.regions else None
+
+    def used_between(self, first: Operation, last: Operation, buffer: SSAValue, *, writes_only: bool = False) -> bool:
+        """Whether an op strictly between `first` and `last` (one block), nested ones included, uses `buffer`
+        (writes it, with `writes_only`)."""
+        block = last.parent_block()
+        assert block is not None
+        users, writers = self._users_in(buffer, block)
+        return (writers if writes_only else users).any_between(self.position(first), self.position(last))
+
+
+def _ancestor_in(op: Operation, block: Block) -> Operation | None:
+    """`op` or the op enclosing it that stands in `block` (None when `block` does not enclose it)."""
+    current: Operation | None = op
+    while current is not None:
+        parent = current.parent_block()
+        if parent is block:
+            return current
+        current = parent.parent_op() if parent is not None else None
+    return None
+
+
+def _replace(old: InstructionOp, new: InstructionOp, order: ProgramOrder) -> None:
     new.location = old.location
     new.attributes.update(old.attributes)
     block = old.parent_block()
     assert block is not None
     block.insert_op_before(new, old)
+    order.replaced(old, new)
     old.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
     old.erase()
 
 
-def _merge(replaced: InstructionOp, fused: InstructionOp, absorbed: Operation, scratch: SSAValue | None) -> None:
+def _merge(
+    replaced: InstructionOp, fused: InstructionOp, absorbed: Operation, scratch: SSAValue | None, order: ProgramOrder
+) -> None:
     """`fused` takes `replaced`'s place, `absorbed` (whose work it now does) goes, and so does the `scratch`
     buffer that passed a value between the two when nothing else uses it."""
-    _replace(replaced, fused)
+    buffers = {*replaced.operands, *fused.operands, *absorbed.operands}
+    _replace(replaced, fused, order)
+    order.merged(replaced, fused, absorbed, buffers)
     absorbed.detach()
     absorbed.erase()
     if scratch is not None:
         _erase_if_unused(scratch)
 
 
-def _untouched_between(first: Operation, last: Operation, buffer: SSAValue) -> bool:
+def _untouched_between(first: Operation, last: Operation, buffer: SSAValue, order: ProgramOrder) -> bool:
     """Whether no op between `first` and `last` (one block) reads or writes `buffer`."""
-    block = last.parent_block()
-    assert block is not None
-    return not any(_touches(op, {buffer}) for op in _between(block, first, last))
+    return not order.used_between(first, last, buffer)
 
 
-def _scalar_reads_stable(first: InstructionOp, second: InstructionOp) -> bool:
+def _scalar_reads_stable(first: InstructionOp, second: InstructionOp, order: ProgramOrder) -> bool:
     """Whether the reads of a tensor_scalar `first` may move down to `second`: nothing in between writes them."""
-    block = second.parent_block()
-    assert block is not None
     read = {access[0] for role in ("src", "operand0") if (access := first.access(role)) is not None}
-    return not any(any(_writes(op, buffer) for buffer in read) for op in _between(block, first, second))
-
-
-def _between(block: Block, first: Operation, last: Operation) -> Iterator[Operation]:
-    """The ops strictly between `first` and `last` in `block` (first precedes last), nested ones included."""
-    current = first.next_op
-    while current is not None and current is not last:
-        yield from current.walk()
-        current = current.next_op
-
-
-def _touches(op: Operation, buffers: set[SSAValue]) -> bool:
-    return any(operand in buffers for operand in op.operands)
+    return not any(order.used_between(first, second, buffer, writes_only=True) for buffer in read)
 
 
 def _writes(op: Operation, buffer: SSAValue) -> bool:
@@ -137,22 +267,23 @@ def _erase_if_unused(buffer: SSAValue) -> None:
         owner.erase()
 
 
-def _hoist_alloc(buffer: SSAValue, before: Operation) -> bool:
+def _hoist_alloc(buffer: SSAValue, before: Operation, order: ProgramOrder) -> bool:
     """Make `buffer`'s alloc precede `before` (same block); False when it is defined elsewhere."""
     owner = buffer.owner
     if not isinstance(owner, neuron.AllocOp):
         return False
     block = before.parent_block()
     if owner.parent_block() is not block:
-        return _defined_before(owner, before)
+        return _defined_before(owner, before, order)
     assert block is not None
-    if block.get_operation_index(owner) > block.get_operation_index(before):
+    if order.precedes(before, owner):
         owner.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
         block.insert_op_before(owner, before)
+        order.moved_before(owner, before)
     return True
 
 
-def _defined_before(owner: Operation, op: Operation) -> bool:
+def _defined_before(owner: Operation, op: Operation, order: ProgramOrder) -> bool:
     """Whether `owner` is in a block enclosing `op` (so it dominates it in our structured code)."""
     current: Operation | None = op
     while current is not None:
@@ -160,24 +291,12 @@ def _defined_before(owner: Operation, op: Operation) -> bool:
         if block is None:
             return False
         if owner.parent_block() is block:
-            return block.get_operation_index(owner) < block.get_operation_index(current)
+            return order.precedes(owner, current)
         current = block.parent_op()
     return False
 
 
-def _previous_writer(op: InstructionOp, buffer: SSAValue) -> InstructionOp | None:
-    """The closest instruction before `op` in its block that writes `buffer` (None past a nested region)."""
-    current = op.prev_op
-    while current is not None:
-        if current.regions and any(_writes(inner, buffer) for inner in current.walk()):
-            return None
-        if _writes(current, buffer):
-            return current if isinstance(current, InstructionOp) else None
-        current = current.prev_op
-    return None
-
-
-def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
+def _fuse_accumulate(reduce: neuron.TensorReduceOp, order: ProgramOrder) -> bool:
     """activation -> dst (fp32); tensor_reduce add of all of dst  ==>  activation with accumulate_dst."""
     if reduce.op.data != "add" or reduce.properties.get("negate") is not None:
         return False
@@ -189,23 +308,23 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp) -> bool:
     axes = reduce.properties.get("axes")
     if (axes.value.data if isinstance(axes, IntegerAttr) else 1) != len(source[1].dims):
         return False
-    activation = _previous_writer(reduce, source[0])
+    activation = order.previous_writer(reduce, source[0])
     if not isinstance(activation, neuron.ActivationOp) or activation.accumulate_dst is not None:
         return False
     if not _same(activation.access("dst"), source):
         return False
-    if not _untouched_between(activation, reduce, target[0]) or not _hoist_alloc(target[0], activation):
+    if not _untouched_between(activation, reduce, target[0], order) or not _hoist_alloc(target[0], activation, order):
         return False
     accesses = _accesses(activation)
     accesses["accumulate_dst"] = target
     fused = neuron.ActivationOp.build_instruction(activation.engine_kind, accesses, _properties(activation))
-    _merge(activation, fused, reduce, None)
+    _merge(activation, fused, reduce, None, order)
     # A copy of the fp32 output (a 16-bit matmul operand) that the walk met before the reduce may now forward.
-    forward_into_copy_reader(fused)
+    forward_into_copy_reader(fused, order)
     return True
 
 
-def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
+def _fuse_negate(scale: neuron.TensorScalarOp, order: ProgramOrder) -> bool:
     """tensor_reduce -> d; tensor_scalar d * -1 (d read by nothing else)  ==>  tensor_reduce with negate."""
     if scale.op1 is not None or scale.operand0 is not None or scale.op0.data != "multiply":
         return False
@@ -216,7 +335,7 @@ def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
         return False
     assert source is not None
     assert target is not None
-    reduce = _previous_writer(scale, source[0])
+    reduce = order.previous_writer(scale, source[0])
     if not isinstance(reduce, neuron.TensorReduceOp) or reduce.properties.get("negate") is not None:
         return False
     if reduce.engine_kind is not Engine.VECTOR or not _same(reduce.access("dst"), source):
@@ -225,14 +344,14 @@ def _fuse_negate(scale: neuron.TensorScalarOp) -> bool:
         return False
     if source[0].type != target[0].type or source[1] != target[1]:
         return False
-    if not _untouched_between(reduce, scale, target[0]) or not _hoist_alloc(target[0], reduce):
+    if not _untouched_between(reduce, scale, target[0], order) or not _hoist_alloc(target[0], reduce, order):
         return False
     accesses = _accesses(reduce)
     accesses["dst"] = target
     properties = _properties(reduce)
     properties["negate"] = IntegerAttr(1, i1)
     fused = neuron.TensorReduceOp.build_instruction(reduce.engine_kind, accesses, properties)
-    _merge(reduce, fused, scale, source[0])
+    _merge(reduce, fused, scale, source[0], order)
     return True
 
 
@@ -248,7 +367,7 @@ def _float_only(op: InstructionOp) -> bool:
     )
 
 
-def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
+def _fuse_scalar_pair(second: neuron.TensorScalarOp, order: ProgramOrder) -> bool:
     """tensor_scalar -> t (fp32, read only by the second); tensor_scalar of t  ==>  one two-step tensor_scalar."""
     if second.op1 is not None or second.engine_kind not in _FLOAT_ENGINES or not _float_only(second):
         return False
@@ -256,14 +375,14 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
         return False
     assert source is not None
-    first = _previous_writer(second, source[0])
+    first = order.previous_writer(second, source[0])
     if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None:
         return False
     if first.engine_kind is not second.engine_kind or not _float_only(first):
         return False
     if not _same(first.access("dst"), source) or _instruction_users(source[0]) != {first, second}:
         return False
-    if not _scalar_reads_stable(first, second):
+    if not _scalar_reads_stable(first, second, order):
         return False
     accesses = _accesses(first)
     accesses["dst"] = second.access("dst")  # type: ignore[assignment]
@@ -276,13 +395,14 @@ def _fuse_scalar_pair(second: neuron.TensorScalarOp) -> bool:
     if second.reverse0 is not None:
         properties["reverse1"] = second.reverse0
     fused = neuron.TensorScalarOp.build_instruction(second.engine_kind, accesses, properties)
-    _merge(second, fused, first, source[0])
+    _merge(second, fused, first, source[0], order)
     return True
 
 
 def fuse_scalar_tensor_tensor(
     second: neuron.TensorTensorOp,
     accept: Callable[[neuron.TensorScalarOp, neuron.TensorTensorOp, neuron.ScalarTensorTensorOp], bool] | None = None,
+    order: ProgramOrder | None = None,
 ) -> neuron.ScalarTensorTensorOp | None:
     """tensor_scalar -> t (fp32, one step, read only by the second); tensor_tensor of t and u on VectorE  ==>
     scalar_tensor_tensor (t's step, then the tensor_tensor's operator with u), returned (None: not merged).
@@ -295,17 +415,18 @@ def fuse_scalar_tensor_tensor(
         return None
     source, other = second.access("in0"), second.access("in1")
     reverse = False
-    first = _scalar_step_writing(second, source)
+    order = order or ProgramOrder()
+    first = _scalar_step_writing(second, source, order)
     if first is None:
         source, other, reverse = other, source, True
-        first = _scalar_step_writing(second, source)
+        first = _scalar_step_writing(second, source, order)
     if first is None or source is None or other is None or other[0] is source[0]:
         return None
     src = first.access("src")
     assert src is not None
     if memory_of(src[0].type) is Memory.PSUM and memory_of(other[0].type) is Memory.PSUM:
         return None
-    if not _scalar_reads_stable(first, second):
+    if not _scalar_reads_stable(first, second, order):
         return None
     accesses = {role: access for role, access in _accesses(first).items() if role in ("src", "operand0")}
     accesses["in1"] = other
@@ -319,26 +440,28 @@ def fuse_scalar_tensor_tensor(
     if accept is not None and not accept(first, second, fused):
         fused.erase()
         return None
-    _merge(second, fused, first, source[0])
+    _merge(second, fused, first, source[0], order)
     return fused
 
 
-def forward_into_copy_reader(writer: InstructionOp) -> None:
+def forward_into_copy_reader(writer: InstructionOp, order: ProgramOrder | None = None) -> None:
     """Apply the copy forwarding of this pass to the one `tensor_copy` that reads what `writer` wrote, if any."""
     destination = writer.access("dst")
     if destination is None:
         return
     readers = [use.operation for use in destination[0].uses if use.operation is not writer]
     if len(readers) == 1 and isinstance(readers[0], neuron.TensorCopyOp):
-        _forward_into_copy(readers[0])
+        _forward_into_copy(readers[0], order or ProgramOrder())
 
 
-def _scalar_step_writing(second: InstructionOp, source: Access | None) -> neuron.TensorScalarOp | None:
+def _scalar_step_writing(
+    second: InstructionOp, source: Access | None, order: ProgramOrder
+) -> neuron.TensorScalarOp | None:
     """The one-step float tensor_scalar that wrote all of `source`, an fp32 buffer only `second` reads after it."""
     if not _static(source) or not _is_f32(source[0]):  # type: ignore[index]
         return None
     assert source is not None
-    first = _previous_writer(second, source[0])
+    first = order.previous_writer(second, source[0])
     if not isinstance(first, neuron.TensorScalarOp) or first.op1 is not None or not _float_only(first):
         return None
     if first.op0.data not in _FLOAT_ALU_OPS:
@@ -348,7 +471,7 @@ def _scalar_step_writing(second: InstructionOp, source: Access | None) -> neuron
     return first
 
 
-def _available_at(value: SSAValue | None, op: Operation) -> bool:
+def _available_at(value: SSAValue | None, op: Operation, order: ProgramOrder) -> bool:
     """Whether an access's dynamic offset `value` is available at `op` (a block argument of a block enclosing
     it, or defined before it there); index arithmetic computing it later in `op`'s block from values available
     at `op` moves up to `op` to make it so."""
@@ -363,17 +486,18 @@ def _available_at(value: SSAValue | None, op: Operation) -> bool:
             parent = current.parent_block()
             current = parent.parent_op() if parent is not None else None
         return False
-    if _defined_before(owner, op):
+    if _defined_before(owner, op, order):
         return True
     movable = owner.dialect_name() == "arith" and not owner.regions and owner.parent_block() is op.parent_block()
-    if not movable or not all(_available_at(operand, op) for operand in owner.operands):
+    if not movable or not all(_available_at(operand, op, order) for operand in owner.operands):
         return False
     owner.detach()
     op.parent_block().insert_op_before(owner, op)  # type: ignore[union-attr]
+    order.moved_before(owner, op)
     return True
 
 
-def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
+def _forward_into_copy(copy: neuron.TensorCopyOp, order: ProgramOrder) -> bool:
     """tensor_scalar / tensor_tensor / activation -> t (whole, read only by the copy); tensor_copy t -> window
     of d  ==>  the first instruction writes the window of d."""
     source, target = copy.access("src"), copy.access("dst")
@@ -383,7 +507,7 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
     same_type = source[0].type.element_type == target[0].type.element_type  # type: ignore[attr-defined]
     if source[0] is target[0] or not (_is_f32(source[0]) or same_type):
         return False
-    writer = _previous_writer(copy, source[0])
+    writer = order.previous_writer(copy, source[0])
     if not isinstance(
         writer, neuron.TensorScalarOp | neuron.TensorTensorOp | neuron.ScalarTensorTensorOp | neuron.ActivationOp
     ):
@@ -394,14 +518,14 @@ def _forward_into_copy(copy: neuron.TensorCopyOp) -> bool:
         return False
     if source[1] != full_access(source[0])[1]:
         return False
-    if not _untouched_between(writer, copy, target[0]):
+    if not _untouched_between(writer, copy, target[0], order):
         return False
-    if not _available_at(target[2], writer) or not _hoist_alloc(target[0], writer):
+    if not _available_at(target[2], writer, order) or not _hoist_alloc(target[0], writer, order):
         return False
     accesses = _accesses(writer)
     accesses["dst"] = target
     fused = type(writer).build_instruction(writer.engine_kind, accesses, _properties(writer))
-    _merge(writer, fused, copy, source[0])
+    _merge(writer, fused, copy, source[0], order)
     return True
 
 
@@ -411,12 +535,13 @@ class NeuronFuseInstructionsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in defined_functions(op):
+            order = ProgramOrder()
             for instruction in [i for i in function.body.walk() if isinstance(i, InstructionOp)]:
                 if instruction.parent is None:
                     continue  # erased by an earlier merge
                 if isinstance(instruction, neuron.TensorReduceOp):
-                    _fuse_accumulate(instruction)
+                    _fuse_accumulate(instruction, order)
                 elif isinstance(instruction, neuron.TensorScalarOp):
-                    _fuse_negate(instruction) or _fuse_scalar_pair(instruction)
+                    _fuse_negate(instruction, order) or _fuse_scalar_pair(instruction, order)
                 elif isinstance(instruction, neuron.TensorCopyOp):
-                    _forward_into_copy(instruction)
+                    _forward_into_copy(instruction, order)
