@@ -33,7 +33,7 @@ stages. Causal attention skips the key blocks after a query tile's last row and 
 once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
-heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time;
+heads with all their query heads, consecutive heads) are emitted stage by stage, four query tiles at a time;
 unrolled trips are software-pipelined by stage (a stage's P and dS before the previous stage's products), and each
 head's transposes are emitted just before its first scores, after the loads of its whole trip.
 
@@ -92,15 +92,20 @@ from neuron_mlir.runtime.hardware import TARGETS, Memory, Target
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
 # The query tiles of a head are unrolled. Longer sequences are decomposed by the frontend.
 MAX_QUERY_TILES = 8
-# Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
-# scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
-TILES_PER_STAGE = 8
+# Query tiles emitted stage by stage together (`_AttentionBackward.scores`, `products`): each holds two PSUM banks
+# (its scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die. With
+# unrolled trips pipelined by stage, smaller stages interleave each engine's queue more finely: the 12 causal heads
+# of 512 queries (bf16, trn2) take 50.8 us in stages of 4 against 52.8 in stages of 8 (55.0 at 2, 51.5 at 3, 54.6
+# at 6), and the training steps gain too (BERT-base 622.1 -> 620.2 us, GPT-2 690.2 -> 683.4, ViT-B/16 620.3 ->
+# 616.7, the Llama layer unchanged at 2471.3).
+TILES_PER_STAGE = 4
 # Scores per trip over the heads, in 128-query rows of keys (query tiles times the keys each sees, over the trip's
 # heads): the 12 causal heads of 512 queries, bf16, take 59.9 us at trips of two heads (2560 columns: one stage of
 # 8 query tiles), 63.1 us in two stages of 4, 74.3 us at trips of four heads (5120), 75.8 us at three heads in one
 # stage, with the trips unrolled; ViT-B/16's 24 heads of 197 queries and keys (394 columns each) take 715.3 us at
 # trips of four heads (its training step), 711.1 us at trips of eight (3152 columns) and 707.9 us at twelve (4728),
-# but any limit above 3840 gives the causal heads of 512 queries trips of three.
+# but any limit above 3840 gives the causal heads of 512 queries trips of three (in stages of 4, with their rows made
+# by `narrow_transpose`: 51.3 us at three heads, 50.8 at two, 58.9 at one).
 TRIP_SCORE_COLUMNS = 3200
 # And at most this many query tiles per trip, whose heads' rows, transposes and gradients all stay in SBUF until the
 # trip stores: short sequences have few scores per head, and a trip of hundreds of them would not fit.

@@ -50,7 +50,7 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NEXT:  tile.matmul
 // CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1, %c0] : !tile.tile<128x64xf32, psum>, !tile.tile<128x2x64xbf16, sbuf>
 // CHECK-NEXT:  tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
-// The first stage's query tiles (both tiles of the heads 8 t to 8 t + 3): tile 0 over its 128 keys with the causal
+// The first stage's query tiles (both tiles of the heads 8 t and 8 t + 1: TILES_PER_STAGE): tile 0 over its 128 keys with the causal
 // bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
 // another, both exponentials writing one [128, 256] tile of probabilities.
 // CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
@@ -72,8 +72,8 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // and its product with P is bf16 too.
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
-// The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its P and dS before
-// the first trip's products and stores.
+// The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its first stage's P
+// and dS before the first trip's last products and its stores.
 // CHECK-NOT:     tile.store
 // CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-NOT:     tile.store
