@@ -625,7 +625,9 @@ class _AttentionBackward:
         as the stationary operand and a [P, P] identity as the moving one (part^T I): TensorE streams the moving
         operand's P columns, where a transpose-mode matmul streams the tile's F columns. A head of 64 features
         turns each 128-row block of its transpose back into rows in 64 cycles instead of 128; the products are
-        exact (each output sums one product by 1), so the rows are the loaded values."""
+        exact (each output sums one product by 1), so finite rows are the loaded values. A NaN or Inf spreads over
+        its row, as in trn1's transposes (docs/hardware-sources.md); a non-finite K, Q or dO makes dS, and with it
+        dQ and dK, non-finite in eager too."""
         partitions, columns = part.type.get_shape()  # type: ignore[attr-defined]
         if partitions >= columns or self.eye is None:
             return em.insert(tile.TransposeOp(part)).result
