@@ -12,9 +12,10 @@ into ATen ops instead (`frontend.decompositions.flash_attention_backward`), so t
 
 Output guarantee: grad_query, grad_key and grad_value in their inputs' dtypes, each written once; no [L, S]
 intermediate reaches HBM. Per (batch, head), Q, K, V, dO and O are loaded once: where the target's DMAs transpose
-2-byte elements, K, Q and dO as K^T, Q^T and dO^T (their rows made by TensorE transposes), else as rows; V and O
-as rows, and V^T built by TensorE transposes. Then for each query tile i (128 queries, p rows), over all the
-keys it sees at once (n <= 512: one PSUM bank), and for each key block j (128 keys, w rows) of those:
+2-byte elements, K, Q and dO as K^T, Q^T and dO^T (their rows made on TensorE, `narrow_transpose`) and V of more
+than one 128-row block (and no grouped heads) as V^T, else as rows (V^T then built by TensorE transposes); O as
+rows. Then for each query tile i (128 queries, p rows), over all the keys it sees at once (n <= 512: one PSUM
+bank), and for each key block j (128 keys, w rows) of those:
 
     s     = Q_i K^T                           TensorE (a Q^T block, K^T), PSUM [p, n]
     P     = exp(scale s - lse_i)              ScalarE, lse a per-partition bias: the forward's softmax, recomputed
@@ -32,7 +33,7 @@ stages. Causal attention skips the key blocks after a query tile's last row and 
 once for all heads from a GpSimdE iota, added in PSUM by TensorE) to the scores of the diagonal block of the tiles
 that straddle the diagonal: their keys before the tile's first row have scores of their own in another PSUM tile,
 so TensorE adds the bias over one block, not over all the keys. The query tiles of a trip (one or more key/value
-heads with all their query heads, consecutive heads) are emitted stage by stage, eight query tiles at a time;
+heads with all their query heads, consecutive heads) are emitted stage by stage, four query tiles at a time;
 unrolled trips are software-pipelined by stage (a stage's P and dS before the previous stage's products), and each
 head's transposes are emitted just before its first scores, after the loads of its whole trip.
 
@@ -91,15 +92,20 @@ from neuron_mlir.runtime.hardware import TARGETS, Memory, Target
 OP_NAME = "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward"
 # The query tiles of a head are unrolled. Longer sequences are decomposed by the frontend.
 MAX_QUERY_TILES = 8
-# Query tiles emitted stage by stage together (`_AttentionBackward.query_tiles`): each holds two PSUM banks (its
-# scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die.
-TILES_PER_STAGE = 8
+# Query tiles emitted stage by stage together (`_AttentionBackward.scores`, `products`): each holds two PSUM banks
+# (its scores, then dP) and one for its dQ, which the allocator reuses across the stage's tiles as they die. With
+# unrolled trips pipelined by stage, smaller stages interleave each engine's queue more finely: the 12 causal heads
+# of 512 queries (bf16, trn2) take 50.8 us in stages of 4 against 52.8 in stages of 8 (55.0 at 2, 51.5 at 3, 54.6
+# at 6), and the training steps gain too (BERT-base 622.1 -> 620.2 us, GPT-2 690.2 -> 683.4, ViT-B/16 620.3 ->
+# 616.7, the Llama layer unchanged at 2471.3).
+TILES_PER_STAGE = 4
 # Scores per trip over the heads, in 128-query rows of keys (query tiles times the keys each sees, over the trip's
 # heads): the 12 causal heads of 512 queries, bf16, take 59.9 us at trips of two heads (2560 columns: one stage of
 # 8 query tiles), 63.1 us in two stages of 4, 74.3 us at trips of four heads (5120), 75.8 us at three heads in one
 # stage, with the trips unrolled; ViT-B/16's 24 heads of 197 queries and keys (394 columns each) take 715.3 us at
 # trips of four heads (its training step), 711.1 us at trips of eight (3152 columns) and 707.9 us at twelve (4728),
-# but any limit above 3840 gives the causal heads of 512 queries trips of three.
+# but any limit above 3840 gives the causal heads of 512 queries trips of three (in stages of 4, with their rows made
+# by `narrow_transpose`: 51.3 us at three heads, 50.8 at two, 58.9 at one).
 TRIP_SCORE_COLUMNS = 3200
 # And at most this many query tiles per trip, whose heads' rows, transposes and gradients all stay in SBUF until the
 # trip stores: short sequences have few scores per head, and a trip of hundreds of them would not fit.
@@ -228,6 +234,14 @@ class _Head:
 
 
 @dataclass(frozen=True)
+class _Runs:
+    """One head's [b 128, width] matrix loaded as runs of consecutive rows: partition p holds rows [p b, p b + b)
+    as `tile` [128, b, width]."""
+
+    tile: SSAValue
+
+
+@dataclass(frozen=True)
 class _Scores:
     """A stage's query tiles after their first half: (rows, first key of the causal diagonal, keys seen) per
     tile, P and dS."""
@@ -330,10 +344,16 @@ class _AttentionBackward:
         # PSUM by TensorE (identity^T @ bias): VectorE and GpSimdE stay off the scores' critical path.
         self.biases: dict[int, SSAValue] = {}
         self.identity: SSAValue | None = None
-        if self.causal:
+        # An identity in the inputs' dtype, for the causal bias's matmuls and `narrow_transpose`'s.
+        self.eye: SSAValue | None = None
+        narrow = any(
+            dma_transposable(tensor, self.element_type, self.target) for tensor in (self.key, self.query, self.grad_out)
+        )
+        if self.causal or narrow:
             square = sbuf_tile((PARTITION_TILE, PARTITION_TILE), self.element_type)
             offsets = em.insert(tile.IotaOp(square, steps=[1], channel_multiplier=-1)).result
-            self.identity = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+            self.eye = em.insert(tile.BinaryScalarOp(offsets, "is_equal", square, scalar=0.0)).result
+            self.identity = self.eye if self.causal else None
         by_shape: dict[tuple[int, int], SSAValue] = {}
         for i in range(_tiles(self.length)):
             if self.causal and self.straddles(i):
@@ -561,13 +581,13 @@ class _AttentionBackward:
         """One head's matrix the kernel reads both as rows and transposed: its transpose by one DMA transpose when
         the target's DMAs can (`dma_transposable`), else its rows (`both_ways` makes the other form
         on TensorE). A head's rows of 64 2-byte features are 128-byte runs, a quarter of a copy's DMA rate, where
-        a DMA transpose of such a head moves at 0.45 of it; TensorE then pays twice as much for the transposes
-        back into rows (a transpose costs the columns of its input: 128 per block instead of 64). In the 12 causal
-        heads of 512 queries (bf16, trn2) the backward took 59.3 us with K, Q and dO as rows, 57.9 to 58.3 with
-        one of them by DMA, 57.8 with Q and dO, 58.2 with all three; with each head's transposes emitted at its
-        first use (`ready`) and the trips pipelined, 56.0 with K and dO and 55.5 with all three, which the
-        training steps (BERT-base, GPT-2, the Llama layer, ViT-B/16) also prefer. V keeps its runs of
-        consecutive rows."""
+        a DMA transpose of such a head moves at 0.45 of it; TensorE then makes the rows (`rows_of`), at the same
+        64 cycles per 128-row block as a row block's transpose (`narrow_transpose`). In the 12 causal heads of 512
+        queries (bf16, trn2) the backward took 59.3 us with K, Q and dO as rows, 57.9 to 58.3 with one of them by
+        DMA, 57.8 with Q and dO, 58.2 with all three (the rows then made by transposes of 128 cycles a block);
+        with each head's transposes emitted at its first use (`ready`) and the trips pipelined, 56.0 with K and dO
+        and 55.5 with all three, which the training steps (BERT-base, GPT-2, the Llama layer, ViT-B/16) also
+        prefer; 54.1 with the rows made by `narrow_transpose`."""
         if dma_transposable(tensor, self.element_type, self.target):
             return None, load_head_transposed(em, tensor, batch, count)
         return load_head_rows(em, tensor, batch, 0, count, width), None
@@ -593,12 +613,26 @@ class _AttentionBackward:
             full = em.insert(tile.EmptyOp(sbuf_tile((PARTITION_TILE, blocks, width), self.element_type))).result
             for t in range(blocks):
                 part = window(em, transposed, [t * PARTITION_TILE], (width, PARTITION_TILE))
-                block = em.insert(tile.TransposeOp(part)).result
+                block = self.narrow_transpose(em, part)
                 full = em.insert(tile.InsertOp(block, full, [em.index(t), em.index(0)])).result
         if rest:
             part = window(em, transposed, [blocks * PARTITION_TILE], (width, rest))
-            last = to_sbuf(em, em.insert(tile.TransposeOp(part)).result, self.element_type)
+            last = to_sbuf(em, self.narrow_transpose(em, part), self.element_type)
         return _Rows(full, last, width)
+
+    def narrow_transpose(self, em: LoopNestBuilder, part: SSAValue) -> SSAValue:
+        """[F, P] in PSUM from a [P, F] SBUF tile of fewer partitions than columns, as a plain matmul with the tile
+        as the stationary operand and a [P, P] identity as the moving one (part^T I): TensorE streams the moving
+        operand's P columns, where a transpose-mode matmul streams the tile's F columns. A head of 64 features
+        turns each 128-row block of its transpose back into rows in 64 cycles instead of 128; the products are
+        exact (each output sums one product by 1), so finite rows are the loaded values. A NaN or Inf spreads over
+        its row, as in trn1's transposes (docs/hardware-sources.md); a non-finite K, Q or dO makes dS, and with it
+        dQ and dK, non-finite in eager too."""
+        partitions, columns = part.type.get_shape()  # type: ignore[attr-defined]
+        if partitions >= columns or self.eye is None:
+            return em.insert(tile.TransposeOp(part)).result
+        eye = window(em, self.eye, [0], (partitions, partitions))
+        return em.insert(tile.MatmulOp(part, eye, _psum((columns, partitions)))).result
 
     @staticmethod
     def runs_per_partition(tensor: SSAValue) -> bool:
@@ -609,18 +643,31 @@ class _AttentionBackward:
         blocks, rest = divmod(count, PARTITION_TILE)
         return not rest and blocks > 1 and layout.strides[-1] == 1 and layout.strides[-2] == width
 
-    def load_value(self, em: LoopNestBuilder, batch: list[Index]) -> _Rows | SSAValue:
-        """V's rows, in order (`_Rows`) or as runs of consecutive rows per partition (`value_transposed`)."""
+    def load_value(self, em: LoopNestBuilder, batch: list[Index]) -> _Rows | _Runs | SSAValue:
+        """V, which the kernel reads only transposed: V^T by one DMA transpose where the target's DMAs transpose
+        (`dma_transposable`) and the head has more than one 128-row block, else its rows in order (`_Rows`) or as
+        runs of consecutive rows per partition (`_Runs`), which `value_transposed` turns into V^T on TensorE. The
+        DMA transpose moves a head of 64 2-byte features at 0.45 of a copy's rate where the runs of four 128-byte
+        rows move at 0.625, and saves TensorE its transposes and VectorE or ScalarE their PSUM evacuations (bf16,
+        trn2): the 12 causal heads of 512 queries took 54.1 -> 52.8 us, the GPT-2 block's training step 695.0
+        -> 690.2, ViT-B/16's (197 rows) 622.5 -> 620.3. A head of one block keeps its row load and TensorE
+        transpose (64 cycles): by DMA transposes, BERT-base's step (48 heads of 128 rows) took 622.1 -> 622.8.
+        Grouped key/value heads keep the TensorE path too: their V^T serves several query heads, so its transposes
+        are a small share of TensorE's work (the Llama layer, four query heads per key/value head: 2471.3 ->
+        2471.4 by DMA transposes)."""
         count, width = layout_of(self.value).shape[-2:]
+        by_dma = count > PARTITION_TILE and self.groups == 1
+        if by_dma and dma_transposable(self.value, self.element_type, self.target):
+            return load_head_transposed(em, self.value, batch, count)
         if not self.runs_per_partition(self.value):
             return load_head_rows(em, self.value, batch, 0, count, width)
         blocks = count // PARTITION_TILE
         rank = len(batch) + 2
         runs = split_axis(em, self.value, rank - 2, PARTITION_TILE, blocks)
-        return load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width))
+        return _Runs(load(em, runs, [*batch, 0, 0, 0], (PARTITION_TILE, blocks, width)))
 
-    def value_transposed(self, em: LoopNestBuilder, loaded: _Rows | SSAValue) -> SSAValue:
-        """[width, count]: V transposed, the matrix the kernel reads only transposed.
+    def value_transposed(self, em: LoopNestBuilder, loaded: _Rows | _Runs | SSAValue) -> SSAValue:
+        """[width, count]: V transposed, as `load_value` loaded it or made on TensorE.
 
         When its rows are contiguous in HBM and fill whole 128-row blocks, partition p loads the consecutive rows
         [p b, p b + b) (b blocks): one run of b rows per partition, which moves at a higher DMA rate than a row per
@@ -629,11 +676,13 @@ class _AttentionBackward:
         count, width = layout_of(self.value).shape[-2:]
         if isinstance(loaded, _Rows):
             return self.transposed(em, loaded, count)
+        if not isinstance(loaded, _Runs):
+            return loaded
         blocks = count // PARTITION_TILE
         result = em.insert(tile.EmptyOp(sbuf_tile((width, count), self.element_type))).result
         for r in range(blocks):
-            block_t = em.insert(tile.TransposeOp(window(em, loaded, [r, 0], (PARTITION_TILE, width)))).result
-            block = _evacuated(em, block_t, self.element_type)
+            part = window(em, loaded.tile, [r, 0], (PARTITION_TILE, width))
+            block = _evacuated(em, em.insert(tile.TransposeOp(part)).result, self.element_type)
             result = em.insert(tile.InsertOp(block, result, [em.index(r)], steps=[blocks])).result
         return result
 

@@ -23,12 +23,11 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NOT:   scf.for
 // Six loads per head, all of a trip's loads before any of its transposes. K, Q and dO, read both as rows and
 // transposed, load by a DMA transpose each (trn2's DMAs transpose 2-byte elements: a head moves at 0.45 of a copy's
-// rate where its 128-byte rows move at 0.25), and TensorE transposes them back into rows. O loads its rows in order,
-// all of them in one. V, only read transposed, loads runs of two consecutive rows per partition (a row of 64
-// bf16 alone is a 128-byte run). The log-sum-exp loads as rows of 128 queries, one per query tile.
+// rate where its 128-byte rows move at 0.25), and TensorE makes their rows. V, only read transposed, loads as V^T
+// by a DMA transpose too. O loads its rows in order, all of them in one. The log-sum-exp loads as rows of 128
+// queries, one per query tile.
 // CHECK:       %[[KT0:.*]] = tile.load %k[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
-// CHECK-NEXT:  tile.view %v
-// CHECK-NEXT:  %[[V0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.load %v[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.load %q[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.load %g[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.view %o
@@ -38,22 +37,20 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // CHECK-NEXT:  tile.load %k[%c0, %c1, %c0, %c0] {dims = array<i64: 3, 2>}
 // CHECK-NOT:   tile.transpose
 // CHECK:       tile.load %{{.*}}[%c0, %c7, %c0, %c0, %c0] : memref<1x16x1x2x128xf32
-// Then each head's transposes, just before its first scores: K's rows from K^T; V^T, whose blocks go back in place,
-// every other column, as they leave PSUM through an exact multiply by 1, which neuron-balance-engines places (a
-// plain insert's copy would keep its destination's engine); the log-sum-exp's per-partition columns.
+// Then each head's transposes, just before its first scores: K's rows from K^T, each 128-row block a plain matmul
+// with the block of K^T as the stationary operand and a [64, 64] identity as the moving one (TensorE streams 64
+// columns, where a transpose of the [64, 128] block would stream 128); the log-sum-exp's per-partition columns.
 // CHECK-NEXT:  tile.empty : !tile.tile<128x2x64xbf16, sbuf>
-// CHECK-NEXT:  tile.extract %[[KT0]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
-// CHECK-NEXT:  tile.transpose %{{.*}} : !tile.tile<64x128xbf16, sbuf> -> !tile.tile<128x64xbf16, psum>
-// CHECK:       tile.extract %[[V0]][%c0, %c0]
-// CHECK-NEXT:  tile.transpose
-// CHECK-NEXT:  tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e+00 : f64} : (!tile.tile<64x128xbf16, psum>) -> !tile.tile<64x128xbf16, sbuf>
-// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c0] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
-// CHECK-NEXT:  tile.extract %[[V0]][%c1, %c0]
-// CHECK-NEXT:  tile.transpose
-// CHECK-NEXT:  tile.binary_scalar
-// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1] {steps = array<i64: 2>} : !tile.tile<64x128xbf16, sbuf>, !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  %[[K00:.*]] = tile.extract %[[KT0]][%c0] : !tile.tile<64x256xbf16, sbuf> -> !tile.tile<64x128xbf16, sbuf>
+// CHECK-NEXT:  %[[EYE:.*]] = tile.extract %[[IDENTITY]][%c0] : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<64x64xbf16, sbuf>
+// CHECK-NEXT:  tile.matmul %[[K00]], %[[EYE]] : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x64xbf16, sbuf>) -> !tile.tile<128x64xf32, psum>
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c0, %c0] : !tile.tile<128x64xf32, psum>, !tile.tile<128x2x64xbf16, sbuf>
+// CHECK-NEXT:  tile.extract %[[KT0]][%c128]
+// CHECK-NEXT:  tile.extract %[[IDENTITY]][%c0]
+// CHECK-NEXT:  tile.matmul
+// CHECK-NEXT:  tile.insert %{{.*}}, %{{.*}}[%c1, %c0] : !tile.tile<128x64xf32, psum>, !tile.tile<128x2x64xbf16, sbuf>
 // CHECK-NEXT:  tile.transpose %[[LSE0]] : !tile.tile<2x128xf32, sbuf> -> !tile.tile<128x2xf32, psum>
-// The first stage's query tiles (both tiles of the heads 8 t to 8 t + 3): tile 0 over its 128 keys with the causal
+// The first stage's query tiles (both tiles of the heads 8 t and 8 t + 1: TILES_PER_STAGE): tile 0 over its 128 keys with the causal
 // bias added in PSUM; tile 1 over keys [0, 128) in one PSUM tile and its diagonal keys [128, 256) with the bias in
 // another, both exponentials writing one [128, 256] tile of probabilities.
 // CHECK:         %[[S0:.*]] = tile.matmul %{{.*}}, %{{.*}} : (!tile.tile<64x128xbf16, sbuf>, !tile.tile<64x128xbf16, sbuf>) -> !tile.tile<128x128xf32, psum>
@@ -75,8 +72,8 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // and its product with P is bf16 too.
 // CHECK:         %[[CENTRED:.*]] = tile.unary %{{.*}} bias %{{.*}} {fn = "copy", scale = 1.250000e-01 : f64} : (!tile.tile<128x256xf32, psum>, !tile.tile<128x1xf32, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
 // CHECK-NEXT:    tile.binary %[[CENTRED]], %{{.*}} {op = "multiply"} : (!tile.tile<128x256xbf16, sbuf>, !tile.tile<128x256xbf16, sbuf>) -> !tile.tile<128x256xbf16, sbuf>
-// The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its P and dS before
-// the first trip's products and stores.
+// The trips are software-pipelined by stage: the second trip (heads 8 to 15) loads and computes its first stage's P
+// and dS before the first trip's last products and its stores.
 // CHECK-NOT:     tile.store
 // CHECK:         tile.load %{{.*}}[%c0, %c8, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>}
 // CHECK-NOT:     tile.store
