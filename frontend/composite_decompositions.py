@@ -842,6 +842,23 @@ def permute_copy(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     return x.permute(list(dims)).clone(memory_format=torch.contiguous_format)
 
 
+def slice_copy(
+    x: torch.Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> torch.Tensor:
+    """`aten.slice_copy.Tensor`: the slice, copied (what functionalization leaves of a slice it removes)."""
+    return aten.slice.Tensor(x, dim, start, end, step).clone()
+
+
+def select_copy(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
+    """`aten.select_copy.int`: the selected slice, copied."""
+    return aten.select.int(x, dim, index).clone()
+
+
+def expand_copy(x: torch.Tensor, size: Sequence[int], *, implicit: bool = False) -> torch.Tensor:
+    """`aten.expand_copy`: the expanded view, copied (contiguous)."""
+    return aten.expand.default(x, size, implicit=implicit).clone(memory_format=torch.contiguous_format)
+
+
 def unbind_copy(x: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
     """`aten.unbind_copy.int`: each slice along `dim`, copied."""
     return tuple(part.clone() for part in x.unbind(dim))
@@ -916,6 +933,9 @@ def composite_decompositions() -> dict[object, object]:
         aten.new_empty_strided.default: new_empty_strided,
         aten.view_copy.default: view_copy,
         aten.permute_copy.default: permute_copy,
+        aten.slice_copy.Tensor: slice_copy,
+        aten.select_copy.int: select_copy,
+        aten.expand_copy.default: expand_copy,
         aten.unbind_copy.int: unbind_copy,
         aten.as_strided_copy.default: as_strided_copy,
     }

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, region, sources, storage, streams
+from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
@@ -103,6 +103,9 @@ class _Program:
     # ... which, for a deferrable program, are kept from its first run alone: later calls outside a region write
     # them and account the run's simulated time without running the simulator again (`_replay`)
     memo: list[np.ndarray] | None = None
+    # an op whose result size depends on its values: the program computes its results at their bound and the
+    # count, which the host reads to cut them (`bounded`)
+    bounded: bounded.BoundedKernel | None = None
 
 
 @dataclass
@@ -193,12 +196,16 @@ def _run(
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
+    kernel = bounded.kernel_for(op, args) if id(op) in _MAY_BE_BOUNDED else None
+    if kernel is not None and bounded.has_no_elements(flat):
+        EAGER_STATS.native_ops[name] += 1  # no elements, nothing to compute: the results' sizes alone
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
     key = _signature(facts, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
-        if validate is not None:
+        if validate is not None and kernel is None:  # meta kernels refuse data-dependent sizes: the trace checks
             validate()
-        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
+        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat, kernel)
         if isinstance(entry, _Refusal) and _draws_random_numbers(op):
             # a distribution the compiler does not draw: the host draws it from the device generator
             entry = _Refusal(f"{entry.reason}; it draws from the device generator, on the host", by_design=True)
@@ -209,6 +216,8 @@ def _run(
             _programs[key] = entry
     if isinstance(entry, _Program):
         EAGER_STATS.native_ops[name] += 1
+        if entry.bounded is not None:
+            return _run_bounded(entry, facts, args, kwargs, flat)
         return _run_program(entry, facts, args, kwargs, flat)
     if otherwise is not None:
         return otherwise()
@@ -239,6 +248,11 @@ def _random_from(
     from neuron_mlir.frontend.composite_decompositions import random_between
 
     return x.copy_(random_between(x, low, high))
+
+
+# ids of the ops `bounded.kernel_for` may serve: looked up on every call, where an OpOverload's own hash is a
+# Python call
+_MAY_BE_BOUNDED = frozenset(id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor))
 
 
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
@@ -399,7 +413,11 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
 
 
 def _compile(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    op: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flat: list[Any],
+    kernel: bounded.BoundedKernel | None = None,
 ) -> _Program | _Refusal:
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
@@ -429,6 +447,8 @@ def _compile(
         for position, tensor in zip(tensor_positions, tensors, strict=True):
             values[position] = tensor.clone() if position in written else tensor
         call_args, call_kwargs = tree_unflatten(values, spec)
+        if kernel is not None:
+            return kernel.padded(*call_args, **call_kwargs)
         result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
@@ -485,11 +505,13 @@ def _compile(
         graph_module=graph_module,
         results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
+        and kernel is None
         and not compiled._seeded
         and not compiled.signature.guards
         and not compiled.signature.assertions
         and not compiled.signature.linalg_checks,
-        constant=_reads_no_values(graph_module),
+        constant=kernel is None and _reads_no_values(graph_module),
+        bounded=kernel,
     )
 
 
@@ -638,6 +660,28 @@ def _run_program(
             storage.resize(tensor, value.shape)
         _write(tensor, value)
     return _results(program, facts, args, kwargs, fresh_tensors, outputs)
+
+
+def _run_bounded(
+    program: _Program, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> Any:
+    """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
+    once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
+    assert program.bounded is not None
+    storage.observe()  # recorded ops run first: they may write this op's operands
+    outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
+    profile = getattr(program.compiled, "last_profile", None)
+    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(facts.name, simulated_ns)
+    count = int(np.asarray(outputs[-1]).reshape(()))
+    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+
+
+def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:
+    """An op's fresh results (no written arguments) as new device tensors holding `values`."""
+    results = [storage.from_array(np.ascontiguousarray(value)) for value in values]
+    return results[0] if len(facts.returned_arguments) == 1 else tuple(results)
 
 
 def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:

@@ -71,12 +71,13 @@ def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
         x + 1
 
 
-def test_a_data_dependent_shape_is_a_refusal_saying_so(compiled):
-    x = torch.tensor([[0.0, 1.5], [2.0, 0.0]]).to("neuron")
-    with pytest.warns(UserWarning, match=r"aten\.nonzero\.default: its output's shape depends on its values"):
-        indices = torch.nonzero(x)
-    assert torch.equal(indices.cpu(), torch.nonzero(x.cpu()))
-    assert compiled.EAGER_STATS.host_ops["aten.nonzero.default"] == 1
+def test_an_unbounded_data_dependent_shape_is_a_refusal_saying_so(compiled):
+    # the result's length is the sum of the repeats: no bound from the operands' sizes, so no program
+    x, repeats = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1, 0, 2])
+    with pytest.warns(UserWarning, match=r"aten\.repeat_interleave\.Tensor: its output's shape depends on its values"):
+        result = torch.repeat_interleave(x.to("neuron"), repeats.to("neuron"))
+    assert torch.equal(result.cpu(), torch.repeat_interleave(x, repeats))
+    assert compiled.EAGER_STATS.host_ops["aten.repeat_interleave.Tensor"] == 1
 
 
 def _mlp():
