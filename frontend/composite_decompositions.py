@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 aten = torch.ops.aten
@@ -849,6 +850,59 @@ def slice_copy(
     return aten.slice.Tensor(x, dim, start, end, step).clone()
 
 
+def fractional_max_pool(
+    x: torch.Tensor, kernel_size: Sequence[int], output_size: Sequence[int], random_samples: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.fractional_max_pool2d` / `3d`: each output element the maximum of a window of `kernel_size` whose start
+    along every spatial axis follows the plane's sample u in [0, 1): with a = (in - k) / (out - 1) in the input's
+    dtype, window i starts at int((i + u) a) - int(u a) and the last at in - k (PyTorch's pseudo-random
+    intervals); the index is the window's first maximum as a flat position in the plane. `random_samples` is
+    [batch, channels, dims], its entries (W, H) for 2-D pooling and (T, H, W) for 3-D, as ATen reads them."""
+    dims = len(kernel_size)
+    source = x if x.dim() == dims + 2 else x.unsqueeze(0)
+    batch, channels, sizes = source.shape[0], source.shape[1], source.shape[2:]
+    sample_of_axis = [1, 0] if dims == 2 else list(range(dims))
+    positions = torch.zeros((), dtype=torch.int64, device=x.device)
+    stride = 1
+    for axis in reversed(range(dims)):
+        starts = _fractional_starts(
+            random_samples[:, :, sample_of_axis[axis]], sizes[axis], output_size[axis], kernel_size[axis]
+        )
+        offsets = starts.unsqueeze(-1) + torch.arange(kernel_size[axis], device=x.device)  # [n, c, out, k]
+        shape = [batch, channels] + [1] * (2 * dims)
+        shape[2 + axis], shape[2 + dims + axis] = output_size[axis], kernel_size[axis]
+        positions = positions + offsets.reshape(shape) * stride
+        stride *= sizes[axis]
+    windows = math.prod(kernel_size)
+    positions = positions.expand(batch, channels, *output_size, *kernel_size).reshape(batch, channels, -1)
+    values = torch.gather(source.reshape(batch, channels, -1), 2, positions)
+    values = values.reshape(batch, channels, *output_size, windows)
+    largest = torch.amax(values, -1)
+    first = torch.argmax(values, -1, keepdim=True)
+    indices = torch.gather(positions.reshape(batch, channels, *output_size, windows), -1, first).squeeze(-1)
+    if x.dim() != dims + 2:
+        largest, indices = largest.squeeze(0), indices.squeeze(0)
+    return largest, indices
+
+
+def _fractional_starts(sample: torch.Tensor, size: int, outputs: int, pool: int) -> torch.Tensor:
+    """[n, c, outputs] int64: the window starts of fractional max pooling along one axis for samples [n, c]. The
+    step a is rounded as ATen computes it, a division in float32 rounded to the input's dtype."""
+    last = torch.full((*sample.shape, 1), size - pool, dtype=torch.int64, device=sample.device)
+    if outputs == 1:
+        return last
+    import ml_dtypes
+
+    # on the host, with NumPy: the trace's tensors are fake, and the step is a constant of the sizes; 16-bit types
+    # divide in float32, as their C++ operators do
+    wide = np.float64 if sample.dtype == torch.float64 else np.float32
+    rounded = {torch.float16: np.float16, torch.bfloat16: ml_dtypes.bfloat16}.get(sample.dtype, wide)
+    step = float(rounded(wide(size - pool) / wide(outputs - 1)))
+    steps = torch.arange(outputs - 1, dtype=sample.dtype, device=sample.device)
+    starts = ((steps + sample.unsqueeze(-1)) * step).to(torch.int64) - (sample * step).to(torch.int64).unsqueeze(-1)
+    return torch.cat([starts, last], -1)
+
+
 def select_copy(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
     """`aten.select_copy.int`: the selected slice, copied."""
     return aten.select.int(x, dim, index).clone()
@@ -933,6 +987,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.new_empty_strided.default: new_empty_strided,
         aten.view_copy.default: view_copy,
         aten.permute_copy.default: permute_copy,
+        aten.fractional_max_pool2d.default: fractional_max_pool,
+        aten.fractional_max_pool3d.default: fractional_max_pool,
         aten.slice_copy.Tensor: slice_copy,
         aten.select_copy.int: select_copy,
         aten.expand_copy.default: expand_copy,

@@ -48,6 +48,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import multiprocessing
 import re
 import sys
@@ -217,6 +218,49 @@ RANDOM_ENTRIES: frozenset[str] = frozenset(
     | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train"}
     | IN_PLACE_DRAWS.keys()
 )
+
+
+def _without_dropout(position: int | None = None) -> Callable[[Any], tuple[list[Any], dict[str, Any]]]:
+    """A sample's arguments with its dropout probability 0: the keyword `dropout_p`, or argument `position`."""
+
+    def fixed(sample: Any) -> tuple[list[Any], dict[str, Any]]:
+        args, kwargs = list(sample.args), dict(sample.kwargs)
+        if position is not None and position < len(args):
+            args[position] = 0.0
+        elif "dropout_p" in kwargs:
+            kwargs["dropout_p"] = 0.0
+        return args, kwargs
+
+    return fixed
+
+
+def _given_offsets(dims: int) -> Callable[[Any], tuple[list[Any], dict[str, Any]]]:
+    """A fractional max pooling sample's arguments with the pooling regions' offsets given (`_random_samples`,
+    [batch, channels, dims] in [0, 1)), drawn on the CPU from a generator of their own."""
+
+    def fixed(sample: Any) -> tuple[list[Any], dict[str, Any]]:
+        source = sample.input
+        batch = 1 if source.dim() == dims + 1 else source.shape[0]
+        offsets = torch.rand(batch, source.shape[-dims - 1], dims, generator=torch.Generator().manual_seed(1))
+        return list(sample.args), {**sample.kwargs, "_random_samples": offsets.to(source.dtype)}
+
+    return fixed
+
+
+# Entries whose random draws enter through one argument: dropout's probability in attention, the regions' offsets
+# in fractional max pooling (drawn when not given). With that argument fixed (no dropout; offsets drawn on the
+# CPU and given to both) a sample is deterministic and its result is compared with eager's as any other's; the
+# call as op_db makes it is checked for properties (`_drawn_problem`) and for equal draws after equal seeds. Its
+# function is op_db's own. On the device only: torch.compile cannot trace op_db's seeding wrapper.
+FIXED_DRAWS: dict[str, Callable[[Any], tuple[list[Any], dict[str, Any]]]] = {
+    "nn.functional.scaled_dot_product_attention": _without_dropout(),
+    # multi_head_attention_forward(query, key, value, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k,
+    # bias_v, add_zero_attn, dropout_p, ...): the sample's input is the query
+    "nn.functional.multi_head_attention_forward": _without_dropout(9),
+    "nn.functional.fractional_max_pool2d": _given_offsets(2),
+    "nn.functional.fractional_max_pool3d": _given_offsets(3),
+}
+
 
 # Entries whose results are uninitialised memory: only their dtype and shape are defined.
 UNINITIALISED_ENTRIES: frozenset[str] = frozenset(
@@ -602,8 +646,8 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     are read from the device's own count of host calls (`eager.EAGER_STATS.host_ops`)."""
     from neuron_mlir.frontend.device import eager
 
-    random = name in RANDOM_ENTRIES
-    function = _random_ops()[name] if random else op.op
+    random = name in RANDOM_ENTRIES or name in FIXED_DRAWS
+    function = _random_ops()[name] if name in RANDOM_ENTRIES else op.op
     # moved before the CPU runs, which may write their inputs (in-place entries)
     device_input, device_args, device_kwargs = _device_sample(sample, name)
     again_sample = _device_sample(sample, name) if random else None
@@ -624,6 +668,11 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
             assert again_sample is not None
             again_input, again_args, again_kwargs = again_sample
             again = _on_host(function(again_input, *again_args, **again_kwargs))
+        if name in FIXED_DRAWS:
+            fixed_args, fixed_kwargs = FIXED_DRAWS[name](sample)
+            fixed_expected = function(sample.input, *fixed_args, **fixed_kwargs)
+            fixed_input, fixed_device_args, fixed_device_kwargs = _on_device((sample.input, fixed_args, fixed_kwargs))
+            fixed = _on_host(function(fixed_input, *fixed_device_args, **fixed_device_kwargs))
     except Exception as error:
         return SampleOutcome(problem=describe_error(error))
     host = Counter(eager.EAGER_STATS.host_ops)
@@ -635,11 +684,38 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     )
     if random:
         outcome.problem = _random_properties(name, actual, expected, original, (sample.input, *sample.args))
+        if outcome.problem is None and name in FIXED_DRAWS:
+            problem = _compare(fixed, fixed_expected)
+            outcome.problem = f"with fixed draws: {problem}" if problem else _drawn_problem(name, sample, actual, fixed)
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
         outcome.problem = _compare(_align_signs(name, actual, expected), expected, name in UNINITIALISED_ENTRIES)
     return outcome
+
+
+def _drawn_problem(name: str, sample: Any, actual: Any, fixed: Any) -> str | None:
+    """Whether a `FIXED_DRAWS` entry's random result (`actual`) breaks what its draws cannot change: attention with
+    dropout must differ from its result without (`fixed`, already checked against eager's); every fractional max
+    pooling output is an element of its (batch, channel) plane of the input."""
+    result, reference = _leaves(actual)[0], _leaves(fixed)[0]
+    if "attention" in name:
+        if "multi_head" in name:
+            probability = sample.args[9] if len(sample.args) > 9 else 0.0
+        else:
+            probability = sample.kwargs.get("dropout_p", 0.0)
+        if probability > 0 and sample.kwargs.get("training", True) and _compare(result, reference) is None:
+            return f"{name}: dropout (p = {probability}) left the result as without it"
+        return None
+    dims = 3 if name.endswith("3d") else 2
+    source = sample.input.detach()
+    channels = source.shape[-dims - 1]
+    planes = source.reshape(-1, channels, math.prod(source.shape[-dims:])).double()
+    values = result.reshape(planes.shape[0], channels, -1).double()
+    present = (values.unsqueeze(-1) == planes.unsqueeze(-2)).any(-1)
+    if not bool(present.all()):
+        return f"{name}: {int((~present).sum())} outputs are no element of their plane of the input"
+    return None
 
 
 def host_reasons() -> dict[str, str]:
@@ -888,7 +964,10 @@ NOTES: tuple[str, ...] = (
     "the same properties (in-place draws also on their distribution's support; every dropout's elements either "
     "its dropped constant or its kept affine image of the input, both read off eager's result); the host draws "
     "only where the caller passes a generator or the compiler has no such distribution (`randperm`, "
-    "`multinomial`).",
+    "`multinomial`). Entries whose draws enter through one argument (attention's dropout, fractional max "
+    "pooling's window offsets) are also run with it fixed (no dropout; offsets drawn on the CPU and given to both) "
+    "and compared with eager's result exactly as other entries are; their random results must differ from the "
+    "dropout-free ones, and each pooled value must be an element of its plane of the input.",
     "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
     "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "

@@ -80,6 +80,18 @@ def test_an_unbounded_data_dependent_shape_is_a_refusal_saying_so(compiled):
     assert compiled.EAGER_STATS.host_ops["aten.repeat_interleave.Tensor"] == 1
 
 
+def test_fractional_max_pooling_runs_natively_with_the_cpus_windows(compiled):
+    # the windows follow the samples exactly as ATen places them; without samples they are drawn on the device
+    torch.manual_seed(0)
+    x, samples = torch.randn(1, 2, 9, 9), torch.rand(1, 2, 2)
+    expected = torch.nn.functional.fractional_max_pool2d(x, 3, output_size=4, _random_samples=samples)
+    result = torch.nn.functional.fractional_max_pool2d(
+        x.to("neuron"), 3, output_size=4, _random_samples=samples.to("neuron")
+    )
+    assert torch.equal(result.cpu(), expected)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
