@@ -766,6 +766,27 @@ def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = 
     return trials.to(x.dtype)
 
 
+def rrelu_with_noise_functional(
+    x: torch.Tensor,
+    noise: torch.Tensor,
+    lower: float = 0.125,
+    upper: float = 1.0 / 3.0,
+    training: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.rrelu_with_noise_functional`: in training, each element x <= 0 times a slope drawn uniform in [lower,
+    upper), the others kept (slope 1), and the slopes as the new noise; otherwise leaky ReLU with the mean slope,
+    the noise unchanged."""
+    if generator is not None or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        return NotImplemented
+    if not training:
+        return aten.leaky_relu.default(x, (float(lower) + float(upper)) / 2), noise.clone()
+    slopes = (_uniform_like(x) * (float(upper) - float(lower)) + float(lower)).to(x.dtype)
+    negative = x <= 0
+    drawn = torch.where(negative, slopes, torch.ones_like(slopes))
+    return torch.where(negative, x * slopes, x), drawn.to(noise.dtype)
+
+
 MAX_EXACT_RANGE = 2**24
 """The widest integer range drawn from one float32 uniform: every integer below it is a float32, and the 24 random
 bits of a draw reach each of them."""
@@ -976,6 +997,7 @@ def composite_decompositions() -> dict[object, object]:
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
         aten.exponential.default: exponential,
+        aten.rrelu_with_noise_functional.default: rrelu_with_noise_functional,
         aten.cauchy.default: cauchy,
         aten.log_normal.default: log_normal,
         aten.geometric.default: geometric,

@@ -248,10 +248,11 @@ def _given_offsets(dims: int) -> Callable[[Any], tuple[list[Any], dict[str, Any]
 
 
 # Entries whose random draws enter through one argument: dropout's probability in attention, the regions' offsets
-# in fractional max pooling (drawn when not given). With that argument fixed (no dropout; offsets drawn on the
-# CPU and given to both) a sample is deterministic and its result is compared with eager's as any other's; the
-# call as op_db makes it is checked for properties (`_drawn_problem`) and for equal draws after equal seeds. Its
-# function is op_db's own. On the device only: torch.compile cannot trace op_db's seeding wrapper.
+# in fractional max pooling (drawn when not given), rrelu's training flag (which draws the negative slopes). With
+# that argument fixed (no dropout; offsets drawn on the CPU and given to both; evaluation mode) a sample is
+# deterministic and its result is compared with eager's as any other's; the call as op_db makes it is checked for
+# properties (`_drawn_problem`) and for equal draws after equal seeds. Its function is op_db's own. On the device
+# only: torch.compile cannot trace op_db's seeding wrapper.
 FIXED_DRAWS: dict[str, Callable[[Any], tuple[list[Any], dict[str, Any]]]] = {
     "nn.functional.scaled_dot_product_attention": _without_dropout(),
     # multi_head_attention_forward(query, key, value, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k,
@@ -259,6 +260,7 @@ FIXED_DRAWS: dict[str, Callable[[Any], tuple[list[Any], dict[str, Any]]]] = {
     "nn.functional.multi_head_attention_forward": _without_dropout(9),
     "nn.functional.fractional_max_pool2d": _given_offsets(2),
     "nn.functional.fractional_max_pool3d": _given_offsets(3),
+    "nn.functional.rrelu": lambda sample: (list(sample.args), {**sample.kwargs, "training": False}),
 }
 
 
@@ -707,6 +709,8 @@ def _drawn_problem(name: str, sample: Any, actual: Any, fixed: Any) -> str | Non
         if probability > 0 and sample.kwargs.get("training", True) and _compare(result, reference) is None:
             return f"{name}: dropout (p = {probability}) left the result as without it"
         return None
+    if name == "nn.functional.rrelu":
+        return _rrelu_problem(sample, result)
     dims = 3 if name.endswith("3d") else 2
     source = sample.input.detach()
     channels = source.shape[-dims - 1]
@@ -715,6 +719,24 @@ def _drawn_problem(name: str, sample: Any, actual: Any, fixed: Any) -> str | Non
     present = (values.unsqueeze(-1) == planes.unsqueeze(-2)).any(-1)
     if not bool(present.all()):
         return f"{name}: {int((~present).sum())} outputs are no element of their plane of the input"
+    return None
+
+
+def _rrelu_problem(sample: Any, result: torch.Tensor) -> str | None:
+    """Whether rrelu's result keeps a positive element other than as it is, or scales a negative one by a slope
+    outside [lower, upper] (within the tolerance of the result's dtype)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+    from neuron_mlir.ir.semantics.compare import tolerance
+
+    lower, upper = float(sample.kwargs.get("lower", 1 / 8)), float(sample.kwargs.get("upper", 1 / 3))
+    x, values = sample.input.detach().double(), result.double()
+    rtol, atol = tolerance(numpy_dtype(result.dtype))
+    kept = torch.isclose(values, x, rtol, atol)
+    low, high = x * upper - atol - rtol * x.abs(), x * lower + atol + rtol * x.abs()
+    scaled = (values >= low) & (values <= high)
+    wrong = torch.where(x > 0, ~kept, ~scaled)
+    if bool(wrong.any()):
+        return f"nn.functional.rrelu: {int(wrong.sum())} elements neither kept (x > 0) nor x times [{lower}, {upper}]"
     return None
 
 
@@ -967,7 +989,9 @@ NOTES: tuple[str, ...] = (
     "`multinomial`). Entries whose draws enter through one argument (attention's dropout, fractional max "
     "pooling's window offsets) are also run with it fixed (no dropout; offsets drawn on the CPU and given to both) "
     "and compared with eager's result exactly as other entries are; their random results must differ from the "
-    "dropout-free ones, and each pooled value must be an element of its plane of the input.",
+    "dropout-free ones, each pooled value must be an element of its plane of the input, and rrelu's must keep "
+    "positive elements and scale the others by slopes in [lower, upper]. rrelu's fixed form is its evaluation "
+    "mode.",
     "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
     "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "

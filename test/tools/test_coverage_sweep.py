@@ -172,6 +172,19 @@ def test_fractional_pooling_outputs_must_be_elements_of_their_plane(host_mode):
     assert "no element of their plane" in str(coverage_sweep._drawn_problem(name, sample, moved, result))
 
 
+def test_rrelu_properties_catch_a_changed_positive_and_a_slope_out_of_range():
+    name = "nn.functional.rrelu"
+    _, sample = _sample(name)
+    x = sample.input
+    slopes = torch.full_like(x, 0.25)
+    good = torch.where(x <= 0, x * slopes, x)
+    assert coverage_sweep._drawn_problem(name, sample, good, good) is None
+    steep = torch.where(x <= 0, x * 1.5, x)  # a slope above `upper`
+    assert "neither kept" in str(coverage_sweep._drawn_problem(name, sample, steep, good))
+    shifted = torch.where(x <= 0, x * slopes, x + 1)  # positive elements changed
+    assert "neither kept" in str(coverage_sweep._drawn_problem(name, sample, shifted, good))
+
+
 def test_a_reports_compile_verdicts_read_back(tmp_path):
     results = [
         coverage_sweep.EntryResult("add", "native"),

@@ -92,6 +92,23 @@ def test_fractional_max_pooling_runs_natively_with_the_cpus_windows(compiled):
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
+def test_rrelu_draws_its_slopes_on_the_device(compiled):
+    x = torch.linspace(-3, 3, 64)
+    lower, upper = 0.1, 0.3
+    torch.manual_seed(0)
+    first = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=True).cpu()
+    torch.manual_seed(0)
+    again = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=True).cpu()
+    assert torch.equal(first, again)  # reproducible under torch.manual_seed
+    assert torch.equal(first[x > 0], x[x > 0])
+    slopes = first[x < 0] / x[x < 0]
+    assert bool(((slopes >= lower) & (slopes <= upper)).all()), slopes
+    assert len(slopes.unique()) > 1  # drawn per element
+    evaluated = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=False)
+    assert_close_to_torch(evaluated.cpu(), torch.nn.functional.rrelu(x, lower, upper, training=False))
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
