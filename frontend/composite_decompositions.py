@@ -787,6 +787,35 @@ def rrelu_with_noise_functional(
     return torch.where(negative, x * slopes, x), drawn.to(noise.dtype)
 
 
+def multinomial(
+    probabilities: torch.Tensor,
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """`aten.multinomial`, rows of category weights drawn from as ATen does. Without replacement (or one draw): the
+    categories of the `num_samples` largest p / q for exponential q (the exponential form of the Gumbel trick:
+    each category in proportion to its weight, none twice, zero weights last). With replacement: each draw the
+    first category whose normalised cumulative weight reaches a uniform u. The weights' values are not checked
+    (negative, non-finite or all-zero rows), as a device kernel leaves them to the caller."""
+    if generator is not None or not probabilities.dtype.is_floating_point or probabilities.dtype == torch.float64:
+        return NotImplemented
+    categories = probabilities.shape[-1]
+    if not replacement and num_samples > categories:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    weights = probabilities.to(torch.float32)
+    if not replacement or num_samples == 1:
+        scores = weights / (-torch.log1p(-_uniform_like(weights)))
+        if num_samples == 1:
+            return torch.argmax(scores, -1, keepdim=True)
+        return torch.topk(scores, num_samples, -1).indices
+    cumulative = torch.cumsum(weights, -1)
+    cumulative = cumulative / cumulative[..., -1:]
+    draws = torch.rand((*weights.shape[:-1], num_samples), dtype=torch.float32, device=weights.device)
+    return torch.clamp(torch.searchsorted(cumulative, draws), max=categories - 1)
+
+
 MAX_EXACT_RANGE = 2**24
 """The widest integer range drawn from one float32 uniform: every integer below it is a float32, and the 24 random
 bits of a draw reach each of them."""
@@ -998,6 +1027,7 @@ def composite_decompositions() -> dict[object, object]:
         aten.rand_like.default: rand_like,
         aten.exponential.default: exponential,
         aten.rrelu_with_noise_functional.default: rrelu_with_noise_functional,
+        aten.multinomial.default: multinomial,
         aten.cauchy.default: cauchy,
         aten.log_normal.default: log_normal,
         aten.geometric.default: geometric,

@@ -191,6 +191,7 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         "normal.number_mean": lambda std, mean, *args, **kwargs: torch.normal(mean, std, *args, **kwargs),
         "randint": torch.randint,
         "randint_like": torch.randint_like,
+        "multinomial": torch.multinomial,
         **{name: getattr(torch.Tensor, method) for name, method in IN_PLACE_DRAWS.items()},
     }
 
@@ -215,7 +216,7 @@ IN_PLACE_DRAWS: dict[str, str] = {
 }
 RANDOM_ENTRIES: frozenset[str] = frozenset(
     {"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout", "normal", "normal.number_mean"}
-    | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train"}
+    | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train", "multinomial"}
     | IN_PLACE_DRAWS.keys()
 )
 
@@ -401,8 +402,29 @@ def _random_properties(
         low, high = (0, *bounds)[-2:]
         if not bool(((values >= low) & (values < high) & (values == values.floor())).all()):
             return f"{name}: values other than whole numbers in [{low}, {high})"
+    if name == "multinomial":
+        return _multinomial_problem(first, *args)
     if (name in DROPOUTS or name.startswith("nn.functional.feature_alpha_dropout")) and inputs:
         return _dropout_problem(name, first, inputs[0], _leaves(expected)[0])
+    return None
+
+
+def _multinomial_problem(
+    drawn: torch.Tensor, weights: torch.Tensor, samples: int = 1, replacement: bool = False, *_: Any
+) -> str | None:
+    """Whether multinomial's draws include something other than a category of its row, a category of zero weight
+    while others remained, or (without replacement) one category twice in a row."""
+    rows = weights.detach().reshape(-1, weights.shape[-1]).double()
+    draws = drawn.reshape(rows.shape[0], -1)
+    if drawn.dtype != torch.int64 or bool(((draws < 0) | (draws >= rows.shape[1])).any()):
+        return "multinomial: draws that are not categories"
+    for row, categories in zip(rows, draws, strict=True):
+        positive = int((row > 0).sum())
+        weightless = row[categories] == 0
+        if bool(weightless[: positive if not replacement else len(categories)].any()):
+            return "multinomial: a category of zero weight drawn before the others"
+        if not replacement and len(categories.unique()) != len(categories):
+            return "multinomial: a category drawn twice without replacement"
     return None
 
 
@@ -984,9 +1006,10 @@ NOTES: tuple[str, ...] = (
     "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds. "
     "On the device, random ops compile the same way, seeded from the device generator, and their entries pass on "
     "the same properties (in-place draws also on their distribution's support; every dropout's elements either "
-    "its dropped constant or its kept affine image of the input, both read off eager's result); the host draws "
-    "only where the caller passes a generator or the compiler has no such distribution (`randperm`, "
-    "`multinomial`). Entries whose draws enter through one argument (attention's dropout, fractional max "
+    "its dropped constant or its kept affine image of the input, both read off eager's result; multinomial's "
+    "draws categories of the row, zero weights only once the others are drawn, none twice without replacement); "
+    "the host draws only where the caller passes a generator or the compiler has no such distribution "
+    "(`randperm`). Entries whose draws enter through one argument (attention's dropout, fractional max "
     "pooling's window offsets) are also run with it fixed (no dropout; offsets drawn on the CPU and given to both) "
     "and compared with eager's result exactly as other entries are; their random results must differ from the "
     "dropout-free ones, each pooled value must be an element of its plane of the input, and rrelu's must keep "

@@ -185,6 +185,20 @@ def test_rrelu_properties_catch_a_changed_positive_and_a_slope_out_of_range():
     assert "neither kept" in str(coverage_sweep._drawn_problem(name, sample, shifted, good))
 
 
+def test_multinomial_properties_catch_impossible_draws():
+    check = coverage_sweep._random_properties
+    weights = torch.tensor([[0.2, 0.0, 0.8], [0.5, 0.5, 0.0]])
+    expected = torch.tensor([[2, 0], [1, 0]])
+    assert check("multinomial", torch.tensor([[0, 2], [0, 1]]), expected, [weights], (weights, 2)) is None
+    problems = {
+        "not categories": torch.tensor([[0, 3], [0, 1]]),
+        "zero weight": torch.tensor([[1, 2], [0, 1]]),
+        "twice": torch.tensor([[2, 2], [0, 1]]),
+    }
+    for words, drawn in problems.items():
+        assert words in str(check("multinomial", drawn, expected, [weights], (weights, 2))), words
+
+
 def test_a_reports_compile_verdicts_read_back(tmp_path):
     results = [
         coverage_sweep.EntryResult("add", "native"),

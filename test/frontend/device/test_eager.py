@@ -109,6 +109,21 @@ def test_rrelu_draws_its_slopes_on_the_device(compiled):
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
+def test_multinomial_draws_on_the_device_in_proportion(compiled):
+    weights = torch.tensor([[0.1, 0.0, 0.5, 0.4], [1.0, 2.0, 3.0, 4.0]])
+    torch.manual_seed(0)
+    unique_draws = torch.multinomial(weights.to("neuron"), 3).cpu()
+    assert all(len(row.unique()) == 3 for row in unique_draws)
+    assert not bool((unique_draws[0] == 1).any())  # zero weight: drawn last, never among the first three
+    torch.manual_seed(0)
+    assert torch.equal(torch.multinomial(weights.to("neuron"), 3).cpu(), unique_draws)
+    draws = torch.multinomial(weights.to("neuron"), 4000, replacement=True).cpu()
+    for row, counts in zip(weights, draws, strict=True):
+        frequencies = torch.bincount(counts, minlength=4) / 4000
+        assert torch.allclose(frequencies, row / row.sum(), atol=0.03), frequencies  # about 4 standard errors
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
