@@ -86,6 +86,9 @@ class _Program:
     # indices among the op's declared returns of the results it leaves out (None), which the program does not
     # compute: a backward op's `output_mask` entries that are False. The mask is an argument of the signature.
     absent_returns: frozenset[int] = frozenset()
+    # per declared return that is a list of tensors (`Tensor[]`: `_histogramdd_bin_edges`), its length: its
+    # elements are consecutive fresh outputs of the program. Only the op's arguments decide it, as for `absent`.
+    list_returns: dict[int, int] = field(default_factory=dict)
     # per output of the traced graph (the written tensors', then the fresh results'), the program output it is and
     # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
     # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
@@ -441,6 +444,7 @@ def _compile(
         return _Refusal(f"{op} returns a view of its operand")
 
     absent: set[int] = set()
+    lists: dict[int, int] = {}
 
     def single_op(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         values = list(flat)
@@ -457,11 +461,16 @@ def _compile(
         # of the signature, since only the op's non-tensor arguments (part of the signature) decide it
         absent.clear()
         absent.update(i for i, value in enumerate(results) if value is None)
-        fresh = [
-            value
-            for declared, value in zip(op._schema.returns, results, strict=True)
-            if declared.alias_info is None and value is not None
-        ]
+        lists.clear()
+        fresh: list[torch.Tensor] = []
+        for index, (declared, value) in enumerate(zip(op._schema.returns, results, strict=True)):
+            if declared.alias_info is not None or value is None:
+                continue
+            if isinstance(value, list | tuple):
+                lists[index] = len(value)
+                fresh.extend(value)
+            else:
+                fresh.append(value)
         return (*[values[p] for p in written], *fresh)
 
     examples = [_host_example(flat[p]) for p in tensor_positions]
@@ -502,6 +511,7 @@ def _compile(
         getattr(compiled, "name", kind),
         isinstance(compiled, CompiledGraph),
         frozenset(absent),
+        dict(lists),
         graph_module=graph_module,
         results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
@@ -717,20 +727,28 @@ def _results(
     """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
     holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
     fresh = itertools.count(len(program.written_positions))
-    results: list[torch.Tensor | None] = []
+    results: list[torch.Tensor | list[torch.Tensor] | None] = []
     for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
             results.append(None)
+        elif index in program.list_returns:
+            results.append(
+                [_fresh_result(next(fresh), fresh_tensors, outputs) for _ in range(program.list_returns[index])]
+            )
         elif source is None:
-            position = next(fresh)
-            tensor = fresh_tensors.get(position)
-            results.append(storage.from_array(outputs[position]) if tensor is None else tensor)
+            results.append(_fresh_result(next(fresh), fresh_tensors, outputs))
         else:
             name, position = source
             results.append(kwargs[name] if name in kwargs else args[position])
     if not results:
         return None
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _fresh_result(position: int, fresh_tensors: dict[int, torch.Tensor], outputs: list[np.ndarray]) -> torch.Tensor:
+    """Graph output `position` as a device tensor: the one the simulator wrote, or a new one holding its array."""
+    tensor = fresh_tensors.get(position)
+    return storage.from_array(outputs[position]) if tensor is None else tensor
 
 
 def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:

@@ -124,6 +124,18 @@ def test_multinomial_draws_on_the_device_in_proportion(compiled):
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
+def test_an_op_returning_a_list_of_tensors_runs_natively(compiled):
+    # histogramdd's bin edges: `_histogramdd_bin_edges` returns Tensor[], one program for the whole list
+    x = torch.tensor([[0.5, -1.0], [2.0, 3.0], [1.0, 0.25], [-0.5, 1.5]])
+    expected = torch.histogramdd(x, bins=(2, 3))
+    result = torch.histogramdd(x.to("neuron"), bins=(2, 3))
+    assert torch.equal(result.hist.cpu(), expected.hist)
+    assert len(result.bin_edges) == 2
+    for edges, expected_edges in zip(result.bin_edges, expected.bin_edges, strict=True):
+        assert_close_to_torch(edges.cpu(), expected_edges)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
