@@ -426,7 +426,9 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
                 args = _numbers_as_tensors(args, tensor_arguments)
                 break
         flat = _eager._leaves(args, kwargs)
-        for value in flat:
+        # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides: its results are
+        # always fresh and contiguous
+        for value in () if _eager.bounded_kernel(op, args) is not None else flat:
             if isinstance(value, torch.Tensor) and not value.is_contiguous():
                 if not _contiguous_results(op, args, kwargs, flat):
                     return _via_out_variant(op, out, args, kwargs)

@@ -199,7 +199,10 @@ def _run(
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    kernel = bounded.kernel_for(op, args) if id(op) in _MAY_BE_BOUNDED else None
+    kernel = bounded_kernel(op, args)
+    if kernel is not None:
+        # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
+        otherwise = None
     if kernel is not None and bounded.has_no_elements(flat):
         EAGER_STATS.native_ops[name] += 1  # no elements, nothing to compute: the results' sizes alone
         return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
@@ -229,6 +232,11 @@ def _run(
     EAGER_STATS.host_ops[name] += 1
     sources.record(name, 0.0, on_host=True)
     return dispatch.run_on_host(op, args, kwargs)
+
+
+def bounded_kernel(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> bounded.BoundedKernel | None:
+    """How a call whose result size depends on its values runs (`bounded`), or None for any other call."""
+    return bounded.kernel_for(op, args) if id(op) in _MAY_BE_BOUNDED else None
 
 
 def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:

@@ -40,6 +40,7 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     "masked_select, broadcast mask": (torch.masked_select, (_VALUES, torch.tensor([True, False, False, True]))),
     "boolean indexing": (lambda x, m: x[m], (_VALUES, _VALUES.sum(1) > 0)),
     "boolean indexing of a later dimension": (lambda x, m: x[:, m], (_VALUES, _VALUES[0] != 0)),
+    "boolean indexing by a strided mask": (lambda x, m: x[m[:, 0]], (_VALUES, _VALUES != 0)),
     "unique": (
         lambda x: torch.unique(x, return_inverse=True, return_counts=True),
         (torch.tensor([[3, 1, 3], [-2, 1, 7]]),),
@@ -68,3 +69,11 @@ def test_one_program_serves_every_count(compiled):
     assert [tuple(r.shape) for r in results] == [(0, 2), (4, 2)]
     assert compiled.EAGER_STATS.compiled_signatures == 1
     assert compiled.EAGER_STATS.native_ops["aten.nonzero.default"] == 2
+
+
+def test_a_dtype_the_core_cannot_hold_runs_on_the_host_with_the_cpus_result(compiled):
+    # float64 has no storage type on the core: the masked index is refused with a warning, not an error
+    values = _VALUES.double()
+    with pytest.warns(UserWarning, match=r"aten\.index\.Tensor: float64 is not supported"):
+        result = values.to("neuron")[(values > 0).to("neuron")]
+    assert torch.equal(result.cpu(), values[values > 0])
