@@ -196,6 +196,19 @@ def _cumulative_extreme(op: torch._ops.OpOverload) -> Callable[..., tuple[torch.
     return kernel
 
 
+def _whole(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """An implicit composite run as one program. `linalg_matrix_rank`'s composite makes its tolerances float64
+    tensors, which the core cannot hold, op by op; traced whole, the compiler's decomposition computes in the
+    matrix's dtype. Only for ops without a gradient: a backend kernel replaces the composite under autograd too."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        from neuron_mlir.frontend.device import eager
+
+        return eager.run(op, args, kwargs)
+
+    return kernel
+
+
 # Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
 # which composite ops never reach).
 OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
@@ -205,6 +218,8 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "native_layer_norm": _native_layer_norm,
     "cummax": _cumulative_extreme(aten.cummax.default),
     "cummin": _cumulative_extreme(aten.cummin.default),
+    "linalg_matrix_rank.atol_rtol_float": _whole(aten.linalg_matrix_rank.atol_rtol_float),
+    "linalg_matrix_rank.atol_rtol_tensor": _whole(aten.linalg_matrix_rank.atol_rtol_tensor),
 }
 
 

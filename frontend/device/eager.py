@@ -266,9 +266,28 @@ def _random_from(
 _MAY_BE_BOUNDED = frozenset(id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor))
 
 
+def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """`linalg_matrix_rank` by the compiler's decomposition, in the matrix's dtype: traced as itself, its implicit
+    composite would make the tolerances float64 tensors. Where the decomposition declines, the op itself."""
+
+    def traced(A: torch.Tensor, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> torch.Tensor:
+        from neuron_mlir.frontend.linalg_decompositions import linalg_matrix_rank
+
+        result = linalg_matrix_rank(A, atol, rtol, hermitian)
+        return op(A, atol=atol, rtol=rtol, hermitian=hermitian) if result is NotImplemented else result
+
+    return traced
+
+
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
-# Python keyword), so the draw it stands for is traced instead.
-_TRACED_AS: dict[Any, Callable[..., Any]] = {getattr(torch.ops.aten.random_, "from"): _random_from}
+# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`).
+_TRACED_AS: dict[Any, Callable[..., Any]] = {
+    getattr(torch.ops.aten.random_, "from"): _random_from,
+    torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor: _matrix_rank(
+        torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor
+    ),
+    torch.ops.aten.linalg_matrix_rank.atol_rtol_float: _matrix_rank(torch.ops.aten.linalg_matrix_rank.atol_rtol_float),
+}
 
 
 def _draws_random_numbers(op: torch._ops.OpOverload) -> bool:

@@ -136,6 +136,14 @@ def test_an_op_returning_a_list_of_tensors_runs_natively(compiled):
     assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
+def test_matrix_rank_runs_natively_in_the_matrixs_dtype(compiled):
+    # its composite makes float64 tolerance tensors op by op; the whole op compiles in float32
+    torch.manual_seed(0)
+    A = torch.tensor([[1.0, 2.0], [2.0, 4.0]])  # rank 1
+    assert torch.equal(torch.linalg.matrix_rank(A.to("neuron")).cpu(), torch.linalg.matrix_rank(A))
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
 
