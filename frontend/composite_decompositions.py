@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 aten = torch.ops.aten
@@ -765,6 +766,56 @@ def geometric(x: torch.Tensor, p: float, *, generator: torch.Generator | None = 
     return trials.to(x.dtype)
 
 
+def rrelu_with_noise_functional(
+    x: torch.Tensor,
+    noise: torch.Tensor,
+    lower: float = 0.125,
+    upper: float = 1.0 / 3.0,
+    training: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.rrelu_with_noise_functional`: in training, each element x <= 0 times a slope drawn uniform in [lower,
+    upper), the others kept (slope 1), and the slopes as the new noise; otherwise leaky ReLU with the mean slope,
+    the noise unchanged."""
+    if generator is not None or not x.dtype.is_floating_point or x.dtype == torch.float64:
+        return NotImplemented
+    if not training:
+        return aten.leaky_relu.default(x, (float(lower) + float(upper)) / 2), noise.clone()
+    slopes = (_uniform_like(x) * (float(upper) - float(lower)) + float(lower)).to(x.dtype)
+    negative = x <= 0
+    drawn = torch.where(negative, slopes, torch.ones_like(slopes))
+    return torch.where(negative, x * slopes, x), drawn.to(noise.dtype)
+
+
+def multinomial(
+    probabilities: torch.Tensor,
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """`aten.multinomial`, rows of category weights drawn from as ATen does. Without replacement (or one draw): the
+    categories of the `num_samples` largest p / q for exponential q (the exponential form of the Gumbel trick:
+    each category in proportion to its weight, none twice, zero weights last). With replacement: each draw the
+    first category whose normalised cumulative weight reaches a uniform u. The weights' values are not checked
+    (negative, non-finite or all-zero rows), as a device kernel leaves them to the caller."""
+    if generator is not None or not probabilities.dtype.is_floating_point or probabilities.dtype == torch.float64:
+        return NotImplemented
+    categories = probabilities.shape[-1]
+    if not replacement and num_samples > categories:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    weights = probabilities.to(torch.float32)
+    if not replacement or num_samples == 1:
+        scores = weights / (-torch.log1p(-_uniform_like(weights)))
+        if num_samples == 1:
+            return torch.argmax(scores, -1, keepdim=True)
+        return torch.topk(scores, num_samples, -1).indices
+    cumulative = torch.cumsum(weights, -1)
+    cumulative = cumulative / cumulative[..., -1:]
+    draws = torch.rand((*weights.shape[:-1], num_samples), dtype=torch.float32, device=weights.device)
+    return torch.clamp(torch.searchsorted(cumulative, draws), max=categories - 1)
+
+
 MAX_EXACT_RANGE = 2**24
 """The widest integer range drawn from one float32 uniform: every integer below it is a float32, and the 24 random
 bits of a draw reach each of them."""
@@ -842,6 +893,76 @@ def permute_copy(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     return x.permute(list(dims)).clone(memory_format=torch.contiguous_format)
 
 
+def slice_copy(
+    x: torch.Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> torch.Tensor:
+    """`aten.slice_copy.Tensor`: the slice, copied (what functionalization leaves of a slice it removes)."""
+    return aten.slice.Tensor(x, dim, start, end, step).clone()
+
+
+def fractional_max_pool(
+    x: torch.Tensor, kernel_size: Sequence[int], output_size: Sequence[int], random_samples: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`aten.fractional_max_pool2d` / `3d`: each output element the maximum of a window of `kernel_size` whose start
+    along every spatial axis follows the plane's sample u in [0, 1): with a = (in - k) / (out - 1) in the input's
+    dtype, window i starts at int((i + u) a) - int(u a) and the last at in - k (PyTorch's pseudo-random
+    intervals); the index is the window's first maximum as a flat position in the plane. `random_samples` is
+    [batch, channels, dims], its entries (W, H) for 2-D pooling and (T, H, W) for 3-D, as ATen reads them."""
+    dims = len(kernel_size)
+    source = x if x.dim() == dims + 2 else x.unsqueeze(0)
+    batch, channels, sizes = source.shape[0], source.shape[1], source.shape[2:]
+    sample_of_axis = [1, 0] if dims == 2 else list(range(dims))
+    positions = torch.zeros((), dtype=torch.int64, device=x.device)
+    stride = 1
+    for axis in reversed(range(dims)):
+        starts = _fractional_starts(
+            random_samples[:, :, sample_of_axis[axis]], sizes[axis], output_size[axis], kernel_size[axis]
+        )
+        offsets = starts.unsqueeze(-1) + torch.arange(kernel_size[axis], device=x.device)  # [n, c, out, k]
+        shape = [batch, channels] + [1] * (2 * dims)
+        shape[2 + axis], shape[2 + dims + axis] = output_size[axis], kernel_size[axis]
+        positions = positions + offsets.reshape(shape) * stride
+        stride *= sizes[axis]
+    windows = math.prod(kernel_size)
+    positions = positions.expand(batch, channels, *output_size, *kernel_size).reshape(batch, channels, -1)
+    values = torch.gather(source.reshape(batch, channels, -1), 2, positions)
+    values = values.reshape(batch, channels, *output_size, windows)
+    largest = torch.amax(values, -1)
+    first = torch.argmax(values, -1, keepdim=True)
+    indices = torch.gather(positions.reshape(batch, channels, *output_size, windows), -1, first).squeeze(-1)
+    if x.dim() != dims + 2:
+        largest, indices = largest.squeeze(0), indices.squeeze(0)
+    return largest, indices
+
+
+def _fractional_starts(sample: torch.Tensor, size: int, outputs: int, pool: int) -> torch.Tensor:
+    """[n, c, outputs] int64: the window starts of fractional max pooling along one axis for samples [n, c]. The
+    step a is rounded as ATen computes it, a division in float32 rounded to the input's dtype."""
+    last = torch.full((*sample.shape, 1), size - pool, dtype=torch.int64, device=sample.device)
+    if outputs == 1:
+        return last
+    import ml_dtypes
+
+    # on the host, with NumPy: the trace's tensors are fake, and the step is a constant of the sizes; 16-bit types
+    # divide in float32, as their C++ operators do
+    wide = np.float64 if sample.dtype == torch.float64 else np.float32
+    rounded = {torch.float16: np.float16, torch.bfloat16: ml_dtypes.bfloat16}.get(sample.dtype, wide)
+    step = float(rounded(wide(size - pool) / wide(outputs - 1)))
+    steps = torch.arange(outputs - 1, dtype=sample.dtype, device=sample.device)
+    starts = ((steps + sample.unsqueeze(-1)) * step).to(torch.int64) - (sample * step).to(torch.int64).unsqueeze(-1)
+    return torch.cat([starts, last], -1)
+
+
+def select_copy(x: torch.Tensor, dim: int, index: int) -> torch.Tensor:
+    """`aten.select_copy.int`: the selected slice, copied."""
+    return aten.select.int(x, dim, index).clone()
+
+
+def expand_copy(x: torch.Tensor, size: Sequence[int], *, implicit: bool = False) -> torch.Tensor:
+    """`aten.expand_copy`: the expanded view, copied (contiguous)."""
+    return aten.expand.default(x, size, implicit=implicit).clone(memory_format=torch.contiguous_format)
+
+
 def unbind_copy(x: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ...]:
     """`aten.unbind_copy.int`: each slice along `dim`, copied."""
     return tuple(part.clone() for part in x.unbind(dim))
@@ -905,6 +1026,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
         aten.exponential.default: exponential,
+        aten.rrelu_with_noise_functional.default: rrelu_with_noise_functional,
+        aten.multinomial.default: multinomial,
         aten.cauchy.default: cauchy,
         aten.log_normal.default: log_normal,
         aten.geometric.default: geometric,
@@ -916,6 +1039,11 @@ def composite_decompositions() -> dict[object, object]:
         aten.new_empty_strided.default: new_empty_strided,
         aten.view_copy.default: view_copy,
         aten.permute_copy.default: permute_copy,
+        aten.fractional_max_pool2d.default: fractional_max_pool,
+        aten.fractional_max_pool3d.default: fractional_max_pool,
+        aten.slice_copy.Tensor: slice_copy,
+        aten.select_copy.int: select_copy,
+        aten.expand_copy.default: expand_copy,
         aten.unbind_copy.int: unbind_copy,
         aten.as_strided_copy.default: as_strided_copy,
     }

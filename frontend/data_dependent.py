@@ -71,7 +71,7 @@ def padded_flat_positions(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return buffer[:bound], running[-1]
 
 
-def _coordinates(flat_positions: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+def coordinates(flat_positions: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     """[n, len(shape)]: the index of each row-major flat position in a tensor of `shape`."""
     columns = []
     stride = 1
@@ -81,7 +81,7 @@ def _coordinates(flat_positions: torch.Tensor, shape: Sequence[int]) -> torch.Te
     return torch.stack(columns[::-1], dim=1)
 
 
-def _nonzero_mask(values: torch.Tensor) -> torch.Tensor:
+def nonzero_mask(values: torch.Tensor) -> torch.Tensor:
     return values if values.dtype == torch.bool else values != 0
 
 
@@ -89,8 +89,8 @@ def nonzero(values: torch.Tensor) -> torch.Tensor:
     """`aten.nonzero`: [count, ndim] int64 indices of the nonzero elements, in row-major order."""
     if values.dim() == 0 or values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
         return NotImplemented
-    positions, count = padded_flat_positions(_nonzero_mask(values))
-    return _valid_prefix(_coordinates(positions, values.shape), count)
+    positions, count = padded_flat_positions(nonzero_mask(values))
+    return _valid_prefix(coordinates(positions, values.shape), count)
 
 
 def masked_select(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -113,9 +113,9 @@ def index_with_masks(values: torch.Tensor, indices: Sequence[torch.Tensor | None
         return NotImplemented
     if mask.dim() == 0 or mask.numel() == 0 or _fake_mode(values, mask) is None:
         return NotImplemented
-    positions, count = padded_flat_positions(_nonzero_mask(mask))
-    coordinates = list(_coordinates(positions, mask.shape).unbind(1))
-    gathered = torch.ops.aten.index.Tensor(values, [None] * where + coordinates)
+    positions, count = padded_flat_positions(nonzero_mask(mask))
+    columns = list(coordinates(positions, mask.shape).unbind(1))
+    gathered = torch.ops.aten.index.Tensor(values, [None] * where + columns)
     return _valid_prefix(gathered, count, dim=where)
 
 
@@ -138,8 +138,8 @@ def index_put_with_masks(
     count = values.shape[where]
     if not _unbacked_symbols(count):
         return NotImplemented
-    positions, _ = padded_flat_positions(_nonzero_mask(mask))
-    chosen = list(_coordinates(positions.narrow(0, 0, count), mask.shape).unbind(1))
+    positions, _ = padded_flat_positions(nonzero_mask(mask))
+    chosen = list(coordinates(positions.narrow(0, 0, count), mask.shape).unbind(1))
     return torch.ops.aten.index_put.default(destination, [None] * where + chosen, values, accumulate)
 
 
@@ -148,33 +148,45 @@ def unique_sorted(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`aten._unique2` with sorted output (torch.unique's default): the distinct values in ascending order, each
     element's index among them (`return_inverse`, in the input's shape) and each value's number of occurrences
-    (`return_counts`); an output not asked for is empty, as ATen returns it.
-
-    The sorted elements start a new value where they differ from their predecessor; the running count of those
-    starts numbers the values, the first element of each run writes its value to that slot, every element adds
-    one to its slot's count and scatters its number back to its unsorted position."""
+    (`return_counts`); an output not asked for is empty, as ATen returns it."""
     if not sorted or values.numel() == 0 or values.is_complex() or _fake_mode(values) is None:
         return NotImplemented
+    distinct, inverse, tallies, count = padded_unique(values, True, return_inverse, return_counts)
+    result = _valid_prefix(distinct, count)
+    counts = tallies.narrow(0, 0, result.shape[0]) if return_counts else tallies
+    return result, inverse, counts
+
+
+def padded_unique(
+    values: torch.Tensor, sort: bool, return_inverse: bool, return_counts: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(distinct values then zeros, [n]; each element's index among them in the input's shape, or empty; each
+    value's number of occurrences then zeros, [n], or empty; the number of distinct values, 0-d int64), n =
+    values.numel() > 0. Sorted first (`unique`) or in the input's order (`unique_consecutive`), the elements
+    start a new value where they differ from their predecessor; the running count of those starts numbers the
+    values, the first element of each run writes its value to that slot, every element adds one to its slot's
+    count and its number goes back to its unsorted position."""
     flat = values.reshape(-1)
     bound = flat.shape[0]
-    ordered, order = torch.sort(flat)
+    if sort:
+        ordered, order = torch.sort(flat)
+    else:
+        ordered, order = flat, None
     starts = torch.ones(bound, dtype=torch.bool, device=values.device)
     starts = torch.cat([starts[:1], ordered[1:] != ordered[:-1]])
     running = torch.cumsum(starts.to(torch.int64), 0)
     number = running - 1
     slots = torch.where(starts, number, torch.full_like(number, bound))
     distinct = torch.index_put(torch.zeros(bound + 1, dtype=values.dtype, device=values.device), (slots,), ordered)
-    count = running[-1]
-    result = _valid_prefix(distinct[:bound], count)
     inverse = torch.empty(0, dtype=torch.int64, device=values.device)
     if return_inverse:
-        inverse = torch.index_put(torch.zeros_like(number), (order,), number).reshape(values.shape)
-    counts = torch.empty(0, dtype=torch.int64, device=values.device)
+        unsorted = number if order is None else torch.index_put(torch.zeros_like(number), (order,), number)
+        inverse = unsorted.reshape(values.shape)
+    tallies = torch.empty(0, dtype=torch.int64, device=values.device)
     if return_counts:
         ones = torch.ones_like(number)
         tallies = torch.index_put(torch.zeros_like(number), (number,), ones, accumulate=True)
-        counts = tallies.narrow(0, 0, result.shape[0])
-    return result, inverse, counts
+    return distinct[:bound], inverse, tallies, running[-1]
 
 
 def data_dependent_decompositions() -> dict[object, Callable[..., object]]:

@@ -48,6 +48,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import multiprocessing
 import re
 import sys
@@ -190,6 +191,7 @@ def _random_ops() -> dict[str, Callable[..., Any]]:
         "normal.number_mean": lambda std, mean, *args, **kwargs: torch.normal(mean, std, *args, **kwargs),
         "randint": torch.randint,
         "randint_like": torch.randint_like,
+        "multinomial": torch.multinomial,
         **{name: getattr(torch.Tensor, method) for name, method in IN_PLACE_DRAWS.items()},
     }
 
@@ -214,9 +216,54 @@ IN_PLACE_DRAWS: dict[str, str] = {
 }
 RANDOM_ENTRIES: frozenset[str] = frozenset(
     {"randn", "randn_like", "rand_like", "bernoulli", "nn.functional.dropout", "normal", "normal.number_mean"}
-    | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train"}
+    | {"randint", "randint_like", *DROPOUTS, "nn.functional.feature_alpha_dropout.with_train", "multinomial"}
     | IN_PLACE_DRAWS.keys()
 )
+
+
+def _without_dropout(position: int | None = None) -> Callable[[Any], tuple[list[Any], dict[str, Any]]]:
+    """A sample's arguments with its dropout probability 0: the keyword `dropout_p`, or argument `position`."""
+
+    def fixed(sample: Any) -> tuple[list[Any], dict[str, Any]]:
+        args, kwargs = list(sample.args), dict(sample.kwargs)
+        if position is not None and position < len(args):
+            args[position] = 0.0
+        elif "dropout_p" in kwargs:
+            kwargs["dropout_p"] = 0.0
+        return args, kwargs
+
+    return fixed
+
+
+def _given_offsets(dims: int) -> Callable[[Any], tuple[list[Any], dict[str, Any]]]:
+    """A fractional max pooling sample's arguments with the pooling regions' offsets given (`_random_samples`,
+    [batch, channels, dims] in [0, 1)), drawn on the CPU from a generator of their own."""
+
+    def fixed(sample: Any) -> tuple[list[Any], dict[str, Any]]:
+        source = sample.input
+        batch = 1 if source.dim() == dims + 1 else source.shape[0]
+        offsets = torch.rand(batch, source.shape[-dims - 1], dims, generator=torch.Generator().manual_seed(1))
+        return list(sample.args), {**sample.kwargs, "_random_samples": offsets.to(source.dtype)}
+
+    return fixed
+
+
+# Entries whose random draws enter through one argument: dropout's probability in attention, the regions' offsets
+# in fractional max pooling (drawn when not given), rrelu's training flag (which draws the negative slopes). With
+# that argument fixed (no dropout; offsets drawn on the CPU and given to both; evaluation mode) a sample is
+# deterministic and its result is compared with eager's as any other's; the call as op_db makes it is checked for
+# properties (`_drawn_problem`) and for equal draws after equal seeds. Its function is op_db's own. On the device
+# only: torch.compile cannot trace op_db's seeding wrapper.
+FIXED_DRAWS: dict[str, Callable[[Any], tuple[list[Any], dict[str, Any]]]] = {
+    "nn.functional.scaled_dot_product_attention": _without_dropout(),
+    # multi_head_attention_forward(query, key, value, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k,
+    # bias_v, add_zero_attn, dropout_p, ...): the sample's input is the query
+    "nn.functional.multi_head_attention_forward": _without_dropout(9),
+    "nn.functional.fractional_max_pool2d": _given_offsets(2),
+    "nn.functional.fractional_max_pool3d": _given_offsets(3),
+    "nn.functional.rrelu": lambda sample: (list(sample.args), {**sample.kwargs, "training": False}),
+}
+
 
 # Entries whose results are uninitialised memory: only their dtype and shape are defined.
 UNINITIALISED_ENTRIES: frozenset[str] = frozenset(
@@ -355,8 +402,29 @@ def _random_properties(
         low, high = (0, *bounds)[-2:]
         if not bool(((values >= low) & (values < high) & (values == values.floor())).all()):
             return f"{name}: values other than whole numbers in [{low}, {high})"
+    if name == "multinomial":
+        return _multinomial_problem(first, *args)
     if (name in DROPOUTS or name.startswith("nn.functional.feature_alpha_dropout")) and inputs:
         return _dropout_problem(name, first, inputs[0], _leaves(expected)[0])
+    return None
+
+
+def _multinomial_problem(
+    drawn: torch.Tensor, weights: torch.Tensor, samples: int = 1, replacement: bool = False, *_: Any
+) -> str | None:
+    """Whether multinomial's draws include something other than a category of its row, a category of zero weight
+    while others remained, or (without replacement) one category twice in a row."""
+    rows = weights.detach().reshape(-1, weights.shape[-1]).double()
+    draws = drawn.reshape(rows.shape[0], -1)
+    if drawn.dtype != torch.int64 or bool(((draws < 0) | (draws >= rows.shape[1])).any()):
+        return "multinomial: draws that are not categories"
+    for row, categories in zip(rows, draws, strict=True):
+        positive = int((row > 0).sum())
+        weightless = row[categories] == 0
+        if bool(weightless[: positive if not replacement else len(categories)].any()):
+            return "multinomial: a category of zero weight drawn before the others"
+        if not replacement and len(categories.unique()) != len(categories):
+            return "multinomial: a category drawn twice without replacement"
     return None
 
 
@@ -602,8 +670,8 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     are read from the device's own count of host calls (`eager.EAGER_STATS.host_ops`)."""
     from neuron_mlir.frontend.device import eager
 
-    random = name in RANDOM_ENTRIES
-    function = _random_ops()[name] if random else op.op
+    random = name in RANDOM_ENTRIES or name in FIXED_DRAWS
+    function = _random_ops()[name] if name in RANDOM_ENTRIES else op.op
     # moved before the CPU runs, which may write their inputs (in-place entries)
     device_input, device_args, device_kwargs = _device_sample(sample, name)
     again_sample = _device_sample(sample, name) if random else None
@@ -624,6 +692,11 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
             assert again_sample is not None
             again_input, again_args, again_kwargs = again_sample
             again = _on_host(function(again_input, *again_args, **again_kwargs))
+        if name in FIXED_DRAWS:
+            fixed_args, fixed_kwargs = FIXED_DRAWS[name](sample)
+            fixed_expected = function(sample.input, *fixed_args, **fixed_kwargs)
+            fixed_input, fixed_device_args, fixed_device_kwargs = _on_device((sample.input, fixed_args, fixed_kwargs))
+            fixed = _on_host(function(fixed_input, *fixed_device_args, **fixed_device_kwargs))
     except Exception as error:
         return SampleOutcome(problem=describe_error(error))
     host = Counter(eager.EAGER_STATS.host_ops)
@@ -635,11 +708,58 @@ def run_device_sample(op: Any, sample: Any, name: str) -> SampleOutcome:
     )
     if random:
         outcome.problem = _random_properties(name, actual, expected, original, (sample.input, *sample.args))
+        if outcome.problem is None and name in FIXED_DRAWS:
+            problem = _compare(fixed, fixed_expected)
+            outcome.problem = f"with fixed draws: {problem}" if problem else _drawn_problem(name, sample, actual, fixed)
         if outcome.problem is None and _compare(again, actual) is not None:
             outcome.problem = "two calls after the same torch.manual_seed drew different values"
     else:
         outcome.problem = _compare(_align_signs(name, actual, expected), expected, name in UNINITIALISED_ENTRIES)
     return outcome
+
+
+def _drawn_problem(name: str, sample: Any, actual: Any, fixed: Any) -> str | None:
+    """Whether a `FIXED_DRAWS` entry's random result (`actual`) breaks what its draws cannot change: attention with
+    dropout must differ from its result without (`fixed`, already checked against eager's); every fractional max
+    pooling output is an element of its (batch, channel) plane of the input."""
+    result, reference = _leaves(actual)[0], _leaves(fixed)[0]
+    if "attention" in name:
+        if "multi_head" in name:
+            probability = sample.args[9] if len(sample.args) > 9 else 0.0
+        else:
+            probability = sample.kwargs.get("dropout_p", 0.0)
+        if probability > 0 and sample.kwargs.get("training", True) and _compare(result, reference) is None:
+            return f"{name}: dropout (p = {probability}) left the result as without it"
+        return None
+    if name == "nn.functional.rrelu":
+        return _rrelu_problem(sample, result)
+    dims = 3 if name.endswith("3d") else 2
+    source = sample.input.detach()
+    channels = source.shape[-dims - 1]
+    planes = source.reshape(-1, channels, math.prod(source.shape[-dims:])).double()
+    values = result.reshape(planes.shape[0], channels, -1).double()
+    present = (values.unsqueeze(-1) == planes.unsqueeze(-2)).any(-1)
+    if not bool(present.all()):
+        return f"{name}: {int((~present).sum())} outputs are no element of their plane of the input"
+    return None
+
+
+def _rrelu_problem(sample: Any, result: torch.Tensor) -> str | None:
+    """Whether rrelu's result keeps a positive element other than as it is, or scales a negative one by a slope
+    outside [lower, upper] (within the tolerance of the result's dtype)."""
+    from neuron_mlir.frontend.tensors import numpy_dtype
+    from neuron_mlir.ir.semantics.compare import tolerance
+
+    lower, upper = float(sample.kwargs.get("lower", 1 / 8)), float(sample.kwargs.get("upper", 1 / 3))
+    x, values = sample.input.detach().double(), result.double()
+    rtol, atol = tolerance(numpy_dtype(result.dtype))
+    kept = torch.isclose(values, x, rtol, atol)
+    low, high = x * upper - atol - rtol * x.abs(), x * lower + atol + rtol * x.abs()
+    scaled = (values >= low) & (values <= high)
+    wrong = torch.where(x > 0, ~kept, ~scaled)
+    if bool(wrong.any()):
+        return f"nn.functional.rrelu: {int(wrong.sum())} elements neither kept (x > 0) nor x times [{lower}, {upper}]"
+    return None
 
 
 def host_reasons() -> dict[str, str]:
@@ -886,9 +1006,15 @@ NOTES: tuple[str, ...] = (
     "distribution, dropout's kept values equal to the input times 1/(1-p), and equal draws after equal seeds. "
     "On the device, random ops compile the same way, seeded from the device generator, and their entries pass on "
     "the same properties (in-place draws also on their distribution's support; every dropout's elements either "
-    "its dropped constant or its kept affine image of the input, both read off eager's result); the host draws "
-    "only where the caller passes a generator or the compiler has no such distribution (`randperm`, "
-    "`multinomial`).",
+    "its dropped constant or its kept affine image of the input, both read off eager's result; multinomial's "
+    "draws categories of the row, zero weights only once the others are drawn, none twice without replacement); "
+    "the host draws only where the caller passes a generator or the compiler has no such distribution "
+    "(`randperm`). Entries whose draws enter through one argument (attention's dropout, fractional max "
+    "pooling's window offsets) are also run with it fixed (no dropout; offsets drawn on the CPU and given to both) "
+    "and compared with eager's result exactly as other entries are; their random results must differ from the "
+    "dropout-free ones, each pooled value must be an element of its plane of the input, and rrelu's must keep "
+    "positive elements and scale the others by slopes in [lower, upper]. rrelu's fixed form is its evaluation "
+    "mode.",
     "- Entries that return uninitialised memory (`torch.empty` and friends) are compared by dtype and shape only.",
     "- Integer and boolean arithmetic is exact (GpSimdE integer lanes, 64-bit for int64, wrapping as PyTorch), "
     "and so are integer reductions and scans (sums, products, extremes, arg-reductions, cumsum): they fold on "

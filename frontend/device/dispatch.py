@@ -212,6 +212,19 @@ def _cumulative_extreme(op: torch._ops.OpOverload) -> Callable[..., tuple[torch.
     return kernel
 
 
+def _whole(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """An implicit composite run as one program. `linalg_matrix_rank`'s composite makes its tolerances float64
+    tensors, which the core cannot hold, op by op; traced whole, the compiler's decomposition computes in the
+    matrix's dtype. Only for ops without a gradient: a backend kernel replaces the composite under autograd too."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        from neuron_mlir.frontend.device import eager
+
+        return eager.run(op, args, kwargs)
+
+    return kernel
+
+
 # Kernels that replace a composite kernel for the device (registered under their op names, not via the fallback,
 # which composite ops never reach).
 OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
@@ -221,6 +234,8 @@ OVERRIDDEN_KERNELS: dict[str, Callable[..., Any]] = {
     "native_layer_norm": _native_layer_norm,
     "cummax": _cumulative_extreme(aten.cummax.default),
     "cummin": _cumulative_extreme(aten.cummin.default),
+    "linalg_matrix_rank.atol_rtol_float": _whole(aten.linalg_matrix_rank.atol_rtol_float),
+    "linalg_matrix_rank.atol_rtol_tensor": _whole(aten.linalg_matrix_rank.atol_rtol_tensor),
 }
 
 
@@ -442,7 +457,9 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
                 args = _numbers_as_tensors(args, tensor_arguments)
                 break
         flat = _eager._leaves(args, kwargs)
-        for value in flat:
+        # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides: its results are
+        # always fresh and contiguous
+        for value in () if _eager.bounded_kernel(op, args) is not None else flat:
             if isinstance(value, torch.Tensor) and not value.is_contiguous():
                 if not _contiguous_results(op, args, kwargs, flat):
                     return _via_out_variant(op, out, args, kwargs)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
-from neuron_mlir.frontend.device import dispatch, region, sources, storage, streams
+from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
 
@@ -88,6 +88,9 @@ class _Program:
     # indices among the op's declared returns of the results it leaves out (None), which the program does not
     # compute: a backward op's `output_mask` entries that are False. The mask is an argument of the signature.
     absent_returns: frozenset[int] = frozenset()
+    # per declared return that is a list of tensors (`Tensor[]`: `_histogramdd_bin_edges`), its length: its
+    # elements are consecutive fresh outputs of the program. Only the op's arguments decide it, as for `absent`.
+    list_returns: dict[int, int] = field(default_factory=dict)
     # per output of the traced graph (the written tensors', then the fresh results'), the program output it is and
     # that output's shape and NumPy dtype, when no other graph output is the same program output: learned from the
     # first run (None before it), so that later runs write results straight into device memory (`_destinations`)
@@ -105,6 +108,9 @@ class _Program:
     # ... which, for a deferrable program, are kept from its first run alone: later calls outside a region write
     # them and account the run's simulated time without running the simulator again (`_replay`)
     memo: list[np.ndarray] | None = None
+    # an op whose result size depends on its values: the program computes its results at their bound and the
+    # count, which the host reads to cut them (`bounded`)
+    bounded: bounded.BoundedKernel | None = None
 
 
 @dataclass
@@ -195,12 +201,19 @@ def _run(
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
+    kernel = bounded_kernel(op, args)
+    if kernel is not None:
+        # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
+        otherwise = None
+    if kernel is not None and bounded.has_no_elements(flat):
+        EAGER_STATS.native_ops[name] += 1  # no elements, nothing to compute: the results' sizes alone
+        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
     key = _signature(facts, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
-        if validate is not None:
+        if validate is not None and kernel is None:  # meta kernels refuse data-dependent sizes: the trace checks
             validate()
-        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat)
+        entry = _host_only(op, flat) or _compile(op, args, kwargs, flat, kernel)
         if isinstance(entry, _Refusal) and _draws_random_numbers(op):
             # a distribution the compiler does not draw: the host draws it from the device generator
             entry = _Refusal(f"{entry.reason}; it draws from the device generator, on the host", by_design=True)
@@ -211,6 +224,8 @@ def _run(
             _programs[key] = entry
     if isinstance(entry, _Program):
         EAGER_STATS.native_ops[name] += 1
+        if entry.bounded is not None:
+            return _run_bounded(entry, facts, args, kwargs, flat)
         return _run_program(entry, facts, args, kwargs, flat)
     if otherwise is not None:
         return otherwise()
@@ -219,6 +234,11 @@ def _run(
     EAGER_STATS.host_ops[name] += 1
     sources.record(name, 0.0, on_host=True)
     return dispatch.run_on_host(op, args, kwargs)
+
+
+def bounded_kernel(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> bounded.BoundedKernel | None:
+    """How a call whose result size depends on its values runs (`bounded`), or None for any other call."""
+    return bounded.kernel_for(op, args) if id(op) in _MAY_BE_BOUNDED else None
 
 
 def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
@@ -243,9 +263,33 @@ def _random_from(
     return x.copy_(random_between(x, low, high))
 
 
+# ids of the ops `bounded.kernel_for` may serve: looked up on every call, where an OpOverload's own hash is a
+# Python call
+_MAY_BE_BOUNDED = frozenset(id(op) for op in (*bounded.BOUNDED_OPS, torch.ops.aten.index.Tensor))
+
+
+def _matrix_rank(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """`linalg_matrix_rank` by the compiler's decomposition, in the matrix's dtype: traced as itself, its implicit
+    composite would make the tolerances float64 tensors. Where the decomposition declines, the op itself."""
+
+    def traced(A: torch.Tensor, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> torch.Tensor:
+        from neuron_mlir.frontend.linalg_decompositions import linalg_matrix_rank
+
+        result = linalg_matrix_rank(A, atol, rtol, hermitian)
+        return op(A, atol=atol, rtol=rtol, hermitian=hermitian) if result is NotImplemented else result
+
+    return traced
+
+
 # Ops traced as an equivalent call: FX cannot print `random_.from`'s functional form (`random.from`: `from` is a
-# Python keyword), so the draw it stands for is traced instead.
-_TRACED_AS: dict[Any, Callable[..., Any]] = {getattr(torch.ops.aten.random_, "from"): _random_from}
+# Python keyword), so the draw it stands for is traced instead; `linalg_matrix_rank` (`_matrix_rank`).
+_TRACED_AS: dict[Any, Callable[..., Any]] = {
+    getattr(torch.ops.aten.random_, "from"): _random_from,
+    torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor: _matrix_rank(
+        torch.ops.aten.linalg_matrix_rank.atol_rtol_tensor
+    ),
+    torch.ops.aten.linalg_matrix_rank.atol_rtol_float: _matrix_rank(torch.ops.aten.linalg_matrix_rank.atol_rtol_float),
+}
 
 
 def _draws_random_numbers(op: torch._ops.OpOverload) -> bool:
@@ -408,7 +452,11 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
 
 
 def _compile(
-    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+    op: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flat: list[Any],
+    kernel: bounded.BoundedKernel | None = None,
 ) -> _Program | _Refusal:
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
@@ -432,12 +480,15 @@ def _compile(
         return _Refusal(f"{op} returns a view of its operand")
 
     absent: set[int] = set()
+    lists: dict[int, int] = {}
 
     def single_op(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         values = list(flat)
         for position, tensor in zip(tensor_positions, tensors, strict=True):
             values[position] = tensor.clone() if position in written else tensor
         call_args, call_kwargs = tree_unflatten(values, spec)
+        if kernel is not None:
+            return kernel.padded(*call_args, **call_kwargs)
         result = _TRACED_AS.get(op, op)(*call_args, **call_kwargs)
         returns = len(op._schema.returns)
         # ops that only write their arguments return nothing (`_foreach_add_`)
@@ -446,11 +497,16 @@ def _compile(
         # of the signature, since only the op's non-tensor arguments (part of the signature) decide it
         absent.clear()
         absent.update(i for i, value in enumerate(results) if value is None)
-        fresh = [
-            value
-            for declared, value in zip(op._schema.returns, results, strict=True)
-            if declared.alias_info is None and value is not None
-        ]
+        lists.clear()
+        fresh: list[torch.Tensor] = []
+        for index, (declared, value) in enumerate(zip(op._schema.returns, results, strict=True)):
+            if declared.alias_info is not None or value is None:
+                continue
+            if isinstance(value, list | tuple):
+                lists[index] = len(value)
+                fresh.extend(value)
+            else:
+                fresh.append(value)
         return (*[values[p] for p in written], *fresh)
 
     examples = [_host_example(flat[p]) for p in tensor_positions]
@@ -491,14 +547,17 @@ def _compile(
         getattr(compiled, "name", kind),
         isinstance(compiled, CompiledGraph),
         frozenset(absent),
+        dict(lists),
         graph_module=graph_module,
         results=_traced_results(graph_module),
         deferrable=isinstance(compiled, CompiledGraph)
+        and kernel is None
         and not compiled._seeded
         and not compiled.signature.guards
         and not compiled.signature.assertions
         and not compiled.signature.linalg_checks,
-        constant=_reads_no_values(graph_module),
+        constant=kernel is None and _reads_no_values(graph_module),
+        bounded=kernel,
     )
 
 
@@ -649,6 +708,28 @@ def _run_program(
     return _results(program, facts, args, kwargs, fresh_tensors, outputs)
 
 
+def _run_bounded(
+    program: _Program, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
+) -> Any:
+    """A data-dependent op's run (`bounded`): the program's outputs at their bound, the count read by the host
+    once the program has run (a synchronisation, as the count's `.item()` would be), the results cut to it."""
+    assert program.bounded is not None
+    storage.observe()  # recorded ops run first: they may write this op's operands
+    outputs = _simulate(program, flat, [None] * len(program.compiled.program.outputs) if program.runs_arrays else [])
+    profile = getattr(program.compiled, "last_profile", None)
+    simulated_ns = float(profile.total_ns) if profile is not None else 0.0
+    streams.current_stream().add_run(simulated_ns)
+    sources.record(facts.name, simulated_ns)
+    count = int(np.asarray(outputs[-1]).reshape(()))
+    return _fresh_results(facts, program.bounded.cut(outputs[:-1], count, args, kwargs))
+
+
+def _fresh_results(facts: _OpFacts, values: list[np.ndarray]) -> Any:
+    """An op's fresh results (no written arguments) as new device tensors holding `values`."""
+    results = [storage.from_array(np.ascontiguousarray(value)) for value in values]
+    return results[0] if len(facts.returned_arguments) == 1 else tuple(results)
+
+
 def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
     """A constant program's run from its kept outputs (`_Program.memo`): its written tensors receive them, its
     simulated time goes on the stream and to the op's line, and its profile counts a run, as a run of it would
@@ -682,20 +763,28 @@ def _results(
     """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
     holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
     fresh = itertools.count(len(program.written_positions))
-    results: list[torch.Tensor | None] = []
+    results: list[torch.Tensor | list[torch.Tensor] | None] = []
     for index, source in enumerate(facts.returned_arguments):
         if index in program.absent_returns:
             results.append(None)
+        elif index in program.list_returns:
+            results.append(
+                [_fresh_result(next(fresh), fresh_tensors, outputs) for _ in range(program.list_returns[index])]
+            )
         elif source is None:
-            position = next(fresh)
-            tensor = fresh_tensors.get(position)
-            results.append(storage.from_array(outputs[position]) if tensor is None else tensor)
+            results.append(_fresh_result(next(fresh), fresh_tensors, outputs))
         else:
             name, position = source
             results.append(kwargs[name] if name in kwargs else args[position])
     if not results:
         return None
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _fresh_result(position: int, fresh_tensors: dict[int, torch.Tensor], outputs: list[np.ndarray]) -> torch.Tensor:
+    """Graph output `position` as a device tensor: the one the simulator wrote, or a new one holding its array."""
+    tensor = fresh_tensors.get(position)
+    return storage.from_array(outputs[position]) if tensor is None else tensor
 
 
 def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:

@@ -4,7 +4,7 @@ Random ops on device tensors draw from this generator (a CPU `torch.Generator`, 
 device), so a program seeded with `torch.manual_seed(s)` draws the same numbers on every run, and
 drawing on the device does not advance the CPU's default generator (as on CUDA). Compiled programs with random
 ops (`rand`, `normal_`, `bernoulli`, dropout, ... compiled eagerly or in a graph on the device) take their seed from
-it. On the host (random ops the compiler does not draw, `randperm`, `multinomial`), ops with a `generator` argument
+it. On the host (random ops the compiler does not draw, `randperm`), ops with a `generator` argument
 are given it; random ops without one run with it standing in for torch's default generator
 (`as_default_generator`).
 

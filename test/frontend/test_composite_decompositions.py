@@ -286,3 +286,25 @@ def test_weight_normed_convolution_trains_without_fallback() -> None:
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
     for (name, got), want in zip(compiled.named_parameters(), eager.parameters(), strict=True):
         assert_close_to_torch(got.grad, want.grad, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fractional_max_pooling_equals_aten_exactly(dtype: torch.dtype) -> None:
+    # windows whose starts round differently in bf16, an output of one element, unbatched input, ties and NaN-free
+    torch.manual_seed(0)
+    cases = [
+        (torch.ops.aten.fractional_max_pool2d.default, (2, 3, 9, 11), (3, 2), (4, 5)),
+        (torch.ops.aten.fractional_max_pool2d.default, (3, 9, 9), (3, 3), (2, 1)),
+        (torch.ops.aten.fractional_max_pool2d.default, (1, 2, 6, 6), (2, 2), (5, 5)),
+        (torch.ops.aten.fractional_max_pool3d.default, (2, 3, 5, 6, 7), (2, 2, 3), (2, 3, 4)),
+    ]
+    for op, shape, kernel, output in cases:
+        dims = len(kernel)
+        for _ in range(6):
+            x = torch.randint(-4, 5, shape).to(dtype)  # small integers: ties inside windows
+            batch = 1 if len(shape) == dims + 1 else shape[0]
+            samples = torch.rand(batch, shape[-dims - 1], dims).to(dtype)
+            values, indices = cd.fractional_max_pool(x, kernel, output, samples)
+            expected_values, expected_indices = op(x, kernel, output, samples)
+            assert torch.equal(values, expected_values), (op, shape)
+            assert torch.equal(indices, expected_indices), (op, shape)

@@ -2,8 +2,11 @@
 database: one float32 sample per entry through torch.compile(backend="neuron-mlir") against eager."""
 
 import pytest
+import torch
 
 from neuron_mlir.tools import coverage_sweep
+from neuron_mlir.tools.opinfo_sweep import _op_db as op_db
+from neuron_mlir.tools.opinfo_sweep import entry_name
 
 
 @pytest.mark.usefixtures("fresh_compiler")
@@ -113,12 +116,87 @@ def test_failure_reasons_lose_tracebacks_and_machine_paths():
 
 @pytest.mark.usefixtures("fresh_compiler")
 def test_device_mode_counts_host_ops_from_the_dispatch():
-    add, nonzero = coverage_sweep.device_sweep(["add", "nonzero"], max_samples=1, exact=True)
+    results = coverage_sweep.device_sweep(["add", "float_power"], max_samples=1, exact=True)
+    add, power = sorted(results, key=lambda r: r.name)
     assert add.by_dtype["float32"].status == "native", add
-    verdict = nonzero.by_dtype["float32"]
+    verdict = power.by_dtype["float32"]  # float64 has no storage type on the core
     assert verdict.status == "fallback", verdict
-    assert verdict.fallback_ops == ["aten.nonzero.default"]
-    assert "aten.nonzero.default" in verdict.reason
+    assert verdict.fallback_ops == ["aten.pow.Tensor_Tensor_out"]
+    assert "aten.pow.Tensor_Tensor_out" in verdict.reason
+
+
+def _sample(name, dtype=torch.float32):
+    op = next(o for o in op_db() if entry_name(o) == name)
+    return op, next(s for s in op.sample_inputs("cpu", dtype) if s.kwargs.get("dropout_p", 0.5) > 0)
+
+
+@pytest.fixture
+def host_mode(monkeypatch):
+    """The device's eager ops on the host: its semantics and generator without compiling (fast)."""
+    monkeypatch.setenv("NEURON_MLIR_EAGER", "host")
+
+
+def test_fixed_draws_catch_a_wrong_kernel_and_a_missing_draw(host_mode):
+    # eager attention with dropout; the sample's call is checked for properties, its dropout-free call against eager
+    name = "nn.functional.scaled_dot_product_attention"
+    op, sample = _sample(name)
+    assert coverage_sweep.run_device_sample(op, sample, name).problem is None
+
+    class Wrong:  # right on the CPU, off by one on the device: the dropout-free comparison finds it
+        @staticmethod
+        def op(query, *args, **kwargs):
+            result = op.op(query, *args, **kwargs)
+            return result + 1 if query.device.type == "neuron" else result
+
+    assert "with fixed draws" in str(coverage_sweep.run_device_sample(Wrong, sample, name).problem)
+    fixed_args, fixed_kwargs = coverage_sweep.FIXED_DRAWS[name](sample)
+    assert fixed_kwargs["dropout_p"] == 0.0
+    assert sample.kwargs["dropout_p"] > 0
+    without = torch.nn.functional.scaled_dot_product_attention(sample.input, *fixed_args, **fixed_kwargs)
+    # a draw that dropped nothing: the result equals the one without dropout
+    assert "left the result" in str(coverage_sweep._drawn_problem(name, sample, without, without))
+    assert (
+        coverage_sweep._drawn_problem(name, sample, op.op(sample.input, *sample.args, **sample.kwargs), without) is None
+    )
+
+
+def test_fractional_pooling_outputs_must_be_elements_of_their_plane(host_mode):
+    name = "nn.functional.fractional_max_pool2d"
+    op, sample = _sample(name)
+    assert coverage_sweep.run_device_sample(op, sample, name).problem is None
+    result = op.op(sample.input, *sample.args, **sample.kwargs)
+    assert coverage_sweep._drawn_problem(name, sample, result, result) is None
+    # another plane's maximum: an element of the input, but not of this plane
+    moved = result.clone()
+    moved[0, 0] = sample.input[0, 1].max()
+    assert "no element of their plane" in str(coverage_sweep._drawn_problem(name, sample, moved, result))
+
+
+def test_rrelu_properties_catch_a_changed_positive_and_a_slope_out_of_range():
+    name = "nn.functional.rrelu"
+    _, sample = _sample(name)
+    x = sample.input
+    slopes = torch.full_like(x, 0.25)
+    good = torch.where(x <= 0, x * slopes, x)
+    assert coverage_sweep._drawn_problem(name, sample, good, good) is None
+    steep = torch.where(x <= 0, x * 1.5, x)  # a slope above `upper`
+    assert "neither kept" in str(coverage_sweep._drawn_problem(name, sample, steep, good))
+    shifted = torch.where(x <= 0, x * slopes, x + 1)  # positive elements changed
+    assert "neither kept" in str(coverage_sweep._drawn_problem(name, sample, shifted, good))
+
+
+def test_multinomial_properties_catch_impossible_draws():
+    check = coverage_sweep._random_properties
+    weights = torch.tensor([[0.2, 0.0, 0.8], [0.5, 0.5, 0.0]])
+    expected = torch.tensor([[2, 0], [1, 0]])
+    assert check("multinomial", torch.tensor([[0, 2], [0, 1]]), expected, [weights], (weights, 2)) is None
+    problems = {
+        "not categories": torch.tensor([[0, 3], [0, 1]]),
+        "zero weight": torch.tensor([[1, 2], [0, 1]]),
+        "twice": torch.tensor([[2, 2], [0, 1]]),
+    }
+    for words, drawn in problems.items():
+        assert words in str(check("multinomial", drawn, expected, [weights], (weights, 2))), words
 
 
 def test_a_reports_compile_verdicts_read_back(tmp_path):

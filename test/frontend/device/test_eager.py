@@ -71,12 +71,77 @@ def test_strict_mode_makes_a_refusal_an_error(compiled, monkeypatch):
         x + 1
 
 
-def test_a_data_dependent_shape_is_a_refusal_saying_so(compiled):
-    x = torch.tensor([[0.0, 1.5], [2.0, 0.0]]).to("neuron")
-    with pytest.warns(UserWarning, match=r"aten\.nonzero\.default: its output's shape depends on its values"):
-        indices = torch.nonzero(x)
-    assert torch.equal(indices.cpu(), torch.nonzero(x.cpu()))
-    assert compiled.EAGER_STATS.host_ops["aten.nonzero.default"] == 1
+def test_an_unbounded_data_dependent_shape_is_a_refusal_saying_so(compiled):
+    # the result's length is the sum of the repeats: no bound from the operands' sizes, so no program
+    x, repeats = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1, 0, 2])
+    with pytest.warns(UserWarning, match=r"aten\.repeat_interleave\.Tensor: its output's shape depends on its values"):
+        result = torch.repeat_interleave(x.to("neuron"), repeats.to("neuron"))
+    assert torch.equal(result.cpu(), torch.repeat_interleave(x, repeats))
+    assert compiled.EAGER_STATS.host_ops["aten.repeat_interleave.Tensor"] == 1
+
+
+def test_fractional_max_pooling_runs_natively_with_the_cpus_windows(compiled):
+    # the windows follow the samples exactly as ATen places them; without samples they are drawn on the device
+    torch.manual_seed(0)
+    x, samples = torch.randn(1, 2, 9, 9), torch.rand(1, 2, 2)
+    expected = torch.nn.functional.fractional_max_pool2d(x, 3, output_size=4, _random_samples=samples)
+    result = torch.nn.functional.fractional_max_pool2d(
+        x.to("neuron"), 3, output_size=4, _random_samples=samples.to("neuron")
+    )
+    assert torch.equal(result.cpu(), expected)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_rrelu_draws_its_slopes_on_the_device(compiled):
+    x = torch.linspace(-3, 3, 64)
+    lower, upper = 0.1, 0.3
+    torch.manual_seed(0)
+    first = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=True).cpu()
+    torch.manual_seed(0)
+    again = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=True).cpu()
+    assert torch.equal(first, again)  # reproducible under torch.manual_seed
+    assert torch.equal(first[x > 0], x[x > 0])
+    slopes = first[x < 0] / x[x < 0]
+    assert bool(((slopes >= lower) & (slopes <= upper)).all()), slopes
+    assert len(slopes.unique()) > 1  # drawn per element
+    evaluated = torch.nn.functional.rrelu(x.to("neuron"), lower, upper, training=False)
+    assert_close_to_torch(evaluated.cpu(), torch.nn.functional.rrelu(x, lower, upper, training=False))
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_multinomial_draws_on_the_device_in_proportion(compiled):
+    weights = torch.tensor([[0.1, 0.0, 0.5, 0.4], [1.0, 2.0, 3.0, 4.0]])
+    torch.manual_seed(0)
+    unique_draws = torch.multinomial(weights.to("neuron"), 3).cpu()
+    assert all(len(row.unique()) == 3 for row in unique_draws)
+    assert not bool((unique_draws[0] == 1).any())  # zero weight: drawn last, never among the first three
+    torch.manual_seed(0)
+    assert torch.equal(torch.multinomial(weights.to("neuron"), 3).cpu(), unique_draws)
+    draws = torch.multinomial(weights.to("neuron"), 4000, replacement=True).cpu()
+    for row, counts in zip(weights, draws, strict=True):
+        frequencies = torch.bincount(counts, minlength=4) / 4000
+        assert torch.allclose(frequencies, row / row.sum(), atol=0.03), frequencies  # about 4 standard errors
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_an_op_returning_a_list_of_tensors_runs_natively(compiled):
+    # histogramdd's bin edges: `_histogramdd_bin_edges` returns Tensor[], one program for the whole list
+    x = torch.tensor([[0.5, -1.0], [2.0, 3.0], [1.0, 0.25], [-0.5, 1.5]])
+    expected = torch.histogramdd(x, bins=(2, 3))
+    result = torch.histogramdd(x.to("neuron"), bins=(2, 3))
+    assert torch.equal(result.hist.cpu(), expected.hist)
+    assert len(result.bin_edges) == 2
+    for edges, expected_edges in zip(result.bin_edges, expected.bin_edges, strict=True):
+        assert_close_to_torch(edges.cpu(), expected_edges)
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
+
+
+def test_matrix_rank_runs_natively_in_the_matrixs_dtype(compiled):
+    # its composite makes float64 tolerance tensors op by op; the whole op compiles in float32
+    torch.manual_seed(0)
+    A = torch.tensor([[1.0, 2.0], [2.0, 4.0]])  # rank 1
+    assert torch.equal(torch.linalg.matrix_rank(A.to("neuron")).cpu(), torch.linalg.matrix_rank(A))
+    assert not compiled.EAGER_STATS.host_ops, compiled.EAGER_STATS.host_ops
 
 
 def _mlp():
