@@ -126,6 +126,7 @@ def register() -> None:
     # Python kernels, which the list leaves out
     if native.loaded():
         native.register_metadata_kernels(dispatch.metadata_ops())
+        native.register_attention_choice()
         storage.use_native(native.tensor_over(), native.fresh_tensor())
     _library, _aten_library = library, aten_library
     hide_from_dynamo(

@@ -135,6 +135,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_tensor_over.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
     library.neuron_tensor_over.restype = ctypes.py_object
     library.neuron_register_device_guard.argtypes = []
+    library.neuron_register_attention_choice.argtypes = []
+    library.neuron_register_attention_choice.restype = ctypes.c_bool
     library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
@@ -174,6 +176,15 @@ def register_device_guard() -> bool:
     or PrivateUse1 has a guard already (then the caller registers torch's Python guard)."""
     library = _library
     return library is not None and bool(library.neuron_register_device_guard())
+
+
+def register_attention_choice() -> bool:
+    """Make `scaled_dot_product_attention` on device tensors pick the implementation it picks on CPU tensors for
+    the same arguments (`_scaled_dot_product_flash_attention_for_cpu` where the CPU takes it: one eager op, and
+    under torch.compile the CPU's graph), rather than the math composite torch takes on devices it has no choice
+    for; False when the library is unavailable."""
+    library = _library
+    return library is not None and bool(library.neuron_register_attention_choice())
 
 
 def register_metadata_kernels(names: list[str]) -> bool:

@@ -10,6 +10,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/Storage.h>
@@ -540,9 +542,27 @@ PyType_Spec space_spec = {
 
 
 }  // namespace
+
+// The implementation `scaled_dot_product_attention` picks for device tensors: the CPU's choice for the same
+// arguments (its fused attention op where the CPU takes it, else the composite's math). Without a choice of the
+// device's own torch takes the math for every call on a device other than CUDA's, XPU's and the CPU: in eager
+// mode a dozen ops (views, bmm, softmax, the mask's where), and under torch.compile a graph other than the one the
+// same model on CPU tensors compiles to.
+int64_t attention_choice(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+    double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
 }  // namespace neuron
 
 extern "C" {
+
+// Registers `attention_choice` as the device's choice of attention implementation.
+bool neuron_register_attention_choice() {
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&neuron::attention_choice);
+  return true;
+}
 
 // Registers the hooks and the device allocator (once per process); false when another PrivateUse1 runtime
 // registered first.
