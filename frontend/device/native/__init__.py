@@ -215,10 +215,12 @@ def address_space(capacity: int, alignment: int) -> Any | None:
 
 
 def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
-    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute) -> (tensor, array)`:
-    a block of native address space `space` for a contiguous tensor of `shape` and torch `dtype`, a storage over
-    its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of dtype `element` over the
-    bytes; None when the space cannot hold the block. None without the library."""
+    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute[, arrays_attribute])
+    -> (tensor, array)`: a block of native address space `space` for a contiguous tensor of `shape` and torch
+    `dtype`, a storage over its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of
+    dtype `element` over the bytes, which the storage keeps as `storage.dense_array` keeps the arrays it makes (a
+    dict by offset, shape and dtype as attribute `arrays_attribute`) when that is given; None when the space cannot
+    hold the block. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
 

@@ -145,7 +145,7 @@ def test_fresh_results_are_made_by_the_native_constructor():
 
 def test_fresh_results_come_whole_from_one_native_call():
     """`storage.empty_array` makes block, storage, tensor and array in one native call (contiguous `torch.empty`
-    too): the block hangs on the storage (it dies with the last tensor over it), the counters follow, and a request
+    too): the block and the array hang on the storage (it dies with the last tensor over it), the counters follow, and a request
     the HBM cannot hold is still the out-of-memory error naming the bytes."""
     import numpy as np
 
@@ -158,6 +158,8 @@ def test_fresh_results_come_whole_from_one_native_call():
     block = storage.block_of(tensor)
     assert (block.nbytes, array.shape, array.dtype) == (120, (5, 6), np.dtype(np.float32))
     assert array.ctypes.data == tensor.data_ptr() == block.data.ctypes.data
+    # the array is the one the simulator reads the whole tensor through later: kept, not made again
+    assert storage.dense_array(tensor) is array
     assert (memory.allocated_bytes, memory.stats()["allocation.all.allocated"]) == (before[0] + 120, before[1] + 1)
     view = tensor[1:]
     del tensor, array, block
