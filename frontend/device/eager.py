@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
+from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
@@ -656,9 +657,7 @@ def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
     simulated_ns = float(profile.total_ns)
     streams.current_stream().add_run(simulated_ns)
     sources.record(name, simulated_ns)
-    from neuron_mlir.frontend.stats import record_run
-
-    record_run(compiled.name, profile)
+    stats.record_run(compiled.name, profile)
     return True
 
 
@@ -695,6 +694,9 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe.
 
     Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
+    if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
+        _check_internal_overlap(flat[program.written_positions[0]])
+        return [True]
     operands = [flat[p] for p in program.tensor_positions]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
     # model's parameters writes dozens of tensors, each read beside dozens of others)
@@ -705,12 +707,7 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
-        # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
-        if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
-            raise RuntimeError(
-                "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-                "location. Please clone() the tensor before performing the operation."
-            )
+        _check_internal_overlap(written)
         key = (written.device.type, written.untyped_storage().data_ptr())
         others = by_storage[key] if by_storage else operands
         # the written tensor counts once: passed again, or another view of its storage, it is not alone
@@ -723,6 +720,15 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
                     "single memory location. Please clone() the tensor before performing the operation."
                 )
     return alone
+
+
+def _check_internal_overlap(written: torch.Tensor) -> None:
+    # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
+    if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location. Please clone() the tensor before performing the operation."
+        )
 
 
 def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
