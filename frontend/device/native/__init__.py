@@ -135,7 +135,7 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_tensor_over.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
     library.neuron_tensor_over.restype = ctypes.py_object
     library.neuron_register_device_guard.argtypes = []
-    library.neuron_register_attention_choice.argtypes = []
+    library.neuron_register_attention_choice.argtypes = [ctypes.py_object]
     library.neuron_register_attention_choice.restype = ctypes.c_bool
     library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
@@ -182,9 +182,18 @@ def register_attention_choice() -> bool:
     """Make `scaled_dot_product_attention` on device tensors pick the implementation it picks on CPU tensors for
     the same arguments (`_scaled_dot_product_flash_attention_for_cpu` where the CPU takes it: one eager op, and
     under torch.compile the CPU's graph), rather than the math composite torch takes on devices it has no choice
-    for; False when the library is unavailable."""
+    for; False when the library is unavailable. A DTensor keeps the math composite, as it would need a sharding rule
+    for the CPU's fused op, which torch does not give (so on CPU tensors too such a call fails)."""
     library = _library
-    return library is not None and bool(library.neuron_register_attention_choice())
+    return library is not None and bool(library.neuron_register_attention_choice(takes_cpus_attention))
+
+
+def takes_cpus_attention(query: torch.Tensor) -> bool:
+    """Whether an attention call whose query is a tensor subclass takes the CPU's choice of implementation: the
+    subclasses torch.compile traces with (fake and functional tensors) do, so that the device's graphs are the
+    CPU's; a DTensor does not."""
+    distributed = sys.modules.get("torch.distributed.tensor")
+    return distributed is None or not isinstance(query, distributed.DTensor)
 
 
 def register_metadata_kernels(names: list[str]) -> bool:

@@ -11,6 +11,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -548,9 +549,29 @@ PyType_Spec space_spec = {
 // device's own torch takes the math for every call on a device other than CUDA's, XPU's and the CPU: in eager
 // mode a dozen ops (views, bmm, softmax, the mask's where), and under torch.compile a graph other than the one the
 // same model on CPU tensors compiles to.
+// A query that is a Python tensor subclass is shown to `attention_subclass_check` (a Python callable, set at
+// registration): false keeps the math composite for it (a DTensor: torch gives the CPU's fused op no sharding rule,
+// while the composite's ops have them), true takes the CPU's choice (the tracing subclasses of torch.compile).
+PyObject* attention_subclass_check = nullptr;
+
 int64_t attention_choice(
     const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
     double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  if (attention_subclass_check != nullptr && query.key_set().has(c10::DispatchKey::Python)) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyObject* wrapped = THPVariable_Wrap(query);
+    PyObject* answer = wrapped == nullptr ? nullptr : PyObject_CallOneArg(attention_subclass_check, wrapped);
+    int cpus = answer == nullptr ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    Py_XDECREF(wrapped);
+    if (cpus < 0) {
+      PyErr_Clear();  // the check failed: the composite, which serves every tensor
+    }
+    PyGILState_Release(state);
+    if (cpus != 1) {
+      return static_cast<int64_t>(sdp::SDPBackend::math);
+    }
+  }
   return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
 }
 
@@ -558,8 +579,12 @@ int64_t attention_choice(
 
 extern "C" {
 
-// Registers `attention_choice` as the device's choice of attention implementation.
-bool neuron_register_attention_choice() {
+// Registers `attention_choice` as the device's choice of attention implementation, with `subclass_check` (a
+// Python callable taking a tensor subclass's query) deciding for tensor subclasses.
+bool neuron_register_attention_choice(PyObject* subclass_check) {
+  Py_INCREF(subclass_check);
+  Py_XDECREF(neuron::attention_subclass_check);
+  neuron::attention_subclass_check = subclass_check;
   at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&neuron::attention_choice);
   return true;
 }
