@@ -697,21 +697,20 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
         _check_internal_overlap(flat[program.written_positions[0]])
         return [True]
-    operands = [flat[p] for p in program.tensor_positions]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
-    # model's parameters writes dozens of tensors, each read beside dozens of others)
-    by_storage: dict[tuple[str, int], list[torch.Tensor]] = {}
-    if len(operands) > 2:
-        for operand in operands:
-            by_storage.setdefault((operand.device.type, operand.untyped_storage().data_ptr()), []).append(operand)
+    # model's parameters writes dozens of tensors, each read beside dozens of others); a storage is told by its
+    # device (the device's, or a CPU scalar's) and address
+    by_storage: dict[tuple[bool, int], list[torch.Tensor]] = {}
+    for position in program.tensor_positions:
+        operand = flat[position]
+        by_storage.setdefault((operand.is_cpu, operand.untyped_storage().data_ptr()), []).append(operand)
     alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
         _check_internal_overlap(written)
-        key = (written.device.type, written.untyped_storage().data_ptr())
-        others = by_storage[key] if by_storage else operands
+        others = by_storage[(written.is_cpu, written.untyped_storage().data_ptr())]
         # the written tensor counts once: passed again, or another view of its storage, it is not alone
-        alone.append(sum((o.device.type, o.untyped_storage().data_ptr()) == key for o in others) == 1)
+        alone.append(len(others) == 1)
         for other in others:
             # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
             if other is not written and _partly_overlap(written, other):
