@@ -347,17 +347,29 @@ _CPU_METADATA_KERNELS = {
 }
 
 
+# what the fallback does with an op, by id(op) (an OpOverload hashes by a Python method; ops live as long as the
+# process): its kernel in `_KERNELS`, `_ON_CPU` for a view or metadata op (its CPU kernel over the device tensor), or
+# `_EAGER` (an eager op)
+_routes: dict[int, Any] = {}
+_ON_CPU: Any = object()
+_EAGER: Any = object()
+
+
 def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     """The PrivateUse1 fallback: every op on device tensors without a kernel of its own comes here."""
-    kernel = _KERNELS.get(op)
-    if kernel is not None:
-        return kernel(*args, **kwargs)
-    if op.is_view or op in _CPU_METADATA_KERNELS:
+    route = _routes.get(id(op))
+    if route is None:
+        kernel = _KERNELS.get(op)
+        on_cpu = op.is_view or op in _CPU_METADATA_KERNELS
+        route = _routes[id(op)] = kernel if kernel is not None else _ON_CPU if on_cpu else _EAGER
+    if route is _EAGER:
+        global _eager
+        if _eager is None:
+            from neuron_mlir.frontend.device import eager as _eager
+        return _eager.run(op, args, kwargs)  # which checks the operands' devices first (`check_same_device`)
+    if route is _ON_CPU:
         return op.redispatch(storage.CPU_KEYS, *args, **kwargs)
-    global _eager
-    if _eager is None:
-        from neuron_mlir.frontend.device import eager as _eager
-    return _eager.run(op, args, kwargs)  # which checks the operands' devices first (`check_same_device`)
+    return route(*args, **kwargs)
 
 
 _eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
 
+from neuron_mlir.frontend import stats
 from neuron_mlir.frontend.device import bounded, dispatch, region, sources, storage, streams
 from neuron_mlir.frontend.tensors import from_numpy, to_numpy
 
@@ -746,9 +747,7 @@ def _replay(program: _Program, name: str, written: list[torch.Tensor]) -> bool:
     simulated_ns = float(profile.total_ns)
     streams.current_stream().add_run(simulated_ns)
     sources.record(name, simulated_ns)
-    from neuron_mlir.frontend.stats import record_run
-
-    record_run(compiled.name, profile)
+    stats.record_run(compiled.name, profile)
     return True
 
 
@@ -793,26 +792,23 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe.
 
     Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
-    operands = [flat[p] for p in program.tensor_positions]
+    if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
+        _check_internal_overlap(flat[program.written_positions[0]])
+        return [True]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
-    # model's parameters writes dozens of tensors, each read beside dozens of others)
-    by_storage: dict[tuple[str, int], list[torch.Tensor]] = {}
-    if len(operands) > 2:
-        for operand in operands:
-            by_storage.setdefault((operand.device.type, operand.untyped_storage().data_ptr()), []).append(operand)
+    # model's parameters writes dozens of tensors, each read beside dozens of others); a storage is told by its
+    # device (the device's, or a CPU scalar's) and address
+    by_storage: dict[tuple[bool, int], list[torch.Tensor]] = {}
+    for position in program.tensor_positions:
+        operand = flat[position]
+        by_storage.setdefault((operand.is_cpu, operand.untyped_storage().data_ptr()), []).append(operand)
     alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
-        # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
-        if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
-            raise RuntimeError(
-                "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-                "location. Please clone() the tensor before performing the operation."
-            )
-        key = (written.device.type, written.untyped_storage().data_ptr())
-        others = by_storage[key] if by_storage else operands
+        _check_internal_overlap(written)
+        others = by_storage[(written.is_cpu, written.untyped_storage().data_ptr())]
         # the written tensor counts once: passed again, or another view of its storage, it is not alone
-        alone.append(sum((o.device.type, o.untyped_storage().data_ptr()) == key for o in others) == 1)
+        alone.append(len(others) == 1)
         for other in others:
             # the written tensor itself, passed again (`mul.out(x, y, out=x)`), overlaps it fully: safe
             if other is not written and _partly_overlap(written, other):
@@ -821,6 +817,15 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
                     "single memory location. Please clone() the tensor before performing the operation."
                 )
     return alone
+
+
+def _check_internal_overlap(written: torch.Tensor) -> None:
+    # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
+    if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location. Please clone() the tensor before performing the operation."
+        )
 
 
 def _partly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -113,6 +113,7 @@ class _Compiled:
 
 # region key -> its program, or None when the compiler refused it (its ops then run one by one)
 _programs: dict[tuple[Any, ...], _Compiled | None] = {}
+_UNSEEN: Any = object()  # a region key not looked up before
 last_program: Any = None  # the compiled program of the region that ran last (its profile: `last_profile`)
 REGION_STATS = {"regions_run": 0, "region_ops": 0, "regions_compiled": 0, "regions_refused": 0, "flushes": 0}
 
@@ -138,17 +139,19 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         return ("input", len(region.inputs) - 1)
     if tensor.is_conj() or tensor.is_neg():
         return None  # a conjugate or negative view: its bytes are not its values, the op runs alone
-    block = storage.block_of(tensor)
+    stored = tensor.untyped_storage()
+    block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
     dtype = tensor.dtype
-    itemsize = dtype.itemsize
-    start = int(tensor.storage_offset()) * itemsize
-    contiguous = tensor.is_contiguous()
-    if contiguous:
-        nbytes = tensor.numel() * itemsize
-    else:
-        nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
+    offset = int(tensor.storage_offset())
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
+        itemsize = dtype.itemsize
+        start = offset * itemsize
+        contiguous = tensor.is_contiguous()
+        if contiguous:
+            nbytes = tensor.numel() * itemsize
+        else:
+            nbytes = storage.storage_nbytes(tensor.shape, tensor.stride(), itemsize)
         for entry in held[1]:
             if entry.start < start + nbytes and start < entry.start + entry.nbytes:
                 if entry.dtype != dtype:
@@ -156,15 +159,21 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
                 if entry.start == start and entry.nbytes == nbytes:
                     return _viewed(entry, tensor, contiguous)
                 return _within(entry, tensor, start, nbytes)
-    key = (id(block), start, tensor.shape, None if contiguous else tensor.stride(), dtype)
+    # an operand read from device memory: one input per place, the same tensor geometry read once
+    shape = tensor.shape
+    contiguous = tensor.is_contiguous()
+    key = (id(block), offset, shape, None if contiguous else tensor.stride(), dtype)
     index = region.input_keys.get(key)
     if index is None:
         region.input_blocks.add(id(block))
         dense = storage.dense_array(tensor) if contiguous else None
         region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
-        region.input_types.append((tuple(tensor.shape), dtype))
+        region.input_types.append((tuple(shape), dtype))
         index = region.input_keys[key] = len(region.inputs) - 1
     return ("input", index)
+
+
+_BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -273,23 +282,27 @@ def record(
     graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
     the op cannot join the region; the region has then run, and the caller runs the op alone."""
     stream = streams.current_stream()
-    task = torch._C._current_graph_task_id()
+    task = _graph_task_id()
     region = _region
     if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
-    # per output: its block, and the bytes it covers there
+    pending = region.pending
+    # per output: its block, the bytes it covers there and the block's pending values (None: none yet)
     spans = []
     for tensor, _ in outputs:
-        block = storage.block_of(tensor)
+        block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
         itemsize = tensor.dtype.itemsize
         start = int(tensor.storage_offset()) * itemsize
         nbytes = tensor.numel() * itemsize
-        held = region.pending.get(id(block))
-        if held is not None and held[0]() is block and not _writes_cleanly(held[1], start, nbytes):
-            flush()
-            return False
-        spans.append((block, start, nbytes))
+        held = pending.get(id(block))
+        if held is not None:
+            if held[0]() is not block:
+                held = None  # a dead block's entries under a reused id
+            elif not _writes_cleanly(held[1], start, nbytes):
+                flush()
+                return False
+        spans.append((block, start, nbytes, held))
     mark = len(region.inputs)
     found: list[Source] = []
     for operand in operands:
@@ -310,24 +323,32 @@ def record(
         torch.autograd.Variable._execution_engine.queue_callback(flush)
     region.backward_task = task
     values = []
-    for (tensor, _), (block, start, nbytes) in zip(outputs, spans, strict=True):
-        value = region.value_count
-        region.value_count += 1
+    stored, target_blocks = region.stored, region.target_blocks
+    value = region.value_count
+    for (tensor, _), (block, start, nbytes, held) in zip(outputs, spans, strict=True):
         values.append(value)
         strides = None if tensor.is_contiguous() else tuple(tensor.stride())
         entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape), strides)
-        held = region.pending.get(id(block))
-        if held is None or held[0]() is not block:
-            held = region.pending[id(block)] = (weakref.ref(block), [entry])
-        else:
-            held[1][:] = [e for e in held[1] if (e.start, e.nbytes) != (start, nbytes)]
-            held[1].append(entry)
-        region.stored[value] = (held[0], entry)
-        region.target_blocks[value] = id(block)
+        if held is None:
+            # `held` of an earlier output of this op may be this block's too (two outputs into one block)
+            held = pending.get(id(block))
+            if held is None or held[0]() is not block:
+                held = pending[id(block)] = (weakref.ref(block), [])
+        entries = held[1]
+        if entries:
+            entries[:] = [e for e in entries if e.start != start or e.nbytes != nbytes]
+        entries.append(entry)
+        stored[value] = (held[0], entry)
+        target_blocks[value] = id(block)
+        value += 1
+    region.value_count = value
     region.ops.append(_Op(program, name, sources.user_line(), found, values, [t for _, t in outputs]))
     if len(region.ops) >= region.limit:
         flush()
     return True
+
+
+_graph_task_id = torch._C._current_graph_task_id
 
 
 @dataclass(eq=False)
@@ -394,15 +415,21 @@ def flush() -> None:
     storage.set_observer(None)
     REGION_STATS["flushes"] += 1
     # the values some live tensor still holds: a result overwritten later, or whose tensors all died, is not stored
-    outputs = [value for value, (block, entry) in region.stored.items() if _is_latest(region, block(), entry)]
+    pending = region.pending
+    outputs = []
+    for value, (block_ref, entry) in region.stored.items():
+        block = block_ref()
+        if block is not None:
+            held = pending.get(id(block))
+            if held is not None and held[0] is block_ref and entry in held[1]:
+                outputs.append(value)
     if not outputs:  # every result died unread: nothing to compute
         for op in region.ops:
             sources.record(op.name, 0.0, line=op.line)
         return
     key = _key(region, outputs)
-    if key in _programs:
-        compiled = _programs[key]
-    else:
+    compiled = _programs.get(key, _UNSEEN)  # one lookup: the key is as long as the region
+    if compiled is _UNSEEN:
         compiled = _programs[key] = _compile(region, outputs)
     if compiled is None:
         _run_one_by_one(region)
@@ -412,13 +439,6 @@ def flush() -> None:
     except Exception:
         _programs[key] = None
         _run_one_by_one(region)
-
-
-def _is_latest(region: _Region, block: Any, entry: _Written) -> bool:
-    if block is None:
-        return False
-    held = region.pending.get(id(block))
-    return held is not None and held[0]() is block and any(e is entry for e in held[1])
 
 
 def _key(region: _Region, outputs: list[int]) -> tuple[Any, ...]:

@@ -128,6 +128,7 @@ def register() -> None:
     # Python kernels, which the list leaves out
     if native.loaded():
         native.register_metadata_kernels(dispatch.metadata_ops())
+        native.register_attention_choice()
         storage.use_native(native.tensor_over(), native.fresh_tensor())
     # torch's fallback for the Conjugate (Negative) key materialises a conjugate (negative) operand with `clone`,
     # whose `copy_` hands a device tensor to `_copy_from`, which is not on the key's pass-through list (the CPU's

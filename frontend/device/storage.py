@@ -286,7 +286,7 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
     shape = tuple(shape)
     memory = _memory or device_memory()
     if _fresh_tensor is not None:  # the whole of it in one native call
-        made = _fresh_tensor(memory.space, shape, torch_dtype, dtype, _BLOCK_ATTRIBUTE)
+        made = _fresh_tensor(memory.space, shape, torch_dtype, dtype, _BLOCK_ATTRIBUTE, _DENSE_ARRAYS_ATTRIBUTE)
         if made is not None:
             return made
         # no room (the allocation below raises the out-of-memory error), or the memory's space is not native

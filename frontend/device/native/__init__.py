@@ -135,6 +135,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_tensor_over.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
     library.neuron_tensor_over.restype = ctypes.py_object
     library.neuron_register_device_guard.argtypes = []
+    library.neuron_register_attention_choice.argtypes = [ctypes.py_object]
+    library.neuron_register_attention_choice.restype = ctypes.c_bool
     library.neuron_register_device_guard.restype = ctypes.c_bool
     library.neuron_default_generator.argtypes = []
     library.neuron_default_generator.restype = ctypes.py_object
@@ -176,6 +178,24 @@ def register_device_guard() -> bool:
     return library is not None and bool(library.neuron_register_device_guard())
 
 
+def register_attention_choice() -> bool:
+    """Make `scaled_dot_product_attention` on device tensors pick the implementation it picks on CPU tensors for
+    the same arguments (`_scaled_dot_product_flash_attention_for_cpu` where the CPU takes it: one eager op, and
+    under torch.compile the CPU's graph), rather than the math composite torch takes on devices it has no choice
+    for; False when the library is unavailable. A DTensor keeps the math composite, as it would need a sharding rule
+    for the CPU's fused op, which torch does not give (so on CPU tensors too such a call fails)."""
+    library = _library
+    return library is not None and bool(library.neuron_register_attention_choice(takes_cpus_attention))
+
+
+def takes_cpus_attention(query: torch.Tensor) -> bool:
+    """Whether an attention call whose query is a tensor subclass takes the CPU's choice of implementation: the
+    subclasses torch.compile traces with (fake and functional tensors) do, so that the device's graphs are the
+    CPU's; a DTensor does not."""
+    distributed = sys.modules.get("torch.distributed.tensor")
+    return distributed is None or not isinstance(query, distributed.DTensor)
+
+
 def register_metadata_kernels(names: list[str]) -> bool:
     """Register a C++ kernel for each aten op in `names` ("view", "as_strided", "unfold.default" style: name and
     overload) that runs the op's CPU kernel over the device tensor, as `dispatch.neuron_fallback` does for view ops
@@ -204,10 +224,12 @@ def address_space(capacity: int, alignment: int) -> Any | None:
 
 
 def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
-    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute) -> (tensor, array)`:
-    a block of native address space `space` for a contiguous tensor of `shape` and torch `dtype`, a storage over
-    its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of dtype `element` over the
-    bytes; None when the space cannot hold the block. None without the library."""
+    """The native maker of a fresh device result, `(space, shape, dtype, element, attribute[, arrays_attribute])
+    -> (tensor, array)`: a block of native address space `space` for a contiguous tensor of `shape` and torch
+    `dtype`, a storage over its bytes with the block as its attribute `attribute`, the tensor, and a NumPy array of
+    dtype `element` over the bytes, which the storage keeps as `storage.dense_array` keeps the arrays it makes (a
+    dict by offset, shape and dtype as attribute `arrays_attribute`) when that is given; None when the space cannot
+    hold the block. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
 

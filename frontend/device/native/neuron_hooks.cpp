@@ -10,6 +10,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/Storage.h>
@@ -540,9 +543,51 @@ PyType_Spec space_spec = {
 
 
 }  // namespace
+
+// The implementation `scaled_dot_product_attention` picks for device tensors: the CPU's choice for the same
+// arguments (its fused attention op where the CPU takes it, else the composite's math). Without a choice of the
+// device's own torch takes the math for every call on a device other than CUDA's, XPU's and the CPU: in eager
+// mode a dozen ops (views, bmm, softmax, the mask's where), and under torch.compile a graph other than the one the
+// same model on CPU tensors compiles to.
+// A query that is a Python tensor subclass is shown to `attention_subclass_check` (a Python callable, set at
+// registration): false keeps the math composite for it (a DTensor: torch gives the CPU's fused op no sharding rule,
+// while the composite's ops have them), true takes the CPU's choice (the tracing subclasses of torch.compile).
+PyObject* attention_subclass_check = nullptr;
+
+int64_t attention_choice(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+    double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  if (attention_subclass_check != nullptr && query.key_set().has(c10::DispatchKey::Python)) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyObject* wrapped = THPVariable_Wrap(query);
+    PyObject* answer = wrapped == nullptr ? nullptr : PyObject_CallOneArg(attention_subclass_check, wrapped);
+    int cpus = answer == nullptr ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    Py_XDECREF(wrapped);
+    if (cpus < 0) {
+      PyErr_Clear();  // the check failed: the composite, which serves every tensor
+    }
+    PyGILState_Release(state);
+    if (cpus != 1) {
+      return static_cast<int64_t>(sdp::SDPBackend::math);
+    }
+  }
+  return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
 }  // namespace neuron
 
 extern "C" {
+
+// Registers `attention_choice` as the device's choice of attention implementation, with `subclass_check` (a
+// Python callable taking a tensor subclass's query) deciding for tensor subclasses.
+bool neuron_register_attention_choice(PyObject* subclass_check) {
+  Py_INCREF(subclass_check);
+  Py_XDECREF(neuron::attention_subclass_check);
+  neuron::attention_subclass_check = subclass_check;
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&neuron::attention_choice);
+  return true;
+}
 
 // Registers the hooks and the device allocator (once per process); false when another PrivateUse1 runtime
 // registered first.
@@ -716,11 +761,13 @@ PyObject* neuron_address_space(long long capacity, long long alignment) {
 // A fresh device result in one call: a block of `space` (an AddressSpace) for a contiguous tensor of `shape` (a
 // tuple of ints) and `dtype` (a torch.dtype), a storage over its bytes carrying the block as `attribute` (a str: the
 // block lives as long as the storage), the tensor, and a NumPy array of `element` (a numpy.dtype) and `shape` over
-// the same bytes (None when `element` is None): what storage.empty_array makes in Python. Returns (tensor, array),
+// the same bytes (None when `element` is None), kept on the storage under `arrays_attribute` when that is given
+// (storage.dense_array's cache of arrays): what storage.empty_array makes in Python. Returns (tensor, array),
 // None when the space cannot
 // hold the block or is not a native one (the caller's Python path then raises the out-of-memory error, or makes the
 // result from its Python space), or nullptr with a Python exception set.
-PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype, PyObject* element, PyObject* attribute) {
+PyObject* neuron_fresh_tensor(
+    PyObject* space, PyObject* shape, PyObject* dtype, PyObject* element, PyObject* attribute, PyObject* arrays_attribute) {
   try {
     if (Py_TYPE(space) != neuron::space_type) {
       Py_RETURN_NONE;  // a memory of the Python address space: its Python path makes the result
@@ -755,7 +802,6 @@ PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype,
       Py_DECREF(made);
       return nullptr;
     }
-    Py_DECREF(wrapped);  // torch keeps the storage's Python object (and the block on it) while the storage lives
     at::Tensor tensor = at::detail::make_tensor<at::TensorImpl>(
         std::move(stored), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(scalar_type));
     tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 0);
@@ -766,12 +812,27 @@ PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype,
       PyObject* typed = PyObject_CallMethod(block->data, "view", "O", element);
       if (typed == nullptr) {
         Py_DECREF(made);
+        Py_DECREF(wrapped);
         return nullptr;
       }
       array = PyObject_CallMethod(typed, "reshape", "(O)", shape);
       Py_DECREF(typed);
     }
     Py_DECREF(made);
+    if (array != nullptr && array != Py_None && arrays_attribute != nullptr && arrays_attribute != Py_None) {
+      // the array, kept on the storage as storage.dense_array keeps the arrays it makes, by (offset, shape,
+      // dtype): a result that later ops or graphs read whole is found there, not made again
+      PyObject* arrays = PyDict_New();
+      PyObject* key = arrays == nullptr ? nullptr : Py_BuildValue("(iOO)", 0, shape, dtype);
+      bool kept = key != nullptr && PyDict_SetItem(arrays, key, array) == 0 &&
+          PyObject_SetAttr(wrapped, arrays_attribute, arrays) == 0;
+      Py_XDECREF(key);
+      Py_XDECREF(arrays);
+      if (!kept) {
+        Py_CLEAR(array);
+      }
+    }
+    Py_DECREF(wrapped);  // torch keeps the storage's Python object (and what hangs on it) while the storage lives
     if (array == nullptr) {
       return nullptr;
     }
@@ -791,15 +852,16 @@ PyObject* neuron_fresh_tensor(PyObject* space, PyObject* shape, PyObject* dtype,
 
 namespace {
 PyObject* fresh_tensor_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
-  if (count != 5) {
-    PyErr_SetString(PyExc_TypeError, "fresh_tensor(space, shape, dtype, element, attribute) takes 5 arguments");
+  if (count != 5 && count != 6) {
+    PyErr_SetString(
+        PyExc_TypeError, "fresh_tensor(space, shape, dtype, element, attribute[, arrays_attribute]) takes 5 or 6 arguments");
     return nullptr;
   }
-  return neuron_fresh_tensor(args[0], args[1], args[2], args[3], args[4]);
+  return neuron_fresh_tensor(args[0], args[1], args[2], args[3], args[4], count == 6 ? args[5] : nullptr);
 }
 PyMethodDef fresh_tensor_method = {
     "fresh_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(fresh_tensor_fastcall)), METH_FASTCALL,
-    "fresh_tensor(space, shape, dtype, element, attribute) -> (tensor, array) | None"};
+    "fresh_tensor(space, shape, dtype, element, attribute[, arrays_attribute]) -> (tensor, array) | None"};
 }  // namespace
 
 // `neuron_fresh_tensor` as a builtin function (a new reference): a call costs what a builtin's does, not a ctypes

@@ -97,6 +97,8 @@ def test_overlapping_as_strided_reads_and_refuses_writes(eager_mode):
     repeated = device.as_strided((3, 4), (0, 1))  # every row the same memory: PyTorch refuses writes
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         repeated.add_(1)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        repeated.relu_()  # the written tensor its only operand
     _same(device, host)  # the refused write left the storage alone
     disjoint = device.as_strided((2, 3), (6, 2), 1)  # not overlapping: writable
     disjoint.fill_(-1)

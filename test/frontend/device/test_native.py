@@ -60,6 +60,60 @@ def test_views_through_the_native_kernels_alias_their_base():
     assert torch.equal(windows.cpu(), expected.reshape(-1).unfold(0, 4, 4))
 
 
+class _AtenOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """The aten ops a call reaches the backends with, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"is_causal": True},
+        {"scale": 0.5},
+        {"attn_mask": "boolean"},
+        {"attn_mask": "float", "requires_grad": False},
+    ],
+    ids=["causal", "scale", "boolean-mask", "float-mask-inference"],
+)
+def test_attention_takes_the_cpus_implementation(case: dict[str, Any]):
+    """`scaled_dot_product_attention` picks the same implementation for device tensors as for CPU tensors (the
+    CPU's fused op where it takes it, one eager op and the same graph under torch.compile, rather than the math
+    composite of a dozen ops), forward and backward, with the CPU's values."""
+    import torch.nn.functional as F
+    from support import assert_close_to_torch
+
+    case = dict(case)
+    requires_grad = case.pop("requires_grad", True)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=generator) for _ in range(3))
+    if case.get("attn_mask") == "boolean":
+        case["attn_mask"] = torch.rand(5, 5, generator=generator) > 0.3
+    elif case.get("attn_mask") == "float":
+        case["attn_mask"] = torch.randn(2, 1, 5, 5, generator=generator)
+    seen, results = [], []
+    for device in ("cpu", "neuron"):
+        inputs = [t.detach().to(device).requires_grad_(requires_grad) for t in (q, k, v)]
+        kwargs: dict[str, Any] = {
+            name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in case.items()
+        }
+        with _AtenOps() as mode:
+            out = F.scaled_dot_product_attention(inputs[0], inputs[1], inputs[2], **kwargs)
+            if requires_grad:
+                out.sum().backward()
+        seen.append(mode.ops)
+        results.append([out.detach().cpu(), *(t.grad.cpu() for t in inputs if t.grad is not None)])
+    assert seen[0] == seen[1]
+    assert not any("bmm" in op for op in seen[1]), seen[1]
+    assert_close_to_torch(results[1], results[0], "attention")
+
+
 def test_fresh_results_are_made_by_the_native_constructor():
     """`storage.empty_array`, which every fresh eager result and compiled output goes through, makes its tensor in
     C++ over the new block: contiguous, of the dtype, sharing the array's bytes."""
@@ -91,7 +145,7 @@ def test_fresh_results_are_made_by_the_native_constructor():
 
 def test_fresh_results_come_whole_from_one_native_call():
     """`storage.empty_array` makes block, storage, tensor and array in one native call (contiguous `torch.empty`
-    too): the block hangs on the storage (it dies with the last tensor over it), the counters follow, and a request
+    too): the block and the array hang on the storage (it dies with the last tensor over it), the counters follow, and a request
     the HBM cannot hold is still the out-of-memory error naming the bytes."""
     import numpy as np
 
@@ -104,6 +158,8 @@ def test_fresh_results_come_whole_from_one_native_call():
     block = storage.block_of(tensor)
     assert (block.nbytes, array.shape, array.dtype) == (120, (5, 6), np.dtype(np.float32))
     assert array.ctypes.data == tensor.data_ptr() == block.data.ctypes.data
+    # the array is the one the simulator reads the whole tensor through later: kept, not made again
+    assert storage.dense_array(tensor) is array
     assert (memory.allocated_bytes, memory.stats()["allocation.all.allocated"]) == (before[0] + 120, before[1] + 1)
     view = tensor[1:]
     del tensor, array, block

@@ -169,6 +169,14 @@ def sharded_tensors(rank: int, world: int) -> None:
     with _environment(NEURON_MLIR_EAGER="compile", NEURON_MLIR_STRICT="1"):
         rows.mul_(3.0).add_(doubled)
     torch.testing.assert_close(rows.full_tensor().cpu(), full * 5)
+    # attention over DTensors takes the composite's ops, which have sharding rules (the device's fused choice of
+    # plain tensors would need one for the CPU's fused op, which torch does not have)
+    query = torch.randn(2, 2 * world, 4, 8)
+    heads = distribute_tensor(query.to("neuron"), mesh, [Shard(1)])
+    attended = torch.nn.functional.scaled_dot_product_attention(heads, heads, heads)
+    assert isinstance(attended, DTensor)
+    expected = torch.nn.functional.scaled_dot_product_attention(query, query, query)
+    torch.testing.assert_close(attended.full_tensor().cpu(), expected)
 
 
 def tensor_parallel(rank: int, world: int) -> None:
