@@ -109,6 +109,28 @@ def test_token_rows_shorter_than_a_tile_run_up_to_the_last_real_row():
     assert 0.0 < matmul[2, 40] < matmul[4, 60]
 
 
+def test_key_columns_of_a_mask_run_the_calls_column_blocks():
+    # transformers' mask construction over [b, 1, s, s] (sequence 2..512, upper bucket 512): the rows run the
+    # call's row tiles and the key columns one tile of the call's 128-column blocks (3, then 1, of the bucket's 4),
+    # so VectorE's work grows with the square of the blocks, not only with the rows
+    def mask(positions, keep):
+        allowed = positions[:, None, :, None] >= positions[:, None, None, :]
+        return torch.where(allowed & keep[:, None, None, :], 0.0, float("-inf"))
+
+    compiled = torch.compile(mask, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(7)
+    vector = {}
+    for seq in (300, 100):
+        positions = _marked(torch.arange(seq).repeat(2, 1), 1, 2, 512)
+        keep = _marked(torch.rand(2, seq) > 0.2, 1, 2, 512)
+        result, _ = _call_ns(compiled, positions, keep)
+        vector[seq] = sum(p.busy_ns.get("vector", 0.0) for p in stats_module.STATS.latest_profiles.values())
+        assert_close_to_torch(result, mask(positions, keep), f"seq {seq}")
+    assert _programs() == 1
+    # one block in rows and columns against three: a ninth of the work (a third with the bucket's whole columns)
+    assert 0.0 < 5 * vector[100] < vector[300]
+
+
 def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
     # an embedding and gathers of positions by index tensors ([b, 1, s, 1] and [b, 1, 1, s], as transformers'
     # mask code indexes position ids): their loops run the call's batches, row tiles and column tiles, so one
