@@ -97,6 +97,17 @@ PADDING_WRITTEN = "neuron_padding_written"
 padding it must write (a `where` setting padding to a reduction's identity), None for all of them. The importer
 names no size bound (`SIZE_BOUNDS_ATTR`) for those dimensions, so the lowering writes their padding."""
 
+KEY_BLOCKS_READ = "neuron_key_blocks_read"
+"""A node's metadata key (set by the size-bucket rewrite on the key mask it folds for padded keys): its consumers
+read the key columns only up to the end of the call's last 128-key block (a masked attention emitted per key
+width). When the bucket's keys are whole blocks of 128 that an elementwise nest can follow
+(`KEY_COLUMN_BLOCKS`), the importer names the key dimension's bound although its padding is written
+(`PADDING_WRITTEN`): the nest then writes the call's whole blocks, padded keys in them included, and no more."""
+
+# The bucket key extents, in 128-key blocks, for which the masked attention and the elementwise nests both follow
+# the call's key blocks (attention's KEY_VARIANTS and elementwise's COLUMN_VARIANTS, the smaller of the two)
+KEY_COLUMN_BLOCKS = range(2, 5)
+
 PADDED_KEYS = "neuron_padded_keys"
 """A flash attention node's metadata key (set by the size-bucket rewrite): the size symbol counting its real keys.
 The importer writes it as the op's `PADDED_KEYS_ATTR`, and the lowering zeroes the padded key and value rows on
@@ -528,7 +539,7 @@ class FxImporter:
         names = []
         shape: Sequence[Any] = value.shape  # SymInts where the graph's sizes are symbolic
         for dim, extent in enumerate(shape):
-            if not isinstance(extent, torch.SymInt) or dim in written:
+            if not isinstance(extent, torch.SymInt) or (dim in written and not self._key_blocks_read(node, dim)):
                 names.append("")
                 continue
             expr = extent.node.expr
@@ -542,6 +553,19 @@ class FxImporter:
             names.append("*".join(str(f) for f in merged) if usable else "")
         if any(names):
             op.attributes[SIZE_BOUNDS_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+
+    def _key_blocks_read(self, node: torch.fx.Node, dim: int) -> bool:
+        """Whether `node` is a folded key mask (`KEY_BLOCKS_READ`) whose last dimension `dim`, padded keys written,
+        may still follow the call's key blocks: the bucket's keys are `KEY_COLUMN_BLOCKS` whole 128-key blocks."""
+        value = node.meta.get("val")
+        if not node.meta.get(KEY_BLOCKS_READ) or not isinstance(value, torch.Tensor) or dim != value.dim() - 1:
+            return False
+        extent: Any = value.shape[dim]  # a SymInt where the graph's sizes are symbolic
+        if not isinstance(extent, torch.SymInt) or not extent.node.expr.is_Symbol:
+            return False
+        size = {str(symbol): size for symbol, size in self.bindings.items()}.get(str(extent.node.expr), 0)
+        blocks, rest = divmod(size, 128)
+        return not rest and blocks in KEY_COLUMN_BLOCKS
 
     # -- inputs ------------------------------------------------------------------------------------------------
 

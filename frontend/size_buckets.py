@@ -57,7 +57,7 @@ import sympy  # type: ignore[import-untyped]
 import torch
 
 from neuron_mlir.frontend import stats as stats_module
-from neuron_mlir.frontend.fx_importer import PADDED_KEYS, PADDING_WRITTEN, SIZE_FACTORS
+from neuron_mlir.frontend.fx_importer import KEY_BLOCKS_READ, PADDED_KEYS, PADDING_WRITTEN, SIZE_FACTORS
 
 if TYPE_CHECKING:
     from neuron_mlir.frontend.backend import CompileOptions
@@ -905,7 +905,7 @@ def _is_minus_infinity(value: Any) -> bool:
 
 
 def _fold_key_mask(
-    rw: _Rewriter, mask: torch.fx.Node, real: torch.fx.Node, keys: Dim, like: torch.fx.Node
+    rw: _Rewriter, mask: torch.fx.Node, real: torch.fx.Node, keys: Dim, like: torch.fx.Node, blocks_read: bool
 ) -> torch.fx.Node | None:
     """An additive mask made by `where(allowed, x, -inf)` (transformers' masks are) masked for padded keys as
     `where(allowed & real, x, -inf)`: the key mask joins the boolean condition, whose pass the mask's own
@@ -926,6 +926,8 @@ def _fold_key_mask(
     )
     # only the padded keys must be -inf: the padded queries' rows are padding (the keys are the mask's last axis)
     both.meta[PADDING_WRITTEN] = folded.meta[PADDING_WRITTEN] = (3,)
+    if blocks_read:  # the attention reads the call's key blocks only: they are all the padding it must write
+        both.meta[KEY_BLOCKS_READ] = folded.meta[KEY_BLOCKS_READ] = True
     return folded
 
 
@@ -950,12 +952,17 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
         if mask is not None and mask.meta["val"].dtype == torch.bool:
             raise rw._refuse(node, "attention with a boolean mask over padded keys")
         # layers sharing one mask share its masked form (one pass over the mask, not one per layer)
-        cache_key = (mask, tuple(str(_expr(f)) for f in keys), q.meta["val"].dtype)
+        # keys counted by one size symbol are zeroed by the kernel (`PADDED_KEYS`), which with a mask and no causal
+        # bias is emitted per key width and reads the call's key blocks only (KEY_BLOCKS_READ)
+        counted = [f for f in keys if not _is_one(f)]
+        counted_once = len(counted) == 1 and _expr(counted[0]).is_Symbol
+        blocks_read = counted_once and not arguments.get("is_causal")
+        cache_key = (mask, tuple(str(_expr(f)) for f in keys), q.meta["val"].dtype, blocks_read)
         new_mask = rw.attention_masks.get(cache_key)
         if new_mask is None:
             with rw.graph.inserting_before(mask.next if mask is not None and mask.op != "placeholder" else node):
                 real = rw.mask(keys, k.meta["val"].shape[-2], 4, 3, node)
-                folded = _fold_key_mask(rw, mask, real, keys, node) if mask is not None else None
+                folded = _fold_key_mask(rw, mask, real, keys, node, blocks_read) if mask is not None else None
                 if folded is not None:
                     new_mask = folded
                 else:
@@ -979,8 +986,7 @@ def _attention(rw: _Rewriter, node: torch.fx.Node) -> list[Layout]:
             raise rw._refuse(node, "causal attention with queries laid out unlike keys")
         # a padded key's -inf score still meets its key and value: 0 * NaN is NaN, so they must be finite. Keys
         # counted by one size symbol are zeroed by the kernel as it loads them (`PADDED_KEYS`), others by a pass
-        counted = [f for f in keys if not _is_one(f)]
-        if len(counted) == 1 and _expr(counted[0]).is_Symbol:
+        if counted_once:
             node.meta[PADDED_KEYS] = str(_expr(counted[0]))
             return [[*list(lq[:-1]), lv[-1]], list(lq[:-1])]
         for operand in dict.fromkeys((k, v)):  # one pass when keys and values are one tensor

@@ -50,6 +50,9 @@ class ConversionContext:
     # the factors of a merged dimension (size argument or None, extent; major to minor) -> one past its last real
     # element, computed once at the function's top
     size_prefixes: dict[tuple[tuple[SSAValue | None, int], ...], SSAValue] = field(default_factory=dict)
+    # (size argument, tiles in the bucket) -> per count j = 1..tiles, 1 when the call's tiles of 128 number j and
+    # 0 otherwise, computed once at the function's top
+    size_widths: dict[tuple[SSAValue, int], list[SSAValue]] = field(default_factory=dict)
 
 
 def context_of(em: LoopNestBuilder) -> ConversionContext:

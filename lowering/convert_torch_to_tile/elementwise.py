@@ -10,7 +10,10 @@ In a program compiled for a size bucket, an op whose result has dimensions bound
 (`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
 extent: a bounded loop dimension runs the call's trips, a bounded partition dimension ceil(n / 128) row tiles
 (`bounded_space`). Rows beyond the bound are padding and stay unwritten (the size buckets never read padding as
-real data); a bounded free dimension still runs its whole extent.
+real data). A bounded free dimension of 2 to `COLUMN_VARIANTS` whole 128-column blocks (the key columns of a
+`[b, 1, s, s]` mask) runs in one tile of the call's blocks: the tile loop is emitted once per width `128 j`,
+each copy guarded by a loop of one trip when the call has `j` blocks and of none otherwise (`width_trips`),
+since an access pattern's extents are immediates; other bounded free dimensions run their whole extent.
 
 Each ATen op is a small computation on the loaded tiles (`TileMath`), with the engine each step naturally runs
 on: ScalarE activations (with their free scale and bias) for transcendental functions, VectorE for arithmetic,
@@ -185,11 +188,59 @@ def bounded_space(
         for mine, more in zip(strides, merged_strides, strict=True):
             mine.extend(more)
     rank = len(dims)
-    dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d == rank - 2 and dims[d] % PARTITION_TILE == 0)}
+    dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d >= rank - 2 and _whole_blocks(dims[d], d - rank))}
     if rank < 2 or not dynamic or dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE):
         return None
     canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
     return tuple(dims), canonical, dynamic
+
+
+# The most 128-column blocks a bounded free dimension may have for its tile loop to be emitted once per width:
+# each width is a copy of the loop's body, and the guarded copies of short row loops multiply them.
+COLUMN_VARIANTS = 4
+
+
+def _whole_blocks(extent: int, from_end: int) -> bool:
+    """Whether a bounded dimension of a canonical space can follow the call: the partition dimension (-2) when
+    every row tile it starts lies inside the bucket, the free dimension (-1) when it is 2 to COLUMN_VARIANTS
+    whole 128-column blocks (`width_trips`)."""
+    blocks, rest = divmod(extent, PARTITION_TILE)
+    return not rest and (from_end == -2 or 1 < blocks <= COLUMN_VARIANTS)
+
+
+def width_trips(em: LoopNestBuilder, bound: SSAValue, blocks: int) -> list[SSAValue]:
+    """For j = 1..`blocks`, the trips of a loop that runs once when ceil(bound / 128) is j and never otherwise,
+    computed once at the function's top: the call's count c lies in 1..blocks, so `[c >= j]` is
+    `(c + blocks - j) // blocks` and the trips are `[c >= j] - [c >= j + 1]` (index arithmetic only)."""
+    key = (bound, blocks)
+    cache = em.context.size_widths if em.context is not None else {}
+    if key not in cache:
+        count = bounded_tiles(em, bound, PARTITION_TILE)
+        ops: list[Operation] = []
+        at_least: list[SSAValue | None] = [None, None]  # [c >= 1] is 1
+        for j in range(2, blocks + 1):
+            shifted = count
+            if j < blocks:
+                add = arith.AddiOp(count, em.index(blocks - j))
+                ops.append(add)
+                shifted = add.result
+            at = arith.FloorDivSIOp(shifted, em.index(blocks))
+            ops.append(at)
+            at_least.append(at.result)
+        at_least.append(None)  # [c >= blocks + 1] is 0
+        trips: list[SSAValue] = []
+        for j in range(1, blocks + 1):
+            this, beyond = at_least[j], at_least[j + 1]
+            if beyond is None:
+                assert this is not None
+                trips.append(this)
+                continue
+            less = arith.SubiOp(this if this is not None else em.index(1), beyond)
+            ops.append(less)
+            trips.append(less.result)
+        _at_top(em, ops, count)
+        cache[key] = trips
+    return cache[key]
 
 
 def bounded_upper(em: LoopNestBuilder, bound: SSAValue, tile: int, rounds: int = 1) -> SSAValue:
@@ -423,6 +474,7 @@ def emit_elementwise(
     trailing = tuple(range(len(space) - len(tiling.tile_dims), len(space)))
     plain = tiling.tile_dims == trailing
     by_column = [_broadcast_column(layout, tiling) for layout in canonical[1:]]
+    free_dim = len(space) - 1
 
     def positions(loop_indices: list[Index], p0: Index, f0: Index) -> list[Index]:
         indices: list[Index] = [0] * len(space)
@@ -459,7 +511,17 @@ def emit_elementwise(
                     value = compute(em_f, tiles, result_type)
                 em_f.insert(tile.StoreOp(value, out_view, [em_f.index(i) for i in indices], transfer_dims()))
 
-            em_p.for_tiles(free, FREE_TILE, free_body)
+            if free_dim not in dynamic:
+                em_p.for_tiles(free, FREE_TILE, free_body)
+                return
+            # one tile loop per width of the call's columns, each run only when the call has that many blocks
+            blocks = free // PARTITION_TILE
+            for j, trips in enumerate(width_trips(em_p, dynamic[free_dim], blocks), 1):
+                block = Block(arg_types=[IndexType()])
+                em_p.insert(scf.ForOp(em_p.index(0), trips, em_p.index(1), [], block))
+                guarded = em_p.nested(block)
+                guarded.for_tiles(j * PARTITION_TILE, FREE_TILE, free_body)
+                guarded.insert(scf.YieldOp())
 
         if tiling.partition in dynamic:
             bounded_loop(inner, dynamic[tiling.partition], PARTITION_TILE, partition_body)

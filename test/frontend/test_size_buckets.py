@@ -9,6 +9,7 @@ from support import assert_close_to_torch
 
 import neuron_mlir
 from neuron_mlir.frontend import stats as stats_module
+from neuron_mlir.frontend.fx_importer import KEY_BLOCKS_READ
 from neuron_mlir.frontend.size_buckets import SMALLEST_BUCKET, BucketedGraph, bucket_of, range_split, split_symbols
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
@@ -107,6 +108,33 @@ def test_token_rows_shorter_than_a_tile_run_up_to_the_last_real_row():
         assert_close_to_torch(result, linear_norm(x, w, b, g, h), f"batch {batch}, seq {seq}")
     assert _programs() == 1
     assert 0.0 < matmul[2, 40] < matmul[4, 60]
+
+
+def test_key_columns_of_a_mask_run_the_calls_column_blocks():
+    # transformers' mask construction over [b, 1, s, s] (sequence 2..512, upper bucket 512): the rows run the
+    # call's row tiles and the key columns one tile of the call's 128-column blocks (3, then 1, of the bucket's 4),
+    # so VectorE's work grows with the square of the blocks, not only with the rows. The mask folded with the
+    # padded keys (`allowed & real`) writes the call's blocks only, which is what the attention reads: at 300
+    # keys, keys 300 to 383 of the third block are -inf
+    def attend(positions, keep, qkv):
+        allowed = positions[:, None, :, None] >= positions[:, None, None, :]
+        mask = torch.where(allowed & keep[:, None, None, :], 0.0, float("-inf"))
+        return mask, F.scaled_dot_product_attention(qkv, qkv * 0.5, qkv + 1.0, attn_mask=mask)
+
+    compiled = torch.compile(attend, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(7)
+    vector = {}
+    for seq in (300, 100):
+        positions = _marked(torch.arange(seq).repeat(2, 1), 1, 2, 512)
+        keep = _marked(torch.rand(2, seq) > 0.2, 1, 2, 512)
+        keep[:, 0] = True  # every query sees a key
+        qkv = _marked(torch.randn(2, 1, seq, 16), 2, 2, 512)
+        result, _ = _call_ns(compiled, positions, keep, qkv)
+        vector[seq] = sum(p.busy_ns.get("vector", 0.0) for p in stats_module.STATS.latest_profiles.values())
+        assert_close_to_torch(result, attend(positions, keep, qkv), f"seq {seq}")
+    assert _programs() == 1
+    # one block in rows and columns against three: a ninth of the work (a third with the bucket's whole columns)
+    assert 0.0 < 5 * vector[100] < vector[300]
 
 
 def test_gathers_over_bucketed_dimensions_run_the_calls_rows():
@@ -237,6 +265,9 @@ def test_an_additive_mask_takes_the_key_mask_into_its_condition(monkeypatch):
     folded = attention.kwargs["attn_mask"]
     assert folded.target is torch.ops.aten.where.default or folded.target is torch.ops.aten.where.self
     assert folded.args[0].target is torch.ops.aten.bitwise_and.Tensor
+    # the kernel, masked and not causal, reads the call's key blocks only: the mask writes no more than those
+    assert folded.meta[KEY_BLOCKS_READ]
+    assert folded.args[0].meta[KEY_BLOCKS_READ]
 
 
 def test_merged_padded_dimensions_are_masked_by_each_factor():

@@ -199,3 +199,45 @@ func.func @gathered_rows(%w: tensor<96x32xf32>, %i: tensor<4x256xi64>) -> tensor
   %0 = torch.aten.embedding %w, %i {neuron.size_bounds = ["s0", "s1", ""]} : (tensor<96x32xf32>, tensor<4x256xi64>) -> tensor<4x256x32xf32>
   func.return %0 : tensor<4x256x32xf32>
 }
+
+// -----
+
+// A [b, s, s] comparison (transformers' mask construction) whose key columns are bounded too: the bucket's 512
+// columns are four 128-column blocks, so each row tile runs one tile as wide as the call's blocks, the tile loop
+// emitted once per width (128 to 512) in a loop of one trip when the call's ceil(s1 / 128) is that many blocks
+// and of none otherwise: [c >= j] is (c + 4 - j) // 4 for a count c in 1..4.
+// CHECK-LABEL: func.func @key_columns(%x: memref<2x512x512xf32, #mem<hbm>>, %s0: index, %s1: index)
+// CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
+// CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
+// CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
+// CHECK-NEXT:  %[[COUNT:.*]] = arith.floordivsi %[[END]], %c128 : index
+// CHECK-NEXT:  %[[SHIFT2:.*]] = arith.addi %[[COUNT]], %c2 : index
+// CHECK-NEXT:  %[[AT2:.*]] = arith.floordivsi %[[SHIFT2]], %c4 : index
+// CHECK-NEXT:  %[[SHIFT3:.*]] = arith.addi %[[COUNT]], %c1 : index
+// CHECK-NEXT:  %[[AT3:.*]] = arith.floordivsi %[[SHIFT3]], %c4 : index
+// CHECK-NEXT:  %[[AT4:.*]] = arith.floordivsi %[[COUNT]], %c4 : index
+// CHECK-NEXT:  %[[ONE:.*]] = arith.subi %c1, %[[AT2]] : index
+// CHECK-NEXT:  %[[TWO:.*]] = arith.subi %[[AT2]], %[[AT3]] : index
+// CHECK-NEXT:  %[[THREE:.*]] = arith.subi %[[AT3]], %[[AT4]] : index
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:      scf.for %{{.*}} = %c0 to %[[ONE]] step %c1 {
+// CHECK-NEXT:        tile.load %x[%[[B]], %[[ROW]], %c0] {{.*}} -> !tile.tile<128x128xf32, sbuf>
+// CHECK-NEXT:        tile.binary_scalar {{.*}} -> !tile.tile<128x128xi1, sbuf>
+// CHECK-NEXT:        tile.store
+// CHECK-NEXT:      }
+// CHECK-NEXT:      scf.for %{{.*}} = %c0 to %[[TWO]] step %c1 {
+// CHECK-NEXT:        tile.load {{.*}} -> !tile.tile<128x256xf32, sbuf>
+// CHECK:           scf.for %{{.*}} = %c0 to %[[THREE]] step %c1 {
+// CHECK-NEXT:        tile.load {{.*}} -> !tile.tile<128x384xf32, sbuf>
+// CHECK:           scf.for %{{.*}} = %c0 to %[[AT4]] step %c1 {
+// CHECK-NEXT:        tile.load {{.*}} -> !tile.tile<128x512xf32, sbuf>
+// CHECK-NEXT:        tile.binary_scalar
+// CHECK-NEXT:        tile.store
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+func.func @key_columns(%x: tensor<2x512x512xf32>) -> tensor<2x512x512xi1> attributes {neuron.size_arguments = [["s0", 1 : i64, 2 : i64], ["s1", 1 : i64, 512 : i64]]} {
+  %0 = torch.aten.gt.Scalar %x {other = 0.000000e+00 : f64, neuron.size_bounds = ["s0", "s1", "s1"]} : (tensor<2x512x512xf32>) -> tensor<2x512x512xi1>
+  func.return %0 : tensor<2x512x512xi1>
+}
