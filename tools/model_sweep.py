@@ -10,9 +10,9 @@ every `MODEL_*_MAPPING_NAMES` of `transformers.models.auto.modeling_auto`), one 
 offline (HF_HUB_OFFLINE; nothing is downloaded, `from_pretrained` is never called) from its configuration class's
 defaults, shrunk by `shrink_config`: width 32, 2 heads, 2 layers, vocabulary 128, 32-pixel images, short audio,
 dropout and stochastic depth off. Its inputs are made from the model's main input name and the required
-arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout`, `--memory-gib`
-as an address-space limit set by `resource.setrlimit`), forked from a server that imported torch, transformers and
-the compiler once:
+arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout` in CPU seconds,
+`--memory-gib` as an address-space limit, both set by `resource.setrlimit`), forked from a server that imported
+torch, transformers and the compiler once:
 
 1. eager: a forward under `torch.no_grad()`, and a training step: forward, the loss sum(output * R) over the
    first floating output with a fixed random R, backward;
@@ -46,12 +46,14 @@ import fnmatch
 import hashlib
 import inspect
 import json
+import math
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,8 @@ DEFAULT_OUTPUT = REPO / "docs" / "models.md"
 SECTION = "model-sweep"
 BACKENDS = ("aot_eager", "neuron-mlir")
 UNFINISHED = "did not finish"  # a backend's verdict while it runs: its process was killed if it stays
+CPU_GRACE_SECONDS = 10  # after the CPU limit's SIGXCPU, the seconds until the kernel's SIGKILL
+WALL_LIMIT_FACTOR = 4  # a class's wall-clock limit, in multiples of its CPU limit
 
 BATCH = 2
 SEQUENCE = 8
@@ -707,15 +711,19 @@ def _forked_child(
     output: Path,
     log: Path,
     memory_gib: float,
+    cpu_seconds: float,
     backends: list[str],
     stamp: tuple[str, str],
 ) -> None:
     """One architecture, in a process forked from the sweep's server (`_server`): its output to `log`, its verdicts
-    saved to `output` as each stage ends; exit status 3 when it ran out of memory."""
+    saved to `output` as each stage ends; exit status 3 when it ran out of memory, SIGXCPU when it used more than
+    `cpu_seconds`."""
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for stream in (1, 2):
         os.dup2(descriptor, stream)
     os.close(descriptor)
+    limit = max(1, math.ceil(cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + CPU_GRACE_SECONDS))
     if memory_gib > 0:
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -866,16 +874,21 @@ def run_child(architecture: Architecture, cache: Path, options: Options) -> Arch
 
     child = _server(options.snapshot).Process(
         target=model_sweep._forked_child,
-        args=(fields, output, log, options.memory_gib, list(options.backends), stamp),
+        args=(fields, output, log, options.memory_gib, options.timeout, list(options.backends), stamp),
         name=f"model-sweep {architecture.name}",
     )
     child.start()
-    child.join(options.timeout)
+    # the limit counts the child's CPU seconds, which the machine's other work does not inflate; the wall clock
+    # only stops a child that waits instead of computing
+    wall_limit = WALL_LIMIT_FACTOR * options.timeout
+    child.join(wall_limit)
     reason = ""
     if child.exitcode is None:
         child.kill()
         child.join()
-        reason = f"timed out after {options.timeout:.0f} s"
+        reason = f"over the wall-clock limit ({wall_limit:.0f} s)"
+    elif child.exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
+        reason = f"over the CPU limit ({options.timeout:.0f} s)"
     elif child.exitcode == 3:
         reason = f"out of memory (address space limited to {options.memory_gib:g} GiB)"
     elif child.exitcode != 0:
@@ -1024,7 +1037,8 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         'eagerly, through `backend="aot_eager"` (the ceiling: what Dynamo and AOTAutograd capture) and through '
         '`backend="neuron-mlir"`; outputs and gradients are compared with eager within the dtype\'s tolerance (or, '
         "where not, with a float64 run: at most a small multiple of eager's own error). "
-        f"Per class: a {options.timeout:.0f} s timeout and a {options.memory_gib:g} GiB address-space limit.",
+        f"Per class: a limit of {options.timeout:.0f} CPU seconds ({WALL_LIMIT_FACTOR} times as many of wall time) "
+        f"and a {options.memory_gib:g} GiB address-space limit.",
         "",
         "- **aot_eager**: `pass` or `failing`. **neuron-mlir**: `native` (matched, no node on the CPU), `fallback` "
         "(matched; the ops that ran on the CPU, by node count), `failing` (the first line of the error). "
@@ -1095,7 +1109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="class names or model types (shell patterns); repeatable")
     parser.add_argument("--list", action="store_true", help="list the selected classes and stop")
     parser.add_argument("--jobs", type=int, default=1, help="architectures at a time (the machine may be shared)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per architecture")
+    parser.add_argument("--timeout", type=float, default=900.0, help="CPU seconds per architecture")
     parser.add_argument("--memory-gib", type=float, default=8.0, help="address-space limit per architecture, 0: none")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="per-architecture results")
     parser.add_argument("--refresh", action="store_true", help="run even architectures with fresh cached results")
