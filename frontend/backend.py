@@ -227,9 +227,12 @@ def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: 
     needed by the backward (rsqrt's backward reads its result through an alias, RMSNorm's through the rsqrt
     too), the partition saves both, and the backward graph receives one tensor as two unrelated inputs. Read as
     one value, the backward's torch-level passes can see it is (torch-recognize-rms-norm's backward chain).
-    A backward's repeated fp8 casts of forward values read the forward's (`frontend.reuse_fp8_casts`)."""
+    A backward's repeated fp8 casts of forward values read the forward's (`frontend.reuse_fp8_casts`), and float64
+    scalars computed from constants are folded into their fp32 readers in both halves before the partition
+    would save them for the backward (`frontend.narrow_float64.fold_constant_scalars`)."""
     from torch._functorch.partitioners import default_partition
 
+    from neuron_mlir.frontend.narrow_float64 import fold_constant_scalars
     from neuron_mlir.frontend.reuse_fp8_casts import reuse_forward_fp8_casts
 
     graph = joint_module.graph
@@ -240,6 +243,7 @@ def partition_without_aliases(joint_module: torch.fx.GraphModule, joint_inputs: 
             continue
         node.replace_all_uses_with(node.args[0])
         graph.erase_node(node)
+    fold_constant_scalars(joint_module)
     nodes = list(graph.nodes)
     forward_end = _forward_end(nodes)
     reuse_forward_fp8_casts(graph, [i <= forward_end for i in range(len(nodes))])

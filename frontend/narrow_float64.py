@@ -21,6 +21,12 @@ in fp32 when the result is provably the same:
   all-zero tensor).
 
 Regions that do not qualify are left alone (and run on the CPU, as before).
+
+Before that, float64 scalars computed from tensor constants alone, as `x * np.sqrt(d)` traces (a constant,
+widened to float64, its square root), are evaluated once while compiling, by ATen on the CPU as eager would, and
+where such a scalar is the second operand of an add, sub, mul or div whose result is fp32 or narrower, it becomes
+that operand as a Python number: eager reads a 0-d float64 operand as a number of the operation's own precision,
+as it does a Python number, so the op computes the same value (`fold_constant_scalars`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 aten = torch.ops.aten
 
@@ -134,8 +141,75 @@ def _scaled_reciprocal(node: torch.fx.Node) -> tuple[float, torch.fx.Node] | Non
     return None
 
 
+_SCALAR_OPERAND = frozenset({aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor})
+
+
+def _constant_values(graph_module: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:
+    """The nodes whose values are known while compiling: tensor constants (`get_attr`) of at most one element,
+    and the deterministic, non-mutating ops on them with scalar results, evaluated by ATen."""
+    values: dict[torch.fx.Node, torch.Tensor] = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(graph_module, str(node.target), None)
+            if isinstance(value, torch.Tensor) and value.numel() <= 1 and not value.requires_grad:
+                values[node] = value
+            continue
+        target = node.target
+        if (
+            node.op != "call_function"
+            or not isinstance(target, torch._ops.OpOverload)
+            or target._schema.is_mutable
+            or torch.Tag.nondeterministic_seeded in target.tags
+            or not node.all_input_nodes
+            or any(arg not in values for arg in node.all_input_nodes)
+        ):
+            continue
+        recorded = node.meta.get("val")
+        if not isinstance(recorded, torch.Tensor) or recorded.numel() > 1:
+            continue
+        args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+        result = target(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            values[node] = result
+    return values
+
+
+def fold_constant_scalars(graph_module: torch.fx.GraphModule) -> int:
+    """Replace float64 scalars computed from constants by Python numbers where an fp32 (or narrower) add, sub, mul
+    or div reads them as its second operand (module docstring); returns how many operands were replaced."""
+    graph = graph_module.graph
+    with unset_fake_temporarily():  # AOTAutograd partitions its joint graph in its fake mode
+        values = _constant_values(graph_module)
+        numbers = {node: float(value.item()) for node, value in values.items() if value.dtype is torch.float64}
+    replaced = 0
+    for node, value in values.items():
+        if value.dtype is not torch.float64 or value.dim() != 0:
+            continue
+        for user in list(node.users):
+            if (
+                user.target in _SCALAR_OPERAND
+                and len(user.args) == 2
+                and user.args[1] is node
+                and not user.kwargs
+                and _dtype(user) in _NARROW
+                and _dtype(user.args[0]) == _dtype(user)
+            ):
+                user.update_arg(1, numbers[node])
+                replaced += 1
+    if replaced:
+        for node in reversed(list(values)):  # the constants' chains no reader is left for
+            if not node.users:
+                graph.erase_node(node)
+        graph.lint()
+        graph_module.recompile()
+    return replaced
+
+
 def narrow_float64(graph_module: torch.fx.GraphModule) -> int:
-    """Rewrite the qualifying float64 regions of `graph_module` in place to fp32; returns how many."""
+    """Rewrite the qualifying float64 regions of `graph_module` in place to fp32 (the constant scalars first:
+    `fold_constant_scalars`); returns how many regions."""
+    fold_constant_scalars(graph_module)
     graph = graph_module.graph
     narrowed = 0
     for region in _regions(graph):

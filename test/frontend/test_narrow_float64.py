@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
+import numpy as np
 import torch
-from support import trace_aten_graphs
+from support import assert_close_to_torch, trace_aten_graphs
 
-from neuron_mlir.frontend.narrow_float64 import narrow_float64
+from neuron_mlir.frontend.narrow_float64 import fold_constant_scalars, narrow_float64
 
 
 def _dtypes(gm: torch.fx.GraphModule) -> set[torch.dtype]:
@@ -88,3 +90,45 @@ def test_a_float64_constant_only_cast_becomes_the_rounded_fp32_constant():
     assert torch.float64 not in _dtypes(gm)
     (narrowed,) = gm(x)
     assert torch.equal(narrowed, rcond(x))
+
+
+class _NumpyScaled(torch.nn.Module):
+    """transformers' CTRL: `inputs_embeds *= np.sqrt(self.d_model_size)`, which Dynamo traces as a float64 square
+    root of a tensor constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        y *= np.sqrt(32)
+        return y / np.float64(3.0)
+
+
+def test_float64_scalars_of_constants_become_numbers_of_their_fp32_readers():
+    module, x = _NumpyScaled(), torch.randn(4, 16)
+    with torch.no_grad():  # one inference graph (a training forward would return the scalars for its backward)
+        [(gm, _)] = trace_aten_graphs(module, x)
+    assert torch.float64 in _dtypes(gm)
+    assert fold_constant_scalars(gm) == 2
+    assert torch.float64 not in _dtypes(gm)
+    assert not [node for node in gm.graph.nodes if node.op == "get_attr"]
+    with torch.no_grad():
+        (folded,) = gm(*module.parameters(), x)  # the graph's inputs: the lifted parameters, then x
+        assert torch.equal(folded, module(x))
+
+
+def test_a_training_step_with_float64_scalars_of_constants_runs_natively():
+    import neuron_mlir
+
+    module, x = _NumpyScaled(), torch.randn(4, 16, requires_grad=True)
+    reference = copy.deepcopy(module)
+    neuron_mlir.reset()
+    compiled = torch.compile(module, backend="neuron-mlir")
+    compiled(x).square().sum().backward()
+    x_reference = x.detach().clone().requires_grad_()
+    reference(x_reference).square().sum().backward()
+    assert neuron_mlir.stats()["fallback_ops"] == {}
+    assert_close_to_torch(x.grad, x_reference.grad)
+    assert_close_to_torch(module.linear.weight.grad, reference.linear.weight.grad)
