@@ -39,7 +39,9 @@ contracts over output positions, which must be on the partitions: grad_output bl
 windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
 (the resident strategy; otherwise per block of the result), one matmul per tile of 128 positions
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
-was). grad_bias is a reduction.
+was). A few channels' weight gradient over output rows of 64-128 columns (ResNet's 7 x 7 / 2 stem) contracts
+over each output row's columns instead (`emit_row_weight_gradient`): the input is transposed once per kernel
+column, and one matmul per output row takes all of the filter's columns. grad_bias is a reduction.
 
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
@@ -2024,6 +2026,154 @@ def _weight_gradient_resident(
     em.for_each(wg.groups, per_group)
 
 
+# ---- the weight gradient of a few channels, contracted over each output row -------------------------------------
+
+# An output row at least this long fills enough of TensorE's contraction partitions for `emit_row_weight_gradient`.
+ROW_CONTRACTION_MIN_COLUMNS = 64
+
+# Bytes per partition of one batch element's transposed input in `emit_row_weight_gradient` (two are in flight).
+ROW_CONTRACTION_BYTES = 32 * 1024
+
+# Bytes per partition of a block of grad_output rows `emit_row_weight_gradient` loads in one DMA.
+ROW_CONTRACTION_GRAD_BYTES = 8 * 1024
+
+
+def contracts_output_rows(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    k_tile: int,
+    n_tile: int,
+    itemsize: int,
+) -> bool:
+    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient`: one group of few input
+    channels (an RGB stem) whose filter's columns (channels x kernel rows x kernel columns) fit one matmul's moving
+    operand, output rows of ROW_CONTRACTION_MIN_COLUMNS to `k_tile` positions, and a transposed input that fits
+    ROW_CONTRACTION_BYTES per partition."""
+    if len(w_shape) != 4 or len(x_shape) != 4 or groups != 1:
+        return False
+    _, cin, kernel_rows, kernel_columns = w_shape
+    height, width = (s + 2 * p for s, p in zip(x_shape[2:], padding, strict=True))
+    out_columns = (width - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
+    out_rows = (height - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
+    return (
+        cin < ROW_PACKING_MAX_CHANNELS
+        and out_rows >= 1
+        and cin * kernel_rows * kernel_columns <= n_tile
+        and ROW_CONTRACTION_MIN_COLUMNS <= out_columns <= k_tile
+        and kernel_columns * cin * height * itemsize <= ROW_CONTRACTION_BYTES
+    )
+
+
+def emit_row_weight_gradient(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """gw[Cout, C, KH, KW] = sum over n, oh, ow of go[n, co, oh, ow] * xp[n, c, oh*sh + kh*dh, ow*sw + kw*dw] for
+    few input channels (`contracts_output_rows`), xp the input padded on chip.
+
+    The contraction runs over the output columns of one output row at a time, on the partitions: per batch element
+    the input is transposed once per kernel column into xt[ow, kw, c, r] = xp[c, r, ow*sw + kw*dw] (each a TensorE
+    transpose of a strided window of up to 128 input rows, the padding's rows and columns zeros set on chip), and
+    output row oh reads the window xt[:, :, :, oh*sh + kh*dh] of it in place as its moving operand, all C x KH x KW
+    columns in one matmul against grad_output's row transposed to [ow, co]. The banded gradient transposes a
+    window per kernel column and position tile instead (seven per tile for ResNet's 7 x 7 stem, each streaming
+    the tile's positions to fill 21 columns), and copies each out of PSUM.
+    """
+    _, m_tile, _ = matmul_limits(em)
+    batch, channels, height, width = layout_of(x).shape
+    cout, out_rows, out_columns = layout_of(grad_out).shape[1:]
+    kernel_rows, kernel_columns = kernel
+    (row_pad, column_pad), (row_stride, column_stride) = padding, stride
+    padded_rows, padded_width = height + 2 * row_pad, width + 2 * column_pad
+    x_type, g_type = element_type_of(x), element_type_of(grad_out)
+    columns = kernel_columns * channels * kernel_rows  # the product's columns, (kw, c, kh) order
+    gw = alloc(em, (cout, channels, kernel_rows, kernel_columns), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((cout, columns))
+    assert gw_rows_layout is not None, "a fresh tensor is contiguous"
+    gw_rows = view(em, gw, gw_rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    block_rows = max(1, min(out_rows, ROW_CONTRACTION_GRAD_BYTES // (out_columns * _itemsize(g_type))))
+    xt_type = TileType((out_columns, kernel_columns, channels, padded_rows), x_type, Memory.SBUF)
+
+    def transposed_input(e: LoopNestBuilder, n: Index) -> SSAValue:
+        xt: SSAValue = e.insert(tile.EmptyOp(xt_type)).result
+        for start, end in ((0, row_pad), (row_pad + height, padded_rows)):
+            if end > start:
+                zeros_type = TileType((out_columns, kernel_columns, channels, end - start), x_type, Memory.SBUF)
+                zeros = e.insert(tile.FillOp(0.0, zeros_type)).result
+                xt = e.insert(tile.InsertOp(zeros, xt, [e.index(0), e.index(0), e.index(start)])).result
+        for c in range(channels):
+            for r0 in range(0, height, PARTITION_TILE):
+                rs = min(PARTITION_TILE, height - r0)
+                rows = load(e, x, [n, c, r0, 0], (rs, width), dims=(2, 3))
+                if column_pad:
+                    zeros = e.insert(tile.FillOp(0.0, TileType((rs, padded_width), x_type, Memory.SBUF))).result
+                    rows = e.insert(tile.InsertOp(rows, zeros, [e.index(column_pad)])).result
+                for kw in range(kernel_columns):
+                    window_type = TileType((rs, out_columns), x_type, Memory.SBUF)
+                    at = [e.index(kw * dilation[1])]
+                    window = e.insert(tile.ExtractOp(rows, at, window_type, [column_stride])).result
+                    transposed = e.insert(tile.TransposeOp(window)).result
+                    at = [e.index(kw), e.index(c), e.index(row_pad + r0)]
+                    xt = e.insert(tile.InsertOp(transposed, xt, at)).result
+        return xt
+
+    def row_products(e: LoopNestBuilder, n: Index, xt: SSAValue, co0: int, co_size: int) -> SSAValue:
+        """grad_output's co tile times the input windows of every output row of batch element n, in PSUM."""
+
+        def block(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            (oh0,), (count,) = offsets, sizes
+            go = load(e2, grad_out, [n, co0, oh0, 0], (co_size, count, out_columns), dims=(1, 2, 3))
+            for r in range(count):
+                row_type = TileType((co_size, out_columns), g_type, Memory.SBUF)
+                row = e2.insert(tile.ExtractOp(go, [e2.index(r), e2.index(0)], row_type)).result
+                stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(row)).result, g_type)
+                moving_type = TileType((out_columns, kernel_columns, channels, kernel_rows), x_type, Memory.SBUF)
+                at = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), row_stride))]
+                moving = e2.insert(tile.ExtractOp(xt, at, moving_type, [1, 1, dilation[0]])).result
+                result_type = TileType((co_size, columns), f32, Memory.PSUM)
+                acc = e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
+            assert acc is not None
+            return acc
+
+        return fold_nest(e, [(out_rows, block_rows)], block)
+
+    def per_element(e: LoopNestBuilder, idx: list[Index], sums: list[SSAValue]) -> list[SSAValue]:
+        (n,) = idx
+        xt = transposed_input(e, n)
+        added: list[SSAValue] = []
+        for (co0, co_size), total in zip(co_tiles, sums, strict=True):
+            product = row_products(e, n, xt, co0, co_size)
+            total_type = TileType((co_size, columns), f32, Memory.SBUF)
+            added.append(e.insert(tile.BinaryOp(total, product, "add", total_type)).result)
+        return added
+
+    zero_sums: list[SSAValue] = [
+        em.insert(tile.FillOp(0.0, TileType((co_size, columns), f32, Memory.SBUF))).result for _, co_size in co_tiles
+    ]
+    sums = _carry_nest(em, [batch], zero_sums, per_element)
+    for (co0, co_size), total in zip(co_tiles, sums, strict=True):
+        # the products' (kw, c, kh) columns back into the weight's (c, kh, kw) order
+        row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
+        part = channels * kernel_rows
+        for kw in range(kernel_columns):
+            taken_type = TileType((co_size, part), f32, Memory.SBUF)
+            taken = em.insert(tile.ExtractOp(total, [em.index(kw * part)], taken_type)).result
+            row = em.insert(tile.InsertOp(taken, row, [em.index(kw)], [kernel_columns])).result
+        _store(em, row, gw_rows, [co0, 0], (0, 1))
+    return gw
+
+
 # Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
 # store on a DMA queue of its own) instead of looping.
 STRAIGHT_INPUT_TILES = 8
@@ -2229,7 +2379,12 @@ def _direct_weight_gradient(
     (a block of one channel's taps too wide for a matmul) correlating strided window views."""
     rank = len(stride)
     kernel = layout_of(w).shape[2:]
-    k_tile = matmul_limits(em)[0]
+    k_tile, _, n_tile = matmul_limits(em)
+    itemsize = _itemsize(element_type_of(x))
+    if contracts_output_rows(
+        layout_of(x).shape, layout_of(w).shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize
+    ):
+        return emit_row_weight_gradient(em, x, grad_out, kernel, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])

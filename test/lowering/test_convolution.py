@@ -21,7 +21,7 @@ from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, c
 
 
 def _weight_gradient_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...],
-                            dilation: tuple[int, ...], groups: int) -> str:  # fmt: skip
+                            dilation: tuple[int, ...], groups: int, padding: tuple[int, ...] | None = None) -> str:  # fmt: skip
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
@@ -31,7 +31,7 @@ def _weight_gradient_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[in
     zeros = tuple(0 for _ in stride)
     return f"""
 func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> {tensor(w)} {{
-  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(zeros)}, dilation = {array(dilation)}, transposed = false, output_padding = {array(zeros)}, groups = {groups} : i64, output_mask = array<i1: false, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> (none, {tensor(w)}, none)
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(padding or zeros)}, dilation = {array(dilation)}, transposed = false, output_padding = {array(zeros)}, groups = {groups} : i64, output_mask = array<i1: false, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> (none, {tensor(w)}, none)
   func.return %gw : {tensor(w)}
 }}
 """
@@ -62,16 +62,17 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
     assert taken == [True], f"the {'resident' if resident else 'per-block'} strategy did not lower {name}"
 
 
-def _weight_gradient_matches(name, go, x, w, stride, dilation, groups) -> None:
+def _weight_gradient_matches(name, go, x, w, stride, dilation, groups, padding=None) -> None:
     """Convert the weight gradient's torch function to tile IR and run it against PyTorch's."""
-    text = _weight_gradient_module(go, x, w, stride, dilation, groups)
+    padding = padding or tuple(0 for _ in stride)
+    text = _weight_gradient_module(go, x, w, stride, dilation, groups, padding)
     inputs = random_inputs(Parser(make_context(), text).parse_module())
     module = Parser(make_context(), text).parse_module()
     ConvertTorchToTilePass().apply(Context(), module)
     [got] = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
     _, expected, _ = torch.ops.aten.convolution_backward(
-        go_t, x_t, w_t, None, list(stride), [0] * len(stride), list(dilation), False, [0] * len(stride), groups,
+        go_t, x_t, w_t, None, list(stride), list(padding), list(dilation), False, [0] * len(stride), groups,
         [False, True, False],
     )  # fmt: skip
     numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
@@ -102,6 +103,35 @@ def test_weight_gradient_folds_few_channels_taps(monkeypatch, name, go, x, w, st
     monkeypatch.setattr(convolution, "_insert_taps_folded", recording)
     _weight_gradient_matches(name, go, x, w, stride, dilation, groups)
     assert calls, f"{name}: the taps were not folded"
+
+
+# (name, grad_output, input, weight, stride, dilation, padding): few channels over output rows of 64-128 columns: a
+# stem-like 7 x 7 / 2 one padded on chip over two images and two output-channel tiles, one with dilated rows over
+# more input rows than a partition tile and padding on one axis only.
+ROW_CONTRACTED_CASES = [
+    ("stem_two_channel_tiles", (2, 130, 4, 64), (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (1, 1), (3, 3)),
+    ("dilated_rows_past_a_tile", (1, 2, 63, 66), (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (2, 1), (0, 2)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "dilation", "padding"),
+    ROW_CONTRACTED_CASES,
+    ids=[c[0] for c in ROW_CONTRACTED_CASES],
+)
+def test_weight_gradient_contracted_over_output_rows(monkeypatch, name, go, x, w, stride, dilation, padding):
+    """Few input channels and long output rows: each output row's columns are the contraction, against the input
+    transposed once per kernel column; the weight gradient stays PyTorch's."""
+    original = convolution.emit_row_weight_gradient
+    calls: list[int] = []
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "emit_row_weight_gradient", recording)
+    _weight_gradient_matches(name, go, x, w, stride, dilation, 1, padding)
+    assert calls, f"{name}: the weight gradient was not contracted over output rows"
 
 
 def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:
