@@ -39,9 +39,14 @@ contracts over output positions, which must be on the partitions: grad_output bl
 windows are loaded with whole rows and transposed on TensorE, each once into panels kept in SBUF when they fit
 (the resident strategy; otherwise per block of the result), one matmul per tile of 128 positions
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
-was). A few channels' weight gradient over output rows of 64-128 columns (ResNet's 7 x 7 / 2 stem) contracts
-over each output row's columns instead (`emit_row_weight_gradient`): the input is transposed once per kernel
-column, and one matmul per output row takes all of the filter's columns. grad_bias is a reduction.
+was). grad_bias is a reduction.
+
+Few input channels over output rows of 48-128 columns (ResNet's 7 x 7 / 2 and ConvNeXt's 4 x 4 / 4 stems) take
+the input transposed once per kernel column instead, output columns on the partitions (`_transposed_input`):
+the weight gradient contracts over each output row's columns, one matmul per row taking all of the filter's
+columns (`emit_row_weight_gradient`), and the forward transposes each row's patches back in chunks of up to 128
+(channel, kernel row, kernel column) rows, one matmul per chunk (`emit_row_convolution`), where the kernel-row
+packing contracts over 21 (channel, kernel row) rows per kernel column.
 
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
@@ -74,6 +79,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     element_type_of,
+    emitter_target,
     fold_nest,
     layout_of,
     load,
@@ -1370,10 +1376,16 @@ def emit_convolution(
         if depthwise:
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
         return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
+    k_tile, _, n_tile = matmul_limits(em)
+    x_shape, w_shape = layout_of(x).shape, layout_of(w).shape
+    itemsize = _itemsize(element_type_of(x))
+    if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize) and (
+        w_shape[1] * w_shape[2] <= k_tile
+    ):
+        return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    k_tile = matmul_limits(em)[0]
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         return emit_banded_convolution(em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type)
@@ -2028,14 +2040,20 @@ def _weight_gradient_resident(
 
 # ---- the weight gradient of a few channels, contracted over each output row -------------------------------------
 
-# An output row at least this long fills enough of TensorE's contraction partitions for `emit_row_weight_gradient`.
-ROW_CONTRACTION_MIN_COLUMNS = 64
+# An output row at least this long fills enough of TensorE's contraction partitions for the weight gradient's
+# contraction over it (`emit_row_weight_gradient`, `emit_row_convolution`): ConvNeXt-T's stem, 56 columns, gains.
+ROW_CONTRACTION_MIN_COLUMNS = 48
 
 # Bytes per partition of one batch element's transposed input in `emit_row_weight_gradient` (two are in flight).
 ROW_CONTRACTION_BYTES = 32 * 1024
 
 # Bytes per partition of a block of grad_output rows `emit_row_weight_gradient` loads in one DMA.
 ROW_CONTRACTION_GRAD_BYTES = 8 * 1024
+
+
+# (a, b): a of every b output rows of grad_output `emit_row_weight_gradient` loads transposed by DMA where the
+# target's DMAs transpose, the others transposed on TensorE.
+DMA_ROWS_OF = (3, 5)
 
 
 def contracts_output_rows(
@@ -2049,7 +2067,8 @@ def contracts_output_rows(
     n_tile: int,
     itemsize: int,
 ) -> bool:
-    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient`: one group of few input
+    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient` (and its forward
+    `emit_row_convolution`, when its (channel, kernel row) pairs fit one partition tile): one group of few input
     channels (an RGB stem) whose filter's columns (channels x kernel rows x kernel columns) fit one matmul's moving
     operand, output rows of ROW_CONTRACTION_MIN_COLUMNS to `k_tile` positions, and a transposed input that fits
     ROW_CONTRACTION_BYTES per partition."""
@@ -2066,6 +2085,135 @@ def contracts_output_rows(
         and ROW_CONTRACTION_MIN_COLUMNS <= out_columns <= k_tile
         and kernel_columns * cin * height * itemsize <= ROW_CONTRACTION_BYTES
     )
+
+
+def _transposed_input(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    n: Index,
+    out_columns: int,
+    kernel_columns: int,
+    padding: Sequence[int],
+    column_stride: int,
+    column_dilation: int,
+) -> SSAValue:
+    """Batch element n of x[N, C, H, W] padded by `padding` and transposed once per kernel column:
+    xt[ow, kw, c, r] = xp[n, c, r, ow * column_stride + kw * column_dilation], output columns on the partitions.
+
+    Each tile of up to 128 input rows of a channel loads as whole rows (zeros beside them set on chip) and each
+    kernel column's strided window of it is transposed on TensorE into its place; the padding's rows are zeros."""
+    _, channels, height, width = layout_of(x).shape
+    row_pad, column_pad = padding
+    padded_rows, padded_width = height + 2 * row_pad, width + 2 * column_pad
+    x_type = element_type_of(x)
+    xt: SSAValue = em.insert(
+        tile.EmptyOp(TileType((out_columns, kernel_columns, channels, padded_rows), x_type, Memory.SBUF))
+    ).result
+    for start, end in ((0, row_pad), (row_pad + height, padded_rows)):
+        if end > start:
+            zeros_type = TileType((out_columns, kernel_columns, channels, end - start), x_type, Memory.SBUF)
+            zeros = em.insert(tile.FillOp(0.0, zeros_type)).result
+            xt = em.insert(tile.InsertOp(zeros, xt, [em.index(0), em.index(0), em.index(start)])).result
+    for c in range(channels):
+        for r0 in range(0, height, PARTITION_TILE):
+            rs = min(PARTITION_TILE, height - r0)
+            rows = load(em, x, [n, c, r0, 0], (rs, width), dims=(2, 3))
+            if column_pad:
+                zeros = em.insert(tile.FillOp(0.0, TileType((rs, padded_width), x_type, Memory.SBUF))).result
+                rows = em.insert(tile.InsertOp(rows, zeros, [em.index(column_pad)])).result
+            for kw in range(kernel_columns):
+                window_type = TileType((rs, out_columns), x_type, Memory.SBUF)
+                at = [em.index(kw * column_dilation)]
+                window = em.insert(tile.ExtractOp(rows, at, window_type, [column_stride])).result
+                transposed = em.insert(tile.TransposeOp(window)).result
+                at = [em.index(kw), em.index(c), em.index(row_pad + r0)]
+                xt = em.insert(tile.InsertOp(transposed, xt, at)).result
+    return xt
+
+
+def emit_row_convolution(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    bias: SSAValue | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """out[n, co, oh, ow] = bias[co] + sum over c, kh, kw of w[co, c, kh, kw] * xp[n, c, oh*sh + kh*dh, ow*sw + kw*dw]
+    for few input channels (`contracts_output_rows`, C x KH <= 128), xp the input padded on chip.
+
+    The input is transposed once per kernel column (`_transposed_input`), so output row oh's patches are the
+    window xt[:, :, :, oh*sh + kh*dh] of it, [ow, (kw, c, kh)]; transposed back on TensorE in chunks of whole
+    kernel columns (at most 128 rows each) they are the moving operands of one matmul per chunk, the filter's
+    matching [(kw, c, kh), co] rows as stationaries, so each product contracts over up to 126 rows (6 kernel
+    columns of ResNet's 21 (channel, kernel row) pairs) where the kernel-row packing contracts over 21 per
+    kernel column. Several output rows share one PSUM bank and one store.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    batch, channels, height, width = layout_of(x).shape
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    padded_rows = height + 2 * padding[0]
+    out_rows = (padded_rows - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
+    out_columns = (width + 2 * padding[1] - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
+    x_type = element_type_of(x)
+    part = channels * kernel_rows  # rows of one kernel column
+    per_chunk = k_tile // part
+    chunk_count = -(-kernel_columns // per_chunk)
+    per_chunk = -(-kernel_columns // chunk_count)  # balanced
+    chunks = [(k0, min(per_chunk, kernel_columns - k0)) for k0 in range(0, kernel_columns, per_chunk)]
+    out = alloc(em, (batch, cout, out_rows, out_columns), out_element_type)
+    output = _ConvolutionOutput(em, out, bias, whole_rows=True)
+    block_rows = max(1, min(out_rows, n_tile // out_columns))
+    w_rows_layout = layout_of(w).reshape((cout, channels * kernel_rows * kernel_columns))
+    assert w_rows_layout is not None, "a convolution weight is contiguous"
+    w_rows = view(em, w, w_rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+
+    # the stationaries: per output-channel tile and chunk, the filter's [(kw, c, kh), co] rows
+    stationaries: list[list[SSAValue]] = []
+    for co0, co_size in co_tiles:
+        rows = load(em, w_rows, [co0, 0], (co_size, part * kernel_columns), x_type)
+        per_tile = []
+        for k0, ks in chunks:
+            gathered: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, ks, part), x_type, Memory.SBUF))).result
+            for j in range(ks):
+                column_type = TileType((co_size, part), x_type, Memory.SBUF)
+                column = em.insert(tile.ExtractOp(rows, [em.index(k0 + j)], column_type, [kernel_columns])).result
+                gathered = em.insert(tile.InsertOp(column, gathered, [em.index(j), em.index(0)])).result
+            per_tile.append(to_sbuf(em, em.insert(tile.TransposeOp(gathered)).result, x_type))
+        stationaries.append(per_tile)
+
+    def per_element(e: LoopNestBuilder, n: Index) -> None:
+        xt = _transposed_input(e, x, n, out_columns, kernel_columns, padding, stride[1], dilation[1])
+
+        def block(e2: LoopNestBuilder, oh0: Index, count: int) -> None:
+            patches = []
+            for k0, ks in chunks:
+                panel: SSAValue = e2.insert(
+                    tile.EmptyOp(TileType((ks * part, count, out_columns), x_type, Memory.SBUF))
+                ).result
+                for r in range(count):
+                    window_type = TileType((out_columns, ks, channels, kernel_rows), x_type, Memory.SBUF)
+                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), stride[0]))]
+                    window = e2.insert(tile.ExtractOp(xt, at, window_type, [1, 1, dilation[0]])).result
+                    transposed = e2.insert(tile.TransposeOp(window)).result
+                    panel = e2.insert(tile.InsertOp(transposed, panel, [e2.index(r), e2.index(0)])).result
+                patches.append(panel)
+            for (co0, co_size), per_tile in zip(co_tiles, stationaries, strict=True):
+                acc: SSAValue | None = None
+                for stationary, panel in zip(per_tile, patches, strict=True):
+                    result_type = TileType((co_size, count * out_columns), f32, Memory.PSUM)
+                    acc = e2.insert(tile.MatmulOp(stationary, panel, result_type, acc)).result
+                assert acc is not None
+                output.store(e2, acc, n, co0, co_size, [], oh0, 0)
+
+        # several blocks per loop trip: a loop's store keeps its DMA queue on every trip
+        _for_tiles_unrolled(e, out_rows, block_rows, UNROLL_TILES, block)
+
+    em.for_each(batch, per_element)
+    return out
 
 
 def emit_row_weight_gradient(
@@ -2085,16 +2233,17 @@ def emit_row_weight_gradient(
     the input is transposed once per kernel column into xt[ow, kw, c, r] = xp[c, r, ow*sw + kw*dw] (each a TensorE
     transpose of a strided window of up to 128 input rows, the padding's rows and columns zeros set on chip), and
     output row oh reads the window xt[:, :, :, oh*sh + kh*dh] of it in place as its moving operand, all C x KH x KW
-    columns in one matmul against grad_output's row transposed to [ow, co]. The banded gradient transposes a
+    columns in one matmul against grad_output's row transposed to [ow, co] (by a DMA transpose for DMA_ROWS_OF of
+    the rows where the target's DMAs transpose 2-byte types, on TensorE otherwise: all of them by DMA made the
+    DMA queues the bound, each transfer's fixed cost for 14 KiB). The banded gradient transposes a
     window per kernel column and position tile instead (seven per tile for ResNet's 7 x 7 stem, each streaming
     the tile's positions to fill 21 columns), and copies each out of PSUM.
     """
     _, m_tile, _ = matmul_limits(em)
-    batch, channels, height, width = layout_of(x).shape
+    batch, channels = layout_of(x).shape[:2]
     cout, out_rows, out_columns = layout_of(grad_out).shape[1:]
     kernel_rows, kernel_columns = kernel
-    (row_pad, column_pad), (row_stride, column_stride) = padding, stride
-    padded_rows, padded_width = height + 2 * row_pad, width + 2 * column_pad
+    row_stride, column_stride = stride
     x_type, g_type = element_type_of(x), element_type_of(grad_out)
     columns = kernel_columns * channels * kernel_rows  # the product's columns, (kw, c, kh) order
     gw = alloc(em, (cout, channels, kernel_rows, kernel_columns), out_element_type)
@@ -2103,44 +2252,27 @@ def emit_row_weight_gradient(
     gw_rows = view(em, gw, gw_rows_layout)
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
     block_rows = max(1, min(out_rows, ROW_CONTRACTION_GRAD_BYTES // (out_columns * _itemsize(g_type))))
-    xt_type = TileType((out_columns, kernel_columns, channels, padded_rows), x_type, Memory.SBUF)
-
-    def transposed_input(e: LoopNestBuilder, n: Index) -> SSAValue:
-        xt: SSAValue = e.insert(tile.EmptyOp(xt_type)).result
-        for start, end in ((0, row_pad), (row_pad + height, padded_rows)):
-            if end > start:
-                zeros_type = TileType((out_columns, kernel_columns, channels, end - start), x_type, Memory.SBUF)
-                zeros = e.insert(tile.FillOp(0.0, zeros_type)).result
-                xt = e.insert(tile.InsertOp(zeros, xt, [e.index(0), e.index(0), e.index(start)])).result
-        for c in range(channels):
-            for r0 in range(0, height, PARTITION_TILE):
-                rs = min(PARTITION_TILE, height - r0)
-                rows = load(e, x, [n, c, r0, 0], (rs, width), dims=(2, 3))
-                if column_pad:
-                    zeros = e.insert(tile.FillOp(0.0, TileType((rs, padded_width), x_type, Memory.SBUF))).result
-                    rows = e.insert(tile.InsertOp(rows, zeros, [e.index(column_pad)])).result
-                for kw in range(kernel_columns):
-                    window_type = TileType((rs, out_columns), x_type, Memory.SBUF)
-                    at = [e.index(kw * dilation[1])]
-                    window = e.insert(tile.ExtractOp(rows, at, window_type, [column_stride])).result
-                    transposed = e.insert(tile.TransposeOp(window)).result
-                    at = [e.index(kw), e.index(c), e.index(row_pad + r0)]
-                    xt = e.insert(tile.InsertOp(transposed, xt, at)).result
-        return xt
+    dma_transposes = bool(emitter_target(em).dma_transpose_hbm_efficiency) and _itemsize(g_type) == 2
 
     def row_products(e: LoopNestBuilder, n: Index, xt: SSAValue, co0: int, co_size: int) -> SSAValue:
         """grad_output's co tile times the input windows of every output row of batch element n, in PSUM."""
 
         def block(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             (oh0,), (count,) = offsets, sizes
-            go = load(e2, grad_out, [n, co0, oh0, 0], (co_size, count, out_columns), dims=(1, 2, 3))
+            by_dma = [dma_transposes and r % DMA_ROWS_OF[1] < DMA_ROWS_OF[0] for r in range(count)]
+            if not all(by_dma):
+                go = load(e2, grad_out, [n, co0, oh0, 0], (co_size, count, out_columns), dims=(1, 2, 3))
             for r in range(count):
-                row_type = TileType((co_size, out_columns), g_type, Memory.SBUF)
-                row = e2.insert(tile.ExtractOp(go, [e2.index(r), e2.index(0)], row_type)).result
-                stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(row)).result, g_type)
+                if by_dma[r]:
+                    # [ow, co] straight from the DMA engines: TensorE keeps only the products
+                    stationary = load(e2, grad_out, [n, co0, e2.add(oh0, r), 0], (out_columns, co_size), dims=(3, 1))
+                else:
+                    row_type = TileType((co_size, out_columns), g_type, Memory.SBUF)
+                    row = e2.insert(tile.ExtractOp(go, [e2.index(r), e2.index(0)], row_type)).result
+                    stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(row)).result, g_type)
                 moving_type = TileType((out_columns, kernel_columns, channels, kernel_rows), x_type, Memory.SBUF)
-                at = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), row_stride))]
-                moving = e2.insert(tile.ExtractOp(xt, at, moving_type, [1, 1, dilation[0]])).result
+                window = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), row_stride))]
+                moving = e2.insert(tile.ExtractOp(xt, window, moving_type, [1, 1, dilation[0]])).result
                 result_type = TileType((co_size, columns), f32, Memory.PSUM)
                 acc = e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
             assert acc is not None
@@ -2150,7 +2282,7 @@ def emit_row_weight_gradient(
 
     def per_element(e: LoopNestBuilder, idx: list[Index], sums: list[SSAValue]) -> list[SSAValue]:
         (n,) = idx
-        xt = transposed_input(e, n)
+        xt = _transposed_input(e, x, n, out_columns, kernel_columns, padding, column_stride, dilation[1])
         added: list[SSAValue] = []
         for (co0, co_size), total in zip(co_tiles, sums, strict=True):
             product = row_products(e, n, xt, co0, co_size)

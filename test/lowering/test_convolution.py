@@ -105,7 +105,7 @@ def test_weight_gradient_folds_few_channels_taps(monkeypatch, name, go, x, w, st
     assert calls, f"{name}: the taps were not folded"
 
 
-# (name, grad_output, input, weight, stride, dilation, padding): few channels over output rows of 64-128 columns: a
+# (name, grad_output, input, weight, stride, dilation, padding): few channels over output rows of 48-128 columns: a
 # stem-like 7 x 7 / 2 one padded on chip over two images and two output-channel tiles, one with dilated rows over
 # more input rows than a partition tile and padding on one axis only.
 ROW_CONTRACTED_CASES = [
@@ -186,14 +186,21 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
 
 
-def _forward_module(x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], out: tuple[int, ...]) -> str:
+def _forward_module(
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    stride: tuple[int, ...],
+    out: tuple[int, ...],
+    padding: tuple[int, ...] = (0, 0),
+    dilation: tuple[int, ...] = (1, 1),
+) -> str:
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
     bias = (w[0],)
     return f"""
 func.func @main(%x: {tensor(x)}, %w: {tensor(w)}, %b: {tensor(bias)}) -> {tensor(out)} {{
-  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
+  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: {padding[0]}, {padding[1]}>, dilation = array<i64: {dilation[0]}, {dilation[1]}>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
   func.return %0 : {tensor(out)}
 }}
 """
@@ -226,4 +233,39 @@ def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, s
     [got] = run_function(module, inputs)
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
     expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+# (name, input, weight, stride, padding, dilation, output): few channels over output rows of 48-128 columns, as in the
+# weight gradient's cases above (two output-channel tiles and two kernel-column chunks; dilated rows past a tile).
+ROW_CONVOLUTION_CASES = [
+    ("stem_two_channel_tiles", (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (3, 3), (1, 1), (2, 130, 4, 64)),
+    ("dilated_rows_past_a_tile", (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (0, 2), (2, 1), (1, 2, 63, 66)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "stride", "padding", "dilation", "out"),
+    ROW_CONVOLUTION_CASES,
+    ids=[c[0] for c in ROW_CONVOLUTION_CASES],
+)
+def test_convolution_over_transposed_rows(monkeypatch, name, x, w, stride, padding, dilation, out):
+    """Few input channels and long output rows: each output row's patches come from the input transposed once
+    per kernel column, transposed back in chunks of kernel columns; the output stays PyTorch's."""
+    original = convolution.emit_row_convolution
+    taken: list[int] = []
+
+    def recording(*args, **kwargs):
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "emit_row_convolution", recording)
+    text = _forward_module(x, w, stride, out, padding, dilation)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    assert taken, f"{name}: the convolution did not take the transposed rows"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
     numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
