@@ -2087,6 +2087,23 @@ def contracts_output_rows(
     )
 
 
+def row_group(out_rows: int, out_columns: int, row_padding: int, k_tile: int) -> int:
+    """How many output rows share the partitions of `_transposed_input`: as many as fit `k_tile` and divide the
+    output rows, without row padding (1 otherwise). ConvNeXt's stem (56 columns) takes two per transpose and
+    matmul instead of one."""
+    if row_padding:
+        return 1
+    group = max(1, k_tile // out_columns)
+    while out_rows % group:
+        group -= 1
+    return group
+
+
+def _grouped_rows_extent(out_rows: int, group: int, kernel_rows: int, row_stride: int, row_dilation: int) -> int:
+    """The input rows `_transposed_input` keeps per partition group: those the first row of each group reads."""
+    return (out_rows // group - 1) * group * row_stride + (kernel_rows - 1) * row_dilation + 1
+
+
 def _transposed_input(
     em: LoopNestBuilder,
     x: SSAValue,
@@ -2096,16 +2113,48 @@ def _transposed_input(
     padding: Sequence[int],
     column_stride: int,
     column_dilation: int,
+    group: int = 1,
+    row_stride: int = 1,
+    rows_extent: int = 0,
 ) -> SSAValue:
     """Batch element n of x[N, C, H, W] padded by `padding` and transposed once per kernel column:
     xt[ow, kw, c, r] = xp[n, c, r, ow * column_stride + kw * column_dilation], output columns on the partitions.
 
     Each tile of up to 128 input rows of a channel loads as whole rows (zeros beside them set on chip) and each
-    kernel column's strided window of it is transposed on TensorE into its place; the padding's rows are zeros."""
-    _, channels, height, width = layout_of(x).shape
+    kernel column's strided window of it is transposed on TensorE into its place; the padding's rows are zeros.
+
+    With `group` > 1 (no row padding), `group` output rows share the partitions: xt[(i, ow), kw, c, r] is input row
+    r + i * row_stride, for the first `rows_extent` rows r, so output rows oh ... oh + group - 1 read the window at
+    oh * row_stride together (each tile of input rows loads once per i, overlapping)."""
+    layout = layout_of(x)
+    _, channels, height, width = layout.shape
     row_pad, column_pad = padding
     padded_rows, padded_width = height + 2 * row_pad, width + 2 * column_pad
     x_type = element_type_of(x)
+    if group > 1:
+        assert row_pad == 0, "grouped rows are not padded"
+        sn, sc, sh, sw = layout.strides
+        shape = (layout.shape[0], channels, rows_extent, group, width)
+        rows_view = view(em, x, Layout(shape, (sn, sc, sh, sh * row_stride, sw), layout.offset))
+        xt_grouped: SSAValue = em.insert(
+            tile.EmptyOp(TileType((group * out_columns, kernel_columns, channels, rows_extent), x_type, Memory.SBUF))
+        ).result
+        for c in range(channels):
+            for r0 in range(0, rows_extent, PARTITION_TILE):
+                rs = min(PARTITION_TILE, rows_extent - r0)
+                rows = load(em, rows_view, [n, c, r0, 0, 0], (rs, group, width), dims=(2, 3, 4))
+                if column_pad:
+                    zeros_type = TileType((rs, group, padded_width), x_type, Memory.SBUF)
+                    zeros = em.insert(tile.FillOp(0.0, zeros_type)).result
+                    rows = em.insert(tile.InsertOp(rows, zeros, [em.index(0), em.index(column_pad)])).result
+                for kw in range(kernel_columns):
+                    window_type = TileType((rs, group, out_columns), x_type, Memory.SBUF)
+                    at = [em.index(0), em.index(kw * column_dilation)]
+                    window = em.insert(tile.ExtractOp(rows, at, window_type, [1, column_stride])).result
+                    transposed = em.insert(tile.TransposeOp(window)).result
+                    at = [em.index(kw), em.index(c), em.index(r0)]
+                    xt_grouped = em.insert(tile.InsertOp(transposed, xt_grouped, at)).result
+        return xt_grouped
     xt: SSAValue = em.insert(
         tile.EmptyOp(TileType((out_columns, kernel_columns, channels, padded_rows), x_type, Memory.SBUF))
     ).result
@@ -2165,7 +2214,9 @@ def emit_row_convolution(
     chunks = [(k0, min(per_chunk, kernel_columns - k0)) for k0 in range(0, kernel_columns, per_chunk)]
     out = alloc(em, (batch, cout, out_rows, out_columns), out_element_type)
     output = _ConvolutionOutput(em, out, bias, whole_rows=True)
-    block_rows = max(1, min(out_rows, n_tile // out_columns))
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    rows_extent = _grouped_rows_extent(out_rows, group, kernel_rows, stride[0], dilation[0])
+    block_rows = max(group, min(out_rows, n_tile // out_columns) // group * group)
     w_rows_layout = layout_of(w).reshape((cout, channels * kernel_rows * kernel_columns))
     assert w_rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, w_rows_layout)
@@ -2186,20 +2237,22 @@ def emit_row_convolution(
         stationaries.append(per_tile)
 
     def per_element(e: LoopNestBuilder, n: Index) -> None:
-        xt = _transposed_input(e, x, n, out_columns, kernel_columns, padding, stride[1], dilation[1])
+        xt = _transposed_input(
+            e, x, n, out_columns, kernel_columns, padding, stride[1], dilation[1], group, stride[0], rows_extent
+        )
 
         def block(e2: LoopNestBuilder, oh0: Index, count: int) -> None:
             patches = []
             for k0, ks in chunks:
                 panel: SSAValue = e2.insert(
-                    tile.EmptyOp(TileType((ks * part, count, out_columns), x_type, Memory.SBUF))
+                    tile.EmptyOp(TileType((ks * part, count // group, group * out_columns), x_type, Memory.SBUF))
                 ).result
-                for r in range(count):
-                    window_type = TileType((out_columns, ks, channels, kernel_rows), x_type, Memory.SBUF)
-                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), stride[0]))]
+                for j in range(count // group):
+                    window_type = TileType((group * out_columns, ks, channels, kernel_rows), x_type, Memory.SBUF)
+                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(e2.add(oh0, j * group), stride[0]))]
                     window = e2.insert(tile.ExtractOp(xt, at, window_type, [1, 1, dilation[0]])).result
                     transposed = e2.insert(tile.TransposeOp(window)).result
-                    panel = e2.insert(tile.InsertOp(transposed, panel, [e2.index(r), e2.index(0)])).result
+                    panel = e2.insert(tile.InsertOp(transposed, panel, [e2.index(j), e2.index(0)])).result
                 patches.append(panel)
             for (co0, co_size), per_tile in zip(co_tiles, stationaries, strict=True):
                 acc: SSAValue | None = None
@@ -2251,27 +2304,38 @@ def emit_row_weight_gradient(
     assert gw_rows_layout is not None, "a fresh tensor is contiguous"
     gw_rows = view(em, gw, gw_rows_layout)
     co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
-    block_rows = max(1, min(out_rows, ROW_CONTRACTION_GRAD_BYTES // (out_columns * _itemsize(g_type))))
+    k_tile = matmul_limits(em)[0]
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    rows_extent = _grouped_rows_extent(out_rows, group, kernel_rows, row_stride, dilation[0])
+    block_rows = ROW_CONTRACTION_GRAD_BYTES // (out_columns * _itemsize(g_type))
+    block_rows = max(group, min(out_rows, block_rows) // group * group)
+    go_rows_layout = layout_of(grad_out).reshape((batch, cout, out_rows * out_columns))
+    go_rows = view(em, grad_out, go_rows_layout) if go_rows_layout is not None else None
     dma_transposes = bool(emitter_target(em).dma_transpose_hbm_efficiency) and _itemsize(g_type) == 2
+    dma_transposes = dma_transposes and go_rows is not None
 
     def row_products(e: LoopNestBuilder, n: Index, xt: SSAValue, co0: int, co_size: int) -> SSAValue:
         """grad_output's co tile times the input windows of every output row of batch element n, in PSUM."""
 
         def block(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
             (oh0,), (count,) = offsets, sizes
-            by_dma = [dma_transposes and r % DMA_ROWS_OF[1] < DMA_ROWS_OF[0] for r in range(count)]
+            groups = count // group
+            by_dma = [dma_transposes and q % DMA_ROWS_OF[1] < DMA_ROWS_OF[0] for q in range(groups)]
             if not all(by_dma):
                 go = load(e2, grad_out, [n, co0, oh0, 0], (co_size, count, out_columns), dims=(1, 2, 3))
-            for r in range(count):
-                if by_dma[r]:
-                    # [ow, co] straight from the DMA engines: TensorE keeps only the products
-                    stationary = load(e2, grad_out, [n, co0, e2.add(oh0, r), 0], (out_columns, co_size), dims=(3, 1))
+            for q in range(groups):
+                positions = group * out_columns
+                if by_dma[q]:
+                    # [(rows, ow), co] straight from the DMA engines: TensorE keeps only the products
+                    assert go_rows is not None
+                    at = [n, co0, e2.mul(e2.add(oh0, q * group), out_columns)]
+                    stationary = load(e2, go_rows, at, (positions, co_size), dims=(2, 1))
                 else:
-                    row_type = TileType((co_size, out_columns), g_type, Memory.SBUF)
-                    row = e2.insert(tile.ExtractOp(go, [e2.index(r), e2.index(0)], row_type)).result
-                    stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(row)).result, g_type)
-                moving_type = TileType((out_columns, kernel_columns, channels, kernel_rows), x_type, Memory.SBUF)
-                window = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, r), row_stride))]
+                    rows_type = TileType((co_size, group, out_columns), g_type, Memory.SBUF)
+                    rows = e2.insert(tile.ExtractOp(go, [e2.index(q * group), e2.index(0)], rows_type)).result
+                    stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(rows)).result, g_type)
+                moving_type = TileType((positions, kernel_columns, channels, kernel_rows), x_type, Memory.SBUF)
+                window = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, q * group), row_stride))]
                 moving = e2.insert(tile.ExtractOp(xt, window, moving_type, [1, 1, dilation[0]])).result
                 result_type = TileType((co_size, columns), f32, Memory.PSUM)
                 acc = e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
@@ -2282,7 +2346,9 @@ def emit_row_weight_gradient(
 
     def per_element(e: LoopNestBuilder, idx: list[Index], sums: list[SSAValue]) -> list[SSAValue]:
         (n,) = idx
-        xt = _transposed_input(e, x, n, out_columns, kernel_columns, padding, column_stride, dilation[1])
+        xt = _transposed_input(
+            e, x, n, out_columns, kernel_columns, padding, column_stride, dilation[1], group, row_stride, rows_extent
+        )
         added: list[SSAValue] = []
         for (co0, co_size), total in zip(co_tiles, sums, strict=True):
             product = row_products(e, n, xt, co0, co_size)

@@ -107,10 +107,13 @@ def test_weight_gradient_folds_few_channels_taps(monkeypatch, name, go, x, w, st
 
 # (name, grad_output, input, weight, stride, dilation, padding): few channels over output rows of 48-128 columns: a
 # stem-like 7 x 7 / 2 one padded on chip over two images and two output-channel tiles, one with dilated rows over
-# more input rows than a partition tile and padding on one axis only.
+# more input rows than a partition tile and padding on one axis only, and two whose output rows of 50 and 60
+# columns go two to a transpose (a patchify one, and a dilated one over two output-channel tiles).
 ROW_CONTRACTED_CASES = [
     ("stem_two_channel_tiles", (2, 130, 4, 64), (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (1, 1), (3, 3)),
     ("dilated_rows_past_a_tile", (1, 2, 63, 66), (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (2, 1), (0, 2)),
+    ("patchify_two_rows_per_tile", (2, 5, 4, 50), (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (1, 1), (0, 0)),
+    ("dilated_two_rows_per_tile", (1, 130, 6, 60), (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (2, 1), (0, 1)),
 ]
 
 
@@ -237,10 +240,13 @@ def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, s
 
 
 # (name, input, weight, stride, padding, dilation, output): few channels over output rows of 48-128 columns, as in the
-# weight gradient's cases above (two output-channel tiles and two kernel-column chunks; dilated rows past a tile).
+# weight gradient's cases above (two output-channel tiles and two kernel-column chunks; dilated rows past a tile;
+# two output rows per transpose).
 ROW_CONVOLUTION_CASES = [
     ("stem_two_channel_tiles", (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (3, 3), (1, 1), (2, 130, 4, 64)),
     ("dilated_rows_past_a_tile", (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (0, 2), (2, 1), (1, 2, 63, 66)),
+    ("patchify_two_rows_per_tile", (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (0, 0), (1, 1), (2, 5, 4, 50)),
+    ("dilated_two_rows_per_tile", (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (0, 1), (2, 1), (1, 130, 6, 60)),
 ]
 
 
