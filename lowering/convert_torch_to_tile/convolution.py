@@ -41,8 +41,9 @@ windows are loaded with whole rows and transposed on TensorE, each once into pan
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
 was). grad_bias is a reduction.
 
-Few input channels over output rows of 48-128 columns (ResNet's 7 x 7 / 2 and ConvNeXt's 4 x 4 / 4 stems) take
-the input transposed once per kernel column instead, output columns on the partitions (`_transposed_input`):
+Few input channels over output rows of up to 128 columns that fill at least 48 partitions, alone or several rows
+together (ResNet's 7 x 7 / 2, ConvNeXt's 4 x 4 / 4 stems, ViT's patches), take the input transposed once per
+kernel column instead, output columns on the partitions (`_transposed_input`):
 the weight gradient contracts over each output row's columns, one matmul per row taking all of the filter's
 columns (`emit_row_weight_gradient`), and the forward transposes each row's patches back in chunks of up to 128
 (channel, kernel row, kernel column) rows, one matmul per chunk (`emit_row_convolution`), where the kernel-row
@@ -1379,9 +1380,7 @@ def emit_convolution(
     k_tile, _, n_tile = matmul_limits(em)
     x_shape, w_shape = layout_of(x).shape, layout_of(w).shape
     itemsize = _itemsize(element_type_of(x))
-    if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize) and (
-        w_shape[1] * w_shape[2] <= k_tile
-    ):
+    if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize, True):
         return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
@@ -2066,23 +2065,28 @@ def contracts_output_rows(
     k_tile: int,
     n_tile: int,
     itemsize: int,
+    forward: bool = False,
 ) -> bool:
-    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient` (and its forward
-    `emit_row_convolution`, when its (channel, kernel row) pairs fit one partition tile): one group of few input
-    channels (an RGB stem) whose filter's columns (channels x kernel rows x kernel columns) fit one matmul's moving
-    operand, output rows of ROW_CONTRACTION_MIN_COLUMNS to `k_tile` positions, and a transposed input that fits
-    ROW_CONTRACTION_BYTES per partition."""
+    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient` (its forward
+    `emit_row_convolution`): one group of few input channels (an RGB stem) whose filter's columns (channels x
+    kernel rows x kernel columns) fit one matmul's moving operand (forward: whose (channel, kernel row) pairs fit
+    one partition tile), output rows of at most `k_tile` positions that fill at least ROW_CONTRACTION_MIN_COLUMNS
+    partitions (`row_group` of them together), and a transposed input that fits ROW_CONTRACTION_BYTES per
+    partition."""
     if len(w_shape) != 4 or len(x_shape) != 4 or groups != 1:
         return False
     _, cin, kernel_rows, kernel_columns = w_shape
     height, width = (s + 2 * p for s, p in zip(x_shape[2:], padding, strict=True))
     out_columns = (width - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
     out_rows = (height - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
+    if out_rows < 1 or not 1 <= out_columns <= k_tile:
+        return False
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    fits = cin * kernel_rows <= k_tile if forward else cin * kernel_rows * kernel_columns <= n_tile
     return (
         cin < ROW_PACKING_MAX_CHANNELS
-        and out_rows >= 1
-        and cin * kernel_rows * kernel_columns <= n_tile
-        and ROW_CONTRACTION_MIN_COLUMNS <= out_columns <= k_tile
+        and fits
+        and group * out_columns >= ROW_CONTRACTION_MIN_COLUMNS
         and kernel_columns * cin * height * itemsize <= ROW_CONTRACTION_BYTES
     )
 

@@ -241,12 +241,14 @@ def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, s
 
 # (name, input, weight, stride, padding, dilation, output): few channels over output rows of 48-128 columns, as in the
 # weight gradient's cases above (two output-channel tiles and two kernel-column chunks; dilated rows past a tile;
-# two output rows per transpose).
+# two output rows per transpose), and patches of 588 columns, more than the weight gradient's moving operand takes
+# (five chunks of kernel columns, the last partial).
 ROW_CONVOLUTION_CASES = [
     ("stem_two_channel_tiles", (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (3, 3), (1, 1), (2, 130, 4, 64)),
     ("dilated_rows_past_a_tile", (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (0, 2), (2, 1), (1, 2, 63, 66)),
     ("patchify_two_rows_per_tile", (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (0, 0), (1, 1), (2, 5, 4, 50)),
     ("dilated_two_rows_per_tile", (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (0, 1), (2, 1), (1, 130, 6, 60)),
+    ("patches_wider_than_a_bank", (1, 3, 28, 700), (4, 3, 14, 14), (14, 14), (0, 0), (1, 1), (1, 4, 2, 50)),
 ]
 
 
