@@ -2037,13 +2037,14 @@ def _weight_gradient_resident(
     em.for_each(wg.groups, per_group)
 
 
-# ---- the weight gradient of a few channels, contracted over each output row -------------------------------------
+# ---- few channels over the input transposed once per kernel column ------------------------------------------
 
-# An output row at least this long fills enough of TensorE's contraction partitions for the weight gradient's
-# contraction over it (`emit_row_weight_gradient`, `emit_row_convolution`): ConvNeXt-T's stem, 56 columns, gains.
+# Output columns (of one row, or of `row_group` rows together) that fill enough of TensorE's partitions for the
+# contraction over them (`emit_row_weight_gradient`) and the transposes back (`emit_row_convolution`): ConvNeXt-T's
+# stem, 56 columns a row, gains.
 ROW_CONTRACTION_MIN_COLUMNS = 48
 
-# Bytes per partition of one batch element's transposed input in `emit_row_weight_gradient` (two are in flight).
+# Bytes per partition of one batch element's transposed input (`_transposed_input`; two are in flight).
 ROW_CONTRACTION_BYTES = 32 * 1024
 
 # Bytes per partition of a block of grad_output rows `emit_row_weight_gradient` loads in one DMA.
@@ -2083,6 +2084,8 @@ def contracts_output_rows(
         return False
     group = row_group(out_rows, out_columns, padding[0], k_tile)
     fits = cin * kernel_rows <= k_tile if forward else cin * kernel_rows * kernel_columns <= n_tile
+    # bounded by the whole padded height, grouped or not: fp32 ViT patches (whose grouped rows would fit) ran out of
+    # PSUM in neuron-allocate-memory that way
     return (
         cin < ROW_PACKING_MAX_CHANNELS
         and fits
