@@ -2084,13 +2084,12 @@ def contracts_output_rows(
         return False
     group = row_group(out_rows, out_columns, padding[0], k_tile)
     fits = cin * kernel_rows <= k_tile if forward else cin * kernel_rows * kernel_columns <= n_tile
-    # bounded by the whole padded height, grouped or not: fp32 ViT patches (whose grouped rows would fit) ran out of
-    # PSUM in neuron-allocate-memory that way
+    rows_kept = height if group == 1 else _grouped_rows_extent(out_rows, group, kernel_rows, stride[0], dilation[0])
     return (
         cin < ROW_PACKING_MAX_CHANNELS
         and fits
         and group * out_columns >= ROW_CONTRACTION_MIN_COLUMNS
-        and kernel_columns * cin * height * itemsize <= ROW_CONTRACTION_BYTES
+        and kernel_columns * cin * rows_kept * itemsize <= ROW_CONTRACTION_BYTES
     )
 
 
@@ -2240,7 +2239,12 @@ def emit_row_convolution(
                 column_type = TileType((co_size, part), x_type, Memory.SBUF)
                 column = em.insert(tile.ExtractOp(rows, [em.index(k0 + j)], column_type, [kernel_columns])).result
                 gathered = em.insert(tile.InsertOp(column, gathered, [em.index(j), em.index(0)])).result
-            per_tile.append(to_sbuf(em, em.insert(tile.TransposeOp(gathered)).result, x_type))
+            # copied into a tile of its own: kept as the transpose's PSUM buffer, every chunk of every output-channel
+            # tile would hold PSUM for the whole convolution (fp32 ViT patches: 48 buffers, out of PSUM)
+            panel_type = TileType((ks * part, co_size), x_type, Memory.SBUF)
+            panel = em.insert(tile.EmptyOp(panel_type)).result
+            transposed = em.insert(tile.TransposeOp(gathered)).result
+            per_tile.append(em.insert(tile.InsertOp(transposed, panel, [em.index(0)])).result)
         stationaries.append(per_tile)
 
     def per_element(e: LoopNestBuilder, n: Index) -> None:
