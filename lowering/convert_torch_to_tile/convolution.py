@@ -2232,7 +2232,7 @@ def emit_row_convolution(
     stationaries: list[list[SSAValue]] = []
     for co0, co_size in co_tiles:
         rows = load(em, w_rows, [co0, 0], (co_size, part * kernel_columns), x_type)
-        per_tile = []
+        per_tile: list[SSAValue] = []
         for k0, ks in chunks:
             gathered: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, ks, part), x_type, Memory.SBUF))).result
             for j in range(ks):
