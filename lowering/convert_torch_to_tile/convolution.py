@@ -41,6 +41,14 @@ windows are loaded with whole rows and transposed on TensorE, each once into pan
 accumulating [co, ci * taps] in PSUM, stored as whole weight rows (kernel-row packed like the forward when that
 was). grad_bias is a reduction.
 
+Few input channels over output rows of up to 128 columns that fill at least 48 partitions, alone or several rows
+together (ResNet's 7 x 7 / 2, ConvNeXt's 4 x 4 / 4 stems, ViT's patches), take the input transposed once per
+kernel column instead, output columns on the partitions (`_transposed_input`):
+the weight gradient contracts over each output row's columns, one matmul per row taking all of the filter's
+columns (`emit_row_weight_gradient`), and the forward transposes each row's patches back in chunks of up to 128
+(channel, kernel row, kernel column) rows, one matmul per chunk (`emit_row_convolution`), where the kernel-row
+packing contracts over 21 (channel, kernel row) rows per kernel column.
+
 Depthwise convolutions (one input channel per group, one output channel per group: ConvNeXt's 7x7, MobileNet's,
 Mamba's causal conv1d) take their own path, `emit_depthwise_convolution`: as groups of one channel, the general
 path would contract over K = 1 with a 1 x 1 stationary per matmul. Instead 128 channels share the partitions: the
@@ -72,6 +80,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     alloc,
     arguments_of,
     element_type_of,
+    emitter_target,
     fold_nest,
     layout_of,
     load,
@@ -1368,10 +1377,14 @@ def emit_convolution(
         if depthwise:
             return emit_depthwise_convolution(em, xp, w, True, bias, [1] * rank, dilation, out_element_type)
         return emit_banded_convolution(em, xp, w, bias, [1] * rank, dilation, groups, out_element_type, True)
+    k_tile, _, n_tile = matmul_limits(em)
+    x_shape, w_shape = layout_of(x).shape, layout_of(w).shape
+    itemsize = _itemsize(element_type_of(x))
+    if contracts_output_rows(x_shape, w_shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize, True):
+        return emit_row_convolution(em, x, w, bias, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if depthwise:
         return emit_depthwise_convolution(em, xp, w, False, bias, stride, dilation, out_element_type)
-    k_tile = matmul_limits(em)[0]
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])
         return emit_banded_convolution(em, rows, w_rows, bias, [1, stride[1]], [1, dilation[1]], 1, out_element_type)
@@ -2024,6 +2037,352 @@ def _weight_gradient_resident(
     em.for_each(wg.groups, per_group)
 
 
+# ---- few channels over the input transposed once per kernel column ------------------------------------------
+
+# Output columns (of one row, or of `row_group` rows together) that fill enough of TensorE's partitions for the
+# contraction over them (`emit_row_weight_gradient`) and the transposes back (`emit_row_convolution`): ConvNeXt-T's
+# stem, 56 columns a row, gains.
+ROW_CONTRACTION_MIN_COLUMNS = 48
+
+# Bytes per partition of one batch element's transposed input (`_transposed_input`; two are in flight).
+ROW_CONTRACTION_BYTES = 32 * 1024
+
+# Bytes per partition of a block of grad_output rows `emit_row_weight_gradient` loads in one DMA.
+ROW_CONTRACTION_GRAD_BYTES = 8 * 1024
+
+
+# (a, b): a of every b output rows of grad_output `emit_row_weight_gradient` loads transposed by DMA where the
+# target's DMAs transpose, the others transposed on TensorE.
+DMA_ROWS_OF = (3, 5)
+
+
+def contracts_output_rows(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    k_tile: int,
+    n_tile: int,
+    itemsize: int,
+    forward: bool = False,
+) -> bool:
+    """Whether a 2-d convolution's weight gradient takes `emit_row_weight_gradient` (its forward
+    `emit_row_convolution`): one group of few input channels (an RGB stem) whose filter's columns (channels x
+    kernel rows x kernel columns) fit one matmul's moving operand (forward: whose (channel, kernel row) pairs fit
+    one partition tile), output rows of at most `k_tile` positions that fill at least ROW_CONTRACTION_MIN_COLUMNS
+    partitions (`row_group` of them together), and a transposed input that fits ROW_CONTRACTION_BYTES per
+    partition."""
+    if len(w_shape) != 4 or len(x_shape) != 4 or groups != 1:
+        return False
+    _, cin, kernel_rows, kernel_columns = w_shape
+    height, width = (s + 2 * p for s, p in zip(x_shape[2:], padding, strict=True))
+    out_columns = (width - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
+    out_rows = (height - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
+    if out_rows < 1 or not 1 <= out_columns <= k_tile:
+        return False
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    fits = cin * kernel_rows <= k_tile if forward else cin * kernel_rows * kernel_columns <= n_tile
+    rows_kept = height if group == 1 else _grouped_rows_extent(out_rows, group, kernel_rows, stride[0], dilation[0])
+    return (
+        cin < ROW_PACKING_MAX_CHANNELS
+        and fits
+        and group * out_columns >= ROW_CONTRACTION_MIN_COLUMNS
+        and kernel_columns * cin * rows_kept * itemsize <= ROW_CONTRACTION_BYTES
+    )
+
+
+def row_group(out_rows: int, out_columns: int, row_padding: int, k_tile: int) -> int:
+    """How many output rows share the partitions of `_transposed_input`: as many as fit `k_tile` and divide the
+    output rows, without row padding (1 otherwise). ConvNeXt's stem (56 columns) takes two per transpose and
+    matmul instead of one."""
+    if row_padding:
+        return 1
+    group = max(1, k_tile // out_columns)
+    while out_rows % group:
+        group -= 1
+    return group
+
+
+def _grouped_rows_extent(out_rows: int, group: int, kernel_rows: int, row_stride: int, row_dilation: int) -> int:
+    """The input rows `_transposed_input` keeps per partition group: those the first row of each group reads."""
+    return (out_rows // group - 1) * group * row_stride + (kernel_rows - 1) * row_dilation + 1
+
+
+def _transposed_input(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    n: Index,
+    out_columns: int,
+    kernel_columns: int,
+    padding: Sequence[int],
+    column_stride: int,
+    column_dilation: int,
+    group: int = 1,
+    row_stride: int = 1,
+    rows_extent: int = 0,
+) -> SSAValue:
+    """Batch element n of x[N, C, H, W] padded by `padding` and transposed once per kernel column:
+    xt[ow, kw, c, r] = xp[n, c, r, ow * column_stride + kw * column_dilation], output columns on the partitions.
+
+    Each tile of up to 128 input rows of a channel loads as whole rows (zeros beside them set on chip) and each
+    kernel column's strided window of it is transposed on TensorE into its place; the padding's rows are zeros.
+
+    With `group` > 1 (no row padding), `group` output rows share the partitions: xt[(i, ow), kw, c, r] is input row
+    r + i * row_stride, for the first `rows_extent` rows r, so output rows oh ... oh + group - 1 read the window at
+    oh * row_stride together (each tile of input rows loads once per i, overlapping)."""
+    layout = layout_of(x)
+    _, channels, height, width = layout.shape
+    row_pad, column_pad = padding
+    padded_rows, padded_width = height + 2 * row_pad, width + 2 * column_pad
+    x_type = element_type_of(x)
+    if group > 1:
+        assert row_pad == 0, "grouped rows are not padded"
+        sn, sc, sh, sw = layout.strides
+        shape = (layout.shape[0], channels, rows_extent, group, width)
+        rows_view = view(em, x, Layout(shape, (sn, sc, sh, sh * row_stride, sw), layout.offset))
+        xt_grouped: SSAValue = em.insert(
+            tile.EmptyOp(TileType((group * out_columns, kernel_columns, channels, rows_extent), x_type, Memory.SBUF))
+        ).result
+        for c in range(channels):
+            for r0 in range(0, rows_extent, PARTITION_TILE):
+                rs = min(PARTITION_TILE, rows_extent - r0)
+                rows = load(em, rows_view, [n, c, r0, 0, 0], (rs, group, width), dims=(2, 3, 4))
+                if column_pad:
+                    zeros_type = TileType((rs, group, padded_width), x_type, Memory.SBUF)
+                    zeros = em.insert(tile.FillOp(0.0, zeros_type)).result
+                    rows = em.insert(tile.InsertOp(rows, zeros, [em.index(0), em.index(column_pad)])).result
+                for kw in range(kernel_columns):
+                    window_type = TileType((rs, group, out_columns), x_type, Memory.SBUF)
+                    at = [em.index(0), em.index(kw * column_dilation)]
+                    window = em.insert(tile.ExtractOp(rows, at, window_type, [1, column_stride])).result
+                    transposed = em.insert(tile.TransposeOp(window)).result
+                    at = [em.index(kw), em.index(c), em.index(r0)]
+                    xt_grouped = em.insert(tile.InsertOp(transposed, xt_grouped, at)).result
+        return xt_grouped
+    xt: SSAValue = em.insert(
+        tile.EmptyOp(TileType((out_columns, kernel_columns, channels, padded_rows), x_type, Memory.SBUF))
+    ).result
+    for start, end in ((0, row_pad), (row_pad + height, padded_rows)):
+        if end > start:
+            zeros_type = TileType((out_columns, kernel_columns, channels, end - start), x_type, Memory.SBUF)
+            zeros = em.insert(tile.FillOp(0.0, zeros_type)).result
+            xt = em.insert(tile.InsertOp(zeros, xt, [em.index(0), em.index(0), em.index(start)])).result
+    for c in range(channels):
+        for r0 in range(0, height, PARTITION_TILE):
+            rs = min(PARTITION_TILE, height - r0)
+            rows = load(em, x, [n, c, r0, 0], (rs, width), dims=(2, 3))
+            if column_pad:
+                zeros = em.insert(tile.FillOp(0.0, TileType((rs, padded_width), x_type, Memory.SBUF))).result
+                rows = em.insert(tile.InsertOp(rows, zeros, [em.index(column_pad)])).result
+            for kw in range(kernel_columns):
+                window_type = TileType((rs, out_columns), x_type, Memory.SBUF)
+                at = [em.index(kw * column_dilation)]
+                window = em.insert(tile.ExtractOp(rows, at, window_type, [column_stride])).result
+                transposed = em.insert(tile.TransposeOp(window)).result
+                at = [em.index(kw), em.index(c), em.index(row_pad + r0)]
+                xt = em.insert(tile.InsertOp(transposed, xt, at)).result
+    return xt
+
+
+def emit_row_convolution(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    w: SSAValue,
+    bias: SSAValue | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """out[n, co, oh, ow] = bias[co] + sum over c, kh, kw of w[co, c, kh, kw] * xp[n, c, oh*sh + kh*dh, ow*sw + kw*dw]
+    for few input channels (`contracts_output_rows`, C x KH <= 128), xp the input padded on chip.
+
+    The input is transposed once per kernel column (`_transposed_input`), so output row oh's patches are the
+    window xt[:, :, :, oh*sh + kh*dh] of it, [ow, (kw, c, kh)]; transposed back on TensorE in chunks of whole
+    kernel columns (at most 128 rows each) they are the moving operands of one matmul per chunk, the filter's
+    matching [(kw, c, kh), co] rows as stationaries, so each product contracts over up to 126 rows (6 kernel
+    columns of ResNet's 21 (channel, kernel row) pairs) where the kernel-row packing contracts over 21 per
+    kernel column. Several output rows share one PSUM bank and one store.
+    """
+    k_tile, m_tile, n_tile = matmul_limits(em)
+    batch, channels, height, width = layout_of(x).shape
+    cout, _, kernel_rows, kernel_columns = layout_of(w).shape
+    padded_rows = height + 2 * padding[0]
+    out_rows = (padded_rows - dilation[0] * (kernel_rows - 1) - 1) // stride[0] + 1
+    out_columns = (width + 2 * padding[1] - dilation[1] * (kernel_columns - 1) - 1) // stride[1] + 1
+    x_type = element_type_of(x)
+    part = channels * kernel_rows  # rows of one kernel column
+    per_chunk = k_tile // part
+    chunk_count = -(-kernel_columns // per_chunk)
+    per_chunk = -(-kernel_columns // chunk_count)  # balanced
+    chunks = [(k0, min(per_chunk, kernel_columns - k0)) for k0 in range(0, kernel_columns, per_chunk)]
+    out = alloc(em, (batch, cout, out_rows, out_columns), out_element_type)
+    output = _ConvolutionOutput(em, out, bias, whole_rows=True)
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    rows_extent = _grouped_rows_extent(out_rows, group, kernel_rows, stride[0], dilation[0])
+    block_rows = max(group, min(out_rows, n_tile // out_columns) // group * group)
+    w_rows_layout = layout_of(w).reshape((cout, channels * kernel_rows * kernel_columns))
+    assert w_rows_layout is not None, "a convolution weight is contiguous"
+    w_rows = view(em, w, w_rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+
+    # the stationaries: per output-channel tile and chunk, the filter's [(kw, c, kh), co] rows
+    stationaries: list[list[SSAValue]] = []
+    for co0, co_size in co_tiles:
+        rows = load(em, w_rows, [co0, 0], (co_size, part * kernel_columns), x_type)
+        per_tile: list[SSAValue] = []
+        for k0, ks in chunks:
+            gathered: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, ks, part), x_type, Memory.SBUF))).result
+            for j in range(ks):
+                column_type = TileType((co_size, part), x_type, Memory.SBUF)
+                column = em.insert(tile.ExtractOp(rows, [em.index(k0 + j)], column_type, [kernel_columns])).result
+                gathered = em.insert(tile.InsertOp(column, gathered, [em.index(j), em.index(0)])).result
+            # copied into a tile of its own: kept as the transpose's PSUM buffer, every chunk of every output-channel
+            # tile would hold PSUM for the whole convolution (fp32 ViT patches: 48 buffers, out of PSUM)
+            panel_type = TileType((ks * part, co_size), x_type, Memory.SBUF)
+            panel = em.insert(tile.EmptyOp(panel_type)).result
+            transposed = em.insert(tile.TransposeOp(gathered)).result
+            per_tile.append(em.insert(tile.InsertOp(transposed, panel, [em.index(0)])).result)
+        stationaries.append(per_tile)
+
+    def per_element(e: LoopNestBuilder, n: Index) -> None:
+        xt = _transposed_input(
+            e, x, n, out_columns, kernel_columns, padding, stride[1], dilation[1], group, stride[0], rows_extent
+        )
+
+        def block(e2: LoopNestBuilder, oh0: Index, count: int) -> None:
+            patches = []
+            for k0, ks in chunks:
+                panel: SSAValue = e2.insert(
+                    tile.EmptyOp(TileType((ks * part, count // group, group * out_columns), x_type, Memory.SBUF))
+                ).result
+                for j in range(count // group):
+                    window_type = TileType((group * out_columns, ks, channels, kernel_rows), x_type, Memory.SBUF)
+                    at = [e2.index(k0), e2.index(0), e2.index(e2.mul(e2.add(oh0, j * group), stride[0]))]
+                    window = e2.insert(tile.ExtractOp(xt, at, window_type, [1, 1, dilation[0]])).result
+                    transposed = e2.insert(tile.TransposeOp(window)).result
+                    panel = e2.insert(tile.InsertOp(transposed, panel, [e2.index(j), e2.index(0)])).result
+                patches.append(panel)
+            for (co0, co_size), per_tile in zip(co_tiles, stationaries, strict=True):
+                acc: SSAValue | None = None
+                for stationary, panel in zip(per_tile, patches, strict=True):
+                    result_type = TileType((co_size, count * out_columns), f32, Memory.PSUM)
+                    acc = e2.insert(tile.MatmulOp(stationary, panel, result_type, acc)).result
+                assert acc is not None
+                output.store(e2, acc, n, co0, co_size, [], oh0, 0)
+
+        # several blocks per loop trip: a loop's store keeps its DMA queue on every trip
+        _for_tiles_unrolled(e, out_rows, block_rows, UNROLL_TILES, block)
+
+    em.for_each(batch, per_element)
+    return out
+
+
+def emit_row_weight_gradient(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    grad_out: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    out_element_type: Attribute,
+) -> SSAValue:
+    """gw[Cout, C, KH, KW] = sum over n, oh, ow of go[n, co, oh, ow] * xp[n, c, oh*sh + kh*dh, ow*sw + kw*dw] for
+    few input channels (`contracts_output_rows`), xp the input padded on chip.
+
+    The contraction runs over the output columns of one output row at a time, on the partitions: per batch element
+    the input is transposed once per kernel column into xt[ow, kw, c, r] = xp[c, r, ow*sw + kw*dw] (each a TensorE
+    transpose of a strided window of up to 128 input rows, the padding's rows and columns zeros set on chip), and
+    output row oh reads the window xt[:, :, :, oh*sh + kh*dh] of it in place as its moving operand, all C x KH x KW
+    columns in one matmul against grad_output's row transposed to [ow, co] (by a DMA transpose for DMA_ROWS_OF of
+    the rows where the target's DMAs transpose 2-byte types, on TensorE otherwise: all of them by DMA made the
+    DMA queues the bound, each transfer's fixed cost for 14 KiB). The banded gradient transposes a
+    window per kernel column and position tile instead (seven per tile for ResNet's 7 x 7 stem, each streaming
+    the tile's positions to fill 21 columns), and copies each out of PSUM.
+    """
+    _, m_tile, _ = matmul_limits(em)
+    batch, channels = layout_of(x).shape[:2]
+    cout, out_rows, out_columns = layout_of(grad_out).shape[1:]
+    kernel_rows, kernel_columns = kernel
+    row_stride, column_stride = stride
+    x_type, g_type = element_type_of(x), element_type_of(grad_out)
+    columns = kernel_columns * channels * kernel_rows  # the product's columns, (kw, c, kh) order
+    gw = alloc(em, (cout, channels, kernel_rows, kernel_columns), out_element_type)
+    gw_rows_layout = layout_of(gw).reshape((cout, columns))
+    assert gw_rows_layout is not None, "a fresh tensor is contiguous"
+    gw_rows = view(em, gw, gw_rows_layout)
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    k_tile = matmul_limits(em)[0]
+    group = row_group(out_rows, out_columns, padding[0], k_tile)
+    rows_extent = _grouped_rows_extent(out_rows, group, kernel_rows, row_stride, dilation[0])
+    block_rows = ROW_CONTRACTION_GRAD_BYTES // (out_columns * _itemsize(g_type))
+    block_rows = max(group, min(out_rows, block_rows) // group * group)
+    go_rows_layout = layout_of(grad_out).reshape((batch, cout, out_rows * out_columns))
+    go_rows = view(em, grad_out, go_rows_layout) if go_rows_layout is not None else None
+    dma_transposes = bool(emitter_target(em).dma_transpose_hbm_efficiency) and _itemsize(g_type) == 2
+    dma_transposes = dma_transposes and go_rows is not None
+
+    def row_products(e: LoopNestBuilder, n: Index, xt: SSAValue, co0: int, co_size: int) -> SSAValue:
+        """grad_output's co tile times the input windows of every output row of batch element n, in PSUM."""
+
+        def block(e2: LoopNestBuilder, offsets: list[Index], sizes: list[int], acc: SSAValue | None) -> SSAValue:
+            (oh0,), (count,) = offsets, sizes
+            groups = count // group
+            by_dma = [dma_transposes and q % DMA_ROWS_OF[1] < DMA_ROWS_OF[0] for q in range(groups)]
+            if not all(by_dma):
+                go = load(e2, grad_out, [n, co0, oh0, 0], (co_size, count, out_columns), dims=(1, 2, 3))
+            for q in range(groups):
+                positions = group * out_columns
+                if by_dma[q]:
+                    # [(rows, ow), co] straight from the DMA engines: TensorE keeps only the products
+                    assert go_rows is not None
+                    at = [n, co0, e2.mul(e2.add(oh0, q * group), out_columns)]
+                    stationary = load(e2, go_rows, at, (positions, co_size), dims=(2, 1))
+                else:
+                    rows_type = TileType((co_size, group, out_columns), g_type, Memory.SBUF)
+                    rows = e2.insert(tile.ExtractOp(go, [e2.index(q * group), e2.index(0)], rows_type)).result
+                    stationary = to_sbuf(e2, e2.insert(tile.TransposeOp(rows)).result, g_type)
+                moving_type = TileType((positions, kernel_columns, channels, kernel_rows), x_type, Memory.SBUF)
+                window = [e2.index(0), e2.index(0), e2.index(e2.mul(e2.add(oh0, q * group), row_stride))]
+                moving = e2.insert(tile.ExtractOp(xt, window, moving_type, [1, 1, dilation[0]])).result
+                result_type = TileType((co_size, columns), f32, Memory.PSUM)
+                acc = e2.insert(tile.MatmulOp(stationary, moving, result_type, acc)).result
+            assert acc is not None
+            return acc
+
+        return fold_nest(e, [(out_rows, block_rows)], block)
+
+    def per_element(e: LoopNestBuilder, idx: list[Index], sums: list[SSAValue]) -> list[SSAValue]:
+        (n,) = idx
+        xt = _transposed_input(
+            e, x, n, out_columns, kernel_columns, padding, column_stride, dilation[1], group, row_stride, rows_extent
+        )
+        added: list[SSAValue] = []
+        for (co0, co_size), total in zip(co_tiles, sums, strict=True):
+            product = row_products(e, n, xt, co0, co_size)
+            total_type = TileType((co_size, columns), f32, Memory.SBUF)
+            added.append(e.insert(tile.BinaryOp(total, product, "add", total_type)).result)
+        return added
+
+    zero_sums: list[SSAValue] = [
+        em.insert(tile.FillOp(0.0, TileType((co_size, columns), f32, Memory.SBUF))).result for _, co_size in co_tiles
+    ]
+    sums = _carry_nest(em, [batch], zero_sums, per_element)
+    for (co0, co_size), total in zip(co_tiles, sums, strict=True):
+        # the products' (kw, c, kh) columns back into the weight's (c, kh, kw) order
+        row: SSAValue = em.insert(tile.EmptyOp(TileType((co_size, columns), out_element_type, Memory.SBUF))).result
+        part = channels * kernel_rows
+        for kw in range(kernel_columns):
+            taken_type = TileType((co_size, part), f32, Memory.SBUF)
+            taken = em.insert(tile.ExtractOp(total, [em.index(kw * part)], taken_type)).result
+            row = em.insert(tile.InsertOp(taken, row, [em.index(kw)], [kernel_columns])).result
+        _store(em, row, gw_rows, [co0, 0], (0, 1))
+    return gw
+
+
 # Input-channel tiles up to which the phase-split input gradient emits each tile's instructions separately (its
 # store on a DMA queue of its own) instead of looping.
 STRAIGHT_INPUT_TILES = 8
@@ -2229,7 +2588,12 @@ def _direct_weight_gradient(
     (a block of one channel's taps too wide for a matmul) correlating strided window views."""
     rank = len(stride)
     kernel = layout_of(w).shape[2:]
-    k_tile = matmul_limits(em)[0]
+    k_tile, _, n_tile = matmul_limits(em)
+    itemsize = _itemsize(element_type_of(x))
+    if contracts_output_rows(
+        layout_of(x).shape, layout_of(w).shape, stride, padding, dilation, groups, k_tile, n_tile, itemsize
+    ):
+        return emit_row_weight_gradient(em, x, grad_out, kernel, stride, padding, dilation, out_element_type)
     xp = prepare_input(em, x, padding, padding, [1] * rank)
     if any(st > 1 for st in stride) and packs_kernel_rows(layout_of(x).shape[1], layout_of(w).shape, groups, k_tile):
         rows, w_rows = kernel_row_packing(em, xp, w, stride[0], dilation[0])

@@ -21,7 +21,7 @@ from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass, c
 
 
 def _weight_gradient_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...],
-                            dilation: tuple[int, ...], groups: int) -> str:  # fmt: skip
+                            dilation: tuple[int, ...], groups: int, padding: tuple[int, ...] | None = None) -> str:  # fmt: skip
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
@@ -31,7 +31,7 @@ def _weight_gradient_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[in
     zeros = tuple(0 for _ in stride)
     return f"""
 func.func @main(%go: {tensor(go)}, %x: {tensor(x)}, %w: {tensor(w)}) -> {tensor(w)} {{
-  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(zeros)}, dilation = {array(dilation)}, transposed = false, output_padding = {array(zeros)}, groups = {groups} : i64, output_mask = array<i1: false, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> (none, {tensor(w)}, none)
+  %gi, %gw, %gb = torch.aten.convolution_backward %go, %x, %w {{bias_sizes = array<i64: 0>, stride = {array(stride)}, padding = {array(padding or zeros)}, dilation = {array(dilation)}, transposed = false, output_padding = {array(zeros)}, groups = {groups} : i64, output_mask = array<i1: false, true, false>}} : ({tensor(go)}, {tensor(x)}, {tensor(w)}) -> (none, {tensor(w)}, none)
   func.return %gw : {tensor(w)}
 }}
 """
@@ -62,16 +62,17 @@ def test_weight_gradient_strategies_agree(monkeypatch, resident, name, go, x, w,
     assert taken == [True], f"the {'resident' if resident else 'per-block'} strategy did not lower {name}"
 
 
-def _weight_gradient_matches(name, go, x, w, stride, dilation, groups) -> None:
+def _weight_gradient_matches(name, go, x, w, stride, dilation, groups, padding=None) -> None:
     """Convert the weight gradient's torch function to tile IR and run it against PyTorch's."""
-    text = _weight_gradient_module(go, x, w, stride, dilation, groups)
+    padding = padding or tuple(0 for _ in stride)
+    text = _weight_gradient_module(go, x, w, stride, dilation, groups, padding)
     inputs = random_inputs(Parser(make_context(), text).parse_module())
     module = Parser(make_context(), text).parse_module()
     ConvertTorchToTilePass().apply(Context(), module)
     [got] = run_function(module, inputs)
     go_t, x_t, w_t = (torch.from_numpy(a) for a in inputs)
     _, expected, _ = torch.ops.aten.convolution_backward(
-        go_t, x_t, w_t, None, list(stride), [0] * len(stride), list(dilation), False, [0] * len(stride), groups,
+        go_t, x_t, w_t, None, list(stride), list(padding), list(dilation), False, [0] * len(stride), groups,
         [False, True, False],
     )  # fmt: skip
     numpy_close(np.asarray(got), expected.numpy(), f"{name} weight gradient")
@@ -102,6 +103,38 @@ def test_weight_gradient_folds_few_channels_taps(monkeypatch, name, go, x, w, st
     monkeypatch.setattr(convolution, "_insert_taps_folded", recording)
     _weight_gradient_matches(name, go, x, w, stride, dilation, groups)
     assert calls, f"{name}: the taps were not folded"
+
+
+# (name, grad_output, input, weight, stride, dilation, padding): few channels over output rows of 48-128 columns: a
+# stem-like 7 x 7 / 2 one padded on chip over two images and two output-channel tiles, one with dilated rows over
+# more input rows than a partition tile and padding on one axis only, and two whose output rows of 50 and 60
+# columns go two to a transpose (a patchify one, and a dilated one over two output-channel tiles).
+ROW_CONTRACTED_CASES = [
+    ("stem_two_channel_tiles", (2, 130, 4, 64), (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (1, 1), (3, 3)),
+    ("dilated_rows_past_a_tile", (1, 2, 63, 66), (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (2, 1), (0, 2)),
+    ("patchify_two_rows_per_tile", (2, 5, 4, 50), (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (1, 1), (0, 0)),
+    ("dilated_two_rows_per_tile", (1, 130, 6, 60), (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (2, 1), (0, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "go", "x", "w", "stride", "dilation", "padding"),
+    ROW_CONTRACTED_CASES,
+    ids=[c[0] for c in ROW_CONTRACTED_CASES],
+)
+def test_weight_gradient_contracted_over_output_rows(monkeypatch, name, go, x, w, stride, dilation, padding):
+    """Few input channels and long output rows: each output row's columns are the contraction, against the input
+    transposed once per kernel column; the weight gradient stays PyTorch's."""
+    original = convolution.emit_row_weight_gradient
+    calls: list[int] = []
+
+    def recording(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "emit_row_weight_gradient", recording)
+    _weight_gradient_matches(name, go, x, w, stride, dilation, 1, padding)
+    assert calls, f"{name}: the weight gradient was not contracted over output rows"
 
 
 def _backward_module(go: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...]) -> str:
@@ -156,14 +189,21 @@ def test_weight_gradient_products_emitted_after_the_input_gradient(monkeypatch, 
         numpy_close(np.asarray(ours), theirs.numpy(), f"{name} {label} gradient")
 
 
-def _forward_module(x: tuple[int, ...], w: tuple[int, ...], stride: tuple[int, ...], out: tuple[int, ...]) -> str:
+def _forward_module(
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    stride: tuple[int, ...],
+    out: tuple[int, ...],
+    padding: tuple[int, ...] = (0, 0),
+    dilation: tuple[int, ...] = (1, 1),
+) -> str:
     def tensor(shape: tuple[int, ...]) -> str:
         return f"tensor<{'x'.join(map(str, shape))}xf32>"
 
     bias = (w[0],)
     return f"""
 func.func @main(%x: {tensor(x)}, %w: {tensor(w)}, %b: {tensor(bias)}) -> {tensor(out)} {{
-  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
+  %0 = torch.aten.convolution %x, %w, %b {{stride = array<i64: {stride[0]}, {stride[1]}>, padding = array<i64: {padding[0]}, {padding[1]}>, dilation = array<i64: {dilation[0]}, {dilation[1]}>, transposed = false, output_padding = array<i64: 0, 0>, groups = 1 : i64}} : ({tensor(x)}, {tensor(w)}, {tensor(bias)}) -> {tensor(out)}
   func.return %0 : {tensor(out)}
 }}
 """
@@ -196,4 +236,44 @@ def test_interleaved_weight_rows_give_the_convolution(monkeypatch, name, x, w, s
     [got] = run_function(module, inputs)
     x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
     expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride)
+    numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
+
+
+# (name, input, weight, stride, padding, dilation, output): few channels over output rows of 48-128 columns, as in the
+# weight gradient's cases above (two output-channel tiles and two kernel-column chunks; dilated rows past a tile;
+# two output rows per transpose), and patches of 588 columns, more than the weight gradient's moving operand takes
+# (five chunks of kernel columns, the last partial).
+ROW_CONVOLUTION_CASES = [
+    ("stem_two_channel_tiles", (2, 3, 7, 127), (130, 3, 7, 7), (2, 2), (3, 3), (1, 1), (2, 130, 4, 64)),
+    ("dilated_rows_past_a_tile", (1, 1, 130, 66), (2, 1, 3, 5), (2, 1), (0, 2), (2, 1), (1, 2, 63, 66)),
+    ("patchify_two_rows_per_tile", (2, 3, 16, 200), (5, 3, 4, 4), (4, 4), (0, 0), (1, 1), (2, 5, 4, 50)),
+    ("dilated_two_rows_per_tile", (1, 2, 10, 60), (130, 2, 3, 3), (1, 1), (0, 1), (2, 1), (1, 130, 6, 60)),
+    ("patches_wider_than_a_bank", (1, 3, 28, 700), (4, 3, 14, 14), (14, 14), (0, 0), (1, 1), (1, 4, 2, 50)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "w", "stride", "padding", "dilation", "out"),
+    ROW_CONVOLUTION_CASES,
+    ids=[c[0] for c in ROW_CONVOLUTION_CASES],
+)
+def test_convolution_over_transposed_rows(monkeypatch, name, x, w, stride, padding, dilation, out):
+    """Few input channels and long output rows: each output row's patches come from the input transposed once
+    per kernel column, transposed back in chunks of kernel columns; the output stays PyTorch's."""
+    original = convolution.emit_row_convolution
+    taken: list[int] = []
+
+    def recording(*args, **kwargs):
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(convolution, "emit_row_convolution", recording)
+    text = _forward_module(x, w, stride, out, padding, dilation)
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    module = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), module)
+    assert taken, f"{name}: the convolution did not take the transposed rows"
+    [got] = run_function(module, inputs)
+    x_t, w_t, b_t = (torch.from_numpy(a) for a in inputs)
+    expected = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=padding, dilation=dilation)
     numpy_close(np.asarray(got), expected.numpy(), f"{name} convolution")
