@@ -129,19 +129,17 @@ def main() -> None:
     options = parser.parse_args()
     if options.device:
         os.environ["NEURON_MLIR_TARGET"] = options.target  # the device's core, read when its memory is made
-        cases = _cases()
-        print("| case | eager ops on the device | on the host | simulated, eager | simulated, compiled | max error |")
-        print("|---|---|---|---|---|---|")
-        for family in options.cases.split(","):
-            for name, fn, inputs in cases[family]:
-                run_on_device(name, fn, inputs, options.target)
-        return
+        columns = "eager ops on the device | on the host | simulated, eager | simulated, compiled | max error"
+        run = run_on_device
+    else:
+        columns = "compile + run | simulated | MFU | of roofline | max error | CPU nodes"
+        run = run_case
     cases = _cases()
-    print("| case | compile + run | simulated | MFU | of roofline | max error | CPU nodes |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| case | {columns} |")
+    print("|---" * (columns.count("|") + 2) + "|")
     for family in options.cases.split(","):
         for name, fn, inputs in cases[family]:
-            run_case(name, fn, inputs, options.target)
+            run(name, fn, inputs, options.target)
 
 
 if __name__ == "__main__":
