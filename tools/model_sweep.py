@@ -9,10 +9,10 @@ The classes are enumerated from transformers' auto mappings (`MODEL_MAPPING_NAME
 every `MODEL_*_MAPPING_NAMES` of `transformers.models.auto.modeling_auto`), one row per class. Each is built
 offline (HF_HUB_OFFLINE; nothing is downloaded, `from_pretrained` is never called) from its configuration class's
 defaults, shrunk by `shrink_config`: width 32, 2 heads, 2 layers, vocabulary 128, 32-pixel images, short audio,
-dropout and stochastic depth off. Its inputs are made from the model's main input name and the required
-arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout` in CPU seconds,
-`--memory-gib` as an address-space limit, both set by `resource.setrlimit`), forked from a server that imported
-torch, transformers and the compiler once:
+dropout, stochastic depth and random augmentations off. Its inputs are made from the model's main input name and
+the required arguments of its `forward` (`make_inputs`). Then, in a process of its own per class (`--timeout` in
+CPU seconds, `--memory-gib` as an address-space limit, both set by `resource.setrlimit`), forked from a server that
+imported torch, transformers and the compiler once:
 
 1. eager: a forward under `torch.no_grad()`, and a training step: forward, the loss sum(output * R) over the
    first floating output with a fixed random R, backward;
@@ -234,6 +234,11 @@ def _scaled_sections(sections: list[int], total: int) -> list[int]:
     return [*scaled, max(1, total - sum(scaled))]
 
 
+# Training-time random augmentations a configuration switches on (DINOv3's RoPE coordinates shifted, jittered and
+# rescaled by random draws): like dropout, off, since eager's random numbers are not the device's
+_RANDOM_AUGMENTATIONS = frozenset({"pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale"})
+
+
 def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
     """The tiny value of one configuration attribute, or `value` itself when the attribute is not a size."""
     if isinstance(value, float) and (
@@ -241,6 +246,8 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
         or name.endswith("_layerdrop") or (name.startswith("mask_") and name.endswith("_prob"))
     ):  # fmt: skip
         return 0.0
+    if name in _RANDOM_AUGMENTATIONS:
+        return None
     if _is_int(value):
         if name in _WIDTH_NAMES or (name.endswith("_hidden_size") and "intermediate" not in name):
             return min(value, WIDTH)

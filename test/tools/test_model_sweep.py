@@ -47,6 +47,8 @@ def test_tiny_configurations():
     assert whisper.d_model == 32
     assert whisper.max_source_positions == 16
     assert whisper.num_mel_bins == 16
+    dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off
+    assert (dinov3.pos_embed_shift, dinov3.pos_embed_jitter, dinov3.pos_embed_rescale) == (None, None, None)
 
 
 def test_inputs_by_argument_name(every_architecture):
