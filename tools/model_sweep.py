@@ -239,13 +239,22 @@ def _scaled_sections(sections: list[int], total: int) -> list[int]:
 _RANDOM_AUGMENTATIONS = frozenset({"pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale"})
 
 
+def _is_dropout(name: str) -> bool:
+    """A configuration attribute that is a dropout or stochastic-depth probability (a float, or one per stage)."""
+    return (
+        "dropout" in name or name.endswith("pdrop") or name.endswith("drop_rate")
+        or name in ("layerdrop", "drop_path_rate") or name.endswith("_layerdrop")
+        or (name.startswith("mask_") and name.endswith("_prob"))
+    )  # fmt: skip
+
+
 def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
     """The tiny value of one configuration attribute, or `value` itself when the attribute is not a size."""
-    if isinstance(value, float) and (
-        "dropout" in name or name.endswith("pdrop") or name in ("layerdrop", "drop_path_rate", "drop_rate")
-        or name.endswith("_layerdrop") or (name.startswith("mask_") and name.endswith("_prob"))
-    ):  # fmt: skip
-        return 0.0
+    if _is_dropout(name):
+        if isinstance(value, float):
+            return 0.0
+        if isinstance(value, list | tuple) and value and all(isinstance(v, float) for v in value):
+            return type(value)([0.0] * len(value))  # per stage (CvT's drop_path_rate (0.0, 0.0, 0.1))
     if name in _RANDOM_AUGMENTATIONS:
         return None
     if _is_int(value):

@@ -47,6 +47,8 @@ def test_tiny_configurations():
     assert whisper.d_model == 32
     assert whisper.max_source_positions == 16
     assert whisper.num_mel_bins == 16
+    cvt = model_sweep.tiny_config("cvt")  # dropout and stochastic depth given per stage
+    assert [list(cvt.drop_path_rate), list(cvt.drop_rate), list(cvt.attention_drop_rate)] == [[0.0] * 3] * 3
     dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off
     assert (dinov3.pos_embed_shift, dinov3.pos_embed_jitter, dinov3.pos_embed_rescale) == (None, None, None)
 
