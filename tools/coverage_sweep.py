@@ -36,9 +36,10 @@ keyed by a fingerprint of the sources the mode depends on; `--reuse-stale` also 
 sources (for iterating on a few ops), `--refresh` recomputes everything asked for. `--subset ci` selects the
 fast representative entries the test suite runs (`CI_SUBSET`).
 
-Coverage is reported over every entry, and separately for the entries each lowering-coverage issue owns
-(`ISSUE_SUBSETS`): percentage = native / (entries with a graph). Fallbacks whose float32 samples give float64 or
-complex128 results (no NeuronCore storage type holds them) have a row of their own, and the others one beside it.
+Coverage is reported over every entry, and separately for two families of ops (`FAMILIES`: elementwise and
+reduction ops; matmul, convolution and indexing ops): percentage = native / (entries with a graph). Fallbacks whose
+float32 samples give float64 or complex128 results (no NeuronCore storage type holds them) have a row of their own,
+and the others one beside it.
 """
 
 from __future__ import annotations
@@ -73,11 +74,10 @@ WIDE_DTYPES = (torch.float64, torch.complex128)
 WIDE_FALLBACK = "float64 or complex128 results, ran on the CPU: "
 DEFAULT_OUTPUT = REPO / "docs" / "coverage.md"
 
-# The OpInfo entries each lowering-coverage issue is measured on (entry names as `entry_name` spells them).
-ISSUE_SUBSETS: dict[str, frozenset[str]] = {
-    # Issue 6: elementwise, activations, comparisons, casts, creation, RNG, reductions, softmax, normalization,
-    # scans, sort.
-    "6": frozenset(
+# The OpInfo entries of each family of ops the report counts apart (entry names as `entry_name` spells them).
+FAMILIES: dict[str, frozenset[str]] = {
+    # elementwise, activations, comparisons, casts, creation, RNG, reductions, softmax, normalization, scans, sort
+    "elementwise": frozenset(
         {
             # arithmetic
             *("add", "sub", "mul", "rsub", "div.no_rounding_mode", "div.trunc_rounding", "div.floor_rounding"),
@@ -123,8 +123,8 @@ ISSUE_SUBSETS: dict[str, frozenset[str]] = {
             *("cumsum", "sort", "topk", "argsort", "msort"),
         }
     ),
-    # Issue 7: matmul, convolution, pooling, embedding, indexing, scatter, views, padding.
-    "7": frozenset(
+    # matmul, convolution, pooling, embedding, indexing, scatter, views, padding
+    "structured": frozenset(
         {
             *("mm", "bmm", "addmm", "addmm.decomposed", "addmv", "addbmm", "baddbmm", "dot", "vdot", "mv", "addr"),
             *("matmul", "linalg.vecdot", "inner", "outer", "einsum", "tensordot", "nn.functional.linear"),
@@ -1030,10 +1030,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def issue_of(name: str) -> str:
-    for issue, names in ISSUE_SUBSETS.items():
+def family_of(name: str) -> str:
+    for family, names in FAMILIES.items():
         if name in names:
-            return issue
+            return family
     return ""
 
 
@@ -1062,10 +1062,10 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
         summary_line("float64 or complex128 results", wide),
         summary_line("all but those", [r for r in results if not (r.status == "fallback" and r.wide_result)]),
     ]
-    for issue, names in ISSUE_SUBSETS.items():
+    for family, names in FAMILIES.items():
         subset = [r for r in results if r.name in names]
         if subset:
-            lines.append(summary_line(f"issue {issue} subset", subset))
+            lines.append(summary_line(f"{family} ops", subset))
     if device:
         lines += [
             "",
@@ -1098,20 +1098,20 @@ def report(results: list[EntryResult], max_samples: int, device: list[DeviceEntr
                 held = [v for v in verdicts if v.status == "fallback" and (v.wide_result or v.name in wide_names)]
                 lines.append(summary_line("device, float32, float64 or complex128 results", held))
                 lines.append(summary_line("device, float32, all but those", [v for v in verdicts if v not in held]))
-            for issue, names in ISSUE_SUBSETS.items():
+            for family, names in FAMILIES.items():
                 subset = [v for v in verdicts if v.name in names]
                 if subset:
-                    lines.append(summary_line(f"device, {dtype}, issue {issue} subset", subset))
+                    lines.append(summary_line(f"device, {dtype}, {family} ops", subset))
     lines += ["", "## Notes", "", *NOTES]
-    header = "| entry | issue | status | reason |" + "".join(f" device {d} |" for d in dtypes)
+    header = "| entry | family | status | reason |" + "".join(f" device {d} |" for d in dtypes)
     lines += ["", "## Per entry", "", header, "|---|---|---|---|" + "---|" * len(dtypes)]
     order = {"failing": 0, "fallback": 1, "native": 2, "no graph": 3}
-    for r in sorted(results, key=lambda r: (issue_of(r.name) == "", issue_of(r.name), order[r.status], r.name)):
+    for r in sorted(results, key=lambda r: (family_of(r.name) == "", family_of(r.name), order[r.status], r.name)):
         on_device = device_by_name.get(r.name)
         cells = "".join(
             f" {on_device.by_dtype[d].status if on_device and d in on_device.by_dtype else ''} |" for d in dtypes
         )
-        lines.append(f"| `{r.name}` | {issue_of(r.name)} | {r.status} | {_cell(_reason(r))} |{cells}")
+        lines.append(f"| `{r.name}` | {family_of(r.name)} | {r.status} | {_cell(_reason(r))} |{cells}")
     fallen = Counter(op for r in results for op in r.fallback_ops)
     if fallen:
         lines += ["", "## Ops that fell back to the CPU, by entries", ""]
@@ -1159,7 +1159,7 @@ def compile_results_of_report(path: Path) -> list[EntryResult]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", help="comma-separated op or entry names (default: all of op_db)")
-    parser.add_argument("--subset", choices=["ci", *ISSUE_SUBSETS], help="a named subset of entries")
+    parser.add_argument("--subset", choices=["ci", *FAMILIES], help="a named subset of entries")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both", help="torch.compile, the device, or both")
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
@@ -1181,7 +1181,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.subset == "ci":
         names = list(CI_SUBSET)
     elif options.subset is not None:
-        names = sorted(ISSUE_SUBSETS[options.subset])
+        names = sorted(FAMILIES[options.subset])
     started = time.perf_counter()
     cache = None if options.no_cache else options.cache
     exact = options.subset is not None
@@ -1205,10 +1205,10 @@ def main(argv: list[str] | None = None) -> int:
         if wide:
             rest = coverage(r for r in results if not (r.status == "fallback" and r.wide_result))
             print(f"float64 or complex128 results: {len(wide)}; the others: {percentage(rest):.1f}% {rest}")
-        for issue, subset_names in ISSUE_SUBSETS.items():
+        for family, subset_names in FAMILIES.items():
             subset = coverage(r for r in results if r.name in subset_names)
             if sum(subset.values()):
-                print(f"issue {issue} subset: {percentage(subset):.1f}% {subset}")
+                print(f"{family} ops: {percentage(subset):.1f}% {subset}")
     for dtype in (str(d).removeprefix("torch.") for d in DEVICE_DTYPES if device is not None):
         verdicts = [d.by_dtype[dtype] for d in device or [] if dtype in d.by_dtype]
         for v in verdicts:

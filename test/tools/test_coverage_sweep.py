@@ -34,9 +34,9 @@ def test_classification_and_report():
     assert "| all of op_db | 5 | 1 | 2 | 1 | 1 | **25.0%** (1/4) |" in text
     assert "| float64 or complex128 results | 1 | 0 | 1 | 0 | 0 | **0.0%** (0/1) |" in text
     assert "| all but those | 4 | 1 | 1 | 1 | 1 | **33.3%** (1/3) |" in text
-    assert "| issue 6 subset | 3 | 1 | 1 | 0 | 1 | **50.0%** (1/2) |" in text
-    assert "| issue 7 subset | 1 | 0 | 0 | 1 | 0 | **0.0%** (0/1) |" in text
-    assert "| `cumsum` | 6 | fallback | ran on the CPU: aten.cumsum.default |" in text
+    assert "| elementwise ops | 3 | 1 | 1 | 0 | 1 | **50.0%** (1/2) |" in text
+    assert "| structured ops | 1 | 0 | 0 | 1 | 0 | **0.0%** (0/1) |" in text
+    assert "| `cumsum` | elementwise | fallback | ran on the CPU: aten.cumsum.default |" in text
     assert "- `aten.cumsum.default`: 1" in text
 
 
@@ -97,8 +97,8 @@ def test_device_verdicts_enter_the_report():
     wide_text = coverage_sweep.report(results, 3, device)
     assert "| device, float32, float64 or complex128 results | 1 | 0 | 1 | 0 | 0 | **0.0%** (0/1) |" in wide_text
     assert "| device, float32, all but those | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in wide_text
-    assert "| device, bfloat16, issue 6 subset | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in text
-    assert "| `add` | 6 | native |  | native | native |" in text
+    assert "| device, bfloat16, elementwise ops | 1 | 1 | 0 | 0 | 0 | **100.0%** (1/1) |" in text
+    assert "| `add` | elementwise | native |  | native | native |" in text
     assert "| `nonzero` | fallback | on the host: data-dependent shape |" in text
     assert "- `aten.nonzero.default`: 1" in text
 
