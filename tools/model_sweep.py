@@ -30,6 +30,10 @@ Results are cached per class in `--cache` (build/model-sweep/), written as each 
 interrupted sweep continues where it stopped; a cached result counts when it was computed by the current sources
 (a fingerprint of the compiler's packages and this file), or always with `--reuse-stale`. The server imports a
 copy of the packages taken when the sweep starts, so edits to the checkout during a long run change nothing.
+A whole sweep takes hours of CPU, more than a machine's cache may live: `--results` keeps a record of every
+class's result (docs/model-sweep.jsonl, with the commit and fingerprint that produced it), read into the cache
+where it has nothing and rewritten after each run, so a sweep continues on another machine and the report can be
+regenerated from the record alone (`--report-only --reuse-stale`).
 The report is the generated section "model-sweep" of docs/models.md (`tools/doc_sections.py`), next to the
 real-width set's section, which `make models` writes.
 """
@@ -808,6 +812,37 @@ def cache_path(cache: Path, name: str) -> Path:
     return cache / f"{name}.json"
 
 
+def import_results(results_file: Path, cache: Path) -> int:
+    """Copy the results of a JSON Lines record (`export_results`) into `cache` for the classes the cache has no
+    result of; the number copied. A sweep takes hours and its cache is local to a machine: the record, kept next to
+    the report, lets a sweep continue elsewhere and the report be regenerated from what was run."""
+    if not results_file.exists():
+        return 0
+    cache.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for line in results_file.read_text().splitlines():
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        path = cache_path(cache, data["name"])
+        if not path.exists():
+            path.write_text(json.dumps(data))
+            copied += 1
+    return copied
+
+
+def export_results(results_file: Path, results: dict[str, ArchitectureResult]) -> None:
+    """Add the finished `results` to the record (replacing its results of the same classes, keeping the others'),
+    one JSON object a line in class-name order, so that the record's diffs show what changed."""
+    record = {}
+    if results_file.exists():
+        record = {json.loads(line)["name"]: line for line in results_file.read_text().splitlines() if line.strip()}
+    for name, result in results.items():
+        if finished(result):
+            record[name] = json.dumps(asdict(result), sort_keys=True)
+    results_file.write_text("".join(record[name] + "\n" for name in sorted(record)))
+
+
 def load_cached(cache: Path, name: str) -> ArchitectureResult | None:
     path = cache_path(cache, name)
     if not path.exists():
@@ -1135,6 +1170,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--output", type=Path, default=DEFAULT_OUTPUT, help="the Markdown file of the report ('-': stdout)"
     )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="a JSON Lines record of the results: read into the cache where it has no result "
+        "of a class, rewritten at the end with every result known",
+    )
     parser.add_argument("--no-report", action="store_true", help="run, but leave the report alone")
     parser.add_argument("--report-only", action="store_true", help="run nothing: the report of the cached results")
     options = parser.parse_args(argv)
@@ -1146,6 +1187,9 @@ def main(argv: list[str] | None = None) -> int:
         for a in selected:
             print(f"{a.name}\t{a.model_type}\t{a.mapping}")
         return 0
+    if options.results is not None:
+        copied = import_results(options.results, options.cache)
+        print(f"{copied} results taken from {options.results}", file=sys.stderr)
     to_run = [] if options.report_only else selected[: options.limit] if options.limit is not None else selected
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as snapshot:
@@ -1163,6 +1207,8 @@ def main(argv: list[str] | None = None) -> int:
             cached = load_cached(options.cache, architecture.name)
             if cached is not None and finished(cached):
                 results[architecture.name] = cached
+    if options.results is not None:
+        export_results(options.results, results)
     counts = summary(selected, results)
     print(
         f"{counts['run']} of {counts['architectures']} run; aot_eager pass {counts['ceiling_pass']}, of which "

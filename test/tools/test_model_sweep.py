@@ -2,7 +2,9 @@
 of a run against eager, the child process's timeout, and its own section of docs/models.md. The backend here is
 aot_eager (and a deliberately wrong one); the sweep itself (`make model-sweep`) runs neuron-mlir."""
 
+import json
 import os
+from dataclasses import asdict
 
 import pytest
 
@@ -134,3 +136,29 @@ def test_each_generator_rewrites_only_its_section(tmp_path):
     assert doc_sections.read_section(page, "model-sweep") == "## Sweep\n\nfirst"
     assert text.index("Real width") < text.index("Sweep")
     assert "old" not in text
+
+
+def test_the_results_record_seeds_the_cache_and_keeps_other_classes(tmp_path):
+    record, cache = tmp_path / "record.jsonl", tmp_path / "cache"
+    passing = model_sweep.BackendResult("pass")
+    first = model_sweep.ArchitectureResult("AModel", "a", built=True, backends={"aot_eager": passing}, commit="c1")
+    second = model_sweep.ArchitectureResult("BModel", "b", error="not built: no", commit="c1")
+    model_sweep.export_results(record, {"BModel": second, "AModel": first})
+    assert [line.split('"name": ')[1][:8] for line in record.read_text().splitlines()] == ['"AModel"', '"BModel"']
+
+    # a run of one class replaces that class's record and leaves the other's
+    rerun = model_sweep.ArchitectureResult("BModel", "b", built=True, backends={"aot_eager": passing}, commit="c2")
+    model_sweep.export_results(record, {"BModel": rerun})
+    # a result still running (a backend without a verdict) is not recorded
+    running = model_sweep.ArchitectureResult(
+        "CModel", "c", built=True, backends={"aot_eager": model_sweep.BackendResult("failing", model_sweep.UNFINISHED)}
+    )
+    model_sweep.export_results(record, {"CModel": running})
+
+    # an existing cache entry wins over the record's
+    cache.mkdir()
+    model_sweep.cache_path(cache, "AModel").write_text(json.dumps(asdict(rerun) | {"name": "AModel", "commit": "c3"}))
+    assert model_sweep.import_results(record, cache) == 1
+    assert model_sweep.load_cached(cache, "AModel").commit == "c3"
+    assert model_sweep.load_cached(cache, "BModel") == rerun
+    assert model_sweep.load_cached(cache, "CModel") is None
