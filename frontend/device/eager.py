@@ -663,7 +663,7 @@ def _written_positions(
 def _run_program(
     program: _Program, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]
 ) -> Any:
-    alone = _check_overlap(program, flat) if program.written_positions else []
+    alone = _check_overlap(program, flat, facts.name) if program.written_positions else []
     written = [flat[p] for p in program.written_positions]
     fresh_tensors: dict[int, torch.Tensor] = {}
     into: list[np.ndarray | None] = []
@@ -786,14 +786,22 @@ def _fresh_result(position: int, fresh_tensors: dict[int, torch.Tensor], outputs
     return storage.from_array(outputs[position]) if tensor is None else tensor
 
 
-def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
+# Ops whose every element written gets the same value whatever the order, which PyTorch lets write a tensor whose
+# elements share memory (`x.expand(2, 3).fill_(5)`: ATen's scalar fill turns its overlap check off; a fill from a
+# tensor keeps it)
+_IDEMPOTENT_WRITES = frozenset({"aten.fill_.Scalar", "aten.zero_.default"})
+
+
+def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
     """PyTorch's checks before a write (TensorIterator's): no written tensor whose elements share memory (an
-    expanded tensor), and none that partly overlaps an operand it reads; both dense, as PyTorch decides them.
-    A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is safe.
+    expanded tensor; but see `_IDEMPOTENT_WRITES`), and none that partly overlaps an operand it reads; both dense,
+    as PyTorch decides them. A program reads every operand before it writes, so a full overlap (`x.add_(x)`) is
+    safe.
 
     Returns, per written tensor, whether it is the only operand over its storage (`_destinations`)."""
     if len(program.tensor_positions) == 1:  # the written tensor alone (`fill_`, `zero_`, `relu_`): no other operand
-        _check_internal_overlap(flat[program.written_positions[0]])
+        if name not in _IDEMPOTENT_WRITES:
+            _check_internal_overlap(flat[program.written_positions[0]])
         return [True]
     # only tensors over one storage can overlap: the pairs are looked for per storage (a foreach op over a
     # model's parameters writes dozens of tensors, each read beside dozens of others); a storage is told by its
@@ -805,7 +813,8 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
     alone: list[bool] = []
     for position in program.written_positions:
         written = flat[position]
-        _check_internal_overlap(written)
+        if name not in _IDEMPOTENT_WRITES:
+            _check_internal_overlap(written)
         others = by_storage[(written.is_cpu, written.untyped_storage().data_ptr())]
         # the written tensor counts once: passed again, or another view of its storage, it is not alone
         alone.append(len(others) == 1)
@@ -930,6 +939,11 @@ def _operand_array(value: torch.Tensor) -> np.ndarray:
 
 def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
     """Store a program's output `value` into device tensor `tensor` (of its shape), in `tensor`'s own strides."""
+    if any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)):
+        # an idempotent write into an expanded tensor (`_IDEMPOTENT_WRITES`): its elements along a stride-0
+        # dimension are one memory location and all equal, so the first of each stands for the rest
+        first = tuple(slice(0, 1) if stride == 0 else slice(None) for stride in tensor.stride())
+        tensor, value = tensor[first], value[first]
     target = storage.dense_array(tensor)
     if target is not None and target.dtype == value.dtype:
         np.copyto(target, value)

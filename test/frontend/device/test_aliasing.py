@@ -106,6 +106,24 @@ def test_overlapping_as_strided_reads_and_refuses_writes(eager_mode):
     _same(device, host)
 
 
+def test_fills_write_expanded_tensors_as_pytorch_does(eager_mode):
+    # a fill gives every element the same value whatever the order, so PyTorch lets it write an expanded tensor
+    host, device = _pair((4, 1))
+    for fill in (lambda t: t.fill_(5.0), lambda t: t.zero_()):
+        fill(device[1:3].expand(2, 6))
+        fill(host[1:3].expand(2, 6))
+        _same(device, host)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        device[1:3].expand(2, 6).fill_(torch.tensor(-2.0, device="neuron"))  # as on the CPU: a tensor's fill checks
+    _same(device, host)
+    pending = device * 3  # a region still recording when the fill comes
+    device.as_strided((3, 4), (1, 0)).fill_(7.0)
+    host_pending = host * 3
+    host.as_strided((3, 4), (1, 0)).fill_(7.0)
+    _same(pending, host_pending)
+    _same(device, host)
+
+
 def test_a_loop_of_views_and_in_place_steps_leaks_no_device_memory(eager_mode):
     gc.collect()
     start = neuron.memory_allocated()
