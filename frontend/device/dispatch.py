@@ -465,7 +465,7 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
         if _eager is None:
             from neuron_mlir.frontend.device import eager as _eager
         for index in tensor_arguments:
-            if index < len(args) and isinstance(args[index], int | float | complex):
+            if index < len(args) and isinstance(args[index], _NUMBERS):
                 args = _numbers_as_tensors(args, tensor_arguments)
                 break
         flat = _eager._leaves(args, kwargs)
@@ -488,6 +488,10 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
     return structured_kernel
 
 
+# a tuple of types, not a union: `int | float | complex` in a call makes a union object on every evaluation
+_NUMBERS = (int, float, complex)
+
+
 def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> tuple[Any, ...]:
     """The arguments with Python numbers where the schema takes a tensor as 0-d CPU tensors. A C++ composite
     passes a scalar operand as a wrapped-number tensor (`remainder(indices, 5)` within `take_along_dim`), which
@@ -495,7 +499,7 @@ def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> t
     dtype, bool, complex) takes part in type promotion as the number does."""
     values = list(args)
     for index in tensor_arguments:
-        if index < len(values) and isinstance(values[index], int | float | complex):
+        if index < len(values) and isinstance(values[index], _NUMBERS):
             values[index] = torch.tensor(values[index])
     return tuple(values)
 

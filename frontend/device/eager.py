@@ -418,9 +418,10 @@ def _signature(
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
-    structure = [len(v) if isinstance(v, list | tuple) else -1 for v in args]
+    sequence = _SEQUENCES
+    structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
-        structure += [len(v) if isinstance(v, list | tuple) else -1 for v in kwargs.values()]
+        structure += [len(v) if isinstance(v, sequence) else -1 for v in kwargs.values()]
     parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
     append = parts.append
     tensor, strided, symbolic = torch.Tensor, torch.strided, _SYMBOLIC
@@ -444,12 +445,17 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments flattened as `tree_flatten((args, kwargs))` orders them (on every call: no pytree machinery
     for the lists and dicts of plain values the dispatcher passes)."""
     flat: list[Any] = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, list | tuple):
+    sequence = _SEQUENCES
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, sequence):
             flat.extend(value)
         else:
             flat.append(value)
     return flat
+
+
+# a tuple of types, not a union: `list | tuple` in a call makes a union object on every evaluation
+_SEQUENCES = (list, tuple)
 
 
 def _compile(
@@ -761,6 +767,9 @@ def _results(
 ) -> Any:
     """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
     holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
+    returned = facts.returned_arguments
+    if len(returned) == 1 and returned[0] is None and not program.absent_returns and not program.list_returns:
+        return _fresh_result(len(program.written_positions), fresh_tensors, outputs)  # one fresh result
     fresh = itertools.count(len(program.written_positions))
     results: list[torch.Tensor | list[torch.Tensor] | None] = []
     for index, source in enumerate(facts.returned_arguments):

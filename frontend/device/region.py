@@ -142,12 +142,12 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     stored = tensor.untyped_storage()
     block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
     dtype = tensor.dtype
-    offset = int(tensor.storage_offset())
+    offset = tensor.storage_offset()
+    contiguous = tensor.is_contiguous()
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
         itemsize = dtype.itemsize
         start = offset * itemsize
-        contiguous = tensor.is_contiguous()
         if contiguous:
             nbytes = tensor.numel() * itemsize
         else:
@@ -161,19 +161,30 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
                 return _within(entry, tensor, start, nbytes)
     # an operand read from device memory: one input per place, the same tensor geometry read once
     shape = tensor.shape
-    contiguous = tensor.is_contiguous()
-    key = (id(block), offset, shape, None if contiguous else tensor.stride(), dtype)
+    if contiguous:
+        key: tuple[Any, ...] = (id(block), offset, shape, dtype)
+    else:
+        key = (id(block), offset, shape, dtype, tensor.stride())
     index = region.input_keys.get(key)
     if index is None:
         region.input_blocks.add(id(block))
-        dense = storage.dense_array(tensor) if contiguous else None
+        dense = None
+        if contiguous:
+            # the array `storage.dense_array` keeps on the storage, found without a second look at the tensor
+            arrays = getattr(stored, _DENSE_ARRAYS_ATTRIBUTE, None)
+            dense = arrays.get((offset, shape, dtype)) if arrays is not None else None
+            if dense is None:
+                dense = storage.dense_array(tensor)
         region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
         region.input_types.append((tuple(shape), dtype))
         index = region.input_keys[key] = len(region.inputs) - 1
-    return ("input", index)
+    return _INPUT_SOURCES[index] if index < len(_INPUT_SOURCES) else ("input", index)
 
 
+# the sources of the first inputs, made once: a region reads hundreds of inputs step after step
+_INPUT_SOURCES: list[Source] = [("input", index) for index in range(1024)]
 _BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
+_DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -281,19 +292,20 @@ def record(
     """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
     graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
     the op cannot join the region; the region has then run, and the caller runs the op alone."""
-    stream = streams.current_stream()
+    stream = streams._current or streams.current_stream()
     task = _graph_task_id()
     region = _region
     if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
     pending = region.pending
-    # per output: its block, the bytes it covers there and the block's pending values (None: none yet)
+    # per output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None: none yet)
     spans = []
     for tensor, _ in outputs:
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
-        itemsize = tensor.dtype.itemsize
-        start = int(tensor.storage_offset()) * itemsize
+        dtype = tensor.dtype
+        itemsize = dtype.itemsize
+        start = tensor.storage_offset() * itemsize
         nbytes = tensor.numel() * itemsize
         held = pending.get(id(block))
         if held is not None:
@@ -302,7 +314,7 @@ def record(
             elif not _writes_cleanly(held[1], start, nbytes):
                 flush()
                 return False
-        spans.append((block, start, nbytes, held))
+        spans.append((tensor, block, dtype, start, nbytes, held))
     mark = len(region.inputs)
     found: list[Source] = []
     for operand in operands:
@@ -325,10 +337,10 @@ def record(
     values = []
     stored, target_blocks = region.stored, region.target_blocks
     value = region.value_count
-    for (tensor, _), (block, start, nbytes, held) in zip(outputs, spans, strict=True):
+    for tensor, block, dtype, start, nbytes, held in spans:
         values.append(value)
         strides = None if tensor.is_contiguous() else tuple(tensor.stride())
-        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape), strides)
+        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides)
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
             held = pending.get(id(block))

@@ -51,7 +51,6 @@ _device: torch.device | None = None
 # On POSIX, os.environ keeps the encoded environment in a dict its setters update; reading it directly skips the
 # encoding and decoding of `os.environ.get`, a good part of a microsecond per setting that every eager op reads.
 _ENVIRON_DATA: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
-_ENCODED_NAMES: dict[str, bytes] = {}
 
 
 def setting(name: str, default: str) -> str:
@@ -60,11 +59,21 @@ def setting(name: str, default: str) -> str:
     data = _ENVIRON_DATA
     if data is None:
         return os.environ.get(name, default)
-    key = _ENCODED_NAMES.get(name)
-    if key is None:
-        key = _ENCODED_NAMES[name] = os.fsencode(name)
-    value = data.get(key)
-    return default if value is None else os.fsdecode(value)
+    known = _settings.get(name)
+    if known is None:
+        known = _settings[name] = [os.fsencode(name), _UNREAD, default, default]
+    raw = data.get(known[0])
+    # os.environ's setters store a new bytes object: the same object read again is the same value, decoded once
+    # (the entry holds it, so its identity cannot pass to another value)
+    if raw is not known[1] or default is not known[2]:
+        known[1], known[2] = raw, default
+        known[3] = default if raw is None else os.fsdecode(raw)
+    return known[3]
+
+
+# per setting's name: [its encoded name, the raw value last read, the default it was read with, the setting then]
+_settings: dict[str, list[Any]] = {}
+_UNREAD: Any = object()
 
 
 # what runs a pending region of recorded eager ops (`region.flush`) while one is pending, else None
