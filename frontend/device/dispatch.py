@@ -39,7 +39,7 @@ _HOST_OPERANDS_ALLOWED = {"aten::index", "aten::index_put_", "aten::index_put", 
 
 
 def _is_device(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE
+    return isinstance(value, torch.Tensor) and storage.on_device(value)
 
 
 def _memory_format_strides(size: list[int], memory_format: torch.memory_format | None) -> list[int]:
@@ -516,7 +516,12 @@ def _contiguous_results(
     key = (
         op,
         tuple(kwargs),
-        *((v.shape, v.stride(), v.dtype, v.device.type) if isinstance(v, torch.Tensor) else (type(v), v) for v in flat),
+        *(
+            (v.shape, v.stride(), v.dtype, v.is_cpu, storage.on_device(v))
+            if isinstance(v, torch.Tensor)
+            else (type(v), v)
+            for v in flat
+        ),
     )
     try:
         found = _contiguous.get(key)
@@ -586,8 +591,8 @@ def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
             if value.is_cpu:
                 if host is None and value.dim() > 0:
                     host = value
-            elif value.device.type == DEVICE_TYPE:
-                on_device = True
+            elif not on_device:
+                on_device = storage.on_device(value)
     if host is not None and on_device and op._schema.name not in _HOST_OPERANDS_ALLOWED:
         raise RuntimeError(
             f"Expected all tensors to be on the same device, but found at least two devices, {storage.device()} and "

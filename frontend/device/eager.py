@@ -251,7 +251,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
     if unstorable is not None:
         return _Refusal(f"{op}: {str(unstorable).removeprefix('torch.')} is not supported on the NeuronCore")
-    if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
+    if not any(isinstance(v, torch.Tensor) and storage.on_device(v) for v in flat):
         return _Refusal(f"{op} has no device tensor operand")
     return None
 
@@ -424,13 +424,13 @@ def _signature(
         structure += [len(v) if isinstance(v, sequence) else -1 for v in kwargs.values()]
     parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
     append = parts.append
-    tensor, strided, symbolic = torch.Tensor, torch.strided, _SYMBOLIC
+    tensor, strided, symbolic, on_device = torch.Tensor, torch.strided, _SYMBOLIC, storage.on_device
     for value in flat:
         if isinstance(value, tensor):
             if value.layout != strided:
                 return None
             # torch.Size is a tuple: it hashes and compares as one
-            append((value.shape, value.dtype, not value.is_cpu and value.device.type == storage.DEVICE_TYPE))
+            append((value.shape, value.dtype, on_device(value)))
         elif isinstance(value, symbolic):
             return None
         else:
@@ -829,6 +829,8 @@ def _check_overlap(program: _Program, flat: list[Any]) -> list[bool]:
 
 
 def _check_internal_overlap(written: torch.Tensor) -> None:
+    if written.is_contiguous():
+        return  # non-overlapping and dense, as PyTorch's check says first
     # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
     if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
         raise RuntimeError(
@@ -947,7 +949,7 @@ def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
 
 
 def _host_operand(value: torch.Tensor) -> torch.Tensor:
-    return storage.host_alias(value) if value.device.type == storage.DEVICE_TYPE else value
+    return storage.host_alias(value) if storage.on_device(value) else value
 
 
 def _refused(op_name: str, reason: str) -> None:

@@ -100,6 +100,15 @@ def device() -> torch.device:
     return _device
 
 
+def on_device(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is a device tensor: `tensor.device.type == "neuron"`, told without `.type`, which looks up
+    the renamed backend's name and makes a new string on every call (several times a cheap check's cost)."""
+    if tensor.is_cpu:
+        return False
+    where = tensor.device
+    return where == (_device or device()) or where.type == DEVICE_TYPE
+
+
 def device_memory() -> DeviceMemory:
     """The HBM of this process's NeuronCore, for the target NEURON_MLIR_TARGET names (trn2 by default)."""
     global _memory
