@@ -80,6 +80,8 @@ class _Written:
     shape: tuple[int, ...]
     # the strides it is stored at when not contiguous (a dense permutation of its dimensions), else None
     strides: tuple[int, ...] | None = None
+    # an operand's source when it is this value itself (made once: most operands are)
+    source: Source = ()
 
 
 @dataclass(eq=False)
@@ -157,6 +159,8 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
                 if entry.dtype != dtype:
                     return None
                 if entry.start == start and entry.nbytes == nbytes:
+                    if contiguous and entry.strides is None and tensor.shape == entry.shape:
+                        return entry.source  # the value itself, the common case
                     return _viewed(entry, tensor, contiguous)
                 return _within(entry, tensor, start, nbytes)
     # an operand read from device memory: one input per place, the same tensor geometry read once
@@ -199,12 +203,13 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
         same = shape == entry.shape and tuple(tensor.stride()) == entry.strides
         return ("value", entry.value, None) if same else None
     if tensor.numel() != math.prod(entry.shape):
-        return None
+        # over the value's bytes with elements repeated (an `expand`): an as_strided of the value
+        return _within(entry, tensor, entry.start, entry.nbytes)
     if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
     found = _permutation(shape, tuple(tensor.stride()))
     if found is None:
-        return None
+        return _within(entry, tensor, entry.start, entry.nbytes)
     dims, base = found
     inverse = [dims.index(d) for d in range(len(shape))]
     return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
@@ -340,7 +345,7 @@ def record(
     for tensor, block, dtype, start, nbytes, held in spans:
         values.append(value)
         strides = None if tensor.is_contiguous() else tuple(tensor.stride())
-        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides)
+        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, ("value", value, None))
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
             held = pending.get(id(block))

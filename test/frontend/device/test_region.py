@@ -125,6 +125,24 @@ def test_slices_of_a_pending_result_join_the_region(deferred):
     assert deferred.REGION_STATS["regions_run"] - runs == 1
 
 
+def test_expanded_pending_results_join_the_region(deferred):
+    x = torch.randn(1, 6)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t + 1.0
+        rows = y.expand(3, 6)  # rows repeated over the pending `y`: stride 0
+        columns = (t * 2.0).t().expand(6, 4)  # a column repeated
+        return torch.cat([rows, y]) * 2.0, columns - 1.0, y.expand(2, 3, 6).sum(dim=0)
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
 def test_pending_bytes_read_as_another_dtype_run_the_region_first(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")
