@@ -880,7 +880,11 @@ def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tupl
     for position, (shape, dtype) in enumerate(results[: len(written)]):
         tensor = written[position]
         if tensor.shape != shape:
-            return None
+            # an empty out= tensor is resized to its result, as the op alone does (`arange(..., out=)`), here
+            # without running the region when the region does not write its storage (whose bytes a resize keeps)
+            if tensor.numel() != 0 or not region.settled(tensor):
+                return None
+            storage.resize(tensor, shape, observed=False)
         target = storage.dense_array(tensor)
         if target is None:
             target = region.permuted_array(tensor)

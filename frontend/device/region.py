@@ -131,6 +131,12 @@ def _entries(block: Any) -> list[_Written] | None:
     return found[1]
 
 
+def settled(tensor: torch.Tensor) -> bool:
+    """Whether no pending value is stored in device tensor `tensor`'s block (its bytes are what they will be)."""
+    block = storage._stored_block(tensor.untyped_storage())
+    return block is None or not _entries(block)
+
+
 def _source_of(tensor: torch.Tensor) -> Source | None:
     """Where an operand's value comes from in the region, or None when it overlaps pending bytes otherwise than
     exactly (the region must run first)."""

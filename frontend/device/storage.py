@@ -356,9 +356,11 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
     return found
 
 
-def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
-    observe()
+def resize(tensor: torch.Tensor, size: Sequence[int], observed: bool = True) -> torch.Tensor:
+    """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow.
+    `observed=False` when the caller knows that no pending region writes the tensor's storage."""
+    if observed:
+        observe()
     size = [int(s) for s in size]
     stride = contiguous_strides(size)
     offset = int(tensor.storage_offset())
