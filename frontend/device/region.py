@@ -150,7 +150,7 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     stored = tensor.untyped_storage()
     block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
     dtype = tensor.dtype
-    offset = tensor.storage_offset()
+    offset = int(tensor.storage_offset())
     contiguous = tensor.is_contiguous()
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
@@ -316,7 +316,7 @@ def record(
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
         dtype = tensor.dtype
         itemsize = dtype.itemsize
-        start = tensor.storage_offset() * itemsize
+        start = int(tensor.storage_offset()) * itemsize
         nbytes = tensor.numel() * itemsize
         held = pending.get(id(block))
         if held is not None:
