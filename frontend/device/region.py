@@ -18,8 +18,10 @@ failure names the line that issued the failing op.
 What is recorded and what flushes: an op whose operands are device tensors (or 0-d CPU scalars, whose values are
 taken when recorded) that are either outside the region's pending results or over one of them (the same bytes: a
 reshaped or dimension-permuted view of it is a view or permute node of the graph; part of its bytes, a slice or a
-row, an as_strided node), and whose written tensors and results all cover pending bytes exactly or none (a written
-tensor dense in another order of its dimensions is a result stored transposed, read back only at those strides); and
+row, or its elements repeated, an expand, an as_strided node), and whose written tensors and results all cover
+pending bytes exactly or none (a written tensor dense in another order of its dimensions is a result stored
+transposed, read back only at those strides; an out= tensor without elements is resized to its result first, when
+the region writes nothing of its storage); and
 a copy between device tensors of one shape and dtype into a contiguous one (`record_copy`: `clone`, `contiguous()`,
 `copy_`), as a contiguous clone. Anything else (pending bytes read as another dtype, a write to part of a pending
 result) runs the region first, then the op alone. The region also runs when a backward pass ends, when an optimizer
