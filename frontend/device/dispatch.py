@@ -39,7 +39,7 @@ _HOST_OPERANDS_ALLOWED = {"aten::index", "aten::index_put_", "aten::index_put", 
 
 
 def _is_device(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE
+    return isinstance(value, torch.Tensor) and storage.on_device(value)
 
 
 def _memory_format_strides(size: list[int], memory_format: torch.memory_format | None) -> list[int]:
@@ -465,7 +465,7 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
         if _eager is None:
             from neuron_mlir.frontend.device import eager as _eager
         for index in tensor_arguments:
-            if index < len(args) and isinstance(args[index], int | float | complex):
+            if index < len(args) and isinstance(args[index], _NUMBERS):
                 args = _numbers_as_tensors(args, tensor_arguments)
                 break
         flat = _eager._leaves(args, kwargs)
@@ -488,6 +488,10 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
     return structured_kernel
 
 
+# a tuple of types, not a union: `int | float | complex` in a call makes a union object on every evaluation
+_NUMBERS = (int, float, complex)
+
+
 def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> tuple[Any, ...]:
     """The arguments with Python numbers where the schema takes a tensor as 0-d CPU tensors. A C++ composite
     passes a scalar operand as a wrapped-number tensor (`remainder(indices, 5)` within `take_along_dim`), which
@@ -495,7 +499,7 @@ def _numbers_as_tensors(args: tuple[Any, ...], tensor_arguments: list[int]) -> t
     dtype, bool, complex) takes part in type promotion as the number does."""
     values = list(args)
     for index in tensor_arguments:
-        if index < len(values) and isinstance(values[index], int | float | complex):
+        if index < len(values) and isinstance(values[index], _NUMBERS):
             values[index] = torch.tensor(values[index])
     return tuple(values)
 
@@ -512,7 +516,12 @@ def _contiguous_results(
     key = (
         op,
         tuple(kwargs),
-        *((v.shape, v.stride(), v.dtype, v.device.type) if isinstance(v, torch.Tensor) else (type(v), v) for v in flat),
+        *(
+            (v.shape, v.stride(), v.dtype, v.is_cpu, storage.on_device(v))
+            if isinstance(v, torch.Tensor)
+            else (type(v), v)
+            for v in flat
+        ),
     )
     try:
         found = _contiguous.get(key)
@@ -582,8 +591,8 @@ def check_same_device(op: torch._ops.OpOverload, operands: list[Any]) -> None:
             if value.is_cpu:
                 if host is None and value.dim() > 0:
                     host = value
-            elif value.device.type == DEVICE_TYPE:
-                on_device = True
+            elif not on_device:
+                on_device = storage.on_device(value)
     if host is not None and on_device and op._schema.name not in _HOST_OPERANDS_ALLOWED:
         raise RuntimeError(
             f"Expected all tensors to be on the same device, but found at least two devices, {storage.device()} and "

@@ -251,7 +251,7 @@ def _host_only(op: torch._ops.OpOverload, flat: list[Any]) -> _Refusal | None:
     unstorable = next((v.dtype for v in flat if isinstance(v, torch.Tensor) and v.dtype in unstorable_dtypes()), None)
     if unstorable is not None:
         return _Refusal(f"{op}: {str(unstorable).removeprefix('torch.')} is not supported on the NeuronCore")
-    if not any(isinstance(v, torch.Tensor) and v.device.type == storage.DEVICE_TYPE for v in flat):
+    if not any(isinstance(v, torch.Tensor) and storage.on_device(v) for v in flat):
         return _Refusal(f"{op} has no device tensor operand")
     return None
 
@@ -418,18 +418,19 @@ def _signature(
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
     holds the keyword names and each argument's length too."""
-    structure = [len(v) if isinstance(v, list | tuple) else -1 for v in args]
+    sequence = _SEQUENCES
+    structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
-        structure += [len(v) if isinstance(v, list | tuple) else -1 for v in kwargs.values()]
+        structure += [len(v) if isinstance(v, sequence) else -1 for v in kwargs.values()]
     parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
     append = parts.append
-    tensor, strided, symbolic = torch.Tensor, torch.strided, _SYMBOLIC
+    tensor, strided, symbolic, on_device = torch.Tensor, torch.strided, _SYMBOLIC, storage.on_device
     for value in flat:
         if isinstance(value, tensor):
             if value.layout != strided:
                 return None
             # torch.Size is a tuple: it hashes and compares as one
-            append((value.shape, value.dtype, not value.is_cpu and value.device.type == storage.DEVICE_TYPE))
+            append((value.shape, value.dtype, on_device(value)))
         elif isinstance(value, symbolic):
             return None
         else:
@@ -444,12 +445,17 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments flattened as `tree_flatten((args, kwargs))` orders them (on every call: no pytree machinery
     for the lists and dicts of plain values the dispatcher passes)."""
     flat: list[Any] = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, list | tuple):
+    sequence = _SEQUENCES
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, sequence):
             flat.extend(value)
         else:
             flat.append(value)
     return flat
+
+
+# a tuple of types, not a union: `list | tuple` in a call makes a union object on every evaluation
+_SEQUENCES = (list, tuple)
 
 
 def _compile(
@@ -761,6 +767,9 @@ def _results(
 ) -> Any:
     """The op's returns: written arguments as themselves, fresh results as the device tensors `fresh_tensors`
     holds by graph output (the simulator wrote them) or new ones holding `outputs`' arrays."""
+    returned = facts.returned_arguments
+    if len(returned) == 1 and returned[0] is None and not program.absent_returns and not program.list_returns:
+        return _fresh_result(len(program.written_positions), fresh_tensors, outputs)  # one fresh result
     fresh = itertools.count(len(program.written_positions))
     results: list[torch.Tensor | list[torch.Tensor] | None] = []
     for index, source in enumerate(facts.returned_arguments):
@@ -829,6 +838,8 @@ def _check_overlap(program: _Program, flat: list[Any], name: str) -> list[bool]:
 
 
 def _check_internal_overlap(written: torch.Tensor) -> None:
+    if written.is_contiguous():
+        return  # non-overlapping and dense, as PyTorch's check says first
     # PyTorch's sure case of internal overlap: a dimension of stride 0 (others are too hard to tell)
     if any(stride == 0 and size > 1 for size, stride in zip(written.shape, written.stride(), strict=True)):
         raise RuntimeError(
@@ -878,7 +889,11 @@ def _region_targets(program: _Program, written: list[torch.Tensor]) -> list[tupl
     for position, (shape, dtype) in enumerate(results[: len(written)]):
         tensor = written[position]
         if tensor.shape != shape:
-            return None
+            # an empty out= tensor is resized to its result, as the op alone does (`arange(..., out=)`), here
+            # without running the region when the region does not write its storage (whose bytes a resize keeps)
+            if tensor.numel() != 0 or not region.settled(tensor):
+                return None
+            storage.resize(tensor, shape, observed=False)
         target = storage.dense_array(tensor)
         if target is None:
             target = region.permuted_array(tensor)
@@ -952,7 +967,7 @@ def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
 
 
 def _host_operand(value: torch.Tensor) -> torch.Tensor:
-    return storage.host_alias(value) if value.device.type == storage.DEVICE_TYPE else value
+    return storage.host_alias(value) if storage.on_device(value) else value
 
 
 def _refused(op_name: str, reason: str) -> None:

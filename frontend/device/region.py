@@ -18,8 +18,10 @@ failure names the line that issued the failing op.
 What is recorded and what flushes: an op whose operands are device tensors (or 0-d CPU scalars, whose values are
 taken when recorded) that are either outside the region's pending results or over one of them (the same bytes: a
 reshaped or dimension-permuted view of it is a view or permute node of the graph; part of its bytes, a slice or a
-row, an as_strided node), and whose written tensors and results all cover pending bytes exactly or none (a written
-tensor dense in another order of its dimensions is a result stored transposed, read back only at those strides); and
+row, or its elements repeated, an expand, an as_strided node), and whose written tensors and results all cover
+pending bytes exactly or none (a written tensor dense in another order of its dimensions is a result stored
+transposed, read back only at those strides; an out= tensor without elements is resized to its result first, when
+the region writes nothing of its storage); and
 a copy between device tensors of one shape and dtype into a contiguous one (`record_copy`: `clone`, `contiguous()`,
 `copy_`), as a contiguous clone. Anything else (pending bytes read as another dtype, a write to part of a pending
 result) runs the region first, then the op alone. The region also runs when a backward pass ends, when an optimizer
@@ -80,6 +82,8 @@ class _Written:
     shape: tuple[int, ...]
     # the strides it is stored at when not contiguous (a dense permutation of its dimensions), else None
     strides: tuple[int, ...] | None = None
+    # an operand's source when it is this value itself (made once: most operands are)
+    source: Source = ()
 
 
 @dataclass(eq=False)
@@ -129,6 +133,12 @@ def _entries(block: Any) -> list[_Written] | None:
     return found[1]
 
 
+def settled(tensor: torch.Tensor) -> bool:
+    """Whether no pending value is stored in device tensor `tensor`'s block (its bytes are what they will be)."""
+    block = storage._stored_block(tensor.untyped_storage())
+    return block is None or not _entries(block)
+
+
 def _source_of(tensor: torch.Tensor) -> Source | None:
     """Where an operand's value comes from in the region, or None when it overlaps pending bytes otherwise than
     exactly (the region must run first)."""
@@ -143,11 +153,11 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
     block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
     dtype = tensor.dtype
     offset = int(tensor.storage_offset())
+    contiguous = tensor.is_contiguous()
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
         itemsize = dtype.itemsize
         start = offset * itemsize
-        contiguous = tensor.is_contiguous()
         if contiguous:
             nbytes = tensor.numel() * itemsize
         else:
@@ -157,23 +167,36 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
                 if entry.dtype != dtype:
                     return None
                 if entry.start == start and entry.nbytes == nbytes:
+                    if contiguous and entry.strides is None and tensor.shape == entry.shape:
+                        return entry.source  # the value itself, the common case
                     return _viewed(entry, tensor, contiguous)
                 return _within(entry, tensor, start, nbytes)
     # an operand read from device memory: one input per place, the same tensor geometry read once
     shape = tensor.shape
-    contiguous = tensor.is_contiguous()
-    key = (id(block), offset, shape, None if contiguous else tensor.stride(), dtype)
+    if contiguous:
+        key: tuple[Any, ...] = (id(block), offset, shape, dtype)
+    else:
+        key = (id(block), offset, shape, dtype, tensor.stride())
     index = region.input_keys.get(key)
     if index is None:
         region.input_blocks.add(id(block))
-        dense = storage.dense_array(tensor) if contiguous else None
+        dense = None
+        if contiguous:
+            # the array `storage.dense_array` keeps on the storage, found without a second look at the tensor
+            arrays = getattr(stored, _DENSE_ARRAYS_ATTRIBUTE, None)
+            dense = arrays.get((offset, shape, dtype)) if arrays is not None else None
+            if dense is None:
+                dense = storage.dense_array(tensor)
         region.inputs.append(_gather(block, tensor) if dense is None else _held(dense))
         region.input_types.append((tuple(shape), dtype))
         index = region.input_keys[key] = len(region.inputs) - 1
-    return ("input", index)
+    return _INPUT_SOURCES[index] if index < len(_INPUT_SOURCES) else ("input", index)
 
 
+# the sources of the first inputs, made once: a region reads hundreds of inputs step after step
+_INPUT_SOURCES: list[Source] = [("input", index) for index in range(1024)]
 _BLOCK_ATTRIBUTE = storage._BLOCK_ATTRIBUTE
+_DENSE_ARRAYS_ATTRIBUTE = storage._DENSE_ARRAYS_ATTRIBUTE
 
 
 def _held(array: np.ndarray) -> Callable[[], np.ndarray]:
@@ -188,12 +211,13 @@ def _viewed(entry: _Written, tensor: torch.Tensor, contiguous: bool) -> Source |
         same = shape == entry.shape and tuple(tensor.stride()) == entry.strides
         return ("value", entry.value, None) if same else None
     if tensor.numel() != math.prod(entry.shape):
-        return None
+        # over the value's bytes with elements repeated (an `expand`): an as_strided of the value
+        return _within(entry, tensor, entry.start, entry.nbytes)
     if contiguous:
         return ("value", entry.value, None if shape == entry.shape else ("view", shape))
     found = _permutation(shape, tuple(tensor.stride()))
     if found is None:
-        return None
+        return _within(entry, tensor, entry.start, entry.nbytes)
     dims, base = found
     inverse = [dims.index(d) for d in range(len(shape))]
     return ("value", entry.value, ("permute", tuple(base), tuple(inverse)))
@@ -281,18 +305,19 @@ def record(
     """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
     graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
     the op cannot join the region; the region has then run, and the caller runs the op alone."""
-    stream = streams.current_stream()
+    stream = streams._current or streams.current_stream()
     task = _graph_task_id()
     region = _region
     if region.ops and (region.stream is not stream or (task != region.backward_task and region.backward_task != -1)):
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
     pending = region.pending
-    # per output: its block, the bytes it covers there and the block's pending values (None: none yet)
+    # per output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None: none yet)
     spans = []
     for tensor, _ in outputs:
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
-        itemsize = tensor.dtype.itemsize
+        dtype = tensor.dtype
+        itemsize = dtype.itemsize
         start = int(tensor.storage_offset()) * itemsize
         nbytes = tensor.numel() * itemsize
         held = pending.get(id(block))
@@ -302,7 +327,7 @@ def record(
             elif not _writes_cleanly(held[1], start, nbytes):
                 flush()
                 return False
-        spans.append((block, start, nbytes, held))
+        spans.append((tensor, block, dtype, start, nbytes, held))
     mark = len(region.inputs)
     found: list[Source] = []
     for operand in operands:
@@ -325,10 +350,10 @@ def record(
     values = []
     stored, target_blocks = region.stored, region.target_blocks
     value = region.value_count
-    for (tensor, _), (block, start, nbytes, held) in zip(outputs, spans, strict=True):
+    for tensor, block, dtype, start, nbytes, held in spans:
         values.append(value)
         strides = None if tensor.is_contiguous() else tuple(tensor.stride())
-        entry = _Written(value, start, nbytes, tensor.dtype, tuple(tensor.shape), strides)
+        entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, ("value", value, None))
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
             held = pending.get(id(block))

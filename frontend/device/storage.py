@@ -51,7 +51,6 @@ _device: torch.device | None = None
 # On POSIX, os.environ keeps the encoded environment in a dict its setters update; reading it directly skips the
 # encoding and decoding of `os.environ.get`, a good part of a microsecond per setting that every eager op reads.
 _ENVIRON_DATA: dict[bytes, bytes] | None = getattr(os.environ, "_data", None) if os.name == "posix" else None
-_ENCODED_NAMES: dict[str, bytes] = {}
 
 
 def setting(name: str, default: str) -> str:
@@ -60,11 +59,21 @@ def setting(name: str, default: str) -> str:
     data = _ENVIRON_DATA
     if data is None:
         return os.environ.get(name, default)
-    key = _ENCODED_NAMES.get(name)
-    if key is None:
-        key = _ENCODED_NAMES[name] = os.fsencode(name)
-    value = data.get(key)
-    return default if value is None else os.fsdecode(value)
+    known = _settings.get(name)
+    if known is None:
+        known = _settings[name] = [os.fsencode(name), _UNREAD, default, default]
+    raw = data.get(known[0])
+    # os.environ's setters store a new bytes object: the same object read again is the same value, decoded once
+    # (the entry holds it, so its identity cannot pass to another value)
+    if raw is not known[1] or default is not known[2]:
+        known[1], known[2] = raw, default
+        known[3] = default if raw is None else os.fsdecode(raw)
+    return known[3]
+
+
+# per setting's name: [its encoded name, the raw value last read, the default it was read with, the setting then]
+_settings: dict[str, list[Any]] = {}
+_UNREAD: Any = object()
 
 
 # what runs a pending region of recorded eager ops (`region.flush`) while one is pending, else None
@@ -89,6 +98,15 @@ def device() -> torch.device:
     if _device is None:
         _device = torch.device(DEVICE_TYPE, 0)
     return _device
+
+
+def on_device(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is a device tensor: `tensor.device.type == "neuron"`, told without `.type`, which looks up
+    the renamed backend's name and makes a new string on every call (several times a cheap check's cost)."""
+    if tensor.is_cpu:
+        return False
+    where = tensor.device
+    return where == (_device or device()) or where.type == DEVICE_TYPE
 
 
 def device_memory() -> DeviceMemory:
@@ -338,9 +356,11 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
     return found
 
 
-def resize(tensor: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow."""
-    observe()
+def resize(tensor: torch.Tensor, size: Sequence[int], observed: bool = True) -> torch.Tensor:
+    """`tensor.resize_(size)` on the device: contiguous strides; a larger storage (data kept) when it must grow.
+    `observed=False` when the caller knows that no pending region writes the tensor's storage."""
+    if observed:
+        observe()
     size = [int(s) for s in size]
     stride = contiguous_strides(size)
     offset = int(tensor.storage_offset())

@@ -244,8 +244,8 @@ def _dma_profile(cost: Any, duration: float, target: Any, location: str) -> Any:
 
 def count_transfer(source: torch.Tensor, destination: torch.Tensor) -> None:
     nbytes = destination.numel() * destination.element_size()
-    source_on_device = source.device.type == "neuron"
-    destination_on_device = destination.device.type == "neuron"
+    source_on_device = storage.on_device(source)
+    destination_on_device = storage.on_device(destination)
     if source_on_device and destination_on_device:
         transfers["device_to_device_bytes"] += nbytes
     elif destination_on_device:

@@ -125,6 +125,47 @@ def test_slices_of_a_pending_result_join_the_region(deferred):
     assert deferred.REGION_STATS["regions_run"] - runs == 1
 
 
+def test_expanded_pending_results_join_the_region(deferred):
+    x = torch.randn(1, 6)
+    dx = x.to("neuron")
+
+    def steps(t):
+        y = t + 1.0
+        rows = y.expand(3, 6)  # rows repeated over the pending `y`: stride 0
+        columns = (t * 2.0).t().expand(6, 4)  # a column repeated
+        return torch.cat([rows, y]) * 2.0, columns - 1.0, y.expand(2, 3, 6).sum(dim=0)
+
+    _warm(steps, dx)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(dx)
+    for actual, expected in zip(results, steps(x), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
+def test_an_empty_out_tensor_is_resized_into_the_region(deferred):
+    x = torch.randn(5)
+    dx = x.to("neuron")
+
+    def steps(t, out):
+        y = t * 2.0
+        torch.arange(1, 6, out=out)  # `out` has no elements: resized to the result, as the op alone does
+        return y + out, out
+
+    _warm(steps, dx, torch.empty(0, device="neuron"))
+    runs = deferred.REGION_STATS["regions_run"]
+    out = torch.empty(0, device="neuron")
+    allocated = neuron.memory_allocated()
+    results = steps(dx, out)
+    assert deferred.pending_ops() > 0
+    assert out.shape == (5,)
+    for actual, expected in zip(results, steps(x, torch.empty(0)), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+    del results
+    assert neuron.memory_allocated() - allocated == out.untyped_storage().nbytes()
+
+
 def test_pending_bytes_read_as_another_dtype_run_the_region_first(deferred):
     x = torch.randn(6, 4)
     dx = x.to("neuron")

@@ -92,3 +92,26 @@ def test_out_of_memory_is_torchs_error_naming_the_bytes(host_mode, monkeypatch):
     gc.collect()
     assert small.allocated_bytes == 0
     torch.empty(256 * 1024, dtype=torch.float32, device="neuron")  # fits once the first tensor is gone
+
+
+def test_on_device_tells_device_tensors_from_others(host_mode):
+    on_device = torch.ones(3, device="neuron")
+    assert storage.on_device(on_device)
+    assert storage.on_device(on_device[1:])  # a view
+    assert not storage.on_device(torch.ones(3))
+    assert not storage.on_device(torch.ones(3, device="meta"))
+
+
+def test_setting_follows_every_change_of_the_environment(monkeypatch):
+    name = "NEURON_MLIR_TEST_SETTING"
+    monkeypatch.delenv(name, raising=False)
+    assert storage.setting(name, "default") == "default"
+    assert storage.setting(name, "other") == "other"  # the default of this call, not the first one's
+    monkeypatch.setenv(name, "1")
+    assert storage.setting(name, "default") == "1"
+    monkeypatch.setenv(name, "0")
+    assert storage.setting(name, "default") == "0"
+    monkeypatch.setenv(name, "0")  # the same value set again
+    assert storage.setting(name, "default") == "0"
+    monkeypatch.delenv(name)
+    assert storage.setting(name, "default") == "default"
