@@ -954,7 +954,9 @@ def _operand_array(value: torch.Tensor) -> np.ndarray:
 
 def _write(tensor: torch.Tensor, value: np.ndarray) -> None:
     """Store a program's output `value` into device tensor `tensor` (of its shape), in `tensor`'s own strides."""
-    if any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)):
+    if not tensor.is_contiguous() and any(
+        stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
+    ):
         # an idempotent write into an expanded tensor (`_IDEMPOTENT_WRITES`): its elements along a stride-0
         # dimension are one memory location and all equal, so the first of each stands for the rest
         first = tuple(slice(0, 1) if stride == 0 else slice(None) for stride in tensor.stride())
