@@ -210,9 +210,10 @@ def pipelined_row_groups(
     if -(-rows // PARTITION_TILE) > PIPELINED_ROW_TILES or len(groups) < PIPELINED_MIN_GROUPS:
         return False
     if split_last and groups[-1].per_partition > 1:
-        last = groups.pop()
-        firsts = (last.first + i * last.partitions for i in range(last.per_partition))
-        groups += [RowGroup(first, last.partitions, 1, 0, first) for first in firsts]
+        split = groups.pop()
+        assert isinstance(split.first, int)  # `row_groups` places every group at a constant row
+        starts = [split.first + i * split.partitions for i in range(split.per_partition)]
+        groups += [RowGroup(start, split.partitions, 1, 0, start) for start in starts]
     owners = [(number, j) for number, group in enumerate(groups) for j in range(group.per_partition)]
     states: dict[int, State] = {}
     last = len(steps) - 1
