@@ -11,7 +11,10 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   tile again; the sum of fp32 values is the same as the sum of what was stored). When a `tensor_copy` into a
   16-bit tile was that buffer's other reader (attention's probabilities, a matmul operand), the copy is then
   forwarded as below: ScalarE sums the fp32 results of its function before its write rounds them, so the
-  accumulated sum stays the fp32 one.
+  accumulated sum stays the fp32 one. A one-step float `tensor_scalar` multiplying by a [P, 1] column (or an
+  immediate) into an fp32 buffer counts as such an activation: it becomes ScalarE's `copy` with that scale
+  (`scale_vector`), which computes the same products in fp32, and sums them as it writes them (a layer norm
+  backward's rstd * g and its row sum: one ScalarE pass where VectorE streamed the row twice).
 * `tensor_reduce`, then a `tensor_scalar` multiplying its [P, 1] result by -1 and nothing else reading that
   result: the reduce with `negate`.
 * `tensor_scalar`, then a `tensor_scalar` whose source is the first one's fp32 result and nothing else reads
@@ -309,19 +312,45 @@ def _fuse_accumulate(reduce: neuron.TensorReduceOp, order: ProgramOrder) -> bool
     if (axes.value.data if isinstance(axes, IntegerAttr) else 1) != len(source[1].dims):
         return False
     activation = order.previous_writer(reduce, source[0])
-    if not isinstance(activation, neuron.ActivationOp) or activation.accumulate_dst is not None:
+    if isinstance(activation, neuron.TensorScalarOp):  # a product by a per-partition scale: ScalarE's copy
+        spelled = _as_activation(activation)
+        if spelled is None:
+            return False
+        accesses, properties = spelled
+    elif isinstance(activation, neuron.ActivationOp) and activation.accumulate_dst is None:
+        accesses, properties = _accesses(activation), _properties(activation)
+    else:
         return False
     if not _same(activation.access("dst"), source):
         return False
     if not _untouched_between(activation, reduce, target[0], order) or not _hoist_alloc(target[0], activation, order):
         return False
-    accesses = _accesses(activation)
     accesses["accumulate_dst"] = target
-    fused = neuron.ActivationOp.build_instruction(activation.engine_kind, accesses, _properties(activation))
+    fused = neuron.ActivationOp.build_instruction(Engine.SCALAR, accesses, properties)
     _merge(activation, fused, reduce, None, order)
     # A copy of the fp32 output (a 16-bit matmul operand) that the walk met before the reduce may now forward.
     forward_into_copy_reader(fused, order)
     return True
+
+
+def _as_activation(scale: neuron.TensorScalarOp) -> tuple[dict[str, Access], dict[str, Attribute]] | None:
+    """The accesses and properties of an activation `copy` computing what a one-step float tensor_scalar
+    `src * s` (s a [P, 1] column or an immediate) writes to an fp32 buffer: ScalarE computes `src * scale + 0` in
+    fp32 and rounds once, the same value. None for any other tensor_scalar."""
+    if scale.op1 is not None or scale.op0.data != "multiply" or scale.reverse0 is not None:
+        return None
+    destination = scale.access("dst")
+    if destination is None or not _is_f32(destination[0]) or not _float_only(scale):
+        return None
+    accesses = {role: access for role, access in _accesses(scale).items() if role in ("src", "dst")}
+    properties: dict[str, Attribute] = {"func": StringAttr("copy")}
+    if scale.operand0 is not None:
+        accesses["scale_vector"] = scale.access("operand0")  # type: ignore[assignment]
+    elif isinstance(scale.scalar0, FloatAttr):
+        properties["scale"] = scale.scalar0
+    else:
+        return None
+    return accesses, properties
 
 
 def _fuse_negate(scale: neuron.TensorScalarOp, order: ProgramOrder) -> bool:

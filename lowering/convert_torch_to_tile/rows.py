@@ -194,16 +194,26 @@ def pipelined_row_groups(
     steps: Sequence[Callable[[State, int], None]],
     close_group: Callable[[State], None],
     oldest_first: bool = True,
+    split_last: bool = False,
 ) -> bool:
     """Every row group of [0, rows) (`row_groups`) in straight-line code, the rows of all groups in one wavefront:
     `open_group` (the group's loads) just before its first row's first step, `step(state, j)` for each step of
     row j of a group, `close_group` (its stores) right after its last row's last step. The engines then work on
     the last rows of a group and the first rows of the next at once, and each load is emitted in the order the
     rows need it (DMA bandwidth is shared in program order). False, with nothing emitted, when the rows take more
-    than `PIPELINED_ROW_TILES` row tiles or make fewer than `PIPELINED_MIN_GROUPS` groups."""
+    than `PIPELINED_ROW_TILES` row tiles or make fewer than `PIPELINED_MIN_GROUPS` groups.
+
+    With `split_last`, the last group of several rows per partition goes as that many groups of one row per
+    partition: nothing overlaps the last group's store, and a smaller one, issued as soon as its rows are done
+    while the next row is computed, ends sooner."""
     groups = row_groups(rows, per_partition)
     if -(-rows // PARTITION_TILE) > PIPELINED_ROW_TILES or len(groups) < PIPELINED_MIN_GROUPS:
         return False
+    if split_last and groups[-1].per_partition > 1:
+        split = groups.pop()
+        assert isinstance(split.first, int)  # `row_groups` places every group at a constant row
+        starts = [split.first + i * split.partitions for i in range(split.per_partition)]
+        groups += [RowGroup(start, split.partitions, 1, 0, start) for start in starts]
     owners = [(number, j) for number, group in enumerate(groups) for j in range(group.per_partition)]
     states: dict[int, State] = {}
     last = len(steps) - 1

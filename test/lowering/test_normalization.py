@@ -1,9 +1,11 @@
-"""Batch norm's backward as convert-torch-to-tile lowers it (lowering/convert_torch_to_tile/normalization.py).
+"""Normalization backwards as convert-torch-to-tile lowers them (lowering/convert_torch_to_tile/normalization.py).
 
 AOTAutograd decomposes `native_batch_norm_backward` in the graphs it traces, so the end-to-end tests never reach
 this lowering; a graph imported at the torch level (neuron-opt's input) does. Each case runs the converted tile IR
 against ATen's own kernel (the torch level's semantics) on the same inputs: with the saved batch statistics
-(train) and with the running ones (eval), with and without a weight, every gradient asked for.
+(train) and with the running ones (eval), with and without a weight, every gradient asked for. The layer norm
+backward's one-wavefront form (rows of three row groups and more) is checked the same way, with and without a
+weight and for each set of gradients the output mask asks for.
 """
 
 from __future__ import annotations
@@ -45,4 +47,38 @@ def test_batch_norm_backward_matches_aten(train, weight):
     inputs = random_inputs(before)
     running_var = 3 if weight else 2
     inputs[running_var] = np.abs(inputs[running_var]) + 0.5  # a variance: 1 / sqrt(var + eps) must be finite
+    assert check_semantics(before, after, inputs) == []
+
+
+def _layer_norm_module(weight: bool, mask: tuple[bool, bool, bool]) -> str:
+    rows, width = 768, 768  # three groups of two rows per partition: one wavefront (`rows.pipelined_row_groups`)
+    x, stats, vector = f"tensor<{rows}x{width}xf32>", f"tensor<{rows}x1xf32>", f"tensor<{width}xf32>"
+    names = ["%g", "%x", "%mean", "%rstd", *(["%w", "%b"] if weight else [])]
+    types = [x, x, stats, stats, *([vector, vector] if weight else [])]
+    arguments = ", ".join(f"{name}: {type_}" for name, type_ in zip(names, types, strict=True))
+    operands = ", ".join(["%g", "%x", "%mean", "%rstd", *(["%w", "%b"] if weight else ["none", "none"])])
+    flags = ", ".join(str(flag).lower() for flag in mask)
+    wanted = [type_ for type_, flag in zip((x, vector, vector), mask, strict=True) if flag]
+    results = ", ".join(type_ if flag else "none" for type_, flag in zip((x, vector, vector), mask, strict=True))
+    returned = ", ".join(f"%r#{index}" for index, flag in enumerate(mask) if flag)
+    return f"""
+func.func @main({arguments}) -> ({", ".join(wanted)}) {{
+  %r:3 = torch.aten.native_layer_norm_backward {operands} {{normalized_shape = array<i64: {width}>, output_mask = array<i1: {flags}>}} : ({", ".join(types)}) -> ({results})
+  func.return {returned} : {", ".join(wanted)}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("weight", "mask"),
+    [(True, (True, True, True)), (True, (False, True, True)), (False, (True, False, False))],
+    ids=["all", "parameters_only", "no_weight"],
+)
+def test_layer_norm_backward_in_one_wavefront_matches_aten(weight, mask):
+    text = _layer_norm_module(weight, mask)
+    before = Parser(make_context(), text).parse_module()
+    after = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), after)
+    inputs = random_inputs(before)
+    inputs[3] = np.abs(inputs[3]) + 0.5  # rstd
     assert check_semantics(before, after, inputs) == []

@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-6: all outputs match
+// SEMANTICS-COUNT-8: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -197,5 +197,57 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.dma_copy dma dst %out[0, [[96, 128], [1, 96]]], src %p[0:128, 0, [[1, 96]]] {queue = 1 : i64} : memref<128x96xbf16, #mem<hbm>>, memref<128x96xbf16, #mem<sbuf>>
     neuron.dma_copy dma dst %sums[0, [[1, 128], [1, 1]]], src %s[0:128, 0, [[1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
     func.return %out, %sums : memref<128x96xbf16, #mem<hbm>>, memref<128x1xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// A row scaled by a per-partition column (a layer norm backward's rstd * g) and summed: the product becomes
+// ScalarE's copy with that column as its scale, summing what it writes; the scaled row keeps its other reader.
+// CHECK-LABEL: func.func @scaled_sum
+// CHECK:       neuron.activation scalar dst %[[ROW:.*]][0:128, 0, [[1, 96]]], accumulate_dst %[[SUM:.*]][0:128, 0, [[1, 1]]], src %t[0:128, 0, [[1, 96]]], scale_vector %rstd[0:128, 0, [[1, 1]]] {func = "copy"}
+// CHECK-NOT:   neuron.tensor_reduce
+// CHECK-NOT:   neuron.tensor_scalar vector dst %[[ROW]]
+// CHECK:       neuron.tensor_scalar vector dst %{{.*}}, src %[[ROW]][0:128, 0, [[1, 96]]], operand0 %[[SUM]]
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @scaled_sum(%x: memref<128x96xbf16, #mem<hbm>>, %s: memref<128x1xf32, #mem<hbm>>) -> memref<128x96xbf16, #mem<hbm>> {
+    %out = neuron.alloc : memref<128x96xbf16, #mem<hbm>>
+    %t = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 96]]], src %x[0, [[96, 128], [1, 96]]] {queue = 0 : i64} : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xbf16, #mem<hbm>>
+    %rstd = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %rstd[0:128, 0, [[1, 1]]], src %s[0, [[1, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<hbm>>
+    %row = neuron.alloc : memref<128x96xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %row[0:128, 0, [[1, 96]]], src %t[0:128, 0, [[1, 96]]], operand0 %rstd[0:128, 0, [[1, 1]]] {op0 = "multiply"} : memref<128x96xf32, #mem<sbuf>>, memref<128x96xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %sum = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %sum[0:128, 0, [[1, 1]]], src %row[0:128, 0, [[1, 96]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
+    %y = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %y[0:128, 0, [[1, 96]]], src %row[0:128, 0, [[1, 96]]], operand0 %sum[0:128, 0, [[1, 1]]] {op0 = "add"} : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[96, 128], [1, 96]]], src %y[0:128, 0, [[1, 96]]] {queue = 2 : i64} : memref<128x96xbf16, #mem<hbm>>, memref<128x96xbf16, #mem<sbuf>>
+    func.return %out : memref<128x96xbf16, #mem<hbm>>
+  }
+}
+
+// -----
+
+// A two-step tensor_scalar ((x - s) * r) is no product ScalarE's copy computes: the sum of its result stays a
+// reduce.
+// CHECK-LABEL: func.func @shifted_sum
+// CHECK:       neuron.tensor_scalar vector dst %[[ROW:.*]][0:128, 0, [[1, 96]]], src %{{.*}}, operand0 %{{.*}}, operand1 %{{.*}} {op0 = "subtract", op1 = "multiply"}
+// CHECK:       neuron.tensor_reduce vector dst %{{.*}}, src %[[ROW]][0:128, 0, [[1, 96]]] {op = "add"}
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @shifted_sum(%x: memref<128x96xbf16, #mem<hbm>>, %s: memref<128x2xf32, #mem<hbm>>) -> memref<128x1xf32, #mem<hbm>> {
+    %out = neuron.alloc : memref<128x1xf32, #mem<hbm>>
+    %t = neuron.alloc : memref<128x96xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %t[0:128, 0, [[1, 96]]], src %x[0, [[96, 128], [1, 96]]] {queue = 0 : i64} : memref<128x96xbf16, #mem<sbuf>>, memref<128x96xbf16, #mem<hbm>>
+    %mean = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %mean[0:128, 0, [[1, 1]]], src %s[0, [[2, 128], [1, 1]]] {queue = 1 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x2xf32, #mem<hbm>>
+    %rstd = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %rstd[0:128, 0, [[1, 1]]], src %s[1, [[2, 128], [1, 1]]] {queue = 2 : i64} : memref<128x1xf32, #mem<sbuf>>, memref<128x2xf32, #mem<hbm>>
+    %row = neuron.alloc : memref<128x96xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %row[0:128, 0, [[1, 96]]], src %t[0:128, 0, [[1, 96]]], operand0 %mean[0:128, 0, [[1, 1]]], operand1 %rstd[0:128, 0, [[1, 1]]] {op0 = "subtract", op1 = "multiply"} : memref<128x96xf32, #mem<sbuf>>, memref<128x96xbf16, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>, memref<128x1xf32, #mem<sbuf>>
+    %sum = neuron.alloc : memref<128x1xf32, #mem<sbuf>>
+    neuron.tensor_reduce vector dst %sum[0:128, 0, [[1, 1]]], src %row[0:128, 0, [[1, 96]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[1, 128], [1, 1]]], src %sum[0:128, 0, [[1, 1]]] {queue = 3 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
+    func.return %out : memref<128x1xf32, #mem<hbm>>
   }
 }
