@@ -488,7 +488,7 @@ def _window(
 # Elementwise ops and reductions: their instructions read each tile operand through an access pattern, so a
 # window of a larger tile (a row of a row group) is read in place. Integer work keeps whole buffers (GpSimdE's
 # exact folds address them so).
-_STREAMING_OPS = (tile.BinaryOp, tile.BinaryScalarOp, tile.UnaryOp, tile.CopyOp, tile.ReduceOp)
+_STREAMING_OPS = (tile.BinaryOp, tile.BinaryScalarOp, tile.UnaryOp, tile.CopyOp, tile.ReduceOp, tile.SelectOp)
 
 
 def _reads_windows(use_operation: Operation, index: int) -> bool:
@@ -620,9 +620,9 @@ def _select(conv: _FunctionConversion, op: Operation) -> None:
     buffer = conv.result_buffer(em, op)
     accesses = {
         "dst": full_access(buffer),
-        "predicate": full_access(conv.buffer(op.predicate)),
-        "on_true": full_access(conv.buffer(op.on_true)),
-        "on_false": full_access(conv.buffer(op.on_false)),
+        "predicate": conv.access(op.predicate),
+        "on_true": conv.access(op.on_true),
+        "on_false": conv.access(op.on_false),
     }
     conv.emit(em, neuron.SelectOp, _arithmetic_engine(op), accesses)
 
