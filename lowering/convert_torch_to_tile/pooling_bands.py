@@ -378,10 +378,18 @@ def emit_max_pool_backward(
     blocks = _row_blocks(gh.lattice, per_row, gh.shift)
 
     def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-        _pipelined([_backward_block(e, grad_out, indices, grad, p0, ps, u0, rows, gh, gw) for u0, rows in blocks])
+        # the selects' zeros, one tile for every block (windows of it)
+        zeros = _fill(e, 0.0, (ps, max(rows for _, rows in blocks), gw.lattice), _grad_type(grad_out))
+        _pipelined([_backward_block(e, grad_out, indices, grad, zeros, p0, ps, u0, rows, gh, gw)
+                    for u0, rows in blocks])  # fmt: skip
 
     em.for_tiles(partitions, PARTITION_TILE, per_partition)
     return grad
+
+
+def _grad_type(grad_out: SSAValue) -> Attribute:
+    """The type grad_output's shares keep up to the sums: its own when 16-bit (a select moves it unchanged)."""
+    return element_type_of(grad_out) if _itemsize(element_type_of(grad_out)) == 2 else f32
 
 
 def _backward_block(
@@ -389,6 +397,7 @@ def _backward_block(
     grad_out: SSAValue,
     indices: SSAValue,
     grad: SSAValue,
+    zeros: SSAValue,
     p0: Index,
     ps: int,
     u0: int,
@@ -409,7 +418,7 @@ def _backward_block(
     # is never read as a value (left unwritten: its zero fill was eight small instructions per block, 62.3 ->
     # 60.4 us for ResNet-50's pool); offsets that round in bf16 are only those outside a window, which no index
     # of a real position has.
-    grad_type = element_type_of(grad_out) if _itemsize(element_type_of(grad_out)) == 2 else f32
+    grad_type = _grad_type(grad_out)
     relative_type = offset_type((gh, gw))
     g = _bordered(em, grad_out, p0, ps, shape, real, at, gw.o, None, grad_type)
     base = (first * gh.s - gh.p) * gw.n - gw.shift * gw.s - gw.p
@@ -423,7 +432,6 @@ def _backward_block(
         return _binary(em, "subtract", index, origin, relative_type)
 
     relative = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -1.0, f32, offsets_from_origins)
-    zeros = _fill(em, 0.0, (ps, *shape), grad_type)
 
     # the gradient rows of the block: padded rows [u0 * s, (u0 + rows) * s) inside the input, and the lattice
     # positions [u, v) of each phase that land inside the input (a phase's taps add over those alone, so that the
