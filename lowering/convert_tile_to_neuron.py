@@ -21,7 +21,9 @@ are loop values), other users get a copy. A `tile.insert` is a copy into the win
 destination's buffer (in place when nothing else reads the destination), on VectorE or ScalarE, alternating
 between destinations so that evacuations into different tiles overlap; a load whose only use is such an insert
 (same element type, same block, a destination that exists when the load runs) is a DMA into that window, so one
-tile can be filled by several transfers, each of which only waits for, and is only waited on by, its own bytes.
+tile can be filled by several transfers, each of which only waits for, and is only waited on by, its own bytes,
+unless the window's rows would make that DMA's chunks overhead-bound where the whole tile's are not (a band's
+short rows between border columns): then the tile is loaded into a buffer of its own and the insert copies it.
 Loop-carried tiles stay in the buffer of their initial value: ops that update them write in place, otherwise the
 body copies the new value back before the next iteration. Locations are kept.
 """
@@ -312,6 +314,8 @@ def _load(conv: _FunctionConversion, op: Operation) -> None:
     instruction: type[neuron.InstructionOp] = neuron.DmaCopyOp if transposed is None else neuron.DmaTransposeOp
     source = source if transposed is None else transposed
     insert = _insert_loading_in_place(conv, op)
+    if insert is not None and _window_chunks_short(conv, source, insert, tile_type):
+        insert = None  # loaded whole into a buffer of its own, then copied into the window on chip by the insert
     if insert is not None:
         buffer = conv.buffer(insert.dest)
         destination = _window(em, full_access(buffer), tile_type, insert.indices, insert.step_values())
@@ -357,6 +361,37 @@ def _insert_loading_in_place(conv: _FunctionConversion, load: tile.LoadOp) -> ti
     if dest.memory != Memory.SBUF or not insert.dest.has_one_use() or insert.dest not in conv.buffers:
         return None
     return insert if all(_defined_before(index, load) for index in insert.indices) else None
+
+
+def _contiguous_elements(dims: Sequence[tuple[int, int]]) -> int:
+    """Elements of the longest run of consecutive elements an access pattern's free dims visit (innermost first),
+    as the cost model counts a DMA's chunks."""
+    run = 1
+    for step, num in reversed(dims):
+        if num == 1:
+            continue
+        if step != run:
+            break
+        run *= num
+    return run
+
+
+def _window_chunks_short(conv: _FunctionConversion, source: Access, insert: tile.InsertOp, tile_type: TileType) -> bool:
+    """Whether a DMA straight into `insert`'s window would move overhead-bound chunks (below the target's
+    `dma_min_efficient_bytes_per_partition`: the window's rows are short, as a band's between its border columns)
+    where the tile loaded whole moves longer ones. A DMA's time grows with its number of chunks, an on-chip copy's
+    only with its elements: a band of 112-wide bf16 rows in place moved at 44% of the DMA engines' rate."""
+    whole = insert.dest.type
+    assert isinstance(whole, TileType)
+    free, dest_free = tile_type.get_shape()[1:], whole.get_shape()[1:]
+    dest_strides = row_major_strides(dest_free)[len(dest_free) - len(free) :]
+    window = [(stride * step, num) for stride, step, num in zip(dest_strides, insert.step_values(), free, strict=True)]
+    source_run = _contiguous_elements(source[1].dims[1:])
+    size = itemsize(neuron.element_type_name(tile_type.element_type))
+    in_place = min(source_run, _contiguous_elements(window)) * size
+    whole_tile = min(source_run, math.prod(free)) * size
+    floor = conv.target.dma_min_efficient_bytes_per_partition
+    return in_place < floor and whole_tile > in_place
 
 
 def _defined_before(value: SSAValue, op: Operation) -> bool:
@@ -453,7 +488,7 @@ def _window(
 # Elementwise ops and reductions: their instructions read each tile operand through an access pattern, so a
 # window of a larger tile (a row of a row group) is read in place. Integer work keeps whole buffers (GpSimdE's
 # exact folds address them so).
-_STREAMING_OPS = (tile.BinaryOp, tile.BinaryScalarOp, tile.UnaryOp, tile.CopyOp, tile.ReduceOp)
+_STREAMING_OPS = (tile.BinaryOp, tile.BinaryScalarOp, tile.UnaryOp, tile.CopyOp, tile.ReduceOp, tile.SelectOp)
 
 
 def _reads_windows(use_operation: Operation, index: int) -> bool:
@@ -585,9 +620,9 @@ def _select(conv: _FunctionConversion, op: Operation) -> None:
     buffer = conv.result_buffer(em, op)
     accesses = {
         "dst": full_access(buffer),
-        "predicate": full_access(conv.buffer(op.predicate)),
-        "on_true": full_access(conv.buffer(op.on_true)),
-        "on_false": full_access(conv.buffer(op.on_false)),
+        "predicate": conv.access(op.predicate),
+        "on_true": conv.access(op.on_true),
+        "on_false": conv.access(op.on_false),
     }
     conv.emit(em, neuron.SelectOp, _arithmetic_engine(op), accesses)
 

@@ -10,22 +10,33 @@ in place:
   over its rows. The indices follow the same two stages, in PyTorch's scan order (row-major over the window,
   the first of equal maxima wins): a column stage keeps the first winning column offset (later offsets only
   replace it on a strict `>`, so `max(arg, better * offset)` is that select), a row stage the first winning row
-  with its column, and the window origin's flat index (a GpSimdE iota) is added at the end, written as the
-  int64 result. Offsets inside a window are bf16 while it holds them exactly (`offset_type`: below 256, as for
-  ResNet-50's 112-wide planes), fp32 beyond. With no user of the indices only the maxima are computed.
+  with its column, and the window origin's flat index (a GpSimdE iota) is added at the end, in fp32 (the
+  engines add in fp32 whatever they write), which the store's DMA converts to the int64 result: an int64 tile
+  cost GpSimdE twice the passes (ResNet-50's pool: forward 47.5 -> 45.7 us). Offsets inside a window are bf16
+  while it holds them exactly (`offset_type`: below 256, as for ResNet-50's 112-wide planes), fp32 beyond.
+  With no user of the indices only the maxima are computed.
 - backward: the input gradient is gathered, not scattered (as PyTorch's CUDA kernel does: every index lies in
   its own window). The input's padded rows and columns split into `stride`-spaced phases; kernel tap k
   (offset k * dilation = q * stride + a) sends output position o to phase a, lattice position o + q. So per
-  tap, `select(index - origin == displacement(k), grad, 0)` over the output positions, shifted by q (a window
-  of a tile with q rows and columns of border, where the indices hold a value no tap matches), summed in fp32
-  per phase in PyTorch's order of accumulation (output positions row-major: taps in reverse scan order), then
-  each phase is written into the gradient's rows with the stride as step. The offsets `index - origin` take
-  the forward's `offset_type` and grad_output its own 16-bit type up to the sums (VectorE compares 16-bit
-  tiles at 4x and selects at 2x its fp32 rate). Every element is written once; fp32 sums are bit-exact with
-  the CPU's.
+  tap, `select(index - origin == displacement(k), grad, 0)` over the output positions whose share lands on the
+  phase's lattice positions inside the input, shifted by q (windows of tiles with q rows and columns of border,
+  where the offsets hold a value no tap matches), summed per phase in PyTorch's order of accumulation (output
+  positions row-major: taps in reverse scan order), and each phase is written into the gradient's rows with
+  the stride as step. The offsets `index - origin` take
+  the forward's `offset_type` and grad_output its own 16-bit type (VectorE compares 16-bit tiles at 4x and
+  selects at 2x its fp32 rate). The sums take the gradient's type: PyTorch's CPU kernel adds each share into
+  the gradient in that type, rounding after every add, so 16-bit sums in its order are its bits (fp32 sums
+  rounded once differed from them where three or four windows share a maximum), and fp32 ones are fp32's.
+  A phase goes into the block's gradient rows as soon as its last tap is added, so that its last add writes
+  them itself. Every element is written once.
 
 Row blocks are emitted one chain of dependent passes each; the forward's go two side by side, a pass of each
-in turn, so that an engine waiting for another's pass has the other block's work.
+in turn, so that an engine waiting for another's pass has the other block's work. The backward's run one after
+another, each block's loads and offsets emitted ahead of the block before's taps (`_pipelined`).
+
+The bands' rows are short (a ResNet-50 plane's 112 bf16 elements between two border columns): a DMA straight
+into the band would move 224-byte chunks at the overhead-bound rate, so convert-tile-to-neuron loads such rows
+whole and copies them into the band on chip.
 
 Row blocks are unrolled and sized for a share of SBUF (the forward's first and last halved); partition tiles
 loop. `fits` says when this path applies (2-d, whole rows in an engine access pattern); pooling.py keeps the
@@ -34,7 +45,7 @@ general one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from xdsl.dialects.builtin import bf16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -71,7 +82,8 @@ VALUES_BLOCK_BYTES = 8 * 1024
 EXACT_BF16 = 256
 # Forward row blocks emitted side by side, a pass of each in turn (`_interleaved`): ResNet-50's pool 51.6 -> 51.0 us
 # with indices, 30.3 -> 30.0 without. The backward keeps one block at a time: two side by side took 62.3 -> 65.5
-# us (both blocks' stores then come late, and the engines are as busy either way).
+# us (both blocks' stores then come late, and the engines are as busy either way); one block's loads and offsets
+# ahead of the block before's taps (`_pipelined`): 58.6 -> 54.5 us. The forward that way: 47.9 -> 50.8.
 FORWARD_INTERLEAVE = 2
 # A band row must be addressable by one engine access pattern step (int16 elements).
 MAX_STEP = hardware.ACCESS_PATTERN_STEP_RANGE[1]
@@ -163,16 +175,25 @@ def _bordered(
     columns: int,
     border: float | None,
     element_type: Attribute,
+    prepare: Callable[[SSAValue, tuple[int, int]], SSAValue] | None = None,
 ) -> SSAValue:
     """A [ps, shape] SBUF tile holding source[p0:p0+ps, rows[0]:rows[1], :columns] at `at`, `border` elsewhere
-    (None: left unwritten, for a reader that never uses it).
+    (None: left unwritten, for a reader that never uses it). With `prepare`, the tile holds prepare(rows, `at`)
+    instead, in prepare's type, computed from the rows as loaded (in `element_type`) before they take their place.
 
-    The rows arrive by one DMA straight into the tile; only the border is written by the engines."""
+    The rows arrive by one DMA; only the border is written by the engines."""
     height, width = shape
-    band = em.insert(tile.EmptyOp(TileType((ps, height, width), element_type, Memory.SBUF))).result
     count = rows[1] - rows[0]
+    value = None
+    band_type = element_type
     if count > 0:
         value = load(em, source, [p0, rows[0], 0], (ps, count, columns), element_type)
+        if prepare is not None:
+            value = prepare(value, at)
+            assert isinstance(value.type, TileType)
+            band_type = value.type.element_type
+    band = em.insert(tile.EmptyOp(TileType((ps, height, width), band_type, Memory.SBUF))).result
+    if value is not None:
         band = em.insert(tile.InsertOp(value, band, [em.index(at[0]), em.index(at[1])])).result
     top, left = (at[0], at[1]) if count > 0 else (height, 0)
     bottom = height - top - max(count, 0)
@@ -185,7 +206,7 @@ def _bordered(
     ]
     for (h, w), (r, c) in pieces:
         if border is not None and h > 0 and w > 0:
-            band = em.insert(tile.InsertOp(_fill(em, border, (ps, h, w), element_type), band,
+            band = em.insert(tile.InsertOp(_fill(em, border, (ps, h, w), band_type), band,
                                            [em.index(r), em.index(c)])).result  # fmt: skip
     return band
 
@@ -224,6 +245,19 @@ def _interleaved(blocks: Sequence[Iterator[None]], width: int) -> None:
         for block in list(active):
             if next(block, StopIteration) is StopIteration:
                 active.remove(block)
+
+
+def _pipelined(blocks: Sequence[Iterator[None]]) -> None:
+    """Run the blocks' emitters one after another, each block's first step (its loads and the passes that only
+    prepare its operands) emitted before the rest of the block ahead of it: the engines run in program order, so
+    the next block's loads are issued, and its operands ready, by the time this block's last pass ends."""
+    for i, block in enumerate(blocks):
+        if i == 0:
+            next(block, None)
+        if i + 1 < len(blocks):
+            next(blocks[i + 1], None)
+        for _ in block:
+            pass
 
 
 def emit_max_pool(em: LoopNestBuilder, op: Operation, x: SSAValue, geometry: Sequence[BandGeometry]) -> list[SSAValue]:
@@ -322,7 +356,7 @@ def _max_pool_block(
     yield
     base = (o0 * gh.s - gh.p) * gw.n - gw.p
     origin = em.insert(tile.IotaOp(TileType(shape, f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
-    flat = _binary(em, "add", where, origin, element_type_of(indices))
+    flat = _binary(em, "add", where, origin, f32)
     em.insert(tile.StoreOp(flat, indices, [em.index(i) for i in (p0, o0, 0)]))
 
 
@@ -344,10 +378,18 @@ def emit_max_pool_backward(
     blocks = _row_blocks(gh.lattice, per_row, gh.shift)
 
     def per_partition(e: LoopNestBuilder, p0: Index, ps: int) -> None:
-        _interleaved([_backward_block(e, grad_out, indices, grad, p0, ps, u0, rows, gh, gw) for u0, rows in blocks], 1)
+        # the selects' zeros, one tile for every block (windows of it)
+        zeros = _fill(e, 0.0, (ps, max(rows for _, rows in blocks), gw.lattice), _grad_type(grad_out))
+        _pipelined([_backward_block(e, grad_out, indices, grad, zeros, p0, ps, u0, rows, gh, gw)
+                    for u0, rows in blocks])  # fmt: skip
 
     em.for_tiles(partitions, PARTITION_TILE, per_partition)
     return grad
+
+
+def _grad_type(grad_out: SSAValue) -> Attribute:
+    """The type grad_output's shares keep up to the sums: its own when 16-bit (a select moves it unchanged)."""
+    return element_type_of(grad_out) if _itemsize(element_type_of(grad_out)) == 2 else f32
 
 
 def _backward_block(
@@ -355,6 +397,7 @@ def _backward_block(
     grad_out: SSAValue,
     indices: SSAValue,
     grad: SSAValue,
+    zeros: SSAValue,
     p0: Index,
     ps: int,
     u0: int,
@@ -369,49 +412,82 @@ def _backward_block(
     real = (max(first, 0), min(u0 + rows, gh.o))
     at = (real[0] - first, gw.shift)
     # grad_output stays in its own type up to the phases' sums (a select moves it unchanged); the offsets from
-    # each window's origin go to bf16 when it holds them exactly. The border of the indices holds -2^24, whose
-    # offset is negative from every origin, so no tap selects there and grad_output's border is never read as a
-    # value (left unwritten: its zero fill was eight small instructions per block, 62.3 -> 60.4 us for ResNet-50's
-    # pool); offsets that round in bf16 are only those outside a window, which no index of a real position has.
-    grad_type = element_type_of(grad_out) if _itemsize(element_type_of(grad_out)) == 2 else f32
+    # each window's origin go to bf16 when it holds them exactly. They are computed from the indices as loaded
+    # (the band of offsets takes them in place: an index band of its own cost a copy per block, 3 x 0.9 us of
+    # ScalarE), and their border holds -1, which no tap matches, so no tap selects there and grad_output's border
+    # is never read as a value (left unwritten: its zero fill was eight small instructions per block, 62.3 ->
+    # 60.4 us for ResNet-50's pool); offsets that round in bf16 are only those outside a window, which no index
+    # of a real position has.
+    grad_type = _grad_type(grad_out)
     relative_type = offset_type((gh, gw))
     g = _bordered(em, grad_out, p0, ps, shape, real, at, gw.o, None, grad_type)
-    index = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -(2.0**24), f32)
     base = (first * gh.s - gh.p) * gw.n - gw.shift * gw.s - gw.p
-    origin = em.insert(tile.IotaOp(TileType((ps, *shape), f32, Memory.SBUF), [gh.s * gw.n, gw.s], base)).result
-    relative = _binary(em, "subtract", index, origin, relative_type)
-    zeros = _fill(em, 0.0, (ps, *shape), grad_type)
 
-    lattice = (ps, rows, gw.lattice)
-    phases: dict[tuple[int, int], SSAValue] = {}
-    for kh in reversed(range(gh.k)):  # PyTorch adds in output order: the last tap's output comes first
-        qh, ah = gh.phase(kh)
-        for kw in reversed(range(gw.k)):
-            qw, aw = gw.phase(kw)
-            yield
-            hit = _scalar(em, "is_equal", relative, float(kh * gh.d * gw.n + kw * gw.d), relative_type)
-            share = em.insert(tile.SelectOp(hit, g, zeros, TileType((ps, *shape), grad_type, Memory.SBUF))).result
-            shifted = _window(em, share, [gh.shift - qh, gw.shift - qw], lattice)
-            key = (ah, aw)
-            phases[key] = shifted if key not in phases else _binary(em, "add", phases[key], shifted, f32)
+    def offsets_from_origins(index: SSAValue, where: tuple[int, int]) -> SSAValue:
+        """index - the flat input index of its window's origin, for the indices loaded at `where` in the band."""
+        start = base + where[0] * gh.s * gw.n + where[1] * gw.s
+        assert isinstance(index.type, TileType)
+        origin_type = TileType(index.type.get_shape(), f32, Memory.SBUF)
+        origin = em.insert(tile.IotaOp(origin_type, [gh.s * gw.n, gw.s], start)).result
+        return _binary(em, "subtract", index, origin, relative_type)
 
-    # the gradient rows of the block: padded rows [u0 * s, (u0 + rows) * s) inside the input
+    relative = _bordered(em, indices, p0, ps, shape, real, at, gw.o, -1.0, f32, offsets_from_origins)
+
+    # the gradient rows of the block: padded rows [u0 * s, (u0 + rows) * s) inside the input, and the lattice
+    # positions [u, v) of each phase that land inside the input (a phase's taps add over those alone, so that the
+    # last add of a phase writes its window of the block's rows itself)
     top = max(u0 * gh.s, gh.p)
     bottom = min((u0 + rows) * gh.s, gh.p + gh.n)
     if bottom <= top:
         return
-    yield
-    out_type = element_type_of(grad)
-    block = em.insert(tile.EmptyOp(TileType((ps, bottom - top, gw.n), out_type, Memory.SBUF))).result
+    parts: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     for ah in range(gh.s):
         u_lo, u_hi = -(-(top - ah) // gh.s), -(-(bottom - ah) // gh.s)
         for aw in range(gw.s):
             v_lo, v_hi = -(-(gw.p - aw) // gw.s), -(-(gw.p + gw.n - aw) // gw.s)
-            if u_hi <= u_lo or v_hi <= v_lo:
-                continue
-            part = (ps, u_hi - u_lo, v_hi - v_lo)
-            summed = phases.get((ah, aw))
-            value = _fill(em, 0.0, part, f32) if summed is None else _window(em, summed, [u_lo - u0, v_lo], part)
-            spot = (u_lo * gh.s + ah - top, v_lo * gw.s + aw - gw.p)
-            block = em.insert(tile.InsertOp(value, block, [em.index(i) for i in spot], [gh.s, gw.s])).result
+            if u_hi > u_lo and v_hi > v_lo:
+                parts[(ah, aw)] = (u_lo, u_hi, v_lo, v_hi)
+
+    sum_type = element_type_of(grad) if _itemsize(element_type_of(grad)) == 2 else f32
+    out_type = element_type_of(grad)
+    block = em.insert(tile.EmptyOp(TileType((ps, bottom - top, gw.n), out_type, Memory.SBUF))).result
+
+    def place(value: SSAValue, key: tuple[int, int]) -> None:
+        """Write a phase's part into the block's rows, with the stride as step."""
+        nonlocal block
+        u_lo, _, v_lo, _ = parts[key]
+        spot = (u_lo * gh.s + key[0] - top, v_lo * gw.s + key[1] - gw.p)
+        block = em.insert(tile.InsertOp(value, block, [em.index(i) for i in spot], [gh.s, gw.s])).result
+
+    taps = [(kh, kw) for kh in reversed(range(gh.k)) for kw in reversed(range(gw.k))]
+    remaining = {key: 0 for key in parts}
+    for kh, kw in taps:
+        key = (gh.phase(kh)[1], gw.phase(kw)[1])
+        if key in remaining:
+            remaining[key] += 1
+    phases: dict[tuple[int, int], SSAValue] = {}
+    # PyTorch adds in output order: the last tap's output comes first. Each phase goes into the block as soon as
+    # its last tap is added, so that its last pass writes the block's window itself.
+    for kh, kw in taps:
+        (qh, ah), (qw, aw) = gh.phase(kh), gw.phase(kw)
+        key = (ah, aw)
+        if key not in parts:
+            continue
+        u_lo, u_hi, v_lo, v_hi = parts[key]
+        yield
+        # the output positions whose share lands on the phase's part: shifted by the tap's q
+        window = [gh.shift - qh + u_lo - u0, gw.shift - qw + v_lo]
+        part = (ps, u_hi - u_lo, v_hi - v_lo)
+        offsets = _window(em, relative, window, part)
+        hit = _scalar(em, "is_equal", offsets, float(kh * gh.d * gw.n + kw * gw.d), relative_type)
+        grads, nothing = _window(em, g, window, part), _window(em, zeros, [0, 0], part)
+        shifted = em.insert(tile.SelectOp(hit, grads, nothing, TileType(part, grad_type, Memory.SBUF))).result
+        phases[key] = shifted if key not in phases else _binary(em, "add", phases[key], shifted, sum_type)
+        remaining[key] -= 1
+        if not remaining[key]:
+            place(phases[key], key)
+    yield
+    for key, (u_lo, u_hi, v_lo, v_hi) in parts.items():
+        if key not in phases:  # no tap reaches the phase (a kernel smaller than the stride)
+            place(_fill(em, 0.0, (ps, u_hi - u_lo, v_hi - v_lo), f32), key)
     em.insert(tile.StoreOp(block, grad, [em.index(i) for i in (p0, top - gh.p, 0)]))

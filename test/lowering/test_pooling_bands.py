@@ -58,7 +58,7 @@ def _check(fn, x: torch.Tensor, exact: bool = False) -> None:
     got, expected = x.grad, mirror.grad
     assert got is not None
     assert expected is not None
-    if exact:  # fp32 sums in PyTorch's order of accumulation
+    if exact:  # sums in PyTorch's order of accumulation
         assert torch.equal(got, expected), (got - expected).abs().max()
     else:
         assert_close_to_torch(got, expected, "grad")
@@ -105,6 +105,34 @@ def test_band_max_pool_matches_eager(monkeypatch, taken, budget, name, fn, shape
     assert "backward" in kinds, taken
     blocks = [count for kind, count in taken if kind == "blocks"]
     assert (max(blocks) > 1) == (budget == 1024), blocks
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("budget", [pooling_bands.BLOCK_BYTES, 1024], ids=["one_block", "several_blocks"])
+def test_band_max_pool_backward_adds_16_bit_shares_as_the_cpu_does(monkeypatch, taken, budget):
+    """ResNet's 3 x 3 / 2 with padding over an odd size, its maxima on the odd rows and columns, each shared by up
+    to four windows (whose corners they are), and gradients over six orders of magnitude: PyTorch's CPU kernel adds every share into the
+    bf16 gradient, rounding each add, and the band path's bf16 sums in its order give the same bits (fp32 sums
+    rounded once do not)."""
+    monkeypatch.setattr(pooling_bands, "BLOCK_BYTES", budget)
+    torch.manual_seed(3)
+    x = torch.randn(2, 8, 31, 29)
+    x[..., 1::2, 1::2] += 4
+    x = x.to(torch.bfloat16).requires_grad_(True)
+    mirror = x.detach().clone().requires_grad_(True)
+    fn = lambda t: F.max_pool2d(t, 3, 2, 1)  # noqa: E731
+    values = torch.compile(fn, backend="neuron-mlir")(x)
+    expected = fn(mirror)
+    assert torch.equal(values, expected)
+    scale = torch.logspace(-3, 3, values.numel()).reshape(values.shape)
+    seed = (torch.randn(values.shape) * scale).to(torch.bfloat16)
+    values.backward(seed)
+    expected.backward(seed)
+    assert x.grad is not None
+    assert mirror.grad is not None
+    assert torch.equal(x.grad, mirror.grad), (x.grad.float() - mirror.grad.float()).abs().max()
+    assert ("backward", 0) in taken
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
 def test_window_offsets_take_bf16_only_while_exact():

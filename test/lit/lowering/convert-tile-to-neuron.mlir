@@ -233,6 +233,31 @@ func.func @row_windows(%x: memref<128x2x64xbf16, #mem<hbm>>, %y: memref<128x64xf
 // CASES:       func.return
 
 // -----
+// A float select reads its predicate and both choices through windows as well (a pooling backward's shifted
+// taps): strided windows of its operands' buffers, no copies.
+// CASES-LABEL: func.func @select_windows
+func.func @select_windows(%m: memref<128x6x8xbf16, #mem<hbm>>, %g: memref<128x6x8xbf16, #mem<hbm>>, %y: memref<128x5x4xbf16, #mem<hbm>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %mask = tile.load %m[%c0, %c0, %c0] : memref<128x6x8xbf16, #mem<hbm>> -> !tile.tile<128x6x8xbf16, sbuf>
+  %grad = tile.load %g[%c0, %c0, %c0] : memref<128x6x8xbf16, #mem<hbm>> -> !tile.tile<128x6x8xbf16, sbuf>
+  %zeros = tile.fill {value = 0.0 : f64} : !tile.tile<128x6x8xbf16, sbuf>
+  %hit = tile.extract %mask[%c1, %c1] {steps = array<i64: 1, 2>} : !tile.tile<128x6x8xbf16, sbuf> -> !tile.tile<128x5x4xbf16, sbuf>
+  %share = tile.extract %grad[%c0, %c0] {steps = array<i64: 1, 2>} : !tile.tile<128x6x8xbf16, sbuf> -> !tile.tile<128x5x4xbf16, sbuf>
+  %none = tile.extract %zeros[%c0, %c0] : !tile.tile<128x6x8xbf16, sbuf> -> !tile.tile<128x5x4xbf16, sbuf>
+  %picked = tile.select %hit, %share, %none : (!tile.tile<128x5x4xbf16, sbuf>, !tile.tile<128x5x4xbf16, sbuf>, !tile.tile<128x5x4xbf16, sbuf>) -> !tile.tile<128x5x4xbf16, sbuf>
+  tile.store %picked, %y[%c0, %c0, %c0] : !tile.tile<128x5x4xbf16, sbuf>, memref<128x5x4xbf16, #mem<hbm>>
+  func.return
+}
+// CASES:       %[[MASK:.*]] = neuron.alloc : memref<128x6x8xbf16, #mem<sbuf>>
+// CASES:       %[[GRAD:.*]] = neuron.alloc : memref<128x6x8xbf16, #mem<sbuf>>
+// CASES:       %[[ZEROS:.*]] = neuron.alloc : memref<128x6x8xbf16, #mem<sbuf>>
+// CASES-NOT:   neuron.tensor_copy
+// CASES:       neuron.select vector dst %{{.*}}, predicate %[[MASK]][0:128, 9, [[8, 5], [2, 4]]], on_true %[[GRAD]][0:128, 0, [[8, 5], [2, 4]]], on_false %[[ZEROS]][0:128, 0, [[8, 5], [1, 4]]]
+// CASES-NOT:   neuron.tensor_copy
+// CASES:       func.return
+
+// -----
 
 // A strided window (tile.extract with steps) is an access pattern whose steps are the band's times the window's:
 // the moving operand of a stride-2 convolution's tap, read in place from the input band.

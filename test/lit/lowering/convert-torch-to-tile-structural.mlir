@@ -146,7 +146,9 @@ func.func @main(%g: tensor<1x3x3x4xf32>, %x: tensor<1x3x4x5xf32>) -> tensor<1x3x
   %0 = torch.aten.max_pool2d_with_indices_backward %g, %x, %i {kernel_size = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x3x4xf32>, tensor<1x3x4x5xf32>, tensor<1x3x3x4xi64>) -> tensor<1x3x4x5xf32>
   func.return %0 : tensor<1x3x4x5xf32>
 }
-// CHECK:       tile.iota {steps = array<i64: 5, 1>, base = -6 : i64} : !tile.tile<3x5x6xf32, sbuf>
+// CHECK:       tile.load %{{.*}} -> !tile.tile<3x3x4xf32, sbuf>
+// CHECK:       tile.iota {steps = array<i64: 5, 1>} : !tile.tile<3x3x4xf32, sbuf>
+// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "subtract"} : (!tile.tile<3x3x4xf32, sbuf>, !tile.tile<3x3x4xf32, sbuf>) -> !tile.tile<3x3x4xbf16, sbuf>
 // CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 6.000000e+00 : f64}
 // CHECK:       tile.select
 // CHECK:       tile.binary_scalar %{{.*}} {op = "is_equal", scalar = 0.000000e+00 : f64}
