@@ -372,8 +372,10 @@ def _matmuls(value: SSAValue, stop: SSAValue | None = None) -> list[tile.MatmulO
     return matmuls
 
 
-def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | None] | None:
-    """The matmuls of an evacuated accumulation and the bias tile an add joins to it."""
+def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | None, bool] | None:
+    """The matmuls of an evacuated accumulation, the bias tile an add joins to it, and whether the matmuls ran
+    with their roles swapped (rows a 128-row tile leaves over: the accumulation copied out of PSUM and
+    transposed back to rows, convert-torch-to-tile's `_Kernel.swapped`)."""
     bias: tile.LoadOp | None = None
     if isinstance(value.owner, tile.BinaryOp) and value.owner.op.data == "add":
         lhs, rhs = value.owner.lhs, value.owner.rhs
@@ -383,8 +385,14 @@ def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | N
         bias, value = other.owner, psum
     if tile_type_of(value).memory is not Memory.PSUM:
         return None
+    swapped = isinstance(value.owner, tile.TransposeOp)
+    if isinstance(value.owner, tile.TransposeOp):
+        copy = value.owner.input.owner
+        if not isinstance(copy, tile.CopyOp) or tile_type_of(copy.input).memory is not Memory.PSUM:
+            return None
+        value = copy.input
     matmuls = _matmuls(value)
-    return None if matmuls is None else (matmuls, bias)
+    return None if matmuls is None else (matmuls, bias, swapped)
 
 
 def _epilogue(value: SSAValue) -> tuple[tile.UnaryOp, SSAValue] | None:
@@ -451,7 +459,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         found = _accumulation(accumulated)
         if found is None:
             return None
-        matmuls, bias_add = found
+        matmuls, bias_add, swapped = found
         bias_terms = 0 if bias_add is None else 1
         if bias_add is not None:
             bias = _bias_of(bias_add.source)
@@ -461,8 +469,14 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         rows = tile_type_of(store.value).get_shape()[0]
         for product in matmuls:
             matmul = product
-            if _ones(product.stationary):
-                row_load = product.moving.owner
+            # a swapped matmul has x^T (or the ones row) moving and W1's (or the bias row's) columns stationary
+            stationary, moving = (
+                (product.moving, product.stationary) if swapped else (product.stationary, product.moving)
+            )
+            if _ones(stationary):
+                row_load = moving.owner
+                if swapped and isinstance(row_load, tile.ExtractOp):  # a 128-column piece of the bias row
+                    row_load = row_load.source.owner
                 if not isinstance(row_load, tile.LoadOp):
                     return None
                 bias = _bias_of(row_load.source)
@@ -471,8 +485,8 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
                 biases.add(bias)
                 bias_terms += 1
                 continue
-            panel = _stationary_panel(product.stationary)
-            chunk = product.moving.owner
+            panel = _stationary_panel(stationary)
+            chunk = moving.owner
             if panel is None or not isinstance(chunk, tile.ExtractOp):
                 return None
             chunk_load = _whole_load(chunk.source)

@@ -15,6 +15,7 @@ import torch
 from support import numpy_close
 from support.compiled import check_compiled
 from xdsl.context import Context
+from xdsl.dialects import memref
 from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
@@ -22,6 +23,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.semantics import random_inputs, run_function
 from neuron_mlir.lowering.convert_torch_to_tile import ConvertTorchToTilePass
+from neuron_mlir.lowering.pipelines import pass_class
 
 
 def _mm_module(m: int, k: int, n: int, target: str) -> str:
@@ -99,3 +101,34 @@ def test_swapped_rows_through_a_linear_layer_and_its_epilogue(m: int, n: int) ->
         return torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)) + residual
 
     check_compiled(layer, x, w, bias, residual)
+
+
+def test_a_chain_whose_first_matmul_runs_swapped_still_fuses() -> None:
+    # tanh(x @ W1 + b1) @ W2 over 394 rows and K1 = 3072: the first matmul's 10 rows left over accumulate
+    # transposed, and tile-fuse-matmul-chains still builds the second matmul's panel on chip (H never stored)
+    m, k, hidden, out = 394, 3072, 256, 70
+    text = f"""
+builtin.module attributes {{neuron.target = #neuron.target<trn2>}} {{
+  func.func @main(%x: tensor<{m}x{k}xf32>, %w1: tensor<{k}x{hidden}xf32>, %b1: tensor<{hidden}xf32>,
+                  %w2: tensor<{hidden}x{out}xf32>) -> tensor<{m}x{out}xf32> {{
+    %h = torch.aten.addmm %b1, %x, %w1 : (tensor<{hidden}xf32>, tensor<{m}x{k}xf32>, tensor<{k}x{hidden}xf32>) -> tensor<{m}x{hidden}xf32>
+    %a = torch.aten.tanh %h : (tensor<{m}x{hidden}xf32>) -> tensor<{m}x{hidden}xf32>
+    %r = torch.aten.mm %a, %w2 : (tensor<{m}x{hidden}xf32>, tensor<{hidden}x{out}xf32>) -> tensor<{m}x{out}xf32>
+    func.return %r : tensor<{m}x{out}xf32>
+  }}
+}}
+"""
+    inputs = random_inputs(Parser(make_context(), text).parse_module())
+    converted = Parser(make_context(), text).parse_module()
+    ConvertTorchToTilePass().apply(Context(), converted)
+    assert (128, 10) in [_shapes(op) for op in converted.walk() if isinstance(op, tile.MatmulOp)]
+    module = Parser(make_context(), text).parse_module()
+    for name in ("convert-torch-to-tile", "tile-fuse-epilogues", "tile-fuse-matmul-chains"):
+        pass_class(name)().apply(Context(), module)
+    hidden_shapes = [
+        op for op in module.walk() if isinstance(op, memref.AllocOp) and op.memref.type.get_shape() == (m, hidden)
+    ]
+    assert not hidden_shapes, "the hidden activations still go through HBM"
+    [got] = run_function(module, inputs)
+    x, w1, b1, w2 = (torch.from_numpy(np.asarray(value)) for value in inputs)
+    numpy_close(np.asarray(got), (torch.tanh(torch.addmm(b1, x, w1)) @ w2).numpy(), "the fused chain")
