@@ -17,7 +17,9 @@ Input contract: tile-level functions after tile-fuse-epilogues, as convert-torch
   activation of `ACTIVATIONS` and copies; the accumulation sums products of a stationary panel's windows (x^T,
   K1 on partitions, built in a loop of TensorE transposes of a row tile as in the matmul's hoisted panel) and
   windows of one [K1 / 128, 128, N1] view of a row-major W1, plus at most one ones-row matmul adding the bias
-  row; the bias (that row, or the add's operand) is one strided vector b1 broadcast over rows;
+  row; the bias (that row, or the add's operand) is one strided vector b1 broadcast over rows. Rows left over by
+  the 128-row tiles may accumulate with the roles swapped (W1's columns stationary, x^T moving, the bias row in
+  128-column pieces) and reach the store copied out of PSUM and transposed back;
 * its loads (the second matmul's) each read whole rows [m, N1] that only a panel loop transposes, 128 columns at
   a time, into the second matmul's stationary panel ([128, N1 / 128, m]);
 * the row tiles the first matmul transposes depend on their rows only through the row index of their loads
