@@ -17,7 +17,9 @@ Input contract: tile-level functions after tile-fuse-epilogues, as convert-torch
   activation of `ACTIVATIONS` and copies; the accumulation sums products of a stationary panel's windows (x^T,
   K1 on partitions, built in a loop of TensorE transposes of a row tile as in the matmul's hoisted panel) and
   windows of one [K1 / 128, 128, N1] view of a row-major W1, plus at most one ones-row matmul adding the bias
-  row; the bias (that row, or the add's operand) is one strided vector b1 broadcast over rows;
+  row; the bias (that row, or the add's operand) is one strided vector b1 broadcast over rows. Rows left over by
+  the 128-row tiles may accumulate with the roles swapped (W1's columns stationary, x^T moving, the bias row in
+  128-column pieces) and reach the store copied out of PSUM and transposed back;
 * its loads (the second matmul's) each read whole rows [m, N1] that only a panel loop transposes, 128 columns at
   a time, into the second matmul's stationary panel ([128, N1 / 128, m]);
 * the row tiles the first matmul transposes depend on their rows only through the row index of their loads
@@ -372,8 +374,10 @@ def _matmuls(value: SSAValue, stop: SSAValue | None = None) -> list[tile.MatmulO
     return matmuls
 
 
-def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | None] | None:
-    """The matmuls of an evacuated accumulation and the bias tile an add joins to it."""
+def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | None, bool] | None:
+    """The matmuls of an evacuated accumulation, the bias tile an add joins to it, and whether the matmuls ran
+    with their roles swapped (rows a 128-row tile leaves over: the accumulation copied out of PSUM and
+    transposed back to rows, convert-torch-to-tile's `_Kernel.swapped`)."""
     bias: tile.LoadOp | None = None
     if isinstance(value.owner, tile.BinaryOp) and value.owner.op.data == "add":
         lhs, rhs = value.owner.lhs, value.owner.rhs
@@ -383,8 +387,14 @@ def _accumulation(value: SSAValue) -> tuple[list[tile.MatmulOp], tile.LoadOp | N
         bias, value = other.owner, psum
     if tile_type_of(value).memory is not Memory.PSUM:
         return None
+    swapped = isinstance(value.owner, tile.TransposeOp)
+    if isinstance(value.owner, tile.TransposeOp):
+        copy = value.owner.input.owner
+        if not isinstance(copy, tile.CopyOp) or tile_type_of(copy.input).memory is not Memory.PSUM:
+            return None
+        value = copy.input
     matmuls = _matmuls(value)
-    return None if matmuls is None else (matmuls, bias)
+    return None if matmuls is None else (matmuls, bias, swapped)
 
 
 def _epilogue(value: SSAValue) -> tuple[tile.UnaryOp, SSAValue] | None:
@@ -451,7 +461,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         found = _accumulation(accumulated)
         if found is None:
             return None
-        matmuls, bias_add = found
+        matmuls, bias_add, swapped = found
         bias_terms = 0 if bias_add is None else 1
         if bias_add is not None:
             bias = _bias_of(bias_add.source)
@@ -461,8 +471,14 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
         rows = tile_type_of(store.value).get_shape()[0]
         for product in matmuls:
             matmul = product
-            if _ones(product.stationary):
-                row_load = product.moving.owner
+            # a swapped matmul has x^T (or the ones row) moving and W1's (or the bias row's) columns stationary
+            stationary, moving = (
+                (product.moving, product.stationary) if swapped else (product.stationary, product.moving)
+            )
+            if _ones(stationary):
+                row_load = moving.owner
+                if swapped and isinstance(row_load, tile.ExtractOp):  # a 128-column piece of the bias row
+                    row_load = row_load.source.owner
                 if not isinstance(row_load, tile.LoadOp):
                     return None
                 bias = _bias_of(row_load.source)
@@ -471,8 +487,8 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
                 biases.add(bias)
                 bias_terms += 1
                 continue
-            panel = _stationary_panel(product.stationary)
-            chunk = product.moving.owner
+            panel = _stationary_panel(stationary)
+            chunk = moving.owner
             if panel is None or not isinstance(chunk, tile.ExtractOp):
                 return None
             chunk_load = _whole_load(chunk.source)

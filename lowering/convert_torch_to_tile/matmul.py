@@ -43,6 +43,9 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   chip (a layer norm's; a Linear layer's activations, built transposed).
 * A bias row is added by one more matmul per accumulator after the last K tile (a ones row [1, m] as the
   stationary, the bias row's [1, n] window as the moving), its load issued at the start of the block.
+* A sub-tile of few rows (the rows the tiles of 128 leave over) over a long K runs with the roles swapped
+  (`_Kernel.swapped`): 128-column pieces of B stationary, its rows moving, so TensorE streams its few rows
+  instead of B's columns; each [128, rows] accumulator is transposed back (bit-exact) as it leaves PSUM.
 * After the last K tile the block's accumulators are evacuated through the epilogue (by default one plain copy
   each, whose engines the neuron level chooses) and stored.
 
@@ -90,7 +93,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
 )
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
-from neuron_mlir.runtime.hardware import Memory, Target
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
 Epilogue = Callable[[LoopNestBuilder, SSAValue, list[Index], TileType], SSAValue]
@@ -414,6 +417,7 @@ def emit_matmul(
     kernel = _Kernel(
         lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k, lhs_type, rhs_type
     )
+    kernel.target = emitter_target(em)
     if bias_row is not None:
         kernel.bias_row = bias_row
         ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
@@ -505,6 +509,7 @@ def emit_bounded_matmul(
         lhs_type,
         rhs_type,
     )
+    kernel.target = emitter_target(em)
     if bias_row is not None:
         bias_layout = layout_of(bias_row)
         kernel.bias_row = view(
@@ -648,6 +653,7 @@ class _Kernel:
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
     resident_rest: SSAValue | None = None  # B's partial last K tile [K % K_TILE, N], when resident
+    target: Target | None = None  # its TensorE costs decide which sub-tiles run swapped (`swapped`)
 
     # ---- structure -------------------------------------------------------------------------------------------
 
@@ -758,12 +764,19 @@ class _Kernel:
         if bias is not None and self.ones is not None:
             ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
             accs = self.products(em, ones, bias, [], 1, n_size, accs if self.k else None)
-        for index, ((m0, m_size), (c0, c_size)) in enumerate((sub, col) for sub in subs for col in columns):
-            result_type = TileType((m_size, c_size), self.out_element_type, Memory.SBUF)
-            indices = [*batch, m0, c0]
-            finish = self.epilogue or self.evacuate
-            value = finish(em, accs[index], indices, result_type)
-            em.insert(tile.StoreOp(value, self.out, [em.index(i) for i in indices]))
+        finish = self.epilogue or self.evacuate
+        index = 0
+        for (m0, m_size), swapped in zip(subs, self.swaps([size for _, size in subs], n_size), strict=True):
+            for c0, c_size in _split(n_size, b.m_tile) if swapped else columns:
+                product = accs[index]
+                index += 1
+                if swapped:  # back to rows: the same fp32 sums, in PSUM as an unswapped accumulator holds them
+                    product = em.insert(tile.TransposeOp(to_sbuf(em, product))).result
+                    c0 = em.add(n0, c0)
+                result_type = TileType((m_size, c_size), self.out_element_type, Memory.SBUF)
+                indices = [*batch, m0, c0]
+                value = finish(em, product, indices, result_type)
+                em.insert(tile.StoreOp(value, self.out, [em.index(i) for i in indices]))
 
     def accumulate(
         self,
@@ -850,17 +863,67 @@ class _Kernel:
     ) -> list[SSAValue]:
         """One K tile's matmuls into every accumulator of the block (m sub-tiles outer, n sub-tiles inner).
 
-        The block's columns start at `column0` of `moving` (a resident B holds all of N)."""
+        The block's columns start at `column0` of `moving` (a resident B holds all of N). A sub-tile of few rows
+        (`swapped`) runs with the roles swapped: each [k, 128] piece of the moving tile is the stationary and the
+        sub-tile's [k, m] the moving, into [128, m] accumulators."""
         columns = _split(n_size, self.blocking.n_tile)
         rhs = [window(em, moving, [*lead, em.add(column0, c0)], (k_size, c_size)) for c0, c_size in columns]
         results: list[SSAValue] = []
-        for s, part in enumerate(stationary):
+        swaps = self.swaps([_shape(part)[-1] for part in stationary], n_size)
+        for part, swapped in zip(stationary, swaps, strict=True):
             m_size = _shape(part)[-1]
+            if swapped:
+                for c0, c_size in _split(n_size, self.blocking.m_tile):
+                    piece = window(em, moving, [*lead, em.add(column0, c0)], (k_size, c_size))
+                    acc = accs[len(results)] if accs is not None else None
+                    result_type = TileType((c_size, m_size), f32, Memory.PSUM)
+                    results.append(em.insert(tile.MatmulOp(piece, part, result_type, acc)).result)
+                continue
             for j, (_, c_size) in enumerate(columns):
-                acc = accs[s * len(columns) + j] if accs is not None else None
+                acc = accs[len(results)] if accs is not None else None
                 result_type = TileType((m_size, c_size), f32, Memory.PSUM)
                 results.append(em.insert(tile.MatmulOp(part, rhs[j], result_type, acc)).result)
         return results
+
+    def swaps(self, m_sizes: list[int], n_size: int) -> list[bool]:
+        """Which sub-tiles of `m_sizes` rows run swapped in a block of `n_size` columns (`swapped`). A swapped
+        sub-tile takes a PSUM bank per 128 columns where an unswapped one takes one per 512: none is swapped when the
+        block's accumulators would leave no bank for the transposes back to rows ([130, 3072] x [3072, 768]
+        would take 2 + 6 of trn2's 8; a ViT step's 394 rows take 3 + 4)."""
+        swaps = [self.swapped(m_size, n_size) for m_size in m_sizes]
+        if not any(swaps) or self.target is None:
+            return swaps
+        b = self.blocking
+        banks = sum(len(_split(n_size, b.m_tile if swap else b.n_tile)) for swap in swaps)
+        return swaps if banks < self.target.psum_banks else [False] * len(swaps)
+
+    def swapped(self, m_size: int, n_size: int) -> bool:
+        """Whether a sub-tile of `m_size` rows accumulates a block of `n_size` columns transposed (`products`).
+
+        TensorE time follows the moving side's columns, so a sub-tile of a few rows (the rows a tile of 128 leaves
+        over: 394 = 3 x 128 + 10) costs as much per K step as a full one: `max(c, 64)` cycles per PSUM bank of
+        columns. With the roles swapped it costs `max(m_size, 64)` per 128 columns. Each [128, m_size]
+        accumulator then goes back to rows as it leaves PSUM (`block`): a copy out of PSUM, an fp32 transpose, and
+        its own evacuation and store, so the swap pays only for a long K (the cost model's rules, in ns: the
+        [394, 3072] x [3072, 768] products of a ViT-B/16 MLP, not its [394, 768] x [768, 768] projections). Only
+        where transposes are bit-exact (v3 on): the rows then hold the same fp32 sums as unswapped."""
+        target = self.target
+        b = self.blocking
+        if not self.k or target is None or not target.matmul_transpose_bit_exact or m_size >= b.m_tile:
+            return False
+        k_steps = -(-self.k // b.k_tile) + (1 if self.bias_row is not None else 0)
+        floor = target.matmul_min_cycles
+        pieces = _split(n_size, b.m_tile)
+        normal = sum(max(c, floor) for _, c in _split(n_size, b.n_tile))
+        saved_ns = k_steps * (normal - len(pieces) * max(m_size, floor)) / target.clock_ghz[Engine.TENSOR]
+        transposes = len(pieces) * max(m_size, floor) * target.matmul_transpose_fp32_factor
+        transposes_ns = transposes / target.clock_ghz[Engine.TENSOR]
+        vector = target.vector_min_cycles
+        copies_ns = len(pieces) * max(m_size, vector) / target.clock_ghz[Engine.VECTOR]
+        # each piece leaves PSUM through its own store: the stores past the one bank's are DMAs whose fixed latency
+        # the queues share
+        stores_ns = (len(pieces) - len(_split(n_size, b.n_tile))) * target.dma_fixed_latency_ns / target.dma_queues
+        return saved_ns > transposes_ns + copies_ns + stores_ns
 
     # ---- operands --------------------------------------------------------------------------------------------
 

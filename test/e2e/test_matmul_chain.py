@@ -60,6 +60,8 @@ CASES = [
     ("fp32_tanh", torch.float32, "tanh", True, (130,), 256, 384, 70),
     ("bf16_hidden_not_tiled", torch.bfloat16, "gelu_tanh", True, (130,), 128, 200, None),
     ("bf16_single_row", torch.bfloat16, "gelu_tanh", True, (1,), 128, 256, None),
+    # 2 x 197 rows over a long K1: the first matmul's 10 rows left over accumulate with the roles swapped
+    ("bf16_swapped_remainder", torch.bfloat16, "gelu_tanh", False, (2, 197), 3072, 256, 70),
 ]
 
 
