@@ -12,6 +12,7 @@ torch is imported inside the functions: loading this module (or `neuron-opt`) ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,11 +130,25 @@ def _constant(op: arith.ConstantOp) -> Any:
 _RESHAPING_VIEWS = frozenset({"aten::view", "aten::_unsafe_view"})
 
 
+# Products whose `alpha` ATen hands to the BLAS with the factors: where a non-finite alpha enters depends on the
+# BLAS and the CPU (MKL scales the first factor's elements on some processors, the product on others: NaN from
+# inf * 0 and from infinities of both signs on one, an infinity on the other). The semantics fixes one order,
+# the lowering's: alpha scales the first factor's elements (`convert_torch_to_tile/matmul.py`), the same on
+# every host.
+_ALPHA_SCALED_FACTOR = {"aten::addmm": "mat1", "aten::addbmm": "batch1"}
+
+
 def _run_on_cpu(aten_op: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The overload's result on the CPU: its own kernel, or, for the few ops ATen only has for accelerators
     (`_fused_rms_norm_backward`), its registered decomposition, which states what the op computes."""
     from torch._decomp import decomposition_table  # noqa: TID251
 
+    factor = _ALPHA_SCALED_FACTOR.get(aten_op._schema.name)
+    alpha = kwargs.get("alpha", 1)
+    if factor is not None and not math.isfinite(alpha):
+        position = next(i for i, a in enumerate(aten_op._schema.arguments) if a.name == factor)
+        args = [alpha * a if i == position else a for i, a in enumerate(args)]
+        kwargs = {**kwargs, "alpha": 1}
     try:
         return aten_op(*args, **kwargs)
     except NotImplementedError:

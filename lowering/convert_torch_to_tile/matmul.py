@@ -1187,10 +1187,12 @@ def _non_finite_alpha_into_lhs(
     """For an infinite or NaN `alpha`, `alpha * lhs` (and alpha 1 left to apply), else `lhs` and `args` as they
     are.
 
-    PyTorch's CPU addmm and addbmm hand alpha to the BLAS, which scales the left operand's elements before the
-    products: each element is sum_k (alpha * a_ik) * b_kj, so an infinite alpha makes NaN of any zero a_ik (inf *
-    0) and of infinite terms of both signs, where alpha * (a @ b) would be an infinity. For a finite alpha the two
-    orders differ by rounding only, and scaling the product as PSUM is evacuated costs no pass over an operand.
+    PyTorch's CPU addmm and addbmm hand alpha to the BLAS, where it enters depends on the BLAS and the processor:
+    scaling the left operand's elements first, each element is sum_k (alpha * a_ik) * b_kj, so an infinite alpha
+    makes NaN of any zero a_ik (inf * 0) and of infinite terms of both signs, where alpha * (a @ b) would be an
+    infinity. This lowering fixes the first order, and the torch-level semantics states the same
+    (`ir/semantics/torch.py`), so a result does not depend on the host. For a finite alpha the two orders differ
+    by rounding only, and scaling the product as PSUM is evacuated costs no pass over an operand.
     """
     alpha = float(args.get("alpha", 1))
     if math.isfinite(alpha):

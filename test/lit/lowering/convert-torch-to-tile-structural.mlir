@@ -340,8 +340,9 @@ func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32
 
 // -----
 
-// An infinite alpha scales batch1's elements before the products, as PyTorch's CPU addbmm (through the BLAS)
-// does: inf * 0 terms and infinities of both signs in one sum give NaN, where inf * (the sum) would not.
+// An infinite alpha scales batch1's elements before the products (where the BLAS under PyTorch's CPU addbmm applies
+// it depends on the processor; the semantics fixes this order): inf * 0 terms and infinities of both signs in one
+// sum give NaN, where inf * (the sum) would not.
 // CHECK-LABEL: func.func @main
 func.func @main(%c: tensor<5x7xf32>, %a: tensor<3x5x4xf32>, %b: tensor<3x4x7xf32>) -> tensor<5x7xf32> {
   %0 = torch.aten.addbmm %c, %a, %b {beta = 5.000000e-01 : f64, alpha = 0x7FF0000000000000 : f64} : (tensor<5x7xf32>, tensor<3x5x4xf32>, tensor<3x4x7xf32>) -> tensor<5x7xf32>
