@@ -429,7 +429,7 @@ class _Rewriter:
             upper = known.upper if known is not None else None
             if not isinstance(upper, sympy.Integer) or int(upper) > min(extent, LARGEST_RANGE_BUCKET):
                 return False
-        elif not (len(extent) == 1 and _expr(extent[0]) == symbol):
+        elif not (isinstance(extent, tuple) and len(extent) == 1 and _expr(extent[0]) == symbol):
             return False
         for node in chain:
             node.meta[PADDING_WRITTEN] = None
