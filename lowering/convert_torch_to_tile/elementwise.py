@@ -414,9 +414,9 @@ def lane_filling_tiling(
     last dimension when the first leaves lanes empty and the second fills more of them in tiles no smaller.
 
     A broadcast operand can keep a short leading dimension from merging with the rest: `[b, s, 32] + [1, s, 32]`
-    is the space `[b, s * 32]`, whose plain tiles have b partitions and a free axis of up to FREE_TILE elements
-    (one engine instruction per 512 elements of each of b lanes). Split as `[b, s, 32]`, s goes on the
-    partitions and b joins the free axis: tiles of `[s, b x 32]`, as many elements per instruction on s lanes."""
+    is the space `[b, s * 32]`, whose plain tiles have b partitions and a free axis of up to FREE_TILE elements,
+    each instruction streaming that many elements on b lanes. Split as `[b, s, 32]`, s goes on the partitions
+    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time."""
     tiling, canonical = wide_tiling(space, layouts, max_free_dims)
     inner = next((extent for extent in reversed(shape) if extent != 1), None)
     rank = len(space)

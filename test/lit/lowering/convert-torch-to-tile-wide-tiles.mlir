@@ -78,9 +78,9 @@ func.func @batch_beside_a_broadcast(%x: tensor<4x64x32xf32>, %p: tensor<1x64x32x
   %y = torch.aten.add.Tensor %x, %p : (tensor<4x64x32xf32>, tensor<1x64x32xf32>) -> tensor<4x64x32xf32>
   func.return %y : tensor<4x64x32xf32>
 }
-// The broadcast keeps the batch from merging with the rest ([4, 2048]: tiles of 4 lanes by 512 elements, four
-// of them); split back at the features, the 64 positions go on the partitions and the batch joins the free axis:
-// one [64, 4 x 32] tile.
+// The broadcast keeps the batch from merging with the rest ([4, 2048]: a tile of 4 lanes by 2048 elements); split
+// back at the features, the 64 positions go on the partitions and the batch joins the free axis: one [64, 4 x 32]
+// tile, 128 elements per lane.
 // CHECK-LABEL: func.func @batch_beside_a_broadcast
 // CHECK-NOT:   scf.for
 // CHECK:       tile.load {{.*}} : memref<4x64x32xf32, #mem<hbm>> -> !tile.tile<64x4x32xf32, sbuf>
