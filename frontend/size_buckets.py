@@ -26,7 +26,8 @@ the factors' mixed radix is below that factor's actual extent. Then, per op:
 * a contraction over a padded extent (`mm`, `bmm`, `addmm`) zeroes both operands' padding; attention over
   padded keys adds -inf for them to its mask and has the kernel zero their key and value rows (or a pass, when
   the keys are not counted by one size); gathers (`embedding`, `index.Tensor`, `gather`) read index 0 at padded
-  positions, so that no padded index points outside the table;
+  positions, so that no padded index points outside the table, unless their padding already lies inside it (an
+  input's zeros, or `arange(s)` over a dimension of `s` or a table as long as `s`'s range);
 * backward kernels that sum over rows (layer norm, softmax, embedding, nll_loss) read padded gradients as 0;
   a slice written back (`slice_scatter`) keeps the tensor's own values under the slice's padding;
 * per-sample ops (convolution, pooling, inference batch norm) take a padded batch as it is;
@@ -179,6 +180,11 @@ class _Rewriter:
         self.symbols: set[sympy.Symbol] = set()
         self.assumed: set[tuple[sympy.Symbol, sympy.Symbol]] = set()
         self.attention_masks: dict[tuple[Any, ...], torch.fx.Node] = {}
+        # tensors whose padding is 0: the inputs (the host pads them with zeros) and their views and casts
+        self.zero_padded: set[torch.fx.Node] = set()
+        # integer tensors whose every element, padding included once they write it, lies below the bucket's
+        # extent of a size symbol: `arange(s)`, what adds 0 to it and its views (the symbol, the nodes computing it)
+        self.below: dict[torch.fx.Node, tuple[sympy.Symbol, list[torch.fx.Node]]] = {}
 
     def same(self, a: Dim, b: Dim) -> bool:
         """Whether two dimensions are laid out alike. Factors that are different size symbols are taken as equal
@@ -251,6 +257,8 @@ class _Rewriter:
 
     def masked(self, x: torch.fx.Node, axes: Sequence[int], fill: Any, like: torch.fx.Node) -> torch.fx.Node:
         """`x` with the padding of its dimensions `axes` replaced by `fill`."""
+        if x in self.zero_padded and fill == 0:
+            return x  # its padding is already `fill`
         layout = self.layouts[x]
         value = x.meta["val"]
         for axis in axes:
@@ -284,6 +292,7 @@ class _Rewriter:
                 if isinstance(value, torch.Tensor):
                     layout = self._input_layout(value.shape, node)
                     self.layouts[node] = layout
+                    self.zero_padded.add(node)
                     placeholders.append(layout)
                 elif isinstance(value, torch.SymInt):
                     self.symbols |= value.node.expr.free_symbols
@@ -372,6 +381,9 @@ class _Rewriter:
             rule = _pointwise
         if rule is not None:
             self.layouts[node] = rule(self, node)
+            if target in _KEEPING_ZEROS and _args(node)[0] in self.zero_padded:
+                self.zero_padded.add(node)
+            self._track_below(node)
             return
         outputs = value if isinstance(value, list | tuple) else [value]
         padded_out = any(isinstance(v, torch.Tensor) and any(_expr(e).free_symbols for e in v.shape) for v in outputs)
@@ -380,6 +392,48 @@ class _Rewriter:
         self.layouts[node] = [_plain(v) if isinstance(v, torch.Tensor) else None for v in outputs]
         if not isinstance(value, list | tuple):
             self.layouts[node] = self.layouts[node][0]
+
+    def _track_below(self, node: torch.fx.Node) -> None:
+        """Record `node` in `below` when it is `arange(s)` (from 0, step 1, an integer dtype), adds 0 to such a
+        tensor (transformers' `arange(length) + offset` with no offset) or views one."""
+        target, args = node.target, _args(node)
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.dtype not in (torch.int32, torch.int64):
+            return
+        if target in (aten.arange.default, aten.arange.start, aten.arange.start_step):
+            start, end = (0, args[0]) if target is aten.arange.default else (args[0], args[1])
+            step = args[2] if len(args) > 2 else node.kwargs.get("step", 1)
+            size = end.meta.get("val") if isinstance(end, torch.fx.Node) else end
+            if start == 0 and step == 1 and isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                self.below[node] = (size.node.expr, [node])
+            return
+        source = args[0] if args else None
+        if not isinstance(source, torch.fx.Node) or source not in self.below:
+            return
+        adds_zero = target in (aten.add.Tensor, aten.add.Scalar) and len(args) == 2 and args[1] == 0
+        if adds_zero or target in _VIEWS:
+            symbol, chain = self.below[source]
+            self.below[node] = (symbol, [*chain, node])
+
+    def in_range(self, index: torch.fx.Node, extent: Any) -> bool:
+        """Whether every element of `index`, padding included, is a valid index into a dimension of `extent`
+        (a static extent, or a layout's dimension) at every bucket: an index in `below` whose symbol is that
+        dimension's one factor, or whose symbol's bounded range (its largest bucket) fits in the static extent.
+        Then the nodes computing it are made to write their padding (`PADDING_WRITTEN`), and the gather needs no
+        `where` setting its padded indices to 0."""
+        if index not in self.below:
+            return False
+        symbol, chain = self.below[index]
+        if isinstance(extent, int):
+            known = self.fake_mode.shape_env.var_to_range.get(symbol)
+            upper = known.upper if known is not None else None
+            if not isinstance(upper, sympy.Integer) or int(upper) > min(extent, LARGEST_RANGE_BUCKET):
+                return False
+        elif not (isinstance(extent, tuple) and len(extent) == 1 and _expr(extent[0]) == symbol):
+            return False
+        for node in chain:
+            node.meta[PADDING_WRITTEN] = None
+        return True
 
     def _replace_numbers(self, node: torch.fx.Node) -> None:
         """Symbolic sizes passed as numbers to an elementwise op read their actual value (a host input)."""
@@ -772,7 +826,7 @@ def _gather_rows(rw: _Rewriter, node: torch.fx.Node) -> Layout:
         raise rw._refuse(node, "an embedding table with a padded dimension")
     layout = _layout(rw, indices)
     padded = [i for i, d in enumerate(layout) if _padded(d)]
-    if padded:
+    if padded and not rw.in_range(indices, weight.meta["val"].shape[0]):
         node.replace_input_with(indices, rw.masked(indices, padded, 0, node))
     return [*list(layout), _layout(rw, weight)[-1]]
 
@@ -880,12 +934,12 @@ def _index(rw: _Rewriter, node: torch.fx.Node) -> Layout:
         raise rw._refuse(node, "an advanced index after a full slice")
     source = _layout(rw, x)
     layouts = []
-    for index in indices:
+    for index, extent in zip(indices, source, strict=False):
         if index.meta["val"].dtype == torch.bool:
             raise rw._refuse(node, "a boolean index")
         layout = _layout(rw, index)
         padded = [i for i, d in enumerate(layout) if _padded(d)]
-        if padded:
+        if padded and not rw.in_range(index, extent):
             node.replace_input_with(index, rw.masked(index, padded, 0, node))
         layouts.append(layout)
     value = node.meta["val"]
@@ -1019,6 +1073,28 @@ _SIZE_ARGUMENTS: dict[Any, set[str]] = {
     aten.new_empty.default: {"size"},
     aten.new_full.default: {"size"},
 }
+
+# Views: each element of the result is an element of the input, a padded one where the result's is padded
+_VIEWS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.expand.default,
+    aten.clone.default,
+    aten.alias.default,
+    aten.detach.default,
+}
+
+# Views and casts: each element of the result is an element of the input, a padded one where the result's is
+# padded (the layouts track whole factors), so zero padding stays zero.
+_KEEPING_ZEROS = _VIEWS | {aten._to_copy.default, torch.ops.prims.convert_element_type.default}
 
 _SUM = _reduction(lambda dtype: False if dtype == torch.bool else 0)
 

@@ -407,6 +407,35 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: 
     return tiling, layouts
 
 
+def lane_filling_tiling(
+    shape: Sequence[int], space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int
+) -> tuple[Tiling, list[Layout]]:
+    """`wide_tiling` of a canonical space, or of the space with its last dimension split back at the output's
+    last dimension when the first leaves lanes empty and the second fills more of them in tiles no smaller.
+
+    A broadcast operand can keep a short leading dimension from merging with the rest: `[b, s, 32] + [1, s, 32]`
+    is the space `[b, s * 32]`, whose plain tiles have b partitions and a free axis of up to FREE_TILE elements,
+    each instruction streaming that many elements on b lanes. Split as `[b, s, 32]`, s goes on the partitions
+    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time."""
+    tiling, canonical = wide_tiling(space, layouts, max_free_dims)
+    inner = next((extent for extent in reversed(shape) if extent != 1), None)
+    rank = len(space)
+    if (
+        rank < 2
+        or min(tiling.space[tiling.partition], PARTITION_TILE) == PARTITION_TILE
+        or inner is None
+        or space[-1] == inner
+        or space[-1] % inner
+    ):
+        return tiling, canonical
+    split = [layout.split_dim(rank - 1, space[-1] // inner) for layout in layouts]
+    other, other_layouts = wide_tiling(split[0].shape, split, max_free_dims)
+    lanes = min(other.space[other.partition], PARTITION_TILE)
+    if lanes > min(tiling.space[tiling.partition], PARTITION_TILE) and _tile_elements(other) >= _tile_elements(tiling):
+        return other, other_layouts
+    return tiling, canonical
+
+
 def _broadcast_along_free(layout: Layout) -> bool:
     """Whether an operand repeats each row (or one value) along the last dimension. The plain tiling loads such a
     column once per partition and spreads it on chip; a multi-dimensional tile would have to fetch it by DMA one
@@ -463,7 +492,7 @@ def emit_elementwise(
     else:
         space, canonical = iteration_space(out_shape, layouts)
     if wide and compute_at is None and not dynamic:
-        tiling, canonical = wide_tiling(space, canonical, emitter_target(em).max_free_dims)
+        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, emitter_target(em).max_free_dims)
     else:
         tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
     space = tiling.space

@@ -467,3 +467,56 @@ def test_convolutions_and_pooling_over_a_padded_batch_are_one_program():
             assert_close_to_torch(compiled(x), model(x), f"batch {batch}")
     assert _programs() == 1
     assert neuron_mlir.stats()["size_notes"] == []
+
+
+def _plans(monkeypatch) -> list:
+    plans = []
+    keep = BucketedGraph.__init__
+
+    def init(self, graph_module, plan, *rest):
+        plans.append(plan)
+        keep(self, graph_module, plan, *rest)
+
+    monkeypatch.setattr(BucketedGraph, "__init__", init)
+    return plans
+
+
+def _wheres(plan) -> int:
+    return sum(node.target is torch.ops.aten.where.self for node in plan.graph_module.graph.nodes)
+
+
+def test_indices_that_are_inputs_or_aranges_of_the_bucket_need_no_padding_where(monkeypatch):
+    # the host pads the tokens with zeros, and arange(s) over the bucket's s indexes a dimension of s (or a table
+    # at least as long as s's range) within bounds: none of the gathers needs its padded indices set to 0
+    plans = _plans(monkeypatch)
+
+    def look_up(table, positions_table, tokens, positions):
+        batch = torch.arange(positions.shape[0])[:, None, None, None]
+        keys = positions[batch, (torch.arange(positions.shape[1]) + 0)[None, None, None, :]]
+        embedded = F.embedding(tokens, table) + F.embedding(torch.arange(tokens.shape[1])[None], positions_table)
+        return embedded, keys
+
+    compiled = torch.compile(look_up, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(7)
+    table, positions_table = torch.randn(96, 32), torch.randn(200, 32)
+    for batch, seq in ((2, 70), (3, 130), (2, 5)):
+        tokens = _marked(_marked(torch.randint(0, 96, (batch, seq)), 0, 2, 3), 1, 2, 200)
+        positions = _marked(_marked(torch.randint(0, 512, (batch, seq)), 0, 2, 3), 1, 2, 200)
+        result = compiled(table, positions_table, tokens, positions)
+        assert_close_to_torch(result, look_up(table, positions_table, tokens, positions), f"{batch} x {seq}")
+    assert _programs() == 2
+    assert [_wheres(plan) for plan in plans] == [0]
+
+
+def test_an_arange_longer_than_the_table_it_indexes_keeps_its_padding_where(monkeypatch):
+    # positions up to 150 in a table of 100 rows: the bucket's padded positions would lie outside the table
+    plans = _plans(monkeypatch)
+
+    def look_up(positions_table, tokens):
+        return F.embedding(torch.arange(tokens.shape[1])[None], positions_table) * tokens[..., None]
+
+    compiled = torch.compile(look_up, backend="neuron-mlir", options={"strict": True, "cache": False})
+    positions_table = torch.randn(100, 8)
+    tokens = _marked(torch.randn(2, 30), 1, 2, 150)
+    assert_close_to_torch(compiled(positions_table, tokens), look_up(positions_table, tokens), "2 x 30")
+    assert [_wheres(plan) for plan in plans] == [1]

@@ -71,3 +71,20 @@ func.func @row_scale_keeps_plain_tiles(%x: tensor<6144x256xf32>, %s: tensor<6144
 // CHECK-LABEL: func.func @row_scale_keeps_plain_tiles
 // CHECK:       tile.load {{.*}} : memref<6144x256xf32, strided<[1, 0]>, #mem<hbm>> -> !tile.tile<128x1xf32, sbuf>
 // CHECK-NOT:   dims =
+
+// -----
+
+func.func @batch_beside_a_broadcast(%x: tensor<4x64x32xf32>, %p: tensor<1x64x32xf32>) -> tensor<4x64x32xf32> {
+  %y = torch.aten.add.Tensor %x, %p : (tensor<4x64x32xf32>, tensor<1x64x32xf32>) -> tensor<4x64x32xf32>
+  func.return %y : tensor<4x64x32xf32>
+}
+// The broadcast keeps the batch from merging with the rest ([4, 2048]: a tile of 4 lanes by 2048 elements); split
+// back at the features, the 64 positions go on the partitions and the batch joins the free axis: one [64, 4 x 32]
+// tile, 128 elements per lane.
+// CHECK-LABEL: func.func @batch_beside_a_broadcast
+// CHECK-NOT:   scf.for
+// CHECK:       tile.load {{.*}} : memref<4x64x32xf32, #mem<hbm>> -> !tile.tile<64x4x32xf32, sbuf>
+// CHECK:       tile.load {{.*}} : memref<4x64x32xf32, strided<[0, 32, 1]>, #mem<hbm>> -> !tile.tile<64x4x32xf32, sbuf>
+// CHECK:       tile.binary {{.*}} -> !tile.tile<64x4x32xf32, sbuf>
+// CHECK:       tile.store {{.*}} : !tile.tile<64x4x32xf32, sbuf>, memref<4x64x32xf32, #mem<hbm>>
+// CHECK-NOT:   tile.load
