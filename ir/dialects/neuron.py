@@ -28,7 +28,7 @@ instruction has an `id` and the `waits` that order it after producers on other q
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -67,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import AttrValue
@@ -1254,6 +1255,26 @@ class _SegmentedOperand:
 for _instruction in INSTRUCTION_OPS:
     for _index, (_name, _) in enumerate(_instruction.get_irdl_definition().operands):
         setattr(_instruction, _name, _SegmentedOperand(_index))
+
+
+def _alloc_key(op: Operation) -> Hashable:
+    """All `AllocOp.verify_` reads: its type, address and attributes, and the module's target."""
+    return (*value_key(op), id(target_of(op)))
+
+
+def _instruction_key(op: Operation) -> Hashable:
+    """All an instruction's verification reads: its values, the target, and the address of every buffer it
+    accesses (`_rule_operand`); the buffers themselves only through their types."""
+    addresses = tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
+    return (*value_key(op), addresses, id(target_of(op)))
+
+
+# Unrolled loops repeat each instruction with equal patterns and buffer types: inside `verify_module` each
+# distinct one is checked once. Collectives are left out: their rules read the module's process groups.
+AllocOp.verify_ = memoized_verify(AllocOp.verify_, _alloc_key)  # type: ignore[method-assign]
+for _instruction in INSTRUCTION_OPS:
+    if _instruction not in COLLECTIVE_OPS:
+        _instruction.verify_ = memoized_verify(_instruction.verify_, _instruction_key)  # type: ignore[method-assign]
 
 Neuron = Dialect(
     "neuron",

@@ -1,0 +1,70 @@
+"""Verifying a module whose ops repeat: each distinct op verified once per `verify_module` call.
+
+A lowered module holds thousands of instructions that differ only in which buffer they name: the same opcode,
+engine, access patterns and buffer types in every unrolled iteration of a loop. An op whose verifier reads
+nothing but its own class, properties, attributes, operand and result types and the module's target (and, for
+instructions, the addresses of the buffers they access) gets the same answer for every op with equal values of
+those. `memoized_verify` wraps such a class's `verify_` so that, inside `verify_module`, an op whose values equal
+those of an op that already passed is not checked again; an op that fails is checked (and reported) as before.
+Outside `verify_module` (`op.verify()`, xDSL's own drivers) every op is checked in full.
+
+Only classes whose verification is a function of that key may be wrapped: no regions, no successors, no trait or
+verifier that looks at the op's parent, neighbours or uses. The memo lives for one call, so it holds no IR alive.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+
+from xdsl.ir import Operation
+
+_MEMO: contextvars.ContextVar[set[Hashable] | None] = contextvars.ContextVar("verification_memo", default=None)
+
+VerifyKey = Callable[[Operation], Hashable]
+
+
+def value_key(op: Operation) -> tuple[Hashable, ...]:
+    """What a context-free verifier reads: the op's class, properties, attributes, operand and result types."""
+    return (
+        type(op),
+        tuple(op.properties.items()),
+        tuple(op.attributes.items()),
+        tuple(operand.type for operand in op.operands),
+        tuple(result.type for result in op.results),
+    )
+
+
+def memoized_verify(verify_: Callable[[Operation], None], key: VerifyKey) -> Callable[[Operation], None]:
+    """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it."""
+
+    def verify(op: Operation) -> None:
+        memo = _MEMO.get()
+        if memo is None:
+            verify_(op)
+            return
+        found = key(op)
+        if found in memo:
+            return
+        verify_(op)
+        memo.add(found)
+
+    verify.__doc__ = verify_.__doc__
+    return verify
+
+
+@contextmanager
+def shared_verification() -> Iterator[None]:
+    """Within this block, memoized verifiers check each distinct key once."""
+    token = _MEMO.set(set())
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def verify_module(module: Operation) -> None:
+    """`module.verify()`, each distinct op of the memoized classes verified once."""
+    with shared_verification():
+        module.verify()
