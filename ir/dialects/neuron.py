@@ -457,6 +457,12 @@ class ViewOp(IRDLOperation):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+# Per instruction class: its roles in order (`InstructionOp.roles`); per class and operand segment sizes (the
+# property's bytes): the roles present. Both are asked in the passes' inner loops.
+_ROLES: dict[type[InstructionOp], tuple[str, ...]] = {}
+_PRESENT_ROLES: dict[tuple[type[InstructionOp], bytes], tuple[str, ...]] = {}
+
+
 class InstructionOp(IRDLOperation):
     """Base of every instruction op: the shared syntax, access decoding and the generic hardware checks.
 
@@ -483,8 +489,11 @@ class InstructionOp(IRDLOperation):
 
     @classmethod
     def roles(cls) -> tuple[str, ...]:
-        spec = cls.spec()
-        return spec.writes + spec.optional_writes + spec.reads + spec.optional_reads
+        roles = _ROLES.get(cls)
+        if roles is None:
+            spec = cls.spec()
+            roles = _ROLES[cls] = spec.writes + spec.optional_writes + spec.reads + spec.optional_reads
+        return roles
 
     def access(self, role: str) -> tuple[SSAValue, AccessPatternAttr, SSAValue | None] | None:
         """(buffer, static pattern, dynamic offset) of `role`, or None when an optional role is absent."""
@@ -496,7 +505,14 @@ class InstructionOp(IRDLOperation):
         return buffer, pattern, getattr(self, f"{role}_offset")
 
     def present_roles(self) -> list[str]:
-        return [role for role in self.roles() if getattr(self, role) is not None]
+        # which roles are present is a function of the operand segment sizes: found once per class and sizes
+        sizes = self.properties["operandSegmentSizes"]
+        assert isinstance(sizes, DenseArrayBase)
+        key = (type(self), sizes.data.data)
+        present = _PRESENT_ROLES.get(key)
+        if present is None:
+            present = _PRESENT_ROLES[key] = tuple(role for role in self.roles() if getattr(self, role) is not None)
+        return list(present)
 
     @property
     def engine_kind(self) -> Engine:
