@@ -17,12 +17,13 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar, cast
 
 from xdsl.ir import Operation
 
 _MEMO: contextvars.ContextVar[set[Hashable] | None] = contextvars.ContextVar("verification_memo", default=None)
 
-VerifyKey = Callable[[Operation], Hashable]
+VerifyT = TypeVar("VerifyT", bound=Callable[[Any], None])
 
 
 def value_key(op: Operation) -> tuple[Hashable, ...]:
@@ -36,7 +37,7 @@ def value_key(op: Operation) -> tuple[Hashable, ...]:
     )
 
 
-def memoized_verify(verify_: Callable[[Operation], None], key: VerifyKey) -> Callable[[Operation], None]:
+def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> VerifyT:
     """`verify_`, skipped inside `verify_module` for an op whose `key` equals that of an op that passed it."""
 
     def verify(op: Operation) -> None:
@@ -51,7 +52,7 @@ def memoized_verify(verify_: Callable[[Operation], None], key: VerifyKey) -> Cal
         memo.add(found)
 
     verify.__doc__ = verify_.__doc__
-    return verify
+    return cast(VerifyT, verify)
 
 
 @contextmanager
