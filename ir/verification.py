@@ -26,11 +26,18 @@ _MEMO: contextvars.ContextVar[set[Hashable] | None] = contextvars.ContextVar("ve
 VerifyT = TypeVar("VerifyT", bound=Callable[[Any], None])
 
 
-def value_key(op: Operation) -> tuple[Hashable, ...]:
-    """What a context-free verifier reads: the op's class, properties, attributes, operand and result types."""
+def value_key(op: Operation, by_class: frozenset[str] = frozenset()) -> tuple[Hashable, ...]:
+    """What a context-free verifier reads: the op's class, properties, attributes, operand and result types.
+
+    The properties named in `by_class` enter the key by their class alone: for those the verifier asks only
+    whether they are present and of the declared class (an instruction's `id` and `waits`, which differ between
+    every two instructions and would otherwise make every key distinct)."""
+    properties = op.properties.items()
     return (
         type(op),
-        tuple(op.properties.items()),
+        tuple((name, type(value)) if name in by_class else (name, value) for name, value in properties)
+        if by_class
+        else tuple(properties),
         tuple(op.attributes.items()),
         tuple(operand.type for operand in op.operands),
         tuple(result.type for result in op.results),

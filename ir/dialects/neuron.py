@@ -1278,11 +1278,15 @@ def _alloc_key(op: Operation) -> Hashable:
     return (*value_key(op), id(target_of(op)))
 
 
+# An instruction's id and waits (neuron-insert-sync's numbering): its verifier asks only whether they are there.
+_NUMBERING = frozenset(("id", "waits"))
+
+
 def _instruction_key(op: Operation) -> Hashable:
     """All an instruction's verification reads: its values, the target, and the address of every buffer it
     accesses (`_rule_operand`); the buffers themselves only through their types."""
     addresses = tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
-    return (*value_key(op), addresses, id(target_of(op)))
+    return (*value_key(op, _NUMBERING), addresses, id(target_of(op)))
 
 
 # Unrolled loops repeat each instruction with equal patterns and buffer types: inside `verify_module` each

@@ -86,3 +86,23 @@ def test_the_target_is_part_of_what_is_verified() -> None:
         module("trn2").verify()
         with pytest.raises(VerifyException, match="exceed SBUF capacity"):
             module("trn1").verify()
+
+
+def test_numbered_instructions_share_a_check_but_not_a_missing_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    # neuron-insert-sync gives every instruction its own id and waits: they do not make its rules differ
+    copy = "neuron.tensor_copy vector dst %d[0:37, 0, [[1, 512]]], src %p[0:37, 0, [[1, 512]]] {{{numbers}}} : "
+    copy += "memref<37x512xf32, #mem<sbuf>>, memref<37x512xf32, #mem<psum>>"
+    numbered = [copy.format(numbers=f"id = {n} : i64, waits = array<i64: {n - 1}>") for n in (1, 2, 3)]
+
+    def module(last: str) -> ModuleOp:
+        body = "\n    ".join([*numbered, last])
+        text = (
+            _module_text("vector", "trn2").split("    neuron.tensor_copy")[0] + f"    {body}\n    func.return\n  }}\n}}"
+        )
+        return Parser(make_context(), text).parse_module()
+
+    asked = _checks(monkeypatch)
+    verify_module(module(copy.format(numbers="id = 4 : i64")))
+    assert asked == ["tensor_copy", "tensor_copy"]  # with waits, then without
+    with pytest.raises(VerifyException, match="an instruction with `waits` needs an `id`"):
+        verify_module(module(copy.format(numbers="waits = array<i64: 3>")))
