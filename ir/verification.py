@@ -6,6 +6,8 @@ nothing but its own class, properties, attributes, operand and result types and 
 instructions, the addresses of the buffers they access) gets the same answer for every op with equal values of
 those. `memoized_verify` wraps such a class's `verify_` so that, inside `verify_module`, an op whose values equal
 those of an op that already passed is not checked again; an op that fails is checked (and reported) as before.
+A call in which most lookups miss (a module after memory allocation, where every buffer has its own address)
+stops building keys and checks every op, as building them would cost more than it saves.
 Outside `verify_module` (`op.verify()`, xDSL's own drivers) every op is checked in full.
 
 Only classes whose verification is a function of that key may be wrapped: no regions, no successors, no trait or
@@ -21,7 +23,27 @@ from typing import Any, TypeVar, cast
 
 from xdsl.ir import Operation
 
-_MEMO: contextvars.ContextVar[set[Hashable] | None] = contextvars.ContextVar("verification_memo", default=None)
+
+class _Memo:
+    """The keys verified in one `verify_module` call, and how often a lookup found one.
+
+    A key costs a fraction of a check to build, and after memory allocation most keys differ (every buffer has an
+    address of its own), so a call whose lookups mostly miss stops looking after `_TRIAL` of them."""
+
+    __slots__ = ("hits", "keys", "lookups")
+
+    def __init__(self) -> None:
+        self.keys: set[Hashable] = set()
+        self.lookups = 0
+        self.hits = 0
+
+    @property
+    def worthwhile(self) -> bool:
+        return self.lookups < _TRIAL or 2 * self.hits >= self.lookups
+
+
+_TRIAL = 1024
+_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("verification_memo", default=None)
 
 VerifyT = TypeVar("VerifyT", bound=Callable[[Any], None])
 
@@ -49,14 +71,16 @@ def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> V
 
     def verify(op: Operation) -> None:
         memo = _MEMO.get()
-        if memo is None:
+        if memo is None or not memo.worthwhile:
             verify_(op)
             return
         found = key(op)
-        if found in memo:
+        memo.lookups += 1
+        if found in memo.keys:
+            memo.hits += 1
             return
         verify_(op)
-        memo.add(found)
+        memo.keys.add(found)
 
     verify.__doc__ = verify_.__doc__
     return cast(VerifyT, verify)
@@ -65,7 +89,7 @@ def memoized_verify(verify_: VerifyT, key: Callable[[Operation], Hashable]) -> V
 @contextmanager
 def shared_verification() -> Iterator[None]:
     """Within this block, memoized verifiers check each distinct key once."""
-    token = _MEMO.set(set())
+    token = _MEMO.set(_Memo())
     try:
         yield
     finally:

@@ -7,6 +7,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
+from neuron_mlir.ir import verification
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.dialects import neuron
 from neuron_mlir.ir.verification import shared_verification, verify_module
@@ -106,3 +107,12 @@ def test_numbered_instructions_share_a_check_but_not_a_missing_id(monkeypatch: p
     assert asked == ["tensor_copy", "tensor_copy"]  # with waits, then without
     with pytest.raises(VerifyException, match="an instruction with `waits` needs an `id`"):
         verify_module(module(copy.format(numbers="waits = array<i64: 3>")))
+
+
+def test_a_call_that_stops_looking_up_keys_still_checks_every_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verification, "_TRIAL", 2)
+    module = _module(engine="gpsimd")  # three allocs at distinct keys first: the lookups miss, then the last copy
+    asked = _checks(monkeypatch)
+    with pytest.raises(VerifyException, match="the gpsimd engine cannot read PSUM"):
+        verify_module(module)
+    assert asked == ["tensor_copy"] * 4  # no longer looked up: the equal copies are checked too
