@@ -546,6 +546,7 @@ def _lower(
 
     from neuron_mlir import __version__
     from neuron_mlir.backend_trn.translate import build_program
+    from neuron_mlir.ir.verification import verify_module
     from neuron_mlir.lowering.pipelines import DEFAULT_PIPELINE, run_pipeline
     from neuron_mlir.runtime.validate import validate_program
 
@@ -567,7 +568,7 @@ def _lower(
     dump("imported", module)
     timings: dict[str, float] = {}
     try:
-        module.verify()
+        verify_module(module)
         run_pipeline(Context(), module, after_stage=dump, timings=timings, before_pass=before_pass)
         if progress is not None:
             progress.step(f"{name}: bundle")

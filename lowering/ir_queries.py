@@ -133,6 +133,22 @@ def ancestor_in(op: Operation, block: Block) -> Operation:
     return op
 
 
+def block_positions(block: Block, ops: Iterable[Operation]) -> dict[Operation, int]:
+    """The index in `block` of each of `ops` (ops directly in it), from one walk of the block that stops at the
+    last of them: `Block.get_operation_index` walks from the start on every call, so ordering k ops by it took k
+    walks."""
+    wanted = set(ops)
+    positions: dict[Operation, int] = {}
+    if not wanted:
+        return positions
+    for index, op in enumerate(block.ops):
+        if op in wanted:
+            positions[op] = index
+            if len(positions) == len(wanted):
+                return positions
+    raise ValueError("block_positions: an op is not directly in the block")
+
+
 def unchanged_from(storage: SSAValue, first: Operation, block: Block) -> bool:
     """Whether `storage` is a function argument or defined before `first`, and nothing writes it (a store, or any
     op but a load, a gather or the function's return reading it) from `first` on: its contents at `first` are

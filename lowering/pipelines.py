@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from neuron_mlir.ir.verification import verify_module
 from neuron_mlir.lowering.verify_stage_contract import STAGES, check_stage_contract
 
 # (stage name, passes) in order; the stage name is also the contract checked at its end. The torch stage
@@ -118,7 +119,7 @@ def run_pipeline(
                 timings[pass_name] = timings.get(pass_name, 0.0) + time.perf_counter() - started
             if after_pass is not None:
                 after_pass(pass_name, module)
-        module.verify()
+        verify_module(module)
         if stage in STAGES:  # the torch stage promises what the verifier checks: valid torch-dialect IR
             check_stage_contract(module, stage)
         if after_stage is not None:

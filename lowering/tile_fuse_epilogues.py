@@ -43,6 +43,7 @@ from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
+    block_positions,
     defined_functions,
     memref_layout,
     storage_root,
@@ -215,9 +216,11 @@ def _epilogue(product: SSAValue, block: Block) -> _Epilogue | None:
     read = {load for c in computes for load in c.loads}  # type: ignore[union-attr]
     if set(loads) - read:  # P has a reader besides the nest
         return None
-    first = min((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
-    last = max((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
-    nest_start = min((ancestor_in(store, block) for store in consumer_stores), key=block.get_operation_index)
+    producing = [ancestor_in(store, block) for store in stores]
+    consuming = [ancestor_in(store, block) for store in consumer_stores]
+    position = block_positions(block, producing + consuming).__getitem__
+    first, last = min(producing, key=position), max(producing, key=position)
+    nest_start = min(consuming, key=position)
     if not last.is_before_in_block(nest_start):
         return None
     if not _whole(memref_layout(consumer_stores[0].dest), elements) or memref_layout(out).num_elements != elements:
@@ -423,7 +426,10 @@ def _evacuation_groups(stores: list[tile.StoreOp]) -> list[list[tile.StoreOp]]:
     """The producer's stores in runs that evacuate one output block: consecutive stores of one block with no
     matmul or loop between them, in program order."""
     groups: list[list[tile.StoreOp]] = []
-    for store in sorted(stores, key=lambda op: (id(op.parent_block()), _block_of(op).get_operation_index(op))):
+    positions: dict[Operation, int] = {}
+    for block in {id(_block_of(store)): _block_of(store) for store in stores}.values():
+        positions.update(block_positions(block, [store for store in stores if store.parent_block() is block]))
+    for store in sorted(stores, key=lambda op: (id(op.parent_block()), positions[op])):
         previous = groups[-1][-1] if groups else None
         if previous is None or previous.parent_block() is not store.parent_block() or _work_between(previous, store):
             groups.append([store])

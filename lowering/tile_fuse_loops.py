@@ -366,7 +366,7 @@ def _dominates_before(value: SSAValue, op: Operation) -> bool:
     assert block is not None
     if owner.parent_block() is not block:
         return True  # defined in an enclosing block, hence before
-    return block.get_operation_index(owner) < block.get_operation_index(op)
+    return owner.is_before_in_block(op)  # walks from the owner only, not twice from the block's start
 
 
 def _forward(block: Block) -> None:

@@ -60,6 +60,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
 from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
+    block_positions,
     clone_load_at_row,
     clone_ops,
     defined_functions,
@@ -436,9 +437,11 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
     if read is None:
         return None
     columns, stores, loads, panels = read
-    first = min((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
-    last = max((ancestor_in(store, block) for store in stores), key=block.get_operation_index)
-    earliest_load = min((ancestor_in(load, block) for load in loads), key=block.get_operation_index)
+    producing = [ancestor_in(store, block) for store in stores]
+    loading = [ancestor_in(load, block) for load in loads]
+    position = block_positions(block, producing + loading).__getitem__
+    first, last = min(producing, key=position), max(producing, key=position)
+    earliest_load = min(loading, key=position)
     if not last.is_before_in_block(earliest_load):
         return None
     templates: dict[int, _RowTemplate] = {}
@@ -789,7 +792,8 @@ def _build_panel(
 
 def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
     """Build each of the second matmul's panels from the first matmul's inputs; erase H's stores and loads."""
-    start = min((ancestor_in(panel.loop, block) for panel in chain.panels), key=block.get_operation_index)
+    starts = [ancestor_in(panel.loop, block) for panel in chain.panels]
+    start = min(starts, key=block_positions(block, starts).__getitem__)
     top = LoopNestBuilder(block, start, chain.matmul.location, constants, block)
     storage, layout = chain.weights
     weights_type = tile.hbm_type(layout.shape, storage.type.element_type, layout.strides, layout.offset)  # type: ignore[attr-defined]

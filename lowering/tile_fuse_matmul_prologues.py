@@ -50,6 +50,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.matmul import carry, window
 from neuron_mlir.lowering.fusion_walks import fuse_at_allocations
 from neuron_mlir.lowering.ir_queries import (
     ancestor_in,
+    block_positions,
     clone_load_at_row,
     clone_ops,
     defined_functions,
@@ -151,9 +152,11 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     nests = {ancestor_in(store, block) for store in stores}
     if not all(_writes_only(nest, set(stores)) for nest in nests):
         return None
-    first = min(nests, key=block.get_operation_index)
-    earliest_load = min((ancestor_in(load, block) for load in loads), key=block.get_operation_index)
-    if not max(nests, key=block.get_operation_index).is_before_in_block(earliest_load):
+    loading = [ancestor_in(load, block) for load in loads]
+    position = block_positions(block, [*nests, *loading]).__getitem__
+    first = min(nests, key=position)
+    earliest_load = min(loading, key=position)
+    if not max(nests, key=position).is_before_in_block(earliest_load):
         return None
     templates: dict[int, _RowTemplate] = {}
     affines = set()
@@ -300,7 +303,8 @@ def _build_panel(
 
 def _fuse(prologue: _Prologue, block: Block) -> None:
     constants = index_constants(block)
-    start = min((ancestor_in(panel.loop, block) for panel in prologue.panels), key=block.get_operation_index)
+    starts = [ancestor_in(panel.loop, block) for panel in prologue.panels]
+    start = min(starts, key=block_positions(block, starts).__getitem__)
     location = prologue.location.location
     top = LoopNestBuilder(block, start, location, constants, block)
     columns: list[SSAValue] = []

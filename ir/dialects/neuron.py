@@ -28,7 +28,7 @@ instruction has an `id` and the `waits` that order it after producers on other q
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -67,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import hardware, isa
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 from neuron_mlir.runtime.program import AttrValue
@@ -456,6 +457,12 @@ class ViewOp(IRDLOperation):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+# Per instruction class: its roles in order (`InstructionOp.roles`); per class and operand segment sizes (the
+# property's bytes): the roles present. Both are asked in the passes' inner loops.
+_ROLES: dict[type[InstructionOp], tuple[str, ...]] = {}
+_PRESENT_ROLES: dict[tuple[type[InstructionOp], bytes], tuple[str, ...]] = {}
+
+
 class InstructionOp(IRDLOperation):
     """Base of every instruction op: the shared syntax, access decoding and the generic hardware checks.
 
@@ -482,8 +489,11 @@ class InstructionOp(IRDLOperation):
 
     @classmethod
     def roles(cls) -> tuple[str, ...]:
-        spec = cls.spec()
-        return spec.writes + spec.optional_writes + spec.reads + spec.optional_reads
+        roles = _ROLES.get(cls)
+        if roles is None:
+            spec = cls.spec()
+            roles = _ROLES[cls] = spec.writes + spec.optional_writes + spec.reads + spec.optional_reads
+        return roles
 
     def access(self, role: str) -> tuple[SSAValue, AccessPatternAttr, SSAValue | None] | None:
         """(buffer, static pattern, dynamic offset) of `role`, or None when an optional role is absent."""
@@ -495,7 +505,14 @@ class InstructionOp(IRDLOperation):
         return buffer, pattern, getattr(self, f"{role}_offset")
 
     def present_roles(self) -> list[str]:
-        return [role for role in self.roles() if getattr(self, role) is not None]
+        # which roles are present is a function of the operand segment sizes: found once per class and sizes
+        sizes = self.properties["operandSegmentSizes"]
+        assert isinstance(sizes, DenseArrayBase)
+        key = (type(self), sizes.data.data)
+        present = _PRESENT_ROLES.get(key)
+        if present is None:
+            present = _PRESENT_ROLES[key] = tuple(role for role in self.roles() if getattr(self, role) is not None)
+        return list(present)
 
     @property
     def engine_kind(self) -> Engine:
@@ -1254,6 +1271,30 @@ class _SegmentedOperand:
 for _instruction in INSTRUCTION_OPS:
     for _index, (_name, _) in enumerate(_instruction.get_irdl_definition().operands):
         setattr(_instruction, _name, _SegmentedOperand(_index))
+
+
+def _alloc_key(op: Operation) -> Hashable:
+    """All `AllocOp.verify_` reads: its type, address and attributes, and the module's target."""
+    return (*value_key(op), id(target_of(op)))
+
+
+# An instruction's id and waits (neuron-insert-sync's numbering): its verifier asks only whether they are there.
+_NUMBERING = frozenset(("id", "waits"))
+
+
+def _instruction_key(op: Operation) -> Hashable:
+    """All an instruction's verification reads: its values, the target, and the address of every buffer it
+    accesses (`_rule_operand`); the buffers themselves only through their types."""
+    addresses = tuple(operand.owner.address if isinstance(operand.owner, AllocOp) else None for operand in op.operands)
+    return (*value_key(op, _NUMBERING), addresses, id(target_of(op)))
+
+
+# Unrolled loops repeat each instruction with equal patterns and buffer types: inside `verify_module` each
+# distinct one is checked once. Collectives are left out: their rules read the module's process groups.
+AllocOp.verify_ = memoized_verify(AllocOp.verify_, _alloc_key)  # type: ignore[method-assign]
+for _instruction in INSTRUCTION_OPS:
+    if _instruction not in COLLECTIVE_OPS:
+        _instruction.verify_ = memoized_verify(_instruction.verify_, _instruction_key)  # type: ignore[method-assign]
 
 Neuron = Dialect(
     "neuron",

@@ -19,7 +19,7 @@ Reference semantics: NumPy (`ir/semantics/tile.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -65,6 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 from neuron_mlir.ir.dialects.memory import MemorySpaceAttr, memory_of, memory_space
 from neuron_mlir.ir.dialects.neuron import element_type_name, target_of, view_problem
 from neuron_mlir.ir.locations import at_source
+from neuron_mlir.ir.verification import memoized_verify, value_key
 from neuron_mlir.runtime import isa
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.program import row_major_strides
@@ -1396,5 +1397,18 @@ TILE_OPS: tuple[type[IRDLOperation], ...] = (
     CollectiveOp,
     NkiKernelOp,
 )
+
+
+def _verify_key(op: Operation) -> Hashable:
+    """All a tile op's verifier reads: its values (`verification.value_key`) and the module's target."""
+    return (*value_key(op), id(target_of(op)))
+
+
+# A tile-level module repeats each loop body's ops with equal types (one per fused nest, per unrolled step): inside
+# `verify_module` each distinct one is checked once. Collectives read the module's process groups and kernel calls
+# their kernel's registry, so they are checked every time.
+for _op_class in TILE_OPS:
+    if _op_class not in (CollectiveOp, NkiKernelOp):
+        _op_class.verify_ = memoized_verify(_op_class.verify_, _verify_key)  # type: ignore[method-assign]
 
 Tile = Dialect("tile", list(TILE_OPS), [TileType])

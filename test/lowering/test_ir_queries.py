@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
@@ -9,7 +10,7 @@ from xdsl.parser import Parser
 
 from neuron_mlir.ir.context import make_context
 from neuron_mlir.ir.dialects import tile
-from neuron_mlir.lowering.ir_queries import clone_load_at_row, index_interval
+from neuron_mlir.lowering.ir_queries import block_positions, clone_load_at_row, index_interval
 from neuron_mlir.lowering.loop_nests import LoopNestBuilder
 
 _FUNCTION = """
@@ -79,3 +80,15 @@ def test_index_intervals_follow_minimum_and_maximum() -> None:
     assert index_interval(values["end"], known) == (128, 512)
     assert index_interval(values["second"], known) == (128, 256)
     assert index_interval(values["at_least"], known) == (256, 512)
+
+
+def test_block_positions_are_the_indices_of_the_ops_asked_for() -> None:
+    module = Parser(make_context(), _FUNCTION).parse_module()
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = function.body.block
+    ops = list(block.ops)
+    assert block_positions(block, [ops[3], ops[1]]) == {ops[3]: 3, ops[1]: 1}
+    assert block_positions(block, []) == {}
+    nested = next(op for op in module.ops if isinstance(op, func.FuncOp))  # not directly in the function's body
+    with pytest.raises(ValueError, match="not directly in the block"):
+        block_positions(block, [ops[0], nested])
