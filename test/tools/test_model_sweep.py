@@ -160,6 +160,7 @@ def test_the_results_record_seeds_the_cache_and_keeps_other_classes(tmp_path):
     model_sweep.cache_path(cache, "AModel").write_text(json.dumps(asdict(rerun) | {"name": "AModel", "commit": "c3"}))
     assert model_sweep.import_results(record, cache) == 1
     kept = model_sweep.load_cached(cache, "AModel")
-    assert kept is not None and kept.commit == "c3"
+    assert kept is not None
+    assert kept.commit == "c3"
     assert model_sweep.load_cached(cache, "BModel") == rerun
     assert model_sweep.load_cached(cache, "CModel") is None
