@@ -125,10 +125,14 @@ def index_put_with_masks(
     values: torch.Tensor,
     accumulate: bool = False,
 ) -> torch.Tensor:
-    """`aten.index_put` whose one index is a boolean mask after full slices and whose values have a
-    data-dependent size along the masked dimension (the backward of `x[mask]` and of `masked_select`): the
-    values go to the mask's true positions, the first `count` of the padded ones, an ordinary scatter once the
-    count is known. Values of static size (`x[mask] = 0`) keep the op whole, which lowers as it is."""
+    """`aten.index_put` whose one index is a boolean mask after full slices and whose values have one row per
+    true element along the masked dimension: the values go to the mask's true positions, the first `count` of
+    the padded ones, an ordinary scatter once the count is known. The count is data-dependent (the backward of
+    `x[mask]` and of `masked_select`), or static where the values come from a graph before a break
+    (`x[mask] += y` in Python between graphs); a static count is the mask's only when the call says so, which a
+    host-checked assertion states (`torch._assert_async`), as eager's shape check does. A single row goes to
+    every true element (PyTorch broadcasts it), a select; no rows leave the destination as it is when the mask
+    has no true element."""
     where = len(indices) - 1
     mask = indices[where]
     if mask is None or mask.dtype not in _MASK_DTYPES or any(index is not None for index in indices[:where]):
@@ -137,8 +141,23 @@ def index_put_with_masks(
         return NotImplemented
     count = values.shape[where]
     if not _unbacked_symbols(count):
-        return NotImplemented
-    positions, _ = padded_flat_positions(nonzero_mask(mask))
+        if not isinstance(count, int) or _fake_mode(destination, mask, values) is None:
+            return NotImplemented
+        if count == 1:  # one row for every true element, however many: a select
+            chosen_mask = nonzero_mask(mask).reshape(
+                (1,) * where + tuple(mask.shape) + (1,) * (values.dim() - where - 1)
+            )
+            row = values.reshape(values.shape[:where] + (1,) * mask.dim() + values.shape[where + 1 :])
+            return torch.where(chosen_mask, destination + row if accumulate else row, destination)
+        positions, true_count = padded_flat_positions(nonzero_mask(mask))
+        torch._assert_async(
+            true_count == count,
+            f"index_put: shape mismatch: {count} values for the true elements of a boolean mask index",
+        )
+        if count == 0:
+            return destination.clone()
+    else:
+        positions, _ = padded_flat_positions(nonzero_mask(mask))
     chosen = list(coordinates(positions.narrow(0, 0, count), mask.shape).unbind(1))
     return torch.ops.aten.index_put.default(destination, [None] * where + chosen, values, accumulate)
 

@@ -92,6 +92,30 @@ def test_boolean_indexing_trains():
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
+def test_boolean_index_put_of_rows_from_an_earlier_graph():
+    # values of a static count, one row per true element of the mask (`x[mask] += y` across a graph break)
+    def scattered(x, mask, rows):
+        x = x.clone()
+        x[mask] = rows * 2
+        return x
+
+    torch.manual_seed(5)
+    x, mask = torch.randn(4, 6, 3), torch.rand(4, 6) > 0.5
+    rows = torch.randn(int(mask.sum()), 3)
+    _check(scattered, x, mask, rows)
+    _check(scattered, x, mask, torch.randn(1, 3))  # one row broadcast to every true element
+    _check(scattered, x, torch.zeros_like(mask), torch.randn(0, 3))  # no true element, no row
+    accumulated = torch.compile(
+        lambda x, mask, rows: x.index_put((mask,), rows, accumulate=True), backend="neuron-mlir"
+    )
+    for values in (rows, torch.randn(1, 3)):
+        assert_close_to_torch(accumulated(x, mask, values), x.index_put((mask,), values, accumulate=True), "sum")
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    static = torch.compile(scattered, backend="neuron-mlir", dynamic=False, options={"strict": True})
+    with pytest.raises(Exception, match="shape mismatch"):  # as eager: the count must be the mask's
+        static(x, mask, torch.randn(int(mask.sum()) + 1, 3))
+
+
 def test_an_op_refused_at_the_sizes_of_a_call_is_named():
     def filled(x):
         rows = (x > 0).sum().item()
