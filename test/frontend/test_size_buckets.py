@@ -238,14 +238,7 @@ def test_attention_over_padded_keys_and_means_over_a_padded_batch_match_eager_wi
 def test_an_additive_mask_takes_the_key_mask_into_its_condition(monkeypatch):
     # where(allowed, 0, -inf), as transformers builds masks: the padded keys join `allowed` (a pass over booleans
     # that fuses with the mask's own) instead of a `where` over the whole float mask
-    plans = []
-    keep = BucketedGraph.__init__
-
-    def init(self, graph_module, plan, *rest):
-        plans.append(plan)
-        keep(self, graph_module, plan, *rest)
-
-    monkeypatch.setattr(BucketedGraph, "__init__", init)
+    plans = _plans(monkeypatch)
 
     def attend(q, kv):
         positions = torch.arange(q.shape[2])

@@ -24,6 +24,16 @@ def _warm(fn, *args):
     neuron.synchronize()
 
 
+def _assert_one_region(deferred, steps, device_input, host_input):
+    """`steps` on the device, warm, runs as one region and gives what it gives on the host."""
+    _warm(steps, device_input)
+    runs = deferred.REGION_STATS["regions_run"]
+    results = steps(device_input)
+    for actual, expected in zip(results, steps(host_input), strict=True):
+        assert_close_to_torch(actual.cpu(), expected)
+    assert deferred.REGION_STATS["regions_run"] - runs == 1
+
+
 def _ops(x, w):
     h = torch.relu(x @ w)
     h = h.reshape(2, -1)  # a reshape of a pending result: a view node in the region
@@ -117,12 +127,7 @@ def test_slices_of_a_pending_result_join_the_region(deferred):
         y = t * 3.0
         return y[1:4] + 1.0, y[:, 1:3] * 2.0, y[2], y  # rows, a strided block, a row of the pending `y`
 
-    _warm(steps, dx)
-    runs = deferred.REGION_STATS["regions_run"]
-    results = steps(dx)
-    for actual, expected in zip(results, steps(x), strict=True):
-        assert_close_to_torch(actual.cpu(), expected)
-    assert deferred.REGION_STATS["regions_run"] - runs == 1
+    _assert_one_region(deferred, steps, dx, x)
 
 
 def test_expanded_pending_results_join_the_region(deferred):
@@ -135,12 +140,7 @@ def test_expanded_pending_results_join_the_region(deferred):
         columns = (t * 2.0).t().expand(6, 4)  # a column repeated
         return torch.cat([rows, y]) * 2.0, columns - 1.0, y.expand(2, 3, 6).sum(dim=0)
 
-    _warm(steps, dx)
-    runs = deferred.REGION_STATS["regions_run"]
-    results = steps(dx)
-    for actual, expected in zip(results, steps(x), strict=True):
-        assert_close_to_torch(actual.cpu(), expected)
-    assert deferred.REGION_STATS["regions_run"] - runs == 1
+    _assert_one_region(deferred, steps, dx, x)
 
 
 def test_an_empty_out_tensor_is_resized_into_the_region(deferred):
