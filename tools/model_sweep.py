@@ -275,6 +275,12 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
             return 1 if value < heads else min(value, HEADS)
         if name in _HEAD_DIM_NAMES:
             return min(value, HEAD_DIM)
+        # the heads of a model's other attentions and mixers (linear attention, a sparse-attention indexer,
+        # Mamba's): `linear_num_value_heads`, `index_n_heads`, `mamba_head_dim`, ...
+        if name.endswith("_heads"):
+            return min(value, HEADS)
+        if name.endswith("_head_dim"):
+            return min(value, HEAD_DIM)
         if name in _RANK_NAMES:
             return min(value, HEAD_DIM)
         if name in _EXPERT_NAMES:

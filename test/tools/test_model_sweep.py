@@ -53,6 +53,11 @@ def test_tiny_configurations():
     assert [list(cvt.drop_path_rate), list(cvt.drop_rate), list(cvt.attention_drop_rate)] == [[0.0] * 3] * 3
     dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off
     assert (dinov3.pos_embed_shift, dinov3.pos_embed_jitter, dinov3.pos_embed_rescale) == (None, None, None)
+    qwen3_next = model_sweep.tiny_config("qwen3_next")  # its linear attention's heads, as the attention's
+    assert (qwen3_next.linear_num_key_heads, qwen3_next.linear_num_value_heads) == (2, 2)
+    assert (qwen3_next.linear_key_head_dim, qwen3_next.linear_value_head_dim) == (16, 16)
+    bamba = model_sweep.tiny_config("bamba")  # Mamba's heads must divide its expanded width
+    assert (bamba.mamba_expand * bamba.hidden_size) % bamba.mamba_n_heads == 0
 
 
 def test_inputs_by_argument_name(every_architecture):
