@@ -77,11 +77,13 @@ models: $(STAMP)  ## the real-width model set: compile, step and simulated times
 	$(PY) -m pytest -q -n 0 --real-width test/models/test_real_width_models.py
 
 # A process per class (timeout, memory limit), results cached per class in build/model-sweep and recorded in
-# docs/model-sweep.jsonl: an interrupted sweep continues, here or on another machine. One class at a time by
-# default (MODEL_SWEEP_JOBS); hours for all of them.
+# docs/model-sweep.jsonl: an interrupted sweep continues, here or on another machine (results of older sources
+# count with MODEL_SWEEP_ARGS=--reuse-stale). One class at a time by default (MODEL_SWEEP_JOBS); hours for all.
 MODEL_SWEEP_JOBS ?= 1
+MODEL_SWEEP_ARGS ?=
 model-sweep: $(STAMP)  ## every transformers model class, tiny, vs eager and aot_eager -> docs/models.md
-	$(PY) -m neuron_mlir.tools.model_sweep --jobs $(MODEL_SWEEP_JOBS) --results docs/model-sweep.jsonl --output docs/models.md
+	$(PY) -m neuron_mlir.tools.model_sweep --jobs $(MODEL_SWEEP_JOBS) $(MODEL_SWEEP_ARGS) \
+		--results docs/model-sweep.jsonl --output docs/models.md
 
 # Failing inputs (and their tracebacks) land in build/fuzz; the first input of each crash site is minimised.
 fuzz: $(STAMP)  ## 10,000 mutated inputs through neuron-opt: accepted, diagnosed, crashes and hangs
