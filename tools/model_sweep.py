@@ -345,6 +345,13 @@ def shrink_config(config: Any) -> dict[str, Any]:
                 changed[name] = moved.setdefault(value, next(spare))
             elif name.endswith("_token_id") and isinstance(value, list) and all(_is_int(v) for v in value):
                 changed[name] = [moved.setdefault(v, next(spare)) if v >= vocab else v for v in value]
+    # Multimodal rotary sections the model defaults to in its code when the configuration names none (sized for
+    # the full head): named here, split evenly over half the shrunk head's rotated part.
+    rope = changed.get("rope_parameters", original.get("rope_parameters"))
+    sectioned = "mrope_section" in getattr(config, "ignore_keys_at_rope_validation", ())
+    if sectioned and isinstance(rope, dict) and "rope_type" in rope and "mrope_section" not in rope:
+        rotated = int(HEAD_DIM * rope.get("partial_rotary_factor", original.get("partial_rotary_factor") or 1.0))
+        changed["rope_parameters"] = {**rope, "mrope_section": _scaled_sections([1, 1, 1], rotated // 2)}
     if "use_cache" in original:
         changed["use_cache"] = False
     return changed
@@ -406,14 +413,24 @@ def _audio_features(config: Any, generator: Any, frames_last: bool) -> Any:
 
 
 # Layouts `make_inputs` can try, in order, until eager accepts one: the argument names do not say whether audio
-# features put the frames last (Whisper) or the features (conformers).
-INPUT_VARIANTS = 2
+# features put the frames last (Whisper) or the features (conformers); the last variant is a vision-language
+# model's text alone (`TEXT_ONLY`).
+INPUT_VARIANTS = 3
+TEXT_ONLY = 2
+
+
+def _has_image_tokens(config: Any) -> bool:
+    """Whether `config` is a vision-language model's, whose images stand in its text as placeholder tokens: its
+    pixel inputs must agree with those tokens (and often a grid of patches per image) in a way each family
+    defines, so the sweep gives such a model its text alone where the images cannot be made."""
+    return _setting(config, "image_token_id", "image_token_index") is not None
 
 
 def make_inputs(model: Any, config: Any, architecture: Architecture, variant: int = 0) -> dict[str, Any]:
     """Keyword inputs for `model`'s forward: its main input and every required argument, by name; a
     sequence-to-sequence model also gets `decoder_input_ids`. Raises ValueError for an argument it cannot make.
-    `variant` (below `INPUT_VARIANTS`) picks another layout where the name leaves it open."""
+    `variant` (below `INPUT_VARIANTS`) picks another layout where the name leaves it open; `TEXT_ONLY` leaves a
+    vision-language model's images out."""
     import torch
 
     generator = torch.Generator().manual_seed(1)
@@ -429,7 +446,10 @@ def make_inputs(model: Any, config: Any, architecture: Architecture, variant: in
 
     # dual encoders (CLIP-like: a text and a vision configuration) embed both their inputs
     parts = {name for name, value in vars(config).items() if isinstance(value, PretrainedConfig)}
-    for part, argument in (("text_config", "input_ids"), ("vision_config", "pixel_values")):
+    pairs = [("text_config", "input_ids"), ("vision_config", "pixel_values")]
+    if variant == TEXT_ONLY and _has_image_tokens(config):
+        pairs = pairs[:1]
+    for part, argument in pairs:
         if {"text_config", "vision_config"} <= parts and argument in parameters and part in parts:
             wanted.append(argument)
     multiple_choice = "MultipleChoice" in architecture.name
@@ -475,6 +495,7 @@ class ArchitectureResult:
     model_type: str
     built: bool = False
     error: str = ""  # why it was not built or run (no inputs, eager raised)
+    inputs: str = ""  # which inputs it ran on, where not all it takes: "text only"
     parameters: int = 0
     backends: dict[str, BackendResult] = field(default_factory=dict)
     fingerprint: str = ""
@@ -699,9 +720,10 @@ def run_architecture(
         try:
             if variant:
                 changed = make_inputs(model, config, architecture, variant)
-                if all(changed[k].shape == v.shape for k, v in inputs.items()):
-                    break  # no other layout to try
+                if changed.keys() == inputs.keys() and all(changed[k].shape == v.shape for k, v in inputs.items()):
+                    continue  # the same inputs as a variant tried already
                 inputs, projection = changed, []
+                result.inputs = "text only" if variant == TEXT_ONLY else ""
             torch.manual_seed(0)
             eager_model = copy.deepcopy(model)
             expected = _run_steps(eager_model, eager_model, inputs, projection)
@@ -1044,14 +1066,15 @@ def _detail(result: ArchitectureResult | None) -> str:
         return ""
     if result.error:
         return _cell(result.error[:200])
+    ran_on = f"{result.inputs}; " if result.inputs else ""
     ours = result.backends.get("neuron-mlir")
     if ours is None:
-        return ""
+        return ran_on.rstrip("; ")
     if ours.status == "failing":
-        return _cell(ours.error[:200])
+        return ran_on + _cell(ours.error[:200])
     if ours.fallback_ops:
-        return "ran on the CPU: " + ", ".join(f"`{op}` ({count})" for op, count in ours.fallback_ops.items())
-    return ""
+        return ran_on + "ran on the CPU: " + ", ".join(f"`{op}` ({count})" for op, count in ours.fallback_ops.items())
+    return ran_on.rstrip("; ")
 
 
 def summary(selected: list[Architecture], results: dict[str, ArchitectureResult]) -> dict[str, Any]:
@@ -1068,6 +1091,7 @@ def summary(selected: list[Architecture], results: dict[str, ArchitectureResult]
         "ceiling_pass": len(ceiling_pass),
         "native_of_ceiling": len(native),
         "ours_of_ceiling": Counter(columns[n][1] for n in ceiling_pass),
+        "text_only_of_ceiling": sum(1 for n in ceiling_pass if results[n].inputs == "text only"),
     }
 
 
@@ -1103,6 +1127,9 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
         "package, a configuration whose defaults do not build); **no inputs**: its forward requires an argument "
         "the sweep does not make; **eager failed**: eager PyTorch itself raised on the inputs; these are outside "
         "the goal's denominator.",
+        "- **text only**: a vision-language model whose images eager cannot take from the sweep (they must agree "
+        "with image placeholder tokens in the text, and often with a grid of patches, in a form each family "
+        "defines) runs on its text alone; its language model is checked, its vision tower is not.",
         "- **breaks**: graph breaks under neuron-mlir (the code between the graphs runs eagerly in Python).",
         "",
         f"Written {written}, results of commit{'s' if len(commits) > 1 else ''} {', '.join(commits) or '-'}; "
@@ -1118,6 +1145,7 @@ def report(selected: list[Architecture], results: dict[str, ArchitectureResult],
             if counts["ceiling"][kind]
         ),
         f"| aot_eager pass | {counts['ceiling_pass']} |",
+        *([f"| of them, text only | {counts['text_only_of_ceiling']} |"] if counts["text_only_of_ceiling"] else []),
         f"| aot_eager failing | {counts['ceiling']['failing']} |",
         f"| of the aot_eager passes: neuron-mlir native | **{counts['native_of_ceiling']}** "
         f"({share:.1f}%, goal >= 95%) |",

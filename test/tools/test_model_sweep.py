@@ -58,6 +58,12 @@ def test_tiny_configurations():
     assert (qwen3_next.linear_key_head_dim, qwen3_next.linear_value_head_dim) == (16, 16)
     bamba = model_sweep.tiny_config("bamba")  # Mamba's heads must divide its expanded width
     assert (bamba.mamba_expand * bamba.hidden_size) % bamba.mamba_n_heads == 0
+    # multimodal rotary sections the model's code defaults to (sized for its full head) are named, for the shrunk
+    # head's rotated half: all of it (GLM-4V), half of it (GLM-4V-MoE's partial rotary factor 0.5)
+    glm4v = model_sweep.tiny_config("glm4v").text_config
+    assert sum(glm4v.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 2
+    glm4v_moe = model_sweep.tiny_config("glm4v_moe").text_config
+    assert sum(glm4v_moe.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 4
 
 
 def test_inputs_by_argument_name(every_architecture):
@@ -66,6 +72,21 @@ def test_inputs_by_argument_name(every_architecture):
     assert tuple(inputs["input_features"].shape) == (2, 16, 32)
     assert tuple(inputs["decoder_input_ids"].shape) == (2, 8)
     assert sum(p.numel() for p in model.parameters()) < 200_000
+
+
+def test_a_vision_language_model_runs_on_its_text_alone(every_architecture):
+    # its images must agree with placeholder tokens in its text, in a form each family defines: eager rejects the
+    # sweep's pixels, and the model runs on its text, marked so
+    architecture = every_architecture["AyaVisionModel"]
+    model, config = model_sweep.build(architecture)
+    assert "pixel_values" in model_sweep.make_inputs(model, config, architecture)
+    assert "pixel_values" not in model_sweep.make_inputs(model, config, architecture, model_sweep.TEXT_ONLY)
+    result = model_sweep.run_architecture(architecture, lambda result: None, backends=())
+    assert (result.error, result.inputs) == ("", "text only")
+    # a model without image tokens keeps its pixels in every variant
+    clip = every_architecture["CLIPModel"]
+    model, config = model_sweep.build(clip)
+    assert "pixel_values" in model_sweep.make_inputs(model, config, clip, model_sweep.TEXT_ONLY)
 
 
 class _TinyLanguageModel:
