@@ -345,6 +345,23 @@ def shrink_config(config: Any) -> dict[str, Any]:
                 changed[name] = moved.setdefault(value, next(spare))
             elif name.endswith("_token_id") and isinstance(value, list) and all(_is_int(v) for v in value):
                 changed[name] = [moved.setdefault(v, next(spare)) if v >= vocab else v for v in value]
+    # A backbone's outputs taken from layers the shrunk depth no longer has (a ViT backbone's stages 9-12 for a
+    # depth head's four feature maps): as many layers as outputs, the outputs the last of them, in order.
+    outputs = getattr(config, "out_indices", None)  # a property over a private attribute
+    depth = next((n for n in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(original.get(n))), None)
+    if (
+        depth is not None
+        and isinstance(getattr(config, "stage_names", None), list)
+        and isinstance(outputs, list | tuple)
+        and outputs
+        and all(_is_int(i) for i in outputs)
+        and max(outputs) > changed.get(depth, original[depth])
+    ):
+        layers = max(changed.get(depth, original[depth]), len(outputs))
+        changed[depth] = layers
+        changed["stage_names"] = ["stem"] + [f"stage{i}" for i in range(1, layers + 1)]
+        changed["out_indices"] = list(range(layers - len(outputs) + 1, layers + 1))
+        changed["out_features"] = [f"stage{i}" for i in changed["out_indices"]]
     # Multimodal rotary sections the model defaults to in its code when the configuration names none (sized for
     # the full head): named here, split evenly over half the shrunk head's rotated part.
     rope = changed.get("rope_parameters", original.get("rope_parameters"))

@@ -64,6 +64,9 @@ def test_tiny_configurations():
     assert sum(glm4v.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 2
     glm4v_moe = model_sweep.tiny_config("glm4v_moe").text_config
     assert sum(glm4v_moe.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 4
+    # a depth head's four feature maps from its ViT backbone's layers 9-12: four layers, all of them outputs
+    backbone = model_sweep.tiny_config("depth_anything").backbone_config
+    assert (backbone.num_hidden_layers, backbone.out_features) == (4, ["stage1", "stage2", "stage3", "stage4"])
 
 
 def test_inputs_by_argument_name(every_architecture):
