@@ -252,6 +252,18 @@ def _is_dropout(name: str) -> bool:
     )  # fmt: skip
 
 
+def kept_layers(layer_types: Any, layers_before: int) -> list[int]:
+    """The layers a shrunk configuration keeps, in order: the first layer of each kind (`layer_types`: sliding
+    and full attention, linear attention, Mamba) before the first layers, so that a model mixing kinds keeps
+    them mixed; the first `LAYERS` where all layers are alike or their kinds are not named."""
+    if not (isinstance(layer_types, list | tuple) and len(layer_types) == layers_before):
+        return list(range(min(LAYERS, layers_before)))
+    firsts = list({kind: index for index, kind in reversed(list(enumerate(layer_types)))}.values())
+    chosen = sorted(firsts)[:LAYERS]
+    chosen += [i for i in range(layers_before) if i not in chosen][: max(0, LAYERS - len(chosen))]
+    return sorted(chosen)
+
+
 def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
     """The tiny value of one configuration attribute, or `value` itself when the attribute is not a size."""
     if _is_dropout(name):
@@ -312,7 +324,8 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
         if name in _HEAD_NAMES:
             return type(value)(min(v, HEADS) for v in value)
     if layers_before is not None and isinstance(value, list | tuple) and len(value) == layers_before > LAYERS:
-        return type(value)(value[:LAYERS])  # per-layer settings (layer_types, ...) follow the layer count
+        # per-layer settings (layer_types, ...) follow the kept layers
+        return type(value)(value[i] for i in kept_layers(original.get("layer_types"), layers_before))
     return value
 
 
@@ -345,6 +358,16 @@ def shrink_config(config: Any) -> dict[str, Any]:
                 changed[name] = moved.setdefault(value, next(spare))
             elif name.endswith("_token_id") and isinstance(value, list) and all(_is_int(v) for v in value):
                 changed[name] = [moved.setdefault(v, next(spare)) if v >= vocab else v for v in value]
+    # Per-layer overrides of a heterogeneous configuration (Gemma 4's wider heads in its full-attention layers),
+    # kept for the kept layers, renumbered and shrunk like the attributes they override
+    overrides = getattr(getattr(config, "_heterogeneity_spec", None), "per_layer_overrides", None)
+    if layers_before is not None and isinstance(overrides, dict) and overrides:
+        kept = kept_layers(original.get("layer_types"), layers_before)
+        changed["per_layer_config"] = {
+            new: {key: _shrunk_value(key, value, original, None) for key, value in overrides[old].items()}
+            for new, old in enumerate(kept)
+            if old in overrides
+        }
     # A backbone's outputs taken from layers the shrunk depth no longer has (a ViT backbone's stages 9-12 for a
     # depth head's four feature maps): as many layers as outputs, the outputs the last of them, in order.
     outputs = getattr(config, "out_indices", None)  # a property over a private attribute

@@ -64,6 +64,14 @@ def test_tiny_configurations():
     assert sum(glm4v.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 2
     glm4v_moe = model_sweep.tiny_config("glm4v_moe").text_config
     assert sum(glm4v_moe.rope_parameters["mrope_section"]) == model_sweep.HEAD_DIM // 4
+    # a model mixing kinds of layers keeps one of each (Gemma 3's full attention every sixth layer; OLMo-hybrid's
+    # linear attention with a full one), and its per-layer overrides follow the kept layers (NeoMME's)
+    assert model_sweep.tiny_config("gemma3_text").layer_types == ["sliding_attention", "full_attention"]
+    assert model_sweep.tiny_config("olmo_hybrid").layer_types == ["linear_attention", "full_attention"]
+    neomme = model_sweep.tiny_config("neomme")
+    assert neomme._heterogeneity_spec.per_layer_overrides == {1: {"sliding_window": None}}
+    assert model_sweep.kept_layers(["a", "a", "b", "a", "c"], 5) == [0, 2]
+    assert model_sweep.kept_layers(None, 12) == [0, 1]
     # a depth head's four feature maps from its ViT backbone's layers 9-12: four layers, all of them outputs
     backbone = model_sweep.tiny_config("depth_anything").backbone_config
     assert (backbone.num_hidden_layers, backbone.out_features) == (4, ["stage1", "stage2", "stage3", "stage4"])
