@@ -86,6 +86,7 @@ WIDTH = 32
 FFN_WIDTH = 64
 HEADS = 2
 HEAD_DIM = WIDTH // HEADS
+QUERIES = 8
 LAYERS = 2
 VOCAB = 128
 IMAGE = 32
@@ -190,6 +191,7 @@ _WIDTH_NAMES = frozenset(
         *("hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "model_dim", "dim", "d_embed", "hidden_dim"),
         *("word_embed_proj_dim", "embedding_size", "embedding_dim", "projection_dim", "emb_dim", "text_embed_dim"),
         *("vision_embed_dim", "encoder_hidden_size", "decoder_hidden_size", "proj_dim", "d_latents", "codebook_dim"),
+        *("encoder_hidden_dim",),  # the DETR family's hybrid encoder (RT-DETR, D-FINE, PP-DocLayout)
     }
 )
 _FFN_NAMES = frozenset(
@@ -222,7 +224,13 @@ _TOP_K_NAMES = frozenset({"num_experts_per_tok", "moe_topk", "top_k", "num_selec
 _POSITION_NAMES = frozenset({"max_position_embeddings", "n_positions", "max_target_positions", "n_ctx"})
 # per-stage lists of hierarchical vision models (ResNet, ConvNeXt, Swin, ...)
 _STAGE_WIDTH_NAMES = frozenset(
-    {"hidden_sizes", "embed_dims", "dims", "widths", "channels", "conv_dim", "neck_hidden_sizes"}
+    {
+        *("hidden_sizes", "embed_dims", "dims", "widths", "channels", "conv_dim", "neck_hidden_sizes"),
+        # HGNetV2's stages and stem, and the detection encoders that read its last stages (D-FINE, PP-DocLayout):
+        # all cut to the same width, so that each stage still takes what the one before gives
+        *("stem_channels", "stage_in_channels", "stage_mid_channels", "stage_out_channels"),
+        *("encoder_in_channels", "decoder_in_channels"),
+    }
 )
 _STAGE_DEPTH_NAMES = frozenset({"depths", "num_layers_per_stage", "layers", "stage_depths"})
 
@@ -311,6 +319,10 @@ def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before
             return min(value, PATCH)
         if name == "num_mel_bins":
             return min(value, MEL_BINS)
+        if name == "num_queries":
+            # object queries a DETR-like decoder picks by top-k among the encoder's positions: a tiny image has
+            # a few dozen
+            return min(value, QUERIES)
     if isinstance(value, dict) and isinstance(value.get("mrope_section"), list | tuple):
         # multimodal rotary sections (time, height, width) split half the head's width: scaled with it
         return {**value, "mrope_section": _scaled_sections(list(value["mrope_section"]), HEAD_DIM // 2)}

@@ -72,6 +72,12 @@ def test_tiny_configurations():
     assert neomme._heterogeneity_spec.per_layer_overrides == {1: {"sliding_window": None}}
     assert model_sweep.kept_layers(["a", "a", "b", "a", "c"], 5) == [0, 2]
     assert model_sweep.kept_layers(None, 12) == [0, 1]
+    # HGNetV2's stage widths with its hidden sizes, so its classifier reads what its last stage gives; the DETR
+    # family's encoder width and object queries, as many as a tiny image's positions allow top-k to pick
+    hgnet = model_sweep.tiny_config("hgnet_v2")
+    assert max(hgnet.stage_out_channels) == max(hgnet.hidden_sizes) == 32
+    d_fine = model_sweep.tiny_config("d_fine")
+    assert (d_fine.encoder_hidden_dim, d_fine.num_queries, max(d_fine.encoder_in_channels)) == (32, 8, 32)
     # a depth head's four feature maps from its ViT backbone's layers 9-12: four layers, all of them outputs
     backbone = model_sweep.tiny_config("depth_anything").backbone_config
     assert (backbone.num_hidden_layers, backbone.out_features) == (4, ["stage1", "stage2", "stage3", "stage4"])
