@@ -60,14 +60,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     emitter_target,
     layout_of,
     load,
+    memref_type_of,
     result_element_type,
     result_shape,
     view,
 )
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.dtypes import numpy_dtype
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import row_major_strides
 
 # compute(emitter, operand tiles, result tile type) -> result tile (SBUF)
 TileCompute = Callable[[LoopNestBuilder, list[SSAValue], TileType], SSAValue]
@@ -408,16 +411,24 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: 
 
 
 def lane_filling_tiling(
-    shape: Sequence[int], space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int
+    shape: Sequence[int],
+    space: Sequence[int],
+    layouts: Sequence[Layout],
+    dtypes: Sequence[str],
+    target: Target,
 ) -> tuple[Tiling, list[Layout]]:
     """`wide_tiling` of a canonical space, or of the space with its last dimension split back at the output's
-    last dimension when the first leaves lanes empty and the second fills more of them in tiles no smaller.
+    last dimension when the first leaves lanes empty and the second fills more of them in less time
+    (`_nest_ns`; `dtypes` are the runtime dtypes of the output and operands, in the order of `layouts`).
 
     A broadcast operand can keep a short leading dimension from merging with the rest: `[b, s, 32] + [1, s, 32]`
     is the space `[b, s * 32]`, whose plain tiles have b partitions and a free axis of up to FREE_TILE elements,
     each instruction streaming that many elements on b lanes. Split as `[b, s, 32]`, s goes on the partitions
-    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time."""
-    tiling, canonical = wide_tiling(space, layouts, max_free_dims)
+    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time.
+    But every operand then moves in runs of the last dimension (32 elements) instead of the plain tiles' long
+    rows, at a fraction of the DMA rate: where the operands are large and the lanes already many (a rotary
+    product of 32 heads, `[32, 256, 64] * [1, 256, 64]` on 32 lanes), the loads cost more than the lanes save."""
+    tiling, canonical = wide_tiling(space, layouts, target.max_free_dims)
     inner = next((extent for extent in reversed(shape) if extent != 1), None)
     rank = len(space)
     if (
@@ -429,11 +440,51 @@ def lane_filling_tiling(
     ):
         return tiling, canonical
     split = [layout.split_dim(rank - 1, space[-1] // inner) for layout in layouts]
-    other, other_layouts = wide_tiling(split[0].shape, split, max_free_dims)
+    other, other_layouts = wide_tiling(split[0].shape, split, target.max_free_dims)
     lanes = min(other.space[other.partition], PARTITION_TILE)
-    if lanes > min(tiling.space[tiling.partition], PARTITION_TILE) and _tile_elements(other) >= _tile_elements(tiling):
+    if lanes > min(tiling.space[tiling.partition], PARTITION_TILE) and _nest_ns(
+        other, other_layouts, dtypes, target
+    ) < _nest_ns(tiling, canonical, dtypes, target):
         return other, other_layouts
     return tiling, canonical
+
+
+def _nest_ns(tiling: Tiling, layouts: Sequence[Layout], dtypes: Sequence[str], target: Target) -> float:
+    """An estimate of an elementwise nest's time under `tiling` (`layouts`: the output's, then the operands'),
+    by the cost model's rules: each tile's transfers (a store, and a load per operand; a column broadcast along
+    the free axis loads [P, 1]) and one VectorE pass over its streamed operands. The transfers run on every
+    queue at once, so they take the longest of their summed times spread over the queues, their bytes at the
+    engines' aggregate rate scaled by the efficiency of their runs, and their HBM bytes at HBM bandwidth; the
+    compute overlaps them. The pass stands for the nest's computation, whose instructions are not known here:
+    only the comparison of two tilings of the same nest matters."""
+    space = tiling.space
+    partitions = min(space[tiling.partition], PARTITION_TILE)
+    widths = [space[d] for d in tiling.free[:-1]] + [min(space[-1], FREE_TILE)]
+    tiles = math.prod(space[d] for d in tiling.loops)
+    tiles *= -(-space[tiling.partition] // PARTITION_TILE) * -(-space[-1] // FREE_TILE)
+    alone = engine_ns = hbm_ns = 0.0
+    streamed: list[cost_model.OperandShape] = []
+    for index, (layout, dtype) in enumerate(zip(layouts, dtypes, strict=True)):
+        column = index > 0 and _broadcast_column(layout, tiling)
+        free = [1] if column else widths
+        strides = [layout.strides[tiling.partition]] + [0 if column else layout.strides[d] for d in tiling.free]
+        hbm = cost_model.OperandShape(Memory.HBM, dtype, 0, (partitions, *free), tuple(strides))
+        sbuf = cost_model.OperandShape(Memory.SBUF, dtype, partitions, tuple(free), row_major_strides(free))
+        dma = cost_model.dma_cost(hbm, sbuf, target)
+        alone += tiles * dma.alone_ns(target)
+        engine_ns += tiles * dma.bytes / (target.dma_aggregate_bytes_per_ns * dma.efficiency)
+        hbm_ns += tiles * dma.hbm_bytes / target.hbm_bandwidth_gbps
+        if index > 0 and not column:
+            streamed.append(sbuf)
+    result = cost_model.OperandShape(Memory.SBUF, dtypes[0], partitions, tuple(widths), row_major_strides(widths))
+    if len(streamed) >= 2:
+        operands = {"in0": streamed[0], "in1": streamed[1], "dst": result}
+        opcode = "tensor_tensor"
+    else:
+        operands = {"src": streamed[0] if streamed else result, "dst": result}
+        opcode = "tensor_copy"
+    compute = tiles * cost_model.compute_ns(opcode, Engine.VECTOR, operands, {}, target)
+    return max(alone / target.dma_queues, engine_ns, hbm_ns, compute)
 
 
 def _broadcast_along_free(layout: Layout) -> bool:
@@ -492,7 +543,8 @@ def emit_elementwise(
     else:
         space, canonical = iteration_space(out_shape, layouts)
     if wide and compute_at is None and not dynamic:
-        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, emitter_target(em).max_free_dims)
+        dtypes = [runtime_dtype_name(memref_type_of(value).element_type) for value in [out, *operands]]
+        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, dtypes, emitter_target(em))
     else:
         tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
     space = tiling.space
