@@ -2,9 +2,11 @@
 
 The output and every (broadcast) operand are re-viewed in one canonical iteration space: dimensions that are
 contiguous in all of them are merged, the second-to-last dimension becomes the partition axis (tiles of 128),
-the last the free axis (tiles of 2048), and any leading dimensions become loops. A 1-d space is split into
-[P, n / P] when n has a divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their
-views, so broadcasting never copies.
+the last the free axis (tiles of 2048; a nest of two such tiles and nothing else runs as four equal ones,
+`SHORT_NEST_TILES`), and any leading dimensions become loops. A 1-d space is split into [P, n / P] when n has a
+divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their views, so broadcasting never
+copies; where one keeps a short leading dimension from merging, the space may be split back at the output's last
+dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`).
 
 In a program compiled for a size bucket, an op whose result has dimensions bounded by the call's sizes
 (`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
