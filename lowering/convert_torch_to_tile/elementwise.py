@@ -2,9 +2,11 @@
 
 The output and every (broadcast) operand are re-viewed in one canonical iteration space: dimensions that are
 contiguous in all of them are merged, the second-to-last dimension becomes the partition axis (tiles of 128),
-the last the free axis (tiles of 2048), and any leading dimensions become loops. A 1-d space is split into
-[P, n / P] when n has a divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their
-views, so broadcasting never copies.
+the last the free axis (tiles of 2048; a nest of two such tiles and nothing else runs as four equal ones,
+`SHORT_NEST_TILES`), and any leading dimensions become loops. A 1-d space is split into [P, n / P] when n has a
+divisor P <= 128 so that all lanes work. Broadcast operands keep stride 0 in their views, so broadcasting never
+copies; where one keeps a short leading dimension from merging, the space may be split back at the output's last
+dimension to fill more lanes, when the cost model's rules say that is faster (`lane_filling_tiling`).
 
 In a program compiled for a size bucket, an op whose result has dimensions bounded by the call's sizes
 (`neuron.size_bounds`) keeps those dimensions apart in the iteration space, and the nest runs only their real
@@ -60,14 +62,17 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     emitter_target,
     layout_of,
     load,
+    memref_type_of,
     result_element_type,
     result_shape,
     view,
 )
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.dtypes import numpy_dtype
-from neuron_mlir.runtime.hardware import Memory
+from neuron_mlir.runtime.hardware import Engine, Memory, Target
+from neuron_mlir.runtime.program import row_major_strides
 
 # compute(emitter, operand tiles, result tile type) -> result tile (SBUF)
 TileCompute = Callable[[LoopNestBuilder, list[SSAValue], TileType], SSAValue]
@@ -368,6 +373,13 @@ class Tiling:
 # of about 2 us, so [128, 64] tiles of a permuted or sliced tensor would spend most of their time on it.
 NARROW_FREE = FREE_TILE // 4
 
+# Tiles of a nest that would be two along its free axis and nothing else (one partition tile, no loop): such a
+# nest is its chain's latency, the first tile's load before any compute and the last tile's store after it, and
+# with two tiles each is half the nest. In four equal tiles the loads, the compute and the stores overlap in a
+# pipeline whose fill and drain are a quarter of it (a ViT-B/16 step's residual gradient sums, [394, 768] as
+# [128, 2364]: the step's backward 332.7 -> 329.7 us; three tiles 330.5, six 329.5).
+SHORT_NEST_TILES = 4
+
 
 def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int) -> tuple[Tiling, list[Layout]]:
     """The tiling of a canonical [loops..., P, F] space, with a multi-dimensional free axis when F is narrow.
@@ -408,16 +420,24 @@ def wide_tiling(space: Sequence[int], layouts: Sequence[Layout], max_free_dims: 
 
 
 def lane_filling_tiling(
-    shape: Sequence[int], space: Sequence[int], layouts: Sequence[Layout], max_free_dims: int
+    shape: Sequence[int],
+    space: Sequence[int],
+    layouts: Sequence[Layout],
+    dtypes: Sequence[str],
+    target: Target,
 ) -> tuple[Tiling, list[Layout]]:
     """`wide_tiling` of a canonical space, or of the space with its last dimension split back at the output's
-    last dimension when the first leaves lanes empty and the second fills more of them in tiles no smaller.
+    last dimension when the first leaves lanes empty and the second fills more of them in less time
+    (`_nest_ns`; `dtypes` are the runtime dtypes of the output and operands, in the order of `layouts`).
 
     A broadcast operand can keep a short leading dimension from merging with the rest: `[b, s, 32] + [1, s, 32]`
     is the space `[b, s * 32]`, whose plain tiles have b partitions and a free axis of up to FREE_TILE elements,
     each instruction streaming that many elements on b lanes. Split as `[b, s, 32]`, s goes on the partitions
-    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time."""
-    tiling, canonical = wide_tiling(space, layouts, max_free_dims)
+    and b joins the free axis: tiles of `[s, b x 32]`, the same elements in a fraction of the instruction's time.
+    But every operand then moves in runs of the last dimension (32 elements) instead of the plain tiles' long
+    rows, at a fraction of the DMA rate: where the operands are large and the lanes already many (a rotary
+    product of 32 heads, `[32, 256, 64] * [1, 256, 64]` on 32 lanes), the loads cost more than the lanes save."""
+    tiling, canonical = wide_tiling(space, layouts, target.max_free_dims)
     inner = next((extent for extent in reversed(shape) if extent != 1), None)
     rank = len(space)
     if (
@@ -429,11 +449,51 @@ def lane_filling_tiling(
     ):
         return tiling, canonical
     split = [layout.split_dim(rank - 1, space[-1] // inner) for layout in layouts]
-    other, other_layouts = wide_tiling(split[0].shape, split, max_free_dims)
+    other, other_layouts = wide_tiling(split[0].shape, split, target.max_free_dims)
     lanes = min(other.space[other.partition], PARTITION_TILE)
-    if lanes > min(tiling.space[tiling.partition], PARTITION_TILE) and _tile_elements(other) >= _tile_elements(tiling):
+    if lanes > min(tiling.space[tiling.partition], PARTITION_TILE) and _nest_ns(
+        other, other_layouts, dtypes, target
+    ) < _nest_ns(tiling, canonical, dtypes, target):
         return other, other_layouts
     return tiling, canonical
+
+
+def _nest_ns(tiling: Tiling, layouts: Sequence[Layout], dtypes: Sequence[str], target: Target) -> float:
+    """An estimate of an elementwise nest's time under `tiling` (`layouts`: the output's, then the operands'),
+    by the cost model's rules: each tile's transfers (a store, and a load per operand; a column broadcast along
+    the free axis loads [P, 1]) and one VectorE pass over its streamed operands. The transfers run on every
+    queue at once, so they take the longest of their summed times spread over the queues, their bytes at the
+    engines' aggregate rate scaled by the efficiency of their runs, and their HBM bytes at HBM bandwidth; the
+    compute overlaps them. The pass stands for the nest's computation, whose instructions are not known here:
+    only the comparison of two tilings of the same nest matters."""
+    space = tiling.space
+    partitions = min(space[tiling.partition], PARTITION_TILE)
+    widths = [space[d] for d in tiling.free[:-1]] + [min(space[-1], FREE_TILE)]
+    tiles = math.prod(space[d] for d in tiling.loops)
+    tiles *= -(-space[tiling.partition] // PARTITION_TILE) * -(-space[-1] // FREE_TILE)
+    alone = engine_ns = hbm_ns = 0.0
+    streamed: list[cost_model.OperandShape] = []
+    for index, (layout, dtype) in enumerate(zip(layouts, dtypes, strict=True)):
+        column = index > 0 and _broadcast_column(layout, tiling)
+        free = [1] if column else widths
+        strides = [layout.strides[tiling.partition]] + [0 if column else layout.strides[d] for d in tiling.free]
+        hbm = cost_model.OperandShape(Memory.HBM, dtype, 0, (partitions, *free), tuple(strides))
+        sbuf = cost_model.OperandShape(Memory.SBUF, dtype, partitions, tuple(free), row_major_strides(free))
+        dma = cost_model.dma_cost(hbm, sbuf, target)
+        alone += tiles * dma.alone_ns(target)
+        engine_ns += tiles * dma.bytes / (target.dma_aggregate_bytes_per_ns * dma.efficiency)
+        hbm_ns += tiles * dma.hbm_bytes / target.hbm_bandwidth_gbps
+        if index > 0 and not column:
+            streamed.append(sbuf)
+    result = cost_model.OperandShape(Memory.SBUF, dtypes[0], partitions, tuple(widths), row_major_strides(widths))
+    if len(streamed) >= 2:
+        operands = {"in0": streamed[0], "in1": streamed[1], "dst": result}
+        opcode = "tensor_tensor"
+    else:
+        operands = {"src": streamed[0] if streamed else result, "dst": result}
+        opcode = "tensor_copy"
+    compute = tiles * cost_model.compute_ns(opcode, Engine.VECTOR, operands, {}, target)
+    return max(alone / target.dma_queues, engine_ns, hbm_ns, compute)
 
 
 def _broadcast_along_free(layout: Layout) -> bool:
@@ -492,7 +552,8 @@ def emit_elementwise(
     else:
         space, canonical = iteration_space(out_shape, layouts)
     if wide and compute_at is None and not dynamic:
-        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, emitter_target(em).max_free_dims)
+        dtypes = [runtime_dtype_name(memref_type_of(value).element_type) for value in [out, *operands]]
+        tiling, canonical = lane_filling_tiling(out_shape, space, canonical, dtypes, emitter_target(em))
     else:
         tiling = Tiling(tuple(space), len(space) - 2, (len(space) - 1,))
     space = tiling.space
@@ -504,6 +565,15 @@ def emit_elementwise(
     plain = tiling.tile_dims == trailing
     by_column = [_broadcast_column(layout, tiling) for layout in canonical[1:]]
     free_dim = len(space) - 1
+    free_tile = FREE_TILE
+    if (
+        plain
+        and not dynamic
+        and not tiling.loops
+        and partitions <= PARTITION_TILE
+        and FREE_TILE < free <= 2 * FREE_TILE
+    ):
+        free_tile = -(-free // SHORT_NEST_TILES)
 
     def positions(loop_indices: list[Index], p0: Index, f0: Index) -> list[Index]:
         indices: list[Index] = [0] * len(space)
@@ -541,7 +611,7 @@ def emit_elementwise(
                 em_f.insert(tile.StoreOp(value, out_view, [em_f.index(i) for i in indices], transfer_dims()))
 
             if free_dim not in dynamic:
-                em_p.for_tiles(free, FREE_TILE, free_body)
+                em_p.for_tiles(free, free_tile, free_body)
                 return
             # one tile loop per width of the call's columns, each run only when the call has that many blocks
             blocks = free // PARTITION_TILE

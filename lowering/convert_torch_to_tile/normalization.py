@@ -496,9 +496,11 @@ def _layer_norm_row_groups(
     and the rows of a group are computed in straight-line code in wavefront order, so that the engines overlap
     the rows' chains (each row's statistics, then its normalization); up to `rows.PIPELINED_ROW_TILES` row tiles,
     the rows of all groups in one wavefront (`rows.pipelined_row_groups`: 2048 rows of 768, 38.5 -> 35.9 µs).
-    False, with nothing emitted, when the rows make fewer than two full groups: then one row tile per trip, two
-    trips in flight (neuron-unroll-loops), keeps as many rows in flight with less waiting on a group's last row (a
-    ViT-B/16 layer's 394 rows: 5 us less)."""
+    Rows too few for two full groups do not take groups of several rows per partition (one row tile per trip,
+    two trips in flight, kept as many rows in flight with less waiting on a group's last row: a ViT-B/16 layer's
+    394 rows, 5 us less than such groups): when they make at least `rows.PIPELINED_MIN_GROUPS` row tiles, each
+    tile is a group of one row per partition, all of them in one wavefront (the ViT-B/16 step's forward 226.1 ->
+    223.5 us, BERT-base's 512 rows 220.7 -> 214.5, against that loop). False, with nothing emitted, for fewer."""
     from neuron_mlir.lowering.convert_torch_to_tile.rows import (
         PIPELINED_MIN_GROUPS,
         PIPELINED_ROW_TILES,
@@ -519,7 +521,9 @@ def _layer_norm_row_groups(
     fitting = rows_per_partition(length * in_bytes, row_bytes, body_budget_bytes(em), rows, full_rate)
     per_partition = min(STRAIGHT_LINE_ROWS, fitting)
     if rows < 2 * PARTITION_TILE * per_partition:
-        return False
+        if len(row_groups(rows, 1)) < PIPELINED_MIN_GROUPS:
+            return False
+        per_partition = 1
     # In one wavefront the later groups' transfers overlap the rows before them, so full-rate DMAs matter less
     # than the first group's arrival and the last group's store, which grow with the rows per partition: two
     # (2048 rows of 768: 32.9 -> 31.9 µs against three).

@@ -234,3 +234,18 @@ def test_where_with_a_single_element_choice():
     run_compiled(lambda m, a, b: torch.where(m, a, b), mask, x.bfloat16(), x.bfloat16())
     [whole] = neuron_mlir.profiles().values()
     assert profile.total_ns <= 3 * whole.total_ns, (profile.total_ns, whole.total_ns)  # three selects against one
+
+
+@pytest.mark.parametrize(
+    ("shape", "other"),
+    [((394, 768), (394, 768)), ((2, 197, 768), (768,)), ((100, 3000), (3000,)), ((130, 3000), (130, 1))],
+    ids=["merged-394-rows", "row-vector", "one-partition-tile", "two-partition-tiles"],
+)
+def test_short_nests(shape, other):
+    """Nests that would be two tiles along the free axis and nothing else run as four equal tiles
+    (`SHORT_NEST_TILES`: [394, 768] as [128, 2364], [100, 3000] beside a broadcast row), the last one partial or
+    not; with more than one partition tile (130 rows) the tiles keep their width."""
+    torch.manual_seed(6)
+    a = torch.randn(shape, dtype=torch.bfloat16)
+    b = torch.randn(other, dtype=torch.bfloat16)
+    check_compiled(lambda a, b: (a + b, a * b - a), a, b)

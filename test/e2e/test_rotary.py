@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from support import assert_close_to_torch
+from support.compiled import check_compiled
 
 import neuron_mlir
 
@@ -120,3 +121,19 @@ def test_gpsimd_kernels_with_scalar_columns_on_wide_tiles():
         assert_close_to_torch(got, want, name)
     stats = neuron_mlir.stats()
     assert stats["nodes_fallen_back"] == 0, stats["fallback_ops"]
+
+
+# (heads, positions, head dim): heads times a table broadcast over them, as the rotary products of a decoder with
+# its cos/sin tables. The nest's tiling is chosen by its cost: with few heads the positions go on the partitions
+# and the heads join the free axis ([128, 8 x 64] and [69, 8 x 2 x 48] tiles), with many the plain rows stay
+# ([32, 2048]); the position counts leave a partial tile either way.
+BROADCAST_TABLE_SHAPES = [(8, 130, 64), (32, 130, 64), (8, 394, 48), (32, 394, 48)]
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize(("heads", "positions", "head_dim"), BROADCAST_TABLE_SHAPES, ids=lambda value: str(value))
+def test_heads_times_a_broadcast_table(heads, positions, head_dim):
+    torch.manual_seed(3)
+    x = torch.randn(heads, positions, head_dim, dtype=torch.bfloat16)
+    cos, sin = (table.to(torch.bfloat16) for table in _rotary_tables(positions, head_dim))
+    check_compiled(lambda x, cos, sin: (x * cos, x * cos + _rotate_half(x) * sin), x, cos, sin)

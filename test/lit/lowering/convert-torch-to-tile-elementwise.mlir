@@ -169,14 +169,15 @@ func.func @fp8_casts(%x: tensor<4x8xf32>) -> (tensor<4x8xf8E4M3FN>, tensor<4x8xf
 // -----
 
 // A 0-d operand (transformers' `where(mask, 0.0, -inf)`) is one value broadcast everywhere: loaded as one element
-// per partition and spread along the free axis on chip, not by a DMA of one element per descriptor.
+// per partition and spread along the free axis on chip, not by a DMA of one element per descriptor. (The nest
+// would be two tiles of 2048 and nothing else, so it runs as four of 1024: SHORT_NEST_TILES.)
 // CHECK-LABEL: func.func @zero_dimensional_operands
 // CHECK:       %[[ZERO:.*]] = tile.view %zero : memref<f32, #mem<hbm>> to memref<128x4096xf32, strided<[0, 0]>, #mem<hbm>>
 // CHECK:       %[[LOWEST:.*]] = tile.view %lowest
 // CHECK:       %[[ZCOL:.*]] = tile.load %[[ZERO]][%c0, %c0] {{.*}} -> !tile.tile<128x1xf32, sbuf>
 // CHECK:       %[[LCOL:.*]] = tile.load %[[LOWEST]][%c0, %c0] {{.*}} -> !tile.tile<128x1xf32, sbuf>
 // CHECK:       scf.for
-// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x2048xi1, sbuf>
+// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x1024xi1, sbuf>
 // CHECK-NEXT:    tile.fill
 // CHECK-NEXT:    tile.binary_scalar %{{.*}} column %[[ZCOL]] {op = "add"}
 // CHECK-NEXT:    tile.fill
@@ -203,4 +204,33 @@ func.func @zero_dimensional_operands(%mask: tensor<2x512x512xi1>, %zero: tensor<
 func.func @boolean_column(%keys: tensor<4x2x512x64xf32>, %real: tensor<1x1x512x1xi1>, %zero: tensor<f32>) -> tensor<4x2x512x64xf32> {
   %where = torch.aten.where.self %real, %keys, %zero : (tensor<1x1x512x1xi1>, tensor<4x2x512x64xf32>, tensor<f32>) -> tensor<4x2x512x64xf32>
   func.return %where : tensor<4x2x512x64xf32>
+}
+
+// -----
+
+// A nest that would be two tiles and nothing else ([394, 768] merged and split as [128, 2364]: a tile of 2048 and
+// one of 316) runs as four equal tiles instead, so that its loads, compute and stores overlap.
+// CHECK-LABEL: func.func @short_nest_in_four_tiles
+// CHECK:       tile.view %a : memref<394x768xbf16, #mem<hbm>> to memref<128x2364xbf16, #mem<hbm>>
+// CHECK:       scf.for %{{.*}} = %c0 to %c2364 step %c591 {
+// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x591xbf16, sbuf>
+// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x591xbf16, sbuf>
+// CHECK-NEXT:    tile.binary {{.*}} {op = "add"}
+// CHECK-NEXT:    tile.store
+func.func @short_nest_in_four_tiles(%a: tensor<394x768xbf16>, %b: tensor<394x768xbf16>) -> tensor<394x768xbf16> {
+  %sum = torch.aten.add.Tensor %a, %b : (tensor<394x768xbf16>, tensor<394x768xbf16>) -> tensor<394x768xbf16>
+  func.return %sum : tensor<394x768xbf16>
+}
+
+// -----
+
+// One tile, or more than two, keep tiles of 2048.
+// CHECK-LABEL: func.func @one_or_many_tiles_keep_their_width
+// CHECK:       tile.load {{.*}} -> !tile.tile<128x1536xbf16, sbuf>
+// CHECK:       scf.for %{{.*}} = %c0 to %c6144 step %c2048 {
+// CHECK-NEXT:    tile.load {{.*}} -> !tile.tile<128x2048xbf16, sbuf>
+func.func @one_or_many_tiles_keep_their_width(%a: tensor<256x768xbf16>, %b: tensor<1024x768xbf16>) -> (tensor<256x768xbf16>, tensor<1024x768xbf16>) {
+  %0 = torch.aten.neg %a : (tensor<256x768xbf16>) -> tensor<256x768xbf16>
+  %1 = torch.aten.neg %b : (tensor<1024x768xbf16>) -> tensor<1024x768xbf16>
+  func.return %0, %1 : tensor<256x768xbf16>, tensor<1024x768xbf16>
 }

@@ -150,3 +150,23 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // CHECK:       tile.store {{.*}} : !tile.tile<88x1x64xbf16, sbuf>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xbf16, sbuf>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xbf16, sbuf>
+
+// -----
+
+func.func @layer_norm_few_row_tiles(%x: tensor<394x768xbf16>, %w: tensor<768xbf16>, %b: tensor<768xbf16>) -> (tensor<394x768xbf16>, tensor<394x1xf32>, tensor<394x1xf32>) {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %w, %b {normalized_shape = array<i64: 768>, eps = 1.000000e-12 : f64} : (tensor<394x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> (tensor<394x768xbf16>, tensor<394x1xf32>, tensor<394x1xf32>)
+  func.return %0, %1, %2 : tensor<394x768xbf16>, tensor<394x1xf32>, tensor<394x1xf32>
+}
+// 394 rows (ViT-B/16's 2 x 197 tokens) are too few for two groups of several rows per partition, but make four
+// row tiles: each a group of one row per partition, all in one wavefront in straight-line code (not a loop whose
+// trips each wait for the engines to finish the trip before): every tile's rows load, and the later tiles'
+// statistics start, before the first tile's result is stored.
+// CHECK-LABEL: func.func @layer_norm_few_row_tiles
+// CHECK-NOT:   scf.for
+// CHECK:       tile.load {{.*}} : memref<394x1x768xbf16, #mem<hbm>> -> !tile.tile<128x1x768xbf16, sbuf>
+// CHECK:       tile.reduce
+// CHECK:       tile.load {{.*}} -> !tile.tile<128x1x768xbf16, sbuf>
+// CHECK:       tile.load {{.*}} -> !tile.tile<10x1x768xbf16, sbuf>
+// CHECK:       tile.store {{.*}} : !tile.tile<128x1x768xbf16, sbuf>, memref<394x1x768xbf16, #mem<hbm>>
+// CHECK:       tile.store {{.*}} : !tile.tile<10x1x768xbf16, sbuf>, memref<10x1x768xbf16, {{.*}}>
+// CHECK-NOT:   scf.for

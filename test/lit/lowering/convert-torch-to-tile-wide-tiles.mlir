@@ -88,3 +88,33 @@ func.func @batch_beside_a_broadcast(%x: tensor<4x64x32xf32>, %p: tensor<1x64x32x
 // CHECK:       tile.binary {{.*}} -> !tile.tile<64x4x32xf32, sbuf>
 // CHECK:       tile.store {{.*}} : !tile.tile<64x4x32xf32, sbuf>, memref<4x64x32xf32, #mem<hbm>>
 // CHECK-NOT:   tile.load
+
+// -----
+
+func.func @many_heads_beside_a_broadcast(%x: tensor<32x256x64xbf16>, %s: tensor<1x256x64xbf16>) -> tensor<32x256x64xbf16> {
+  %y = torch.aten.mul.Tensor %x, %s : (tensor<32x256x64xbf16>, tensor<1x256x64xbf16>) -> tensor<32x256x64xbf16>
+  func.return %y : tensor<32x256x64xbf16>
+}
+// A rotary product of 32 heads: split back at the head dim, tiles of [128, 32 x 64] would fill the lanes, but
+// every operand would move in runs of 64 elements (128 bytes, a quarter of the DMA rate) where the plain tiles
+// of [32, 2048] move whole rows: the loads cost more than the lanes save, and the plain tiles stay.
+// CHECK-LABEL: func.func @many_heads_beside_a_broadcast
+// CHECK:       scf.for
+// CHECK:       tile.load {{.*}} : memref<32x16384xbf16, #mem<hbm>> -> !tile.tile<32x2048xbf16, sbuf>
+// CHECK:       tile.load {{.*}} : memref<32x16384xbf16, strided<[0, 1]>, #mem<hbm>> -> !tile.tile<32x2048xbf16, sbuf>
+// CHECK:       tile.binary {{.*}} -> !tile.tile<32x2048xbf16, sbuf>
+
+// -----
+
+func.func @few_heads_beside_a_broadcast(%x: tensor<8x256x64xbf16>, %s: tensor<1x256x64xbf16>) -> tensor<8x256x64xbf16> {
+  %y = torch.aten.mul.Tensor %x, %s : (tensor<8x256x64xbf16>, tensor<1x256x64xbf16>) -> tensor<8x256x64xbf16>
+  func.return %y : tensor<8x256x64xbf16>
+}
+// With 8 heads the plain tiles' 8 lanes make the product eight [8, 2048] VectorE passes, and the split tiles'
+// slower loads (two positions per lane: runs of 128 elements) cost less than the lanes save: one tile of
+// [128, 8 x 2 x 64].
+// CHECK-LABEL: func.func @few_heads_beside_a_broadcast
+// CHECK-NOT:   scf.for
+// CHECK:       tile.load {{.*}} {dims = array<i64: 1, 0, 2, 3>} : memref<8x128x2x64xbf16, #mem<hbm>> -> !tile.tile<128x8x2x64xbf16, sbuf>
+// CHECK:       tile.load {{.*}} {dims = array<i64: 1, 0, 2, 3>} : memref<8x128x2x64xbf16, strided<[0, 128, 64, 1]>, #mem<hbm>> -> !tile.tile<128x8x2x64xbf16, sbuf>
+// CHECK:       tile.binary {{.*}} -> !tile.tile<128x8x2x64xbf16, sbuf>
