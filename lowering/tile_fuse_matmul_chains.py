@@ -146,14 +146,31 @@ class _RowTemplate:
 
 @dataclass
 class Panel:
-    """One panel loop of the second matmul: its rows (index, size) per result, and the row loads it transposes."""
+    """One panel loop of the second matmul: its rows (index, size) per result, and the row loads it transposes.
+    Rows shorter than one K tile have no panel loop (`loop` is None): only their partial K tiles, transposed on
+    their own, in one block."""
 
-    loop: scf.ForOp
+    loop: scf.ForOp | None
     subs: list[tuple[SSAValue, int]]
     loads: list[tile.LoadOp]
     # per sub, the partial last K tile when K is not a multiple of 128: its [m, K % 128] load, and the SBUF tile
     # its transpose was evacuated to (what the matmul reads)
     rests: list[tuple[tile.LoadOp, SSAValue] | None]
+
+    @property
+    def start(self) -> Operation:
+        """The first op of the panel's work: its loop, or its first partial tile's load."""
+        if self.loop is not None:
+            return self.loop
+        first = self.rests[0]
+        assert first is not None
+        return first[0]
+
+    @property
+    def panel_loop(self) -> scf.ForOp:
+        """The panel loop of a panel with full K tiles (chains have no other)."""
+        assert self.loop is not None
+        return self.loop
 
 
 @dataclass
@@ -605,7 +622,8 @@ def _rest_tile(load: tile.LoadOp) -> SSAValue | None:
 
 def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
     """The panel loops of the matmuls reading whole rows of A [M, `columns`] (all of `loads`): each transposes
-    rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own."""
+    rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own. Rows
+    shorter than one K tile have only partial tiles: panels without a loop (`Panel.loop` None)."""
     full = columns - columns % PARTITIONS
     by_loop: dict[scf.ForOp, dict[int, tile.LoadOp]] = {}
     rests: list[tuple[tile.LoadOp, SSAValue]] = []
@@ -635,6 +653,8 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
                 break
         else:
             return None
+    if not full:  # no panel loop: the partial tiles alone, grouped by block
+        return _loopless_panels(rests) or None
     panels = []
     for loop, positions in by_loop.items():
         if sorted(positions) != list(range(len(loop.results))):
@@ -655,7 +675,7 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
             for position, (index, rows) in enumerate(panel.subs)
             if index is load.indices[0]
             and rows == tile_type_of(load.result).get_shape()[0]
-            and panel.loop.parent_block() is load.parent_block()
+            and panel.panel_loop.parent_block() is load.parent_block()
             and panel.rests[position] is None
         ]
         if not matches:
@@ -665,6 +685,45 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
     if columns % PARTITIONS and any(rest is None for panel in panels for rest in panel.rests):
         return None
     return panels
+
+
+def _loopless_panels(rests: list[tuple[tile.LoadOp, SSAValue]]) -> list[Panel]:
+    """Panels of rows shorter than one K tile: the partial tiles' loads of one block, in order, as long as each
+    one's row index is defined before the first of them (where the panel's rows are computed)."""
+    panels: list[Panel] = []
+    for load, rest in sorted(rests, key=lambda entry: _position(entry[0])):
+        row = load.indices[0]
+        first = panels[-1].start if panels else None
+        if first is None or first.parent_block() is not load.parent_block() or not _defined_before(row, first):
+            panels.append(Panel(None, [], [], []))
+        panels[-1].subs.append((row, tile_type_of(load.result).get_shape()[0]))
+        panels[-1].rests.append((load, rest))
+    return panels
+
+
+def _position(op: Operation) -> tuple[int, ...]:
+    """`op`'s place in program order: its index in each block from the function's body down."""
+    path: list[int] = []
+    while not isinstance(op, func.FuncOp):
+        block = parent_block(op)
+        path.append(block.get_operation_index(op))
+        parent = block.parent_op()
+        assert parent is not None
+        op = parent
+    return tuple(reversed(path))
+
+
+def _defined_before(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is usable at `op`: an argument of a block holding it, or a result of an op before it in a
+    block holding it."""
+    owner = value.owner
+    block = owner if isinstance(owner, Block) else owner.parent_block()
+    current: Operation | None = op
+    while current is not None:
+        if current.parent_block() is block:
+            return isinstance(owner, Block) or owner.is_before_in_block(current)
+        current = current.parent_op()
+    return False
 
 
 def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]]) -> list[SSAValue]:
@@ -792,7 +851,7 @@ def _build_panel(
 
 def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
     """Build each of the second matmul's panels from the first matmul's inputs; erase H's stores and loads."""
-    starts = [ancestor_in(panel.loop, block) for panel in chain.panels]
+    starts = [ancestor_in(panel.panel_loop, block) for panel in chain.panels]
     start = min(starts, key=block_positions(block, starts).__getitem__)
     top = LoopNestBuilder(block, start, chain.matmul.location, constants, block)
     storage, layout = chain.weights
@@ -811,11 +870,12 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
         ).result
     for panel in chain.panels:
         # in place of the panel loop: the row indices are defined by then
-        em = LoopNestBuilder(parent_block(panel.loop), panel.loop, chain.matmul.location, constants, block)
+        loop = panel.panel_loop
+        em = LoopNestBuilder(parent_block(loop), loop, chain.matmul.location, constants, block)
         built = _build_panel(chain, em, panel.subs, weights, biases)
-        for old, new in zip(panel.loop.results, built, strict=True):
+        for old, new in zip(loop.results, built, strict=True):
             old.replace_all_uses_with(new)
-    erase_stores(chain.stores, [panel.loop for panel in chain.panels] + [_defining_op(chain.hidden)])
+    erase_stores(chain.stores, [panel.panel_loop for panel in chain.panels] + [_defining_op(chain.hidden)])
 
 
 def index_constants(block: Block) -> dict[int, SSAValue]:

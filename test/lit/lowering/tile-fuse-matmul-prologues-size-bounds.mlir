@@ -1,0 +1,34 @@
+// RUN: neuron-opt %s -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-prologues | filecheck %s
+
+// A layer norm over token rows a size bucket pads, read only by a Linear layer with K = 32 (below one tile), in a
+// [4, 64] bucket's program (lowering/tile_fuse_matmul_prologues.py). The layer norm's own nest ran one row tile
+// per trip and the matmul's two per trip and then the tile left, so the rows went to HBM and back; the matmul now
+// computes them in both loops, where it loaded them. Numbers are checked end to end in
+// test/frontend/test_size_buckets.py (this form takes size arguments, which --check-semantics cannot supply).
+// CHECK-LABEL: func.func @short_rows(
+// CHECK-NOT:   memref.alloc() : memref<4x64x32xf32
+// CHECK:       %[[END:.*]] = arith.muli %{{.*}}, %c128 : index
+// CHECK:       %[[PAIRS_END:.*]] = arith.muli %{{.*}}, %c256 : index
+// CHECK:       %[[X:.*]] = tile.view %x : memref<4x64x32xf32, #mem<hbm>> to memref<256x32xf32, #mem<hbm>>
+// CHECK:       %[[G:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[B:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       scf.for %[[ROW:.*]] = %c0 to %[[PAIRS_END]] step %c256 {
+// CHECK-NEXT:    %[[NEXT:.*]] = arith.addi %[[ROW]], %c128 : index
+// CHECK-NEXT:    tile.load %[[X]][%[[ROW]], %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK-NEXT:    tile.load %[[X]][%[[NEXT]], %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK-COUNT-2: tile.transpose
+// CHECK:         tile.binary_scalar {{.*}} column %[[B]] {op = "add"} : {{.*}} -> !tile.tile<32x128xf32, sbuf>
+// CHECK-COUNT-2: tile.matmul
+// CHECK:       }
+// CHECK:       scf.for %[[LEFT:.*]] = %[[PAIRS_END]] to %[[END]] step %c128 {
+// CHECK-NEXT:    tile.load %[[X]][%[[LEFT]], %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK:         tile.transpose
+// CHECK:         tile.matmul
+// CHECK:       }
+// CHECK-NOT:   tile.store %{{.*}}, %{{.*}} : !tile.tile<128x32xf32
+func.func @short_rows(%x: tensor<4x64x32xf32>, %g: tensor<32xf32>, %h: tensor<32xf32>, %w: tensor<32x96xf32>, %b: tensor<96xf32>) -> tensor<256x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 64 : i64]]} {
+  %0, %1, %2 = torch.aten.native_layer_norm %x, %g, %h {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<4x64x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x64x32xf32>, tensor<4x64x1xf32>, tensor<4x64x1xf32>)
+  %v = torch.aten.view %0 {size = array<i64: 256, 32>, neuron.size_bounds = ["s0*s1", ""]} : (tensor<4x64x32xf32>) -> tensor<256x32xf32>
+  %r = torch.aten.addmm %b, %v, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<256x32xf32>, tensor<32x96xf32>) -> tensor<256x96xf32>
+  func.return %r : tensor<256x96xf32>
+}
