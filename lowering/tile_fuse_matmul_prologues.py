@@ -8,8 +8,10 @@ per-partition two-step `binary_scalar` instead of two tensor-tensor passes over 
 
 Input contract: tile-level functions as convert-torch-to-tile writes them (after tile-fuse-epilogues):
 
-* A, an allocation of the function body seen through views as one row-major [M, K] matrix that only
-  `tile.store`s and `tile.load`s use (not the function's return);
+* A, an allocation of the function body seen through views as one row-major [M, K] matrix, or through one
+  row-major [B..., M, K] layout by every store and load (token rows split back into a size bucket's batches:
+  a row tile is then picked by its batch and row indices), that only `tile.store`s and `tile.load`s use (not
+  the function's return);
 * its loads each read the rows [m, full K tiles] that only a panel loop of a matmul transposes, 128 columns at a
   time, into its stationary panel ([128, K // 128, m]), and, when K % 128 is not 0, the same rows' last
   [m, K % 128] columns, transposed and copied out of PSUM on their own (for K below 128, these alone: rows a
@@ -59,6 +61,7 @@ from neuron_mlir.lowering.ir_queries import (
     erase_stores,
     integer_constant,
     memref_layout,
+    row_indices,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -67,10 +70,12 @@ from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.tile_fuse_matmul_chains import (
     Panel,
+    Rows,
     index_constants,
     panel_element_type,
     read_as_matmul_rows,
     row_computation,
+    same_rows,
 )
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
@@ -93,7 +98,7 @@ class _RowTemplate:
 
     rows: int
     row_value: SSAValue
-    row_index: SSAValue
+    row_index: Rows
     row_ops: list[Operation]
 
 
@@ -147,7 +152,7 @@ def _writes_only(top: Operation, allowed: set[Operation]) -> bool:
 
 def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     """The prologue fusion `normalized` allows (module docstring), or None."""
-    read = read_as_matmul_rows(normalized, block, lambda columns: columns > 0)
+    read = read_as_matmul_rows(normalized, block, lambda columns: columns > 0, batched=True)
     if read is None:
         return None
     columns, stores, loads, panels = read
@@ -169,7 +174,7 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
         store_block = store.parent_block()
         assert store_block is not None
         found = row_computation(rows, store_block)
-        if found is None or found[1] is not store.indices[0] or integer_constant(store.indices[1]) != 0:
+        if found is None or not same_rows(found[1], row_indices(store)) or integer_constant(store.indices[-1]) != 0:
             return None
         row_ops, row_index = found
         dying = {*row_ops, *affine_ops, store}
@@ -216,7 +221,7 @@ def _is_column(value: SSAValue) -> bool:
     return isinstance(value.type, TileType) and value.type.get_shape()[-1] == 1
 
 
-def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]]) -> list[SSAValue]:
+def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[Rows, int]]) -> list[SSAValue]:
     """The rows of `subs` before the affine, rounded to A's type (in the order of `_row_order`)."""
     templates = [prologue.templates[rows] for _, rows in subs]
     mappings: list[dict[SSAValue, SSAValue]] = [{} for _ in subs]

@@ -110,10 +110,12 @@ def test_token_rows_shorter_than_a_tile_run_up_to_the_last_real_row():
     assert 0.0 < matmul[2, 40] < matmul[4, 60]
 
 
-def test_a_layer_norm_over_short_token_rows_is_computed_by_the_linear_layer_reading_it():
-    # GPT-2's ln_1 -> c_attn over [b, s, 32] tokens in the [4, 64] bucket: K = 32 is below one tile, and the
-    # matmul's rows (two tiles per trip, then the tile left) compute the layer norm where they load it, from rows
-    # that follow the call (one tile at 2 x 40, both at 4 x 60); padded rows past the last real one are never read
+def test_a_layer_norm_over_token_rows_is_computed_by_the_linear_layer_reading_it():
+    # GPT-2's ln_1 -> c_attn over [b, s, 32] tokens, K = 32 below one tile (lowering/tile_fuse_matmul_prologues.py):
+    # the matmul's row tiles compute the layer norm where they load it. Batch 2..4, sequence 2..256: the lower
+    # bucket's [4*64] merged rows (one tile at 2 x 40, both at 4 x 60), the upper bucket's rows split back into
+    # [b, 256] (a row tile picked by batch and row); then a batch of one, traced by Dynamo as a graph of its own,
+    # whose layer norm stores [1, s, 32] rows the matmul loads as [s, 32]
     def norm_linear(x, g, h, w, b):
         y = F.layer_norm(x, (32,), g, h)
         return (y.reshape(-1, 32) @ w + b).view(x.shape[0], x.shape[1], -1)
@@ -121,11 +123,14 @@ def test_a_layer_norm_over_short_token_rows_is_computed_by_the_linear_layer_read
     compiled = torch.compile(norm_linear, backend="neuron-mlir", options={"strict": True, "cache": False})
     torch.manual_seed(8)
     g, h, w, b = torch.randn(32) * 0.5 + 1, torch.randn(32), torch.randn(32, 96), torch.randn(96)
-    for batch, seq in ((2, 40), (4, 60), (3, 33)):
-        x = _marked(_marked(torch.randn(batch, seq, 32) * 3 + 1, 0, 2, 4), 1, 2, 64)
+    for batch, seq in ((2, 40), (4, 60), (3, 200), (2, 130), (1, 100)):
+        x = torch.randn(batch, seq, 32) * 3 + 1
+        if batch > 1:
+            _marked(x, 0, 2, 4)
+        _marked(x, 1, 2, 256)
         result, _ = _call_ns(compiled, x, g, h, w, b)
         assert_close_to_torch(result, norm_linear(x, g, h, w, b), f"batch {batch}, seq {seq}")
-    assert _programs() == 1
+    assert _programs() == 3
 
 
 def test_key_columns_of_a_mask_run_the_calls_column_blocks():
