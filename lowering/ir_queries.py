@@ -178,17 +178,18 @@ def clone_ops(ops: list[Operation], builder: LoopNestBuilder, mapping: dict[SSAV
         mapping.update(zip(op.results, clone.results, strict=True))
 
 
-def row_positions(view: SSAValue) -> list[int]:
-    """Where the row indices of a matrix of rows seen as `view` ([B..., M, K], row-major) are: every dimension but
-    the last, those of one element left out (their index is 0 whatever the row)."""
-    shape = memref_layout(view).shape
-    return [dim for dim in range(len(shape) - 1) if shape[dim] != 1]
+def row_positions(op: tile.LoadOp | tile.StoreOp) -> list[int]:
+    """Where the row index of a load or store of a row tile is, in its indices: the dimensions of its view up to
+    the one on the tile's partitions (the row's, after the batches' of rows seen as [B..., M, K]), those of one
+    element left out (their index is 0 whatever the row)."""
+    shape = op.memref_type().get_shape()
+    partition = op.mapped_dims()[0]
+    return [dim for dim in range(partition + 1) if shape[dim] != 1]
 
 
 def row_indices(op: tile.LoadOp | tile.StoreOp) -> tuple[SSAValue, ...]:
     """The row index of a load or store of a row tile (`row_positions`): the batch indices, then the row's."""
-    view = op.source if isinstance(op, tile.LoadOp) else op.dest
-    return tuple(op.indices[dim] for dim in row_positions(view))
+    return tuple(op.indices[dim] for dim in row_positions(op))
 
 
 def clone_load_at_row(
@@ -198,7 +199,7 @@ def clone_load_at_row(
     other rows (a fusion computing a row tile again where another loop nest needs it)."""
     dims = None if load.dims is None else tuple(load.dims.get_values())
     indices = list(load.indices)
-    positions = row_positions(load.source)
+    positions = row_positions(load)
     assert len(positions) == len(row), "a row index of another rank"
     for dim, value in zip(positions, row, strict=True):
         indices[dim] = value

@@ -368,7 +368,7 @@ def row_computation(row: SSAValue, block: Block) -> tuple[list[Operation], Rows]
             if index is not None and not same_rows(rows, index):
                 return None
             index = rows
-            positions = row_positions(owner.source)
+            positions = row_positions(owner)
             others = [at for dim, at in enumerate(owner.indices) if dim not in positions]
             if any(integer_constant(other) is None for other in others):
                 return None
