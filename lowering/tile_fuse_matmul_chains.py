@@ -268,7 +268,8 @@ def hidden_users(
             loads.append(user)
         else:
             return None
-    if shapes != {(rows,)} and (not batched or len(shapes) != 1):
+    matrix = (rows,) if rows != 1 else ()  # [rows, columns], a single row's dimension left out as above
+    if shapes != {matrix} and (not batched or len(shapes) != 1):
         return None
     return (stores, loads) if stores and loads else None
 
