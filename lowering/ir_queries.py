@@ -8,7 +8,7 @@ their own logic; these are the facts they share.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
@@ -178,13 +178,31 @@ def clone_ops(ops: list[Operation], builder: LoopNestBuilder, mapping: dict[SSAV
         mapping.update(zip(op.results, clone.results, strict=True))
 
 
+def row_positions(op: tile.LoadOp | tile.StoreOp) -> list[int]:
+    """Where the row index of a load or store of a row tile is, in its indices: the dimensions of its view up to
+    the one on the tile's partitions (the row's, after the batches' of rows seen as [B..., M, K]), those of one
+    element left out (their index is 0 whatever the row)."""
+    shape = op.memref_type().get_shape()
+    partition = op.mapped_dims()[0]
+    return [dim for dim in range(partition + 1) if shape[dim] != 1]
+
+
+def row_indices(op: tile.LoadOp | tile.StoreOp) -> tuple[SSAValue, ...]:
+    """The row index of a load or store of a row tile (`row_positions`): the batch indices, then the row's."""
+    return tuple(op.indices[dim] for dim in row_positions(op))
+
+
 def clone_load_at_row(
-    load: tile.LoadOp, row: SSAValue, builder: LoopNestBuilder, mapping: dict[SSAValue, SSAValue]
+    load: tile.LoadOp, row: Sequence[SSAValue], builder: LoopNestBuilder, mapping: dict[SSAValue, SSAValue]
 ) -> None:
-    """Clone `load` as `clone_ops` does, with its first index replaced by `row`: the same load of other rows (a
-    fusion computing a row tile again where another loop nest needs it)."""
+    """Clone `load` as `clone_ops` does, with its row index (`row_indices`) replaced by `row`: the same load of
+    other rows (a fusion computing a row tile again where another loop nest needs it)."""
     dims = None if load.dims is None else tuple(load.dims.get_values())
-    indices = [row, *load.indices[1:]]
+    indices = list(load.indices)
+    positions = row_positions(load)
+    assert len(positions) == len(row), "a row index of another rank"
+    for dim, value in zip(positions, row, strict=True):
+        indices[dim] = value
     clone = builder.insert(tile.LoadOp(mapping.get(load.source, load.source), indices, load.result.type, dims))
     clone.location = load.location
     mapping[load.result] = clone.result

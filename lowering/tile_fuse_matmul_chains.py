@@ -44,7 +44,8 @@ whose row tiles depend on more than their row index.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -68,6 +69,8 @@ from neuron_mlir.lowering.ir_queries import (
     integer_constant,
     memref_layout,
     parent_block,
+    row_indices,
+    row_positions,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -76,6 +79,7 @@ from neuron_mlir.lowering.ir_queries import (
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
+from neuron_mlir.runtime.program import row_major_strides
 
 # The ScalarE functions a chain applies as the hidden features leave PSUM.
 ACTIVATIONS = ("gelu", "gelu_apprx_tanh", "relu", "sigmoid", "tanh")
@@ -137,23 +141,49 @@ class _RowTemplate:
 
     rows: int
     row_value: SSAValue  # [m, K1]
-    row_index: SSAValue  # the row index of the loads the row tile is computed from
+    row_index: Rows  # the row index of the loads the row tile is computed from
     row_ops: list[Operation]  # in block order
     loop: scf.ForOp  # the panel loop
     position: int  # which of the loop's results
     step_ops: list[Operation]  # the loop body's ops computing that result, in order
 
 
+# The indices that pick a row tile: the row index, after the batch indices of rows viewed as [B..., M, K].
+Rows = tuple[SSAValue, ...]
+
+
+def same_rows(first: Sequence[SSAValue], second: Sequence[SSAValue]) -> bool:
+    """Whether two row indices are the same values."""
+    return len(first) == len(second) and all(a is b for a, b in zip(first, second, strict=True))
+
+
 @dataclass
 class Panel:
-    """One panel loop of the second matmul: its rows (index, size) per result, and the row loads it transposes."""
+    """One panel loop of the second matmul: its rows (index, size) per result, and the row loads it transposes.
+    Rows shorter than one K tile have no panel loop (`loop` is None): only their partial K tiles, transposed on
+    their own, in one block."""
 
-    loop: scf.ForOp
-    subs: list[tuple[SSAValue, int]]
+    loop: scf.ForOp | None
+    subs: list[tuple[Rows, int]]
     loads: list[tile.LoadOp]
     # per sub, the partial last K tile when K is not a multiple of 128: its [m, K % 128] load, and the SBUF tile
     # its transpose was evacuated to (what the matmul reads)
     rests: list[tuple[tile.LoadOp, SSAValue] | None]
+
+    @property
+    def start(self) -> Operation:
+        """The first op of the panel's work: its loop, or its first partial tile's load."""
+        if self.loop is not None:
+            return self.loop
+        first = self.rests[0]
+        assert first is not None
+        return first[0]
+
+    @property
+    def panel_loop(self) -> scf.ForOp:
+        """The panel loop of a panel with full K tiles (chains have no other)."""
+        assert self.loop is not None
+        return self.loop
 
 
 @dataclass
@@ -189,12 +219,14 @@ def panel_element_type(hidden: SSAValue, loads: list[tile.LoadOp]) -> Attribute 
 
 
 def read_as_matmul_rows(
-    value: SSAValue, block: Block, accepts_columns: Callable[[int], bool]
+    value: SSAValue, block: Block, accepts_columns: Callable[[int], bool], batched: bool = False
 ) -> tuple[int, list[tile.StoreOp], list[tile.LoadOp], list[Panel]] | None:
     """How a matrix allocated in `block` is written whole and read only as whole rows by matmuls' panel loops:
     (its columns, the stores, the loads, the panels), or None. A fusion that moves the matrix's rows into those
     panels (a chain's hidden layer, a prologue's normalised rows) starts from this; `accepts_columns` is its own
-    rule on the row width."""
+    rule on the row width. With `batched`, the matrix may be seen as [B..., M, K] rows (one row-major layout for
+    every store and load: a size bucket's token rows split back into batches), its row tiles then picked by
+    batch and row indices."""
     if not isinstance(value.owner, memref.AllocOp) or value.owner.parent_block() is not block:
         return None
     loads_all = [user for user, _ in users_through_views(value) if isinstance(user, tile.LoadOp)]
@@ -204,7 +236,7 @@ def read_as_matmul_rows(
     columns = memref_layout(loads_all[0].source).shape[-1]
     if not accepts_columns(columns) or total % columns:
         return None
-    users = hidden_users(value, total // columns, columns)
+    users = hidden_users(value, total // columns, columns, batched)
     if users is None:
         return None
     stores, loads = users
@@ -214,12 +246,21 @@ def read_as_matmul_rows(
     return columns, stores, loads, panels
 
 
-def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
+def hidden_users(
+    hidden: SSAValue, rows: int, columns: int, batched: bool = False
+) -> tuple[list[tile.StoreOp], list[tile.LoadOp]] | None:
+    """The stores and loads of `hidden` ([rows, columns], row-major; with `batched`, seen through one row-major
+    [B..., M, columns] layout by all of them, dimensions of one element aside, so that the same row indices pick
+    the same rows), or None."""
     stores: list[tile.StoreOp] = []
     loads: list[tile.LoadOp] = []
+    shapes = set()
     for user, view in users_through_views(hidden):
         layout = memref_layout(view)
-        if layout.shape != (rows, columns) or layout.strides != (columns, 1) or layout.offset:
+        shapes.add(tuple(extent for extent in layout.shape[:-1] if extent != 1))
+        if len(layout.shape) < 2 or layout.shape[-1] != columns or math.prod(layout.shape) != rows * columns:
+            return None
+        if layout.strides != row_major_strides(layout.shape) or layout.offset:
             return None
         if isinstance(user, tile.StoreOp) and user.dest is view and user.dims is None:
             stores.append(user)
@@ -227,6 +268,9 @@ def hidden_users(hidden: SSAValue, rows: int, columns: int) -> tuple[list[tile.S
             loads.append(user)
         else:
             return None
+    matrix = (rows,) if rows != 1 else ()  # [rows, columns], a single row's dimension left out as above
+    if shapes != {matrix} and (not batched or len(shapes) != 1):
+        return None
     return (stores, loads) if stores and loads else None
 
 
@@ -293,12 +337,12 @@ def _panel_step(loop: scf.ForOp, position: int) -> tuple[SSAValue, list[Operatio
     return row, sorted(set(ops), key=lambda op: order[op])
 
 
-def row_computation(row: SSAValue, block: Block) -> tuple[list[Operation], SSAValue] | None:
-    """The ops computing row tile `row` in `block` and the one row index their loads use; None when the tile
-    depends on anything else of its loop nest."""
+def row_computation(row: SSAValue, block: Block) -> tuple[list[Operation], Rows] | None:
+    """The ops computing row tile `row` in `block` and the one row index their loads use (`row_indices`: the
+    others are constants); None when the tile depends on anything else of its loop nest."""
     top = _function_block(_defining_op(row))
     ops: list[Operation] = []
-    index: SSAValue | None = None
+    index: Rows | None = None
     pending = [row]
     seen: set[SSAValue] = set()
     while pending:
@@ -319,10 +363,15 @@ def row_computation(row: SSAValue, block: Block) -> tuple[list[Operation], SSAVa
             continue
         ops.append(owner)
         if isinstance(owner, tile.LoadOp):
-            if len(owner.indices) < 2 or (index is not None and owner.indices[0] is not index):
+            if len(owner.indices) < 2 or not _at_top(owner.source, top):
                 return None
-            index = owner.indices[0]
-            if any(integer_constant(i) is None for i in owner.indices[1:]) or not _at_top(owner.source, top):
+            rows = row_indices(owner)
+            if index is not None and not same_rows(rows, index):
+                return None
+            index = rows
+            positions = row_positions(owner)
+            others = [at for dim, at in enumerate(owner.indices) if dim not in positions]
+            if any(integer_constant(other) is None for other in others):
                 return None
             continue
         pending.extend(owner.operands)
@@ -512,7 +561,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             if panel not in found_templates:
                 found_templates[panel] = _template(panel[0], panel[1], block)
             template = found_templates[panel]
-            if template is None or template.rows != rows or template.row_index is not store.indices[0]:
+            if template is None or template.rows != rows or not same_rows(template.row_index, row_indices(store)):
                 return None
             templates.setdefault(rows, template)
             row_templates = loops.setdefault(template.loop, {})
@@ -605,21 +654,22 @@ def _rest_tile(load: tile.LoadOp) -> SSAValue | None:
 
 def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
     """The panel loops of the matmuls reading whole rows of A [M, `columns`] (all of `loads`): each transposes
-    rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own."""
+    rows [m, full K tiles] into its panel, and the partial last K tile, if any, is transposed on its own. Rows
+    shorter than one K tile have only partial tiles: panels without a loop (`Panel.loop` None)."""
     full = columns - columns % PARTITIONS
     by_loop: dict[scf.ForOp, dict[int, tile.LoadOp]] = {}
     rests: list[tuple[tile.LoadOp, SSAValue]] = []
     for load in loads:
         shape = tile_type_of(load.result).get_shape()
-        if len(load.indices) != 2 or load.dims is not None:
+        if len(load.indices) < 2 or load.dims is not None:
             return None
-        if columns % PARTITIONS and shape[1] == columns % PARTITIONS and integer_constant(load.indices[1]) == full:
+        if columns % PARTITIONS and shape[1] == columns % PARTITIONS and integer_constant(load.indices[-1]) == full:
             rest = _rest_tile(load)
             if rest is None:
                 return None
             rests.append((load, rest))
             continue
-        if shape[1] != full or integer_constant(load.indices[1]) != 0:
+        if shape[1] != full or integer_constant(load.indices[-1]) != 0:
             return None
         extracts = [use.operation for use in load.result.uses]
         loops = {extract.parent_op() for extract in extracts}
@@ -635,6 +685,8 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
                 break
         else:
             return None
+    if not full:  # no panel loop: the partial tiles alone, grouped by block
+        return _loopless_panels(rests) or None
     panels = []
     for loop, positions in by_loop.items():
         if sorted(positions) != list(range(len(loop.results))):
@@ -646,16 +698,16 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
         ):
             return None
         ordered = [positions[p] for p in range(len(loop.results))]
-        subs = [(load.indices[0], tile_type_of(load.result).get_shape()[0]) for load in ordered]
+        subs = [(row_indices(load), tile_type_of(load.result).get_shape()[0]) for load in ordered]
         panels.append(Panel(loop, subs, ordered, [None] * len(subs)))
     for load, rest in rests:  # each with the panel of the same rows, in the same block
         matches = [
             (panel, position)
             for panel in panels
             for position, (index, rows) in enumerate(panel.subs)
-            if index is load.indices[0]
+            if same_rows(index, row_indices(load))
             and rows == tile_type_of(load.result).get_shape()[0]
-            and panel.loop.parent_block() is load.parent_block()
+            and panel.panel_loop.parent_block() is load.parent_block()
             and panel.rests[position] is None
         ]
         if not matches:
@@ -667,7 +719,50 @@ def panels_of(loads: list[tile.LoadOp], columns: int) -> list[Panel] | None:
     return panels
 
 
-def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]]) -> list[SSAValue]:
+def _loopless_panels(rests: list[tuple[tile.LoadOp, SSAValue]]) -> list[Panel]:
+    """Panels of rows shorter than one K tile: the partial tiles' loads of one block, in order, as long as each
+    one's row index is defined before the first of them (where the panel's rows are computed)."""
+    panels: list[Panel] = []
+    for load, rest in sorted(rests, key=lambda entry: _position(entry[0])):
+        row = row_indices(load)
+        first = panels[-1].start if panels else None
+        if (
+            first is None
+            or first.parent_block() is not load.parent_block()
+            or not all(_defined_before(index, first) for index in row)
+        ):
+            panels.append(Panel(None, [], [], []))
+        panels[-1].subs.append((row, tile_type_of(load.result).get_shape()[0]))
+        panels[-1].rests.append((load, rest))
+    return panels
+
+
+def _position(op: Operation) -> tuple[int, ...]:
+    """`op`'s place in program order: its index in each block from the function's body down."""
+    path: list[int] = []
+    while not isinstance(op, func.FuncOp):
+        block = parent_block(op)
+        path.append(block.get_operation_index(op))
+        parent = block.parent_op()
+        assert parent is not None
+        op = parent
+    return tuple(reversed(path))
+
+
+def _defined_before(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is usable at `op`: an argument of a block holding it, or a result of an op before it in a
+    block holding it."""
+    owner = value.owner
+    block = owner if isinstance(owner, Block) else owner.parent_block()
+    current: Operation | None = op
+    while current is not None:
+        if current.parent_block() is block:
+            return isinstance(owner, Block) or owner.is_before_in_block(current)
+        current = current.parent_op()
+    return False
+
+
+def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[Rows, int]]) -> list[SSAValue]:
     """x^T ([128, K1 tiles, m] per sub) of the rows `subs`: each sub's row tile computed by its template's ops,
     every tile's op i before any tile's op i + 1, then one loop of their transposes."""
     templates = _templates_for(chain, subs)
@@ -698,7 +793,7 @@ def _x_transposed(chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue,
     return carry(em, 0, chain.k1_tiles, 1, empties, step, always_loop=True)
 
 
-def _templates_for(chain: _Chain, subs: list[tuple[SSAValue, int]]) -> list[_RowTemplate]:
+def _templates_for(chain: _Chain, subs: list[tuple[Rows, int]]) -> list[_RowTemplate]:
     """The row templates of `subs`: a panel loop of the first matmul with the same rows per tile when there is one
     (its tiles then keep their order of ops), else any template of each tile's height."""
     sizes = [rows for _, rows in subs]
@@ -723,7 +818,7 @@ def _row_order(templates: list[_RowTemplate]) -> list[tuple[int, Operation]]:
 
 
 def _build_panel(
-    chain: _Chain, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]], weights: SSAValue, biases: SSAValue | None
+    chain: _Chain, em: LoopNestBuilder, subs: list[tuple[Rows, int]], weights: SSAValue, biases: SSAValue | None
 ) -> list[SSAValue]:
     """The second matmul's panel of rows `subs`: act(x @ W1 + b1)^T, 128 hidden features at a time."""
     x_t = _x_transposed(chain, em.located(chain.matmul.location), subs)
@@ -792,7 +887,7 @@ def _build_panel(
 
 def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
     """Build each of the second matmul's panels from the first matmul's inputs; erase H's stores and loads."""
-    starts = [ancestor_in(panel.loop, block) for panel in chain.panels]
+    starts = [ancestor_in(panel.panel_loop, block) for panel in chain.panels]
     start = min(starts, key=block_positions(block, starts).__getitem__)
     top = LoopNestBuilder(block, start, chain.matmul.location, constants, block)
     storage, layout = chain.weights
@@ -811,11 +906,12 @@ def _fuse(chain: _Chain, block: Block, constants: dict[int, SSAValue]) -> None:
         ).result
     for panel in chain.panels:
         # in place of the panel loop: the row indices are defined by then
-        em = LoopNestBuilder(parent_block(panel.loop), panel.loop, chain.matmul.location, constants, block)
+        loop = panel.panel_loop
+        em = LoopNestBuilder(parent_block(loop), loop, chain.matmul.location, constants, block)
         built = _build_panel(chain, em, panel.subs, weights, biases)
-        for old, new in zip(panel.loop.results, built, strict=True):
+        for old, new in zip(loop.results, built, strict=True):
             old.replace_all_uses_with(new)
-    erase_stores(chain.stores, [panel.loop for panel in chain.panels] + [_defining_op(chain.hidden)])
+    erase_stores(chain.stores, [panel.panel_loop for panel in chain.panels] + [_defining_op(chain.hidden)])
 
 
 def index_constants(block: Block) -> dict[int, SSAValue]:

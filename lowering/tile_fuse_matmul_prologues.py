@@ -8,30 +8,34 @@ per-partition two-step `binary_scalar` instead of two tensor-tensor passes over 
 
 Input contract: tile-level functions as convert-torch-to-tile writes them (after tile-fuse-epilogues):
 
-* A, an allocation of the function body seen through views as one row-major [M, K] matrix, K at least 128,
-  that only `tile.store`s and `tile.load`s use (not the function's return);
+* A, an allocation of the function body seen through views as one row-major [M, K] matrix, or through one
+  row-major [B..., M, K] layout by every store and load (token rows split back into a size bucket's batches:
+  a row tile is then picked by its batch and row indices), that only `tile.store`s and `tile.load`s use (not
+  the function's return);
 * its loads each read the rows [m, full K tiles] that only a panel loop of a matmul transposes, 128 columns at a
   time, into its stationary panel ([128, K // 128, m]), and, when K % 128 is not 0, the same rows' last
-  [m, K % 128] columns, transposed and copied out of PSUM on their own;
+  [m, K % 128] columns, transposed and copied out of PSUM on their own (for K below 128, these alone: rows a
+  matmul's stationary operand takes whole, `[K, m]`);
 * its stores each write a row tile computed, in the store's block, from loads at the store's row index only (the
   normalized rows: x and its row statistics), followed by per-feature ops: `tile.binary` multiplies and adds of
   a tile loaded from a vector broadcast over the rows (a stride-0 view of [m, K]);
 * the nests holding the stores write nothing else (a layer norm whose statistics are saved for a backward pass
   keeps its nest), and nothing writes x or the vectors from the first store's nest on.
 
-Output guarantee: each panel loop reading A is replaced: its rows are computed by the stores' row ops cloned
-with the panel's row index (every tile's loads, then each tile's statistics, then each tile's normalization, so
-each engine's queue holds one kind of work after another), rounded to A's element type as the stored rows were,
-and transposed 128 columns at a time (the partial last K tile after the loop); each transposed tile leaves PSUM
-through the per-feature ops as per-partition `binary_scalar`s (the vectors loaded once as [128, K // 128]
-columns and a [K % 128, 1] last one), in fp32 and rounded to A's type at the last. The rows are
-rounded to A's type before the affine instead of after it (the transposes stay 16-bit, at TensorE's full rate).
+Output guarantee: each panel loop reading A is replaced (for K below 128, the partial tiles' loads of one
+block): its rows are computed by the stores' row ops cloned with the panel's row index (every tile's loads, then
+each tile's statistics, then each tile's normalization, so each engine's queue holds one kind of work after
+another), rounded to A's element type as the stored rows were, and transposed 128 columns at a time (the partial
+last K tile after the loop); each transposed tile leaves PSUM through the per-feature ops as per-partition
+`binary_scalar`s (the vectors loaded once as [128, K // 128] columns and a [K % 128, 1] last one), in fp32 and
+rounded to A's type at the last. The rows are rounded to A's type before the affine instead of after it (the
+transposes stay 16-bit, at TensorE's full rate).
 A's stores and whatever only they used (the layer norm's nest) are erased.
 
 What it leaves alone: an A with another reader (it must reach HBM anyway), or loaded other than as whole rows
-for a hoisted panel (a K too long for the panel to stay on chip, or A read with K not contiguous), a K below
-one tile (no panel loop), a per-feature op that is not a multiply or an add, and a nest whose row computation
-also feeds another store (the statistics saved for a backward pass).
+for a hoisted panel (a K too long for the panel to stay on chip, or A read with K not contiguous), a per-feature
+op that is not a multiply or an add, and a nest whose row computation also feeds another store (the statistics
+saved for a backward pass).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from neuron_mlir.lowering.ir_queries import (
     erase_stores,
     integer_constant,
     memref_layout,
+    row_indices,
     storage_root,
     tile_type_of,
     unchanged_from,
@@ -65,10 +70,12 @@ from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.tile_fuse_matmul_chains import (
     Panel,
+    Rows,
     index_constants,
     panel_element_type,
     read_as_matmul_rows,
     row_computation,
+    same_rows,
 )
 from neuron_mlir.runtime.hardware import PARTITIONS, Memory
 
@@ -91,7 +98,7 @@ class _RowTemplate:
 
     rows: int
     row_value: SSAValue
-    row_index: SSAValue
+    row_index: Rows
     row_ops: list[Operation]
 
 
@@ -145,7 +152,7 @@ def _writes_only(top: Operation, allowed: set[Operation]) -> bool:
 
 def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
     """The prologue fusion `normalized` allows (module docstring), or None."""
-    read = read_as_matmul_rows(normalized, block, lambda columns: columns >= PARTITIONS)
+    read = read_as_matmul_rows(normalized, block, lambda columns: columns > 0, batched=True)
     if read is None:
         return None
     columns, stores, loads, panels = read
@@ -167,7 +174,7 @@ def _prologue(normalized: SSAValue, block: Block) -> _Prologue | None:
         store_block = store.parent_block()
         assert store_block is not None
         found = row_computation(rows, store_block)
-        if found is None or found[1] is not store.indices[0] or integer_constant(store.indices[1]) != 0:
+        if found is None or not same_rows(found[1], row_indices(store)) or integer_constant(store.indices[-1]) != 0:
             return None
         row_ops, row_index = found
         dying = {*row_ops, *affine_ops, store}
@@ -214,7 +221,7 @@ def _is_column(value: SSAValue) -> bool:
     return isinstance(value.type, TileType) and value.type.get_shape()[-1] == 1
 
 
-def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[SSAValue, int]]) -> list[SSAValue]:
+def _row_tiles(prologue: _Prologue, em: LoopNestBuilder, subs: list[tuple[Rows, int]]) -> list[SSAValue]:
     """The rows of `subs` before the affine, rounded to A's type (in the order of `_row_order`)."""
     templates = [prologue.templates[rows] for _, rows in subs]
     mappings: list[dict[SSAValue, SSAValue]] = [{} for _ in subs]
@@ -277,6 +284,7 @@ def _build_panel(
     empty: list[SSAValue] = [
         em.insert(tile.EmptyOp(TileType((PARTITIONS, prologue.tiles, m), prologue.element_type))).result
         for _, m in subs
+        if prologue.tiles
     ]
 
     def transpose_step(e: LoopNestBuilder, t: Index, panel: list[SSAValue]) -> list[SSAValue]:
@@ -287,7 +295,7 @@ def _build_panel(
             updated.append(e.insert(tile.InsertOp(value, part, [e.index(t), e.index(0)])).result)
         return updated
 
-    full = carry(em, 0, prologue.tiles, 1, empty, transpose_step, always_loop=True)
+    full = carry(em, 0, prologue.tiles, 1, empty, transpose_step, always_loop=True) if prologue.tiles else []
     rests: list[SSAValue | None] = []
     for row, rest, (_, m) in zip(rows, panel.rests, subs, strict=True):
         if rest is None:
@@ -303,7 +311,7 @@ def _build_panel(
 
 def _fuse(prologue: _Prologue, block: Block) -> None:
     constants = index_constants(block)
-    starts = [ancestor_in(panel.loop, block) for panel in prologue.panels]
+    starts = [ancestor_in(panel.start, block) for panel in prologue.panels]
     start = min(starts, key=block_positions(block, starts).__getitem__)
     location = prologue.location.location
     top = LoopNestBuilder(block, start, location, constants, block)
@@ -322,16 +330,17 @@ def _fuse(prologue: _Prologue, block: Block) -> None:
             tile_type = TileType(shape, element, Memory.SBUF)
             found.append(top.insert(tile.LoadOp(split, [top.index(0), top.index(0)], tile_type)).result)
     for panel in prologue.panels:
-        block_of_panel = panel.loop.parent_block()
+        block_of_panel = panel.start.parent_block()
         assert block_of_panel is not None
-        em = LoopNestBuilder(block_of_panel, panel.loop, location, constants, block)
+        em = LoopNestBuilder(block_of_panel, panel.start, location, constants, block)
         built, rests = _build_panel(prologue, em, panel, columns, last_columns)
-        for old, new in zip(panel.loop.results, built, strict=True):
-            old.replace_all_uses_with(new)
+        if panel.loop is not None:
+            for old, new in zip(panel.loop.results, built, strict=True):
+                old.replace_all_uses_with(new)
         for rest, new_rest in zip(panel.rests, rests, strict=True):
             if rest is not None and new_rest is not None:
                 rest[1].replace_all_uses_with(new_rest)
-    seeds: list[Operation] = [panel.loop for panel in prologue.panels]
+    seeds: list[Operation] = [panel.loop for panel in prologue.panels if panel.loop is not None]
     seeds += [rest[1].owner for panel in prologue.panels for rest in panel.rests if rest is not None]  # type: ignore[misc]
     owner = prologue.normalized.owner
     assert isinstance(owner, Operation)

@@ -9,7 +9,8 @@ Output guarantee: the same results from fewer ops, every remaining op with its l
   result type is their operand's; `permute` by the identity; `transpose` of a dimension with itself; `t` of a
   rank <= 1 tensor; `cat` of one tensor;
 - arithmetic identities with the operand's type: `mul`/`div` by 1, `add`/`sub` of 0 (`.Scalar` overloads), `pow`
-  by 1;
+  by 1; bitwise ones: a boolean tensor `& True`, `| False`, `^ False`, an integer tensor `& -1`, `| 0`, `^ 0`
+  (transformers' mask code starts each `and_masks` from `True &`, a pass over the whole [b, 1, s, s] mask);
 - the sum of two `slice_scatter`s into zeros whose slices split a dimension becomes the `cat` of their sources;
 - elementwise ops of a permuted function input (unary ones, scaling by a single element, narrowing casts) compute
   in the input's own order and permute their result; a full max, min or infinity norm of such a permute reduces
@@ -30,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
+from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -70,6 +71,26 @@ _NEUTRAL_SCALARS = {
 }
 
 
+# per bitwise `.Scalar` op, the scalar that leaves a boolean tensor, then an integer tensor, as it is
+_NEUTRAL_BITS = {
+    "torch.aten.bitwise_and.Scalar": (True, -1),
+    "torch.aten.bitwise_or.Scalar": (False, 0),
+    "torch.aten.bitwise_xor.Scalar": (False, 0),
+}
+
+
+def _neutral_bits(name: str, operand: SSAValue, value: object) -> bool:
+    """Whether the bitwise op `name` with scalar `value` leaves `operand` (of the result's type) as it is."""
+    assert isinstance(operand.type, TensorType)
+    element = operand.type.element_type
+    if not isinstance(element, IntegerType):
+        return False
+    boolean, integer = _NEUTRAL_BITS[name]
+    if element.width.data == 1:
+        return isinstance(value, bool) and value is boolean
+    return isinstance(value, int) and int(value) == integer
+
+
 def _rank(value: SSAValue) -> int:
     assert isinstance(value.type, TensorType)
     return value.type.get_num_dims()
@@ -86,7 +107,7 @@ def _normalised(dims: list[int], rank: int) -> list[int]:
     return [d % rank if rank else 0 for d in dims]
 
 
-def _is_identity(op: TorchOp) -> bool:
+def is_identity(op: TorchOp) -> bool:
     """Whether `op`'s (single) result equals its first operand."""
     if len(op.results) != 1 or not op.operands or op.results[0].type != op.operands[0].type:
         return False
@@ -107,6 +128,8 @@ def _is_identity(op: TorchOp) -> bool:
             return args.get("step", 1) == 1
         case "torch.aten.cat":
             return len(op.operands) == 1
+    if name in _NEUTRAL_BITS:
+        return _neutral_bits(name, source, args.get("other"))
     if name in _NEUTRAL_SCALARS:
         arg, neutral = _NEUTRAL_SCALARS[name]
         value = args.get(arg)
@@ -118,7 +141,7 @@ class DropIdentity(RewritePattern):
     """An op whose result is its operand is replaced by the operand."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if isinstance(op, TorchOp) and _is_identity(op):
+        if isinstance(op, TorchOp) and is_identity(op):
             rewriter.replace(op, [], [op.operands[0]])
 
 

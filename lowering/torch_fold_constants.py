@@ -11,7 +11,9 @@ Output guarantee: the same results, with
   sub, mul, div, comparisons, pow, remainder, fmod, bitwise ops; with the constant first, `c + x`, `c * x`, the
   symmetric comparisons and bitwise ops as they are, `c < x` as `x > c` and the like, and `c - x` as
   `neg(x) + c`), whenever PyTorch's type promotion gives the scalar form the same computation dtype, and never
-  trading an op that lowers to the tile dialect for one that does not;
+  trading an op that lowers to the tile dialect for one that does not; the scalar form keeps the op's size
+  bounds (`SIZE_BOUNDS_ATTR`: its result has the same shape), and where it is an identity (`x * 1`, transformers'
+  `True & mask`: torch-canonicalize's rules) the op is `x` itself;
 - an op whose operands are all constants, with at most `FOLD_LIMIT` result elements, evaluated (by the torch
   reference semantics, that is ATen itself) and replaced by `aten.full` when its results are splats;
 - `scalar_tensor(v)` spelled `full([], v)`.
@@ -43,7 +45,8 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from neuron_mlir.ir.dialects.torch import TorchOp, op_class_for
+from neuron_mlir.ir.dialects.torch import SIZE_BOUNDS_ATTR, TorchOp, op_class_for
+from neuron_mlir.lowering.torch_canonicalize import is_identity
 
 FOLD_LIMIT = 4096
 """Largest result (in elements) evaluated at compile time."""
@@ -176,8 +179,16 @@ class ConstantToScalar(RewritePattern):
         new_args = {k: v for k, v in args.items() if k not in ("self", "other", scalar_arg)}
         new_args.update({"self": tensor, scalar_arg: number})
         new_ops.append(target.from_args(new_args, [result_type]))
+        scalar_form = new_ops[-1]
+        assert isinstance(scalar_form, TorchOp)
+        if not negate and is_identity(scalar_form):
+            rewriter.replace(op, [], [tensor])
+            return
+        bounds = op.attributes.get(SIZE_BOUNDS_ATTR)
         for new in new_ops:
             new.location = op.location
+            if bounds is not None:  # every new op has the result's shape
+                new.attributes[SIZE_BOUNDS_ATTR] = bounds
         rewriter.replace(op, new_ops)
 
 

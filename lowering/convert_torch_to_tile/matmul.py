@@ -93,6 +93,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
 )
 from neuron_mlir.lowering.layout import Layout
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
+from neuron_mlir.lowering.neuron_unroll_loops import SHORT_TRIPS
 from neuron_mlir.runtime.hardware import Engine, Memory, Target
 
 # epilogue(emitter, psum tile [m, n], output indices (batch..., m0, n0), result type) -> SBUF tile
@@ -478,8 +479,13 @@ def emit_bounded_matmul(
     blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, rhs_transposed, _limits(em), _argument(lhs))
     # block rows go two per trip (two panels, the second loading under the first's blocks) where the whole
     # product's panels of two or more sub-tiles fit: a trip's panel would otherwise wait for the last trip's
-    # blocks to free its buffer, one panel load exposed per 128 rows (a 4 x 512 call 21% slower than the whole)
-    paired = blocking.hoisted and k > 0 and (blocking.paired or blocking.m_subs > 1)
+    # blocks to free its buffer, one panel load exposed per 128 rows (a 4 x 512 call 21% slower than the whole).
+    # Not when the rows are at most SHORT_TRIPS tiles: neuron-unroll-loops then gives every trip a copy with
+    # buffers of its own, and the first tile, which every call runs, is plain code (in a loop of pairs, a call of
+    # one tile ran it in the loop of the tile left, whose accesses wait for every access before them that a
+    # guarded copy may have issued)
+    short = math.ceil(rows.inner / matmul_limits(em)[1]) <= SHORT_TRIPS
+    paired = blocking.hoisted and k > 0 and (blocking.paired or blocking.m_subs > 1) and not short
     blocking = dataclasses.replace(blocking, m_subs=1, paired=False)
     if epilogue is not None:
         flat_epilogue = epilogue

@@ -110,6 +110,29 @@ def test_token_rows_shorter_than_a_tile_run_up_to_the_last_real_row():
     assert 0.0 < matmul[2, 40] < matmul[4, 60]
 
 
+def test_a_layer_norm_over_token_rows_is_computed_by_the_linear_layer_reading_it():
+    # GPT-2's ln_1 -> c_attn over [b, s, 32] tokens, K = 32 below one tile (lowering/tile_fuse_matmul_prologues.py):
+    # the matmul's row tiles compute the layer norm where they load it. Batch 2..4, sequence 2..256: the lower
+    # bucket's [4*64] merged rows (one tile at 2 x 40, both at 4 x 60), the upper bucket's rows split back into
+    # [b, 256] (a row tile picked by batch and row); then a batch of one, traced by Dynamo as a graph of its own,
+    # whose layer norm stores [1, s, 32] rows the matmul loads as [s, 32]
+    def norm_linear(x, g, h, w, b):
+        y = F.layer_norm(x, (32,), g, h)
+        return (y.reshape(-1, 32) @ w + b).view(x.shape[0], x.shape[1], -1)
+
+    compiled = torch.compile(norm_linear, backend="neuron-mlir", options={"strict": True, "cache": False})
+    torch.manual_seed(8)
+    g, h, w, b = torch.randn(32) * 0.5 + 1, torch.randn(32), torch.randn(32, 96), torch.randn(96)
+    for batch, seq in ((2, 40), (4, 60), (3, 200), (2, 130), (1, 100)):
+        x = torch.randn(batch, seq, 32) * 3 + 1
+        if batch > 1:
+            _marked(x, 0, 2, 4)
+        _marked(x, 1, 2, 256)
+        result, _ = _call_ns(compiled, x, g, h, w, b)
+        assert_close_to_torch(result, norm_linear(x, g, h, w, b), f"batch {batch}, seq {seq}")
+    assert _programs() == 3
+
+
 def test_key_columns_of_a_mask_run_the_calls_column_blocks():
     # transformers' mask construction over [b, 1, s, s] (sequence 2..512, upper bucket 512): the rows run the
     # call's row tiles and the key columns one tile of the call's 128-column blocks (3, then 1, of the bucket's 4),

@@ -33,7 +33,7 @@ def test_a_load_cloned_at_another_row_keeps_everything_but_its_row_index() -> No
     source = block.args[0]
     mapping: dict[SSAValue, SSAValue] = {}
     builder = LoopNestBuilder(block, block.last_op, function.location)
-    clone_load_at_row(load, row, builder, mapping)
+    clone_load_at_row(load, [row], builder, mapping)
 
     clone = mapping[load.result].owner
     assert isinstance(clone, tile.LoadOp)
@@ -48,7 +48,7 @@ def test_a_load_cloned_at_another_row_keeps_everything_but_its_row_index() -> No
     # a source the mapping renames is read renamed
     other = block.args[1]
     renamed: dict[SSAValue, SSAValue] = {source: other}
-    clone_load_at_row(load, row, builder, renamed)
+    clone_load_at_row(load, [row], builder, renamed)
     renamed_clone = renamed[load.result].owner
     assert isinstance(renamed_clone, tile.LoadOp)
     assert renamed_clone.source is other

@@ -41,19 +41,20 @@ func.func @narrow(%x: tensor<4x256x64xf32>) -> tensor<4x256x64xf32> attributes {
 // -----
 
 // A Linear layer over token rows [b*s, 64] (`"s0*s1"`: rows merged from the batch and the sequence, padded per
-// factor): M is viewed as [4, 256], the batch loop runs the call's s0 trips and each runs ceil(s1 / 128) block
+// factor): M is viewed as [2, 1024], the batch loop runs the call's s0 trips and each runs ceil(s1 / 128) block
 // rows of one m tile, two per trip over the whole pairs (one panel for both, the next pair's loads under this
-// pair's blocks), then the tile left; B, the same for every batch, loads once before the loops.
-// CHECK-LABEL: func.func @token_rows(%x: memref<1024x64xf32, #mem<hbm>>, %w: memref<64x96xf32, #mem<hbm>>, %b: memref<96xf32, #mem<hbm>>, %s0: index, %s1: index)
+// pair's blocks), then the tile left, as the rows are more tiles than neuron-unroll-loops copies (`SHORT_TRIPS`);
+// B, the same for every batch, loads once before the loops.
+// CHECK-LABEL: func.func @token_rows(%x: memref<2048x64xf32, #mem<hbm>>, %w: memref<64x96xf32, #mem<hbm>>, %b: memref<96xf32, #mem<hbm>>, %s0: index, %s1: index)
 // CHECK:       %[[ROUNDED:.*]] = arith.addi %s1, %c127 : index
 // CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
 // CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
 // CHECK-NEXT:  %[[PAIRS:.*]] = arith.floordivsi %[[END]], %c256 : index
 // CHECK-NEXT:  %[[PAIRS_END:.*]] = arith.muli %[[PAIRS]], %c256 : index
-// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<1024x96xf32, #mem<hbm>>
-// CHECK-NEXT:  %[[X:.*]] = tile.view %x : memref<1024x64xf32, #mem<hbm>> to memref<4x256x64xf32, #mem<hbm>>
-// CHECK-NEXT:  %[[W:.*]] = tile.view %w : memref<64x96xf32, #mem<hbm>> to memref<4x64x96xf32, strided<[0, 96, 1]>, #mem<hbm>>
-// CHECK-NEXT:  %[[Y:.*]] = tile.view %[[OUT]] : memref<1024x96xf32, #mem<hbm>> to memref<4x256x96xf32, #mem<hbm>>
+// CHECK:       %[[OUT:.*]] = memref.alloc() : memref<2048x96xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[X:.*]] = tile.view %x : memref<2048x64xf32, #mem<hbm>> to memref<2x1024x64xf32, #mem<hbm>>
+// CHECK-NEXT:  %[[W:.*]] = tile.view %w : memref<64x96xf32, #mem<hbm>> to memref<2x64x96xf32, strided<[0, 96, 1]>, #mem<hbm>>
+// CHECK-NEXT:  %[[Y:.*]] = tile.view %[[OUT]] : memref<2048x96xf32, #mem<hbm>> to memref<2x1024x96xf32, #mem<hbm>>
 // CHECK-NEXT:  %[[B:.*]] = tile.load %[[W]][%c0, %c0, %c0] {{.*}} -> !tile.tile<64x96xf32, sbuf>
 // CHECK-NEXT:  scf.for %[[BATCH:.*]] = %c0 to %s0 step %c1 {
 // CHECK-NEXT:    scf.for %[[ROW:.*]] = %c0 to %[[PAIRS_END]] step %c256 {
@@ -71,9 +72,9 @@ func.func @narrow(%x: tensor<4x256x64xf32>) -> tensor<4x256x64xf32> attributes {
 // CHECK:           tile.store %{{.*}}, %[[Y]][%[[BATCH]], %[[LAST]], %c0]
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
-func.func @token_rows(%x: tensor<1024x64xf32>, %w: tensor<64x96xf32>, %b: tensor<96xf32>) -> tensor<1024x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 256 : i64]]} {
-  %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<1024x64xf32>, tensor<64x96xf32>) -> tensor<1024x96xf32>
-  func.return %0 : tensor<1024x96xf32>
+func.func @token_rows(%x: tensor<2048x64xf32>, %w: tensor<64x96xf32>, %b: tensor<96xf32>) -> tensor<2048x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 2 : i64], ["s1", 1 : i64, 1024 : i64]]} {
+  %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<2048x64xf32>, tensor<64x96xf32>) -> tensor<2048x96xf32>
+  func.return %0 : tensor<2048x96xf32>
 }
 
 // -----
@@ -115,7 +116,8 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 
 // Token rows shorter than a tile per batch ([4, 64] rows, a lower bucket's program): the rows stay merged, and the
 // merged rows' tiles run up to the last real row, (s0 - 1) * 64 + s1 (`real_prefix`, computed once at the
-// function's top): one tile of the two at a call of 2 x 7 tokens. Both the Linear layer and the layer norm.
+// function's top): one tile of the two at a call of 2 x 7 tokens. Both the Linear layer and the layer norm, one
+// tile per trip (no pairs: neuron-unroll-loops gives each of the two trips a copy, the first one plain code).
 // CHECK-LABEL: func.func @short_token_rows
 // CHECK:       %[[LESS1:.*]] = arith.subi %s1, %c1 : index
 // CHECK-NEXT:  %[[LESS0:.*]] = arith.subi %s0, %c1 : index
@@ -125,14 +127,12 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 // CHECK-NEXT:  %[[ROUNDED:.*]] = arith.addi %[[PREFIX]], %c127 : index
 // CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
 // CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
-// CHECK-NEXT:  %[[PAIRS:.*]] = arith.floordivsi %[[END]], %c256 : index
-// CHECK-NEXT:  %[[PAIRS_END:.*]] = arith.muli %[[PAIRS]], %c256 : index
-// CHECK:       scf.for %{{.*}} = %c0 to %[[PAIRS_END]] step %c256 {
-// CHECK-COUNT-2: tile.matmul
-// CHECK:       }
-// CHECK:       scf.for %{{.*}} = %[[PAIRS_END]] to %[[END]] step %c128 {
+// CHECK:       scf.for %[[MATMUL_ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:    tile.load %{{.*}}[%[[MATMUL_ROW]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
 // CHECK:         tile.matmul
-// CHECK:       }
+// CHECK-NOT:     tile.matmul
+// CHECK:         tile.store {{.*}} : !tile.tile<128x96xf32, sbuf>
+// CHECK-NEXT:  }
 // CHECK:       scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
 // CHECK-NEXT:    tile.load %{{.*}}[%[[ROW]], %c0] {{.*}} -> !tile.tile<128x96xf32, sbuf>
 // CHECK:         tile.store

@@ -3,7 +3,7 @@
 
 // Layer norms that only a matmul reads, as A (lowering/tile_fuse_matmul_prologues.py), and those left alone:
 // every case computes what the unfused nests compute.
-// SEMANTICS-COUNT-7: all outputs match
+// SEMANTICS-COUNT-8: all outputs match
 
 // Read only by an addmm as A, through a view: the layer norm's result never reaches HBM. The matmul normalizes
 // the rows of x where it loaded the layer norm's rows, transposes them, and applies weight and bias per
@@ -73,6 +73,37 @@ func.func @main(%rest: tensor<1x130x200xbf16>, %g: tensor<200xbf16>, %b: tensor<
   %v = torch.aten.view %0 {size = array<i64: 130, 200>} : (tensor<1x130x200xbf16>) -> tensor<130x200xbf16>
   %r = torch.aten.addmm %c, %v, %w : (tensor<70xbf16>, tensor<130x200xbf16>, tensor<200x70xbf16>) -> tensor<130x70xbf16>
   func.return %r : tensor<130x70xbf16>
+}
+
+// -----
+
+// K = 32, below one tile: no panel loop, each row tile's [m, 32] rows are the matmul's stationary operand whole,
+// transposed to [32, m] on their own. The rows are normalized where they were loaded, every tile's loads and
+// statistics before any tile's normalization, and weight and bias applied per partition as the transposes
+// leave PSUM, with [32, 1] columns of the vectors.
+// CHECK-LABEL: func.func @main(%short: memref<130x32xf32
+// CHECK-NOT:   memref.alloc() : memref<130x32xf32
+// CHECK:       %[[G:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[B:.*]] = tile.load %{{.*}} -> !tile.tile<32x1xf32, sbuf>
+// CHECK:       %[[X0:.*]] = tile.load %short[%c0, %c0] {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK:       %[[X1:.*]] = tile.load %short[%c128, %c0] {{.*}} -> !tile.tile<2x32xf32, sbuf>
+// CHECK:       tile.reduce %[[X0]]
+// CHECK:       tile.reduce %[[X1]]
+// CHECK:       %[[N0:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<128x32xf32, sbuf>
+// CHECK:       %[[N1:.*]] = tile.binary_scalar {{.*}} {op = "multiply"} : {{.*}} -> !tile.tile<2x32xf32, sbuf>
+// CHECK:       %[[T0:.*]] = tile.transpose %[[N0]] : !tile.tile<128x32xf32, sbuf> -> !tile.tile<32x128xf32, psum>
+// CHECK-NEXT:  %[[S0:.*]] = tile.binary_scalar %[[T0]] column %[[G]] {op = "multiply"}
+// CHECK-NEXT:  %[[A0:.*]] = tile.binary_scalar %[[S0]] column %[[B]] {op = "add"} : {{.*}} -> !tile.tile<32x128xf32, sbuf>
+// CHECK:       %[[T1:.*]] = tile.transpose %[[N1]] : !tile.tile<2x32xf32, sbuf> -> !tile.tile<32x2xf32, psum>
+// CHECK:       %[[A1:.*]] = tile.binary_scalar {{.*}} column %[[B]] {op = "add"} : {{.*}} -> !tile.tile<32x2xf32, sbuf>
+// CHECK:       tile.matmul %[[A0]]
+// CHECK:       tile.matmul %[[A1]]
+// CHECK-NOT:   memref.alloc() : memref<130x32xf32
+// CHECK:       func.return
+func.func @main(%short: tensor<130x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>, %w: tensor<32x70xf32>, %c: tensor<70xf32>) -> tensor<130x70xf32> {
+  %0, %1, %2 = torch.aten.native_layer_norm %short, %g, %b {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64} : (tensor<130x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<130x32xf32>, tensor<130x1xf32>, tensor<130x1xf32>)
+  %r = torch.aten.addmm %c, %0, %w : (tensor<70xf32>, tensor<130x32xf32>, tensor<32x70xf32>) -> tensor<130x70xf32>
+  func.return %r : tensor<130x70xf32>
 }
 
 // -----

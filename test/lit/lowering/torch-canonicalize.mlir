@@ -69,6 +69,26 @@ func.func @identity_only_when_the_type_is_kept(%x: tensor<4xi64>) -> tensor<4xf3
 
 // -----
 
+// Bitwise identities: a boolean `& True` (transformers' `and_masks` starts from it), `| False`, `^ False`; an integer
+// `& -1`, `| 0`, `^ 0`. An integer `& True` is `& 1`, and a boolean `& 1` an integer: both stay.
+// CHECK-LABEL: func.func @bitwise_identities
+// CHECK-NEXT:    %[[LOW_BIT:.*]] = torch.aten.bitwise_and.Scalar %n {other = true}
+// CHECK-NEXT:    %[[WIDENED:.*]] = torch.aten.bitwise_and.Scalar %b {other = 1 : i64}
+// CHECK-NEXT:    func.return %b, %b, %b, %n, %n, %n, %[[LOW_BIT]], %[[WIDENED]]
+func.func @bitwise_identities(%b: tensor<4xi1>, %n: tensor<4xi64>) -> (tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>) {
+  %a = torch.aten.bitwise_and.Scalar %b {other = true} : (tensor<4xi1>) -> tensor<4xi1>
+  %o = torch.aten.bitwise_or.Scalar %b {other = false} : (tensor<4xi1>) -> tensor<4xi1>
+  %x = torch.aten.bitwise_xor.Scalar %b {other = false} : (tensor<4xi1>) -> tensor<4xi1>
+  %ia = torch.aten.bitwise_and.Scalar %n {other = -1 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  %io = torch.aten.bitwise_or.Scalar %n {other = 0 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  %ix = torch.aten.bitwise_xor.Scalar %n {other = false} : (tensor<4xi64>) -> tensor<4xi64>
+  %low = torch.aten.bitwise_and.Scalar %n {other = true} : (tensor<4xi64>) -> tensor<4xi64>
+  %wide = torch.aten.bitwise_and.Scalar %b {other = 1 : i64} : (tensor<4xi1>) -> tensor<4xi64>
+  func.return %a, %o, %x, %ia, %io, %ix, %low, %wide : tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>, tensor<4xi64>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @view_pairs_cancel
 // CHECK-NEXT:    func.return %x, %x, %x, %x : tensor<2x3xf32>
 func.func @view_pairs_cancel(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {

@@ -23,6 +23,24 @@ func.func @constant_operands_become_scalars(%x: tensor<2x3xf32>) -> (tensor<2x3x
 
 // -----
 
+// The scalar form keeps the op's size bounds (its result has the same shape), and a scalar form that is an
+// identity is its operand: transformers' mask code starts `and_masks` from `True & mask`, which was a pass over
+// the whole [b, 1, s, s] mask.
+// CHECK-LABEL: func.func @identities_and_size_bounds
+// CHECK-NEXT:    %[[TWICE:.*]] = torch.aten.mul.Scalar %x {other = 2.000000e+00 : f64, neuron.size_bounds = ["s0", ""]}
+// CHECK-NEXT:    func.return %mask, %[[TWICE]], %x
+func.func @identities_and_size_bounds(%mask: tensor<2x3xi1>, %x: tensor<2x3xf32>) -> (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) attributes {neuron.size_arguments = [["s0", 1 : i64, 2 : i64]]} {
+  %true = torch.aten.full {size = array<i64>, fill_value = true, dtype = i1} : () -> tensor<i1>
+  %two = torch.aten.full {size = array<i64>, fill_value = 2.000000e+00 : f64, dtype = f32} : () -> tensor<f32>
+  %one = torch.aten.full {size = array<i64>, fill_value = 1.000000e+00 : f64, dtype = f32} : () -> tensor<f32>
+  %a = torch.aten.bitwise_and.Tensor %true, %mask {neuron.size_bounds = ["s0", ""]} : (tensor<i1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  %m = torch.aten.mul.Tensor %x, %two {neuron.size_bounds = ["s0", ""]} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %o = torch.aten.mul.Tensor %one, %x : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %a, %m, %o : tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
 // A constant first: symmetric ops as they are, comparisons mirrored, `c - x` as `neg(x) + c` (SiLU's backward
 // computes `1 - sigmoid(x)`); with alpha, `c - alpha * x` stays.
 // CHECK-LABEL: func.func @constant_first_operands
