@@ -90,7 +90,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     real_prefix,
     size_bounds,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import ReductionSpace, RowTile, emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
@@ -1445,6 +1445,64 @@ def _running_update(
     return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
 
 
+def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """(m, r, var) per channel: m the fp32 mean, r = mean(x - m) its residual and var the variance about m + r.
+
+    m alone is rounded at least once per value summed, and where a channel's values are few and close together
+    against their mean (a tiny batch at 1x1 spatial size) that rounding is not small against the deviations: the
+    normalized values, and the gradients the backward computes from them, would be off by a constant fraction of
+    the spread. The second pass sums d = x - m (exact for values within a factor of two of m, so the sum holds
+    what m lost) beside the squares d^2: m + r is the mean to fp32 precision, and var = mean(d^2) - r^2, where
+    r^2 is tiny against mean(d^2), is the variance about it (as a corrected two-pass algorithm computes it)."""
+    dims = _batch_dims(x)
+    channels = (layout_of(x).shape[1],)
+    count = math.prod(layout_of(x).shape[d] for d in dims)
+    squares, mean = emit_variance(em, x, dims, True, 0.0, f32)
+    mean_column = ReductionSpace(em, x, dims).kept_view(em, mean)
+
+    def deviation(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+        chunk_type = chunk.type
+        assert isinstance(chunk_type, TileType)
+        column = load(e, mean_column, [*row.indices, 0], (row.partitions, 1), f32)
+        return e.insert(tile.BinaryScalarOp(chunk, "subtract", chunk_type, column=column)).result
+
+    residual = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count if count else math.nan, deviation)
+
+    def corrected(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        return m.bin("subtract", tiles[0], m.bin("multiply", tiles[1], tiles[1]), result)
+
+    variance = emit_elementwise(em, channels, f32, [_reshaped(em, squares, channels), residual], corrected)
+    return _reshaped(em, mean, channels), residual, variance
+
+
+def _add(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a + b over their (common) shape, in fp32."""
+    return emit_elementwise(
+        em, layout_of(a).shape, f32, [a, b], lambda e, t, r: TileMath(e, r).bin("add", t[0], t[1], r)
+    )
+
+
+def _residual_shift(
+    em: LoopNestBuilder, residual: SSAValue, rstd: SSAValue, weight: SSAValue | None, bias: SSAValue | None
+) -> SSAValue:
+    """bias - residual * rstd * weight per channel: the normalized (x - m) * rstd * weight + this is
+    (x - (m + residual)) * rstd * weight + bias."""
+    operands = [residual, rstd] + [v for v in (weight, bias) if v is not None]
+
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        value = m.bin("multiply", tiles[0], tiles[1])
+        rest = tiles[2:]
+        if weight is not None:
+            value = m.bin("multiply", value, rest.pop(0))
+        if bias is not None:
+            return m.bin("subtract", rest.pop(0), value, result)
+        return m.sc("multiply", value, -1.0, result)
+
+    return emit_elementwise(em, layout_of(residual).shape, f32, operands, compute)
+
+
 def _batch_norm(
     em: LoopNestBuilder, op: Operation, args: dict[str, Any], training: bool, outputs: str
 ) -> list[SSAValue]:
@@ -1458,8 +1516,12 @@ def _batch_norm(
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
     if training:
-        variance, mean = emit_variance(em, x, _batch_dims(x), False, 0.0, f32)
-        centre, rstd = mean, _rstd(em, variance, eps)
+        centre, residual, variance = _batch_statistics(em, x)
+        rstd = _rstd(em, variance, eps)
+        mean = _add(em, centre, residual)
+        # the residual of the fp32 mean, taken out of the bias (a per-channel vector) rather than out of every x
+        shift = _residual_shift(em, residual, rstd, args.get("weight"), args.get("bias"))
+        bias = _channel_view(em, shift, rank, 1)
     else:
         # the schemas of the eval-mode ops have no optional running statistics
         assert running_mean is not None
