@@ -1446,34 +1446,55 @@ def _running_update(
 
 
 def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
-    """(m, r, var) per channel: m the fp32 mean, r = mean(x - m) its residual and var the variance about m + r.
+    """(m, r, var) per channel: m the mean in fp32, r what m lost to its rounding (m + r is the mean to fp32
+    precision) and var the variance about m + r.
 
-    m alone is rounded at least once per value summed, and where a channel's values are few and close together
-    against their mean (a tiny batch at 1x1 spatial size) that rounding is not small against the deviations: the
-    normalized values, and the gradients the backward computes from them, would be off by a constant fraction of
-    the spread. The second pass sums d = x - m (exact for values within a factor of two of m, so the sum holds
-    what m lost) beside the squares d^2: m + r is the mean to fp32 precision, and var = mean(d^2) - r^2, where
-    r^2 is tiny against mean(d^2), is the variance about it (as a corrected two-pass algorithm computes it)."""
+    A mean summed from the values themselves is rounded at least once per value against the size of the sum, and
+    where a channel's values are few and close together against their mean (a tiny batch at 1x1 spatial size)
+    that rounding is not small against the deviations: the normalized values, and the gradients the backward
+    computes from them, would be off by a constant fraction of the spread. So the first pass sums the values'
+    differences from the channel's first value f (exact for values within a factor of two of it, so the sum
+    only rounds against the spread): m = f + s/N rounded once, r = (f - m) + s/N. The second pass is the usual
+    sum of squared deviations from m, less r^2 (tiny against it) to centre it on m + r."""
+    layout = layout_of(x)
     dims = _batch_dims(x)
-    channels = (layout_of(x).shape[1],)
-    count = math.prod(layout_of(x).shape[d] for d in dims)
-    squares, mean = emit_variance(em, x, dims, True, 0.0, f32)
-    mean_column = ReductionSpace(em, x, dims).kept_view(em, mean)
+    channels = (layout.shape[1],)
+    count = math.prod(layout.shape[d] for d in dims)
+    if count == 0:  # no value: a NaN mean and variance (the reductions' result over nothing), nothing lost
+        variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
+        residual = emit_elementwise(em, channels, f32, [], lambda e, t, r: TileMath(e, r).fill(0.0, r))
+        return mean, residual, variance
+    first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    space = ReductionSpace(em, x, dims)
 
-    def deviation(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
-        chunk_type = chunk.type
-        assert isinstance(chunk_type, TileType)
-        column = load(e, mean_column, [*row.indices, 0], (row.partitions, 1), f32)
-        return e.insert(tile.BinaryScalarOp(chunk, "subtract", chunk_type, column=column)).result
+    def from_column(column_of: SSAValue, square: bool) -> Any:
+        column_view = space.kept_view(em, column_of)
 
-    residual = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count if count else math.nan, deviation)
+        def transform(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+            chunk_type = chunk.type
+            assert isinstance(chunk_type, TileType)
+            column = load(e, column_view, [*row.indices, 0], (row.partitions, 1), f32)
+            value = e.insert(tile.BinaryScalarOp(chunk, "subtract", chunk_type, column=column)).result
+            return e.insert(tile.UnaryOp(value, "square", chunk_type)).result if square else value
+
+        return transform
+
+    shift = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count, from_column(first, False))
+    mean = _add(em, first, shift)
+
+    def lost(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        return m.bin("add", m.bin("subtract", tiles[0], tiles[1]), tiles[2], result)
+
+    residual = emit_elementwise(em, channels, f32, [first, mean, shift], lost)
+    squares = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count, from_column(mean, True))
 
     def corrected(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         return m.bin("subtract", tiles[0], m.bin("multiply", tiles[1], tiles[1]), result)
 
-    variance = emit_elementwise(em, channels, f32, [_reshaped(em, squares, channels), residual], corrected)
-    return _reshaped(em, mean, channels), residual, variance
+    variance = emit_elementwise(em, channels, f32, [squares, residual], corrected)
+    return mean, residual, variance
 
 
 def _add(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
