@@ -1474,8 +1474,11 @@ def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAVa
             chunk_type = chunk.type
             assert isinstance(chunk_type, TileType)
             column = load(e, column_view, [*row.indices, 0], (row.partitions, 1), f32)
-            value = e.insert(tile.BinaryScalarOp(chunk, "subtract", chunk_type, column=column)).result
-            return e.insert(tile.UnaryOp(value, "square", chunk_type)).result if square else value
+            negated = e.insert(tile.BinaryScalarOp(column, "multiply", column_tile(row.partitions), scalar=-1.0))
+            # one ScalarE activation with the column as its per-partition bias, whose accumulate then takes the
+            # reduction's sum (neuron-fuse-instructions)
+            fn = "square" if square else "copy"
+            return e.insert(tile.UnaryOp(chunk, fn, chunk_type, bias=negated.result)).result
 
         return transform
 
