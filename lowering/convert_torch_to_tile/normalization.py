@@ -63,6 +63,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
     PARTITION_TILE,
     Lowering,
     alloc,
@@ -1507,24 +1508,59 @@ def _add(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
     )
 
 
-def _residual_shift(
-    em: LoopNestBuilder, residual: SSAValue, rstd: SSAValue, weight: SSAValue | None, bias: SSAValue | None
-) -> SSAValue:
-    """bias - residual * rstd * weight per channel: the normalized (x - m) * rstd * weight + this is
-    (x - (m + residual)) * rstd * weight + bias."""
-    operands = [residual, rstd] + [v for v in (weight, bias) if v is not None]
+def _product_of(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a * b over their (common) shape, in fp32."""
+    return emit_elementwise(em, layout_of(a).shape, f32, [a, b], _multiply)
+
+
+def _residual_shift(em: LoopNestBuilder, residual: SSAValue, scale: SSAValue, bias: SSAValue | None) -> SSAValue:
+    """bias - residual * scale per channel: (x - m) * scale + this is (x - (m + residual)) * scale + bias."""
 
     def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
         m = TileMath(e, result)
         value = m.bin("multiply", tiles[0], tiles[1])
-        rest = tiles[2:]
-        if weight is not None:
-            value = m.bin("multiply", value, rest.pop(0))
         if bias is not None:
-            return m.bin("subtract", rest.pop(0), value, result)
+            return m.bin("subtract", tiles[2], value, result)
         return m.sc("multiply", value, -1.0, result)
 
+    operands = [residual, scale] + ([bias] if bias is not None else [])
     return emit_elementwise(em, layout_of(residual).shape, f32, operands, compute)
+
+
+def _normalize_by_channel(
+    em: LoopNestBuilder, x: SSAValue, centre: SSAValue, scale: SSAValue, shift: SSAValue, out_type: Attribute
+) -> SSAValue | None:
+    """(x - centre) * scale + shift for per-channel (dim 1) fp32 vectors, channels on partitions: each chunk of a
+    channel tile is two tensor_scalar steps with the vectors' [P, 1] columns, loaded once per channel tile, as
+    their per-partition operands (where a broadcasting elementwise nest would fill a tile per vector and
+    per chunk). None for an input this does not lay out (not contiguous, or empty): the caller broadcasts."""
+    layout = layout_of(x)
+    shape = layout.shape
+    if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
+        return None
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    out = alloc(em, shape, out_type)
+    source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
+    target = view(em, out, rows)
+    vectors = [view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset)) for v in
+               (centre, scale, shift)]  # fmt: skip
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        centres, scales, shifts = (load(e, v, [c0, 0], (p, 1), f32) for v in vectors)
+
+        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=centres)).result
+            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scales)).result
+            result = TileType((p, size), out_type, Memory.SBUF)
+            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shifts)).result, target, [n, c0, f0])
+
+        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: chunk(e3, n, f0, size)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return out
 
 
 def _batch_norm(
@@ -1539,20 +1575,27 @@ def _batch_norm(
     running_mean, running_var = args.get("running_mean"), args.get("running_var")
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
+    out_type = result_element_type(op, 0)
+    normalized = None
     if training:
         centre, residual, variance = _batch_statistics(em, x)
         rstd = _rstd(em, variance, eps)
         mean = _add(em, centre, residual)
-        # the residual of the fp32 mean, taken out of the bias (a per-channel vector) rather than out of every x
-        shift = _residual_shift(em, residual, rstd, args.get("weight"), args.get("bias"))
-        bias = _channel_view(em, shift, rank, 1)
+        # (x - m) * scale + shift, the residual of m taken out of the shift (a per-channel vector), not out of x
+        scale = rstd if args.get("weight") is None else _product_of(em, rstd, args["weight"])
+        shift = _residual_shift(em, residual, scale, args.get("bias"))
+        normalized = _normalize_by_channel(em, x, centre, scale, shift, out_type)
+        if normalized is None:
+            centre_view, scale_view = _channel_view(em, centre, rank, 1), _channel_view(em, scale, rank, 1)
+            normalized = _normalize(em, x, centre_view, scale_view, None, _channel_view(em, shift, rank, 1), out_type)
     else:
         # the schemas of the eval-mode ops have no optional running statistics
         assert running_mean is not None
         assert running_var is not None
         centre, rstd = running_mean, _rstd(em, running_var, eps)
-    centre_view, rstd_view = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
-    results = [_normalize(em, x, centre_view, rstd_view, weight, bias, result_element_type(op, 0))]
+        centre_view, rstd_view = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
+        normalized = _normalize(em, x, centre_view, rstd_view, weight, bias, out_type)
+    results = [normalized]
     index = 1
     for kind in outputs:
         out_type = result_element_type(op, index)
