@@ -10,6 +10,15 @@ broadcast views, so nothing is copied to line them up:
     batch norm   statistics over every dim but the channel (dim 1), weight viewed as [C, 1, ...]; in training
                  the running statistics update to (1 - momentum) * running + momentum * batch (unbiased var)
 
+Batch norm in training keeps its mean exact to fp32 precision (`_batch_statistics`): with few values per channel
+close together against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the
+values is not small against their spread, and every normalized value and gradient inherits it. The first pass
+sums the differences from each channel's first value f, giving m = f + s/N and what it lost, r = (f - m) + s/N;
+the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
+its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
+with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
+is m + r; the backward (`frontend.decompositions.native_batch_norm_backward`) finds its rounding again.
+
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
     grad_input  = rstd * (g - mean(g) - xhat * mean(g * xhat))
