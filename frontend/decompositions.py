@@ -1,7 +1,6 @@
 """Decompositions of fused ATen kernels the core-ATen table keeps whole, into the ops they compute (and of
 PyTorch's custom ops of the same kind: the chunked linear cross-entropy), and of ops it leaves alone that are
-simple arithmetic or a gather on real tensors (`angle`, `take`), and of batch norm's backward, whose core-ATen
-decomposition is less precise than eager's kernel (`native_batch_norm_backward`).
+simple arithmetic or a gather on real tensors (`angle`, `take`).
 
 AOTAutograd applies them while it traces (`backend.decompositions()` adds them to its table), so a graph holding
 one of these kernels reaches the compiler as ordinary ATen ops that lower natively instead of one node that runs
@@ -273,65 +272,6 @@ def linear_cross_entropy_batch_chunked_no_reduction(
     return (row_weight * row_loss).to(input.dtype)
 
 
-def native_batch_norm_backward(
-    grad_out: torch.Tensor,
-    input: torch.Tensor,
-    weight: torch.Tensor | None,
-    running_mean: torch.Tensor | None,
-    running_var: torch.Tensor | None,
-    save_mean: torch.Tensor | None,
-    save_invstd: torch.Tensor | None,
-    train: bool,
-    eps: float,
-    output_mask: list[bool],
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """`aten.native_batch_norm_backward` with the input centred on its exact batch mean, not on the saved one.
-
-    With xc = x - mean, g = sum(dy), p = sum(dy * xc) and k = p / N * invstd^2 over the statistics dims:
-    grad_input = (dy - g / N - xc * k) * invstd * weight, grad_weight = p * invstd, grad_bias = g.
-
-    The saved mean is the batch mean rounded to the input's precision. Where a channel has few values whose spread
-    is small against their mean (a tiny batch at 1x1 spatial size), that rounding is not small against the
-    deviations: x - save_mean is off by a constant r = mean(x - save_mean) that core ATen's decomposition
-    multiplies by invstd^2, and its gradients are then far less precise than eager's. Here r is measured (the
-    subtraction is exact for values within a factor of two of the mean, so the sum of the differences holds the
-    rounding) and taken out of p and of the constant term, which keeps the kernel's passes: p = sum(dy * d) - r * g
-    for d = x - save_mean, and dy - d * k - (g / N - r * k) is dy - (d - r) * k - g / N. Statistics are fp32 (or
-    the input's dtype if wider), as in eager's kernel."""
-    input_dtype = input.dtype
-    weight_dtype = weight.dtype if weight is not None else input_dtype
-    compute = torch.promote_types(input_dtype, torch.float32)
-    dy, x = grad_out.to(compute), input.to(compute)
-    shape = [1] * x.dim()
-    shape[1] = x.shape[1]
-    dims = [d for d in range(x.dim()) if d != 1]
-    count = x.numel() // x.shape[1] if x.shape[1] else 0
-    norm = 1.0 / count if count else math.nan
-    if train:
-        assert save_mean is not None, "training saves the batch statistics"
-        assert save_invstd is not None, "training saves the batch statistics"
-        mean, invstd = save_mean.to(compute), save_invstd.to(compute)
-    else:
-        assert running_mean is not None, "eval mode normalizes by the running statistics"
-        assert running_var is not None, "eval mode normalizes by the running statistics"
-        mean, invstd = running_mean.to(compute), torch.rsqrt(running_var.to(compute) + eps)
-    scale = invstd if weight is None else invstd * weight.to(compute)
-    deviation = x - mean.reshape(shape)
-    grad_sum = torch.sum(dy, dims)
-    dot = torch.sum(dy * deviation, dims)
-    if train:
-        residual = torch.sum(deviation, dims) * norm
-        dot = dot - residual * grad_sum
-        k = dot * norm * (invstd * invstd)
-        offset = grad_sum * norm - residual * k
-        grad_input = ((dy - deviation * k.reshape(shape)) - offset.reshape(shape)) * scale.reshape(shape)
-    else:
-        grad_input = dy * scale.reshape(shape)
-    grad_weight = (dot * invstd).to(weight_dtype) if output_mask[1] else None
-    grad_bias = grad_sum.to(weight_dtype) if output_mask[2] else None
-    return grad_input.to(input_dtype), grad_weight, grad_bias
-
-
 def fused_kernel_decompositions() -> dict[object, object]:
     """The decompositions of this module, keyed by ATen overload, for AOTAutograd's table."""
     return {
@@ -339,7 +279,6 @@ def fused_kernel_decompositions() -> dict[object, object]:
         torch.ops.aten.take.default: take,
         torch.ops.aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
-        torch.ops.aten.native_batch_norm_backward.default: native_batch_norm_backward,
         **_linear_cross_entropy_decompositions(),
     }
 

@@ -88,6 +88,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_shape,
     store,
     tensor_shape,
+    to_sbuf,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
@@ -1667,6 +1668,135 @@ def _batch_norm_with_update(em: LoopNestBuilder, op: Operation, args: dict[str, 
     return _batch_norm(em, op, args, True, "mrRu")
 
 
+def _contiguous(em: LoopNestBuilder, tensor: SSAValue) -> SSAValue:
+    """`tensor` itself when its layout is row-major, else a row-major copy."""
+    layout = layout_of(tensor)
+    if layout.is_contiguous():
+        return tensor
+    return emit_elementwise(em, layout.shape, element_type_of(tensor), [tensor], lambda e, t, r: t[0])
+
+
+# The residual mean(x - m) is taken for the rounding of a saved mean m only up to |m| * 2^-23 (at least half a unit
+# in the last place of m, the rounding of a mean rounded once, and of eager's): beyond, m is not the batch's mean
+# (a caller's own statistics), and the backward computes with m as given, as ATen's kernel does.
+_RESIDUAL_BOUND = 2.0**-23
+
+
+def _rounding_only(e: LoopNestBuilder, residual: SSAValue, mean: SSAValue) -> SSAValue:
+    """`residual` where |residual| <= |mean| * _RESIDUAL_BOUND, else 0 ([P, 1] columns)."""
+    column = residual.type
+    assert isinstance(column, TileType)
+    size = e.insert(tile.BinaryScalarOp(residual, "abs_max", column, scalar=0.0)).result
+    bound = e.insert(tile.BinaryScalarOp(mean, "abs_max", column, scalar=0.0)).result
+    bound = e.insert(tile.BinaryScalarOp(bound, "multiply", column, scalar=_RESIDUAL_BOUND)).result
+    keep = e.insert(tile.BinaryOp(size, bound, "is_le", column)).result
+    return e.insert(tile.BinaryOp(residual, keep, "multiply", column)).result
+
+
+def _batch_norm_backward_by_channel(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    grad: SSAValue,
+    mean: SSAValue,
+    invstd: SSAValue,
+    weight: SSAValue | None,
+    mask: list[bool],
+    types: Sequence[Attribute],
+) -> list[SSAValue | None]:
+    """Batch norm's backward in training, centred on the exact batch mean, with channels on partitions.
+
+    Per channel tile, one pass over x and dy sums g = sum(dy), the residual s = sum(x - m) of the saved mean m (its
+    rounding: the subtraction is exact for values within a factor of two of m) and p = sum(dy * (x - m)); then,
+    with N values per channel, r = s / N (where it is m's rounding, `_rounding_only`), dot = p - r * g (the sum of
+    dy against x centred on m + r), k = dot / N * invstd^2 and scale = invstd * weight, and a second pass writes
+    grad_input = dy * scale - (x - m) * k * scale - (g / N - r * k) * scale. grad_weight = dot * invstd and
+    grad_bias = g leave the statistics' columns. Where a channel's values are few and close together against their
+    mean, r is not small against x - m, and without it
+    every gradient would be off by a constant fraction of the spread."""
+    shape = layout_of(x).shape
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    norm = 1.0 / (batch * rest)
+    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    x, grad = _contiguous(em, x), _contiguous(em, grad)
+    sources = [view(em, v, Layout(rows.shape, rows.strides, layout_of(v).offset)) for v in (x, grad)]
+    columns = [
+        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        for v in (mean, invstd, *([weight] if weight is not None else []))
+    ]
+    results: list[SSAValue | None] = [None, None, None]
+    outputs: list[SSAValue | None] = [None, None, None]
+    for index in range(3):
+        if mask[index]:
+            result = alloc(em, shape if index == 0 else (channels,), types[index])
+            results[index] = result
+            outputs[index] = view(em, result, rows if index == 0 else Layout((channels, 1), (1, 0), 0))
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        column = column_tile(p)
+        loaded = [load(e, v, [c0, 0], (p, 1), f32) for v in columns]
+        m, istd = loaded[0], loaded[1]
+        negated = e.insert(tile.BinaryScalarOp(m, "multiply", column, scalar=-1.0)).result
+
+        def binary(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, fn: str) -> SSAValue:
+            return e2.insert(tile.BinaryOp(a, b, fn, column)).result
+
+        def scaled(e2: LoopNestBuilder, a: SSAValue, factor: float) -> SSAValue:
+            return e2.insert(tile.BinaryScalarOp(a, "multiply", column, scalar=factor)).result
+
+        def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            work = TileType((p, size), f32, Memory.SBUF)
+            # one activation with -m as its bias (the sum becomes its accumulate)
+            centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
+            product = e2.insert(tile.BinaryOp(gradient, centred, "multiply", work)).result
+            return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (gradient, centred, product)]
+
+        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
+            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
+
+        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
+            return e2.accumulate_tile_values(
+                rest,
+                FREE_TILE,
+                lambda e3, f0, size: sums(e3, n, f0, size),
+                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
+            )
+
+        total, residual_sum, product_sum = e.accumulate_tile_values(
+            batch, 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+        )
+        residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
+        dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
+        if outputs[1] is not None:
+            store(e, to_sbuf(e, binary(e, dot, istd, "multiply"), types[1]), outputs[1], [c0, 0])
+        if outputs[2] is not None:
+            store(e, to_sbuf(e, total, types[2]), outputs[2], [c0, 0])
+        if outputs[0] is None:
+            return
+        k = binary(e, scaled(e, dot, norm), binary(e, istd, istd, "multiply"), "multiply")
+        scale = istd if weight is None else binary(e, istd, loaded[2], "multiply")
+        slope = binary(e, k, scale, "multiply")
+        offset = binary(e, binary(e, scaled(e, total, norm), binary(e, residual, k, "multiply"), "subtract"), scale,
+                        "multiply")  # fmt: skip
+        target = outputs[0]
+
+        def grad_input(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
+            sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=slope)).result
+            weighted = e2.insert(tile.BinaryScalarOp(gradient, "multiply", work, column=scale)).result
+            difference = e2.insert(tile.BinaryOp(weighted, sloped, "subtract", work)).result
+            result = TileType((p, size), types[0], Memory.SBUF)
+            value = e2.insert(tile.BinaryScalarOp(difference, "subtract", result, column=offset)).result
+            store(e2, value, target, [n, c0, f0])
+
+        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: grad_input(e3, n, f0, size)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return results
+
+
 def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     rank = len(layout_of(x).shape)
@@ -1675,6 +1805,10 @@ def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     training = bool(args.get("train"))
+    if training and 0 not in layout_of(x).shape:
+        return _batch_norm_backward_by_channel(
+            em, x, grad, args["save_mean"], args["save_invstd"], args.get("weight"), mask, types
+        )
     if training:
         centre, rstd = args["save_mean"], args["save_invstd"]
     else:
