@@ -1803,12 +1803,12 @@ def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any
     dims = _batch_dims(x)
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
-    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     training = bool(args.get("train"))
     if training and 0 not in layout_of(x).shape:
         return _batch_norm_backward_by_channel(
             em, x, grad, args["save_mean"], args["save_invstd"], args.get("weight"), mask, types
         )
+    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     if training:
         centre, rstd = args["save_mean"], args["save_invstd"]
     else:

@@ -166,3 +166,28 @@ func.func @layer_norm_backward_rows(%g: tensor<600x64xbf16>, %x: tensor<600x64xb
 // CHECK:       tile.store {{.*}} : !tile.tile<88x1x64xbf16, sbuf>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xbf16, sbuf>
 // CHECK:       tile.copy %{{.*}} : (!tile.tile<1x64xf32, psum>) -> !tile.tile<1x64xbf16, sbuf>
+
+// -----
+
+func.func @batch_norm_backward(%g: tensor<4x3x5xf32>, %x: tensor<4x3x5xf32>, %w: tensor<3xf32>, %rm: tensor<3xf32>, %rv: tensor<3xf32>, %sm: tensor<3xf32>, %si: tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %0, %1, %2 = torch.aten.native_batch_norm_backward %g, %x, %w, %rm, %rv, %sm, %si {train = true, eps = 1.000000e-05 : f64, output_mask = array<i1: true, true, true>} : (tensor<4x3x5xf32>, tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  func.return %0, %1, %2 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+}
+// Batch norm's backward in training, channels on partitions: one pass over the batch sums dy, x - m (an
+// activation with -m as its bias) and dy * (x - m); the residual r = mean(x - m) counts only where it is m's
+// rounding (|r| <= |m| * 2^-23); a second pass writes grad_input from per-channel columns.
+// CHECK-LABEL: func.func @batch_norm_backward
+// CHECK-NOT:   memref<1x3x1xf32
+// CHECK:       %[[M:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x1xf32, strided<[1, 0]>, #mem<hbm>> -> !tile.tile<3x1xf32, sbuf>
+// CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[M]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} bias %[[NEG]] {fn = "copy"}
+// CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.1920928955078125e-07 : f64}
+// CHECK-NEXT:  tile.binary %{{.*}}, %{{.*}} {op = "is_le"}
+// CHECK:       scf.for
+// CHECK:         tile.binary_scalar %{{.*}} column %[[M]] {op = "subtract"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
