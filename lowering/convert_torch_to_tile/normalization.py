@@ -17,7 +17,9 @@ sums the differences from each channel's first value f, giving m = f + s/N and w
 the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
 its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
 with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
-is m + r; the backward (`frontend.decompositions.native_batch_norm_backward`) finds its rounding again.
+is m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
+over x and dy per channel tile (`_batch_norm_backward_by_channel`): the first sums dy, x - m and dy * (x - m),
+which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns.
 
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
