@@ -43,6 +43,8 @@ def _train_step(make, x, weight_seed=0):
         (lambda: torch.nn.GroupNorm(1, 4, affine=False), (2, 4, 9)),
         (lambda: torch.nn.BatchNorm2d(5), (4, 5, 6, 3)),
         (lambda: torch.nn.BatchNorm1d(140), (9, 140)),
+        (lambda: torch.nn.BatchNorm2d(5, affine=False), (3, 5, 4, 7)),
+        (lambda: torch.nn.BatchNorm3d(4, track_running_stats=False), (2, 4, 3, 5, 6)),
         (lambda: torch.nn.InstanceNorm1d(5, affine=True), (3, 5, 11)),
     ],
     ids=[
@@ -53,6 +55,8 @@ def _train_step(make, x, weight_seed=0):
         "group-one-no-affine",
         "batch2d",
         "batch1d-140",
+        "batch2d-no-affine",
+        "batch3d-no-running-stats",
         "instance",
     ],
 )
