@@ -1711,7 +1711,7 @@ def _batch_norm_backward_by_channel(
     rounding: the subtraction is exact for values within a factor of two of m) and p = sum(dy * (x - m)); then,
     with N values per channel, r = s / N (where it is m's rounding, `_rounding_only`), dot = p - r * g (the sum of
     dy against x centred on m + r), k = dot / N * invstd^2 and scale = invstd * weight, and a second pass writes
-    grad_input = dy * scale - (x - m) * k * scale - (g / N - r * k) * scale. grad_weight = dot * invstd and
+    grad_input = ((dy - (g / N - r * k)) - (x - m) * k) * scale. grad_weight = dot * invstd and
     grad_bias = g leave the statistics' columns. Where a channel's values are few and close together against their
     mean, r is not small against x - m, and without it
     every gradient would be off by a constant fraction of the spread."""
@@ -1777,21 +1777,21 @@ def _batch_norm_backward_by_channel(
             return
         k = binary(e, scaled(e, dot, norm), binary(e, istd, istd, "multiply"), "multiply")
         scale = istd if weight is None else binary(e, istd, loaded[2], "multiply")
-        slope = binary(e, k, scale, "multiply")
-        offset = binary(e, binary(e, scaled(e, total, norm), binary(e, residual, k, "multiply"), "subtract"), scale,
-                        "multiply")  # fmt: skip
+        # dy's mean comes off first, as eager's kernel takes it: where dy's values share a part large against
+        # their differences, the subtraction is exact and nothing is rounded at dy's own size
+        offset = binary(e, scaled(e, total, norm), binary(e, residual, k, "multiply"), "subtract")
         target = outputs[0]
 
         def grad_input(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
             values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
             work = TileType((p, size), f32, Memory.SBUF)
             centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
-            sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=slope)).result
-            weighted = e2.insert(tile.BinaryScalarOp(gradient, "multiply", work, column=scale)).result
-            difference = e2.insert(tile.BinaryOp(weighted, sloped, "subtract", work)).result
+            sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=k)).result
+            shifted = e2.insert(tile.BinaryScalarOp(gradient, "subtract", work, column=offset)).result
+            difference = e2.insert(tile.BinaryOp(shifted, sloped, "subtract", work)).result
             result = TileType((p, size), types[0], Memory.SBUF)
-            value = e2.insert(tile.BinaryScalarOp(difference, "subtract", result, column=offset)).result
-            store(e2, value, target, [n, c0, f0])
+            store(e2, e2.insert(tile.BinaryScalarOp(difference, "multiply", result, column=scale)).result, target,
+                  [n, c0, f0])  # fmt: skip
 
         e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: grad_input(e3, n, f0, size)))
 

@@ -175,7 +175,7 @@ func.func @batch_norm_backward(%g: tensor<4x3x5xf32>, %x: tensor<4x3x5xf32>, %w:
 }
 // Batch norm's backward in training, channels on partitions: one pass over the batch sums dy, x - m (an
 // activation with -m as its bias) and dy * (x - m); the residual r = mean(x - m) counts only where it is m's
-// rounding (|r| <= |m| * 2^-23); a second pass writes grad_input from per-channel columns.
+// rounding (|r| <= |m| * 2^-23); a second pass writes grad_input, dy's mean taken off first.
 // CHECK-LABEL: func.func @batch_norm_backward
 // CHECK-NOT:   memref<1x3x1xf32
 // CHECK:       %[[M:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x1xf32, strided<[1, 0]>, #mem<hbm>> -> !tile.tile<3x1xf32, sbuf>
@@ -187,7 +187,7 @@ func.func @batch_norm_backward(%g: tensor<4x3x5xf32>, %x: tensor<4x3x5xf32>, %w:
 // CHECK-NEXT:  tile.binary %{{.*}}, %{{.*}} {op = "is_le"}
 // CHECK:       scf.for
 // CHECK:         tile.binary_scalar %{{.*}} column %[[M]] {op = "subtract"}
+// CHECK-NEXT:    %[[SLOPED:.*]] = tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    %[[SHIFTED:.*]] = tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
+// CHECK-NEXT:    tile.binary %[[SHIFTED]], %[[SLOPED]] {op = "subtract"}
 // CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
-// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
-// CHECK-NEXT:    tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
-// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
