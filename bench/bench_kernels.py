@@ -24,8 +24,8 @@ small multiple of eager bf16's own error (`golden_mismatch`).
     one real-width layer, training >= 40% of the roofline
 
 The convolution cases (`conv ...`, `resnet ...`, `convnext ...`) are the strided convolutions of real-width
-vision and speech models at their own shapes, each forward alone and as a training step, and ResNet-50's max
-pooling after its stem; all aim at 60% of the roofline.
+vision and speech models at their own shapes, each forward alone and as a training step, ResNet-50's max
+pooling after its stem and two of its batch norms in training mode; all aim at 60% of the roofline.
 
 The autocast case is an fp32 Linear layer and its GELU (2048 tokens, 768 -> 3072) run inside
 `torch.autocast("cpu", torch.bfloat16)`, its output widened back to fp32: Dynamo and AOTAutograd insert the casts
@@ -271,6 +271,9 @@ CONVOLUTIONS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] =
     "convnext down 2x2 s2 96->192": (lambda: torch.nn.Conv2d(96, 192, 2, 2), (2, 96, 56, 56)),
     # not a convolution, but the layer between ResNet-50's stem and its first stage, at the same batch
     "resnet max pool 3x3 s2 64 112x112": (lambda: torch.nn.MaxPool2d(3, 2, 1), (2, 64, 112, 112)),
+    # nor these: the batch norms after ResNet-50's stem and after its first stage's convolutions (batch statistics)
+    "resnet batch norm 64 112x112": (lambda: torch.nn.BatchNorm2d(64), (2, 64, 112, 112)),
+    "resnet batch norm 256 56x56": (lambda: torch.nn.BatchNorm2d(256), (2, 256, 56, 56)),
 }
 
 

@@ -160,11 +160,15 @@ def _flag(variable: str) -> bool:
 # nll_loss_backward is a zero fill and one scatter of a value per row, and under cross-entropy's log-softmax
 # backward no tensor at all (the gradient comes from the log-probabilities in one pass); its decomposition
 # fills, scatters and multiplies the whole [rows, classes] tensor.
+# native_batch_norm_backward is two passes over x and dy per channel tile, centred on the exact batch mean (the
+# saved mean's rounding measured and taken out); its decomposition materializes fp32 intermediates in HBM and
+# centres on the saved mean, whose rounding dominates the gradients of channels with few values close together.
 KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.gelu_backward.default,
     torch.ops.aten.silu_backward.default,
     torch.ops.aten.native_layer_norm_backward.default,
+    torch.ops.aten.native_batch_norm_backward.default,
     torch.ops.aten._softmax_backward_data.default,
     torch.ops.aten._log_softmax_backward_data.default,
     torch.ops.aten.embedding_dense_backward.default,

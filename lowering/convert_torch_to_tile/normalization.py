@@ -10,6 +10,17 @@ broadcast views, so nothing is copied to line them up:
     batch norm   statistics over every dim but the channel (dim 1), weight viewed as [C, 1, ...]; in training
                  the running statistics update to (1 - momentum) * running + momentum * batch (unbiased var)
 
+Batch norm in training keeps its mean exact to fp32 precision (`_batch_statistics`): with few values per channel
+close together against their mean (a tiny batch at 1x1 spatial size), the rounding of a mean summed from the
+values is not small against their spread, and every normalized value and gradient inherits it. The first pass
+sums the differences from each channel's first value f, giving m = f + s/N and what it lost, r = (f - m) + s/N;
+the second sums (x - m)^2 (less r^2); both are one ScalarE activation per chunk with the column as its bias and
+its accumulate as the sum. x is then normalized with channels on partitions, (x - m) * (rstd * weight) + shift
+with shift = bias - r * rstd * weight, as two tensor_scalar steps with per-channel [P, 1] columns. The saved mean
+is m + r. Its backward in training (`native_batch_norm_backward`, which the frontend keeps whole) runs two passes
+over x and dy per channel tile (`_batch_norm_backward_by_channel`): the first sums dy, x - m and dy * (x - m),
+which also finds the saved mean's rounding again; the second writes grad_input from per-channel columns.
+
 Backward, with xhat = (x - mean) * rstd and g = grad_out * weight, over the same statistics dims:
 
     grad_input  = rstd * (g - mean(g) - xhat * mean(g * xhat))
@@ -63,6 +74,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
+    FREE_TILE,
     PARTITION_TILE,
     Lowering,
     alloc,
@@ -78,6 +90,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     result_shape,
     store,
     tensor_shape,
+    to_sbuf,
     view,
 )
 from neuron_mlir.lowering.convert_torch_to_tile.common import (
@@ -90,7 +103,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.elementwise import (
     real_prefix,
     size_bounds,
 )
-from neuron_mlir.lowering.convert_torch_to_tile.reduction import emit_reduce, emit_variance
+from neuron_mlir.lowering.convert_torch_to_tile.reduction import ReductionSpace, RowTile, emit_reduce, emit_variance
 from neuron_mlir.lowering.layout import Layout, collapse
 from neuron_mlir.lowering.loop_nests import Index, LoopNestBuilder
 from neuron_mlir.lowering.torch_fuse_rms_norm_neighbours import (
@@ -1449,6 +1462,123 @@ def _running_update(
     return emit_elementwise(em, layout_of(running).shape, out_type, [running, batch], compute)
 
 
+def _batch_statistics(em: LoopNestBuilder, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """(m, r, var) per channel: m the mean in fp32, r what m lost to its rounding (m + r is the mean to fp32
+    precision) and var the variance about m + r.
+
+    A mean summed from the values themselves is rounded at least once per value against the size of the sum, and
+    where a channel's values are few and close together against their mean (a tiny batch at 1x1 spatial size)
+    that rounding is not small against the deviations: the normalized values, and the gradients the backward
+    computes from them, would be off by a constant fraction of the spread. So the first pass sums the values'
+    differences from the channel's first value f (exact for values within a factor of two of it, so the sum
+    only rounds against the spread): m = f + s/N rounded once, r = (f - m) + s/N. The second pass is the usual
+    sum of squared deviations from m, less r^2 (tiny against it) to centre it on m + r."""
+    layout = layout_of(x)
+    dims = _batch_dims(x)
+    channels = (layout.shape[1],)
+    count = math.prod(layout.shape[d] for d in dims)
+    if count == 0:  # no value: a NaN mean and variance (the reductions' result over nothing), nothing lost
+        variance, mean = emit_variance(em, x, dims, False, 0.0, f32)
+        residual = emit_elementwise(em, channels, f32, [], lambda e, t, r: TileMath(e, r).fill(0.0, r))
+        return mean, residual, variance
+    first = _cast_copy(em, view(em, x, Layout(channels, (layout.strides[1],), layout.offset)), f32)
+    space = ReductionSpace(em, x, dims)
+
+    def from_column(column_of: SSAValue, square: bool) -> Any:
+        column_view = space.kept_view(em, column_of)
+
+        def transform(e: LoopNestBuilder, chunk: SSAValue, row: RowTile) -> SSAValue:
+            chunk_type = chunk.type
+            assert isinstance(chunk_type, TileType)
+            column = load(e, column_view, [*row.indices, 0], (row.partitions, 1), f32)
+            negated = e.insert(tile.BinaryScalarOp(column, "multiply", column_tile(row.partitions), scalar=-1.0))
+            # one ScalarE activation with the column as its per-partition bias, whose accumulate then takes the
+            # reduction's sum (neuron-fuse-instructions)
+            fn = "square" if square else "copy"
+            return e.insert(tile.UnaryOp(chunk, fn, chunk_type, bias=negated.result)).result
+
+        return transform
+
+    shift = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count, from_column(first, False))
+    mean = _add(em, first, shift)
+
+    def lost(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        return m.bin("add", m.bin("subtract", tiles[0], tiles[1]), tiles[2], result)
+
+    residual = emit_elementwise(em, channels, f32, [first, mean, shift], lost)
+    squares = emit_reduce(em, x, dims, False, "add", f32, 1.0 / count, from_column(mean, True))
+
+    def corrected(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        return m.bin("subtract", tiles[0], m.bin("multiply", tiles[1], tiles[1]), result)
+
+    variance = emit_elementwise(em, channels, f32, [squares, residual], corrected)
+    return mean, residual, variance
+
+
+def _add(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a + b over their (common) shape, in fp32."""
+    return emit_elementwise(
+        em, layout_of(a).shape, f32, [a, b], lambda e, t, r: TileMath(e, r).bin("add", t[0], t[1], r)
+    )
+
+
+def _product_of(em: LoopNestBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a * b over their (common) shape, in fp32."""
+    return emit_elementwise(em, layout_of(a).shape, f32, [a, b], _multiply)
+
+
+def _residual_shift(em: LoopNestBuilder, residual: SSAValue, scale: SSAValue, bias: SSAValue | None) -> SSAValue:
+    """bias - residual * scale per channel: (x - m) * scale + this is (x - (m + residual)) * scale + bias."""
+
+    def compute(e: LoopNestBuilder, tiles: list[SSAValue], result: TileType) -> SSAValue:
+        m = TileMath(e, result)
+        value = m.bin("multiply", tiles[0], tiles[1])
+        if bias is not None:
+            return m.bin("subtract", tiles[2], value, result)
+        return m.sc("multiply", value, -1.0, result)
+
+    operands = [residual, scale] + ([bias] if bias is not None else [])
+    return emit_elementwise(em, layout_of(residual).shape, f32, operands, compute)
+
+
+def _normalize_by_channel(
+    em: LoopNestBuilder, x: SSAValue, centre: SSAValue, scale: SSAValue, shift: SSAValue, out_type: Attribute
+) -> SSAValue | None:
+    """(x - centre) * scale + shift for per-channel (dim 1) fp32 vectors, channels on partitions: each chunk of a
+    channel tile is two tensor_scalar steps with the vectors' [P, 1] columns, loaded once per channel tile, as
+    their per-partition operands (where a broadcasting elementwise nest would fill a tile per vector and
+    per chunk). None for an input this does not lay out (not contiguous, or empty): the caller broadcasts."""
+    layout = layout_of(x)
+    shape = layout.shape
+    if len(shape) < 2 or not layout.is_contiguous() or 0 in shape:
+        return None
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    out = alloc(em, shape, out_type)
+    source = view(em, x, Layout(rows.shape, rows.strides, layout.offset))
+    target = view(em, out, rows)
+    vectors = [view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset)) for v in
+               (centre, scale, shift)]  # fmt: skip
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        centres, scales, shifts = (load(e, v, [c0, 0], (p, 1), f32) for v in vectors)
+
+        def chunk(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values = load(e2, source, [n, c0, f0], (p, size), f32)
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=centres)).result
+            scaled = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=scales)).result
+            result = TileType((p, size), out_type, Memory.SBUF)
+            store(e2, e2.insert(tile.BinaryScalarOp(scaled, "add", result, column=shifts)).result, target, [n, c0, f0])
+
+        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: chunk(e3, n, f0, size)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return out
+
+
 def _batch_norm(
     em: LoopNestBuilder, op: Operation, args: dict[str, Any], training: bool, outputs: str
 ) -> list[SSAValue]:
@@ -1461,16 +1591,27 @@ def _batch_norm(
     running_mean, running_var = args.get("running_mean"), args.get("running_var")
     weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     bias = _channel_view(em, args["bias"], rank, 1) if args.get("bias") is not None else None
+    out_type = result_element_type(op, 0)
+    normalized = None
     if training:
-        variance, mean = emit_variance(em, x, _batch_dims(x), False, 0.0, f32)
-        centre, rstd = mean, _rstd(em, variance, eps)
+        centre, residual, variance = _batch_statistics(em, x)
+        rstd = _rstd(em, variance, eps)
+        mean = _add(em, centre, residual)
+        # (x - m) * scale + shift, the residual of m taken out of the shift (a per-channel vector), not out of x
+        scale = rstd if args.get("weight") is None else _product_of(em, rstd, args["weight"])
+        shift = _residual_shift(em, residual, scale, args.get("bias"))
+        normalized = _normalize_by_channel(em, x, centre, scale, shift, out_type)
+        if normalized is None:
+            centre_view, scale_view = _channel_view(em, centre, rank, 1), _channel_view(em, scale, rank, 1)
+            normalized = _normalize(em, x, centre_view, scale_view, None, _channel_view(em, shift, rank, 1), out_type)
     else:
         # the schemas of the eval-mode ops have no optional running statistics
         assert running_mean is not None
         assert running_var is not None
         centre, rstd = running_mean, _rstd(em, running_var, eps)
-    centre_view, rstd_view = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
-    results = [_normalize(em, x, centre_view, rstd_view, weight, bias, result_element_type(op, 0))]
+        centre_view, rstd_view = _channel_view(em, centre, rank, 1), _channel_view(em, rstd, rank, 1)
+        normalized = _normalize(em, x, centre_view, rstd_view, weight, bias, out_type)
+    results = [normalized]
     index = 1
     for kind in outputs:
         out_type = result_element_type(op, index)
@@ -1533,14 +1674,147 @@ def _batch_norm_with_update(em: LoopNestBuilder, op: Operation, args: dict[str, 
     return _batch_norm(em, op, args, True, "mrRu")
 
 
+def _contiguous(em: LoopNestBuilder, tensor: SSAValue) -> SSAValue:
+    """`tensor` itself when its layout is row-major, else a row-major copy."""
+    layout = layout_of(tensor)
+    if layout.is_contiguous():
+        return tensor
+    return emit_elementwise(em, layout.shape, element_type_of(tensor), [tensor], lambda e, t, r: t[0])
+
+
+# The residual mean(x - m) is taken for the rounding of a saved mean m only up to |m| * 2^-23 (at least half a unit
+# in the last place of m, the rounding of a mean rounded once, and of eager's): beyond, m is not the batch's mean
+# (a caller's own statistics), and the backward computes with m as given, as ATen's kernel does.
+_RESIDUAL_BOUND = 2.0**-23
+
+
+def _rounding_only(e: LoopNestBuilder, residual: SSAValue, mean: SSAValue) -> SSAValue:
+    """`residual` where |residual| <= |mean| * _RESIDUAL_BOUND, else 0 ([P, 1] columns)."""
+    column = residual.type
+    assert isinstance(column, TileType)
+    size = e.insert(tile.BinaryScalarOp(residual, "abs_max", column, scalar=0.0)).result
+    bound = e.insert(tile.BinaryScalarOp(mean, "abs_max", column, scalar=0.0)).result
+    bound = e.insert(tile.BinaryScalarOp(bound, "multiply", column, scalar=_RESIDUAL_BOUND)).result
+    keep = e.insert(tile.BinaryOp(size, bound, "is_le", column)).result
+    return e.insert(tile.BinaryOp(residual, keep, "multiply", column)).result
+
+
+def _batch_norm_backward_by_channel(
+    em: LoopNestBuilder,
+    x: SSAValue,
+    grad: SSAValue,
+    mean: SSAValue,
+    invstd: SSAValue,
+    weight: SSAValue | None,
+    mask: list[bool],
+    types: Sequence[Attribute],
+) -> list[SSAValue | None]:
+    """Batch norm's backward in training, centred on the exact batch mean, with channels on partitions.
+
+    Per channel tile, one pass over x and dy sums g = sum(dy), the residual s = sum(x - m) of the saved mean m (its
+    rounding: the subtraction is exact for values within a factor of two of m) and p = sum(dy * (x - m)); then,
+    with N values per channel, r = s / N (where it is m's rounding, `_rounding_only`), dot = p - r * g (the sum of
+    dy against x centred on m + r), k = dot / N * invstd^2 and scale = invstd * weight, and a second pass writes
+    grad_input = ((dy - (g / N - r * k)) - (x - m) * k) * scale. grad_weight = dot * invstd and
+    grad_bias = g leave the statistics' columns. Where a channel's values are few and close together against their
+    mean, r is not small against x - m, and without it
+    every gradient would be off by a constant fraction of the spread."""
+    shape = layout_of(x).shape
+    batch, channels, rest = shape[0], shape[1], math.prod(shape[2:])
+    norm = 1.0 / (batch * rest)
+    rows = Layout((batch, channels, rest), (channels * rest, rest, 1), 0)
+    x, grad = _contiguous(em, x), _contiguous(em, grad)
+    sources = [view(em, v, Layout(rows.shape, rows.strides, layout_of(v).offset)) for v in (x, grad)]
+    columns = [
+        view(em, v, Layout((channels, 1), (layout_of(v).strides[0], 0), layout_of(v).offset))
+        for v in (mean, invstd, *([weight] if weight is not None else []))
+    ]
+    results: list[SSAValue | None] = [None, None, None]
+    outputs: list[SSAValue | None] = [None, None, None]
+    for index in range(3):
+        if mask[index]:
+            result = alloc(em, shape if index == 0 else (channels,), types[index])
+            results[index] = result
+            outputs[index] = view(em, result, rows if index == 0 else Layout((channels, 1), (1, 0), 0))
+
+    def channel_tile(e: LoopNestBuilder, c0: Index, p: int) -> None:
+        column = column_tile(p)
+        loaded = [load(e, v, [c0, 0], (p, 1), f32) for v in columns]
+        m, istd = loaded[0], loaded[1]
+        negated = e.insert(tile.BinaryScalarOp(m, "multiply", column, scalar=-1.0)).result
+
+        def binary(e2: LoopNestBuilder, a: SSAValue, b: SSAValue, fn: str) -> SSAValue:
+            return e2.insert(tile.BinaryOp(a, b, fn, column)).result
+
+        def scaled(e2: LoopNestBuilder, a: SSAValue, factor: float) -> SSAValue:
+            return e2.insert(tile.BinaryScalarOp(a, "multiply", column, scalar=factor)).result
+
+        def sums(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> list[SSAValue]:
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            work = TileType((p, size), f32, Memory.SBUF)
+            # one activation with -m as its bias (the sum becomes its accumulate)
+            centred = e2.insert(tile.UnaryOp(values, "copy", work, bias=negated)).result
+            product = e2.insert(tile.BinaryOp(gradient, centred, "multiply", work)).result
+            return [e2.insert(tile.ReduceOp(t, "add", column)).result for t in (gradient, centred, product)]
+
+        def fold(e2: LoopNestBuilder, acc: list[SSAValue], more: list[SSAValue]) -> list[SSAValue]:
+            return [binary(e2, a, b, "add") for a, b in zip(acc, more, strict=True)]
+
+        def image(e2: LoopNestBuilder, n: Index) -> list[SSAValue]:
+            return e2.accumulate_tile_values(
+                rest,
+                FREE_TILE,
+                lambda e3, f0, size: sums(e3, n, f0, size),
+                lambda e3, f0, size, acc: fold(e3, acc, sums(e3, n, f0, size)),
+            )
+
+        total, residual_sum, product_sum = e.accumulate_tile_values(
+            batch, 1, lambda e2, n, _: image(e2, n), lambda e2, n, _, acc: fold(e2, acc, image(e2, n))
+        )
+        residual = _rounding_only(e, scaled(e, residual_sum, norm), m)
+        dot = binary(e, product_sum, binary(e, residual, total, "multiply"), "subtract")
+        if outputs[1] is not None:
+            store(e, to_sbuf(e, binary(e, dot, istd, "multiply"), types[1]), outputs[1], [c0, 0])
+        if outputs[2] is not None:
+            store(e, to_sbuf(e, total, types[2]), outputs[2], [c0, 0])
+        if outputs[0] is None:
+            return
+        k = binary(e, scaled(e, dot, norm), binary(e, istd, istd, "multiply"), "multiply")
+        scale = istd if weight is None else binary(e, istd, loaded[2], "multiply")
+        # dy's mean comes off first, as eager's kernel takes it: where dy's values share a part large against
+        # their differences, the subtraction is exact and nothing is rounded at dy's own size
+        offset = binary(e, scaled(e, total, norm), binary(e, residual, k, "multiply"), "subtract")
+        target = outputs[0]
+
+        def grad_input(e2: LoopNestBuilder, n: Index, f0: Index, size: int) -> None:
+            values, gradient = (load(e2, v, [n, c0, f0], (p, size), f32) for v in sources)
+            work = TileType((p, size), f32, Memory.SBUF)
+            centred = e2.insert(tile.BinaryScalarOp(values, "subtract", work, column=m)).result
+            sloped = e2.insert(tile.BinaryScalarOp(centred, "multiply", work, column=k)).result
+            shifted = e2.insert(tile.BinaryScalarOp(gradient, "subtract", work, column=offset)).result
+            difference = e2.insert(tile.BinaryOp(shifted, sloped, "subtract", work)).result
+            result = TileType((p, size), types[0], Memory.SBUF)
+            store(e2, e2.insert(tile.BinaryScalarOp(difference, "multiply", result, column=scale)).result, target,
+                  [n, c0, f0])  # fmt: skip
+
+        e.for_each(batch, lambda e2, n: e2.for_tiles(rest, FREE_TILE, lambda e3, f0, size: grad_input(e3, n, f0, size)))
+
+    em.for_tiles(channels, PARTITION_TILE, channel_tile)
+    return results
+
+
 def _batch_norm_backward(em: LoopNestBuilder, op: Operation, args: dict[str, Any]) -> list[SSAValue | None]:
     x, grad = args["input"], args["grad_out"]
     rank = len(layout_of(x).shape)
     dims = _batch_dims(x)
     types = [result_element_type(op, i) if _is_tensor(op, i) else f32 for i in range(3)]
     mask = [m and _is_tensor(op, i) for i, m in enumerate(_mask(args))]
-    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     training = bool(args.get("train"))
+    if training and 0 not in layout_of(x).shape:
+        return _batch_norm_backward_by_channel(
+            em, x, grad, args["save_mean"], args["save_invstd"], args.get("weight"), mask, types
+        )
+    weight = _channel_view(em, args["weight"], rank, 1) if args.get("weight") is not None else None
     if training:
         centre, rstd = args["save_mean"], args["save_invstd"]
     else:

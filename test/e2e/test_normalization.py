@@ -43,6 +43,8 @@ def _train_step(make, x, weight_seed=0):
         (lambda: torch.nn.GroupNorm(1, 4, affine=False), (2, 4, 9)),
         (lambda: torch.nn.BatchNorm2d(5), (4, 5, 6, 3)),
         (lambda: torch.nn.BatchNorm1d(140), (9, 140)),
+        (lambda: torch.nn.BatchNorm2d(5, affine=False), (3, 5, 4, 7)),
+        (lambda: torch.nn.BatchNorm3d(4, track_running_stats=False), (2, 4, 3, 5, 6)),
         (lambda: torch.nn.InstanceNorm1d(5, affine=True), (3, 5, 11)),
     ],
     ids=[
@@ -53,6 +55,8 @@ def _train_step(make, x, weight_seed=0):
         "group-one-no-affine",
         "batch2d",
         "batch1d-140",
+        "batch2d-no-affine",
+        "batch3d-no-running-stats",
         "instance",
     ],
 )
@@ -266,3 +270,41 @@ def test_rms_norm_fuses_in_both_directions(tmp_path):
     assert "torch.aten.rsqrt" not in forward
     assert "torch.aten._fused_rms_norm_backward" in backward
     assert "torch.aten.pow" not in backward
+
+
+@pytest.mark.parametrize("batch", [3, 4, 6, 7])
+def test_batch_norm_training_few_values_close_to_their_mean(batch):
+    """Batch norm in training on `batch` values per channel (1x1 images) a few units in the last place apart about
+    a mean near 1.5, which is exactly representable in fp32 (as eager's double sums find it): a mean rounded while
+    it is summed is off by a fraction of the spread itself, which the normalized values and every gradient
+    inherit. Forward and backward against float64, within the golden criterion."""
+    torch.manual_seed(0)
+    channels, unit = 24, 2.0**-23
+    centre = 1.5 + torch.randint(-(2**20), 2**20, (channels,)).double() * unit
+    spread = torch.randint(1, 64, (channels,)).double() * unit
+    # symmetric about 0 (2i - (batch - 1)), in a different order per channel
+    offsets = torch.stack([2 * torch.randperm(batch) - (batch - 1) for _ in range(channels)], 1).double()
+    x = (centre + spread * offsets).reshape(batch, channels, 1, 1)
+    assert torch.equal(x.float().double(), x), "the values are fp32 numbers"
+    assert torch.equal(x.mean((0, 2, 3)), centre), "their mean too"
+    projection = torch.randn(x.shape, dtype=torch.float64)
+
+    def step(module, call, values):
+        leaf = values.clone().requires_grad_()
+        out = call(leaf)
+        (out * projection.to(out.dtype)).sum().backward()
+        return [out.detach(), leaf.grad, module.weight.grad, module.bias.grad, module.running_mean, module.running_var]
+
+    torch.manual_seed(1)
+    eager = torch.nn.BatchNorm2d(channels)
+    with torch.no_grad():
+        eager.weight.uniform_(0.5, 1.5)
+        eager.bias.uniform_(-1, 1)
+    model, wide = copy.deepcopy(eager), copy.deepcopy(eager).double()
+    ours = step(model, torch.compile(model, backend="neuron-mlir"), x.float())
+    expected = step(eager, eager, x.float())
+    golden = step(wide, wide, x)
+    names = ["output", "input gradient", "weight gradient", "bias gradient", "running mean", "running variance"]
+    for name, got, want, exact in zip(names, ours, expected, golden, strict=True):
+        assert_close_to_golden(got, want, exact, name)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]

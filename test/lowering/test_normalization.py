@@ -1,9 +1,9 @@
 """Normalization backwards as convert-torch-to-tile lowers them (lowering/convert_torch_to_tile/normalization.py).
 
-AOTAutograd decomposes `native_batch_norm_backward` in the graphs it traces, so the end-to-end tests never reach
-this lowering; a graph imported at the torch level (neuron-opt's input) does. Each case runs the converted tile IR
-against ATen's own kernel (the torch level's semantics) on the same inputs: with the saved batch statistics
-(train) and with the running ones (eval), with and without a weight, every gradient asked for. The layer norm
+Each batch norm case runs the converted tile IR against ATen's own kernel (the torch level's semantics) on the same
+inputs: with saved statistics that are not the batch's (train: the lowering centres on the batch mean only where
+the saved one is its rounding) and with the running ones (eval), with and without a weight, every gradient asked
+for. The layer norm
 backward's one-wavefront form (rows of three row groups and more) is checked the same way, with and without a
 weight and for each set of gradients the output mask asks for.
 """

@@ -83,13 +83,29 @@ func.func @batch_norm_training(%x: tensor<4x3x5xf32>, %rm: tensor<3xf32>, %rv: t
   func.return %0, %1, %2, %3, %4 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
 // Batch norm in training: channels on partitions (x read through a [C, N, HxW] view), the batch folded in a
-// loop; the running mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var
-// (the unbiased variance of 20 values per channel).
+// loop. The first pass sums each channel's differences from its first value f (one activation with -f as its
+// per-partition bias); m = f + s/N and the residual r = (f - m) + s/N; the second pass sums (x - m)^2, less r^2.
+// x is normalized with the per-channel columns as tensor_scalar operands, r taken out of the shift. The running
+// mean becomes 0.9 * old + 0.1 * mean and the running variance 0.9 * old + 0.1 * (20/19) * var (the unbiased
+// variance of 20 values per channel).
 // CHECK-LABEL: func.func @batch_norm_training
+// CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3xf32, strided<[5]>, #mem<hbm>>
 // CHECK:       tile.view %x : memref<4x3x5xf32, #mem<hbm>> to memref<3x4x5xf32, strided<[5, 15, 1]>, #mem<hbm>>
+// CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "copy"}
 // CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       tile.binary %{{.*}}, %{{.*}} {op = "add"}
+// CHECK:       %[[LOST:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "subtract"}
+// CHECK:       tile.binary %[[LOST]], %{{.*}} {op = "add"}
+// CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "square"}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       %[[SQUARED:.*]] = tile.binary %[[R:.*]], %[[R]] {op = "multiply"}
+// CHECK:       tile.binary %{{.*}}, %[[SQUARED]] {op = "subtract"}
 // CHECK:       tile.unary %{{.*}} {fn = "rsqrt", bias_value = 1.000000e-05 : f64}
+// CHECK:       scf.for
+// CHECK:         tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "add"}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 9.000000e-01 : f64}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.000000e-01 : f64}
 // CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 9.000000e-01 : f64}
@@ -170,3 +186,28 @@ func.func @layer_norm_few_row_tiles(%x: tensor<394x768xbf16>, %w: tensor<768xbf1
 // CHECK:       tile.store {{.*}} : !tile.tile<128x1x768xbf16, sbuf>, memref<394x1x768xbf16, #mem<hbm>>
 // CHECK:       tile.store {{.*}} : !tile.tile<10x1x768xbf16, sbuf>, memref<10x1x768xbf16, {{.*}}>
 // CHECK-NOT:   scf.for
+
+// -----
+
+func.func @batch_norm_backward(%g: tensor<4x3x5xf32>, %x: tensor<4x3x5xf32>, %w: tensor<3xf32>, %rm: tensor<3xf32>, %rv: tensor<3xf32>, %sm: tensor<3xf32>, %si: tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %0, %1, %2 = torch.aten.native_batch_norm_backward %g, %x, %w, %rm, %rv, %sm, %si {train = true, eps = 1.000000e-05 : f64, output_mask = array<i1: true, true, true>} : (tensor<4x3x5xf32>, tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  func.return %0, %1, %2 : tensor<4x3x5xf32>, tensor<3xf32>, tensor<3xf32>
+}
+// Batch norm's backward in training, channels on partitions: one pass over the batch sums dy, x - m (an
+// activation with -m as its bias) and dy * (x - m); the residual r = mean(x - m) counts only where it is m's
+// rounding (|r| <= |m| * 2^-23); a second pass writes grad_input, dy's mean taken off first.
+// CHECK-LABEL: func.func @batch_norm_backward
+// CHECK-NOT:   memref<1x3x1xf32
+// CHECK:       %[[M:.*]] = tile.load %{{.*}}[%c0, %c0] : memref<3x1xf32, strided<[1, 0]>, #mem<hbm>> -> !tile.tile<3x1xf32, sbuf>
+// CHECK:       %[[NEG:.*]] = tile.binary_scalar %[[M]] {op = "multiply", scalar = -1.000000e+00 : f64}
+// CHECK:       tile.unary %{{.*}} bias %[[NEG]] {fn = "copy"}
+// CHECK:       scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 5.000000e-02 : f64}
+// CHECK:       tile.binary_scalar %{{.*}} {op = "multiply", scalar = 1.1920928955078125e-07 : f64}
+// CHECK-NEXT:  tile.binary %{{.*}}, %{{.*}} {op = "is_le"}
+// CHECK:       scf.for
+// CHECK:         tile.binary_scalar %{{.*}} column %[[M]] {op = "subtract"}
+// CHECK-NEXT:    %[[SLOPED:.*]] = tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
+// CHECK-NEXT:    %[[SHIFTED:.*]] = tile.binary_scalar %{{.*}} column %{{.*}} {op = "subtract"}
+// CHECK-NEXT:    tile.binary %[[SHIFTED]], %[[SLOPED]] {op = "subtract"}
+// CHECK-NEXT:    tile.binary_scalar %{{.*}} column %{{.*}} {op = "multiply"}
