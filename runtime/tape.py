@@ -345,13 +345,13 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
 def _prepare_activation(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.activation through activation_into (no accumulate_dst, a one-ufunc function, fp32 operands)
+    # semantics.activation on fp32 operands: through activation_into (a one-ufunc function, no accumulate_dst), or
+    # through activation_values (`_activation_values_step`)
     src, dst = ops["src"], ops["dst"]
-    if ops.get("accumulate_dst") is not None:
-        return None
-    in_place = semantics._IN_PLACE_ACTIVATIONS.get(attrs["func"])
+    func = attrs["func"]
+    in_place = semantics._IN_PLACE_ACTIVATIONS.get(func)
     x = _f32_rows(src, nl)
-    if in_place is None or x is None:
+    if x is None or func not in alu.ACTIVATIONS:
         return None
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
     scale: Any = np.float32(attrs.get("scale", 1.0))
@@ -362,6 +362,8 @@ def _prepare_activation(
         shift = _f32_rows(bias, nl)
     if scale is None or shift is None:
         return None
+    if in_place is None or ops.get("accumulate_dst") is not None:
+        return _activation_values_step(ops, func, in_place, x, scale, shift)
     rows = _into_rows(dst, nl, x.shape, np.shape(scale), np.shape(shift))
     if rows is None or any(np.may_share_memory(rows, v) for v in (scale_vector, bias) if v is not None):
         return None
@@ -379,6 +381,74 @@ def _prepare_activation(
         in_place(rows)
 
     return scaled_step
+
+
+def _activation_values_step(
+    ops: Mapping[str, np.ndarray],
+    func: str,
+    in_place: Callable[[np.ndarray], np.ndarray] | None,
+    x: np.ndarray,
+    scale: Any,
+    shift: Any,
+) -> Step | None:
+    # semantics.activation when activation_into declines (a function of more than one ufunc, or accumulate_dst):
+    # y = activation_values(...), a fresh fp32 array of the operands' broadcast shape (the pre-activation, then the
+    # function in place on it or alu.activation of it), then store(dst, y) and, with accumulate_dst,
+    # store(accumulate_dst, y.sum(axis=-1, dtype=F32)). Here the pre-activation is the thread's scratch array of
+    # that shape, computed by the same ufunc calls (activation_into's), so y holds the same bits in the same
+    # row-major layout and its sums add the same values in the same order; the stores convert nothing between
+    # fp32 arrays.
+    dst, accumulate = ops["dst"], ops.get("accumulate_dst")
+    if dst.dtype != F32 or (accumulate is not None and accumulate.dtype != F32):
+        return None
+    shape = np.broadcast_shapes(x.shape, np.shape(scale), np.shape(shift))
+    if math.prod(shape) != dst.size or (accumulate is not None and math.prod(shape[:-1]) != accumulate.size):
+        return None
+    dst_shape = dst.shape
+    sums_shape = accumulate.shape if accumulate is not None else ()
+    function = alu.ACTIVATIONS[func]
+    unit = isinstance(scale, np.float32) and scale == 1
+
+    def step() -> None:
+        y = _scratch(shape)
+        if unit:
+            np.add(x, shift, out=y)
+        else:
+            np.multiply(x, scale, out=y)
+            np.add(y, shift, out=y)
+        if in_place is not None:
+            in_place(y)
+        else:
+            y = function(y).astype(F32, copy=False)
+        dst[...] = y.reshape(dst_shape)
+        if accumulate is not None:
+            accumulate[...] = y.sum(axis=-1, dtype=F32).reshape(sums_shape)
+
+    return step
+
+
+def _prepare_tensor_reduce(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
+) -> Step | None:
+    # semantics.tensor_reduce on fp32: alu.reduce's reduction of src's last `axes` free dimensions merged (a view
+    # here, as src.reshape gives there), negated when asked, stored into an fp32 dst (no conversion)
+    src, dst = ops["src"], ops["dst"]
+    if src.dtype != F32 or dst.dtype != F32:
+        return None
+    axes = int(attrs.get("axes", 1))
+    free = src.shape[nl + 1 :]
+    values = _view(src, (*src.shape[: nl + 1], -1, math.prod(free[len(free) - axes :])))
+    if values is None:
+        return None
+    reduce, axis, negate, shape = alu.REDUCE[attrs["op"]], (nl + 2,), bool(attrs.get("negate")), dst.shape
+
+    def step() -> None:
+        result = reduce(values, axis)
+        if negate:
+            result = -result
+        dst[...] = result.reshape(shape)
+
+    return step
 
 
 def _prepare_nc_matmul(
@@ -552,6 +622,7 @@ _PREPARERS: dict[str, Callable[..., Step | None]] = {
     "tensor_scalar": _prepare_tensor_scalar,
     "scalar_tensor_tensor": _prepare_scalar_tensor_tensor,
     "activation": _prepare_activation,
+    "tensor_reduce": _prepare_tensor_reduce,
     "nc_matmul": _prepare_nc_matmul,
     "memset": _prepare_memset,
     "iota": _prepare_iota,

@@ -62,9 +62,26 @@ def _cases():
     yield "activation", "scalar", {**tile, "bias": column}, {"func": "exp"}, True
     yield "activation", "scalar", tile, {"func": "tanh", "scale": 0.5, "bias_value": 1.0}, True
     yield "activation", "scalar", {**tile, "scale_vector": column}, {"func": "square"}, True
-    yield "activation", "scalar", tile, {"func": "gelu"}, False
-    yield "activation", "scalar", {**tile, "accumulate_dst": column}, {"func": "exp"}, False
+    # functions of more than one ufunc: alu.activation of the pre-activation
+    yield "activation", "scalar", tile, {"func": "gelu"}, True
+    yield "activation", "scalar", {**tile, "bias": column}, {"func": "rsqrt", "scale": 0.25}, True
+    # with the row sums of the results (a softmax's denominators, a norm's sums of squares)
+    yield "activation", "scalar", {**tile, "accumulate_dst": column}, {"func": "exp"}, True
+    yield "activation", "scalar", {**tile, "bias": column, "accumulate_dst": column}, {"func": "square"}, True
+    yield "activation", "scalar", {**tile, "scale_vector": column, "accumulate_dst": column}, {
+        "func": "copy", "bias_value": 0.5}, True  # fmt: skip
+    yield "activation", "scalar", {**tile, "accumulate_dst": column}, {"func": "gelu"}, True
+    yield "activation", "scalar", {**tile, "dst": ((16, 24), BF16)}, {"func": "gelu"}, False
+    yield "activation", "scalar", {**tile, "accumulate_dst": ((16, 1), BF16)}, {"func": "exp"}, False
     yield "activation", "scalar", {**tile, "dst": ((16, 24), BF16)}, {"func": "relu"}, False
+    for op in ("add", "max", "min", "multiply", "abs_max"):
+        yield "tensor_reduce", "vector", {"src": ((16, 24), F32), "dst": column}, {"op": op}, True
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), F32), "dst": ((16, 4), F32)}, {"op": "add"}, True
+    yield "tensor_reduce", "vector", {"src": ((16, 4, 6), F32), "dst": column}, {"op": "max", "axes": 2}, False
+    yield "tensor_reduce", "vector", {"src": ((16, 6, 4), F32), "dst": ((16, 6), F32)}, {
+        "op": "add", "negate": True}, True  # fmt: skip
+    yield "tensor_reduce", "vector", {"src": ((16, 24), BF16), "dst": column}, {"op": "add"}, False
+    yield "tensor_reduce", "vector", {"src": ((16, 24), F32), "dst": ((16, 1), BF16)}, {"op": "max"}, False
     matmul = {"stationary": ((32, 24), F32), "moving": ((32, 40), F32), "dst": ((24, 40), F32)}
     yield "nc_matmul", "tensor", matmul, {}, True
     yield "nc_matmul", "tensor", matmul, {"accumulate": True}, True
