@@ -147,12 +147,30 @@ def _prepare_dma_copy(
 ) -> Step | None:
     # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes, else store(dst, to_f32(src))
     src, dst = ops["src"], ops["dst"]
+    if attrs.get("indirect") == "src" and not nl:  # over lanes, the rows of each lane are data of that lane
+        return _prepare_gather(src, dst, ops["offsets"])
     if attrs.get("indirect"):
         return None
     values = _view(src, dst.shape)
     if values is None:
         return None
     return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
+
+
+def _prepare_gather(table: np.ndarray, dst: np.ndarray, offsets: np.ndarray) -> Step | None:
+    # semantics._dma_indirect's gather between equal dtypes: the rows `offsets` picks, each checked to lie in the
+    # table (else the semantics function itself runs, to raise its error), stored into dst (no conversion)
+    if table.dtype != dst.dtype:
+        return None
+    bound, shape = table.shape[0], dst.shape
+
+    def step() -> None:
+        rows = offsets.reshape(-1).astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= bound):
+            semantics._dma_indirect(table, dst, offsets, {"indirect": "src"})  # raises, naming the first offset
+        dst[...] = table[rows].reshape(shape)
+
+    return step
 
 
 def _prepare_tensor_copy(
@@ -172,12 +190,15 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
     """`dst[...] = alu.cast(alu.to_f32(values), dst.dtype)` for `values` of dst's shape, for two forms:
 
     * integers (or bools) to fp32: `to_f32` is one NumPy cast, which `copyto` does straight into dst (the same
-      cast loop, without the temporary);
+      cast loop, without the temporary); bools to an integer type likewise (0.0 and 1.0 truncate to 0 and 1);
     * fp32 to an integer type: `alu.cast` truncates in float64, maps NaN to 0 and saturates; done here in one
       float64 buffer kept with the step. Infinities saturate without `nan_to_num` turning them into the largest
       float64 first: either way the clip gives the type's bound.
     """
     if values.dtype.kind in "iub" and dst.dtype == F32:
+        return functools.partial(np.copyto, dst, values, casting="unsafe")
+    if values.dtype == np.bool_ and dst.dtype.kind in "iu":
+        # to_f32 makes 0.0 and 1.0, which the truncation and saturation below leave 0 and 1: the cast of the bools
         return functools.partial(np.copyto, dst, values, casting="unsafe")
     if values.dtype != F32 or dst.dtype.kind not in "iu":
         return None
@@ -210,8 +231,13 @@ def _prepare_tensor_tensor(
     # semantics.tensor_tensor through binary_into: ufunc(to_f32(rows(in0)), to_f32(rows(in1)), out=rows(dst))
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
-    if ufunc is None or semantics._integer_domain(engine, [in0, in1], []):
-        return None
+    integer = semantics._integer_domain(engine, [in0, in1], [])
+    if ufunc is None or integer:
+        # binary_into declines at once: store(dst, alu.binary(...)) of the operands' rows (views, read as it runs)
+        lhs, rhs = _rows(in0, nl), _rows(in1, nl)
+        if lhs is None or rhs is None:
+            return None
+        return _stored(dst, lambda: alu.binary(attrs["op"], lhs, rhs, integer))
     if in0.dtype != F32 or in1.dtype != F32:
         return None
     lhs, rhs = _rows(in0, nl), _rows(in1, nl)
@@ -236,16 +262,32 @@ def _prepare_tensor_tensor(
     return step
 
 
+def _stored(dst: np.ndarray, compute: Callable[[], np.ndarray]) -> Step:
+    """A step that stores `compute()` into dst as semantics.store does (converting to dst's type)."""
+    cast, dtype, shape = alu.cast, dst.dtype, dst.shape
+
+    def step() -> None:
+        dst[...] = cast(compute(), dtype).reshape(shape)
+
+    return step
+
+
+_TENSOR_SCALAR_STEPS = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
+
+
 def _prepare_tensor_scalar(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout)
+    # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout), or
+    # when binary_into declines it at once (`_tensor_scalar_values`)
     src, dst = ops["src"], ops["dst"]
-    steps = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
+    steps = _TENSOR_SCALAR_STEPS
     tensors = [src] + [ops[role] for _, role, _, _ in steps if ops.get(role) is not None]
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
-    if semantics._integer_domain(engine, tensors, immediates):
-        return None
+    integer = semantics._integer_domain(engine, tensors, immediates)
+    last = attrs.get("op1") if attrs.get("op1") is not None else attrs.get("op0")
+    if integer or semantics._FLOAT_UFUNCS.get(last) is None:
+        return _tensor_scalar_values(ops, attrs, integer, nl)
     values = _f32_rows(src, nl)
     if values is None:
         return None
@@ -288,6 +330,40 @@ def _prepare_tensor_scalar(
             ufunc(first, last_scalar, out=rows)
 
     return step
+
+
+def _tensor_scalar_values(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], integer: bool, nl: int
+) -> Step | None:
+    # semantics.tensor_scalar whose last operator binary_into declines at once (an integer domain, or an operator
+    # that is no fp32 ufunc: a comparison, a division, a power): each operator by alu.binary in turn on the rows
+    # (views, read as the step runs; a per-partition operand widened to fp32 outside an integer domain), then
+    # store(dst, values)
+    values = _rows(ops["src"], nl)
+    if values is None:
+        return None
+    used: list[tuple[str, Any, bool, bool]] = []
+    for op_name, role, scalar_name, reverse_name in _TENSOR_SCALAR_STEPS:
+        op = attrs.get(op_name)
+        if op is None:
+            continue
+        vector = ops.get(role)
+        scalar: Any = attrs.get(scalar_name, 0.0)
+        if vector is not None:
+            scalar = _rows(vector, nl)
+            if scalar is None:
+                return None
+        used.append((op, scalar, vector is not None and not integer, bool(attrs.get(reverse_name))))
+    binary, to_f32 = alu.binary, alu.to_f32
+
+    def compute() -> np.ndarray:
+        current = values
+        for op, scalar, widen, reverse in used:
+            operand = to_f32(scalar) if widen else scalar
+            current = binary(op, operand, current, integer) if reverse else binary(op, current, operand, integer)
+        return current
+
+    return _stored(ops["dst"], compute)
 
 
 def _prepare_scalar_tensor_tensor(

@@ -18,6 +18,7 @@ import pytest
 
 from neuron_mlir.runtime import dtypes, isa, tape
 from neuron_mlir.runtime.hardware import TRN2, Engine
+from neuron_mlir.runtime.races import SimulationError
 
 F32, BF16, I32, I64 = "f32", "bf16", "i32", "i64"
 
@@ -30,26 +31,40 @@ def _cases():
         yield "dma_copy", "dma", {"src": ((16, 24), src), "dst": ((16, 24), dst)}, {}, ready
         yield "tensor_copy", "vector", {"src": ((16, 24), src), "dst": ((16, 24), dst)}, {}, ready
     yield "dma_copy", "dma", {"src": ((16, 24), BF16), "dst": ((16, 24), BF16)}, {}, True
+    yield "dma_copy", "dma", {"src": ((16, 24), "i1"), "dst": ((16, 24), I32)}, {}, True  # a mask's bools as 0, 1
+    yield "dma_copy", "dma", {"src": ((16, 24), "i1"), "dst": ((16, 24), BF16)}, {}, False
     yield "tensor_copy", "gpsimd", {"src": ((16, 24), I64), "dst": ((16, 24), I32)}, {}, False
     pair = {"in0": ((16, 24), F32), "in1": ((16, 24), F32), "dst": ((16, 24), F32)}
     for op in ("add", "subtract", "multiply", "max", "min"):
         yield "tensor_tensor", "vector", pair, {"op": op}, True
-    yield "tensor_tensor", "vector", pair, {"op": "power"}, False
+    # operators that are no fp32 ufunc, and integer domains: alu.binary of the rows, stored converting
+    yield "tensor_tensor", "vector", pair, {"op": "power"}, True
+    yield "tensor_tensor", "vector", {**pair, "dst": ((16, 24), "i1")}, {"op": "is_lt"}, True
     # an operand whose rows do not merge (4 x 6 with a gap after each 6): reshaped per run
     yield "tensor_tensor", "vector", {**pair, "in1": ((16, 4, 6), F32)}, {"op": "subtract"}, True
     yield "tensor_tensor", "vector", {**pair, "in0": ((16, 4, 6), F32), "in1": ((16, 4, 6), F32)}, {"op": "max"}, True
     yield "tensor_tensor", "vector", {**pair, "in1": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "vector", {**pair, "dst": ((16, 24), BF16)}, {"op": "add"}, False
     yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I32), "in1": ((16, 24), I32), "dst": ((16, 24), I32)}, {
-        "op": "add"}, False  # fmt: skip
+        "op": "add"}, True  # fmt: skip
+    yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I64), "in1": ((16, 24), I64), "dst": ((16, 24), I64)}, {
+        "op": "subtract"}, True  # fmt: skip
+    # rows that do not merge (4 x 6 with gaps): not without a copy
+    yield "tensor_tensor", "vector", {**pair, "in1": ((16, 4, 6), F32)}, {"op": "power"}, False
     yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0}, True
     yield "tensor_scalar", "scalar", {**tile, "operand0": column}, {"op0": "subtract", "reverse0": True}, True
     yield "tensor_scalar", "vector", {**tile, "operand0": column}, {
         "op0": "is_ge", "op1": "add", "scalar1": -0.25, "reverse1": True}, True  # fmt: skip
-    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 2.0, "op1": "power", "scalar1": 2.0}, False
+    yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 2.0, "op1": "power", "scalar1": 2.0}, True
+    yield "tensor_scalar", "vector", {"src": ((16, 24), I64), "dst": ((16, 24), "i1")}, {
+        "op0": "not_equal", "scalar0": -100.0}, True  # fmt: skip
+    yield "tensor_scalar", "vector", {**tile, "operand0": ((16, 1), BF16)}, {"op0": "is_ge", "reverse0": True}, True
+    yield "tensor_scalar", "gpsimd", {"src": ((16, 24), I32), "dst": ((16, 24), I32), "operand0": ((16, 1), I32)}, {
+        "op0": "subtract", "op1": "is_equal", "scalar1": 0.0}, True  # fmt: skip
+    yield "tensor_scalar", "vector", {**tile, "src": ((16, 4, 6), F32)}, {"op0": "is_equal", "scalar0": 0.0}, False
     yield "tensor_scalar", "vector", {**tile, "dst": ((16, 24), BF16)}, {"op0": "add", "scalar0": 1.0}, False
     yield "tensor_scalar", "gpsimd", {"src": ((16, 24), I32), "dst": ((16, 24), I32)}, {
-        "op0": "add", "scalar0": 3.0}, False  # fmt: skip
+        "op0": "add", "scalar0": 3.0}, True  # fmt: skip
     triple = {**tile, "in1": ((16, 24), F32)}
     yield "scalar_tensor_tensor", "vector", {**triple, "operand0": column}, {"op0": "subtract", "op1": "multiply"}, True
     yield "scalar_tensor_tensor", "vector", triple, {
@@ -219,3 +234,26 @@ def test_steps_of_one_shape_share_their_intermediate_and_each_gives_its_own_bits
     thread.join()
     assert here is tape._scratch((16, 24))
     assert there[0] is not here
+
+
+def test_a_prepared_gather_gives_the_semantics_rows_and_stops_at_an_offset_outside_the_table():
+    """An indirect dma_copy that gathers rows (an embedding's lookup) is prepared: the rows the offsets pick when
+    it runs, and the semantics function's error for an offset outside the table."""
+    rng = np.random.default_rng(3)
+    arrays = {"src": _memory((37, 5), F32, (), rng), "dst": _memory((19, 5), F32, (), rng)}
+    arrays["offsets"] = rng.integers(0, 37, (19, 1)).astype(np.int32)
+    attrs = isa.with_defaults("dma_copy", {"indirect": "src"})
+    spec = isa.OPCODES["dma_copy"]
+    step = tape.instance_step(spec.semantics, "dma_copy", arrays, attrs, Engine.DMA, TRN2)
+    assert not isinstance(step, functools.partial)  # prepared
+    for run in range(2):
+        if run:  # other rows, picked in place
+            arrays["offsets"][...] = rng.integers(0, 37, (19, 1))
+        reference = {role: _copy_view(array) for role, array in arrays.items()}
+        step()
+        spec.semantics(reference, attrs, Engine.DMA, TRN2)
+        assert arrays["dst"].tobytes() == reference["dst"].tobytes()
+    for bad in (-1, 37):
+        arrays["offsets"][7, 0] = bad
+        with pytest.raises(SimulationError, match=rf"indirect offset {bad} at partition 7 is outside \[0, 37\)"):
+            step()
