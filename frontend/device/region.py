@@ -301,10 +301,13 @@ def record(
     name: str,
     operands: list[Any],
     outputs: list[tuple[torch.Tensor, np.ndarray]],
+    written: int | None = None,
 ) -> bool:
     """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
-    graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
-    the op cannot join the region; the region has then run, and the caller runs the op alone."""
+    graph output the device tensor it is stored to and the array over its bytes; with `written`, the outputs
+    after the first `written` are fresh results (contiguous tensors over new blocks, which hold no pending value).
+    False (nothing recorded) when the op cannot join the region; the region has then run, and the caller runs the
+    op alone."""
     stream = streams._current or streams.current_stream()
     task = _graph_task_id()
     region = _region
@@ -312,9 +315,13 @@ def record(
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
     pending = region.pending
-    # per output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None: none yet)
+    count = len(outputs)
+    fresh_from = count if written is None else written
+    # per written output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None:
+    # none yet)
     spans = []
-    for tensor, _ in outputs:
+    for index in range(fresh_from):
+        tensor = outputs[index][0]
         block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
         dtype = tensor.dtype
         itemsize = dtype.itemsize
@@ -348,6 +355,7 @@ def record(
         torch.autograd.Variable._execution_engine.queue_callback(flush)
     region.backward_task = task
     values = []
+    targets = []
     stored, target_blocks = region.stored, region.target_blocks
     value = region.value_count
     for tensor, block, dtype, start, nbytes, held in spans:
@@ -365,9 +373,24 @@ def record(
         entries.append(entry)
         stored[value] = (held[0], entry)
         target_blocks[value] = id(block)
+        targets.append(outputs[len(targets)][1])
+        value += 1
+    for index in range(fresh_from, count):
+        # a fresh result: its block is new, so an entry under its id is a dead block's
+        tensor, target = outputs[index]
+        block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+        dtype = tensor.dtype
+        shape = target.shape  # the array over the tensor's bytes, of its shape
+        entry = _Written(value, 0, target.nbytes, dtype, shape, None, ("value", value, None))
+        reference = weakref.ref(block)
+        pending[id(block)] = (reference, [entry])
+        stored[value] = (reference, entry)
+        target_blocks[value] = id(block)
+        values.append(value)
+        targets.append(target)
         value += 1
     region.value_count = value
-    region.ops.append(_Op(program, name, sources.user_line(), found, values, [t for _, t in outputs]))
+    region.ops.append(_Op(program, name, sources.user_line(), found, values, targets))
     if len(region.ops) >= region.limit:
         flush()
     return True
