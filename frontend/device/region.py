@@ -113,6 +113,12 @@ _region = _Region()
 class _Compiled:
     compiled: Any  # CompiledGraph
     outputs: list[int]  # value ids stored by the program, in the order of the graph's outputs
+    # whether some output of the program is an input's buffer, which the simulator reads from the caller's array
+    # as it hands the outputs over (`_run`)
+    outputs_inputs: bool = True
+    # per recorded op, its share of the region's time (`_account`): the ops' single-op programs are the same
+    # programs on every run of the region, and a program's time is the same on every run
+    shares: list[float] | None = None
 
 
 # region key -> its program, or None when the compiler refused it (its ops then run one by one)
@@ -290,10 +296,11 @@ def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> in
 
 def _writes_cleanly(entries: list[_Written], start: int, nbytes: int) -> bool:
     """Whether a write of `nbytes` from `start` covers each pending value of its block exactly or not at all."""
-    return all(
-        (e.start, e.nbytes) == (start, nbytes) or e.start >= start + nbytes or start >= e.start + e.nbytes
-        for e in entries
-    )
+    end = start + nbytes
+    for e in entries:  # a loop, not all() of a generator: most blocks hold one value
+        if not ((e.start == start and e.nbytes == nbytes) or e.start >= end or start >= e.start + e.nbytes):
+            return False
+    return True
 
 
 def record(
@@ -368,7 +375,10 @@ def record(
             if held is None or held[0]() is not block:
                 held = pending[id(block)] = (weakref.ref(block), [])
         entries = held[1]
-        if entries:
+        if len(entries) == 1:  # most blocks hold one value: the one this write replaces, or another
+            if entries[0].start == start and entries[0].nbytes == nbytes:
+                entries.clear()
+        elif entries:
             entries[:] = [e for e in entries if e.start != start or e.nbytes != nbytes]
         entries.append(entry)
         stored[value] = (held[0], entry)
@@ -532,7 +542,8 @@ def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
         REGION_STATS["regions_refused"] += 1
         return None
     REGION_STATS["regions_compiled"] += 1
-    return _Compiled(compiled, outputs)
+    inputs = {binding.buffer for binding in compiled.program.inputs}
+    return _Compiled(compiled, outputs, any(binding.buffer in inputs for binding in compiled.program.outputs))
 
 
 def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
@@ -561,9 +572,10 @@ def _run(region: _Region, compiled: _Compiled) -> None:
         if index is not None:
             uses[index] = uses.get(index, 0) + 1
     # the simulator writes an output given a place straight there after the run, in output order, and an output
-    # that is an input's buffer is read from the caller's array then: memory that an input of the region is read
-    # from receives its new value only after the run
-    read = region.input_blocks
+    # that is an input's buffer is read from the caller's array then: when the program has such an output, memory
+    # that an input of the region is read from receives its new value only after the run (an optimizer step's
+    # parameters and buffers, read and written, go straight there otherwise)
+    read = region.input_blocks if compiled.outputs_inputs else ()
     for value, index in zip(compiled.outputs, signature.outputs, strict=True):
         target = targets[value]
         if (
@@ -580,18 +592,27 @@ def _run(region: _Region, compiled: _Compiled) -> None:
             np.copyto(target, np.asarray(result).reshape(target.shape))
     total = float(program.last_profile.total_ns)
     last_program = program
-    _account(region, total)
+    if compiled.shares is None:
+        compiled.shares = _shares(region)
+    _account(region, total, compiled.shares)
     REGION_STATS["regions_run"] += 1
     REGION_STATS["region_ops"] += len(region.ops)
 
 
-def _account(region: _Region, total: float) -> None:
-    """The region's time on its stream, split among its ops' lines by their single-op programs' times."""
+def _account(region: _Region, total: float, shares: list[float]) -> None:
+    """The region's time on its stream, split among its ops' lines by their shares (`_shares`)."""
     region.stream.add_run(total)
+    record = sources.record
+    for op, share in zip(region.ops, shares, strict=True):
+        record(op.name, total * share, line=op.line)
+
+
+def _shares(region: _Region) -> list[float]:
+    """Each recorded op's share of the region's time: its single-op program's time over theirs all (equal shares
+    when they took none)."""
     alone = [_single_ns(op.program) for op in region.ops]
     whole = sum(alone)
-    for op, ns in zip(region.ops, alone, strict=True):
-        sources.record(op.name, total * ns / whole if whole else total / len(region.ops), line=op.line)
+    return [ns / whole if whole else 1 / len(alone) for ns in alone]
 
 
 def _single_ns(program: Any) -> float:
