@@ -286,7 +286,7 @@ def _prepare_tensor_scalar(
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
     integer = semantics._integer_domain(engine, tensors, immediates)
     last = attrs.get("op1") if attrs.get("op1") is not None else attrs.get("op0")
-    if integer or semantics._FLOAT_UFUNCS.get(last) is None:
+    if integer or last is None or semantics._FLOAT_UFUNCS.get(last) is None:
         return _tensor_scalar_values(ops, attrs, integer, nl)
     values = _f32_rows(src, nl)
     if values is None:

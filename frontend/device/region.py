@@ -153,13 +153,14 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
         region.input_types.append((tuple(tensor.shape), tensor.dtype))
         return ("input", len(region.inputs) - 1)
-    if tensor.is_conj() or tensor.is_neg():
+    block, stored, offset, contiguous, plain = storage._tensor_facts(
+        tensor, _BLOCK_ATTRIBUTE
+    ) or storage.python_tensor_facts(tensor, _BLOCK_ATTRIBUTE)
+    if not plain:
         return None  # a conjugate or negative view: its bytes are not its values, the op runs alone
-    stored = tensor.untyped_storage()
-    block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+    if block is None:
+        block = storage.block_of(tensor)
     dtype = tensor.dtype
-    offset = int(tensor.storage_offset())
-    contiguous = tensor.is_contiguous()
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
         itemsize = dtype.itemsize
@@ -327,12 +328,17 @@ def record(
     # per written output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None:
     # none yet)
     spans = []
+    facts_of = storage._tensor_facts
     for index in range(fresh_from):
         tensor = outputs[index][0]
-        block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+        block, _, offset, contiguous, _ = facts_of(tensor, _BLOCK_ATTRIBUTE) or storage.python_tensor_facts(
+            tensor, _BLOCK_ATTRIBUTE
+        )
+        if block is None:
+            block = storage.block_of(tensor)
         dtype = tensor.dtype
         itemsize = dtype.itemsize
-        start = int(tensor.storage_offset()) * itemsize
+        start = offset * itemsize
         nbytes = tensor.numel() * itemsize
         held = pending.get(id(block))
         if held is not None:
@@ -341,7 +347,7 @@ def record(
             elif not _writes_cleanly(held[1], start, nbytes):
                 flush()
                 return False
-        spans.append((tensor, block, dtype, start, nbytes, held))
+        spans.append((tensor, block, dtype, start, nbytes, held, contiguous))
     mark = len(region.inputs)
     found: list[Source] = []
     for operand in operands:
@@ -362,12 +368,12 @@ def record(
         torch.autograd.Variable._execution_engine.queue_callback(flush)
     region.backward_task = task
     values = []
-    targets = []
+    targets: list[np.ndarray] = []
     stored, target_blocks = region.stored, region.target_blocks
     value = region.value_count
-    for tensor, block, dtype, start, nbytes, held in spans:
+    for tensor, block, dtype, start, nbytes, held, contiguous in spans:
         values.append(value)
-        strides = None if tensor.is_contiguous() else tuple(tensor.stride())
+        strides = None if contiguous else tuple(tensor.stride())
         entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, ("value", value, None))
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
