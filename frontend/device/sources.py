@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -63,7 +64,7 @@ def user_line() -> str:
     the user's `loss.backward()` frame: the walk stops at the engine's entry, so that an op of the pass is named
     by its node, as when the engine ran it on a thread of its own, while a user's frame inside the pass (a
     custom Function's backward, a hook) still names it."""
-    frame: FrameType | None = _issuer or sys._getframe(1)
+    frame: FrameType | None = _issuer.frame or sys._getframe(1)
     skipped = _not_the_users
     engine_entry = _engine_code or _engine_entry()
     while frame is not None:
@@ -87,27 +88,33 @@ def user_line() -> str:
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
 
 
-# the frame that called the device kernel running now (`entered`), or None outside the kernels that mark it
-_issuer: FrameType | None = None
+class _Issuer(threading.local):
+    """Per thread, the frame that called the device kernel running on it now (`entered`), or None outside the
+    kernels that mark it: threads running device ops at once mark their own callers."""
+
+    frame: FrameType | None = None
+
+
+_issuer = _Issuer()
 
 
 def entered() -> FrameType | None:
     """Called by a device kernel as it starts: marks the kernel's caller as the frame `user_line` walks from while
-    the kernel runs (only torch's and the frontend's code runs below it until the kernel returns). Returns the mark
-    it replaces, which the kernel hands to `left` as it returns, so that no frame outlives its kernel here."""
-    global _issuer
-    previous = _issuer
+    the kernel runs on this thread (only torch's and the frontend's code runs below it until the kernel returns).
+    Returns the mark it replaces, which the kernel hands to `left` as it returns, so that no frame outlives its
+    kernel here."""
+    issuer = _issuer
+    previous = issuer.frame
     try:
-        _issuer = sys._getframe(2)
+        issuer.frame = sys._getframe(2)
     except ValueError:  # called from C++ with no Python frame below the kernel: the walk starts at the kernel
-        _issuer = None
+        issuer.frame = None
     return previous
 
 
 def left(previous: FrameType | None) -> None:
     """Called by a device kernel as it returns, with what `entered` returned."""
-    global _issuer
-    _issuer = previous
+    _issuer.frame = previous
 
 
 def _engine_entry() -> CodeType:
