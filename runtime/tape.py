@@ -240,6 +240,12 @@ def _prepare_tensor_tensor(
         lhs, rhs = _rows(in0, nl), _rows(in1, nl)
         if lhs is None or rhs is None:
             return None
+        exact = (
+            _INTEGER_UFUNCS.get((attrs["op"], in0.dtype)) if integer and in0.dtype == in1.dtype == dst.dtype else None
+        )
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape) if exact is not None else None
+        if exact is not None and rows is not None:
+            return functools.partial(exact, lhs, rhs, out=rows)
         return _stored(dst, lambda: alu.binary(attrs["op"], lhs, rhs, integer))
     if in0.dtype != F32 or in1.dtype != F32:
         return None
@@ -263,6 +269,19 @@ def _prepare_tensor_tensor(
         ufunc(in0.reshape(shape0), in1.reshape(shape1), out=rows)
 
     return step
+
+
+# Integer operators whose exact result, wrapped as alu.binary wraps it (to 32 bits for int32 operands, int64's own
+# wrapping for int64), is NumPy's ufunc in the operands' own type: two's-complement sums, differences and extremes
+# (and int64 products; an int32 product is wrapped per operand first, which NumPy's is not).
+_INTEGER_UFUNCS: dict[tuple[str, np.dtype], np.ufunc] = {
+    **{
+        (op, np.dtype(dtype)): ufunc
+        for op, ufunc in (("add", np.add), ("subtract", np.subtract), ("max", np.maximum), ("min", np.minimum))
+        for dtype in (np.int32, np.int64)
+    },
+    ("multiply", np.dtype(np.int64)): np.multiply,
+}
 
 
 def _stored(dst: np.ndarray, compute: Callable[[], np.ndarray]) -> Step:

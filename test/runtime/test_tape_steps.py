@@ -49,6 +49,13 @@ def _cases():
         "op": "add"}, True  # fmt: skip
     yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I64), "in1": ((16, 24), I64), "dst": ((16, 24), I64)}, {
         "op": "subtract"}, True  # fmt: skip
+    # exact integer operators as NumPy's own in the operands' type (wrapping alike: see the overflow test below)
+    for op in ("max", "multiply"):
+        for dtype in (I32, I64):
+            yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), dtype), "in1": ((16, 24), dtype), "dst": ((16, 24), dtype)}, {
+                "op": op}, True  # fmt: skip
+    yield "tensor_tensor", "gpsimd", {"in0": ((16, 24), I32), "in1": ((16, 24), I64), "dst": ((16, 24), I64)}, {
+        "op": "add"}, True  # fmt: skip
     # rows that do not merge (4 x 6 with gaps): not without a copy
     yield "tensor_tensor", "vector", {**pair, "in1": ((16, 4, 6), F32)}, {"op": "power"}, False
     yield "tensor_scalar", "vector", tile, {"op0": "multiply", "scalar0": 3.0}, True
@@ -257,3 +264,22 @@ def test_a_prepared_gather_gives_the_semantics_rows_and_stops_at_an_offset_outsi
         arrays["offsets"][7, 0] = bad
         with pytest.raises(SimulationError, match=rf"indirect offset {bad} at partition 7 is outside \[0, 37\)"):
             step()
+
+
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_exact_integer_steps_wrap_as_the_semantics_function(op, dtype):
+    """GpSimdE's exact integer operators prepared as NumPy's ufuncs in the operands' type: at the type's edges
+    (sums, differences and products that overflow) they wrap as the semantics function does."""
+    info = np.iinfo(dtype)
+    edges = np.array([info.min, info.min + 1, -3, -1, 0, 1, 2, info.max - 1, info.max], dtype)
+    lhs, rhs = np.meshgrid(edges, edges)
+    arrays = {"in0": lhs.copy(), "in1": rhs.copy(), "dst": np.zeros_like(lhs)}
+    attrs = isa.with_defaults("tensor_tensor", {"op": op})
+    spec = isa.OPCODES["tensor_tensor"]
+    step = tape.instance_step(spec.semantics, "tensor_tensor", arrays, attrs, Engine.GPSIMD, TRN2)
+    reference = {role: array.copy() for role, array in arrays.items()}
+    with np.errstate(all="ignore"):
+        step()
+        spec.semantics(reference, attrs, Engine.GPSIMD, TRN2)
+    assert arrays["dst"].tobytes() == reference["dst"].tobytes()
