@@ -143,6 +143,17 @@ def test_expanded_pending_results_join_the_region(deferred):
     _assert_one_region(deferred, steps, dx, x)
 
 
+def test_strided_operands_read_from_device_memory(deferred):
+    """Operands of a region that are strided views of settled device memory (a transpose, every other column, a
+    row of a 3-d tensor's transpose) are gathered dense as the region runs."""
+    x = torch.randn(3, 6, 8)
+
+    def steps(t):
+        return t[1].t() @ t[2], t[:, :, 1::2] + 1.0, t.transpose(1, 2)[0].sum(dim=0)
+
+    _assert_one_region(deferred, steps, x.to("neuron"), x)
+
+
 def test_an_empty_out_tensor_is_resized_into_the_region(deferred):
     x = torch.randn(5)
     dx = x.to("neuron")
