@@ -220,9 +220,10 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
     return step
 
 
-def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...]) -> np.ndarray | None:
-    """`semantics.writable_rows(dst, nl)` when its shape is the operands' broadcast shape (binary_into's test)."""
-    rows = semantics.writable_rows(dst, nl)
+def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...], dtype: np.dtype = F32) -> np.ndarray | None:
+    """`semantics.writable_rows(dst, nl, dtype)` when its shape is the operands' broadcast shape (binary_into's
+    test)."""
+    rows = semantics.writable_rows(dst, nl, dtype)
     if rows is None or rows.shape != np.broadcast_shapes(*shapes):
         return None
     return rows
@@ -243,7 +244,9 @@ def _prepare_tensor_tensor(
         exact = (
             _INTEGER_UFUNCS.get((attrs["op"], in0.dtype)) if integer and in0.dtype == in1.dtype == dst.dtype else None
         )
-        rows = _into_rows(dst, nl, lhs.shape, rhs.shape) if exact is not None else None
+        # into the destination's rows in its own type (a ufunc whose output overlaps its inputs, as a running
+        # sum's shifted halves do, computes as if into a fresh array: NumPy copies where the memory overlaps)
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape, dtype=dst.dtype) if exact is not None else None
         if exact is not None and rows is not None:
             return functools.partial(exact, lhs, rhs, out=rows)
         return _stored(dst, lambda: alu.binary(attrs["op"], lhs, rhs, integer))

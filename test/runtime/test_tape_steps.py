@@ -283,3 +283,24 @@ def test_exact_integer_steps_wrap_as_the_semantics_function(op, dtype):
         step()
         spec.semantics(reference, attrs, Engine.GPSIMD, TRN2)
     assert arrays["dst"].tobytes() == reference["dst"].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_exact_integer_steps_write_in_place_over_overlapping_halves(dtype):
+    """A running sum's step (in1 the row shifted by a stride, the destination the shifted part, all one buffer)
+    is the exact ufunc straight into the destination, not the semantics function's sum stored afterwards, and
+    gives its bits although its output overlaps its inputs."""
+    row = np.arange(2 * 16, dtype=dtype).reshape(2, 16) * 7 - 50
+    row[0, 3] = np.iinfo(dtype).max  # a sum that wraps
+    arrays = {"in0": row[:, 4:], "in1": row[:, :-4], "dst": row[:, 4:]}
+    reference_row = row.copy()
+    reference = {"in0": reference_row[:, 4:], "in1": reference_row[:, :-4], "dst": reference_row[:, 4:]}
+    attrs = isa.with_defaults("tensor_tensor", {"op": "add"})
+    spec = isa.OPCODES["tensor_tensor"]
+    step = tape.instance_step(spec.semantics, "tensor_tensor", arrays, attrs, Engine.GPSIMD, TRN2)
+    assert isinstance(step, functools.partial)
+    assert step.func is np.add
+    with np.errstate(all="ignore"):
+        step()
+        spec.semantics(reference, attrs, Engine.GPSIMD, TRN2)
+    assert row.tobytes() == reference_row.tobytes()
