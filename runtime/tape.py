@@ -379,6 +379,10 @@ def _tensor_scalar_values(
             if scalar is None:
                 return None
         used.append((op, scalar, vector is not None and not integer, bool(attrs.get(reverse_name))))
+    if len(used) == 1 and used[0][0] in _COMPARISONS:
+        step = _comparison(ops["dst"], values, used[0], integer, nl)
+        if step is not None:
+            return step
     binary, to_f32 = alu.binary, alu.to_f32
 
     def compute() -> np.ndarray:
@@ -389,6 +393,48 @@ def _tensor_scalar_values(
         return current
 
     return _stored(ops["dst"], compute)
+
+
+_COMPARISONS: dict[str, np.ufunc] = {
+    "is_equal": np.equal,
+    "not_equal": np.not_equal,
+    "is_ge": np.greater_equal,
+    "is_gt": np.greater,
+    "is_le": np.less_equal,
+    "is_lt": np.less,
+}
+# Operand types whose values NumPy compares exactly against an int64 (no float64 promotion, as uint64's would be)
+_EXACT_COMPARED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16)}
+
+
+def _comparison(
+    dst: np.ndarray, values: np.ndarray, used: tuple[str, Any, bool, bool], integer: bool, nl: int
+) -> Step | None:
+    """A tensor_scalar of one comparison with an immediate as one ufunc into dst's rows in dst's own type.
+
+    alu.binary compares the operands as converted (fp32 outside an integer domain; exact integers in one, the
+    immediate converted as that width converts it) and gives 0 or 1 (fp32 or integers), which the store casts to
+    dst's type; the ufunc makes the same comparison of the same numbers and casts its bools to dst's type, 0 and 1
+    alike. The immediate's conversion happens once, here."""
+    op, scalar, _, reverse = used
+    if isinstance(scalar, np.ndarray):
+        return None  # a per-partition operand: left to the semantics' path
+    if integer:
+        if values.dtype not in _EXACT_COMPARED:
+            return None
+        wide = alu.integer_width(values) == 64
+        operand = alu._exact_int(scalar) if wide else alu.to_int(scalar)
+    else:
+        if values.dtype != F32:
+            return None  # other types are widened to fp32 first, per run
+        operand = alu.to_f32(scalar)
+    if dst.dtype.isbuiltin != 1:
+        return None  # bf16 and the like: NumPy may not cast bools to them in a ufunc's output
+    rows = _into_rows(dst, nl, values.shape, dtype=dst.dtype)
+    if rows is None:
+        return None
+    lhs, rhs = (operand, values) if reverse else (values, operand)
+    return functools.partial(_COMPARISONS[op], lhs, rhs, out=rows)
 
 
 def _prepare_scalar_tensor_tensor(

@@ -304,3 +304,44 @@ def test_exact_integer_steps_write_in_place_over_overlapping_halves(dtype):
         step()
         spec.semantics(reference, attrs, Engine.GPSIMD, TRN2)
     assert row.tobytes() == reference_row.tobytes()
+
+
+_COMPARED = {
+    "f32": np.array([np.nan, -np.inf, -100.0, -0.0, 0.0, 1e-45, 1.0, 2.5, np.inf], np.float32),
+    "i32": np.array([np.iinfo(np.int32).min, -101, -100, -1, 0, 1, 2, np.iinfo(np.int32).max], np.int32),
+    "i64": np.array([np.iinfo(np.int64).min, -(2**40), -100, 0, 1, 2**31, np.iinfo(np.int64).max], np.int64),
+    "bool": np.array([True, False, True], np.bool_),
+}
+
+
+@pytest.mark.parametrize("op", ["is_equal", "not_equal", "is_ge", "is_gt", "is_le", "is_lt"])
+@pytest.mark.parametrize(
+    ("engine", "src", "dst", "scalar"),
+    [
+        (Engine.VECTOR, "f32", np.float32, 0.0),
+        (Engine.VECTOR, "f32", np.float32, -100.0),
+        (Engine.VECTOR, "f32", np.bool_, -0.0),
+        (Engine.GPSIMD, "i64", np.bool_, -100.0),
+        (Engine.GPSIMD, "i64", np.int64, 2.0**31),
+        (Engine.GPSIMD, "i32", np.int32, -100.0),
+        (Engine.GPSIMD, "i32", np.bool_, 2.0**33),  # beyond int32: saturated as the 32-bit lanes read it
+        (Engine.GPSIMD, "bool", np.bool_, 0.0),
+        (Engine.GPSIMD, "bool", np.float32, 1.0),
+    ],
+)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_comparison_with_an_immediate_is_one_ufunc_with_the_semantics_bits(op, engine, src, dst, scalar, reverse):
+    """tensor_scalar's comparison of a tile with an immediate, in fp32 or in an integer domain, into a
+    destination of another type: one NumPy comparison straight into the destination, the semantics' bits."""
+    values = np.tile(_COMPARED[src], (4, 1))
+    arrays = {"src": values, "dst": np.full(values.shape, 7, dst)}
+    reference = {role: array.copy() for role, array in arrays.items()}
+    attrs = isa.with_defaults("tensor_scalar", {"op0": op, "scalar0": scalar, "reverse0": reverse})
+    spec = isa.OPCODES["tensor_scalar"]
+    step = tape.instance_step(spec.semantics, "tensor_scalar", arrays, attrs, engine, TRN2)
+    assert isinstance(step, functools.partial)
+    assert step.func is tape._COMPARISONS[op]
+    with np.errstate(all="ignore"):
+        step()
+        spec.semantics(reference, attrs, engine, TRN2)
+    assert arrays["dst"].tobytes() == reference["dst"].tobytes()
