@@ -196,7 +196,8 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
       cast loop, without the temporary); bools to an integer type likewise (0.0 and 1.0 truncate to 0 and 1);
     * fp32 to an integer type: `alu.cast` truncates in float64, maps NaN to 0 and saturates; done here in one
       float64 buffer kept with the step. Infinities saturate without `nan_to_num` turning them into the largest
-      float64 first: either way the clip gives the type's bound.
+      float64 first: either way the clip gives the type's bound. A tile whose values all truncate into the
+      type's range (a label's or an index's fp32 copy) needs none of that: NumPy's cast in one call.
     """
     if values.dtype.kind in "iub" and dst.dtype == F32:
         return functools.partial(np.copyto, dst, values, casting="unsafe")
@@ -208,8 +209,15 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
     info = np.iinfo(dst.dtype)
     wide = np.empty(dst.shape, np.float64)
     nan = np.empty(dst.shape, bool)
+    # values strictly between these truncate into the type's range, where NumPy's cast (C's conversion, which
+    # truncates toward zero) is the truncation itself: one call. Python compares its floats and ints exactly.
+    lower, upper = info.min - 1, info.max + 1
+    nonempty = values.size > 0
 
     def step() -> None:
+        if nonempty and float(values.min()) > lower and float(values.max()) < upper:  # NaN fails both tests
+            np.copyto(dst, values, casting="unsafe")
+            return
         np.copyto(wide, values)
         np.trunc(wide, out=wide)
         np.isnan(wide, out=nan)

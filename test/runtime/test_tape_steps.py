@@ -345,3 +345,27 @@ def test_a_comparison_with_an_immediate_is_one_ufunc_with_the_semantics_bits(op,
         step()
         spec.semantics(reference, attrs, engine, TRN2)
     assert arrays["dst"].tobytes() == reference["dst"].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int16, np.uint8, np.uint32])
+@pytest.mark.parametrize(
+    "edge", [None, "min", "max", np.nan, np.inf, -np.inf, 2.0**31, -(2.0**31), 2.0**63, -(2.0**63), -1.0, 255.5]
+)
+def test_an_fp32_to_integer_copy_truncates_and_saturates_as_the_semantics_function(dtype, edge):
+    """tensor_copy from fp32 to an integer type: values that truncate into the type's range take NumPy's cast,
+    the others (NaN, infinities, values beyond the type's bounds) the truncation and saturation in float64; one
+    edge among ordinary values sends the whole tile the second way, and both give the semantics' bits."""
+    info = np.iinfo(dtype)
+    ordinary = [-0.0, 0.0, 0.5, -0.5, 0.999, 1.5, 2.75, 100.25]
+    edge = {"min": float(info.min), "max": float(info.max)}.get(edge, edge)
+    values = np.array([*ordinary, *([] if edge is None else [edge])], np.float32).reshape(1, -1)
+    arrays = {"src": np.repeat(values, 3, axis=0), "dst": np.zeros((3, values.shape[1]), dtype)}
+    reference = {role: array.copy() for role, array in arrays.items()}
+    spec = isa.OPCODES["tensor_copy"]
+    attrs = isa.with_defaults("tensor_copy", {})
+    step = tape.instance_step(spec.semantics, "tensor_copy", arrays, attrs, Engine.VECTOR, TRN2)
+    assert not isinstance(step, functools.partial)
+    with np.errstate(all="ignore"):
+        step()
+        spec.semantics(reference, attrs, Engine.VECTOR, TRN2)
+    assert arrays["dst"].tobytes() == reference["dst"].tobytes()
