@@ -180,12 +180,17 @@ def _prepare_tensor_copy(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_copy: dst[...] = _rows(src).reshape(dst.shape) with equal dtypes; between an integer and
-    # fp32 (never both integers: GpSimdE's integer copies wrap) dst[...] = cast(to_f32(_rows(src)), dst.dtype)
+    # fp32 dst[...] = cast(to_f32(_rows(src)), dst.dtype); both integers only where GpSimdE widens to int64 (its
+    # other integer copies wrap)
     src, dst = ops["src"], ops["dst"]
     rows = _rows(src, nl)
     values = _view(rows, dst.shape) if rows is not None else None
     if values is None:
         return None
+    if engine is Engine.GPSIMD and src.dtype.kind in "iu" and src.dtype.itemsize <= 4 and dst.dtype == np.int64:
+        # GpSimdE widens to its 64-bit lanes exactly (to_int, no 32-bit wrap at that width, nothing to narrow):
+        # NumPy's widening cast
+        return functools.partial(np.copyto, dst, values, casting="unsafe")
     return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
 
 

@@ -34,6 +34,8 @@ def _cases():
     yield "dma_copy", "dma", {"src": ((16, 24), "i1"), "dst": ((16, 24), I32)}, {}, True  # a mask's bools as 0, 1
     yield "dma_copy", "dma", {"src": ((16, 24), "i1"), "dst": ((16, 24), BF16)}, {}, False
     yield "tensor_copy", "gpsimd", {"src": ((16, 24), I64), "dst": ((16, 24), I32)}, {}, False
+    # widened exactly to the 64-bit lanes: NumPy's cast
+    yield "tensor_copy", "gpsimd", {"src": ((16, 24), I32), "dst": ((16, 24), I64)}, {}, True
     pair = {"in0": ((16, 24), F32), "in1": ((16, 24), F32), "dst": ((16, 24), F32)}
     for op in ("add", "subtract", "multiply", "max", "min"):
         yield "tensor_tensor", "vector", pair, {"op": op}, True
