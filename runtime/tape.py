@@ -358,10 +358,24 @@ def _prepare_tensor_scalar(
     rows = _into_rows(dst, nl, intermediate, last_scalar.shape)
     if rows is None:
         return None
-    binary, to_f32 = alu.binary, alu.to_f32
+    to_f32 = alu.to_f32
+    first_function = alu._FLOAT_OPS.get(first_op)
+    if first_function is None:  # an operator alu.binary computes in integers
+        binary = alu.binary
+
+        def first_values() -> np.ndarray:
+            return binary(first_op, a, b, False)
+
+    else:
+        # alu.binary's fp32 branch without its errstate (the tape's run ignores errors already, which changes
+        # warnings only): its operator on the operands widened to fp32, an immediate widened once
+        a32, b32 = to_f32(a), to_f32(b)
+
+        def first_values() -> np.ndarray:
+            return first_function(a32, b32)
 
     def step() -> None:
-        first = to_f32(binary(first_op, a, b, False))
+        first = to_f32(first_values())
         if reverse:
             ufunc(last_scalar, first, out=rows)
         else:
