@@ -483,7 +483,8 @@ def gpsimd_kernel(name: str, in0: Any, in1: Any, integer: bool = False) -> np.nd
 
 # ---- reductions --------------------------------------------------------------------------------------------
 
-_REDUCE: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
+# the reductions of fp32 arrays, each giving an fp32 array (`reduce`, and the tape's prepared steps)
+REDUCE: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
     "add": lambda x, axes: x.sum(axis=axes, dtype=F32),
     "max": lambda x, axes: x.max(axis=axes),
     "min": lambda x, axes: x.min(axis=axes),
@@ -495,4 +496,4 @@ _REDUCE: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
 def reduce(op: str, x: Any, axes: tuple[int, ...]) -> np.ndarray:
     """Reduce `x` over `axes` in fp32 with an operator of `isa.REDUCE_OPS` (summation order unspecified)."""
     with np.errstate(all="ignore"):
-        return _REDUCE[op](to_f32(x), axes).astype(F32, copy=False)
+        return REDUCE[op](to_f32(x), axes).astype(F32, copy=False)

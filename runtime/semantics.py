@@ -98,13 +98,13 @@ def _identity_lanes(matrix: np.ndarray, nl: int) -> np.ndarray:
         return (alu.to_f32(matrix) == identity_matrix(rows)).all(axis=(-2, -1))
 
 
-def writable_rows(dst: np.ndarray, nl: int = 0) -> np.ndarray | None:
-    """`dst` as fp32 [*lanes, P, elements] sharing its memory, or None.
+def writable_rows(dst: np.ndarray, nl: int = 0, dtype: np.dtype = F32) -> np.ndarray | None:
+    """`dst` as [*lanes, P, elements] of `dtype` (fp32 unless given) sharing its memory, or None.
 
     Only when no copy is needed, each row is contiguous and no two elements share bytes: then computing a
     result straight into it gives the same bits as computing it into a fresh array and storing that.
     """
-    if dst.dtype != F32:
+    if dst.dtype != dtype:
         return None
     rows = dst.view()
     shape: tuple[int, ...] = (*dst.shape[: nl + 1], -1)
@@ -112,7 +112,7 @@ def writable_rows(dst: np.ndarray, nl: int = 0) -> np.ndarray | None:
         rows.shape = shape  # setting the shape, unlike reshape, never copies: it raises instead
     except AttributeError:
         return None
-    itemsize = F32.itemsize
+    itemsize = dst.dtype.itemsize
     if rows.shape[-1] > 1 and rows.strides[-1] != itemsize:
         return None
     span = rows.shape[-1] * itemsize

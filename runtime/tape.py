@@ -139,7 +139,10 @@ def _f32_rows(array: np.ndarray, nl: int) -> np.ndarray | None:
 
 
 def _copy_into(dst: np.ndarray, values: np.ndarray) -> Step:
-    return functools.partial(np.copyto, dst, values)
+    """`np.copyto(dst, values)` for values of dst's dtype, as dst's own `__setitem__`: the same copy (overlap
+    handled alike, nothing to cast), without the Python dispatcher `np.copyto` runs first (a third of a small
+    copy's time; a tape holds hundreds of small copies)."""
+    return functools.partial(dst.__setitem__, Ellipsis, values)
 
 
 def _prepare_dma_copy(
@@ -147,6 +150,8 @@ def _prepare_dma_copy(
 ) -> Step | None:
     # semantics.dma_copy: dst[...] = src.reshape(dst.shape) between equal dtypes, else store(dst, to_f32(src))
     src, dst = ops["src"], ops["dst"]
+    if attrs.get("indirect") == "src" and not nl:  # over lanes, the rows of each lane are data of that lane
+        return _prepare_gather(src, dst, ops["offsets"])
     if attrs.get("indirect"):
         return None
     values = _view(src, dst.shape)
@@ -155,16 +160,37 @@ def _prepare_dma_copy(
     return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
 
 
+def _prepare_gather(table: np.ndarray, dst: np.ndarray, offsets: np.ndarray) -> Step | None:
+    # semantics._dma_indirect's gather between equal dtypes: the rows `offsets` picks, each checked to lie in the
+    # table (else the semantics function itself runs, to raise its error), stored into dst (no conversion)
+    if table.dtype != dst.dtype:
+        return None
+    bound, shape = table.shape[0], dst.shape
+
+    def step() -> None:
+        rows = offsets.reshape(-1).astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= bound):
+            semantics._dma_indirect(table, dst, offsets, {"indirect": "src"})  # raises, naming the first offset
+        dst[...] = table[rows].reshape(shape)
+
+    return step
+
+
 def _prepare_tensor_copy(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
     # semantics.tensor_copy: dst[...] = _rows(src).reshape(dst.shape) with equal dtypes; between an integer and
-    # fp32 (never both integers: GpSimdE's integer copies wrap) dst[...] = cast(to_f32(_rows(src)), dst.dtype)
+    # fp32 dst[...] = cast(to_f32(_rows(src)), dst.dtype); both integers only where GpSimdE widens to int64 (its
+    # other integer copies wrap)
     src, dst = ops["src"], ops["dst"]
     rows = _rows(src, nl)
     values = _view(rows, dst.shape) if rows is not None else None
     if values is None:
         return None
+    if engine is Engine.GPSIMD and src.dtype.kind in "iu" and src.dtype.itemsize <= 4 and dst.dtype == np.int64:
+        # GpSimdE widens to its 64-bit lanes exactly (to_int, no 32-bit wrap at that width, nothing to narrow):
+        # NumPy's widening cast
+        return functools.partial(np.copyto, dst, values, casting="unsafe")
     return _copy_into(dst, values) if src.dtype == dst.dtype else _converting_copy(dst, values)
 
 
@@ -172,20 +198,31 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
     """`dst[...] = alu.cast(alu.to_f32(values), dst.dtype)` for `values` of dst's shape, for two forms:
 
     * integers (or bools) to fp32: `to_f32` is one NumPy cast, which `copyto` does straight into dst (the same
-      cast loop, without the temporary);
+      cast loop, without the temporary); bools to an integer type likewise (0.0 and 1.0 truncate to 0 and 1);
     * fp32 to an integer type: `alu.cast` truncates in float64, maps NaN to 0 and saturates; done here in one
       float64 buffer kept with the step. Infinities saturate without `nan_to_num` turning them into the largest
-      float64 first: either way the clip gives the type's bound.
+      float64 first: either way the clip gives the type's bound. A tile whose values all truncate into the
+      type's range (a label's or an index's fp32 copy) needs none of that: NumPy's cast in one call.
     """
     if values.dtype.kind in "iub" and dst.dtype == F32:
+        return functools.partial(np.copyto, dst, values, casting="unsafe")
+    if values.dtype == np.bool_ and dst.dtype.kind in "iu":
+        # to_f32 makes 0.0 and 1.0, which the truncation and saturation below leave 0 and 1: the cast of the bools
         return functools.partial(np.copyto, dst, values, casting="unsafe")
     if values.dtype != F32 or dst.dtype.kind not in "iu":
         return None
     info = np.iinfo(dst.dtype)
     wide = np.empty(dst.shape, np.float64)
     nan = np.empty(dst.shape, bool)
+    # values strictly between these truncate into the type's range, where NumPy's cast (C's conversion, which
+    # truncates toward zero) is the truncation itself: one call. Python compares its floats and ints exactly.
+    lower, upper = info.min - 1, info.max + 1
+    nonempty = values.size > 0
 
     def step() -> None:
+        if nonempty and float(values.min()) > lower and float(values.max()) < upper:  # NaN fails both tests
+            np.copyto(dst, values, casting="unsafe")
+            return
         np.copyto(wide, values)
         np.trunc(wide, out=wide)
         np.isnan(wide, out=nan)
@@ -196,9 +233,10 @@ def _converting_copy(dst: np.ndarray, values: np.ndarray) -> Step | None:
     return step
 
 
-def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...]) -> np.ndarray | None:
-    """`semantics.writable_rows(dst, nl)` when its shape is the operands' broadcast shape (binary_into's test)."""
-    rows = semantics.writable_rows(dst, nl)
+def _into_rows(dst: np.ndarray, nl: int, *shapes: tuple[int, ...], dtype: np.dtype = F32) -> np.ndarray | None:
+    """`semantics.writable_rows(dst, nl, dtype)` when its shape is the operands' broadcast shape (binary_into's
+    test)."""
+    rows = semantics.writable_rows(dst, nl, dtype)
     if rows is None or rows.shape != np.broadcast_shapes(*shapes):
         return None
     return rows
@@ -210,8 +248,21 @@ def _prepare_tensor_tensor(
     # semantics.tensor_tensor through binary_into: ufunc(to_f32(rows(in0)), to_f32(rows(in1)), out=rows(dst))
     in0, in1, dst = ops["in0"], ops["in1"], ops["dst"]
     ufunc = semantics._FLOAT_UFUNCS.get(attrs["op"])
-    if ufunc is None or semantics._integer_domain(engine, [in0, in1], []):
-        return None
+    integer = semantics._integer_domain(engine, [in0, in1], [])
+    if ufunc is None or integer:
+        # binary_into declines at once: store(dst, alu.binary(...)) of the operands' rows (views, read as it runs)
+        lhs, rhs = _rows(in0, nl), _rows(in1, nl)
+        if lhs is None or rhs is None:
+            return None
+        exact = (
+            _INTEGER_UFUNCS.get((attrs["op"], in0.dtype)) if integer and in0.dtype == in1.dtype == dst.dtype else None
+        )
+        # into the destination's rows in its own type (a ufunc whose output overlaps its inputs, as a running
+        # sum's shifted halves do, computes as if into a fresh array: NumPy copies where the memory overlaps)
+        rows = _into_rows(dst, nl, lhs.shape, rhs.shape, dtype=dst.dtype) if exact is not None else None
+        if exact is not None and rows is not None:
+            return functools.partial(exact, lhs, rhs, out=rows)
+        return _stored(dst, lambda: alu.binary(attrs["op"], lhs, rhs, integer))
     if in0.dtype != F32 or in1.dtype != F32:
         return None
     lhs, rhs = _rows(in0, nl), _rows(in1, nl)
@@ -236,16 +287,45 @@ def _prepare_tensor_tensor(
     return step
 
 
+# Integer operators whose exact result, wrapped as alu.binary wraps it (to 32 bits for int32 operands, int64's own
+# wrapping for int64), is NumPy's ufunc in the operands' own type: two's-complement sums, differences and extremes
+# (and int64 products; an int32 product is wrapped per operand first, which NumPy's is not).
+_INTEGER_UFUNCS: dict[tuple[str, np.dtype], np.ufunc] = {
+    **{
+        (op, np.dtype(dtype)): ufunc
+        for op, ufunc in (("add", np.add), ("subtract", np.subtract), ("max", np.maximum), ("min", np.minimum))
+        for dtype in (np.int32, np.int64)
+    },
+    ("multiply", np.dtype(np.int64)): np.multiply,
+}
+
+
+def _stored(dst: np.ndarray, compute: Callable[[], np.ndarray]) -> Step:
+    """A step that stores `compute()` into dst as semantics.store does (converting to dst's type)."""
+    cast, dtype, shape = alu.cast, dst.dtype, dst.shape
+
+    def step() -> None:
+        dst[...] = cast(compute(), dtype).reshape(shape)
+
+    return step
+
+
+_TENSOR_SCALAR_STEPS = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
+
+
 def _prepare_tensor_scalar(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout)
+    # semantics.tensor_scalar when its last operator goes through binary_into (fp32 arithmetic throughout), or
+    # when binary_into declines it at once (`_tensor_scalar_values`)
     src, dst = ops["src"], ops["dst"]
-    steps = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
+    steps = _TENSOR_SCALAR_STEPS
     tensors = [src] + [ops[role] for _, role, _, _ in steps if ops.get(role) is not None]
     immediates = [attrs.get(name, 0.0) for _, role, name, _ in steps if ops.get(role) is None]
-    if semantics._integer_domain(engine, tensors, immediates):
-        return None
+    integer = semantics._integer_domain(engine, tensors, immediates)
+    last = attrs.get("op1") if attrs.get("op1") is not None else attrs.get("op0")
+    if integer or last is None or semantics._FLOAT_UFUNCS.get(last) is None:
+        return _tensor_scalar_values(ops, attrs, integer, nl)
     values = _f32_rows(src, nl)
     if values is None:
         return None
@@ -278,16 +358,110 @@ def _prepare_tensor_scalar(
     rows = _into_rows(dst, nl, intermediate, last_scalar.shape)
     if rows is None:
         return None
-    binary, to_f32 = alu.binary, alu.to_f32
+    to_f32 = alu.to_f32
+    first_function = alu._FLOAT_OPS.get(first_op)
+    if first_function is None:  # an operator alu.binary computes in integers
+        binary = alu.binary
+
+        def first_values() -> np.ndarray:
+            return binary(first_op, a, b, False)
+
+    else:
+        # alu.binary's fp32 branch without its errstate (the tape's run ignores errors already, which changes
+        # warnings only): its operator on the operands widened to fp32, an immediate widened once
+        a32, b32 = to_f32(a), to_f32(b)
+
+        def first_values() -> np.ndarray:
+            return first_function(a32, b32)
 
     def step() -> None:
-        first = to_f32(binary(first_op, a, b, False))
+        first = to_f32(first_values())
         if reverse:
             ufunc(last_scalar, first, out=rows)
         else:
             ufunc(first, last_scalar, out=rows)
 
     return step
+
+
+def _tensor_scalar_values(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], integer: bool, nl: int
+) -> Step | None:
+    # semantics.tensor_scalar whose last operator binary_into declines at once (an integer domain, or an operator
+    # that is no fp32 ufunc: a comparison, a division, a power): each operator by alu.binary in turn on the rows
+    # (views, read as the step runs; a per-partition operand widened to fp32 outside an integer domain), then
+    # store(dst, values)
+    values = _rows(ops["src"], nl)
+    if values is None:
+        return None
+    used: list[tuple[str, Any, bool, bool]] = []
+    for op_name, role, scalar_name, reverse_name in _TENSOR_SCALAR_STEPS:
+        op = attrs.get(op_name)
+        if op is None:
+            continue
+        vector = ops.get(role)
+        scalar: Any = attrs.get(scalar_name, 0.0)
+        if vector is not None:
+            scalar = _rows(vector, nl)
+            if scalar is None:
+                return None
+        used.append((op, scalar, vector is not None and not integer, bool(attrs.get(reverse_name))))
+    if len(used) == 1 and used[0][0] in _COMPARISONS:
+        step = _comparison(ops["dst"], values, used[0], integer, nl)
+        if step is not None:
+            return step
+    binary, to_f32 = alu.binary, alu.to_f32
+
+    def compute() -> np.ndarray:
+        current = values
+        for op, scalar, widen, reverse in used:
+            operand = to_f32(scalar) if widen else scalar
+            current = binary(op, operand, current, integer) if reverse else binary(op, current, operand, integer)
+        return current
+
+    return _stored(ops["dst"], compute)
+
+
+_COMPARISONS: dict[str, np.ufunc] = {
+    "is_equal": np.equal,
+    "not_equal": np.not_equal,
+    "is_ge": np.greater_equal,
+    "is_gt": np.greater,
+    "is_le": np.less_equal,
+    "is_lt": np.less,
+}
+# Operand types whose values NumPy compares exactly against an int64 (no float64 promotion, as uint64's would be)
+_EXACT_COMPARED = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16)}
+
+
+def _comparison(
+    dst: np.ndarray, values: np.ndarray, used: tuple[str, Any, bool, bool], integer: bool, nl: int
+) -> Step | None:
+    """A tensor_scalar of one comparison with an immediate as one ufunc into dst's rows in dst's own type.
+
+    alu.binary compares the operands as converted (fp32 outside an integer domain; exact integers in one, the
+    immediate converted as that width converts it) and gives 0 or 1 (fp32 or integers), which the store casts to
+    dst's type; the ufunc makes the same comparison of the same numbers and casts its bools to dst's type, 0 and 1
+    alike. The immediate's conversion happens once, here."""
+    op, scalar, _, reverse = used
+    if isinstance(scalar, np.ndarray):
+        return None  # a per-partition operand: left to the semantics' path
+    if integer:
+        if values.dtype not in _EXACT_COMPARED:
+            return None
+        wide = alu.integer_width(values) == 64
+        operand = alu._exact_int(scalar) if wide else alu.to_int(scalar)
+    else:
+        if values.dtype != F32:
+            return None  # other types are widened to fp32 first, per run
+        operand = alu.to_f32(scalar)
+    if dst.dtype.isbuiltin != 1:
+        return None  # bf16 and the like: NumPy may not cast bools to them in a ufunc's output
+    rows = _into_rows(dst, nl, values.shape, dtype=dst.dtype)
+    if rows is None:
+        return None
+    lhs, rhs = (operand, values) if reverse else (values, operand)
+    return functools.partial(_COMPARISONS[op], lhs, rhs, out=rows)
 
 
 def _prepare_scalar_tensor_tensor(
@@ -345,13 +519,13 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
 def _prepare_activation(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
-    # semantics.activation through activation_into (no accumulate_dst, a one-ufunc function, fp32 operands)
+    # semantics.activation on fp32 operands: through activation_into (a one-ufunc function, no accumulate_dst), or
+    # through activation_values (`_activation_values_step`)
     src, dst = ops["src"], ops["dst"]
-    if ops.get("accumulate_dst") is not None:
-        return None
-    in_place = semantics._IN_PLACE_ACTIVATIONS.get(attrs["func"])
+    func = attrs["func"]
+    in_place = semantics._IN_PLACE_ACTIVATIONS.get(func)
     x = _f32_rows(src, nl)
-    if in_place is None or x is None:
+    if x is None or func not in alu.ACTIVATIONS:
         return None
     scale_vector, bias = ops.get("scale_vector"), ops.get("bias")
     scale: Any = np.float32(attrs.get("scale", 1.0))
@@ -362,6 +536,8 @@ def _prepare_activation(
         shift = _f32_rows(bias, nl)
     if scale is None or shift is None:
         return None
+    if in_place is None or ops.get("accumulate_dst") is not None:
+        return _activation_values_step(ops, func, in_place, x, scale, shift)
     rows = _into_rows(dst, nl, x.shape, np.shape(scale), np.shape(shift))
     if rows is None or any(np.may_share_memory(rows, v) for v in (scale_vector, bias) if v is not None):
         return None
@@ -379,6 +555,74 @@ def _prepare_activation(
         in_place(rows)
 
     return scaled_step
+
+
+def _activation_values_step(
+    ops: Mapping[str, np.ndarray],
+    func: str,
+    in_place: Callable[[np.ndarray], np.ndarray] | None,
+    x: np.ndarray,
+    scale: Any,
+    shift: Any,
+) -> Step | None:
+    # semantics.activation when activation_into declines (a function of more than one ufunc, or accumulate_dst):
+    # y = activation_values(...), a fresh fp32 array of the operands' broadcast shape (the pre-activation, then the
+    # function in place on it or alu.activation of it), then store(dst, y) and, with accumulate_dst,
+    # store(accumulate_dst, y.sum(axis=-1, dtype=F32)). Here the pre-activation is the thread's scratch array of
+    # that shape, computed by the same ufunc calls (activation_into's), so y holds the same bits in the same
+    # row-major layout and its sums add the same values in the same order; the stores convert nothing between
+    # fp32 arrays.
+    dst, accumulate = ops["dst"], ops.get("accumulate_dst")
+    if dst.dtype != F32 or (accumulate is not None and accumulate.dtype != F32):
+        return None
+    shape = np.broadcast_shapes(x.shape, np.shape(scale), np.shape(shift))
+    if math.prod(shape) != dst.size or (accumulate is not None and math.prod(shape[:-1]) != accumulate.size):
+        return None
+    dst_shape = dst.shape
+    sums_shape = accumulate.shape if accumulate is not None else ()
+    function = alu.ACTIVATIONS[func]
+    unit = isinstance(scale, np.float32) and scale == 1
+
+    def step() -> None:
+        y = _scratch(shape)
+        if unit:
+            np.add(x, shift, out=y)
+        else:
+            np.multiply(x, scale, out=y)
+            np.add(y, shift, out=y)
+        if in_place is not None:
+            in_place(y)
+        else:
+            y = function(y).astype(F32, copy=False)
+        dst[...] = y.reshape(dst_shape)
+        if accumulate is not None:
+            accumulate[...] = y.sum(axis=-1, dtype=F32).reshape(sums_shape)
+
+    return step
+
+
+def _prepare_tensor_reduce(
+    ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
+) -> Step | None:
+    # semantics.tensor_reduce on fp32: alu.reduce's reduction of src's last `axes` free dimensions merged (a view
+    # here, as src.reshape gives there), negated when asked, stored into an fp32 dst (no conversion)
+    src, dst = ops["src"], ops["dst"]
+    if src.dtype != F32 or dst.dtype != F32:
+        return None
+    axes = int(attrs.get("axes", 1))
+    free = src.shape[nl + 1 :]
+    values = _view(src, (*src.shape[: nl + 1], -1, math.prod(free[len(free) - axes :])))
+    if values is None:
+        return None
+    reduce, axis, negate, shape = alu.REDUCE[attrs["op"]], (nl + 2,), bool(attrs.get("negate")), dst.shape
+
+    def step() -> None:
+        result = reduce(values, axis)
+        if negate:
+            result = -result
+        dst[...] = result.reshape(shape)
+
+    return step
 
 
 def _prepare_nc_matmul(
@@ -552,6 +796,7 @@ _PREPARERS: dict[str, Callable[..., Step | None]] = {
     "tensor_scalar": _prepare_tensor_scalar,
     "scalar_tensor_tensor": _prepare_scalar_tensor_tensor,
     "activation": _prepare_activation,
+    "tensor_reduce": _prepare_tensor_reduce,
     "nc_matmul": _prepare_nc_matmul,
     "memset": _prepare_memset,
     "iota": _prepare_iota,

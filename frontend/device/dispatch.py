@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from neuron_mlir.frontend.device import storage
+from neuron_mlir.frontend.device import sources, storage
 from neuron_mlir.frontend.device.storage import DEVICE_TYPE
 
 aten = torch.ops.aten
@@ -292,7 +292,11 @@ def _foreach_kernel(op: torch._ops.OpOverload, base: Any) -> Callable[..., Any]:
             results = eager.per_element(op, base, *args, **kwargs)
             return results if op._schema.returns else None
 
-        return eager.run_or(op, args, kwargs, per_tensor)
+        previous = sources.entered()
+        try:
+            return eager.run_or(op, args, kwargs, per_tensor)
+        finally:
+            sources.left(previous)
 
     return foreach_kernel
 
@@ -362,14 +366,18 @@ def neuron_fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any
         kernel = _KERNELS.get(op)
         on_cpu = op.is_view or op in _CPU_METADATA_KERNELS
         route = _routes[id(op)] = kernel if kernel is not None else _ON_CPU if on_cpu else _EAGER
-    if route is _EAGER:
-        global _eager
-        if _eager is None:
-            from neuron_mlir.frontend.device import eager as _eager
-        return _eager.run(op, args, kwargs)  # which checks the operands' devices first (`check_same_device`)
     if route is _ON_CPU:
         return op.redispatch(storage.CPU_KEYS, *args, **kwargs)
-    return route(*args, **kwargs)
+    previous = sources.entered()
+    try:
+        if route is _EAGER:
+            global _eager
+            if _eager is None:
+                from neuron_mlir.frontend.device import eager as _eager
+            return _eager.run(op, args, kwargs)  # which checks the operands' devices first (`check_same_device`)
+        return route(*args, **kwargs)
+    finally:
+        sources.left(previous)
 
 
 _eager: Any = None  # frontend.device.eager, imported with the first op that computes (it loads the compiler)
@@ -461,31 +469,46 @@ def _structured_kernel(op: torch._ops.OpOverload, out: torch._ops.OpOverload) ->
     tensor_arguments = [i for i, a in enumerate(op._schema.arguments) if isinstance(a.type, torch.TensorType)]
 
     def structured_kernel(*args: Any, **kwargs: Any) -> Any:
-        global _eager
-        if _eager is None:
-            from neuron_mlir.frontend.device import eager as _eager
-        for index in tensor_arguments:
-            if index < len(args) and isinstance(args[index], _NUMBERS):
-                args = _numbers_as_tensors(args, tensor_arguments)
-                break
-        flat = _eager._leaves(args, kwargs)
-        # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides: its results are
-        # always fresh and contiguous
-        for value in () if _eager.bounded_kernel(op, args) is not None else flat:
-            if isinstance(value, torch.Tensor) and not value.is_contiguous():
-                if not _contiguous_results(op, args, kwargs, flat):
-                    return _via_out_variant(op, out, args, kwargs)
-                break
-        return _eager.run_or(
-            op,
-            args,
-            kwargs,
-            lambda: _via_out_variant(op, out, args, kwargs),
-            lambda: _on_meta(op, args, kwargs),
-            flat,
-        )
+        previous = sources.entered()
+        try:
+            return _structured_call(op, out, tensor_arguments, args, kwargs)
+        finally:
+            sources.left(previous)
 
     return structured_kernel
+
+
+def _structured_call(
+    op: torch._ops.OpOverload,
+    out: torch._ops.OpOverload,
+    tensor_arguments: list[int],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A structured op's functional form on device tensors (`_structured_kernel`)."""
+    global _eager
+    if _eager is None:
+        from neuron_mlir.frontend.device import eager as _eager
+    for index in tensor_arguments:
+        if index < len(args) and isinstance(args[index], _NUMBERS):
+            args = _numbers_as_tensors(args, tensor_arguments)
+            break
+    flat = _eager._leaves(args, kwargs)
+    # a result size that depends on values (`x[mask]`) has no meta kernel to ask for strides: its results are
+    # always fresh and contiguous
+    for value in () if _eager.bounded_kernel(op, args) is not None else flat:
+        if isinstance(value, torch.Tensor) and not value.is_contiguous():
+            if not _contiguous_results(op, args, kwargs, flat):
+                return _via_out_variant(op, out, args, kwargs)
+            break
+    return _eager.run_or(
+        op,
+        args,
+        kwargs,
+        lambda: _via_out_variant(op, out, args, kwargs),
+        lambda: _on_meta(op, args, kwargs),
+        flat,
+    )
 
 
 # a tuple of types, not a union: `int | float | complex` in a call makes a union object on every evaluation

@@ -195,20 +195,24 @@ def _run(
 ) -> Any:
     if flat is None:
         flat = _leaves(args, kwargs)
-    dispatch.check_same_device(op, flat)
     facts = _facts(op)
     name = facts.name
     if _mode() == "host":
+        dispatch.check_same_device(op, flat)
         EAGER_STATS.host_ops[name] += 1
         sources.record(name, 0.0, on_host=True)
         return dispatch.run_on_host(op, args, kwargs)
-    kernel = bounded_kernel(op, args)
+    kernel = None
+    if id(op) in _MAY_BE_BOUNDED:
+        dispatch.check_same_device(op, flat)
+        kernel = bounded.kernel_for(op, args)
     if kernel is not None:
         # `otherwise` (an op's composite steps) would size its results by the meta kernel, which has no size to give
         otherwise = None
-    if kernel is not None and bounded.has_no_elements(flat):
-        EAGER_STATS.native_ops[name] += 1  # no elements, nothing to compute: the results' sizes alone
-        return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
+        if bounded.has_no_elements(flat):
+            EAGER_STATS.native_ops[name] += 1  # no elements, nothing to compute: the results' sizes alone
+            return _fresh_results(facts, bounded.empty_results(op, args, kwargs))
+    # the signature checks the operands' devices on the way (`dispatch.check_same_device`), once per call
     key = _signature(facts, args, kwargs, flat)
     entry = _programs.get(key) if key is not None else _Refusal(f"{op} has symbolic sizes or a sparse layout")
     if entry is None:
@@ -417,7 +421,10 @@ def _signature(
 
     The flattened values alone would be ambiguous: the dispatcher leaves out keyword arguments at their
     defaults, so `right=True` and `out_int32=True` flatten alike, and so do lists of other lengths. The key
-    holds the keyword names and each argument's length too."""
+    holds the keyword names and each argument's length too.
+
+    Raises PyTorch's error for a device tensor next to a CPU tensor (`dispatch.check_same_device`, whose test it
+    makes on the way over the tensors)."""
     sequence = _SEQUENCES
     structure = [len(v) if isinstance(v, sequence) else -1 for v in args]
     if kwargs:
@@ -425,16 +432,26 @@ def _signature(
     parts: list[Any] = [facts, len(args), tuple(kwargs), tuple(structure)]
     append = parts.append
     tensor, strided, symbolic, on_device = torch.Tensor, torch.strided, _SYMBOLIC, storage.on_device
+    host = device = False  # a CPU tensor of one dimension or more; a device tensor
     for value in flat:
         if isinstance(value, tensor):
             if value.layout != strided:
+                dispatch.check_same_device(facts.op, flat)
                 return None
+            where = on_device(value)
+            if where:
+                device = True
+            elif not host and value.is_cpu and value.dim() > 0:
+                host = True
             # torch.Size is a tuple: it hashes and compares as one
-            append((value.shape, value.dtype, on_device(value)))
+            append((value.shape, value.dtype, where))
         elif isinstance(value, symbolic):
+            dispatch.check_same_device(facts.op, flat)
             return None
         else:
             append((type(value), value))
+    if host and device:
+        dispatch.check_same_device(facts.op, flat)  # raises
     return tuple(parts)
 
 
@@ -681,8 +698,12 @@ def _run_program(
         return _results(program, facts, args, kwargs, fresh_tensors, program.memo)
     if program.deferrable and not constant and region.enabled():
         targets = _region_targets(program, written)
-        operands = [flat[p] for p in program.tensor_positions]
-        if targets is not None and region.record(program, facts.name, operands, targets):
+        if targets is not None and region.record(
+            program, facts.name, [flat[p] for p in program.tensor_positions], targets, len(written)
+        ):
+            returned = facts.returned_arguments
+            if len(returned) == 1 and returned[0] is None and not program.absent_returns and not program.list_returns:
+                return targets[len(program.written_positions)][0]  # one fresh result (`_results`' first case)
             fresh_tensors = {position: tensor for position, (tensor, _) in enumerate(targets)}
             return _results(program, facts, args, kwargs, fresh_tensors, [])
     if program.layouts is not None:

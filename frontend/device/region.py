@@ -113,6 +113,12 @@ _region = _Region()
 class _Compiled:
     compiled: Any  # CompiledGraph
     outputs: list[int]  # value ids stored by the program, in the order of the graph's outputs
+    # whether some output of the program is an input's buffer, which the simulator reads from the caller's array
+    # as it hands the outputs over (`_run`)
+    outputs_inputs: bool = True
+    # per recorded op, its share of the region's time (`_account`): the ops' single-op programs are the same
+    # programs on every run of the region, and a program's time is the same on every run
+    shares: list[float] | None = None
 
 
 # region key -> its program, or None when the compiler refused it (its ops then run one by one)
@@ -147,13 +153,14 @@ def _source_of(tensor: torch.Tensor) -> Source | None:
         region.inputs.append(_held(_numpy(tensor).copy()))  # a 0-d scalar: its value now
         region.input_types.append((tuple(tensor.shape), tensor.dtype))
         return ("input", len(region.inputs) - 1)
-    if tensor.is_conj() or tensor.is_neg():
+    block, stored, offset, contiguous, plain = storage._tensor_facts(
+        tensor, _BLOCK_ATTRIBUTE
+    ) or storage.python_tensor_facts(tensor, _BLOCK_ATTRIBUTE)
+    if not plain:
         return None  # a conjugate or negative view: its bytes are not its values, the op runs alone
-    stored = tensor.untyped_storage()
-    block = getattr(stored, _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+    if block is None:
+        block = storage.block_of(tensor)
     dtype = tensor.dtype
-    offset = int(tensor.storage_offset())
-    contiguous = tensor.is_contiguous()
     held = region.pending.get(id(block))
     if held is not None and held[0]() is block:
         itemsize = dtype.itemsize
@@ -274,10 +281,13 @@ def _gather(block: Any, tensor: torch.Tensor) -> Callable[[], np.ndarray]:
     start = tensor.storage_offset() * itemsize
     shape, strides = tuple(tensor.shape), tuple(s * itemsize for s in tensor.stride())
     data = block.data
+    if not _span(shape, strides, itemsize):
+        return lambda: np.empty(shape, element)
 
     def gather_typed() -> np.ndarray:
-        typed = data[start : start + _span(shape, strides, itemsize)].view(element)
-        return np.ascontiguousarray(np.lib.stride_tricks.as_strided(typed, shape=shape, strides=strides))
+        # the elements' view over the block's bytes (the constructor checks that it lies within them; a fifth of
+        # what np.lib.stride_tricks.as_strided costs), made dense
+        return np.ascontiguousarray(np.ndarray(shape, element, data, start, strides))
 
     return gather_typed
 
@@ -290,10 +300,11 @@ def _span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> in
 
 def _writes_cleanly(entries: list[_Written], start: int, nbytes: int) -> bool:
     """Whether a write of `nbytes` from `start` covers each pending value of its block exactly or not at all."""
-    return all(
-        (e.start, e.nbytes) == (start, nbytes) or e.start >= start + nbytes or start >= e.start + e.nbytes
-        for e in entries
-    )
+    end = start + nbytes
+    for e in entries:  # a loop, not all() of a generator: most blocks hold one value
+        if not ((e.start == start and e.nbytes == nbytes) or e.start >= end or start >= e.start + e.nbytes):
+            return False
+    return True
 
 
 def record(
@@ -301,10 +312,13 @@ def record(
     name: str,
     operands: list[Any],
     outputs: list[tuple[torch.Tensor, np.ndarray]],
+    written: int | None = None,
 ) -> bool:
     """Record an op instead of running it: `operands` are the program's tensor operands in order, `outputs` per
-    graph output the device tensor it is stored to and the array over its bytes. False (nothing recorded) when
-    the op cannot join the region; the region has then run, and the caller runs the op alone."""
+    graph output the device tensor it is stored to and the array over its bytes; with `written`, the outputs
+    after the first `written` are fresh results (contiguous tensors over new blocks, which hold no pending value).
+    False (nothing recorded) when the op cannot join the region; the region has then run, and the caller runs the
+    op alone."""
     stream = streams._current or streams.current_stream()
     task = _graph_task_id()
     region = _region
@@ -312,13 +326,22 @@ def record(
         flush()  # another stream, or past a backward pass: a region of its own
         region = _region
     pending = region.pending
-    # per output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None: none yet)
+    count = len(outputs)
+    fresh_from = count if written is None else written
+    # per written output: its tensor, block, dtype, the bytes it covers there and the block's pending values (None:
+    # none yet)
     spans = []
-    for tensor, _ in outputs:
-        block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+    facts_of = storage._tensor_facts
+    for index in range(fresh_from):
+        tensor = outputs[index][0]
+        block, _, offset, contiguous, _ = facts_of(tensor, _BLOCK_ATTRIBUTE) or storage.python_tensor_facts(
+            tensor, _BLOCK_ATTRIBUTE
+        )
+        if block is None:
+            block = storage.block_of(tensor)
         dtype = tensor.dtype
         itemsize = dtype.itemsize
-        start = int(tensor.storage_offset()) * itemsize
+        start = offset * itemsize
         nbytes = tensor.numel() * itemsize
         held = pending.get(id(block))
         if held is not None:
@@ -327,7 +350,7 @@ def record(
             elif not _writes_cleanly(held[1], start, nbytes):
                 flush()
                 return False
-        spans.append((tensor, block, dtype, start, nbytes, held))
+        spans.append((tensor, block, dtype, start, nbytes, held, contiguous))
     mark = len(region.inputs)
     found: list[Source] = []
     for operand in operands:
@@ -348,11 +371,12 @@ def record(
         torch.autograd.Variable._execution_engine.queue_callback(flush)
     region.backward_task = task
     values = []
+    targets: list[np.ndarray] = []
     stored, target_blocks = region.stored, region.target_blocks
     value = region.value_count
-    for tensor, block, dtype, start, nbytes, held in spans:
+    for tensor, block, dtype, start, nbytes, held, contiguous in spans:
         values.append(value)
-        strides = None if tensor.is_contiguous() else tuple(tensor.stride())
+        strides = None if contiguous else tuple(tensor.stride())
         entry = _Written(value, start, nbytes, dtype, tuple(tensor.shape), strides, ("value", value, None))
         if held is None:
             # `held` of an earlier output of this op may be this block's too (two outputs into one block)
@@ -360,14 +384,32 @@ def record(
             if held is None or held[0]() is not block:
                 held = pending[id(block)] = (weakref.ref(block), [])
         entries = held[1]
-        if entries:
+        if len(entries) == 1:  # most blocks hold one value: the one this write replaces, or another
+            if entries[0].start == start and entries[0].nbytes == nbytes:
+                entries.clear()
+        elif entries:
             entries[:] = [e for e in entries if e.start != start or e.nbytes != nbytes]
         entries.append(entry)
         stored[value] = (held[0], entry)
         target_blocks[value] = id(block)
+        targets.append(outputs[len(targets)][1])
+        value += 1
+    for index in range(fresh_from, count):
+        # a fresh result: its block is new, so an entry under its id is a dead block's
+        tensor, target = outputs[index]
+        block = getattr(tensor.untyped_storage(), _BLOCK_ATTRIBUTE, None) or storage.block_of(tensor)
+        dtype = tensor.dtype
+        shape = target.shape  # the array over the tensor's bytes, of its shape
+        entry = _Written(value, 0, target.nbytes, dtype, shape, None, ("value", value, None))
+        reference = weakref.ref(block)
+        pending[id(block)] = (reference, [entry])
+        stored[value] = (reference, entry)
+        target_blocks[value] = id(block)
+        values.append(value)
+        targets.append(target)
         value += 1
     region.value_count = value
-    region.ops.append(_Op(program, name, sources.user_line(), found, values, [t for _, t in outputs]))
+    region.ops.append(_Op(program, name, sources.user_line(), found, values, targets))
     if len(region.ops) >= region.limit:
         flush()
     return True
@@ -509,7 +551,8 @@ def _compile(region: _Region, outputs: list[int]) -> _Compiled | None:
         REGION_STATS["regions_refused"] += 1
         return None
     REGION_STATS["regions_compiled"] += 1
-    return _Compiled(compiled, outputs)
+    inputs = {binding.buffer for binding in compiled.program.inputs}
+    return _Compiled(compiled, outputs, any(binding.buffer in inputs for binding in compiled.program.outputs))
 
 
 def _resolve(source: Source, inputs: Any, values: dict[int, Any]) -> Any:
@@ -538,9 +581,10 @@ def _run(region: _Region, compiled: _Compiled) -> None:
         if index is not None:
             uses[index] = uses.get(index, 0) + 1
     # the simulator writes an output given a place straight there after the run, in output order, and an output
-    # that is an input's buffer is read from the caller's array then: memory that an input of the region is read
-    # from receives its new value only after the run
-    read = region.input_blocks
+    # that is an input's buffer is read from the caller's array then: when the program has such an output, memory
+    # that an input of the region is read from receives its new value only after the run (an optimizer step's
+    # parameters and buffers, read and written, go straight there otherwise)
+    read = region.input_blocks if compiled.outputs_inputs else ()
     for value, index in zip(compiled.outputs, signature.outputs, strict=True):
         target = targets[value]
         if (
@@ -557,18 +601,27 @@ def _run(region: _Region, compiled: _Compiled) -> None:
             np.copyto(target, np.asarray(result).reshape(target.shape))
     total = float(program.last_profile.total_ns)
     last_program = program
-    _account(region, total)
+    if compiled.shares is None:
+        compiled.shares = _shares(region)
+    _account(region, total, compiled.shares)
     REGION_STATS["regions_run"] += 1
     REGION_STATS["region_ops"] += len(region.ops)
 
 
-def _account(region: _Region, total: float) -> None:
-    """The region's time on its stream, split among its ops' lines by their single-op programs' times."""
+def _account(region: _Region, total: float, shares: list[float]) -> None:
+    """The region's time on its stream, split among its ops' lines by their shares (`_shares`)."""
     region.stream.add_run(total)
+    record = sources.record
+    for op, share in zip(region.ops, shares, strict=True):
+        record(op.name, total * share, line=op.line)
+
+
+def _shares(region: _Region) -> list[float]:
+    """Each recorded op's share of the region's time: its single-op program's time over theirs all (equal shares
+    when they took none)."""
     alone = [_single_ns(op.program) for op in region.ops]
     whole = sum(alone)
-    for op, ns in zip(region.ops, alone, strict=True):
-        sources.record(op.name, total * ns / whole if whole else total / len(region.ops), line=op.line)
+    return [ns / whole if whole else 1 / len(alone) for ns in alone]
 
 
 def _single_ns(program: Any) -> float:

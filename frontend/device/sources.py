@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
@@ -55,11 +56,15 @@ def user_line() -> str:
     """`file:line` of the innermost frame outside torch and the frontend, else the autograd node being run
     (`MmBackward0 (backward)`), else ''.
 
+    Inside a device kernel that marked its caller (`entered`) the walk starts from that frame: the frames below
+    it are the frontend's, and following `f_back` through them made a frame object of each (half a microsecond
+    apiece, and young objects for the collector), more than the rest of the walk.
+
     The autograd engine runs a backward pass on the thread that called `backward()` (see `registration`), below
     the user's `loss.backward()` frame: the walk stops at the engine's entry, so that an op of the pass is named
     by its node, as when the engine ran it on a thread of its own, while a user's frame inside the pass (a
     custom Function's backward, a hook) still names it."""
-    frame: FrameType | None = sys._getframe(1)
+    frame: FrameType | None = _issuer.frame or sys._getframe(1)
     skipped = _not_the_users
     engine_entry = _engine_code or _engine_entry()
     while frame is not None:
@@ -81,6 +86,35 @@ def user_line() -> str:
         frame = frame.f_back
     node = torch._C._current_autograd_node()
     return node.name() + _BACKWARD_SUFFIX if node is not None else ""
+
+
+class _Issuer(threading.local):
+    """Per thread, the frame that called the device kernel running on it now (`entered`), or None outside the
+    kernels that mark it: threads running device ops at once mark their own callers."""
+
+    frame: FrameType | None = None
+
+
+_issuer = _Issuer()
+
+
+def entered() -> FrameType | None:
+    """Called by a device kernel as it starts: marks the kernel's caller as the frame `user_line` walks from while
+    the kernel runs on this thread (only torch's and the frontend's code runs below it until the kernel returns).
+    Returns the mark it replaces, which the kernel hands to `left` as it returns, so that no frame outlives its
+    kernel here."""
+    issuer = _issuer
+    previous = issuer.frame
+    try:
+        issuer.frame = sys._getframe(2)
+    except ValueError:  # called from C++ with no Python frame below the kernel: the walk starts at the kernel
+        issuer.frame = None
+    return previous
+
+
+def left(previous: FrameType | None) -> None:
+    """Called by a device kernel as it returns, with what `entered` returned."""
+    _issuer.frame = previous
 
 
 def _engine_entry() -> CodeType:

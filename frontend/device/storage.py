@@ -258,16 +258,19 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
     The arrays are kept on the storage by offset, shape and dtype (a parameter, an optimizer's state and the
     activations a backward reads are asked for again and again), as its host views are, and dropped with them
     when the storage gets another block (`resize_bytes`)."""
-    if not tensor.is_contiguous() or tensor.is_conj() or tensor.is_neg():
+    block, stored, offset, contiguous, plain = _tensor_facts(tensor, _BLOCK_ATTRIBUTE) or python_tensor_facts(
+        tensor, _BLOCK_ATTRIBUTE
+    )
+    if not (contiguous and plain):
         return None  # the bytes of a conjugate or negative view are not its values
-    stored = tensor.untyped_storage()
     arrays: dict[tuple[Any, ...], np.ndarray] | None = getattr(stored, _DENSE_ARRAYS_ATTRIBUTE, None)
-    key = (tensor.storage_offset(), tensor.shape, tensor.dtype)
+    key = (offset, tensor.shape, tensor.dtype)
     if arrays is not None:
         found = arrays.get(key)
         if found is not None:
             return found
-    block: Block | None = _stored_block(stored)
+    if block is None:
+        block = _stored_block(stored)
     if block is None:
         raise RuntimeError(f"a {DEVICE_TYPE} tensor without device memory (shape {tuple(tensor.shape)})")
     dtype = tensor.dtype
@@ -277,7 +280,7 @@ def dense_array(tensor: torch.Tensor) -> np.ndarray | None:
 
         element = _numpy_dtypes[dtype] = numpy_dtype(dtype)
     itemsize = dtype.itemsize
-    start = tensor.storage_offset() * itemsize
+    start = offset * itemsize
     array = block.data[start : start + tensor.numel() * itemsize].view(element).reshape(tensor.shape)
     if arrays is None or len(arrays) >= _DENSE_ARRAYS_PER_STORAGE:
         arrays = {}
@@ -326,18 +329,31 @@ def empty_array(shape: Sequence[int], dtype: np.dtype) -> tuple[torch.Tensor, np
     return tensor, data.view(dtype).reshape(shape)
 
 
+def python_tensor_facts(tensor: torch.Tensor, attribute: str) -> tuple[Any, torch.UntypedStorage, int, bool, bool]:
+    """What a deferred region and `dense_array` ask of a device tensor: its untyped storage's attribute `attribute`
+    (None when it has none), the storage, its storage offset in elements, whether it is contiguous, and whether it
+    is neither a conjugate nor a negative view (its bytes are its values). The native hooks' `tensor_facts` gives
+    the same in one call (`_tensor_facts`), or None for a tensor without a storage, which this then asks."""
+    stored = tensor.untyped_storage()
+    plain = not (tensor.is_conj() or tensor.is_neg())
+    return getattr(stored, attribute, None), stored, int(tensor.storage_offset()), tensor.is_contiguous(), plain
+
+
 # the native hooks' constructor of a contiguous tensor over a storage, when they are loaded (`use_native`)
 _tensor_over: Any = None
 # the native hooks' maker of a whole fresh result (`native.fresh_tensor()`)
 _fresh_tensor: Any = None
+# `python_tensor_facts`, or the native hooks' (`native.tensor_facts()`), which may also answer None
+_tensor_facts: Any = python_tensor_facts
 
 
-def use_native(tensor_over: Any, fresh_tensor: Any = None) -> None:
+def use_native(tensor_over: Any, fresh_tensor: Any = None, tensor_facts: Any = None) -> None:
     """Make fresh results with the native hooks' tensor constructor (`native.tensor_over()`) and their maker
-    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), or without them
-    (None)."""
-    global _tensor_over, _fresh_tensor
+    (`native.fresh_tensor()`, which serves a device memory whose address space is the native one), and read
+    tensors' facts with their `native.tensor_facts()`, or do without them (None)."""
+    global _tensor_over, _fresh_tensor, _tensor_facts
     _tensor_over, _fresh_tensor = tensor_over, fresh_tensor
+    _tensor_facts = tensor_facts or python_tensor_facts
 
 
 # the CPU kernel of `set_` over a storage, called without the OpOverload's Python wrapper

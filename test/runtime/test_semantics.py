@@ -989,7 +989,7 @@ def test_alu_implements_exactly_the_instruction_sets_operators():
     assert set(alu._INT_OPS) == isa.ALU_OPS
     assert set(alu._INT_OPS) - set(alu._FLOAT_OPS) == isa.BITVEC_OPS  # no fp32 form: always on integers
     assert set(alu.ACTIVATIONS) == isa.ACTIVATION_FUNCTIONS
-    assert set(alu._REDUCE) == isa.REDUCE_OPS
+    assert set(alu.REDUCE) == isa.REDUCE_OPS
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

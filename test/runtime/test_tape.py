@@ -144,10 +144,10 @@ def _every_prepared_form() -> Program:
 
 def test_every_prepared_form_matches_the_plain_path():
     steps = _assert_runs_match_the_plain_path(_every_prepared_form())
-    # most of the straight-line instances run prepared; the rest (reductions, conversions, integers, gelu,
-    # a division) through their semantics functions
+    # most of the straight-line instances run prepared; the rest (a conversion to bf16 among them) through
+    # their semantics functions
     assert len(_prepared(steps)) >= 20
-    assert len(steps) - len(_prepared(steps)) >= 5
+    assert len(steps) - len(_prepared(steps)) >= 1
 
 
 def _loops_batched_and_sequential() -> Program:

@@ -144,6 +144,8 @@ def load() -> ctypes.PyDLL | None:
     library.neuron_address_space.restype = ctypes.py_object
     library.neuron_fresh_tensor_function.argtypes = []
     library.neuron_fresh_tensor_function.restype = ctypes.py_object
+    library.neuron_tensor_facts_function.argtypes = []
+    library.neuron_tensor_facts_function.restype = ctypes.py_object
     _library = library
     return library
 
@@ -232,6 +234,16 @@ def fresh_tensor() -> Callable[..., tuple[torch.Tensor, Any] | None] | None:
     hold the block. None without the library."""
     library = _library
     return None if library is None else cast(Any, library.neuron_fresh_tensor_function())
+
+
+def tensor_facts() -> Callable[[torch.Tensor, str], tuple[Any, torch.UntypedStorage, int, bool, bool] | None] | None:
+    """The native reader of what a deferred region asks of a device tensor, `(tensor, attribute) -> (block,
+    storage, storage_offset, contiguous, plain)`: its untyped storage, that storage's attribute `attribute` (None
+    when it has none), its storage offset in elements, whether it is contiguous, and whether it is neither a
+    conjugate nor a negative view; None for a tensor without a storage. One builtin call where the tensor's
+    methods are one call each. None without the library."""
+    library = _library
+    return None if library is None else cast(Any, library.neuron_tensor_facts_function())
 
 
 def _set_reason(reason: str) -> None:

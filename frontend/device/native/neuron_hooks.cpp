@@ -870,4 +870,70 @@ PyObject* neuron_fresh_tensor_function() {
   return PyCFunction_New(&fresh_tensor_method, nullptr);
 }
 
+namespace {
+// tensor_facts(tensor, attribute) -> (block, storage, storage_offset, contiguous, plain): what a deferred region
+// asks of every operand and written tensor (region.py), in one call where the tensor's Python methods are one call
+// each, each parsing its arguments: its storage's Python object, that object's attribute `attribute` (the HBM block;
+// None when it has none), the storage offset in elements, whether it is contiguous, and whether it is neither a
+// conjugate nor a negative view (its bytes are its values). None for a tensor without a storage (a wrapper
+// subclass): the caller asks the tensor itself.
+PyObject* tensor_facts_fastcall(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (count != 2 || !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "tensor_facts(tensor, attribute) takes a tensor and an attribute name");
+    return nullptr;
+  }
+  const at::Tensor& tensor = THPVariable_Unpack(args[0]);
+  if (!tensor.defined() || !tensor.has_storage()) {
+    Py_RETURN_NONE;
+  }
+  PyObject* stored = nullptr;
+  int64_t offset = 0;
+  bool contiguous = false;
+  bool plain = false;
+  try {
+    stored = THPStorage_Wrap(tensor.storage());
+    offset = tensor.storage_offset();
+    contiguous = tensor.is_contiguous();
+    plain = !tensor.is_conj() && !tensor.is_neg();
+  } catch (const std::exception&) {
+    Py_XDECREF(stored);
+    Py_RETURN_NONE;  // the tensor's own methods give the facts (or the error)
+  }
+  if (stored == nullptr) {
+    return nullptr;
+  }
+  PyObject* block = PyObject_GetAttr(stored, args[1]);
+  if (block == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      Py_DECREF(stored);
+      return nullptr;
+    }
+    PyErr_Clear();
+    block = Py_NewRef(Py_None);
+  }
+  PyObject* start = PyLong_FromLongLong(offset);
+  PyObject* result = start == nullptr ? nullptr : PyTuple_New(5);
+  if (result == nullptr) {
+    Py_XDECREF(start);
+    Py_DECREF(block);
+    Py_DECREF(stored);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(result, 0, block);
+  PyTuple_SET_ITEM(result, 1, stored);
+  PyTuple_SET_ITEM(result, 2, start);
+  PyTuple_SET_ITEM(result, 3, Py_NewRef(contiguous ? Py_True : Py_False));
+  PyTuple_SET_ITEM(result, 4, Py_NewRef(plain ? Py_True : Py_False));
+  return result;
+}
+PyMethodDef tensor_facts_method = {
+    "tensor_facts", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(tensor_facts_fastcall)), METH_FASTCALL,
+    "tensor_facts(tensor, attribute) -> (block, storage, storage_offset, contiguous, plain) | None"};
+}  // namespace
+
+// `tensor_facts_fastcall` as a builtin function (a new reference).
+PyObject* neuron_tensor_facts_function() {
+  return PyCFunction_New(&tensor_facts_method, nullptr);
+}
+
 }  // extern "C"

@@ -136,6 +136,18 @@ def test_mixing_devices_is_pytorchs_error(host_mode):
         BASE.to("neuron") + BASE
 
 
+def test_mixing_devices_is_pytorchs_error_on_the_compiled_path_too(fresh_eager):
+    """The compiled path checks the operands' devices as it makes a call's signature: a CPU tensor of one dimension
+    or more next to a device tensor is PyTorch's error in either order, once the op's program exists too; a 0-d CPU
+    tensor is a scalar."""
+    device = BASE.to("neuron")
+    same(device + device, BASE + BASE)
+    for a, b in ((device, BASE), (BASE, device)):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            a + b
+    same(device + torch.tensor(2.0), BASE + 2.0)
+
+
 def test_index_tensors_may_stay_on_the_host(host_mode):
     """As on CUDA: indexing accepts CPU index tensors; writing through them reaches the device tensor."""
     device = BASE.to("neuron")

@@ -181,6 +181,41 @@ def test_fresh_results_come_whole_from_one_native_call():
         torch.empty(1 << 40, device="neuron")
 
 
+def test_a_tensors_facts_come_from_one_native_call():
+    """What a deferred region asks of every operand (its storage's block, the storage, the offset, whether it is
+    contiguous and whether its bytes are its values) comes from one native call, and is what the tensor's own
+    methods say: for contiguous tensors and views, conjugate and negative views, a CPU tensor (no block), and
+    storages torch allocated itself (no block attribute: found by address)."""
+    from neuron_mlir.frontend.device import storage
+
+    facts = storage._tensor_facts
+    assert facts is not storage.python_tensor_facts
+    base = torch.arange(24.0).reshape(4, 6).to("neuron")
+    complex_base = torch.randn(3, 4, dtype=torch.complex64).to("neuron")
+    own = torch.UntypedStorage(96, device="neuron")
+    tensors = [
+        base,
+        base[1:],
+        base.t(),
+        base[:, 2:5],
+        complex_base.conj(),
+        complex_base.conj().imag,
+        torch.ones(3),
+        torch.empty(0, device="neuron").set_(own, 2, (4, 5), (5, 1)),
+    ]
+    for tensor in tensors:
+        native_facts = facts(tensor, storage._BLOCK_ATTRIBUTE)
+        python_facts = storage.python_tensor_facts(tensor, storage._BLOCK_ATTRIBUTE)
+        assert native_facts is not None
+        assert native_facts[0] is python_facts[0]
+        assert native_facts[1] is python_facts[1]
+        expected = (tensor.storage_offset(), tensor.is_contiguous(), not (tensor.is_conj() or tensor.is_neg()))
+        assert native_facts[2:] == python_facts[2:] == expected
+    assert facts(base, "no_such_attribute")[0] is None
+    with pytest.raises(TypeError):
+        facts("not a tensor", storage._BLOCK_ATTRIBUTE)
+
+
 def test_device_memory_is_the_native_address_space():
     """The device's blocks come from the native address space: a tensor's block is taken and given back without
     Python code, and `memory_allocated` follows tensors exactly as they are made and die."""

@@ -143,6 +143,17 @@ def test_expanded_pending_results_join_the_region(deferred):
     _assert_one_region(deferred, steps, dx, x)
 
 
+def test_strided_operands_read_from_device_memory(deferred):
+    """Operands of a region that are strided views of settled device memory (a transpose, every other column, a
+    row of a 3-d tensor's transpose) are gathered dense as the region runs."""
+    x = torch.randn(3, 6, 8)
+
+    def steps(t):
+        return t[1].t() @ t[2], t[:, :, 1::2] + 1.0, t.transpose(1, 2)[0].sum(dim=0)
+
+    _assert_one_region(deferred, steps, x.to("neuron"), x)
+
+
 def test_an_empty_out_tensor_is_resized_into_the_region(deferred):
     x = torch.randn(5)
     dx = x.to("neuron")
@@ -201,6 +212,39 @@ def test_in_place_and_out_on_region_inputs_and_results(deferred):
     host_x, host_out = steps(x.clone(), torch.empty(5, 3))
     assert_close_to_torch(device_x.cpu(), host_x)
     assert_close_to_torch(device_out.cpu(), host_out)
+
+
+def test_results_go_straight_into_memory_the_region_reads(deferred, monkeypatch):
+    """An optimizer step's region reads the parameters and their momentum and writes both: where no output of its
+    program is an input's buffer, the simulator hands the new values straight to their memory after the run (no
+    array of its own in between), and they are the host's."""
+    from neuron_mlir.frontend.compile_graph import CompiledGraph
+
+    param, momentum, grad = torch.randn(6, 8), torch.randn(6, 8), torch.randn(6, 8)
+
+    def steps(p, m, g):
+        m.mul_(0.9).add_(g)
+        p.add_(m, alpha=-0.1)
+        return p, m
+
+    _warm(steps, param.to("neuron"), momentum.to("neuron"), grad.to("neuron"))
+    given = []
+    run_arrays = CompiledGraph.run_arrays
+
+    def spy(self, arguments, sizes=None, into=()):
+        given.append(list(into))
+        return run_arrays(self, arguments, sizes, into)
+
+    monkeypatch.setattr(CompiledGraph, "run_arrays", spy)
+    p, m = param.to("neuron"), momentum.to("neuron")
+    steps(p, m, grad.to("neuron"))
+    neuron.synchronize()
+    host_p, host_m = steps(param.clone(), momentum.clone(), grad)
+    assert_close_to_torch(p.cpu(), host_p)
+    assert_close_to_torch(m.cpu(), host_m)
+    (into,) = given
+    places = {array.__array_interface__["data"][0] for array in into if array is not None}
+    assert places == {p.untyped_storage().data_ptr(), m.untyped_storage().data_ptr()}
 
 
 def test_a_result_freed_before_the_run_is_not_stored_and_memory_stays_exact(deferred):

@@ -118,6 +118,38 @@ def test_the_report_names_the_users_line_per_op(compiled_eager):
     assert "no profiles yet" not in text  # eager work alone makes a report
 
 
+def test_each_thread_names_its_own_line_and_no_frame_outlives_its_kernel(host_mode, fresh):
+    """A device kernel marks its caller as the frame the walk to the user's line starts from, per thread, and
+    drops the mark as it returns, also when the op raises: threads issuing ops at once each get their own line, and
+    afterwards no frame (nor the tensors its locals hold) is kept. (On the host: the eager path counts each call
+    under its line alike, and host calls from several threads share no pending region.)"""
+    import threading
+
+    x = torch.randn(16, 8).to("neuron")
+    w = torch.randn(8, 4).to("neuron")
+    first = test_each_thread_names_its_own_line_and_no_frame_outlives_its_kernel.__code__.co_firstlineno
+    barrier = threading.Barrier(2)
+
+    def issue(count):
+        barrier.wait()
+        for _ in range(count):
+            x @ w  # this thread's line
+
+    threads = [threading.Thread(target=issue, args=(20,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for _ in range(20):
+        x + 1.0  # the main thread's line
+    for thread in threads:
+        thread.join()
+    with pytest.raises(RuntimeError):
+        x @ torch.randn(5, 5).to("neuron")  # a shape error inside the kernel
+    times = sources.EAGER_TIMES
+    assert times[("aten.mm.default", f"{__file__}:{first + 15}")].calls == 40
+    assert times[("aten.add.Tensor", f"{__file__}:{first + 21}")].calls == 20
+    assert sources._issuer.frame is None
+
+
 class _Doubled(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
