@@ -90,7 +90,7 @@ def test_scaled_mm_transposes_a_k_contiguous_weight_once():
     """A Linear layer's fp8 weight read as its transpose (K contiguous), too large to stay whole on chip, is
     transposed on TensorE once for all three block rows of 512 rows, not once per block row: as many transposes
     as A's and B's [128, 128] blocks (partial ones included). The values are eager's within fp32 rounding."""
-    m, k, n = 1300, 1100, 5500
+    m, k, n = 1536, 1100, 5500  # whole row tiles: a partial one over a long K runs swapped, transposed back
     a, b = _fp8_operands(m, k, n)
 
     def scaled(a, weight, scale_a, scale_b):
