@@ -308,7 +308,7 @@ def test_exact_integer_steps_write_in_place_over_overlapping_halves(dtype):
     assert row.tobytes() == reference_row.tobytes()
 
 
-_COMPARED = {
+_COMPARED: dict[str, np.ndarray] = {
     "f32": np.array([np.nan, -np.inf, -100.0, -0.0, 0.0, 1e-45, 1.0, 2.5, np.inf], np.float32),
     "i32": np.array([np.iinfo(np.int32).min, -101, -100, -1, 0, 1, 2, np.iinfo(np.int32).max], np.int32),
     "i64": np.array([np.iinfo(np.int64).min, -(2**40), -100, 0, 1, 2**31, np.iinfo(np.int64).max], np.int64),
