@@ -2431,8 +2431,8 @@ def emit_phase_input_gradient(
     out_element_type: Attribute,
 ) -> SSAValue | None:
     """grad_input[n, c, i] = sum over co and the (o, k) with o*s + k*d - p = i of w[co, c, k] * grad_output[n, co,
-    o], split by the residue of i modulo the stride (`splits_into_phases`); None when the weight's rows or an
-    output row exceed what one tile holds.
+    o], split by the residue of i modulo the stride (`splits_into_phases`); None when one input-channel tile's
+    columns of the weight's rows exceed PANEL_BYTES, or an output row what one tile holds.
 
     The input positions of one residue r (a phase) are reached by a fixed subset of the kernel taps, tap k from
     output position m + shift_k for phase position m: each phase is a stride-1 convolution of grad_output with
@@ -2441,8 +2441,10 @@ def emit_phase_input_gradient(
     its taps' products in PSUM: grad_output's shifted window times the tap's [co, c] weight block, a strided
     window of the weight's own rows (co on partitions, as the contraction needs: no transposes). Each phase's
     products land in an SBUF tile of whole input rows at its residue with the stride as step, and the tile
-    leaves in one store. The transposed convolution of the zero-inserted grad_output instead computes stride^d
-    times the products, most of them of zeros, after a round trip of the zero-filled tensor through HBM.
+    leaves in one store. A weight too large to keep on chip whole (a deep stage's 1024 channels) is kept one
+    input-channel tile's columns at a time, each walking every block. The transposed convolution of the
+    zero-inserted grad_output instead computes stride^d times the products, most of them of zeros, after a round
+    trip of the zero-filled tensor through HBM.
     """
     k_tile, m_tile, n_tile = matmul_limits(em)
     batch, cout, *out_spatial = layout_of(grad_out).shape
@@ -2462,7 +2464,17 @@ def emit_phase_input_gradient(
     low = [min(s) for s in shifts]
     high = [max(s) for s in shifts]
     row = positions[1] + high[1] - low[1] if rank == 2 else 1
-    if cin * taps * _itemsize(w_type) > PANEL_BYTES or (rank == 2 and positions[1] > n_tile):
+    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
+    c_tiles = [(c0, min(k_tile, cin - c0)) for c0 in range(0, cin, k_tile)]
+    # The weight's rows of every output-channel tile stay on chip for the whole gradient when they fit; else each
+    # input-channel tile's columns of them do, loaded once per input-channel tile, which then walks every block
+    # of positions (reloading grad_output's rows per input-channel tile: far fewer bytes than the weight's when
+    # the weight is too large to keep, a deep layer's few positions).
+    w_size = _itemsize(w_type)
+    resident = len(co_tiles) * cin * taps * w_size <= PANEL_BYTES
+    if not resident and len(co_tiles) * k_tile * taps * w_size > PANEL_BYTES:
+        return None
+    if rank == 2 and positions[1] > n_tile:
         return None
     gx = alloc(em, (batch, cin, *in_spatial), out_element_type)
     if any(o == 0 for o in out_spatial) or batch == 0:
@@ -2479,19 +2491,17 @@ def emit_phase_input_gradient(
     rows_layout = layout_of(w).reshape((cout, cin * taps))
     assert rows_layout is not None, "a convolution weight is contiguous"
     w_rows = view(em, w, rows_layout)
-    co_tiles = [(co0, min(m_tile, cout - co0)) for co0 in range(0, cout, m_tile)]
-    # the weight's rows, each output-channel tile's loaded once
-    panels = [load(em, w_rows, [co0, 0], (size, cin * taps)) for co0, size in co_tiles]
     columns = positions[1] if rank == 2 else 1
     # a block's positions fit one PSUM bank, and its tile of input rows INPUT_ROWS_BYTES per partition
     input_row = stride[0] * (in_spatial[1] if rank == 2 else 1) * _itemsize(out_element_type)
     per_block = max(1, min(positions[0], n_tile // columns, INPUT_ROWS_BYTES // input_row))
     zeros = any(not phase.taps for dim in phases for phase in dim)
-    c_tiles = [(c0, min(k_tile, cin - c0)) for c0 in range(0, cin, k_tile)]
     phase_grid = list(itertools.product(*phases))
 
     def input_tile(
         e: LoopNestBuilder,
+        panels: list[SSAValue],
+        panel_c0: Index,
         go_tiles: list[tuple[SSAValue, int, int]],
         n: Index,
         m0: Index,
@@ -2522,7 +2532,10 @@ def emit_phase_input_gradient(
                     stationary_type = TileType((co_size, cs), w_type, Memory.SBUF)
                     stationary = e.insert(
                         tile.ExtractOp(
-                            panels[co0 // m_tile], [e.index(e.add(e.mul(c0, taps), tap))], stationary_type, [taps]
+                            panels[co0 // m_tile],
+                            [e.index(e.add(e.mul(panel_c0, taps), tap))],
+                            stationary_type,
+                            [taps],
                         )
                     ).result
                     window_shape = (co_size, rows_here, cols_here) if rank == 2 else (co_size, rows_here)
@@ -2543,24 +2556,42 @@ def emit_phase_input_gradient(
         start = e.mul(m0, stride[0])
         _store(e, value, gx, [n, c0, start, 0] if rank == 2 else [n, c0, start], tuple(range(1, rank + 2)))
 
-    def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool) -> None:
+    ChannelTile = tuple[list[SSAValue], Index, int] | None  # one input-channel tile's panels, c0 and size
+
+    def block(e: LoopNestBuilder, n: Index, m0: Index, ms: int, last: bool, only: ChannelTile) -> None:
         band = (ms + high[0] - low[0], row) if rank == 2 else (ms + high[0] - low[0],)
         go_tiles = _channel_tiles(e, go, 0, cout, m_tile, [n, m0, 0] if rank == 2 else [n, m0], band)
         extent = in_spatial[0] - (positions[0] - ms) * stride[0] if last else ms * stride[0]
-        if len(c_tiles) <= STRAIGHT_INPUT_TILES:
+        if only is not None:
+            slices, c0, cs = only
+            input_tile(e, slices, 0, go_tiles, n, m0, last, ms, extent, c0, cs)
+        elif len(c_tiles) <= STRAIGHT_INPUT_TILES:
             for c0, cs in c_tiles:
-                input_tile(e, go_tiles, n, m0, last, ms, extent, c0, cs)
+                input_tile(e, panels, c0, go_tiles, n, m0, last, ms, extent, c0, cs)
         else:
-            e.for_tiles(cin, k_tile, lambda e2, c0, cs: input_tile(e2, go_tiles, n, m0, last, ms, extent, c0, cs))
+            e.for_tiles(
+                cin, k_tile, lambda e2, c0, cs: input_tile(e2, panels, c0, go_tiles, n, m0, last, ms, extent, c0, cs)
+            )
 
-    def per_image(e: LoopNestBuilder, n: Index) -> None:
+    def per_image(e: LoopNestBuilder, n: Index, only: ChannelTile = None) -> None:
         # every block but the last covers stride * its positions of input rows; the last runs to the input's end
         last_start = (positions[0] - 1) // per_block * per_block
         if last_start:
-            e.for_tiles(last_start, per_block, lambda e2, m0, ms: block(e2, n, m0, ms, False))
-        block(e, n, last_start, positions[0] - last_start, True)
+            e.for_tiles(last_start, per_block, lambda e2, m0, ms: block(e2, n, m0, ms, False, only))
+        block(e, n, last_start, positions[0] - last_start, True, only)
 
-    em.for_each(batch, per_image)
+    if resident:
+        # the weight's rows, each output-channel tile's loaded once
+        panels = [load(em, w_rows, [co0, 0], (size, cin * taps)) for co0, size in co_tiles]
+        em.for_each(batch, per_image)
+        return gx
+
+    def per_channel_tile(e: LoopNestBuilder, c0: Index, cs: int) -> None:
+        slices = [load(e, w_rows, [co0, e.mul(c0, taps)], (size, cs * taps)) for co0, size in co_tiles]
+        e.for_each(batch, lambda e2, n: per_image(e2, n, (slices, c0, cs)))
+
+    panels = []
+    em.for_tiles(cin, k_tile, per_channel_tile)
     return gx
 
 

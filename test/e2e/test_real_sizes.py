@@ -125,6 +125,9 @@ CASES: dict[str, Case] = {
     "conv-depthwise-7x7-96-56": _conv2d(2, 96, 56, 96, 7, 96, 1),
     "conv-depthwise-7x7-384-14": _conv2d(2, 384, 14, 384, 7, 384, 1),
     "conv-grouped-3x3-g32": _conv2d(2, 128, 28, 128, 3, 32, 1),
+    # a deep stage's strided 3x3: the weight's rows (36 KiB a partition per output-channel tile) exceed SBUF
+    "conv-3x3-s2-1024-4": _conv2d(2, 1024, 4, 1024, 3, 1, 2),
+    "conv-3x3-s2-2048-8": _conv2d(1, 2048, 8, 2048, 3, 1, 2),
     "conv1d-speech-384": Case(
         lambda x, w: F.conv1d(x, w, padding=1), lambda: (_randn(2, 384, 1500), _randn(384, 384, 3))
     ),
@@ -216,6 +219,14 @@ def test_depthwise_block_trains_at_convnext_width() -> None:
     torch.manual_seed(0)
     block = torch.nn.Sequential(torch.nn.Conv2d(96, 96, 7, padding=3, groups=96), torch.nn.GELU())
     _train_step_matches_eager(block, torch.randn(2, 96, 56, 56))
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+def test_strided_convolution_trains_at_1024_channels() -> None:
+    """A dense-prediction head's 3x3 / 2 convolution over 1024 channels of 4 x 4: its input gradient keeps one
+    input-channel tile's columns of the weight on chip at a time (all of them once ran out of SBUF)."""
+    torch.manual_seed(0)
+    _train_step_matches_eager(torch.nn.Conv2d(1024, 1024, 3, stride=2, padding=1), torch.randn(2, 1024, 4, 4))
 
 
 @pytest.mark.usefixtures("fresh_compiler")
