@@ -2,6 +2,7 @@
 running statistics against eager, in training and eval mode."""
 
 import copy
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -117,6 +118,22 @@ def test_layer_norm_backward_row_groups(width, shape, dtype):
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
 
 
+def _eager_compiled_golden(
+    make: Callable[[torch.dtype], torch.nn.Module], x: torch.Tensor, projection: torch.Tensor, dtype: torch.dtype
+) -> list[list[torch.Tensor]]:
+    """One step of the norm `make` builds, eager in `dtype`, compiled in `dtype` and eager in float64: per run its
+    output and the gradients of the input, the weight and the bias, for the loss sum(output * projection)."""
+    runs = []
+    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
+        module = make(precision)
+        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
+        leaf = x.to(precision).clone().requires_grad_()
+        out = run(leaf)
+        (out * projection.to(precision)).sum().backward()
+        runs.append([out.detach(), leaf.grad, module.weight.grad, module.bias.grad])
+    return runs
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("width", [768, 1024, 2048, 4096])
 def test_layer_norm_trains_at_real_widths(width, dtype):
@@ -136,14 +153,7 @@ def test_layer_norm_trains_at_real_widths(width, dtype):
     torch.manual_seed(2)
     x = (torch.randn(rows, width) * 3 + 1.0).to(dtype)
     projection = torch.randn(rows, width)
-    runs = []
-    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
-        module = make(precision)
-        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
-        leaf = x.to(precision).clone().requires_grad_()
-        out = run(leaf)
-        (out * projection.to(precision)).sum().backward()
-        runs.append([out.detach(), leaf.grad, module.weight.grad, module.bias.grad])
+    runs = _eager_compiled_golden(make, x, projection, dtype)
     for name, eager, ours, golden in zip(("output", "input", "weight", "bias"), *runs, strict=True):
         assert_close_to_golden(ours, eager, golden, f"{name} (width {width})")
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
@@ -168,14 +178,7 @@ def test_layer_norm_forward_few_row_tiles(rows, dtype):
     torch.manual_seed(5)
     x = (torch.randn(rows, 768) * 3 + 1.0).to(dtype)
     projection = torch.randn(rows, 768)
-    runs = []
-    for precision, compile_it in ((dtype, False), (dtype, True), (torch.float64, False)):
-        module = make(precision)
-        run = torch.compile(module, backend="neuron-mlir") if compile_it else module
-        leaf = x.to(precision).clone().requires_grad_()
-        out = run(leaf)
-        (out * projection.to(precision)).sum().backward()
-        runs.append([out.detach(), leaf.grad])
+    runs = [run[:2] for run in _eager_compiled_golden(make, x, projection, dtype)]
     for name, eager, ours, golden in zip(("output", "input"), *runs, strict=True):
         assert_close_to_golden(ours, eager, golden, f"{name} ({rows} rows)")
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0
