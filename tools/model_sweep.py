@@ -251,6 +251,12 @@ def _scaled_sections(sections: list[int], total: int) -> list[int]:
 _RANDOM_AUGMENTATIONS = frozenset({"pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale"})
 
 
+def _is_sampling_noise(name: str) -> bool:
+    """A configuration attribute that scales noise a model samples in its forward (VITS's prior and durations):
+    like dropout, off, since eager's random numbers are not the device's; the model is deterministic at 0."""
+    return name == "noise_scale" or name.startswith("noise_scale_")
+
+
 def _is_dropout(name: str) -> bool:
     """A configuration attribute that is a dropout or stochastic-depth probability (a float, or one per stage)."""
     return (
@@ -274,6 +280,8 @@ def kept_layers(layer_types: Any, layers_before: int) -> list[int]:
 
 def _shrunk_value(name: str, value: Any, original: dict[str, Any], layers_before: int | None) -> Any:
     """The tiny value of one configuration attribute, or `value` itself when the attribute is not a size."""
+    if _is_sampling_noise(name) and isinstance(value, float):
+        return 0.0
     if _is_dropout(name):
         if isinstance(value, float):
             return 0.0
@@ -521,7 +529,20 @@ def make_inputs(model: Any, config: Any, architecture: Architecture, variant: in
             )
         else:
             raise ValueError(f"no input made for the argument {name!r} of {architecture.name}.forward")
+    patches = _masked_patches(config)
+    if "noise" in parameters and patches is not None:
+        # a masked autoencoder ranks its patches by uniform noise it draws unless given it: given, eager and the
+        # device keep the same patches
+        inputs["noise"] = torch.rand(BATCH, patches, generator=generator)
     return inputs
+
+
+def _masked_patches(config: Any) -> int | None:
+    """The patches a masked autoencoder (ViT-MAE: a `mask_ratio` over square patches) ranks by noise, else None."""
+    size, patch = _setting(config, "image_size", default=None), _setting(config, "patch_size", default=None)
+    if getattr(config, "mask_ratio", None) is None or not (_is_int(size) and _is_int(patch)):
+        return None
+    return (int(size) // int(patch)) ** 2
 
 
 # -- one architecture, in its own process ------------------------------------------------------------------------------

@@ -51,6 +51,8 @@ def test_tiny_configurations():
     assert whisper.num_mel_bins == 16
     cvt = model_sweep.tiny_config("cvt")  # dropout and stochastic depth given per stage
     assert [list(cvt.drop_path_rate), list(cvt.drop_rate), list(cvt.attention_drop_rate)] == [[0.0] * 3] * 3
+    vits = model_sweep.tiny_config("vits")  # the noise it samples for its prior and durations, like dropout, off
+    assert (vits.noise_scale, vits.noise_scale_duration) == (0.0, 0.0)
     dinov3 = model_sweep.tiny_config("dinov3_vit")  # its RoPE's random training augmentations, like dropout, off
     assert (dinov3.pos_embed_shift, dinov3.pos_embed_jitter, dinov3.pos_embed_rescale) == (None, None, None)
     qwen3_next = model_sweep.tiny_config("qwen3_next")  # its linear attention's heads, as the attention's
@@ -89,6 +91,19 @@ def test_inputs_by_argument_name(every_architecture):
     assert tuple(inputs["input_features"].shape) == (2, 16, 32)
     assert tuple(inputs["decoder_input_ids"].shape) == (2, 8)
     assert sum(p.numel() for p in model.parameters()) < 200_000
+
+
+def test_a_masked_autoencoder_is_given_its_noise(every_architecture):
+    # ViT-MAE ranks its patches by noise it draws unless given it: the sweep gives it, one value per patch, so
+    # eager and the device mask the same patches
+    architecture = every_architecture["ViTMAEModel"]
+    model, config = model_sweep.build(architecture)
+    inputs = model_sweep.make_inputs(model, config, architecture)
+    patches = (config.image_size // config.patch_size) ** 2
+    assert tuple(inputs["noise"].shape) == (model_sweep.BATCH, patches)
+    whisper = every_architecture["WhisperForConditionalGeneration"]
+    model, config = model_sweep.build(whisper)
+    assert "noise" not in model_sweep.make_inputs(model, config, whisper)
 
 
 def test_a_vision_language_model_runs_on_its_text_alone(every_architecture):
