@@ -23,8 +23,8 @@ The families:
 - random distributions (`exponential`, `cauchy`, `log_normal`, `geometric`, `bernoulli` with a tensor of
   probabilities, `normal` with tensor parameters) by their inverse CDFs of the uniform and normal draws the
   compiler generates;
-- creation and copies (`logspace` in the dtype asked for, `rand_like`, `empty_permuted`, `new_empty_strided`,
-  the `*_copy` ops) become the factory or view op they stand for.
+- creation and copies (`logspace` in the dtype asked for, `rand_like`, `rand`/`randn` passed `generator=None`,
+  `empty_permuted`, `new_empty_strided`, the `*_copy` ops) become the factory or view op they stand for.
 """
 
 from __future__ import annotations
@@ -720,6 +720,22 @@ def rand_like(x: torch.Tensor, *, dtype: torch.dtype | None = None, device: torc
     return torch.rand(x.shape, dtype=dtype or x.dtype, device=device or x.device)
 
 
+def rand_generator(size: Sequence[int], *, generator: torch.Generator | None = None,
+                   **factory: Any) -> torch.Tensor:  # fmt: skip
+    """`aten.rand.generator` passed no generator (a model handing on its optional `generator=None`): `rand`."""
+    if generator is not None:
+        return NotImplemented
+    return torch.rand(size, **factory)
+
+
+def randn_generator(size: Sequence[int], *, generator: torch.Generator | None = None,
+                    **factory: Any) -> torch.Tensor:  # fmt: skip
+    """`aten.randn.generator` passed no generator: `randn`."""
+    if generator is not None:
+        return NotImplemented
+    return torch.randn(size, **factory)
+
+
 # ---- random distributions ---------------------------------------------------------------------------------
 # Drawn from the uniform and normal streams the compiler generates (`rand`, `randn`: Philox on GpSimdE), by the
 # inverse of each distribution's CDF, in float32 and rounded once to the result's dtype (a 16-bit uniform may
@@ -1025,6 +1041,8 @@ def composite_decompositions() -> dict[object, object]:
         aten.frexp.Tensor: frexp,
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,
+        aten.rand.generator: rand_generator,
+        aten.randn.generator: randn_generator,
         aten.exponential.default: exponential,
         aten.rrelu_with_noise_functional.default: rrelu_with_noise_functional,
         aten.multinomial.default: multinomial,

@@ -33,6 +33,21 @@ def test_same_seed_same_draws_and_each_call_draws_anew():
     assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
 
 
+def test_a_generator_argument_of_none_draws_on_the_device():
+    # a model handing on its optional generator (UnivNet's noise) calls the `.generator` overloads with None
+    def noise(x):
+        return x + torch.randn(x.shape, generator=None), torch.rand(3, 5, generator=None)
+
+    torch.manual_seed(3)
+    normal, uniform = torch.compile(noise, backend="neuron-mlir")(torch.zeros(200, 40))
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0, neuron_mlir.stats()["fallback_ops"]
+    assert abs(normal.mean()) < 0.03
+    assert abs(normal.std() - 1) < 0.03
+    assert uniform.shape == (3, 5)
+    assert uniform.min() >= 0
+    assert uniform.max() < 1
+
+
 def test_distributions():
     torch.manual_seed(0)
     uniform, normal, normal_like, _, coins = torch.compile(_draws, backend="neuron-mlir")(torch.zeros(200, 40))
