@@ -230,3 +230,26 @@ func.func @hbm_live_across_loop(%x: memref<128x64xf32, #mem<hbm>>, %y: memref<12
 // CHECK-NOT:   neuron.alloc :
 
 // SEMANTICS: check-semantics: {{[0-9]+}} inputs, all outputs match
+
+// -----
+
+// Next fit can scatter buffers so that a large one finds no gap wide enough although enough bytes are free: %c
+// (102400 bytes) fits neither after %b (at 163840) nor between %a and %b. With no loop body left to make tight,
+// placement starts over largest first, each buffer at the lowest address free over its whole live range.
+// CASES-LABEL: func.func @largest_first
+func.func @largest_first(%x: memref<128x20480xf32, #mem<hbm>>) {
+  %a = neuron.alloc : memref<128x20480xf32, #mem<sbuf>>
+  neuron.dma_copy dma dst %a[0:128, 0, [[1, 20480]]], src %x[0, [[20480, 128], [1, 20480]]] {queue = 0 : i64} : memref<128x20480xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<hbm>>
+  %t = neuron.alloc : memref<128x20480xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %t[0:128, 0, [[1, 20480]]], src %a[0:128, 0, [[1, 20480]]] : memref<128x20480xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<sbuf>>
+  %b = neuron.alloc : memref<128x10240xf32, #mem<sbuf>>
+  neuron.tensor_copy vector dst %b[0:128, 0, [[1, 10240]]], src %t[0:128, 0, [[1, 10240]]] : memref<128x10240xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<sbuf>>
+  %c = neuron.alloc : memref<128x25600xf32, #mem<sbuf>>
+  neuron.tensor_tensor vector dst %c[0:128, 0, [[1, 10240]]], in0 %a[0:128, 0, [[1, 10240]]], in1 %b[0:128, 0, [[1, 10240]]] {op = "add"} : memref<128x25600xf32, #mem<sbuf>>, memref<128x20480xf32, #mem<sbuf>>, memref<128x10240xf32, #mem<sbuf>>
+  func.return
+}
+// %c first (at 0), then %a above it, %t below %a (dead before %c is born), %b above %a
+// CASES:       neuron.alloc {address = 102400 : i64} : memref<128x20480xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x20480xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 184320 : i64} : memref<128x10240xf32, #mem<sbuf>>
+// CASES:       neuron.alloc {address = 0 : i64} : memref<128x25600xf32, #mem<sbuf>>
