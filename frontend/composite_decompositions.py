@@ -23,8 +23,9 @@ The families:
 - random distributions (`exponential`, `cauchy`, `log_normal`, `geometric`, `bernoulli` with a tensor of
   probabilities, `normal` with tensor parameters) by their inverse CDFs of the uniform and normal draws the
   compiler generates;
-- creation and copies (`logspace` in the dtype asked for, `rand_like`, `rand`/`randn` passed `generator=None`,
-  `empty_permuted`, `new_empty_strided`, the `*_copy` ops) become the factory or view op they stand for.
+- creation and copies (`logspace` in the dtype asked for, `linspace` between 0-d tensors in float32,
+  `rand_like`, `rand`/`randn` passed `generator=None`, `empty_permuted`, `new_empty_strided`, the `*_copy` ops)
+  become the factory or view op they stand for.
 """
 
 from __future__ import annotations
@@ -700,18 +701,42 @@ def logspace_tensor(
     dtype = dtype or torch.get_default_dtype()
     if not dtype.is_floating_point or dtype == torch.float64:
         return NotImplemented
+    return torch.pow(base, _linspace_f32(start, end, steps, device)).to(dtype)
+
+
+def linspace_tensor(
+    start: torch.Tensor | float,
+    end: torch.Tensor | float,
+    steps: int,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """`aten.linspace` with 0-d tensors for `start` or `end` (log-spaced bins: linspace(log(a), log(b))) in a float
+    dtype, computed in float32: the reference decomposition widens the tensors to float64, which the core does not
+    hold; a float64 or integer result keeps it."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return NotImplemented
+    return _linspace_f32(start, end, steps, device).to(dtype)
+
+
+def _linspace_f32(
+    start: torch.Tensor | float, end: torch.Tensor | float, steps: int, device: torch.device | None
+) -> torch.Tensor:
+    """linspace(start, end, steps) in float32, either end a number or a 0-d tensor."""
     tensors = [t for t in (start, end) if isinstance(t, torch.Tensor)]
-    device = device or tensors[0].device
+    device = device or (tensors[0].device if tensors else None)
     first = start.to(torch.float32) if isinstance(start, torch.Tensor) else torch.full((), start, device=device)
     last = end.to(torch.float32) if isinstance(end, torch.Tensor) else torch.full((), end, device=device)
     if steps == 1:
-        exponents = first.reshape(1)
-    else:
-        # linspace's symmetric form, as ATen's kernel: from the start in the first half, from the end after it
-        index = torch.arange(steps, device=device, dtype=torch.float32)
-        step = (last - first) / (steps - 1)
-        exponents = torch.where(index < steps / 2, first + step * index, last - step * (steps - 1 - index))
-    return torch.pow(base, exponents).to(dtype)
+        return first.reshape(1)
+    # linspace's symmetric form, as ATen's kernel: from the start in the first half, from the end after it
+    index = torch.arange(steps, device=device, dtype=torch.float32)
+    step = (last - first) / (steps - 1)
+    return torch.where(index < steps / 2, first + step * index, last - step * (steps - 1 - index))
 
 
 def rand_like(x: torch.Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None,
@@ -1038,6 +1063,9 @@ def composite_decompositions() -> dict[object, object]:
         aten.logspace.Tensor_Tensor: logspace_tensor,
         aten.logspace.Tensor_Scalar: logspace_tensor,
         aten.logspace.Scalar_Tensor: logspace_tensor,
+        aten.linspace.Tensor_Tensor: linspace_tensor,
+        aten.linspace.Tensor_Scalar: linspace_tensor,
+        aten.linspace.Scalar_Tensor: linspace_tensor,
         aten.frexp.Tensor: frexp,
         aten.nextafter.default: nextafter,
         aten.rand_like.default: rand_like,

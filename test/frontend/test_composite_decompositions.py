@@ -171,6 +171,16 @@ def test_logspace_from_tensors_compiles_without_fallback() -> None:
     check_compiled(lambda start: (torch.logspace(start, 2, 7, 2.0), torch.logspace(-1, start, 1)), torch.tensor(-3))
 
 
+@pytest.mark.usefixtures("fresh_compiler")
+def test_linspace_between_tensors_compiles_without_fallback() -> None:
+    # log-spaced bins (CHMv2's depth bins): the reference decomposition widens the ends to float64
+    def bins(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        low, high = torch.log(x.min()), torch.log(x.max())
+        return torch.exp(torch.linspace(low, high, 9)), torch.linspace(low, 3.0, 4), torch.linspace(0.5, high, 1)
+
+    check_compiled(bins, torch.rand(10) + 0.1)
+
+
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
 def test_segment_reduce_matches_eager_with_empty_segments_nan_and_initial(reduce: str) -> None:
     data = torch.tensor([1.0, 5.0, NAN, -2.0, 3.0])
