@@ -80,6 +80,28 @@ def test_scaled_mm_is_lowered_natively(scales, out_dtype, with_bias):
     _fp8_flops_only()
 
 
+def _transposes() -> int:
+    """TensorE transposes the compiled programs ran: matmul instances that multiply nothing."""
+    profiles = neuron_mlir.profiles().values()
+    return sum(s.count for p in profiles for s in p.instructions if s.opcode == "nc_matmul" and not s.flops)
+
+
+def test_scaled_mm_transposes_a_k_contiguous_weight_once():
+    """A Linear layer's fp8 weight read as its transpose (K contiguous), too large to stay whole on chip, is
+    transposed on TensorE once for all three block rows of 512 rows, not once per block row: as many transposes
+    as A's and B's [128, 128] blocks (partial ones included). The values are eager's within fp32 rounding."""
+    m, k, n = 1536, 1100, 5500  # whole row tiles: a partial one over a long K runs swapped, transposed back
+    a, b = _fp8_operands(m, k, n)
+
+    def scaled(a, weight, scale_a, scale_b):
+        return torch._scaled_mm(a, weight.t(), scale_a, scale_b, out_dtype=torch.float32)
+
+    check_compiled(scaled, a, b.t(), torch.tensor(0.37), torch.tensor(0.019))
+    _fp8_flops_only()
+    tiles = -(-k // 128)
+    assert _transposes() == (-(-m // 128) + -(-n // 128)) * tiles
+
+
 def test_scaled_mm_with_scale_result_is_refused_with_the_reason():
     a, b = _fp8_operands(16, 32, 24)
 
