@@ -38,10 +38,12 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   loaded as whole rows. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
   while this trip's second row computes.
-* A K-contiguous B that TensorE transposes (no DMA transpose for its elements: fp8, fp32), too large to stay whole
-  on chip, read by two block rows or more, is transposed once (`_transpose_once`): the first block row transposes
-  it as above and also stores each transposed chunk into a row-major copy in HBM, which the other block rows read
-  as a row-major B (a product of its own blocking). The copy holds B's own bits (transposes pass them through).
+* A K-contiguous B that TensorE transposes (no DMA transpose for its elements: fp8, fp32, elements its loads
+  convert, any on a target without DMA transposes), too large to stay whole on chip, read by two block rows or
+  more, is transposed once (`_transpose_once`): the first block row transposes it as above and also stores each
+  transposed chunk into a row-major copy in HBM, which the other block rows read as a row-major B (a product of
+  its own blocking). The copy holds the bits TensorE reads (B's, or the rounding its loads make; transposes pass
+  them through).
 * A's rows are loaded whole for a hoisted panel ([m, K] at the block row's rows, and the partial last K tile
   on its own), which is what tile-fuse-matmul-prologues and tile-fuse-matmul-chains replace with rows computed on
   chip (a layer norm's; a Linear layer's activations, built transposed).
@@ -463,7 +465,8 @@ def emit_matmul(
 
 
 # Block rows from which a K-contiguous B that TensorE must transpose (no DMA transpose for its elements: fp8,
-# fp32) is transposed once, by the first block row, instead of once per block row (`_transpose_once`).
+# fp32, converted ones) is transposed once, by the first block row, instead of once per block row
+# (`_transpose_once`).
 TRANSPOSE_ONCE_BLOCK_ROWS = 2
 
 
