@@ -11,6 +11,7 @@ the goal of each case.
 Inference cases run one forward graph:
 
     matmul 4096^3                  >= 90% of TensorE peak (MFU)
+    fp8 _scaled_mm                 >= 80% of TensorE's fp8 peak (MFU at the fp8 rate)
     softmax / layer norm / chain   >= 70% of the roofline (64 MiB of bf16 data each)
     GPT-2 block (d=768, seq 512)   >= 70% of the roofline
 
@@ -26,6 +27,11 @@ small multiple of eager bf16's own error (`golden_mismatch`).
 The convolution cases (`conv ...`, `resnet ...`, `convnext ...`) are the strided convolutions of real-width
 vision and speech models at their own shapes, each forward alone and as a training step, ResNet-50's max
 pooling after its stem and two of its batch norms in training mode; all aim at 60% of the roofline.
+
+The fp8 cases are `torch._scaled_mm` as float8 training's forward calls it (torchao's Float8Linear): e4m3
+operands with per-tensor scales, the fp8 weight [N, K] read as its transpose (K contiguous), at 4096^3 (bf16 out)
+and at a Llama-3.2-1B gate projection over 2048 tokens ([2048, 2048] x [8192, 2048]^T, fp32 out). Their compute
+bound and MFU are at TensorE's fp8 rate; eager is the same product of the widened operands in fp32.
 
 The autocast case is an fp32 Linear layer and its GELU (2048 tokens, 768 -> 3072) run inside
 `torch.autocast("cpu", torch.bfloat16)`, its output widened back to fp32: Dynamo and AOTAutograd insert the casts
@@ -73,6 +79,7 @@ class Case:
     training: bool = False
     reference: Builder | None = None  # the metric "reference"'s model, compiled with `reference_options`
     reference_options: tuple[tuple[str, object], ...] = ()
+    peak: str = "bf16"  # the TensorE rate the compute bound and MFU are stated for ("fp8": fp8 operands)
 
 
 class _FirstOutput(torch.nn.Module):
@@ -254,6 +261,34 @@ def _linear_gelu_fp32() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return _LinearGelu().eval(), (torch.randn(TOKENS, 768),)
 
 
+class _ScaledMatmul:
+    """`torch._scaled_mm(a, weight.t(), scale_a, scale_b)` as float8 training's forward calls it. Its `eager` form,
+    the reference, multiplies the widened operands in fp32 (exact products, fp32 sums, the scales after): PyTorch's
+    CPU kernel for fp8 is a scalar loop (26 s for a 512^3 product), and computes the same within fp32 rounding."""
+
+    def __init__(self, out_dtype: torch.dtype) -> None:
+        self.out_dtype = out_dtype
+
+    def __call__(self, a: torch.Tensor, weight: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor):
+        return torch._scaled_mm(a, weight.t(), scale_a, scale_b, out_dtype=self.out_dtype)
+
+    def eager(self, a: torch.Tensor, weight: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor):
+        return ((a.float() @ weight.float().t()) * scale_a * scale_b).to(self.out_dtype)
+
+
+def _scaled_mm(m: int, k: int, n: int, out_dtype: torch.dtype) -> Builder:
+    """e4m3 operands with per-tensor scales: a [m, k] row-major and a Linear layer's fp8 weight [n, k] read as its
+    transpose (K contiguous), out in `out_dtype`."""
+
+    def build() -> tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...]]:
+        a = torch.randn(m, k).clamp(-4, 4).mul(100).to(torch.float8_e4m3fn)
+        weight = torch.randn(n, k).clamp(-4, 4).mul(100).to(torch.float8_e4m3fn)
+        scale_a, scale_b = torch.tensor(1 / 100), torch.tensor(1 / (100 * k**0.5))
+        return _ScaledMatmul(out_dtype), (a, weight, scale_a, scale_b)
+
+    return build
+
+
 def _linear_gelu_autocast() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     module, inputs = _linear_gelu_fp32()
     return _Autocast(module).eval(), inputs
@@ -283,6 +318,8 @@ CASES: dict[str, Case] = {
         "mfu",
         0.90,
     ),
+    "fp8 _scaled_mm 4096x4096x4096 bf16": Case(_scaled_mm(4096, 4096, 4096, BF16), "mfu", 0.80, peak="fp8"),
+    "fp8 _scaled_mm 2048x2048->8192 fp32": Case(_scaled_mm(TOKENS, 2048, 8192, torch.float32), "mfu", 0.80, peak="fp8"),
     "softmax 8192x4096": Case(
         lambda: (lambda x: torch.softmax(x, -1), (torch.randn(ROWS, COLUMNS, dtype=BF16),)), "roofline", 0.70
     ),
@@ -397,8 +434,9 @@ def _measure_inference(
     # ones: identity matmuls that add a causal bias in PSUM, or any other work the compiler adds, must not
     # raise the bound or the MFU). Attention goes through the math path, as the counter knows no CPU flash
     # kernel. A single run matters: eager bf16 matmuls have no fast CPU kernel (4096^3 takes minutes).
+    eager = getattr(function, "eager", function)  # a case's own eager form, where PyTorch's CPU kernel crawls
     with FlopCounterMode(display=False) as counter, torch.no_grad(), sdpa_kernel([SDPBackend.MATH]):
-        expected = function(*inputs)
+        expected = eager(*inputs)
     torch.testing.assert_close(result.float(), expected.float(), rtol=3e-2, atol=3e-2)
     return counter.get_total_flops(), None
 
@@ -465,7 +503,7 @@ def main() -> int:
         stats = neuron_mlir.stats()
         profiles = list(neuron_mlir.profiles().values())
         total = sum(p.total_ns for p in profiles)
-        peak = profiles[0].peak_flops_by_family["bf16"] if profiles else 1.0
+        peak = profiles[0].peak_flops_by_family[case.peak] if profiles else 1.0
         compute = flops / peak * 1e9
         roofline = max(compute, sum(p.hbm_bound_ns for p in profiles))
         mfu = compute / total if total else 0.0

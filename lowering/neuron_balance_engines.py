@@ -26,7 +26,9 @@ shorter by more than 3%. Where TensorE sets the pace, evacuations (below) keep t
 The one change of order: a PSUM evacuation whose tile is first read further down its block moves down to just
 before that reader when the simulated span is shorter by more than 1% that way. Early in its engine's queue it
 holds back the independent work behind it, and in a loop body it waits for the previous trip's last reader of
-the same SBUF tile: the next trip's chain would start only when this one's ended.
+the same SBUF tile: the next trip's chain would start only when this one's ended. A moved evacuation keeps its
+PSUM tile longer, so evacuations move only as far as the block's PSUM, as the allocator places it, still fits
+the target's (`_within_psum`): a function of more live tiles than PSUM holds fails to allocate.
 
 Before the assignment, such a pair whose `scalar_tensor_tensor` (below) costs VectorE less than the two cost on
 their cheapest engines together becomes that one instruction, so that the assignment weighs the one pass it is:
@@ -69,6 +71,7 @@ from neuron_mlir.lowering.neuron_fuse_instructions import (
     forward_into_copy_reader,
     fuse_scalar_tensor_tensor,
 )
+from neuron_mlir.lowering.neuron_unroll_loops import live_beside, placed_bytes
 from neuron_mlir.runtime import cost_model
 from neuron_mlir.runtime.hardware import ENGINE_READS, ENGINE_WRITES, Engine, Memory, Target
 
@@ -562,13 +565,15 @@ def _first_user(op: neuron.TensorCopyOp) -> Operation | None:
 
 def _sink_evacuations(block: Block, costs: InstructionCosts) -> None:
     """Move each PSUM evacuation down to just before the first use of its tile, when the simulated span (module
-    docstring) is shorter by more than `_SINK_BETTER` that way."""
+    docstring) is shorter by more than `_SINK_BETTER` that way, as far as PSUM holds the longer lives
+    (`_within_psum`)."""
     moves = []
     for op in block.ops:
         if isinstance(op, neuron.TensorCopyOp) and _is_psum_evacuation(op):
             user = _first_user(op)
             if user is not None and user is not op.next_op:
                 moves.append((op, user))
+    moves = _within_psum(block, moves, costs.target)
     if not moves:
         return
     steps = _steps(block, costs)
@@ -586,3 +591,74 @@ def _sink_evacuations(block: Block, costs: InstructionCosts) -> None:
     for copy, user in moves:
         block.detach_op(copy)
         block.insert_op_before(copy, user)
+
+
+def _within_psum(
+    block: Block, moves: list[tuple[neuron.TensorCopyOp, Operation]], target: Target
+) -> list[tuple[neuron.TensorCopyOp, Operation]]:
+    """The moves, in program order, after which the PSUM the block holds at once still fits the target's.
+
+    A sunk evacuation keeps its PSUM tile until it runs, so tiles whose copies now wait for one reader all live at
+    once (a convolution's filter panels transposed one after another, each copied out just before the first
+    matmul: 48 of 512 bytes where 32 fit). The allocator gives a buffer of the block bytes from its alloc to its
+    last use (a loop body's for the whole body, unless that does not fit), so the block's PSUM at each op is
+    counted that way: the bytes the allocator places for the buffers live there (`placed_bytes`), what an op
+    holding a loop nest allocates inside it (twice for a loop: neuron-unroll-loops gives its body two copies at
+    least) and, in a loop body, what lives beside the loop (`live_beside`). A move whose longer life would take
+    that above the target's PSUM stays where it was."""
+    if not moves:
+        return moves
+    capacity = target.psum_bytes_per_partition
+    owner = block.parent_op()
+    if isinstance(owner, scf.ForOp):
+        capacity -= live_beside(owner, Memory.PSUM, target)
+    ops = list(block.ops)
+    position = {op: index for index, op in enumerate(ops)}
+
+    def in_block(user: Operation) -> Operation | None:
+        while user.parent_block() is not block:
+            parent = user.parent_op()
+            if parent is None:
+                return None
+            user = parent
+        return user
+
+    held = [0] * (len(ops) + 1)  # per op of the block, as differences first
+    ends: dict[neuron.AllocOp, int] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, neuron.AllocOp):
+            if op.memory is not Memory.PSUM:
+                continue
+            uses = [in_block(use.operation) for use in op.buffer.uses]
+            end = max([index, *(position[user] for user in uses if user is not None)])
+            ends[op] = end
+            held[index] += placed_bytes(op, target)
+            held[end + 1] -= placed_bytes(op, target)
+            continue
+        inner = sum(
+            placed_bytes(alloc, target)
+            for region in op.regions
+            for alloc in region.walk()
+            if isinstance(alloc, neuron.AllocOp) and alloc.memory is Memory.PSUM
+        )
+        copies = 2 if isinstance(op, scf.ForOp) else 1
+        held[index] += copies * inner
+        held[index + 1] -= copies * inner
+    for index in range(1, len(ops)):
+        held[index] += held[index - 1]
+    kept = []
+    for copy, user in moves:
+        alloc = copy.src.owner
+        if not isinstance(alloc, neuron.AllocOp) or alloc not in ends:
+            kept.append((copy, user))  # allocated outside the block: it lives beside it whatever the copy does
+            continue
+        # the copy runs just before `user` now: its tile lives over the ops up to it
+        stretch = range(ends[alloc] + 1, position[user])
+        size = placed_bytes(alloc, target)
+        if any(held[index] + size > capacity for index in stretch):
+            continue
+        for index in stretch:
+            held[index] += size
+        ends[alloc] = max(ends[alloc], position[user] - 1)
+        kept.append((copy, user))
+    return kept

@@ -185,7 +185,7 @@ def _accumulates(alloc: neuron.AllocOp) -> bool:
     )
 
 
-def _footprint(alloc: neuron.AllocOp, target: Target) -> int:
+def placed_bytes(alloc: neuron.AllocOp, target: Target) -> int:
     """Bytes per partition the allocator places for `alloc` (an accumulation group takes a PSUM bank)."""
     size = _align(alloc.row_bytes(), target.on_chip_alignment_bytes)
     if alloc.memory is Memory.PSUM and _accumulates(alloc):
@@ -204,7 +204,7 @@ def _used_from(alloc: neuron.AllocOp, block: Block, positions: dict[Operation, i
     return False
 
 
-def _live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
+def live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
     """Bytes per partition of `memory` that stay allocated while `loop` runs, outside its body."""
     total = 0
     anchor: Operation = loop
@@ -220,7 +220,7 @@ def _live_beside(loop: scf.ForOp, memory: Memory, target: Target) -> int:
             if not isinstance(op, neuron.AllocOp) or op.memory is not memory:
                 continue
             if in_loop_body or _used_from(op, block, positions, start):
-                total += _footprint(op, target)
+                total += placed_bytes(op, target)
         if owner is None or isinstance(owner, func.FuncOp):
             break
         anchor = owner
@@ -233,8 +233,8 @@ def copies_fitting(loop: scf.ForOp, copies: int, target: Target) -> int:
     body = {memory: 0 for memory in capacities}
     for op in loop.body.walk():
         if isinstance(op, neuron.AllocOp) and op.memory in body:
-            body[op.memory] += _footprint(op, target)
-    beside = {memory: _live_beside(loop, memory, target) for memory in capacities}
+            body[op.memory] += placed_bytes(op, target)
+    beside = {memory: live_beside(loop, memory, target) for memory in capacities}
     while copies > 2:
         if all(beside[memory] + copies * body[memory] <= capacities[memory] for memory in capacities):
             break

@@ -38,6 +38,12 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   loaded as whole rows. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
   while this trip's second row computes.
+* A K-contiguous B that TensorE transposes (no DMA transpose for its elements: fp8, fp32, elements its loads
+  convert, any on a target without DMA transposes), too large to stay whole on chip, read by two block rows or
+  more, is transposed once (`_transpose_once`): the first block row transposes it as above and also stores each
+  transposed chunk into a row-major copy in HBM, which the other block rows read as a row-major B (a product of
+  its own blocking). The copy holds the bits TensorE reads (B's, or the rounding its loads make; transposes pass
+  them through).
 * A's rows are loaded whole for a hoisted panel ([m, K] at the block row's rows, and the partial last K tile
   on its own), which is what tile-fuse-matmul-prologues and tile-fuse-matmul-chains replace with rows computed on
   chip (a layer norm's; a Linear layer's activations, built transposed).
@@ -79,6 +85,7 @@ from neuron_mlir.lowering.convert_torch_to_tile.common import (
     load,
     result_element_type,
     result_shape,
+    store,
     to_sbuf,
     view,
 )
@@ -317,7 +324,8 @@ def chunks_in_flight(
     (`dma_fixed_latency_ns`) a chunk of short rows (B's block is a few hundred columns: runs below the full-rate
     size) can take longer to load than its matmuls take, and two in flight leave TensorE waiting each time.
     Times from the cost model's rules: the transfer at the DMA engines' aggregate rate and the efficiency of its
-    runs, a matmul `max(columns, matmul_min_cycles)` TensorE cycles (`matmul_fp32_factor` times that for fp32).
+    runs, a matmul `max(columns, matmul_min_cycles)` TensorE cycles (`matmul_fp32_factor` times that for fp32,
+    divided by `matmul_fp8_speedup` for fp8).
     The count divides the block's chunks where one up to the most does (no chunk left to load alone). `room`:
     the bytes per partition the chunks may take."""
     from neuron_mlir.runtime.cost_model import dma_efficiency
@@ -330,7 +338,10 @@ def chunks_in_flight(
     rate = target.dma_aggregate_bytes_per_ns * dma_efficiency(run, target)
     load_ns = target.dma_fixed_latency_ns + k_tile * chunk_tiles * run / rate
     matmuls = chunk_tiles * -(-block_m // m_tile) * -(-block_n // n_tile)
-    cycles = max(min(block_n, n_tile), target.matmul_min_cycles) * (target.matmul_fp32_factor if itemsize == 4 else 1)
+    cycles: float = max(min(block_n, n_tile), target.matmul_min_cycles)
+    cycles *= target.matmul_fp32_factor if itemsize == 4 else 1
+    if itemsize == 1:  # both operands fp8 (the only 1-byte matmul types), over full K tiles: TensorE's fp8 rate
+        cycles /= target.matmul_fp8_speedup
     compute_ns = matmuls * cycles / target.clock_ghz[Engine.TENSOR]
     needed = 2
     while needed < MAX_CHUNKS_IN_FLIGHT and load_ns > (needed - 1) * compute_ns:
@@ -418,20 +429,61 @@ def emit_matmul(
     kernel = _Kernel(
         lhs, rhs, out, out_element_type, epilogue, blocking, lhs_transposed, rhs_transposed, k, lhs_type, rhs_type
     )
-    kernel.target = emitter_target(em)
-    if bias_row is not None:
-        kernel.bias_row = bias_row
-        ones_type = TileType((1, blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
-        kernel.ones = em.insert(tile.FillOp(1.0, ones_type)).result
+    # A B transposed once: the first block row transposes it as usual and also stores what it transposed, a
+    # row-major copy that the other block rows read (`_transpose_once`)
+    rest: _Kernel | None = None
+    if rhs_transposed and _transpose_once(em, blocking, m, k, rhs, rhs_type):
+        kernel.blocking = dataclasses.replace(blocking, paired=False)
+        kernel.copy_to = alloc(em, (*batch_shape, k, n), rhs_type)
+        rest_blocking = choose_blocking(m, k, n, itemsize, lhs_transposed, False, _limits(em), _argument(lhs))
+        rest = _Kernel(
+            lhs, kernel.copy_to, out, out_element_type, epilogue, rest_blocking, lhs_transposed, False, k, lhs_type,
+            rhs_type,
+        )  # fmt: skip
+    for each in (kernel, rest):
+        if each is None:
+            continue
+        each.target = emitter_target(em)
+        if bias_row is not None:
+            each.bias_row = bias_row
+            ones_type = TileType((1, each.blocking.m_tile), element_type_of(bias_row), Memory.SBUF)
+            each.ones = em.insert(tile.FillOp(1.0, ones_type)).result
 
     def batches(inner: LoopNestBuilder, dims: tuple[int, ...], batch: list[Index]) -> None:
         if dims:
             inner.for_each(dims[0], lambda e, b: batches(e, dims[1:], [*batch, b]))
             return
-        kernel.block_rows(inner, batch, m, n, resident=blocking.resident and k > 0)
+        if rest is None:
+            kernel.block_rows(inner, batch, m, n, resident=blocking.resident and k > 0)
+            return
+        first = blocking.m_subs * blocking.m_tile
+        kernel.block_row(inner, batch, 0, first, n)
+        rest.block_rows(inner, batch, m, n, begin=first)
 
     batches(em, batch_shape, [])
     return out
+
+
+# Block rows from which a K-contiguous B that TensorE must transpose (no DMA transpose for its elements: fp8,
+# fp32, converted ones) is transposed once, by the first block row, instead of once per block row
+# (`_transpose_once`).
+TRANSPOSE_ONCE_BLOCK_ROWS = 2
+
+
+def _transpose_once(
+    em: LoopNestBuilder, blocking: Blocking, m: int, k: int, rhs: SSAValue, rhs_type: Attribute
+) -> bool:
+    """Whether the first block row stores the B it transposes as a row-major copy in HBM that the other block
+    rows read, instead of each transposing all of B again.
+
+    Each block row transposes all of a B that is not kept whole on chip: [K, N] / 128^2 TensorE transposes at the
+    bf16 rate (the fp8 double-row mode cannot transpose) and their copies out of PSUM. For an fp8 product that
+    is half of TensorE's time per block row of 512 rows (a [128, 512] moving tile is 4 transposes of 128 cycles
+    against 4 matmuls of 256), so a 4096^3 product was bound by its transposes. The copy costs one more write of
+    B, under the first row's TensorE work, and the later rows read it as a row-major B (one DMA per chunk)."""
+    if blocking.resident or k < blocking.k_tile or _dma_transposable(em, rhs, rhs_type):
+        return False
+    return -(-m // (blocking.m_subs * blocking.m_tile)) >= TRANSPOSE_ONCE_BLOCK_ROWS
 
 
 def _argument(value: SSAValue) -> bool:
@@ -660,10 +712,13 @@ class _Kernel:
     resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
     resident_rest: SSAValue | None = None  # B's partial last K tile [K % K_TILE, N], when resident
     target: Target | None = None  # its TensorE costs decide which sub-tiles run swapped (`swapped`)
+    copy_to: SSAValue | None = None  # [..., K, N] HBM: B's transposed tiles are stored there too, row-major
 
     # ---- structure -------------------------------------------------------------------------------------------
 
-    def block_rows(self, em: LoopNestBuilder, batch: list[Index], m: int, n: int, resident: bool = False) -> None:
+    def block_rows(
+        self, em: LoopNestBuilder, batch: list[Index], m: int, n: int, resident: bool = False, begin: int = 0
+    ) -> None:
         """Every block row of the output. With `blocking.paired`, full block rows go two per trip: both panels
         first, then the blocks of each, so the next trip's first panel loads while the second row computes.
 
@@ -671,26 +726,29 @@ class _Kernel:
         to transfers in program order, and the panels' transposes then run while B arrives."""
         b = self.blocking
         block_m = b.m_subs * b.m_tile
-        pairs = m // (2 * block_m) if b.paired else 0
-        start = 0
+        pairs = (m - begin) // (2 * block_m) if b.paired else 0
+        start = begin
         if resident:
+            assert not begin, "a resident B is built by the first block row"
             sizes = [block_m, block_m] if pairs else [min(block_m, m)]
             rows = [self.row_panels(em, batch, i * block_m, size) for i, size in enumerate(sizes)]
             self.build_resident(em, batch, n)
             for subs, panels in rows:
                 self.row_blocks(em, batch, subs, panels, n)
             start = sum(sizes)
-        if pairs * 2 * block_m > start:
+        paired_end = begin + pairs * 2 * block_m
+        if paired_end > start:
+            offset = start
 
             def pair(e: LoopNestBuilder, m0: Index) -> None:
-                first = e.add(start, m0)
+                first = e.add(offset, m0)
                 second = e.add(first, block_m)
                 rows = [self.row_panels(e, batch, first, block_m), self.row_panels(e, batch, second, block_m)]
                 for subs, panels in rows:
                     self.row_blocks(e, batch, subs, panels, n)
 
-            em.for_tiles(pairs * 2 * block_m - start, 2 * block_m, lambda e, m0, _: pair(e, m0))
-            start = pairs * 2 * block_m
+            em.for_tiles(paired_end - start, 2 * block_m, lambda e, m0, _: pair(e, m0))
+            start = paired_end
         if m > start:
             first = start
             em.for_tiles(m - start, block_m, lambda e, m0, size: self.block_row(e, batch, e.add(first, m0), size, n))
@@ -1064,7 +1122,19 @@ class _Kernel:
                 value = e.insert(tile.InsertOp(transposed, value, [e.index(t), e.index(c0)])).result
             return [value]
 
-        return carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
+        transposed_chunk = carry(em, 0, tiles, 1, [chunk], transpose_step, always_loop=True)[0]
+        if self.copy_to is not None:
+            store(em, transposed_chunk, self._copy_by_k_tiles(em), [*batch, 0, t0, n0])
+        return transposed_chunk
+
+    def _copy_by_k_tiles(self, em: LoopNestBuilder) -> SSAValue:
+        """`copy_to` viewed as [..., K tile, K tiles, N]: a moving chunk [K tile, tiles, columns] stores to one
+        window of it."""
+        assert self.copy_to is not None
+        layout = layout_of(self.copy_to)
+        k_tile, k_tiles, row = self.blocking.k_tile, self.k // self.blocking.k_tile, layout.strides[-2]
+        shape = (*layout.shape[:-2], k_tile, k_tiles, layout.shape[-1])
+        return view(em, self.copy_to, Layout(shape, (*layout.strides[:-2], row, k_tile * row, 1), layout.offset))
 
     def moving_rest(self, em: LoopNestBuilder, batch: list[Index], n0: Index, n_size: int) -> _Moving:
         """B's partial last K tile, columns [n0, n0 + n_size): loaded, or a window of the resident one."""
@@ -1081,14 +1151,22 @@ class _Kernel:
             return load(em, self.rhs, [*batch, k0, n0], (k_rest, n_size), self.rhs_type)
         pieces = _split(n_size, b.m_tile)
         if len(pieces) == 1:
-            return _k_on_partitions(em, self.rhs, batch, k0, k_rest, n0, n_size, rank - 2, rank - 1, self.rhs_type)
-        rest = em.insert(tile.EmptyOp(TileType((k_rest, n_size), self.rhs_type))).result
-        for c0, c_size in pieces:
-            rows = load(
-                em, self.rhs, [*batch, k0, em.add(n0, c0)], (c_size, k_rest), self.rhs_type, dims=(rank - 1, rank - 2)
-            )
-            transposed = em.insert(tile.TransposeOp(rows)).result
-            rest = em.insert(tile.InsertOp(transposed, rest, [em.index(c0)])).result
+            rest = _k_on_partitions(em, self.rhs, batch, k0, k_rest, n0, n_size, rank - 2, rank - 1, self.rhs_type)
+        else:
+            rest = em.insert(tile.EmptyOp(TileType((k_rest, n_size), self.rhs_type))).result
+            for c0, c_size in pieces:
+                rows = load(
+                    em,
+                    self.rhs,
+                    [*batch, k0, em.add(n0, c0)],
+                    (c_size, k_rest),
+                    self.rhs_type,
+                    dims=(rank - 1, rank - 2),
+                )
+                transposed = em.insert(tile.TransposeOp(rows)).result
+                rest = em.insert(tile.InsertOp(transposed, rest, [em.index(c0)])).result
+        if self.copy_to is not None:
+            store(em, rest, self.copy_to, [*batch, k0, n0])
         return rest
 
     def evacuate(self, em: LoopNestBuilder, product: SSAValue, indices: list[Index], result_type: TileType) -> SSAValue:

@@ -80,6 +80,37 @@ def test_scaled_mm_is_lowered_natively(scales, out_dtype, with_bias):
     _fp8_flops_only()
 
 
+def _transposes() -> int:
+    """TensorE transposes the compiled programs ran: matmul instances that multiply nothing."""
+    profiles = neuron_mlir.profiles().values()
+    return sum(s.count for p in profiles for s in p.instructions if s.opcode == "nc_matmul" and not s.flops)
+
+
+def test_scaled_mm_transposes_a_k_contiguous_weight_once():
+    """A Linear layer's fp8 weight read as its transpose (K contiguous), too large to stay whole on chip, is
+    transposed on TensorE once for both block rows (512 rows, then 128), not once per block row: as many
+    transposes as A's and B's [128, 128] blocks (partial ones included). About the smallest such product: two
+    block rows, and a B just past the quarter of trn2's SBUF a B kept whole may take (9 K tiles x 6500 columns
+    of fp8: 57 KiB per partition).
+
+    The reference is eager's product of the widened operands in fp32, which is what `_scaled_mm` computes (exact
+    products, fp32 sums, then the scales): PyTorch's CPU kernel for fp8 is a scalar loop that takes minutes here
+    (the natively lowered cases above compare with it)."""
+    m, k, n = 640, 1100, 6500  # whole row tiles: a partial one over a long K runs swapped, transposed back
+    a, b = _fp8_operands(m, k, n)
+    scale_a, scale_b = torch.tensor(0.37), torch.tensor(0.019)
+
+    def scaled(a, weight, scale_a, scale_b):
+        return torch._scaled_mm(a, weight.t(), scale_a, scale_b, out_dtype=torch.float32)
+
+    actual = run_compiled(scaled, a, b.t(), scale_a, scale_b)
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    assert_close_to_torch(actual, (a.float() @ b.float()) * scale_a * scale_b)
+    _fp8_flops_only()
+    tiles = -(-k // 128)
+    assert _transposes() == (-(-m // 128) + -(-n // 128)) * tiles
+
+
 def test_scaled_mm_with_scale_result_is_refused_with_the_reason():
     a, b = _fp8_operands(16, 32, 24)
 

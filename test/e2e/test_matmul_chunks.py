@@ -3,9 +3,12 @@ product: every chunk of every group is multiplied once, at its own K offset."""
 
 from __future__ import annotations
 
+import pytest
 import torch
-from support.compiled import check_compiled
+from support import assert_close_to_torch
+from support.compiled import check_compiled, run_compiled
 
+import neuron_mlir
 from neuron_mlir.lowering.convert_torch_to_tile.matmul import Limits, choose_blocking
 from neuron_mlir.runtime.hardware import DEFAULT_TARGET, TARGETS
 
@@ -69,3 +72,23 @@ def test_a_short_k_contiguous_b_is_one_chunk_per_block() -> None:
     a = (torch.randn(m, k, generator=generator) * 4).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, generator=generator) * 4).to(torch.float8_e4m3fn)
     check_compiled(lambda a, w: a.float() @ w.float().t(), a, w)
+
+
+@pytest.mark.parametrize("auto_cast", ["none", "matmul"])
+def test_a_k_contiguous_b_is_transposed_once_for_every_block_row(auto_cast: str) -> None:
+    # x @ W^T with an fp32 W [n, k] (K contiguous) too large to stay whole on chip, in fp32 and rounded to bf16
+    # as its DMAs load it (`auto_cast="matmul"`, which the DMA engines cannot also transpose): the first of the two
+    # block rows (512 rows, then 128) transposes W on TensorE and stores it row-major for the second
+    # (`_transpose_once`), so TensorE transposes each [128, 128] block of W once and those of x once per row
+    m, k, n = 640, 1100, 3300
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(m, k, generator=generator)
+    weight = torch.randn(n, k, generator=generator) / k**0.5
+    actual = run_compiled(lambda x, w: x @ w.t(), x, weight, options={"auto_cast": auto_cast})
+    assert neuron_mlir.stats()["nodes_fallen_back"] == 0
+    if auto_cast == "matmul":  # the exact statement: bf16 products of the rounded operands, fp32 sums
+        x, weight = x.to(torch.bfloat16).float(), weight.to(torch.bfloat16).float()
+    assert_close_to_torch(actual, x @ weight.t())
+    profiles = neuron_mlir.profiles().values()
+    transposes = sum(s.count for p in profiles for s in p.instructions if s.opcode == "nc_matmul" and not s.flops)
+    assert transposes == (-(-m // 128) + -(-n // 128)) * -(-k // 128)

@@ -1,8 +1,9 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-balance-engines | filecheck %s
 // RUN: neuron-opt %s --split-input-file -p neuron-balance-engines --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+// RUN: neuron-opt %s --split-input-file -p neuron-balance-engines,neuron-allocate-memory | filecheck %s --check-prefix=ALLOCATED
 
 // Work any of several engines can do goes where the block finishes earliest (lowering/neuron_balance_engines.py).
-// SEMANTICS-COUNT-9: all outputs match
+// SEMANTICS-COUNT-13: all outputs match
 
 // A softmax row of 2048: VectorE reduces (1067 ns in bf16) and ScalarE exponentiates (1760 ns), so the final
 // fp32 multiply (2133 ns on VectorE, 1832 ns on GpSimdE, 1707 ns on ScalarE) goes to GpSimdE.
@@ -480,5 +481,315 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
       neuron.dma_copy dma dst %o[%i + 0, [[2048, 128], [1, 512]]], src %e[0:128, 0, [[1, 512]]] {queue = 3 : i64} : memref<128x2048xf32, #mem<hbm>>, memref<128x512xf32, #mem<sbuf>>
     }
     func.return %o : memref<128x2048xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// Nine accumulators of the function's body, each copied out of PSUM before two chains the copies' engines run
+// (pinned there: `power`, `tanh`), their tiles first read by stores after the chains. Sunk to those stores, the
+// copies would let the chains start at once, but all nine tiles would then live at once: nine banks of trn2's
+// eight. The copies move as far as PSUM holds their tiles (eight), so the function still allocates.
+// CHECK-LABEL: func.func @sink_within_psum
+// CHECK-COUNT-7: neuron.nc_matmul
+// CHECK-NOT:     neuron.tensor_copy
+// CHECK:         neuron.nc_matmul tensor dst %p7
+// CHECK-NEXT:    neuron.alloc
+// CHECK-NEXT:    neuron.tensor_copy {{.*}} src %p7
+// CHECK:         neuron.nc_matmul tensor dst %p8
+// CHECK-NOT:     neuron.tensor_copy
+// CHECK:         neuron.activation
+// CHECK-COUNT-7: neuron.tensor_copy
+// CHECK:         neuron.tensor_copy {{.*}} src %p8
+// ALLOCATED-LABEL: func.func @sink_within_psum
+// ALLOCATED:       %p8 = neuron.alloc {address = {{[0-9]+}} : i64} : memref<128x128xf32, #mem<psum>>
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @sink_within_psum(%w: memref<128x128xf32, #mem<hbm>>) -> (memref<9x128x128xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>) {
+    %o = neuron.alloc : memref<9x128x128xf32, #mem<hbm>>
+    %r = neuron.alloc : memref<128x2048xf32, #mem<hbm>>
+    %q = neuron.alloc : memref<128x2048xf32, #mem<hbm>>
+    %eye = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.memset gpsimd dst %eye[0:128, 0, [[1, 128]]] {value = 1.000000e+00 : f64} : memref<128x128xf32, #mem<sbuf>>
+    %ws = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %ws[0:128, 0, [[1, 128]]], src %w[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<hbm>>
+    %p0 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s0 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s0[0:128, 0, [[1, 128]]], src %p0[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p1 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s1 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s1[0:128, 0, [[1, 128]]], src %p1[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p2 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s2 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s2[0:128, 0, [[1, 128]]], src %p2[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p3 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s3 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s3[0:128, 0, [[1, 128]]], src %p3[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p4 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p4[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s4 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s4[0:128, 0, [[1, 128]]], src %p4[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p5 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p5[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s5 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s5[0:128, 0, [[1, 128]]], src %p5[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p6 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p6[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s6 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s6[0:128, 0, [[1, 128]]], src %p6[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p7 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p7[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s7 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s7[0:128, 0, [[1, 128]]], src %p7[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p8 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p8[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s8 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s8[0:128, 0, [[1, 128]]], src %p8[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %c0 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.memset vector dst %c0[0:128, 0, [[1, 2048]]] {value = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>
+    %c1 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c1[0:128, 0, [[1, 2048]]], src %c0[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c2 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c2[0:128, 0, [[1, 2048]]], src %c1[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c3 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c3[0:128, 0, [[1, 2048]]], src %c2[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c4 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c4[0:128, 0, [[1, 2048]]], src %c3[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d0 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.memset gpsimd dst %d0[0:128, 0, [[1, 2048]]] {value = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>
+    %d1 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d1[0:128, 0, [[1, 2048]]], src %d0[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d2 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d2[0:128, 0, [[1, 2048]]], src %d1[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d3 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d3[0:128, 0, [[1, 2048]]], src %d2[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d4 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d4[0:128, 0, [[1, 2048]]], src %d3[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %q[0, [[2048, 128], [1, 2048]]], src %d4[0:128, 0, [[1, 2048]]] {queue = 0 : i64} : memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %r[0, [[2048, 128], [1, 2048]]], src %c4[0:128, 0, [[1, 2048]]] {queue = 1 : i64} : memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[0, [[128, 128], [1, 128]]], src %s0[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[16384, [[128, 128], [1, 128]]], src %s1[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[32768, [[128, 128], [1, 128]]], src %s2[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[49152, [[128, 128], [1, 128]]], src %s3[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[65536, [[128, 128], [1, 128]]], src %s4[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[81920, [[128, 128], [1, 128]]], src %s5[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[98304, [[128, 128], [1, 128]]], src %s6[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[114688, [[128, 128], [1, 128]]], src %s7[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[131072, [[128, 128], [1, 128]]], src %s8[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<9x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    func.return %o, %r, %q : memref<9x128x128xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// The same with 33 transposes of 512 bytes (a convolution's filter panels, four to a bank): sunk together they
+// would hold 33 tiles where PSUM holds 32. The moves that fit leave the first chain's engine blocked by the rest,
+// which the simulated span does not repay, so none moves and the function allocates.
+// CHECK-LABEL: func.func @sink_transposes_within_psum
+// CHECK:       neuron.tensor_copy {{.*}} src %p32
+// CHECK-NOT:   neuron.tensor_copy
+// CHECK:       neuron.tensor_scalar
+// ALLOCATED-LABEL: func.func @sink_transposes_within_psum
+// ALLOCATED:       %p32 = neuron.alloc {address = {{[0-9]+}} : i64} : memref<128x128xf32, #mem<psum>>
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @sink_transposes_within_psum(%w: memref<128x128xf32, #mem<hbm>>) -> (memref<33x128x128xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>) {
+    %o = neuron.alloc : memref<33x128x128xf32, #mem<hbm>>
+    %r = neuron.alloc : memref<128x2048xf32, #mem<hbm>>
+    %q = neuron.alloc : memref<128x2048xf32, #mem<hbm>>
+    %eye = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.memset gpsimd dst %eye[0:128, 0, [[1, 128]]] {value = 1.000000e+00 : f64} : memref<128x128xf32, #mem<sbuf>>
+    %ws = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %ws[0:128, 0, [[1, 128]]], src %w[0, [[128, 128], [1, 128]]] {queue = 0 : i64} : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<hbm>>
+    %p0 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p0[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s0 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s0[0:128, 0, [[1, 128]]], src %p0[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p1 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p1[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s1 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s1[0:128, 0, [[1, 128]]], src %p1[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p2 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p2[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s2 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s2[0:128, 0, [[1, 128]]], src %p2[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p3 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p3[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s3 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s3[0:128, 0, [[1, 128]]], src %p3[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p4 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p4[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s4 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s4[0:128, 0, [[1, 128]]], src %p4[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p5 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p5[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s5 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s5[0:128, 0, [[1, 128]]], src %p5[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p6 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p6[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s6 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s6[0:128, 0, [[1, 128]]], src %p6[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p7 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p7[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s7 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s7[0:128, 0, [[1, 128]]], src %p7[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p8 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p8[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s8 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s8[0:128, 0, [[1, 128]]], src %p8[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p9 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p9[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s9 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s9[0:128, 0, [[1, 128]]], src %p9[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p10 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p10[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s10 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s10[0:128, 0, [[1, 128]]], src %p10[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p11 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p11[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s11 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s11[0:128, 0, [[1, 128]]], src %p11[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p12 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p12[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s12 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s12[0:128, 0, [[1, 128]]], src %p12[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p13 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p13[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s13 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s13[0:128, 0, [[1, 128]]], src %p13[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p14 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p14[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s14 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s14[0:128, 0, [[1, 128]]], src %p14[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p15 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p15[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s15 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s15[0:128, 0, [[1, 128]]], src %p15[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p16 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p16[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s16 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s16[0:128, 0, [[1, 128]]], src %p16[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p17 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p17[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s17 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s17[0:128, 0, [[1, 128]]], src %p17[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p18 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p18[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s18 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s18[0:128, 0, [[1, 128]]], src %p18[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p19 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p19[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s19 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s19[0:128, 0, [[1, 128]]], src %p19[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p20 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p20[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s20 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s20[0:128, 0, [[1, 128]]], src %p20[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p21 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p21[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s21 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s21[0:128, 0, [[1, 128]]], src %p21[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p22 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p22[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s22 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s22[0:128, 0, [[1, 128]]], src %p22[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p23 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p23[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s23 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s23[0:128, 0, [[1, 128]]], src %p23[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p24 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p24[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s24 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s24[0:128, 0, [[1, 128]]], src %p24[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p25 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p25[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s25 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s25[0:128, 0, [[1, 128]]], src %p25[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p26 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p26[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s26 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s26[0:128, 0, [[1, 128]]], src %p26[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p27 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p27[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s27 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s27[0:128, 0, [[1, 128]]], src %p27[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p28 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p28[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s28 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s28[0:128, 0, [[1, 128]]], src %p28[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p29 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p29[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s29 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s29[0:128, 0, [[1, 128]]], src %p29[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p30 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p30[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s30 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s30[0:128, 0, [[1, 128]]], src %p30[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p31 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p31[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s31 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s31[0:128, 0, [[1, 128]]], src %p31[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %p32 = neuron.alloc : memref<128x128xf32, #mem<psum>>
+    neuron.nc_matmul tensor dst %p32[0:128, 0, [[1, 128]]], stationary %eye[0:128, 0, [[1, 128]]], moving %ws[0:128, 0, [[1, 128]]] {is_transpose = true} : memref<128x128xf32, #mem<psum>>, memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<sbuf>>
+    %s32 = neuron.alloc : memref<128x128xf32, #mem<sbuf>>
+    neuron.tensor_copy vector dst %s32[0:128, 0, [[1, 128]]], src %p32[0:128, 0, [[1, 128]]] : memref<128x128xf32, #mem<sbuf>>, memref<128x128xf32, #mem<psum>>
+    %c0 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.memset vector dst %c0[0:128, 0, [[1, 2048]]] {value = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>
+    %c1 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c1[0:128, 0, [[1, 2048]]], src %c0[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c2 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c2[0:128, 0, [[1, 2048]]], src %c1[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c3 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c3[0:128, 0, [[1, 2048]]], src %c2[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %c4 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.tensor_scalar vector dst %c4[0:128, 0, [[1, 2048]]], src %c3[0:128, 0, [[1, 2048]]] {op0 = "power", scalar0 = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d0 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.memset gpsimd dst %d0[0:128, 0, [[1, 2048]]] {value = 1.000000e+00 : f64} : memref<128x2048xf32, #mem<sbuf>>
+    %d1 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d1[0:128, 0, [[1, 2048]]], src %d0[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d2 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d2[0:128, 0, [[1, 2048]]], src %d1[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d3 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d3[0:128, 0, [[1, 2048]]], src %d2[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    %d4 = neuron.alloc : memref<128x2048xf32, #mem<sbuf>>
+    neuron.activation scalar dst %d4[0:128, 0, [[1, 2048]]], src %d3[0:128, 0, [[1, 2048]]] {func = "tanh"} : memref<128x2048xf32, #mem<sbuf>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %q[0, [[2048, 128], [1, 2048]]], src %d4[0:128, 0, [[1, 2048]]] {queue = 0 : i64} : memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %r[0, [[2048, 128], [1, 2048]]], src %c4[0:128, 0, [[1, 2048]]] {queue = 1 : i64} : memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[0, [[128, 128], [1, 128]]], src %s0[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[16384, [[128, 128], [1, 128]]], src %s1[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[32768, [[128, 128], [1, 128]]], src %s2[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[49152, [[128, 128], [1, 128]]], src %s3[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[65536, [[128, 128], [1, 128]]], src %s4[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[81920, [[128, 128], [1, 128]]], src %s5[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[98304, [[128, 128], [1, 128]]], src %s6[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[114688, [[128, 128], [1, 128]]], src %s7[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[131072, [[128, 128], [1, 128]]], src %s8[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[147456, [[128, 128], [1, 128]]], src %s9[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[163840, [[128, 128], [1, 128]]], src %s10[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[180224, [[128, 128], [1, 128]]], src %s11[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[196608, [[128, 128], [1, 128]]], src %s12[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[212992, [[128, 128], [1, 128]]], src %s13[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[229376, [[128, 128], [1, 128]]], src %s14[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[245760, [[128, 128], [1, 128]]], src %s15[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[262144, [[128, 128], [1, 128]]], src %s16[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[278528, [[128, 128], [1, 128]]], src %s17[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[294912, [[128, 128], [1, 128]]], src %s18[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[311296, [[128, 128], [1, 128]]], src %s19[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[327680, [[128, 128], [1, 128]]], src %s20[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[344064, [[128, 128], [1, 128]]], src %s21[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[360448, [[128, 128], [1, 128]]], src %s22[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[376832, [[128, 128], [1, 128]]], src %s23[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[393216, [[128, 128], [1, 128]]], src %s24[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[409600, [[128, 128], [1, 128]]], src %s25[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[425984, [[128, 128], [1, 128]]], src %s26[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[442368, [[128, 128], [1, 128]]], src %s27[0:128, 0, [[1, 128]]] {queue = 5 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[458752, [[128, 128], [1, 128]]], src %s28[0:128, 0, [[1, 128]]] {queue = 6 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[475136, [[128, 128], [1, 128]]], src %s29[0:128, 0, [[1, 128]]] {queue = 7 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[491520, [[128, 128], [1, 128]]], src %s30[0:128, 0, [[1, 128]]] {queue = 2 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[507904, [[128, 128], [1, 128]]], src %s31[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %o[524288, [[128, 128], [1, 128]]], src %s32[0:128, 0, [[1, 128]]] {queue = 4 : i64} : memref<33x128x128xf32, #mem<hbm>>, memref<128x128xf32, #mem<sbuf>>
+    func.return %o, %r, %q : memref<33x128x128xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>, memref<128x2048xf32, #mem<hbm>>
   }
 }
