@@ -405,8 +405,8 @@ class _Attention:
                 # Each group's undone end is emitted within the next group (`query_heads`).
                 previous: Callable[[], None] | None = None
                 for i in range(pairs):
-                    last = once and i == pairs - 1 and not odd
-                    previous = self.head_group(e, outer, [i * group + j for j in range(group)], previous, last)
+                    ends = once and i == pairs - 1 and not odd
+                    previous = self.head_group(e, outer, [i * group + j for j in range(group)], previous, ends)
                 _finish(previous)
             else:
                 e.for_each(
@@ -426,14 +426,14 @@ class _Attention:
         outer: list[Index],
         key_heads: list[Index] | None,
         previous: Callable[[], None] | None = None,
-        last: bool = False,
+        ends_kernel: bool = False,
     ) -> Callable[[], None] | None:
         """Key/value heads `key_heads` of batch `outer` (None: inputs without a head dimension) with their query
         heads. K^T and the value rows of each are built once; when a head's query heads outnumber a trip's units,
         they take turns in groups of `units_per_trip` (a loop), all reading that one K^T.
 
         `previous` emits what the group before left undone (its last trip's second half and its stores, see
-        `query_heads`); the result is what this group leaves undone, when it does. `last`: the group ends the
+        `query_heads`); the result is what this group leaves undone, when it does. `ends_kernel`: the group ends the
         kernel (`query_heads`)."""
         g = self.groups
         if key_heads is None:
@@ -443,7 +443,7 @@ class _Attention:
             queries = [([*outer, em.add(em.mul(kv, g), j)], i) for i, kv in enumerate(key_heads) for j in range(g)]
         size = self.units_per_trip
         if len(queries) <= size:
-            return self.query_heads(em, self.prepare_heads(em, key_batches, queries), previous, last)
+            return self.query_heads(em, self.prepare_heads(em, key_batches, queries), previous, ends_kernel)
         if previous is not None:
             previous()
         assert key_heads is not None
@@ -583,7 +583,7 @@ class _Attention:
         em: LoopNestBuilder,
         heads: list[_Head],
         previous: Callable[[], None] | None = None,
-        last: bool = False,
+        ends_kernel: bool = False,
     ) -> Callable[[], None] | None:
         """The query tiles of up to `units_per_trip` heads, that many (head, query tile) units per trip.
 
@@ -592,15 +592,15 @@ class _Attention:
         return their last trip's second half and the stores undone, for the next group to emit after its own first
         half (`head_group`).
 
-        When the group ends the kernel (`last`), its causal trips' rows leave in two stores: the trips but the last
-        one's as soon as they are collected, while the last trip computes, and the last trip's alone, so that the
-        kernel ends about one DMA's latency after its last rows (the 12 causal heads of 512 queries, bf16, trn2:
-        forward 38.6 -> 37.9 us, the last of four trips' rows of three heads being 48 KiB where all four trips'
-        rows, 192 KiB, were stored after the last; the GPT-2 block 167.5 -> 166.4 us). The log-sum-exp columns
-        still leave once, after the last trip: splitting them too took 38.2 us, since each store's transposes and
-        evacuations run on VectorE, the forward's busiest engine, and the GPT-2 block's training step 625.0 ->
-        628.6. Other groups keep one store: their stores overlap the groups after them (38.6 -> 39.3 us with every
-        group's rows and log-sum-exp split)."""
+        When the group ends the kernel (`ends_kernel`), its causal trips' rows leave in two stores: the trips but
+        the last one's as soon as they are collected, while the last trip computes, and the last trip's alone, so
+        that the kernel ends about one DMA's latency after its last rows (the 12 causal heads of 512 queries,
+        bf16, trn2: forward 38.6 -> 37.9 us, the last of four trips' rows of three heads being 48 KiB where all
+        four trips' rows, 192 KiB, were stored after the last; the GPT-2 block 167.5 -> 166.4 us). The
+        log-sum-exp columns still leave once, after the last trip: splitting them too took 38.2 us, since each
+        store's transposes and evacuations run on VectorE, the forward's busiest engine, and the GPT-2 block's
+        training step 625.0 -> 628.6. Other groups keep one store: their stores overlap the groups after them
+        (38.6 -> 39.3 us with every group's rows and log-sum-exp split)."""
         full, rest = divmod(self.length, PARTITION_TILE)
         per_head = self.units_per_trip // len(heads)
         trips, extra = divmod(full, per_head)
@@ -610,7 +610,7 @@ class _Attention:
             previous = None
         # The kernel's last group collects its last trip's rows apart and stores them alone, after the rows of the
         # trips before it have left (`tail`): the kernel's end then waits for one trip's rows only.
-        tail = last and software_pipelined and self.causal and trips > 1 and not extra and not rest
+        tail = ends_kernel and software_pipelined and self.causal and trips > 1 and not extra and not rest
         first_tail = (trips - 1) * per_head if tail else full
         collected: list[SSAValue] = self.collection(em, heads, first_tail, full) if self.pipelined and full else []
 
@@ -719,7 +719,7 @@ class _Attention:
         many tiles."""
         grouped = (len(heads),) if heads[0].batch else ()
         rows = sbuf_tile((PARTITION_TILE, blocks, *grouped, self.value_head), self.out_type)
-        collected = [em.insert(tile.EmptyOp(rows)).result]
+        collected: list[SSAValue] = [em.insert(tile.EmptyOp(rows)).result]
         if self.lse is not None and columns:
             for _ in heads:
                 collected.append(em.insert(tile.EmptyOp(sbuf_tile((PARTITION_TILE, columns)))).result)
