@@ -36,8 +36,10 @@ def _hbm_traffic_is_only_inputs_and_outputs():
         ((1, 1, 5, 1100, 16), torch.float32, False),  # three chunks: one in a loop, one partial
         ((1, 4, 256, 512, 64), torch.bfloat16, True),
         ((1, 2, 1, 9, 128), torch.bfloat16, False),  # one query (decoding), widest head
+        # two groups of three heads, the last ending the kernel: its last trip's rows stored apart
+        ((1, 6, 256, 256, 64), torch.bfloat16, True),
     ],
-    ids=["square", "ragged-causal", "two-chunks-causal", "three-chunks", "bf16-causal", "one-query"],
+    ids=["square", "ragged-causal", "two-chunks-causal", "three-chunks", "bf16-causal", "one-query", "last-group"],
 )
 def test_attention_inference(shape: tuple[int, int, int, int, int], dtype, causal):
     inputs = _inputs(*shape, dtype)
@@ -210,6 +212,8 @@ def _check_training(function, inputs, *, fused: bool, options: dict | None = Non
         ((1, 2, 384, 256, 32), torch.bfloat16, True),  # more queries than keys: every key block seen
         ((1, 1, 1024, 512, 128), torch.bfloat16, True),  # the kernel's limits: 8 query tiles, 512 keys, E = 128
         ((1, 17, 128, 128, 32), torch.bfloat16, False),  # sixteen heads share a trip (MAX_TRIP_TILES), then one
+        # the forward's last group of three heads stores its last trip's rows apart, its log-sum-exp whole
+        ((1, 6, 256, 256, 64), torch.bfloat16, True),
     ],
     ids=[
         "square",
@@ -219,6 +223,7 @@ def _check_training(function, inputs, *, fused: bool, options: dict | None = Non
         "long-queries-causal-bf16",
         "largest-bf16",
         "heads-share-trips-bf16",
+        "last-group-causal-bf16",
     ],
 )
 def test_attention_training_backward_is_one_kernel(shape: tuple[int, int, int, int, int], dtype, causal):

@@ -21,22 +21,24 @@ func.func @causal_backward(%g: tensor<1x16x256x64xbf16>, %q: tensor<1x16x256x64x
 // to 8 t + 7), and the two trips follow each other without a loop (UNROLLED_TRIPS), so that each has buffers of its
 // own.
 // CHECK-NOT:   scf.for
-// Six loads per head, all of a trip's loads before any of its transposes. K, Q and dO, read both as rows and
-// transposed, load by a DMA transpose each (trn2's DMAs transpose 2-byte elements: a head moves at 0.45 of a copy's
-// rate where its 128-byte rows move at 0.25), and TensorE makes their rows. V, only read transposed, loads as V^T
-// by a DMA transpose too. O loads its rows in order, all of them in one. The log-sum-exp loads as rows of 128
-// queries, one per query tile.
+// Six loads per head, all of a trip's loads before any of its transposes, in the order of first use: K^T and the
+// log-sum-exp and Q^T (the scores and their exponentials), then V^T and dO^T (dP), then O (D, for dS). DMA bandwidth
+// goes to transfers in program order, so the first exponentials wait for three loads instead of six. K, Q and dO,
+// read both as rows and transposed, load by a DMA transpose each (trn2's DMAs transpose 2-byte elements: a head
+// moves at 0.45 of a copy's rate where its 128-byte rows move at 0.25), and TensorE makes their rows. V, only read
+// transposed, loads as V^T by a DMA transpose too. O loads its rows in order, all of them in one. The log-sum-exp
+// loads as rows of 128 queries, one per query tile.
 // CHECK:       %[[KT0:.*]] = tile.load %k[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
-// CHECK-NEXT:  tile.load %v[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.view
+// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x1x2x128xf32, strided<[4096, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
 // CHECK-NEXT:  tile.load %q[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
+// CHECK-NEXT:  tile.load %v[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.load %g[%c0, %c0, %c0, %c0] {dims = array<i64: 3, 2>} : memref<1x16x256x64xbf16, #mem<hbm>> -> !tile.tile<64x256xbf16, sbuf>
 // CHECK-NEXT:  tile.view %o
 // CHECK-NEXT:  tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16, #mem<hbm>> -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK-NEXT:  tile.view
-// CHECK-NEXT:  %[[LSE0:.*]] = tile.load %{{.*}}[%c0, %c0, %c0, %c0, %c0] : memref<1x16x1x2x128xf32, strided<[4096, 256, 1, 128, 1]>, #mem<hbm>> -> !tile.tile<2x128xf32, sbuf>
 // CHECK-NEXT:  tile.load %k[%c0, %c1, %c0, %c0] {dims = array<i64: 3, 2>}
 // CHECK-NOT:   tile.transpose
-// CHECK:       tile.load %{{.*}}[%c0, %c7, %c0, %c0, %c0] : memref<1x16x1x2x128xf32
+// CHECK:       tile.load %{{.*}}[%c0, %c7, %c0, %c0, %c0] {dims = array<i64: 3, 2, 4>} : memref<1x16x2x128x64xbf16
 // Then each head's transposes, just before its first scores: K's rows from K^T, each 128-row block a plain matmul
 // with the block of K^T as the stationary operand and a [64, 64] identity as the moving one (TensorE streams 64
 // columns, where a transpose of the [64, 128] block would stream 128); the log-sum-exp's per-partition columns.

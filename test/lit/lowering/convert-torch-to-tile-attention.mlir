@@ -46,7 +46,13 @@ builtin.module attributes {neuron.target = #neuron.target<trn1>} {
 // Both query heads' rows leave in one store; then the second group loads key/value head 1's keys.
 // CHECK:       tile.store %{{.*}}[%c0, %c0, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
 // CHECK:       tile.load %{{.*}}[%c0, %c1, %c0, %c0, %c0] {{.*}} -> !tile.tile<128x2x64xbf16, sbuf>
-// CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x2x2x64xbf16, sbuf>
+// The second group ends the kernel: its first trip's rows (query tile 0 of heads 2 and 3) leave before its last
+// trip's p^T and products, and the last trip's rows (query tile 1) in a store of their own after them, so that the
+// kernel's last DMA carries one trip's rows.
+// CHECK:       tile.store %{{.*}}[%c0, %c2, %c0, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK:       tile.transpose %{{.*}} : !tile.tile<128x128xbf16, sbuf> -> !tile.tile<128x128xbf16, psum>
+// CHECK:       tile.store %{{.*}}[%c0, %c2, %c1, %c0, %c0] {{.*}} : !tile.tile<128x1x2x64xbf16, sbuf>
+// CHECK-NOT:   tile.store
 
 // -----
 
