@@ -1,0 +1,298 @@
+"""Copies a tape need not make: a copy into on-chip memory whose readers can all read its source instead.
+
+A program loads tiles from HBM into SBUF and evacuates PSUM into SBUF before its engines read them; on the
+simulator each such transfer is a tape step copying bytes between two host arrays, and a GPT-2 step's tapes make
+hundreds of them. Where every step that reads the copied tile (until the tile is overwritten) reads exactly its
+elements and the source is not written in between, those steps can read the source's elements where they are,
+and the copy is left out: the readers see the same bytes in the layouts their results depend on, so they compute
+the same bits, and the tile's own bytes are read by no step of the run (an on-chip tile is no output, and the bytes
+a run reads before writing them are filled again before every run, `runtime.refill`).
+
+Input contract: a first run's steps, in order, and per step its maker and operand views (`bound_inputs.Source`:
+`maker(views)` makes the same work over other memory holding the same bytes), and the machine whose memory the
+views lie in. A step's maker tells its opcode and attributes (`tape.instance_step`, `tape.lane_step`), and so
+which of its roles it reads and writes (`refill`'s classification: a role it may leave partly unwritten counts as
+read as well); a step whose maker tells neither (a nest split across threads, a lane write-back) counts as
+reading and writing every view it has.
+
+Output guarantee: `forward_copies` returns the steps and sources of a tape that writes the same bytes to every
+byte any step reads, to HBM and to every byte the left-out copies' tiles do not hold: a copy step
+(`tape._copy_into` of a `dma_copy` or `tensor_copy` between equal dtypes) is left out only when its destination is
+in SBUF or PSUM, every later step that reads a byte of it, before a step writes all of it, reads it through a view
+of exactly its elements (in any shape a view gives) in a role it does not write, while no step has written a byte
+of the source since the copy, and each such reader reads the source's elements at the strides it read the tile's
+(an elementwise reader: at the same innermost stride) and, made again over them (its maker), is a step of the
+same form (a prepared step stays prepared, so the replay gets no slower); else the steps stay as they are. Memory
+footprints are compared as rectangles of partitions and bytes within a partition (on chip) or byte ranges (HBM),
+which contain the views' bytes: overlaps may be found where there are none, which keeps a copy, never the
+reverse.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from neuron_mlir.runtime import refill, tape
+from neuron_mlir.runtime.hardware import Memory
+
+# (array key, first partition, partition after the last, first byte, byte after the last): on chip, bytes within a
+# partition row; in HBM and in memory outside the machine, one row of bytes (outside, absolute addresses, key -1)
+Footprint = tuple[int, int, int, int, int]
+# per role of a step: (role, "r" read, "w" written whole, "rw" both or a partial write, its footprint, its view)
+_Role = tuple[str, str, Footprint, np.ndarray]
+_UNBOUNDED = 1 << 62
+
+
+class _Memory:
+    """Where views lie in the machine's arrays, as footprints."""
+
+    def __init__(self, machine: Any) -> None:
+        found = []
+        for memory, arrays in machine.arrays.items():
+            for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
+                if array.size == 0:
+                    continue
+                row = _UNBOUNDED if memory is Memory.HBM else end - start
+                low = array.__array_interface__["data"][0]
+                found.append((low, low + array.nbytes, row, memory is not Memory.HBM))
+        found.sort()
+        self._lows = [low for low, _, _, _ in found]
+        self._arrays = found
+
+    def footprint(self, view: np.ndarray) -> tuple[Footprint, bool]:
+        """The view's footprint and whether it lies on chip (SBUF or PSUM)."""
+        address = view.__array_interface__["data"][0]
+        index = bisect.bisect_right(self._lows, address) - 1
+        if index >= 0:
+            low, high, row, on_chip = self._arrays[index]
+            if address < high:
+                return _rectangle(index, address - low, view, row), on_chip
+        hull_low, hull_high = np.lib.array_utils.byte_bounds(view)
+        return (-1, 0, 1, int(hull_low), int(hull_high)), False
+
+
+def _rectangle(key: int, offset: int, view: np.ndarray, row: int) -> Footprint:
+    """The partitions and bytes within a partition that a view at byte `offset` of an array of rows of `row`
+    bytes touches: exact ranges when its dimensions each step whole partitions or stay within one row, else the
+    whole rows of its byte hull."""
+    partition, column = divmod(offset, row)
+    first_partition = last_partition = partition
+    first = last = column
+    all_low = all_high = offset
+    for extent, stride in zip(view.shape, view.strides, strict=True):
+        if extent <= 1:
+            continue
+        reach = (extent - 1) * stride
+        if reach < 0:
+            all_low += reach
+        else:
+            all_high += reach
+        if stride % row == 0:
+            if reach < 0:
+                first_partition += reach // row
+            else:
+                last_partition += reach // row
+        elif reach < 0:
+            first += reach
+        else:
+            last += reach
+    last += view.itemsize
+    if first >= 0 and last <= row:
+        return key, first_partition, last_partition + 1, first, last
+    return key, all_low // row, (all_high + view.itemsize - 1) // row + 1, 0, row
+
+
+def _overlap(a: Footprint, b: Footprint) -> bool:
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]
+
+
+def _covers(view: np.ndarray, a: Footprint, b: Footprint) -> bool:
+    """Whether `view`, of footprint `a`, writes every byte of footprint `b`: `a` contains `b` and the view's
+    elements, which do not overlap, fill `a`."""
+    if not (a[0] == b[0] and a[1] <= b[1] and b[2] <= a[2] and a[3] <= b[3] and b[4] <= a[4]):
+        return False
+    if view.size * view.itemsize != (a[2] - a[1]) * (a[4] - a[3]):
+        return False
+    reach = view.itemsize
+    for stride, extent in sorted((abs(s), n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1):
+        if stride < reach:
+            return False  # elements may share bytes
+        reach = stride * extent
+    return True
+
+
+def _reshaped(view: np.ndarray, tile: np.ndarray) -> bool:
+    """Whether `view` is `tile` reshaped: the same elements in the same order."""
+    if view.dtype != tile.dtype or view.size != tile.size:
+        return False
+    same = tape._view(tile, view.shape)
+    if same is None or same.__array_interface__["data"][0] != view.__array_interface__["data"][0]:
+        return False
+    return all(a == b for a, b, n in zip(same.strides, view.strides, view.shape, strict=True) if n > 1)
+
+
+def _opcode(maker: Any) -> tuple[str, Any] | None:
+    """The opcode and attributes of a step made by `maker`, when its maker tells them."""
+    if not isinstance(maker, functools.partial):
+        return None
+    attrs = maker.keywords.get("attrs") if maker.keywords else None
+    if maker.func is tape.instance_step and len(maker.args) == 2:
+        return maker.args[1], attrs
+    if maker.func is tape.lane_step and len(maker.args) == 1:
+        return maker.args[0], attrs
+    return None
+
+
+def _form(step: Any) -> Any:
+    """What a step is, for telling a step made again from the one it replaces: its type and function."""
+    function = step.func if isinstance(step, functools.partial) else step
+    return type(step), getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+
+
+def forward_copies(
+    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any
+) -> tuple[list[tape.Step], list[Any]]:
+    """The steps and sources of the tape with the copies left out that the module's rules allow."""
+    memory = _Memory(machine)
+    steps_left: list[Any] = list(steps)
+    sources = list(sources)
+    roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
+    left_out = False
+    for position, step in enumerate(steps_left):
+        copied = _copy(step, sources[position])
+        if copied is None:
+            continue
+        tile, values = copied
+        tile_footprint, on_chip = memory.footprint(tile)
+        if not on_chip:
+            continue
+        readers = _readers(roles, position, tile, tile_footprint, memory.footprint(values)[0])
+        if readers is None:
+            continue
+        remade = _remade(steps_left, sources, readers, values)
+        if remade is None:
+            continue
+        for reader, (step_made, views) in remade.items():
+            steps_left[reader], sources[reader] = step_made, (sources[reader][0], views)
+            roles[reader] = _roles(memory, sources[reader])
+        steps_left[position] = sources[position] = roles[position] = None
+        left_out = True
+    if not left_out:
+        return steps_left, sources
+    kept = [position for position, step in enumerate(steps_left) if step is not None]
+    return [steps_left[p] for p in kept], [sources[p] for p in kept]
+
+
+def _copy(step: Any, source: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(destination, source values) of a copy step between equal dtypes (`tape._copy_into`), else None."""
+    if not isinstance(step, functools.partial) or step.keywords or len(step.args) != 2:
+        return None
+    tile, values = getattr(step.func, "__self__", None), step.args[1]
+    if not isinstance(tile, np.ndarray) or step.func != tile.__setitem__ or step.args[0] is not Ellipsis:
+        return None
+    if not isinstance(values, np.ndarray) or values.dtype != tile.dtype or values.shape != tile.shape:
+        return None
+    known = _opcode(source[0]) if source is not None else None
+    if known is None or known[0] not in ("dma_copy", "tensor_copy") or tile.size == 0:
+        return None
+    return tile, values
+
+
+def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
+    if source is None:
+        return None
+    maker, views = source
+    known = _opcode(maker)
+    writes, changed = refill._written(*known) if known is not None else (set(), None)
+    found = []
+    for role, view in views.items():
+        if not isinstance(view, np.ndarray) or view.size == 0:
+            continue
+        if changed is None or role in changed:
+            kind = "w" if role in writes else "rw"
+        else:
+            kind = "r"
+        found.append((role, kind, memory.footprint(view)[0], view))
+    return found
+
+
+def _readers(
+    roles: list[list[_Role] | None], position: int, tile: np.ndarray, footprint: Footprint, source: Footprint
+) -> dict[int, list[str]] | None:
+    """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
+    reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
+    readers: dict[int, list[str]] = {}
+    source_changed = False
+    for later in range(position + 1, len(roles)):
+        found = roles[later]
+        if found is None:
+            continue
+        reads, whole, writes_source = [], False, False
+        for role, kind, where, view in found:
+            if kind != "r" and _overlap(where, source):
+                writes_source = True
+            if not _overlap(where, footprint):
+                continue
+            if kind == "r":
+                if not _reshaped(view, tile):
+                    return None
+                reads.append(role)
+            elif kind == "w" and _covers(view, where, footprint):
+                whole = True
+            else:
+                return None
+        if reads:
+            if source_changed or writes_source:
+                return None
+            readers[later] = reads
+        if whole:
+            return readers
+        source_changed = source_changed or writes_source
+    return readers
+
+
+def _remade(
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray
+) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
+    """Each reader made again reading the copy's source, when each keeps its form."""
+    remade = {}
+    for reader, reads in readers.items():
+        maker, views = sources[reader]
+        if maker is None:
+            return None
+        views = dict(views)
+        for role in reads:
+            moved = tape._view(values, views[role].shape)
+            if moved is None or not _same_layout(maker, views, moved, role):
+                return None
+            views[role] = moved
+        made = maker(views)
+        if _form(made) != _form(steps[reader]):
+            return None
+        remade[reader] = (made, views)
+    return remade
+
+
+# Opcodes that compute each element from the operands' elements at its position, with the same NumPy calls
+# whatever the operands' outer strides: their operands may be read at other strides, each row keeping its innermost
+# stride (which decides the loop NumPy runs: a vectorised transcendental function may round otherwise than its
+# strided fallback). Reductions and products sum in an order the layout decides (NumPy's pairwise sums follow
+# contiguity, BLAS its leading dimensions): their operands keep every stride.
+_ELEMENTWISE = frozenset(
+    {"dma_copy", "tensor_copy", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "select", "activation"}
+)
+
+
+def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, role: str) -> bool:
+    """Whether the reader `maker` makes computes the same bits reading `moved` in place of `views[role]`."""
+    strides = [(a, b) for a, b, n in zip(moved.strides, views[role].strides, moved.shape, strict=True) if n > 1]
+    if all(a == b for a, b in strides):
+        return True
+    known = _opcode(maker)
+    elementwise = known is not None and known[0] in _ELEMENTWISE and "accumulate_dst" not in views
+    return elementwise and strides[-1][0] == strides[-1][1]

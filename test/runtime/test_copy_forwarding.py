@@ -1,0 +1,113 @@
+"""Copies a tape leaves out (runtime.copy_forwarding): a copy into SBUF or PSUM whose readers can read its source in
+place is not replayed, and every run still gives the plain path's bits (every instance executed as it issues); a
+copy whose readers cannot (its source written before they read, a reader of part of the tile, a write of part of
+it) stays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_mlir.runtime import tape
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.simulator import run_program, run_validated
+from neuron_mlir.runtime.validate import validate_program
+
+
+def _replayed_steps(program: Program, runs: int = 4) -> list[tape.Step]:
+    """Run `program` `runs` times on changing inputs, each matching the plain path bit for bit; the tape's steps."""
+    validated = validate_program(program)
+    for run in range(runs):
+        rng = np.random.default_rng(run)
+        inputs = [rng.standard_normal(binding.shape).astype(np.float32) for binding in program.inputs]
+        expected, reference = run_program(program, inputs, vectorize=False)
+        outputs, profile = run_validated(validated, inputs, check_races=False)
+        for want, got in zip(expected, outputs, strict=True):
+            assert got.tobytes() == want.tobytes(), f"run {run}"
+        assert profile == reference
+    (simulator,) = validated.cache["simulators"]
+    assert simulator.tape is not None
+    return simulator.tape.steps
+
+
+def _instances(program: Program) -> int:
+    return len(program.instructions())
+
+
+def test_loads_and_evacuations_read_in_place():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, w = b.input("x", (64, 64), "f32"), b.input("w", (64, 48), "f32")
+    y, z = b.output("y", (64, 32), "f32"), b.output("z", (32, 48), "f32")
+    t, s = b.sbuf("t", (64, 32), "f32"), b.sbuf("s", (64, 32), "f32")
+    ws, e = b.sbuf("ws", (64, 48), "f32"), b.sbuf("e", (32, 48), "f32")
+    acc = b.psum("acc", (32, 48), "f32")
+    # half of x's columns: read in place by the add (elementwise: rows at another stride give the same bits)
+    b.dma(b.ap(t), b.ap(x, [(64, 64), (1, 32)]))
+    # the other half, read by the matmul, whose BLAS product may sum in another order over other strides: kept
+    b.dma(b.ap(s), b.ap(x, [(64, 64), (1, 32)], offset=32), queue=1)
+    b.dma(b.ap(ws), b.ap(w), queue=2)  # read by the matmul at the same strides as w's rows: left out
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(s), "moving": b.ap(ws)})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(t), "in0": b.ap(t), "in1": b.ap(t)}, {"op": "add"})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(e), "src": b.ap(acc)})  # read by the activation: left out
+    b.inst("activation", "scalar", {"dst": b.ap(e), "src": b.ap(e)}, {"func": "exp"})
+    b.dma(b.ap(y), b.ap(t), queue=3)  # stores to HBM stay
+    b.dma(b.ap(z), b.ap(e), queue=4)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 3
+
+
+def test_a_reduction_keeps_a_load_at_other_strides():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (64, 64), "f32"), b.output("y", (64, 1), "f32")
+    t, col = b.sbuf("t", (64, 32), "f32"), b.sbuf("col", (64, 1), "f32")
+    b.dma(b.ap(t), b.ap(x, [(64, 64), (2, 32)]))  # every other column: another innermost stride
+    b.inst("tensor_reduce", "vector", {"dst": b.ap(col), "src": b.ap(t)}, {"op": "add"})
+    b.dma(b.ap(y), b.ap(col), queue=1)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program)
+
+
+def test_a_copy_whose_source_changes_before_its_reader_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (64, 32), "f32"), b.output("y", (64, 32), "f32")
+    s, t = b.sbuf("s", (64, 32), "f32"), b.sbuf("t", (64, 32), "f32")
+    b.dma(b.ap(s), b.ap(x))  # read by the activation, which then writes s whole: left out
+    b.inst("activation", "scalar", {"dst": b.ap(s), "src": b.ap(s)}, {"func": "exp"})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t), "src": b.ap(s)})  # its source s changes before t is read
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(s), "src": b.ap(s)}, {"op0": "multiply", "scalar0": 3.0})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(s), "in0": b.ap(t), "in1": b.ap(s)}, {"op": "subtract"})
+    b.dma(b.ap(y), b.ap(s), queue=1)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 1
+
+
+def test_a_copy_read_in_part_or_written_in_part_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y, z = b.input("x", (64, 32), "f32"), b.output("y", (64, 16), "f32"), b.output("z", (64, 32), "f32")
+    t, u, h = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32"), b.sbuf("h", (64, 16), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(h), "src": b.ap(t, [(1, 16)])}, {"op0": "add", "scalar0": 1.0})
+    b.dma(b.ap(u), b.ap(x), queue=1)
+    b.inst("memset", "vector", {"dst": b.ap(u, [(1, 16)], offset=16)}, {"value": 0.5})
+    b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(u)}, {"func": "tanh"})
+    b.dma(b.ap(y), b.ap(h), queue=2)
+    b.dma(b.ap(z), b.ap(u), queue=3)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program)
+
+
+def test_loads_in_a_batched_loop_read_in_place():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 6 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    column = b.reg()
+    with b.loop(0, 6) as i:
+        b.scalar(column, "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
+        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+        b.dma(b.ap(y, [(96, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    _replayed_steps(b.build())
