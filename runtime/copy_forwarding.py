@@ -1,12 +1,20 @@
-"""Copies a tape need not make: a copy into on-chip memory whose readers can all read its source instead.
+"""Copies a tape need not make: on-chip copies whose readers can read their source, and stores whose source's
+producer can write their destination.
 
-A program loads tiles from HBM into SBUF and evacuates PSUM into SBUF before its engines read them; on the
-simulator each such transfer is a tape step copying bytes between two host arrays, and a GPT-2 step's tapes make
-hundreds of them. Where every step that reads the copied tile (until the tile is overwritten) reads exactly its
-elements and the source is not written in between, those steps can read the source's elements where they are,
-and the copy is left out: the readers see the same bytes in the layouts their results depend on, so they compute
-the same bits, and the tile's own bytes are read by no step of the run (an on-chip tile is no output, and the bytes
-a run reads before writing them are filled again before every run, `runtime.refill`).
+A program loads tiles from HBM into SBUF, evacuates PSUM into SBUF before its engines read them and stores its
+results from SBUF to HBM; on the simulator each such transfer is a tape step copying bytes between two host arrays,
+and a GPT-2 step's tapes make hundreds of them. Two kinds are left out:
+
+* a copy into SBUF or PSUM, when every step that reads the copied tile (until the tile is written whole) reads
+  exactly its elements and the source is not written in between: those steps read the source's elements where
+  they are;
+* a store to HBM, when the step that wrote its source tile wrote all of it, no step between them touches the
+  destination or reads the source, and no later step reads the source before it is written whole: that step
+  writes the destination's elements instead.
+
+Either way every step reads the same bytes in the layouts its results depend on, so it computes the same bits;
+the tile's own bytes are read by no step of the run (an on-chip tile is no output, and the bytes a run reads
+before writing them are filled again before every run, `runtime.refill`).
 
 Input contract: a first run's steps, in order, and per step its maker and operand views (`bound_inputs.Source`:
 `maker(views)` makes the same work over other memory holding the same bytes), and the machine whose memory the
@@ -16,16 +24,18 @@ read as well); a step whose maker tells neither (a nest split across threads, a 
 reading and writing every view it has.
 
 Output guarantee: `forward_copies` returns the steps and sources of a tape that writes the same bytes to every
-byte any step reads, to HBM and to every byte the left-out copies' tiles do not hold: a copy step
-(`tape._copy_into` of a `dma_copy` or `tensor_copy` between equal dtypes) is left out only when its destination is
-in SBUF or PSUM, every later step that reads a byte of it, before a step writes all of it, reads it through a view
-of exactly its elements (in any shape a view gives) in a role it does not write, while no step has written a byte
-of the source since the copy, and each such reader reads the source's elements at the strides it read the tile's
-(an elementwise reader: at the same innermost stride) and, made again over them (its maker), is a step of the
-same form (a prepared step stays prepared, so the replay gets no slower); else the steps stay as they are. Memory
-footprints are compared as rectangles of partitions and bytes within a partition (on chip) or byte ranges (HBM),
-which contain the views' bytes: overlaps may be found where there are none, which keeps a copy, never the
-reverse.
+byte any step reads, to HBM and to every on-chip byte but the tiles of the copies and stores left out. A copy step
+(`tape._copy_into` of a `dma_copy` or `tensor_copy` between equal dtypes) into SBUF or PSUM is left out only when
+every later step that reads a byte of it, before a step writes all of it, reads it through a view of exactly its
+elements (in any shape a view gives) in a role it does not write, while no step has written a byte of the source
+since the copy; a store from SBUF or PSUM to HBM only when the last step before it that writes a byte of its source
+writes exactly the source's elements in a role it only writes, no step from that one to the store touches the
+destination, none between them reads the source, and the first later step touching the source writes all of it.
+Each step made again (its maker) over the other memory reads or writes it at the strides it had (an elementwise
+step: at the same innermost stride) and is a step of the same form (a prepared step stays prepared, so the replay
+gets no slower); else the steps stay as they are. Memory footprints are compared as rectangles of partitions and
+bytes within a partition (on chip) or byte ranges (HBM), which contain the views' bytes: overlaps may be found where
+there are none, which keeps a copy, never the reverse.
 """
 
 from __future__ import annotations
@@ -59,21 +69,21 @@ class _Memory:
                     continue
                 row = _UNBOUNDED if memory is Memory.HBM else end - start
                 low = array.__array_interface__["data"][0]
-                found.append((low, low + array.nbytes, row, memory is not Memory.HBM))
+                found.append((low, low + array.nbytes, row, "hbm" if memory is Memory.HBM else "chip"))
         found.sort()
         self._lows = [low for low, _, _, _ in found]
         self._arrays = found
 
-    def footprint(self, view: np.ndarray) -> tuple[Footprint, bool]:
-        """The view's footprint and whether it lies on chip (SBUF or PSUM)."""
+    def footprint(self, view: np.ndarray) -> tuple[Footprint, str]:
+        """The view's footprint and where it lies: "chip" (SBUF or PSUM), "hbm", or "" (outside the machine)."""
         address = view.__array_interface__["data"][0]
         index = bisect.bisect_right(self._lows, address) - 1
         if index >= 0:
-            low, high, row, on_chip = self._arrays[index]
+            low, high, row, where = self._arrays[index]
             if address < high:
-                return _rectangle(index, address - low, view, row), on_chip
+                return _rectangle(index, address - low, view, row), where
         hull_low, hull_high = np.lib.array_utils.byte_bounds(view)
-        return (-1, 0, 1, int(hull_low), int(hull_high)), False
+        return (-1, 0, 1, int(hull_low), int(hull_high)), ""
 
 
 def _rectangle(key: int, offset: int, view: np.ndarray, row: int) -> Footprint:
@@ -168,18 +178,19 @@ def forward_copies(
         if copied is None:
             continue
         tile, values = copied
-        tile_footprint, on_chip = memory.footprint(tile)
-        if not on_chip:
-            continue
-        readers = _readers(roles, position, tile, tile_footprint, memory.footprint(values)[0])
-        if readers is None:
-            continue
-        remade = _remade(steps_left, sources, readers, values)
+        (tile_footprint, tile_memory), (source, source_memory) = memory.footprint(tile), memory.footprint(values)
+        remade = None
+        if tile_memory == "chip":
+            readers = _readers(roles, position, tile, tile_footprint, source)
+            if readers is not None:
+                remade = _remade(steps_left, sources, readers, values)
+        elif tile_memory == "hbm" and source_memory == "chip":
+            remade = _producer_moved(steps_left, sources, roles, position, tile, tile_footprint, values, source)
         if remade is None:
             continue
-        for reader, (step_made, views) in remade.items():
-            steps_left[reader], sources[reader] = step_made, (sources[reader][0], views)
-            roles[reader] = _roles(memory, sources[reader])
+        for changed, (step_made, views) in remade.items():
+            steps_left[changed], sources[changed] = step_made, (sources[changed][0], views)
+            roles[changed] = _roles(memory, sources[changed])
         steps_left[position] = sources[position] = roles[position] = None
         left_out = True
     if not left_out:
@@ -259,7 +270,7 @@ def _readers(
 def _remade(
     steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray
 ) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
-    """Each reader made again reading the copy's source, when each keeps its form."""
+    """Each reader made again reading the copy's source, when each keeps its layout and form."""
     remade = {}
     for reader, reads in readers.items():
         maker, views = sources[reader]
@@ -296,3 +307,56 @@ def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, ro
     known = _opcode(maker)
     elementwise = known is not None and known[0] in _ELEMENTWISE and "accumulate_dst" not in views
     return elementwise and strides[-1][0] == strides[-1][1]
+
+
+def _producer_moved(
+    steps: list[Any],
+    sources: list[Any],
+    roles: list[list[_Role] | None],
+    position: int,
+    tile: np.ndarray,
+    footprint: Footprint,
+    values: np.ndarray,
+    source: Footprint,
+) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
+    """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
+    destination instead, when no step between them touches the destination or reads the source and no later step
+    reads the source before it is written whole."""
+    producer = None
+    for earlier in range(position - 1, -1, -1):
+        found = roles[earlier]
+        if found is None:
+            continue
+        if any(_overlap(where, footprint) for _, _, where, _ in found):
+            return None
+        writes = [(role, kind, view) for role, kind, where, view in found if kind != "r" and _overlap(where, source)]
+        if writes:
+            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values):
+                return None
+            producer = (earlier, writes[0][0])
+            break
+        if any(_overlap(where, source) for _, _, where, _ in found):
+            return None  # reads the source: the producer's values would no longer be there
+    if producer is None:
+        return None
+    for later in range(position + 1, len(roles)):
+        found = roles[later]
+        if found is None:
+            continue
+        touched = [(kind, where, view) for _, kind, where, view in found if _overlap(where, source)]
+        if any(kind != "w" or not _covers(view, where, source) for kind, where, view in touched):
+            return None
+        if touched:
+            break
+    earlier, role = producer
+    maker, views = sources[earlier]
+    if maker is None:
+        return None
+    moved = tape._view(tile, views[role].shape)
+    if moved is None or not _same_layout(maker, views, moved, role):
+        return None
+    views = {**views, role: moved}
+    made = maker(views)
+    if _form(made) != _form(steps[earlier]):
+        return None
+    return {earlier: (made, views)}

@@ -1,7 +1,8 @@
 """Copies a tape leaves out (runtime.copy_forwarding): a copy into SBUF or PSUM whose readers can read its source in
-place is not replayed, and every run still gives the plain path's bits (every instance executed as it issues); a
-copy whose readers cannot (its source written before they read, a reader of part of the tile, a write of part of
-it) stays."""
+place, and a store to HBM whose source's producer can write the destination itself, are not replayed, and every run
+still gives the plain path's bits (every instance executed as it issues); a copy whose readers cannot (its source
+written before they read, a reader of part of the tile, a write of part of it, a product at other strides) stays,
+and so does a store whose source is read again or whose destination is touched before it."""
 
 from __future__ import annotations
 
@@ -50,11 +51,11 @@ def test_loads_and_evacuations_read_in_place():
     b.inst("tensor_tensor", "vector", {"dst": b.ap(t), "in0": b.ap(t), "in1": b.ap(t)}, {"op": "add"})
     b.inst("tensor_copy", "vector", {"dst": b.ap(e), "src": b.ap(acc)})  # read by the activation: left out
     b.inst("activation", "scalar", {"dst": b.ap(e), "src": b.ap(e)}, {"func": "exp"})
-    b.dma(b.ap(y), b.ap(t), queue=3)  # stores to HBM stay
+    b.dma(b.ap(y), b.ap(t), queue=3)  # stores: the add and the activation write y and z themselves
     b.dma(b.ap(z), b.ap(e), queue=4)
     program = b.build()
     steps = _replayed_steps(program)
-    assert len(steps) == _instances(program) - 3
+    assert len(steps) == _instances(program) - 5
 
 
 def test_a_reduction_keeps_a_load_at_other_strides():
@@ -63,10 +64,10 @@ def test_a_reduction_keeps_a_load_at_other_strides():
     t, col = b.sbuf("t", (64, 32), "f32"), b.sbuf("col", (64, 1), "f32")
     b.dma(b.ap(t), b.ap(x, [(64, 64), (2, 32)]))  # every other column: another innermost stride
     b.inst("tensor_reduce", "vector", {"dst": b.ap(col), "src": b.ap(t)}, {"op": "add"})
-    b.dma(b.ap(y), b.ap(col), queue=1)
+    b.dma(b.ap(y), b.ap(col), queue=1)  # the store: the reduction writes y, at col's strides
     program = b.build()
     steps = _replayed_steps(program)
-    assert len(steps) == _instances(program)
+    assert len(steps) == _instances(program) - 1
 
 
 def test_a_copy_whose_source_changes_before_its_reader_stays():
@@ -78,10 +79,10 @@ def test_a_copy_whose_source_changes_before_its_reader_stays():
     b.inst("tensor_copy", "vector", {"dst": b.ap(t), "src": b.ap(s)})  # its source s changes before t is read
     b.inst("tensor_scalar", "vector", {"dst": b.ap(s), "src": b.ap(s)}, {"op0": "multiply", "scalar0": 3.0})
     b.inst("tensor_tensor", "vector", {"dst": b.ap(s), "in0": b.ap(t), "in1": b.ap(s)}, {"op": "subtract"})
-    b.dma(b.ap(y), b.ap(s), queue=1)
+    b.dma(b.ap(y), b.ap(s), queue=1)  # the store: the subtraction writes y
     program = b.build()
     steps = _replayed_steps(program)
-    assert len(steps) == _instances(program) - 1
+    assert len(steps) == _instances(program) - 2
 
 
 def test_a_copy_read_in_part_or_written_in_part_stays():
@@ -93,11 +94,28 @@ def test_a_copy_read_in_part_or_written_in_part_stays():
     b.dma(b.ap(u), b.ap(x), queue=1)
     b.inst("memset", "vector", {"dst": b.ap(u, [(1, 16)], offset=16)}, {"value": 0.5})
     b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(u)}, {"func": "tanh"})
-    b.dma(b.ap(y), b.ap(h), queue=2)
+    b.dma(b.ap(y), b.ap(h), queue=2)  # the stores: the tensor_scalar and the activation write y and z
     b.dma(b.ap(z), b.ap(u), queue=3)
     program = b.build()
     steps = _replayed_steps(program)
-    assert len(steps) == _instances(program)
+    assert len(steps) == _instances(program) - 2
+
+
+def test_a_store_whose_source_is_read_again_or_whose_destination_is_touched_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y, z = b.input("x", (64, 32), "f32"), b.output("y", (64, 32), "f32"), b.output("z", (64, 32), "f32")
+    t, u = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))  # read by the activation, which writes t whole: left out
+    b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "exp"})
+    b.dma(b.ap(y), b.ap(t), queue=1)  # t is read again after the store
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(u), "src": b.ap(t)}, {"op0": "multiply", "scalar0": 2.0})
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(u)}, {"op0": "add", "scalar0": 1.0})
+    b.dma(b.ap(u), b.ap(y), queue=2)  # reads y, which the last store writes: that store stays
+    b.dma(b.ap(z), b.ap(t), queue=3)  # the second tensor_scalar writes z itself
+    b.dma(b.ap(y), b.ap(u), queue=4)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 2
 
 
 def test_loads_in_a_batched_loop_read_in_place():
