@@ -152,6 +152,8 @@ def _prepare_dma_copy(
     src, dst = ops["src"], ops["dst"]
     if attrs.get("indirect") == "src" and not nl:  # over lanes, the rows of each lane are data of that lane
         return _prepare_gather(src, dst, ops["offsets"])
+    if attrs.get("indirect") == "dst" and not nl:
+        return _prepare_scatter(src, dst, ops["offsets"], attrs)
     if attrs.get("indirect"):
         return None
     values = _view(src, dst.shape)
@@ -172,6 +174,47 @@ def _prepare_gather(table: np.ndarray, dst: np.ndarray, offsets: np.ndarray) -> 
         if rows.size and (rows.min() < 0 or rows.max() >= bound):
             semantics._dma_indirect(table, dst, offsets, {"indirect": "src"})  # raises, naming the first offset
         dst[...] = table[rows].reshape(shape)
+
+    return step
+
+
+def _prepare_scatter(src: np.ndarray, table: np.ndarray, offsets: np.ndarray, attrs: Mapping[str, Any]) -> Step | None:
+    # semantics._dma_indirect's scatter of fp32 rows into an fp32 table (no conversion either way): with accumulate,
+    # np.add.at of the rows into the table (the semantics function's, there into an fp32 copy of the table it then
+    # stores: the same sums in the same order); else each row in order, the last of rows sent to one place winning:
+    # one assignment when no place repeats (counted per run), else the semantics function. An offset outside the
+    # table runs the semantics function, to raise its error.
+    if src.dtype != F32 or table.dtype != F32:
+        return None
+    bound = table.shape[0]
+    values = _view(src, (offsets.size, *table.shape[1:]))
+    if values is None or np.may_share_memory(values, table) or np.may_share_memory(offsets, table):
+        return None
+    fallback = functools.partial(semantics._dma_indirect, src, table, offsets, attrs)
+
+    def rows_within() -> np.ndarray | None:
+        rows = offsets.reshape(-1).astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= bound):
+            return None
+        return rows
+
+    if attrs.get("accumulate"):
+
+        def accumulated() -> None:
+            rows = rows_within()
+            if rows is None:
+                fallback()  # raises, naming the first offset
+                return
+            np.add.at(table, rows, values)
+
+        return accumulated
+
+    def step() -> None:
+        rows = rows_within()
+        if rows is None or (rows.size and np.bincount(rows, minlength=bound).max() > 1):
+            fallback()
+            return
+        table[rows] = values
 
     return step
 
