@@ -32,9 +32,10 @@ since the copy; a store from SBUF or PSUM to HBM only when the last step before 
 writes exactly the source's elements in a role it only writes, no step from that one to the store touches the
 destination, none between them reads the source, and the first later step touching the source writes all of it.
 Each step made again (its maker) over the other memory reads or writes it at the strides it had (an elementwise
-step: at the same innermost stride) and is a step of the same form (a prepared step stays prepared, so the replay
-gets no slower); else the steps stay as they are. Memory footprints are compared as rectangles of partitions and
-bytes within a partition (on chip) or byte ranges (HBM), which contain the views' bytes: overlaps may be found where
+step: at the same innermost stride), starts no two of its views at one address that did not before (nor, for a
+matmul, the reverse), and is a step of the same form (a prepared step stays prepared, so the replay gets no
+slower); else the steps stay as they are. Memory footprints are compared as rectangles of partitions and bytes
+within a partition (on chip) or byte ranges (HBM), which contain the views' bytes: overlaps may be found where
 there are none, which keeps a copy, never the reverse.
 """
 
@@ -282,6 +283,8 @@ def _remade(
             if moved is None or not _same_layout(maker, views, moved, role):
                 return None
             views[role] = moved
+        if not _aliasing_kept(maker, sources[reader][1], views):
+            return None
         made = maker(views)
         if _form(made) != _form(steps[reader]):
             return None
@@ -292,8 +295,8 @@ def _remade(
 # Opcodes that compute each element from the operands' elements at its position, with the same NumPy calls
 # whatever the operands' outer strides: their operands may be read at other strides, each row keeping its innermost
 # stride (which decides the loop NumPy runs: a vectorised transcendental function may round otherwise than its
-# strided fallback). Reductions and products sum in an order the layout decides (NumPy's pairwise sums follow
-# contiguity, BLAS its leading dimensions): their operands keep every stride.
+# strided fallback). Reductions and products sum in an order the layout may decide (NumPy's pairwise sums follow
+# contiguity; NumPy hands BLAS some layouts and not others): their operands keep every stride.
 _ELEMENTWISE = frozenset(
     {"dma_copy", "tensor_copy", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "select", "activation"}
 )
@@ -307,6 +310,20 @@ def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, ro
     known = _opcode(maker)
     elementwise = known is not None and known[0] in _ELEMENTWISE and "accumulate_dst" not in views
     return elementwise and strides[-1][0] == strides[-1][1]
+
+
+def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> bool:
+    """Whether the step's views `after` start no two roles at one address that `before` did not (an operand
+    passed twice, which a product takes as a matrix times its own transpose, another BLAS routine); for a matmul,
+    nor the reverse."""
+    pairs = []
+    for views in (before, after):
+        starts = {r: v.__array_interface__["data"][0] for r, v in views.items() if isinstance(v, np.ndarray)}
+        pairs.append({(a, b) for a in starts for b in starts if a < b and starts[a] == starts[b]})
+    known = _opcode(maker)
+    if known is not None and known[0] == "nc_matmul":
+        return pairs[0] == pairs[1]
+    return pairs[1] <= pairs[0]
 
 
 def _producer_moved(
@@ -354,6 +371,8 @@ def _producer_moved(
         return None
     moved = tape._view(tile, views[role].shape)
     if moved is None or not _same_layout(maker, views, moved, role):
+        return None
+    if not _aliasing_kept(maker, views, {**views, role: moved}):
         return None
     views = {**views, role: moved}
     made = maker(views)
