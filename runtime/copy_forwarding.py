@@ -36,14 +36,17 @@ step: at the same innermost stride), starts no two of its views at one address t
 matmul, the reverse), and is a step of the same form (a prepared step stays prepared, so the replay gets no
 slower); else the steps stay as they are. Memory footprints are compared as rectangles of partitions and bytes
 within a partition (on chip) or byte ranges (HBM), which contain the views' bytes: overlaps may be found where
-there are none, which keeps a copy, never the reverse.
+there are none, which keeps a copy, never the reverse. Only the `REACH` nearest steps touching the memory arrays of
+a copy's views are looked at, so the rewrite stays linear in the tape's length: a copy whose fate lies further
+away stays.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +60,10 @@ Footprint = tuple[int, int, int, int, int]
 # per role of a step: (role, "r" read, "w" written whole, "rw" both or a partial write, its footprint, its view)
 _Role = tuple[str, str, Footprint, np.ndarray]
 _UNBOUNDED = 1 << 62
+# How many of the steps touching the memory arrays of a copy's two views are looked at, before or after it (the
+# first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
+# written further away stays.
+REACH = 512
 
 
 class _Memory:
@@ -85,6 +92,49 @@ class _Memory:
                 return _rectangle(index, address - low, view, row), where
         hull_low, hull_high = np.lib.array_utils.byte_bounds(view)
         return (-1, 0, 1, int(hull_low), int(hull_high)), ""
+
+
+class _Index:
+    """Per footprint key, the positions of the steps with a view there, ascending: only those can touch a view of
+    that key. A step made again is added under its new keys; its old entries stay, harmless (its roles are looked
+    at as they are then)."""
+
+    def __init__(self, roles: Sequence[list[_Role] | None]) -> None:
+        self._positions: dict[int, list[int]] = {}
+        for position, found in enumerate(roles):
+            if found is not None:
+                for key in {where[0] for _, _, where, _ in found}:
+                    self._positions.setdefault(key, []).append(position)
+
+    def add(self, position: int, found: list[_Role] | None) -> None:
+        for key in {where[0] for _, _, where, _ in found or ()}:
+            positions = self._positions.setdefault(key, [])
+            if position not in positions:
+                bisect.insort(positions, position)
+
+    def after(self, position: int, keys: Iterable[int]) -> Iterator[int]:
+        """The steps after `position` with a view of one of `keys`, in order."""
+        lists = []
+        for key in set(keys):
+            positions = self._positions.get(key, [])
+            lists.append(positions[bisect.bisect_right(positions, position) :])
+        return _distinct(heapq.merge(*lists))
+
+    def before(self, position: int, keys: Iterable[int]) -> Iterator[int]:
+        """The steps before `position` with a view of one of `keys`, nearest first."""
+        lists = []
+        for key in set(keys):
+            positions = self._positions.get(key, [])
+            lists.append(positions[: bisect.bisect_left(positions, position)][::-1])
+        return _distinct(heapq.merge(*lists, reverse=True))
+
+
+def _distinct(positions: Iterable[int]) -> Iterator[int]:
+    last = None
+    for position in positions:
+        if position != last:
+            yield position
+        last = position
 
 
 def _rectangle(key: int, offset: int, view: np.ndarray, row: int) -> Footprint:
@@ -173,6 +223,7 @@ def forward_copies(
     steps_left: list[Any] = list(steps)
     sources = list(sources)
     roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
+    index = _Index(roles)
     left_out = False
     for position, step in enumerate(steps_left):
         copied = _copy(step, sources[position])
@@ -182,16 +233,17 @@ def forward_copies(
         (tile_footprint, tile_memory), (source, source_memory) = memory.footprint(tile), memory.footprint(values)
         remade = None
         if tile_memory == "chip":
-            readers = _readers(roles, position, tile, tile_footprint, source)
+            readers = _readers(roles, index, position, tile, tile_footprint, source)
             if readers is not None:
                 remade = _remade(steps_left, sources, readers, values)
         elif tile_memory == "hbm" and source_memory == "chip":
-            remade = _producer_moved(steps_left, sources, roles, position, tile, tile_footprint, values, source)
+            remade = _producer_moved(steps_left, sources, roles, index, position, tile, tile_footprint, values, source)
         if remade is None:
             continue
         for changed, (step_made, views) in remade.items():
             steps_left[changed], sources[changed] = step_made, (sources[changed][0], views)
             roles[changed] = _roles(memory, sources[changed])
+            index.add(changed, roles[changed])
         steps_left[position] = sources[position] = roles[position] = None
         left_out = True
     if not left_out:
@@ -234,13 +286,20 @@ def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
 
 
 def _readers(
-    roles: list[list[_Role] | None], position: int, tile: np.ndarray, footprint: Footprint, source: Footprint
+    roles: list[list[_Role] | None],
+    index: _Index,
+    position: int,
+    tile: np.ndarray,
+    footprint: Footprint,
+    source: Footprint,
 ) -> dict[int, list[str]] | None:
     """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
     reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
     readers: dict[int, list[str]] = {}
     source_changed = False
-    for later in range(position + 1, len(roles)):
+    for seen, later in enumerate(index.after(position, (footprint[0], source[0]))):
+        if seen == REACH:
+            return None  # the tile may be read further on: the copy stays
         found = roles[later]
         if found is None:
             continue
@@ -330,6 +389,7 @@ def _producer_moved(
     steps: list[Any],
     sources: list[Any],
     roles: list[list[_Role] | None],
+    index: _Index,
     position: int,
     tile: np.ndarray,
     footprint: Footprint,
@@ -340,7 +400,9 @@ def _producer_moved(
     destination instead, when no step between them touches the destination or reads the source and no later step
     reads the source before it is written whole."""
     producer = None
-    for earlier in range(position - 1, -1, -1):
+    for seen, earlier in enumerate(index.before(position, (footprint[0], source[0]))):
+        if seen == REACH:
+            return None
         found = roles[earlier]
         if found is None:
             continue
@@ -356,7 +418,9 @@ def _producer_moved(
             return None  # reads the source: the producer's values would no longer be there
     if producer is None:
         return None
-    for later in range(position + 1, len(roles)):
+    for seen, later in enumerate(index.after(position, (source[0],))):
+        if seen == REACH:
+            return None  # the source may be read further on
         found = roles[later]
         if found is None:
             continue

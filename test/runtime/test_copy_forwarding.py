@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuron_mlir.runtime import tape
+from neuron_mlir.runtime import copy_forwarding, tape
 from neuron_mlir.runtime.builder import ProgramBuilder
 from neuron_mlir.runtime.program import Program
 from neuron_mlir.runtime.simulator import run_program, run_validated
@@ -148,3 +148,23 @@ def test_a_matmul_whose_operands_would_become_one_keeps_a_load():
     steps = _replayed_steps(program)
     # left out: the first load, the evacuation (the store reads PSUM) and the store (the matmul writes y)
     assert len(steps) == _instances(program) - 3
+
+
+def test_a_copy_whose_readers_lie_beyond_the_reach_stays(monkeypatch):
+    """Only `REACH` steps touching a copy's memory are looked at after it: a reader further away keeps the copy."""
+
+    def program() -> Program:
+        b = ProgramBuilder("trn2", auto_waits=True)
+        x, y = b.input("x", (64, 64), "f32"), b.output("y", (64, 32), "f32")
+        t, s = b.sbuf("t", (64, 32), "f32"), b.sbuf("s", (64, 32), "f32")
+        b.dma(b.ap(t), b.ap(x, [(64, 64), (1, 32)]))
+        b.dma(b.ap(s), b.ap(x, [(64, 64), (1, 32)], offset=32), queue=1)  # touches x, the first copy's source
+        b.inst("tensor_tensor", "vector", {"dst": b.ap(s), "in0": b.ap(t), "in1": b.ap(s)}, {"op": "add"})
+        b.dma(b.ap(y), b.ap(s), queue=2)
+        return b.build()
+
+    # both loads left out, and the store (the add writes y)
+    assert len(_replayed_steps(program())) == _instances(program()) - 3
+    monkeypatch.setattr(copy_forwarding, "REACH", 1)
+    # the first load's reader is the second step touching x or t after it: the first load stays
+    assert len(_replayed_steps(program())) == _instances(program()) - 2
