@@ -25,8 +25,10 @@ fast paths, each proven by the tests to give the reference's bits, profile and r
 * The first run keeps its data work as a tape (`runtime.tape`) and works out which bytes it read before
   writing them (`runtime.refill`; when that analysis would weigh on the first run, the second run does it after
   filling all memory). Later runs of the same `ValidatedProgram` fill those bytes again, load the inputs, run the
-  tape and return the profile the first run measured, walking nothing. A run that asks for race checking when no
-  earlier run did walks the program again for the timeline and the race checker (its data work is the tape's).
+  tape and return the profile the first run measured, walking nothing. The tape leaves out the copies into SBUF and
+  PSUM whose readers can read the copied bytes where the copy read them (`runtime.copy_forwarding`). A run that asks
+  for race checking when no earlier run did walks the program again for the timeline and the race checker (its
+  data work is the tape's).
 
 The preparation (plans, memories, loop analyses, tape) is kept with the `ValidatedProgram` and reused by its later
 runs; `run_program` also remembers the validation of a `Program` object as long as the object is alive and
@@ -48,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_mlir.runtime import blas, bound_inputs, dtypes, heap, host_arena, refill, tape, vectorize
+from neuron_mlir.runtime import blas, bound_inputs, copy_forwarding, dtypes, heap, host_arena, refill, tape, vectorize
 from neuron_mlir.runtime.hardware import Memory
 from neuron_mlir.runtime.interpreter import Interpreter
 from neuron_mlir.runtime.lanes import Lanes, trace
@@ -360,8 +362,10 @@ class Simulator:
         if recorder is None:
             self._analyse_refill()
         else:
-            self.tape = tape.Tape(recorder.steps)
-            self._bind_inputs(recorder.sources)
+            # later runs read on-chip copies' sources in place where they can (`runtime.copy_forwarding`)
+            steps, sources = copy_forwarding.forward_copies(recorder.steps, recorder.sources, self.machine)
+            self.tape = tape.Tape(steps)
+            self._bind_inputs(sources)
             self._unanalysed = recorder.accesses
             # In the next run when it costs no more than the data work (so that run costs at most about two steady
             # ones); else now, in a first run that costs more than that anyway.

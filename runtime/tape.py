@@ -152,6 +152,8 @@ def _prepare_dma_copy(
     src, dst = ops["src"], ops["dst"]
     if attrs.get("indirect") == "src" and not nl:  # over lanes, the rows of each lane are data of that lane
         return _prepare_gather(src, dst, ops["offsets"])
+    if attrs.get("indirect") == "dst" and not nl:
+        return _prepare_scatter(src, dst, ops["offsets"], attrs)
     if attrs.get("indirect"):
         return None
     values = _view(src, dst.shape)
@@ -172,6 +174,47 @@ def _prepare_gather(table: np.ndarray, dst: np.ndarray, offsets: np.ndarray) -> 
         if rows.size and (rows.min() < 0 or rows.max() >= bound):
             semantics._dma_indirect(table, dst, offsets, {"indirect": "src"})  # raises, naming the first offset
         dst[...] = table[rows].reshape(shape)
+
+    return step
+
+
+def _prepare_scatter(src: np.ndarray, table: np.ndarray, offsets: np.ndarray, attrs: Mapping[str, Any]) -> Step | None:
+    # semantics._dma_indirect's scatter of fp32 rows into an fp32 table (no conversion either way): with accumulate,
+    # np.add.at of the rows into the table (the semantics function's, there into an fp32 copy of the table it then
+    # stores: the same sums in the same order); else each row in order, the last of rows sent to one place winning:
+    # one assignment when no place repeats (counted per run), else the semantics function. An offset outside the
+    # table runs the semantics function, to raise its error.
+    if src.dtype != F32 or table.dtype != F32:
+        return None
+    bound = table.shape[0]
+    values = _view(src, (offsets.size, *table.shape[1:]))
+    if values is None or np.may_share_memory(values, table) or np.may_share_memory(offsets, table):
+        return None
+    fallback = functools.partial(semantics._dma_indirect, src, table, offsets, attrs)
+
+    def rows_within() -> np.ndarray | None:
+        rows = offsets.reshape(-1).astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= bound):
+            return None
+        return rows
+
+    if attrs.get("accumulate"):
+
+        def accumulated() -> None:
+            rows = rows_within()
+            if rows is None:
+                fallback()  # raises, naming the first offset
+                return
+            np.add.at(table, rows, values)
+
+        return accumulated
+
+    def step() -> None:
+        rows = rows_within()
+        if rows is None or (rows.size and np.bincount(rows, minlength=bound).max() > 1):
+            fallback()
+            return
+        table[rows] = values
 
     return step
 
@@ -313,6 +356,30 @@ def _stored(dst: np.ndarray, compute: Callable[[], np.ndarray]) -> Step:
 _TENSOR_SCALAR_STEPS = [("op0", "operand0", "scalar0", "reverse0"), ("op1", "operand1", "scalar1", "reverse1")]
 
 
+def _tensor_scalar_operands(
+    ops: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any],
+    rows_of: Callable[[np.ndarray, int], np.ndarray | None],
+    nl: int,
+) -> list[tuple[str, Any, bool, bool]] | None:
+    """A tensor_scalar's operators in order, each as (operator, operand, whether the operand is a per-partition
+    vector, reverse): an immediate as its attribute, a vector as `rows_of(vector, nl)`. None when a vector's rows
+    are no view `rows_of` gives."""
+    used = []
+    for op_name, role, scalar_name, reverse_name in _TENSOR_SCALAR_STEPS:
+        op = attrs.get(op_name)
+        if op is None:
+            continue
+        vector = ops.get(role)
+        scalar: Any = attrs.get(scalar_name, 0.0)
+        if vector is not None:
+            scalar = rows_of(vector, nl)
+            if scalar is None:
+                return None
+        used.append((op, scalar, vector is not None, bool(attrs.get(reverse_name))))
+    return used
+
+
 def _prepare_tensor_scalar(
     ops: Mapping[str, np.ndarray], attrs: Mapping[str, Any], engine: Engine, target: Target, nl: int
 ) -> Step | None:
@@ -327,23 +394,10 @@ def _prepare_tensor_scalar(
     if integer or last is None or semantics._FLOAT_UFUNCS.get(last) is None:
         return _tensor_scalar_values(ops, attrs, integer, nl)
     values = _f32_rows(src, nl)
-    if values is None:
+    used = _tensor_scalar_operands(ops, attrs, _f32_rows, nl)
+    if values is None or not used:
         return None
-    used = []
-    for op_name, role, scalar_name, reverse_name in steps:
-        op = attrs.get(op_name)
-        if op is None:
-            continue
-        vector = ops.get(role)
-        scalar: Any = attrs.get(scalar_name, 0.0)
-        if vector is not None:
-            scalar = _f32_rows(vector, nl)
-            if scalar is None:
-                return None
-        used.append((op, scalar, bool(attrs.get(reverse_name))))
-    if not used or len(used) > 2:
-        return None
-    op, scalar, reverse = used[-1]
+    op, scalar, _, reverse = used[-1]
     ufunc = semantics._FLOAT_UFUNCS.get(op)
     if ufunc is None:
         return None
@@ -352,7 +406,7 @@ def _prepare_tensor_scalar(
         lhs, rhs = (last_scalar, values) if reverse else (values, last_scalar)
         rows = _into_rows(dst, nl, lhs.shape, rhs.shape)
         return functools.partial(ufunc, lhs, rhs, out=rows) if rows is not None else None
-    first_op, first_scalar, first_reverse = used[0]
+    first_op, first_scalar, _, first_reverse = used[0]
     a, b = (first_scalar, values) if first_reverse else (values, first_scalar)
     intermediate = np.broadcast_shapes(np.shape(a), np.shape(b))
     rows = _into_rows(dst, nl, intermediate, last_scalar.shape)
@@ -392,20 +446,11 @@ def _tensor_scalar_values(
     # (views, read as the step runs; a per-partition operand widened to fp32 outside an integer domain), then
     # store(dst, values)
     values = _rows(ops["src"], nl)
-    if values is None:
+    operands = _tensor_scalar_operands(ops, attrs, _rows, nl)
+    if values is None or operands is None:
         return None
-    used: list[tuple[str, Any, bool, bool]] = []
-    for op_name, role, scalar_name, reverse_name in _TENSOR_SCALAR_STEPS:
-        op = attrs.get(op_name)
-        if op is None:
-            continue
-        vector = ops.get(role)
-        scalar: Any = attrs.get(scalar_name, 0.0)
-        if vector is not None:
-            scalar = _rows(vector, nl)
-            if scalar is None:
-                return None
-        used.append((op, scalar, vector is not None and not integer, bool(attrs.get(reverse_name))))
+    # outside an integer domain a per-partition operand is widened to fp32 per run
+    used = [(op, scalar, vector and not integer, reverse) for op, scalar, vector, reverse in operands]
     if len(used) == 1 and used[0][0] in _COMPARISONS:
         step = _comparison(ops["dst"], values, used[0], integer, nl)
         if step is not None:

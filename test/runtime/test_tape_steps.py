@@ -268,6 +268,34 @@ def test_a_prepared_gather_gives_the_semantics_rows_and_stops_at_an_offset_outsi
             step()
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_prepared_scatter_gives_the_semantics_rows_and_stops_at_an_offset_outside_the_table(accumulate):
+    """An indirect dma_copy that scatters fp32 rows (with accumulate: an embedding's gradient) is prepared: the
+    table the semantics function leaves, with offsets that repeat (the last row sent to a place wins, or all add up
+    in order) and offsets that do not, and its error for an offset outside the table."""
+    rng = np.random.default_rng(5)
+    arrays = {"src": _memory((19, 5), F32, (), rng), "dst": _memory((37, 5), F32, (), rng)}
+    arrays["offsets"] = rng.permutation(37)[:19].reshape(19, 1).astype(np.int32)
+    attrs = isa.with_defaults("dma_copy", {"indirect": "dst", "accumulate": accumulate})
+    spec = isa.OPCODES["dma_copy"]
+    step = tape.instance_step(spec.semantics, "dma_copy", arrays, attrs, Engine.DMA, TRN2)
+    assert not isinstance(step, functools.partial)  # prepared
+    for run in range(3):
+        if run == 1:  # other places, written in place
+            arrays["offsets"][...] = rng.permutation(37)[:19].reshape(19, 1)
+        if run == 2:  # places that repeat
+            arrays["offsets"][...] = rng.integers(0, 6, (19, 1))
+        arrays["src"][...] = rng.standard_normal((19, 5)).astype(np.float32)
+        reference = {role: _copy_view(array) for role, array in arrays.items()}
+        step()
+        spec.semantics(reference, attrs, Engine.DMA, TRN2)
+        assert arrays["dst"].tobytes() == reference["dst"].tobytes(), f"run {run}"
+    for bad in (-1, 37):
+        arrays["offsets"][7, 0] = bad
+        with pytest.raises(SimulationError, match=rf"indirect offset {bad} at partition 7 is outside \[0, 37\)"):
+            step()
+
+
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_exact_integer_steps_wrap_as_the_semantics_function(op, dtype):

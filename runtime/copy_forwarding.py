@@ -1,0 +1,445 @@
+"""Copies a tape need not make: on-chip copies whose readers can read their source, and stores whose source's
+producer can write their destination.
+
+A program loads tiles from HBM into SBUF, evacuates PSUM into SBUF before its engines read them and stores its
+results from SBUF to HBM; on the simulator each such transfer is a tape step copying bytes between two host arrays,
+and a GPT-2 step's tapes make hundreds of them. Two kinds are left out:
+
+* a copy into SBUF or PSUM, when every step that reads the copied tile (until the tile is written whole) reads
+  exactly its elements and the source is not written in between: those steps read the source's elements where
+  they are;
+* a store to HBM, when the step that wrote its source tile wrote all of it, no step between them touches the
+  destination or reads the source, and no later step reads the source before it is written whole: that step
+  writes the destination's elements instead.
+
+Either way every step reads the same bytes in the layouts its results depend on, so it computes the same bits;
+the tile's own bytes are read by no step of the run (an on-chip tile is no output, and the bytes a run reads
+before writing them are filled again before every run, `runtime.refill`).
+
+Input contract: a first run's steps, in order, and per step its maker and operand views (`bound_inputs.Source`:
+`maker(views)` makes the same work over other memory holding the same bytes), and the machine whose memory the
+views lie in. A step's maker tells its opcode and attributes (`tape.instance_step`, `tape.lane_step`), and so
+which of its roles it reads and writes (`refill`'s classification: a role it may leave partly unwritten counts as
+read as well); a step whose maker tells neither (a nest split across threads, a lane write-back) counts as
+reading and writing every view it has.
+
+Output guarantee: `forward_copies` returns the steps and sources of a tape that writes the same bytes to every
+byte any step reads, to HBM and to every on-chip byte but the tiles of the copies and stores left out. A copy step
+(`tape._copy_into` of a `dma_copy` or `tensor_copy` between equal dtypes) into SBUF or PSUM is left out only when
+every later step that reads a byte of it, before a step writes all of it, reads it through a view of exactly its
+elements (in any shape a view gives) in a role it does not write, while no step has written a byte of the source
+since the copy; a store from SBUF or PSUM to HBM only when the last step before it that writes a byte of its source
+writes exactly the source's elements in a role it only writes, no step from that one to the store touches the
+destination, none between them reads the source, and the first later step touching the source writes all of it.
+Each step made again (its maker) over the other memory reads or writes it at the strides it had (an elementwise
+step: at the same innermost stride), starts no two of its views at one address that did not before (nor, for a
+matmul, the reverse), and is a step of the same form (a prepared step stays prepared, so the replay gets no
+slower); else the steps stay as they are. Memory footprints are compared as rectangles of partitions and bytes
+within a partition (on chip) or byte ranges (HBM), which contain the views' bytes: overlaps may be found where
+there are none, which keeps a copy, never the reverse. Only the `REACH` nearest steps touching the memory arrays of
+a copy's views are looked at, so the rewrite stays linear in the tape's length: a copy whose fate lies further
+away stays.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from neuron_mlir.runtime import refill, tape
+from neuron_mlir.runtime.hardware import Memory
+
+# (array key, first partition, partition after the last, first byte, byte after the last): on chip, bytes within a
+# partition row; in HBM and in memory outside the machine, one row of bytes (outside, absolute addresses, key -1)
+Footprint = tuple[int, int, int, int, int]
+# per role of a step: (role, "r" read, "w" written whole, "rw" both or a partial write, its footprint, its view)
+_Role = tuple[str, str, Footprint, np.ndarray]
+_UNBOUNDED = 1 << 62
+# How many of the steps touching the memory arrays of a copy's two views are looked at, before or after it (the
+# first run's rewrite stays linear in the tape's length): a copy whose tile, or store whose source, may be read or
+# written further away stays.
+REACH = 512
+
+
+class _Memory:
+    """Where views lie in the machine's arrays, as footprints."""
+
+    def __init__(self, machine: Any) -> None:
+        found = []
+        for memory, arrays in machine.arrays.items():
+            for (start, end), array in zip(machine.ranges[memory], arrays, strict=True):
+                if array.size == 0:
+                    continue
+                row = _UNBOUNDED if memory is Memory.HBM else end - start
+                low = array.__array_interface__["data"][0]
+                found.append((low, low + array.nbytes, row, "hbm" if memory is Memory.HBM else "chip"))
+        found.sort()
+        self._lows = [low for low, _, _, _ in found]
+        self._arrays = found
+
+    def footprint(self, view: np.ndarray) -> tuple[Footprint, str]:
+        """The view's footprint and where it lies: "chip" (SBUF or PSUM), "hbm", or "" (outside the machine)."""
+        address = view.__array_interface__["data"][0]
+        index = bisect.bisect_right(self._lows, address) - 1
+        if index >= 0:
+            low, high, row, where = self._arrays[index]
+            if address < high:
+                return _rectangle(index, address - low, view, row), where
+        hull_low, hull_high = np.lib.array_utils.byte_bounds(view)
+        return (-1, 0, 1, int(hull_low), int(hull_high)), ""
+
+
+class _Index:
+    """Per footprint key, the positions of the steps with a view there, ascending: only those can touch a view of
+    that key. A step made again is added under its new keys; its old entries stay, harmless (its roles are looked
+    at as they are then)."""
+
+    def __init__(self, roles: Sequence[list[_Role] | None]) -> None:
+        self._positions: dict[int, list[int]] = {}
+        for position, found in enumerate(roles):
+            if found is not None:
+                for key in {where[0] for _, _, where, _ in found}:
+                    self._positions.setdefault(key, []).append(position)
+
+    def add(self, position: int, found: list[_Role] | None) -> None:
+        for key in {where[0] for _, _, where, _ in found or ()}:
+            positions = self._positions.setdefault(key, [])
+            if position not in positions:
+                bisect.insort(positions, position)
+
+    def after(self, position: int, keys: Iterable[int]) -> Iterator[int]:
+        """The steps after `position` with a view of one of `keys`, in order."""
+        lists = []
+        for key in set(keys):
+            positions = self._positions.get(key, [])
+            lists.append(positions[bisect.bisect_right(positions, position) :])
+        return _distinct(heapq.merge(*lists))
+
+    def before(self, position: int, keys: Iterable[int]) -> Iterator[int]:
+        """The steps before `position` with a view of one of `keys`, nearest first."""
+        lists = []
+        for key in set(keys):
+            positions = self._positions.get(key, [])
+            lists.append(positions[: bisect.bisect_left(positions, position)][::-1])
+        return _distinct(heapq.merge(*lists, reverse=True))
+
+
+def _distinct(positions: Iterable[int]) -> Iterator[int]:
+    last = None
+    for position in positions:
+        if position != last:
+            yield position
+        last = position
+
+
+def _rectangle(key: int, offset: int, view: np.ndarray, row: int) -> Footprint:
+    """The partitions and bytes within a partition that a view at byte `offset` of an array of rows of `row`
+    bytes touches: exact ranges when its dimensions each step whole partitions or stay within one row, else the
+    whole rows of its byte hull."""
+    partition, column = divmod(offset, row)
+    first_partition = last_partition = partition
+    first = last = column
+    all_low = all_high = offset
+    for extent, stride in zip(view.shape, view.strides, strict=True):
+        if extent <= 1:
+            continue
+        reach = (extent - 1) * stride
+        if reach < 0:
+            all_low += reach
+        else:
+            all_high += reach
+        if stride % row == 0:
+            if reach < 0:
+                first_partition += reach // row
+            else:
+                last_partition += reach // row
+        elif reach < 0:
+            first += reach
+        else:
+            last += reach
+    last += view.itemsize
+    if first >= 0 and last <= row:
+        return key, first_partition, last_partition + 1, first, last
+    return key, all_low // row, (all_high + view.itemsize - 1) // row + 1, 0, row
+
+
+def _overlap(a: Footprint, b: Footprint) -> bool:
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]
+
+
+def _covers(view: np.ndarray, a: Footprint, b: Footprint) -> bool:
+    """Whether `view`, of footprint `a`, writes every byte of footprint `b`: `a` contains `b` and the view's
+    elements, which do not overlap, fill `a`."""
+    if not (a[0] == b[0] and a[1] <= b[1] and b[2] <= a[2] and a[3] <= b[3] and b[4] <= a[4]):
+        return False
+    if view.size * view.itemsize != (a[2] - a[1]) * (a[4] - a[3]):
+        return False
+    reach = view.itemsize
+    for stride, extent in sorted((abs(s), n) for s, n in zip(view.strides, view.shape, strict=True) if n > 1):
+        if stride < reach:
+            return False  # elements may share bytes
+        reach = stride * extent
+    return True
+
+
+def _reshaped(view: np.ndarray, tile: np.ndarray) -> bool:
+    """Whether `view` is `tile` reshaped: the same elements in the same order."""
+    if view.dtype != tile.dtype or view.size != tile.size:
+        return False
+    same = tape._view(tile, view.shape)
+    if same is None or same.__array_interface__["data"][0] != view.__array_interface__["data"][0]:
+        return False
+    return all(a == b for a, b, n in zip(same.strides, view.strides, view.shape, strict=True) if n > 1)
+
+
+def _opcode(maker: Any) -> tuple[str, Any] | None:
+    """The opcode and attributes of a step made by `maker`, when its maker tells them."""
+    if not isinstance(maker, functools.partial):
+        return None
+    attrs = maker.keywords.get("attrs") if maker.keywords else None
+    if maker.func is tape.instance_step and len(maker.args) == 2:
+        return maker.args[1], attrs
+    if maker.func is tape.lane_step and len(maker.args) == 1:
+        return maker.args[0], attrs
+    return None
+
+
+def _form(step: Any) -> Any:
+    """What a step is, for telling a step made again from the one it replaces: its type and function."""
+    function = step.func if isinstance(step, functools.partial) else step
+    return type(step), getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+
+
+def forward_copies(
+    steps: Sequence[tape.Step], sources: Sequence[Any], machine: Any
+) -> tuple[list[tape.Step], list[Any]]:
+    """The steps and sources of the tape with the copies left out that the module's rules allow."""
+    memory = _Memory(machine)
+    steps_left: list[Any] = list(steps)
+    sources = list(sources)
+    roles: list[list[_Role] | None] = [_roles(memory, source) for source in sources]
+    index = _Index(roles)
+    left_out = False
+    for position, step in enumerate(steps_left):
+        copied = _copy(step, sources[position])
+        if copied is None:
+            continue
+        tile, values = copied
+        (tile_footprint, tile_memory), (source, source_memory) = memory.footprint(tile), memory.footprint(values)
+        remade = None
+        if tile_memory == "chip":
+            readers = _readers(roles, index, position, tile, tile_footprint, source)
+            if readers is not None:
+                remade = _remade(steps_left, sources, readers, values)
+        elif tile_memory == "hbm" and source_memory == "chip":
+            remade = _producer_moved(steps_left, sources, roles, index, position, tile, tile_footprint, values, source)
+        if remade is None:
+            continue
+        for changed, (step_made, views) in remade.items():
+            steps_left[changed], sources[changed] = step_made, (sources[changed][0], views)
+            roles[changed] = _roles(memory, sources[changed])
+            index.add(changed, roles[changed])
+        steps_left[position] = sources[position] = roles[position] = None
+        left_out = True
+    if not left_out:
+        return steps_left, sources
+    kept = [position for position, step in enumerate(steps_left) if step is not None]
+    return [steps_left[p] for p in kept], [sources[p] for p in kept]
+
+
+def _copy(step: Any, source: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(destination, source values) of a copy step between equal dtypes (`tape._copy_into`), else None."""
+    if not isinstance(step, functools.partial) or step.keywords or len(step.args) != 2:
+        return None
+    tile, values = getattr(step.func, "__self__", None), step.args[1]
+    if not isinstance(tile, np.ndarray) or step.func != tile.__setitem__ or step.args[0] is not Ellipsis:
+        return None
+    if not isinstance(values, np.ndarray) or values.dtype != tile.dtype or values.shape != tile.shape:
+        return None
+    known = _opcode(source[0]) if source is not None else None
+    if known is None or known[0] not in ("dma_copy", "tensor_copy") or tile.size == 0:
+        return None
+    return tile, values
+
+
+def _roles(memory: _Memory, source: Any) -> list[_Role] | None:
+    if source is None:
+        return None
+    maker, views = source
+    known = _opcode(maker)
+    writes, changed = refill._written(*known) if known is not None else (set(), None)
+    found = []
+    for role, view in views.items():
+        if not isinstance(view, np.ndarray) or view.size == 0:
+            continue
+        if changed is None or role in changed:
+            kind = "w" if role in writes else "rw"
+        else:
+            kind = "r"
+        found.append((role, kind, memory.footprint(view)[0], view))
+    return found
+
+
+def _readers(
+    roles: list[list[_Role] | None],
+    index: _Index,
+    position: int,
+    tile: np.ndarray,
+    footprint: Footprint,
+    source: Footprint,
+) -> dict[int, list[str]] | None:
+    """Per later step reading the tile before it is written whole, the roles it reads it in; None when some step
+    reads it otherwise (part of it, in a role it also writes, once the source has changed) or writes part of it."""
+    readers: dict[int, list[str]] = {}
+    source_changed = False
+    for seen, later in enumerate(index.after(position, (footprint[0], source[0]))):
+        if seen == REACH:
+            return None  # the tile may be read further on: the copy stays
+        found = roles[later]
+        if found is None:
+            continue
+        reads, whole, writes_source = [], False, False
+        for role, kind, where, view in found:
+            if kind != "r" and _overlap(where, source):
+                writes_source = True
+            if not _overlap(where, footprint):
+                continue
+            if kind == "r":
+                if not _reshaped(view, tile):
+                    return None
+                reads.append(role)
+            elif kind == "w" and _covers(view, where, footprint):
+                whole = True
+            else:
+                return None
+        if reads:
+            if source_changed or writes_source:
+                return None
+            readers[later] = reads
+        if whole:
+            return readers
+        source_changed = source_changed or writes_source
+    return readers
+
+
+def _remade(
+    steps: list[Any], sources: list[Any], readers: dict[int, list[str]], values: np.ndarray
+) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
+    """Each reader made again reading the copy's source, when each keeps its layout and form."""
+    remade = {}
+    for reader, reads in readers.items():
+        maker, views = sources[reader]
+        if maker is None:
+            return None
+        views = dict(views)
+        for role in reads:
+            moved = tape._view(values, views[role].shape)
+            if moved is None or not _same_layout(maker, views, moved, role):
+                return None
+            views[role] = moved
+        if not _aliasing_kept(maker, sources[reader][1], views):
+            return None
+        made = maker(views)
+        if _form(made) != _form(steps[reader]):
+            return None
+        remade[reader] = (made, views)
+    return remade
+
+
+# Opcodes that compute each element from the operands' elements at its position, with the same NumPy calls
+# whatever the operands' outer strides: their operands may be read at other strides, each row keeping its innermost
+# stride (which decides the loop NumPy runs: a vectorised transcendental function may round otherwise than its
+# strided fallback). Reductions and products sum in an order the layout may decide (NumPy's pairwise sums follow
+# contiguity; NumPy hands BLAS some layouts and not others): their operands keep every stride.
+_ELEMENTWISE = frozenset(
+    {"dma_copy", "tensor_copy", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "select", "activation"}
+)
+
+
+def _same_layout(maker: Any, views: dict[str, np.ndarray], moved: np.ndarray, role: str) -> bool:
+    """Whether the reader `maker` makes computes the same bits reading `moved` in place of `views[role]`."""
+    strides = [(a, b) for a, b, n in zip(moved.strides, views[role].strides, moved.shape, strict=True) if n > 1]
+    if all(a == b for a, b in strides):
+        return True
+    known = _opcode(maker)
+    elementwise = known is not None and known[0] in _ELEMENTWISE and "accumulate_dst" not in views
+    return elementwise and strides[-1][0] == strides[-1][1]
+
+
+def _aliasing_kept(maker: Any, before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> bool:
+    """Whether the step's views `after` start no two roles at one address that `before` did not (an operand
+    passed twice, which a product takes as a matrix times its own transpose, another BLAS routine); for a matmul,
+    nor the reverse."""
+    pairs = []
+    for views in (before, after):
+        starts = {r: v.__array_interface__["data"][0] for r, v in views.items() if isinstance(v, np.ndarray)}
+        pairs.append({(a, b) for a in starts for b in starts if a < b and starts[a] == starts[b]})
+    known = _opcode(maker)
+    if known is not None and known[0] == "nc_matmul":
+        return pairs[0] == pairs[1]
+    return pairs[1] <= pairs[0]
+
+
+def _producer_moved(
+    steps: list[Any],
+    sources: list[Any],
+    roles: list[list[_Role] | None],
+    index: _Index,
+    position: int,
+    tile: np.ndarray,
+    footprint: Footprint,
+    values: np.ndarray,
+    source: Footprint,
+) -> dict[int, tuple[Any, dict[str, np.ndarray]]] | None:
+    """A copy from on chip to HBM (a store): the step that wrote its source whole, made again writing the copy's
+    destination instead, when no step between them touches the destination or reads the source and no later step
+    reads the source before it is written whole."""
+    producer = None
+    for seen, earlier in enumerate(index.before(position, (footprint[0], source[0]))):
+        if seen == REACH:
+            return None
+        found = roles[earlier]
+        if found is None:
+            continue
+        if any(_overlap(where, footprint) for _, _, where, _ in found):
+            return None
+        writes = [(role, kind, view) for role, kind, where, view in found if kind != "r" and _overlap(where, source)]
+        if writes:
+            if len(writes) != 1 or writes[0][1] != "w" or not _reshaped(writes[0][2], values):
+                return None
+            producer = (earlier, writes[0][0])
+            break
+        if any(_overlap(where, source) for _, _, where, _ in found):
+            return None  # reads the source: the producer's values would no longer be there
+    if producer is None:
+        return None
+    for seen, later in enumerate(index.after(position, (source[0],))):
+        if seen == REACH:
+            return None  # the source may be read further on
+        found = roles[later]
+        if found is None:
+            continue
+        touched = [(kind, where, view) for _, kind, where, view in found if _overlap(where, source)]
+        if any(kind != "w" or not _covers(view, where, source) for kind, where, view in touched):
+            return None
+        if touched:
+            break
+    earlier, role = producer
+    maker, views = sources[earlier]
+    if maker is None:
+        return None
+    moved = tape._view(tile, views[role].shape)
+    if moved is None or not _same_layout(maker, views, moved, role):
+        return None
+    if not _aliasing_kept(maker, views, {**views, role: moved}):
+        return None
+    views = {**views, role: moved}
+    made = maker(views)
+    if _form(made) != _form(steps[earlier]):
+        return None
+    return {earlier: (made, views)}

@@ -1,0 +1,170 @@
+"""Copies a tape leaves out (runtime.copy_forwarding): a copy into SBUF or PSUM whose readers can read its source in
+place, and a store to HBM whose source's producer can write the destination itself, are not replayed, and every run
+still gives the plain path's bits (every instance executed as it issues); a copy whose readers cannot (its source
+written before they read, a reader of part of the tile, a write of part of it, a product at other strides) stays,
+and so does a store whose source is read again or whose destination is touched before it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_mlir.runtime import copy_forwarding, tape
+from neuron_mlir.runtime.builder import ProgramBuilder
+from neuron_mlir.runtime.program import Program
+from neuron_mlir.runtime.simulator import run_program, run_validated
+from neuron_mlir.runtime.validate import validate_program
+
+
+def _replayed_steps(program: Program, runs: int = 4) -> list[tape.Step]:
+    """Run `program` `runs` times on changing inputs, each matching the plain path bit for bit; the tape's steps."""
+    validated = validate_program(program)
+    for run in range(runs):
+        rng = np.random.default_rng(run)
+        inputs = [rng.standard_normal(binding.shape).astype(np.float32) for binding in program.inputs]
+        expected, reference = run_program(program, inputs, vectorize=False)
+        outputs, profile = run_validated(validated, inputs, check_races=False)
+        for want, got in zip(expected, outputs, strict=True):
+            assert got.tobytes() == want.tobytes(), f"run {run}"
+        assert profile == reference
+    (simulator,) = validated.cache["simulators"]
+    assert simulator.tape is not None
+    return simulator.tape.steps
+
+
+def _instances(program: Program) -> int:
+    return len(program.instructions())
+
+
+def test_loads_and_evacuations_read_in_place():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, w = b.input("x", (64, 64), "f32"), b.input("w", (64, 48), "f32")
+    y, z = b.output("y", (64, 32), "f32"), b.output("z", (32, 48), "f32")
+    t, s = b.sbuf("t", (64, 32), "f32"), b.sbuf("s", (64, 32), "f32")
+    ws, e = b.sbuf("ws", (64, 48), "f32"), b.sbuf("e", (32, 48), "f32")
+    acc = b.psum("acc", (32, 48), "f32")
+    # half of x's columns: read in place by the add (elementwise: rows at another stride give the same bits)
+    b.dma(b.ap(t), b.ap(x, [(64, 64), (1, 32)]))
+    # the other half, read by the matmul, whose product may sum in another order over other strides: kept
+    b.dma(b.ap(s), b.ap(x, [(64, 64), (1, 32)], offset=32), queue=1)
+    b.dma(b.ap(ws), b.ap(w), queue=2)  # read by the matmul at the same strides as w's rows: left out
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(s), "moving": b.ap(ws)})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(t), "in0": b.ap(t), "in1": b.ap(t)}, {"op": "add"})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(e), "src": b.ap(acc)})  # read by the activation: left out
+    b.inst("activation", "scalar", {"dst": b.ap(e), "src": b.ap(e)}, {"func": "exp"})
+    b.dma(b.ap(y), b.ap(t), queue=3)  # stores: the add and the activation write y and z themselves
+    b.dma(b.ap(z), b.ap(e), queue=4)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 5
+
+
+def test_a_reduction_keeps_a_load_at_other_strides():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (64, 64), "f32"), b.output("y", (64, 1), "f32")
+    t, col = b.sbuf("t", (64, 32), "f32"), b.sbuf("col", (64, 1), "f32")
+    b.dma(b.ap(t), b.ap(x, [(64, 64), (2, 32)]))  # every other column: another innermost stride
+    b.inst("tensor_reduce", "vector", {"dst": b.ap(col), "src": b.ap(t)}, {"op": "add"})
+    b.dma(b.ap(y), b.ap(col), queue=1)  # the store: the reduction writes y, at col's strides
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 1
+
+
+def test_a_copy_whose_source_changes_before_its_reader_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (64, 32), "f32"), b.output("y", (64, 32), "f32")
+    s, t = b.sbuf("s", (64, 32), "f32"), b.sbuf("t", (64, 32), "f32")
+    b.dma(b.ap(s), b.ap(x))  # read by the activation, which then writes s whole: left out
+    b.inst("activation", "scalar", {"dst": b.ap(s), "src": b.ap(s)}, {"func": "exp"})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(t), "src": b.ap(s)})  # its source s changes before t is read
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(s), "src": b.ap(s)}, {"op0": "multiply", "scalar0": 3.0})
+    b.inst("tensor_tensor", "vector", {"dst": b.ap(s), "in0": b.ap(t), "in1": b.ap(s)}, {"op": "subtract"})
+    b.dma(b.ap(y), b.ap(s), queue=1)  # the store: the subtraction writes y
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 2
+
+
+def test_a_copy_read_in_part_or_written_in_part_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y, z = b.input("x", (64, 32), "f32"), b.output("y", (64, 16), "f32"), b.output("z", (64, 32), "f32")
+    t, u, h = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32"), b.sbuf("h", (64, 16), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(h), "src": b.ap(t, [(1, 16)])}, {"op0": "add", "scalar0": 1.0})
+    b.dma(b.ap(u), b.ap(x), queue=1)
+    b.inst("memset", "vector", {"dst": b.ap(u, [(1, 16)], offset=16)}, {"value": 0.5})
+    b.inst("activation", "scalar", {"dst": b.ap(u), "src": b.ap(u)}, {"func": "tanh"})
+    b.dma(b.ap(y), b.ap(h), queue=2)  # the stores: the tensor_scalar and the activation write y and z
+    b.dma(b.ap(z), b.ap(u), queue=3)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 2
+
+
+def test_a_store_whose_source_is_read_again_or_whose_destination_is_touched_stays():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y, z = b.input("x", (64, 32), "f32"), b.output("y", (64, 32), "f32"), b.output("z", (64, 32), "f32")
+    t, u = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))  # read by the activation, which writes t whole: left out
+    b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "exp"})
+    b.dma(b.ap(y), b.ap(t), queue=1)  # t is read again after the store
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(u), "src": b.ap(t)}, {"op0": "multiply", "scalar0": 2.0})
+    b.inst("tensor_scalar", "vector", {"dst": b.ap(t), "src": b.ap(u)}, {"op0": "add", "scalar0": 1.0})
+    b.dma(b.ap(u), b.ap(y), queue=2)  # reads y, which the last store writes: that store stays
+    b.dma(b.ap(z), b.ap(t), queue=3)  # the second tensor_scalar writes z itself
+    b.dma(b.ap(y), b.ap(u), queue=4)
+    program = b.build()
+    steps = _replayed_steps(program)
+    assert len(steps) == _instances(program) - 2
+
+
+def test_loads_in_a_batched_loop_read_in_place():
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (128, 6 * 16), "f32"), b.output("y", (128, 6 * 16), "f32")
+    t = b.sbuf("t", (128, 16), "f32")
+    column = b.reg()
+    with b.loop(0, 6) as i:
+        b.scalar(column, "mul", i, 16)
+        b.dma(b.ap(t), b.ap(x, [(96, 128), (1, 16)], reg=column))
+        b.inst("activation", "scalar", {"dst": b.ap(t), "src": b.ap(t)}, {"func": "square"})
+        b.dma(b.ap(y, [(96, 128), (1, 16)], reg=column), b.ap(t), queue=1)
+    _replayed_steps(b.build())
+
+
+def test_a_matmul_whose_operands_would_become_one_keeps_a_load():
+    """Two tiles loaded from the same rows, a matmul's stationary and moving operands: read in place, both would be
+    one array, which NumPy multiplies with its own transpose by another BLAS routine (another summation order).
+    The first load is left out, the second stays."""
+    b = ProgramBuilder("trn2", auto_waits=True)
+    x, y = b.input("x", (64, 32), "f32"), b.output("y", (32, 32), "f32")
+    t, u, e = b.sbuf("t", (64, 32), "f32"), b.sbuf("u", (64, 32), "f32"), b.sbuf("e", (32, 32), "f32")
+    acc = b.psum("acc", (32, 32), "f32")
+    b.dma(b.ap(t), b.ap(x))
+    b.dma(b.ap(u), b.ap(x), queue=1)
+    b.inst("nc_matmul", "tensor", {"dst": b.ap(acc), "stationary": b.ap(t), "moving": b.ap(u)})
+    b.inst("tensor_copy", "vector", {"dst": b.ap(e), "src": b.ap(acc)})
+    b.dma(b.ap(y), b.ap(e), queue=2)
+    program = b.build()
+    steps = _replayed_steps(program)
+    # left out: the first load, the evacuation (the store reads PSUM) and the store (the matmul writes y)
+    assert len(steps) == _instances(program) - 3
+
+
+def test_a_copy_whose_readers_lie_beyond_the_reach_stays(monkeypatch):
+    """Only `REACH` steps touching a copy's memory are looked at after it: a reader further away keeps the copy."""
+
+    def program() -> Program:
+        b = ProgramBuilder("trn2", auto_waits=True)
+        x, y = b.input("x", (64, 64), "f32"), b.output("y", (64, 32), "f32")
+        t, s = b.sbuf("t", (64, 32), "f32"), b.sbuf("s", (64, 32), "f32")
+        b.dma(b.ap(t), b.ap(x, [(64, 64), (1, 32)]))
+        b.dma(b.ap(s), b.ap(x, [(64, 64), (1, 32)], offset=32), queue=1)  # touches x, the first copy's source
+        b.inst("tensor_tensor", "vector", {"dst": b.ap(s), "in0": b.ap(t), "in1": b.ap(s)}, {"op": "add"})
+        b.dma(b.ap(y), b.ap(s), queue=2)
+        return b.build()
+
+    # both loads left out, and the store (the add writes y)
+    assert len(_replayed_steps(program())) == _instances(program()) - 3
+    monkeypatch.setattr(copy_forwarding, "REACH", 1)
+    # the first load's reader is the second step touching x or t after it: the first load stays
+    assert len(_replayed_steps(program())) == _instances(program()) - 2
