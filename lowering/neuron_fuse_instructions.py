@@ -563,8 +563,9 @@ def _forward_into_copy(copy: neuron.TensorCopyOp, order: ProgramOrder) -> bool:
         accesses[role] = target
         moved = type(reader).build_instruction(reader.engine_kind, accesses, _properties(reader))
         _replace(reader, moved, order)
-    order.forget(source[0])
-    order.forget(target[0])
+    if readers:  # listed again when asked (rare: a merge without them edits the lists in place)
+        order.forget(source[0])
+        order.forget(target[0])
     accesses = _accesses(writer)
     accesses["dst"] = target
     fused = type(writer).build_instruction(writer.engine_kind, accesses, _properties(writer))

@@ -35,7 +35,8 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are loaded as rows of the chunk's K tiles, the chunk sized by
   `MOVING_CHUNK_BYTES` as a row-major B's is (runs of 512 bytes or more in fp8 and bf16), where the whole B is
-  loaded as whole rows. A row-major B read by a single block row of at most `MAX_UNROLLED_BLOCKS` blocks loads
+  loaded as whole rows. A row-major B read by a single block row of at most `MAX_UNROLLED_BLOCKS` blocks with a
+  bias row loads
   in pieces of one block's columns, in the blocks' order, its bias row whole ahead of it, and the blocks are
   straight-line code, so that each block's matmuls wait for its own columns only. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
@@ -685,9 +686,15 @@ class _Kernel:
             rows = [self.row_panels(em, batch, i * block_m, size) for i, size in enumerate(sizes)]
             # B read by one block row: each block waits for its own columns only (`load_resident_rows`). A B to
             # transpose loads by K tiles whatever the blocks: unrolling its blocks alone slowed the GPT-2 block's
-            # training step (c_attn's input gradient, 625.0 -> 657.9 us)
+            # training step (c_attn's input gradient, 625.0 -> 657.9 us). Without a bias row (an input gradient,
+            # whose B has long arrived under the backward's earlier work) the straight-line blocks lose more than
+            # they gain: their evacuations reuse the block before's buffers where the unrolled loop's copies have
+            # their own (BERT-base's step 558.6 -> 562.5 us, the intermediate layer's input gradient).
             by_block = (
-                not self.rhs_transposed and m <= block_m and -(-n // (b.n_subs * b.n_tile)) <= MAX_UNROLLED_BLOCKS
+                not self.rhs_transposed
+                and self.bias_row is not None
+                and m <= block_m
+                and -(-n // (b.n_subs * b.n_tile)) <= MAX_UNROLLED_BLOCKS
             )
             if by_block and self.bias_row is not None:  # ahead of B: DMA bandwidth goes in program order
                 self.bias_whole = load(em, self.bias_row, [*batch, 0, 0], (1, n))
