@@ -18,7 +18,8 @@ the simulator times it by:
   the dependency penalty when it reads what the previous instruction of its engine wrote;
 * an instruction starts when the writes it reads have ended, and when the reads and writes of the buffers it
   writes have ended (a buffer several instructions write is written in windows: the windows do not wait for each
-  other, and its readers wait for all of them);
+  other, and a reader waits for the windows it overlaps, when its access and theirs are at constant offsets
+  outside loops, else for all of them);
 * a DMA takes its fixed latency, then moves its bytes through the core's DMA engines and HBM bandwidth shared
   with the transfers around it, granted in program order (`runtime.timeline.Bandwidth`, the simulator's own
   arbitration);
