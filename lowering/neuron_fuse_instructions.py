@@ -27,8 +27,8 @@ what the first wrote, with static accesses) replaced by one instruction at the s
   tile, such as an evacuation of PSUM that applies a per-partition affine before landing in a stationary panel,
   or a row computed into its row group's tile): the first instruction writes the window itself. It computes in
   fp32 and rounds once to the window's type, as the copy did from the intermediate (which, fp32 or the same type
-  as the window, held the value the copy rounded). Instructions between the two that read all of the buffer (a
-  store of an evacuated tile that is also inserted into the row the next nest reads) read the window instead.
+  as the window, held the value the copy rounded). Stores between the two that read all of the buffer (an
+  evacuated tile also inserted into the row the next nest reads) read the window instead.
 
 A buffer left without users is deleted; a buffer the merged instruction writes earlier than before has its
 `neuron.alloc` moved up to the instruction. Integer work (GpSimdE's exact lanes) is never merged.
@@ -532,9 +532,9 @@ def _available_at(value: SSAValue | None, op: Operation, order: ProgramOrder) ->
 
 
 def _forward_into_copy(copy: neuron.TensorCopyOp, order: ProgramOrder) -> bool:
-    """tensor_scalar / tensor_tensor / activation -> t (whole, read by the copy and by instructions between the
-    two that read all of it); tensor_copy t -> window of d  ==>  the first instruction writes the window of d,
-    and those readers read it there."""
+    """tensor_scalar / tensor_tensor / activation -> t (whole, read by the copy and by DMAs between the two that
+    read all of it); tensor_copy t -> window of d  ==>  the first instruction writes the window of d, and those
+    DMAs read it there."""
     source, target = copy.access("src"), copy.access("dst")
     if not _static(source) or target is None or not _float_only(copy):
         return False
@@ -576,12 +576,13 @@ def _forward_into_copy(copy: neuron.TensorCopyOp, order: ProgramOrder) -> bool:
 def _readers_between(
     writer: InstructionOp, copy: InstructionOp, source: Access, order: ProgramOrder
 ) -> list[tuple[InstructionOp, str]] | None:
-    """The instructions besides `writer` and `copy` that use `source`'s buffer, each with the role it reads it in:
-    each reads all of it (`source`'s pattern, one role) and stands between the two in their block, as a store of
-    an evacuated tile does before the copy that inserts the tile into a row. None when another use exists."""
+    """The DMAs besides `writer` and `copy` that use `source`'s buffer, each with the role it reads it in: each
+    reads all of it (`source`'s pattern, one role) and stands between the two in their block, as a store of an
+    evacuated tile does before the copy that inserts the tile into a row. None when another use exists: moving an
+    engine's read to the window measured slower (a ViT-B/16 training step 553.2 -> 553.6 us)."""
     readers: list[tuple[InstructionOp, str]] = []
     for user in _instruction_users(source[0]) - {writer, copy}:
-        if not isinstance(user, InstructionOp) or user.parent_block() is not copy.parent_block() or user.regions:
+        if not isinstance(user, neuron.DmaCopyOp) or user.parent_block() is not copy.parent_block():
             return None
         roles = [role for role in user.present_roles() if getattr(user, role) is source[0]]
         if len(roles) != 1 or _writes(user, source[0]) or not _same(user.access(roles[0]), source):
