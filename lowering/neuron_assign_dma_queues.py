@@ -18,7 +18,8 @@ the simulator times it by:
   the dependency penalty when it reads what the previous instruction of its engine wrote;
 * an instruction starts when the writes it reads have ended, and when the reads and writes of the buffers it
   writes have ended (a buffer several instructions write is written in windows: the windows do not wait for each
-  other, and its readers wait for all of them);
+  other, and a reader waits for the windows it overlaps, when its access and theirs are at constant offsets
+  outside loops, else for all of them);
 * a DMA takes its fixed latency, then moves its bytes through the core's DMA engines and HBM bandwidth shared
   with the transfers around it, granted in program order (`runtime.timeline.Bandwidth`, the simulator's own
   arbitration);
@@ -44,9 +45,11 @@ around it leave busy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
@@ -68,6 +71,8 @@ _COMPUTE = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 _SLACK = 0.5
 # Transfers estimated between two drops of the bandwidth history no later transfer can reach.
 _FORGET_EVERY = 64
+# Runs of contiguous elements a footprint lists at most (an access of more waits for every window of its buffer).
+_FOOTPRINT_RUNS = 1 << 14
 
 
 def _transfer(op: InstructionOp, costs: InstructionCosts) -> cost_model.DmaCost:
@@ -80,13 +85,58 @@ def _transfer(op: InstructionOp, costs: InstructionCosts) -> cost_model.DmaCost:
     return cost_model.dma_cost(shapes["src"], shapes["dst"], costs.target)
 
 
+@dataclass(frozen=True)
+class _Footprint:
+    """The elements a constant access pattern touches in its buffer: partitions [first, end) (none in HBM) and,
+    in each, runs of `run` elements from each of `starts` (sorted)."""
+
+    partitions: tuple[int, int]
+    starts: np.ndarray
+    run: int
+
+    def overlaps(self, other: _Footprint) -> bool:
+        (a0, a1), (b0, b1) = self.partitions, other.partitions
+        if a1 <= b0 or b1 <= a0:
+            return False
+        # for each run of self, the last run of other starting before it ends must end after it starts
+        index = np.searchsorted(other.starts, self.starts + self.run)
+        before = index > 0
+        return bool(np.any(other.starts[index[before] - 1] + other.run > self.starts[before]))
+
+
+def _footprint(op: InstructionOp, role: str) -> _Footprint | None:
+    """The footprint of `role`'s access when its offset is constant and it addresses its buffer itself (not a
+    view), at most `_FOOTPRINT_RUNS` runs; else None (it may touch any element)."""
+    access = op.access(role)
+    if access is None:
+        return None
+    buffer, pattern, dynamic = access
+    if dynamic is not None or storage_root(buffer) is not buffer:
+        return None
+    dims = [(step, num) for step, num in pattern.dims if num > 1]
+    run = 1
+    if dims and dims[-1][0] == 1:
+        run = dims.pop()[1]
+    if math.prod(num for _, num in dims) > _FOOTPRINT_RUNS:
+        return None
+    starts = np.array([pattern.offset.data], dtype=np.int64)
+    for step, num in dims:
+        starts = (starts[:, None] + np.arange(num, dtype=np.int64) * step).ravel()
+    first = pattern.partition_start.data
+    partitions = (first, first + pattern.partitions.data) if pattern.is_on_chip else (0, 1)
+    return _Footprint(partitions, np.sort(starts), run)
+
+
 @dataclass
 class _Access:
-    """What an instruction reads and writes, as root buffers."""
+    """What an instruction reads and writes, as root buffers; the windows it reads and writes of buffers written
+    in windows (`_Estimate.windowed`), by footprint (None: any element)."""
 
     reads: tuple[SSAValue, ...]
     writes: tuple[SSAValue, ...]
     whole: tuple[SSAValue, ...]  # the written buffers that no other instruction writes a window of
+    window_reads: tuple[tuple[SSAValue, _Footprint | None], ...] = ()
+    window_writes: tuple[tuple[SSAValue, _Footprint | None], ...] = ()
 
 
 @dataclass
@@ -109,6 +159,11 @@ class _Estimate:
     touched: set[tuple[str, object]] | None = None  # clocks set during a loop's second trip
     nest: scf.ForOp | None = None  # the outermost loop holding DMAs around the instructions walked
     nest_held: dict[scf.ForOp, list[int]] = field(default_factory=dict)  # per nest: its DMAs on each queue
+    # per buffer written in windows: each window written outside loops and when it ends; a buffer with a window
+    # written in a loop (whose clocks `advance` moves) or of no footprint waits as a whole (`written`)
+    windows: dict[SSAValue, list[tuple[_Footprint, float]]] = field(default_factory=dict)
+    whole_windows: set[SSAValue] = field(default_factory=set)
+    depth: int = 0  # loops around the instructions walked
 
     def __post_init__(self) -> None:
         self.queue_free = [0.0] * self.target.dma_queues
@@ -122,14 +177,33 @@ class _Estimate:
             roots_written = tuple(dict.fromkeys(storage_root(buffer) for buffer in writes))
             whole = tuple(buffer for buffer in roots_written if buffer not in self.windowed)
             roots_read = tuple(dict.fromkeys(storage_root(b) for b in reads))
-            known = self.accesses[op] = _Access(roots_read, roots_written, whole)
+            spec = op.spec()
+            writing = set(spec.writes + spec.optional_writes)
+            window_reads: list[tuple[SSAValue, _Footprint | None]] = []
+            window_writes: list[tuple[SSAValue, _Footprint | None]] = []
+            for role in op.present_roles():
+                root = storage_root(getattr(op, role))
+                if root in self.windowed:
+                    (window_writes if role in writing else window_reads).append((root, _footprint(op, role)))
+            known = self.accesses[op] = _Access(
+                roots_read, roots_written, whole, tuple(window_reads), tuple(window_writes)
+            )
         return known
 
     def ready(self, access: _Access) -> float:
         written, read = self.written, self.read
         ready = 0.0
+        precise = set()
+        for buffer, footprint in access.window_reads:
+            if footprint is None or buffer in self.whole_windows:
+                continue
+            precise.add(buffer)
+            for window, end in self.windows.get(buffer, ()):
+                if end > ready and window.overlaps(footprint):
+                    ready = end
         for buffer in access.reads:
-            ready = max(ready, written.get(buffer, 0.0))
+            if buffer not in precise:
+                ready = max(ready, written.get(buffer, 0.0))
         for buffer in access.whole:
             ready = max(ready, written.get(buffer, 0.0), read.get(buffer, 0.0))
         return ready
@@ -190,6 +264,11 @@ class _Estimate:
         for buffer in access.writes:
             self.written[buffer] = max(self.written.get(buffer, 0.0), end) if buffer in self.windowed else end
             self._touch("written", buffer)
+        for buffer, footprint in access.window_writes:
+            if footprint is None or self.depth:
+                self.whole_windows.add(buffer)
+            else:
+                self.windows.setdefault(buffer, []).append((footprint, end))
 
     def _touch(self, kind: str, key: object) -> None:
         if self.touched is not None:
@@ -242,12 +321,14 @@ def _visit(block: Block, estimate: _Estimate) -> None:
 
 
 def _visit_loop(loop: scf.ForOp, estimate: _Estimate) -> None:
+    estimate.depth += 1
     if estimate.nest is None and _has_dma(loop):
         estimate.nest = loop
         _visit_trips(loop, estimate)
         estimate.nest = None
     else:
         _visit_trips(loop, estimate)
+    estimate.depth -= 1
 
 
 def _visit_trips(loop: scf.ForOp, estimate: _Estimate) -> None:

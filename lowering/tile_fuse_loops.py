@@ -21,7 +21,11 @@ Output guarantee: the same results, with
 2. Forwarding: in every block, a `tile.load` of exactly what an earlier `tile.store` of that block wrote (or of
    exactly what an earlier load read), with no store to the same tensor in between, uses that tile instead
    (with a `tile.copy` where the store or the load converted the element type). An earlier load that rounded the
-   tensor's values (fp32 to bf16) stands only for loads rounding them the same way.
+   tensor's values (fp32 to bf16) stands only for loads rounding them the same way. A load of what several
+   stores at constant indices wrote, each stored tile whole inside the loaded one, on its partitions and in its
+   element type, is built on chip from them (an empty tile and an insert each) when no matmul or transpose
+   runs between the last of those stores and the load: a matmul's 512-column output blocks read back as whole
+   rows by the layer norm in the next matmul's prologue, without the HBM round trip between the nests.
 3. Dead stores: an HBM tensor allocated in the function that nothing loads and nothing returns (through any view)
    loses its stores, views and allocation; copies and views left without users go too.
 
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, MemRefType, ModuleOp, f32
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, IndexType, IntegerAttr, MemRefType, ModuleOp, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -369,27 +373,142 @@ def _dominates_before(value: SSAValue, op: Operation) -> bool:
     return owner.is_before_in_block(op)  # walks from the owner only, not twice from the block's start
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A tile a store wrote at constant indices: the box it covers in its view (per tile dimension, the memref
+    dimension it walks, its first index and extent), and the tile as a load would read it back."""
+
+    view: Attribute  # the view's memref type (layout included)
+    dims: tuple[int, ...]
+    start: tuple[int, ...]  # per memref dimension
+    shape: tuple[int, ...]  # per tile dimension
+    value: SSAValue
+    tensor_work: int  # TensorE ops of the block before its store (`_forward`)
+
+    def box(self) -> list[tuple[int, int]]:
+        extents = dict(zip(self.dims, self.shape, strict=True))
+        return [(first, first + extents.get(dim, 1)) for dim, first in enumerate(self.start)]
+
+
+def _piece(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, value: SSAValue, tensor_work: int) -> _Piece | None:
+    """The box of a transfer whose indices are constants, with its tile dimensions in the memref's order."""
+    start = [integer_constant(index) for index in op.indices]
+    dims = op.mapped_dims()
+    if any(first is None for first in start) or list(dims) != sorted(dims):
+        return None
+    return _Piece(
+        tensor.type, dims, tuple(s for s in start if s is not None), op.tile_type().get_shape(), value, tensor_work
+    )
+
+
+def _overlap(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> bool:
+    return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(first, second, strict=True))
+
+
+def _inside(inner: list[tuple[int, int]], outer: list[tuple[int, int]]) -> bool:
+    return all(o0 <= i0 and i1 <= o1 for (i0, i1), (o0, o1) in zip(inner, outer, strict=True))
+
+
+def _volume(box: list[tuple[int, int]]) -> int:
+    volume = 1
+    for first, end in box:
+        volume *= end - first
+    return volume
+
+
+def _assembled(load: tile.LoadOp, pieces: list[_Piece], tensor_work: int) -> list[_Piece] | None:
+    """The stored tiles that together are exactly what `load` reads, each whole inside it and all on its
+    partitions, the last stored with no TensorE work since; None when they are not.
+
+    Assembling keeps the stored tiles alive up to the load: only a load in the code right after the nest that
+    stored them (no matmul or transpose between) gets them, so that no later nest's SBUF holds them too."""
+    wanted = _piece(load, load.source, load.result, tensor_work)
+    if wanted is None:
+        return None
+    box = wanted.box()
+    parts: list[_Piece] = []
+    for piece in pieces:
+        if piece.view != wanted.view or piece.dims != wanted.dims:
+            return None  # another view of the tensor: its boxes do not compare
+        other = piece.box()
+        if not _overlap(other, box):
+            continue
+        if not _inside(other, box) or _tile_element(piece.value) != load.tile_type().element_type:
+            return None
+        if other[wanted.dims[0]] != box[wanted.dims[0]]:  # an insert fills the destination's first partitions
+            return None
+        parts.append(piece)
+    if len(parts) < 2 or sum(_volume(p.box()) for p in parts) != _volume(box):
+        return None
+    if max(p.tensor_work for p in parts) != tensor_work:
+        return None
+    return parts
+
+
+def _assemble(block: Block, load: tile.LoadOp, parts: list[_Piece]) -> SSAValue:
+    """`load`'s tile built on chip from the stored tiles: an empty tile and one insert per piece."""
+    empty = tile.EmptyOp(load.tile_type())
+    new_ops: list[Operation] = [empty]
+    value = empty.result
+    wanted = _piece(load, load.source, load.result, 0)
+    assert wanted is not None
+    for part in parts:
+        indices: list[SSAValue] = []
+        for dim in part.dims[1:]:
+            constant = arith.ConstantOp(IntegerAttr(part.start[dim] - wanted.start[dim], IndexType()))
+            new_ops.append(constant)
+            indices.append(constant.result)
+        insert = tile.InsertOp(part.value, value, indices)
+        new_ops.append(insert)
+        value = insert.result
+    for new in new_ops:
+        new.location = load.location
+        block.insert_op_before(new, load)
+    return value
+
+
+def _tensor_work(op: Operation) -> bool:
+    return any(isinstance(inner, tile.MatmulOp | tile.TransposeOp) for inner in op.walk())
+
+
 def _forward(block: Block) -> None:
-    """Store-to-load and load-to-load forwarding within `block` (and, separately, every nested block)."""
+    """Store-to-load and load-to-load forwarding within `block` (and, separately, every nested block); a load of
+    what several stores just wrote, each tile whole, is built from their tiles (`_assembled`)."""
     # what is known per tensor: a write forgets one tensor's entries without touching (and rehashing) the others'
     available: dict[SSAValue, dict[_TransferKey, SSAValue]] = {}
+    # per tensor, the tiles stored at constant indices that no later write overlaps
+    stored: dict[SSAValue, list[_Piece]] = {}
+    tensor_work = 0
     for op in list(block.ops):
         for region in op.regions:
             for inner in region.blocks:
                 _forward(inner)
         if isinstance(op, tile.StoreOp):
             key = _transfer_key(op, op.dest, {})
-            stored = op.value
             memref_type = op.memref_type()
             assert isinstance(memref_type, MemRefType)
-            available[key[0]] = {key: _as_stored(stored, memref_type, op)}
+            as_stored = _as_stored(op.value, memref_type, op)
+            available[key[0]] = {key: as_stored}
+            piece = _piece(op, op.dest, as_stored, tensor_work)
+            kept = [
+                p
+                for p in stored.get(key[0], [])
+                if piece is not None
+                and p.view == piece.view
+                and p.dims == piece.dims
+                and not _overlap(p.box(), piece.box())
+            ]
+            stored[key[0]] = kept + ([piece] if piece is not None else [])
         elif isinstance(op, tile.LoadOp):
             key = _transfer_key(op, op.source, {})
             known = available.setdefault(key[0], {})
             value = known.get(key)
             wanted = op.tile_type()
             stored_type = _memref_element_type(op.source)
-            if value is None or not _holds_for(_tile_element(value), stored_type, wanted.element_type):
+            if value is None and (parts := _assembled(op, stored.get(key[0], []), tensor_work)) is not None:
+                value = _assemble(block, op, parts)
+                known[key] = value
+            elif value is None or not _holds_for(_tile_element(value), stored_type, wanted.element_type):
                 # An earlier load that rounded what it read cannot stand for a load of other values: the tensor's
                 # own are kept for later loads instead.
                 if value is None or wanted.element_type == stored_type:
@@ -407,6 +526,9 @@ def _forward(block: Block) -> None:
             # a nested region, a scatter, anything else that may write tensors: forget what it could overwrite
             for tensor in _written_roots(op):
                 available.pop(tensor, None)
+                stored.pop(tensor, None)
+        if _tensor_work(op):
+            tensor_work += 1
 
 
 def _written_roots(op: Operation) -> set[SSAValue]:

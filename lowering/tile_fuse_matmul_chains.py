@@ -104,32 +104,37 @@ _CLONABLE: tuple[type[Operation], ...] = (
 
 def _whole_load(value: SSAValue) -> tile.LoadOp | None:
     """The load a B tile comes from: its own, or, for a B loaded in pieces into an empty tile (a resident B:
-    convert-torch-to-tile's matmul), the first piece's, when the pieces load consecutive K tiles of one view in
-    order and cover the whole tile."""
+    convert-torch-to-tile's matmul, in pieces of K tiles and columns), the first piece's, when the pieces load
+    windows of one view at their own place in the tile and cover all of it once."""
     owner = value.owner
     if isinstance(owner, tile.LoadOp):
         return owner
-    pieces: list[tuple[int, tile.LoadOp]] = []
+    pieces: list[tuple[int, int, tile.LoadOp]] = []
     while isinstance(owner, tile.InsertOp):
         piece = owner.value.owner
         offsets = [integer_constant(index) for index in owner.indices]
-        if owner.steps is not None or not isinstance(piece, tile.LoadOp) or offsets[1:] != [0] or offsets[0] is None:
+        if owner.steps is not None or not isinstance(piece, tile.LoadOp) or len(offsets) != 2:
             return None
-        pieces.append((offsets[0], piece))
+        if offsets[0] is None or offsets[1] is None:
+            return None
+        pieces.append((offsets[0], offsets[1], piece))
         owner = owner.dest.owner
     if not isinstance(owner, tile.EmptyOp) or not pieces:
         return None
     pieces.reverse()
-    first = pieces[0][1]
-    covered = 0
-    for offset, piece in pieces:
+    first = pieces[0][2]
+    _, tiles, columns = tile_type_of(value).get_shape()
+    covered: set[tuple[int, int]] = set()
+    for t0, c0, piece in pieces:
         indices = [integer_constant(index) for index in piece.indices]
-        if piece.source is not first.source or piece.dims != first.dims or offset != covered:
+        if piece.source is not first.source or piece.dims != first.dims or indices != [t0, 0, c0]:
             return None
-        if indices != [offset, 0, 0]:
+        _, piece_tiles, piece_columns = tile_type_of(piece.result).get_shape()
+        cells = {(t, c) for t in range(t0, t0 + piece_tiles) for c in range(c0, c0 + piece_columns)}
+        if cells & covered:
             return None
-        covered += tile_type_of(piece.result).get_shape()[1]
-    if covered != tile_type_of(value).get_shape()[1]:
+        covered |= cells
+    if len(covered) != tiles * columns or max(covered) != (tiles - 1, columns - 1):
         return None
     return first
 
@@ -529,7 +534,7 @@ def _chain(hidden: SSAValue, block: Block) -> _Chain | None:
             )
             if _ones(stationary):
                 row_load = moving.owner
-                if swapped and isinstance(row_load, tile.ExtractOp):  # a 128-column piece of the bias row
+                if isinstance(row_load, tile.ExtractOp):  # a piece of the bias row (128 columns when swapped)
                     row_load = row_load.source.owner
                 if not isinstance(row_load, tile.LoadOp):
                     return None

@@ -35,7 +35,10 @@ Output guarantee: loops over blocks of the output, sized from the shapes and the
   first block row's panel, and the blocks read windows of it instead of loading chunks. For a K-contiguous B
   that also means long row loads: per-block chunks are loaded as rows of the chunk's K tiles, the chunk sized by
   `MOVING_CHUNK_BYTES` as a row-major B's is (runs of 512 bytes or more in fp8 and bf16), where the whole B is
-  loaded as whole rows. Full block rows whose
+  loaded as whole rows. A row-major B read by a single block row of at most `MAX_UNROLLED_BLOCKS` blocks with a
+  bias row loads
+  in pieces of one block's columns, in the blocks' order, its bias row whole ahead of it, and the blocks are
+  straight-line code, so that each block's matmuls wait for its own columns only. Full block rows whose
   hoisted panels fit the budget twice go two per trip (both panels first), so the next trip's first panel loads
   while this trip's second row computes.
 * A K-contiguous B that TensorE transposes (no DMA transpose for its elements: fp8, fp32, elements its loads
@@ -132,6 +135,10 @@ MAX_CHUNKS_IN_FLIGHT = 4
 # Evacuated blocks an output block's stores may keep in SBUF at once (this block's and the next one's): with the
 # moving operand, what a panel of A read from HBM leaves room for (`stationary_budget`).
 EVACUATED_BLOCKS = 2
+# Output blocks of a single block row over a resident B that are emitted as straight-line code rather than a loop,
+# at most: each block's matmuls then wait for the pieces of B holding its own columns, which a loop's instructions
+# (waiting for every piece any trip reads) cannot.
+MAX_UNROLLED_BLOCKS = 8
 
 
 def matmul_limits(em: LoopNestBuilder) -> tuple[int, int, int]:
@@ -711,6 +718,7 @@ class _Kernel:
     ones: SSAValue | None = None  # [1, m_tile] SBUF ones: the stationary of the bias matmul
     resident: SSAValue | None = None  # all of B's full K tiles, [K_TILE, K tiles, N], when `blocking.resident`
     resident_rest: SSAValue | None = None  # B's partial last K tile [K % K_TILE, N], when resident
+    bias_whole: SSAValue | None = None  # the bias row [1, N], loaded before a resident B read block by block
     target: Target | None = None  # its TensorE costs decide which sub-tiles run swapped (`swapped`)
     copy_to: SSAValue | None = None  # [..., K, N] HBM: B's transposed tiles are stored there too, row-major
 
@@ -732,9 +740,23 @@ class _Kernel:
             assert not begin, "a resident B is built by the first block row"
             sizes = [block_m, block_m] if pairs else [min(block_m, m)]
             rows = [self.row_panels(em, batch, i * block_m, size) for i, size in enumerate(sizes)]
-            self.build_resident(em, batch, n)
+            # B read by one block row: each block waits for its own columns only (`load_resident_rows`). A B to
+            # transpose loads by K tiles whatever the blocks: unrolling its blocks alone slowed the GPT-2 block's
+            # training step (c_attn's input gradient, 625.0 -> 657.9 us). Without a bias row (an input gradient,
+            # whose B has long arrived under the backward's earlier work) the straight-line blocks lose more than
+            # they gain: their evacuations reuse the block before's buffers where the unrolled loop's copies have
+            # their own (BERT-base's step 558.6 -> 562.5 us, the intermediate layer's input gradient).
+            by_block = (
+                not self.rhs_transposed
+                and self.bias_row is not None
+                and m <= block_m
+                and -(-n // (b.n_subs * b.n_tile)) <= MAX_UNROLLED_BLOCKS
+            )
+            if by_block and self.bias_row is not None:  # ahead of B: DMA bandwidth goes in program order
+                self.bias_whole = load(em, self.bias_row, [*batch, 0, 0], (1, n))
+            self.build_resident(em, batch, n, by_block)
             for subs, panels in rows:
-                self.row_blocks(em, batch, subs, panels, n)
+                self.row_blocks(em, batch, subs, panels, n, unrolled=by_block)
             start = sum(sizes)
         paired_end = begin + pairs * 2 * block_m
         if paired_end > start:
@@ -777,9 +799,14 @@ class _Kernel:
         subs: list[tuple[Index, int]],
         panels: list[_Panel] | None,
         n: int,
+        unrolled: bool = False,
     ) -> None:
-        """The output blocks of one block row, across N."""
+        """The output blocks of one block row, across N: a loop, or straight-line code when `unrolled`."""
         block_n = self.blocking.n_subs * self.blocking.n_tile
+        if unrolled:
+            for n0, n_size in _split(n, block_n):
+                self.block(em, batch, subs, n0, n_size, panels)
+            return
         em.for_tiles(n, block_n, lambda e, n0, n_size: self.block(e, batch, subs, n0, n_size, panels))
 
     def block(
@@ -795,8 +822,11 @@ class _Kernel:
         b = self.blocking
         columns = [(em.add(n0, offset), size) for offset, size in _split(n_size, b.n_tile)]
         k_full, k_rest = divmod(self.k, b.k_tile)
-        # The bias row loads first, so it has long arrived when its matmul, the block's last, runs.
-        bias = None if self.bias_row is None else load(em, self.bias_row, [*batch, 0, n0], (1, n_size))
+        # The bias row loads first, so it has long arrived when its matmul, the block's last, runs (or is a window
+        # of the whole row, loaded ahead of a resident B read block by block).
+        bias, bias0 = self.bias_whole, n0
+        if bias is None and self.bias_row is not None:
+            bias, bias0 = load(em, self.bias_row, [*batch, 0, n0], (1, n_size)), 0
         accs: list[SSAValue]
         if self.k == 0:  # an empty contraction: the product is zero (and there is no operand tile to load)
             accs = [
@@ -827,7 +857,7 @@ class _Kernel:
                 accs = panel_step(em, 0, last, bool(k_rest), None)
         if bias is not None and self.ones is not None:
             ones = [window(em, self.ones, [0], (1, size)) for _, size in subs]
-            accs = self.products(em, ones, bias, [], 1, n_size, accs if self.k else None)
+            accs = self.products(em, ones, bias, [], 1, n_size, accs if self.k else None, bias0)
         finish = self.epilogue or self.evacuate
         index = 0
         for (m0, m_size), swapped in zip(subs, self.swaps([size for _, size in subs], n_size), strict=True):
@@ -1034,37 +1064,51 @@ class _Kernel:
                 )
         return _Panel(full, rest_tiles)
 
-    def build_resident(self, em: LoopNestBuilder, batch: list[Index], n: int) -> None:
+    def build_resident(self, em: LoopNestBuilder, batch: list[Index], n: int, by_block: bool = False) -> None:
         """All of B with K on partitions, once for every block row: `resident` (and `resident_rest`)."""
         b = self.blocking
         k_full, k_rest = divmod(self.k, b.k_tile)
         if k_full and not self.rhs_transposed:
-            self.resident = self.load_resident_rows(em, batch, k_full, n)
+            self.resident = self.load_resident_rows(em, batch, k_full, n, by_block)
         elif k_full:
             self.resident = self.load_moving(em, batch, 0, k_full, 0, n)
         if k_rest:
             self.resident_rest = self.load_moving_rest(em, batch, 0, n)
 
-    def load_resident_rows(self, em: LoopNestBuilder, batch: list[Index], k_tiles: int, n: int) -> SSAValue:
+    def load_resident_rows(
+        self, em: LoopNestBuilder, batch: list[Index], k_tiles: int, n: int, by_block: bool = False
+    ) -> SSAValue:
         """B's first `k_tiles` K tiles, [K_TILE, k_tiles, N], in DMAs of about `MOVING_CHUNK_BYTES` per partition.
 
         One transfer of all of B would hold back the first block's matmuls until its last byte arrived; pieces
         (granted bandwidth in program order) let the first K tiles' products start under the later pieces' loads.
-        Each piece is loaded straight into its window of the whole (convert-tile-to-neuron)."""
+        With `by_block` (B read by one block row, its blocks straight-line code) the pieces go in the order the
+        blocks read them: a block's columns, its K tiles in order, then the next block's, so that each block
+        waits for its own columns only. Pieces of whole rows made the first block wait for every K tile of all
+        of B (its K loop reaches the last tile once all of B has arrived): c_attn's first block (768 -> 2304) paced
+        its matmuls by B's loads. Each piece is loaded straight into its window of the whole
+        (convert-tile-to-neuron)."""
         b = self.blocking
         rank = len(batch) + 2
         split = split_axis(em, self.rhs, rank - 2, k_tiles, b.k_tile)
-        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), self.rhs_type))).result
-        piece = max(1, MOVING_CHUNK_BYTES // (n * element_bytes(self.rhs_type)))
-        if k_tiles <= piece:  # one piece: the load is the whole
+        block_n = min(n, b.n_subs * b.n_tile) if by_block else n
+        piece = max(1, MOVING_CHUNK_BYTES // (block_n * element_bytes(self.rhs_type)))
+        if k_tiles <= piece and n <= block_n:  # one piece: the load is the whole
             return load(
                 em, split, [*batch, 0, 0, 0], (b.k_tile, k_tiles, n), self.rhs_type, dims=(rank - 1, rank - 2, rank)
             )
-        for t0, tiles in _split(k_tiles, piece):
-            rows = load(
-                em, split, [*batch, t0, 0, 0], (b.k_tile, tiles, n), self.rhs_type, dims=(rank - 1, rank - 2, rank)
-            )
-            whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(0)])).result
+        whole = em.insert(tile.EmptyOp(TileType((b.k_tile, k_tiles, n), self.rhs_type))).result
+        for c0, columns in _split(n, block_n):
+            for t0, tiles in _split(k_tiles, piece):
+                rows = load(
+                    em,
+                    split,
+                    [*batch, t0, 0, c0],
+                    (b.k_tile, tiles, columns),
+                    self.rhs_type,
+                    dims=(rank - 1, rank - 2, rank),
+                )
+                whole = em.insert(tile.InsertOp(rows, whole, [em.index(t0), em.index(c0)])).result
         return whole
 
     def moving_chunk(

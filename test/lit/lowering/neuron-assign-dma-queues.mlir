@@ -44,6 +44,13 @@
 // CHECK:       neuron.dma_copy dma dst %o
 // CHECK-NOT:   {queue = 0 : i64}
 // CHECK:       func.return
+// A buffer written in windows: row 0 at the start, rows 1 and 2 after an exponential, row 3 after three more.
+// The load of row 0 waits for row 0's store only, so it takes an idle queue. Waiting for every window (the last
+// store's end), it would take the queue that frees latest before then: row 1's, behind a store it does not
+// depend on.
+// CHECK-LABEL: func.func @windows
+// CHECK:       neuron.dma_copy dma dst %h[64, {{.*}} {queue = 1 : i64}
+// CHECK:       neuron.dma_copy dma dst %u[{{.*}} {queue = 2 : i64}
 builtin.module attributes {neuron.target = #neuron.target<trn2>} {
   func.func @scale_rows(%x: memref<8x128x64xf32, #mem<hbm>>, %y: memref<8x128x64xf32, #mem<hbm>>) {
     %c0 = arith.constant 0 : index
@@ -169,5 +176,27 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
       neuron.dma_copy dma dst %o[%offset + 0, [[64, 128], [1, 64]]], src %u[0:128, 0, [[1, 64]]] {queue = 0 : i64} : memref<8x128x64xf32, #mem<hbm>>, memref<128x64xf32, #mem<sbuf>>
     }
     func.return
+  }
+  func.func @windows(%x: memref<128x4096xf32, #mem<hbm>>) -> (memref<4x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<hbm>>) {
+    %h = neuron.alloc : memref<4x64xf32, #mem<hbm>>
+    %out = neuron.alloc : memref<1x64xf32, #mem<hbm>>
+    %a = neuron.alloc : memref<1x64xf32, #mem<sbuf>>
+    neuron.memset vector dst %a[0:1, 0, [[1, 64]]] {value = 1.000000e+00 : f64} : memref<1x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %h[0, [[1, 64]]], src %a[0:1, 0, [[1, 64]]] {queue = 0 : i64} : memref<4x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<sbuf>>
+    %big = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %big[0:128, 0, [[1, 4096]]], src %x[0, [[4096, 128], [1, 4096]]] {queue = 0 : i64} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<hbm>>
+    %e1 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e1[0:128, 0, [[1, 4096]]], src %big[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %h[64, [[1, 64]]], src %e1[0:1, 0, [[1, 64]]] {queue = 0 : i64} : memref<4x64xf32, #mem<hbm>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %h[128, [[1, 64]]], src %e1[0:1, 64, [[1, 64]]] {queue = 0 : i64} : memref<4x64xf32, #mem<hbm>>, memref<128x4096xf32, #mem<sbuf>>
+    %e2 = neuron.alloc : memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e2[0:128, 0, [[1, 4096]]], src %e1[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e1[0:128, 0, [[1, 4096]]], src %e2[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.activation scalar dst %e2[0:128, 0, [[1, 4096]]], src %e1[0:128, 0, [[1, 4096]]] {func = "exp"} : memref<128x4096xf32, #mem<sbuf>>, memref<128x4096xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %h[192, [[1, 64]]], src %e2[0:1, 0, [[1, 64]]] {queue = 0 : i64} : memref<4x64xf32, #mem<hbm>>, memref<128x4096xf32, #mem<sbuf>>
+    %u = neuron.alloc : memref<1x64xf32, #mem<sbuf>>
+    neuron.dma_copy dma dst %u[0:1, 0, [[1, 64]]], src %h[0, [[1, 64]]] {queue = 0 : i64} : memref<1x64xf32, #mem<sbuf>>, memref<4x64xf32, #mem<hbm>>
+    neuron.dma_copy dma dst %out[0, [[1, 64]]], src %u[0:1, 0, [[1, 64]]] {queue = 0 : i64} : memref<1x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<sbuf>>
+    func.return %h, %out : memref<4x64xf32, #mem<hbm>>, memref<1x64xf32, #mem<hbm>>
   }
 }

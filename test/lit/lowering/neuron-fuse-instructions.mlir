@@ -2,7 +2,7 @@
 // RUN: neuron-opt %s --split-input-file -p neuron-fuse-instructions --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
 
 // Instruction pairs merged into one (lowering/neuron_fuse_instructions.py), and pairs left alone.
-// SEMANTICS-COUNT-8: all outputs match
+// SEMANTICS-COUNT-9: all outputs match
 
 // A softmax row: the negation of the row maximum becomes the reduce's `negate`, and the sum of the fp32
 // exponentials becomes the activation's accumulate (its [128, 1] buffer now allocated before the activation).
@@ -103,7 +103,7 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
 
 // Inserting into a panel, K tile by K tile: the per-partition affine's result, read by nothing but the copy
 // into the panel's window (at an offset computed after it, which moves up), is written into the window
-// directly. A result something else reads too keeps its copy.
+// directly. A result another copy reads too keeps its copies (only stores move to the window, below).
 // CHECK-LABEL: func.func @insert
 // CHECK:       scf.for %[[T:.*]] = %c0 to %c2 step %c1 {
 // CHECK-NEXT:    %[[OFFSET:.*]] = arith.muli %[[T]], %c64 : index
@@ -249,5 +249,33 @@ builtin.module attributes {neuron.target = #neuron.target<trn2>} {
     neuron.tensor_reduce vector dst %sum[0:128, 0, [[1, 1]]], src %row[0:128, 0, [[1, 96]]] {op = "add"} : memref<128x1xf32, #mem<sbuf>>, memref<128x96xf32, #mem<sbuf>>
     neuron.dma_copy dma dst %out[0, [[1, 128], [1, 1]]], src %sum[0:128, 0, [[1, 1]]] {queue = 3 : i64} : memref<128x1xf32, #mem<hbm>>, memref<128x1xf32, #mem<sbuf>>
     func.return %out : memref<128x1xf32, #mem<hbm>>
+  }
+}
+
+// -----
+
+// An evacuated tile stored and then inserted into a row (a matmul's output block that the next nest reads back
+// as part of whole rows): the add writes the row's window, and the store reads the window.
+// CHECK-LABEL: func.func @store_and_insert
+// CHECK:       neuron.tensor_tensor vector dst %row[0:128, 64, [[1, 64]]], in0 %a[0:128, 0, [[1, 64]]], in1 %b[0:128, 0, [[1, 64]]] {op = "add"}
+// CHECK-NEXT:  neuron.dma_copy dma dst %out[0, [[64, 128], [1, 64]]], src %row[0:128, 64, [[1, 64]]]
+// CHECK-NOT:   neuron.tensor_copy
+// CHECK:       neuron.dma_copy dma dst %out2
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @store_and_insert(%x: memref<128x64xbf16, #mem<hbm>>, %y: memref<128x64xbf16, #mem<hbm>>) -> (memref<128x64xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>) {
+    %out = neuron.alloc : memref<128x64xbf16, #mem<hbm>>
+    %out2 = neuron.alloc : memref<128x128xbf16, #mem<hbm>>
+    %a = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %a[0:128, 0, [[1, 64]]], src %x[0, [[64, 128], [1, 64]]] {queue = 0 : i64} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<hbm>>
+    %b = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %b[0:128, 0, [[1, 64]]], src %y[0, [[64, 128], [1, 64]]] {queue = 1 : i64} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<hbm>>
+    %row = neuron.alloc : memref<128x128xbf16, #mem<sbuf>>
+    neuron.tensor_copy scalar dst %row[0:128, 0, [[1, 64]]], src %a[0:128, 0, [[1, 64]]] : memref<128x128xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    %sum = neuron.alloc : memref<128x64xbf16, #mem<sbuf>>
+    neuron.tensor_tensor vector dst %sum[0:128, 0, [[1, 64]]], in0 %a[0:128, 0, [[1, 64]]], in1 %b[0:128, 0, [[1, 64]]] {op = "add"} : memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %out[0, [[64, 128], [1, 64]]], src %sum[0:128, 0, [[1, 64]]] {queue = 2 : i64} : memref<128x64xbf16, #mem<hbm>>, memref<128x64xbf16, #mem<sbuf>>
+    neuron.tensor_copy vector dst %row[0:128, 64, [[1, 64]]], src %sum[0:128, 0, [[1, 64]]] : memref<128x128xbf16, #mem<sbuf>>, memref<128x64xbf16, #mem<sbuf>>
+    neuron.dma_copy dma dst %out2[0, [[128, 128], [1, 128]]], src %row[0:128, 0, [[1, 128]]] {queue = 3 : i64} : memref<128x128xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<sbuf>>
+    func.return %out, %out2 : memref<128x64xbf16, #mem<hbm>>, memref<128x128xbf16, #mem<hbm>>
   }
 }

@@ -9,7 +9,7 @@
 // PSUM tile holds 128 hidden features of every row; one activation adds b1 per partition and applies the GELU
 // as it evacuates the tile into the second matmul's stationary panel. Every case computes what the unfused ops
 // compute.
-// SEMANTICS-COUNT-7: all outputs match
+// SEMANTICS-COUNT-8: all outputs match
 // CHECK-LABEL: func.func @main(%x: memref<130x128xbf16
 // CHECK-NOT:   memref.alloc() : memref<130x256xbf16
 // CHECK:       %[[W1:.*]] = tile.view %w1 : memref<128x256xbf16, #mem<hbm>> to memref<1x128x256xbf16, #mem<hbm>>
@@ -130,4 +130,24 @@ func.func @main(%x: tensor<130x128xbf16>, %w1: tensor<128x22016xbf16>, %b1: tens
   %a = torch.aten.relu %h : (tensor<130x22016xbf16>) -> tensor<130x22016xbf16>
   %r = torch.aten.addmm %b2, %a, %w2 : (tensor<70xbf16>, tensor<130x22016xbf16>, tensor<22016x70xbf16>) -> tensor<130x70xbf16>
   func.return %r : tensor<130x70xbf16>
+}
+
+// -----
+
+// A single block row whose W1 (1536 hidden features: three blocks) is kept whole on chip and loaded by column
+// blocks, with its bias row loaded whole ahead of it (convert-torch-to-tile's matmul): the chain still reads W1
+// and b1 through those pieces, and H never reaches HBM.
+// CHECK-LABEL: func.func @main(%x: memref<256x256xbf16
+// CHECK-NOT:   memref.alloc() : memref<256x1536xbf16
+// CHECK:       tile.unary %{{.*}} bias %{{.*}} {fn = "gelu_apprx_tanh"} : (!tile.tile<128x128xf32, psum>, !tile.tile<128x1xbf16, sbuf>) -> !tile.tile<128x128xbf16, sbuf>
+// CHECK-NOT:   memref<256x1536xbf16, #mem<hbm>>
+// CHECK:       func.return
+builtin.module attributes {neuron.target = #neuron.target<trn2>} {
+  func.func @main(%x: tensor<256x256xbf16>, %w1: tensor<256x1536xbf16>, %b1: tensor<1536xbf16>, %w2: tensor<1536x256xbf16>) -> tensor<256x256xbf16> {
+    %a = torch.aten.neg %x : (tensor<256x256xbf16>) -> tensor<256x256xbf16>
+    %h = torch.aten.addmm %b1, %a, %w1 : (tensor<1536xbf16>, tensor<256x256xbf16>, tensor<256x1536xbf16>) -> tensor<256x1536xbf16>
+    %g = torch.aten.gelu %h {approximate = "tanh"} : (tensor<256x1536xbf16>) -> tensor<256x1536xbf16>
+    %y = torch.aten.mm %g, %w2 : (tensor<256x1536xbf16>, tensor<1536x256xbf16>) -> tensor<256x256xbf16>
+    func.return %y : tensor<256x256xbf16>
+  }
 }

@@ -1,0 +1,50 @@
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-prologues,tile-fuse-loops | filecheck %s
+// RUN: neuron-opt %s --split-input-file -p convert-torch-to-tile,tile-fuse-epilogues,tile-fuse-matmul-prologues,tile-fuse-loops --check-semantics -o /dev/null 2>&1 | filecheck %s --check-prefix=SEMANTICS
+
+// A load of what several stores just wrote, built on chip from their tiles (lowering/tile_fuse_loops.py,
+// forwarding). A matmul's output blocks are 512 columns wide, so a 768-wide row of its product is stored as two
+// tiles; a layer norm in the next matmul's prologue reads the whole row.
+// SEMANTICS-COUNT-2: all outputs match
+
+// The layer norm's row tiles come right after the first matmul's last stores: each is an empty tile with the
+// two stored tiles inserted, h is then read by nothing and never reaches HBM.
+// CHECK-LABEL: func.func @main(%x: memref<256x256xbf16
+// CHECK-NOT:   memref.alloc() : memref<256x768xbf16
+// CHECK:       %[[LEFT0:.*]] = tile.copy {{.*}} -> !tile.tile<128x512xbf16, sbuf>
+// CHECK:       %[[LEFT1:.*]] = tile.copy {{.*}} -> !tile.tile<128x512xbf16, sbuf>
+// CHECK:       %[[RIGHT0:.*]] = tile.copy {{.*}} -> !tile.tile<128x256xbf16, sbuf>
+// CHECK:       %[[RIGHT1:.*]] = tile.copy {{.*}} -> !tile.tile<128x256xbf16, sbuf>
+// CHECK:       %[[ROW0:.*]] = tile.empty : !tile.tile<128x768xbf16, sbuf>
+// CHECK-NEXT:  %[[AT0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:  %[[HALF0:.*]] = tile.insert %[[LEFT0]], %[[ROW0]][%[[AT0]]] : !tile.tile<128x512xbf16, sbuf>, !tile.tile<128x768xbf16, sbuf>
+// CHECK-NEXT:  %[[AT512:.*]] = arith.constant 512 : index
+// CHECK-NEXT:  %{{.*}} = tile.insert %[[RIGHT0]], %[[HALF0]][%[[AT512]]] : !tile.tile<128x256xbf16, sbuf>, !tile.tile<128x768xbf16, sbuf>
+// CHECK:       tile.insert %[[LEFT1]]
+// CHECK:       tile.insert %[[RIGHT1]]
+// CHECK-NOT:   tile.load {{.*}} -> !tile.tile<128x768xbf16, sbuf>
+// CHECK:       tile.reduce
+func.func @main(%x: tensor<256x256xbf16>, %w1: tensor<256x768xbf16>, %g: tensor<768xbf16>, %b: tensor<768xbf16>, %w2: tensor<768x128xbf16>) -> tensor<256x128xbf16> {
+  %h = torch.aten.mm %x, %w1 : (tensor<256x256xbf16>, tensor<256x768xbf16>) -> tensor<256x768xbf16>
+  %n, %mean, %rstd = torch.aten.native_layer_norm %h, %g, %b {normalized_shape = array<i64: 768>, eps = 1.000000e-05 : f64} : (tensor<256x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> (tensor<256x768xbf16>, tensor<256x1xbf16>, tensor<256x1xbf16>)
+  %y = torch.aten.mm %n, %w2 : (tensor<256x768xbf16>, tensor<768x128xbf16>) -> tensor<256x128xbf16>
+  func.return %y : tensor<256x128xbf16>
+}
+
+// -----
+
+// Another matmul between the stores and the load: the stored tiles would stay live through it, so the layer norm
+// loads its rows from HBM as before.
+// CHECK-LABEL: func.func @main(%x: memref<256x256xbf16
+// CHECK:       %[[H:.*]] = memref.alloc() : memref<256x768xbf16, #mem<hbm>>
+// CHECK-COUNT-4: tile.store {{.*}}, %[[H]]
+// CHECK:       %[[Z:.*]] = memref.alloc() : memref<256x512xbf16, #mem<hbm>>
+// CHECK-COUNT-2: tile.store {{.*}}, %[[Z]]
+// CHECK:       tile.load %[[H]][%c0, %c0] : memref<256x768xbf16, #mem<hbm>> -> !tile.tile<128x768xbf16, sbuf>
+// CHECK-NEXT:  tile.load %[[H]][%c128, %c0] : memref<256x768xbf16, #mem<hbm>> -> !tile.tile<128x768xbf16, sbuf>
+func.func @main(%x: tensor<256x256xbf16>, %w1: tensor<256x768xbf16>, %w3: tensor<256x512xbf16>, %g: tensor<768xbf16>, %b: tensor<768xbf16>, %w2: tensor<768x128xbf16>) -> (tensor<256x128xbf16>, tensor<256x512xbf16>) {
+  %h = torch.aten.mm %x, %w1 : (tensor<256x256xbf16>, tensor<256x768xbf16>) -> tensor<256x768xbf16>
+  %z = torch.aten.mm %x, %w3 : (tensor<256x256xbf16>, tensor<256x512xbf16>) -> tensor<256x512xbf16>
+  %n, %mean, %rstd = torch.aten.native_layer_norm %h, %g, %b {normalized_shape = array<i64: 768>, eps = 1.000000e-05 : f64} : (tensor<256x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> (tensor<256x768xbf16>, tensor<256x1xbf16>, tensor<256x1xbf16>)
+  %y = torch.aten.mm %n, %w2 : (tensor<256x768xbf16>, tensor<768x128xbf16>) -> tensor<256x128xbf16>
+  func.return %y, %z : tensor<256x128xbf16>, tensor<256x512xbf16>
+}
