@@ -168,7 +168,8 @@ def bounded_space(
     row tile it starts lies inside the bucket). None when none can, or when the free axis would be narrow (tiles
     of a few elements would cost more in fixed DMA costs than the trips save) and narrower than `merged_tile`,
     the free size the op's tiles have when it runs merged (its tiles then stay as they are, and only the trips
-    change): the op then runs its whole extent, merged as usual."""
+    change): the op then runs its whole extent, merged as usual. Tiles of at least `BLOCK_SIDE` rows and columns
+    under a loop that follows the call are blocks, not narrow rows, and stay as they are."""
     if len(bounds) != len(shape):
         return None
     # segments of consecutive dimensions that may merge: each bounded dimension is one of its own
@@ -194,10 +195,20 @@ def bounded_space(
             mine.extend(more)
     rank = len(dims)
     dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d >= rank - 2 and _whole_blocks(dims[d], d - rank))}
-    if rank < 2 or not dynamic or dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE):
+    if rank < 2 or not dynamic:
+        return None
+    blocks = any(d < rank - 2 for d in dynamic) and min(dims[-2:]) >= BLOCK_SIDE
+    if dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE) and not blocks:
         return None
     canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
     return tuple(dims), canonical, dynamic
+
+
+# The least rows and columns of a tile under a loop over the call's batches for the bounded space to be kept
+# although its free axis is narrow: a lower bucket's [b, 1, 64, 64] attention mask, whose comparisons of
+# broadcast positions can only tile it so (a batch per trip), runs its `&`s and `where`s over the same [64, 64]
+# blocks instead of merged [128, 128] tiles of the whole bucket, so tile-fuse-loops chains them on chip.
+BLOCK_SIDE = 64
 
 
 # The most 128-column blocks a bounded free dimension may have for its tile loop to be emitted once per width:

@@ -242,3 +242,23 @@ func.func @key_columns(%x: tensor<2x512x512xf32>) -> tensor<2x512x512xi1> attrib
   %0 = torch.aten.gt.Scalar %x {other = 0.000000e+00 : f64, neuron.size_bounds = ["s0", "s1", "s1"]} : (tensor<2x512x512xf32>) -> tensor<2x512x512xi1>
   func.return %0 : tensor<2x512x512xi1>
 }
+
+// -----
+
+// A lower bucket's [b, 1, 64, 64] attention mask (transformers' mask code): the comparison of broadcast positions
+// can only tile it a batch per trip, [64, 64] blocks under a loop over the call's s0 batches, and the `&` of two
+// such masks, whose free axis of 64 columns is narrow, keeps the same blocks (`BLOCK_SIDE`) instead of running
+// merged [128, 128] tiles over the whole bucket: the two nests fuse and the comparison never reaches HBM.
+// CHECK-LABEL: func.func @mask_blocks(
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK:         %[[EQ:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "is_equal"} : {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:    %[[M:.*]] = tile.load %{{.*}}[%[[B]], %c0, %c0] {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:    %[[AND:.*]] = tile.binary %[[M]], %[[EQ]] {op = "bitwise_and"}
+// CHECK-NEXT:    tile.store %[[AND]], %{{.*}}[%[[B]], %c0, %c0] : !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
+func.func @mask_blocks(%i: tensor<4x1x64x1xi64>, %j: tensor<4x1x1x64xi64>, %m: tensor<4x1x64x64xi1>) -> tensor<4x1x64x64xi1> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 64 : i64]]} {
+  %0 = torch.aten.eq.Tensor %i, %j {neuron.size_bounds = ["s0", "", "s1", "s1"]} : (tensor<4x1x64x1xi64>, tensor<4x1x1x64xi64>) -> tensor<4x1x64x64xi1>
+  %1 = torch.aten.bitwise_and.Tensor %m, %0 {neuron.size_bounds = ["s0", "", "s1", "s1"]} : (tensor<4x1x64x64xi1>, tensor<4x1x64x64xi1>) -> tensor<4x1x64x64xi1>
+  func.return %1 : tensor<4x1x64x64xi1>
+}
