@@ -262,7 +262,7 @@ def _defining_op(value: SSAValue) -> Operation:
 
 
 def _all_loops(loop: scf.ForOp) -> list[scf.ForOp]:
-    return [op for op in loop.walk() if _is_level(op)]
+    return [op for op in loop.walk() if isinstance(op, scf.ForOp) and _is_level(op)]
 
 
 def _bounded_at_run_time(loop: scf.ForOp) -> bool:
@@ -323,7 +323,7 @@ def _fuse_nests(block: Block, budget: int) -> None:
                 rest = [other for other in tail if other not in early]
                 if _can_hoist(op, rest):
                     for moved in early:
-                        moved.detach()  # type: ignore[no-untyped-call]  # unannotated in xDSL
+                        moved.detach()
                         block.insert_op_before(moved, current)
                     tail = rest
                     op.detach()
@@ -350,7 +350,7 @@ def _early_ops(current: scf.ForOp, tail: list[Operation], loop: scf.ForOp) -> li
     before `current`: loads of what neither `current` nor the code before them in `tail` writes, and compute on
     tiles, with their other operands defined before `current` (a matmul's weights, loaded between two nests and
     perhaps transposed, or a layer norm's affine vectors, which the second nest reads). Empty otherwise."""
-    produced = {result: op for op in tail for result in op.results}
+    produced: dict[SSAValue, Operation] = {result: op for op in tail for result in op.results}
     needed: set[Operation] = set()
     pending = [operand for inner in loop.walk() for operand in inner.operands if operand in produced]
     while pending:

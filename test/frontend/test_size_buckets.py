@@ -145,8 +145,9 @@ def test_an_mlp_over_token_rows_keeps_its_hidden_rows_on_chip(tmp_path):
         hidden = F.gelu(y @ w1 + b1, approximate="tanh")
         return x + (hidden @ w2 + b2).view(x.shape)
 
-    options = {"strict": True, "cache": False, "debug_dir": str(tmp_path)}
-    compiled = torch.compile(mlp, backend="neuron-mlir", options=options)
+    compiled = torch.compile(
+        mlp, backend="neuron-mlir", options={"strict": True, "cache": False, "debug_dir": str(tmp_path)}
+    )
     torch.manual_seed(9)
     g, h = torch.randn(32) * 0.5 + 1, torch.randn(32)
     w1, b1, w2, b2 = torch.randn(32, 128) / 6, torch.randn(128), torch.randn(128, 32) / 11, torch.randn(32)
