@@ -262,3 +262,22 @@ func.func @mask_blocks(%i: tensor<4x1x64x1xi64>, %j: tensor<4x1x1x64xi64>, %m: t
   %1 = torch.aten.bitwise_and.Tensor %m, %0 {neuron.size_bounds = ["s0", "", "s1", "s1"]} : (tensor<4x1x64x64xi1>, tensor<4x1x64x64xi1>) -> tensor<4x1x64x64xi1>
   func.return %1 : tensor<4x1x64x64xi1>
 }
+
+// -----
+
+// The same mask for a batch of one (Dynamo specialises it): no dimension can follow the call (64 rows are less
+// than a row tile), and the `&` still takes the comparison's [64, 64] block rather than merged [128, 32] tiles,
+// so the comparison's tile reaches it in straight-line code without a store and a load.
+// CHECK-LABEL: func.func @mask_block_of_one(
+// CHECK-NOT:   scf.for
+// CHECK:       %[[EQ:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "is_equal"} : {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NOT:   tile.store
+// CHECK:       %[[M:.*]] = tile.load %{{.*}}[%c0, %c0] {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  %[[AND:.*]] = tile.binary %[[M]], %[[EQ]] {op = "bitwise_and"}
+// CHECK-NEXT:  tile.store %[[AND]], %{{.*}}[%c0, %c0] : !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  func.return
+func.func @mask_block_of_one(%i: tensor<1x1x64x1xi64>, %j: tensor<1x1x1x64xi64>, %m: tensor<1x1x64x64xi1>) -> tensor<1x1x64x64xi1> attributes {neuron.size_arguments = [["s1", 1 : i64, 64 : i64]]} {
+  %0 = torch.aten.eq.Tensor %i, %j {neuron.size_bounds = ["", "", "s1", "s1"]} : (tensor<1x1x64x1xi64>, tensor<1x1x1x64xi64>) -> tensor<1x1x64x64xi1>
+  %1 = torch.aten.bitwise_and.Tensor %m, %0 {neuron.size_bounds = ["", "", "s1", "s1"]} : (tensor<1x1x64x64xi1>, tensor<1x1x64x64xi1>) -> tensor<1x1x64x64xi1>
+  func.return %1 : tensor<1x1x64x64xi1>
+}
