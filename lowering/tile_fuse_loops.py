@@ -8,8 +8,11 @@ Output guarantee: the same results, with
    constants, or the same value of the function's top level such as a size argument; the levels carry no
    values; the straight-line code between loops, such as peeled remainder tiles, may differ) become one nest
    when the later nest reads the earlier one's HBM results only at the tile the earlier one stored in the
-   matching place (same view type, tile shape, dims and indices). The later nest's code goes right after the
-   earlier nest's code of the same place, so each tile is produced and consumed in one iteration.
+   matching place (same element type, offset, extents and strides of the view, tile shape, dims and indices,
+   leaving out a view's dimensions of one element at index 0 that no tile dimension walks, which move nothing:
+   a batch of one's `[1, s, 32]` rows and its `[s, 32]` rows are the same bytes). The later nest's code goes
+   right after the earlier nest's code of the same place, so each tile is produced and consumed in one
+   iteration.
    `memref.alloc`, `tile.view` and index constants between the nests move above the first; straight-line tile
    code between them (the first nest's peeled remainder tiles) stays after the fused loop when the second nest
    provably touches other elements of every tensor that code stores or that it stores (index ranges from the
@@ -52,7 +55,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, storage_root
+from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, memref_layout, storage_root
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -68,8 +71,18 @@ _TRANSFERS = (tile.LoadOp, tile.StoreOp)
 
 # a loop's bounds (constants, top-level values; None otherwise: `_bound`) with its body's loops, in order
 _Skeleton = tuple[tuple[tuple[int | SSAValue | None, int | SSAValue | None, int | SSAValue | None], "_Skeleton"], ...]
-# what makes two transfers move the same data: root buffer, its type, indices (constants folded), tile shape, mapping
-_TransferKey = tuple[SSAValue, Attribute, tuple[int | SSAValue, ...], tuple[int, ...], tuple[int, ...]]
+# what makes two transfers move the same data: root buffer, element type, the view's offset and (extent, stride) per
+# dimension, indices (constants folded), tile shape, mapping; dimensions of one element at index 0 that no tile
+# dimension walks left out (a batch of one's [1, s, 32] rows stored and its [s, 32] rows loaded move the same bytes)
+_TransferKey = tuple[
+    SSAValue,
+    Attribute,
+    int,
+    tuple[tuple[int, int], ...],
+    tuple[int | SSAValue, ...],
+    tuple[int, ...],
+    tuple[int, ...],
+]
 
 
 def _constant_bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
@@ -145,8 +158,19 @@ def _loops(block: Block) -> list[scf.ForOp]:
 
 def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> _TransferKey:
     renamed = (rename.get(index, index) for index in op.indices)
-    indices = tuple(c if (c := integer_constant(index)) is not None else index for index in renamed)
-    return (storage_root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
+    indices = [c if (c := integer_constant(index)) is not None else index for index in renamed]
+    layout = memref_layout(tensor)
+    mapped = op.mapped_dims()
+    kept = [d for d, index in enumerate(indices) if layout.shape[d] != 1 or index != 0 or d in mapped]
+    return (
+        storage_root(tensor),
+        _memref_element_type(tensor),
+        layout.offset,
+        tuple((layout.shape[d], layout.strides[d]) for d in kept),
+        tuple(indices[d] for d in kept),
+        op.tile_type().get_shape(),
+        tuple(kept.index(d) for d in mapped),
+    )
 
 
 def _stores(ops: list[Operation]) -> Iterator[tile.StoreOp]:

@@ -58,3 +58,27 @@ func.func @product_as_weights(%x: tensor<256x32xf32>, %w: tensor<32x32xf32>, %b:
   %1 = torch.aten.mm %y, %0 {neuron.size_bounds = ["s0*s1", ""]} : (tensor<256x256xf32>, tensor<256x32xf32>) -> tensor<256x32xf32>
   func.return %1 : tensor<256x32xf32>
 }
+
+// -----
+
+// A batch of one (Dynamo specialises it): the first Linear layer stores its rows as [256, 32], the layer norm in the
+// second one's prologue loads them as [1, 256, 32]. A dimension of one element at index 0 moves nothing, so the two
+// transfers move the same bytes, the nests fuse and the rows never reach HBM.
+// CHECK-LABEL: func.func @one_batch(
+// CHECK:       scf.for %[[ROW:.*]] = %c0 to %{{.*}} step %c128 {
+// CHECK:         tile.matmul {{.*}} -> !tile.tile<128x32xf32, psum>
+// CHECK-NOT:     tile.store
+// CHECK-NOT:     tile.load %{{.*}} : memref<{{(1x)?}}256x32xf32, #mem<hbm>>
+// CHECK:         tile.reduce
+// CHECK:         tile.matmul {{.*}} -> !tile.tile<128x96xf32, psum>
+// CHECK:         tile.store {{.*}}[%[[ROW]], %c0] : !tile.tile<128x96xf32, sbuf>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
+func.func @one_batch(%x: tensor<256x32xf32>, %w1: tensor<32x32xf32>, %b1: tensor<32xf32>, %g: tensor<32xf32>, %h: tensor<32xf32>, %w2: tensor<32x96xf32>, %b2: tensor<96xf32>) -> tensor<256x96xf32> attributes {neuron.size_arguments = [["s1", 1 : i64, 256 : i64]]} {
+  %0 = torch.aten.addmm %b1, %x, %w1 {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s1", ""]} : (tensor<32xf32>, tensor<256x32xf32>, tensor<32x32xf32>) -> tensor<256x32xf32>
+  %1 = torch.aten.view %0 {size = array<i64: 1, 256, 32>, neuron.size_bounds = ["", "s1", ""]} : (tensor<256x32xf32>) -> tensor<1x256x32xf32>
+  %2, %3, %4 = torch.aten.native_layer_norm %1, %g, %h {normalized_shape = array<i64: 32>, eps = 1.000000e-05 : f64, neuron.size_bounds = ["", "s1", ""]} : (tensor<1x256x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<1x256x32xf32>, tensor<1x256x1xf32>, tensor<1x256x1xf32>)
+  %5 = torch.aten.view %2 {size = array<i64: 256, 32>, neuron.size_bounds = ["s1", ""]} : (tensor<1x256x32xf32>) -> tensor<256x32xf32>
+  %6 = torch.aten.addmm %b2, %5, %w2 {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s1", ""]} : (tensor<96xf32>, tensor<256x32xf32>, tensor<32x96xf32>) -> tensor<256x96xf32>
+  func.return %6 : tensor<256x96xf32>
+}
