@@ -5,19 +5,31 @@ nest storing its result to a fresh HBM tensor that the next op's nest loads agai
 
 Output guarantee: the same results, with
 1. Fusion: consecutive top-level `scf.for` nests with the same loop structure (equal bounds at every level:
-   constants, or the same value of the function's top level such as a size argument; no loop-carried values;
-   the straight-line code between loops, such as peeled remainder tiles, may differ) become one nest when the
-   later nest reads the earlier one's HBM results only at the tile the earlier one stored in the matching place
-   (same view type, tile shape, dims and indices). The later nest's code goes right after the earlier nest's
-   code of the same place, so each tile is produced and consumed in one iteration.
+   constants, or the same value of the function's top level such as a size argument; the levels carry no
+   values; the straight-line code between loops, such as peeled remainder tiles, may differ) become one nest
+   when the later nest reads the earlier one's HBM results only at the tile the earlier one stored in the
+   matching place (same element type, offset, extents and strides of the view, tile shape, dims and indices,
+   leaving out a view's dimensions of one element at index 0 that no tile dimension walks, which move nothing:
+   a batch of one's `[1, s, 32]` rows and its `[s, 32]` rows are the same bytes). The later nest's code goes
+   right after the earlier nest's code of the same place, so each tile is produced and consumed in one
+   iteration.
    `memref.alloc`, `tile.view` and index constants between the nests move above the first; straight-line tile
    code between them (the first nest's peeled remainder tiles) stays after the fused loop when the second nest
    provably touches other elements of every tensor that code stores or that it stores (index ranges from the
-   constant loop bounds). Nests with ops other than loads, stores, elementwise compute, reductions and index
-   arithmetic are left alone, and so are nests whose fused body would hold more than a quarter of a partition of
-   SBUF at once (half of it once double-buffered; `fused_live_bytes`: a tile lives from its definition to its
-   last use, and a load that forwarding will replace shares the stored tile), so a long elementwise chain, such
-   as a decomposed activation's backward, still fuses whole.
+   constant loop bounds). What the second nest reads of that code (a matmul's weights loaded once before its
+   rows, perhaps transposed; a layer norm's affine vectors) moves above the first nest too, when those ops
+   are loads of tensors nothing before them writes from the first nest on, and compute on tiles. A nest may
+   hold loads, stores, elementwise compute, reductions, index arithmetic and, for nests whose trips the call's
+   sizes decide (a bound computed from a size argument), TensorE's products and transposes and the loops
+   carrying a stationary panel that transposes build (one step of the code around them, not a level; they read
+   nothing the first nest writes). Other nests are left alone, and so
+   are nests whose fused body would hold more than a quarter of a partition of SBUF at once (half of it once
+   double-buffered; `fused_live_bytes`: a tile lives from its definition to its last use, and a load that
+   forwarding will replace shares the stored tile), so a long elementwise chain, such as a decomposed
+   activation's backward, still fuses whole. Linear layers over the same rows fuse so (a transformer's
+   attention output projection, residual add, MLP and the next layer's Q/K/V projection over the token rows of
+   a size bucket's program, each a loop up to the call's last row tile): each row tile's activations go from
+   one product to the next on chip.
 2. Forwarding: in every block, a `tile.load` of exactly what an earlier `tile.store` of that block wrote (or of
    exactly what an earlier load read), with no store to the same tensor in between, uses that tile instead
    (with a `tile.copy` where the store or the load converted the element type). An earlier load that rounded the
@@ -47,7 +59,7 @@ from neuron_mlir.ir.dialects import tile
 from neuron_mlir.ir.dialects.neuron import target_of
 from neuron_mlir.ir.dialects.tile import TileType
 from neuron_mlir.ir.types import runtime_dtype_name
-from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, storage_root
+from neuron_mlir.lowering.ir_queries import defined_functions, integer_constant, memref_layout, storage_root
 from neuron_mlir.runtime.dtypes import itemsize
 from neuron_mlir.runtime.hardware import Memory
 
@@ -56,11 +68,25 @@ _COMPUTE: tuple[type[Operation], ...] = (*tile.ELEMENTWISE_OPS, tile.IotaOp, til
 _INDEX = (arith.ConstantOp, arith.AddiOp, arith.MuliOp, arith.SubiOp)
 # Ops that may sit between two nests and move above the first (they neither read nor write tensor data).
 _MOVABLE = (memref.AllocOp, tile.ViewOp, arith.ConstantOp)
+# What a matmul's nest adds to a streaming nest: TensorE products and transposes, and the on-chip panels built
+# from them (a panel's loop carries its tile, so it is one step of its segment, not a level of the nest).
+_MATMUL = (tile.MatmulOp, tile.TransposeOp, tile.EmptyOp, tile.ExtractOp, tile.InsertOp, tile.ViewOp)
+_TRANSFERS = (tile.LoadOp, tile.StoreOp)
 
 # a loop's bounds (constants, top-level values; None otherwise: `_bound`) with its body's loops, in order
 _Skeleton = tuple[tuple[tuple[int | SSAValue | None, int | SSAValue | None, int | SSAValue | None], "_Skeleton"], ...]
-# what makes two transfers move the same data: root buffer, its type, indices (constants folded), tile shape, mapping
-_TransferKey = tuple[SSAValue, Attribute, tuple[int | SSAValue, ...], tuple[int, ...], tuple[int, ...]]
+# what makes two transfers move the same data: root buffer, element type, the view's offset and (extent, stride) per
+# dimension, indices (constants folded), tile shape, mapping; dimensions of one element at index 0 that no tile
+# dimension walks left out (a batch of one's [1, s, 32] rows stored and its [s, 32] rows loaded move the same bytes)
+_TransferKey = tuple[
+    SSAValue,
+    Attribute,
+    int,
+    tuple[tuple[int, int], ...],
+    tuple[int | SSAValue, ...],
+    tuple[int, ...],
+    tuple[int, ...],
+]
 
 
 def _constant_bounds(loop: scf.ForOp) -> tuple[int | None, int | None, int | None]:
@@ -82,19 +108,29 @@ def _bounds(loop: scf.ForOp) -> tuple[int | SSAValue | None, int | SSAValue | No
     return _bound(loop.lb), _bound(loop.ub), _bound(loop.step)
 
 
+def _is_level(op: Operation) -> bool:
+    """Whether `op` is a level of a nest: a loop carrying no values. A loop that carries values (a matmul's panel
+    built tile by tile) is one step of the code around it."""
+    return isinstance(op, scf.ForOp) and not op.iter_args
+
+
 def _skeleton(block: Block) -> _Skeleton:
-    """The loop structure of a block: for each loop in order, its constant bounds and its body's skeleton."""
-    return tuple((_bounds(op), _skeleton(op.body.block)) for op in block.ops if isinstance(op, scf.ForOp))
+    """The loop structure of a block: for each level in order, its bounds and its body's skeleton."""
+    return tuple((_bounds(op), _skeleton(op.body.block)) for op in block.ops if _is_level(op))
 
 
-def _fusable_nest(loop: scf.ForOp) -> bool:
+def _fusable_nest(loop: scf.ForOp, matmuls: bool = False) -> bool:
+    """Whether a nest holds only what fusion may merge: loads, stores, elementwise compute, reductions, index
+    arithmetic and levels with shared bounds; with `matmuls`, also TensorE's products and transposes and the
+    loops that build panels of them."""
     if any(bound is None for bound in _bounds(loop)):
         return False
+    allowed = (*_COMPUTE, *_INDEX, tile.LoadOp, tile.StoreOp, scf.YieldOp, *(_MATMUL if matmuls else ()))
     for op in loop.body.walk():
         if isinstance(op, scf.ForOp):
-            if op.iter_args or any(bound is None for bound in _bounds(op)):
+            if (op.iter_args and not matmuls) or any(bound is None for bound in _bounds(op)):
                 return False
-        elif not isinstance(op, (*_COMPUTE, *_INDEX, tile.LoadOp, tile.StoreOp, scf.YieldOp)):
+        elif not isinstance(op, allowed):
             return False
     return True
 
@@ -110,10 +146,10 @@ def streams_tiles(loop: scf.ForOp) -> bool:
 
 
 def _segments(block: Block) -> list[list[Operation]]:
-    """The straight-line runs of a block around its loops (one more run than loops), yield excluded."""
+    """The straight-line runs of a block around its levels (one more run than levels), yield excluded."""
     runs: list[list[Operation]] = [[]]
     for op in block.ops:
-        if isinstance(op, scf.ForOp):
+        if _is_level(op):
             runs.append([])
         elif not isinstance(op, scf.YieldOp):
             runs[-1].append(op)
@@ -121,13 +157,24 @@ def _segments(block: Block) -> list[list[Operation]]:
 
 
 def _loops(block: Block) -> list[scf.ForOp]:
-    return [op for op in block.ops if isinstance(op, scf.ForOp)]
+    return [op for op in block.ops if isinstance(op, scf.ForOp) and _is_level(op)]
 
 
 def _transfer_key(op: tile.LoadOp | tile.StoreOp, tensor: SSAValue, rename: dict[SSAValue, SSAValue]) -> _TransferKey:
     renamed = (rename.get(index, index) for index in op.indices)
-    indices = tuple(c if (c := integer_constant(index)) is not None else index for index in renamed)
-    return (storage_root(tensor), tensor.type, indices, op.tile_type().get_shape(), op.mapped_dims())
+    indices = [c if (c := integer_constant(index)) is not None else index for index in renamed]
+    layout = memref_layout(tensor)
+    mapped = op.mapped_dims()
+    kept = [d for d, index in enumerate(indices) if layout.shape[d] != 1 or index != 0 or d in mapped]
+    return (
+        storage_root(tensor),
+        _memref_element_type(tensor),
+        layout.offset,
+        tuple((layout.shape[d], layout.strides[d]) for d in kept),
+        tuple(indices[d] for d in kept),
+        op.tile_type().get_shape(),
+        tuple(kept.index(d) for d in mapped),
+    )
 
 
 def _stores(ops: list[Operation]) -> Iterator[tile.StoreOp]:
@@ -154,13 +201,12 @@ def _aligned(first: Block, second: Block, rename: dict[SSAValue, SSAValue], writ
             return False
     for run_a, run_b in zip(_segments(first), _segments(second), strict=True):
         stored = {_transfer_key(s, s.dest, {}) for s in run_a if isinstance(s, tile.StoreOp)}
-        for load in run_b:
-            if (
-                isinstance(load, tile.LoadOp)
-                and storage_root(load.source) in written
-                and _transfer_key(load, load.source, rename) not in stored
-            ):
-                return False
+        for op in run_b:
+            if isinstance(op, tile.LoadOp):
+                if storage_root(op.source) in written and _transfer_key(op, op.source, rename) not in stored:
+                    return False
+            elif any(storage_root(load.source) in written for load in _loads([op])):
+                return False  # read inside a panel's loop: not at the tile the first nest stores here
     return True
 
 
@@ -244,13 +290,26 @@ def _defining_op(value: SSAValue) -> Operation:
 
 
 def _all_loops(loop: scf.ForOp) -> list[scf.ForOp]:
-    return [op for op in loop.walk() if isinstance(op, scf.ForOp)]
+    return [op for op in loop.walk() if isinstance(op, scf.ForOp) and _is_level(op)]
+
+
+def _bounded_at_run_time(loop: scf.ForOp) -> bool:
+    """Whether some level of a nest takes a bound from the call (a size argument, or index arithmetic on one)."""
+    return any(
+        integer_constant(bound) is None
+        for level in (loop, *_all_loops(loop))
+        for bound in (level.lb, level.ub, level.step)
+    )
 
 
 def _can_fuse(first: scf.ForOp, second: scf.ForOp, budget: int) -> bool:
     if _bounds(first) != _bounds(second) or _skeleton(first.body.block) != _skeleton(second.body.block):
         return False
-    if not (_fusable_nest(first) and _fusable_nest(second)):
+    # Matmul nests fuse only over trips the call decides: neuron-unroll-loops gives each such trip a copy of its
+    # own (up to SHORT_TRIPS), so the fused body costs no overlap, while a constant loop's two or three copies
+    # would each carry both products' chains (real-width training layers ran 0.4-0.5% slower so).
+    matmuls = _bounded_at_run_time(first)
+    if not (_fusable_nest(first, matmuls) and _fusable_nest(second, matmuls)):
         return False
     if fused_live_bytes(first, second) > budget:
         return False
@@ -287,13 +346,20 @@ def _fuse_nests(block: Block, budget: int) -> None:
     tail: list[Operation] = []  # straight-line code after `current` (its peeled remainder tiles, say)
     for op in list(block.ops):
         if isinstance(op, scf.ForOp):
-            if current is not None and _can_fuse(current, op, budget) and _can_hoist(op, tail):
-                op.detach()
-                block.insert_op_after(op, current)
-                _merge(current.body.block, op.body.block)
-                op.detach()
-                op.erase()
-                continue
+            if current is not None and _can_fuse(current, op, budget):
+                early = _early_ops(current, tail, op)
+                rest = [other for other in tail if other not in early]
+                if _can_hoist(op, rest):
+                    for moved in early:
+                        moved.detach()
+                        block.insert_op_before(moved, current)
+                    tail = rest
+                    op.detach()
+                    block.insert_op_after(op, current)
+                    _merge(current.body.block, op.body.block)
+                    op.detach()
+                    op.erase()
+                    continue
             current, tail = (op, []) if not op.iter_args else (None, [])
         elif isinstance(op, _MOVABLE) and current is not None:
             if all(_dominates_before(operand, current) for operand in op.operands):
@@ -301,10 +367,35 @@ def _fuse_nests(block: Block, budget: int) -> None:
                 block.insert_op_before(op, current)
             else:
                 tail.append(op)
-        elif current is not None and not op.regions and isinstance(op, (*_COMPUTE, *_INDEX, tile.LoadOp, tile.StoreOp)):
+        elif current is not None and not op.regions and isinstance(op, (*_COMPUTE, *_INDEX, *_MATMUL, *_TRANSFERS)):
             tail.append(op)
         else:
             current, tail = None, []
+
+
+def _early_ops(current: scf.ForOp, tail: list[Operation], loop: scf.ForOp) -> list[Operation]:
+    """The ops of `tail` that `loop` reads the results of (directly or through each other), when they may all run
+    before `current`: loads of what neither `current` nor the code before them in `tail` writes, and compute on
+    tiles, with their other operands defined before `current` (a matmul's weights, loaded between two nests and
+    perhaps transposed, or a layer norm's affine vectors, which the second nest reads). Empty otherwise."""
+    produced: dict[SSAValue, Operation] = {result: op for op in tail for result in op.results}
+    needed: set[Operation] = set()
+    pending = [operand for inner in loop.walk() for operand in inner.operands if operand in produced]
+    while pending:
+        op = produced[pending.pop()]
+        if op not in needed:
+            needed.add(op)
+            pending.extend(operand for operand in op.operands if operand in produced)
+    written = {storage_root(store.dest) for store in _stores([current])}
+    for op in tail:
+        if op not in needed:
+            written |= _written_roots(op)
+        elif not (
+            isinstance(op, (*_COMPUTE, *_INDEX, *_MATMUL))
+            or (isinstance(op, tile.LoadOp) and storage_root(op.source) not in written)
+        ) or not all(operand in produced or _dominates_before(operand, current) for operand in op.operands):
+            return []
+    return [op for op in tail if op in needed]
 
 
 def _index_range(value: SSAValue) -> tuple[int, int] | None:

@@ -168,7 +168,10 @@ def bounded_space(
     row tile it starts lies inside the bucket). None when none can, or when the free axis would be narrow (tiles
     of a few elements would cost more in fixed DMA costs than the trips save) and narrower than `merged_tile`,
     the free size the op's tiles have when it runs merged (its tiles then stay as they are, and only the trips
-    change): the op then runs its whole extent, merged as usual."""
+    change): the op then runs its whole extent, merged as usual. Tiles of at least `BLOCK_SIDE` rows and columns
+    under a loop that follows the call are blocks, not narrow rows, and stay as they are; so do such blocks when
+    no dimension can follow the call but the merged tiles would differ (a batch of one's [1, 1, 64, 64] mask):
+    the space then runs whole, with no dimension following the call, tiled as its neighbours are."""
     if len(bounds) != len(shape):
         return None
     # segments of consecutive dimensions that may merge: each bounded dimension is one of its own
@@ -194,10 +197,23 @@ def bounded_space(
             mine.extend(more)
     rank = len(dims)
     dynamic = {d: b for d, b in bounded.items() if d < rank - 2 or (d >= rank - 2 and _whole_blocks(dims[d], d - rank))}
-    if rank < 2 or not dynamic or dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE):
+    if rank < 2:
+        return None
+    blocks = min(dims[-2:]) >= BLOCK_SIDE and (not dynamic or any(d < rank - 2 for d in dynamic))
+    if not dynamic and not (blocks and bounded and dims[-1] != merged_tile):
+        return None
+    if dims[-1] < min(NARROW_FREE, merged_tile or NARROW_FREE) and not blocks:
         return None
     canonical = [Layout(tuple(dims), tuple(s), layout.offset) for s, layout in zip(strides, layouts, strict=True)]
     return tuple(dims), canonical, dynamic
+
+
+# The least rows and columns of a tile under a loop over the call's batches for the bounded space to be kept
+# although its free axis is narrow: a lower bucket's [b, 1, 64, 64] attention mask, whose comparisons of
+# broadcast positions can only tile it so (a batch per trip), runs its `&`s and `where`s over the same [64, 64]
+# blocks instead of merged [128, 128] tiles of the whole bucket, so tile-fuse-loops chains them on chip (and a
+# batch of one's mask, [64, 64] blocks in straight-line code, forwards them).
+BLOCK_SIDE = 64
 
 
 # The most 128-column blocks a bounded free dimension may have for its tile loop to be emitted once per width:
@@ -551,7 +567,7 @@ def emit_elementwise(
         space, canonical, dynamic = bounded
     else:
         space, canonical = iteration_space(out_shape, layouts)
-    if wide and compute_at is None and not dynamic:
+    if wide and compute_at is None and bounded is None:
         dtypes = [runtime_dtype_name(memref_type_of(value).element_type) for value in [out, *operands]]
         tiling, canonical = lane_filling_tiling(out_shape, space, canonical, dtypes, emitter_target(em))
     else:

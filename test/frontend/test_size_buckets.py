@@ -1,6 +1,8 @@
 """Graphs with symbolic sizes run by one program per size bucket: inputs padded, padding masked out of every
 reduction and contraction, results cut; what the rules cannot prove safe is compiled per size, with a note."""
 
+import re
+
 import pytest
 import sympy  # type: ignore[import-untyped]
 import torch
@@ -131,6 +133,35 @@ def test_a_layer_norm_over_token_rows_is_computed_by_the_linear_layer_reading_it
         result, _ = _call_ns(compiled, x, g, h, w, b)
         assert_close_to_torch(result, norm_linear(x, g, h, w, b), f"batch {batch}, seq {seq}")
     assert _programs() == 3
+
+
+def test_an_mlp_over_token_rows_keeps_its_hidden_rows_on_chip(tmp_path):
+    # GPT-2's ln_2 -> c_fc -> GELU -> c_proj + residual over [b, s, 32] tokens (K = 32, below the 128 that
+    # tile-fuse-matmul-chains needs), batch 2..4 and sequence 2..256: both Linear layers' row loops run to the
+    # same bound from the call's sizes, so tile-fuse-loops makes them one nest and c_proj reads the hidden rows
+    # c_fc computed in the same trip: neither bucket's program has an HBM tensor for the [rows, 128] activations
+    def mlp(x, g, h, w1, b1, w2, b2):
+        y = F.layer_norm(x, (32,), g, h).reshape(-1, 32)
+        hidden = F.gelu(y @ w1 + b1, approximate="tanh")
+        return x + (hidden @ w2 + b2).view(x.shape)
+
+    compiled = torch.compile(
+        mlp, backend="neuron-mlir", options={"strict": True, "cache": False, "debug_dir": str(tmp_path)}
+    )
+    torch.manual_seed(9)
+    g, h = torch.randn(32) * 0.5 + 1, torch.randn(32)
+    w1, b1, w2, b2 = torch.randn(32, 128) / 6, torch.randn(128), torch.randn(128, 32) / 11, torch.randn(32)
+    for batch, seq in ((2, 7), (4, 60), (3, 200), (2, 130)):
+        x = _marked(_marked(torch.randn(batch, seq, 32) * 3 + 1, 0, 2, 4), 1, 2, 256)
+        assert_close_to_torch(compiled(x, g, h, w1, b1, w2, b2), mlp(x, g, h, w1, b1, w2, b2), f"{batch} x {seq}")
+    assert _programs() == 2
+    (graph,) = tmp_path.iterdir()
+    programs = sorted(p for p in graph.iterdir() if p.is_dir())
+    assert len(programs) == 2
+    for program in programs:
+        tile_ir = (program / "2_tile.mlir").read_text()
+        assert "tile.matmul" in tile_ir
+        assert re.search(r"memref\.alloc\(\) : memref<[0-9x]*x128xf32", tile_ir) is None, program.name
 
 
 def test_key_columns_of_a_mask_run_the_calls_column_blocks():

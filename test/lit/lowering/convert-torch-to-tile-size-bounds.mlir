@@ -117,7 +117,8 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 // Token rows shorter than a tile per batch ([4, 64] rows, a lower bucket's program): the rows stay merged, and the
 // merged rows' tiles run up to the last real row, (s0 - 1) * 64 + s1 (`real_prefix`, computed once at the
 // function's top): one tile of the two at a call of 2 x 7 tokens. Both the Linear layer and the layer norm, one
-// tile per trip (no pairs: neuron-unroll-loops gives each of the two trips a copy, the first one plain code).
+// tile per trip (no pairs: neuron-unroll-loops gives each of the two trips a copy, the first one plain code); the
+// two loops share their bounds, so tile-fuse-loops makes them one and the product's rows never reach HBM.
 // CHECK-LABEL: func.func @short_token_rows
 // CHECK:       %[[LESS1:.*]] = arith.subi %s1, %c1 : index
 // CHECK-NEXT:  %[[LESS0:.*]] = arith.subi %s0, %c1 : index
@@ -127,16 +128,16 @@ func.func @token_rows_norm(%x: tensor<4x256x32xf32>, %w: tensor<32xf32>, %b: ten
 // CHECK-NEXT:  %[[ROUNDED:.*]] = arith.addi %[[PREFIX]], %c127 : index
 // CHECK-NEXT:  %[[TILES:.*]] = arith.floordivsi %[[ROUNDED]], %c128 : index
 // CHECK-NEXT:  %[[END:.*]] = arith.muli %[[TILES]], %c128 : index
-// CHECK:       scf.for %[[MATMUL_ROW:.*]] = %c0 to %[[END]] step %c128 {
-// CHECK-NEXT:    tile.load %{{.*}}[%[[MATMUL_ROW]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
+// CHECK:       scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
+// CHECK-NEXT:    tile.load %{{.*}}[%[[ROW]], %c0] {{.*}} -> !tile.tile<128x64xf32, sbuf>
 // CHECK:         tile.matmul
 // CHECK-NOT:     tile.matmul
-// CHECK:         tile.store {{.*}} : !tile.tile<128x96xf32, sbuf>
+// CHECK:         %[[PRODUCT:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "add"} : {{.*}} -> !tile.tile<128x96xf32, sbuf>
+// CHECK-NEXT:    tile.reduce %[[PRODUCT]] {op = "add"}
+// CHECK-NOT:     tile.load
+// CHECK:         tile.store {{.*}}[%[[ROW]], %c0] : !tile.tile<128x96xf32, sbuf>
 // CHECK-NEXT:  }
-// CHECK:       scf.for %[[ROW:.*]] = %c0 to %[[END]] step %c128 {
-// CHECK-NEXT:    tile.load %{{.*}}[%[[ROW]], %c0] {{.*}} -> !tile.tile<128x96xf32, sbuf>
-// CHECK:         tile.store
-// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
 func.func @short_token_rows(%x: tensor<256x64xf32>, %w: tensor<64x96xf32>, %b: tensor<96xf32>, %g: tensor<96xf32>, %h: tensor<96xf32>) -> tensor<4x64x96xf32> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 64 : i64]]} {
   %0 = torch.aten.addmm %b, %x, %w {beta = 1 : i64, alpha = 1 : i64, neuron.size_bounds = ["s0*s1", ""]} : (tensor<96xf32>, tensor<256x64xf32>, tensor<64x96xf32>) -> tensor<256x96xf32>
   %1 = torch.aten.view %0 {size = array<i64: 4, 64, 96>, neuron.size_bounds = ["s0", "s1", ""]} : (tensor<256x96xf32>) -> tensor<4x64x96xf32>
@@ -240,4 +241,43 @@ func.func @gathered_rows(%w: tensor<96x32xf32>, %i: tensor<4x256xi64>) -> tensor
 func.func @key_columns(%x: tensor<2x512x512xf32>) -> tensor<2x512x512xi1> attributes {neuron.size_arguments = [["s0", 1 : i64, 2 : i64], ["s1", 1 : i64, 512 : i64]]} {
   %0 = torch.aten.gt.Scalar %x {other = 0.000000e+00 : f64, neuron.size_bounds = ["s0", "s1", "s1"]} : (tensor<2x512x512xf32>) -> tensor<2x512x512xi1>
   func.return %0 : tensor<2x512x512xi1>
+}
+
+// -----
+
+// A lower bucket's [b, 1, 64, 64] attention mask (transformers' mask code): the comparison of broadcast positions
+// can only tile it a batch per trip, [64, 64] blocks under a loop over the call's s0 batches, and the `&` of two
+// such masks, whose free axis of 64 columns is narrow, keeps the same blocks (`BLOCK_SIDE`) instead of running
+// merged [128, 128] tiles over the whole bucket: the two nests fuse and the comparison never reaches HBM.
+// CHECK-LABEL: func.func @mask_blocks(
+// CHECK:       scf.for %[[B:.*]] = %c0 to %s0 step %c1 {
+// CHECK:         %[[EQ:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "is_equal"} : {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:    %[[M:.*]] = tile.load %{{.*}}[%[[B]], %c0, %c0] {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:    %[[AND:.*]] = tile.binary %[[M]], %[[EQ]] {op = "bitwise_and"}
+// CHECK-NEXT:    tile.store %[[AND]], %{{.*}}[%[[B]], %c0, %c0] : !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  func.return
+func.func @mask_blocks(%i: tensor<4x1x64x1xi64>, %j: tensor<4x1x1x64xi64>, %m: tensor<4x1x64x64xi1>) -> tensor<4x1x64x64xi1> attributes {neuron.size_arguments = [["s0", 1 : i64, 4 : i64], ["s1", 1 : i64, 64 : i64]]} {
+  %0 = torch.aten.eq.Tensor %i, %j {neuron.size_bounds = ["s0", "", "s1", "s1"]} : (tensor<4x1x64x1xi64>, tensor<4x1x1x64xi64>) -> tensor<4x1x64x64xi1>
+  %1 = torch.aten.bitwise_and.Tensor %m, %0 {neuron.size_bounds = ["s0", "", "s1", "s1"]} : (tensor<4x1x64x64xi1>, tensor<4x1x64x64xi1>) -> tensor<4x1x64x64xi1>
+  func.return %1 : tensor<4x1x64x64xi1>
+}
+
+// -----
+
+// The same mask for a batch of one (Dynamo specialises it): no dimension can follow the call (64 rows are less
+// than a row tile), and the `&` still takes the comparison's [64, 64] block rather than merged [128, 32] tiles,
+// so the comparison's tile reaches it in straight-line code without a store and a load.
+// CHECK-LABEL: func.func @mask_block_of_one(
+// CHECK-NOT:   scf.for
+// CHECK:       %[[EQ:.*]] = tile.binary %{{.*}}, %{{.*}} {op = "is_equal"} : {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NOT:   tile.store
+// CHECK:       %[[M:.*]] = tile.load %{{.*}}[%c0, %c0] {{.*}} -> !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  %[[AND:.*]] = tile.binary %[[M]], %[[EQ]] {op = "bitwise_and"}
+// CHECK-NEXT:  tile.store %[[AND]], %{{.*}}[%c0, %c0] : !tile.tile<64x64xi1, sbuf>
+// CHECK-NEXT:  func.return
+func.func @mask_block_of_one(%i: tensor<1x1x64x1xi64>, %j: tensor<1x1x1x64xi64>, %m: tensor<1x1x64x64xi1>) -> tensor<1x1x64x64xi1> attributes {neuron.size_arguments = [["s1", 1 : i64, 64 : i64]]} {
+  %0 = torch.aten.eq.Tensor %i, %j {neuron.size_bounds = ["", "", "s1", "s1"]} : (tensor<1x1x64x1xi64>, tensor<1x1x1x64xi64>) -> tensor<1x1x64x64xi1>
+  %1 = torch.aten.bitwise_and.Tensor %m, %0 {neuron.size_bounds = ["", "", "s1", "s1"]} : (tensor<1x1x64x64xi1>, tensor<1x1x64x64xi1>) -> tensor<1x1x64x64xi1>
+  func.return %1 : tensor<1x1x64x64xi1>
 }

@@ -2,8 +2,8 @@
 
 // A layer norm over token rows a size bucket pads, read only by a Linear layer with K = 32 (below one tile), in a
 // [4, 64] bucket's program (lowering/tile_fuse_matmul_prologues.py): the matmul computes the rows where it loads
-// them (the layer norm's own nest and the matmul's are separate loops, which tile-fuse-loops does not merge, so
-// the rows went to HBM and back). Numbers are checked end to end in test/frontend/test_size_buckets.py (this
+// them (apart, the layer norm's nest stores its normalized rows for the matmul's nest to load, and the weight
+// and bias apply over [rows, 32] tiles instead of per partition of the transposed ones). Numbers are checked end to end in test/frontend/test_size_buckets.py (this
 // form takes size arguments, which --check-semantics cannot supply).
 // CHECK-LABEL: func.func @short_rows(
 // CHECK-NOT:   memref.alloc() : memref<4x64x32xf32
